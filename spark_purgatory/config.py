@@ -1,0 +1,148 @@
+"""Configuration: Kafka-style dotted keys, validated once, carried as frozen dataclasses.
+
+Every key has a default; unknown keys and bad values raise ``ConfigError`` at start-up naming
+the key and what is allowed, so a typo never silently falls back to a default.
+
+>>> cfg = PurgatoryConfig.from_mapping({"purgatory.tick.ms": "250", "watermark.delay": "5 seconds"})
+>>> cfg.tick_ms, cfg.watermark_delay_ms
+(250, 5000)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+__all__ = ["ConfigError", "PurgatoryConfig", "parse_interval_ms"]
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value is not allowed."""
+
+
+_UNITS_MS = {
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": 86_400_000,
+    "week": 604_800_000,
+}
+_UNIT_ALIASES = {"ms": "millisecond", "s": "second", "sec": "second", "min": "minute", "h": "hour"}
+_INTERVAL = re.compile(r"^\s*(\d+)\s*([a-z]+)\s*$")
+
+
+def parse_interval_ms(text: str) -> int:
+    """Parse a Spark interval string such as ``"10 seconds"`` or ``"1 minute"`` into ms.
+
+    >>> parse_interval_ms("10 seconds"), parse_interval_ms("500 ms"), parse_interval_ms("2 hours")
+    (10000, 500, 7200000)
+    """
+    match = _INTERVAL.match(str(text).lower())
+    if not match:
+        raise ConfigError(f"not an interval: {text!r} (expected e.g. '10 seconds', '500 ms')")
+    amount, unit = int(match.group(1)), match.group(2)
+    if unit not in _UNIT_ALIASES and unit not in _UNITS_MS and unit.endswith("s"):
+        unit = unit[:-1]  # plural
+    unit = _UNIT_ALIASES.get(unit, unit)
+    if unit not in _UNITS_MS:
+        raise ConfigError(f"unknown interval unit in {text!r}; allowed: {', '.join(_UNITS_MS)}")
+    return amount * _UNITS_MS[unit]
+
+
+@dataclass(frozen=True)
+class PurgatoryConfig:
+    """All settings of the purgatory, the accumulator and the job, with their dotted keys.
+
+    Build it with ``PurgatoryConfig.from_mapping({...dotted keys...})``; the field metadata
+    maps each field to its key.
+    """
+
+    tick_ms: int = 100
+    wheel_size: int = 512
+    shards: int = 8
+    max_timeout_ms: int = 7 * 86_400_000
+    progress_retention_ms: int = 86_400_000
+    dedup_retention_ms: int = 86_400_000
+    watermark_delay: str = "10 seconds"
+    accumulator_batch_size: int = 128 * 1024 * 1024
+    accumulator_linger_ms: int = 60_000
+    accumulator_buffer_memory: int = 512 * 1024 * 1024
+    source_max_files_per_trigger: int = 16
+
+    @property
+    def watermark_delay_ms(self) -> int:
+        return parse_interval_ms(self.watermark_delay)
+
+    def __post_init__(self) -> None:
+        positive = {
+            "tick_ms": 1,
+            "wheel_size": 2,
+            "shards": 1,
+            "accumulator_batch_size": 1,
+            "accumulator_buffer_memory": 1,
+            "source_max_files_per_trigger": 1,
+        }
+        for name, low in positive.items():
+            if getattr(self, name) < low:
+                raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= {low}, got {getattr(self, name)}")
+        for name in ("max_timeout_ms", "progress_retention_ms", "dedup_retention_ms", "accumulator_linger_ms"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= 0, got {getattr(self, name)}")
+        parse_interval_ms(self.watermark_delay)
+        if self.accumulator_buffer_memory < self.accumulator_batch_size:
+            raise ConfigError(
+                "accumulator.buffer.memory must be >= accumulator.batch.size "
+                f"({self.accumulator_buffer_memory} < {self.accumulator_batch_size})"
+            )
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        """The dotted keys this config accepts."""
+        return list(_FIELDS_BY_KEY)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> PurgatoryConfig:
+        """Build from dotted keys (strings or typed values); unknown keys are an error."""
+        kwargs: dict[str, object] = {}
+        for key, raw in values.items():
+            name = _FIELDS_BY_KEY.get(key)
+            if name is None:
+                raise ConfigError(f"unknown configuration key {key!r}; allowed: {', '.join(cls.keys())}")
+            kwargs[name] = _coerce(key, name, raw)
+        return cls(**kwargs)
+
+    def to_mapping(self) -> dict[str, object]:
+        """The dotted-key view of this config (the inverse of ``from_mapping``)."""
+        return {key: getattr(self, name) for key, name in _FIELDS_BY_KEY.items()}
+
+
+_FIELDS_BY_KEY = {
+    "purgatory.tick.ms": "tick_ms",
+    "purgatory.wheel.size": "wheel_size",
+    "purgatory.shards": "shards",
+    "purgatory.max.timeout.ms": "max_timeout_ms",
+    "purgatory.progress.retention.ms": "progress_retention_ms",
+    "purgatory.dedup.retention.ms": "dedup_retention_ms",
+    "watermark.delay": "watermark_delay",
+    "accumulator.batch.size": "accumulator_batch_size",
+    "accumulator.linger.ms": "accumulator_linger_ms",
+    "accumulator.buffer.memory": "accumulator_buffer_memory",
+    "source.max.files.per.trigger": "source_max_files_per_trigger",
+}
+_KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
+assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
+
+
+def _coerce(key: str, name: str, raw: object) -> object:
+    if name == "watermark_delay":
+        return str(raw)
+    if isinstance(raw, bool):
+        raise ConfigError(f"{key} must be an integer, got {raw!r}")
+    if isinstance(raw, int):
+        return raw
+    try:
+        return int(str(raw).strip().replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{key} must be an integer, got {raw!r}") from None

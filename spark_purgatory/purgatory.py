@@ -1,0 +1,638 @@
+"""The per-shard purgatory: Kafka's DelayedOperationPurgatory for event time, on columns.
+
+Kafka parks a ``DelayedOperation`` that cannot complete yet in a purgatory: it is watched under
+its keys (``Watchers``) and scheduled on a timing wheel.  ``tryCompleteElseWatch`` completes an
+operation at once if it can; ``checkAndComplete(key)`` re-tries the operations watching a key
+when something happens to it; the timer's ``onExpiration`` fires the ones that time out;
+``purge`` drops completed operations from the watcher lists.  This module keeps that
+vocabulary, but every step takes a whole micro-batch of operations or events at once:
+
+* ``try_complete_else_watch(ops)`` registers operations; each is matched against the events
+  still buffered (events may arrive before their operation) and against the key's ``offset``
+  progress, and completes at once if its condition already holds.
+* ``check_and_complete(events)`` matches a batch of events against the watchers (a sorted
+  key-hash index, joined with ``searchsorted``) and completes whatever became true.
+* ``advance(watermark)`` moves the timing wheel to the watermark; operations whose deadline
+  it reached expire (``on_expiration``).
+* ``process(ops, events, watermark_ms=...)`` does all three in the right order, finalises the
+  events the watermark passed (reporting those that matched nothing), and returns the rows
+  for the ``outcomes``, ``unmatched_events`` and ``rejected`` tables.
+
+Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
+makes its condition true or ``expired`` once the watermark reaches its deadline (never
+earlier); a resolved operation leaves nothing behind in the watchers, the wheel or the
+match table; every valid event is eventually either counted by an operation or reported in
+``unmatched_events``.  The whole shard state serialises to one binary value (``to_bytes``).
+All times are epoch milliseconds (int64).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from .conditions import (
+    ALL,
+    CONDITION_NAMES,
+    OFFSET,
+    evaluate,
+    validate_events,
+    validate_operations,
+)
+from .config import PurgatoryConfig
+from .wheel import NO_EXPIRATION, TimingWheel
+
+__all__ = ["BatchResult", "Purgatory", "OUTCOME_COLUMNS", "UNMATCHED_COLUMNS", "REJECTED_COLUMNS"]
+
+OUTCOME_COLUMNS = [
+    "op_id", "keys", "status", "op_ts", "deadline", "resolved_at", "latency_ms", "matched_events",
+    "progress", "condition", "target", "payload", "batch_id",
+]
+UNMATCHED_COLUMNS = ["key", "ts", "op_id", "source", "value", "reason", "batch_id"]
+REJECTED_COLUMNS = ["source", "raw", "reason", "batch_id"]
+
+_I64_MIN = np.iinfo(np.int64).min
+_STATE_VERSION = 1
+
+
+def _hash(values: np.ndarray) -> np.ndarray:
+    """Stable 64-bit hash of strings (pandas' SipHash with its fixed key), for sorted indexes."""
+    if len(values) == 0:
+        return np.empty(0, dtype=np.uint64)
+    return pd.util.hash_array(np.asarray(values, dtype=object), categorize=False)
+
+
+def _equal_ranges(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All (probe index, sorted index) pairs with equal hash, vectorised."""
+    lo = np.searchsorted(sorted_hashes, probes, side="left")
+    hi = np.searchsorted(sorted_hashes, probes, side="right")
+    counts = hi - lo
+    total = int(counts.sum())
+    probe_idx = np.repeat(np.arange(probes.size), counts)
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return probe_idx, np.repeat(lo, counts) + offsets
+
+
+def _empty(columns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+
+
+_OPS = {
+    "handle": "int64", "op_id": "object", "keys": "object", "ts": "int64", "deadline": "int64",
+    "cond": "int8", "target": "float64", "members": "object", "payload": "object", "n_members": "int64",
+}
+_WATCH = {"hash": "uint64", "key": "object", "handle": "int64", "base": "float64"}
+_MATCHES = {
+    "handle": "int64", "key": "object", "ts": "int64", "eseq": "int64", "value": "float64",
+    "source": "object", "is_member": "bool",
+}
+_EVENTS = {
+    "eseq": "int64", "key": "object", "ts": "int64", "op_id": "object", "source": "object",
+    "value": "float64", "used": "bool",
+}
+_KEYS = {"key": "object", "base": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
+_SEEN = {"hash": "uint64", "op_id": "object", "expire_at": "int64"}
+
+
+@dataclass
+class BatchResult:
+    """Rows produced by one ``Purgatory.process`` call, with the SPEC's columns (times in ms)."""
+
+    outcomes: pd.DataFrame
+    unmatched: pd.DataFrame
+    rejected: pd.DataFrame
+
+    @property
+    def completed(self) -> int:
+        return int((self.outcomes["status"] == "completed").sum())
+
+    @property
+    def expired(self) -> int:
+        return int((self.outcomes["status"] == "expired").sum())
+
+
+class Purgatory:
+    """One shard's purgatory: watchers, timing wheel, key progress and buffered events.
+
+    Example:
+
+    >>> import pandas as pd
+    >>> p = Purgatory(PurgatoryConfig(tick_ms=10))
+    >>> ops = pd.DataFrame({"op_id": ["a", "b"], "keys": [["k"], ["k"]], "ts": [0, 0],
+    ...                     "timeout_ms": [100, 100], "condition": ["any", "count"],
+    ...                     "target": [None, 2.0]})
+    >>> events = pd.DataFrame({"key": ["k"], "ts": [40]})
+    >>> out = p.process(ops, events, watermark_ms=0)
+    >>> out.outcomes[["op_id", "status", "resolved_at"]].values.tolist()
+    [['a', 'completed', 40]]
+    >>> p.process(ops.iloc[:0], events.iloc[:0], watermark_ms=100).outcomes[
+    ...     ["op_id", "status", "resolved_at"]].values.tolist()
+    [['b', 'expired', 100]]
+    """
+
+    def __init__(self, config: PurgatoryConfig | None = None, *, start_ms: int = _I64_MIN) -> None:
+        self.config = config or PurgatoryConfig()
+        self._watermark = int(start_ms)
+        self._wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, max(start_ms, 0))
+        self._ops = _empty(_OPS)
+        self._watch = _empty(_WATCH)
+        self._matches = _empty(_MATCHES)
+        self._events = _empty(_EVENTS)
+        self._keys = _empty(_KEYS)
+        self._seen = _empty(_SEEN)
+        self._next_handle = 0
+        self._next_eseq = 0
+        self._due = np.empty(0, dtype=np.int64)  # added with a deadline already passed
+        self._outcomes: list[pd.DataFrame] = []
+        self._batch_id = 0
+
+    # -- sizes (for metrics and tests) ---------------------------------------------------------
+
+    @property
+    def watermark(self) -> int:
+        return self._watermark
+
+    @property
+    def pending(self) -> int:
+        """Operations waiting (Kafka's ``delayed``)."""
+        return len(self._ops)
+
+    @property
+    def watched(self) -> int:
+        """Watcher entries, one per (operation, key) (Kafka's ``watched``)."""
+        return len(self._watch)
+
+    @property
+    def buffered_events(self) -> int:
+        return len(self._events)
+
+    @property
+    def retained_keys(self) -> int:
+        return len(self._keys)
+
+    def next_expiration(self) -> int:
+        """Earliest pending deadline (for the GroupState timeout), ``NO_EXPIRATION`` if none.
+
+        Buffered events also need the watermark to pass them, so their earliest time counts.
+        """
+        times = [self._wheel.next_expiration()]
+        if len(self._due):
+            times.append(self._watermark)
+        if len(self._events):
+            times.append(int(self._events["ts"].min()) + 1)
+        return min(times) if times else NO_EXPIRATION
+
+    def pending_op_ids(self) -> list[str]:
+        return self._ops["op_id"].tolist()
+
+    # -- the batch entry point -----------------------------------------------------------------
+
+    def process(
+        self,
+        operations: pd.DataFrame | None,
+        events: pd.DataFrame | None,
+        *,
+        watermark_ms: int,
+        batch_id: int = 0,
+    ) -> BatchResult:
+        """Run one micro-batch: register operations, apply events, expire, report.
+
+        Args:
+            operations: canonical operations (``op_id``, ``keys`` or ``key``, ``ts`` and
+                ``timeout_ms`` in ms, ``condition``, ``target``, ``members``, ``payload``,
+                optional ``raw``).
+            events: canonical completion events (``key``, ``ts`` in ms, ``op_id``,
+                ``source``, ``value``, optional ``raw``).
+            watermark_ms: the event-time watermark of this micro-batch.  Input older than
+                it is rejected as ``late``; operations whose deadline it reached expire.
+            batch_id: written to every output row.
+        """
+        self._batch_id = int(batch_id)
+        wm = max(int(watermark_ms), self._watermark)
+        rejected: list[pd.DataFrame] = []
+        self._outcomes = []
+
+        ops, bad = validate_operations(_with_keys(operations), max_timeout_ms=self.config.max_timeout_ms)
+        rejected.append(bad)
+        late = ops["ts"].to_numpy() < wm
+        rejected.append(_rejected_rows("operations", ops.loc[late, "raw"], "late"))
+        ops = ops.loc[~late]
+        ops, dup = self._split_duplicates(ops)
+        rejected.append(_rejected_rows("operations", dup["raw"], "duplicate_op_id"))
+
+        evs, bad = validate_events(events if events is not None else pd.DataFrame())
+        rejected.append(bad)
+        late = evs["ts"].to_numpy() < wm
+        raw = evs["raw"] if "raw" in evs.columns else _event_raw(evs)
+        rejected.append(_rejected_rows("events", raw[late], "late"))
+        evs = evs.loc[~late].reset_index(drop=True)
+
+        self.try_complete_else_watch(ops)
+        self.check_and_complete(evs)
+        self.advance(wm)
+        unmatched = self._finalise_events(wm)
+        self._retire(wm)
+
+        outcomes = _concat(self._outcomes, OUTCOME_COLUMNS)
+        self._outcomes = []
+        rej = _concat([r for r in rejected if len(r)], ["source", "raw", "reason"])
+        rej["batch_id"] = self._batch_id
+        return BatchResult(outcomes.reset_index(drop=True), unmatched, rej[REJECTED_COLUMNS])
+
+    # -- Kafka's operations, batched -----------------------------------------------------------
+
+    def try_complete_else_watch(self, ops: pd.DataFrame) -> None:
+        """Register validated operations; complete at once those already satisfied."""
+        if len(ops) == 0:
+            return
+        n = len(ops)
+        handles = np.arange(self._next_handle, self._next_handle + n, dtype=np.int64)
+        self._next_handle += n
+        new_ops = pd.DataFrame(
+            {
+                "handle": handles,
+                "op_id": ops["op_id"].to_numpy(dtype=object),
+                "keys": ops["keys"].to_numpy(dtype=object),
+                "ts": ops["ts"].to_numpy(np.int64),
+                "deadline": ops["deadline"].to_numpy(np.int64),
+                "cond": ops["cond"].to_numpy(np.int8),
+                "target": ops["target"].to_numpy(float),
+                "members": ops["members"].to_numpy(dtype=object),
+                "payload": ops["payload"].to_numpy(dtype=object),
+                "n_members": ops["members"].map(len).to_numpy(np.int64),
+            }
+        )
+        watch = new_ops[["handle", "keys", "cond"]].explode("keys").rename(columns={"keys": "key"})
+        watch = watch.merge(self._keys[["key", "base"]], on="key", how="left")
+        watch.loc[watch["cond"].to_numpy() != OFFSET, "base"] = np.nan
+        watch = watch.assign(hash=_hash(watch["key"].to_numpy()))[list(_WATCH)]
+        watch = watch.astype(_WATCH)
+        self._ops = pd.concat([self._ops, new_ops], ignore_index=True)
+        self._watch = _sorted_by_hash(pd.concat([self._watch, watch], ignore_index=True))
+        ids = _hash(new_ops["op_id"].to_numpy())
+        seen = pd.DataFrame({"hash": ids, "op_id": new_ops["op_id"], "expire_at": np.iinfo(np.int64).max})
+        self._seen = _sorted_by_hash(pd.concat([self._seen, seen], ignore_index=True))
+
+        already = self._wheel.add(handles, new_ops["deadline"].to_numpy())
+        self._due = np.concatenate([self._due, handles[already]])
+
+        # events that arrived before their operation
+        if len(self._events):
+            pairs = watch[["key", "handle"]].merge(self._events, on="key")
+            self._add_matches(pairs)
+        self._check(handles)
+
+    def check_and_complete(self, events: pd.DataFrame) -> None:
+        """Buffer a batch of validated events and complete the operations they satisfy."""
+        if len(events) == 0:
+            return
+        n = len(events)
+        eseq = np.arange(self._next_eseq, self._next_eseq + n, dtype=np.int64)
+        self._next_eseq += n
+        evs = events.assign(eseq=eseq, used=False)[list(_EVENTS)].astype(_EVENTS)
+        self._events = pd.concat([self._events, evs], ignore_index=True)
+        if len(self._watch) == 0:
+            return
+        ev_idx, w_idx = _equal_ranges(
+            self._watch["hash"].to_numpy(np.uint64), _hash(evs["key"].to_numpy())
+        )
+        pairs = evs.iloc[ev_idx].reset_index(drop=True)
+        pairs["handle"] = self._watch["handle"].to_numpy()[w_idx]
+        same_key = pairs["key"].to_numpy(dtype=object) == self._watch["key"].to_numpy(dtype=object)[w_idx]
+        pairs = pairs.loc[same_key]
+        touched = self._add_matches(pairs)
+        self._check(touched)
+
+    def advance(self, watermark_ms: int) -> None:
+        """Move the wheel to the watermark and expire the operations whose deadline it reached."""
+        self._watermark = max(int(watermark_ms), self._watermark)
+        expired = np.concatenate([self._due, self._wheel.advance(self._watermark)])
+        self._due = np.empty(0, dtype=np.int64)
+        handles = self._ops["handle"].to_numpy(np.int64)
+        expired = np.unique(expired)
+        expired = expired[np.isin(expired, handles, assume_unique=True)]
+        if expired.size == 0:
+            return
+        result = self._evaluate(expired)
+        self._mark_used(result.matches, np.ones(len(result.matches), dtype=bool))
+        rows = self._ops_rows(expired)
+        self._emit(rows, "expired", rows["deadline"].to_numpy(np.int64), result.matched, result.progress)
+        self._purge(expired, completed=False)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _split_duplicates(self, ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Reject an op_id already pending, already resolved, or repeated within the batch."""
+        ids = ops["op_id"].to_numpy(dtype=object)
+        dup = ops["op_id"].duplicated().to_numpy()
+        if len(self._seen) and len(ids):
+            probe, hit = _equal_ranges(self._seen["hash"].to_numpy(np.uint64), _hash(ids))
+            same = self._seen["op_id"].to_numpy(dtype=object)[hit] == ids[probe]
+            dup[probe[same]] = True
+        return ops.loc[~dup], ops.loc[dup]
+
+    def _add_matches(self, pairs: pd.DataFrame) -> np.ndarray:
+        """Keep the (event, operation) pairs inside the operation's window; return touched handles."""
+        if len(pairs) == 0:
+            return np.empty(0, dtype=np.int64)
+        pos = np.searchsorted(self._ops["handle"].to_numpy(np.int64), pairs["handle"].to_numpy(np.int64))
+        op_ts = self._ops["ts"].to_numpy(np.int64)[pos]
+        deadline = self._ops["deadline"].to_numpy(np.int64)[pos]
+        cond = self._ops["cond"].to_numpy(np.int8)[pos]
+        op_id = self._ops["op_id"].to_numpy(dtype=object)[pos]
+        ts = pairs["ts"].to_numpy(np.int64)
+        target_id = pairs["op_id"].to_numpy(dtype=object)
+        ok = (ts < deadline) & ((ts >= op_ts) | (cond == OFFSET))
+        ok &= pd.isna(target_id) | (target_id == op_id)
+        pairs = pairs.loc[ok]
+        if len(pairs) == 0:
+            return np.empty(0, dtype=np.int64)
+        members = self._ops.loc[self._ops["cond"].to_numpy() == ALL, ["handle", "members"]]
+        members = members.explode("members").rename(columns={"members": "source"}).assign(is_member=True)
+        pairs = pairs.drop(columns=[c for c in ("is_member",) if c in pairs.columns])
+        pairs = pairs.merge(members.drop_duplicates(["handle", "source"]), on=["handle", "source"], how="left")
+        pairs["is_member"] = pairs["is_member"].notna().to_numpy()
+        new = pairs[list(_MATCHES)].astype(_MATCHES)
+        self._matches = pd.concat([self._matches, new], ignore_index=True)
+        return np.unique(new["handle"].to_numpy(np.int64))
+
+    def _evaluate(self, handles: np.ndarray):
+        ops = self._ops_rows(handles)
+        matches = self._matches.loc[self._matches["handle"].isin(handles)]
+        watch = self._watch.loc[self._watch["handle"].isin(handles), ["handle", "key", "base"]]
+        return evaluate(ops, matches, watch)
+
+    def _check(self, handles: np.ndarray) -> None:
+        """checkAndComplete for the given operations: complete those whose condition holds."""
+        if handles.size == 0:
+            return
+        handles = np.unique(handles)
+        result = self._evaluate(handles)
+        done = handles[result.satisfied]
+        if done.size == 0:
+            return
+        used_rows = result.used & np.isin(result.matches["handle"].to_numpy(np.int64), done)
+        self._mark_used(result.matches, used_rows)
+        rows = self._ops_rows(done)
+        self._emit(
+            rows, "completed", result.resolved_at[result.satisfied], result.matched[result.satisfied],
+            result.progress[result.satisfied],
+        )
+        self._purge(done, completed=True)
+
+    def _mark_used(self, matches: pd.DataFrame, used: np.ndarray) -> None:
+        eseqs = matches["eseq"].to_numpy(np.int64)[used]
+        if eseqs.size and len(self._events):
+            hit = np.isin(self._events["eseq"].to_numpy(np.int64), eseqs)
+            self._events.loc[hit, "used"] = True
+
+    def _ops_rows(self, handles: np.ndarray) -> pd.DataFrame:
+        pos = np.searchsorted(self._ops["handle"].to_numpy(np.int64), np.sort(handles))
+        return self._ops.iloc[pos].reset_index(drop=True)
+
+    def _emit(
+        self, rows: pd.DataFrame, status: str, resolved_at: np.ndarray, matched: np.ndarray,
+        progress: np.ndarray,
+    ) -> None:
+        op_ts = rows["ts"].to_numpy(np.int64)
+        self._outcomes.append(
+            pd.DataFrame(
+                {
+                    "op_id": rows["op_id"].to_numpy(dtype=object),
+                    "keys": rows["keys"].to_numpy(dtype=object),
+                    "status": status,
+                    "op_ts": op_ts,
+                    "deadline": rows["deadline"].to_numpy(np.int64),
+                    "resolved_at": resolved_at.astype(np.int64),
+                    "latency_ms": resolved_at.astype(np.int64) - op_ts,
+                    "matched_events": matched.astype(np.int64),
+                    "progress": progress.astype(float),
+                    "condition": CONDITION_NAMES[rows["cond"].to_numpy(np.int64)],
+                    "target": rows["target"].to_numpy(float),
+                    "payload": rows["payload"].to_numpy(dtype=object),
+                    "batch_id": self._batch_id,
+                }
+            )
+        )
+
+    def _purge(self, handles: np.ndarray, *, completed: bool) -> None:
+        """Kafka's purge: resolved operations leave the watchers, the wheel and the match table."""
+        rows = self._ops_rows(handles)
+        if completed:
+            self._wheel.cancel(handles)
+            # events on these keys before the deadline arrive "after resolution" from now on
+            per_key = rows[["keys", "deadline"]].explode("keys").groupby("keys")["deadline"].max()
+            self._touch_keys(per_key.index.to_numpy(dtype=object), resolved_until=per_key.to_numpy())
+        keep = ~np.isin(self._ops["handle"].to_numpy(np.int64), handles)
+        self._ops = self._ops.loc[keep].reset_index(drop=True)
+        self._watch = self._watch.loc[~self._watch["handle"].isin(handles)].reset_index(drop=True)
+        self._matches = self._matches.loc[~self._matches["handle"].isin(handles)].reset_index(drop=True)
+        ids = rows["op_id"].to_numpy(dtype=object)
+        probe, hit = _equal_ranges(self._seen["hash"].to_numpy(np.uint64), _hash(ids))
+        same = self._seen["op_id"].to_numpy(dtype=object)[hit] == ids[probe]
+        probe, hit = probe[same], hit[same]
+        # remembered for dedup_retention_ms of event time after the later of deadline and now
+        resolved = np.maximum(self._watermark, rows["deadline"].to_numpy(np.int64))
+        expire_at = self._seen["expire_at"].to_numpy(np.int64).copy()
+        expire_at[hit] = resolved[probe] + self.config.dedup_retention_ms
+        self._seen["expire_at"] = expire_at
+
+    def _touch_keys(
+        self,
+        keys: np.ndarray,
+        *,
+        base: np.ndarray | None = None,
+        last_event_ts: np.ndarray | None = None,
+        resolved_until: np.ndarray | None = None,
+    ) -> None:
+        n = len(keys)
+        update = pd.DataFrame(
+            {
+                "key": keys,
+                "base": base if base is not None else np.full(n, np.nan),
+                "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, _I64_MIN),
+                "resolved_until": resolved_until if resolved_until is not None else np.full(n, _I64_MIN),
+            }
+        )
+        merged = pd.concat([self._keys, update], ignore_index=True)
+        self._keys = (
+            merged.groupby("key", sort=False)
+            .agg(base=("base", "max"), last_event_ts=("last_event_ts", "max"), resolved_until=("resolved_until", "max"))
+            .reset_index()
+            .astype(_KEYS)
+        )
+
+    def _finalise_events(self, wm: int) -> pd.DataFrame:
+        """Events the watermark passed can match no future operation: report the unused ones."""
+        evs = self._events
+        done = evs["ts"].to_numpy(np.int64) < wm
+        if not done.any():
+            return _empty_unmatched(self._batch_id)
+        final = evs.loc[done]
+        self._events = evs.loc[~done].reset_index(drop=True)
+        used = final["used"].to_numpy(bool) | np.isin(
+            final["eseq"].to_numpy(np.int64), self._matches["eseq"].to_numpy(np.int64)
+        )
+        # offset progress: untargeted events feed the key's running max for later operations
+        untargeted = final.loc[final["op_id"].isna()]
+        if len(untargeted):
+            per_key = untargeted.groupby("key").agg(base=("value", "max"), last=("ts", "max"))
+            self._touch_keys(
+                per_key.index.to_numpy(dtype=object),
+                base=per_key["base"].to_numpy(float),
+                last_event_ts=per_key["last"].to_numpy(np.int64),
+            )
+        lost = final.loc[~used]
+        if len(lost) == 0:
+            return _empty_unmatched(self._batch_id)
+        resolved_until = lost[["key"]].merge(self._keys[["key", "resolved_until"]], on="key", how="left")
+        after = lost["ts"].to_numpy(np.int64) < resolved_until["resolved_until"].fillna(_I64_MIN).to_numpy()
+        targeted = lost["op_id"].to_numpy(dtype=object)
+        if len(self._seen):
+            resolved = self._seen.loc[self._seen["expire_at"] < np.iinfo(np.int64).max, "op_id"]
+            after |= pd.Series(targeted).isin(resolved).to_numpy()
+        reason = np.where(after, "after_resolution", "no_operation")
+        out = lost[["key", "ts", "op_id", "source", "value"]].reset_index(drop=True)
+        out["reason"] = reason
+        out["batch_id"] = self._batch_id
+        return out
+
+    def _retire(self, wm: int) -> None:
+        """Drop what the watermark made useless: old key progress, old dedup entries."""
+        keys = self._keys
+        if len(keys):
+            keep = (keys["last_event_ts"].to_numpy(np.int64) > wm - self.config.progress_retention_ms) | (
+                keys["resolved_until"].to_numpy(np.int64) > wm
+            )
+            self._keys = keys.loc[keep].reset_index(drop=True)
+        if len(self._seen):
+            self._seen = self._seen.loc[self._seen["expire_at"].to_numpy(np.int64) > wm].reset_index(drop=True)
+
+    # -- serialisation -------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """The whole shard state as one binary value (Arrow IPC), for a Spark group state."""
+        parts = {
+            "ops": self._ops,
+            "watch": self._watch,
+            "matches": self._matches,
+            "events": self._events,
+            "keys": self._keys,
+            "seen": self._seen,
+        }
+        names, blobs = [], []
+        for name, frame in parts.items():
+            names.append(name)
+            blobs.append(_frame_bytes(frame))
+        names.append("wheel")
+        blobs.append(self._wheel.to_bytes())
+        names.append("due")
+        blobs.append(_frame_bytes(pd.DataFrame({"handle": self._due})))
+        table = pa.table({"part": names, "data": pa.array(blobs, pa.binary())})
+        meta = {
+            "format": str(_STATE_VERSION),
+            "watermark": str(self._watermark),
+            "next_handle": str(self._next_handle),
+            "next_eseq": str(self._next_eseq),
+        }
+        sink = io.BytesIO()
+        table = table.replace_schema_metadata(meta)
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, config: PurgatoryConfig | None = None) -> Purgatory:
+        """Inverse of ``to_bytes``; ``config`` may differ only in retention and limits."""
+        table = pa.ipc.open_stream(data).read_all()
+        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        if meta.get("format") != str(_STATE_VERSION):
+            raise ValueError(f"unsupported purgatory state format {meta.get('format')!r}")
+        parts = dict(zip(table.column("part").to_pylist(), table.column("data").to_pylist(), strict=True))
+        p = cls(config)
+        p._watermark = int(meta["watermark"])
+        p._next_handle = int(meta["next_handle"])
+        p._next_eseq = int(meta["next_eseq"])
+        p._ops = _frame_from(parts["ops"], _OPS)
+        p._watch = _frame_from(parts["watch"], _WATCH)
+        p._matches = _frame_from(parts["matches"], _MATCHES)
+        p._events = _frame_from(parts["events"], _EVENTS)
+        p._keys = _frame_from(parts["keys"], _KEYS)
+        p._seen = _frame_from(parts["seen"], _SEEN)
+        p._wheel = TimingWheel.from_bytes(parts["wheel"])
+        p._due = _frame_from(parts["due"], {"handle": "int64"})["handle"].to_numpy(np.int64)
+        return p
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _with_keys(ops: pd.DataFrame | None) -> pd.DataFrame:
+    """Accept a single ``key`` column as shorthand for ``keys``."""
+    if ops is None:
+        return pd.DataFrame()
+    if "key" in ops.columns:
+        single = ops["key"].map(lambda k: [k] if isinstance(k, str) else None)
+        if "keys" in ops.columns:
+            ops = ops.assign(keys=ops["keys"].where(ops["keys"].notna(), single))
+        else:
+            ops = ops.assign(keys=single)
+        ops = ops.drop(columns="key")
+    return ops
+
+
+def _sorted_by_hash(frame: pd.DataFrame) -> pd.DataFrame:
+    order = np.argsort(frame["hash"].to_numpy(np.uint64), kind="stable")
+    return frame.iloc[order].reset_index(drop=True)
+
+
+def _rejected_rows(source: str, raw: pd.Series, reason: str) -> pd.DataFrame:
+    return pd.DataFrame({"source": source, "raw": raw.to_numpy(dtype=object), "reason": reason})
+
+
+def _event_raw(evs: pd.DataFrame) -> pd.Series:
+    from .conditions import _raw_json
+
+    return _raw_json(evs, ["key", "ts", "op_id", "source", "value"])
+
+
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    return pd.concat(frames, ignore_index=True)
+
+
+def _empty_unmatched(batch_id: int) -> pd.DataFrame:
+    frame = _empty({"key": "object", "ts": "int64", "op_id": "object", "source": "object", "value": "float64",
+                    "reason": "object"})
+    frame["batch_id"] = pd.Series(dtype="int64")
+    return frame
+
+
+def _frame_bytes(frame: pd.DataFrame) -> bytes:
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _frame_from(data: bytes, dtypes: dict[str, str]) -> pd.DataFrame:
+    table = pa.ipc.open_stream(data).read_all()
+    frame = table.to_pandas()
+    if len(frame) == 0:
+        return _empty(dtypes)
+    for column in frame.columns:
+        if dtypes.get(column) == "object":
+            frame[column] = frame[column].map(_listify)
+    return frame.astype(dtypes)[list(dtypes)]
+
+
+def _listify(value: object) -> object:
+    """Arrow lists come back as numpy arrays; state keeps plain lists."""
+    return value.tolist() if isinstance(value, np.ndarray) else value

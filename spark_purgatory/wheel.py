@@ -1,0 +1,375 @@
+"""Hierarchical timing wheel, columnar: Kafka's TimingWheel with numpy arrays instead of lists.
+
+Kafka's ``TimingWheel`` (server-common, ``org.apache.kafka.server.util.timer``) keeps timer
+tasks in ``wheelSize`` buckets of ``tickMs`` each.  A wheel spans ``interval = tickMs *
+wheelSize``; a task whose expiration lies beyond that goes to an *overflow wheel* whose tick
+is the lower wheel's interval, created on demand, and so on upwards.  Each wheel's current
+time is truncated to its tick.  When time reaches a bucket's expiration, the bucket is
+flushed: every entry is re-added, which either expires it or *cascades* it into a finer
+wheel.  Adding and expiring are O(1) per task; the cost of time passing is per bucket, not
+per task.
+
+Worked example (tick 1 ms, wheel size 20, now 0): level 0 covers [0, 20) with 1 ms buckets,
+level 1 (tick 20) covers [0, 400), level 2 (tick 400) covers [0, 8000).  A deadline of 450
+does not fit level 0 or 1, so it lands in level 2's bucket [400, 800).  When time reaches
+400 that bucket is flushed; 450 now fits level 1 (which covers [400, 800)) and moves to its
+bucket [440, 460).  At 440 that bucket is flushed and 450 drops into level 0's bucket
+[450, 451); at 450 it expires.  Each entry is moved at most once per level.
+
+What is different here:
+
+* **Columnar.**  An entry is an ``int64`` id and an ``int64`` deadline (ms).  A bucket is a
+  list of numpy chunks, one chunk per ``add`` call; ``add``, ``cancel`` and ``advance`` take
+  and return arrays, and every per-entry step is vectorised.  Python loops run over levels
+  and buckets only.
+* **Never early.**  Kafka fires a task when its *bucket* expires, so a task can run up to one
+  tick before its expiration, and ``add`` treats anything inside the current tick as already
+  expired.  Here an entry expires exactly when ``advance(t)`` is called with ``t >= deadline``:
+  event-time outcomes must not be emitted while an event that completes the operation could
+  still arrive.  Entries inside the current tick wait in the current level-0 bucket.
+* **Event time, not a clock.**  ``advance(to_ms)`` is driven by the caller (the watermark);
+  there is no DelayQueue thread.  All buckets due at ``to_ms`` are flushed in one pass, top
+  level first, so cascaded entries are placed with respect to the final time.
+* **Lazy cancel.**  Kafka unlinks a cancelled entry from its list.  Columnar buckets cannot
+  unlink cheaply, so ``cancel`` records a tombstone; tombstoned entries are dropped when their
+  bucket is flushed, and all buckets are compacted once tombstones outnumber live entries
+  (Kafka's purgatory purges watchers on the same amortised rule).
+
+Invariants: every live entry sits in exactly one bucket of one level; ``advance(t)`` returns
+exactly the live entries with ``deadline <= t``, each once; an entry never expires before its
+deadline.
+
+Example:
+
+>>> import numpy as np
+>>> w = TimingWheel(tick_ms=10, wheel_size=8, start_ms=0)
+>>> w.add(np.array([1, 2, 3]), np.array([5, 95, 1000])).tolist()  # already expired?
+[False, False, False]
+>>> w.advance(100).tolist()
+[1, 2]
+>>> w.next_expiration()
+1000
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["TimingWheel", "NO_EXPIRATION"]
+
+#: ``next_expiration()`` when the wheel is empty.
+NO_EXPIRATION = np.iinfo(np.int64).max
+_I64_MAX = int(np.iinfo(np.int64).max)
+_EMPTY = np.empty(0, dtype=np.int64)
+_FORMAT_VERSION = 1
+
+
+def _as_i64(values: object) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
+
+
+@dataclass
+class _Level:
+    """One wheel of the hierarchy: ``wheel_size`` buckets of ``tick`` ms each."""
+
+    tick: int
+    wheel_size: int
+    current: int
+    # bucket expiration (start of its time range, a multiple of tick) -> chunks of (ids, deadlines)
+    buckets: dict[int, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+
+    @property
+    def interval(self) -> int:
+        return self.tick * self.wheel_size
+
+    def horizon(self) -> int:
+        """First deadline that does not fit this level (saturating at int64 max)."""
+        return min(self.current + self.interval, _I64_MAX)
+
+    def advance_clock(self, time_ms: int) -> None:
+        if time_ms >= self.current + self.tick:
+            self.current = time_ms - time_ms % self.tick
+
+    def place(self, ids: np.ndarray, deadlines: np.ndarray) -> None:
+        """Append entries (all fitting this level) to their buckets, one chunk per bucket."""
+        starts = deadlines - deadlines % self.tick
+        if starts.size and starts[0] == starts[-1] and (starts == starts[0]).all():
+            self.buckets.setdefault(int(starts[0]), []).append((ids, deadlines))
+            return
+        order = np.argsort(starts, kind="stable")
+        starts, ids, deadlines = starts[order], ids[order], deadlines[order]
+        cuts = np.flatnonzero(starts[1:] != starts[:-1]) + 1
+        bounds = np.concatenate(([0], cuts, [starts.size]))
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            self.buckets.setdefault(int(starts[lo]), []).append((ids[lo:hi], deadlines[lo:hi]))
+
+    def take_due(self, time_ms: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Remove and return the chunks of every bucket whose expiration is <= time_ms."""
+        due = [start for start in self.buckets if start <= time_ms]
+        chunks: list[tuple[np.ndarray, np.ndarray]] = []
+        for start in due:
+            chunks.extend(self.buckets.pop(start))
+        return chunks
+
+    def entry_count(self) -> int:
+        return sum(ids.size for chunks in self.buckets.values() for ids, _ in chunks)
+
+
+class TimingWheel:
+    """A hierarchical timing wheel over int64 ids and int64 deadlines (ms), vectorised.
+
+    Args:
+        tick_ms: width of a level-0 bucket in ms (Kafka's ``tickMs``).
+        wheel_size: buckets per level (Kafka's ``wheelSize``).
+        start_ms: initial time; deadlines at or before it count as already expired.
+
+    Ids are opaque int64 handles chosen by the caller.  An id must not be added again while it
+    is pending, and only pending ids may be cancelled (the purgatory hands out fresh handles,
+    which guarantees both); ``size`` and cancellation assume it.
+    """
+
+    def __init__(self, tick_ms: int, wheel_size: int, start_ms: int = 0) -> None:
+        if tick_ms < 1:
+            raise ValueError(f"purgatory.tick.ms must be >= 1, got {tick_ms}")
+        if wheel_size < 2:
+            raise ValueError(f"purgatory.wheel.size must be >= 2, got {wheel_size}")
+        self.tick_ms = int(tick_ms)
+        self.wheel_size = int(wheel_size)
+        self._now = int(start_ms)
+        self._levels: list[_Level] = [
+            _Level(self.tick_ms, self.wheel_size, self._now - self._now % self.tick_ms)
+        ]
+        self._tombstones = _EMPTY  # sorted unique ids cancelled but still in a bucket
+        self._entries = 0  # entries physically held, tombstoned ones included
+
+    # -- Kafka's vocabulary ------------------------------------------------------------------
+
+    @property
+    def current_time_ms(self) -> int:
+        """The time of the last ``advance`` (exact, not truncated to the tick)."""
+        return self._now
+
+    @property
+    def levels(self) -> int:
+        """Number of wheels in the hierarchy (1 + overflow wheels created so far)."""
+        return len(self._levels)
+
+    def level_times(self) -> list[int]:
+        """Each level's current time, truncated to that level's tick (Kafka's currentTimeMs)."""
+        return [level.current for level in self._levels]
+
+    def size(self) -> int:
+        """Number of pending (added, not expired, not cancelled) entries."""
+        return self._entries - int(self._tombstones.size)
+
+    def __len__(self) -> int:
+        return self.size()
+
+    def add(self, ids: object, deadlines: object) -> np.ndarray:
+        """Schedule entries; return a boolean mask of those already expired (not added).
+
+        Like Kafka's ``TimingWheel.add`` returning false, an already-expired entry is left to
+        the caller: ``deadline <= current_time_ms`` means the deadline has passed and the
+        caller should expire it now.
+        """
+        ids, deadlines = _as_i64(ids), _as_i64(deadlines)
+        if ids.shape != deadlines.shape:
+            raise ValueError(f"ids and deadlines differ in length: {ids.size} != {deadlines.size}")
+        expired = deadlines <= self._now
+        if expired.any():
+            keep = ~expired
+            self._insert(ids[keep], deadlines[keep])
+        else:
+            self._insert(ids, deadlines)
+        return expired
+
+    def cancel(self, ids: object) -> None:
+        """Cancel pending entries: they will never be returned by ``advance``."""
+        ids = np.unique(_as_i64(ids))
+        if ids.size == 0:
+            return
+        self._tombstones = np.union1d(self._tombstones, ids)
+        if self._tombstones.size > max(1024, self.size()):
+            self.purge()
+
+    def advance(self, to_ms: int) -> np.ndarray:
+        """Move time to ``to_ms`` and return the ids whose deadline is <= to_ms, each once.
+
+        Time never moves backwards; an earlier ``to_ms`` is a no-op.  Every bucket due at
+        ``to_ms`` is flushed: entries past their deadline expire, the rest cascade into a
+        finer level (Kafka's ``bucket.flush(addTimerTaskEntry)``).
+        """
+        to_ms = int(to_ms)
+        if to_ms < self._now:
+            return _EMPTY
+        self._now = to_ms
+        chunks: list[tuple[np.ndarray, np.ndarray]] = []
+        for level in self._levels:
+            level.advance_clock(to_ms)
+            chunks.extend(level.take_due(to_ms))
+        if not chunks:
+            return _EMPTY
+        ids = np.concatenate([c[0] for c in chunks])
+        deadlines = np.concatenate([c[1] for c in chunks])
+        self._entries -= ids.size
+        ids, deadlines = self._drop_cancelled(ids, deadlines)
+        due = deadlines <= to_ms
+        if due.all():
+            return ids
+        self._insert(ids[~due], deadlines[~due])
+        return ids[due]
+
+    def next_expiration(self) -> int:
+        """Smallest pending deadline (``NO_EXPIRATION`` when empty); for GroupState timeouts.
+
+        Exact up to cancelled entries, which may make it earlier, never later: waking up early
+        costs an empty ``advance``; waking up late would delay an expiry.
+        """
+        best = NO_EXPIRATION
+        for level in self._levels:
+            if level.buckets:
+                first = level.buckets[min(level.buckets)]
+                best = min(best, min(int(d.min()) for _, d in first))
+        return best
+
+    def pending(self) -> tuple[np.ndarray, np.ndarray]:
+        """All pending (ids, deadlines), in no particular order."""
+        ids, deadlines, _, _ = self._flatten()
+        return self._drop_cancelled(ids, deadlines, consume=False)
+
+    def purge(self) -> None:
+        """Drop cancelled entries from every bucket now (normally done lazily)."""
+        for level in self._levels:
+            for start, chunks in list(level.buckets.items()):
+                kept = []
+                for ids, deadlines in chunks:
+                    live = ~np.isin(ids, self._tombstones, assume_unique=False)
+                    if live.all():
+                        kept.append((ids, deadlines))
+                    elif live.any():
+                        kept.append((ids[live], deadlines[live]))
+                if kept:
+                    level.buckets[start] = kept
+                else:
+                    del level.buckets[start]
+        self._tombstones = _EMPTY
+        self._entries = sum(level.entry_count() for level in self._levels)
+
+    # -- serialisation -----------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """Serialise the whole wheel (placement included) as one Arrow IPC stream."""
+        ids, deadlines, levels, starts = self._flatten()
+        table = pa.table(
+            {
+                "id": pa.array(np.concatenate([ids, self._tombstones])),
+                "deadline": pa.array(np.concatenate([deadlines, np.zeros_like(self._tombstones)])),
+                "level": pa.array(
+                    np.concatenate([levels, np.full(self._tombstones.size, -1, np.int8)])
+                ),
+                "bucket": pa.array(np.concatenate([starts, np.zeros_like(self._tombstones)])),
+            }
+        )
+        meta = {
+            "format": str(_FORMAT_VERSION),
+            "tick_ms": str(self.tick_ms),
+            "wheel_size": str(self.wheel_size),
+            "now": str(self._now),
+            "level_times": ",".join(str(t) for t in self.level_times()),
+        }
+        table = table.replace_schema_metadata(meta)
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> TimingWheel:
+        """Inverse of ``to_bytes``: the same entries in the same buckets, same clocks."""
+        table = pa.ipc.open_stream(data).read_all()
+        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        if meta.get("format") != str(_FORMAT_VERSION):
+            raise ValueError(f"unsupported timing wheel format {meta.get('format')!r}")
+        wheel = cls(int(meta["tick_ms"]), int(meta["wheel_size"]), int(meta["now"]))
+        times = [int(t) for t in meta["level_times"].split(",")]
+        wheel._levels = []
+        tick = wheel.tick_ms
+        for t in times:
+            wheel._levels.append(_Level(tick, wheel.wheel_size, t))
+            tick = min(tick * wheel.wheel_size, _I64_MAX)
+        ids = table.column("id").to_numpy()
+        deadlines = table.column("deadline").to_numpy()
+        levels = table.column("level").to_numpy()
+        starts = table.column("bucket").to_numpy()
+        wheel._tombstones = np.sort(ids[levels < 0])
+        for index, level in enumerate(wheel._levels):
+            at = levels == index
+            if not at.any():
+                continue
+            lvl_ids, lvl_deadlines, lvl_starts = ids[at], deadlines[at], starts[at]
+            order = np.argsort(lvl_starts, kind="stable")
+            lvl_ids, lvl_deadlines, lvl_starts = lvl_ids[order], lvl_deadlines[order], lvl_starts[order]
+            cuts = np.flatnonzero(lvl_starts[1:] != lvl_starts[:-1]) + 1
+            bounds = np.concatenate(([0], cuts, [lvl_starts.size]))
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+                level.buckets[int(lvl_starts[lo])] = [(lvl_ids[lo:hi], lvl_deadlines[lo:hi])]
+        wheel._entries = int((levels >= 0).sum())
+        return wheel
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _insert(self, ids: np.ndarray, deadlines: np.ndarray) -> None:
+        """Place entries with deadline > now into the lowest level whose span holds them."""
+        if ids.size == 0:
+            return
+        self._entries += ids.size
+        index = 0
+        while ids.size:
+            if index == len(self._levels):
+                lower = self._levels[-1]
+                tick = min(lower.interval, _I64_MAX)
+                # Kafka creates the overflow wheel at the lower wheel's current time.
+                self._levels.append(_Level(tick, self.wheel_size, lower.current - lower.current % tick))
+            level = self._levels[index]
+            fits = deadlines < level.horizon()
+            if fits.all():
+                level.place(ids, deadlines)
+                return
+            if fits.any():
+                level.place(ids[fits], deadlines[fits])
+                ids, deadlines = ids[~fits], deadlines[~fits]
+            index += 1
+
+    def _drop_cancelled(
+        self, ids: np.ndarray, deadlines: np.ndarray, *, consume: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if self._tombstones.size == 0 or ids.size == 0:
+            return ids, deadlines
+        dead = np.isin(ids, self._tombstones)
+        if not dead.any():
+            return ids, deadlines
+        if consume:
+            self._tombstones = np.setdiff1d(self._tombstones, ids[dead], assume_unique=True)
+        return ids[~dead], deadlines[~dead]
+
+    def _flatten(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        parts_ids, parts_deadlines, parts_levels, parts_starts = [_EMPTY], [_EMPTY], [], []
+        parts_levels.append(np.empty(0, np.int8))
+        parts_starts.append(_EMPTY)
+        for index, level in enumerate(self._levels):
+            for start, chunks in level.buckets.items():
+                for ids, deadlines in chunks:
+                    parts_ids.append(ids)
+                    parts_deadlines.append(deadlines)
+                    parts_levels.append(np.full(ids.size, index, np.int8))
+                    parts_starts.append(np.full(ids.size, start, np.int64))
+        return (
+            np.concatenate(parts_ids),
+            np.concatenate(parts_deadlines),
+            np.concatenate(parts_levels),
+            np.concatenate(parts_starts),
+        )
