@@ -323,6 +323,23 @@ class Purgatory:
         self._emit(rows, "expired", rows["deadline"].to_numpy(np.int64), result.matched, result.progress)
         self._purge(expired, completed=False)
 
+    def cancel_for_key(self, keys: list[str]) -> list[str]:
+        """Kafka's ``cancelForKey``: drop the pending operations watching any of ``keys``.
+
+        No outcome is emitted for them (the caller decided their fate, e.g. a deleted
+        partition); their op_ids still count as resolved for duplicate detection.  Returns
+        the cancelled op_ids.
+        """
+        probes = _hash(np.asarray(keys, dtype=object))
+        _, hit = _equal_ranges(self._watch["hash"].to_numpy(np.uint64), probes)
+        hit = hit[np.isin(self._watch["key"].to_numpy(dtype=object)[hit], np.asarray(keys, dtype=object))]
+        handles = np.unique(self._watch["handle"].to_numpy(np.int64)[hit])
+        if handles.size == 0:
+            return []
+        op_ids = self._ops_rows(handles)["op_id"].tolist()
+        self._purge(handles, completed=True)
+        return op_ids
+
     # -- internals -----------------------------------------------------------------------------
 
     def _split_duplicates(self, ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -346,8 +363,10 @@ class Purgatory:
         op_id = self._ops["op_id"].to_numpy(dtype=object)[pos]
         ts = pairs["ts"].to_numpy(np.int64)
         target_id = pairs["op_id"].to_numpy(dtype=object)
-        ok = (ts < deadline) & ((ts >= op_ts) | (cond == OFFSET))
-        ok &= pd.isna(target_id) | (target_id == op_id)
+        untargeted = pd.isna(target_id)
+        # offset counts a key's progress from before the operation; targeted events never do
+        ok = (ts < deadline) & ((ts >= op_ts) | ((cond == OFFSET) & untargeted))
+        ok &= untargeted | (target_id == op_id)
         pairs = pairs.loc[ok]
         if len(pairs) == 0:
             return np.empty(0, dtype=np.int64)
@@ -423,7 +442,10 @@ class Purgatory:
         """Kafka's purge: resolved operations leave the watchers, the wheel and the match table."""
         rows = self._ops_rows(handles)
         if completed:
-            self._wheel.cancel(handles)
+            # still on the timer: cancel (those added already past their deadline never were)
+            due = np.isin(handles, self._due)
+            self._due = self._due[~np.isin(self._due, handles)]
+            self._wheel.cancel(handles[~due])
             # events on these keys before the deadline arrive "after resolution" from now on
             per_key = rows[["keys", "deadline"]].explode("keys").groupby("keys")["deadline"].max()
             self._touch_keys(per_key.index.to_numpy(dtype=object), resolved_until=per_key.to_numpy())

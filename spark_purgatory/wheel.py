@@ -193,7 +193,7 @@ class TimingWheel:
         if ids.size == 0:
             return
         self._tombstones = np.union1d(self._tombstones, ids)
-        if self._tombstones.size > max(1024, self.size()):
+        if self._tombstones.size >= max(1024, self.size()):
             self.purge()
 
     def advance(self, to_ms: int) -> np.ndarray:

@@ -1,0 +1,471 @@
+"""The per-shard purgatory engine against SPEC.md, one rule per test, without Spark.
+
+The Kafka scenarios are ported from apache/kafka ``DelayedOperationTest``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine_helpers import ev, op, outcomes, purgatory, step
+from spark_purgatory.purgatory import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS, Purgatory
+
+# -- Kafka's DelayedOperationTest --------------------------------------------------------------
+
+
+def test_request_satisfaction():
+    p = purgatory()
+    assert len(step(p, events=[ev("test1", 10)]).outcomes) == 0  # nothing waiting
+    assert len(step(p, ops=[op("r1", "test1", 20)]).outcomes) == 0
+    assert len(step(p, ops=[op("r2", "test2", 20)], events=[ev("test2", 5)]).outcomes) == 0
+    r = step(p, events=[ev("test1", 30)])
+    assert list(outcomes(r)) == ["r1"]
+    assert len(step(p, events=[ev("test1", 31)]).outcomes) == 0
+    assert list(outcomes(step(p, events=[ev("test2", 40)]))) == ["r2"]
+
+
+def test_request_expiry_never_early():
+    p = purgatory()
+    step(p, ops=[op("r1", "test1", 0, timeout_ms=20), op("r2", "test2", 0, timeout_ms=200_000)])
+    assert len(step(p, wm=19).outcomes) == 0  # one ms before the deadline: still waiting
+    r = outcomes(step(p, wm=20))
+    assert list(r) == ["r1"]
+    assert r["r1"]["status"] == "expired" and r["r1"]["resolved_at"] == 20
+    assert p.pending == 1
+
+
+def test_request_purge_with_multi_key_operations():
+    p = purgatory()
+    step(p, ops=[op("r1", ["test1"], 0), op("r2", ["test1", "test2"], 0),
+                 op("r3", ["test1", "test2", "test3"], 0, condition="count", target=2)])
+    assert p.pending == 3
+    assert p.watched == 6
+    step(p, events=[ev("test2", 5, op_id="r2")])  # completes r2 only
+    assert p.pending == 2 and p.watched == 4  # purged at once, not at the next check
+    step(p, events=[ev("test3", 6, op_id="r3"), ev("test2", 7, op_id="r3")])
+    assert p.pending == 1 and p.watched == 1
+
+
+def test_cancel_for_key_returns_cancelled_operations():
+    p = purgatory()
+    step(p, ops=[op("a", "test1", 0), op("b", "test1", 0), op("c", "test2", 0)])
+    assert sorted(p.cancel_for_key(["test1"])) == ["a", "b"]
+    assert p.pending == 1 and p.watched == 1
+    assert p.cancel_for_key(["nope"]) == []
+    assert len(step(p, wm=5000).outcomes) == 1  # only c expires; a and b are gone
+
+
+# -- SPEC: conditions ---------------------------------------------------------------------------
+
+
+def test_any_completes_on_first_matching_event_at_its_event_time():
+    p = purgatory()
+    r = outcomes(step(p, ops=[op("o", "k", 100)], events=[ev("k", 250), ev("k", 180)]))
+    assert r["o"]["status"] == "completed"
+    assert r["o"]["resolved_at"] == 180 and r["o"]["latency_ms"] == 80
+    assert r["o"]["matched_events"] == 1
+
+
+def test_event_before_operation_ts_does_not_match():
+    p = purgatory()
+    r = step(p, ops=[op("o", "k", 100)], events=[ev("k", 99)])
+    assert len(r.outcomes) == 0
+
+
+def test_event_at_deadline_does_not_match():
+    p = purgatory()
+    assert len(step(p, ops=[op("o", "k", 0, timeout_ms=100)], events=[ev("k", 100)]).outcomes) == 0
+
+
+def test_count_counts_distinct_sources_once():
+    p = purgatory()
+    step(p, ops=[op("produce", "t-0", 0, condition="count", target=3)])
+    r = step(p, events=[ev("t-0", 10, source="b1"), ev("t-0", 11, source="b1"), ev("t-0", 12, source="b2")])
+    assert len(r.outcomes) == 0  # b1 twice counts once: 2 of 3
+    r = outcomes(step(p, events=[ev("t-0", 20, source="b3")]))
+    assert r["produce"]["resolved_at"] == 20 and r["produce"]["progress"] == 3
+
+
+def test_count_without_sources_counts_events():
+    p = purgatory()
+    r = outcomes(step(p, ops=[op("o", "k", 0, condition="count", target=2)], events=[ev("k", 5), ev("k", 7)]))
+    assert r["o"]["resolved_at"] == 7 and r["o"]["matched_events"] == 2
+
+
+def test_sum_completes_when_values_reach_target():
+    p = purgatory()
+    step(p, ops=[op("fetch", "p-1", 0, condition="sum", target=1000)])
+    assert len(step(p, events=[ev("p-1", 3, value=400.0), ev("p-1", 4, value=500.0)]).outcomes) == 0
+    r = outcomes(step(p, events=[ev("p-1", 9, value=100.0)]))
+    assert r["fetch"]["resolved_at"] == 9 and r["fetch"]["progress"] == 1000
+
+
+def test_sum_of_decimal_fractions_is_not_defeated_by_rounding():
+    p = purgatory()
+    r = step(p, ops=[op("o", "k", 0, condition="sum", target=0.3)], events=[ev("k", 1, value=0.1), ev("k", 2, value=0.2)])
+    assert outcomes(r)["o"]["resolved_at"] == 2
+
+
+def test_all_completes_when_every_member_reported():
+    p = purgatory()
+    step(p, ops=[op("join", "group-1", 0, condition="all", members=["m1", "m2", "m3"])])
+    r = step(p, events=[ev("group-1", 5, source="m1"), ev("group-1", 6, source="stranger"), ev("group-1", 7, source="m1")])
+    assert len(r.outcomes) == 0
+    r = step(p, events=[ev("group-1", 9, source="m3"), ev("group-1", 8, source="m2")])
+    assert outcomes(r)["join"]["resolved_at"] == 9
+    assert outcomes(r)["join"]["progress"] == 3
+
+
+def test_offset_completes_on_arrival_when_progress_already_reached():
+    p = purgatory()
+    step(p, events=[ev("tp-0", 50, value=120.0)], wm=0)
+    step(p, wm=60)  # the event is finalised into the key's progress
+    r = outcomes(step(p, ops=[op("hw", "tp-0", 100, condition="offset", target=100)], wm=60))
+    assert r["hw"]["status"] == "completed"
+    assert r["hw"]["resolved_at"] == 100  # true as soon as the operation exists
+    assert r["hw"]["progress"] == 120
+
+
+def test_offset_uses_buffered_events_before_operation_ts():
+    p = purgatory()
+    step(p, events=[ev("tp-0", 50, value=80.0)])
+    r = step(p, ops=[op("hw", "tp-0", 60, condition="offset", target=100)])
+    assert len(r.outcomes) == 0
+    r = outcomes(step(p, events=[ev("tp-0", 70, value=101.0)]))
+    assert r["hw"]["resolved_at"] == 70 and r["hw"]["progress"] == 101
+
+
+def test_offset_ignores_events_at_or_after_deadline():
+    p = purgatory()
+    step(p, ops=[op("hw", "tp-0", 0, timeout_ms=100, condition="offset", target=10)])
+    assert len(step(p, events=[ev("tp-0", 100, value=50.0)]).outcomes) == 0
+    r = outcomes(step(p, wm=100))
+    assert r["hw"]["status"] == "expired"
+
+
+def test_offset_multi_key_needs_every_key():
+    p = purgatory()
+    step(p, ops=[op("hw", ["tp-0", "tp-1"], 0, condition="offset", target=10)])
+    assert len(step(p, events=[ev("tp-0", 5, value=12.0)]).outcomes) == 0
+    r = outcomes(step(p, events=[ev("tp-1", 9, value=10.0)]))
+    assert r["hw"]["resolved_at"] == 9 and r["hw"]["progress"] == 10
+
+
+def test_offset_progress_is_forgotten_after_retention():
+    p = purgatory(progress_retention_ms=1000)
+    step(p, events=[ev("tp-0", 0, value=500.0)])
+    step(p, wm=5000)  # watermark passes last event + retention
+    assert p.retained_keys == 0
+    r = step(p, ops=[op("hw", "tp-0", 5000, condition="offset", target=100)], wm=5000)
+    assert len(r.outcomes) == 0
+
+
+def test_multi_key_count_uses_union_of_keys():
+    p = purgatory()
+    step(p, ops=[op("o", ["a", "b"], 0, condition="count", target=2)])
+    r = outcomes(step(p, events=[ev("a", 3), ev("b", 4), ev("c", 5)]))
+    assert r["o"]["resolved_at"] == 4 and sorted(r["o"]["keys"]) == ["a", "b"]
+
+
+def test_targeted_event_counts_only_for_its_operation():
+    p = purgatory()
+    step(p, ops=[op("x", "k", 0), op("y", "k", 0)])
+    r = outcomes(step(p, events=[ev("k", 5, op_id="y")]))
+    assert list(r) == ["y"]
+
+
+def test_count_target_zero_completes_on_arrival():
+    p = purgatory()
+    r = outcomes(step(p, ops=[op("o", "k", 7, condition="count", target=0)]))
+    assert r["o"]["status"] == "completed" and r["o"]["resolved_at"] == 7
+
+
+# -- SPEC: ordering and timing -----------------------------------------------------------------
+
+
+def test_events_before_their_operation_are_buffered_and_match():
+    p = purgatory()
+    step(p, events=[ev("k", 500)], wm=0)
+    r = outcomes(step(p, ops=[op("o", "k", 400)], wm=0))
+    assert r["o"]["resolved_at"] == 500
+
+
+def test_out_of_order_events_within_a_batch_resolve_at_the_earliest_satisfying_time():
+    p = purgatory()
+    step(p, ops=[op("o", "k", 0, condition="count", target=2)])
+    r = outcomes(step(p, events=[ev("k", 90), ev("k", 30), ev("k", 60)]))
+    assert r["o"]["resolved_at"] == 60 and r["o"]["matched_events"] == 2
+
+
+def test_out_of_order_across_batches_uses_all_matches_seen():
+    p = purgatory()
+    step(p, ops=[op("o", "k", 0, condition="count", target=2)], events=[ev("k", 100)])
+    r = outcomes(step(p, events=[ev("k", 40)]))
+    assert r["o"]["resolved_at"] == 100  # both events are needed: the later one sets the time
+
+
+def test_completion_is_emitted_without_waiting_for_the_watermark():
+    p = purgatory()
+    r = step(p, ops=[op("o", "k", 1000, timeout_ms=10_000)], events=[ev("k", 1500)], wm=0)
+    assert r.completed == 1
+
+
+def test_expiry_no_later_than_one_tick_after_deadline():
+    p = purgatory(tick_ms=1000)
+    step(p, ops=[op("o", "k", 0, timeout_ms=2500)])
+    assert len(step(p, wm=2499).outcomes) == 0
+    assert step(p, wm=2500 + 999).expired == 1
+
+
+def test_expired_outcome_reports_partial_progress():
+    p = purgatory()
+    step(p, ops=[op("o", "k", 0, timeout_ms=100, condition="sum", target=10)], events=[ev("k", 5, value=4.0)])
+    r = outcomes(step(p, wm=100))
+    assert r["o"]["status"] == "expired" and r["o"]["progress"] == 4 and r["o"]["matched_events"] == 1
+
+
+def test_operation_with_deadline_already_behind_watermark_expires_after_matching_events():
+    p = purgatory()
+    step(p, wm=1000)
+    r = outcomes(step(p, ops=[op("o", "k", 1000, timeout_ms=0)], wm=1000))
+    assert r["o"]["status"] == "expired"
+
+
+# -- SPEC: exactly once, duplicates, nothing lost ----------------------------------------------
+
+
+def test_duplicate_op_id_within_batch_pending_and_resolved_is_rejected():
+    p = purgatory()
+    r = step(p, ops=[op("o", "k", 0), op("o", "k", 1)])
+    assert r.rejected["reason"].tolist() == ["duplicate_op_id"]
+    assert step(p, ops=[op("o", "k", 2)]).rejected["reason"].tolist() == ["duplicate_op_id"]
+    step(p, events=[ev("k", 5)])  # resolves o
+    assert step(p, ops=[op("o", "k", 9)]).rejected["reason"].tolist() == ["duplicate_op_id"]
+
+
+def test_each_operation_gets_exactly_one_outcome():
+    p = purgatory()
+    step(p, ops=[op(f"o{i}", f"k{i % 3}", i, timeout_ms=50) for i in range(30)])
+    seen: list[str] = []
+    for t in range(0, 200, 7):
+        r = step(p, events=[ev(f"k{t % 3}", t)], wm=t)
+        seen += r.outcomes["op_id"].tolist()
+    assert sorted(seen) == sorted(f"o{i}" for i in range(30))
+
+
+def test_late_operations_and_events_are_rejected():
+    p = purgatory()
+    step(p, wm=1000)
+    r = step(p, ops=[op("o", "k", 999)], events=[ev("k", 10)], wm=1000)
+    assert sorted(zip(r.rejected["source"], r.rejected["reason"], strict=True)) == [
+        ("events", "late"), ("operations", "late")]
+
+
+@pytest.mark.parametrize(
+    "row, reason",
+    [
+        ({"keys": ["k"], "ts": 0, "timeout_ms": 10}, "missing_op_id"),
+        ({"op_id": "o", "ts": 0, "timeout_ms": 10}, "missing_key"),
+        ({"op_id": "o", "keys": ["k"], "timeout_ms": 10}, "missing_ts"),
+        ({"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": -1}, "negative_timeout"),
+        ({"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 10**12}, "timeout_above_max"),
+        ({"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 1, "condition": "most"}, "unknown_condition"),
+        ({"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 1, "condition": "sum"}, "missing_target"),
+        ({"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 1, "condition": "all"}, "missing_members"),
+    ],
+)
+def test_invalid_operations_are_rejected_with_a_reason(row, reason):
+    r = step(purgatory(), ops=[row])
+    assert r.rejected["reason"].tolist() == [reason]
+    assert r.rejected["source"].tolist() == ["operations"]
+    assert r.rejected["raw"].iloc[0]  # the record is kept, not lost
+
+
+def test_invalid_events_are_rejected_and_raw_text_is_kept():
+    rows = [{"key": None, "ts": 5, "raw": '{"ts": 5}'}, {"key": "k", "ts": None, "raw": '{"key": "k"}'}]
+    r = step(purgatory(), events=rows)
+    assert r.rejected["reason"].tolist() == ["missing_key", "missing_ts"]
+    assert r.rejected["raw"].tolist() == ['{"ts": 5}', '{"key": "k"}']
+
+
+def test_unmatched_events_are_reported_once_the_watermark_passes():
+    p = purgatory()
+    step(p, ops=[op("o", "k", 0, timeout_ms=100)])
+    assert len(step(p, events=[ev("nobody", 10), ev("k", 20), ev("k", 30)]).unmatched) == 0  # not yet
+    r = step(p, wm=50)
+    assert sorted(zip(r.unmatched["key"], r.unmatched["ts"], r.unmatched["reason"], strict=True)) == [
+        ("k", 30, "after_resolution"), ("nobody", 10, "no_operation")]
+    assert p.buffered_events == 0
+
+
+def test_events_matched_by_an_expired_operation_are_not_unmatched():
+    p = purgatory()
+    step(p, ops=[op("o", "k", 0, timeout_ms=100, condition="count", target=5)], events=[ev("k", 10)])
+    r = step(p, wm=200)
+    assert r.expired == 1 and len(r.unmatched) == 0
+
+
+def test_completed_operations_leave_no_residue():
+    p = purgatory()
+    step(p, ops=[op(f"o{i}", f"k{i}", 0, condition="count", target=2) for i in range(100)],
+         events=[ev(f"k{i}", 5) for i in range(100)])
+    assert p.pending == 100 and len(p._matches) == 100
+    step(p, events=[ev(f"k{i}", 6) for i in range(100)])
+    assert p.pending == 0 and p.watched == 0 and len(p._matches) == 0 and p._wheel.size() == 0
+
+
+def test_output_columns_follow_the_spec():
+    p = purgatory()
+    r = step(p, ops=[op("o", "k", 0, payload="hello"), {"op_id": "bad"}], events=[ev("x", 0)], batch_id=7)
+    r2 = step(p, events=[ev("k", 1)], wm=0, batch_id=8)
+    r3 = step(p, wm=5, batch_id=9)
+    assert r2.outcomes.columns.tolist() == OUTCOME_COLUMNS
+    assert r3.unmatched.columns.tolist() == UNMATCHED_COLUMNS
+    assert r3.unmatched[["key", "reason", "batch_id"]].values.tolist() == [["x", "no_operation", 9]]
+    assert r.rejected.columns.tolist() == REJECTED_COLUMNS
+    row = r2.outcomes.iloc[0]
+    assert (row["payload"], row["condition"], row["batch_id"]) == ("hello", "any", 8)
+
+
+def test_next_expiration_covers_deadlines_and_buffered_events():
+    p = purgatory()
+    step(p, ops=[op("o", "k", 0, timeout_ms=300)], events=[ev("z", 120)])
+    assert p.next_expiration() == 121
+    step(p, wm=121)
+    assert p.next_expiration() == 300
+
+
+# -- state round trip ---------------------------------------------------------------------------
+
+
+def test_state_round_trips_losslessly_and_behaves_the_same():
+    def scenario(p: Purgatory, restart: bool) -> list:
+        step(p, ops=[op("a", ["k1", "k2"], 0, condition="count", target=3), op("b", "k1", 0, condition="offset", target=9),
+                     op("c", "g", 0, condition="all", members=["x", "y"], payload="p")],
+             events=[ev("k1", 3, source="s1", value=4.0), ev("q", 2)], wm=0)
+        if restart:
+            p = Purgatory.from_bytes(p.to_bytes(), p.config)
+        r = step(p, events=[ev("k2", 8, source="s2", value=10.0), ev("g", 9, source="x")], wm=5)
+        blob = p.to_bytes()
+        if restart:
+            p = Purgatory.from_bytes(blob, p.config)
+            assert p.to_bytes() == blob  # serialising again gives the same bytes
+        r2 = step(p, events=[ev("k1", 20, source="s3"), ev("g", 30, source="y")], wm=2000)
+        frames = [r.outcomes, r.unmatched, r2.outcomes, r2.unmatched]
+        return [f.astype(object).where(f.notna(), None).to_dict("records") for f in frames]
+
+    assert scenario(purgatory(), restart=True) == scenario(purgatory(), restart=False)
+
+
+# -- batch-split invariance against a brute-force reference -------------------------------------
+
+
+def reference(ops: list[dict], events: list[dict]) -> dict[str, tuple[str, int]]:
+    """SPEC semantics written the slow, obvious way: op_id -> (status, resolved_at)."""
+    result = {}
+    for o in ops:
+        deadline = o["ts"] + o["timeout_ms"]
+        mine = [
+            (e["ts"], i, e) for i, e in enumerate(events)
+            if e["key"] in o["keys"] and e["ts"] < deadline and e.get("op_id") in (None, o["op_id"])
+            and (e["ts"] >= o["ts"] or (o["condition"] == "offset" and e.get("op_id") is None))
+        ]
+        mine.sort(key=lambda t: (t[0], t[1]))
+        at = None
+        if o["condition"] == "offset":
+            reach = []
+            for k in o["keys"]:
+                best, when = -np.inf, None
+                for ts, _, e in mine:
+                    if e["key"] == k:
+                        best = max(best, e.get("value", 0.0))
+                        if best >= o["target"]:
+                            when = max(ts, o["ts"])
+                            break
+                reach.append(when)
+            at = None if None in reach else max(reach)
+        else:
+            sources, total, count = set(), 0.0, 0
+            for ts, _, e in mine:
+                src = e.get("source")
+                if o["condition"] == "count":
+                    if src is None or src not in sources:
+                        count += 1
+                    if src is not None:
+                        sources.add(src)
+                    hit = count >= o["target"]
+                elif o["condition"] == "all":
+                    if src in o["members"]:
+                        sources.add(src)
+                    hit = sources == set(o["members"])
+                elif o["condition"] == "sum":
+                    total += e.get("value", 0.0)
+                    hit = total >= o["target"]
+                else:
+                    hit = True
+                if hit:
+                    at = ts
+                    break
+        result[o["op_id"]] = ("completed", at) if at is not None else ("expired", deadline)
+    return result
+
+
+def test_outcomes_do_not_depend_on_how_input_is_split_into_batches():
+    rng = np.random.default_rng(42)
+    for trial in range(25):
+        keys = [f"k{i}" for i in range(4)]
+        ops = []
+        for i in range(40):
+            cond = rng.choice(["any", "count", "sum", "offset", "all"])
+            n_keys = 1 + int(rng.random() < 0.3)
+            o = op(f"o{i}", sorted(set(rng.choice(keys, n_keys).tolist())), int(rng.integers(0, 800)),
+                   timeout_ms=int(rng.integers(0, 400)), condition=str(cond))
+            if cond == "all":
+                o["members"] = sorted(set(rng.choice(["s0", "s1", "s2"], int(rng.integers(1, 3))).tolist()))
+            elif cond != "any":
+                o["target"] = float(rng.integers(1, 4) * (10 if cond != "count" else 1))
+            ops.append(o)
+        events = []
+        for j in range(120):
+            e = ev(str(rng.choice(keys)), int(rng.integers(0, 1200)), value=float(rng.integers(0, 15)))
+            if rng.random() < 0.3:
+                e["source"] = f"s{rng.integers(0, 3)}"
+            if rng.random() < 0.1:
+                e["op_id"] = f"o{rng.integers(0, 40)}"
+            events.append(e)
+        events.sort(key=lambda e: e["ts"])  # events arrive in time order between batches ...
+        expected = reference(ops, events)
+
+        cuts = np.sort(rng.choice(np.arange(1, len(events)), size=int(rng.integers(1, 8)), replace=False))
+        event_batches = np.split(np.arange(len(events)), cuts)
+        p = purgatory(tick_ms=int(rng.integers(1, 50)), wheel_size=int(rng.integers(2, 10)))
+        got: dict[str, tuple[str, int]] = {}
+        pending_ops = sorted(ops, key=lambda o: o["ts"])
+        wm = 0
+        for b in event_batches:
+            batch_events = [events[i] for i in b]
+            rng.shuffle(batch_events)  # ... and in any order within a batch
+            first_ts = batch_events[0]["ts"] if batch_events else 10**9
+            lo = min(e["ts"] for e in batch_events)
+            # operations arrive before or after their events, never behind the watermark
+            arriving = [o for o in pending_ops if o["ts"] < first_ts + 300 and o["ts"] >= wm]
+            pending_ops = [o for o in pending_ops if o not in arriving]
+            r = step(p, ops=arriving, events=batch_events, wm=wm)
+            assert len(r.rejected) == 0, r.rejected
+            got.update({row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")})
+            wm = max(wm, min([lo] + [o["ts"] for o in pending_ops]))
+        r = step(p, ops=pending_ops, wm=wm)
+        got.update({row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")})
+        r = step(p, wm=10**9)
+        got.update({row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")})
+        assert got == expected, f"trial {trial}"
+        assert p.pending == 0 and p.buffered_events == 0
+
+
+def test_frame_inputs_accept_single_key_column():
+    p = purgatory()
+    ops = pd.DataFrame({"op_id": ["o"], "key": ["k"], "ts": [0], "timeout_ms": [10]})
+    r = p.process(ops, pd.DataFrame({"key": ["k"], "ts": [1]}), watermark_ms=0)
+    assert r.completed == 1
