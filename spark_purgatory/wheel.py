@@ -18,10 +18,10 @@ bucket [440, 460).  At 440 that bucket is flushed and 450 drops into level 0's b
 
 What is different here:
 
-* **Columnar.**  An entry is an ``int64`` id and an ``int64`` deadline (ms).  A bucket is a
-  list of numpy chunks, one chunk per ``add`` call; ``add``, ``cancel`` and ``advance`` take
-  and return arrays, and every per-entry step is vectorised.  Python loops run over levels
-  and buckets only.
+* **Columnar.**  An entry is an ``int64`` id and an ``int64`` deadline (ms).  Each ``add``
+  stores its entries per level as one *run* sorted by bucket start, so a bucket is a slice
+  of each run; ``add``, ``cancel`` and ``advance`` take and return arrays, and every
+  per-entry step is vectorised.  Python loops run over levels and runs only.
 * **Never early.**  Kafka fires a task when its *bucket* expires, so a task can run up to one
   tick before its expiration, and ``add`` treats anything inside the current tick as already
   expired.  Here an entry expires exactly when ``advance(t)`` is called with ``t >= deadline``:
@@ -73,14 +73,30 @@ def _as_i64(values: object) -> np.ndarray:
 
 
 @dataclass
+class _Run:
+    """Entries of one level sorted by bucket start: a bucket is a contiguous slice of a run."""
+
+    starts: np.ndarray
+    ids: np.ndarray
+    deadlines: np.ndarray
+
+
+@dataclass
 class _Level:
-    """One wheel of the hierarchy: ``wheel_size`` buckets of ``tick`` ms each."""
+    """One wheel of the hierarchy: ``wheel_size`` buckets of ``tick`` ms each.
+
+    Kafka keeps one linked list per bucket.  Here each ``add`` appends one *run*: its entries
+    sorted by bucket start (a radix sort on the slot number), so a bucket is a slice of each
+    run and flushing every due bucket is one ``searchsorted`` per run.  Runs are merged when
+    there are more than ``MAX_RUNS``, which bounds the per-advance Python work.
+    """
+
+    MAX_RUNS = 16
 
     tick: int
     wheel_size: int
     current: int
-    # bucket expiration (start of its time range, a multiple of tick) -> chunks of (ids, deadlines)
-    buckets: dict[int, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    runs: list[_Run] = field(default_factory=list)
 
     @property
     def interval(self) -> int:
@@ -95,28 +111,67 @@ class _Level:
             self.current = time_ms - time_ms % self.tick
 
     def place(self, ids: np.ndarray, deadlines: np.ndarray) -> None:
-        """Append entries (all fitting this level) to their buckets, one chunk per bucket."""
+        """Add entries that fit this level as one run sorted by bucket start."""
         starts = deadlines - deadlines % self.tick
-        if starts.size and starts[0] == starts[-1] and (starts == starts[0]).all():
-            self.buckets.setdefault(int(starts[0]), []).append((ids, deadlines))
-            return
-        order = np.argsort(starts, kind="stable")
-        starts, ids, deadlines = starts[order], ids[order], deadlines[order]
-        cuts = np.flatnonzero(starts[1:] != starts[:-1]) + 1
-        bounds = np.concatenate(([0], cuts, [starts.size]))
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-            self.buckets.setdefault(int(starts[lo]), []).append((ids[lo:hi], deadlines[lo:hi]))
+        if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
+            # slot numbers fit in int16 for usual wheel sizes: numpy sorts those by radix
+            slots = (starts - self.current) // self.tick
+            slots = slots.astype(np.int16) if self.wheel_size < 32_000 else slots
+            order = np.argsort(slots, kind="stable")
+            starts, ids, deadlines = starts[order], ids[order], deadlines[order]
+        self.runs.append(_Run(starts, ids, deadlines))
+        if len(self.runs) > self.MAX_RUNS:
+            self.merge_runs()
 
-    def take_due(self, time_ms: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Remove and return the chunks of every bucket whose expiration is <= time_ms."""
-        due = [start for start in self.buckets if start <= time_ms]
-        chunks: list[tuple[np.ndarray, np.ndarray]] = []
-        for start in due:
-            chunks.extend(self.buckets.pop(start))
-        return chunks
+    def merge_runs(self) -> None:
+        """Merge the smaller half of the runs (tiered, like an LSM tree: O(log n) per entry)."""
+        if len(self.runs) < 2:
+            return
+        self.runs.sort(key=lambda r: r.ids.size, reverse=True)
+        keep, merge = self.runs[: len(self.runs) // 2], self.runs[len(self.runs) // 2 :]
+        starts = np.concatenate([r.starts for r in merge])
+        order = np.argsort(starts, kind="stable")  # timsort: linear-ish on sorted runs
+        ids = np.concatenate([r.ids for r in merge])[order]
+        deadlines = np.concatenate([r.deadlines for r in merge])[order]
+        self.runs = [*keep, _Run(starts[order], ids, deadlines)]
+
+    def take_due(self, time_ms: int, out: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Remove every bucket whose expiration (start) is <= time_ms; append its entries."""
+        kept = []
+        for run in self.runs:
+            cut = int(np.searchsorted(run.starts, time_ms, side="right"))
+            if cut:
+                out.append((run.ids[:cut], run.deadlines[:cut]))
+            if cut < run.starts.size:
+                kept.append(_Run(run.starts[cut:], run.ids[cut:], run.deadlines[cut:]) if cut else run)
+        self.runs = kept
+
+    def first_bucket_min_deadline(self) -> int | None:
+        """Smallest deadline in this level's earliest bucket (the level's smallest deadline)."""
+        if not self.runs:
+            return None
+        first = min(int(run.starts[0]) for run in self.runs)
+        best = None
+        for run in self.runs:
+            cut = int(np.searchsorted(run.starts, first, side="right"))
+            if cut:
+                low = int(run.deadlines[:cut].min())
+                best = low if best is None else min(best, low)
+        return best
+
+    def filter(self, keep_ids) -> None:
+        """Keep only entries for which ``keep_ids(ids)`` is True."""
+        kept = []
+        for run in self.runs:
+            live = keep_ids(run.ids)
+            if live.all():
+                kept.append(run)
+            elif live.any():
+                kept.append(_Run(run.starts[live], run.ids[live], run.deadlines[live]))
+        self.runs = kept
 
     def entry_count(self) -> int:
-        return sum(ids.size for chunks in self.buckets.values() for ids, _ in chunks)
+        return sum(run.ids.size for run in self.runs)
 
 
 class TimingWheel:
@@ -210,11 +265,14 @@ class TimingWheel:
         chunks: list[tuple[np.ndarray, np.ndarray]] = []
         for level in self._levels:
             level.advance_clock(to_ms)
-            chunks.extend(level.take_due(to_ms))
+            level.take_due(to_ms, chunks)
         if not chunks:
             return _EMPTY
-        ids = np.concatenate([c[0] for c in chunks])
-        deadlines = np.concatenate([c[1] for c in chunks])
+        if len(chunks) == 1:
+            ids, deadlines = chunks[0]
+        else:
+            ids = np.concatenate([c[0] for c in chunks])
+            deadlines = np.concatenate([c[1] for c in chunks])
         self._entries -= ids.size
         ids, deadlines = self._drop_cancelled(ids, deadlines)
         due = deadlines <= to_ms
@@ -231,9 +289,9 @@ class TimingWheel:
         """
         best = NO_EXPIRATION
         for level in self._levels:
-            if level.buckets:
-                first = level.buckets[min(level.buckets)]
-                best = min(best, min(int(d.min()) for _, d in first))
+            low = level.first_bucket_min_deadline()
+            if low is not None:
+                best = min(best, low)
         return best
 
     def pending(self) -> tuple[np.ndarray, np.ndarray]:
@@ -243,19 +301,9 @@ class TimingWheel:
 
     def purge(self) -> None:
         """Drop cancelled entries from every bucket now (normally done lazily)."""
+        tombstones = self._tombstones
         for level in self._levels:
-            for start, chunks in list(level.buckets.items()):
-                kept = []
-                for ids, deadlines in chunks:
-                    live = ~np.isin(ids, self._tombstones, assume_unique=False)
-                    if live.all():
-                        kept.append((ids, deadlines))
-                    elif live.any():
-                        kept.append((ids[live], deadlines[live]))
-                if kept:
-                    level.buckets[start] = kept
-                else:
-                    del level.buckets[start]
+            level.filter(lambda ids: ~np.isin(ids, tombstones))
         self._tombstones = _EMPTY
         self._entries = sum(level.entry_count() for level in self._levels)
 
@@ -310,13 +358,8 @@ class TimingWheel:
             at = levels == index
             if not at.any():
                 continue
-            lvl_ids, lvl_deadlines, lvl_starts = ids[at], deadlines[at], starts[at]
-            order = np.argsort(lvl_starts, kind="stable")
-            lvl_ids, lvl_deadlines, lvl_starts = lvl_ids[order], lvl_deadlines[order], lvl_starts[order]
-            cuts = np.flatnonzero(lvl_starts[1:] != lvl_starts[:-1]) + 1
-            bounds = np.concatenate(([0], cuts, [lvl_starts.size]))
-            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-                level.buckets[int(lvl_starts[lo])] = [(lvl_ids[lo:hi], lvl_deadlines[lo:hi])]
+            order = np.argsort(starts[at], kind="stable")
+            level.runs = [_Run(starts[at][order], ids[at][order], deadlines[at][order])]
         wheel._entries = int((levels >= 0).sum())
         return wheel
 
@@ -361,12 +404,11 @@ class TimingWheel:
         parts_levels.append(np.empty(0, np.int8))
         parts_starts.append(_EMPTY)
         for index, level in enumerate(self._levels):
-            for start, chunks in level.buckets.items():
-                for ids, deadlines in chunks:
-                    parts_ids.append(ids)
-                    parts_deadlines.append(deadlines)
-                    parts_levels.append(np.full(ids.size, index, np.int8))
-                    parts_starts.append(np.full(ids.size, start, np.int64))
+            for run in level.runs:
+                parts_ids.append(run.ids)
+                parts_deadlines.append(run.deadlines)
+                parts_levels.append(np.full(run.ids.size, index, np.int8))
+                parts_starts.append(run.starts)
         return (
             np.concatenate(parts_ids),
             np.concatenate(parts_deadlines),
