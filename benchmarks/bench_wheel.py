@@ -14,8 +14,8 @@ import platform
 import time
 
 import numpy as np
-
 from kafka_wheel_port import SystemTimer
+
 from spark_purgatory.wheel import TimingWheel
 
 
@@ -46,7 +46,7 @@ def run_kafka_port(n, batch, timeout, step, tick, size):
     start = time.perf_counter()
     last = 0
     for _now, ids, deadlines, advance_to in workload(n, batch, timeout, step):
-        for i, d in zip(ids.tolist(), deadlines.tolist()):
+        for i, d in zip(ids.tolist(), deadlines.tolist(), strict=False):
             t.add(i, d)
         t.advance_clock(advance_to)
         last = advance_to
@@ -73,14 +73,18 @@ def main() -> None:
     ops = 2 * args.n  # one add and one expiry per timer
     col_rate, ref_rate = ops / col[0], ops / ref[0]
     print(f"machine: {platform.machine()} python {platform.python_version()} numpy {np.__version__}")
-    print(f"workload: {args.n:,} timers, batches of {args.batch:,}, timeouts < {args.timeout} ms, "
-          f"advance {args.step} ms/batch, tick {args.tick} ms, wheel size {args.wheel_size}")
+    print(
+        f"workload: {args.n:,} timers, batches of {args.batch:,}, timeouts < {args.timeout} ms, "
+        f"advance {args.step} ms/batch, tick {args.tick} ms, wheel size {args.wheel_size}"
+    )
     print(f"{'implementation':<34}{'seconds':>10}{'add+expire/s':>16}")
     print(f"{'columnar wheel (spark_purgatory)':<34}{col[0]:>10.3f}{col_rate:>16,.0f}")
     print(f"{'Kafka linked-list port (Python)':<34}{ref[0]:>10.3f}{ref_rate:>16,.0f}")
     print(f"ratio: {col_rate / ref_rate:.1f}x faster   (targets: >= 50x, >= 5,000,000 add+expire/s)")
-    print(f"targets met: ratio {'yes' if col_rate / ref_rate >= 50 else 'NO'}, "
-          f"throughput {'yes' if col_rate >= 5_000_000 else 'NO'}")
+    print(
+        f"targets met: ratio {'yes' if col_rate / ref_rate >= 50 else 'NO'}, "
+        f"throughput {'yes' if col_rate >= 5_000_000 else 'NO'}"
+    )
 
 
 if __name__ == "__main__":

@@ -91,7 +91,9 @@ class TimingWheel:
                 heapq.heappush(self.queue, (bucket.expiration, id(bucket), bucket))
             return True
         if self.overflow is None:
-            self.overflow = TimingWheel(self.interval, self.wheel_size, self.current_time, self.counter, self.queue)
+            self.overflow = TimingWheel(
+                self.interval, self.wheel_size, self.current_time, self.counter, self.queue
+            )
         return self.overflow.add(entry)
 
     def advance_clock(self, time_ms: int) -> None:

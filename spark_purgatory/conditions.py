@@ -2,9 +2,10 @@
 
 An operation completes at the earliest *event time* at which its condition holds over the
 events that match it: ``o.ts <= e.ts < o.deadline``, except that ``offset`` also counts the
-key's untargeted events before ``o.ts`` (a high watermark already reached).  Events can arrive in any order, so ``evaluate`` sorts each operation's
-matches by event time and finds the first prefix that satisfies the condition; the event
-time of the last event in that prefix is ``resolved_at``.  Conditions:
+key's untargeted events before ``o.ts`` (a high watermark already reached).  Events can
+arrive in any order, so ``evaluate`` sorts each operation's matches by event time and finds
+the first prefix that satisfies the condition; the event time of the last event in that
+prefix is ``resolved_at``.  Conditions:
 
 ==========  ===========================================================================
 ``any``     one matching event
@@ -52,7 +53,7 @@ OPERATION_COLUMNS = ["op_id", "keys", "ts", "timeout_ms", "condition", "target",
 EVENT_COLUMNS = ["key", "ts", "op_id", "source", "value"]
 
 
-def _raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
+def raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
     """The record as a person would read it, when the source did not keep its raw text."""
     if "raw" in frame.columns:
         return frame["raw"]
@@ -83,7 +84,7 @@ def _rejections(frame: pd.DataFrame, reasons: np.ndarray, source: str, columns: 
     return pd.DataFrame(
         {
             "source": source,
-            "raw": _raw_json(frame.loc[bad], columns).to_numpy(dtype=object),
+            "raw": raw_json(frame.loc[bad], columns).to_numpy(dtype=object),
             "reason": reasons[bad],
         }
     )
@@ -140,9 +141,10 @@ def validate_operations(ops: pd.DataFrame, *, max_timeout_ms: int) -> tuple[pd.D
             "target": target.to_numpy(dtype=float)[ok],
             "members": members.to_numpy(dtype=object)[ok],
             "payload": payload.map(lambda p: p if isinstance(p, str) else None).to_numpy(dtype=object)[ok],
-            "raw": _raw_json(ops, OPERATION_COLUMNS).to_numpy(dtype=object)[ok],
         }
     )
+    if "raw" in ops.columns:
+        valid["raw"] = ops["raw"].to_numpy(dtype=object)[ok]
     return valid, rejected
 
 
@@ -180,7 +182,9 @@ def validate_events(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     ok = reasons == ""
 
     def text(column: str) -> np.ndarray:
-        return events[column].map(lambda v: v if isinstance(v, str) and v else None).to_numpy(dtype=object)[ok]
+        return (
+            events[column].map(lambda v: v if isinstance(v, str) and v else None).to_numpy(dtype=object)[ok]
+        )
 
     valid = pd.DataFrame(
         {
@@ -191,23 +195,26 @@ def validate_events(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             "value": value.to_numpy(dtype=float)[ok],
         }
     )
+    if "raw" in events.columns:
+        valid["raw"] = events["raw"].to_numpy(dtype=object)[ok]
     return valid, rejected
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Result of ``evaluate`` for the operations it was given (aligned with ``ops``).
+    """Result of ``evaluate``: per operation (aligned with ``ops``) and per sorted match.
 
-    ``used`` is aligned with the *sorted* matches (``matches`` attribute): True for the events
-    that made a satisfied operation true (the prefix up to its crossing event), and for every
-    match of an unsatisfied one.
+    Matches are sorted by (handle, ts, eseq); ``handle``/``eseq`` give that order.  ``used``
+    is True for the events that made a satisfied operation true (the prefix up to its
+    crossing event) and for every match of an unsatisfied one.
     """
 
     satisfied: np.ndarray  # bool per op
-    resolved_at: np.ndarray  # int64 per op (event time the condition became true; undefined if not)
+    resolved_at: np.ndarray  # int64 per op: event time the condition became true
     progress: np.ndarray  # float per op: count / sum / members reported / min offset over keys
     matched: np.ndarray  # int64 per op: events counted (up to the crossing when satisfied)
-    matches: pd.DataFrame  # the matches, sorted by (handle, ts, eseq)
+    handle: np.ndarray  # int64 per sorted match
+    eseq: np.ndarray  # int64 per sorted match
     used: np.ndarray  # bool per sorted match
 
 
@@ -234,54 +241,74 @@ def _first_per_group(group: np.ndarray, hit: np.ndarray) -> tuple[np.ndarray, np
     return values, rows[first]
 
 
+def _first_occurrence(handle: np.ndarray, labels: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """True on the first row (in row order) of each (handle, label) among rows where present."""
+    first = np.zeros(handle.size, dtype=bool)
+    rows = np.flatnonzero(present)
+    if rows.size == 0:
+        return first
+    codes = hash_strings(labels[rows])
+    order = np.lexsort((rows, codes, handle[rows]))
+    h, c = handle[rows][order], codes[order]
+    new = np.ones(order.size, dtype=bool)
+    new[1:] = (h[1:] != h[:-1]) | (c[1:] != c[:-1])
+    first[rows[order[new]]] = True
+    return first
+
+
+def hash_strings(values: np.ndarray) -> np.ndarray:
+    """Stable 64-bit hash of strings (pandas' SipHash with its fixed key), for sorted indexes."""
+    if len(values) == 0:
+        return np.empty(0, dtype=np.uint64)
+    return pd.util.hash_array(np.asarray(values, dtype=object), categorize=False)
+
+
 def evaluate(ops: pd.DataFrame, matches: pd.DataFrame, watch: pd.DataFrame | None = None) -> Evaluation:
     """Decide, for each operation, whether and when its condition holds.
 
     Args:
-        ops: one row per operation: ``handle`` (unique int64), ``cond``, ``target``, ``ts``,
-            ``n_members``.
-        matches: every event matching those operations: ``handle``, ``key``, ``ts``, ``eseq``
-            (arrival order, the tie-breaker), ``value``, ``source``, and ``is_member`` (bool,
-            for ``all``).
-        watch: for ``offset`` operations, one row per (``handle``, ``key``) with ``base``, the
-            key's progress from events finalised before the operation arrived (NaN if none).
+        ops: one row per operation, sorted by ``handle`` (unique int64): ``cond``,
+            ``target``, ``ts``, ``n_members``.
+        matches: every event matching those operations: ``handle``, ``khash`` (the key's
+            hash), ``ts``, ``eseq`` (arrival order, the tie-breaker), ``value``, ``source``,
+            ``is_member`` (bool, for ``all``).
+        watch: for ``offset`` operations, one row per (``handle``, ``hash`` of key) with
+            ``base``, the key's progress from events finalised before the operation
+            arrived (NaN if none).
     """
     handles = ops["handle"].to_numpy(np.int64)
-    n_ops = handles.size
-    order = np.lexsort((matches["eseq"].to_numpy(), matches["ts"].to_numpy(), matches["handle"].to_numpy()))
-    m = matches.iloc[order].reset_index(drop=True)
-    m_handle = m["handle"].to_numpy(np.int64)
-    m_ts = m["ts"].to_numpy(np.int64)
     if not _is_sorted(handles):
         raise ValueError("evaluate() needs ops sorted by unique handle")
+    n_ops = handles.size
+    order = np.lexsort((matches["eseq"].to_numpy(), matches["ts"].to_numpy(), matches["handle"].to_numpy()))
+    m_handle = matches["handle"].to_numpy(np.int64)[order]
+    m_ts = matches["ts"].to_numpy(np.int64)[order]
+    m_eseq = matches["eseq"].to_numpy(np.int64)[order]
+    m_value = matches["value"].to_numpy(float)[order]
+    m_source = matches["source"].to_numpy(dtype=object)[order]
+    m_member = matches["is_member"].to_numpy(bool)[order]
     op_pos = np.searchsorted(handles, m_handle)
     cond = ops["cond"].to_numpy(np.int8)
     target = ops["target"].to_numpy(float)
     op_ts = ops["ts"].to_numpy(np.int64)
     row_cond = cond[op_pos]
+    n_rows = m_handle.size
 
     satisfied = np.zeros(n_ops, dtype=bool)
     resolved_at = op_ts.copy()
     progress = np.zeros(n_ops, dtype=float)
     matched = np.zeros(n_ops, dtype=np.int64)
-    used = np.ones(len(m), dtype=bool)
 
-    # --- any / count / sum / all: one cumulative measure per operation ------------------
+    # --- any / count / sum / all: one cumulative measure per operation in event-time order ---
     counted = row_cond != OFFSET
-    starts = _group_starts(m_handle)
-    source = m["source"].to_numpy(dtype=object)
-    has_source = pd.notna(m["source"]).to_numpy()
-    first_of_source = ~pd.DataFrame({"h": m_handle, "s": source}).duplicated().to_numpy() | ~has_source
-    step = np.ones(len(m), dtype=float)
-    step = np.where(row_cond == COUNT, first_of_source.astype(float), step)
-    step = np.where(row_cond == SUM, np.nan_to_num(m["value"].to_numpy(float), nan=0.0), step)
-    if "is_member" in m.columns:
-        is_member = m["is_member"].to_numpy(bool)
-    else:
-        is_member = np.zeros(len(m), dtype=bool)
-    step = np.where(row_cond == ALL, (first_of_source & has_source & is_member).astype(float), step)
+    has_source = pd.notna(m_source)
+    first_of_source = _first_occurrence(m_handle, m_source, has_source & np.isin(row_cond, (COUNT, ALL)))
+    step = np.ones(n_rows, dtype=float)
+    step = np.where(row_cond == COUNT, (first_of_source | ~has_source).astype(float), step)
+    step = np.where(row_cond == SUM, np.nan_to_num(m_value, nan=0.0), step)
+    step = np.where(row_cond == ALL, (first_of_source & m_member).astype(float), step)
     step = np.where(counted, step, 0.0)
-    cum = _grouped_cumsum(step, starts) if len(m) else step
+    cum = _grouped_cumsum(step, _group_starts(m_handle)) if n_rows else step
     goal = np.where(cond == ALL, ops["n_members"].to_numpy(float), np.where(cond == ANY, 1.0, target))
     row_goal = goal[op_pos]
     hit = counted & (cum >= row_goal - _epsilon(row_goal))
@@ -296,80 +323,99 @@ def evaluate(ops: pd.DataFrame, matches: pd.DataFrame, watch: pd.DataFrame | Non
     satisfied[hit_ops[fresh]] = True
     resolved_at[hit_ops[fresh]] = m_ts[hit_rows[fresh]]
 
-    # per-row: is this row after its operation's crossing row? (for satisfied operations)
+    # rows up to and including the crossing row count; later ones arrived after resolution
     crossing_row = np.full(n_ops, np.iinfo(np.int64).max, dtype=np.int64)
     crossing_row[hit_ops[fresh]] = hit_rows[fresh]
     crossing_row[trivially] = -1
-    row_index = np.arange(len(m))
-    counted_used = row_index <= crossing_row[op_pos]
-    used = np.where(counted, counted_used, used)
-
-    # progress and matched counts for non-offset ops: the value at the crossing or at the end
-    if len(m):
+    row_index = np.arange(n_rows)
+    used = np.where(counted, row_index <= crossing_row[op_pos], True)
+    if n_rows:
+        counts = counted & used
         last_row = np.full(n_ops, -1, dtype=np.int64)
-        np.maximum.at(last_row, op_pos[counted & counted_used], row_index[counted & counted_used])
+        np.maximum.at(last_row, op_pos[counts], row_index[counts])
         has_rows = last_row >= 0
         progress[has_rows] = cum[last_row[has_rows]]
-        np.add.at(matched, op_pos[counted & counted_used], 1)
+        np.add.at(matched, op_pos[counts], 1)
     progress = np.where(cond == ANY, matched.astype(float), progress)
 
-    # --- offset: per (operation, key) running max, all keys must reach target -------------
-    out = Evaluation(satisfied, resolved_at, progress, matched, m, used)
-    is_offset = cond == OFFSET
-    if is_offset.any():
-        _evaluate_offset(handles, is_offset, target, op_ts, m, row_cond, watch, out)
+    out = Evaluation(satisfied, resolved_at, progress, matched, m_handle, m_eseq, used)
+    if (cond == OFFSET).any():
+        m_khash = matches["khash"].to_numpy(np.uint64)[order]
+        _evaluate_offset(handles, cond, target, op_ts, op_pos, m_khash, m_ts, m_value, row_cond, watch, out)
     return out
 
 
 def _evaluate_offset(
     handles: np.ndarray,
-    is_offset: np.ndarray,
+    cond: np.ndarray,
     target: np.ndarray,
     op_ts: np.ndarray,
-    m: pd.DataFrame,
+    op_pos: np.ndarray,
+    m_khash: np.ndarray,
+    m_ts: np.ndarray,
+    m_value: np.ndarray,
     row_cond: np.ndarray,
     watch: pd.DataFrame | None,
     out: Evaluation,
 ) -> None:
-    """Offset: per (operation, key) running max from the key's base; every key must reach it."""
+    """Offset: a key reaches the target at the earliest event with value >= target (or at
+    o.ts if its progress was already there); the operation holds once every key has.
+
+    The running max first reaches the target exactly at the earliest such event, so no
+    per-event history is needed beyond the matches themselves.
+    """
     if watch is None:
         raise ValueError("offset operations need the watch table (per-key base progress)")
-    w = watch.loc[watch["handle"].isin(handles[is_offset]), ["handle", "key", "base"]]
-    off_rows = np.flatnonzero(row_cond == OFFSET)
-    events = m.iloc[off_rows][["handle", "key", "ts", "eseq", "value"]]
-    # the base is a pseudo-event before all time; progress already there counts from o.ts
-    seeds = w.assign(ts=np.iinfo(np.int64).min, eseq=-1, value=w["base"]).drop(columns="base")
-    rows = pd.concat([seeds, events], ignore_index=True)
-    rows = rows.sort_values(["handle", "key", "ts", "eseq"], kind="stable", ignore_index=True)
-    running = rows.groupby(["handle", "key"], sort=False)["value"].cummax().to_numpy(float)
-    pos = np.searchsorted(handles, rows["handle"].to_numpy(np.int64))
-    reached = running >= target[pos] - _epsilon(target[pos])
-    at = np.maximum(rows["ts"].to_numpy(np.int64), op_ts[pos])
-    per_key = pd.DataFrame(
-        {"handle": rows["handle"], "key": rows["key"], "running": running, "at": np.where(reached, at, -1)}
-    )
-    first_hit = per_key[reached].groupby(["handle", "key"], sort=False)["at"].first()
-    final = per_key.groupby(["handle", "key"], sort=False)["running"].last()
-    per_op = pd.DataFrame(
-        {
-            "keys": final.groupby(level=0).size(),
-            "progress": final.fillna(-np.inf).groupby(level=0).min().replace(-np.inf, np.nan),
-            "hit_keys": first_hit.groupby(level=0).size(),
-            "at": first_hit.groupby(level=0).max(),
-        }
-    )
-    idx = np.searchsorted(handles, per_op.index.to_numpy(np.int64))
-    out.progress[idx] = per_op["progress"].to_numpy(float)
-    done = (per_op["hit_keys"].fillna(0) >= per_op["keys"]).to_numpy()
-    newly = done & ~out.satisfied[idx]
-    out.satisfied[idx[newly]] = True
-    out.resolved_at[idx[newly]] = per_op["at"].to_numpy()[newly].astype(np.int64)
+    w_handle = watch["handle"].to_numpy(np.int64)
+    w_pos = np.searchsorted(handles, w_handle)
+    keep = (w_pos < handles.size) & (handles[np.minimum(w_pos, handles.size - 1)] == w_handle)
+    keep &= cond[np.minimum(w_pos, handles.size - 1)] == OFFSET
+    w_handle, w_pos = w_handle[keep], w_pos[keep]
+    w_khash = watch["hash"].to_numpy(np.uint64)[keep]
+    w_base = watch["base"].to_numpy(float)[keep]
+    rows = np.flatnonzero(row_cond == OFFSET)
+    # one group per (operation, key): sort watch rows and matches together, watch row first
+    n_w = w_handle.size
+    all_h = np.concatenate([w_handle, handles[op_pos[rows]]])
+    all_k = np.concatenate([w_khash, m_khash[rows]])
+    is_match = np.concatenate([np.zeros(n_w, dtype=np.int8), np.ones(rows.size, dtype=np.int8)])
+    order = np.lexsort((is_match, all_k, all_h))
+    group_sorted = np.cumsum(is_match[order] == 0) - 1
+    group = np.empty_like(group_sorted)
+    group[order] = group_sorted
+    g_watch, g_match = group[:n_w], group[n_w:]
+    n_groups = n_w
+    g_op = np.empty(n_groups, dtype=np.int64)
+    g_op[g_watch] = w_pos
+    g_target = target[g_op]
+
+    best = np.full(n_groups, np.nan)
+    best[g_watch] = w_base
+    np.fmax.at(best, g_match, m_value[rows])
+    reach = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+    reach[g_watch[w_base >= target[w_pos] - _epsilon(target[w_pos])]] = np.iinfo(np.int64).min
+    hits = m_value[rows] >= g_target[g_match] - _epsilon(g_target[g_match])
+    np.minimum.at(reach, g_match[hits], m_ts[rows][hits])
+    reached = reach < np.iinfo(np.int64).max
+    reach_at = np.maximum(reach, op_ts[g_op])
+
+    n_keys = np.bincount(g_op, minlength=handles.size)
+    n_reached = np.bincount(g_op[reached], minlength=handles.size)
+    latest = np.full(handles.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, g_op[reached], reach_at[reached])
+    low = np.full(handles.size, np.inf)
+    with np.errstate(invalid="ignore"):
+        np.minimum.at(low, g_op, best)  # NaN (a key without progress) propagates
+    is_off = cond == OFFSET
+    out.progress[is_off] = low[is_off]
+    done = is_off & (n_keys > 0) & (n_reached == n_keys) & ~out.satisfied
+    out.satisfied[done] = True
+    out.resolved_at[done] = latest[done]
     # events that count: for a satisfied op those up to resolved_at, else all of them
-    row_pos = np.searchsorted(handles, m["handle"].to_numpy(np.int64)[off_rows])
-    m_ts = m["ts"].to_numpy(np.int64)[off_rows]
-    use = ~out.satisfied[row_pos] | (m_ts <= out.resolved_at[row_pos])
-    out.used[off_rows] = use
-    np.add.at(out.matched, row_pos[use], 1)
+    row_op = op_pos[rows]
+    use = ~out.satisfied[row_op] | (m_ts[rows] <= out.resolved_at[row_op])
+    out.used[rows] = use
+    np.add.at(out.matched, row_op[use], 1)
 
 
 def _epsilon(goal: np.ndarray) -> np.ndarray:

@@ -87,7 +87,12 @@ class PurgatoryConfig:
         for name, low in positive.items():
             if getattr(self, name) < low:
                 raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= {low}, got {getattr(self, name)}")
-        for name in ("max_timeout_ms", "progress_retention_ms", "dedup_retention_ms", "accumulator_linger_ms"):
+        for name in (
+            "max_timeout_ms",
+            "progress_retention_ms",
+            "dedup_retention_ms",
+            "accumulator_linger_ms",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= 0, got {getattr(self, name)}")
         parse_interval_ms(self.watermark_delay)

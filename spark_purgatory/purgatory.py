@@ -38,8 +38,12 @@ import pyarrow as pa
 from .conditions import (
     ALL,
     CONDITION_NAMES,
+    EVENT_COLUMNS,
     OFFSET,
+    OPERATION_COLUMNS,
     evaluate,
+    hash_strings,
+    raw_json,
     validate_events,
     validate_operations,
 )
@@ -49,8 +53,19 @@ from .wheel import NO_EXPIRATION, TimingWheel
 __all__ = ["BatchResult", "Purgatory", "OUTCOME_COLUMNS", "UNMATCHED_COLUMNS", "REJECTED_COLUMNS"]
 
 OUTCOME_COLUMNS = [
-    "op_id", "keys", "status", "op_ts", "deadline", "resolved_at", "latency_ms", "matched_events",
-    "progress", "condition", "target", "payload", "batch_id",
+    "op_id",
+    "keys",
+    "status",
+    "op_ts",
+    "deadline",
+    "resolved_at",
+    "latency_ms",
+    "matched_events",
+    "progress",
+    "condition",
+    "target",
+    "payload",
+    "batch_id",
 ]
 UNMATCHED_COLUMNS = ["key", "ts", "op_id", "source", "value", "reason", "batch_id"]
 REJECTED_COLUMNS = ["source", "raw", "reason", "batch_id"]
@@ -59,11 +74,7 @@ _I64_MIN = np.iinfo(np.int64).min
 _STATE_VERSION = 1
 
 
-def _hash(values: np.ndarray) -> np.ndarray:
-    """Stable 64-bit hash of strings (pandas' SipHash with its fixed key), for sorted indexes."""
-    if len(values) == 0:
-        return np.empty(0, dtype=np.uint64)
-    return pd.util.hash_array(np.asarray(values, dtype=object), categorize=False)
+_hash = hash_strings
 
 
 def _equal_ranges(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,20 +93,39 @@ def _empty(columns: dict[str, str]) -> pd.DataFrame:
 
 
 _OPS = {
-    "handle": "int64", "op_id": "object", "keys": "object", "ts": "int64", "deadline": "int64",
-    "cond": "int8", "target": "float64", "members": "object", "payload": "object", "n_members": "int64",
+    "handle": "int64",
+    "op_id": "object",
+    "keys": "object",
+    "ts": "int64",
+    "deadline": "int64",
+    "cond": "int8",
+    "target": "float64",
+    "members": "object",
+    "payload": "object",
+    "n_members": "int64",
 }
 _WATCH = {"hash": "uint64", "key": "object", "handle": "int64", "base": "float64"}
 _MATCHES = {
-    "handle": "int64", "key": "object", "ts": "int64", "eseq": "int64", "value": "float64",
-    "source": "object", "is_member": "bool",
+    "handle": "int64",
+    "khash": "uint64",
+    "ts": "int64",
+    "eseq": "int64",
+    "value": "float64",
+    "source": "object",
+    "is_member": "bool",
 }
 _EVENTS = {
-    "eseq": "int64", "key": "object", "ts": "int64", "op_id": "object", "source": "object",
-    "value": "float64", "used": "bool",
+    "eseq": "int64",
+    "key": "object",
+    "ts": "int64",
+    "op_id": "object",
+    "source": "object",
+    "value": "float64",
+    "used": "bool",
 }
 _KEYS = {"key": "object", "base": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
-_SEEN = {"hash": "uint64", "op_id": "object", "expire_at": "int64"}
+# every op_id pending (handle >= 0, expire_at = max) or resolved within dedup retention
+_SEEN = {"hash": "uint64", "op_id": "object", "handle": "int64", "expire_at": "int64"}
 
 
 @dataclass
@@ -219,16 +249,15 @@ class Purgatory:
         ops, bad = validate_operations(_with_keys(operations), max_timeout_ms=self.config.max_timeout_ms)
         rejected.append(bad)
         late = ops["ts"].to_numpy() < wm
-        rejected.append(_rejected_rows("operations", ops.loc[late, "raw"], "late"))
+        rejected.append(_rejected_rows("operations", ops.loc[late], "late"))
         ops = ops.loc[~late]
         ops, dup = self._split_duplicates(ops)
-        rejected.append(_rejected_rows("operations", dup["raw"], "duplicate_op_id"))
+        rejected.append(_rejected_rows("operations", dup, "duplicate_op_id"))
 
         evs, bad = validate_events(events if events is not None else pd.DataFrame())
         rejected.append(bad)
         late = evs["ts"].to_numpy() < wm
-        raw = evs["raw"] if "raw" in evs.columns else _event_raw(evs)
-        rejected.append(_rejected_rows("events", raw[late], "late"))
+        rejected.append(_rejected_rows("events", evs.loc[late], "late"))
         evs = evs.loc[~late].reset_index(drop=True)
 
         self.try_complete_else_watch(ops)
@@ -271,19 +300,27 @@ class Purgatory:
         watch.loc[watch["cond"].to_numpy() != OFFSET, "base"] = np.nan
         watch = watch.assign(hash=_hash(watch["key"].to_numpy()))[list(_WATCH)]
         watch = watch.astype(_WATCH)
-        self._ops = pd.concat([self._ops, new_ops], ignore_index=True)
-        self._watch = _sorted_by_hash(pd.concat([self._watch, watch], ignore_index=True))
+        self._ops = _stack(self._ops, new_ops)
+        self._watch = _sorted_by_hash(_stack(self._watch, watch))
         ids = _hash(new_ops["op_id"].to_numpy())
-        seen = pd.DataFrame({"hash": ids, "op_id": new_ops["op_id"], "expire_at": np.iinfo(np.int64).max})
-        self._seen = _sorted_by_hash(pd.concat([self._seen, seen], ignore_index=True))
+        seen = pd.DataFrame(
+            {"hash": ids, "op_id": new_ops["op_id"], "handle": handles, "expire_at": np.iinfo(np.int64).max}
+        )
+        self._seen = _sorted_by_hash(_stack(self._seen, seen))
 
         already = self._wheel.add(handles, new_ops["deadline"].to_numpy())
         self._due = np.concatenate([self._due, handles[already]])
 
-        # events that arrived before their operation
+        # events that arrived before their operation: untargeted ones by key, targeted by op_id
         if len(self._events):
-            pairs = watch[["key", "handle"]].merge(self._events, on="key")
-            self._add_matches(pairs)
+            buffered = self._events
+            targeted = buffered["op_id"].notna().to_numpy()
+            by_key = watch[["key", "handle"]].merge(buffered.loc[~targeted], on="key")
+            by_id = new_ops[["op_id", "handle"]].merge(buffered.loc[targeted], on="op_id")
+            by_id = by_id.loc[
+                self._watches(by_id["handle"].to_numpy(np.int64), by_id["key"].to_numpy(dtype=object))
+            ]
+            self._add_matches(_stack(by_key, by_id[list(by_key.columns)]))
         self._check(handles)
 
     def check_and_complete(self, events: pd.DataFrame) -> None:
@@ -294,16 +331,31 @@ class Purgatory:
         eseq = np.arange(self._next_eseq, self._next_eseq + n, dtype=np.int64)
         self._next_eseq += n
         evs = events.assign(eseq=eseq, used=False)[list(_EVENTS)].astype(_EVENTS)
-        self._events = pd.concat([self._events, evs], ignore_index=True)
+        self._events = _stack(self._events, evs)
         if len(self._watch) == 0:
             return
+        # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
+        untargeted = np.flatnonzero(evs["op_id"].isna().to_numpy())
         ev_idx, w_idx = _equal_ranges(
-            self._watch["hash"].to_numpy(np.uint64), _hash(evs["key"].to_numpy())
+            self._watch["hash"].to_numpy(np.uint64), _hash(evs["key"].to_numpy(dtype=object)[untargeted])
         )
+        ev_idx = untargeted[ev_idx]
+        same_key = (
+            evs["key"].to_numpy(dtype=object)[ev_idx] == self._watch["key"].to_numpy(dtype=object)[w_idx]
+        )
+        ev_idx, handles = ev_idx[same_key], self._watch["handle"].to_numpy(np.int64)[w_idx[same_key]]
+        # targeted events: straight to their operation, if it is pending and watches the key
+        targeted = np.flatnonzero(evs["op_id"].notna().to_numpy())
+        probe, row = self._lookup_seen(evs["op_id"].to_numpy(dtype=object)[targeted])
+        t_handles = self._seen["handle"].to_numpy(np.int64)[row]
+        t_idx = targeted[probe]
+        live = t_handles >= 0
+        t_idx, t_handles = t_idx[live], t_handles[live]
+        watches = self._watches(t_handles, evs["key"].to_numpy(dtype=object)[t_idx])
+        ev_idx = np.concatenate([ev_idx, t_idx[watches]])
+        handles = np.concatenate([handles, t_handles[watches]])
         pairs = evs.iloc[ev_idx].reset_index(drop=True)
-        pairs["handle"] = self._watch["handle"].to_numpy()[w_idx]
-        same_key = pairs["key"].to_numpy(dtype=object) == self._watch["key"].to_numpy(dtype=object)[w_idx]
-        pairs = pairs.loc[same_key]
+        pairs["handle"] = handles
         touched = self._add_matches(pairs)
         self._check(touched)
 
@@ -318,7 +370,7 @@ class Purgatory:
         if expired.size == 0:
             return
         result = self._evaluate(expired)
-        self._mark_used(result.matches, np.ones(len(result.matches), dtype=bool))
+        self._mark_used(result.eseq)
         rows = self._ops_rows(expired)
         self._emit(rows, "expired", rows["deadline"].to_numpy(np.int64), result.matched, result.progress)
         self._purge(expired, completed=False)
@@ -344,13 +396,28 @@ class Purgatory:
 
     def _split_duplicates(self, ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Reject an op_id already pending, already resolved, or repeated within the batch."""
-        ids = ops["op_id"].to_numpy(dtype=object)
         dup = ops["op_id"].duplicated().to_numpy()
-        if len(self._seen) and len(ids):
-            probe, hit = _equal_ranges(self._seen["hash"].to_numpy(np.uint64), _hash(ids))
-            same = self._seen["op_id"].to_numpy(dtype=object)[hit] == ids[probe]
-            dup[probe[same]] = True
+        probe, _ = self._lookup_seen(ops["op_id"].to_numpy(dtype=object))
+        dup[probe] = True
         return ops.loc[~dup], ops.loc[dup]
+
+    def _lookup_seen(self, op_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(index into op_ids, row of the seen table) for op_ids pending or recently resolved."""
+        if len(self._seen) == 0 or len(op_ids) == 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        probe, row = _equal_ranges(self._seen["hash"].to_numpy(np.uint64), _hash(op_ids))
+        same = self._seen["op_id"].to_numpy(dtype=object)[row] == op_ids[probe]
+        return probe[same], row[same]
+
+    def _watches(self, handles: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """For each (handle, key) pair: does that pending operation watch that key?"""
+        if handles.size == 0:
+            return np.zeros(0, dtype=bool)
+        pos = np.searchsorted(self._ops["handle"].to_numpy(np.int64), handles)
+        op_keys = pd.Series(self._ops["keys"].to_numpy(dtype=object)[pos]).explode()
+        pair = op_keys.index.to_numpy()
+        hit = op_keys.to_numpy(dtype=object) == keys[pair]
+        return np.bincount(pair[hit], minlength=handles.size) > 0
 
     def _add_matches(self, pairs: pd.DataFrame) -> np.ndarray:
         """Keep the (event, operation) pairs inside the operation's window; return touched handles."""
@@ -370,19 +437,25 @@ class Purgatory:
         pairs = pairs.loc[ok]
         if len(pairs) == 0:
             return np.empty(0, dtype=np.int64)
-        members = self._ops.loc[self._ops["cond"].to_numpy() == ALL, ["handle", "members"]]
+        involved = np.unique(pairs["handle"].to_numpy(np.int64)[cond[ok] == ALL])
+        members = self._ops_rows(involved)[["handle", "members"]]
         members = members.explode("members").rename(columns={"members": "source"}).assign(is_member=True)
         pairs = pairs.drop(columns=[c for c in ("is_member",) if c in pairs.columns])
-        pairs = pairs.merge(members.drop_duplicates(["handle", "source"]), on=["handle", "source"], how="left")
+        pairs = pairs.merge(
+            members.drop_duplicates(["handle", "source"]), on=["handle", "source"], how="left"
+        )
         pairs["is_member"] = pairs["is_member"].notna().to_numpy()
+        pairs["khash"] = _hash(pairs["key"].to_numpy(dtype=object))
         new = pairs[list(_MATCHES)].astype(_MATCHES)
-        self._matches = pd.concat([self._matches, new], ignore_index=True)
+        self._matches = _stack(self._matches, new)
         return np.unique(new["handle"].to_numpy(np.int64))
 
     def _evaluate(self, handles: np.ndarray):
         ops = self._ops_rows(handles)
         matches = self._matches.loc[self._matches["handle"].isin(handles)]
-        watch = self._watch.loc[self._watch["handle"].isin(handles), ["handle", "key", "base"]]
+        watch = None
+        if (ops["cond"].to_numpy() == OFFSET).any():
+            watch = self._watch.loc[self._watch["handle"].isin(handles), ["handle", "hash", "base"]]
         return evaluate(ops, matches, watch)
 
     def _check(self, handles: np.ndarray) -> None:
@@ -394,17 +467,19 @@ class Purgatory:
         done = handles[result.satisfied]
         if done.size == 0:
             return
-        used_rows = result.used & np.isin(result.matches["handle"].to_numpy(np.int64), done)
-        self._mark_used(result.matches, used_rows)
+        used_rows = result.used & np.isin(result.handle, done)
+        self._mark_used(result.eseq[used_rows])
         rows = self._ops_rows(done)
         self._emit(
-            rows, "completed", result.resolved_at[result.satisfied], result.matched[result.satisfied],
+            rows,
+            "completed",
+            result.resolved_at[result.satisfied],
+            result.matched[result.satisfied],
             result.progress[result.satisfied],
         )
         self._purge(done, completed=True)
 
-    def _mark_used(self, matches: pd.DataFrame, used: np.ndarray) -> None:
-        eseqs = matches["eseq"].to_numpy(np.int64)[used]
+    def _mark_used(self, eseqs: np.ndarray) -> None:
         if eseqs.size and len(self._events):
             hit = np.isin(self._events["eseq"].to_numpy(np.int64), eseqs)
             self._events.loc[hit, "used"] = True
@@ -414,7 +489,11 @@ class Purgatory:
         return self._ops.iloc[pos].reset_index(drop=True)
 
     def _emit(
-        self, rows: pd.DataFrame, status: str, resolved_at: np.ndarray, matched: np.ndarray,
+        self,
+        rows: pd.DataFrame,
+        status: str,
+        resolved_at: np.ndarray,
+        matched: np.ndarray,
         progress: np.ndarray,
     ) -> None:
         op_ts = rows["ts"].to_numpy(np.int64)
@@ -453,14 +532,14 @@ class Purgatory:
         self._ops = self._ops.loc[keep].reset_index(drop=True)
         self._watch = self._watch.loc[~self._watch["handle"].isin(handles)].reset_index(drop=True)
         self._matches = self._matches.loc[~self._matches["handle"].isin(handles)].reset_index(drop=True)
-        ids = rows["op_id"].to_numpy(dtype=object)
-        probe, hit = _equal_ranges(self._seen["hash"].to_numpy(np.uint64), _hash(ids))
-        same = self._seen["op_id"].to_numpy(dtype=object)[hit] == ids[probe]
-        probe, hit = probe[same], hit[same]
+        probe, hit = self._lookup_seen(rows["op_id"].to_numpy(dtype=object))
         # remembered for dedup_retention_ms of event time after the later of deadline and now
         resolved = np.maximum(self._watermark, rows["deadline"].to_numpy(np.int64))
         expire_at = self._seen["expire_at"].to_numpy(np.int64).copy()
         expire_at[hit] = resolved[probe] + self.config.dedup_retention_ms
+        handle = self._seen["handle"].to_numpy(np.int64).copy()
+        handle[hit] = -1
+        self._seen["handle"] = handle
         self._seen["expire_at"] = expire_at
 
     def _touch_keys(
@@ -480,10 +559,14 @@ class Purgatory:
                 "resolved_until": resolved_until if resolved_until is not None else np.full(n, _I64_MIN),
             }
         )
-        merged = pd.concat([self._keys, update], ignore_index=True)
+        merged = _stack(self._keys, update)
         self._keys = (
             merged.groupby("key", sort=False)
-            .agg(base=("base", "max"), last_event_ts=("last_event_ts", "max"), resolved_until=("resolved_until", "max"))
+            .agg(
+                base=("base", "max"),
+                last_event_ts=("last_event_ts", "max"),
+                resolved_until=("resolved_until", "max"),
+            )
             .reset_index()
             .astype(_KEYS)
         )
@@ -532,7 +615,9 @@ class Purgatory:
             )
             self._keys = keys.loc[keep].reset_index(drop=True)
         if len(self._seen):
-            self._seen = self._seen.loc[self._seen["expire_at"].to_numpy(np.int64) > wm].reset_index(drop=True)
+            self._seen = self._seen.loc[self._seen["expire_at"].to_numpy(np.int64) > wm].reset_index(
+                drop=True
+            )
 
     # -- serialisation -------------------------------------------------------------------------
 
@@ -607,19 +692,31 @@ def _with_keys(ops: pd.DataFrame | None) -> pd.DataFrame:
     return ops
 
 
+def _stack(top: pd.DataFrame, bottom: pd.DataFrame) -> pd.DataFrame:
+    """Rows of ``top`` then ``bottom`` (same columns), column by column.
+
+    ``pd.concat`` inspects object columns value by value to decide on missing-value
+    handling; state tables append every batch, so they stack numpy columns directly.
+    """
+    if len(bottom) == 0:
+        return top
+    if len(top) == 0:
+        return bottom.reset_index(drop=True)
+    return pd.DataFrame({c: np.concatenate([top[c].to_numpy(), bottom[c].to_numpy()]) for c in top.columns})
+
+
 def _sorted_by_hash(frame: pd.DataFrame) -> pd.DataFrame:
     order = np.argsort(frame["hash"].to_numpy(np.uint64), kind="stable")
     return frame.iloc[order].reset_index(drop=True)
 
 
-def _rejected_rows(source: str, raw: pd.Series, reason: str) -> pd.DataFrame:
+def _rejected_rows(source: str, rows: pd.DataFrame, reason: str) -> pd.DataFrame:
+    """Rejected rows keep the record: its raw text when the source kept it, else its fields."""
+    columns = OPERATION_COLUMNS if source == "operations" else EVENT_COLUMNS
+    if len(rows) and "raw" not in rows.columns and source == "operations":
+        rows = rows.assign(timeout_ms=rows["deadline"] - rows["ts"], condition=CONDITION_NAMES[rows["cond"]])
+    raw = raw_json(rows, columns) if len(rows) else pd.Series([], dtype=object)
     return pd.DataFrame({"source": source, "raw": raw.to_numpy(dtype=object), "reason": reason})
-
-
-def _event_raw(evs: pd.DataFrame) -> pd.Series:
-    from .conditions import _raw_json
-
-    return _raw_json(evs, ["key", "ts", "op_id", "source", "value"])
 
 
 def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
@@ -630,8 +727,16 @@ def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
 
 
 def _empty_unmatched(batch_id: int) -> pd.DataFrame:
-    frame = _empty({"key": "object", "ts": "int64", "op_id": "object", "source": "object", "value": "float64",
-                    "reason": "object"})
+    frame = _empty(
+        {
+            "key": "object",
+            "ts": "int64",
+            "op_id": "object",
+            "source": "object",
+            "value": "float64",
+            "reason": "object",
+        }
+    )
     frame["batch_id"] = pd.Series(dtype="int64")
     return frame
 

@@ -316,9 +316,7 @@ class TimingWheel:
             {
                 "id": pa.array(np.concatenate([ids, self._tombstones])),
                 "deadline": pa.array(np.concatenate([deadlines, np.zeros_like(self._tombstones)])),
-                "level": pa.array(
-                    np.concatenate([levels, np.full(self._tombstones.size, -1, np.int8)])
-                ),
+                "level": pa.array(np.concatenate([levels, np.full(self._tombstones.size, -1, np.int8)])),
                 "bucket": pa.array(np.concatenate([starts, np.zeros_like(self._tombstones)])),
             }
         )

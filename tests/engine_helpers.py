@@ -8,7 +8,9 @@ from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.purgatory import BatchResult, Purgatory
 
 
-def op(op_id: str, key: str | list[str], ts: int, timeout_ms: int = 1000, condition: str = "any", **extra) -> dict:
+def op(
+    op_id: str, key: str | list[str], ts: int, timeout_ms: int = 1000, condition: str = "any", **extra
+) -> dict:
     row = {"op_id": op_id, "ts": ts, "timeout_ms": timeout_ms, "condition": condition}
     row["keys"] = [key] if isinstance(key, str) else key
     row.update(extra)
@@ -29,7 +31,9 @@ def purgatory(**settings) -> Purgatory:
     return Purgatory(PurgatoryConfig(**base))
 
 
-def step(p: Purgatory, ops: list[dict] = (), events: list[dict] = (), wm: int = 0, batch_id: int = 0) -> BatchResult:
+def step(
+    p: Purgatory, ops: list[dict] = (), events: list[dict] = (), wm: int = 0, batch_id: int = 0
+) -> BatchResult:
     return p.process(frame(list(ops)), frame(list(events)), watermark_ms=wm, batch_id=batch_id)
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from engine_helpers import ev, op, outcomes, purgatory, step
+
 from spark_purgatory.purgatory import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS, Purgatory
 
 # -- Kafka's DelayedOperationTest --------------------------------------------------------------
@@ -38,8 +38,14 @@ def test_request_expiry_never_early():
 
 def test_request_purge_with_multi_key_operations():
     p = purgatory()
-    step(p, ops=[op("r1", ["test1"], 0), op("r2", ["test1", "test2"], 0),
-                 op("r3", ["test1", "test2", "test3"], 0, condition="count", target=2)])
+    step(
+        p,
+        ops=[
+            op("r1", ["test1"], 0),
+            op("r2", ["test1", "test2"], 0),
+            op("r3", ["test1", "test2", "test3"], 0, condition="count", target=2),
+        ],
+    )
     assert p.pending == 3
     assert p.watched == 6
     step(p, events=[ev("test2", 5, op_id="r2")])  # completes r2 only
@@ -104,14 +110,25 @@ def test_sum_completes_when_values_reach_target():
 
 def test_sum_of_decimal_fractions_is_not_defeated_by_rounding():
     p = purgatory()
-    r = step(p, ops=[op("o", "k", 0, condition="sum", target=0.3)], events=[ev("k", 1, value=0.1), ev("k", 2, value=0.2)])
+    r = step(
+        p,
+        ops=[op("o", "k", 0, condition="sum", target=0.3)],
+        events=[ev("k", 1, value=0.1), ev("k", 2, value=0.2)],
+    )
     assert outcomes(r)["o"]["resolved_at"] == 2
 
 
 def test_all_completes_when_every_member_reported():
     p = purgatory()
     step(p, ops=[op("join", "group-1", 0, condition="all", members=["m1", "m2", "m3"])])
-    r = step(p, events=[ev("group-1", 5, source="m1"), ev("group-1", 6, source="stranger"), ev("group-1", 7, source="m1")])
+    r = step(
+        p,
+        events=[
+            ev("group-1", 5, source="m1"),
+            ev("group-1", 6, source="stranger"),
+            ev("group-1", 7, source="m1"),
+        ],
+    )
     assert len(r.outcomes) == 0
     r = step(p, events=[ev("group-1", 9, source="m3"), ev("group-1", 8, source="m2")])
     assert outcomes(r)["join"]["resolved_at"] == 9
@@ -260,7 +277,9 @@ def test_late_operations_and_events_are_rejected():
     step(p, wm=1000)
     r = step(p, ops=[op("o", "k", 999)], events=[ev("k", 10)], wm=1000)
     assert sorted(zip(r.rejected["source"], r.rejected["reason"], strict=True)) == [
-        ("events", "late"), ("operations", "late")]
+        ("events", "late"),
+        ("operations", "late"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -296,7 +315,9 @@ def test_unmatched_events_are_reported_once_the_watermark_passes():
     assert len(step(p, events=[ev("nobody", 10), ev("k", 20), ev("k", 30)]).unmatched) == 0  # not yet
     r = step(p, wm=50)
     assert sorted(zip(r.unmatched["key"], r.unmatched["ts"], r.unmatched["reason"], strict=True)) == [
-        ("k", 30, "after_resolution"), ("nobody", 10, "no_operation")]
+        ("k", 30, "after_resolution"),
+        ("nobody", 10, "no_operation"),
+    ]
     assert p.buffered_events == 0
 
 
@@ -309,8 +330,11 @@ def test_events_matched_by_an_expired_operation_are_not_unmatched():
 
 def test_completed_operations_leave_no_residue():
     p = purgatory()
-    step(p, ops=[op(f"o{i}", f"k{i}", 0, condition="count", target=2) for i in range(100)],
-         events=[ev(f"k{i}", 5) for i in range(100)])
+    step(
+        p,
+        ops=[op(f"o{i}", f"k{i}", 0, condition="count", target=2) for i in range(100)],
+        events=[ev(f"k{i}", 5) for i in range(100)],
+    )
     assert p.pending == 100 and len(p._matches) == 100
     step(p, events=[ev(f"k{i}", 6) for i in range(100)])
     assert p.pending == 0 and p.watched == 0 and len(p._matches) == 0 and p._wheel.size() == 0
@@ -342,9 +366,16 @@ def test_next_expiration_covers_deadlines_and_buffered_events():
 
 def test_state_round_trips_losslessly_and_behaves_the_same():
     def scenario(p: Purgatory, restart: bool) -> list:
-        step(p, ops=[op("a", ["k1", "k2"], 0, condition="count", target=3), op("b", "k1", 0, condition="offset", target=9),
-                     op("c", "g", 0, condition="all", members=["x", "y"], payload="p")],
-             events=[ev("k1", 3, source="s1", value=4.0), ev("q", 2)], wm=0)
+        step(
+            p,
+            ops=[
+                op("a", ["k1", "k2"], 0, condition="count", target=3),
+                op("b", "k1", 0, condition="offset", target=9),
+                op("c", "g", 0, condition="all", members=["x", "y"], payload="p"),
+            ],
+            events=[ev("k1", 3, source="s1", value=4.0), ev("q", 2)],
+            wm=0,
+        )
         if restart:
             p = Purgatory.from_bytes(p.to_bytes(), p.config)
         r = step(p, events=[ev("k2", 8, source="s2", value=10.0), ev("g", 9, source="x")], wm=5)
@@ -368,8 +399,11 @@ def reference(ops: list[dict], events: list[dict]) -> dict[str, tuple[str, int]]
     for o in ops:
         deadline = o["ts"] + o["timeout_ms"]
         mine = [
-            (e["ts"], i, e) for i, e in enumerate(events)
-            if e["key"] in o["keys"] and e["ts"] < deadline and e.get("op_id") in (None, o["op_id"])
+            (e["ts"], i, e)
+            for i, e in enumerate(events)
+            if e["key"] in o["keys"]
+            and e["ts"] < deadline
+            and e.get("op_id") in (None, o["op_id"])
             and (e["ts"] >= o["ts"] or (o["condition"] == "offset" and e.get("op_id") is None))
         ]
         mine.sort(key=lambda t: (t[0], t[1]))
@@ -420,15 +454,20 @@ def test_outcomes_do_not_depend_on_how_input_is_split_into_batches():
         for i in range(40):
             cond = rng.choice(["any", "count", "sum", "offset", "all"])
             n_keys = 1 + int(rng.random() < 0.3)
-            o = op(f"o{i}", sorted(set(rng.choice(keys, n_keys).tolist())), int(rng.integers(0, 800)),
-                   timeout_ms=int(rng.integers(0, 400)), condition=str(cond))
+            o = op(
+                f"o{i}",
+                sorted(set(rng.choice(keys, n_keys).tolist())),
+                int(rng.integers(0, 800)),
+                timeout_ms=int(rng.integers(0, 400)),
+                condition=str(cond),
+            )
             if cond == "all":
                 o["members"] = sorted(set(rng.choice(["s0", "s1", "s2"], int(rng.integers(1, 3))).tolist()))
             elif cond != "any":
                 o["target"] = float(rng.integers(1, 4) * (10 if cond != "count" else 1))
             ops.append(o)
         events = []
-        for j in range(120):
+        for _j in range(120):
             e = ev(str(rng.choice(keys)), int(rng.integers(0, 1200)), value=float(rng.integers(0, 15)))
             if rng.random() < 0.3:
                 e["source"] = f"s{rng.integers(0, 3)}"
@@ -454,12 +493,18 @@ def test_outcomes_do_not_depend_on_how_input_is_split_into_batches():
             pending_ops = [o for o in pending_ops if o not in arriving]
             r = step(p, ops=arriving, events=batch_events, wm=wm)
             assert len(r.rejected) == 0, r.rejected
-            got.update({row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")})
+            got.update(
+                {row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")}
+            )
             wm = max(wm, min([lo] + [o["ts"] for o in pending_ops]))
         r = step(p, ops=pending_ops, wm=wm)
-        got.update({row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")})
+        got.update(
+            {row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")}
+        )
         r = step(p, wm=10**9)
-        got.update({row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")})
+        got.update(
+            {row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")}
+        )
         assert got == expected, f"trial {trial}"
         assert p.pending == 0 and p.buffered_events == 0
 

@@ -228,7 +228,7 @@ def test_wheel_matches_sorted_reference(tick, size, start, ops):
             assert expired.tolist() == (deadlines <= now).tolist()
             ref.update({int(i): int(d) for i, d in zip(ids[~expired], deadlines[~expired], strict=True)})
         elif op == "cancel":
-            victims = sorted(ref)[: arg]
+            victims = sorted(ref)[:arg]
             w.cancel(victims)
             for v in victims:
                 del ref[v]

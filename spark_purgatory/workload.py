@@ -1,0 +1,225 @@
+"""Synthetic Kafka-flavoured workloads for the demo, the benchmarks and the tests.
+
+Four kinds of delayed operation, as in a broker:
+
+* ``produce`` — a produce request with acks=all waits for ``target`` distinct in-sync
+  replicas to acknowledge (``count`` with sources; acks target the request by op_id);
+* ``fetch`` — a fetch waits for ``min.bytes`` to accumulate (``sum`` of byte counts);
+* ``join`` — a consumer-group join waits for every member (``all``);
+* ``offset`` — a wait for a partition's high watermark to reach an offset (``offset``;
+  the partition's progress events are untargeted, and may precede the wait).
+
+A fraction ``complete_ratio`` of operations receive enough events before their deadline;
+the rest fall short and expire.  Everything is vectorised numpy; times are epoch ms.
+
+>>> w = generate(n_ops=1000, seed=3)
+>>> sorted(w.operations["condition"].unique())
+['all', 'count', 'offset', 'sum']
+>>> bool(w.events["ts"].is_monotonic_increasing)
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Workload", "generate", "write_json_lines"]
+
+START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+@dataclass
+class Workload:
+    """Operations and completion events (canonical columns, ``ts`` in epoch ms)."""
+
+    operations: pd.DataFrame
+    events: pd.DataFrame
+    expected_completed: int
+
+    @property
+    def span_ms(self) -> int:
+        return int(max(self.operations["ts"].max(), self.events["ts"].max()) - START_MS)
+
+
+def generate(
+    n_ops: int = 10_000,
+    *,
+    complete_ratio: float = 0.7,
+    timeout_ms: int = 30_000,
+    ops_per_second: float = 2_000.0,
+    mix: tuple[float, float, float, float] = (0.4, 0.25, 0.15, 0.2),
+    partitions: int = 64,
+    seed: int = 0,
+    start_ms: int = START_MS,
+) -> Workload:
+    """Generate ``n_ops`` operations and the events that complete ~``complete_ratio`` of them.
+
+    ``mix`` is the share of produce, fetch, join and offset operations.
+    """
+    rng = np.random.default_rng(seed)
+    ts = start_ms + np.sort(rng.uniform(0, n_ops / ops_per_second * 1000, n_ops)).astype(np.int64)
+    kind = rng.choice(4, size=n_ops, p=np.asarray(mix) / np.sum(mix))
+    completes = rng.random(n_ops) < complete_ratio
+    op_id = np.char.add("op-", np.arange(n_ops).astype(str)).astype(object)
+    partition = rng.integers(0, partitions, n_ops)
+    topic_key = np.char.add("orders-", partition.astype(str)).astype(object)
+    group_key = np.char.add("group-", (partition % 16).astype(str)).astype(object)
+
+    conditions = np.array(["count", "sum", "all", "offset"], dtype=object)[kind]
+    # one purgatory per kind in a broker: each watches its own key space
+    prefix = np.array(["produce:", "fetch:", "", "hw:"], dtype=object)[kind]
+    keys = prefix + np.where(kind == 2, group_key, topic_key)
+    target = np.full(n_ops, np.nan)
+    members = np.full(n_ops, None, dtype=object)
+
+    ev_parts: list[pd.DataFrame] = []
+
+    def events_for(rows: np.ndarray, per_op: np.ndarray, **cols) -> None:
+        """Events for ``rows``: ``per_op[i]`` each, spread before 90% of the timeout."""
+        if rows.size == 0:
+            return
+        owner = np.repeat(rows, per_op)
+        delay = rng.uniform(0, 0.9 * timeout_ms, owner.size).astype(np.int64)
+        frame = pd.DataFrame({"key": keys[owner], "ts": ts[owner] + delay, "op_id": op_id[owner]})
+        for name, value in cols.items():
+            frame[name] = value(owner, per_op) if callable(value) else value
+        ev_parts.append(frame)
+
+    # produce: acks=all from 2-3 replicas; short ones get one ack too few
+    produce = np.flatnonzero(kind == 0)
+    replicas = rng.integers(2, 4, produce.size)
+    target[produce] = replicas
+    acks = np.where(completes[produce], replicas, replicas - 1)
+    events_for(
+        produce,
+        acks,
+        source=lambda owner, n: np.char.add("broker-", _within_group_rank(n).astype(str)).astype(object),
+        value=np.nan,
+    )
+
+    # fetch: min.bytes, filled by 1-4 chunks; short ones get half
+    fetch = np.flatnonzero(kind == 1)
+    min_bytes = rng.choice([1024, 4096, 16384, 65536], fetch.size).astype(float)
+    target[fetch] = min_bytes
+    chunks = rng.integers(1, 5, fetch.size)
+    share = np.where(completes[fetch], 1.0, 0.5)
+    events_for(
+        fetch,
+        chunks,
+        source=None,
+        value=lambda owner, n: np.repeat(min_bytes * share / n, n) + 1.0 * np.repeat(completes[fetch], n),
+    )
+
+    # join: all members of the group; short ones miss one member
+    join = np.flatnonzero(kind == 2)
+    size = rng.integers(2, 6, join.size)
+    members[join] = [[f"consumer-{m}" for m in range(s)] for s in size]
+    reported = np.where(completes[join], size, size - 1)
+    events_for(
+        join,
+        reported,
+        source=lambda owner, n: np.char.add("consumer-", _within_group_rank(n).astype(str)).astype(object),
+        value=np.nan,
+    )
+
+    # offset: the partition's high watermark must reach a target offset
+    offset = np.flatnonzero(kind == 3)
+    # each partition's high watermark grows ~100 offsets/s; a wait asks for a little more
+    reach = ((ts[offset] - start_ms) / 10.0 + rng.integers(50, 1_000, offset.size)).astype(float).round()
+    target[offset] = reach
+    if offset.size:
+        delay = rng.uniform(0, 0.9 * timeout_ms, offset.size).astype(np.int64)
+        ev_parts.append(
+            pd.DataFrame(
+                {
+                    "key": keys[offset],
+                    "ts": ts[offset] + delay,
+                    "op_id": None,
+                    "source": "leader",
+                    # short ones see progress one below target; keys are shared, so the
+                    # running max may still complete them (as in a real partition)
+                    "value": np.where(completes[offset], reach, reach - 1),
+                }
+            )
+        )
+
+    operations = pd.DataFrame(
+        {
+            "op_id": op_id,
+            "keys": [[k] for k in keys],
+            "ts": ts,
+            "timeout_ms": np.int64(timeout_ms),
+            "condition": conditions,
+            "target": target,
+            "members": members,
+            "payload": np.where(kind == 0, "acks=all", None),
+        }
+    )
+    events = pd.concat(ev_parts, ignore_index=True).sort_values("ts", kind="stable", ignore_index=True)
+    events = events[["key", "ts", "op_id", "source", "value"]]
+    return Workload(operations, events, int(completes.sum()))
+
+
+def _within_group_rank(counts: np.ndarray) -> np.ndarray:
+    """0, 1, ..., n-1 for each group of a repeat(counts) layout."""
+    total = int(counts.sum())
+    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _iso(ms: np.ndarray) -> np.ndarray:
+    stamps = pd.to_datetime(ms, unit="ms", utc=True)
+    return np.asarray(stamps.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3] + "Z", dtype=object)
+
+
+def write_json_lines(
+    workload: Workload,
+    ops_dir: str,
+    events_dir: str,
+    *,
+    files: int = 10,
+    malformed: int = 0,
+    seed: int = 0,
+) -> None:
+    """Write the workload as JSON lines, ``files`` files per stream in time order.
+
+    ``malformed`` adds broken lines (truncated JSON, wrong types, negative timeouts,
+    unknown conditions) spread over the operation and event files.
+    """
+    rng = np.random.default_rng(seed)
+    os.makedirs(ops_dir, exist_ok=True)
+    os.makedirs(events_dir, exist_ok=True)
+    ops = workload.operations.assign(ts=_iso(workload.operations["ts"].to_numpy()))
+    evs = workload.events.assign(ts=_iso(workload.events["ts"].to_numpy()))
+    ops_lines = [_dumps(r) for r in ops.to_dict("records")]
+    ev_lines = [_dumps(r) for r in evs.to_dict("records")]
+    bad_ops = [
+        '{"op_id": "broken-1", "keys": ["orders-1"], "ts": ',
+        '{"op_id": "neg", "keys": ["orders-1"], "ts": "2026-01-01T00:00:01Z", "timeout_ms": -5}',
+        '{"op_id": "weird", "keys": ["orders-1"], "ts": "2026-01-01T00:00:01Z", "timeout_ms": 5, '
+        '"condition": "most"}',
+        '{"op_id": 42, "keys": "orders-1", "ts": "yesterday", "timeout_ms": "soon"}',
+        "not json at all",
+    ]
+    bad_events = [
+        '{"key": "orders-1", "ts": ',
+        '{"key": null, "ts": "2026-01-01T00:00:01Z"}',
+        "\x00\x01garbage",
+    ]
+    for i in range(malformed):
+        pool, lines = (bad_ops, ops_lines) if i % 2 == 0 else (bad_events, ev_lines)
+        bad = pool[(i // 2) % len(pool)].replace("broken-1", f"broken-{i}")
+        lines.insert(int(rng.integers(0, len(lines) + 1)), bad)
+    for directory, lines in ((ops_dir, ops_lines), (events_dir, ev_lines)):
+        for index, chunk in enumerate(np.array_split(np.asarray(lines, dtype=object), files)):
+            with open(os.path.join(directory, f"part-{index:05d}.json"), "w", encoding="utf-8") as out:
+                out.write("\n".join(chunk.tolist()) + ("\n" if len(chunk) else ""))
+
+
+def _dumps(record: dict) -> str:
+    clean = {k: v for k, v in record.items() if v is not None and not (isinstance(v, float) and np.isnan(v))}
+    return json.dumps(clean, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v))
