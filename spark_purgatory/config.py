@@ -70,6 +70,7 @@ class PurgatoryConfig:
     accumulator_linger_ms: int = 60_000
     accumulator_buffer_memory: int = 512 * 1024 * 1024
     source_max_files_per_trigger: int = 16
+    cross_shard_operations: bool = True
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -135,6 +136,7 @@ _FIELDS_BY_KEY = {
     "accumulator.linger.ms": "accumulator_linger_ms",
     "accumulator.buffer.memory": "accumulator_buffer_memory",
     "source.max.files.per.trigger": "source_max_files_per_trigger",
+    "purgatory.cross.shard.operations": "cross_shard_operations",
 }
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
@@ -143,6 +145,13 @@ assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 def _coerce(key: str, name: str, raw: object) -> object:
     if name == "watermark_delay":
         return str(raw)
+    if name == "cross_shard_operations":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise ConfigError(f"{key} must be true or false, got {raw!r}")
+        return text == "true"
     if isinstance(raw, bool):
         raise ConfigError(f"{key} must be an integer, got {raw!r}")
     if isinstance(raw, int):

@@ -103,6 +103,7 @@ _OPS = {
     "members": "object",
     "payload": "object",
     "n_members": "int64",
+    "stub": "bool",
 }
 _WATCH = {"hash": "uint64", "key": "object", "handle": "int64", "base": "float64"}
 _MATCHES = {
@@ -122,6 +123,7 @@ _EVENTS = {
     "source": "object",
     "value": "float64",
     "used": "bool",
+    "replica": "bool",
 }
 _KEYS = {"key": "object", "base": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
 # every op_id pending (handle >= 0, expire_at = max) or resolved within dedup retention
@@ -216,6 +218,26 @@ class Purgatory:
             times.append(int(self._events["ts"].min()) + 1)
         return min(times) if times else NO_EXPIRATION
 
+    def next_wakeup(self) -> int:
+        """When this shard next has work even without input: an expiry, an event to finalise,
+        or retained progress / dedup entries to forget (``NO_EXPIRATION`` if never)."""
+        times = [self.next_expiration()]
+        if len(self._keys):
+            # a key is forgotten once both its progress retention and its resolution passed
+            last = self._keys["last_event_ts"].to_numpy(np.int64)
+            progress_until = np.where(last > _I64_MIN, last + self.config.progress_retention_ms, _I64_MIN)
+            retire = np.maximum(progress_until, self._keys["resolved_until"].to_numpy(np.int64))
+            times.append(int(retire.min()) + 1)
+        resolved = self._seen["expire_at"].to_numpy(np.int64)
+        resolved = resolved[resolved < NO_EXPIRATION]
+        if resolved.size:
+            times.append(int(resolved.min()) + 1)
+        return min(times)
+
+    def is_empty(self) -> bool:
+        """Nothing pending, buffered or retained: the state can be dropped."""
+        return not (len(self._ops) or len(self._events) or len(self._keys) or len(self._seen) or len(self._due))
+
     def pending_op_ids(self) -> list[str]:
         return self._ops["op_id"].tolist()
 
@@ -228,6 +250,7 @@ class Purgatory:
         *,
         watermark_ms: int,
         batch_id: int = 0,
+        validated: bool = False,
     ) -> BatchResult:
         """Run one micro-batch: register operations, apply events, expire, report.
 
@@ -240,24 +263,38 @@ class Purgatory:
             watermark_ms: the event-time watermark of this micro-batch.  Input older than
                 it is rejected as ``late``; operations whose deadline it reached expire.
             batch_id: written to every output row.
+            validated: the frames are already validated, in the form ``validate_operations``
+                / ``validate_events`` return (``deadline`` and condition code ``cond``
+                instead of ``timeout_ms`` and ``condition``), as the Spark host sends them.
+                They may also carry ``stub`` (operations) and ``replica`` (events) flags;
+                see ``streaming`` for what those are.
         """
         self._batch_id = int(batch_id)
         wm = max(int(watermark_ms), self._watermark)
         rejected: list[pd.DataFrame] = []
         self._outcomes = []
 
-        ops, bad = validate_operations(_with_keys(operations), max_timeout_ms=self.config.max_timeout_ms)
-        rejected.append(bad)
+        if validated:
+            ops = _frame_or_empty(operations, _VALID_OPS)
+            evs = _frame_or_empty(events, _VALID_EVENTS)
+        else:
+            ops, bad = validate_operations(_with_keys(operations), max_timeout_ms=self.config.max_timeout_ms)
+            rejected.append(bad)
+            evs, bad = validate_events(events if events is not None else pd.DataFrame())
+            rejected.append(bad)
+        if "stub" not in ops.columns:
+            ops["stub"] = False
+        if "replica" not in evs.columns:
+            evs["replica"] = False
+
+        # stubs and replicas are copies: their original reports lateness and duplicates
         late = ops["ts"].to_numpy() < wm
-        rejected.append(_rejected_rows("operations", ops.loc[late], "late"))
+        rejected.append(_rejected_rows("operations", ops.loc[late & ~ops["stub"].to_numpy(bool)], "late"))
         ops = ops.loc[~late]
         ops, dup = self._split_duplicates(ops)
-        rejected.append(_rejected_rows("operations", dup, "duplicate_op_id"))
-
-        evs, bad = validate_events(events if events is not None else pd.DataFrame())
-        rejected.append(bad)
+        rejected.append(_rejected_rows("operations", dup.loc[~dup["stub"].to_numpy(bool)], "duplicate_op_id"))
         late = evs["ts"].to_numpy() < wm
-        rejected.append(_rejected_rows("events", evs.loc[late], "late"))
+        rejected.append(_rejected_rows("events", evs.loc[late & ~evs["replica"].to_numpy(bool)], "late"))
         evs = evs.loc[~late].reset_index(drop=True)
 
         self.try_complete_else_watch(ops)
@@ -292,7 +329,8 @@ class Purgatory:
                 "target": ops["target"].to_numpy(float),
                 "members": ops["members"].to_numpy(dtype=object),
                 "payload": ops["payload"].to_numpy(dtype=object),
-                "n_members": ops["members"].map(len).to_numpy(np.int64),
+                "n_members": ops["members"].map(_length).to_numpy(np.int64),
+                "stub": ops["stub"].to_numpy(bool),
             }
         )
         watch = new_ops[["handle", "keys", "cond"]].explode("keys").rename(columns={"keys": "key"})
@@ -372,7 +410,14 @@ class Purgatory:
         result = self._evaluate(expired)
         self._mark_used(result.eseq)
         rows = self._ops_rows(expired)
-        self._emit(rows, "expired", rows["deadline"].to_numpy(np.int64), result.matched, result.progress)
+        real = ~rows["stub"].to_numpy(bool)
+        self._emit(
+            rows.loc[real].reset_index(drop=True),
+            "expired",
+            rows["deadline"].to_numpy(np.int64)[real],
+            result.matched[real],
+            result.progress[real],
+        )
         self._purge(expired, completed=False)
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
@@ -463,6 +508,9 @@ class Purgatory:
         if handles.size == 0:
             return
         handles = np.unique(handles)
+        handles = handles[~self._ops_rows(handles)["stub"].to_numpy(bool)]  # stubs never complete
+        if handles.size == 0:
+            return
         result = self._evaluate(handles)
         done = handles[result.satisfied]
         if done.size == 0:
@@ -534,9 +582,12 @@ class Purgatory:
         self._matches = self._matches.loc[~self._matches["handle"].isin(handles)].reset_index(drop=True)
         probe, hit = self._lookup_seen(rows["op_id"].to_numpy(dtype=object))
         # remembered for dedup_retention_ms of event time after the later of deadline and now
+        # a stub's op_id belongs to its original: forget it at once
+        stub = rows["stub"].to_numpy(bool)
         resolved = np.maximum(self._watermark, rows["deadline"].to_numpy(np.int64))
+        resolved = np.where(stub, self._watermark, resolved + self.config.dedup_retention_ms)
         expire_at = self._seen["expire_at"].to_numpy(np.int64).copy()
-        expire_at[hit] = resolved[probe] + self.config.dedup_retention_ms
+        expire_at[hit] = resolved[probe]
         handle = self._seen["handle"].to_numpy(np.int64).copy()
         handle[hit] = -1
         self._seen["handle"] = handle
@@ -591,7 +642,7 @@ class Purgatory:
                 base=per_key["base"].to_numpy(float),
                 last_event_ts=per_key["last"].to_numpy(np.int64),
             )
-        lost = final.loc[~used]
+        lost = final.loc[~used & ~final["replica"].to_numpy(bool)]
         if len(lost) == 0:
             return _empty_unmatched(self._batch_id)
         resolved_until = lost[["key"]].merge(self._keys[["key", "resolved_until"]], on="key", how="left")
@@ -676,6 +727,26 @@ class Purgatory:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+_VALID_OPS = {
+    "op_id": "object", "keys": "object", "ts": "int64", "deadline": "int64", "cond": "int8",
+    "target": "float64", "members": "object", "payload": "object", "stub": "bool",
+}
+_VALID_EVENTS = {
+    "key": "object", "ts": "int64", "op_id": "object", "source": "object", "value": "float64",
+    "replica": "bool",
+}
+
+
+def _frame_or_empty(frame: pd.DataFrame | None, dtypes: dict[str, str]) -> pd.DataFrame:
+    if frame is None or len(frame) == 0:
+        return _empty(dtypes)
+    return frame.reset_index(drop=True)
+
+
+def _length(value: object) -> int:
+    return 0 if value is None or (isinstance(value, float) and value != value) else len(value)
 
 
 def _with_keys(ops: pd.DataFrame | None) -> pd.DataFrame:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -210,14 +211,29 @@ def write_json_lines(
         '{"key": null, "ts": "2026-01-01T00:00:01Z"}',
         "\x00\x01garbage",
     ]
+    # both streams are cut at the same event times, so file i of each covers the same slice
+    # and a source reading the same number of files per trigger stays aligned in time
+    op_ts = workload.operations["ts"].to_numpy()
+    ev_ts = workload.events["ts"].to_numpy()
+    edges = np.linspace(min(op_ts.min(), ev_ts.min()), max(op_ts.max(), ev_ts.max()) + 1, files + 1)
+    per_file: dict[str, list[list[str]]] = {}
+    for directory, lines, ts in ((ops_dir, ops_lines, op_ts), (events_dir, ev_lines, ev_ts)):
+        slice_of = np.searchsorted(edges, ts, side="right") - 1
+        order = np.argsort(slice_of, kind="stable")
+        cuts = np.searchsorted(slice_of[order], np.arange(1, files))
+        per_file[directory] = [np.asarray(lines, dtype=object)[idx].tolist() for idx in np.split(order, cuts)]
     for i in range(malformed):
-        pool, lines = (bad_ops, ops_lines) if i % 2 == 0 else (bad_events, ev_lines)
-        bad = pool[(i // 2) % len(pool)].replace("broken-1", f"broken-{i}")
-        lines.insert(int(rng.integers(0, len(lines) + 1)), bad)
-    for directory, lines in ((ops_dir, ops_lines), (events_dir, ev_lines)):
-        for index, chunk in enumerate(np.array_split(np.asarray(lines, dtype=object), files)):
-            with open(os.path.join(directory, f"part-{index:05d}.json"), "w", encoding="utf-8") as out:
-                out.write("\n".join(chunk.tolist()) + ("\n" if len(chunk) else ""))
+        directory, pool = (ops_dir, bad_ops) if i % 2 == 0 else (events_dir, bad_events)
+        chunk = per_file[directory][int(rng.integers(0, files))]
+        chunk.insert(int(rng.integers(0, len(chunk) + 1)), pool[(i // 2) % len(pool)].replace("broken-1", f"broken-{i}"))
+    # file sources list files by modification time: make it follow the slice order
+    stamp = time.time() - files
+    for directory, chunks in per_file.items():
+        for index, chunk in enumerate(chunks):
+            path = os.path.join(directory, f"part-{index:05d}.json")
+            with open(path, "w", encoding="utf-8") as out:
+                out.write("\n".join(chunk) + ("\n" if chunk else ""))
+            os.utime(path, (stamp + index, stamp + index))
 
 
 def _dumps(record: dict) -> str:

@@ -1,0 +1,452 @@
+"""The Spark host: the purgatory as one ``applyInPandasWithState`` operator over two streams.
+
+Shape of the query::
+
+    operations ─ parse ─┐                       ┌─ kind = outcome   → outcomes
+                        ├─ route ─ watermark ─ groupBy(shard).applyInPandasWithState ─┤─ kind = unmatched → unmatched_events
+    events ──── parse ──┘                       └─ kind = rejected  → rejected   (+ kind = metrics)
+
+**One operator, one output.**  After an ``EventTimeTimeout`` operator Spark allows no further
+stateful operator, so outcomes, unmatched events, rejected rows and per-shard metrics leave
+the operator as one stream with a ``kind`` column; ``outcomes_of`` / ``unmatched_of`` /
+``rejected_of`` split a micro-batch (in ``foreachBatch``) into the three tables.
+
+**Sharded watchers.**  Rows are routed to ``purgatory.shards`` groups by
+``pmod(xxhash64(key), shards)`` (Kafka shards its WatcherLists by key hash the same way).
+Each group's state is one binary value: that shard's ``Purgatory`` (watchers, timing wheel,
+key progress, buffered events) serialised with Arrow IPC.  The group's event-time timeout is
+the shard's next wake-up (earliest deadline, buffered event, or retention expiry), so Spark
+calls the shard exactly when the watermark makes something due.  Grouping by shard instead of
+by key is what makes this fast: Spark scans state rows and calls Python once per *shard* per
+micro-batch, not once per key, and the shard advances its wheel and joins its events
+vectorised.
+
+**Multi-key operations across shards.**  An operation whose keys all hash to one shard lives
+there.  One whose keys span shards is *cross-shard*: it lives in an extra group, the
+cross-shard shard (number ``shards``), which also receives a *replica* of every event, so it
+sees every event of every key its operations watch and evaluates the condition over their
+union exactly as SPEC says.  In each primary shard of its keys the operation leaves a *stub*:
+a watcher that never completes and emits nothing, whose only job is to mark the events it
+matches as matched, so that the primary shard (which alone reports unmatched events) does not
+report them.  Replicas are never reported, rejected or counted as late by the cross-shard
+shard; stubs are never reported by the primaries.  Cost: with cross-shard operations enabled,
+every event is processed twice (set ``purgatory.cross.shard.operations=false`` to reject
+cross-shard operations instead, as ``cross_shard_keys``, and skip the replicas).  A stub lives
+until its operation's deadline, even when the operation completed earlier.
+
+**Nothing dropped by the watermark.**  Spark drops rows behind the watermark before an
+``EventTimeTimeout`` operator sees them.  The watermark is therefore declared on a helper
+column ``ts + L`` with delay ``watermark.delay + L`` (L = 100 years): the operator gets the
+same watermark, but only rows more than 100 years late are dropped by Spark; the operator
+itself rejects rows behind the watermark as ``late``.  Rejected-at-parse rows carry the
+epoch as their time, so they never move the watermark and are never dropped.
+
+**Batch mode.**  ``purgatory_batch`` runs the same parsing, routing and engine on static
+DataFrames (backfills, users' tests): everything is processed at once and the watermark is
+then moved to ``final_watermark_ms``; for input without late rows it gives the outcomes the
+stream gives at the same final watermark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .conditions import CONDITIONS
+from .config import PurgatoryConfig
+from .purgatory import NO_EXPIRATION, BatchResult, Purgatory
+from .sources import SourceFormat, parse_events, parse_operations
+
+__all__ = [
+    "OUTPUT_SCHEMA",
+    "purgatory_stream",
+    "purgatory_batch",
+    "route",
+    "outcomes_of",
+    "unmatched_of",
+    "rejected_of",
+    "metrics_of",
+]
+
+#: how far behind the watermark a row may be before Spark itself drops it (see module doc)
+LATE_ALLOWANCE_MS = 36_500 * 86_400_000
+
+#: the operator's output: every kind of row in one schema (times as epoch ms)
+OUTPUT_SCHEMA = T.StructType(
+    [
+        T.StructField("kind", T.StringType()),
+        T.StructField("shard", T.IntegerType()),
+        T.StructField("op_id", T.StringType()),
+        T.StructField("keys", T.ArrayType(T.StringType())),
+        T.StructField("status", T.StringType()),
+        T.StructField("op_ts_ms", T.LongType()),
+        T.StructField("deadline_ms", T.LongType()),
+        T.StructField("resolved_at_ms", T.LongType()),
+        T.StructField("latency_ms", T.LongType()),
+        T.StructField("matched_events", T.LongType()),
+        T.StructField("progress", T.DoubleType()),
+        T.StructField("condition", T.StringType()),
+        T.StructField("target", T.DoubleType()),
+        T.StructField("payload", T.StringType()),
+        T.StructField("key", T.StringType()),
+        T.StructField("ts_ms", T.LongType()),
+        T.StructField("source", T.StringType()),
+        T.StructField("value", T.DoubleType()),
+        T.StructField("reason", T.StringType()),
+        T.StructField("raw", T.StringType()),
+        T.StructField("pending", T.LongType()),
+        T.StructField("buffered", T.LongType()),
+        T.StructField("watched", T.LongType()),
+        T.StructField("watermark_ms", T.LongType()),
+    ]
+)
+_OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
+_STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType())])
+
+# the operator's input: operations, stubs, events, replicas and rejected-at-parse rows
+_ROUTED_COLUMNS = [
+    "shard", "kind", "side", "op_id", "keys", "ts_ms", "timeout_ms", "condition", "target", "members",
+    "payload", "key", "source", "value", "raw", "reason",
+]
+
+
+def _shard_of(key: Column, shards: int) -> Column:
+    return F.pmod(F.xxhash64(key), F.lit(shards)).cast("int")
+
+
+def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
+    """Assign every parsed row to a shard (see the module docstring); one schema for all."""
+    shards = config.shards
+    cross = shards  # the cross-shard group: one past the primaries
+    rows_type = "array<struct<kind:string,shard:int,keys:array<string>>>"
+
+    ops = parsed_ops.withColumn(
+        "_shards", F.array_distinct(F.transform("keys", lambda k: _shard_of(k, shards)))
+    )
+    single = F.array(F.struct(F.lit("op").alias("kind"), F.col("_shards")[0].alias("shard"), F.col("keys")))
+    spread = F.concat(
+        F.array(F.struct(F.lit("op").alias("kind"), F.lit(cross).alias("shard"), F.col("keys"))),
+        F.transform(
+            "_shards",
+            lambda s: F.struct(
+                F.lit("stub").alias("kind"),
+                s.alias("shard"),
+                F.filter("keys", lambda k: _shard_of(k, shards) == s).alias("keys"),
+            ),
+        ),
+    )
+    is_cross = F.size("_shards") > 1
+    reason = F.col("reason")
+    if not config.cross_shard_operations:
+        reason = F.when(reason.isNull() & is_cross, F.lit("cross_shard_keys")).otherwise(reason)
+    ops = ops.withColumn("reason", reason)
+    ops = ops.withColumn(
+        "_rows",
+        F.when(F.col("reason").isNotNull(), F.lit(None).cast(rows_type))
+        .when(is_cross, spread.cast(rows_type))
+        .otherwise(single.cast(rows_type)),
+    )
+    ops_out = ops.select(
+        "*", F.explode_outer("_rows").alias("_r")
+    ).select(
+        F.coalesce(F.col("_r.shard"), _shard_of(F.col("raw"), shards)).alias("shard"),
+        F.coalesce(F.col("_r.kind"), F.lit("bad")).alias("kind"),
+        F.lit("operations").alias("side"),
+        "op_id",
+        F.coalesce(F.col("_r.keys"), F.col("keys")).alias("keys"),
+        "ts_ms",
+        "timeout_ms",
+        "condition",
+        "target",
+        "members",
+        "payload",
+        F.lit(None).cast("string").alias("key"),
+        F.lit(None).cast("string").alias("source"),
+        F.lit(None).cast("double").alias("value"),
+        F.when(F.col("reason").isNotNull(), F.col("raw")).alias("raw"),
+        "reason",
+    )
+
+    home = _shard_of(F.col("key"), shards)
+    event_rows = F.array(F.struct(F.lit("event").alias("kind"), home.alias("shard")))
+    if config.cross_shard_operations and shards > 1:
+        event_rows = F.concat(event_rows, F.array(F.struct(F.lit("replica").alias("kind"), F.lit(cross).alias("shard"))))
+    events = parsed_events.withColumn(
+        "_rows",
+        F.when(F.col("reason").isNotNull(), F.array(F.struct(F.lit("bad").alias("kind"), _shard_of(F.col("raw"), shards).alias("shard"))))
+        .otherwise(event_rows),
+    )
+    events_out = events.select("*", F.explode("_rows").alias("_r")).select(
+        F.col("_r.shard").alias("shard"),
+        F.col("_r.kind").alias("kind"),
+        F.lit("events").alias("side"),
+        "op_id",
+        F.lit(None).cast("array<string>").alias("keys"),
+        "ts_ms",
+        F.lit(None).cast("long").alias("timeout_ms"),
+        F.lit(None).cast("string").alias("condition"),
+        F.lit(None).cast("double").alias("target"),
+        F.lit(None).cast("array<string>").alias("members"),
+        F.lit(None).cast("string").alias("payload"),
+        "key",
+        "source",
+        "value",
+        F.when(F.col("reason").isNotNull(), F.col("raw")).alias("raw"),
+        "reason",
+    )
+    return ops_out.unionByName(events_out)
+
+
+def _with_event_time(routed: DataFrame, config: PurgatoryConfig) -> DataFrame:
+    """The watermark on ``ts + L`` (module docstring): Spark drops nothing we must report."""
+    days = LATE_ALLOWANCE_MS // 86_400_000
+    event_time = F.expr(
+        f"timestamp_millis(CASE WHEN kind = 'bad' THEN 0 ELSE ts_ms END) + INTERVAL {days} DAYS"
+    )
+    delay_ms = config.watermark_delay_ms + LATE_ALLOWANCE_MS
+    return routed.withColumn("_event_time", event_time).withWatermark("_event_time", f"{delay_ms} milliseconds")
+
+
+def purgatory_stream(
+    operations: DataFrame,
+    events: DataFrame,
+    config: PurgatoryConfig | None = None,
+    *,
+    source_format: SourceFormat = "json",
+) -> DataFrame:
+    """The purgatory over two streaming DataFrames; returns one stream of output rows.
+
+    Args:
+        operations: the operations source as read (``read_stream``): text lines for
+            ``json``, typed rows for ``parquet``, Kafka records for ``kafka``.
+        events: the completion-events source, in the same format.
+        config: shards, wheel, retention, watermark delay (``PurgatoryConfig``).
+        source_format: ``json``, ``parquet`` or ``kafka``.
+
+    Returns:
+        A streaming DataFrame with ``OUTPUT_SCHEMA`` plus timestamps; split each micro-batch
+        with ``outcomes_of``, ``unmatched_of`` and ``rejected_of``.
+
+    Example::
+
+        from spark_purgatory.sources import read_stream
+        ops = read_stream(spark, "/data/ops", "json", kind="operations")
+        evs = read_stream(spark, "/data/events", "json", kind="events")
+        out = purgatory_stream(ops, evs, PurgatoryConfig(shards=8))
+
+        def sink(batch, batch_id):
+            outcomes_of(batch, batch_id).write.mode("append").parquet("/out/outcomes")
+
+        out.writeStream.foreachBatch(sink).option("checkpointLocation", "/chk").start()
+    """
+    config = config or PurgatoryConfig()
+    parsed_ops = parse_operations(operations, source_format, max_timeout_ms=config.max_timeout_ms)
+    parsed_events = parse_events(events, source_format)
+    routed = _with_event_time(route(parsed_ops, parsed_events, config), config)
+    out = routed.groupBy("shard").applyInPandasWithState(
+        _stateful_shard(config),
+        OUTPUT_SCHEMA,
+        _STATE_SCHEMA,
+        "append",
+        "EventTimeTimeout",
+    )
+    return _with_timestamps(out)
+
+
+def purgatory_batch(
+    operations: DataFrame,
+    events: DataFrame,
+    config: PurgatoryConfig | None = None,
+    *,
+    source_format: SourceFormat = "json",
+    final_watermark_ms: int | None = None,
+) -> DataFrame:
+    """The same engine on static DataFrames: process everything, then move the watermark.
+
+    ``final_watermark_ms`` defaults to "everything resolved" (past every deadline).  For
+    input without late rows the outcomes equal the stream's at the same final watermark.
+    """
+    config = config or PurgatoryConfig()
+    parsed_ops = parse_operations(operations, source_format, max_timeout_ms=config.max_timeout_ms)
+    parsed_events = parse_events(events, source_format)
+    routed = route(parsed_ops, parsed_events, config)
+    final = NO_EXPIRATION - 1 if final_watermark_ms is None else int(final_watermark_ms)
+    out = routed.groupBy("shard").applyInPandas(_batch_shard(config, final), OUTPUT_SCHEMA)
+    return _with_timestamps(out)
+
+
+def _with_timestamps(out: DataFrame) -> DataFrame:
+    ts = {
+        "op_ts": "op_ts_ms",
+        "deadline": "deadline_ms",
+        "resolved_at": "resolved_at_ms",
+        "ts": "ts_ms",
+        "watermark": "watermark_ms",
+    }
+    for name, ms in ts.items():
+        out = out.withColumn(name, F.timestamp_millis(F.col(ms)))
+    return out
+
+
+# -- splitting a micro-batch into the SPEC's tables ------------------------------------------------
+
+
+def outcomes_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
+    """The ``outcomes`` rows of a micro-batch, with the SPEC's columns (+ ``resolved_date``)."""
+    rows = batch.where(F.col("kind") == "outcome")
+    bid = F.lit(batch_id).cast("long") if batch_id is not None else F.lit(None).cast("long")
+    return rows.select(
+        "op_id", "keys", "status", "op_ts", "deadline", "resolved_at", "latency_ms", "matched_events",
+        "progress", "condition", "target", "payload", bid.alias("batch_id"),
+        F.current_timestamp().alias("emitted_at"), F.to_date("resolved_at").alias("resolved_date"),
+    )
+
+
+def unmatched_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
+    """The ``unmatched_events`` rows of a micro-batch."""
+    rows = batch.where(F.col("kind") == "unmatched")
+    bid = F.lit(batch_id).cast("long") if batch_id is not None else F.lit(None).cast("long")
+    return rows.select("key", "ts", "op_id", "source", "value", "reason", bid.alias("batch_id"),
+                       F.to_date("ts").alias("event_date"))
+
+
+def rejected_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
+    """The ``rejected`` rows of a micro-batch (``source`` is operations or events)."""
+    rows = batch.where(F.col("kind") == "rejected")
+    bid = F.lit(batch_id).cast("long") if batch_id is not None else F.lit(None).cast("long")
+    return rows.select(
+        F.col("source"), "raw", "reason", bid.alias("batch_id"), F.current_date().alias("rejected_date")
+    )
+
+
+def metrics_of(batch: DataFrame) -> DataFrame:
+    """Per-shard gauges reported by the shards that ran in this micro-batch."""
+    return batch.where(F.col("kind") == "metrics").select("shard", "pending", "buffered", "watched", "watermark")
+
+
+# -- what runs in the Python workers -----------------------------------------------------------------
+
+
+def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Routed rows -> (validated operations, validated events, rejected-at-parse rows)."""
+    kind = pdf["kind"].to_numpy(dtype=object)
+    is_op = (kind == "op") | (kind == "stub")
+    o = pdf.loc[is_op]
+    ts = o["ts_ms"].to_numpy(np.int64)
+    ops = pd.DataFrame(
+        {
+            "op_id": o["op_id"].to_numpy(dtype=object),
+            "keys": o["keys"].to_numpy(dtype=object),
+            "ts": ts,
+            "deadline": ts + o["timeout_ms"].to_numpy(np.int64),
+            "cond": o["condition"].map(CONDITIONS).to_numpy(np.int8),
+            "target": o["target"].to_numpy(float),
+            "members": o["members"].to_numpy(dtype=object),
+            "payload": o["payload"].to_numpy(dtype=object),
+            "stub": kind[is_op] == "stub",
+        }
+    )
+    is_event = (kind == "event") | (kind == "replica")
+    e = pdf.loc[is_event]
+    events = pd.DataFrame(
+        {
+            "key": e["key"].to_numpy(dtype=object),
+            "ts": e["ts_ms"].to_numpy(np.int64),
+            "op_id": e["op_id"].to_numpy(dtype=object),
+            "source": e["source"].to_numpy(dtype=object),
+            "value": e["value"].to_numpy(float),
+            "replica": kind[is_event] == "replica",
+        }
+    )
+    b = pdf.loc[kind == "bad"]
+    bad = pd.DataFrame({"source": b["side"].to_numpy(dtype=object), "raw": b["raw"].to_numpy(dtype=object),
+                        "reason": b["reason"].to_numpy(dtype=object)})
+    return ops, events, bad
+
+
+def _output(shard: int, result: BatchResult, bad: pd.DataFrame, p: Purgatory, wm: int) -> pd.DataFrame:
+    o = result.outcomes
+    outcomes = pd.DataFrame(
+        {
+            "kind": "outcome",
+            "op_id": o["op_id"],
+            "keys": o["keys"],
+            "status": o["status"],
+            "op_ts_ms": o["op_ts"],
+            "deadline_ms": o["deadline"],
+            "resolved_at_ms": o["resolved_at"],
+            "latency_ms": o["latency_ms"],
+            "matched_events": o["matched_events"],
+            "progress": o["progress"],
+            "condition": o["condition"],
+            "target": o["target"],
+            "payload": o["payload"],
+        }
+    )
+    u = result.unmatched
+    unmatched = pd.DataFrame(
+        {"kind": "unmatched", "key": u["key"], "ts_ms": u["ts"], "op_id": u["op_id"], "source": u["source"],
+         "value": u["value"], "reason": u["reason"]}
+    )
+    r = pd.concat([result.rejected[["source", "raw", "reason"]], bad], ignore_index=True) if len(bad) else (
+        result.rejected[["source", "raw", "reason"]]
+    )
+    rejected = pd.DataFrame({"kind": "rejected", "source": r["source"], "raw": r["raw"], "reason": r["reason"]})
+    metrics = pd.DataFrame(
+        {"kind": ["metrics"], "pending": [p.pending], "buffered": [p.buffered_events], "watched": [p.watched],
+         "watermark_ms": [wm]}
+    )
+    parts = [f for f in (outcomes, unmatched, rejected) if len(f)] + [metrics]
+    out = pd.concat(parts, ignore_index=True).reindex(columns=_OUTPUT_COLUMNS)
+    keys = out["keys"].to_numpy(dtype=object)
+    keys[pd.isna(keys)] = None  # Arrow wants None, not NaN, for a missing array
+    out["keys"] = keys
+    out["shard"] = shard
+    return out
+
+
+def _stateful_shard(config: PurgatoryConfig):
+    """The function Spark calls once per shard per micro-batch (and on the shard's timeout)."""
+
+    def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        shard = int(key[0])
+        p = Purgatory.from_bytes(state.get[0], config) if state.exists else Purgatory(config)
+        wm = int(state.getCurrentWatermarkMs())
+        frames = [f for f in pdfs if len(f)]
+        pdf = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=_ROUTED_COLUMNS)
+        ops, events, bad = _split_input(pdf)
+        result = p.process(ops, events, watermark_ms=wm, validated=True)
+        yield _output(shard, result, bad, p, wm)
+        if p.is_empty():
+            state.remove()
+            return
+        state.update((p.to_bytes(),))
+        wake = p.next_wakeup()
+        if wake < NO_EXPIRATION:
+            # Spark fires once the watermark is *past* the timestamp; we are due at wake
+            state.setTimeoutTimestamp(max(wake - 1, wm))
+
+    return shard_step
+
+
+def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
+    def shard_all(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
+        shard = int(key[0])
+        p = Purgatory(config)
+        ops, events, bad = _split_input(pdf)
+        first = p.process(ops, events, watermark_ms=0, validated=True)
+        last = p.process(None, None, watermark_ms=final_watermark_ms, validated=True)
+        merged = BatchResult(
+            pd.concat([first.outcomes, last.outcomes], ignore_index=True),
+            pd.concat([first.unmatched, last.unmatched], ignore_index=True),
+            pd.concat([first.rejected, last.rejected], ignore_index=True),
+        )
+        return _output(shard, merged, bad, p, final_watermark_ms)
+
+    return shard_all
