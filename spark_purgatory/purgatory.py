@@ -236,7 +236,9 @@ class Purgatory:
 
     def is_empty(self) -> bool:
         """Nothing pending, buffered or retained: the state can be dropped."""
-        return not (len(self._ops) or len(self._events) or len(self._keys) or len(self._seen) or len(self._due))
+        return not (
+            len(self._ops) or len(self._events) or len(self._keys) or len(self._seen) or len(self._due)
+        )
 
     def pending_op_ids(self) -> list[str]:
         return self._ops["op_id"].tolist()
@@ -730,11 +732,22 @@ class Purgatory:
 
 
 _VALID_OPS = {
-    "op_id": "object", "keys": "object", "ts": "int64", "deadline": "int64", "cond": "int8",
-    "target": "float64", "members": "object", "payload": "object", "stub": "bool",
+    "op_id": "object",
+    "keys": "object",
+    "ts": "int64",
+    "deadline": "int64",
+    "cond": "int8",
+    "target": "float64",
+    "members": "object",
+    "payload": "object",
+    "stub": "bool",
 }
 _VALID_EVENTS = {
-    "key": "object", "ts": "int64", "op_id": "object", "source": "object", "value": "float64",
+    "key": "object",
+    "ts": "int64",
+    "op_id": "object",
+    "source": "object",
+    "value": "float64",
     "replica": "bool",
 }
 

@@ -37,8 +37,17 @@ __all__ = [
 SourceFormat = Literal["json", "parquet", "kafka"]
 
 OPERATION_REASONS = {
-    "malformed_json", "missing_op_id", "missing_key", "missing_ts", "missing_timeout_ms", "negative_timeout",
-    "timeout_above_max", "unknown_condition", "missing_target", "missing_members", "bad_payload",
+    "malformed_json",
+    "missing_op_id",
+    "missing_key",
+    "missing_ts",
+    "missing_timeout_ms",
+    "negative_timeout",
+    "timeout_above_max",
+    "unknown_condition",
+    "missing_target",
+    "missing_members",
+    "bad_payload",
 }
 EVENT_REASONS = {"malformed_json", "missing_key", "missing_ts", "bad_value", "bad_op_id", "bad_source"}
 
@@ -46,8 +55,21 @@ EVENT_REASONS = {"malformed_json", "missing_key", "missing_ts", "bad_value", "ba
 # wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
 _CORRUPT = "_corrupt_record"
 _OPS_JSON = T.StructType(
-    [T.StructField(name, T.StringType()) for name in
-     ("op_id", "key", "keys", "ts", "timeout_ms", "condition", "target", "members", "payload", _CORRUPT)]
+    [
+        T.StructField(name, T.StringType())
+        for name in (
+            "op_id",
+            "key",
+            "keys",
+            "ts",
+            "timeout_ms",
+            "condition",
+            "target",
+            "members",
+            "payload",
+            _CORRUPT,
+        )
+    ]
 )
 _EVENTS_JSON = T.StructType(
     [T.StructField(name, T.StringType()) for name in ("key", "ts", "op_id", "source", "value", _CORRUPT)]
@@ -59,6 +81,7 @@ def _string_list(text: Column) -> Column:
     """A JSON array of strings, or a single string standing for a one-element list."""
     as_array = F.from_json(text, "array<string>")
     return F.when(F.trim(text).startswith("["), as_array).when(~_blank(text), F.array(text))
+
 
 #: schemas for Parquet inputs (the SPEC's input contract as Spark types)
 OPERATIONS_PARQUET_SCHEMA = T.StructType(
@@ -158,7 +181,10 @@ def parse_operations(df: DataFrame, fmt: SourceFormat = "json", *, max_timeout_m
             ("timeout_above_max", F.col("timeout_ms") > F.lit(max_timeout_ms)),
             ("unknown_condition", ~F.col("condition").isin("any", "count", "sum", "all", "offset")),
             ("missing_target", needs_target & (F.col("target").isNull() | F.isnan("target"))),
-            ("missing_members", (F.col("condition") == "all") & (F.coalesce(F.size("members"), F.lit(0)) <= 0)),
+            (
+                "missing_members",
+                (F.col("condition") == "all") & (F.coalesce(F.size("members"), F.lit(0)) <= 0),
+            ),
         ]
     )
     return out.withColumn("reason", reason).select(
@@ -192,7 +218,9 @@ def parse_events(df: DataFrame, fmt: SourceFormat = "json") -> DataFrame:
             ("bad_value", F.col("_value").isNotNull() & (F.col("value").isNull() | F.isnan("value"))),
         ]
     )
-    return out.withColumn("reason", reason).select("key", "ts_ms", "op_id", "source", "value", "raw", "reason")
+    return out.withColumn("reason", reason).select(
+        "key", "ts_ms", "op_id", "source", "value", "raw", "reason"
+    )
 
 
 def read_stream(

@@ -2,9 +2,10 @@
 
 Shape of the query::
 
-    operations ─ parse ─┐                       ┌─ kind = outcome   → outcomes
-                        ├─ route ─ watermark ─ groupBy(shard).applyInPandasWithState ─┤─ kind = unmatched → unmatched_events
-    events ──── parse ──┘                       └─ kind = rejected  → rejected   (+ kind = metrics)
+    operations -> parse --+
+                          +-> route -> watermark -> groupBy(shard).applyInPandasWithState
+    events ----> parse --+                                   |
+                              kind = outcome | unmatched | rejected | metrics
 
 **One operator, one output.**  After an ``EventTimeTimeout`` operator Spark allows no further
 stateful operator, so outcomes, unmatched events, rejected rows and per-shard metrics leave
@@ -107,12 +108,29 @@ OUTPUT_SCHEMA = T.StructType(
     ]
 )
 _OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
+_OBJECT_COLUMNS = [
+    f.name for f in OUTPUT_SCHEMA.fields if isinstance(f.dataType, (T.StringType, T.ArrayType))
+]
 _STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType())])
 
 # the operator's input: operations, stubs, events, replicas and rejected-at-parse rows
 _ROUTED_COLUMNS = [
-    "shard", "kind", "side", "op_id", "keys", "ts_ms", "timeout_ms", "condition", "target", "members",
-    "payload", "key", "source", "value", "raw", "reason",
+    "shard",
+    "kind",
+    "side",
+    "op_id",
+    "keys",
+    "ts_ms",
+    "timeout_ms",
+    "condition",
+    "target",
+    "members",
+    "payload",
+    "key",
+    "source",
+    "value",
+    "raw",
+    "reason",
 ]
 
 
@@ -152,9 +170,7 @@ def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConf
         .when(is_cross, spread.cast(rows_type))
         .otherwise(single.cast(rows_type)),
     )
-    ops_out = ops.select(
-        "*", F.explode_outer("_rows").alias("_r")
-    ).select(
+    ops_out = ops.select("*", F.explode_outer("_rows").alias("_r")).select(
         F.coalesce(F.col("_r.shard"), _shard_of(F.col("raw"), shards)).alias("shard"),
         F.coalesce(F.col("_r.kind"), F.lit("bad")).alias("kind"),
         F.lit("operations").alias("side"),
@@ -176,11 +192,15 @@ def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConf
     home = _shard_of(F.col("key"), shards)
     event_rows = F.array(F.struct(F.lit("event").alias("kind"), home.alias("shard")))
     if config.cross_shard_operations and shards > 1:
-        event_rows = F.concat(event_rows, F.array(F.struct(F.lit("replica").alias("kind"), F.lit(cross).alias("shard"))))
+        event_rows = F.concat(
+            event_rows, F.array(F.struct(F.lit("replica").alias("kind"), F.lit(cross).alias("shard")))
+        )
     events = parsed_events.withColumn(
         "_rows",
-        F.when(F.col("reason").isNotNull(), F.array(F.struct(F.lit("bad").alias("kind"), _shard_of(F.col("raw"), shards).alias("shard"))))
-        .otherwise(event_rows),
+        F.when(
+            F.col("reason").isNotNull(),
+            F.array(F.struct(F.lit("bad").alias("kind"), _shard_of(F.col("raw"), shards).alias("shard"))),
+        ).otherwise(event_rows),
     )
     events_out = events.select("*", F.explode("_rows").alias("_r")).select(
         F.col("_r.shard").alias("shard"),
@@ -210,7 +230,9 @@ def _with_event_time(routed: DataFrame, config: PurgatoryConfig) -> DataFrame:
         f"timestamp_millis(CASE WHEN kind = 'bad' THEN 0 ELSE ts_ms END) + INTERVAL {days} DAYS"
     )
     delay_ms = config.watermark_delay_ms + LATE_ALLOWANCE_MS
-    return routed.withColumn("_event_time", event_time).withWatermark("_event_time", f"{delay_ms} milliseconds")
+    return routed.withColumn("_event_time", event_time).withWatermark(
+        "_event_time", f"{delay_ms} milliseconds"
+    )
 
 
 def purgatory_stream(
@@ -302,9 +324,21 @@ def outcomes_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
     rows = batch.where(F.col("kind") == "outcome")
     bid = F.lit(batch_id).cast("long") if batch_id is not None else F.lit(None).cast("long")
     return rows.select(
-        "op_id", "keys", "status", "op_ts", "deadline", "resolved_at", "latency_ms", "matched_events",
-        "progress", "condition", "target", "payload", bid.alias("batch_id"),
-        F.current_timestamp().alias("emitted_at"), F.to_date("resolved_at").alias("resolved_date"),
+        "op_id",
+        "keys",
+        "status",
+        "op_ts",
+        "deadline",
+        "resolved_at",
+        "latency_ms",
+        "matched_events",
+        "progress",
+        "condition",
+        "target",
+        "payload",
+        bid.alias("batch_id"),
+        F.current_timestamp().alias("emitted_at"),
+        F.to_date("resolved_at").alias("resolved_date"),
     )
 
 
@@ -312,8 +346,16 @@ def unmatched_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
     """The ``unmatched_events`` rows of a micro-batch."""
     rows = batch.where(F.col("kind") == "unmatched")
     bid = F.lit(batch_id).cast("long") if batch_id is not None else F.lit(None).cast("long")
-    return rows.select("key", "ts", "op_id", "source", "value", "reason", bid.alias("batch_id"),
-                       F.to_date("ts").alias("event_date"))
+    return rows.select(
+        "key",
+        "ts",
+        "op_id",
+        "source",
+        "value",
+        "reason",
+        bid.alias("batch_id"),
+        F.to_date("ts").alias("event_date"),
+    )
 
 
 def rejected_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
@@ -327,7 +369,9 @@ def rejected_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
 
 def metrics_of(batch: DataFrame) -> DataFrame:
     """Per-shard gauges reported by the shards that ran in this micro-batch."""
-    return batch.where(F.col("kind") == "metrics").select("shard", "pending", "buffered", "watched", "watermark")
+    return batch.where(F.col("kind") == "metrics").select(
+        "shard", "pending", "buffered", "watched", "watermark"
+    )
 
 
 # -- what runs in the Python workers -----------------------------------------------------------------
@@ -365,8 +409,13 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
         }
     )
     b = pdf.loc[kind == "bad"]
-    bad = pd.DataFrame({"source": b["side"].to_numpy(dtype=object), "raw": b["raw"].to_numpy(dtype=object),
-                        "reason": b["reason"].to_numpy(dtype=object)})
+    bad = pd.DataFrame(
+        {
+            "source": b["side"].to_numpy(dtype=object),
+            "raw": b["raw"].to_numpy(dtype=object),
+            "reason": b["reason"].to_numpy(dtype=object),
+        }
+    )
     return ops, events, bad
 
 
@@ -391,22 +440,39 @@ def _output(shard: int, result: BatchResult, bad: pd.DataFrame, p: Purgatory, wm
     )
     u = result.unmatched
     unmatched = pd.DataFrame(
-        {"kind": "unmatched", "key": u["key"], "ts_ms": u["ts"], "op_id": u["op_id"], "source": u["source"],
-         "value": u["value"], "reason": u["reason"]}
+        {
+            "kind": "unmatched",
+            "key": u["key"],
+            "ts_ms": u["ts"],
+            "op_id": u["op_id"],
+            "source": u["source"],
+            "value": u["value"],
+            "reason": u["reason"],
+        }
     )
-    r = pd.concat([result.rejected[["source", "raw", "reason"]], bad], ignore_index=True) if len(bad) else (
-        result.rejected[["source", "raw", "reason"]]
+    r = (
+        pd.concat([result.rejected[["source", "raw", "reason"]], bad], ignore_index=True)
+        if len(bad)
+        else (result.rejected[["source", "raw", "reason"]])
     )
-    rejected = pd.DataFrame({"kind": "rejected", "source": r["source"], "raw": r["raw"], "reason": r["reason"]})
+    rejected = pd.DataFrame(
+        {"kind": "rejected", "source": r["source"], "raw": r["raw"], "reason": r["reason"]}
+    )
     metrics = pd.DataFrame(
-        {"kind": ["metrics"], "pending": [p.pending], "buffered": [p.buffered_events], "watched": [p.watched],
-         "watermark_ms": [wm]}
+        {
+            "kind": ["metrics"],
+            "pending": [p.pending],
+            "buffered": [p.buffered_events],
+            "watched": [p.watched],
+            "watermark_ms": [wm],
+        }
     )
     parts = [f for f in (outcomes, unmatched, rejected) if len(f)] + [metrics]
     out = pd.concat(parts, ignore_index=True).reindex(columns=_OUTPUT_COLUMNS)
-    keys = out["keys"].to_numpy(dtype=object)
-    keys[pd.isna(keys)] = None  # Arrow wants None, not NaN, for a missing array
-    out["keys"] = keys
+    for name in _OBJECT_COLUMNS:  # Arrow wants None, not NaN, for a missing string or array
+        values = out[name].to_numpy(dtype=object)
+        values[pd.isna(values)] = None
+        out[name] = values
     out["shard"] = shard
     return out
 

@@ -225,7 +225,10 @@ def write_json_lines(
     for i in range(malformed):
         directory, pool = (ops_dir, bad_ops) if i % 2 == 0 else (events_dir, bad_events)
         chunk = per_file[directory][int(rng.integers(0, files))]
-        chunk.insert(int(rng.integers(0, len(chunk) + 1)), pool[(i // 2) % len(pool)].replace("broken-1", f"broken-{i}"))
+        chunk.insert(
+            int(rng.integers(0, len(chunk) + 1)),
+            pool[(i // 2) % len(pool)].replace("broken-1", f"broken-{i}"),
+        )
     # file sources list files by modification time: make it follow the slice order
     stamp = time.time() - files
     for directory, chunks in per_file.items():

@@ -1,0 +1,64 @@
+"""A local SparkSession with defaults that work out of the box for this project.
+
+* the Python workers run the driver's interpreter (``spark.pyspark.python`` and
+  ``PYSPARK_PYTHON`` from ``sys.executable``), so they see the same virtual environment;
+* RocksDB state store, UTC session time zone, small shuffle partition count (state is per
+  shard, so ``purgatory.shards + 1`` partitions is plenty), no UI, quiet logs;
+* the Delta Lake extensions when delta-spark and its JARs are importable (never assumed).
+
+On a cluster or Databricks, use the session you are given instead; nothing in the library
+needs this module.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+__all__ = ["local_session", "delta_spark_available"]
+
+
+def delta_spark_available(spark: SparkSession) -> bool:
+    """True when the Delta data source classes are on the session's classpath."""
+    try:
+        jvm = spark._jvm  # noqa: SLF001 - classic sessions only; Connect has no JVM handle
+        if jvm is None:
+            return False
+        jvm.java.lang.Class.forName("io.delta.sql.DeltaSparkSessionExtension")
+        return True
+    except Exception:
+        return False
+
+
+def local_session(
+    app_name: str = "spark-purgatory",
+    *,
+    master: str = "local[*]",
+    shuffle_partitions: int = 9,
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Build (or get) a local session; ``conf`` entries override the defaults."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        .config("spark.driver.memory", "4g")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

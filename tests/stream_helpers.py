@@ -1,0 +1,94 @@
+"""Drive the streaming operator over real file sources with availableNow triggers."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import pandas as pd
+
+from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.sources import read_stream
+from spark_purgatory.streaming import purgatory_stream
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+def op(op_id: str, key, ts: int, timeout_ms: int = 10_000, condition: str = "any", **extra) -> str:
+    keys = [key] if isinstance(key, str) else key
+    row = {"op_id": op_id, "keys": keys, "ts": iso(T0 + ts), "timeout_ms": timeout_ms, "condition": condition}
+    row.update(extra)
+    return json.dumps(row)
+
+
+def ev(key: str, ts: int, **extra) -> str:
+    return json.dumps({"key": key, "ts": iso(T0 + ts), **extra})
+
+
+class Files:
+    """A pair of input directories; each ``add`` writes one file per stream, in order."""
+
+    def __init__(self, root: str) -> None:
+        self.ops = os.path.join(root, "ops")
+        self.events = os.path.join(root, "events")
+        self.checkpoint = os.path.join(root, "checkpoint")
+        os.makedirs(self.ops, exist_ok=True)
+        os.makedirs(self.events, exist_ok=True)
+        self.count = 0
+
+    def add(self, ops: list[str] = (), events: list[str] = ()) -> None:
+        stamp = time.time() - 1000 + self.count  # file sources order by modification time
+        for directory, lines in ((self.ops, ops), (self.events, events)):
+            path = os.path.join(directory, f"part-{self.count:04d}.json")
+            with open(path, "w", encoding="utf-8") as out:
+                out.write("".join(line + "\n" for line in lines))
+            os.utime(path, (stamp, stamp))
+        self.count += 1
+
+
+@dataclass
+class Run:
+    outcomes: pd.DataFrame
+    unmatched: pd.DataFrame
+    rejected: pd.DataFrame
+    watermarks: dict[int, int] = field(default_factory=dict)  # batch id -> watermark (ms)
+    progress: list[dict] = field(default_factory=list)
+
+
+def run_stream(spark, files: Files, config: PurgatoryConfig, **settings) -> Run:
+    """One availableNow run of the operator from ``files``' checkpoint; collects every row."""
+    ops = read_stream(spark, files.ops, "json", kind="operations", max_files_per_trigger=1)
+    evs = read_stream(spark, files.events, "json", kind="events", max_files_per_trigger=1)
+    out = purgatory_stream(ops, evs, config)
+    batches: list[pd.DataFrame] = []
+
+    def sink(batch, batch_id: int) -> None:
+        frame = batch.drop("op_ts", "deadline", "resolved_at", "ts", "watermark").toPandas()
+        frame["batch_id"] = batch_id
+        batches.append(frame)
+
+    query = (
+        out.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", files.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    columns = ["kind", "batch_id", "watermark_ms"]
+    rows = pd.concat(batches, ignore_index=True) if batches else pd.DataFrame(columns=columns)
+    metrics = rows[rows["kind"] == "metrics"]
+    watermarks = metrics.groupby("batch_id")["watermark_ms"].max().astype("int64").to_dict()
+    return Run(
+        outcomes=rows[rows["kind"] == "outcome"].reset_index(drop=True),
+        unmatched=rows[rows["kind"] == "unmatched"].reset_index(drop=True),
+        rejected=rows[rows["kind"] == "rejected"].reset_index(drop=True),
+        watermarks=watermarks,
+        progress=[p for p in query.recentProgress],
+    )
