@@ -514,3 +514,48 @@ def test_frame_inputs_accept_single_key_column():
     ops = pd.DataFrame({"op_id": ["o"], "key": ["k"], "ts": [0], "timeout_ms": [10]})
     r = p.process(ops, pd.DataFrame({"key": ["k"], "ts": [1]}), watermark_ms=0)
     assert r.completed == 1
+
+
+# -- the Spark host's copies: stubs (primary shards) and replicas (cross-shard shard) -------------
+
+
+def validated_op(op_id: str, keys: list[str], ts: int, deadline: int, stub: bool = False) -> dict:
+    return {"op_id": op_id, "keys": keys, "ts": ts, "deadline": deadline, "cond": 0, "target": float("nan"),
+            "members": None, "payload": None, "stub": stub}
+
+
+def validated_ev(key: str, ts: int, replica: bool = False, op_id: str | None = None) -> dict:
+    return {"key": key, "ts": ts, "op_id": op_id, "source": None, "value": float("nan"), "replica": replica}
+
+
+def test_stub_marks_events_matched_but_never_emits():
+    p = purgatory()
+    r = p.process(pd.DataFrame([validated_op("x", ["k"], 0, 100, stub=True)]),
+                  pd.DataFrame([validated_ev("k", 10), validated_ev("k", 200)]), watermark_ms=0, validated=True)
+    assert len(r.outcomes) == 0 and p.pending == 1
+    r = p.process(None, None, watermark_ms=300, validated=True)
+    assert len(r.outcomes) == 0  # the stub expires silently
+    assert r.unmatched["ts"].tolist() == [200]  # only the event outside the stub's window
+    assert p.pending == 0 and p.is_empty()
+
+
+def test_late_or_duplicate_stubs_and_replicas_are_dropped_silently():
+    p = purgatory()
+    p.process(None, None, watermark_ms=1000, validated=True)
+    r = p.process(pd.DataFrame([validated_op("x", ["k"], 10, 2000, stub=True)]),
+                  pd.DataFrame([validated_ev("k", 10, replica=True)]), watermark_ms=1000, validated=True)
+    assert len(r.rejected) == 0
+    p.process(pd.DataFrame([validated_op("y", ["k"], 1000, 2000, stub=True)]), None, watermark_ms=1000,
+              validated=True)
+    r = p.process(pd.DataFrame([validated_op("y", ["k"], 1000, 2000, stub=True)]), None, watermark_ms=1000,
+                  validated=True)
+    assert len(r.rejected) == 0 and p.pending == 1
+
+
+def test_replica_events_count_but_are_never_reported_unmatched():
+    p = purgatory()
+    r = p.process(pd.DataFrame([validated_op("x", ["a", "b"], 0, 100)]),
+                  pd.DataFrame([validated_ev("b", 20, replica=True), validated_ev("zz", 5, replica=True)]),
+                  watermark_ms=0, validated=True)
+    assert outcomes(r)["x"]["resolved_at"] == 20
+    assert len(p.process(None, None, watermark_ms=50, validated=True).unmatched) == 0
