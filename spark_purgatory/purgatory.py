@@ -634,8 +634,8 @@ class Purgatory:
         self._events = evs.loc[~done].reset_index(drop=True)
         used = final["used"].to_numpy(bool) | np.isin(
             final["eseq"].to_numpy(np.int64), self._matches["eseq"].to_numpy(np.int64)
+        )
         # offset progress: untargeted events with a value feed the key's running max for later ops
-        # offset progress: untargeted events feed the key's running max for later operations
         untargeted = final.loc[final["op_id"].isna() & final["value"].notna()]
         if len(untargeted):
             per_key = untargeted.groupby("key").agg(base=("value", "max"), last=("ts", "max"))
