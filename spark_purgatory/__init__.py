@@ -1,12 +1,36 @@
 """spark-purgatory: Kafka's delayed-operation purgatory for Spark Structured Streaming.
 
-The engine (``Purgatory``, ``TimingWheel``) runs without Spark; the streaming host and the
-Delta sinks build on it.
+The engine (``Purgatory``, ``TimingWheel``) runs without Spark.  The Spark entry points
+(``purgatory_stream``, ``purgatory_batch``, ``outcomes_of``, ``unmatched_of``,
+``rejected_of``, ``read_stream``) are imported on first use, so the engine stays importable
+(and fast to test) without starting a JVM.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 from .config import ConfigError, PurgatoryConfig
 from .purgatory import BatchResult, Purgatory
 from .wheel import TimingWheel
 
-__all__ = ["BatchResult", "ConfigError", "Purgatory", "PurgatoryConfig", "TimingWheel"]
+_SPARK = {
+    "purgatory_stream": "streaming",
+    "purgatory_batch": "streaming",
+    "outcomes_of": "streaming",
+    "unmatched_of": "streaming",
+    "rejected_of": "streaming",
+    "metrics_of": "streaming",
+    "read_stream": "sources",
+    "read_batch": "sources",
+}
+
+__all__ = ["BatchResult", "ConfigError", "Purgatory", "PurgatoryConfig", "TimingWheel", *_SPARK]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SPARK:
+        return getattr(import_module(f".{_SPARK[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -64,7 +64,7 @@ class PurgatoryConfig:
     shards: int = 8
     max_timeout_ms: int = 7 * 86_400_000
     progress_retention_ms: int = 86_400_000
-    dedup_retention_ms: int = 86_400_000
+    dedup_retention_ms: int = 600_000
     watermark_delay: str = "10 seconds"
     accumulator_batch_size: int = 128 * 1024 * 1024
     accumulator_linger_ms: int = 60_000

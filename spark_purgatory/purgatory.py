@@ -125,9 +125,12 @@ _EVENTS = {
     "used": "bool",
     "replica": "bool",
 }
-_KEYS = {"key": "object", "base": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
+# per key (by 64-bit hash): offset progress, and until when events count as after_resolution
+_KEYS = {"khash": "uint64", "base": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
 # every op_id pending (handle >= 0, expire_at = max) or resolved within dedup retention
-_SEEN = {"hash": "uint64", "op_id": "object", "handle": "int64", "expire_at": "int64"}
+_SEEN = {"hash": "uint64", "op_id": "object", "handle": "int64"}
+# op_ids resolved within purgatory.dedup.retention.ms, as 64-bit hashes (compact: no strings)
+_RESOLVED = {"hash": "uint64", "expire_at": "int64"}
 
 
 @dataclass
@@ -176,6 +179,7 @@ class Purgatory:
         self._events = _empty(_EVENTS)
         self._keys = _empty(_KEYS)
         self._seen = _empty(_SEEN)
+        self._resolved = _empty(_RESOLVED)
         self._next_handle = 0
         self._next_eseq = 0
         self._due = np.empty(0, dtype=np.int64)  # added with a deadline already passed
@@ -228,16 +232,19 @@ class Purgatory:
             progress_until = np.where(last > _I64_MIN, last + self.config.progress_retention_ms, _I64_MIN)
             retire = np.maximum(progress_until, self._keys["resolved_until"].to_numpy(np.int64))
             times.append(int(retire.min()) + 1)
-        resolved = self._seen["expire_at"].to_numpy(np.int64)
-        resolved = resolved[resolved < NO_EXPIRATION]
-        if resolved.size:
-            times.append(int(resolved.min()) + 1)
+        if len(self._resolved):
+            times.append(int(self._resolved["expire_at"].min()) + 1)
         return min(times)
 
     def is_empty(self) -> bool:
         """Nothing pending, buffered or retained: the state can be dropped."""
         return not (
-            len(self._ops) or len(self._events) or len(self._keys) or len(self._seen) or len(self._due)
+            len(self._ops)
+            or len(self._events)
+            or len(self._keys)
+            or len(self._seen)
+            or len(self._resolved)
+            or len(self._due)
         )
 
     def pending_op_ids(self) -> list[str]:
@@ -336,16 +343,15 @@ class Purgatory:
             }
         )
         watch = new_ops[["handle", "keys", "cond"]].explode("keys").rename(columns={"keys": "key"})
-        watch = watch.merge(self._keys[["key", "base"]], on="key", how="left")
+        watch = watch.assign(hash=_hash(watch["key"].to_numpy(dtype=object)))
+        watch = watch.merge(self._keys[["khash", "base"]], left_on="hash", right_on="khash", how="left")
         watch.loc[watch["cond"].to_numpy() != OFFSET, "base"] = np.nan
-        watch = watch.assign(hash=_hash(watch["key"].to_numpy()))[list(_WATCH)]
+        watch = watch[list(_WATCH)]
         watch = watch.astype(_WATCH)
         self._ops = _stack(self._ops, new_ops)
         self._watch = _sorted_by_hash(_stack(self._watch, watch))
         ids = _hash(new_ops["op_id"].to_numpy())
-        seen = pd.DataFrame(
-            {"hash": ids, "op_id": new_ops["op_id"], "handle": handles, "expire_at": np.iinfo(np.int64).max}
-        )
+        seen = pd.DataFrame({"hash": ids, "op_id": new_ops["op_id"], "handle": handles})
         self._seen = _sorted_by_hash(_stack(self._seen, seen))
 
         already = self._wheel.add(handles, new_ops["deadline"].to_numpy())
@@ -444,12 +450,23 @@ class Purgatory:
     def _split_duplicates(self, ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Reject an op_id already pending, already resolved, or repeated within the batch."""
         dup = ops["op_id"].duplicated().to_numpy()
-        probe, _ = self._lookup_seen(ops["op_id"].to_numpy(dtype=object))
+        ids = ops["op_id"].to_numpy(dtype=object)
+        probe, _ = self._lookup_seen(ids)
         dup[probe] = True
+        dup |= self._recently_resolved(ids)
         return ops.loc[~dup], ops.loc[dup]
 
+    def _recently_resolved(self, op_ids: np.ndarray) -> np.ndarray:
+        """Which op_ids were resolved within the dedup retention (by 64-bit hash)."""
+        if len(self._resolved) == 0 or len(op_ids) == 0:
+            return np.zeros(len(op_ids), dtype=bool)
+        table = self._resolved["hash"].to_numpy(np.uint64)
+        hashes = _hash(op_ids)
+        pos = np.minimum(np.searchsorted(table, hashes), table.size - 1)
+        return table[pos] == hashes
+
     def _lookup_seen(self, op_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(index into op_ids, row of the seen table) for op_ids pending or recently resolved."""
+        """(index into op_ids, row of the seen table) for the op_ids of pending operations."""
         if len(self._seen) == 0 or len(op_ids) == 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         probe, row = _equal_ranges(self._seen["hash"].to_numpy(np.uint64), _hash(op_ids))
@@ -576,37 +593,38 @@ class Purgatory:
             self._due = self._due[~np.isin(self._due, handles)]
             self._wheel.cancel(handles[~due])
             # events on these keys before the deadline arrive "after resolution" from now on
-            per_key = rows[["keys", "deadline"]].explode("keys").groupby("keys")["deadline"].max()
-            self._touch_keys(per_key.index.to_numpy(dtype=object), resolved_until=per_key.to_numpy())
+            watched = self._watch.loc[self._watch["handle"].isin(handles), ["hash", "handle"]]
+            at = np.searchsorted(rows["handle"].to_numpy(np.int64), watched["handle"].to_numpy(np.int64))
+            deadline = rows["deadline"].to_numpy(np.int64)[at]
+            self._touch_keys(watched["hash"].to_numpy(np.uint64), resolved_until=deadline)
         keep = ~np.isin(self._ops["handle"].to_numpy(np.int64), handles)
         self._ops = self._ops.loc[keep].reset_index(drop=True)
         self._watch = self._watch.loc[~self._watch["handle"].isin(handles)].reset_index(drop=True)
         self._matches = self._matches.loc[~self._matches["handle"].isin(handles)].reset_index(drop=True)
-        probe, hit = self._lookup_seen(rows["op_id"].to_numpy(dtype=object))
-        # remembered for dedup_retention_ms of event time after the later of deadline and now
-        # a stub's op_id belongs to its original: forget it at once
-        stub = rows["stub"].to_numpy(bool)
-        resolved = np.maximum(self._watermark, rows["deadline"].to_numpy(np.int64))
-        resolved = np.where(stub, self._watermark, resolved + self.config.dedup_retention_ms)
-        expire_at = self._seen["expire_at"].to_numpy(np.int64).copy()
-        expire_at[hit] = resolved[probe]
-        handle = self._seen["handle"].to_numpy(np.int64).copy()
-        handle[hit] = -1
-        self._seen["handle"] = handle
-        self._seen["expire_at"] = expire_at
+        self._seen = self._seen.loc[~self._seen["handle"].isin(handles)].reset_index(drop=True)
+        # remembered for dedup_retention_ms of event time after the later of deadline and now;
+        # a stub's op_id belongs to its original, which remembers it
+        real = rows.loc[~rows["stub"].to_numpy(bool)]
+        if len(real):
+            until = (
+                np.maximum(self._watermark, real["deadline"].to_numpy(np.int64))
+                + self.config.dedup_retention_ms
+            )
+            resolved = pd.DataFrame({"hash": _hash(real["op_id"].to_numpy(dtype=object)), "expire_at": until})
+            self._resolved = _sorted_by_hash(_stack(self._resolved, resolved))
 
     def _touch_keys(
         self,
-        keys: np.ndarray,
+        khash: np.ndarray,
         *,
         base: np.ndarray | None = None,
         last_event_ts: np.ndarray | None = None,
         resolved_until: np.ndarray | None = None,
     ) -> None:
-        n = len(keys)
+        n = len(khash)
         update = pd.DataFrame(
             {
-                "key": keys,
+                "khash": khash.astype(np.uint64),
                 "base": base if base is not None else np.full(n, np.nan),
                 "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, _I64_MIN),
                 "resolved_until": resolved_until if resolved_until is not None else np.full(n, _I64_MIN),
@@ -614,7 +632,7 @@ class Purgatory:
         )
         merged = _stack(self._keys, update)
         self._keys = (
-            merged.groupby("key", sort=False)
+            merged.groupby("khash", sort=False)
             .agg(
                 base=("base", "max"),
                 last_event_ts=("last_event_ts", "max"),
@@ -638,21 +656,22 @@ class Purgatory:
         # offset progress: untargeted events with a value feed the key's running max for later ops
         untargeted = final.loc[final["op_id"].isna() & final["value"].notna()]
         if len(untargeted):
-            per_key = untargeted.groupby("key").agg(base=("value", "max"), last=("ts", "max"))
+            untargeted = untargeted.assign(khash=_hash(untargeted["key"].to_numpy(dtype=object)))
+            per_key = untargeted.groupby("khash").agg(base=("value", "max"), last=("ts", "max"))
             self._touch_keys(
-                per_key.index.to_numpy(dtype=object),
+                per_key.index.to_numpy(np.uint64),
                 base=per_key["base"].to_numpy(float),
                 last_event_ts=per_key["last"].to_numpy(np.int64),
             )
         lost = final.loc[~used & ~final["replica"].to_numpy(bool)]
         if len(lost) == 0:
             return _empty_unmatched(self._batch_id)
-        resolved_until = lost[["key"]].merge(self._keys[["key", "resolved_until"]], on="key", how="left")
+        lost_hash = pd.DataFrame({"khash": _hash(lost["key"].to_numpy(dtype=object))})
+        resolved_until = lost_hash.merge(self._keys[["khash", "resolved_until"]], on="khash", how="left")
         after = lost["ts"].to_numpy(np.int64) < resolved_until["resolved_until"].fillna(_I64_MIN).to_numpy()
         targeted = lost["op_id"].to_numpy(dtype=object)
-        if len(self._seen):
-            resolved = self._seen.loc[self._seen["expire_at"] < np.iinfo(np.int64).max, "op_id"]
-            after |= pd.Series(targeted).isin(resolved).to_numpy()
+        has_target = pd.notna(targeted)
+        after[has_target] |= self._recently_resolved(targeted[has_target])
         reason = np.where(after, "after_resolution", "no_operation")
         out = lost[["key", "ts", "op_id", "source", "value"]].reset_index(drop=True)
         out["reason"] = reason
@@ -667,10 +686,9 @@ class Purgatory:
                 keys["resolved_until"].to_numpy(np.int64) > wm
             )
             self._keys = keys.loc[keep].reset_index(drop=True)
-        if len(self._seen):
-            self._seen = self._seen.loc[self._seen["expire_at"].to_numpy(np.int64) > wm].reset_index(
-                drop=True
-            )
+        if len(self._resolved):
+            keep = self._resolved["expire_at"].to_numpy(np.int64) > wm
+            self._resolved = self._resolved.loc[keep].reset_index(drop=True)
 
     # -- serialisation -------------------------------------------------------------------------
 
@@ -683,6 +701,7 @@ class Purgatory:
             "events": self._events,
             "keys": self._keys,
             "seen": self._seen,
+            "resolved": self._resolved,
         }
         names, blobs = [], []
         for name, frame in parts.items():
@@ -723,6 +742,7 @@ class Purgatory:
         p._events = _frame_from(parts["events"], _EVENTS)
         p._keys = _frame_from(parts["keys"], _KEYS)
         p._seen = _frame_from(parts["seen"], _SEEN)
+        p._resolved = _frame_from(parts["resolved"], _RESOLVED)
         p._wheel = TimingWheel.from_bytes(parts["wheel"])
         p._due = _frame_from(parts["due"], {"handle": "int64"})["handle"].to_numpy(np.int64)
         return p
@@ -834,16 +854,9 @@ def _frame_bytes(frame: pd.DataFrame) -> bytes:
 
 
 def _frame_from(data: bytes, dtypes: dict[str, str]) -> pd.DataFrame:
+    """Inverse of ``_frame_bytes``; list columns come back as numpy arrays (fine for the engine)."""
     table = pa.ipc.open_stream(data).read_all()
-    frame = table.to_pandas()
-    if len(frame) == 0:
+    if table.num_rows == 0:
         return _empty(dtypes)
-    for column in frame.columns:
-        if dtypes.get(column) == "object":
-            frame[column] = frame[column].map(_listify)
-    return frame.astype(dtypes)[list(dtypes)]
-
-
-def _listify(value: object) -> object:
-    """Arrow lists come back as numpy arrays; state keeps plain lists."""
-    return value.tolist() if isinstance(value, np.ndarray) else value
+    frame = table.to_pandas()
+    return frame.astype({k: v for k, v in dtypes.items() if v != "object"}, copy=False)[list(dtypes)]

@@ -242,3 +242,40 @@ def write_json_lines(
 def _dumps(record: dict) -> str:
     clean = {k: v for k, v in record.items() if v is not None and not (isinstance(v, float) and np.isnan(v))}
     return json.dumps(clean, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v))
+
+
+def generate_confirmations(
+    n_ops: int = 200_000,
+    *,
+    complete_ratio: float = 0.7,
+    timeout_ms: int = 30_000,
+    ops_per_second: float = 2_000.0,
+    seed: int = 0,
+    start_ms: int = START_MS,
+) -> Workload:
+    """The simplest purgatory: each operation (an order) awaits one confirming event on its
+    own key within the timeout; ``complete_ratio`` of them get it.  This is the shape Spark's
+    stream-stream left-outer join with a time-range condition can also express, so the
+    benchmarks use it to compare the two side by side.
+    """
+    rng = np.random.default_rng(seed)
+    ts = start_ms + np.sort(rng.uniform(0, n_ops / ops_per_second * 1000, n_ops)).astype(np.int64)
+    keys = np.char.add("order-", np.arange(n_ops).astype(str)).astype(object)
+    operations = pd.DataFrame(
+        {
+            "op_id": keys,
+            "keys": [[k] for k in keys],
+            "ts": ts,
+            "timeout_ms": np.int64(timeout_ms),
+            "condition": "any",
+            "target": np.nan,
+            "members": None,
+            "payload": None,
+        }
+    )
+    done = np.flatnonzero(rng.random(n_ops) < complete_ratio)
+    delay = rng.uniform(0, 0.9 * timeout_ms, done.size).astype(np.int64)
+    events = pd.DataFrame(
+        {"key": keys[done], "ts": ts[done] + delay, "op_id": None, "source": None, "value": np.nan}
+    ).sort_values("ts", kind="stable", ignore_index=True)
+    return Workload(operations, events, int(done.size))

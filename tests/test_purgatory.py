@@ -385,7 +385,17 @@ def test_state_round_trips_losslessly_and_behaves_the_same():
             assert p.to_bytes() == blob  # serialising again gives the same bytes
         r2 = step(p, events=[ev("k1", 20, source="s3"), ev("g", 30, source="y")], wm=2000)
         frames = [r.outcomes, r.unmatched, r2.outcomes, r2.unmatched]
-        return [f.astype(object).where(f.notna(), None).to_dict("records") for f in frames]
+
+        def plain(value):
+            return list(value) if isinstance(value, np.ndarray | list) else value
+
+        return [
+            [
+                {k: plain(v) for k, v in row.items()}
+                for row in f.astype(object).where(f.notna(), None).to_dict("records")
+            ]
+            for f in frames
+        ]
 
     assert scenario(purgatory(), restart=True) == scenario(purgatory(), restart=False)
 
@@ -520,8 +530,17 @@ def test_frame_inputs_accept_single_key_column():
 
 
 def validated_op(op_id: str, keys: list[str], ts: int, deadline: int, stub: bool = False) -> dict:
-    return {"op_id": op_id, "keys": keys, "ts": ts, "deadline": deadline, "cond": 0, "target": float("nan"),
-            "members": None, "payload": None, "stub": stub}
+    return {
+        "op_id": op_id,
+        "keys": keys,
+        "ts": ts,
+        "deadline": deadline,
+        "cond": 0,
+        "target": float("nan"),
+        "members": None,
+        "payload": None,
+        "stub": stub,
+    }
 
 
 def validated_ev(key: str, ts: int, replica: bool = False, op_id: str | None = None) -> dict:
@@ -530,8 +549,12 @@ def validated_ev(key: str, ts: int, replica: bool = False, op_id: str | None = N
 
 def test_stub_marks_events_matched_but_never_emits():
     p = purgatory()
-    r = p.process(pd.DataFrame([validated_op("x", ["k"], 0, 100, stub=True)]),
-                  pd.DataFrame([validated_ev("k", 10), validated_ev("k", 200)]), watermark_ms=0, validated=True)
+    r = p.process(
+        pd.DataFrame([validated_op("x", ["k"], 0, 100, stub=True)]),
+        pd.DataFrame([validated_ev("k", 10), validated_ev("k", 200)]),
+        watermark_ms=0,
+        validated=True,
+    )
     assert len(r.outcomes) == 0 and p.pending == 1
     r = p.process(None, None, watermark_ms=300, validated=True)
     assert len(r.outcomes) == 0  # the stub expires silently
@@ -542,20 +565,35 @@ def test_stub_marks_events_matched_but_never_emits():
 def test_late_or_duplicate_stubs_and_replicas_are_dropped_silently():
     p = purgatory()
     p.process(None, None, watermark_ms=1000, validated=True)
-    r = p.process(pd.DataFrame([validated_op("x", ["k"], 10, 2000, stub=True)]),
-                  pd.DataFrame([validated_ev("k", 10, replica=True)]), watermark_ms=1000, validated=True)
+    r = p.process(
+        pd.DataFrame([validated_op("x", ["k"], 10, 2000, stub=True)]),
+        pd.DataFrame([validated_ev("k", 10, replica=True)]),
+        watermark_ms=1000,
+        validated=True,
+    )
     assert len(r.rejected) == 0
-    p.process(pd.DataFrame([validated_op("y", ["k"], 1000, 2000, stub=True)]), None, watermark_ms=1000,
-              validated=True)
-    r = p.process(pd.DataFrame([validated_op("y", ["k"], 1000, 2000, stub=True)]), None, watermark_ms=1000,
-                  validated=True)
+    p.process(
+        pd.DataFrame([validated_op("y", ["k"], 1000, 2000, stub=True)]),
+        None,
+        watermark_ms=1000,
+        validated=True,
+    )
+    r = p.process(
+        pd.DataFrame([validated_op("y", ["k"], 1000, 2000, stub=True)]),
+        None,
+        watermark_ms=1000,
+        validated=True,
+    )
     assert len(r.rejected) == 0 and p.pending == 1
 
 
 def test_replica_events_count_but_are_never_reported_unmatched():
     p = purgatory()
-    r = p.process(pd.DataFrame([validated_op("x", ["a", "b"], 0, 100)]),
-                  pd.DataFrame([validated_ev("b", 20, replica=True), validated_ev("zz", 5, replica=True)]),
-                  watermark_ms=0, validated=True)
+    r = p.process(
+        pd.DataFrame([validated_op("x", ["a", "b"], 0, 100)]),
+        pd.DataFrame([validated_ev("b", 20, replica=True), validated_ev("zz", 5, replica=True)]),
+        watermark_ms=0,
+        validated=True,
+    )
     assert outcomes(r)["x"]["resolved_at"] == 20
     assert len(p.process(None, None, watermark_ms=50, validated=True).unmatched) == 0
