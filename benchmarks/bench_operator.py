@@ -11,7 +11,6 @@ and checks that both agree on which orders completed.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 import time
