@@ -61,7 +61,7 @@ class PurgatoryConfig:
 
     tick_ms: int = 100
     wheel_size: int = 512
-    shards: int = 8
+    shards: int = 2
     max_timeout_ms: int = 7 * 86_400_000
     progress_retention_ms: int = 86_400_000
     dedup_retention_ms: int = 600_000
