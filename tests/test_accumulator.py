@@ -1,0 +1,322 @@
+"""RecordAccumulator and Delta sinks: batching, linger, memory, exactly-once, schemas.
+
+No Spark here: the sink is fed Arrow rows shaped like the operator's output, and the Delta
+tables are real (delta-rs) and read back with ``deltalake``.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from spark_purgatory.accumulator import RecordAccumulator
+from spark_purgatory.sinks import (
+    OUTCOMES_SCHEMA,
+    REJECTED_SCHEMA,
+    UNMATCHED_SCHEMA,
+    DeltaRsWriter,
+    PurgatorySink,
+    SparkDeltaWriter,
+    choose_writer,
+    delta_classes_available,
+    maintain_tables,
+)
+from spark_purgatory.streaming import OUTPUT_SCHEMA
+
+T0 = 1_767_225_600_000  # 2026-01-01
+
+
+class Clock:
+    def __init__(self, t: float = 1_800_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, ms: int) -> None:
+        self.t += ms / 1000
+
+
+def output_rows(
+    n_outcomes: int, *, start: int = 0, n_unmatched: int = 0, n_rejected: int = 0, day_ms: int = 0
+) -> pa.Table:
+    """Rows as the streaming operator emits them (``OUTPUT_SCHEMA``)."""
+    rows = []
+    for i in range(start, start + n_outcomes):
+        rows.append(
+            {
+                "kind": "outcome",
+                "shard": 0,
+                "op_id": f"op-{i}",
+                "keys": [f"k{i}"],
+                "status": "completed",
+                "op_ts_ms": T0 + day_ms + i,
+                "deadline_ms": T0 + day_ms + i + 1000,
+                "resolved_at_ms": T0 + day_ms + i + 5,
+                "latency_ms": 5,
+                "matched_events": 1,
+                "progress": 1.0,
+                "condition": "any",
+                "payload": "x" * 50,
+            }
+        )
+    for i in range(n_unmatched):
+        rows.append(
+            {"kind": "unmatched", "shard": 0, "key": f"u{i}", "ts_ms": T0 + i, "reason": "no_operation"}
+        )
+    for i in range(n_rejected):
+        rows.append(
+            {
+                "kind": "rejected",
+                "shard": 0,
+                "source": "operations",
+                "raw": "{bad",
+                "reason": "malformed_json",
+            }
+        )
+    rows.append(
+        {"kind": "metrics", "shard": 0, "pending": 7, "buffered": 0, "watched": 7, "watermark_ms": T0}
+    )
+    schema = pa.schema([(f.name, _arrow(f.dataType)) for f in OUTPUT_SCHEMA.fields])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _arrow(spark_type) -> pa.DataType:
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return to_arrow_type(spark_type)
+
+
+def make_sink(tmp_path, clock: Clock, **settings) -> PurgatorySink:
+    params = {"batch_size": 64 * 1024, "linger_ms": 60_000, "buffer_memory": 1 << 30}
+    params.update(settings)
+    acc = RecordAccumulator(str(tmp_path / "staging"), app_id="query-1", clock=clock, **params)
+    return PurgatorySink(acc, DeltaRsWriter(str(tmp_path / "out")))
+
+
+def table_rows(tmp_path, name: str) -> int:
+    path = tmp_path / "out" / name
+    if not (path / "_delta_log").exists():
+        return 0
+    return DeltaTable(str(path)).to_pyarrow_table().num_rows
+
+
+def data_files(tmp_path, name: str) -> list[int]:
+    """Sizes of the table's current data files."""
+    actions = pa.table(DeltaTable(str(tmp_path / "out" / name)).get_add_actions(flatten=True))
+    return actions.column("size_bytes").to_pylist()
+
+
+# -- Kafka's ready(): full, lingered, flush, memory -------------------------------------------------
+
+
+def test_rows_wait_until_the_destination_reaches_batch_size(tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=20_000)
+    for batch in range(10):
+        sink.process(output_rows(20, start=batch * 20), batch)
+        clock.advance(100)
+    # ~20 rows of ~200 bytes per batch: a commit only when a destination holds >= batch.size
+    commits = DeltaTable(str(tmp_path / "out" / "outcomes")).history()
+    writes = [c for c in commits if c.get("operation") == "WRITE"]
+    assert 1 <= len(writes) < 10
+    assert table_rows(tmp_path, "outcomes") + sum(d.rows for d in sink.accumulator.destinations()) == 200
+
+
+def test_linger_ms_is_honoured_with_an_injected_clock(tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, linger_ms=5_000)
+    sink.process(output_rows(3), 0)
+    clock.advance(4_999)
+    assert sink.accumulator.ready() == []
+    sink.process(output_rows(0), 1)
+    assert table_rows(tmp_path, "outcomes") == 0
+    clock.advance(1)
+    figures = sink.process(output_rows(0), 2)
+    assert table_rows(tmp_path, "outcomes") == 3
+    assert figures["committed"][0]["reasons"] == ["lingered"]
+    assert figures["committed"][0]["waited_ms"] == 5_000
+
+
+def test_buffer_memory_bounds_what_is_staged(tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=1 << 20, buffer_memory=1 << 20)
+    for day in range(8):  # eight destinations (days), none full on its own
+        sink.process(output_rows(1000, start=day * 1000, day_ms=day * 86_400_000), day)
+    assert sink.accumulator.buffered_bytes <= 1 << 20
+    committed = DeltaTable(str(tmp_path / "out" / "outcomes")).history()
+    assert any("WRITE" == c.get("operation") for c in committed)
+    assert table_rows(tmp_path, "outcomes") + sum(d.rows for d in sink.accumulator.destinations()) == 8000
+
+
+def test_close_flushes_everything_and_files_are_close_to_batch_size(tmp_path):
+    clock = Clock()
+    batch_size = 256 * 1024
+    sink = make_sink(tmp_path, clock, batch_size=batch_size)
+    for batch in range(40):  # a trickle: 40 micro-batches of 250 rows
+        sink.process(output_rows(250, start=batch * 250), batch)
+    sink.close()
+    assert table_rows(tmp_path, "outcomes") == 10_000
+    assert sink.accumulator.destinations() == []
+    sizes = data_files(tmp_path, "outcomes")
+    assert len(sizes) < 40 // 4  # far fewer files than micro-batches
+
+
+# -- exactly once ------------------------------------------------------------------------------------
+
+
+class CrashingWriter(DeltaRsWriter):
+    """Raises before or after the commit, once."""
+
+    def __init__(self, root: str, when: str) -> None:
+        super().__init__(root)
+        self.when = when
+
+    def commit(self, table, rows, **kw):
+        if self.when == "before":
+            self.when = None
+            raise RuntimeError("driver died before the commit")
+        super().commit(table, rows, **kw)
+        if self.when == "after":
+            self.when = None
+            raise RuntimeError("driver died after the commit, before the clean-up")
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_crash_around_the_commit_then_a_restart_gives_exactly_once(tmp_path, when):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=1)  # every batch is ready at once
+    sink.process(output_rows(5), 0)
+    sink.writer = CrashingWriter(str(tmp_path / "out"), when)
+    with pytest.raises(RuntimeError):
+        sink.process(output_rows(5, start=5), 1)
+    # restart: a new sink over the same staging directory; Spark replays batch 1
+    restarted = make_sink(tmp_path, clock, batch_size=1)
+    restarted.process(output_rows(5, start=5), 1)
+    restarted.process(output_rows(5, start=10), 2)
+    restarted.close()
+    ids = DeltaTable(str(tmp_path / "out" / "outcomes")).to_pyarrow_table().column("op_id").to_pylist()
+    assert sorted(ids) == sorted(f"op-{i}" for i in range(15))
+
+
+def test_replaying_a_batch_adds_no_rows(tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=1)
+    sink.process(output_rows(4, n_unmatched=2, n_rejected=1), 0)
+    sink.process(output_rows(4, n_unmatched=2, n_rejected=1), 0)  # the same micro-batch again
+    fresh = make_sink(tmp_path, clock, batch_size=1)
+    fresh.process(output_rows(4, n_unmatched=2, n_rejected=1), 0)  # and after a restart
+    fresh.close()
+    assert (
+        table_rows(tmp_path, "outcomes"),
+        table_rows(tmp_path, "unmatched_events"),
+        table_rows(tmp_path, "rejected"),
+    ) == (4, 2, 1)
+
+
+def test_a_partially_staged_batch_is_staged_afresh(tmp_path):
+    clock = Clock()
+    acc = RecordAccumulator(
+        str(tmp_path / "staging"),
+        app_id="q",
+        batch_size=1 << 30,
+        linger_ms=1 << 30,
+        buffer_memory=1 << 40,
+        clock=clock,
+    )
+    rows = pa.table({"op_id": ["a", "b"]})
+    acc.append(3, "outcomes", "2026-01-01", rows)  # crash before mark_staged(3)
+    clock.advance(10)
+    acc.append(3, "outcomes", "2026-01-01", rows)  # the replay
+    acc.mark_staged(3)
+    assert [d.rows for d in acc.destinations()] == [2]
+
+
+# -- tables and writers ------------------------------------------------------------------------------
+
+
+def test_tables_read_back_with_the_spec_schemas_and_date_partitions(tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=1)
+    sink.process(output_rows(3, n_unmatched=2, n_rejected=2), 0)
+    for name, schema, partition in (
+        ("outcomes", OUTCOMES_SCHEMA, "resolved_date"),
+        ("unmatched_events", UNMATCHED_SCHEMA, "event_date"),
+        ("rejected", REJECTED_SCHEMA, "rejected_date"),
+    ):
+        table = DeltaTable(str(tmp_path / "out" / name))
+        assert table.metadata().partition_columns == [partition]
+        got = table.to_pyarrow_table()
+        assert got.schema.names == schema.names or sorted(got.schema.names) == sorted(schema.names)
+        for field in schema:
+            assert got.schema.field(field.name).type == field.type, field.name
+    outcomes = DeltaTable(str(tmp_path / "out" / "outcomes")).to_pyarrow_table().to_pylist()
+    first = min(outcomes, key=lambda r: r["op_id"])
+    assert first["latency_ms"] == 5 and first["batch_id"] == 0
+    assert str(first["resolved_date"]) == "2026-01-01"
+
+
+def test_app_transaction_version_is_recorded_per_query(tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=1)
+    sink.process(output_rows(2), 7)
+    assert DeltaTable(str(tmp_path / "out" / "outcomes")).transaction_version("query-1") == 14
+
+
+def test_maintenance_compacts_and_checkpoints(tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=1)
+    for b in range(5):
+        sink.process(output_rows(10, start=b * 10), b)
+    before = len(data_files(tmp_path, "outcomes"))
+    report = maintain_tables(str(tmp_path / "out"))
+    assert len(data_files(tmp_path, "outcomes")) < before
+    assert "checkpoint_version" in report["outcomes"]
+    assert table_rows(tmp_path, "outcomes") == 50
+
+
+def test_native_delta_writer_is_chosen_only_when_its_classes_are_present():
+    class Jvm:
+        def __init__(self, present: bool) -> None:
+            self.java = types.SimpleNamespace(lang=types.SimpleNamespace(Class=self))
+            self.present = present
+
+        def forName(self, name):  # noqa: N802 - the JVM's spelling
+            if not self.present:
+                raise RuntimeError(f"ClassNotFoundException: {name}")
+            return name
+
+    with_delta = types.SimpleNamespace(_jvm=Jvm(True))
+    without = types.SimpleNamespace(_jvm=Jvm(False))
+    assert delta_classes_available(with_delta) and not delta_classes_available(without)
+    assert isinstance(choose_writer(with_delta, "/out"), SparkDeltaWriter)
+    assert isinstance(choose_writer(without, "/out"), DeltaRsWriter)
+    assert isinstance(choose_writer(with_delta, "/out", prefer="delta-rs"), DeltaRsWriter)
+    # Spark Connect: no JVM handle; the session's extensions decide
+    conf = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"}
+    connect = types.SimpleNamespace(conf=types.SimpleNamespace(get=lambda k, d=None: conf.get(k, d)))
+    assert delta_classes_available(connect)
+
+
+def test_real_session_without_delta_jars_uses_delta_rs(spark):
+    assert not delta_classes_available(spark)
+    assert isinstance(choose_writer(spark, "/out"), DeltaRsWriter)
+
+
+def test_outcome_rows_survive_the_split_with_their_values():
+    import datetime as dt
+
+    from spark_purgatory.sinks import split_tables
+
+    tables = split_tables(
+        output_rows(2, n_unmatched=1, n_rejected=1), 5, dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+    )
+    o = tables["outcomes"].to_pylist()[0]
+    assert o["op_id"] == "op-0" and o["keys"] == ["k0"] and o["batch_id"] == 5
+    assert int(o["resolved_at"].timestamp() * 1000) == T0 + 5
+    assert tables["rejected"].to_pylist()[0]["rejected_date"] == dt.date(2026, 1, 2)
+    assert np.isnan(tables["unmatched_events"].to_pylist()[0]["value"] or np.nan)
