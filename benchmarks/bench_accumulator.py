@@ -70,12 +70,12 @@ def main() -> None:
     for b in range(args.batches):
         staged_at[b] = clock()
         figures = sink.process(output_rows(args.rows, start=b * args.rows), b)
-        for commit in figures["committed"]:
+        for _commit in figures["committed"]:
             # every staged batch not yet committed is in this commit (one destination here)
             for sb in sorted(staged_at):
                 waits += [(clock() - staged_at.pop(sb)) * 1000] * args.rows
         clock.advance(args.trigger_ms)
-    for commit in sink.close():
+    for _commit in sink.close():
         for sb in sorted(staged_at):
             waits += [(clock() - staged_at.pop(sb)) * 1000] * args.rows
     t_acc = time.perf_counter() - start
@@ -90,9 +90,8 @@ def main() -> None:
     )
     print(f"{'':28}{'files':>8}{'p50 size':>12}{'p99 size':>12}{'wall s':>9}")
     for name, sizes, t in (("plain append per batch", p, t_plain), ("RecordAccumulator", a, t_acc)):
-        print(
-            f"{name:28}{len(sizes):>8}{np.percentile(sizes, 50):>12,.0f}{np.percentile(sizes, 99):>12,.0f}{t:>9.2f}"
-        )
+        p50, p99 = np.percentile(sizes, 50), np.percentile(sizes, 99)
+        print(f"{name:28}{len(sizes):>8}{p50:>12,.0f}{p99:>12,.0f}{t:>9.2f}")
     print(f"files: {len(p) / len(a):.1f}x fewer (target >= 10x)")
     print(
         f"added latency: p50 {np.percentile(waits, 50):,.0f} ms, p99 {np.percentile(waits, 99):,.0f} ms, "

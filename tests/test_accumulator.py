@@ -68,7 +68,7 @@ def output_rows(
         rows.append(
             {"kind": "unmatched", "shard": 0, "key": f"u{i}", "ts_ms": T0 + i, "reason": "no_operation"}
         )
-    for i in range(n_rejected):
+    for _ in range(n_rejected):
         rows.append(
             {
                 "kind": "rejected",
