@@ -160,3 +160,36 @@ def _coerce(key: str, name: str, raw: object) -> object:
         return int(str(raw).strip().replace("_", ""))
     except ValueError:
         raise ConfigError(f"{key} must be an integer, got {raw!r}") from None
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Read a Kafka-style ``.properties`` file: ``key = value`` lines, ``#`` comments.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.conf")
+    >>> _ = open(p, "w").write("# local\\npurgatory.shards = 2\\nwatermark.delay=5 seconds\\n")
+    >>> read_properties(p)
+    {'purgatory.shards': '2', 'watermark.delay': '5 seconds'}
+    """
+    values: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            text = line.strip()
+            if not text or text.startswith(("#", "!")):
+                continue
+            key, sep, value = text.partition("=")
+            if not sep:
+                raise ConfigError(f"{path}:{number}: expected 'key = value', got {text!r}")
+            values[key.strip()] = value.strip()
+    return values
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """``--set KEY=VALUE`` arguments as a mapping (the last one wins)."""
+    values: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
+        values[key.strip()] = value.strip()
+    return values

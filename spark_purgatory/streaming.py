@@ -50,6 +50,7 @@ stream gives at the same final watermark.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -74,6 +75,12 @@ __all__ = [
     "rejected_of",
     "metrics_of",
 ]
+
+# PySpark's own serializer concatenates our output frames, whose unused columns are all-NA;
+# pandas warns about that on every micro-batch in the worker logs.  The result is correct.
+warnings.filterwarnings(
+    "ignore", message="The behavior of DataFrame concatenation with empty", category=FutureWarning
+)
 
 #: how far behind the watermark a row may be before Spark itself drops it (see module doc)
 LATE_ALLOWANCE_MS = 36_500 * 86_400_000

@@ -1,0 +1,125 @@
+"""Per-micro-batch figures, through Spark's own channels: ``observe`` and a query listener.
+
+``observe_purgatory(out)`` attaches named metrics (``purgatory``) to the operator's output:
+completed, expired, unmatched and rejected rows, the watermark, and each running shard's
+pending count.  They arrive in every ``StreamingQueryProgress.observedMetrics``, so users'
+own ``StreamingQueryListener``\\ s see them too.  ``ProgressListener`` turns them into one
+line per micro-batch (batch id, input rows, pending, completed, expired, unmatched,
+rejected, watermark, rows/s) plus a structured log record.
+
+Idle shards are not called in a micro-batch, so pending is the sum of each shard's last
+report.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQueryListener
+
+__all__ = ["OBSERVATION", "observe_purgatory", "ProgressListener", "progress_figures"]
+
+OBSERVATION = "purgatory"
+log = logging.getLogger("spark_purgatory.progress")
+
+
+def observe_purgatory(out: DataFrame) -> DataFrame:
+    """The operator's output with the ``purgatory`` observed metrics attached."""
+    outcome = F.col("kind") == "outcome"
+
+    def count(cond):
+        return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
+
+    return out.observe(
+        OBSERVATION,
+        count(outcome & (F.col("status") == "completed")).alias("completed"),
+        count(outcome & (F.col("status") == "expired")).alias("expired"),
+        count(F.col("kind") == "unmatched").alias("unmatched"),
+        count(F.col("kind") == "rejected").alias("rejected"),
+        F.max("watermark_ms").alias("watermark_ms"),
+        F.map_from_entries(
+            F.collect_list(F.when(F.col("kind") == "metrics", F.struct("shard", "pending")))
+        ).alias("pending_by_shard"),
+    )
+
+
+def progress_figures(progress: Any, pending_by_shard: dict[int, int]) -> dict:
+    """One micro-batch's figures from a ``StreamingQueryProgress`` (updates ``pending_by_shard``)."""
+    observed = (getattr(progress, "observedMetrics", None) or {}).get(OBSERVATION)
+    row = observed.asDict() if observed is not None else {}
+    for shard, pending in (row.get("pending_by_shard") or {}).items():
+        pending_by_shard[int(shard)] = int(pending)
+    wm = row.get("watermark_ms")
+    return {
+        "batch_id": progress.batchId,
+        "input_rows": int(progress.numInputRows or 0),
+        "pending": sum(pending_by_shard.values()),
+        "completed": int(row.get("completed") or 0),
+        "expired": int(row.get("expired") or 0),
+        "unmatched": int(row.get("unmatched") or 0),
+        "rejected": int(row.get("rejected") or 0),
+        "watermark": dt.datetime.fromtimestamp(wm / 1000, tz=dt.timezone.utc).isoformat() if wm else None,
+        "rows_per_second": round(float(progress.processedRowsPerSecond or 0.0), 1),
+        "duration_ms": int((progress.durationMs or {}).get("triggerExecution", 0)),
+    }
+
+
+def format_line(f: dict) -> str:
+    return (
+        f"batch {f['batch_id']:>5}  in {f['input_rows']:>8,}  pending {f['pending']:>9,}  "
+        f"completed {f['completed']:>8,}  expired {f['expired']:>7,}  unmatched {f['unmatched']:>6,}  "
+        f"rejected {f['rejected']:>5,}  watermark {f['watermark'] or '-':<32}  {f['rows_per_second']:>10,.0f} rows/s"
+    )
+
+
+class ProgressListener(StreamingQueryListener):
+    """Logs one line per micro-batch from the ``purgatory`` observed metrics.
+
+    ``emit`` receives each batch's figures (a dict), e.g. to print or collect them.
+    """
+
+    def __init__(self, emit: Callable[[dict], None] | None = None) -> None:
+        super().__init__()
+        self.pending_by_shard: dict[int, int] = {}
+        self.history: list[dict] = []
+        self.emit = emit
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
+        log.info("query started id=%s run=%s", event.id, event.runId)
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        figures = progress_figures(event.progress, self.pending_by_shard)
+        self.history.append(figures)
+        log.info(format_line(figures), extra={"purgatory": figures})
+        if self.emit:
+            self.emit(figures)
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        if event.exception:
+            log.error("query failed: %s", event.exception)
+        else:
+            log.info("query terminated id=%s", event.id)
+
+
+class JsonFormatter(logging.Formatter):
+    """Structured logs: one JSON object per record, with the per-batch figures when present."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        body = {
+            "ts": dt.datetime.fromtimestamp(record.created, tz=dt.timezone.utc).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if hasattr(record, "purgatory"):
+            body["figures"] = record.purgatory
+        return json.dumps(body, default=str)
