@@ -74,7 +74,8 @@ def format_line(f: dict) -> str:
     return (
         f"batch {f['batch_id']:>5}  in {f['input_rows']:>8,}  pending {f['pending']:>9,}  "
         f"completed {f['completed']:>8,}  expired {f['expired']:>7,}  unmatched {f['unmatched']:>6,}  "
-        f"rejected {f['rejected']:>5,}  watermark {f['watermark'] or '-':<32}  {f['rows_per_second']:>10,.0f} rows/s"
+        f"rejected {f['rejected']:>5,}  watermark {f['watermark'] or '-':<32}  "
+        f"{f['rows_per_second']:>10,.0f} rows/s"
     )
 
 
