@@ -1,16 +1,19 @@
-"""Engine demo: a broker's worth of delayed operations through the Spark-free purgatory.
+"""The demo: a broker's worth of delayed operations, end to end on local disk.
 
-Generates produce / fetch / join / high-watermark waits with their completion events, feeds
-them to ``Purgatory`` in micro-batches of event time (watermark = max event time seen minus
-the watermark delay, as Spark computes it), and prints a per-batch progress line and a
-summary.  ``make demo`` runs it; ``--ops`` sets the size.
+Generates produce requests waiting for acks from their in-sync replicas (``count`` with
+distinct sources), fetches waiting for min.bytes (``sum``), consumer-group joins (``all``)
+and high-watermark waits (``offset``), plus a sprinkle of malformed lines, as JSON files;
+runs the streaming job on them into Delta tables (delta-rs); prints a summary and writes a
+latency histogram and an outcomes-over-time plot (PNG) next to the tables.
 
-    python -m spark_purgatory.demo --ops 200000
+    python -m spark_purgatory.demo [--ops 30000] [--out demo-output]
+    python -m spark_purgatory.demo --engine-only --ops 200000   # the engine alone, no Spark
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -70,12 +73,153 @@ def run(n_ops: int, batch_ms: int, config: PurgatoryConfig, quiet: bool = False)
     return result
 
 
+def run_pipeline(n_ops: int, out: str, *, files: int = 20, files_per_trigger: int = 2) -> dict:
+    """The whole product on local disk: generate input, run the job, read the Delta tables back."""
+    import shutil
+
+    from deltalake import DeltaTable
+
+    from . import job
+    from .workload import write_json_lines
+
+    shutil.rmtree(out, ignore_errors=True)
+    inputs, tables, chk = (os.path.join(out, d) for d in ("input", "tables", "checkpoint"))
+    work = generate(n_ops, seed=1, ops_per_second=max(100.0, n_ops / 60))
+    print(f"generating {n_ops:,} operations and {len(work.events):,} events into {inputs}")
+    write_json_lines(
+        work,
+        f"{inputs}/ops",
+        f"{inputs}/events",
+        files=files,
+        malformed=max(6, n_ops // 2000),
+        progress=_progress_bar(2 * files, "writing input files"),
+    )
+    args = [
+        "--ops-path",
+        f"{inputs}/ops",
+        "--events-path",
+        f"{inputs}/events",
+        "--output-path",
+        tables,
+        "--checkpoint-path",
+        chk,
+        "--set",
+        f"source.max.files.per.trigger={files_per_trigger}",
+        "--set",
+        "purgatory.shards=2",
+        "--set",
+        "watermark.delay=5 seconds",
+    ]
+    local = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "local.conf")
+    if os.path.exists(local):
+        args[0:0] = ["--conf", local]
+    started = time.perf_counter()
+    totals = job.run(job.parse_args(args))
+    elapsed = time.perf_counter() - started
+    frames = {
+        name: DeltaTable(os.path.join(tables, name)).to_pandas()
+        for name in ("outcomes", "unmatched_events", "rejected")
+        if os.path.isdir(os.path.join(tables, name, "_delta_log"))
+    }
+    return {"work": work, "totals": totals, "frames": frames, "elapsed": elapsed, "tables": tables}
+
+
+def _progress_bar(total: int, label: str):
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=label, unit="file")
+
+    def tick() -> None:
+        bar.update(1)
+        if bar.n >= total:
+            bar.close()
+
+    return tick
+
+
+def report(result: dict) -> None:
+    """Summary table and two PNGs next to the tables."""
+    frames, work = result["frames"], result["work"]
+    outcomes = frames.get("outcomes", pd.DataFrame(columns=["op_id", "condition", "status", "latency_ms"]))
+    rows = len(work.operations) + len(work.events)
+    print(
+        f"\n{len(work.operations):,} operations + {len(work.events):,} events through Spark in "
+        f"{result['elapsed']:.1f} s ({rows / result['elapsed']:,.0f} rows/s incl. start-up), "
+        f"{result['totals']['commits']} Delta commits"
+    )
+    summary = outcomes.groupby(["condition", "status"]).agg(
+        operations=("op_id", "size"),
+        p50_latency_ms=("latency_ms", "median"),
+        p99_latency_ms=("latency_ms", lambda s: float(np.percentile(s, 99))),
+    )
+    print(summary.to_string())
+    print(f"still pending (deadline beyond the final watermark): {result['totals']['pending']:,}")
+    for name, column in (("unmatched_events", "reason"), ("rejected", "reason")):
+        frame = frames.get(name)
+        counts = frame[column].value_counts().to_dict() if frame is not None else {}
+        print(f"{name}: {sum(counts.values()):,} {counts}")
+    dupes = int(outcomes["op_id"].duplicated().sum())
+    print(f"outcomes: {len(outcomes):,}, duplicates: {dupes}")
+    for path in plot(outcomes, result["tables"]):
+        print(f"wrote {path}")
+
+
+def plot(outcomes: pd.DataFrame, directory: str) -> list[str]:
+    """Latency histogram per condition and outcomes over time, as PNGs in ``directory``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    done = outcomes[outcomes["status"] == "completed"]
+    for condition, group in done.groupby("condition"):
+        ax.hist(
+            group["latency_ms"] / 1000,
+            bins=60,
+            histtype="step",
+            linewidth=1.6,
+            label=f"{condition} ({len(group):,})",
+        )
+    ax.set(
+        xlabel="latency (s, event time)",
+        ylabel="completed operations",
+        title="Completion latency by condition",
+    )
+    ax.legend()
+    fig.tight_layout()
+    paths.append(os.path.join(directory, "latency_histogram.png"))
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if len(outcomes):
+        per_second = outcomes.assign(second=pd.to_datetime(outcomes["resolved_at"]).dt.floor("s"))
+        counts = per_second.groupby(["second", "status"]).size().unstack(fill_value=0)
+        counts.plot(ax=ax, drawstyle="steps-post")
+    ax.set(xlabel="resolved at (event time)", ylabel="outcomes per second", title="Outcomes over time")
+    fig.tight_layout()
+    paths.append(os.path.join(directory, "outcomes_over_time.png"))
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return paths
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", type=int, default=100_000, help="number of operations")
-    parser.add_argument("--batch-ms", type=int, default=2_000, help="event time per micro-batch")
+    parser.add_argument("--ops", type=int, default=30_000, help="number of operations")
+    parser.add_argument("--out", default="demo-output", help="where input, tables, checkpoint and PNGs go")
+    parser.add_argument("--files", type=int, default=20, help="input files per stream")
+    parser.add_argument("--engine-only", action="store_true", help="run the Spark-free engine only")
+    parser.add_argument(
+        "--batch-ms", type=int, default=2_000, help="(engine-only) event time per micro-batch"
+    )
     args = parser.parse_args(argv)
-    run(args.ops, args.batch_ms, PurgatoryConfig(max_timeout_ms=60_000))
+    if args.engine_only:
+        run(args.ops, args.batch_ms, PurgatoryConfig(max_timeout_ms=60_000))
+        return
+    report(run_pipeline(args.ops, args.out, files=args.files))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,6 +186,7 @@ def write_json_lines(
     files: int = 10,
     malformed: int = 0,
     seed: int = 0,
+    progress: Callable[[], None] | None = None,
 ) -> None:
     """Write the workload as JSON lines, ``files`` files per stream in time order.
 
@@ -237,6 +239,8 @@ def write_json_lines(
             with open(path, "w", encoding="utf-8") as out:
                 out.write("\n".join(chunk) + ("\n" if chunk else ""))
             os.utime(path, (stamp + index, stamp + index))
+            if progress:
+                progress()
 
 
 def _dumps(record: dict) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,18 +10,11 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
+from spark_purgatory import job
 from spark_purgatory.workload import generate, write_json_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
-
-
-def load_job():
-    spec = importlib.util.spec_from_file_location("purgatory_job", JOB)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["purgatory_job"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def read(path: str, table: str):
@@ -99,7 +91,6 @@ def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_pa
     assert after_first > 0
 
     deliver(range(3, 6))
-    job = load_job()
     totals = job.run(job.parse_args(args))  # a second run, in another process, same checkpoint
     assert totals["batches"] >= 1
 

@@ -1,0 +1,260 @@
+"""The streaming job: operations + completion events in, Delta tables out.
+
+``jobs/purgatory_job.py`` is its entry point for ``python`` and ``spark-submit``; the demo
+and the tests call ``parse_args`` / ``run`` directly.
+
+    python jobs/purgatory_job.py --ops-path DIR --events-path DIR --output-path DIR \\
+        --checkpoint-path DIR [--source-format json|parquet|kafka] \\
+        [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...]
+
+The same file runs under ``spark-submit`` (it then uses the submitted session).  With
+``--trigger available-now`` it processes what is there, flushes the accumulator and exits 0;
+run it again after new files arrive and it continues from the checkpoint.  Output tables
+(``outcomes``, ``unmatched_events``, ``rejected``) are written with delta-rs, or with Spark's
+Delta data source when its classes are on the classpath (``job.writer = auto``).
+
+Configuration: the keys of ``PurgatoryConfig`` plus ``job.trigger``, ``job.source.format``,
+``job.writer`` (auto|delta-rs|spark), ``job.master`` (for plain ``python`` runs) and
+``kafka.*`` (passed to the Kafka source), from ``--conf`` files (in order) then ``--set``.
+Unknown keys and bad values stop the job at start-up with the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+
+from .config import ConfigError, PurgatoryConfig, parse_overrides, read_properties
+
+log = logging.getLogger("spark_purgatory.job")
+
+_JOB_KEYS = {
+    "job.trigger": "available-now",
+    "job.source.format": "json",
+    "job.writer": "auto",
+    "job.master": "local[*]",
+    "job.log.format": "text",
+}
+_TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
+
+
+@dataclass
+class JobSettings:
+    ops_path: str
+    events_path: str
+    output_path: str
+    checkpoint_path: str
+    config: PurgatoryConfig
+    trigger: str = "available-now"
+    source_format: str = "json"
+    writer: str = "auto"
+    master: str = "local[*]"
+    log_format: str = "text"
+    kafka_options: dict[str, str] = field(default_factory=dict)
+
+
+def parse_args(argv: list[str] | None = None) -> JobSettings:
+    parser = argparse.ArgumentParser(prog="purgatory_job.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops-path", required=True, help="operations directory (or Kafka topic)")
+    parser.add_argument("--events-path", required=True, help="completion events directory (or Kafka topic)")
+    parser.add_argument("--output-path", required=True, help="where the Delta tables live")
+    parser.add_argument("--checkpoint-path", required=True, help="Spark checkpoint (+ accumulator staging)")
+    parser.add_argument("--source-format", choices=["json", "parquet", "kafka"])
+    parser.add_argument("--trigger", help=_TRIGGERS)
+    parser.add_argument("--conf", action="append", default=[], help="a .conf file of KEY = VALUE lines")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key")
+    args = parser.parse_args(argv)
+
+    values: dict[str, str] = {}
+    for path in args.conf:
+        if not os.path.exists(path):
+            raise ConfigError(f"--conf {path}: no such file")
+        values.update(read_properties(path))
+    values.update(parse_overrides(args.set))
+    job = dict(_JOB_KEYS)
+    kafka: dict[str, str] = {}
+    engine: dict[str, str] = {}
+    for key, value in values.items():
+        if key in _JOB_KEYS:
+            job[key] = value
+        elif key.startswith("kafka."):
+            kafka[key] = value
+        else:
+            engine[key] = value  # PurgatoryConfig rejects unknown keys, naming the allowed ones
+    config = PurgatoryConfig.from_mapping(engine)
+    trigger = args.trigger or job["job.trigger"]
+    _check_trigger(trigger)
+    fmt = args.source_format or job["job.source.format"]
+    if fmt not in ("json", "parquet", "kafka"):
+        raise ConfigError(f"job.source.format must be json, parquet or kafka, got {fmt!r}")
+    if job["job.writer"] not in ("auto", "delta-rs", "spark"):
+        raise ConfigError(f"job.writer must be auto, delta-rs or spark, got {job['job.writer']!r}")
+    if job["job.log.format"] not in ("text", "json"):
+        raise ConfigError(f"job.log.format must be text or json, got {job['job.log.format']!r}")
+    return JobSettings(
+        ops_path=args.ops_path,
+        events_path=args.events_path,
+        output_path=args.output_path,
+        checkpoint_path=args.checkpoint_path,
+        config=config,
+        trigger=trigger,
+        source_format=fmt,
+        writer=job["job.writer"],
+        master=job["job.master"],
+        log_format=job["job.log.format"],
+        kafka_options=kafka,
+    )
+
+
+def _interval(trigger: str) -> str:
+    """``processing-time=10s`` -> ``10 seconds`` (Spark interval strings pass through)."""
+    value = trigger.split("=", 1)[1].strip()
+    return f"{value[:-1]} seconds" if value.endswith("s") and value[:-1].isdigit() else value
+
+
+def _check_trigger(trigger: str) -> None:
+    from .config import parse_interval_ms
+
+    if trigger == "available-now":
+        return
+    if trigger.startswith("processing-time="):
+        parse_interval_ms(_interval(trigger))
+        return
+    raise ConfigError(f"--trigger must be {_TRIGGERS}, got {trigger!r}")
+
+
+def _session(settings: JobSettings):
+    """The submitted session under spark-submit; a local session with good defaults otherwise."""
+    from .session import local_session
+
+    shards = settings.config.shards
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit / pyspark
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.appName("spark-purgatory").getOrCreate()
+        spark.conf.set("spark.sql.shuffle.partitions", str(shards + 1))
+        spark.sparkContext.setLogLevel("WARN")
+        return spark
+    return local_session("spark-purgatory", master=settings.master, shuffle_partitions=shards + 1)
+
+
+def _configure_logging(fmt: str) -> None:
+    from .metrics import JsonFormatter
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(
+        JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S")
+    )
+    root = logging.getLogger("spark_purgatory")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+
+
+def run(settings: JobSettings) -> dict:
+    """Start the query, run it per the trigger, flush the accumulator; return the totals."""
+    from .accumulator import RecordAccumulator
+    from .metrics import ProgressListener, observe_purgatory
+    from .sinks import PurgatorySink, choose_writer
+    from .sources import read_stream
+    from .streaming import purgatory_stream
+
+    cfg = settings.config
+    spark = _session(settings)
+    listener = ProgressListener()
+    spark.streams.addListener(listener)
+
+    def source(path: str, kind: str):
+        return read_stream(
+            spark,
+            path,
+            settings.source_format,
+            kind=kind,
+            max_files_per_trigger=cfg.source_max_files_per_trigger,
+            kafka_options={k[len("kafka.") :]: v for k, v in settings.kafka_options.items()},
+        )
+
+    out = observe_purgatory(
+        purgatory_stream(
+            source(settings.ops_path, "operations"),
+            source(settings.events_path, "events"),
+            cfg,
+            source_format=settings.source_format,
+        )
+    )
+    writer = choose_writer(spark, settings.output_path, prefer=settings.writer)
+    app_id = (
+        "spark-purgatory-" + hashlib.sha1(os.path.abspath(settings.checkpoint_path).encode()).hexdigest()[:12]
+    )
+    accumulator = RecordAccumulator(
+        os.path.join(settings.checkpoint_path, "accumulator"),
+        app_id=app_id,
+        batch_size=cfg.accumulator_batch_size,
+        linger_ms=cfg.accumulator_linger_ms,
+        buffer_memory=cfg.accumulator_buffer_memory,
+    )
+    totals = {"batches": 0, "completed": 0, "expired": 0, "unmatched": 0, "rejected": 0, "commits": 0}
+
+    def on_batch(figures: dict) -> None:
+        totals["batches"] += 1
+        for key in ("completed", "expired", "unmatched", "rejected"):
+            totals[key] += figures[key]
+        totals["commits"] += len(figures["committed"])
+        for c in figures["committed"]:
+            log.info(
+                "committed %s rows=%s partitions=%s because %s",
+                c["table"],
+                c["rows"],
+                c["partitions"],
+                ",".join(c["reasons"]),
+            )
+
+    sink = PurgatorySink(accumulator, writer, on_batch=on_batch)
+    log.info(
+        "writer: %s, output %s, checkpoint %s",
+        type(writer).__name__,
+        settings.output_path,
+        settings.checkpoint_path,
+    )
+    stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", settings.checkpoint_path)
+    if settings.trigger == "available-now":
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=_interval(settings.trigger))
+    query = stream.start()
+
+    def stop(signum, _frame):
+        log.info("signal %s: stopping the query", signum)
+        query.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    query.awaitTermination()
+    time.sleep(0.2)  # let the listener log the last progress
+    for c in sink.close():  # linger no longer: flush what is staged (Kafka's close())
+        totals["commits"] += 1
+        log.info("flushed %s rows=%s partitions=%s", c["table"], c["rows"], c["partitions"])
+    totals["pending"] = listener.history[-1]["pending"] if listener.history else 0
+    log.info("done: %s", " ".join(f"{k}={v}" for k, v in totals.items()))
+    return totals
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        settings = parse_args(argv)
+    except ConfigError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+    _configure_logging(settings.log_format)
+    run(settings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
