@@ -20,7 +20,7 @@ test: $(STAMP)
 	$(PY) -m pytest $(ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check spark_purgatory tests benchmarks jobs
+	$(VENV)/bin/ruff check spark_purgatory tests benchmarks jobs notebooks
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_wheel.py $(ARGS)
