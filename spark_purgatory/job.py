@@ -14,8 +14,10 @@ run it again after new files arrive and it continues from the checkpoint.  Outpu
 Delta data source when its classes are on the classpath (``job.writer = auto``).
 
 Configuration: the keys of ``PurgatoryConfig`` plus ``job.trigger``, ``job.source.format``,
-``job.writer`` (auto|delta-rs|spark), ``job.master`` (for plain ``python`` runs) and
-``kafka.*`` (passed to the Kafka source), from ``--conf`` files (in order) then ``--set``.
+``job.writer`` (auto|delta-rs|spark), ``job.master`` (for plain ``python`` runs),
+``job.log.format`` (text|json), ``kafka.*`` (Kafka consumer configs, passed as they are, e.g.
+``kafka.bootstrap.servers``) and ``source.kafka.*`` (other Kafka source options, e.g.
+``source.kafka.startingOffsets``), from ``--conf`` files (in order) then ``--set``.
 Unknown keys and bad values stop the job at start-up with the key and what is allowed.
 """
 
@@ -84,7 +86,9 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
         if key in _JOB_KEYS:
             job[key] = value
         elif key.startswith("kafka."):
-            kafka[key] = value
+            kafka[key] = value  # Kafka consumer configs, as Spark's Kafka source names them
+        elif key.startswith("source.kafka."):
+            kafka[key[len("source.kafka.") :]] = value  # other Kafka source options (startingOffsets)
         else:
             engine[key] = value  # PurgatoryConfig rejects unknown keys, naming the allowed ones
     config = PurgatoryConfig.from_mapping(engine)
@@ -177,7 +181,7 @@ def run(settings: JobSettings) -> dict:
             settings.source_format,
             kind=kind,
             max_files_per_trigger=cfg.source_max_files_per_trigger,
-            kafka_options={k[len("kafka.") :]: v for k, v in settings.kafka_options.items()},
+            kafka_options=settings.kafka_options,
         )
 
     out = observe_purgatory(
