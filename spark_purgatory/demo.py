@@ -113,6 +113,7 @@ def run_pipeline(n_ops: int, out: str, *, files: int = 20, files_per_trigger: in
     local = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "local.conf")
     if os.path.exists(local):
         args[0:0] = ["--conf", local]
+    job.configure_logging("text")  # the job's progress line, one per micro-batch
     started = time.perf_counter()
     totals = job.run(job.parse_args(args))
     elapsed = time.perf_counter() - started

@@ -148,7 +148,7 @@ def _session(settings: JobSettings):
     return local_session("spark-purgatory", master=settings.master, shuffle_partitions=shards + 1)
 
 
-def _configure_logging(fmt: str) -> None:
+def configure_logging(fmt: str) -> None:
     from .metrics import JsonFormatter
 
     handler = logging.StreamHandler(sys.stdout)
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
-    _configure_logging(settings.log_format)
+    configure_logging(settings.log_format)
     run(settings)
     return 0
 
