@@ -24,30 +24,33 @@ from spark_purgatory.streaming import purgatory_stream
 from spark_purgatory.workload import generate_confirmations, write_json_lines
 
 
-def run_operator(spark, root: str, config: PurgatoryConfig, files_per_trigger: int) -> tuple[float, set[str]]:
-    ops = read_stream(spark, f"{root}/ops", kind="operations", max_files_per_trigger=files_per_trigger)
-    evs = read_stream(spark, f"{root}/events", kind="events", max_files_per_trigger=files_per_trigger)
-    out = purgatory_stream(ops, evs, config)
+def timed_run(stream, checkpoint: str, completed_ids) -> tuple[float, set[str]]:
+    """Run ``stream`` with availableNow into a sink that collects completed op_ids; time it."""
     completed: set[str] = set()
 
     def sink(batch, batch_id):
-        rows = batch.where("kind = 'outcome' AND status = 'completed'").select("op_id").collect()
-        completed.update(r.op_id for r in rows)
+        completed.update(r.op_id for r in completed_ids(batch).collect())
 
     start = time.perf_counter()
-    q = (
-        out.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", f"{root}/ck-op")
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
+    query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+    query.trigger(availableNow=True).start().awaitTermination()
     return time.perf_counter() - start, completed
+
+
+def run_operator(spark, root: str, config: PurgatoryConfig, files_per_trigger: int) -> tuple[float, set[str]]:
+    ops = read_stream(spark, f"{root}/ops", kind="operations", max_files_per_trigger=files_per_trigger)
+    evs = read_stream(spark, f"{root}/events", kind="events", max_files_per_trigger=files_per_trigger)
+    return timed_run(
+        purgatory_stream(ops, evs, config),
+        f"{root}/ck-op",
+        lambda b: b.where("kind = 'outcome' AND status = 'completed'").select("op_id"),
+    )
 
 
 def run_join(
     spark, root: str, config: PurgatoryConfig, files_per_trigger: int, timeout_ms: int
 ) -> tuple[float, set[str]]:
+    """Spark's own answer: a stream-stream left-outer join with a time-range condition."""
     ops = parse_operations(
         read_stream(spark, f"{root}/ops", kind="operations", max_files_per_trigger=files_per_trigger),
         max_timeout_ms=config.max_timeout_ms,
@@ -55,33 +58,21 @@ def run_join(
     evs = parse_events(
         read_stream(spark, f"{root}/events", kind="events", max_files_per_trigger=files_per_trigger)
     )
-    evs = evs.where("reason IS NULL")
     ops = ops.select(
-        "op_id", F.col("keys")[0].alias("okey"), F.timestamp_millis("ts_ms").alias("ots"), "timeout_ms"
+        "op_id", F.col("keys")[0].alias("okey"), F.timestamp_millis("ts_ms").alias("ots")
     ).withWatermark("ots", config.watermark_delay)
-    evs = evs.select(F.col("key").alias("ekey"), F.timestamp_millis("ts_ms").alias("ets")).withWatermark(
-        "ets", config.watermark_delay
+    evs = evs.where("reason IS NULL").select(
+        F.col("key").alias("ekey"), F.timestamp_millis("ts_ms").alias("ets")
     )
+    evs = evs.withWatermark("ets", config.watermark_delay)
     joined = ops.join(
         evs,
         F.expr(f"okey = ekey AND ets >= ots AND ets < ots + INTERVAL {timeout_ms} MILLISECONDS"),
         "leftOuter",
     )
-    completed: set[str] = set()
-
-    def sink(batch, batch_id):
-        rows = batch.where("ekey IS NOT NULL").select("op_id").distinct().collect()
-        completed.update(r.op_id for r in rows)
-
-    start = time.perf_counter()
-    q = (
-        joined.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", f"{root}/ck-join")
-        .trigger(availableNow=True)
-        .start()
+    return timed_run(
+        joined, f"{root}/ck-join", lambda b: b.where("ekey IS NOT NULL").select("op_id").distinct()
     )
-    q.awaitTermination()
-    return time.perf_counter() - start, completed
 
 
 def main() -> None:

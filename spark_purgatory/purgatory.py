@@ -751,17 +751,8 @@ class Purgatory:
 # -- helpers ------------------------------------------------------------------------------------
 
 
-_VALID_OPS = {
-    "op_id": "object",
-    "keys": "object",
-    "ts": "int64",
-    "deadline": "int64",
-    "cond": "int8",
-    "target": "float64",
-    "members": "object",
-    "payload": "object",
-    "stub": "bool",
-}
+# what ``process(..., validated=True)`` takes: the ops table without the engine's own columns
+_VALID_OPS = {k: v for k, v in _OPS.items() if k not in ("handle", "n_members")}
 _VALID_EVENTS = {
     "key": "object",
     "ts": "int64",

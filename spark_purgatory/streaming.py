@@ -62,7 +62,7 @@ from pyspark.sql import types as T
 
 from .conditions import CONDITIONS
 from .config import PurgatoryConfig
-from .purgatory import NO_EXPIRATION, BatchResult, Purgatory
+from .purgatory import NO_EXPIRATION, OUTCOME_COLUMNS, UNMATCHED_COLUMNS, BatchResult, Purgatory
 from .sources import SourceFormat, parse_events, parse_operations
 
 __all__ = [
@@ -326,24 +326,17 @@ def _with_timestamps(out: DataFrame) -> DataFrame:
 # -- splitting a micro-batch into the SPEC's tables ------------------------------------------------
 
 
+def _batch_id(batch_id: int | None) -> Column:
+    return F.lit(batch_id).cast("long").alias("batch_id")
+
+
 def outcomes_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
     """The ``outcomes`` rows of a micro-batch, with the SPEC's columns (+ ``resolved_date``)."""
     rows = batch.where(F.col("kind") == "outcome")
-    bid = F.lit(batch_id).cast("long") if batch_id is not None else F.lit(None).cast("long")
+    columns = [c for c in OUTCOME_COLUMNS if c != "batch_id"]
     return rows.select(
-        "op_id",
-        "keys",
-        "status",
-        "op_ts",
-        "deadline",
-        "resolved_at",
-        "latency_ms",
-        "matched_events",
-        "progress",
-        "condition",
-        "target",
-        "payload",
-        bid.alias("batch_id"),
+        *columns,
+        _batch_id(batch_id),
         F.current_timestamp().alias("emitted_at"),
         F.to_date("resolved_at").alias("resolved_date"),
     )
@@ -352,25 +345,15 @@ def outcomes_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
 def unmatched_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
     """The ``unmatched_events`` rows of a micro-batch."""
     rows = batch.where(F.col("kind") == "unmatched")
-    bid = F.lit(batch_id).cast("long") if batch_id is not None else F.lit(None).cast("long")
-    return rows.select(
-        "key",
-        "ts",
-        "op_id",
-        "source",
-        "value",
-        "reason",
-        bid.alias("batch_id"),
-        F.to_date("ts").alias("event_date"),
-    )
+    columns = [c for c in UNMATCHED_COLUMNS if c != "batch_id"]
+    return rows.select(*columns, _batch_id(batch_id), F.to_date("ts").alias("event_date"))
 
 
 def rejected_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
     """The ``rejected`` rows of a micro-batch (``source`` is operations or events)."""
     rows = batch.where(F.col("kind") == "rejected")
-    bid = F.lit(batch_id).cast("long") if batch_id is not None else F.lit(None).cast("long")
     return rows.select(
-        F.col("source"), "raw", "reason", bid.alias("batch_id"), F.current_date().alias("rejected_date")
+        "source", "raw", "reason", _batch_id(batch_id), F.current_date().alias("rejected_date")
     )
 
 
