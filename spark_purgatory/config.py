@@ -71,6 +71,7 @@ class PurgatoryConfig:
     accumulator_buffer_memory: int = 512 * 1024 * 1024
     source_max_files_per_trigger: int = 16
     cross_shard_operations: bool = True
+    max_future_ms: int = 86_400_000
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -93,6 +94,7 @@ class PurgatoryConfig:
             "progress_retention_ms",
             "dedup_retention_ms",
             "accumulator_linger_ms",
+            "max_future_ms",
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= 0, got {getattr(self, name)}")
@@ -137,6 +139,7 @@ _FIELDS_BY_KEY = {
     "accumulator.buffer.memory": "accumulator_buffer_memory",
     "source.max.files.per.trigger": "source_max_files_per_trigger",
     "purgatory.cross.shard.operations": "cross_shard_operations",
+    "purgatory.max.future.ms": "max_future_ms",
 }
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}

@@ -669,9 +669,10 @@ class Purgatory:
         lost_hash = pd.DataFrame({"khash": _hash(lost["key"].to_numpy(dtype=object))})
         resolved_until = lost_hash.merge(self._keys[["khash", "resolved_until"]], on="khash", how="left")
         after = lost["ts"].to_numpy(np.int64) < resolved_until["resolved_until"].fillna(_I64_MIN).to_numpy()
+        # a targeted event is late for its own operation only, whatever happened on its key
         targeted = lost["op_id"].to_numpy(dtype=object)
         has_target = pd.notna(targeted)
-        after[has_target] |= self._recently_resolved(targeted[has_target])
+        after[has_target] = self._recently_resolved(targeted[has_target])
         reason = np.where(after, "after_resolution", "no_operation")
         out = lost[["key", "ts", "op_id", "source", "value"]].reset_index(drop=True)
         out["reason"] = reason

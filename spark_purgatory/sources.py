@@ -41,15 +41,19 @@ OPERATION_REASONS = {
     "missing_op_id",
     "missing_key",
     "missing_ts",
+    "bad_ts",
+    "ts_in_future",
     "missing_timeout_ms",
+    "bad_timeout_ms",
     "negative_timeout",
     "timeout_above_max",
     "unknown_condition",
     "missing_target",
+    "bad_target",
     "missing_members",
     "bad_payload",
 }
-EVENT_REASONS = {"malformed_json", "missing_key", "missing_ts", "bad_value", "bad_op_id", "bad_source"}
+EVENT_REASONS = {"malformed_json", "missing_key", "missing_ts", "bad_ts", "ts_in_future", "bad_value"}
 
 # Every field is read as text first (Spark keeps the JSON text of numbers and arrays), so a
 # wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
@@ -78,9 +82,17 @@ _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
 
 
 def _string_list(text: Column) -> Column:
-    """A JSON array of strings, or a single string standing for a one-element list."""
+    """A JSON array of strings, or a single string standing for a one-element list.
+
+    A JSON object (Spark hands its text to a string field) is not a key: null.
+    """
+    trimmed = F.trim(text)
     as_array = F.from_json(text, "array<string>")
-    return F.when(F.trim(text).startswith("["), as_array).when(~_blank(text), F.array(text))
+    return (
+        F.when(trimmed.startswith("["), as_array)
+        .when(trimmed.startswith("{"), F.lit(None).cast("array<string>"))
+        .when(~_blank(text), F.array(text))
+    )
 
 
 #: schemas for Parquet inputs (the SPEC's input contract as Spark types)
@@ -110,16 +122,17 @@ EVENTS_PARQUET_SCHEMA = T.StructType(
 
 def _raw(df: DataFrame, fmt: SourceFormat) -> DataFrame:
     """One column ``raw``: the record's text."""
+    # invalid UTF-8 (replaced by U+FFFD) would otherwise fail the Arrow hand-over to Python
     if fmt == "json":
-        return df.select(F.col("value").alias("raw"))
+        return df.select(F.make_valid_utf8(F.col("value")).alias("raw"))
     if fmt == "kafka":
-        return df.select(F.col("value").cast("string").alias("raw"))
+        return df.select(F.make_valid_utf8(F.col("value").cast("string")).alias("raw"))
     if fmt == "parquet":
         return df.select(F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("raw"))
     raise ValueError(f"unknown source format {fmt!r}; allowed: json, parquet, kafka")
 
 
-# event times outside [1970, 2200) are rejected: they would wreck the watermark or overflow
+# event times outside [1970, 2200) are rejected as bad_ts: they would overflow or be nonsense
 MAX_TS_MS = 7_258_118_400_000
 
 
@@ -136,6 +149,23 @@ def _blank(c: Column) -> Column:
     return c.isNull() | (F.trim(c) == "")
 
 
+def _ts_checks(max_future_ms: int | None) -> list[tuple[str, Column]]:
+    """Missing, unreadable or out-of-range event time, or one too far in the future.
+
+    One far-future row would move the watermark and expire every pending operation, so rows
+    more than ``purgatory.max.future.ms`` ahead of the micro-batch's processing time are
+    rejected (``current_timestamp()`` is fixed per micro-batch, so a replay decides alike).
+    """
+    checks = [
+        ("missing_ts", _blank(F.col("_t"))),
+        ("bad_ts", F.col("ts_ms").isNull()),
+    ]
+    if max_future_ms is not None:
+        now_ms = F.unix_millis(F.current_timestamp())
+        checks.append(("ts_in_future", F.col("ts_ms") > now_ms + F.lit(int(max_future_ms))))
+    return checks
+
+
 def _first_reason(checks: list[tuple[str, Column]]) -> Column:
     expr = F.lit(None).cast("string")
     for reason, failed in reversed(checks):
@@ -143,7 +173,9 @@ def _first_reason(checks: list[tuple[str, Column]]) -> Column:
     return expr
 
 
-def parse_operations(df: DataFrame, fmt: SourceFormat = "json", *, max_timeout_ms: int) -> DataFrame:
+def parse_operations(
+    df: DataFrame, fmt: SourceFormat = "json", *, max_timeout_ms: int, max_future_ms: int | None = None
+) -> DataFrame:
     """Canonical operations with ``raw`` and ``reason`` (null when valid).
 
     Columns: op_id, keys (sorted distinct), ts_ms, timeout_ms, condition (lower case), target,
@@ -175,12 +207,14 @@ def parse_operations(df: DataFrame, fmt: SourceFormat = "json", *, max_timeout_m
             ("malformed_json", F.col("_malformed")),
             ("missing_op_id", _blank(F.col("op_id"))),
             ("missing_key", F.coalesce(F.size("keys"), F.lit(0)) <= 0),
-            ("missing_ts", F.col("ts_ms").isNull()),
-            ("missing_timeout_ms", F.col("timeout_ms").isNull()),
+            *_ts_checks(max_future_ms),
+            ("missing_timeout_ms", _blank(F.col("_timeout"))),
+            ("bad_timeout_ms", F.col("timeout_ms").isNull()),
             ("negative_timeout", F.col("timeout_ms") < 0),
             ("timeout_above_max", F.col("timeout_ms") > F.lit(max_timeout_ms)),
             ("unknown_condition", ~F.col("condition").isin("any", "count", "sum", "all", "offset")),
-            ("missing_target", needs_target & (F.col("target").isNull() | F.isnan("target"))),
+            ("missing_target", needs_target & _blank(F.col("_target"))),
+            ("bad_target", needs_target & (F.col("target").isNull() | F.isnan("target"))),
             (
                 "missing_members",
                 (F.col("condition") == "all") & (F.coalesce(F.size("members"), F.lit(0)) <= 0),
@@ -192,7 +226,7 @@ def parse_operations(df: DataFrame, fmt: SourceFormat = "json", *, max_timeout_m
     )
 
 
-def parse_events(df: DataFrame, fmt: SourceFormat = "json") -> DataFrame:
+def parse_events(df: DataFrame, fmt: SourceFormat = "json", *, max_future_ms: int | None = None) -> DataFrame:
     """Canonical completion events with ``raw`` and ``reason`` (null when valid).
 
     Columns: key, ts_ms, op_id, source, value, raw, reason.
@@ -214,7 +248,7 @@ def parse_events(df: DataFrame, fmt: SourceFormat = "json") -> DataFrame:
         [
             ("malformed_json", F.col("_malformed")),
             ("missing_key", _blank(F.col("key"))),
-            ("missing_ts", F.col("ts_ms").isNull()),
+            *_ts_checks(max_future_ms),
             ("bad_value", F.col("_value").isNotNull() & (F.col("value").isNull() | F.isnan("value"))),
         ]
     )

@@ -275,8 +275,10 @@ def purgatory_stream(
         out.writeStream.foreachBatch(sink).option("checkpointLocation", "/chk").start()
     """
     config = config or PurgatoryConfig()
-    parsed_ops = parse_operations(operations, source_format, max_timeout_ms=config.max_timeout_ms)
-    parsed_events = parse_events(events, source_format)
+    parsed_ops = parse_operations(
+        operations, source_format, max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
+    )
+    parsed_events = parse_events(events, source_format, max_future_ms=config.max_future_ms)
     routed = _with_event_time(route(parsed_ops, parsed_events, config), config)
     out = routed.groupBy("shard").applyInPandasWithState(
         _stateful_shard(config),
@@ -303,7 +305,7 @@ def purgatory_batch(
     """
     config = config or PurgatoryConfig()
     parsed_ops = parse_operations(operations, source_format, max_timeout_ms=config.max_timeout_ms)
-    parsed_events = parse_events(events, source_format)
+    parsed_events = parse_events(events, source_format)  # a backfill: no future-time check
     routed = route(parsed_ops, parsed_events, config)
     final = NO_EXPIRATION - 1 if final_watermark_ms is None else int(final_watermark_ms)
     out = routed.groupBy("shard").applyInPandas(_batch_shard(config, final), OUTPUT_SCHEMA)
