@@ -72,6 +72,20 @@ class TableWriter(Protocol):
 
 
 _STAGED_THROUGH = "staged_through"
+# Fault injection for the crash tests: PURGATORY_FAULT="<point>:<n>" kills this process with
+# SIGKILL the n-th time it reaches <point> (staged, manifest, committed).  Unset in production.
+_FAULT = os.environ.get("PURGATORY_FAULT", "")
+_fault_hits: dict[str, int] = {}
+
+
+def _fault(point: str) -> None:
+    if not _FAULT:
+        return
+    name, _, count = _FAULT.partition(":")
+    if name == point:
+        _fault_hits[point] = _fault_hits.get(point, 0) + 1
+        if _fault_hits[point] >= int(count or 1):
+            os.kill(os.getpid(), 9)
 _MANIFEST = "drain-{version:020d}.json"
 
 
@@ -145,6 +159,7 @@ class RecordAccumulator:
 
     def mark_staged(self, batch_id: int) -> None:
         """Record that micro-batch ``batch_id`` is fully staged (replays will be ignored)."""
+        _fault("staged")
         if batch_id > self.staged_through:
             _atomic_write(
                 os.path.join(self.staging_dir, _STAGED_THROUGH), lambda f: f.write(str(batch_id).encode())
@@ -217,8 +232,10 @@ class RecordAccumulator:
             manifest = os.path.join(self.staging_dir, table, _MANIFEST.format(version=version))
             body = json.dumps({"version": version, "files": files}).encode()
             _atomic_write(manifest, lambda f, body=body: f.write(body))
+            _fault("manifest")
             rows = pa.concat_tables([_read_ipc(f) for f in files], promote_options="default")
             writer.commit(table, rows, app_id=self.app_id, version=version, target_file_size=self.batch_size)
+            _fault("committed")
             _remove(files, prune=True)
             _remove([manifest])
             written.append(

@@ -1,0 +1,160 @@
+"""Kill the job with SIGKILL again and again on a steady input; check exactly-once at the end.
+
+Used by ``tests/test_crash.py`` (a fixed plan: one kill at each accumulator fault point plus a
+random one) and runnable on its own for longer randomised runs:
+
+    .venv/bin/python tests/crash_harness.py --kills 10 --ops 3000
+
+Input files arrive one pair per ``--feed-seconds`` while the job runs with a processing-time
+trigger.  The job is killed (``kill -9``) either at a fault point inside the accumulator
+(``PURGATORY_FAULT``: after staging, after writing a drain manifest, after a Delta commit) or
+at a random moment (state commits, Delta commits and lingering rows all happen at random
+points in between).  After the last kill an ``available-now`` run drains the rest.  The Delta
+tables must then hold exactly what the Spark-free engine computes from the same input: one
+outcome per resolved operation with the same status and time, the same unmatched events,
+and every malformed line once in ``rejected``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pandas as pd
+from deltalake import DeltaTable
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from spark_purgatory.config import PurgatoryConfig, read_properties  # noqa: E402
+from spark_purgatory.purgatory import Purgatory  # noqa: E402
+from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
+
+JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
+SETTINGS = {
+    "source.max.files.per.trigger": "2",
+    "accumulator.batch.size": "65536",
+    "accumulator.linger.ms": "2000",
+}
+
+
+def _job(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    extra = [x for k, v in SETTINGS.items() for x in ("--set", f"{k}={v}")]
+    return subprocess.Popen(
+        [sys.executable, JOB, *args, "--conf", os.path.join(ROOT, "conf", "local.conf"), *extra,
+         "--set", "job.master=local[2]"],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def reference(work, config: PurgatoryConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What the job must end with: the engine over everything, then the job's final watermark."""
+    final = int(max(work.operations["ts"].max(), work.events["ts"].max())) - config.watermark_delay_ms
+    p = Purgatory(config)
+    first = p.process(work.operations, work.events, watermark_ms=0)
+    last = p.process(None, None, watermark_ms=final)
+    outcomes = pd.concat([first.outcomes, last.outcomes], ignore_index=True)
+    unmatched = pd.concat([first.unmatched, last.unmatched], ignore_index=True)
+    return outcomes, unmatched
+
+
+def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: float, seed: int) -> dict:
+    rng = random.Random(seed)
+    shutil.rmtree(root, ignore_errors=True)
+    staged_in = os.path.join(root, "pending-input")
+    work = generate(n_ops, seed=seed, ops_per_second=100)
+    malformed = 6
+    write_json_lines(work, f"{staged_in}/ops", f"{staged_in}/events", files=files, malformed=malformed)
+    ops_dir, ev_dir = os.path.join(root, "ops"), os.path.join(root, "events")
+    os.makedirs(ops_dir)
+    os.makedirs(ev_dir)
+    args = ["--ops-path", ops_dir, "--events-path", ev_dir, "--output-path", os.path.join(root, "out"),
+            "--checkpoint-path", os.path.join(root, "chk")]
+
+    def feed() -> None:
+        for i in range(files):
+            name = f"part-{i:05d}.json"
+            os.replace(os.path.join(staged_in, "ops", name), os.path.join(ops_dir, name))
+            os.replace(os.path.join(staged_in, "events", name), os.path.join(ev_dir, name))
+            time.sleep(feed_seconds)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    kills = []
+    for step in plan:
+        if step.startswith("fault="):
+            job = _job([*args, "--trigger", "processing-time=1s"], {"PURGATORY_FAULT": step.split("=", 1)[1]})
+            try:
+                job.wait(timeout=240)
+            except subprocess.TimeoutExpired:  # never reached the point: kill it anyway
+                job.kill()
+                job.wait()
+        else:
+            job = _job([*args, "--trigger", "processing-time=1s"])
+            time.sleep(rng.uniform(12, 30))  # start-up takes ~10 s: kill somewhere in the batches
+            job.kill()
+            job.wait()
+        kills.append({"step": step, "returncode": job.returncode})
+    feeder.join()
+    final = _job([*args, "--trigger", "available-now"])
+    _, err = final.communicate(timeout=600)
+    if final.returncode != 0:
+        raise AssertionError(f"final run failed ({final.returncode}): {err[-3000:]}")
+    out = os.path.join(root, "out")
+    tables = {name: DeltaTable(os.path.join(out, name)).to_pandas() for name in ("outcomes", "unmatched_events",
+                                                                               "rejected")}
+    config = PurgatoryConfig.from_mapping(
+        {k: v for k, v in {**read_properties(os.path.join(ROOT, "conf", "local.conf")), **SETTINGS}.items()
+         if not k.startswith("job.")}
+    )
+    expected_outcomes, expected_unmatched = reference(work, config)
+    return {"kills": kills, "tables": tables, "expected_outcomes": expected_outcomes,
+            "expected_unmatched": expected_unmatched, "malformed": malformed}
+
+
+def check(result: dict) -> None:
+    """Exactly once: the tables equal the reference, nothing twice, nothing lost."""
+    got = result["tables"]["outcomes"]
+    assert got["op_id"].is_unique, "an operation has two outcomes"
+    resolved = {(r.op_id, r.status, int(pd.Timestamp(r.resolved_at).value // 1_000_000))
+                for r in got.itertuples()}
+    exp = result["expected_outcomes"]
+    expected = {(r.op_id, r.status, int(r.resolved_at)) for r in exp.itertuples()}
+    assert resolved == expected, f"{len(resolved ^ expected)} outcomes differ"
+    unmatched = sorted((r.key, int(pd.Timestamp(r.ts).value // 1_000_000), r.reason)
+                       for r in result["tables"]["unmatched_events"].itertuples())
+    expected_unmatched = sorted((r.key, int(r.ts), r.reason) for r in result["expected_unmatched"].itertuples())
+    assert unmatched == expected_unmatched, "unmatched events differ"
+    assert len(result["tables"]["rejected"]) == result["malformed"], "rejected rows lost or doubled"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=8)
+    parser.add_argument("--ops", type=int, default=3000)
+    parser.add_argument("--files", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--root", default="/tmp/purgatory-crash")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    points = ["fault=staged:2", "fault=manifest:1", "fault=committed:1"]
+    plan = [rng.choice([*points, "random", "random"]) for _ in range(args.kills)]
+    started = time.time()
+    result = run(args.root, n_ops=args.ops, files=args.files, plan=plan, feed_seconds=3.0, seed=args.seed)
+    check(result)
+    killed = sum(1 for k in result["kills"] if k["returncode"] == -9)
+    print(f"survived {killed} kill -9 of {len(plan)} planned ({[k['step'] for k in result['kills']]}), "
+          f"{len(result['tables']['outcomes'])} outcomes exactly once, in {time.time() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
