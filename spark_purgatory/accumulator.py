@@ -86,6 +86,8 @@ def _fault(point: str) -> None:
         _fault_hits[point] = _fault_hits.get(point, 0) + 1
         if _fault_hits[point] >= int(count or 1):
             os.kill(os.getpid(), 9)
+
+
 _MANIFEST = "drain-{version:020d}.json"
 
 

@@ -47,8 +47,16 @@ SETTINGS = {
 def _job(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     extra = [x for k, v in SETTINGS.items() for x in ("--set", f"{k}={v}")]
     return subprocess.Popen(
-        [sys.executable, JOB, *args, "--conf", os.path.join(ROOT, "conf", "local.conf"), *extra,
-         "--set", "job.master=local[2]"],
+        [
+            sys.executable,
+            JOB,
+            *args,
+            "--conf",
+            os.path.join(ROOT, "conf", "local.conf"),
+            *extra,
+            "--set",
+            "job.master=local[2]",
+        ],
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -77,8 +85,16 @@ def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: flo
     ops_dir, ev_dir = os.path.join(root, "ops"), os.path.join(root, "events")
     os.makedirs(ops_dir)
     os.makedirs(ev_dir)
-    args = ["--ops-path", ops_dir, "--events-path", ev_dir, "--output-path", os.path.join(root, "out"),
-            "--checkpoint-path", os.path.join(root, "chk")]
+    args = [
+        "--ops-path",
+        ops_dir,
+        "--events-path",
+        ev_dir,
+        "--output-path",
+        os.path.join(root, "out"),
+        "--checkpoint-path",
+        os.path.join(root, "chk"),
+    ]
 
     def feed() -> None:
         for i in range(files):
@@ -110,29 +126,44 @@ def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: flo
     if final.returncode != 0:
         raise AssertionError(f"final run failed ({final.returncode}): {err[-3000:]}")
     out = os.path.join(root, "out")
-    tables = {name: DeltaTable(os.path.join(out, name)).to_pandas() for name in ("outcomes", "unmatched_events",
-                                                                               "rejected")}
+    tables = {
+        name: DeltaTable(os.path.join(out, name)).to_pandas()
+        for name in ("outcomes", "unmatched_events", "rejected")
+    }
     config = PurgatoryConfig.from_mapping(
-        {k: v for k, v in {**read_properties(os.path.join(ROOT, "conf", "local.conf")), **SETTINGS}.items()
-         if not k.startswith("job.")}
+        {
+            k: v
+            for k, v in {**read_properties(os.path.join(ROOT, "conf", "local.conf")), **SETTINGS}.items()
+            if not k.startswith("job.")
+        }
     )
     expected_outcomes, expected_unmatched = reference(work, config)
-    return {"kills": kills, "tables": tables, "expected_outcomes": expected_outcomes,
-            "expected_unmatched": expected_unmatched, "malformed": malformed}
+    return {
+        "kills": kills,
+        "tables": tables,
+        "expected_outcomes": expected_outcomes,
+        "expected_unmatched": expected_unmatched,
+        "malformed": malformed,
+    }
 
 
 def check(result: dict) -> None:
     """Exactly once: the tables equal the reference, nothing twice, nothing lost."""
     got = result["tables"]["outcomes"]
     assert got["op_id"].is_unique, "an operation has two outcomes"
-    resolved = {(r.op_id, r.status, int(pd.Timestamp(r.resolved_at).value // 1_000_000))
-                for r in got.itertuples()}
+    resolved = {
+        (r.op_id, r.status, int(pd.Timestamp(r.resolved_at).value // 1_000_000)) for r in got.itertuples()
+    }
     exp = result["expected_outcomes"]
     expected = {(r.op_id, r.status, int(r.resolved_at)) for r in exp.itertuples()}
     assert resolved == expected, f"{len(resolved ^ expected)} outcomes differ"
-    unmatched = sorted((r.key, int(pd.Timestamp(r.ts).value // 1_000_000), r.reason)
-                       for r in result["tables"]["unmatched_events"].itertuples())
-    expected_unmatched = sorted((r.key, int(r.ts), r.reason) for r in result["expected_unmatched"].itertuples())
+    unmatched = sorted(
+        (r.key, int(pd.Timestamp(r.ts).value // 1_000_000), r.reason)
+        for r in result["tables"]["unmatched_events"].itertuples()
+    )
+    expected_unmatched = sorted(
+        (r.key, int(r.ts), r.reason) for r in result["expected_unmatched"].itertuples()
+    )
     assert unmatched == expected_unmatched, "unmatched events differ"
     assert len(result["tables"]["rejected"]) == result["malformed"], "rejected rows lost or doubled"
 
@@ -152,8 +183,10 @@ def main() -> None:
     result = run(args.root, n_ops=args.ops, files=args.files, plan=plan, feed_seconds=3.0, seed=args.seed)
     check(result)
     killed = sum(1 for k in result["kills"] if k["returncode"] == -9)
-    print(f"survived {killed} kill -9 of {len(plan)} planned ({[k['step'] for k in result['kills']]}), "
-          f"{len(result['tables']['outcomes'])} outcomes exactly once, in {time.time() - started:.0f} s")
+    print(
+        f"survived {killed} kill -9 of {len(plan)} planned ({[k['step'] for k in result['kills']]}), "
+        f"{len(result['tables']['outcomes'])} outcomes exactly once, in {time.time() - started:.0f} s"
+    )
 
 
 if __name__ == "__main__":

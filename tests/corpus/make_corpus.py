@@ -24,16 +24,27 @@ def ev(key, ts=2, **extra):
 
 
 OPS_1 = [
-    op("ok-1"),                                                            # completes
-    op("ok-2", condition="count", target=2),                               # completes (2 sources)
-    op("ok-3", condition="sum", target=10),                                # expires (sum 4)
-    op("big-payload", payload="x" * 300_000),                              # oversized, carried unchanged
-    op("dup-1"), op("dup-1"),                                              # duplicate within the batch
-    '{"op_id": "trunc", "keys": ["k"], "ts": ',                            # truncated JSON
+    op("ok-1"),  # completes
+    op("ok-2", condition="count", target=2),  # completes (2 sources)
+    op("ok-3", condition="sum", target=10),  # expires (sum 4)
+    op("big-payload", payload="x" * 300_000),  # oversized, carried unchanged
+    op("dup-1"),
+    op("dup-1"),  # duplicate within the batch
+    '{"op_id": "trunc", "keys": ["k"], "ts": ',  # truncated JSON
     "not json at all",
-    "",                                                                    # empty line
-    json.dumps({"op_id": None, "keys": None, "ts": None, "timeout_ms": None, "condition": None,
-                "target": None, "members": None, "payload": None}),      # nulls in every field
+    "",  # empty line
+    json.dumps(
+        {
+            "op_id": None,
+            "keys": None,
+            "ts": None,
+            "timeout_ms": None,
+            "condition": None,
+            "target": None,
+            "members": None,
+            "payload": None,
+        }
+    ),  # nulls in every field
     json.dumps({"op_id": "no-key", "ts": T.format(1), "timeout_ms": 5}),
     json.dumps({"op_id": "obj-key", "keys": {"a": 1}, "ts": T.format(1), "timeout_ms": 5}),  # wrong type
     json.dumps({"op_id": "bool-ts", "keys": ["k"], "ts": True, "timeout_ms": 5}),
@@ -54,8 +65,8 @@ OPS_1 = [
     json.dumps({"op_id": 42, "keys": ["k-42"], "ts": T.format(1), "timeout_ms": 1000}),  # number id: accepted
 ]
 OPS_2 = [
-    op("ok-1", ts=20),                                                     # duplicate across batches
-    op("late", ts=0),                                                      # behind the watermark
+    op("ok-1", ts=20),  # duplicate across batches
+    op("late", ts=0),  # behind the watermark
 ]
 EVENTS_1 = [
     ev("k-ok-1", 2),
@@ -63,19 +74,19 @@ EVENTS_1 = [
     ev("k-ok-2", 3, source="b", op_id="ok-2"),
     ev("k-ok-3", 2, value=4),
     ev("k-big-payload", 3),
-    ev("nobody", 2),                                                       # unknown key -> unmatched
-    ev("k-ok-1", 3, op_id="ghost"),                                        # unknown target -> unmatched
-    '{"key": "k", "ts": ',                                                 # truncated
+    ev("nobody", 2),  # unknown key -> unmatched
+    ev("k-ok-1", 3, op_id="ghost"),  # unknown target -> unmatched
+    '{"key": "k", "ts": ',  # truncated
     json.dumps({"key": None, "ts": T.format(2)}),
     json.dumps({"key": "k", "ts": None}),
     json.dumps({"key": "k", "ts": T.format(2), "value": "lots"}),
-    json.dumps({"key": 7, "ts": T.format(2)}),                             # number key: accepted, unmatched
+    json.dumps({"key": 7, "ts": T.format(2)}),  # number key: accepted, unmatched
 ]
 EVENTS_2 = [
-    ev("k-ok-1", 4),                                                       # after ok-1 resolved
-    ev("k-ok-1", 0),                                                       # late
-    json.dumps({"key": "k", "ts": "2150-01-01T00:00:00Z"}),                # too far in the future
-    ev("pad", 50),                                                         # moves the watermark on
+    ev("k-ok-1", 4),  # after ok-1 resolved
+    ev("k-ok-1", 0),  # late
+    json.dumps({"key": "k", "ts": "2150-01-01T00:00:00Z"}),  # too far in the future
+    ev("pad", 50),  # moves the watermark on
 ]
 RAW_EVENT_BYTES = [b'{"key": "caf\xe9-\xff\xfe", "ts": "2026-01-01T00:00:02.000Z"}', b"\xff\xfe\x00garbage"]
 
@@ -84,9 +95,22 @@ EXPECTED = {
     "events": {"lines": len(EVENTS_1) + len(EVENTS_2) + len(RAW_EVENT_BYTES)},
     "rejected_reasons": sorted(
         {
-            "duplicate_op_id", "malformed_json", "missing_op_id", "missing_key", "bad_ts", "missing_ts",
-            "missing_timeout_ms", "bad_timeout_ms", "negative_timeout", "timeout_above_max",
-            "unknown_condition", "missing_target", "bad_target", "missing_members", "ts_in_future", "late",
+            "duplicate_op_id",
+            "malformed_json",
+            "missing_op_id",
+            "missing_key",
+            "bad_ts",
+            "missing_ts",
+            "missing_timeout_ms",
+            "bad_timeout_ms",
+            "negative_timeout",
+            "timeout_above_max",
+            "unknown_condition",
+            "missing_target",
+            "bad_target",
+            "missing_members",
+            "ts_in_future",
+            "late",
             "bad_value",
         }
     ),
