@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from crash_harness import check, run
 
 pytestmark = pytest.mark.spark

@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 import pytest
-
 from cluster import standalone_cluster
 from crash_harness import JOB, ROOT, check, reference
+
 from spark_purgatory.config import PurgatoryConfig, read_properties
 from spark_purgatory.workload import generate, write_json_lines
 

@@ -13,9 +13,9 @@ import shutil
 import time
 
 import pytest
+from stream_helpers import Files, run_stream
 
 from spark_purgatory.config import PurgatoryConfig
-from stream_helpers import Files, run_stream
 
 pytestmark = pytest.mark.spark
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
