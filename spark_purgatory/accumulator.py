@@ -19,8 +19,10 @@ the producer's rule between the micro-batches and the tables.
   carrying an app transaction ``(app_id = table's id, version)``, then deletes the staged files.
 
 Exactly once, across crashes (the invariant of this module): the version of a drain is
-``2 * batch_id`` (``2 * batch_id + 1`` for the flush after the last batch), so versions only
-grow.  Before committing, the drain writes a manifest listing the staged files it covers;
+``3 * batch_id + phase``: phase 0 for the drain inside micro-batch ``batch_id``, 1 for a
+linger drain between that batch and the next (Kafka's sender does not wait for new records to
+send a lingered batch; ``drain_lingering``), 2 for the flush on close, so versions only grow.
+Before committing, the drain writes a manifest listing the staged files it covers;
 recovery (on open and before every micro-batch) deletes the files of a manifest whose version
 the table already recorded (committed, crash before clean-up) and otherwise just drops the
 manifest (not committed: the files stay staged).  A drain whose version the table already
@@ -218,10 +220,13 @@ class RecordAccumulator:
 
     # -- drain, with crash recovery --------------------------------------------------------------
 
-    def drain(self, batch_id: int, writer: TableWriter, *, flush: bool = False) -> list[dict]:
+    IN_BATCH, LINGER, CLOSE = 0, 1, 2
+
+    def drain(self, batch_id: int, writer: TableWriter, *, phase: int = IN_BATCH) -> list[dict]:
         """Commit every ready destination (one commit per table); return what was written."""
         self.recover(writer)
-        version = 2 * int(batch_id) + (1 if flush else 0)
+        flush = phase == self.CLOSE
+        version = 3 * int(batch_id) + phase
         by_table: dict[str, list[tuple[Destination, str]]] = {}
         for d, why in self.ready(flush=flush):
             by_table.setdefault(d.table, []).append((d, why))
@@ -255,7 +260,7 @@ class RecordAccumulator:
 
     def flush(self, batch_id: int, writer: TableWriter) -> list[dict]:
         """Drain everything (Kafka's ``flush()``/``close()``), e.g. when the query stops."""
-        return self.drain(batch_id, writer, flush=True)
+        return self.drain(batch_id, writer, phase=self.CLOSE)
 
     def recover(self, writer: TableWriter) -> None:
         """Resolve drains interrupted by a crash (see the module docstring)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -303,6 +304,7 @@ class PurgatorySink:
         self.clock = clock or accumulator.clock
         self.last_batch_id: int | None = None
         self.pending: dict[int, int] = {}  # shard -> last reported pending count
+        self._lock = threading.Lock()  # micro-batches and linger drains never overlap
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         rows = _to_arrow(batch)
@@ -310,6 +312,21 @@ class PurgatorySink:
 
     def process(self, rows: pa.Table, batch_id: int) -> dict:
         """Stage and drain one micro-batch given as Arrow rows (``OUTPUT_SCHEMA``)."""
+        with self._lock:
+            return self._process(rows, batch_id)
+
+    def drain_lingering(self) -> list[dict]:
+        """Commit destinations whose rows have lingered long enough, between micro-batches.
+
+        A quiet stream runs no micro-batch, so without this rows would wait past linger.ms
+        for the next input; the job calls it from a timer (Kafka's sender thread).
+        """
+        with self._lock:
+            if self.last_batch_id is None or not self.accumulator.ready():
+                return []
+            return self.accumulator.drain(self.last_batch_id, self.writer, phase=RecordAccumulator.LINGER)
+
+    def _process(self, rows: pa.Table, batch_id: int) -> dict:
         now = dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc)
         tables = split_tables(rows, batch_id, now)
         acc = self.accumulator
@@ -331,10 +348,11 @@ class PurgatorySink:
 
     def close(self) -> list[dict]:
         """Flush everything still staged (the producer's ``close()``)."""
-        batch_id = (
-            self.last_batch_id if self.last_batch_id is not None else max(self.accumulator.staged_through, 0)
-        )
-        return self.accumulator.flush(batch_id, self.writer)
+        with self._lock:
+            batch_id = self.last_batch_id
+            if batch_id is None:
+                batch_id = max(self.accumulator.staged_through, 0)
+            return self.accumulator.flush(batch_id, self.writer)
 
     def _figures(
         self, rows: pa.Table, tables: dict[str, pa.Table], batch_id: int, written: list[dict]

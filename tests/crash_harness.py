@@ -5,14 +5,15 @@ random one) and runnable on its own for longer randomised runs:
 
     .venv/bin/python tests/crash_harness.py --kills 10 --ops 3000
 
-Input files arrive one pair per ``--feed-seconds`` while the job runs with a processing-time
-trigger.  The job is killed (``kill -9``) either at a fault point inside the accumulator
-(``PURGATORY_FAULT``: after staging, after writing a drain manifest, after a Delta commit) or
-at a random moment (state commits, Delta commits and lingering rows all happen at random
-points in between).  After the last kill an ``available-now`` run drains the rest.  The Delta
-tables must then hold exactly what the Spark-free engine computes from the same input: one
-outcome per resolved operation with the same status and time, the same unmatched events,
-and every malformed line once in ``rejected``.
+Before each run a new share of the input files arrives (one pair every few seconds) while the
+job runs with a processing-time trigger.  The job is killed (``kill -9``) either at a fault
+point inside the accumulator (``PURGATORY_FAULT``: after staging, after writing a drain
+manifest, after a Delta commit) or at a random moment (state commits, Delta commits and
+lingering rows all happen at random points in between).  After the last kill an
+``available-now`` run drains the rest.  The Delta tables must then hold exactly what the
+Spark-free engine computes from the same input: one outcome per resolved operation with the
+same status and time, the same unmatched events, and every malformed line once in
+``rejected``.
 """
 
 from __future__ import annotations
@@ -96,17 +97,23 @@ def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: flo
         os.path.join(root, "chk"),
     ]
 
-    def feed() -> None:
-        for i in range(files):
+    delivered = 0
+
+    def deliver(count: int) -> None:
+        nonlocal delivered
+        for i in range(delivered, min(files, delivered + count)):
             name = f"part-{i:05d}.json"
             os.replace(os.path.join(staged_in, "ops", name), os.path.join(ops_dir, name))
             os.replace(os.path.join(staged_in, "events", name), os.path.join(ev_dir, name))
-            time.sleep(feed_seconds)
+            time.sleep(feed_seconds)  # spread over time: several micro-batches per run
+        delivered = min(files, delivered + count)
 
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
+    per_step = -(-files // (len(plan) + 1))
     kills = []
     for step in plan:
+        # new input for every run, so each run stages, drains and commits before its kill
+        feeder = threading.Thread(target=deliver, args=(per_step,), daemon=True)
+        feeder.start()
         if step.startswith("fault="):
             job = _job([*args, "--trigger", "processing-time=1s"], {"PURGATORY_FAULT": step.split("=", 1)[1]})
             try:
@@ -119,8 +126,9 @@ def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: flo
             time.sleep(rng.uniform(12, 30))  # start-up takes ~10 s: kill somewhere in the batches
             job.kill()
             job.wait()
+        feeder.join()
         kills.append({"step": step, "returncode": job.returncode})
-    feeder.join()
+    deliver(files)
     final = _job([*args, "--trigger", "available-now"])
     _, err = final.communicate(timeout=600)
     if final.returncode != 0:
@@ -180,7 +188,8 @@ def main() -> None:
     points = ["fault=staged:2", "fault=manifest:1", "fault=committed:1"]
     plan = [rng.choice([*points, "random", "random"]) for _ in range(args.kills)]
     started = time.time()
-    result = run(args.root, n_ops=args.ops, files=args.files, plan=plan, feed_seconds=3.0, seed=args.seed)
+    files = max(args.files, 2 * (args.kills + 1))
+    result = run(args.root, n_ops=args.ops, files=files, plan=plan, feed_seconds=2.0, seed=args.seed)
     check(result)
     killed = sum(1 for k in result["kills"] if k["returncode"] == -9)
     print(

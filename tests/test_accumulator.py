@@ -153,6 +153,21 @@ def test_buffer_memory_bounds_what_is_staged(tmp_path):
     assert table_rows(tmp_path, "outcomes") + sum(d.rows for d in sink.accumulator.destinations()) == 8000
 
 
+def test_lingered_rows_are_committed_between_micro_batches(tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, linger_ms=1_000)
+    sink.process(output_rows(3), 0)
+    assert sink.drain_lingering() == []  # not yet
+    clock.advance(1_000)
+    committed = sink.drain_lingering()  # no new micro-batch: the timer commits
+    assert [c["version"] for c in committed] == [1] and table_rows(tmp_path, "outcomes") == 3
+    sink.process(output_rows(2, start=3), 1)
+    clock.advance(1_000)
+    sink.process(output_rows(0), 2)
+    sink.close()
+    assert table_rows(tmp_path, "outcomes") == 5
+
+
 def test_close_flushes_everything_and_files_are_close_to_batch_size(tmp_path):
     clock = Clock()
     batch_size = 256 * 1024
@@ -264,7 +279,7 @@ def test_app_transaction_version_is_recorded_per_query(tmp_path):
     clock = Clock()
     sink = make_sink(tmp_path, clock, batch_size=1)
     sink.process(output_rows(2), 7)
-    assert DeltaTable(str(tmp_path / "out" / "outcomes")).transaction_version("query-1") == 14
+    assert DeltaTable(str(tmp_path / "out" / "outcomes")).transaction_version("query-1") == 21  # 3 x 7
 
 
 def test_maintenance_compacts_and_checkpoints(tmp_path):
