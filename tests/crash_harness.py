@@ -114,11 +114,13 @@ def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: flo
         # new input for every run, so each run stages, drains and commits before its kill
         feeder = threading.Thread(target=deliver, args=(per_step,), daemon=True)
         feeder.start()
+        reached = True
         if step.startswith("fault="):
             job = _job([*args, "--trigger", "processing-time=1s"], {"PURGATORY_FAULT": step.split("=", 1)[1]})
             try:
                 job.wait(timeout=240)
             except subprocess.TimeoutExpired:  # never reached the point: kill it anyway
+                reached = False
                 job.kill()
                 job.wait()
         else:
@@ -127,7 +129,7 @@ def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: flo
             job.kill()
             job.wait()
         feeder.join()
-        kills.append({"step": step, "returncode": job.returncode})
+        kills.append({"step": step, "returncode": job.returncode, "reached": reached})
     deliver(files)
     final = _job([*args, "--trigger", "available-now"])
     _, err = final.communicate(timeout=600)
