@@ -4,7 +4,9 @@
   ``PYSPARK_PYTHON`` from ``sys.executable``), so they see the same virtual environment;
 * RocksDB state store, UTC session time zone, small shuffle partition count (state is per
   shard, so ``purgatory.shards + 1`` partitions is plenty), no UI, quiet logs;
-* the Delta Lake extensions when delta-spark and its JARs are importable (never assumed).
+* no Delta extensions: whether Delta's classes are present is detected at run time by
+  ``sinks.delta_classes_available``; with ``--packages io.delta:...`` pass the extensions in
+  ``conf``.
 
 On a cluster or Databricks, use the session you are given instead; nothing in the library
 needs this module.
@@ -17,19 +19,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-__all__ = ["local_session", "delta_spark_available"]
-
-
-def delta_spark_available(spark: SparkSession) -> bool:
-    """True when the Delta data source classes are on the session's classpath."""
-    try:
-        jvm = spark._jvm  # noqa: SLF001 - classic sessions only; Connect has no JVM handle
-        if jvm is None:
-            return False
-        jvm.java.lang.Class.forName("io.delta.sql.DeltaSparkSessionExtension")
-        return True
-    except Exception:
-        return False
+__all__ = ["local_session"]
 
 
 def local_session(
