@@ -149,10 +149,22 @@ def _session(settings: JobSettings):
     return local_session("spark-purgatory", master=settings.master, shuffle_partitions=shards + 1)
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stdout`` is now (tests and notebooks swap it)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def configure_logging(fmt: str) -> None:
     from .metrics import JsonFormatter
 
-    handler = logging.StreamHandler(sys.stdout)
+    handler = _StdoutHandler()
     handler.setFormatter(
         JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S")
     )
@@ -259,11 +271,19 @@ def run(settings: JobSettings) -> dict:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     query.awaitTermination()
-    time.sleep(0.2)  # let the listener log the last progress
+    last = query.lastProgress["batchId"] if query.lastProgress else None
+    deadline = time.time() + 5  # listener events are asynchronous: let the last one be logged
+    while (
+        last is not None
+        and time.time() < deadline
+        and not any(h["batch_id"] == last for h in listener.history)
+    ):
+        time.sleep(0.1)
+    spark.streams.removeListener(listener)
     for c in sink.close():  # linger no longer: flush what is staged (Kafka's close())
         totals["commits"] += 1
         log.info("flushed %s rows=%s partitions=%s", c["table"], c["rows"], c["partitions"])
-    totals["pending"] = listener.history[-1]["pending"] if listener.history else 0
+    totals["pending"] = sum(sink.pending.values())  # as the shards that ran in this run reported it
     log.info("done: %s", " ".join(f"{k}={v}" for k, v in totals.items()))
     return totals
 

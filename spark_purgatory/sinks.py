@@ -306,6 +306,16 @@ class PurgatorySink:
         self.pending: dict[int, int] = {}  # shard -> last reported pending count
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
 
+    def __getstate__(self) -> dict:
+        # Spark Connect pickles the foreachBatch function to run it in the server's Python
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __call__(self, batch: Any, batch_id: int) -> None:
         rows = _to_arrow(batch)
         self.process(rows, int(batch_id))

@@ -67,49 +67,28 @@ def test_job_on_a_standalone_cluster_gives_the_engine_results(tmp_path):
 
 def test_operator_through_a_spark_connect_session(tmp_path):
     """Databricks shared/serverless compute is Spark Connect: no sparkContext, no _jvm."""
+    import json
+
     from cluster import connect_server
     from deltalake import DeltaTable
-    from pyspark.sql import SparkSession
-
-    from spark_purgatory import purgatory_stream, read_stream
-    from spark_purgatory.accumulator import RecordAccumulator
-    from spark_purgatory.sinks import DeltaRsWriter, PurgatorySink, choose_writer
 
     work = generate(600, seed=4, ops_per_second=50)
     write_json_lines(work, str(tmp_path / "ops"), str(tmp_path / "events"), files=4, malformed=2)
-    config = PurgatoryConfig(shards=2, watermark_delay="2 seconds")
     with connect_server(str(tmp_path / "server")) as url:
-        spark = SparkSession.builder.remote(url).getOrCreate()
-        try:
-            assert spark.__class__.__module__.startswith("pyspark.sql.connect")
-            out = purgatory_stream(
-                read_stream(spark, str(tmp_path / "ops"), kind="operations", max_files_per_trigger=1),
-                read_stream(spark, str(tmp_path / "events"), kind="events", max_files_per_trigger=1),
-                config,
-            )
-            writer = choose_writer(spark, str(tmp_path / "out"))
-            assert isinstance(writer, DeltaRsWriter)  # no Delta JARs on this server
-            acc = RecordAccumulator(
-                str(tmp_path / "chk" / "acc"),
-                app_id="connect",
-                batch_size=1 << 20,
-                linger_ms=60_000,
-                buffer_memory=1 << 28,
-            )
-            sink = PurgatorySink(acc, writer)  # runs in the server's Python process
-            query = (
-                out.writeStream.foreachBatch(sink)
-                .option("checkpointLocation", str(tmp_path / "chk"))
-                .trigger(availableNow=True)
-                .start()
-            )
-            query.awaitTermination()
-            sink.close()
-        finally:
-            spark.stop()
+        client = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "tests", "connect_client.py"), url, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert client.returncode == 0, client.stderr[-3000:]
+    report = json.loads(client.stdout.strip().splitlines()[-1])
+    assert report["session"].startswith("pyspark.sql.connect")
+    assert report["writer"] == "DeltaRsWriter"  # no Delta JARs on this server
     outcomes = DeltaTable(str(tmp_path / "out" / "outcomes")).to_pandas()
     rejected = DeltaTable(str(tmp_path / "out" / "rejected")).to_pandas()
-    expected, _ = reference(work, config)
-    finished = {(r.op_id, r.status) for r in outcomes.itertuples()}
+    expected, _ = reference(work, PurgatoryConfig(shards=2, watermark_delay="2 seconds"))
     assert outcomes["op_id"].is_unique and len(rejected) == 2
-    assert finished == {(r.op_id, r.status) for r in expected.itertuples()}
+    assert {(r.op_id, r.status) for r in outcomes.itertuples()} == {
+        (r.op_id, r.status) for r in expected.itertuples()
+    }
