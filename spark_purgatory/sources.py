@@ -10,8 +10,8 @@ the vocabulary of ``conditions.validate_operations`` / ``validate_events``.
 Invariant: parsing never drops a row; a row that cannot be understood becomes a row with a
 reason.
 
->>> sorted(OPERATION_REASONS)[:3]
-['bad_payload', 'malformed_json', 'missing_key']
+>>> sorted(EVENT_REASONS)
+['bad_ts', 'bad_value', 'malformed_json', 'missing_key', 'missing_ts', 'ts_in_future']
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ OPERATION_REASONS = {
     "missing_target",
     "bad_target",
     "missing_members",
-    "bad_payload",
 }
 EVENT_REASONS = {"malformed_json", "missing_key", "missing_ts", "bad_ts", "ts_in_future", "bad_value"}
 

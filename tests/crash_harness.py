@@ -71,8 +71,10 @@ def reference(work, config: PurgatoryConfig) -> tuple[pd.DataFrame, pd.DataFrame
     p = Purgatory(config)
     first = p.process(work.operations, work.events, watermark_ms=0)
     last = p.process(None, None, watermark_ms=final)
-    outcomes = pd.concat([first.outcomes, last.outcomes], ignore_index=True)
-    unmatched = pd.concat([first.unmatched, last.unmatched], ignore_index=True)
+    outcomes = pd.concat([f for f in (first.outcomes, last.outcomes) if len(f)], ignore_index=True)
+    unmatched = pd.concat(
+        [f for f in (first.unmatched, last.unmatched) if len(f)] or [last.unmatched], ignore_index=True
+    )
     return outcomes, unmatched
 
 
