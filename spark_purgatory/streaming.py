@@ -412,36 +412,13 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
 
 
 def _output(shard: int, result: BatchResult, bad: pd.DataFrame, p: Purgatory, wm: int) -> pd.DataFrame:
-    o = result.outcomes
-    outcomes = pd.DataFrame(
-        {
-            "kind": "outcome",
-            "op_id": o["op_id"],
-            "keys": o["keys"],
-            "status": o["status"],
-            "op_ts_ms": o["op_ts"],
-            "deadline_ms": o["deadline"],
-            "resolved_at_ms": o["resolved_at"],
-            "latency_ms": o["latency_ms"],
-            "matched_events": o["matched_events"],
-            "progress": o["progress"],
-            "condition": o["condition"],
-            "target": o["target"],
-            "payload": o["payload"],
-        }
+    # the engine's columns, renamed where the output carries epoch ms
+    outcomes = result.outcomes.drop(columns="batch_id").rename(
+        columns={"op_ts": "op_ts_ms", "deadline": "deadline_ms", "resolved_at": "resolved_at_ms"}
     )
-    u = result.unmatched
-    unmatched = pd.DataFrame(
-        {
-            "kind": "unmatched",
-            "key": u["key"],
-            "ts_ms": u["ts"],
-            "op_id": u["op_id"],
-            "source": u["source"],
-            "value": u["value"],
-            "reason": u["reason"],
-        }
-    )
+    outcomes["kind"] = "outcome"
+    unmatched = result.unmatched.drop(columns="batch_id").rename(columns={"ts": "ts_ms"})
+    unmatched["kind"] = "unmatched"
     r = (
         pd.concat([result.rejected[["source", "raw", "reason"]], bad], ignore_index=True)
         if len(bad)
