@@ -148,18 +148,23 @@ def main() -> None:
         if job.poll() is not None:
             print(f"the job exited early with {job.returncode}")
             break
+    text = open(log_path, errors="replace").read()  # errors while running, before the stop
+    errors = [line for line in text.splitlines() if " ERROR " in line or "Traceback" in line]
     stop.set()
     job.terminate()
     job.wait(timeout=120)
-    text = open(log_path, errors="replace").read()
-    errors = [line for line in text.splitlines() if " ERROR " in line or "Traceback" in line]
     half = rows[len(rows) // 2 :]
     print(
         f"second half: pending {min(r[1] for r in half):,}-{max(r[1] for r in half):,}, "
         f"state {min(r[2] for r in half):.1f}-{max(r[2] for r in half):.1f} MB, "
         f"RSS {min(r[3] for r in half):.0f}-{max(r[3] for r in half):.0f} MB; errors logged: {len(errors)}"
     )
-    shutil.rmtree(root, ignore_errors=True)
+    for line in errors[:5]:
+        print("  ", line[:200])
+    if errors:
+        print(f"log kept in {log_path}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

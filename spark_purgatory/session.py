@@ -46,6 +46,8 @@ def local_session(
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
         .config("spark.driver.memory", "4g")
+        # each state version holds whole shard blobs: keep 20 versions on disk, not Spark's 100
+        .config("spark.sql.streaming.minBatchesToRetain", "20")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
