@@ -48,7 +48,7 @@ from .conditions import (
     validate_operations,
 )
 from .config import PurgatoryConfig
-from .wheel import NO_EXPIRATION, TimingWheel
+from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory", "OUTCOME_COLUMNS", "UNMATCHED_COLUMNS", "REJECTED_COLUMNS"]
 
@@ -220,7 +220,7 @@ class Purgatory:
             times.append(self._watermark)
         if len(self._events):
             times.append(int(self._events["ts"].min()) + 1)
-        return min(times) if times else NO_EXPIRATION
+        return min(times)
 
     def next_wakeup(self) -> int:
         """When this shard next has work even without input: an expiry, an event to finalise,
@@ -317,6 +317,26 @@ class Purgatory:
         rej = _concat([r for r in rejected if len(r)], ["source", "raw", "reason"])
         rej["batch_id"] = self._batch_id
         return BatchResult(outcomes.reset_index(drop=True), unmatched, rej[REJECTED_COLUMNS])
+
+    def replay(
+        self,
+        operations: pd.DataFrame | None,
+        events: pd.DataFrame | None,
+        *,
+        final_watermark_ms: int,
+        validated: bool = False,
+    ) -> BatchResult:
+        """Everything at once, then the watermark moved to ``final_watermark_ms`` (backfills).
+
+        For input without late rows this is what a stream ends with at that watermark.
+        """
+        first = self.process(operations, events, watermark_ms=0, validated=validated)
+        last = self.process(None, None, watermark_ms=final_watermark_ms, validated=validated)
+        return BatchResult(
+            _concat([first.outcomes, last.outcomes], OUTCOME_COLUMNS),
+            _concat([first.unmatched, last.unmatched], UNMATCHED_COLUMNS),
+            _concat([first.rejected, last.rejected], REJECTED_COLUMNS),
+        )
 
     # -- Kafka's operations, batched -----------------------------------------------------------
 

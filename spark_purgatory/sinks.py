@@ -332,7 +332,7 @@ class PurgatorySink:
         for the next input; the job calls it from a timer (Kafka's sender thread).
         """
         with self._lock:
-            if self.last_batch_id is None or not self.accumulator.ready():
+            if self.last_batch_id is None:
                 return []
             return self.accumulator.drain(self.last_batch_id, self.writer, phase=RecordAccumulator.LINGER)
 

@@ -256,6 +256,10 @@ def parse_events(df: DataFrame, fmt: SourceFormat = "json", *, max_future_ms: in
     )
 
 
+def _parquet_schema(kind: str) -> T.StructType:
+    return OPERATIONS_PARQUET_SCHEMA if kind == "operations" else EVENTS_PARQUET_SCHEMA
+
+
 def read_stream(
     spark: SparkSession,
     path: str,
@@ -277,8 +281,7 @@ def read_stream(
     if fmt == "json":
         return reader.format("text").load(path)
     if fmt == "parquet":
-        schema = OPERATIONS_PARQUET_SCHEMA if kind == "operations" else EVENTS_PARQUET_SCHEMA
-        return reader.schema(schema).parquet(path)
+        return reader.schema(_parquet_schema(kind)).parquet(path)
     raise ValueError(f"unknown source format {fmt!r}; allowed: json, parquet, kafka")
 
 
@@ -289,6 +292,5 @@ def read_batch(
     if fmt == "json":
         return spark.read.format("text").load(path)
     if fmt == "parquet":
-        schema = OPERATIONS_PARQUET_SCHEMA if kind == "operations" else EVENTS_PARQUET_SCHEMA
-        return spark.read.schema(schema).parquet(path)
+        return spark.read.schema(_parquet_schema(kind)).parquet(path)
     raise ValueError(f"batch reads support json and parquet, not {fmt!r}")

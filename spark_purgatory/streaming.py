@@ -62,8 +62,9 @@ from pyspark.sql import types as T
 
 from .conditions import CONDITIONS
 from .config import PurgatoryConfig
-from .purgatory import NO_EXPIRATION, OUTCOME_COLUMNS, UNMATCHED_COLUMNS, BatchResult, Purgatory
+from .purgatory import OUTCOME_COLUMNS, UNMATCHED_COLUMNS, BatchResult, Purgatory
 from .sources import SourceFormat, parse_events, parse_operations
+from .wheel import NO_EXPIRATION
 
 __all__ = [
     "OUTPUT_SCHEMA",
@@ -475,13 +476,7 @@ def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
         shard = int(key[0])
         p = Purgatory(config)
         ops, events, bad = _split_input(pdf)
-        first = p.process(ops, events, watermark_ms=0, validated=True)
-        last = p.process(None, None, watermark_ms=final_watermark_ms, validated=True)
-        merged = BatchResult(
-            pd.concat([first.outcomes, last.outcomes], ignore_index=True),
-            pd.concat([first.unmatched, last.unmatched], ignore_index=True),
-            pd.concat([first.rejected, last.rejected], ignore_index=True),
-        )
-        return _output(shard, merged, bad, p, final_watermark_ms)
+        result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)
+        return _output(shard, result, bad, p, final_watermark_ms)
 
     return shard_all

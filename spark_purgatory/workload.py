@@ -100,7 +100,7 @@ def generate(
     events_for(
         produce,
         acks,
-        source=lambda owner, n: np.char.add("broker-", _within_group_rank(n).astype(str)).astype(object),
+        source=_numbered("broker-"),
         value=np.nan,
     )
 
@@ -125,7 +125,7 @@ def generate(
     events_for(
         join,
         reported,
-        source=lambda owner, n: np.char.add("consumer-", _within_group_rank(n).astype(str)).astype(object),
+        source=_numbered("consumer-"),
         value=np.nan,
     )
 
@@ -165,6 +165,11 @@ def generate(
     events = pd.concat(ev_parts, ignore_index=True).sort_values("ts", kind="stable", ignore_index=True)
     events = events[["key", "ts", "op_id", "source", "value"]]
     return Workload(operations, events, int(completes.sum()))
+
+
+def _numbered(prefix: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Sources ``<prefix>0 .. <prefix>n-1`` for each operation's n events (distinct reporters)."""
+    return lambda owner, counts: np.char.add(prefix, _within_group_rank(counts).astype(str)).astype(object)
 
 
 def _within_group_rank(counts: np.ndarray) -> np.ndarray:

@@ -68,14 +68,8 @@ def _job(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen
 def reference(work, config: PurgatoryConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What the job must end with: the engine over everything, then the job's final watermark."""
     final = int(max(work.operations["ts"].max(), work.events["ts"].max())) - config.watermark_delay_ms
-    p = Purgatory(config)
-    first = p.process(work.operations, work.events, watermark_ms=0)
-    last = p.process(None, None, watermark_ms=final)
-    outcomes = pd.concat([f for f in (first.outcomes, last.outcomes) if len(f)], ignore_index=True)
-    unmatched = pd.concat(
-        [f for f in (first.unmatched, last.unmatched) if len(f)] or [last.unmatched], ignore_index=True
-    )
-    return outcomes, unmatched
+    result = Purgatory(config).replay(work.operations, work.events, final_watermark_ms=final)
+    return result.outcomes, result.unmatched
 
 
 def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: float, seed: int) -> dict:
