@@ -117,7 +117,10 @@ def _progress(query) -> list[dict]:
             "batch": p["batchId"],
             "rows": p["numInputRows"],
             "ms": p["durationMs"].get("triggerExecution", 0),
-            "state_rows": sum(s.get("numRowsTotal", 0) for s in p.get("stateOperators", [])),
+            "state_ms": sum(
+                s.get("allUpdatesTimeMs", 0) + s.get("commitTimeMs", 0) for s in p.get("stateOperators", [])
+            ),
+            "commit_ms": sum(s.get("commitTimeMs", 0) for s in p.get("stateOperators", [])),
         }
         for p in query.recentProgress
         if p["numInputRows"] or p["durationMs"].get("addBatch")
@@ -351,6 +354,8 @@ def run_scaling(
         "preload_s": result.batches[0]["ms"] / 1000 if result.batches else float("nan"),
         "batch_ms": statistics.median(steady) if steady else float("nan"),
         "batch_ms_all": steady,
+        "state_ms_all": [b["state_ms"] for b in result.batches[1:] if b["rows"]],
+        "commit_ms_all": [b["commit_ms"] for b in result.batches[1:] if b["rows"]],
         "state_bytes": _du(f"{root}/ck/state"),
     }
 
