@@ -175,6 +175,7 @@ def run_operator_job(spark: SparkSession, files: Files, config: PurgatoryConfig,
 
 def run_operator_noop(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
     ops, evs = _sources(spark, files, per_trigger)
+    config = dataclasses.replace(config, state_path=f"{files.root}/ck-noop/purgatory-state")
     return timed(
         "operator, no-op sink", files.rows, purgatory_stream(ops, evs, config), f"{files.root}/ck-noop"
     )
@@ -341,7 +342,9 @@ def run_scaling(
     write_scaling(root, pending, batches, batch_ops)
     ops = read_stream(spark, f"{root}/ops", "parquet", kind="operations", max_files_per_trigger=1)
     evs = read_stream(spark, f"{root}/events", "parquet", kind="events", max_files_per_trigger=1)
-    config = dataclasses.replace(config, max_timeout_ms=2 * 86_400_000)
+    config = dataclasses.replace(
+        config, max_timeout_ms=2 * 86_400_000, state_path=f"{root}/ck/purgatory-state"
+    )
     result = timed(
         f"scaling {pending:,}",
         pending,
@@ -356,7 +359,7 @@ def run_scaling(
         "batch_ms_all": steady,
         "state_ms_all": [b["state_ms"] for b in result.batches[1:] if b["rows"]],
         "commit_ms_all": [b["commit_ms"] for b in result.batches[1:] if b["rows"]],
-        "state_bytes": _du(f"{root}/ck/state"),
+        "state_bytes": _du(f"{root}/ck/state") + _du(f"{root}/ck/purgatory-state"),
     }
 
 
@@ -485,7 +488,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             s = scaling[-1]
             print(
-                f"scaling {n:,}: preload {s['preload_s']:.1f} s, per batch {s['batch_ms_all']} ms", flush=True
+                f"scaling {n:,}: preload {s['preload_s']:.1f} s, per batch {s['batch_ms_all']} ms, "
+                f"state update+commit {s['state_ms_all']} ms, commit {s['commit_ms_all']} ms",
+                flush=True,
             )
             shutil.rmtree(f"{root}/scale-{n}", ignore_errors=True)
         figures = report(runs, scaling)

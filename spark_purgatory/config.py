@@ -72,6 +72,9 @@ class PurgatoryConfig:
     source_max_files_per_trigger: int = 16
     cross_shard_operations: bool = True
     max_future_ms: int = 86_400_000
+    state_path: str = ""
+    state_segment_rows: int = 100_000
+    state_retain_versions: int = 100
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -85,6 +88,8 @@ class PurgatoryConfig:
             "accumulator_batch_size": 1,
             "accumulator_buffer_memory": 1,
             "source_max_files_per_trigger": 1,
+            "state_segment_rows": 1,
+            "state_retain_versions": 1,
         }
         for name, low in positive.items():
             if getattr(self, name) < low:
@@ -140,14 +145,17 @@ _FIELDS_BY_KEY = {
     "source.max.files.per.trigger": "source_max_files_per_trigger",
     "purgatory.cross.shard.operations": "cross_shard_operations",
     "purgatory.max.future.ms": "max_future_ms",
+    "purgatory.state.path": "state_path",
+    "purgatory.state.segment.rows": "state_segment_rows",
+    "purgatory.state.retain.versions": "state_retain_versions",
 }
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 
 def _coerce(key: str, name: str, raw: object) -> object:
-    if name == "watermark_delay":
-        return str(raw)
+    if name in ("watermark_delay", "state_path"):
+        return str(raw).strip()
     if name == "cross_shard_operations":
         if isinstance(raw, bool):
             return raw

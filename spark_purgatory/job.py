@@ -24,6 +24,7 @@ Unknown keys and bad values stop the job at start-up with the key and what is al
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import logging
 import os
@@ -183,6 +184,8 @@ def run(settings: JobSettings) -> dict:
     from .streaming import purgatory_stream
 
     cfg = settings.config
+    if not cfg.state_path:  # big shard state lives in segment files next to the checkpoint
+        cfg = dataclasses.replace(cfg, state_path=os.path.join(settings.checkpoint_path, "purgatory-state"))
     spark = _session(settings)
     listener = ProgressListener()
     spark.streams.addListener(listener)

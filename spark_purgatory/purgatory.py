@@ -29,6 +29,8 @@ All times are epoch milliseconds (int64).
 from __future__ import annotations
 
 import io
+import json
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +50,7 @@ from .conditions import (
     validate_operations,
 )
 from .config import PurgatoryConfig
+from .segments import SegmentStore, pack_parts, unpack_parts
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory", "OUTCOME_COLUMNS", "UNMATCHED_COLUMNS", "REJECTED_COLUMNS"]
@@ -131,6 +134,8 @@ _KEYS = {"khash": "uint64", "base": "float64", "last_event_ts": "int64", "resolv
 _SEEN = {"hash": "uint64", "op_id": "object", "handle": "int64"}
 # op_ids resolved within purgatory.dedup.retention.ms, as 64-bit hashes (compact: no strings)
 _RESOLVED = {"hash": "uint64", "expire_at": "int64"}
+# the tables that grow with pending operations (kept in base segments with a SegmentStore)
+_BIG = {"ops": _OPS, "watch": _WATCH, "seen": _SEEN, "resolved": _RESOLVED}
 
 
 @dataclass
@@ -185,6 +190,14 @@ class Purgatory:
         self._due = np.empty(0, dtype=np.int64)  # added with a deadline already passed
         self._outcomes: list[pd.DataFrame] = []
         self._batch_id = 0
+        self._retired_wm = _I64_MIN  # the watermark of the last _retire
+        # with a SegmentStore (segments.py): the base this state extends, and what changed since
+        self._lineage = uuid.uuid4().hex
+        self._saves = 0
+        self._base: tuple[str, int, int] | None = None  # (segment name, next handle then, rows)
+        self._removed: list[np.ndarray] = []  # handles resolved since the base
+        self._resolved_new: list[pd.DataFrame] = []  # dedup rows added since the base
+        self._graveyard: list[tuple[str, int]] = []  # superseded bases, and the save that did it
 
     # -- sizes (for metrics and tests) ---------------------------------------------------------
 
@@ -369,10 +382,10 @@ class Purgatory:
         watch = watch[list(_WATCH)]
         watch = watch.astype(_WATCH)
         self._ops = _stack(self._ops, new_ops)
-        self._watch = _sorted_by_hash(_stack(self._watch, watch))
+        self._watch = _merge_by_hash(self._watch, watch)
         ids = _hash(new_ops["op_id"].to_numpy())
         seen = pd.DataFrame({"hash": ids, "op_id": new_ops["op_id"], "handle": handles})
-        self._seen = _sorted_by_hash(_stack(self._seen, seen))
+        self._seen = _merge_by_hash(self._seen, seen)
 
         already = self._wheel.add(handles, new_ops["deadline"].to_numpy())
         self._due = np.concatenate([self._due, handles[already]])
@@ -617,11 +630,11 @@ class Purgatory:
             at = np.searchsorted(rows["handle"].to_numpy(np.int64), watched["handle"].to_numpy(np.int64))
             deadline = rows["deadline"].to_numpy(np.int64)[at]
             self._touch_keys(watched["hash"].to_numpy(np.uint64), resolved_until=deadline)
-        keep = ~np.isin(self._ops["handle"].to_numpy(np.int64), handles)
-        self._ops = self._ops.loc[keep].reset_index(drop=True)
-        self._watch = self._watch.loc[~self._watch["handle"].isin(handles)].reset_index(drop=True)
-        self._matches = self._matches.loc[~self._matches["handle"].isin(handles)].reset_index(drop=True)
-        self._seen = self._seen.loc[~self._seen["handle"].isin(handles)].reset_index(drop=True)
+        if self._base is not None:
+            self._removed.append(np.asarray(handles, np.int64))
+        for name in ("_ops", "_watch", "_matches", "_seen"):
+            frame = getattr(self, name)
+            setattr(self, name, _rows_where(frame, ~np.isin(frame["handle"].to_numpy(np.int64), handles)))
         # remembered for dedup_retention_ms of event time after the later of deadline and now;
         # a stub's op_id belongs to its original, which remembers it
         real = rows.loc[~rows["stub"].to_numpy(bool)]
@@ -631,7 +644,9 @@ class Purgatory:
                 + self.config.dedup_retention_ms
             )
             resolved = pd.DataFrame({"hash": _hash(real["op_id"].to_numpy(dtype=object)), "expire_at": until})
-            self._resolved = _sorted_by_hash(_stack(self._resolved, resolved))
+            if self._base is not None:
+                self._resolved_new.append(resolved)
+            self._resolved = _merge_by_hash(self._resolved, resolved)
 
     def _touch_keys(
         self,
@@ -701,6 +716,7 @@ class Purgatory:
 
     def _retire(self, wm: int) -> None:
         """Drop what the watermark made useless: old key progress, old dedup entries."""
+        self._retired_wm = max(self._retired_wm, int(wm))
         keys = self._keys
         if len(keys):
             keep = (keys["last_event_ts"].to_numpy(np.int64) > wm - self.config.progress_retention_ms) | (
@@ -709,63 +725,144 @@ class Purgatory:
             self._keys = keys.loc[keep].reset_index(drop=True)
         if len(self._resolved):
             keep = self._resolved["expire_at"].to_numpy(np.int64) > wm
-            self._resolved = self._resolved.loc[keep].reset_index(drop=True)
+            self._resolved = _rows_where(self._resolved, keep)
 
     # -- serialisation -------------------------------------------------------------------------
 
-    def to_bytes(self) -> bytes:
-        """The whole shard state as one binary value (Arrow IPC), for a Spark group state."""
-        parts = {
-            "ops": self._ops,
-            "watch": self._watch,
-            "matches": self._matches,
-            "events": self._events,
-            "keys": self._keys,
-            "seen": self._seen,
-            "resolved": self._resolved,
-        }
-        names, blobs = [], []
-        for name, frame in parts.items():
-            names.append(name)
-            blobs.append(_frame_bytes(frame))
-        names.append("wheel")
-        blobs.append(self._wheel.to_bytes())
-        names.append("due")
-        blobs.append(_frame_bytes(pd.DataFrame({"handle": self._due})))
-        table = pa.table({"part": names, "data": pa.array(blobs, pa.binary())})
+    def to_bytes(self, store: SegmentStore | None = None, *, park: bool = False) -> bytes:
+        """The shard state as one binary value (Arrow IPC), for a Spark group state.
+
+        Without ``store`` the value holds everything.  With a ``SegmentStore`` (see
+        ``segments.py``) a state of at least ``store.segment_rows`` rows keeps its bulk in an
+        immutable base segment file and the value holds the delta since that base.  ``park``
+        leaves this object in the worker's cache for the next ``from_bytes`` of this state
+        (the caller must not change it afterwards).
+        """
         meta = {
             "format": str(_STATE_VERSION),
             "watermark": str(self._watermark),
             "next_handle": str(self._next_handle),
             "next_eseq": str(self._next_eseq),
+            "retired_wm": str(self._retired_wm),
+            "lineage": self._lineage,
+            "token": uuid.uuid4().hex,
         }
-        sink = io.BytesIO()
-        table = table.replace_schema_metadata(meta)
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        return sink.getvalue()
+        parts = {
+            "matches": _frame_bytes(self._matches),
+            "events": _frame_bytes(self._events),
+            "keys": _frame_bytes(self._keys),
+            "due": _frame_bytes(pd.DataFrame({"handle": self._due})),
+        }
+        rows = len(self._ops) + len(self._watch) + len(self._seen) + len(self._resolved)
+        if store is None or (self._base is None and rows < store.segment_rows):
+            parts.update({name: _frame_bytes(getattr(self, f"_{name}")) for name in _BIG})
+            parts["wheel"] = self._wheel.to_bytes()
+        else:
+            self._saves += 1
+            if self._base is None:
+                self._write_base(store)
+            elif sum(len(f) for f in self._delta().values()) > max(store.segment_rows, self._base[2] // 2):
+                self._write_base(store)
+            delta = self._delta()
+            name, base_next, base_rows = self._base  # type: ignore[misc]
+            parts.update({f"tail_{k}": _frame_bytes(v) for k, v in delta.items()})
+            meta.update(
+                base=name,
+                base_next=str(base_next),
+                base_rows=str(base_rows),
+                saves=str(self._saves),
+                graveyard=json.dumps(self._graveyard),
+                wheel_now=str(self._wheel.current_time_ms),
+            )
+        data = pack_parts(parts, meta)
+        if park:
+            SegmentStore.park(self._lineage, meta["token"], self)
+        return data
+
+    def _delta(self) -> dict[str, pd.DataFrame]:
+        """What changed since the base: new rows of the big tables, and the resolved handles."""
+        _name, base_next, _rows = self._base  # type: ignore[misc]
+        delta = {}
+        for name in ("ops", "watch", "seen"):
+            frame = getattr(self, f"_{name}")
+            delta[name] = frame.loc[frame["handle"].to_numpy(np.int64) >= base_next]
+        dead = np.unique(np.concatenate([np.empty(0, np.int64), *self._removed]))
+        delta["dead"] = pd.DataFrame({"handle": dead[dead < base_next]})
+        new = (
+            _stack(_empty(_RESOLVED), pd.concat(self._resolved_new))
+            if self._resolved_new
+            else _empty(_RESOLVED)
+        )
+        delta["resolved"] = new.loc[new["expire_at"].to_numpy(np.int64) > self._retired_wm]
+        return delta
+
+    def _write_base(self, store: SegmentStore) -> None:
+        rows = len(self._ops) + len(self._watch) + len(self._seen) + len(self._resolved)
+        name = store.write(
+            {n: _frame_bytes(getattr(self, f"_{n}")) for n in _BIG}, {"lineage": self._lineage}
+        )
+        if self._base is not None:
+            self._graveyard.append((self._base[0], self._saves))
+        self._base = (name, self._next_handle, rows)
+        self._removed, self._resolved_new = [], []
+        old = [n for n, at in self._graveyard if self._saves - at >= store.retain_versions]
+        if old:
+            store.delete(old)
+            self._graveyard = [(n, at) for n, at in self._graveyard if n not in old]
 
     @classmethod
-    def from_bytes(cls, data: bytes, config: PurgatoryConfig | None = None) -> Purgatory:
+    def from_bytes(
+        cls, data: bytes, config: PurgatoryConfig | None = None, store: SegmentStore | None = None
+    ) -> Purgatory:
         """Inverse of ``to_bytes``; ``config`` may differ only in retention and limits."""
-        table = pa.ipc.open_stream(data).read_all()
-        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        parts, meta = unpack_parts(data)
         if meta.get("format") != str(_STATE_VERSION):
             raise ValueError(f"unsupported purgatory state format {meta.get('format')!r}")
-        parts = dict(zip(table.column("part").to_pylist(), table.column("data").to_pylist(), strict=True))
+        lineage, token = meta.get("lineage"), meta.get("token")
+        if lineage and token:
+            parked = SegmentStore.claim(lineage, token)
+            if parked is not None:
+                parked.config = config or parked.config
+                return parked
         p = cls(config)
         p._watermark = int(meta["watermark"])
         p._next_handle = int(meta["next_handle"])
         p._next_eseq = int(meta["next_eseq"])
-        p._ops = _frame_from(parts["ops"], _OPS)
-        p._watch = _frame_from(parts["watch"], _WATCH)
+        p._retired_wm = int(meta.get("retired_wm", _I64_MIN))
+        p._lineage = lineage or p._lineage
         p._matches = _frame_from(parts["matches"], _MATCHES)
         p._events = _frame_from(parts["events"], _EVENTS)
         p._keys = _frame_from(parts["keys"], _KEYS)
-        p._seen = _frame_from(parts["seen"], _SEEN)
-        p._resolved = _frame_from(parts["resolved"], _RESOLVED)
-        p._wheel = TimingWheel.from_bytes(parts["wheel"])
         p._due = _frame_from(parts["due"], {"handle": "int64"})["handle"].to_numpy(np.int64)
+        if "base" not in meta:
+            for name in _BIG:
+                setattr(p, f"_{name}", _frame_from(parts[name], _BIG[name]))
+            p._wheel = TimingWheel.from_bytes(parts["wheel"])
+            return p
+        if store is None:
+            raise ValueError("this state extends a base segment: pass the SegmentStore it was saved with")
+        base_parts, _ = store.read(meta["base"])
+        dead = _frame_from(parts["tail_dead"], {"handle": "int64"})["handle"].to_numpy(np.int64)
+        for name, dtypes in _BIG.items():
+            base = _frame_from(base_parts[name], dtypes)
+            tail = _frame_from(parts[f"tail_{name}"], dtypes)
+            if name == "resolved":
+                base = base.loc[base["expire_at"].to_numpy(np.int64) > p._retired_wm]
+            elif len(dead):
+                base = base.loc[~np.isin(base["handle"].to_numpy(np.int64), dead)]
+            frame = _stack(base.reset_index(drop=True), tail)
+            setattr(p, f"_{name}", frame if name == "ops" else _sorted_by_hash(frame))
+        p._base = (meta["base"], int(meta["base_next"]), int(meta["base_rows"]))
+        p._saves = int(meta["saves"])
+        p._graveyard = [(n, int(at)) for n, at in json.loads(meta["graveyard"])]
+        p._removed = [dead]
+        p._resolved_new = [_frame_from(parts["tail_resolved"], _RESOLVED)]
+        # the wheel holds every pending operation not already due: rebuild it from them
+        p._wheel = TimingWheel(p.config.tick_ms, p.config.wheel_size, int(meta["wheel_now"]))
+        handles = p._ops["handle"].to_numpy(np.int64)
+        timed = ~np.isin(handles, p._due)
+        already = p._wheel.add(handles[timed], p._ops["deadline"].to_numpy(np.int64)[timed])
+        p._due = np.concatenate([p._due, handles[timed][already]])
         return p
 
 
@@ -818,7 +915,28 @@ def _stack(top: pd.DataFrame, bottom: pd.DataFrame) -> pd.DataFrame:
         return top
     if len(top) == 0:
         return bottom.reset_index(drop=True)
-    return pd.DataFrame({c: np.concatenate([top[c].to_numpy(), bottom[c].to_numpy()]) for c in top.columns})
+    return pd.DataFrame(
+        {c: np.concatenate([top[c].to_numpy(), bottom[c].to_numpy()]) for c in top.columns}, copy=False
+    )
+
+
+def _merge_by_hash(big: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """``_sorted_by_hash(_stack(big, new))`` for ``big`` already sorted: insert, don't re-sort."""
+    if len(new) == 0:
+        return big
+    if len(big) == 0:
+        return _sorted_by_hash(new)
+    new = _sorted_by_hash(new)
+    at = np.searchsorted(big["hash"].to_numpy(np.uint64), new["hash"].to_numpy(np.uint64), side="right")
+    # copy=False: fresh arrays already; pandas would otherwise copy them again into 2-D blocks
+    return pd.DataFrame({c: np.insert(big[c].to_numpy(), at, new[c].to_numpy()) for c in big.columns}, copy=False)
+
+
+def _rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
+    """``frame.loc[keep]`` with a fresh index, column by column (cheaper on big tables)."""
+    if keep.all():
+        return frame
+    return pd.DataFrame({c: frame[c].to_numpy()[keep] for c in frame.columns}, copy=False)
 
 
 def _sorted_by_hash(frame: pd.DataFrame) -> pd.DataFrame:

@@ -63,6 +63,7 @@ from pyspark.sql import types as T
 from .conditions import CONDITIONS
 from .config import PurgatoryConfig
 from .purgatory import OUTCOME_COLUMNS, UNMATCHED_COLUMNS, BatchResult, Purgatory
+from .segments import SegmentStore
 from .sources import SourceFormat, parse_events, parse_operations
 from .wheel import NO_EXPIRATION
 
@@ -447,12 +448,24 @@ def _output(shard: int, result: BatchResult, bad: pd.DataFrame, p: Purgatory, wm
     return out
 
 
+def segment_store(config: PurgatoryConfig) -> SegmentStore | None:
+    """The ``SegmentStore`` that ``purgatory.state.path`` asks for, if any."""
+    if not config.state_path:
+        return None
+    return SegmentStore(
+        config.state_path,
+        segment_rows=config.state_segment_rows,
+        retain_versions=config.state_retain_versions,
+    )
+
+
 def _stateful_shard(config: PurgatoryConfig):
     """The function Spark calls once per shard per micro-batch (and on the shard's timeout)."""
+    store = segment_store(config)
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         shard = int(key[0])
-        p = Purgatory.from_bytes(state.get[0], config) if state.exists else Purgatory(config)
+        p = Purgatory.from_bytes(state.get[0], config, store) if state.exists else Purgatory(config)
         wm = int(state.getCurrentWatermarkMs())
         frames = [f for f in pdfs if len(f)]
         pdf = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=_ROUTED_COLUMNS)
@@ -462,8 +475,8 @@ def _stateful_shard(config: PurgatoryConfig):
         if p.is_empty():
             state.remove()
             return
-        state.update((p.to_bytes(),))
         wake = p.next_wakeup()
+        state.update((p.to_bytes(store, park=store is not None),))  # parked: no use of p after
         if wake < NO_EXPIRATION:
             # Spark fires once the watermark is *past* the timestamp; we are due at wake
             state.setTimeoutTimestamp(max(wake - 1, wm))
