@@ -194,9 +194,10 @@ class Purgatory:
         # with a SegmentStore (segments.py): the base this state extends, and what changed since
         self._lineage = uuid.uuid4().hex
         self._saves = 0
-        self._base: tuple[str, int, int] | None = None  # (segment name, next handle then, rows)
-        self._removed: list[np.ndarray] = []  # handles resolved since the base
-        self._resolved_new: list[pd.DataFrame] = []  # dedup rows added since the base
+        # segment files [base, delta, ...] as (name, next handle when written, rows)
+        self._segments: list[tuple[str, int, int]] = []
+        self._removed: list[np.ndarray] = []  # handles resolved since the last segment
+        self._resolved_new: list[pd.DataFrame] = []  # dedup rows added since the last segment
         self._graveyard: list[tuple[str, int]] = []  # superseded bases, and the save that did it
 
     # -- sizes (for metrics and tests) ---------------------------------------------------------
@@ -630,7 +631,7 @@ class Purgatory:
             at = np.searchsorted(rows["handle"].to_numpy(np.int64), watched["handle"].to_numpy(np.int64))
             deadline = rows["deadline"].to_numpy(np.int64)[at]
             self._touch_keys(watched["hash"].to_numpy(np.uint64), resolved_until=deadline)
-        if self._base is not None:
+        if self._segments:
             self._removed.append(np.asarray(handles, np.int64))
         for name in ("_ops", "_watch", "_matches", "_seen"):
             frame = getattr(self, name)
@@ -644,7 +645,7 @@ class Purgatory:
                 + self.config.dedup_retention_ms
             )
             resolved = pd.DataFrame({"hash": _hash(real["op_id"].to_numpy(dtype=object)), "expire_at": until})
-            if self._base is not None:
+            if self._segments:
                 self._resolved_new.append(resolved)
             self._resolved = _merge_by_hash(self._resolved, resolved)
 
@@ -754,22 +755,24 @@ class Purgatory:
             "due": _frame_bytes(pd.DataFrame({"handle": self._due})),
         }
         rows = len(self._ops) + len(self._watch) + len(self._seen) + len(self._resolved)
-        if store is None or (self._base is None and rows < store.segment_rows):
+        if store is None or (not self._segments and rows < store.segment_rows):
             parts.update({name: _frame_bytes(getattr(self, f"_{name}")) for name in _BIG})
             parts["wheel"] = self._wheel.to_bytes()
         else:
             self._saves += 1
-            if self._base is None:
-                self._write_base(store)
-            elif sum(len(f) for f in self._delta().values()) > max(store.segment_rows, self._base[2] // 2):
-                self._write_base(store)
-            delta = self._delta()
-            name, base_next, base_rows = self._base  # type: ignore[misc]
-            parts.update({f"tail_{k}": _frame_bytes(v) for k, v in delta.items()})
+            delta = self._delta() if self._segments else None
+            if delta is None:
+                self._write_segment(store, None)
+            elif _rows_in(delta) > store.segment_rows:
+                written = sum(n for _name, _next, n in self._segments[1:]) + _rows_in(delta)
+                self._write_segment(store, delta if written <= self._segments[0][2] // 2 else None)
+            old = [n for n, at in self._graveyard if self._saves - at >= store.retain_versions]
+            if old:  # superseded long enough ago that no retained version still names them
+                store.delete(old)
+                self._graveyard = [(n, at) for n, at in self._graveyard if n not in old]
+            parts.update({f"tail_{k}": _frame_bytes(v) for k, v in self._delta().items()})
             meta.update(
-                base=name,
-                base_next=str(base_next),
-                base_rows=str(base_rows),
+                segments=json.dumps(self._segments),
                 saves=str(self._saves),
                 graveyard=json.dumps(self._graveyard),
                 wheel_now=str(self._wheel.current_time_ms),
@@ -780,14 +783,14 @@ class Purgatory:
         return data
 
     def _delta(self) -> dict[str, pd.DataFrame]:
-        """What changed since the base: new rows of the big tables, and the resolved handles."""
-        _name, base_next, _rows = self._base  # type: ignore[misc]
+        """What changed since the last segment: new rows of the big tables, resolved handles."""
+        since = self._segments[-1][1]
         delta = {}
         for name in ("ops", "watch", "seen"):
             frame = getattr(self, f"_{name}")
-            delta[name] = frame.loc[frame["handle"].to_numpy(np.int64) >= base_next]
+            delta[name] = frame.loc[frame["handle"].to_numpy(np.int64) >= since]
         dead = np.unique(np.concatenate([np.empty(0, np.int64), *self._removed]))
-        delta["dead"] = pd.DataFrame({"handle": dead[dead < base_next]})
+        delta["dead"] = pd.DataFrame({"handle": dead[dead < since]})
         new = (
             _stack(_empty(_RESOLVED), pd.concat(self._resolved_new))
             if self._resolved_new
@@ -796,19 +799,21 @@ class Purgatory:
         delta["resolved"] = new.loc[new["expire_at"].to_numpy(np.int64) > self._retired_wm]
         return delta
 
-    def _write_base(self, store: SegmentStore) -> None:
-        rows = len(self._ops) + len(self._watch) + len(self._seen) + len(self._resolved)
-        name = store.write(
-            {n: _frame_bytes(getattr(self, f"_{n}")) for n in _BIG}, {"lineage": self._lineage}
-        )
-        if self._base is not None:
-            self._graveyard.append((self._base[0], self._saves))
-        self._base = (name, self._next_handle, rows)
+    def _write_segment(self, store: SegmentStore, delta: dict[str, pd.DataFrame] | None) -> None:
+        """Write ``delta`` as a delta segment, or (None) everything as a new base segment.
+
+        LSM-style: deltas pile up until they hold half the base's rows, then one new base
+        replaces them all; the replaced files are deleted ``retain_versions`` saves later.
+        """
+        if delta is None:
+            frames = {n: getattr(self, f"_{n}") for n in _BIG}
+            self._graveyard += [(name, self._saves) for name, _next, _n in self._segments]
+            self._segments = []
+        else:
+            frames = {f"tail_{k}": v for k, v in delta.items()}
+        name = store.write({k: _frame_bytes(v) for k, v in frames.items()}, {"lineage": self._lineage})
+        self._segments.append((name, self._next_handle, _rows_in(frames)))
         self._removed, self._resolved_new = [], []
-        old = [n for n, at in self._graveyard if self._saves - at >= store.retain_versions]
-        if old:
-            store.delete(old)
-            self._graveyard = [(n, at) for n, at in self._graveyard if n not in old]
 
     @classmethod
     def from_bytes(
@@ -834,28 +839,39 @@ class Purgatory:
         p._events = _frame_from(parts["events"], _EVENTS)
         p._keys = _frame_from(parts["keys"], _KEYS)
         p._due = _frame_from(parts["due"], {"handle": "int64"})["handle"].to_numpy(np.int64)
-        if "base" not in meta:
+        if "segments" not in meta:
             for name in _BIG:
                 setattr(p, f"_{name}", _frame_from(parts[name], _BIG[name]))
             p._wheel = TimingWheel.from_bytes(parts["wheel"])
             return p
         if store is None:
-            raise ValueError("this state extends a base segment: pass the SegmentStore it was saved with")
-        base_parts, _ = store.read(meta["base"])
-        dead = _frame_from(parts["tail_dead"], {"handle": "int64"})["handle"].to_numpy(np.int64)
+            raise ValueError("this state extends segment files: pass the SegmentStore it was saved with")
+        segments = [(n, int(nxt), int(rows)) for n, nxt, rows in json.loads(meta["segments"])]
+        layers = [store.read(name)[0] for name, _next, _rows in segments]
+        # the base's tables, then each delta's (and this value's) new rows and resolved handles
+        layers = [layers[0]] + [
+            {k.removeprefix("tail_"): v for k, v in layer.items() if k.startswith("tail_")}
+            for layer in [*layers[1:], parts]
+        ]
+        dead = np.concatenate(
+            [
+                _frame_from(layer["dead"], {"handle": "int64"})["handle"].to_numpy(np.int64)
+                for layer in layers[1:]
+            ]
+        )
         for name, dtypes in _BIG.items():
-            base = _frame_from(base_parts[name], dtypes)
-            tail = _frame_from(parts[f"tail_{name}"], dtypes)
+            frame = _empty(dtypes)
+            for layer in layers:
+                frame = _stack(frame, _frame_from(layer[name], dtypes))
             if name == "resolved":
-                base = base.loc[base["expire_at"].to_numpy(np.int64) > p._retired_wm]
+                frame = _rows_where(frame, frame["expire_at"].to_numpy(np.int64) > p._retired_wm)
             elif len(dead):
-                base = base.loc[~np.isin(base["handle"].to_numpy(np.int64), dead)]
-            frame = _stack(base.reset_index(drop=True), tail)
+                frame = _rows_where(frame, ~np.isin(frame["handle"].to_numpy(np.int64), dead))
             setattr(p, f"_{name}", frame if name == "ops" else _sorted_by_hash(frame))
-        p._base = (meta["base"], int(meta["base_next"]), int(meta["base_rows"]))
+        p._segments = segments
         p._saves = int(meta["saves"])
         p._graveyard = [(n, int(at)) for n, at in json.loads(meta["graveyard"])]
-        p._removed = [dead]
+        p._removed = [_frame_from(parts["tail_dead"], {"handle": "int64"})["handle"].to_numpy(np.int64)]
         p._resolved_new = [_frame_from(parts["tail_resolved"], _RESOLVED)]
         # the wheel holds every pending operation not already due: rebuild it from them
         p._wheel = TimingWheel(p.config.tick_ms, p.config.wheel_size, int(meta["wheel_now"]))
@@ -920,6 +936,10 @@ def _stack(top: pd.DataFrame, bottom: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _rows_in(frames: dict[str, pd.DataFrame]) -> int:
+    return sum(len(f) for f in frames.values())
+
+
 def _merge_by_hash(big: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     """``_sorted_by_hash(_stack(big, new))`` for ``big`` already sorted: insert, don't re-sort."""
     if len(new) == 0:
@@ -929,7 +949,9 @@ def _merge_by_hash(big: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     new = _sorted_by_hash(new)
     at = np.searchsorted(big["hash"].to_numpy(np.uint64), new["hash"].to_numpy(np.uint64), side="right")
     # copy=False: fresh arrays already; pandas would otherwise copy them again into 2-D blocks
-    return pd.DataFrame({c: np.insert(big[c].to_numpy(), at, new[c].to_numpy()) for c in big.columns}, copy=False)
+    return pd.DataFrame(
+        {c: np.insert(big[c].to_numpy(), at, new[c].to_numpy()) for c in big.columns}, copy=False
+    )
 
 
 def _rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:

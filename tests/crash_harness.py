@@ -42,6 +42,8 @@ SETTINGS = {
     "source.max.files.per.trigger": "2",
     "accumulator.batch.size": "65536",
     "accumulator.linger.ms": "2000",
+    # shard state in segment files after a few hundred rows: every restart rebuilds from them
+    "purgatory.state.segment.rows": "200",
 }
 
 

@@ -7,6 +7,7 @@ isolation, so these check that Spark delivers the same answers.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -16,6 +17,7 @@ from pyspark.sql import functions as F
 from stream_helpers import T0, Files, ev, op, run_stream
 
 from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.segments import SegmentStore
 from spark_purgatory.sources import parse_events, parse_operations, read_batch
 from spark_purgatory.streaming import purgatory_batch
 from spark_purgatory.workload import generate, write_json_lines
@@ -31,6 +33,8 @@ def resolved(run) -> dict[str, tuple[str, int]]:
 
 
 def test_stream_follows_the_spec_across_a_restart(spark, tmp_path):
+    # shard state kept in segment files from the first rows on (purgatory.state.path)
+    config = dataclasses.replace(CONFIG, state_path=str(tmp_path / "segments"), state_segment_rows=5)
     files = Files(str(tmp_path))
     files.add(
         ops=[
@@ -72,7 +76,8 @@ def test_stream_follows_the_spec_across_a_restart(spark, tmp_path):
         ],
     )
     files.add(events=[ev("k-pad", 4999)])  # watermark 3999: exp-1 (deadline 4000) must wait
-    first = run_stream(spark, files, CONFIG)
+    first = run_stream(spark, files, config)
+    assert SegmentStore(config.state_path).segments()  # the shards wrote their state's segments
     assert max(first.watermarks.values()) == T0 + 3999
     assert resolved(first) == {
         "any-1": ("completed", 1500),
@@ -91,15 +96,15 @@ def test_stream_follows_the_spec_across_a_restart(spark, tmp_path):
     ]
 
     files.add(events=[ev("k-pad", 5000)])  # watermark 4000 reaches exp-1's deadline
-    second = run_stream(spark, files, CONFIG)  # a new query on the same checkpoint
+    second = run_stream(spark, files, config)  # a new query on the same checkpoint
     assert resolved(second) == {"exp-1": ("expired", 4000)}
     batch = int(second.outcomes["batch_id"].iloc[0])
     assert second.watermarks[batch] >= T0 + 4000  # never early ...
     earlier = [wm for b, wm in {**first.watermarks, **second.watermarks}.items() if b < batch]
-    assert max(earlier) < T0 + 4000 + CONFIG.tick_ms  # ... and no later than one tick after
+    assert max(earlier) < T0 + 4000 + config.tick_ms  # ... and no later than one tick after
     assert len(second.rejected) == 0
 
-    third = run_stream(spark, files, CONFIG)  # nothing new: nothing emitted twice
+    third = run_stream(spark, files, config)  # nothing new: nothing emitted twice
     assert len(third.outcomes) == 0 and len(third.unmatched) == 0
 
 
