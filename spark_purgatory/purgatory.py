@@ -193,6 +193,8 @@ class Purgatory:
         self._retired_wm = _I64_MIN  # the watermark of the last _retire
         # with a SegmentStore (segments.py): the base this state extends, and what changed since
         self._lineage = uuid.uuid4().hex
+        self._token: str | None = None  # the version last saved or loaded
+        self._ancestry: list[str] = []
         self._saves = 0
         # segment files [base, delta, ...] as (name, next handle when written, rows)
         self._segments: list[tuple[str, int, int]] = []
@@ -747,7 +749,10 @@ class Purgatory:
             "retired_wm": str(self._retired_wm),
             "lineage": self._lineage,
             "token": uuid.uuid4().hex,
+            # the versions this one descends from (the worker cache may bring them forward)
+            "ancestry": json.dumps((self._ancestry + [self._token] if self._token else self._ancestry)[-64:]),
         }
+        self._token, self._ancestry = meta["token"], json.loads(meta["ancestry"])
         parts = {
             "matches": _frame_bytes(self._matches),
             "events": _frame_bytes(self._events),
@@ -819,26 +824,26 @@ class Purgatory:
     def from_bytes(
         cls, data: bytes, config: PurgatoryConfig | None = None, store: SegmentStore | None = None
     ) -> Purgatory:
-        """Inverse of ``to_bytes``; ``config`` may differ only in retention and limits."""
+        """Inverse of ``to_bytes``; ``config`` may differ only in retention and limits.
+
+        A shard parked in this worker (``to_bytes(..., park=True)``) is taken back when it is
+        this exact version, or brought forward when it is an ancestor of this version that
+        shares its segment files (another worker ran the shard in between): only the delta
+        since is applied.  Anything else rebuilds the shard from the value and its segments.
+        """
         parts, meta = unpack_parts(data)
         if meta.get("format") != str(_STATE_VERSION):
             raise ValueError(f"unsupported purgatory state format {meta.get('format')!r}")
-        lineage, token = meta.get("lineage"), meta.get("token")
-        if lineage and token:
-            parked = SegmentStore.claim(lineage, token)
-            if parked is not None:
-                parked.config = config or parked.config
+        parked = SegmentStore.claim(meta["lineage"]) if "lineage" in meta else None
+        if parked is not None:
+            parked.config = config or parked.config
+            if parked._token == meta["token"]:
+                return parked
+            if parked._can_catch_up(meta, store):
+                parked._catch_up(parts, meta, store)  # type: ignore[arg-type]
                 return parked
         p = cls(config)
-        p._watermark = int(meta["watermark"])
-        p._next_handle = int(meta["next_handle"])
-        p._next_eseq = int(meta["next_eseq"])
-        p._retired_wm = int(meta.get("retired_wm", _I64_MIN))
-        p._lineage = lineage or p._lineage
-        p._matches = _frame_from(parts["matches"], _MATCHES)
-        p._events = _frame_from(parts["events"], _EVENTS)
-        p._keys = _frame_from(parts["keys"], _KEYS)
-        p._due = _frame_from(parts["due"], {"handle": "int64"})["handle"].to_numpy(np.int64)
+        p._set_small(parts, meta)
         if "segments" not in meta:
             for name in _BIG:
                 setattr(p, f"_{name}", _frame_from(parts[name], _BIG[name]))
@@ -846,19 +851,11 @@ class Purgatory:
             return p
         if store is None:
             raise ValueError("this state extends segment files: pass the SegmentStore it was saved with")
-        segments = [(n, int(nxt), int(rows)) for n, nxt, rows in json.loads(meta["segments"])]
-        layers = [store.read(name)[0] for name, _next, _rows in segments]
+        p._segments = _segments_of(meta)
+        layers = [store.read(name)[0] for name, _next, _rows in p._segments]
         # the base's tables, then each delta's (and this value's) new rows and resolved handles
-        layers = [layers[0]] + [
-            {k.removeprefix("tail_"): v for k, v in layer.items() if k.startswith("tail_")}
-            for layer in [*layers[1:], parts]
-        ]
-        dead = np.concatenate(
-            [
-                _frame_from(layer["dead"], {"handle": "int64"})["handle"].to_numpy(np.int64)
-                for layer in layers[1:]
-            ]
-        )
+        layers = [layers[0]] + [_tails(layer) for layer in [*layers[1:], parts]]
+        dead = np.concatenate([_handles(layer["dead"]) for layer in layers[1:]])
         for name, dtypes in _BIG.items():
             frame = _empty(dtypes)
             for layer in layers:
@@ -868,18 +865,74 @@ class Purgatory:
             elif len(dead):
                 frame = _rows_where(frame, ~np.isin(frame["handle"].to_numpy(np.int64), dead))
             setattr(p, f"_{name}", frame if name == "ops" else _sorted_by_hash(frame))
-        p._segments = segments
-        p._saves = int(meta["saves"])
-        p._graveyard = [(n, int(at)) for n, at in json.loads(meta["graveyard"])]
-        p._removed = [_frame_from(parts["tail_dead"], {"handle": "int64"})["handle"].to_numpy(np.int64)]
+        p._removed = [_handles(parts["tail_dead"])]
         p._resolved_new = [_frame_from(parts["tail_resolved"], _RESOLVED)]
-        # the wheel holds every pending operation not already due: rebuild it from them
-        p._wheel = TimingWheel(p.config.tick_ms, p.config.wheel_size, int(meta["wheel_now"]))
-        handles = p._ops["handle"].to_numpy(np.int64)
-        timed = ~np.isin(handles, p._due)
-        already = p._wheel.add(handles[timed], p._ops["deadline"].to_numpy(np.int64)[timed])
-        p._due = np.concatenate([p._due, handles[timed][already]])
+        p._rebuild_wheel(int(meta["wheel_now"]))
         return p
+
+    def _set_small(self, parts: dict, meta: dict[str, str]) -> None:
+        """Scalars and the small tables, which every value carries whole."""
+        self._watermark = int(meta["watermark"])
+        self._next_handle = int(meta["next_handle"])
+        self._next_eseq = int(meta["next_eseq"])
+        self._retired_wm = int(meta.get("retired_wm", _I64_MIN))
+        self._lineage = meta.get("lineage", self._lineage)
+        self._token = meta.get("token")
+        self._ancestry = json.loads(meta.get("ancestry", "[]"))
+        self._matches = _frame_from(parts["matches"], _MATCHES)
+        self._events = _frame_from(parts["events"], _EVENTS)
+        self._keys = _frame_from(parts["keys"], _KEYS)
+        self._due = _handles(parts["due"])
+        if "segments" in meta:
+            self._saves = int(meta["saves"])
+            self._graveyard = [(n, int(at)) for n, at in json.loads(meta["graveyard"])]
+
+    def _rebuild_wheel(self, now: int) -> None:
+        """The wheel holds every pending operation not already due: rebuild it from them."""
+        self._wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, now)
+        handles = self._ops["handle"].to_numpy(np.int64)
+        timed = ~np.isin(handles, self._due)
+        already = self._wheel.add(handles[timed], self._ops["deadline"].to_numpy(np.int64)[timed])
+        self._due = np.concatenate([self._due, handles[timed][already]])
+
+    def _can_catch_up(self, meta: dict[str, str], store: SegmentStore | None) -> bool:
+        """Is this (parked) object an ancestor of ``meta``'s version on the same segments?"""
+        if store is None or "segments" not in meta or not self._segments or self._token is None:
+            return False
+        segments = _segments_of(meta)
+        return (
+            self._token in json.loads(meta["ancestry"]) and segments[: len(self._segments)] == self._segments
+        )
+
+    def _catch_up(self, parts: dict, meta: dict[str, str], store: SegmentStore) -> None:
+        """Bring this ancestor forward: the delta segments written since, then the value's delta."""
+        for segment in _segments_of(meta)[len(self._segments) :]:
+            self._apply_delta(_tails(store.read(segment[0])[0]))
+            self._segments.append(segment)
+            self._removed, self._resolved_new = [], []
+        self._apply_delta(_tails(parts))
+        self._set_small(parts, meta)
+        self._resolved = _rows_where(
+            self._resolved, self._resolved["expire_at"].to_numpy(np.int64) > self._retired_wm
+        )
+        self._removed = [_handles(parts["tail_dead"])]
+        self._resolved_new = [_frame_from(parts["tail_resolved"], _RESOLVED)]
+        self._rebuild_wheel(int(meta["wheel_now"]))
+
+    def _apply_delta(self, layer: dict) -> None:
+        """Replace what changed since the last segment by ``layer`` (a later delta since it)."""
+        since = self._segments[-1][1]
+        dead = _handles(layer["dead"])
+        for name in ("ops", "watch", "seen"):
+            frame = getattr(self, f"_{name}")
+            h = frame["handle"].to_numpy(np.int64)
+            kept = _rows_where(frame, (h < since) & ~np.isin(h, dead))
+            tail = _frame_from(layer[name], _BIG[name])
+            setattr(self, f"_{name}", _stack(kept, tail) if name == "ops" else _merge_by_hash(kept, tail))
+        if self._resolved_new:  # rows added since the last segment: the layer has them (or fewer)
+            old = pd.concat(self._resolved_new)
+            self._resolved = _rows_where(self._resolved, ~np.isin(_row_key(self._resolved), _row_key(old)))
+        self._resolved = _merge_by_hash(self._resolved, _frame_from(layer["resolved"], _RESOLVED))
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -934,6 +987,25 @@ def _stack(top: pd.DataFrame, bottom: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {c: np.concatenate([top[c].to_numpy(), bottom[c].to_numpy()]) for c in top.columns}, copy=False
     )
+
+
+def _segments_of(meta: dict[str, str]) -> list[tuple[str, int, int]]:
+    return [(name, int(nxt), int(rows)) for name, nxt, rows in json.loads(meta["segments"])]
+
+
+def _tails(parts: dict) -> dict:
+    """A delta's tables (``tail_*`` parts) under the names of the tables they extend."""
+    return {k.removeprefix("tail_"): v for k, v in parts.items() if k.startswith("tail_")}
+
+
+def _handles(data) -> np.ndarray:
+    return _frame_from(data, {"handle": "int64"})["handle"].to_numpy(np.int64)
+
+
+def _row_key(resolved: pd.DataFrame) -> np.ndarray:
+    """One 64-bit key per dedup row (op_id hash mixed with its expiry)."""
+    mix = resolved["expire_at"].to_numpy(np.int64).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return resolved["hash"].to_numpy(np.uint64) ^ mix
 
 
 def _rows_in(frames: dict[str, pd.DataFrame]) -> int:

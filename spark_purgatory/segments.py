@@ -143,13 +143,11 @@ class SegmentStore:
                 cls._cache.popitem(last=False)
 
     @classmethod
-    def claim(cls, lineage: str, token: str) -> Any | None:
-        """The parked object saved with exactly ``token``, taken out of the cache; else None."""
+    def claim(cls, lineage: str) -> Any | None:
+        """The object parked for ``lineage``, taken out of the cache (the caller checks its version)."""
         with cls._cache_lock:
             entry = cls._cache.pop(lineage, None)
-        if entry is None or entry[0] != token:
-            return None
-        return entry[1]
+        return None if entry is None else entry[1]
 
     @classmethod
     def clear_cache(cls) -> None:

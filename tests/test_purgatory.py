@@ -5,6 +5,8 @@ The Kafka scenarios are ported from apache/kafka ``DelayedOperationTest``.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -458,8 +460,12 @@ def reference(ops: list[dict], events: list[dict]) -> dict[str, tuple[str, int]]
     return result
 
 
-@pytest.mark.parametrize("segmented", [False, True], ids=["in-memory", "saved-to-segments-each-batch"])
-def test_outcomes_do_not_depend_on_how_input_is_split_into_batches(segmented, tmp_path):
+@pytest.mark.parametrize(
+    "segmented",
+    [None, "rebuilt", "two-workers"],
+    ids=["in-memory", "rebuilt-from-segments", "two-worker-caches"],
+)
+def test_outcomes_do_not_depend_on_how_input_is_split_into_batches(segmented, tmp_path, monkeypatch):
     rng = np.random.default_rng(42)
     for trial in range(25):
         # segmented: the state goes through a SegmentStore after every batch and is rebuilt
@@ -467,6 +473,7 @@ def test_outcomes_do_not_depend_on_how_input_is_split_into_batches(segmented, tm
         store = SegmentStore(
             str(tmp_path / f"t{trial}"), segment_rows=int(rng.integers(1, 30)), retain_versions=2
         )
+        workers = [OrderedDict(), OrderedDict()]  # each simulated Python worker's cache
         keys = [f"k{i}" for i in range(4)]
         ops = []
         for i in range(40):
@@ -510,8 +517,12 @@ def test_outcomes_do_not_depend_on_how_input_is_split_into_batches(segmented, tm
             arriving = [o for o in pending_ops if o["ts"] < first_ts + 300 and o["ts"] >= wm]
             pending_ops = [o for o in pending_ops if o not in arriving]
             r = step(p, ops=arriving, events=batch_events, wm=wm)
-            if segmented:
+            if segmented == "rebuilt":  # every batch rebuilds the shard from its segments
                 p = Purgatory.from_bytes(p.to_bytes(store), p.config, store)
+            elif segmented == "two-workers":  # parked in one worker; the next batch runs in either
+                blob = p.to_bytes(store, park=True)
+                monkeypatch.setattr(SegmentStore, "_cache", workers[int(rng.integers(0, 2))])
+                p = Purgatory.from_bytes(blob, p.config, store)
             assert len(r.rejected) == 0, r.rejected
             got.update(
                 {row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")}
@@ -650,3 +661,45 @@ def test_replica_events_count_but_are_never_reported_unmatched():
     )
     assert outcomes(r)["x"]["resolved_at"] == 20
     assert len(p.process(None, None, watermark_ms=50, validated=True).unmatched) == 0
+
+
+def _same_state(a: Purgatory, b: Purgatory) -> None:
+    for name in ("_ops", "_watch", "_seen", "_resolved", "_matches", "_events", "_keys"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.astype(str).values.tolist() == y.astype(str).values.tolist(), name
+    assert sorted(a._wheel.pending()[0].tolist()) == sorted(b._wheel.pending()[0].tolist())
+    assert a._due.tolist() == b._due.tolist()
+
+
+def test_a_parked_ancestor_is_brought_forward_and_a_parked_stranger_is_not(tmp_path):
+    store = SegmentStore(str(tmp_path), segment_rows=40, retain_versions=50)
+    p = purgatory()
+    step(p, ops=[op(f"o{i}", f"k{i % 9}", i // 10, timeout_ms=5_000) for i in range(3000)], wm=0)
+    v1 = p.to_bytes(store, park=True)  # worker A keeps v1 ...
+    SegmentStore.clear_cache()
+    other = Purgatory.from_bytes(v1, p.config, store)  # ... worker B rebuilds it and goes on
+    for b in range(6):  # enough batches for delta segments to be written in between
+        new_ops = [op(f"n{b}-{i}", f"m{i % 3}", 1000 + b * 100, timeout_ms=5_000) for i in range(30)]
+        r = step(other, ops=new_ops, events=[ev(f"m{b % 3}", 1050 + b * 100)], wm=300 + b * 100)
+        assert len(r.rejected) == 0 and len(r.outcomes) > 0
+        latest = other.to_bytes(store)
+    assert len(other._segments) > 2  # base + delta segments written after v1
+    rebuilt = Purgatory.from_bytes(latest, p.config, store)  # nothing parked: a full rebuild
+    SegmentStore.park(p._lineage, p._token, p)  # worker A still holds v1
+    caught_up = Purgatory.from_bytes(latest, p.config, store)
+    assert caught_up is p
+    _same_state(caught_up, rebuilt)
+    after = [outcomes(step(x, events=[ev("k1", 2000)], wm=900)) for x in (caught_up, rebuilt)]
+    assert len(after[0]) > 0
+    assert {k: v["status"] for k, v in after[0].items()} == {k: v["status"] for k, v in after[1].items()}
+
+    # a version from another branch (same parent, other input) is never brought forward
+    base = Purgatory.from_bytes(latest, p.config, store)
+    branch = Purgatory.from_bytes(latest, p.config, store)
+    step(branch, events=[ev("k2", 2100)], wm=1_000)
+    branch.to_bytes(store, park=True)  # parked: a sibling of what we load next, not an ancestor
+    step(base, events=[ev("k3", 2100)], wm=1_000)
+    wanted = base.to_bytes(store)
+    loaded = Purgatory.from_bytes(wanted, p.config, store)
+    assert loaded is not branch
+    _same_state(loaded, base)
