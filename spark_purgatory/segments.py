@@ -1,32 +1,46 @@
 """Big shard state kept out of Spark's state store: immutable segment files plus a small delta.
 
 A shard's ``Purgatory`` grows with its pending operations.  Stored whole in the group state,
-every micro-batch would move all of it through the state store, the JVM and Arrow twice (a
-75 MB value per shard at 500k pending took ~7 s of a 9.6 s micro-batch).  With a
-``SegmentStore`` the group state holds only what changed since the shard's last *base
-segment*: the operations added since (the tail), the handles resolved since (the dead), the
-small tables (matches, buffered events, key progress) and a pointer to the base, an
-immutable Arrow IPC file under ``purgatory.state.path``.  When the delta outgrows
-``purgatory.state.segment.rows`` and half the base, a new base is written (LSM-style, so
-the rewrite cost is amortised over many micro-batches).
+every micro-batch moves all of it through the state store, the JVM and Arrow, both ways (at
+500k pending per shard: a 75 MB value, ~7 s of a 9.6 s micro-batch).  With a
+``SegmentStore`` (``purgatory.state.path``) the group state holds only what changed since the
+shard's last *segment*: the operations added since (the tail), the handles resolved since
+(the dead), the dedup rows added since, the small tables (matches, buffered events, key
+progress) and the list of segment files it extends.  Segments are immutable Arrow IPC files:
+one *base* (every big table) and *delta* segments (tails and deads), LSM-style:
 
-**Immutable files, versioned pointers.**  A base file is never modified; a state version
-names the one it extends, so a restart from any retained checkpoint version finds its base.
-A superseded base is deleted only after ``purgatory.state.retain.versions`` further saves
-of that shard (each save is one micro-batch, so at least that many batches later; keep it at
-or above ``spark.sql.streaming.minBatchesToRetain``, default 100).
+* when the value's delta passes ``purgatory.state.segment.rows`` it is written out as a delta
+  segment, so the value stays small;
+* when the delta segments together hold half as many rows as the base, one new base replaces
+  them all (the rewrite is amortised over many micro-batches).
 
-**A cache in the Python worker.**  Spark reuses Python workers between micro-batches.  After
-a shard saves its state it parks its live ``Purgatory`` in the worker under a fresh random
-token, which the saved state also carries; the next call for that shard that finds the same
-token in its state takes the object back instead of rebuilding it from the base and delta.
-A token identifies one exact state version, and a parked object is taken out on use, so a
-failed or retried task, another worker, or a restart from an older version simply misses
-and rebuilds: the cache changes the speed, never the result.
+A shard below ``purgatory.state.segment.rows`` rows keeps everything in the value.
+
+**Immutable files, versioned pointers.**  A segment is never modified; a state version names
+the segments it extends, so a restart from any retained checkpoint version finds them.  A
+replaced segment is deleted ``purgatory.state.retain.versions`` saves of its shard later (each
+save is one micro-batch, so at least that many batches later; keep it at or above
+``spark.sql.streaming.minBatchesToRetain``, Spark's default 100).  Files written by a task
+attempt that then failed are named by no committed version and are never read; they are
+left behind (one per failed attempt at most, removed with the checkpoint).
+
+**A cache in the Python worker.**  Spark reuses Python workers between micro-batches.  After a
+shard saves its state it *parks* its live ``Purgatory`` in the worker, tagged with the random
+token the saved version also carries (and each version lists the tokens of the versions it
+descends from).  The next call for that shard in this worker:
+
+* finds the same token: takes the object back, nothing to load;
+* finds an ancestor (another worker ran the shard since): applies only what changed since,
+  the delta segments written in between and the value's delta;
+* otherwise (a sibling from a failed attempt, another shard, nothing parked): rebuilds from
+  the segments and the value.
+
+A parked object is taken out on use, so a failed attempt leaves nothing half-changed behind:
+the cache changes the speed, never the result.
 
 The path must be reachable from every executor, like the checkpoint: a local or FUSE path
 (``/dbfs/...``, ``/Volumes/...``) or a URI pyarrow's filesystems understand (``s3://``,
-``gs://``, ``abfs://``, ``hdfs://``).
+``gs://``, ``abfs://``, ``hdfs://``).  The job puts it next to the checkpoint by default.
 """
 
 from __future__ import annotations
