@@ -434,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=20, help="files per stream")
     parser.add_argument("--files-per-trigger", type=int, default=2)
     parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--per-key-ops", type=int, default=50_000, help="the per-key baseline's workload")
+    parser.add_argument("--per-key-ops", type=int, default=20_000, help="the per-key baseline's workload")
+    parser.add_argument("--warm-ops", type=int, default=20_000, help="an untimed warm-up run first (JIT)")
     parser.add_argument("--scaling", default="100000,1000000,5000000", help="pending counts ('' to skip)")
     parser.add_argument("--scaling-batches", type=int, default=5)
     parser.add_argument("--scaling-batch-ops", type=int, default=20_000)
@@ -445,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.ops, args.files, args.per_key_ops = 3_000, 4, 600
+        args.ops, args.files, args.per_key_ops, args.warm_ops = 3_000, 4, 600, 500
         args.scaling, args.scaling_batches, args.scaling_batch_ops = "2000,8000", 2, 500
 
     root = tempfile.mkdtemp(prefix="bench-operator-")
@@ -461,9 +462,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         # JVM code generation and Python worker imports: paid once here, not by the first contender
-        warm = write_workload(f"{root}/warm", 2_000, 2)
-        run_operator_noop(spark, warm, config, 1)
-        run_floor(spark, warm, config, 1)
+        warm = write_workload(f"{root}/warm", args.warm_ops, 4)
+        for fn in (run_floor, run_operator_noop, run_join):
+            fn(spark, warm, config, 2)
         contenders = {
             "floor": run_floor,
             "noop": run_operator_noop,
