@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench bench-spark clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_wheel.py $(ARGS)
+
+# the operator side by side with Spark's alternatives + the scaling series (~15 min at 1M)
+bench-spark: $(STAMP)
+	$(PY) benchmarks/bench_operator.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

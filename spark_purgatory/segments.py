@@ -77,6 +77,23 @@ def unpack_parts(data: bytes | pa.Buffer) -> tuple[dict[str, bytes], dict[str, s
     return parts, meta  # type: ignore[return-value]
 
 
+def _pyarrow_location(root: str) -> str:
+    """Hadoop-style names as pyarrow knows them: ``s3a://`` is ``s3://``, ``dbfs:/x`` is the
+    FUSE path ``/dbfs/x``, ``file:/x`` is ``/x``.
+
+    >>> _pyarrow_location("s3a://bucket/chk"), _pyarrow_location("dbfs:/chk"), _pyarrow_location("file:///t")
+    ('s3://bucket/chk', '/dbfs/chk', '/t')
+    """
+    for hadoop in ("s3a://", "s3n://"):
+        if root.startswith(hadoop):
+            return "s3://" + root[len(hadoop) :]
+    if root.startswith("dbfs:/"):
+        return "/dbfs/" + root[len("dbfs:/") :].lstrip("/")
+    if root.startswith("file:"):
+        return "/" + root[len("file:") :].lstrip("/")
+    return root
+
+
 class SegmentStore:
     """Where shards keep their base segments, and the worker's cache of live shards.
 
@@ -102,10 +119,11 @@ class SegmentStore:
         self.root = root
         self.segment_rows = int(segment_rows)
         self.retain_versions = int(retain_versions)
-        if "://" in root:
-            self._fs, self._dir = pafs.FileSystem.from_uri(root)
+        location = _pyarrow_location(root)
+        if "://" in location:
+            self._fs, self._dir = pafs.FileSystem.from_uri(location)
         else:
-            self._fs, self._dir = pafs.LocalFileSystem(), os.path.abspath(root)
+            self._fs, self._dir = pafs.LocalFileSystem(), os.path.abspath(location)
         self._made = False
 
     def __getstate__(self) -> dict:  # shipped to executors inside the shard function
