@@ -189,7 +189,7 @@ def run_floor(spark: SparkSession, files: Files, config: PurgatoryConfig, per_tr
     )
     parsed_events = parse_events(evs, max_future_ms=config.max_future_ms)
     routed = _with_event_time(route(parsed_ops, parsed_events, config), config)
-    shuffled = routed.repartition(config.shards + (1 if config.cross_shard_operations else 0), "shard")
+    shuffled = routed.repartition("shard")  # as groupBy("shard"): spark.sql.shuffle.partitions
 
     def identity(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         yield from frames

@@ -13,7 +13,10 @@ the operator as one stream with a ``kind`` column; ``outcomes_of`` / ``unmatched
 ``rejected_of`` split a micro-batch (in ``foreachBatch``) into the three tables.
 
 **Sharded watchers.**  Rows are routed to ``purgatory.shards`` groups by
-``pmod(xxhash64(key), shards)`` (Kafka shards its WatcherLists by key hash the same way).
+``pmod(xxhash64(key), shards)`` (Kafka shards its WatcherLists by key hash the same way);
+the group key is not the shard number but a label chosen so that Spark's hash partitioner
+puts every group in its own partition (``shard_labels``: plain numbers 0..8 would put 8
+shards into 4 of 9 partitions).
 Each group's state is one binary value: that shard's ``Purgatory`` (watchers, timing wheel,
 key progress, buffered events) serialised with Arrow IPC.  The group's event-time timeout is
 the shard's next wake-up (earliest deadline, buffered event, or retention expiry), so Spark
@@ -143,6 +146,56 @@ _ROUTED_COLUMNS = [
 ]
 
 
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+
+def spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` (Murmur3_x86_32) of an int, as its hash partitioner computes it.
+
+    >>> [spark_hash_int(v) for v in (0, 1, 2, 3)]
+    [933211791, -559580957, 1765031574, -1823081949]
+    """
+    k1 = (value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
+    k1 = _rotl(k1, 15) * 0x1B873593 & 0xFFFFFFFF
+    h1 = seed ^ k1
+    h1 = (_rotl(h1, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h1 ^= 4  # the input's length in bytes
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & 0xFFFFFFFF
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & 0xFFFFFFFF
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
+
+
+def shard_labels(groups: int, partitions: int | None = None) -> list[int]:
+    """Group-key values, one per shard group, that Spark's hash partitioning sends to distinct
+    partitions (when ``groups <= partitions``; otherwise as evenly as it can).
+
+    Spark places a group in partition ``pmod(hash(key), spark.sql.shuffle.partitions)``.  With
+    the shard numbers themselves as keys, 8 shards on 9 partitions land in only 4 partitions
+    (5 in one: a single task runs them one after the other).  The labels depend only on the
+    configuration, so they are the same on every restart.  ``partitions`` defaults to
+    ``groups``: the job sets ``spark.sql.shuffle.partitions`` to ``purgatory.shards + 1``,
+    the primary shards plus the cross-shard group.
+
+    >>> shard_labels(3, 4), shard_labels(8, 9)
+    ([0, 2, 6], [0, 1, 2, 6, 8, 11, 15, 20])
+    """
+    partitions = partitions or groups
+    labels: list[int] = []
+    load = [0] * partitions
+    candidate = 0
+    while len(labels) < groups:
+        part = spark_hash_int(candidate) % partitions
+        if load[part] == min(load):  # a least-loaded partition: take it
+            labels.append(candidate)
+            load[part] += 1
+        candidate += 1
+    return labels
+
+
 def _shard_of(key: Column, shards: int) -> Column:
     return F.pmod(F.xxhash64(key), F.lit(shards)).cast("int")
 
@@ -179,19 +232,23 @@ def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConf
         .when(is_cross, spread.cast(rows_type))
         .otherwise(single.cast(rows_type)),
     )
+    # one watched key travels as a plain string in `key` (`keys` null): an array column costs
+    # ~3x more to hand to Python than the rest of the row together (measured)
+    keys = F.coalesce(F.col("_r.keys"), F.col("keys"))
+    one_key = F.coalesce(F.size(keys) == 1, F.lit(False))
     ops_out = ops.select("*", F.explode_outer("_rows").alias("_r")).select(
         F.coalesce(F.col("_r.shard"), _shard_of(F.col("raw"), shards)).alias("shard"),
         F.coalesce(F.col("_r.kind"), F.lit("bad")).alias("kind"),
         F.lit("operations").alias("side"),
         "op_id",
-        F.coalesce(F.col("_r.keys"), F.col("keys")).alias("keys"),
+        F.when(~one_key, keys).alias("keys"),
         "ts_ms",
         "timeout_ms",
         "condition",
         "target",
         "members",
         "payload",
-        F.lit(None).cast("string").alias("key"),
+        F.when(one_key, keys[0]).alias("key"),
         F.lit(None).cast("string").alias("source"),
         F.lit(None).cast("double").alias("value"),
         F.when(F.col("reason").isNotNull(), F.col("raw")).alias("raw"),
@@ -229,7 +286,14 @@ def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConf
         F.when(F.col("reason").isNotNull(), F.col("raw")).alias("raw"),
         "reason",
     )
-    return ops_out.unionByName(events_out)
+    # the group key: a label per shard that Spark's partitioner spreads (see shard_labels)
+    labels = F.array(*[F.lit(label) for label in shard_labels(shards + 1)])
+    return ops_out.unionByName(events_out).withColumn("shard", F.element_at(labels, F.col("shard") + 1))
+
+
+def _shard_numbers(config: PurgatoryConfig) -> dict[int, int]:
+    """Group label -> shard number (the cross-shard group is number ``shards``)."""
+    return {label: number for number, label in enumerate(shard_labels(config.shards + 1))}
 
 
 def _with_event_time(routed: DataFrame, config: PurgatoryConfig) -> DataFrame:
@@ -315,6 +379,10 @@ def purgatory_batch(
 
 
 def _with_timestamps(out: DataFrame) -> DataFrame:
+    # an outcome's single key comes back as `key` (see _output): make it `keys` again
+    single = (F.col("kind") == "outcome") & F.col("keys").isNull()
+    out = out.withColumn("keys", F.when(single, F.array("key")).otherwise(F.col("keys")))
+    out = out.withColumn("key", F.when(F.col("kind") != "outcome", F.col("key")))
     ts = {
         "op_ts": "op_ts_ms",
         "deadline": "deadline_ms",
@@ -380,7 +448,7 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     ops = pd.DataFrame(
         {
             "op_id": o["op_id"].to_numpy(dtype=object),
-            "keys": o["keys"].to_numpy(dtype=object),
+            "keys": _keys_of(o["keys"].to_numpy(dtype=object), o["key"].to_numpy(dtype=object)),
             "ts": ts,
             "deadline": ts + o["timeout_ms"].to_numpy(np.int64),
             "cond": o["condition"].map(CONDITIONS).to_numpy(np.int8),
@@ -413,12 +481,27 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     return ops, events, bad
 
 
+def _keys_of(keys: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Operations' key lists, from `keys` or (one key, see ``route``) from `key`."""
+    keys = keys.copy()
+    for i in np.flatnonzero(pd.isna(keys)):
+        keys[i] = [key[i]]
+    return keys
+
+
 def _output(shard: int, result: BatchResult, bad: pd.DataFrame, p: Purgatory, wm: int) -> pd.DataFrame:
     # the engine's columns, renamed where the output carries epoch ms
     outcomes = result.outcomes.drop(columns="batch_id").rename(
         columns={"op_ts": "op_ts_ms", "deadline": "deadline_ms", "resolved_at": "resolved_at_ms"}
     )
     outcomes["kind"] = "outcome"
+    # a single key goes back as a plain string (`key`), like it came (``_with_timestamps``)
+    keys = outcomes["keys"].to_numpy(dtype=object).copy()
+    key = np.full(len(keys), None, dtype=object)
+    for i, k in enumerate(keys):
+        if len(k) == 1:
+            key[i], keys[i] = k[0], None
+    outcomes["key"], outcomes["keys"] = key, keys
     unmatched = result.unmatched.drop(columns="batch_id").rename(columns={"ts": "ts_ms"})
     unmatched["kind"] = "unmatched"
     r = (
@@ -463,8 +546,10 @@ def _stateful_shard(config: PurgatoryConfig):
     """The function Spark calls once per shard per micro-batch (and on the shard's timeout)."""
     store = segment_store(config)
 
+    numbers = _shard_numbers(config)
+
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        shard = int(key[0])
+        shard = numbers[int(key[0])]
         p = Purgatory.from_bytes(state.get[0], config, store) if state.exists else Purgatory(config)
         wm = int(state.getCurrentWatermarkMs())
         frames = [f for f in pdfs if len(f)]
@@ -485,8 +570,10 @@ def _stateful_shard(config: PurgatoryConfig):
 
 
 def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
+    numbers = _shard_numbers(config)
+
     def shard_all(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
-        shard = int(key[0])
+        shard = numbers[int(key[0])]
         p = Purgatory(config)
         ops, events, bad = _split_input(pdf)
         result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)

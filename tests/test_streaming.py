@@ -19,7 +19,7 @@ from stream_helpers import T0, Files, ev, op, run_stream
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.segments import SegmentStore
 from spark_purgatory.sources import parse_events, parse_operations, read_batch
-from spark_purgatory.streaming import purgatory_batch
+from spark_purgatory.streaming import purgatory_batch, shard_labels, spark_hash_int
 from spark_purgatory.workload import generate, write_json_lines
 
 pytestmark = pytest.mark.spark
@@ -219,3 +219,17 @@ def test_kafka_and_parquet_inputs_parse_like_json(spark, tmp_path):
         ("k", T0, 1.5, None),
         (None, T0, None, "missing_key"),
     ]
+
+
+def test_shard_groups_land_in_distinct_spark_partitions(spark):
+    # Spark's own partitioner decides; 8 shards + the cross-shard group on 9 partitions
+    labels = shard_labels(9)
+    rows = spark.createDataFrame([(label,) for label in labels], "shard int")
+    placed = rows.repartition(9, "shard").select("shard", F.spark_partition_id().alias("p")).collect()
+    assert len({r.p for r in placed}) == 9
+    plain = spark.createDataFrame([(n,) for n in range(9)], "shard int").repartition(9, "shard")
+    assert plain.select(F.spark_partition_id()).distinct().count() < 9  # what the labels avoid
+    check = spark.range(-50, 50).select(
+        F.col("id").cast("int").alias("v"), F.hash(F.col("id").cast("int")).alias("h")
+    )
+    assert all(spark_hash_int(r.v) == r.h for r in check.collect())
