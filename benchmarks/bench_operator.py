@@ -498,7 +498,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             with open(args.json, "w") as out:
                 json.dump(
-                    {"figures": figures, "runs": {k: r.seconds for k, r in runs.items()}}, out, indent=1
+                    {
+                        "figures": figures,
+                        "runs": {k: r.seconds for k, r in runs.items()},
+                        "batch_ms": {k: [b.get("ms") for b in r.batches] for k, r in runs.items()},
+                        "scaling": scaling,
+                    },
+                    out,
+                    indent=1,
                 )
         return 0 if figures.get("agree", 1.0) == 1.0 else 1
     finally:

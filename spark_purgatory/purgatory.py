@@ -194,6 +194,7 @@ class Purgatory:
         # with a SegmentStore (segments.py): the base this state extends, and what changed since
         self._lineage = uuid.uuid4().hex
         self._token: str | None = None  # the version last saved or loaded
+        self.loaded_by = "new"  # how from_bytes got it: exact | caught-up | rebuilt | new
         self._ancestry: list[str] = []
         self._saves = 0
         # segment files [base, delta, ...] as (name, next handle when written, rows)
@@ -838,11 +839,14 @@ class Purgatory:
         if parked is not None:
             parked.config = config or parked.config
             if parked._token == meta["token"]:
+                parked.loaded_by = "exact"
                 return parked
             if parked._can_catch_up(meta, store):
                 parked._catch_up(parts, meta, store)  # type: ignore[arg-type]
+                parked.loaded_by = "caught-up"
                 return parked
         p = cls(config)
+        p.loaded_by = "rebuilt"
         p._set_small(parts, meta)
         if "segments" not in meta:
             for name in _BIG:

@@ -53,6 +53,10 @@ stream gives at the same final watermark.
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -86,6 +90,9 @@ __all__ = [
 warnings.filterwarnings(
     "ignore", message="The behavior of DataFrame concatenation with empty", category=FutureWarning
 )
+
+#: PURGATORY_STATE_LOG=1: each shard call logs how its state was loaded and what it cost
+_STATE_LOG = bool(os.environ.get("PURGATORY_STATE_LOG"))
 
 #: how far behind the watermark a row may be before Spark itself drops it (see module doc)
 LATE_ALLOWANCE_MS = 36_500 * 86_400_000
@@ -550,7 +557,9 @@ def _stateful_shard(config: PurgatoryConfig):
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         shard = numbers[int(key[0])]
+        started = time.perf_counter()
         p = Purgatory.from_bytes(state.get[0], config, store) if state.exists else Purgatory(config)
+        loaded = time.perf_counter()
         wm = int(state.getCurrentWatermarkMs())
         frames = [f for f in pdfs if len(f)]
         pdf = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=_ROUTED_COLUMNS)
@@ -561,7 +570,20 @@ def _stateful_shard(config: PurgatoryConfig):
             state.remove()
             return
         wake = p.next_wakeup()
-        state.update((p.to_bytes(store, park=store is not None),))  # parked: no use of p after
+        processed, loaded_by, pending = time.perf_counter(), p.loaded_by, p.pending
+        value = p.to_bytes(store, park=store is not None)  # parked: no use of p after this
+        state.update((value,))
+        if _STATE_LOG:  # one JSON line per shard call on the worker's stderr (the executor log)
+            figures = {
+                "shard": shard,
+                "loaded_by": loaded_by,
+                "load_ms": round((loaded - started) * 1000),
+                "process_ms": round((processed - loaded) * 1000),
+                "save_ms": round((time.perf_counter() - processed) * 1000),
+                "value_bytes": len(value),
+                "pending": pending,
+            }
+            print("purgatory-state " + json.dumps(figures), file=sys.stderr, flush=True)
         if wake < NO_EXPIRATION:
             # Spark fires once the watermark is *past* the timestamp; we are due at wake
             state.setTimeoutTimestamp(max(wake - 1, wm))
