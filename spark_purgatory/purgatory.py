@@ -195,6 +195,7 @@ class Purgatory:
         self._lineage = uuid.uuid4().hex
         self._token: str | None = None  # the version last saved or loaded
         self.loaded_by = "new"  # how from_bytes got it: exact | caught-up | rebuilt | new
+        self.shard: int | None = None  # the host's shard number, kept with the state
         self._ancestry: list[str] = []
         self._saves = 0
         # segment files [base, delta, ...] as (name, next handle when written, rows)
@@ -749,6 +750,7 @@ class Purgatory:
             "next_eseq": str(self._next_eseq),
             "retired_wm": str(self._retired_wm),
             "lineage": self._lineage,
+            "shard": "" if self.shard is None else str(self.shard),
             "token": uuid.uuid4().hex,
             # the versions this one descends from (the worker cache may bring them forward)
             "ancestry": json.dumps((self._ancestry + [self._token] if self._token else self._ancestry)[-64:]),
@@ -881,6 +883,7 @@ class Purgatory:
         self._next_eseq = int(meta["next_eseq"])
         self._retired_wm = int(meta.get("retired_wm", _I64_MIN))
         self._lineage = meta.get("lineage", self._lineage)
+        self.shard = int(meta["shard"]) if meta.get("shard") else None
         self._token = meta.get("token")
         self._ancestry = json.loads(meta.get("ancestry", "[]"))
         self._matches = _frame_from(parts["matches"], _MATCHES)

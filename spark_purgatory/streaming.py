@@ -559,6 +559,12 @@ def _stateful_shard(config: PurgatoryConfig):
         shard = numbers[int(key[0])]
         started = time.perf_counter()
         p = Purgatory.from_bytes(state.get[0], config, store) if state.exists else Purgatory(config)
+        if p.shard not in (None, shard):  # the shard layout changed under this checkpoint
+            raise ValueError(
+                f"the state under group {key[0]} belongs to shard {p.shard}, not {shard}: the "
+                "checkpoint was written with another shard layout; start a new checkpoint"
+            )
+        p.shard = shard
         loaded = time.perf_counter()
         wm = int(state.getCurrentWatermarkMs())
         frames = [f for f in pdfs if len(f)]

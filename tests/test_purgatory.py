@@ -703,3 +703,11 @@ def test_a_parked_ancestor_is_brought_forward_and_a_parked_stranger_is_not(tmp_p
     loaded = Purgatory.from_bytes(wanted, p.config, store)
     assert loaded is not branch
     _same_state(loaded, base)
+
+
+def test_the_state_remembers_its_shard_so_a_changed_layout_is_caught():
+    p = purgatory()
+    step(p, ops=[op("a", "k", 0, timeout_ms=100)], wm=0)
+    assert Purgatory.from_bytes(p.to_bytes(), p.config).shard is None
+    p.shard = 3  # set by the Spark host, which refuses a state saved by another shard
+    assert Purgatory.from_bytes(p.to_bytes(), p.config).shard == 3
