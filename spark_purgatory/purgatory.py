@@ -738,8 +738,9 @@ class Purgatory:
         """The shard state as one binary value (Arrow IPC), for a Spark group state.
 
         Without ``store`` the value holds everything.  With a ``SegmentStore`` (see
-        ``segments.py``) a state of at least ``store.segment_rows`` rows keeps its bulk in an
-        immutable base segment file and the value holds the delta since that base.  ``park``
+        ``segments.py``) a state of at least ``store.segment_rows`` rows keeps its bulk in
+        immutable segment files (a base and delta segments) and the value holds the change
+        since the last of them and their names.  ``park``
         leaves this object in the worker's cache for the next ``from_bytes`` of this state
         (the caller must not change it afterwards).
         """
