@@ -772,14 +772,16 @@ class Purgatory:
             delta = self._delta() if self._segments else None
             if delta is None:
                 self._write_segment(store, None)
+                delta = self._delta()
             elif _rows_in(delta) > store.segment_rows:
                 written = sum(n for _name, _next, n in self._segments[1:]) + _rows_in(delta)
                 self._write_segment(store, delta if written <= self._segments[0][2] // 2 else None)
+                delta = self._delta()  # empty: everything is in the segments now
             old = [n for n, at in self._graveyard if self._saves - at >= store.retain_versions]
             if old:  # superseded long enough ago that no retained version still names them
                 store.delete(old)
                 self._graveyard = [(n, at) for n, at in self._graveyard if n not in old]
-            parts.update({f"tail_{k}": _frame_bytes(v) for k, v in self._delta().items()})
+            parts.update({f"tail_{k}": _frame_bytes(v) for k, v in delta.items()})
             meta.update(
                 segments=json.dumps(self._segments),
                 saves=str(self._saves),
