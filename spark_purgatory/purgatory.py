@@ -852,31 +852,20 @@ class Purgatory:
                 return parked
         p = cls(config)
         p.loaded_by = "rebuilt"
-        p._set_small(parts, meta)
         if "segments" not in meta:
+            p._set_small(parts, meta)
             for name in _BIG:
                 setattr(p, f"_{name}", _frame_from(parts[name], _BIG[name]))
             p._wheel = TimingWheel.from_bytes(parts["wheel"])
             return p
         if store is None:
             raise ValueError("this state extends segment files: pass the SegmentStore it was saved with")
-        p._segments = _segments_of(meta)
-        layers = [store.read(name)[0] for name, _next, _rows in p._segments]
-        # the base's tables, then each delta's (and this value's) new rows and resolved handles
-        layers = [layers[0]] + [_tails(layer) for layer in [*layers[1:], parts]]
-        dead = np.concatenate([_handles(layer["dead"]) for layer in layers[1:]])
-        for name, dtypes in _BIG.items():
-            frame = _empty(dtypes)
-            for layer in layers:
-                frame = _stack(frame, _frame_from(layer[name], dtypes))
-            if name == "resolved":
-                frame = _rows_where(frame, frame["expire_at"].to_numpy(np.int64) > p._retired_wm)
-            elif len(dead):
-                frame = _rows_where(frame, ~np.isin(frame["handle"].to_numpy(np.int64), dead))
-            setattr(p, f"_{name}", frame if name == "ops" else _sorted_by_hash(frame))
-        p._removed = [_handles(parts["tail_dead"])]
-        p._resolved_new = [_frame_from(parts["tail_resolved"], _RESOLVED)]
-        p._rebuild_wheel(int(meta["wheel_now"]))
+        # the base's tables, then what every later segment and this value changed
+        base = _segments_of(meta)[0]
+        for name, part in store.read(base[0])[0].items():
+            setattr(p, f"_{name}", _frame_from(part, _BIG[name]))
+        p._segments = [base]
+        p._catch_up(parts, meta, store)
         return p
 
     def _set_small(self, parts: dict, meta: dict[str, str]) -> None:
@@ -915,12 +904,12 @@ class Purgatory:
         )
 
     def _catch_up(self, parts: dict, meta: dict[str, str], store: SegmentStore) -> None:
-        """Bring this ancestor forward: the delta segments written since, then the value's delta."""
-        for segment in _segments_of(meta)[len(self._segments) :]:
-            self._apply_delta(_tails(store.read(segment[0])[0]))
-            self._segments.append(segment)
-            self._removed, self._resolved_new = [], []
-        self._apply_delta(_tails(parts))
+        """Bring this state forward from its last segment to ``meta``'s version: apply the
+        delta segments written since, then the value's delta, as one change."""
+        segments = _segments_of(meta)
+        later = [store.read(name)[0] for name, _next, _rows in segments[len(self._segments) :]]
+        self._apply_delta(_delta_of([*later, parts]))
+        self._segments = segments
         self._set_small(parts, meta)
         self._resolved = _rows_where(
             self._resolved, self._resolved["expire_at"].to_numpy(np.int64) > self._retired_wm
@@ -929,20 +918,19 @@ class Purgatory:
         self._resolved_new = [_frame_from(parts["tail_resolved"], _RESOLVED)]
         self._rebuild_wheel(int(meta["wheel_now"]))
 
-    def _apply_delta(self, layer: dict) -> None:
-        """Replace what changed since the last segment by ``layer`` (a later delta since it)."""
+    def _apply_delta(self, delta: dict) -> None:
+        """Replace what changed since the last segment by ``delta`` (``_delta_of``)."""
         since = self._segments[-1][1]
-        dead = _handles(layer["dead"])
         for name in ("ops", "watch", "seen"):
             frame = getattr(self, f"_{name}")
             h = frame["handle"].to_numpy(np.int64)
-            kept = _rows_where(frame, (h < since) & ~np.isin(h, dead))
-            tail = _frame_from(layer[name], _BIG[name])
+            kept = _rows_where(frame, (h < since) & ~np.isin(h, delta["dead"]))
+            tail = delta[name]
             setattr(self, f"_{name}", _stack(kept, tail) if name == "ops" else _merge_by_hash(kept, tail))
-        if self._resolved_new:  # rows added since the last segment: the layer has them (or fewer)
+        if self._resolved_new:  # rows added since the last segment: the delta has them (or fewer)
             old = pd.concat(self._resolved_new)
             self._resolved = _rows_where(self._resolved, ~np.isin(_row_key(self._resolved), _row_key(old)))
-        self._resolved = _merge_by_hash(self._resolved, _frame_from(layer["resolved"], _RESOLVED))
+        self._resolved = _merge_by_hash(self._resolved, delta["resolved"])
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -1003,9 +991,19 @@ def _segments_of(meta: dict[str, str]) -> list[tuple[str, int, int]]:
     return [(name, int(nxt), int(rows)) for name, nxt, rows in json.loads(meta["segments"])]
 
 
-def _tails(parts: dict) -> dict:
-    """A delta's tables (``tail_*`` parts) under the names of the tables they extend."""
-    return {k.removeprefix("tail_"): v for k, v in parts.items() if k.startswith("tail_")}
+def _delta_of(layers: list[dict]) -> dict:
+    """Consecutive deltas (``tail_*`` parts, oldest first) as one: their new rows, less the
+    handles any of them resolved, and all those handles."""
+    dead = np.concatenate([_handles(layer["tail_dead"]) for layer in layers])
+    delta: dict = {"dead": dead}
+    for name, dtypes in _BIG.items():
+        frame = _empty(dtypes)
+        for layer in layers:
+            frame = _stack(frame, _frame_from(layer[f"tail_{name}"], dtypes))
+        if name != "resolved" and len(dead):
+            frame = _rows_where(frame, ~np.isin(frame["handle"].to_numpy(np.int64), dead))
+        delta[name] = frame
+    return delta
 
 
 def _handles(data) -> np.ndarray:
