@@ -51,9 +51,9 @@ from pyspark.sql import functions as F
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.job import JobSettings, run
-from spark_purgatory.session import local_session
-from spark_purgatory.sources import parse_events, parse_operations, read_stream
-from spark_purgatory.streaming import _with_event_time, purgatory_stream, route
+from spark_purgatory.spark.session import local_session
+from spark_purgatory.spark.sources import parse_events, parse_operations, read_stream
+from spark_purgatory.spark.streaming import _with_event_time, purgatory_stream, route
 from spark_purgatory.workload import START_MS, generate_confirmations, write_json_lines
 
 TIMEOUT_MS = 30_000

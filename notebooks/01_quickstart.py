@@ -26,9 +26,9 @@ import os
 import shutil
 
 from spark_purgatory import PurgatoryConfig, purgatory_stream, read_stream
-from spark_purgatory.accumulator import RecordAccumulator
-from spark_purgatory.metrics import observe_purgatory
-from spark_purgatory.sinks import PurgatorySink, choose_writer, delta_classes_available
+from spark_purgatory.delta.accumulator import RecordAccumulator
+from spark_purgatory.delta.sinks import PurgatorySink, choose_writer, delta_classes_available
+from spark_purgatory.spark.metrics import observe_purgatory
 from spark_purgatory.workload import generate, write_json_lines
 
 n_ops = int(dbutils.widgets.get("operations"))

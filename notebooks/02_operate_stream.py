@@ -19,9 +19,9 @@ dbutils.widgets.text("operations", "2000", "Operations to generate (demo input)"
 import shutil
 
 from spark_purgatory import PurgatoryConfig, purgatory_stream, read_stream
-from spark_purgatory.accumulator import RecordAccumulator
-from spark_purgatory.metrics import ProgressListener, format_line, observe_purgatory
-from spark_purgatory.sinks import PurgatorySink, choose_writer, maintain_tables
+from spark_purgatory.delta.accumulator import RecordAccumulator
+from spark_purgatory.delta.sinks import PurgatorySink, choose_writer, maintain_tables
+from spark_purgatory.spark.metrics import ProgressListener, format_line, observe_purgatory
 from spark_purgatory.workload import generate, write_json_lines
 
 base = dbutils.widgets.get("base_path")

@@ -12,18 +12,18 @@ from importlib import import_module
 from typing import Any
 
 from .config import ConfigError, PurgatoryConfig
-from .purgatory import BatchResult, Purgatory
-from .wheel import TimingWheel
+from .engine.purgatory import BatchResult, Purgatory
+from .engine.wheel import TimingWheel
 
 _SPARK = {
-    "purgatory_stream": "streaming",
-    "purgatory_batch": "streaming",
-    "outcomes_of": "streaming",
-    "unmatched_of": "streaming",
-    "rejected_of": "streaming",
-    "metrics_of": "streaming",
-    "read_stream": "sources",
-    "read_batch": "sources",
+    "purgatory_stream": "spark.streaming",
+    "purgatory_batch": "spark.streaming",
+    "outcomes_of": "spark.streaming",
+    "unmatched_of": "spark.streaming",
+    "rejected_of": "spark.streaming",
+    "metrics_of": "spark.streaming",
+    "read_stream": "spark.sources",
+    "read_batch": "spark.sources",
 }
 
 __all__ = ["BatchResult", "ConfigError", "Purgatory", "PurgatoryConfig", "TimingWheel", *_SPARK]

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .config import PurgatoryConfig
-from .purgatory import Purgatory
+from .engine.purgatory import Purgatory
 from .workload import generate
 
 

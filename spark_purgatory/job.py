@@ -137,7 +137,7 @@ def _check_trigger(trigger: str) -> None:
 
 def _session(settings: JobSettings):
     """The submitted session under spark-submit; a local session with good defaults otherwise."""
-    from .session import local_session
+    from .spark.session import local_session
 
     shards = settings.config.shards
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit / pyspark
@@ -163,7 +163,7 @@ class _StdoutHandler(logging.StreamHandler):
 
 
 def configure_logging(fmt: str) -> None:
-    from .metrics import JsonFormatter
+    from .spark.metrics import JsonFormatter
 
     handler = _StdoutHandler()
     handler.setFormatter(
@@ -177,11 +177,11 @@ def configure_logging(fmt: str) -> None:
 
 def run(settings: JobSettings) -> dict:
     """Start the query, run it per the trigger, flush the accumulator; return the totals."""
-    from .accumulator import RecordAccumulator
-    from .metrics import ProgressListener, observe_purgatory
-    from .sinks import PurgatorySink, choose_writer
-    from .sources import read_stream
-    from .streaming import purgatory_stream
+    from .delta.accumulator import RecordAccumulator
+    from .delta.sinks import PurgatorySink, choose_writer
+    from .spark.metrics import ProgressListener, observe_purgatory
+    from .spark.sources import read_stream
+    from .spark.streaming import purgatory_stream
 
     cfg = settings.config
     if not cfg.state_path:  # big shard state lives in segment files next to the checkpoint

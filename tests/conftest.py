@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    from spark_purgatory.session import local_session
+    from spark_purgatory.spark.session import local_session
 
     session = local_session("spark-purgatory-tests", master="local[2]", shuffle_partitions=4)
     yield session

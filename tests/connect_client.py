@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pyspark.sql import SparkSession  # noqa: E402
 
 from spark_purgatory import PurgatoryConfig, purgatory_stream, read_stream  # noqa: E402
-from spark_purgatory.accumulator import RecordAccumulator  # noqa: E402
-from spark_purgatory.sinks import PurgatorySink, choose_writer  # noqa: E402
+from spark_purgatory.delta.accumulator import RecordAccumulator  # noqa: E402
+from spark_purgatory.delta.sinks import PurgatorySink, choose_writer  # noqa: E402
 
 
 def main(url: str, root: str) -> None:

@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from spark_purgatory.config import PurgatoryConfig, read_properties  # noqa: E402
-from spark_purgatory.purgatory import Purgatory  # noqa: E402
+from spark_purgatory.engine.purgatory import Purgatory  # noqa: E402
 from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
 
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from spark_purgatory.config import PurgatoryConfig
-from spark_purgatory.purgatory import BatchResult, Purgatory
+from spark_purgatory.engine.purgatory import BatchResult, Purgatory
 
 
 def op(

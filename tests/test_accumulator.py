@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from spark_purgatory.accumulator import RecordAccumulator
-from spark_purgatory.sinks import (
+from spark_purgatory.delta.accumulator import RecordAccumulator
+from spark_purgatory.delta.sinks import (
     OUTCOMES_SCHEMA,
     REJECTED_SCHEMA,
     UNMATCHED_SCHEMA,
@@ -25,7 +25,7 @@ from spark_purgatory.sinks import (
     delta_classes_available,
     maintain_tables,
 )
-from spark_purgatory.streaming import OUTPUT_SCHEMA
+from spark_purgatory.spark.streaming import OUTPUT_SCHEMA
 
 T0 = 1_767_225_600_000  # 2026-01-01
 
@@ -325,7 +325,7 @@ def test_real_session_without_delta_jars_uses_delta_rs(spark):
 def test_outcome_rows_survive_the_split_with_their_values():
     import datetime as dt
 
-    from spark_purgatory.sinks import split_tables
+    from spark_purgatory.delta.sinks import split_tables
 
     tables = split_tables(
         output_rows(2, n_unmatched=1, n_rejected=1), 5, dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from engine_helpers import ev, op, outcomes, purgatory, step
 
-from spark_purgatory.purgatory import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS, Purgatory
-from spark_purgatory.segments import SegmentStore, unpack_parts
+from spark_purgatory.engine.purgatory import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS, Purgatory
+from spark_purgatory.state.segments import SegmentStore, unpack_parts
 
 # -- Kafka's DelayedOperationTest --------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_purgatory.wheel import NO_EXPIRATION, TimingWheel
+from spark_purgatory.engine.wheel import NO_EXPIRATION, TimingWheel
 
 
 def drain(wheel: TimingWheel, until: int, step: int = 1) -> list[tuple[int, int]]:

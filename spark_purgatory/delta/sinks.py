@@ -36,6 +36,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..contract import OUTCOMES, REJECTED, UNMATCHED_EVENTS
+from ..contract import TABLES as CONTRACTS
 from .accumulator import RecordAccumulator
 
 __all__ = [
@@ -51,55 +53,14 @@ __all__ = [
     "maintain_tables",
 ]
 
-log = logging.getLogger("spark_purgatory.sinks")
+log = logging.getLogger(__name__)
 
 _TS = pa.timestamp("us", tz="UTC")
-OUTCOMES_SCHEMA = pa.schema(
-    [
-        ("op_id", pa.string()),
-        ("keys", pa.list_(pa.string())),
-        ("status", pa.string()),
-        ("op_ts", _TS),
-        ("deadline", _TS),
-        ("resolved_at", _TS),
-        ("latency_ms", pa.int64()),
-        ("matched_events", pa.int64()),
-        ("progress", pa.float64()),
-        ("condition", pa.string()),
-        ("target", pa.float64()),
-        ("payload", pa.string()),
-        ("batch_id", pa.int64()),
-        ("emitted_at", _TS),
-        ("resolved_date", pa.date32()),
-    ]
-)
-UNMATCHED_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("ts", _TS),
-        ("op_id", pa.string()),
-        ("source", pa.string()),
-        ("value", pa.float64()),
-        ("reason", pa.string()),
-        ("batch_id", pa.int64()),
-        ("event_date", pa.date32()),
-    ]
-)
-REJECTED_SCHEMA = pa.schema(
-    [
-        ("source", pa.string()),
-        ("raw", pa.string()),
-        ("reason", pa.string()),
-        ("batch_id", pa.int64()),
-        ("rejected_date", pa.date32()),
-    ]
-)
+OUTCOMES_SCHEMA = OUTCOMES.schema
+UNMATCHED_SCHEMA = UNMATCHED_EVENTS.schema
+REJECTED_SCHEMA = REJECTED.schema
 #: table name -> (schema, partition column)
-TABLES = {
-    "outcomes": (OUTCOMES_SCHEMA, "resolved_date"),
-    "unmatched_events": (UNMATCHED_SCHEMA, "event_date"),
-    "rejected": (REJECTED_SCHEMA, "rejected_date"),
-}
+TABLES = {t.name: (t.schema, t.partition_by) for t in CONTRACTS.values()}
 
 
 class DeltaRsWriter:
@@ -390,7 +351,7 @@ class PurgatorySink:
 
 def _to_arrow(batch: Any) -> pa.Table:
     """A micro-batch DataFrame as Arrow (``toArrow`` where available, else via pandas)."""
-    from .streaming import OUTPUT_SCHEMA
+    from ..spark.streaming import OUTPUT_SCHEMA
 
     columns = [f.name for f in OUTPUT_SCHEMA.fields]
     frame = batch.select(*columns)

@@ -37,41 +37,21 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..config import PurgatoryConfig
+from ..contract import EVENT_COLUMNS, OPERATION_COLUMNS, OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
+from ..state.segments import SegmentStore, pack_parts, unpack_parts
 from .conditions import (
     ALL,
     CONDITION_NAMES,
-    EVENT_COLUMNS,
     OFFSET,
-    OPERATION_COLUMNS,
     evaluate,
     hash_strings,
-    raw_json,
-    validate_events,
-    validate_operations,
 )
-from .config import PurgatoryConfig
-from .segments import SegmentStore, pack_parts, unpack_parts
+from .validation import raw_json, validate_events, validate_operations
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory", "OUTCOME_COLUMNS", "UNMATCHED_COLUMNS", "REJECTED_COLUMNS"]
 
-OUTCOME_COLUMNS = [
-    "op_id",
-    "keys",
-    "status",
-    "op_ts",
-    "deadline",
-    "resolved_at",
-    "latency_ms",
-    "matched_events",
-    "progress",
-    "condition",
-    "target",
-    "payload",
-    "batch_id",
-]
-UNMATCHED_COLUMNS = ["key", "ts", "op_id", "source", "value", "reason", "batch_id"]
-REJECTED_COLUMNS = ["source", "raw", "reason", "batch_id"]
 
 _I64_MIN = np.iinfo(np.int64).min
 _STATE_VERSION = 1

@@ -66,13 +66,15 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
 
-from .conditions import CONDITIONS
-from .config import PurgatoryConfig
-from .purgatory import OUTCOME_COLUMNS, UNMATCHED_COLUMNS, BatchResult, Purgatory
-from .segments import SegmentStore
+from ..config import PurgatoryConfig
+from ..contract import OPERATOR_OUTPUT
+from ..engine.conditions import CONDITIONS
+from ..engine.purgatory import OUTCOME_COLUMNS, UNMATCHED_COLUMNS, BatchResult, Purgatory
+from ..engine.wheel import NO_EXPIRATION
+from ..state.segments import SegmentStore
 from .sources import SourceFormat, parse_events, parse_operations
-from .wheel import NO_EXPIRATION
 
 __all__ = [
     "OUTPUT_SCHEMA",
@@ -98,34 +100,7 @@ _STATE_LOG = bool(os.environ.get("PURGATORY_STATE_LOG"))
 LATE_ALLOWANCE_MS = 36_500 * 86_400_000
 
 #: the operator's output: every kind of row in one schema (times as epoch ms)
-OUTPUT_SCHEMA = T.StructType(
-    [
-        T.StructField("kind", T.StringType()),
-        T.StructField("shard", T.IntegerType()),
-        T.StructField("op_id", T.StringType()),
-        T.StructField("keys", T.ArrayType(T.StringType())),
-        T.StructField("status", T.StringType()),
-        T.StructField("op_ts_ms", T.LongType()),
-        T.StructField("deadline_ms", T.LongType()),
-        T.StructField("resolved_at_ms", T.LongType()),
-        T.StructField("latency_ms", T.LongType()),
-        T.StructField("matched_events", T.LongType()),
-        T.StructField("progress", T.DoubleType()),
-        T.StructField("condition", T.StringType()),
-        T.StructField("target", T.DoubleType()),
-        T.StructField("payload", T.StringType()),
-        T.StructField("key", T.StringType()),
-        T.StructField("ts_ms", T.LongType()),
-        T.StructField("source", T.StringType()),
-        T.StructField("value", T.DoubleType()),
-        T.StructField("reason", T.StringType()),
-        T.StructField("raw", T.StringType()),
-        T.StructField("pending", T.LongType()),
-        T.StructField("buffered", T.LongType()),
-        T.StructField("watched", T.LongType()),
-        T.StructField("watermark_ms", T.LongType()),
-    ]
-)
+OUTPUT_SCHEMA: T.StructType = from_arrow_schema(OPERATOR_OUTPUT)
 _OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
 _OBJECT_COLUMNS = [
     f.name for f in OUTPUT_SCHEMA.fields if isinstance(f.dataType, (T.StringType, T.ArrayType))
@@ -337,7 +312,7 @@ def purgatory_stream(
 
     Example::
 
-        from spark_purgatory.sources import read_stream
+        from .sources import read_stream
         ops = read_stream(spark, "/data/ops", "json", kind="operations")
         evs = read_stream(spark, "/data/events", "json", kind="events")
         out = purgatory_stream(ops, evs, PurgatoryConfig(shards=8))

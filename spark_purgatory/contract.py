@@ -1,0 +1,286 @@
+"""The product contract, declared once: input columns, output tables, rejection reasons.
+
+Everything else derives from this module: the engine's output frames (``OUTCOME_COLUMNS`` ...),
+the operator's output schema (``OPERATOR_OUTPUT``, turned into a Spark schema by the Spark
+layer), the Delta tables' Arrow schemas (``TABLES``), and the rejection vocabulary that both
+validators (Spark SQL and pandas) speak.  Types are Arrow types, so the module imports
+neither Spark nor Delta and the engine may use it.
+
+Invariants: a column, a status, a kind or a reason is spelled here and nowhere else; a
+reason means the same thing whichever validator gives it.
+
+>>> OUTCOME_COLUMNS[:3]
+['op_id', 'keys', 'status']
+>>> [t.name for t in TABLES.values()]
+['outcomes', 'unmatched_events', 'rejected']
+>>> OUTCOMES.partition_by, OUTCOMES.time_columns
+('resolved_date', ('op_ts', 'deadline', 'resolved_at'))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+__all__ = [
+    "Status",
+    "COMPLETED",
+    "EXPIRED",
+    "KIND_OUTCOME",
+    "KIND_UNMATCHED",
+    "KIND_REJECTED",
+    "KIND_METRICS",
+    "SOURCE_OPERATIONS",
+    "SOURCE_EVENTS",
+    "AFTER_RESOLUTION",
+    "NO_OPERATION",
+    "REASONS",
+    "OPERATION_REASONS",
+    "EVENT_REASONS",
+    "OPERATION_COLUMNS",
+    "EVENT_COLUMNS",
+    "OPERATION_INPUT",
+    "EVENT_INPUT",
+    "TableContract",
+    "OUTCOMES",
+    "UNMATCHED_EVENTS",
+    "REJECTED",
+    "TABLES",
+    "OUTCOME_COLUMNS",
+    "UNMATCHED_COLUMNS",
+    "REJECTED_COLUMNS",
+    "OPERATOR_OUTPUT",
+    "ms_column",
+]
+
+# -- names -------------------------------------------------------------------------------------------
+
+#: an outcome's status
+COMPLETED, EXPIRED = "completed", "expired"
+Status = str
+
+#: what a row of the operator's output is (its ``kind`` column)
+KIND_OUTCOME, KIND_UNMATCHED, KIND_REJECTED, KIND_METRICS = "outcome", "unmatched", "rejected", "metrics"
+
+#: which input a rejected row came from (the ``rejected`` table's ``source`` column)
+SOURCE_OPERATIONS, SOURCE_EVENTS = "operations", "events"
+
+#: why an event is in ``unmatched_events``
+AFTER_RESOLUTION, NO_OPERATION = "after_resolution", "no_operation"
+
+# -- rejection reasons -------------------------------------------------------------------------------
+
+#: every reason a row can be rejected for, and what it means to a person reading ``rejected``
+REASONS: dict[str, str] = {
+    "malformed_json": "the record is not a JSON object",
+    "missing_op_id": "no op_id, or an empty one",
+    "bad_op_id": "op_id is not a string",
+    "missing_key": "no key (or keys), or only empty ones",
+    "missing_ts": "no ts",
+    "bad_ts": "ts is neither an ISO-8601 timestamp nor epoch ms, or lies outside 1970-2200",
+    "ts_in_future": "ts lies more than purgatory.max.future.ms ahead of processing time",
+    "missing_timeout_ms": "no timeout_ms",
+    "bad_timeout_ms": "timeout_ms is not a whole number",
+    "negative_timeout": "timeout_ms < 0",
+    "timeout_above_max": "timeout_ms > purgatory.max.timeout.ms",
+    "unknown_condition": "condition is not any, count, sum, all or offset",
+    "missing_target": "count, sum and offset need a target",
+    "bad_target": "target is not a finite number",
+    "missing_members": "all needs members",
+    "bad_payload": "payload is not a string",
+    "bad_value": "value is not a finite number",
+    "bad_source": "source is not a string",
+    "duplicate_op_id": "an operation with this op_id is pending or was resolved recently",
+    "late": "event time behind the watermark when the row arrived",
+    "cross_shard_keys": "keys span shards and purgatory.cross.shard.operations is off",
+}
+
+#: reasons an operation can get, in the order the validators check them (the first one wins)
+OPERATION_REASONS: tuple[str, ...] = (
+    "malformed_json",
+    "missing_op_id",
+    "bad_op_id",
+    "missing_key",
+    "missing_ts",
+    "bad_ts",
+    "ts_in_future",
+    "missing_timeout_ms",
+    "bad_timeout_ms",
+    "negative_timeout",
+    "timeout_above_max",
+    "unknown_condition",
+    "missing_target",
+    "bad_target",
+    "missing_members",
+    "bad_payload",
+    "cross_shard_keys",
+    "duplicate_op_id",
+    "late",
+)
+#: reasons an event can get, in the order the validators check them
+EVENT_REASONS: tuple[str, ...] = (
+    "malformed_json",
+    "missing_key",
+    "missing_ts",
+    "bad_ts",
+    "ts_in_future",
+    "bad_value",
+    "bad_op_id",
+    "bad_source",
+    "late",
+)
+
+# -- input -------------------------------------------------------------------------------------------
+
+#: the SPEC's operation fields with their Arrow types (``ts`` a timestamp or epoch ms)
+OPERATION_INPUT = pa.schema(
+    [
+        ("op_id", pa.string()),
+        ("key", pa.string()),
+        ("keys", pa.list_(pa.string())),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("timeout_ms", pa.int64()),
+        ("condition", pa.string()),
+        ("target", pa.float64()),
+        ("members", pa.list_(pa.string())),
+        ("payload", pa.string()),
+    ]
+)
+#: the SPEC's completion-event fields with their Arrow types
+EVENT_INPUT = pa.schema(
+    [
+        ("key", pa.string()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("op_id", pa.string()),
+        ("source", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
+#: canonical columns of an operations frame handed to the engine (ts in epoch ms, keys a list)
+OPERATION_COLUMNS = [f.name for f in OPERATION_INPUT if f.name != "key"]
+#: canonical columns of an events frame handed to the engine (ts in epoch ms)
+EVENT_COLUMNS = EVENT_INPUT.names
+
+# -- output tables -----------------------------------------------------------------------------------
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True)
+class TableContract:
+    """One output table: its Delta schema, its partition column and who fills which column.
+
+    The engine fills every column up to and including ``batch_id``, with event times
+    (``time_columns``) as int64 epoch milliseconds; the writer turns those into timestamps
+    and adds the columns after ``batch_id`` (``emitted_at`` and the date partition).
+    """
+
+    name: str
+    schema: pa.Schema
+    partition_by: str
+    time_columns: tuple[str, ...]
+
+    @property
+    def engine_columns(self) -> list[str]:
+        """The columns the engine's frames carry, in table order (ending with ``batch_id``)."""
+        names = self.schema.names
+        return names[: names.index("batch_id") + 1]
+
+    @property
+    def writer_columns(self) -> list[str]:
+        """The columns the writer adds after ``batch_id``."""
+        names = self.schema.names
+        return names[names.index("batch_id") + 1 :]
+
+
+OUTCOMES = TableContract(
+    "outcomes",
+    pa.schema(
+        [
+            ("op_id", pa.string()),
+            ("keys", pa.list_(pa.string())),
+            ("status", pa.string()),
+            ("op_ts", _TS),
+            ("deadline", _TS),
+            ("resolved_at", _TS),
+            ("latency_ms", pa.int64()),
+            ("matched_events", pa.int64()),
+            ("progress", pa.float64()),
+            ("condition", pa.string()),
+            ("target", pa.float64()),
+            ("payload", pa.string()),
+            ("batch_id", pa.int64()),
+            ("emitted_at", _TS),
+            ("resolved_date", pa.date32()),
+        ]
+    ),
+    partition_by="resolved_date",
+    time_columns=("op_ts", "deadline", "resolved_at"),
+)
+UNMATCHED_EVENTS = TableContract(
+    "unmatched_events",
+    pa.schema(
+        [
+            ("key", pa.string()),
+            ("ts", _TS),
+            ("op_id", pa.string()),
+            ("source", pa.string()),
+            ("value", pa.float64()),
+            ("reason", pa.string()),
+            ("batch_id", pa.int64()),
+            ("event_date", pa.date32()),
+        ]
+    ),
+    partition_by="event_date",
+    time_columns=("ts",),
+)
+REJECTED = TableContract(
+    "rejected",
+    pa.schema(
+        [
+            ("source", pa.string()),
+            ("raw", pa.string()),
+            ("reason", pa.string()),
+            ("batch_id", pa.int64()),
+            ("rejected_date", pa.date32()),
+        ]
+    ),
+    partition_by="rejected_date",
+    time_columns=(),
+)
+#: table name -> contract, in the order the tables are written
+TABLES: dict[str, TableContract] = {t.name: t for t in (OUTCOMES, UNMATCHED_EVENTS, REJECTED)}
+
+OUTCOME_COLUMNS = OUTCOMES.engine_columns
+UNMATCHED_COLUMNS = UNMATCHED_EVENTS.engine_columns
+REJECTED_COLUMNS = REJECTED.engine_columns
+
+# -- the operator's output ---------------------------------------------------------------------------
+
+
+def ms_column(name: str) -> str:
+    """The operator output's name for an event-time column: it travels as epoch ms."""
+    return f"{name}_ms"
+
+
+def _operator_output() -> pa.Schema:
+    """One schema for every kind of row: ``kind``, ``shard``, the three tables' engine columns
+    (event times as ``<name>_ms`` int64, no ``batch_id``: the sink knows it) and the
+    per-shard gauges of ``metrics`` rows."""
+    fields: dict[str, pa.DataType] = {"kind": pa.string(), "shard": pa.int32()}
+    for table in TABLES.values():
+        for field in table.schema:
+            if field.name == "batch_id":
+                break
+            if field.name in table.time_columns:
+                fields.setdefault(ms_column(field.name), pa.int64())
+            else:
+                fields.setdefault(field.name, field.type)
+    gauges = {"pending": pa.int64(), "buffered": pa.int64(), "watched": pa.int64()}
+    fields.update(gauges, **{ms_column("watermark"): pa.int64()})
+    return pa.schema(list(fields.items()))
+
+
+#: the operator's output rows (times as epoch ms); the Spark layer derives its schema from this
+OPERATOR_OUTPUT = _operator_output()
