@@ -1,0 +1,458 @@
+"""Test helpers for users' own scenarios: an in-memory harness, ``assert_outcomes``, a session.
+
+Kafka tests its purgatory with a mock timer advanced by hand; Spark 4.2's ``TwsTester``
+drives a stateful processor in memory.  This module gives the purgatory the same:
+
+* ``PurgatoryTester`` feeds operations and events (the SPEC's input contract, as lists of
+  dicts or pandas frames) to the Spark-free engine one micro-batch at a time, moves the
+  watermark by hand and keeps the three tables' rows: milliseconds per scenario, no JVM.
+* ``assert_outcomes(actual, expected)`` compares outcomes on a few columns whatever the row
+  order, from a Spark DataFrame (through chispa, so a failure is chispa's side-by-side diff),
+  a pandas DataFrame or a list of dicts; times may be ISO-8601 strings, datetimes or epoch ms.
+* ``spark_session()`` and the ``purgatory_spark`` pytest fixture give a local session with
+  the job's settings for tests of the Spark path.
+
+Invariant: the harness runs exactly what ``Purgatory.process`` runs; it only turns input
+times into epoch ms (rejecting unreadable ones as ``bad_ts``, as the Spark parser does) and
+keeps the results.
+
+>>> t = PurgatoryTester({"purgatory.tick.ms": 100})
+>>> t.add_operations([{"op_id": "produce-1", "key": "orders-0", "ts": "2026-01-01T00:00:00Z",
+...                    "timeout_ms": 30_000, "condition": "count", "target": 2},
+...                   {"op_id": "produce-2", "key": "orders-1", "ts": "2026-01-01T00:00:05Z",
+...                    "timeout_ms": 30_000}])
+>>> t.add_events([{"key": "orders-0", "ts": "2026-01-01T00:00:12Z", "source": "broker-1"},
+...               {"key": "orders-0", "ts": "2026-01-01T00:00:15Z", "source": "broker-2"}])
+>>> t.step().completed, t.pending
+(1, 1)
+>>> t.advance_watermark("2026-01-01T00:00:40Z")
+>>> t.step().expired, t.pending
+(1, 0)
+>>> assert_outcomes(t.outcomes(), [
+...     {"op_id": "produce-1", "status": "completed", "resolved_at": "2026-01-01T00:00:15Z"},
+...     {"op_id": "produce-2", "status": "expired", "resolved_at": "2026-01-01T00:00:35Z"},
+... ])
+
+Dependencies: the harness needs only pandas.  ``assert_outcomes`` on Spark DataFrames needs
+chispa and the fixture needs pytest; both come with the ``testing`` extra
+(``pip install "spark-purgatory[testing]"``) and are imported only when used.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+import numpy as np
+import pandas as pd
+
+from .config import PurgatoryConfig
+from .contract import OUTCOME_COLUMNS, OUTCOMES, REJECTED_COLUMNS, UNMATCHED_COLUMNS, UNMATCHED_EVENTS
+from .engine.purgatory import BatchResult, Purgatory
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame as SparkDataFrame
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "Rows",
+    "Outcomes",
+    "Time",
+    "PurgatoryTester",
+    "assert_outcomes",
+    "spark_session",
+    "purgatory_spark",
+]
+
+#: input rows: a pandas DataFrame or a list of dicts, with the SPEC's input columns
+Rows: TypeAlias = "pd.DataFrame | Sequence[Mapping[str, Any]]"
+#: outcomes to compare: ``Rows`` or a Spark DataFrame
+Outcomes: TypeAlias = "pd.DataFrame | Sequence[Mapping[str, Any]] | SparkDataFrame"
+#: an event time: epoch ms, an ISO-8601 string (``"2026-01-01T00:00:15Z"``) or a datetime
+Time: TypeAlias = "int | str | datetime"
+
+_EPOCH = pd.Timestamp(0, tz="UTC")
+# the Spark parser's range: event times outside [1970, 2200) are rejected as bad_ts
+_MAX_TS = pd.Timestamp("2200-01-01", tz="UTC")
+
+
+# -- times -------------------------------------------------------------------------------------------
+
+
+def _epoch_ms(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    """Event times as epoch ms (float, NaN where missing) and a mask of the unreadable ones.
+
+    Numbers and digit strings are epoch ms already, as in the Spark parser; ISO-8601 strings,
+    datetimes and Timestamps are converted, naive ones read as UTC.  Unreadable means present
+    but neither, or outside the Spark parser's range [1970, 2200).
+    """
+    values = pd.Series(values, dtype=object)
+    is_number = values.map(lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool))
+    is_digits = values.map(lambda v: isinstance(v, str) and v.strip().lstrip("-").isdigit())
+    is_time = values.map(lambda v: isinstance(v, (str, datetime))) & ~is_digits
+    ms = pd.Series(np.nan, index=values.index, dtype=float)
+    ms[is_number | is_digits] = pd.to_numeric(values[is_number | is_digits], errors="coerce")
+    parsed = pd.to_datetime(values.where(is_time), utc=True, errors="coerce", format="ISO8601")
+    ms[is_time] = np.floor((parsed - _EPOCH) / pd.Timedelta(1, "ms"))[is_time]
+    blank = values.map(lambda v: isinstance(v, str) and not v.strip())
+    present = ~values.isna() & ~blank
+    unreadable = present & ~ms.between(0, (_MAX_TS - _EPOCH) / pd.Timedelta(1, "ms"), inclusive="left")
+    return ms, unreadable.to_numpy(bool)
+
+
+def _timestamps(values: pd.Series) -> pd.Series:
+    """Any accepted time form (ms, ISO string, datetime) as UTC Timestamps; NaT if missing."""
+    ms, _ = _epoch_ms(values)
+    return pd.to_datetime(ms, unit="ms", utc=True)
+
+
+def _with_timestamps(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    present = [c for c in columns if c in frame.columns]
+    return frame.assign(
+        **{c: pd.to_datetime(frame[c].astype("float64"), unit="ms", utc=True) for c in present}
+    )
+
+
+# -- the harness -------------------------------------------------------------------------------------
+
+
+class PurgatoryTester:
+    """One shard's purgatory driven by hand, one micro-batch per ``step()``.
+
+    ``add_operations`` and ``add_events`` queue input; ``advance_watermark`` sets the
+    watermark of the next micro-batch; ``step()`` runs the queued input through
+    ``Purgatory.process`` at that watermark.  As in a Spark micro-batch, input behind the
+    batch's watermark is rejected as ``late``: step before moving the watermark past input
+    you queued.  Like ``TwsTester``, the watermark does not follow the event times by itself.
+
+    Results accumulate across batches: ``outcomes()``, ``unmatched()`` and ``rejected()``
+    return every row so far with the SPEC's columns (``batch_id`` is the step's number, from
+    0).  Event times come back as UTC Timestamps, as in the Delta tables (``times="ms"`` for
+    the engine's epoch ms).
+
+    The harness is one shard: rules that depend on how Spark shards keys do not show here
+    (``cross_shard_keys`` never; a repeated ``op_id`` with other keys is always a
+    ``duplicate_op_id``, on Spark only when both land in one shard), nor does the
+    ``ts_in_future`` check, which needs processing time.
+
+    >>> t = PurgatoryTester({"purgatory.tick.ms": 10})
+    >>> t.add_operations([{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 100}])
+    >>> t.add_events([{"key": "k", "ts": 40}])
+    >>> t.step().outcomes[["op_id", "status", "resolved_at"]].values.tolist()
+    [['a', 'completed', 40]]
+    >>> t.outcome("a")["resolved_at"]
+    Timestamp('1970-01-01 00:00:00.040000+0000', tz='UTC')
+    """
+
+    def __init__(self, config: PurgatoryConfig | Mapping[str, object] | None = None) -> None:
+        """``config``: a ``PurgatoryConfig`` or its dotted keys (``{"purgatory.tick.ms": 100}``)."""
+        if config is not None and not isinstance(config, PurgatoryConfig):
+            config = PurgatoryConfig.from_mapping(config)
+        self.purgatory = Purgatory(config)
+        self._watermark = 0  # Spark's first micro-batch runs at watermark 0
+        self._operations: list[pd.DataFrame] = []
+        self._events: list[pd.DataFrame] = []
+        self._results: list[BatchResult] = []
+
+    # -- input -------------------------------------------------------------------------------------
+
+    def add_operations(self, rows: Rows) -> None:
+        """Queue operations for the next ``step()``: ``op_id``, ``key`` or ``keys``, ``ts``,
+        ``timeout_ms``, optional ``condition``, ``target``, ``members``, ``payload``."""
+        self._operations.append(_input_frame(rows))
+
+    def add_events(self, rows: Rows) -> None:
+        """Queue completion events for the next ``step()``: ``key``, ``ts``, optional
+        ``op_id``, ``source``, ``value``."""
+        self._events.append(_input_frame(rows))
+
+    def advance_watermark(self, to: Time) -> None:
+        """Set the watermark of the next ``step()``; it never goes back (``ValueError``)."""
+        ms, unreadable = _epoch_ms(pd.Series([to], dtype=object))
+        if unreadable[0] or np.isnan(ms[0]):
+            raise ValueError(f"not an event time: {to!r} (expected epoch ms, ISO-8601 or a datetime)")
+        if int(ms[0]) < self._watermark:
+            raise ValueError(
+                f"the watermark never goes back: it is at {self._watermark} ms, asked for {to!r}"
+            )
+        self._watermark = int(ms[0])
+
+    # -- running -----------------------------------------------------------------------------------
+
+    def step(self) -> BatchResult:
+        """Run one micro-batch with the queued input at the current watermark.
+
+        Returns this batch's rows as the engine gives them (times in epoch ms).
+        """
+        batch_id = len(self._results)
+        operations, bad_ops = _readable_times(_stack(self._operations), "operations")
+        events, bad_events = _readable_times(_stack(self._events), "events")
+        self._operations, self._events = [], []
+        result = self.purgatory.process(operations, events, watermark_ms=self._watermark, batch_id=batch_id)
+        bad = pd.concat([bad_ops, bad_events], ignore_index=True).assign(batch_id=batch_id)
+        if len(bad):
+            result.rejected = pd.concat([bad[REJECTED_COLUMNS], result.rejected], ignore_index=True)
+        self._results.append(result)
+        return result
+
+    # -- results -----------------------------------------------------------------------------------
+
+    @property
+    def watermark(self) -> int:
+        """The watermark of the next ``step()``, in epoch ms."""
+        return self._watermark
+
+    @property
+    def pending(self) -> int:
+        """Operations waiting for their condition or their deadline."""
+        return self.purgatory.pending
+
+    def outcomes(self, *, times: Literal["timestamp", "ms"] = "timestamp") -> pd.DataFrame:
+        """Every outcome so far (the ``outcomes`` table's engine columns, ending with ``batch_id``)."""
+        frame = _collect([r.outcomes for r in self._results], OUTCOME_COLUMNS)
+        return _with_timestamps(frame, OUTCOMES.time_columns) if times == "timestamp" else frame
+
+    def unmatched(self, *, times: Literal["timestamp", "ms"] = "timestamp") -> pd.DataFrame:
+        """Every event reported in ``unmatched_events`` so far, with its ``reason``."""
+        frame = _collect([r.unmatched for r in self._results], UNMATCHED_COLUMNS)
+        return _with_timestamps(frame, UNMATCHED_EVENTS.time_columns) if times == "timestamp" else frame
+
+    def rejected(self) -> pd.DataFrame:
+        """Every rejected row so far: ``source``, ``raw``, ``reason``, ``batch_id``."""
+        return _collect([r.rejected for r in self._results], REJECTED_COLUMNS)
+
+    def outcome(self, op_id: str) -> dict[str, Any] | None:
+        """The outcome of one operation as a dict, or None while it has none (or is unknown)."""
+        rows = self.outcomes()
+        rows = rows.loc[rows["op_id"] == op_id]
+        return rows.iloc[0].to_dict() if len(rows) else None
+
+
+def _input_frame(rows: Rows) -> pd.DataFrame:
+    return rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+
+
+def _stack(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _readable_times(frame: pd.DataFrame, source: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows with ``ts`` as epoch ms, rows rejected as ``bad_ts``): the engine reads ms only.
+
+    A missing ``ts`` stays as it was, for the engine to reject as ``missing_ts``.
+    """
+    if "ts" not in frame.columns:
+        return frame, pd.DataFrame(columns=["source", "raw", "reason"])
+    ms, unreadable = _epoch_ms(frame["ts"])
+    bad = frame.loc[unreadable]
+    raw = [json.dumps(r, default=str, sort_keys=True) for r in bad.to_dict(orient="records")]
+    rejected = pd.DataFrame({"source": source, "raw": pd.Series(raw, dtype=object), "reason": "bad_ts"})
+    ts = ms.astype("Int64").astype(object).where(ms.notna(), frame["ts"])
+    return frame.assign(ts=ts).loc[~unreadable].reset_index(drop=True), rejected
+
+
+def _collect(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    filled = [f for f in frames if len(f)]
+    if not filled:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    return pd.concat(filled, ignore_index=True)[columns]
+
+
+# -- assert_outcomes ---------------------------------------------------------------------------------
+
+
+def assert_outcomes(
+    actual: Outcomes,
+    expected: Outcomes,
+    *,
+    columns: Sequence[str] = ("op_id", "status", "resolved_at"),
+) -> None:
+    """Assert two sets of outcomes are equal on ``columns``, whatever their row order.
+
+    Args:
+        actual: the outcomes under test: a Spark DataFrame (``outcomes_of``, a Delta table),
+            a pandas DataFrame (``PurgatoryTester.outcomes()``) or a list of dicts.
+        expected: the same forms.  Times (``op_ts``, ``deadline``, ``resolved_at``) may be
+            epoch ms, ISO-8601 strings or datetimes on either side.
+        columns: the columns compared; ``op_id`` must be one of them.
+
+    If either side is a Spark DataFrame, the other is turned into one with its schema and
+    chispa compares them (``assert_df_equality`` ignoring row order), so a failure shows
+    both side by side.  Otherwise the ``AssertionError`` names each ``op_id`` that differs
+    and the differing cells:
+
+    >>> assert_outcomes([{"op_id": "a", "status": "completed", "resolved_at": 15_000}],
+    ...                 [{"op_id": "a", "status": "expired", "resolved_at": "1970-01-01T00:00:30Z"}])
+    Traceback (most recent call last):
+    ...
+    AssertionError: outcomes differ in 1 op_id (compared op_id, status, resolved_at):
+      'a': status is 'completed', expected 'expired'
+      'a': resolved_at is 1970-01-01T00:00:15Z, expected 1970-01-01T00:00:30Z
+
+    Example on Spark (needs chispa)::
+
+        outcomes = outcomes_of(purgatory_batch(ops_df, events_df, config))
+        assert_outcomes(outcomes, [{"op_id": "a", "status": "completed",
+                                    "resolved_at": "2026-01-01T00:00:15Z"}])
+    """
+    columns = list(columns)
+    if "op_id" not in columns:
+        raise ValueError(f"columns must include 'op_id' to pair the rows up, got {columns}")
+    if _is_spark(actual) or _is_spark(expected):
+        _assert_spark_equal(actual, expected, columns)
+        return
+    left, right = _normalised(actual, columns, "actual"), _normalised(expected, columns, "expected")
+    problems = _differences(left, right, columns)
+    if problems:
+        n = len({op_id for op_id, _ in problems})
+        header = f"outcomes differ in {n} op_id{'s' if n > 1 else ''} (compared {', '.join(columns)}):"
+        raise AssertionError("\n  ".join([header, *(f"{op_id!r}: {text}" for op_id, text in problems)]))
+
+
+def _is_spark(frame: object) -> bool:
+    # a Spark DataFrame means pyspark is imported already; the pandas path never imports it
+    sql = sys.modules.get("pyspark.sql")
+    return sql is not None and isinstance(frame, sql.DataFrame)
+
+
+def _normalised(frame: Rows, columns: list[str], side: str) -> pd.DataFrame:
+    """The compared columns only, times as UTC Timestamps, sorted by ``op_id``."""
+    pdf = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(list(frame))
+    missing = [c for c in columns if c not in pdf.columns]
+    if missing:
+        raise ValueError(
+            f"{side} has no column {', '.join(map(repr, missing))} (it has {list(pdf.columns)}); "
+            "pass columns=... to compare fewer"
+        )
+    times = [c for c in columns if c in OUTCOMES.time_columns]
+    pdf = pdf[columns].assign(**{c: _timestamps(pdf[c]) for c in times})
+    return pdf.sort_values("op_id", kind="stable").reset_index(drop=True)
+
+
+def _differences(actual: pd.DataFrame, expected: pd.DataFrame, columns: list[str]) -> list[tuple[str, str]]:
+    """(op_id, what differs): per differing cell, missing or surplus op_id, op_id given twice."""
+    problems = []
+    for side, frame in (("actual", actual), ("expected", expected)):
+        counts = frame["op_id"].value_counts()
+        problems += [(op_id, f"{n} rows in {side}") for op_id, n in counts[counts > 1].items()]
+    left, right = actual.set_index("op_id"), expected.set_index("op_id")
+    others = [c for c in columns if c != "op_id"]
+    for op_id in left.index.union(right.index).unique():
+        if op_id not in right.index:
+            problems.append((op_id, f"not expected ({_cells(left.loc[[op_id]].iloc[0], others)})"))
+        elif op_id not in left.index:
+            problems.append((op_id, f"missing (expected {_cells(right.loc[[op_id]].iloc[0], others)})"))
+        else:
+            a, e = left.loc[[op_id]].iloc[0], right.loc[[op_id]].iloc[0]
+            problems += [
+                (op_id, f"{c} is {_show(a[c])}, expected {_show(e[c])}")
+                for c in others
+                if not _same(a[c], e[c])
+            ]
+    return problems
+
+
+def _cells(row: pd.Series, columns: list[str]) -> str:
+    return ", ".join(f"{c}={_show(row[c])}" for c in columns)
+
+
+def _show(value: object) -> str:
+    if isinstance(value, pd.Timestamp) and value is not pd.NaT:
+        return value.isoformat().replace("+00:00", "Z")
+    return repr(_plain(value))
+
+
+def _plain(value: object) -> object:
+    """Lists and arrays as lists, missing values as None, numpy scalars as Python ones."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in value]
+    if value is None or value is pd.NaT or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _same(a: object, b: object) -> bool:
+    return _plain(a) == _plain(b)
+
+
+def _assert_spark_equal(actual: Outcomes, expected: Outcomes, columns: list[str]) -> None:
+    try:
+        from chispa import assert_df_equality
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "assert_outcomes on Spark DataFrames needs chispa: pip install 'spark-purgatory[testing]'"
+        ) from None
+    reference = actual if _is_spark(actual) else expected
+    left = _spark_frame(actual, reference, columns, "actual")
+    right = _spark_frame(expected, reference, columns, "expected")
+    assert_df_equality(left, right, ignore_row_order=True, ignore_nullable=True, underline_cells=True)
+
+
+def _spark_frame(frame: Outcomes, reference: SparkDataFrame, columns: list[str], side: str) -> SparkDataFrame:
+    """``frame``'s compared columns as a Spark DataFrame typed like ``reference``'s."""
+    from pyspark.sql import types as T
+
+    if _is_spark(frame):
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise ValueError(f"{side} has no column {', '.join(map(repr, missing))} (it has {frame.columns})")
+        return frame.select(*columns)
+    schema = reference.select(*columns).schema
+    pdf = _normalised(frame, columns, side)
+    for field in schema.fields:
+        if isinstance(field.dataType, (T.LongType, T.IntegerType)):
+            if field.name in OUTCOMES.time_columns:  # the reference keeps this time as epoch ms
+                pdf[field.name] = (pdf[field.name] - _EPOCH) // pd.Timedelta(1, "ms")
+            pdf[field.name] = pdf[field.name].astype("Int64")  # an int64 column may hold a None
+    return reference.sparkSession.createDataFrame(pdf, schema=schema)
+
+
+# -- Spark sessions ----------------------------------------------------------------------------------
+
+
+def spark_session(
+    app_name: str = "spark-purgatory-tests",
+    *,
+    config: PurgatoryConfig | None = None,
+    master: str = "local[2]",
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A local session for tests, with the job's settings (``spark.session.local_session``):
+    the workers on this interpreter, RocksDB state store, UTC, quiet logs, and
+    ``purgatory.shards + 1`` shuffle partitions so each shard gets its own partition.
+
+    Example::
+
+        spark = spark_session(config=PurgatoryConfig(shards=2))
+        outcomes = outcomes_of(purgatory_batch(ops_df, events_df, PurgatoryConfig(shards=2)))
+    """
+    from .spark.session import local_session
+
+    shards = (config or PurgatoryConfig()).shards
+    return local_session(app_name, master=master, shuffle_partitions=shards + 1, conf=dict(conf or {}))
+
+
+def _purgatory_spark() -> Iterator[SparkSession]:
+    """A session-scoped local session (``spark_session()``), stopped at the end of the run.
+
+    Enable it in a ``conftest.py`` with ``pytest_plugins = ["spark_purgatory.testing"]``::
+
+        def test_batch(purgatory_spark):
+            ops = purgatory_spark.createDataFrame([...])
+    """
+    session = spark_session()
+    yield session
+    session.stop()
+
+
+try:  # with pytest installed this module is also a pytest plugin offering the fixture
+    import pytest
+except ImportError:  # pragma: no cover - the harness and assert_outcomes work without pytest
+    purgatory_spark = _purgatory_spark
+else:
+    purgatory_spark = pytest.fixture(scope="session", name="purgatory_spark")(_purgatory_spark)

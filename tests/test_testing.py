@@ -1,0 +1,270 @@
+"""The test helpers users get: the in-memory harness, assert_outcomes, the session helper."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pandas as pd
+import pytest
+
+from spark_purgatory import ConfigError, PurgatoryConfig
+from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
+from spark_purgatory.testing import PurgatoryTester, assert_outcomes
+
+T0 = "2026-01-01T00:00:00Z"
+T0_MS = 1_767_225_600_000
+
+
+def harness(**settings) -> PurgatoryTester:
+    return PurgatoryTester(PurgatoryConfig(**{"tick_ms": 10, "wheel_size": 8, **settings}))
+
+
+# -- the harness -------------------------------------------------------------------------------------
+
+
+def test_harness_reproduces_the_readme_engine_example():
+    t = PurgatoryTester(PurgatoryConfig(tick_ms=100))
+    t.add_operations(
+        pd.DataFrame(
+            {
+                "op_id": ["produce-1"],
+                "keys": [["orders-0"]],
+                "ts": [0],
+                "timeout_ms": [30_000],
+                "condition": ["count"],
+                "target": [2.0],
+            }
+        )
+    )
+    t.add_events(
+        pd.DataFrame(
+            {
+                "key": ["orders-0", "orders-0"],
+                "ts": [12, 15],
+                "source": ["broker-1", "broker-2"],
+                "op_id": ["produce-1"] * 2,
+            }
+        )
+    )
+    t.step()
+    rows = t.outcomes(times="ms")[["op_id", "status", "resolved_at", "latency_ms"]]
+    assert rows.values.tolist() == [["produce-1", "completed", 15, 15]]
+
+
+def test_ts_may_be_epoch_ms_iso_string_or_datetime():
+    t = harness()
+    t.add_operations(
+        [
+            {"op_id": "ms", "key": "a", "ts": T0_MS, "timeout_ms": 100},
+            {"op_id": "digits", "key": "b", "ts": str(T0_MS), "timeout_ms": 100},
+            {"op_id": "iso", "key": "c", "ts": T0, "timeout_ms": 100},
+            {
+                "op_id": "datetime",
+                "key": "d",
+                "ts": datetime(2026, 1, 1, tzinfo=timezone.utc),
+                "timeout_ms": 100,
+            },
+            {"op_id": "naive", "keys": ["e"], "ts": datetime(2026, 1, 1), "timeout_ms": 100},
+        ]
+    )
+    t.step()
+    t.advance_watermark(T0_MS + 100)
+    t.step()
+    out = t.outcomes(times="ms")
+    assert sorted(out["op_id"]) == ["datetime", "digits", "iso", "ms", "naive"]
+    assert set(out["op_ts"]) == {T0_MS}
+    assert set(out["resolved_at"]) == {T0_MS + 100}
+
+
+def test_an_operation_expires_when_the_watermark_reaches_its_deadline_not_before():
+    t = harness()
+    t.add_operations([{"op_id": "a", "key": "k", "ts": T0, "timeout_ms": 1_000}])
+    t.step()
+    t.advance_watermark(T0_MS + 999)
+    assert t.step().expired == 0
+    assert t.pending == 1 and t.outcome("a") is None
+    t.advance_watermark("2026-01-01T00:00:01Z")
+    assert t.step().expired == 1
+    assert t.pending == 0
+    assert t.outcome("a")["resolved_at"] == pd.Timestamp("2026-01-01T00:00:01Z")
+
+
+def test_outcomes_accumulate_across_steps_with_the_step_number_as_batch_id():
+    t = harness()
+    t.add_operations([{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 50}])
+    t.add_events([{"key": "k", "ts": 10}])
+    t.step()
+    t.add_operations([{"op_id": "b", "key": "k", "ts": 20, "timeout_ms": 50}])
+    t.step()
+    t.advance_watermark(70)
+    t.step()
+    out = t.outcomes()
+    assert list(out.columns) == OUTCOME_COLUMNS
+    assert out[["op_id", "status", "batch_id"]].values.tolist() == [
+        ["a", "completed", 0],
+        ["b", "expired", 2],
+    ]
+    assert out["resolved_at"].dt.tz is not None  # Timestamps in UTC, as in the Delta table
+
+
+def test_input_behind_the_watermark_is_rejected_as_late():
+    t = harness()
+    t.advance_watermark(1_000)
+    t.add_operations([{"op_id": "a", "key": "k", "ts": 500, "timeout_ms": 100}])
+    t.add_events([{"key": "k", "ts": 999}])
+    t.step()
+    rejected = t.rejected()
+    assert list(rejected.columns) == REJECTED_COLUMNS
+    assert sorted(map(tuple, rejected[["source", "reason"]].values.tolist())) == [
+        ("events", "late"),
+        ("operations", "late"),
+    ]
+    assert t.pending == 0
+
+
+def test_unreadable_ts_is_rejected_as_bad_ts_and_a_missing_one_as_missing_ts():
+    t = harness()
+    t.add_operations(
+        [
+            {"op_id": "a", "key": "k", "ts": "yesterday", "timeout_ms": 100},
+            {"op_id": "b", "key": "k", "ts": "2300-01-01T00:00:00Z", "timeout_ms": 100},
+            {"op_id": "c", "key": "k", "ts": None, "timeout_ms": 100},
+        ]
+    )
+    t.add_events([{"key": "k", "ts": "not a time"}])
+    t.step()
+    rejected = t.rejected()
+    reasons = sorted(map(tuple, rejected[["source", "reason"]].values.tolist()))
+    assert reasons == [
+        ("events", "bad_ts"),
+        ("operations", "bad_ts"),
+        ("operations", "bad_ts"),
+        ("operations", "missing_ts"),
+    ]
+    assert json.loads(rejected["raw"].iloc[0])["ts"] == "yesterday"
+
+
+def test_events_matching_nothing_are_reported_once_the_watermark_passes_them():
+    t = harness()
+    t.add_events([{"key": "nobody", "ts": 10, "source": "s"}])
+    t.step()
+    assert len(t.unmatched()) == 0
+    t.advance_watermark(11)
+    t.step()
+    unmatched = t.unmatched(times="ms")
+    assert list(unmatched.columns) == UNMATCHED_COLUMNS
+    assert unmatched[["key", "ts", "reason"]].values.tolist() == [["nobody", 10, "no_operation"]]
+
+
+def test_the_watermark_never_goes_back():
+    t = harness()
+    t.advance_watermark(100)
+    t.advance_watermark(100)
+    with pytest.raises(ValueError, match="never goes back"):
+        t.advance_watermark(99)
+    with pytest.raises(ValueError, match="not an event time"):
+        t.advance_watermark("soon")
+
+
+def test_config_may_be_given_as_dotted_keys():
+    t = PurgatoryTester({"purgatory.tick.ms": 250})
+    assert t.purgatory.config.tick_ms == 250
+    with pytest.raises(ConfigError, match="purgatory.tick"):
+        PurgatoryTester({"purgatory.tick": 250})
+
+
+# -- assert_outcomes ---------------------------------------------------------------------------------
+
+
+def test_assert_outcomes_passes_whatever_the_row_order_and_time_form():
+    actual = pd.DataFrame(
+        {
+            "op_id": ["b", "a"],
+            "status": ["expired", "completed"],
+            "resolved_at": pd.to_datetime([T0_MS + 30_000, T0_MS + 15_000], unit="ms", utc=True),
+            "latency_ms": [30_000, 15_000],
+        }
+    )
+    expected = [
+        {"op_id": "a", "status": "completed", "resolved_at": "2026-01-01T00:00:15Z"},
+        {"op_id": "b", "status": "expired", "resolved_at": T0_MS + 30_000},
+    ]
+    assert_outcomes(actual, expected)
+    assert_outcomes(expected, actual)
+
+
+def test_assert_outcomes_names_the_op_id_and_cells_that_differ():
+    actual = [
+        {"op_id": "a", "status": "completed", "resolved_at": T0_MS + 15_000},
+        {"op_id": "b", "status": "expired", "resolved_at": T0_MS + 30_000},
+        {"op_id": "surplus", "status": "completed", "resolved_at": T0_MS},
+    ]
+    expected = [
+        {"op_id": "a", "status": "completed", "resolved_at": "2026-01-01T00:00:15Z"},
+        {"op_id": "b", "status": "completed", "resolved_at": "2026-01-01T00:00:12Z"},
+        {"op_id": "lost", "status": "expired", "resolved_at": T0},
+    ]
+    with pytest.raises(AssertionError) as failure:
+        assert_outcomes(actual, expected)
+    message = str(failure.value)
+    assert "outcomes differ in 3 op_ids" in message
+    assert "'b': status is 'expired', expected 'completed'" in message
+    assert "'b': resolved_at is 2026-01-01T00:00:30Z, expected 2026-01-01T00:00:12Z" in message
+    assert "'surplus': not expected (status='completed'" in message
+    assert "'lost': missing (expected status='expired'" in message
+    assert "'a'" not in message
+
+
+def test_assert_outcomes_reports_an_op_id_given_twice():
+    row = {"op_id": "a", "status": "completed", "resolved_at": 0}
+    with pytest.raises(AssertionError, match="'a': 2 rows in actual"):
+        assert_outcomes([row, row], [row])
+
+
+def test_assert_outcomes_compares_only_the_chosen_columns_and_needs_them():
+    actual = [{"op_id": "a", "status": "completed", "resolved_at": 1, "keys": ["k"]}]
+    assert_outcomes(actual, [{"op_id": "a", "status": "completed"}], columns=["op_id", "status"])
+    assert_outcomes(actual, [{"op_id": "a", "keys": ("k",)}], columns=["op_id", "keys"])
+    with pytest.raises(ValueError, match="expected has no column 'resolved_at'"):
+        assert_outcomes(actual, [{"op_id": "a", "status": "completed"}])
+    with pytest.raises(ValueError, match="must include 'op_id'"):
+        assert_outcomes(actual, actual, columns=["status"])
+
+
+# -- on Spark ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_assert_outcomes_on_spark_agrees_with_the_harness_and_fails_with_chispas_diff(spark):
+    from chispa.dataframe_comparer import DataFramesNotEqualError
+
+    from spark_purgatory import outcomes_of, purgatory_batch
+
+    config = PurgatoryConfig(shards=2, tick_ms=100, wheel_size=16)
+    ops = [
+        {"op_id": "done", "key": "k1", "ts": T0, "timeout_ms": 30_000, "condition": "count", "target": 2},
+        {"op_id": "late", "key": "k2", "ts": T0, "timeout_ms": 10_000},
+    ]
+    events = [{"key": "k1", "ts": "2026-01-01T00:00:12Z"}, {"key": "k1", "ts": "2026-01-01T00:00:15Z"}]
+    t = PurgatoryTester(config)
+    t.add_operations(ops)
+    t.add_events(events)
+    t.step()
+    t.advance_watermark(T0_MS + 60_000)
+    t.step()
+
+    def json_lines(rows):
+        return spark.createDataFrame([(json.dumps(r),) for r in rows], "value string")
+
+    batch = purgatory_batch(json_lines(ops), json_lines(events), config, final_watermark_ms=T0_MS + 60_000)
+    outcomes = outcomes_of(batch)
+    columns = ("op_id", "status", "resolved_at", "latency_ms", "matched_events")
+    assert_outcomes(outcomes, t.outcomes(), columns=columns)
+
+    wrong = [
+        {"op_id": "done", "status": "completed", "resolved_at": "2026-01-01T00:00:15Z"},
+        {"op_id": "late", "status": "completed", "resolved_at": "2026-01-01T00:00:10Z"},
+    ]
+    with pytest.raises(DataFramesNotEqualError, match="late"):
+        assert_outcomes(outcomes, wrong)
