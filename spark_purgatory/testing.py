@@ -97,7 +97,8 @@ def _epoch_ms(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
     ms = pd.Series(np.nan, index=values.index, dtype=float)
     ms[is_number | is_digits] = pd.to_numeric(values[is_number | is_digits], errors="coerce")
     parsed = pd.to_datetime(values.where(is_time), utc=True, errors="coerce", format="ISO8601")
-    ms[is_time] = np.floor((parsed - _EPOCH) / pd.Timedelta(1, "ms"))[is_time]
+    ms[is_time] = ((parsed - _EPOCH) / pd.Timedelta(1, "ms"))[is_time]
+    ms = np.floor(ms)  # whole milliseconds, as Spark's unix_millis
     blank = values.map(lambda v: isinstance(v, str) and not v.strip())
     present = ~values.isna() & ~blank
     unreadable = present & ~ms.between(0, (_MAX_TS - _EPOCH) / pd.Timedelta(1, "ms"), inclusive="left")
@@ -132,7 +133,8 @@ class PurgatoryTester:
     Results accumulate across batches: ``outcomes()``, ``unmatched()`` and ``rejected()``
     return every row so far with the SPEC's columns (``batch_id`` is the step's number, from
     0).  Event times come back as UTC Timestamps, as in the Delta tables (``times="ms"`` for
-    the engine's epoch ms).
+    the engine's epoch ms).  ``purgatory`` is the engine underneath, for what the harness
+    does not show (``pending_op_ids()``, ``to_bytes()``).
 
     The harness is one shard: rules that depend on how Spark shards keys do not show here
     (``cross_shard_keys`` never; a repeated ``op_id`` with other keys is always a
@@ -189,13 +191,14 @@ class PurgatoryTester:
         Returns this batch's rows as the engine gives them (times in epoch ms).
         """
         batch_id = len(self._results)
-        operations, bad_ops = _readable_times(_stack(self._operations), "operations")
-        events, bad_events = _readable_times(_stack(self._events), "events")
+        operations, bad_ops = _readable_times(_collect(self._operations), "operations")
+        events, bad_events = _readable_times(_collect(self._events), "events")
         self._operations, self._events = [], []
         result = self.purgatory.process(operations, events, watermark_ms=self._watermark, batch_id=batch_id)
-        bad = pd.concat([bad_ops, bad_events], ignore_index=True).assign(batch_id=batch_id)
+        bad = _collect([bad_ops, bad_events]).assign(batch_id=batch_id)
         if len(bad):
-            result.rejected = pd.concat([bad[REJECTED_COLUMNS], result.rejected], ignore_index=True)
+            rejected = _collect([bad, result.rejected], REJECTED_COLUMNS)
+            result = BatchResult(result.outcomes, result.unmatched, rejected)
         self._results.append(result)
         return result
 
@@ -236,11 +239,6 @@ def _input_frame(rows: Rows) -> pd.DataFrame:
     return rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
 
 
-def _stack(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    frames = [f for f in frames if len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 def _readable_times(frame: pd.DataFrame, source: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(rows with ``ts`` as epoch ms, rows rejected as ``bad_ts``): the engine reads ms only.
 
@@ -256,11 +254,13 @@ def _readable_times(frame: pd.DataFrame, source: str) -> tuple[pd.DataFrame, pd.
     return frame.assign(ts=ts).loc[~unreadable].reset_index(drop=True), rejected
 
 
-def _collect(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+def _collect(frames: list[pd.DataFrame], columns: list[str] | None = None) -> pd.DataFrame:
+    """The rows of ``frames`` in order (only ``columns``, if given); empty frames add nothing."""
     filled = [f for f in frames if len(f)]
     if not filled:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-    return pd.concat(filled, ignore_index=True)[columns]
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns or []})
+    rows = pd.concat(filled, ignore_index=True)
+    return rows if columns is None else rows[columns]
 
 
 # -- assert_outcomes ---------------------------------------------------------------------------------

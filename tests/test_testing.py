@@ -68,11 +68,13 @@ def test_ts_may_be_epoch_ms_iso_string_or_datetime():
             {"op_id": "naive", "keys": ["e"], "ts": datetime(2026, 1, 1), "timeout_ms": 100},
         ]
     )
+    frame = pd.DataFrame({"op_id": ["column"], "key": ["f"], "ts": pd.to_datetime([T0]), "timeout_ms": [100]})
+    t.add_operations(frame)  # a datetime64 column
     t.step()
     t.advance_watermark(T0_MS + 100)
     t.step()
     out = t.outcomes(times="ms")
-    assert sorted(out["op_id"]) == ["datetime", "digits", "iso", "ms", "naive"]
+    assert sorted(out["op_id"]) == ["column", "datetime", "digits", "iso", "ms", "naive"]
     assert set(out["op_ts"]) == {T0_MS}
     assert set(out["resolved_at"]) == {T0_MS + 100}
 
