@@ -50,9 +50,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import numpy as np
 import pandas as pd
 
-from .config import PurgatoryConfig
+from . import BatchResult, Purgatory, PurgatoryConfig
 from .contract import OUTCOME_COLUMNS, OUTCOMES, REJECTED_COLUMNS, UNMATCHED_COLUMNS, UNMATCHED_EVENTS
-from .engine.purgatory import BatchResult, Purgatory
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
