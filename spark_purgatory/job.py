@@ -1,7 +1,9 @@
 """The streaming job: operations + completion events in, Delta tables out.
 
 ``jobs/purgatory_job.py`` is its entry point for ``python`` and ``spark-submit``; the demo
-and the tests call ``parse_args`` / ``run`` directly.
+and the tests call ``parse_args`` / ``run`` directly.  ``run`` is a thin shell around
+``spark_purgatory.start`` (the one call notebooks use too): it adds the session, the
+sources, the progress and commit log lines, and stopping on SIGTERM/SIGINT.
 
     python jobs/purgatory_job.py --ops-path DIR --events-path DIR --output-path DIR \\
         --checkpoint-path DIR [--source-format json|parquet|kafka] \\

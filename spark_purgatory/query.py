@@ -110,8 +110,9 @@ def start(
         flush what the accumulator still holds.
 
     Raises:
-        ConfigError: a trigger, writer or session setting that would break the query,
-            naming the key and what to set.
+        ConfigError: a trigger or a session setting that would break the query, naming
+            the key and what to set.
+        ValueError: an unknown writer name, or no session to read paths with.
 
     Example (a notebook, where ``spark`` is the session)::
 
