@@ -129,7 +129,7 @@ def start(
     _check_session(spark)
     out = _operator(spark, operations, events, cfg, source_format)
     if isinstance(writer, str):
-        writer = choose_writer(spark, output, prefer=writer)  # type: ignore[arg-type]
+        writer = choose_writer(spark, output, prefer=writer)
     accumulator = RecordAccumulator(
         os.path.join(checkpoint, "accumulator"),
         app_id=app_id_of(checkpoint),
