@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_accumulator import Clock, output_rows  # noqa: E402  (the operator-shaped rows)
 
 from spark_purgatory.delta.accumulator import RecordAccumulator  # noqa: E402
-from spark_purgatory.delta.sinks import DeltaRsWriter, PurgatorySink, split_tables  # noqa: E402
+from spark_purgatory.delta.sink import PurgatorySink, split_tables  # noqa: E402
+from spark_purgatory.delta.writers import DeltaRsWriter  # noqa: E402
 
 
 def file_sizes(path: str) -> list[int]:

@@ -25,10 +25,8 @@ dbutils.widgets.dropdown("shards", "2", ["1", "2", "4", "8", "16"], "Shards")
 import os
 import shutil
 
-from spark_purgatory import PurgatoryConfig, purgatory_stream, read_stream
-from spark_purgatory.delta.accumulator import RecordAccumulator
-from spark_purgatory.delta.sinks import PurgatorySink, choose_writer, delta_classes_available
-from spark_purgatory.spark.metrics import observe_purgatory
+from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory.delta.writers import delta_classes_available
 from spark_purgatory.workload import generate, write_json_lines
 
 n_ops = int(dbutils.widgets.get("operations"))
@@ -44,6 +42,7 @@ print(f"{len(work.operations):,} operations and {len(work.events):,} events writ
 # MAGIC ## Run the purgatory
 # MAGIC One stateful operator over both streams; each micro-batch is split into `outcomes`,
 # MAGIC `unmatched_events` and `rejected`, staged in the RecordAccumulator and committed to Delta.
+# MAGIC `start` wires all of it; leaving the `with` block stops the query and flushes what is staged.
 
 # COMMAND ----------
 
@@ -53,30 +52,21 @@ config = PurgatoryConfig.from_mapping(
         "watermark.delay": "5 seconds",
         "accumulator.batch.size": 8 * 1024 * 1024,
         "accumulator.linger.ms": 30_000,
+        "source.max.files.per.trigger": 3,
     }
 )
-ops = read_stream(spark, f"{base}/input/ops", "json", kind="operations", max_files_per_trigger=3)
-events = read_stream(spark, f"{base}/input/events", "json", kind="events", max_files_per_trigger=3)
-out = observe_purgatory(purgatory_stream(ops, events, config))
-
 tables = f"{base}/tables"
-accumulator = RecordAccumulator(
-    f"{base}/checkpoint/accumulator",
-    app_id="quickstart",
-    batch_size=config.accumulator_batch_size,
-    linger_ms=config.accumulator_linger_ms,
-    buffer_memory=config.accumulator_buffer_memory,
-)
-sink = PurgatorySink(accumulator, choose_writer(spark, tables))
-query = (
-    out.writeStream.foreachBatch(sink)
-    .option("checkpointLocation", f"{base}/checkpoint")
-    .trigger(availableNow=True)
-    .start()
-)
-query.awaitTermination()
-sink.close()  # flush what is still lingering
-print(f"writer: {type(sink.writer).__name__}; batches: {len(query.recentProgress)}")
+with start(
+    f"{base}/input/ops",
+    f"{base}/input/events",
+    output=tables,
+    checkpoint=f"{base}/checkpoint",
+    config=config,
+    trigger="available-now",
+    spark=spark,
+) as purgatory:
+    purgatory.await_termination()
+print(f"writer: {type(purgatory.writer).__name__}; batches: {len(purgatory.history)}")
 
 # COMMAND ----------
 

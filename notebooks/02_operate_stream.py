@@ -18,10 +18,9 @@ dbutils.widgets.text("operations", "2000", "Operations to generate (demo input)"
 
 import shutil
 
-from spark_purgatory import PurgatoryConfig, purgatory_stream, read_stream
-from spark_purgatory.delta.accumulator import RecordAccumulator
-from spark_purgatory.delta.sinks import PurgatorySink, choose_writer, maintain_tables
-from spark_purgatory.spark.metrics import ProgressListener, format_line, observe_purgatory
+from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory.delta.writers import maintain_tables
+from spark_purgatory.spark.metrics import format_line
 from spark_purgatory.workload import generate, write_json_lines
 
 base = dbutils.widgets.get("base_path")
@@ -33,32 +32,24 @@ write_json_lines(
     files=8,
 )
 
-config = PurgatoryConfig(shards=2, watermark_delay="5 seconds", accumulator_linger_ms=20_000)
-listener = ProgressListener()
-spark.streams.addListener(listener)  # the same figures reach any listener via observedMetrics
-
-ops = read_stream(spark, f"{base}/input/ops", kind="operations", max_files_per_trigger=2)
-events = read_stream(spark, f"{base}/input/events", kind="events", max_files_per_trigger=2)
-accumulator = RecordAccumulator(
-    f"{base}/checkpoint/accumulator",
-    app_id="operate",
-    batch_size=config.accumulator_batch_size,
-    linger_ms=config.accumulator_linger_ms,
-    buffer_memory=config.accumulator_buffer_memory,
+config = PurgatoryConfig(
+    shards=2, watermark_delay="5 seconds", accumulator_linger_ms=20_000, source_max_files_per_trigger=2
 )
-sink = PurgatorySink(accumulator, choose_writer(spark, f"{base}/tables"))
-writer = (
-    observe_purgatory(purgatory_stream(ops, events, config))
-    .writeStream.foreachBatch(sink)
-    .option("checkpointLocation", f"{base}/checkpoint")
-    .queryName("purgatory")
+one_shot = dbutils.widgets.get("trigger") == "available-now"
+purgatory = start(
+    f"{base}/input/ops",
+    f"{base}/input/events",
+    output=f"{base}/tables",
+    checkpoint=f"{base}/checkpoint",
+    config=config,
+    trigger="available-now" if one_shot else "processing-time=2s",
+    name="purgatory",
+    spark=spark,
 )
-if dbutils.widgets.get("trigger") == "available-now":
-    query = writer.trigger(availableNow=True).start()
-    query.awaitTermination()
+if one_shot:
+    purgatory.await_termination()
 else:
-    query = writer.trigger(processingTime="2 seconds").start()
-    query.processAllAvailable()  # wait until the input present now is processed
+    purgatory.process_all_available()  # wait until the input present now is processed
 
 # COMMAND ----------
 
@@ -69,9 +60,10 @@ else:
 
 import pandas as pd  # noqa: E402
 
-for figures in listener.history:
+history = purgatory.history  # from the query's progress: any StreamingQueryListener sees the same
+for figures in history:
     print(format_line(figures))
-display(pd.DataFrame(listener.history))
+display(pd.DataFrame(history))
 
 # COMMAND ----------
 
@@ -82,7 +74,7 @@ display(pd.DataFrame(listener.history))
 
 staged = [
     {"table": d.table, "partition": d.partition, "rows": d.rows, "bytes": d.nbytes}
-    for d in accumulator.destinations()
+    for d in purgatory.accumulator.destinations()
 ]
 print(staged or "nothing staged")
 
@@ -90,13 +82,12 @@ print(staged or "nothing staged")
 
 # MAGIC %md
 # MAGIC ## Stop cleanly, flush, and keep the tables healthy
-# MAGIC Stopping the query is safe at any time (the checkpoint and the staged rows survive); `close()`
-# MAGIC commits what is still lingering.  Compaction and a log checkpoint keep reads fast.
+# MAGIC Stopping the query is safe at any time (the checkpoint and the staged rows survive); `stop()`
+# MAGIC also commits what is still lingering (Kafka's `close()`).  Compaction and a log checkpoint keep
+# MAGIC reads fast.
 
 # COMMAND ----------
 
-query.stop()
-flushed = sink.close()
+flushed = purgatory.stop()
 print("flushed:", [(c["table"], c["rows"]) for c in flushed])
 print(maintain_tables(f"{base}/tables"))
-spark.streams.removeListener(listener)

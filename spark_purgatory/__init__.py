@@ -1,9 +1,12 @@
 """spark-purgatory: Kafka's delayed-operation purgatory for Spark Structured Streaming.
 
-The engine (``Purgatory``, ``TimingWheel``) runs without Spark.  The Spark entry points
-(``purgatory_stream``, ``purgatory_batch``, ``outcomes_of``, ``unmatched_of``,
-``rejected_of``, ``read_stream``) are imported on first use, so the engine stays importable
-(and fast to test) without starting a JVM.
+The engine (``Purgatory``, ``TimingWheel``) runs without Spark.  ``start`` runs the whole
+stream into Delta tables in one call and returns a ``PurgatoryQuery``; the pieces it wires
+(``RecordAccumulator``, ``PurgatorySink``, ``choose_writer``) stay public for users with
+their own sink.  The Spark entry points (``start``, ``purgatory_stream``,
+``purgatory_batch``, ``outcomes_of``, ``unmatched_of``, ``rejected_of``, ``read_stream``)
+are imported on first use, so the engine stays importable (and fast to test) without
+starting a JVM.
 """
 
 from __future__ import annotations
@@ -16,6 +19,11 @@ from .engine.purgatory import BatchResult, Purgatory
 from .engine.wheel import TimingWheel
 
 _SPARK = {
+    "start": "query",
+    "PurgatoryQuery": "query",
+    "RecordAccumulator": "delta.accumulator",
+    "PurgatorySink": "delta.sink",
+    "choose_writer": "delta.writers",
     "purgatory_stream": "spark.streaming",
     "purgatory_batch": "spark.streaming",
     "outcomes_of": "spark.streaming",

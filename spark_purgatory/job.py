@@ -1,7 +1,9 @@
 """The streaming job: operations + completion events in, Delta tables out.
 
 ``jobs/purgatory_job.py`` is its entry point for ``python`` and ``spark-submit``; the demo
-and the tests call ``parse_args`` / ``run`` directly.
+and the tests call ``parse_args`` / ``run`` directly.  ``run`` is a thin shell around
+``spark_purgatory.start`` (the one call notebooks use too): it adds the session, the
+sources, the progress and commit log lines, and stopping on SIGTERM/SIGINT.
 
     python jobs/purgatory_job.py --ops-path DIR --events-path DIR --output-path DIR \\
         --checkpoint-path DIR [--source-format json|parquet|kafka] \\
@@ -24,17 +26,15 @@ Unknown keys and bad values stop the job at start-up with the key and what is al
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
 import logging
 import os
 import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
 from .config import ConfigError, PurgatoryConfig, parse_overrides, read_properties
+from .query import TRIGGERS, check_trigger
 
 log = logging.getLogger("spark_purgatory.job")
 
@@ -45,7 +45,6 @@ _JOB_KEYS = {
     "job.master": "local[*]",
     "job.log.format": "text",
 }
-_TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
 
 
 @dataclass
@@ -70,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     parser.add_argument("--output-path", required=True, help="where the Delta tables live")
     parser.add_argument("--checkpoint-path", required=True, help="Spark checkpoint (+ accumulator staging)")
     parser.add_argument("--source-format", choices=["json", "parquet", "kafka"])
-    parser.add_argument("--trigger", help=_TRIGGERS)
+    parser.add_argument("--trigger", help=TRIGGERS)
     parser.add_argument("--conf", action="append", default=[], help="a .conf file of KEY = VALUE lines")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key")
     args = parser.parse_args(argv)
@@ -95,7 +94,7 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
             engine[key] = value  # PurgatoryConfig rejects unknown keys, naming the allowed ones
     config = PurgatoryConfig.from_mapping(engine)
     trigger = args.trigger or job["job.trigger"]
-    _check_trigger(trigger)
+    check_trigger(trigger, option="--trigger")
     fmt = args.source_format or job["job.source.format"]
     if fmt not in ("json", "parquet", "kafka"):
         raise ConfigError(f"job.source.format must be json, parquet or kafka, got {fmt!r}")
@@ -118,23 +117,6 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     )
 
 
-def _interval(trigger: str) -> str:
-    """``processing-time=10s`` -> ``10 seconds`` (Spark interval strings pass through)."""
-    value = trigger.split("=", 1)[1].strip()
-    return f"{value[:-1]} seconds" if value.endswith("s") and value[:-1].isdigit() else value
-
-
-def _check_trigger(trigger: str) -> None:
-    from .config import parse_interval_ms
-
-    if trigger == "available-now":
-        return
-    if trigger.startswith("processing-time="):
-        parse_interval_ms(_interval(trigger))
-        return
-    raise ConfigError(f"--trigger must be {_TRIGGERS}, got {trigger!r}")
-
-
 def _session(settings: JobSettings):
     """The submitted session under spark-submit; a local session with good defaults otherwise."""
     from .spark.session import local_session
@@ -144,7 +126,6 @@ def _session(settings: JobSettings):
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.appName("spark-purgatory").getOrCreate()
-        spark.conf.set("spark.sql.shuffle.partitions", str(shards + 1))
         spark.sparkContext.setLogLevel("WARN")
         return spark
     return local_session("spark-purgatory", master=settings.master, shuffle_partitions=shards + 1)
@@ -176,119 +157,97 @@ def configure_logging(fmt: str) -> None:
 
 
 def run(settings: JobSettings) -> dict:
-    """Start the query, run it per the trigger, flush the accumulator; return the totals."""
-    from .delta.accumulator import RecordAccumulator
-    from .delta.sinks import PurgatorySink, choose_writer
-    from .spark.metrics import ProgressListener, observe_purgatory
-    from .spark.sources import read_stream
-    from .spark.streaming import purgatory_stream
+    """Start the query (``spark_purgatory.start``), run it per the trigger, flush; return the totals."""
+    from .delta.writers import choose_writer
+    from .query import start
+    from .spark.metrics import ProgressListener
 
-    cfg = settings.config
-    if not cfg.state_path:  # big shard state lives in segment files next to the checkpoint
-        cfg = dataclasses.replace(cfg, state_path=os.path.join(settings.checkpoint_path, "purgatory-state"))
     spark = _session(settings)
-    listener = ProgressListener()
+    listener = ProgressListener()  # the progress line, one per micro-batch
     spark.streams.addListener(listener)
-
-    def source(path: str, kind: str):
-        return read_stream(
-            spark,
-            path,
-            settings.source_format,
-            kind=kind,
-            max_files_per_trigger=cfg.source_max_files_per_trigger,
-            kafka_options=settings.kafka_options,
-        )
-
-    out = observe_purgatory(
-        purgatory_stream(
-            source(settings.ops_path, "operations"),
-            source(settings.events_path, "events"),
-            cfg,
-            source_format=settings.source_format,
-        )
-    )
     writer = choose_writer(spark, settings.output_path, prefer=settings.writer)
-    app_id = (
-        "spark-purgatory-" + hashlib.sha1(os.path.abspath(settings.checkpoint_path).encode()).hexdigest()[:12]
-    )
-    accumulator = RecordAccumulator(
-        os.path.join(settings.checkpoint_path, "accumulator"),
-        app_id=app_id,
-        batch_size=cfg.accumulator_batch_size,
-        linger_ms=cfg.accumulator_linger_ms,
-        buffer_memory=cfg.accumulator_buffer_memory,
-    )
-    totals = {"batches": 0, "completed": 0, "expired": 0, "unmatched": 0, "rejected": 0, "commits": 0}
-
-    def on_batch(figures: dict) -> None:
-        totals["batches"] += 1
-        for key in ("completed", "expired", "unmatched", "rejected"):
-            totals[key] += figures[key]
-        totals["commits"] += len(figures["committed"])
-        for c in figures["committed"]:
-            log.info(
-                "committed %s rows=%s partitions=%s because %s",
-                c["table"],
-                c["rows"],
-                c["partitions"],
-                ",".join(c["reasons"]),
-            )
-
-    sink = PurgatorySink(accumulator, writer, on_batch=on_batch)
     log.info(
         "writer: %s, output %s, checkpoint %s",
         type(writer).__name__,
         settings.output_path,
         settings.checkpoint_path,
     )
-    stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", settings.checkpoint_path)
-    if settings.trigger == "available-now":
-        stream = stream.trigger(availableNow=True)
-    else:
-        stream = stream.trigger(processingTime=_interval(settings.trigger))
-    query = stream.start()
+    purgatory = start(
+        *_sources(spark, settings),
+        output=settings.output_path,
+        checkpoint=settings.checkpoint_path,
+        config=settings.config,
+        trigger=settings.trigger,
+        source_format=settings.source_format,
+        writer=writer,
+        on_batch=_log_commits,
+        on_linger=_log_lingered,
+    )
+    _stop_on_signals(purgatory.query)
+    purgatory.await_termination()
+    _await_last_progress(purgatory.query, listener)
+    spark.streams.removeListener(listener)
+    for c in purgatory.stop():  # linger no longer: flush what is staged (Kafka's close())
+        log.info("flushed %s rows=%s partitions=%s", c["table"], c["rows"], c["partitions"])
+    totals = {**purgatory.totals, "pending": purgatory.pending}  # as this run's shards reported it
+    log.info("done: %s", " ".join(f"{k}={v}" for k, v in totals.items()))
+    return totals
 
-    def linger_timer() -> None:  # Kafka's sender: lingered rows go out even when input is quiet
-        period = max(0.2, min(1.0, cfg.accumulator_linger_ms / 4000))
-        while query.isActive:
-            time.sleep(period)
-            try:
-                for c in sink.drain_lingering():
-                    totals["commits"] += 1
-                    log.info(
-                        "committed %s rows=%s partitions=%s because lingered",
-                        c["table"],
-                        c["rows"],
-                        c["partitions"],
-                    )
-            except Exception:  # the next micro-batch or close() retries; never kill the query
-                log.exception("linger drain failed")
 
-    threading.Thread(target=linger_timer, name="purgatory-linger", daemon=True).start()
+def _sources(spark, settings: JobSettings) -> tuple:
+    """The operations and events streams, read as ``--source-format`` says."""
+    from .spark.sources import read_stream
 
+    return tuple(
+        read_stream(
+            spark,
+            path,
+            settings.source_format,
+            kind=kind,
+            max_files_per_trigger=settings.config.source_max_files_per_trigger,
+            kafka_options=settings.kafka_options,
+        )
+        for path, kind in ((settings.ops_path, "operations"), (settings.events_path, "events"))
+    )
+
+
+def _log_commits(figures: dict) -> None:
+    for c in figures["committed"]:
+        log.info(
+            "committed %s rows=%s partitions=%s because %s",
+            c["table"],
+            c["rows"],
+            c["partitions"],
+            ",".join(c["reasons"]),
+        )
+
+
+def _log_lingered(committed: list[dict]) -> None:
+    for c in committed:
+        log.info(
+            "committed %s rows=%s partitions=%s because lingered", c["table"], c["rows"], c["partitions"]
+        )
+
+
+def _stop_on_signals(query) -> None:
     def stop(signum, _frame):
         log.info("signal %s: stopping the query", signum)
         query.stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    query.awaitTermination()
+
+
+def _await_last_progress(query, listener) -> None:
+    """Listener events are asynchronous: let the last micro-batch's line be logged (up to 5 s)."""
     last = query.lastProgress["batchId"] if query.lastProgress else None
-    deadline = time.time() + 5  # listener events are asynchronous: let the last one be logged
+    deadline = time.time() + 5
     while (
         last is not None
         and time.time() < deadline
         and not any(h["batch_id"] == last for h in listener.history)
     ):
         time.sleep(0.1)
-    spark.streams.removeListener(listener)
-    for c in sink.close():  # linger no longer: flush what is staged (Kafka's close())
-        totals["commits"] += 1
-        log.info("flushed %s rows=%s partitions=%s", c["table"], c["rows"], c["partitions"])
-    totals["pending"] = sum(sink.pending.values())  # as the shards that ran in this run reported it
-    log.info("done: %s", " ".join(f"{k}={v}" for k, v in totals.items()))
-    return totals
 
 
 def main(argv: list[str] | None = None) -> int:

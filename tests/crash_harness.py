@@ -7,9 +7,10 @@ random one) and runnable on its own for longer randomised runs:
 
 Before each run a new share of the input files arrives (one pair every few seconds) while the
 job runs with a processing-time trigger.  The job is killed (``kill -9``) either at a fault
-point inside the accumulator (``PURGATORY_FAULT``: after staging, after writing a drain
-manifest, after a Delta commit) or at a random moment (state commits, Delta commits and
-lingering rows all happen at random points in between).  After the last kill an
+point inside the accumulator (``faulty_job.py`` runs the job with a hook that kills it
+before recording a batch as staged, after writing a drain manifest, or after a Delta commit)
+or at a random moment (state commits, Delta commits and lingering rows all happen at random
+points in between).  After the last kill an
 ``available-now`` run drains the rest.  The Delta tables must then hold exactly what the
 Spark-free engine computes from the same input: one outcome per resolved operation with the
 same status and time, the same unmatched events, and every malformed line once in
@@ -38,6 +39,7 @@ from spark_purgatory.engine.purgatory import Purgatory  # noqa: E402
 from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
 
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
+FAULTY_JOB = os.path.join(ROOT, "tests", "faulty_job.py")  # the job, killed at a fault point
 SETTINGS = {
     "source.max.files.per.trigger": "2",
     "accumulator.batch.size": "65536",
@@ -47,12 +49,13 @@ SETTINGS = {
 }
 
 
-def _job(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+def _job(args: list[str], fault: str | None = None) -> subprocess.Popen:
+    """The job in a subprocess; with ``fault`` (``<point>:<n>``) it kills itself there."""
     extra = [x for k, v in SETTINGS.items() for x in ("--set", f"{k}={v}")]
     return subprocess.Popen(
         [
             sys.executable,
-            JOB,
+            FAULTY_JOB if fault else JOB,
             *args,
             "--conf",
             os.path.join(ROOT, "conf", "local.conf"),
@@ -60,7 +63,7 @@ def _job(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen
             "--set",
             "job.master=local[2]",
         ],
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **({"PURGATORY_FAULT": fault} if fault else {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -114,7 +117,7 @@ def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: flo
         feeder.start()
         reached = True
         if step.startswith("fault="):
-            job = _job([*args, "--trigger", "processing-time=1s"], {"PURGATORY_FAULT": step.split("=", 1)[1]})
+            job = _job([*args, "--trigger", "processing-time=1s"], fault=step.split("=", 1)[1])
             try:
                 job.wait(timeout=240)
             except subprocess.TimeoutExpired:  # never reached the point: kill it anyway

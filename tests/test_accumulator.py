@@ -13,19 +13,16 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from spark_purgatory.delta.accumulator import RecordAccumulator
-from spark_purgatory.delta.sinks import (
-    OUTCOMES_SCHEMA,
-    REJECTED_SCHEMA,
-    UNMATCHED_SCHEMA,
+from spark_purgatory.contract import OPERATOR_OUTPUT, TABLES
+from spark_purgatory.delta.accumulator import FAULT_POINTS, RecordAccumulator
+from spark_purgatory.delta.sink import PurgatorySink, split_tables
+from spark_purgatory.delta.writers import (
     DeltaRsWriter,
-    PurgatorySink,
     SparkDeltaWriter,
     choose_writer,
     delta_classes_available,
     maintain_tables,
 )
-from spark_purgatory.spark.streaming import OUTPUT_SCHEMA
 
 T0 = 1_767_225_600_000  # 2026-01-01
 
@@ -44,7 +41,7 @@ class Clock:
 def output_rows(
     n_outcomes: int, *, start: int = 0, n_unmatched: int = 0, n_rejected: int = 0, day_ms: int = 0
 ) -> pa.Table:
-    """Rows as the streaming operator emits them (``OUTPUT_SCHEMA``)."""
+    """Rows as the streaming operator emits them (``contract.OPERATOR_OUTPUT``)."""
     rows = []
     for i in range(start, start + n_outcomes):
         rows.append(
@@ -81,14 +78,7 @@ def output_rows(
     rows.append(
         {"kind": "metrics", "shard": 0, "pending": 7, "buffered": 0, "watched": 7, "watermark_ms": T0}
     )
-    schema = pa.schema([(f.name, _arrow(f.dataType)) for f in OUTPUT_SCHEMA.fields])
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
-def _arrow(spark_type) -> pa.DataType:
-    from pyspark.sql.pandas.types import to_arrow_type
-
-    return to_arrow_type(spark_type)
+    return pa.Table.from_pylist(rows, schema=OPERATOR_OUTPUT)
 
 
 def make_sink(tmp_path, clock: Clock, **settings) -> PurgatorySink:
@@ -218,6 +208,34 @@ def test_a_crash_around_the_commit_then_a_restart_gives_exactly_once(tmp_path, w
     assert sorted(ids) == sorted(f"op-{i}" for i in range(15))
 
 
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("point", FAULT_POINTS)
+def test_a_crash_at_each_fault_point_then_a_restart_gives_exactly_once(tmp_path, point):
+    clock = Clock()
+    passed: list[str] = []
+
+    def hook(name: str) -> None:  # what tests/faulty_job.py does with kill -9
+        passed.append(name)
+        if name == point:
+            raise Crash(name)
+
+    params = {"batch_size": 1, "linger_ms": 60_000, "buffer_memory": 1 << 30}
+    staging = str(tmp_path / "staging")
+    acc = RecordAccumulator(staging, app_id="query-1", clock=clock, fault_hook=hook, **params)
+    with pytest.raises(Crash):
+        PurgatorySink(acc, DeltaRsWriter(str(tmp_path / "out"))).process(output_rows(5), 0)
+    assert passed[-1] == point and set(passed) <= set(FAULT_POINTS)
+    restarted = make_sink(tmp_path, clock, batch_size=1)  # same staging directory, no hook
+    restarted.process(output_rows(5), 0)  # Spark replays the batch
+    restarted.process(output_rows(5, start=5), 1)
+    restarted.close()
+    ids = DeltaTable(str(tmp_path / "out" / "outcomes")).to_pyarrow_table().column("op_id").to_pylist()
+    assert sorted(ids) == sorted(f"op-{i}" for i in range(10))
+
+
 def test_replaying_a_batch_adds_no_rows(tmp_path):
     clock = Clock()
     sink = make_sink(tmp_path, clock, batch_size=1)
@@ -258,11 +276,12 @@ def test_tables_read_back_with_the_spec_schemas_and_date_partitions(tmp_path):
     clock = Clock()
     sink = make_sink(tmp_path, clock, batch_size=1)
     sink.process(output_rows(3, n_unmatched=2, n_rejected=2), 0)
-    for name, schema, partition in (
-        ("outcomes", OUTCOMES_SCHEMA, "resolved_date"),
-        ("unmatched_events", UNMATCHED_SCHEMA, "event_date"),
-        ("rejected", REJECTED_SCHEMA, "rejected_date"),
+    for name, partition in (
+        ("outcomes", "resolved_date"),
+        ("unmatched_events", "event_date"),
+        ("rejected", "rejected_date"),
     ):
+        schema = TABLES[name].schema
         table = DeltaTable(str(tmp_path / "out" / name))
         assert table.metadata().partition_columns == [partition]
         got = table.to_pyarrow_table()
@@ -324,8 +343,6 @@ def test_real_session_without_delta_jars_uses_delta_rs(spark):
 
 def test_outcome_rows_survive_the_split_with_their_values():
     import datetime as dt
-
-    from spark_purgatory.delta.sinks import split_tables
 
     tables = split_tables(
         output_rows(2, n_unmatched=1, n_rejected=1), 5, dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)

@@ -77,6 +77,6 @@ def test_quickstart_notebook_runs_and_shows_outcomes(spark, tmp_path):
 
 def test_operating_notebook_runs_a_processing_time_stream_and_stops_it(spark, tmp_path):
     ns = run_notebook("02_operate_stream.py", spark, {"operations": "400", "base_path": str(tmp_path / "op")})
-    assert ns["listener"].history, "no progress lines"
-    assert not ns["query"].isActive
-    assert ns["accumulator"].destinations() == []  # close() flushed everything
+    assert ns["history"], "no progress lines"
+    assert not ns["purgatory"].is_active
+    assert ns["purgatory"].accumulator.destinations() == []  # stop() flushed everything

@@ -28,6 +28,8 @@ the table already recorded (committed, crash before clean-up) and otherwise just
 manifest (not committed: the files stay staged).  A drain whose version the table already
 recorded is skipped (a replayed micro-batch), and a replayed micro-batch is not staged twice
 (``batch_id <= staged_through``).  Nothing staged is lost, nothing is committed twice.
+The crash tests kill the process at each of ``FAULT_POINTS`` through ``fault_hook`` (a
+test-only argument) to check exactly that.
 
 Sizes are Arrow's in-memory sizes (``Table.nbytes``); Parquet files are smaller by their
 compression ratio.  The clock is injectable, so tests never sleep.
@@ -46,9 +48,14 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-__all__ = ["Destination", "TableWriter", "RecordAccumulator", "Clock"]
+__all__ = ["Destination", "TableWriter", "RecordAccumulator", "Clock", "FaultHook", "FAULT_POINTS"]
 
 Clock = Callable[[], float]  # seconds, like time.time
+#: for crash tests only: called with the name of each fault point the accumulator passes
+FaultHook = Callable[[str], None]
+#: where a crash matters: before ``staged_through`` moves, after a drain manifest is written
+#: (before its commit), after a commit (before the staged files are deleted)
+FAULT_POINTS = ("staged", "manifest", "committed")
 
 
 @dataclass(frozen=True)
@@ -74,22 +81,6 @@ class TableWriter(Protocol):
 
 
 _STAGED_THROUGH = "staged_through"
-# Fault injection for the crash tests: PURGATORY_FAULT="<point>:<n>" kills this process with
-# SIGKILL the n-th time it reaches <point> (staged, manifest, committed).  Unset in production.
-_FAULT = os.environ.get("PURGATORY_FAULT", "")
-_fault_hits: dict[str, int] = {}
-
-
-def _fault(point: str) -> None:
-    if not _FAULT:
-        return
-    name, _, count = _FAULT.partition(":")
-    if name == point:
-        _fault_hits[point] = _fault_hits.get(point, 0) + 1
-        if _fault_hits[point] >= int(count or 1):
-            os.kill(os.getpid(), 9)
-
-
 _MANIFEST = "drain-{version:020d}.json"
 
 
@@ -103,6 +94,9 @@ class RecordAccumulator:
         linger_ms: longest a staged row waits (``accumulator.linger.ms``).
         buffer_memory: bytes staged in all destinations before forced drains.
         clock: seconds since the epoch; ``time.time`` by default.
+        fault_hook: for crash tests only (``tests/faulty_job.py`` kills the process in it):
+            called with each of ``FAULT_POINTS`` as the accumulator passes it.  None in
+            production.
 
     Example:
 
@@ -123,6 +117,7 @@ class RecordAccumulator:
         linger_ms: int,
         buffer_memory: int,
         clock: Clock = time.time,
+        fault_hook: FaultHook | None = None,
     ) -> None:
         self.staging_dir = staging_dir
         self.app_id = app_id
@@ -130,7 +125,12 @@ class RecordAccumulator:
         self.linger_ms = int(linger_ms)
         self.buffer_memory = int(buffer_memory)
         self.clock = clock
+        self.fault_hook = fault_hook
         os.makedirs(staging_dir, exist_ok=True)
+
+    def _fault_point(self, name: str) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(name)
 
     # -- staging -------------------------------------------------------------------------------
 
@@ -163,7 +163,7 @@ class RecordAccumulator:
 
     def mark_staged(self, batch_id: int) -> None:
         """Record that micro-batch ``batch_id`` is fully staged (replays will be ignored)."""
-        _fault("staged")
+        self._fault_point("staged")
         if batch_id > self.staged_through:
             _atomic_write(
                 os.path.join(self.staging_dir, _STAGED_THROUGH), lambda f: f.write(str(batch_id).encode())
@@ -239,10 +239,10 @@ class RecordAccumulator:
             manifest = os.path.join(self.staging_dir, table, _MANIFEST.format(version=version))
             body = json.dumps({"version": version, "files": files}).encode()
             _atomic_write(manifest, lambda f, body=body: f.write(body))
-            _fault("manifest")
+            self._fault_point("manifest")
             rows = pa.concat_tables([_read_ipc(f) for f in files], promote_options="default")
             writer.commit(table, rows, app_id=self.app_id, version=version, target_file_size=self.batch_size)
-            _fault("committed")
+            self._fault_point("committed")
             _remove(files, prune=True)
             _remove([manifest])
             written.append(

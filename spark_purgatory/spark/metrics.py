@@ -53,7 +53,10 @@ def progress_figures(progress: Any, pending_by_shard: dict[int, int]) -> dict:
     """One micro-batch's figures from a ``StreamingQueryProgress`` (updates ``pending_by_shard``)."""
     observed = (getattr(progress, "observedMetrics", None) or {}).get(OBSERVATION)
     row = observed.asDict() if observed is not None else {}
-    for shard, pending in (row.get("pending_by_shard") or {}).items():
+    by_shard = row.get("pending_by_shard") or {}
+    if isinstance(by_shard, list):  # a progress parsed from JSON (recentProgress, Connect): [{key, value}]
+        by_shard = {entry["key"]: entry["value"] for entry in by_shard}
+    for shard, pending in by_shard.items():
         pending_by_shard[int(shard)] = int(pending)
     wm = row.get("watermark_ms")
     return {

@@ -1,0 +1,389 @@
+"""One call to run the purgatory: ``start(operations, events, output=..., checkpoint=...)``.
+
+``start`` is to this project what ``KafkaProducer`` plus its sender thread is to Kafka: it
+builds the whole pipeline and returns a handle, ``PurgatoryQuery``, whose ``stop()`` flushes
+like the producer's ``close()``.  The job, the demo, the notebooks and the Connect test all
+go through it, so they run the same query with the same defaults:
+
+* the operator (``purgatory_stream``) over the two sources, with the ``purgatory`` observed
+  metrics attached (``observe_purgatory``);
+* shard state in segment files beside the checkpoint (``<checkpoint>/purgatory-state``)
+  unless ``purgatory.state.path`` is set;
+* a ``RecordAccumulator`` staging under ``<checkpoint>/accumulator``, committing under an app
+  id derived from the checkpoint path (the identity belongs to the checkpoint), through the
+  writer ``choose_writer`` picks, in a ``PurgatorySink`` run by ``foreachBatch``;
+* a linger timer (Kafka's sender): rows that have waited ``linger.ms`` are committed even
+  when no micro-batch runs;
+* ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (see below).
+
+Session settings.  The operator groups rows by shard under labels chosen so that each of the
+``shards + 1`` groups (the primaries and the cross-shard group) gets its own partition when
+the query has exactly ``shards + 1`` shuffle partitions; any other count leaves partitions
+empty (200 by default: 197 idle tasks per micro-batch) or makes shards share a task, and
+Spark fixes the count in the checkpoint on the first run.  ``start`` therefore starts the
+query with ``shards + 1`` partitions whatever the session says and restores the session's own
+value (or its absence) right after, so the user's other queries are untouched; to change the
+parallelism, change ``purgatory.shards``.  A query restarted from a checkpoint keeps the count
+Spark recorded there.  A session that would break the query is refused with what to set:
+``spark.sql.streaming.noDataMicroBatches.enabled=false`` would leave expiries waiting for new
+input (an ``available-now`` run would end without expiring what its final watermark passed).
+
+Over Spark Connect (Databricks shared and serverless compute) the same call works: nothing
+here touches ``sparkContext`` or the JVM.  The sink then runs in the server's Python, so the
+per-batch ``totals`` and ``pending`` of the handle stay at zero there (use ``history``, from
+the query's progress), and lingered rows wait for the next micro-batch or ``stop()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .config import ConfigError, PurgatoryConfig, parse_interval_ms
+from .delta.accumulator import RecordAccumulator, TableWriter
+from .delta.sink import PurgatorySink
+from .delta.writers import WriterChoice, choose_writer
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from .spark.sources import SourceFormat
+
+__all__ = ["PurgatoryQuery", "start", "TRIGGERS", "check_trigger", "app_id_of"]
+
+log = logging.getLogger(__name__)
+
+#: the trigger values ``start`` (and the job's ``--trigger``) accept
+TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+_NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+_COUNTED = ("completed", "expired", "unmatched", "rejected")
+
+
+def start(
+    operations: DataFrame | str,
+    events: DataFrame | str,
+    *,
+    output: str,
+    checkpoint: str,
+    config: PurgatoryConfig | None = None,
+    trigger: str = "available-now",
+    source_format: SourceFormat = "json",
+    writer: WriterChoice | TableWriter = "auto",
+    name: str | None = None,
+    on_batch: Callable[[dict], None] | None = None,
+    on_linger: Callable[[list[dict]], None] | None = None,
+    spark: SparkSession | None = None,
+) -> PurgatoryQuery:
+    """Start the purgatory over two streams into the Delta tables under ``output``.
+
+    Args:
+        operations: the operations stream as ``read_stream`` returns it, or a path (a
+            directory of ``source_format`` files; a Kafka topic for ``kafka``), read with
+            ``source.max.files.per.trigger``.
+        events: the completion-events stream or path, in the same format.
+        output: where the ``outcomes``, ``unmatched_events`` and ``rejected`` tables live.
+        checkpoint: Spark's checkpoint; the accumulator's staging and (unless configured)
+            the shard state live under it.
+        config: ``PurgatoryConfig``; the defaults when None.
+        trigger: ``available-now`` (process what is there, then stop) or
+            ``processing-time=<interval>`` (e.g. ``processing-time=10s``).
+        source_format: ``json``, ``parquet`` or ``kafka`` (how paths are read and parsed).
+        writer: ``auto`` (Spark's Delta source when its classes are present, else delta-rs),
+            ``delta-rs``, ``spark``, or your own ``TableWriter``.
+        name: the streaming query's name (``queryName``).
+        on_batch: called with each micro-batch's figures (rows per kind, pending, watermark,
+            commits), in the process that runs the sink.
+        on_linger: called with the commits a linger drain made between micro-batches.
+        spark: the session, when both inputs are paths (else the inputs' session).
+
+    Returns:
+        The running ``PurgatoryQuery``; ``stop()`` it (or use it in a ``with`` block) to
+        flush what the accumulator still holds.
+
+    Raises:
+        ConfigError: a trigger or a session setting that would break the query, naming
+            the key and what to set.
+        ValueError: an unknown writer name, or no session to read paths with.
+
+    Example (a notebook, where ``spark`` is the session)::
+
+        from spark_purgatory import PurgatoryConfig, start
+
+        with start("/data/ops", "/data/events", output="/data/tables", checkpoint="/data/chk",
+                   config=PurgatoryConfig(shards=4), spark=spark) as purgatory:
+            purgatory.await_termination()        # available-now: returns when input is done
+        print(purgatory.totals, purgatory.history[-1])
+    """
+    cfg = _with_defaults(config or PurgatoryConfig(), checkpoint)
+    check_trigger(trigger)
+    spark = spark or _session_of(operations, events)
+    _check_session(spark)
+    out = _operator(spark, operations, events, cfg, source_format)
+    if isinstance(writer, str):
+        writer = choose_writer(spark, output, prefer=writer)
+    accumulator = RecordAccumulator(
+        os.path.join(checkpoint, "accumulator"),
+        app_id=app_id_of(checkpoint),
+        batch_size=cfg.accumulator_batch_size,
+        linger_ms=cfg.accumulator_linger_ms,
+        buffer_memory=cfg.accumulator_buffer_memory,
+    )
+    totals = _Totals(on_batch)
+    sink = PurgatorySink(accumulator, writer, on_batch=totals)
+    stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+    if name:
+        stream = stream.queryName(name)
+    if trigger == "available-now":
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=_interval(trigger))
+    with _shuffle_partitions(spark, cfg.shards + 1):
+        query = stream.start()
+    return PurgatoryQuery(query, sink, totals, linger=not _is_connect(spark), on_linger=on_linger)
+
+
+class PurgatoryQuery:
+    """A running purgatory: the ``StreamingQuery``, its sink, and its figures.
+
+    Attributes:
+        query: Spark's ``StreamingQuery`` (``id``, ``status``, ``exception()`` ...).
+        sink: the ``PurgatorySink`` run by ``foreachBatch`` (``accumulator``, ``writer``).
+        totals: rows and commits so far, counted in this process: ``batches``,
+            ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``.
+    """
+
+    def __init__(
+        self,
+        query: StreamingQuery,
+        sink: PurgatorySink,
+        totals: _Totals,
+        *,
+        linger: bool = True,
+        on_linger: Callable[[list[dict]], None] | None = None,
+    ) -> None:
+        self.query = query
+        self.sink = sink
+        self._counted = totals
+        self._on_linger = on_linger
+        self._stopping = threading.Event()
+        self._closed = False
+        self._timer: threading.Thread | None = None
+        if linger:
+            self._timer = threading.Thread(target=self._linger, name="purgatory-linger", daemon=True)
+            self._timer.start()
+
+    # -- figures -----------------------------------------------------------------------------
+
+    @property
+    def accumulator(self) -> RecordAccumulator:
+        return self.sink.accumulator
+
+    @property
+    def writer(self) -> TableWriter:
+        return self.sink.writer
+
+    @property
+    def totals(self) -> dict[str, int]:
+        return self._counted.totals
+
+    @property
+    def pending(self) -> int:
+        """Operations waiting, as the shards that ran in this process last reported."""
+        return sum(self.sink.pending.values())
+
+    @property
+    def is_active(self) -> bool:
+        return bool(self.query.isActive)
+
+    @property
+    def history(self) -> list[dict]:
+        """Per-micro-batch figures from the query's recent progress (``observe`` metrics)."""
+        from .spark.metrics import progress_figures
+
+        pending_by_shard: dict[int, int] = {}
+        return [progress_figures(p, pending_by_shard) for p in self.query.recentProgress]
+
+    @property
+    def last_progress(self) -> dict | None:
+        """The last micro-batch's figures (None before the first)."""
+        history = self.history
+        return history[-1] if history else None
+
+    # -- running and stopping ------------------------------------------------------------------
+
+    def await_termination(self, timeout: float | None = None) -> bool | None:
+        """Wait for the query to end (``available-now``: when the input present is done)."""
+        if timeout is None:
+            return self.query.awaitTermination()
+        return self.query.awaitTermination(timeout)
+
+    def process_all_available(self) -> None:
+        """Block until the input present now has been processed (tests, notebooks)."""
+        self.query.processAllAvailable()
+
+    def stop(self) -> list[dict]:
+        """Stop the query and flush the accumulator (Kafka's ``close()``); return the commits.
+
+        Safe at any time: the checkpoint and the staged rows survive.  A second call does
+        nothing and returns ``[]``.
+        """
+        if self._closed:
+            return []
+        self._closed = True
+        if self.query.isActive:
+            self.query.stop()
+        self._stopping.set()
+        if self._timer is not None:
+            self._timer.join()
+        flushed = self.sink.close()
+        self.totals["commits"] += len(flushed)
+        return flushed
+
+    def __enter__(self) -> PurgatoryQuery:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _linger(self) -> None:
+        """Kafka's sender: lingered rows go out even when the input is quiet."""
+        period = max(0.2, min(1.0, self.sink.accumulator.linger_ms / 4000))
+        while not self._stopping.wait(period) and self.query.isActive:
+            try:
+                committed = self.sink.drain_lingering()
+            except Exception:  # the next micro-batch or stop() retries; never kill the query
+                log.exception("linger drain failed")
+                continue
+            self.totals["commits"] += len(committed)
+            if committed and self._on_linger:
+                self._on_linger(committed)
+
+
+class _Totals:
+    """The sink's ``on_batch``: adds each micro-batch's figures up, then calls the user's hook.
+
+    A small picklable object: Spark Connect pickles the sink to run it in the server.
+    """
+
+    def __init__(self, then: Callable[[dict], None] | None) -> None:
+        self.totals = {"batches": 0, **dict.fromkeys(_COUNTED, 0), "commits": 0}
+        self.then = then
+
+    def __call__(self, figures: dict) -> None:
+        self.totals["batches"] += 1
+        for key in _COUNTED:
+            self.totals[key] += figures[key]
+        self.totals["commits"] += len(figures["committed"])
+        if self.then:
+            self.then(figures)
+
+
+# -- the steps of start ------------------------------------------------------------------------------
+
+
+def app_id_of(checkpoint: str) -> str:
+    """The Delta app id of a query: derived from its checkpoint, never from the host."""
+    return "spark-purgatory-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
+
+
+def check_trigger(trigger: str, *, option: str = "trigger") -> None:
+    """Raise ``ConfigError`` (naming ``option``) unless ``trigger`` is one of ``TRIGGERS``."""
+    if trigger == "available-now":
+        return
+    if trigger.startswith("processing-time="):
+        parse_interval_ms(_interval(trigger))
+        return
+    raise ConfigError(f"{option} must be {TRIGGERS}, got {trigger!r}")
+
+
+def _interval(trigger: str) -> str:
+    """``processing-time=10s`` -> ``10 seconds`` (Spark interval strings pass through)."""
+    value = trigger.split("=", 1)[1].strip()
+    return f"{value[:-1]} seconds" if value.endswith("s") and value[:-1].isdigit() else value
+
+
+def _with_defaults(config: PurgatoryConfig, checkpoint: str) -> PurgatoryConfig:
+    if config.state_path:
+        return config
+    # big shard state lives in segment files next to the checkpoint
+    return dataclasses.replace(config, state_path=os.path.join(checkpoint, "purgatory-state"))
+
+
+def _session_of(operations: Any, events: Any) -> Any:
+    for source in (operations, events):
+        if not isinstance(source, str):
+            return source.sparkSession
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise ValueError("both inputs are paths and no session is active: pass spark=...")
+    return spark
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _check_session(spark: Any) -> None:
+    """Refuse settings that would break the query, saying what to set (module docstring)."""
+    if str(spark.conf.get(_NO_DATA_BATCHES, "true")).lower() == "false":
+        raise ConfigError(
+            f"{_NO_DATA_BATCHES} is false: expiries would wait for new input; "
+            f'set spark.conf.set("{_NO_DATA_BATCHES}", "true")'
+        )
+
+
+def _operator(spark: Any, operations: Any, events: Any, cfg: PurgatoryConfig, source_format: str) -> Any:
+    """The operator's output stream, with the ``purgatory`` observed metrics attached."""
+    from . import purgatory_stream, read_stream
+    from .spark.metrics import observe_purgatory
+
+    def source(given: Any, kind: str) -> Any:
+        if not isinstance(given, str):
+            return given
+        return read_stream(
+            spark, given, source_format, kind=kind, max_files_per_trigger=cfg.source_max_files_per_trigger
+        )
+
+    return observe_purgatory(
+        purgatory_stream(
+            source(operations, "operations"), source(events, "events"), cfg, source_format=source_format
+        )
+    )
+
+
+@contextmanager
+def _shuffle_partitions(spark: Any, partitions: int) -> Iterator[None]:
+    """Start the query with ``partitions`` shuffle partitions, then restore the session's value.
+
+    A streaming query runs on a clone of the session taken when it starts (and records the
+    count in its checkpoint), so the restored value never reaches it.
+    """
+    previous = spark.conf.get(_SHUFFLE_PARTITIONS, None)  # None: not set explicitly
+    if previous is not None and previous != str(partitions):
+        log.info(
+            "%s=%s in this session; this query uses purgatory.shards + 1 = %s",
+            _SHUFFLE_PARTITIONS,
+            previous,
+            partitions,
+        )
+    spark.conf.set(_SHUFFLE_PARTITIONS, str(partitions))
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(_SHUFFLE_PARTITIONS)
+        else:
+            spark.conf.set(_SHUFFLE_PARTITIONS, previous)
