@@ -1,9 +1,10 @@
 """spark-purgatory: Kafka's delayed-operation purgatory for Spark Structured Streaming.
 
-The engine (``Purgatory``, ``TimingWheel``) runs without Spark.  The Spark entry points
-(``purgatory_stream``, ``purgatory_batch``, ``outcomes_of``, ``unmatched_of``,
-``rejected_of``, ``read_stream``) are imported on first use, so the engine stays importable
-(and fast to test) without starting a JVM.
+The engine (``Purgatory``, ``TimingWheel``) runs without Spark; ``save_state`` /
+``load_state`` (with an optional ``SegmentStore``) turn a shard into one binary value and
+back.  The Spark entry points (``purgatory_stream``, ``purgatory_batch``, ``outcomes_of``,
+``unmatched_of``, ``rejected_of``, ``read_stream``) are imported on first use, so the engine
+stays importable (and fast to test) without starting a JVM.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from .config import ConfigError, PurgatoryConfig
 from .engine.purgatory import BatchResult, Purgatory
 from .engine.wheel import TimingWheel
+from .state import SegmentStore, load_state, loaded_by, save_state
 
 _SPARK = {
     "purgatory_stream": "spark.streaming",
@@ -26,7 +28,18 @@ _SPARK = {
     "read_batch": "spark.sources",
 }
 
-__all__ = ["BatchResult", "ConfigError", "Purgatory", "PurgatoryConfig", "TimingWheel", *_SPARK]
+__all__ = [
+    "BatchResult",
+    "ConfigError",
+    "Purgatory",
+    "PurgatoryConfig",
+    "TimingWheel",
+    "SegmentStore",
+    "save_state",
+    "load_state",
+    "loaded_by",
+    *_SPARK,
+]
 __version__ = "0.1.0"
 
 

@@ -118,8 +118,8 @@ def evaluate(ops: pd.DataFrame, matches: pd.DataFrame, watch: pd.DataFrame | Non
             hash), ``ts``, ``eseq`` (arrival order, the tie-breaker), ``value``, ``source``,
             ``is_member`` (bool, for ``all``).
         watch: for ``offset`` operations, one row per (``handle``, ``hash`` of key) with
-            ``base``, the key's progress from events finalised before the operation
-            arrived (NaN if none).
+            ``progress_at_watch``, the key's progress from events finalised before the
+            operation arrived (NaN if none).
     """
     handles = ops["handle"].to_numpy(np.int64)
     if not _is_sorted(handles):
@@ -210,14 +210,14 @@ def _evaluate_offset(
     per-event history is needed beyond the matches themselves.
     """
     if watch is None:
-        raise ValueError("offset operations need the watch table (per-key base progress)")
+        raise ValueError("offset operations need the watch table (per-key progress_at_watch)")
     w_handle = watch["handle"].to_numpy(np.int64)
     w_pos = np.searchsorted(handles, w_handle)
     keep = (w_pos < handles.size) & (handles[np.minimum(w_pos, handles.size - 1)] == w_handle)
     keep &= cond[np.minimum(w_pos, handles.size - 1)] == OFFSET
     w_handle, w_pos = w_handle[keep], w_pos[keep]
     w_khash = watch["hash"].to_numpy(np.uint64)[keep]
-    w_base = watch["base"].to_numpy(float)[keep]
+    w_floor = watch["progress_at_watch"].to_numpy(float)[keep]
     rows = np.flatnonzero(row_cond == OFFSET)
     # one group per (operation, key): sort watch rows and matches together, watch row first
     n_w = w_handle.size
@@ -235,10 +235,10 @@ def _evaluate_offset(
     g_target = target[g_op]
 
     best = np.full(n_groups, np.nan)
-    best[g_watch] = w_base
+    best[g_watch] = w_floor
     np.fmax.at(best, g_match, m_value[rows])
     reach = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
-    reach[g_watch[w_base >= target[w_pos] - _epsilon(target[w_pos])]] = np.iinfo(np.int64).min
+    reach[g_watch[w_floor >= target[w_pos] - _epsilon(target[w_pos])]] = np.iinfo(np.int64).min
     hits = m_value[rows] >= g_target[g_match] - _epsilon(g_target[g_match])
     np.minimum.at(reach, g_match[hits], m_ts[rows][hits])
     reached = reach < np.iinfo(np.int64).max
