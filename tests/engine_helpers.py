@@ -115,32 +115,7 @@ def check_split_invariance(trial_hook: TrialHook | None = None) -> None:
     for trial in range(25):
         # a state segment size per trial (tiny: bases are written and replaced often)
         after_batch, after_trial = (trial_hook or _in_memory)(trial, int(rng.integers(1, 30)))
-        keys = [f"k{i}" for i in range(4)]
-        ops = []
-        for i in range(40):
-            cond = rng.choice(["any", "count", "sum", "offset", "all"])
-            n_keys = 1 + int(rng.random() < 0.3)
-            o = op(
-                f"o{i}",
-                sorted(set(rng.choice(keys, n_keys).tolist())),
-                int(rng.integers(0, 800)),
-                timeout_ms=int(rng.integers(0, 400)),
-                condition=str(cond),
-            )
-            if cond == "all":
-                o["members"] = sorted(set(rng.choice(["s0", "s1", "s2"], int(rng.integers(1, 3))).tolist()))
-            elif cond != "any":
-                o["target"] = float(rng.integers(1, 4) * (10 if cond != "count" else 1))
-            ops.append(o)
-        events = []
-        for _j in range(120):
-            e = ev(str(rng.choice(keys)), int(rng.integers(0, 1200)), value=float(rng.integers(0, 15)))
-            if rng.random() < 0.3:
-                e["source"] = f"s{rng.integers(0, 3)}"
-            if rng.random() < 0.1:
-                e["op_id"] = f"o{rng.integers(0, 40)}"
-            events.append(e)
-        events.sort(key=lambda e: e["ts"])  # events arrive in time order between batches ...
+        ops, events = _random_workload(rng)
         expected = reference(ops, events)
 
         cuts = np.sort(rng.choice(np.arange(1, len(events)), size=int(rng.integers(1, 8)), replace=False))
@@ -160,21 +135,50 @@ def check_split_invariance(trial_hook: TrialHook | None = None) -> None:
             r = step(p, ops=arriving, events=batch_events, wm=wm)
             p = after_batch(p, rng)
             assert len(r.rejected) == 0, r.rejected
-            got.update(
-                {row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")}
-            )
+            got.update(_resolutions(r))
             wm = max(wm, min([lo] + [o["ts"] for o in pending_ops]))
         r = step(p, ops=pending_ops, wm=wm)
-        got.update(
-            {row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")}
-        )
+        got.update(_resolutions(r))
         r = step(p, wm=10**9)
-        got.update(
-            {row["op_id"]: (row["status"], row["resolved_at"]) for row in r.outcomes.to_dict("records")}
-        )
+        got.update(_resolutions(r))
         assert got == expected, f"trial {trial}"
         assert p.pending == 0 and p.buffered_events == 0
         after_trial(p)
+
+
+def _random_workload(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
+    """40 operations of every condition on 4 keys, 120 events in time order."""
+    keys = [f"k{i}" for i in range(4)]
+    ops = []
+    for i in range(40):
+        cond = rng.choice(["any", "count", "sum", "offset", "all"])
+        n_keys = 1 + int(rng.random() < 0.3)
+        o = op(
+            f"o{i}",
+            sorted(set(rng.choice(keys, n_keys).tolist())),
+            int(rng.integers(0, 800)),
+            timeout_ms=int(rng.integers(0, 400)),
+            condition=str(cond),
+        )
+        if cond == "all":
+            o["members"] = sorted(set(rng.choice(["s0", "s1", "s2"], int(rng.integers(1, 3))).tolist()))
+        elif cond != "any":
+            o["target"] = float(rng.integers(1, 4) * (10 if cond != "count" else 1))
+        ops.append(o)
+    events = []
+    for _j in range(120):
+        e = ev(str(rng.choice(keys)), int(rng.integers(0, 1200)), value=float(rng.integers(0, 15)))
+        if rng.random() < 0.3:
+            e["source"] = f"s{rng.integers(0, 3)}"
+        if rng.random() < 0.1:
+            e["op_id"] = f"o{rng.integers(0, 40)}"
+        events.append(e)
+    events.sort(key=lambda e: e["ts"])  # events arrive in time order between batches ...
+    return ops, events
+
+
+def _resolutions(result: BatchResult) -> dict[str, tuple[str, int]]:
+    return {row["op_id"]: (row["status"], row["resolved_at"]) for row in result.outcomes.to_dict("records")}
 
 
 def _in_memory(trial: int, segment_rows: int) -> tuple[Callable, Callable]:

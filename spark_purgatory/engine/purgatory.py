@@ -15,8 +15,8 @@ step takes a whole micro-batch of operations or events at once:
   (``watchers``) and completes whatever became true (``conditions.evaluate``).
 * ``advance(watermark)`` moves the timing wheel to the watermark; operations whose deadline
   it reached expire (``on_expiration``).
-* ``force_complete`` resolves operations: ``on_complete`` reports each one, ``purge`` then
-  removes it from every table, so nothing can report it twice.
+* ``_force_complete`` resolves operations: ``_on_complete`` reports each one, ``_purge``
+  then removes it from every table, so nothing can report it twice.
 * ``process(ops, events, watermark_ms=...)`` does all of it in the right order, finalises the
   events the watermark passed (``progress``), and returns the rows for the ``outcomes``,
   ``unmatched_events`` and ``rejected`` tables.
@@ -351,7 +351,7 @@ class Purgatory:
 
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached
-        (the timer's expiry: ``force_complete``, then ``on_expiration``)."""
+        (the timer's expiry: ``_on_expiration``, which force-completes them)."""
         self._watermark = max(int(watermark_ms), self._watermark)
         expired = np.concatenate([self._due, self._wheel.advance(self._watermark)])
         self._due = np.empty(0, dtype=np.int64)
@@ -392,7 +392,7 @@ class Purgatory:
         rows = rows_by_handle(self._ops, done)
         self._cancel(done, rows)
         ok = result.satisfied
-        self.force_complete(
+        self._force_complete(
             done, rows, COMPLETED, result.resolved_at[ok], result.matched[ok], result.progress[ok]
         )
 
@@ -402,11 +402,11 @@ class Purgatory:
         result = self._evaluate(expired)
         self._mark_used(result.eseq)
         rows = rows_by_handle(self._ops, expired)
-        self.force_complete(
+        self._force_complete(
             expired, rows, EXPIRED, rows["deadline"].to_numpy(np.int64), result.matched, result.progress
         )
 
-    def force_complete(
+    def _force_complete(
         self,
         handles: np.ndarray,
         rows: pd.DataFrame,
@@ -419,9 +419,11 @@ class Purgatory:
         handle order; stubs report nothing), then ``purge`` removes them from every table, so
         each is reported exactly once."""
         real = ~rows["stub"].to_numpy(bool)
-        self._on_complete(
-            rows.loc[real].reset_index(drop=True), status, resolved_at[real], matched[real], progress[real]
-        )
+        if real.all():
+            self._on_complete(rows, status, resolved_at, matched, progress)
+        else:
+            reported = rows.loc[real].reset_index(drop=True)
+            self._on_complete(reported, status, resolved_at[real], matched[real], progress[real])
         self._purge(handles, rows)
 
     def _on_complete(

@@ -18,10 +18,12 @@ import numpy as np
 import pandas as pd
 
 from .conditions import ALL, OFFSET, hash_strings
-from .frames import equal_ranges, rows_by_handle
+from .frames import empty, equal_ranges, rows_by_handle
 from .tables import MATCHES, WATCH
 
 __all__ = ["watch_rows", "watchers_of", "watching", "watchers_of_keys", "matches_in_window"]
+
+_NO_MATCHES = empty(MATCHES)
 
 
 def watch_rows(new_ops: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
@@ -66,7 +68,7 @@ def matches_in_window(ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     with the ``handle`` of a pending operation watching the key.
     """
     if len(pairs) == 0:
-        return pd.DataFrame(columns=list(MATCHES)).astype(MATCHES)
+        return _NO_MATCHES
     pos = np.searchsorted(ops["handle"].to_numpy(np.int64), pairs["handle"].to_numpy(np.int64))
     op_ts = ops["ts"].to_numpy(np.int64)[pos]
     deadline = ops["deadline"].to_numpy(np.int64)[pos]
@@ -80,7 +82,7 @@ def matches_in_window(ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     ok &= untargeted | (target_id == op_id)
     pairs = pairs.loc[ok]
     if len(pairs) == 0:
-        return pd.DataFrame(columns=list(MATCHES)).astype(MATCHES)
+        return _NO_MATCHES
     involved = np.unique(pairs["handle"].to_numpy(np.int64)[cond[ok] == ALL])
     members = rows_by_handle(ops, involved)[["handle", "members"]]
     members = members.explode("members").rename(columns={"members": "source"}).assign(is_member=True)
