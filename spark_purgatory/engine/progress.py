@@ -21,10 +21,13 @@ import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
 from .conditions import hash_strings
-from .frames import stack
-from .tables import I64_MIN, KEYS
+from .frames import empty, stack
+from .tables import EVENTS, I64_MIN, KEYS
 
 __all__ = ["touch_keys", "final_progress", "unmatched_rows", "retire_keys", "keys_wakeup", "empty_unmatched"]
+
+#: an unmatched event's own fields (the columns before ``reason`` and ``batch_id``)
+_EVENT_FIELDS = UNMATCHED_COLUMNS[: UNMATCHED_COLUMNS.index("reason")]
 
 
 def touch_keys(
@@ -86,7 +89,7 @@ def unmatched_rows(
     after = lost["ts"].to_numpy(np.int64) < resolved_until["resolved_until"].fillna(I64_MIN).to_numpy()
     # a targeted event is late for its own operation only, whatever happened on its key
     after[pd.notna(lost["op_id"].to_numpy(dtype=object))] = resolved_targets
-    out = lost[["key", "ts", "op_id", "source", "value"]].reset_index(drop=True)
+    out = lost[_EVENT_FIELDS].reset_index(drop=True)
     out["reason"] = np.where(after, AFTER_RESOLUTION, NO_OPERATION)
     out["batch_id"] = batch_id
     return out
@@ -111,8 +114,7 @@ def keys_wakeup(keys: pd.DataFrame, progress_retention_ms: int) -> int:
 
 
 def empty_unmatched() -> pd.DataFrame:
-    dtypes = {"key": "object", "ts": "int64", "op_id": "object", "source": "object", "value": "float64"}
-    frame = pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in dtypes.items()})
+    frame = empty({name: EVENTS[name] for name in _EVENT_FIELDS})
     frame["reason"] = pd.Series(dtype="object")
     frame["batch_id"] = pd.Series(dtype="int64")
-    return frame[UNMATCHED_COLUMNS]
+    return frame

@@ -235,7 +235,7 @@ class Purgatory:
 
         outcomes = concat(self._outcomes, OUTCOME_COLUMNS)
         self._outcomes = []
-        rej = concat([r for r in rejected if len(r)], ["source", "raw", "reason"])
+        rej = concat([r for r in rejected if len(r)], REJECTED_COLUMNS[:-1])  # batch_id added next
         rej["batch_id"] = self._batch_id
         return BatchResult(outcomes.reset_index(drop=True), unmatched, rej[REJECTED_COLUMNS])
 
