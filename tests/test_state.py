@@ -178,3 +178,20 @@ def test_the_state_remembers_its_shard_so_a_changed_layout_is_caught():
     assert load_state(save_state(p), p.config).shard is None
     p.shard = 3  # set by the Spark host, which refuses a state saved by another shard
     assert load_state(save_state(p), p.config).shard == 3
+
+
+# -- the engine's side: the change log the state layer reads ----------------------------------------
+
+
+def test_the_change_log_lists_what_changed_since_the_last_take():
+    p = purgatory()
+    step(p, ops=[op("a", "k", 0), op("b", "k2", 0)], wm=0)
+    first = p.take_changes()
+    assert first.added_from == 0 and first.removed.size == 0  # before any take: all of it is new
+    step(p, ops=[op("c", "k3", 0)], events=[ev("k", 5)], wm=0)  # c (handle 2) added, a (0) completed
+    changes = p.take_changes()
+    assert changes.added_from == 2
+    assert changes.removed.tolist() == [0]
+    assert len(changes.resolved) == 1  # a's op_id, remembered for duplicate detection
+    again = p.take_changes()  # taken: the log starts afresh
+    assert again.added_from == 3 and again.removed.size == 0 and len(again.resolved) == 0

@@ -14,7 +14,7 @@ step takes a whole micro-batch of operations or events at once:
 * ``check_and_complete(events)`` matches a batch of events against the watchers
   (``watchers``) and completes whatever became true (``conditions.evaluate``).
 * ``advance(watermark)`` moves the timing wheel to the watermark; operations whose deadline
-  it reached expire (``on_expiration``).
+  it reached expire (``_on_expiration``).
 * ``_force_complete`` resolves operations: ``_on_complete`` reports each one, ``_purge``
   then removes it from every table, so nothing can report it twice.
 * ``process(ops, events, watermark_ms=...)`` does all of it in the right order, finalises the

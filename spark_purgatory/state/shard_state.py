@@ -126,6 +126,8 @@ def save_state(
     """
     lineage = _lineage_of(p)
     changes = p.take_changes()
+    if lineage.segments:  # without segments there is nothing to be a change to
+        lineage.record(changes)
     t = p.tables()
     meta = _scalars(p, t, lineage)
     parts = {name: frame_bytes(getattr(t, name)) for name in SMALL_TABLES}
@@ -135,8 +137,6 @@ def save_state(
         parts.update({name: frame_bytes(getattr(t, name)) for name in BIG_TABLES})
         parts["wheel"] = t.wheel.to_bytes()  # type: ignore[union-attr]
     else:
-        if lineage.segments:
-            lineage.record(changes)
         delta = _save_segments(t, lineage, store)
         parts.update({f"tail_{k}": frame_bytes(v) for k, v in delta.items()})
         meta.update(
