@@ -16,7 +16,7 @@ import time
 import numpy as np
 from kafka_wheel_port import SystemTimer
 
-from spark_purgatory.engine.wheel import TimingWheel
+from spark_purgatory import TimingWheel
 
 
 def workload(n: int, batch: int, timeout: int, step: int, seed: int = 1):

@@ -1,12 +1,13 @@
 """spark-purgatory: Kafka's delayed-operation purgatory for Spark Structured Streaming.
 
-The engine (``Purgatory``, ``TimingWheel``) runs without Spark.  ``start`` runs the whole
-stream into Delta tables in one call and returns a ``PurgatoryQuery``; the pieces it wires
-(``RecordAccumulator``, ``PurgatorySink``, ``choose_writer``) stay public for users with
-their own sink.  The Spark entry points (``start``, ``purgatory_stream``,
-``purgatory_batch``, ``outcomes_of``, ``unmatched_of``, ``rejected_of``, ``read_stream``)
-are imported on first use, so the engine stays importable (and fast to test) without
-starting a JVM.
+The engine (``Purgatory``, ``TimingWheel``) runs without Spark; ``save_state`` /
+``load_state`` (with an optional ``SegmentStore``) turn a shard into one binary value and
+back.  ``start`` runs the whole stream into Delta tables in one call and returns a
+``PurgatoryQuery``; the pieces it wires (``RecordAccumulator``, ``PurgatorySink``,
+``choose_writer``) stay public for users with their own sink.  The Spark entry points
+(``start``, ``purgatory_stream``, ``purgatory_batch``, ``outcomes_of``, ``unmatched_of``,
+``rejected_of``, ``read_stream``) are imported on first use, so the engine stays importable
+(and fast to test) without starting a JVM.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from .config import ConfigError, PurgatoryConfig
 from .engine.purgatory import BatchResult, Purgatory
 from .engine.wheel import TimingWheel
+from .state import SegmentStore, load_state, loaded_by, save_state
 
 _SPARK = {
     "start": "query",
@@ -34,7 +36,18 @@ _SPARK = {
     "read_batch": "spark.sources",
 }
 
-__all__ = ["BatchResult", "ConfigError", "Purgatory", "PurgatoryConfig", "TimingWheel", *_SPARK]
+__all__ = [
+    "BatchResult",
+    "ConfigError",
+    "Purgatory",
+    "PurgatoryConfig",
+    "TimingWheel",
+    "SegmentStore",
+    "save_state",
+    "load_state",
+    "loaded_by",
+    *_SPARK,
+]
 __version__ = "0.1.0"
 
 

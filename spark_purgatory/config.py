@@ -126,10 +126,6 @@ class PurgatoryConfig:
             kwargs[name] = _coerce(key, name, raw)
         return cls(**kwargs)
 
-    def to_mapping(self) -> dict[str, object]:
-        """The dotted-key view of this config (the inverse of ``from_mapping``)."""
-        return {key: getattr(self, name) for key, name in _FIELDS_BY_KEY.items()}
-
 
 _FIELDS_BY_KEY = {
     "purgatory.tick.ms": "tick_ms",

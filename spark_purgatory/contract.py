@@ -36,6 +36,8 @@ __all__ = [
     "AFTER_RESOLUTION",
     "NO_OPERATION",
     "REASONS",
+    "LATE",
+    "DUPLICATE_OP_ID",
     "OPERATION_REASONS",
     "EVENT_REASONS",
     "OPERATION_COLUMNS",
@@ -95,6 +97,9 @@ REASONS: dict[str, str] = {
     "late": "event time behind the watermark when the row arrived",
     "cross_shard_keys": "keys span shards and purgatory.cross.shard.operations is off",
 }
+
+#: the reasons the engine itself gives (the validators give the others)
+LATE, DUPLICATE_OP_ID = "late", "duplicate_op_id"
 
 #: reasons an operation can get, in the order the validators check them (the first one wins)
 OPERATION_REASONS: tuple[str, ...] = (

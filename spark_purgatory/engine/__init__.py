@@ -1,0 +1,20 @@
+"""The engine: Kafka's delayed-operation purgatory and timing wheel, for event time, on columns.
+
+Plain numpy / pandas code that runs without Spark, Delta or a filesystem, one concept per
+module:
+
+* ``purgatory``: ``Purgatory``, Kafka's operations (try_complete_else_watch,
+  check_and_complete, advance, force_complete / on_complete, purge) over whole micro-batches;
+* ``wheel``: ``TimingWheel``, Kafka's hierarchical timing wheel, advanced by the watermark;
+* ``conditions``: when an operation's condition holds, and at which event time;
+* ``watchers``: Kafka's Watchers as a hash-join index of (key, operation);
+* ``progress``: key progress and event finalisation (``unmatched_events``);
+* ``dedup``: op_id memory for ``duplicate_op_id``;
+* ``validation`` / ``batch``: the input a batch accepts, the rows it returns;
+* ``tables`` / ``frames``: the shard's tables, the change log a state layer reads, and
+  column-wise pandas helpers.
+
+Invariants: every valid operation gets exactly one outcome, never before its condition holds
+or its deadline passes; the engine imports nothing from Spark, Delta or
+``spark_purgatory.state``: persistence reads it (``Purgatory.tables``, ``take_changes``).
+"""

@@ -23,6 +23,7 @@ on how events were split into micro-batches.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -118,42 +119,68 @@ def evaluate(ops: pd.DataFrame, matches: pd.DataFrame, watch: pd.DataFrame | Non
             hash), ``ts``, ``eseq`` (arrival order, the tie-breaker), ``value``, ``source``,
             ``is_member`` (bool, for ``all``).
         watch: for ``offset`` operations, one row per (``handle``, ``hash`` of key) with
-            ``base``, the key's progress from events finalised before the operation
-            arrived (NaN if none).
+            ``progress_at_watch``, the key's progress from events finalised before the
+            operation arrived (NaN if none).
     """
     handles = ops["handle"].to_numpy(np.int64)
     if not _is_sorted(handles):
         raise ValueError("evaluate() needs ops sorted by unique handle")
-    n_ops = handles.size
     order = np.lexsort((matches["eseq"].to_numpy(), matches["ts"].to_numpy(), matches["handle"].to_numpy()))
-    m_handle = matches["handle"].to_numpy(np.int64)[order]
-    m_ts = matches["ts"].to_numpy(np.int64)[order]
-    m_eseq = matches["eseq"].to_numpy(np.int64)[order]
-    m_value = matches["value"].to_numpy(float)[order]
-    m_source = matches["source"].to_numpy(dtype=object)[order]
-    m_member = matches["is_member"].to_numpy(bool)[order]
-    op_pos = np.searchsorted(handles, m_handle)
+    m = _Sorted(
+        matches["handle"].to_numpy(np.int64)[order],
+        matches["ts"].to_numpy(np.int64)[order],
+        matches["eseq"].to_numpy(np.int64)[order],
+        matches["value"].to_numpy(float)[order],
+        matches["source"].to_numpy(dtype=object)[order],
+        matches["is_member"].to_numpy(bool)[order],
+    )
+    op_pos = np.searchsorted(handles, m.handle)
+    cond = ops["cond"].to_numpy(np.int8)
+
+    out = _evaluate_cumulative(ops, m, op_pos)
+    if (cond == OFFSET).any():
+        m_khash = matches["khash"].to_numpy(np.uint64)[order]
+        target, op_ts = ops["target"].to_numpy(float), ops["ts"].to_numpy(np.int64)
+        _evaluate_offset(
+            handles, cond, target, op_ts, op_pos, m_khash, m.ts, m.value, cond[op_pos], watch, out
+        )
+    return out
+
+
+class _Sorted(NamedTuple):
+    """Match columns sorted by (handle, ts, eseq)."""
+
+    handle: np.ndarray
+    ts: np.ndarray
+    eseq: np.ndarray
+    value: np.ndarray
+    source: np.ndarray
+    is_member: np.ndarray
+
+
+def _evaluate_cumulative(ops: pd.DataFrame, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
+    """any / count / sum / all: one cumulative measure per operation in event-time order; the
+    operation holds at the first match where the measure reaches its goal.  Matches of
+    ``offset`` operations are left to ``_evaluate_offset``."""
+    n_ops, n_rows = len(ops), m.handle.size
     cond = ops["cond"].to_numpy(np.int8)
     target = ops["target"].to_numpy(float)
-    op_ts = ops["ts"].to_numpy(np.int64)
     row_cond = cond[op_pos]
-    n_rows = m_handle.size
 
     satisfied = np.zeros(n_ops, dtype=bool)
-    resolved_at = op_ts.copy()
+    resolved_at = ops["ts"].to_numpy(np.int64).copy()
     progress = np.zeros(n_ops, dtype=float)
     matched = np.zeros(n_ops, dtype=np.int64)
 
-    # --- any / count / sum / all: one cumulative measure per operation in event-time order ---
     counted = row_cond != OFFSET
-    has_source = pd.notna(m_source)
-    first_of_source = _first_occurrence(m_handle, m_source, has_source & np.isin(row_cond, (COUNT, ALL)))
+    has_source = pd.notna(m.source)
+    first_of_source = _first_occurrence(m.handle, m.source, has_source & np.isin(row_cond, (COUNT, ALL)))
     step = np.ones(n_rows, dtype=float)
     step = np.where(row_cond == COUNT, (first_of_source | ~has_source).astype(float), step)
-    step = np.where(row_cond == SUM, np.nan_to_num(m_value, nan=0.0), step)
-    step = np.where(row_cond == ALL, (first_of_source & m_member).astype(float), step)
+    step = np.where(row_cond == SUM, np.nan_to_num(m.value, nan=0.0), step)
+    step = np.where(row_cond == ALL, (first_of_source & m.is_member).astype(float), step)
     step = np.where(counted, step, 0.0)
-    cum = _grouped_cumsum(step, _group_starts(m_handle)) if n_rows else step
+    cum = _grouped_cumsum(step, _group_starts(m.handle)) if n_rows else step
     goal = np.where(cond == ALL, ops["n_members"].to_numpy(float), np.where(cond == ANY, 1.0, target))
     row_goal = goal[op_pos]
     hit = counted & (cum >= row_goal - _epsilon(row_goal))
@@ -162,11 +189,11 @@ def evaluate(ops: pd.DataFrame, matches: pd.DataFrame, watch: pd.DataFrame | Non
     trivially = np.isin(cond, (COUNT, SUM)) & (target <= 0)
     satisfied |= trivially
 
-    hit_handles, hit_rows = _first_per_group(m_handle, hit)
-    hit_ops = np.searchsorted(handles, hit_handles)
+    hit_handles, hit_rows = _first_per_group(m.handle, hit)
+    hit_ops = np.searchsorted(ops["handle"].to_numpy(np.int64), hit_handles)
     fresh = ~satisfied[hit_ops]
     satisfied[hit_ops[fresh]] = True
-    resolved_at[hit_ops[fresh]] = m_ts[hit_rows[fresh]]
+    resolved_at[hit_ops[fresh]] = m.ts[hit_rows[fresh]]
 
     # rows up to and including the crossing row count; later ones arrived after resolution
     crossing_row = np.full(n_ops, np.iinfo(np.int64).max, dtype=np.int64)
@@ -182,12 +209,7 @@ def evaluate(ops: pd.DataFrame, matches: pd.DataFrame, watch: pd.DataFrame | Non
         progress[has_rows] = cum[last_row[has_rows]]
         np.add.at(matched, op_pos[counts], 1)
     progress = np.where(cond == ANY, matched.astype(float), progress)
-
-    out = Evaluation(satisfied, resolved_at, progress, matched, m_handle, m_eseq, used)
-    if (cond == OFFSET).any():
-        m_khash = matches["khash"].to_numpy(np.uint64)[order]
-        _evaluate_offset(handles, cond, target, op_ts, op_pos, m_khash, m_ts, m_value, row_cond, watch, out)
-    return out
+    return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, used)
 
 
 def _evaluate_offset(
@@ -210,14 +232,14 @@ def _evaluate_offset(
     per-event history is needed beyond the matches themselves.
     """
     if watch is None:
-        raise ValueError("offset operations need the watch table (per-key base progress)")
+        raise ValueError("offset operations need the watch table (per-key progress_at_watch)")
     w_handle = watch["handle"].to_numpy(np.int64)
     w_pos = np.searchsorted(handles, w_handle)
     keep = (w_pos < handles.size) & (handles[np.minimum(w_pos, handles.size - 1)] == w_handle)
     keep &= cond[np.minimum(w_pos, handles.size - 1)] == OFFSET
     w_handle, w_pos = w_handle[keep], w_pos[keep]
     w_khash = watch["hash"].to_numpy(np.uint64)[keep]
-    w_base = watch["base"].to_numpy(float)[keep]
+    w_floor = watch["progress_at_watch"].to_numpy(float)[keep]
     rows = np.flatnonzero(row_cond == OFFSET)
     # one group per (operation, key): sort watch rows and matches together, watch row first
     n_w = w_handle.size
@@ -235,10 +257,10 @@ def _evaluate_offset(
     g_target = target[g_op]
 
     best = np.full(n_groups, np.nan)
-    best[g_watch] = w_base
+    best[g_watch] = w_floor
     np.fmax.at(best, g_match, m_value[rows])
     reach = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
-    reach[g_watch[w_base >= target[w_pos] - _epsilon(target[w_pos])]] = np.iinfo(np.int64).min
+    reach[g_watch[w_floor >= target[w_pos] - _epsilon(target[w_pos])]] = np.iinfo(np.int64).min
     hits = m_value[rows] >= g_target[g_match] - _epsilon(g_target[g_match])
     np.minimum.at(reach, g_match[hits], m_ts[rows][hits])
     reached = reach < np.iinfo(np.int64).max

@@ -73,7 +73,7 @@ from ..contract import OPERATOR_OUTPUT
 from ..engine.conditions import CONDITIONS
 from ..engine.purgatory import OUTCOME_COLUMNS, UNMATCHED_COLUMNS, BatchResult, Purgatory
 from ..engine.wheel import NO_EXPIRATION
-from ..state.segments import SegmentStore
+from ..state import SegmentStore, load_state, loaded_by, save_state
 from .sources import SourceFormat, parse_events, parse_operations
 
 __all__ = [
@@ -533,7 +533,7 @@ def _stateful_shard(config: PurgatoryConfig):
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         shard = numbers[int(key[0])]
         started = time.perf_counter()
-        p = Purgatory.from_bytes(state.get[0], config, store) if state.exists else Purgatory(config)
+        p = load_state(state.get[0], config, store) if state.exists else Purgatory(config)
         if p.shard not in (None, shard):  # the shard layout changed under this checkpoint
             raise ValueError(
                 f"the state under group {key[0]} belongs to shard {p.shard}, not {shard}: the "
@@ -551,13 +551,13 @@ def _stateful_shard(config: PurgatoryConfig):
             state.remove()
             return
         wake = p.next_wakeup()
-        processed, loaded_by, pending = time.perf_counter(), p.loaded_by, p.pending
-        value = p.to_bytes(store, park=store is not None)  # parked: no use of p after this
+        processed, how, pending = time.perf_counter(), loaded_by(p), p.pending
+        value = save_state(p, store, park=store is not None)  # parked: no use of p after this
         state.update((value,))
         if _STATE_LOG:  # one JSON line per shard call on the worker's stderr (the executor log)
             figures = {
                 "shard": shard,
-                "loaded_by": loaded_by,
+                "loaded_by": how,
                 "load_ms": round((loaded - started) * 1000),
                 "process_ms": round((processed - loaded) * 1000),
                 "save_ms": round((time.perf_counter() - processed) * 1000),

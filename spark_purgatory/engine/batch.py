@@ -1,0 +1,75 @@
+"""One micro-batch at the engine's edge: the input it accepts and the rows it returns.
+
+``Purgatory.process`` takes operations and events either canonical (validated here, with
+``engine.validation``) or already validated by the host (``VALID_OPERATIONS`` /
+``VALID_EVENTS``), and returns a ``BatchResult`` with the three output tables' engine
+columns (``contract``).
+
+Invariant: a rejected row keeps the record as it came (its raw text, else its fields as
+JSON) and carries exactly one reason from ``contract.REASONS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..contract import COMPLETED, EVENT_COLUMNS, EXPIRED, OPERATION_COLUMNS, SOURCE_OPERATIONS
+from .conditions import CONDITION_NAMES
+from .tables import OPS
+from .validation import raw_json
+
+__all__ = ["BatchResult", "VALID_OPERATIONS", "VALID_EVENTS", "with_keys", "rejected_rows"]
+
+#: what ``process(..., validated=True)`` takes: the ops table without the engine's own columns
+VALID_OPERATIONS = {k: v for k, v in OPS.items() if k not in ("handle", "n_members")}
+#: ... and the events it takes
+VALID_EVENTS = {
+    "key": "object",
+    "ts": "int64",
+    "op_id": "object",
+    "source": "object",
+    "value": "float64",
+    "replica": "bool",
+}
+
+
+@dataclass
+class BatchResult:
+    """Rows produced by one ``Purgatory.process`` call, with the SPEC's columns (times in ms)."""
+
+    outcomes: pd.DataFrame
+    unmatched: pd.DataFrame
+    rejected: pd.DataFrame
+
+    @property
+    def completed(self) -> int:
+        return int((self.outcomes["status"] == COMPLETED).sum())
+
+    @property
+    def expired(self) -> int:
+        return int((self.outcomes["status"] == EXPIRED).sum())
+
+
+def with_keys(ops: pd.DataFrame | None) -> pd.DataFrame:
+    """Accept a single ``key`` column as shorthand for ``keys``."""
+    if ops is None:
+        return pd.DataFrame()
+    if "key" in ops.columns:
+        single = ops["key"].map(lambda k: [k] if isinstance(k, str) else None)
+        if "keys" in ops.columns:
+            ops = ops.assign(keys=ops["keys"].where(ops["keys"].notna(), single))
+        else:
+            ops = ops.assign(keys=single)
+        ops = ops.drop(columns="key")
+    return ops
+
+
+def rejected_rows(source: str, rows: pd.DataFrame, reason: str) -> pd.DataFrame:
+    """Rejected rows keep the record: its raw text when the source kept it, else its fields."""
+    columns = OPERATION_COLUMNS if source == SOURCE_OPERATIONS else EVENT_COLUMNS
+    if len(rows) and "raw" not in rows.columns and source == SOURCE_OPERATIONS:
+        rows = rows.assign(timeout_ms=rows["deadline"] - rows["ts"], condition=CONDITION_NAMES[rows["cond"]])
+    raw = raw_json(rows, columns) if len(rows) else pd.Series([], dtype=object)
+    return pd.DataFrame({"source": source, "raw": raw.to_numpy(dtype=object), "reason": reason})

@@ -1,0 +1,109 @@
+"""Column-wise pandas helpers for the engine's tables: build, stack, filter, merge by hash.
+
+The shard's tables append and drop rows every micro-batch.  ``pd.concat`` and boolean
+``.loc`` inspect object columns value by value and copy into 2-D blocks; these helpers work
+column by column on numpy arrays instead, which is what keeps the hot paths vectorised.
+
+Invariants: a table sorted by its ``hash`` column stays sorted through ``merge_by_hash``;
+no helper loops over rows in Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "empty",
+    "frame_or_empty",
+    "stack",
+    "rows_where",
+    "merge_by_hash",
+    "sorted_by_hash",
+    "concat",
+    "equal_ranges",
+    "rows_by_handle",
+]
+
+
+def empty(columns: dict[str, str]) -> pd.DataFrame:
+    """A frame with no rows and the given column dtypes."""
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+
+
+def frame_or_empty(frame: pd.DataFrame | None, dtypes: dict[str, str]) -> pd.DataFrame:
+    """``frame`` with a fresh index, or an empty frame of ``dtypes`` for None / no rows."""
+    if frame is None or len(frame) == 0:
+        return empty(dtypes)
+    return frame.reset_index(drop=True)
+
+
+def stack(top: pd.DataFrame, bottom: pd.DataFrame) -> pd.DataFrame:
+    """Rows of ``top`` then ``bottom`` (same columns), column by column.
+
+    ``pd.concat`` inspects object columns value by value to decide on missing-value
+    handling; state tables append every batch, so they stack numpy columns directly.
+    """
+    if len(bottom) == 0:
+        return top
+    if len(top) == 0:
+        return bottom.reset_index(drop=True)
+    return pd.DataFrame(
+        {c: np.concatenate([top[c].to_numpy(), bottom[c].to_numpy()]) for c in top.columns}, copy=False
+    )
+
+
+def rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
+    """``frame.loc[keep]`` with a fresh index, column by column (cheaper on big tables)."""
+    if keep.all():
+        return frame
+    return pd.DataFrame({c: frame[c].to_numpy()[keep] for c in frame.columns}, copy=False)
+
+
+def sorted_by_hash(frame: pd.DataFrame) -> pd.DataFrame:
+    order = np.argsort(frame["hash"].to_numpy(np.uint64), kind="stable")
+    return frame.iloc[order].reset_index(drop=True)
+
+
+def merge_by_hash(big: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """``sorted_by_hash(stack(big, new))`` for ``big`` already sorted: insert, don't re-sort."""
+    if len(new) == 0:
+        return big
+    if len(big) == 0:
+        return sorted_by_hash(new)
+    new = sorted_by_hash(new)
+    at = np.searchsorted(big["hash"].to_numpy(np.uint64), new["hash"].to_numpy(np.uint64), side="right")
+    # copy=False: fresh arrays already; pandas would otherwise copy them again into 2-D blocks
+    return pd.DataFrame(
+        {c: np.insert(big[c].to_numpy(), at, new[c].to_numpy()) for c in big.columns}, copy=False
+    )
+
+
+def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    """The non-empty ``frames`` one after another; an empty frame of ``columns`` if none."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    return pd.concat(frames, ignore_index=True)
+
+
+def equal_ranges(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All (probe index, sorted index) pairs with equal hash, vectorised (a sort-merge join).
+
+    >>> equal_ranges(np.array([1, 3, 3, 7], np.uint64), np.array([3, 5, 7], np.uint64))
+    (array([0, 0, 2]), array([1, 2, 3]))
+    """
+    lo = np.searchsorted(sorted_hashes, probes, side="left")
+    hi = np.searchsorted(sorted_hashes, probes, side="right")
+    counts = hi - lo
+    total = int(counts.sum())
+    probe_idx = np.repeat(np.arange(probes.size), counts)
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return probe_idx, np.repeat(lo, counts) + offsets
+
+
+def rows_by_handle(table: pd.DataFrame, handles: np.ndarray) -> pd.DataFrame:
+    """The rows of ``table`` (sorted by unique ``handle``) for ``handles`` (all present), in
+    handle order."""
+    pos = np.searchsorted(table["handle"].to_numpy(np.int64), np.sort(handles))
+    return table.iloc[pos].reset_index(drop=True)

@@ -1,0 +1,191 @@
+"""The shard's tables, their columns, and the two views the state layer gets of them.
+
+A ``Purgatory`` keeps its state in seven pandas tables.  Four grow with the pending
+operations (``BIG_TABLES``): ``ops`` (one row per pending operation, by ``handle``),
+``watch`` (Kafka's Watchers: one row per (operation, key), sorted by key hash), ``seen``
+(pending op_ids, sorted by op_id hash) and ``resolved`` (op_ids resolved within the dedup
+retention, sorted by hash).  Three stay small (``SMALL_TABLES``): ``matches`` (events
+matched to pending operations), ``events`` (events the watermark has not passed yet) and
+``keys`` (per-key offset progress and resolution times).
+
+The engine persists nothing.  A persistence layer reads:
+
+* ``ShardTables``: every table and counter, and the timing wheel, at once
+  (``Purgatory.tables()`` / ``Purgatory.load_tables``);
+* ``Changes``: what the big tables gained and lost since it last asked
+  (``Purgatory.take_changes()``), so it can store only that.
+
+Invariants: a row of ``ops``, ``watch``, ``seen`` and ``matches`` belongs to one pending
+operation, named by its ``handle``; handles only grow, so "added since" is "handle >= the
+next handle then".  ``resolved`` rows have no handle; the change log lists the ones added.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .frames import empty, stack
+from .wheel import TimingWheel
+
+__all__ = [
+    "OPS",
+    "WATCH",
+    "MATCHES",
+    "EVENTS",
+    "KEYS",
+    "SEEN",
+    "RESOLVED",
+    "BIG_TABLES",
+    "SMALL_TABLES",
+    "ShardTables",
+    "Changes",
+    "ChangeLog",
+]
+
+I64_MIN = np.iinfo(np.int64).min
+
+#: one row per pending operation, sorted by handle
+OPS = {
+    "handle": "int64",
+    "op_id": "object",
+    "keys": "object",
+    "ts": "int64",
+    "deadline": "int64",
+    "cond": "int8",
+    "target": "float64",
+    "members": "object",
+    "payload": "object",
+    "n_members": "int64",
+    "stub": "bool",
+}
+#: Kafka's Watchers: (key hash, key, operation) sorted by hash; ``progress_at_watch`` is the
+#: key's offset progress when an ``offset`` operation started watching it (NaN otherwise)
+WATCH = {"hash": "uint64", "key": "object", "handle": "int64", "progress_at_watch": "float64"}
+#: (event, pending operation) pairs inside the operation's window
+MATCHES = {
+    "handle": "int64",
+    "khash": "uint64",
+    "ts": "int64",
+    "eseq": "int64",
+    "value": "float64",
+    "source": "object",
+    "is_member": "bool",
+}
+#: events the watermark has not passed yet, in arrival order (``eseq``)
+EVENTS = {
+    "eseq": "int64",
+    "key": "object",
+    "ts": "int64",
+    "op_id": "object",
+    "source": "object",
+    "value": "float64",
+    "used": "bool",
+    "replica": "bool",
+}
+#: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values),
+#: the last such event's time, and until when its events count as after_resolution
+KEYS = {"khash": "uint64", "progress": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
+#: every pending op_id, sorted by hash
+SEEN = {"hash": "uint64", "op_id": "object", "handle": "int64"}
+#: op_ids resolved within purgatory.dedup.retention.ms, as 64-bit hashes (compact: no strings)
+RESOLVED = {"hash": "uint64", "expire_at": "int64"}
+#: the tables that grow with pending operations
+BIG_TABLES = {"ops": OPS, "watch": WATCH, "seen": SEEN, "resolved": RESOLVED}
+#: the tables that stay small
+SMALL_TABLES = {"matches": MATCHES, "events": EVENTS, "keys": KEYS}
+
+
+@dataclass
+class ShardTables:
+    """A shard's whole engine state as plain tables and numbers.
+
+    ``wheel`` None (on ``load_tables``) means: rebuild the timing wheel at ``wheel_now``
+    from the deadlines of the pending operations not already ``due``.  The frames are the
+    engine's own: read them, replace them, never modify them in place.
+    """
+
+    ops: pd.DataFrame
+    watch: pd.DataFrame
+    seen: pd.DataFrame
+    resolved: pd.DataFrame
+    matches: pd.DataFrame
+    events: pd.DataFrame
+    keys: pd.DataFrame
+    due: np.ndarray  # handles added with a deadline already passed, not on the wheel
+    watermark: int
+    next_handle: int
+    next_eseq: int
+    retired_wm: int  # the watermark of the last retirement of old keys and dedup rows
+    wheel: TimingWheel | None
+    wheel_now: int
+
+    @classmethod
+    def empty(cls) -> ShardTables:
+        frames = {name: empty(dtypes) for name, dtypes in {**BIG_TABLES, **SMALL_TABLES}.items()}
+        return cls(
+            **frames,
+            due=np.empty(0, np.int64),
+            watermark=I64_MIN,
+            next_handle=0,
+            next_eseq=0,
+            retired_wm=I64_MIN,
+            wheel=None,
+            wheel_now=0,
+        )
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What the big tables gained and lost between two ``take_changes`` calls.
+
+    * rows of ``ops``, ``watch`` and ``seen`` with ``handle >= added_from`` were added;
+    * ``removed``: handles below ``added_from`` whose rows left those tables (an operation
+      added and resolved in between is simply absent);
+    * ``resolved``: the rows added to the dedup table (retirement may drop them later).
+    """
+
+    added_from: int
+    removed: np.ndarray
+    resolved: pd.DataFrame
+
+
+class ChangeLog:
+    """The engine's record of ``Changes``, reset by ``take``.
+
+    Until the first ``take`` every row counts as added (``added_from`` 0), so a shard whose
+    state nobody stores records nothing: the log costs memory only for its readers.
+    """
+
+    def __init__(self) -> None:
+        self.restart()
+
+    def removed(self, handles: np.ndarray) -> None:
+        old = handles[handles < self._added_from]
+        if old.size:
+            self._removed.append(old.astype(np.int64))
+
+    def resolved(self, rows: pd.DataFrame) -> None:
+        if self._resolved is not None:
+            self._resolved.append(rows)
+
+    def take(self, next_handle: int, resolved_table: pd.DataFrame) -> Changes:
+        """The changes since the last take; the log starts afresh at ``next_handle``."""
+        removed = np.unique(np.concatenate([np.empty(0, np.int64), *self._removed]))
+        if self._resolved is None:
+            resolved = resolved_table
+        else:
+            resolved = empty(RESOLVED)
+            for rows in self._resolved:
+                resolved = stack(resolved, rows)
+        changes = Changes(self._added_from, removed, resolved)
+        self._added_from, self._removed, self._resolved = int(next_handle), [], []
+        return changes
+
+    def restart(self) -> None:
+        """Everything counts as added again (the tables were replaced)."""
+        self._added_from = 0
+        self._removed: list[np.ndarray] = []
+        self._resolved: list[pd.DataFrame] | None = None  # None: the whole table is new

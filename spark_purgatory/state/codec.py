@@ -1,0 +1,65 @@
+"""Arrow IPC encoding of the state layer's pieces: frames, and named parts with metadata.
+
+A shard's state value and every segment file are one Arrow IPC stream of named binary
+parts (``pack_parts``) with string metadata; each part is itself an Arrow IPC stream of one
+table (``frame_bytes``).
+
+Invariant: ``frame_from(frame_bytes(f), dtypes)`` gives back ``f``'s rows and dtypes (list
+columns come back as numpy arrays, which the engine accepts).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..engine.frames import empty
+
+__all__ = ["pack_parts", "unpack_parts", "frame_bytes", "frame_from", "handles_bytes", "handles_from"]
+
+
+def pack_parts(parts: dict[str, bytes], meta: dict[str, str]) -> bytes:
+    """Named binary parts and string metadata as one Arrow IPC stream."""
+    table = pa.table({"part": list(parts), "data": pa.array(list(parts.values()), pa.binary())})
+    table = table.replace_schema_metadata(meta)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def unpack_parts(data: bytes | pa.Buffer) -> tuple[dict[str, bytes], dict[str, str]]:
+    """Inverse of ``pack_parts``."""
+    table = pa.ipc.open_stream(data).read_all()
+    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    column = table.column("data")
+    parts = {name: column[i].as_buffer() for i, name in enumerate(table.column("part").to_pylist())}
+    return parts, meta  # type: ignore[return-value]
+
+
+def frame_bytes(frame: pd.DataFrame) -> bytes:
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def frame_from(data: bytes, dtypes: dict[str, str]) -> pd.DataFrame:
+    """Inverse of ``frame_bytes``; list columns come back as numpy arrays (fine for the engine)."""
+    table = pa.ipc.open_stream(data).read_all()
+    if table.num_rows == 0:
+        return empty(dtypes)
+    frame = table.to_pandas()
+    return frame.astype({k: v for k, v in dtypes.items() if v != "object"}, copy=False)[list(dtypes)]
+
+
+def handles_bytes(handles: np.ndarray) -> bytes:
+    return frame_bytes(pd.DataFrame({"handle": handles}))
+
+
+def handles_from(data: bytes) -> np.ndarray:
+    return frame_from(data, {"handle": "int64"})["handle"].to_numpy(np.int64)

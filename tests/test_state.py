@@ -1,0 +1,197 @@
+"""Shard state against SPEC.md: saved and loaded, through segment files and the worker cache.
+
+The engine is driven as in ``test_purgatory``; these tests send it through ``save_state`` /
+``load_state`` between batches and check it behaves as if it had stayed in memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
+
+from spark_purgatory import Purgatory
+from spark_purgatory.state import WORKER_CACHE, SegmentStore, WorkerCache, load_state, save_state
+from spark_purgatory.state.codec import unpack_parts
+
+# -- state round trip ---------------------------------------------------------------------------
+
+
+def test_state_round_trips_losslessly_and_behaves_the_same():
+    def scenario(p: Purgatory, restart: bool) -> list:
+        step(
+            p,
+            ops=[
+                op("a", ["k1", "k2"], 0, condition="count", target=3),
+                op("b", "k1", 0, condition="offset", target=9),
+                op("c", "g", 0, condition="all", members=["x", "y"], payload="p"),
+            ],
+            events=[ev("k1", 3, source="s1", value=4.0), ev("q", 2)],
+            wm=0,
+        )
+        if restart:
+            p = load_state(save_state(p), p.config)
+        r = step(p, events=[ev("k2", 8, source="s2", value=10.0), ev("g", 9, source="x")], wm=5)
+        blob = save_state(p)
+        if restart:
+            p = load_state(blob, p.config)
+            # serialising again gives the same state (only the random cache token differs)
+            assert unpack_parts(save_state(p))[0] == unpack_parts(blob)[0]
+        r2 = step(p, events=[ev("k1", 20, source="s3"), ev("g", 30, source="y")], wm=2000)
+        frames = [r.outcomes, r.unmatched, r2.outcomes, r2.unmatched]
+
+        def plain(value):
+            return list(value) if isinstance(value, np.ndarray | list) else value
+
+        return [
+            [
+                {k: plain(v) for k, v in row.items()}
+                for row in f.astype(object).where(f.notna(), None).to_dict("records")
+            ]
+            for f in frames
+        ]
+
+    assert scenario(purgatory(), restart=True) == scenario(purgatory(), restart=False)
+
+
+# -- batch-split invariance, through saved state -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "segmented", ["rebuilt", "two-workers"], ids=["rebuilt-from-segments", "two-worker-caches"]
+)
+def test_outcomes_do_not_depend_on_how_input_is_split_into_batches(segmented, tmp_path):
+    def trial(number: int, segment_rows: int):
+        # the state goes through a SegmentStore after every batch and is rebuilt from base
+        # segment + delta (tiny segment sizes: bases are written and replaced often)
+        store = SegmentStore(str(tmp_path / f"t{number}"), segment_rows=segment_rows, retain_versions=2)
+        workers = [WorkerCache(), WorkerCache()]  # each simulated Python worker's cache
+        current = [WorkerCache()]
+
+        def after_batch(p: Purgatory, rng: np.random.Generator) -> Purgatory:
+            if segmented == "rebuilt":  # every batch rebuilds the shard from its segments
+                return load_state(save_state(p, store), p.config, store)
+            # parked in one worker; the next batch runs in either
+            blob = save_state(p, store, park=True, cache=current[0])
+            current[0] = workers[int(rng.integers(0, 2))]
+            return load_state(blob, p.config, store, cache=current[0])
+
+        def after_trial(p: Purgatory) -> None:
+            # every file is live or superseded within the last retain_versions saves
+            live = {s.name for s in p.lineage.segments}
+            assert set(store.segments()) == live | {name for name, _at in p.lineage.graveyard}
+            assert all(p.lineage.saves - at < 2 for _name, at in p.lineage.graveyard)
+
+        return after_batch, after_trial
+
+    check_split_invariance(trial)
+
+
+# -- segments and the worker cache -----------------------------------------------------------------
+
+
+def test_segmented_state_keeps_only_the_delta_and_restarts_from_any_retained_version(tmp_path):
+    store = SegmentStore(str(tmp_path), segment_rows=50, retain_versions=3)
+    p = purgatory()
+    step(p, ops=[op(f"o{i}", f"k{i % 100}", i, timeout_ms=10_000) for i in range(3000)], wm=0)
+    first = save_state(p, store)  # 3000 ops, 3000 watches, 3000 op_ids >= 50 rows: a base is written
+    assert len(store.segments()) == 1
+    step(p, ops=[op("late-op", "k1", 500, timeout_ms=10_000)], events=[ev("k3", 600)], wm=100)
+    second = save_state(p, store)
+    assert p.pending == 3001 - 6  # k3's operations created by ts 600 completed
+    # the value holds the delta (one op added, six resolved), not the 3000 operations
+    assert len(second) < len(save_state(p)) / 10
+    # a restart from either version, without the worker cache, gives what the live object gives
+    live = step(p, events=[ev("k1", 700)], wm=200)
+    for blob, expected_pending in ((first, 3000), (second, 3001 - 6)):
+        again = load_state(blob, p.config, store)
+        assert again.pending == expected_pending
+    again = load_state(second, p.config, store)
+
+    def plain(result):
+        return {k: (v["status"], v["resolved_at"], list(v["keys"])) for k, v in outcomes(result).items()}
+
+    assert plain(step(again, events=[ev("k1", 700)], wm=200)) == plain(live)
+    assert len(plain(live)) == 8  # k1's operations created by ts 700, and the late one
+
+
+def test_the_worker_cache_hands_back_only_the_exact_version(tmp_path):
+    store = SegmentStore(str(tmp_path), segment_rows=1)
+    p = purgatory()
+    step(p, ops=[op("a", "k", 0, timeout_ms=100)], wm=0)
+    older = save_state(p, store)
+    newer = save_state(p, store, park=True)
+    assert load_state(older, p.config, store) is not p  # another version: rebuilt
+    assert load_state(newer, p.config, store) is not p  # the miss above evicted it
+    save_state(p, store, park=True)
+    blob = save_state(p, store, park=True)
+    assert load_state(blob, p.config, store) is p  # the parked object itself
+    assert load_state(blob, p.config, store) is not p  # taken out: a retry rebuilds
+
+
+def _same_state(a: Purgatory, b: Purgatory) -> None:
+    ta, tb = a.tables(), b.tables()
+    for name in ("ops", "watch", "seen", "resolved", "matches", "events", "keys"):
+        x, y = getattr(ta, name), getattr(tb, name)
+        assert x.astype(str).values.tolist() == y.astype(str).values.tolist(), name
+    assert sorted(ta.wheel.pending()[0].tolist()) == sorted(tb.wheel.pending()[0].tolist())
+    assert ta.due.tolist() == tb.due.tolist()
+
+
+def test_a_parked_ancestor_is_brought_forward_and_a_parked_stranger_is_not(tmp_path):
+    store = SegmentStore(str(tmp_path), segment_rows=40, retain_versions=50)
+    p = purgatory()
+    step(p, ops=[op(f"o{i}", f"k{i % 9}", i // 10, timeout_ms=5_000) for i in range(3000)], wm=0)
+    v1 = save_state(p, store, park=True)  # worker A keeps v1 ...
+    WORKER_CACHE.clear()
+    other = load_state(v1, p.config, store)  # ... worker B rebuilds it and goes on
+    for b in range(6):  # enough batches for delta segments to be written in between
+        new_ops = [op(f"n{b}-{i}", f"m{i % 3}", 1000 + b * 100, timeout_ms=5_000) for i in range(30)]
+        r = step(other, ops=new_ops, events=[ev(f"m{b % 3}", 1050 + b * 100)], wm=300 + b * 100)
+        assert len(r.rejected) == 0 and len(r.outcomes) > 0
+        latest = save_state(other, store)
+    assert len(other.lineage.segments) > 2  # base + delta segments written after v1
+    rebuilt = load_state(latest, p.config, store)  # nothing parked: a full rebuild
+    WORKER_CACHE.park(p.lineage.id, p.lineage.token, p)  # worker A still holds v1
+    caught_up = load_state(latest, p.config, store)
+    assert caught_up is p
+    _same_state(caught_up, rebuilt)
+    after = [outcomes(step(x, events=[ev("k1", 2000)], wm=900)) for x in (caught_up, rebuilt)]
+    assert len(after[0]) > 0
+    assert {k: v["status"] for k, v in after[0].items()} == {k: v["status"] for k, v in after[1].items()}
+
+    # a version from another branch (same parent, other input) is never brought forward
+    base = load_state(latest, p.config, store)
+    branch = load_state(latest, p.config, store)
+    step(branch, events=[ev("k2", 2100)], wm=1_000)
+    save_state(branch, store, park=True)  # parked: a sibling of what we load next, not an ancestor
+    step(base, events=[ev("k3", 2100)], wm=1_000)
+    wanted = save_state(base, store)
+    loaded = load_state(wanted, p.config, store)
+    assert loaded is not branch
+    _same_state(loaded, base)
+
+
+def test_the_state_remembers_its_shard_so_a_changed_layout_is_caught():
+    p = purgatory()
+    step(p, ops=[op("a", "k", 0, timeout_ms=100)], wm=0)
+    assert load_state(save_state(p), p.config).shard is None
+    p.shard = 3  # set by the Spark host, which refuses a state saved by another shard
+    assert load_state(save_state(p), p.config).shard == 3
+
+
+# -- the engine's side: the change log the state layer reads ----------------------------------------
+
+
+def test_the_change_log_lists_what_changed_since_the_last_take():
+    p = purgatory()
+    step(p, ops=[op("a", "k", 0), op("b", "k2", 0)], wm=0)
+    first = p.take_changes()
+    assert first.added_from == 0 and first.removed.size == 0  # before any take: all of it is new
+    step(p, ops=[op("c", "k3", 0)], events=[ev("k", 5)], wm=0)  # c (handle 2) added, a (0) completed
+    changes = p.take_changes()
+    assert changes.added_from == 2
+    assert changes.removed.tolist() == [0]
+    assert len(changes.resolved) == 1  # a's op_id, remembered for duplicate detection
+    again = p.take_changes()  # taken: the log starts afresh
+    assert again.added_from == 3 and again.removed.size == 0 and len(again.resolved) == 0
