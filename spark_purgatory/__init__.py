@@ -16,12 +16,12 @@ from .engine.purgatory import BatchResult, Purgatory
 from .engine.wheel import TimingWheel
 
 _SPARK = {
-    "purgatory_stream": "spark.streaming",
-    "purgatory_batch": "spark.streaming",
-    "outcomes_of": "spark.streaming",
-    "unmatched_of": "spark.streaming",
-    "rejected_of": "spark.streaming",
-    "metrics_of": "spark.streaming",
+    "purgatory_stream": "spark.operator",
+    "purgatory_batch": "spark.operator",
+    "outcomes_of": "spark.output",
+    "unmatched_of": "spark.output",
+    "rejected_of": "spark.output",
+    "metrics_of": "spark.output",
     "read_stream": "spark.sources",
     "read_batch": "spark.sources",
 }

@@ -31,6 +31,7 @@ __all__ = [
     "KIND_UNMATCHED",
     "KIND_REJECTED",
     "KIND_METRICS",
+    "GAUGES",
     "SOURCE_OPERATIONS",
     "SOURCE_EVENTS",
     "AFTER_RESOLUTION",
@@ -62,6 +63,9 @@ Status = str
 
 #: what a row of the operator's output is (its ``kind`` column)
 KIND_OUTCOME, KIND_UNMATCHED, KIND_REJECTED, KIND_METRICS = "outcome", "unmatched", "rejected", "metrics"
+
+#: the per-shard gauges of a ``metrics`` row
+GAUGES: tuple[str, ...] = ("pending", "buffered", "watched")
 
 #: which input a rejected row came from (the ``rejected`` table's ``source`` column)
 SOURCE_OPERATIONS, SOURCE_EVENTS = "operations", "events"
@@ -277,7 +281,7 @@ def _operator_output() -> pa.Schema:
                 fields.setdefault(ms_column(field.name), pa.int64())
             else:
                 fields.setdefault(field.name, field.type)
-    gauges = {"pending": pa.int64(), "buffered": pa.int64(), "watched": pa.int64()}
+    gauges = {name: pa.int64() for name in GAUGES}
     fields.update(gauges, **{ms_column("watermark"): pa.int64()})
     return pa.schema(list(fields.items()))
 

@@ -180,8 +180,8 @@ def run(settings: JobSettings) -> dict:
     from .delta.accumulator import RecordAccumulator
     from .delta.sinks import PurgatorySink, choose_writer
     from .spark.metrics import ProgressListener, observe_purgatory
+    from .spark.operator import purgatory_stream
     from .spark.sources import read_stream
-    from .spark.streaming import purgatory_stream
 
     cfg = settings.config
     if not cfg.state_path:  # big shard state lives in segment files next to the checkpoint

@@ -25,7 +25,7 @@ from spark_purgatory.delta.sinks import (
     delta_classes_available,
     maintain_tables,
 )
-from spark_purgatory.spark.streaming import OUTPUT_SCHEMA
+from spark_purgatory.spark.output import OUTPUT_SCHEMA
 
 T0 = 1_767_225_600_000  # 2026-01-01
 

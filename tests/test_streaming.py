@@ -17,8 +17,9 @@ from pyspark.sql import functions as F
 from stream_helpers import T0, Files, ev, op, run_stream
 
 from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.spark.labels import shard_labels, spark_hash_int
+from spark_purgatory.spark.operator import purgatory_batch
 from spark_purgatory.spark.sources import parse_events, parse_operations, read_batch
-from spark_purgatory.spark.streaming import purgatory_batch, shard_labels, spark_hash_int
 from spark_purgatory.state.segments import SegmentStore
 from spark_purgatory.workload import generate, write_json_lines
 

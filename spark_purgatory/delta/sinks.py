@@ -351,7 +351,7 @@ class PurgatorySink:
 
 def _to_arrow(batch: Any) -> pa.Table:
     """A micro-batch DataFrame as Arrow (``toArrow`` where available, else via pandas)."""
-    from ..spark.streaming import OUTPUT_SCHEMA
+    from ..spark.output import OUTPUT_SCHEMA
 
     columns = [f.name for f in OUTPUT_SCHEMA.fields]
     frame = batch.select(*columns)
