@@ -43,6 +43,7 @@ __all__ = [
     "EVENT_COLUMNS",
     "OPERATION_INPUT",
     "EVENT_INPUT",
+    "MAX_TS_MS",
     "TableContract",
     "OUTCOMES",
     "UNMATCHED_EVENTS",
@@ -161,6 +162,9 @@ EVENT_INPUT = pa.schema(
         ("value", pa.float64()),
     ]
 )
+#: event times from 1970 up to (not including) 2200-01-01 are accepted; others are ``bad_ts``
+#: (they would overflow, or are nonsense)
+MAX_TS_MS = 7_258_118_400_000
 #: canonical columns of an operations frame handed to the engine (ts in epoch ms, keys a list)
 OPERATION_COLUMNS = [f.name for f in OPERATION_INPUT if f.name != "key"]
 #: canonical columns of an events frame handed to the engine (ts in epoch ms)
