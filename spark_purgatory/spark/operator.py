@@ -44,6 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..config import PurgatoryConfig
+from ..contract import MAX_TS_MS, ms_column
 from ..engine.conditions import CONDITIONS
 from ..engine.purgatory import Purgatory
 from ..engine.wheel import NO_EXPIRATION
@@ -59,7 +60,7 @@ from .routing import (
     ROUTED_COLUMNS,
     route,
 )
-from .sources import MAX_TS_MS, SourceFormat, parse_events, parse_operations
+from .sources import SourceFormat, parse_events, parse_operations
 
 __all__ = [
     "OUTPUT_SCHEMA",
@@ -77,6 +78,7 @@ _STATE_LOG = bool(os.environ.get("PURGATORY_STATE_LOG"))
 LATE_ALLOWANCE_MS = 36_500 * 86_400_000
 
 _STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType())])
+_TS_MS = ms_column("ts")
 
 
 def routed_stream(
@@ -95,7 +97,7 @@ def routed_stream(
     routed = route(parsed_ops, parsed_events, config)
     days = LATE_ALLOWANCE_MS // 86_400_000
     event_time = F.expr(
-        f"timestamp_millis(CASE WHEN role = '{ROLE_BAD}' THEN 0 ELSE ts_ms END) + INTERVAL {days} DAYS"
+        f"timestamp_millis(CASE WHEN role = '{ROLE_BAD}' THEN 0 ELSE {_TS_MS} END) + INTERVAL {days} DAYS"
     )
     delay_ms = config.watermark_delay_ms + LATE_ALLOWANCE_MS
     routed = routed.withColumn("_event_time", event_time)
@@ -157,7 +159,7 @@ def purgatory_batch(
     """The same engine on static DataFrames: process everything, then move the watermark.
 
     ``final_watermark_ms`` defaults to "everything resolved": a wheel tick past every
-    deadline a valid operation can have (event times end before ``sources.MAX_TS_MS``,
+    deadline a valid operation can have (event times end before ``contract.MAX_TS_MS``,
     timeouts at ``purgatory.max.timeout.ms``).  For input without late rows the outcomes
     equal the stream's at the same final watermark.
     """
@@ -180,7 +182,7 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     role = pdf["role"].to_numpy(dtype=object)
     is_op = (role == ROLE_OPERATION) | (role == ROLE_STUB)
     o = pdf.loc[is_op]
-    ts = o["ts_ms"].to_numpy(np.int64)
+    ts = o[_TS_MS].to_numpy(np.int64)
     ops = pd.DataFrame(
         {
             "op_id": o["op_id"].to_numpy(dtype=object),
@@ -199,7 +201,7 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     events = pd.DataFrame(
         {
             "key": e["key"].to_numpy(dtype=object),
-            "ts": e["ts_ms"].to_numpy(np.int64),
+            "ts": e[_TS_MS].to_numpy(np.int64),
             "op_id": e["op_id"].to_numpy(dtype=object),
             "source": e["source"].to_numpy(dtype=object),
             "value": e["value"].to_numpy(float),

@@ -104,7 +104,7 @@ OPS_1 = [
     op("num-payload", payload=12),  # a number payload: its text (expires)
 ]
 OPS_2 = [
-    op("ok-1", ts=20),  # duplicate across batches
+    rejected(op("ok-1", ts=20), "duplicate_op_id"),  # duplicate across batches
     rejected(op("late", ts=0), "late"),  # behind the watermark
 ]
 EVENTS_1 = [
