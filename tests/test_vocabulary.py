@@ -26,6 +26,78 @@ CONFIG = PurgatoryConfig()
 DECIDED_BY_THE_ENGINE = {"duplicate_op_id", "late"}
 
 
+# how fields are read, beyond the corpus: text for numbers, lists from strings, blanks, ISO forms
+_TS = "2026-01-01T00:00:00Z"
+_ABSENT = object()
+
+
+def _record(base: dict, **fields) -> str:
+    record = {**base, **fields}
+    return json.dumps({k: v for k, v in record.items() if v is not _ABSENT})
+
+
+def _op(**fields) -> str:
+    return _record({"op_id": "a", "keys": ["k"], "ts": _TS, "timeout_ms": 5}, **fields)
+
+
+def _ev(**fields) -> str:
+    return _record({"key": "k", "ts": _TS}, **fields)
+
+
+EDGE_OPERATIONS = [
+    _op(keys="solo"),
+    _op(keys='["x","y"]'),
+    _op(keys="[broken"),
+    _op(keys=["a", 1, None, " "]),
+    _op(op_id=True),
+    _op(op_id=" "),
+    _op(op_id={}),
+    _op(keys=[], key="k"),
+    _op(keys={"x": 1}, key="k"),
+    _op(keys=_ABSENT, key=5),
+    _op(ts="1767225600000"),
+    _op(ts=" 2026-01-01T00:00:00Z "),
+    _op(ts="2026-01-01"),
+    _op(ts="2026-01-01 10:00:00"),
+    _op(ts="2026-01-01T00:00:00+05:00"),
+    _op(ts=-5),
+    _op(ts=""),
+    _op(ts=[1]),
+    _op(timeout_ms="5"),
+    _op(timeout_ms=" 5 "),
+    _op(timeout_ms="5.0"),
+    _op(timeout_ms=True),
+    _op(timeout_ms=""),
+    _op(timeout_ms=12345678901234567890),
+    _op(condition=" COUNT ", target="10"),
+    _op(condition="sum", target=True),
+    _op(condition="sum", target=""),
+    _op(condition="", target=1),
+    _op(condition="all", members="m1"),
+    _op(condition="all", members=[" ", None]),
+    _op(payload=None),
+    _op(payload=[1]),
+    "[1, 2]",
+    "42",
+    "null",
+    "{}",
+]
+EDGE_EVENTS = [
+    _ev(value=""),
+    _ev(key="  "),
+    _ev(source=5, op_id=7),
+    _ev(source="", op_id=" "),
+    _ev(value="12"),
+    _ev(value=True),
+    _ev(value=None),
+    _ev(value="-Infinity"),
+    _ev(key=["k"]),
+    _ev(ts=1767225600000),
+    _ev(ts="2026-13-01"),
+    _ev(source={"a": 1}, op_id=[1]),
+]
+
+
 def corpus_lines(name: str) -> list[str]:
     """The file's lines as Spark's text source reads them (invalid UTF-8 replaced)."""
     with open(os.path.join(CORPUS, f"{name}.jsonl"), "rb") as f:
@@ -85,3 +157,13 @@ def test_events_get_the_same_reason_from_both_validators(spark, name):
         lines, lambda frame: validate_events(frame, now_ms=now_ms, max_future_ms=CONFIG.max_future_ms)
     )
     assert disagreements(lines, expected_reasons(name), by_spark, by_pandas) == []
+
+
+def test_edge_records_get_the_same_reason_from_both_validators(spark):
+    limits = {"max_timeout_ms": 1000}
+    by_spark = spark_reasons(spark, EDGE_OPERATIONS, lambda df: parse_operations(df, **limits))
+    by_pandas = pandas_reasons(EDGE_OPERATIONS, lambda frame: validate_operations(frame, **limits))
+    assert disagreements(EDGE_OPERATIONS, by_spark, by_spark, by_pandas) == []
+    by_spark = spark_reasons(spark, EDGE_EVENTS, parse_events)
+    by_pandas = pandas_reasons(EDGE_EVENTS, validate_events)
+    assert disagreements(EDGE_EVENTS, by_spark, by_spark, by_pandas) == []

@@ -41,7 +41,7 @@ from ..contract import (
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
 )
-from .conditions import ALL, CONDITIONS, NEEDS_TARGET
+from .conditions import ALL, ANY, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
 
 __all__ = ["raw_json", "validate_operations", "validate_events"]
 
@@ -49,6 +49,7 @@ _I64 = (-(2**63), 2**63 - 1)
 _WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
 _EPOCH_MS = re.compile(r"^\s*-?[0-9]+\s*$")
 _STRUCTURED = (list, tuple, dict, np.ndarray)
+_ANY = str(CONDITION_NAMES[ANY])
 
 
 def raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
@@ -260,8 +261,17 @@ def _time_checks(ts: np.ndarray, ms: np.ndarray, now_ms: int | None, max_future_
     return checks
 
 
-def _finite(numbers: list[float | None]) -> np.ndarray:
-    return np.fromiter((n is not None and np.isfinite(n) for n in numbers), bool, len(numbers))
+def _blanks(texts) -> np.ndarray:
+    return np.fromiter((_blank(t) for t in texts), bool, len(texts))
+
+
+def _empty(lists: np.ndarray) -> np.ndarray:
+    return np.fromiter((len(x) == 0 for x in lists), bool, len(lists))
+
+
+def _numbers(values: np.ndarray) -> np.ndarray:
+    """``_number`` of each value, NaN for none."""
+    return np.array([np.nan if (x := _number(v)) is None else x for v in values], dtype=float)
 
 
 def validate_operations(
@@ -276,63 +286,64 @@ def validate_operations(
     turns on ``ts_in_future`` (relative to ``now_ms``, default the clock).
     """
     ops = ops.reset_index(drop=True)
+    f = _read_operations(ops)
     n = len(ops)
-    op_id = _column(ops, "op_id")
-    op_id_text = _texts(op_id)
-    keys = [
-        _clean(_keys_of(many, one))
-        for many, one in zip(_column(ops, "keys"), _column(ops, "key"), strict=True)
-    ]
-    ms = _epoch_ms(ops["ts"] if "ts" in ops.columns else pd.Series([None] * n, dtype=object))
-    timeout_raw = _column(ops, "timeout_ms")
-    timeout = np.array([_whole(v) for v in timeout_raw], dtype=object)
-    has_timeout = np.fromiter((t is not None for t in timeout), bool, n)
-    timeout_ms = np.where(has_timeout, timeout, 0).astype(np.int64)
-    condition = np.array(
-        [("any" if t is None else t.strip(" ").lower()) for t in _texts(_column(ops, "condition"))],
-        dtype=object,
-    )
-    code = pd.Series(condition, dtype=object).map(CONDITIONS)
-    needs_target = code.isin(NEEDS_TARGET).to_numpy()
-    target_raw = _column(ops, "target")
-    target = [_number(v) for v in target_raw]
-    members = [_clean(_string_list(v)) for v in _column(ops, "members")]
-    payload = _column(ops, "payload")
+    has_timeout = f["has_timeout"]
+    needs_target = f["cond"].isin(NEEDS_TARGET).to_numpy()
     checks = {
-        "missing_op_id": np.fromiter((_blank(t) for t in op_id_text), bool, n),
-        "bad_op_id": _structured(op_id),
-        "missing_key": np.fromiter((len(k) == 0 for k in keys), bool, n),
-        **_time_checks(_column(ops, "ts"), ms, now_ms, max_future_ms),
-        "missing_timeout_ms": np.fromiter((_blank(t) for t in _texts(timeout_raw)), bool, n),
+        "missing_op_id": _blanks(f["op_id"]),
+        "bad_op_id": _structured(_column(ops, "op_id")),
+        "missing_key": _empty(f["keys"]),
+        **_time_checks(_column(ops, "ts"), f["ts"], now_ms, max_future_ms),
+        "missing_timeout_ms": _blanks(_texts(_column(ops, "timeout_ms"))),
         "bad_timeout_ms": ~has_timeout,
-        "negative_timeout": has_timeout & (timeout_ms < 0),
-        "timeout_above_max": has_timeout & (timeout_ms > max_timeout_ms),
-        "unknown_condition": code.isna().to_numpy(),
-        "missing_target": needs_target & np.fromiter((_blank(t) for t in _texts(target_raw)), bool, n),
-        "bad_target": needs_target & ~_finite(target),
-        "missing_members": (code == ALL).to_numpy() & np.fromiter((len(m) == 0 for m in members), bool, n),
-        "bad_payload": _structured(payload),
+        "negative_timeout": has_timeout & (f["timeout_ms"] < 0),
+        "timeout_above_max": has_timeout & (f["timeout_ms"] > max_timeout_ms),
+        "unknown_condition": f["cond"].isna().to_numpy(),
+        "missing_target": needs_target & _blanks(_texts(_column(ops, "target"))),
+        "bad_target": needs_target & ~np.isfinite(f["target"]),
+        "missing_members": (f["cond"] == ALL).to_numpy() & _empty(f["members"]),
+        "bad_payload": _structured(_column(ops, "payload")),
     }
     reasons = _first_reasons(checks, OPERATION_REASONS, n)
     columns = [c for c in OPERATION_INPUT.names if c in OPERATION_COLUMNS or c in ops.columns]
     rejected = _rejections(ops, reasons, SOURCE_OPERATIONS, columns)
     ok = reasons == ""
-    ts = ms[ok].astype(np.int64)
+    ts = f["ts"][ok].astype(np.int64)
     valid = pd.DataFrame(
         {
-            "op_id": np.array(op_id_text, dtype=object)[ok],
-            "keys": _objects(keys)[ok],
+            "op_id": f["op_id"][ok],
+            "keys": f["keys"][ok],
             "ts": ts,
-            "deadline": ts + timeout_ms[ok],
-            "cond": code.to_numpy()[ok].astype(np.int8),
-            "target": np.array([np.nan if t is None else t for t in target], dtype=float)[ok],
-            "members": _objects(members)[ok],
-            "payload": np.array(_texts(payload), dtype=object)[ok],
+            "deadline": ts + f["timeout_ms"][ok],
+            "cond": f["cond"].to_numpy()[ok].astype(np.int8),
+            "target": f["target"][ok],
+            "members": f["members"][ok],
+            "payload": f["payload"][ok],
         }
     )
     if "raw" in ops.columns:
         valid["raw"] = ops["raw"].to_numpy(dtype=object)[ok]
     return valid, rejected
+
+
+def _read_operations(ops: pd.DataFrame) -> dict:
+    """Each field as the validator reads it (see the module docstring)."""
+    n = len(ops)
+    pairs = zip(_column(ops, "keys"), _column(ops, "key"), strict=True)
+    condition = [_ANY if t is None else t.strip(" ").lower() for t in _texts(_column(ops, "condition"))]
+    timeout = [_whole(v) for v in _column(ops, "timeout_ms")]
+    return {
+        "op_id": np.array(_texts(_column(ops, "op_id")), dtype=object),
+        "keys": _objects([_clean(_keys_of(many, one)) for many, one in pairs]),
+        "ts": _epoch_ms(ops["ts"] if "ts" in ops.columns else pd.Series([None] * n, dtype=object)),
+        "timeout_ms": np.array([0 if t is None else t for t in timeout], dtype=np.int64),
+        "has_timeout": np.array([t is not None for t in timeout], dtype=bool),
+        "cond": pd.Series(condition, dtype=object).map(CONDITIONS),
+        "target": _numbers(_column(ops, "target")),
+        "members": _objects([_clean(_string_list(v)) for v in _column(ops, "members")]),
+        "payload": np.array(_texts(_column(ops, "payload")), dtype=object),
+    }
 
 
 def _objects(items: list) -> np.ndarray:
@@ -352,15 +363,15 @@ def validate_events(
     """
     events = events.reset_index(drop=True)
     n = len(events)
-    key = _texts(_column(events, "key"))
+    key = np.array(_texts(_column(events, "key")), dtype=object)
     ms = _epoch_ms(events["ts"] if "ts" in events.columns else pd.Series([None] * n, dtype=object))
-    value_raw = _column(events, "value")
-    value = [_number(v) for v in value_raw]
+    value_given = ~np.fromiter((_is_missing(v) for v in _column(events, "value")), bool, n)
+    value = _numbers(_column(events, "value"))
     op_id, source = _column(events, "op_id"), _column(events, "source")
     checks = {
-        "missing_key": np.fromiter((_blank(k) for k in key), bool, n),
+        "missing_key": _blanks(key),
         **_time_checks(_column(events, "ts"), ms, now_ms, max_future_ms),
-        "bad_value": ~np.fromiter((_is_missing(v) for v in value_raw), bool, n) & ~_finite(value),
+        "bad_value": value_given & ~np.isfinite(value),
         "bad_op_id": _structured(op_id),
         "bad_source": _structured(source),
     }
@@ -373,11 +384,11 @@ def validate_events(
 
     valid = pd.DataFrame(
         {
-            "key": np.array(key, dtype=object)[ok],
+            "key": key[ok],
             "ts": ms[ok].astype(np.int64),
             "op_id": text(op_id),
             "source": text(source),
-            "value": np.array([np.nan if v is None else v for v in value], dtype=float)[ok],
+            "value": value[ok],
         }
     )
     if "raw" in events.columns:

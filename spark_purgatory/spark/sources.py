@@ -33,9 +33,10 @@ from ..contract import (
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     OPERATION_REASONS,
+    SOURCE_OPERATIONS,
     ms_column,
 )
-from ..engine.conditions import ALL, CONDITIONS, NEEDS_TARGET
+from ..engine.conditions import ALL, ANY, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
 
 __all__ = [
     "SourceFormat",
@@ -59,7 +60,7 @@ _TEXT_FIELDS = ("op_id", "source", "payload")
 # Every other field is read as text first (Spark keeps the JSON text of numbers and arrays),
 # so a wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
 _CORRUPT = "_corrupt_record"
-_ALL = next(name for name, code in CONDITIONS.items() if code == ALL)
+_ANY, _ALL = str(CONDITION_NAMES[ANY]), str(CONDITION_NAMES[ALL])
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
 
 
@@ -183,7 +184,7 @@ def parse_operations(
         _clean(keys).alias("keys"),
         F.col("j.ts").alias("_t"),
         F.col("j.timeout_ms").alias("_timeout"),
-        F.lower(F.trim(F.coalesce(F.col("j.condition"), F.lit("any")))).alias("condition"),
+        F.lower(F.trim(F.coalesce(F.col("j.condition"), F.lit(_ANY)))).alias("condition"),
         F.col("j.target").alias("_target"),
         _clean(_string_list(F.col("j.members"))).alias("members"),
         _text("payload").alias("payload"),
@@ -193,7 +194,7 @@ def parse_operations(
     out = out.withColumn("timeout_ms", F.expr("try_cast(_timeout AS BIGINT)"))
     out = out.withColumn("target", F.expr("try_cast(_target AS DOUBLE)"))
     condition = F.col("condition")
-    needs_target = condition.isin(*[name for name, code in CONDITIONS.items() if code in NEEDS_TARGET])
+    needs_target = condition.isin(*[str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
     checks = {
         "malformed_json": F.col("_malformed"),
         "missing_op_id": _blank(F.col("op_id")),
@@ -248,7 +249,7 @@ def parse_events(df: DataFrame, fmt: SourceFormat = "json", *, max_future_ms: in
 
 
 def _parquet_schema(kind: str) -> T.StructType:
-    return OPERATIONS_PARQUET_SCHEMA if kind == "operations" else EVENTS_PARQUET_SCHEMA
+    return OPERATIONS_PARQUET_SCHEMA if kind == SOURCE_OPERATIONS else EVENTS_PARQUET_SCHEMA
 
 
 def read_stream(
