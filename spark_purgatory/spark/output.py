@@ -62,13 +62,13 @@ _OBJECT_COLUMNS = [
 ]
 _WATERMARK = "watermark"
 
-#: the table each kind of row belongs to
+#: table name -> the kind of the operator's rows it takes
 _KIND_OF_TABLE = {
     OUTCOMES.name: KIND_OUTCOME,
     UNMATCHED_EVENTS.name: KIND_UNMATCHED,
     REJECTED.name: KIND_REJECTED,
 }
-#: event-time columns of the output, by the name of their timestamp twin
+#: the output's event times, by timestamp name (each travels as ``<name>_ms``)
 _TIME_COLUMNS = [*dict.fromkeys(c for t in TABLES.values() for c in t.time_columns), _WATERMARK]
 
 
