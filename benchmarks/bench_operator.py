@@ -51,9 +51,9 @@ from pyspark.sql import functions as F
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.job import JobSettings, run
+from spark_purgatory.spark.operator import purgatory_stream, routed_stream
 from spark_purgatory.spark.session import local_session
 from spark_purgatory.spark.sources import parse_events, parse_operations, read_stream
-from spark_purgatory.spark.streaming import _with_event_time, purgatory_stream, route
 from spark_purgatory.workload import START_MS, generate_confirmations, write_json_lines
 
 TIMEOUT_MS = 30_000
@@ -184,11 +184,7 @@ def run_operator_noop(spark: SparkSession, files: Files, config: PurgatoryConfig
 def run_floor(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
     """Parse, route and shuffle exactly like the operator, then an identity mapInPandas."""
     ops, evs = _sources(spark, files, per_trigger)
-    parsed_ops = parse_operations(
-        ops, max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
-    )
-    parsed_events = parse_events(evs, max_future_ms=config.max_future_ms)
-    routed = _with_event_time(route(parsed_ops, parsed_events, config), config)
+    routed = routed_stream(ops, evs, config)
     shuffled = routed.repartition("shard")  # as groupBy("shard"): spark.sql.shuffle.partitions
 
     def identity(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:

@@ -31,6 +31,7 @@ __all__ = [
     "KIND_UNMATCHED",
     "KIND_REJECTED",
     "KIND_METRICS",
+    "GAUGES",
     "SOURCE_OPERATIONS",
     "SOURCE_EVENTS",
     "AFTER_RESOLUTION",
@@ -44,6 +45,7 @@ __all__ = [
     "EVENT_COLUMNS",
     "OPERATION_INPUT",
     "EVENT_INPUT",
+    "MAX_TS_MS",
     "TableContract",
     "OUTCOMES",
     "UNMATCHED_EVENTS",
@@ -64,6 +66,9 @@ Status = str
 
 #: what a row of the operator's output is (its ``kind`` column)
 KIND_OUTCOME, KIND_UNMATCHED, KIND_REJECTED, KIND_METRICS = "outcome", "unmatched", "rejected", "metrics"
+
+#: the per-shard gauges of a ``metrics`` row
+GAUGES: tuple[str, ...] = ("pending", "buffered", "watched")
 
 #: which input a rejected row came from (the ``rejected`` table's ``source`` column)
 SOURCE_OPERATIONS, SOURCE_EVENTS = "operations", "events"
@@ -162,6 +167,9 @@ EVENT_INPUT = pa.schema(
         ("value", pa.float64()),
     ]
 )
+#: event times from 1970 up to (not including) 2200-01-01 are accepted; others are ``bad_ts``
+#: (they would overflow, or are nonsense)
+MAX_TS_MS = 7_258_118_400_000
 #: canonical columns of an operations frame handed to the engine (ts in epoch ms, keys a list)
 OPERATION_COLUMNS = [f.name for f in OPERATION_INPUT if f.name != "key"]
 #: canonical columns of an events frame handed to the engine (ts in epoch ms)
@@ -282,7 +290,7 @@ def _operator_output() -> pa.Schema:
                 fields.setdefault(ms_column(field.name), pa.int64())
             else:
                 fields.setdefault(field.name, field.type)
-    gauges = {"pending": pa.int64(), "buffered": pa.int64(), "watched": pa.int64()}
+    gauges = {name: pa.int64() for name in GAUGES}
     fields.update(gauges, **{ms_column("watermark"): pa.int64()})
     return pa.schema(list(fields.items()))
 

@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.spark.operator import purgatory_stream
 from spark_purgatory.spark.sources import read_stream
-from spark_purgatory.spark.streaming import purgatory_stream
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 

@@ -42,6 +42,8 @@ def test_hostile_corpus_is_fully_accounted_for(spark, tmp_path):
     still_buffered = 1  # the padding event that moved the watermark on
     assert len(rejected_events) + len(run.unmatched) + counted + still_buffered == expected["events"]["lines"]
     assert set(expected["rejected_reasons"]) <= set(run.rejected["reason"])
+    line_reasons = [r for reasons in expected["reasons"].values() for r in reasons if r]
+    assert sorted(run.rejected["reason"]) == sorted(line_reasons)  # each line its own reason
     assert run.rejected["raw"].notna().all()
 
     big = run.outcomes[run.outcomes["op_id"] == "big-payload"].iloc[0]

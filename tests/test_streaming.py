@@ -17,8 +17,10 @@ from pyspark.sql import functions as F
 from stream_helpers import T0, Files, ev, op, run_stream
 
 from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.spark.labels import shard_labels, spark_hash_int
+from spark_purgatory.spark.operator import purgatory_batch
+from spark_purgatory.spark.output import metrics_of, outcomes_of, unmatched_of
 from spark_purgatory.spark.sources import parse_events, parse_operations, read_batch
-from spark_purgatory.spark.streaming import purgatory_batch, shard_labels, spark_hash_int
 from spark_purgatory.state.segments import SegmentStore
 from spark_purgatory.workload import generate, write_json_lines
 
@@ -179,6 +181,27 @@ def test_batch_mode_gives_the_stream_outcomes(spark, tmp_path):
         )
     )
     assert_df_equality(outcomes, streamed, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_batch_mode_resolves_everything_by_default(spark):
+    # no final_watermark_ms: every operation resolves, expired ones at their deadline
+    lines = [
+        op("done", "k1", 0, 1000),
+        op("waits", "k2", 0, 1000, "count", target=2),
+        op("multi", ["k1", "k3"], 0, 5000, "count", target=2),
+    ]
+    events = [ev("k1", 100), ev("k2", 200), ev("k3", 300), ev("nobody", 400)]
+    as_text = "value string"
+    out = purgatory_batch(
+        spark.createDataFrame([(x,) for x in lines], as_text),
+        spark.createDataFrame([(x,) for x in events], as_text),
+        CONFIG,
+    )
+    resolved = {r.op_id: (r.status, r.resolved_at_ms - T0) for r in out.where("kind = 'outcome'").collect()}
+    assert resolved == {"done": ("completed", 100), "waits": ("expired", 1000), "multi": ("completed", 300)}
+    assert sorted(r.op_id for r in outcomes_of(out).collect()) == ["done", "multi", "waits"]
+    assert [r.key for r in unmatched_of(out).collect()] == ["nobody"]
+    assert max(r.watermark for r in metrics_of(out).collect()) is not None
 
 
 def test_kafka_and_parquet_inputs_parse_like_json(spark, tmp_path):

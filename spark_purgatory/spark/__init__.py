@@ -1,0 +1,19 @@
+"""The Spark host: routes rows into the engine and its output back out; it decides nothing.
+
+Modules, in the order a row meets them:
+
+* ``sources``: read operations and events (JSON lines, Parquet, Kafka), parse and validate
+  them in Spark SQL; a bad row gets a reason from ``contract.REASONS``.
+* ``routing``: each parsed row to the shard that owns its keys, with the stubs and replicas
+  of cross-shard operations (the design is explained there).
+* ``labels``: the group key per shard, chosen so that Spark's hash partitioner gives every
+  shard its own partition.
+* ``operator``: ``purgatory_stream`` / ``purgatory_batch``: the watermark, and the shard step
+  that runs the engine once per shard per micro-batch inside ``applyInPandasWithState``.
+* ``output``: the operator's one output schema and its split into the contract's tables.
+* ``metrics``: per-micro-batch figures through ``observe`` and a query listener.
+* ``session``: a local SparkSession configured for the operator.
+
+Invariant: every column and name comes from ``spark_purgatory.contract``; the engine sees
+only validated pandas frames.
+"""

@@ -23,6 +23,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
+from ..contract import (
+    COMPLETED,
+    EXPIRED,
+    KIND_METRICS,
+    KIND_OUTCOME,
+    KIND_REJECTED,
+    KIND_UNMATCHED,
+    ms_column,
+)
+
 __all__ = ["OBSERVATION", "observe_purgatory", "ProgressListener", "progress_figures"]
 
 OBSERVATION = "purgatory"
@@ -31,21 +41,23 @@ log = logging.getLogger("spark_purgatory.progress")
 
 def observe_purgatory(out: DataFrame) -> DataFrame:
     """The operator's output with the ``purgatory`` observed metrics attached."""
-    outcome = F.col("kind") == "outcome"
+    kind = F.col("kind")
+    outcome = kind == KIND_OUTCOME
 
     def count(cond):
         return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
 
+    watermark = ms_column("watermark")
     return out.observe(
         OBSERVATION,
-        count(outcome & (F.col("status") == "completed")).alias("completed"),
-        count(outcome & (F.col("status") == "expired")).alias("expired"),
-        count(F.col("kind") == "unmatched").alias("unmatched"),
-        count(F.col("kind") == "rejected").alias("rejected"),
-        F.max("watermark_ms").alias("watermark_ms"),
-        F.map_from_entries(
-            F.collect_list(F.when(F.col("kind") == "metrics", F.struct("shard", "pending")))
-        ).alias("pending_by_shard"),
+        count(outcome & (F.col("status") == COMPLETED)).alias(COMPLETED),
+        count(outcome & (F.col("status") == EXPIRED)).alias(EXPIRED),
+        count(kind == KIND_UNMATCHED).alias(KIND_UNMATCHED),
+        count(kind == KIND_REJECTED).alias(KIND_REJECTED),
+        F.max(watermark).alias(watermark),
+        F.map_from_entries(F.collect_list(F.when(kind == KIND_METRICS, F.struct("shard", "pending")))).alias(
+            "pending_by_shard"
+        ),
     )
 
 
@@ -58,15 +70,12 @@ def progress_figures(progress: Any, pending_by_shard: dict[int, int]) -> dict:
         by_shard = {entry["key"]: entry["value"] for entry in by_shard}
     for shard, pending in by_shard.items():
         pending_by_shard[int(shard)] = int(pending)
-    wm = row.get("watermark_ms")
+    wm = row.get(ms_column("watermark"))
     return {
         "batch_id": progress.batchId,
         "input_rows": int(progress.numInputRows or 0),
         "pending": sum(pending_by_shard.values()),
-        "completed": int(row.get("completed") or 0),
-        "expired": int(row.get("expired") or 0),
-        "unmatched": int(row.get("unmatched") or 0),
-        "rejected": int(row.get("rejected") or 0),
+        **{name: int(row.get(name) or 0) for name in (COMPLETED, EXPIRED, KIND_UNMATCHED, KIND_REJECTED)},
         "watermark": dt.datetime.fromtimestamp(wm / 1000, tz=dt.timezone.utc).isoformat() if wm else None,
         "rows_per_second": round(float(progress.processedRowsPerSecond or 0.0), 1),
         "duration_ms": int((progress.durationMs or {}).get("triggerExecution", 0)),

@@ -4,28 +4,42 @@ Every input format is reduced to one path: the record's JSON text.  JSON-lines f
 read as text (so a malformed line keeps its exact bytes), Parquet rows are rendered with
 ``to_json``, and Kafka records carry JSON in ``value``.  Parsing and validation are Spark SQL
 expressions (no Python per row); each row comes out with the canonical columns, its ``raw``
-text and a ``reason`` that is null for valid rows and otherwise names the first problem, in
-the vocabulary of ``conditions.validate_operations`` / ``validate_events``.
+text and a ``reason`` that is null for valid rows and otherwise names the first problem.
+
+The checks are those of the pandas validator (``engine.validation``, whose docstring says how
+a field is read), in the order of ``contract.OPERATION_REASONS`` / ``EVENT_REASONS``: a row
+gets the same reason on either path.  ``op_id``, ``source`` and ``payload`` are read as
+variants, to tell a string or number (its text) from an array or object (``bad_<field>``).
 
 Invariant: parsing never drops a row; a row that cannot be understood becomes a row with a
 reason.
-
->>> sorted(EVENT_REASONS)
-['bad_ts', 'bad_value', 'malformed_json', 'missing_key', 'missing_ts', 'ts_in_future']
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from ..contract import (
+    EVENT_COLUMNS,
+    EVENT_INPUT,
+    EVENT_REASONS,
+    MAX_TS_MS,
+    OPERATION_COLUMNS,
+    OPERATION_INPUT,
+    OPERATION_REASONS,
+    SOURCE_OPERATIONS,
+    ms_column,
+)
+from ..engine.conditions import ALL, ANY, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
 
 __all__ = [
     "SourceFormat",
-    "OPERATION_REASONS",
-    "EVENT_REASONS",
     "OPERATIONS_PARQUET_SCHEMA",
     "EVENTS_PARQUET_SCHEMA",
     "parse_operations",
@@ -36,48 +50,45 @@ __all__ = [
 
 SourceFormat = Literal["json", "parquet", "kafka"]
 
-OPERATION_REASONS = {
-    "malformed_json",
-    "missing_op_id",
-    "missing_key",
-    "missing_ts",
-    "bad_ts",
-    "ts_in_future",
-    "missing_timeout_ms",
-    "bad_timeout_ms",
-    "negative_timeout",
-    "timeout_above_max",
-    "unknown_condition",
-    "missing_target",
-    "bad_target",
-    "missing_members",
-}
-EVENT_REASONS = {"malformed_json", "missing_key", "missing_ts", "bad_ts", "ts_in_future", "bad_value"}
+#: schemas for Parquet inputs (the SPEC's input contract as Spark types)
+OPERATIONS_PARQUET_SCHEMA: T.StructType = from_arrow_schema(OPERATION_INPUT)
+EVENTS_PARQUET_SCHEMA: T.StructType = from_arrow_schema(EVENT_INPUT)
 
-# Every field is read as text first (Spark keeps the JSON text of numbers and arrays), so a
-# wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
+#: fields that must be text: read as variants, so that an array or object is ``bad_<field>``
+_TEXT_FIELDS = ("op_id", "source", "payload")
+
+# Every other field is read as text first (Spark keeps the JSON text of numbers and arrays),
+# so a wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
 _CORRUPT = "_corrupt_record"
-_OPS_JSON = T.StructType(
-    [
-        T.StructField(name, T.StringType())
-        for name in (
-            "op_id",
-            "key",
-            "keys",
-            "ts",
-            "timeout_ms",
-            "condition",
-            "target",
-            "members",
-            "payload",
-            _CORRUPT,
-        )
-    ]
-)
-_EVENTS_JSON = T.StructType(
-    [T.StructField(name, T.StringType()) for name in ("key", "ts", "op_id", "source", "value", _CORRUPT)]
-)
+_ANY, _ALL = str(CONDITION_NAMES[ANY]), str(CONDITION_NAMES[ALL])
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+
+
+def _json_schema(contract: pa.Schema) -> T.StructType:
+    fields = [
+        T.StructField(name, T.VariantType() if name in _TEXT_FIELDS else T.StringType())
+        for name in [*contract.names, _CORRUPT]
+    ]
+    return T.StructType(fields)
+
+
+_OPS_JSON = _json_schema(OPERATION_INPUT)
+_EVENTS_JSON = _json_schema(EVENT_INPUT)
+
+
+def _text(field: str) -> Column:
+    """A text field (``_TEXT_FIELDS``) as a string: a number or boolean as its JSON text."""
+    return F.variant_get(F.col(f"j.{field}"), "$", "string")
+
+
+def _structured(field: str) -> Column:
+    """The field holds a JSON array or object."""
+    return F.coalesce(F.schema_of_variant(F.col(f"j.{field}")).rlike("^(ARRAY|OBJECT)"), F.lit(False))
+
+
+def _parsed_columns(canonical: list[str]) -> list[str]:
+    """What a parser returns: the canonical columns (event time as epoch ms), ``raw``, ``reason``."""
+    return [*[ms_column(c) if c == "ts" else c for c in canonical], "raw", "reason"]
 
 
 def _string_list(text: Column) -> Column:
@@ -94,29 +105,9 @@ def _string_list(text: Column) -> Column:
     )
 
 
-#: schemas for Parquet inputs (the SPEC's input contract as Spark types)
-OPERATIONS_PARQUET_SCHEMA = T.StructType(
-    [
-        T.StructField("op_id", T.StringType()),
-        T.StructField("key", T.StringType()),
-        T.StructField("keys", T.ArrayType(T.StringType())),
-        T.StructField("ts", T.TimestampType()),
-        T.StructField("timeout_ms", T.LongType()),
-        T.StructField("condition", T.StringType()),
-        T.StructField("target", T.DoubleType()),
-        T.StructField("members", T.ArrayType(T.StringType())),
-        T.StructField("payload", T.StringType()),
-    ]
-)
-EVENTS_PARQUET_SCHEMA = T.StructType(
-    [
-        T.StructField("key", T.StringType()),
-        T.StructField("ts", T.TimestampType()),
-        T.StructField("op_id", T.StringType()),
-        T.StructField("source", T.StringType()),
-        T.StructField("value", T.DoubleType()),
-    ]
-)
+def _clean(items: Column) -> Column:
+    """Blank items dropped, deduplicated, sorted."""
+    return F.array_sort(F.array_distinct(F.filter(items, lambda i: ~_blank(i))))
 
 
 def _raw(df: DataFrame, fmt: SourceFormat) -> DataFrame:
@@ -129,10 +120,6 @@ def _raw(df: DataFrame, fmt: SourceFormat) -> DataFrame:
     if fmt == "parquet":
         return df.select(F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("raw"))
     raise ValueError(f"unknown source format {fmt!r}; allowed: json, parquet, kafka")
-
-
-# event times outside [1970, 2200) are rejected as bad_ts: they would overflow or be nonsense
-MAX_TS_MS = 7_258_118_400_000
 
 
 def _epoch_ms(name: str) -> Column:
@@ -148,27 +135,33 @@ def _blank(c: Column) -> Column:
     return c.isNull() | (F.trim(c) == "")
 
 
-def _ts_checks(max_future_ms: int | None) -> list[tuple[str, Column]]:
+def _ts_checks(max_future_ms: int | None) -> dict[str, Column]:
     """Missing, unreadable or out-of-range event time, or one too far in the future.
 
     One far-future row would move the watermark and expire every pending operation, so rows
     more than ``purgatory.max.future.ms`` ahead of the micro-batch's processing time are
     rejected (``current_timestamp()`` is fixed per micro-batch, so a replay decides alike).
     """
-    checks = [
-        ("missing_ts", _blank(F.col("_t"))),
-        ("bad_ts", F.col("ts_ms").isNull()),
-    ]
+    checks = {"missing_ts": _blank(F.col("_t")), "bad_ts": F.col(ms_column("ts")).isNull()}
     if max_future_ms is not None:
         now_ms = F.unix_millis(F.current_timestamp())
-        checks.append(("ts_in_future", F.col("ts_ms") > now_ms + F.lit(int(max_future_ms))))
+        checks["ts_in_future"] = F.col(ms_column("ts")) > now_ms + F.lit(int(max_future_ms))
     return checks
 
 
-def _first_reason(checks: list[tuple[str, Column]]) -> Column:
+def _not_finite(number: Column) -> Column:
+    return number.isNull() | F.isnan(number) | (F.abs(number) == F.lit(float("inf")))
+
+
+def _first_reason(checks: dict[str, Column], order: tuple[str, ...]) -> Column:
+    """The first reason in ``order`` (the contract's) whose check failed; null if none did."""
+    unknown = set(checks) - set(order)
+    if unknown:
+        raise ValueError(f"checks for reasons outside the contract's order: {sorted(unknown)}")
     expr = F.lit(None).cast("string")
-    for reason, failed in reversed(checks):
-        expr = F.when(failed, F.lit(reason)).otherwise(expr)
+    for reason in reversed(order):
+        if reason in checks:
+            expr = F.when(checks[reason], F.lit(reason)).otherwise(expr)
     return expr
 
 
@@ -183,46 +176,43 @@ def parse_operations(
     j = F.from_json(F.col("raw"), _OPS_JSON, _JSON_OPTIONS)
     rows = _raw(df, fmt).select("raw", j.alias("j"))
     keys = F.coalesce(_string_list(F.col("j.keys")), F.when(~_blank(F.col("j.key")), F.array(F.col("j.key"))))
-    keys = F.array_sort(F.array_distinct(F.filter(keys, lambda k: ~_blank(k))))
-    members = F.array_sort(F.array_distinct(F.filter(_string_list(F.col("j.members")), lambda m: ~_blank(m))))
     out = rows.select(
         "raw",
         (F.col("j").isNull() | F.col(f"j.{_CORRUPT}").isNotNull()).alias("_malformed"),
-        F.col("j.op_id").alias("op_id"),
-        keys.alias("keys"),
+        _text("op_id").alias("op_id"),
+        _structured("op_id").alias("_bad_op_id"),
+        _clean(keys).alias("keys"),
         F.col("j.ts").alias("_t"),
         F.col("j.timeout_ms").alias("_timeout"),
-        F.lower(F.trim(F.coalesce(F.col("j.condition"), F.lit("any")))).alias("condition"),
+        F.lower(F.trim(F.coalesce(F.col("j.condition"), F.lit(_ANY)))).alias("condition"),
         F.col("j.target").alias("_target"),
-        members.alias("members"),
-        F.col("j.payload").alias("payload"),
+        _clean(_string_list(F.col("j.members"))).alias("members"),
+        _text("payload").alias("payload"),
+        _structured("payload").alias("_bad_payload"),
     )
-    out = out.withColumn("ts_ms", _epoch_ms("_t"))
+    out = out.withColumn(ms_column("ts"), _epoch_ms("_t"))
     out = out.withColumn("timeout_ms", F.expr("try_cast(_timeout AS BIGINT)"))
     out = out.withColumn("target", F.expr("try_cast(_target AS DOUBLE)"))
-    needs_target = F.col("condition").isin("count", "sum", "offset")
-    reason = _first_reason(
-        [
-            ("malformed_json", F.col("_malformed")),
-            ("missing_op_id", _blank(F.col("op_id"))),
-            ("missing_key", F.coalesce(F.size("keys"), F.lit(0)) <= 0),
-            *_ts_checks(max_future_ms),
-            ("missing_timeout_ms", _blank(F.col("_timeout"))),
-            ("bad_timeout_ms", F.col("timeout_ms").isNull()),
-            ("negative_timeout", F.col("timeout_ms") < 0),
-            ("timeout_above_max", F.col("timeout_ms") > F.lit(max_timeout_ms)),
-            ("unknown_condition", ~F.col("condition").isin("any", "count", "sum", "all", "offset")),
-            ("missing_target", needs_target & _blank(F.col("_target"))),
-            ("bad_target", needs_target & (F.col("target").isNull() | F.isnan("target"))),
-            (
-                "missing_members",
-                (F.col("condition") == "all") & (F.coalesce(F.size("members"), F.lit(0)) <= 0),
-            ),
-        ]
-    )
-    return out.withColumn("reason", reason).select(
-        "op_id", "keys", "ts_ms", "timeout_ms", "condition", "target", "members", "payload", "raw", "reason"
-    )
+    condition = F.col("condition")
+    needs_target = condition.isin(*[str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
+    checks = {
+        "malformed_json": F.col("_malformed"),
+        "missing_op_id": _blank(F.col("op_id")),
+        "bad_op_id": F.col("_bad_op_id"),
+        "missing_key": F.coalesce(F.size("keys"), F.lit(0)) <= 0,
+        **_ts_checks(max_future_ms),
+        "missing_timeout_ms": _blank(F.col("_timeout")),
+        "bad_timeout_ms": F.col("timeout_ms").isNull(),
+        "negative_timeout": F.col("timeout_ms") < 0,
+        "timeout_above_max": F.col("timeout_ms") > F.lit(max_timeout_ms),
+        "unknown_condition": ~condition.isin(*CONDITIONS),
+        "missing_target": needs_target & _blank(F.col("_target")),
+        "bad_target": needs_target & _not_finite(F.col("target")),
+        "missing_members": (condition == _ALL) & (F.coalesce(F.size("members"), F.lit(0)) <= 0),
+        "bad_payload": F.col("_bad_payload"),
+    }
+    out = out.withColumn("reason", _first_reason(checks, OPERATION_REASONS))
+    return out.select(*_parsed_columns(OPERATION_COLUMNS))
 
 
 def parse_events(df: DataFrame, fmt: SourceFormat = "json", *, max_future_ms: int | None = None) -> DataFrame:
@@ -232,32 +222,34 @@ def parse_events(df: DataFrame, fmt: SourceFormat = "json", *, max_future_ms: in
     """
     j = F.from_json(F.col("raw"), _EVENTS_JSON, _JSON_OPTIONS)
     rows = _raw(df, fmt).select("raw", j.alias("j"))
+    op_id, source = _text("op_id"), _text("source")
     out = rows.select(
         "raw",
         (F.col("j").isNull() | F.col(f"j.{_CORRUPT}").isNotNull()).alias("_malformed"),
         F.col("j.key").alias("key"),
         F.col("j.ts").alias("_t"),
-        F.when(~_blank(F.col("j.op_id")), F.col("j.op_id")).alias("op_id"),
-        F.when(~_blank(F.col("j.source")), F.col("j.source")).alias("source"),
+        F.when(~_blank(op_id), op_id).alias("op_id"),
+        _structured("op_id").alias("_bad_op_id"),
+        F.when(~_blank(source), source).alias("source"),
+        _structured("source").alias("_bad_source"),
         F.col("j.value").alias("_value"),
     )
-    out = out.withColumn("ts_ms", _epoch_ms("_t"))
+    out = out.withColumn(ms_column("ts"), _epoch_ms("_t"))
     out = out.withColumn("value", F.expr("try_cast(_value AS DOUBLE)"))
-    reason = _first_reason(
-        [
-            ("malformed_json", F.col("_malformed")),
-            ("missing_key", _blank(F.col("key"))),
-            *_ts_checks(max_future_ms),
-            ("bad_value", F.col("_value").isNotNull() & (F.col("value").isNull() | F.isnan("value"))),
-        ]
-    )
-    return out.withColumn("reason", reason).select(
-        "key", "ts_ms", "op_id", "source", "value", "raw", "reason"
-    )
+    checks = {
+        "malformed_json": F.col("_malformed"),
+        "missing_key": _blank(F.col("key")),
+        **_ts_checks(max_future_ms),
+        "bad_value": F.col("_value").isNotNull() & _not_finite(F.col("value")),
+        "bad_op_id": F.col("_bad_op_id"),
+        "bad_source": F.col("_bad_source"),
+    }
+    out = out.withColumn("reason", _first_reason(checks, EVENT_REASONS))
+    return out.select(*_parsed_columns(EVENT_COLUMNS))
 
 
 def _parquet_schema(kind: str) -> T.StructType:
-    return OPERATIONS_PARQUET_SCHEMA if kind == "operations" else EVENTS_PARQUET_SCHEMA
+    return OPERATIONS_PARQUET_SCHEMA if kind == SOURCE_OPERATIONS else EVENTS_PARQUET_SCHEMA
 
 
 def read_stream(

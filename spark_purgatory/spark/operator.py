@@ -1,0 +1,299 @@
+"""The operator: the purgatory as one ``applyInPandasWithState`` over the routed streams.
+
+``purgatory_stream`` parses both inputs (``sources``), routes them to shards (``routing``),
+declares the watermark, and groups by shard into the stateful shard step; the output is one
+stream of rows with a ``kind`` column (``output``).  ``purgatory_batch`` runs the same
+parsing, routing and engine on static DataFrames.
+
+**One group per shard.**  Each group's state is one binary value: that shard's ``Purgatory``
+(watchers, timing wheel, key progress, buffered events).  The group's event-time timeout is
+the shard's next wake-up (earliest deadline, buffered event, or retention expiry), so Spark
+calls the shard exactly when the watermark makes something due.  Grouping by shard instead of
+by key is what makes this fast: Spark scans state rows and calls Python once per *shard* per
+micro-batch, not once per key, and the shard advances its wheel and joins its events
+vectorised.
+
+**Nothing dropped by the watermark.**  Spark drops rows behind the watermark before an
+``EventTimeTimeout`` operator sees them.  The watermark is therefore declared on a helper
+column ``ts + L`` with delay ``watermark.delay + L`` (L = 100 years, ``LATE_ALLOWANCE_MS``):
+the operator gets the same watermark, but only rows more than 100 years late are dropped by
+Spark; the operator itself rejects rows behind the watermark as ``late``.  Rejected-at-parse
+rows carry the epoch as their time, so they never move the watermark and are never dropped.
+
+**Batch mode.**  ``purgatory_batch`` processes everything at once and then moves the
+watermark to ``final_watermark_ms``; for input without late rows it gives the outcomes the
+stream gives at the same final watermark.
+
+Invariant: the shard step is the only place Spark hands rows to the engine; it calls the
+engine once per shard per micro-batch (or timeout) and yields that shard's output rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..config import PurgatoryConfig
+from ..contract import MAX_TS_MS, ms_column
+from ..engine.conditions import CONDITIONS
+from ..engine.purgatory import Purgatory
+from ..engine.wheel import NO_EXPIRATION
+from ..state import SegmentStore, load_state, loaded_by, save_state
+from .labels import shard_numbers
+from .output import OUTPUT_SCHEMA, output_rows, with_timestamps
+from .routing import (
+    ROLE_BAD,
+    ROLE_EVENT,
+    ROLE_OPERATION,
+    ROLE_REPLICA,
+    ROLE_STUB,
+    ROUTED_COLUMNS,
+    route,
+)
+from .sources import SourceFormat, parse_events, parse_operations
+
+__all__ = [
+    "OUTPUT_SCHEMA",
+    "LATE_ALLOWANCE_MS",
+    "routed_stream",
+    "purgatory_stream",
+    "purgatory_batch",
+    "segment_store",
+]
+
+#: PURGATORY_STATE_LOG=1: each shard call logs how its state was loaded and what it cost
+_STATE_LOG = bool(os.environ.get("PURGATORY_STATE_LOG"))
+
+#: how far behind the watermark a row may be before Spark itself drops it (see module doc)
+LATE_ALLOWANCE_MS = 36_500 * 86_400_000
+
+_STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType())])
+_TS_MS = ms_column("ts")
+
+
+def routed_stream(
+    operations: DataFrame,
+    events: DataFrame,
+    config: PurgatoryConfig,
+    *,
+    source_format: SourceFormat = "json",
+) -> DataFrame:
+    """The operator's input: both streams parsed, routed to shards, with the watermark
+    declared on ``ts + L`` (module docstring), so Spark drops nothing we must report."""
+    parsed_ops = parse_operations(
+        operations, source_format, max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
+    )
+    parsed_events = parse_events(events, source_format, max_future_ms=config.max_future_ms)
+    routed = route(parsed_ops, parsed_events, config)
+    days = LATE_ALLOWANCE_MS // 86_400_000
+    event_time = F.expr(
+        f"timestamp_millis(CASE WHEN role = '{ROLE_BAD}' THEN 0 ELSE {_TS_MS} END) + INTERVAL {days} DAYS"
+    )
+    delay_ms = config.watermark_delay_ms + LATE_ALLOWANCE_MS
+    routed = routed.withColumn("_event_time", event_time)
+    return routed.withWatermark("_event_time", f"{delay_ms} milliseconds")
+
+
+def purgatory_stream(
+    operations: DataFrame,
+    events: DataFrame,
+    config: PurgatoryConfig | None = None,
+    *,
+    source_format: SourceFormat = "json",
+) -> DataFrame:
+    """The purgatory over two streaming DataFrames; returns one stream of output rows.
+
+    Args:
+        operations: the operations source as read (``read_stream``): text lines for
+            ``json``, typed rows for ``parquet``, Kafka records for ``kafka``.
+        events: the completion-events source, in the same format.
+        config: shards, wheel, retention, watermark delay (``PurgatoryConfig``).
+        source_format: ``json``, ``parquet`` or ``kafka``.
+
+    Returns:
+        A streaming DataFrame with ``OUTPUT_SCHEMA`` plus timestamps; split each micro-batch
+        with ``outcomes_of``, ``unmatched_of`` and ``rejected_of``.
+
+    Example::
+
+        from .sources import read_stream
+        ops = read_stream(spark, "/data/ops", "json", kind="operations")
+        evs = read_stream(spark, "/data/events", "json", kind="events")
+        out = purgatory_stream(ops, evs, PurgatoryConfig(shards=8))
+
+        def sink(batch, batch_id):
+            outcomes_of(batch, batch_id).write.mode("append").parquet("/out/outcomes")
+
+        out.writeStream.foreachBatch(sink).option("checkpointLocation", "/chk").start()
+    """
+    config = config or PurgatoryConfig()
+    routed = routed_stream(operations, events, config, source_format=source_format)
+    out = routed.groupBy("shard").applyInPandasWithState(
+        _stateful_shard(config),
+        OUTPUT_SCHEMA,
+        _STATE_SCHEMA,
+        "append",
+        "EventTimeTimeout",
+    )
+    return with_timestamps(out)
+
+
+def purgatory_batch(
+    operations: DataFrame,
+    events: DataFrame,
+    config: PurgatoryConfig | None = None,
+    *,
+    source_format: SourceFormat = "json",
+    final_watermark_ms: int | None = None,
+) -> DataFrame:
+    """The same engine on static DataFrames: process everything, then move the watermark.
+
+    ``final_watermark_ms`` defaults to "everything resolved": a wheel tick past every
+    deadline a valid operation can have (event times end before ``contract.MAX_TS_MS``,
+    timeouts at ``purgatory.max.timeout.ms``).  For input without late rows the outcomes
+    equal the stream's at the same final watermark.
+    """
+    config = config or PurgatoryConfig()
+    parsed_ops = parse_operations(operations, source_format, max_timeout_ms=config.max_timeout_ms)
+    parsed_events = parse_events(events, source_format)  # a backfill: no future-time check
+    routed = route(parsed_ops, parsed_events, config)
+    if final_watermark_ms is None:
+        final_watermark_ms = MAX_TS_MS + config.max_timeout_ms + config.tick_ms
+    final = int(final_watermark_ms)
+    out = routed.groupBy("shard").applyInPandas(_batch_shard(config, final), OUTPUT_SCHEMA)
+    return with_timestamps(out)
+
+
+# -- what runs in the Python workers -----------------------------------------------------------------
+
+
+def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Routed rows -> (validated operations, validated events, rejected-at-parse rows)."""
+    role = pdf["role"].to_numpy(dtype=object)
+    is_op = (role == ROLE_OPERATION) | (role == ROLE_STUB)
+    o = pdf.loc[is_op]
+    ts = o[_TS_MS].to_numpy(np.int64)
+    ops = pd.DataFrame(
+        {
+            "op_id": o["op_id"].to_numpy(dtype=object),
+            "keys": _keys_of(o["keys"].to_numpy(dtype=object), o["key"].to_numpy(dtype=object)),
+            "ts": ts,
+            "deadline": ts + o["timeout_ms"].to_numpy(np.int64),
+            "cond": o["condition"].map(CONDITIONS).to_numpy(np.int8),
+            "target": o["target"].to_numpy(float),
+            "members": o["members"].to_numpy(dtype=object),
+            "payload": o["payload"].to_numpy(dtype=object),
+            "stub": role[is_op] == ROLE_STUB,
+        }
+    )
+    is_event = (role == ROLE_EVENT) | (role == ROLE_REPLICA)
+    e = pdf.loc[is_event]
+    events = pd.DataFrame(
+        {
+            "key": e["key"].to_numpy(dtype=object),
+            "ts": e[_TS_MS].to_numpy(np.int64),
+            "op_id": e["op_id"].to_numpy(dtype=object),
+            "source": e["source"].to_numpy(dtype=object),
+            "value": e["value"].to_numpy(float),
+            "replica": role[is_event] == ROLE_REPLICA,
+        }
+    )
+    b = pdf.loc[role == ROLE_BAD]
+    bad = pd.DataFrame(
+        {
+            "source": b["side"].to_numpy(dtype=object),
+            "raw": b["raw"].to_numpy(dtype=object),
+            "reason": b["reason"].to_numpy(dtype=object),
+        }
+    )
+    return ops, events, bad
+
+
+def _keys_of(keys: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Operations' key lists, from `keys` or (one key, see ``routing``) from `key`."""
+    keys = keys.copy()
+    for i in np.flatnonzero(pd.isna(keys)):
+        keys[i] = [key[i]]
+    return keys
+
+
+def segment_store(config: PurgatoryConfig) -> SegmentStore | None:
+    """The ``SegmentStore`` that ``purgatory.state.path`` asks for, if any."""
+    if not config.state_path:
+        return None
+    return SegmentStore(
+        config.state_path,
+        segment_rows=config.state_segment_rows,
+        retain_versions=config.state_retain_versions,
+    )
+
+
+def _stateful_shard(config: PurgatoryConfig):
+    """The function Spark calls once per shard per micro-batch (and on the shard's timeout)."""
+    store = segment_store(config)
+
+    numbers = shard_numbers(config.shards + 1)
+
+    def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        shard = numbers[int(key[0])]
+        started = time.perf_counter()
+        p = load_state(state.get[0], config, store) if state.exists else Purgatory(config)
+        if p.shard not in (None, shard):  # the shard layout changed under this checkpoint
+            raise ValueError(
+                f"the state under group {key[0]} belongs to shard {p.shard}, not {shard}: the "
+                "checkpoint was written with another shard layout; start a new checkpoint"
+            )
+        p.shard = shard
+        loaded = time.perf_counter()
+        wm = int(state.getCurrentWatermarkMs())
+        frames = [f for f in pdfs if len(f)]
+        pdf = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ROUTED_COLUMNS)
+        ops, events, bad = _split_input(pdf)
+        result = p.process(ops, events, watermark_ms=wm, validated=True)
+        yield output_rows(shard, result, bad, p, wm)
+        if p.is_empty():
+            state.remove()
+            return
+        wake = p.next_wakeup()
+        processed, how, pending = time.perf_counter(), loaded_by(p), p.pending
+        value = save_state(p, store, park=store is not None)  # parked: no use of p after this
+        state.update((value,))
+        if _STATE_LOG:  # one JSON line per shard call on the worker's stderr (the executor log)
+            figures = {
+                "shard": shard,
+                "loaded_by": how,
+                "load_ms": round((loaded - started) * 1000),
+                "process_ms": round((processed - loaded) * 1000),
+                "save_ms": round((time.perf_counter() - processed) * 1000),
+                "value_bytes": len(value),
+                "pending": pending,
+            }
+            print("purgatory-state " + json.dumps(figures), file=sys.stderr, flush=True)
+        if wake < NO_EXPIRATION:
+            # Spark fires once the watermark is *past* the timestamp; we are due at wake
+            state.setTimeoutTimestamp(max(wake - 1, wm))
+
+    return shard_step
+
+
+def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
+    numbers = shard_numbers(config.shards + 1)
+
+    def shard_all(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
+        shard = numbers[int(key[0])]
+        p = Purgatory(config)
+        ops, events, bad = _split_input(pdf)
+        result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)
+        return output_rows(shard, result, bad, p, final_watermark_ms)
+
+    return shard_all

@@ -1,0 +1,165 @@
+"""The operator's output: one row schema for every kind of row, and its split into the tables.
+
+**One operator, one output.**  After an ``EventTimeTimeout`` operator Spark allows no further
+stateful operator, so outcomes, unmatched events, rejected rows and per-shard metrics leave
+the operator as one stream with a ``kind`` column (``OUTPUT_SCHEMA``, from
+``contract.OPERATOR_OUTPUT``).  Event times travel as epoch ms (``<name>_ms``) and get their
+timestamp twins on the stream (``with_timestamps``); ``outcomes_of`` / ``unmatched_of`` /
+``rejected_of`` split a micro-batch (in ``foreachBatch``) into the three tables of
+``contract.TABLES``.
+
+Invariants: every column of the output and of the tables comes from the contract; a table's
+rows are exactly the rows of its kind.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from ..contract import (
+    GAUGES,
+    KIND_METRICS,
+    KIND_OUTCOME,
+    KIND_REJECTED,
+    KIND_UNMATCHED,
+    OPERATOR_OUTPUT,
+    OUTCOMES,
+    REJECTED,
+    TABLES,
+    UNMATCHED_EVENTS,
+    TableContract,
+    ms_column,
+)
+from ..engine.purgatory import BatchResult, Purgatory
+
+__all__ = [
+    "OUTPUT_SCHEMA",
+    "output_rows",
+    "with_timestamps",
+    "outcomes_of",
+    "unmatched_of",
+    "rejected_of",
+    "metrics_of",
+]
+
+# PySpark's own serializer concatenates our output frames, whose unused columns are all-NA;
+# pandas warns about that on every micro-batch in the worker logs.  The result is correct.
+warnings.filterwarnings(
+    "ignore", message="The behavior of DataFrame concatenation with empty", category=FutureWarning
+)
+
+#: the operator's output: every kind of row in one schema (times as epoch ms)
+OUTPUT_SCHEMA: T.StructType = from_arrow_schema(OPERATOR_OUTPUT)
+_OUTPUT_COLUMNS = OUTPUT_SCHEMA.fieldNames()
+_OBJECT_COLUMNS = [
+    f.name for f in OUTPUT_SCHEMA.fields if isinstance(f.dataType, (T.StringType, T.ArrayType))
+]
+_WATERMARK = "watermark"
+
+#: table name -> the kind of the operator's rows it takes
+_KIND_OF_TABLE = {
+    OUTCOMES.name: KIND_OUTCOME,
+    UNMATCHED_EVENTS.name: KIND_UNMATCHED,
+    REJECTED.name: KIND_REJECTED,
+}
+#: the output's event times, by timestamp name (each travels as ``<name>_ms``)
+_TIME_COLUMNS = [*dict.fromkeys(c for t in TABLES.values() for c in t.time_columns), _WATERMARK]
+
+
+# -- in the Python workers: one shard's result as output rows ------------------------------------
+
+
+def _ms_names(table: TableContract) -> dict[str, str]:
+    return {name: ms_column(name) for name in table.time_columns}
+
+
+def output_rows(shard: int, result: BatchResult, bad: pd.DataFrame, p: Purgatory, wm: int) -> pd.DataFrame:
+    """A shard's micro-batch as ``OUTPUT_SCHEMA`` rows: its outcomes, unmatched events,
+    rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row."""
+    outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
+    outcomes["kind"] = KIND_OUTCOME
+    # a single key goes back as a plain string (`key`), like it came (``with_timestamps``)
+    keys = outcomes["keys"]
+    single = (keys.str.len() == 1).to_numpy(bool)
+    outcomes["key"] = keys.str[0].where(single, None).astype(object)
+    outcomes["keys"] = keys.where(~single, None)
+    unmatched = result.unmatched.drop(columns="batch_id").rename(columns=_ms_names(UNMATCHED_EVENTS))
+    unmatched["kind"] = KIND_UNMATCHED
+    engine_rejected = result.rejected[["source", "raw", "reason"]]
+    rejected = pd.concat([engine_rejected, bad], ignore_index=True) if len(bad) else engine_rejected
+    rejected = rejected.assign(kind=KIND_REJECTED)
+    gauges = dict(zip(GAUGES, (p.pending, p.buffered_events, p.watched), strict=True))
+    metrics = pd.DataFrame({"kind": [KIND_METRICS], **{name: [value] for name, value in gauges.items()}})
+    parts = [f for f in (outcomes, unmatched, rejected) if len(f)] + [metrics]
+    out = pd.concat(parts, ignore_index=True).reindex(columns=_OUTPUT_COLUMNS)
+    for name in _OBJECT_COLUMNS:  # Arrow wants None, not NaN, for a missing string or array
+        values = out[name].to_numpy(dtype=object)
+        values[pd.isna(values)] = None
+        out[name] = values
+    # the metrics row (the last) carries the watermark; exact, not through a float column
+    watermark = pd.array([None] * len(out), dtype="Int64")
+    watermark[-1] = wm
+    out[ms_column(_WATERMARK)] = watermark
+    out["shard"] = shard
+    return out
+
+
+def with_timestamps(out: DataFrame) -> DataFrame:
+    """The operator's rows with each ``<name>_ms`` also as the timestamp ``<name>``, and an
+    outcome's single ``key`` back in ``keys``."""
+    single = (F.col("kind") == KIND_OUTCOME) & F.col("keys").isNull()
+    out = out.withColumn("keys", F.when(single, F.array("key")).otherwise(F.col("keys")))
+    out = out.withColumn("key", F.when(F.col("kind") != KIND_OUTCOME, F.col("key")))
+    for name in _TIME_COLUMNS:
+        out = out.withColumn(name, F.timestamp_millis(F.col(ms_column(name))))
+    return out
+
+
+# -- splitting a micro-batch into the SPEC's tables ------------------------------------------------
+
+
+def _writer_column(table: TableContract, name: str, batch_id: int | None) -> Column:
+    """A column the writer adds: ``batch_id``, ``emitted_at``, or the date partition (the date
+    of the table's last event-time column, or today's for a table without one)."""
+    if name == table.partition_by:
+        column = F.to_date(table.time_columns[-1]) if table.time_columns else F.current_date()
+    else:
+        column = {"batch_id": F.lit(batch_id).cast("long"), "emitted_at": F.current_timestamp()}[name]
+    return column.alias(name)
+
+
+def _table_of(batch: DataFrame, table: TableContract, batch_id: int | None) -> DataFrame:
+    rows = batch.where(F.col("kind") == _KIND_OF_TABLE[table.name])
+    engine = [
+        F.timestamp_millis(F.col(ms_column(c))).alias(c) if c in table.time_columns else F.col(c)
+        for c in table.engine_columns
+        if c != "batch_id"
+    ]
+    writer = [_writer_column(table, c, batch_id) for c in ["batch_id", *table.writer_columns]]
+    return rows.select(*engine, *writer)
+
+
+def outcomes_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
+    """The ``outcomes`` rows of a micro-batch, with the SPEC's columns (+ ``resolved_date``)."""
+    return _table_of(batch, OUTCOMES, batch_id)
+
+
+def unmatched_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
+    """The ``unmatched_events`` rows of a micro-batch."""
+    return _table_of(batch, UNMATCHED_EVENTS, batch_id)
+
+
+def rejected_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
+    """The ``rejected`` rows of a micro-batch (``source`` is operations or events)."""
+    return _table_of(batch, REJECTED, batch_id)
+
+
+def metrics_of(batch: DataFrame) -> DataFrame:
+    """Per-shard gauges reported by the shards that ran in this micro-batch."""
+    return batch.where(F.col("kind") == KIND_METRICS).select("shard", *GAUGES, _WATERMARK)
