@@ -97,12 +97,7 @@ def generate(
     replicas = rng.integers(2, 4, produce.size)
     target[produce] = replicas
     acks = np.where(completes[produce], replicas, replicas - 1)
-    events_for(
-        produce,
-        acks,
-        source=_numbered("broker-"),
-        value=np.nan,
-    )
+    events_for(produce, acks, source=_numbered("broker-"), value=np.nan)
 
     # fetch: min.bytes, filled by 1-4 chunks; short ones get half
     fetch = np.flatnonzero(kind == 1)
@@ -122,12 +117,7 @@ def generate(
     size = rng.integers(2, 6, join.size)
     members[join] = [[f"consumer-{m}" for m in range(s)] for s in size]
     reported = np.where(completes[join], size, size - 1)
-    events_for(
-        join,
-        reported,
-        source=_numbered("consumer-"),
-        value=np.nan,
-    )
+    events_for(join, reported, source=_numbered("consumer-"), value=np.nan)
 
     # offset: the partition's high watermark must reach a target offset
     offset = np.flatnonzero(kind == 3)
