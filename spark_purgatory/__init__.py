@@ -22,6 +22,7 @@ from .state import SegmentStore, load_state, loaded_by, save_state
 
 _SPARK = {
     "start": "query",
+    "backfill": "backfills",
     "PurgatoryQuery": "query",
     "RecordAccumulator": "delta.accumulator",
     "PurgatorySink": "delta.sink",
