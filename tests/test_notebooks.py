@@ -1,8 +1,16 @@
-"""The Databricks notebooks run here, cell by cell, with stand-ins for dbutils and display."""
+"""The Databricks notebooks run here, cell by cell, with stand-ins for dbutils and display.
+
+What the stand-ins cannot check is the platform's rules (a wheel from a volume, paths on a
+volume); the notebooks follow them by construction and say so in a markdown cell.  Here the
+``base_path`` widget is overridden with a temporary directory (a volume path is a local path
+on the driver and a path Spark reads, as a local path is here), the ``%pip`` cell is not run
+(``# MAGIC`` cells are not code) and ``dbutils.library.restartPython`` does nothing.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -44,9 +52,26 @@ class Widgets:
         return self.values[name]
 
 
+class Library:
+    def restartPython(self) -> None:  # noqa: N802 - dbutils' name
+        """The package under test is importable already: nothing to restart."""
+
+
+class FileSystem:
+    def rm(self, path: str, recurse: bool = False) -> bool:
+        existed = os.path.exists(path)
+        if recurse:
+            shutil.rmtree(path, ignore_errors=True)
+        elif existed:
+            os.remove(path)
+        return existed
+
+
 class DBUtils:
     def __init__(self, overrides: dict[str, str]) -> None:
         self.widgets = Widgets(overrides)
+        self.library = Library()
+        self.fs = FileSystem()
 
 
 def run_notebook(name: str, spark, overrides: dict[str, str]) -> dict:
