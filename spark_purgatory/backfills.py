@@ -68,7 +68,8 @@ def backfill(
             with ``read_batch``.
         events: the completion events, in the same form.
         output: where the ``outcomes``, ``unmatched_events`` and ``rejected`` tables live (the
-            stream's ``output``, to backfill its tables).
+            stream's ``output``, to backfill its tables; a ``TableWriter`` given as ``writer``
+            writes where it was built to).
         config: ``PurgatoryConfig``; the defaults when None.
         final_watermark_ms: the watermark after all input is processed; by default
             everything resolves (``purgatory_batch``'s default).
