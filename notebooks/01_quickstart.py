@@ -7,23 +7,44 @@
 # MAGIC joins, high-watermark waits), runs the purgatory over it into three Delta tables, and shows the
 # MAGIC outcomes and two plots.
 # MAGIC
-# MAGIC On Databricks, install the wheel on the cluster (or `%pip install` it below); the native Delta
-# MAGIC writer is chosen automatically there.  Elsewhere the tables are written with delta-rs.
+# MAGIC ## Before you run it: the platform's rules
+# MAGIC * **Install from a wheel.** `spark-purgatory` is not on PyPI: build the wheel
+# MAGIC   (`python -m build --wheel`), upload it to a Unity Catalog volume (`databricks fs cp
+# MAGIC   dist/spark_purgatory-0.1.0-py3-none-any.whl dbfs:/Volumes/main/default/spark_purgatory/wheels/`)
+# MAGIC   and put its path in the `wheel` widget; the next cells `%pip install` it into this notebook
+# MAGIC   and restart Python.  (Or attach the wheel as a cluster library / in the serverless
+# MAGIC   environment panel and leave the `%pip` cell out.)
+# MAGIC * **Paths on a volume.** Everything this notebook writes (input, Delta tables, checkpoint)
+# MAGIC   lives under `base_path`, by default on the volume `/Volumes/main/default/spark_purgatory`
+# MAGIC   (create it, or point the widget at one you can write).  A `/Volumes/...` path is the same
+# MAGIC   path on both sides: a local path for Python on the driver (the input files are written
+# MAGIC   with plain file I/O) and a path Spark reads and writes.  Do not use `/tmp/...` or a
+# MAGIC   scheme-less `/...` path: Python on the driver writes the driver's local disk there, while
+# MAGIC   Spark resolves the same string on DBFS, so the query would never see the input.
+# MAGIC * **Delta writer.** On Databricks the tables are written by Spark's own Delta writer (chosen
+# MAGIC   automatically); elsewhere by delta-rs.
 
 # COMMAND ----------
 
-# MAGIC %pip install spark-purgatory
-
-# COMMAND ----------
-
+dbutils.widgets.text(
+    "wheel", "/Volumes/main/default/spark_purgatory/wheels/spark_purgatory-0.1.0-py3-none-any.whl", "Wheel"
+)
 dbutils.widgets.text("operations", "3000", "Operations to generate")
-dbutils.widgets.text("base_path", "/tmp/spark-purgatory/quickstart", "Base path (input, tables, checkpoint)")
+dbutils.widgets.text("base_path", "/Volumes/main/default/spark_purgatory/quickstart", "Base path (a volume)")
 dbutils.widgets.dropdown("shards", "2", ["1", "2", "4", "8", "16"], "Shards")
+wheel = dbutils.widgets.get("wheel")
+
+# COMMAND ----------
+
+# MAGIC %pip install $wheel
+
+# COMMAND ----------
+
+dbutils.library.restartPython()  # the freshly installed package is importable from here on
 
 # COMMAND ----------
 
 import os
-import shutil
 
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.delta.writers import delta_classes_available
@@ -31,7 +52,9 @@ from spark_purgatory.workload import generate, write_json_lines
 
 n_ops = int(dbutils.widgets.get("operations"))
 base = dbutils.widgets.get("base_path")
-shutil.rmtree(base, ignore_errors=True)
+if "DATABRICKS_RUNTIME_VERSION" in os.environ and not base.startswith("/Volumes/"):
+    raise ValueError(f"base_path must be a Unity Catalog volume path (/Volumes/...), got {base!r}")
+dbutils.fs.rm(base, True)  # a fresh run: input, tables and checkpoint
 work = generate(n_ops, seed=7, ops_per_second=max(50.0, n_ops / 60))
 write_json_lines(work, f"{base}/input/ops", f"{base}/input/events", files=12, malformed=6)
 print(f"{len(work.operations):,} operations and {len(work.events):,} events written under {base}/input")

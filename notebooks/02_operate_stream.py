@@ -7,16 +7,33 @@
 # MAGIC stop it cleanly, and keep the Delta tables healthy.
 # MAGIC
 # MAGIC Set `trigger` to `available-now` to run the same cells as a one-shot catch-up.
+# MAGIC
+# MAGIC Platform rules (see the quickstart): the package comes from the wheel in the `wheel`
+# MAGIC widget, and `base_path` is a Unity Catalog volume (`/Volumes/...`), the one kind of path
+# MAGIC that Python on the driver (which writes the demo input) and Spark (which reads it, keeps
+# MAGIC the checkpoint and writes the tables) both see the same.
 
 # COMMAND ----------
 
-dbutils.widgets.text("base_path", "/tmp/spark-purgatory/operate", "Base path")
+dbutils.widgets.text(
+    "wheel", "/Volumes/main/default/spark_purgatory/wheels/spark_purgatory-0.1.0-py3-none-any.whl", "Wheel"
+)
+dbutils.widgets.text("base_path", "/Volumes/main/default/spark_purgatory/operate", "Base path (a volume)")
 dbutils.widgets.dropdown("trigger", "processing-time", ["processing-time", "available-now"], "Trigger")
 dbutils.widgets.text("operations", "2000", "Operations to generate (demo input)")
+wheel = dbutils.widgets.get("wheel")
 
 # COMMAND ----------
 
-import shutil
+# MAGIC %pip install $wheel
+
+# COMMAND ----------
+
+dbutils.library.restartPython()  # the freshly installed package is importable from here on
+
+# COMMAND ----------
+
+import os
 
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.delta.writers import maintain_tables
@@ -24,7 +41,9 @@ from spark_purgatory.spark.metrics import format_line
 from spark_purgatory.workload import generate, write_json_lines
 
 base = dbutils.widgets.get("base_path")
-shutil.rmtree(base, ignore_errors=True)
+if "DATABRICKS_RUNTIME_VERSION" in os.environ and not base.startswith("/Volumes/"):
+    raise ValueError(f"base_path must be a Unity Catalog volume path (/Volumes/...), got {base!r}")
+dbutils.fs.rm(base, True)  # a fresh run: input, tables and checkpoint
 write_json_lines(
     generate(int(dbutils.widgets.get("operations")), seed=3, ops_per_second=100),
     f"{base}/input/ops",

@@ -1,13 +1,34 @@
 """spark-purgatory: Kafka's delayed-operation purgatory for Spark Structured Streaming.
 
-The engine (``Purgatory``, ``TimingWheel``) runs without Spark; ``save_state`` /
-``load_state`` (with an optional ``SegmentStore``) turn a shard into one binary value and
-back.  ``start`` runs the whole stream into Delta tables in one call and returns a
-``PurgatoryQuery``; the pieces it wires (``RecordAccumulator``, ``PurgatorySink``,
-``choose_writer``) stay public for users with their own sink.  The Spark entry points
-(``start``, ``purgatory_stream``, ``purgatory_batch``, ``outcomes_of``, ``unmatched_of``,
-``rejected_of``, ``read_stream``) are imported on first use, so the engine stays importable
-(and fast to test) without starting a JVM.
+The public surface, from the top down:
+
+* ``start(operations, events, output=..., checkpoint=...)`` runs the whole stream into the
+  three Delta tables (``outcomes``, ``unmatched_events``, ``rejected``) and returns a
+  ``PurgatoryQuery``; ``backfill(operations, events, output=...)`` writes the same tables from
+  static input, once per (app id, batch id).
+* The pieces ``start`` wires, public for users with their own sink: ``purgatory_stream`` /
+  ``purgatory_batch`` (the operator), ``read_stream`` / ``read_batch`` (the sources),
+  ``outcomes_of`` / ``unmatched_of`` / ``rejected_of`` / ``metrics_of`` (a micro-batch split
+  into the tables), ``RecordAccumulator``, ``PurgatorySink`` and ``choose_writer``.
+* The engine, without Spark: ``Purgatory`` (one shard: ``process`` a micro-batch, get a
+  ``BatchResult``), ``TimingWheel``, ``PurgatoryConfig`` (``ConfigError`` names a bad key),
+  and shard state as one binary value (``save_state`` / ``load_state``, ``SegmentStore``,
+  ``loaded_by``).
+* ``spark_purgatory.testing``: ``PurgatoryTester``, ``assert_outcomes``, ``spark_session``
+  and the ``purgatory_spark`` fixture for users' own tests.
+
+The Spark entry points are imported on first use, so the engine stays importable (and fast
+to test) without starting a JVM:
+
+>>> import pandas as pd
+>>> from spark_purgatory import Purgatory, PurgatoryConfig
+>>> p = Purgatory(PurgatoryConfig(tick_ms=100))
+>>> ops = pd.DataFrame({"op_id": ["produce-1"], "keys": [["orders-0"]], "ts": [0],
+...                     "timeout_ms": [30_000], "condition": ["count"], "target": [2.0]})
+>>> acks = pd.DataFrame({"key": ["orders-0", "orders-0"], "ts": [12, 15],
+...                      "source": ["broker-1", "broker-2"], "op_id": ["produce-1"] * 2})
+>>> p.process(ops, acks, watermark_ms=0).outcomes[["op_id", "status", "resolved_at"]].values.tolist()
+[['produce-1', 'completed', 15]]
 """
 
 from __future__ import annotations
@@ -22,6 +43,7 @@ from .state import SegmentStore, load_state, loaded_by, save_state
 
 _SPARK = {
     "start": "query",
+    "backfill": "backfills",
     "PurgatoryQuery": "query",
     "RecordAccumulator": "delta.accumulator",
     "PurgatorySink": "delta.sink",

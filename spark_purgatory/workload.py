@@ -233,7 +233,10 @@ def write_json_lines(
             path = os.path.join(directory, f"part-{index:05d}.json")
             with open(path, "w", encoding="utf-8") as out:
                 out.write("\n".join(chunk) + ("\n" if chunk else ""))
-            os.utime(path, (stamp + index, stamp + index))
+            try:
+                os.utime(path, (stamp + index, stamp + index))
+            except OSError:  # object-store mounts (a Unity Catalog volume) may not set times;
+                pass  # the files are written in slice order, so their own times follow it
             if progress:
                 progress()
 
