@@ -12,9 +12,8 @@ drives a stateful processor in memory.  This module gives the purgatory the same
 * ``spark_session()`` and the ``purgatory_spark`` pytest fixture give a local session with
   the job's settings for tests of the Spark path.
 
-Invariant: the harness runs exactly what ``Purgatory.process`` runs; it only turns input
-times into epoch ms (rejecting unreadable ones as ``bad_ts``, as the Spark parser does) and
-keeps the results.
+Invariant: the harness runs exactly what ``Purgatory.process`` runs (which reads event times
+and rejects bad rows with the reasons the Spark parser gives) and only keeps the results.
 
 >>> t = PurgatoryTester({"purgatory.tick.ms": 100})
 >>> t.add_operations([{"op_id": "produce-1", "key": "orders-0", "ts": "2026-01-01T00:00:00Z",
@@ -40,8 +39,6 @@ chispa and the fixture needs pytest; both come with the ``testing`` extra
 
 from __future__ import annotations
 
-import json
-import numbers
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -52,6 +49,7 @@ import pandas as pd
 
 from . import BatchResult, Purgatory, PurgatoryConfig
 from .contract import OUTCOME_COLUMNS, OUTCOMES, REJECTED_COLUMNS, UNMATCHED_COLUMNS, UNMATCHED_EVENTS
+from .engine.validation import epoch_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
@@ -75,39 +73,14 @@ Outcomes: TypeAlias = "pd.DataFrame | Sequence[Mapping[str, Any]] | SparkDataFra
 Time: TypeAlias = "int | str | datetime"
 
 _EPOCH = pd.Timestamp(0, tz="UTC")
-# the Spark parser's range: event times outside [1970, 2200) are rejected as bad_ts
-_MAX_TS = pd.Timestamp("2200-01-01", tz="UTC")
 
 
 # -- times -------------------------------------------------------------------------------------------
 
 
-def _epoch_ms(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
-    """Event times as epoch ms (float, NaN where missing) and a mask of the unreadable ones.
-
-    Numbers and digit strings are epoch ms already, as in the Spark parser; ISO-8601 strings,
-    datetimes and Timestamps are converted, naive ones read as UTC.  Unreadable means present
-    but neither, or outside the Spark parser's range [1970, 2200).
-    """
-    values = pd.Series(values, dtype=object)
-    is_number = values.map(lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool))
-    is_digits = values.map(lambda v: isinstance(v, str) and v.strip().lstrip("-").isdigit())
-    is_time = values.map(lambda v: isinstance(v, (str, datetime))) & ~is_digits
-    ms = pd.Series(np.nan, index=values.index, dtype=float)
-    ms[is_number | is_digits] = pd.to_numeric(values[is_number | is_digits], errors="coerce")
-    parsed = pd.to_datetime(values.where(is_time), utc=True, errors="coerce", format="ISO8601")
-    ms[is_time] = ((parsed - _EPOCH) / pd.Timedelta(1, "ms"))[is_time]
-    ms = np.floor(ms)  # whole milliseconds, as Spark's unix_millis
-    blank = values.map(lambda v: isinstance(v, str) and not v.strip())
-    present = ~values.isna() & ~blank
-    unreadable = present & ~ms.between(0, (_MAX_TS - _EPOCH) / pd.Timedelta(1, "ms"), inclusive="left")
-    return ms, unreadable.to_numpy(bool)
-
-
 def _timestamps(values: pd.Series) -> pd.Series:
     """Any accepted time form (ms, ISO string, datetime) as UTC Timestamps; NaT if missing."""
-    ms, _ = _epoch_ms(values)
-    return pd.to_datetime(ms, unit="ms", utc=True)
+    return pd.to_datetime(epoch_ms(pd.Series(values, dtype=object)), unit="ms", utc=True)
 
 
 def _with_timestamps(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -133,7 +106,7 @@ class PurgatoryTester:
     return every row so far with the SPEC's columns (``batch_id`` is the step's number, from
     0).  Event times come back as UTC Timestamps, as in the Delta tables (``times="ms"`` for
     the engine's epoch ms).  ``purgatory`` is the engine underneath, for what the harness
-    does not show (``pending_op_ids()``, ``to_bytes()``).
+    does not show (``save_state(t.purgatory)``, ``t.purgatory.watched``).
 
     The harness is one shard: rules that depend on how Spark shards keys do not show here
     (``cross_shard_keys`` never; a repeated ``op_id`` with other keys is always a
@@ -173,8 +146,8 @@ class PurgatoryTester:
 
     def advance_watermark(self, to: Time) -> None:
         """Set the watermark of the next ``step()``; it never goes back (``ValueError``)."""
-        ms, unreadable = _epoch_ms(pd.Series([to], dtype=object))
-        if unreadable[0] or np.isnan(ms[0]):
+        ms = epoch_ms(pd.Series([to], dtype=object))
+        if np.isnan(ms[0]):
             raise ValueError(f"not an event time: {to!r} (expected epoch ms, ISO-8601 or a datetime)")
         if int(ms[0]) < self._watermark:
             raise ValueError(
@@ -190,14 +163,9 @@ class PurgatoryTester:
         Returns this batch's rows as the engine gives them (times in epoch ms).
         """
         batch_id = len(self._results)
-        operations, bad_ops = _readable_times(_collect(self._operations), "operations")
-        events, bad_events = _readable_times(_collect(self._events), "events")
+        operations, events = _collect(self._operations), _collect(self._events)
         self._operations, self._events = [], []
         result = self.purgatory.process(operations, events, watermark_ms=self._watermark, batch_id=batch_id)
-        bad = _collect([bad_ops, bad_events]).assign(batch_id=batch_id)
-        if len(bad):
-            rejected = _collect([bad, result.rejected], REJECTED_COLUMNS)
-            result = BatchResult(result.outcomes, result.unmatched, rejected)
         self._results.append(result)
         return result
 
@@ -236,21 +204,6 @@ class PurgatoryTester:
 
 def _input_frame(rows: Rows) -> pd.DataFrame:
     return rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-
-
-def _readable_times(frame: pd.DataFrame, source: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(rows with ``ts`` as epoch ms, rows rejected as ``bad_ts``): the engine reads ms only.
-
-    A missing ``ts`` stays as it was, for the engine to reject as ``missing_ts``.
-    """
-    if "ts" not in frame.columns:
-        return frame, pd.DataFrame(columns=["source", "raw", "reason"])
-    ms, unreadable = _epoch_ms(frame["ts"])
-    bad = frame.loc[unreadable]
-    raw = [json.dumps(r, default=str, sort_keys=True) for r in bad.to_dict(orient="records")]
-    rejected = pd.DataFrame({"source": source, "raw": pd.Series(raw, dtype=object), "reason": "bad_ts"})
-    ts = ms.astype("Int64").astype(object).where(ms.notna(), frame["ts"])
-    return frame.assign(ts=ts).loc[~unreadable].reset_index(drop=True), rejected
 
 
 def _collect(frames: list[pd.DataFrame], columns: list[str] | None = None) -> pd.DataFrame:

@@ -5,6 +5,8 @@ The Kafka scenarios are ported from apache/kafka ``DelayedOperationTest``.
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
@@ -299,6 +301,22 @@ def test_invalid_operations_are_rejected_with_a_reason(row, reason):
     assert r.rejected["reason"].tolist() == [reason]
     assert r.rejected["source"].tolist() == ["operations"]
     assert r.rejected["raw"].iloc[0]  # the record is kept, not lost
+
+
+def test_a_rejected_record_without_raw_text_is_rendered_as_valid_json_of_its_fields():
+    rows = [
+        {"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 10, "condition": "sum", "target": float("nan")}
+    ]
+    r = purgatory().process(pd.DataFrame(rows), None, watermark_ms=0)
+    assert r.rejected["reason"].tolist() == ["missing_target"]
+    assert json.loads(r.rejected["raw"].iloc[0]) == {  # NaN is null; fields never sent are absent
+        "op_id": "o",
+        "keys": ["k"],
+        "ts": 0,
+        "timeout_ms": 10,
+        "condition": "sum",
+        "target": None,
+    }
 
 
 def test_invalid_events_are_rejected_and_raw_text_is_kept():

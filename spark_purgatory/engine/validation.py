@@ -43,7 +43,7 @@ from ..contract import (
 )
 from .conditions import ALL, ANY, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
 
-__all__ = ["raw_json", "validate_operations", "validate_events"]
+__all__ = ["epoch_ms", "raw_json", "validate_operations", "validate_events"]
 
 _I64 = (-(2**63), 2**63 - 1)
 _WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
@@ -53,25 +53,34 @@ _ANY = str(CONDITION_NAMES[ANY])
 
 
 def raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
-    """The record as a person would read it, when the source did not keep its raw text."""
+    """The record as a person would read it, when the source did not keep its raw text.
+
+    Valid JSON (a missing number is ``null``, never ``NaN``), with only the fields present.
+    """
     if "raw" in frame.columns:
         return frame["raw"]
-    records = frame.reindex(columns=columns).to_dict(orient="records")
+    present = [c for c in columns if c in frame.columns]
+    records = frame[present].to_dict(orient="records") if present else [{}] * len(frame)
     return pd.Series(
-        [json.dumps(r, default=_json_default, sort_keys=True) for r in records],
+        [json.dumps({k: _plain(v) for k, v in r.items()}, sort_keys=True, allow_nan=False) for r in records],
         index=frame.index,
         dtype=object,
     )
 
 
-def _json_default(value: object) -> object:
+def _plain(value: object) -> object:
+    """A field value as JSON can hold it (numpy scalars and arrays, NaN as null)."""
     if isinstance(value, np.ndarray):
-        return value.tolist()
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
     if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and np.isnan(value):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
         return None
-    return str(value)
+    if value is None or isinstance(value, (str, int, float, bool, dict)):
+        return value
+    return None if pd.isna(value) else str(value)
 
 
 # -- reading one field, the way Spark's JSON reader and casts read it --------------------------------
@@ -103,9 +112,7 @@ def _text(v: object) -> str | None:
         return None if np.isnan(v) else json.dumps(float(v))
     if _is_missing(v):
         return None
-    if isinstance(v, np.ndarray):
-        v = v.tolist()
-    return json.dumps(v, separators=(",", ":"), default=_json_default)
+    return json.dumps(_plain(v), separators=(",", ":"))
 
 
 def _blank(text: str | None) -> bool:
@@ -187,8 +194,15 @@ def _number(v: object) -> float | None:
         return None
 
 
-def _epoch_ms(column: pd.Series) -> np.ndarray:
-    """Event times as epoch ms (float, NaN when unreadable or out of range)."""
+def epoch_ms(column: pd.Series) -> np.ndarray:
+    """Event times as epoch ms (float, NaN when unreadable or out of range).
+
+    Epoch ms as numbers or digit strings, ISO-8601 strings and datetimes are read, as the Spark
+    parser reads them; the range is [1970, 2200).
+
+    >>> epoch_ms(pd.Series([15, "2026-01-01T00:00:15Z", "yesterday"])).tolist()
+    [15.0, 1767225615000.0, nan]
+    """
     if pd.api.types.is_datetime64_any_dtype(column):
         ms = np.where(column.isna(), np.nan, column.to_numpy("datetime64[ms]").astype(np.int64))
     elif pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
@@ -336,7 +350,7 @@ def _read_operations(ops: pd.DataFrame) -> dict:
     return {
         "op_id": np.array(_texts(_column(ops, "op_id")), dtype=object),
         "keys": _objects([_clean(_keys_of(many, one)) for many, one in pairs]),
-        "ts": _epoch_ms(ops["ts"] if "ts" in ops.columns else pd.Series([None] * n, dtype=object)),
+        "ts": epoch_ms(ops["ts"] if "ts" in ops.columns else pd.Series([None] * n, dtype=object)),
         "timeout_ms": np.array([0 if t is None else t for t in timeout], dtype=np.int64),
         "has_timeout": np.array([t is not None for t in timeout], dtype=bool),
         "cond": pd.Series(condition, dtype=object).map(CONDITIONS),
@@ -364,7 +378,7 @@ def validate_events(
     events = events.reset_index(drop=True)
     n = len(events)
     key = np.array(_texts(_column(events, "key")), dtype=object)
-    ms = _epoch_ms(events["ts"] if "ts" in events.columns else pd.Series([None] * n, dtype=object))
+    ms = epoch_ms(events["ts"] if "ts" in events.columns else pd.Series([None] * n, dtype=object))
     value_given = ~np.fromiter((_is_missing(v) for v in _column(events, "value")), bool, n)
     value = _numbers(_column(events, "value"))
     op_id, source = _column(events, "op_id"), _column(events, "source")
