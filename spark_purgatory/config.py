@@ -55,8 +55,8 @@ def parse_interval_ms(text: str) -> int:
 class PurgatoryConfig:
     """All settings of the purgatory, the accumulator and the job, with their dotted keys.
 
-    Build it with ``PurgatoryConfig.from_mapping({...dotted keys...})``; the field metadata
-    maps each field to its key.
+    Build it with ``PurgatoryConfig.from_mapping({...dotted keys...})``; ``_FIELDS_BY_KEY``
+    maps each dotted key to its field.
     """
 
     tick_ms: int = 100

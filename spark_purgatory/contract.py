@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 __all__ = [
-    "Status",
     "COMPLETED",
     "EXPIRED",
     "KIND_OUTCOME",
@@ -62,7 +61,6 @@ __all__ = [
 
 #: an outcome's status
 COMPLETED, EXPIRED = "completed", "expired"
-Status = str
 
 #: what a row of the operator's output is (its ``kind`` column)
 KIND_OUTCOME, KIND_UNMATCHED, KIND_REJECTED, KIND_METRICS = "outcome", "unmatched", "rejected", "metrics"

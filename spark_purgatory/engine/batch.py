@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..contract import COMPLETED, EVENT_COLUMNS, EXPIRED, OPERATION_COLUMNS, SOURCE_OPERATIONS
 from .conditions import CONDITION_NAMES
-from .tables import OPS
+from .tables import EVENTS, OPS
 from .validation import raw_json
 
 __all__ = ["BatchResult", "VALID_OPERATIONS", "VALID_EVENTS", "with_keys", "rejected_rows"]
@@ -25,14 +25,7 @@ __all__ = ["BatchResult", "VALID_OPERATIONS", "VALID_EVENTS", "with_keys", "reje
 #: what ``process(..., validated=True)`` takes: the ops table without the engine's own columns
 VALID_OPERATIONS = {k: v for k, v in OPS.items() if k not in ("handle", "n_members")}
 #: ... and the events it takes
-VALID_EVENTS = {
-    "key": "object",
-    "ts": "int64",
-    "op_id": "object",
-    "source": "object",
-    "value": "float64",
-    "replica": "bool",
-}
+VALID_EVENTS = {k: v for k, v in EVENTS.items() if k not in ("eseq", "used")}
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Completion conditions: validating operations and deciding, vectorised, when they hold.
+"""Completion conditions: deciding, vectorised, when an operation's condition holds.
 
 An operation completes at the earliest *event time* at which its condition holds over the
 events that match it: ``o.ts <= e.ts < o.deadline``, except that ``offset`` also counts the
@@ -28,6 +28,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from .frames import hash_strings
+
 __all__ = [
     "ANY",
     "COUNT",
@@ -35,6 +37,8 @@ __all__ = [
     "ALL",
     "OFFSET",
     "CONDITIONS",
+    "CONDITION_NAMES",
+    "NEEDS_TARGET",
     "Evaluation",
     "evaluate",
 ]
@@ -100,13 +104,6 @@ def _first_occurrence(handle: np.ndarray, labels: np.ndarray, present: np.ndarra
     new[1:] = (h[1:] != h[:-1]) | (c[1:] != c[:-1])
     first[rows[order[new]]] = True
     return first
-
-
-def hash_strings(values: np.ndarray) -> np.ndarray:
-    """Stable 64-bit hash of strings (pandas' SipHash with its fixed key), for sorted indexes."""
-    if len(values) == 0:
-        return np.empty(0, dtype=np.uint64)
-    return pd.util.hash_array(np.asarray(values, dtype=object), categorize=False)
 
 
 def evaluate(ops: pd.DataFrame, matches: pd.DataFrame, watch: pd.DataFrame | None = None) -> Evaluation:

@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .conditions import hash_strings
-from .frames import equal_ranges
+from .frames import equal_ranges, hash_strings
 
 __all__ = ["lookup_seen", "recently_resolved", "duplicates", "resolved_rows"]
 

@@ -22,6 +22,7 @@ __all__ = [
     "sorted_by_hash",
     "concat",
     "equal_ranges",
+    "hash_strings",
     "rows_by_handle",
 ]
 
@@ -107,3 +108,10 @@ def rows_by_handle(table: pd.DataFrame, handles: np.ndarray) -> pd.DataFrame:
     handle order."""
     pos = np.searchsorted(table["handle"].to_numpy(np.int64), np.sort(handles))
     return table.iloc[pos].reset_index(drop=True)
+
+
+def hash_strings(values: np.ndarray) -> np.ndarray:
+    """Stable 64-bit hash of strings (pandas' SipHash with its fixed key), for sorted indexes."""
+    if len(values) == 0:
+        return np.empty(0, dtype=np.uint64)
+    return pd.util.hash_array(np.asarray(values, dtype=object), categorize=False)

@@ -20,8 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
-from .conditions import hash_strings
-from .frames import empty, stack
+from .frames import empty, hash_strings, stack
 from .tables import EVENTS, I64_MIN, KEYS
 
 __all__ = ["touch_keys", "final_progress", "unmatched_rows", "retire_keys", "keys_wakeup", "empty_unmatched"]

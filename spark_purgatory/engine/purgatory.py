@@ -50,8 +50,8 @@ from ..contract import (
 )
 from . import dedup, watchers
 from .batch import VALID_EVENTS, VALID_OPERATIONS, BatchResult, rejected_rows, with_keys
-from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, hash_strings
-from .frames import concat, frame_or_empty, merge_by_hash, rows_by_handle, rows_where, stack
+from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
+from .frames import concat, frame_or_empty, hash_strings, merge_by_hash, rows_by_handle, rows_where, stack
 from .progress import empty_unmatched, final_progress, keys_wakeup, retire_keys, touch_keys, unmatched_rows
 from .tables import EVENTS, I64_MIN, ChangeLog, Changes, ShardTables
 from .validation import validate_events, validate_operations
@@ -453,7 +453,7 @@ class Purgatory:
                     "payload": rows["payload"].to_numpy(dtype=object),
                     "batch_id": self._batch_id,
                 }
-            )
+            )[OUTCOME_COLUMNS]  # the contract's order, and a loud error if it and this drift apart
         )
 
     def _cancel(self, handles: np.ndarray, rows: pd.DataFrame) -> None:

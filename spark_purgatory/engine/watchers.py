@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .conditions import ALL, OFFSET, hash_strings
-from .frames import empty, equal_ranges, rows_by_handle
+from .conditions import ALL, OFFSET
+from .frames import empty, equal_ranges, hash_strings, rows_by_handle
 from .tables import MATCHES, WATCH
 
 __all__ = ["watch_rows", "watchers_of", "watching", "watchers_of_keys", "matches_in_window"]
