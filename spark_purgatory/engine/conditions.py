@@ -136,11 +136,10 @@ def evaluate(ops: pd.DataFrame, matches: pd.DataFrame, watch: pd.DataFrame | Non
 
     out = _evaluate_cumulative(ops, m, op_pos)
     if (cond == OFFSET).any():
+        if watch is None:
+            raise ValueError("offset operations need the watch table (per-key progress_at_watch)")
         m_khash = matches["khash"].to_numpy(np.uint64)[order]
-        target, op_ts = ops["target"].to_numpy(float), ops["ts"].to_numpy(np.int64)
-        _evaluate_offset(
-            handles, cond, target, op_ts, op_pos, m_khash, m.ts, m.value, cond[op_pos], watch, out
-        )
+        _evaluate_offset(ops, m, m_khash, op_pos, watch, out)
     return out
 
 
@@ -209,17 +208,22 @@ def _evaluate_cumulative(ops: pd.DataFrame, m: _Sorted, op_pos: np.ndarray) -> E
     return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, used)
 
 
+class _KeyGroups(NamedTuple):
+    """One group per (offset operation, watched key): its operation and floor, and which
+    group each offset match belongs to."""
+
+    op: np.ndarray  # position of the group's operation in ``handles``
+    floor: np.ndarray  # the key's progress when the operation was watched (NaN: none)
+    of_match: np.ndarray  # group of each offset match (matches in ``rows`` order)
+    rows: np.ndarray  # positions of the offset matches among all sorted matches
+
+
 def _evaluate_offset(
-    handles: np.ndarray,
-    cond: np.ndarray,
-    target: np.ndarray,
-    op_ts: np.ndarray,
-    op_pos: np.ndarray,
+    ops: pd.DataFrame,
+    m: _Sorted,
     m_khash: np.ndarray,
-    m_ts: np.ndarray,
-    m_value: np.ndarray,
-    row_cond: np.ndarray,
-    watch: pd.DataFrame | None,
+    op_pos: np.ndarray,
+    watch: pd.DataFrame,
     out: Evaluation,
 ) -> None:
     """Offset: a key reaches the target at the earliest event with value >= target (or at
@@ -228,17 +232,25 @@ def _evaluate_offset(
     The running max first reaches the target exactly at the earliest such event, so no
     per-event history is needed beyond the matches themselves.
     """
-    if watch is None:
-        raise ValueError("offset operations need the watch table (per-key progress_at_watch)")
+    handles, cond = ops["handle"].to_numpy(np.int64), ops["cond"].to_numpy(np.int8)
+    target, op_ts = ops["target"].to_numpy(float), ops["ts"].to_numpy(np.int64)
+    g = _offset_groups(handles, cond, op_pos, m_khash, watch)
+    best, reach_at, reached = _per_key_progress(g, target, op_ts, m)
+    _offset_outcomes(g, handles.size, cond, best, reach_at, reached, m, op_pos, out)
+
+
+def _offset_groups(
+    handles: np.ndarray, cond: np.ndarray, op_pos: np.ndarray, m_khash: np.ndarray, watch: pd.DataFrame
+) -> _KeyGroups:
+    """Sort the offset operations' watch rows and their matches together, watch row first, so
+    each (operation, key) is one run starting at its watch row."""
     w_handle = watch["handle"].to_numpy(np.int64)
     w_pos = np.searchsorted(handles, w_handle)
-    keep = (w_pos < handles.size) & (handles[np.minimum(w_pos, handles.size - 1)] == w_handle)
-    keep &= cond[np.minimum(w_pos, handles.size - 1)] == OFFSET
+    at = np.minimum(w_pos, handles.size - 1)
+    keep = (w_pos < handles.size) & (handles[at] == w_handle) & (cond[at] == OFFSET)
     w_handle, w_pos = w_handle[keep], w_pos[keep]
     w_khash = watch["hash"].to_numpy(np.uint64)[keep]
-    w_floor = watch["progress_at_watch"].to_numpy(float)[keep]
-    rows = np.flatnonzero(row_cond == OFFSET)
-    # one group per (operation, key): sort watch rows and matches together, watch row first
+    rows = np.flatnonzero(cond[op_pos] == OFFSET)
     n_w = w_handle.size
     all_h = np.concatenate([w_handle, handles[op_pos[rows]]])
     all_k = np.concatenate([w_khash, m_khash[rows]])
@@ -247,38 +259,57 @@ def _evaluate_offset(
     group_sorted = np.cumsum(is_match[order] == 0) - 1
     group = np.empty_like(group_sorted)
     group[order] = group_sorted
-    g_watch, g_match = group[:n_w], group[n_w:]
-    n_groups = n_w
-    g_op = np.empty(n_groups, dtype=np.int64)
-    g_op[g_watch] = w_pos
-    g_target = target[g_op]
+    g_op = np.empty(n_w, dtype=np.int64)
+    g_op[group[:n_w]] = w_pos
+    floor = np.full(n_w, np.nan)
+    floor[group[:n_w]] = watch["progress_at_watch"].to_numpy(float)[keep]
+    return _KeyGroups(g_op, floor, group[n_w:], rows)
 
-    best = np.full(n_groups, np.nan)
-    best[g_watch] = w_floor
-    np.fmax.at(best, g_match, m_value[rows])
-    reach = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
-    reach[g_watch[w_floor >= target[w_pos] - _epsilon(target[w_pos])]] = np.iinfo(np.int64).min
-    hits = m_value[rows] >= g_target[g_match] - _epsilon(g_target[g_match])
-    np.minimum.at(reach, g_match[hits], m_ts[rows][hits])
+
+def _per_key_progress(
+    g: _KeyGroups, target: np.ndarray, op_ts: np.ndarray, m: _Sorted
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: the best progress seen, when the key reached the target, and whether it did."""
+    value, ts = m.value[g.rows], m.ts[g.rows]
+    g_target = target[g.op]
+    best = g.floor.copy()
+    np.fmax.at(best, g.of_match, value)
+    reach = np.full(g.op.size, np.iinfo(np.int64).max, dtype=np.int64)
+    reach[g.floor >= g_target - _epsilon(g_target)] = np.iinfo(np.int64).min
+    hits = value >= g_target[g.of_match] - _epsilon(g_target[g.of_match])
+    np.minimum.at(reach, g.of_match[hits], ts[hits])
     reached = reach < np.iinfo(np.int64).max
-    reach_at = np.maximum(reach, op_ts[g_op])
+    return best, np.maximum(reach, op_ts[g.op]), reached
 
-    n_keys = np.bincount(g_op, minlength=handles.size)
-    n_reached = np.bincount(g_op[reached], minlength=handles.size)
-    latest = np.full(handles.size, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(latest, g_op[reached], reach_at[reached])
-    low = np.full(handles.size, np.inf)
+
+def _offset_outcomes(
+    g: _KeyGroups,
+    n_ops: int,
+    cond: np.ndarray,
+    best: np.ndarray,
+    reach_at: np.ndarray,
+    reached: np.ndarray,
+    m: _Sorted,
+    op_pos: np.ndarray,
+    out: Evaluation,
+) -> None:
+    """An operation holds once every key reached the target, at the latest key's time; its
+    progress is the lowest key's; the events that count are those up to then."""
+    n_keys = np.bincount(g.op, minlength=n_ops)
+    n_reached = np.bincount(g.op[reached], minlength=n_ops)
+    latest = np.full(n_ops, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, g.op[reached], reach_at[reached])
+    low = np.full(n_ops, np.inf)
     with np.errstate(invalid="ignore"):
-        np.minimum.at(low, g_op, best)  # NaN (a key without progress) propagates
+        np.minimum.at(low, g.op, best)  # NaN (a key without progress) propagates
     is_off = cond == OFFSET
     out.progress[is_off] = low[is_off]
     done = is_off & (n_keys > 0) & (n_reached == n_keys) & ~out.satisfied
     out.satisfied[done] = True
     out.resolved_at[done] = latest[done]
-    # events that count: for a satisfied op those up to resolved_at, else all of them
-    row_op = op_pos[rows]
-    use = ~out.satisfied[row_op] | (m_ts[rows] <= out.resolved_at[row_op])
-    out.used[rows] = use
+    row_op = op_pos[g.rows]
+    use = ~out.satisfied[row_op] | (m.ts[g.rows] <= out.resolved_at[row_op])
+    out.used[g.rows] = use
     np.add.at(out.matched, row_op[use], 1)
 
 
