@@ -19,8 +19,9 @@ import time
 import numpy as np
 import pandas as pd
 
+from . import Purgatory
 from .config import PurgatoryConfig
-from .engine.purgatory import Purgatory
+from .contract import OUTCOME_COLUMNS
 from .workload import generate
 
 
@@ -141,7 +142,7 @@ def _progress_bar(total: int, label: str):
 def report(result: dict) -> None:
     """Summary table and two PNGs next to the tables."""
     frames, work = result["frames"], result["work"]
-    outcomes = frames.get("outcomes", pd.DataFrame(columns=["op_id", "condition", "status", "latency_ms"]))
+    outcomes = frames.get("outcomes", pd.DataFrame(columns=OUTCOME_COLUMNS))
     rows = len(work.operations) + len(work.events)
     print(
         f"\n{len(work.operations):,} operations + {len(work.events):,} events through Spark in "

@@ -25,12 +25,16 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["Workload", "generate", "write_json_lines"]
+from .contract import EVENT_COLUMNS
+from .engine.conditions import ALL, CONDITION_NAMES, COUNT, OFFSET, SUM
+
+__all__ = ["START_MS", "Workload", "generate", "generate_confirmations", "write_json_lines"]
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -42,10 +46,6 @@ class Workload:
     operations: pd.DataFrame
     events: pd.DataFrame
     expected_completed: int
-
-    @property
-    def span_ms(self) -> int:
-        return int(max(self.operations["ts"].max(), self.events["ts"].max()) - START_MS)
 
 
 def generate(
@@ -67,94 +67,124 @@ def generate(
     ts = start_ms + np.sort(rng.uniform(0, n_ops / ops_per_second * 1000, n_ops)).astype(np.int64)
     kind = rng.choice(4, size=n_ops, p=np.asarray(mix) / np.sum(mix))
     completes = rng.random(n_ops) < complete_ratio
-    op_id = np.char.add("op-", np.arange(n_ops).astype(str)).astype(object)
     partition = rng.integers(0, partitions, n_ops)
     topic_key = np.char.add("orders-", partition.astype(str)).astype(object)
     group_key = np.char.add("group-", (partition % 16).astype(str)).astype(object)
-
-    conditions = np.array(["count", "sum", "all", "offset"], dtype=object)[kind]
     # one purgatory per kind in a broker: each watches its own key space
     prefix = np.array(["produce:", "fetch:", "", "hw:"], dtype=object)[kind]
-    keys = prefix + np.where(kind == 2, group_key, topic_key)
-    target = np.full(n_ops, np.nan)
-    members = np.full(n_ops, None, dtype=object)
+    d = _Draft(
+        rng=rng,
+        ts=ts,
+        keys=prefix + np.where(kind == 2, group_key, topic_key),
+        op_id=np.char.add("op-", np.arange(n_ops).astype(str)).astype(object),
+        completes=completes,
+        timeout_ms=timeout_ms,
+        target=np.full(n_ops, np.nan),
+        members=np.full(n_ops, None, dtype=object),
+    )
+    for code, add in enumerate((_produce, _fetch, _join)):
+        add(d, np.flatnonzero(kind == code))
+    _offset(d, np.flatnonzero(kind == 3), start_ms)
 
-    ev_parts: list[pd.DataFrame] = []
+    operations = pd.DataFrame(
+        {
+            "op_id": d.op_id,
+            "keys": [[k] for k in d.keys],
+            "ts": ts,
+            "timeout_ms": np.int64(timeout_ms),
+            "condition": _KIND_CONDITIONS[kind],
+            "target": d.target,
+            "members": d.members,
+            "payload": np.where(kind == 0, "acks=all", None),
+        }
+    )
+    events = pd.concat(d.events, ignore_index=True).sort_values("ts", kind="stable", ignore_index=True)
+    return Workload(operations, events[EVENT_COLUMNS], int(completes.sum()))
 
-    def events_for(rows: np.ndarray, per_op: np.ndarray, **cols) -> None:
+
+#: the condition of each kind of broker operation: produce, fetch, join, offset
+_KIND_CONDITIONS = CONDITION_NAMES[[COUNT, SUM, ALL, OFFSET]]
+
+
+@dataclass
+class _Draft:
+    """The operations being generated (one array entry per operation) and their events."""
+
+    rng: np.random.Generator
+    ts: np.ndarray
+    keys: np.ndarray
+    op_id: np.ndarray
+    completes: np.ndarray
+    timeout_ms: int
+    target: np.ndarray
+    members: np.ndarray
+    events: list[pd.DataFrame] = field(default_factory=list)
+
+    def add_events(self, rows: np.ndarray, per_op: np.ndarray, **cols: Any) -> None:
         """Events for ``rows``: ``per_op[i]`` each, spread before 90% of the timeout."""
         if rows.size == 0:
             return
         owner = np.repeat(rows, per_op)
-        delay = rng.uniform(0, 0.9 * timeout_ms, owner.size).astype(np.int64)
-        frame = pd.DataFrame({"key": keys[owner], "ts": ts[owner] + delay, "op_id": op_id[owner]})
+        delay = self.rng.uniform(0, 0.9 * self.timeout_ms, owner.size).astype(np.int64)
+        frame = pd.DataFrame(
+            {"key": self.keys[owner], "ts": self.ts[owner] + delay, "op_id": self.op_id[owner]}
+        )
         for name, value in cols.items():
             frame[name] = value(owner, per_op) if callable(value) else value
-        ev_parts.append(frame)
+        self.events.append(frame)
 
-    # produce: acks=all from 2-3 replicas; short ones get one ack too few
-    produce = np.flatnonzero(kind == 0)
-    replicas = rng.integers(2, 4, produce.size)
-    target[produce] = replicas
-    acks = np.where(completes[produce], replicas, replicas - 1)
-    events_for(produce, acks, source=_numbered("broker-"), value=np.nan)
 
-    # fetch: min.bytes, filled by 1-4 chunks; short ones get half
-    fetch = np.flatnonzero(kind == 1)
-    min_bytes = rng.choice([1024, 4096, 16384, 65536], fetch.size).astype(float)
-    target[fetch] = min_bytes
-    chunks = rng.integers(1, 5, fetch.size)
-    share = np.where(completes[fetch], 1.0, 0.5)
-    events_for(
+def _produce(d: _Draft, produce: np.ndarray) -> None:
+    """acks=all from 2-3 replicas; short ones get one ack too few."""
+    replicas = d.rng.integers(2, 4, produce.size)
+    d.target[produce] = replicas
+    acks = np.where(d.completes[produce], replicas, replicas - 1)
+    d.add_events(produce, acks, source=_numbered("broker-"), value=np.nan)
+
+
+def _fetch(d: _Draft, fetch: np.ndarray) -> None:
+    """min.bytes, filled by 1-4 chunks; short ones get half."""
+    min_bytes = d.rng.choice([1024, 4096, 16384, 65536], fetch.size).astype(float)
+    d.target[fetch] = min_bytes
+    chunks = d.rng.integers(1, 5, fetch.size)
+    share = np.where(d.completes[fetch], 1.0, 0.5)
+    filled = 1.0 * d.completes[fetch]
+    d.add_events(
         fetch,
         chunks,
         source=None,
-        value=lambda owner, n: np.repeat(min_bytes * share / n, n) + 1.0 * np.repeat(completes[fetch], n),
+        value=lambda owner, n: np.repeat(min_bytes * share / n, n) + np.repeat(filled, n),
     )
 
-    # join: all members of the group; short ones miss one member
-    join = np.flatnonzero(kind == 2)
-    size = rng.integers(2, 6, join.size)
-    members[join] = [[f"consumer-{m}" for m in range(s)] for s in size]
-    reported = np.where(completes[join], size, size - 1)
-    events_for(join, reported, source=_numbered("consumer-"), value=np.nan)
 
-    # offset: the partition's high watermark must reach a target offset
-    offset = np.flatnonzero(kind == 3)
-    # each partition's high watermark grows ~100 offsets/s; a wait asks for a little more
-    reach = ((ts[offset] - start_ms) / 10.0 + rng.integers(50, 1_000, offset.size)).astype(float).round()
-    target[offset] = reach
+def _join(d: _Draft, join: np.ndarray) -> None:
+    """All members of the group report; short ones miss one member."""
+    size = d.rng.integers(2, 6, join.size)
+    d.members[join] = [[f"consumer-{m}" for m in range(s)] for s in size]
+    reported = np.where(d.completes[join], size, size - 1)
+    d.add_events(join, reported, source=_numbered("consumer-"), value=np.nan)
+
+
+def _offset(d: _Draft, offset: np.ndarray, start_ms: int) -> None:
+    """The partition's high watermark must reach a target offset: it grows ~100 offsets/s and
+    a wait asks for a little more.  Short ones see progress one below target; keys are
+    shared, so the running max may still complete them (as in a real partition)."""
+    reach = ((d.ts[offset] - start_ms) / 10.0 + d.rng.integers(50, 1_000, offset.size)).astype(float).round()
+    d.target[offset] = reach
     if offset.size:
-        delay = rng.uniform(0, 0.9 * timeout_ms, offset.size).astype(np.int64)
-        ev_parts.append(
+        delay = d.rng.uniform(0, 0.9 * d.timeout_ms, offset.size).astype(np.int64)
+        value = np.where(d.completes[offset], reach, reach - 1)
+        d.events.append(
             pd.DataFrame(
                 {
-                    "key": keys[offset],
-                    "ts": ts[offset] + delay,
+                    "key": d.keys[offset],
+                    "ts": d.ts[offset] + delay,
                     "op_id": None,
                     "source": "leader",
-                    # short ones see progress one below target; keys are shared, so the
-                    # running max may still complete them (as in a real partition)
-                    "value": np.where(completes[offset], reach, reach - 1),
+                    "value": value,
                 }
             )
         )
-
-    operations = pd.DataFrame(
-        {
-            "op_id": op_id,
-            "keys": [[k] for k in keys],
-            "ts": ts,
-            "timeout_ms": np.int64(timeout_ms),
-            "condition": conditions,
-            "target": target,
-            "members": members,
-            "payload": np.where(kind == 0, "acks=all", None),
-        }
-    )
-    events = pd.concat(ev_parts, ignore_index=True).sort_values("ts", kind="stable", ignore_index=True)
-    events = events[["key", "ts", "op_id", "source", "value"]]
-    return Workload(operations, events, int(completes.sum()))
 
 
 def _numbered(prefix: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -173,6 +203,22 @@ def _iso(ms: np.ndarray) -> np.ndarray:
     return np.asarray(stamps.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3] + "Z", dtype=object)
 
 
+#: broken lines ``write_json_lines(..., malformed=n)`` spreads over the files
+_BAD_OPERATIONS = [
+    '{"op_id": "broken-1", "keys": ["orders-1"], "ts": ',
+    '{"op_id": "neg", "keys": ["orders-1"], "ts": "2026-01-01T00:00:01Z", "timeout_ms": -5}',
+    '{"op_id": "weird", "keys": ["orders-1"], "ts": "2026-01-01T00:00:01Z", "timeout_ms": 5, '
+    '"condition": "most"}',
+    '{"op_id": 42, "keys": "orders-1", "ts": "yesterday", "timeout_ms": "soon"}',
+    "not json at all",
+]
+_BAD_EVENTS = [
+    '{"key": "orders-1", "ts": ',
+    '{"key": null, "ts": "2026-01-01T00:00:01Z"}',
+    "\x00\x01garbage",
+]
+
+
 def write_json_lines(
     workload: Workload,
     ops_dir: str,
@@ -185,60 +231,54 @@ def write_json_lines(
 ) -> None:
     """Write the workload as JSON lines, ``files`` files per stream in time order.
 
-    ``malformed`` adds broken lines (truncated JSON, wrong types, negative timeouts,
-    unknown conditions) spread over the operation and event files.
+    Both streams are cut at the same event times, so file i of each covers the same slice and
+    a source reading the same number of files per trigger stays aligned in time.
+    ``malformed`` adds broken lines (truncated JSON, wrong types, negative timeouts, unknown
+    conditions) spread over the operation and event files.
     """
-    rng = np.random.default_rng(seed)
-    os.makedirs(ops_dir, exist_ok=True)
-    os.makedirs(events_dir, exist_ok=True)
-    ops = workload.operations.assign(ts=_iso(workload.operations["ts"].to_numpy()))
-    evs = workload.events.assign(ts=_iso(workload.events["ts"].to_numpy()))
-    ops_lines = [_dumps(r) for r in ops.to_dict("records")]
-    ev_lines = [_dumps(r) for r in evs.to_dict("records")]
-    bad_ops = [
-        '{"op_id": "broken-1", "keys": ["orders-1"], "ts": ',
-        '{"op_id": "neg", "keys": ["orders-1"], "ts": "2026-01-01T00:00:01Z", "timeout_ms": -5}',
-        '{"op_id": "weird", "keys": ["orders-1"], "ts": "2026-01-01T00:00:01Z", "timeout_ms": 5, '
-        '"condition": "most"}',
-        '{"op_id": 42, "keys": "orders-1", "ts": "yesterday", "timeout_ms": "soon"}',
-        "not json at all",
-    ]
-    bad_events = [
-        '{"key": "orders-1", "ts": ',
-        '{"key": null, "ts": "2026-01-01T00:00:01Z"}',
-        "\x00\x01garbage",
-    ]
-    # both streams are cut at the same event times, so file i of each covers the same slice
-    # and a source reading the same number of files per trigger stays aligned in time
-    op_ts = workload.operations["ts"].to_numpy()
-    ev_ts = workload.events["ts"].to_numpy()
+    op_ts, ev_ts = workload.operations["ts"].to_numpy(), workload.events["ts"].to_numpy()
     edges = np.linspace(min(op_ts.min(), ev_ts.min()), max(op_ts.max(), ev_ts.max()) + 1, files + 1)
-    per_file: dict[str, list[list[str]]] = {}
-    for directory, lines, ts in ((ops_dir, ops_lines, op_ts), (events_dir, ev_lines, ev_ts)):
-        slice_of = np.searchsorted(edges, ts, side="right") - 1
-        order = np.argsort(slice_of, kind="stable")
-        cuts = np.searchsorted(slice_of[order], np.arange(1, files))
-        per_file[directory] = [np.asarray(lines, dtype=object)[idx].tolist() for idx in np.split(order, cuts)]
+    per_file = {
+        ops_dir: _cut(_json_lines(workload.operations), op_ts, edges),
+        events_dir: _cut(_json_lines(workload.events), ev_ts, edges),
+    }
+    rng = np.random.default_rng(seed)
     for i in range(malformed):
-        directory, pool = (ops_dir, bad_ops) if i % 2 == 0 else (events_dir, bad_events)
+        directory, pool = (ops_dir, _BAD_OPERATIONS) if i % 2 == 0 else (events_dir, _BAD_EVENTS)
         chunk = per_file[directory][int(rng.integers(0, files))]
-        chunk.insert(
-            int(rng.integers(0, len(chunk) + 1)),
-            pool[(i // 2) % len(pool)].replace("broken-1", f"broken-{i}"),
-        )
-    # file sources list files by modification time: make it follow the slice order
-    stamp = time.time() - files
+        line = pool[(i // 2) % len(pool)].replace("broken-1", f"broken-{i}")
+        chunk.insert(int(rng.integers(0, len(chunk) + 1)), line)
     for directory, chunks in per_file.items():
-        for index, chunk in enumerate(chunks):
-            path = os.path.join(directory, f"part-{index:05d}.json")
-            with open(path, "w", encoding="utf-8") as out:
-                out.write("\n".join(chunk) + ("\n" if chunk else ""))
-            try:
-                os.utime(path, (stamp + index, stamp + index))
-            except OSError:  # object-store mounts (a Unity Catalog volume) may not set times;
-                pass  # the files are written in slice order, so their own times follow it
-            if progress:
-                progress()
+        _write_files(directory, chunks, progress)
+
+
+def _json_lines(frame: pd.DataFrame) -> list[str]:
+    return [_dumps(r) for r in frame.assign(ts=_iso(frame["ts"].to_numpy())).to_dict("records")]
+
+
+def _cut(lines: list[str], ts: np.ndarray, edges: np.ndarray) -> list[list[str]]:
+    """``lines`` split into one chunk per time slice between ``edges``."""
+    slice_of = np.searchsorted(edges, ts, side="right") - 1
+    order = np.argsort(slice_of, kind="stable")
+    cuts = np.searchsorted(slice_of[order], np.arange(1, edges.size - 1))
+    return [np.asarray(lines, dtype=object)[idx].tolist() for idx in np.split(order, cuts)]
+
+
+def _write_files(directory: str, chunks: list[list[str]], progress: Callable[[], None] | None) -> None:
+    """One file per chunk; file sources list files by modification time, so it follows the
+    chunk order."""
+    os.makedirs(directory, exist_ok=True)
+    stamp = time.time() - len(chunks)
+    for index, chunk in enumerate(chunks):
+        path = os.path.join(directory, f"part-{index:05d}.json")
+        with open(path, "w", encoding="utf-8") as out:
+            out.write("\n".join(chunk) + ("\n" if chunk else ""))
+        try:
+            os.utime(path, (stamp + index, stamp + index))
+        except OSError:  # object-store mounts (a Unity Catalog volume) may not set times;
+            pass  # the files are written in slice order, so their own times follow it
+        if progress:
+            progress()
 
 
 def _dumps(record: dict) -> str:
