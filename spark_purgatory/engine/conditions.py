@@ -1,8 +1,7 @@
 """Completion conditions: deciding, vectorised, when an operation's condition holds.
 
 An operation completes at the earliest *event time* at which its condition holds over the
-events that match it: ``o.ts <= e.ts < o.deadline``, except that ``offset`` also counts the
-key's untargeted events before ``o.ts`` (a high watermark already reached).  Events can
+events that match it (which events match is ``watchers.matches_in_window``'s rule).  Events can
 arrive in any order, so ``evaluate`` sorts each operation's matches by event time and finds
 the first prefix that satisfies the condition; the event time of the last event in that
 prefix is ``resolved_at``.  Conditions:
