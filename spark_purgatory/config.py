@@ -69,6 +69,7 @@ class PurgatoryConfig:
     accumulator_batch_size: int = 128 * 1024 * 1024
     accumulator_linger_ms: int = 60_000
     accumulator_buffer_memory: int = 512 * 1024 * 1024
+    accumulator_staging_path: str = ""
     source_max_files_per_trigger: int = 16
     cross_shard_operations: bool = True
     max_future_ms: int = 86_400_000
@@ -147,6 +148,7 @@ _FIELDS_BY_KEY = {
     "accumulator.batch.size": "accumulator_batch_size",
     "accumulator.linger.ms": "accumulator_linger_ms",
     "accumulator.buffer.memory": "accumulator_buffer_memory",
+    "accumulator.staging.path": "accumulator_staging_path",  # default: <checkpoint>/accumulator
     "source.max.files.per.trigger": "source_max_files_per_trigger",
     "purgatory.cross.shard.operations": "cross_shard_operations",
     "purgatory.max.future.ms": "max_future_ms",
@@ -166,6 +168,7 @@ assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 _TEXT_FIELDS = (
     "watermark_delay",
     "state_path",
+    "accumulator_staging_path",
     "storage_endpoint",
     "storage_region",
     "storage_s3_conditional_put",
