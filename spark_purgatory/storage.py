@@ -28,6 +28,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import pyarrow.fs as pafs
 
@@ -95,12 +96,12 @@ class Storage:
     def filesystem(self, uri: str) -> tuple[pafs.FileSystem, str]:
         """pyarrow's filesystem for ``uri`` and the path inside it (absolute for local paths)."""
         where = location(uri)
+        if "://" not in where:
+            return pafs.LocalFileSystem(), os.path.abspath(where)
         if where.startswith("s3://"):
-            return self._s3(), where[len("s3://") :].rstrip("/")
-        if "://" in where:
-            fs, path = pafs.FileSystem.from_uri(where)
-            return fs, path.rstrip("/")
-        return pafs.LocalFileSystem(), os.path.abspath(where)
+            where += self._s3_query()
+        fs, path = pafs.FileSystem.from_uri(where)  # pyarrow reads the environment here
+        return fs, path.rstrip("/")
 
     def delta_options(self, uri: str) -> dict[str, str] | None:
         """delta-rs's ``storage_options`` for a table at ``uri`` (None: nothing to add)."""
@@ -114,14 +115,15 @@ class Storage:
         }
         return {k: v for k, v in options.items() if v}
 
-    def _s3(self) -> pafs.S3FileSystem:
-        options: dict[str, Any] = {}
+    def _s3_query(self) -> str:
+        """Our settings as the query of an ``s3://`` URI, pyarrow's way to configure it."""
+        options: dict[str, str] = {}
         if self.endpoint:
-            options["endpoint_override"] = self.endpoint
+            options["endpoint_override"] = self.endpoint.split("://", 1)[-1]
             options["scheme"] = "http" if self.allow_http or self.endpoint.startswith("http:") else "https"
         if self.region:
             options["region"] = self.region
-        return pafs.S3FileSystem(**options)
+        return "?" + urlencode(options) if options else ""
 
 
 def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
