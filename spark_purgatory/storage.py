@@ -17,9 +17,10 @@ the user gave; a file written with ``write_once`` is never replaced.
 
 S3 commit safety: S3 has no atomic rename, so delta-rs refuses to commit there unless a lock
 or conditional writes are configured.  ``storage.s3.conditional.put = etag`` (the default)
-passes delta-rs ``conditional_put=etag``: a commit file is written only if absent, which AWS
-S3, MinIO and moto honour; set it empty to configure a DynamoDB lock through delta-rs's own
-``AWS_S3_LOCKING_PROVIDER`` variables instead.
+passes delta-rs ``conditional_put=etag``: a commit file is written only if absent (S3's
+conditional writes; run here against moto's server, see ``tests/test_object_store.py``); set
+it empty to configure a DynamoDB lock through delta-rs's own ``AWS_S3_LOCKING_PROVIDER``
+variables instead.
 """
 
 from __future__ import annotations
@@ -138,9 +139,8 @@ def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
             return f.read()
     except FileNotFoundError:
         pass
-    parent = path.rsplit("/", 1)[0]
     if isinstance(fs, pafs.LocalFileSystem):
-        os.makedirs(parent, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.tmp-{uuid.uuid4().hex}"
         with open(tmp, "wb") as f:
             f.write(data)
