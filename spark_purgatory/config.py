@@ -69,12 +69,17 @@ class PurgatoryConfig:
     accumulator_batch_size: int = 128 * 1024 * 1024
     accumulator_linger_ms: int = 60_000
     accumulator_buffer_memory: int = 512 * 1024 * 1024
+    accumulator_staging_path: str = ""
     source_max_files_per_trigger: int = 16
     cross_shard_operations: bool = True
     max_future_ms: int = 86_400_000
     state_path: str = ""
     state_segment_rows: int = 100_000
     state_retain_versions: int = 100
+    storage_endpoint: str = ""
+    storage_region: str = ""
+    storage_allow_http: bool = False
+    storage_s3_conditional_put: str = "etag"
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -104,6 +109,11 @@ class PurgatoryConfig:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= 0, got {getattr(self, name)}")
         parse_interval_ms(self.watermark_delay)
+        if self.storage_s3_conditional_put not in ("etag", ""):
+            raise ConfigError(
+                "storage.s3.conditional.put must be etag or empty (a lock configured through "
+                f"delta-rs's AWS_S3_LOCKING_PROVIDER), got {self.storage_s3_conditional_put!r}"
+            )
         if self.accumulator_buffer_memory < self.accumulator_batch_size:
             raise ConfigError(
                 "accumulator.buffer.memory must be >= accumulator.batch.size "
@@ -138,21 +148,37 @@ _FIELDS_BY_KEY = {
     "accumulator.batch.size": "accumulator_batch_size",
     "accumulator.linger.ms": "accumulator_linger_ms",
     "accumulator.buffer.memory": "accumulator_buffer_memory",
+    "accumulator.staging.path": "accumulator_staging_path",  # default: <checkpoint>/accumulator
     "source.max.files.per.trigger": "source_max_files_per_trigger",
     "purgatory.cross.shard.operations": "cross_shard_operations",
     "purgatory.max.future.ms": "max_future_ms",
     "purgatory.state.path": "state_path",
     "purgatory.state.segment.rows": "state_segment_rows",
     "purgatory.state.retain.versions": "state_retain_versions",
+    # where the project writes its own files (spark_purgatory.storage)
+    "storage.endpoint": "storage_endpoint",
+    "storage.region": "storage_region",
+    "storage.allow.http": "storage_allow_http",
+    "storage.s3.conditional.put": "storage_s3_conditional_put",
 }
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 
+_TEXT_FIELDS = (
+    "watermark_delay",
+    "state_path",
+    "accumulator_staging_path",
+    "storage_endpoint",
+    "storage_region",
+    "storage_s3_conditional_put",
+)
+
+
 def _coerce(key: str, name: str, raw: object) -> object:
-    if name in ("watermark_delay", "state_path"):
+    if name in _TEXT_FIELDS:
         return str(raw).strip()
-    if name == "cross_shard_operations":
+    if name in ("cross_shard_operations", "storage_allow_http"):
         if isinstance(raw, bool):
             return raw
         text = str(raw).strip().lower()

@@ -161,11 +161,14 @@ def run(settings: JobSettings) -> dict:
     from .delta.writers import choose_writer
     from .query import start
     from .spark.metrics import ProgressListener
+    from .storage import Storage
 
     spark = _session(settings)
     listener = ProgressListener()  # the progress line, one per micro-batch
     spark.streams.addListener(listener)
-    writer = choose_writer(spark, settings.output_path, prefer=settings.writer)
+    writer = choose_writer(
+        spark, settings.output_path, prefer=settings.writer, storage=Storage.of(settings.config)
+    )
     log.info(
         "writer: %s, output %s, checkpoint %s",
         type(writer).__name__,

@@ -9,9 +9,13 @@ go through it, so they run the same query with the same defaults:
   metrics attached (``observe_purgatory``);
 * shard state in segment files beside the checkpoint (``<checkpoint>/purgatory-state``)
   unless ``purgatory.state.path`` is set;
-* a ``RecordAccumulator`` staging under ``<checkpoint>/accumulator``, committing under an app
-  id derived from the checkpoint path (the identity belongs to the checkpoint), through the
-  writer ``choose_writer`` picks, in a ``PurgatorySink`` run by ``foreachBatch``;
+* a ``RecordAccumulator`` staging under ``<checkpoint>/accumulator`` unless
+  ``accumulator.staging.path`` is set, committing under the
+  checkpoint's app id (``app_id_of``), through the writer ``choose_writer`` picks, in a
+  ``PurgatorySink`` run by ``foreachBatch``;
+* every path a path or a URI (``file://``, ``s3://``, ``s3a://``, ``abfss://``, ``dbfs:/`` ...):
+  what the project writes itself goes through ``spark_purgatory.storage`` with the
+  ``storage.*`` settings, never relative to the working directory;
 * a linger timer (Kafka's sender): rows that have waited ``linger.ms`` are committed even
   when no micro-batch runs;
 * ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (see below).
@@ -28,6 +32,13 @@ Spark recorded there.  A session that would break the query is refused with what
 ``spark.sql.streaming.noDataMicroBatches.enabled=false`` would leave expiries waiting for new
 input (an ``available-now`` run would end without expiring what its final watermark passed).
 
+Identity.  Output commits are made idempotent under an app id (Delta's app transactions).
+It belongs to the checkpoint, like Spark's own offsets: ``app_id_of`` reads it from
+``<checkpoint>/purgatory-id``, written once when the checkpoint is new, so a driver
+restarted on another host or in another directory commits a replayed micro-batch under the
+same id, and the table skips it.  (A checkpoint from before the id file keeps the id it
+committed under, the hash of its absolute path.)
+
 Over Spark Connect (Databricks shared and serverless compute) the same call works: nothing
 here touches ``sparkContext`` or the JVM.  The sink then runs in the server's Python, so the
 per-batch ``totals`` and ``pending`` of the handle stay at zero there (use ``history``, from
@@ -41,6 +52,7 @@ import hashlib
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
@@ -50,6 +62,7 @@ from .config import ConfigError, PurgatoryConfig, parse_interval_ms
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import PurgatorySink
 from .delta.writers import WriterChoice, choose_writer
+from .storage import Storage, join, write_once
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -66,6 +79,7 @@ TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 _COUNTED = ("completed", "expired", "unmatched", "rejected")
+_ID_FILE = "purgatory-id"  # under the checkpoint: the app id its commits are made under
 
 
 def start(
@@ -91,8 +105,8 @@ def start(
             ``source.max.files.per.trigger``.
         events: the completion-events stream or path, in the same format.
         output: where the ``outcomes``, ``unmatched_events`` and ``rejected`` tables live.
-        checkpoint: Spark's checkpoint; the accumulator's staging and (unless configured)
-            the shard state live under it.
+        checkpoint: Spark's checkpoint; it holds the app id, and (unless configured) the
+            accumulator's staging and the shard state live under it.
         config: ``PurgatoryConfig``; the defaults when None.
         trigger: ``available-now`` (process what is there, then stop) or
             ``processing-time=<interval>`` (e.g. ``processing-time=10s``).
@@ -128,14 +142,16 @@ def start(
     spark = spark or _session_of(operations, events)
     _check_session(spark)
     out = _operator(spark, operations, events, cfg, source_format)
+    storage = Storage.of(cfg)
     if isinstance(writer, str):
-        writer = choose_writer(spark, output, prefer=writer)
+        writer = choose_writer(spark, output, prefer=writer, storage=storage)
     accumulator = RecordAccumulator(
-        os.path.join(checkpoint, "accumulator"),
-        app_id=app_id_of(checkpoint),
+        cfg.accumulator_staging_path,
+        app_id=app_id_of(checkpoint, storage=storage),
         batch_size=cfg.accumulator_batch_size,
         linger_ms=cfg.accumulator_linger_ms,
         buffer_memory=cfg.accumulator_buffer_memory,
+        storage=storage,
     )
     totals = _Totals(on_batch)
     sink = PurgatorySink(accumulator, writer, on_batch=totals)
@@ -292,9 +308,22 @@ class _Totals:
 # -- the steps of start ------------------------------------------------------------------------------
 
 
-def app_id_of(checkpoint: str) -> str:
-    """The Delta app id of a query: derived from its checkpoint, never from the host."""
-    return "spark-purgatory-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
+def app_id_of(checkpoint: str, *, storage: Storage | None = None) -> str:
+    """The Delta app id of the query on ``checkpoint``: held by the checkpoint, never by the host.
+
+    Read from ``<checkpoint>/purgatory-id``; a new checkpoint gets a random id, written once
+    (the module docstring says why).  ``storage``: the ``storage.*`` settings for a URI.
+    """
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    try:  # a checkpoint Spark already ran on, from before the id file: keep its id
+        started = fs.get_file_info(f"{root}/metadata").is_file
+    except OSError:
+        started = False
+    if started:
+        new = "spark-purgatory-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
+    else:
+        new = f"spark-purgatory-{uuid.uuid4().hex[:16]}"
+    return write_once(fs, f"{root}/{_ID_FILE}", new.encode()).decode().strip()
 
 
 def check_trigger(trigger: str, *, option: str = "trigger") -> None:
@@ -314,10 +343,12 @@ def _interval(trigger: str) -> str:
 
 
 def _with_defaults(config: PurgatoryConfig, checkpoint: str) -> PurgatoryConfig:
-    if config.state_path:
-        return config
-    # big shard state lives in segment files next to the checkpoint
-    return dataclasses.replace(config, state_path=os.path.join(checkpoint, "purgatory-state"))
+    """Big shard state in segment files, and staged rows, next to the checkpoint unless set."""
+    return dataclasses.replace(
+        config,
+        state_path=config.state_path or join(checkpoint, "purgatory-state"),
+        accumulator_staging_path=config.accumulator_staging_path or join(checkpoint, "accumulator"),
+    )
 
 
 def _session_of(operations: Any, events: Any) -> Any:

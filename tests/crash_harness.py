@@ -15,6 +15,10 @@ points in between).  After the last kill an
 Spark-free engine computes from the same input: one outcome per resolved operation with the
 same status and time, the same unmatched events, and every malformed line once in
 ``rejected``.
+
+With ``store`` (``tests/object_store.S3Store``, or ``--s3`` here) the output tables, the
+accumulator's staging and the shard-state segments live on an S3-compatible server on
+loopback (Spark's own checkpoint stays local: ``s3a://`` needs the hadoop-aws JAR).
 """
 
 from __future__ import annotations
@@ -49,9 +53,11 @@ SETTINGS = {
 }
 
 
-def _job(args: list[str], fault: str | None = None) -> subprocess.Popen:
+def _job(
+    args: list[str], settings: dict[str, str], env: dict[str, str], fault: str | None = None
+) -> subprocess.Popen:
     """The job in a subprocess; with ``fault`` (``<point>:<n>``) it kills itself there."""
-    extra = [x for k, v in SETTINGS.items() for x in ("--set", f"{k}={v}")]
+    extra = [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
     return subprocess.Popen(
         [
             sys.executable,
@@ -63,7 +69,7 @@ def _job(args: list[str], fault: str | None = None) -> subprocess.Popen:
             "--set",
             "job.master=local[2]",
         ],
-        env={**os.environ, **({"PURGATORY_FAULT": fault} if fault else {})},
+        env={**os.environ, **env, **({"PURGATORY_FAULT": fault} if fault else {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -77,8 +83,25 @@ def reference(work, config: PurgatoryConfig) -> tuple[pd.DataFrame, pd.DataFrame
     return result.outcomes, result.unmatched
 
 
-def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: float, seed: int) -> dict:
+def _placement(root: str, store) -> tuple[str, dict[str, str], dict[str, str], dict | None]:
+    """Where the project writes (output root, extra settings, environment, delta-rs options)."""
+    if store is None:
+        return os.path.join(root, "out"), dict(SETTINGS), {}, None
+    run = os.path.basename(root)  # a prefix of its own in the bucket
+    settings = {
+        **SETTINGS,
+        **store.settings,
+        "purgatory.state.path": store.uri(run, "state"),
+        "accumulator.staging.path": store.uri(run, "staging", scheme="s3a"),
+    }
+    return store.uri(run, "out"), settings, store.env, store.storage_options
+
+
+def run(
+    root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: float, seed: int, store=None
+) -> dict:
     rng = random.Random(seed)
+    out, settings, env, storage_options = _placement(root, store)
     shutil.rmtree(root, ignore_errors=True)
     staged_in = os.path.join(root, "pending-input")
     work = generate(n_ops, seed=seed, ops_per_second=100)
@@ -93,7 +116,7 @@ def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: flo
         "--events-path",
         ev_dir,
         "--output-path",
-        os.path.join(root, "out"),
+        out,
         "--checkpoint-path",
         os.path.join(root, "chk"),
     ]
@@ -117,7 +140,7 @@ def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: flo
         feeder.start()
         reached = True
         if step.startswith("fault="):
-            job = _job([*args, "--trigger", "processing-time=1s"], fault=step.split("=", 1)[1])
+            job = _job([*args, "--trigger", "processing-time=1s"], settings, env, fault=step.split("=", 1)[1])
             try:
                 job.wait(timeout=240)
             except subprocess.TimeoutExpired:  # never reached the point: kill it anyway
@@ -125,26 +148,25 @@ def run(root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: flo
                 job.kill()
                 job.wait()
         else:
-            job = _job([*args, "--trigger", "processing-time=1s"])
+            job = _job([*args, "--trigger", "processing-time=1s"], settings, env)
             time.sleep(rng.uniform(12, 30))  # start-up takes ~10 s: kill somewhere in the batches
             job.kill()
             job.wait()
         feeder.join()
         kills.append({"step": step, "returncode": job.returncode, "reached": reached})
     deliver(files)
-    final = _job([*args, "--trigger", "available-now"])
+    final = _job([*args, "--trigger", "available-now"], settings, env)
     _, err = final.communicate(timeout=600)
     if final.returncode != 0:
         raise AssertionError(f"final run failed ({final.returncode}): {err[-3000:]}")
-    out = os.path.join(root, "out")
     tables = {
-        name: DeltaTable(os.path.join(out, name)).to_pandas()
+        name: DeltaTable(f"{out}/{name}", storage_options=storage_options).to_pandas()
         for name in ("outcomes", "unmatched_events", "rejected")
     }
     config = PurgatoryConfig.from_mapping(
         {
             k: v
-            for k, v in {**read_properties(os.path.join(ROOT, "conf", "local.conf")), **SETTINGS}.items()
+            for k, v in {**read_properties(os.path.join(ROOT, "conf", "local.conf")), **settings}.items()
             if not k.startswith("job.")
         }
     )
@@ -186,13 +208,25 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=16)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--root", default="/tmp/purgatory-crash")
+    parser.add_argument("--s3", action="store_true", help="tables, staging and segments on moto's S3")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     points = ["fault=staged:2", "fault=manifest:1", "fault=committed:1"]
     plan = [rng.choice([*points, "random", "random"]) for _ in range(args.kills)]
     started = time.time()
     files = max(args.files, 2 * (args.kills + 1))
-    result = run(args.root, n_ops=args.ops, files=files, plan=plan, feed_seconds=2.0, seed=args.seed)
+    store = None
+    if args.s3:
+        from object_store import S3Store
+
+        store = S3Store()
+    try:
+        result = run(
+            args.root, n_ops=args.ops, files=files, plan=plan, feed_seconds=2.0, seed=args.seed, store=store
+        )
+    finally:
+        if store is not None:
+            store.stop()
     check(result)
     killed = sum(1 for k in result["kills"] if k["returncode"] == -9 and k["reached"])
     print(

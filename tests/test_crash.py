@@ -1,9 +1,14 @@
-"""kill -9 the job at each accumulator fault point and at a random moment; exactly once after."""
+"""kill -9 the job at each accumulator fault point and at a random moment; exactly once after.
+
+Twice: with everything on the local disk, and with the output tables, the accumulator's
+staging and the shard-state segments on an S3-compatible store (moto on loopback).
+"""
 
 from __future__ import annotations
 
 import pytest
 from crash_harness import check, run
+from object_store import S3Store
 
 pytestmark = pytest.mark.spark
 
@@ -14,3 +19,19 @@ def test_job_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
     killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
     assert len(killed) == len(plan), result["kills"]  # every run died by SIGKILL where planned
     check(result)
+
+
+def test_job_survives_kill_minus_nine_with_everything_it_writes_on_s3(tmp_path):
+    store = S3Store()
+    try:
+        plan = ["fault=committed:1", "fault=manifest:1", "random"]
+        result = run(
+            str(tmp_path / "crash-s3"), n_ops=900, files=8, plan=plan, feed_seconds=2.0, seed=5, store=store
+        )
+        keys = store.keys("crash-s3")
+    finally:
+        store.stop()
+    killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
+    assert len(killed) == len(plan), result["kills"]
+    check(result)
+    assert any(k.startswith("crash-s3/state/") for k in keys)  # the segments were on S3 too

@@ -76,6 +76,54 @@ def test_the_sink_start_builds_pickles_for_spark_connect(tmp_path):
     assert copy.on_batch.totals == sink.on_batch.totals and copy.accumulator.app_id == "q"
 
 
-def test_the_app_id_belongs_to_the_checkpoint():
-    assert app_id_of("/data/chk") == app_id_of("/data/chk") != app_id_of("/data/other")
-    assert app_id_of("/data/chk").startswith("spark-purgatory-")
+def test_the_app_id_belongs_to_the_checkpoint(tmp_path, monkeypatch):
+    chk, other = str(tmp_path / "data" / "chk"), str(tmp_path / "data" / "other")
+    assert app_id_of(chk) == app_id_of(chk) != app_id_of(other)
+    assert app_id_of(chk).startswith("spark-purgatory-")
+
+
+def test_the_app_id_is_the_same_from_every_directory_and_for_every_spelling(tmp_path, monkeypatch):
+    (tmp_path / "host-a").mkdir()
+    (tmp_path / "host-b").mkdir()
+    monkeypatch.chdir(tmp_path / "host-a")
+    first = app_id_of("../data/chk")  # a relative checkpoint, as a user may give it
+    monkeypatch.chdir(tmp_path / "host-b")
+    assert app_id_of(str(tmp_path / "data" / "chk")) == first
+    assert app_id_of(f"file://{tmp_path}/data/chk") == first == app_id_of(f"file:{tmp_path}/data/chk/")
+    # the id is what the checkpoint holds, written once
+    assert (tmp_path / "data" / "chk" / "purgatory-id").read_text() == first
+    assert os.listdir(tmp_path / "host-a") == os.listdir(tmp_path / "host-b") == []
+
+
+def test_a_checkpoint_from_before_the_id_file_keeps_the_id_it_committed_under(tmp_path, monkeypatch):
+    import hashlib
+
+    chk = tmp_path / "chk"
+    chk.mkdir()
+    (chk / "metadata").write_text('{"id":"spark-query-id"}')  # Spark ran on it already
+    legacy = "spark-purgatory-" + hashlib.sha1(str(chk).encode()).hexdigest()[:12]
+    assert app_id_of(str(chk)) == legacy
+    monkeypatch.chdir(tmp_path)
+    assert app_id_of("chk") == legacy  # now held by the checkpoint, whatever the directory
+
+
+@pytest.mark.spark
+def test_start_with_file_uris_writes_nothing_relative_to_the_working_directory(spark, tmp_path, monkeypatch):
+    work = generate(200, seed=7, ops_per_second=50)
+    ops, events = str(tmp_path / "ops"), str(tmp_path / "events")
+    write_json_lines(work, ops, events, files=2, malformed=1)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    base = f"file://{tmp_path}"
+    config = PurgatoryConfig(shards=2, watermark_delay="2 seconds", state_segment_rows=20)
+    paths = {"output": f"{base}/out", "checkpoint": f"{base}/chk"}
+    with start(f"{base}/ops", f"{base}/events", **paths, config=config, spark=spark) as q:
+        q.await_termination()
+    assert os.listdir(cwd) == []
+    assert set(os.listdir(tmp_path / "chk")) >= {"purgatory-id", "purgatory-state", "accumulator", "offsets"}
+    assert os.listdir(tmp_path / "chk" / "purgatory-state")  # segment files beside the checkpoint
+    outcomes = DeltaTable(str(tmp_path / "out" / "outcomes"))
+    assert outcomes.transaction_version(app_id_of(str(tmp_path / "chk"))) is not None
+    ids = outcomes.to_pyarrow_table().column("op_id").to_pylist()
+    assert len(ids) == len(set(ids)) == q.totals["completed"] + q.totals["expired"] > 0

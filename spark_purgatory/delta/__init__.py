@@ -6,6 +6,9 @@
   ``choose_writer``, ``maintain_tables``;
 * ``sink`` -- ``PurgatorySink``, the ``foreachBatch`` function, and ``split_tables``.
 
+Staging and tables may be paths or URIs (``s3://``, ``abfss://``, ``dbfs:/`` ...), reached
+through ``spark_purgatory.storage`` with the ``storage.*`` settings.
+
 Invariants: nothing staged is lost and nothing is committed twice, across crashes and
 replayed micro-batches (app transactions); the tables' columns are ``contract.TABLES``'.
 This package knows the operator only through ``contract.OPERATOR_OUTPUT``: no Spark schema,

@@ -9,8 +9,8 @@ the producer's rule between the micro-batches and the tables.
 
 * A **destination** is ``(table, partition)``; each holds the rows staged for it.
 * ``append(batch_id, table, partition, rows)`` stages rows **durably**: one Arrow IPC file per
-  (destination, micro-batch) under ``<staging>/<table>/<partition>/``, written to a temporary
-  name and renamed, then ``staged_through`` (the last micro-batch fully staged) is advanced.
+  (destination, micro-batch) under ``<staging>/<table>/<partition>/``, written whole or not at
+  all, then ``staged_through`` (the last micro-batch fully staged) is advanced.
 * ``ready(now)`` is Kafka's ``ready()``: a destination is ready when its staged bytes reach
   ``batch.size``, when its oldest staged row has waited ``linger.ms``, when everything is being
   flushed, or (``buffer.memory`` exceeded) when it is among the largest destinations whose
@@ -31,6 +31,12 @@ recorded is skipped (a replayed micro-batch), and a replayed micro-batch is not 
 The crash tests kill the process at each of ``FAULT_POINTS`` through ``fault_hook`` (a
 test-only argument) to check exactly that.
 
+The staging directory may be a path or a URI (``s3://``, ``abfss://``, ``dbfs:/`` ...): files
+go through pyarrow's filesystems (``spark_purgatory.storage``).  A local file is written to a
+temporary name and renamed; an object store's put is atomic by itself (an interrupted upload
+leaves no object), so there the file is written in place.  Either way a staged file or
+manifest is whole or absent.
+
 Sizes are Arrow's in-memory sizes (``Table.nbytes``); Parquet files are smaller by their
 compression ratio.  The clock is injectable, so tests never sleep.
 """
@@ -39,14 +45,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.ipc as ipc
+
+from ..storage import Storage
 
 __all__ = ["Destination", "TableWriter", "RecordAccumulator", "Clock", "FaultHook", "FAULT_POINTS"]
 
@@ -88,12 +96,15 @@ class RecordAccumulator:
     """Durable per-destination batching in front of the Delta tables.
 
     Args:
-        staging_dir: where staged rows live between micro-batches (next to the checkpoint).
+        staging_dir: where staged rows live between micro-batches (next to the checkpoint);
+            a path or a URI.
         app_id: identifies this query's writes in every table's app transactions.
         batch_size: bytes per destination that make it ready (``accumulator.batch.size``).
         linger_ms: longest a staged row waits (``accumulator.linger.ms``).
         buffer_memory: bytes staged in all destinations before forced drains.
         clock: seconds since the epoch; ``time.time`` by default.
+        storage: the ``storage.*`` settings for a URI staging directory (the environment's
+            when None).
         fault_hook: for crash tests only (``tests/faulty_job.py`` kills the process in it):
             called with each of ``FAULT_POINTS`` as the accumulator passes it.  None in
             production.
@@ -117,6 +128,7 @@ class RecordAccumulator:
         linger_ms: int,
         buffer_memory: int,
         clock: Clock = time.time,
+        storage: Storage | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:
         self.staging_dir = staging_dir
@@ -125,8 +137,16 @@ class RecordAccumulator:
         self.linger_ms = int(linger_ms)
         self.buffer_memory = int(buffer_memory)
         self.clock = clock
+        self.storage = storage or Storage()
         self.fault_hook = fault_hook
-        os.makedirs(staging_dir, exist_ok=True)
+        self._fs, self._root = self.storage.filesystem(staging_dir)
+
+    def __getstate__(self) -> dict:  # Spark Connect pickles the sink: filesystems are rebuilt
+        return {k: v for k, v in self.__dict__.items() if k not in ("_fs", "_root")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._fs, self._root = self.storage.filesystem(self.staging_dir)
 
     def _fault_point(self, name: str) -> None:
         if self.fault_hook is not None:
@@ -137,11 +157,11 @@ class RecordAccumulator:
     @property
     def staged_through(self) -> int:
         """The last micro-batch whose rows are fully staged (-1 if none)."""
-        path = os.path.join(self.staging_dir, _STAGED_THROUGH)
-        if not os.path.exists(path):
+        try:
+            with self._fs.open_input_stream(f"{self._root}/{_STAGED_THROUGH}") as f:
+                return int(f.read().decode().strip() or -1)
+        except FileNotFoundError:
             return -1
-        with open(path, encoding="utf-8") as f:
-            return int(f.read().strip() or -1)
 
     def append(self, batch_id: int, table: str, partition: str, rows: pa.Table) -> None:
         """Stage ``rows`` for ``(table, partition)`` from micro-batch ``batch_id``.
@@ -151,44 +171,44 @@ class RecordAccumulator:
         """
         if batch_id <= self.staged_through or rows.num_rows == 0:
             return
-        directory = os.path.join(self.staging_dir, table, _safe(partition))
-        os.makedirs(directory, exist_ok=True)
+        directory = f"{self._root}/{table}/{_safe(partition)}"
         # a crash while staging this batch may have left part of it: start it afresh
         prefix = f"{batch_id:020d}-"
-        _remove(os.path.join(directory, f) for f in os.listdir(directory) if f.startswith(prefix))
+        _remove(self._fs, [i.path for i in _listing(self._fs, directory) if i.base_name.startswith(prefix)])
         staged_ms = int(self.clock() * 1000)
         # the name carries what ready() needs: batch, staging time, bytes and rows
         name = f"{batch_id:020d}-{staged_ms:015d}-{rows.nbytes:015d}-{rows.num_rows:012d}.arrow"
-        _atomic_write(os.path.join(directory, name), lambda f: _write_ipc(f, rows))
+        _write_whole(self._fs, f"{directory}/{name}", lambda f: _write_ipc(f, rows))
 
     def mark_staged(self, batch_id: int) -> None:
         """Record that micro-batch ``batch_id`` is fully staged (replays will be ignored)."""
         self._fault_point("staged")
         if batch_id > self.staged_through:
-            _atomic_write(
-                os.path.join(self.staging_dir, _STAGED_THROUGH), lambda f: f.write(str(batch_id).encode())
+            _write_whole(
+                self._fs, f"{self._root}/{_STAGED_THROUGH}", lambda f: f.write(str(batch_id).encode())
             )
 
     def destinations(self) -> list[Destination]:
-        """Every destination with staged rows."""
+        """Every destination with staged rows (one listing of the staging directory)."""
+        by_destination: dict[tuple[str, str], list[pafs.FileInfo]] = {}
+        for info in _listing(self._fs, self._root, recursive=True):
+            parts = info.path[len(self._root) + 1 :].split("/")
+            if len(parts) == 3 and parts[2].endswith(".arrow"):
+                by_destination.setdefault((parts[0], parts[1]), []).append(info)
         out = []
-        for table in sorted(_subdirs(self.staging_dir)):
-            for part in sorted(_subdirs(os.path.join(self.staging_dir, table))):
-                directory = os.path.join(self.staging_dir, table, part)
-                files = sorted(f for f in os.listdir(directory) if f.endswith(".arrow"))
-                if not files:
-                    continue
-                meta = [f[: -len(".arrow")].split("-") for f in files]
-                out.append(
-                    Destination(
-                        table=table,
-                        partition=_unsafe(part),
-                        files=tuple(os.path.join(directory, f) for f in files),
-                        nbytes=sum(int(m[2]) for m in meta),
-                        rows=sum(int(m[3]) for m in meta),
-                        oldest_ms=min(int(m[1]) for m in meta),
-                    )
+        for (table, part), infos in sorted(by_destination.items()):
+            infos.sort(key=lambda i: i.base_name)
+            meta = [i.base_name[: -len(".arrow")].split("-") for i in infos]
+            out.append(
+                Destination(
+                    table=table,
+                    partition=_unsafe(part),
+                    files=tuple(i.path for i in infos),
+                    nbytes=sum(int(m[2]) for m in meta),
+                    rows=sum(int(m[3]) for m in meta),
+                    oldest_ms=min(int(m[1]) for m in meta),
                 )
+            )
         return out
 
     @property
@@ -236,15 +256,15 @@ class RecordAccumulator:
             if done is not None and done >= version:
                 continue  # a replayed micro-batch already drained this table
             files = [f for d, _ in items for f in d.files]
-            manifest = os.path.join(self.staging_dir, table, _MANIFEST.format(version=version))
+            manifest = f"{self._root}/{table}/{_MANIFEST.format(version=version)}"
             body = json.dumps({"version": version, "files": files}).encode()
-            _atomic_write(manifest, lambda f, body=body: f.write(body))
+            _write_whole(self._fs, manifest, lambda f, body=body: f.write(body))
             self._fault_point("manifest")
-            rows = pa.concat_tables([_read_ipc(f) for f in files], promote_options="default")
+            rows = pa.concat_tables([_read_ipc(self._fs, f) for f in files], promote_options="default")
             writer.commit(table, rows, app_id=self.app_id, version=version, target_file_size=self.batch_size)
             self._fault_point("committed")
-            _remove(files, prune=True)
-            _remove([manifest])
+            _remove(self._fs, files, prune=True)
+            _remove(self._fs, [manifest])
             written.append(
                 {
                     "table": table,
@@ -264,20 +284,16 @@ class RecordAccumulator:
 
     def recover(self, writer: TableWriter) -> None:
         """Resolve drains interrupted by a crash (see the module docstring)."""
-        for table in _subdirs(self.staging_dir):
-            directory = os.path.join(self.staging_dir, table)
-            for name in sorted(os.listdir(directory)):
-                if not (name.startswith("drain-") and name.endswith(".json")):
-                    continue
-                path = os.path.join(directory, name)
-                with open(path, encoding="utf-8") as f:
-                    manifest = json.load(f)
-                done = writer.committed_version(table, self.app_id)
-                if done is not None and done >= manifest["version"]:
-                    _remove(manifest["files"], prune=True)  # committed; only the clean-up was lost
-                    _remove([path])
-                else:
-                    _remove([path])  # never committed: the files are still staged
+        for info in sorted(_listing(self._fs, self._root, recursive=True), key=lambda i: i.path):
+            parts = info.path[len(self._root) + 1 :].split("/")
+            if not (len(parts) == 2 and parts[1].startswith("drain-") and parts[1].endswith(".json")):
+                continue
+            with self._fs.open_input_stream(info.path) as f:
+                manifest = json.loads(f.read())
+            done = writer.committed_version(parts[0], self.app_id)
+            if done is not None and done >= manifest["version"]:
+                _remove(self._fs, manifest["files"], prune=True)  # committed; only the clean-up was lost
+            _remove(self._fs, [info.path])  # else never committed: the files are still staged
 
 
 # -- small helpers --------------------------------------------------------------------------------
@@ -291,10 +307,10 @@ def _unsafe(name: str) -> str:
     return "" if name == "%00" else name.replace("%2F", "/").replace("%25", "%")
 
 
-def _subdirs(path: str) -> Iterable[str]:
-    if not os.path.isdir(path):
-        return []
-    return [d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))]
+def _listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> list[pafs.FileInfo]:
+    """The files under ``directory`` (none if it does not exist)."""
+    selector = pafs.FileSelector(directory, recursive=recursive, allow_not_found=True)
+    return [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
 
 
 def _write_ipc(f, rows: pa.Table) -> None:
@@ -302,12 +318,21 @@ def _write_ipc(f, rows: pa.Table) -> None:
         writer.write_table(rows)
 
 
-def _read_ipc(path: str) -> pa.Table:
-    with pa.memory_map(path) as source:
+def _read_ipc(fs: pafs.FileSystem, path: str) -> pa.Table:
+    if isinstance(fs, pafs.LocalFileSystem):
+        with pa.memory_map(path) as source:
+            return ipc.open_file(source).read_all()
+    with fs.open_input_file(path) as source:
         return ipc.open_file(source).read_all()
 
 
-def _atomic_write(path: str, write: Callable) -> None:
+def _write_whole(fs: pafs.FileSystem, path: str, write: Callable) -> None:
+    """Write a file that readers see whole or not at all (see the module docstring)."""
+    if not isinstance(fs, pafs.LocalFileSystem):
+        with fs.open_output_stream(path) as out:  # an object store's put is atomic
+            write(out)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
         write(f)
@@ -316,13 +341,17 @@ def _atomic_write(path: str, write: Callable) -> None:
     os.replace(tmp, path)
 
 
-def _remove(paths: Iterable[str], *, prune: bool = False) -> None:
-    """Delete files (missing ones are fine); with ``prune``, also their emptied directories."""
+def _remove(fs: pafs.FileSystem, paths: Iterable[str], *, prune: bool = False) -> None:
+    """Delete files (missing ones are fine); with ``prune``, also their emptied local directories."""
+    local = isinstance(fs, pafs.LocalFileSystem)
     for path in list(paths):
         try:
-            os.remove(path)
+            fs.delete_file(path)
         except FileNotFoundError:
             pass
         parent = os.path.dirname(path)
-        if prune and os.path.isdir(parent) and not os.listdir(parent):
-            shutil.rmtree(parent, ignore_errors=True)
+        if prune and local and os.path.isdir(parent) and not os.listdir(parent):
+            try:
+                os.rmdir(parent)
+            except OSError:  # refilled meanwhile
+                pass

@@ -15,6 +15,38 @@ is the date of the table's last event-time column, or of now for a table without
 ``PurgatorySink`` is the ``foreachBatch`` function: it splits a micro-batch, stages the rows
 in the ``RecordAccumulator`` and drains what is ready (``spark_purgatory.start`` wires it).
 The sink knows the operator only through the contract, never through its Spark schema.
+
+Where the rows go today, and where they should go (design, not yet built).  Today the
+sink collects each micro-batch to the driver (``toArrow``), which stages and writes it:
+on a cluster the driver is the throughput ceiling and the memory risk of the query.
+Kafka's producer is the model: records are batched where they are produced, and the
+sender thread ships only ready batches and keeps the bookkeeping.  In those terms:
+
+* **the producers are the executors**.  ``foreachBatch`` runs ``batch.mapInArrow`` with
+  ``split_tables`` and the accumulator's staging (its directory is already a URI every
+  executor reaches): each task appends its rows per destination to one staged file named
+  for ``(batch_id, task partition)``, so a retried task attempt overwrites its own file,
+  and returns one small row per file (destination, name, bytes, rows).  Only those rows,
+  and the per-kind counts, reach the driver, which records them in the batch's staged
+  manifest before moving ``staged_through`` (files no manifest names are a failed attempt's
+  and are deleted);
+* **the accumulator is the driver's bookkeeping**, as now: bytes and age per destination
+  from the staged manifests, ``ready()`` unchanged (``batch.size``, ``linger.ms``,
+  ``buffer.memory``, flush on close);
+* **the sender is a second small Spark job** per drain: one task per ready destination
+  reads its staged files and writes Parquet data files of about ``batch.size`` into the
+  table's location, returning each file's add action (path, size, partition values,
+  stats).  The driver writes the drain manifest, then commits the add actions in one
+  commit per table with ``DeltaTable.create_write_transaction(actions, mode="append",
+  ..., commit_properties=CommitProperties(app_transactions=[Transaction(app_id,
+  version)]))`` -- metadata only (checked here: delta-rs 1.6 commits such add actions with
+  the app transaction, and ``transaction_version`` reads it back).  Where Delta is on the
+  classpath, Delta's own writer with ``txnAppId``/``txnVersion`` does the same from a
+  DataFrame over the staged files.
+
+Exactly once stays the accumulator's argument: a drain's data files are invisible until
+its commit, so a crash before it leaves only unreferenced files (removed by ``VACUUM``),
+and a crash after it is resolved by ``transaction_version`` as now.
 """
 
 from __future__ import annotations

@@ -15,17 +15,21 @@ id last recorded, so a replayed micro-batch adds nothing twice.
 
 Every table's schema and partition column come from ``contract.TABLES``; the rows handed to
 a writer are cast to that schema, so a table's columns are what the contract says.
+
+The output root may be a path or a URI: delta-rs gets it through ``storage.location`` with
+the ``storage.*`` settings as storage options (on S3 these include ``conditional_put=etag``,
+delta-rs's commit safety there: see ``spark_purgatory.storage``); Spark gets it as given.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any, Literal
 
 import pyarrow as pa
 
 from ..contract import TABLES
+from ..storage import Storage, join, location
 
 __all__ = [
     "DeltaRsWriter",
@@ -43,14 +47,22 @@ WriterChoice = Literal["auto", "delta-rs", "spark"]
 
 
 class DeltaRsWriter:
-    """Writes with delta-rs (no JVM Delta needed); idempotent through app transactions."""
+    """Writes with delta-rs (no JVM Delta needed); idempotent through app transactions.
 
-    def __init__(self, root: str, *, storage_options: dict[str, str] | None = None) -> None:
+    Args:
+        root: where the tables live (a path or a URI).
+        storage_options: delta-rs storage options, over those ``storage`` gives.
+        storage: the ``storage.*`` settings (the environment's when None).
+    """
+
+    def __init__(
+        self, root: str, *, storage_options: dict[str, str] | None = None, storage: Storage | None = None
+    ) -> None:
         self.root = root
-        self.storage_options = storage_options
+        self.storage_options = _options(root, storage, storage_options)
 
     def path(self, table: str) -> str:
-        return os.path.join(self.root, table)
+        return join(self.root, table)
 
     def committed_version(self, table: str, app_id: str) -> int | None:
         return _recorded_version(self.path(table), app_id, self.storage_options)
@@ -64,7 +76,7 @@ class DeltaRsWriter:
             return
         contract = TABLES[table]
         write_deltalake(
-            self.path(table),
+            location(self.path(table)),
             rows.select(contract.schema.names).cast(contract.schema),
             mode="append",
             partition_by=[contract.partition_by],
@@ -79,15 +91,16 @@ class DeltaRsWriter:
 class SparkDeltaWriter:
     """Writes with Spark's Delta data source (``txnAppId``/``txnVersion``): clusters, Databricks."""
 
-    def __init__(self, spark: Any, root: str) -> None:
+    def __init__(self, spark: Any, root: str, *, storage: Storage | None = None) -> None:
         self.spark = spark
         self.root = root
+        self.storage_options = _options(root, storage, None)  # for reading the log with delta-rs
 
     def path(self, table: str) -> str:
-        return os.path.join(self.root, table)
+        return join(self.root, table)
 
     def committed_version(self, table: str, app_id: str) -> int | None:
-        return _recorded_version(self.path(table), app_id, None)
+        return _recorded_version(self.path(table), app_id, self.storage_options)
 
     def commit(self, table: str, rows: pa.Table, *, app_id: str, version: int, target_file_size: int) -> None:
         contract = TABLES[table]
@@ -104,15 +117,24 @@ class SparkDeltaWriter:
         )
 
 
-def _recorded_version(path: str, app_id: str, storage_options: dict[str, str] | None) -> int | None:
+def _options(root: str, storage: Storage | None, given: dict[str, str] | None) -> dict[str, str] | None:
+    return {**((storage or Storage()).delta_options(root) or {}), **(given or {})} or None
+
+
+def _open(path: str, storage_options: dict[str, str] | None) -> Any:
+    """The Delta table at ``path`` (None if there is none yet)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(path, storage_options=storage_options)
+        return DeltaTable(location(path), storage_options=storage_options)
     except TableNotFoundError:
         return None
-    return table.transaction_version(app_id)
+
+
+def _recorded_version(path: str, app_id: str, storage_options: dict[str, str] | None) -> int | None:
+    table = _open(path, storage_options)
+    return None if table is None else table.transaction_version(app_id)
 
 
 def delta_classes_available(spark: Any) -> bool:
@@ -138,26 +160,25 @@ def delta_classes_available(spark: Any) -> bool:
 
 
 def choose_writer(
-    spark: Any, root: str, *, prefer: WriterChoice = "auto"
+    spark: Any, root: str, *, prefer: WriterChoice = "auto", storage: Storage | None = None
 ) -> DeltaRsWriter | SparkDeltaWriter:
     """``SparkDeltaWriter`` when Delta is on the classpath (or ``prefer="spark"``), else delta-rs."""
     if prefer not in ("auto", "spark", "delta-rs"):
         raise ValueError(f"writer must be auto, spark or delta-rs, got {prefer!r}")
     if prefer == "spark" or (prefer == "auto" and delta_classes_available(spark)):
-        return SparkDeltaWriter(spark, root)
-    return DeltaRsWriter(root)
+        return SparkDeltaWriter(spark, root, storage=storage)
+    return DeltaRsWriter(root, storage=storage)
 
 
-def maintain_tables(root: str, *, compact: bool = True, checkpoint: bool = True) -> dict[str, dict]:
+def maintain_tables(
+    root: str, *, compact: bool = True, checkpoint: bool = True, storage: Storage | None = None
+) -> dict[str, dict]:
     """Optional upkeep through delta-rs: compact small files and write a log checkpoint."""
-    from deltalake import DeltaTable
-
     report = {}
     for name in TABLES:
-        path = os.path.join(root, name)
-        if not os.path.isdir(os.path.join(path, "_delta_log")):
+        table = _open(join(root, name), _options(root, storage, None))
+        if table is None:
             continue
-        table = DeltaTable(path)
         entry: dict[str, Any] = {}
         if compact:
             entry["compact"] = table.optimize.compact()

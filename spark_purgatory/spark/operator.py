@@ -49,6 +49,7 @@ from ..engine.conditions import CONDITIONS
 from ..engine.purgatory import Purgatory
 from ..engine.wheel import NO_EXPIRATION
 from ..state import SegmentStore, load_state, loaded_by, save_state
+from ..storage import Storage
 from .labels import shard_numbers
 from .output import OUTPUT_SCHEMA, output_rows, with_timestamps
 from .routing import (
@@ -235,6 +236,7 @@ def segment_store(config: PurgatoryConfig) -> SegmentStore | None:
         config.state_path,
         segment_rows=config.state_segment_rows,
         retain_versions=config.state_retain_versions,
+        storage=Storage.of(config),
     )
 
 

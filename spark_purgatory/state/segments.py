@@ -11,41 +11,25 @@ names a file always reads the same bytes; a file is deleted only by the shard wh
 lineage wrote it, once no retained version names it.
 
 The path must be reachable from every executor, like the checkpoint: a local or FUSE path
-(``/dbfs/...``, ``/Volumes/...``) or a URI pyarrow's filesystems understand (``s3://``,
-``gs://``, ``abfs://``, ``hdfs://``).  The job puts it next to the checkpoint by default.
+(``/dbfs/...``, ``/Volumes/...``) or a URI (``s3://``, ``s3a://``, ``gs://``, ``abfs://``,
+``hdfs://``, ``dbfs:/``), opened through ``spark_purgatory.storage`` with the ``storage.*``
+settings.  The job puts it next to the checkpoint by default.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Literal
 
 import pyarrow.fs as pafs
 
+from ..storage import Storage
 from .codec import pack_parts, unpack_parts
 
 __all__ = ["SegmentStore"]
 
 #: what a segment file holds: every big table, or a change since the segment before it
 SegmentKind = Literal["base", "delta"]
-
-
-def _pyarrow_location(root: str) -> str:
-    """Hadoop-style names as pyarrow knows them: ``s3a://`` is ``s3://``, ``dbfs:/x`` is the
-    FUSE path ``/dbfs/x``, ``file:/x`` is ``/x``.
-
-    >>> _pyarrow_location("s3a://bucket/chk"), _pyarrow_location("dbfs:/chk"), _pyarrow_location("file:///t")
-    ('s3://bucket/chk', '/dbfs/chk', '/t')
-    """
-    for hadoop in ("s3a://", "s3n://"):
-        if root.startswith(hadoop):
-            return "s3://" + root[len(hadoop) :]
-    if root.startswith("dbfs:/"):
-        return "/dbfs/" + root[len("dbfs:/") :].lstrip("/")
-    if root.startswith("file:"):
-        return "/" + root[len("file:") :].lstrip("/")
-    return root
 
 
 class SegmentStore:
@@ -56,6 +40,7 @@ class SegmentStore:
         segment_rows: rows of change a state value holds before they go to a segment file;
             a shard whose state has fewer rows than this keeps everything in the value.
         retain_versions: saves of a shard after which a replaced segment file is deleted.
+        storage: the ``storage.*`` settings (endpoint, region ...); the environment's when None.
 
     Example::
 
@@ -64,15 +49,19 @@ class SegmentStore:
         again = load_state(blob, config, store)
     """
 
-    def __init__(self, root: str, *, segment_rows: int = 100_000, retain_versions: int = 100) -> None:
+    def __init__(
+        self,
+        root: str,
+        *,
+        segment_rows: int = 100_000,
+        retain_versions: int = 100,
+        storage: Storage | None = None,
+    ) -> None:
         self.root = root
         self.segment_rows = int(segment_rows)
         self.retain_versions = int(retain_versions)
-        location = _pyarrow_location(root)
-        if "://" in location:
-            self._fs, self._dir = pafs.FileSystem.from_uri(location)
-        else:
-            self._fs, self._dir = pafs.LocalFileSystem(), os.path.abspath(location)
+        self.storage = storage or Storage()
+        self._fs, self._dir = self.storage.filesystem(root)
         self._made = False
 
     def __getstate__(self) -> dict:  # shipped to executors inside the shard function
@@ -80,7 +69,10 @@ class SegmentStore:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(
-            state["root"], segment_rows=state["segment_rows"], retain_versions=state["retain_versions"]
+            state["root"],
+            segment_rows=state["segment_rows"],
+            retain_versions=state["retain_versions"],
+            storage=state["storage"],
         )
 
     def write(self, kind: SegmentKind, parts: dict[str, bytes], meta: dict[str, str]) -> str:

@@ -1,0 +1,159 @@
+"""Where the project writes its own files: every path a URI, one mapping, one set of settings.
+
+Paths (checkpoint, output tables, accumulator staging, shard-state segments) may be plain
+paths or URIs -- ``file://``, ``s3://``, ``s3a://``, ``gs://``, ``abfss://``, ``dbfs:/``,
+``/Volumes/...``.  Spark reads them itself; what the project writes itself goes through
+pyarrow's filesystems (staging, segments, the checkpoint's id file) and delta-rs (tables),
+and both see a path the same way, through ``location``: Hadoop's ``s3a://`` is ``s3://``,
+``dbfs:/x`` is the FUSE path ``/dbfs/x``, ``file:/x`` is ``/x``.
+
+``Storage`` carries our ``storage.*`` keys (endpoint, region, plain HTTP, delta-rs's S3
+commit safety) to both; anything it leaves unset comes from the standard environment
+variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
+``AWS_ENDPOINT_URL``, ...), which pyarrow and delta-rs both read.
+
+Invariants: nothing is resolved against the working directory except a plain relative path
+the user gave; a file written with ``write_once`` is never replaced.
+
+S3 commit safety: S3 has no atomic rename, so delta-rs refuses to commit there unless a lock
+or conditional writes are configured.  ``storage.s3.conditional.put = etag`` (the default)
+passes delta-rs ``conditional_put=etag``: a commit file is written only if absent (S3's
+conditional writes; run here against moto's server, see ``tests/test_object_store.py``); set
+it empty to configure a DynamoDB lock through delta-rs's own ``AWS_S3_LOCKING_PROVIDER``
+variables instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import pyarrow.fs as pafs
+
+__all__ = ["Storage", "location", "join", "write_once"]
+
+
+def location(uri: str) -> str:
+    """A path or URI as pyarrow and delta-rs know it.
+
+    >>> location("s3a://bucket/chk"), location("dbfs:/chk"), location("file:///t"), location("/Volumes/c/s/v")
+    ('s3://bucket/chk', '/dbfs/chk', '/t', '/Volumes/c/s/v')
+    """
+    for hadoop in ("s3a://", "s3n://"):
+        if uri.startswith(hadoop):
+            return "s3://" + uri[len(hadoop) :]
+    if uri.startswith("dbfs:/"):
+        return "/dbfs/" + uri[len("dbfs:/") :].lstrip("/")
+    if uri.startswith("file:"):
+        return "/" + uri[len("file:") :].lstrip("/")
+    return uri
+
+
+def join(uri: str, *parts: str) -> str:
+    """``uri/part/...`` for paths and URIs alike (the URI's scheme is kept as given).
+
+    >>> join("s3a://b/chk/", "accumulator"), join("/chk", "a", "b")
+    ('s3a://b/chk/accumulator', '/chk/a/b')
+    """
+    return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The ``storage.*`` settings, for pyarrow's filesystems and delta-rs's storage options.
+
+    Args:
+        endpoint: an S3-compatible endpoint (``storage.endpoint``), e.g. MinIO's; else
+            ``AWS_ENDPOINT_URL`` or AWS itself.
+        region: the bucket's region (``storage.region``); else ``AWS_REGION``.
+        allow_http: talk plain HTTP to the endpoint (``storage.allow.http``).
+        s3_conditional_put: delta-rs's S3 commit safety (``storage.s3.conditional.put``):
+            ``etag`` or empty (see the module docstring).
+
+    >>> Storage(endpoint="http://127.0.0.1:9000", allow_http=True).delta_options("s3a://b/t")["AWS_ENDPOINT_URL"]
+    'http://127.0.0.1:9000'
+    >>> Storage().delta_options("/tmp/t") is None
+    True
+    """
+
+    endpoint: str = ""
+    region: str = ""
+    allow_http: bool = False
+    s3_conditional_put: str = "etag"
+
+    @classmethod
+    def of(cls, config: Any) -> Storage:
+        """The settings a ``PurgatoryConfig`` holds."""
+        return cls(
+            endpoint=config.storage_endpoint,
+            region=config.storage_region,
+            allow_http=config.storage_allow_http,
+            s3_conditional_put=config.storage_s3_conditional_put,
+        )
+
+    def filesystem(self, uri: str) -> tuple[pafs.FileSystem, str]:
+        """pyarrow's filesystem for ``uri`` and the path inside it (absolute for local paths)."""
+        where = location(uri)
+        if "://" not in where:
+            return pafs.LocalFileSystem(), os.path.abspath(where)
+        if where.startswith("s3://"):
+            where += self._s3_query()
+        fs, path = pafs.FileSystem.from_uri(where)  # pyarrow reads the environment here
+        return fs, path.rstrip("/")
+
+    def delta_options(self, uri: str) -> dict[str, str] | None:
+        """delta-rs's ``storage_options`` for a table at ``uri`` (None: nothing to add)."""
+        if not location(uri).startswith("s3://"):
+            return None
+        options = {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": self.region,
+            "AWS_ALLOW_HTTP": "true" if self.allow_http else "",
+            "conditional_put": self.s3_conditional_put,
+        }
+        return {k: v for k, v in options.items() if v}
+
+    def _s3_query(self) -> str:
+        """Our settings as the query of an ``s3://`` URI, pyarrow's way to configure it."""
+        options: dict[str, str] = {}
+        if self.endpoint:
+            options["endpoint_override"] = self.endpoint.split("://", 1)[-1]
+            options["scheme"] = "http" if self.allow_http or self.endpoint.startswith("http:") else "https"
+        if self.region:
+            options["region"] = self.region
+        return "?" + urlencode(options) if options else ""
+
+
+def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
+    """Write ``data`` at ``path`` unless a file is there; return what the file holds.
+
+    Locally the file is linked into place, which fails if it exists, so two writers agree on
+    one content.  Object stores check and put (pyarrow offers no conditional put): callers
+    use it only where one writer at a time is the rule, e.g. a checkpoint's first start.
+    """
+    try:
+        with fs.open_input_stream(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        pass
+    if isinstance(fs, pafs.LocalFileSystem):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.remove(tmp)
+    else:
+        with fs.open_output_stream(path) as out:
+            out.write(data)
+    with fs.open_input_stream(path) as f:
+        return f.read()

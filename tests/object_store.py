@@ -1,0 +1,83 @@
+"""An S3-compatible object store on loopback for the tests: ``moto``'s server, one bucket.
+
+``S3Store()`` starts ``moto.server.ThreadedMotoServer`` on 127.0.0.1 (a free port) and
+creates a bucket; the project reaches it the way a user reaches MinIO or S3: our
+``storage.*`` keys (``settings``) for the endpoint, the standard AWS variables (``env``)
+for the credentials.  ``storage_options`` are delta-rs's, to read the tables back.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from spark_purgatory.storage import Storage
+
+BUCKET = "purgatory"  # S3 bucket names need 3+ characters
+REGION = "us-east-1"
+#: what a user exports: fake credentials (moto accepts any) and the region
+ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION}
+
+
+class S3Store:
+    """moto's S3 server on loopback with one bucket; ``stop()`` it when done."""
+
+    def __init__(self, bucket: str = BUCKET) -> None:
+        import boto3
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        host, port = self.server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        self.bucket = bucket
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=ENV["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=ENV["AWS_SECRET_ACCESS_KEY"],
+        )
+        client.create_bucket(Bucket=bucket)
+
+    def uri(self, *parts: str, scheme: str = "s3") -> str:
+        return "/".join([f"{scheme}://{self.bucket}", *parts])
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(ENV)
+
+    @property
+    def settings(self) -> dict[str, str]:
+        """Our ``storage.*`` keys for this store (as ``--set`` or a conf file would give them)."""
+        return {"storage.endpoint": self.endpoint, "storage.region": REGION, "storage.allow.http": "true"}
+
+    @property
+    def storage(self) -> Storage:
+        return Storage(endpoint=self.endpoint, region=REGION, allow_http=True)
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """delta-rs's options to read a table back (credentials included: no environment needed)."""
+        options = self.storage.delta_options(self.uri()) or {}
+        return {**options, "AWS_ACCESS_KEY_ID": ENV["AWS_ACCESS_KEY_ID"], "AWS_SECRET_ACCESS_KEY": "testing"}
+
+    def keys(self, prefix: str = "") -> list[str]:
+        """The object keys under ``prefix`` (to check what was written where)."""
+        import pyarrow.fs as pafs
+
+        fs = pafs.S3FileSystem(
+            endpoint_override=self.endpoint,
+            scheme="http",
+            region=REGION,
+            access_key=ENV["AWS_ACCESS_KEY_ID"],
+            secret_key=ENV["AWS_SECRET_ACCESS_KEY"],
+        )
+        where = f"{self.bucket}/{prefix}".rstrip("/")
+        selector = pafs.FileSelector(where, recursive=True, allow_not_found=True)
+        return sorted(
+            i.path[len(self.bucket) + 1 :] for i in fs.get_file_info(selector) if i.type == pafs.FileType.File
+        )
+
+    def stop(self) -> None:
+        self.server.stop()
