@@ -63,7 +63,7 @@ def test_state_round_trips_losslessly_and_behaves_the_same():
 def test_outcomes_do_not_depend_on_how_input_is_split_into_batches(segmented, tmp_path):
     def trial(number: int, segment_rows: int):
         # the state goes through a SegmentStore after every batch and is rebuilt from base
-        # segment + delta (tiny segment sizes: bases are written and replaced often)
+        # segment + change (tiny segment sizes: bases are written and replaced often)
         store = SegmentStore(str(tmp_path / f"t{number}"), segment_rows=segment_rows, retain_versions=2)
         workers = [WorkerCache(), WorkerCache()]  # each simulated Python worker's cache
         current = [WorkerCache()]
@@ -90,7 +90,7 @@ def test_outcomes_do_not_depend_on_how_input_is_split_into_batches(segmented, tm
 # -- segments and the worker cache -----------------------------------------------------------------
 
 
-def test_segmented_state_keeps_only_the_delta_and_restarts_from_any_retained_version(tmp_path):
+def test_segmented_state_keeps_only_the_change_and_restarts_from_any_retained_version(tmp_path):
     store = SegmentStore(str(tmp_path), segment_rows=50, retain_versions=3)
     p = purgatory()
     step(p, ops=[op(f"o{i}", f"k{i % 100}", i, timeout_ms=10_000) for i in range(3000)], wm=0)
@@ -99,7 +99,7 @@ def test_segmented_state_keeps_only_the_delta_and_restarts_from_any_retained_ver
     step(p, ops=[op("late-op", "k1", 500, timeout_ms=10_000)], events=[ev("k3", 600)], wm=100)
     second = save_state(p, store)
     assert p.pending == 3001 - 6  # k3's operations created by ts 600 completed
-    # the value holds the delta (one op added, six resolved), not the 3000 operations
+    # the value holds the change (one op added, six resolved), not the 3000 operations
     assert len(second) < len(save_state(p)) / 10
     # a restart from either version, without the worker cache, gives what the live object gives
     live = step(p, events=[ev("k1", 700)], wm=200)
@@ -145,12 +145,12 @@ def test_a_parked_ancestor_is_brought_forward_and_a_parked_stranger_is_not(tmp_p
     v1 = save_state(p, store, park=True)  # worker A keeps v1 ...
     WORKER_CACHE.clear()
     other = load_state(v1, p.config, store)  # ... worker B rebuilds it and goes on
-    for b in range(6):  # enough batches for delta segments to be written in between
+    for b in range(6):  # enough batches for change segments to be written in between
         new_ops = [op(f"n{b}-{i}", f"m{i % 3}", 1000 + b * 100, timeout_ms=5_000) for i in range(30)]
         r = step(other, ops=new_ops, events=[ev(f"m{b % 3}", 1050 + b * 100)], wm=300 + b * 100)
         assert len(r.rejected) == 0 and len(r.outcomes) > 0
         latest = save_state(other, store)
-    assert len(other.lineage.segments) > 2  # base + delta segments written after v1
+    assert len(other.lineage.segments) > 2  # base + change segments written after v1
     rebuilt = load_state(latest, p.config, store)  # nothing parked: a full rebuild
     WORKER_CACHE.park(p.lineage.id, p.lineage.token, p)  # worker A still holds v1
     caught_up = load_state(latest, p.config, store)

@@ -2,7 +2,7 @@
 
 A ``SegmentStore`` is a directory (or filesystem URI) of segment files, each written once
 and never modified: ``base-<uuid>.arrow`` holds every big table of a shard,
-``delta-<uuid>.arrow`` what changed since the segment before it (how they are combined is
+``change-<uuid>.arrow`` what changed since the segment before it (how they are combined is
 ``shard_state``'s business).  The store also knows the sizes that shape the segments
 (``segment_rows``, ``retain_versions``).
 
@@ -29,7 +29,7 @@ from .codec import pack_parts, unpack_parts
 __all__ = ["SegmentStore"]
 
 #: what a segment file holds: every big table, or a change since the segment before it
-SegmentKind = Literal["base", "delta"]
+SegmentKind = Literal["base", "change"]
 
 
 class SegmentStore:
@@ -45,7 +45,7 @@ class SegmentStore:
     Example::
 
         store = SegmentStore("/chk/purgatory-state", segment_rows=100_000)
-        blob = save_state(purgatory, store)          # small: segment names and a delta
+        blob = save_state(purgatory, store)          # small: segment names and a change
         again = load_state(blob, config, store)
     """
 
@@ -102,4 +102,4 @@ class SegmentStore:
             infos = self._fs.get_file_info(pafs.FileSelector(self._dir))
         except FileNotFoundError:
             return []
-        return sorted(i.base_name for i in infos if i.base_name.startswith(("base-", "delta-")))
+        return sorted(i.base_name for i in infos if i.base_name.startswith(("base-", "change-")))

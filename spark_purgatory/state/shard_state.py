@@ -7,11 +7,11 @@ every micro-batch moves all of it through the state store, the JVM and Arrow, bo
 shard's last *segment*: the operations added since (the tail), the handles resolved since
 (the dead), the dedup rows added since, the small tables (matches, buffered events, key
 progress) and the list of segment files it extends.  Segments are immutable files: one
-*base* (every big table) and *delta* segments (tails and deads), LSM-style:
+*base* (every big table) and *change* segments (tails and deads), LSM-style:
 
-* when the value's delta passes ``purgatory.state.segment.rows`` it is written out as a delta
+* when the value's change passes ``purgatory.state.segment.rows`` it is written out as a change
   segment, so the value stays small;
-* when the delta segments together hold half as many rows as the base, one new base replaces
+* when the change segments together hold half as many rows as the base, one new base replaces
   them all (the rewrite is amortised over many micro-batches).
 
 A shard below ``purgatory.state.segment.rows`` rows keeps everything in the value.  What
@@ -32,7 +32,7 @@ claims a parked object of the same lineage:
 
 * finds the same token: takes the object back, nothing to load (``exact``);
 * finds an ancestor on the same segments (another worker ran the shard since): applies only
-  what changed since, the delta segments written in between and the value's delta
+  what changed since, the change segments written in between and the value's change
   (``caught-up``);
 * otherwise (a sibling from a failed attempt, another shard, nothing parked): rebuilds from
   the segments and the value (``rebuilt``).
@@ -87,7 +87,7 @@ class Lineage:
     ancestry: list[str] = field(default_factory=list)
     loaded_by: str = "new"  # exact | caught-up | rebuilt | new
     saves: int = 0  # saves with segments, the clock of the graveyard
-    segments: list[Segment] = field(default_factory=list)  # [base, delta, ...]
+    segments: list[Segment] = field(default_factory=list)  # [base, change, ...]
     graveyard: list[tuple[str, int]] = field(default_factory=list)  # replaced files, the save that did it
     dead: list[np.ndarray] = field(default_factory=list)  # handles resolved since the last segment
     resolved: list[pd.DataFrame] = field(default_factory=list)  # dedup rows added since then
@@ -137,8 +137,8 @@ def save_state(
         parts.update({name: frame_bytes(getattr(t, name)) for name in BIG_TABLES})
         parts["wheel"] = t.wheel.to_bytes()  # type: ignore[union-attr]
     else:
-        delta = _save_segments(t, lineage, store)
-        parts.update({f"tail_{k}": frame_bytes(v) for k, v in delta.items()})
+        change = _save_segments(t, lineage, store)
+        parts.update({f"tail_{k}": frame_bytes(v) for k, v in change.items()})
         meta.update(
             segments=json.dumps(lineage.segments),
             saves=str(lineage.saves),
@@ -169,19 +169,19 @@ def _scalars(p: Purgatory, t: ShardTables, lineage: Lineage) -> dict[str, str]:
 
 
 def _save_segments(t: ShardTables, lineage: Lineage, store: SegmentStore) -> dict[str, pd.DataFrame]:
-    """Write a segment file if one is due (the first base, a delta grown too big, a new base
-    replacing a pile of deltas), collect old files, and return the value's delta."""
+    """Write a segment file if one is due (the first base, a change grown too big, a new base
+    replacing a pile of changes), collect old files, and return the value's change."""
     lineage.saves += 1
-    delta = _delta(t, lineage) if lineage.segments else None
-    if delta is None or _rows_in(delta) > store.segment_rows:
-        # deltas pile up until they hold half the base's rows; then one new base replaces them
-        rebase = delta is None or (
-            sum(s.rows for s in lineage.segments[1:]) + _rows_in(delta) > lineage.segments[0].rows // 2
+    change = _change(t, lineage) if lineage.segments else None
+    if change is None or _rows_in(change) > store.segment_rows:
+        # changes pile up until they hold half the base's rows; then one new base replaces them
+        rebase = change is None or (
+            sum(s.rows for s in lineage.segments[1:]) + _rows_in(change) > lineage.segments[0].rows // 2
         )
-        _write_segment(t, lineage, store, None if rebase else delta)
-        delta = _delta(t, lineage)  # empty: everything is in the segments now
+        _write_segment(t, lineage, store, None if rebase else change)
+        change = _change(t, lineage)  # empty: everything is in the segments now
     _collect(lineage, store)
-    return delta
+    return change
 
 
 def _collect(lineage: Lineage, store: SegmentStore) -> None:
@@ -192,35 +192,35 @@ def _collect(lineage: Lineage, store: SegmentStore) -> None:
         lineage.graveyard = [(name, at) for name, at in lineage.graveyard if name not in old]
 
 
-def _delta(t: ShardTables, lineage: Lineage) -> dict[str, pd.DataFrame]:
+def _change(t: ShardTables, lineage: Lineage) -> dict[str, pd.DataFrame]:
     """What changed since the last segment: new rows of the big tables, resolved handles."""
     since = lineage.segments[-1].next_handle
-    delta = {}
+    change = {}
     for name in _TAILS:
         frame = getattr(t, name)
-        delta[name] = frame.loc[frame["handle"].to_numpy(np.int64) >= since]
+        change[name] = frame.loc[frame["handle"].to_numpy(np.int64) >= since]
     dead = np.unique(np.concatenate([np.empty(0, np.int64), *lineage.dead]))
-    delta["dead"] = pd.DataFrame({"handle": dead[dead < since]})
+    change["dead"] = pd.DataFrame({"handle": dead[dead < since]})
     new = empty(RESOLVED)
     for rows in lineage.resolved:
         new = stack(new, rows)
-    delta["resolved"] = new.loc[new["expire_at"].to_numpy(np.int64) > t.retired_wm]
-    return delta
+    change["resolved"] = new.loc[new["expire_at"].to_numpy(np.int64) > t.retired_wm]
+    return change
 
 
 def _write_segment(
-    t: ShardTables, lineage: Lineage, store: SegmentStore, delta: dict[str, pd.DataFrame] | None
+    t: ShardTables, lineage: Lineage, store: SegmentStore, change: dict[str, pd.DataFrame] | None
 ) -> None:
-    """Write ``delta`` as a delta segment, or (None) every big table as a new base segment,
+    """Write ``change`` as a change segment, or (None) every big table as a new base segment,
     which replaces all earlier segments."""
-    if delta is None:
+    if change is None:
         frames = {name: getattr(t, name) for name in BIG_TABLES}
         lineage.graveyard += [(s.name, lineage.saves) for s in lineage.segments]
         lineage.segments = []
     else:
-        frames = {f"tail_{k}": v for k, v in delta.items()}
+        frames = {f"tail_{k}": v for k, v in change.items()}
     parts = {k: frame_bytes(v) for k, v in frames.items()}
-    name = store.write("delta" if delta is not None else "base", parts, {"lineage": lineage.id})
+    name = store.write("change" if change is not None else "base", parts, {"lineage": lineage.id})
     lineage.segments.append(Segment(name, t.next_handle, _rows_in(frames)))
     lineage.dead, lineage.resolved = [], []
 
@@ -324,11 +324,11 @@ def _can_catch_up(lineage: Lineage, meta: dict[str, str], store: SegmentStore | 
 
 def _catch_up(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str], store: SegmentStore) -> None:
     """Bring ``p`` (whose big tables are ``t``'s) forward from its last segment to ``meta``'s
-    version: apply the delta segments written since, then the value's delta, as one change."""
+    version: apply the change segments written since, then the value's change, as one change."""
     lineage = p.lineage
     segments = _segments_of(meta)
     later = [store.read(s.name)[0] for s in segments[len(lineage.segments) :]]
-    _apply_delta(t, lineage, _delta_of([*later, parts]))
+    _apply_change(t, lineage, _change_of([*later, parts]))
     lineage.segments = segments
     _set_small(p, t, parts, meta)
     t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
@@ -339,34 +339,34 @@ def _catch_up(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str], s
     p.take_changes()  # the state layer has it all: log from here on
 
 
-def _delta_of(layers: list[dict]) -> dict:
-    """Consecutive deltas (``tail_*`` parts, oldest first) as one: their new rows, less the
+def _change_of(layers: list[dict]) -> dict:
+    """Consecutive changes (``tail_*`` parts, oldest first) as one: their new rows, less the
     handles any of them resolved, and all those handles."""
     dead = np.concatenate([handles_from(layer["tail_dead"]) for layer in layers])
-    delta: dict = {"dead": dead}
+    change: dict = {"dead": dead}
     for name, dtypes in BIG_TABLES.items():
         frame = empty(dtypes)
         for layer in layers:
             frame = stack(frame, frame_from(layer[f"tail_{name}"], dtypes))
         if name != "resolved" and len(dead):
             frame = rows_where(frame, ~np.isin(frame["handle"].to_numpy(np.int64), dead))
-        delta[name] = frame
-    return delta
+        change[name] = frame
+    return change
 
 
-def _apply_delta(t: ShardTables, lineage: Lineage, delta: dict) -> None:
-    """Replace what changed since the last segment by ``delta`` (``_delta_of``)."""
+def _apply_change(t: ShardTables, lineage: Lineage, change: dict) -> None:
+    """Replace what changed since the last segment by ``change`` (``_change_of``)."""
     since = lineage.segments[-1].next_handle
     for name in _TAILS:
         frame = getattr(t, name)
         h = frame["handle"].to_numpy(np.int64)
-        kept = rows_where(frame, (h < since) & ~np.isin(h, delta["dead"]))
-        tail = delta[name]
+        kept = rows_where(frame, (h < since) & ~np.isin(h, change["dead"]))
+        tail = change[name]
         setattr(t, name, stack(kept, tail) if name == "ops" else merge_by_hash(kept, tail))
-    if lineage.resolved:  # rows added since the last segment: the delta has them (or fewer)
+    if lineage.resolved:  # rows added since the last segment: the change has them (or fewer)
         old = pd.concat(lineage.resolved)
         t.resolved = rows_where(t.resolved, ~np.isin(_row_key(t.resolved), _row_key(old)))
-    t.resolved = merge_by_hash(t.resolved, delta["resolved"])
+    t.resolved = merge_by_hash(t.resolved, change["resolved"])
 
 
 def _row_key(resolved: pd.DataFrame) -> np.ndarray:
