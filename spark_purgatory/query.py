@@ -20,10 +20,9 @@ go through it, so they run the same query with the same defaults:
   when no micro-batch runs;
 * ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (see below).
 
-Session settings.  The operator groups rows by shard under labels chosen so that each of the
-``shards + 1`` groups (the primaries and the cross-shard group) gets its own partition when
-the query has exactly ``shards + 1`` shuffle partitions; any other count leaves partitions
-empty (200 by default: 197 idle tasks per micro-batch) or makes shards share a task, and
+Session settings.  Each shard gets its own partition only when the query has exactly
+``shards + 1`` shuffle partitions (``spark.labels`` explains why); any other count leaves
+partitions idle (200 by default) or makes shards share a task, and
 Spark fixes the count in the checkpoint on the first run.  ``start`` therefore starts the
 query with ``shards + 1`` partitions whatever the session says and restores the session's own
 value (or its absence) right after, so the user's other queries are untouched; to change the
