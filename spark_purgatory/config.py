@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from .contract import SOURCE_EVENTS, SOURCE_OPERATIONS
+
 __all__ = ["ConfigError", "PurgatoryConfig", "parse_interval_ms"]
 
 
@@ -66,6 +68,8 @@ class PurgatoryConfig:
     progress_retention_ms: int = 86_400_000
     dedup_retention_ms: int = 600_000
     watermark_delay: str = "10 seconds"
+    watermark_delay_operations: str = ""
+    watermark_delay_events: str = ""
     accumulator_batch_size: int = 128 * 1024 * 1024
     accumulator_linger_ms: int = 60_000
     accumulator_buffer_memory: int = 512 * 1024 * 1024
@@ -79,6 +83,18 @@ class PurgatoryConfig:
     @property
     def watermark_delay_ms(self) -> int:
         return parse_interval_ms(self.watermark_delay)
+
+    def input_delay_ms(self, source: str) -> int:
+        """The watermark delay of one input (``operations`` or ``events``): its own
+        ``watermark.delay.<source>`` when set, else ``watermark.delay``.
+
+        >>> PurgatoryConfig(watermark_delay_events="30 seconds").input_delay_ms("events")
+        30000
+        >>> PurgatoryConfig(watermark_delay_events="30 seconds").input_delay_ms("operations")
+        10000
+        """
+        own = {SOURCE_OPERATIONS: self.watermark_delay_operations, SOURCE_EVENTS: self.watermark_delay_events}
+        return parse_interval_ms(own[source]) if own[source] else self.watermark_delay_ms
 
     def __post_init__(self) -> None:
         positive = {
@@ -103,7 +119,13 @@ class PurgatoryConfig:
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= 0, got {getattr(self, name)}")
-        parse_interval_ms(self.watermark_delay)
+        for name in ("watermark_delay", "watermark_delay_operations", "watermark_delay_events"):
+            value = getattr(self, name)
+            if value or name == "watermark_delay":
+                try:
+                    parse_interval_ms(value)
+                except ConfigError as error:
+                    raise ConfigError(f"{_KEYS_BY_FIELD[name]}: {error}") from None
         if self.accumulator_buffer_memory < self.accumulator_batch_size:
             raise ConfigError(
                 "accumulator.buffer.memory must be >= accumulator.batch.size "
@@ -135,6 +157,8 @@ _FIELDS_BY_KEY = {
     "purgatory.progress.retention.ms": "progress_retention_ms",
     "purgatory.dedup.retention.ms": "dedup_retention_ms",
     "watermark.delay": "watermark_delay",
+    "watermark.delay.operations": "watermark_delay_operations",
+    "watermark.delay.events": "watermark_delay_events",
     "accumulator.batch.size": "accumulator_batch_size",
     "accumulator.linger.ms": "accumulator_linger_ms",
     "accumulator.buffer.memory": "accumulator_buffer_memory",
@@ -150,7 +174,7 @@ assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 
 def _coerce(key: str, name: str, raw: object) -> object:
-    if name in ("watermark_delay", "state_path"):
+    if name in ("watermark_delay", "watermark_delay_operations", "watermark_delay_events", "state_path"):
         return str(raw).strip()
     if name == "cross_shard_operations":
         if isinstance(raw, bool):
