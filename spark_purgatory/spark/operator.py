@@ -107,7 +107,7 @@ def routed_stream(
     events: DataFrame,
     config: PurgatoryConfig,
     *,
-    source_format: SourceFormat = "json",
+    source_format: SourceFormat = "auto",
 ) -> DataFrame:
     """The operator's input: both streams parsed and routed to shards, each with its own
     watermark declared on ``ts + L`` (module docstring), then unioned."""
@@ -136,16 +136,19 @@ def purgatory_stream(
     events: DataFrame,
     config: PurgatoryConfig | None = None,
     *,
-    source_format: SourceFormat = "json",
+    source_format: SourceFormat = "auto",
 ) -> DataFrame:
     """The purgatory over two streaming DataFrames; returns one stream of output rows.
 
     Args:
-        operations: the operations source as read (``read_stream``): text lines for
-            ``json``, typed rows for ``parquet``, Kafka records for ``kafka``.
-        events: the completion-events source, in the same format.
-        config: shards, wheel, retention, watermark delay (``PurgatoryConfig``).
-        source_format: ``json``, ``parquet`` or ``kafka``.
+        operations: the operations source: text lines (``read_stream`` of JSON files), Kafka
+            records, or any DataFrame with the input contract's columns (typed input).
+        events: the completion-events source, likewise.
+        config: shards, wheel, retention, watermark delays (``PurgatoryConfig``).
+        source_format: ``auto`` (told by each input's schema: ``sources.source_format_of``),
+            ``json``, ``kafka``, or ``typed`` (``parquet`` and ``delta`` are typed too).
+            Typed input with a missing or wrongly typed column raises ``InputSchemaError``
+            here, naming the column.
 
     Returns:
         A streaming DataFrame with ``OUTPUT_SCHEMA`` plus timestamps; split each micro-batch
@@ -180,7 +183,7 @@ def purgatory_batch(
     events: DataFrame,
     config: PurgatoryConfig | None = None,
     *,
-    source_format: SourceFormat = "json",
+    source_format: SourceFormat = "auto",
     final_watermark_ms: int | None = None,
 ) -> DataFrame:
     """The same engine on static DataFrames: process everything, then move the watermark.
