@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from ..config import READ_FORMATS
 from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
@@ -50,7 +51,6 @@ from ..engine.conditions import ALL, ANY, CONDITION_NAMES, CONDITIONS, NEEDS_TAR
 
 __all__ = [
     "SourceFormat",
-    "READ_FORMATS",
     "InputSchemaError",
     "source_format_of",
     "OPERATIONS_PARQUET_SCHEMA",
@@ -64,8 +64,6 @@ __all__ = [
 #: how an input is read: ``auto`` tells JSON text, Kafka records and typed columns apart by
 #: the schema (``source_format_of``); ``parquet`` and ``delta`` are typed
 SourceFormat = Literal["auto", "json", "kafka", "typed", "parquet", "delta"]
-#: the formats ``read_stream`` reads from a path or topic
-READ_FORMATS = ("json", "parquet", "delta", "kafka")
 _TYPED_FORMATS = ("typed", "parquet", "delta")
 _KAFKA_COLUMNS = {"key", "value", "topic", "partition", "offset"}
 
