@@ -479,8 +479,9 @@ def read_stream(
     max_files_per_trigger: int | None = None,
     kafka_options: dict[str, str] | None = None,
 ) -> DataFrame:
-    """A streaming DataFrame over ``path``: a directory of JSON-lines or Parquet files, a Delta
-    table (``delta``, when Spark's Delta data source is available), or a Kafka topic."""
+    """A streaming DataFrame over ``path``: a directory of JSON-lines (``json``; also what
+    ``auto`` reads from a path) or Parquet files, a Delta table (``delta``, when Spark's Delta
+    data source is available), or a Kafka topic."""
     if fmt == "kafka":
         reader = spark.readStream.format("kafka").option("subscribe", path)
         for key, value in (kafka_options or {}).items():
@@ -489,7 +490,7 @@ def read_stream(
     reader = spark.readStream
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
-    if fmt == "json":
+    if fmt in ("json", "auto"):
         return reader.format("text").load(path)
     if fmt == "parquet":
         return reader.schema(_parquet_schema(spark, path, kind)).parquet(path)
@@ -503,7 +504,7 @@ def read_batch(
     spark: SparkSession, path: str, fmt: SourceFormat = "json", *, kind: Literal["operations", "events"]
 ) -> DataFrame:
     """The static counterpart of ``read_stream`` (for replays and backfills)."""
-    if fmt == "json":
+    if fmt in ("json", "auto"):
         return spark.read.format("text").load(path)
     if fmt == "parquet":
         return spark.read.schema(_parquet_schema(spark, path, kind)).parquet(path)
