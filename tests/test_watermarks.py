@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from stream_helpers import T0, Files, ev, op, run_stream
 
-from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.config import ConfigError, PurgatoryConfig
 from spark_purgatory.engine.purgatory import Purgatory
 
 pytestmark = pytest.mark.spark
@@ -122,3 +122,10 @@ def test_max_policy_is_honoured(spark, tmp_path):
     late = run.rejected[(run.rejected["reason"] == "late") & (run.rejected["source"] == "operations")]
     assert len(late) > 0  # the events' watermark drives: operations behind it arrive late
     assert len(run.outcomes) + len(late) == sum(len(r) for r in ops)
+
+
+def test_per_input_delays_default_to_watermark_delay_and_are_checked():
+    config = PurgatoryConfig.from_mapping({"watermark.delay": "5 s", "watermark.delay.events": "30 seconds"})
+    assert (config.input_delay_ms("operations"), config.input_delay_ms("events")) == (5_000, 30_000)
+    with pytest.raises(ConfigError, match="watermark.delay.operations"):
+        PurgatoryConfig.from_mapping({"watermark.delay.operations": "soon"})
