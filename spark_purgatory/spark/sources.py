@@ -433,7 +433,7 @@ def _typed_epoch_ms(ts: Column, spark_type: T.DataType | None) -> Column:
     """Epoch ms of a timestamp (a zone-less one read as UTC) or of epoch ms; null if out of range."""
     if isinstance(spark_type, T.TimestampType):
         return _in_range(F.unix_millis(ts))
-    if isinstance(spark_type, T.TimestampNTZType):
+    if isinstance(spark_type, T.TimestampNTZType):  # the input's own `ts` (no Python timestampdiff)
         return _in_range(F.expr("timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', ts)"))
     return _in_range(ts.cast("bigint"))
 
