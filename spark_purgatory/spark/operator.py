@@ -1,8 +1,8 @@
 """The operator: the purgatory as one ``applyInPandasWithState`` over the routed streams.
 
 ``purgatory_stream`` parses both inputs (``sources``), routes them to shards (``routing``),
-declares a watermark on each, unions them and groups by shard into the stateful shard step; the output is one
-stream of rows with a ``kind`` column (``output``).  ``purgatory_batch`` runs the same
+declares a watermark on each, unions them and groups by shard into the stateful shard step;
+the output is one stream of rows with a ``kind`` column (``output``).  ``purgatory_batch`` runs the same
 parsing, routing and engine on static DataFrames.
 
 **One group per shard.**  Each group's state is one binary value: that shard's ``Purgatory``
