@@ -17,6 +17,12 @@ Workload: orders awaiting one confirming event on their key within 30 s, ~70% co
 (the join and the per-key baseline drop what it rejects), so the comparison is about the
 stateful part.  The operator's completed orders must equal the join's matched orders.
 
+Further workloads (``--workloads``), each the job against the join on the same files, their
+completed operations asserted equal: **typed**, the workload as Parquet files read as typed
+columns; **skewed**, the same with every events file reaching further in event time than the
+operations file of the same trigger by more than ``watermark.delay`` (each input has its own
+watermark: the job must lose no operation the join completes).
+
 The scaling series preloads 100k / 1M / 5M pending operations (timeouts of a day, so none
 expire) in one micro-batch, then runs micro-batches of the same size (new operations plus
 events completing preloaded ones) and prints the per-batch time against the pending count,
@@ -50,6 +56,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.contract import EVENT_INPUT, OPERATION_INPUT
 from spark_purgatory.job import JobSettings, run
 from spark_purgatory.spark.operator import purgatory_stream, routed_stream
 from spark_purgatory.spark.session import local_session
@@ -88,11 +95,12 @@ class Run:
 
 @dataclass
 class Files:
-    """A workload written as JSON lines: where, and how many rows."""
+    """A workload written as files: where, how many rows, and in which format."""
 
     root: str
     ops: int
     events: int
+    fmt: str = "json"
 
     @property
     def rows(self) -> int:
@@ -105,10 +113,37 @@ def write_workload(root: str, n_ops: int, files: int) -> Files:
     return Files(root, len(work.operations), len(work.events))
 
 
+def write_parquet_workload(root: str, n_ops: int, files: int, skew_ms: int = 0) -> Files:
+    """The same workload as ``write_workload``, as typed Parquet files cut at the same event
+    times; with ``skew_ms`` each events file reaches that much further than the operations
+    file of the same index (the streams are cut independently, as in the issue)."""
+    work = generate_confirmations(n_ops, timeout_ms=TIMEOUT_MS)
+    ts = np.concatenate([work.operations["ts"].to_numpy(), work.events["ts"].to_numpy()])
+    edges = np.linspace(ts.min(), ts.max() + 1, files + 1)
+    stamp = time.time() - files
+    for kind, frame, schema, shift in (
+        ("ops", work.operations, OPERATION_INPUT, 0),
+        ("events", work.events, EVENT_INPUT, skew_ms),
+    ):
+        os.makedirs(f"{root}/{kind}", exist_ok=True)
+        index = np.clip(
+            np.searchsorted(edges + shift, frame["ts"].to_numpy(), side="right") - 1, 0, files - 1
+        )
+        frame = frame.assign(ts=pd.to_datetime(frame["ts"], unit="ms", utc=True)).reindex(
+            columns=schema.names
+        )
+        for i in range(files):
+            path = f"{root}/{kind}/part-{i:05d}.parquet"
+            pq.write_table(pa.Table.from_pandas(frame[index == i], schema=schema, preserve_index=False), path)
+            os.utime(path, (stamp + i, stamp + i))  # file sources take files in mtime order
+    return Files(root, len(work.operations), len(work.events), "parquet")
+
+
 def _sources(spark: SparkSession, files: Files, per_trigger: int) -> tuple[DataFrame, DataFrame]:
-    ops = read_stream(spark, f"{files.root}/ops", kind="operations", max_files_per_trigger=per_trigger)
-    evs = read_stream(spark, f"{files.root}/events", kind="events", max_files_per_trigger=per_trigger)
-    return ops, evs
+    return tuple(  # type: ignore[return-value]
+        read_stream(spark, f"{files.root}/{d}", files.fmt, kind=kind, max_files_per_trigger=per_trigger)
+        for d, kind in (("ops", "operations"), ("events", "events"))
+    )
 
 
 def _progress(query) -> list[dict]:
@@ -154,6 +189,7 @@ def run_operator_job(spark: SparkSession, files: Files, config: PurgatoryConfig,
         output_path=f"{files.root}/out",
         checkpoint_path=f"{files.root}/ck-job",
         config=config,
+        source_format=files.fmt,
         writer="delta-rs",
         master="local[2]",
     )
@@ -271,6 +307,29 @@ def run_per_key(spark: SparkSession, files: Files, config: PurgatoryConfig, per_
         _per_key_step, _PER_KEY_SCHEMA, _PER_KEY_STATE, "append", "EventTimeTimeout"
     )
     return timed("per-key applyInPandasWithState", files.rows, stream, f"{files.root}/ck-per-key")
+
+
+# -- more workloads: the job against the join --------------------------------------------------------
+
+
+def compare_with_join(spark: SparkSession, root: str, workload: str, args, config: PurgatoryConfig) -> bool:
+    """``typed``: the workload as Parquet files; ``skewed``: the same, with every events file
+    reaching 12 s (> ``watermark.delay``) further in event time than its operations file.  The
+    job's completed operations must equal the join's matched ones; prints both and the ratio."""
+    skew_ms = {"typed": 0, "skewed": config.watermark_delay_ms + 2_000}[workload]
+    files = write_parquet_workload(f"{root}/{workload}", args.ops, args.files, skew_ms)
+    job = run_operator_job(spark, files, config, args.files_per_trigger)
+    join = run_join(spark, files, config, args.files_per_trigger)
+    missing, extra = join.completed - job.completed, job.completed - join.completed
+    agree = not missing and not extra
+    print(
+        f"\n{workload} workload ({files.ops:,} operations, Parquet, events ahead by {skew_ms // 1000} s):\n"
+        f"  {job.line()}\n  {join.line()}\n  throughput vs join: {join.seconds / job.seconds:.2f}x; "
+        f"completed: job {len(job.completed):,}, join {len(join.completed):,}; "
+        f"{len(missing):,} only by the join, {len(extra):,} only by the job: {_verdict(agree)}",
+        flush=True,
+    )
+    return agree
 
 
 # -- scaling with pending operations ---------------------------------------------------------------
@@ -438,6 +497,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", default="operator,noop,join,per_key,floor", help="which contenders to run (comma list)"
     )
+    parser.add_argument(
+        "--workloads", default="typed,skewed", help="more workloads, job vs join: typed, skewed ('' to skip)"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness runs (CI)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
@@ -491,6 +553,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             shutil.rmtree(f"{root}/scale-{n}", ignore_errors=True)
         figures = report(runs, scaling)
+        agree = figures.get("agree", 1.0) == 1.0
+        for workload in [w for w in args.workloads.split(",") if w]:
+            agree &= compare_with_join(spark, root, workload, args, config)
         if args.json:
             with open(args.json, "w") as out:
                 json.dump(
@@ -503,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
                     out,
                     indent=1,
                 )
-        return 0 if figures.get("agree", 1.0) == 1.0 else 1
+        return 0 if agree else 1
     finally:
         shutil.rmtree(root, ignore_errors=True)
         spark.stop()

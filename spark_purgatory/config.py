@@ -14,7 +14,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-__all__ = ["ConfigError", "PurgatoryConfig", "parse_interval_ms"]
+from .contract import SOURCE_EVENTS, SOURCE_OPERATIONS
+
+__all__ = ["ConfigError", "PurgatoryConfig", "parse_interval_ms", "READ_FORMATS"]
+
+#: how a source path is read (``job.source.format``, ``spark.sources.read_stream``): JSON-lines
+#: files, Parquet files (typed), a Delta table (typed; needs Spark's Delta data source), Kafka
+READ_FORMATS = ("json", "parquet", "delta", "kafka")
 
 
 class ConfigError(ValueError):
@@ -66,6 +72,8 @@ class PurgatoryConfig:
     progress_retention_ms: int = 86_400_000
     dedup_retention_ms: int = 600_000
     watermark_delay: str = "10 seconds"
+    watermark_delay_operations: str = ""
+    watermark_delay_events: str = ""
     accumulator_batch_size: int = 128 * 1024 * 1024
     accumulator_linger_ms: int = 60_000
     accumulator_buffer_memory: int = 512 * 1024 * 1024
@@ -84,6 +92,18 @@ class PurgatoryConfig:
     @property
     def watermark_delay_ms(self) -> int:
         return parse_interval_ms(self.watermark_delay)
+
+    def input_delay_ms(self, source: str) -> int:
+        """The watermark delay of one input (``operations`` or ``events``): its own
+        ``watermark.delay.<source>`` when set, else ``watermark.delay``.
+
+        >>> PurgatoryConfig(watermark_delay_events="30 seconds").input_delay_ms("events")
+        30000
+        >>> PurgatoryConfig(watermark_delay_events="30 seconds").input_delay_ms("operations")
+        10000
+        """
+        own = {SOURCE_OPERATIONS: self.watermark_delay_operations, SOURCE_EVENTS: self.watermark_delay_events}
+        return parse_interval_ms(own[source]) if own[source] else self.watermark_delay_ms
 
     def __post_init__(self) -> None:
         positive = {
@@ -108,7 +128,13 @@ class PurgatoryConfig:
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= 0, got {getattr(self, name)}")
-        parse_interval_ms(self.watermark_delay)
+        for name in ("watermark_delay", "watermark_delay_operations", "watermark_delay_events"):
+            value = getattr(self, name)
+            if value or name == "watermark_delay":
+                try:
+                    parse_interval_ms(value)
+                except ConfigError as error:
+                    raise ConfigError(f"{_KEYS_BY_FIELD[name]}: {error}") from None
         if self.storage_s3_conditional_put not in ("etag", ""):
             raise ConfigError(
                 "storage.s3.conditional.put must be etag or empty (a lock configured through "
@@ -145,6 +171,8 @@ _FIELDS_BY_KEY = {
     "purgatory.progress.retention.ms": "progress_retention_ms",
     "purgatory.dedup.retention.ms": "dedup_retention_ms",
     "watermark.delay": "watermark_delay",
+    "watermark.delay.operations": "watermark_delay_operations",
+    "watermark.delay.events": "watermark_delay_events",
     "accumulator.batch.size": "accumulator_batch_size",
     "accumulator.linger.ms": "accumulator_linger_ms",
     "accumulator.buffer.memory": "accumulator_buffer_memory",
@@ -167,6 +195,8 @@ assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 _TEXT_FIELDS = (
     "watermark_delay",
+    "watermark_delay_operations",
+    "watermark_delay_events",
     "state_path",
     "accumulator_staging_path",
     "storage_endpoint",

@@ -6,7 +6,7 @@ and the tests call ``parse_args`` / ``run`` directly.  ``run`` is a thin shell a
 sources, the progress and commit log lines, and stopping on SIGTERM/SIGINT.
 
     python jobs/purgatory_job.py --ops-path DIR --events-path DIR --output-path DIR \\
-        --checkpoint-path DIR [--source-format json|parquet|kafka] \\
+        --checkpoint-path DIR [--source-format json|parquet|delta|kafka] \\
         [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...]
 
 The same file runs under ``spark-submit`` (it then uses the submitted session).  With
@@ -33,7 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .config import ConfigError, PurgatoryConfig, parse_overrides, read_properties
+from .config import READ_FORMATS, ConfigError, PurgatoryConfig, parse_overrides, read_properties
 from .query import TRIGGERS, check_trigger
 
 log = logging.getLogger("spark_purgatory.job")
@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     parser.add_argument("--events-path", required=True, help="completion events directory (or Kafka topic)")
     parser.add_argument("--output-path", required=True, help="where the Delta tables live")
     parser.add_argument("--checkpoint-path", required=True, help="Spark checkpoint (+ accumulator staging)")
-    parser.add_argument("--source-format", choices=["json", "parquet", "kafka"])
+    parser.add_argument("--source-format", choices=list(READ_FORMATS))
     parser.add_argument("--trigger", help=TRIGGERS)
     parser.add_argument("--conf", action="append", default=[], help="a .conf file of KEY = VALUE lines")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key")
@@ -96,8 +96,8 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     trigger = args.trigger or job["job.trigger"]
     check_trigger(trigger, option="--trigger")
     fmt = args.source_format or job["job.source.format"]
-    if fmt not in ("json", "parquet", "kafka"):
-        raise ConfigError(f"job.source.format must be json, parquet or kafka, got {fmt!r}")
+    if fmt not in READ_FORMATS:
+        raise ConfigError(f"job.source.format must be one of {', '.join(READ_FORMATS)}, got {fmt!r}")
     if job["job.writer"] not in ("auto", "delta-rs", "spark"):
         raise ConfigError(f"job.writer must be auto, delta-rs or spark, got {job['job.writer']!r}")
     if job["job.log.format"] not in ("text", "json"):

@@ -89,7 +89,7 @@ def start(
     checkpoint: str,
     config: PurgatoryConfig | None = None,
     trigger: str = "available-now",
-    source_format: SourceFormat = "json",
+    source_format: SourceFormat = "auto",
     writer: WriterChoice | TableWriter = "auto",
     name: str | None = None,
     on_batch: Callable[[dict], None] | None = None,
@@ -109,7 +109,8 @@ def start(
         config: ``PurgatoryConfig``; the defaults when None.
         trigger: ``available-now`` (process what is there, then stop) or
             ``processing-time=<interval>`` (e.g. ``processing-time=10s``).
-        source_format: ``json``, ``parquet`` or ``kafka`` (how paths are read and parsed).
+        source_format: how paths are read (``json``, ``parquet``, ``delta``, ``kafka``) and
+            inputs parsed (``auto``: by each DataFrame's schema; JSON text for a path).
         writer: ``auto`` (Spark's Delta source when its classes are present, else delta-rs),
             ``delta-rs``, ``spark``, or your own ``TableWriter``.
         name: the streaming query's name (``queryName``).

@@ -78,7 +78,8 @@ def _job(
 
 def reference(work, config: PurgatoryConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What the job must end with: the engine over everything, then the job's final watermark."""
-    final = int(max(work.operations["ts"].max(), work.events["ts"].max())) - config.watermark_delay_ms
+    # a watermark per input; the job's is the slower input's (Spark's `min` policy)
+    final = int(min(work.operations["ts"].max(), work.events["ts"].max())) - config.watermark_delay_ms
     result = Purgatory(config).replay(work.operations, work.events, final_watermark_ms=final)
     return result.outcomes, result.unmatched
 

@@ -62,10 +62,11 @@ class Run:
     progress: list[dict] = field(default_factory=list)
 
 
-def run_stream(spark, files: Files, config: PurgatoryConfig, **settings) -> Run:
-    """One availableNow run of the operator from ``files``' checkpoint; collects every row."""
-    ops = read_stream(spark, files.ops, "json", kind="operations", max_files_per_trigger=1)
-    evs = read_stream(spark, files.events, "json", kind="events", max_files_per_trigger=1)
+def run_stream(spark, files: Files, config: PurgatoryConfig, fmt: str = "json") -> Run:
+    """One availableNow run of the operator from ``files``' checkpoint (one file per stream
+    per trigger, read as ``fmt``); collects every row."""
+    ops = read_stream(spark, files.ops, fmt, kind="operations", max_files_per_trigger=1)
+    evs = read_stream(spark, files.events, fmt, kind="events", max_files_per_trigger=1)
     out = purgatory_stream(ops, evs, config)
     batches: list[pd.DataFrame] = []
 

@@ -47,7 +47,8 @@ def test_bad_configuration_stops_the_job_at_start_naming_the_key(tmp_path):
 
 @pytest.mark.spark
 def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_path):
-    work = generate(1500, seed=11, ops_per_second=100)
+    # the watermark is the slower input's (the operations end 15 s in): short timeouts expire
+    work = generate(1500, seed=11, ops_per_second=100, timeout_ms=5_000)
     data = tmp_path / "data"
     write_json_lines(work, str(data / "all-ops"), str(data / "all-events"), files=6, malformed=4)
     ops, events = data / "ops", data / "events"

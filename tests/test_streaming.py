@@ -77,7 +77,8 @@ def test_stream_follows_the_spec_across_a_restart(spark, tmp_path):
             ev("k-any", 2700),
         ],
     )
-    files.add(events=[ev("k-pad", 4999)])  # watermark 3999: exp-1 (deadline 4000) must wait
+    # both inputs move on (the watermark is the slower input's): 3999, exp-1 (deadline 4000) must wait
+    files.add(ops=[op("pad-1", "k-pad-op", 4999, 60_000)], events=[ev("k-pad", 4999)])
     first = run_stream(spark, files, config)
     assert SegmentStore(config.state_path).segments()  # the shards wrote their state's segments
     assert max(first.watermarks.values()) == T0 + 3999
@@ -97,7 +98,7 @@ def test_stream_follows_the_spec_across_a_restart(spark, tmp_path):
         ("nobody", "no_operation"),
     ]
 
-    files.add(events=[ev("k-pad", 5000)])  # watermark 4000 reaches exp-1's deadline
+    files.add(ops=[op("pad-2", "k-pad-op", 5000, 60_000)], events=[ev("k-pad", 5000)])  # watermark 4000
     second = run_stream(spark, files, config)  # a new query on the same checkpoint
     assert resolved(second) == {"exp-1": ("expired", 4000)}
     batch = int(second.outcomes["batch_id"].iloc[0])
@@ -147,7 +148,7 @@ def test_multi_key_operations_across_shards(spark, tmp_path):
         ],
         events=[ev(a, 1100), ev(b, 1200), ev(c, 1100, value=7), ev(d, 1300, value=5), ev(d, 1250, value=1)],
     )
-    files.add(events=[ev("pad", 9000)])
+    files.add(ops=[op("pad-op", "pad-op-key", 9000, 60_000)], events=[ev("pad", 9000)])  # both inputs on
     run = run_stream(spark, files, config)
     assert resolved(run) == {
         "mk-count": ("completed", 1200),

@@ -2,13 +2,14 @@
 
 Modules, in the order a row meets them:
 
-* ``sources``: read operations and events (JSON lines, Parquet, Kafka), parse and validate
-  them in Spark SQL; a bad row gets a reason from ``contract.REASONS``.
+* ``sources``: read operations and events (JSON lines, Kafka, or typed columns: Parquet,
+  Delta, any DataFrame with the contract's columns), parse and validate them in Spark SQL; a
+  bad row gets a reason from ``contract.REASONS``.
 * ``routing``: each parsed row to the shard that owns its keys, with the stubs and replicas
   of cross-shard operations (the design is explained there).
 * ``labels``: the group key per shard, chosen so that Spark's hash partitioner gives every
   shard its own partition.
-* ``operator``: ``purgatory_stream`` / ``purgatory_batch``: the watermark, and the shard step
+* ``operator``: ``purgatory_stream`` / ``purgatory_batch``: a watermark per input, and the shard step
   that runs the engine once per shard per micro-batch inside ``applyInPandasWithState``.
 * ``output``: the operator's one output schema and its split into the contract's tables.
 * ``metrics``: per-micro-batch figures through ``observe`` and a query listener.

@@ -1,8 +1,8 @@
 """The operator: the purgatory as one ``applyInPandasWithState`` over the routed streams.
 
 ``purgatory_stream`` parses both inputs (``sources``), routes them to shards (``routing``),
-declares the watermark, and groups by shard into the stateful shard step; the output is one
-stream of rows with a ``kind`` column (``output``).  ``purgatory_batch`` runs the same
+declares a watermark on each, unions them and groups by shard into the stateful shard step;
+the output is one stream of rows with a ``kind`` column (``output``).  ``purgatory_batch`` runs the same
 parsing, routing and engine on static DataFrames.
 
 **One group per shard.**  Each group's state is one binary value: that shard's ``Purgatory``
@@ -13,12 +13,30 @@ by key is what makes this fast: Spark scans state rows and calls Python once per
 micro-batch, not once per key, and the shard advances its wheel and joins its events
 vectorised.
 
+**A watermark per input.**  Each input declares its own watermark (the largest event time
+seen on it minus ``watermark.delay``, or its ``watermark.delay.operations`` /
+``watermark.delay.events``) before the two are unioned, so the operator works on Spark's
+global watermark (``state.getCurrentWatermarkMs()``), chosen by
+``spark.sql.streaming.multipleWatermarkPolicy``: ``min`` by default, so a stream that runs
+behind the other never has its rows made late by the faster one; ``max`` if the session says
+so.  A row is ``late`` when its event time is behind that global watermark when it arrives.
+
+**A silent stream holds expiries back** under ``min``: the global watermark cannot pass the
+last event time of a stream that stops sending (minus its delay), so operations wait past
+their deadlines until it sends again; completions are not held (they are emitted in the
+micro-batch that makes them true).  An input that has brought only rows rejected at parse
+counts as silent.  Remedies: ``spark.sql.streaming.multipleWatermarkPolicy=max`` (the
+faster stream drives expiry; the slower stream's rows behind it become ``late``), or a
+heartbeat row on the quiet stream (an event on a key no operation watches, which reaches
+``unmatched_events`` as ``no_operation``; or an operation with a key of its own, which
+expires).  An input that has never sent a row holds nothing.
+
 **Nothing dropped by the watermark.**  Spark drops rows behind the watermark before an
-``EventTimeTimeout`` operator sees them.  The watermark is therefore declared on a helper
-column ``ts + L`` with delay ``watermark.delay + L`` (L = 100 years, ``LATE_ALLOWANCE_MS``):
+``EventTimeTimeout`` operator sees them.  Each input's watermark is therefore declared on a
+helper column ``ts + L`` with delay ``delay + L`` (L = 100 years, ``LATE_ALLOWANCE_MS``):
 the operator gets the same watermark, but only rows more than 100 years late are dropped by
 Spark; the operator itself rejects rows behind the watermark as ``late``.  Rejected-at-parse
-rows carry the epoch as their time, so they never move the watermark and are never dropped.
+rows carry the epoch as their time, so they never move a watermark and are never dropped.
 
 **Batch mode.**  ``purgatory_batch`` processes everything at once and then moves the
 watermark to ``final_watermark_ms``; for input without late rows it gives the outcomes the
@@ -44,7 +62,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..config import PurgatoryConfig
-from ..contract import MAX_TS_MS, ms_column
+from ..contract import MAX_TS_MS, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..engine.conditions import CONDITIONS
 from ..engine.purgatory import Purgatory
 from ..engine.wheel import NO_EXPIRATION
@@ -60,6 +78,8 @@ from .routing import (
     ROLE_STUB,
     ROUTED_COLUMNS,
     route,
+    route_events,
+    route_operations,
 )
 from .sources import SourceFormat, parse_events, parse_operations
 
@@ -80,6 +100,7 @@ LATE_ALLOWANCE_MS = 36_500 * 86_400_000
 
 _STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType())])
 _TS_MS = ms_column("ts")
+_EVENT_TIME = "_event_time"  # the watermark's helper column (module docstring)
 
 
 def routed_stream(
@@ -87,22 +108,28 @@ def routed_stream(
     events: DataFrame,
     config: PurgatoryConfig,
     *,
-    source_format: SourceFormat = "json",
+    source_format: SourceFormat = "auto",
 ) -> DataFrame:
-    """The operator's input: both streams parsed, routed to shards, with the watermark
-    declared on ``ts + L`` (module docstring), so Spark drops nothing we must report."""
+    """The operator's input: both streams parsed and routed to shards, each with its own
+    watermark declared on ``ts + L`` (module docstring), then unioned."""
     parsed_ops = parse_operations(
         operations, source_format, max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
     )
     parsed_events = parse_events(events, source_format, max_future_ms=config.max_future_ms)
-    routed = route(parsed_ops, parsed_events, config)
+    ops = _with_watermark(route_operations(parsed_ops, config), config.input_delay_ms(SOURCE_OPERATIONS))
+    evs = _with_watermark(route_events(parsed_events, config), config.input_delay_ms(SOURCE_EVENTS))
+    return ops.unionByName(evs)
+
+
+def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:
+    """One input's watermark, on the helper column ``ts + L`` with delay ``delay + L``;
+    rows rejected at parse count at the epoch (they move no watermark)."""
     days = LATE_ALLOWANCE_MS // 86_400_000
     event_time = F.expr(
         f"timestamp_millis(CASE WHEN role = '{ROLE_BAD}' THEN 0 ELSE {_TS_MS} END) + INTERVAL {days} DAYS"
     )
-    delay_ms = config.watermark_delay_ms + LATE_ALLOWANCE_MS
-    routed = routed.withColumn("_event_time", event_time)
-    return routed.withWatermark("_event_time", f"{delay_ms} milliseconds")
+    routed = routed.withColumn(_EVENT_TIME, event_time)
+    return routed.withWatermark(_EVENT_TIME, f"{delay_ms + LATE_ALLOWANCE_MS} milliseconds")
 
 
 def purgatory_stream(
@@ -110,16 +137,19 @@ def purgatory_stream(
     events: DataFrame,
     config: PurgatoryConfig | None = None,
     *,
-    source_format: SourceFormat = "json",
+    source_format: SourceFormat = "auto",
 ) -> DataFrame:
     """The purgatory over two streaming DataFrames; returns one stream of output rows.
 
     Args:
-        operations: the operations source as read (``read_stream``): text lines for
-            ``json``, typed rows for ``parquet``, Kafka records for ``kafka``.
-        events: the completion-events source, in the same format.
-        config: shards, wheel, retention, watermark delay (``PurgatoryConfig``).
-        source_format: ``json``, ``parquet`` or ``kafka``.
+        operations: the operations source: text lines (``read_stream`` of JSON files), Kafka
+            records, or any DataFrame with the input contract's columns (typed input).
+        events: the completion-events source, likewise.
+        config: shards, wheel, retention, watermark delays (``PurgatoryConfig``).
+        source_format: ``auto`` (told by each input's schema: ``sources.source_format_of``),
+            ``json``, ``kafka``, or ``typed`` (``parquet`` and ``delta`` are typed too).
+            Typed input with a missing or wrongly typed column raises ``InputSchemaError``
+            here, naming the column.
 
     Returns:
         A streaming DataFrame with ``OUTPUT_SCHEMA`` plus timestamps; split each micro-batch
@@ -154,7 +184,7 @@ def purgatory_batch(
     events: DataFrame,
     config: PurgatoryConfig | None = None,
     *,
-    source_format: SourceFormat = "json",
+    source_format: SourceFormat = "auto",
     final_watermark_ms: int | None = None,
 ) -> DataFrame:
     """The same engine on static DataFrames: process everything, then move the watermark.

@@ -2,9 +2,9 @@
 
 Shape of the operator's input::
 
-    operations -> parse --+
-                          +-> route -> watermark -> groupBy(shard).applyInPandasWithState
-    events ----> parse --+
+    operations -> parse -> route_operations -> watermark --+
+                                                            +-> union -> groupBy(shard)
+    events ----> parse -> route_events -----> watermark --+       .applyInPandasWithState
 
 **Sharded watchers.**  Rows are routed to ``purgatory.shards`` groups by
 ``pmod(xxhash64(key), shards)`` (Kafka shards its WatcherLists by key hash the same way);
@@ -52,6 +52,8 @@ __all__ = [
     "ROLE_REPLICA",
     "ROLE_BAD",
     "route",
+    "route_operations",
+    "route_events",
 ]
 
 #: a routed row's role (its ``role`` column): what the shard does with it
@@ -164,11 +166,27 @@ def _route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFram
     return _as_routed(parsed_events.select("*", F.explode(destinations).alias("_d")), SOURCE_EVENTS)
 
 
+def _labelled(routed: DataFrame, config: PurgatoryConfig) -> DataFrame:
+    """``shard`` from the shard's number to its label (``labels.shard_labels``)."""
+    labels = F.array(*[F.lit(label) for label in shard_labels(config.shards + 1)])
+    return routed.withColumn("shard", F.element_at(labels, F.col("shard") + 1))
+
+
+def route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
+    """The operations input routed (operations, stubs, its rejected rows), in ``ROUTED_SCHEMA``."""
+    return _labelled(_route_operations(parsed_ops, config), config)
+
+
+def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
+    """The events input routed (events, replicas, its rejected rows), in ``ROUTED_SCHEMA``."""
+    return _labelled(_route_events(parsed_events, config), config)
+
+
 def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """Assign every parsed row to a shard (see the module docstring); ``ROUTED_SCHEMA`` for all.
 
     ``shard`` holds the shard's label (``labels.shard_labels``), the group key of the operator.
+    The stream declares a watermark per input between ``route_operations`` / ``route_events``
+    and the union (``operator``); static input is routed here in one call.
     """
-    routed = _route_operations(parsed_ops, config).unionByName(_route_events(parsed_events, config))
-    labels = F.array(*[F.lit(label) for label in shard_labels(config.shards + 1)])
-    return routed.withColumn("shard", F.element_at(labels, F.col("shard") + 1))
+    return route_operations(parsed_ops, config).unionByName(route_events(parsed_events, config))

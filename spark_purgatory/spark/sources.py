@@ -1,15 +1,23 @@
 """Sources: read operations and completion events, parse them, and say why a row is bad.
 
-Every input format is reduced to one path: the record's JSON text.  JSON-lines files are
-read as text (so a malformed line keeps its exact bytes), Parquet rows are rendered with
-``to_json``, and Kafka records carry JSON in ``value``.  Parsing and validation are Spark SQL
-expressions (no Python per row); each row comes out with the canonical columns, its ``raw``
-text and a ``reason`` that is null for valid rows and otherwise names the first problem.
+Two readers feed one set of checks.  **JSON text** (JSON-lines files read as text, so a
+malformed line keeps its exact bytes; Kafka records' ``value``) is parsed with ``from_json``
+and each field read as the pandas validator reads it.  **Typed columns** (Parquet, a Delta
+table stream, Auto Loader, the rate source, a Kafka value the user parsed: any DataFrame whose
+columns follow the input contract with Spark types) are read as they are, without a JSON
+round trip; their schema is checked when the query is built, so a missing required column or
+a column of the wrong type raises ``InputSchemaError`` naming it, and only a rejected row is
+rendered to JSON (``to_json``) for its ``raw``.  ``source_format="auto"`` tells the two apart
+by the schema (``source_format_of``).  Parsing and validation are Spark SQL expressions (no
+Python per row); each row comes out with the canonical columns, its ``raw`` text and a
+``reason`` that is null for valid rows and otherwise names the first problem.
 
 The checks are those of the pandas validator (``engine.validation``, whose docstring says how
 a field is read), in the order of ``contract.OPERATION_REASONS`` / ``EVENT_REASONS``: a row
-gets the same reason on either path.  ``op_id``, ``source`` and ``payload`` are read as
-variants, to tell a string or number (its text) from an array or object (``bad_<field>``).
+gets the same reason on either path and from either reader (a typed column cannot hold a
+wrong JSON type, so ``malformed_json`` and ``bad_<field>`` for text fields never arise
+there).  In JSON, ``op_id``, ``source`` and ``payload`` are read as variants, to tell a
+string or number (its text) from an array or object (``bad_<field>``).
 
 Invariant: parsing never drops a row; a row that cannot be understood becomes a row with a
 reason.
@@ -20,11 +28,13 @@ from __future__ import annotations
 from typing import Literal
 
 import pyarrow as pa
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from ..config import READ_FORMATS
 from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
@@ -33,6 +43,7 @@ from ..contract import (
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     OPERATION_REASONS,
+    SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     ms_column,
 )
@@ -40,6 +51,8 @@ from ..engine.conditions import ALL, ANY, CONDITION_NAMES, CONDITIONS, NEEDS_TAR
 
 __all__ = [
     "SourceFormat",
+    "InputSchemaError",
+    "source_format_of",
     "OPERATIONS_PARQUET_SCHEMA",
     "EVENTS_PARQUET_SCHEMA",
     "parse_operations",
@@ -48,7 +61,37 @@ __all__ = [
     "read_batch",
 ]
 
-SourceFormat = Literal["json", "parquet", "kafka"]
+#: how an input is read: ``auto`` tells JSON text, Kafka records and typed columns apart by
+#: the schema (``source_format_of``); ``parquet`` and ``delta`` are typed
+SourceFormat = Literal["auto", "json", "kafka", "typed", "parquet", "delta"]
+_TYPED_FORMATS = ("typed", "parquet", "delta")
+_KAFKA_COLUMNS = {"key", "value", "topic", "partition", "offset"}
+
+
+class InputSchemaError(ValueError):
+    """A typed input lacks a required column or has a column of the wrong Spark type."""
+
+
+def source_format_of(df: DataFrame, fmt: SourceFormat = "auto") -> str:
+    """How ``parse_*`` read ``df``: ``json`` (one text column ``value``), ``kafka`` (Kafka's
+    source schema, JSON in ``value``) or ``typed`` (columns of the input contract).
+
+    >>> source_format_of(None, "parquet"), source_format_of(None, "kafka")
+    ('typed', 'kafka')
+    """
+    if fmt in _TYPED_FORMATS:
+        return "typed"
+    if fmt in ("json", "kafka"):
+        return fmt
+    if fmt != "auto":
+        raise ValueError(
+            f"unknown source format {fmt!r}; allowed: auto, json, kafka, {', '.join(_TYPED_FORMATS)}"
+        )
+    names = set(df.columns)
+    if names == {"value"}:
+        return "json" if isinstance(df.schema["value"].dataType, T.StringType) else "kafka"
+    return "kafka" if _KAFKA_COLUMNS <= names else "typed"
+
 
 #: schemas for Parquet inputs (the SPEC's input contract as Spark types)
 OPERATIONS_PARQUET_SCHEMA: T.StructType = from_arrow_schema(OPERATION_INPUT)
@@ -110,24 +153,25 @@ def _clean(items: Column) -> Column:
     return F.array_sort(F.array_distinct(F.filter(items, lambda i: ~_blank(i))))
 
 
-def _raw(df: DataFrame, fmt: SourceFormat) -> DataFrame:
+def _raw(df: DataFrame, fmt: str) -> DataFrame:
     """One column ``raw``: the record's text."""
     # invalid UTF-8 (replaced by U+FFFD) would otherwise fail the Arrow hand-over to Python
     if fmt == "json":
         return df.select(F.make_valid_utf8(F.col("value")).alias("raw"))
     if fmt == "kafka":
         return df.select(F.make_valid_utf8(F.col("value").cast("string")).alias("raw"))
-    if fmt == "parquet":
-        return df.select(F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("raw"))
-    raise ValueError(f"unknown source format {fmt!r}; allowed: json, parquet, kafka")
+    raise ValueError(f"not a text format: {fmt!r}")
 
 
-def _epoch_ms(name: str) -> Column:
+def _epoch_ms(text: Column) -> Column:
     """Epoch ms from an ISO-8601 timestamp or a number of epoch ms; null if neither or out of range."""
-    text = F.col(name)
-    numeric = F.expr(f"try_cast({name} AS BIGINT)")
-    parsed = F.unix_millis(F.try_to_timestamp(text))
-    ms = F.when(text.rlike(r"^\s*-?[0-9]+\s*$"), numeric).otherwise(parsed)
+    numeric = text.try_cast("bigint")
+    ms = F.when(text.rlike(r"^\s*-?[0-9]+\s*$"), numeric).otherwise(F.unix_millis(F.try_to_timestamp(text)))
+    return _in_range(ms)
+
+
+def _in_range(ms: Column) -> Column:
+    """Epoch ms from 1970 up to ``contract.MAX_TS_MS``, else null (``bad_ts``)."""
     return F.when((ms >= 0) & (ms < MAX_TS_MS), ms)
 
 
@@ -142,7 +186,7 @@ def _ts_checks(max_future_ms: int | None) -> dict[str, Column]:
     more than ``purgatory.max.future.ms`` ahead of the micro-batch's processing time are
     rejected (``current_timestamp()`` is fixed per micro-batch, so a replay decides alike).
     """
-    checks = {"missing_ts": _blank(F.col("_t")), "bad_ts": F.col(ms_column("ts")).isNull()}
+    checks = {"missing_ts": F.col("_no_ts"), "bad_ts": F.col(ms_column("ts")).isNull()}
     if max_future_ms is not None:
         now_ms = F.unix_millis(F.current_timestamp())
         checks["ts_in_future"] = F.col(ms_column("ts")) > now_ms + F.lit(int(max_future_ms))
@@ -166,13 +210,71 @@ def _first_reason(checks: dict[str, Column], order: tuple[str, ...]) -> Column:
 
 
 def parse_operations(
-    df: DataFrame, fmt: SourceFormat = "json", *, max_timeout_ms: int, max_future_ms: int | None = None
+    df: DataFrame, fmt: SourceFormat = "auto", *, max_timeout_ms: int, max_future_ms: int | None = None
 ) -> DataFrame:
     """Canonical operations with ``raw`` and ``reason`` (null when valid).
 
     Columns: op_id, keys (sorted distinct), ts_ms, timeout_ms, condition (lower case), target,
-    members (sorted distinct), payload, raw, reason.
+    members (sorted distinct), payload, raw, reason.  Typed input is checked here, so a
+    missing or wrongly typed column raises ``InputSchemaError`` before the query starts.
     """
+    fmt = source_format_of(df, fmt)
+    fields = _operation_fields_typed(df) if fmt == "typed" else _operation_fields_json(df, fmt)
+    condition = F.col("condition")
+    needs_target = condition.isin(*[str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
+    checks = {
+        "malformed_json": F.col("_malformed"),
+        "missing_op_id": _blank(F.col("op_id")),
+        "bad_op_id": F.col("_bad_op_id"),
+        "missing_key": F.coalesce(F.size("keys"), F.lit(0)) <= 0,
+        **_ts_checks(max_future_ms),
+        "missing_timeout_ms": F.col("_no_timeout"),
+        "bad_timeout_ms": F.col("timeout_ms").isNull(),
+        "negative_timeout": F.col("timeout_ms") < 0,
+        "timeout_above_max": F.col("timeout_ms") > F.lit(max_timeout_ms),
+        "unknown_condition": ~condition.isin(*CONDITIONS),
+        "missing_target": needs_target & F.col("_no_target"),
+        "bad_target": needs_target & _not_finite(F.col("target")),
+        "missing_members": (condition == _ALL) & (F.coalesce(F.size("members"), F.lit(0)) <= 0),
+        "bad_payload": F.col("_bad_payload"),
+    }
+    return _with_reason(fields, checks, OPERATION_REASONS, OPERATION_COLUMNS)
+
+
+def parse_events(df: DataFrame, fmt: SourceFormat = "auto", *, max_future_ms: int | None = None) -> DataFrame:
+    """Canonical completion events with ``raw`` and ``reason`` (null when valid).
+
+    Columns: key, ts_ms, op_id, source, value, raw, reason.  Typed input as for
+    ``parse_operations``.
+    """
+    fmt = source_format_of(df, fmt)
+    fields = _event_fields_typed(df) if fmt == "typed" else _event_fields_json(df, fmt)
+    checks = {
+        "malformed_json": F.col("_malformed"),
+        "missing_key": _blank(F.col("key")),
+        **_ts_checks(max_future_ms),
+        "bad_value": ~F.col("_no_value") & _not_finite(F.col("value")),
+        "bad_op_id": F.col("_bad_op_id"),
+        "bad_source": F.col("_bad_source"),
+    }
+    return _with_reason(fields, checks, EVENT_REASONS, EVENT_COLUMNS)
+
+
+def _with_reason(
+    fields: DataFrame, checks: dict[str, Column], order: tuple[str, ...], canonical: list[str]
+) -> DataFrame:
+    """The parsed rows with their reason; typed input gets its ``raw`` text only when rejected."""
+    out = fields.withColumn("reason", _first_reason(checks, order))
+    if "_record" in out.columns:
+        out = out.withColumn("raw", F.when(F.col("reason").isNotNull(), F.to_json("_record")))
+    return out.select(*_parsed_columns(canonical))
+
+
+# -- JSON text: files, Kafka values ------------------------------------------------------------------
+
+
+def _operation_fields_json(df: DataFrame, fmt: str) -> DataFrame:
+    """Each operation field read from the JSON text as the checks expect it."""
     j = F.from_json(F.col("raw"), _OPS_JSON, _JSON_OPTIONS)
     rows = _raw(df, fmt).select("raw", j.alias("j"))
     keys = F.coalesce(_string_list(F.col("j.keys")), F.when(~_blank(F.col("j.key")), F.array(F.col("j.key"))))
@@ -182,74 +284,190 @@ def parse_operations(
         _text("op_id").alias("op_id"),
         _structured("op_id").alias("_bad_op_id"),
         _clean(keys).alias("keys"),
-        F.col("j.ts").alias("_t"),
-        F.col("j.timeout_ms").alias("_timeout"),
+        _blank(F.col("j.ts")).alias("_no_ts"),
+        _epoch_ms(F.col("j.ts")).alias(ms_column("ts")),
+        _blank(F.col("j.timeout_ms")).alias("_no_timeout"),
+        F.expr("try_cast(j.timeout_ms AS BIGINT)").alias("timeout_ms"),
         F.lower(F.trim(F.coalesce(F.col("j.condition"), F.lit(_ANY)))).alias("condition"),
-        F.col("j.target").alias("_target"),
+        _blank(F.col("j.target")).alias("_no_target"),
+        F.expr("try_cast(j.target AS DOUBLE)").alias("target"),
         _clean(_string_list(F.col("j.members"))).alias("members"),
         _text("payload").alias("payload"),
         _structured("payload").alias("_bad_payload"),
     )
-    out = out.withColumn(ms_column("ts"), _epoch_ms("_t"))
-    out = out.withColumn("timeout_ms", F.expr("try_cast(_timeout AS BIGINT)"))
-    out = out.withColumn("target", F.expr("try_cast(_target AS DOUBLE)"))
-    condition = F.col("condition")
-    needs_target = condition.isin(*[str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
-    checks = {
-        "malformed_json": F.col("_malformed"),
-        "missing_op_id": _blank(F.col("op_id")),
-        "bad_op_id": F.col("_bad_op_id"),
-        "missing_key": F.coalesce(F.size("keys"), F.lit(0)) <= 0,
-        **_ts_checks(max_future_ms),
-        "missing_timeout_ms": _blank(F.col("_timeout")),
-        "bad_timeout_ms": F.col("timeout_ms").isNull(),
-        "negative_timeout": F.col("timeout_ms") < 0,
-        "timeout_above_max": F.col("timeout_ms") > F.lit(max_timeout_ms),
-        "unknown_condition": ~condition.isin(*CONDITIONS),
-        "missing_target": needs_target & _blank(F.col("_target")),
-        "bad_target": needs_target & _not_finite(F.col("target")),
-        "missing_members": (condition == _ALL) & (F.coalesce(F.size("members"), F.lit(0)) <= 0),
-        "bad_payload": F.col("_bad_payload"),
-    }
-    out = out.withColumn("reason", _first_reason(checks, OPERATION_REASONS))
-    return out.select(*_parsed_columns(OPERATION_COLUMNS))
+    return out
 
 
-def parse_events(df: DataFrame, fmt: SourceFormat = "json", *, max_future_ms: int | None = None) -> DataFrame:
-    """Canonical completion events with ``raw`` and ``reason`` (null when valid).
-
-    Columns: key, ts_ms, op_id, source, value, raw, reason.
-    """
+def _event_fields_json(df: DataFrame, fmt: str) -> DataFrame:
+    """Each event field read from the JSON text as the checks expect it."""
     j = F.from_json(F.col("raw"), _EVENTS_JSON, _JSON_OPTIONS)
     rows = _raw(df, fmt).select("raw", j.alias("j"))
     op_id, source = _text("op_id"), _text("source")
-    out = rows.select(
+    return rows.select(
         "raw",
         (F.col("j").isNull() | F.col(f"j.{_CORRUPT}").isNotNull()).alias("_malformed"),
         F.col("j.key").alias("key"),
-        F.col("j.ts").alias("_t"),
+        _blank(F.col("j.ts")).alias("_no_ts"),
+        _epoch_ms(F.col("j.ts")).alias(ms_column("ts")),
         F.when(~_blank(op_id), op_id).alias("op_id"),
         _structured("op_id").alias("_bad_op_id"),
         F.when(~_blank(source), source).alias("source"),
         _structured("source").alias("_bad_source"),
-        F.col("j.value").alias("_value"),
+        F.col("j.value").isNull().alias("_no_value"),
+        F.expr("try_cast(j.value AS DOUBLE)").alias("value"),
     )
-    out = out.withColumn(ms_column("ts"), _epoch_ms("_t"))
-    out = out.withColumn("value", F.expr("try_cast(_value AS DOUBLE)"))
-    checks = {
-        "malformed_json": F.col("_malformed"),
-        "missing_key": _blank(F.col("key")),
-        **_ts_checks(max_future_ms),
-        "bad_value": F.col("_value").isNotNull() & _not_finite(F.col("value")),
-        "bad_op_id": F.col("_bad_op_id"),
-        "bad_source": F.col("_bad_source"),
+
+
+# -- typed columns: Parquet, Delta, any DataFrame --------------------------------------------------
+
+
+def _operation_fields_typed(df: DataFrame) -> DataFrame:
+    """Each operation field from typed columns (checked first: ``InputSchemaError``)."""
+    c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
+    keys = F.coalesce(c["keys"], F.when(~_blank(c["key"]), F.array(c["key"])))
+    no = F.lit(False)
+    return df.select(
+        _record(df, OPERATION_INPUT),
+        no.alias("_malformed"),
+        c["op_id"].alias("op_id"),
+        no.alias("_bad_op_id"),
+        _clean(keys).alias("keys"),
+        c["ts"].isNull().alias("_no_ts"),
+        _typed_epoch_ms(c["ts"], _type_of(df, "ts")).alias(ms_column("ts")),
+        c["timeout_ms"].isNull().alias("_no_timeout"),
+        _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")).alias("timeout_ms"),
+        F.lower(F.trim(F.coalesce(c["condition"], F.lit(_ANY)))).alias("condition"),
+        c["target"].isNull().alias("_no_target"),
+        c["target"].cast("double").alias("target"),
+        _clean(c["members"]).alias("members"),
+        c["payload"].alias("payload"),
+        no.alias("_bad_payload"),
+    )
+
+
+def _event_fields_typed(df: DataFrame) -> DataFrame:
+    """Each event field from typed columns (checked first: ``InputSchemaError``)."""
+    c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
+    no = F.lit(False)
+    return df.select(
+        _record(df, EVENT_INPUT),
+        no.alias("_malformed"),
+        c["key"].alias("key"),
+        c["ts"].isNull().alias("_no_ts"),
+        _typed_epoch_ms(c["ts"], _type_of(df, "ts")).alias(ms_column("ts")),
+        F.when(~_blank(c["op_id"]), c["op_id"]).alias("op_id"),
+        no.alias("_bad_op_id"),
+        F.when(~_blank(c["source"]), c["source"]).alias("source"),
+        no.alias("_bad_source"),
+        c["value"].isNull().alias("_no_value"),
+        c["value"].cast("double").alias("value"),
+    )
+
+
+#: the columns a typed input must have (operations also need ``key`` or ``keys``); SPEC § Input
+_REQUIRED = {SOURCE_OPERATIONS: ("op_id", "ts", "timeout_ms"), SOURCE_EVENTS: ("key", "ts")}
+_CONTRACTS = {SOURCE_OPERATIONS: OPERATION_INPUT, SOURCE_EVENTS: EVENT_INPUT}
+_NUMBER, _WHOLE_NUMBER = (T.NumericType,), (T.IntegralType,)
+
+
+def _accepted(arrow_type: pa.DataType) -> tuple[tuple[type, ...], str]:
+    """The Spark types a column of the contract's ``arrow_type`` may have, and how to say so."""
+    if pa.types.is_timestamp(arrow_type):
+        return (T.TimestampType, T.TimestampNTZType, *_WHOLE_NUMBER), "timestamp, or epoch ms as bigint"
+    if pa.types.is_list(arrow_type):
+        return (T.ArrayType,), "array<string>"
+    if pa.types.is_integer(arrow_type):
+        return _NUMBER, "a whole number (bigint)"
+    if pa.types.is_floating(arrow_type):
+        return _NUMBER, "a number (double)"
+    return (T.StringType,), "string"
+
+
+def _schema_problems(df: DataFrame, source: str) -> list[str]:
+    """What keeps ``df`` from being a typed ``source`` input: missing or wrongly typed columns."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    contract = _CONTRACTS[source]
+    problems = [
+        f"no column {name!r} ({_accepted(contract.field(name).type)[1]})"
+        for name in _REQUIRED[source]
+        if name not in types
+    ]
+    if source == SOURCE_OPERATIONS and "key" not in types and "keys" not in types:
+        problems.append("no column 'key' (string) or 'keys' (array<string>)")
+    for field in contract:
+        given = types.get(field.name)
+        allowed, expected = _accepted(field.type)
+        wrong = given is not None and not isinstance(given, allowed)
+        if isinstance(given, T.ArrayType) and not isinstance(given.elementType, T.StringType):
+            wrong = True
+        if wrong:
+            problems.append(f"column {field.name!r} is {given.simpleString()}, expected {expected}")
+    return problems
+
+
+def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str, Column]:
+    """The contract's columns of a typed input (null where an optional one is absent).
+
+    Raises ``InputSchemaError`` naming every missing or wrongly typed column: at start, not in
+    the first micro-batch."""
+    problems = _schema_problems(df, source)
+    if problems:
+        raise InputSchemaError(f"{source} input: " + "; ".join(problems) + f" (columns: {df.columns})")
+    spark_types = from_arrow_schema(contract)
+    return {
+        f.name: F.col(f.name) if f.name in df.columns else F.lit(None).cast(f.dataType)
+        for f in spark_types.fields
     }
-    out = out.withColumn("reason", _first_reason(checks, EVENT_REASONS))
-    return out.select(*_parsed_columns(EVENT_COLUMNS))
 
 
-def _parquet_schema(kind: str) -> T.StructType:
-    return OPERATIONS_PARQUET_SCHEMA if kind == SOURCE_OPERATIONS else EVENTS_PARQUET_SCHEMA
+def _type_of(df: DataFrame, name: str) -> T.DataType | None:
+    return df.schema[name].dataType if name in df.columns else None
+
+
+def _record(df: DataFrame, contract: pa.Schema) -> Column:
+    """The row's contract columns, rendered as ``raw`` only if the row is rejected."""
+    return F.struct(*[F.col(name) for name in contract.names if name in df.columns]).alias("_record")
+
+
+def _typed_epoch_ms(ts: Column, spark_type: T.DataType | None) -> Column:
+    """Epoch ms of a timestamp (a zone-less one read as UTC) or of epoch ms; null if out of range."""
+    if isinstance(spark_type, T.TimestampType):
+        return _in_range(F.unix_millis(ts))
+    if isinstance(spark_type, T.TimestampNTZType):  # the input's own `ts` (no Python timestampdiff)
+        return _in_range(F.expr("timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', ts)"))
+    return _in_range(ts.cast("bigint"))
+
+
+def _typed_whole(number: Column, spark_type: T.DataType | None) -> Column:
+    """A whole number within bigint: integers as they are, a fraction's whole values (pandas'
+    allowance, ``engine.validation``); null otherwise (``bad_timeout_ms``)."""
+    if isinstance(spark_type, T.IntegralType):
+        return number.cast("bigint")
+    d = number.cast("double")
+    return F.when((d % 1 == 0) & (F.abs(d) < F.lit(float(2**63))), d.cast("bigint"))
+
+
+# -- reading sources ---------------------------------------------------------------------------------
+
+
+def _parquet_schema(spark: SparkSession, path: str, kind: str) -> T.StructType:
+    """The files' own schema when there are files (a wrong type then fails at start), else the
+    contract's."""
+    try:
+        return spark.read.parquet(path).schema
+    except AnalysisException:  # no files yet
+        return OPERATIONS_PARQUET_SCHEMA if kind == SOURCE_OPERATIONS else EVENTS_PARQUET_SCHEMA
+
+
+def _require_delta(spark: SparkSession) -> None:
+    from ..delta.writers import delta_classes_available
+
+    if not delta_classes_available(spark):
+        raise ValueError(
+            "source format delta: Spark's Delta data source is not on this session's classpath "
+            "(start Spark with --packages io.delta:delta-spark_2.13:<version>, or on Databricks); "
+            "or read the table yourself and pass the DataFrame (typed input)"
+        )
 
 
 def read_stream(
@@ -261,7 +479,9 @@ def read_stream(
     max_files_per_trigger: int | None = None,
     kafka_options: dict[str, str] | None = None,
 ) -> DataFrame:
-    """A streaming DataFrame over ``path`` (a directory, or a Kafka topic for ``kafka``)."""
+    """A streaming DataFrame over ``path``: a directory of JSON-lines (``json``; also what
+    ``auto`` reads from a path) or Parquet files, a Delta table (``delta``, when Spark's Delta
+    data source is available), or a Kafka topic."""
     if fmt == "kafka":
         reader = spark.readStream.format("kafka").option("subscribe", path)
         for key, value in (kafka_options or {}).items():
@@ -270,19 +490,25 @@ def read_stream(
     reader = spark.readStream
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
-    if fmt == "json":
+    if fmt in ("json", "auto"):
         return reader.format("text").load(path)
     if fmt == "parquet":
-        return reader.schema(_parquet_schema(kind)).parquet(path)
-    raise ValueError(f"unknown source format {fmt!r}; allowed: json, parquet, kafka")
+        return reader.schema(_parquet_schema(spark, path, kind)).parquet(path)
+    if fmt == "delta":
+        _require_delta(spark)
+        return reader.format("delta").load(path)
+    raise ValueError(f"unknown source format {fmt!r}; allowed: {', '.join(READ_FORMATS)}")
 
 
 def read_batch(
     spark: SparkSession, path: str, fmt: SourceFormat = "json", *, kind: Literal["operations", "events"]
 ) -> DataFrame:
     """The static counterpart of ``read_stream`` (for replays and backfills)."""
-    if fmt == "json":
+    if fmt in ("json", "auto"):
         return spark.read.format("text").load(path)
     if fmt == "parquet":
-        return spark.read.schema(_parquet_schema(kind)).parquet(path)
-    raise ValueError(f"batch reads support json and parquet, not {fmt!r}")
+        return spark.read.schema(_parquet_schema(spark, path, kind)).parquet(path)
+    if fmt == "delta":
+        _require_delta(spark)
+        return spark.read.format("delta").load(path)
+    raise ValueError(f"batch reads support json, parquet and delta, not {fmt!r}")

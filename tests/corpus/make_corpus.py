@@ -101,11 +101,11 @@ OPS_1 = [
     ),  # `keys` given: `key` does not stand in
     # epoch ms, one `key`, the timeout as text: accepted (expires)
     json.dumps({"op_id": "ms-ts", "key": "k-ms-ts", "ts": 1_767_225_601_000, "timeout_ms": "5000"}),
-    op("num-payload", payload=12),  # a number payload: its text (expires)
+    op("num-payload", ts=2, payload=12),  # a number payload: its text (expires); moves the ops watermark
 ]
 OPS_2 = [
     rejected(op("ok-1", ts=20), "duplicate_op_id"),  # duplicate across batches
-    rejected(op("late", ts=0), "late"),  # behind the watermark
+    rejected(op("late", ts=0), "late"),  # behind the watermark (both inputs reached 2 s: 1 s)
 ]
 EVENTS_1 = [
     ev("k-ok-1", 2),
