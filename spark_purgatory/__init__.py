@@ -56,6 +56,7 @@ _SPARK = {
     "metrics_of": "spark.output",
     "read_stream": "spark.sources",
     "read_batch": "spark.sources",
+    "InputSchemaError": "spark.sources",
 }
 
 __all__ = [

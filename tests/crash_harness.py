@@ -34,11 +34,13 @@ import time
 
 import pandas as pd
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from spark_purgatory.config import PurgatoryConfig, read_properties  # noqa: E402
+from spark_purgatory.contract import TABLES  # noqa: E402
 from spark_purgatory.engine.purgatory import Purgatory  # noqa: E402
 from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
 
@@ -160,10 +162,7 @@ def run(
     _, err = final.communicate(timeout=600)
     if final.returncode != 0:
         raise AssertionError(f"final run failed ({final.returncode}): {err[-3000:]}")
-    tables = {
-        name: DeltaTable(f"{out}/{name}", storage_options=storage_options).to_pandas()
-        for name in ("outcomes", "unmatched_events", "rejected")
-    }
+    tables = {name: read_table(f"{out}/{name}", storage_options, name) for name in TABLES}
     config = PurgatoryConfig.from_mapping(
         {
             k: v
@@ -179,6 +178,14 @@ def run(
         "expected_unmatched": expected_unmatched,
         "malformed": malformed,
     }
+
+
+def read_table(path: str, storage_options: dict | None, name: str) -> pd.DataFrame:
+    """A table's rows; a table no row was ever written to does not exist yet: no rows."""
+    try:
+        return DeltaTable(path, storage_options=storage_options).to_pandas()
+    except TableNotFoundError:
+        return pd.DataFrame(columns=TABLES[name].schema.names)
 
 
 def check(result: dict) -> None:

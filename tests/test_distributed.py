@@ -12,16 +12,16 @@ import sys
 
 import pytest
 from cluster import standalone_cluster
-from crash_harness import JOB, ROOT, check, reference
+from crash_harness import JOB, ROOT, check, read_table, reference
 
 from spark_purgatory.config import PurgatoryConfig, read_properties
+from spark_purgatory.contract import TABLES
 from spark_purgatory.workload import generate, write_json_lines
 
 pytestmark = pytest.mark.spark
 
 
 def test_job_on_a_standalone_cluster_gives_the_engine_results(tmp_path):
-    from deltalake import DeltaTable
 
     work = generate(1500, seed=21, ops_per_second=100)
     write_json_lines(work, str(tmp_path / "ops"), str(tmp_path / "events"), files=6, malformed=4)
@@ -58,10 +58,7 @@ def test_job_on_a_standalone_cluster_gives_the_engine_results(tmp_path):
     }
     config = PurgatoryConfig.from_mapping({**local, "source.max.files.per.trigger": "2"})
     outcomes, unmatched = reference(work, config)
-    tables = {
-        n: DeltaTable(str(tmp_path / "out" / n)).to_pandas()
-        for n in ("outcomes", "unmatched_events", "rejected")
-    }
+    tables = {n: read_table(str(tmp_path / "out" / n), None, n) for n in TABLES}
     check({"tables": tables, "expected_outcomes": outcomes, "expected_unmatched": unmatched, "malformed": 4})
 
 
