@@ -188,6 +188,7 @@ class TableContract:
     """
 
     name: str
+    kind: str  # the kind of operator output row that fills it
     schema: pa.Schema
     partition_by: str
     time_columns: tuple[str, ...]
@@ -207,6 +208,7 @@ class TableContract:
 
 OUTCOMES = TableContract(
     "outcomes",
+    KIND_OUTCOME,
     pa.schema(
         [
             ("op_id", pa.string()),
@@ -231,6 +233,7 @@ OUTCOMES = TableContract(
 )
 UNMATCHED_EVENTS = TableContract(
     "unmatched_events",
+    KIND_UNMATCHED,
     pa.schema(
         [
             ("key", pa.string()),
@@ -248,6 +251,7 @@ UNMATCHED_EVENTS = TableContract(
 )
 REJECTED = TableContract(
     "rejected",
+    KIND_REJECTED,
     pa.schema(
         [
             ("source", pa.string()),

@@ -64,9 +64,6 @@ from ..contract import (
     COMPLETED,
     EXPIRED,
     KIND_METRICS,
-    KIND_OUTCOME,
-    KIND_REJECTED,
-    KIND_UNMATCHED,
     OPERATOR_OUTPUT,
     OUTCOMES,
     REJECTED,
@@ -80,8 +77,6 @@ from .accumulator import RecordAccumulator, TableWriter
 __all__ = ["PurgatorySink", "split_tables"]
 
 _TS = pa.timestamp("us", tz="UTC")
-#: which kind of operator output row fills which table
-_KIND_OF = {OUTCOMES.name: KIND_OUTCOME, UNMATCHED_EVENTS.name: KIND_UNMATCHED, REJECTED.name: KIND_REJECTED}
 
 
 def _date(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -118,7 +113,7 @@ def split_tables(rows: pa.Table, batch_id: int, now: dt.datetime) -> dict[str, p
     """The operator's output rows (``contract.OPERATOR_OUTPUT``) as the tables' rows, by name."""
     kind = rows.column("kind")
     return {
-        name: _table_rows(table, rows.filter(pc.equal(kind, _KIND_OF[name])), batch_id, now)
+        name: _table_rows(table, rows.filter(pc.equal(kind, table.kind)), batch_id, now)
         for name, table in TABLES.items()
     }
 

@@ -62,12 +62,6 @@ _OBJECT_COLUMNS = [
 ]
 _WATERMARK = "watermark"
 
-#: table name -> the kind of the operator's rows it takes
-_KIND_OF_TABLE = {
-    OUTCOMES.name: KIND_OUTCOME,
-    UNMATCHED_EVENTS.name: KIND_UNMATCHED,
-    REJECTED.name: KIND_REJECTED,
-}
 #: the output's event times, by timestamp name (each travels as ``<name>_ms``)
 _TIME_COLUMNS = [*dict.fromkeys(c for t in TABLES.values() for c in t.time_columns), _WATERMARK]
 
@@ -135,7 +129,7 @@ def _writer_column(table: TableContract, name: str, batch_id: int | None) -> Col
 
 
 def _table_of(batch: DataFrame, table: TableContract, batch_id: int | None) -> DataFrame:
-    rows = batch.where(F.col("kind") == _KIND_OF_TABLE[table.name])
+    rows = batch.where(F.col("kind") == table.kind)
     engine = [
         F.timestamp_millis(F.col(ms_column(c))).alias(c) if c in table.time_columns else F.col(c)
         for c in table.engine_columns
