@@ -63,6 +63,7 @@ from pyspark.sql import types as T
 
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..engine.batch import with_keys
 from ..engine.conditions import CONDITIONS
 from ..engine.purgatory import Purgatory
 from ..engine.wheel import NO_EXPIRATION
@@ -217,7 +218,7 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     ops = pd.DataFrame(
         {
             "op_id": o["op_id"].to_numpy(dtype=object),
-            "keys": _keys_of(o["keys"].to_numpy(dtype=object), o["key"].to_numpy(dtype=object)),
+            "keys": with_keys(o[["keys", "key"]])["keys"].to_numpy(dtype=object),  # one key travels as `key`
             "ts": ts,
             "deadline": ts + o["timeout_ms"].to_numpy(np.int64),
             "cond": o["condition"].map(CONDITIONS).to_numpy(np.int8),
@@ -248,14 +249,6 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
         }
     )
     return ops, events, bad
-
-
-def _keys_of(keys: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Operations' key lists, from `keys` or (one key, see ``routing``) from `key`."""
-    keys = keys.copy()
-    for i in np.flatnonzero(pd.isna(keys)):
-        keys[i] = [key[i]]
-    return keys
 
 
 def segment_store(config: PurgatoryConfig) -> SegmentStore | None:
