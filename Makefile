@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# npm's test tools (Azurite, the Azure Storage emulator of tests/azure_store.py), pinned by
+# .ci/node/package-lock.json and kept beside it, out of the Python venv
+NODE_TOOLS := .ci/node
+AZURITE := $(NODE_TOOLS)/node_modules/.bin/azurite-blob
 
 .PHONY: demo test lint bench bench-spark clean
 
@@ -13,10 +17,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,demo]'
 	touch $(STAMP)
 
+$(AZURITE): $(NODE_TOOLS)/package-lock.json
+	@command -v npm >/dev/null || { echo "make test needs node >= 20 and npm (Azurite, for the ADLS tests)"; exit 1; }
+	npm ci --prefix $(NODE_TOOLS) --no-audit --no-fund --loglevel=error
+	touch $(AZURITE)
+
 demo: $(STAMP)
 	$(PY) -m spark_purgatory.demo $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(AZURITE)
 	$(PY) -m pytest $(ARGS)
 
 lint: $(STAMP)
@@ -30,4 +39,4 @@ bench-spark: $(STAMP)
 	$(PY) benchmarks/bench_operator.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis $(NODE_TOOLS)/node_modules

@@ -10,7 +10,9 @@ and both see a path the same way, through ``location``: Hadoop's ``s3a://`` is `
 ``Storage`` carries our ``storage.*`` keys (endpoint, region, plain HTTP, delta-rs's S3
 commit safety) to both; anything it leaves unset comes from the standard environment
 variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
-``AWS_ENDPOINT_URL``, ...), which pyarrow and delta-rs both read.
+``AWS_ENDPOINT_URL``, ...; ``AZURE_STORAGE_ACCOUNT_NAME``, ``AZURE_STORAGE_ACCOUNT_KEY``,
+``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_STORAGE_ENDPOINT``), which delta-rs reads itself and
+pyarrow through ``filesystem``.
 
 Invariants: nothing is resolved against the working directory except a plain relative path
 the user gave; a file written with ``write_once`` is never replaced.
@@ -21,6 +23,18 @@ passes delta-rs ``conditional_put=etag``: a commit file is written only if absen
 conditional writes; run here against moto's server, see ``tests/test_object_store.py``); set
 it empty to configure a DynamoDB lock through delta-rs's own ``AWS_S3_LOCKING_PROVIDER``
 variables instead.
+
+ADLS: ``abfss://container@account.dfs.core.windows.net/path`` (Hadoop's spelling) and
+``az://container/path`` (the account from ``AZURE_STORAGE_ACCOUNT_NAME`` or the endpoint).
+pyarrow's ``AzureFileSystem`` gets the account, the key or SAS token from the environment (else
+Azure's default credential chain: managed identity, ``AZURE_CLIENT_ID``/``AZURE_TENANT_ID``
+...), and the endpoint.  ``storage.endpoint`` is then the account's blob service URL, as in
+an Azure connection string's ``BlobEndpoint``: ``https://account.blob.core.windows.net`` or,
+path-style, Azurite's ``http://127.0.0.1:10000/devstoreaccount1``.  delta-rs speaks the blob
+API to both kinds of account and commits with a put that fails if the file exists (Azure
+has conditional writes), so no lock is needed.  Azurite has no hierarchical namespace and no
+dfs endpoint: a path-style endpoint serves pyarrow as both blob and dfs endpoint (run here
+against Azurite, see ``tests/test_azure_store.py``).
 """
 
 from __future__ import annotations
@@ -29,24 +43,33 @@ import os
 import uuid
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import pyarrow.fs as pafs
 
 __all__ = ["Storage", "location", "join", "write_once"]
 
+#: the URI schemes of Azure Data Lake Storage / Blob Storage that pyarrow and delta-rs both read
+AZURE_SCHEMES = ("abfss://", "abfs://", "az://")
+
 
 def location(uri: str) -> str:
     """A path or URI as pyarrow and delta-rs know it.
 
+    Databricks: ``dbfs:/x`` is the FUSE mount ``/dbfs/x`` on the driver and the executors, a
+    Unity Catalog volume ``dbfs:/Volumes/c/s/v`` is its own mount ``/Volumes/c/s/v``.
+
     >>> location("s3a://bucket/chk"), location("dbfs:/chk"), location("file:///t"), location("/Volumes/c/s/v")
     ('s3://bucket/chk', '/dbfs/chk', '/t', '/Volumes/c/s/v')
+    >>> location("dbfs:/Volumes/c/s/v/chk"), location("abfss://c@acct.dfs.core.windows.net/t")
+    ('/Volumes/c/s/v/chk', 'abfss://c@acct.dfs.core.windows.net/t')
     """
     for hadoop in ("s3a://", "s3n://"):
         if uri.startswith(hadoop):
             return "s3://" + uri[len(hadoop) :]
     if uri.startswith("dbfs:/"):
-        return "/dbfs/" + uri[len("dbfs:/") :].lstrip("/")
+        inside = uri[len("dbfs:/") :].lstrip("/")
+        return "/" + inside if inside.startswith("Volumes/") else "/dbfs/" + inside
     if uri.startswith("file:"):
         return "/" + uri[len("file:") :].lstrip("/")
     return uri
@@ -99,6 +122,8 @@ class Storage:
         where = location(uri)
         if "://" not in where:
             return pafs.LocalFileSystem(), os.path.abspath(where)
+        if where.startswith(AZURE_SCHEMES):
+            return self._azure_filesystem(where)
         if where.startswith("s3://"):
             where += self._s3_query()
         fs, path = pafs.FileSystem.from_uri(where)  # pyarrow reads the environment here
@@ -106,14 +131,22 @@ class Storage:
 
     def delta_options(self, uri: str) -> dict[str, str] | None:
         """delta-rs's ``storage_options`` for a table at ``uri`` (None: nothing to add)."""
-        if not location(uri).startswith("s3://"):
+        where = location(uri)
+        if where.startswith(AZURE_SCHEMES):
+            options = {
+                "azure_storage_account_name": self._azure_address(where)[1],
+                "azure_storage_endpoint": self.endpoint,
+                "allow_http": "true" if self.allow_http else "",
+            }
+        elif where.startswith("s3://"):
+            options = {
+                "AWS_ENDPOINT_URL": self.endpoint,
+                "AWS_REGION": self.region,
+                "AWS_ALLOW_HTTP": "true" if self.allow_http else "",
+                "conditional_put": self.s3_conditional_put,
+            }
+        else:
             return None
-        options = {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_REGION": self.region,
-            "AWS_ALLOW_HTTP": "true" if self.allow_http else "",
-            "conditional_put": self.s3_conditional_put,
-        }
         return {k: v for k, v in options.items() if v}
 
     def _s3_query(self) -> str:
@@ -125,6 +158,78 @@ class Storage:
         if self.region:
             options["region"] = self.region
         return "?" + urlencode(options) if options else ""
+
+    def _azure_endpoint(self) -> str:
+        return self.endpoint or os.environ.get("AZURE_STORAGE_ENDPOINT", "")
+
+    def _azure_address(self, where: str) -> tuple[str, str, str]:
+        """(container, account, path) of an ``abfss://`` or ``az://`` URI ("" for no account).
+
+        The account: the URI's host (``abfss://container@account.dfs.core.windows.net``), else
+        ``AZURE_STORAGE_ACCOUNT_NAME``, else a path-style endpoint's path (Azurite's).
+
+        >>> Storage()._azure_address("abfss://c@acct.dfs.core.windows.net/a/b")
+        ('c', 'acct', 'a/b')
+        >>> Storage(endpoint="http://127.0.0.1:10000/devstoreaccount1")._azure_address("az://c/a/")
+        ('c', 'devstoreaccount1', 'a')
+        """
+        parts = urlsplit(where)
+        container, _, host = parts.netloc.rpartition("@")
+        if not container:  # az://container/path
+            container, host = host, ""
+        account = (
+            host.split(".", 1)[0]
+            or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME", "")
+            or urlsplit(self._azure_endpoint()).path.strip("/")
+        )
+        return container, account, parts.path.strip("/")
+
+    def _azure_filesystem(self, where: str) -> tuple[pafs.FileSystem, str]:
+        """pyarrow's ``AzureFileSystem`` for the URI's account, and ``container/path`` in it."""
+        container, account, path = self._azure_address(where)
+        if not account:
+            raise ValueError(
+                f"{where}: which Azure storage account? Use abfss://container@ACCOUNT.dfs.core.windows.net"
+                "/..., set AZURE_STORAGE_ACCOUNT_NAME, or a path-style storage.endpoint"
+            )
+        key, sas = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY"), os.environ.get("AZURE_STORAGE_SAS_TOKEN")
+        credential = {"account_key": key} if key else {"sas_token": sas} if sas else {}  # else Azure's chain
+        fs = pafs.AzureFileSystem(account_name=account, **credential, **self._blob_service(account))
+        return fs, f"{container}/{path}".rstrip("/")
+
+    def _blob_service(self, account: str) -> dict[str, str]:
+        """The endpoint as pyarrow's authorities (none: Azure's own, ``account.blob.core.windows.net``).
+
+        pyarrow puts the account before an authority starting with ``.`` and after any other
+        (path-style).  Azurite serves no dfs endpoint: its blob endpoint stands for both.
+
+        >>> azurite = Storage(endpoint="http://127.0.0.1:10000/devstoreaccount1")
+        >>> azurite._blob_service("devstoreaccount1")["blob_storage_authority"]
+        '127.0.0.1:10000'
+        >>> gov = Storage(endpoint="https://acct.blob.core.usgovcloudapi.net")
+        >>> gov._blob_service("acct")["dfs_storage_authority"]
+        '.dfs.core.usgovcloudapi.net'
+        """
+        endpoint = urlsplit(self._azure_endpoint())
+        if not endpoint.netloc:
+            return {}
+        if endpoint.path.strip("/"):  # http://host:port/account
+            blob = dfs = endpoint.netloc
+        elif endpoint.netloc.startswith(account + "."):  # https://account.blob.<domain>
+            blob = endpoint.netloc[len(account) :]
+            dfs = blob.replace(".blob.", ".dfs.", 1)
+        else:
+            raise ValueError(
+                f"storage.endpoint {endpoint.geturl()!r}: an Azure blob endpoint is "
+                f"https://{account}.blob.<domain> or path-style http://host:port/{account}"
+            )
+        scheme = endpoint.scheme
+        return {
+            "blob_storage_authority": blob,
+            "dfs_storage_authority": dfs,
+            "blob_storage_scheme": scheme,
+            "dfs_storage_scheme": scheme,
+        }
 
 
 def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
