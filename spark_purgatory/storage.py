@@ -5,7 +5,8 @@ paths or URIs -- ``file://``, ``s3://``, ``s3a://``, ``gs://``, ``abfss://``, ``
 ``/Volumes/...``.  Spark reads them itself; what the project writes itself goes through
 pyarrow's filesystems (staging, segments, the checkpoint's id file) and delta-rs (tables),
 and both see a path the same way, through ``location``: Hadoop's ``s3a://`` is ``s3://``,
-``dbfs:/x`` is the FUSE path ``/dbfs/x``, ``file:/x`` is ``/x``.
+``dbfs:/x`` is the FUSE path ``/dbfs/x`` (``dbfs:/Volumes/x`` is ``/Volumes/x``), ``file:/x``
+is ``/x``.
 
 ``Storage`` carries our ``storage.*`` keys (endpoint, region, plain HTTP, delta-rs's S3
 commit safety) to both; anything it leaves unset comes from the standard environment
@@ -50,7 +51,7 @@ import pyarrow.fs as pafs
 __all__ = ["Storage", "location", "join", "write_once"]
 
 #: the URI schemes of Azure Data Lake Storage / Blob Storage that pyarrow and delta-rs both read
-AZURE_SCHEMES = ("abfss://", "abfs://", "az://")
+_AZURE_SCHEMES = ("abfss://", "abfs://", "az://")
 
 
 def location(uri: str) -> str:
@@ -89,8 +90,9 @@ class Storage:
     """The ``storage.*`` settings, for pyarrow's filesystems and delta-rs's storage options.
 
     Args:
-        endpoint: an S3-compatible endpoint (``storage.endpoint``), e.g. MinIO's; else
-            ``AWS_ENDPOINT_URL`` or AWS itself.
+        endpoint: the object store's endpoint (``storage.endpoint``): S3-compatible, e.g.
+            MinIO's, else ``AWS_ENDPOINT_URL`` or AWS itself; for ADLS the account's blob
+            service URL, else ``AZURE_STORAGE_ENDPOINT`` or Azure itself.
         region: the bucket's region (``storage.region``); else ``AWS_REGION``.
         allow_http: talk plain HTTP to the endpoint (``storage.allow.http``).
         s3_conditional_put: delta-rs's S3 commit safety (``storage.s3.conditional.put``):
@@ -122,7 +124,7 @@ class Storage:
         where = location(uri)
         if "://" not in where:
             return pafs.LocalFileSystem(), os.path.abspath(where)
-        if where.startswith(AZURE_SCHEMES):
+        if where.startswith(_AZURE_SCHEMES):
             return self._azure_filesystem(where)
         if where.startswith("s3://"):
             where += self._s3_query()
@@ -132,7 +134,7 @@ class Storage:
     def delta_options(self, uri: str) -> dict[str, str] | None:
         """delta-rs's ``storage_options`` for a table at ``uri`` (None: nothing to add)."""
         where = location(uri)
-        if where.startswith(AZURE_SCHEMES):
+        if where.startswith(_AZURE_SCHEMES):
             options = {
                 "azure_storage_account_name": self._azure_address(where)[1],
                 "azure_storage_endpoint": self.endpoint,

@@ -108,45 +108,49 @@ def test_the_standard_environment_alone_reaches_the_account(azurite, monkeypatch
     assert "env-only/out/note" in azurite.keys("env-only")
 
 
-def _job(azurite, root: str, settings: dict[str, str], n_ops: int, files: int) -> tuple:
-    """The job over local input with its tables, state and staging on Azurite; its work and settings."""
-    work = generate(n_ops, seed=11, ops_per_second=100)
-    ops, events = os.path.join(root, "ops"), os.path.join(root, "events")
-    write_json_lines(work, ops, events, files=files, malformed=6)
-    sets = [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
-    args = ["--ops-path", ops, "--events-path", events, "--output-path", azurite.uri("job", "out")]
-    args += ["--checkpoint-path", os.path.join(root, "chk"), "--trigger", "available-now"]
-    done = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "jobs", "purgatory_job.py"), *args, *sets]
-        + ["--conf", os.path.join(ROOT, "conf", "local.conf"), "--set", "job.master=local[2]"],
-        env={**os.environ, **azurite.env},  # what a user exports; the endpoint is a --set
+def _run(azurite, root: str, settings: dict[str, str], fault: str = "") -> subprocess.CompletedProcess:
+    """The job (``available-now``) over ``root``'s input, its tables on Azurite; ``fault``: killed there."""
+    args = ["--ops-path", f"{root}/ops", "--events-path", f"{root}/events", "--trigger", "available-now"]
+    args += ["--checkpoint-path", f"{root}/chk", "--output-path", azurite.uri(os.path.basename(root), "out")]
+    args += ["--conf", os.path.join(ROOT, "conf", "local.conf"), "--set", "job.master=local[2]"]
+    args += [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
+    job = os.path.join(ROOT, *(("tests", "faulty_job.py") if fault else ("jobs", "purgatory_job.py")))
+    return subprocess.run(
+        [sys.executable, job, *args],
+        # what a user exports (the endpoint is a --set), and where to crash
+        env={**os.environ, **azurite.env, **({"PURGATORY_FAULT": fault} if fault else {})},
         capture_output=True,
         text=True,
         timeout=600,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return work
 
 
-@pytest.mark.spark
-def test_the_job_with_tables_state_and_staging_on_adls(azurite, tmp_path):
+def _exactly_once(azurite, root: str, *, n_ops: int, fault: str = "") -> list[str]:
+    """Run the job over new input (first killed at ``fault``, if given); check its tables; their blobs."""
     from crash_harness import SETTINGS, check, read_table, reference
 
+    run = os.path.basename(root)  # a prefix of its own in the container
     settings = {
         **SETTINGS,
         **azurite.settings,
-        "purgatory.state.path": azurite.uri("job", "state"),
-        "accumulator.staging.path": azurite.uri("job", "staging", scheme="az"),
+        "purgatory.state.path": azurite.uri(run, "state"),
+        "accumulator.staging.path": azurite.uri(run, "staging", scheme="az"),
     }
-    work = _job(azurite, str(tmp_path), settings, n_ops=600, files=4)
+    work = generate(n_ops, seed=11, ops_per_second=100)
+    write_json_lines(work, f"{root}/ops", f"{root}/events", files=4, malformed=6)
+    if fault:
+        killed = _run(azurite, root, settings, fault)
+        assert killed.returncode == -9, f"not killed at {fault}: {killed.stderr[-3000:]}"
+    done = _run(azurite, root, settings)
+    assert done.returncode == 0, done.stderr[-3000:]
     local = read_properties(os.path.join(ROOT, "conf", "local.conf"))
     config = PurgatoryConfig.from_mapping(
         {k: v for k, v in {**local, **settings}.items() if not k.startswith("job.")}
     )
     expected_outcomes, expected_unmatched = reference(work, config)
-    tables = {
-        name: read_table(azurite.uri("job", "out", name), azurite.storage_options, name) for name in TABLES
-    }
+    out = azurite.uri(run, "out")
+    tables = {name: read_table(f"{out}/{name}", azurite.storage_options, name) for name in TABLES}
+    assert len(tables["outcomes"]) > 0
     check(
         {
             "tables": tables,
@@ -155,10 +159,21 @@ def test_the_job_with_tables_state_and_staging_on_adls(azurite, tmp_path):
             "malformed": 6,
         }
     )
-    assert len(tables["outcomes"]) > 0
-    keys = azurite.keys("job")
+    assert not os.path.exists(f"{root}/out")  # nothing went to a local path
+    return azurite.keys(run)
+
+
+@pytest.mark.spark
+def test_the_job_with_tables_state_and_staging_on_adls(azurite, tmp_path):
+    keys = _exactly_once(azurite, str(tmp_path / "job"), n_ops=600)
     assert any(k.startswith("job/state/") for k in keys), "segment files on Azurite"
     assert any(k.startswith("job/out/outcomes/_delta_log/") for k in keys)
     assert "job/staging/staged_through" in keys
     assert not any(k.endswith(".arrow") and k.startswith("job/staging/") for k in keys)  # flushed
-    assert not os.path.exists(os.path.join(str(tmp_path), "out"))  # nothing went to a local path
+
+
+@pytest.mark.spark
+def test_a_kill_after_a_commit_on_adls_then_a_restart_gives_exactly_once(azurite, tmp_path):
+    """kill -9 after a Delta commit, before the staged rows are cleared: the restart commits nothing twice."""
+    keys = _exactly_once(azurite, str(tmp_path / "crash"), n_ops=400, fault="committed:1")
+    assert not any("drain-" in k for k in keys if k.startswith("crash/staging/"))  # manifests resolved
