@@ -48,7 +48,7 @@ from ..contract import (
     SOURCE_OPERATIONS,
     UNMATCHED_COLUMNS,
 )
-from . import dedup, watchers
+from . import dedup, relay, watchers
 from .batch import VALID_EVENTS, VALID_OPERATIONS, BatchResult, rejected_rows, with_keys
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
 from .frames import concat, frame_or_empty, hash_strings, merge_by_hash, rows_by_handle, rows_where, stack
@@ -85,6 +85,9 @@ class Purgatory:
         self.shard: int | None = None
         #: what the state layer keeps with this shard between saves; the engine never reads it
         self.lineage: Any = None
+        #: the host's, kept with the state: the last micro-batch whose relays this shard has
+        #: received (the cross-shard group's; ``relay``)
+        self.relays_through: int = -1
         self._changes = ChangeLog()
         tables = ShardTables.empty()
         tables.watermark = int(start_ms)
@@ -203,6 +206,7 @@ class Purgatory:
         watermark_ms: int,
         batch_id: int = 0,
         validated: bool = False,
+        relayed: pd.DataFrame | None = None,
     ) -> BatchResult:
         """Run one micro-batch: register operations, apply events, expire, report.
 
@@ -221,14 +225,24 @@ class Purgatory:
                 They may also carry ``stub`` (operations) and ``replica`` (events) flags:
                 copies of an operation or event that the host sends to a second shard, which
                 count there but never report (their original does).
+            relayed: relay rows (``tables.RELAY``) primary shards handed on to this shard,
+                the cross-shard group (``relay``): their events count as replicas and are
+                never late, their floors raise their operations' key progress.  They are
+                applied before the wheel moves to the watermark.
+
+        The result's ``relay`` holds what this shard's stubs hand on (``relay.outgoing``).
         """
         self._batch_id = int(batch_id)
         wm = max(int(watermark_ms), self._watermark)
         self._outcomes = []
+        new_from = self._next_handle
         ops, evs, rejected = self._admit(operations, events, wm, validated)
+        arriving, floors = relay.received(relayed)
 
         self.try_complete_else_watch(ops)
-        self.check_and_complete(evs)
+        self.check_and_complete(stack(evs, arriving.reindex(columns=evs.columns)) if len(arriving) else evs)
+        self._raise_floors(floors)
+        handed_on = self._relay(new_from)
         self.advance(wm)
         unmatched = self._finalise_events(wm)
         self._retire(wm)
@@ -237,7 +251,7 @@ class Purgatory:
         self._outcomes = []
         rej = concat([r for r in rejected if len(r)], REJECTED_COLUMNS[:-1])  # batch_id added next
         rej["batch_id"] = self._batch_id
-        return BatchResult(outcomes.reset_index(drop=True), unmatched, rej[REJECTED_COLUMNS])
+        return BatchResult(outcomes.reset_index(drop=True), unmatched, rej[REJECTED_COLUMNS], handed_on)
 
     def replay(
         self,
@@ -276,6 +290,7 @@ class Purgatory:
             ops["stub"] = False
         if "replica" not in evs.columns:
             evs["replica"] = False
+        evs["relayed"] = False
 
         # stubs and replicas are copies: their original reports lateness and duplicates
         stub = ops["stub"].to_numpy(bool)
@@ -516,6 +531,24 @@ class Purgatory:
             return np.empty(0, dtype=np.int64)
         self._matches = stack(self._matches, new)
         return np.unique(new["handle"].to_numpy(np.int64))
+
+    def _raise_floors(self, floors: pd.DataFrame) -> None:
+        """Floors relayed for pending operations become their matches (``relay.floor_matches``)."""
+        if len(floors):
+            self._try_complete(self._add_floor_matches(relay.floor_matches(self._ops, self._seen, floors)))
+
+    def _add_floor_matches(self, rows: pd.DataFrame) -> np.ndarray:
+        if len(rows) == 0:
+            return np.empty(0, dtype=np.int64)
+        self._matches = stack(self._matches, rows)
+        return np.unique(rows["handle"].to_numpy(np.int64))
+
+    def _relay(self, new_from: int) -> pd.DataFrame:
+        """What this shard's stubs hand on now (``relay.outgoing``); those events are flagged."""
+        rows, now = relay.outgoing(self._ops, self._watch, self._matches, self._events, new_from)
+        if now.any():
+            self._events.loc[now, "relayed"] = True
+        return rows
 
     def _evaluate(self, handles: np.ndarray) -> Evaluation:
         ops = rows_by_handle(self._ops, handles)

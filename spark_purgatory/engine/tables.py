@@ -35,6 +35,7 @@ __all__ = [
     "WATCH",
     "MATCHES",
     "EVENTS",
+    "RELAY",
     "KEYS",
     "SEEN",
     "RESOLVED",
@@ -74,7 +75,9 @@ MATCHES = {
     "source": "object",
     "is_member": "bool",
 }
-#: events the watermark has not passed yet, in arrival order (``eseq``)
+#: events the watermark has not passed yet, in arrival order (``eseq``); ``replica``: a copy
+#: that counts here but is reported by its home shard; ``relayed``: handed on to the
+#: cross-shard group already (``Purgatory.process``'s relay), or received that way
 EVENTS = {
     "eseq": "int64",
     "key": "object",
@@ -84,6 +87,18 @@ EVENTS = {
     "value": "float64",
     "used": "bool",
     "replica": "bool",
+    "relayed": "bool",
+}
+#: what a primary shard hands on to the cross-shard group: events its stubs matched, and for
+#: each new ``offset`` stub the *floor* of each key it watches (``floor`` True: ``op_id`` and
+#: ``key`` name the watch, ``value`` is the key's progress when the stub started watching)
+RELAY = {
+    "key": "object",
+    "ts": "int64",
+    "op_id": "object",
+    "source": "object",
+    "value": "float64",
+    "floor": "bool",
 }
 #: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values),
 #: the last such event's time, and until when its events count as after_resolution
