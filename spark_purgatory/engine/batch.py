@@ -26,7 +26,7 @@ __all__ = ["BatchResult", "VALID_OPERATIONS", "VALID_EVENTS", "with_keys", "reje
 #: what ``process(..., validated=True)`` takes: the ops table without the engine's own columns
 VALID_OPERATIONS = {k: v for k, v in OPS.items() if k not in ("handle", "n_members")}
 #: ... and the events it takes
-VALID_EVENTS = {k: v for k, v in EVENTS.items() if k not in ("eseq", "used", "relayed")}
+VALID_EVENTS = {k: v for k, v in EVENTS.items() if k not in ("eseq", "used")}
 
 
 @dataclass

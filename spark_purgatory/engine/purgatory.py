@@ -225,24 +225,30 @@ class Purgatory:
                 They may also carry ``stub`` (operations) and ``replica`` (events) flags:
                 copies of an operation or event that the host sends to a second shard, which
                 count there but never report (their original does).
-            relayed: relay rows (``tables.RELAY``) primary shards handed on to this shard,
-                the cross-shard group (``relay``): their events count as replicas and are
-                never late, their floors raise their operations' key progress.  They are
-                applied before the wheel moves to the watermark.
+            relayed: what primary shards relayed to this shard, the cross-shard group
+                (``tables.RELAY`` rows with the ``batch`` that made them; ``relay``).  They
+                become matches of the operations they name, batch by batch, before this
+                batch's operations, events and expiries.
 
-        The result's ``relay`` holds what this shard's stubs hand on (``relay.outgoing``).
+        The result's ``relay`` holds what this shard's stubs relay (``relay.outgoing``).
         """
         self._batch_id = int(batch_id)
         wm = max(int(watermark_ms), self._watermark)
         self._outcomes = []
-        new_from = self._next_handle
+        new_from, new_eseq_from = self._next_handle, self._next_eseq
         ops, evs, rejected = self._admit(operations, events, wm, validated)
-        arriving, floors = relay.received(relayed)
 
+        self._receive(relayed)
         self.try_complete_else_watch(ops)
-        self.check_and_complete(stack(evs, arriving.reindex(columns=evs.columns)) if len(arriving) else evs)
-        self._raise_floors(floors)
-        handed_on = self._relay(new_from)
+        self.check_and_complete(evs)
+        handed_on = relay.outgoing(
+            self._ops,
+            self._watch,
+            self._matches,
+            self._events,
+            new_from=new_from,
+            new_eseq_from=new_eseq_from,
+        )
         self.advance(wm)
         unmatched = self._finalise_events(wm)
         self._retire(wm)
@@ -290,7 +296,6 @@ class Purgatory:
             ops["stub"] = False
         if "replica" not in evs.columns:
             evs["replica"] = False
-        evs["relayed"] = False
 
         # stubs and replicas are copies: their original reports lateness and duplicates
         stub = ops["stub"].to_numpy(bool)
@@ -532,23 +537,21 @@ class Purgatory:
         self._matches = stack(self._matches, new)
         return np.unique(new["handle"].to_numpy(np.int64))
 
-    def _raise_floors(self, floors: pd.DataFrame) -> None:
-        """Floors relayed for pending operations become their matches (``relay.floor_matches``)."""
-        if len(floors):
-            self._try_complete(self._add_floor_matches(relay.floor_matches(self._ops, self._seen, floors)))
-
-    def _add_floor_matches(self, rows: pd.DataFrame) -> np.ndarray:
-        if len(rows) == 0:
-            return np.empty(0, dtype=np.int64)
-        self._matches = stack(self._matches, rows)
-        return np.unique(rows["handle"].to_numpy(np.int64))
-
-    def _relay(self, new_from: int) -> pd.DataFrame:
-        """What this shard's stubs hand on now (``relay.outgoing``); those events are flagged."""
-        rows, now = relay.outgoing(self._ops, self._watch, self._matches, self._events, new_from)
-        if now.any():
-            self._events.loc[now, "relayed"] = True
-        return rows
+    def _receive(self, relayed: pd.DataFrame | None) -> None:
+        """Relayed pairs and floors as matches, in the order the primaries made them (by
+        batch, registration stage first), each step evaluated as it would have been there."""
+        if relayed is None or len(relayed) == 0:
+            return
+        order = np.lexsort((relayed["stage"].to_numpy(), relayed["batch"].to_numpy()))
+        rows = relayed.iloc[order].reset_index(drop=True)
+        step = rows["batch"].to_numpy(np.int64) * 2 + rows["stage"].to_numpy(np.int64)
+        starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+        for start, end in zip(starts, np.r_[starts[1:], len(rows)], strict=True):  # a loop over steps
+            new = relay.matches_of(self._ops, self._seen, rows.iloc[start:end], self._next_eseq)
+            self._next_eseq += end - start
+            if len(new):
+                self._matches = stack(self._matches, new)
+                self._try_complete(np.unique(new["handle"].to_numpy(np.int64)))
 
     def _evaluate(self, handles: np.ndarray) -> Evaluation:
         ops = rows_by_handle(self._ops, handles)

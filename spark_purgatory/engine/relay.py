@@ -1,26 +1,29 @@
-"""The relay: how a primary shard hands a cross-shard operation the events of its keys.
+"""The relay: how a primary shard hands a cross-shard operation what its keys' watchers saw.
 
 An operation whose keys hash to several shards lives in the cross-shard group; each primary
-shard of its keys holds a *stub* of it (a watcher that never completes and reports nothing,
-so the primary does not report the events it matches as unmatched).  Kafka watches such an
-operation under each key in place; here the stubs are those watchers and the relay is how
-what they see reaches the one place that decides the operation:
+shard of its keys holds a *stub* of it: a watcher that never completes and reports nothing
+(so the primary does not report the events it matches as unmatched).  Kafka watches such an
+operation under each key in place; here the stubs are those watchers, and the relay carries
+what they match to the one place that decides the operation:
 
-* ``outgoing``: after a batch's operations and events are matched, every buffered event a
-  stub matched that has not been relayed yet (new events, and events buffered before a stub
-  arriving now: events may come before their operation) is relayed, once: the event keeps a
-  ``relayed`` flag, so a later stub matching it again does not relay it twice (the
-  cross-shard group buffers relayed events like a shard buffers its own, so a later
-  cross-shard operation finds them there).  A new ``offset`` stub also relays each key's
-  *floor*, the key's progress from events finalised before it started watching, which the
-  cross-shard group cannot know (SPEC: a key's progress includes events before ``o.ts``).
-* ``received``: the cross-shard group splits what it received into events (``replica``:
-  counted, never reported, never late: their home shard judged them) and floors, which
-  ``floor_matches`` turns into matches of the operations they name.
+* ``outgoing`` (a primary, each batch): every (event, stub) match made in this batch, as
+  the event's fields and the stub's op_id, in two *stages*: 0, events buffered before a stub
+  that arrived now (events may come before their operation), and 1, events new in this
+  batch; and for each new ``offset`` stub each key's *floor*, the key's progress from events
+  finalised before the stub (SPEC: a key's progress counts events before ``o.ts``), which
+  only the primary knows.  Each pair is made once (matches are made once), so each is
+  relayed once.
+* ``Purgatory.process(relayed=...)`` (the cross-shard group): the pairs become matches of
+  the operations they name (``matches_of``), batch by batch in the order they were made,
+  registration stage first, each step evaluated as the primary's would have been.  The
+  cross-shard group gets no events of its own, so its matches are exactly the primaries':
+  the outcome equals one purgatory's holding every key (same ``resolved_at``, matched
+  events and progress), up to one micro-batch later.
 
-The host carries relay rows between the two (``spark_purgatory.state.mailbox``); the engine
-only produces and consumes them.  Invariant: every event that can count for a cross-shard
-operation reaches the cross-shard group exactly once, and its floors once per stub.
+The host carries relay rows between the two (``spark_purgatory.state.mailbox``, which
+explains why expiry still waits for every event that can count); the engine only produces
+and consumes them.  Cost: a pair per (event, cross-shard operation) it counts for; events no
+cross-shard operation watches never travel.
 """
 
 from __future__ import annotations
@@ -33,88 +36,118 @@ from .conditions import FLOOR_ESEQ, OFFSET
 from .frames import empty, hash_strings, rows_by_handle
 from .tables import I64_MIN, MATCHES, RELAY
 
-__all__ = ["outgoing", "received", "floor_matches", "empty_relay"]
+__all__ = ["REGISTRATION", "ARRIVAL", "outgoing", "matches_of"]
 
-
-def empty_relay() -> pd.DataFrame:
-    return empty(RELAY)
+#: a relayed pair's stage: the event was buffered when its stub arrived, or arrived itself
+REGISTRATION, ARRIVAL = 0, 1
 
 
 def outgoing(
-    ops: pd.DataFrame, watch: pd.DataFrame, matches: pd.DataFrame, events: pd.DataFrame, new_from: int
-) -> tuple[pd.DataFrame, np.ndarray]:
-    """(relay rows, which ``events`` are relayed now) for a shard's stubs.
+    ops: pd.DataFrame,
+    watch: pd.DataFrame,
+    matches: pd.DataFrame,
+    events: pd.DataFrame,
+    *,
+    new_from: int,
+    new_eseq_from: int,
+) -> pd.DataFrame:
+    """The relay rows of this batch: stub matches made in it and new ``offset`` stubs' floors.
 
-    ``new_from``: the first handle registered in this batch (stubs from it on are new and
-    relay their floors).
+    ``new_from`` / ``new_eseq_from``: the first handle / event sequence number of this batch
+    (a match is new when its operation or its event is).
     """
-    relayed_now = np.zeros(len(events), dtype=bool)
-    if len(matches) == 0 or len(ops) == 0:
-        return empty_relay(), relayed_now
-    handles = np.unique(matches["handle"].to_numpy(np.int64))
-    stub = rows_by_handle(ops, handles)["stub"].to_numpy(bool)
-    if not stub.any():
-        return empty_relay(), relayed_now
-    by_stub = matches["handle"].isin(handles[stub]).to_numpy()
-    eseqs = matches["eseq"].to_numpy(np.int64)[by_stub]
-    relayed_now = np.isin(events["eseq"].to_numpy(np.int64), eseqs) & ~events["relayed"].to_numpy(bool)
-    sent = events.loc[relayed_now, ["key", "ts", "op_id", "source", "value"]].assign(floor=False)
-    return pd.concat([sent, _floors(ops, watch, new_from)], ignore_index=True).astype(RELAY), relayed_now
+    parts = [_pairs(ops, matches, events, new_from, new_eseq_from), _floors(ops, watch, new_from)]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return empty(RELAY)
+    return pd.concat(parts, ignore_index=True).astype(RELAY)
+
+
+def _pairs(
+    ops: pd.DataFrame, matches: pd.DataFrame, events: pd.DataFrame, new_from: int, new_eseq_from: int
+) -> pd.DataFrame:
+    if len(matches) == 0:
+        return empty(RELAY)
+    handle, eseq = matches["handle"].to_numpy(np.int64), matches["eseq"].to_numpy(np.int64)
+    new = (handle >= new_from) | (eseq >= new_eseq_from)
+    if not new.any():
+        return empty(RELAY)
+    handle, eseq = handle[new], eseq[new]
+    of_op = rows_by_handle(ops, np.unique(handle))
+    at = np.searchsorted(of_op["handle"].to_numpy(np.int64), handle)
+    stub = of_op["stub"].to_numpy(bool)[at]
+    handle, eseq, at = handle[stub], eseq[stub], at[stub]
+    if handle.size == 0:
+        return empty(RELAY)
+    # the events of new matches are all still buffered: the relay is made before finalising
+    row = np.searchsorted(events["eseq"].to_numpy(np.int64), eseq)
+    ev = events.iloc[row]
+    return pd.DataFrame(
+        {
+            "for_op": of_op["op_id"].to_numpy(dtype=object)[at],
+            "key": ev["key"].to_numpy(dtype=object),
+            "ts": ev["ts"].to_numpy(np.int64),
+            "op_id": ev["op_id"].to_numpy(dtype=object),
+            "source": ev["source"].to_numpy(dtype=object),
+            "value": ev["value"].to_numpy(float),
+            "stage": np.where(eseq >= new_eseq_from, ARRIVAL, REGISTRATION).astype(np.int8),
+            "floor": False,
+        }
+    )
 
 
 def _floors(ops: pd.DataFrame, watch: pd.DataFrame, new_from: int) -> pd.DataFrame:
     """The floors of the ``offset`` stubs registered from ``new_from`` on (keys with progress)."""
-    new = ops.loc[ops["handle"].to_numpy(np.int64) >= new_from]
+    new = ops.loc[ops["handle"].to_numpy(np.int64) >= new_from]  # ops are sorted by handle
     new = new.loc[new["stub"].to_numpy(bool) & (new["cond"].to_numpy() == OFFSET)]
     if len(new) == 0:
-        return empty_relay()
+        return empty(RELAY)
     rows = watch.loc[watch["handle"].isin(new["handle"]) & watch["progress_at_watch"].notna()]
-    op_id = rows_by_handle(new, rows["handle"].to_numpy(np.int64))["op_id"].to_numpy(dtype=object)
+    at = np.searchsorted(new["handle"].to_numpy(np.int64), rows["handle"].to_numpy(np.int64))
     return pd.DataFrame(
         {
+            "for_op": new["op_id"].to_numpy(dtype=object)[at],
             "key": rows["key"].to_numpy(dtype=object),
-            "ts": 0,
-            "op_id": op_id,
+            "ts": I64_MIN,
+            "op_id": None,
             "source": None,
             "value": rows["progress_at_watch"].to_numpy(float),
+            "stage": np.int8(REGISTRATION),
             "floor": True,
         }
-    ).astype(RELAY)
+    )
 
 
-def received(relay: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Relay rows as (events to count as replicas, floors)."""
-    if relay is None or len(relay) == 0:
-        return empty(RELAY).drop(columns="floor").assign(replica=True, relayed=True), empty_relay()
-    floor = relay["floor"].to_numpy(bool)
-    events = relay.loc[~floor].drop(columns="floor").assign(replica=True, relayed=True)
-    return events.reset_index(drop=True), relay.loc[floor].reset_index(drop=True)
+def matches_of(ops: pd.DataFrame, seen: pd.DataFrame, rows: pd.DataFrame, eseq_from: int) -> pd.DataFrame:
+    """Relay rows as match rows of the pending operations they name (others are dropped:
+    resolved already).  Pairs get fresh sequence numbers from ``eseq_from`` on, in row order.
 
-
-def floor_matches(ops: pd.DataFrame, seen: pd.DataFrame, floors: pd.DataFrame) -> pd.DataFrame:
-    """The floors of pending operations (by op_id, on a key they watch) as match rows.
-
-    A floor is a match without an event (``eseq`` -1, at the earliest time): ``evaluate``
-    takes its value into the key's progress as it takes ``progress_at_watch``, and does not
-    count it among the matched events.  Matches are a small table, stored whole with the
-    state, so a floor needs nothing from the big tables.
+    A floor is a match without an event (``eseq`` ``FLOOR_ESEQ``, at the earliest time):
+    ``evaluate`` takes its value into the key's progress as it takes ``progress_at_watch``
+    and does not count it among the matched events.
     """
-    if len(floors) == 0 or len(seen) == 0:
+    if len(rows) == 0 or len(seen) == 0:
         return empty(MATCHES)
-    probe, row = dedup.lookup_seen(seen, floors["op_id"].to_numpy(dtype=object))
-    handles = seen["handle"].to_numpy(np.int64)[row]
-    keys = floors["key"].to_numpy(dtype=object)[probe]
-    ok = handles >= 0
-    ok[ok] = watchers.watching(ops, handles[ok], keys[ok])
-    probe, handles, keys = probe[ok], handles[ok], keys[ok]
-    return pd.DataFrame(
+    probe, at = dedup.lookup_seen(seen, rows["for_op"].to_numpy(dtype=object))
+    handles = seen["handle"].to_numpy(np.int64)[at]
+    live = handles >= 0
+    probe, handles = probe[live], handles[live]
+    found = rows.iloc[probe].reset_index(drop=True)
+    floor = found["floor"].to_numpy(bool)
+    pairs = found.loc[~floor].assign(
+        handle=handles[~floor], eseq=np.arange(eseq_from, eseq_from + int((~floor).sum()), dtype=np.int64)
+    )
+    floors = found.loc[floor]
+    floor_rows = pd.DataFrame(
         {
-            "handle": handles,
-            "khash": hash_strings(keys),
+            "handle": handles[floor],
+            "khash": hash_strings(floors["key"].to_numpy(dtype=object)),
             "ts": I64_MIN,
             "eseq": FLOOR_ESEQ,
-            "value": floors["value"].to_numpy(float)[probe],
+            "value": floors["value"].to_numpy(float),
             "source": None,
             "is_member": False,
         }
     ).astype(MATCHES)
+    made = watchers.matches_in_window(ops, pairs.drop(columns=["for_op", "stage", "floor"]))
+    return pd.concat([m for m in (made, floor_rows) if len(m)] or [made], ignore_index=True).astype(MATCHES)

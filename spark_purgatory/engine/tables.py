@@ -75,9 +75,7 @@ MATCHES = {
     "source": "object",
     "is_member": "bool",
 }
-#: events the watermark has not passed yet, in arrival order (``eseq``); ``replica``: a copy
-#: that counts here but is reported by its home shard; ``relayed``: handed on to the
-#: cross-shard group already (``Purgatory.process``'s relay), or received that way
+#: events the watermark has not passed yet, in arrival order (``eseq``)
 EVENTS = {
     "eseq": "int64",
     "key": "object",
@@ -87,17 +85,20 @@ EVENTS = {
     "value": "float64",
     "used": "bool",
     "replica": "bool",
-    "relayed": "bool",
 }
-#: what a primary shard hands on to the cross-shard group: events its stubs matched, and for
-#: each new ``offset`` stub the *floor* of each key it watches (``floor`` True: ``op_id`` and
-#: ``key`` name the watch, ``value`` is the key's progress when the stub started watching)
+#: what a primary shard hands on to the cross-shard group (``relay``): each (event, stub)
+#: match made in a batch, the stub named by its operation (``for_op``) and the event by its
+#: fields; ``stage`` 0 when the event was buffered before its stub came (the operation's
+#: registration), 1 when the event is new; ``floor`` rows carry a key's progress instead of
+#: an event (``value``; ``ts``, ``op_id`` and ``source`` unused)
 RELAY = {
+    "for_op": "object",
     "key": "object",
     "ts": "int64",
     "op_id": "object",
     "source": "object",
     "value": "float64",
+    "stage": "int8",
     "floor": "bool",
 }
 #: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values),

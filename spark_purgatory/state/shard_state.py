@@ -63,7 +63,7 @@ from .segments import SegmentStore
 __all__ = ["Lineage", "Segment", "save_state", "load_state", "loaded_by", "STATE_VERSION"]
 
 #: the format of a state value and of segment files; a value of another format is refused
-STATE_VERSION = 3
+STATE_VERSION = 2
 #: how far back a version lists its ancestors
 _ANCESTRY = 64
 _TAILS = ("ops", "watch", "seen")  # the big tables whose rows carry a handle
@@ -300,7 +300,7 @@ def _set_small(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str]) 
         setattr(t, name, frame_from(parts[name], dtypes))
     t.due = handles_from(parts["due"])
     p.shard = int(meta["shard"]) if meta["shard"] else None
-    p.relays_through = int(meta["relays_through"])
+    p.relays_through = int(meta.get("relays_through", -1))  # absent before the mailbox
     lineage = p.lineage
     lineage.id, lineage.token = meta["lineage"], meta["token"]
     lineage.ancestry = json.loads(meta["ancestry"])
