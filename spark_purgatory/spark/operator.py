@@ -319,7 +319,8 @@ def _stateful_shard(config: PurgatoryConfig):
             return
         wake = p.next_wakeup()
         if mailbox is not None and shard == cross and p.pending:
-            wake = min(wake, wm + 1)  # called in the next batch that moves the watermark (mailbox)
+            # called in the next batch that moves the watermark (mailbox); Spark wants a timeout > 0
+            wake = min(wake, max(wm, 1) + 1)
         processed, how, pending = time.perf_counter(), loaded_by(p), p.pending
         value = save_state(p, store, park=store is not None)  # parked: no use of p after this
         state.update((value,))
