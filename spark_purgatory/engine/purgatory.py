@@ -538,17 +538,11 @@ class Purgatory:
         return np.unique(new["handle"].to_numpy(np.int64))
 
     def _receive(self, relayed: pd.DataFrame | None) -> None:
-        """Relayed pairs and floors as matches, in the order the primaries made them (by
-        batch, registration stage first), each step evaluated as it would have been there."""
-        if relayed is None or len(relayed) == 0:
-            return
-        order = np.lexsort((relayed["stage"].to_numpy(), relayed["batch"].to_numpy()))
-        rows = relayed.iloc[order].reset_index(drop=True)
-        step = rows["batch"].to_numpy(np.int64) * 2 + rows["stage"].to_numpy(np.int64)
-        starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
-        for start, end in zip(starts, np.r_[starts[1:], len(rows)], strict=True):  # a loop over steps
-            new = relay.matches_of(self._ops, self._seen, rows.iloc[start:end], self._next_eseq)
-            self._next_eseq += end - start
+        """Relayed pairs and floors as matches, step by step (``relay.steps``), each step
+        evaluated as it was where the pairs were made."""
+        for rows in relay.steps(relayed):
+            new = relay.matches_of(self._ops, self._seen, rows, self._next_eseq)
+            self._next_eseq += len(rows)
             if len(new):
                 self._matches = stack(self._matches, new)
                 self._try_complete(np.unique(new["handle"].to_numpy(np.int64)))

@@ -28,6 +28,8 @@ cross-shard operation watches never travel.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
@@ -36,7 +38,7 @@ from .conditions import FLOOR_ESEQ, OFFSET
 from .frames import empty, hash_strings, rows_by_handle
 from .tables import I64_MIN, MATCHES, RELAY
 
-__all__ = ["REGISTRATION", "ARRIVAL", "outgoing", "matches_of"]
+__all__ = ["REGISTRATION", "ARRIVAL", "outgoing", "steps", "matches_of"]
 
 #: a relayed pair's stage: the event was buffered when its stub arrived, or arrived itself
 REGISTRATION, ARRIVAL = 0, 1
@@ -116,6 +118,19 @@ def _floors(ops: pd.DataFrame, watch: pd.DataFrame, new_from: int) -> pd.DataFra
             "floor": True,
         }
     )
+
+
+def steps(relayed: pd.DataFrame | None) -> Iterator[pd.DataFrame]:
+    """Relay rows (with their ``batch``) in the order their pairs were made: by batch, and
+    in a batch the registration stage first, then the arrivals (a loop over steps)."""
+    if relayed is None or len(relayed) == 0:
+        return
+    order = np.lexsort((relayed["stage"].to_numpy(), relayed["batch"].to_numpy()))
+    rows = relayed.iloc[order].reset_index(drop=True)
+    step = rows["batch"].to_numpy(np.int64) * 2 + rows["stage"].to_numpy(np.int64)
+    starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+    for start, end in zip(starts, np.r_[starts[1:], len(rows)], strict=True):
+        yield rows.iloc[start:end]
 
 
 def matches_of(ops: pd.DataFrame, seen: pd.DataFrame, rows: pd.DataFrame, eseq_from: int) -> pd.DataFrame:

@@ -13,6 +13,15 @@ by key is what makes this fast: Spark scans state rows and calls Python once per
 micro-batch, not once per key, and the shard advances its wheel and joins its events
 vectorised.
 
+**Multi-key operations across shards** (``routing``).  The cross-shard group gets only its
+operations; what the primaries' stubs match reaches it through the mailbox beside the shard
+state (``state.mailbox``; the micro-batch id comes from Spark's ``streaming.sql.batchId``
+local property, which the Python workers see): each primary posts its relay after its step,
+the cross-shard group receives every earlier batch's relay before its own.  While it holds
+pending operations its timeout is the current watermark, so Spark calls it in the next
+micro-batch that moves the watermark; it keeps its state (the last batch it received) even
+when it has nothing pending.
+
 **A watermark per input.**  Each input declares its own watermark (the largest event time
 seen on it minus ``watermark.delay``, or its ``watermark.delay.operations`` /
 ``watermark.delay.events``) before the two are unioned, so the operator works on Spark's
