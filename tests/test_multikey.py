@@ -209,3 +209,43 @@ def test_random_multi_key_workload_matches_one_purgatory(tmp_path, seed):
     got = run(tmp_path, batches, shard_of, shards=3)
     assert len(got) == n
     assert resolved(got) == resolved(one_purgatory(batches))
+
+
+def test_the_mailbox_on_s3(monkeypatch):
+    pytest.importorskip("moto")
+    import pickle
+
+    from object_store import S3Store
+
+    s3 = S3Store()
+    try:
+        for name, value in s3.env.items():
+            monkeypatch.setenv(name, value)
+        box = pickle.loads(pickle.dumps(Mailbox.beside(s3.uri("state"), s3.storage)))  # as executors get it
+        relay = relay_rows([("x", "a", 10), ("x", "a", 20)])
+        box.post(sender=1, batch_id=3, rows=relay)
+        box.post(sender=1, batch_id=3, rows=relay)  # a replayed batch rewrites its file
+        box.post(sender=0, batch_id=4, rows=relay.iloc[:1])
+        assert box.batches() == [(3, 1), (4, 0)]
+        got = box.collect(after=2, before=5)
+        assert got["batch"].tolist() == [3, 3, 4] and got["ts"].tolist() == [10, 20, 10]
+        box.clean(through=3)
+        assert box.batches() == [(4, 0)]
+        assert s3.keys("state/mailbox") == ["state/mailbox/000000000004-000000.arrow"]
+    finally:
+        s3.stop()
+
+
+def relay_rows(pairs: list[tuple[str, str, int]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "for_op": [p[0] for p in pairs],
+            "key": [p[1] for p in pairs],
+            "ts": [p[2] for p in pairs],
+            "op_id": None,
+            "source": None,
+            "value": np.nan,
+            "stage": np.int8(1),
+            "floor": False,
+        }
+    )

@@ -16,6 +16,8 @@ from stream_helpers import Files, ev, op, run_stream
 from test_streaming import _keys_in_different_shards, resolved
 
 from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.spark.routing import route
+from spark_purgatory.spark.sources import parse_events, parse_operations
 from spark_purgatory.state import Mailbox
 
 pytestmark = pytest.mark.spark
@@ -84,3 +86,34 @@ def test_a_replayed_micro_batch_hands_off_once(spark, tmp_path):
     # counted twice, a@1100 or b@1200 would complete mk (target 3): it expires with 2
     assert _outcomes(first, second) == {"mk": ("expired", 6000)}
     assert int(second.outcomes["matched_events"].iloc[0]) == 2
+
+
+def test_co_located_keys_need_no_stub_and_batch_mode_replicates_only_watched_keys(spark):
+    config = PurgatoryConfig(shards=8, shard_key_delimiter=":")
+    a, b, c = _keys_in_different_shards(spark, 8, 3)
+    as_text = "value string"
+    ops = parse_operations(
+        spark.createDataFrame(
+            [
+                (op("order", ["order-7:payment", "order-7:shipment"], 0, 100),),
+                (op("spread", [a, b], 0, 100),),
+            ],
+            as_text,
+        ),
+        "json",
+        max_timeout_ms=config.max_timeout_ms,
+    )
+    events = parse_events(spark.createDataFrame([(ev(a, 10),), (ev(c, 20),)], as_text), "json")
+    routed = route(ops, events, config).collect()
+    roles = sorted((r.op_id or r.key, r.role) for r in routed)
+    assert roles == sorted(
+        [
+            ("order", "op"),  # one shard: the shard of order-7
+            ("spread", "op"),  # the cross-shard group ...
+            ("spread", "stub"),
+            ("spread", "stub"),  # ... and a stub in each shard of its keys
+            (a, "event"),
+            (a, "replica"),  # a is watched by a cross-shard operation
+            (c, "event"),
+        ]
+    )
