@@ -66,7 +66,7 @@ COMPLETED, EXPIRED = "completed", "expired"
 #: what a row of the operator's output is (its ``kind`` column)
 KIND_OUTCOME, KIND_UNMATCHED, KIND_REJECTED, KIND_METRICS = "outcome", "unmatched", "rejected", "metrics"
 
-#: input rows of one shard call (a gauge: the busiest group's share shows a funnel)
+#: input rows of one shard call, relayed ones included (the busiest group's share shows a funnel)
 GROUP_ROWS = "group_rows"
 #: the per-shard gauges of a ``metrics`` row
 GAUGES: tuple[str, ...] = ("pending", "buffered", "watched", GROUP_ROWS)

@@ -322,7 +322,8 @@ def _stateful_shard(config: PurgatoryConfig):
         result = p.process(ops, events, watermark_ms=wm, validated=True, relayed=relayed)
         if batch is not None and shard != cross and len(result.relay):
             mailbox.post(shard, batch, result.relay)  # type: ignore[union-attr]
-        yield output_rows(shard, result, bad, p, wm, len(pdf))
+        handled = len(pdf) + (len(relayed) if relayed is not None else 0)  # relayed rows are work too
+        yield output_rows(shard, result, bad, p, wm, handled)
         if p.is_empty() and (mailbox is None or shard != cross):  # the cross-shard group keeps
             state.remove()  # relays_through: files it received may still be in the mailbox
             return
