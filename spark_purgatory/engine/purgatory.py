@@ -19,7 +19,8 @@ step takes a whole micro-batch of operations or events at once:
   then removes it from every table, so nothing can report it twice.
 * ``process(ops, events, watermark_ms=...)`` does all of it in the right order, finalises the
   events the watermark passed (``progress``), and returns the rows for the ``outcomes``,
-  ``unmatched_events`` and ``rejected`` tables.
+  ``unmatched_events`` and ``rejected`` tables, and what its stubs relay to the cross-shard
+  group (``relay``), which takes it as ``process(..., relayed=...)``.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
