@@ -138,6 +138,17 @@ def test_expiry_waits_for_the_relay_of_the_batch_before(tmp_path):
     assert resolved(run(tmp_path, batches, TWO)) == {"x": ("completed", 99, 2, 2.0)}
 
 
+def test_an_offset_operation_due_on_arrival_waits_for_its_floors(tmp_path):
+    batches = [
+        ([], [ev("a", 10, value=5.0), ev("b", 20, value=6.0)], 0),
+        ([], [], 50),  # both events final: their progress is the keys' floors
+        ([op("x", ["a", "b"], 50, 0, "offset", target=5)], [], 50),  # timeout 0: due at once
+        ([], [], 60),
+    ]
+    got = resolved(run(tmp_path, batches, TWO))
+    assert got == resolved(one_purgatory(batches)) == {"x": ("completed", 50, 0, 5.0)}
+
+
 def test_expiry_at_the_deadline_with_the_events_of_both_shards(tmp_path):
     batches = [
         ([op("x", ["a", "b"], 0, 100, "count", target=3)], [ev("a", 10), ev("b", 20)], 0),

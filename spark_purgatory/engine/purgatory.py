@@ -250,7 +250,11 @@ class Purgatory:
             new_from=new_from,
             new_eseq_from=new_eseq_from,
         )
+        # the cross-shard group: operations due on arrival wait one call for their stubs' relay
+        held = self._due[self._due >= new_from] if relayed is not None else self._due[:0]
+        self._due = self._due[~np.isin(self._due, held)]
         self.advance(wm)
+        self._due = np.concatenate([self._due, held])
         unmatched = self._finalise_events(wm)
         self._retire(wm)
 

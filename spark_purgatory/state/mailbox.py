@@ -15,8 +15,8 @@ later of the two arrived: e (then ``W_M <= e.ts``: e was not late) or o's stub (
 for every pair, and ``W_M <= o.deadline`` for a floor.  o expires in the first call of the
 cross-shard group whose watermark ``W_N >= o.deadline``: for a pair ``W_M < W_N``, so
 M < N and the pair was collected, before the wheel moved, in that very call or earlier.
-(The one exception: a floor of an ``offset`` operation with timeout 0 that arrives exactly
-at the watermark, which expires in its own batch, before the floor is read.)
+For a floor M = N is possible (timeout 0, the operation arriving at the watermark, due on
+arrival): the cross-shard group holds an operation due on arrival until its next call.
 
 **Exactly once.**  ``collect`` reads the files of batches ``(after, before)``; the caller
 keeps ``after`` (the last batch received, ``Purgatory.relays_through``) in the group state,
