@@ -80,6 +80,7 @@ class PurgatoryConfig:
     accumulator_staging_path: str = ""
     source_max_files_per_trigger: int = 16
     cross_shard_operations: bool = True
+    shard_key_delimiter: str = ""
     max_future_ms: int = 86_400_000
     state_path: str = ""
     state_segment_rows: int = 100_000
@@ -179,6 +180,8 @@ _FIELDS_BY_KEY = {
     "accumulator.staging.path": "accumulator_staging_path",  # default: <checkpoint>/accumulator
     "source.max.files.per.trigger": "source_max_files_per_trigger",
     "purgatory.cross.shard.operations": "cross_shard_operations",
+    # a key is sharded by its part before the first delimiter ("" = the whole key): co-location
+    "purgatory.shard.key.delimiter": "shard_key_delimiter",
     "purgatory.max.future.ms": "max_future_ms",
     "purgatory.state.path": "state_path",
     "purgatory.state.segment.rows": "state_segment_rows",
@@ -194,6 +197,7 @@ assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 
 _TEXT_FIELDS = (
+    "shard_key_delimiter",
     "watermark_delay",
     "watermark_delay_operations",
     "watermark_delay_events",

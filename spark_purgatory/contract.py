@@ -31,6 +31,7 @@ __all__ = [
     "KIND_REJECTED",
     "KIND_METRICS",
     "GAUGES",
+    "GROUP_ROWS",
     "SOURCE_OPERATIONS",
     "SOURCE_EVENTS",
     "AFTER_RESOLUTION",
@@ -65,8 +66,10 @@ COMPLETED, EXPIRED = "completed", "expired"
 #: what a row of the operator's output is (its ``kind`` column)
 KIND_OUTCOME, KIND_UNMATCHED, KIND_REJECTED, KIND_METRICS = "outcome", "unmatched", "rejected", "metrics"
 
+#: input rows of one shard call, relayed ones included (the busiest group's share shows a funnel)
+GROUP_ROWS = "group_rows"
 #: the per-shard gauges of a ``metrics`` row
-GAUGES: tuple[str, ...] = ("pending", "buffered", "watched")
+GAUGES: tuple[str, ...] = ("pending", "buffered", "watched", GROUP_ROWS)
 
 #: which input a rejected row came from (the ``rejected`` table's ``source`` column)
 SOURCE_OPERATIONS, SOURCE_EVENTS = "operations", "events"

@@ -11,13 +11,14 @@ JSON) and carries exactly one reason from ``contract.REASONS``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from ..contract import COMPLETED, EVENT_COLUMNS, EXPIRED, OPERATION_COLUMNS, SOURCE_OPERATIONS
 from .conditions import CONDITION_NAMES
-from .tables import EVENTS, OPS
+from .frames import empty
+from .tables import EVENTS, OPS, RELAY
 from .validation import raw_json
 
 __all__ = ["BatchResult", "VALID_OPERATIONS", "VALID_EVENTS", "with_keys", "rejected_rows"]
@@ -35,6 +36,8 @@ class BatchResult:
     outcomes: pd.DataFrame
     unmatched: pd.DataFrame
     rejected: pd.DataFrame
+    #: what a primary shard's stubs hand on to the cross-shard group (``tables.RELAY``)
+    relay: pd.DataFrame = field(default_factory=lambda: empty(RELAY))
 
     @property
     def completed(self) -> int:

@@ -38,6 +38,7 @@ __all__ = [
     "CONDITIONS",
     "CONDITION_NAMES",
     "NEEDS_TARGET",
+    "FLOOR_ESEQ",
     "Evaluation",
     "evaluate",
 ]
@@ -47,6 +48,9 @@ ANY, COUNT, SUM, ALL, OFFSET = 0, 1, 2, 3, 4
 CONDITIONS = {"any": ANY, "count": COUNT, "sum": SUM, "all": ALL, "offset": OFFSET}
 CONDITION_NAMES = np.array(list(CONDITIONS), dtype=object)
 NEEDS_TARGET = (COUNT, SUM, OFFSET)
+#: the ``eseq`` of a match that is a key's *floor* (its progress before the operation, relayed
+#: by a primary shard: ``relay``), not an event: it raises progress, it is not a matched event
+FLOOR_ESEQ = -1
 
 
 @dataclass(frozen=True)
@@ -309,7 +313,8 @@ def _offset_outcomes(
     row_op = op_pos[g.rows]
     use = ~out.satisfied[row_op] | (m.ts[g.rows] <= out.resolved_at[row_op])
     out.used[g.rows] = use
-    np.add.at(out.matched, row_op[use], 1)
+    counts = use & (m.eseq[g.rows] != FLOOR_ESEQ)
+    np.add.at(out.matched, row_op[counts], 1)
 
 
 def _epsilon(goal: np.ndarray) -> np.ndarray:

@@ -19,7 +19,8 @@ step takes a whole micro-batch of operations or events at once:
   then removes it from every table, so nothing can report it twice.
 * ``process(ops, events, watermark_ms=...)`` does all of it in the right order, finalises the
   events the watermark passed (``progress``), and returns the rows for the ``outcomes``,
-  ``unmatched_events`` and ``rejected`` tables.
+  ``unmatched_events`` and ``rejected`` tables, and what its stubs relay to the cross-shard
+  group (``relay``), which takes it as ``process(..., relayed=...)``.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
@@ -48,7 +49,7 @@ from ..contract import (
     SOURCE_OPERATIONS,
     UNMATCHED_COLUMNS,
 )
-from . import dedup, watchers
+from . import dedup, relay, watchers
 from .batch import VALID_EVENTS, VALID_OPERATIONS, BatchResult, rejected_rows, with_keys
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
 from .frames import concat, frame_or_empty, hash_strings, merge_by_hash, rows_by_handle, rows_where, stack
@@ -85,6 +86,9 @@ class Purgatory:
         self.shard: int | None = None
         #: what the state layer keeps with this shard between saves; the engine never reads it
         self.lineage: Any = None
+        #: the host's, kept with the state: the last micro-batch whose relays this shard has
+        #: received (the cross-shard group's; ``relay``)
+        self.relays_through: int = -1
         self._changes = ChangeLog()
         tables = ShardTables.empty()
         tables.watermark = int(start_ms)
@@ -203,6 +207,7 @@ class Purgatory:
         watermark_ms: int,
         batch_id: int = 0,
         validated: bool = False,
+        relayed: pd.DataFrame | None = None,
     ) -> BatchResult:
         """Run one micro-batch: register operations, apply events, expire, report.
 
@@ -221,15 +226,35 @@ class Purgatory:
                 They may also carry ``stub`` (operations) and ``replica`` (events) flags:
                 copies of an operation or event that the host sends to a second shard, which
                 count there but never report (their original does).
+            relayed: what primary shards relayed to this shard, the cross-shard group
+                (``tables.RELAY`` rows with the ``batch`` that made them; ``relay``).  They
+                become matches of the operations they name, batch by batch, before this
+                batch's operations, events and expiries.
+
+        The result's ``relay`` holds what this shard's stubs relay (``relay.outgoing``).
         """
         self._batch_id = int(batch_id)
         wm = max(int(watermark_ms), self._watermark)
         self._outcomes = []
+        new_from, new_eseq_from = self._next_handle, self._next_eseq
         ops, evs, rejected = self._admit(operations, events, wm, validated)
 
+        self._receive(relayed)
         self.try_complete_else_watch(ops)
         self.check_and_complete(evs)
+        handed_on = relay.outgoing(
+            self._ops,
+            self._watch,
+            self._matches,
+            self._events,
+            new_from=new_from,
+            new_eseq_from=new_eseq_from,
+        )
+        # the cross-shard group: operations due on arrival wait one call for their stubs' relay
+        held = self._due[self._due >= new_from] if relayed is not None else self._due[:0]
+        self._due = self._due[~np.isin(self._due, held)]
         self.advance(wm)
+        self._due = np.concatenate([self._due, held])
         unmatched = self._finalise_events(wm)
         self._retire(wm)
 
@@ -237,7 +262,7 @@ class Purgatory:
         self._outcomes = []
         rej = concat([r for r in rejected if len(r)], REJECTED_COLUMNS[:-1])  # batch_id added next
         rej["batch_id"] = self._batch_id
-        return BatchResult(outcomes.reset_index(drop=True), unmatched, rej[REJECTED_COLUMNS])
+        return BatchResult(outcomes.reset_index(drop=True), unmatched, rej[REJECTED_COLUMNS], handed_on)
 
     def replay(
         self,
@@ -516,6 +541,16 @@ class Purgatory:
             return np.empty(0, dtype=np.int64)
         self._matches = stack(self._matches, new)
         return np.unique(new["handle"].to_numpy(np.int64))
+
+    def _receive(self, relayed: pd.DataFrame | None) -> None:
+        """Relayed pairs and floors as matches, step by step (``relay.steps``), each step
+        evaluated as it was where the pairs were made."""
+        for rows in relay.steps(relayed):
+            new = relay.matches_of(self._ops, self._seen, rows, self._next_eseq)
+            self._next_eseq += len(rows)
+            if len(new):
+                self._matches = stack(self._matches, new)
+                self._try_complete(np.unique(new["handle"].to_numpy(np.int64)))
 
     def _evaluate(self, handles: np.ndarray) -> Evaluation:
         ops = rows_by_handle(self._ops, handles)

@@ -35,6 +35,7 @@ __all__ = [
     "WATCH",
     "MATCHES",
     "EVENTS",
+    "RELAY",
     "KEYS",
     "SEEN",
     "RESOLVED",
@@ -84,6 +85,21 @@ EVENTS = {
     "value": "float64",
     "used": "bool",
     "replica": "bool",
+}
+#: what a primary shard hands on to the cross-shard group (``relay``): each (event, stub)
+#: match made in a batch, the stub named by its operation (``for_op``) and the event by its
+#: fields; ``stage`` 0 when the event was buffered before its stub came (the operation's
+#: registration), 1 when the event is new; ``floor`` rows carry a key's progress instead of
+#: an event (``value``; ``ts``, ``op_id`` and ``source`` unused)
+RELAY = {
+    "for_op": "object",
+    "key": "object",
+    "ts": "int64",
+    "op_id": "object",
+    "source": "object",
+    "value": "float64",
+    "stage": "int8",
+    "floor": "bool",
 }
 #: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values),
 #: the last such event's time, and until when its events count as after_resolution

@@ -1,8 +1,9 @@
 """Per-micro-batch figures, through Spark's own channels: ``observe`` and a query listener.
 
 ``observe_purgatory(out)`` attaches named metrics (``purgatory``) to the operator's output:
-completed, expired, unmatched and rejected rows, the watermark, and each running shard's
-pending count.  They arrive in every ``StreamingQueryProgress.observedMetrics``, so users'
+completed, expired, unmatched and rejected rows, the watermark, each running shard's
+pending count, and the input rows of the busiest shard call and of all (``max_group_rows``,
+``group_rows_total``).  They arrive in every ``StreamingQueryProgress.observedMetrics``, so users'
 own ``StreamingQueryListener``\\ s see them too.  ``ProgressListener`` turns them into one
 line per micro-batch (batch id, input rows, pending, completed, expired, unmatched,
 rejected, watermark, rows/s) plus a structured log record.
@@ -26,6 +27,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from ..contract import (
     COMPLETED,
     EXPIRED,
+    GROUP_ROWS,
     KIND_METRICS,
     KIND_OUTCOME,
     KIND_REJECTED,
@@ -33,9 +35,19 @@ from ..contract import (
     ms_column,
 )
 
-__all__ = ["OBSERVATION", "observe_purgatory", "ProgressListener", "progress_figures"]
+__all__ = [
+    "OBSERVATION",
+    "MAX_GROUP_ROWS",
+    "GROUP_ROWS_TOTAL",
+    "observe_purgatory",
+    "ProgressListener",
+    "progress_figures",
+]
 
 OBSERVATION = "purgatory"
+#: the input rows of the busiest shard call of a micro-batch, and of all of them: the busiest
+#: group's share (``max_group_rows / group_rows_total``) shows whether one group is a funnel
+MAX_GROUP_ROWS, GROUP_ROWS_TOTAL = "max_group_rows", "group_rows_total"
 log = logging.getLogger("spark_purgatory.progress")
 
 
@@ -58,6 +70,8 @@ def observe_purgatory(out: DataFrame) -> DataFrame:
         F.map_from_entries(F.collect_list(F.when(kind == KIND_METRICS, F.struct("shard", "pending")))).alias(
             "pending_by_shard"
         ),
+        F.max(F.when(kind == KIND_METRICS, F.col(GROUP_ROWS))).cast("long").alias(MAX_GROUP_ROWS),
+        F.sum(F.when(kind == KIND_METRICS, F.col(GROUP_ROWS))).cast("long").alias(GROUP_ROWS_TOTAL),
     )
 
 
@@ -79,6 +93,8 @@ def progress_figures(progress: Any, pending_by_shard: dict[int, int]) -> dict:
         "watermark": dt.datetime.fromtimestamp(wm / 1000, tz=dt.timezone.utc).isoformat() if wm else None,
         "rows_per_second": round(float(progress.processedRowsPerSecond or 0.0), 1),
         "duration_ms": int((progress.durationMs or {}).get("triggerExecution", 0)),
+        MAX_GROUP_ROWS: int(row.get(MAX_GROUP_ROWS) or 0),
+        GROUP_ROWS_TOTAL: int(row.get(GROUP_ROWS_TOTAL) or 0),
     }
 
 

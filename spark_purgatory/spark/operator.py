@@ -13,6 +13,15 @@ by key is what makes this fast: Spark scans state rows and calls Python once per
 micro-batch, not once per key, and the shard advances its wheel and joins its events
 vectorised.
 
+**Multi-key operations across shards** (``routing``).  The cross-shard group gets only its
+operations; what the primaries' stubs match reaches it through the mailbox beside the shard
+state (``state.mailbox``; the micro-batch id comes from Spark's ``streaming.sql.batchId``
+local property, which the Python workers see): each primary posts its relay after its step,
+the cross-shard group receives every earlier batch's relay before its own.  While it holds
+pending operations its timeout is the current watermark, so Spark calls it in the next
+micro-batch that moves the watermark; it keeps its state (the last batch it received) even
+when it has nothing pending.
+
 **A watermark per input.**  Each input declares its own watermark (the largest event time
 seen on it minus ``watermark.delay``, or its ``watermark.delay.operations`` /
 ``watermark.delay.events``) before the two are unioned, so the operator works on Spark's
@@ -67,7 +76,7 @@ from ..engine.batch import with_keys
 from ..engine.conditions import CONDITIONS
 from ..engine.purgatory import Purgatory
 from ..engine.wheel import NO_EXPIRATION
-from ..state import SegmentStore, load_state, loaded_by, save_state
+from ..state import Mailbox, SegmentStore, load_state, loaded_by, save_state
 from ..storage import Storage
 from .labels import shard_numbers
 from .output import OUTPUT_SCHEMA, output_rows, with_timestamps
@@ -78,6 +87,7 @@ from .routing import (
     ROLE_REPLICA,
     ROLE_STUB,
     ROUTED_COLUMNS,
+    hands_off,
     route,
     route_events,
     route_operations,
@@ -263,11 +273,34 @@ def segment_store(config: PurgatoryConfig) -> SegmentStore | None:
     )
 
 
+def _micro_batch_id() -> int:
+    """The id of the micro-batch this task runs in: Spark's MicroBatchExecution sets it as a
+    local property of every job it runs, which its tasks (and their Python workers) see."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    batch = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
+    if batch is None:
+        raise RuntimeError("the mailbox hand-off runs only inside a streaming micro-batch")
+    return int(batch)
+
+
+def _receive(p: Purgatory, mailbox: Mailbox, batch: int) -> pd.DataFrame:
+    """The cross-shard group's relays of the batches before ``batch`` not received yet; the
+    files received by an earlier call go (a replay of this batch still needs this call's)."""
+    before = p.relays_through
+    relayed = mailbox.collect(before, batch)
+    mailbox.clean(before)
+    p.relays_through = max(before, batch - 1)
+    return relayed
+
+
 def _stateful_shard(config: PurgatoryConfig):
     """The function Spark calls once per shard per micro-batch (and on the shard's timeout)."""
     store = segment_store(config)
-
+    mailbox = Mailbox.beside(config.state_path, Storage.of(config)) if hands_off(config) else None
     numbers = shard_numbers(config.shards + 1)
+    cross = config.shards
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         shard = numbers[int(key[0])]
@@ -284,12 +317,20 @@ def _stateful_shard(config: PurgatoryConfig):
         frames = [f for f in pdfs if len(f)]
         pdf = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ROUTED_COLUMNS)
         ops, events, bad = _split_input(pdf)
-        result = p.process(ops, events, watermark_ms=wm, validated=True)
-        yield output_rows(shard, result, bad, p, wm)
-        if p.is_empty():
-            state.remove()
+        batch = _micro_batch_id() if mailbox is not None else None
+        relayed = _receive(p, mailbox, batch) if batch is not None and shard == cross else None
+        result = p.process(ops, events, watermark_ms=wm, validated=True, relayed=relayed)
+        if batch is not None and shard != cross and len(result.relay):
+            mailbox.post(shard, batch, result.relay)  # type: ignore[union-attr]
+        handled = len(pdf) + (len(relayed) if relayed is not None else 0)  # relayed rows are work too
+        yield output_rows(shard, result, bad, p, wm, handled)
+        if p.is_empty() and (mailbox is None or shard != cross):  # the cross-shard group keeps
+            state.remove()  # relays_through: files it received may still be in the mailbox
             return
         wake = p.next_wakeup()
+        if mailbox is not None and shard == cross and p.pending:
+            # called in the next batch that moves the watermark (mailbox); Spark wants a timeout > 0
+            wake = min(wake, max(wm, 1) + 1)
         processed, how, pending = time.perf_counter(), loaded_by(p), p.pending
         value = save_state(p, store, park=store is not None)  # parked: no use of p after this
         state.update((value,))

@@ -73,9 +73,12 @@ def _ms_names(table: TableContract) -> dict[str, str]:
     return {name: ms_column(name) for name in table.time_columns}
 
 
-def output_rows(shard: int, result: BatchResult, bad: pd.DataFrame, p: Purgatory, wm: int) -> pd.DataFrame:
+def output_rows(
+    shard: int, result: BatchResult, bad: pd.DataFrame, p: Purgatory, wm: int, group_rows: int = 0
+) -> pd.DataFrame:
     """A shard's micro-batch as ``OUTPUT_SCHEMA`` rows: its outcomes, unmatched events,
-    rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row."""
+    rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row
+    (``group_rows``: the input rows this call got)."""
     outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
     outcomes["kind"] = KIND_OUTCOME
     # a single key goes back as a plain string (`key`), like it came (``with_timestamps``)
@@ -88,7 +91,7 @@ def output_rows(shard: int, result: BatchResult, bad: pd.DataFrame, p: Purgatory
     engine_rejected = result.rejected[["source", "raw", "reason"]]
     rejected = pd.concat([engine_rejected, bad], ignore_index=True) if len(bad) else engine_rejected
     rejected = rejected.assign(kind=KIND_REJECTED)
-    gauges = dict(zip(GAUGES, (p.pending, p.buffered_events, p.watched), strict=True))
+    gauges = dict(zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows), strict=True))
     metrics = pd.DataFrame({"kind": [KIND_METRICS], **{name: [value] for name, value in gauges.items()}})
     parts = [f for f in (outcomes, unmatched, rejected) if len(f)] + [metrics]
     out = pd.concat(parts, ignore_index=True).reindex(columns=_OUTPUT_COLUMNS)

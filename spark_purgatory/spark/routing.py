@@ -1,4 +1,4 @@
-"""Routing: every parsed row to the shard that owns its keys, with stubs and replicas.
+"""Routing: every parsed row to the shard that owns its keys, with stubs (and replicas).
 
 Shape of the operator's input::
 
@@ -7,31 +7,40 @@ Shape of the operator's input::
     events ----> parse -> route_events -----> watermark --+       .applyInPandasWithState
 
 **Sharded watchers.**  Rows are routed to ``purgatory.shards`` groups by
-``pmod(xxhash64(key), shards)`` (Kafka shards its WatcherLists by key hash the same way);
-the group key is then replaced by the shard's label (``labels.shard_labels``) so that each
-group gets its own Spark partition.  A rejected-at-parse row goes to the shard of its raw
-text, which spreads bad input evenly.
+``pmod(xxhash64(shard key), shards)`` (Kafka shards its WatcherLists by key hash the same
+way); the group key is then replaced by the shard's label (``labels.shard_labels``) so that
+each group gets its own Spark partition.  A rejected-at-parse row goes to the shard of its
+raw text, which spreads bad input evenly.
 
-**Multi-key operations across shards.**  An operation whose keys all hash to one shard lives
-there.  One whose keys span shards is *cross-shard*: it lives in an extra group, the
-cross-shard shard (number ``shards``), which also receives a *replica* of every event, so it
-sees every event of every key its operations watch and evaluates the condition over their
-union exactly as SPEC says.  In each primary shard of its keys the operation leaves a *stub*:
-a watcher that never completes and emits nothing, whose only job is to mark the events it
-matches as matched, so that the primary shard (which alone reports unmatched events) does not
-report them.  Replicas are never reported, rejected or counted as late by the cross-shard
-shard; stubs are never reported by the primaries (the engine honours the ``stub`` and
-``replica`` flags; this module creates them).  Cost: with cross-shard operations enabled,
-every event is processed twice (set ``purgatory.cross.shard.operations=false`` to reject
-cross-shard operations instead, as ``cross_shard_keys``, and skip the replicas).  A stub lives
-until its operation's deadline, even when the operation completed earlier.
+**Co-location.**  The shard key is the key itself, or with ``purgatory.shard.key.delimiter``
+set (e.g. ``:``) the key's part before the first delimiter: ``order-7:payment`` and
+``order-7:shipment`` go to the shard of ``order-7``, operations and events alike.  A
+multi-key operation whose keys share a shard key is an ordinary single-shard operation.
 
-Invariant: every parsed row leaves ``route`` at least once, in the one schema
-``ROUTED_SCHEMA``: an operation (or its stubs), an event (and its replica), or a bad row
+**Multi-key operations across shards.**  An operation whose keys span shards is
+*cross-shard*: it lives in an extra group, the cross-shard group (number ``shards``), and
+in each primary shard of its keys it leaves a *stub*: a watcher that never completes and
+reports nothing, which marks the events it matches as matched (the primary alone reports
+unmatched events) and hands them on to the cross-shard group through the mailbox beside the
+shard state (``engine.relay``, ``state.mailbox``).  So events go only to their home shard,
+and only events a cross-shard operation can count travel on: cost follows the cross-shard
+operations, not the event rate.  A stub lives until its operation's deadline.  Set
+``purgatory.cross.shard.operations=false`` to reject such operations (``cross_shard_keys``).
+
+Without ``purgatory.state.path`` there is no shared place for a mailbox: the stream then
+falls back to *replicas*, a copy of every event in the cross-shard group (which then sees
+every event: the funnel the mailbox avoids; ``query.start`` always sets the state path).
+Static input (``route``, batch mode) processes everything in one call per group, so there
+a replica is sent only for the events whose key some cross-shard operation watches.
+
+Invariant: every parsed row leaves routing at least once, in the one schema
+``ROUTED_SCHEMA``: an operation (or its stubs), an event (or its replica), or a bad row
 carrying its raw text and reason.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -54,6 +63,7 @@ __all__ = [
     "route",
     "route_operations",
     "route_events",
+    "hands_off",
 ]
 
 #: a routed row's role (its ``role`` column): what the shard does with it
@@ -81,8 +91,23 @@ ROUTED_COLUMNS: list[str] = ROUTED_SCHEMA.fieldNames()
 _DESTINATIONS = "array<struct<role:string,shard:int,keys:array<string>>>"
 
 
-def _shard_of(key: Column, shards: int) -> Column:
-    return F.pmod(F.xxhash64(key), F.lit(shards)).cast("int")
+def hands_off(config: PurgatoryConfig) -> bool:
+    """Do cross-shard operations get their events through the mailbox (else: replicas)?"""
+    return config.cross_shard_operations and config.shards > 1 and bool(config.state_path)
+
+
+def _shard_key(key: Column, config: PurgatoryConfig) -> Column:
+    delimiter = config.shard_key_delimiter
+    return F.substring_index(key, delimiter, 1) if delimiter else key
+
+
+def _shard_of(key: Column, config: PurgatoryConfig) -> Column:
+    return F.pmod(F.xxhash64(_shard_key(key, config)), F.lit(config.shards)).cast("int")
+
+
+def _bad_shard(shards: int) -> Column:
+    """A row rejected at parse: the shard of its raw text, which only reports it."""
+    return F.pmod(F.xxhash64(F.col("raw")), F.lit(shards)).cast("int")
 
 
 def _destination(role: str, shard: Column | int, keys: Column | None = None) -> Column:
@@ -97,21 +122,10 @@ def _destinations(*destinations: Column) -> Column:
     return F.array(*destinations).cast(_DESTINATIONS)
 
 
-def _bad_destination(shards: int) -> Column:
-    """A row rejected at parse: the shard of its raw text, which only reports it."""
-    return _destinations(_destination(ROLE_BAD, _shard_of(F.col("raw"), shards)))
-
-
 def _as_routed(rows: DataFrame, side: str, **columns: Column) -> DataFrame:
-    """``rows`` (exploded, the destination in ``_d``) in ``ROUTED_SCHEMA``: the given columns,
-    then the row's own, then nulls; ``raw`` is kept only for rejected rows."""
-    columns = {
-        "shard": F.col("_d.shard"),
-        "role": F.col("_d.role"),
-        "side": F.lit(side),
-        "raw": F.when(F.col("reason").isNotNull(), F.col("raw")),
-        **columns,
-    }
+    """``rows`` in ``ROUTED_SCHEMA``: the given columns, then the row's own, then nulls;
+    ``raw`` is kept only for rejected rows."""
+    columns = {"side": F.lit(side), "raw": F.when(F.col("reason").isNotNull(), F.col("raw")), **columns}
     own = set(rows.columns)
     return rows.select(
         *[
@@ -123,47 +137,69 @@ def _as_routed(rows: DataFrame, side: str, **columns: Column) -> DataFrame:
     )
 
 
+def _one_key(keys: Column) -> dict[str, Column]:
+    """One watched key travels as a plain string in ``key`` (``keys`` null): an array column
+    costs ~3x more to hand to Python than the rest of the row together (measured)."""
+    one = F.coalesce(F.size(keys) == 1, F.lit(False))
+    return {"keys": F.when(~one, keys), "key": F.when(one, keys[0])}
+
+
 def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """Operations: in their keys' shard, or (keys across shards) in the cross-shard group
     plus a stub per primary shard; cross-shard ones rejected when those are switched off."""
     shards = config.shards
     ops = parsed_ops.withColumn(
-        "_shards", F.array_distinct(F.transform("keys", lambda k: _shard_of(k, shards)))
+        "_shards", F.array_distinct(F.transform("keys", lambda k: _shard_of(k, config)))
     )
-    single = _destinations(_destination(ROLE_OPERATION, F.col("_shards")[0], F.col("keys")))
-    spread = F.concat(
-        _destinations(_destination(ROLE_OPERATION, shards, F.col("keys"))),
-        F.transform(
-            "_shards",
-            lambda s: _destination(ROLE_STUB, s, F.filter("keys", lambda k: _shard_of(k, shards) == s)),
-        ),
-    ).cast(_DESTINATIONS)
     is_cross = F.size("_shards") > 1
     reason = F.col("reason")
     if not config.cross_shard_operations:
         reason = F.when(reason.isNull() & is_cross, F.lit("cross_shard_keys")).otherwise(reason)
     ops = ops.withColumn("reason", reason)
-    destinations = (
-        F.when(F.col("reason").isNotNull(), _bad_destination(shards)).when(is_cross, spread).otherwise(single)
-    )
+    single = _destinations(_destination(ROLE_OPERATION, F.col("_shards")[0], F.col("keys")))
+    spread = F.concat(
+        _destinations(_destination(ROLE_OPERATION, shards, F.col("keys"))),
+        F.transform(
+            "_shards",
+            lambda s: _destination(ROLE_STUB, s, F.filter("keys", lambda k: _shard_of(k, config) == s)),
+        ),
+    ).cast(_DESTINATIONS)
+    bad = _destinations(_destination(ROLE_BAD, _bad_shard(shards)))
+    destinations = F.when(F.col("reason").isNotNull(), bad).when(is_cross, spread).otherwise(single)
+    # one explode for all: a filter + union would scan (and parse) the input once per branch
     rows = ops.select("*", F.explode(destinations).alias("_d"))
-    # one watched key travels as a plain string in `key` (`keys` null): an array column costs
-    # ~3x more to hand to Python than the rest of the row together (measured)
     keys = F.coalesce(F.col("_d.keys"), F.col("keys"))
-    one_key = F.coalesce(F.size(keys) == 1, F.lit(False))
-    return _as_routed(rows, SOURCE_OPERATIONS, keys=F.when(~one_key, keys), key=F.when(one_key, keys[0]))
+    return _as_routed(
+        rows, SOURCE_OPERATIONS, shard=F.col("_d.shard"), role=F.col("_d.role"), **_one_key(keys)
+    )
 
 
-def _route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """Events: in their key's shard, plus a replica in the cross-shard group when there is one."""
-    shards = config.shards
-    home = _destination(ROLE_EVENT, _shard_of(F.col("key"), shards))
-    if config.cross_shard_operations and shards > 1:
-        destinations = _destinations(home, _destination(ROLE_REPLICA, shards))
-    else:
-        destinations = _destinations(home)
-    destinations = F.when(F.col("reason").isNotNull(), _bad_destination(shards)).otherwise(destinations)
-    return _as_routed(parsed_events.select("*", F.explode(destinations).alias("_d")), SOURCE_EVENTS)
+def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool) -> DataFrame:
+    """Events: to their key's shard by a plain projection; with ``replicas`` also a copy of
+    each in the cross-shard group (the stream's fallback without a mailbox)."""
+    valid = F.col("reason").isNull()
+    home = _as_routed(
+        parsed_events,
+        SOURCE_EVENTS,
+        shard=F.when(valid, _shard_of(F.col("key"), config)).otherwise(_bad_shard(config.shards)),
+        role=F.when(valid, F.lit(ROLE_EVENT)).otherwise(F.lit(ROLE_BAD)),
+    )
+    if not replicas:
+        return home
+    copies = parsed_events.where(valid)
+    return home.unionByName(_replicas(copies, config))
+
+
+def _replicas(events: DataFrame, config: PurgatoryConfig) -> DataFrame:
+    """Valid events as replicas in the cross-shard group."""
+    return _as_routed(events, SOURCE_EVENTS, shard=F.lit(config.shards), role=F.lit(ROLE_REPLICA))
+
+
+def _cross_shard_keys(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
+    """The distinct keys (``key``) that valid cross-shard operations watch."""
+    ops = parsed_ops.where(F.col("reason").isNull())
+    ops = ops.where(F.size(F.array_distinct(F.transform("keys", lambda k: _shard_of(k, config)))) > 1)
+    return ops.select(F.explode("keys").alias("key")).distinct()
 
 
 def _labelled(routed: DataFrame, config: PurgatoryConfig) -> DataFrame:
@@ -178,15 +214,33 @@ def route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFram
 
 
 def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """The events input routed (events, replicas, its rejected rows), in ``ROUTED_SCHEMA``."""
-    return _labelled(_route_events(parsed_events, config), config)
+    """The events input of a stream routed (events, its rejected rows; replicas of every
+    event without a mailbox: module docstring), in ``ROUTED_SCHEMA``."""
+    replicas = config.cross_shard_operations and config.shards > 1 and not hands_off(config)
+    if replicas:
+        warnings.warn(
+            "purgatory.state.path is not set: multi-key operations across shards get a replica "
+            "of every event (one group sees all events); set it (query.start does) for the "
+            "mailbox hand-off",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return _labelled(_route_events(parsed_events, config, replicas=replicas), config)
 
 
 def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """Assign every parsed row to a shard (see the module docstring); ``ROUTED_SCHEMA`` for all.
+    """Static input routed in one call (batch mode): operations, stubs, events, and replicas
+    of the events whose key a cross-shard operation watches (a left-semi join), so no group
+    sees every event; ``ROUTED_SCHEMA`` for all.
 
     ``shard`` holds the shard's label (``labels.shard_labels``), the group key of the operator.
-    The stream declares a watermark per input between ``route_operations`` / ``route_events``
-    and the union (``operator``); static input is routed here in one call.
+    A stream routes each input on its own (``route_operations`` / ``route_events``) and
+    declares a watermark on each before the union (``operator``).
     """
-    return route_operations(parsed_ops, config).unionByName(route_events(parsed_events, config))
+    events = _route_events(parsed_events, config, replicas=False)
+    if config.cross_shard_operations and config.shards > 1:
+        watched = parsed_events.where(F.col("reason").isNull()).join(
+            _cross_shard_keys(parsed_ops, config), on="key", how="left_semi"
+        )
+        events = events.unionByName(_replicas(watched, config))
+    return route_operations(parsed_ops, config).unionByName(_labelled(events, config))

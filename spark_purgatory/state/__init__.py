@@ -8,6 +8,7 @@ since the last save).  Modules:
 * ``shard_state``: ``save_state`` / ``load_state``, and the segment (LSM) scheme explained;
 * ``segments``: ``SegmentStore``, the directory of immutable segment files;
 * ``cache``: ``WorkerCache``, live shards parked in a Python worker between micro-batches;
+* ``mailbox``: ``Mailbox``, the relay files from primary shards to the cross-shard group;
 * ``codec``: Arrow IPC encoding of frames and named parts.
 
 Invariant: a loaded state behaves exactly as the saved one would have, whether it came from
@@ -26,6 +27,7 @@ the value alone, from segment files, or from the worker cache.
 from __future__ import annotations
 
 from .cache import WORKER_CACHE, WorkerCache
+from .mailbox import Mailbox
 from .segments import SegmentStore
 from .shard_state import STATE_VERSION, load_state, loaded_by, save_state
 
@@ -34,6 +36,7 @@ __all__ = [
     "load_state",
     "loaded_by",
     "SegmentStore",
+    "Mailbox",
     "WorkerCache",
     "WORKER_CACHE",
     "STATE_VERSION",

@@ -163,6 +163,7 @@ def _scalars(p: Purgatory, t: ShardTables, lineage: Lineage) -> dict[str, str]:
         "retired_wm": str(t.retired_wm),
         "lineage": lineage.id,
         "shard": "" if p.shard is None else str(p.shard),
+        "relays_through": str(p.relays_through),
         "token": lineage.token,
         "ancestry": json.dumps(ancestry),
     }
@@ -299,6 +300,7 @@ def _set_small(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str]) 
         setattr(t, name, frame_from(parts[name], dtypes))
     t.due = handles_from(parts["due"])
     p.shard = int(meta["shard"]) if meta["shard"] else None
+    p.relays_through = int(meta.get("relays_through", -1))  # absent before the mailbox
     lineage = p.lineage
     lineage.id, lineage.token = meta["lineage"], meta["token"]
     lineage.ancestry = json.loads(meta["ancestry"])
