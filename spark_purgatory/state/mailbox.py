@@ -51,6 +51,8 @@ from .codec import frame_bytes, frame_from
 __all__ = ["Mailbox"]
 
 _NAME = re.compile(r"^(\d{12})-(\d{6})\.arrow$")
+#: what ``collect`` returns: relay rows with the batch and the shard that sent them
+_COLLECTED = {**RELAY, "batch": "int64", "sender": "int64"}
 
 
 class Mailbox:
@@ -96,15 +98,15 @@ class Mailbox:
 
     def collect(self, after: int, before: int) -> pd.DataFrame:
         """Every relay row of the batches strictly between ``after`` and ``before``, with
-        its ``batch``, in (batch, sender) order."""
+        its ``batch`` and ``sender``, in (batch, sender) order."""
         frames = []
-        for batch, _, name in self._files():
+        for batch, sender, name in self._files():
             if after < batch < before:
                 with self._fs.open_input_stream(f"{self._dir}/{name}") as f:
-                    frames.append(frame_from(f.read(), RELAY).assign(batch=batch))
+                    frames.append(frame_from(f.read(), RELAY).assign(batch=batch, sender=sender))
         if not frames:
-            return empty({**RELAY, "batch": "int64"})
-        return pd.concat(frames, ignore_index=True).astype({**RELAY, "batch": "int64"})
+            return empty(_COLLECTED)
+        return pd.concat(frames, ignore_index=True).astype(_COLLECTED)
 
     def clean(self, through: int) -> None:
         """Delete the files of batches up to ``through`` (received by an earlier call)."""
