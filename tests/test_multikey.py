@@ -241,6 +241,27 @@ def test_a_replayed_batch_receives_its_relays_once(tmp_path):
     assert resolved(later) == {"x": ("completed", 20, 2, 2.0)}
 
 
+def test_a_replayed_batch_answers_its_notices_once(tmp_path):
+    cluster = Sharded(TWO, 2, str(tmp_path / "mailbox"))
+    cluster.step([op("x", ["a", "b"], 0, 1000)], [ev("a", 10)], 0)  # relays (a@10, x)
+    cluster.step([], [ev("a", 20)], 5)  # x completes at 10 in the cross-shard group; relays (a@20, x)
+    cluster.step([], [], 100)  # a@10 and a@20 are final: their notices
+    before, seen = dict(cluster.states), len(cluster.unmatched)
+    cluster.step([], [], 110)  # the cross-shard group answers them
+    first = reported(pd.concat(cluster.unmatched[seen:]))
+    cluster.states, cluster.batch, cluster.unmatched = before, 3, cluster.unmatched[:seen]
+    cluster.step([], [], 110)  # batch 3 runs again from the checkpoint before it
+    again = reported(pd.concat(cluster.unmatched[seen:]))
+    cluster.step([], [], 120)
+    assert (
+        first
+        == again
+        == reported(pd.concat(cluster.unmatched[seen:]))
+        == [("a", 20, None, "after_resolution")]
+    )
+    assert load_state(cluster.states[2], cluster.config).awaited_notices == 0  # answered: forgotten
+
+
 @pytest.mark.parametrize("seed", [7, 11, 23])
 def test_random_multi_key_workload_matches_one_purgatory(tmp_path, seed):
     rng = np.random.default_rng(seed)

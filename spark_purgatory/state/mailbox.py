@@ -5,8 +5,9 @@ run as separate Spark tasks of one micro-batch, so the hand-off goes through fil
 the shard state (``<purgatory.state.path>/mailbox/``, any filesystem ``storage`` opens): one
 file per (sender shard, micro-batch), ``<batch>-<shard>.arrow``, written by the primary in
 that batch (``post``).  The cross-shard group, called in batch N, first reads every file of
-a batch below N that it has not received yet (``collect``), applies the relayed rows, and
-only then moves its wheel to the watermark.
+a batch below N that it has not received yet (``collect``, which names each row's batch and
+sender: a notice names its event by both), applies the relayed rows, and only then moves
+its wheel to the watermark.
 
 **Why expiry stays correct.**  A relayed pair (e, o) is written in the batch M where the
 later of the two arrived: e (then ``W_M <= e.ts``: e was not late) or o's stub (then
@@ -22,14 +23,17 @@ arrival): the cross-shard group holds an operation due on arrival until its next
 keeps ``after`` (the last batch received, ``Purgatory.relays_through``) in the group state,
 which Spark commits with the batch.  A replayed batch starts from the state before it, so it
 collects the same files again and applies them once; a replayed primary rewrites its file
-with the same rows (same state, same input).  ``clean`` therefore deletes only files
+with the same rows (same state, same input).  The cross-shard group's record of relayed
+pairs awaiting their notice (``engine.relay``) is in that state too, so it moves with
+``after``: a replay answers the same notices the same way.  ``clean`` therefore deletes only files
 received in an *earlier* call than the current one: the current call's may be replayed.
 
 **Being called.**  The cross-shard group is called when it has input or when its event-time
-timeout fires; while it holds pending operations the host sets that timeout to the current
-watermark, so it is called in the next micro-batch whose watermark moves past it (no-data
-micro-batches must be on, as ``query.start`` requires).  If no later micro-batch moves the
-watermark, relayed completions wait for the next one that does.
+timeout fires; while it holds pending operations or awaits notices the host sets that
+timeout to the current watermark, so it is called in the next micro-batch whose watermark
+moves past it (no-data micro-batches must be on, as ``query.start`` requires).  If no later
+micro-batch moves the watermark, relayed completions (and reports) wait for the next one
+that does.
 
 Invariant: a file name is a pure function of (batch, sender), so a rewrite replaces, never
 duplicates; files are deleted only after a later call received them.
