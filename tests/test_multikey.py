@@ -247,6 +247,7 @@ def test_a_replayed_batch_answers_its_notices_once(tmp_path):
     cluster.step([], [ev("a", 20)], 5)  # x completes at 10 in the cross-shard group; relays (a@20, x)
     cluster.step([], [], 100)  # a@10 and a@20 are final: their notices
     before, seen = dict(cluster.states), len(cluster.unmatched)
+    assert load_state(before[2], cluster.config).awaited_notices == 2  # a@10 absorbed, a@20 not
     cluster.step([], [], 110)  # the cross-shard group answers them
     first = reported(pd.concat(cluster.unmatched[seen:]))
     cluster.states, cluster.batch, cluster.unmatched = before, 3, cluster.unmatched[:seen]

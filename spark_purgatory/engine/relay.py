@@ -205,27 +205,30 @@ def matches_of(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Relay rows (pairs and floors, with their ``sender``) as match rows of the pending
     operations they name (others are dropped: resolved already), and the ``RELAYED`` record
-    of the pairs.  Pairs get fresh sequence numbers from ``eseq_from`` on, in row order.
+    of every pair (a dropped one too: its notice is awaited all the same).  Pairs get fresh
+    sequence numbers from ``eseq_from`` on, in row order.
 
     A floor is a match without an event (``eseq`` ``FLOOR_ESEQ``, at the earliest time):
     ``evaluate`` takes its value into the key's progress as it takes ``progress_at_watch``
     and does not count it among the matched events.
     """
-    if len(rows) == 0 or len(seen) == 0:
+    if len(rows) == 0:
         return empty(MATCHES), empty(RELAYED)
+    is_pair = ~rows["floor"].to_numpy(bool)
+    eseq = np.full(len(rows), FLOOR_ESEQ, dtype=np.int64)
+    eseq[is_pair] = np.arange(eseq_from, eseq_from + int(is_pair.sum()), dtype=np.int64)
+    record = pd.DataFrame(
+        {"sender": rows["sender"].to_numpy(), "sender_eseq": rows["sender_eseq"].to_numpy()}
+    )
+    record = record.assign(eseq=eseq, absorbed=False).loc[is_pair].astype(RELAYED)
+    if len(seen) == 0:
+        return empty(MATCHES), record.reset_index(drop=True)
     probe, at = dedup.lookup_seen(seen, rows["for_op"].to_numpy(dtype=object))
     handles = seen["handle"].to_numpy(np.int64)[at]
     live = handles >= 0
     probe, handles = probe[live], handles[live]
-    found = rows.iloc[probe].reset_index(drop=True)
+    found = rows.iloc[probe].assign(handle=handles, eseq=eseq[probe]).reset_index(drop=True)
     floor = found["floor"].to_numpy(bool)
-    eseq = np.arange(eseq_from, eseq_from + int((~floor).sum()), dtype=np.int64)
-    pairs = found.loc[~floor]
-    record = pd.DataFrame(
-        {"sender": pairs["sender"].to_numpy(), "sender_eseq": pairs["sender_eseq"].to_numpy()}
-    )
-    record = record.assign(eseq=eseq, absorbed=False).astype(RELAYED)
-    pairs = pairs.assign(handle=handles[~floor], eseq=eseq)
     floors = found.loc[floor]
     floor_rows = pd.DataFrame(
         {
@@ -238,9 +241,10 @@ def matches_of(
             "is_member": False,
         }
     ).astype(MATCHES)
-    made = watchers.matches_in_window(ops, pairs[["key", "ts", "op_id", "source", "value", "handle", "eseq"]])
+    pairs = found.loc[~floor, ["key", "ts", "op_id", "source", "value", "handle", "eseq"]]
+    made = watchers.matches_in_window(ops, pairs)
     matches = pd.concat([m for m in (made, floor_rows) if len(m)] or [made], ignore_index=True)
-    return matches.astype(MATCHES), record
+    return matches.astype(MATCHES), record.reset_index(drop=True)
 
 
 def absorb(relayed: pd.DataFrame, eseqs: np.ndarray) -> pd.DataFrame:
