@@ -8,7 +8,8 @@ for them.  Once passed, an event is *final*:
   ``offset`` operations arriving later start from;
 * an event no operation counted is reported in ``unmatched_events``: ``after_resolution``
   if an operation watching its key (or, for a targeted event, its own operation) resolved
-  after it, else ``no_operation``.
+  after it, else ``no_operation``.  An event a stub matched is the cross-shard group's to
+  report, on its primary's notice (``relay``; ``after_resolution_rows``).
 
 Invariants: every valid event is finalised exactly once; a key is retained while either its
 progress or its resolution time can still matter, and forgotten after.

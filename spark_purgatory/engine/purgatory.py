@@ -433,7 +433,8 @@ class Purgatory:
         the progress they made."""
         result = self._evaluate(expired)
         rows = rows_by_handle(self._ops, expired)
-        stubs = rows["handle"].to_numpy(np.int64)[rows["stub"].to_numpy(bool)]  # the cross-shard group's
+        # a stub counts nothing: whether its events are used is the cross-shard group's to say
+        stubs = rows["handle"].to_numpy(np.int64)[rows["stub"].to_numpy(bool)]
         self._mark_used(result.eseq[~np.isin(result.handle, stubs)])
         self._force_complete(
             expired, rows, EXPIRED, rows["deadline"].to_numpy(np.int64), result.matched, result.progress

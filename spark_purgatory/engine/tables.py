@@ -78,7 +78,8 @@ MATCHES = {
     "source": "object",
     "is_member": "bool",
 }
-#: events the watermark has not passed yet, in arrival order (``eseq``)
+#: events the watermark has not passed yet, in arrival order (``eseq``); ``used``: an
+#: operation of this shard counted it (a stub never counts: ``relay``)
 EVENTS = {
     "eseq": "int64",
     "key": "object",
