@@ -188,8 +188,7 @@ class Purgatory:
         t = tables
         self._ops, self._watch, self._seen, self._resolved = t.ops, t.watch, t.seen, t.resolved
         self._matches, self._events, self._keys, self._due = t.matches, t.events, t.keys, t.due
-        self._relayed = t.relayed
-        self._watermark, self._retired_wm = t.watermark, t.retired_wm
+        self._watermark, self._retired_wm, self._relayed = t.watermark, t.retired_wm, t.relayed
         self._next_handle, self._next_eseq = t.next_handle, t.next_eseq
         if t.wheel is not None:
             self._wheel = t.wheel
