@@ -111,8 +111,9 @@ RELAY = {
     "counted": "bool",
 }
 #: the cross-shard group's record of relayed pairs until their event's notice: the event
-#: (``sender`` shard, ``sender_eseq``), the ``eseq`` its match got here, and whether an
-#: operation counted it (``absorbed``: the event is used, as one purgatory would say)
+#: (``sender`` shard, ``sender_eseq``: unique among events awaiting a notice, as a shard's
+#: eseq restarts only when it holds no event), the ``eseq`` its match got here, and whether
+#: an operation counted it (``absorbed``: the event is used, as one purgatory would say)
 RELAYED = {"sender": "int64", "sender_eseq": "int64", "eseq": "int64", "absorbed": "bool"}
 #: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values),
 #: the last such event's time, and until when its events count as after_resolution
