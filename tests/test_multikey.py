@@ -5,7 +5,9 @@ the operation in the cross-shard group) and events (home shard only), keeps each
 state as a saved value between micro-batches, and carries each primary's relay to the
 cross-shard group through a ``Mailbox``, as ``spark.operator`` does.  The outcomes must be
 those of one purgatory that holds every key (SPEC: the same ``resolved_at``; the
-cross-shard group may emit one micro-batch later).
+cross-shard group may emit one micro-batch later), and so must the events reported in
+``unmatched_events`` (an event a stub matched is reported by the cross-shard group, on the
+notice its primary sends when the event is final).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Sharded:
         self.states = {s: save_state(Purgatory(self.config)) for s in range(shards + 1)}
         self.mailbox = Mailbox(root)
         self.batch = 0
+        self.unmatched: list[pd.DataFrame] = []
 
     def step(self, ops=(), events=(), wm: int = 0) -> pd.DataFrame:
         """One micro-batch; returns its outcomes (every group's)."""
@@ -46,6 +49,7 @@ class Sharded:
             if shard < self.shards and len(result.relay):
                 self.mailbox.post(shard, self.batch, result.relay)
             outcomes.append(result.outcomes)
+            self.unmatched.append(result.unmatched)
             self.states[shard] = save_state(p)
         self.batch += 1
         return pd.concat(outcomes, ignore_index=True)
@@ -66,10 +70,16 @@ class Sharded:
         return pd.concat([home, stubs.assign(stub=True)], ignore_index=True), mine, None
 
 
-def one_purgatory(batches: list[tuple[list, list, int]]) -> pd.DataFrame:
+def one_purgatory(batches: list[tuple[list, list, int]], table: str = "outcomes") -> pd.DataFrame:
     p = Purgatory(PurgatoryConfig(**SETTINGS))
-    out = [p.process(frame(o), frame(e), watermark_ms=wm).outcomes for o, e, wm in batches]
+    out = [getattr(p.process(frame(o), frame(e), watermark_ms=wm), table) for o, e, wm in batches]
     return pd.concat(out, ignore_index=True)
+
+
+def reported(unmatched: pd.DataFrame) -> list[tuple]:
+    """``unmatched_events`` rows as sorted (key, ts, op_id, reason): a row reported twice shows."""
+    rows = unmatched[["key", "ts", "op_id", "reason"]].astype(object).where(unmatched.notna(), None)
+    return sorted(tuple(r) for r in rows.itertuples(index=False))
 
 
 def resolved(outcomes: pd.DataFrame) -> dict[str, tuple]:
@@ -85,8 +95,14 @@ def resolved(outcomes: pd.DataFrame) -> dict[str, tuple]:
 
 
 def run(tmp_path, batches, shard_of, shards=2) -> pd.DataFrame:
+    return run_cluster(tmp_path, batches, shard_of, shards)[0]
+
+
+def run_cluster(tmp_path, batches, shard_of, shards=2) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Outcomes and unmatched events of the sharded run."""
     cluster = Sharded(shard_of, shards, str(tmp_path / "mailbox"))
-    return pd.concat([cluster.step(o, e, wm) for o, e, wm in batches], ignore_index=True)
+    outcomes = pd.concat([cluster.step(o, e, wm) for o, e, wm in batches], ignore_index=True)
+    return outcomes, pd.concat(cluster.unmatched, ignore_index=True)
 
 
 TWO = {"a": 0, "b": 1, "c": 0, "d": 1}
@@ -169,6 +185,49 @@ def test_an_event_two_operations_count_travels_once_for_each(tmp_path):
     assert resolved(cluster.step([], [], 40)) == {"y": ("completed", 100, 1, 1.0)}
 
 
+def test_an_event_after_the_completion_is_reported_after_resolution(tmp_path):
+    batches = [
+        ([op("x", ["a", "b"], 0, 1000, "count", target=1)], [ev("a", 10), ev("a", 15)], 0),
+        ([], [ev("b", 20), ev("a", 30)], 5),  # x completed at 10: its stubs live until 1000
+        ([], [ev("b", 40, op_id="x")], 20),  # targeted at x, resolved already
+        ([], [], 100),  # every event final: the notices go out ...
+        ([], [], 110),  # ... and the cross-shard group answers them
+    ]
+    outcomes, unmatched = run_cluster(tmp_path, batches, TWO)
+    assert resolved(outcomes) == {"x": ("completed", 10, 1, 1.0)}
+    after = "after_resolution"  # a@15: x matched it after its crossing; the rest came after x
+    expected = [("a", 15, None, after), ("a", 30, None, after), ("b", 20, None, after), ("b", 40, "x", after)]
+    assert reported(unmatched) == reported(one_purgatory(batches, "unmatched")) == expected
+
+
+def test_the_events_of_an_expired_operation_are_counted_not_reported(tmp_path):
+    batches = [
+        ([op("x", ["a", "b"], 0, 100, "count", target=5)], [ev("a", 10), ev("b", 20, op_id="x")], 0),
+        ([], [ev("b", 99), ev("a", 100)], 50),  # a@100 is at the deadline: outside the window
+        ([], [], 200),
+        ([], [], 210),
+    ]
+    outcomes, unmatched = run_cluster(tmp_path, batches, TWO)
+    assert resolved(outcomes) == {"x": ("expired", 100, 3, 3.0)}
+    assert (
+        reported(unmatched)
+        == reported(one_purgatory(batches, "unmatched"))
+        == [("a", 100, None, "no_operation")]
+    )
+
+
+def test_an_event_a_local_operation_counts_is_not_reported(tmp_path):
+    batches = [
+        ([op("x", ["a", "b"], 0, 1000), op("y", ["a"], 0, 1000, "count", target=2)], [ev("a", 10)], 0),
+        ([], [ev("a", 20)], 5),  # after x's completion, but y counts it
+        ([], [], 100),
+        ([], [], 110),
+    ]
+    outcomes, unmatched = run_cluster(tmp_path, batches, TWO)
+    assert resolved(outcomes) == {"x": ("completed", 10, 1, 1.0), "y": ("completed", 20, 2, 2.0)}
+    assert len(unmatched) == len(one_purgatory(batches, "unmatched")) == 0
+
+
 def test_a_replayed_batch_receives_its_relays_once(tmp_path):
     cluster = Sharded(TWO, 2, str(tmp_path / "mailbox"))
     cluster.step([op("x", ["a", "b"], 0, 1000, "count", target=2)], [ev("a", 10)], 0)
@@ -180,6 +239,28 @@ def test_a_replayed_batch_receives_its_relays_once(tmp_path):
     later = cluster.step([], [], 30)
     assert len(first) == len(again) == 0
     assert resolved(later) == {"x": ("completed", 20, 2, 2.0)}
+
+
+def test_a_replayed_batch_answers_its_notices_once(tmp_path):
+    cluster = Sharded(TWO, 2, str(tmp_path / "mailbox"))
+    cluster.step([op("x", ["a", "b"], 0, 1000)], [ev("a", 10)], 0)  # relays (a@10, x)
+    cluster.step([], [ev("a", 20)], 5)  # x completes at 10 in the cross-shard group; relays (a@20, x)
+    cluster.step([], [], 100)  # a@10 and a@20 are final: their notices
+    before, seen = dict(cluster.states), len(cluster.unmatched)
+    assert load_state(before[2], cluster.config).awaited_notices == 2  # a@10 absorbed, a@20 not
+    cluster.step([], [], 110)  # the cross-shard group answers them
+    first = reported(pd.concat(cluster.unmatched[seen:]))
+    cluster.states, cluster.batch, cluster.unmatched = before, 3, cluster.unmatched[:seen]
+    cluster.step([], [], 110)  # batch 3 runs again from the checkpoint before it
+    again = reported(pd.concat(cluster.unmatched[seen:]))
+    cluster.step([], [], 120)
+    assert (
+        first
+        == again
+        == reported(pd.concat(cluster.unmatched[seen:]))
+        == [("a", 20, None, "after_resolution")]
+    )
+    assert load_state(cluster.states[2], cluster.config).awaited_notices == 0  # answered: forgotten
 
 
 @pytest.mark.parametrize("seed", [7, 11, 23])
@@ -217,9 +298,15 @@ def test_random_multi_key_workload_matches_one_purgatory(tmp_path, seed):
         ]
         batches.append((ops, events, t0))
     batches += [([], [], 2000), ([], [], 2100)]
-    got = run(tmp_path, batches, shard_of, shards=3)
+    got, unmatched = run_cluster(tmp_path, batches, shard_of, shards=3)
     assert len(got) == n
     assert resolved(got) == resolved(one_purgatory(batches))
+    got_rows, one_rows = reported(unmatched), reported(one_purgatory(batches, "unmatched"))
+    assert [row[:3] for row in got_rows] == [row[:3] for row in one_rows]  # none dropped, none twice
+    # a reason can differ one way only: one purgatory also knows of operations resolved in
+    # another shard (a targeted event's own; one whose window starts after an event on its key)
+    differ = {(g[3], o[3]) for g, o in zip(got_rows, one_rows, strict=True) if g != o}
+    assert differ <= {("no_operation", "after_resolution")}
 
 
 def test_the_mailbox_on_s3(monkeypatch):
@@ -258,5 +345,7 @@ def relay_rows(pairs: list[tuple[str, str, int]]) -> pd.DataFrame:
             "value": np.nan,
             "stage": np.int8(1),
             "floor": False,
+            "sender_eseq": np.arange(len(pairs)),
+            "counted": False,
         }
     )

@@ -8,7 +8,8 @@ for them.  Once passed, an event is *final*:
   ``offset`` operations arriving later start from;
 * an event no operation counted is reported in ``unmatched_events``: ``after_resolution``
   if an operation watching its key (or, for a targeted event, its own operation) resolved
-  after it, else ``no_operation``.
+  after it, else ``no_operation``.  An event a stub matched is the cross-shard group's to
+  report, on its primary's notice (``relay``; ``after_resolution_rows``).
 
 Invariants: every valid event is finalised exactly once; a key is retained while either its
 progress or its resolution time can still matter, and forgotten after.
@@ -23,7 +24,15 @@ from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
 from .frames import empty, hash_strings, stack
 from .tables import EVENTS, I64_MIN, KEYS
 
-__all__ = ["touch_keys", "final_progress", "unmatched_rows", "retire_keys", "keys_wakeup", "empty_unmatched"]
+__all__ = [
+    "touch_keys",
+    "final_progress",
+    "unmatched_rows",
+    "after_resolution_rows",
+    "retire_keys",
+    "keys_wakeup",
+    "empty_unmatched",
+]
 
 #: an unmatched event's own fields (the columns before ``reason`` and ``batch_id``)
 _EVENT_FIELDS = UNMATCHED_COLUMNS[: UNMATCHED_COLUMNS.index("reason")]
@@ -88,9 +97,19 @@ def unmatched_rows(
     after = lost["ts"].to_numpy(np.int64) < resolved_until["resolved_until"].fillna(I64_MIN).to_numpy()
     # a targeted event is late for its own operation only, whatever happened on its key
     after[pd.notna(lost["op_id"].to_numpy(dtype=object))] = resolved_targets
-    out = lost[_EVENT_FIELDS].reset_index(drop=True)
-    out["reason"] = np.where(after, AFTER_RESOLUTION, NO_OPERATION)
-    out["batch_id"] = batch_id
+    return _reported(lost, np.where(after, AFTER_RESOLUTION, NO_OPERATION), batch_id)
+
+
+def after_resolution_rows(lost: pd.DataFrame, batch_id: int) -> pd.DataFrame:
+    """``unmatched_events`` rows for events an operation resolved before (the cross-shard
+    group's answer to notices: ``relay.decide``)."""
+    return _reported(lost, np.full(len(lost), AFTER_RESOLUTION, dtype=object), batch_id)
+
+
+def _reported(lost: pd.DataFrame, reason: np.ndarray, batch_id: int) -> pd.DataFrame:
+    out = lost[_EVENT_FIELDS].reset_index(drop=True).astype({n: EVENTS[n] for n in _EVENT_FIELDS})
+    out["reason"] = reason
+    out["batch_id"] = np.int64(batch_id)
     return out
 
 

@@ -26,7 +26,8 @@ Invariants: every valid operation gets exactly one outcome, ``completed`` in the
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
 earlier); a resolved operation leaves nothing behind in the watchers, the wheel or the
 match table; every valid event is eventually either counted by an operation or reported in
-``unmatched_events``.  The engine persists nothing: ``tables()`` and ``take_changes()`` let
+``unmatched_events`` (an event a stub matched by the cross-shard group, on its notice:
+``relay``).  The engine persists nothing: ``tables()`` and ``take_changes()`` let
 a state layer (``spark_purgatory.state``) store it.  All times are epoch milliseconds (int64).
 """
 
@@ -49,12 +50,11 @@ from ..contract import (
     SOURCE_OPERATIONS,
     UNMATCHED_COLUMNS,
 )
-from . import dedup, relay, watchers
+from . import dedup, progress, relay, watchers
 from .batch import VALID_EVENTS, VALID_OPERATIONS, BatchResult, rejected_rows, with_keys
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
 from .frames import concat, frame_or_empty, hash_strings, merge_by_hash, rows_by_handle, rows_where, stack
-from .progress import empty_unmatched, final_progress, keys_wakeup, retire_keys, touch_keys, unmatched_rows
-from .tables import EVENTS, I64_MIN, ChangeLog, Changes, ShardTables
+from .tables import EVENTS, I64_MIN, ChangeLog, Changes, ShardTables, ops_rows
 from .validation import validate_events, validate_operations
 from .wheel import TimingWheel
 
@@ -121,6 +121,11 @@ class Purgatory:
     def retained_keys(self) -> int:
         return len(self._keys)
 
+    @property
+    def awaited_notices(self) -> int:
+        """Relayed pairs whose event's notice the cross-shard group still waits for (``relay``)."""
+        return len(self._relayed)
+
     def next_expiration(self) -> int:
         """Earliest pending deadline (for the GroupState timeout), ``NO_EXPIRATION`` if none.
 
@@ -138,7 +143,7 @@ class Purgatory:
         or retained progress / dedup entries to forget (``NO_EXPIRATION`` if never)."""
         times = [self.next_expiration()]
         if len(self._keys):
-            times.append(keys_wakeup(self._keys, self.config.progress_retention_ms))
+            times.append(progress.keys_wakeup(self._keys, self.config.progress_retention_ms))
         if len(self._resolved):
             times.append(int(self._resolved["expire_at"].min()) + 1)
         return min(times)
@@ -152,6 +157,7 @@ class Purgatory:
             or len(self._seen)
             or len(self._resolved)
             or len(self._due)
+            or len(self._relayed)
         )
 
     # -- what a state layer reads (the engine persists nothing itself) -------------------------
@@ -166,6 +172,7 @@ class Purgatory:
             matches=self._matches,
             events=self._events,
             keys=self._keys,
+            relayed=self._relayed,
             due=self._due,
             watermark=self._watermark,
             next_handle=self._next_handle,
@@ -181,7 +188,7 @@ class Purgatory:
         t = tables
         self._ops, self._watch, self._seen, self._resolved = t.ops, t.watch, t.seen, t.resolved
         self._matches, self._events, self._keys, self._due = t.matches, t.events, t.keys, t.due
-        self._watermark, self._retired_wm = t.watermark, t.retired_wm
+        self._watermark, self._retired_wm, self._relayed = t.watermark, t.retired_wm, t.relayed
         self._next_handle, self._next_eseq = t.next_handle, t.next_eseq
         if t.wheel is not None:
             self._wheel = t.wheel
@@ -227,11 +234,13 @@ class Purgatory:
                 copies of an operation or event that the host sends to a second shard, which
                 count there but never report (their original does).
             relayed: what primary shards relayed to this shard, the cross-shard group
-                (``tables.RELAY`` rows with the ``batch`` that made them; ``relay``).  They
-                become matches of the operations they name, batch by batch, before this
-                batch's operations, events and expiries.
+                (``tables.RELAY`` rows with the ``batch`` and ``sender`` that made them;
+                ``relay``).  They become matches of the operations they name, batch by
+                batch, before this batch's operations, events and expiries; a notice of
+                an event nothing counted makes it an ``unmatched_events`` row.
 
-        The result's ``relay`` holds what this shard's stubs relay (``relay.outgoing``).
+        The result's ``relay`` holds what this shard's stubs relay (``relay.outgoing``) and
+        the notices of the events they matched that became final (``relay.notices``).
         """
         self._batch_id = int(batch_id)
         wm = max(int(watermark_ms), self._watermark)
@@ -239,24 +248,20 @@ class Purgatory:
         new_from, new_eseq_from = self._next_handle, self._next_eseq
         ops, evs, rejected = self._admit(operations, events, wm, validated)
 
-        self._receive(relayed)
+        noticed = self._receive(relayed)
         self.try_complete_else_watch(ops)
         self.check_and_complete(evs)
-        handed_on = relay.outgoing(
-            self._ops,
-            self._watch,
-            self._matches,
-            self._events,
-            new_from=new_from,
-            new_eseq_from=new_eseq_from,
-        )
+        made = (self._ops, self._watch, self._matches, self._events)
+        handed_on = relay.outgoing(*made, new_from=new_from, new_eseq_from=new_eseq_from)
         # the cross-shard group: operations due on arrival wait one call for their stubs' relay
         held = self._due[self._due >= new_from] if relayed is not None else self._due[:0]
         self._due = self._due[~np.isin(self._due, held)]
+        paired = self._matches["eseq"].to_numpy(np.int64)[relay.of_stubs(self._ops, self._matches)]
         self.advance(wm)
         self._due = np.concatenate([self._due, held])
-        unmatched = self._finalise_events(wm)
+        unmatched, notes = self._finalise_events(wm, paired)
         self._retire(wm)
+        unmatched, handed_on = stack(noticed, unmatched), stack(handed_on, notes)
 
         outcomes = concat(self._outcomes, OUTCOME_COLUMNS)
         self._outcomes = []
@@ -322,7 +327,8 @@ class Purgatory:
         """Register validated operations; complete at once those already satisfied."""
         if len(ops) == 0:
             return
-        new_ops = self._new_ops(ops)
+        new_ops = ops_rows(ops, self._next_handle)
+        self._next_handle += len(new_ops)
         handles = new_ops["handle"].to_numpy(np.int64)
         watch = watchers.watch_rows(new_ops, self._keys)
         self._ops = stack(self._ops, new_ops)
@@ -425,8 +431,10 @@ class Purgatory:
         """The timer fired for these operations: report them expired at their deadline, with
         the progress they made."""
         result = self._evaluate(expired)
-        self._mark_used(result.eseq)
         rows = rows_by_handle(self._ops, expired)
+        # a stub counts nothing: whether its events are used is the cross-shard group's to say
+        stubs = rows["handle"].to_numpy(np.int64)[rows["stub"].to_numpy(bool)]
+        self._mark_used(result.eseq[~np.isin(result.handle, stubs)])
         self._force_complete(
             expired, rows, EXPIRED, rows["deadline"].to_numpy(np.int64), result.matched, result.progress
         )
@@ -438,17 +446,17 @@ class Purgatory:
         status: str,
         resolved_at: np.ndarray,
         matched: np.ndarray,
-        progress: np.ndarray,
+        reached: np.ndarray,
     ) -> None:
         """Kafka's ``forceComplete``: ``on_complete`` reports the operations (``rows``, in
         handle order; stubs report nothing), then ``purge`` removes them from every table, so
         each is reported exactly once."""
         real = ~rows["stub"].to_numpy(bool)
         if real.all():
-            self._on_complete(rows, status, resolved_at, matched, progress)
+            self._on_complete(rows, status, resolved_at, matched, reached)
         else:
             reported = rows.loc[real].reset_index(drop=True)
-            self._on_complete(reported, status, resolved_at[real], matched[real], progress[real])
+            self._on_complete(reported, status, resolved_at[real], matched[real], reached[real])
         self._purge(handles, rows)
 
     def _on_complete(
@@ -457,7 +465,7 @@ class Purgatory:
         status: str,
         resolved_at: np.ndarray,
         matched: np.ndarray,
-        progress: np.ndarray,
+        reached: np.ndarray,
     ) -> None:
         """Kafka's ``onComplete``: the outcome rows of resolved operations."""
         op_ts = rows["ts"].to_numpy(np.int64)
@@ -472,7 +480,7 @@ class Purgatory:
                     "resolved_at": resolved_at.astype(np.int64),
                     "latency_ms": resolved_at.astype(np.int64) - op_ts,
                     "matched_events": matched.astype(np.int64),
-                    "progress": progress.astype(float),
+                    "progress": reached.astype(float),
                     "condition": CONDITION_NAMES[rows["cond"].to_numpy(np.int64)],
                     "target": rows["target"].to_numpy(float),
                     "payload": rows["payload"].to_numpy(dtype=object),
@@ -490,7 +498,8 @@ class Purgatory:
         watched = self._watch.loc[self._watch["handle"].isin(handles), ["hash", "handle"]]
         at = np.searchsorted(rows["handle"].to_numpy(np.int64), watched["handle"].to_numpy(np.int64))
         deadline = rows["deadline"].to_numpy(np.int64)[at]
-        self._keys = touch_keys(self._keys, watched["hash"].to_numpy(np.uint64), resolved_until=deadline)
+        khash = watched["hash"].to_numpy(np.uint64)
+        self._keys = progress.touch_keys(self._keys, khash, resolved_until=deadline)
 
     def _purge(self, handles: np.ndarray, rows: pd.DataFrame) -> None:
         """Kafka's ``purge``: resolved operations leave the watchers, the match table and the
@@ -513,27 +522,6 @@ class Purgatory:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _new_ops(self, ops: pd.DataFrame) -> pd.DataFrame:
-        """Validated operations as rows of the ops table, with fresh handles."""
-        n = len(ops)
-        handles = np.arange(self._next_handle, self._next_handle + n, dtype=np.int64)
-        self._next_handle += n
-        return pd.DataFrame(
-            {
-                "handle": handles,
-                "op_id": ops["op_id"].to_numpy(dtype=object),
-                "keys": ops["keys"].to_numpy(dtype=object),
-                "ts": ops["ts"].to_numpy(np.int64),
-                "deadline": ops["deadline"].to_numpy(np.int64),
-                "cond": ops["cond"].to_numpy(np.int8),
-                "target": ops["target"].to_numpy(float),
-                "members": ops["members"].to_numpy(dtype=object),
-                "payload": ops["payload"].to_numpy(dtype=object),
-                "n_members": ops["members"].map(_length).to_numpy(np.int64),
-                "stub": ops["stub"].to_numpy(bool),
-            }
-        )
-
     def _add_matches(self, pairs: pd.DataFrame) -> np.ndarray:
         """Keep the (event, operation) pairs inside the operation's window; return touched handles."""
         new = watchers.matches_in_window(self._ops, pairs)
@@ -542,15 +530,24 @@ class Purgatory:
         self._matches = stack(self._matches, new)
         return np.unique(new["handle"].to_numpy(np.int64))
 
-    def _receive(self, relayed: pd.DataFrame | None) -> None:
+    def _receive(self, relayed: pd.DataFrame | None) -> pd.DataFrame:
         """Relayed pairs and floors as matches, step by step (``relay.steps``), each step
-        evaluated as it was where the pairs were made."""
+        evaluated as it was where the pairs were made; returns the ``unmatched_events`` rows
+        of the noticed events nothing counted (``relay.decide``)."""
+        lost = progress.empty_unmatched()
         for rows in relay.steps(relayed):
-            new = relay.matches_of(self._ops, self._seen, rows, self._next_eseq)
+            if rows["stage"].iat[0] == relay.FINAL:
+                pending = self._matches["eseq"].to_numpy(np.int64)
+                noticed, self._relayed = relay.decide(rows, self._relayed, pending)
+                lost = stack(lost, progress.after_resolution_rows(noticed, self._batch_id))
+                continue
+            new, record = relay.matches_of(self._ops, self._seen, rows, self._next_eseq)
             self._next_eseq += len(rows)
+            self._relayed = stack(self._relayed, record)
             if len(new):
                 self._matches = stack(self._matches, new)
                 self._try_complete(np.unique(new["handle"].to_numpy(np.int64)))
+        return lost
 
     def _evaluate(self, handles: np.ndarray) -> Evaluation:
         ops = rows_by_handle(self._ops, handles)
@@ -563,37 +560,40 @@ class Purgatory:
         return evaluate(ops, matches, watch)
 
     def _mark_used(self, eseqs: np.ndarray) -> None:
+        """Operations of this shard counted these events (here, or relayed: ``relay.absorb``)."""
         if eseqs.size and len(self._events):
             hit = np.isin(self._events["eseq"].to_numpy(np.int64), eseqs)
             self._events.loc[hit, "used"] = True
+        self._relayed = relay.absorb(self._relayed, eseqs)
 
-    def _finalise_events(self, wm: int) -> pd.DataFrame:
+    def _finalise_events(self, wm: int, paired: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Events the watermark passed can match no future operation: fold them into key
-        progress and report the ones nothing counted."""
+        progress and report the ones nothing counted.  An event a stub matched (``paired``)
+        is the cross-shard group's to report: its notice goes there (``relay``)."""
         evs = self._events
         done = evs["ts"].to_numpy(np.int64) < wm
         if not done.any():
-            return empty_unmatched()
+            return progress.empty_unmatched(), relay.notices(evs.iloc[:0], done[:0])
         final = evs.loc[done]
         self._events = evs.loc[~done].reset_index(drop=True)
-        used = final["used"].to_numpy(bool) | np.isin(
-            final["eseq"].to_numpy(np.int64), self._matches["eseq"].to_numpy(np.int64)
-        )
-        self._keys = final_progress(self._keys, final)
-        lost = final.loc[~used & ~final["replica"].to_numpy(bool)]
+        eseq = final["eseq"].to_numpy(np.int64)
+        # a pending operation of this shard holds it: it counts (it is before any later crossing)
+        held = self._matches["eseq"].to_numpy(np.int64)[~relay.of_stubs(self._ops, self._matches)]
+        used = final["used"].to_numpy(bool) | np.isin(eseq, held)
+        self._keys = progress.final_progress(self._keys, final)
+        mine = ~final["replica"].to_numpy(bool)
+        relayed = np.isin(eseq, paired) & mine
+        notes = relay.notices(final.loc[relayed], used[relayed])
+        lost = final.loc[~used & ~relayed & mine]
         if len(lost) == 0:
-            return empty_unmatched()
+            return progress.empty_unmatched(), notes
         targets = lost["op_id"].to_numpy(dtype=object)
         resolved = dedup.recently_resolved(self._resolved, targets[pd.notna(targets)])
-        return unmatched_rows(lost, self._keys, resolved, self._batch_id)
+        return progress.unmatched_rows(lost, self._keys, resolved, self._batch_id), notes
 
     def _retire(self, wm: int) -> None:
         """Drop what the watermark made useless: old key progress, old dedup entries."""
         self._retired_wm = max(self._retired_wm, int(wm))
-        self._keys = retire_keys(self._keys, wm, self.config.progress_retention_ms)
+        self._keys = progress.retire_keys(self._keys, wm, self.config.progress_retention_ms)
         if len(self._resolved):
             self._resolved = rows_where(self._resolved, self._resolved["expire_at"].to_numpy(np.int64) > wm)
-
-
-def _length(value: object) -> int:
-    return 0 if value is None or (isinstance(value, float) and value != value) else len(value)

@@ -4,9 +4,10 @@ A ``Purgatory`` keeps its state in seven pandas tables.  Four grow with the pend
 operations (``BIG_TABLES``): ``ops`` (one row per pending operation, by ``handle``),
 ``watch`` (Kafka's Watchers: one row per (operation, key), sorted by key hash), ``seen``
 (pending op_ids, sorted by op_id hash) and ``resolved`` (op_ids resolved within the dedup
-retention, sorted by hash).  Three stay small (``SMALL_TABLES``): ``matches`` (events
-matched to pending operations), ``events`` (events the watermark has not passed yet) and
-``keys`` (per-key offset progress and resolution times).
+retention, sorted by hash).  Four stay small (``SMALL_TABLES``): ``matches`` (events
+matched to pending operations), ``events`` (events the watermark has not passed yet),
+``keys`` (per-key offset progress and resolution times) and ``relayed`` (the cross-shard
+group's: relayed events whose notice has not come yet, ``relay``).
 
 The engine persists nothing.  A persistence layer reads:
 
@@ -36,6 +37,7 @@ __all__ = [
     "MATCHES",
     "EVENTS",
     "RELAY",
+    "RELAYED",
     "KEYS",
     "SEEN",
     "RESOLVED",
@@ -44,6 +46,7 @@ __all__ = [
     "ShardTables",
     "Changes",
     "ChangeLog",
+    "ops_rows",
 ]
 
 I64_MIN = np.iinfo(np.int64).min
@@ -75,7 +78,8 @@ MATCHES = {
     "source": "object",
     "is_member": "bool",
 }
-#: events the watermark has not passed yet, in arrival order (``eseq``)
+#: events the watermark has not passed yet, in arrival order (``eseq``); ``used``: an
+#: operation of this shard counted it (a stub never counts: ``relay``)
 EVENTS = {
     "eseq": "int64",
     "key": "object",
@@ -88,9 +92,12 @@ EVENTS = {
 }
 #: what a primary shard hands on to the cross-shard group (``relay``): each (event, stub)
 #: match made in a batch, the stub named by its operation (``for_op``) and the event by its
-#: fields; ``stage`` 0 when the event was buffered before its stub came (the operation's
-#: registration), 1 when the event is new; ``floor`` rows carry a key's progress instead of
-#: an event (``value``; ``ts``, ``op_id`` and ``source`` unused)
+#: fields and its ``sender_eseq`` (its ``eseq`` in the sending shard); ``stage`` 0 when the
+#: event was buffered before its stub came (the operation's registration), 1 when the event
+#: is new; ``floor`` rows carry a key's progress instead of an event (``value``; ``ts``,
+#: ``op_id``, ``source`` and ``sender_eseq`` unused); ``stage`` 2 rows are *notices*: a paired
+#: event became final in the sender, ``counted`` if one of the sender's own operations
+#: counted it (``for_op`` unused)
 RELAY = {
     "for_op": "object",
     "key": "object",
@@ -100,7 +107,14 @@ RELAY = {
     "value": "float64",
     "stage": "int8",
     "floor": "bool",
+    "sender_eseq": "int64",
+    "counted": "bool",
 }
+#: the cross-shard group's record of relayed pairs until their event's notice: the event
+#: (``sender`` shard, ``sender_eseq``: unique among events awaiting a notice, as a shard's
+#: eseq restarts only when it holds no event), the ``eseq`` its match got here, and whether
+#: an operation counted it (``absorbed``: the event is used, as one purgatory would say)
+RELAYED = {"sender": "int64", "sender_eseq": "int64", "eseq": "int64", "absorbed": "bool"}
 #: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values),
 #: the last such event's time, and until when its events count as after_resolution
 KEYS = {"khash": "uint64", "progress": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
@@ -111,7 +125,7 @@ RESOLVED = {"hash": "uint64", "expire_at": "int64"}
 #: the tables that grow with pending operations
 BIG_TABLES = {"ops": OPS, "watch": WATCH, "seen": SEEN, "resolved": RESOLVED}
 #: the tables that stay small
-SMALL_TABLES = {"matches": MATCHES, "events": EVENTS, "keys": KEYS}
+SMALL_TABLES = {"matches": MATCHES, "events": EVENTS, "keys": KEYS, "relayed": RELAYED}
 
 
 @dataclass
@@ -130,6 +144,7 @@ class ShardTables:
     matches: pd.DataFrame
     events: pd.DataFrame
     keys: pd.DataFrame
+    relayed: pd.DataFrame
     due: np.ndarray  # handles added with a deadline already passed, not on the wheel
     watermark: int
     next_handle: int
@@ -151,6 +166,30 @@ class ShardTables:
             wheel=None,
             wheel_now=0,
         )
+
+
+def ops_rows(ops: pd.DataFrame, first_handle: int) -> pd.DataFrame:
+    """Validated operations as rows of ``ops``, with handles from ``first_handle`` on."""
+    n = len(ops)
+    return pd.DataFrame(
+        {
+            "handle": np.arange(first_handle, first_handle + n, dtype=np.int64),
+            "op_id": ops["op_id"].to_numpy(dtype=object),
+            "keys": ops["keys"].to_numpy(dtype=object),
+            "ts": ops["ts"].to_numpy(np.int64),
+            "deadline": ops["deadline"].to_numpy(np.int64),
+            "cond": ops["cond"].to_numpy(np.int8),
+            "target": ops["target"].to_numpy(float),
+            "members": ops["members"].to_numpy(dtype=object),
+            "payload": ops["payload"].to_numpy(dtype=object),
+            "n_members": ops["members"].map(_length).to_numpy(np.int64),
+            "stub": ops["stub"].to_numpy(bool),
+        }
+    )
+
+
+def _length(value: object) -> int:
+    return 0 if value is None or (isinstance(value, float) and value != value) else len(value)
 
 
 @dataclass(frozen=True)

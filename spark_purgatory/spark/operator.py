@@ -18,9 +18,9 @@ operations; what the primaries' stubs match reaches it through the mailbox besid
 state (``state.mailbox``; the micro-batch id comes from Spark's ``streaming.sql.batchId``
 local property, which the Python workers see): each primary posts its relay after its step,
 the cross-shard group receives every earlier batch's relay before its own.  While it holds
-pending operations its timeout is the current watermark, so Spark calls it in the next
-micro-batch that moves the watermark; it keeps its state (the last batch it received) even
-when it has nothing pending.
+pending operations, or awaits the notices of relayed events (``engine.relay``), its timeout
+is the current watermark, so Spark calls it in the next micro-batch that moves the
+watermark; it keeps its state (the last batch it received) even when it has nothing pending.
 
 **A watermark per input.**  Each input declares its own watermark (the largest event time
 seen on it minus ``watermark.delay``, or its ``watermark.delay.operations`` /
@@ -328,7 +328,7 @@ def _stateful_shard(config: PurgatoryConfig):
             state.remove()  # relays_through: files it received may still be in the mailbox
             return
         wake = p.next_wakeup()
-        if mailbox is not None and shard == cross and p.pending:
+        if mailbox is not None and shard == cross and (p.pending or p.awaited_notices):
             # called in the next batch that moves the watermark (mailbox); Spark wants a timeout > 0
             wake = min(wake, max(wm, 1) + 1)
         processed, how, pending = time.perf_counter(), loaded_by(p), p.pending

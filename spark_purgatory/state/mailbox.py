@@ -5,8 +5,9 @@ run as separate Spark tasks of one micro-batch, so the hand-off goes through fil
 the shard state (``<purgatory.state.path>/mailbox/``, any filesystem ``storage`` opens): one
 file per (sender shard, micro-batch), ``<batch>-<shard>.arrow``, written by the primary in
 that batch (``post``).  The cross-shard group, called in batch N, first reads every file of
-a batch below N that it has not received yet (``collect``), applies the relayed rows, and
-only then moves its wheel to the watermark.
+a batch below N that it has not received yet (``collect``, which names each row's batch and
+sender: a notice names its event by both), applies the relayed rows, and only then moves
+its wheel to the watermark.
 
 **Why expiry stays correct.**  A relayed pair (e, o) is written in the batch M where the
 later of the two arrived: e (then ``W_M <= e.ts``: e was not late) or o's stub (then
@@ -22,14 +23,20 @@ arrival): the cross-shard group holds an operation due on arrival until its next
 keeps ``after`` (the last batch received, ``Purgatory.relays_through``) in the group state,
 which Spark commits with the batch.  A replayed batch starts from the state before it, so it
 collects the same files again and applies them once; a replayed primary rewrites its file
-with the same rows (same state, same input).  ``clean`` therefore deletes only files
+with the same rows (same state, same input).  The cross-shard group's record of relayed
+pairs awaiting their notice (``engine.relay``) is in that state too, so it moves with
+``after``: a replay answers the same notices the same way.  ``clean`` therefore deletes only files
 received in an *earlier* call than the current one: the current call's may be replayed.
 
 **Being called.**  The cross-shard group is called when it has input or when its event-time
-timeout fires; while it holds pending operations the host sets that timeout to the current
-watermark, so it is called in the next micro-batch whose watermark moves past it (no-data
-micro-batches must be on, as ``query.start`` requires).  If no later micro-batch moves the
-watermark, relayed completions wait for the next one that does.
+timeout fires; while it holds pending operations or awaits notices the host sets that
+timeout to the current watermark, so it is called in the next micro-batch whose watermark
+moves past it (no-data micro-batches must be on, as ``query.start`` requires).  If no later
+micro-batch moves the watermark, relayed completions (and reports) wait for the next one
+that does.  With nothing pending it still wakes when the watermark passes the deadline of
+an operation it completed (it keeps the keys' resolution times until then): a stub that
+outlived its operation has relayed every event it matched by then, and each such pair
+makes it wait for that event's notice.
 
 Invariant: a file name is a pure function of (batch, sender), so a rewrite replaces, never
 duplicates; files are deleted only after a later call received them.
@@ -51,6 +58,8 @@ from .codec import frame_bytes, frame_from
 __all__ = ["Mailbox"]
 
 _NAME = re.compile(r"^(\d{12})-(\d{6})\.arrow$")
+#: what ``collect`` returns: relay rows with the batch and the shard that sent them
+_COLLECTED = {**RELAY, "batch": "int64", "sender": "int64"}
 
 
 class Mailbox:
@@ -96,15 +105,15 @@ class Mailbox:
 
     def collect(self, after: int, before: int) -> pd.DataFrame:
         """Every relay row of the batches strictly between ``after`` and ``before``, with
-        its ``batch``, in (batch, sender) order."""
+        its ``batch`` and ``sender``, in (batch, sender) order."""
         frames = []
-        for batch, _, name in self._files():
+        for batch, sender, name in self._files():
             if after < batch < before:
                 with self._fs.open_input_stream(f"{self._dir}/{name}") as f:
-                    frames.append(frame_from(f.read(), RELAY).assign(batch=batch))
+                    frames.append(frame_from(f.read(), RELAY).assign(batch=batch, sender=sender))
         if not frames:
-            return empty({**RELAY, "batch": "int64"})
-        return pd.concat(frames, ignore_index=True).astype({**RELAY, "batch": "int64"})
+            return empty(_COLLECTED)
+        return pd.concat(frames, ignore_index=True).astype(_COLLECTED)
 
     def clean(self, through: int) -> None:
         """Delete the files of batches up to ``through`` (received by an earlier call)."""

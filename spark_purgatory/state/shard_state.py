@@ -296,8 +296,8 @@ def _set_small(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str]) 
     t.next_handle = int(meta["next_handle"])
     t.next_eseq = int(meta["next_eseq"])
     t.retired_wm = int(meta["retired_wm"])
-    for name, dtypes in SMALL_TABLES.items():
-        setattr(t, name, frame_from(parts[name], dtypes))
+    for name, dtypes in SMALL_TABLES.items():  # ``relayed`` is absent before relay notices
+        setattr(t, name, frame_from(parts[name], dtypes) if name in parts else empty(dtypes))
     t.due = handles_from(parts["due"])
     p.shard = int(meta["shard"]) if meta["shard"] else None
     p.relays_through = int(meta.get("relays_through", -1))  # absent before the mailbox
