@@ -58,10 +58,13 @@ def generate(
     partitions: int = 64,
     seed: int = 0,
     start_ms: int = START_MS,
+    multi_key: float = 0.0,
 ) -> Workload:
     """Generate ``n_ops`` operations and the events that complete ~``complete_ratio`` of them.
 
-    ``mix`` is the share of produce, fetch, join and offset operations.
+    ``mix`` is the share of produce, fetch, join and offset operations.  ``multi_key``: the
+    share of produce, fetch and join operations that watch a second key (the next partition's),
+    about half of their events arriving on it (multi-key operations, often across shards).
     """
     rng = np.random.default_rng(seed)
     ts = start_ms + np.sort(rng.uniform(0, n_ops / ops_per_second * 1000, n_ops)).astype(np.int64)
@@ -86,10 +89,14 @@ def generate(
         add(d, np.flatnonzero(kind == code))
     _offset(d, np.flatnonzero(kind == 3), start_ms)
 
+    keys = [[k] for k in d.keys]
+    events = pd.concat(d.events, ignore_index=True)
+    if multi_key > 0:
+        keys, events = _second_keys(d, kind, partition, multi_key, events)
     operations = pd.DataFrame(
         {
             "op_id": d.op_id,
-            "keys": [[k] for k in d.keys],
+            "keys": keys,
             "ts": ts,
             "timeout_ms": np.int64(timeout_ms),
             "condition": _KIND_CONDITIONS[kind],
@@ -98,8 +105,30 @@ def generate(
             "payload": np.where(kind == 0, "acks=all", None),
         }
     )
-    events = pd.concat(d.events, ignore_index=True).sort_values("ts", kind="stable", ignore_index=True)
+    events = events.sort_values("ts", kind="stable", ignore_index=True)
     return Workload(operations, events[EVENT_COLUMNS], int(completes.sum()))
+
+
+def _second_keys(
+    d: "_Draft", kind: np.ndarray, partition: np.ndarray, share: float, events: pd.DataFrame
+) -> tuple[list[list[str]], pd.DataFrame]:
+    """A second key for ``share`` of the produce/fetch/join operations, and about half of
+    their events moved onto it (events name their operation, so nothing else matches them)."""
+    multi = (d.rng.random(kind.size) < share) & (kind < 3)
+    second = d.keys.copy()
+    second[multi] = np.array([k.rsplit("-", 1)[0] for k in d.keys[multi]], dtype=object) + np.char.add(
+        "-x", (partition[multi] + 1).astype(str)
+    ).astype(object)
+    keys = [[k, k2] if m else [k] for k, k2, m in zip(d.keys, second, multi)]
+    owner = pd.Series(np.arange(kind.size), index=d.op_id)
+    row = owner.reindex(events["op_id"].to_numpy(dtype=object)).to_numpy()
+    has = ~np.isnan(row)
+    at = row[has].astype(np.int64)
+    move = multi[at] & (d.rng.random(at.size) < 0.5)
+    key = events["key"].to_numpy(dtype=object).copy()
+    idx = np.flatnonzero(has)[move]
+    key[idx] = second[at[move]]
+    return keys, events.assign(key=key)
 
 
 #: the condition of each kind of broker operation: produce, fetch, join, offset
