@@ -110,7 +110,7 @@ def generate(
 
 
 def _second_keys(
-    d: "_Draft", kind: np.ndarray, partition: np.ndarray, share: float, events: pd.DataFrame
+    d: _Draft, kind: np.ndarray, partition: np.ndarray, share: float, events: pd.DataFrame
 ) -> tuple[list[list[str]], pd.DataFrame]:
     """A second key for ``share`` of the produce/fetch/join operations, and about half of
     their events moved onto it (events name their operation, so nothing else matches them)."""
@@ -119,7 +119,7 @@ def _second_keys(
     second[multi] = np.array([k.rsplit("-", 1)[0] for k in d.keys[multi]], dtype=object) + np.char.add(
         "-x", (partition[multi] + 1).astype(str)
     ).astype(object)
-    keys = [[k, k2] if m else [k] for k, k2, m in zip(d.keys, second, multi)]
+    keys = [[k, k2] if m else [k] for k, k2, m in zip(d.keys, second, multi, strict=True)]
     owner = pd.Series(np.arange(kind.size), index=d.op_id)
     row = owner.reindex(events["op_id"].to_numpy(dtype=object)).to_numpy()
     has = ~np.isnan(row)
