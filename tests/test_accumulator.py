@@ -106,11 +106,11 @@ def data_files(tmp_path, name: str) -> list[int]:
 
 def test_rows_wait_until_the_destination_reaches_batch_size(tmp_path):
     clock = Clock()
-    sink = make_sink(tmp_path, clock, batch_size=20_000)
+    sink = make_sink(tmp_path, clock, batch_size=5_000)
     for batch in range(10):
         sink.process(output_rows(20, start=batch * 20), batch)
         clock.advance(100)
-    # ~20 rows of ~200 bytes per batch: a commit only when a destination holds >= batch.size
+    # ~20 rows, ~2 kB of Parquet per batch: a commit only when a destination holds >= batch.size
     commits = DeltaTable(str(tmp_path / "out" / "outcomes")).history()
     writes = [c for c in commits if c.get("operation") == "WRITE"]
     assert 1 <= len(writes) < 10
@@ -134,10 +134,10 @@ def test_linger_ms_is_honoured_with_an_injected_clock(tmp_path):
 
 def test_buffer_memory_bounds_what_is_staged(tmp_path):
     clock = Clock()
-    sink = make_sink(tmp_path, clock, batch_size=1 << 20, buffer_memory=1 << 20)
-    for day in range(8):  # eight destinations (days), none full on its own
+    sink = make_sink(tmp_path, clock, batch_size=64 << 10, buffer_memory=64 << 10)
+    for day in range(8):  # eight destinations (days) of ~30 kB of Parquet, none full on its own
         sink.process(output_rows(1000, start=day * 1000, day_ms=day * 86_400_000), day)
-    assert sink.accumulator.buffered_bytes <= 1 << 20
+    assert sink.accumulator.buffered_bytes <= 64 << 10
     committed = DeltaTable(str(tmp_path / "out" / "outcomes")).history()
     assert any("WRITE" == c.get("operation") for c in committed)
     assert table_rows(tmp_path, "outcomes") + sum(d.rows for d in sink.accumulator.destinations()) == 8000
@@ -181,11 +181,11 @@ class CrashingWriter(DeltaRsWriter):
         super().__init__(root)
         self.when = when
 
-    def commit(self, table, rows, **kw):
+    def commit_files(self, table, adds, **kw):
         if self.when == "before":
             self.when = None
             raise RuntimeError("driver died before the commit")
-        super().commit(table, rows, **kw)
+        super().commit_files(table, adds, **kw)
         if self.when == "after":
             self.when = None
             raise RuntimeError("driver died after the commit, before the clean-up")
