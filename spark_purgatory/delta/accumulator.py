@@ -343,6 +343,8 @@ class RecordAccumulator:
                     app_id=self.app_id,
                     target_size=self._target_size(),
                     storage=writer.storage,
+                    rows=d.rows,
+                    nbytes=d.nbytes,
                 )
                 for items in by_table.values()
                 for d, _ in items

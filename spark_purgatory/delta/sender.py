@@ -3,7 +3,8 @@
 Kafka's sender ships ready batches; here a drain ships its ready destinations as one small
 Spark job (``SparkTasks``; ``in_process`` without Spark), one task per destination.  A task
 (``write_data_files``) reads the destination's staged Parquet files and writes Parquet data
-files of about ``batch.size`` into the table's partition directory, then returns each file's
+files of about ``batch.size`` (``DataFileTask.rows_per_file``) into the table's partition
+directory, then returns each file's
 Delta add action (``ADDS``: path relative to the table, size, partition values, statistics
 with ``numRecords``).  It commits nothing: the driver commits the add actions of a table in
 one Delta commit (``DeltaRsWriter.commit_files``).
@@ -32,7 +33,7 @@ import pyarrow.parquet as pq
 
 from ..contract import TABLES
 from ..storage import Storage
-from .staging import WholeFile, data_bytes
+from .staging import WholeFile
 
 __all__ = ["DataFileTask", "write_data_files", "ADDS", "ADDS_DDL", "TaskRunner", "in_process", "SparkTasks"]
 
@@ -49,7 +50,7 @@ ADDS = pa.schema(
 )
 ADDS_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'bigint'}" for f in ADDS)
 
-#: rows per row group are sized so that a file overshoots ``target`` by at most 1/_GROUPS
+#: row groups per data file (how much of a file a task holds in memory at once)
 _GROUPS = 8
 
 
@@ -66,6 +67,19 @@ class DataFileTask:
     app_id: str
     target_size: int
     storage: Storage
+    rows: int  # staged rows and Parquet bytes (the accumulator's bookkeeping)
+    nbytes: int
+
+    @property
+    def rows_per_file(self) -> int:
+        """Rows per data file: the staged bytes in ``round(bytes / target)`` equal files.
+
+        A destination drained as full holds between one and two ``batch.size`` (it became
+        full in the last micro-batch), so its files are close to ``batch.size`` rather than
+        one full file and a small rest; a lingered or flushed one is one smaller file.
+        """
+        files = max(1, round(self.nbytes / self.target_size))
+        return max(1, math.ceil(self.rows / files))
 
 
 def write_data_files(task: DataFileTask) -> pa.Table:
@@ -80,13 +94,17 @@ def write_data_files(task: DataFileTask) -> pa.Table:
     names = (f"{directory}/part-{task.version:020d}-{seq:05d}-{token}.snappy.parquet" for seq in count())
     files: list[dict] = []
     out: _DataFile | None = None
+    per_file = task.rows_per_file
     for batch in _staged_batches(src, src_root, task, columns):
-        if out is None:
-            out = _DataFile(dst, dst_root, next(names), schema)
-        out.write(batch)
-        if out.size >= task.target_size:
-            files.append(out.close())
-            out = None
+        while batch.num_rows:
+            if out is None:
+                out = _DataFile(dst, dst_root, next(names), schema)
+            take = min(batch.num_rows, per_file - out.rows)
+            out.write(batch.slice(0, take))
+            batch = batch.slice(take)
+            if out.rows >= per_file:
+                files.append(out.close())
+                out = None
     if out is not None:
         files.append(out.close())
     values = json.dumps({contract.partition_by: task.partition})
@@ -96,16 +114,11 @@ def write_data_files(task: DataFileTask) -> pa.Table:
 
 
 def _staged_batches(src: Any, root: str, task: DataFileTask, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The staged rows in row groups of about 1/_GROUPS of the target file size."""
+    """The staged rows in pieces of 1/_GROUPS of a data file (its row groups; bounded memory)."""
+    rows = max(1024, math.ceil(task.rows_per_file / _GROUPS))
     for name in task.staged:
         with src.open_input_file(f"{root}/{name}") as f:
-            staged = pq.ParquetFile(f)
-            meta = staged.metadata
-            if meta.num_rows == 0:
-                continue
-            per_row = max(1.0, data_bytes(meta) / meta.num_rows)
-            rows = max(1024, math.ceil(task.target_size / _GROUPS / per_row))
-            yield from staged.iter_batches(batch_size=rows, columns=columns)
+            yield from pq.ParquetFile(f).iter_batches(batch_size=rows, columns=columns)
 
 
 class _DataFile:
@@ -113,6 +126,7 @@ class _DataFile:
 
     def __init__(self, fs: Any, root: str, path: str, schema: pa.Schema) -> None:
         self.path = path
+        self.rows = 0
         self._out = WholeFile(fs, f"{root}/{path}")
         self._writer = pq.ParquetWriter(self._out.stream, schema, compression="snappy")
 
@@ -122,6 +136,7 @@ class _DataFile:
 
     def write(self, batch: pa.RecordBatch) -> None:
         self._writer.write_batch(batch)  # one row group, on the stream at once
+        self.rows += batch.num_rows
 
     def close(self) -> dict:
         self._writer.close()
