@@ -331,33 +331,45 @@ class RecordAccumulator:
         self, writer: Any, by_table: dict[str, list[tuple[Destination, str]]], version: int, tasks: TaskRunner
     ) -> dict[str, tuple[int, int]]:
         """Write and commit each table's ready rows; return (bytes, files) per table."""
-        if hasattr(writer, "commit_files"):  # executors write data files, the driver commits them
-            items = [
-                DataFileTask(
-                    table=d.table,
-                    partition=d.partition,
-                    staged=d.files,
-                    staging_dir=self.staging_dir,
-                    table_uri=writer.path(d.table),
-                    version=version,
-                    app_id=self.app_id,
-                    target_size=self._target_size(),
-                    storage=writer.storage,
-                    rows=d.rows,
-                    nbytes=d.nbytes,
-                )
-                for items in by_table.values()
-                for d, _ in items
-            ]
-            adds = tasks(write_data_files, items, ADDS, ADDS_DDL)
-            self._fault_point("written")
-            sizes = {}
-            for table in sorted(by_table):
-                mine = adds.filter(pc.equal(adds.column("table"), table))
-                writer.commit_files(table, mine, app_id=self.app_id, version=version)
-                self._fault_point("committed")
-                sizes[table] = (int(pc.sum(mine.column("size")).as_py() or 0), mine.num_rows)
-            return sizes
+        if hasattr(writer, "commit_files"):
+            return self._send_data_files(writer, by_table, version, tasks)
+        return self._send_staged(writer, by_table, version)
+
+    def _send_data_files(
+        self, writer: Any, by_table: dict[str, list[tuple[Destination, str]]], version: int, tasks: TaskRunner
+    ) -> dict[str, tuple[int, int]]:
+        """The executors write the data files (one task per destination), the driver commits them."""
+        items = [
+            DataFileTask(
+                table=d.table,
+                partition=d.partition,
+                staged=d.files,
+                staging_dir=self.staging_dir,
+                table_uri=writer.path(d.table),
+                version=version,
+                app_id=self.app_id,
+                target_size=self._target_size(),
+                storage=writer.storage,
+                rows=d.rows,
+                nbytes=d.nbytes,
+            )
+            for items in by_table.values()
+            for d, _ in items
+        ]
+        adds = tasks(write_data_files, items, ADDS, ADDS_DDL)
+        self._fault_point("written")
+        sizes = {}
+        for table in sorted(by_table):
+            mine = adds.filter(pc.equal(adds.column("table"), table))
+            writer.commit_files(table, mine, app_id=self.app_id, version=version)
+            self._fault_point("committed")
+            sizes[table] = (int(pc.sum(mine.column("size")).as_py() or 0), mine.num_rows)
+        return sizes
+
+    def _send_staged(
+        self, writer: Any, by_table: dict[str, list[tuple[Destination, str]]], version: int
+    ) -> dict[str, tuple[int, int]]:
+        """A writer that reads the staged files itself (Spark's Delta), or a writer of rows."""
         sizes = {}
         for table, items in sorted(by_table.items()):
             files = [f for d, _ in items for f in d.files]
