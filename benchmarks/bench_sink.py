@@ -124,7 +124,7 @@ def driver_memory(spark, files: Files, config: PurgatoryConfig, per_triggers: tu
         before = {name: rss_kib(pid) for name, pid in pids.items()}
         with Peak(pids) as peak:
             seconds, totals = run_job(spark, files, config, per_trigger)
-        ops_per_batch = files.ops * per_trigger // max(1, files_in(files))
+        ops_per_batch = files.ops * min(per_trigger, files_in(files)) // files_in(files)
         rows.append(
             {
                 "per_trigger": per_trigger,
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness runs (CI)")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.ops, args.runs, args.files, args.rss_ops = "3000", 1, 4, 3000
+        args.ops, args.runs, args.files, args.rss_ops = "3000", 1, 10, 3000
     root = tempfile.mkdtemp(prefix="bench-sink-")
     spark = local_session("bench-sink", master="local[2]", shuffle_partitions=args.shards + 1)
     config = PurgatoryConfig(shards=args.shards, cross_shard_operations=False, max_timeout_ms=60_000)
