@@ -10,7 +10,9 @@ Two measurements, on bench_operator's workload (its writers and timing; local[2]
   file per trigger, then ten (micro-batches of N and 10N operations), sampling the RSS of
   the Python driver and of the driver's JVM (``/proc/<pid>/status``; the JVM is the py4j
   gateway's process) during each run; prints the peaks and their growth (target: flat).
-  No output row reaches the driver, so neither should grow with the micro-batch.
+  No output row reaches the driver, so neither should grow with the micro-batch.  For
+  contrast, the same series with a ``foreachBatch`` that collects each micro-batch to the
+  driver (``toArrow``, what the sink did before the executors wrote the rows).
 
     .venv/bin/python benchmarks/bench_sink.py                      # 200k and 1M, 3 runs each
     .venv/bin/python benchmarks/bench_sink.py --ops 200000 --runs 2 --rss-ops 200000
@@ -36,6 +38,7 @@ from bench_operator import Files, timed, write_workload  # noqa: E402  (the same
 
 from spark_purgatory import start  # noqa: E402
 from spark_purgatory.config import PurgatoryConfig  # noqa: E402
+from spark_purgatory.contract import OPERATOR_OUTPUT  # noqa: E402
 from spark_purgatory.spark.operator import purgatory_stream  # noqa: E402
 from spark_purgatory.spark.session import local_session  # noqa: E402
 from spark_purgatory.spark.sources import read_stream  # noqa: E402
@@ -116,14 +119,34 @@ class Peak:
                 self.peak[name] = max(self.peak[name], rss_kib(pid))
 
 
-def driver_memory(spark, files: Files, config: PurgatoryConfig, per_triggers: tuple[int, int]) -> list[dict]:
-    """Peak driver RSS (Python, JVM) running the job at each files-per-trigger."""
+def run_collect(spark, files: Files, config: PurgatoryConfig, per_trigger: int) -> tuple[float, dict]:
+    """The operator into a ``foreachBatch`` that collects each micro-batch to the driver."""
+    chk = f"{files.root}/ck-collect-{uuid.uuid4().hex[:8]}"
+    config = dataclasses.replace(config, state_path=f"{chk}/purgatory-state")
+    batches = []
+
+    def collect(batch, batch_id: int) -> None:
+        batch.select(*OPERATOR_OUTPUT.names).toArrow()
+        batches.append(batch_id)
+
+    stream = purgatory_stream(*_streams(spark, files, per_trigger), config)
+    began = time.perf_counter()
+    query = stream.writeStream.foreachBatch(collect).option("checkpointLocation", chk)
+    query.trigger(availableNow=True).start().awaitTermination()
+    shutil.rmtree(chk, ignore_errors=True)
+    return time.perf_counter() - began, {"batches": len(batches)}
+
+
+def driver_memory(
+    spark, files: Files, config: PurgatoryConfig, per_triggers: tuple[int, int], run=run_job
+) -> list[dict]:
+    """Peak driver RSS (Python, JVM) running ``run`` at each files-per-trigger."""
     pids = {"python": os.getpid(), "jvm": jvm_pid(spark)}
     rows = []
     for per_trigger in per_triggers:
         before = {name: rss_kib(pid) for name, pid in pids.items()}
         with Peak(pids) as peak:
-            seconds, totals = run_job(spark, files, config, per_trigger)
+            seconds, totals = run(spark, files, config, per_trigger)
         ops_per_batch = files.ops * min(per_trigger, files_in(files)) // files_in(files)
         rows.append(
             {
@@ -201,12 +224,12 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(files.root, ignore_errors=True)
         if args.rss_ops:
             files = write_workload(f"{root}/rss", args.rss_ops, args.files)
-            print(f"driver memory, {files.ops:,} operations in {args.files} files per stream:", flush=True)
-            series = driver_memory(spark, files, config, (1, 10))
-            small, large = series
-            for name in ("python", "jvm"):
-                growth = (large["peak"][name] - small["peak"][name]) / 1024
-                print(f"  {name} peak at 10N - at N: {growth:+,.0f} MiB")
+            for label, run in (("the job", run_job), ("collecting each micro-batch (before)", run_collect)):
+                print(f"driver memory, {label}, {files.ops:,} operations, {args.files} files:", flush=True)
+                small, large = driver_memory(spark, files, config, (1, 10), run)
+                for name in ("python", "jvm"):
+                    growth = (large["peak"][name] - small["peak"][name]) / 1024
+                    print(f"  {name} peak at 10N - at N: {growth:+,.0f} MiB")
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         return 0
     finally:
