@@ -50,6 +50,8 @@ ADDS = pa.schema(
 )
 ADDS_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'bigint'}" for f in ADDS)
 
+#: longest string kept in statistics (Delta's own default prefix length)
+_STRING_PREFIX = 32
 #: row groups per data file (how much of a file a task holds in memory at once)
 _GROUPS = 8
 
@@ -153,7 +155,8 @@ class _DataFile:
 def stats_json(meta: pq.FileMetaData) -> str:
     """Delta's per-file statistics from a Parquet footer (top-level primitive columns).
 
-    Timestamps in milliseconds, as delta-rs writes them.
+    Timestamps in milliseconds, as delta-rs writes them; long strings (payloads) keep a
+    prefix as their minimum and no maximum, so the log stays small.
     """
     lows: dict[str, Any] = {}
     highs: dict[str, Any] = {}
@@ -172,17 +175,20 @@ def stats_json(meta: pq.FileMetaData) -> str:
     return json.dumps(
         {
             "numRecords": meta.num_rows,
-            "minValues": _json_values(lows),
-            "maxValues": _json_values(highs),
+            "minValues": _json_values(lows, low=True),
+            "maxValues": _json_values(highs, low=False),
             "nullCount": nulls,
         }
     )
 
 
-def _json_values(values: dict[str, Any]) -> dict[str, Any]:
+def _json_values(values: dict[str, Any], *, low: bool) -> dict[str, Any]:
     out = {}
     for name, v in values.items():
-        if isinstance(v, dt.datetime):
+        if isinstance(v, str) and len(v) > _STRING_PREFIX:
+            if low:  # a prefix is still a lower bound; a cut maximum would not be an upper one
+                out[name] = v[:_STRING_PREFIX]
+        elif isinstance(v, dt.datetime):
             out[name] = v.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         elif isinstance(v, dt.date):
             out[name] = v.isoformat()
