@@ -59,7 +59,7 @@ import pyarrow.parquet as pq
 
 from ..storage import Storage, join
 from .sender import ADDS, ADDS_DDL, DataFileTask, TaskRunner, in_process, write_data_files
-from .staging import STAGED, StagedFile, listing, remove, stage_rows, staged_name, write_whole
+from .staging import STAGED, StagedFile, everywhere, listing, remove, stage_rows, staged_name, write_whole
 
 __all__ = ["Destination", "TableWriter", "RecordAccumulator", "Clock", "FaultHook", "FAULT_POINTS"]
 
@@ -146,7 +146,7 @@ class RecordAccumulator:
         storage: Storage | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:
-        self.staging_dir = staging_dir
+        self.staging_dir = everywhere(staging_dir)  # the executors write there too
         self.app_id = app_id
         self.batch_size = int(batch_size)
         self.linger_ms = int(linger_ms)

@@ -35,9 +35,18 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..contract import COMPLETED, EXPIRED, KIND_METRICS, TABLES, TableContract, ms_column
-from ..storage import Storage
+from ..storage import Storage, location
 
-__all__ = ["split_tables", "stage_rows", "stage_task", "StagedFile", "STAGED", "STAGED_DDL", "staged_name"]
+__all__ = [
+    "split_tables",
+    "stage_rows",
+    "stage_task",
+    "StagedFile",
+    "everywhere",
+    "STAGED",
+    "STAGED_DDL",
+    "staged_name",
+]
 
 _TS = pa.timestamp("us", tz="UTC")
 _WATERMARK = ms_column("watermark")
@@ -305,6 +314,13 @@ def remove(fs: pafs.FileSystem, paths: Iterable[str], *, prune: bool = False) ->
                 os.rmdir(parent)
             except OSError:  # refilled meanwhile
                 pass
+
+
+def everywhere(uri: str) -> str:
+    """``uri`` as every process resolves it alike: a relative plain path made absolute here,
+    in the driver, since executors run in other working directories; URIs as given."""
+    where = location(uri)
+    return uri if "://" in where or os.path.isabs(where) else os.path.abspath(where)
 
 
 def safe(partition: str) -> str:

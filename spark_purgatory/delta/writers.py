@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from ..contract import TABLES
 from ..storage import Storage, join, location
+from .staging import everywhere
 
 __all__ = [
     "DeltaRsWriter",
@@ -65,8 +66,8 @@ class DeltaRsWriter:
     def __init__(
         self, root: str, *, storage_options: dict[str, str] | None = None, storage: Storage | None = None
     ) -> None:
-        self.root = root
-        self.storage = storage or Storage()  # the executors write data files through it
+        self.root = everywhere(root)  # the executors write data files there
+        self.storage = storage or Storage()
         self.storage_options = _options(root, storage, storage_options)
 
     def path(self, table: str) -> str:
