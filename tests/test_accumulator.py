@@ -508,3 +508,15 @@ def test_the_sink_stages_on_the_executors_and_commits_the_files_they_wrote(spark
     sink(batch, 0)  # a replay adds nothing
     sink.close()
     assert table_rows(tmp_path, "outcomes") == 40
+
+
+@pytest.mark.spark
+def test_a_quiet_stream_commits_lingered_rows_through_the_senders_job(spark, tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, linger_ms=1_000)
+    sink(spark.createDataFrame(output_rows(7)).repartition(2), 0)
+    assert sink.drain_lingering() == [] and table_rows(tmp_path, "outcomes") == 0
+    clock.advance(1_000)  # no micro-batch: the linger timer drains
+    committed = sink.drain_lingering()
+    assert [(c["table"], c["reasons"], c["files"]) for c in committed] == [("outcomes", ["lingered"], 1)]
+    assert table_rows(tmp_path, "outcomes") == 7
