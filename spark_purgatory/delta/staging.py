@@ -273,7 +273,12 @@ class WholeFile:
 
     def commit(self) -> None:
         self.stream.close()
-        if self._local:
+        if self._local:  # on disk before it is named: a machine crash leaves no empty file
+            fd = os.open(self._tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(self._tmp, self.path)
 
     def abort(self) -> None:
