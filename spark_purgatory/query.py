@@ -12,7 +12,8 @@ go through it, so they run the same query with the same defaults:
 * a ``RecordAccumulator`` staging under ``<checkpoint>/accumulator`` unless
   ``accumulator.staging.path`` is set, committing under the
   checkpoint's app id (``app_id_of``), through the writer ``choose_writer`` picks, in a
-  ``PurgatorySink`` run by ``foreachBatch``;
+  ``PurgatorySink`` run by ``foreachBatch``: the executors stage and write the rows, the
+  driver commits (``delta.sink``); the tables are created empty at start;
 * every path a path or a URI (``file://``, ``s3://``, ``s3a://``, ``abfss://``, ``dbfs:/`` ...):
   what the project writes itself goes through ``spark_purgatory.storage`` with the
   ``storage.*`` settings, never relative to the working directory;
@@ -145,6 +146,8 @@ def start(
     storage = Storage.of(cfg)
     if isinstance(writer, str):
         writer = choose_writer(spark, output, prefer=writer, storage=storage)
+    if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
+        writer.create_tables()
     accumulator = RecordAccumulator(
         cfg.accumulator_staging_path,
         app_id=app_id_of(checkpoint, storage=storage),

@@ -1,15 +1,17 @@
 """Kill the job with SIGKILL again and again on a steady input; check exactly-once at the end.
 
 Used by ``tests/test_crash.py`` (a fixed plan: one kill at each accumulator fault point plus a
-random one) and runnable on its own for longer randomised runs:
+random one) and runnable on its own for longer randomised runs (``--plan`` for a fixed one):
 
     .venv/bin/python tests/crash_harness.py --kills 10 --ops 3000
 
 Before each run a new share of the input files arrives (one pair every few seconds) while the
 job runs with a processing-time trigger.  The job is killed (``kill -9``) either at a fault
-point inside the accumulator (``faulty_job.py`` runs the job with a hook that kills it
-before recording a batch as staged, after writing a drain manifest, or after a Delta commit)
-or at a random moment (state commits, Delta commits and lingering rows all happen at random
+point inside the accumulator (``faulty_job.py`` runs the job with a hook that kills it at
+one of ``FAULT_POINTS``: after the executors staged a batch's files but before the driver
+recorded them, before ``staged_through`` moves, after writing a drain manifest, after the
+executors wrote a drain's data files but before the commit, or after a Delta commit) or at
+a random moment (state commits, Delta commits and lingering rows all happen at random
 points in between).  After the last kill an
 ``available-now`` run drains the rest.  The Delta tables must then hold exactly what the
 Spark-free engine computes from the same input: one outcome per resolved operation with the
@@ -41,6 +43,7 @@ sys.path.insert(0, ROOT)
 
 from spark_purgatory.config import PurgatoryConfig, read_properties  # noqa: E402
 from spark_purgatory.contract import TABLES  # noqa: E402
+from spark_purgatory.delta.accumulator import FAULT_POINTS  # noqa: E402
 from spark_purgatory.engine.purgatory import Purgatory  # noqa: E402
 from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
 
@@ -217,10 +220,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--root", default="/tmp/purgatory-crash")
     parser.add_argument("--s3", action="store_true", help="tables, staging and segments on moto's S3")
+    parser.add_argument("--plan", default="", help="comma list of steps, e.g. fault=written:1,random")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    points = ["fault=staged:2", "fault=manifest:1", "fault=committed:1"]
-    plan = [rng.choice([*points, "random", "random"]) for _ in range(args.kills)]
+    points = [f"fault={p}:{2 if p.startswith('stag') else 1}" for p in FAULT_POINTS]
+    if args.plan:
+        plan = args.plan.split(",")
+    else:
+        plan = [rng.choice([*points, "random", "random"]) for _ in range(args.kills)]
     started = time.time()
     files = max(args.files, 2 * (args.kills + 1))
     store = None

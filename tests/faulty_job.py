@@ -3,8 +3,8 @@
     PURGATORY_FAULT=<point>:<n> python tests/faulty_job.py <the job's arguments>
 
 kills the process with SIGKILL the n-th time the accumulator passes ``<point>`` (one of
-``RecordAccumulator``'s ``FAULT_POINTS``: staged, manifest, committed), through the
-accumulator's test-only ``fault_hook``; production code never installs one.
+``RecordAccumulator``'s ``FAULT_POINTS``: staging, staged, manifest, written, committed),
+through the accumulator's test-only ``fault_hook``; production code never installs one.
 """
 
 from __future__ import annotations

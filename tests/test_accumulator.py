@@ -106,11 +106,11 @@ def data_files(tmp_path, name: str) -> list[int]:
 
 def test_rows_wait_until_the_destination_reaches_batch_size(tmp_path):
     clock = Clock()
-    sink = make_sink(tmp_path, clock, batch_size=20_000)
+    sink = make_sink(tmp_path, clock, batch_size=5_000)
     for batch in range(10):
         sink.process(output_rows(20, start=batch * 20), batch)
         clock.advance(100)
-    # ~20 rows of ~200 bytes per batch: a commit only when a destination holds >= batch.size
+    # ~20 rows, ~2 kB of Parquet per batch: a commit only when a destination holds >= batch.size
     commits = DeltaTable(str(tmp_path / "out" / "outcomes")).history()
     writes = [c for c in commits if c.get("operation") == "WRITE"]
     assert 1 <= len(writes) < 10
@@ -134,10 +134,10 @@ def test_linger_ms_is_honoured_with_an_injected_clock(tmp_path):
 
 def test_buffer_memory_bounds_what_is_staged(tmp_path):
     clock = Clock()
-    sink = make_sink(tmp_path, clock, batch_size=1 << 20, buffer_memory=1 << 20)
-    for day in range(8):  # eight destinations (days), none full on its own
+    sink = make_sink(tmp_path, clock, batch_size=64 << 10, buffer_memory=64 << 10)
+    for day in range(8):  # eight destinations (days) of ~30 kB of Parquet, none full on its own
         sink.process(output_rows(1000, start=day * 1000, day_ms=day * 86_400_000), day)
-    assert sink.accumulator.buffered_bytes <= 1 << 20
+    assert sink.accumulator.buffered_bytes <= 64 << 10
     committed = DeltaTable(str(tmp_path / "out" / "outcomes")).history()
     assert any("WRITE" == c.get("operation") for c in committed)
     assert table_rows(tmp_path, "outcomes") + sum(d.rows for d in sink.accumulator.destinations()) == 8000
@@ -181,11 +181,11 @@ class CrashingWriter(DeltaRsWriter):
         super().__init__(root)
         self.when = when
 
-    def commit(self, table, rows, **kw):
+    def commit_files(self, table, adds, **kw):
         if self.when == "before":
             self.when = None
             raise RuntimeError("driver died before the commit")
-        super().commit(table, rows, **kw)
+        super().commit_files(table, adds, **kw)
         if self.when == "after":
             self.when = None
             raise RuntimeError("driver died after the commit, before the clean-up")
@@ -352,3 +352,171 @@ def test_outcome_rows_survive_the_split_with_their_values():
     assert int(o["resolved_at"].timestamp() * 1000) == T0 + 5
     assert tables["rejected"].to_pylist()[0]["rejected_date"] == dt.date(2026, 1, 2)
     assert np.isnan(tables["unmatched_events"].to_pylist()[0]["value"] or np.nan)
+
+
+# -- executors write, the driver commits ----------------------------------------------------------------
+
+
+def incompressible(rows: pa.Table, seed: int = 0) -> pa.Table:
+    """``rows`` with random payloads: Parquet cannot shrink them (file sizes are then real)."""
+    payload = np.random.default_rng(seed).integers(0, 1 << 62, size=(rows.num_rows, 4)).astype(str)
+    column = pa.array(["".join(p) for p in payload])
+    return rows.set_column(rows.schema.get_field_index("payload"), "payload", column)
+
+
+def test_data_files_are_close_to_batch_size_in_parquet_bytes(tmp_path):
+    clock = Clock()
+    batch_size = 1 << 20
+    sink = make_sink(tmp_path, clock, batch_size=batch_size, buffer_memory=1 << 30)
+    for batch in range(40):  # a trickle: ~0.14 MB of Parquet per micro-batch
+        sink.process(incompressible(output_rows(1500, start=batch * 1500), seed=batch), batch)
+    sink.close()
+    sizes = sorted(data_files(tmp_path, "outcomes"), reverse=True)
+    assert table_rows(tmp_path, "outcomes") == 60_000
+    full = [s for s in sizes if s >= batch_size * 0.8]
+    assert len(full) >= 4 and all(s <= batch_size * 1.25 for s in sizes), sizes
+    assert len(sizes) - len(full) <= 1, sizes  # only what close() flushes is smaller
+
+
+def test_committed_files_carry_delta_statistics(tmp_path):
+    import datetime as dt
+
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=1)
+    sink.process(output_rows(10, n_unmatched=2), 0)
+    table = DeltaTable(str(tmp_path / "out" / "outcomes"))
+    adds = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    assert [a["num_records"] for a in adds] == [10]
+    assert adds[0]["min.op_id"] == "op-0" and adds[0]["max.op_id"] == "op-9"
+    assert adds[0]["null_count.status"] == 0 and adds[0]["partition.resolved_date"] is not None
+    picked = table.to_pyarrow_table(filters=[("resolved_date", "=", dt.date(2026, 1, 1))])
+    assert picked.num_rows == 10
+
+
+def test_a_failed_task_attempts_file_is_deleted_when_the_batch_is_recorded(tmp_path):
+    import datetime as dt
+
+    from spark_purgatory.delta.staging import stage_rows, staged_name
+
+    clock = Clock()
+    acc = make_sink(tmp_path, clock).accumulator
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    common = {"now": now, "staging_dir": acc.staging_dir, "storage": acc.storage, "write": True}
+    staged = stage_rows(output_rows(3), batch_id=0, **common)
+    # an attempt of task 7 that failed after writing its file: the driver never hears of it
+    lost = stage_rows(output_rows(5), batch_id=0, **common)
+    lost_name = staged_name("outcomes", "2026-01-01", 0, 7)
+    (tmp_path / "staging" / lost_name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "staging" / staged_name("outcomes", "2026-01-01", 0, 0)).rename(
+        tmp_path / "staging" / lost_name
+    )
+    assert lost.num_rows and (tmp_path / "staging" / lost_name).exists()
+    stage_rows(output_rows(3), batch_id=0, **common)  # the successful attempt of task 0
+    acc.record(0, staged)
+    assert [d.rows for d in acc.destinations()] == [3]
+    assert not (tmp_path / "staging" / lost_name).exists()
+
+
+def test_a_replayed_batch_stages_nothing_but_is_still_counted(tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=1)
+    first = sink.process(output_rows(4, n_rejected=1), 0)  # staged, committed, staged files deleted
+    again = sink.process(output_rows(4, n_rejected=1), 0)  # Spark replays it
+    assert list((tmp_path / "staging").rglob("*.parquet")) == []
+    assert (again["completed"], again["rejected"]) == (first["completed"], first["rejected"]) == (4, 1)
+    assert table_rows(tmp_path, "outcomes") == 4
+
+
+def test_every_table_exists_from_the_start_with_its_schema(tmp_path):
+    writer = DeltaRsWriter(str(tmp_path / "out"))
+    writer.create_tables()
+    writer.create_tables()  # idempotent
+    for name, contract in TABLES.items():
+        table = DeltaTable(str(tmp_path / "out" / name))
+        assert table.metadata().partition_columns == [contract.partition_by]
+        assert table.to_pyarrow_table().num_rows == 0 and table.version() == 0
+
+
+def test_a_writer_of_rows_gets_the_staged_rows(tmp_path):
+    class RowWriter:  # a user's own TableWriter: committed_version and commit only
+        def __init__(self) -> None:
+            self.commits: dict[str, list] = {}
+
+        def committed_version(self, table, app_id):
+            return (
+                max(self.commits.get(table, [(None, -1)]), key=lambda c: c[1])[1]
+                if table in self.commits
+                else None
+            )
+
+        def commit(self, table, rows, *, app_id, version, target_file_size):
+            self.commits.setdefault(table, []).append((rows, version))
+
+    clock = Clock()
+    acc = RecordAccumulator(
+        str(tmp_path / "staging"), app_id="q", batch_size=1, linger_ms=1, buffer_memory=1 << 20, clock=clock
+    )
+    writer = RowWriter()
+    PurgatorySink(acc, writer).process(output_rows(3, n_unmatched=1), 0)
+    rows, version = writer.commits["outcomes"][0]
+    assert sorted(rows.column("op_id").to_pylist()) == ["op-0", "op-1", "op-2"] and version == 0
+    assert rows.schema == TABLES["outcomes"].schema
+
+
+def test_the_spark_delta_writer_reads_the_staged_files_with_the_app_transaction(tmp_path):
+    calls: list[tuple] = []
+
+    class Chain:  # records Spark's reader/writer calls
+        def __getattr__(self, name):
+            def call(*args):
+                calls.append((name, *args))
+                return self
+
+            return call
+
+        @property
+        def read(self):
+            return self
+
+        @property
+        def write(self):
+            return self
+
+    clock = Clock()
+    acc = RecordAccumulator(
+        str(tmp_path / "staging"), app_id="q", batch_size=1, linger_ms=1, buffer_memory=1 << 20, clock=clock
+    )
+    PurgatorySink(acc, SparkDeltaWriter(Chain(), str(tmp_path / "out"))).process(output_rows(3), 0)
+    read = [c for c in calls if c[0] == "parquet"][0]
+    assert all(p.startswith(str(tmp_path / "staging")) and p.endswith(".parquet") for p in read[1:])
+    assert ("option", "txnAppId", "q") in calls and ("option", "txnVersion", 0) in calls
+    assert ("save", str(tmp_path / "out" / "outcomes")) in calls
+
+
+@pytest.mark.spark
+def test_the_sink_stages_on_the_executors_and_commits_the_files_they_wrote(spark, tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=1 << 30)
+    batch = spark.createDataFrame(output_rows(40, n_unmatched=3, n_rejected=2)).repartition(2)
+    sink(batch, 0)
+    staged = (tmp_path / "staging" / "_staged" / f"{0:020d}.json").read_text()
+    assert "-00000.parquet" in staged and "-00001.parquet" in staged  # one file per task and table
+    assert [d.rows for d in sink.accumulator.destinations() if d.table == "outcomes"] == [40]
+    sink.close()  # the sender's job: one task per destination
+    assert (table_rows(tmp_path, "outcomes"), table_rows(tmp_path, "unmatched_events")) == (40, 3)
+    assert table_rows(tmp_path, "rejected") == 2
+    sink(batch, 0)  # a replay adds nothing
+    sink.close()
+    assert table_rows(tmp_path, "outcomes") == 40
+
+
+@pytest.mark.spark
+def test_a_quiet_stream_commits_lingered_rows_through_the_senders_job(spark, tmp_path):
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, linger_ms=1_000)
+    sink(spark.createDataFrame(output_rows(7)).repartition(2), 0)
+    assert sink.drain_lingering() == [] and table_rows(tmp_path, "outcomes") == 0
+    clock.advance(1_000)  # no micro-batch: the linger timer drains
+    committed = sink.drain_lingering()
+    assert [(c["table"], c["reasons"], c["files"]) for c in committed] == [("outcomes", ["lingered"], 1)]
+    assert table_rows(tmp_path, "outcomes") == 7

@@ -66,7 +66,7 @@ def test_staging_and_tables_on_s3_commit_exactly_once(aws_env):
     assert op_ids(s3, "plain") == sorted(f"op-{i}" for i in range(10))
     table = DeltaTable(s3.uri("plain", "out", "outcomes"), storage_options=s3.storage_options)
     assert table.transaction_version("query-1") == 3 * 1  # batch 1's drain (phase 0)
-    assert [k for k in s3.keys("plain/staging") if k.endswith(".arrow")] == []  # all drained
+    assert [k for k in s3.keys("plain/staging") if k.endswith(".parquet")] == []  # all drained
     assert "plain/staging/staged_through" in s3.keys("plain/staging")
 
 
@@ -132,4 +132,4 @@ def test_the_job_with_tables_staging_and_segments_on_s3(s3, tmp_path):
     assert any(k.startswith("job/state/") for k in keys), "segment files on S3"
     assert any(k.startswith("job/out/outcomes/_delta_log/") for k in keys)
     assert "job/staging/staged_through" in keys
-    assert not any(k.endswith(".arrow") and k.startswith("job/staging/") for k in keys)  # flushed
+    assert not any(k.endswith(".parquet") and k.startswith("job/staging/") for k in keys)  # flushed

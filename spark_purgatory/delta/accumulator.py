@@ -8,62 +8,68 @@ per partition per trigger: a trickle stream leaves thousands of tiny files.  Thi
 the producer's rule between the micro-batches and the tables.
 
 * A **destination** is ``(table, partition)``; each holds the rows staged for it.
-* ``append(batch_id, table, partition, rows)`` stages rows **durably**: one Arrow IPC file per
-  (destination, micro-batch) under ``<staging>/<table>/<partition>/``, written whole or not at
-  all, then ``staged_through`` (the last micro-batch fully staged) is advanced.
-* ``ready(now)`` is Kafka's ``ready()``: a destination is ready when its staged bytes reach
+* The rows are staged **where they are**: each Spark task of a micro-batch writes its rows
+  per destination to a staged Parquet file (``staging.stage_task``).  The accumulator is the
+  driver's **bookkeeping**: ``record(batch_id, staged)`` writes the batch's staged manifest
+  (the files the successful tasks reported, their bytes and rows, when they were staged),
+  deletes files no manifest names (a failed task attempt's, or a crashed run's), and then
+  advances ``staged_through`` (the last micro-batch fully staged).  ``append`` and
+  ``mark_staged`` do the same for rows already in this process.
+* ``ready()`` is Kafka's ``ready()``: a destination is ready when its staged bytes reach
   ``batch.size``, when its oldest staged row has waited ``linger.ms``, when everything is being
   flushed, or (``buffer.memory`` exceeded) when it is among the largest destinations whose
-  drain brings the total back under the limit.
-* ``drain(batch_id, writer)`` writes, per table, every ready destination in **one commit**
-  carrying an app transaction ``(app_id = table's id, version)``, then deletes the staged files.
+  drain brings the total back under the limit.  Staged bytes are Parquet data bytes, so
+  ``batch.size`` is counted in the bytes of the files that will be written.
+* ``drain(batch_id, writer, tasks=...)`` is the sender: the ready destinations become data
+  files in one small job (``sender``: one task per destination, on the executors), and the
+  driver commits each table's add actions in **one commit** carrying an app transaction
+  ``(app_id, version)``, then deletes the staged files.  Only file names, sizes and
+  statistics pass through the driver.
 
 Exactly once, across crashes (the invariant of this module): the version of a drain is
 ``3 * batch_id + phase``: phase 0 for the drain inside micro-batch ``batch_id``, 1 for a
 linger drain between that batch and the next (Kafka's sender does not wait for new records to
 send a lingered batch; ``drain_lingering``), 2 for the flush on close, so versions only grow.
-Before committing, the drain writes a manifest listing the staged files it covers;
-recovery (on open and before every micro-batch) deletes the files of a manifest whose version
-the table already recorded (committed, crash before clean-up) and otherwise just drops the
-manifest (not committed: the files stay staged).  A drain whose version the table already
-recorded is skipped (a replayed micro-batch), and a replayed micro-batch is not staged twice
-(``batch_id <= staged_through``).  Nothing staged is lost, nothing is committed twice.
-The crash tests kill the process at each of ``FAULT_POINTS`` through ``fault_hook`` (a
-test-only argument) to check exactly that.
+Before writing data files, the drain writes a manifest listing the staged files it covers;
+recovery (on open and before every drain) deletes, per table, the staged files of a manifest
+whose version the table already recorded (committed, crash before clean-up) and otherwise
+leaves them staged (data files written for a drain that never committed are invisible
+garbage).  A drain whose version a table already recorded skips that table (a replayed
+micro-batch), and a replayed micro-batch is not staged twice (``batch_id <= staged_through``:
+its tasks only count).  Nothing staged is lost, nothing is committed twice.  The crash tests
+kill the process at each of ``FAULT_POINTS`` through ``fault_hook`` (a test-only argument).
 
 The staging directory may be a path or a URI (``s3://``, ``abfss://``, ``dbfs:/`` ...): files
-go through pyarrow's filesystems (``spark_purgatory.storage``).  A local file is written to a
-temporary name and renamed; an object store's put is atomic by itself (an interrupted upload
-leaves no object), so there the file is written in place.  Either way a staged file or
-manifest is whole or absent.
-
-Sizes are Arrow's in-memory sizes (``Table.nbytes``); Parquet files are smaller by their
-compression ratio.  The clock is injectable, so tests never sleep.
+go through pyarrow's filesystems (``spark_purgatory.storage``), and every staged file or
+manifest is whole or absent (``staging.WholeFile``).  The clock is injectable, so tests never
+sleep.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.ipc as ipc
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from ..storage import Storage
+from ..storage import Storage, join
+from .sender import ADDS, ADDS_DDL, DataFileTask, TaskRunner, in_process, write_data_files
+from .staging import STAGED, StagedFile, everywhere, listing, remove, stage_rows, staged_name, write_whole
 
 __all__ = ["Destination", "TableWriter", "RecordAccumulator", "Clock", "FaultHook", "FAULT_POINTS"]
 
 Clock = Callable[[], float]  # seconds, like time.time
 #: for crash tests only: called with the name of each fault point the accumulator passes
 FaultHook = Callable[[str], None]
-#: where a crash matters: before ``staged_through`` moves, after a drain manifest is written
-#: (before its commit), after a commit (before the staged files are deleted)
-FAULT_POINTS = ("staged", "manifest", "committed")
+#: where a crash matters: after a batch's staged files are written (before its manifest),
+#: before ``staged_through`` moves, after a drain manifest is written (before data files),
+#: after the data files are written (before the commit), after a commit (before clean-up)
+FAULT_POINTS = ("staging", "staged", "manifest", "written", "committed")
 
 
 @dataclass(frozen=True)
@@ -72,14 +78,19 @@ class Destination:
 
     table: str
     partition: str
-    files: tuple[str, ...]
+    files: tuple[str, ...]  # relative to the staging directory
     nbytes: int
     rows: int
     oldest_ms: int  # when its oldest staged row was staged (clock ms)
 
 
 class TableWriter(Protocol):
-    """Commits Arrow rows to one table with an idempotency token (Delta's app transactions)."""
+    """Commits rows to one table with an idempotency token (Delta's app transactions).
+
+    A writer may also offer ``commit_files`` (executors write the data files: ``DeltaRsWriter``)
+    or ``commit_staged`` (its engine reads the staged files: ``SparkDeltaWriter``); otherwise
+    the drain reads the staged rows in the driver and calls ``commit``.
+    """
 
     def committed_version(self, table: str, app_id: str) -> int | None:
         """The last version recorded for ``app_id`` in ``table`` (None if never)."""
@@ -89,7 +100,8 @@ class TableWriter(Protocol):
 
 
 _STAGED_THROUGH = "staged_through"
-_MANIFEST = "drain-{version:020d}.json"
+_STAGED_DIR = "_staged"  # a manifest per micro-batch: the files its tasks staged
+_DRAIN = "drain-{version:020d}.json"
 
 
 class RecordAccumulator:
@@ -97,9 +109,9 @@ class RecordAccumulator:
 
     Args:
         staging_dir: where staged rows live between micro-batches (next to the checkpoint);
-            a path or a URI.
+            a path or a URI every executor reaches.
         app_id: identifies this query's writes in every table's app transactions.
-        batch_size: bytes per destination that make it ready (``accumulator.batch.size``).
+        batch_size: Parquet bytes per destination that make it ready (``accumulator.batch.size``).
         linger_ms: longest a staged row waits (``accumulator.linger.ms``).
         buffer_memory: bytes staged in all destinations before forced drains.
         clock: seconds since the epoch; ``time.time`` by default.
@@ -115,9 +127,12 @@ class RecordAccumulator:
     >>> acc = RecordAccumulator(tempfile.mkdtemp(), app_id="q1", batch_size=1 << 20, linger_ms=60_000,
     ...                         buffer_memory=1 << 24, clock=lambda: 0.0)
     >>> acc.append(0, "outcomes", "2026-01-01", pa.table({"op_id": ["a", "b"]}))
+    >>> acc.mark_staged(0)
     >>> [d.rows for d in acc.destinations()], acc.ready()
     ([2], [])
     """
+
+    IN_BATCH, LINGER, CLOSE = 0, 1, 2
 
     def __init__(
         self,
@@ -131,7 +146,7 @@ class RecordAccumulator:
         storage: Storage | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:
-        self.staging_dir = staging_dir
+        self.staging_dir = everywhere(staging_dir)  # the executors write there too
         self.app_id = app_id
         self.batch_size = int(batch_size)
         self.linger_ms = int(linger_ms)
@@ -140,6 +155,9 @@ class RecordAccumulator:
         self.storage = storage or Storage()
         self.fault_hook = fault_hook
         self._fs, self._root = self.storage.filesystem(staging_dir)
+        self._manifests: dict[int, dict] = {}  # staged manifests read so far, by batch id
+        self._appended: dict[int, dict[tuple[str, str], pa.Table]] = {}  # append()ed, not yet mark_staged()
+        self._swept = False
 
     def __getstate__(self) -> dict:  # Spark Connect pickles the sink: filesystems are rebuilt
         return {k: v for k, v in self.__dict__.items() if k not in ("_fs", "_root")}
@@ -152,7 +170,7 @@ class RecordAccumulator:
         if self.fault_hook is not None:
             self.fault_hook(name)
 
-    # -- staging -------------------------------------------------------------------------------
+    # -- staging: the driver's bookkeeping -------------------------------------------------------
 
     @property
     def staged_through(self) -> int:
@@ -163,53 +181,76 @@ class RecordAccumulator:
         except FileNotFoundError:
             return -1
 
+    def record(self, batch_id: int, staged: pa.Table) -> None:
+        """Record micro-batch ``batch_id`` as staged: its files (``staging.STAGED`` rows).
+
+        A batch at or below ``staged_through`` is a replay and is ignored.
+        """
+        self._fault_point("staging")
+        if batch_id <= self.staged_through:
+            return
+        files = staged.filter(pc.is_valid(staged.column("table"))).select(
+            ["table", "partition", "name", "bytes", "rows"]
+        )
+        manifest = {"batch_id": batch_id, "staged_ms": int(self.clock() * 1000), "files": files.to_pylist()}
+        body = json.dumps(manifest).encode()
+        write_whole(self._fs, self._manifest_path(batch_id), lambda f: f.write(body))
+        self._manifests[batch_id] = manifest
+        self._sweep(batch_id)  # failed task attempts, a crashed run's files
+        self._fault_point("staged")
+        write_whole(self._fs, f"{self._root}/{_STAGED_THROUGH}", lambda f: f.write(str(batch_id).encode()))
+
     def append(self, batch_id: int, table: str, partition: str, rows: pa.Table) -> None:
-        """Stage ``rows`` for ``(table, partition)`` from micro-batch ``batch_id``.
+        """Stage ``rows`` for ``(table, partition)`` from this process (no Spark task).
 
         Call ``mark_staged(batch_id)`` once every destination of the batch is appended; a
-        batch at or below ``staged_through`` is a replay and is ignored.
+        destination appended twice for one batch keeps the last rows (a restaged batch).
         """
         if batch_id <= self.staged_through or rows.num_rows == 0:
             return
-        directory = f"{self._root}/{table}/{_safe(partition)}"
-        # a crash while staging this batch may have left part of it: start it afresh
-        prefix = f"{batch_id:020d}-"
-        _remove(self._fs, [i.path for i in _listing(self._fs, directory) if i.base_name.startswith(prefix)])
-        staged_ms = int(self.clock() * 1000)
-        # the name carries what ready() needs: batch, staging time, bytes and rows
-        name = f"{batch_id:020d}-{staged_ms:015d}-{rows.nbytes:015d}-{rows.num_rows:012d}.arrow"
-        _write_whole(self._fs, f"{directory}/{name}", lambda f: _write_ipc(f, rows))
+        self._appended.setdefault(batch_id, {})[(table, partition)] = rows
 
     def mark_staged(self, batch_id: int) -> None:
-        """Record that micro-batch ``batch_id`` is fully staged (replays will be ignored)."""
-        self._fault_point("staged")
-        if batch_id > self.staged_through:
-            _write_whole(
-                self._fs, f"{self._root}/{_STAGED_THROUGH}", lambda f: f.write(str(batch_id).encode())
-            )
+        """Stage what ``append`` gathered for ``batch_id`` and record the batch."""
+        staged = []
+        for (table, partition), rows in self._appended.pop(batch_id, {}).items():
+            name = staged_name(table, partition, batch_id, 0)
+            out = StagedFile(self._fs, f"{self._root}/{name}", name, write=True)
+            out.write(rows)
+            staged.append(out.close())
+        self.record(batch_id, pa.Table.from_pylist(staged, schema=STAGED))
+
+    def stage_rows(self, rows: pa.Table, batch_id: int, now: Any) -> pa.Table:
+        """Stage operator rows from this process (``staging.stage_rows``); return ``STAGED``."""
+        return stage_rows(
+            rows,
+            batch_id=batch_id,
+            now=now,
+            staging_dir=self.staging_dir,
+            storage=self.storage,
+            write=batch_id > self.staged_through,
+        )
 
     def destinations(self) -> list[Destination]:
-        """Every destination with staged rows (one listing of the staging directory)."""
-        by_destination: dict[tuple[str, str], list[pafs.FileInfo]] = {}
-        for info in _listing(self._fs, self._root, recursive=True):
-            parts = info.path[len(self._root) + 1 :].split("/")
-            if len(parts) == 3 and parts[2].endswith(".arrow"):
-                by_destination.setdefault((parts[0], parts[1]), []).append(info)
-        out = []
-        for (table, part), infos in sorted(by_destination.items()):
-            infos.sort(key=lambda i: i.base_name)
-            meta = [i.base_name[: -len(".arrow")].split("-") for i in infos]
-            out.append(
-                Destination(
-                    table=table,
-                    partition=_unsafe(part),
-                    files=tuple(i.path for i in infos),
-                    nbytes=sum(int(m[2]) for m in meta),
-                    rows=sum(int(m[3]) for m in meta),
-                    oldest_ms=min(int(m[1]) for m in meta),
-                )
+        """Every destination with staged rows: recorded files that are not drained yet."""
+        present = self._present()
+        by_destination: dict[tuple[str, str], list[tuple[dict, int]]] = {}
+        for manifest in self._recorded(self.staged_through):
+            for entry in manifest["files"]:
+                if entry["name"] in present:
+                    key = (entry["table"], entry["partition"])
+                    by_destination.setdefault(key, []).append((entry, manifest["staged_ms"]))
+        return [
+            Destination(
+                table=table,
+                partition=partition,
+                files=tuple(e["name"] for e, _ in entries),
+                nbytes=sum(e["bytes"] for e, _ in entries),
+                rows=sum(e["rows"] for e, _ in entries),
+                oldest_ms=min(ms for _, ms in entries),
             )
-        return out
+            for (table, partition), entries in sorted(by_destination.items())
+        ]
 
     @property
     def buffered_bytes(self) -> int:
@@ -238,120 +279,182 @@ class RecordAccumulator:
                 remaining -= d.nbytes
         return list(chosen.values())
 
-    # -- drain, with crash recovery --------------------------------------------------------------
+    # -- the sender: drain, with crash recovery --------------------------------------------------
 
-    IN_BATCH, LINGER, CLOSE = 0, 1, 2
+    def drain(
+        self, batch_id: int, writer: TableWriter, *, phase: int = IN_BATCH, tasks: TaskRunner = in_process
+    ) -> list[dict]:
+        """Commit every ready destination (one commit per table); return what was written.
 
-    def drain(self, batch_id: int, writer: TableWriter, *, phase: int = IN_BATCH) -> list[dict]:
-        """Commit every ready destination (one commit per table); return what was written."""
+        ``tasks`` runs the sender's tasks (``sender.SparkTasks`` on executors; in this
+        process by default).
+        """
         self.recover(writer)
-        flush = phase == self.CLOSE
         version = 3 * int(batch_id) + phase
         by_table: dict[str, list[tuple[Destination, str]]] = {}
-        for d, why in self.ready(flush=flush):
+        for d, why in self.ready(flush=phase == self.CLOSE):
             by_table.setdefault(d.table, []).append((d, why))
-        written = []
-        for table, items in sorted(by_table.items()):
+        for table in list(by_table):
             done = writer.committed_version(table, self.app_id)
             if done is not None and done >= version:
-                continue  # a replayed micro-batch already drained this table
-            files = [f for d, _ in items for f in d.files]
-            manifest = f"{self._root}/{table}/{_MANIFEST.format(version=version)}"
-            body = json.dumps({"version": version, "files": files}).encode()
-            _write_whole(self._fs, manifest, lambda f, body=body: f.write(body))
-            self._fault_point("manifest")
-            rows = pa.concat_tables([_read_ipc(self._fs, f) for f in files], promote_options="default")
-            writer.commit(table, rows, app_id=self.app_id, version=version, target_file_size=self.batch_size)
-            self._fault_point("committed")
-            _remove(self._fs, files, prune=True)
-            _remove(self._fs, [manifest])
-            written.append(
-                {
-                    "table": table,
-                    "version": version,
-                    "partitions": [d.partition for d, _ in items],
-                    "reasons": sorted({why for _, why in items}),
-                    "rows": rows.num_rows,
-                    "bytes": rows.nbytes,
-                    "waited_ms": int(self.clock() * 1000) - min(d.oldest_ms for d, _ in items),
-                }
-            )
-        return written
+                del by_table[table]  # a replayed micro-batch already drained this table
+        if not by_table:
+            return []
+        manifest = f"{self._root}/{_DRAIN.format(version=version)}"
+        covered = {t: [f for d, _ in items for f in d.files] for t, items in by_table.items()}
+        body = {"version": version, "tables": covered}
+        write_whole(self._fs, manifest, lambda f: f.write(json.dumps(body).encode()))
+        self._fault_point("manifest")
+        sizes = self._send(writer, by_table, version, tasks)
+        self._drained([f for files in body["tables"].values() for f in files])
+        remove(self._fs, [manifest])
+        now_ms = int(self.clock() * 1000)
+        return [
+            {
+                "table": table,
+                "version": version,
+                "partitions": [d.partition for d, _ in items],
+                "reasons": sorted({why for _, why in items}),
+                "rows": sum(d.rows for d, _ in items),
+                "bytes": sizes[table][0],
+                "files": sizes[table][1],
+                "waited_ms": now_ms - min(d.oldest_ms for d, _ in items),
+            }
+            for table, items in sorted(by_table.items())
+        ]
 
-    def flush(self, batch_id: int, writer: TableWriter) -> list[dict]:
+    def flush(self, batch_id: int, writer: TableWriter, *, tasks: TaskRunner = in_process) -> list[dict]:
         """Drain everything (Kafka's ``flush()``/``close()``), e.g. when the query stops."""
-        return self.drain(batch_id, writer, phase=self.CLOSE)
+        return self.drain(batch_id, writer, phase=self.CLOSE, tasks=tasks)
+
+    def _send(
+        self, writer: Any, by_table: dict[str, list[tuple[Destination, str]]], version: int, tasks: TaskRunner
+    ) -> dict[str, tuple[int, int]]:
+        """Write and commit each table's ready rows; return (bytes, files) per table."""
+        if hasattr(writer, "commit_files"):
+            return self._send_data_files(writer, by_table, version, tasks)
+        return self._send_staged(writer, by_table, version)
+
+    def _send_data_files(
+        self, writer: Any, by_table: dict[str, list[tuple[Destination, str]]], version: int, tasks: TaskRunner
+    ) -> dict[str, tuple[int, int]]:
+        """The executors write the data files (one task per destination), the driver commits them."""
+        items = [
+            DataFileTask(
+                table=d.table,
+                partition=d.partition,
+                staged=d.files,
+                staging_dir=self.staging_dir,
+                table_uri=writer.path(d.table),
+                version=version,
+                app_id=self.app_id,
+                target_size=self._target_size(),
+                storage=writer.storage,
+                rows=d.rows,
+                nbytes=d.nbytes,
+            )
+            for items in by_table.values()
+            for d, _ in items
+        ]
+        adds = tasks(write_data_files, items, ADDS, ADDS_DDL)
+        self._fault_point("written")
+        sizes = {}
+        for table in sorted(by_table):
+            mine = adds.filter(pc.equal(adds.column("table"), table))
+            writer.commit_files(table, mine, app_id=self.app_id, version=version)
+            self._fault_point("committed")
+            sizes[table] = (int(pc.sum(mine.column("size")).as_py() or 0), mine.num_rows)
+        return sizes
+
+    def _send_staged(
+        self, writer: Any, by_table: dict[str, list[tuple[Destination, str]]], version: int
+    ) -> dict[str, tuple[int, int]]:
+        """A writer that reads the staged files itself (Spark's Delta), or a writer of rows."""
+        sizes = {}
+        for table, items in sorted(by_table.items()):
+            files = [f for d, _ in items for f in d.files]
+            if hasattr(writer, "commit_staged"):  # the writer's engine reads the staged files
+                writer.commit_staged(
+                    table,
+                    [join(self.staging_dir, f) for f in files],
+                    app_id=self.app_id,
+                    version=version,
+                    target_file_size=self._target_size(),
+                )
+            else:  # a writer of rows: they pass through this process
+                rows = pa.concat_tables(
+                    [pq.read_table(f"{self._root}/{f}", filesystem=self._fs) for f in files]
+                )
+                writer.commit(
+                    table, rows, app_id=self.app_id, version=version, target_file_size=self._target_size()
+                )
+            self._fault_point("committed")
+            sizes[table] = (sum(d.nbytes for d, _ in items), len(files))
+        return sizes
+
+    def _target_size(self) -> int:
+        """Data files of ``batch.size`` bytes, but not below 1 MiB (delta-rs's own floor)."""
+        return max(self.batch_size, 1 << 20)
 
     def recover(self, writer: TableWriter) -> None:
-        """Resolve drains interrupted by a crash (see the module docstring)."""
-        for info in sorted(_listing(self._fs, self._root, recursive=True), key=lambda i: i.path):
-            parts = info.path[len(self._root) + 1 :].split("/")
-            if not (len(parts) == 2 and parts[1].startswith("drain-") and parts[1].endswith(".json")):
+        """Resolve drains and stagings interrupted by a crash (see the module docstring)."""
+        for info in sorted(listing(self._fs, self._root), key=lambda i: i.path):
+            if not (info.base_name.startswith("drain-") and info.base_name.endswith(".json")):
                 continue
             with self._fs.open_input_stream(info.path) as f:
                 manifest = json.loads(f.read())
-            done = writer.committed_version(parts[0], self.app_id)
-            if done is not None and done >= manifest["version"]:
-                _remove(self._fs, manifest["files"], prune=True)  # committed; only the clean-up was lost
-            _remove(self._fs, [info.path])  # else never committed: the files are still staged
+            for table, files in manifest["tables"].items():
+                done = writer.committed_version(table, self.app_id)
+                if done is not None and done >= manifest["version"]:
+                    self._drained(files)  # committed; only the clean-up was lost
+            remove(self._fs, [info.path])  # else never committed: the files are still staged
+        if not self._swept:
+            self._sweep(self.staged_through)
+            self._swept = True
 
+    # -- manifests and files ----------------------------------------------------------------------
 
-# -- small helpers --------------------------------------------------------------------------------
+    def _manifest_path(self, batch_id: int) -> str:
+        return f"{self._root}/{_STAGED_DIR}/{batch_id:020d}.json"
 
+    def _recorded(self, through: int) -> list[dict]:
+        """The staged manifests of batches up to ``through`` (read once, then remembered)."""
+        out = []
+        for info in listing(self._fs, f"{self._root}/{_STAGED_DIR}"):
+            if not info.base_name.endswith(".json"):
+                continue
+            batch_id = int(info.base_name[: -len(".json")])
+            if batch_id > through:
+                continue
+            if batch_id not in self._manifests:
+                with self._fs.open_input_stream(info.path) as f:
+                    self._manifests[batch_id] = json.loads(f.read())
+            out.append(self._manifests[batch_id])
+        return out
 
-def _safe(partition: str) -> str:
-    return partition.replace("%", "%25").replace("/", "%2F") or "%00"
+    def _present(self) -> set[str]:
+        """The staged files there are, relative to the staging directory."""
+        start = len(self._root) + 1
+        return {
+            i.path[start:]
+            for i in listing(self._fs, self._root, recursive=True)
+            if i.base_name.endswith(".parquet")
+        }
 
+    def _sweep(self, through: int) -> None:
+        """Delete what no manifest up to ``through`` names: failed attempts, crashed stagings."""
+        for info in listing(self._fs, f"{self._root}/{_STAGED_DIR}"):
+            if info.base_name.endswith(".json") and int(info.base_name[: -len(".json")]) > through:
+                remove(self._fs, [info.path])
+                self._manifests.pop(int(info.base_name[: -len(".json")]), None)
+        named = {e["name"] for m in self._recorded(through) for e in m["files"]}
+        remove(self._fs, [f"{self._root}/{f}" for f in self._present() - named], prune=True)
 
-def _unsafe(name: str) -> str:
-    return "" if name == "%00" else name.replace("%2F", "/").replace("%25", "%")
-
-
-def _listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> list[pafs.FileInfo]:
-    """The files under ``directory`` (none if it does not exist)."""
-    selector = pafs.FileSelector(directory, recursive=recursive, allow_not_found=True)
-    return [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
-
-
-def _write_ipc(f, rows: pa.Table) -> None:
-    with ipc.new_file(f, rows.schema) as writer:
-        writer.write_table(rows)
-
-
-def _read_ipc(fs: pafs.FileSystem, path: str) -> pa.Table:
-    if isinstance(fs, pafs.LocalFileSystem):
-        with pa.memory_map(path) as source:
-            return ipc.open_file(source).read_all()
-    with fs.open_input_file(path) as source:
-        return ipc.open_file(source).read_all()
-
-
-def _write_whole(fs: pafs.FileSystem, path: str, write: Callable) -> None:
-    """Write a file that readers see whole or not at all (see the module docstring)."""
-    if not isinstance(fs, pafs.LocalFileSystem):
-        with fs.open_output_stream(path) as out:  # an object store's put is atomic
-            write(out)
-        return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _remove(fs: pafs.FileSystem, paths: Iterable[str], *, prune: bool = False) -> None:
-    """Delete files (missing ones are fine); with ``prune``, also their emptied local directories."""
-    local = isinstance(fs, pafs.LocalFileSystem)
-    for path in list(paths):
-        try:
-            fs.delete_file(path)
-        except FileNotFoundError:
-            pass
-        parent = os.path.dirname(path)
-        if prune and local and os.path.isdir(parent) and not os.listdir(parent):
-            try:
-                os.rmdir(parent)
-            except OSError:  # refilled meanwhile
-                pass
+    def _drained(self, files: list[str]) -> None:
+        """Delete drained staged files, then the manifests with nothing left staged."""
+        remove(self._fs, [f"{self._root}/{f}" for f in files], prune=True)
+        present = self._present()
+        for manifest in self._recorded(self.staged_through):
+            if not any(e["name"] in present for e in manifest["files"]):
+                remove(self._fs, [self._manifest_path(manifest["batch_id"])])
+                self._manifests.pop(manifest["batch_id"], None)

@@ -1,15 +1,21 @@
 """Delta writers: commit Arrow rows to the output tables, idempotently per app transaction.
 
-Two writers, one contract (``accumulator.TableWriter``): commit Arrow rows in one Delta
-commit that records an app transaction ``(app_id, version)``, and say which version an app
-id last recorded, so a replayed micro-batch adds nothing twice.
+Two writers, one contract (``accumulator.TableWriter``): commit in one Delta commit that
+records an app transaction ``(app_id, version)``, and say which version an app id last
+recorded, so a replayed micro-batch adds nothing twice.
 
-* ``DeltaRsWriter`` (the embedded default): ``deltalake.write_deltalake`` with
-  ``CommitProperties(app_transactions=[Transaction(app_id, version)])``; skips a version the
-  table already recorded (``DeltaTable.transaction_version``: delta-rs itself does not).
+* ``DeltaRsWriter`` (the embedded default): the accumulator's drain has the executors write
+  the data files (``sender``) and ``commit_files`` commits their add actions, metadata only,
+  with ``DeltaTable.create_write_transaction(..., commit_properties=CommitProperties(
+  app_transactions=[Transaction(app_id, version)]))``.  ``commit`` writes rows given in this
+  process with ``write_deltalake`` and the same app transaction (backfills).  Both skip a
+  version the table already recorded (``DeltaTable.transaction_version``: delta-rs itself
+  does not).  ``create_tables`` creates the empty tables with their schemas and partitioning
+  (``start`` calls it, so every table exists even before its first row).
 * ``SparkDeltaWriter`` (clusters, Databricks): ``df.write.format("delta")`` with
-  ``txnAppId``/``txnVersion``, Delta's own idempotent-write options.  Chosen by
-  ``choose_writer`` only when the Delta classes are on the session's classpath, which is
+  ``txnAppId``/``txnVersion``, Delta's own idempotent-write options; ``commit_staged``
+  writes from a DataFrame over the staged files, so the rows stay on the executors.  Chosen
+  by ``choose_writer`` only when the Delta classes are on the session's classpath, which is
   detected at run time, never assumed.  The recorded version is read with delta-rs in both
   cases (the log format is the same).
 
@@ -23,6 +29,7 @@ delta-rs's commit safety there: see ``spark_purgatory.storage``); Spark gets it 
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Literal
 
@@ -30,6 +37,7 @@ import pyarrow as pa
 
 from ..contract import TABLES
 from ..storage import Storage, join, location
+from .staging import everywhere
 
 __all__ = [
     "DeltaRsWriter",
@@ -58,7 +66,8 @@ class DeltaRsWriter:
     def __init__(
         self, root: str, *, storage_options: dict[str, str] | None = None, storage: Storage | None = None
     ) -> None:
-        self.root = root
+        self.root = everywhere(root)  # the executors write data files there
+        self.storage = storage or Storage()
         self.storage_options = _options(root, storage, storage_options)
 
     def path(self, table: str) -> str:
@@ -66,6 +75,56 @@ class DeltaRsWriter:
 
     def committed_version(self, table: str, app_id: str) -> int | None:
         return _recorded_version(self.path(table), app_id, self.storage_options)
+
+    def create_tables(self) -> None:
+        """Create every table that is not there yet, empty, with its schema and partitioning."""
+        for name in TABLES:
+            self._table(name)
+
+    def _table(self, name: str) -> Any:
+        from deltalake import DeltaTable
+
+        table = _open(self.path(name), self.storage_options)
+        if table is not None:
+            return table
+        contract = TABLES[name]
+        return DeltaTable.create(
+            location(self.path(name)),
+            contract.schema,
+            mode="ignore",
+            partition_by=[contract.partition_by],
+            storage_options=self.storage_options,
+        )
+
+    def commit_files(self, table: str, adds: pa.Table, *, app_id: str, version: int) -> None:
+        """Commit data files already written (``sender.ADDS`` rows) in one commit with
+        ``(app_id, version)``: metadata only, the rows never pass through this process."""
+        from deltalake import CommitProperties, Transaction
+        from deltalake.transaction import AddAction
+
+        done = self.committed_version(table, app_id)
+        if done is not None and done >= version:
+            log.info("skip %s version %s: already recorded (%s)", table, version, done)
+            return
+        actions = [
+            AddAction(
+                a["path"],
+                a["size"],
+                json.loads(a["partition_values"]),
+                a["modification_time"],
+                True,
+                a["stats"],
+            )
+            for a in adds.to_pylist()
+        ]
+        contract = TABLES[table]
+        self._table(table).create_write_transaction(
+            actions,
+            mode="append",
+            schema=contract.schema,
+            partition_by=[contract.partition_by],
+            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]),
+        )
 
     def commit(self, table: str, rows: pa.Table, *, app_id: str, version: int, target_file_size: int) -> None:
         from deltalake import CommitProperties, Transaction, write_deltalake
@@ -107,10 +166,20 @@ class SparkDeltaWriter:
         frame = self.spark.createDataFrame(
             rows.select(contract.schema.names).cast(contract.schema).to_pandas()
         )
+        self._save(frame, table, app_id, version)
+
+    def commit_staged(
+        self, table: str, staged: list[str], *, app_id: str, version: int, target_file_size: int
+    ) -> None:
+        """Append the staged Parquet files' rows: Spark reads them on the executors."""
+        names = TABLES[table].schema.names
+        self._save(self.spark.read.parquet(*staged).select(*names), table, app_id, version)
+
+    def _save(self, frame: Any, table: str, app_id: str, version: int) -> None:
         (
             frame.write.format("delta")
             .mode("append")
-            .partitionBy(contract.partition_by)
+            .partitionBy(TABLES[table].partition_by)
             .option("txnAppId", app_id)
             .option("txnVersion", version)
             .save(self.path(table))

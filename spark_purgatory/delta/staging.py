@@ -1,0 +1,337 @@
+"""The producer's side of the accumulator: operator rows become table rows, staged where they are.
+
+``split_tables`` is the one place rows become table rows, and it knows no table by name: a
+table's engine columns are copied from the operator's output (``contract.OPERATOR_OUTPUT``),
+its event times arrive as epoch ms (``contract.ms_column``) and become timestamps, and the
+writer's columns are added: ``batch_id``, ``emitted_at`` (now) and the date partition, which
+is the date of the table's last event-time column, or of now for a table without one.
+
+``stage_task`` is what one Spark task of a micro-batch runs (``mapInArrow``; ``stage_rows``
+is the same for rows already in this process): it splits its rows and writes, per
+destination ``(table, partition)``, one staged Parquet file named for ``(batch_id, task)``
+under ``<staging>/<table>/<partition>/``.  It returns one small row per file (``STAGED``:
+table, partition, name, bytes, rows and the outcome counts) and one per ``metrics`` row of
+the operator; nothing else leaves the task.
+
+Invariants: a staged file is whole or absent (a local file is written to a temporary name
+and renamed; an object store's put is atomic), and a retried task attempt writes the names
+the first attempt wrote, so it overwrites rather than adds.  ``bytes`` is the Parquet data
+size of the file (its column chunks, without the footer): the accumulator counts
+``batch.size`` in the bytes of the files it will write, and those are Parquet too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ..contract import COMPLETED, EXPIRED, KIND_METRICS, TABLES, TableContract, ms_column
+from ..storage import Storage, location
+
+__all__ = [
+    "split_tables",
+    "stage_rows",
+    "stage_task",
+    "StagedFile",
+    "everywhere",
+    "STAGED",
+    "STAGED_DDL",
+    "staged_name",
+]
+
+_TS = pa.timestamp("us", tz="UTC")
+_WATERMARK = ms_column("watermark")
+
+#: what a staging task returns: a row per staged file (``table`` set) or per metrics row
+STAGED = pa.schema(
+    [
+        ("table", pa.string()),
+        ("partition", pa.string()),
+        ("name", pa.string()),  # relative to the staging directory
+        ("bytes", pa.int64()),
+        ("rows", pa.int64()),
+        ("completed", pa.int64()),
+        ("expired", pa.int64()),
+        ("shard", pa.int64()),
+        ("pending", pa.int64()),
+        (_WATERMARK, pa.int64()),
+    ]
+)
+#: the same as a Spark DDL string, for ``mapInArrow``
+STAGED_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'bigint'}" for f in STAGED)
+
+
+# -- operator rows -> table rows ------------------------------------------------------------------
+
+
+def _date(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return pc.cast(pc.cast(ts, _TS), pa.date32())
+
+
+def _from_ms(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.cast(pc.multiply(pc.cast(values, pa.int64()), 1000), pa.timestamp("us")).cast(_TS)
+
+
+def _table_rows(table: TableContract, rows: pa.Table, batch_id: int, now: dt.datetime) -> pa.Table:
+    """One table's rows from its kind of operator output rows (see the module docstring)."""
+    n = rows.num_rows
+    columns: dict[str, Any] = {}
+    for name in table.engine_columns:
+        if name == "batch_id":
+            columns[name] = pa.array(np.full(n, batch_id, dtype=np.int64))
+        elif name in table.time_columns:
+            columns[name] = _from_ms(rows.column(ms_column(name)))
+        else:
+            columns[name] = rows.column(name)
+    for name in table.writer_columns:
+        if name == table.partition_by:
+            if table.time_columns:
+                columns[name] = _date(columns[table.time_columns[-1]])
+            else:
+                columns[name] = pa.array([now.date()] * n, type=pa.date32())
+        else:  # emitted_at: when the row is written
+            columns[name] = pa.array([now] * n, type=table.schema.field(name).type)
+    return pa.table(columns, schema=table.schema)
+
+
+def split_tables(rows: pa.Table, batch_id: int, now: dt.datetime) -> dict[str, pa.Table]:
+    """The operator's output rows (``contract.OPERATOR_OUTPUT``) as the tables' rows, by name."""
+    kind = rows.column("kind")
+    return {
+        name: _table_rows(table, rows.filter(pc.equal(kind, table.kind)), batch_id, now)
+        for name, table in TABLES.items()
+    }
+
+
+def _by_partition(name: str, rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
+    """A table's rows per partition value (a date, as ISO text)."""
+    dates = rows.column(TABLES[name].partition_by)
+    for value in pc.unique(dates).to_pylist():
+        yield value.isoformat(), rows.filter(pc.equal(dates, pa.scalar(value, pa.date32())))
+
+
+# -- staging: one Parquet file per (destination, batch, task) ----------------------------------------
+
+
+def staged_name(table: str, partition: str, batch_id: int, task: int) -> str:
+    """Where a task stages a destination's rows, relative to the staging directory."""
+    return f"{table}/{safe(partition)}/{batch_id:020d}-{task:05d}.parquet"
+
+
+def stage_task(
+    batches: Iterable[pa.RecordBatch],
+    *,
+    batch_id: int,
+    now: dt.datetime,
+    staging_dir: str,
+    storage: Storage,
+    write: bool,
+    task: int | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Stage one task's operator rows (``mapInArrow``); yield its ``STAGED`` rows.
+
+    ``write=False`` (a replayed micro-batch, already staged) only counts: the rows were
+    staged, and may be committed and deleted, so writing them again would add them twice.
+    """
+    if task is None:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task = context.partitionId() if context is not None else 0
+    fs, root = storage.filesystem(staging_dir)
+    files: dict[tuple[str, str], StagedFile] = {}
+    metrics = []
+    try:
+        for batch in batches:
+            rows = pa.Table.from_batches([batch])
+            metrics.append(rows.filter(pc.equal(rows.column("kind"), KIND_METRICS)))
+            for name, table in split_tables(rows, batch_id, now).items():
+                if table.num_rows == 0:
+                    continue
+                for partition, part in _by_partition(name, table):
+                    if (name, partition) not in files:
+                        relative = staged_name(name, partition, batch_id, task)
+                        files[(name, partition)] = StagedFile(fs, f"{root}/{relative}", relative, write)
+                    files[(name, partition)].write(part)
+        staged = [f.close() for f in files.values()]
+    except BaseException:
+        for f in files.values():
+            f.abort()
+        raise
+    yield from _staged_rows(staged, metrics).to_batches()
+
+
+def stage_rows(
+    rows: pa.Table, *, batch_id: int, now: dt.datetime, staging_dir: str, storage: Storage, write: bool
+) -> pa.Table:
+    """``stage_task`` for rows already in this process (one task, number 0)."""
+    out = stage_task(
+        rows.to_batches(),
+        batch_id=batch_id,
+        now=now,
+        staging_dir=staging_dir,
+        storage=storage,
+        write=write,
+        task=0,
+    )
+    return pa.Table.from_batches(list(out), schema=STAGED)
+
+
+class StagedFile:
+    """One destination's staged Parquet file, written whole or not at all."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str, relative: str, write: bool) -> None:
+        self.relative, self.rows, self.completed, self.expired = relative, 0, 0, 0
+        self.table, self.partition = relative.split("/")[0], unsafe(relative.split("/")[1])
+        self._out = WholeFile(fs, path) if write else None
+        self._writer: pq.ParquetWriter | None = None
+
+    def write(self, rows: pa.Table) -> None:
+        self.rows += rows.num_rows
+        if "status" in rows.schema.names:
+            status = rows.column("status")
+            self.completed += int(pc.sum(pc.equal(status, COMPLETED)).as_py() or 0)
+            self.expired += int(pc.sum(pc.equal(status, EXPIRED)).as_py() or 0)
+        if self._out is None:
+            return
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._out.stream, rows.schema)
+        self._writer.write_table(rows)
+
+    def close(self) -> dict:
+        nbytes = 0
+        if self._writer is not None:
+            self._writer.close()
+            nbytes = data_bytes(self._writer.writer.metadata)
+            self._out.commit()
+        return {
+            "table": self.table,
+            "partition": self.partition,
+            "name": self.relative,
+            "bytes": nbytes,
+            "rows": self.rows,
+            "completed": self.completed,
+            "expired": self.expired,
+        }
+
+    def abort(self) -> None:
+        if self._out is not None:
+            self._out.abort()
+
+
+def _staged_rows(staged: list[dict], metrics: list[pa.Table]) -> pa.Table:
+    files = pa.Table.from_pylist(staged, schema=STAGED)
+    if not metrics:
+        return files
+    m = pa.concat_tables(metrics)
+    gauges = pa.table(
+        {
+            "shard": pc.cast(m.column("shard"), pa.int64()),
+            "pending": pc.cast(m.column("pending"), pa.int64()),
+            _WATERMARK: pc.cast(m.column(_WATERMARK), pa.int64()),
+        }
+    )
+    for field in STAGED:
+        if field.name not in gauges.column_names:
+            gauges = gauges.append_column(field, pa.nulls(gauges.num_rows, field.type))
+    return pa.concat_tables([files, gauges.select(STAGED.names)])
+
+
+def data_bytes(metadata: pq.FileMetaData) -> int:
+    """A Parquet file's data size: its column chunks, compressed, without the footer."""
+    return sum(
+        metadata.row_group(g).column(c).total_compressed_size
+        for g in range(metadata.num_row_groups)
+        for c in range(metadata.num_columns)
+    )
+
+
+# -- files: whole or absent, listings, removal ---------------------------------------------------------
+
+
+class WholeFile:
+    """An output stream whose file readers see whole or not at all (see the module docstring)."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str) -> None:
+        self.fs, self.path = fs, path
+        self._local = isinstance(fs, pafs.LocalFileSystem)
+        if self._local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+            self.stream = fs.open_output_stream(self._tmp)
+        else:  # an object store's put is atomic: an interrupted upload leaves no object
+            self.stream = fs.open_output_stream(path)
+
+    def commit(self) -> None:
+        self.stream.close()
+        if self._local:  # on disk before it is named: a machine crash leaves no empty file
+            fd = os.open(self._tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(self._tmp, self.path)
+
+    def abort(self) -> None:
+        if self._local:
+            self.stream.close()
+            remove(self.fs, [self._tmp])
+        # an object store's unfinished upload is abandoned with the stream
+
+
+def write_whole(fs: pafs.FileSystem, path: str, write: Callable[[Any], None]) -> None:
+    """Write a small file whole or not at all (manifests, ``staged_through``)."""
+    out = WholeFile(fs, path)
+    try:
+        write(out.stream)
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()
+
+
+def listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> list[pafs.FileInfo]:
+    """The files under ``directory`` (none if it does not exist)."""
+    selector = pafs.FileSelector(directory, recursive=recursive, allow_not_found=True)
+    return [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
+
+
+def remove(fs: pafs.FileSystem, paths: Iterable[str], *, prune: bool = False) -> None:
+    """Delete files (missing ones are fine); with ``prune``, also their emptied local directories."""
+    local = isinstance(fs, pafs.LocalFileSystem)
+    for path in list(paths):
+        try:
+            fs.delete_file(path)
+        except FileNotFoundError:
+            pass
+        parent = os.path.dirname(path)
+        if prune and local and os.path.isdir(parent) and not os.listdir(parent):
+            try:
+                os.rmdir(parent)
+            except OSError:  # refilled meanwhile
+                pass
+
+
+def everywhere(uri: str) -> str:
+    """``uri`` as every process resolves it alike: a relative plain path made absolute here,
+    in the driver, since executors run in other working directories; URIs as given."""
+    where = location(uri)
+    return uri if "://" in where or os.path.isabs(where) else os.path.abspath(where)
+
+
+def safe(partition: str) -> str:
+    """A partition value as one path segment."""
+    return partition.replace("%", "%25").replace("/", "%2F") or "%00"
+
+
+def unsafe(name: str) -> str:
+    return "" if name == "%00" else name.replace("%2F", "/").replace("%25", "%")
