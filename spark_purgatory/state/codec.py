@@ -41,7 +41,7 @@ def unpack_parts(data: bytes | pa.Buffer) -> tuple[dict[str, bytes], dict[str, s
 
 
 def frame_bytes(frame: pd.DataFrame) -> bytes:
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = pa.Table.from_pandas(frame, preserve_index=False, nthreads=1)  # small frames: no thread pool
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
