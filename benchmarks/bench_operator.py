@@ -118,11 +118,12 @@ def _ratios(workload: str, runs: dict[str, Run]) -> tuple[dict[str, float], bool
             f">= {TARGETS['tws']}",
             figures["job_vs_tws"] >= TARGETS["tws"],
         )
-    if "noop" in runs and "floor" in runs:
-        figures["noop_vs_floor"] = runs["noop"].seconds / runs["floor"].seconds
-        print(f"    (operator with a no-op sink / floor: {figures['noop_vs_floor']:.2f}x)")
+    for name in ("routed", "noop"):
+        if name in runs and "floor" in runs:
+            figures[f"{name}_vs_floor"] = runs[name].seconds / runs["floor"].seconds
+            print(f"    ({runs[name].name} / floor: {figures[f'{name}_vs_floor']:.2f}x)")
     agree = True
-    for name in ("job", "noop", "tws"):
+    for name in ("job", "tws"):
         if name not in runs or not join:
             continue
         missing = join.completed - runs[name].completed

@@ -11,6 +11,9 @@ number of files per trigger, to the end of its input (``availableNow``), on loca
 * **job**: the job as users run it (``job.run``): the operator, the RecordAccumulator and the
   Delta tables written with delta-rs;
 * **noop**: the operator alone (``purgatory_stream``) into Spark's ``noop`` sink;
+* **routed**: the operator's input without the operator: the project's parsing and routing
+  (``routed_stream``), the shuffle by shard and every routed column through an identity
+  ``mapInPandas`` (with ``floor`` and ``noop``, it splits the job's time into its steps);
 * **tws**: what a Spark 4 user writes with state: ``transformWithStateInPandas`` grouped by
   the operation's key, a ``StatefulProcessor`` keeping the key's pending operations and
   buffered events in ``ListState``, an event-time timer at each deadline, timeMode
@@ -45,7 +48,7 @@ from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValu
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import EVENT_INPUT, OPERATION_INPUT
 from spark_purgatory.job import JobSettings, run
-from spark_purgatory.spark.operator import purgatory_stream
+from spark_purgatory.spark.operator import purgatory_stream, routed_stream
 from spark_purgatory.spark.sources import (
     EVENTS_PARQUET_SCHEMA,
     OPERATIONS_PARQUET_SCHEMA,
@@ -73,9 +76,12 @@ class Run:
         return self.rows / self.seconds
 
     def line(self) -> str:
+        state = sum(b.get("state_ms", 0) for b in self.batches) / 1000
+        commit = sum(b.get("commit_ms", 0) for b in self.batches) / 1000
         return (
             f"{self.name:<34}{self.seconds:>8.1f} s {self.rows_per_s:>11,.0f} rows/s "
             f"{len(self.batches):>4} batches {len(self.completed):>10,} completed"
+            + (f"  (state operator {state:.1f} s, of which commit {commit:.1f} s)" if state else "")
         )
 
 
@@ -256,6 +262,21 @@ def run_noop(spark: SparkSession, files: Files, config: PurgatoryConfig, per_tri
     )
 
 
+def run_routed(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
+    """The operator's parsing, routing and shuffle, every routed column to Python, no state."""
+    ops, evs = (
+        read_stream(spark, f"{files.root}/{d}", files.fmt, kind=kind, max_files_per_trigger=per_trigger)
+        for d, kind in (("ops", "operations"), ("events", "events"))
+    )
+    routed = routed_stream(ops, evs, config).repartition("shard")  # as the operator's groupBy
+
+    def identity(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        yield from frames
+
+    stream = routed.mapInPandas(identity, routed.schema)
+    return timed("parse, route, shuffle (no state)", files.rows, stream, f"{files.root}/ck-routed")
+
+
 _TWS_OUTPUT = "op_id string, status string, resolved_at_ms long"
 _TWS_PENDING = "op_id string, ts_ms long, deadline_ms long"
 _TWS_EVENTS = "ts_ms long"
@@ -364,4 +385,11 @@ def run_tws(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trig
 
 
 #: the contenders by name, in the order they run
-CONTENDERS = {"floor": run_floor, "join": run_join, "job": run_job, "noop": run_noop, "tws": run_tws}
+CONTENDERS = {
+    "floor": run_floor,
+    "routed": run_routed,
+    "noop": run_noop,
+    "join": run_join,
+    "job": run_job,
+    "tws": run_tws,
+}

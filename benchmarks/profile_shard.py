@@ -32,6 +32,7 @@ import spark_purgatory.spark.operator as operator
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.spark.output import OUTPUT_SCHEMA
 from spark_purgatory.spark.routing import ROLE_EVENT, ROLE_OPERATION, ROUTED_SCHEMA
+from spark_purgatory.state import WORKER_CACHE
 from spark_purgatory.workload import generate_confirmations
 
 SECONDS: dict[str, float] = defaultdict(float)
@@ -104,7 +105,7 @@ def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Tab
     return out
 
 
-def run(n_ops: int, batches: int, chunk: int, state_path: str | None) -> None:
+def run(n_ops: int, batches: int, chunk: int, state_path: str | None, cached: bool = True) -> None:
     config = PurgatoryConfig(shards=1, cross_shard_operations=False, state_path=state_path or "")
     shard_step = operator._stateful_shard(config)
     state = FakeState()
@@ -116,6 +117,8 @@ def run(n_ops: int, batches: int, chunk: int, state_path: str | None) -> None:
             for batch in table.to_batches(max_chunksize=chunk):
                 series = ArrowBatchTransformer.to_pandas(batch, timezone="UTC", schema=ROUTED_SCHEMA)
                 frames.append(pd.concat(series, axis=1))
+        if not cached:  # as when Spark hands the shard to another Python worker
+            WORKER_CACHE.clear()
         with step("shard step"):
             out = list(shard_step((0,), iter(frames), state))
         with step("pandas -> arrow (output)"):
@@ -129,6 +132,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--chunk", type=int, default=10_000, help="maxRecordsPerBatch")
     parser.add_argument("--segments", action="store_true", help="with a SegmentStore (the job's default)")
+    parser.add_argument("--no-cache", action="store_true", help="every load misses the worker cache")
     parser.add_argument("--cprofile", type=int, default=0, help="print the N costliest functions")
     args = parser.parse_args()
     profile = cProfile.Profile() if args.cprofile else None
@@ -136,7 +140,8 @@ def main() -> None:
         if profile:
             profile.enable()
         start = time.perf_counter()
-        run(args.ops, args.batches, args.chunk, f"{tmp}/state" if args.segments else None)
+        state = f"{tmp}/state" if args.segments else None
+        run(args.ops, args.batches, args.chunk, state, cached=not args.no_cache)
         total = time.perf_counter() - start
         if profile:
             profile.disable()
