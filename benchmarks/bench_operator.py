@@ -90,34 +90,25 @@ def run_workload(
     return runs, *_ratios(workload, runs)
 
 
+#: the ratios printed per workload: name, label, the contender the job is compared with, target
+_RATIOS = (
+    ("job_vs_floor", "job time / floor time", "floor", f"<= {TARGETS['floor']}"),
+    ("job_vs_join", "job throughput / join's", "join", f">= {TARGETS['join']}"),
+    ("job_vs_tws", "job throughput / TWS's", "tws", f">= {TARGETS['tws']}"),
+)
+
+
 def _ratios(workload: str, runs: dict[str, Run]) -> tuple[dict[str, float], bool]:
     """Print the ratios against their targets and the agreement checks."""
     figures: dict[str, float] = {}
     job, join = runs.get("job"), runs.get("join")
-    if job and "floor" in runs:
-        figures["job_vs_floor"] = job.seconds / runs["floor"].seconds
-        _line(
-            "job time / floor time",
-            figures["job_vs_floor"],
-            f"<= {TARGETS['floor']}",
-            TARGETS["floor"] >= figures["job_vs_floor"],
-        )
-    if job and join:
-        figures["job_vs_join"] = job.rows_per_s / join.rows_per_s
-        _line(
-            "job throughput / join's",
-            figures["job_vs_join"],
-            f">= {TARGETS['join']}",
-            figures["job_vs_join"] >= TARGETS["join"],
-        )
-    if job and "tws" in runs:
-        figures["job_vs_tws"] = job.rows_per_s / runs["tws"].rows_per_s
-        _line(
-            "job throughput / TWS's",
-            figures["job_vs_tws"],
-            f">= {TARGETS['tws']}",
-            figures["job_vs_tws"] >= TARGETS["tws"],
-        )
+    for name, label, other, target in _RATIOS:
+        if job and other in runs:  # a time ratio (<=) or a throughput ratio (>=) on the same rows
+            at_most = target.startswith("<=")
+            value = job.seconds / runs[other].seconds if at_most else runs[other].seconds / job.seconds
+            bound = float(target.split()[1])
+            figures[name] = value
+            _line(label, value, target, value <= bound if at_most else value >= bound)
     for name in ("routed", "noop"):
         if name in runs and "floor" in runs:
             figures[f"{name}_vs_floor"] = runs[name].seconds / runs["floor"].seconds
