@@ -224,7 +224,7 @@ def parse_operations(
     missing or wrongly typed column raises ``InputSchemaError`` before the query starts.
     """
     fmt = source_format_of(df, fmt)
-    fields = _operation_fields_typed(df) if fmt == "typed" else _operation_fields_json(df, fmt)
+    fields = _operation_fields_typed(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING)
     condition = F.col("condition")
     needs_target = condition.isin(*[str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
     checks = {
@@ -253,7 +253,7 @@ def parse_events(df: DataFrame, fmt: SourceFormat = "auto", *, max_future_ms: in
     ``parse_operations``.
     """
     fmt = source_format_of(df, fmt)
-    fields = _event_fields_typed(df) if fmt == "typed" else _event_fields_json(df, fmt)
+    fields = _event_fields_typed(df) if fmt == "typed" else _json_fields(df, fmt, _EVENT_READING)
     checks = {
         "malformed_json": F.col("_malformed"),
         "missing_key": _blank(F.col("key")),
@@ -277,13 +277,8 @@ def _with_reason(
 
 # -- JSON text: files, Kafka values ------------------------------------------------------------------
 #
-# Two readings of a line.  The *typed* one (one ``from_json`` with the contract's types, the
-# event time as text) is what almost every line needs, and costs a quarter of the lenient one;
-# a line takes it when it parsed without complaint and its text fields are plain (``_plain``).
-# Every other line (malformed, a field of another JSON type, an array or object or a fraction
-# where text is expected) is read leniently: each field as text or variant, checked field by
-# field.  Both readings give a plain line the same fields, so a line's reason does not depend
-# on the reading; ``when`` evaluates the lenient reading only for the lines that need it.
+# The typed reading (the contract's types, the event time as text) costs a quarter of the
+# lenient one; ``when`` evaluates the lenient reading only for lines the typed one cannot take.
 
 
 class _Reading(NamedTuple):
@@ -327,11 +322,6 @@ def _typed_json_schema(contract: pa.Schema) -> T.StructType:
     return T.StructType([*fields, T.StructField(_CORRUPT, T.StringType())])
 
 
-def _operation_fields_json(df: DataFrame, fmt: str) -> DataFrame:
-    """Each operation field read from the JSON text as the checks expect it."""
-    return _json_fields(df, fmt, _OPERATION_READING)
-
-
 def _typed_operation(t: Column) -> dict[str, Column]:
     no = F.lit(False)
     keys = F.coalesce(t["keys"], F.when(~_blank(t["key"]), F.array(t["key"])))
@@ -371,11 +361,6 @@ def _lenient_operation(j: Column) -> dict[str, Column]:
         "payload": _text(j, "payload"),
         "_bad_payload": _structured(j, "payload"),
     }
-
-
-def _event_fields_json(df: DataFrame, fmt: str) -> DataFrame:
-    """Each event field read from the JSON text as the checks expect it."""
-    return _json_fields(df, fmt, _EVENT_READING)
 
 
 def _typed_event(t: Column) -> dict[str, Column]:
