@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -48,12 +51,6 @@ __all__ = [
     "metrics_of",
 ]
 
-# PySpark's own serializer concatenates our output frames, whose unused columns are all-NA;
-# pandas warns about that on every micro-batch in the worker logs.  The result is correct.
-warnings.filterwarnings(
-    "ignore", message="The behavior of DataFrame concatenation with empty", category=FutureWarning
-)
-
 #: the operator's output: every kind of row in one schema (times as epoch ms)
 OUTPUT_SCHEMA: T.StructType = from_arrow_schema(OPERATOR_OUTPUT)
 _OUTPUT_COLUMNS = OUTPUT_SCHEMA.fieldNames()
@@ -61,6 +58,12 @@ _OBJECT_COLUMNS = [
     f.name for f in OUTPUT_SCHEMA.fields if isinstance(f.dataType, (T.StringType, T.ArrayType))
 ]
 _WATERMARK = "watermark"
+
+# PySpark's own serializer concatenates our output frames, whose unused columns are all-NA;
+# pandas warns about that on every micro-batch in the worker logs.  The result is correct.
+warnings.filterwarnings(
+    "ignore", message="The behavior of DataFrame concatenation with empty", category=FutureWarning
+)
 
 #: the output's event times, by timestamp name (each travels as ``<name>_ms``)
 _TIME_COLUMNS = [*dict.fromkeys(c for t in TABLES.values() for c in t.time_columns), _WATERMARK]
@@ -80,31 +83,51 @@ def output_rows(
     rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row
     (``group_rows``: the input rows this call got)."""
     outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
-    outcomes["kind"] = KIND_OUTCOME
-    # a single key goes back as a plain string (`key`), like it came (``with_timestamps``)
-    keys = outcomes["keys"]
-    single = (keys.str.len() == 1).to_numpy(bool)
-    outcomes["key"] = keys.str[0].where(single, None).astype(object)
-    outcomes["keys"] = keys.where(~single, None)
     unmatched = result.unmatched.drop(columns="batch_id").rename(columns=_ms_names(UNMATCHED_EVENTS))
-    unmatched["kind"] = KIND_UNMATCHED
-    engine_rejected = result.rejected[["source", "raw", "reason"]]
-    rejected = pd.concat([engine_rejected, bad], ignore_index=True) if len(bad) else engine_rejected
-    rejected = rejected.assign(kind=KIND_REJECTED)
     gauges = dict(zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows), strict=True))
-    metrics = pd.DataFrame({"kind": [KIND_METRICS], **{name: [value] for name, value in gauges.items()}})
-    parts = [f for f in (outcomes, unmatched, rejected) if len(f)] + [metrics]
-    out = pd.concat(parts, ignore_index=True).reindex(columns=_OUTPUT_COLUMNS)
-    for name in _OBJECT_COLUMNS:  # Arrow wants None, not NaN, for a missing string or array
-        values = out[name].to_numpy(dtype=object)
-        values[pd.isna(values)] = None
-        out[name] = values
+    parts = [
+        (KIND_OUTCOME, _with_single_key(outcomes)),
+        (KIND_UNMATCHED, unmatched),
+        (KIND_REJECTED, result.rejected[["source", "raw", "reason"]]),
+        (KIND_REJECTED, bad),
+        (KIND_METRICS, pd.DataFrame({name: [value] for name, value in gauges.items()})),
+    ]
+    out = _stacked([(kind, part) for kind, part in parts if len(part)])
     # the metrics row (the last) carries the watermark; exact, not through a float column
     watermark = pd.array([None] * len(out), dtype="Int64")
     watermark[-1] = wm
     out[ms_column(_WATERMARK)] = watermark
-    out["shard"] = shard
+    out["shard"] = np.int32(shard)
     return out
+
+
+def _with_single_key(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """A single key goes back as a plain string (``key``), like it came (``with_timestamps``)."""
+    keys = pa.array(outcomes["keys"].to_numpy(dtype=object), pa.list_(pa.string()))
+    single = pc.equal(pc.list_value_length(keys), 1).to_numpy(zero_copy_only=False)
+    first = pc.list_element(keys.filter(pa.array(single)), 0).to_numpy(zero_copy_only=False)
+    key = np.full(len(outcomes), None, dtype=object)
+    key[single] = first
+    multi = outcomes["keys"].to_numpy(dtype=object).copy()
+    multi[single] = None
+    return outcomes.assign(key=key, keys=multi)
+
+
+def _stacked(parts: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    """The parts one after another in ``OUTPUT_SCHEMA``'s columns, each with its ``kind``,
+    column by column: a column a part lacks is null there (None, or NaN in a number column)."""
+    sizes = [len(part) for _kind, part in parts]
+    columns: dict[str, np.ndarray] = {"kind": np.repeat(np.array([k for k, _ in parts], dtype=object), sizes)}
+    for name in _OUTPUT_COLUMNS[1:]:
+        null = None if name in _OBJECT_COLUMNS else np.nan
+        values = np.concatenate(
+            [part[name].to_numpy() if name in part else np.full(len(part), null) for _k, part in parts]
+        )
+        if null is None:  # Arrow wants None, not NaN, for a missing string or array
+            values = values.astype(object, copy=False)
+            values[pd.isna(values)] = None
+        columns[name] = values
+    return pd.DataFrame(columns, copy=False)
 
 
 def with_timestamps(out: DataFrame) -> DataFrame:

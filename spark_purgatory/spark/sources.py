@@ -2,15 +2,18 @@
 
 Two readers feed one set of checks.  **JSON text** (JSON-lines files read as text, so a
 malformed line keeps its exact bytes; Kafka records' ``value``) is parsed with ``from_json``
-and each field read as the pandas validator reads it.  **Typed columns** (Parquet, a Delta
-table stream, Auto Loader, the rate source, a Kafka value the user parsed: any DataFrame whose
-columns follow the input contract with Spark types) are read as they are, without a JSON
-round trip; their schema is checked when the query is built, so a missing required column or
-a column of the wrong type raises ``InputSchemaError`` naming it, and only a rejected row is
-rendered to JSON (``to_json``) for its ``raw``.  ``source_format="auto"`` tells the two apart
-by the schema (``source_format_of``).  Parsing and validation are Spark SQL expressions (no
-Python per row); each row comes out with the canonical columns, its ``raw`` text and a
-``reason`` that is null for valid rows and otherwise names the first problem.
+and each field read as the pandas validator reads it: a line that fits the contract's types is
+read once with them (the cheap *typed reading*), any other line field by field as text (the
+*lenient reading*), with the same result for a line either could read.  **Typed columns**
+(Parquet, a Delta table stream, Auto Loader, the rate source, a Kafka value the user parsed:
+any DataFrame whose columns follow the input contract with Spark types) are read as they are,
+without a JSON round trip; their schema is checked when the query is built, so a missing
+required column or a column of the wrong type raises ``InputSchemaError`` naming it, and only
+a rejected row is rendered to JSON (``to_json``) for its ``raw``.  ``source_format="auto"``
+tells the two apart by the schema (``source_format_of``).  Parsing and validation are Spark
+SQL expressions (no Python per row); each row comes out with the canonical columns, its
+``raw`` text and a ``reason`` that is null for valid rows and otherwise names the first
+problem.
 
 The checks are those of the pandas validator (``engine.validation``, whose docstring says how
 a field is read), in the order of ``contract.OPERATION_REASONS`` / ``EVENT_REASONS``: a row
@@ -25,7 +28,8 @@ reason.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, NamedTuple
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException
@@ -119,14 +123,15 @@ _OPS_JSON = _json_schema(OPERATION_INPUT)
 _EVENTS_JSON = _json_schema(EVENT_INPUT)
 
 
-def _text(field: str) -> Column:
-    """A text field (``_TEXT_FIELDS``) as a string: a number or boolean as its JSON text."""
-    return F.variant_get(F.col(f"j.{field}"), "$", "string")
+def _text(j: Column, field: str) -> Column:
+    """A text field (``_TEXT_FIELDS``) of the lenient reading as a string: a number or boolean
+    as its JSON text."""
+    return F.variant_get(j[field], "$", "string")
 
 
-def _structured(field: str) -> Column:
-    """The field holds a JSON array or object."""
-    return F.coalesce(F.schema_of_variant(F.col(f"j.{field}")).rlike("^(ARRAY|OBJECT)"), F.lit(False))
+def _structured(j: Column, field: str) -> Column:
+    """The field of the lenient reading holds a JSON array or object."""
+    return F.coalesce(F.schema_of_variant(j[field]).rlike("^(ARRAY|OBJECT)"), F.lit(False))
 
 
 def _parsed_columns(canonical: list[str]) -> list[str]:
@@ -219,7 +224,7 @@ def parse_operations(
     missing or wrongly typed column raises ``InputSchemaError`` before the query starts.
     """
     fmt = source_format_of(df, fmt)
-    fields = _operation_fields_typed(df) if fmt == "typed" else _operation_fields_json(df, fmt)
+    fields = _operation_fields_typed(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING)
     condition = F.col("condition")
     needs_target = condition.isin(*[str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
     checks = {
@@ -248,7 +253,7 @@ def parse_events(df: DataFrame, fmt: SourceFormat = "auto", *, max_future_ms: in
     ``parse_operations``.
     """
     fmt = source_format_of(df, fmt)
-    fields = _event_fields_typed(df) if fmt == "typed" else _event_fields_json(df, fmt)
+    fields = _event_fields_typed(df) if fmt == "typed" else _json_fields(df, fmt, _EVENT_READING)
     checks = {
         "malformed_json": F.col("_malformed"),
         "missing_key": _blank(F.col("key")),
@@ -271,51 +276,129 @@ def _with_reason(
 
 
 # -- JSON text: files, Kafka values ------------------------------------------------------------------
+#
+# The typed reading (the contract's types, the event time as text) costs a quarter of the
+# lenient one; ``when`` evaluates the lenient reading only for lines the typed one cannot take.
 
 
-def _operation_fields_json(df: DataFrame, fmt: str) -> DataFrame:
-    """Each operation field read from the JSON text as the checks expect it."""
-    j = F.from_json(F.col("raw"), _OPS_JSON, _JSON_OPTIONS)
-    rows = _raw(df, fmt).select("raw", j.alias("j"))
-    keys = F.coalesce(_string_list(F.col("j.keys")), F.when(~_blank(F.col("j.key")), F.array(F.col("j.key"))))
-    out = rows.select(
-        "raw",
-        (F.col("j").isNull() | F.col(f"j.{_CORRUPT}").isNotNull()).alias("_malformed"),
-        _text("op_id").alias("op_id"),
-        _structured("op_id").alias("_bad_op_id"),
-        _clean(keys).alias("keys"),
-        _blank(F.col("j.ts")).alias("_no_ts"),
-        _epoch_ms(F.col("j.ts")).alias(ms_column("ts")),
-        _blank(F.col("j.timeout_ms")).alias("_no_timeout"),
-        F.expr("try_cast(j.timeout_ms AS BIGINT)").alias("timeout_ms"),
-        F.lower(F.trim(F.coalesce(F.col("j.condition"), F.lit(_ANY)))).alias("condition"),
-        _blank(F.col("j.target")).alias("_no_target"),
-        F.expr("try_cast(j.target AS DOUBLE)").alias("target"),
-        _clean(_string_list(F.col("j.members"))).alias("members"),
-        _text("payload").alias("payload"),
-        _structured("payload").alias("_bad_payload"),
-    )
-    return out
+class _Reading(NamedTuple):
+    """How one input's JSON lines are read: each reading's schema and fields."""
+
+    typed_schema: T.StructType
+    typed: Callable[[Column], dict[str, Column]]
+    lenient_schema: T.StructType
+    lenient: Callable[[Column], dict[str, Column]]
 
 
-def _event_fields_json(df: DataFrame, fmt: str) -> DataFrame:
-    """Each event field read from the JSON text as the checks expect it."""
-    j = F.from_json(F.col("raw"), _EVENTS_JSON, _JSON_OPTIONS)
-    rows = _raw(df, fmt).select("raw", j.alias("j"))
-    op_id, source = _text("op_id"), _text("source")
-    return rows.select(
-        "raw",
-        (F.col("j").isNull() | F.col(f"j.{_CORRUPT}").isNotNull()).alias("_malformed"),
-        F.col("j.key").alias("key"),
-        _blank(F.col("j.ts")).alias("_no_ts"),
-        _epoch_ms(F.col("j.ts")).alias(ms_column("ts")),
-        F.when(~_blank(op_id), op_id).alias("op_id"),
-        _structured("op_id").alias("_bad_op_id"),
-        F.when(~_blank(source), source).alias("source"),
-        _structured("source").alias("_bad_source"),
-        F.col("j.value").isNull().alias("_no_value"),
-        F.expr("try_cast(j.value AS DOUBLE)").alias("value"),
-    )
+def _json_fields(df: DataFrame, fmt: str, reading: _Reading) -> DataFrame:
+    """``raw`` and each field as the checks expect it, from the typed reading where the line
+    allows it, else from the lenient one."""
+    typed = F.from_json(F.col("raw"), reading.typed_schema, _JSON_OPTIONS)
+    rows = _raw(df, fmt).select("raw", typed.alias("t"))
+    t = F.col("t")
+    plain = t.isNotNull() & t[_CORRUPT].isNull()
+    for field in _TEXT_FIELDS:
+        if field in reading.typed_schema.fieldNames():
+            plain = plain & _plain(t[field])
+    fast = reading.typed(t)
+    slow = reading.lenient(F.from_json(F.col("raw"), reading.lenient_schema, _JSON_OPTIONS))
+    return rows.select("raw", *[F.when(plain, fast[name]).otherwise(slow[name]).alias(name) for name in fast])
+
+
+def _plain(text: Column) -> Column:
+    """Text the typed reading gives exactly as the lenient one does: null, or not the JSON text
+    of an array, an object or a non-integer number (whose spelling the two readings differ on)."""
+    first = F.substring(text, 1, 1)
+    number = first.rlike("[-0-9]") & (text.rlike("[.eE]") | (F.length(text) > 18))
+    return text.isNull() | ~(first.isin("[", "{") | number)
+
+
+def _typed_json_schema(contract: pa.Schema) -> T.StructType:
+    """The contract's Spark types, the event time as text (a number there is epoch ms)."""
+    fields = [
+        T.StructField(f.name, T.StringType() if f.name == "ts" else f.dataType)
+        for f in from_arrow_schema(contract).fields
+    ]
+    return T.StructType([*fields, T.StructField(_CORRUPT, T.StringType())])
+
+
+def _typed_operation(t: Column) -> dict[str, Column]:
+    no = F.lit(False)
+    keys = F.coalesce(t["keys"], F.when(~_blank(t["key"]), F.array(t["key"])))
+    return {
+        "_malformed": no,
+        "op_id": t["op_id"],
+        "_bad_op_id": no,
+        "keys": _clean(keys),
+        "_no_ts": _blank(t["ts"]),
+        ms_column("ts"): _epoch_ms(t["ts"]),
+        "_no_timeout": t["timeout_ms"].isNull(),
+        "timeout_ms": t["timeout_ms"],
+        "condition": F.lower(F.trim(F.coalesce(t["condition"], F.lit(_ANY)))),
+        "_no_target": t["target"].isNull(),
+        "target": t["target"],
+        "members": _clean(t["members"]),
+        "payload": t["payload"],
+        "_bad_payload": no,
+    }
+
+
+def _lenient_operation(j: Column) -> dict[str, Column]:
+    keys = F.coalesce(_string_list(j["keys"]), F.when(~_blank(j["key"]), F.array(j["key"])))
+    return {
+        "_malformed": j.isNull() | j[_CORRUPT].isNotNull(),
+        "op_id": _text(j, "op_id"),
+        "_bad_op_id": _structured(j, "op_id"),
+        "keys": _clean(keys),
+        "_no_ts": _blank(j["ts"]),
+        ms_column("ts"): _epoch_ms(j["ts"]),
+        "_no_timeout": _blank(j["timeout_ms"]),
+        "timeout_ms": j["timeout_ms"].try_cast("bigint"),
+        "condition": F.lower(F.trim(F.coalesce(j["condition"], F.lit(_ANY)))),
+        "_no_target": _blank(j["target"]),
+        "target": j["target"].try_cast("double"),
+        "members": _clean(_string_list(j["members"])),
+        "payload": _text(j, "payload"),
+        "_bad_payload": _structured(j, "payload"),
+    }
+
+
+def _typed_event(t: Column) -> dict[str, Column]:
+    no = F.lit(False)
+    return {
+        "_malformed": no,
+        "key": t["key"],
+        "_no_ts": _blank(t["ts"]),
+        ms_column("ts"): _epoch_ms(t["ts"]),
+        "op_id": F.when(~_blank(t["op_id"]), t["op_id"]),
+        "_bad_op_id": no,
+        "source": F.when(~_blank(t["source"]), t["source"]),
+        "_bad_source": no,
+        "_no_value": t["value"].isNull(),
+        "value": t["value"],
+    }
+
+
+def _lenient_event(j: Column) -> dict[str, Column]:
+    op_id, source = _text(j, "op_id"), _text(j, "source")
+    return {
+        "_malformed": j.isNull() | j[_CORRUPT].isNotNull(),
+        "key": j["key"],
+        "_no_ts": _blank(j["ts"]),
+        ms_column("ts"): _epoch_ms(j["ts"]),
+        "op_id": F.when(~_blank(op_id), op_id),
+        "_bad_op_id": _structured(j, "op_id"),
+        "source": F.when(~_blank(source), source),
+        "_bad_source": _structured(j, "source"),
+        "_no_value": j["value"].isNull(),
+        "value": j["value"].try_cast("double"),
+    }
+
+
+_OPERATION_READING = _Reading(
+    _typed_json_schema(OPERATION_INPUT), _typed_operation, _OPS_JSON, _lenient_operation
+)
+_EVENT_READING = _Reading(_typed_json_schema(EVENT_INPUT), _typed_event, _EVENTS_JSON, _lenient_event)
 
 
 # -- typed columns: Parquet, Delta, any DataFrame --------------------------------------------------

@@ -41,7 +41,7 @@ def unpack_parts(data: bytes | pa.Buffer) -> tuple[dict[str, bytes], dict[str, s
 
 
 def frame_bytes(frame: pd.DataFrame) -> bytes:
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = pa.Table.from_pandas(frame, preserve_index=False, nthreads=1)  # small frames: no thread pool
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
@@ -49,12 +49,18 @@ def frame_bytes(frame: pd.DataFrame) -> bytes:
 
 
 def frame_from(data: bytes, dtypes: dict[str, str]) -> pd.DataFrame:
-    """Inverse of ``frame_bytes``; list columns come back as numpy arrays (fine for the engine)."""
+    """Inverse of ``frame_bytes``; list columns come back as numpy arrays (fine for the engine).
+
+    Column by column, straight into ``dtypes``: no intermediate frame to cast and select.
+    """
     table = pa.ipc.open_stream(data).read_all()
     if table.num_rows == 0:
         return empty(dtypes)
-    frame = table.to_pandas()
-    return frame.astype({k: v for k, v in dtypes.items() if v != "object"}, copy=False)[list(dtypes)]
+    columns = {
+        name: table.column(name).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+        for name, dtype in dtypes.items()
+    }
+    return pd.DataFrame(columns, copy=False)
 
 
 def handles_bytes(handles: np.ndarray) -> bytes:

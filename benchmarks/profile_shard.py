@@ -1,0 +1,157 @@
+"""Where one shard's micro-batch goes, without Spark: the shard step on the engine directly.
+
+Runs the operator's shard step (``operator._stateful_shard``: state load, input split, the
+engine's ``process``, ``output_rows``, state save) on the benchmark's workload, routed as
+the routing module routes it, one shard, micro-batch after micro-batch, with the watermark
+a per-input watermark would give.  Around it, the hand-over PySpark itself does: the routed
+rows from Arrow to pandas (``ArrowBatchTransformer.to_pandas``, in chunks of
+``spark.sql.execution.arrow.maxRecordsPerBatch``) and the output rows back to Arrow
+(``PandasToArrowConversion.convert``).  Prints seconds per step and, with ``--cprofile``,
+the functions that cost most.
+
+    .venv/bin/python benchmarks/profile_shard.py --ops 100000 --batches 10 [--cprofile 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import tempfile
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql.conversion import ArrowBatchTransformer, PandasToArrowConversion
+from pyspark.sql.pandas.types import to_arrow_schema
+
+import spark_purgatory.spark.operator as operator
+from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.spark.output import OUTPUT_SCHEMA
+from spark_purgatory.spark.routing import ROLE_EVENT, ROLE_OPERATION, ROUTED_SCHEMA
+from spark_purgatory.state import WORKER_CACHE
+from spark_purgatory.workload import generate_confirmations
+
+SECONDS: dict[str, float] = defaultdict(float)
+
+
+@contextmanager
+def step(name: str):
+    start = time.perf_counter()
+    yield
+    SECONDS[name] += time.perf_counter() - start
+
+
+class FakeState:
+    """The part of ``GroupState`` the shard step uses."""
+
+    def __init__(self) -> None:
+        self.value: bytes | None = None
+        self.watermark = 0
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple:
+        return (self.value,)
+
+    def update(self, value: tuple) -> None:
+        self.value = value[0]
+
+    def remove(self) -> None:
+        self.value = None
+
+    def getCurrentWatermarkMs(self) -> int:
+        return self.watermark
+
+    def setTimeoutTimestamp(self, ms: int) -> None:
+        pass
+
+
+def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Table, int]]:
+    """The workload's rows as one shard's routed input per micro-batch (Arrow, as Spark sends
+    them), each with the watermark of its micro-batch (the slower input's newest time less
+    the delay, as of the batch before)."""
+    work = generate_confirmations(n_ops)
+    ops, evs = work.operations, work.events
+    ops_rows = pd.DataFrame(
+        {
+            "role": ROLE_OPERATION,
+            "side": "operations",
+            "op_id": ops["op_id"],
+            "key": ops["keys"].str[0],
+            "ts_ms": ops["ts"],
+            "timeout_ms": ops["timeout_ms"],
+            "condition": "any",
+        }
+    )
+    ev_rows = pd.DataFrame({"role": ROLE_EVENT, "side": "events", "key": evs["key"], "ts_ms": evs["ts"]})
+    edges = np.linspace(ops["ts"].min(), evs["ts"].max() + 1, batches + 1)
+    schema = to_arrow_schema(ROUTED_SCHEMA)
+    out, wm = [], 0
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        o = ops_rows[(ops_rows["ts_ms"] >= lo) & (ops_rows["ts_ms"] < hi)]
+        e = ev_rows[(ev_rows["ts_ms"] >= lo) & (ev_rows["ts_ms"] < hi)]
+        rows = pd.concat([o, e], ignore_index=True).assign(shard=0)
+        rows = rows.assign(**{c: np.full(len(rows), None, object) for c in schema.names if c not in rows})
+        out.append((pa.Table.from_pandas(rows[schema.names], schema=schema, preserve_index=False), wm))
+        if len(o) and len(e):
+            wm = max(wm, int(min(o["ts_ms"].max(), e["ts_ms"].max())) - delay_ms)
+    return out
+
+
+def run(n_ops: int, batches: int, chunk: int, state_path: str | None, cached: bool = True) -> None:
+    config = PurgatoryConfig(shards=1, cross_shard_operations=False, state_path=state_path or "")
+    shard_step = operator._stateful_shard(config)
+    state = FakeState()
+    out_schema = OUTPUT_SCHEMA
+    for table, wm in routed_batches(n_ops, batches, config.watermark_delay_ms):
+        state.watermark = wm
+        with step("arrow -> pandas (input)"):
+            frames = []
+            for batch in table.to_batches(max_chunksize=chunk):
+                series = ArrowBatchTransformer.to_pandas(batch, timezone="UTC", schema=ROUTED_SCHEMA)
+                frames.append(pd.concat(series, axis=1))
+        if not cached:  # as when Spark hands the shard to another Python worker
+            WORKER_CACHE.clear()
+        with step("shard step"):
+            out = list(shard_step((0,), iter(frames), state))
+        with step("pandas -> arrow (output)"):
+            for frame in out:
+                PandasToArrowConversion.convert(frame, out_schema, timezone="UTC", arrow_cast=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=100_000, help="operations (all in one shard)")
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--chunk", type=int, default=10_000, help="maxRecordsPerBatch")
+    parser.add_argument("--segments", action="store_true", help="with a SegmentStore (the job's default)")
+    parser.add_argument("--no-cache", action="store_true", help="every load misses the worker cache")
+    parser.add_argument("--cprofile", type=int, default=0, help="print the N costliest functions")
+    args = parser.parse_args()
+    profile = cProfile.Profile() if args.cprofile else None
+    with tempfile.TemporaryDirectory() as tmp:
+        if profile:
+            profile.enable()
+        start = time.perf_counter()
+        state = f"{tmp}/state" if args.segments else None
+        run(args.ops, args.batches, args.chunk, state, cached=not args.no_cache)
+        total = time.perf_counter() - start
+        if profile:
+            profile.disable()
+    print(f"{args.ops:,} operations, {args.batches} micro-batches, one shard: {total:.2f} s")
+    for name, seconds in SECONDS.items():
+        print(f"  {name:<28}{seconds:7.2f} s")
+    if profile:
+        stats = pstats.Stats(profile).sort_stats("cumulative")
+        stats.print_stats(args.cprofile)
+
+
+if __name__ == "__main__":
+    main()
