@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             tick_ms=100,
             watermark_delay=f"{DELAY_MS} ms",
             state_path=os.path.join(root, "state") if mailbox else "",
+            cross_shard_handoff="mailbox" if mailbox else "replicas",
         )
         rows, seconds = run(spark, config, ops_dir, ev_dir, root)
         shares = busiest_shares(rows)

@@ -80,6 +80,7 @@ class PurgatoryConfig:
     accumulator_staging_path: str = ""
     source_max_files_per_trigger: int = 16
     cross_shard_operations: bool = True
+    cross_shard_handoff: str = "replicas"
     shard_key_delimiter: str = ""
     max_future_ms: int = 86_400_000
     state_path: str = ""
@@ -136,6 +137,11 @@ class PurgatoryConfig:
                     parse_interval_ms(value)
                 except ConfigError as error:
                     raise ConfigError(f"{_KEYS_BY_FIELD[name]}: {error}") from None
+        if self.cross_shard_handoff not in ("replicas", "mailbox"):
+            raise ConfigError(
+                "purgatory.cross.shard.handoff must be replicas or mailbox, "
+                f"got {self.cross_shard_handoff!r}"
+            )
         if self.storage_s3_conditional_put not in ("etag", ""):
             raise ConfigError(
                 "storage.s3.conditional.put must be etag or empty (a lock configured through "
@@ -182,6 +188,7 @@ _FIELDS_BY_KEY = {
     "purgatory.cross.shard.operations": "cross_shard_operations",
     # a key is sharded by its part before the first delimiter ("" = the whole key): co-location
     "purgatory.shard.key.delimiter": "shard_key_delimiter",
+    "purgatory.cross.shard.handoff": "cross_shard_handoff",
     "purgatory.max.future.ms": "max_future_ms",
     "purgatory.state.path": "state_path",
     "purgatory.state.segment.rows": "state_segment_rows",
@@ -198,6 +205,7 @@ assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 _TEXT_FIELDS = (
     "shard_key_delimiter",
+    "cross_shard_handoff",
     "watermark_delay",
     "watermark_delay_operations",
     "watermark_delay_events",

@@ -38,7 +38,7 @@ def _outcomes(*runs) -> dict[str, tuple[str, int]]:
 
 
 def test_multi_key_operations_hand_off_through_the_mailbox_across_a_restart(spark, tmp_path):
-    config = dataclasses.replace(CONFIG, state_path=str(tmp_path / "state"))
+    config = dataclasses.replace(CONFIG, state_path=str(tmp_path / "state"), cross_shard_handoff="mailbox")
     a, b, c, d = _keys_in_different_shards(spark, 4, 4)
     files = Files(str(tmp_path))
     files.add(
@@ -76,7 +76,7 @@ def test_multi_key_operations_hand_off_through_the_mailbox_across_a_restart(spar
 
 
 def test_a_replayed_micro_batch_hands_off_once(spark, tmp_path):
-    config = dataclasses.replace(CONFIG, state_path=str(tmp_path / "state"))
+    config = dataclasses.replace(CONFIG, state_path=str(tmp_path / "state"), cross_shard_handoff="mailbox")
     a, b = _keys_in_different_shards(spark, 4, 2)
     files = Files(str(tmp_path))
     files.add(ops=[op("mk", [a, b], 1000, 5000, "count", target=3)], events=[ev(a, 1100)])

@@ -92,8 +92,20 @@ _DESTINATIONS = "array<struct<role:string,shard:int,keys:array<string>>>"
 
 
 def hands_off(config: PurgatoryConfig) -> bool:
-    """Do cross-shard operations get their events through the mailbox (else: replicas)?"""
-    return config.cross_shard_operations and config.shards > 1 and bool(config.state_path)
+    """Do cross-shard operations get their events through the mailbox (else: replicas)?
+
+    Only when asked for (``purgatory.cross.shard.handoff=mailbox``) and there is a state path
+    to hold the mailbox: relayed pairs are read in the cross-shard group's next call, which
+    Spark makes only when the watermark moves past its timeout or it has input rows, so a
+    stalled watermark (a quiet input under ``min``, the end of an ``available-now`` run)
+    holds relayed completions back; replicas keep SPEC's "one micro-batch later".
+    """
+    return (
+        config.cross_shard_operations
+        and config.shards > 1
+        and config.cross_shard_handoff == "mailbox"
+        and bool(config.state_path)
+    )
 
 
 def _shard_key(key: Column, config: PurgatoryConfig) -> Column:
