@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_operator import Files, timed, write_workload  # noqa: E402  (the same workload and timing)
+from contenders import Files, timed, write_workload  # noqa: E402  (the same workload and timing)
 
 from spark_purgatory import start  # noqa: E402
 from spark_purgatory.config import PurgatoryConfig  # noqa: E402
