@@ -42,13 +42,14 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import pyarrow.fs as pafs
 
-__all__ = ["Storage", "location", "join", "write_once"]
+__all__ = ["Storage", "location", "join", "write_once", "WholeFile", "write_whole"]
 
 #: the URI schemes of Azure Data Lake Storage / Blob Storage that pyarrow and delta-rs both read
 _AZURE_SCHEMES = ("abfss://", "abfs://", "az://")
@@ -264,3 +265,48 @@ def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
             out.write(data)
     with fs.open_input_stream(path) as f:
         return f.read()
+
+
+class WholeFile:
+    """An output stream whose file readers see whole or not at all: locally written to a
+    temporary name, synced and renamed; on an object store put in place (a put is atomic)."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str) -> None:
+        self.fs, self.path = fs, path
+        self._local = isinstance(fs, pafs.LocalFileSystem)
+        if self._local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+            self.stream = fs.open_output_stream(self._tmp)
+        else:  # an object store's put is atomic: an interrupted upload leaves no object
+            self.stream = fs.open_output_stream(path)
+
+    def commit(self) -> None:
+        self.stream.close()
+        if self._local:  # on disk before it is named: a machine crash leaves no empty file
+            fd = os.open(self._tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(self._tmp, self.path)
+
+    def abort(self) -> None:
+        if self._local:
+            self.stream.close()
+            try:
+                self.fs.delete_file(self._tmp)
+            except FileNotFoundError:
+                pass
+        # an object store's unfinished upload is abandoned with the stream
+
+
+def write_whole(fs: pafs.FileSystem, path: str, write: Callable[[Any], None]) -> None:
+    """Write a small file whole or not at all (manifests, ``staged_through``, mailbox files)."""
+    out = WholeFile(fs, path)
+    try:
+        write(out.stream)
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()

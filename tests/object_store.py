@@ -81,3 +81,18 @@ class S3Store:
 
     def stop(self) -> None:
         self.server.stop()
+
+
+def check_segment_files(uri: str, storage) -> None:
+    """Segment files at ``uri`` round-trip, also through a pickled store (as executors get it)."""
+    import pickle
+
+    from spark_purgatory.state import SegmentStore
+
+    store = SegmentStore(uri, storage=storage)
+    name = store.write("base", {"a": b"xyz"}, {"shard": "0"})
+    again = pickle.loads(pickle.dumps(store))
+    assert again.read(name) == ({"a": b"xyz"}, {"shard": "0"})
+    assert again.segments() == [name]
+    again.delete([name])
+    assert store.segments() == []

@@ -12,7 +12,6 @@ Catalog volumes are Databricks mounts: only their mapping is tested.
 from __future__ import annotations
 
 import os
-import pickle
 import subprocess
 import sys
 
@@ -21,11 +20,11 @@ import pyarrow.fs as pafs
 import pytest
 from azure_store import AzureStore
 from deltalake import DeltaTable, write_deltalake
+from object_store import check_segment_files
 
 from spark_purgatory.config import PurgatoryConfig, read_properties
 from spark_purgatory.contract import TABLES
 from spark_purgatory.query import app_id_of
-from spark_purgatory.state import SegmentStore
 from spark_purgatory.storage import Storage, location
 from spark_purgatory.workload import generate, write_json_lines
 
@@ -82,13 +81,7 @@ def azure_env(azurite, monkeypatch):
 
 
 def test_segment_files_and_the_app_id_on_adls(azure_env):
-    store = SegmentStore(azure_env.uri("state"), storage=azure_env.storage)
-    name = store.write("base", {"a": b"xyz"}, {"shard": "0"})
-    again = pickle.loads(pickle.dumps(store))  # as executors get it
-    assert again.read(name) == ({"a": b"xyz"}, {"shard": "0"})
-    assert again.segments() == [name]
-    again.delete([name])
-    assert store.segments() == []
+    check_segment_files(azure_env.uri("state"), azure_env.storage)
     first = app_id_of(azure_env.uri("chk"), storage=azure_env.storage)
     assert app_id_of(azure_env.uri("chk", scheme="az"), storage=azure_env.storage) == first
     assert azure_env.keys("chk") == ["chk/purgatory-id"]

@@ -7,18 +7,15 @@ the job test: ``s3a://`` needs the hadoop-aws JAR, which cannot be downloaded he
 
 from __future__ import annotations
 
-import pickle
-
 import pytest
 from deltalake import DeltaTable
-from object_store import S3Store
+from object_store import S3Store, check_segment_files
 from test_accumulator import Clock, output_rows
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS, RecordAccumulator
 from spark_purgatory.delta.sink import PurgatorySink
 from spark_purgatory.delta.writers import DeltaRsWriter
 from spark_purgatory.query import app_id_of
-from spark_purgatory.state import SegmentStore
 from spark_purgatory.storage import Storage
 
 
@@ -93,13 +90,7 @@ def test_a_crash_at_each_fault_point_on_s3_then_a_restart_gives_exactly_once(aws
 
 def test_segment_files_on_s3(aws_env):
     s3 = aws_env
-    store = SegmentStore(s3.uri("state"), storage=s3.storage)
-    name = store.write("base", {"a": b"xyz"}, {"shard": "0"})
-    again = pickle.loads(pickle.dumps(store))  # as executors get it
-    assert again.read(name) == ({"a": b"xyz"}, {"shard": "0"})
-    assert again.segments() == [name]
-    again.delete([name])
-    assert store.segments() == []
+    check_segment_files(s3.uri("state"), s3.storage)
 
 
 def test_the_app_id_held_by_an_s3_checkpoint_is_written_once(aws_env):

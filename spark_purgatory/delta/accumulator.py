@@ -41,7 +41,7 @@ kill the process at each of ``FAULT_POINTS`` through ``fault_hook`` (a test-only
 
 The staging directory may be a path or a URI (``s3://``, ``abfss://``, ``dbfs:/`` ...): files
 go through pyarrow's filesystems (``spark_purgatory.storage``), and every staged file or
-manifest is whole or absent (``staging.WholeFile``).  The clock is injectable, so tests never
+manifest is whole or absent (``storage.WholeFile``).  The clock is injectable, so tests never
 sleep.
 """
 
@@ -57,9 +57,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..storage import Storage, join
+from ..storage import Storage, join, write_whole
 from .sender import ADDS, ADDS_DDL, DataFileTask, TaskRunner, in_process, write_data_files
-from .staging import STAGED, StagedFile, everywhere, listing, remove, stage_rows, staged_name, write_whole
+from .staging import STAGED, StagedFile, everywhere, listing, remove, stage_rows, staged_name
 
 __all__ = ["Destination", "TableWriter", "RecordAccumulator", "Clock", "FaultHook", "FAULT_POINTS"]
 

@@ -32,8 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..contract import TABLES
-from ..storage import Storage
-from .staging import WholeFile
+from ..storage import Storage, WholeFile
 
 __all__ = ["DataFileTask", "write_data_files", "ADDS", "ADDS_DDL", "TaskRunner", "in_process", "SparkTasks"]
 

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..contract import COMPLETED, EXPIRED, KIND_METRICS, TABLES, TableContract, ms_column
-from ..storage import Storage, location
+from ..storage import Storage, WholeFile, location
 
 __all__ = [
     "split_tables",
@@ -256,47 +255,6 @@ def data_bytes(metadata: pq.FileMetaData) -> int:
 
 
 # -- files: whole or absent, listings, removal ---------------------------------------------------------
-
-
-class WholeFile:
-    """An output stream whose file readers see whole or not at all (see the module docstring)."""
-
-    def __init__(self, fs: pafs.FileSystem, path: str) -> None:
-        self.fs, self.path = fs, path
-        self._local = isinstance(fs, pafs.LocalFileSystem)
-        if self._local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            self._tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
-            self.stream = fs.open_output_stream(self._tmp)
-        else:  # an object store's put is atomic: an interrupted upload leaves no object
-            self.stream = fs.open_output_stream(path)
-
-    def commit(self) -> None:
-        self.stream.close()
-        if self._local:  # on disk before it is named: a machine crash leaves no empty file
-            fd = os.open(self._tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(self._tmp, self.path)
-
-    def abort(self) -> None:
-        if self._local:
-            self.stream.close()
-            remove(self.fs, [self._tmp])
-        # an object store's unfinished upload is abandoned with the stream
-
-
-def write_whole(fs: pafs.FileSystem, path: str, write: Callable[[Any], None]) -> None:
-    """Write a small file whole or not at all (manifests, ``staged_through``)."""
-    out = WholeFile(fs, path)
-    try:
-        write(out.stream)
-    except BaseException:
-        out.abort()
-        raise
-    out.commit()
 
 
 def listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> list[pafs.FileInfo]:

@@ -45,14 +45,13 @@ duplicates; files are deleted only after a later call received them.
 from __future__ import annotations
 
 import re
-import uuid
 
 import pandas as pd
 import pyarrow.fs as pafs
 
 from ..engine.frames import empty
 from ..engine.tables import RELAY
-from ..storage import Storage, join
+from ..storage import Storage, join, write_whole
 from .codec import frame_bytes, frame_from
 
 __all__ = ["Mailbox"]
@@ -94,14 +93,7 @@ class Mailbox:
         self._fs.create_dir(self._dir, recursive=True)
         path = f"{self._dir}/{batch_id:012d}-{sender:06d}.arrow"
         data = frame_bytes(rows[list(RELAY)].reset_index(drop=True))
-        if isinstance(self._fs, pafs.LocalFileSystem):  # whole or absent: a failed attempt leaves no half
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with self._fs.open_output_stream(tmp) as out:
-                out.write(data)
-            self._fs.move(tmp, path)
-        else:  # an object store's put is atomic
-            with self._fs.open_output_stream(path) as out:
-                out.write(data)
+        write_whole(self._fs, path, lambda out: out.write(data))  # a failed attempt leaves no half
 
     def collect(self, after: int, before: int) -> pd.DataFrame:
         """Every relay row of the batches strictly between ``after`` and ``before``, with
