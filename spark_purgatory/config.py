@@ -80,7 +80,7 @@ class PurgatoryConfig:
     accumulator_staging_path: str = ""
     source_max_files_per_trigger: int = 16
     cross_shard_operations: bool = True
-    cross_shard_handoff: str = "replicas"
+    cross_shard_handoff: str = "mailbox"
     shard_key_delimiter: str = ""
     max_future_ms: int = 86_400_000
     state_path: str = ""

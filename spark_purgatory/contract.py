@@ -32,6 +32,7 @@ __all__ = [
     "KIND_METRICS",
     "GAUGES",
     "GROUP_ROWS",
+    "RELAYED",
     "SOURCE_OPERATIONS",
     "SOURCE_EVENTS",
     "AFTER_RESOLUTION",
@@ -68,8 +69,11 @@ KIND_OUTCOME, KIND_UNMATCHED, KIND_REJECTED, KIND_METRICS = "outcome", "unmatche
 
 #: input rows of one shard call, relayed ones included (the busiest group's share shows a funnel)
 GROUP_ROWS = "group_rows"
+#: rows a primary shard posted to the mailbox in one call (``state.wake``: the sink wakes the
+#: cross-shard group for them)
+RELAYED = "relayed"
 #: the per-shard gauges of a ``metrics`` row
-GAUGES: tuple[str, ...] = ("pending", "buffered", "watched", GROUP_ROWS)
+GAUGES: tuple[str, ...] = ("pending", "buffered", "watched", GROUP_ROWS, RELAYED)
 
 #: which input a rejected row came from (the ``rejected`` table's ``source`` column)
 SOURCE_OPERATIONS, SOURCE_EVENTS = "operations", "events"

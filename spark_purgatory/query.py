@@ -62,6 +62,7 @@ from .config import ConfigError, PurgatoryConfig, parse_interval_ms
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import PurgatorySink
 from .delta.writers import WriterChoice, choose_writer
+from .state.wake import Wake
 from .storage import Storage, join, write_once
 
 if TYPE_CHECKING:
@@ -79,7 +80,9 @@ TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 _COUNTED = ("completed", "expired", "unmatched", "rejected")
-_ID_FILE = "purgatory-id"  # under the checkpoint: the app id its commits are made under
+_ID_FILE = "purgatory-id"
+#: runs ``await_termination`` may add after an ``available-now`` run that ended on relays
+_WAKE_RUNS = 3  # under the checkpoint: the app id its commits are made under
 
 
 def start(
@@ -142,8 +145,13 @@ def start(
     check_trigger(trigger)
     spark = spark or _session_of(operations, events)
     _check_session(spark)
-    out = _operator(spark, operations, events, cfg, source_format)
+    from .spark.routing import hands_off
+
     storage = Storage.of(cfg)
+    wake = Wake.under(checkpoint, storage) if hands_off(cfg) else None
+    if wake is not None:
+        wake.create()
+    out = _operator(spark, operations, events, cfg, source_format, wake)
     if isinstance(writer, str):
         writer = choose_writer(spark, output, prefer=writer, storage=storage)
     if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
@@ -157,7 +165,7 @@ def start(
         storage=storage,
     )
     totals = _Totals(on_batch)
-    sink = PurgatorySink(accumulator, writer, on_batch=totals)
+    sink = PurgatorySink(accumulator, writer, on_batch=totals, wake=wake)
     stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
     if name:
         stream = stream.queryName(name)
@@ -165,9 +173,19 @@ def start(
         stream = stream.trigger(availableNow=True)
     else:
         stream = stream.trigger(processingTime=_interval(trigger))
-    with _shuffle_partitions(spark, cfg.shards + 1):
-        query = stream.start()
-    return PurgatoryQuery(query, sink, totals, linger=not _is_connect(spark), on_linger=on_linger)
+
+    def run() -> StreamingQuery:
+        with _shuffle_partitions(spark, cfg.shards + 1):
+            return stream.start()
+
+    return PurgatoryQuery(
+        run(),
+        sink,
+        totals,
+        linger=not _is_connect(spark),
+        on_linger=on_linger,
+        rerun=run if trigger == "available-now" else None,
+    )
 
 
 class PurgatoryQuery:
@@ -188,8 +206,10 @@ class PurgatoryQuery:
         *,
         linger: bool = True,
         on_linger: Callable[[list[dict]], None] | None = None,
+        rerun: Callable[[], StreamingQuery] | None = None,
     ) -> None:
         self.query = query
+        self._rerun = rerun
         self.sink = sink
         self._counted = totals
         self._on_linger = on_linger
@@ -240,10 +260,36 @@ class PurgatoryQuery:
     # -- running and stopping ------------------------------------------------------------------
 
     def await_termination(self, timeout: float | None = None) -> bool | None:
-        """Wait for the query to end (``available-now``: when the input present is done)."""
+        """Wait for the query to end (``available-now``: when the input present is done).
+
+        An ``available-now`` run whose last micro-batch relayed to the cross-shard group is
+        followed by one more run, which reads only the wake file (``state.wake``): the
+        relayed completions come out before this returns.  ``query`` is then the new run.
+        """
+        ended = self._await(timeout)
+        for _ in range(_WAKE_RUNS):
+            if ended is False or not self._owes_wake():
+                break
+            log.info("the last micro-batch relayed to the cross-shard group: one more run")
+            self.query = self._rerun()  # type: ignore[misc]
+            ended = self._await(timeout)
+        return ended
+
+    def _await(self, timeout: float | None) -> bool | None:
         if timeout is None:
             return self.query.awaitTermination()
         return self.query.awaitTermination(timeout)
+
+    def _owes_wake(self) -> bool:
+        """Did this run end on a micro-batch whose relays no later micro-batch received?"""
+        sink = self.sink
+        return (
+            self._rerun is not None
+            and not self._closed
+            and self.query.exception() is None
+            and sink.woken_after is not None
+            and sink.woken_after == sink.last_batch_id
+        )
 
     def process_all_available(self) -> None:
         """Block until the input present now has been processed (tests, notebooks)."""
@@ -379,7 +425,9 @@ def _check_session(spark: Any) -> None:
         )
 
 
-def _operator(spark: Any, operations: Any, events: Any, cfg: PurgatoryConfig, source_format: str) -> Any:
+def _operator(
+    spark: Any, operations: Any, events: Any, cfg: PurgatoryConfig, source_format: str, wake: Wake | None
+) -> Any:
     """The operator's output stream, with the ``purgatory`` observed metrics attached."""
     from . import purgatory_stream, read_stream
     from .spark.metrics import observe_purgatory
@@ -393,7 +441,11 @@ def _operator(spark: Any, operations: Any, events: Any, cfg: PurgatoryConfig, so
 
     return observe_purgatory(
         purgatory_stream(
-            source(operations, "operations"), source(events, "events"), cfg, source_format=source_format
+            source(operations, "operations"),
+            source(events, "events"),
+            cfg,
+            source_format=source_format,
+            wake_path=wake.root if wake is not None else None,
         )
     )
 

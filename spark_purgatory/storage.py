@@ -276,7 +276,10 @@ class WholeFile:
         self._local = isinstance(fs, pafs.LocalFileSystem)
         if self._local:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            self._tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+            # a dot name: Spark's and Hadoop's file listings skip it (``state.wake`` reads a
+            # directory written this way as a stream)
+            head, tail = os.path.split(path)
+            self._tmp = os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
             self.stream = fs.open_output_stream(self._tmp)
         else:  # an object store's put is atomic: an interrupted upload leaves no object
             self.stream = fs.open_output_stream(path)

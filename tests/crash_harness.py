@@ -16,7 +16,8 @@ points in between).  After the last kill an
 ``available-now`` run drains the rest.  The Delta tables must then hold exactly what the
 Spark-free engine computes from the same input: one outcome per resolved operation with the
 same status and time, the same unmatched events, and every malformed line once in
-``rejected``.
+``rejected``.  Some operations watch two keys on different shards, so the relay through the
+mailbox (pairs, notices) is killed at random points too.
 
 With ``store`` (``tests/object_store.S3Store``, or ``--s3`` here) the output tables, the
 accumulator's staging and the shard-state segments live on an S3-compatible server on
@@ -110,7 +111,9 @@ def run(
     out, settings, env, storage_options = _placement(root, store)
     shutil.rmtree(root, ignore_errors=True)
     staged_in = os.path.join(root, "pending-input")
-    work = generate(n_ops, seed=seed, ops_per_second=100)
+    # 5% of the operations watch two keys (with 2 shards about half of them span both): their
+    # pairs and notices cross between groups through the mailbox, across every kill
+    work = generate(n_ops, seed=seed, ops_per_second=100, multi_key=0.05)
     malformed = 6
     write_json_lines(work, f"{staged_in}/ops", f"{staged_in}/events", files=files, malformed=malformed)
     ops_dir, ev_dir = os.path.join(root, "ops"), os.path.join(root, "events")

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 import pandas as pd
 import pytest
-from stream_helpers import Files, ev, op, run_stream
+from stream_helpers import T0, Files, ev, op, run_stream
 from test_streaming import _keys_in_different_shards, resolved
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.spark.routing import route
 from spark_purgatory.spark.sources import parse_events, parse_operations
-from spark_purgatory.state import Mailbox
+from spark_purgatory.state import Mailbox, Wake
 
 pytestmark = pytest.mark.spark
+
 
 CONFIG = PurgatoryConfig(shards=4, tick_ms=100, wheel_size=16, watermark_delay="1 second")
 
@@ -125,3 +127,64 @@ def test_co_located_keys_need_no_stub_and_batch_mode_replicates_only_watched_key
             (c, "event"),
         ]
     )
+
+
+def _relaying_input(files: Files, a: str, b: str) -> None:
+    """Two micro-batches: the first moves both inputs' watermarks (to 4000); the second
+    relays what completes ``mk`` and moves neither, so Spark runs no batch after it."""
+    files.add(ops=[op("pad", "pad-op-key", 9000, 60_000)], events=[ev("pad", 9000)])
+    files.add(ops=[op("mk", [a, b], 5000, 10_000, "count", target=2)], events=[ev(a, 5100), ev(b, 5200)])
+
+
+def _started(spark, files: Files, tmp_path, trigger: str):
+    from spark_purgatory import start
+
+    config = PurgatoryConfig(
+        shards=4, tick_ms=100, wheel_size=16, watermark_delay="5 seconds", source_max_files_per_trigger=1
+    )
+    return start(
+        files.ops,
+        files.events,
+        output=str(tmp_path / "tables"),
+        checkpoint=files.checkpoint,
+        config=config,
+        trigger=trigger,
+        spark=spark,
+    )
+
+
+def _completed(tmp_path) -> dict[str, tuple[str, int]]:
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(tmp_path / "tables" / "outcomes")).to_pandas()
+    return {
+        r.op_id: (r.status, int(pd.Timestamp(r.resolved_at).value // 1_000_000) - T0)
+        for r in table.itertuples()
+    }
+
+
+def test_an_available_now_run_ending_on_relays_runs_once_more(spark, tmp_path):
+    a, b = _keys_in_different_shards(spark, 4, 2)
+    files = Files(str(tmp_path))
+    _relaying_input(files, a, b)
+    with _started(spark, files, tmp_path, "available-now") as purgatory:
+        first = purgatory.query.id, purgatory.query.runId
+        purgatory.await_termination()
+        # the run's one micro-batch relayed; nothing would call the cross-shard group again
+        assert purgatory.query.runId != first[1] and purgatory.query.id == first[0]
+    assert _completed(tmp_path) == {"mk": ("completed", 5200)}
+    assert Wake.under(files.checkpoint).batches() == [1]
+
+
+def test_relays_reach_the_cross_shard_group_when_both_inputs_go_quiet(spark, tmp_path):
+    a, b = _keys_in_different_shards(spark, 4, 2)
+    files = Files(str(tmp_path))
+    _relaying_input(files, a, b)
+    with _started(spark, files, tmp_path, "processing-time=1s") as purgatory:
+        deadline = time.monotonic() + 120
+        while purgatory.totals["completed"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            assert purgatory.query.exception() is None
+        assert purgatory.totals["completed"] == 1  # in micro-batch 2: the wake file's
+        assert purgatory.totals["batches"] == 3
+    assert _completed(tmp_path) == {"mk": ("completed", 5200)}

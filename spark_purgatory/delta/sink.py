@@ -51,7 +51,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..contract import OPERATOR_OUTPUT, OUTCOMES, REJECTED, UNMATCHED_EVENTS, ms_column
+from ..contract import OPERATOR_OUTPUT, OUTCOMES, REJECTED, RELAYED, UNMATCHED_EVENTS, ms_column
+from ..state.wake import Wake
 from .accumulator import RecordAccumulator, TableWriter
 from .sender import SparkTasks, TaskRunner, in_process
 from .staging import STAGED, STAGED_DDL, split_tables, stage_task
@@ -70,6 +71,8 @@ class PurgatorySink:
         on_batch: called with a dict of per-batch figures (rows per kind, pending, watermark,
             what was committed), e.g. to log a progress line.
         clock: seconds since the epoch (for ``emitted_at`` and the rejected date).
+        wake: where to ask for one more micro-batch after one whose shards relayed to the
+            cross-shard group (``state.wake``; ``start`` passes ``<checkpoint>/purgatory-wake``).
 
     ``spark_purgatory.start`` builds and closes the sink; wire it yourself only for your own
     sink around it::
@@ -87,12 +90,15 @@ class PurgatorySink:
         *,
         on_batch: Callable[[dict], None] | None = None,
         clock: Callable[[], float] | None = None,
+        wake: Wake | None = None,
     ) -> None:
         self.accumulator = accumulator
         self.writer = writer
         self.on_batch = on_batch
         self.clock = clock or accumulator.clock
         self.last_batch_id: int | None = None
+        self.wake = wake
+        self.woken_after: int | None = None  # the last micro-batch that relayed (``state.wake``)
         self.pending: dict[int, int] = {}  # shard -> last reported pending count
         self.tasks: TaskRunner = in_process  # the sender's tasks: on the executors once a batch ran
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
@@ -159,6 +165,9 @@ class PurgatorySink:
         written = self.accumulator.drain(batch_id, self.writer, tasks=self.tasks)
         self.last_batch_id = batch_id
         figures = self._figures(staged, batch_id, written)
+        if figures[RELAYED] and self.wake is not None:
+            self.wake.post(batch_id)
+            self.woken_after = batch_id
         if self.on_batch:
             self.on_batch(figures)
         return figures
@@ -182,6 +191,7 @@ class PurgatorySink:
             "expired": total("expired", OUTCOMES.name),
             "unmatched": total("rows", UNMATCHED_EVENTS.name),
             "rejected": total("rows", REJECTED.name),
+            RELAYED: int(pc.sum(metrics.column(RELAYED)).as_py() or 0),
             _WATERMARK: wm,
             "staged_bytes": self.accumulator.buffered_bytes,
             "committed": written,

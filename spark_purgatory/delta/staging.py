@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..contract import COMPLETED, EXPIRED, KIND_METRICS, TABLES, TableContract, ms_column
+from ..contract import COMPLETED, EXPIRED, KIND_METRICS, RELAYED, TABLES, TableContract, ms_column
 from ..storage import Storage, WholeFile, location
 
 __all__ = [
@@ -62,6 +62,7 @@ STAGED = pa.schema(
         ("expired", pa.int64()),
         ("shard", pa.int64()),
         ("pending", pa.int64()),
+        (RELAYED, pa.int64()),
         (_WATERMARK, pa.int64()),
     ]
 )
@@ -236,6 +237,7 @@ def _staged_rows(staged: list[dict], metrics: list[pa.Table]) -> pa.Table:
         {
             "shard": pc.cast(m.column("shard"), pa.int64()),
             "pending": pc.cast(m.column("pending"), pa.int64()),
+            RELAYED: pc.cast(m.column(RELAYED), pa.int64()),
             _WATERMARK: pc.cast(m.column(_WATERMARK), pa.int64()),
         }
     )

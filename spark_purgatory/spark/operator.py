@@ -21,6 +21,9 @@ the cross-shard group receives every earlier batch's relay before its own.  Whil
 pending operations, or awaits the notices of relayed events (``engine.relay``), its timeout
 is the current watermark, so Spark calls it in the next micro-batch that moves the
 watermark; it keeps its state (the last batch it received) even when it has nothing pending.
+After a micro-batch that relayed, the sink writes a wake file that the stream reads as a
+third input (``state.wake``), so a next micro-batch comes even when nothing else would start
+one: relayed completions are emitted one micro-batch later.
 
 **A watermark per input.**  Each input declares its own watermark (the largest event time
 seen on it minus ``watermark.delay``, or its ``watermark.delay.operations`` /
@@ -91,6 +94,7 @@ from .routing import (
     route,
     route_events,
     route_operations,
+    route_wake,
 )
 from .sources import SourceFormat, parse_events, parse_operations
 
@@ -120,16 +124,24 @@ def routed_stream(
     config: PurgatoryConfig,
     *,
     source_format: SourceFormat = "auto",
+    wake_path: str | None = None,
 ) -> DataFrame:
     """The operator's input: both streams parsed and routed to shards, each with its own
-    watermark declared on ``ts + L`` (module docstring), then unioned."""
+    watermark declared on ``ts + L`` (module docstring), then unioned; with ``wake_path``
+    (and the mailbox hand-off) the wake files there as a third input (``state.wake``)."""
     parsed_ops = parse_operations(
         operations, source_format, max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
     )
     parsed_events = parse_events(events, source_format, max_future_ms=config.max_future_ms)
     ops = _with_watermark(route_operations(parsed_ops, config), config.input_delay_ms(SOURCE_OPERATIONS))
     evs = _with_watermark(route_events(parsed_events, config), config.input_delay_ms(SOURCE_EVENTS))
-    return ops.unionByName(evs)
+    routed = ops.unionByName(evs)
+    if wake_path and hands_off(config):  # no watermark: wake rows move none
+        lines = operations.sparkSession.readStream.format("text").load(wake_path)
+        routed = routed.unionByName(
+            route_wake(lines, config).withColumn(_EVENT_TIME, F.lit(None).cast("timestamp"))
+        )
+    return routed
 
 
 def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:
@@ -149,6 +161,7 @@ def purgatory_stream(
     config: PurgatoryConfig | None = None,
     *,
     source_format: SourceFormat = "auto",
+    wake_path: str | None = None,
 ) -> DataFrame:
     """The purgatory over two streaming DataFrames; returns one stream of output rows.
 
@@ -161,6 +174,10 @@ def purgatory_stream(
             ``json``, ``kafka``, or ``typed`` (``parquet`` and ``delta`` are typed too).
             Typed input with a missing or wrongly typed column raises ``InputSchemaError``
             here, naming the column.
+        wake_path: a directory Spark can read where the sink posts wake files after a
+            micro-batch whose shards relayed (``state.wake``; ``start`` wires it under the
+            checkpoint).  Without it, relayed completions wait for the next micro-batch
+            that has input or moves the watermark.
 
     Returns:
         A streaming DataFrame with ``OUTPUT_SCHEMA`` plus timestamps; split each micro-batch
@@ -179,7 +196,7 @@ def purgatory_stream(
         out.writeStream.foreachBatch(sink).option("checkpointLocation", "/chk").start()
     """
     config = config or PurgatoryConfig()
-    routed = routed_stream(operations, events, config, source_format=source_format)
+    routed = routed_stream(operations, events, config, source_format=source_format, wake_path=wake_path)
     out = routed.groupBy("shard").applyInPandasWithState(
         _stateful_shard(config),
         OUTPUT_SCHEMA,
@@ -320,10 +337,11 @@ def _stateful_shard(config: PurgatoryConfig):
         batch = _micro_batch_id() if mailbox is not None else None
         relayed = _receive(p, mailbox, batch) if batch is not None and shard == cross else None
         result = p.process(ops, events, watermark_ms=wm, validated=True, relayed=relayed)
-        if batch is not None and shard != cross and len(result.relay):
+        posted = len(result.relay) if batch is not None and shard != cross else 0
+        if posted:
             mailbox.post(shard, batch, result.relay)  # type: ignore[union-attr]
         handled = len(pdf) + (len(relayed) if relayed is not None else 0)  # relayed rows are work too
-        yield output_rows(shard, result, bad, p, wm, handled)
+        yield output_rows(shard, result, bad, p, wm, handled, posted)
         if p.is_empty() and (mailbox is None or shard != cross):  # the cross-shard group keeps
             state.remove()  # relays_through: files it received may still be in the mailbox
             return

@@ -77,14 +77,23 @@ def _ms_names(table: TableContract) -> dict[str, str]:
 
 
 def output_rows(
-    shard: int, result: BatchResult, bad: pd.DataFrame, p: Purgatory, wm: int, group_rows: int = 0
+    shard: int,
+    result: BatchResult,
+    bad: pd.DataFrame,
+    p: Purgatory,
+    wm: int,
+    group_rows: int = 0,
+    relayed: int = 0,
 ) -> pd.DataFrame:
     """A shard's micro-batch as ``OUTPUT_SCHEMA`` rows: its outcomes, unmatched events,
     rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row
-    (``group_rows``: the input rows this call got)."""
+    (``group_rows``: the input rows this call got; ``relayed``: the rows it posted to the
+    mailbox)."""
     outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
     unmatched = result.unmatched.drop(columns="batch_id").rename(columns=_ms_names(UNMATCHED_EVENTS))
-    gauges = dict(zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows), strict=True))
+    gauges = dict(
+        zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows, relayed), strict=True)
+    )
     parts = [
         (KIND_OUTCOME, _with_single_key(outcomes)),
         (KIND_UNMATCHED, unmatched),

@@ -33,6 +33,10 @@ every event: the funnel the mailbox avoids; ``query.start`` always sets the stat
 Static input (``route``, batch mode) processes everything in one call per group, so there
 a replica is sent only for the events whose key some cross-shard operation watches.
 
+``purgatory.cross.shard.handoff=replicas`` chooses the replicas even with a state path.
+A stream with the mailbox may have a third input, the wake files (``route_wake``,
+``state.wake``): rows that only make Spark call the cross-shard group.
+
 Invariant: every parsed row leaves routing at least once, in the one schema
 ``ROUTED_SCHEMA``: an operation (or its stubs), an event (or its replica), or a bad row
 carrying its raw text and reason.
@@ -60,14 +64,18 @@ __all__ = [
     "ROLE_EVENT",
     "ROLE_REPLICA",
     "ROLE_BAD",
+    "ROLE_WAKE",
     "route",
     "route_operations",
     "route_events",
+    "route_wake",
     "hands_off",
 ]
 
 #: a routed row's role (its ``role`` column): what the shard does with it
 ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD = "op", "stub", "event", "replica", "bad"
+#: a row that only makes Spark call the cross-shard group (``state.wake``)
+ROLE_WAKE = "wake"
 
 
 def _routed_schema() -> T.StructType:
@@ -94,11 +102,9 @@ _DESTINATIONS = "array<struct<role:string,shard:int,keys:array<string>>>"
 def hands_off(config: PurgatoryConfig) -> bool:
     """Do cross-shard operations get their events through the mailbox (else: replicas)?
 
-    Only when asked for (``purgatory.cross.shard.handoff=mailbox``) and there is a state path
-    to hold the mailbox: relayed pairs are read in the cross-shard group's next call, which
-    Spark makes only when the watermark moves past its timeout or it has input rows, so a
-    stalled watermark (a quiet input under ``min``, the end of an ``available-now`` run)
-    holds relayed completions back; replicas keep SPEC's "one micro-batch later".
+    By default (``purgatory.cross.shard.handoff=mailbox``) when there is a state path to hold
+    the mailbox.  Relayed pairs are read in the cross-shard group's next call, one
+    micro-batch later; ``state.wake`` makes sure a next micro-batch comes.
     """
     return (
         config.cross_shard_operations
@@ -229,7 +235,7 @@ def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame
     """The events input of a stream routed (events, its rejected rows; replicas of every
     event without a mailbox: module docstring), in ``ROUTED_SCHEMA``."""
     replicas = config.cross_shard_operations and config.shards > 1 and not hands_off(config)
-    if replicas:
+    if replicas and config.cross_shard_handoff == "mailbox":
         warnings.warn(
             "purgatory.state.path is not set: multi-key operations across shards get a replica "
             "of every event (one group sees all events); set it (query.start does) for the "
@@ -238,6 +244,13 @@ def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame
             stacklevel=2,
         )
     return _labelled(_route_events(parsed_events, config, replicas=replicas), config)
+
+
+def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
+    """The wake input (``state.wake``): each line a row for the cross-shard group only, in
+    ``ROUTED_SCHEMA`` with nothing but its role and shard."""
+    rows = lines.select(*(F.lit(None).cast("string").alias(name) for name in ("reason", "raw")))
+    return _labelled(_as_routed(rows, ROLE_WAKE, shard=F.lit(config.shards), role=F.lit(ROLE_WAKE)), config)
 
 
 def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:

@@ -9,6 +9,7 @@ since the last save).  Modules:
 * ``segments``: ``SegmentStore``, the directory of immutable segment files;
 * ``cache``: ``WorkerCache``, live shards parked in a Python worker between micro-batches;
 * ``mailbox``: ``Mailbox``, the relay files from primary shards to the cross-shard group;
+* ``wake``: ``Wake``, the files that ask Spark for a micro-batch after one that relayed;
 * ``codec``: Arrow IPC encoding of frames and named parts.
 
 Invariant: a loaded state behaves exactly as the saved one would have, whether it came from
@@ -30,6 +31,7 @@ from .cache import WORKER_CACHE, WorkerCache
 from .mailbox import Mailbox
 from .segments import SegmentStore
 from .shard_state import STATE_VERSION, load_state, loaded_by, save_state
+from .wake import Wake
 
 __all__ = [
     "save_state",
@@ -37,6 +39,7 @@ __all__ = [
     "loaded_by",
     "SegmentStore",
     "Mailbox",
+    "Wake",
     "WorkerCache",
     "WORKER_CACHE",
     "STATE_VERSION",

@@ -31,12 +31,13 @@ received in an *earlier* call than the current one: the current call's may be re
 **Being called.**  The cross-shard group is called when it has input or when its event-time
 timeout fires; while it holds pending operations or awaits notices the host sets that
 timeout to the current watermark, so it is called in the next micro-batch whose watermark
-moves past it (no-data micro-batches must be on, as ``query.start`` requires).  If no later
-micro-batch moves the watermark, relayed completions (and reports) wait for the next one
-that does.  With nothing pending it still wakes when the watermark passes the deadline of
-an operation it completed (it keeps the keys' resolution times until then): a stub that
-outlived its operation has relayed every event it matched by then, and each such pair
-makes it wait for that event's notice.
+moves past it (no-data micro-batches must be on, as ``query.start`` requires).  When no later
+micro-batch would come or move the watermark (both inputs quiet, a stalled watermark under
+``min``, the end of an ``available-now`` run), the sink asks for one (``state.wake``): a
+wake row for the cross-shard group in the next micro-batch.  With nothing pending it still
+wakes when the watermark passes the deadline of an operation it completed (it keeps the
+keys' resolution times until then): a stub that outlived its operation has relayed every
+event it matched by then, and each such pair makes it wait for that event's notice.
 
 Invariant: a file name is a pure function of (batch, sender), so a rewrite replaces, never
 duplicates; files are deleted only after a later call received them.

@@ -1,0 +1,94 @@
+"""The wake: one more micro-batch after one whose primary shards relayed to the mailbox.
+
+The cross-shard group receives micro-batch N's relays (``state.mailbox``) in its next call,
+and Spark calls it only when it has input rows or the watermark moves past its timeout (the
+current watermark while it waits for relays).  Neither is certain after N: both inputs may
+go quiet, or the watermark may stall under ``min`` (the slower input quiet, or behind), and
+an ``available-now`` run may simply end at N.  Relayed completions would then wait for
+whatever input comes next.  Kafka's purgatory has no such gap because its watcher lists are
+checked in place; here the hand-off crosses a micro-batch, so the sink asks for the next one:
+
+* the sink (``delta.sink``, on the driver) sees in the shards' metrics rows that N relayed
+  (``contract.RELAYED``) and writes a one-line file ``<N>.txt`` into the wake directory
+  (``<checkpoint>/purgatory-wake``, which Spark can read wherever it keeps its checkpoint);
+* the operator reads that directory as a third input (a text file source without a
+  watermark, so it moves no watermark), and routes each line to the cross-shard group only
+  (``routing.route_wake``): a wake row carries nothing else;
+* with a processing-time trigger the next trigger finds the new file and runs micro-batch
+  N+1, which calls the cross-shard group: the relayed completions are emitted one
+  micro-batch later, as SPEC allows, also when the inputs have gone quiet;
+* ``available-now`` fixes a run's files when it starts, so a file written during the run
+  wakes the *next* run; ``PurgatoryQuery.await_termination`` starts that run itself when the
+  run's last micro-batch relayed (one more micro-batch, which reads only the wake file).
+
+Files are whole or absent (``storage.write_whole``, dot-named while written, which Spark's
+listing skips).  When writing N's file the sink deletes those of batches up to N - 2: Spark
+planned and ran N - 1, the only batch that could still read them, before N began.  A
+replayed micro-batch writes the same name again; the file source has seen that path, so it
+wakes nothing twice (and waking twice would be harmless: a wake row only calls the group).
+
+Invariant: wake rows never reach the engine (``operator._split_input`` takes operations,
+events and rejected rows by role); they only make Spark call the cross-shard group.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow.fs as pafs
+
+from ..storage import Storage, join, write_whole
+
+__all__ = ["Wake", "WAKE_DIRECTORY"]
+
+#: the wake directory's name under the checkpoint
+WAKE_DIRECTORY = "purgatory-wake"
+_NAME = re.compile(r"^(\d{12})\.txt$")
+
+
+class Wake:
+    """The wake directory: ``post`` after a micro-batch that relayed (the sink, driver side).
+
+    Example::
+
+        wake = Wake.under("/chk")
+        wake.post(7)                 # micro-batch 7 relayed: wake the cross-shard group
+        wake.batches()               # [7]
+    """
+
+    def __init__(self, root: str, storage: Storage | None = None) -> None:
+        self.root = root
+        self.storage = storage or Storage()
+
+    @classmethod
+    def under(cls, checkpoint: str, storage: Storage | None = None) -> Wake:
+        return cls(join(checkpoint, WAKE_DIRECTORY), storage)
+
+    def create(self) -> None:
+        """Create the directory (a file source needs it before the query starts)."""
+        fs, root = self.storage.filesystem(self.root)
+        fs.create_dir(root, recursive=True)
+
+    def post(self, batch_id: int) -> None:
+        """Ask for a micro-batch after ``batch_id``; forget files Spark has read by now."""
+        fs, root = self.storage.filesystem(self.root)
+        fs.create_dir(root, recursive=True)
+        write_whole(fs, f"{root}/{batch_id:012d}.txt", lambda out: out.write(f"{batch_id}\n".encode()))
+        for batch, name in self._files(fs, root):
+            if batch <= batch_id - 2:
+                try:
+                    fs.delete_file(f"{root}/{name}")
+                except (FileNotFoundError, OSError):  # gone already (a replay deleted it)
+                    pass
+
+    def batches(self) -> list[int]:
+        """The batches whose wake files are present (tests, housekeeping)."""
+        fs, root = self.storage.filesystem(self.root)
+        return [batch for batch, _ in self._files(fs, root)]
+
+    @staticmethod
+    def _files(fs: pafs.FileSystem, root: str) -> list[tuple[int, str]]:
+        infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        return sorted(
+            (int(m.group(1)), info.base_name) for info in infos if (m := _NAME.match(info.base_name))
+        )
