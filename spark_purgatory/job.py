@@ -186,7 +186,7 @@ def run(settings: JobSettings) -> dict:
         on_batch=_log_commits,
         on_linger=_log_lingered,
     )
-    _stop_on_signals(purgatory.query)
+    _stop_on_signals(purgatory)
     purgatory.await_termination()
     _await_last_progress(purgatory.query, listener)
     spark.streams.removeListener(listener)
@@ -232,10 +232,10 @@ def _log_lingered(committed: list[dict]) -> None:
         )
 
 
-def _stop_on_signals(query) -> None:
+def _stop_on_signals(purgatory) -> None:
     def stop(signum, _frame):
         log.info("signal %s: stopping the query", signum)
-        query.stop()
+        purgatory.interrupt()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -148,7 +148,7 @@ def start(
     from .spark.routing import hands_off
 
     storage = Storage.of(cfg)
-    wake = Wake.under(checkpoint, storage) if hands_off(cfg) else None
+    wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards) if hands_off(cfg) else None
     if wake is not None:
         wake.create()
     out = _operator(spark, operations, events, cfg, source_format, wake)
@@ -210,6 +210,7 @@ class PurgatoryQuery:
     ) -> None:
         self.query = query
         self._rerun = rerun
+        self._interrupted = False
         self.sink = sink
         self._counted = totals
         self._on_linger = on_linger
@@ -262,15 +263,15 @@ class PurgatoryQuery:
     def await_termination(self, timeout: float | None = None) -> bool | None:
         """Wait for the query to end (``available-now``: when the input present is done).
 
-        An ``available-now`` run whose last micro-batch relayed to the cross-shard group is
-        followed by one more run, which reads only the wake file (``state.wake``): the
+        An ``available-now`` run that ends with relays the cross-shard group has not received
+        is followed by one more run, which reads the wake files (``state.wake``): the
         relayed completions come out before this returns.  ``query`` is then the new run.
         """
         ended = self._await(timeout)
         for _ in range(_WAKE_RUNS):
             if ended is False or not self._owes_wake():
                 break
-            log.info("the last micro-batch relayed to the cross-shard group: one more run")
+            log.info("relays the cross-shard group has not received yet: one more run")
             self.query = self._rerun()  # type: ignore[misc]
             ended = self._await(timeout)
         return ended
@@ -281,15 +282,21 @@ class PurgatoryQuery:
         return self.query.awaitTermination(timeout)
 
     def _owes_wake(self) -> bool:
-        """Did this run end on a micro-batch whose relays no later micro-batch received?"""
-        sink = self.sink
+        """Did this run end with relays that no later call of the cross-shard group received?"""
+        wake = self.sink.wake
         return (
             self._rerun is not None
-            and not self._closed
+            and not (self._closed or self._interrupted)
             and self.query.exception() is None
-            and sink.woken_after is not None
-            and sink.woken_after == sink.last_batch_id
+            and wake is not None
+            and wake.owed is not None
         )
+
+    def interrupt(self) -> None:
+        """Stop the running query without flushing (e.g. from a signal handler): a waiting
+        ``await_termination`` returns, with no further run; ``stop()`` then flushes."""
+        self._interrupted = True
+        self.query.stop()
 
     def process_all_available(self) -> None:
         """Block until the input present now has been processed (tests, notebooks)."""

@@ -21,7 +21,7 @@ from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.engine.batch import with_keys
 from spark_purgatory.engine.purgatory import Purgatory
 from spark_purgatory.engine.validation import validate_events, validate_operations
-from spark_purgatory.state import Mailbox, load_state, save_state
+from spark_purgatory.state import Mailbox, Wake, load_state, save_state
 
 SETTINGS = {"tick_ms": 10, "wheel_size": 8}
 
@@ -349,3 +349,20 @@ def relay_rows(pairs: list[tuple[str, str, int]]) -> pd.DataFrame:
             "counted": False,
         }
     )
+
+
+def test_the_wake_owes_a_micro_batch_until_the_cross_shard_group_runs_after_the_relay(tmp_path):
+    wake = Wake(str(tmp_path / "wake"), cross_shard=4)
+    wake.after(0, relayed=False, shards={0, 1})
+    assert wake.owed is None and wake.batches() == []
+    wake.after(1, relayed=True, shards={0, 4})  # the group ran in 1, but before 1's relays
+    assert wake.owed == 1 and wake.batches() == [1]
+    wake.after(2, relayed=True, shards={1})  # not called: 1's relays still wait
+    assert wake.owed == 1 and wake.batches() == [1, 2]
+    wake.after(3, relayed=False, shards={0})
+    assert wake.owed == 1
+    wake.after(4, relayed=True, shards={4})  # received 1 and 2; 4's wait
+    assert wake.owed == 4
+    assert wake.batches() == [4]  # files of batches <= 2 were read by Spark by now
+    wake.after(5, relayed=False, shards={4})
+    assert wake.owed is None

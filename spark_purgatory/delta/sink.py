@@ -98,7 +98,6 @@ class PurgatorySink:
         self.clock = clock or accumulator.clock
         self.last_batch_id: int | None = None
         self.wake = wake
-        self.woken_after: int | None = None  # the last micro-batch that relayed (``state.wake``)
         self.pending: dict[int, int] = {}  # shard -> last reported pending count
         self.tasks: TaskRunner = in_process  # the sender's tasks: on the executors once a batch ran
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
@@ -165,9 +164,9 @@ class PurgatorySink:
         written = self.accumulator.drain(batch_id, self.writer, tasks=self.tasks)
         self.last_batch_id = batch_id
         figures = self._figures(staged, batch_id, written)
-        if figures[RELAYED] and self.wake is not None:
-            self.wake.post(batch_id)
-            self.woken_after = batch_id
+        if self.wake is not None:
+            called = staged.filter(pc.is_null(staged.column("table"))).column("shard").to_pylist()
+            self.wake.after(batch_id, relayed=figures[RELAYED] > 0, shards={int(s) for s in called})
         if self.on_batch:
             self.on_batch(figures)
         return figures

@@ -18,8 +18,11 @@ checked in place; here the hand-off crosses a micro-batch, so the sink asks for 
   N+1, which calls the cross-shard group: the relayed completions are emitted one
   micro-batch later, as SPEC allows, also when the inputs have gone quiet;
 * ``available-now`` fixes a run's files when it starts, so a file written during the run
-  wakes the *next* run; ``PurgatoryQuery.await_termination`` starts that run itself when the
-  run's last micro-batch relayed (one more micro-batch, which reads only the wake file).
+  wakes the *next* run; the sink keeps the first micro-batch whose relays no later call of
+  the cross-shard group received (``owed``: a call receives everything relayed before its
+  micro-batch), and ``PurgatoryQuery.await_termination`` starts that next run itself when
+  the run ends with something owed (one more micro-batch, which reads the wake files).
+  Within a run, the group is called when it has input or the watermark moves.
 
 Files are whole or absent (``storage.write_whole``, dot-named while written, which Spark's
 listing skips).  When writing N's file the sink deletes those of batches up to N - 2: Spark
@@ -56,13 +59,28 @@ class Wake:
         wake.batches()               # [7]
     """
 
-    def __init__(self, root: str, storage: Storage | None = None) -> None:
+    def __init__(self, root: str, storage: Storage | None = None, *, cross_shard: int = -1) -> None:
         self.root = root
         self.storage = storage or Storage()
+        self.cross_shard = cross_shard  # the cross-shard group's shard number
+        #: the first micro-batch (in this process) whose relays no later call of the
+        #: cross-shard group has received: an ``available-now`` run ending with it set owes a run
+        self.owed: int | None = None
 
     @classmethod
-    def under(cls, checkpoint: str, storage: Storage | None = None) -> Wake:
-        return cls(join(checkpoint, WAKE_DIRECTORY), storage)
+    def under(cls, checkpoint: str, storage: Storage | None = None, *, cross_shard: int = -1) -> Wake:
+        return cls(join(checkpoint, WAKE_DIRECTORY), storage, cross_shard=cross_shard)
+
+    def after(self, batch_id: int, *, relayed: bool, shards: set[int]) -> None:
+        """Micro-batch ``batch_id`` ran the ``shards`` given (its metrics rows); ``relayed``:
+        some posted to the mailbox.  A call of the cross-shard group received everything
+        relayed before it; relays of this batch need a later call, so post a wake file."""
+        if self.cross_shard in shards:
+            self.owed = None
+        if relayed:
+            self.post(batch_id)
+            if self.owed is None:
+                self.owed = batch_id
 
     def create(self) -> None:
         """Create the directory (a file source needs it before the query starts)."""
