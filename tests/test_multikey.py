@@ -329,7 +329,7 @@ def test_the_mailbox_on_s3(monkeypatch):
         assert got["batch"].tolist() == [3, 3, 4] and got["ts"].tolist() == [10, 20, 10]
         box.clean(through=3)
         assert box.batches() == [(4, 0)]
-        assert s3.keys("state/mailbox") == ["state/mailbox/000000000004-000000.arrow"]
+        assert s3.keys("state/mailbox") == ["state/mailbox/000000000000004-000000.arrow"]
     finally:
         s3.stop()
 

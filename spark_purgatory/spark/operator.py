@@ -15,8 +15,8 @@ vectorised.
 
 **Multi-key operations across shards** (``routing``).  The cross-shard group gets only its
 operations; what the primaries' stubs match reaches it through the mailbox beside the shard
-state (``state.mailbox``; the micro-batch id comes from Spark's ``streaming.sql.batchId``
-local property, which the Python workers see): each primary posts its relay after its step,
+state (``state.mailbox``; a micro-batch is named there by its timestamp, Spark's
+``batchTimestampMs``, which every group of the micro-batch sees): each primary posts its relay after its step,
 the cross-shard group receives every earlier batch's relay before its own.  While it holds
 pending operations, or awaits the notices of relayed events (``engine.relay``), its timeout
 is the current watermark, so Spark calls it in the next micro-batch that moves the
@@ -290,16 +290,16 @@ def segment_store(config: PurgatoryConfig) -> SegmentStore | None:
     )
 
 
-def _micro_batch_id() -> int:
-    """The id of the micro-batch this task runs in: Spark's MicroBatchExecution sets it as a
-    local property of every job it runs, which its tasks (and their Python workers) see."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    batch = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
-    if batch is None:
+def _micro_batch_key(state: Any) -> int:
+    """What names this micro-batch in the mailbox: its timestamp (Spark's ``batchTimestampMs``,
+    ``state.getCurrentProcessingTimeMs()``): the same in every task of the micro-batch and on
+    its replay (Spark keeps it in the offset log), and larger in each later micro-batch.  Not
+    the batch id: Spark sets that as a local property of the jobs its stream thread runs, which
+    a ``foreachBatch`` over Spark Connect does not (it runs the batch from another thread)."""
+    key = int(state.getCurrentProcessingTimeMs())
+    if key < 0:
         raise RuntimeError("the mailbox hand-off runs only inside a streaming micro-batch")
-    return int(batch)
+    return key
 
 
 def _receive(p: Purgatory, mailbox: Mailbox, batch: int) -> pd.DataFrame:
@@ -334,7 +334,7 @@ def _stateful_shard(config: PurgatoryConfig):
         frames = [f for f in pdfs if len(f)]
         pdf = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ROUTED_COLUMNS)
         ops, events, bad = _split_input(pdf)
-        batch = _micro_batch_id() if mailbox is not None else None
+        batch = _micro_batch_key(state) if mailbox is not None else None
         relayed = _receive(p, mailbox, batch) if batch is not None and shard == cross else None
         result = p.process(ops, events, watermark_ms=wm, validated=True, relayed=relayed)
         posted = len(result.relay) if batch is not None and shard != cross else 0

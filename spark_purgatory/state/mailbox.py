@@ -4,10 +4,12 @@ A primary shard's stubs hand events on to the cross-shard group (``engine.relay`
 run as separate Spark tasks of one micro-batch, so the hand-off goes through files beside
 the shard state (``<purgatory.state.path>/mailbox/``, any filesystem ``storage`` opens): one
 file per (sender shard, micro-batch), ``<batch>-<shard>.arrow``, written by the primary in
-that batch (``post``).  The cross-shard group, called in batch N, first reads every file of
-a batch below N that it has not received yet (``collect``, which names each row's batch and
-sender: a notice names its event by both), applies the relayed rows, and only then moves
-its wheel to the watermark.
+that batch (``post``).  A micro-batch is named by its timestamp (``batchTimestampMs``: the
+same in all its tasks and on a replay, larger in each later micro-batch; ``operator``
+explains why not its id); below, "batch N" is the micro-batch so named.  The cross-shard
+group, called in batch N, first reads every file of a batch below N that it has not received
+yet (``collect``, which names each row's batch and sender: a notice names its event by
+both), applies the relayed rows, and only then moves its wheel to the watermark.
 
 **Why expiry stays correct.**  A relayed pair (e, o) is written in the batch M where the
 later of the two arrived: e (then ``W_M <= e.ts``: e was not late) or o's stub (then
@@ -57,7 +59,7 @@ from .codec import frame_bytes, frame_from
 
 __all__ = ["Mailbox"]
 
-_NAME = re.compile(r"^(\d{12})-(\d{6})\.arrow$")
+_NAME = re.compile(r"^(\d{15})-(\d{6})\.arrow$")
 #: what ``collect`` returns: relay rows with the batch and the shard that sent them
 _COLLECTED = {**RELAY, "batch": "int64", "sender": "int64"}
 
@@ -92,7 +94,7 @@ class Mailbox:
     def post(self, sender: int, batch_id: int, rows: pd.DataFrame) -> None:
         """Write (or rewrite, on a replay) the relay of ``sender`` in ``batch_id``."""
         self._fs.create_dir(self._dir, recursive=True)
-        path = f"{self._dir}/{batch_id:012d}-{sender:06d}.arrow"
+        path = f"{self._dir}/{batch_id:015d}-{sender:06d}.arrow"
         data = frame_bytes(rows[list(RELAY)].reset_index(drop=True))
         write_whole(self._fs, path, lambda out: out.write(data))  # a failed attempt leaves no half
 
