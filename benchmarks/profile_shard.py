@@ -84,7 +84,7 @@ def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Tab
             "role": ROLE_OPERATION,
             "side": "operations",
             "op_id": ops["op_id"],
-            "key": ops["keys"].str[0],
+            "keys": ops["keys"],
             "ts_ms": ops["ts"],
             "timeout_ms": ops["timeout_ms"],
             "condition": "any",
@@ -99,6 +99,8 @@ def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Tab
         e = ev_rows[(ev_rows["ts_ms"] >= lo) & (ev_rows["ts_ms"] < hi)]
         rows = pd.concat([o, e], ignore_index=True).assign(shard=0)
         rows = rows.assign(**{c: np.full(len(rows), None, object) for c in schema.names if c not in rows})
+        for name in ("keys", "members"):  # arrays travel empty, never null (routing._as_routed)
+            rows[name] = [v if isinstance(v, list) else [] for v in rows[name]]
         out.append((pa.Table.from_pandas(rows[schema.names], schema=schema, preserve_index=False), wm))
         if len(o) and len(e):
             wm = max(wm, int(min(o["ts_ms"].max(), e["ts_ms"].max())) - delay_ms)

@@ -19,7 +19,8 @@ go through it, so they run the same query with the same defaults:
   ``storage.*`` settings, never relative to the working directory;
 * a linger timer (Kafka's sender): rows that have waited ``linger.ms`` are committed even
   when no micro-batch runs;
-* ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (see below).
+* ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (see below), and
+  Spark's HDFS-backed state store unless the session names one (``_state_store``).
 
 Session settings.  Each shard gets its own partition only when the query has exactly
 ``shards + 1`` shuffle partitions (``spark.labels`` explains why); any other count leaves
@@ -79,6 +80,9 @@ log = logging.getLogger(__name__)
 TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+_STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
+_HDFS_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+_ROCKSDB_CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 _COUNTED = ("completed", "expired", "unmatched", "rejected")
 _ID_FILE = "purgatory-id"
 #: runs ``await_termination`` may add after an ``available-now`` run that ended on relays
@@ -175,7 +179,7 @@ def start(
         stream = stream.trigger(processingTime=_interval(trigger))
 
     def run() -> StreamingQuery:
-        with _shuffle_partitions(spark, cfg.shards + 1):
+        with _shuffle_partitions(spark, cfg.shards + 1), _state_store(spark):
             return stream.start()
 
     return PurgatoryQuery(
@@ -458,13 +462,29 @@ def _operator(
 
 
 @contextmanager
-def _shuffle_partitions(spark: Any, partitions: int) -> Iterator[None]:
-    """Start the query with ``partitions`` shuffle partitions, then restore the session's value.
+def _started_with(spark: Any, settings: dict[str, str]) -> Iterator[None]:
+    """Start the query with ``settings``, then restore the session's values (or their absence).
 
     A streaming query runs on a clone of the session taken when it starts (and records the
-    count in its checkpoint), so the restored value never reaches it.
+    shuffle partitions and the state store provider in its checkpoint), so the restored
+    values never reach it.
     """
-    previous = spark.conf.get(_SHUFFLE_PARTITIONS, None)  # None: not set explicitly
+    previous = {key: spark.conf.get(key, None) for key in settings}  # None: not set explicitly
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def _shuffle_partitions(spark: Any, partitions: int) -> Any:
+    """Start the query with ``partitions`` shuffle partitions (module docstring)."""
+    previous = spark.conf.get(_SHUFFLE_PARTITIONS, None)
     if previous is not None and previous != str(partitions):
         log.info(
             "%s=%s in this session; this query uses purgatory.shards + 1 = %s",
@@ -472,11 +492,24 @@ def _shuffle_partitions(spark: Any, partitions: int) -> Iterator[None]:
             previous,
             partitions,
         )
-    spark.conf.set(_SHUFFLE_PARTITIONS, str(partitions))
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(_SHUFFLE_PARTITIONS)
-        else:
-            spark.conf.set(_SHUFFLE_PARTITIONS, previous)
+    return _started_with(spark, {_SHUFFLE_PARTITIONS: str(partitions)})
+
+
+def _state_store(spark: Any) -> Any:
+    """Start the query on Spark's HDFS-backed state store unless the session names a provider;
+    a session that names RocksDB gets changelog checkpointing unless it says otherwise.
+
+    The operator keeps one small value per shard group (the shard state lives in segment
+    files), so the store costs its commit per partition per micro-batch: RocksDB's
+    checkpoint of the whole store cost about twice HDFS's delta file (6.4-6.9 s against
+    2.6-4.3 s of commits per 100k operations, 10 micro-batches), changelog checkpointing
+    brings it down to HDFS's (2.9-3.7 s).  Spark records the provider in the checkpoint at
+    the first start and a restarted query keeps it whatever the session says, so a
+    checkpoint keeps the store it began with (both checkpointing modes read each other's).
+    """
+    provider = spark.conf.get(_STATE_STORE, None)
+    if provider is None:
+        return _started_with(spark, {_STATE_STORE: _HDFS_STATE_STORE})
+    if "RocksDB" in provider and spark.conf.get(_ROCKSDB_CHANGELOG, None) is None:
+        return _started_with(spark, {_ROCKSDB_CHANGELOG: "true"})
+    return _started_with(spark, {})

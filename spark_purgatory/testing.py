@@ -375,7 +375,7 @@ def spark_session(
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """A local session for tests, with the job's settings (``spark.session.local_session``):
-    the workers on this interpreter, RocksDB state store, UTC, quiet logs, and
+    the workers on this interpreter, UTC, quiet logs, and
     ``purgatory.shards + 1`` shuffle partitions so each shard gets its own partition.
 
     Example::

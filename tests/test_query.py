@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import shutil
 
 import pytest
 from deltalake import DeltaTable
@@ -127,3 +129,60 @@ def test_start_with_file_uris_writes_nothing_relative_to_the_working_directory(s
     assert outcomes.transaction_version(app_id_of(str(tmp_path / "chk"))) is not None
     ids = outcomes.to_pyarrow_table().column("op_id").to_pylist()
     assert len(ids) == len(set(ids)) == q.totals["completed"] + q.totals["expired"] > 0
+
+
+STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def _recorded_providers(checkpoint: str) -> list[str]:
+    """The state store provider each micro-batch's offset log entry recorded, in batch order."""
+    offsets = os.path.join(checkpoint, "offsets")
+    names = sorted((n for n in os.listdir(offsets) if n.isdigit()), key=int)
+    providers = []
+    for name in names:
+        with open(os.path.join(offsets, name)) as f:
+            metadata = json.loads(f.read().splitlines()[1])
+        providers.append(metadata["conf"][STATE_STORE])
+    return providers
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("first, then", [(None, ROCKSDB), (ROCKSDB, None)])
+def test_a_checkpoint_keeps_the_state_store_it_began_with(spark, tmp_path, first, then):
+    """A new checkpoint gets Spark's HDFS-backed store unless the session names one (RocksDB
+    then with changelog checkpointing); a restart under another session setting keeps the
+    checkpoint's store (and still completes operations)."""
+    work = generate(300, seed=11, ops_per_second=50)
+    staged = {kind: tmp_path / f"all-{kind}" for kind in ("ops", "events")}
+    write_json_lines(work, str(staged["ops"]), str(staged["events"]), files=2)
+    paths = {"output": str(tmp_path / "out"), "checkpoint": str(tmp_path / "chk"), "spark": spark}
+    config = PurgatoryConfig(shards=2, watermark_delay="2 seconds")
+    recorded, done = [], 0
+    for run, provider in enumerate((first, then)):
+        for kind, source in staged.items():  # one more file per stream for each run
+            os.makedirs(tmp_path / kind, exist_ok=True)
+            name = sorted(os.listdir(source))[run]
+            shutil.copy(source / name, tmp_path / kind / name)
+        if provider is None:
+            spark.conf.unset(STATE_STORE)
+        else:
+            spark.conf.set(STATE_STORE, provider)
+        try:
+            with start(str(tmp_path / "ops"), str(tmp_path / "events"), config=config, **paths) as q:
+                q.await_termination()
+            assert spark.conf.get(STATE_STORE, None) == provider  # the session's own value is back
+        finally:
+            spark.conf.unset(STATE_STORE)
+        recorded.append(_recorded_providers(paths["checkpoint"]))
+        done += q.totals["completed"]
+    began_with = first or HDFS
+    assert set(recorded[0]) == set(recorded[1]) == {began_with}
+    assert len(recorded[1]) > len(recorded[0])  # the restart ran micro-batches of its own
+    assert done > 0
+    files = [name for _dir, _dirs, names in os.walk(tmp_path / "chk" / "state") for name in names]
+    if began_with == ROCKSDB:  # RocksDB named by the session: with changelog checkpointing
+        assert any(name.endswith(".changelog") for name in files)
+    else:
+        assert any(name.endswith(".delta") for name in files)

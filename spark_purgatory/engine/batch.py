@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..contract import COMPLETED, EVENT_COLUMNS, EXPIRED, OPERATION_COLUMNS, SOURCE_OPERATIONS
@@ -49,17 +50,26 @@ class BatchResult:
 
 
 def with_keys(ops: pd.DataFrame | None) -> pd.DataFrame:
-    """Accept a single ``key`` column as shorthand for ``keys``."""
+    """Accept a single ``key`` column as shorthand for ``keys``: where ``keys`` is missing, a
+    text ``key`` becomes the one-element list ``[key]`` (anything else stays missing)."""
     if ops is None:
         return pd.DataFrame()
-    if "key" in ops.columns:
-        single = ops["key"].map(lambda k: [k] if isinstance(k, str) else None)
-        if "keys" in ops.columns:
-            ops = ops.assign(keys=ops["keys"].where(ops["keys"].notna(), single))
-        else:
-            ops = ops.assign(keys=single)
-        ops = ops.drop(columns="key")
-    return ops
+    if "key" not in ops.columns:
+        return ops
+    key = ops["key"].to_numpy(dtype=object)
+    keys = ops["keys"].to_numpy(dtype=object) if "keys" in ops.columns else np.full(len(ops), None, object)
+    take = pd.isna(keys) & _is_text(key)
+    keys = keys.copy()
+    # one list per row is the point; tolist + fromiter make them without a Python step per row
+    keys[take] = np.fromiter(key[take].reshape(-1, 1).tolist(), dtype=object, count=int(take.sum()))
+    return ops.drop(columns="key").assign(keys=keys)
+
+
+def _is_text(values: np.ndarray) -> np.ndarray:
+    """Which values are ``str``: one C pass when the column is text (the usual case)."""
+    if pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
+        return ~pd.isna(values)
+    return np.fromiter((isinstance(v, str) for v in values), dtype=bool, count=len(values))
 
 
 def rejected_rows(source: str, rows: pd.DataFrame, reason: str) -> pd.DataFrame:

@@ -75,7 +75,6 @@ from pyspark.sql import types as T
 
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
-from ..engine.batch import with_keys
 from ..engine.conditions import CONDITIONS
 from ..engine.purgatory import Purgatory
 from ..engine.wheel import NO_EXPIRATION
@@ -245,12 +244,12 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     ops = pd.DataFrame(
         {
             "op_id": o["op_id"].to_numpy(dtype=object),
-            "keys": with_keys(o[["keys", "key"]])["keys"].to_numpy(dtype=object),  # one key travels as `key`
+            "keys": o["keys"].to_numpy(dtype=object),
             "ts": ts,
             "deadline": ts + o["timeout_ms"].to_numpy(np.int64),
             "cond": o["condition"].map(CONDITIONS).to_numpy(np.int8),
             "target": o["target"].to_numpy(float),
-            "members": o["members"].to_numpy(dtype=object),
+            "members": _absent_if_empty(o["members"].to_numpy(dtype=object)),
             "payload": o["payload"].to_numpy(dtype=object),
             "stub": role[is_op] == ROLE_STUB,
         }
@@ -276,6 +275,12 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
         }
     )
     return ops, events, bad
+
+
+def _absent_if_empty(arrays: np.ndarray) -> np.ndarray:
+    """An array column as the engine takes it: routing sends "absent" as empty (``_as_routed``)."""
+    lengths = np.fromiter(map(len, arrays), np.int64, count=len(arrays))
+    return np.where(lengths > 0, arrays, None)
 
 
 def segment_store(config: PurgatoryConfig) -> SegmentStore | None:

@@ -2,8 +2,11 @@
 
 * the Python workers run the driver's interpreter (``spark.pyspark.python`` and
   ``PYSPARK_PYTHON`` from ``sys.executable``), so they see the same virtual environment;
-* RocksDB state store, UTC session time zone, small shuffle partition count (state is per
-  shard, so ``purgatory.shards + 1`` partitions is plenty), no UI, quiet logs;
+* UTC session time zone, small shuffle partition count (state is per shard, so
+  ``purgatory.shards + 1`` partitions is plenty), no UI, quiet logs;
+* no state store provider: ``query.start`` picks one for each new checkpoint (Spark's
+  HDFS-backed store, which commits the operator's few small values fastest) unless ``conf``
+  names one;
 * no Delta extensions: whether Delta's classes are present is detected at run time by
   ``sinks.delta_classes_available``; with ``--packages io.delta:...`` pass the extensions in
   ``conf``.
@@ -41,10 +44,6 @@ def local_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config(
-            "spark.sql.streaming.stateStore.providerClass",
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        )
         .config("spark.driver.memory", "4g")
         # each state version holds whole shard blobs: keep 20 versions on disk, not Spark's 100
         .config("spark.sql.streaming.minBatchesToRetain", "20")
