@@ -19,6 +19,9 @@ go through it, so they run the same query with the same defaults:
   ``storage.*`` settings, never relative to the working directory;
 * a linger timer (Kafka's sender): rows that have waited ``linger.ms`` are committed even
   when no micro-batch runs;
+* with the mailbox hand-off, the wake (``state.wake``): ``<checkpoint>/purgatory-wake`` read
+  as a third input, written by the sink after a micro-batch that relayed, and one more
+  ``available-now`` run from ``await_termination`` when a run ends with relays unreceived;
 * ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (see below), and
   Spark's HDFS-backed state store unless the session names one (``_state_store``).
 
@@ -84,9 +87,9 @@ _STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
 _HDFS_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 _ROCKSDB_CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 _COUNTED = ("completed", "expired", "unmatched", "rejected")
-_ID_FILE = "purgatory-id"
+_ID_FILE = "purgatory-id"  # under the checkpoint: the app id its commits are made under
 #: runs ``await_termination`` may add after an ``available-now`` run that ended on relays
-_WAKE_RUNS = 3  # under the checkpoint: the app id its commits are made under
+_WAKE_RUNS = 3
 
 
 def start(
