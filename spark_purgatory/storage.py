@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import pyarrow.fs as pafs
 
-__all__ = ["Storage", "location", "join", "write_once", "WholeFile", "write_whole"]
+__all__ = ["Storage", "location", "join", "write_once", "WholeFile", "write_whole", "listing", "remove"]
 
 #: the URI schemes of Azure Data Lake Storage / Blob Storage that pyarrow and delta-rs both read
 _AZURE_SCHEMES = ("abfss://", "abfs://", "az://")
@@ -297,10 +297,7 @@ class WholeFile:
     def abort(self) -> None:
         if self._local:
             self.stream.close()
-            try:
-                self.fs.delete_file(self._tmp)
-            except FileNotFoundError:
-                pass
+            remove(self.fs, [self._tmp])
         # an object store's unfinished upload is abandoned with the stream
 
 
@@ -313,3 +310,25 @@ def write_whole(fs: pafs.FileSystem, path: str, write: Callable[[Any], None]) ->
         out.abort()
         raise
     out.commit()
+
+
+def listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> list[pafs.FileInfo]:
+    """The files under ``directory`` (none if it does not exist)."""
+    selector = pafs.FileSelector(directory, recursive=recursive, allow_not_found=True)
+    return [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
+
+
+def remove(fs: pafs.FileSystem, paths: Iterable[str], *, prune: bool = False) -> None:
+    """Delete files (missing ones are fine); with ``prune``, also their emptied local directories."""
+    local = isinstance(fs, pafs.LocalFileSystem)
+    for path in list(paths):
+        try:
+            fs.delete_file(path)
+        except FileNotFoundError:
+            pass
+        parent = os.path.dirname(path)
+        if prune and local and os.path.isdir(parent) and not os.listdir(parent):
+            try:
+                os.rmdir(parent)
+            except OSError:  # refilled meanwhile
+                pass

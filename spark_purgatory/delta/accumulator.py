@@ -57,9 +57,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..storage import Storage, join, write_whole
+from ..storage import Storage, join, listing, remove, write_whole
 from .sender import ADDS, ADDS_DDL, DataFileTask, TaskRunner, in_process, write_data_files
-from .staging import STAGED, StagedFile, everywhere, listing, remove, stage_rows, staged_name
+from .staging import STAGED, StagedFile, everywhere, stage_rows, staged_name
 
 __all__ = ["Destination", "TableWriter", "RecordAccumulator", "Clock", "FaultHook", "FAULT_POINTS"]
 

@@ -163,16 +163,16 @@ class PurgatorySink:
         self.accumulator.record(batch_id, staged)
         written = self.accumulator.drain(batch_id, self.writer, tasks=self.tasks)
         self.last_batch_id = batch_id
-        figures = self._figures(staged, batch_id, written)
+        metrics = staged.filter(pc.is_null(staged.column("table")))  # one row per shard call
+        figures = self._figures(staged, metrics, batch_id, written)
         if self.wake is not None:
-            called = staged.filter(pc.is_null(staged.column("table"))).column("shard").to_pylist()
-            self.wake.after(batch_id, relayed=figures[RELAYED] > 0, shards={int(s) for s in called})
+            called = {int(s) for s in metrics.column("shard").to_pylist()}
+            self.wake.after(batch_id, relayed=figures[RELAYED] > 0, shards=called)
         if self.on_batch:
             self.on_batch(figures)
         return figures
 
-    def _figures(self, staged: pa.Table, batch_id: int, written: list[dict]) -> dict:
-        metrics = staged.filter(pc.is_null(staged.column("table")))
+    def _figures(self, staged: pa.Table, metrics: pa.Table, batch_id: int, written: list[dict]) -> dict:
         for shard, pending in zip(
             metrics.column("shard").to_pylist(), metrics.column("pending").to_pylist(), strict=True
         ):

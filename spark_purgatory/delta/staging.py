@@ -259,28 +259,6 @@ def data_bytes(metadata: pq.FileMetaData) -> int:
 # -- files: whole or absent, listings, removal ---------------------------------------------------------
 
 
-def listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> list[pafs.FileInfo]:
-    """The files under ``directory`` (none if it does not exist)."""
-    selector = pafs.FileSelector(directory, recursive=recursive, allow_not_found=True)
-    return [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
-
-
-def remove(fs: pafs.FileSystem, paths: Iterable[str], *, prune: bool = False) -> None:
-    """Delete files (missing ones are fine); with ``prune``, also their emptied local directories."""
-    local = isinstance(fs, pafs.LocalFileSystem)
-    for path in list(paths):
-        try:
-            fs.delete_file(path)
-        except FileNotFoundError:
-            pass
-        parent = os.path.dirname(path)
-        if prune and local and os.path.isdir(parent) and not os.listdir(parent):
-            try:
-                os.rmdir(parent)
-            except OSError:  # refilled meanwhile
-                pass
-
-
 def everywhere(uri: str) -> str:
     """``uri`` as every process resolves it alike: a relative plain path made absolute here,
     in the driver, since executors run in other working directories; URIs as given."""

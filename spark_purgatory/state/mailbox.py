@@ -50,11 +50,10 @@ from __future__ import annotations
 import re
 
 import pandas as pd
-import pyarrow.fs as pafs
 
 from ..engine.frames import empty
 from ..engine.tables import RELAY
-from ..storage import Storage, join, write_whole
+from ..storage import Storage, join, listing, write_whole
 from .codec import frame_bytes, frame_from
 
 __all__ = ["Mailbox"]
@@ -124,9 +123,8 @@ class Mailbox:
         return [(batch, sender) for batch, sender, _ in self._files()]
 
     def _files(self) -> list[tuple[int, int, str]]:
-        infos = self._fs.get_file_info(pafs.FileSelector(self._dir, allow_not_found=True))
         found = []
-        for info in infos:
+        for info in listing(self._fs, self._dir):
             match = _NAME.match(info.base_name)
             if match:
                 found.append((int(match.group(1)), int(match.group(2)), info.base_name))

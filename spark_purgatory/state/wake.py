@@ -40,7 +40,7 @@ import re
 
 import pyarrow.fs as pafs
 
-from ..storage import Storage, join, write_whole
+from ..storage import Storage, join, listing, remove, write_whole
 
 __all__ = ["Wake", "WAKE_DIRECTORY"]
 
@@ -92,12 +92,7 @@ class Wake:
         fs, root = self.storage.filesystem(self.root)
         fs.create_dir(root, recursive=True)
         write_whole(fs, f"{root}/{batch_id:012d}.txt", lambda out: out.write(f"{batch_id}\n".encode()))
-        for batch, name in self._files(fs, root):
-            if batch <= batch_id - 2:
-                try:
-                    fs.delete_file(f"{root}/{name}")
-                except (FileNotFoundError, OSError):  # gone already (a replay deleted it)
-                    pass
+        remove(fs, [f"{root}/{name}" for batch, name in self._files(fs, root) if batch <= batch_id - 2])
 
     def batches(self) -> list[int]:
         """The batches whose wake files are present (tests, housekeeping)."""
@@ -106,7 +101,5 @@ class Wake:
 
     @staticmethod
     def _files(fs: pafs.FileSystem, root: str) -> list[tuple[int, str]]:
-        infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
-        return sorted(
-            (int(m.group(1)), info.base_name) for info in infos if (m := _NAME.match(info.base_name))
-        )
+        names = (info.base_name for info in listing(fs, root))
+        return sorted((int(m.group(1)), name) for name in names if (m := _NAME.match(name)))
