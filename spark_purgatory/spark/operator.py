@@ -76,6 +76,7 @@ from pyspark.sql import types as T
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..engine.conditions import CONDITIONS
+from ..engine.frames import concat
 from ..engine.purgatory import Purgatory
 from ..engine.wheel import NO_EXPIRATION
 from ..state import Mailbox, SegmentStore, load_state, loaded_by, save_state
@@ -277,6 +278,13 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     return ops, events, bad
 
 
+def _routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
+    """A group's input chunks as one frame of ``ROUTED_COLUMNS`` (the watermark's helper
+    column stays behind), stacked column by column (``frames.concat``: ``pd.concat`` tests
+    every value of the chunks' all-null object columns, a fifth of the shard step)."""
+    return concat([f[ROUTED_COLUMNS] for f in pdfs if len(f)], ROUTED_COLUMNS)
+
+
 def _absent_if_empty(arrays: np.ndarray) -> np.ndarray:
     """An array column as the engine takes it: routing sends "absent" as empty (``_as_routed``)."""
     lengths = np.fromiter(map(len, arrays), np.int64, count=len(arrays))
@@ -336,8 +344,7 @@ def _stateful_shard(config: PurgatoryConfig):
         p.shard = shard
         loaded = time.perf_counter()
         wm = int(state.getCurrentWatermarkMs())
-        frames = [f for f in pdfs if len(f)]
-        pdf = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ROUTED_COLUMNS)
+        pdf = _routed_rows(pdfs)
         ops, events, bad = _split_input(pdf)
         batch = _micro_batch_key(state) if mailbox is not None else None
         relayed = _receive(p, mailbox, batch) if batch is not None and shard == cross else None
