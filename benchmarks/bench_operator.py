@@ -5,12 +5,16 @@ Three workloads (``--workloads``), each written once and read by every contender
 read as typed columns; **skewed**, the same with every events file reaching further in event
 time than the operations file of the same trigger by more than ``watermark.delay`` (each input
 has its own watermark: the job must lose no operation the join completes); **json**, the same
-workload as JSON lines.  Per workload it prints each contender's time and rows/s, and the
-ratios with their targets:
+workload as JSON lines.  Per workload it prints each contender's wall time, CPU time (the
+driver, the JVM and its Python workers: less disturbed by other work on a shared machine) and
+rows/s, and the ratios with their targets (the verdict on wall time, the CPU ratio beside it):
 
 * job time / floor time (<= 1.3; for JSON the floor includes one typed ``from_json``);
 * job throughput / join throughput (>= 1.5);
 * job throughput / ``transformWithStateInPandas`` throughput (>= 6);
+* job time / the stateful floor's (no target: the ``stateful`` contender is Spark's stateful
+  Python operator doing nothing on the floor's rows, the part of the job no operator built on
+  ``applyInPandasWithState`` can cut);
 
 and checks that the job's completed operations equal the join's matched ones (skewed: none
 fewer), and that ``transformWithStateInPandas`` completes the join's operations on the typed
@@ -105,14 +109,23 @@ def _ratios(workload: str, runs: dict[str, Run]) -> tuple[dict[str, float], bool
     for name, label, other, target in _RATIOS:
         if job and other in runs:  # a time ratio (<=) or a throughput ratio (>=) on the same rows
             at_most = target.startswith("<=")
-            value = job.seconds / runs[other].seconds if at_most else runs[other].seconds / job.seconds
+            value, cpu = (
+                (job.seconds / runs[other].seconds, job.cpu / runs[other].cpu)
+                if at_most
+                else (runs[other].seconds / job.seconds, runs[other].cpu / job.cpu)
+            )
             bound = float(target.split()[1])
-            figures[name] = value
-            _line(label, value, target, value <= bound if at_most else value >= bound)
-    for name in ("routed", "noop"):
+            figures[name], figures[f"{name}_cpu"] = value, cpu
+            _line(label, value, cpu, target, value <= bound if at_most else value >= bound)
+    if job and "stateful" in runs:  # no target: how much of the job Spark's stateful operator is
+        figures["job_vs_stateful"] = job.seconds / runs["stateful"].seconds
+        cpu = job.cpu / runs["stateful"].cpu
+        print(f"    (job time / stateful floor's: {figures['job_vs_stateful']:.2f}x, CPU {cpu:.2f}x)")
+    for name in ("stateful", "routed", "noop"):
         if name in runs and "floor" in runs:
             figures[f"{name}_vs_floor"] = runs[name].seconds / runs["floor"].seconds
-            print(f"    ({runs[name].name} / floor: {figures[f'{name}_vs_floor']:.2f}x)")
+            cpu = runs[name].cpu / runs["floor"].cpu
+            print(f"    ({runs[name].name} / floor: {figures[f'{name}_vs_floor']:.2f}x, CPU {cpu:.2f}x)")
     agree = True
     for name in ("job", "tws"):
         if name not in runs or not join:
@@ -132,8 +145,8 @@ def _ratios(workload: str, runs: dict[str, Run]) -> tuple[dict[str, float], bool
     return figures, agree
 
 
-def _line(label: str, value: float, target: str, ok: bool) -> None:
-    print(f"    {label:<26}{value:7.2f}x   target {target}x: {_verdict(ok)}")
+def _line(label: str, value: float, cpu: float, target: str, ok: bool) -> None:
+    print(f"    {label:<26}{value:7.2f}x (CPU {cpu:.2f}x)   target {target}x: {_verdict(ok)}")
 
 
 # -- scaling with pending operations ---------------------------------------------------------------
@@ -250,7 +263,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma list ('' to skip)")
     parser.add_argument(
-        "--contenders", default="floor,join,job,tws", help=f"comma list of {', '.join(CONTENDERS)}"
+        "--contenders", default="floor,stateful,join,job,tws", help=f"comma list of {', '.join(CONTENDERS)}"
     )
     parser.add_argument("--warm-ops", type=int, default=20_000, help="an untimed warm-up run first (JIT)")
     parser.add_argument("--scaling", default="100000,1000000,5000000", help="pending counts ('' to skip)")
@@ -297,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             agree &= ok
             results["workloads"][workload] = {
                 "seconds": {k: r.seconds for k, r in runs.items()},
+                "cpu_seconds": {k: r.cpu for k, r in runs.items()},
                 "rows_per_s": {k: r.rows_per_s for k, r in runs.items()},
                 "figures": figures,
             }

@@ -6,6 +6,11 @@ number of files per trigger, to the end of its input (``availableNow``), on loca
 * **floor**: what any stateful answer must at least do, with no state: read both inputs
   (JSON: the text and one ``from_json`` with the input contract's typed schema), shuffle by
   key, hand key and event time to Python (an identity ``mapInPandas``), ``noop`` sink;
+* **stateful**: the floor's rows through Spark's stateful Python operator doing nothing: a
+  watermark on each input, the union grouped into ``shards + 1`` groups as the operator's,
+  ``applyInPandasWithState`` (``EventTimeTimeout``, the HDFS state store) handing each
+  group's rows back and storing a few bytes: what any stateful operator in Python pays on
+  these rows before it does any work;
 * **join**: what a Spark user writes first: a stream-stream left-outer join on the key with
   ``ets >= ots AND ets < ots + timeout``, a watermark on each side, into a Parquet file sink;
 * **job**: the job as users run it (``job.run``): the operator, the RecordAccumulator and the
@@ -61,15 +66,43 @@ _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProv
 _PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 
 
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process and everything under it: the
+    JVM, its Python workers, and the children they have reaped (Linux ``/proc``; NaN where
+    there is none).  Less disturbed than wall time by other work on a shared machine."""
+    try:
+        children: dict[int, list[int]] = {}
+        ticks: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as stat:
+                        fields = stat.read().rsplit(")", 1)[1].split()
+                except OSError:  # gone meanwhile
+                    continue
+                children.setdefault(int(fields[1]), []).append(int(entry))
+                ticks[int(entry)] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    except OSError:
+        return float("nan")
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo += children.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Run:
-    """One timed contender: wall time, input rows, micro-batches and the completed op_ids."""
+    """One timed contender: wall time, CPU time (this process tree), input rows,
+    micro-batches and the completed op_ids."""
 
     name: str
     seconds: float
     rows: int
     batches: list[dict] = field(default_factory=list)
     completed: set[str] = field(default_factory=set)
+    cpu: float = float("nan")
 
     @property
     def rows_per_s(self) -> float:
@@ -79,7 +112,7 @@ class Run:
         state = sum(b.get("state_ms", 0) for b in self.batches) / 1000
         commit = sum(b.get("commit_ms", 0) for b in self.batches) / 1000
         return (
-            f"{self.name:<34}{self.seconds:>8.1f} s {self.rows_per_s:>11,.0f} rows/s "
+            f"{self.name:<34}{self.seconds:>8.1f} s {self.cpu:>7.1f} s CPU {self.rows_per_s:>10,.0f} rows/s "
             f"{len(self.batches):>4} batches {len(self.completed):>10,} completed"
             + (f"  (state operator {state:.1f} s, of which commit {commit:.1f} s)" if state else "")
         )
@@ -165,10 +198,11 @@ def timed(
     writer = stream.writeStream.format(sink).option("checkpointLocation", checkpoint)
     if path:
         writer = writer.option("path", path)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
-    return Run(name, time.perf_counter() - start, rows, _progress(query))
+    seconds = time.perf_counter() - start
+    return Run(name, seconds, rows, _progress(query), cpu=cpu_seconds() - cpu)
 
 
 def typed_inputs(spark: SparkSession, files: Files, per_trigger: int) -> tuple[DataFrame, DataFrame]:
@@ -209,6 +243,32 @@ def run_floor(spark: SparkSession, files: Files, config: PurgatoryConfig, per_tr
     return timed(label, files.rows, stream, f"{files.root}/ck-floor")
 
 
+def _stateless_step(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+    """The ``stateful`` contender's group function: the rows back, a few bytes of state."""
+    yield from frames
+    state.update((b"-",))
+    state.setTimeoutTimestamp(max(int(state.getCurrentWatermarkMs()), 0) + 86_400_000)
+
+
+def run_stateful(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
+    """The floor through ``applyInPandasWithState`` doing nothing (``_stateless_step``)."""
+    ops, evs = typed_inputs(spark, files, per_trigger)
+    groups = F.pmod(F.xxhash64("key"), F.lit(config.shards + 1)).cast("int").alias("group")
+    sides = [
+        frame.select(key, "ts").withWatermark("ts", config.watermark_delay).select(groups, "key", "ts")
+        for frame, key in ((ops, F.coalesce("key", F.col("keys")[0]).alias("key")), (evs, F.col("key")))
+    ]
+    stream = (
+        sides[0]
+        .unionByName(sides[1])
+        .groupBy("group")
+        .applyInPandasWithState(
+            _stateless_step, "group int, key string, ts timestamp", "v binary", "append", "EventTimeTimeout"
+        )
+    )
+    return timed("stateful floor (no work)", files.rows, stream, f"{files.root}/ck-stateful")
+
+
 def run_join(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
     """Spark's own answer: a stream-stream left-outer join with a time-range condition."""
     ops_in, evs_in = typed_inputs(spark, files, per_trigger)
@@ -241,13 +301,13 @@ def run_job(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trig
         writer="delta-rs",
         master="local[2]",
     )
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     totals = run(settings)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     outcomes = DeltaTable(f"{files.root}/out/outcomes").to_pyarrow_table(columns=["op_id", "status"])
     completed = outcomes.filter(pc.equal(outcomes["status"], "completed"))["op_id"].to_pylist()
     batches = [{"batch": i} for i in range(totals["batches"])]
-    return Run("job (operator + Delta)", seconds, files.rows, batches, set(completed))
+    return Run("job (operator + Delta)", seconds, files.rows, batches, set(completed), cpu)
 
 
 def run_noop(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
@@ -387,6 +447,7 @@ def run_tws(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trig
 #: the contenders by name, in the order they run
 CONTENDERS = {
     "floor": run_floor,
+    "stateful": run_stateful,
     "routed": run_routed,
     "noop": run_noop,
     "join": run_join,

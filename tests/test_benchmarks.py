@@ -40,6 +40,7 @@ def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_pa
     for contender in (
         "floor (read, shuffle)",
         "floor (read, from_json, shuffle)",
+        "stateful floor (no work)",
         "stream-stream left-outer join",
         "job (operator + Delta)",
         "transformWithStateInPandas",
@@ -53,6 +54,6 @@ def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_pa
     for workload in results["workloads"].values():
         assert workload["figures"]["agree"] == 1.0
         assert workload["figures"]["job_fewer"] == 0
-        assert set(workload["figures"]) >= {"job_vs_floor", "job_vs_join", "job_vs_tws"}
+        assert set(workload["figures"]) >= {"job_vs_floor", "job_vs_join", "job_vs_tws", "job_vs_stateful"}
     assert results["workloads"]["typed"]["figures"]["tws_fewer"] == 0
     assert results["figures"]["scaling"] > 0

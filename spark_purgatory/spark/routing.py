@@ -169,9 +169,10 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFra
     """Operations: in their keys' shard, or (keys across shards) in the cross-shard group
     plus a stub per primary shard; cross-shard ones rejected when those are switched off."""
     shards = config.shards
-    ops = parsed_ops.withColumn(
-        "_shards", F.array_distinct(F.transform("keys", lambda k: _shard_of(k, config)))
-    )
+    every = F.array_distinct(F.transform("keys", lambda k: _shard_of(k, config)))
+    # one key (nearly every operation): no lambda, which Spark evaluates outside generated code
+    one = F.array(_shard_of(F.get("keys", 0), config))
+    ops = parsed_ops.withColumn("_shards", F.when(F.size("keys") == 1, one).otherwise(every))
     is_cross = F.size("_shards") > 1
     reason = F.col("reason")
     if not config.cross_shard_operations:

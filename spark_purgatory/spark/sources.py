@@ -154,8 +154,15 @@ def _string_list(text: Column) -> Column:
 
 
 def _clean(items: Column) -> Column:
-    """Blank items dropped, deduplicated, sorted."""
-    return F.array_sort(F.array_distinct(F.filter(items, lambda i: ~_blank(i))))
+    """Blank items dropped, deduplicated, sorted.
+
+    A list of one item (nearly every operation's keys) or none is read without the lambda:
+    Spark evaluates higher-order functions row by row outside generated code.
+    """
+    full = F.array_sort(F.array_distinct(F.filter(items, lambda i: ~_blank(i))))
+    single = F.when(_blank(F.get(items, 0)), F.array().cast("array<string>")).otherwise(items)
+    n = F.size(items)
+    return F.when(n == 0, items).when(n == 1, single).otherwise(full)
 
 
 def _raw(df: DataFrame, fmt: str) -> DataFrame:
