@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
-from .frames import empty, hash_strings, stack
+from .frames import empty, hash_strings
 from .tables import EVENTS, I64_MIN, KEYS
 
 __all__ = [
@@ -46,27 +46,29 @@ def touch_keys(
     last_event_ts: np.ndarray | None = None,
     resolved_until: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """``keys`` with these keys' columns raised to the given values (each a running max)."""
+    """``keys`` with these keys' columns raised to the given values (each a running max).
+
+    Keys keep their order, new ones follow in the order given (a ``groupby(sort=False)``),
+    each column the max of its rows (``progress`` the max of its non-NaN values).
+    """
     n = len(khash)
-    update = pd.DataFrame(
-        {
-            "khash": khash.astype(np.uint64),
-            "progress": progress if progress is not None else np.full(n, np.nan),
-            "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, I64_MIN),
-            "resolved_until": resolved_until if resolved_until is not None else np.full(n, I64_MIN),
-        }
-    )
-    return (
-        stack(keys, update)
-        .groupby("khash", sort=False)
-        .agg(
-            progress=("progress", "max"),
-            last_event_ts=("last_event_ts", "max"),
-            resolved_until=("resolved_until", "max"),
-        )
-        .reset_index()
-        .astype(KEYS)
-    )
+    update = {
+        "khash": khash.astype(np.uint64),
+        "progress": progress if progress is not None else np.full(n, np.nan),
+        "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, I64_MIN),
+        "resolved_until": resolved_until if resolved_until is not None else np.full(n, I64_MIN),
+    }
+    rows = {c: np.concatenate([keys[c].to_numpy(), update[c]]).astype(t) for c, t in KEYS.items()}
+    unique, first, group = np.unique(rows["khash"], return_index=True, return_inverse=True)
+    rank = np.empty(unique.size, np.int64)  # a key's place: the order of its first row
+    rank[np.argsort(first)] = np.arange(unique.size)
+    order = np.argsort(rank[group], kind="stable")
+    starts = np.flatnonzero(np.diff(rank[group][order], prepend=-1))
+    out = {"khash": rows["khash"][np.sort(first)]}
+    out["progress"] = np.fmax.reduceat(rows["progress"][order], starts)
+    for c in ("last_event_ts", "resolved_until"):
+        out[c] = np.maximum.reduceat(rows[c][order], starts)
+    return pd.DataFrame(out, copy=False)
 
 
 def final_progress(keys: pd.DataFrame, final: pd.DataFrame) -> pd.DataFrame:

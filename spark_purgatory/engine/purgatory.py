@@ -53,7 +53,16 @@ from ..contract import (
 from . import dedup, progress, relay, watchers
 from .batch import VALID_EVENTS, VALID_OPERATIONS, BatchResult, rejected_rows, with_keys
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
-from .frames import concat, frame_or_empty, hash_strings, merge_by_hash, rows_by_handle, rows_where, stack
+from .frames import (
+    column_by_handle,
+    concat,
+    frame_or_empty,
+    hash_strings,
+    merge_by_hash,
+    rows_by_handle,
+    rows_where,
+    stack,
+)
 from .tables import EVENTS, I64_MIN, ChangeLog, Changes, ShardTables, ops_rows
 from .validation import validate_events, validate_operations
 from .wheel import TimingWheel
@@ -343,15 +352,23 @@ class Purgatory:
 
         # events that arrived before their operation: untargeted ones by key, targeted by op_id
         if len(self._events):
-            buffered = self._events
-            targeted = buffered["op_id"].notna().to_numpy()
-            by_key = watch[["key", "handle"]].merge(buffered.loc[~targeted], on="key")
-            by_id = new_ops[["op_id", "handle"]].merge(buffered.loc[targeted], on="op_id")
-            keep = watchers.watching(
-                self._ops, by_id["handle"].to_numpy(np.int64), by_id["key"].to_numpy(dtype=object)
-            )
-            self._add_matches(stack(by_key, by_id.loc[keep, list(by_key.columns)]))
+            self._add_matches(self._buffered_pairs(new_ops, watch))
         self._try_complete(handles)
+
+    def _buffered_pairs(self, new_ops: pd.DataFrame, watch: pd.DataFrame) -> pd.DataFrame:
+        """(buffered event, new operation) pairs: untargeted events by the key the operation
+        watches, targeted ones by op_id (if the operation watches their key)."""
+        buffered = self._events
+        targeted = buffered["op_id"].notna().to_numpy()
+        by_key = watchers.by_key(watch, buffered.loc[~targeted])
+        if not targeted.any():
+            return by_key
+        by_id = new_ops[["op_id", "handle"]].merge(buffered.loc[targeted], on="op_id")
+        keep = watchers.watching(
+            self._ops, by_id["handle"].to_numpy(np.int64), by_id["key"].to_numpy(dtype=object)
+        )
+        by_id = by_id.loc[keep].assign(khash=hash_strings(by_id["key"].to_numpy(dtype=object)[keep]))
+        return stack(by_key, by_id[list(by_key.columns)])
 
     def check_and_complete(self, events: pd.DataFrame) -> None:
         """Buffer a batch of validated events and complete the operations they satisfy."""
@@ -365,20 +382,22 @@ class Purgatory:
         if len(self._watch) == 0:
             return
         keys, op_ids = evs["key"].to_numpy(dtype=object), evs["op_id"].to_numpy(dtype=object)
+        khash = hash_strings(keys)  # once: the watchers' lookup and the matches both need it
         # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
-        untargeted = np.flatnonzero(evs["op_id"].isna().to_numpy())
-        ev_idx, handles = watchers.watchers_of(self._watch, keys[untargeted])
+        untargeted = np.flatnonzero(pd.isna(op_ids))
+        ev_idx, handles = watchers.watchers_of(self._watch, keys[untargeted], khash[untargeted])
         ev_idx = untargeted[ev_idx]
         # targeted events: straight to their operation, if it is pending and watches the key
-        targeted = np.flatnonzero(evs["op_id"].notna().to_numpy())
+        targeted = np.flatnonzero(pd.notna(op_ids))
         probe, row = dedup.lookup_seen(self._seen, op_ids[targeted])
         t_idx, t_handles = targeted[probe], self._seen["handle"].to_numpy(np.int64)[row]
         live = t_handles >= 0
         t_idx, t_handles = t_idx[live], t_handles[live]
         hit = watchers.watching(self._ops, t_handles, keys[t_idx])
-        pairs = evs.iloc[np.concatenate([ev_idx, t_idx[hit]])].reset_index(drop=True)
-        pairs["handle"] = np.concatenate([handles, t_handles[hit]])
-        self._try_complete(self._add_matches(pairs))
+        idx = np.concatenate([ev_idx, t_idx[hit]])
+        pairs = {c: evs[c].to_numpy()[idx] for c in ("key", "ts", "eseq", "op_id", "source", "value")}
+        pairs.update(handle=np.concatenate([handles, t_handles[hit]]), khash=khash[idx])
+        self._try_complete(self._add_matches(pd.DataFrame(pairs, copy=False)))
 
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached
@@ -412,15 +431,16 @@ class Purgatory:
         if handles.size == 0:
             return
         handles = np.unique(handles)
-        handles = handles[~rows_by_handle(self._ops, handles)["stub"].to_numpy(bool)]  # stubs never complete
+        handles = handles[~column_by_handle(self._ops, "stub", handles).astype(bool)]  # stubs never complete
         if handles.size == 0:
             return
-        result = self._evaluate(handles)
+        ops = rows_by_handle(self._ops, handles)
+        result = self._evaluate(handles, ops)
         done = handles[result.satisfied]
         if done.size == 0:
             return
         self._mark_used(result.eseq[result.used & np.isin(result.handle, done)])
-        rows = rows_by_handle(self._ops, done)
+        rows = rows_where(ops, result.satisfied)
         self._cancel(done, rows)
         ok = result.satisfied
         self._force_complete(
@@ -430,8 +450,8 @@ class Purgatory:
     def _on_expiration(self, expired: np.ndarray) -> None:
         """The timer fired for these operations: report them expired at their deadline, with
         the progress they made."""
-        result = self._evaluate(expired)
         rows = rows_by_handle(self._ops, expired)
+        result = self._evaluate(expired, rows)
         # a stub counts nothing: whether its events are used is the cross-shard group's to say
         stubs = rows["handle"].to_numpy(np.int64)[rows["stub"].to_numpy(bool)]
         self._mark_used(result.eseq[~np.isin(result.handle, stubs)])
@@ -549,8 +569,8 @@ class Purgatory:
                 self._try_complete(np.unique(new["handle"].to_numpy(np.int64)))
         return lost
 
-    def _evaluate(self, handles: np.ndarray) -> Evaluation:
-        ops = rows_by_handle(self._ops, handles)
+    def _evaluate(self, handles: np.ndarray, ops: pd.DataFrame) -> Evaluation:
+        """``conditions.evaluate`` for these (sorted) handles, whose rows of ``ops`` are ``ops``."""
         matches = self._matches.loc[self._matches["handle"].isin(handles)]
         watch = None
         if (ops["cond"].to_numpy() == OFFSET).any():
