@@ -65,7 +65,7 @@ def rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
 
 def sorted_by_hash(frame: pd.DataFrame) -> pd.DataFrame:
     order = np.argsort(frame["hash"].to_numpy(np.uint64), kind="stable")
-    return frame.iloc[order].reset_index(drop=True)
+    return pd.DataFrame({c: frame[c].to_numpy()[order] for c in frame.columns}, copy=False)
 
 
 def merge_by_hash(big: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

@@ -515,10 +515,11 @@ class Purgatory:
         due = np.isin(handles, self._due)  # added already past their deadline: never on the wheel
         self._due = self._due[~np.isin(self._due, handles)]
         self._wheel.cancel(handles[~due])
-        watched = self._watch.loc[self._watch["handle"].isin(handles), ["hash", "handle"]]
-        at = np.searchsorted(rows["handle"].to_numpy(np.int64), watched["handle"].to_numpy(np.int64))
+        watch_handle = self._watch["handle"].to_numpy(np.int64)
+        watching = np.isin(watch_handle, handles)
+        at = np.searchsorted(rows["handle"].to_numpy(np.int64), watch_handle[watching])
         deadline = rows["deadline"].to_numpy(np.int64)[at]
-        khash = watched["hash"].to_numpy(np.uint64)
+        khash = self._watch["hash"].to_numpy(np.uint64)[watching]
         self._keys = progress.touch_keys(self._keys, khash, resolved_until=deadline)
 
     def _purge(self, handles: np.ndarray, rows: pd.DataFrame) -> None:

@@ -14,12 +14,14 @@ and a targeted event names the operation.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 
 from .conditions import ALL, OFFSET
 from .frames import empty, equal_ranges, hash_strings, rows_by_handle
-from .tables import MATCHES, WATCH
+from .tables import MATCHES
 
 __all__ = ["watch_rows", "watchers_of", "by_key", "watching", "watchers_of_keys", "matches_in_window"]
 
@@ -27,14 +29,29 @@ _NO_MATCHES = empty(MATCHES)
 
 
 def watch_rows(new_ops: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
-    """The watch rows of newly registered operations (``handle``, ``keys``, ``cond``); an
-    ``offset`` operation records each key's progress so far (``keys``) as it starts watching."""
-    watch = new_ops[["handle", "keys", "cond"]].explode("keys").rename(columns={"keys": "key"})
-    watch = watch.assign(hash=hash_strings(watch["key"].to_numpy(dtype=object)))
-    progress = keys[["khash", "progress"]].rename(columns={"progress": "progress_at_watch"})
-    watch = watch.merge(progress, left_on="hash", right_on="khash", how="left")
-    watch.loc[watch["cond"].to_numpy() != OFFSET, "progress_at_watch"] = np.nan
-    return watch[list(WATCH)].astype(WATCH)
+    """The watch rows of newly registered operations (``handle``, ``keys``, ``cond``), one per
+    (operation, key) in their order; an ``offset`` operation records each key's progress so
+    far (``keys``) as it starts watching.  Every valid operation has a key (validation)."""
+    op_keys = new_ops["keys"].to_numpy(dtype=object)
+    lengths = np.fromiter(map(len, op_keys), np.int64, count=len(op_keys))
+    key = np.fromiter(itertools.chain.from_iterable(op_keys), object, count=int(lengths.sum()))
+    khash = hash_strings(key)
+    progress = np.full(key.size, np.nan)
+    offset = np.repeat(new_ops["cond"].to_numpy(np.int8) == OFFSET, lengths)
+    if offset.any() and len(keys):
+        known = keys["khash"].to_numpy(np.uint64)  # unique
+        order = np.argsort(known)
+        at = np.minimum(np.searchsorted(known, khash[offset], sorter=order), known.size - 1)
+        row = order[at]
+        found = known[row] == khash[offset]
+        progress[np.flatnonzero(offset)[found]] = keys["progress"].to_numpy(float)[row[found]]
+    columns = {
+        "hash": khash,
+        "key": key,
+        "handle": np.repeat(new_ops["handle"].to_numpy(np.int64), lengths),
+        "progress_at_watch": progress,
+    }
+    return pd.DataFrame(columns, copy=False)
 
 
 def watchers_of(
@@ -76,9 +93,10 @@ def watching(ops: pd.DataFrame, handles: np.ndarray, keys: np.ndarray) -> np.nda
     if handles.size == 0:
         return np.zeros(0, dtype=bool)
     pos = np.searchsorted(ops["handle"].to_numpy(np.int64), handles)
-    op_keys = pd.Series(ops["keys"].to_numpy(dtype=object)[pos]).explode()
-    pair = op_keys.index.to_numpy()
-    hit = op_keys.to_numpy(dtype=object) == keys[pair]
+    op_keys = ops["keys"].to_numpy(dtype=object)[pos]
+    lengths = np.fromiter(map(len, op_keys), np.int64, count=len(op_keys))
+    pair = np.repeat(np.arange(handles.size), lengths)
+    hit = np.fromiter(itertools.chain.from_iterable(op_keys), object, count=pair.size) == keys[pair]
     return np.bincount(pair[hit], minlength=handles.size) > 0
 
 
