@@ -25,6 +25,7 @@ __all__ = [
     "hash_strings",
     "rows_by_handle",
     "column_by_handle",
+    "flatten",
 ]
 
 
@@ -131,6 +132,15 @@ def column_by_handle(table: pd.DataFrame, column: str, handles: np.ndarray) -> n
     """``rows_by_handle(table, handles)[column]`` for sorted ``handles``, as an array, without
     building the other columns."""
     return table[column].to_numpy()[np.searchsorted(table["handle"].to_numpy(np.int64), handles)]
+
+
+def flatten(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(length of each list, their elements one after another as an object array): a list
+    column exploded without pandas.  Arrays (what Arrow gives) are joined in C."""
+    lengths = np.fromiter(map(len, lists), np.int64, count=len(lists))
+    if lengths.sum() == 0:
+        return lengths, np.empty(0, dtype=object)
+    return lengths, np.concatenate(lists, dtype=object)
 
 
 def hash_strings(values: np.ndarray) -> np.ndarray:

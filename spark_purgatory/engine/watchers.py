@@ -14,13 +14,11 @@ and a targeted event names the operation.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pandas as pd
 
 from .conditions import ALL, OFFSET
-from .frames import empty, equal_ranges, hash_strings, rows_by_handle
+from .frames import empty, equal_ranges, flatten, hash_strings, rows_by_handle
 from .tables import MATCHES
 
 __all__ = ["watch_rows", "watchers_of", "by_key", "watching", "watchers_of_keys", "matches_in_window"]
@@ -32,9 +30,7 @@ def watch_rows(new_ops: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
     """The watch rows of newly registered operations (``handle``, ``keys``, ``cond``), one per
     (operation, key) in their order; an ``offset`` operation records each key's progress so
     far (``keys``) as it starts watching.  Every valid operation has a key (validation)."""
-    op_keys = new_ops["keys"].to_numpy(dtype=object)
-    lengths = np.fromiter(map(len, op_keys), np.int64, count=len(op_keys))
-    key = np.fromiter(itertools.chain.from_iterable(op_keys), object, count=int(lengths.sum()))
+    lengths, key = flatten(new_ops["keys"].to_numpy(dtype=object))
     khash = hash_strings(key)
     progress = np.full(key.size, np.nan)
     offset = np.repeat(new_ops["cond"].to_numpy(np.int8) == OFFSET, lengths)
@@ -93,10 +89,9 @@ def watching(ops: pd.DataFrame, handles: np.ndarray, keys: np.ndarray) -> np.nda
     if handles.size == 0:
         return np.zeros(0, dtype=bool)
     pos = np.searchsorted(ops["handle"].to_numpy(np.int64), handles)
-    op_keys = ops["keys"].to_numpy(dtype=object)[pos]
-    lengths = np.fromiter(map(len, op_keys), np.int64, count=len(op_keys))
+    lengths, op_keys = flatten(ops["keys"].to_numpy(dtype=object)[pos])
     pair = np.repeat(np.arange(handles.size), lengths)
-    hit = np.fromiter(itertools.chain.from_iterable(op_keys), object, count=pair.size) == keys[pair]
+    hit = op_keys == keys[pair]
     return np.bincount(pair[hit], minlength=handles.size) > 0
 
 
