@@ -59,15 +59,19 @@ def touch_keys(
         "resolved_until": resolved_until if resolved_until is not None else np.full(n, I64_MIN),
     }
     rows = {c: np.concatenate([keys[c].to_numpy(), update[c]]).astype(t) for c, t in KEYS.items()}
-    unique, first, group = np.unique(rows["khash"], return_index=True, return_inverse=True)
-    rank = np.empty(unique.size, np.int64)  # a key's place: the order of its first row
-    rank[np.argsort(first)] = np.arange(unique.size)
-    order = np.argsort(rank[group], kind="stable")
-    starts = np.flatnonzero(np.diff(rank[group][order], prepend=-1))
-    out = {"khash": rows["khash"][np.sort(first)]}
-    out["progress"] = np.fmax.reduceat(rows["progress"][order], starts)
+    order = np.argsort(rows["khash"], kind="stable")  # a key's rows together, in row order
+    khash = rows["khash"][order]
+    new_key = np.empty(khash.size, dtype=bool)
+    new_key[:1] = True
+    np.not_equal(khash[1:], khash[:-1], out=new_key[1:])
+    starts = np.flatnonzero(new_key)
+    if starts.size == 0:
+        return empty(KEYS)
+    place = np.argsort(order[starts], kind="stable")  # keys in the order of their first row
+    out = {"khash": khash[starts][place]}
+    out["progress"] = np.fmax.reduceat(rows["progress"][order], starts)[place]
     for c in ("last_event_ts", "resolved_until"):
-        out[c] = np.maximum.reduceat(rows[c][order], starts)
+        out[c] = np.maximum.reduceat(rows[c][order], starts)[place]
     return pd.DataFrame(out, copy=False)
 
 

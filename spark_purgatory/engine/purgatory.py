@@ -56,6 +56,7 @@ from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
 from .frames import (
     column_by_handle,
     concat,
+    distinct,
     frame_or_empty,
     hash_strings,
     merge_by_hash,
@@ -405,7 +406,7 @@ class Purgatory:
         self._watermark = max(int(watermark_ms), self._watermark)
         expired = np.concatenate([self._due, self._wheel.advance(self._watermark)])
         self._due = np.empty(0, dtype=np.int64)
-        expired = np.unique(expired)
+        expired = distinct(expired)
         expired = expired[np.isin(expired, self._ops["handle"].to_numpy(np.int64), assume_unique=True)]
         if expired.size:
             self._on_expiration(expired)
@@ -430,7 +431,7 @@ class Purgatory:
         holds, at the event time it became true."""
         if handles.size == 0:
             return
-        handles = np.unique(handles)
+        handles = distinct(handles)
         handles = handles[~column_by_handle(self._ops, "stub", handles).astype(bool)]  # stubs never complete
         if handles.size == 0:
             return
@@ -549,7 +550,7 @@ class Purgatory:
         if len(new) == 0:
             return np.empty(0, dtype=np.int64)
         self._matches = stack(self._matches, new)
-        return np.unique(new["handle"].to_numpy(np.int64))
+        return distinct(new["handle"].to_numpy(np.int64))
 
     def _receive(self, relayed: pd.DataFrame | None) -> pd.DataFrame:
         """Relayed pairs and floors as matches, step by step (``relay.steps``), each step
@@ -567,7 +568,7 @@ class Purgatory:
             self._relayed = stack(self._relayed, record)
             if len(new):
                 self._matches = stack(self._matches, new)
-                self._try_complete(np.unique(new["handle"].to_numpy(np.int64)))
+                self._try_complete(distinct(new["handle"].to_numpy(np.int64)))
         return lost
 
     def _evaluate(self, handles: np.ndarray, ops: pd.DataFrame) -> Evaluation:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .frames import empty, stack
+from .frames import distinct, empty, stack
 from .wheel import TimingWheel
 
 __all__ = [
@@ -233,7 +233,7 @@ class ChangeLog:
 
     def take(self, next_handle: int, resolved_table: pd.DataFrame) -> Changes:
         """The changes since the last take; the log starts afresh at ``next_handle``."""
-        removed = np.unique(np.concatenate([np.empty(0, np.int64), *self._removed]))
+        removed = distinct(np.concatenate([np.empty(0, np.int64), *self._removed]))
         if self._resolved is None:
             resolved = resolved_table
         else:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .conditions import ALL, OFFSET
-from .frames import empty, equal_ranges, flatten, hash_strings, rows_by_handle
+from .frames import distinct, empty, equal_ranges, flatten, hash_strings, rows_by_handle
 from .tables import MATCHES
 
 __all__ = ["watch_rows", "watchers_of", "by_key", "watching", "watchers_of_keys", "matches_in_window"]
@@ -64,7 +64,7 @@ def watchers_of(
 def watchers_of_keys(watch: pd.DataFrame, keys: list[str]) -> np.ndarray:
     """The distinct handles watching any of ``keys``."""
     _, handles = watchers_of(watch, np.asarray(keys, dtype=object))
-    return np.unique(handles)
+    return distinct(handles)
 
 
 def by_key(watch: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
