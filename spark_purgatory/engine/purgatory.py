@@ -531,7 +531,7 @@ class Purgatory:
             frame = getattr(self, name)
             setattr(self, name, rows_where(frame, ~np.isin(frame["handle"].to_numpy(np.int64), handles)))
         # a stub's op_id belongs to its original, which remembers it
-        real = rows.loc[~rows["stub"].to_numpy(bool)]
+        real = rows_where(rows, ~rows["stub"].to_numpy(bool))
         if len(real):
             resolved = dedup.resolved_rows(
                 real["op_id"].to_numpy(dtype=object),
