@@ -37,9 +37,12 @@ def empty(columns: dict[str, str]) -> pd.DataFrame:
 
 
 def frame_or_empty(frame: pd.DataFrame | None, dtypes: dict[str, str]) -> pd.DataFrame:
-    """``frame`` with a fresh index, or an empty frame of ``dtypes`` for None / no rows."""
+    """``frame`` with a fresh index (a new frame on the same columns, which the caller may
+    add columns to), or an empty frame of ``dtypes`` for None / no rows."""
     if frame is None or len(frame) == 0:
         return empty(dtypes)
+    if frame.index.equals(pd.RangeIndex(len(frame))):
+        return frame.copy(deep=False)  # reset_index would copy every column
     return frame.reset_index(drop=True)
 
 

@@ -321,15 +321,15 @@ class Purgatory:
         stub = ops["stub"].to_numpy(bool)
         late = ops["ts"].to_numpy() < wm
         rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.loc[late & ~stub], LATE))
-        ops = ops.loc[~late]
+        ops = rows_where(ops, ~late)  # the same frame when nothing is late (no copy)
         dup = dedup.duplicates(ops, self._seen, self._resolved)
         rejected.append(
             rejected_rows(SOURCE_OPERATIONS, ops.loc[dup & ~ops["stub"].to_numpy(bool)], DUPLICATE_OP_ID)
         )
-        ops = ops.loc[~dup]
+        ops = rows_where(ops, ~dup)
         late = evs["ts"].to_numpy() < wm
         rejected.append(rejected_rows(SOURCE_EVENTS, evs.loc[late & ~evs["replica"].to_numpy(bool)], LATE))
-        return ops, evs.loc[~late].reset_index(drop=True), rejected
+        return ops, rows_where(evs, ~late), rejected
 
     # -- Kafka's operations, batched -----------------------------------------------------------
 
