@@ -1,8 +1,11 @@
-"""Column-wise pandas helpers for the engine's tables: build, stack, filter, merge by hash.
+"""Column-wise pandas helpers for the engine's tables: build, stack, filter, merge by hash,
+flatten list columns, distinct handles.
 
 The shard's tables append and drop rows every micro-batch.  ``pd.concat`` and boolean
 ``.loc`` inspect object columns value by value and copy into 2-D blocks; these helpers work
 column by column on numpy arrays instead, which is what keeps the hot paths vectorised.
+Likewise ``flatten`` replaces ``explode`` and ``distinct`` replaces ``np.unique`` where
+profiles showed them (``benchmarks/profile_shard.py``).
 
 Invariants: a table sorted by its ``hash`` column stays sorted through ``merge_by_hash``;
 no helper loops over rows in Python.

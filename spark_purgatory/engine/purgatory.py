@@ -51,13 +51,12 @@ from ..contract import (
     UNMATCHED_COLUMNS,
 )
 from . import dedup, progress, relay, watchers
-from .batch import VALID_EVENTS, VALID_OPERATIONS, BatchResult, rejected_rows, with_keys
+from .batch import BatchResult, accepted, rejected_rows
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
 from .frames import (
     column_by_handle,
     concat,
     distinct,
-    frame_or_empty,
     hash_strings,
     merge_by_hash,
     rows_by_handle,
@@ -65,7 +64,6 @@ from .frames import (
     stack,
 )
 from .tables import EVENTS, I64_MIN, ChangeLog, Changes, ShardTables, ops_rows
-from .validation import validate_events, validate_operations
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
@@ -303,20 +301,7 @@ class Purgatory:
         self, operations: pd.DataFrame | None, events: pd.DataFrame | None, wm: int, validated: bool
     ) -> tuple[pd.DataFrame, pd.DataFrame, list[pd.DataFrame]]:
         """Validate the input (unless the host did) and reject late rows and duplicate op_ids."""
-        rejected: list[pd.DataFrame] = []
-        if validated:
-            ops = frame_or_empty(operations, VALID_OPERATIONS)
-            evs = frame_or_empty(events, VALID_EVENTS)
-        else:
-            ops, bad = validate_operations(with_keys(operations), max_timeout_ms=self.config.max_timeout_ms)
-            rejected.append(bad)
-            evs, bad = validate_events(events if events is not None else pd.DataFrame())
-            rejected.append(bad)
-        if "stub" not in ops.columns:
-            ops["stub"] = False
-        if "replica" not in evs.columns:
-            evs["replica"] = False
-
+        ops, evs, rejected = accepted(operations, events, validated, self.config.max_timeout_ms)
         # stubs and replicas are copies: their original reports lateness and duplicates
         stub = ops["stub"].to_numpy(bool)
         late = ops["ts"].to_numpy() < wm
@@ -353,23 +338,8 @@ class Purgatory:
 
         # events that arrived before their operation: untargeted ones by key, targeted by op_id
         if len(self._events):
-            self._add_matches(self._buffered_pairs(new_ops, watch))
+            self._add_matches(watchers.buffered_pairs(self._ops, new_ops, watch, self._events))
         self._try_complete(handles)
-
-    def _buffered_pairs(self, new_ops: pd.DataFrame, watch: pd.DataFrame) -> pd.DataFrame:
-        """(buffered event, new operation) pairs: untargeted events by the key the operation
-        watches, targeted ones by op_id (if the operation watches their key)."""
-        buffered = self._events
-        targeted = buffered["op_id"].notna().to_numpy()
-        by_key = watchers.by_key(watch, buffered.loc[~targeted])
-        if not targeted.any():
-            return by_key
-        by_id = new_ops[["op_id", "handle"]].merge(buffered.loc[targeted], on="op_id")
-        keep = watchers.watching(
-            self._ops, by_id["handle"].to_numpy(np.int64), by_id["key"].to_numpy(dtype=object)
-        )
-        by_id = by_id.loc[keep].assign(khash=hash_strings(by_id["key"].to_numpy(dtype=object)[keep]))
-        return stack(by_key, by_id[list(by_key.columns)])
 
     def check_and_complete(self, events: pd.DataFrame) -> None:
         """Buffer a batch of validated events and complete the operations they satisfy."""

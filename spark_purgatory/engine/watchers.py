@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from .conditions import ALL, OFFSET
-from .frames import distinct, empty, equal_ranges, flatten, hash_strings, rows_by_handle
+from .frames import distinct, empty, equal_ranges, flatten, hash_strings, rows_by_handle, stack
 from .tables import MATCHES
 
-__all__ = ["watch_rows", "watchers_of", "by_key", "watching", "watchers_of_keys", "matches_in_window"]
+__all__ = ["watch_rows", "watchers_of", "buffered_pairs", "watching", "watchers_of_keys", "matches_in_window"]
 
 _NO_MATCHES = empty(MATCHES)
 
@@ -67,7 +67,7 @@ def watchers_of_keys(watch: pd.DataFrame, keys: list[str]) -> np.ndarray:
     return distinct(handles)
 
 
-def by_key(watch: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+def _by_key(watch: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``watch[["key", "handle"]].merge(events, on="key")``, with the key's hash
     (``khash``), by a hash join: watch rows in order, each with its key's events in order."""
     w_hash = watch["hash"].to_numpy(np.uint64)
@@ -82,6 +82,22 @@ def by_key(watch: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     columns.update({c: events[c].to_numpy()[e_row] for c in events.columns if c not in columns})
     columns["khash"] = w_hash[w_row]
     return pd.DataFrame(columns, copy=False)
+
+
+def buffered_pairs(
+    ops: pd.DataFrame, new_ops: pd.DataFrame, watch: pd.DataFrame, buffered: pd.DataFrame
+) -> pd.DataFrame:
+    """(buffered event, newly registered operation) pairs, before the window check: untargeted
+    events by a key the operation watches (``watch``: its watch rows), targeted ones by op_id
+    if the operation (a row of ``ops``) watches their key."""
+    targeted = buffered["op_id"].notna().to_numpy()
+    untargeted = _by_key(watch, buffered.loc[~targeted])
+    if not targeted.any():
+        return untargeted
+    by_id = new_ops[["op_id", "handle"]].merge(buffered.loc[targeted], on="op_id")
+    keep = watching(ops, by_id["handle"].to_numpy(np.int64), by_id["key"].to_numpy(dtype=object))
+    by_id = by_id.loc[keep].assign(khash=hash_strings(by_id["key"].to_numpy(dtype=object)[keep]))
+    return stack(untargeted, by_id[list(untargeted.columns)])
 
 
 def watching(ops: pd.DataFrame, handles: np.ndarray, keys: np.ndarray) -> np.ndarray:
