@@ -6,8 +6,9 @@ the routing module routes it, one shard, micro-batch after micro-batch, with the
 a per-input watermark would give.  Around it, the hand-over PySpark itself does: the routed
 rows from Arrow to pandas (``ArrowBatchTransformer.to_pandas``, in chunks of
 ``spark.sql.execution.arrow.maxRecordsPerBatch``) and the output rows back to Arrow
-(``PandasToArrowConversion.convert``).  Prints seconds per step and, with ``--cprofile``,
-the functions that cost most.
+(``PandasToArrowConversion.convert``).  Prints seconds per step, the shard step's parts
+(state load, input, the engine, output rows, state save) and, with ``--cprofile``, the
+functions that cost most.
 
     .venv/bin/python benchmarks/profile_shard.py --ops 100000 --batches 10 [--cprofile 25]
 """
@@ -107,6 +108,31 @@ def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Tab
     return out
 
 
+#: the shard step's own parts, timed inside it (the names the operator module calls)
+_PARTS = {
+    "load_state": "  load_state",
+    "_routed_rows": "  input chunks stacked",
+    "_split_input": "  input split",
+    "output_rows": "  output_rows",
+    "save_state": "  save_state",
+}
+
+
+def _timed(name: str, function):
+    def timed(*args, **kwargs):
+        with step(name):
+            return function(*args, **kwargs)
+
+    return timed
+
+
+def time_parts() -> None:
+    """Time the shard step's parts (``_PARTS``, and the engine's ``process``) where it calls them."""
+    for name, label in _PARTS.items():
+        setattr(operator, name, _timed(label, getattr(operator, name)))
+    operator.Purgatory.process = _timed("  Purgatory.process", operator.Purgatory.process)
+
+
 def run(n_ops: int, batches: int, chunk: int, state_path: str | None, cached: bool = True) -> None:
     config = PurgatoryConfig(shards=1, cross_shard_operations=False, state_path=state_path or "")
     shard_step = operator._stateful_shard(config)
@@ -137,6 +163,7 @@ def main() -> None:
     parser.add_argument("--no-cache", action="store_true", help="every load misses the worker cache")
     parser.add_argument("--cprofile", type=int, default=0, help="print the N costliest functions")
     args = parser.parse_args()
+    time_parts()
     profile = cProfile.Profile() if args.cprofile else None
     with tempfile.TemporaryDirectory() as tmp:
         if profile:
@@ -148,8 +175,9 @@ def main() -> None:
         if profile:
             profile.disable()
     print(f"{args.ops:,} operations, {args.batches} micro-batches, one shard: {total:.2f} s")
-    for name, seconds in SECONDS.items():
-        print(f"  {name:<28}{seconds:7.2f} s")
+    order = ["arrow -> pandas (input)", "shard step", *_PARTS.values(), "  Purgatory.process"]
+    for name in [*order, "pandas -> arrow (output)"]:
+        print(f"  {name:<28}{SECONDS[name]:7.2f} s")
     if profile:
         stats = pstats.Stats(profile).sort_stats("cumulative")
         stats.print_stats(args.cprofile)

@@ -18,11 +18,11 @@ import pandas as pd
 
 from ..contract import COMPLETED, EVENT_COLUMNS, EXPIRED, OPERATION_COLUMNS, SOURCE_OPERATIONS
 from .conditions import CONDITION_NAMES
-from .frames import empty
+from .frames import empty, frame_or_empty
 from .tables import EVENTS, OPS, RELAY
-from .validation import raw_json
+from .validation import raw_json, validate_events, validate_operations
 
-__all__ = ["BatchResult", "VALID_OPERATIONS", "VALID_EVENTS", "with_keys", "rejected_rows"]
+__all__ = ["BatchResult", "VALID_OPERATIONS", "VALID_EVENTS", "accepted", "with_keys", "rejected_rows"]
 
 #: what ``process(..., validated=True)`` takes: the ops table without the engine's own columns
 VALID_OPERATIONS = {k: v for k, v in OPS.items() if k not in ("handle", "n_members")}
@@ -47,6 +47,27 @@ class BatchResult:
     @property
     def expired(self) -> int:
         return int((self.outcomes["status"] == EXPIRED).sum())
+
+
+def accepted(
+    operations: pd.DataFrame | None, events: pd.DataFrame | None, validated: bool, max_timeout_ms: int
+) -> tuple[pd.DataFrame, pd.DataFrame, list[pd.DataFrame]]:
+    """The batch's operations and events as the engine takes them (validated here unless the
+    host did; ``stub`` and ``replica`` False where absent), and the rows validation rejected."""
+    rejected: list[pd.DataFrame] = []
+    if validated:
+        ops = frame_or_empty(operations, VALID_OPERATIONS)
+        evs = frame_or_empty(events, VALID_EVENTS)
+    else:
+        ops, bad = validate_operations(with_keys(operations), max_timeout_ms=max_timeout_ms)
+        rejected.append(bad)
+        evs, bad = validate_events(events if events is not None else pd.DataFrame())
+        rejected.append(bad)
+    if "stub" not in ops.columns:
+        ops["stub"] = False
+    if "replica" not in evs.columns:
+        evs["replica"] = False
+    return ops, evs, rejected
 
 
 def with_keys(ops: pd.DataFrame | None) -> pd.DataFrame:

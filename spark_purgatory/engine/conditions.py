@@ -88,10 +88,13 @@ def _grouped_cumsum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def _first_per_group(group: np.ndarray, hit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(group values, row index) of the first hit row of each group, in sorted order."""
+    """(group values, row index) of the first hit row of each group, for ``group`` sorted."""
     rows = np.flatnonzero(hit)
-    values, first = np.unique(group[rows], return_index=True)
-    return values, rows[first]
+    hit_group = group[rows]
+    first = np.empty(rows.size, dtype=bool)
+    first[:1] = True
+    np.not_equal(hit_group[1:], hit_group[:-1], out=first[1:])
+    return hit_group[first], rows[first]
 
 
 def _first_occurrence(handle: np.ndarray, labels: np.ndarray, present: np.ndarray) -> np.ndarray:

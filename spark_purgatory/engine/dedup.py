@@ -20,21 +20,28 @@ from .frames import equal_ranges, hash_strings
 __all__ = ["lookup_seen", "recently_resolved", "duplicates", "resolved_rows"]
 
 
-def lookup_seen(seen: pd.DataFrame, op_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(index into op_ids, row of ``seen``) for the op_ids of pending operations."""
+def lookup_seen(
+    seen: pd.DataFrame, op_ids: np.ndarray, hashes: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(index into op_ids, row of ``seen``) for the op_ids of pending operations
+    (``hashes``: the op_ids' ``hash_strings``, if the caller has them)."""
     if len(seen) == 0 or len(op_ids) == 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    probe, row = equal_ranges(seen["hash"].to_numpy(np.uint64), hash_strings(op_ids))
+    hashes = hash_strings(op_ids) if hashes is None else hashes
+    probe, row = equal_ranges(seen["hash"].to_numpy(np.uint64), hashes)
     same = seen["op_id"].to_numpy(dtype=object)[row] == op_ids[probe]
     return probe[same], row[same]
 
 
-def recently_resolved(resolved: pd.DataFrame, op_ids: np.ndarray) -> np.ndarray:
-    """Which op_ids were resolved within the dedup retention (by 64-bit hash)."""
+def recently_resolved(
+    resolved: pd.DataFrame, op_ids: np.ndarray, hashes: np.ndarray | None = None
+) -> np.ndarray:
+    """Which op_ids were resolved within the dedup retention (by 64-bit hash; ``hashes``:
+    the op_ids' ``hash_strings``, if the caller has them)."""
     if len(resolved) == 0 or len(op_ids) == 0:
         return np.zeros(len(op_ids), dtype=bool)
     table = resolved["hash"].to_numpy(np.uint64)
-    hashes = hash_strings(op_ids)
+    hashes = hash_strings(op_ids) if hashes is None else hashes
     pos = np.minimum(np.searchsorted(table, hashes), table.size - 1)
     return table[pos] == hashes
 
@@ -43,9 +50,10 @@ def duplicates(ops: pd.DataFrame, seen: pd.DataFrame, resolved: pd.DataFrame) ->
     """Per operation: is its op_id already pending, recently resolved, or repeated in ``ops``?"""
     dup = ops["op_id"].duplicated().to_numpy()
     ids = ops["op_id"].to_numpy(dtype=object)
-    probe, _ = lookup_seen(seen, ids)
+    hashes = hash_strings(ids) if len(seen) or len(resolved) else None
+    probe, _ = lookup_seen(seen, ids, hashes)
     dup[probe] = True
-    return dup | recently_resolved(resolved, ids)
+    return dup | recently_resolved(resolved, ids, hashes)
 
 
 def resolved_rows(

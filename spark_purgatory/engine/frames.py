@@ -1,14 +1,19 @@
-"""Column-wise pandas helpers for the engine's tables: build, stack, filter, merge by hash.
+"""Column-wise pandas helpers for the engine's tables: build, stack, filter, merge by hash,
+flatten list columns, distinct handles.
 
 The shard's tables append and drop rows every micro-batch.  ``pd.concat`` and boolean
 ``.loc`` inspect object columns value by value and copy into 2-D blocks; these helpers work
 column by column on numpy arrays instead, which is what keeps the hot paths vectorised.
+Likewise ``flatten`` replaces ``explode`` and ``distinct`` replaces ``np.unique`` where
+profiles showed them (``benchmarks/profile_shard.py``).
 
 Invariants: a table sorted by its ``hash`` column stays sorted through ``merge_by_hash``;
 no helper loops over rows in Python.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pandas as pd
@@ -24,6 +29,9 @@ __all__ = [
     "equal_ranges",
     "hash_strings",
     "rows_by_handle",
+    "column_by_handle",
+    "distinct",
+    "flatten",
 ]
 
 
@@ -34,9 +42,12 @@ def empty(columns: dict[str, str]) -> pd.DataFrame:
 
 
 def frame_or_empty(frame: pd.DataFrame | None, dtypes: dict[str, str]) -> pd.DataFrame:
-    """``frame`` with a fresh index, or an empty frame of ``dtypes`` for None / no rows."""
+    """``frame`` with a fresh index (a new frame on the same columns, which the caller may
+    add columns to), or an empty frame of ``dtypes`` for None / no rows."""
     if frame is None or len(frame) == 0:
         return empty(dtypes)
+    if frame.index.equals(pd.RangeIndex(len(frame))):
+        return frame.copy(deep=False)  # reset_index would copy every column
     return frame.reset_index(drop=True)
 
 
@@ -59,12 +70,13 @@ def rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
     """``frame.loc[keep]`` with a fresh index, column by column (cheaper on big tables)."""
     if keep.all():
         return frame
-    return pd.DataFrame({c: frame[c].to_numpy()[keep] for c in frame.columns}, copy=False)
+    rows = np.flatnonzero(keep)  # once: a boolean mask would be scanned again for every column
+    return pd.DataFrame({c: frame[c].to_numpy()[rows] for c in frame.columns}, copy=False)
 
 
 def sorted_by_hash(frame: pd.DataFrame) -> pd.DataFrame:
     order = np.argsort(frame["hash"].to_numpy(np.uint64), kind="stable")
-    return frame.iloc[order].reset_index(drop=True)
+    return pd.DataFrame({c: frame[c].to_numpy()[order] for c in frame.columns}, copy=False)
 
 
 def merge_by_hash(big: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
@@ -124,6 +136,42 @@ def rows_by_handle(table: pd.DataFrame, handles: np.ndarray) -> pd.DataFrame:
     handle order."""
     pos = np.searchsorted(table["handle"].to_numpy(np.int64), np.sort(handles))
     return pd.DataFrame({c: table[c].to_numpy()[pos] for c in table.columns}, copy=False)
+
+
+def column_by_handle(table: pd.DataFrame, column: str, handles: np.ndarray) -> np.ndarray:
+    """``rows_by_handle(table, handles)[column]`` for sorted ``handles``, as an array, without
+    building the other columns."""
+    return table[column].to_numpy()[np.searchsorted(table["handle"].to_numpy(np.int64), handles)]
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` for integers, by a stable sort (a radix sort for them): numpy's
+    own unique hashes first and costs 3-100x more on the shard's handle arrays.
+
+    >>> distinct(np.array([5, 1, 5, 3])).tolist()
+    [1, 3, 5]
+    """
+    ordered = np.sort(values, kind="stable")
+    keep = np.empty(ordered.size, dtype=bool)
+    keep[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+def flatten(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(length of each list, their elements one after another as an object array): a list
+    column exploded without pandas.
+
+    Arrays (what Arrow gives) are joined by ``np.concatenate``, Python lists chained: each
+    way is several times faster than the other on its own kind (20k one-key rows: 2 ms).
+    """
+    lengths = np.fromiter(map(len, lists), np.int64, count=len(lists))
+    total = int(lengths.sum())
+    if total == 0:
+        return lengths, np.empty(0, dtype=object)
+    if isinstance(lists[0], np.ndarray):
+        return lengths, np.concatenate(lists, dtype=object)
+    return lengths, np.fromiter(itertools.chain.from_iterable(lists), dtype=object, count=total)
 
 
 def hash_strings(values: np.ndarray) -> np.ndarray:

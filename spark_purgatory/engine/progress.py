@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
-from .frames import empty, hash_strings, stack
+from .frames import empty, hash_strings
 from .tables import EVENTS, I64_MIN, KEYS
 
 __all__ = [
@@ -46,27 +46,33 @@ def touch_keys(
     last_event_ts: np.ndarray | None = None,
     resolved_until: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """``keys`` with these keys' columns raised to the given values (each a running max)."""
+    """``keys`` with these keys' columns raised to the given values (each a running max).
+
+    Keys keep their order, new ones follow in the order given (a ``groupby(sort=False)``),
+    each column the max of its rows (``progress`` the max of its non-NaN values).
+    """
     n = len(khash)
-    update = pd.DataFrame(
-        {
-            "khash": khash.astype(np.uint64),
-            "progress": progress if progress is not None else np.full(n, np.nan),
-            "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, I64_MIN),
-            "resolved_until": resolved_until if resolved_until is not None else np.full(n, I64_MIN),
-        }
-    )
-    return (
-        stack(keys, update)
-        .groupby("khash", sort=False)
-        .agg(
-            progress=("progress", "max"),
-            last_event_ts=("last_event_ts", "max"),
-            resolved_until=("resolved_until", "max"),
-        )
-        .reset_index()
-        .astype(KEYS)
-    )
+    update = {
+        "khash": khash.astype(np.uint64),
+        "progress": progress if progress is not None else np.full(n, np.nan),
+        "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, I64_MIN),
+        "resolved_until": resolved_until if resolved_until is not None else np.full(n, I64_MIN),
+    }
+    rows = {c: np.concatenate([keys[c].to_numpy(), update[c]]).astype(t) for c, t in KEYS.items()}
+    order = np.argsort(rows["khash"], kind="stable")  # a key's rows together, in row order
+    khash = rows["khash"][order]
+    new_key = np.empty(khash.size, dtype=bool)
+    new_key[:1] = True
+    np.not_equal(khash[1:], khash[:-1], out=new_key[1:])
+    starts = np.flatnonzero(new_key)
+    if starts.size == 0:
+        return empty(KEYS)
+    place = np.argsort(order[starts], kind="stable")  # keys in the order of their first row
+    out = {"khash": khash[starts][place]}
+    out["progress"] = np.fmax.reduceat(rows["progress"][order], starts)[place]
+    for c in ("last_event_ts", "resolved_until"):
+        out[c] = np.maximum.reduceat(rows[c][order], starts)[place]
+    return pd.DataFrame(out, copy=False)
 
 
 def final_progress(keys: pd.DataFrame, final: pd.DataFrame) -> pd.DataFrame:

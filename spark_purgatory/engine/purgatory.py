@@ -51,11 +51,19 @@ from ..contract import (
     UNMATCHED_COLUMNS,
 )
 from . import dedup, progress, relay, watchers
-from .batch import VALID_EVENTS, VALID_OPERATIONS, BatchResult, rejected_rows, with_keys
+from .batch import BatchResult, accepted, rejected_rows
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
-from .frames import concat, frame_or_empty, hash_strings, merge_by_hash, rows_by_handle, rows_where, stack
+from .frames import (
+    column_by_handle,
+    concat,
+    distinct,
+    hash_strings,
+    merge_by_hash,
+    rows_by_handle,
+    rows_where,
+    stack,
+)
 from .tables import EVENTS, I64_MIN, ChangeLog, Changes, ShardTables, ops_rows
-from .validation import validate_events, validate_operations
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
@@ -293,33 +301,20 @@ class Purgatory:
         self, operations: pd.DataFrame | None, events: pd.DataFrame | None, wm: int, validated: bool
     ) -> tuple[pd.DataFrame, pd.DataFrame, list[pd.DataFrame]]:
         """Validate the input (unless the host did) and reject late rows and duplicate op_ids."""
-        rejected: list[pd.DataFrame] = []
-        if validated:
-            ops = frame_or_empty(operations, VALID_OPERATIONS)
-            evs = frame_or_empty(events, VALID_EVENTS)
-        else:
-            ops, bad = validate_operations(with_keys(operations), max_timeout_ms=self.config.max_timeout_ms)
-            rejected.append(bad)
-            evs, bad = validate_events(events if events is not None else pd.DataFrame())
-            rejected.append(bad)
-        if "stub" not in ops.columns:
-            ops["stub"] = False
-        if "replica" not in evs.columns:
-            evs["replica"] = False
-
+        ops, evs, rejected = accepted(operations, events, validated, self.config.max_timeout_ms)
         # stubs and replicas are copies: their original reports lateness and duplicates
         stub = ops["stub"].to_numpy(bool)
         late = ops["ts"].to_numpy() < wm
         rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.loc[late & ~stub], LATE))
-        ops = ops.loc[~late]
+        ops = rows_where(ops, ~late)  # the same frame when nothing is late (no copy)
         dup = dedup.duplicates(ops, self._seen, self._resolved)
         rejected.append(
             rejected_rows(SOURCE_OPERATIONS, ops.loc[dup & ~ops["stub"].to_numpy(bool)], DUPLICATE_OP_ID)
         )
-        ops = ops.loc[~dup]
+        ops = rows_where(ops, ~dup)
         late = evs["ts"].to_numpy() < wm
         rejected.append(rejected_rows(SOURCE_EVENTS, evs.loc[late & ~evs["replica"].to_numpy(bool)], LATE))
-        return ops, evs.loc[~late].reset_index(drop=True), rejected
+        return ops, rows_where(evs, ~late), rejected
 
     # -- Kafka's operations, batched -----------------------------------------------------------
 
@@ -343,14 +338,7 @@ class Purgatory:
 
         # events that arrived before their operation: untargeted ones by key, targeted by op_id
         if len(self._events):
-            buffered = self._events
-            targeted = buffered["op_id"].notna().to_numpy()
-            by_key = watch[["key", "handle"]].merge(buffered.loc[~targeted], on="key")
-            by_id = new_ops[["op_id", "handle"]].merge(buffered.loc[targeted], on="op_id")
-            keep = watchers.watching(
-                self._ops, by_id["handle"].to_numpy(np.int64), by_id["key"].to_numpy(dtype=object)
-            )
-            self._add_matches(stack(by_key, by_id.loc[keep, list(by_key.columns)]))
+            self._add_matches(watchers.buffered_pairs(self._ops, new_ops, watch, self._events))
         self._try_complete(handles)
 
     def check_and_complete(self, events: pd.DataFrame) -> None:
@@ -365,20 +353,22 @@ class Purgatory:
         if len(self._watch) == 0:
             return
         keys, op_ids = evs["key"].to_numpy(dtype=object), evs["op_id"].to_numpy(dtype=object)
+        khash = hash_strings(keys)  # once: the watchers' lookup and the matches both need it
         # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
-        untargeted = np.flatnonzero(evs["op_id"].isna().to_numpy())
-        ev_idx, handles = watchers.watchers_of(self._watch, keys[untargeted])
+        untargeted = np.flatnonzero(pd.isna(op_ids))
+        ev_idx, handles = watchers.watchers_of(self._watch, keys[untargeted], khash[untargeted])
         ev_idx = untargeted[ev_idx]
         # targeted events: straight to their operation, if it is pending and watches the key
-        targeted = np.flatnonzero(evs["op_id"].notna().to_numpy())
+        targeted = np.flatnonzero(pd.notna(op_ids))
         probe, row = dedup.lookup_seen(self._seen, op_ids[targeted])
         t_idx, t_handles = targeted[probe], self._seen["handle"].to_numpy(np.int64)[row]
         live = t_handles >= 0
         t_idx, t_handles = t_idx[live], t_handles[live]
         hit = watchers.watching(self._ops, t_handles, keys[t_idx])
-        pairs = evs.iloc[np.concatenate([ev_idx, t_idx[hit]])].reset_index(drop=True)
-        pairs["handle"] = np.concatenate([handles, t_handles[hit]])
-        self._try_complete(self._add_matches(pairs))
+        idx = np.concatenate([ev_idx, t_idx[hit]])
+        pairs = {c: evs[c].to_numpy()[idx] for c in ("key", "ts", "eseq", "op_id", "source", "value")}
+        pairs.update(handle=np.concatenate([handles, t_handles[hit]]), khash=khash[idx])
+        self._try_complete(self._add_matches(pd.DataFrame(pairs, copy=False)))
 
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached
@@ -386,7 +376,7 @@ class Purgatory:
         self._watermark = max(int(watermark_ms), self._watermark)
         expired = np.concatenate([self._due, self._wheel.advance(self._watermark)])
         self._due = np.empty(0, dtype=np.int64)
-        expired = np.unique(expired)
+        expired = distinct(expired)
         expired = expired[np.isin(expired, self._ops["handle"].to_numpy(np.int64), assume_unique=True)]
         if expired.size:
             self._on_expiration(expired)
@@ -411,16 +401,17 @@ class Purgatory:
         holds, at the event time it became true."""
         if handles.size == 0:
             return
-        handles = np.unique(handles)
-        handles = handles[~rows_by_handle(self._ops, handles)["stub"].to_numpy(bool)]  # stubs never complete
+        handles = distinct(handles)
+        handles = handles[~column_by_handle(self._ops, "stub", handles).astype(bool)]  # stubs never complete
         if handles.size == 0:
             return
-        result = self._evaluate(handles)
+        ops = rows_by_handle(self._ops, handles)
+        result = self._evaluate(handles, ops)
         done = handles[result.satisfied]
         if done.size == 0:
             return
         self._mark_used(result.eseq[result.used & np.isin(result.handle, done)])
-        rows = rows_by_handle(self._ops, done)
+        rows = rows_where(ops, result.satisfied)
         self._cancel(done, rows)
         ok = result.satisfied
         self._force_complete(
@@ -430,8 +421,8 @@ class Purgatory:
     def _on_expiration(self, expired: np.ndarray) -> None:
         """The timer fired for these operations: report them expired at their deadline, with
         the progress they made."""
-        result = self._evaluate(expired)
         rows = rows_by_handle(self._ops, expired)
+        result = self._evaluate(expired, rows)
         # a stub counts nothing: whether its events are used is the cross-shard group's to say
         stubs = rows["handle"].to_numpy(np.int64)[rows["stub"].to_numpy(bool)]
         self._mark_used(result.eseq[~np.isin(result.handle, stubs)])
@@ -495,10 +486,11 @@ class Purgatory:
         due = np.isin(handles, self._due)  # added already past their deadline: never on the wheel
         self._due = self._due[~np.isin(self._due, handles)]
         self._wheel.cancel(handles[~due])
-        watched = self._watch.loc[self._watch["handle"].isin(handles), ["hash", "handle"]]
-        at = np.searchsorted(rows["handle"].to_numpy(np.int64), watched["handle"].to_numpy(np.int64))
+        watch_handle = self._watch["handle"].to_numpy(np.int64)
+        watching = np.isin(watch_handle, handles)
+        at = np.searchsorted(rows["handle"].to_numpy(np.int64), watch_handle[watching])
         deadline = rows["deadline"].to_numpy(np.int64)[at]
-        khash = watched["hash"].to_numpy(np.uint64)
+        khash = self._watch["hash"].to_numpy(np.uint64)[watching]
         self._keys = progress.touch_keys(self._keys, khash, resolved_until=deadline)
 
     def _purge(self, handles: np.ndarray, rows: pd.DataFrame) -> None:
@@ -509,7 +501,7 @@ class Purgatory:
             frame = getattr(self, name)
             setattr(self, name, rows_where(frame, ~np.isin(frame["handle"].to_numpy(np.int64), handles)))
         # a stub's op_id belongs to its original, which remembers it
-        real = rows.loc[~rows["stub"].to_numpy(bool)]
+        real = rows_where(rows, ~rows["stub"].to_numpy(bool))
         if len(real):
             resolved = dedup.resolved_rows(
                 real["op_id"].to_numpy(dtype=object),
@@ -528,7 +520,7 @@ class Purgatory:
         if len(new) == 0:
             return np.empty(0, dtype=np.int64)
         self._matches = stack(self._matches, new)
-        return np.unique(new["handle"].to_numpy(np.int64))
+        return distinct(new["handle"].to_numpy(np.int64))
 
     def _receive(self, relayed: pd.DataFrame | None) -> pd.DataFrame:
         """Relayed pairs and floors as matches, step by step (``relay.steps``), each step
@@ -546,11 +538,11 @@ class Purgatory:
             self._relayed = stack(self._relayed, record)
             if len(new):
                 self._matches = stack(self._matches, new)
-                self._try_complete(np.unique(new["handle"].to_numpy(np.int64)))
+                self._try_complete(distinct(new["handle"].to_numpy(np.int64)))
         return lost
 
-    def _evaluate(self, handles: np.ndarray) -> Evaluation:
-        ops = rows_by_handle(self._ops, handles)
+    def _evaluate(self, handles: np.ndarray, ops: pd.DataFrame) -> Evaluation:
+        """``conditions.evaluate`` for these (sorted) handles, whose rows of ``ops`` are ``ops``."""
         matches = self._matches.loc[self._matches["handle"].isin(handles)]
         watch = None
         if (ops["cond"].to_numpy() == OFFSET).any():

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .frames import empty, stack
+from .frames import distinct, empty, stack
 from .wheel import TimingWheel
 
 __all__ = [
@@ -182,14 +182,19 @@ def ops_rows(ops: pd.DataFrame, first_handle: int) -> pd.DataFrame:
             "target": ops["target"].to_numpy(float),
             "members": ops["members"].to_numpy(dtype=object),
             "payload": ops["payload"].to_numpy(dtype=object),
-            "n_members": ops["members"].map(_length).to_numpy(np.int64),
+            "n_members": _lengths(ops["members"].to_numpy(dtype=object)),
             "stub": ops["stub"].to_numpy(bool),
         }
     )
 
 
-def _length(value: object) -> int:
-    return 0 if value is None or (isinstance(value, float) and value != value) else len(value)
+def _lengths(lists: np.ndarray) -> np.ndarray:
+    """The length of each list, 0 for a missing one (None or NaN); only present lists are
+    visited (most operations have no members)."""
+    lengths = np.zeros(len(lists), dtype=np.int64)
+    present = np.flatnonzero(~pd.isna(lists))
+    lengths[present] = np.fromiter(map(len, lists[present]), np.int64, count=present.size)
+    return lengths
 
 
 @dataclass(frozen=True)
@@ -228,7 +233,7 @@ class ChangeLog:
 
     def take(self, next_handle: int, resolved_table: pd.DataFrame) -> Changes:
         """The changes since the last take; the log starts afresh at ``next_handle``."""
-        removed = np.unique(np.concatenate([np.empty(0, np.int64), *self._removed]))
+        removed = distinct(np.concatenate([np.empty(0, np.int64), *self._removed]))
         if self._resolved is None:
             resolved = resolved_table
         else:

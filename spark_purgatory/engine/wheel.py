@@ -59,6 +59,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from .frames import distinct
+
 __all__ = ["TimingWheel", "NO_EXPIRATION"]
 
 #: ``next_expiration()`` when the wheel is empty.
@@ -244,10 +246,10 @@ class TimingWheel:
 
     def cancel(self, ids: object) -> None:
         """Cancel pending entries: they will never be returned by ``advance``."""
-        ids = np.unique(_as_i64(ids))
+        ids = _as_i64(ids)
         if ids.size == 0:
             return
-        self._tombstones = np.union1d(self._tombstones, ids)
+        self._tombstones = distinct(np.concatenate([self._tombstones, ids]))
         if self._tombstones.size >= max(1024, self.size()):
             self.purge()
 

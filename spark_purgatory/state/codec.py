@@ -10,8 +10,6 @@ columns come back as numpy arrays, which the engine accepts).
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -24,11 +22,7 @@ __all__ = ["pack_parts", "unpack_parts", "frame_bytes", "frame_from", "handles_b
 def pack_parts(parts: dict[str, bytes], meta: dict[str, str]) -> bytes:
     """Named binary parts and string metadata as one Arrow IPC stream."""
     table = pa.table({"part": list(parts), "data": pa.array(list(parts.values()), pa.binary())})
-    table = table.replace_schema_metadata(meta)
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
+    return _stream_bytes(table.replace_schema_metadata(meta))
 
 
 def unpack_parts(data: bytes | pa.Buffer) -> tuple[dict[str, bytes], dict[str, str]]:
@@ -41,11 +35,19 @@ def unpack_parts(data: bytes | pa.Buffer) -> tuple[dict[str, bytes], dict[str, s
 
 
 def frame_bytes(frame: pd.DataFrame) -> bytes:
-    table = pa.Table.from_pandas(frame, preserve_index=False, nthreads=1)  # small frames: no thread pool
-    sink = io.BytesIO()
+    """The frame as an Arrow IPC stream, each column converted as ``Table.from_pandas`` would
+    (NaN as null, object columns typed by their values), without its pandas metadata, which
+    ``frame_from`` never reads."""
+    columns = {name: pa.array(frame[name].to_numpy(), from_pandas=True) for name in frame.columns}
+    return _stream_bytes(pa.table(columns))
+
+
+def _stream_bytes(table: pa.Table) -> bytes:
+    # Arrow's own growing buffer, not io.BytesIO: half the time for a state value of megabytes
+    sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return sink.getvalue()
+    return sink.getvalue().to_pybytes()
 
 
 def frame_from(data: bytes, dtypes: dict[str, str]) -> pd.DataFrame:

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import PurgatoryConfig
-from ..engine.frames import empty, merge_by_hash, rows_where, stack
+from ..engine.frames import distinct, empty, merge_by_hash, rows_where, stack
 from ..engine.purgatory import Purgatory
 from ..engine.tables import BIG_TABLES, RESOLVED, SMALL_TABLES, Changes, ShardTables
 from ..engine.wheel import TimingWheel
@@ -200,7 +200,7 @@ def _change(t: ShardTables, lineage: Lineage) -> dict[str, pd.DataFrame]:
     for name in _TAILS:
         frame = getattr(t, name)
         change[name] = frame.loc[frame["handle"].to_numpy(np.int64) >= since]
-    dead = np.unique(np.concatenate([np.empty(0, np.int64), *lineage.dead]))
+    dead = distinct(np.concatenate([np.empty(0, np.int64), *lineage.dead]))
     change["dead"] = pd.DataFrame({"handle": dead[dead < since]})
     new = empty(RESOLVED)
     for rows in lineage.resolved:
