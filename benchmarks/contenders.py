@@ -243,7 +243,7 @@ def run_floor(spark: SparkSession, files: Files, config: PurgatoryConfig, per_tr
     return timed(label, files.rows, stream, f"{files.root}/ck-floor")
 
 
-def _stateless_step(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+def _no_work_step(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
     """The ``stateful`` contender's group function: the rows back, a few bytes of state."""
     yield from frames
     state.update((b"-",))
@@ -251,7 +251,7 @@ def _stateless_step(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterat
 
 
 def run_stateful(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
-    """The floor through ``applyInPandasWithState`` doing nothing (``_stateless_step``)."""
+    """The floor through ``applyInPandasWithState`` doing nothing (``_no_work_step``)."""
     ops, evs = typed_inputs(spark, files, per_trigger)
     groups = F.pmod(F.xxhash64("key"), F.lit(config.shards + 1)).cast("int").alias("group")
     sides = [
@@ -263,7 +263,7 @@ def run_stateful(spark: SparkSession, files: Files, config: PurgatoryConfig, per
         .unionByName(sides[1])
         .groupBy("group")
         .applyInPandasWithState(
-            _stateless_step, "group int, key string, ts timestamp", "v binary", "append", "EventTimeTimeout"
+            _no_work_step, "group int, key string, ts timestamp", "v binary", "append", "EventTimeTimeout"
         )
     )
     return timed("stateful floor (no work)", files.rows, stream, f"{files.root}/ck-stateful")

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .frames import hash_strings
+from .frames import hash_strings, run_starts
 
 __all__ = [
     "ANY",
@@ -91,9 +91,7 @@ def _first_per_group(group: np.ndarray, hit: np.ndarray) -> tuple[np.ndarray, np
     """(group values, row index) of the first hit row of each group, for ``group`` sorted."""
     rows = np.flatnonzero(hit)
     hit_group = group[rows]
-    first = np.empty(rows.size, dtype=bool)
-    first[:1] = True
-    np.not_equal(hit_group[1:], hit_group[:-1], out=first[1:])
+    first = run_starts(hit_group)
     return hit_group[first], rows[first]
 
 

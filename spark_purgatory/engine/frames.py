@@ -31,6 +31,7 @@ __all__ = [
     "rows_by_handle",
     "column_by_handle",
     "distinct",
+    "run_starts",
     "flatten",
 ]
 
@@ -152,10 +153,20 @@ def distinct(values: np.ndarray) -> np.ndarray:
     [1, 3, 5]
     """
     ordered = np.sort(values, kind="stable")
-    keep = np.empty(ordered.size, dtype=bool)
-    keep[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-    return ordered[keep]
+    return ordered[run_starts(ordered)]
+
+
+def run_starts(ordered: np.ndarray) -> np.ndarray:
+    """Which elements of ``ordered`` (equal values next to each other) start a run of equal
+    values: the first of each distinct value.
+
+    >>> run_starts(np.array([1, 1, 3, 5, 5])).tolist()
+    [True, False, True, True, False]
+    """
+    first = np.empty(ordered.size, dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return first
 
 
 def flatten(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
-from .frames import empty, hash_strings
+from .frames import empty, hash_strings, run_starts
 from .tables import EVENTS, I64_MIN, KEYS
 
 __all__ = [
@@ -61,10 +61,7 @@ def touch_keys(
     rows = {c: np.concatenate([keys[c].to_numpy(), update[c]]).astype(t) for c, t in KEYS.items()}
     order = np.argsort(rows["khash"], kind="stable")  # a key's rows together, in row order
     khash = rows["khash"][order]
-    new_key = np.empty(khash.size, dtype=bool)
-    new_key[:1] = True
-    np.not_equal(khash[1:], khash[:-1], out=new_key[1:])
-    starts = np.flatnonzero(new_key)
+    starts = np.flatnonzero(run_starts(khash))
     if starts.size == 0:
         return empty(KEYS)
     place = np.argsort(order[starts], kind="stable")  # keys in the order of their first row
