@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 from .config import ConfigError, PurgatoryConfig, parse_interval_ms
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import PurgatorySink
+from .delta.staging import ShardStaging, everywhere
 from .delta.writers import WriterChoice, choose_writer
 from .state.wake import Wake
 from .storage import Storage, join, write_once
@@ -158,7 +159,9 @@ def start(
     wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards) if hands_off(cfg) else None
     if wake is not None:
         wake.create()
-    out = _operator(spark, operations, events, cfg, source_format, wake)
+    # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
+    staging = None if _is_connect(spark) else ShardStaging(everywhere(cfg.accumulator_staging_path), storage)
+    out = _operator(spark, operations, events, cfg, source_format, wake, staging)
     if isinstance(writer, str):
         writer = choose_writer(spark, output, prefer=writer, storage=storage)
     if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
@@ -172,7 +175,7 @@ def start(
         storage=storage,
     )
     totals = _Totals(on_batch)
-    sink = PurgatorySink(accumulator, writer, on_batch=totals, wake=wake)
+    sink = PurgatorySink(accumulator, writer, on_batch=totals, wake=wake, staged=staging is not None)
     stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
     if name:
         stream = stream.queryName(name)
@@ -440,11 +443,19 @@ def _check_session(spark: Any) -> None:
 
 
 def _operator(
-    spark: Any, operations: Any, events: Any, cfg: PurgatoryConfig, source_format: str, wake: Wake | None
+    spark: Any,
+    operations: Any,
+    events: Any,
+    cfg: PurgatoryConfig,
+    source_format: str,
+    wake: Wake | None,
+    staging: ShardStaging | None,
 ) -> Any:
-    """The operator's output stream, with the ``purgatory`` observed metrics attached."""
-    from . import purgatory_stream, read_stream
+    """The operator's output stream, with the ``purgatory`` observed metrics attached; with
+    ``staging``, the shards stage their own rows and the stream carries ``STAGED`` rows."""
+    from . import read_stream
     from .spark.metrics import observe_purgatory
+    from .spark.operator import purgatory_stream, staged_stream
 
     def source(given: Any, kind: str) -> Any:
         if not isinstance(given, str):
@@ -453,15 +464,13 @@ def _operator(
             spark, given, source_format, kind=kind, max_files_per_trigger=cfg.source_max_files_per_trigger
         )
 
-    return observe_purgatory(
-        purgatory_stream(
-            source(operations, "operations"),
-            source(events, "events"),
-            cfg,
-            source_format=source_format,
-            wake_path=wake.root if wake is not None else None,
-        )
-    )
+    ops, evs = source(operations, "operations"), source(events, "events")
+    wake_path = wake.root if wake is not None else None
+    if staging is None:
+        out = purgatory_stream(ops, evs, cfg, source_format=source_format, wake_path=wake_path)
+    else:
+        out = staged_stream(ops, evs, cfg, staging, source_format=source_format, wake_path=wake_path)
+    return observe_purgatory(out)
 
 
 @contextmanager

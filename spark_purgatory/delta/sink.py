@@ -73,6 +73,9 @@ class PurgatorySink:
         clock: seconds since the epoch (for ``emitted_at`` and the rejected date).
         wake: where to ask for one more micro-batch after one whose shards relayed to the
             cross-shard group (``state.wake``; ``start`` passes ``<checkpoint>/purgatory-wake``).
+        staged: the micro-batches are ``STAGED`` rows of shards that staged their own output
+            (``staged_stream``, ``start``'s path on a classic session): the sink only records
+            and drains them.  False: they are the operator's rows, staged here.
 
     ``spark_purgatory.start`` builds and closes the sink; wire it yourself only for your own
     sink around it::
@@ -91,6 +94,7 @@ class PurgatorySink:
         on_batch: Callable[[dict], None] | None = None,
         clock: Callable[[], float] | None = None,
         wake: Wake | None = None,
+        staged: bool = False,
     ) -> None:
         self.accumulator = accumulator
         self.writer = writer
@@ -98,6 +102,7 @@ class PurgatorySink:
         self.clock = clock or accumulator.clock
         self.last_batch_id: int | None = None
         self.wake = wake
+        self.staged = staged
         self.pending: dict[int, int] = {}  # shard -> last reported pending count
         self.tasks: TaskRunner = in_process  # the sender's tasks: on the executors once a batch ran
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
@@ -117,6 +122,12 @@ class PurgatorySink:
         """Stage micro-batch ``batch_id`` on the executors, then drain what is ready."""
         batch_id = int(batch_id)
         with self._lock:
+            self.tasks = SparkTasks(batch.sparkSession)
+            if self.staged:  # the shards staged their rows: only their STAGED rows come here
+                staged = _to_arrow(batch.select(*STAGED.names)).cast(STAGED)
+                _check_staged_by(staged, batch_id)
+                self._after_staging(staged, batch_id)
+                return
             stage = functools.partial(
                 stage_task,
                 batch_id=batch_id,
@@ -126,7 +137,6 @@ class PurgatorySink:
                 write=batch_id > self.accumulator.staged_through,
             )
             frame = batch.select(*OPERATOR_OUTPUT.names).mapInArrow(stage, STAGED_DDL)
-            self.tasks = SparkTasks(batch.sparkSession)
             self._after_staging(_to_arrow(frame).cast(STAGED), batch_id)
 
     def process(self, rows: pa.Table, batch_id: int) -> dict:
@@ -195,6 +205,14 @@ class PurgatorySink:
             "staged_bytes": self.accumulator.buffered_bytes,
             "committed": written,
         }
+
+
+def _check_staged_by(staged: pa.Table, batch_id: int) -> None:
+    """Every staged file must be named for this micro-batch (``staging.staged_name``)."""
+    prefix = f"{batch_id:020d}-"
+    for name in staged.column("name").drop_null().to_pylist():
+        if not name.rsplit("/", 1)[-1].startswith(prefix):
+            raise RuntimeError(f"micro-batch {batch_id} got a file staged for another batch: {name}")
 
 
 def _to_arrow(frame: Any) -> pa.Table:

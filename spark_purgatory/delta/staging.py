@@ -11,11 +11,14 @@ is the same for rows already in this process): it splits its rows and writes, pe
 destination ``(table, partition)``, one staged Parquet file named for ``(batch_id, task)``
 under ``<staging>/<table>/<partition>/``.  It returns one small row per file (``STAGED``:
 table, partition, name, bytes, rows and the outcome counts) and one per ``metrics`` row of
-the operator; nothing else leaves the task.
+the operator; nothing else leaves the task.  ``ShardStaging`` is the same inside the shard
+step itself (``start``'s path): the operator's rows are staged by the Python worker that
+produced them and never cross into the JVM at all.
 
 Invariants: a staged file is whole or absent (a local file is written to a temporary name
-and renamed; an object store's put is atomic), and a retried task attempt writes the names
-the first attempt wrote, so it overwrites rather than adds.  ``bytes`` is the Parquet data
+and renamed; an object store's put is atomic); a retried ``stage_task`` attempt writes the
+names the first attempt wrote, so it overwrites rather than adds, and a shard call writes
+names no other call writes, so only the manifest decides which files count.  ``bytes`` is the Parquet data
 size of the file (its column chunks, without the footer): the accumulator counts
 ``batch.size`` in the bytes of the files it will write, and those are Parquet too.
 """
@@ -24,7 +27,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,7 +38,16 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..contract import COMPLETED, EXPIRED, KIND_METRICS, RELAYED, TABLES, TableContract, ms_column
+from ..contract import (
+    COMPLETED,
+    EXPIRED,
+    GROUP_ROWS,
+    KIND_METRICS,
+    RELAYED,
+    TABLES,
+    TableContract,
+    ms_column,
+)
 from ..storage import Storage, WholeFile, location
 
 __all__ = [
@@ -45,10 +59,13 @@ __all__ = [
     "STAGED",
     "STAGED_DDL",
     "staged_name",
+    "ShardStaging",
+    "micro_batch_id",
 ]
 
 _TS = pa.timestamp("us", tz="UTC")
 _WATERMARK = ms_column("watermark")
+_BATCH_ID = "streaming.sql.batchId"  # the local property Spark sets on a micro-batch's jobs
 
 #: what a staging task returns: a row per staged file (``table`` set) or per metrics row
 STAGED = pa.schema(
@@ -62,6 +79,7 @@ STAGED = pa.schema(
         ("expired", pa.int64()),
         ("shard", pa.int64()),
         ("pending", pa.int64()),
+        (GROUP_ROWS, pa.int64()),
         (RELAYED, pa.int64()),
         (_WATERMARK, pa.int64()),
     ]
@@ -122,9 +140,11 @@ def _by_partition(name: str, rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
 # -- staging: one Parquet file per (destination, batch, task) ----------------------------------------
 
 
-def staged_name(table: str, partition: str, batch_id: int, task: int) -> str:
-    """Where a task stages a destination's rows, relative to the staging directory."""
-    return f"{table}/{safe(partition)}/{batch_id:020d}-{task:05d}.parquet"
+def staged_name(table: str, partition: str, batch_id: int, task: int, attempt: str = "") -> str:
+    """Where a task stages a destination's rows, relative to the staging directory
+    (``attempt``: a shard call's own token, ``ShardStaging``)."""
+    suffix = f"-{attempt}" if attempt else ""
+    return f"{table}/{safe(partition)}/{batch_id:020d}-{task:05d}{suffix}.parquet"
 
 
 def stage_task(
@@ -147,27 +167,15 @@ def stage_task(
 
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
-    fs, root = storage.filesystem(staging_dir)
-    files: dict[tuple[str, str], StagedFile] = {}
-    metrics = []
-    try:
-        for batch in batches:
-            rows = pa.Table.from_batches([batch])
-            metrics.append(rows.filter(pc.equal(rows.column("kind"), KIND_METRICS)))
-            for name, table in split_tables(rows, batch_id, now).items():
-                if table.num_rows == 0:
-                    continue
-                for partition, part in _by_partition(name, table):
-                    if (name, partition) not in files:
-                        relative = staged_name(name, partition, batch_id, task)
-                        files[(name, partition)] = StagedFile(fs, f"{root}/{relative}", relative, write)
-                    files[(name, partition)].write(part)
-        staged = [f.close() for f in files.values()]
-    except BaseException:
-        for f in files.values():
-            f.abort()
-        raise
-    yield from _staged_rows(staged, metrics).to_batches()
+    number = task
+
+    def name(table: str, partition: str) -> str:
+        return staged_name(table, partition, batch_id, number)
+
+    staged = _stage(
+        batches, name, batch_id=batch_id, now=now, staging_dir=staging_dir, storage=storage, write=write
+    )
+    yield from staged.to_batches()
 
 
 def stage_rows(
@@ -184,6 +192,94 @@ def stage_rows(
         task=0,
     )
     return pa.Table.from_batches(list(out), schema=STAGED)
+
+
+def _stage(
+    batches: Iterable[pa.RecordBatch],
+    name: Callable[[str, str], str],
+    *,
+    batch_id: int,
+    now: dt.datetime,
+    staging_dir: str,
+    storage: Storage,
+    write: bool,
+) -> pa.Table:
+    """Split operator rows into table rows and stage them, one file per destination named by
+    ``name(table, partition)``; return the ``STAGED`` rows (files, then metrics rows)."""
+    fs, root = storage.filesystem(staging_dir)
+    files: dict[tuple[str, str], StagedFile] = {}
+    metrics = []
+    try:
+        for batch in batches:
+            rows = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+            metrics.append(rows.filter(pc.equal(rows.column("kind"), KIND_METRICS)))
+            for table_name, table in split_tables(rows, batch_id, now).items():
+                if table.num_rows == 0:
+                    continue
+                for partition, part in _by_partition(table_name, table):
+                    if (table_name, partition) not in files:
+                        relative = name(table_name, partition)
+                        files[(table_name, partition)] = StagedFile(fs, f"{root}/{relative}", relative, write)
+                    files[(table_name, partition)].write(part)
+        staged = [f.close() for f in files.values()]
+    except BaseException:
+        for f in files.values():
+            f.abort()
+        raise
+    return _staged_rows(staged, metrics)
+
+
+@dataclass(frozen=True)
+class ShardStaging:
+    """The shard step's own staging (``start``'s path): a shard call's output rows become
+    staged files where they are produced, and only its ``STAGED`` rows go on to the sink.
+
+    Without it the rows cross from the Python worker into the JVM and out again to the
+    sink's staging tasks (``stage_task``); staged here, they cross neither way.  A call
+    names its files ``<batch>-<shard>-<token>``, the token fresh per call, so no manifest
+    ever names the files of a call the driver did not take: a failed task attempt's, or a
+    replayed micro-batch's (the accumulator records the first staging of a batch only and
+    ignores a replay's rows; the next ``record`` sweeps their files, see ``accumulator``).
+    The micro-batch id is the one Spark gives the batch's jobs (``streaming.sql.batchId``,
+    a local property every task sees), so a file's ``batch_id`` column is the sink's.
+    """
+
+    staging_dir: str
+    storage: Storage
+
+    def __call__(self, rows: pa.Table, shard: int) -> pa.Table:
+        """Stage one shard call's operator rows (``contract.OPERATOR_OUTPUT``); return ``STAGED``."""
+        batch_id = micro_batch_id()
+        token = uuid.uuid4().hex[:12]
+
+        def name(table: str, partition: str) -> str:
+            return staged_name(table, partition, batch_id, shard, token)
+
+        now = dt.datetime.now(dt.timezone.utc)
+        return _stage(
+            [rows],
+            name,
+            batch_id=batch_id,
+            now=now,
+            staging_dir=self.staging_dir,
+            storage=self.storage,
+            write=True,
+        )
+
+
+def micro_batch_id() -> int:
+    """The id of the micro-batch this Spark task runs in (Spark's ``streaming.sql.batchId``)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    value = context.getLocalProperty(_BATCH_ID) if context is not None else None
+    if value is None:
+        raise RuntimeError(
+            "staging in the shard step needs the micro-batch id Spark gives a streaming query's "
+            f"jobs ({_BATCH_ID}); it is missing here (not a micro-batch, or a Spark Connect "
+            "foreachBatch): stage in the sink instead (PurgatorySink without staged=True)"
+        )
+    return int(value)
 
 
 class StagedFile:
@@ -237,6 +333,7 @@ def _staged_rows(staged: list[dict], metrics: list[pa.Table]) -> pa.Table:
         {
             "shard": pc.cast(m.column("shard"), pa.int64()),
             "pending": pc.cast(m.column("pending"), pa.int64()),
+            GROUP_ROWS: pc.cast(m.column(GROUP_ROWS), pa.int64()),
             RELAYED: pc.cast(m.column(RELAYED), pa.int64()),
             _WATERMARK: pc.cast(m.column(_WATERMARK), pa.int64()),
         }

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -32,6 +32,8 @@ from ..contract import (
     KIND_OUTCOME,
     KIND_REJECTED,
     KIND_UNMATCHED,
+    REJECTED,
+    UNMATCHED_EVENTS,
     ms_column,
 )
 
@@ -52,7 +54,10 @@ log = logging.getLogger("spark_purgatory.progress")
 
 
 def observe_purgatory(out: DataFrame) -> DataFrame:
-    """The operator's output with the ``purgatory`` observed metrics attached."""
+    """The operator's output with the ``purgatory`` observed metrics attached (its rows, or
+    the ``STAGED`` rows of shards that staged their own: ``staged_stream``)."""
+    if "kind" not in out.columns:
+        return _observe_staged(out)
     kind = F.col("kind")
     outcome = kind == KIND_OUTCOME
 
@@ -72,6 +77,30 @@ def observe_purgatory(out: DataFrame) -> DataFrame:
         ),
         F.max(F.when(kind == KIND_METRICS, F.col(GROUP_ROWS))).cast("long").alias(MAX_GROUP_ROWS),
         F.sum(F.when(kind == KIND_METRICS, F.col(GROUP_ROWS))).cast("long").alias(GROUP_ROWS_TOTAL),
+    )
+
+
+def _observe_staged(out: DataFrame) -> DataFrame:
+    """The same metrics from ``STAGED`` rows: counted per staged file, gauges per shard call."""
+    table, call = F.col("table"), F.col("table").isNull()
+
+    def total(column: str, cond: Column | None = None) -> Column:
+        value = F.col(column) if cond is None else F.when(cond, F.col(column))
+        return F.coalesce(F.sum(value), F.lit(0)).cast("long")
+
+    watermark = ms_column("watermark")
+    return out.observe(
+        OBSERVATION,
+        total(COMPLETED).alias(COMPLETED),
+        total(EXPIRED).alias(EXPIRED),
+        total("rows", table == UNMATCHED_EVENTS.name).alias(KIND_UNMATCHED),
+        total("rows", table == REJECTED.name).alias(KIND_REJECTED),
+        F.max(watermark).alias(watermark),
+        F.map_from_entries(F.collect_list(F.when(call, F.struct("shard", "pending")))).alias(
+            "pending_by_shard"
+        ),
+        F.max(F.when(call, F.col(GROUP_ROWS))).cast("long").alias(MAX_GROUP_ROWS),
+        F.sum(F.when(call, F.col(GROUP_ROWS))).cast("long").alias(GROUP_ROWS_TOTAL),
     )
 
 

@@ -69,12 +69,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..config import PurgatoryConfig
-from ..contract import MAX_TS_MS, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..contract import MAX_TS_MS, OPERATOR_OUTPUT, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..delta.staging import STAGED, ShardStaging
 from ..engine.conditions import CONDITIONS
 from ..engine.frames import concat
 from ..engine.purgatory import Purgatory
@@ -103,6 +106,7 @@ __all__ = [
     "LATE_ALLOWANCE_MS",
     "routed_stream",
     "purgatory_stream",
+    "staged_stream",
     "purgatory_batch",
     "segment_store",
 ]
@@ -114,6 +118,8 @@ _STATE_LOG = bool(os.environ.get("PURGATORY_STATE_LOG"))
 LATE_ALLOWANCE_MS = 36_500 * 86_400_000
 
 _STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType())])
+#: what the operator returns when its shards stage their own output (``staged_stream``)
+STAGED_SCHEMA: T.StructType = from_arrow_schema(STAGED)
 _TS_MS = ms_column("ts")
 _EVENT_TIME = "_event_time"  # the watermark's helper column (module docstring)
 
@@ -197,14 +203,36 @@ def purgatory_stream(
     """
     config = config or PurgatoryConfig()
     routed = routed_stream(operations, events, config, source_format=source_format, wake_path=wake_path)
-    out = routed.groupBy("shard").applyInPandasWithState(
-        _stateful_shard(config),
-        OUTPUT_SCHEMA,
-        _STATE_SCHEMA,
-        "append",
-        "EventTimeTimeout",
+    return with_timestamps(_grouped(routed, _stateful_shard(config), OUTPUT_SCHEMA))
+
+
+def staged_stream(
+    operations: DataFrame,
+    events: DataFrame,
+    config: PurgatoryConfig,
+    staging: ShardStaging,
+    *,
+    source_format: SourceFormat = "auto",
+    wake_path: str | None = None,
+) -> DataFrame:
+    """``purgatory_stream`` whose shards stage their own output (``start``'s path).
+
+    Each shard call writes its table rows where it produced them (``delta.staging.ShardStaging``)
+    and returns only ``STAGED`` rows: one per staged file and its metrics row.  A
+    ``PurgatorySink(..., staged=True)`` records and drains them; the output rows never cross
+    into the JVM.  Needs the micro-batch id in the tasks, which a classic session's
+    ``foreachBatch`` has and a Spark Connect one has not (``start`` chooses).
+    """
+    config = config or PurgatoryConfig()
+    routed = routed_stream(operations, events, config, source_format=source_format, wake_path=wake_path)
+    return _grouped(routed, _stateful_shard(config, staging), STAGED_SCHEMA)
+
+
+def _grouped(routed: DataFrame, step: Any, schema: T.StructType) -> DataFrame:
+    """The routed rows grouped by shard into the stateful ``step``."""
+    return routed.groupBy("shard").applyInPandasWithState(
+        step, schema, _STATE_SCHEMA, "append", "EventTimeTimeout"
     )
-    return with_timestamps(out)
 
 
 def purgatory_batch(
@@ -325,8 +353,9 @@ def _receive(p: Purgatory, mailbox: Mailbox, batch: int) -> pd.DataFrame:
     return relayed
 
 
-def _stateful_shard(config: PurgatoryConfig):
-    """The function Spark calls once per shard per micro-batch (and on the shard's timeout)."""
+def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None):
+    """The function Spark calls once per shard per micro-batch (and on the shard's timeout);
+    with ``staging`` it stages its output rows and yields their ``STAGED`` rows instead."""
     store = segment_store(config)
     mailbox = Mailbox.beside(config.state_path, Storage.of(config)) if hands_off(config) else None
     numbers = shard_numbers(config.shards + 1)
@@ -353,7 +382,12 @@ def _stateful_shard(config: PurgatoryConfig):
         if posted:
             mailbox.post(shard, batch, result.relay)  # type: ignore[union-attr]
         handled = len(pdf) + (len(relayed) if relayed is not None else 0)  # relayed rows are work too
-        yield output_rows(shard, result, bad, p, wm, handled, posted)
+        rows = output_rows(shard, result, bad, p, wm, handled, posted)
+        if staging is None:
+            yield rows
+        else:
+            arrow = pa.Table.from_pandas(rows, schema=OPERATOR_OUTPUT, preserve_index=False)
+            yield staging(arrow, shard).to_pandas()
         if p.is_empty() and (mailbox is None or shard != cross):  # the cross-shard group keeps
             state.remove()  # relays_through: files it received may still be in the mailbox
             return
