@@ -10,7 +10,7 @@ rows from Arrow to pandas (``ArrowBatchTransformer.to_pandas``, in chunks of
 (state load, input, the engine, output rows, state save) and, with ``--cprofile``, the
 functions that cost most.
 
-    .venv/bin/python benchmarks/profile_shard.py --ops 100000 --batches 10 [--cprofile 25]
+    .venv/bin/python benchmarks/profile_shard.py --ops 100000 --batches 10 [--staged] [--cprofile 25]
 """
 
 from __future__ import annotations
@@ -29,11 +29,15 @@ import pyarrow as pa
 from pyspark.sql.conversion import ArrowBatchTransformer, PandasToArrowConversion
 from pyspark.sql.pandas.types import to_arrow_schema
 
+import spark_purgatory.delta.staging as staging_module
 import spark_purgatory.spark.operator as operator
 from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.delta.staging import ShardStaging
+from spark_purgatory.spark.operator import STAGED_SCHEMA
 from spark_purgatory.spark.output import OUTPUT_SCHEMA
 from spark_purgatory.spark.routing import ROLE_EVENT, ROLE_OPERATION, ROUTED_SCHEMA
 from spark_purgatory.state import WORKER_CACHE
+from spark_purgatory.storage import Storage
 from spark_purgatory.workload import generate_confirmations
 
 SECONDS: dict[str, float] = defaultdict(float)
@@ -133,12 +137,21 @@ def time_parts() -> None:
     operator.Purgatory.process = _timed("  Purgatory.process", operator.Purgatory.process)
 
 
-def run(n_ops: int, batches: int, chunk: int, state_path: str | None, cached: bool = True) -> None:
+def run(
+    n_ops: int,
+    batches: int,
+    chunk: int,
+    state_path: str | None,
+    cached: bool = True,
+    staged: str | None = None,
+) -> None:
     config = PurgatoryConfig(shards=1, cross_shard_operations=False, state_path=state_path or "")
-    shard_step = operator._stateful_shard(config)
+    staging = _timed("  staging (split, Parquet)", ShardStaging(staged, Storage())) if staged else None
+    shard_step = operator._stateful_shard(config, staging)
     state = FakeState()
-    out_schema = OUTPUT_SCHEMA
-    for table, wm in routed_batches(n_ops, batches, config.watermark_delay_ms):
+    out_schema = STAGED_SCHEMA if staged else OUTPUT_SCHEMA
+    for batch_id, (table, wm) in enumerate(routed_batches(n_ops, batches, config.watermark_delay_ms)):
+        staging_module.micro_batch_id = lambda batch_id=batch_id: batch_id  # no Spark task here
         state.watermark = wm
         with step("arrow -> pandas (input)"):
             frames = []
@@ -161,6 +174,7 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=10_000, help="maxRecordsPerBatch")
     parser.add_argument("--segments", action="store_true", help="with a SegmentStore (the job's default)")
     parser.add_argument("--no-cache", action="store_true", help="every load misses the worker cache")
+    parser.add_argument("--staged", action="store_true", help="the shard stages its output (start's path)")
     parser.add_argument("--cprofile", type=int, default=0, help="print the N costliest functions")
     args = parser.parse_args()
     time_parts()
@@ -170,12 +184,14 @@ def main() -> None:
             profile.enable()
         start = time.perf_counter()
         state = f"{tmp}/state" if args.segments else None
-        run(args.ops, args.batches, args.chunk, state, cached=not args.no_cache)
+        staged = f"{tmp}/staging" if args.staged else None
+        run(args.ops, args.batches, args.chunk, state, cached=not args.no_cache, staged=staged)
         total = time.perf_counter() - start
         if profile:
             profile.disable()
     print(f"{args.ops:,} operations, {args.batches} micro-batches, one shard: {total:.2f} s")
-    order = ["arrow -> pandas (input)", "shard step", *_PARTS.values(), "  Purgatory.process"]
+    parts = [*_PARTS.values(), "  Purgatory.process", "  staging (split, Parquet)"]
+    order = ["arrow -> pandas (input)", "shard step", *parts]
     for name in [*order, "pandas -> arrow (output)"]:
         print(f"  {name:<28}{SECONDS[name]:7.2f} s")
     if profile:

@@ -520,3 +520,41 @@ def test_a_quiet_stream_commits_lingered_rows_through_the_senders_job(spark, tmp
     committed = sink.drain_lingering()
     assert [(c["table"], c["reasons"], c["files"]) for c in committed] == [("outcomes", ["lingered"], 1)]
     assert table_rows(tmp_path, "outcomes") == 7
+
+
+# -- the shards' own staging (start's path) ------------------------------------------------------------
+
+
+def shard_staged(acc: RecordAccumulator, monkeypatch, batch_id: int, rows: pa.Table) -> pa.Table:
+    """What one shard call of micro-batch ``batch_id`` stages and returns (``ShardStaging``)."""
+    from spark_purgatory.delta import staging
+
+    monkeypatch.setattr(staging, "micro_batch_id", lambda: batch_id)  # Spark's local property
+    return staging.ShardStaging(acc.staging_dir, acc.storage)(rows, 0)
+
+
+def test_a_replayed_batch_the_shards_stage_again_is_committed_once(tmp_path, monkeypatch):
+    """A replay's shards write their files again under names of their own: no manifest names
+    them, so even a batch drained in part (its outcomes committed, its unmatched event still
+    staged) gets no row twice; the next batch's record sweeps the replay's files."""
+    clock = Clock()
+    sink = make_sink(tmp_path, clock, batch_size=2_000)  # 40 outcomes fill it, 1 unmatched does not
+    acc, writer = sink.accumulator, sink.writer
+    first = output_rows(40, n_unmatched=1)
+    acc.record(0, shard_staged(acc, monkeypatch, 0, first))
+    assert [c["table"] for c in acc.drain(0, writer)] == ["outcomes"]
+    replay = shard_staged(acc, monkeypatch, 0, first)  # Spark replays micro-batch 0 after a crash
+    acc.record(0, replay)
+    assert acc.drain(0, writer) == []
+    acc.record(1, shard_staged(acc, monkeypatch, 1, output_rows(40, start=100, n_unmatched=1)))
+    replayed = {n.rsplit("/", 1)[-1] for n in replay.column("name").drop_null().to_pylist()}
+    assert not replayed & {p.name for p in (tmp_path / "staging").rglob("*.parquet")}
+    sink.close()
+    assert (table_rows(tmp_path, "outcomes"), table_rows(tmp_path, "unmatched_events")) == (80, 2)
+
+
+def test_staging_in_the_shard_step_needs_a_micro_batch():
+    from spark_purgatory.delta.staging import ShardStaging
+
+    with pytest.raises(RuntimeError, match="streaming.sql.batchId"):
+        ShardStaging("/tmp/nowhere", None)(output_rows(1), 0)  # type: ignore[arg-type]

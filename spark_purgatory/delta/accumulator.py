@@ -36,8 +36,10 @@ whose version the table already recorded (committed, crash before clean-up) and 
 leaves them staged (data files written for a drain that never committed are invisible
 garbage).  A drain whose version a table already recorded skips that table (a replayed
 micro-batch), and a replayed micro-batch is not staged twice (``batch_id <= staged_through``:
-its tasks only count).  Nothing staged is lost, nothing is committed twice.  The crash tests
-kill the process at each of ``FAULT_POINTS`` through ``fault_hook`` (a test-only argument).
+``record`` ignores it; the sink's staging tasks only count, and shards that stage their own
+output write names no manifest holds, which the next ``record`` sweeps).  Nothing staged is
+lost, nothing is committed twice.  The crash tests kill the process at each of
+``FAULT_POINTS`` through ``fault_hook`` (a test-only argument).
 
 The staging directory may be a path or a URI (``s3://``, ``abfss://``, ``dbfs:/`` ...): files
 go through pyarrow's filesystems (``spark_purgatory.storage``), and every staged file or

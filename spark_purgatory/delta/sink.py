@@ -10,13 +10,18 @@ Where the rows go: no output row passes through the driver.  Kafka's producer is
 records are batched where they are produced, and the sender ships only ready batches while
 the producer keeps the bookkeeping.  In those terms:
 
-* **the producers are the executors**.  ``PurgatorySink`` runs ``batch.mapInArrow`` with
-  ``staging.stage_task``: each task splits its rows into table rows (``split_tables``) and
-  writes them per destination ``(table, partition)`` to one staged Parquet file named for
-  ``(batch_id, task partition)`` under the staging directory (a URI every executor
-  reaches), so a retried attempt overwrites its own file.  It returns one small row per
-  file (destination, name, bytes, rows, outcome counts) and the shards' metrics rows; only
-  those reach the driver.  This is the micro-batch's one action on its DataFrame (a second
+* **the producers are the executors**.  On ``start``'s path (a classic session) the shard
+  step itself stages its output (``staging.ShardStaging``, ``operator.staged_stream``): each
+  shard call splits its rows into table rows and writes them per destination
+  ``(table, partition)`` to one staged Parquet file under the staging directory (a URI
+  every executor reaches), named for ``(batch_id, shard)`` and a token of the call's own,
+  and returns only one small row per file (destination, name, bytes, rows, outcome counts)
+  and its metrics row; the output rows never cross into the JVM.  With ``staged=False``
+  (the operator's own rows: ``purgatory_stream``, or a Spark Connect session, whose
+  ``foreachBatch`` tasks do not know their micro-batch id) the sink runs
+  ``batch.mapInArrow`` with ``staging.stage_task`` instead, named for ``(batch_id, task
+  partition)``, so a retried attempt overwrites its own file.  Either way only the small
+  rows reach the driver, through the micro-batch's one action on its DataFrame (a second
   would run the stateful operator again);
 * **the accumulator is the driver's bookkeeping**: it records the files in the batch's
   staged manifest, deletes files no manifest names (failed attempts), moves
@@ -31,9 +36,10 @@ the producer keeps the bookkeeping.  In those terms:
   Where Delta is on the classpath, ``SparkDeltaWriter.commit_staged`` has Delta's own
   writer (``txnAppId``/``txnVersion``) read the staged files instead.
 
-Exactly once stays the accumulator's argument (see ``accumulator``): a replayed micro-batch
-is not staged again (its tasks only count), a drain's data files are invisible until its
-commit, and a commit already recorded is never made twice.
+Exactly once stays the accumulator's argument (see ``accumulator``): the first staging of a
+micro-batch is the one recorded (a replay's tasks only count, and a replay's shards write
+files that no manifest names, swept at the next record), a drain's data files are invisible
+until its commit, and a commit already recorded is never made twice.
 
 ``process(rows, batch_id)`` does the same for Arrow rows already in this process (one task,
 this process's sender): tests and users' own loops.  The sink knows the operator only
