@@ -54,6 +54,10 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
     assert len(ids) == len(set(ids)) == q.totals["completed"] + q.totals["expired"] > 0
     assert set(ids) <= set(work.operations["op_id"])
     assert q.totals["commits"] >= 1 and q.history and q.last_progress["batch_id"] >= 2
+    # the observed metrics (from the rows the shards staged) add up to what the sink counted
+    counted = ("completed", "expired", "unmatched", "rejected")
+    assert {k: sum(h[k] for h in q.history) for k in counted} == {k: q.totals[k] for k in counted}
+    assert q.last_progress["pending"] == q.pending and any(h["group_rows_total"] for h in q.history)
 
 
 @pytest.mark.spark

@@ -167,13 +167,13 @@ def stage_task(
 
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
-    number = task
+    tables = (pa.Table.from_batches([batch]) for batch in batches)
 
     def name(table: str, partition: str) -> str:
-        return staged_name(table, partition, batch_id, number)
+        return staged_name(table, partition, batch_id, task)
 
     staged = _stage(
-        batches, name, batch_id=batch_id, now=now, staging_dir=staging_dir, storage=storage, write=write
+        tables, name, batch_id=batch_id, now=now, staging_dir=staging_dir, storage=storage, write=write
     )
     yield from staged.to_batches()
 
@@ -195,7 +195,7 @@ def stage_rows(
 
 
 def _stage(
-    batches: Iterable[pa.RecordBatch],
+    parts: Iterable[pa.Table],
     name: Callable[[str, str], str],
     *,
     batch_id: int,
@@ -210,8 +210,7 @@ def _stage(
     files: dict[tuple[str, str], StagedFile] = {}
     metrics = []
     try:
-        for batch in batches:
-            rows = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        for rows in parts:
             metrics.append(rows.filter(pc.equal(rows.column("kind"), KIND_METRICS)))
             for table_name, table in split_tables(rows, batch_id, now).items():
                 if table.num_rows == 0:

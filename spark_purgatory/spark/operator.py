@@ -223,7 +223,6 @@ def staged_stream(
     into the JVM.  Needs the micro-batch id in the tasks, which a classic session's
     ``foreachBatch`` has and a Spark Connect one has not (``start`` chooses).
     """
-    config = config or PurgatoryConfig()
     routed = routed_stream(operations, events, config, source_format=source_format, wake_path=wake_path)
     return _grouped(routed, _stateful_shard(config, staging), STAGED_SCHEMA)
 
