@@ -20,6 +20,7 @@ from spark_purgatory.workload import generate, write_json_lines
 
 SHUFFLE = "spark.sql.shuffle.partitions"
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+ARROW_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
 @pytest.mark.spark
@@ -35,9 +36,10 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
         state_segment_rows=50,  # shard state goes to segment files early
         source_max_files_per_trigger=1,
     )
-    before = spark.conf.get(SHUFFLE, None)
+    before = {key: spark.conf.get(key, None) for key in (SHUFFLE, ARROW_RECORDS)}
     with start(ops, events, output=out, checkpoint=chk, config=config, trigger="processing-time=1s") as q:
-        assert spark.conf.get(SHUFFLE, None) == before  # the session's own value is restored
+        # the session's own values are restored (the query keeps what it started with)
+        assert {key: spark.conf.get(key, None) for key in before} == before
         q.process_all_available()
         assert q.is_active and q.accumulator.destinations(), "rows wait for linger.ms"
         assert q.totals["batches"] >= 3 and q.totals["commits"] == 0
