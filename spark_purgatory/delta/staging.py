@@ -140,10 +140,10 @@ def _by_partition(name: str, rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
 # -- staging: one Parquet file per (destination, batch, task) ----------------------------------------
 
 
-def staged_name(table: str, partition: str, batch_id: int, task: int, attempt: str = "") -> str:
-    """Where a task stages a destination's rows, relative to the staging directory
-    (``attempt``: a shard call's own token, ``ShardStaging``)."""
-    suffix = f"-{attempt}" if attempt else ""
+def staged_name(table: str, partition: str, batch_id: int, task: int, token: str = "") -> str:
+    """Where a task stages a destination's rows, relative to the staging directory (``task``:
+    the staging task's partition, or the shard with that call's own ``token``: ``ShardStaging``)."""
+    suffix = f"-{token}" if token else ""
     return f"{table}/{safe(partition)}/{batch_id:020d}-{task:05d}{suffix}.parquet"
 
 
