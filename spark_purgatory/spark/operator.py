@@ -54,8 +54,13 @@ rows carry the epoch as their time, so they never move a watermark and are never
 watermark to ``final_watermark_ms``; for input without late rows it gives the outcomes the
 stream gives at the same final watermark.
 
+**Staged output.**  ``staged_stream`` (``start``'s path on a classic session) is the same
+operator whose shard step stages its output rows itself (``delta.staging.ShardStaging``)
+and yields only their ``STAGED`` rows, so the rows never cross into the JVM.
+
 Invariant: the shard step is the only place Spark hands rows to the engine; it calls the
-engine once per shard per micro-batch (or timeout) and yields that shard's output rows.
+engine once per shard per micro-batch (or timeout) and yields that shard's output rows (or,
+staged, one row per staged file and its metrics row).
 """
 
 from __future__ import annotations
