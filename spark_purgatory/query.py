@@ -527,8 +527,8 @@ def _state_store(spark: Any) -> Any:
     provider = spark.conf.get(_STATE_STORE, None)
     if provider is None:
         return _started_with(spark, {_STATE_STORE: _HDFS_STATE_STORE})
-    if "RocksDB" in provider and spark.conf.get(_ROCKSDB_CHANGELOG, None) is None:
-        return _started_with(spark, {_ROCKSDB_CHANGELOG: "true"})
+    if "RocksDB" in provider:
+        return _started_with(spark, _unset(spark, {_ROCKSDB_CHANGELOG: "true"}))
     return _started_with(spark, {})
 
 
@@ -542,6 +542,9 @@ def _arrow_records(spark: Any) -> Any:
     100,000 (the JVM's CPU 23-27 s -> 20-24 s).  The chunk is what the JVM holds per task
     while handing rows over, so a session with large payloads may set a smaller one.
     """
-    if spark.conf.get(_ARROW_RECORDS, None) is not None:
-        return _started_with(spark, {})
-    return _started_with(spark, {_ARROW_RECORDS: str(_SHARD_CHUNK_ROWS)})
+    return _started_with(spark, _unset(spark, {_ARROW_RECORDS: str(_SHARD_CHUNK_ROWS)}))
+
+
+def _unset(spark: Any, defaults: dict[str, str]) -> dict[str, str]:
+    """The ``defaults`` the session does not set itself (a user's own value always wins)."""
+    return {key: value for key, value in defaults.items() if spark.conf.get(key, None) is None}
