@@ -57,6 +57,7 @@ _SPARK = {
     "read_stream": "spark.sources",
     "read_batch": "spark.sources",
     "InputSchemaError": "spark.sources",
+    "InputEndedError": "state.wake",
 }
 
 __all__ = [

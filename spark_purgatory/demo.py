@@ -3,8 +3,10 @@
 Generates produce requests waiting for acks from their in-sync replicas (``count`` with
 distinct sources), fetches waiting for min.bytes (``sum``), consumer-group joins (``all``)
 and high-watermark waits (``offset``), plus a sprinkle of malformed lines, as JSON files;
-runs the streaming job on them into Delta tables (delta-rs); prints a summary and writes a
-latency histogram and an outcomes-over-time plot (PNG) next to the tables.
+runs the streaming job on them into Delta tables (delta-rs), then ends the input
+(``--end-input``: what the inputs' last watermark left pending expires at its deadline,
+``docs/end-of-input.md``); prints a summary and writes a latency histogram and an
+outcomes-over-time plot (PNG) next to the tables.
 
     python -m spark_purgatory.demo [--ops 30000] [--out demo-output]
     python -m spark_purgatory.demo --engine-only --ops 200000   # the engine alone, no Spark
@@ -110,6 +112,7 @@ def run_pipeline(n_ops: int, out: str, *, files: int = 20, files_per_trigger: in
         "purgatory.shards=2",
         "--set",
         "watermark.delay=5 seconds",
+        "--end-input",  # a bounded input: nothing stays pending (docs/end-of-input.md)
     ]
     local = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "local.conf")
     if os.path.exists(local):
@@ -123,7 +126,17 @@ def run_pipeline(n_ops: int, out: str, *, files: int = 20, files_per_trigger: in
         for name in ("outcomes", "unmatched_events", "rejected")
         if os.path.isdir(os.path.join(tables, name, "_delta_log"))
     }
-    return {"work": work, "totals": totals, "frames": frames, "elapsed": elapsed, "tables": tables}
+    from .state.wake import EndOfInput
+
+    ended = EndOfInput(chk).recorded()
+    return {
+        "work": work,
+        "totals": totals,
+        "frames": frames,
+        "elapsed": elapsed,
+        "tables": tables,
+        "ended": ended,
+    }
 
 
 def _progress_bar(total: int, label: str):
@@ -155,15 +168,30 @@ def report(result: dict) -> None:
         p99_latency_ms=("latency_ms", lambda s: float(np.percentile(s, 99))),
     )
     print(summary.to_string())
-    print(f"still pending (deadline beyond the final watermark): {result['totals']['pending']:,}")
+    print(_pending_line(result, outcomes))
     for name, column in (("unmatched_events", "reason"), ("rejected", "reason")):
         frame = frames.get(name)
         counts = frame[column].value_counts().to_dict() if frame is not None else {}
         print(f"{name}: {sum(counts.values()):,} {counts}")
     dupes = int(outcomes["op_id"].duplicated().sum())
-    print(f"outcomes: {len(outcomes):,}, duplicates: {dupes}")
+    print(f"outcomes: {len(outcomes):,} for {len(work.operations):,} operations, duplicates: {dupes}")
     for path in plot(outcomes, result["tables"]):
         print(f"wrote {path}")
+
+
+def _pending_line(result: dict, outcomes: pd.DataFrame) -> str:
+    """What is still pending, and why: after the end of input, nothing; the end's own
+    micro-batches expired what the inputs' last watermark (the slower one's, Spark's ``min``
+    policy) had not reached."""
+    pending, ended = result["totals"]["pending"], result.get("ended")
+    if ended is None:
+        return f"still pending (deadline beyond the final watermark): {pending:,}"
+    at_end = outcomes[outcomes["batch_id"] >= ended["batch_id"]]
+    return (
+        f"still pending: {pending:,} (input ended after micro-batch {ended['batch_id']}: "
+        f"{len(at_end):,} operations whose deadline lay beyond the inputs' last watermark "
+        "expired at their deadline)"
+    )
 
 
 def plot(outcomes: pd.DataFrame, directory: str) -> list[str]:

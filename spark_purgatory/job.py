@@ -7,11 +7,14 @@ sources, the progress and commit log lines, and stopping on SIGTERM/SIGINT.
 
     python jobs/purgatory_job.py --ops-path DIR --events-path DIR --output-path DIR \\
         --checkpoint-path DIR [--source-format json|parquet|delta|kafka] \\
-        [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...]
+        [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...] \\
+        [--end-input]
 
 The same file runs under ``spark-submit`` (it then uses the submitted session).  With
 ``--trigger available-now`` it processes what is there, flushes the accumulator and exits 0;
-run it again after new files arrive and it continues from the checkpoint.  Output tables
+run it again after new files arrive and it continues from the checkpoint.  ``--end-input``
+(available-now only) then ends the input: every pending operation resolves, and the
+checkpoint takes no more runs (``docs/end-of-input.md``).  Output tables
 (``outcomes``, ``unmatched_events``, ``rejected``) are written with delta-rs, or with Spark's
 Delta data source when its classes are on the classpath (``job.writer = auto``).
 
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 
 from .config import READ_FORMATS, ConfigError, PurgatoryConfig, parse_overrides, read_properties
 from .query import TRIGGERS, check_trigger
+from .state.wake import InputEndedError
 
 log = logging.getLogger("spark_purgatory.job")
 
@@ -60,6 +64,7 @@ class JobSettings:
     master: str = "local[*]"
     log_format: str = "text"
     kafka_options: dict[str, str] = field(default_factory=dict)
+    end_input: bool = False
 
 
 def parse_args(argv: list[str] | None = None) -> JobSettings:
@@ -72,6 +77,12 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     parser.add_argument("--trigger", help=TRIGGERS)
     parser.add_argument("--conf", action="append", default=[], help="a .conf file of KEY = VALUE lines")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key")
+    parser.add_argument(
+        "--end-input",
+        action="store_true",
+        help="the input is complete: process it, then end it (everything pending resolves; "
+        "the checkpoint takes no more input)",
+    )
     args = parser.parse_args(argv)
 
     values: dict[str, str] = {}
@@ -95,6 +106,8 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     config = PurgatoryConfig.from_mapping(engine)
     trigger = args.trigger or job["job.trigger"]
     check_trigger(trigger, option="--trigger")
+    if args.end_input and trigger != "available-now":
+        raise ConfigError(f"--end-input needs --trigger available-now, got {trigger!r}")
     fmt = args.source_format or job["job.source.format"]
     if fmt not in READ_FORMATS:
         raise ConfigError(f"job.source.format must be one of {', '.join(READ_FORMATS)}, got {fmt!r}")
@@ -114,6 +127,7 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
         master=job["job.master"],
         log_format=job["job.log.format"],
         kafka_options=kafka,
+        end_input=args.end_input,
     )
 
 
@@ -185,6 +199,7 @@ def run(settings: JobSettings) -> dict:
         writer=writer,
         on_batch=_log_commits,
         on_linger=_log_lingered,
+        end_of_input=settings.end_input,
     )
     _stop_on_signals(purgatory)
     purgatory.await_termination()
@@ -260,7 +275,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
     configure_logging(settings.log_format)
-    run(settings)
+    try:
+        run(settings)
+    except InputEndedError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

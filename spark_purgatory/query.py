@@ -19,9 +19,12 @@ go through it, so they run the same query with the same defaults:
   ``storage.*`` settings, never relative to the working directory;
 * a linger timer (Kafka's sender): rows that have waited ``linger.ms`` are committed even
   when no micro-batch runs;
-* with the mailbox hand-off, the wake (``state.wake``): ``<checkpoint>/purgatory-wake`` read
-  as a third input, written by the sink after a micro-batch that relayed, and one more
+* the wake (``state.wake``): ``<checkpoint>/purgatory-wake`` read as a third input, written
+  by the sink after a micro-batch that relayed (the mailbox hand-off), and one more
   ``available-now`` run from ``await_termination`` when a run ends with relays unreceived;
+* the end of input (``end_input``, ``start(..., end_of_input=True)``): the end mark in the
+  wake directory, one run that applies it, and the record ``<checkpoint>/purgatory-ended``,
+  on which ``start`` refuses to run again (``docs/end-of-input.md``);
 * ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (see below),
   Spark's HDFS-backed state store unless the session names one (``_state_store``), and
   Arrow batches of 50,000 rows to the shards unless the session sets
@@ -54,6 +57,7 @@ the query's progress), and lingered rows wait for the next micro-batch or ``stop
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import os
@@ -69,7 +73,7 @@ from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, everywhere
 from .delta.writers import WriterChoice, choose_writer
-from .state.wake import Wake
+from .state.wake import EndOfInput, Wake
 from .storage import Storage, join, write_once
 
 if TYPE_CHECKING:
@@ -112,6 +116,7 @@ def start(
     on_batch: Callable[[dict], None] | None = None,
     on_linger: Callable[[list[dict]], None] | None = None,
     spark: SparkSession | None = None,
+    end_of_input: bool = False,
 ) -> PurgatoryQuery:
     """Start the purgatory over two streams into the Delta tables under ``output``.
 
@@ -135,6 +140,10 @@ def start(
             commits), in the process that runs the sink.
         on_linger: called with the commits a linger drain made between micro-batches.
         spark: the session, when both inputs are paths (else the inputs' session).
+        end_of_input: the input is bounded and complete: ``await_termination`` processes
+            it, then ends it (``PurgatoryQuery.end_input``), so nothing stays pending.
+            ``available-now`` only.  A checkpoint whose end was declared but not recorded
+            (a crash during ``end_input``) is ended by any ``available-now`` start.
 
     Returns:
         The running ``PurgatoryQuery``; ``stop()`` it (or use it in a ``with`` block) to
@@ -143,6 +152,7 @@ def start(
     Raises:
         ConfigError: a trigger or a session setting that would break the query, naming
             the key and what to set.
+        InputEndedError: the checkpoint's input ended (``end_input``): use a new one.
         ValueError: an unknown writer name, or no session to read paths with.
 
     Example (a notebook, where ``spark`` is the session)::
@@ -156,14 +166,22 @@ def start(
     """
     cfg = _with_defaults(config or PurgatoryConfig(), checkpoint)
     check_trigger(trigger)
+    if end_of_input and trigger != "available-now":
+        raise ConfigError(
+            f"end_of_input needs trigger available-now, got {trigger!r}; "
+            "on a running query call end_input() instead"
+        )
     spark = spark or _session_of(operations, events)
     _check_session(spark)
-    from .spark.routing import hands_off
-
     storage = Storage.of(cfg)
-    wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards) if hands_off(cfg) else None
-    if wake is not None:
-        wake.create()
+    end = EndOfInput(checkpoint, storage)
+    end.check_open()
+    if end.declared() and not end_of_input:
+        log.warning("checkpoint %s: its end of input was declared, not recorded: completing it", checkpoint)
+        end_of_input = trigger == "available-now"
+    # always read (even without the mailbox hand-off): the end of input comes through it
+    wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards)
+    wake.create()
     # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
     staging = None if _is_connect(spark) else ShardStaging(everywhere(cfg.accumulator_staging_path), storage)
     out = _operator(spark, operations, events, cfg, source_format, wake, staging)
@@ -181,15 +199,15 @@ def start(
     )
     totals = _Totals(on_batch)
     sink = PurgatorySink(accumulator, writer, on_batch=totals, wake=wake, staged=staging is not None)
-    stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
-    if name:
-        stream = stream.queryName(name)
-    if trigger == "available-now":
-        stream = stream.trigger(availableNow=True)
-    else:
-        stream = stream.trigger(processingTime=_interval(trigger))
 
-    def run() -> StreamingQuery:
+    def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
+        stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+        if name:
+            stream = stream.queryName(name)
+        if available_now:
+            stream = stream.trigger(availableNow=True)
+        else:
+            stream = stream.trigger(processingTime=_interval(trigger))
         with _shuffle_partitions(spark, cfg.shards + 1), _state_store(spark), _arrow_records(spark):
             return stream.start()
 
@@ -200,6 +218,9 @@ def start(
         linger=not _is_connect(spark),
         on_linger=on_linger,
         rerun=run if trigger == "available-now" else None,
+        end=end,
+        end_of_input=end_of_input,
+        run_available_now=functools.partial(run, True),
     )
 
 
@@ -222,9 +243,15 @@ class PurgatoryQuery:
         linger: bool = True,
         on_linger: Callable[[list[dict]], None] | None = None,
         rerun: Callable[[], StreamingQuery] | None = None,
+        end: EndOfInput | None = None,
+        end_of_input: bool = False,
+        run_available_now: Callable[[], StreamingQuery] | None = None,
     ) -> None:
         self.query = query
         self._rerun = rerun
+        self._end = end
+        self._end_of_input = end_of_input
+        self._run_available_now = run_available_now
         self._interrupted = False
         self.sink = sink
         self._counted = totals
@@ -281,7 +308,15 @@ class PurgatoryQuery:
         An ``available-now`` run that ends with relays the cross-shard group has not received
         is followed by one more run, which reads the wake files (``state.wake``): the
         relayed completions come out before this returns.  ``query`` is then the new run.
+        Started with ``end_of_input=True``, the input is then ended (``end_input``).
         """
+        ended = self._await_runs(timeout)
+        if ended is not False and self._end_of_input and not self._stopped():
+            self.end_input()
+        return ended
+
+    def _await_runs(self, timeout: float | None) -> bool | None:
+        """Wait for this run, and for the runs that relays owed then (``await_termination``)."""
         ended = self._await(timeout)
         for _ in range(_WAKE_RUNS):
             if ended is False or not self._owes_wake():
@@ -290,6 +325,58 @@ class PurgatoryQuery:
             self.query = self._rerun()  # type: ignore[misc]
             ended = self._await(timeout)
         return ended
+
+    def end_input(self) -> dict | None:
+        """End the input: every operation still pending resolves, and the checkpoint is closed.
+
+        The input present is processed first (an ``available-now`` run to its end; a
+        processing-time query until it has caught up, then stopped).  Then the end mark goes
+        into the wake directory and one ``available-now`` run applies it: each shard moves
+        past every deadline, so what is pending expires at its deadline (``resolved_at`` =
+        deadline) and every buffered event that counted for nothing goes to
+        ``unmatched_events``; a row read in that run or later is rejected as ``late``.  The
+        output is committed, then the end is recorded in ``<checkpoint>/purgatory-ended``,
+        on which ``start`` refuses to run again (``docs/end-of-input.md``).
+
+        Exactly once: the end run is an ordinary micro-batch (same tables, same app
+        transactions); after a crash, the next ``available-now`` ``start`` on the checkpoint
+        finishes the end (the end mark is kept).
+
+        Returns:
+            The record: ``batch_id`` (the micro-batch that applied the end, or the last one of
+            the checkpoint when a previous run applied it) and ``ended_at``; the existing
+            record when the input had ended already; None when the query was stopped or
+            interrupted before the end was recorded (run again to finish it).
+        """
+        if self._end is None or self._run_available_now is None:
+            raise RuntimeError("end_input() needs a query from spark_purgatory.start()")
+        recorded = self._end.recorded()
+        if recorded is not None:
+            return recorded
+        if self._rerun is not None:  # available-now: the input present, to its end
+            self._await_runs(None)
+        elif self.query.isActive:  # processing-time: caught up, then stopped
+            self.query.processAllAvailable()
+            self.query.stop()
+        if self._stopped() or self.query.exception() is not None:
+            return None
+        self._end.declare()
+        log.info("end of input declared: one more run moves every shard past every deadline")
+        self._rerun = self._run_available_now
+        self.query = self._rerun()
+        end_run = self.query
+        self._await_runs(None)
+        if self._stopped():
+            return None
+        self.totals["commits"] += len(self.sink.close())  # committed before it is recorded
+        runs = end_run.recentProgress  # its first micro-batch applied the end, else an earlier run's
+        batch = min(int(p["batchId"]) for p in runs) if runs else self._end.last_batch()
+        recorded = self._end.record(batch)
+        log.info("input ended after micro-batch %s", recorded["batch_id"])
+        return recorded
+
+    def _stopped(self) -> bool:
+        return self._closed or self._interrupted
 
     def _await(self, timeout: float | None) -> bool | None:
         if timeout is None:

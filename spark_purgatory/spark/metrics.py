@@ -36,6 +36,7 @@ from ..contract import (
     UNMATCHED_EVENTS,
     ms_column,
 )
+from ..state.wake import is_end_watermark
 
 __all__ = [
     "OBSERVATION",
@@ -119,12 +120,21 @@ def progress_figures(progress: Any, pending_by_shard: dict[int, int]) -> dict:
         "input_rows": int(progress.numInputRows or 0),
         "pending": sum(pending_by_shard.values()),
         **{name: int(row.get(name) or 0) for name in (COMPLETED, EXPIRED, KIND_UNMATCHED, KIND_REJECTED)},
-        "watermark": dt.datetime.fromtimestamp(wm / 1000, tz=dt.timezone.utc).isoformat() if wm else None,
+        "watermark": _watermark_text(wm),
         "rows_per_second": round(float(progress.processedRowsPerSecond or 0.0), 1),
         "duration_ms": int((progress.durationMs or {}).get("triggerExecution", 0)),
         MAX_GROUP_ROWS: int(row.get(MAX_GROUP_ROWS) or 0),
         GROUP_ROWS_TOTAL: int(row.get(GROUP_ROWS_TOTAL) or 0),
     }
+
+
+def _watermark_text(wm: int | None) -> str | None:
+    """The watermark as ISO text; past every deadline: the end of input (``state.wake``)."""
+    if not wm:
+        return None
+    if is_end_watermark(wm):
+        return "end of input"
+    return dt.datetime.fromtimestamp(wm / 1000, tz=dt.timezone.utc).isoformat()
 
 
 def format_line(f: dict) -> str:

@@ -23,7 +23,9 @@ is the current watermark, so Spark calls it in the next micro-batch that moves t
 watermark; it keeps its state (the last batch it received) even when it has nothing pending.
 After a micro-batch that relayed, the sink writes a wake file that the stream reads as a
 third input (``state.wake``), so a next micro-batch comes even when nothing else would start
-one: relayed completions are emitted one micro-batch later.
+one: relayed completions are emitted one micro-batch later.  The end of input comes the same
+way: the end mark's row reaches every shard group, which then processes its micro-batch past
+every deadline and keeps that watermark (``state.wake``, ``docs/end-of-input.md``).
 
 **A watermark per input.**  Each input declares its own watermark (the largest event time
 seen on it minus ``watermark.delay``, or its ``watermark.delay.operations`` /
@@ -88,11 +90,13 @@ from ..engine.frames import concat
 from ..engine.purgatory import Purgatory
 from ..engine.wheel import NO_EXPIRATION
 from ..state import Mailbox, SegmentStore, load_state, loaded_by, save_state
+from ..state.wake import end_watermark_ms, is_end_watermark
 from ..storage import Storage
 from .labels import shard_numbers
 from .output import OUTPUT_SCHEMA, output_rows, with_timestamps
 from .routing import (
     ROLE_BAD,
+    ROLE_END,
     ROLE_EVENT,
     ROLE_OPERATION,
     ROLE_REPLICA,
@@ -138,8 +142,8 @@ def routed_stream(
     wake_path: str | None = None,
 ) -> DataFrame:
     """The operator's input: both streams parsed and routed to shards, each with its own
-    watermark declared on ``ts + L`` (module docstring), then unioned; with ``wake_path``
-    (and the mailbox hand-off) the wake files there as a third input (``state.wake``)."""
+    watermark declared on ``ts + L`` (module docstring), then unioned; with ``wake_path`` the
+    wake files there (relays owed, the end of input) as a third input (``state.wake``)."""
     parsed_ops = parse_operations(
         operations, source_format, max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
     )
@@ -147,7 +151,7 @@ def routed_stream(
     ops = _with_watermark(route_operations(parsed_ops, config), config.input_delay_ms(SOURCE_OPERATIONS))
     evs = _with_watermark(route_events(parsed_events, config), config.input_delay_ms(SOURCE_EVENTS))
     routed = ops.unionByName(evs)
-    if wake_path and hands_off(config):  # no watermark: wake rows move none
+    if wake_path:  # no watermark: wake rows move none (the end mark: any shard, ``state.wake``)
         lines = operations.sparkSession.readStream.format("text").load(wake_path)
         routed = routed.unionByName(
             route_wake(lines, config).withColumn(_EVENT_TIME, F.lit(None).cast("timestamp"))
@@ -381,19 +385,24 @@ def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None
         ops, events, bad = _split_input(pdf)
         batch = _micro_batch_key(state) if mailbox is not None else None
         relayed = _receive(p, mailbox, batch) if batch is not None and shard == cross else None
-        result = p.process(ops, events, watermark_ms=wm, validated=True, relayed=relayed)
+        # the end of input (state.wake): past every deadline, kept from now on by the engine
+        engine_wm = _end_watermark(p, config) if (pdf["role"] == ROLE_END).any() else wm
+        result = p.process(ops, events, watermark_ms=engine_wm, validated=True, relayed=relayed)
+        ended = is_end_watermark(p.watermark)
         posted = len(result.relay) if batch is not None and shard != cross else 0
         if posted:
             mailbox.post(shard, batch, result.relay)  # type: ignore[union-attr]
         handled = len(pdf) + (len(relayed) if relayed is not None else 0)  # relayed rows are work too
-        rows = output_rows(shard, result, bad, p, wm, handled, posted)
+        rows = output_rows(shard, result, bad, p, p.watermark if ended else wm, handled, posted)
         if staging is None:
             yield rows
         else:
             arrow = pa.Table.from_pandas(rows, schema=OPERATOR_OUTPUT, preserve_index=False)
             yield staging(arrow, shard).to_pandas()
-        if p.is_empty() and (mailbox is None or shard != cross):  # the cross-shard group keeps
-            state.remove()  # relays_through: files it received may still be in the mailbox
+        # the cross-shard group keeps relays_through (files it received may still be in the
+        # mailbox), an ended shard its end watermark
+        if p.is_empty() and not ended and (mailbox is None or shard != cross):
+            state.remove()
             return
         wake = p.next_wakeup()
         if mailbox is not None and shard == cross and (p.pending or p.awaited_notices):
@@ -418,6 +427,13 @@ def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None
             state.setTimeoutTimestamp(max(wake - 1, wm))
 
     return shard_step
+
+
+def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:
+    """The shard's watermark at the end of input: past its own deadlines and any valid one."""
+    deadlines = p.tables().ops["deadline"]
+    latest = int(deadlines.max()) if len(deadlines) else None
+    return end_watermark_ms(config.max_timeout_ms, config.tick_ms, latest)
 
 
 def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):

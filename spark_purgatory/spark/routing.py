@@ -35,7 +35,8 @@ a replica is sent only for the events whose key some cross-shard operation watch
 
 ``purgatory.cross.shard.handoff=replicas`` chooses the replicas even with a state path.
 A stream with the mailbox may have a third input, the wake files (``route_wake``,
-``state.wake``): rows that only make Spark call the cross-shard group.
+``state.wake``): rows that only make Spark call the cross-shard group; the end mark there
+(the end of input) becomes one row for every shard group.
 
 Invariant: every parsed row leaves routing at least once, in the one schema
 ``ROUTED_SCHEMA``: an operation (or its stubs), an event (or its replica), or a bad row
@@ -54,6 +55,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..config import PurgatoryConfig
 from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..state.wake import END_LINE
 from .labels import shard_labels
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "ROLE_REPLICA",
     "ROLE_BAD",
     "ROLE_WAKE",
+    "ROLE_END",
     "route",
     "route_operations",
     "route_events",
@@ -76,6 +79,8 @@ __all__ = [
 ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD = "op", "stub", "event", "replica", "bad"
 #: a row that only makes Spark call the cross-shard group (``state.wake``)
 ROLE_WAKE = "wake"
+#: the end of input, for one shard group (``state.wake``): it moves that shard past every deadline
+ROLE_END = "end"
 
 
 def _routed_schema() -> T.StructType:
@@ -240,10 +245,17 @@ def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame
 
 
 def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """The wake input (``state.wake``): each line a row for the cross-shard group only, in
-    ``ROUTED_SCHEMA`` with nothing but its role and shard."""
-    rows = lines.select(*(F.lit(None).cast("string").alias(name) for name in ("reason", "raw")))
-    return _labelled(_as_routed(rows, ROLE_WAKE, shard=F.lit(config.shards), role=F.lit(ROLE_WAKE)), config)
+    """The wake input (``state.wake``), in ``ROUTED_SCHEMA`` with nothing but role and shard:
+    a wake line is a row for the cross-shard group only; the end mark (``state.wake.END_LINE``)
+    one ``ROLE_END`` row for every shard group, 0 to ``shards`` (the cross-shard one)."""
+    is_end = F.trim(F.col("value")) == F.lit(END_LINE)
+    every = F.sequence(F.lit(0), F.lit(config.shards))
+    rows = lines.select(
+        F.explode(F.when(is_end, every).otherwise(F.array(F.lit(config.shards)))).alias("_shard"),
+        F.when(is_end, F.lit(ROLE_END)).otherwise(F.lit(ROLE_WAKE)).alias("_role"),
+        *(F.lit(None).cast("string").alias(name) for name in ("reason", "raw")),
+    )
+    return _labelled(_as_routed(rows, ROLE_WAKE, shard=F.col("_shard"), role=F.col("_role")), config)
 
 
 def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:

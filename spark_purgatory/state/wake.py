@@ -30,23 +30,71 @@ planned and ran N - 1, the only batch that could still read them, before N began
 replayed micro-batch writes the same name again; the file source has seen that path, so it
 wakes nothing twice (and waking twice would be harmless: a wake row only calls the group).
 
+**The end of input** rides the same directory (``docs/end-of-input.md``): ``Wake.end``
+writes the end mark ``end.txt``, whose line ``routing.route_wake`` sends to *every* shard
+group, the cross-shard one included.  A shard that receives it processes its micro-batch at
+``end_watermark_ms``, past every deadline it holds and any a valid operation can have, so
+everything pending expires at its deadline and every buffered event is reported; the engine
+keeps that watermark (it never moves back), so a row that reaches the shard afterwards is
+``late``.  ``EndOfInput`` keeps the checkpoint's side: the declaration (the end mark) and,
+once the run that applied it is done and its output committed, the record
+``<checkpoint>/purgatory-ended`` on which ``start`` refuses to run again.
+
 Invariant: wake rows never reach the engine (``operator._split_input`` takes operations,
-events and rejected rows by role); they only make Spark call the cross-shard group.
+events and rejected rows by role); they only make Spark call a shard group (the end mark:
+with the end watermark).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import re
+from typing import Any
 
 import pyarrow.fs as pafs
 
+from ..contract import MAX_TS_MS
 from ..storage import Storage, join, listing, remove, write_whole
 
-__all__ = ["Wake", "WAKE_DIRECTORY"]
+__all__ = [
+    "Wake",
+    "WAKE_DIRECTORY",
+    "END_LINE",
+    "EndOfInput",
+    "InputEndedError",
+    "end_watermark_ms",
+    "is_end_watermark",
+]
 
 #: the wake directory's name under the checkpoint
 WAKE_DIRECTORY = "purgatory-wake"
 _NAME = re.compile(r"^(\d{12})\.txt$")
+#: the end mark's file in the wake directory, and its one line
+END_FILE, END_LINE = "end.txt", "end"
+#: under the checkpoint: the record that its input ended (``EndOfInput.record``)
+ENDED_FILE = "purgatory-ended"
+
+
+def end_watermark_ms(max_timeout_ms: int, tick_ms: int, latest_deadline: int | None = None) -> int:
+    """The watermark a shard moves to at the end of input: a wheel tick past every deadline,
+    those it holds (``latest_deadline``) and any a valid operation can have (event times end
+    before ``contract.MAX_TS_MS``; timeouts at ``purgatory.max.timeout.ms``).  Still a valid
+    timestamp (year 2200 and a few days), so the metrics row that carries it is too."""
+    latest = MAX_TS_MS + int(max_timeout_ms)
+    if latest_deadline is not None:
+        latest = max(latest, int(latest_deadline))
+    return latest + int(tick_ms)
+
+
+def is_end_watermark(watermark_ms: int | None) -> bool:
+    """Has a shard reported (or kept) the end watermark?  Spark's own watermark never gets
+    there: event times at or after ``MAX_TS_MS`` are rejected at parse."""
+    return watermark_ms is not None and int(watermark_ms) >= MAX_TS_MS
+
+
+class InputEndedError(RuntimeError):
+    """``start`` on a checkpoint whose input ended: new input needs a new checkpoint."""
 
 
 class Wake:
@@ -94,6 +142,19 @@ class Wake:
         write_whole(fs, f"{root}/{batch_id:012d}.txt", lambda out: out.write(f"{batch_id}\n".encode()))
         remove(fs, [f"{root}/{name}" for batch, name in self._files(fs, root) if batch <= batch_id - 2])
 
+    def end(self) -> None:
+        """Write the end mark (``end.txt``): the next micro-batch ends every shard's input.
+        Written whole, under a fixed name: writing it again after a crash wakes nothing twice
+        (Spark's file source has seen the path)."""
+        fs, root = self.storage.filesystem(self.root)
+        fs.create_dir(root, recursive=True)
+        write_whole(fs, f"{root}/{END_FILE}", lambda out: out.write(f"{END_LINE}\n".encode()))
+
+    def end_posted(self) -> bool:
+        """Is the end mark there (declared, applied or about to be)?"""
+        fs, root = self.storage.filesystem(self.root)
+        return fs.get_file_info(f"{root}/{END_FILE}").is_file
+
     def batches(self) -> list[int]:
         """The batches whose wake files are present (tests, housekeeping)."""
         fs, root = self.storage.filesystem(self.root)
@@ -103,3 +164,67 @@ class Wake:
     def _files(fs: pafs.FileSystem, root: str) -> list[tuple[int, str]]:
         names = (info.base_name for info in listing(fs, root))
         return sorted((int(m.group(1)), name) for name in names if (m := _NAME.match(name)))
+
+
+class EndOfInput:
+    """A checkpoint's end of input: declared (the end mark in its wake directory), then
+    recorded (``<checkpoint>/purgatory-ended``, a small JSON file written whole).
+
+    ``PurgatoryQuery.end_input`` declares, runs the micro-batch that applies it (and any the
+    relays then owe), commits the output, and only then records; a crash anywhere before the
+    record leaves a declared, unrecorded checkpoint, which the next ``start`` completes.
+
+    Example::
+
+        end = EndOfInput("/chk")
+        end.declare()              # the end mark: the next micro-batch ends every shard
+        ...                        # an available-now run applies it
+        end.record(batch_id=12)    # {"batch_id": 12, "ended_at": "..."}
+        end.check_open()           # raises InputEndedError from now on
+    """
+
+    def __init__(self, checkpoint: str, storage: Storage | None = None) -> None:
+        self.checkpoint = checkpoint
+        self.storage = storage or Storage()
+        self.wake = Wake.under(checkpoint, self.storage)
+
+    def declare(self) -> None:
+        """Post the end mark, once (after a crash it is there already, maybe applied)."""
+        if not self.declared():
+            self.wake.end()
+
+    def declared(self) -> bool:
+        return self.wake.end_posted()
+
+    def record(self, batch_id: int | None, *, now: dt.datetime | None = None) -> dict[str, Any]:
+        """Record that the input ended after micro-batch ``batch_id``; return the record."""
+        ended_at = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")
+        body = {"batch_id": batch_id, "ended_at": ended_at}
+        fs, root = self.storage.filesystem(self.checkpoint)
+        write_whole(fs, f"{root}/{ENDED_FILE}", lambda out: out.write(json.dumps(body).encode()))
+        return body
+
+    def last_batch(self) -> int | None:
+        """The last micro-batch Spark committed on the checkpoint (its ``commits`` log)."""
+        fs, root = self.storage.filesystem(self.checkpoint)
+        ids = [int(i.base_name) for i in listing(fs, f"{root}/commits") if i.base_name.isdigit()]
+        return max(ids, default=None)
+
+    def recorded(self) -> dict[str, Any] | None:
+        """The record, or None while the input has not ended."""
+        fs, root = self.storage.filesystem(self.checkpoint)
+        try:
+            with fs.open_input_stream(f"{root}/{ENDED_FILE}") as f:
+                return json.loads(f.read())
+        except FileNotFoundError:
+            return None
+
+    def check_open(self) -> None:
+        """Raise ``InputEndedError`` (one line, saying what to do) if the input ended."""
+        ended = self.recorded()
+        if ended is not None:
+            raise InputEndedError(
+                f"the input of checkpoint {self.checkpoint} ended (after micro-batch "
+                f"{ended.get('batch_id')}, at {ended.get('ended_at')}): start new input on a new "
+                "checkpoint; rows reaching this one would only be rejected as late"
+            )
