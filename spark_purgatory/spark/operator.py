@@ -43,7 +43,8 @@ counts as silent.  Remedies: ``spark.sql.streaming.multipleWatermarkPolicy=max``
 faster stream drives expiry; the slower stream's rows behind it become ``late``), or a
 heartbeat row on the quiet stream (an event on a key no operation watches, which reaches
 ``unmatched_events`` as ``no_operation``; or an operation with a key of its own, which
-expires).  An input that has never sent a row holds nothing.
+expires).  An input that has never sent a row holds nothing.  A bounded input is finished
+by ending it (the end mark, ``state.wake``), not by heartbeats: ``docs/end-of-input.md``.
 
 **Nothing dropped by the watermark.**  Spark drops rows behind the watermark before an
 ``EventTimeTimeout`` operator sees them.  Each input's watermark is therefore declared on a
