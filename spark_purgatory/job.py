@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from .config import READ_FORMATS, ConfigError, PurgatoryConfig, parse_overrides, read_properties
 from .query import TRIGGERS, check_trigger
-from .state.wake import InputEndedError
+from .state.wake import EndOfInput, InputEndedError
 
 log = logging.getLogger("spark_purgatory.job")
 
@@ -177,6 +177,8 @@ def run(settings: JobSettings) -> dict:
     from .spark.metrics import ProgressListener
     from .storage import Storage
 
+    # an ended checkpoint refuses at once, before a session starts (docs/end-of-input.md)
+    EndOfInput(settings.checkpoint_path, Storage.of(settings.config)).check_open()
     spark = _session(settings)
     listener = ProgressListener()  # the progress line, one per micro-batch
     spark.streams.addListener(listener)

@@ -134,6 +134,20 @@ def test_the_end_record_is_written_whole_and_refuses_a_start_saying_what_to_do(t
     assert "\n" not in message and "new checkpoint" in message and "micro-batch 7" in message
 
 
+def test_the_job_ends_only_an_available_now_run_and_refuses_an_ended_checkpoint_at_once(tmp_path, capsys):
+    from spark_purgatory import job
+
+    paths = ["--ops-path", "o", "--events-path", "e", "--output-path", "out"]
+    paths += ["--checkpoint-path", str(tmp_path / "chk")]
+    assert job.parse_args([*paths, "--end-input"]).end_input
+    with pytest.raises(ConfigError, match="--end-input needs --trigger available-now"):
+        job.parse_args([*paths, "--end-input", "--trigger", "processing-time=5s"])
+    EndOfInput(str(tmp_path / "chk")).record(3)
+    assert job.main([*paths, "--end-input"]) == 2  # before any Spark session
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and line.startswith("error: the input of checkpoint") and "new checkpoint" in line
+
+
 # -- with Spark ----------------------------------------------------------------------------------------
 
 
