@@ -343,8 +343,8 @@ class PurgatoryQuery:
         finishes the end (the end mark is kept).
 
         Returns:
-            The record: ``batch_id`` (the micro-batch that applied the end, or the last one of
-            the checkpoint when a previous run applied it) and ``ended_at``; the existing
+            The record: ``batch_id`` (the micro-batch that applied the end) and
+            ``ended_at``; the existing
             record when the input had ended already; None when the query was stopped or
             interrupted before the end was recorded (run again to finish it).
         """
@@ -364,14 +364,11 @@ class PurgatoryQuery:
         log.info("end of input declared: one more run moves every shard past every deadline")
         self._rerun = self._run_available_now
         self.query = self._rerun()
-        end_run = self.query
         self._await_runs(None)
         if self._stopped():
             return None
         self.totals["commits"] += len(self.sink.close())  # committed before it is recorded
-        runs = end_run.recentProgress  # its first micro-batch applied the end, else an earlier run's
-        batch = min(int(p["batchId"]) for p in runs) if runs else self._end.last_batch()
-        recorded = self._end.record(batch)
+        recorded = self._end.record()
         log.info("input ended after micro-batch %s", recorded["batch_id"])
         return recorded
 

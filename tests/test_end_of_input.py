@@ -125,13 +125,22 @@ def test_the_end_record_is_written_whole_and_refuses_a_start_saying_what_to_do(t
     end.declare()  # once: the mark stays the file Spark may have read
     assert end.declared() and Wake.under(str(tmp_path / "chk")).batches() == []
     assert end.recorded() is None
-    record = end.record(7)
+    # the sink names the micro-batch whose shards first report the end watermark, also on a replay
+    wake = Wake.under(str(tmp_path / "chk"), cross_shard=2)
+    wake.after(6, relayed=False, shards={0, 1}, watermark=1_767_225_600_000)
+    assert wake.end_batch() is None
+    final = end_watermark_ms(60_000, 100)
+    wake.after(7, relayed=True, shards={0, 1, 2}, watermark=final)
+    wake.after(7, relayed=True, shards={0, 1, 2}, watermark=final)  # the replay
+    wake.after(8, relayed=False, shards={2}, watermark=final)  # the follow-up: an ended shard
+    assert wake.end_batch() == 7 and wake.batches() == [7] and wake.owed is None
+    record = end.record()
     assert end.recorded() == record and record["batch_id"] == 7
     assert sorted(os.listdir(tmp_path / "chk")) == [ENDED_FILE, "purgatory-wake"]
     with pytest.raises(InputEndedError) as error:
         end.check_open()
     message = str(error.value)
-    assert "\n" not in message and "new checkpoint" in message and "micro-batch 7" in message
+    assert "\n" not in message and "new checkpoint" in message and "after micro-batch 7" in message
 
 
 def test_the_job_ends_only_an_available_now_run_and_refuses_an_ended_checkpoint_at_once(tmp_path, capsys):
@@ -142,7 +151,7 @@ def test_the_job_ends_only_an_available_now_run_and_refuses_an_ended_checkpoint_
     assert job.parse_args([*paths, "--end-input"]).end_input
     with pytest.raises(ConfigError, match="--end-input needs --trigger available-now"):
         job.parse_args([*paths, "--end-input", "--trigger", "processing-time=5s"])
-    EndOfInput(str(tmp_path / "chk")).record(3)
+    EndOfInput(str(tmp_path / "chk")).record()
     assert job.main([*paths, "--end-input"]) == 2  # before any Spark session
     line = capsys.readouterr().err.strip()
     assert "\n" not in line and line.startswith("error: the input of checkpoint") and "new checkpoint" in line
@@ -256,7 +265,12 @@ def test_a_kill_during_the_end_resumes_to_the_same_result(tmp_path):
     assert end.recorded() is not None
     local = read_properties(f"{ROOT}/conf/local.conf")
     config = PurgatoryConfig.from_mapping({k: v for k, v in local.items() if not k.startswith("job.")})
-    _check_ended(f"{root}/out", work, config)
+    outcomes = _check_ended(f"{root}/out", work, config)["outcomes"]
+    # the record names the micro-batch that applied the end, though two processes died in it
+    batch = end.recorded()["batch_id"]
+    ended = outcomes[outcomes["batch_id"] >= batch]
+    assert len(ended) and (outcomes[outcomes["batch_id"] == batch]["status"] == "expired").all()
+    assert (ended["status"] == "expired").all() and (ended["resolved_at"] == ended["deadline"]).all()
     # the ended checkpoint refuses the job in one line that says what to do
     code, err = job("--end-input")
     line = err.strip().splitlines()[-1]

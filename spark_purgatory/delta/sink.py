@@ -183,7 +183,8 @@ class PurgatorySink:
         figures = self._figures(staged, metrics, batch_id, written)
         if self.wake is not None:
             called = {int(s) for s in metrics.column("shard").to_pylist()}
-            self.wake.after(batch_id, relayed=figures[RELAYED] > 0, shards=called)
+            relayed, wm = figures[RELAYED] > 0, figures[_WATERMARK]  # wm: the end of input's too
+            self.wake.after(batch_id, relayed=relayed, shards=called, watermark=wm)
         if self.on_batch:
             self.on_batch(figures)
         return figures

@@ -55,7 +55,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from ..contract import MAX_TS_MS
-from ..storage import Storage, join, listing, remove, write_whole
+from ..storage import Storage, join, listing, remove, write_once, write_whole
 
 __all__ = [
     "Wake",
@@ -74,6 +74,8 @@ _NAME = re.compile(r"^(\d{12})\.txt$")
 END_FILE, END_LINE = "end.txt", "end"
 #: under the checkpoint: the record that its input ended (``EndOfInput.record``)
 ENDED_FILE = "purgatory-ended"
+#: in the wake directory (a name Spark's file listing skips): the micro-batch that applied the end
+_END_BATCH = "_end-batch"
 
 
 def end_watermark_ms(max_timeout_ms: int, tick_ms: int, latest_deadline: int | None = None) -> int:
@@ -119,10 +121,16 @@ class Wake:
     def under(cls, checkpoint: str, storage: Storage | None = None, *, cross_shard: int = -1) -> Wake:
         return cls(join(checkpoint, WAKE_DIRECTORY), storage, cross_shard=cross_shard)
 
-    def after(self, batch_id: int, *, relayed: bool, shards: set[int]) -> None:
+    def after(
+        self, batch_id: int, *, relayed: bool, shards: set[int], watermark: int | None = None
+    ) -> None:
         """Micro-batch ``batch_id`` ran the ``shards`` given (its metrics rows); ``relayed``:
         some posted to the mailbox.  A call of the cross-shard group received everything
-        relayed before it; relays of this batch need a later call, so post a wake file."""
+        relayed before it; relays of this batch need a later call, so post a wake file.
+        ``watermark``: the largest its shards reported; the end watermark the first time
+        names the micro-batch that applied the end of input (kept: ``end_batch``)."""
+        if is_end_watermark(watermark):
+            self._ended_in(batch_id)
         if self.cross_shard in shards:
             self.owed = None
         if relayed:
@@ -155,6 +163,22 @@ class Wake:
         fs, root = self.storage.filesystem(self.root)
         return fs.get_file_info(f"{root}/{END_FILE}").is_file
 
+    def _ended_in(self, batch_id: int) -> None:
+        """Keep the first micro-batch whose shards reported the end watermark.  The sink sees
+        a micro-batch before Spark commits it, and a replay has the same id, so the file
+        names the micro-batch that applied the end also across crashes."""
+        fs, root = self.storage.filesystem(self.root)
+        write_once(fs, f"{root}/{_END_BATCH}", str(batch_id).encode())
+
+    def end_batch(self) -> int | None:
+        """The micro-batch that applied the end of input, once the sink has seen it."""
+        fs, root = self.storage.filesystem(self.root)
+        try:
+            with fs.open_input_stream(f"{root}/{_END_BATCH}") as f:
+                return int(f.read().decode().strip())
+        except FileNotFoundError:
+            return None
+
     def batches(self) -> list[int]:
         """The batches whose wake files are present (tests, housekeeping)."""
         fs, root = self.storage.filesystem(self.root)
@@ -179,7 +203,7 @@ class EndOfInput:
         end = EndOfInput("/chk")
         end.declare()              # the end mark: the next micro-batch ends every shard
         ...                        # an available-now run applies it
-        end.record(batch_id=12)    # {"batch_id": 12, "ended_at": "..."}
+        end.record()               # {"batch_id": 12, "ended_at": "..."}: 12 applied it
         end.check_open()           # raises InputEndedError from now on
     """
 
@@ -196,19 +220,16 @@ class EndOfInput:
     def declared(self) -> bool:
         return self.wake.end_posted()
 
-    def record(self, batch_id: int | None, *, now: dt.datetime | None = None) -> dict[str, Any]:
-        """Record that the input ended after micro-batch ``batch_id``; return the record."""
+    def record(self, *, now: dt.datetime | None = None) -> dict[str, Any]:
+        """Record that the input ended; return the record: ``batch_id``, the micro-batch that
+        applied the end (``Wake.end_batch``; None if no sink saw it, e.g. the end ran over
+        Spark Connect in a server that could not write it), and ``ended_at``."""
+        batch_id = self.wake.end_batch()
         ended_at = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")
         body = {"batch_id": batch_id, "ended_at": ended_at}
         fs, root = self.storage.filesystem(self.checkpoint)
         write_whole(fs, f"{root}/{ENDED_FILE}", lambda out: out.write(json.dumps(body).encode()))
         return body
-
-    def last_batch(self) -> int | None:
-        """The last micro-batch Spark committed on the checkpoint (its ``commits`` log)."""
-        fs, root = self.storage.filesystem(self.checkpoint)
-        ids = [int(i.base_name) for i in listing(fs, f"{root}/commits") if i.base_name.isdigit()]
-        return max(ids, default=None)
 
     def recorded(self) -> dict[str, Any] | None:
         """The record, or None while the input has not ended."""
