@@ -202,8 +202,9 @@ def test_ending_the_input_resolves_every_operation_exactly_once(spark, tmp_path)
 def test_a_start_on_an_ended_checkpoint_is_refused_and_rows_reaching_it_anyway_are_late(spark, tmp_path):
     root = str(tmp_path)
     work = _input(root, n_ops=200, seed=4)
-    with _started(spark, root) as purgatory:  # a run, then the end called on the handle
-        purgatory.await_termination()
+    # a processing-time query, then the end called on the handle: caught up, stopped, ended
+    with _started(spark, root, trigger="processing-time=1s") as purgatory:
+        purgatory.process_all_available()
         pending = purgatory.pending
         record = purgatory.end_input()
         assert pending > 0 and purgatory.pending == 0 and record["batch_id"] is not None
