@@ -57,6 +57,9 @@ __all__ = [
     "REJECTED_COLUMNS",
     "OPERATOR_OUTPUT",
     "ms_column",
+    "PENDING",
+    "PENDING_COLUMNS",
+    "PENDING_TIME_COLUMNS",
 ]
 
 # -- names -------------------------------------------------------------------------------------------
@@ -306,3 +309,40 @@ def _operator_output() -> pa.Schema:
 
 #: the operator's output rows (times as epoch ms); the Spark layer derives its schema from this
 OPERATOR_OUTPUT = _operator_output()
+
+
+# -- pending operations (read from a checkpoint: ``spark_purgatory.inspect``) -----------------------
+
+#: one row per pending operation with its progress so far, as ``inspect.pending_operations``
+#: returns it: the operation's fields, ``shard`` (the group holding it: a cross-shard
+#: operation's is the cross-shard group), ``progress`` / ``goal`` in the condition's own
+#: measure (``any``: events, ``count``: events or distinct sources, ``sum``: sum of values,
+#: ``all``: members reported, ``offset``: the lowest key's progress), ``offsets`` (per key,
+#: for ``offset``), ``members_missing`` (for ``all``), ``time_left_ms`` (deadline minus
+#: ``watermark``), and the committed micro-batch whose state was read (``batch_id``)
+PENDING = pa.schema(
+    [
+        ("op_id", pa.string()),
+        ("keys", pa.list_(pa.string())),
+        ("shard", pa.int32()),
+        ("ts", _TS),
+        ("deadline", _TS),
+        ("condition", pa.string()),
+        ("target", pa.float64()),
+        ("members", pa.list_(pa.string())),
+        ("payload", pa.string()),
+        ("matched_events", pa.int64()),
+        ("distinct_sources", pa.int64()),
+        ("value_sum", pa.float64()),
+        ("progress", pa.float64()),
+        ("goal", pa.float64()),
+        ("offsets", pa.map_(pa.string(), pa.float64())),
+        ("members_missing", pa.list_(pa.string())),
+        ("time_left_ms", pa.int64()),
+        ("watermark", _TS),
+        ("batch_id", pa.int64()),
+    ]
+)
+PENDING_COLUMNS = PENDING.names
+#: the event-time columns of ``PENDING`` (epoch ms in the engine's frame)
+PENDING_TIME_COLUMNS = ("ts", "deadline", "watermark")

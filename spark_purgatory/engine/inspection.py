@@ -1,0 +1,172 @@
+"""Inspection: a shard's pending operations, with the progress each has made, as one frame.
+
+An operator asks a purgatory "what is waiting, and how far is each from its condition?"
+(Kafka answers only with counts: ``PurgatorySize``).  ``pending_frame(p)`` answers it for one
+loaded ``Purgatory``: one row per pending operation with the ``contract.PENDING`` columns
+(times as epoch ms), its progress measured by the engine's own ``conditions.evaluate``, so
+the figures are the ones the operation would report if it expired now.
+
+This module is the one place outside the engine's own modules that reads the engine's
+tables (``ops``, ``matches``, ``watch``), so a change of those tables is adapted here once.
+The Spark layer (``spark_purgatory.inspect``) calls it on the executors, one shard at a time.
+
+Invariants: a stub (a primary shard's watcher of a cross-shard operation) is never a row:
+the cross-shard group holds the operation and reports it, once, with the progress its group
+holds; the frame is a pure function of the state (reading it changes nothing).
+
+>>> import pandas as pd
+>>> from spark_purgatory import Purgatory
+>>> p = Purgatory()
+>>> ops = pd.DataFrame({"op_id": ["join-1"], "keys": [["group-7"]], "ts": [0], "timeout_ms": [5_000],
+...                     "condition": ["all"], "members": [["a", "b", "c"]]})
+>>> _ = p.process(ops, pd.DataFrame({"key": ["group-7"], "ts": [10], "source": ["b"]}), watermark_ms=0)
+>>> pending = pending_frame(p, watermark_ms=1_000)
+>>> pending[["op_id", "progress", "goal", "time_left_ms"]].values.tolist()
+[['join-1', 1.0, 3.0, 4000]]
+>>> list(pending["members_missing"].iat[0])
+['a', 'c']
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..contract import PENDING_COLUMNS
+from .conditions import ALL, ANY, CONDITION_NAMES, FLOOR_ESEQ, OFFSET, evaluate
+from .frames import flatten, hash_strings, rows_where
+from .purgatory import Purgatory
+from .tables import I64_MIN
+
+__all__ = ["pending_frame", "pending_count"]
+
+
+def pending_count(p: Purgatory) -> int:
+    """Pending operations this shard reports (its stubs excluded)."""
+    return int((~p.tables().ops["stub"].to_numpy(bool)).sum())
+
+
+def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: int = -1) -> pd.DataFrame:
+    """The pending operations of ``p`` with their progress (``contract.PENDING`` columns).
+
+    Args:
+        p: a shard's purgatory, e.g. from ``load_state``.
+        watermark_ms: what ``time_left_ms`` counts from; the shard's own watermark when None.
+        batch_id: the micro-batch whose state ``p`` is, written to every row.
+
+    Returns:
+        One row per pending operation (stubs excluded), in handle (arrival) order; times
+        (``ts``, ``deadline``, ``watermark``) as epoch ms.
+    """
+    t = p.tables()
+    ops = rows_where(t.ops, ~t.ops["stub"].to_numpy(bool)).reset_index(drop=True)
+    handles = ops["handle"].to_numpy(np.int64)
+    mine = np.isin(t.matches["handle"].to_numpy(np.int64), handles)
+    matches = t.matches.loc[mine] if not mine.all() else t.matches
+    cond = ops["cond"].to_numpy(np.int8)
+    offset = cond == OFFSET
+    watch = None
+    if offset.any():
+        watch = t.watch.loc[
+            t.watch["handle"].isin(handles[offset]), ["handle", "hash", "key", "progress_at_watch"]
+        ]
+    result = evaluate(ops, matches, watch)
+
+    pos = np.searchsorted(handles, matches["handle"].to_numpy(np.int64))
+    event = matches["eseq"].to_numpy(np.int64) != FLOOR_ESEQ  # a floor is a key's progress, no event
+    values = np.nan_to_num(matches["value"].to_numpy(float), nan=0.0)
+    value_sum = np.bincount(pos[event], weights=values[event], minlength=len(ops))
+    wm = t.watermark if watermark_ms is None else int(watermark_ms)
+    wm = max(wm, 0) if wm == I64_MIN else wm
+    deadline = ops["deadline"].to_numpy(np.int64)
+    target = ops["target"].to_numpy(float)
+    goal = np.where(cond == ALL, ops["n_members"].to_numpy(float), np.where(cond == ANY, 1.0, target))
+    n = len(ops)
+    frame = pd.DataFrame(
+        {
+            "op_id": ops["op_id"].to_numpy(dtype=object),
+            "keys": ops["keys"].to_numpy(dtype=object),
+            "shard": np.full(n, -1 if p.shard is None else p.shard, dtype=np.int32),
+            "ts": ops["ts"].to_numpy(np.int64),
+            "deadline": deadline,
+            "condition": CONDITION_NAMES[cond.astype(np.int64)],
+            "target": target,
+            "members": ops["members"].to_numpy(dtype=object),
+            "payload": ops["payload"].to_numpy(dtype=object),
+            "matched_events": result.matched.astype(np.int64),
+            "distinct_sources": _distinct_sources(
+                n, pos[event], matches["source"].to_numpy(dtype=object)[event]
+            ),
+            "value_sum": value_sum,
+            "progress": result.progress.astype(float),
+            "goal": goal,
+            "offsets": _offsets(ops, offset, matches, watch),
+            "members_missing": _members_missing(ops, cond == ALL, pos, matches),
+            "time_left_ms": deadline - wm,
+            "watermark": np.full(n, wm, dtype=np.int64),
+            "batch_id": np.full(n, int(batch_id), dtype=np.int64),
+        },
+        copy=False,
+    )
+    return frame[PENDING_COLUMNS]
+
+
+def _distinct_sources(n_ops: int, pos: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """Per operation, the distinct non-null sources among its matched events."""
+    present = pd.notna(source)
+    if not present.any():
+        return np.zeros(n_ops, dtype=np.int64)
+    pairs = pd.DataFrame({"op": pos[present], "source": hash_strings(source[present])}).drop_duplicates()
+    return np.bincount(pairs["op"].to_numpy(np.int64), minlength=n_ops).astype(np.int64)
+
+
+def _offsets(
+    ops: pd.DataFrame, offset: np.ndarray, matches: pd.DataFrame, watch: pd.DataFrame | None
+) -> np.ndarray:
+    """Per ``offset`` operation, each watched key's highest offset so far (its progress when
+    the operation arrived, raised by the matched events and relayed floors); None for others."""
+    out = np.full(len(ops), None, dtype=object)
+    if watch is None or len(watch) == 0:
+        return out
+    handles = ops["handle"].to_numpy(np.int64)
+    best = (
+        matches.loc[matches["handle"].isin(handles[offset]), ["handle", "khash", "value"]]
+        .groupby(["handle", "khash"], sort=False)["value"]
+        .max()
+        .rename("reached")
+    )
+    w = watch.join(best, on=["handle", "hash"])
+    w = w.assign(best=np.fmax(w["progress_at_watch"].to_numpy(float), w["reached"].to_numpy(float)))
+    w = w.sort_values(["handle", "key"], kind="stable")
+    per_op = np.searchsorted(handles, w["handle"].to_numpy(np.int64))
+    lengths = np.bincount(per_op, minlength=len(ops))[offset]
+    maps = pa.MapArray.from_arrays(
+        pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32()),
+        pa.array(w["key"].to_numpy(dtype=object), pa.string()),
+        pa.array(w["best"].to_numpy(float), pa.float64(), from_pandas=True),
+    )
+    out[offset] = maps.to_pandas()
+    return out
+
+
+def _members_missing(
+    ops: pd.DataFrame, of_all: np.ndarray, pos: np.ndarray, matches: pd.DataFrame
+) -> np.ndarray:
+    """Per ``all`` operation, its members that have not reported yet; None for others."""
+    out = np.full(len(ops), None, dtype=object)
+    if not of_all.any():
+        return out
+    rows = np.flatnonzero(of_all)
+    lengths, members = flatten(ops["members"].to_numpy(dtype=object)[rows])
+    owner = np.repeat(rows, lengths)
+    reported = matches["is_member"].to_numpy(bool)
+    said = pd.MultiIndex.from_arrays([pos[reported], matches["source"].to_numpy(dtype=object)[reported]])
+    missing = ~pd.MultiIndex.from_arrays([owner, members]).isin(said)
+    counts = np.bincount(owner[missing], minlength=len(ops))[rows]
+    lists = pa.ListArray.from_arrays(
+        pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32()),
+        pa.array(members[missing], pa.string()),
+    )
+    out[rows] = lists.to_pandas()
+    return out
