@@ -1,0 +1,146 @@
+"""What a streaming checkpoint says without Spark: its last committed micro-batch and watermark.
+
+Spark keeps two write-ahead logs in a checkpoint: ``offsets/<batch>`` (written when a
+micro-batch starts: a version line, then JSON metadata with ``batchWatermarkMs``,
+``batchTimestampMs`` and the session settings the query keeps, then one line per source) and
+``commits/<batch>`` (written when it has finished).  The last *committed* batch is the one
+whose state a reader may trust: a batch with an offsets entry and no commit may still be
+running, or be replayed after a crash.  ``read_checkpoint`` reads both logs with pyarrow's
+filesystems (``storage``), so it works on any URI the project writes to and needs no JVM.
+
+Invariant: errors are one line that names the path and the problem (``InspectError``); the
+command line prints them as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyarrow.fs as pafs
+
+from ..storage import Storage, join, listing
+
+__all__ = ["InspectError", "CheckpointInfo", "read_checkpoint", "ID_FILE", "STATE_DIR"]
+
+#: start() writes the checkpoint's Delta app id here (``query.app_id_of``)
+ID_FILE = "purgatory-id"
+#: where start() puts the shard-state segments unless ``purgatory.state.path`` says otherwise
+STATE_DIR = "purgatory-state"
+
+
+class InspectError(ValueError):
+    """A checkpoint or table cannot be inspected: no such path, not a purgatory checkpoint,
+    a state version this release cannot read.  The message is one line."""
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A checkpoint's logs, read at one moment (a running query may have moved on since).
+
+    Attributes:
+        path: the checkpoint, as given.
+        last_batch: the last committed micro-batch (None: none committed yet).
+        watermark_ms: the event-time watermark that batch ran with (``batchWatermarkMs``).
+        batch_timestamp_ms: that batch's processing time (``batchTimestampMs``).
+        next_watermark_ms: the watermark the next batch will run with (from the commit).
+        running_batch: a batch started but not committed (running, or to be replayed).
+        app_id: the Delta app id of the query's commits (``start``'s ``purgatory-id``).
+        conf: the session settings Spark keeps with the query (shuffle partitions ...).
+    """
+
+    path: str
+    last_batch: int | None
+    watermark_ms: int | None
+    batch_timestamp_ms: int | None
+    next_watermark_ms: int | None
+    running_batch: int | None
+    app_id: str | None
+    conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def groups(self) -> int | None:
+        """State partitions (``purgatory.shards + 1`` for a query ``start`` began)."""
+        value = self.conf.get("spark.sql.shuffle.partitions")
+        return int(value) if value else None
+
+
+def read_checkpoint(checkpoint: str, *, storage: Storage | None = None) -> CheckpointInfo:
+    """Read ``checkpoint``'s offsets and commits logs (no Spark needed).
+
+    Raises:
+        InspectError: no such checkpoint, no streaming query ever ran on it, or it has no
+            operator state (not a purgatory checkpoint).
+    """
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.NotFound:
+        raise InspectError(f"no such checkpoint: {checkpoint}")
+    if info.type != pafs.FileType.Directory and not _exists(fs, f"{root}/offsets"):
+        raise InspectError(f"not a checkpoint (a file, not a directory): {checkpoint}")
+    offsets = _batches(fs, f"{root}/offsets")
+    if not offsets and not _exists(fs, f"{root}/metadata"):
+        raise InspectError(f"not a streaming checkpoint (no offsets log): {checkpoint}")
+    if offsets and not _exists(fs, f"{root}/state"):
+        raise InspectError(f"not a purgatory checkpoint (no operator state under it): {checkpoint}")
+    commits = _batches(fs, f"{root}/commits")
+    last = max(commits) if commits else None
+    started = max(offsets) if offsets else None
+    meta = _log_entry(fs, f"{root}/offsets/{last}") if last is not None else {}
+    commit = _log_entry(fs, f"{root}/commits/{last}") if last is not None else {}
+    return CheckpointInfo(
+        path=checkpoint,
+        last_batch=last,
+        watermark_ms=_int(meta.get("batchWatermarkMs")),
+        batch_timestamp_ms=_int(meta.get("batchTimestampMs")),
+        next_watermark_ms=_int(commit.get("nextBatchWatermarkMs")),
+        running_batch=started if started is not None and (last is None or started > last) else None,
+        app_id=_read_text(fs, f"{root}/{ID_FILE}"),
+        conf={k: str(v) for k, v in (meta.get("conf") or {}).items()},
+    )
+
+
+def batch_watermark_ms(checkpoint: str, batch: int, *, storage: Storage | None = None) -> int | None:
+    """The watermark micro-batch ``batch`` ran with (its offsets entry), None if absent."""
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    try:
+        return _int(_log_entry(fs, f"{root}/offsets/{batch}").get("batchWatermarkMs"))
+    except (FileNotFoundError, OSError):
+        return None
+
+
+def state_path_of(checkpoint: str, configured: str = "") -> str:
+    """Where the shard-state segments of a query ``start`` ran are (the config's, or the default)."""
+    return configured or join(checkpoint, STATE_DIR)
+
+
+def _exists(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def _batches(fs: pafs.FileSystem, directory: str) -> list[int]:
+    """Batch ids of a log directory (its entries are named by the batch id; ``.crc`` and
+    temporary files are not entries)."""
+    return [int(i.base_name) for i in listing(fs, directory) if i.base_name.isdigit()]
+
+
+def _log_entry(fs: pafs.FileSystem, path: str) -> dict:
+    """The JSON metadata line of an offsets or commits entry (after the ``v1`` line)."""
+    with fs.open_input_stream(path) as f:
+        lines = f.read().decode("utf-8").splitlines()
+    try:
+        return json.loads(lines[1]) if len(lines) > 1 else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+def _read_text(fs: pafs.FileSystem, path: str) -> str | None:
+    try:
+        with fs.open_input_stream(path) as f:
+            return f.read().decode("utf-8").strip() or None
+    except (FileNotFoundError, OSError):
+        return None
+
+
+def _int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[arg-type]

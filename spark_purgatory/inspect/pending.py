@@ -1,0 +1,293 @@
+"""The pending operations of a checkpoint as a Spark DataFrame, and the ones at risk.
+
+``pending_operations(checkpoint)`` reads the operator's group state with Spark's state data
+source (``spark.read.format("statestore")``, Spark 4.0+: one row per group, its value the
+shard's binary state) at the checkpoint's last *committed* micro-batch, and decodes each
+shard on the executors (``mapInArrow``: one task per state partition) through the engine's
+own loading, ``state.load_state`` with the query's ``SegmentStore`` (segment files
+included), then ``engine.inspection.pending_frame``.  Nothing is collected to the driver: a
+shard's operations stream out of its task in Arrow batches, so memory is bounded by the
+largest shard, and the frame follows any change of the state format with the engine.
+
+Works on a stopped query and beside a running one: the batch read is the last one the
+commits log holds when the call is made (a later commit does not change the result), and
+every row says which (``batch_id``).  A running query in the same session never lends
+this read its parked shards (a private worker cache: ``state.cache``).
+
+**The state store coordinator.**  On Spark 4.2 the HDFS-backed state store reports each
+load to the ``StateStoreCoordinator``, an endpoint that exists only once the session's
+``StreamingQueryManager`` does; a fresh session (a CLI, a notebook that has started no
+query) fails with ``CANNOT_LOAD_STATE_STORE`` ("Cannot find endpoint:
+StateStoreCoordinator", SPARK-58973).  Touching ``spark.streams`` creates the manager and
+its coordinator, so the read works in any session.
+
+``at_risk(checkpoint, within=...)`` keeps the operations whose deadline falls within the
+horizon of the watermark (overdue ones included: they expire in the next micro-batch),
+earliest deadline first, with how far each is from its condition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..config import ConfigError, PurgatoryConfig, parse_interval_ms
+from ..contract import PENDING, PENDING_TIME_COLUMNS
+from ..storage import Storage
+from .checkpoint import InspectError, batch_watermark_ms, read_checkpoint, state_path_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["pending_operations", "at_risk", "horizon_ms", "WatermarkLike", "inspect_config"]
+
+#: a watermark: epoch ms, a datetime, or an ISO-8601 string
+WatermarkLike = int | dt.datetime | str
+#: rows per Arrow batch a shard's task yields (bounds a task's memory beyond its shard)
+_CHUNK_ROWS = 50_000
+_STATE_COLUMN = "value.groupState.shard_state"
+_SHORT = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+_SHORT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def inspect_config(checkpoint: str, config: PurgatoryConfig | None) -> PurgatoryConfig:
+    """The config a query ``start`` ran on ``checkpoint`` used for its state: the shard-state
+    path defaults to ``<checkpoint>/purgatory-state``, as ``start`` sets it."""
+    config = config or PurgatoryConfig()
+    return dataclasses.replace(config, state_path=state_path_of(checkpoint, config.state_path))
+
+
+def pending_operations(
+    checkpoint: str,
+    *,
+    spark: SparkSession | None = None,
+    config: PurgatoryConfig | None = None,
+    watermark: WatermarkLike | None = None,
+    batch_id: int | None = None,
+) -> DataFrame:
+    """The pending operations of the purgatory query on ``checkpoint``, with their progress.
+
+    Args:
+        checkpoint: the query's checkpoint (a path or URI).
+        spark: the session to read with; the active one when None.
+        config: the query's ``PurgatoryConfig`` (for ``purgatory.state.path`` and the
+            ``storage.*`` settings); the defaults when None.
+        watermark: what ``time_left_ms`` counts from: epoch ms, a datetime or an ISO
+            string; by default the watermark of the batch read (``batchWatermarkMs``).
+        batch_id: the committed micro-batch to read; the last one when None.
+
+    Returns:
+        A DataFrame with the ``contract.PENDING`` columns, one row per pending operation
+        (a cross-shard operation once, from the cross-shard group).
+
+    Raises:
+        InspectError: no such checkpoint, not a purgatory checkpoint, or nothing committed.
+
+    Example::
+
+        pending = pending_operations("/chk", spark=spark)
+        pending.groupBy("shard").count().show()
+        pending.filter("condition = 'all'").select("op_id", "members_missing").show()
+    """
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    spark = spark or SparkSession.getActiveSession()
+    if spark is None:
+        raise InspectError("no active Spark session: pass spark=...")
+    cfg = inspect_config(checkpoint, config)
+    storage = Storage.of(cfg)
+    info = read_checkpoint(checkpoint, storage=storage)
+    batch = info.last_batch if batch_id is None else int(batch_id)
+    if batch is None:
+        raise InspectError(f"no committed micro-batch yet: {checkpoint}")
+    if watermark is None:
+        wm = (
+            info.watermark_ms
+            if batch == info.last_batch
+            else batch_watermark_ms(checkpoint, batch, storage=storage)
+        )
+        wm = 0 if wm is None else wm
+    else:
+        wm = watermark_ms(watermark)
+    _ = spark.streams  # creates the state store coordinator (module docstring)
+    try:
+        state = spark.read.format("statestore").option("batchId", batch).load(checkpoint)
+    except Exception as error:  # the reader checks the checkpoint's metadata when planning
+        raise InspectError(
+            f"cannot read the state of {checkpoint} at batch {batch}: {_first_line(error)}"
+        ) from None
+    if "groupState" not in _fields(state.schema, "value") or "shard_state" not in _fields(
+        state.schema["value"].dataType, "groupState"
+    ):
+        raise InspectError(f"not a purgatory checkpoint (its state holds no shard_state): {checkpoint}")
+    values = state.select(F.col(_STATE_COLUMN).alias("state"))
+    return values.mapInArrow(_decoder(cfg, wm, batch), from_arrow_schema(PENDING))
+
+
+def at_risk(
+    checkpoint: str,
+    *,
+    within: str | int,
+    spark: SparkSession | None = None,
+    config: PurgatoryConfig | None = None,
+    watermark: WatermarkLike | None = None,
+    pending: DataFrame | None = None,
+) -> DataFrame:
+    """The pending operations whose deadline is within ``within`` of the watermark, earliest
+    deadline first, with ``still_needed`` (how much of the goal is missing, in the
+    condition's measure) and ``progress_text`` ("2 of 3 sources", "1 of 3 members, missing
+    a, c" ...).
+
+    Args:
+        within: the horizon: ms, ``"10s"``, ``"15m"``, ``"1h"``, ``"2d"`` or a Spark
+            interval (``"1 hour"``).
+        pending: a ``pending_operations`` frame to filter (else read from ``checkpoint``).
+        The other arguments are ``pending_operations``'.
+
+    Example::
+
+        at_risk("/chk", within="1h", spark=spark).select("op_id", "deadline", "progress_text").show()
+    """
+    from pyspark.sql import functions as F
+
+    horizon = horizon_ms(within)
+    frame = (
+        pending
+        if pending is not None
+        else pending_operations(checkpoint, spark=spark, config=config, watermark=watermark)
+    )
+    soon = frame.filter(F.col("time_left_ms") <= F.lit(horizon))
+    still = F.greatest(F.col("goal") - F.col("progress"), F.lit(0.0))
+    return (
+        soon.withColumn("still_needed", F.when(F.col("progress").isNull(), F.col("goal")).otherwise(still))
+        .withColumn("progress_text", _progress_text())
+        .orderBy("deadline", "op_id")
+    )
+
+
+def horizon_ms(within: str | int) -> int:
+    """A horizon in ms from ``10s``, ``15m``, ``1h``, ``2d``, ``500ms`` or a Spark interval.
+
+    >>> horizon_ms("10s"), horizon_ms("15m"), horizon_ms("1 hour"), horizon_ms(250)
+    (10000, 900000, 3600000, 250)
+    """
+    if isinstance(within, int):
+        return within
+    short = _SHORT.match(str(within).lower())
+    if short:
+        return int(short.group(1)) * _SHORT_MS[short.group(2)]
+    try:
+        return parse_interval_ms(within)
+    except ConfigError:
+        raise ConfigError(f"not a horizon: {within!r} (e.g. 10s, 15m, 1h, 2d, '1 hour')") from None
+
+
+def watermark_ms(value: WatermarkLike) -> int:
+    """Epoch ms from ms, a datetime (naive: UTC) or an ISO-8601 string.
+
+    >>> watermark_ms("2026-01-01T00:00:10Z"), watermark_ms(5)
+    (1767225610000, 5)
+    """
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return int(value.timestamp() * 1000)
+
+
+def _progress_text() -> Any:
+    """How far an operation is from its condition, in words a person reads at a glance."""
+    from pyspark.sql import functions as F
+
+    cond, progress, goal = F.col("condition"), F.coalesce(F.col("progress"), F.lit(0.0)), F.col("goal")
+
+    def num(column: Any) -> Any:  # 2 rather than 2.0, 12.5 as it is
+        return F.regexp_replace(F.format_number(column, 6), r"\.?0+$|,", "")
+
+    of = F.concat_ws(" of ", num(progress), num(goal))
+    missing = F.array_join(F.coalesce(F.col("members_missing"), F.array()), ", ")
+    lowest = F.array_min(F.map_values(F.coalesce(F.col("offsets"), F.create_map())))
+    return (
+        F.when(
+            cond == "any",
+            F.when(F.col("matched_events") > 0, F.lit("matched")).otherwise(F.lit("no event yet")),
+        )
+        .when(
+            cond == "count",
+            F.concat(
+                of, F.when(F.col("distinct_sources") > 0, F.lit(" sources")).otherwise(F.lit(" events"))
+            ),
+        )
+        .when(cond == "sum", F.concat(F.lit("sum "), of))
+        .when(cond == "all", F.concat(of, F.lit(" members, missing "), missing))
+        .when(
+            cond == "offset",
+            F.concat(
+                F.lit("lowest key at "), F.coalesce(num(lowest), F.lit("none")), F.lit(" of "), num(goal)
+            ),
+        )
+    )
+
+
+def _decoder(config: PurgatoryConfig, wm: int, batch: int) -> Any:
+    """The function each state partition's task runs: load every shard value in it through
+    the engine's own loading and yield its pending operations, ``_CHUNK_ROWS`` at a time."""
+    from ..spark.operator import segment_store
+
+    store = segment_store(config)
+    times = set(PENDING_TIME_COLUMNS)
+
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from ..engine.inspection import pending_frame
+        from ..state import WorkerCache, load_state
+
+        for record_batch in batches:
+            for value in record_batch.column(0).to_pylist():
+                if value is None:
+                    continue
+                try:
+                    p = load_state(value, config, store, cache=WorkerCache(entries=0))
+                except ValueError as error:  # a state version this release cannot read
+                    raise InspectError(f"unreadable state version at batch {batch}: {error}") from None
+                frame = pending_frame(p, watermark_ms=wm, batch_id=batch)
+                del p
+                for start in range(0, len(frame), _CHUNK_ROWS):
+                    yield _arrow(frame.iloc[start : start + _CHUNK_ROWS], times)
+
+    return decode
+
+
+def _arrow(frame: Any, times: set[str]) -> pa.RecordBatch:
+    """A ``pending_frame`` chunk as an Arrow batch of ``contract.PENDING`` (ms -> timestamps)."""
+    arrays = []
+    for field in PENDING:
+        column = frame[field.name].to_numpy()
+        if field.name in times:
+            arrays.append(pa.array(column.astype("int64") * 1000, pa.int64()).view(field.type))
+        else:
+            arrays.append(pa.array(column, field.type, from_pandas=True))
+    return pa.RecordBatch.from_arrays(arrays, schema=PENDING)
+
+
+def _fields(schema: Any, name: str) -> list[str]:
+    try:
+        return [f.name for f in schema[name].dataType.fields]
+    except (KeyError, AttributeError):
+        return []
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
