@@ -1,0 +1,352 @@
+"""One operation's story: where each of a few op_ids is, and what happened to its events.
+
+"Order 4711 has no outcome. Where is it?"  ``explain(["order-4711"], output=..., checkpoint=...)``
+looks in every place an operation or its events can be, and says for each op_id:
+
+* **pending** (with its progress: ``inspect.pending``), read from the checkpoint's state;
+* **resolved**: its ``outcomes`` row (``completed`` or ``expired``);
+* **rejected**: its ``rejected`` rows with the reason and the raw record; a second operation
+  with the same op_id is a **duplicate** (``duplicate_op_id``) and does not change the
+  first one's fate;
+* its **events that matched nothing**: ``unmatched_events`` rows of its keys (or targeted at
+  it) from its ``ts`` up to one timeout past its deadline (``after_resolution``: they came
+  after it completed; ``no_operation``: e.g. after it expired), and the events of its keys
+  rejected ``late`` (behind the watermark when they arrived) in the same window.
+
+The ``rejected`` table gets ``op_id`` and ``key`` columns in newer releases; for a table
+without them the raw record is searched for the op_id or key, then parsed to confirm it.
+Tables are read by ``tables.table_reader`` (delta-rs unless a session with Delta's
+classes is given); the pending state needs Spark (``pending_operations``), and is skipped
+when no checkpoint (or ``state=False``) is given.
+
+Invariant: an op_id is ``pending`` or has an outcome, never both (exactly one outcome, and
+a resolved operation leaves the state); an op_id found nowhere is ``unknown``, with the
+likely reasons.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..config import PurgatoryConfig
+from ..contract import (
+    DUPLICATE_OP_ID,
+    LATE,
+    OUTCOMES,
+    REJECTED,
+    SOURCE_EVENTS,
+    SOURCE_OPERATIONS,
+    UNMATCHED_EVENTS,
+)
+from ..storage import Storage
+from .pending import inspect_config, pending_operations
+from .tables import TableReader, table_reader
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["OperationStory", "explain"]
+
+#: the states an op_id can be in, as ``OperationStory.state`` says
+PENDING, COMPLETED, EXPIRED, REJECTED_STATE, UNKNOWN = (
+    "pending",
+    "completed",
+    "expired",
+    "rejected",
+    "unknown",
+)
+
+
+@dataclass
+class OperationStory:
+    """Where one op_id is, and what happened to the events of its keys.
+
+    Attributes:
+        op_id: the operation asked about.
+        state: ``pending``, ``completed``, ``expired``, ``rejected`` or ``unknown``.
+        pending: its ``pending_operations`` row (progress, time left), if pending.
+        outcome: its ``outcomes`` row, if resolved.
+        rejected: its ``rejected`` rows other than duplicates (reason, raw, batch_id).
+        duplicates: the rejected second operations with its op_id (``duplicate_op_id``).
+        unmatched_events: ``unmatched_events`` rows of its keys or targeted at it, in its window.
+        late_events: events of its keys (or targeted at it) rejected ``late``, in its window.
+        keys: the keys it watches (from whichever row told them).
+        notes: what could not be looked at, and why an ``unknown`` op_id may be so.
+    """
+
+    op_id: str
+    state: str = UNKNOWN
+    pending: dict | None = None
+    outcome: dict | None = None
+    rejected: list[dict] = field(default_factory=list)
+    duplicates: list[dict] = field(default_factory=list)
+    unmatched_events: list[dict] = field(default_factory=list)
+    late_events: list[dict] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line: where it is, and the figure that matters there."""
+        if self.pending is not None:
+            p = self.pending
+            left, words = p["time_left_ms"] / 1000, p.get("progress_text") or _progress_words(p)
+            return (
+                f"{self.op_id}: pending in shard {p['shard']}, {words}, "
+                f"deadline {_iso(p['deadline'])} ({left:g} s left at the watermark of batch {p['batch_id']})"
+            )
+        if self.outcome is not None:
+            o = self.outcome
+            return (
+                f"{self.op_id}: {o['status']} at {_iso(o['resolved_at'])} (latency {o['latency_ms']} ms, "
+                f"{o['matched_events']} matched events, progress {o['progress']:g}), batch {o['batch_id']}"
+            )
+        if self.rejected:
+            r = self.rejected[0]
+            return f"{self.op_id}: rejected ({r['reason']}) in batch {r['batch_id']}"
+        extra = f", {len(self.duplicates)} duplicate(s) rejected" if self.duplicates else ""
+        return f"{self.op_id}: unknown: not pending, no outcome, not rejected{extra}"
+
+    def to_dict(self) -> dict:
+        """JSON-ready (times as ISO-8601 strings)."""
+        return json.loads(json.dumps({**asdict(self), "summary": self.summary()}, default=_json_value))
+
+
+def explain(
+    op_ids: list[str],
+    *,
+    output: str,
+    checkpoint: str | None = None,
+    spark: SparkSession | None = None,
+    config: PurgatoryConfig | None = None,
+    state: bool = True,
+    reader: TableReader | None = None,
+) -> list[OperationStory]:
+    """The story of each op_id (in the order given): pending, resolved, rejected, duplicates,
+    and the events of its keys that matched nothing or came late.
+
+    Args:
+        op_ids: the operations to look for.
+        output: where the query's tables are.
+        checkpoint: the query's checkpoint, to look for pending operations (needs Spark).
+        spark: the session for the state (the active one when None) and, when Delta's
+            classes are on its classpath, for the tables.
+        config: the query's ``PurgatoryConfig`` (state path, ``storage.*`` settings).
+        state: look in the checkpoint's state for op_ids that have no outcome.
+        reader: the tables' reader (``tables.table_reader`` when None).
+
+    Example::
+
+        for story in explain(["pay-000042"], output="/data/tables", checkpoint="/data/chk"):
+            print(story.summary())
+            print(story.rejected, story.unmatched_events)
+    """
+    ids = list(dict.fromkeys(op_ids))
+    cfg = inspect_config(checkpoint or "", config) if checkpoint else (config or PurgatoryConfig())
+    tables = reader or table_reader(output, spark=spark, storage=Storage.of(cfg))
+    stories = {op_id: OperationStory(op_id) for op_id in ids}
+    _outcomes(tables, stories)
+    _rejections(tables, stories)
+    unresolved = [s.op_id for s in stories.values() if s.outcome is None]
+    if unresolved and checkpoint and state:
+        _pending(checkpoint, spark, cfg, stories, unresolved)
+    elif unresolved:
+        for op_id in unresolved:
+            stories[op_id].notes.append("the pending state was not read (no checkpoint given)")
+    for story in stories.values():
+        story.state = _state_of(story)
+    _events(tables, list(stories.values()))
+    for story in stories.values():
+        if story.state == UNKNOWN:
+            story.notes.append(
+                "not found: it may not have been read yet, its outcome may still wait in the "
+                "accumulator (up to accumulator.linger.ms), or the op_id is misspelled"
+            )
+    return [stories[op_id] for op_id in ids]
+
+
+# -- where the operation is ------------------------------------------------------------------------
+
+
+def _outcomes(tables: TableReader, stories: dict[str, OperationStory]) -> None:
+    for row in tables.rows_with(OUTCOMES.name, "op_id", list(stories)).to_pylist():
+        story = stories[row["op_id"]]
+        story.outcome = row
+        story.keys = story.keys or list(row.get("keys") or [])
+
+
+def _rejections(tables: TableReader, stories: dict[str, OperationStory]) -> None:
+    """The operations rejected under these op_ids (the events targeted at them come later)."""
+    for row in _rejected_rows(tables, list(stories), "op_id", SOURCE_OPERATIONS):
+        story = stories[row["_match"]]
+        record = {k: v for k, v in row.items() if not k.startswith("_")}
+        (story.duplicates if row["reason"] == DUPLICATE_OP_ID else story.rejected).append(record)
+        if not story.keys:
+            story.keys = _keys_of(row.get("_parsed") or {})
+
+
+def _pending(
+    checkpoint: str, spark: Any, config: PurgatoryConfig, stories: dict[str, OperationStory], ids: list[str]
+) -> None:
+    from pyspark.sql import functions as F
+
+    from .pending import at_risk
+
+    pending = pending_operations(checkpoint, spark=spark, config=config)
+    found = at_risk(checkpoint, within=2**62, pending=pending.filter(F.col("op_id").isin(ids)))
+    for row in found.toArrow().to_pylist():
+        story = stories[row["op_id"]]
+        story.pending = row
+        story.keys = list(row["keys"] or [])
+
+
+def _state_of(story: OperationStory) -> str:
+    if story.pending is not None:
+        return PENDING
+    if story.outcome is not None:
+        return COMPLETED if story.outcome["status"] == COMPLETED else EXPIRED
+    if story.rejected:
+        return REJECTED_STATE
+    return UNKNOWN
+
+
+# -- what happened to its events -----------------------------------------------------------------
+
+
+def _events(tables: TableReader, stories: list[OperationStory]) -> None:
+    """Each story's unmatched and late events: targeted at it, or on its keys in its window."""
+    keys = sorted({k for s in stories for k in s.keys})
+    ids = [s.op_id for s in stories]
+    unmatched = tables.rows_with(UNMATCHED_EVENTS.name, "key", keys).to_pylist() if keys else []
+    targeted = tables.rows_with(UNMATCHED_EVENTS.name, "op_id", ids).to_pylist()
+    late_keyed = _rejected_rows(tables, keys, "key", SOURCE_EVENTS, reason=LATE) if keys else []
+    late_targeted = _rejected_rows(tables, ids, "op_id", SOURCE_EVENTS, reason=LATE)
+    for story in stories:
+        window = _window(story)
+        story.unmatched_events = _mine(
+            story, window, unmatched + targeted, lambda r: (r["key"], r["op_id"], r["ts"])
+        )
+        story.late_events = _mine(
+            story,
+            window,
+            late_keyed + late_targeted,
+            lambda r: (_field(r, "key"), _field(r, "op_id"), _event_time(r)),
+        )
+
+
+def _mine(story: OperationStory, window: tuple[Any, Any] | None, rows: list[dict], fields: Any) -> list[dict]:
+    """The rows about ``story``'s operation: targeted at it, or untargeted on one of its keys
+    with an event time in its window; each once, by event time."""
+    chosen: dict[int, dict] = {}
+    for row in rows:
+        key, op_id, ts = fields(row)
+        if op_id is not None and op_id != story.op_id:
+            continue
+        if op_id is None and (key not in story.keys or not _inside(ts, window)):
+            continue
+        chosen[id(row)] = {k: v for k, v in row.items() if not k.startswith("_")}
+    return sorted(chosen.values(), key=lambda r: str(r.get("ts") or r.get("raw")))
+
+
+def _window(story: OperationStory) -> tuple[Any, Any] | None:
+    """From the operation's ts to one timeout past its deadline (None: unknown, keep all)."""
+    row = story.pending or story.outcome
+    if row is None:
+        return None
+    start = row.get("ts") or row.get("op_ts")
+    deadline = row["deadline"]
+    return start, deadline + (deadline - start)
+
+
+def _inside(ts: Any, window: tuple[Any, Any] | None) -> bool:
+    if window is None or ts is None:
+        return True
+    return window[0] <= ts < window[1]
+
+
+# -- the rejected table, with or without its op_id and key columns ----------------------------
+
+
+def _rejected_rows(
+    tables: TableReader, values: list[str], column: str, source: str, *, reason: str | None = None
+) -> list[dict]:
+    """``rejected`` rows from ``source`` whose ``column`` (``op_id`` or ``key``) is one of
+    ``values``: by the column when the table has it, else by searching and parsing ``raw``.
+    Each row gets ``_match`` (the value it matched) and ``_parsed`` (its raw record)."""
+    if not values:
+        return []
+    where = {"source": source, **({"reason": reason} if reason else {})}
+    wanted = set(values)
+    if column in tables.columns(REJECTED.name):
+        rows = tables.rows_with(REJECTED.name, column, values).to_pylist()
+        rows = [r for r in rows if all(r.get(k) == v for k, v in where.items())]
+        return [{**r, "_match": r[column], "_parsed": _parse(r["raw"])} for r in rows]
+    needles = [json.dumps(v) for v in values]  # the quoted value, as it stands in JSON text
+    found = []
+    for row in tables.rows_containing(REJECTED.name, "raw", needles, where).to_pylist():
+        parsed = _parse(row["raw"])
+        if parsed is None:  # malformed JSON: the quoted value is there, that is all we know
+            hits = [v for v in values if json.dumps(v) in (row["raw"] or "")]
+        elif column == "key":
+            hits = [k for k in _keys_of(parsed) if k in wanted]
+        else:
+            hits = [parsed.get("op_id")] if parsed.get("op_id") in wanted else []
+        found += [{**row, "_match": hit, "_parsed": parsed} for hit in hits]
+    return found
+
+
+def _parse(raw: str | None) -> dict | None:
+    try:
+        value = json.loads(raw or "")
+    except (json.JSONDecodeError, TypeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _keys_of(record: dict) -> list[str]:
+    keys = record.get("keys")
+    if isinstance(keys, list):
+        return [k for k in keys if isinstance(k, str)]
+    return [record["key"]] if isinstance(record.get("key"), str) else []
+
+
+def _field(row: dict, name: str) -> Any:
+    if row.get(name) is not None:
+        return row[name]
+    return (row.get("_parsed") or {}).get(name)
+
+
+def _event_time(row: dict) -> dt.datetime | None:
+    """A late event's time, from its raw record (ISO text or epoch ms)."""
+    value = (row.get("_parsed") or {}).get("ts")
+    try:
+        if isinstance(value, (int, float)):
+            return dt.datetime.fromtimestamp(value / 1000, tz=dt.timezone.utc)
+        if isinstance(value, str):
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    except (ValueError, OverflowError):
+        return None
+    return None
+
+
+def _progress_words(row: dict) -> str:
+    return f"progress {row.get('progress') or 0:g} of {row.get('goal') or 0:g}"
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat() if isinstance(value, (dt.datetime, dt.date)) else str(value)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, pa.Scalar):
+        return value.as_py()
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return str(value)
