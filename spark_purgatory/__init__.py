@@ -14,6 +14,9 @@ The public surface, from the top down:
   ``BatchResult``), ``TimingWheel``, ``PurgatoryConfig`` (``ConfigError`` names a bad key),
   and shard state as one binary value (``save_state`` / ``load_state``, ``SegmentStore``,
   ``loaded_by``).
+* Day-2 questions (``spark_purgatory.inspect``, and the ``spark-purgatory`` command line):
+  ``pending_operations`` (a checkpoint's pending operations with their progress, as a
+  DataFrame), ``at_risk``, ``explain`` (where an op_id is) and ``checkpoint_status``.
 * ``spark_purgatory.testing``: ``PurgatoryTester``, ``assert_outcomes``, ``spark_session``
   and the ``purgatory_spark`` fixture for users' own tests.
 
@@ -58,6 +61,10 @@ _SPARK = {
     "read_batch": "spark.sources",
     "InputSchemaError": "spark.sources",
     "InputEndedError": "state.wake",
+    "pending_operations": "inspect",
+    "at_risk": "inspect",
+    "explain": "inspect",
+    "checkpoint_status": "inspect",
 }
 
 __all__ = [

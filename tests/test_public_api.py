@@ -16,6 +16,7 @@ PUBLIC_MODULES = [
     "spark_purgatory.testing",
     "spark_purgatory.config",
     "spark_purgatory.workload",
+    "spark_purgatory.inspect",
 ]
 
 

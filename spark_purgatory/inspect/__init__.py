@@ -1,0 +1,30 @@
+"""Day-2 questions about a running (or stopped) purgatory, answered from what it leaves behind.
+
+* ``pending_operations(checkpoint)``: the pending operations as a DataFrame, with their
+  progress (``pending``; decoded on the executors by the engine's own state loading);
+* ``at_risk(checkpoint, within="1h")``: the ones due within a horizon, earliest first, with
+  how far each is from its condition;
+* ``explain(op_ids, output=..., checkpoint=...)``: where each op_id is (``story``);
+* ``checkpoint_status(checkpoint, output=...)``: the last committed micro-batch, watermark,
+  pending by shard, table sizes (``status``);
+* ``read_checkpoint``: Spark's offsets and commits logs, without Spark (``checkpoint``).
+
+The command line (``spark_purgatory.cli``) prints the same answers.
+"""
+
+from .checkpoint import CheckpointInfo, InspectError, read_checkpoint
+from .pending import at_risk, horizon_ms, pending_operations
+from .status import checkpoint_status
+from .story import OperationStory, explain
+
+__all__ = [
+    "pending_operations",
+    "at_risk",
+    "explain",
+    "checkpoint_status",
+    "OperationStory",
+    "read_checkpoint",
+    "CheckpointInfo",
+    "InspectError",
+    "horizon_ms",
+]

@@ -1,0 +1,359 @@
+"""The command line: ``spark-purgatory status|pending|at-risk|explain`` (``python -m spark_purgatory``).
+
+    spark-purgatory status   --checkpoint CHK [--output OUT]
+    spark-purgatory pending  --checkpoint CHK [--watermark TS] [--batch-id N] [--limit 50]
+    spark-purgatory at-risk  --checkpoint CHK --within 1h [--watermark TS]
+    spark-purgatory explain  --output OUT [--checkpoint CHK] OP_ID [OP_ID ...]
+
+Every command takes ``--conf FILE`` / ``--set KEY=VALUE`` like the job (the same files: the
+state path and ``storage.*`` settings come from them; ``job.master`` picks the local
+master), and ``--json`` for scripts: ``pending`` and ``at-risk`` print one JSON object per
+operation (JSON lines, streamed: fine for a million), ``status`` and ``explain`` one JSON
+document.  Tables are printed with ``rich``.
+
+What needs a JVM: reading pending operations from the state (``pending``, ``at-risk``;
+``explain`` for an op_id that has no outcome; ``status`` without a metrics table).
+``explain --no-state`` and ``status --no-state`` read only the tables, with delta-rs.
+
+Exit codes: 0 done; 1 the question cannot be answered (no such checkpoint, not a purgatory
+checkpoint, unreadable state version), one line on stderr; 2 a usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from .config import ConfigError, PurgatoryConfig, parse_overrides, read_properties
+
+__all__ = ["main", "build_parser"]
+
+_PROG = "spark-purgatory"
+#: keys of the job's files that are not the engine's (``job.*``, Kafka's): ignored here
+_NOT_ENGINE = ("job.", "kafka.", "source.kafka.")
+#: columns of the pending table as printed (the JSON has every ``contract.PENDING`` column)
+_PENDING_SHOWN = ["op_id", "keys", "shard", "condition", "progress", "goal", "deadline", "time_left_ms"]
+_RISK_SHOWN = ["op_id", "keys", "shard", "deadline", "time_left_ms", "progress_text", "payload"]
+
+
+class _UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--checkpoint", help="the query's checkpoint (a path or URI)")
+    common.add_argument("--output", help="where the query's Delta tables are")
+    common.add_argument("--conf", action="append", default=[], help="a .conf file of KEY = VALUE lines")
+    common.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key")
+    common.add_argument("--json", action="store_true", help="JSON for scripts instead of tables")
+    parser = argparse.ArgumentParser(prog=_PROG, description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    status = commands.add_parser(
+        "status", parents=[common], help="last batch, watermarks, pending by shard, tables"
+    )
+    status.add_argument("--no-state", action="store_true", help="do not read the state (no JVM)")
+
+    pending = commands.add_parser(
+        "pending", parents=[common], help="the pending operations and their progress"
+    )
+    _watermark_options(pending)
+    pending.add_argument("--batch-id", type=int, help="the committed micro-batch to read (default: the last)")
+    pending.add_argument("--limit", type=int, default=50, help="rows to print, earliest deadline first")
+
+    risk = commands.add_parser("at-risk", parents=[common], help="pending operations due within a horizon")
+    risk.add_argument("--within", required=True, help="the horizon: 10s, 15m, 1h, 2d or '1 hour'")
+    _watermark_options(risk)
+    risk.add_argument("--limit", type=int, default=100, help="rows to print")
+
+    explain = commands.add_parser("explain", parents=[common], help="where each op_id is, and its events")
+    explain.add_argument("op_ids", nargs="+", metavar="OP_ID")
+    explain.add_argument("--no-state", action="store_true", help="only the tables (no JVM)")
+    return parser
+
+
+def _watermark_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--watermark", help="count time left from this (ISO-8601 or epoch ms); default: the checkpoint's"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 on a usage error
+    try:
+        config, master = _settings(args.conf, args.set)
+        return _run(args, config, master)
+    except (ConfigError, _UsageError) as error:
+        print(f"{_PROG}: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - the one line a person reads instead of a trace
+        print(f"{_PROG}: {_one_line(error)}", file=sys.stderr)
+        return 1
+
+
+def _settings(conf: list[str], sets: list[str]) -> tuple[PurgatoryConfig, str]:
+    """The engine's config from the job's files and overrides (the job's other keys ignored)."""
+    values: dict[str, str] = {}
+    for path in conf:
+        if not os.path.exists(path):
+            raise ConfigError(f"--conf {path}: no such file")
+        values.update(read_properties(path))
+    values.update(parse_overrides(sets))
+    master = values.get("job.master", "local[*]")
+    engine = {k: v for k, v in values.items() if not k.startswith(_NOT_ENGINE)}
+    return PurgatoryConfig.from_mapping(engine), master
+
+
+def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
+    from .inspect import at_risk, checkpoint_status, explain, pending_operations
+
+    if args.command in ("status", "pending", "at-risk") and not args.checkpoint:
+        raise _UsageError(f"{args.command} needs --checkpoint")
+    if args.command == "explain" and not args.output:
+        raise _UsageError("explain needs --output (and --checkpoint to look for pending operations)")
+    if args.command == "status":
+        from .inspect.checkpoint import read_checkpoint
+        from .inspect.pending import inspect_config
+        from .storage import Storage
+
+        # the logs first: a wrong path fails here, before any JVM starts
+        read_checkpoint(args.checkpoint, storage=Storage.of(inspect_config(args.checkpoint, config)))
+        spark = None if args.no_state else _LazySession(master)
+        report = checkpoint_status(
+            args.checkpoint, output=args.output, spark=spark, config=config, state=not args.no_state
+        )
+        _print_status(report, args.json)
+    elif args.command == "pending":
+        _check_checkpoint(args.checkpoint, config)
+        frame = pending_operations(
+            args.checkpoint,
+            spark=_session(master),
+            config=config,
+            watermark=args.watermark,
+            batch_id=args.batch_id,
+        )
+        _print_operations(frame, args.json, args.limit, _PENDING_SHOWN, "pending")
+    elif args.command == "at-risk":
+        from .inspect.pending import horizon_ms
+
+        horizon_ms(args.within)  # a bad horizon is a usage error, before any JVM starts
+        _check_checkpoint(args.checkpoint, config)
+        frame = at_risk(
+            args.checkpoint,
+            within=args.within,
+            spark=_session(master),
+            config=config,
+            watermark=args.watermark,
+        )
+        _print_operations(frame, args.json, args.limit, _RISK_SHOWN, f"due within {args.within}")
+    else:
+        if args.checkpoint and not args.no_state:
+            _check_checkpoint(args.checkpoint, config)
+        spark = _LazySession(master) if args.checkpoint and not args.no_state else None
+        stories = explain(
+            args.op_ids,
+            output=args.output,
+            checkpoint=args.checkpoint,
+            spark=spark,
+            config=config,
+            state=not args.no_state,
+        )
+        _print_stories(stories, args.json)
+    return 0
+
+
+def _check_checkpoint(checkpoint: str, config: PurgatoryConfig) -> None:
+    """Read the checkpoint's logs without Spark: a wrong path fails before a JVM starts."""
+    from .inspect.checkpoint import InspectError, read_checkpoint
+    from .inspect.pending import inspect_config
+    from .storage import Storage
+
+    info = read_checkpoint(checkpoint, storage=Storage.of(inspect_config(checkpoint, config)))
+    if info.last_batch is None:
+        raise InspectError(f"no committed micro-batch yet: {checkpoint}")
+
+
+def _session(master: str) -> Any:
+    """The submitted session under spark-submit, else a quiet local one."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        from pyspark.sql import SparkSession
+
+        return SparkSession.builder.getOrCreate()
+    from .spark.session import local_session
+
+    return local_session("spark-purgatory-cli", master=master, shuffle_partitions=4)
+
+
+class _LazySession:
+    """A session started only if a question needs one (``explain`` of resolved op_ids does not)."""
+
+    def __init__(self, master: str) -> None:
+        self._master, self._spark = master, None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._spark is None:
+            self._spark = _session(self._master)
+        return getattr(self._spark, name)
+
+
+# -- printing ---------------------------------------------------------------------------------------
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(width=max(120, _terminal_width()), soft_wrap=False)
+
+
+def _terminal_width() -> int:
+    try:
+        return os.get_terminal_size().columns
+    except OSError:
+        return 160
+
+
+def _print_operations(frame: Any, as_json: bool, limit: int, shown: list[str], title: str) -> None:
+    if as_json:  # every row, streamed partition by partition (bounded memory)
+        for row in frame.toLocalIterator():
+            print(json.dumps(row.asDict(recursive=True), default=_json_value))
+        return
+    from rich.table import Table
+
+    total = frame.count()
+    rows = [r.asDict(recursive=True) for r in frame.orderBy("deadline", "op_id").limit(limit).collect()]
+    batch = rows[0]["batch_id"] if rows else None
+    watermark = rows[0]["watermark"] if rows else None
+    table = Table(
+        title=f"{total:,} {title}" + (f" (batch {batch}, watermark {_text(watermark)})" if rows else "")
+    )
+    for name in shown:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*(_text(row.get(name)) for name in shown))
+    console = _console()
+    console.print(table)
+    if total > len(rows):
+        console.print(f"... {total - len(rows):,} more (--limit, or --json for all)")
+
+
+def _print_status(report: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, default=_json_value, indent=2))
+        return
+    from rich.table import Table
+
+    console = _console()
+    chk = Table(title="checkpoint", show_header=False)
+    for key, value in report["checkpoint"].items():
+        chk.add_row(key, _text(value))
+    if "pending" in report:
+        chk.add_row("pending", f"{report['pending']:,} ({report['pending_from']})")
+    console.print(chk)
+    if report["pending_by_shard"] is not None:
+        shards = Table(title="pending by shard")
+        shards.add_column("shard")
+        shards.add_column("pending", justify="right")
+        for shard, count in report["pending_by_shard"].items():
+            shards.add_row(shard, f"{count:,}")
+        console.print(shards)
+    if report["last_batch"] and report["last_batch"]["rows"]:
+        rows = report["last_batch"]["rows"]
+        last = Table(title=f"metrics, batch {report['last_batch']['batch_id']}")
+        for name in rows[0]:
+            last.add_column(name, overflow="fold")
+        for row in rows:
+            last.add_row(*(_text(v) for v in row.values()))
+        console.print(last)
+    if report["tables"]:
+        sizes = Table(title="tables")
+        for name in ("table", "rows", "app commit"):
+            sizes.add_column(name)
+        for name, entry in report["tables"].items():
+            sizes.add_row(name, _text(entry.get("rows")), _text(entry.get("app_commit")))
+        console.print(sizes)
+    for note in report["notes"]:
+        console.print(f"note: {note}", markup=False)
+
+
+def _print_stories(stories: list, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([s.to_dict() for s in stories], indent=2))
+        return
+    console = _console()
+    for story in stories:
+        console.print(story.summary(), markup=False, highlight=False)
+        for label, rows in (
+            ("rejected", story.rejected),
+            ("duplicate rejected", story.duplicates),
+            ("unmatched event", story.unmatched_events),
+            ("late event", story.late_events),
+        ):
+            for row in rows:
+                console.print(f"  {label}: {_brief(row)}", markup=False, highlight=False)
+        if story.pending is not None:
+            p = story.pending
+            console.print(
+                f"  progress: {p['matched_events']} matched events, {p['distinct_sources']} distinct "
+                f"sources, sum {p['value_sum']:g}, offsets {_text(p['offsets'])}, "
+                f"missing {_text(p['members_missing'])}",
+                markup=False,
+                highlight=False,
+            )
+        for note in story.notes:
+            console.print(f"  note: {note}", markup=False, highlight=False)
+
+
+def _brief(row: dict) -> str:
+    names = [
+        n
+        for n in ("reason", "key", "ts", "op_id", "source", "value", "batch_id", "raw")
+        if row.get(n) is not None
+    ]
+    return ", ".join(f"{n}={_text(row[n])}" for n in names)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ").replace("+00:00", "")
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_text(v)}" for k, v in value.items())
+    if isinstance(value, Iterable) and not isinstance(value, str):
+        return ", ".join(_text(v) for v in value)
+    return str(value)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    return str(value)
+
+
+def _one_line(error: BaseException) -> str:
+    """The line of an error a person needs: ours as it is; Spark's from its Python trace."""
+    from .inspect.checkpoint import InspectError
+
+    if isinstance(error, InspectError):
+        return str(error)
+    text = str(error)
+    for marker in ("InspectError: ", "unsupported purgatory state format"):
+        at = text.find(marker)
+        if at >= 0:
+            line = text[at:].splitlines()[0]
+            return line.removeprefix("InspectError: ")
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""How a purgatory query is running, from what it leaves behind: ``checkpoint_status``.
+
+The driver's progress lines and ``observe`` metrics are gone when it restarts; what stays is
+the checkpoint (Spark's offsets and commits logs: the last committed micro-batch, its
+global watermark), the output tables (row counts from the Delta log, the last micro-batch
+each table committed under the query's app id) and, when the query writes it, the
+``metrics`` table (one row per micro-batch and shard: pending per shard, each input's
+watermark ...), whose last micro-batch is the freshest picture.  Without a metrics table
+the pending operations per shard are counted from the state (``pending_operations``: needs
+Spark), and each input's own watermark is unknown: Spark's checkpoint keeps only the global
+one.  The result says which source each figure came from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import PurgatoryConfig
+from ..contract import TABLES
+from ..storage import Storage
+from .checkpoint import read_checkpoint
+from .pending import inspect_config, pending_operations
+from .tables import DeltaRsReader, TableReader, table_reader
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["checkpoint_status", "METRICS_TABLE"]
+
+#: the metrics table's name under the output path (written by the query when it has one)
+METRICS_TABLE = "metrics"
+
+
+def checkpoint_status(
+    checkpoint: str,
+    *,
+    output: str | None = None,
+    spark: SparkSession | None = None,
+    config: PurgatoryConfig | None = None,
+    state: bool = True,
+    reader: TableReader | None = None,
+) -> dict[str, Any]:
+    """The query's last committed micro-batch, watermarks, pending by shard and table sizes.
+
+    Args:
+        checkpoint: the query's checkpoint.
+        output: where its tables are (row counts, the metrics table); skipped when None.
+        spark: for the pending count from the state when there is no metrics table.
+        config: the query's ``PurgatoryConfig`` (state path, ``storage.*`` settings).
+        state: count pending operations from the state when no metrics table has them.
+
+    Returns:
+        A JSON-ready dict: ``checkpoint``, ``last_batch`` (the metrics table's last rows, if
+        any), ``pending_by_shard`` (and ``pending_from``), ``tables``, ``notes``.
+    """
+    cfg = inspect_config(checkpoint, config)
+    storage = Storage.of(cfg)
+    info = read_checkpoint(checkpoint, storage=storage)
+    notes: list[str] = []
+    result: dict[str, Any] = {
+        "checkpoint": {
+            "path": checkpoint,
+            "last_committed_batch": info.last_batch,
+            "running_batch": info.running_batch,
+            "watermark": _iso(info.watermark_ms),
+            "watermark_ms": info.watermark_ms,
+            "next_watermark": _iso(info.next_watermark_ms),
+            "batch_time": _iso(info.batch_timestamp_ms),
+            "groups": info.groups,
+            "watermark_policy": info.conf.get("spark.sql.streaming.multipleWatermarkPolicy"),
+            "app_id": info.app_id,
+        },
+        "last_batch": None,
+        "pending_by_shard": None,
+        "pending_from": None,
+        "tables": {},
+        "notes": notes,
+    }
+    tables = None
+    if output:
+        tables = reader or table_reader(output, spark=spark, storage=storage)
+        result["tables"] = _table_sizes(tables, info.app_id)
+        metrics = _last_metrics(tables)
+        if metrics is None:
+            notes.append(
+                f"no metrics table at {output}/{METRICS_TABLE}: pending by shard comes from the state, "
+                "and each input's watermark is unknown (the checkpoint keeps only the global one)"
+            )
+        else:
+            result["last_batch"] = metrics
+            if metrics["rows"] and {"shard", "pending"} <= set(metrics["rows"][0]):
+                result["pending_by_shard"] = {str(r["shard"]): r["pending"] for r in metrics["rows"]}
+                result["pending_from"] = f"metrics table, batch {metrics['batch_id']}"
+    else:
+        notes.append("no --output given: no table sizes, no metrics table")
+    if result["pending_by_shard"] is None and state and info.last_batch is not None:
+        counts = pending_operations(checkpoint, spark=spark, config=cfg).groupBy("shard").count().collect()
+        result["pending_by_shard"] = {str(r["shard"]): int(r["count"]) for r in sorted(counts)}
+        result["pending_from"] = f"state, batch {info.last_batch}"
+    elif result["pending_by_shard"] is None:
+        notes.append("pending by shard not read (no metrics table, state not read)")
+    if result["pending_by_shard"] is not None:
+        result["pending"] = sum(result["pending_by_shard"].values())
+    return result
+
+
+def _table_sizes(tables: TableReader, app_id: str | None) -> dict[str, dict]:
+    sizes = {}
+    for name in [*TABLES, METRICS_TABLE]:
+        if not tables.exists(name):
+            continue
+        entry: dict[str, Any] = {"rows": tables.row_count(name)}
+        if app_id and isinstance(tables, DeltaRsReader):
+            entry["app_commit"] = tables._table(name).transaction_version(app_id)  # the accumulator's last
+        sizes[name] = entry
+    return sizes
+
+
+def _last_metrics(tables: TableReader) -> dict | None:
+    """The metrics table's rows of its last micro-batch (None: no metrics table)."""
+    if not tables.exists(METRICS_TABLE) or "batch_id" not in tables.columns(METRICS_TABLE):
+        return None
+    if isinstance(tables, DeltaRsReader):
+        dataset = tables._table(METRICS_TABLE).to_pyarrow_dataset()
+        last = pc.max(dataset.to_table(columns=["batch_id"]).column("batch_id")).as_py()
+        if last is None:
+            return {"batch_id": None, "rows": []}
+        import pyarrow.dataset as ds
+
+        rows = dataset.to_table(filter=ds.field("batch_id") == last)
+    else:  # Spark's reader
+        frame = tables._frame(METRICS_TABLE)  # type: ignore[attr-defined]
+        last = frame.agg({"batch_id": "max"}).collect()[0][0]
+        rows = frame.filter(frame["batch_id"] == last).toArrow() if last is not None else pa.table({})
+    if "shard" in rows.column_names:
+        rows = rows.sort_by("shard")
+    return {"batch_id": last, "rows": rows.to_pylist()}
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
