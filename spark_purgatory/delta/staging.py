@@ -108,6 +108,8 @@ def _table_rows(table: TableContract, rows: pa.Table, batch_id: int, now: dt.dat
             columns[name] = pa.array(np.full(n, batch_id, dtype=np.int64))
         elif name in table.time_columns:
             columns[name] = _from_ms(rows.column(ms_column(name)))
+        elif name == "keys" and "key" in rows.column_names:
+            columns[name] = _keys_of(rows)
         else:
             columns[name] = rows.column(name)
     for name in table.writer_columns:
@@ -119,6 +121,13 @@ def _table_rows(table: TableContract, rows: pa.Table, batch_id: int, now: dt.dat
         else:  # emitted_at: when the row is written
             columns[name] = pa.array([now] * n, type=table.schema.field(name).type)
     return pa.table(columns, schema=table.schema)
+
+
+def _keys_of(rows: pa.Table) -> pa.ChunkedArray:
+    """An outcome's ``keys``: a single key travels as ``key`` (``output._with_single_key``)."""
+    keys, key = rows.column("keys").combine_chunks(), rows.column("key").combine_chunks()
+    single = pa.ListArray.from_arrays(pa.array(np.arange(len(key) + 1, dtype=np.int32)), key)
+    return pa.chunked_array([pc.if_else(pc.is_null(keys), single, keys)])
 
 
 def split_tables(rows: pa.Table, batch_id: int, now: dt.datetime) -> dict[str, pa.Table]:

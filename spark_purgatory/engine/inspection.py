@@ -92,7 +92,10 @@ def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: in
             "deadline": deadline,
             "condition": CONDITION_NAMES[cond.astype(np.int64)],
             "target": target,
-            "members": ops["members"].to_numpy(dtype=object),
+            # no members: None, however the input said it (the Spark host stores None, pandas [])
+            "members": np.where(
+                ops["n_members"].to_numpy(np.int64) > 0, ops["members"].to_numpy(dtype=object), None
+            ),
             "payload": ops["payload"].to_numpy(dtype=object),
             "matched_events": result.matched.astype(np.int64),
             "distinct_sources": _distinct_sources(
