@@ -9,7 +9,8 @@ looks in every place an operation or its events can be, and says for each op_id:
   with the same op_id is a **duplicate** (``duplicate_op_id``) and does not change the
   first one's fate;
 * its **events that matched nothing**: ``unmatched_events`` rows of its keys (or targeted at
-  it) from its ``ts`` up to one timeout past its deadline (``after_resolution``: they came
+  it) from its ``ts`` up to one timeout (at least an hour) past its deadline
+  (``after_resolution``: they came
   after it completed; ``no_operation``: e.g. after it expired), and the events of its keys
   rejected ``late`` (behind the watermark when they arrived) in the same window.
 
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OperationStory", "explain"]
 
+#: how long past its deadline an untargeted event of its keys still belongs to a story (at least)
+_LATE_WINDOW = dt.timedelta(hours=1)
 #: the states an op_id can be in, as ``OperationStory.state`` says
 PENDING, COMPLETED, EXPIRED, REJECTED_STATE, UNKNOWN = (
     "pending",
@@ -253,13 +256,14 @@ def _mine(story: OperationStory, window: tuple[Any, Any] | None, rows: list[dict
 
 
 def _window(story: OperationStory) -> tuple[Any, Any] | None:
-    """From the operation's ts to one timeout past its deadline (None: unknown, keep all)."""
+    """From the operation's ts to one timeout (at least an hour) past its deadline (None:
+    unknown, keep all)."""
     row = story.pending or story.outcome
     if row is None:
         return None
     start = row.get("ts") or row.get("op_ts")
     deadline = row["deadline"]
-    return start, deadline + (deadline - start)
+    return start, deadline + max(deadline - start, _LATE_WINDOW)
 
 
 def _inside(ts: Any, window: tuple[Any, Any] | None) -> bool:
