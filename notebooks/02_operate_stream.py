@@ -100,6 +100,29 @@ print(staged or "nothing staged")
 # COMMAND ----------
 
 # MAGIC %md
+# MAGIC ## At risk: what expires next, and how far each operation is from its condition
+# MAGIC Read beside the running query from its checkpoint (the last committed micro-batch; each row
+# MAGIC says which): the pending operations whose deadline is within the horizon of the watermark,
+# MAGIC earliest first, with their progress ("2 of 3 sources", "1 of 3 members, missing a, c").
+# MAGIC `explain` tells one operation's whole story (pending, outcome, rejections, its events that
+# MAGIC matched nothing).  The same answers from a terminal: `spark-purgatory at-risk --within 1h
+# MAGIC --checkpoint ...` (see docs/operating.md).
+
+# COMMAND ----------
+
+from spark_purgatory import at_risk, explain  # noqa: E402
+
+risky = at_risk(f"{base}/checkpoint", within="1h", config=config, spark=spark)
+display(risky.select("op_id", "condition", "deadline", "time_left_ms", "progress_text", "payload").limit(20))
+first = risky.select("op_id").first()
+if first is not None:
+    tables, checkpoint = f"{base}/tables", f"{base}/checkpoint"
+    for story in explain([first.op_id], output=tables, checkpoint=checkpoint, config=config, spark=spark):
+        print(story.summary())
+
+# COMMAND ----------
+
+# MAGIC %md
 # MAGIC ## Stop cleanly, flush, and keep the tables healthy
 # MAGIC Stopping the query is safe at any time (the checkpoint and the staged rows survive); `stop()`
 # MAGIC also commits what is still lingering (Kafka's `close()`).  Compaction and a log checkpoint keep
