@@ -127,7 +127,12 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
         read_checkpoint(args.checkpoint, storage=Storage.of(inspect_config(args.checkpoint, config)))
         spark = None if args.no_state else _LazySession(master)
         report = checkpoint_status(
-            args.checkpoint, output=args.output, spark=spark, config=config, state=not args.no_state
+            args.checkpoint,
+            output=args.output,
+            spark=spark,
+            config=config,
+            state=not args.no_state,
+            reader=_reader(args.output, config, master),
         )
         _print_status(report, args.json)
     elif args.command == "pending":
@@ -164,6 +169,7 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
             spark=spark,
             config=config,
             state=not args.no_state,
+            reader=_reader(args.output, config, master),
         )
         _print_stories(stories, args.json)
     return 0
@@ -189,6 +195,19 @@ def _session(master: str) -> Any:
     from .spark.session import local_session
 
     return local_session("spark-purgatory-cli", master=master, shuffle_partitions=4)
+
+
+def _reader(output: str | None, config: PurgatoryConfig, master: str) -> Any:
+    """The tables' reader: delta-rs, in this process, unless run by spark-submit (then the
+    submitted session's Delta source, if it has one): a table question starts no JVM."""
+    from .inspect.tables import DeltaRsReader, table_reader
+    from .storage import Storage
+
+    if output is None:
+        return None
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return table_reader(output, spark=_session(master), storage=Storage.of(config))
+    return DeltaRsReader(output, Storage.of(config))
 
 
 class _LazySession:
