@@ -274,6 +274,8 @@ def _print_status(report: dict, as_json: bool) -> None:
         chk.add_row(key, _text(value))
     if "pending" in report:
         chk.add_row("pending", f"{report['pending']:,} ({report['pending_from']})")
+    for name, value in (report.get("input_watermarks") or {}).items():
+        chk.add_row(name, _text(value))
     console.print(chk)
     if report["pending_by_shard"] is not None:
         shards = Table(title="pending by shard")

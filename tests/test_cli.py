@@ -192,3 +192,36 @@ def test_an_unreadable_state_version_is_told_in_one_line():
         "start a new checkpoint"
     )
     assert _one_line(InspectError("no such checkpoint: /x")) == "no such checkpoint: /x"
+
+
+def test_status_takes_each_shards_last_metrics_row_and_each_inputs_watermark(tmp_path, tables, capsys):
+    chk = fake_checkpoint(str(tmp_path))
+    marks = {1: (ts(1_000), ts(900)), 2: (ts(2_000), ts(1_500))}
+    rows = [  # shard 1 had nothing to do in batch 2: its last count is batch 1's
+        {"shard": shard, "batch_id": batch, "pending": pending, "operations_watermark": marks[batch][0],
+         "events_watermark": marks[batch][1]}
+        for shard, batch, pending in ((0, 1, 5), (1, 1, 7), (0, 2, 4))
+    ]  # fmt: skip
+    metrics = pa.schema([("shard", pa.int32()), ("batch_id", pa.int64()), ("pending", pa.int64()),
+                         ("operations_watermark", pa.timestamp("us", tz="UTC")),
+                         ("events_watermark", pa.timestamp("us", tz="UTC"))])  # fmt: skip
+    write_deltalake(os.path.join(tables, "metrics"), pa.Table.from_pylist(rows, schema=metrics))
+    code, out, err = run(capsys, "status", "--checkpoint", chk, "--output", tables, "--no-state", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["pending_by_shard"] == {"0": 4, "1": 7} and report["pending"] == 11
+    assert report["input_watermarks"] == {
+        "operations_watermark": "2026-01-01T00:00:02+00:00",
+        "events_watermark": "2026-01-01T00:00:01.500000+00:00",
+    }
+    assert report["last_batch"]["batch_id"] == 2 and report["tables"]["metrics"]["rows"] == 3
+
+
+def test_status_falls_back_to_the_sinks_pending_record(tmp_path, capsys):
+    chk = fake_checkpoint(str(tmp_path))
+    with open(os.path.join(chk, "purgatory-pending"), "w") as f:
+        f.write(json.dumps({"batch_id": 2, "pending": {"1": 3, "0": 2}}))
+    code, out, err = run(capsys, "status", "--checkpoint", chk, "--no-state", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["pending_by_shard"] == {"0": 2, "1": 3} and "purgatory-pending" in report["pending_from"]

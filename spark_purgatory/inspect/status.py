@@ -14,6 +14,7 @@ one.  The result says which source each figure came from.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -33,6 +34,8 @@ __all__ = ["checkpoint_status", "METRICS_TABLE"]
 
 #: the metrics table's name under the output path (written by the query when it has one)
 METRICS_TABLE = "metrics"
+#: the sink's record of each shard's last pending count, under the checkpoint (if written)
+PENDING_RECORD = "purgatory-pending"
 
 
 def checkpoint_status(
@@ -75,6 +78,7 @@ def checkpoint_status(
             "app_id": info.app_id,
         },
         "last_batch": None,
+        "input_watermarks": None,
         "pending_by_shard": None,
         "pending_from": None,
         "tables": {},
@@ -87,16 +91,22 @@ def checkpoint_status(
         metrics = _last_metrics(tables)
         if metrics is None:
             notes.append(
-                f"no metrics table at {output}/{METRICS_TABLE}: pending by shard comes from the state, "
-                "and each input's watermark is unknown (the checkpoint keeps only the global one)"
+                f"no metrics table at {output}/{METRICS_TABLE}: each input's watermark is unknown "
+                "(the checkpoint keeps only the global one)"
             )
         else:
             result["last_batch"] = metrics
-            if metrics["rows"] and {"shard", "pending"} <= set(metrics["rows"][0]):
-                result["pending_by_shard"] = {str(r["shard"]): r["pending"] for r in metrics["rows"]}
-                result["pending_from"] = f"metrics table, batch {metrics['batch_id']}"
+            result["input_watermarks"] = metrics["watermarks"]
+            if metrics["pending_by_shard"]:
+                result["pending_by_shard"] = metrics["pending_by_shard"]
+                result["pending_from"] = "metrics table (each shard's last row; stubs included)"
     else:
         notes.append("no --output given: no table sizes, no metrics table")
+    if result["pending_by_shard"] is None:
+        recorded = _pending_record(checkpoint, storage)
+        if recorded is not None:
+            result["pending_by_shard"] = recorded[1]
+            result["pending_from"] = f"{PENDING_RECORD} (batch {recorded[0]}; stubs included)"
     if result["pending_by_shard"] is None and state and info.last_batch is not None:
         counts = pending_operations(checkpoint, spark=spark, config=cfg).groupBy("shard").count().collect()
         result["pending_by_shard"] = {str(r["shard"]): int(r["count"]) for r in sorted(counts)}
@@ -121,24 +131,55 @@ def _table_sizes(tables: TableReader, app_id: str | None) -> dict[str, dict]:
 
 
 def _last_metrics(tables: TableReader) -> dict | None:
-    """The metrics table's rows of its last micro-batch (None: no metrics table)."""
-    if not tables.exists(METRICS_TABLE) or "batch_id" not in tables.columns(METRICS_TABLE):
+    """The metrics table's last micro-batch: its rows, each input's watermark in it, and each
+    shard's last pending count (a shard is not called in a batch with nothing for it, so its
+    last row may be older).  None: no metrics table."""
+    columns = tables.columns(METRICS_TABLE)
+    if not tables.exists(METRICS_TABLE) or "batch_id" not in columns:
         return None
+    gauges = [c for c in ("shard", "batch_id", "pending") if c in columns]
     if isinstance(tables, DeltaRsReader):
-        dataset = tables._table(METRICS_TABLE).to_pyarrow_dataset()
-        last = pc.max(dataset.to_table(columns=["batch_id"]).column("batch_id")).as_py()
-        if last is None:
-            return {"batch_id": None, "rows": []}
         import pyarrow.dataset as ds
 
-        rows = dataset.to_table(filter=ds.field("batch_id") == last)
+        dataset = tables._table(METRICS_TABLE).to_pyarrow_dataset()
+        every = dataset.to_table(columns=gauges)
+        last = pc.max(every.column("batch_id")).as_py()
+        rows = dataset.to_table(filter=ds.field("batch_id") == last) if last is not None else pa.table({})
     else:  # Spark's reader
         frame = tables._frame(METRICS_TABLE)  # type: ignore[attr-defined]
-        last = frame.agg({"batch_id": "max"}).collect()[0][0]
+        every = frame.select(*gauges).toArrow()
+        last = pc.max(every.column("batch_id")).as_py() if every.num_rows else None
         rows = frame.filter(frame["batch_id"] == last).toArrow() if last is not None else pa.table({})
     if "shard" in rows.column_names:
         rows = rows.sort_by("shard")
-    return {"batch_id": last, "rows": rows.to_pylist()}
+    by_shard: dict[str, int] = {}
+    if {"shard", "pending"} <= set(gauges):
+        for row in every.sort_by([("batch_id", "ascending")]).to_pylist():
+            if row["pending"] is not None:
+                by_shard[str(row["shard"])] = int(row["pending"])
+    listed = rows.to_pylist()
+    watermarks = {
+        name: max((r[name] for r in listed if r[name] is not None), default=None)
+        for name in rows.column_names
+        if name.endswith("watermark")
+    }
+    return {"batch_id": last, "rows": listed, "pending_by_shard": dict(sorted(by_shard.items())),
+            "watermarks": watermarks}  # fmt: skip
+
+
+def _pending_record(checkpoint: str, storage: Storage) -> tuple[int, dict[str, int]] | None:
+    """``<checkpoint>/purgatory-pending``, the sink's last pending count per shard, if the
+    query writes one: ``(batch_id, {shard: pending})``."""
+    fs, root = storage.filesystem(checkpoint)
+    try:
+        with fs.open_input_stream(f"{root}/{PENDING_RECORD}") as f:
+            body = json.loads(f.read())
+        pending = {
+            str(shard): int(n) for shard, n in sorted(body["pending"].items(), key=lambda i: int(i[0]))
+        }
+        return int(body.get("batch_id", -1)), pending
+    except (FileNotFoundError, OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _iso(ms: int | None) -> str | None:
