@@ -95,9 +95,9 @@ class Peak:
         self._thread.join()
 
 
-def build(root: str, n_ops: int, shards: int, spark) -> tuple[str, float]:
+def build(root: str, n_ops: int, shards: int, files: int, spark) -> tuple[str, float]:
     work = generate(n_ops, complete_ratio=0.05, timeout_ms=DAY_MS, seed=3)
-    _write_parquet(root, work.operations, work.events, files=4, skew_ms=0)
+    _write_parquet(root, work.operations, work.events, files=files, skew_ms=0)
     config = PurgatoryConfig(shards=shards, source_max_files_per_trigger=1, max_timeout_ms=7 * DAY_MS)
     started = time.perf_counter()
     query = start(
@@ -114,12 +114,13 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=1_000_000)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--files", type=int, default=20, help="input files per stream (one per micro-batch)")
     parser.add_argument("--keep", help="build the checkpoint here and keep it")
     args = parser.parse_args()
     root = args.keep or tempfile.mkdtemp(prefix="bench-inspect-")
     spark = local_session("bench-inspect", master="local[2]", shuffle_partitions=args.shards + 1)
     try:
-        chk, built = build(root, args.ops, args.shards, spark)
+        chk, built = build(root, args.ops, args.shards, args.files, spark)
         info = read_checkpoint(chk)
         print(f"checkpoint: {args.ops:,} operations, {args.shards} shards, built in {built:.1f} s, "
               f"last batch {info.last_batch}")  # fmt: skip
