@@ -17,6 +17,10 @@ follows the largest shard it decodes, not the total.
 
     .venv/bin/python benchmarks/bench_inspect.py                    # 1M operations, 4 shards
     .venv/bin/python benchmarks/bench_inspect.py --ops 200000 --runs 2
+    .venv/bin/python benchmarks/bench_inspect.py --keep /tmp/b1m   # build once; again: read only
+
+Read the figures of a reused checkpoint (a second run with ``--keep``): in the run that
+builds it, the Python workers still hold the query's parked shards (``state.cache``).
 """
 
 from __future__ import annotations
@@ -115,15 +119,20 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--files", type=int, default=20, help="input files per stream (one per micro-batch)")
-    parser.add_argument("--keep", help="build the checkpoint here and keep it")
+    parser.add_argument("--keep", help="build the checkpoint here and keep it (reused if it is there)")
     args = parser.parse_args()
     root = args.keep or tempfile.mkdtemp(prefix="bench-inspect-")
     spark = local_session("bench-inspect", master="local[2]", shuffle_partitions=args.shards + 1)
     try:
-        chk, built = build(root, args.ops, args.shards, args.files, spark)
+        if args.keep and os.path.isdir(f"{root}/chk"):  # a fresh process on a kept checkpoint:
+            chk, built = f"{root}/chk", None  # fresh JVM and Python workers, as the CLI has
+        else:
+            chk, built = build(root, args.ops, args.shards, args.files, spark)
         info = read_checkpoint(chk)
-        print(f"checkpoint: {args.ops:,} operations, {args.shards} shards, built in {built:.1f} s, "
-              f"last batch {info.last_batch}")  # fmt: skip
+        how = "reused" if built is None else f"built in {built:.1f} s"
+        print(
+            f"checkpoint: {args.ops:,} operations, {args.shards} shards, {how}, last batch {info.last_batch}"
+        )
         pending = pending_operations(chk, spark=spark)
         steps = {
             "pending": lambda: pending_operations(chk, spark=spark).count(),
