@@ -239,9 +239,8 @@ def _terminal_width() -> int:
 
 
 def _print_operations(frame: Any, as_json: bool, limit: int, shown: list[str], title: str) -> None:
-    if as_json:  # every row, streamed partition by partition (bounded memory)
-        for row in frame.toLocalIterator():
-            print(json.dumps(row.asDict(recursive=True), default=_json_value))
+    if as_json:
+        _print_json_lines(frame)
         return
     from rich.table import Table
 
@@ -260,6 +259,32 @@ def _print_operations(frame: Any, as_json: bool, limit: int, shown: list[str], t
     console.print(table)
     if total > len(rows):
         console.print(f"... {total - len(rows):,} more (--limit, or --json for all)")
+
+
+def _print_json_lines(frame: Any) -> None:
+    """Every row as a JSON line, in order, never the whole frame in this process.
+
+    On a local master Spark's own JSON writer writes the lines (its part files are in the
+    frame's order) and they are copied out: 760k pending operations in seconds, where
+    turning each row into a Python dict took a minute and a half.  Elsewhere the rows come
+    one partition at a time (``toLocalIterator``)."""
+    if str(frame.sparkSession.conf.get("spark.master", "")).startswith("local"):
+        import glob
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="spark-purgatory-") as tmp:
+            frame.write.mode("overwrite").option("ignoreNullFields", "false").option(
+                "timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+            ).json(tmp)
+            sys.stdout.flush()
+            for part in sorted(glob.glob(os.path.join(tmp, "part-*"))):
+                with open(part, "rb") as lines:
+                    shutil.copyfileobj(lines, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        return
+    for row in frame.toLocalIterator():
+        print(json.dumps(row.asDict(recursive=True), default=_json_value))
 
 
 def _print_status(report: dict, as_json: bool) -> None:
