@@ -1,0 +1,224 @@
+"""The engine alone: per-call cost against the backlog, per-row cost, memory per pending operation.
+
+Issue 25's table, on ``Purgatory.process`` without Spark, one shard, ``any`` operations with
+one key each (12-character op_ids and keys, 7-day timeouts), driven as a new user would
+drive it (canonical pandas frames, validated by the engine):
+
+* the shard is filled to each backlog (0, 100k, 1M pending; ``--pending`` adds 5M), then
+* calls of 10, 1,000 and 10,000 operations *plus* as many events are timed; each call's
+  events complete that call's operations (so outcomes are included) and the watermark moves
+  on by a second per call (the wheel advances, the events are finalised), so the backlog
+  stays where it is.  A call's time is the median of ``--repeat`` calls (fewer for the big
+  ones); µs per row divides it by operations + events.
+* memory: ``rss`` is the worker's resident-set growth from before the fill to after it
+  (``gc.collect()`` first; what a Python worker pays, allocator slack included);
+  ``live`` is what ``tracemalloc`` counts as allocated by ``load_state(save_state(p))`` and
+  still alive (numpy and Python objects; the state of a freshly loaded shard); ``value`` is
+  ``len(save_state(p))`` (no segment store: the whole state in the value).  Each divided by
+  the backlog.
+
+``--against REF`` runs the same measurements for the checkout at REF (a directory with
+``spark_purgatory/``) in a subprocess with REF first on ``PYTHONPATH``, and this checkout in
+another, one after the other, and prints the two side by side with their ratio.  Only the
+public API is used (``Purgatory.process``, ``save_state``, ``load_state``), so any checkout
+since the state layer can be compared.
+
+    .venv/bin/python benchmarks/bench_engine.py                       # this checkout
+    .venv/bin/python benchmarks/bench_engine.py --against /tmp/engine-base
+    .venv/bin/python benchmarks/bench_engine.py --pending 0,100000,1000000,5000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+DAY_MS = 86_400_000
+T0 = 1_700_000_000_000  # event time of the first operation (ms)
+FILL_CHUNK = 100_000
+SIZES = (10, 1_000, 10_000)
+_MEMORY = ("rss_bytes", "live_bytes", "value_bytes")
+
+
+def _ids(prefix: str, start: int, n: int) -> np.ndarray:
+    """``n`` 12-character ids: the prefix letter and an 11-digit number."""
+    return np.array([f"{prefix}{i:011d}" for i in range(start, start + n)], dtype=object)
+
+
+def _ops(start: int, n: int, ts: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "op_id": _ids("o", start, n),
+            "key": _ids("k", start, n),
+            "ts": np.full(n, ts, np.int64),
+            "timeout_ms": np.full(n, 7 * DAY_MS, np.int64),
+            "condition": "any",
+        }
+    )
+
+
+def _events(start: int, n: int, ts: int) -> pd.DataFrame:
+    return pd.DataFrame({"key": _ids("k", start, n), "ts": np.full(n, ts, np.int64)})
+
+
+def _rss() -> int:
+    """Resident set size of this process, in bytes (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class Driver:
+    """One shard and its clock: fills the backlog, then times calls at it."""
+
+    def __init__(self) -> None:
+        from spark_purgatory import Purgatory
+        from spark_purgatory.config import PurgatoryConfig
+
+        self.p = Purgatory(PurgatoryConfig())
+        self.next_id = 0  # ids below are used
+        self.clock = T0  # event time of the next call's operations
+        self.p.process(None, None, watermark_ms=T0 - 1_000)
+
+    def fill(self, pending: int) -> None:
+        """Add backlog operations (no events) until ``pending`` are pending."""
+        while self.p.pending < pending:
+            n = min(FILL_CHUNK, pending - self.p.pending)
+            self.p.process(_ops(self.next_id, n, self.clock), None, watermark_ms=self.clock - 1_000)
+            self.next_id += n
+
+    def call(self, n: int) -> float:
+        """One call with ``n`` new operations and ``n`` events completing them; seconds."""
+        ops = _ops(self.next_id, n, self.clock)
+        evs = _events(self.next_id, n, self.clock + 1)
+        self.next_id += n
+        wm = self.clock - 500
+        self.clock += 1_000
+        start = time.perf_counter()
+        out = self.p.process(ops, evs, watermark_ms=wm)
+        took = time.perf_counter() - start
+        if len(out.outcomes) != n or len(out.rejected):
+            got = f"{len(out.outcomes)} outcomes, {len(out.rejected)} rejected"
+            raise AssertionError(f"expected {n} outcomes, got {got}")
+        return took
+
+
+def measure(pending_levels: list[int], repeat: int, memory: bool) -> dict:
+    """The table for the ``spark_purgatory`` this process imports, as a dict (JSON-able)."""
+    from spark_purgatory import load_state, save_state
+
+    gc.collect()
+    rss0 = _rss()
+    d = Driver()
+    rows = []
+    for pending in pending_levels:
+        start = time.perf_counter()
+        d.fill(pending)
+        fill_s = time.perf_counter() - start
+        row: dict = {"pending": pending, "fill_s": fill_s, "calls": {}}
+        for size in SIZES:
+            reps = max(3, repeat // max(1, size // 1_000)) if size > 10 else repeat
+            d.call(size)  # warm
+            times = [d.call(size) for _ in range(reps)]
+            row["calls"][str(size)] = statistics.median(times)
+        if memory and pending:
+            gc.collect()
+            row["rss_bytes"] = _rss() - rss0
+            value = save_state(d.p)
+            row["value_bytes"] = len(value)
+            gc.collect()
+            tracemalloc.start()
+            loaded = load_state(value)
+            gc.collect()
+            row["live_bytes"] = tracemalloc.get_traced_memory()[0]
+            tracemalloc.stop()
+            del loaded, value
+        rows.append(row)
+        print(f"  [{_which()}] {pending:,} pending done (fill {fill_s:.1f} s)", file=sys.stderr, flush=True)
+    return {"checkout": _which(), "rows": rows}
+
+
+def _which() -> str:
+    import spark_purgatory
+
+    return str(Path(spark_purgatory.__file__).resolve().parent.parent)
+
+
+def _run_checkout(root: str | None, args: argparse.Namespace) -> dict:
+    """``measure`` in a fresh interpreter with ``root`` first on the path (this checkout if None)."""
+    root = root or str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = dict(os.environ, PYTHONPATH=path)
+    command = [sys.executable, __file__, "--json", "--pending", args.pending, "--repeat", str(args.repeat)]
+    if args.no_memory:
+        command.append("--no-memory")
+    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, check=True, text=True)
+    return json.loads(done.stdout)
+
+
+def _fmt_ms(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds * 1e3:,.1f} ms"
+
+
+def render(results: list[dict]) -> str:
+    """The issue's table, one block per checkout, then the ratios (first / each other)."""
+    lines = []
+    for result in results:
+        lines.append(f"\n{result['checkout']}")
+        lines.append(
+            "| pending | 10 + 10 | 1,000 + 1,000 | 10,000 + 10,000 | µs/row @10k "
+            "| mem rss B/op | mem live B/op | value B/op |"
+        )
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for row in result["rows"]:
+            c = row["calls"]
+            per_op = {k: row[k] / row["pending"] if row.get(k) else None for k in _MEMORY}
+            lines.append(
+                f"| {row['pending']:,} | {_fmt_ms(c['10'])} | {_fmt_ms(c['1000'])} | {_fmt_ms(c['10000'])} "
+                f"| {c['10000'] / 20_000 * 1e6:.1f} "
+                + " ".join(f"| {'' if v is None else f'{v:,.0f}'}" for v in per_op.values())
+                + " |"
+            )
+    if len(results) > 1:
+        base = results[0]
+        for other in results[1:]:
+            lines.append(f"\nratio: {other['checkout']} / {base['checkout']} (below 1: faster or smaller)")
+            lines.append("| pending | 10 + 10 | 1,000 + 1,000 | 10,000 + 10,000 | rss | live | value |")
+            lines.append("|---|---|---|---|---|---|---|")
+            for a, b in zip(base["rows"], other["rows"], strict=True):
+                cells = [f"{b['calls'][s] / a['calls'][s]:.2f}x" for s in ("10", "1000", "10000")]
+                for k in _MEMORY:
+                    cells.append(f"{b[k] / a[k]:.2f}x" if a.get(k) and b.get(k) else "")
+                lines.append(f"| {a['pending']:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pending", default="0,100000,1000000", help="backlogs, comma-separated")
+    parser.add_argument("--repeat", type=int, default=20, help="timed 10-row calls per backlog")
+    parser.add_argument("--against", metavar="REF", help="another checkout, measured side by side")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory and state-value columns")
+    parser.add_argument("--json", action="store_true", help="measure in this process, print JSON")
+    args = parser.parse_args()
+    if args.json:
+        levels = [int(x) for x in args.pending.split(",")]
+        print(json.dumps(measure(levels, args.repeat, not args.no_memory)))
+        return
+    results = [_run_checkout(args.against, args)] if args.against else []
+    results.append(_run_checkout(None, args))
+    print(render(results))
+
+
+if __name__ == "__main__":
+    main()
