@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
 
 from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
+from spark_purgatory.engine import dedup, frames, progress, relay, watchers
+from spark_purgatory.engine import purgatory as purgatory_module
 
 # -- Kafka's DelayedOperationTest --------------------------------------------------------------
 
@@ -261,6 +264,53 @@ def test_duplicate_op_id_within_batch_pending_and_resolved_is_rejected():
     assert step(p, ops=[op("o", "k", 2)]).rejected["reason"].tolist() == ["duplicate_op_id"]
     step(p, events=[ev("k", 5)])  # resolves o
     assert step(p, ops=[op("o", "k", 9)]).rejected["reason"].tolist() == ["duplicate_op_id"]
+
+
+def _collision_run() -> tuple[list, list]:
+    p = purgatory()
+    conditions = [
+        {"condition": "any"},
+        {"condition": "count", "target": 2},
+        {"condition": "sum", "target": 5},
+    ]
+    ops = [
+        op(
+            f"o{i}",
+            f"k{i % 5}" if i % 4 else [f"k{i % 5}", f"j{i % 3}"],
+            i,
+            timeout_ms=400,
+            **conditions[i % 3],
+        )
+        for i in range(40)
+    ]
+    rejected = step(p, ops=[*ops, op("o3", "k9", 50)], wm=0).rejected["reason"].tolist()
+    # o5 is pending: a duplicate; "fresh" is not, however many pending op_ids share its hash
+    rejected += step(p, ops=[op("o5", "k9", 51), op("fresh", "k9", 51)], wm=0).rejected["reason"].tolist()
+    events = [
+        ev(f"k{t % 5}" if t % 3 else f"j{t % 3}", 45 + t * 7, source=f"s{t % 2}", value=2.0)
+        for t in range(30)
+    ]
+    events += [ev("k2", 60, op_id="o7"), ev("k2", 61, op_id="o12"), ev("k3", 62, op_id="o9")]
+    done = []
+    for wm, part in ((100, events[:15]), (200, events[15:]), (2000, [])):
+        out = step(p, events=part, wm=wm).outcomes
+        done += out[["op_id", "status", "resolved_at", "matched_events"]].values.tolist()
+    return sorted(done), rejected
+
+
+def test_a_hash_collision_never_makes_a_wrong_match(monkeypatch):
+    """Keys and op_ids are found by 64-bit hash and confirmed on the strings: with a hash
+    function that gives every string the same hash, the outcomes and duplicates are the same."""
+    honest = _collision_run()
+    assert {status for _, status, _, _ in honest[0]} == {"completed", "expired"}
+    assert honest[1] == ["duplicate_op_id", "duplicate_op_id"]
+
+    def degenerate(values):
+        return np.zeros(len(values), dtype=np.uint64)
+
+    for module in (frames, purgatory_module, watchers, dedup, relay, progress):
+        monkeypatch.setattr(module, "hash_strings", degenerate)
+    assert _collision_run() == honest
 
 
 def test_each_operation_gets_exactly_one_outcome():

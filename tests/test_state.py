@@ -6,13 +6,17 @@ The engine is driven as in ``test_purgatory``; these tests send it through ``sav
 
 from __future__ import annotations
 
+import runpy
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 from engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
 
 from spark_purgatory import Purgatory
-from spark_purgatory.state import WORKER_CACHE, SegmentStore, WorkerCache, load_state, save_state
-from spark_purgatory.state.codec import unpack_parts
+from spark_purgatory.state import WORKER_CACHE, SegmentStore, WorkerCache, load_state, loaded_by, save_state
+from spark_purgatory.state.codec import pack_parts, unpack_parts
 
 # -- state round trip ---------------------------------------------------------------------------
 
@@ -131,7 +135,7 @@ def test_the_worker_cache_hands_back_only_the_exact_version(tmp_path):
 
 def _same_state(a: Purgatory, b: Purgatory) -> None:
     ta, tb = a.tables(), b.tables()
-    for name in ("ops", "watch", "seen", "resolved", "matches", "events", "keys"):
+    for name in ("ops", "watch", "resolved", "matches", "events", "keys"):
         x, y = getattr(ta, name), getattr(tb, name)
         assert x.astype(str).values.tolist() == y.astype(str).values.tolist(), name
     assert sorted(ta.wheel.pending()[0].tolist()) == sorted(tb.wheel.pending()[0].tolist())
@@ -195,3 +199,47 @@ def test_the_change_log_lists_what_changed_since_the_last_take():
     assert len(changes.resolved) == 1  # a's op_id, remembered for duplicate detection
     again = p.take_changes()  # taken: the log starts afresh
     assert again.added_from == 3 and again.removed.size == 0 and len(again.resolved) == 0
+
+
+# -- state written before the columnar engine (format 2) ----------------------------------------
+
+_V2 = Path(__file__).parent / "corpus" / "state_v2"
+
+
+def _go_on(p: Purgatory) -> list[list[str]]:
+    """Two more batches after ``make_state_v2``'s two: completions, expiries, unmatched events."""
+    r1 = step(
+        p,
+        ops=[op("late-comer", "k2", 30)],
+        events=[ev("k2", 40, source="s2"), ev("k3", 41, value=10.0)],
+        wm=20,
+    )
+    r2 = step(p, events=[ev("m1", 50), ev("m3", 60)], wm=6000)
+
+    def rows(f):  # list columns come back from a saved state as arrays
+        values = f.drop(columns="batch_id").values.tolist()
+        return sorted(str([list(v) if isinstance(v, np.ndarray) else v for v in row]) for row in values)
+
+    return [rows(f) for r in (r1, r2) for f in (r.outcomes, r.unmatched)]
+
+
+@pytest.mark.parametrize("value", ["value.arrow", "segmented.arrow"])
+def test_a_state_saved_in_format_2_loads_and_goes_on_as_it_would_have(value, tmp_path):
+    corpus = shutil.copytree(_V2, tmp_path / "v2")  # a save after the load writes segments there
+    scenario = runpy.run_path(str(corpus / "make_state_v2.py"))
+    store = SegmentStore(str(corpus / "segments"), segment_rows=40, retain_versions=50)
+    loaded = load_state((corpus / value).read_bytes(), purgatory().config, store)
+    assert loaded_by(loaded) == "rebuilt"
+    stayed = purgatory()
+    scenario["_first"](stayed)
+    scenario["_second"](stayed)
+    assert loaded.pending == stayed.pending > 0
+    again = load_state(save_state(loaded, store), loaded.config, store)  # and saves in the new format
+    assert _go_on(again) == _go_on(stayed)
+
+
+def test_a_state_of_an_unknown_format_is_refused_naming_it():
+    parts, meta = unpack_parts(save_state(purgatory()))
+    alien = pack_parts({k: bytes(v) for k, v in parts.items()}, {**meta, "format": "1"})
+    with pytest.raises(ValueError, match=r"format '1'.*reads formats 2, 3.*new checkpoint"):
+        load_state(alien)

@@ -52,21 +52,16 @@ from ..contract import (
 )
 from . import dedup, progress, relay, watchers
 from .batch import BatchResult, accepted, rejected_rows
+from .columns import Columns
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
-from .frames import (
-    column_by_handle,
-    concat,
-    distinct,
-    hash_strings,
-    merge_by_hash,
-    rows_by_handle,
-    rows_where,
-    stack,
-)
-from .tables import EVENTS, I64_MIN, ChangeLog, Changes, ShardTables, ops_rows
+from .frames import concat, distinct, hash_strings, merge_by_hash, rows_where, sorted_by_hash, stack
+from .tables import EVENTS, I64_MIN, OPS, WATCH, ChangeLog, Changes, ShardTables, ops_rows
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
+
+#: the pending operations as the engine holds them: ``OPS`` and each op_id's 64-bit hash
+_OPS_HELD = {**OPS, "ohash": "uint64"}
 
 
 class Purgatory:
@@ -162,7 +157,6 @@ class Purgatory:
             len(self._ops)
             or len(self._events)
             or len(self._keys)
-            or len(self._seen)
             or len(self._resolved)
             or len(self._due)
             or len(self._relayed)
@@ -171,11 +165,12 @@ class Purgatory:
     # -- what a state layer reads (the engine persists nothing itself) -------------------------
 
     def tables(self) -> ShardTables:
-        """The whole state, as the engine's own tables (read them, never modify them)."""
+        """The whole state as plain tables: the pending operations and their watchers copied
+        out of the engine's columns (in handle order), the small tables as they are (read
+        them, never modify them)."""
         return ShardTables(
-            ops=self._ops,
-            watch=self._watch,
-            seen=self._seen,
+            ops=self.pending_operations(),
+            watch=self._watch.frame(columns=list(WATCH)),
             resolved=self._resolved,
             matches=self._matches,
             events=self._events,
@@ -190,11 +185,23 @@ class Purgatory:
             wheel_now=self._wheel.current_time_ms,
         )
 
+    def pending_operations(self) -> pd.DataFrame:
+        """The pending operations (``tables.OPS`` columns), one row each, in handle order."""
+        return self._ops.frame(columns=list(OPS))
+
     def load_tables(self, tables: ShardTables) -> None:
-        """Replace the whole state by ``tables``; a ``wheel`` of None is rebuilt from the
-        pending deadlines.  The change log restarts: every row counts as added."""
+        """Replace the whole state by ``tables`` (``ops`` and ``watch`` in any order); a
+        ``wheel`` of None is rebuilt from the pending deadlines.  The change log restarts:
+        every row counts as added."""
         t = tables
-        self._ops, self._watch, self._seen, self._resolved = t.ops, t.watch, t.seen, t.resolved
+        ops = t.ops.iloc[np.argsort(t.ops["handle"].to_numpy(np.int64), kind="stable")]
+        self._ops = Columns(_OPS_HELD, indexed=("ohash",))
+        columns = {c: ops[c].to_numpy() for c in OPS}
+        self._ops.append({**columns, "ohash": hash_strings(columns["op_id"])})
+        watch = t.watch.iloc[np.argsort(t.watch["handle"].to_numpy(np.int64), kind="stable")]
+        self._watch = Columns(WATCH, indexed=("hash",))
+        self._watch.append({c: watch[c].to_numpy() for c in WATCH})
+        self._resolved = t.resolved
         self._matches, self._events, self._keys, self._due = t.matches, t.events, t.keys, t.due
         self._watermark, self._retired_wm, self._relayed = t.watermark, t.retired_wm, t.relayed
         self._next_handle, self._next_eseq = t.next_handle, t.next_eseq
@@ -202,9 +209,9 @@ class Purgatory:
             self._wheel = t.wheel
         else:  # the wheel holds every pending operation not already due
             self._wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, t.wheel_now)
-            handles = self._ops["handle"].to_numpy(np.int64)
+            handles = ops["handle"].to_numpy(np.int64)
             timed = ~np.isin(handles, self._due)
-            already = self._wheel.add(handles[timed], self._ops["deadline"].to_numpy(np.int64)[timed])
+            already = self._wheel.add(handles[timed], ops["deadline"].to_numpy(np.int64)[timed])
             self._due = np.concatenate([self._due, handles[timed][already]])
         self._changes.restart()
 
@@ -259,12 +266,11 @@ class Purgatory:
         noticed = self._receive(relayed)
         self.try_complete_else_watch(ops)
         self.check_and_complete(evs)
-        made = (self._ops, self._watch, self._matches, self._events)
-        handed_on = relay.outgoing(*made, new_from=new_from, new_eseq_from=new_eseq_from)
+        handed_on = self._outgoing(new_from, new_eseq_from)
         # the cross-shard group: operations due on arrival wait one call for their stubs' relay
         held = self._due[self._due >= new_from] if relayed is not None else self._due[:0]
         self._due = self._due[~np.isin(self._due, held)]
-        paired = self._matches["eseq"].to_numpy(np.int64)[relay.of_stubs(self._ops, self._matches)]
+        paired = self._matches["eseq"].to_numpy(np.int64)[self._of_stubs()]
         self.advance(wm)
         self._due = np.concatenate([self._due, held])
         unmatched, notes = self._finalise_events(wm, paired)
@@ -307,11 +313,15 @@ class Purgatory:
         late = ops["ts"].to_numpy() < wm
         rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.loc[late & ~stub], LATE))
         ops = rows_where(ops, ~late)  # the same frame when nothing is late (no copy)
-        dup = dedup.duplicates(ops, self._seen, self._resolved)
+        ids = ops["op_id"].to_numpy(dtype=object)
+        ohash = hash_strings(ids)  # once: the lookups here and the op_id index both need it
+        dup = ops["op_id"].duplicated().to_numpy() | dedup.recently_resolved(self._resolved, ids, ohash)
+        dup[self._pending_by_op_id(ids, ohash)[0]] = True
         rejected.append(
             rejected_rows(SOURCE_OPERATIONS, ops.loc[dup & ~ops["stub"].to_numpy(bool)], DUPLICATE_OP_ID)
         )
         ops = rows_where(ops, ~dup)
+        ops["ohash"] = ohash[~dup]
         late = evs["ts"].to_numpy() < wm
         rejected.append(rejected_rows(SOURCE_EVENTS, evs.loc[late & ~evs["replica"].to_numpy(bool)], LATE))
         return ops, rows_where(evs, ~late), rejected
@@ -326,19 +336,20 @@ class Purgatory:
         self._next_handle += len(new_ops)
         handles = new_ops["handle"].to_numpy(np.int64)
         watch = watchers.watch_rows(new_ops, self._keys)
-        self._ops = stack(self._ops, new_ops)
-        self._watch = merge_by_hash(self._watch, watch)
-        seen = pd.DataFrame(
-            {"hash": hash_strings(new_ops["op_id"].to_numpy()), "op_id": new_ops["op_id"], "handle": handles}
-        )
-        self._seen = merge_by_hash(self._seen, seen)
+        columns = {c: new_ops[c].to_numpy() for c in OPS}
+        if "ohash" in ops.columns:  # ``_admit`` hashed them already
+            columns["ohash"] = ops["ohash"].to_numpy(np.uint64)
+        else:
+            columns["ohash"] = hash_strings(columns["op_id"])
+        self._ops.append(columns)
+        self._watch.append({c: watch[c].to_numpy() for c in WATCH})
 
         already = self._wheel.add(handles, new_ops["deadline"].to_numpy())
         self._due = np.concatenate([self._due, handles[already]])
 
         # events that arrived before their operation: untargeted ones by key, targeted by op_id
         if len(self._events):
-            self._add_matches(watchers.buffered_pairs(self._ops, new_ops, watch, self._events))
+            self._add_matches(watchers.buffered_pairs(new_ops, new_ops, watch, self._events))
         self._try_complete(handles)
 
     def check_and_complete(self, events: pd.DataFrame) -> None:
@@ -356,15 +367,13 @@ class Purgatory:
         khash = hash_strings(keys)  # once: the watchers' lookup and the matches both need it
         # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
         untargeted = np.flatnonzero(pd.isna(op_ids))
-        ev_idx, handles = watchers.watchers_of(self._watch, keys[untargeted], khash[untargeted])
+        ev_idx, handles = self._watchers_of(keys[untargeted], khash[untargeted])
         ev_idx = untargeted[ev_idx]
         # targeted events: straight to their operation, if it is pending and watches the key
         targeted = np.flatnonzero(pd.notna(op_ids))
-        probe, row = dedup.lookup_seen(self._seen, op_ids[targeted])
-        t_idx, t_handles = targeted[probe], self._seen["handle"].to_numpy(np.int64)[row]
-        live = t_handles >= 0
-        t_idx, t_handles = t_idx[live], t_handles[live]
-        hit = watchers.watching(self._ops, t_handles, keys[t_idx])
+        probe, t_handles = self._pending_by_op_id(op_ids[targeted])
+        t_idx = targeted[probe]
+        hit = watchers.watching(self._op_rows(t_handles), t_handles, keys[t_idx])
         idx = np.concatenate([ev_idx, t_idx[hit]])
         pairs = {c: evs[c].to_numpy()[idx] for c in ("key", "ts", "eseq", "op_id", "source", "value")}
         pairs.update(handle=np.concatenate([handles, t_handles[hit]]), khash=khash[idx])
@@ -377,7 +386,7 @@ class Purgatory:
         expired = np.concatenate([self._due, self._wheel.advance(self._watermark)])
         self._due = np.empty(0, dtype=np.int64)
         expired = distinct(expired)
-        expired = expired[np.isin(expired, self._ops["handle"].to_numpy(np.int64), assume_unique=True)]
+        expired = expired[self._ops.contains(expired)]
         if expired.size:
             self._on_expiration(expired)
 
@@ -388,10 +397,11 @@ class Purgatory:
         partition); their op_ids still count as resolved for duplicate detection.  Returns
         the cancelled op_ids.
         """
-        handles = watchers.watchers_of_keys(self._watch, keys)
+        keys_array = np.asarray(keys, dtype=object)
+        handles = distinct(self._watchers_of(keys_array, hash_strings(keys_array))[1])
         if handles.size == 0:
             return []
-        rows = rows_by_handle(self._ops, handles)
+        rows = self._op_rows(handles)
         self._cancel(handles, rows)
         self._purge(handles, rows)
         return rows["op_id"].tolist()
@@ -402,10 +412,10 @@ class Purgatory:
         if handles.size == 0:
             return
         handles = distinct(handles)
-        handles = handles[~column_by_handle(self._ops, "stub", handles).astype(bool)]  # stubs never complete
+        handles = handles[~self._ops.column("stub")[self._ops.positions(handles)]]  # stubs never complete
         if handles.size == 0:
             return
-        ops = rows_by_handle(self._ops, handles)
+        ops = self._op_rows(handles)
         result = self._evaluate(handles, ops)
         done = handles[result.satisfied]
         if done.size == 0:
@@ -421,7 +431,7 @@ class Purgatory:
     def _on_expiration(self, expired: np.ndarray) -> None:
         """The timer fired for these operations: report them expired at their deadline, with
         the progress they made."""
-        rows = rows_by_handle(self._ops, expired)
+        rows = self._op_rows(expired)
         result = self._evaluate(expired, rows)
         # a stub counts nothing: whether its events are used is the cross-shard group's to say
         stubs = rows["handle"].to_numpy(np.int64)[rows["stub"].to_numpy(bool)]
@@ -486,20 +496,22 @@ class Purgatory:
         due = np.isin(handles, self._due)  # added already past their deadline: never on the wheel
         self._due = self._due[~np.isin(self._due, handles)]
         self._wheel.cancel(handles[~due])
-        watch_handle = self._watch["handle"].to_numpy(np.int64)
-        watching = np.isin(watch_handle, handles)
-        at = np.searchsorted(rows["handle"].to_numpy(np.int64), watch_handle[watching])
+        _, pos = self._watch.ranges(handles)
+        khash = self._watch.column("hash")[pos]
+        pos = pos[np.argsort(khash, kind="stable")]  # keys new to ``keys`` join in hash order
+        at = np.searchsorted(rows["handle"].to_numpy(np.int64), self._watch.column("handle")[pos])
         deadline = rows["deadline"].to_numpy(np.int64)[at]
-        khash = self._watch["hash"].to_numpy(np.uint64)[watching]
-        self._keys = progress.touch_keys(self._keys, khash, resolved_until=deadline)
+        self._keys = progress.touch_keys(self._keys, self._watch.column("hash")[pos], resolved_until=deadline)
 
     def _purge(self, handles: np.ndarray, rows: pd.DataFrame) -> None:
         """Kafka's ``purge``: resolved operations leave the watchers, the match table and the
         pending op_ids at once; their op_ids are remembered for duplicate detection."""
         self._changes.removed(handles)
-        for name in ("_ops", "_watch", "_matches", "_seen"):
-            frame = getattr(self, name)
-            setattr(self, name, rows_where(frame, ~np.isin(frame["handle"].to_numpy(np.int64), handles)))
+        self._ops.kill(self._ops.positions(handles))
+        self._watch.kill(self._watch.ranges(handles)[1])
+        if len(self._matches):
+            held = self._matches["handle"].to_numpy(np.int64)
+            self._matches = rows_where(self._matches, ~np.isin(held, handles))
         # a stub's op_id belongs to its original, which remembers it
         real = rows_where(rows, ~rows["stub"].to_numpy(bool))
         if len(real):
@@ -512,11 +524,75 @@ class Purgatory:
             self._changes.resolved(resolved)
             self._resolved = merge_by_hash(self._resolved, resolved)
 
+    # -- the indexes: pending operations by handle, op_id and key ----------------------------
+
+    def _op_rows(self, handles: np.ndarray) -> pd.DataFrame:
+        """The rows (``tables.OPS``) of these pending operations, in handle order, once each."""
+        return self._ops.frame(self._ops.positions(distinct(handles)), list(OPS))
+
+    def _pending_by_op_id(
+        self, op_ids: np.ndarray, hashes: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(index into ``op_ids``, handle) of the pending operations with these op_ids: the
+        op_id index finds candidates by hash (``hashes``, if the caller has them), the strings
+        confirm them."""
+        if len(self._ops) == 0 or len(op_ids) == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        hashes = hash_strings(op_ids) if hashes is None else hashes
+        probe, pos = self._ops.lookup("ohash", hashes)
+        same = self._ops.column("op_id")[pos] == op_ids[probe]
+        return probe[same], self._ops.column("handle")[pos[same]]
+
+    def _watchers_of(self, keys: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(index into ``keys``, handle) for every pending operation watching each key (Kafka's
+        ``Watchers`` of the key), by key then handle: the key index finds candidates by hash,
+        the strings confirm them."""
+        probe, pos = self._watch.lookup("hash", hashes)
+        same = self._watch.column("key")[pos] == keys[probe]
+        probe, pos = probe[same], pos[same]
+        order = np.lexsort((pos, probe))  # positions follow handles
+        return probe[order], self._watch.column("handle")[pos[order]]
+
+    def _named_by(self, op_ids: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The rows of the pending operations among ``op_ids``, and their op_ids as a
+        ``tables.SEEN`` frame (what ``relay.matches_of`` looks them up in)."""
+        handles = distinct(self._pending_by_op_id(op_ids)[1])
+        ops = self._op_rows(handles)
+        seen = pd.DataFrame(
+            {
+                "hash": hash_strings(ops["op_id"].to_numpy(dtype=object)),
+                "op_id": ops["op_id"],
+                "handle": handles,
+            }
+        )
+        return ops, sorted_by_hash(seen)
+
+    def _of_stubs(self) -> np.ndarray:
+        """Which ``matches`` belong to stubs (every match's operation is pending)."""
+        held = self._matches["handle"].to_numpy(np.int64)
+        if held.size == 0:
+            return np.zeros(0, dtype=bool)
+        return self._ops.column("stub")[self._ops.positions(held)]
+
+    def _outgoing(self, new_from: int, new_eseq_from: int) -> pd.DataFrame:
+        """``relay.outgoing`` on the rows it reads: the operations of matches and the
+        operations (and their watchers) registered from ``new_from`` on."""
+        held = self._matches["handle"].to_numpy(np.int64)
+        ops = self._ops.frame(self._ops.since(new_from), list(OPS))
+        if held.size:
+            ops = self._op_rows(np.concatenate([held, ops["handle"].to_numpy(np.int64)]))
+        watch = self._watch.frame(self._watch.since(new_from), list(WATCH))
+        return relay.outgoing(
+            ops, watch, self._matches, self._events, new_from=new_from, new_eseq_from=new_eseq_from
+        )
+
     # -- internals -----------------------------------------------------------------------------
 
     def _add_matches(self, pairs: pd.DataFrame) -> np.ndarray:
         """Keep the (event, operation) pairs inside the operation's window; return touched handles."""
-        new = watchers.matches_in_window(self._ops, pairs)
+        if len(pairs) == 0:
+            return np.empty(0, dtype=np.int64)
+        new = watchers.matches_in_window(self._op_rows(pairs["handle"].to_numpy(np.int64)), pairs)
         if len(new) == 0:
             return np.empty(0, dtype=np.int64)
         self._matches = stack(self._matches, new)
@@ -533,7 +609,8 @@ class Purgatory:
                 noticed, self._relayed = relay.decide(rows, self._relayed, pending)
                 lost = stack(lost, progress.after_resolution_rows(noticed, self._batch_id))
                 continue
-            new, record = relay.matches_of(self._ops, self._seen, rows, self._next_eseq)
+            ops, seen = self._named_by(rows["for_op"].to_numpy(dtype=object))
+            new, record = relay.matches_of(ops, seen, rows, self._next_eseq)
             self._next_eseq += len(rows)
             self._relayed = stack(self._relayed, record)
             if len(new):
@@ -546,9 +623,7 @@ class Purgatory:
         matches = self._matches.loc[self._matches["handle"].isin(handles)]
         watch = None
         if (ops["cond"].to_numpy() == OFFSET).any():
-            watch = self._watch.loc[
-                self._watch["handle"].isin(handles), ["handle", "hash", "progress_at_watch"]
-            ]
+            watch = self._watch.frame(self._watch.ranges(handles)[1], ["handle", "hash", "progress_at_watch"])
         return evaluate(ops, matches, watch)
 
     def _mark_used(self, eseqs: np.ndarray) -> None:
@@ -570,7 +645,7 @@ class Purgatory:
         self._events = evs.loc[~done].reset_index(drop=True)
         eseq = final["eseq"].to_numpy(np.int64)
         # a pending operation of this shard holds it: it counts (it is before any later crossing)
-        held = self._matches["eseq"].to_numpy(np.int64)[~relay.of_stubs(self._ops, self._matches)]
+        held = self._matches["eseq"].to_numpy(np.int64)[~self._of_stubs()]
         used = final["used"].to_numpy(bool) | np.isin(eseq, held)
         self._keys = progress.final_progress(self._keys, final)
         mine = ~final["replica"].to_numpy(bool)

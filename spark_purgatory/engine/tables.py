@@ -1,13 +1,16 @@
 """The shard's tables, their columns, and the two views the state layer gets of them.
 
-A ``Purgatory`` keeps its state in seven pandas tables.  Four grow with the pending
-operations (``BIG_TABLES``): ``ops`` (one row per pending operation, by ``handle``),
-``watch`` (Kafka's Watchers: one row per (operation, key), sorted by key hash), ``seen``
-(pending op_ids, sorted by op_id hash) and ``resolved`` (op_ids resolved within the dedup
-retention, sorted by hash).  Four stay small (``SMALL_TABLES``): ``matches`` (events
-matched to pending operations), ``events`` (events the watermark has not passed yet),
-``keys`` (per-key offset progress and resolution times) and ``relayed`` (the cross-shard
-group's: relayed events whose notice has not come yet, ``relay``).
+A ``Purgatory`` keeps three tables that grow with the pending operations (``BIG_TABLES``):
+``ops`` (one row per pending operation, by ``handle``), ``watch`` (Kafka's Watchers: one
+row per (operation, key)) and ``resolved`` (op_ids resolved within the dedup retention, by
+64-bit hash).  Inside the engine ``ops`` and ``watch`` are ``columns.Columns`` (numpy columns
+with spare capacity and tombstones, indexed by op_id and by key hash); outside, as here,
+they are plain frames in handle order.  Four tables stay small (``SMALL_TABLES``):
+``matches`` (events matched to pending operations), ``events`` (events the watermark has
+not passed yet), ``keys`` (per-key offset progress and resolution times) and ``relayed``
+(the cross-shard group's: relayed events whose notice has not come yet, ``relay``).
+``SEEN`` is the shape in which ``relay.matches_of`` looks op_ids up (the pending op_ids are
+the ``ops`` table's own, indexed by hash: there is no separate table of them).
 
 The engine persists nothing.  A persistence layer reads:
 
@@ -16,9 +19,9 @@ The engine persists nothing.  A persistence layer reads:
 * ``Changes``: what the big tables gained and lost since it last asked
   (``Purgatory.take_changes()``), so it can store only that.
 
-Invariants: a row of ``ops``, ``watch``, ``seen`` and ``matches`` belongs to one pending
-operation, named by its ``handle``; handles only grow, so "added since" is "handle >= the
-next handle then".  ``resolved`` rows have no handle; the change log lists the ones added.
+Invariants: a row of ``ops``, ``watch`` and ``matches`` belongs to one pending operation,
+named by its ``handle``; handles only grow, so "added since" is "handle >= the next handle
+then".  ``resolved`` rows have no handle; the change log lists the ones added.
 """
 
 from __future__ import annotations
@@ -118,12 +121,12 @@ RELAYED = {"sender": "int64", "sender_eseq": "int64", "eseq": "int64", "absorbed
 #: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values),
 #: the last such event's time, and until when its events count as after_resolution
 KEYS = {"khash": "uint64", "progress": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
-#: every pending op_id, sorted by hash
+#: pending op_ids, sorted by hash (``relay.matches_of``'s lookup)
 SEEN = {"hash": "uint64", "op_id": "object", "handle": "int64"}
 #: op_ids resolved within purgatory.dedup.retention.ms, as 64-bit hashes (compact: no strings)
 RESOLVED = {"hash": "uint64", "expire_at": "int64"}
 #: the tables that grow with pending operations
-BIG_TABLES = {"ops": OPS, "watch": WATCH, "seen": SEEN, "resolved": RESOLVED}
+BIG_TABLES = {"ops": OPS, "watch": WATCH, "resolved": RESOLVED}
 #: the tables that stay small
 SMALL_TABLES = {"matches": MATCHES, "events": EVENTS, "keys": KEYS, "relayed": RELAYED}
 
@@ -139,7 +142,6 @@ class ShardTables:
 
     ops: pd.DataFrame
     watch: pd.DataFrame
-    seen: pd.DataFrame
     resolved: pd.DataFrame
     matches: pd.DataFrame
     events: pd.DataFrame
@@ -201,7 +203,7 @@ def _lengths(lists: np.ndarray) -> np.ndarray:
 class Changes:
     """What the big tables gained and lost between two ``take_changes`` calls.
 
-    * rows of ``ops``, ``watch`` and ``seen`` with ``handle >= added_from`` were added;
+    * rows of ``ops`` and ``watch`` with ``handle >= added_from`` were added;
     * ``removed``: handles below ``added_from`` whose rows left those tables (an operation
       added and resolved in between is simply absent);
     * ``resolved``: the rows added to the dedup table (retirement may drop them later).

@@ -62,11 +62,16 @@ from .segments import SegmentStore
 
 __all__ = ["Lineage", "Segment", "save_state", "load_state", "loaded_by", "STATE_VERSION"]
 
-#: the format of a state value and of segment files; a value of another format is refused
-STATE_VERSION = 2
+#: the format of a state value and of segment files.  3: the pending op_ids are no longer a
+#: table of their own (``seen``: the engine indexes ``ops`` by op_id hash instead).  Values of
+#: format 2 still load (their ``seen`` parts are ignored); any other format is refused with an
+#: error naming it.
+STATE_VERSION = 3
+#: the formats ``load_state`` reads
+READABLE_VERSIONS = ("2", "3")
 #: how far back a version lists its ancestors
 _ANCESTRY = 64
-_TAILS = ("ops", "watch", "seen")  # the big tables whose rows carry a handle
+_TAILS = ("ops", "watch")  # the big tables whose rows carry a handle
 
 
 class Segment(NamedTuple):
@@ -242,15 +247,20 @@ def load_state(
 ) -> Purgatory:
     """Inverse of ``save_state``; ``config`` may differ only in retention and limits.
 
+    Reads the formats in ``READABLE_VERSIONS``: a value saved by spark-purgatory before the
+    columnar engine (format 2) loads as it is; a value of any other format raises
+    ``ValueError`` naming its format and what to do.
+
     A shard parked in the worker cache is taken back when it is this exact version, or
     brought forward when it is an ancestor of this version on the same segment files;
     anything else is rebuilt from the value and its segments.  ``loaded_by(p)`` tells which.
     """
     parts, meta = unpack_parts(data)
-    if meta.get("format") != str(STATE_VERSION):
+    if meta.get("format") not in READABLE_VERSIONS:
         raise ValueError(
-            f"unsupported purgatory state format {meta.get('format')!r} (this version reads "
-            f"{STATE_VERSION}): start a new checkpoint"
+            f"unsupported purgatory state format {meta.get('format')!r} (this version of "
+            f"spark-purgatory reads formats {', '.join(READABLE_VERSIONS)}): run the version "
+            "that wrote it, or start a new checkpoint"
         )
     parked = (cache or WORKER_CACHE).claim(meta["lineage"])
     if parked is not None and isinstance(parked.lineage, Lineage):
@@ -284,7 +294,8 @@ def _rebuild(
     # the base's tables, then what every later segment and this value changed
     base = _segments_of(meta)[0]
     for name, part in store.read(base.name)[0].items():
-        setattr(t, name, frame_from(part, BIG_TABLES[name]))
+        if name in BIG_TABLES:  # format 2 also kept ``seen``
+            setattr(t, name, frame_from(part, BIG_TABLES[name]))
     p.lineage.segments = [base]
     _catch_up(p, t, parts, meta, store)
     return p
@@ -364,7 +375,7 @@ def _apply_change(t: ShardTables, lineage: Lineage, change: dict) -> None:
         h = frame["handle"].to_numpy(np.int64)
         kept = rows_where(frame, (h < since) & ~np.isin(h, change["dead"]))
         tail = change[name]
-        setattr(t, name, stack(kept, tail) if name == "ops" else merge_by_hash(kept, tail))
+        setattr(t, name, stack(kept, tail))  # in handle order, as ``load_tables`` takes them
     if lineage.resolved:  # rows added since the last segment: the change has them (or fewer)
         old = pd.concat(lineage.resolved)
         t.resolved = rows_where(t.resolved, ~np.isin(_row_key(t.resolved), _row_key(old)))

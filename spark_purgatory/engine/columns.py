@@ -1,0 +1,232 @@
+"""Columnar tables with spare capacity and tombstones, and a hash index of sorted runs.
+
+The shard's big tables (its pending operations and their watchers) change by a batch per
+micro-batch while holding millions of rows.  Rebuilt on every call (concatenated on append,
+every row masked on removal, sorted arrays re-inserted), they made a call cost what is
+pending.  These two structures make it cost what the batch touches:
+
+* ``Columns``: numpy columns with spare capacity.  Rows are appended in increasing
+  ``handle`` order (handles only grow), so the handle column of the occupied rows stays
+  sorted and ``searchsorted`` finds a handle's rows, dead ones included.  An append that
+  does not fit doubles the capacity (amortised O(1) per row); a removal clears the row's
+  ``alive`` flag (a tombstone).  When dead rows pass half of the occupied ones the table is
+  compacted: live rows move down in order, which keeps the handles sorted.  A compaction
+  costs O(rows) once per O(rows) removals: O(1) amortised per removal.
+* ``HashIndex``: 64-bit hash -> row, for lookups by key or by op_id.  A list of runs, each
+  sorted by hash, merged geometrically (a binary counter, like an LSM tree): an inserted
+  batch is a new run; while the newest run is at least half the size of the one before, the
+  two merge (``argsort(kind="stable")`` is a timsort, linear on two sorted runs).  So there
+  are O(log n) runs, a row takes part in O(log n) merges, and a batch of b lookups costs
+  O(b log² n) (a ``searchsorted`` per run), whatever is pending.  Dead rows stay in their
+  runs until the table compacts; a lookup skips them through ``alive``; a compaction maps
+  each run's rows to their new positions, which keeps every run sorted (no re-sort).
+
+Worked example: appending batches of 8, 8, 16 rows gives runs [8] -> [8, 8] -> merged [16]
+-> [16, 16] -> merged [32]; a 33rd row makes [32, 1].  A lookup of 10 hashes is then two
+``searchsorted`` of 10 probes.
+
+A hash only finds candidates: the caller confirms every candidate on the strings
+(``Columns.lookup`` returns candidates, ``equal_strings`` confirms), so a collision costs a
+comparison and can never make a wrong match.
+
+Invariants: the occupied ``handle`` column is non-decreasing; ``len(table)`` counts the live
+rows; every live row is in its table's indexes exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from .frames import equal_ranges
+
+__all__ = ["Columns", "HashIndex"]
+
+_MIN_CAPACITY = 64
+_MIN_DEAD = 1024  # below this many dead rows a table never compacts
+
+
+class HashIndex:
+    """64-bit hashes -> row positions, as geometrically merged sorted runs (see module)."""
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def __len__(self) -> int:
+        return sum(h.size for h, _ in self._runs)
+
+    @property
+    def runs(self) -> int:
+        return len(self._runs)
+
+    def add(self, hashes: np.ndarray, rows: np.ndarray) -> None:
+        """Index ``rows`` under ``hashes`` (one run, then merges while the sizes call for it)."""
+        if hashes.size == 0:
+            return
+        order = np.argsort(hashes, kind="stable")
+        self._runs.append((hashes[order], rows[order]))
+        while len(self._runs) > 1 and 2 * self._runs[-1][0].size >= self._runs[-2][0].size:
+            (h1, r1), (h2, r2) = self._runs[-2], self._runs[-1]
+            hashes, rows = np.concatenate([h1, h2]), np.concatenate([r1, r2])
+            order = np.argsort(hashes, kind="stable")  # timsort: two sorted runs, linear
+            self._runs[-2:] = [(hashes[order], rows[order])]
+
+    def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every (index into ``probes``, row) with an equal hash, dead rows included."""
+        found_probe, found_row = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        for hashes, rows in self._runs:
+            probe, at = equal_ranges(hashes, probes)
+            found_probe.append(probe)
+            found_row.append(rows[at])
+        return np.concatenate(found_probe), np.concatenate(found_row)
+
+    def remap(self, moved: np.ndarray) -> None:
+        """Rows moved: ``moved[old]`` is the new position, -1 for a dropped row."""
+        runs = []
+        for hashes, rows in self._runs:
+            new = moved[rows]
+            keep = new >= 0
+            if keep.any():
+                runs.append((hashes[keep], new[keep]))
+        self._runs = runs
+
+
+class Columns:
+    """A table of numpy columns with spare capacity and tombstones, rows in handle order.
+
+    Args:
+        dtypes: the columns and their numpy dtypes; one of them must be ``handle`` (int64).
+        indexed: columns of uint64 hashes to keep a ``HashIndex`` on.
+
+    Positions (row numbers) are valid until the next ``compact``; handles always.
+    """
+
+    def __init__(self, dtypes: Mapping[str, str], indexed: tuple[str, ...] = ()) -> None:
+        self.dtypes = {name: np.dtype(t) for name, t in dtypes.items()}
+        self._cols = {name: np.empty(_MIN_CAPACITY, t) for name, t in self.dtypes.items()}
+        self._alive = np.zeros(_MIN_CAPACITY, bool)
+        self._n = 0  # occupied rows, dead ones included
+        self._live = 0
+        self._indexes = {name: HashIndex() for name in indexed}
+
+    # -- sizes and reads -----------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Live rows."""
+        return self._live
+
+    @property
+    def occupied(self) -> int:
+        """Rows in use, dead ones included (what a full scan visits)."""
+        return self._n
+
+    def column(self, name: str) -> np.ndarray:
+        """The occupied rows of a column, dead ones included (a view: do not modify)."""
+        return self._cols[name][: self._n]
+
+    @property
+    def alive(self) -> np.ndarray:
+        return self._alive[: self._n]
+
+    def live_positions(self) -> np.ndarray:
+        return np.flatnonzero(self.alive)
+
+    def positions(self, handles: np.ndarray) -> np.ndarray:
+        """The positions of these handles (sorted or not; each the handle of exactly one live
+        row: a table of unique handles, such as the pending operations)."""
+        return np.searchsorted(self.column("handle"), handles)
+
+    def contains(self, handles: np.ndarray) -> np.ndarray:
+        """Per handle: is there a live row with it?"""
+        if self._n == 0 or handles.size == 0:
+            return np.zeros(handles.size, bool)
+        pos = np.minimum(self.positions(handles), self._n - 1)
+        return (self.column("handle")[pos] == handles) & self.alive[pos]
+
+    def ranges(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every (index into ``handles``, live position) with that handle (several rows per
+        handle allowed, such as an operation's watchers)."""
+        probe, pos = equal_ranges(self.column("handle"), handles)
+        live = self.alive[pos]
+        return probe[live], pos[live]
+
+    def since(self, handle: int) -> np.ndarray:
+        """The live positions of the rows with a handle >= ``handle`` (the newest rows)."""
+        start = int(np.searchsorted(self.column("handle"), handle))
+        return start + np.flatnonzero(self._alive[start : self._n])
+
+    def lookup(self, index: str, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(index into ``probes``, live position) for every row whose ``index`` column equals a
+        probe hash: candidates, which the caller confirms on the strings."""
+        if self._live == 0 or probes.size == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        probe, pos = self._indexes[index].lookup(probes)
+        live = self.alive[pos]
+        return probe[live], pos[live]
+
+    def frame(self, positions: np.ndarray | None = None, columns: list[str] | None = None) -> pd.DataFrame:
+        """The rows at ``positions`` (default: every live row, in handle order) as a frame."""
+        positions = self.live_positions() if positions is None else positions
+        names = columns if columns is not None else list(self.dtypes)
+        return pd.DataFrame({c: self._cols[c][positions] for c in names}, copy=False)
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def append(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Append rows (every column, handles not below the last one); returns their positions."""
+        m = len(columns["handle"])
+        if m == 0:
+            return np.empty(0, np.int64)
+        self._reserve(self._n + m)
+        start, end = self._n, self._n + m
+        for name, col in self._cols.items():
+            col[start:end] = columns[name]
+        self._alive[start:end] = True
+        self._n, self._live = end, self._live + m
+        positions = np.arange(start, end, dtype=np.int64)
+        for name, index in self._indexes.items():
+            index.add(self._cols[name][start:end], positions)
+        return positions
+
+    def kill(self, positions: np.ndarray) -> None:
+        """Tombstone the live rows at ``positions`` (distinct); compacts when due."""
+        if positions.size == 0:
+            return
+        self._alive[positions] = False
+        self._live -= positions.size
+        dead = self._n - self._live
+        if dead >= _MIN_DEAD and 2 * dead > self._n:
+            self.compact()
+
+    def compact(self) -> None:
+        """Move the live rows down, in order, dropping the tombstones; indexes follow."""
+        keep = self.live_positions()
+        moved = np.full(self._n, -1, np.int64)
+        moved[keep] = np.arange(keep.size, dtype=np.int64)
+        k = keep.size
+        for col in self._cols.values():
+            col[:k] = col[keep]
+            if col.dtype == object:
+                col[k : self._n] = None  # release the strings of dead rows
+        self._alive[:k] = True
+        self._alive[k : self._n] = False
+        self._n = k
+        for index in self._indexes.values():
+            index.remap(moved)
+        if self._alive.size > 4 * max(k, _MIN_CAPACITY):  # give memory back after a big drain
+            self._resize(max(2 * k, _MIN_CAPACITY))
+
+    def _reserve(self, rows: int) -> None:
+        if rows > self._alive.size:
+            self._resize(max(rows, 2 * self._alive.size))
+
+    def _resize(self, capacity: int) -> None:
+        for name, col in self._cols.items():
+            new = np.empty(capacity, col.dtype)
+            new[: self._n] = col[: self._n]
+            self._cols[name] = new
+        alive = np.zeros(capacity, bool)
+        alive[: self._n] = self._alive[: self._n]
+        self._alive = alive

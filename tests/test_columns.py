@@ -1,0 +1,71 @@
+"""The engine's columnar tables and hash index (``engine.columns``), against a plain model."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spark_purgatory.engine.columns import Columns, HashIndex
+
+_DTYPES = {"handle": "int64", "hash": "uint64", "name": "object"}
+
+
+def _table() -> Columns:
+    return Columns(_DTYPES, indexed=("hash",))
+
+
+def _rows(handles: np.ndarray) -> dict[str, np.ndarray]:
+    return {
+        "handle": handles,
+        "hash": (handles % 7).astype(np.uint64),  # many rows share a hash
+        "name": np.array([f"n{h}" for h in handles], dtype=object),
+    }
+
+
+def test_lookups_ranges_and_sizes_follow_appends_and_removals_through_compactions():
+    table, model = _table(), {}  # model: handle -> hash of the live rows
+    rng = np.random.default_rng(5)
+    next_handle = 0
+    for _ in range(60):
+        n = int(rng.integers(0, 300))
+        handles = np.arange(next_handle, next_handle + n, dtype=np.int64)
+        next_handle += n
+        table.append(_rows(handles))
+        model.update({int(h): int(h % 7) for h in handles})
+        if model:  # remove a random part of the live rows (compactions follow)
+            live = np.array(sorted(model), dtype=np.int64)
+            gone = live[rng.random(live.size) < 0.4]
+            table.kill(table.positions(gone))
+            for h in gone:
+                del model[int(h)]
+        assert len(table) == len(model)
+        assert table.column("handle")[table.live_positions()].tolist() == sorted(model)
+        probes = np.array([3, 5, 11], dtype=np.uint64)
+        probe, pos = table.lookup("hash", probes)
+        found = sorted(zip(probes[probe].tolist(), table.column("handle")[pos].tolist(), strict=True))
+        assert found == sorted((v, h) for h, v in model.items() if v in (3, 5))
+        asked = np.array([0, next_handle - 1, next_handle + 5], dtype=np.int64)
+        assert table.contains(asked).tolist() == [int(h) in model for h in asked]
+    assert table.occupied < 2 * max(len(table), 1024)  # tombstones were compacted away
+
+
+def test_ranges_find_every_row_of_a_handle_and_since_the_newest():
+    table = _table()
+    table.append(_rows(np.array([1, 1, 2, 4, 4, 4], dtype=np.int64)))
+    table.kill(np.array([3]))  # the first row of handle 4
+    probe, pos = table.ranges(np.array([4, 1, 3], dtype=np.int64))
+    assert sorted(zip(probe.tolist(), pos.tolist(), strict=True)) == [(0, 4), (0, 5), (1, 0), (1, 1)]
+    assert table.since(2).tolist() == [2, 4, 5]
+    assert table.frame(columns=["handle"])["handle"].tolist() == [1, 1, 2, 4, 4]
+
+
+def test_the_hash_index_keeps_few_runs_and_finds_every_equal_hash():
+    index, sizes = HashIndex(), [8, 8, 16, 1, 1, 2, 100, 3, 3, 3]
+    rows = 0
+    for size in sizes:
+        index.add(np.arange(size, dtype=np.uint64) % 5, np.arange(rows, rows + size, dtype=np.int64))
+        rows += size
+        assert index.runs <= int(np.log2(rows)) + 2
+    probe, found = index.lookup(np.array([2, 9], dtype=np.uint64))
+    assert probe.tolist() == [0] * found.size
+    assert len(index) == rows
+    assert found.size == sum(int((np.arange(s) % 5 == 2).sum()) for s in sizes)
