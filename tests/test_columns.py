@@ -1,10 +1,13 @@
-"""The engine's columnar tables and hash index (``engine.columns``), against a plain model."""
+"""The engine's columnar tables, hash index and key table, each against a plain model."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from spark_purgatory.engine.columns import Columns, HashIndex
+from spark_purgatory.engine.frames import empty
+from spark_purgatory.engine.progress import KeyTable, keys_wakeup, retire_keys, touch_keys
+from spark_purgatory.engine.tables import I64_MIN, KEYS
 
 _DTYPES = {"handle": "int64", "hash": "uint64", "name": "object"}
 
@@ -69,3 +72,37 @@ def test_the_hash_index_keeps_few_runs_and_finds_every_equal_hash():
     assert probe.tolist() == [0] * found.size
     assert len(index) == rows
     assert found.size == sum(int((np.arange(s) % 5 == 2).sum()) for s in sizes)
+
+
+def test_the_key_table_answers_as_the_frame_it_replaces():
+    """``KeyTable`` (in place, retirement deferred) against ``touch_keys`` / ``retire_keys`` on a
+    frame, through random touches and retirements."""
+    retention = 50
+    table, model = KeyTable(retention), empty(KEYS)
+    rng = np.random.default_rng(3)
+    wm = -100
+    for _ in range(300):
+        n = int(rng.integers(1, 12))
+        khash = rng.integers(0, 40, n).astype(np.uint64)
+        columns = {
+            "progress": np.where(rng.random(n) < 0.5, rng.random(n), np.nan),
+            # some rows touched already forgettable: they count until the next retirement
+            "last_event_ts": np.where(rng.random(n) < 0.7, wm + rng.integers(-120, 30, n), I64_MIN),
+            "resolved_until": np.where(rng.random(n) < 0.5, wm + rng.integers(-10, 80, n), I64_MIN),
+        }
+        table.touch(khash, **columns)
+        model = touch_keys(model, khash, **columns)
+        if rng.random() < 0.5:
+            wm += int(rng.integers(0, 40))
+            table.retire(wm)
+            model = retire_keys(model, wm, retention)
+        by_hash = ["khash"]
+        mine = table.frame().sort_values(by_hash).reset_index(drop=True)
+        assert mine.astype(str).values.tolist() == model.sort_values(by_hash).astype(str).values.tolist()
+        assert len(table) == len(model)
+        probe = rng.integers(0, 40, 5).astype(np.uint64)
+        assert sorted(table.frame(probe)["khash"].tolist()) == sorted(
+            set(probe.tolist()) & set(model["khash"].tolist())
+        )
+        if len(model):
+            assert table.wakeup() == keys_wakeup(model, retention)

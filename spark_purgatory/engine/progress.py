@@ -11,6 +11,15 @@ for them.  Once passed, an event is *final*:
   after it, else ``no_operation``.  An event a stub matched is the cross-shard group's to
   report, on its primary's notice (``relay``; ``after_resolution_rows``).
 
+Keys are many: every key an operation resolved on is kept until that operation's deadline
+(an event before it is ``after_resolution``), so a shard whose operations complete early keeps
+about as many keys as it resolved in the last timeout.  ``KeyTable`` holds them in
+``columns.Columns`` indexed by key hash and updates them in place, so a call costs what it
+touches.  Retirement is *logical*: ``retire(wm)`` only records the watermark, and a row counts
+as forgotten once a retirement passed it (``retire_keys``' rule: its progress older than the
+retention and its resolution time reached) with no touch since; the rows themselves are
+dropped in bulk, when at least an eighth of them are due (O(1) amortised per key).
+
 Invariants: every valid event is finalised exactly once; a key is retained while either its
 progress or its resolution time can still matter, and forgotten after.
 """
@@ -21,10 +30,12 @@ import numpy as np
 import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
-from .frames import empty, hash_strings, run_starts
+from .columns import Columns
+from .frames import distinct, empty, hash_strings, run_starts
 from .tables import EVENTS, I64_MIN, KEYS
 
 __all__ = [
+    "KeyTable",
     "touch_keys",
     "final_progress",
     "unmatched_rows",
@@ -72,15 +83,14 @@ def touch_keys(
     return pd.DataFrame(out, copy=False)
 
 
-def final_progress(keys: pd.DataFrame, final: pd.DataFrame) -> pd.DataFrame:
-    """``keys`` with the offset progress of the final events' untargeted values."""
+def final_progress(keys: KeyTable, final: pd.DataFrame) -> None:
+    """Raise ``keys``' offset progress by the final events' untargeted values."""
     untargeted = final.loc[final["op_id"].isna() & final["value"].notna()]
     if len(untargeted) == 0:
-        return keys
+        return
     untargeted = untargeted.assign(khash=hash_strings(untargeted["key"].to_numpy(dtype=object)))
     per_key = untargeted.groupby("khash").agg(progress=("value", "max"), last=("ts", "max"))
-    return touch_keys(
-        keys,
+    keys.touch(
         per_key.index.to_numpy(np.uint64),
         progress=per_key["progress"].to_numpy(float),
         last_event_ts=per_key["last"].to_numpy(np.int64),
@@ -139,3 +149,119 @@ def empty_unmatched() -> pd.DataFrame:
     frame["reason"] = pd.Series(dtype="object")
     frame["batch_id"] = pd.Series(dtype="int64")
     return frame
+
+
+#: how ``touch`` combines a retained key's columns with new values
+_MAXIMA = (("progress", np.fmax), ("last_event_ts", np.maximum), ("resolved_until", np.maximum))
+
+
+class KeyTable:
+    """Per-key offset progress and resolution times (``tables.KEYS``), by key hash, in place.
+
+    The same answers as a ``KEYS`` frame updated with ``touch_keys`` and ``retire_keys`` (see
+    the module docstring for how retirement is deferred).
+
+    Args:
+        retention_ms: ``purgatory.progress.retention.ms``.
+        frame: initial rows (``KEYS`` columns, unique ``khash``).
+    """
+
+    _COLUMNS = {**KEYS, "handle": "int64", "epoch": "int64"}
+
+    def __init__(self, retention_ms: int, frame: pd.DataFrame | None = None) -> None:
+        self.retention_ms = int(retention_ms)
+        self._rows = Columns(self._COLUMNS, indexed=("khash",))
+        self._next = 0  # the next row's handle (rows append in handle order)
+        self._epoch = 0  # retirements so far; a row's ``epoch``: the count at its last touch
+        self._retired_wm = I64_MIN  # the watermark of the last retirement
+        self._next_sweep = I64_MIN  # drop forgotten rows once the watermark reaches this
+        self._swept = 0  # rows left by the last sweep: twice as many make the next one due
+        if frame is not None and len(frame):
+            self._append({c: frame[c].to_numpy() for c in KEYS})
+
+    def __len__(self) -> int:
+        """Keys retained (not forgotten)."""
+        return int(self._remembered(self._rows.live_positions()).sum()) if len(self._rows) else 0
+
+    def frame(self, khash: np.ndarray | None = None) -> pd.DataFrame:
+        """The retained keys (``KEYS`` columns), all of them or those among ``khash``."""
+        if khash is None:
+            pos = self._rows.live_positions()
+        else:
+            pos = distinct(self._rows.lookup("khash", np.asarray(khash, np.uint64))[1])
+        return self._rows.frame(pos[self._remembered(pos)], list(KEYS))
+
+    def touch(
+        self,
+        khash: np.ndarray,
+        *,
+        progress: np.ndarray | None = None,
+        last_event_ts: np.ndarray | None = None,
+        resolved_until: np.ndarray | None = None,
+    ) -> None:
+        """``touch_keys``: raise these keys' columns to the given values (running maxima)."""
+        if len(khash) == 0:
+            return
+        update = touch_keys(
+            empty(KEYS), khash, progress=progress, last_event_ts=last_event_ts, resolved_until=resolved_until
+        )  # one row per key, in the order of first appearance
+        new_hash = update["khash"].to_numpy(np.uint64)
+        probe, pos = self._rows.lookup("khash", new_hash)
+        fresh = np.ones(new_hash.size, bool)
+        fresh[probe] = False
+        if pos.size:
+            # a forgotten row starts afresh, as if it had been dropped; a retained one takes maxima
+            kept = self._remembered(pos)
+            for name, combine in _MAXIMA:
+                column, value = self._rows.column(name), update[name].to_numpy()[probe]
+                column[pos] = np.where(kept, combine(column[pos], value), value)
+            self._rows.column("epoch")[pos] = self._epoch
+        if fresh.any():
+            self._append({c: update[c].to_numpy()[fresh] for c in KEYS})
+
+    def retire(self, watermark: int) -> None:
+        """``retire_keys`` at ``watermark``: forget the keys it makes useless (logically now,
+        physically in bulk)."""
+        self._retired_wm = max(self._retired_wm, int(watermark))
+        self._epoch += 1
+        grown = len(self._rows) >= 2 * max(self._swept, 1024)  # short-lived keys piling up
+        if len(self._rows) == 0 or (self._retired_wm < self._next_sweep and not grown):
+            return
+        pos = self._rows.live_positions()
+        forgotten = ~self._remembered(pos)
+        due = self.retire_times(pos[~forgotten])  # before the kill, which may move rows
+        self._rows.kill(pos[forgotten])
+        # the next sweep when an eighth of the rows left are due
+        self._swept = due.size
+        if due.size:
+            self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8])
+        else:
+            self._next_sweep = I64_MIN
+
+    def wakeup(self) -> int | None:
+        """``keys_wakeup``: the earliest watermark that forgets a retained key (None if none)."""
+        pos = self._rows.live_positions()
+        pos = pos[self._remembered(pos)]
+        return int(self.retire_times(pos).min()) + 1 if pos.size else None
+
+    def retire_times(self, pos: np.ndarray) -> np.ndarray:
+        """The watermark from which each row is forgotten (``keys_wakeup``'s rule, less one)."""
+        last = self._rows.column("last_event_ts")[pos]
+        progress_until = np.where(last > I64_MIN, last + self.retention_ms, I64_MIN)
+        return np.maximum(progress_until, self._rows.column("resolved_until")[pos])
+
+    def _remembered(self, pos: np.ndarray) -> np.ndarray:
+        """Per row: not forgotten by a retirement since its last touch (``retire_keys``' keep)."""
+        wm = self._retired_wm
+        keep = self._rows.column("resolved_until")[pos] > wm
+        if wm - self.retention_ms >= I64_MIN:  # below that every progress is recent enough
+            keep |= self._rows.column("last_event_ts")[pos] > wm - self.retention_ms
+        else:
+            keep[:] = True
+        return keep | (self._rows.column("epoch")[pos] == self._epoch)
+
+    def _append(self, columns: dict[str, np.ndarray]) -> None:
+        n = len(columns["khash"])
+        handles = np.arange(self._next, self._next + n, dtype=np.int64)
+        self._next += n
+        self._rows.append({**columns, "handle": handles, "epoch": np.full(n, self._epoch, np.int64)})

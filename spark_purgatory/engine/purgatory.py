@@ -125,6 +125,17 @@ class Purgatory:
         return len(self._keys)
 
     @property
+    def config(self) -> PurgatoryConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: PurgatoryConfig) -> None:
+        """A loaded state may get another config (``load_state``): the key table follows."""
+        self._config = config
+        if hasattr(self, "_keys"):
+            self._keys.retention_ms = config.progress_retention_ms
+
+    @property
     def awaited_notices(self) -> int:
         """Relayed pairs whose event's notice the cross-shard group still waits for (``relay``)."""
         return len(self._relayed)
@@ -145,8 +156,9 @@ class Purgatory:
         """When this shard next has work even without input: an expiry, an event to finalise,
         or retained progress / dedup entries to forget (``NO_EXPIRATION`` if never)."""
         times = [self.next_expiration()]
-        if len(self._keys):
-            times.append(progress.keys_wakeup(self._keys, self.config.progress_retention_ms))
+        keys_wakeup = self._keys.wakeup()
+        if keys_wakeup is not None:
+            times.append(keys_wakeup)
         if len(self._resolved):
             times.append(int(self._resolved["expire_at"].min()) + 1)
         return min(times)
@@ -156,10 +168,10 @@ class Purgatory:
         return not (
             len(self._ops)
             or len(self._events)
-            or len(self._keys)
             or len(self._resolved)
             or len(self._due)
             or len(self._relayed)
+            or len(self._keys)  # last: it counts
         )
 
     # -- what a state layer reads (the engine persists nothing itself) -------------------------
@@ -174,7 +186,7 @@ class Purgatory:
             resolved=self._resolved,
             matches=self._matches,
             events=self._events,
-            keys=self._keys,
+            keys=self._keys.frame(),
             relayed=self._relayed,
             due=self._due,
             watermark=self._watermark,
@@ -202,7 +214,8 @@ class Purgatory:
         self._watch = Columns(WATCH, indexed=("hash",))
         self._watch.append({c: watch[c].to_numpy() for c in WATCH})
         self._resolved = t.resolved
-        self._matches, self._events, self._keys, self._due = t.matches, t.events, t.keys, t.due
+        self._matches, self._events, self._due = t.matches, t.events, t.due
+        self._keys = progress.KeyTable(self.config.progress_retention_ms, t.keys)
         self._watermark, self._retired_wm, self._relayed = t.watermark, t.retired_wm, t.relayed
         self._next_handle, self._next_eseq = t.next_handle, t.next_eseq
         if t.wheel is not None:
@@ -501,7 +514,7 @@ class Purgatory:
         pos = pos[np.argsort(khash, kind="stable")]  # keys new to ``keys`` join in hash order
         at = np.searchsorted(rows["handle"].to_numpy(np.int64), self._watch.column("handle")[pos])
         deadline = rows["deadline"].to_numpy(np.int64)[at]
-        self._keys = progress.touch_keys(self._keys, self._watch.column("hash")[pos], resolved_until=deadline)
+        self._keys.touch(self._watch.column("hash")[pos], resolved_until=deadline)
 
     def _purge(self, handles: np.ndarray, rows: pd.DataFrame) -> None:
         """Kafka's ``purge``: resolved operations leave the watchers, the match table and the
@@ -647,7 +660,7 @@ class Purgatory:
         # a pending operation of this shard holds it: it counts (it is before any later crossing)
         held = self._matches["eseq"].to_numpy(np.int64)[~self._of_stubs()]
         used = final["used"].to_numpy(bool) | np.isin(eseq, held)
-        self._keys = progress.final_progress(self._keys, final)
+        progress.final_progress(self._keys, final)
         mine = ~final["replica"].to_numpy(bool)
         relayed = np.isin(eseq, paired) & mine
         notes = relay.notices(final.loc[relayed], used[relayed])
@@ -656,11 +669,12 @@ class Purgatory:
             return progress.empty_unmatched(), notes
         targets = lost["op_id"].to_numpy(dtype=object)
         resolved = dedup.recently_resolved(self._resolved, targets[pd.notna(targets)])
-        return progress.unmatched_rows(lost, self._keys, resolved, self._batch_id), notes
+        keys = self._keys.frame(hash_strings(lost["key"].to_numpy(dtype=object)))
+        return progress.unmatched_rows(lost, keys, resolved, self._batch_id), notes
 
     def _retire(self, wm: int) -> None:
         """Drop what the watermark made useless: old key progress, old dedup entries."""
         self._retired_wm = max(self._retired_wm, int(wm))
-        self._keys = progress.retire_keys(self._keys, wm, self.config.progress_retention_ms)
+        self._keys.retire(wm)
         if len(self._resolved):
             self._resolved = rows_where(self._resolved, self._resolved["expire_at"].to_numpy(np.int64) > wm)

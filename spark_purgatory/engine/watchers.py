@@ -19,6 +19,7 @@ import pandas as pd
 
 from .conditions import ALL, OFFSET
 from .frames import distinct, empty, equal_ranges, flatten, hash_strings, rows_by_handle, stack
+from .progress import KeyTable
 from .tables import MATCHES
 
 __all__ = ["watch_rows", "watchers_of", "buffered_pairs", "watching", "watchers_of_keys", "matches_in_window"]
@@ -26,15 +27,16 @@ __all__ = ["watch_rows", "watchers_of", "buffered_pairs", "watching", "watchers_
 _NO_MATCHES = empty(MATCHES)
 
 
-def watch_rows(new_ops: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
+def watch_rows(new_ops: pd.DataFrame, key_table: KeyTable) -> pd.DataFrame:
     """The watch rows of newly registered operations (``handle``, ``keys``, ``cond``), one per
     (operation, key) in their order; an ``offset`` operation records each key's progress so
-    far (``keys``) as it starts watching.  Every valid operation has a key (validation)."""
+    far (``key_table``) as it starts watching.  Every valid operation has a key (validation)."""
     lengths, key = flatten(new_ops["keys"].to_numpy(dtype=object))
     khash = hash_strings(key)
     progress = np.full(key.size, np.nan)
     offset = np.repeat(new_ops["cond"].to_numpy(np.int8) == OFFSET, lengths)
-    if offset.any() and len(keys):
+    keys = key_table.frame(khash[offset]) if offset.any() else None
+    if keys is not None and len(keys):
         known = keys["khash"].to_numpy(np.uint64)  # unique
         order = np.argsort(known)
         at = np.minimum(np.searchsorted(known, khash[offset], sorter=order), known.size - 1)
