@@ -1,13 +1,15 @@
-"""The engine's columnar tables, hash index and key table, each against a plain model."""
+"""The engine's columnar tables, hash index, key table and resolved table, against plain models."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from spark_purgatory.engine.columns import Columns, HashIndex
-from spark_purgatory.engine.frames import empty
+from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
+from spark_purgatory.engine.frames import empty, hash_strings
 from spark_purgatory.engine.progress import KeyTable, keys_wakeup, retire_keys, touch_keys
-from spark_purgatory.engine.tables import I64_MIN, KEYS
+from spark_purgatory.engine.tables import I64_MIN, KEYS, RESOLVED
 
 _DTYPES = {"handle": "int64", "hash": "uint64", "name": "object"}
 
@@ -106,3 +108,27 @@ def test_the_key_table_answers_as_the_frame_it_replaces():
         )
         if len(model):
             assert table.wakeup() == keys_wakeup(model, retention)
+
+
+def test_the_resolved_table_answers_as_the_frame_it_replaces():
+    """``ResolvedTable`` (forgetting deferred) against a ``RESOLVED`` frame that gains rows and
+    drops those whose ``expire_at`` each retirement reached."""
+    table, model = ResolvedTable(), empty(RESOLVED)
+    rng = np.random.default_rng(8)
+    wm = 0
+    for _ in range(300):
+        ids = np.array([f"o{i}" for i in rng.integers(0, 60, int(rng.integers(0, 9)))], dtype=object)
+        rows = resolved_rows(ids, wm + rng.integers(-5, 40, ids.size), wm, int(rng.integers(0, 20)))
+        table.add(rows)
+        model = pd.concat([model, rows], ignore_index=True) if len(rows) else model
+        if rng.random() < 0.5:
+            wm += int(rng.integers(0, 15))
+            table.retire(wm)
+            model = model.loc[model["expire_at"] > wm]
+        asked = np.array([f"o{i}" for i in range(60)], dtype=object)
+        hashes = hash_strings(asked)
+        assert table.contains(hashes).tolist() == np.isin(hashes, model["hash"].to_numpy(np.uint64)).tolist()
+        assert len(table) == len(model)
+        expected = model.sort_values(["hash", "expire_at"]).astype(str).values.tolist()
+        assert table.frame().astype(str).values.tolist() == expected
+        assert table.wakeup() == (int(model["expire_at"].min()) + 1 if len(model) else None)

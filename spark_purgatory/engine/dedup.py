@@ -1,9 +1,14 @@
 """Op_id memory: which op_ids are pending or were resolved recently (``duplicate_op_id``).
 
-Two tables sorted by 64-bit op_id hash: ``seen`` holds every pending op_id with its handle
-(strings kept, so a hash collision never merges two operations); ``resolved`` holds the
-hashes of op_ids resolved within ``purgatory.dedup.retention.ms`` of event time, with the
-watermark at which each is forgotten (no strings: it can be large).
+Pending op_ids are the pending operations' own, indexed by hash (``Purgatory``'s op_id
+index; strings confirm, so a hash collision never merges two operations).  ``ResolvedTable``
+holds the hashes of op_ids resolved within ``purgatory.dedup.retention.ms`` of event time,
+with the watermark at which each is forgotten (no strings: it can be large), in
+``columns.Columns`` indexed by hash: adding and looking up cost what the batch touches.
+Forgetting is logical, as ``progress.KeyTable``'s: ``retire(wm)`` records the watermark, a row
+counts as forgotten once a retirement passed its ``expire_at``, and the rows are dropped in
+bulk when an eighth of them are due.  (``lookup_seen`` and ``recently_resolved`` are the same
+look-ups on frames sorted by hash, for ``relay`` and the frame form of these tables.)
 
 Invariant: an op_id is accepted at most once while it is pending or remembered as resolved;
 a resolved op_id may be refused by a hash collision (rare, conservative), never a pending
@@ -15,9 +20,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .columns import Columns
 from .frames import equal_ranges, hash_strings
+from .tables import I64_MIN, RESOLVED
 
-__all__ = ["lookup_seen", "recently_resolved", "duplicates", "resolved_rows"]
+__all__ = ["ResolvedTable", "lookup_seen", "recently_resolved", "duplicates", "resolved_rows"]
 
 
 def lookup_seen(
@@ -63,3 +70,75 @@ def resolved_rows(
     the later of their deadline and the watermark."""
     until = np.maximum(watermark, deadlines) + retention_ms
     return pd.DataFrame({"hash": hash_strings(op_ids), "expire_at": until})
+
+
+class ResolvedTable:
+    """Op_ids resolved within the dedup retention (``tables.RESOLVED`` rows), by hash.
+
+    The same answers as a ``RESOLVED`` frame that gains ``resolved_rows`` and loses, at each
+    retirement, the rows whose ``expire_at`` the watermark reached (see the module docstring).
+    """
+
+    _COLUMNS = {**RESOLVED, "handle": "int64", "epoch": "int64"}
+
+    def __init__(self, frame: pd.DataFrame | None = None) -> None:
+        self._rows = Columns(self._COLUMNS, indexed=("hash",))
+        self._next = 0  # the next row's handle
+        self._epoch = 0  # retirements so far; a row's ``epoch``: the count when it was added
+        self._retired_wm = I64_MIN
+        self._next_sweep = I64_MIN
+        self._swept = 0
+        if frame is not None and len(frame):
+            self.add(frame)
+
+    def __len__(self) -> int:
+        return int(self._remembered(self._rows.live_positions()).sum()) if len(self._rows) else 0
+
+    def add(self, rows: pd.DataFrame) -> None:
+        """Remember these ``resolved_rows``."""
+        n = len(rows)
+        if n == 0:
+            return
+        handles = np.arange(self._next, self._next + n, dtype=np.int64)
+        self._next += n
+        columns = {c: rows[c].to_numpy() for c in RESOLVED}
+        self._rows.append({**columns, "handle": handles, "epoch": np.full(n, self._epoch, np.int64)})
+
+    def contains(self, hashes: np.ndarray) -> np.ndarray:
+        """Per op_id hash: was such an op_id resolved within the retention?"""
+        probe, pos = self._rows.lookup("hash", np.asarray(hashes, np.uint64))
+        found = np.zeros(len(hashes), dtype=bool)
+        found[probe[self._remembered(pos)]] = True
+        return found
+
+    def frame(self) -> pd.DataFrame:
+        """The remembered rows, sorted by hash then expiry (one order, however they came)."""
+        pos = self._rows.live_positions()
+        pos = pos[self._remembered(pos)]
+        order = np.lexsort((self._rows.column("expire_at")[pos], self._rows.column("hash")[pos]))
+        return self._rows.frame(pos[order], list(RESOLVED))
+
+    def wakeup(self) -> int | None:
+        """The earliest watermark that forgets a remembered row (None if none)."""
+        pos = self._rows.live_positions()
+        pos = pos[self._remembered(pos)]
+        return int(self._rows.column("expire_at")[pos].min()) + 1 if pos.size else None
+
+    def retire(self, watermark: int) -> None:
+        """Forget the rows whose ``expire_at`` the watermark reached (logically now, the rows
+        in bulk)."""
+        self._retired_wm = max(self._retired_wm, int(watermark))
+        self._epoch += 1
+        grown = len(self._rows) >= 2 * max(self._swept, 1024)
+        if len(self._rows) == 0 or (self._retired_wm < self._next_sweep and not grown):
+            return
+        pos = self._rows.live_positions()
+        forgotten = ~self._remembered(pos)
+        due = self._rows.column("expire_at")[pos[~forgotten]]  # before the kill moves rows
+        self._rows.kill(pos[forgotten])
+        self._swept = due.size
+        self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8]) if due.size else I64_MIN
+
+    def _remembered(self, pos: np.ndarray) -> np.ndarray:
+        keep = self._rows.column("expire_at")[pos] > self._retired_wm
+        return keep | (self._rows.column("epoch")[pos] == self._epoch)

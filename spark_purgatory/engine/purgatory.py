@@ -54,7 +54,7 @@ from . import dedup, progress, relay, watchers
 from .batch import BatchResult, accepted, rejected_rows
 from .columns import Columns
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
-from .frames import concat, distinct, hash_strings, merge_by_hash, rows_where, sorted_by_hash, stack
+from .frames import concat, distinct, hash_strings, rows_where, sorted_by_hash, stack
 from .tables import EVENTS, I64_MIN, OPS, WATCH, ChangeLog, Changes, ShardTables, ops_rows
 from .wheel import TimingWheel
 
@@ -159,8 +159,9 @@ class Purgatory:
         keys_wakeup = self._keys.wakeup()
         if keys_wakeup is not None:
             times.append(keys_wakeup)
-        if len(self._resolved):
-            times.append(int(self._resolved["expire_at"].min()) + 1)
+        resolved_wakeup = self._resolved.wakeup()
+        if resolved_wakeup is not None:
+            times.append(resolved_wakeup)
         return min(times)
 
     def is_empty(self) -> bool:
@@ -168,10 +169,10 @@ class Purgatory:
         return not (
             len(self._ops)
             or len(self._events)
-            or len(self._resolved)
             or len(self._due)
             or len(self._relayed)
-            or len(self._keys)  # last: it counts
+            or len(self._resolved)  # last: these two count
+            or len(self._keys)
         )
 
     # -- what a state layer reads (the engine persists nothing itself) -------------------------
@@ -183,7 +184,7 @@ class Purgatory:
         return ShardTables(
             ops=self.pending_operations(),
             watch=self._watch.frame(columns=list(WATCH)),
-            resolved=self._resolved,
+            resolved=self._resolved.frame(),
             matches=self._matches,
             events=self._events,
             keys=self._keys.frame(),
@@ -213,7 +214,7 @@ class Purgatory:
         watch = t.watch.iloc[np.argsort(t.watch["handle"].to_numpy(np.int64), kind="stable")]
         self._watch = Columns(WATCH, indexed=("hash",))
         self._watch.append({c: watch[c].to_numpy() for c in WATCH})
-        self._resolved = t.resolved
+        self._resolved = dedup.ResolvedTable(t.resolved)
         self._matches, self._events, self._due = t.matches, t.events, t.due
         self._keys = progress.KeyTable(self.config.progress_retention_ms, t.keys)
         self._watermark, self._retired_wm, self._relayed = t.watermark, t.retired_wm, t.relayed
@@ -230,7 +231,7 @@ class Purgatory:
 
     def take_changes(self) -> Changes:
         """What the big tables gained and lost since the last call (see ``tables.Changes``)."""
-        return self._changes.take(self._next_handle, self._resolved)
+        return self._changes.take(self._next_handle, self._resolved.frame)
 
     # -- the batch entry point -----------------------------------------------------------------
 
@@ -328,7 +329,7 @@ class Purgatory:
         ops = rows_where(ops, ~late)  # the same frame when nothing is late (no copy)
         ids = ops["op_id"].to_numpy(dtype=object)
         ohash = hash_strings(ids)  # once: the lookups here and the op_id index both need it
-        dup = ops["op_id"].duplicated().to_numpy() | dedup.recently_resolved(self._resolved, ids, ohash)
+        dup = ops["op_id"].duplicated().to_numpy() | self._resolved.contains(ohash)
         dup[self._pending_by_op_id(ids, ohash)[0]] = True
         rejected.append(
             rejected_rows(SOURCE_OPERATIONS, ops.loc[dup & ~ops["stub"].to_numpy(bool)], DUPLICATE_OP_ID)
@@ -535,7 +536,7 @@ class Purgatory:
                 self.config.dedup_retention_ms,
             )
             self._changes.resolved(resolved)
-            self._resolved = merge_by_hash(self._resolved, resolved)
+            self._resolved.add(resolved)
 
     # -- the indexes: pending operations by handle, op_id and key ----------------------------
 
@@ -668,7 +669,7 @@ class Purgatory:
         if len(lost) == 0:
             return progress.empty_unmatched(), notes
         targets = lost["op_id"].to_numpy(dtype=object)
-        resolved = dedup.recently_resolved(self._resolved, targets[pd.notna(targets)])
+        resolved = self._resolved.contains(hash_strings(targets[pd.notna(targets)]))
         keys = self._keys.frame(hash_strings(lost["key"].to_numpy(dtype=object)))
         return progress.unmatched_rows(lost, keys, resolved, self._batch_id), notes
 
@@ -676,5 +677,4 @@ class Purgatory:
         """Drop what the watermark made useless: old key progress, old dedup entries."""
         self._retired_wm = max(self._retired_wm, int(wm))
         self._keys.retire(wm)
-        if len(self._resolved):
-            self._resolved = rows_where(self._resolved, self._resolved["expire_at"].to_numpy(np.int64) > wm)
+        self._resolved.retire(wm)

@@ -26,6 +26,7 @@ then".  ``resolved`` rows have no handle; the change log lists the ones added.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -233,11 +234,12 @@ class ChangeLog:
         if self._resolved is not None:
             self._resolved.append(rows)
 
-    def take(self, next_handle: int, resolved_table: pd.DataFrame) -> Changes:
-        """The changes since the last take; the log starts afresh at ``next_handle``."""
+    def take(self, next_handle: int, resolved_table: Callable[[], pd.DataFrame]) -> Changes:
+        """The changes since the last take; the log starts afresh at ``next_handle``.
+        ``resolved_table`` gives the whole dedup table (asked only when all of it is new)."""
         removed = distinct(np.concatenate([np.empty(0, np.int64), *self._removed]))
         if self._resolved is None:
-            resolved = resolved_table
+            resolved = resolved_table()
         else:
             resolved = empty(RESOLVED)
             for rows in self._resolved:

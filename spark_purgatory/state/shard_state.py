@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import PurgatoryConfig
-from ..engine.frames import distinct, empty, merge_by_hash, rows_where, stack
+from ..engine.frames import distinct, empty, rows_where, stack
 from ..engine.purgatory import Purgatory
 from ..engine.tables import BIG_TABLES, RESOLVED, SMALL_TABLES, Changes, ShardTables
 from ..engine.wheel import TimingWheel
@@ -379,7 +379,7 @@ def _apply_change(t: ShardTables, lineage: Lineage, change: dict) -> None:
     if lineage.resolved:  # rows added since the last segment: the change has them (or fewer)
         old = pd.concat(lineage.resolved)
         t.resolved = rows_where(t.resolved, ~np.isin(_row_key(t.resolved), _row_key(old)))
-    t.resolved = merge_by_hash(t.resolved, change["resolved"])
+    t.resolved = stack(t.resolved, change["resolved"])
 
 
 def _row_key(resolved: pd.DataFrame) -> np.ndarray:
