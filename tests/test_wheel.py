@@ -244,3 +244,18 @@ def test_wheel_matches_sorted_reference(tick, size, start, ops):
         assert w.next_expiration() <= min(ref.values(), default=NO_EXPIRATION)
     again = TimingWheel.from_bytes(w.to_bytes())
     assert sorted(again.advance(np.iinfo(np.int64).max).tolist()) == sorted(ref)
+
+
+def test_cancelled_ids_stay_cancelled_through_a_round_trip_and_may_be_added_again_later():
+    w = TimingWheel(tick_ms=10, wheel_size=8, start_ms=0)
+    w.add(np.arange(100), np.arange(100) * 7 + 1)
+    w.cancel(np.arange(0, 100, 3))
+    w.cancel(np.arange(1, 100, 9))  # a second cancel: another run of tombstones
+    again = TimingWheel.from_bytes(w.to_bytes())
+    live = sorted(set(range(100)) - set(range(0, 100, 3)) - set(range(1, 100, 9)))
+    assert again.size() == w.size() == len(live)
+    first = w.advance(350)
+    assert first.tolist() == again.advance(350).tolist() == [i for i in live if i * 7 + 1 <= 350]
+    w.add(np.array([0, 3]), np.array([400, 410]))  # cancelled ids whose entries have left
+    assert sorted(w.advance(10_000).tolist()) == sorted([0, 3, *(i for i in live if i * 7 + 1 > 350)])
+    assert w.size() == 0

@@ -33,7 +33,9 @@ What is different here:
 * **Lazy cancel.**  Kafka unlinks a cancelled entry from its list.  Columnar buckets cannot
   unlink cheaply, so ``cancel`` records a tombstone; tombstoned entries are dropped when their
   bucket is flushed, and all buckets are compacted once tombstones outnumber live entries
-  (Kafka's purgatory purges watchers on the same amortised rule).
+  (Kafka's purgatory purges watchers on the same amortised rule).  The tombstones are an
+  ``_IdSet``: sorted runs merged geometrically, so a cancel costs what it cancels, not what
+  was cancelled before (a sorted array re-sorted on every cancel cost O(tombstones)).
 
 Invariants: every live entry sits in exactly one bucket of one level; ``advance(t)`` returns
 exactly the live entries with ``deadline <= t``, each once; an entry never expires before its
@@ -72,6 +74,37 @@ _FORMAT_VERSION = 1
 
 def _as_i64(values: object) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
+
+
+class _IdSet:
+    """A set of int64 ids as sorted runs merged geometrically (``columns.HashIndex``'s
+    scheme): ``add`` and ``contains`` cost O(batch * log² n).  Ids are never removed one by
+    one: the owner clears the set (``TimingWheel.purge``)."""
+
+    def __init__(self, ids: np.ndarray = _EMPTY) -> None:
+        self._runs: list[np.ndarray] = []
+        self.add(ids)
+
+    @property
+    def size(self) -> int:
+        return sum(run.size for run in self._runs)
+
+    def ids(self) -> np.ndarray:
+        return distinct(np.concatenate([_EMPTY, *self._runs]))
+
+    def add(self, ids: np.ndarray) -> None:
+        if ids.size == 0:
+            return
+        self._runs.append(distinct(ids))
+        while len(self._runs) > 1 and 2 * self._runs[-1].size >= self._runs[-2].size:
+            self._runs[-2:] = [distinct(np.concatenate(self._runs[-2:]))]  # timsort: linear
+
+    def contains(self, ids: np.ndarray) -> np.ndarray:
+        found = np.zeros(ids.size, dtype=bool)
+        for run in self._runs:
+            at = np.minimum(np.searchsorted(run, ids), run.size - 1)
+            found |= run[at] == ids
+        return found
 
 
 @dataclass
@@ -200,7 +233,8 @@ class TimingWheel:
         self._levels: list[_Level] = [
             _Level(self.tick_ms, self.wheel_size, self._now - self._now % self.tick_ms)
         ]
-        self._tombstones = _EMPTY  # sorted unique ids cancelled but still in a bucket
+        self._tombstones = _IdSet()  # ids cancelled (some may have left their bucket since)
+        self._dead = 0  # tombstoned entries still in a bucket
         self._entries = 0  # entries physically held, tombstoned ones included
 
     # -- Kafka's vocabulary ------------------------------------------------------------------
@@ -221,7 +255,7 @@ class TimingWheel:
 
     def size(self) -> int:
         """Number of pending (added, not expired, not cancelled) entries."""
-        return self._entries - int(self._tombstones.size)
+        return self._entries - self._dead
 
     def __len__(self) -> int:
         return self.size()
@@ -236,6 +270,8 @@ class TimingWheel:
         ids, deadlines = _as_i64(ids), _as_i64(deadlines)
         if ids.shape != deadlines.shape:
             raise ValueError(f"ids and deadlines differ in length: {ids.size} != {deadlines.size}")
+        if self._dead < self._tombstones.size and self._tombstones.contains(ids).any():
+            self.purge()  # an id cancelled before, its entry gone: its tombstone must not hit this one
         expired = deadlines <= self._now
         if expired.any():
             keep = ~expired
@@ -249,8 +285,9 @@ class TimingWheel:
         ids = _as_i64(ids)
         if ids.size == 0:
             return
-        self._tombstones = distinct(np.concatenate([self._tombstones, ids]))
-        if self._tombstones.size >= max(1024, self.size()):
+        self._tombstones.add(ids)
+        self._dead += ids.size  # the ids are pending (the caller's promise): each in one bucket
+        if self._dead >= max(1024, self.size()):
             self.purge()
 
     def advance(self, to_ms: int) -> np.ndarray:
@@ -305,8 +342,8 @@ class TimingWheel:
         """Drop cancelled entries from every bucket now (normally done lazily)."""
         tombstones = self._tombstones
         for level in self._levels:
-            level.filter(lambda ids: ~np.isin(ids, tombstones))
-        self._tombstones = _EMPTY
+            level.filter(lambda ids: ~tombstones.contains(ids))
+        self._tombstones, self._dead = _IdSet(), 0
         self._entries = sum(level.entry_count() for level in self._levels)
 
     # -- serialisation -----------------------------------------------------------------------
@@ -314,12 +351,14 @@ class TimingWheel:
     def to_bytes(self) -> bytes:
         """Serialise the whole wheel (placement included) as one Arrow IPC stream."""
         ids, deadlines, levels, starts = self._flatten()
+        dead = self._tombstones.contains(ids)  # only tombstones of entries still held
+        tombstones = ids[dead]
         table = pa.table(
             {
-                "id": pa.array(np.concatenate([ids, self._tombstones])),
-                "deadline": pa.array(np.concatenate([deadlines, np.zeros_like(self._tombstones)])),
-                "level": pa.array(np.concatenate([levels, np.full(self._tombstones.size, -1, np.int8)])),
-                "bucket": pa.array(np.concatenate([starts, np.zeros_like(self._tombstones)])),
+                "id": pa.array(np.concatenate([ids, tombstones])),
+                "deadline": pa.array(np.concatenate([deadlines, np.zeros_like(tombstones)])),
+                "level": pa.array(np.concatenate([levels, np.full(tombstones.size, -1, np.int8)])),
+                "bucket": pa.array(np.concatenate([starts, np.zeros_like(tombstones)])),
             }
         )
         meta = {
@@ -353,7 +392,7 @@ class TimingWheel:
         deadlines = table.column("deadline").to_numpy()
         levels = table.column("level").to_numpy()
         starts = table.column("bucket").to_numpy()
-        wheel._tombstones = np.sort(ids[levels < 0])
+        wheel._tombstones = _IdSet(ids[levels < 0])
         for index, level in enumerate(wheel._levels):
             at = levels == index
             if not at.any():
@@ -361,6 +400,7 @@ class TimingWheel:
             order = np.argsort(starts[at], kind="stable")
             level.runs = [_Run(starts[at][order], ids[at][order], deadlines[at][order])]
         wheel._entries = int((levels >= 0).sum())
+        wheel._dead = int(wheel._tombstones.contains(ids[levels >= 0]).sum())
         return wheel
 
     # -- internals ---------------------------------------------------------------------------
@@ -390,13 +430,13 @@ class TimingWheel:
     def _drop_cancelled(
         self, ids: np.ndarray, deadlines: np.ndarray, *, consume: bool = True
     ) -> tuple[np.ndarray, np.ndarray]:
-        if self._tombstones.size == 0 or ids.size == 0:
+        if self._dead == 0 or ids.size == 0:
             return ids, deadlines
-        dead = np.isin(ids, self._tombstones)
+        dead = self._tombstones.contains(ids)
         if not dead.any():
             return ids, deadlines
-        if consume:
-            self._tombstones = np.setdiff1d(self._tombstones, ids[dead], assume_unique=True)
+        if consume:  # their ids stay in the set (stale) until the next purge
+            self._dead -= int(dead.sum())
         return ids[~dead], deadlines[~dead]
 
     def _flatten(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
