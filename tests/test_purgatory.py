@@ -13,7 +13,7 @@ import pytest
 from engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
 
 from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from spark_purgatory.engine import dedup, frames, progress, relay, watchers
+from spark_purgatory.engine import dedup, frames, pending, progress, relay, watchers
 from spark_purgatory.engine import purgatory as purgatory_module
 
 # -- Kafka's DelayedOperationTest --------------------------------------------------------------
@@ -308,7 +308,7 @@ def test_a_hash_collision_never_makes_a_wrong_match(monkeypatch):
     def degenerate(values):
         return np.zeros(len(values), dtype=np.uint64)
 
-    for module in (frames, purgatory_module, watchers, dedup, relay, progress):
+    for module in (frames, purgatory_module, pending, watchers, dedup, relay, progress):
         monkeypatch.setattr(module, "hash_strings", degenerate)
     assert _collision_run() == honest
 

@@ -22,6 +22,18 @@ step takes a whole micro-batch of operations or events at once:
   ``unmatched_events`` and ``rejected`` tables, and what its stubs relay to the cross-shard
   group (``relay``), which takes it as ``process(..., relayed=...)``.
 
+**Cost follows the batch, not the backlog.**  The tables that grow with the backlog are
+updated in place, never rebuilt: the pending operations and their watchers are a
+``pending.Pending`` (``columns.Columns``: numpy columns with spare capacity and tombstones,
+rows in handle order, with hash indexes by op_id and by key, ``columns.HashIndex``: sorted
+runs merged geometrically); retained key progress is a ``progress.KeyTable`` and remembered resolved
+op_ids a ``dedup.ResolvedTable`` (the same structure, forgetting deferred to bulk sweeps);
+the wheel's tombstones are sorted runs too.  A key or op_id is looked up by its 64-bit hash,
+computed once per batch, and every candidate is confirmed on the strings.  What a call reads
+of them is the rows its batch touches, as small frames (``Pending.rows``), which the matching
+and condition code (``watchers``, ``conditions``, ``relay``) takes as before.  Read
+accessors: ``pending_operations()``, ``tables()`` (everything as plain frames).
+
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
 earlier); a resolved operation leaves nothing behind in the watchers, the wheel or the
@@ -52,16 +64,13 @@ from ..contract import (
 )
 from . import dedup, progress, relay, watchers
 from .batch import BatchResult, accepted, rejected_rows
-from .columns import Columns
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
-from .frames import concat, distinct, hash_strings, rows_where, sorted_by_hash, stack
+from .frames import concat, distinct, hash_strings, rows_where, stack
+from .pending import Pending
 from .tables import EVENTS, I64_MIN, OPS, WATCH, ChangeLog, Changes, ShardTables, ops_rows
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
-
-#: the pending operations as the engine holds them: ``OPS`` and each op_id's 64-bit hash
-_OPS_HELD = {**OPS, "ohash": "uint64"}
 
 
 class Purgatory:
@@ -109,12 +118,12 @@ class Purgatory:
     @property
     def pending(self) -> int:
         """Operations waiting (Kafka's ``delayed``)."""
-        return len(self._ops)
+        return len(self._pending)
 
     @property
     def watched(self) -> int:
         """Watcher entries, one per (operation, key) (Kafka's ``watched``)."""
-        return len(self._watch)
+        return self._pending.watched
 
     @property
     def buffered_events(self) -> int:
@@ -167,7 +176,7 @@ class Purgatory:
     def is_empty(self) -> bool:
         """Nothing pending, buffered or retained: the state can be dropped."""
         return not (
-            len(self._ops)
+            len(self._pending)
             or len(self._events)
             or len(self._due)
             or len(self._relayed)
@@ -181,9 +190,10 @@ class Purgatory:
         """The whole state as plain tables: the pending operations and their watchers copied
         out of the engine's columns (in handle order), the small tables as they are (read
         them, never modify them)."""
+        ops, watch = self._pending.frames()
         return ShardTables(
-            ops=self.pending_operations(),
-            watch=self._watch.frame(columns=list(WATCH)),
+            ops=ops,
+            watch=watch,
             resolved=self._resolved.frame(),
             matches=self._matches,
             events=self._events,
@@ -200,20 +210,14 @@ class Purgatory:
 
     def pending_operations(self) -> pd.DataFrame:
         """The pending operations (``tables.OPS`` columns), one row each, in handle order."""
-        return self._ops.frame(columns=list(OPS))
+        return self._pending.frames()[0]
 
     def load_tables(self, tables: ShardTables) -> None:
         """Replace the whole state by ``tables`` (``ops`` and ``watch`` in any order); a
         ``wheel`` of None is rebuilt from the pending deadlines.  The change log restarts:
         every row counts as added."""
         t = tables
-        ops = t.ops.iloc[np.argsort(t.ops["handle"].to_numpy(np.int64), kind="stable")]
-        self._ops = Columns(_OPS_HELD, indexed=("ohash",))
-        columns = {c: ops[c].to_numpy() for c in OPS}
-        self._ops.append({**columns, "ohash": hash_strings(columns["op_id"])})
-        watch = t.watch.iloc[np.argsort(t.watch["handle"].to_numpy(np.int64), kind="stable")]
-        self._watch = Columns(WATCH, indexed=("hash",))
-        self._watch.append({c: watch[c].to_numpy() for c in WATCH})
+        self._pending = Pending(t.ops, t.watch)
         self._resolved = dedup.ResolvedTable(t.resolved)
         self._matches, self._events, self._due = t.matches, t.events, t.due
         self._keys = progress.KeyTable(self.config.progress_retention_ms, t.keys)
@@ -223,9 +227,9 @@ class Purgatory:
             self._wheel = t.wheel
         else:  # the wheel holds every pending operation not already due
             self._wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, t.wheel_now)
-            handles = ops["handle"].to_numpy(np.int64)
+            handles = t.ops["handle"].to_numpy(np.int64)
             timed = ~np.isin(handles, self._due)
-            already = self._wheel.add(handles[timed], ops["deadline"].to_numpy(np.int64)[timed])
+            already = self._wheel.add(handles[timed], t.ops["deadline"].to_numpy(np.int64)[timed])
             self._due = np.concatenate([self._due, handles[timed][already]])
         self._changes.restart()
 
@@ -330,7 +334,7 @@ class Purgatory:
         ids = ops["op_id"].to_numpy(dtype=object)
         ohash = hash_strings(ids)  # once: the lookups here and the op_id index both need it
         dup = ops["op_id"].duplicated().to_numpy() | self._resolved.contains(ohash)
-        dup[self._pending_by_op_id(ids, ohash)[0]] = True
+        dup[self._pending.by_op_id(ids, ohash)[0]] = True
         rejected.append(
             rejected_rows(SOURCE_OPERATIONS, ops.loc[dup & ~ops["stub"].to_numpy(bool)], DUPLICATE_OP_ID)
         )
@@ -352,11 +356,10 @@ class Purgatory:
         watch = watchers.watch_rows(new_ops, self._keys)
         columns = {c: new_ops[c].to_numpy() for c in OPS}
         if "ohash" in ops.columns:  # ``_admit`` hashed them already
-            columns["ohash"] = ops["ohash"].to_numpy(np.uint64)
+            ohash = ops["ohash"].to_numpy(np.uint64)
         else:
-            columns["ohash"] = hash_strings(columns["op_id"])
-        self._ops.append(columns)
-        self._watch.append({c: watch[c].to_numpy() for c in WATCH})
+            ohash = hash_strings(columns["op_id"])
+        self._pending.add(columns, ohash, {c: watch[c].to_numpy() for c in WATCH})
 
         already = self._wheel.add(handles, new_ops["deadline"].to_numpy())
         self._due = np.concatenate([self._due, handles[already]])
@@ -375,19 +378,19 @@ class Purgatory:
         self._next_eseq += n
         evs = events.assign(eseq=eseq, used=False)[list(EVENTS)].astype(EVENTS)
         self._events = stack(self._events, evs)
-        if len(self._watch) == 0:
+        if self._pending.watched == 0:
             return
         keys, op_ids = evs["key"].to_numpy(dtype=object), evs["op_id"].to_numpy(dtype=object)
         khash = hash_strings(keys)  # once: the watchers' lookup and the matches both need it
         # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
         untargeted = np.flatnonzero(pd.isna(op_ids))
-        ev_idx, handles = self._watchers_of(keys[untargeted], khash[untargeted])
+        ev_idx, handles = self._pending.watchers_of(keys[untargeted], khash[untargeted])
         ev_idx = untargeted[ev_idx]
         # targeted events: straight to their operation, if it is pending and watches the key
         targeted = np.flatnonzero(pd.notna(op_ids))
-        probe, t_handles = self._pending_by_op_id(op_ids[targeted])
+        probe, t_handles = self._pending.by_op_id(op_ids[targeted])
         t_idx = targeted[probe]
-        hit = watchers.watching(self._op_rows(t_handles), t_handles, keys[t_idx])
+        hit = watchers.watching(self._pending.rows(t_handles), t_handles, keys[t_idx])
         idx = np.concatenate([ev_idx, t_idx[hit]])
         pairs = {c: evs[c].to_numpy()[idx] for c in ("key", "ts", "eseq", "op_id", "source", "value")}
         pairs.update(handle=np.concatenate([handles, t_handles[hit]]), khash=khash[idx])
@@ -400,7 +403,7 @@ class Purgatory:
         expired = np.concatenate([self._due, self._wheel.advance(self._watermark)])
         self._due = np.empty(0, dtype=np.int64)
         expired = distinct(expired)
-        expired = expired[self._ops.contains(expired)]
+        expired = expired[self._pending.contains(expired)]
         if expired.size:
             self._on_expiration(expired)
 
@@ -412,10 +415,10 @@ class Purgatory:
         the cancelled op_ids.
         """
         keys_array = np.asarray(keys, dtype=object)
-        handles = distinct(self._watchers_of(keys_array, hash_strings(keys_array))[1])
+        handles = distinct(self._pending.watchers_of(keys_array, hash_strings(keys_array))[1])
         if handles.size == 0:
             return []
-        rows = self._op_rows(handles)
+        rows = self._pending.rows(handles)
         self._cancel(handles, rows)
         self._purge(handles, rows)
         return rows["op_id"].tolist()
@@ -426,10 +429,10 @@ class Purgatory:
         if handles.size == 0:
             return
         handles = distinct(handles)
-        handles = handles[~self._ops.column("stub")[self._ops.positions(handles)]]  # stubs never complete
+        handles = handles[~self._pending.stub(handles)]  # stubs never complete
         if handles.size == 0:
             return
-        ops = self._op_rows(handles)
+        ops = self._pending.rows(handles)
         result = self._evaluate(handles, ops)
         done = handles[result.satisfied]
         if done.size == 0:
@@ -445,7 +448,7 @@ class Purgatory:
     def _on_expiration(self, expired: np.ndarray) -> None:
         """The timer fired for these operations: report them expired at their deadline, with
         the progress they made."""
-        rows = self._op_rows(expired)
+        rows = self._pending.rows(expired)
         result = self._evaluate(expired, rows)
         # a stub counts nothing: whether its events are used is the cross-shard group's to say
         stubs = rows["handle"].to_numpy(np.int64)[rows["stub"].to_numpy(bool)]
@@ -510,19 +513,17 @@ class Purgatory:
         due = np.isin(handles, self._due)  # added already past their deadline: never on the wheel
         self._due = self._due[~np.isin(self._due, handles)]
         self._wheel.cancel(handles[~due])
-        _, pos = self._watch.ranges(handles)
-        khash = self._watch.column("hash")[pos]
-        pos = pos[np.argsort(khash, kind="stable")]  # keys new to ``keys`` join in hash order
-        at = np.searchsorted(rows["handle"].to_numpy(np.int64), self._watch.column("handle")[pos])
-        deadline = rows["deadline"].to_numpy(np.int64)[at]
-        self._keys.touch(self._watch.column("hash")[pos], resolved_until=deadline)
+        watch = self._pending.watch_rows(handles, ["hash", "handle"])
+        khash = watch["hash"].to_numpy(np.uint64)
+        order = np.argsort(khash, kind="stable")  # keys new to ``keys`` join in hash order
+        at = np.searchsorted(rows["handle"].to_numpy(np.int64), watch["handle"].to_numpy(np.int64)[order])
+        self._keys.touch(khash[order], resolved_until=rows["deadline"].to_numpy(np.int64)[at])
 
     def _purge(self, handles: np.ndarray, rows: pd.DataFrame) -> None:
         """Kafka's ``purge``: resolved operations leave the watchers, the match table and the
         pending op_ids at once; their op_ids are remembered for duplicate detection."""
         self._changes.removed(handles)
-        self._ops.kill(self._ops.positions(handles))
-        self._watch.kill(self._watch.ranges(handles)[1])
+        self._pending.remove(handles)
         if len(self._matches):
             held = self._matches["handle"].to_numpy(np.int64)
             self._matches = rows_where(self._matches, ~np.isin(held, handles))
@@ -538,64 +539,22 @@ class Purgatory:
             self._changes.resolved(resolved)
             self._resolved.add(resolved)
 
-    # -- the indexes: pending operations by handle, op_id and key ----------------------------
-
-    def _op_rows(self, handles: np.ndarray) -> pd.DataFrame:
-        """The rows (``tables.OPS``) of these pending operations, in handle order, once each."""
-        return self._ops.frame(self._ops.positions(distinct(handles)), list(OPS))
-
-    def _pending_by_op_id(
-        self, op_ids: np.ndarray, hashes: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(index into ``op_ids``, handle) of the pending operations with these op_ids: the
-        op_id index finds candidates by hash (``hashes``, if the caller has them), the strings
-        confirm them."""
-        if len(self._ops) == 0 or len(op_ids) == 0:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        hashes = hash_strings(op_ids) if hashes is None else hashes
-        probe, pos = self._ops.lookup("ohash", hashes)
-        same = self._ops.column("op_id")[pos] == op_ids[probe]
-        return probe[same], self._ops.column("handle")[pos[same]]
-
-    def _watchers_of(self, keys: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(index into ``keys``, handle) for every pending operation watching each key (Kafka's
-        ``Watchers`` of the key), by key then handle: the key index finds candidates by hash,
-        the strings confirm them."""
-        probe, pos = self._watch.lookup("hash", hashes)
-        same = self._watch.column("key")[pos] == keys[probe]
-        probe, pos = probe[same], pos[same]
-        order = np.lexsort((pos, probe))  # positions follow handles
-        return probe[order], self._watch.column("handle")[pos[order]]
-
-    def _named_by(self, op_ids: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The rows of the pending operations among ``op_ids``, and their op_ids as a
-        ``tables.SEEN`` frame (what ``relay.matches_of`` looks them up in)."""
-        handles = distinct(self._pending_by_op_id(op_ids)[1])
-        ops = self._op_rows(handles)
-        seen = pd.DataFrame(
-            {
-                "hash": hash_strings(ops["op_id"].to_numpy(dtype=object)),
-                "op_id": ops["op_id"],
-                "handle": handles,
-            }
-        )
-        return ops, sorted_by_hash(seen)
+    # -- reads of the pending operations for relay -------------------------------------------
 
     def _of_stubs(self) -> np.ndarray:
         """Which ``matches`` belong to stubs (every match's operation is pending)."""
         held = self._matches["handle"].to_numpy(np.int64)
         if held.size == 0:
             return np.zeros(0, dtype=bool)
-        return self._ops.column("stub")[self._ops.positions(held)]
+        return self._pending.stub(held)
 
     def _outgoing(self, new_from: int, new_eseq_from: int) -> pd.DataFrame:
         """``relay.outgoing`` on the rows it reads: the operations of matches and the
         operations (and their watchers) registered from ``new_from`` on."""
         held = self._matches["handle"].to_numpy(np.int64)
-        ops = self._ops.frame(self._ops.since(new_from), list(OPS))
+        ops, watch = self._pending.since(new_from)
         if held.size:
-            ops = self._op_rows(np.concatenate([held, ops["handle"].to_numpy(np.int64)]))
-        watch = self._watch.frame(self._watch.since(new_from), list(WATCH))
+            ops = self._pending.rows(np.concatenate([held, ops["handle"].to_numpy(np.int64)]))
         return relay.outgoing(
             ops, watch, self._matches, self._events, new_from=new_from, new_eseq_from=new_eseq_from
         )
@@ -606,7 +565,7 @@ class Purgatory:
         """Keep the (event, operation) pairs inside the operation's window; return touched handles."""
         if len(pairs) == 0:
             return np.empty(0, dtype=np.int64)
-        new = watchers.matches_in_window(self._op_rows(pairs["handle"].to_numpy(np.int64)), pairs)
+        new = watchers.matches_in_window(self._pending.rows(pairs["handle"].to_numpy(np.int64)), pairs)
         if len(new) == 0:
             return np.empty(0, dtype=np.int64)
         self._matches = stack(self._matches, new)
@@ -623,7 +582,7 @@ class Purgatory:
                 noticed, self._relayed = relay.decide(rows, self._relayed, pending)
                 lost = stack(lost, progress.after_resolution_rows(noticed, self._batch_id))
                 continue
-            ops, seen = self._named_by(rows["for_op"].to_numpy(dtype=object))
+            ops, seen = self._pending.named_by(rows["for_op"].to_numpy(dtype=object))
             new, record = relay.matches_of(ops, seen, rows, self._next_eseq)
             self._next_eseq += len(rows)
             self._relayed = stack(self._relayed, record)
@@ -637,7 +596,7 @@ class Purgatory:
         matches = self._matches.loc[self._matches["handle"].isin(handles)]
         watch = None
         if (ops["cond"].to_numpy() == OFFSET).any():
-            watch = self._watch.frame(self._watch.ranges(handles)[1], ["handle", "hash", "progress_at_watch"])
+            watch = self._pending.watch_rows(handles, ["handle", "hash", "progress_at_watch"])
         return evaluate(ops, matches, watch)
 
     def _mark_used(self, eseqs: np.ndarray) -> None:
