@@ -17,6 +17,10 @@ drive it (canonical pandas frames, validated by the engine):
   ``len(save_state(p))`` (no segment store: the whole state in the value).  Each divided by
   the backlog.
 
+``--resolved N`` adds one more row: no operation pending, but N operations completed early
+(their keys retained until their 7-day deadlines, their op_ids for the dedup retention), the
+state a shard reaches when operations complete well before their timeout; 10-row calls timed.
+
 ``--against REF`` runs the same measurements for the checkout at REF (a directory with
 ``spark_purgatory/``) in a subprocess with REF first on ``PYTHONPATH``, and this checkout in
 another, one after the other, and prints the two side by side with their ratio.  Only the
@@ -26,6 +30,7 @@ since the state layer can be compared.
     .venv/bin/python benchmarks/bench_engine.py                       # this checkout
     .venv/bin/python benchmarks/bench_engine.py --against /tmp/engine-base
     .venv/bin/python benchmarks/bench_engine.py --pending 0,100000,1000000,5000000
+    .venv/bin/python benchmarks/bench_engine.py --pending 0 --resolved 1000000 --no-memory
 """
 
 from __future__ import annotations
@@ -113,6 +118,17 @@ class Driver:
         return took
 
 
+def measure_resolved(resolved: int, repeat: int) -> float:
+    """The median 10-row call with ``resolved`` operations completed early and none pending."""
+    d = Driver()
+    d.fill(resolved)
+    for start in range(0, resolved, FILL_CHUNK):
+        n = min(FILL_CHUNK, resolved - start)
+        d.p.process(None, _events(start, n, d.clock + 1), watermark_ms=d.clock - 500)
+    d.call(10)
+    return statistics.median([d.call(10) for _ in range(repeat)])
+
+
 def measure(pending_levels: list[int], repeat: int, memory: bool) -> dict:
     """The table for the ``spark_purgatory`` this process imports, as a dict (JSON-able)."""
     from spark_purgatory import load_state, save_state
@@ -160,6 +176,7 @@ def _run_checkout(root: str | None, args: argparse.Namespace) -> dict:
     path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env = dict(os.environ, PYTHONPATH=path)
     command = [sys.executable, __file__, "--json", "--pending", args.pending, "--repeat", str(args.repeat)]
+    command += ["--resolved", str(args.resolved)]
     if args.no_memory:
         command.append("--no-memory")
     done = subprocess.run(command, env=env, stdout=subprocess.PIPE, check=True, text=True)
@@ -189,6 +206,12 @@ def render(results: list[dict]) -> str:
                 + " ".join(f"| {'' if v is None else f'{v:,.0f}'}" for v in per_op.values())
                 + " |"
             )
+    for result in results:
+        if "resolved" in result:
+            r = result["resolved"]
+            lines.append(
+                f"\n{result['checkout']}: 0 pending, {r['n']:,} resolved early: 10 + 10 {_fmt_ms(r['call'])}"
+            )
     if len(results) > 1:
         base = results[0]
         for other in results[1:]:
@@ -209,11 +232,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20, help="timed 10-row calls per backlog")
     parser.add_argument("--against", metavar="REF", help="another checkout, measured side by side")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory and state-value columns")
+    parser.add_argument(
+        "--resolved", type=int, default=0, help="also: 10-row calls after N early completions"
+    )
     parser.add_argument("--json", action="store_true", help="measure in this process, print JSON")
     args = parser.parse_args()
     if args.json:
         levels = [int(x) for x in args.pending.split(",")]
-        print(json.dumps(measure(levels, args.repeat, not args.no_memory)))
+        result = measure(levels, args.repeat, not args.no_memory)
+        if args.resolved:
+            result["resolved"] = {"n": args.resolved, "call": measure_resolved(args.resolved, args.repeat)}
+        print(json.dumps(result))
         return
     results = [_run_checkout(args.against, args)] if args.against else []
     results.append(_run_checkout(None, args))
