@@ -17,6 +17,10 @@ drive it (canonical pandas frames, validated by the engine):
   ``len(save_state(p))`` (no segment store: the whole state in the value).  Each divided by
   the backlog.
 
+``--validated`` validates each call's frames before the timer and passes them as the Spark
+host does (``process(..., validated=True)``: the host validates in Spark SQL), so the
+figures are the engine's own work; by default the engine's pandas validation is included.
+
 ``--resolved N`` adds one more row: no operation pending, but N operations completed early
 (their keys retained until their 7-day deadlines, their op_ids for the dedup retention), the
 state a shard reaches when operations complete well before their timeout; 10-row calls timed.
@@ -86,11 +90,12 @@ def _rss() -> int:
 class Driver:
     """One shard and its clock: fills the backlog, then times calls at it."""
 
-    def __init__(self) -> None:
+    def __init__(self, validated: bool = False) -> None:
         from spark_purgatory import Purgatory
         from spark_purgatory.config import PurgatoryConfig
 
         self.p = Purgatory(PurgatoryConfig())
+        self.validated = validated
         self.next_id = 0  # ids below are used
         self.clock = T0  # event time of the next call's operations
         self.p.process(None, None, watermark_ms=T0 - 1_000)
@@ -109,8 +114,14 @@ class Driver:
         self.next_id += n
         wm = self.clock - 500
         self.clock += 1_000
+        if self.validated:  # as the Spark host sends them
+            from spark_purgatory.engine.batch import with_keys
+            from spark_purgatory.engine.validation import validate_events, validate_operations
+
+            ops = validate_operations(with_keys(ops), max_timeout_ms=self.p.config.max_timeout_ms)[0]
+            evs = validate_events(evs)[0]
         start = time.perf_counter()
-        out = self.p.process(ops, evs, watermark_ms=wm)
+        out = self.p.process(ops, evs, watermark_ms=wm, validated=self.validated)
         took = time.perf_counter() - start
         if len(out.outcomes) != n or len(out.rejected):
             got = f"{len(out.outcomes)} outcomes, {len(out.rejected)} rejected"
@@ -118,9 +129,9 @@ class Driver:
         return took
 
 
-def measure_resolved(resolved: int, repeat: int) -> float:
+def measure_resolved(resolved: int, repeat: int, validated: bool) -> float:
     """The median 10-row call with ``resolved`` operations completed early and none pending."""
-    d = Driver()
+    d = Driver(validated)
     d.fill(resolved)
     for start in range(0, resolved, FILL_CHUNK):
         n = min(FILL_CHUNK, resolved - start)
@@ -129,13 +140,13 @@ def measure_resolved(resolved: int, repeat: int) -> float:
     return statistics.median([d.call(10) for _ in range(repeat)])
 
 
-def measure(pending_levels: list[int], repeat: int, memory: bool) -> dict:
+def measure(pending_levels: list[int], repeat: int, memory: bool, validated: bool) -> dict:
     """The table for the ``spark_purgatory`` this process imports, as a dict (JSON-able)."""
     from spark_purgatory import load_state, save_state
 
     gc.collect()
     rss0 = _rss()
-    d = Driver()
+    d = Driver(validated)
     rows = []
     for pending in pending_levels:
         start = time.perf_counter()
@@ -176,7 +187,7 @@ def _run_checkout(root: str | None, args: argparse.Namespace) -> dict:
     path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env = dict(os.environ, PYTHONPATH=path)
     command = [sys.executable, __file__, "--json", "--pending", args.pending, "--repeat", str(args.repeat)]
-    command += ["--resolved", str(args.resolved)]
+    command += ["--resolved", str(args.resolved)] + (["--validated"] if args.validated else [])
     if args.no_memory:
         command.append("--no-memory")
     done = subprocess.run(command, env=env, stdout=subprocess.PIPE, check=True, text=True)
@@ -235,13 +246,15 @@ def main() -> None:
     parser.add_argument(
         "--resolved", type=int, default=0, help="also: 10-row calls after N early completions"
     )
+    parser.add_argument("--validated", action="store_true", help="frames validated as the Spark host sends")
     parser.add_argument("--json", action="store_true", help="measure in this process, print JSON")
     args = parser.parse_args()
     if args.json:
         levels = [int(x) for x in args.pending.split(",")]
-        result = measure(levels, args.repeat, not args.no_memory)
+        result = measure(levels, args.repeat, not args.no_memory, args.validated)
         if args.resolved:
-            result["resolved"] = {"n": args.resolved, "call": measure_resolved(args.resolved, args.repeat)}
+            call = measure_resolved(args.resolved, args.repeat, args.validated)
+            result["resolved"] = {"n": args.resolved, "call": call}
         print(json.dumps(result))
         return
     results = [_run_checkout(args.against, args)] if args.against else []
