@@ -56,12 +56,24 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 
-from ..contract import OPERATOR_OUTPUT, OUTCOMES, REJECTED, RELAYED, UNMATCHED_EVENTS, ms_column
+from ..contract import (
+    METRICS,
+    OPERATOR_OUTPUT,
+    OUTCOMES,
+    PROPOSED_WATERMARKS,
+    REJECTED,
+    RELAYED,
+    UNMATCHED_EVENTS,
+    ms_column,
+)
 from ..state.wake import Wake
 from .accumulator import RecordAccumulator, TableWriter
 from .sender import SparkTasks, TaskRunner, in_process
-from .staging import STAGED, STAGED_DDL, split_tables, stage_task
+from .staging import STAGED, STAGED_DDL, metrics_rows, split_tables, stage_metrics, stage_task
+from .writers import open_table as _open_table
 
 __all__ = ["PurgatorySink", "split_tables"]
 
@@ -110,6 +122,7 @@ class PurgatorySink:
         self.wake = wake
         self.staged = staged
         self.pending: dict[int, int] = {}  # shard -> last reported pending count
+        self.watermarks: dict[str, int | None] | None = None  # per input, after the last batch
         self.tasks: TaskRunner = in_process  # the sender's tasks: on the executors once a batch ran
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
 
@@ -176,10 +189,11 @@ class PurgatorySink:
         return dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc)
 
     def _after_staging(self, staged: pa.Table, batch_id: int) -> dict:
+        metrics = staged.filter(pc.is_null(staged.column("table")))  # one row per shard call
+        staged = pa.concat_tables([staged, self._stage_metrics(metrics, batch_id)])
         self.accumulator.record(batch_id, staged)
         written = self.accumulator.drain(batch_id, self.writer, tasks=self.tasks)
         self.last_batch_id = batch_id
-        metrics = staged.filter(pc.is_null(staged.column("table")))  # one row per shard call
         figures = self._figures(staged, metrics, batch_id, written)
         if self.wake is not None:
             called = {int(s) for s in metrics.column("shard").to_pylist()}
@@ -188,6 +202,46 @@ class PurgatorySink:
         if self.on_batch:
             self.on_batch(figures)
         return figures
+
+    def _stage_metrics(self, calls: pa.Table, batch_id: int) -> pa.Table:
+        """The batch's ``metrics`` rows, staged with its other rows (so committed exactly once
+        like them): nothing for a batch no shard ran in, or a replay already recorded (its
+        calls still move the inputs' watermarks, which this sink keeps between batches)."""
+        if self.watermarks is None:
+            self.watermarks = self._recorded_watermarks(batch_id)
+        rows = metrics_rows(calls, batch_id, self._now(), self.watermarks)
+        if rows.num_rows == 0 or batch_id <= self.accumulator.staged_through:
+            return STAGED.empty_table()
+        acc = self.accumulator
+        return stage_metrics(rows, batch_id=batch_id, staging_dir=acc.staging_dir, storage=acc.storage)
+
+    def _recorded_watermarks(self, batch_id: int) -> dict[str, int | None]:
+        """Each input's watermark after the batches before ``batch_id``, from the metrics rows
+        recorded so far: committed to the table, or still staged (a restart's starting point)."""
+        columns = [f"{source}_watermark" for source in PROPOSED_WATERMARKS]
+        parts = []
+        path = getattr(self.writer, "path", None)
+        if path is not None:
+            table = _open_table(path(METRICS.name), getattr(self.writer, "storage_options", None))
+            if table is not None:
+                parts.append(
+                    table.to_pyarrow_dataset().to_table(
+                        columns=["batch_id", *columns], filter=pads.field("batch_id") < batch_id
+                    )
+                )
+        fs, root = self.accumulator.storage.filesystem(self.accumulator.staging_dir)
+        for d in self.accumulator.destinations():
+            if d.table == METRICS.name:
+                parts.extend(
+                    pq.read_table(f"{root}/{f}", filesystem=fs, columns=["batch_id", *columns])
+                    for f in d.files
+                )
+        watermarks: dict[str, int | None] = {}
+        for source, column in zip(PROPOSED_WATERMARKS, columns, strict=True):
+            values = [p.filter(pc.less(p.column("batch_id"), batch_id)).column(column) for p in parts]
+            highest = max((v for v in (pc.max(x).as_py() for x in values) if v is not None), default=None)
+            watermarks[source] = None if highest is None else int(highest.timestamp() * 1000)
+        return watermarks
 
     def _figures(self, staged: pa.Table, metrics: pa.Table, batch_id: int, written: list[dict]) -> dict:
         for shard, pending in zip(
@@ -209,6 +263,7 @@ class PurgatorySink:
             "rejected": total("rows", REJECTED.name),
             RELAYED: int(pc.sum(metrics.column(RELAYED)).as_py() or 0),
             _WATERMARK: wm,
+            **{f"{source}_{_WATERMARK}": value for source, value in (self.watermarks or {}).items()},
             "staged_bytes": self.accumulator.buffered_bytes,
             "committed": written,
         }
