@@ -1,10 +1,15 @@
-"""The ``foreachBatch`` sink: the operator's output rows into the three Delta tables.
+"""The ``foreachBatch`` sink: the operator's output rows into the Delta tables.
 
 Tables (under the output path), with the columns ``contract.TABLES`` declares:
 
 * ``outcomes`` partitioned by ``resolved_date`` (the date of ``resolved_at``),
 * ``unmatched_events`` partitioned by ``event_date`` (the date of the event's ``ts``),
-* ``rejected`` partitioned by ``rejected_date`` (the date the row was rejected).
+* ``rejected`` partitioned by ``rejected_date`` (the date the row was rejected),
+* ``metrics`` partitioned by ``metrics_date`` (the date of the micro-batch's ``batch_time``):
+  one row per shard call, made here from the calls' metrics rows (``staging.metrics_rows``:
+  each input's watermark and the busiest share need every call of the batch) and staged as
+  one more file of the batch before ``record``, so it is committed exactly once with the
+  batch's other rows (``docs/metrics.md``).
 
 Where the rows go: no output row passes through the driver.  Kafka's producer is the model:
 records are batched where they are produced, and the sender ships only ready batches while
