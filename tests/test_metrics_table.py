@@ -92,6 +92,20 @@ def test_a_restarted_sink_continues_each_inputs_watermark_from_the_rows_recorded
     assert last.pending == 5
 
 
+def test_a_restart_reads_the_watermarks_before_the_replayed_batch_from_a_file_holding_both(tmp_path):
+    clock = Clock()
+    first = make_sink(tmp_path, clock)
+    first.process(call_rows(T0, operations=T0 + 500, events=T0 + 20), 0)
+    first.process(call_rows(T0 + 1000, operations=T0 + 900, events=None), 1)
+    first.close()  # batches 0 and 1 in one data file: its statistics say 0..1
+    restarted = make_sink(tmp_path, clock)
+    restarted.process(call_rows(T0 + 1000, operations=None, events=None), 1)
+    assert restarted.watermarks == {"operations": T0 + 500, "events": T0 + 20}  # batch 0's, not 1's
+    again = make_sink(tmp_path, clock)
+    again.process(call_rows(T0 + 2000, operations=None, events=None), 2)
+    assert again.watermarks == {"operations": T0 + 900, "events": T0 + 20}  # from the statistics
+
+
 def test_a_replayed_micro_batch_adds_no_metrics_row(tmp_path):
     sink = make_sink(tmp_path, Clock(), linger_ms=0)
     sink.process(output_rows(4, n_rejected=1), 0)

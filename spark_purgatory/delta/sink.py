@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -81,6 +82,8 @@ from .staging import STAGED, STAGED_DDL, metrics_rows, split_tables, stage_metri
 from .writers import open_table as _open_table
 
 __all__ = ["PurgatorySink", "split_tables"]
+
+log = logging.getLogger(__name__)
 
 _WATERMARK = ms_column("watermark")
 
@@ -227,12 +230,13 @@ class PurgatorySink:
         parts = []
         path = getattr(self.writer, "path", None)
         if path is not None:
-            table = _open_table(path(METRICS.name), getattr(self.writer, "storage_options", None))
-            if table is not None:
-                parts.append(
-                    table.to_pyarrow_dataset().to_table(
-                        columns=["batch_id", *columns], filter=pads.field("batch_id") < batch_id
-                    )
+            try:
+                table = _open_table(path(METRICS.name), getattr(self.writer, "storage_options", None))
+                if table is not None:
+                    parts.extend(_committed(table, batch_id, columns))
+            except Exception as error:  # e.g. a table whose features delta-rs cannot read
+                log.warning(
+                    "metrics: inputs' watermarks start afresh (%s unreadable: %s)", path(METRICS.name), error
                 )
         fs, root = self.accumulator.storage.filesystem(self.accumulator.staging_dir)
         for d in self.accumulator.destinations():
@@ -272,6 +276,29 @@ class PurgatorySink:
             "staged_bytes": self.accumulator.buffered_bytes,
             "committed": written,
         }
+
+
+def _committed(table: Any, batch_id: int, columns: list[str]) -> list[pa.Table]:
+    """The largest ``columns`` of the committed metrics rows before ``batch_id``, read from the
+    files' statistics where a file lies wholly before it (the log only: a restart need not
+    read a long-running table), else from the file (a replayed batch committed with others)."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    stats = [f"max.{c}" for c in ["batch_id", *columns]]
+    if actions.num_rows == 0:
+        return []
+    if not set(stats) <= set(actions.column_names):  # a writer that kept no statistics: read all
+        return [table.to_pyarrow_dataset().to_table(columns=["batch_id", *columns])]
+    before = pc.less(actions.column("max.batch_id"), batch_id)
+    summary = actions.filter(pc.fill_null(before, False)).select(stats).rename_columns(["batch_id", *columns])
+    rest = actions.filter(pc.invert(pc.fill_null(before, False)))
+    rest = rest.filter(pc.fill_null(pc.less(rest.column("min.batch_id"), batch_id), True))
+    if rest.num_rows == 0:
+        return [summary]
+    dataset = table.to_pyarrow_dataset()
+    wanted = tuple(rest.column("path").to_pylist())
+    files = [f for f in dataset.files if f.endswith(wanted)]
+    read = pads.dataset(files, filesystem=dataset.filesystem, format="parquet")
+    return [summary, read.to_table(columns=["batch_id", *columns], filter=pads.field("batch_id") < batch_id)]
 
 
 def _check_staged_by(staged: pa.Table, batch_id: int) -> None:
