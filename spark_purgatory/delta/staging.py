@@ -15,6 +15,12 @@ the operator; nothing else leaves the task.  ``ShardStaging`` is the same inside
 step itself (``start``'s path): the operator's rows are staged by the Python worker that
 produced them and never cross into the JVM at all.
 
+The ``metrics`` table is the exception to "rows become table rows here": a shard call's
+metrics row travels to the driver as its ``STAGED`` row (``CALL_COLUMNS``), because two of
+the table's columns need every call of the micro-batch (each input's watermark, the busiest
+share).  The sink makes the rows (``metrics_rows``) and stages them as one more file of the
+batch (``stage_metrics``) before recording it, so they are committed like the others.
+
 Invariants: a staged file is whole or absent (a local file is written to a temporary name
 and renamed; an object store's put is atomic); a retried ``stage_task`` attempt writes the
 names the first attempt wrote, so it overwrites rather than adds, and a shard call writes
@@ -45,6 +51,7 @@ from ..contract import (
     KIND_METRICS,
     METRICS,
     PROPOSED_WATERMARKS,
+    SINK_METRICS,
     TABLES,
     TableContract,
     ms_column,
@@ -171,22 +178,24 @@ def metrics_rows(
             watermarks[source] = proposed
     group_rows = calls.column(GROUP_ROWS)
     total = pc.sum(group_rows).as_py() or 0
-    busiest = (pc.max(group_rows).as_py() or 0) / total if total else None
+    batch_wide = {  # the same on every row of the batch (contract.SINK_METRICS)
+        **{f"{source}_watermark": watermarks.get(source) for source in PROPOSED_WATERMARKS},
+        "busiest_share": (pc.max(group_rows).as_py() or 0) / total if total else None,
+    }
+    assert set(batch_wide) == set(SINK_METRICS)
     now_ms = int(now.timestamp() * 1000)
     columns: dict[str, Any] = {}
     for name in METRICS.schema.names:
         field = METRICS.schema.field(name)
         if name == "batch_id":
             columns[name] = pa.array(np.full(n, batch_id, dtype=np.int64))
-        elif name == "batch_time":
-            columns[name] = _from_ms(pc.fill_null(calls.column(ms_column(name)), now_ms))
-        elif name in METRICS.time_columns:
-            columns[name] = _from_ms(calls.column(ms_column(name)))
-        elif name in (f"{source}_watermark" for source in PROPOSED_WATERMARKS):
-            value = watermarks.get(name[: -len("_watermark")])
-            columns[name] = _from_ms(pa.chunked_array([pa.array([value] * n, pa.int64())]))
-        elif name == "busiest_share":
-            columns[name] = pa.array([busiest] * n, pa.float64())
+        elif name in METRICS.time_columns:  # a batch time the calls lack is now
+            ms = calls.column(ms_column(name))
+            columns[name] = _from_ms(pc.fill_null(ms, now_ms) if name == "batch_time" else ms)
+        elif name in batch_wide and field.type == _TS:
+            columns[name] = _from_ms(pa.chunked_array([pa.array([batch_wide[name]] * n, pa.int64())]))
+        elif name in batch_wide:
+            columns[name] = pa.array([batch_wide[name]] * n, field.type)
         elif name == "emitted_at":
             columns[name] = pa.array([now] * n, type=field.type)
         elif name == METRICS.partition_by:
