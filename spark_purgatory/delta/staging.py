@@ -189,9 +189,11 @@ def metrics_rows(
         field = METRICS.schema.field(name)
         if name == "batch_id":
             columns[name] = pa.array(np.full(n, batch_id, dtype=np.int64))
-        elif name in METRICS.time_columns:  # a batch time the calls lack is now
+        elif name == "batch_time":  # a batch time the calls lack is now
+            columns[name] = _from_ms(pc.fill_null(calls.column(ms_column(name)), now_ms))
+        elif name == "watermark":  # Spark's is 0 until it has one: none yet
             ms = calls.column(ms_column(name))
-            columns[name] = _from_ms(pc.fill_null(ms, now_ms) if name == "batch_time" else ms)
+            columns[name] = _from_ms(pc.if_else(pc.greater(ms, 0), ms, pa.scalar(None, pa.int64())))
         elif name in batch_wide and field.type == _TS:
             columns[name] = _from_ms(pa.chunked_array([pa.array([batch_wide[name]] * n, pa.int64())]))
         elif name in batch_wide:
