@@ -15,6 +15,8 @@ import os
 
 import pandas as pd
 
+from .contract import MAX_TS_MS
+
 __all__ = ["metrics_by_batch", "plot_metrics"]
 
 _COUNTS = ["input_operations", "input_events", "completed", "expired", "unmatched", "rejected"]
@@ -26,7 +28,7 @@ def metrics_by_batch(output_path: str, *, storage_options: dict[str, str] | None
 
     Counts are summed over the batch's shard calls; gauges are the sum of each shard's latest
     report; latency columns are the worst shard's; ``*_lag_s`` are the seconds between the
-    batch's processing time and each watermark.
+    batch's processing time and each watermark (none for the end of input's watermark).
     """
     from deltalake import DeltaTable
 
@@ -48,8 +50,10 @@ def metrics_by_batch(output_path: str, *, storage_options: dict[str, str] | None
     for name in _GAUGES:
         per_shard = rows.pivot(index="batch_id", columns="shard", values=name).astype(float)
         per_batch[name] = per_shard.ffill().sum(axis=1)
+    ended = per_batch["watermark"] >= pd.Timestamp(MAX_TS_MS, unit="ms", tz="UTC")  # the end of input
     for name in ("watermark", "operations_watermark", "events_watermark"):
-        per_batch[f"{name}_lag_s"] = (per_batch["batch_time"] - per_batch[name]).dt.total_seconds()
+        lag = (per_batch["batch_time"] - per_batch[name]).dt.total_seconds()
+        per_batch[f"{name}_lag_s"] = lag.mask(ended) if name == "watermark" else lag
     return per_batch.reset_index()
 
 
