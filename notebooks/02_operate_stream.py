@@ -133,3 +133,63 @@ if first is not None:
 flushed = purgatory.stop()
 print("flushed:", [(c["table"], c["rows"]) for c in flushed])
 print(maintain_tables(f"{base}/tables"))
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## How it ran: the `metrics` table
+# MAGIC One row per micro-batch and shard, committed exactly once beside the other tables (a
+# MAGIC replayed micro-batch adds nothing): pending, input and outcome counts, latency percentiles,
+# MAGIC the global watermark and each input's.  It outlives the driver, so chart it and put SQL
+# MAGIC alerts on it (more queries in `docs/metrics.md`).
+
+# COMMAND ----------
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from spark_purgatory.charts import metrics_by_batch  # noqa: E402
+
+batches = metrics_by_batch(f"{base}/tables")  # one row per micro-batch (gauges: each shard's last)
+fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
+left.plot(batches["batch_id"], batches["pending"], drawstyle="steps-post", label="pending")
+for name in ("completed", "expired", "rejected"):
+    left.plot(batches["batch_id"], batches[name], drawstyle="steps-post", label=f"{name} per batch")
+left.set(title="Pending and outcomes", xlabel="micro-batch", ylabel="operations")
+left.legend()
+for name in ("operations", "events"):
+    lag = batches[f"{name}_watermark"] - batches["watermark"]
+    right.plot(batches["batch_id"], lag.dt.total_seconds(), drawstyle="steps-post", label=name)
+right.set(title="Each input's watermark ahead of the global one", xlabel="micro-batch", ylabel="seconds")
+right.legend()
+display(fig)
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ### A SQL alert
+# MAGIC A Databricks SQL alert runs a query on a schedule and fires on its result: here, rejected
+# MAGIC input in the last hour (alert when > 0) and the worst input's watermark lag behind
+# MAGIC processing time (a silent input holds expiries back; alert when > 600 s).  Point it at
+# MAGIC ``delta.`<output>/metrics` `` (or a table registered over it).
+
+# COMMAND ----------
+
+from deltalake import DeltaTable  # noqa: E402
+
+from spark_purgatory.delta.writers import delta_classes_available  # noqa: E402
+
+metrics_table = f"delta.`{base}/tables/metrics`"
+if not delta_classes_available(spark):  # a session without Delta: the same rows, read with delta-rs
+    spark.createDataFrame(DeltaTable(f"{base}/tables/metrics").to_pandas()).createOrReplaceTempView("metrics")
+    metrics_table = "metrics"
+alert = spark.sql(
+    f"""
+    SELECT coalesce(sum(rejected), 0) AS rejected_last_hour,
+           max(greatest(timestampdiff(SECOND, operations_watermark, batch_time),
+                        timestampdiff(SECOND, events_watermark, batch_time))) AS worst_input_lag_s
+    FROM {metrics_table}
+    WHERE metrics_date >= date_sub(current_date(), 1)
+      AND batch_time > current_timestamp() - INTERVAL 1 HOUR
+    """
+)
+display(alert)

@@ -12,7 +12,7 @@ reason means the same thing whichever validator gives it.
 >>> OUTCOME_COLUMNS[:3]
 ['op_id', 'keys', 'status']
 >>> [t.name for t in TABLES.values()]
-['outcomes', 'unmatched_events', 'rejected']
+['outcomes', 'unmatched_events', 'rejected', 'metrics']
 >>> OUTCOMES.partition_by, OUTCOMES.time_columns
 ('resolved_date', ('op_ts', 'deadline', 'resolved_at'))
 """
@@ -51,6 +51,9 @@ __all__ = [
     "OUTCOMES",
     "UNMATCHED_EVENTS",
     "REJECTED",
+    "METRICS",
+    "SINK_METRICS",
+    "PROPOSED_WATERMARKS",
     "TABLES",
     "OUTCOME_COLUMNS",
     "UNMATCHED_COLUMNS",
@@ -274,8 +277,58 @@ REJECTED = TableContract(
     partition_by="rejected_date",
     time_columns=(),
 )
+#: one row per micro-batch and shard call, for charts and SQL alerts (docs/metrics.md).  The
+#: shard fills the columns up to ``batch_id`` (its gauges after the call, counts of what the
+#: call emitted, latency percentiles of what it completed, its state value's size); the sink
+#: adds the columns that need every shard of the batch (``SINK_METRICS``): each input's
+#: watermark and the busiest group's share, then ``emitted_at`` and the date partition (the
+#: date of ``batch_time``, the micro-batch's processing time).
+METRICS = TableContract(
+    "metrics",
+    KIND_METRICS,
+    pa.schema(
+        [
+            ("shard", pa.int32()),
+            ("batch_time", _TS),
+            ("input_operations", pa.int64()),
+            ("input_events", pa.int64()),
+            (GROUP_ROWS, pa.int64()),
+            (RELAYED, pa.int64()),
+            ("pending", pa.int64()),
+            ("watched", pa.int64()),
+            ("buffered", pa.int64()),
+            ("completed", pa.int64()),
+            ("expired", pa.int64()),
+            ("unmatched", pa.int64()),
+            ("rejected", pa.int64()),
+            ("latency_p50_ms", pa.int64()),
+            ("latency_p95_ms", pa.int64()),
+            ("latency_p99_ms", pa.int64()),
+            ("latency_max_ms", pa.int64()),
+            ("watermark", _TS),
+            ("state_bytes", pa.int64()),
+            ("batch_id", pa.int64()),
+            ("operations_watermark", _TS),
+            ("events_watermark", _TS),
+            ("busiest_share", pa.float64()),
+            ("emitted_at", _TS),
+            ("metrics_date", pa.date32()),
+        ]
+    ),
+    partition_by="metrics_date",
+    time_columns=("watermark", "batch_time"),
+)
+#: the metrics columns the sink fills from every shard call of the micro-batch
+SINK_METRICS: tuple[str, ...] = ("operations_watermark", "events_watermark", "busiest_share")
+#: what a shard call proposes for each input's watermark (the largest event time of that
+#: input among its rows minus the input's delay; null without such rows), by input: the sink
+#: keeps the running maximum (``METRICS``' ``operations_watermark`` / ``events_watermark``)
+PROPOSED_WATERMARKS: dict[str, str] = {
+    SOURCE_OPERATIONS: "proposed_operations_watermark_ms",
+    SOURCE_EVENTS: "proposed_events_watermark_ms",
+}
 #: table name -> contract, in the order the tables are written
-TABLES: dict[str, TableContract] = {t.name: t for t in (OUTCOMES, UNMATCHED_EVENTS, REJECTED)}
+TABLES: dict[str, TableContract] = {t.name: t for t in (OUTCOMES, UNMATCHED_EVENTS, REJECTED, METRICS)}
 
 OUTCOME_COLUMNS = OUTCOMES.engine_columns
 UNMATCHED_COLUMNS = UNMATCHED_EVENTS.engine_columns
@@ -290,9 +343,9 @@ def ms_column(name: str) -> str:
 
 
 def _operator_output() -> pa.Schema:
-    """One schema for every kind of row: ``kind``, ``shard``, the three tables' engine columns
-    (event times as ``<name>_ms`` int64, no ``batch_id``: the sink knows it) and the
-    per-shard gauges of ``metrics`` rows."""
+    """One schema for every kind of row: ``kind``, ``shard``, the tables' engine columns
+    (event times as ``<name>_ms`` int64, no ``batch_id``: the sink knows it), the per-shard
+    gauges of ``metrics`` rows and the watermarks they propose (``PROPOSED_WATERMARKS``)."""
     fields: dict[str, pa.DataType] = {"kind": pa.string(), "shard": pa.int32()}
     for table in TABLES.values():
         for field in table.schema:
@@ -304,6 +357,7 @@ def _operator_output() -> pa.Schema:
                 fields.setdefault(field.name, field.type)
     gauges = {name: pa.int64() for name in GAUGES}
     fields.update(gauges, **{ms_column("watermark"): pa.int64()})
+    fields.update(dict.fromkeys(PROPOSED_WATERMARKS.values(), pa.int64()))
     return pa.schema(list(fields.items()))
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import Purgatory
+from .charts import plot_metrics
 from .config import PurgatoryConfig
 from .contract import OUTCOME_COLUMNS
 from .workload import generate
@@ -177,6 +178,7 @@ def report(result: dict) -> None:
     print(f"outcomes: {len(outcomes):,} for {len(work.operations):,} operations, duplicates: {dupes}")
     for path in plot(outcomes, result["tables"]):
         print(f"wrote {path}")
+    print(f"wrote {plot_metrics(result['tables'], os.path.join(result['tables'], 'metrics.png'))}")
 
 
 def _pending_line(result: dict, outcomes: pd.DataFrame) -> str:

@@ -125,7 +125,8 @@ def start(
             directory of ``source_format`` files; a Kafka topic for ``kafka``), read with
             ``source.max.files.per.trigger``.
         events: the completion-events stream or path, in the same format.
-        output: where the ``outcomes``, ``unmatched_events`` and ``rejected`` tables live.
+        output: where the ``outcomes``, ``unmatched_events``, ``rejected`` and ``metrics``
+            tables live.
         checkpoint: Spark's checkpoint; it holds the app id, and (unless configured) the
             accumulator's staging and the shard state live under it.
         config: ``PurgatoryConfig``; the defaults when None.

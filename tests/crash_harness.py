@@ -16,8 +16,10 @@ points in between).  After the last kill an
 ``available-now`` run drains the rest.  The Delta tables must then hold exactly what the
 Spark-free engine computes from the same input: one outcome per resolved operation with the
 same status and time, the same unmatched events, and every malformed line once in
-``rejected``.  Some operations watch two keys on different shards, so the relay through the
-mailbox (pairs, notices) is killed at random points too.
+``rejected``; the ``metrics`` table has one row per (micro-batch, shard) that ran, none twice,
+and its counts add up to those tables and to the input.  Some operations watch two keys on
+different shards, so the relay through the mailbox (pairs, notices) is killed at random
+points too.
 
 With ``store`` (``tests/object_store.S3Store``, or ``--s3`` here) the output tables, the
 accumulator's staging and the shard-state segments live on an S3-compatible server on
@@ -183,6 +185,8 @@ def run(
         "expected_outcomes": expected_outcomes,
         "expected_unmatched": expected_unmatched,
         "malformed": malformed,
+        # write_json_lines puts the even-numbered malformed lines in the operation files
+        "input_rows": (len(work.operations) + (malformed + 1) // 2, len(work.events) + malformed // 2),
     }
 
 
@@ -213,6 +217,30 @@ def check(result: dict) -> None:
     )
     assert unmatched == expected_unmatched, "unmatched events differ"
     assert len(result["tables"]["rejected"]) == result["malformed"], "rejected rows lost or doubled"
+    if "metrics" in result["tables"]:  # callers that read only the three others skip it
+        check_metrics(result)
+
+
+def check_metrics(result: dict) -> None:
+    """The ``metrics`` table: one row per (micro-batch, shard) that ran, none twice, adding up
+    to the other tables and to the input (each micro-batch's rows counted once, kills or not)."""
+    tables = result["tables"]
+    metrics, outcomes = tables["metrics"], tables["outcomes"]
+    assert not metrics.duplicated(["batch_id", "shard"]).any(), "a (batch, shard) metrics row twice"
+    wrote = {
+        int(b) for name in ("outcomes", "unmatched_events", "rejected") for b in tables[name]["batch_id"]
+    }
+    assert wrote <= {int(b) for b in metrics["batch_id"]}, "a micro-batch wrote rows but no metrics row"
+    counted = {k: int(metrics[k].sum()) for k in ("completed", "expired", "unmatched", "rejected")}
+    assert counted == {
+        "completed": int((outcomes["status"] == "completed").sum()),
+        "expired": int((outcomes["status"] == "expired").sum()),
+        "unmatched": len(tables["unmatched_events"]),
+        "rejected": len(tables["rejected"]),
+    }, "metrics counts differ from the tables"
+    if "input_rows" in result:
+        inputs = (int(metrics["input_operations"].sum()), int(metrics["input_events"].sum()))
+        assert inputs == result["input_rows"], "metrics input rows differ from the input"
 
 
 def main() -> None:

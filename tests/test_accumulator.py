@@ -95,6 +95,10 @@ def table_rows(tmp_path, name: str) -> int:
     return DeltaTable(str(path)).to_pyarrow_table().num_rows
 
 
+def outcome_rows_staged(sink: PurgatorySink) -> int:
+    return sum(d.rows for d in sink.accumulator.destinations() if d.table == "outcomes")
+
+
 def data_files(tmp_path, name: str) -> list[int]:
     """Sizes of the table's current data files."""
     actions = pa.table(DeltaTable(str(tmp_path / "out" / name)).get_add_actions(flatten=True))
@@ -114,7 +118,7 @@ def test_rows_wait_until_the_destination_reaches_batch_size(tmp_path):
     commits = DeltaTable(str(tmp_path / "out" / "outcomes")).history()
     writes = [c for c in commits if c.get("operation") == "WRITE"]
     assert 1 <= len(writes) < 10
-    assert table_rows(tmp_path, "outcomes") + sum(d.rows for d in sink.accumulator.destinations()) == 200
+    assert table_rows(tmp_path, "outcomes") + outcome_rows_staged(sink) == 200
 
 
 def test_linger_ms_is_honoured_with_an_injected_clock(tmp_path):
@@ -140,7 +144,7 @@ def test_buffer_memory_bounds_what_is_staged(tmp_path):
     assert sink.accumulator.buffered_bytes <= 64 << 10
     committed = DeltaTable(str(tmp_path / "out" / "outcomes")).history()
     assert any("WRITE" == c.get("operation") for c in committed)
-    assert table_rows(tmp_path, "outcomes") + sum(d.rows for d in sink.accumulator.destinations()) == 8000
+    assert table_rows(tmp_path, "outcomes") + outcome_rows_staged(sink) == 8000
 
 
 def test_lingered_rows_are_committed_between_micro_batches(tmp_path):
@@ -150,7 +154,8 @@ def test_lingered_rows_are_committed_between_micro_batches(tmp_path):
     assert sink.drain_lingering() == []  # not yet
     clock.advance(1_000)
     committed = sink.drain_lingering()  # no new micro-batch: the timer commits
-    assert [c["version"] for c in committed] == [1] and table_rows(tmp_path, "outcomes") == 3
+    assert [c["table"] for c in committed] == ["metrics", "outcomes"]  # the batch's metrics row too
+    assert {c["version"] for c in committed} == {1} and table_rows(tmp_path, "outcomes") == 3
     sink.process(output_rows(2, start=3), 1)
     clock.advance(1_000)
     sink.process(output_rows(0), 2)
@@ -518,8 +523,11 @@ def test_a_quiet_stream_commits_lingered_rows_through_the_senders_job(spark, tmp
     assert sink.drain_lingering() == [] and table_rows(tmp_path, "outcomes") == 0
     clock.advance(1_000)  # no micro-batch: the linger timer drains
     committed = sink.drain_lingering()
-    assert [(c["table"], c["reasons"], c["files"]) for c in committed] == [("outcomes", ["lingered"], 1)]
-    assert table_rows(tmp_path, "outcomes") == 7
+    assert [(c["table"], c["reasons"], c["files"]) for c in committed] == [
+        ("metrics", ["lingered"], 1),
+        ("outcomes", ["lingered"], 1),
+    ]
+    assert (table_rows(tmp_path, "outcomes"), table_rows(tmp_path, "metrics")) == (7, 1)
 
 
 # -- the shards' own staging (start's path) ------------------------------------------------------------

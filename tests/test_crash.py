@@ -4,6 +4,9 @@ The fault points (``FAULT_POINTS``) include the two the executors' writes add: a
 batch's staged files are written but before the driver records them, and after a drain's
 data files are written but before their commit.
 
+``check`` includes the ``metrics`` table: one row per (micro-batch, shard) that ran, none
+twice after the kills, its counts adding up to the other tables and to the input.
+
 Twice: with everything on the local disk, and with the output tables, the accumulator's
 staging and the shard-state segments on an S3-compatible store (moto on loopback).
 """

@@ -1,10 +1,15 @@
-"""The ``foreachBatch`` sink: the operator's output rows into the three Delta tables.
+"""The ``foreachBatch`` sink: the operator's output rows into the Delta tables.
 
 Tables (under the output path), with the columns ``contract.TABLES`` declares:
 
 * ``outcomes`` partitioned by ``resolved_date`` (the date of ``resolved_at``),
 * ``unmatched_events`` partitioned by ``event_date`` (the date of the event's ``ts``),
-* ``rejected`` partitioned by ``rejected_date`` (the date the row was rejected).
+* ``rejected`` partitioned by ``rejected_date`` (the date the row was rejected),
+* ``metrics`` partitioned by ``metrics_date`` (the date of the micro-batch's ``batch_time``):
+  one row per shard call, made here from the calls' metrics rows (``staging.metrics_rows``:
+  each input's watermark and the busiest share need every call of the batch) and staged as
+  one more file of the batch before ``record``, so it is committed exactly once with the
+  batch's other rows (``docs/metrics.md``).
 
 Where the rows go: no output row passes through the driver.  Kafka's producer is the model:
 records are batched where they are produced, and the sender ships only ready batches while
@@ -50,20 +55,35 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 
-from ..contract import OPERATOR_OUTPUT, OUTCOMES, REJECTED, RELAYED, UNMATCHED_EVENTS, ms_column
+from ..contract import (
+    METRICS,
+    OPERATOR_OUTPUT,
+    OUTCOMES,
+    PROPOSED_WATERMARKS,
+    REJECTED,
+    RELAYED,
+    UNMATCHED_EVENTS,
+    ms_column,
+)
 from ..state.wake import Wake
 from .accumulator import RecordAccumulator, TableWriter
 from .sender import SparkTasks, TaskRunner, in_process
-from .staging import STAGED, STAGED_DDL, split_tables, stage_task
+from .staging import STAGED, STAGED_DDL, metrics_rows, split_tables, stage_metrics, stage_task
+from .writers import open_table as _open_table
 
 __all__ = ["PurgatorySink", "split_tables"]
+
+log = logging.getLogger(__name__)
 
 _WATERMARK = ms_column("watermark")
 
@@ -110,6 +130,7 @@ class PurgatorySink:
         self.wake = wake
         self.staged = staged
         self.pending: dict[int, int] = {}  # shard -> last reported pending count
+        self.watermarks: dict[str, int | None] | None = None  # per input, after the last batch
         self.tasks: TaskRunner = in_process  # the sender's tasks: on the executors once a batch ran
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
 
@@ -176,10 +197,11 @@ class PurgatorySink:
         return dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc)
 
     def _after_staging(self, staged: pa.Table, batch_id: int) -> dict:
+        metrics = staged.filter(pc.is_null(staged.column("table")))  # one row per shard call
+        staged = pa.concat_tables([staged, self._stage_metrics(metrics, batch_id)])
         self.accumulator.record(batch_id, staged)
         written = self.accumulator.drain(batch_id, self.writer, tasks=self.tasks)
         self.last_batch_id = batch_id
-        metrics = staged.filter(pc.is_null(staged.column("table")))  # one row per shard call
         figures = self._figures(staged, metrics, batch_id, written)
         if self.wake is not None:
             called = {int(s) for s in metrics.column("shard").to_pylist()}
@@ -188,6 +210,47 @@ class PurgatorySink:
         if self.on_batch:
             self.on_batch(figures)
         return figures
+
+    def _stage_metrics(self, calls: pa.Table, batch_id: int) -> pa.Table:
+        """The batch's ``metrics`` rows, staged with its other rows (so committed exactly once
+        like them): nothing for a batch no shard ran in, or a replay already recorded (its
+        calls still move the inputs' watermarks, which this sink keeps between batches)."""
+        if self.watermarks is None:
+            self.watermarks = self._recorded_watermarks(batch_id)
+        rows = metrics_rows(calls, batch_id, self._now(), self.watermarks)
+        if rows.num_rows == 0 or batch_id <= self.accumulator.staged_through:
+            return STAGED.empty_table()
+        acc = self.accumulator
+        return stage_metrics(rows, batch_id=batch_id, staging_dir=acc.staging_dir, storage=acc.storage)
+
+    def _recorded_watermarks(self, batch_id: int) -> dict[str, int | None]:
+        """Each input's watermark after the batches before ``batch_id``, from the metrics rows
+        recorded so far: committed to the table, or still staged (a restart's starting point)."""
+        columns = [f"{source}_watermark" for source in PROPOSED_WATERMARKS]
+        parts = []
+        path = getattr(self.writer, "path", None)
+        if path is not None:
+            try:
+                table = _open_table(path(METRICS.name), getattr(self.writer, "storage_options", None))
+                if table is not None:
+                    parts.extend(_committed(table, batch_id, columns))
+            except Exception as error:  # e.g. a table whose features delta-rs cannot read
+                log.warning(
+                    "metrics: inputs' watermarks start afresh (%s unreadable: %s)", path(METRICS.name), error
+                )
+        fs, root = self.accumulator.storage.filesystem(self.accumulator.staging_dir)
+        for d in self.accumulator.destinations():
+            if d.table == METRICS.name:
+                parts.extend(
+                    pq.read_table(f"{root}/{f}", filesystem=fs, columns=["batch_id", *columns])
+                    for f in d.files
+                )
+        watermarks: dict[str, int | None] = {}
+        for source, column in zip(PROPOSED_WATERMARKS, columns, strict=True):
+            values = [p.filter(pc.less(p.column("batch_id"), batch_id)).column(column) for p in parts]
+            highest = max((v for v in (pc.max(x).as_py() for x in values) if v is not None), default=None)
+            watermarks[source] = None if highest is None else int(highest.timestamp() * 1000)
+        return watermarks
 
     def _figures(self, staged: pa.Table, metrics: pa.Table, batch_id: int, written: list[dict]) -> dict:
         for shard, pending in zip(
@@ -209,9 +272,33 @@ class PurgatorySink:
             "rejected": total("rows", REJECTED.name),
             RELAYED: int(pc.sum(metrics.column(RELAYED)).as_py() or 0),
             _WATERMARK: wm,
+            **{f"{source}_{_WATERMARK}": value for source, value in (self.watermarks or {}).items()},
             "staged_bytes": self.accumulator.buffered_bytes,
             "committed": written,
         }
+
+
+def _committed(table: Any, batch_id: int, columns: list[str]) -> list[pa.Table]:
+    """The largest ``columns`` of the committed metrics rows before ``batch_id``, read from the
+    files' statistics where a file lies wholly before it (the log only: a restart need not
+    read a long-running table), else from the file (a replayed batch committed with others)."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    stats = [f"max.{c}" for c in ["batch_id", *columns]]
+    if actions.num_rows == 0:
+        return []
+    if not set(stats) <= set(actions.column_names):  # a writer that kept no statistics: read all
+        return [table.to_pyarrow_dataset().to_table(columns=["batch_id", *columns])]
+    before = pc.less(actions.column("max.batch_id"), batch_id)
+    summary = actions.filter(pc.fill_null(before, False)).select(stats).rename_columns(["batch_id", *columns])
+    rest = actions.filter(pc.invert(pc.fill_null(before, False)))
+    rest = rest.filter(pc.fill_null(pc.less(rest.column("min.batch_id"), batch_id), True))
+    if rest.num_rows == 0:
+        return [summary]
+    dataset = table.to_pyarrow_dataset()
+    wanted = tuple(rest.column("path").to_pylist())
+    files = [f for f in dataset.files if f.endswith(wanted)]
+    read = pads.dataset(files, filesystem=dataset.filesystem, format="parquet")
+    return [summary, read.to_table(columns=["batch_id", *columns], filter=pads.field("batch_id") < batch_id)]
 
 
 def _check_staged_by(staged: pa.Table, batch_id: int) -> None:

@@ -15,6 +15,12 @@ the operator; nothing else leaves the task.  ``ShardStaging`` is the same inside
 step itself (``start``'s path): the operator's rows are staged by the Python worker that
 produced them and never cross into the JVM at all.
 
+The ``metrics`` table is the exception to "rows become table rows here": a shard call's
+metrics row travels to the driver as its ``STAGED`` row (``CALL_COLUMNS``), because two of
+the table's columns need every call of the micro-batch (each input's watermark, the busiest
+share).  The sink makes the rows (``metrics_rows``) and stages them as one more file of the
+batch (``stage_metrics``) before recording it, so they are committed like the others.
+
 Invariants: a staged file is whole or absent (a local file is written to a temporary name
 and renamed; an object store's put is atomic); a retried ``stage_task`` attempt writes the
 names the first attempt wrote, so it overwrites rather than adds, and a shard call writes
@@ -43,7 +49,9 @@ from ..contract import (
     EXPIRED,
     GROUP_ROWS,
     KIND_METRICS,
-    RELAYED,
+    METRICS,
+    PROPOSED_WATERMARKS,
+    SINK_METRICS,
     TABLES,
     TableContract,
     ms_column,
@@ -52,6 +60,9 @@ from ..storage import Storage, WholeFile, location
 
 __all__ = [
     "split_tables",
+    "metrics_rows",
+    "stage_metrics",
+    "CALL_COLUMNS",
     "stage_rows",
     "stage_task",
     "StagedFile",
@@ -64,10 +75,18 @@ __all__ = [
 ]
 
 _TS = pa.timestamp("us", tz="UTC")
-_WATERMARK = ms_column("watermark")
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark sets on a micro-batch's jobs
 
-#: what a staging task returns: a row per staged file (``table`` set) or per metrics row
+#: what a shard call's metrics row carries to the driver: the ``metrics`` table's shard columns
+#: (event times as epoch ms) and the watermarks it proposes per input
+CALL_COLUMNS: tuple[str, ...] = (
+    "shard",
+    *(ms_column(c) if c in METRICS.time_columns else c for c in METRICS.engine_columns[1:-1]),
+    *PROPOSED_WATERMARKS.values(),
+)
+#: what a staging task returns: a row per staged file (``table`` set: its counts) or per
+#: shard call (``table`` null: its metrics row, ``CALL_COLUMNS``; ``completed`` and
+#: ``expired`` are then the call's)
 STAGED = pa.schema(
     [
         ("table", pa.string()),
@@ -77,11 +96,7 @@ STAGED = pa.schema(
         ("rows", pa.int64()),
         ("completed", pa.int64()),
         ("expired", pa.int64()),
-        ("shard", pa.int64()),
-        ("pending", pa.int64()),
-        (GROUP_ROWS, pa.int64()),
-        (RELAYED, pa.int64()),
-        (_WATERMARK, pa.int64()),
+        *((name, pa.int64()) for name in CALL_COLUMNS if name not in ("completed", "expired")),
     ]
 )
 #: the same as a Spark DDL string, for ``mapInArrow``
@@ -131,12 +146,65 @@ def _keys_of(rows: pa.Table) -> pa.ChunkedArray:
 
 
 def split_tables(rows: pa.Table, batch_id: int, now: dt.datetime) -> dict[str, pa.Table]:
-    """The operator's output rows (``contract.OPERATOR_OUTPUT``) as the tables' rows, by name."""
+    """The operator's output rows (``contract.OPERATOR_OUTPUT``) as the tables' rows, by name.
+
+    ``metrics`` comes back empty: its rows need every shard call of the micro-batch, so the
+    sink makes them (``metrics_rows``) from the calls' ``STAGED`` rows."""
     kind = rows.column("kind")
     return {
         name: _table_rows(table, rows.filter(pc.equal(kind, table.kind)), batch_id, now)
+        if table is not METRICS
+        else table.schema.empty_table()
         for name, table in TABLES.items()
     }
+
+
+def metrics_rows(
+    calls: pa.Table, batch_id: int, now: dt.datetime, watermarks: dict[str, int | None]
+) -> pa.Table:
+    """The ``metrics`` table's rows of micro-batch ``batch_id`` from its shard calls' ``STAGED``
+    rows (``table`` null), one per call.
+
+    ``watermarks`` is each input's watermark before this batch (by input, epoch ms; None
+    until the input has sent a row); it is moved to the running maximum of the watermarks
+    the calls propose, which is what Spark's watermark of the input is after this batch (the
+    largest event time seen on it minus its delay) and what the rows carry.  A batch time
+    the calls lack (rows made outside a micro-batch) is ``now``.
+    """
+    n = calls.num_rows
+    for source, column in PROPOSED_WATERMARKS.items():
+        proposed = pc.max(calls.column(column)).as_py()
+        if proposed is not None and (watermarks.get(source) is None or proposed > watermarks[source]):
+            watermarks[source] = proposed
+    group_rows = calls.column(GROUP_ROWS)
+    total = pc.sum(group_rows).as_py() or 0
+    batch_wide = {  # the same on every row of the batch (contract.SINK_METRICS)
+        **{f"{source}_watermark": watermarks.get(source) for source in PROPOSED_WATERMARKS},
+        "busiest_share": (pc.max(group_rows).as_py() or 0) / total if total else None,
+    }
+    assert set(batch_wide) == set(SINK_METRICS)
+    now_ms = int(now.timestamp() * 1000)
+    columns: dict[str, Any] = {}
+    for name in METRICS.schema.names:
+        field = METRICS.schema.field(name)
+        if name == "batch_id":
+            columns[name] = pa.array(np.full(n, batch_id, dtype=np.int64))
+        elif name == "batch_time":  # a batch time the calls lack is now
+            columns[name] = _from_ms(pc.fill_null(calls.column(ms_column(name)), now_ms))
+        elif name == "watermark":  # Spark's is 0 until it has one: none yet
+            ms = calls.column(ms_column(name))
+            columns[name] = _from_ms(pc.if_else(pc.greater(ms, 0), ms, pa.scalar(None, pa.int64())))
+        elif name in batch_wide and field.type == _TS:
+            columns[name] = _from_ms(pa.chunked_array([pa.array([batch_wide[name]] * n, pa.int64())]))
+        elif name in batch_wide:
+            columns[name] = pa.array([batch_wide[name]] * n, field.type)
+        elif name == "emitted_at":
+            columns[name] = pa.array([now] * n, type=field.type)
+        elif name == METRICS.partition_by:
+            columns[name] = _date(columns["batch_time"])
+        else:
+            columns[name] = pc.cast(calls.column(name), field.type)
+    return pa.table(columns, schema=METRICS.schema)
 
 
 def _by_partition(name: str, rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
@@ -275,6 +343,28 @@ class ShardStaging:
         )
 
 
+def stage_metrics(rows: pa.Table, *, batch_id: int, staging_dir: str, storage: Storage) -> pa.Table:
+    """Stage the ``metrics`` rows the sink made (``metrics_rows``): one file per partition,
+    named for the batch and the sink; return their ``STAGED`` rows."""
+
+    def name(table: str, partition: str) -> str:
+        return staged_name(table, partition, batch_id, 0, "sink")
+
+    fs, root = storage.filesystem(staging_dir)
+    files = [
+        StagedFile(fs, f"{root}/{name(METRICS.name, partition)}", name(METRICS.name, partition), True)
+        for partition, _ in _by_partition(METRICS.name, rows)
+    ]
+    try:
+        for f, (_, part) in zip(files, _by_partition(METRICS.name, rows), strict=True):
+            f.write(part)
+        return pa.Table.from_pylist([f.close() for f in files], schema=STAGED)
+    except BaseException:
+        for f in files:
+            f.abort()
+        raise
+
+
 def micro_batch_id() -> int:
     """The id of the micro-batch this Spark task runs in (Spark's ``streaming.sql.batchId``)."""
     from pyspark import TaskContext
@@ -337,15 +427,7 @@ def _staged_rows(staged: list[dict], metrics: list[pa.Table]) -> pa.Table:
     if not metrics:
         return files
     m = pa.concat_tables(metrics)
-    gauges = pa.table(
-        {
-            "shard": pc.cast(m.column("shard"), pa.int64()),
-            "pending": pc.cast(m.column("pending"), pa.int64()),
-            GROUP_ROWS: pc.cast(m.column(GROUP_ROWS), pa.int64()),
-            RELAYED: pc.cast(m.column(RELAYED), pa.int64()),
-            _WATERMARK: pc.cast(m.column(_WATERMARK), pa.int64()),
-        }
-    )
+    gauges = pa.table({name: pc.cast(m.column(name), pa.int64()) for name in CALL_COLUMNS})
     for field in STAGED:
         if field.name not in gauges.column_names:
             gauges = gauges.append_column(field, pa.nulls(gauges.num_rows, field.type))

@@ -46,6 +46,7 @@ __all__ = [
     "choose_writer",
     "delta_classes_available",
     "maintain_tables",
+    "open_table",
 ]
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class DeltaRsWriter:
     def _table(self, name: str) -> Any:
         from deltalake import DeltaTable
 
-        table = _open(self.path(name), self.storage_options)
+        table = open_table(self.path(name), self.storage_options)
         if table is not None:
             return table
         contract = TABLES[name]
@@ -190,7 +191,7 @@ def _options(root: str, storage: Storage | None, given: dict[str, str] | None) -
     return {**((storage or Storage()).delta_options(root) or {}), **(given or {})} or None
 
 
-def _open(path: str, storage_options: dict[str, str] | None) -> Any:
+def open_table(path: str, storage_options: dict[str, str] | None) -> Any:
     """The Delta table at ``path`` (None if there is none yet)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
@@ -202,7 +203,7 @@ def _open(path: str, storage_options: dict[str, str] | None) -> Any:
 
 
 def _recorded_version(path: str, app_id: str, storage_options: dict[str, str] | None) -> int | None:
-    table = _open(path, storage_options)
+    table = open_table(path, storage_options)
     return None if table is None else table.transaction_version(app_id)
 
 
@@ -245,7 +246,7 @@ def maintain_tables(
     """Optional upkeep through delta-rs: compact small files and write a log checkpoint."""
     report = {}
     for name in TABLES:
-        table = _open(join(root, name), _options(root, storage, None))
+        table = open_table(join(root, name), _options(root, storage, None))
         if table is None:
             continue
         entry: dict[str, Any] = {}

@@ -92,8 +92,8 @@ def _observe_staged(out: DataFrame) -> DataFrame:
     watermark = ms_column("watermark")
     return out.observe(
         OBSERVATION,
-        total(COMPLETED).alias(COMPLETED),
-        total(EXPIRED).alias(EXPIRED),
+        total(COMPLETED, table.isNotNull()).alias(COMPLETED),  # a call's row has its own count
+        total(EXPIRED, table.isNotNull()).alias(EXPIRED),
         total("rows", table == UNMATCHED_EVENTS.name).alias(KIND_UNMATCHED),
         total("rows", table == REJECTED.name).alias(KIND_REJECTED),
         F.max(watermark).alias(watermark),

@@ -94,7 +94,7 @@ from ..state import Mailbox, SegmentStore, load_state, loaded_by, save_state
 from ..state.wake import end_watermark_ms, is_end_watermark
 from ..storage import Storage
 from .labels import shard_numbers
-from .output import OUTPUT_SCHEMA, output_rows, with_timestamps
+from .output import OUTPUT_SCHEMA, output_rows, shard_figures, with_timestamps
 from .routing import (
     ROLE_BAD,
     ROLE_END,
@@ -369,6 +369,7 @@ def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None
     mailbox = Mailbox.beside(config.state_path, Storage.of(config)) if hands_off(config) else None
     numbers = shard_numbers(config.shards + 1)
     cross = config.shards
+    delays = {source: config.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         shard = numbers[int(key[0])]
@@ -394,23 +395,28 @@ def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None
         if posted:
             mailbox.post(shard, batch, result.relay)  # type: ignore[union-attr]
         handled = len(pdf) + (len(relayed) if relayed is not None else 0)  # relayed rows are work too
-        rows = output_rows(shard, result, bad, p, p.watermark if ended else wm, handled, posted)
+        now = state.getCurrentProcessingTimeMs()  # the micro-batch's time
+        figures = shard_figures(p, pdf, delays, batch_time_ms=now, group_rows=handled, relayed=posted)
+        out_wm = p.watermark if ended else wm  # read before p is saved (and parked)
+        # the cross-shard group keeps relays_through (files it received may still be in the
+        # mailbox), an ended shard its end watermark
+        keep = not (p.is_empty() and not ended and (mailbox is None or shard != cross))
+        if keep:  # saved before the output rows, whose metrics row carries the value's size
+            wake = p.next_wakeup()
+            if mailbox is not None and shard == cross and (p.pending or p.awaited_notices):
+                # called in the next batch that moves the watermark (mailbox); Spark wants a timeout > 0
+                wake = min(wake, max(wm, 1) + 1)
+            processed, how, pending = time.perf_counter(), loaded_by(p), p.pending
+            value = save_state(p, store, park=store is not None)  # parked: no use of p after this
+        rows = output_rows(shard, result, bad, figures, out_wm, state_bytes=len(value) if keep else 0)
         if staging is None:
             yield rows
         else:
             arrow = pa.Table.from_pandas(rows, schema=OPERATOR_OUTPUT, preserve_index=False)
             yield staging(arrow, shard).to_pandas()
-        # the cross-shard group keeps relays_through (files it received may still be in the
-        # mailbox), an ended shard its end watermark
-        if p.is_empty() and not ended and (mailbox is None or shard != cross):
+        if not keep:
             state.remove()
             return
-        wake = p.next_wakeup()
-        if mailbox is not None and shard == cross and (p.pending or p.awaited_notices):
-            # called in the next batch that moves the watermark (mailbox); Spark wants a timeout > 0
-            wake = min(wake, max(wm, 1) + 1)
-        processed, how, pending = time.perf_counter(), loaded_by(p), p.pending
-        value = save_state(p, store, park=store is not None)  # parked: no use of p after this
         state.update((value,))
         if _STATE_LOG:  # one JSON line per shard call on the worker's stderr (the executor log)
             figures = {
@@ -439,12 +445,14 @@ def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:
 
 def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
     numbers = shard_numbers(config.shards + 1)
+    delays = {source: config.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
 
     def shard_all(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
         shard = numbers[int(key[0])]
         p = Purgatory(config)
         ops, events, bad = _split_input(pdf)
         result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)
-        return output_rows(shard, result, bad, p, final_watermark_ms)
+        figures = shard_figures(p, pdf, delays, batch_time_ms=int(time.time() * 1000), group_rows=len(pdf))
+        return output_rows(shard, result, bad, figures, final_watermark_ms)
 
     return shard_all

@@ -26,23 +26,30 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..contract import (
+    COMPLETED,
     GAUGES,
     KIND_METRICS,
     KIND_OUTCOME,
     KIND_REJECTED,
     KIND_UNMATCHED,
+    METRICS,
     OPERATOR_OUTPUT,
     OUTCOMES,
+    PROPOSED_WATERMARKS,
     REJECTED,
+    SOURCE_EVENTS,
+    SOURCE_OPERATIONS,
     TABLES,
     UNMATCHED_EVENTS,
     TableContract,
     ms_column,
 )
 from ..engine.purgatory import BatchResult, Purgatory
+from .routing import ROLE_BAD, ROLE_EVENT, ROLE_OPERATION, ROLE_REPLICA, ROLE_STUB
 
 __all__ = [
     "OUTPUT_SCHEMA",
+    "shard_figures",
     "output_rows",
     "with_timestamps",
     "outcomes_of",
@@ -66,7 +73,8 @@ warnings.filterwarnings(
 )
 
 #: the output's event times, by timestamp name (each travels as ``<name>_ms``)
-_TIME_COLUMNS = [*dict.fromkeys(c for t in TABLES.values() for c in t.time_columns), _WATERMARK]
+_TIME_COLUMNS = [*dict.fromkeys([*(c for t in TABLES.values() for c in t.time_columns), _WATERMARK])]
+_LATENCY_COLUMNS = [c for c in METRICS.schema.names if c.startswith("latency_")]
 
 
 # -- in the Python workers: one shard's result as output rows ------------------------------------
@@ -76,38 +84,91 @@ def _ms_names(table: TableContract) -> dict[str, str]:
     return {name: ms_column(name) for name in table.time_columns}
 
 
+def shard_figures(
+    p: Purgatory,
+    routed: pd.DataFrame,
+    delays_ms: dict[str, int],
+    *,
+    batch_time_ms: int,
+    group_rows: int = 0,
+    relayed: int = 0,
+) -> dict[str, int | None]:
+    """What a shard call reports beside its rows, read before its state is saved (and parked):
+    its gauges (``contract.GAUGES``), the micro-batch's processing time, the input rows it got
+    per input (operations or events, rejected-at-parse ones included, stubs and replicas not:
+    summed over the shards they are the input's rows) and the watermark each input's rows
+    propose (largest event time minus that input's delay: ``contract.PROPOSED_WATERMARKS``).
+
+    ``routed`` is the call's input (``routing.ROUTED_COLUMNS``); ``group_rows``: the rows it
+    handled, relayed ones included; ``relayed``: the rows it posted to the mailbox."""
+    role = routed["role"].to_numpy(dtype=object)
+    side = routed["side"].to_numpy(dtype=object)
+    ts = routed[ms_column("ts")].to_numpy()
+    figures: dict[str, int | None] = dict(
+        zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows, relayed), strict=True)
+    )
+    figures[ms_column("batch_time")] = int(batch_time_ms)
+    for source, own, copy in (
+        (SOURCE_OPERATIONS, ROLE_OPERATION, ROLE_STUB),
+        (SOURCE_EVENTS, ROLE_EVENT, ROLE_REPLICA),
+    ):
+        mine = side == source
+        figures[f"input_{source}"] = int(np.count_nonzero(mine & ((role == own) | (role == ROLE_BAD))))
+        timed = ts[mine & ((role == own) | (role == copy))]
+        proposed = int(np.max(timed)) - delays_ms[source] if len(timed) else None
+        figures[PROPOSED_WATERMARKS[source]] = proposed
+    return figures
+
+
 def output_rows(
     shard: int,
     result: BatchResult,
     bad: pd.DataFrame,
-    p: Purgatory,
+    figures: dict[str, int | None],
     wm: int,
-    group_rows: int = 0,
-    relayed: int = 0,
+    *,
+    state_bytes: int | None = None,
 ) -> pd.DataFrame:
     """A shard's micro-batch as ``OUTPUT_SCHEMA`` rows: its outcomes, unmatched events,
-    rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row
-    (``group_rows``: the input rows this call got; ``relayed``: the rows it posted to the
-    mailbox)."""
+    rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row:
+    ``figures`` (``shard_figures``), the counts of those rows, the latency percentiles of
+    what completed, the watermark ``wm`` and ``state_bytes`` (the saved state value's size)."""
     outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
     unmatched = result.unmatched.drop(columns="batch_id").rename(columns=_ms_names(UNMATCHED_EVENTS))
-    gauges = dict(
-        zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows, relayed), strict=True)
-    )
+    metrics = {
+        **figures,
+        "completed": result.completed,
+        "expired": result.expired,
+        "unmatched": len(result.unmatched),
+        "rejected": len(result.rejected) + len(bad),
+        **_latencies(result.outcomes),
+        ms_column(_WATERMARK): wm,
+        "state_bytes": state_bytes,
+    }
     parts = [
         (KIND_OUTCOME, _with_single_key(outcomes)),
         (KIND_UNMATCHED, unmatched),
         (KIND_REJECTED, result.rejected[["source", "raw", "reason"]]),
         (KIND_REJECTED, bad),
-        (KIND_METRICS, pd.DataFrame({name: [value] for name, value in gauges.items()})),
+        (KIND_METRICS, pd.DataFrame({name: [0] for name in GAUGES})),
     ]
     out = _stacked([(kind, part) for kind, part in parts if len(part)])
-    # the metrics row (the last) carries the watermark; exact, not through a float column
-    watermark = pd.array([None] * len(out), dtype="Int64")
-    watermark[-1] = wm
-    out[ms_column(_WATERMARK)] = watermark
+    # the metrics row (the last) carries the figures; exact, not through a float column
+    for name, value in metrics.items():
+        column = pd.array([None] * len(out), dtype="Int64")
+        column[-1] = value
+        out[name] = column
     out["shard"] = np.int32(shard)
     return out
+
+
+def _latencies(outcomes: pd.DataFrame) -> dict[str, int | None]:
+    """Nearest-rank percentiles (a latency that occurred) of the completed outcomes' latency."""
+    latency = outcomes["latency_ms"].to_numpy()[(outcomes["status"] == COMPLETED).to_numpy()]
+    if not len(latency):
+        return dict.fromkeys(_LATENCY_COLUMNS)
+    values = np.percentile(latency.astype(np.int64), [50, 95, 99, 100], method="inverted_cdf")
+    return {name: int(v) for name, v in zip(_LATENCY_COLUMNS, values, strict=True)}
 
 
 def _with_single_key(outcomes: pd.DataFrame) -> pd.DataFrame:
@@ -189,6 +250,15 @@ def rejected_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
     return _table_of(batch, REJECTED, batch_id)
 
 
-def metrics_of(batch: DataFrame) -> DataFrame:
-    """Per-shard gauges reported by the shards that ran in this micro-batch."""
-    return batch.where(F.col("kind") == KIND_METRICS).select("shard", *GAUGES, _WATERMARK)
+def metrics_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
+    """The metrics rows of a micro-batch, one per shard that ran: the ``metrics`` table's
+    columns a shard fills (``contract.METRICS``, up to ``batch_id``).  The sink adds the
+    others (each input's watermark, the busiest group's share), which need every shard of
+    the batch and the batches before it."""
+    rows = batch.where(F.col("kind") == KIND_METRICS)
+    engine = [
+        F.timestamp_millis(F.col(ms_column(c))).alias(c) if c in METRICS.time_columns else F.col(c)
+        for c in METRICS.engine_columns
+        if c != "batch_id"
+    ]
+    return rows.select(*engine, F.lit(batch_id).cast("long").alias("batch_id"))
