@@ -18,9 +18,10 @@ from .contract import SOURCE_EVENTS, SOURCE_OPERATIONS
 
 __all__ = ["ConfigError", "PurgatoryConfig", "parse_interval_ms", "READ_FORMATS"]
 
-#: how a source path is read (``job.source.format``, ``spark.sources.read_stream``): JSON-lines
-#: files, Parquet files (typed), a Delta table (typed; needs Spark's Delta data source), Kafka
-READ_FORMATS = ("json", "parquet", "delta", "kafka")
+#: how a source path is read (``job.source.format``, ``spark.formats.read_stream``): told by its
+#: files (``auto``), JSON-lines files, Parquet files (typed), a Delta table (typed; needs
+#: Spark's Delta data source), Kafka
+READ_FORMATS = ("auto", "json", "parquet", "delta", "kafka")
 
 
 class ConfigError(ValueError):

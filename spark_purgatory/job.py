@@ -6,8 +6,8 @@ and the tests call ``parse_args`` / ``run`` directly.  ``run`` is a thin shell a
 sources, the progress and commit log lines, and stopping on SIGTERM/SIGINT.
 
     python jobs/purgatory_job.py --ops-path DIR --events-path DIR --output-path DIR \\
-        --checkpoint-path DIR [--source-format json|parquet|delta|kafka] \\
-        [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...] \\
+        --checkpoint-path DIR [--source-format auto|json|parquet|delta|kafka] \
+        [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...] \
         [--end-input]
 
 The same file runs under ``spark-submit`` (it then uses the submitted session).  With
@@ -44,7 +44,7 @@ log = logging.getLogger("spark_purgatory.job")
 
 _JOB_KEYS = {
     "job.trigger": "available-now",
-    "job.source.format": "json",
+    "job.source.format": "auto",
     "job.writer": "auto",
     "job.master": "local[*]",
     "job.log.format": "text",
@@ -59,7 +59,7 @@ class JobSettings:
     checkpoint_path: str
     config: PurgatoryConfig
     trigger: str = "available-now"
-    source_format: str = "json"
+    source_format: str = "auto"
     writer: str = "auto"
     master: str = "local[*]"
     log_format: str = "text"
@@ -215,19 +215,25 @@ def run(settings: JobSettings) -> dict:
 
 
 def _sources(spark, settings: JobSettings) -> tuple:
-    """The operations and events streams, read as ``--source-format`` says."""
-    from .spark.sources import read_stream
+    """The operations and events streams, read as ``--source-format`` says (``auto``: as the
+    files say, ``spark.formats``)."""
+    from .spark.formats import formats_of, read_stream
+    from .storage import Storage
 
+    storage = Storage.of(settings.config)
+    paths = (settings.ops_path, settings.events_path)
+    told = formats_of(list(paths), settings.source_format, storage=storage)
     return tuple(
         read_stream(
             spark,
             path,
-            settings.source_format,
+            fmt,
             kind=kind,
+            storage=storage,
             max_files_per_trigger=settings.config.source_max_files_per_trigger,
             kafka_options=settings.kafka_options,
         )
-        for path, kind in ((settings.ops_path, "operations"), (settings.events_path, "events"))
+        for path, fmt, kind in zip(paths, told, ("operations", "events"), strict=True)
     )
 
 

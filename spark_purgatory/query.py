@@ -132,7 +132,8 @@ def start(
         trigger: ``available-now`` (process what is there, then stop) or
             ``processing-time=<interval>`` (e.g. ``processing-time=10s``).
         source_format: how paths are read (``json``, ``parquet``, ``delta``, ``kafka``) and
-            inputs parsed (``auto``: by each DataFrame's schema; JSON text for a path).
+            inputs parsed; ``auto``: a path by its files (Parquet, JSON lines, a Delta
+            table's ``_delta_log``; ``spark.formats``), a DataFrame by its schema.
         writer: ``auto`` (Spark's Delta source when its classes are present, else delta-rs),
             ``delta-rs``, ``spark``, or your own ``TableWriter``.
         name: the streaming query's name (``queryName``).
@@ -542,15 +543,24 @@ def _operator(
 ) -> Any:
     """The operator's output stream, with the ``purgatory`` observed metrics attached; with
     ``staging``, the shards stage their own rows and the stream carries ``STAGED`` rows."""
-    from . import read_stream
+    from .spark.formats import formats_of, read_stream
     from .spark.metrics import observe_purgatory
     from .spark.operator import purgatory_stream, staged_stream
+
+    storage = Storage.of(cfg)
+    paths = [given for given in (operations, events) if isinstance(given, str)]
+    told = dict(zip(paths, formats_of(paths, source_format, storage=storage), strict=True))  # by the files
 
     def source(given: Any, kind: str) -> Any:
         if not isinstance(given, str):
             return given
         return read_stream(
-            spark, given, source_format, kind=kind, max_files_per_trigger=cfg.source_max_files_per_trigger
+            spark,
+            given,
+            told[given],
+            kind=kind,
+            max_files_per_trigger=cfg.source_max_files_per_trigger,
+            storage=storage,
         )
 
     ops, evs = source(operations, "operations"), source(events, "events")

@@ -1,0 +1,115 @@
+"""A new user's first hour (issue 22), written as the user hit it.
+
+The payments case (``payments.py``): typed Parquet, 4 files per stream cut at different
+event times, ``start()`` with the default ``source_format``.  Each trap of the issue is a
+test here: Parquet read as JSON, errors that do not say what to do, a ``pending`` count that
+forgets shards, ``rejected`` rows without their ``op_id``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+from payments import reference, write_case
+
+from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory.spark.formats import SourceFormatError, format_of_path, formats_of
+from spark_purgatory.spark.schema import InputSchemaError
+
+HERE = os.path.dirname(__file__)
+
+
+# -- a path's format is told by its files ------------------------------------------------------------
+
+
+def test_parquet_files_are_told_parquet(tmp_path):
+    _ops, _events, ops_dir, events_dir = write_case(str(tmp_path))
+    assert format_of_path(ops_dir).format == "parquet"
+    assert formats_of([ops_dir, events_dir], "auto") == ["parquet", "parquet"]
+
+
+def test_json_lines_are_told_json_even_with_hostile_lines(tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(os.path.join(HERE, "corpus"), corpus, ignore=shutil.ignore_patterns("*.py", "*.json"))
+    assert format_of_path(str(corpus)).format == "json"
+
+
+def test_a_delta_table_is_told_by_its_log(tmp_path):
+    from deltalake import write_deltalake
+
+    write_deltalake(str(tmp_path / "t"), pa.table({"key": ["a"]}))
+    assert format_of_path(str(tmp_path / "t")).format == "delta"
+
+
+def test_a_uri_is_listed_through_storage(tmp_path):
+    _ops, _events, ops_dir, _ = write_case(str(tmp_path))
+    assert format_of_path(f"file://{ops_dir}").format == "parquet"
+
+
+def test_an_empty_input_takes_the_other_inputs_format(tmp_path):
+    _ops, _events, ops_dir, _ = write_case(str(tmp_path))
+    assert formats_of([ops_dir, str(tmp_path / "not-yet")], "auto") == ["parquet", "parquet"]
+    assert formats_of([str(tmp_path / "a"), str(tmp_path / "b")], "auto") == ["json", "json"]
+
+
+def test_parquet_asked_to_be_read_as_json_is_refused_naming_the_option(tmp_path):
+    _ops, _events, ops_dir, _ = write_case(str(tmp_path))
+    with pytest.raises(SourceFormatError, match="holds parquet .* not json: pass source_format") as error:
+        formats_of([ops_dir], "json")
+    assert "\n" not in str(error.value)
+
+
+def test_binary_files_are_never_parsed_as_json(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x.avro").write_bytes(b"Obj\x01" + bytes(range(256)) * 8)
+    with pytest.raises(SourceFormatError, match="binary files that are neither Parquet nor JSON"):
+        formats_of([str(tmp_path / "in")], "auto")
+
+
+def test_a_directory_of_several_formats_is_refused(tmp_path):
+    _ops, _events, ops_dir, _ = write_case(str(tmp_path))
+    with open(os.path.join(ops_dir, "late.json"), "w") as f:
+        f.write('{"op_id": "x"}\n')
+    with pytest.raises(SourceFormatError, match="several formats"):
+        formats_of([ops_dir], "auto")
+
+
+# -- the payments case through start(), default source_format ------------------------------------------
+
+CONFIG = PurgatoryConfig(shards=2, watermark_delay="5 seconds")
+
+
+def _table(root, name):
+    return DeltaTable(os.path.join(root, name)).to_pandas()
+
+
+@pytest.mark.spark
+def test_payments_as_parquet_complete_what_the_reference_says(spark, tmp_path):
+    ops, events, ops_dir, events_dir = write_case(str(tmp_path))
+    out, chk = str(tmp_path / "tables"), str(tmp_path / "chk")
+    with start(ops_dir, events_dir, output=out, checkpoint=chk, config=CONFIG, spark=spark) as purgatory:
+        purgatory.await_termination()
+    outcomes, rejected = _table(out, "outcomes"), _table(out, "rejected")
+    assert len(rejected) == 0, rejected["raw"].str[:20].tolist()[:3]
+    completed = outcomes[outcomes["status"] == "completed"].sort_values("op_id")
+    expected = reference(ops, events)
+    assert completed["op_id"].tolist() == expected["op_id"].tolist()
+    resolved_ms = completed["resolved_at"].astype("int64") // 1000
+    assert resolved_ms.tolist() == expected["resolved_at_ms"].tolist()
+    assert outcomes["op_id"].is_unique
+
+
+@pytest.mark.spark
+def test_nanosecond_parquet_timestamps_are_refused_when_the_query_is_built(spark, tmp_path):
+    _ops, _events, ops_dir, events_dir = write_case(str(tmp_path), unit="ns")
+    assert pq.read_schema(os.path.join(ops_dir, "part-0000.parquet")).field("ts").type.unit == "ns"
+    with pytest.raises(
+        InputSchemaError, match="column 'ts' is a nanosecond timestamp.*coerce_timestamps='us'"
+    ):
+        start(ops_dir, events_dir, output=str(tmp_path / "t"), checkpoint=str(tmp_path / "c"), spark=spark)
+    assert not os.path.exists(tmp_path / "c" / "offsets")  # refused before the query started
