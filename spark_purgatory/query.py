@@ -152,7 +152,8 @@ def start(
 
     Raises:
         ConfigError: a trigger or a session setting that would break the query, naming
-            the key and what to set.
+            the key and what to set; Python workers that cannot import the project
+            (``spark.pyspark.python`` / ``PYSPARK_PYTHON``).
         InputEndedError: the checkpoint's input ended (``end_input``): use a new one.
         ValueError: an unknown writer name, or no session to read paths with.
 
@@ -174,6 +175,9 @@ def start(
         )
     spark = spark or _session_of(operations, events)
     _check_session(spark)
+    from .spark.workers import use_project_python
+
+    use_project_python(spark)  # the workers must import the project (spark.workers)
     storage = Storage.of(cfg)
     end = EndOfInput(checkpoint, storage)
     end.check_open()

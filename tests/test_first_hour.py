@@ -113,3 +113,61 @@ def test_nanosecond_parquet_timestamps_are_refused_when_the_query_is_built(spark
     ):
         start(ops_dir, events_dir, output=str(tmp_path / "t"), checkpoint=str(tmp_path / "c"), spark=spark)
     assert not os.path.exists(tmp_path / "c" / "offsets")  # refused before the query started
+
+
+# -- Spark's Python workers run an interpreter that has the project ---------------------------------------
+
+_EXAMPLE = """
+import sys
+from pyspark.sql import SparkSession
+from spark_purgatory import PurgatoryConfig, start
+
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+root, ops, events = sys.argv[1:4]
+config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")
+with start(ops, events, output=root + "/tables", checkpoint=root + "/chk", config=config) as purgatory:
+    purgatory.await_termination()
+print("TOTALS", purgatory.totals["completed"])
+"""
+
+
+def _run_example(tmp_path, **env_extra):
+    """``example.py`` run by this interpreter (the venv's) with a PATH that lacks the venv."""
+    import subprocess
+    import sys
+
+    env = {
+        "PATH": "/usr/bin:/bin",  # no venv: python3 here cannot import pyarrow
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "PYTHONPATH": os.path.dirname(HERE),  # this tree's spark_purgatory (an editable venv needs none)
+        **{k: v for k, v in os.environ.items() if k == "JAVA_HOME"},
+        **env_extra,
+    }
+    assert subprocess.run(["python3", "-c", "import pyarrow"], env=env, capture_output=True).returncode != 0
+    (tmp_path / "example.py").write_text(_EXAMPLE)
+    case = write_case(str(tmp_path))
+    args = [sys.executable, str(tmp_path / "example.py"), str(tmp_path), case[2], case[3]]
+    return case, subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.spark
+def test_the_one_call_works_from_a_venv_python_that_is_not_activated(tmp_path):
+    """``.venv/bin/python example.py`` with a plain ``SparkSession.builder``: the PATH's
+    python3 lacks pyarrow, so the workers must get the driver's interpreter."""
+    (ops, events, _, _), done = _run_example(tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == f"TOTALS {len(reference(ops, events))}"
+
+
+@pytest.mark.spark
+def test_workers_without_the_project_stop_the_start_with_one_line_saying_what_to_set(tmp_path):
+    import sys
+
+    _case, done = _run_example(tmp_path, PYSPARK_PYTHON="/usr/bin/python3")
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "spark_purgatory.config.ConfigError: Spark's Python workers would run /usr/bin/python3"
+    )
+    assert "cannot import pyarrow: set spark.pyspark.python (or PYSPARK_PYTHON) to " + sys.executable in last
+    assert not os.path.exists(tmp_path / "chk" / "offsets")
