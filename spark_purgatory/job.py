@@ -51,6 +51,10 @@ _JOB_KEYS = {
 }
 
 
+#: the Kafka keys, as an unknown key's error names them
+_KAFKA_KEYS = ("kafka.<consumer config> (e.g. kafka.bootstrap.servers)", "source.kafka.<source option>")
+
+
 @dataclass
 class JobSettings:
     ops_path: str
@@ -103,7 +107,8 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
             kafka[key[len("source.kafka.") :]] = value  # other Kafka source options (startingOffsets)
         else:
             engine[key] = value  # PurgatoryConfig rejects unknown keys, naming the allowed ones
-    config = PurgatoryConfig.from_mapping(engine)
+    # an unknown key's error lists the job's keys too: every key this command accepts
+    config = PurgatoryConfig.from_mapping(engine, also_allowed=[*_JOB_KEYS, *_KAFKA_KEYS])
     trigger = args.trigger or job["job.trigger"]
     check_trigger(trigger, option="--trigger")
     if args.end_input and trigger != "available-now":

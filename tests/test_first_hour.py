@@ -171,3 +171,43 @@ def test_workers_without_the_project_stop_the_start_with_one_line_saying_what_to
     )
     assert "cannot import pyarrow: set spark.pyspark.python (or PYSPARK_PYTHON) to " + sys.executable in last
     assert not os.path.exists(tmp_path / "chk" / "offsets")
+
+
+# -- configuration errors name the key, the value and what is allowed -------------------------------------
+
+
+def test_a_config_field_of_the_wrong_type_names_the_key_the_value_and_what_to_pass():
+    from spark_purgatory.config import ConfigError
+
+    with pytest.raises(ConfigError) as error:
+        PurgatoryConfig(shards="2")
+    assert str(error.value).startswith("purgatory.shards (shards) must be an integer, got '2' (str)")
+    with pytest.raises(ConfigError, match="purgatory.cross.shard.operations .* must be true or false"):
+        PurgatoryConfig(cross_shard_operations="false")  # a non-empty string would be truthy
+
+
+def test_a_bad_number_from_the_command_line_says_what_is_allowed():
+    from spark_purgatory.job import parse_args
+
+    base = ["--ops-path", "o", "--events-path", "e", "--output-path", "t", "--checkpoint-path", "c"]
+    with pytest.raises(Exception, match=r"purgatory.shards must be an integer >= 1, got 'two'"):
+        parse_args([*base, "--set", "purgatory.shards=two"])
+    with pytest.raises(Exception, match=r"purgatory.shards must be >= 1, got 0"):
+        parse_args([*base, "--set", "purgatory.shards=0"])
+
+
+def test_an_unknown_key_lists_every_key_the_job_accepts(tmp_path):
+    from spark_purgatory.config import ConfigError
+    from spark_purgatory.job import parse_args
+
+    conf = tmp_path / "job.conf"
+    conf.write_text("purgatory.shard = 4\n")
+    base = ["--ops-path", "o", "--events-path", "e", "--output-path", "t", "--checkpoint-path", "c"]
+    with pytest.raises(ConfigError) as error:
+        parse_args([*base, "--conf", str(conf)])
+    message = str(error.value)
+    assert message.startswith("unknown configuration key 'purgatory.shard' (did you mean purgatory.shards?)")
+    for key in ("job.trigger", "job.source.format", "job.writer", "job.master", "job.log.format"):
+        assert key in message
+    assert "kafka.<consumer config>" in message and "source.kafka.<source option>" in message
+    assert all(key in message for key in PurgatoryConfig.keys())
