@@ -288,10 +288,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
     configure_logging(settings.log_format)
+    from .spark.schema import InputSchemaError
+
     try:
         run(settings)
     except InputEndedError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except (ConfigError, InputSchemaError) as error:  # found at start: one line says what to do
+        print(f"{type(error).__name__}: {error}", file=sys.stderr)
         return 2
     return 0
 

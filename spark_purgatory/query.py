@@ -381,9 +381,18 @@ class PurgatoryQuery:
         return self._closed or self._interrupted
 
     def _await(self, timeout: float | None) -> bool | None:
-        if timeout is None:
-            return self.query.awaitTermination()
-        return self.query.awaitTermination(timeout)
+        """Spark's wait; a failed micro-batch is re-raised with its first cause in the first
+        line (``spark.errors``), Spark's error chained."""
+        from pyspark.errors import StreamingQueryException
+
+        from .spark.errors import micro_batch_error
+
+        try:
+            if timeout is None:
+                return self.query.awaitTermination()
+            return self.query.awaitTermination(timeout)
+        except StreamingQueryException as error:
+            raise micro_batch_error(error) from error
 
     def _owes_wake(self) -> bool:
         """Did this run end with relays that no later call of the cross-shard group received?"""

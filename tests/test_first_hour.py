@@ -211,3 +211,42 @@ def test_an_unknown_key_lists_every_key_the_job_accepts(tmp_path):
         assert key in message
     assert "kafka.<consumer config>" in message and "source.kafka.<source option>" in message
     assert all(key in message for key in PurgatoryConfig.keys())
+
+
+# -- an error inside a micro-batch: its first cause in the first line ----------------------------------
+
+
+@pytest.mark.spark
+def test_a_failed_micro_batch_is_re_raised_with_its_first_cause_first(spark, tmp_path):
+    """Streams the user read themselves (no check of the files at start) over nanosecond
+    Parquet: Spark fails the micro-batch; the user reads the cause in the first line."""
+    from pyspark.errors import StreamingQueryException
+
+    from spark_purgatory.spark.errors import MicroBatchError
+    from spark_purgatory.spark.formats import EVENTS_PARQUET_SCHEMA, OPERATIONS_PARQUET_SCHEMA
+
+    _ops, _events, ops_dir, events_dir = write_case(str(tmp_path), unit="ns")
+    ops = spark.readStream.schema(OPERATIONS_PARQUET_SCHEMA).parquet(ops_dir)
+    events = spark.readStream.schema(EVENTS_PARQUET_SCHEMA).parquet(events_dir)
+    out, chk = str(tmp_path / "tables"), str(tmp_path / "chk")
+    with start(ops, events, output=out, checkpoint=chk, config=CONFIG) as purgatory:
+        with pytest.raises(MicroBatchError) as error:
+            purgatory.await_termination()
+    first = str(error.value).splitlines()[0]
+    assert first.startswith("[FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH]") and "[ts]" in first
+    assert isinstance(error.value.__cause__, StreamingQueryException)
+    assert len(str(error.value.__cause__)) > 10 * len(first)  # the full story is kept
+
+
+def test_the_first_cause_of_a_python_worker_error_is_its_exception_line():
+    from spark_purgatory.spark.errors import micro_batch_error
+
+    spark_error = (
+        "[STREAM_FAILED] Query [id = x] terminated with exception: Job aborted due to stage failure: "
+        "Task 0 in stage 3.0 failed 1 times: org.apache.spark.api.python.PythonException: Traceback "
+        '(most recent call last):\n  File "worker.py", line 1, in main\n    import pyarrow\n'
+        "ModuleNotFoundError: No module named 'pyarrow'\n\n\tat org.apache.spark.api.python.X(X.scala:1)\n"
+    )
+    first = str(micro_batch_error(RuntimeError(spark_error))).splitlines()[0]
+    assert first.startswith("ModuleNotFoundError: No module named 'pyarrow' (in Spark's Python workers: set")
+    assert "spark.pyspark.python or PYSPARK_PYTHON" in first
