@@ -91,7 +91,9 @@ def output_rows(
     mailbox)."""
     outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
     unmatched = result.unmatched.drop(columns="batch_id").rename(columns=_ms_names(UNMATCHED_EVENTS))
-    gauges = dict(zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows, relayed), strict=True))
+    gauges = dict(
+        zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows, relayed), strict=True)
+    )
     parts = [
         (KIND_OUTCOME, _with_single_key(outcomes)),
         (KIND_UNMATCHED, unmatched),

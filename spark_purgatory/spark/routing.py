@@ -102,7 +102,6 @@ def _routed_schema() -> T.StructType:
 ROUTED_SCHEMA: T.StructType = _routed_schema()
 ROUTED_COLUMNS: list[str] = ROUTED_SCHEMA.fieldNames()
 
-
 def hands_off(config: PurgatoryConfig) -> bool:
     """Do cross-shard operations get their events through the mailbox (else: replicas)?
 
