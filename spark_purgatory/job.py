@@ -180,12 +180,17 @@ def run(settings: JobSettings) -> dict:
     from .delta.writers import choose_writer
     from .query import start
     from .spark.metrics import ProgressListener
+    from .state.pending import PendingRecord
     from .storage import Storage
 
     # an ended checkpoint refuses at once, before a session starts (docs/end-of-input.md)
     EndOfInput(settings.checkpoint_path, Storage.of(settings.config)).check_open()
     spark = _session(settings)
     listener = ProgressListener()  # the progress line, one per micro-batch
+    # pending counts every shard, also those this run's micro-batches do not call (state.pending)
+    listener.pending_by_shard.update(
+        PendingRecord.under(settings.checkpoint_path, Storage.of(settings.config)).read()
+    )
     spark.streams.addListener(listener)
     writer = choose_writer(
         spark, settings.output_path, prefer=settings.writer, storage=Storage.of(settings.config)

@@ -73,6 +73,7 @@ from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, everywhere
 from .delta.writers import WriterChoice, choose_writer
+from .state.pending import PendingRecord
 from .state.wake import EndOfInput, Wake
 from .storage import Storage, join, write_once
 
@@ -202,8 +203,11 @@ def start(
         buffer_memory=cfg.accumulator_buffer_memory,
         storage=storage,
     )
-    totals = _Totals(on_batch)
-    sink = PurgatorySink(accumulator, writer, on_batch=totals, wake=wake, staged=staging is not None)
+    pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending)
+    totals = _Totals(on_batch, pending=sum(pending.read().values()))
+    sink = PurgatorySink(
+        accumulator, writer, on_batch=totals, wake=wake, staged=staging is not None, pending=pending
+    )
 
     def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
         stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
@@ -236,7 +240,9 @@ class PurgatoryQuery:
         query: Spark's ``StreamingQuery`` (``id``, ``status``, ``exception()`` ...).
         sink: the ``PurgatorySink`` run by ``foreachBatch`` (``accumulator``, ``writer``).
         totals: rows and commits so far, counted in this process: ``batches``,
-            ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``.
+            ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``; and
+            ``pending``, the operations waiting in all shards as of the last micro-batch
+            (``state.pending``; at start, as the checkpoint's last micro-batch left them).
     """
 
     def __init__(
@@ -284,7 +290,7 @@ class PurgatoryQuery:
 
     @property
     def pending(self) -> int:
-        """Operations waiting, as the shards that ran in this process last reported."""
+        """Operations waiting in all shards, as of the last micro-batch (``state.pending``)."""
         return sum(self.sink.pending.values())
 
     @property
@@ -296,7 +302,7 @@ class PurgatoryQuery:
         """Per-micro-batch figures from the query's recent progress (``observe`` metrics)."""
         from .spark.metrics import progress_figures
 
-        pending_by_shard: dict[int, int] = {}
+        pending_by_shard = dict(self.sink.pending_at_start)
         return [progress_figures(p, pending_by_shard) for p in self.query.recentProgress]
 
     @property
@@ -461,12 +467,13 @@ class _Totals:
     A small picklable object: Spark Connect pickles the sink to run it in the server.
     """
 
-    def __init__(self, then: Callable[[dict], None] | None) -> None:
-        self.totals = {"batches": 0, **dict.fromkeys(_COUNTED, 0), "commits": 0}
+    def __init__(self, then: Callable[[dict], None] | None, *, pending: int = 0) -> None:
+        self.totals = {"batches": 0, **dict.fromkeys(_COUNTED, 0), "commits": 0, "pending": pending}
         self.then = then
 
     def __call__(self, figures: dict) -> None:
         self.totals["batches"] += 1
+        self.totals["pending"] = figures["pending"]  # a gauge: every shard's, as of this batch
         for key in _COUNTED:
             self.totals[key] += figures[key]
         self.totals["commits"] += len(figures["committed"])

@@ -250,3 +250,29 @@ def test_the_first_cause_of_a_python_worker_error_is_its_exception_line():
     first = str(micro_batch_error(RuntimeError(spark_error))).splitlines()[0]
     assert first.startswith("ModuleNotFoundError: No module named 'pyarrow' (in Spark's Python workers: set")
     assert "spark.pyspark.python or PYSPARK_PYTHON" in first
+
+
+# -- pending counts every shard, also on a run that reads nothing new ----------------------------------
+
+
+@pytest.mark.spark
+def test_the_jobs_pending_counts_every_shard_also_on_a_run_that_reads_nothing_new(spark, tmp_path, capsys):
+    import re
+
+    from spark_purgatory.job import configure_logging, parse_args, run
+
+    _ops, _events, ops_dir, events_dir = write_case(str(tmp_path))
+    out, chk = str(tmp_path / "tables"), str(tmp_path / "chk")
+    args = ["--ops-path", ops_dir, "--events-path", events_dir, "--output-path", out, "--checkpoint-path", chk]
+    args += ["--set", "purgatory.shards=3", "--set", "watermark.delay=5 seconds"]
+    configure_logging("text")
+    first = run(parse_args(args))
+    waiting = 360 - len(_table(out, "outcomes"))
+    assert waiting > 0 and first["pending"] == waiting
+    lines = [int(n.replace(",", "")) for n in re.findall(r"pending +([\d,]+)", capsys.readouterr().out)]
+    assert lines and lines[-1] == waiting  # the last micro-batch's line
+
+    again = run(parse_args(args))  # no new files
+    assert again["pending"] == waiting
+    lines = [int(n.replace(",", "")) for n in re.findall(r"pending +([\d,]+)", capsys.readouterr().out)]
+    assert all(n == waiting for n in lines)
