@@ -263,7 +263,16 @@ def test_the_jobs_pending_counts_every_shard_also_on_a_run_that_reads_nothing_ne
 
     _ops, _events, ops_dir, events_dir = write_case(str(tmp_path))
     out, chk = str(tmp_path / "tables"), str(tmp_path / "chk")
-    args = ["--ops-path", ops_dir, "--events-path", events_dir, "--output-path", out, "--checkpoint-path", chk]
+    args = [
+        "--ops-path",
+        ops_dir,
+        "--events-path",
+        events_dir,
+        "--output-path",
+        out,
+        "--checkpoint-path",
+        chk,
+    ]
     args += ["--set", "purgatory.shards=3", "--set", "watermark.delay=5 seconds"]
     configure_logging("text")
     first = run(parse_args(args))
@@ -276,3 +285,129 @@ def test_the_jobs_pending_counts_every_shard_also_on_a_run_that_reads_nothing_ne
     assert again["pending"] == waiting
     lines = [int(n.replace(",", "")) for n in re.findall(r"pending +([\d,]+)", capsys.readouterr().out)]
     assert all(n == waiting for n in lines)
+
+
+# -- rejected rows carry op_id and key ------------------------------------------------------------------
+
+
+def test_the_pandas_validator_gives_a_rejected_rows_op_id_and_key():
+    import pandas as pd
+
+    from spark_purgatory.engine.validation import validate_events, validate_operations
+
+    ops = pd.DataFrame(
+        [
+            {"op_id": "pay-1", "key": "card-1", "ts": 1000, "timeout_ms": -5},
+            {"op_id": ["not", "text"], "keys": ["card-2", "card-0"], "ts": 1000, "timeout_ms": 5},
+            {"op_id": " ", "key": "card-3", "ts": None, "timeout_ms": 5},
+        ]
+    )
+    _, rejected = validate_operations(ops, max_timeout_ms=10_000)
+    assert rejected[["reason", "op_id", "key"]].values.tolist() == [
+        ["negative_timeout", "pay-1", "card-1"],
+        ["bad_op_id", None, "card-0"],  # an operation's first (sorted) key
+        ["missing_op_id", None, "card-3"],
+    ]
+    _, rejected = validate_events(pd.DataFrame([{"key": "card-1", "op_id": 7, "ts": None}]))
+    assert rejected[["reason", "op_id", "key"]].values.tolist() == [["missing_ts", "7", "card-1"]]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", ["ops-1", "events-1"])
+def test_both_validators_give_a_rejected_row_the_same_op_id_and_key(spark, name):
+    """The Spark path reads op_id and key in the shard step from the parsed columns
+    (``operator._split_input``); the pandas validator from the record."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from spark_purgatory.engine.validation import first_keys, readable, validate_events, validate_operations
+    from spark_purgatory.spark.sources import parse_events, parse_operations
+
+    with open(os.path.join(HERE, "corpus", f"{name}.jsonl"), "rb") as f:
+        lines = [line.decode("utf-8", errors="replace") for line in f.read().split(b"\n")[:-1]]
+    ops = name.startswith("ops")
+    limits = {"max_timeout_ms": CONFIG.max_timeout_ms} if ops else {}
+    parse = parse_operations if ops else parse_events
+    parsed = parse(spark.createDataFrame([(line,) for line in lines], "value string"), **limits).toPandas()
+    bad = parsed[parsed["reason"].notna()]
+    if ops:
+        keys = np.array([list(k) if k is not None else [] for k in bad["keys"]], dtype=object)
+        spark_ids = list(zip(readable(bad["op_id"].to_numpy(object)), first_keys(keys), strict=True))
+    else:
+        spark_ids = list(
+            zip(readable(bad["op_id"].to_numpy(object)), readable(bad["key"].to_numpy(object)), strict=True)
+        )
+    by_raw = dict(zip(bad["raw"], spark_ids, strict=True))
+    validate = validate_operations if ops else validate_events
+    checked = 0
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or line not in by_raw:
+            continue
+        _, rejected = validate(pd.DataFrame([record]), **limits)
+        if len(rejected):
+            assert (rejected["op_id"].iloc[0], rejected["key"].iloc[0]) == by_raw[line], line
+            checked += 1
+    assert checked >= 5
+
+
+def _old_rejected_table(path: str) -> None:
+    """A ``rejected`` table as the contract made it before op_id and key, with one row."""
+    import datetime as dt
+
+    from deltalake import write_deltalake
+
+    old = pa.schema(
+        [
+            ("source", pa.string()),
+            ("raw", pa.string()),
+            ("reason", pa.string()),
+            ("batch_id", pa.int64()),
+            ("rejected_date", pa.date32()),
+        ]
+    )
+    row = {"source": ["operations"], "raw": ["{}"], "reason": ["missing_op_id"], "batch_id": [0]}
+    table = pa.table({**row, "rejected_date": [dt.date(2026, 1, 1)]}, schema=old)
+    write_deltalake(path, table, partition_by=["rejected_date"])
+
+
+@pytest.mark.spark
+def test_rejected_payments_carry_their_op_id_and_key_also_in_a_table_made_before(spark, tmp_path):
+    import numpy as np
+    import pandas as pd
+    from payments import T0, write_parquet
+
+    ops, events, ops_dir, events_dir = write_case(str(tmp_path))
+    late = pd.DataFrame(
+        {
+            "op_id": ["pay-bad", "pay-0003"],  # a negative timeout; an op_id already taken
+            "key": ["card-bad", "card-0003"],
+            "ts": [T0 + 400_000, T0 + 400_000],
+            "timeout_ms": np.array([-5, 1000], dtype=np.int64),
+            "condition": "count",
+            "target": 2.0,
+            "payload": "{}",
+        }
+    )
+    write_parquet(late, str(tmp_path / "more-ops"), files=1, cuts=(0.0,))
+    os.rename(tmp_path / "more-ops" / "part-0000.parquet", os.path.join(ops_dir, "part-0004.parquet"))
+    out, chk = str(tmp_path / "tables"), str(tmp_path / "chk")
+    _old_rejected_table(os.path.join(out, "rejected"))
+    with start(ops_dir, events_dir, output=out, checkpoint=chk, config=CONFIG, spark=spark) as purgatory:
+        purgatory.await_termination()
+    rejected = _table(out, "rejected").sort_values("batch_id")
+    assert rejected[["reason", "op_id", "key"]].values.tolist()[0] == [
+        "missing_op_id",
+        None,
+        None,
+    ]  # the old row
+    found = {r: (o, k) for r, o, k in rejected[["reason", "op_id", "key"]].values.tolist()[1:]}
+    assert found == {
+        "negative_timeout": ("pay-bad", "card-bad"),
+        "duplicate_op_id": ("pay-0003", "card-0003"),
+    }

@@ -249,6 +249,8 @@ def _with_reason(
 ) -> DataFrame:
     """The parsed rows with their reason; typed input gets its ``raw`` text only when rejected."""
     out = fields.withColumn("reason", _first_reason(checks, order))
+    # an op_id that is an array or object is none (``rejected``'s op_id, as the pandas validator)
+    out = out.withColumn("op_id", F.when(~F.col("_bad_op_id"), F.col("op_id")))
     if "_record" in out.columns:
         out = out.withColumn("raw", F.when(F.col("reason").isNotNull(), F.to_json("_record")))
     return out.select(*_parsed_columns(canonical))
