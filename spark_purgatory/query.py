@@ -176,9 +176,10 @@ def start(
         )
     spark = spark or _session_of(operations, events)
     _check_session(spark)
-    from .spark.workers import use_project_python
+    from .spark.workers import use_project_python, warm_python_workers
 
     use_project_python(spark)  # the workers must import the project (spark.workers)
+    warm_python_workers(spark)  # while the query is built: the first micro-batch's workers
     storage = Storage.of(cfg)
     end = EndOfInput(checkpoint, storage)
     end.check_open()

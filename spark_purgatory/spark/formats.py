@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from typing import Literal, NamedTuple
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.errors import AnalysisException
@@ -227,20 +228,39 @@ EVENTS_PARQUET_SCHEMA: T.StructType = from_arrow_schema(EVENT_INPUT)
 
 def _parquet_schema(spark: SparkSession, path: str, kind: str, storage: Storage | None) -> T.StructType:
     """The files' own schema when there are files (a wrong type then fails at start), else the
-    contract's.  Types Spark cannot read are refused first (``schema.check_parquet_schema``)."""
+    contract's.  Types Spark cannot read are refused first (``schema.check_parquet_schema``).
+
+    The schema is the first file's footer, read here with pyarrow: what Spark's own inference
+    reads too (without ``mergeSchema``), minus the Spark job it runs for it (seconds before
+    the first micro-batch on a busy machine).  Columns outside the contract that Spark
+    cannot type are left out (they are never read)."""
     contract = OPERATIONS_PARQUET_SCHEMA if kind == SOURCE_OPERATIONS else EVENTS_PARQUET_SCHEMA
     found = format_of_path(path, storage=storage)
-    if found.format == "parquet":
-        fs, _root = (storage or Storage()).filesystem(path)
-        with fs.open_input_file(found.evidence) as f:
-            check_parquet_schema(pq.read_schema(f), kind, found.evidence)
+    if found.format != "parquet":
+        return contract  # no files yet
+    fs, _root = (storage or Storage()).filesystem(path)
+    with fs.open_input_file(found.evidence) as f:
+        arrow = pq.read_schema(f)
+    check_parquet_schema(arrow, kind, found.evidence)
+    fields = []
+    for field in arrow:
+        if pa.types.is_timestamp(field.type) and field.type.unit == "ns":
+            continue  # outside the contract (check_parquet_schema refused it there): never read
+        try:
+            fields.append(from_arrow_schema(pa.schema([field])).fields[0])
+        except Exception:  # noqa: BLE001 - a type Spark's Arrow conversion does not know
+            if field.name in contract.fieldNames():
+                return _inferred(spark, path, contract)
+    return T.StructType(fields)
+
+
+def _inferred(spark: SparkSession, path: str, contract: T.StructType) -> T.StructType:
+    """Spark's own inference of the files' schema (a Spark job), the contract's if it fails."""
     try:
         return spark.read.parquet(path).schema
     except AnalysisException as error:
-        if "PARQUET_TYPE_ILLEGAL" in str(error):  # a column outside the contract: not read
+        if "PARQUET_TYPE_ILLEGAL" in str(error) or "UNABLE_TO_INFER_SCHEMA" in str(error):
             return contract
-        if "UNABLE_TO_INFER_SCHEMA" in str(error) or "PATH_NOT_FOUND" in str(error):
-            return contract  # no files yet
         raise
 
 

@@ -31,11 +31,12 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from typing import Any
 
 from ..config import ConfigError
 
-__all__ = ["use_project_python"]
+__all__ = ["use_project_python", "warm_python_workers"]
 
 log = logging.getLogger(__name__)
 
@@ -102,3 +103,37 @@ def _missing(python: str, pythonpath: str) -> str | None:
     if done.returncode != 0:
         return "anything (it does not run)"
     return done.stdout.strip() or None
+
+
+def warm_python_workers(spark: Any) -> threading.Thread | None:
+    """Start, in the background, the Python workers the first micro-batch will use.
+
+    A new local session has no Python worker yet: the first micro-batch forks one per task
+    slot, and each imports pandas, pyarrow and the operator's modules (1.5 s each on an idle
+    machine, several under load) after Spark has planned the batch.  Spark reuses its
+    workers (``spark.python.worker.reuse``, on by default), so a tiny job that imports the
+    same modules while ``start`` builds the query (seconds of py4j calls on the driver)
+    hands the first micro-batch warm workers.  Local masters only (on a cluster the
+    executors are not the driver's to warm); any failure is the first micro-batch's to
+    report, never this.
+    """
+    sc = getattr(spark, "sparkContext", None) if not _is_connect(spark) else None
+    if sc is None or not str(sc.master).startswith("local"):
+        return None
+    slots = max(int(sc.defaultParallelism), 1)
+
+    def warm() -> None:
+        try:
+            spark.range(slots, numPartitions=slots).mapInPandas(_import_operator, "id long").count()
+        except Exception:  # noqa: BLE001 - the query's own micro-batch reports real problems
+            log.debug("warming the Python workers failed", exc_info=True)
+
+    thread = threading.Thread(target=warm, name="purgatory-warm-workers", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_operator(batches):  # runs in a Python worker
+    import spark_purgatory.spark.operator  # noqa: F401 - the shard step's modules, pandas, pyarrow
+
+    yield from batches
