@@ -167,7 +167,6 @@ def format_of_path(path: str, *, storage: Storage | None = None) -> Found:
 
 
 def _refuse(path: str, found: Found, asked: str) -> SourceFormatError:
-    option = "source_format (start) / --source-format (job)"
     if found.format == MIXED:
         what = f"files of several formats ({found.evidence})"
         todo = "keep one format per directory"
@@ -176,7 +175,7 @@ def _refuse(path: str, found: Found, asked: str) -> SourceFormatError:
         todo = "write JSON lines or Parquet, or read the files yourself and pass the DataFrame"
     else:
         what = f"{found.format} ({found.evidence})"
-        todo = f"pass {option}={found.format!r}"
+        todo = f"pass source_format={found.format!r} (the job: --source-format {found.format})"
     return SourceFormatError(f"{path} holds {what}, not {asked}: {todo}")
 
 
