@@ -11,8 +11,8 @@ reads only the environment variable when it creates the context.
 ``use_project_python`` (called by ``start``, so by the job too) therefore, on a classic
 session:
 
-* honours ``spark.pyspark.python`` when the session sets it and the context ignored it;
-* on a local master with neither set, gives the workers the driver's interpreter
+* on a local master, honours ``spark.pyspark.python`` when the session sets it and the
+  context ignored it, and with neither set gives the workers the driver's interpreter
   (``sys.executable``), which has the project since it imported it;
 * checks that the interpreter it ends with imports ``spark_purgatory``, ``pyarrow`` and
   ``pandas`` (on a local master, where the workers' interpreter is this machine's; once per
@@ -57,7 +57,7 @@ def use_project_python(spark: Any) -> str | None:
         return None
     local = str(sc.master).startswith("local")
     conf = spark.conf.get(_CONF, None)
-    if conf and sc.pythonExec != conf:
+    if local and conf and sc.pythonExec != conf:
         log.info("Python workers: %s from %s (was %s)", conf, _CONF, sc.pythonExec)
         sc.pythonExec = conf
     elif local and not conf and _ENV not in os.environ and not _same(sc.pythonExec, sys.executable):
