@@ -11,11 +11,11 @@ neither inherits the other's warm JVM or Python workers.
 Printed per contender: seconds from the call that starts the query to the end of its first
 micro-batch (``first batch``), and where they went: building the query (``start()``
 returns), Spark's own phases of the first batch (``durationMs`` of its progress: planning,
-``addBatch`` = the operator and the sink), and inside our sink the staging job and the
-drain (commits).
+``addBatch`` = the operator and the sink).
 
     .venv/bin/python benchmarks/bench_first_batch.py              # 3 runs of each, alternating
     .venv/bin/python benchmarks/bench_first_batch.py --runs 1
+    .venv/bin/python benchmarks/bench_first_batch.py --cold       # also without the warm-up
 """
 
 from __future__ import annotations
@@ -50,17 +50,20 @@ def _session():
     return spark
 
 
-def run_ours(root: str) -> dict:
+def run_ours(root: str, *, warm: bool = True) -> dict:
     from spark_purgatory import PurgatoryConfig, start
+
+    if not warm:  # what warming the Python workers at start saves (``spark.workers``)
+        import spark_purgatory.spark.workers as workers
+
+        workers.warm_python_workers = lambda spark: None
 
     ops_dir, events_dir = _case(root)
     spark = _session()
     done: dict = {}
-    figures: dict = {}
 
     def first(f: dict) -> None:
         done.setdefault("t", time.perf_counter())
-        figures.setdefault("f", f)
 
     t0 = time.perf_counter()
     purgatory = start(
@@ -80,7 +83,6 @@ def run_ours(root: str) -> dict:
         "first_batch_s": done["t"] - t0,
         "start_returns_s": started - t0,
         "spark_phases_ms": dict(progress.durationMs),
-        "sink_ms": figures["f"].get("timings_ms", {}),
     }
 
 
@@ -141,25 +143,32 @@ def _one(which: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--one", choices=["ours", "join"], help=argparse.SUPPRESS)
+    parser.add_argument("--cold", action="store_true", help="also start() without warming the workers")
+    parser.add_argument("--one", choices=["ours", "ours-cold", "join"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         with tempfile.TemporaryDirectory() as root:
-            figures = run_ours(root) if args.one == "ours" else run_join(root)
+            if args.one == "join":
+                figures = run_join(root)
+            else:
+                figures = run_ours(root, warm=args.one == "ours")
         print(json.dumps(figures))
         return
-    results: dict[str, list[dict]] = {"ours": [], "join": []}
+    contenders = ["ours", "join", *(["ours-cold"] if args.cold else [])]
+    results: dict[str, list[dict]] = {name: [] for name in contenders}
     for run in range(args.runs):
-        for which in ("ours", "join") if run % 2 == 0 else ("join", "ours"):
+        for which in contenders if run % 2 == 0 else contenders[::-1]:
             results[which].append(_one(which))
             r = results[which][-1]
             print(
-                f"run {run + 1} {which:<5} first batch {r['first_batch_s']:6.2f} s  "
+                f"run {run + 1} {which:<9} first batch {r['first_batch_s']:6.2f} s  "
                 f"(start() returns {r['start_returns_s']:.2f} s; Spark phases ms {r['spark_phases_ms']}"
-                + (f"; sink ms {r['sink_ms']}" if r.get("sink_ms") else "")
                 + ")",
                 flush=True,
             )
+    if args.cold:
+        cold = statistics.median(r["first_batch_s"] for r in results["ours-cold"])
+        print(f"median first micro-batch of start() without warming the Python workers: {cold:.2f} s")
     ours = statistics.median(r["first_batch_s"] for r in results["ours"])
     join = statistics.median(r["first_batch_s"] for r in results["join"])
     print(
