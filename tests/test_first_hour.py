@@ -102,6 +102,7 @@ def test_payments_as_parquet_complete_what_the_reference_says(spark, tmp_path):
     resolved_ms = completed["resolved_at"].astype("int64") // 1000
     assert resolved_ms.tolist() == expected["resolved_at_ms"].tolist()
     assert outcomes["op_id"].is_unique
+    assert purgatory.totals["pending"] == purgatory.pending == 360 - len(outcomes) > 0  # every shard's
 
 
 @pytest.mark.spark
