@@ -401,13 +401,10 @@ def test_rejected_payments_carry_their_op_id_and_key_also_in_a_table_made_before
     _old_rejected_table(os.path.join(out, "rejected"))
     with start(ops_dir, events_dir, output=out, checkpoint=chk, config=CONFIG, spark=spark) as purgatory:
         purgatory.await_termination()
-    rejected = _table(out, "rejected").sort_values("batch_id")
-    assert rejected[["reason", "op_id", "key"]].values.tolist()[0] == [
-        "missing_op_id",
-        None,
-        None,
-    ]  # the old row
-    found = {r: (o, k) for r, o, k in rejected[["reason", "op_id", "key"]].values.tolist()[1:]}
+    rejected = _table(out, "rejected")
+    old = rejected["raw"] == "{}"
+    assert rejected.loc[old, ["reason", "op_id", "key"]].values.tolist() == [["missing_op_id", None, None]]
+    found = {r: (o, k) for r, o, k in rejected.loc[~old, ["reason", "op_id", "key"]].values.tolist()}
     assert found == {
         "negative_timeout": ("pay-bad", "card-bad"),
         "duplicate_op_id": ("pay-0003", "card-0003"),
