@@ -6,8 +6,8 @@ and the tests call ``parse_args`` / ``run`` directly.  ``run`` is a thin shell a
 sources, the progress and commit log lines, and stopping on SIGTERM/SIGINT.
 
     python jobs/purgatory_job.py --ops-path DIR --events-path DIR --output-path DIR \\
-        --checkpoint-path DIR [--source-format auto|json|parquet|delta|kafka] \
-        [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...] \
+        --checkpoint-path DIR [--source-format auto|json|parquet|delta|kafka] \\
+        [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...] \\
         [--end-input]
 
 The same file runs under ``spark-submit`` (it then uses the submitted session).  With
