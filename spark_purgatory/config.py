@@ -10,17 +10,22 @@ the key and what is allowed, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import difflib
+import numbers
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
+
+import numpy as np
 
 from .contract import SOURCE_EVENTS, SOURCE_OPERATIONS
 
 __all__ = ["ConfigError", "PurgatoryConfig", "parse_interval_ms", "READ_FORMATS"]
 
-#: how a source path is read (``job.source.format``, ``spark.sources.read_stream``): JSON-lines
-#: files, Parquet files (typed), a Delta table (typed; needs Spark's Delta data source), Kafka
-READ_FORMATS = ("json", "parquet", "delta", "kafka")
+#: how a source path is read (``job.source.format``, ``spark.formats.read_stream``): told by its
+#: files (``auto``), JSON-lines files, Parquet files (typed), a Delta table (typed; needs
+#: Spark's Delta data source), Kafka
+READ_FORMATS = ("auto", "json", "parquet", "delta", "kafka")
 
 
 class ConfigError(ValueError):
@@ -108,28 +113,10 @@ class PurgatoryConfig:
         return parse_interval_ms(own[source]) if own[source] else self.watermark_delay_ms
 
     def __post_init__(self) -> None:
-        positive = {
-            "tick_ms": 1,
-            "wheel_size": 2,
-            "shards": 1,
-            "accumulator_batch_size": 1,
-            "accumulator_buffer_memory": 1,
-            "source_max_files_per_trigger": 1,
-            "state_segment_rows": 1,
-            "state_retain_versions": 1,
-        }
-        for name, low in positive.items():
+        self._check_types()
+        for name, low in _LOWEST.items():
             if getattr(self, name) < low:
                 raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= {low}, got {getattr(self, name)}")
-        for name in (
-            "max_timeout_ms",
-            "progress_retention_ms",
-            "dedup_retention_ms",
-            "accumulator_linger_ms",
-            "max_future_ms",
-        ):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= 0, got {getattr(self, name)}")
         for name in ("watermark_delay", "watermark_delay_operations", "watermark_delay_events"):
             value = getattr(self, name)
             if value or name == "watermark_delay":
@@ -139,8 +126,7 @@ class PurgatoryConfig:
                     raise ConfigError(f"{_KEYS_BY_FIELD[name]}: {error}") from None
         if self.cross_shard_handoff not in ("replicas", "mailbox"):
             raise ConfigError(
-                "purgatory.cross.shard.handoff must be replicas or mailbox, "
-                f"got {self.cross_shard_handoff!r}"
+                f"purgatory.cross.shard.handoff must be replicas or mailbox, got {self.cross_shard_handoff!r}"
             )
         if self.storage_s3_conditional_put not in ("etag", ""):
             raise ConfigError(
@@ -153,19 +139,41 @@ class PurgatoryConfig:
                 f"({self.accumulator_buffer_memory} < {self.accumulator_batch_size})"
             )
 
+    def _check_types(self) -> None:
+        """Each field holds its type: ``PurgatoryConfig(shards="2")`` names the key and what to
+        pass, instead of failing later with a bare ``TypeError`` (``from_mapping`` takes text)."""
+        for f in fields(self):
+            value, key = getattr(self, f.name), _KEYS_BY_FIELD[f.name]
+            wanted = _TYPES[f.type]
+            if isinstance(value, wanted) and (f.type == "bool" or not isinstance(value, (bool, np.bool_))):
+                continue
+            hint = f"e.g. {f.name}={f.default!r}, or from_mapping({{{key!r}: {str(value)!r}}}) for text"
+            raise ConfigError(
+                f"{key} ({f.name}) must be {_WORDS[f.type]}, got {value!r} ({type(value).__name__}): {hint}"
+            )
+
     @classmethod
     def keys(cls) -> list[str]:
         """The dotted keys this config accepts."""
         return list(_FIELDS_BY_KEY)
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, object]) -> PurgatoryConfig:
-        """Build from dotted keys (strings or typed values); unknown keys are an error."""
+    def from_mapping(
+        cls, values: Mapping[str, object], *, also_allowed: Iterable[str] = ()
+    ) -> PurgatoryConfig:
+        """Build from dotted keys (strings or typed values); unknown keys are an error.
+
+        ``also_allowed``: the caller's own keys (the job's ``job.*``, ``kafka.*``), named in
+        the error of an unknown key with this config's, so that its list is complete.
+        """
         kwargs: dict[str, object] = {}
         for key, raw in values.items():
             name = _FIELDS_BY_KEY.get(key)
             if name is None:
-                raise ConfigError(f"unknown configuration key {key!r}; allowed: {', '.join(cls.keys())}")
+                allowed = [*cls.keys(), *also_allowed]
+                close = difflib.get_close_matches(key, allowed, n=1)
+                guess = f" (did you mean {close[0]}?)" if close else ""
+                raise ConfigError(f"unknown configuration key {key!r}{guess}; allowed: {', '.join(allowed)}")
             kwargs[name] = _coerce(key, name, raw)
         return cls(**kwargs)
 
@@ -200,6 +208,25 @@ _FIELDS_BY_KEY = {
     "storage.s3.conditional.put": "storage_s3_conditional_put",
 }
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
+#: the smallest value of each number field
+_LOWEST = {
+    "tick_ms": 1,
+    "wheel_size": 2,
+    "shards": 1,
+    "accumulator_batch_size": 1,
+    "accumulator_buffer_memory": 1,
+    "source_max_files_per_trigger": 1,
+    "state_segment_rows": 1,
+    "state_retain_versions": 1,
+    "max_timeout_ms": 0,
+    "progress_retention_ms": 0,
+    "dedup_retention_ms": 0,
+    "accumulator_linger_ms": 0,
+    "max_future_ms": 0,
+}
+#: a field's annotation (text: ``from __future__ import annotations``) -> its type, in words
+_TYPES = {"int": numbers.Integral, "str": str, "bool": (bool, np.bool_)}
+_WORDS = {"int": "an integer", "str": "text", "bool": "true or false (a bool)"}
 assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 
@@ -228,13 +255,13 @@ def _coerce(key: str, name: str, raw: object) -> object:
             raise ConfigError(f"{key} must be true or false, got {raw!r}")
         return text == "true"
     if isinstance(raw, bool):
-        raise ConfigError(f"{key} must be an integer, got {raw!r}")
+        raise ConfigError(f"{key} must be an integer >= {_LOWEST.get(name, 0)}, got {raw!r}")
     if isinstance(raw, int):
         return raw
     try:
         return int(str(raw).strip().replace("_", ""))
     except ValueError:
-        raise ConfigError(f"{key} must be an integer, got {raw!r}") from None
+        raise ConfigError(f"{key} must be an integer >= {_LOWEST.get(name, 0)}, got {raw!r}") from None
 
 
 def read_properties(path: str) -> dict[str, str]:

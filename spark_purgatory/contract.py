@@ -270,6 +270,10 @@ REJECTED = TableContract(
             ("source", pa.string()),
             ("raw", pa.string()),
             ("reason", pa.string()),
+            # the record's op_id and key when it has readable ones (an operation's first key):
+            # what happened to one payment is then a filter, not a search through ``raw``
+            ("op_id", pa.string()),
+            ("key", pa.string()),
             ("batch_id", pa.int64()),
             ("rejected_date", pa.date32()),
         ]

@@ -6,7 +6,7 @@ and the tests call ``parse_args`` / ``run`` directly.  ``run`` is a thin shell a
 sources, the progress and commit log lines, and stopping on SIGTERM/SIGINT.
 
     python jobs/purgatory_job.py --ops-path DIR --events-path DIR --output-path DIR \\
-        --checkpoint-path DIR [--source-format json|parquet|delta|kafka] \\
+        --checkpoint-path DIR [--source-format auto|json|parquet|delta|kafka] \\
         [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...] \\
         [--end-input]
 
@@ -44,11 +44,15 @@ log = logging.getLogger("spark_purgatory.job")
 
 _JOB_KEYS = {
     "job.trigger": "available-now",
-    "job.source.format": "json",
+    "job.source.format": "auto",
     "job.writer": "auto",
     "job.master": "local[*]",
     "job.log.format": "text",
 }
+
+
+#: the Kafka keys, as an unknown key's error names them
+_KAFKA_KEYS = ("kafka.<consumer config> (e.g. kafka.bootstrap.servers)", "source.kafka.<source option>")
 
 
 @dataclass
@@ -59,7 +63,7 @@ class JobSettings:
     checkpoint_path: str
     config: PurgatoryConfig
     trigger: str = "available-now"
-    source_format: str = "json"
+    source_format: str = "auto"
     writer: str = "auto"
     master: str = "local[*]"
     log_format: str = "text"
@@ -103,7 +107,8 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
             kafka[key[len("source.kafka.") :]] = value  # other Kafka source options (startingOffsets)
         else:
             engine[key] = value  # PurgatoryConfig rejects unknown keys, naming the allowed ones
-    config = PurgatoryConfig.from_mapping(engine)
+    # an unknown key's error lists the job's keys too: every key this command accepts
+    config = PurgatoryConfig.from_mapping(engine, also_allowed=[*_JOB_KEYS, *_KAFKA_KEYS])
     trigger = args.trigger or job["job.trigger"]
     check_trigger(trigger, option="--trigger")
     if args.end_input and trigger != "available-now":
@@ -175,12 +180,17 @@ def run(settings: JobSettings) -> dict:
     from .delta.writers import choose_writer
     from .query import start
     from .spark.metrics import ProgressListener
+    from .state.pending import PendingRecord
     from .storage import Storage
 
     # an ended checkpoint refuses at once, before a session starts (docs/end-of-input.md)
     EndOfInput(settings.checkpoint_path, Storage.of(settings.config)).check_open()
     spark = _session(settings)
     listener = ProgressListener()  # the progress line, one per micro-batch
+    # pending counts every shard, also those this run's micro-batches do not call (state.pending)
+    listener.pending_by_shard.update(
+        PendingRecord.under(settings.checkpoint_path, Storage.of(settings.config)).read()
+    )
     spark.streams.addListener(listener)
     writer = choose_writer(
         spark, settings.output_path, prefer=settings.writer, storage=Storage.of(settings.config)
@@ -215,19 +225,25 @@ def run(settings: JobSettings) -> dict:
 
 
 def _sources(spark, settings: JobSettings) -> tuple:
-    """The operations and events streams, read as ``--source-format`` says."""
-    from .spark.sources import read_stream
+    """The operations and events streams, read as ``--source-format`` says (``auto``: as the
+    files say, ``spark.formats``)."""
+    from .spark.formats import formats_of, read_stream
+    from .storage import Storage
 
+    storage = Storage.of(settings.config)
+    paths = (settings.ops_path, settings.events_path)
+    told = formats_of(list(paths), settings.source_format, storage=storage)
     return tuple(
         read_stream(
             spark,
             path,
-            settings.source_format,
+            fmt,
             kind=kind,
+            storage=storage,
             max_files_per_trigger=settings.config.source_max_files_per_trigger,
             kafka_options=settings.kafka_options,
         )
-        for path, kind in ((settings.ops_path, "operations"), (settings.events_path, "events"))
+        for path, fmt, kind in zip(paths, told, ("operations", "events"), strict=True)
     )
 
 
@@ -277,10 +293,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
     configure_logging(settings.log_format)
+    from .spark.schema import InputSchemaError
+
     try:
         run(settings)
     except InputEndedError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except (ConfigError, InputSchemaError) as error:  # found at start: one line says what to do
+        print(f"{type(error).__name__}: {error}", file=sys.stderr)
         return 2
     return 0
 

@@ -73,6 +73,7 @@ from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, everywhere
 from .delta.writers import WriterChoice, choose_writer
+from .state.pending import PendingRecord
 from .state.wake import EndOfInput, Wake
 from .storage import Storage, join, write_once
 
@@ -133,7 +134,8 @@ def start(
         trigger: ``available-now`` (process what is there, then stop) or
             ``processing-time=<interval>`` (e.g. ``processing-time=10s``).
         source_format: how paths are read (``json``, ``parquet``, ``delta``, ``kafka``) and
-            inputs parsed (``auto``: by each DataFrame's schema; JSON text for a path).
+            inputs parsed; ``auto``: a path by its files (Parquet, JSON lines, a Delta
+            table's ``_delta_log``; ``spark.formats``), a DataFrame by its schema.
         writer: ``auto`` (Spark's Delta source when its classes are present, else delta-rs),
             ``delta-rs``, ``spark``, or your own ``TableWriter``.
         name: the streaming query's name (``queryName``).
@@ -152,7 +154,8 @@ def start(
 
     Raises:
         ConfigError: a trigger or a session setting that would break the query, naming
-            the key and what to set.
+            the key and what to set; Python workers that cannot import the project
+            (``spark.pyspark.python`` / ``PYSPARK_PYTHON``).
         InputEndedError: the checkpoint's input ended (``end_input``): use a new one.
         ValueError: an unknown writer name, or no session to read paths with.
 
@@ -174,6 +177,10 @@ def start(
         )
     spark = spark or _session_of(operations, events)
     _check_session(spark)
+    from .spark.workers import use_project_python, warm_python_workers
+
+    use_project_python(spark)  # the workers must import the project (spark.workers)
+    warm_python_workers(spark)  # while the query is built: the first micro-batch's workers
     storage = Storage.of(cfg)
     end = EndOfInput(checkpoint, storage)
     end.check_open()
@@ -198,8 +205,11 @@ def start(
         buffer_memory=cfg.accumulator_buffer_memory,
         storage=storage,
     )
-    totals = _Totals(on_batch)
-    sink = PurgatorySink(accumulator, writer, on_batch=totals, wake=wake, staged=staging is not None)
+    pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending)
+    totals = _Totals(on_batch, pending=sum(pending.read().values()))
+    sink = PurgatorySink(
+        accumulator, writer, on_batch=totals, wake=wake, staged=staging is not None, pending=pending
+    )
 
     def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
         stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
@@ -232,7 +242,9 @@ class PurgatoryQuery:
         query: Spark's ``StreamingQuery`` (``id``, ``status``, ``exception()`` ...).
         sink: the ``PurgatorySink`` run by ``foreachBatch`` (``accumulator``, ``writer``).
         totals: rows and commits so far, counted in this process: ``batches``,
-            ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``.
+            ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``; and
+            ``pending``, the operations waiting in all shards as of the last micro-batch
+            (``state.pending``; at start, as the checkpoint's last micro-batch left them).
     """
 
     def __init__(
@@ -280,7 +292,7 @@ class PurgatoryQuery:
 
     @property
     def pending(self) -> int:
-        """Operations waiting, as the shards that ran in this process last reported."""
+        """Operations waiting in all shards, as of the last micro-batch (``state.pending``)."""
         return sum(self.sink.pending.values())
 
     @property
@@ -292,7 +304,7 @@ class PurgatoryQuery:
         """Per-micro-batch figures from the query's recent progress (``observe`` metrics)."""
         from .spark.metrics import progress_figures
 
-        pending_by_shard: dict[int, int] = {}
+        pending_by_shard = dict(self.sink.pending_at_start)
         return [progress_figures(p, pending_by_shard) for p in self.query.recentProgress]
 
     @property
@@ -377,9 +389,18 @@ class PurgatoryQuery:
         return self._closed or self._interrupted
 
     def _await(self, timeout: float | None) -> bool | None:
-        if timeout is None:
-            return self.query.awaitTermination()
-        return self.query.awaitTermination(timeout)
+        """Spark's wait; a failed micro-batch is re-raised with its first cause in the first
+        line (``spark.errors``), Spark's error chained."""
+        from pyspark.errors import StreamingQueryException
+
+        from .spark.errors import micro_batch_error
+
+        try:
+            if timeout is None:
+                return self.query.awaitTermination()
+            return self.query.awaitTermination(timeout)
+        except StreamingQueryException as error:
+            raise micro_batch_error(error) from error
 
     def _owes_wake(self) -> bool:
         """Did this run end with relays that no later call of the cross-shard group received?"""
@@ -448,12 +469,13 @@ class _Totals:
     A small picklable object: Spark Connect pickles the sink to run it in the server.
     """
 
-    def __init__(self, then: Callable[[dict], None] | None) -> None:
-        self.totals = {"batches": 0, **dict.fromkeys(_COUNTED, 0), "commits": 0}
+    def __init__(self, then: Callable[[dict], None] | None, *, pending: int = 0) -> None:
+        self.totals = {"batches": 0, **dict.fromkeys(_COUNTED, 0), "commits": 0, "pending": pending}
         self.then = then
 
     def __call__(self, figures: dict) -> None:
         self.totals["batches"] += 1
+        self.totals["pending"] = figures["pending"]  # a gauge: every shard's, as of this batch
         for key in _COUNTED:
             self.totals[key] += figures[key]
         self.totals["commits"] += len(figures["committed"])
@@ -543,15 +565,24 @@ def _operator(
 ) -> Any:
     """The operator's output stream, with the ``purgatory`` observed metrics attached; with
     ``staging``, the shards stage their own rows and the stream carries ``STAGED`` rows."""
-    from . import read_stream
+    from .spark.formats import formats_of, read_stream
     from .spark.metrics import observe_purgatory
     from .spark.operator import purgatory_stream, staged_stream
+
+    storage = Storage.of(cfg)
+    paths = [given for given in (operations, events) if isinstance(given, str)]
+    told = dict(zip(paths, formats_of(paths, source_format, storage=storage), strict=True))  # by the files
 
     def source(given: Any, kind: str) -> Any:
         if not isinstance(given, str):
             return given
         return read_stream(
-            spark, given, source_format, kind=kind, max_files_per_trigger=cfg.source_max_files_per_trigger
+            spark,
+            given,
+            told[given],
+            kind=kind,
+            max_files_per_trigger=cfg.source_max_files_per_trigger,
+            storage=storage,
         )
 
     ops, evs = source(operations, "operations"), source(events, "events")

@@ -75,6 +75,7 @@ from ..contract import (
     UNMATCHED_EVENTS,
     ms_column,
 )
+from ..state.pending import PendingRecord
 from ..state.wake import Wake
 from .accumulator import RecordAccumulator, TableWriter
 from .sender import SparkTasks, TaskRunner, in_process
@@ -102,6 +103,9 @@ class PurgatorySink:
         staged: the micro-batches are ``STAGED`` rows of shards that staged their own output
             (``staged_stream``, ``start``'s path on a classic session): the sink only records
             and drains them.  False: they are the operator's rows, staged here.
+        pending: where the last pending count of every shard is kept (``state.pending``;
+            ``start`` passes ``<checkpoint>/purgatory-pending``): seeds ``pending`` so that
+            it counts all shards, not only those Spark called since this process started.
 
     ``spark_purgatory.start`` builds and closes the sink; wire it yourself only for your own
     sink around it::
@@ -121,6 +125,7 @@ class PurgatorySink:
         clock: Callable[[], float] | None = None,
         wake: Wake | None = None,
         staged: bool = False,
+        pending: PendingRecord | None = None,
     ) -> None:
         self.accumulator = accumulator
         self.writer = writer
@@ -129,7 +134,9 @@ class PurgatorySink:
         self.last_batch_id: int | None = None
         self.wake = wake
         self.staged = staged
-        self.pending: dict[int, int] = {}  # shard -> last reported pending count
+        self.pending_record = pending
+        self.pending: dict[int, int] = pending.read() if pending else {}  # shard -> last count
+        self.pending_at_start = dict(self.pending)
         self.watermarks: dict[str, int | None] | None = None  # per input, after the last batch
         self.tasks: TaskRunner = in_process  # the sender's tasks: on the executors once a batch ran
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
@@ -257,6 +264,8 @@ class PurgatorySink:
             metrics.column("shard").to_pylist(), metrics.column("pending").to_pylist(), strict=True
         ):
             self.pending[int(shard)] = int(pending or 0)
+        if self.pending_record is not None and metrics.num_rows:
+            self.pending_record.write(batch_id, self.pending)
         table = staged.column("table")
 
         def total(column: str, name: str) -> int:

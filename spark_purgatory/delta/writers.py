@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from ..contract import TABLES
+from ..contract import TABLES, TableContract
 from ..storage import Storage, join, location
 from .staging import everywhere
 
@@ -78,9 +78,11 @@ class DeltaRsWriter:
         return _recorded_version(self.path(table), app_id, self.storage_options)
 
     def create_tables(self) -> None:
-        """Create every table that is not there yet, empty, with its schema and partitioning."""
+        """Create every table that is not there yet, empty, with its schema and partitioning;
+        a table made by an older contract gets the columns it lacks (``rejected``'s ``op_id``
+        and ``key``), so its old rows read them as null."""
         for name in TABLES:
-            self._table(name)
+            _add_missing_columns(self._table(name), TABLES[name])
 
     def _table(self, name: str) -> Any:
         from deltalake import DeltaTable
@@ -183,6 +185,7 @@ class SparkDeltaWriter:
             .partitionBy(TABLES[table].partition_by)
             .option("txnAppId", app_id)
             .option("txnVersion", version)
+            .option("mergeSchema", "true")  # a table made by an older contract gains new columns
             .save(self.path(table))
         )
 
@@ -200,6 +203,17 @@ def open_table(path: str, storage_options: dict[str, str] | None) -> Any:
         return DeltaTable(location(path), storage_options=storage_options)
     except TableNotFoundError:
         return None
+
+
+def _add_missing_columns(table: Any, contract: TableContract) -> None:
+    """The contract's columns the table lacks, added (a metadata-only commit)."""
+    from deltalake import Schema
+
+    have = set(table.schema().to_arrow().names)
+    missing = [f for f in contract.schema if f.name not in have]
+    if missing:
+        log.info("%s: adding columns %s", contract.name, [f.name for f in missing])
+        table.alter.add_columns(Schema.from_arrow(pa.schema(missing)).fields)
 
 
 def _recorded_version(path: str, app_id: str, storage_options: dict[str, str] | None) -> int | None:

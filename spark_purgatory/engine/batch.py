@@ -20,7 +20,7 @@ from ..contract import COMPLETED, EVENT_COLUMNS, EXPIRED, OPERATION_COLUMNS, SOU
 from .conditions import CONDITION_NAMES
 from .frames import empty, frame_or_empty
 from .tables import EVENTS, OPS, RELAY
-from .validation import raw_json, validate_events, validate_operations
+from .validation import first_keys, raw_json, validate_events, validate_operations
 
 __all__ = ["BatchResult", "VALID_OPERATIONS", "VALID_EVENTS", "accepted", "with_keys", "rejected_rows"]
 
@@ -99,4 +99,10 @@ def rejected_rows(source: str, rows: pd.DataFrame, reason: str) -> pd.DataFrame:
     if len(rows) and "raw" not in rows.columns and source == SOURCE_OPERATIONS:
         rows = rows.assign(timeout_ms=rows["deadline"] - rows["ts"], condition=CONDITION_NAMES[rows["cond"]])
     raw = raw_json(rows, columns) if len(rows) else pd.Series([], dtype=object)
-    return pd.DataFrame({"source": source, "raw": raw.to_numpy(dtype=object), "reason": reason})
+    if source == SOURCE_OPERATIONS:  # valid rows: op_id text, keys sorted (rejected's op_id, key)
+        op_id, key = rows["op_id"].to_numpy(dtype=object), first_keys(rows["keys"].to_numpy(dtype=object))
+    else:
+        op_id, key = rows["op_id"].to_numpy(dtype=object), rows["key"].to_numpy(dtype=object)
+    return pd.DataFrame(
+        {"source": source, "raw": raw.to_numpy(dtype=object), "reason": reason, "op_id": op_id, "key": key}
+    )

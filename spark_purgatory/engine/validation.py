@@ -43,7 +43,7 @@ from ..contract import (
 )
 from .conditions import ALL, ANY, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
 
-__all__ = ["epoch_ms", "raw_json", "validate_operations", "validate_events"]
+__all__ = ["epoch_ms", "raw_json", "readable", "first_keys", "validate_operations", "validate_events"]
 
 _I64 = (-(2**63), 2**63 - 1)
 _WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
@@ -253,15 +253,39 @@ def _first_reasons(checks: dict[str, np.ndarray], order: tuple[str, ...], n: int
     return reasons
 
 
-def _rejections(frame: pd.DataFrame, reasons: np.ndarray, source: str, columns: list[str]) -> pd.DataFrame:
+def _rejections(
+    frame: pd.DataFrame,
+    reasons: np.ndarray,
+    source: str,
+    columns: list[str],
+    op_id: np.ndarray,
+    key: np.ndarray,
+) -> pd.DataFrame:
+    """The rejected rows (``contract.REJECTED``): the record, its reason, and its ``op_id`` and
+    ``key`` where they are readable text (``readable``)."""
     bad = reasons != ""
     return pd.DataFrame(
         {
             "source": source,
             "raw": raw_json(frame.loc[bad], columns).to_numpy(dtype=object),
             "reason": reasons[bad],
+            "op_id": op_id[bad],
+            "key": key[bad],
         }
     )
+
+
+def readable(texts: np.ndarray, structured: np.ndarray | None = None) -> np.ndarray:
+    """Text values as ``rejected`` shows them: None where blank (or an array or object)."""
+    out = np.array([None if _blank(t) else t for t in texts], dtype=object)
+    if structured is not None:
+        out[structured] = None
+    return out
+
+
+def first_keys(keys: np.ndarray) -> np.ndarray:
+    """An operation's key for ``rejected``: the first of its (sorted) keys, None if none."""
+    return np.array([k[0] if len(k) else None for k in keys], dtype=object)
 
 
 def _time_checks(ts: np.ndarray, ms: np.ndarray, now_ms: int | None, max_future_ms: int | None) -> dict:
@@ -321,7 +345,8 @@ def validate_operations(
     }
     reasons = _first_reasons(checks, OPERATION_REASONS, n)
     columns = [c for c in OPERATION_INPUT.names if c in OPERATION_COLUMNS or c in ops.columns]
-    rejected = _rejections(ops, reasons, SOURCE_OPERATIONS, columns)
+    op_id = readable(f["op_id"], checks["bad_op_id"])
+    rejected = _rejections(ops, reasons, SOURCE_OPERATIONS, columns, op_id, first_keys(f["keys"]))
     ok = reasons == ""
     ts = f["ts"][ok].astype(np.int64)
     valid = pd.DataFrame(
@@ -390,7 +415,8 @@ def validate_events(
         "bad_source": _structured(source),
     }
     reasons = _first_reasons(checks, EVENT_REASONS, n)
-    rejected = _rejections(events, reasons, SOURCE_EVENTS, EVENT_COLUMNS)
+    op_ids = readable(np.array(_texts(op_id), dtype=object), checks["bad_op_id"])
+    rejected = _rejections(events, reasons, SOURCE_EVENTS, EVENT_COLUMNS, op_ids, readable(key))
     ok = reasons == ""
 
     def text(values: np.ndarray) -> np.ndarray:

@@ -52,9 +52,10 @@ def checkpoint_status(
     Args:
         checkpoint: the query's checkpoint.
         output: where its tables are (row counts, the metrics table); skipped when None.
-        spark: for the pending count from the state when there is no metrics table.
+        spark: for the pending count from the state.
         config: the query's ``PurgatoryConfig`` (state path, ``storage.*`` settings).
-        state: count pending operations from the state when no metrics table has them.
+        state: count pending operations from the state (exact: a cross-shard operation
+            once); False: from the shards' last metrics rows or pending record (stubs included).
 
     Returns:
         A JSON-ready dict: ``checkpoint``, ``last_batch`` (the metrics table's last rows, if
@@ -85,6 +86,7 @@ def checkpoint_status(
         "notes": notes,
     }
     tables = None
+    gauges = None
     if output:
         tables = reader or table_reader(output, spark=spark, storage=storage)
         result["tables"] = _table_sizes(tables, info.app_id)
@@ -97,21 +99,23 @@ def checkpoint_status(
         else:
             result["last_batch"] = metrics
             result["input_watermarks"] = metrics["watermarks"]
-            if metrics["pending_by_shard"]:
-                result["pending_by_shard"] = metrics["pending_by_shard"]
-                result["pending_from"] = "metrics table (each shard's last row; stubs included)"
+            gauges = metrics["pending_by_shard"]
     else:
         notes.append("no --output given: no table sizes, no metrics table")
+    # the state is exact (a cross-shard operation once); the shards' gauges count its stubs too
+    if state and info.last_batch is not None:
+        counts = pending_operations(checkpoint, spark=spark, config=cfg).groupBy("shard").count().collect()
+        result["pending_by_shard"] = {str(r["shard"]): int(r["count"]) for r in sorted(counts)}
+        result["pending_from"] = f"state, batch {info.last_batch}"
+    if result["pending_by_shard"] is None and gauges:
+        result["pending_by_shard"] = gauges
+        result["pending_from"] = "metrics table (each shard's last row; stubs included)"
     if result["pending_by_shard"] is None:
         recorded = _pending_record(checkpoint, storage)
         if recorded is not None:
             result["pending_by_shard"] = recorded[1]
             result["pending_from"] = f"{PENDING_RECORD} (batch {recorded[0]}; stubs included)"
-    if result["pending_by_shard"] is None and state and info.last_batch is not None:
-        counts = pending_operations(checkpoint, spark=spark, config=cfg).groupBy("shard").count().collect()
-        result["pending_by_shard"] = {str(r["shard"]): int(r["count"]) for r in sorted(counts)}
-        result["pending_from"] = f"state, batch {info.last_batch}"
-    elif result["pending_by_shard"] is None:
+    if result["pending_by_shard"] is None:
         notes.append("pending by shard not read (no metrics table, state not read)")
     if result["pending_by_shard"] is not None:
         result["pending"] = sum(result["pending_by_shard"].values())

@@ -284,11 +284,19 @@ def _rejected_rows(
     if not values:
         return []
     where = {"source": source, **({"reason": reason} if reason else {})}
-    wanted = set(values)
+    searched = _searched(tables, values, column, where)
     if column in tables.columns(REJECTED.name):
         rows = tables.rows_with(REJECTED.name, column, values).to_pylist()
         rows = [r for r in rows if all(r.get(k) == v for k, v in where.items())]
-        return [{**r, "_match": r[column], "_parsed": _parse(r["raw"])} for r in rows]
+        # rows written before the table had the column read it as null: found in their raw
+        older = [r for r in searched if r.get(column) is None]
+        return [{**r, "_match": r[column], "_parsed": _parse(r["raw"])} for r in rows] + older
+    return searched
+
+
+def _searched(tables: TableReader, values: list[str], column: str, where: dict) -> list[dict]:
+    """``rejected`` rows whose raw record holds one of ``values`` as its ``column``."""
+    wanted = set(values)
     needles = [json.dumps(v) for v in values]  # the quoted value, as it stands in JSON text
     found = []
     for row in tables.rows_containing(REJECTED.name, "raw", needles, where).to_pylist():

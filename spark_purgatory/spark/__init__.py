@@ -2,6 +2,9 @@
 
 Modules, in the order a row meets them:
 
+* ``formats``: what a source path holds, told by its files (Parquet, JSON lines, a Delta
+  table), and the streams that read it.
+* ``schema``: what a typed input must look like, checked when the query is built.
 * ``sources``: read operations and events (JSON lines, Kafka, or typed columns: Parquet,
   Delta, any DataFrame with the contract's columns), parse and validate them in Spark SQL; a
   bad row gets a reason from ``contract.REASONS``.

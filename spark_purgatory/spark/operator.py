@@ -89,6 +89,7 @@ from ..delta.staging import STAGED, ShardStaging
 from ..engine.conditions import CONDITIONS
 from ..engine.frames import concat
 from ..engine.purgatory import Purgatory
+from ..engine.validation import first_keys, readable
 from ..engine.wheel import NO_EXPIRATION
 from ..state import Mailbox, SegmentStore, load_state, loaded_by, save_state
 from ..state.wake import end_watermark_ms, is_end_watermark
@@ -305,11 +306,14 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
         }
     )
     b = pdf.loc[role == ROLE_BAD]
+    keys = b["keys"].to_numpy(dtype=object)  # an operation's; an event's is its key
     bad = pd.DataFrame(
         {
             "source": b["side"].to_numpy(dtype=object),
             "raw": b["raw"].to_numpy(dtype=object),
             "reason": b["reason"].to_numpy(dtype=object),
+            "op_id": readable(b["op_id"].to_numpy(dtype=object)),
+            "key": readable(np.where(b["side"] == SOURCE_OPERATIONS, first_keys(keys), b["key"])),
         }
     )
     return ops, events, bad

@@ -72,6 +72,8 @@ warnings.filterwarnings(
     "ignore", message="The behavior of DataFrame concatenation with empty", category=FutureWarning
 )
 
+#: a rejected row's columns in the output (``contract.REJECTED``'s, but ``batch_id``)
+_REJECTED_ROWS = [c for c in REJECTED.engine_columns if c != "batch_id"]
 #: the output's event times, by timestamp name (each travels as ``<name>_ms``)
 _TIME_COLUMNS = [*dict.fromkeys([*(c for t in TABLES.values() for c in t.time_columns), _WATERMARK])]
 _LATENCY_COLUMNS = [c for c in METRICS.schema.names if c.startswith("latency_")]
@@ -148,7 +150,7 @@ def output_rows(
     parts = [
         (KIND_OUTCOME, _with_single_key(outcomes)),
         (KIND_UNMATCHED, unmatched),
-        (KIND_REJECTED, result.rejected[["source", "raw", "reason"]]),
+        (KIND_REJECTED, result.rejected[_REJECTED_ROWS]),
         (KIND_REJECTED, bad),
         (KIND_METRICS, pd.DataFrame({name: [0] for name in GAUGES})),
     ]

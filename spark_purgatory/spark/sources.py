@@ -7,10 +7,11 @@ read once with them (the cheap *typed reading*), any other line field by field a
 *lenient reading*), with the same result for a line either could read.  **Typed columns**
 (Parquet, a Delta table stream, Auto Loader, the rate source, a Kafka value the user parsed:
 any DataFrame whose columns follow the input contract with Spark types) are read as they are,
-without a JSON round trip; their schema is checked when the query is built, so a missing
-required column or a column of the wrong type raises ``InputSchemaError`` naming it, and only
-a rejected row is rendered to JSON (``to_json``) for its ``raw``.  ``source_format="auto"``
-tells the two apart by the schema (``source_format_of``).  Parsing and validation are Spark
+without a JSON round trip; their schema is checked when the query is built (``schema``), so a
+missing required column or a column of the wrong type raises ``InputSchemaError`` naming it,
+and only a rejected row is rendered to JSON (``to_json``) for its ``raw``.
+``source_format="auto"`` tells the two apart by the schema; a path's format is told by its
+files (``formats``, which also reads the sources).  Parsing and validation are Spark
 SQL expressions (no Python per row); each row comes out with the canonical columns, its
 ``raw`` text and a ``reason`` that is null for valid rows and otherwise names the first
 problem.
@@ -29,16 +30,14 @@ reason.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import pyarrow as pa
-from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from ..config import READ_FORMATS
 from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
@@ -52,6 +51,15 @@ from ..contract import (
     ms_column,
 )
 from ..engine.conditions import ALL, ANY, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
+from .formats import (
+    EVENTS_PARQUET_SCHEMA,
+    OPERATIONS_PARQUET_SCHEMA,
+    SourceFormat,
+    read_batch,
+    read_stream,
+    source_format_of,
+)
+from .schema import InputSchemaError, check_typed
 
 __all__ = [
     "SourceFormat",
@@ -64,42 +72,6 @@ __all__ = [
     "read_stream",
     "read_batch",
 ]
-
-#: how an input is read: ``auto`` tells JSON text, Kafka records and typed columns apart by
-#: the schema (``source_format_of``); ``parquet`` and ``delta`` are typed
-SourceFormat = Literal["auto", "json", "kafka", "typed", "parquet", "delta"]
-_TYPED_FORMATS = ("typed", "parquet", "delta")
-_KAFKA_COLUMNS = {"key", "value", "topic", "partition", "offset"}
-
-
-class InputSchemaError(ValueError):
-    """A typed input lacks a required column or has a column of the wrong Spark type."""
-
-
-def source_format_of(df: DataFrame, fmt: SourceFormat = "auto") -> str:
-    """How ``parse_*`` read ``df``: ``json`` (one text column ``value``), ``kafka`` (Kafka's
-    source schema, JSON in ``value``) or ``typed`` (columns of the input contract).
-
-    >>> source_format_of(None, "parquet"), source_format_of(None, "kafka")
-    ('typed', 'kafka')
-    """
-    if fmt in _TYPED_FORMATS:
-        return "typed"
-    if fmt in ("json", "kafka"):
-        return fmt
-    if fmt != "auto":
-        raise ValueError(
-            f"unknown source format {fmt!r}; allowed: auto, json, kafka, {', '.join(_TYPED_FORMATS)}"
-        )
-    names = set(df.columns)
-    if names == {"value"}:
-        return "json" if isinstance(df.schema["value"].dataType, T.StringType) else "kafka"
-    return "kafka" if _KAFKA_COLUMNS <= names else "typed"
-
-
-#: schemas for Parquet inputs (the SPEC's input contract as Spark types)
-OPERATIONS_PARQUET_SCHEMA: T.StructType = from_arrow_schema(OPERATION_INPUT)
-EVENTS_PARQUET_SCHEMA: T.StructType = from_arrow_schema(EVENT_INPUT)
 
 #: fields that must be text: read as variants, so that an array or object is ``bad_<field>``
 _TEXT_FIELDS = ("op_id", "source", "payload")
@@ -277,6 +249,8 @@ def _with_reason(
 ) -> DataFrame:
     """The parsed rows with their reason; typed input gets its ``raw`` text only when rejected."""
     out = fields.withColumn("reason", _first_reason(checks, order))
+    # an op_id that is an array or object is none (``rejected``'s op_id, as the pandas validator)
+    out = out.withColumn("op_id", F.when(~F.col("_bad_op_id"), F.col("op_id")))
     if "_record" in out.columns:
         out = out.withColumn("raw", F.when(F.col("reason").isNotNull(), F.to_json("_record")))
     return out.select(*_parsed_columns(canonical))
@@ -454,55 +428,12 @@ def _event_fields_typed(df: DataFrame) -> DataFrame:
     )
 
 
-#: the columns a typed input must have (operations also need ``key`` or ``keys``); SPEC § Input
-_REQUIRED = {SOURCE_OPERATIONS: ("op_id", "ts", "timeout_ms"), SOURCE_EVENTS: ("key", "ts")}
-_CONTRACTS = {SOURCE_OPERATIONS: OPERATION_INPUT, SOURCE_EVENTS: EVENT_INPUT}
-_NUMBER, _WHOLE_NUMBER = (T.NumericType,), (T.IntegralType,)
-
-
-def _accepted(arrow_type: pa.DataType) -> tuple[tuple[type, ...], str]:
-    """The Spark types a column of the contract's ``arrow_type`` may have, and how to say so."""
-    if pa.types.is_timestamp(arrow_type):
-        return (T.TimestampType, T.TimestampNTZType, *_WHOLE_NUMBER), "timestamp, or epoch ms as bigint"
-    if pa.types.is_list(arrow_type):
-        return (T.ArrayType,), "array<string>"
-    if pa.types.is_integer(arrow_type):
-        return _NUMBER, "a whole number (bigint)"
-    if pa.types.is_floating(arrow_type):
-        return _NUMBER, "a number (double)"
-    return (T.StringType,), "string"
-
-
-def _schema_problems(df: DataFrame, source: str) -> list[str]:
-    """What keeps ``df`` from being a typed ``source`` input: missing or wrongly typed columns."""
-    types = {f.name: f.dataType for f in df.schema.fields}
-    contract = _CONTRACTS[source]
-    problems = [
-        f"no column {name!r} ({_accepted(contract.field(name).type)[1]})"
-        for name in _REQUIRED[source]
-        if name not in types
-    ]
-    if source == SOURCE_OPERATIONS and "key" not in types and "keys" not in types:
-        problems.append("no column 'key' (string) or 'keys' (array<string>)")
-    for field in contract:
-        given = types.get(field.name)
-        allowed, expected = _accepted(field.type)
-        wrong = given is not None and not isinstance(given, allowed)
-        if isinstance(given, T.ArrayType) and not isinstance(given.elementType, T.StringType):
-            wrong = True
-        if wrong:
-            problems.append(f"column {field.name!r} is {given.simpleString()}, expected {expected}")
-    return problems
-
-
 def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str, Column]:
     """The contract's columns of a typed input (null where an optional one is absent).
 
     Raises ``InputSchemaError`` naming every missing or wrongly typed column: at start, not in
     the first micro-batch."""
-    problems = _schema_problems(df, source)
-    if problems:
-        raise InputSchemaError(f"{source} input: " + "; ".join(problems) + f" (columns: {df.columns})")
+    check_typed(df, source)
     spark_types = from_arrow_schema(contract)
     return {
         f.name: F.col(f.name) if f.name in df.columns else F.lit(None).cast(f.dataType)
@@ -535,70 +466,3 @@ def _typed_whole(number: Column, spark_type: T.DataType | None) -> Column:
         return number.cast("bigint")
     d = number.cast("double")
     return F.when((d % 1 == 0) & (F.abs(d) < F.lit(float(2**63))), d.cast("bigint"))
-
-
-# -- reading sources ---------------------------------------------------------------------------------
-
-
-def _parquet_schema(spark: SparkSession, path: str, kind: str) -> T.StructType:
-    """The files' own schema when there are files (a wrong type then fails at start), else the
-    contract's."""
-    try:
-        return spark.read.parquet(path).schema
-    except AnalysisException:  # no files yet
-        return OPERATIONS_PARQUET_SCHEMA if kind == SOURCE_OPERATIONS else EVENTS_PARQUET_SCHEMA
-
-
-def _require_delta(spark: SparkSession) -> None:
-    from ..delta.writers import delta_classes_available
-
-    if not delta_classes_available(spark):
-        raise ValueError(
-            "source format delta: Spark's Delta data source is not on this session's classpath "
-            "(start Spark with --packages io.delta:delta-spark_2.13:<version>, or on Databricks); "
-            "or read the table yourself and pass the DataFrame (typed input)"
-        )
-
-
-def read_stream(
-    spark: SparkSession,
-    path: str,
-    fmt: SourceFormat = "json",
-    *,
-    kind: Literal["operations", "events"] = "operations",
-    max_files_per_trigger: int | None = None,
-    kafka_options: dict[str, str] | None = None,
-) -> DataFrame:
-    """A streaming DataFrame over ``path``: a directory of JSON-lines (``json``; also what
-    ``auto`` reads from a path) or Parquet files, a Delta table (``delta``, when Spark's Delta
-    data source is available), or a Kafka topic."""
-    if fmt == "kafka":
-        reader = spark.readStream.format("kafka").option("subscribe", path)
-        for key, value in (kafka_options or {}).items():
-            reader = reader.option(key, value)
-        return reader.load()
-    reader = spark.readStream
-    if max_files_per_trigger:
-        reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
-    if fmt in ("json", "auto"):
-        return reader.format("text").load(path)
-    if fmt == "parquet":
-        return reader.schema(_parquet_schema(spark, path, kind)).parquet(path)
-    if fmt == "delta":
-        _require_delta(spark)
-        return reader.format("delta").load(path)
-    raise ValueError(f"unknown source format {fmt!r}; allowed: {', '.join(READ_FORMATS)}")
-
-
-def read_batch(
-    spark: SparkSession, path: str, fmt: SourceFormat = "json", *, kind: Literal["operations", "events"]
-) -> DataFrame:
-    """The static counterpart of ``read_stream`` (for replays and backfills)."""
-    if fmt in ("json", "auto"):
-        return spark.read.format("text").load(path)
-    if fmt == "parquet":
-        return spark.read.schema(_parquet_schema(spark, path, kind)).parquet(path)
-    if fmt == "delta":
-        _require_delta(spark)
-        return spark.read.format("delta").load(path)
-    raise ValueError(f"batch reads support json, parquet and delta, not {fmt!r}")

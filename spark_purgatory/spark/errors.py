@@ -1,0 +1,71 @@
+"""Errors from a micro-batch, told by their first cause.
+
+A micro-batch that fails reaches the driver as Spark's ``StreamingQueryException``: tens of
+thousands of characters of nested wrappers (``STREAM_FAILED``, ``FOREACH_BATCH_USER_FUNCTION_ERROR``,
+the py4j proxy's traceback, JVM stack traces) with the cause somewhere in the middle (a
+Parquet column of the wrong type, a Python worker's ``ModuleNotFoundError``).
+``first_cause`` finds it; ``MicroBatchError`` puts it in its first line and keeps Spark's
+error chained (``__cause__``) for the full story.
+
+Where the cause is, in order:
+
+* a Python traceback's exception line (a Python worker's ``PythonException``, or the sink's
+  own error in the foreachBatch proxy), unless it is only py4j reporting a JVM error;
+* else the first JVM ``Caused by:`` line with an error class that is not a wrapper;
+* else the deepest ``Caused by:``, else the first line.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MicroBatchError", "first_cause"]
+
+_WRAPPERS = ("STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR", "TASK_WRITE_FAILED")
+_ERROR_CLASS = re.compile(r"\[([A-Z_]+(?:\.[A-Z_]+)*)\]")
+_JAVA_PREFIX = re.compile(r"^(Caused by: )?([a-z]+\.)+[A-Za-z]*(Exception|Error)[A-Za-z]*: ")
+_PY4J = "py4j.protocol.Py4JJavaError"
+
+
+class MicroBatchError(RuntimeError):
+    """A micro-batch failed; the message's first line is its first cause (``first_cause``),
+    Spark's full error is ``__cause__``."""
+
+
+def _python_causes(text: str) -> list[str]:
+    """The exception line of each Python traceback in ``text``, in order."""
+    causes = []
+    for block in text.split("Traceback (most recent call last):")[1:]:
+        for line in block.splitlines()[1:]:
+            if line and not line[0].isspace():
+                causes.append(line.strip())
+                break
+    return causes
+
+
+def first_cause(error: BaseException | str) -> str:
+    """One line: what made the micro-batch fail (module docstring)."""
+    text = str(error)
+    for cause in _python_causes(text):
+        if not cause.startswith(_PY4J):
+            return cause
+    caused = [line.strip() for line in text.splitlines() if line.startswith("Caused by: ")]
+    for line in caused:
+        classes = _ERROR_CLASS.findall(line)
+        if classes and not all(c.split(".")[0] in _WRAPPERS for c in classes):
+            return _JAVA_PREFIX.sub("", line)
+    if caused:
+        return _JAVA_PREFIX.sub("", caused[-1])
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def micro_batch_error(error: BaseException) -> MicroBatchError:
+    """``error`` (Spark's) as a ``MicroBatchError`` whose first line is its first cause, with
+    what to do where the cause says it (a worker without the project's modules)."""
+    cause = first_cause(error)
+    if "ModuleNotFoundError" in cause:
+        cause += (
+            " (in Spark's Python workers: set spark.pyspark.python or PYSPARK_PYTHON to an "
+            "interpreter that has spark-purgatory, pyarrow and pandas)"
+        )
+    return MicroBatchError(f"{cause}\nthe micro-batch failed; Spark's full error is chained below")

@@ -1,0 +1,326 @@
+"""Formats: what a source holds, told by its files (a path) or its schema (a DataFrame).
+
+A path given to ``start`` or the job is a directory of files (or a URI of one: ``file://``,
+``s3://`` ..., listed through ``spark_purgatory.storage``).  With ``source_format="auto"``
+its format is told by what is there, never assumed:
+
+* a ``_delta_log`` directory: a Delta table (``delta``);
+* files starting with Parquet's magic ``PAR1``: Parquet (``parquet``, typed columns);
+* UTF-8 text without NUL bytes (or a compressed file Spark's text reader opens, by its
+  extension): JSON lines (``json``);
+* anything else (other binary files, or files of several formats) is refused with
+  ``SourceFormatError``, saying what was found and which ``source_format`` to pass.
+
+Hidden files (``_`` or ``.`` first, which Spark's file sources skip) are not looked at.  An
+empty or missing directory has no format yet: it takes the other input's (``formats_of``),
+or JSON lines when both are empty (a warning says so).  A format given explicitly is checked
+against the files the same way, so Parquet is never parsed as JSON text.
+
+A DataFrame's format is told by its schema (``source_format_of``): one string ``value``
+column is JSON text, Kafka's source schema is Kafka, anything else typed columns.
+
+Invariant: a path is read in the format its files have, or not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal, NamedTuple
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from ..config import ConfigError
+from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_OPERATIONS
+from ..storage import Storage
+from .schema import check_parquet_schema
+
+__all__ = [
+    "SourceFormat",
+    "SourceFormatError",
+    "source_format_of",
+    "format_of_path",
+    "formats_of",
+    "OPERATIONS_PARQUET_SCHEMA",
+    "EVENTS_PARQUET_SCHEMA",
+    "read_stream",
+    "read_batch",
+]
+
+log = logging.getLogger(__name__)
+
+#: how an input is read: ``auto`` tells the format by a path's files or a DataFrame's schema;
+#: ``parquet`` and ``delta`` are typed
+SourceFormat = Literal["auto", "json", "kafka", "typed", "parquet", "delta"]
+_TYPED_FORMATS = ("typed", "parquet", "delta")
+_KAFKA_COLUMNS = {"key", "value", "topic", "partition", "offset"}
+#: what a directory can hold, as ``format_of_path`` says it
+EMPTY, BINARY, MIXED = "empty", "binary", "mixed"
+#: extensions Spark's text reader decompresses (Hadoop codecs)
+_COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".zstd")
+_SNIFF_FILES = 8  # files looked at per directory
+_SNIFF_BYTES = 4096
+
+
+class SourceFormatError(ConfigError):
+    """A source path holds files of another format than the one asked for, or of none we read."""
+
+
+def source_format_of(df: DataFrame, fmt: SourceFormat = "auto") -> str:
+    """How ``parse_*`` read ``df``: ``json`` (one text column ``value``), ``kafka`` (Kafka's
+    source schema, JSON in ``value``) or ``typed`` (columns of the input contract).
+
+    >>> source_format_of(None, "parquet"), source_format_of(None, "kafka")
+    ('typed', 'kafka')
+    """
+    if fmt in _TYPED_FORMATS:
+        return "typed"
+    if fmt in ("json", "kafka"):
+        return fmt
+    if fmt != "auto":
+        raise ValueError(
+            f"unknown source format {fmt!r}; allowed: auto, json, kafka, {', '.join(_TYPED_FORMATS)}"
+        )
+    names = set(df.columns)
+    if names == {"value"}:
+        return "json" if isinstance(df.schema["value"].dataType, T.StringType) else "kafka"
+    return "kafka" if _KAFKA_COLUMNS <= names else "typed"
+
+
+# -- a path's format, told by its files -------------------------------------------------------------
+
+
+class Found(NamedTuple):
+    """What a directory holds: its format, and the file (or directory) that says so."""
+
+    format: str
+    evidence: str
+
+
+def _visible(info: pafs.FileInfo) -> bool:
+    return not info.base_name.startswith(("_", "."))
+
+
+def _sniff(fs: pafs.FileSystem, path: str) -> str:
+    """One file's format from its first bytes (and, for compressed text, its name).
+
+    JSON lines may hold a few bad lines (invalid UTF-8, NUL bytes: they become ``rejected``
+    rows), so a file is text when most lines of its head are clean text; Parquet is told
+    exactly, by its magic."""
+    if path.endswith(_COMPRESSED):
+        return "json"
+    with fs.open_input_stream(path) as f:
+        head = f.read(_SNIFF_BYTES)
+    if head[:4] == b"PAR1":
+        return "parquet"
+    lines = head.split(b"\n")
+    if len(lines) > 1 and len(head) == _SNIFF_BYTES:
+        lines = lines[:-1]  # the sample cuts the last line
+    clean = sum(1 for line in lines if b"\x00" not in line and _utf8(line))
+    return "json" if clean * 2 >= len(lines) else BINARY
+
+
+def _utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _files(fs: pafs.FileSystem, root: str, depth: int = 3) -> list[pafs.FileInfo]:
+    """Up to ``_SNIFF_FILES`` non-empty visible files under ``root`` (partition directories
+    ``k=v`` included, a few levels down)."""
+    infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    files = [i for i in infos if i.type == pafs.FileType.File and _visible(i) and i.size]
+    for d in sorted((i for i in infos if i.type == pafs.FileType.Directory and _visible(i)), key=str):
+        if len(files) >= _SNIFF_FILES or depth == 0:
+            break
+        files += _files(fs, d.path, depth - 1)
+    return sorted(files, key=lambda i: i.path)[:_SNIFF_FILES]
+
+
+def format_of_path(path: str, *, storage: Storage | None = None) -> Found:
+    """What the directory ``path`` (a path or a URI) holds: ``delta``, ``parquet``, ``json``,
+    ``empty`` (no files yet), ``binary`` or ``mixed`` (``SourceFormatError`` territory)."""
+    fs, root = (storage or Storage()).filesystem(path)
+    if fs.get_file_info(f"{root}/_delta_log").type == pafs.FileType.Directory:
+        return Found("delta", f"{path}/_delta_log")
+    if fs.get_file_info(root).type == pafs.FileType.File:
+        found = [pafs.FileInfo(root, pafs.FileType.File)]
+    else:
+        found = _files(fs, root)
+    kinds = {info.path: _sniff(fs, info.path) for info in found}
+    if not kinds:
+        return Found(EMPTY, path)
+    formats = set(kinds.values())
+    first = next(iter(kinds))
+    if len(formats) > 1:
+        by_format = {fmt: name for name, fmt in kinds.items()}
+        return Found(MIXED, ", ".join(f"{name.rsplit('/', 1)[-1]}: {fmt}" for fmt, name in by_format.items()))
+    return Found(formats.pop(), first)
+
+
+def _refuse(path: str, found: Found, asked: str) -> SourceFormatError:
+    if found.format == MIXED:
+        what = f"files of several formats ({found.evidence})"
+        todo = "keep one format per directory"
+    elif found.format == BINARY:
+        what = f"binary files that are neither Parquet nor JSON lines (e.g. {found.evidence})"
+        todo = "write JSON lines or Parquet, or read the files yourself and pass the DataFrame"
+    else:
+        what = f"{found.format} ({found.evidence})"
+        todo = f"pass source_format={found.format!r} (the job: --source-format {found.format})"
+    return SourceFormatError(f"{path} holds {what}, not {asked}: {todo}")
+
+
+def check_path_format(path: str, fmt: str, *, storage: Storage | None = None) -> str:
+    """The format to read ``path`` with: ``fmt``, or for ``auto`` the one its files have.
+
+    Raises ``SourceFormatError`` when the files are of another format than ``fmt`` (Parquet
+    asked to be read as JSON text, ...), or for ``auto`` of none this project reads.  An
+    empty directory is ``empty`` for ``auto`` (``formats_of`` decides) and ``fmt`` otherwise.
+    """
+    if fmt == "kafka":
+        return fmt
+    found = format_of_path(path, storage=storage)
+    if found.format == EMPTY:
+        return EMPTY if fmt == "auto" else fmt
+    if fmt == "auto":
+        if found.format in (BINARY, MIXED):
+            raise _refuse(path, found, "JSON lines, Parquet or a Delta table")
+        return found.format
+    other = found.format != fmt and (found.format in ("parquet", "delta") or fmt != "json")
+    if other or (found.format == MIXED and "parquet" in found.evidence):
+        raise _refuse(path, found, fmt)
+    return fmt
+
+
+def formats_of(paths: list[str], fmt: str, *, storage: Storage | None = None) -> list[str]:
+    """The format of each input path (``check_path_format``); an empty directory takes the
+    format of the others, JSON lines when every one is empty."""
+    formats = [check_path_format(p, fmt, storage=storage) for p in paths]
+    known = {f for f in formats if f != EMPTY}
+    if EMPTY not in formats:
+        return formats
+    fallback = known.pop() if len(known) == 1 else "json"
+    if not known and fallback == "json" and fmt == "auto":
+        log.warning(
+            "%s: no files yet, read as JSON lines; pass source_format='parquet' (or 'delta') "
+            "if Parquet files will arrive",
+            ", ".join(p for p, f in zip(paths, formats, strict=True) if f == EMPTY),
+        )
+    return [fallback if f == EMPTY else f for f in formats]
+
+
+# -- reading sources ---------------------------------------------------------------------------------
+
+#: schemas for Parquet inputs (the SPEC's input contract as Spark types)
+OPERATIONS_PARQUET_SCHEMA: T.StructType = from_arrow_schema(OPERATION_INPUT)
+EVENTS_PARQUET_SCHEMA: T.StructType = from_arrow_schema(EVENT_INPUT)
+
+
+def _parquet_schema(spark: SparkSession, path: str, kind: str, storage: Storage | None) -> T.StructType:
+    """The files' own schema when there are files (a wrong type then fails at start), else the
+    contract's.  Types Spark cannot read are refused first (``schema.check_parquet_schema``).
+
+    The schema is the first file's footer, read here with pyarrow: what Spark's own inference
+    reads too (without ``mergeSchema``), minus the Spark job it runs for it (seconds before
+    the first micro-batch on a busy machine).  Columns outside the contract that Spark
+    cannot type are left out (they are never read)."""
+    contract = OPERATIONS_PARQUET_SCHEMA if kind == SOURCE_OPERATIONS else EVENTS_PARQUET_SCHEMA
+    found = format_of_path(path, storage=storage)
+    if found.format != "parquet":
+        return contract  # no files yet
+    fs, _root = (storage or Storage()).filesystem(path)
+    with fs.open_input_file(found.evidence) as f:
+        arrow = pq.read_schema(f)
+    check_parquet_schema(arrow, kind, found.evidence)
+    fields = []
+    for field in arrow:
+        if pa.types.is_timestamp(field.type) and field.type.unit == "ns":
+            continue  # outside the contract (check_parquet_schema refused it there): never read
+        try:
+            fields.append(from_arrow_schema(pa.schema([field])).fields[0])
+        except Exception:  # noqa: BLE001 - a type Spark's Arrow conversion does not know
+            if field.name in contract.fieldNames():
+                return _inferred(spark, path, contract)
+    return T.StructType(fields)
+
+
+def _inferred(spark: SparkSession, path: str, contract: T.StructType) -> T.StructType:
+    """Spark's own inference of the files' schema (a Spark job), the contract's if it fails."""
+    try:
+        return spark.read.parquet(path).schema
+    except AnalysisException as error:
+        if "PARQUET_TYPE_ILLEGAL" in str(error) or "UNABLE_TO_INFER_SCHEMA" in str(error):
+            return contract
+        raise
+
+
+def _require_delta(spark: SparkSession) -> None:
+    from ..delta.writers import delta_classes_available
+
+    if not delta_classes_available(spark):
+        raise ConfigError(
+            "source format delta: Spark's Delta data source is not on this session's classpath "
+            "(start Spark with --packages io.delta:delta-spark_2.13:<version>, or on Databricks); "
+            "or read the table yourself and pass the DataFrame (typed input)"
+        )
+
+
+def read_stream(
+    spark: SparkSession,
+    path: str,
+    fmt: SourceFormat = "json",
+    *,
+    kind: Literal["operations", "events"] = "operations",
+    max_files_per_trigger: int | None = None,
+    kafka_options: dict[str, str] | None = None,
+    storage: Storage | None = None,
+) -> DataFrame:
+    """A streaming DataFrame over ``path``: a directory of JSON-lines (``json``) or Parquet
+    files, a Delta table (``delta``, when Spark's Delta data source is available), or a Kafka
+    topic; ``auto`` reads the format the files have (module docstring)."""
+    if fmt == "kafka":
+        reader = spark.readStream.format("kafka").option("subscribe", path)
+        for key, value in (kafka_options or {}).items():
+            reader = reader.option(key, value)
+        return reader.load()
+    if fmt not in ("json", "parquet", "delta", "auto"):
+        raise ConfigError(f"unknown source format {fmt!r}; allowed: auto, json, parquet, delta, kafka")
+    fmt = formats_of([path], fmt, storage=storage)[0]
+    reader = spark.readStream
+    if max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+    if fmt == "json":
+        return reader.format("text").load(path)
+    if fmt == "parquet":
+        return reader.schema(_parquet_schema(spark, path, kind, storage)).parquet(path)
+    _require_delta(spark)
+    return reader.format("delta").load(path)
+
+
+def read_batch(
+    spark: SparkSession,
+    path: str,
+    fmt: SourceFormat = "json",
+    *,
+    kind: Literal["operations", "events"],
+    storage: Storage | None = None,
+) -> DataFrame:
+    """The static counterpart of ``read_stream`` (for replays and backfills)."""
+    if fmt not in ("json", "parquet", "delta", "auto"):
+        raise ConfigError(f"batch reads support auto, json, parquet and delta, not {fmt!r}")
+    fmt = formats_of([path], fmt, storage=storage)[0]
+    if fmt == "json":
+        return spark.read.format("text").load(path)
+    if fmt == "parquet":
+        return spark.read.schema(_parquet_schema(spark, path, kind, storage)).parquet(path)
+    _require_delta(spark)
+    return spark.read.format("delta").load(path)

@@ -1,0 +1,100 @@
+"""Input schemas: what a typed input must look like, checked when the query is built.
+
+A typed input (Parquet, a Delta table stream, any DataFrame with the input contract's
+columns) is validated row by row in Spark SQL (``sources``), but a column that is missing or
+of a type the operator cannot read would fail every row, or fail the first micro-batch deep
+inside Spark.  So the schema is checked first, and ``InputSchemaError`` names each column,
+what it is and what to do: at start, not in the first micro-batch.
+
+Parquet files are checked twice: the Spark schema (as for any DataFrame) and, before Spark
+reads them, the files' own Arrow schema, for types Spark cannot read at all (nanosecond
+timestamps, which pandas writes by default: Spark's reader fails on them only when the
+first micro-batch reads the file).
+
+Invariant: an input that passes these checks never fails a micro-batch for its types.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_EVENTS, SOURCE_OPERATIONS
+
+__all__ = ["InputSchemaError", "schema_problems", "check_typed", "check_parquet_schema"]
+
+
+class InputSchemaError(ValueError):
+    """A typed input lacks a required column or has a column of a type the operator cannot read."""
+
+
+#: the columns a typed input must have (operations also need ``key`` or ``keys``); SPEC § Input
+_REQUIRED = {SOURCE_OPERATIONS: ("op_id", "ts", "timeout_ms"), SOURCE_EVENTS: ("key", "ts")}
+CONTRACTS = {SOURCE_OPERATIONS: OPERATION_INPUT, SOURCE_EVENTS: EVENT_INPUT}
+_NUMBER, _WHOLE_NUMBER = (T.NumericType,), (T.IntegralType,)
+
+
+def _accepted(arrow_type: pa.DataType) -> tuple[tuple[type, ...], str]:
+    """The Spark types a column of the contract's ``arrow_type`` may have, and how to say so."""
+    if pa.types.is_timestamp(arrow_type):
+        return (T.TimestampType, T.TimestampNTZType, *_WHOLE_NUMBER), "timestamp, or epoch ms as bigint"
+    if pa.types.is_list(arrow_type):
+        return (T.ArrayType,), "array<string>"
+    if pa.types.is_integer(arrow_type):
+        return _NUMBER, "a whole number (bigint)"
+    if pa.types.is_floating(arrow_type):
+        return _NUMBER, "a number (double)"
+    return (T.StringType,), "string"
+
+
+def schema_problems(df: DataFrame, source: str) -> list[str]:
+    """What keeps ``df`` from being a typed ``source`` input: missing or wrongly typed columns."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    contract = CONTRACTS[source]
+    problems = [
+        f"no column {name!r} ({_accepted(contract.field(name).type)[1]})"
+        for name in _REQUIRED[source]
+        if name not in types
+    ]
+    if source == SOURCE_OPERATIONS and "key" not in types and "keys" not in types:
+        problems.append("no column 'key' (string) or 'keys' (array<string>)")
+    for field in contract:
+        given = types.get(field.name)
+        allowed, expected = _accepted(field.type)
+        wrong = given is not None and not isinstance(given, allowed)
+        if isinstance(given, T.ArrayType) and not isinstance(given.elementType, T.StringType):
+            wrong = True
+        if wrong:
+            problems.append(f"column {field.name!r} is {given.simpleString()}, expected {expected}")
+    return problems
+
+
+def check_typed(df: DataFrame, source: str) -> None:
+    """Raise ``InputSchemaError`` naming every missing or wrongly typed column of ``df``."""
+    problems = schema_problems(df, source)
+    if problems:
+        raise InputSchemaError(f"{source} input: " + "; ".join(problems) + f" (columns: {df.columns})")
+
+
+def check_parquet_schema(schema: pa.Schema, source: str, where: str) -> None:
+    """Refuse Parquet columns of the contract that Spark cannot read, saying how to write them.
+
+    Spark reads Parquet timestamps in micro- or milliseconds; a ``TIMESTAMP(NANOS)`` column
+    (what pandas' ``to_parquet`` writes for ``datetime64[ns]``) fails the micro-batch that
+    reads it with ``PARQUET_COLUMN_DATA_TYPE_MISMATCH``.
+    """
+    problems = []
+    for name in CONTRACTS[source].names:
+        if name not in schema.names:
+            continue
+        arrow_type = schema.field(name).type
+        if pa.types.is_timestamp(arrow_type) and arrow_type.unit == "ns":
+            problems.append(
+                f"column {name!r} is a nanosecond timestamp ({arrow_type}), which Spark cannot read; "
+                f"write it in microseconds (pandas: df.to_parquet(..., coerce_timestamps='us', "
+                f"allow_truncated_timestamps=True); pyarrow: pq.write_table(..., coerce_timestamps='us')) "
+                f"or as epoch ms (bigint)"
+            )
+    if problems:
+        raise InputSchemaError(f"{source} input {where}: " + "; ".join(problems))

@@ -1,0 +1,139 @@
+"""Spark's Python workers: make sure they run an interpreter that has the project.
+
+The operator runs inside Spark's Python workers, which Spark starts with its own choice of
+interpreter: ``PYSPARK_PYTHON`` when the driver process started with it, else ``python3``
+from the ``PATH``.  A script run as ``.venv/bin/python example.py`` without activating the
+virtual environment thus gets workers on the system's ``python3``, without pyarrow, and the
+first micro-batch fails after a minute with ``ModuleNotFoundError`` inside a plan dump.  A
+``spark.pyspark.python`` set on a plain ``SparkSession.builder`` does not help either: PySpark
+reads only the environment variable when it creates the context.
+
+``use_project_python`` (called by ``start``, so by the job too) therefore, on a classic
+session:
+
+* on a local master, honours ``spark.pyspark.python`` when the session sets it and the
+  context ignored it, and with neither set gives the workers the driver's interpreter
+  (``sys.executable``), which has the project since it imported it;
+* checks that the interpreter it ends with imports ``spark_purgatory``, ``pyarrow`` and
+  ``pandas`` (on a local master, where the workers' interpreter is this machine's; once per
+  interpreter per process), and otherwise stops with a one-line ``ConfigError`` naming the
+  settings and the interpreter to use.
+
+On a cluster the executors' interpreter is the cluster's business (it is set when the
+cluster starts); Spark Connect has no context here.  Nothing is changed there.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from ..config import ConfigError
+
+__all__ = ["use_project_python", "warm_python_workers"]
+
+log = logging.getLogger(__name__)
+
+_CONF = "spark.pyspark.python"
+_ENV = "PYSPARK_PYTHON"
+_NEEDED = ("spark_purgatory", "pyarrow", "pandas")
+
+
+def use_project_python(spark: Any) -> str | None:
+    """The interpreter Spark's Python workers will run (None where this cannot be told: Spark
+    Connect); fixed or checked as the module docstring says.
+
+    Raises:
+        ConfigError: the workers' interpreter cannot import the project, pyarrow or pandas.
+    """
+    sc = getattr(spark, "sparkContext", None) if not _is_connect(spark) else None
+    if sc is None or not hasattr(sc, "pythonExec"):
+        return None
+    local = str(sc.master).startswith("local")
+    conf = spark.conf.get(_CONF, None)
+    if local and conf and sc.pythonExec != conf:
+        log.info("Python workers: %s from %s (was %s)", conf, _CONF, sc.pythonExec)
+        sc.pythonExec = conf
+    elif local and not conf and _ENV not in os.environ and not _same(sc.pythonExec, sys.executable):
+        log.info("Python workers: %s, the driver's interpreter (was %s)", sys.executable, sc.pythonExec)
+        sc.pythonExec = sys.executable
+    if local and not _same(sc.pythonExec, sys.executable):
+        missing = _missing(sc.pythonExec, os.environ.get("PYTHONPATH", ""))
+        if missing:
+            source = _CONF if conf else _ENV if _ENV in os.environ else "the default"
+            raise ConfigError(
+                f"Spark's Python workers would run {sc.pythonExec} ({source}), which cannot import "
+                f"{missing}: set {_CONF} (or {_ENV}) to {sys.executable}, the interpreter running this "
+                "driver, or install spark-purgatory into that interpreter"
+            )
+    return sc.pythonExec
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _same(a: str, b: str) -> bool:
+    """Do the two commands name one interpreter?  (A venv's python is a symlink: compare the
+    paths as given first, since the venv is told by the link's own location.)"""
+    found = shutil.which(a) or a
+    return os.path.abspath(found) == os.path.abspath(b)
+
+
+@functools.lru_cache(maxsize=8)
+def _missing(python: str, pythonpath: str) -> str | None:
+    """The first of ``_NEEDED`` that ``python`` cannot find (found, not imported: 50 ms, not 1 s)."""
+    probe = (
+        "import importlib.util,sys;"
+        "print(next((m for m in sys.argv[1:] if not importlib.util.find_spec(m)),''))"
+    )
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    try:
+        done = subprocess.run(
+            [python, "-c", probe, *_NEEDED], capture_output=True, text=True, env=env, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "anything (it does not run)"
+    if done.returncode != 0:
+        return "anything (it does not run)"
+    return done.stdout.strip() or None
+
+
+def warm_python_workers(spark: Any) -> threading.Thread | None:
+    """Start, in the background, the Python workers the first micro-batch will use.
+
+    A new local session has no Python worker yet: the first micro-batch forks one per task
+    slot, and each imports pandas, pyarrow and the operator's modules (1.5 s each on an idle
+    machine, several under load) after Spark has planned the batch.  Spark reuses its
+    workers (``spark.python.worker.reuse``, on by default), so a tiny job that imports the
+    same modules while ``start`` builds the query (seconds of py4j calls on the driver)
+    hands the first micro-batch warm workers.  Local masters only (on a cluster the
+    executors are not the driver's to warm); any failure is the first micro-batch's to
+    report, never this.
+    """
+    sc = getattr(spark, "sparkContext", None) if not _is_connect(spark) else None
+    if sc is None or not str(sc.master).startswith("local"):
+        return None
+    slots = max(int(sc.defaultParallelism), 1)
+
+    def warm() -> None:
+        try:
+            spark.range(slots, numPartitions=slots).mapInPandas(_import_operator, "id long").count()
+        except Exception:  # noqa: BLE001 - the query's own micro-batch reports real problems
+            log.debug("warming the Python workers failed", exc_info=True)
+
+    thread = threading.Thread(target=warm, name="purgatory-warm-workers", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_operator(batches):  # runs in a Python worker
+    import spark_purgatory.spark.operator  # noqa: F401 - the shard step's modules, pandas, pyarrow
+
+    yield from batches

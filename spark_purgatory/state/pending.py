@@ -1,0 +1,50 @@
+"""The pending count of every shard, as of the last micro-batch: a small record beside the
+checkpoint (``<checkpoint>/purgatory-pending``).
+
+Spark calls a shard only when it has input or a timeout due, so a micro-batch reports the
+pending count of the shards it called, and a run that reads nothing new reports none.  The
+sink keeps the last count of every shard and writes it here after each micro-batch; a
+restarted query starts from it, so ``pending`` (the job's lines, ``PurgatoryQuery.totals``)
+is the count of all shards from the first micro-batch of a run on, and also for a run that
+has no micro-batch at all.
+
+Invariant: the record is written whole (``storage.write_whole``); a missing or unreadable
+record means "no shard has reported yet" (a new checkpoint), never an error.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..storage import Storage, join, write_whole
+
+__all__ = ["PendingRecord"]
+
+_FILE = "purgatory-pending"
+
+
+class PendingRecord:
+    """``{shard: pending}`` as of micro-batch ``batch_id``, in one small JSON file."""
+
+    def __init__(self, path: str, storage: Storage | None = None) -> None:
+        self.path = path
+        self.storage = storage or Storage()
+
+    @classmethod
+    def under(cls, checkpoint: str, storage: Storage | None = None) -> PendingRecord:
+        return cls(join(checkpoint, _FILE), storage)
+
+    def read(self) -> dict[int, int]:
+        """The last recorded count per shard (empty for a new checkpoint)."""
+        fs, path = self.storage.filesystem(self.path)
+        try:
+            with fs.open_input_stream(path) as f:
+                body = json.loads(f.read())
+        except (FileNotFoundError, OSError, ValueError):
+            return {}
+        return {int(shard): int(n) for shard, n in body.get("pending", {}).items()}
+
+    def write(self, batch_id: int, pending: dict[int, int]) -> None:
+        fs, path = self.storage.filesystem(self.path)
+        body = json.dumps({"batch_id": batch_id, "pending": {str(s): n for s, n in sorted(pending.items())}})
+        write_whole(fs, path, lambda out: out.write(body.encode()))
