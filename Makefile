@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 NODE_TOOLS := .ci/node
 AZURITE := $(NODE_TOOLS)/node_modules/.bin/azurite-blob
 
-.PHONY: demo test lint bench bench-spark clean
+.PHONY: demo test lint docs bench bench-spark clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ demo: $(STAMP)
 
 test: $(STAMP) $(AZURITE)
 	$(PY) -m pytest $(ARGS)
+
+# the documentation site on http://127.0.0.1:8000 (mkdocs.yml); CI builds it strictly in tests/test_docs_site.py
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs serve $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check spark_purgatory tests benchmarks jobs notebooks
