@@ -25,6 +25,15 @@ RUNNABLE = sorted(
     [os.path.relpath(p, DOCS) for p in glob.glob(os.path.join(DOCS, "cookbook", "*.md"))]
     + ["contract.md", "getting-started.md", "testing.md"]
 )
+
+
+def _uses_spark(page: str) -> bool:
+    with open(os.path.join(DOCS, page), encoding="utf-8") as f:
+        return "SparkSession" in f.read()
+
+
+#: the pages as test parameters, those that build a session marked ``spark``
+PAGES = [pytest.param(p, marks=[pytest.mark.spark] if _uses_spark(p) else []) for p in RUNNABLE]
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 
@@ -56,7 +65,7 @@ def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
 
 
-@pytest.mark.parametrize("page", RUNNABLE)
+@pytest.mark.parametrize("page", PAGES)
 def test_the_page_runs_and_prints_what_it_shows(page, request):
     with open(os.path.join(DOCS, page), encoding="utf-8") as f:
         text = f.read()

@@ -127,3 +127,14 @@ def test_links_wait_only_for_pages_other_branches_bring(tmp_path):
     assert hooks().unlink_missing(text, str(tmp_path)) == "See End of input and [nothing](nothing.md)."
     (tmp_path / "end-of-input.md").write_text("# End")
     assert hooks().unlink_missing(text, str(tmp_path)) == text
+
+
+def test_doctest_examples_are_fenced_as_code_outside_fences_only():
+    pytest.importorskip("griffe")
+    spec = importlib.util.spec_from_file_location("griffe_doctests", os.path.join(DOCS, "griffe_doctests.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = "Intro.\n\n>>> 1 + 1\n2\n\nAfter.\n\n```python\n>>> inside\n```"
+    assert module.fence_doctests(text) == (
+        "Intro.\n\n```pycon\n>>> 1 + 1\n2\n```\n\nAfter.\n\n```python\n>>> inside\n```"
+    )

@@ -64,6 +64,8 @@ def run_readme(tmp_path) -> str:
         PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
         PYSPARK_PYTHON=sys.executable,  # the workers on this interpreter, as a user's venv does
         PYSPARK_DRIVER_PYTHON=sys.executable,
+        # the README's plain session would open Spark's UI; with tests in parallel, no port to share
+        PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",
     )
     done = subprocess.run(
         [sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
