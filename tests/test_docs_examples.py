@@ -79,8 +79,8 @@ def test_the_page_runs_and_prints_what_it_shows(page, request):
     # a fresh interpreter has no handler on the library's logger; an earlier test here (the
     # job's) may have given it one that prints INFO lines to stdout
     library_log = logging.getLogger("spark_purgatory")
-    level, library_log.level = library_log.level, logging.WARNING
-    request.addfinalizer(lambda: library_log.setLevel(level))
+    request.addfinalizer(lambda level=library_log.level: library_log.setLevel(level))
+    library_log.setLevel(logging.WARNING)
     for number, (code, shown) in enumerate(blocks, 1):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
