@@ -51,6 +51,7 @@ def on_config(config, **kwargs):
 #: the API page's groups: (title, module prefixes under spark_purgatory), in page order
 API_GROUPS = (
     ("Running it", ("query", "backfills")),
+    ("Operating it: `spark_purgatory.inspect`", ("inspect",)),
     ("The pieces `start` wires", ("spark", "delta")),
     ("The engine, without Spark", ("engine", "config", "state")),
     ("Testing your scenarios: `spark_purgatory.testing`", ("testing",)),
