@@ -80,7 +80,7 @@ def test_the_contract_page_lists_the_input_fields():
         assert fields == schema.names, heading
 
 
-@pytest.mark.parametrize("table", list(TABLES))
+@pytest.mark.parametrize("table", ["outcomes", "unmatched_events", "rejected"])  # metrics: docs/metrics.md
 def test_the_contract_page_shows_each_output_table_as_declared(table):
     rows = table_rows(section(page("contract.md"), table))
     shown = [(plain(name), plain(kind).replace("&lt;", "<").replace("&gt;", ">")) for name, kind, _ in rows]
