@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 NODE_TOOLS := .ci/node
 AZURITE := $(NODE_TOOLS)/node_modules/.bin/azurite-blob
 
-.PHONY: demo test lint bench bench-spark clean
+.PHONY: demo test lint docs bench bench-spark clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,8 +25,17 @@ $(AZURITE): $(NODE_TOOLS)/package-lock.json
 demo: $(STAMP)
 	$(PY) -m spark_purgatory.demo $(ARGS)
 
+# test files run in parallel (pytest-xdist): each worker is a process with its own Spark session;
+# the Spark tests mostly wait on JVMs, so more workers than cores pays (tests/conftest.py).
+# TEST_WORKERS=0 runs everything in this one process.
+TEST_WORKERS ?= 3
+
 test: $(STAMP) $(AZURITE)
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
+
+# the documentation site on http://127.0.0.1:8000 (mkdocs.yml); CI builds it strictly in tests/test_docs_site.py
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs serve $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check spark_purgatory tests benchmarks jobs notebooks

@@ -128,6 +128,8 @@ def connect_server(workdir: str) -> Iterator[str]:
             "--conf",
             f"spark.connect.grpc.binding.port={port}",
             "--conf",
+            "spark.ui.enabled=false",  # no UI port to collide with a parallel test's
+            "--conf",
             "spark.sql.shuffle.partitions=3",
             "--conf",
             "spark.sql.session.timeZone=UTC",

@@ -153,7 +153,7 @@ def run(
         if step.startswith("fault="):
             job = _job([*args, "--trigger", "processing-time=1s"], settings, env, fault=step.split("=", 1)[1])
             try:
-                job.wait(timeout=240)
+                job.wait(timeout=900)  # a loaded machine (tests in parallel) takes minutes
             except subprocess.TimeoutExpired:  # never reached the point: kill it anyway
                 reached = False
                 job.kill()

@@ -14,6 +14,7 @@ with the Spark-free engine (``PurgatoryTester``) on the same input files:
 
 from __future__ import annotations
 
+import ast
 import glob
 import json
 import os
@@ -23,6 +24,7 @@ import sys
 
 import pytest
 from deltalake import DeltaTable
+from docs_tables import config_table_problems, section
 
 from spark_purgatory import PurgatoryConfig
 from spark_purgatory.testing import PurgatoryTester, assert_outcomes
@@ -49,6 +51,26 @@ def test_blocks_are_found_by_their_marker_only():
     assert readme_blocks(text) == [("a", "x = 1\n"), ("b-2", "y = x\n")]
 
 
+def test_every_python_block_of_the_readme_runs_here():
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    python_blocks = re.findall(r"^```python\n", text, re.M)
+    assert len(python_blocks) == len(readme_blocks(text)), "a ```python block without a readme-test marker"
+
+
+def test_the_readme_is_a_front_door_of_at_most_400_lines():
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    assert len(text.splitlines()) <= 400
+    assert "(docs/contract.md)" in text  # the contract is a page of the docs, linked from here
+
+
+def test_the_readme_configuration_table_is_the_codes():
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    assert config_table_problems(section(text, "Configuration")) == []
+
+
 def run_readme(tmp_path) -> str:
     """Run the README's marked blocks as one script with ``PREFIX`` under ``tmp_path``."""
     with open(README, encoding="utf-8") as f:
@@ -64,6 +86,8 @@ def run_readme(tmp_path) -> str:
         PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
         PYSPARK_PYTHON=sys.executable,  # the workers on this interpreter, as a user's venv does
         PYSPARK_DRIVER_PYTHON=sys.executable,
+        # the README's plain session would open Spark's UI; with tests in parallel, no port to share
+        PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",
     )
     done = subprocess.run(
         [sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
@@ -123,3 +147,112 @@ def _ms(ts: str) -> int:
     from datetime import datetime
 
     return int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+# -- what the demo prints ----------------------------------------------------------------------------
+
+DEMO_MARK = "<!-- demo-output -->"
+#: figures that depend on the machine's speed or the clock, masked before comparing
+_TIMING = [
+    (re.compile(r"\d[\d,]*(\.\d+)? rows/s"), "R rows/s"),
+    (re.compile(r"\bin \d+(\.\d+)? s\b"), "in T s"),
+    (re.compile(r"\b\d+ Delta commits\b"), "C Delta commits"),
+]
+_LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d ")  # the job's log lines: a clock, then per-batch figures
+
+
+def demo_block(text: str) -> list[str]:
+    """The lines of the code block after the README's demo marker, without the command line."""
+    after = text.split(DEMO_MARK, 1)[1]
+    match = re.search(r"```[^\n]*\n(.*?)^```", after, re.S | re.M)
+    assert match, f"no code block after {DEMO_MARK}"
+    return [line for line in match.group(1).splitlines() if not line.startswith("$ ")]
+
+
+def comparable(line: str) -> str:
+    """A printed line with what varies from run to run masked: the timings everywhere, and every
+    figure of a log line (which micro-batch takes which file is Spark's choice)."""
+    if _LOG_LINE.match(line):
+        return " ".join(re.sub(r"\d[\d,.:T+-]*", "N", line).split())  # figures and their padding
+    for pattern, mask in _TIMING:
+        line = pattern.sub(mask, line)
+    counts = re.search(r"\{.*\}$", line)  # reason counts: equal counts come in either order
+    if counts:
+        line = line[: counts.start()] + repr(sorted(ast.literal_eval(counts.group(0)).items()))
+    return line.rstrip()
+
+
+def demo_differences(shown: list[str], printed: list[str]) -> list[str]:
+    """What the shown block gets wrong: each shown line must be a printed line (masked), in the
+    printed order, with ``...`` standing for lines left out; from the summary on (the line
+    ``N operations + M events through Spark``) nothing may be left out."""
+    printed = [comparable(p) for p in printed if p.strip()]
+    problems, at = [], 0
+    for line in shown:
+        if line.strip() in ("...", "…") or "writing input files" in line:  # elision; tqdm's bar (stderr)
+            continue
+        want = comparable(line)
+        try:
+            at = printed.index(want, at) + 1
+        except ValueError:
+            problems.append(f"shown but not printed (in this order): {line!r}")
+    summary = next((i for i, p in enumerate(printed) if "events through Spark" in p), None)
+    shown_summary = next((i for i, s in enumerate(shown) if "events through Spark" in s), None)
+    if summary is None or shown_summary is None:
+        problems.append("the summary line ('... events through Spark ...') is missing")
+    else:
+        expected = printed[summary:]
+        got = [comparable(s) for s in shown[shown_summary:] if s.strip()]
+        if got != expected:
+            problems.append("the summary differs:\n" + "\n".join(expected))
+    return problems
+
+
+def test_the_demo_comparison_masks_timings_and_catches_a_wrong_figure():
+    printed = [
+        "generating 30,000 operations and 65,560 events into demo-output/input",
+        "02:36:04 batch     2  in   12,031  pending     8,851  completed    2,299",
+        "02:36:09 done: batches=5",
+        "30,000 operations + 65,560 events through Spark in 46.0 s (2,079 rows/s incl. start-up), "
+        "3 Delta commits",
+        "outcomes: 29,034, duplicates: 0",
+    ]
+    shown = [
+        "generating 30,000 operations and 65,560 events into demo-output/input",
+        "11:12:13 batch     2  in      531  pending     8,000  completed    2,000",
+        "...",
+        "30,000 operations + 65,560 events through Spark in 61.5 s (1,555 rows/s incl. start-up), "
+        "5 Delta commits",
+        "outcomes: 29,034, duplicates: 0",
+    ]
+    printed.insert(-1, "rejected: 3 {'late': 1, 'bad_ts': 1, 'missing_key': 1}")
+    shown.insert(-1, "rejected: 3 {'bad_ts': 1, 'missing_key': 1, 'late': 1}")
+    assert demo_differences(shown, printed) == []
+    wrong = [*shown[:-1], "outcomes: 29,035, duplicates: 0"]
+    assert demo_differences(wrong, printed)
+
+
+@pytest.mark.spark
+def test_the_readme_shows_what_make_demo_prints(tmp_path):
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+    )
+    done = subprocess.run(  # what `make demo` runs, with its default size
+        [sys.executable, "-m", "spark_purgatory.demo", "--out", str(tmp_path / "demo-output")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    printed = done.stdout.replace(str(tmp_path / "demo-output"), "demo-output").splitlines()
+    with open(README, encoding="utf-8") as f:
+        shown = demo_block(f.read())
+    problems = demo_differences(shown, printed)
+    assert problems == [], "README.md's demo block is not what `make demo` prints:\n" + "\n".join(
+        problems + ["", "it printed:", *printed]
+    )

@@ -149,7 +149,8 @@ def at_risk(
         within: the horizon: ms, ``"10s"``, ``"15m"``, ``"1h"``, ``"2d"`` or a Spark
             interval (``"1 hour"``).
         pending: a ``pending_operations`` frame to filter (else read from ``checkpoint``).
-        The other arguments are ``pending_operations``'.
+
+    The other arguments are those of ``pending_operations``.
 
     Example::
 
