@@ -26,9 +26,9 @@ go through it, so they run the same query with the same defaults:
   wake directory, one run that applies it, and the record ``<checkpoint>/purgatory-ended``,
   on which ``start`` refuses to run again (``docs/end-of-input.md``);
 * ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (see below),
-  Spark's HDFS-backed state store unless the session names one (``_state_store``), and
+  Spark's HDFS-backed state store unless the session names one (``spark.settings.state_store``), and
   Arrow batches of 50,000 rows to the shards unless the session sets
-  ``spark.sql.execution.arrow.maxRecordsPerBatch`` (``_arrow_records``).
+  ``spark.sql.execution.arrow.maxRecordsPerBatch`` (``spark.settings.arrow_records``).
 
 Session settings.  Each shard gets its own partition only when the query has exactly
 ``shards + 1`` shuffle partitions (``spark.labels`` explains why); any other count leaves
@@ -63,8 +63,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +72,7 @@ from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, everywhere
 from .delta.writers import WriterChoice, choose_writer
+from .spark.settings import arrow_records, shuffle_partitions, state_store
 from .state.pending import PendingRecord
 from .state.wake import EndOfInput, Wake
 from .storage import Storage, join, write_once
@@ -89,14 +89,7 @@ log = logging.getLogger(__name__)
 
 #: the trigger values ``start`` (and the job's ``--trigger``) accept
 TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
-_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
-_STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
-_HDFS_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-_ROCKSDB_CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-_ARROW_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
-#: rows per Arrow batch handed to a shard unless the session says otherwise (``_arrow_records``)
-_SHARD_CHUNK_ROWS = 50_000
 _COUNTED = ("completed", "expired", "unmatched", "rejected")
 _ID_FILE = "purgatory-id"  # under the checkpoint: the app id its commits are made under
 #: runs ``await_termination`` may add after an ``available-now`` run that ended on relays
@@ -219,7 +212,7 @@ def start(
             stream = stream.trigger(availableNow=True)
         else:
             stream = stream.trigger(processingTime=_interval(trigger))
-        with _shuffle_partitions(spark, cfg.shards + 1), _state_store(spark), _arrow_records(spark):
+        with shuffle_partitions(spark, cfg.shards + 1), state_store(spark), arrow_records(spark):
             return stream.start()
 
     return PurgatoryQuery(
@@ -592,75 +585,3 @@ def _operator(
     else:
         out = staged_stream(ops, evs, cfg, staging, source_format=source_format, wake_path=wake_path)
     return observe_purgatory(out)
-
-
-@contextmanager
-def _started_with(spark: Any, settings: dict[str, str]) -> Iterator[None]:
-    """Start the query with ``settings``, then restore the session's values (or their absence).
-
-    A streaming query runs on a clone of the session taken when it starts (and records the
-    shuffle partitions and the state store provider in its checkpoint), so the restored
-    values never reach it.
-    """
-    previous = {key: spark.conf.get(key, None) for key in settings}  # None: not set explicitly
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
-def _shuffle_partitions(spark: Any, partitions: int) -> Any:
-    """Start the query with ``partitions`` shuffle partitions (module docstring)."""
-    previous = spark.conf.get(_SHUFFLE_PARTITIONS, None)
-    if previous is not None and previous != str(partitions):
-        log.info(
-            "%s=%s in this session; this query uses purgatory.shards + 1 = %s",
-            _SHUFFLE_PARTITIONS,
-            previous,
-            partitions,
-        )
-    return _started_with(spark, {_SHUFFLE_PARTITIONS: str(partitions)})
-
-
-def _state_store(spark: Any) -> Any:
-    """Start the query on Spark's HDFS-backed state store unless the session names a provider;
-    a session that names RocksDB gets changelog checkpointing unless it says otherwise.
-
-    The operator keeps one small value per shard group (the shard state lives in segment
-    files), so the store costs its commit per partition per micro-batch: RocksDB's
-    checkpoint of the whole store cost about twice HDFS's delta file (6.4-6.9 s against
-    2.6-4.3 s of commits per 100k operations, 10 micro-batches), changelog checkpointing
-    brings it down to HDFS's (2.9-3.7 s).  Spark records the provider in the checkpoint at
-    the first start and a restarted query keeps it whatever the session says, so a
-    checkpoint keeps the store it began with (both checkpointing modes read each other's).
-    """
-    provider = spark.conf.get(_STATE_STORE, None)
-    if provider is None:
-        return _started_with(spark, {_STATE_STORE: _HDFS_STATE_STORE})
-    if "RocksDB" in provider:
-        return _started_with(spark, _unset(spark, {_ROCKSDB_CHANGELOG: "true"}))
-    return _started_with(spark, {})
-
-
-def _arrow_records(spark: Any) -> Any:
-    """Start the query with Arrow batches of ``_SHARD_CHUNK_ROWS`` rows unless the session sets
-    ``spark.sql.execution.arrow.maxRecordsPerBatch``.
-
-    A shard step takes its whole micro-batch at once (it stacks the chunks), so Spark's
-    10,000-row chunks only add per-chunk work on both sides of the hand-off: 1M operations,
-    the job warm, alternated: 24.1-25.4 s at 10,000, 21.9-22.8 s at 50,000, 22.5-22.9 s at
-    100,000 (the JVM's CPU 23-27 s -> 20-24 s).  The chunk is what the JVM holds per task
-    while handing rows over, so a session with large payloads may set a smaller one.
-    """
-    return _started_with(spark, _unset(spark, {_ARROW_RECORDS: str(_SHARD_CHUNK_ROWS)}))
-
-
-def _unset(spark: Any, defaults: dict[str, str]) -> dict[str, str]:
-    """The ``defaults`` the session does not set itself (a user's own value always wins)."""
-    return {key: value for key, value in defaults.items() if spark.conf.get(key, None) is None}
