@@ -94,7 +94,7 @@ def backfill(
 
         counts = backfill("/data/ops-2026-01", "/data/events-2026-01", output="/data/tables",
                           config=PurgatoryConfig(shards=4), batch_id=202601, spark=spark)
-        print(counts)   # {'outcomes': 9500, 'unmatched_events': 12, 'rejected': 3}
+        print(counts)   # {'outcomes': 9500, 'unmatched_events': 12, 'rejected': 3, 'metrics': 0}
     """
     config = config or PurgatoryConfig()
     spark = spark or _session_of(operations, events)
