@@ -287,6 +287,13 @@ def _print_json_lines(frame: Any) -> None:
         print(json.dumps(row.asDict(recursive=True), default=_json_value))
 
 
+#: the metrics table's columns ``status`` prints per shard (a terminal's width)
+_STATUS_METRICS = (
+    "shard", "input_operations", "input_events", "pending", "completed", "expired", "unmatched",
+    "rejected", "latency_p99_ms", "busiest_share", "state_bytes",
+)  # fmt: skip
+
+
 def _print_status(report: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(report, default=_json_value, indent=2))
@@ -312,10 +319,11 @@ def _print_status(report: dict, as_json: bool) -> None:
     if report["last_batch"] and report["last_batch"]["rows"]:
         rows = report["last_batch"]["rows"]
         last = Table(title=f"metrics, batch {report['last_batch']['batch_id']}")
-        for name in rows[0]:
-            last.add_column(name, overflow="fold")
+        shown = [name for name in _STATUS_METRICS if name in rows[0]]  # all of them: --json
+        for name in shown:
+            last.add_column(name, justify="right")
         for row in rows:
-            last.add_row(*(_text(v) for v in row.values()))
+            last.add_row(*(_text(row[name]) for name in shown))
         console.print(last)
     if report["tables"]:
         sizes = Table(title="tables")

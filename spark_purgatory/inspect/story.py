@@ -244,14 +244,15 @@ def _events(tables: TableReader, stories: list[OperationStory]) -> None:
 def _mine(story: OperationStory, window: tuple[Any, Any] | None, rows: list[dict], fields: Any) -> list[dict]:
     """The rows about ``story``'s operation: targeted at it, or untargeted on one of its keys
     with an event time in its window; each once, by event time."""
-    chosen: dict[int, dict] = {}
+    chosen: dict[str, dict] = {}  # by content: a row targeted at it on its key is read twice
     for row in rows:
         key, op_id, ts = fields(row)
         if op_id is not None and op_id != story.op_id:
             continue
         if op_id is None and (key not in story.keys or not _inside(ts, window)):
             continue
-        chosen[id(row)] = {k: v for k, v in row.items() if not k.startswith("_")}
+        kept = {k: v for k, v in row.items() if not k.startswith("_")}
+        chosen[repr(sorted(kept.items()))] = kept
     return sorted(chosen.values(), key=lambda r: str(r.get("ts") or r.get("raw")))
 
 
