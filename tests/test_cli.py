@@ -68,7 +68,7 @@ def tables(tmp_path):
     write(out, UNMATCHED_EVENTS, [
         {"key": "k2", "ts": ts(2_000), "reason": "no_operation", "batch_id": 2},
         {"key": "k2", "ts": ts(9_000_000), "reason": "no_operation", "batch_id": 9},  # hours later
-        {"key": "k1", "ts": ts(30), "op_id": "done", "reason": "after_resolution", "batch_id": 1},  # read twice
+        {"key": "k1", "ts": ts(30), "op_id": "done", "reason": "after_resolution", "batch_id": 1},  # read 2x
     ])  # fmt: skip
     raw = [
         ("operations", {"op_id": "bad", "keys": ["k3"], "ts": T0, "timeout_ms": 5, "condition": "sum"},
