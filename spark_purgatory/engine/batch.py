@@ -12,17 +12,39 @@ JSON) and carries exactly one reason from ``contract.REASONS``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from ..contract import COMPLETED, EVENT_COLUMNS, EXPIRED, OPERATION_COLUMNS, SOURCE_OPERATIONS
+from ..contract import (
+    COMPLETED,
+    DUPLICATE_OP_ID,
+    EVENT_COLUMNS,
+    EXPIRED,
+    LATE,
+    OPERATION_COLUMNS,
+    SOURCE_EVENTS,
+    SOURCE_OPERATIONS,
+)
 from .conditions import CONDITION_NAMES
-from .frames import empty, frame_or_empty
+from .frames import empty, frame_or_empty, hash_strings, rows_where
 from .tables import EVENTS, OPS, RELAY
 from .validation import first_keys, raw_json, validate_events, validate_operations
 
-__all__ = ["BatchResult", "VALID_OPERATIONS", "VALID_EVENTS", "accepted", "with_keys", "rejected_rows"]
+if TYPE_CHECKING:
+    from .dedup import ResolvedTable
+    from .pending import Pending
+
+__all__ = [
+    "BatchResult",
+    "VALID_OPERATIONS",
+    "VALID_EVENTS",
+    "accepted",
+    "admit",
+    "with_keys",
+    "rejected_rows",
+]
 
 #: what ``process(..., validated=True)`` takes: the ops table without the engine's own columns
 VALID_OPERATIONS = {k: v for k, v in OPS.items() if k not in ("handle", "n_members")}
@@ -106,3 +128,36 @@ def rejected_rows(source: str, rows: pd.DataFrame, reason: str) -> pd.DataFrame:
     return pd.DataFrame(
         {"source": source, "raw": raw.to_numpy(dtype=object), "reason": reason, "op_id": op_id, "key": key}
     )
+
+
+def admit(
+    operations: pd.DataFrame | None,
+    events: pd.DataFrame | None,
+    wm: int,
+    validated: bool,
+    max_timeout_ms: int,
+    resolved: ResolvedTable,
+    pending: Pending,
+) -> tuple[pd.DataFrame, pd.DataFrame, list[pd.DataFrame]]:
+    """What a shard takes of a batch at watermark ``wm``: the input validated (unless the host
+    did), rows behind the watermark rejected ``late`` and op_ids already ``pending`` or
+    ``resolved`` (or twice in the batch) rejected ``duplicate_op_id``.  Returns the admitted
+    operations (with their op_ids' hashes, ``ohash``), the admitted events and the rejected
+    rows."""
+    ops, evs, rejected = accepted(operations, events, validated, max_timeout_ms)
+    # stubs and replicas are copies: their original reports lateness and duplicates
+    stub = ops["stub"].to_numpy(bool)
+    late = ops["ts"].to_numpy() < wm
+    rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.loc[late & ~stub], LATE))
+    ops = rows_where(ops, ~late)  # the same frame when nothing is late (no copy)
+    ids = ops["op_id"].to_numpy(dtype=object)
+    ohash = hash_strings(ids)  # once: the lookups here and the op_id index both need it
+    dup = ops["op_id"].duplicated().to_numpy() | resolved.contains(ohash)
+    dup[pending.by_op_id(ids, ohash)[0]] = True
+    copies = ops["stub"].to_numpy(bool)
+    rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.loc[dup & ~copies], DUPLICATE_OP_ID))
+    ops = rows_where(ops, ~dup)
+    ops["ohash"] = ohash[~dup]
+    late = evs["ts"].to_numpy() < wm
+    rejected.append(rejected_rows(SOURCE_EVENTS, evs.loc[late & ~evs["replica"].to_numpy(bool)], LATE))
+    return ops, rows_where(evs, ~late), rejected

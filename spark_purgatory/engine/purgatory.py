@@ -53,17 +53,13 @@ import pandas as pd
 from ..config import PurgatoryConfig
 from ..contract import (
     COMPLETED,
-    DUPLICATE_OP_ID,
     EXPIRED,
-    LATE,
     OUTCOME_COLUMNS,
     REJECTED_COLUMNS,
-    SOURCE_EVENTS,
-    SOURCE_OPERATIONS,
     UNMATCHED_COLUMNS,
 )
 from . import dedup, progress, relay, watchers
-from .batch import BatchResult, accepted, rejected_rows
+from .batch import BatchResult, admit
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
 from .frames import concat, distinct, hash_strings, rows_where, stack
 from .pending import Pending
@@ -279,7 +275,9 @@ class Purgatory:
         wm = max(int(watermark_ms), self._watermark)
         self._outcomes = []
         new_from, new_eseq_from = self._next_handle, self._next_eseq
-        ops, evs, rejected = self._admit(operations, events, wm, validated)
+        ops, evs, rejected = admit(
+            operations, events, wm, validated, self.config.max_timeout_ms, self._resolved, self._pending
+        )
 
         noticed = self._receive(relayed)
         self.try_complete_else_watch(ops)
@@ -321,29 +319,6 @@ class Purgatory:
             concat([first.rejected, last.rejected], REJECTED_COLUMNS),
         )
 
-    def _admit(
-        self, operations: pd.DataFrame | None, events: pd.DataFrame | None, wm: int, validated: bool
-    ) -> tuple[pd.DataFrame, pd.DataFrame, list[pd.DataFrame]]:
-        """Validate the input (unless the host did) and reject late rows and duplicate op_ids."""
-        ops, evs, rejected = accepted(operations, events, validated, self.config.max_timeout_ms)
-        # stubs and replicas are copies: their original reports lateness and duplicates
-        stub = ops["stub"].to_numpy(bool)
-        late = ops["ts"].to_numpy() < wm
-        rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.loc[late & ~stub], LATE))
-        ops = rows_where(ops, ~late)  # the same frame when nothing is late (no copy)
-        ids = ops["op_id"].to_numpy(dtype=object)
-        ohash = hash_strings(ids)  # once: the lookups here and the op_id index both need it
-        dup = ops["op_id"].duplicated().to_numpy() | self._resolved.contains(ohash)
-        dup[self._pending.by_op_id(ids, ohash)[0]] = True
-        rejected.append(
-            rejected_rows(SOURCE_OPERATIONS, ops.loc[dup & ~ops["stub"].to_numpy(bool)], DUPLICATE_OP_ID)
-        )
-        ops = rows_where(ops, ~dup)
-        ops["ohash"] = ohash[~dup]
-        late = evs["ts"].to_numpy() < wm
-        rejected.append(rejected_rows(SOURCE_EVENTS, evs.loc[late & ~evs["replica"].to_numpy(bool)], LATE))
-        return ops, rows_where(evs, ~late), rejected
-
     # -- Kafka's operations, batched -----------------------------------------------------------
 
     def try_complete_else_watch(self, ops: pd.DataFrame) -> None:
@@ -355,7 +330,7 @@ class Purgatory:
         handles = new_ops["handle"].to_numpy(np.int64)
         watch = watchers.watch_rows(new_ops, self._keys)
         columns = {c: new_ops[c].to_numpy() for c in OPS}
-        if "ohash" in ops.columns:  # ``_admit`` hashed them already
+        if "ohash" in ops.columns:  # ``batch.admit`` hashed them already
             ohash = ops["ohash"].to_numpy(np.uint64)
         else:
             ohash = hash_strings(columns["op_id"])
