@@ -62,6 +62,7 @@ from . import dedup, progress, relay, watchers
 from .batch import BatchResult, admit
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
 from .frames import concat, distinct, hash_strings, rows_where, stack
+from .handoff import CrossShardHandOff
 from .pending import Pending
 from .tables import EVENTS, I64_MIN, OPS, WATCH, ChangeLog, Changes, ShardTables, ops_rows
 from .wheel import TimingWheel
@@ -69,7 +70,7 @@ from .wheel import TimingWheel
 __all__ = ["BatchResult", "Purgatory"]
 
 
-class Purgatory:
+class Purgatory(CrossShardHandOff):
     """One shard's purgatory: watchers, timing wheel, key progress and buffered events.
 
     Example:
@@ -514,26 +515,6 @@ class Purgatory:
             self._changes.resolved(resolved)
             self._resolved.add(resolved)
 
-    # -- reads of the pending operations for relay -------------------------------------------
-
-    def _of_stubs(self) -> np.ndarray:
-        """Which ``matches`` belong to stubs (every match's operation is pending)."""
-        held = self._matches["handle"].to_numpy(np.int64)
-        if held.size == 0:
-            return np.zeros(0, dtype=bool)
-        return self._pending.stub(held)
-
-    def _outgoing(self, new_from: int, new_eseq_from: int) -> pd.DataFrame:
-        """``relay.outgoing`` on the rows it reads: the operations of matches and the
-        operations (and their watchers) registered from ``new_from`` on."""
-        held = self._matches["handle"].to_numpy(np.int64)
-        ops, watch = self._pending.since(new_from)
-        if held.size:
-            ops = self._pending.rows(np.concatenate([held, ops["handle"].to_numpy(np.int64)]))
-        return relay.outgoing(
-            ops, watch, self._matches, self._events, new_from=new_from, new_eseq_from=new_eseq_from
-        )
-
     # -- internals -----------------------------------------------------------------------------
 
     def _add_matches(self, pairs: pd.DataFrame) -> np.ndarray:
@@ -545,26 +526,6 @@ class Purgatory:
             return np.empty(0, dtype=np.int64)
         self._matches = stack(self._matches, new)
         return distinct(new["handle"].to_numpy(np.int64))
-
-    def _receive(self, relayed: pd.DataFrame | None) -> pd.DataFrame:
-        """Relayed pairs and floors as matches, step by step (``relay.steps``), each step
-        evaluated as it was where the pairs were made; returns the ``unmatched_events`` rows
-        of the noticed events nothing counted (``relay.decide``)."""
-        lost = progress.empty_unmatched()
-        for rows in relay.steps(relayed):
-            if rows["stage"].iat[0] == relay.FINAL:
-                pending = self._matches["eseq"].to_numpy(np.int64)
-                noticed, self._relayed = relay.decide(rows, self._relayed, pending)
-                lost = stack(lost, progress.after_resolution_rows(noticed, self._batch_id))
-                continue
-            ops, seen = self._pending.named_by(rows["for_op"].to_numpy(dtype=object))
-            new, record = relay.matches_of(ops, seen, rows, self._next_eseq)
-            self._next_eseq += len(rows)
-            self._relayed = stack(self._relayed, record)
-            if len(new):
-                self._matches = stack(self._matches, new)
-                self._try_complete(distinct(new["handle"].to_numpy(np.int64)))
-        return lost
 
     def _evaluate(self, handles: np.ndarray, ops: pd.DataFrame) -> Evaluation:
         """``conditions.evaluate`` for these (sorted) handles, whose rows of ``ops`` are ``ops``."""
