@@ -7,8 +7,8 @@ with the watermark at which each is forgotten (no strings: it can be large), in
 ``columns.Columns`` indexed by hash: adding and looking up cost what the batch touches.
 Forgetting is logical, as ``progress.KeyTable``'s: ``retire(wm)`` records the watermark, a row
 counts as forgotten once a retirement passed its ``expire_at``, and the rows are dropped in
-bulk when an eighth of them are due.  (``lookup_seen`` and ``recently_resolved`` are the same
-look-ups on frames sorted by hash, for ``relay`` and the frame form of these tables.)
+bulk when an eighth of them are due.  (``lookup_seen`` is the same look-up on a frame sorted
+by hash, for ``relay``.)
 
 Invariant: an op_id is accepted at most once while it is pending or remembered as resolved;
 a resolved op_id may be refused by a hash collision (rare, conservative), never a pending
@@ -24,7 +24,7 @@ from .columns import Columns
 from .frames import equal_ranges, hash_strings
 from .tables import I64_MIN, RESOLVED
 
-__all__ = ["ResolvedTable", "lookup_seen", "recently_resolved", "duplicates", "resolved_rows"]
+__all__ = ["ResolvedTable", "lookup_seen", "resolved_rows"]
 
 
 def lookup_seen(
@@ -38,29 +38,6 @@ def lookup_seen(
     probe, row = equal_ranges(seen["hash"].to_numpy(np.uint64), hashes)
     same = seen["op_id"].to_numpy(dtype=object)[row] == op_ids[probe]
     return probe[same], row[same]
-
-
-def recently_resolved(
-    resolved: pd.DataFrame, op_ids: np.ndarray, hashes: np.ndarray | None = None
-) -> np.ndarray:
-    """Which op_ids were resolved within the dedup retention (by 64-bit hash; ``hashes``:
-    the op_ids' ``hash_strings``, if the caller has them)."""
-    if len(resolved) == 0 or len(op_ids) == 0:
-        return np.zeros(len(op_ids), dtype=bool)
-    table = resolved["hash"].to_numpy(np.uint64)
-    hashes = hash_strings(op_ids) if hashes is None else hashes
-    pos = np.minimum(np.searchsorted(table, hashes), table.size - 1)
-    return table[pos] == hashes
-
-
-def duplicates(ops: pd.DataFrame, seen: pd.DataFrame, resolved: pd.DataFrame) -> np.ndarray:
-    """Per operation: is its op_id already pending, recently resolved, or repeated in ``ops``?"""
-    dup = ops["op_id"].duplicated().to_numpy()
-    ids = ops["op_id"].to_numpy(dtype=object)
-    hashes = hash_strings(ids) if len(seen) or len(resolved) else None
-    probe, _ = lookup_seen(seen, ids, hashes)
-    dup[probe] = True
-    return dup | recently_resolved(resolved, ids, hashes)
 
 
 def resolved_rows(

@@ -1,4 +1,4 @@
-"""Column-wise pandas helpers for the engine's tables: build, stack, filter, merge by hash,
+"""Column-wise pandas helpers for the engine's tables: build, stack, filter, sort by hash,
 flatten list columns, distinct handles.
 
 The shard's tables append and drop rows every micro-batch.  ``pd.concat`` and boolean
@@ -7,8 +7,7 @@ column by column on numpy arrays instead, which is what keeps the hot paths vect
 Likewise ``flatten`` replaces ``explode`` and ``distinct`` replaces ``np.unique`` where
 profiles showed them (``benchmarks/profile_shard.py``).
 
-Invariants: a table sorted by its ``hash`` column stays sorted through ``merge_by_hash``;
-no helper loops over rows in Python.
+Invariant: no helper loops over rows in Python.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ __all__ = [
     "frame_or_empty",
     "stack",
     "rows_where",
-    "merge_by_hash",
     "sorted_by_hash",
     "concat",
     "equal_ranges",
@@ -78,20 +76,6 @@ def rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
 def sorted_by_hash(frame: pd.DataFrame) -> pd.DataFrame:
     order = np.argsort(frame["hash"].to_numpy(np.uint64), kind="stable")
     return pd.DataFrame({c: frame[c].to_numpy()[order] for c in frame.columns}, copy=False)
-
-
-def merge_by_hash(big: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
-    """``sorted_by_hash(stack(big, new))`` for ``big`` already sorted: insert, don't re-sort."""
-    if len(new) == 0:
-        return big
-    if len(big) == 0:
-        return sorted_by_hash(new)
-    new = sorted_by_hash(new)
-    at = np.searchsorted(big["hash"].to_numpy(np.uint64), new["hash"].to_numpy(np.uint64), side="right")
-    # copy=False: fresh arrays already; pandas would otherwise copy them again into 2-D blocks
-    return pd.DataFrame(
-        {c: np.insert(big[c].to_numpy(), at, new[c].to_numpy()) for c in big.columns}, copy=False
-    )
 
 
 def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:

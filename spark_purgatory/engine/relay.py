@@ -66,7 +66,6 @@ __all__ = [
     "ARRIVAL",
     "FINAL",
     "outgoing",
-    "of_stubs",
     "notices",
     "steps",
     "matches_of",
@@ -158,12 +157,6 @@ def _floors(ops: pd.DataFrame, watch: pd.DataFrame, new_from: int) -> pd.DataFra
             "counted": False,
         }
     )
-
-
-def of_stubs(ops: pd.DataFrame, matches: pd.DataFrame) -> np.ndarray:
-    """Which ``matches`` belong to stubs (their events are relayed, or relayed now)."""
-    stubs = ops["handle"].to_numpy(np.int64)[ops["stub"].to_numpy(bool)]
-    return np.isin(matches["handle"].to_numpy(np.int64), stubs)
 
 
 def notices(final: pd.DataFrame, counted: np.ndarray) -> pd.DataFrame:

@@ -1,15 +1,16 @@
-"""Kafka's Watchers, as a hash-join index: which pending operations watch which keys.
+"""Kafka's Watchers: which pending operations watch which keys, and which events match them.
 
-Kafka keeps a ``Watchers`` list per key and walks it on ``checkAndComplete(key)``.  Here the
-watch table holds one row per (operation, key), sorted by the key's 64-bit hash; a batch of
-events finds its watchers with two ``searchsorted`` calls (``equal_ranges``), and equal
-hashes are confirmed on the key strings.  An event found for an operation becomes a *match*
-if it lies in the operation's window (``matches_in_window``).
+Kafka keeps a ``Watchers`` list per key and walks it on ``checkAndComplete(key)``.  Here a
+watch row is one (operation, key) with the key's 64-bit hash (``watch_rows``); the pending
+operations' watch rows are indexed by that hash (``pending.Pending.watchers_of``), and the
+buffered events a new operation meets are found by a hash join (``buffered_pairs``: two
+``searchsorted`` calls, ``equal_ranges``).  Equal hashes are always confirmed on the key
+strings.  An event found for an operation becomes a *match* if it lies in the operation's
+window (``matches_in_window``).
 
-Invariants: the watch table is sorted by ``hash``; a pair (event, operation) is a match only
-if the operation watches the event's key, the event is in its window
-(``o.ts <= e.ts < o.deadline``, or before ``o.ts`` for ``offset`` and an untargeted event),
-and a targeted event names the operation.
+Invariants: a pair (event, operation) is a match only if the operation watches the event's
+key, the event is in its window (``o.ts <= e.ts < o.deadline``, or before ``o.ts`` for
+``offset`` and an untargeted event), and a targeted event names the operation.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from .conditions import ALL, OFFSET
-from .frames import distinct, empty, equal_ranges, flatten, hash_strings, rows_by_handle, stack
+from .frames import empty, equal_ranges, flatten, hash_strings, rows_by_handle, stack
 from .progress import KeyTable
 from .tables import MATCHES
 
-__all__ = ["watch_rows", "watchers_of", "buffered_pairs", "watching", "watchers_of_keys", "matches_in_window"]
+__all__ = ["watch_rows", "buffered_pairs", "watching", "matches_in_window"]
 
 _NO_MATCHES = empty(MATCHES)
 
@@ -50,23 +51,6 @@ def watch_rows(new_ops: pd.DataFrame, key_table: KeyTable) -> pd.DataFrame:
         "progress_at_watch": progress,
     }
     return pd.DataFrame(columns, copy=False)
-
-
-def watchers_of(
-    watch: pd.DataFrame, keys: np.ndarray, hashes: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(index into ``keys``, watching handle) for every operation watching each key
-    (``hashes``: the keys' ``hash_strings``, if the caller has them)."""
-    hashes = hash_strings(keys) if hashes is None else hashes
-    probe, row = equal_ranges(watch["hash"].to_numpy(np.uint64), hashes)
-    same_key = keys[probe] == watch["key"].to_numpy(dtype=object)[row]
-    return probe[same_key], watch["handle"].to_numpy(np.int64)[row[same_key]]
-
-
-def watchers_of_keys(watch: pd.DataFrame, keys: list[str]) -> np.ndarray:
-    """The distinct handles watching any of ``keys``."""
-    _, handles = watchers_of(watch, np.asarray(keys, dtype=object))
-    return distinct(handles)
 
 
 def _by_key(watch: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
