@@ -29,13 +29,12 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from .config import ConfigError, PurgatoryConfig, parse_overrides, read_properties
+from .config import ConfigError, PurgatoryConfig, read_settings
+from .job import split_settings
 
 __all__ = ["main", "build_parser"]
 
 _PROG = "spark-purgatory"
-#: keys of the job's files that are not the engine's (``job.*``, Kafka's): ignored here
-_NOT_ENGINE = ("job.", "kafka.", "source.kafka.")
 #: columns of the pending table as printed (the JSON has every ``contract.PENDING`` column)
 _PENDING_SHOWN = ["op_id", "keys", "shard", "condition", "progress", "goal", "deadline", "time_left_ms"]
 _RISK_SHOWN = ["op_id", "keys", "shard", "deadline", "time_left_ms", "progress_text", "payload"]
@@ -99,16 +98,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _settings(conf: list[str], sets: list[str]) -> tuple[PurgatoryConfig, str]:
-    """The engine's config from the job's files and overrides (the job's other keys ignored)."""
-    values: dict[str, str] = {}
-    for path in conf:
-        if not os.path.exists(path):
-            raise ConfigError(f"--conf {path}: no such file")
-        values.update(read_properties(path))
-    values.update(parse_overrides(sets))
-    master = values.get("job.master", "local[*]")
-    engine = {k: v for k, v in values.items() if not k.startswith(_NOT_ENGINE)}
-    return PurgatoryConfig.from_mapping(engine), master
+    """The engine's config and the master from the job's files and overrides, checked as the
+    job checks them (an unknown key is refused the same way)."""
+    job, _kafka, config = split_settings(read_settings(conf, sets))  # the job's keys and checks
+    return config, job["job.master"]
 
 
 def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import numbers
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
@@ -294,4 +295,20 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
         if not sep or not key.strip():
             raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
         values[key.strip()] = value.strip()
+    return values
+
+
+def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]:
+    """The ``--conf FILE`` files in order, then the ``--set KEY=VALUE`` overrides (the last one
+    wins): what the job and the command line both read their keys from.
+
+    Raises:
+        ConfigError: a file that does not exist, or an override that is not KEY=VALUE.
+    """
+    values: dict[str, str] = {}
+    for path in conf_files:
+        if not os.path.exists(path):
+            raise ConfigError(f"--conf {path}: no such file")
+        values.update(read_properties(path))
+    values.update(parse_overrides(overrides))
     return values

@@ -36,7 +36,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .config import READ_FORMATS, ConfigError, PurgatoryConfig, parse_overrides, read_properties
+from .config import READ_FORMATS, ConfigError, PurgatoryConfig, read_settings
 from .query import TRIGGERS, check_trigger
 from .state.wake import EndOfInput, InputEndedError
 
@@ -53,6 +53,29 @@ _JOB_KEYS = {
 
 #: the Kafka keys, as an unknown key's error names them
 _KAFKA_KEYS = ("kafka.<consumer config> (e.g. kafka.bootstrap.servers)", "source.kafka.<source option>")
+
+
+def split_settings(values: dict[str, str]) -> tuple[dict[str, str], dict[str, str], PurgatoryConfig]:
+    """The job's keys (with their defaults), the Kafka source's options and the engine's
+    ``PurgatoryConfig``, from the keys of ``--conf`` files and ``--set`` (``read_settings``).
+
+    Raises:
+        ConfigError: an unknown key (its error lists every key the job accepts) or a bad value.
+    """
+    job = dict(_JOB_KEYS)
+    kafka: dict[str, str] = {}
+    engine: dict[str, str] = {}
+    for key, value in values.items():
+        if key in _JOB_KEYS:
+            job[key] = value
+        elif key.startswith("kafka."):
+            kafka[key] = value  # Kafka consumer configs, as Spark's Kafka source names them
+        elif key.startswith("source.kafka."):
+            kafka[key[len("source.kafka.") :]] = value  # other Kafka source options (startingOffsets)
+        else:
+            engine[key] = value  # PurgatoryConfig rejects unknown keys, naming the allowed ones
+    # an unknown key's error lists the job's keys too: every key this command accepts
+    return job, kafka, PurgatoryConfig.from_mapping(engine, also_allowed=[*_JOB_KEYS, *_KAFKA_KEYS])
 
 
 @dataclass
@@ -89,26 +112,7 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     )
     args = parser.parse_args(argv)
 
-    values: dict[str, str] = {}
-    for path in args.conf:
-        if not os.path.exists(path):
-            raise ConfigError(f"--conf {path}: no such file")
-        values.update(read_properties(path))
-    values.update(parse_overrides(args.set))
-    job = dict(_JOB_KEYS)
-    kafka: dict[str, str] = {}
-    engine: dict[str, str] = {}
-    for key, value in values.items():
-        if key in _JOB_KEYS:
-            job[key] = value
-        elif key.startswith("kafka."):
-            kafka[key] = value  # Kafka consumer configs, as Spark's Kafka source names them
-        elif key.startswith("source.kafka."):
-            kafka[key[len("source.kafka.") :]] = value  # other Kafka source options (startingOffsets)
-        else:
-            engine[key] = value  # PurgatoryConfig rejects unknown keys, naming the allowed ones
-    # an unknown key's error lists the job's keys too: every key this command accepts
-    config = PurgatoryConfig.from_mapping(engine, also_allowed=[*_JOB_KEYS, *_KAFKA_KEYS])
+    job, kafka, config = split_settings(read_settings(args.conf, args.set))
     trigger = args.trigger or job["job.trigger"]
     check_trigger(trigger, option="--trigger")
     if args.end_input and trigger != "available-now":
