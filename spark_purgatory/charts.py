@@ -11,11 +11,10 @@ pending (and the other gauges) of a batch is the sum over shards of their latest
 
 from __future__ import annotations
 
-import os
-
 import pandas as pd
 
 from .contract import MAX_TS_MS
+from .storage import join, location
 
 __all__ = ["metrics_by_batch", "plot_metrics"]
 
@@ -32,7 +31,7 @@ def metrics_by_batch(output_path: str, *, storage_options: dict[str, str] | None
     """
     from deltalake import DeltaTable
 
-    rows = DeltaTable(os.path.join(output_path, "metrics"), storage_options=storage_options).to_pandas()
+    rows = DeltaTable(location(join(output_path, "metrics")), storage_options=storage_options).to_pandas()
     if rows.empty:
         return pd.DataFrame(columns=["batch_id", "batch_time", *_COUNTS, *_GAUGES])
     rows = rows.sort_values(["batch_id", "shard"])

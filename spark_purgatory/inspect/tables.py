@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from ..storage import Storage, join, location
+from ..delta.writers import open_table
+from ..storage import Storage, join
 
 __all__ = ["TableReader", "DeltaRsReader", "SparkReader", "table_reader"]
 
@@ -54,16 +55,8 @@ class DeltaRsReader:
 
     def _table(self, name: str) -> Any:
         if name not in self._tables:
-            from deltalake import DeltaTable
-            from deltalake.exceptions import TableNotFoundError
-
             path = join(self.output, name)
-            try:
-                self._tables[name] = DeltaTable(
-                    location(path), storage_options=self.storage.delta_options(path)
-                )
-            except TableNotFoundError:
-                self._tables[name] = None
+            self._tables[name] = open_table(path, self.storage.delta_options(path))  # None: not there
         return self._tables[name]
 
     def exists(self, table: str) -> bool:
