@@ -11,11 +11,15 @@ neither inherits the other's warm JVM or Python workers.
 Printed per contender: seconds from the call that starts the query to the end of its first
 micro-batch (``first batch``), and where they went: building the query (``start()``
 returns), Spark's own phases of the first batch (``durationMs`` of its progress: planning,
-``addBatch`` = the operator and the sink).
+``addBatch`` = the operator and the sink); and the CPU seconds the whole process tree
+(driver, JVM, Python workers) spent from the call to the first batch done (``cpu``, read from
+``/proc``): on a busy machine the wall time mostly measures the other processes, the CPU
+time much less so, and on 2 idle cores the wall time cannot fall below about half of it.
 
     .venv/bin/python benchmarks/bench_first_batch.py              # 3 runs of each, alternating
     .venv/bin/python benchmarks/bench_first_batch.py --runs 1
     .venv/bin/python benchmarks/bench_first_batch.py --cold       # also without the warm-up
+    .venv/bin/python benchmarks/bench_first_batch.py --conf spark.sql.codegen.wholeStage=false
 """
 
 from __future__ import annotations
@@ -34,6 +38,30 @@ HERE = Path(__file__).resolve().parent
 TARGET_S = 5.0
 
 
+def _tree_cpu() -> float:
+    """CPU seconds (user + system) of this process and every live descendant (Linux ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(x) for x in fields[11:15]) / tick  # its own + waited-for children
+    tree, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(times.get(pid, 0.0) for pid in tree)
+
+
 def _case(root: str) -> tuple[str, str]:
     sys.path.insert(0, str(HERE.parent / "tests"))
     from payments import write_case
@@ -45,7 +73,8 @@ def _case(root: str) -> tuple[str, str]:
 def _session():
     from spark_purgatory.spark.session import local_session
 
-    spark = local_session("bench-first-batch", master="local[2]", shuffle_partitions=3)
+    conf = json.loads(os.environ.get("BENCH_FIRST_BATCH_CONF", "{}"))  # --conf
+    spark = local_session("bench-first-batch", master="local[2]", shuffle_partitions=3, conf=conf)
     spark.range(1).count()  # the JVM is up: the clock measures the query, not the session
     return spark
 
@@ -64,8 +93,9 @@ def run_ours(root: str, *, warm: bool = True) -> dict:
 
     def first(f: dict) -> None:
         done.setdefault("t", time.perf_counter())
+        done.setdefault("cpu", _tree_cpu())
 
-    t0 = time.perf_counter()
+    cpu0, t0 = _tree_cpu(), time.perf_counter()
     purgatory = start(
         ops_dir,
         events_dir,
@@ -81,6 +111,7 @@ def run_ours(root: str, *, warm: bool = True) -> dict:
     progress = purgatory.query.recentProgress[0]
     return {
         "first_batch_s": done["t"] - t0,
+        "cpu_s": done["cpu"] - cpu0,
         "start_returns_s": started - t0,
         "spark_phases_ms": dict(progress.durationMs),
     }
@@ -112,8 +143,9 @@ def run_join(root: str) -> dict:
     def sink(batch, batch_id):
         batch.write.format("noop").mode("append").save()
         done.setdefault("t", time.perf_counter())
+        done.setdefault("cpu", _tree_cpu())
 
-    t0 = time.perf_counter()
+    cpu0, t0 = _tree_cpu(), time.perf_counter()
     query = (
         joined.writeStream.foreachBatch(sink)
         .option("checkpointLocation", f"{root}/chk-join")
@@ -124,6 +156,7 @@ def run_join(root: str) -> dict:
     query.awaitTermination()
     return {
         "first_batch_s": done["t"] - t0,
+        "cpu_s": done["cpu"] - cpu0,
         "start_returns_s": started - t0,
         "spark_phases_ms": dict(query.recentProgress[0].durationMs),
     }
@@ -144,6 +177,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cold", action="store_true", help="also start() without warming the workers")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a session setting for both"
+    )
     parser.add_argument("--one", choices=["ours", "ours-cold", "join"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -154,6 +190,7 @@ def main() -> None:
                 figures = run_ours(root, warm=args.one == "ours")
         print(json.dumps(figures))
         return
+    os.environ["BENCH_FIRST_BATCH_CONF"] = json.dumps(dict(c.split("=", 1) for c in args.conf))
     contenders = ["ours", "join", *(["ours-cold"] if args.cold else [])]
     results: dict[str, list[dict]] = {name: [] for name in contenders}
     for run in range(args.runs):
@@ -161,7 +198,7 @@ def main() -> None:
             results[which].append(_one(which))
             r = results[which][-1]
             print(
-                f"run {run + 1} {which:<9} first batch {r['first_batch_s']:6.2f} s  "
+                f"run {run + 1} {which:<9} first batch {r['first_batch_s']:6.2f} s, cpu {r['cpu_s']:5.1f} s  "
                 f"(start() returns {r['start_returns_s']:.2f} s; Spark phases ms {r['spark_phases_ms']}"
                 + ")",
                 flush=True,
@@ -171,6 +208,12 @@ def main() -> None:
         print(f"median first micro-batch of start() without warming the Python workers: {cold:.2f} s")
     ours = statistics.median(r["first_batch_s"] for r in results["ours"])
     join = statistics.median(r["first_batch_s"] for r in results["join"])
+    ours_cpu = statistics.median(r["cpu_s"] for r in results["ours"])
+    join_cpu = statistics.median(r["cpu_s"] for r in results["join"])
+    print(
+        f"median CPU seconds to the first micro-batch: start() {ours_cpu:.1f} s, "
+        f"Spark's stream-stream join {join_cpu:.1f} s ({ours_cpu / join_cpu:.1f}x)"
+    )
     print(
         f"median first micro-batch, payments case (360 ops + confirmations, typed Parquet): "
         f"start() {ours:.2f} s, Spark's stream-stream join {join:.2f} s "

@@ -129,18 +129,20 @@ def _operator_rows(
     from pyspark.sql import functions as F
 
     from .spark.operator import purgatory_batch
+    from .spark.settings import library_plan
     from .spark.sources import read_batch
 
     def source(given: DataFrame | str, kind: str) -> DataFrame:
         return read_batch(spark, given, source_format, kind=kind) if isinstance(given, str) else given
 
-    out = purgatory_batch(
-        source(operations, "operations"),
-        source(events, "events"),
-        config,
-        source_format=source_format,
-        final_watermark_ms=final_watermark_ms,
-    )
+    with library_plan():  # no call-site capture for the library's own plan (spark.settings)
+        out = purgatory_batch(
+            source(operations, "operations"),
+            source(events, "events"),
+            config,
+            source_format=source_format,
+            final_watermark_ms=final_watermark_ms,
+        )
     frame = out.where(F.col("kind") != KIND_METRICS).select(*OPERATOR_OUTPUT.names)
     if hasattr(frame, "toArrow"):
         return frame.toArrow()

@@ -72,7 +72,7 @@ from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, everywhere
 from .delta.writers import WriterChoice, choose_writer
-from .spark.settings import arrow_records, shuffle_partitions, state_store
+from .spark.settings import arrow_records, library_plan, shuffle_partitions, state_store
 from .state.pending import PendingRecord
 from .state.wake import EndOfInput, Wake
 from .storage import Storage, join, write_once
@@ -185,7 +185,8 @@ def start(
     wake.create()
     # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
     staging = None if _is_connect(spark) else ShardStaging(everywhere(cfg.accumulator_staging_path), storage)
-    out = _operator(spark, operations, events, cfg, source_format, wake, staging)
+    with library_plan():  # no call-site capture for the library's own plan (settings)
+        out = _operator(spark, operations, events, cfg, source_format, wake, staging)
     if isinstance(writer, str):
         writer = choose_writer(spark, output, prefer=writer, storage=storage)
     if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not

@@ -155,6 +155,8 @@ BAD_OPERATIONS = [
     (_op(condition="sum", target=math.nan), "bad_target"),
     (_op(condition="all", members=[]), "missing_members"),
     (_op(condition=" COUNT ", target=2.0, keys=["b", "a", "a"]), None),
+    (_op(condition="Sum", target=1.0), None),
+    (_op(condition="\u0130ll", members=["r1"]), "unknown_condition"),  # dotted capital I: not "all"
 ]
 _EVENTS_SCHEMA = "key string, ts timestamp, op_id string, source string, value double"
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 import warnings
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -102,6 +102,7 @@ def _routed_schema() -> T.StructType:
 ROUTED_SCHEMA: T.StructType = _routed_schema()
 ROUTED_COLUMNS: list[str] = ROUTED_SCHEMA.fieldNames()
 
+
 def hands_off(config: PurgatoryConfig) -> bool:
     """Do cross-shard operations get their events through the mailbox (else: replicas)?
 
@@ -117,41 +118,58 @@ def hands_off(config: PurgatoryConfig) -> bool:
     )
 
 
-def _shard_key(key: Column, config: PurgatoryConfig) -> Column:
+# Routing is SQL text evaluated in few projections (``selectExpr``), not ``Column`` calls:
+# each ``Column`` call is a py4j round trip when the query is built, and routing's were a
+# third of the calls ``start()`` made before its first micro-batch (1,100 of 3,232).
+
+
+def _sql_shard_of(key: str, config: PurgatoryConfig) -> str:
+    """The shard of the key expression ``key``: ``pmod(xxhash64(shard key), shards)``."""
     delimiter = config.shard_key_delimiter
-    return F.substring_index(key, delimiter, 1) if delimiter else key
+    shard_key = f"substring_index({key}, {sql_string(delimiter)}, 1)" if delimiter else key
+    return f"CAST(pmod(xxhash64({shard_key}), {int(config.shards)}) AS INT)"
 
 
-def _shard_of(key: Column, config: PurgatoryConfig) -> Column:
-    return F.pmod(F.xxhash64(_shard_key(key, config)), F.lit(config.shards)).cast("int")
-
-
-def _bad_shard(shards: int) -> Column:
+def _sql_bad_shard(shards: int) -> str:
     """A row rejected at parse: the shard of its raw text, which only reports it."""
-    return F.pmod(F.xxhash64(F.col("raw")), F.lit(shards)).cast("int")
+    return f"CAST(pmod(xxhash64(raw), {int(shards)}) AS INT)"
 
 
-def _as_routed(rows: DataFrame, side: str, **columns: Column) -> DataFrame:
-    """``rows`` in ``ROUTED_SCHEMA``: the given columns, then the row's own, then nulls;
-    ``raw`` is kept only for rejected rows.
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: str) -> DataFrame:
+    """``rows`` in ``ROUTED_SCHEMA``: the given columns (SQL over ``rows``' columns), then the
+    row's own, then nulls; ``raw`` kept only for rejected rows; ``shard`` given as the shard's
+    number and leaving as its label (``labels.shard_labels``), the operator's group key.
 
     An array column travels empty, never null: Spark's Arrow writer (3.5 to 4.2 at least)
     spends ~11 us on each null array it hands to Python, ten times a whole row of this
     schema, and nothing on an empty one (measured; ``_split_input`` reads empty as absent).
     """
-    columns = {"side": F.lit(side), "raw": F.when(F.col("reason").isNotNull(), F.col("raw")), **columns}
     own = set(rows.columns)
+    labels = ", ".join(str(label) for label in shard_labels(config.shards + 1))
 
-    def routed(field: T.StructField) -> Column:
-        name = field.name
-        value = (columns[name] if name in columns else F.col(name) if name in own else F.lit(None)).cast(
-            field.dataType
-        )
+    def routed(field: T.StructField) -> str:
+        name, ddl = field.name, field.dataType.simpleString()
+        if name in columns:
+            value = columns[name]
+        elif name == "raw":
+            value = "CASE WHEN reason IS NOT NULL THEN raw END"
+        elif name == "side":
+            value = sql_string(side)
+        else:
+            value = f"`{name}`" if name in own else "NULL"
+        value = f"CAST({value} AS {ddl})"
+        if name == "shard":
+            value = f"element_at(array({labels}), {value} + 1)"
         if isinstance(field.dataType, T.ArrayType):
-            value = F.coalesce(value, F.array().cast(field.dataType))
-        return value.alias(name)
+            value = f"COALESCE({value}, CAST(array() AS {ddl}))"
+        return f"{value} AS `{name}`"
 
-    return rows.select(*[routed(f) for f in ROUTED_SCHEMA.fields])
+    return rows.selectExpr(*[routed(f) for f in ROUTED_SCHEMA.fields])
 
 
 def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
@@ -164,69 +182,62 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFra
     parse) the input once per branch; a list of plain numbers is a third of the cost of one
     of structs that carry each copy's keys (1M operations: 1.7-2.2 s -> 0.9-1.3 s).
     """
-    shards = config.shards
-    every = F.array_distinct(F.transform("keys", lambda k: _shard_of(k, config)))
+    shards = int(config.shards)
+    every = f"array_distinct(transform(keys, _k -> {_sql_shard_of('_k', config)}))"
     # one key (nearly every operation): no lambda, which Spark evaluates outside generated code
-    one = F.array(_shard_of(F.get("keys", 0), config))
-    ops = parsed_ops.withColumn("_shards", F.when(F.size("keys") == 1, one).otherwise(every))
-    is_cross = F.size("_shards") > 1
-    reason = F.col("reason")
+    one = f"array({_sql_shard_of('get(keys, 0)', config)})"
+    ops = parsed_ops.selectExpr("*", f"CASE WHEN size(keys) = 1 THEN {one} ELSE {every} END AS _shards")
     if not config.cross_shard_operations:
-        reason = F.when(reason.isNull() & is_cross, F.lit("cross_shard_keys")).otherwise(reason)
-    ops = ops.withColumn("reason", reason)
-    bad = F.col("reason").isNotNull()
+        crossing = "reason IS NULL AND size(_shards) > 1"
+        reason = f"CASE WHEN {crossing} THEN 'cross_shard_keys' ELSE reason END"
+        ops = ops.withColumn("reason", F.expr(reason))
     copies = (
-        F.when(bad, F.array(_bad_shard(shards)))
-        .when(is_cross, F.concat(F.array(F.lit(shards)), F.col("_shards")))
-        .otherwise(F.col("_shards"))
+        f"CASE WHEN reason IS NOT NULL THEN array({_sql_bad_shard(shards)}) "
+        f"WHEN size(_shards) > 1 THEN concat(array({shards}), _shards) ELSE _shards END"
     )
-    rows = ops.select("*", F.posexplode(copies).alias("_copy", "_shard"))
-    stub = F.col("_copy") > 0
-    role = F.when(bad, F.lit(ROLE_BAD)).when(stub, F.lit(ROLE_STUB)).otherwise(F.lit(ROLE_OPERATION))
+    rows = ops.selectExpr("*", f"posexplode({copies}) AS (_copy, _shard)")
+    role = (
+        f"CASE WHEN reason IS NOT NULL THEN '{ROLE_BAD}' WHEN _copy > 0 THEN '{ROLE_STUB}' "
+        f"ELSE '{ROLE_OPERATION}' END"
+    )
     # a stub watches only the keys of its shard (a lambda, evaluated for stubs alone)
-    keys = F.when(stub, F.filter("keys", lambda k: _shard_of(k, config) == F.col("_shard"))).otherwise(
-        F.col("keys")
-    )
-    return _as_routed(rows, SOURCE_OPERATIONS, shard=F.col("_shard"), role=role, keys=keys)
+    own_keys = f"filter(keys, _k -> {_sql_shard_of('_k', config)} = _shard)"
+    keys = f"CASE WHEN _copy > 0 THEN {own_keys} ELSE keys END"
+    return _as_routed(rows, SOURCE_OPERATIONS, config, shard="_shard", role=role, keys=keys)
 
 
 def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool) -> DataFrame:
     """Events: to their key's shard by a plain projection; with ``replicas`` also a copy of
     each in the cross-shard group (the stream's fallback without a mailbox)."""
-    valid = F.col("reason").isNull()
+    bad = _sql_bad_shard(config.shards)
     home = _as_routed(
         parsed_events,
         SOURCE_EVENTS,
-        shard=F.when(valid, _shard_of(F.col("key"), config)).otherwise(_bad_shard(config.shards)),
-        role=F.when(valid, F.lit(ROLE_EVENT)).otherwise(F.lit(ROLE_BAD)),
+        config,
+        shard=f"CASE WHEN reason IS NULL THEN {_sql_shard_of('key', config)} ELSE {bad} END",
+        role=f"CASE WHEN reason IS NULL THEN '{ROLE_EVENT}' ELSE '{ROLE_BAD}' END",
     )
     if not replicas:
         return home
-    copies = parsed_events.where(valid)
+    copies = parsed_events.where("reason IS NULL")
     return home.unionByName(_replicas(copies, config))
 
 
 def _replicas(events: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """Valid events as replicas in the cross-shard group."""
-    return _as_routed(events, SOURCE_EVENTS, shard=F.lit(config.shards), role=F.lit(ROLE_REPLICA))
+    return _as_routed(events, SOURCE_EVENTS, config, shard=str(int(config.shards)), role=f"'{ROLE_REPLICA}'")
 
 
 def _cross_shard_keys(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """The distinct keys (``key``) that valid cross-shard operations watch."""
-    ops = parsed_ops.where(F.col("reason").isNull())
-    ops = ops.where(F.size(F.array_distinct(F.transform("keys", lambda k: _shard_of(k, config)))) > 1)
-    return ops.select(F.explode("keys").alias("key")).distinct()
-
-
-def _labelled(routed: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """``shard`` from the shard's number to its label (``labels.shard_labels``)."""
-    labels = F.array(*[F.lit(label) for label in shard_labels(config.shards + 1)])
-    return routed.withColumn("shard", F.element_at(labels, F.col("shard") + 1))
+    ops = parsed_ops.where("reason IS NULL")
+    ops = ops.where(f"size(array_distinct(transform(keys, _k -> {_sql_shard_of('_k', config)}))) > 1")
+    return ops.selectExpr("explode(keys) AS key").distinct()
 
 
 def route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """The operations input routed (operations, stubs, its rejected rows), in ``ROUTED_SCHEMA``."""
-    return _labelled(_route_operations(parsed_ops, config), config)
+    return _route_operations(parsed_ops, config)
 
 
 def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
@@ -241,21 +252,22 @@ def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame
             RuntimeWarning,
             stacklevel=2,
         )
-    return _labelled(_route_events(parsed_events, config, replicas=replicas), config)
+    return _route_events(parsed_events, config, replicas=replicas)
 
 
 def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """The wake input (``state.wake``), in ``ROUTED_SCHEMA`` with nothing but role and shard:
     a wake line is a row for the cross-shard group only; the end mark (``state.wake.END_LINE``)
     one ``ROLE_END`` row for every shard group, 0 to ``shards`` (the cross-shard one)."""
-    is_end = F.trim(F.col("value")) == F.lit(END_LINE)
-    every = F.sequence(F.lit(0), F.lit(config.shards))
-    rows = lines.select(
-        F.explode(F.when(is_end, every).otherwise(F.array(F.lit(config.shards)))).alias("_shard"),
-        F.when(is_end, F.lit(ROLE_END)).otherwise(F.lit(ROLE_WAKE)).alias("_role"),
-        *(F.lit(None).cast("string").alias(name) for name in ("reason", "raw")),
+    is_end = f"trim(value) = {sql_string(END_LINE)}"
+    shards = int(config.shards)
+    rows = lines.selectExpr(
+        f"explode(CASE WHEN {is_end} THEN sequence(0, {shards}) ELSE array({shards}) END) AS _shard",
+        f"CASE WHEN {is_end} THEN '{ROLE_END}' ELSE '{ROLE_WAKE}' END AS _role",
+        "CAST(NULL AS STRING) AS reason",
+        "CAST(NULL AS STRING) AS raw",
     )
-    return _labelled(_as_routed(rows, ROLE_WAKE, shard=F.col("_shard"), role=F.col("_role")), config)
+    return _as_routed(rows, ROLE_WAKE, config, shard="_shard", role="_role")
 
 
 def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
@@ -269,8 +281,8 @@ def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConf
     """
     events = _route_events(parsed_events, config, replicas=False)
     if config.cross_shard_operations and config.shards > 1:
-        watched = parsed_events.where(F.col("reason").isNull()).join(
+        watched = parsed_events.where("reason IS NULL").join(
             _cross_shard_keys(parsed_ops, config), on="key", how="left_semi"
         )
         events = events.unionByName(_replicas(watched, config))
-    return route_operations(parsed_ops, config).unionByName(_labelled(events, config))
+    return route_operations(parsed_ops, config).unionByName(events)

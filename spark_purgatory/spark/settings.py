@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["started_with", "shuffle_partitions", "state_store", "arrow_records", "unset"]
+__all__ = ["started_with", "shuffle_partitions", "state_store", "arrow_records", "unset", "library_plan"]
 
 log = logging.getLogger(__name__)
 
@@ -98,3 +98,32 @@ def arrow_records(spark: Any) -> Any:
 def unset(spark: Any, defaults: dict[str, str]) -> dict[str, str]:
     """The ``defaults`` the session does not set itself (a user's own value always wins)."""
     return {key: value for key, value in defaults.items() if spark.conf.get(key, None) is None}
+
+
+@contextmanager
+def library_plan() -> Iterator[None]:
+    """Build the library's own query plan without PySpark's call-site capture.
+
+    With ``spark.python.sql.dataFrameDebugging.enabled`` (on by default in a plain
+    ``SparkSession.builder`` session) every ``Column`` function makes 3-4 more py4j round
+    trips to record its Python call site; the operator's plan has thousands of them (the
+    payments case: 7,271 calls instead of 2,271), and the call sites would name this
+    library's lines, not the user's.  PySpark caches the setting in
+    ``pyspark.errors.utils._enable_debugging_cache``; this switches the cache off while the
+    plan is built and puts it back after, so the user's own DataFrames keep their call sites.
+    Spark Connect sessions are untouched (they record no call site over py4j).
+    """
+    try:
+        from pyspark.errors import utils
+    except ImportError:  # pragma: no cover - older PySpark: nothing to switch off
+        yield
+        return
+    if not hasattr(utils, "_enable_debugging_cache"):
+        yield
+        return
+    before = utils._enable_debugging_cache
+    utils._enable_debugging_cache = False
+    try:
+        yield
+    finally:
+        utils._enable_debugging_cache = before
