@@ -1,0 +1,458 @@
+"""How the pandas validator reads a field, a whole column at a time.
+
+A field is read as text, a list of text, a whole number, a number or an event time, by the
+rules of ``engine.validation``'s docstring (Spark's JSON reader and casts).  Those rules are
+written once, per value (``text``, ``string_list``, ``whole``, ``number``); the column readers
+here give the same answer for every value, but read the columns Parquet, Arrow and Spark hand
+over — ``str`` objects, int64, float64, timestamps, lists of ``str`` — with numpy and Arrow in
+a few passes, and hand only the odd values (a number standing for its text, ``true``, an
+object, a string in a list field, ...) to the per-value reading.
+
+Invariant: for every value, the column reader and the per-value reading agree
+(``tests/test_validation_fields.py`` checks typed columns against the same values as objects).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from itertools import chain
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..contract import MAX_TS_MS
+
+__all__ = [
+    "STRUCTURED",
+    "text",
+    "plain",
+    "blank",
+    "string_list",
+    "clean",
+    "whole",
+    "number",
+    "values_of",
+    "texts",
+    "blanks",
+    "missing",
+    "given",
+    "clean_lists",
+    "wholes",
+    "numbers",
+    "epoch_ms",
+    "one_item_lists",
+]
+
+_I64 = (-(2**63), 2**63 - 1)
+_WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
+_EPOCH_MS = re.compile(r"^\s*-?[0-9]+\s*$")
+#: an array or an object: no text, no number
+STRUCTURED = (list, tuple, dict, np.ndarray)
+#: text whose first and last characters are ASCII letters or digits: no whitespace to strip,
+#: so Arrow's regular expressions (RE2, ASCII classes) read it as Python's ``re`` does
+_CLEAN_EDGES = r"^[0-9A-Za-z](?s:.*[0-9A-Za-z])?$"
+_LIST, _NDARRAY, _STR = (np.empty((), dtype=object) for _ in range(3))  # types, to compare with ==
+_LIST[()], _NDARRAY[()], _STR[()] = list, np.ndarray, str
+_ARROW_ERRORS = (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError)
+
+# -- one value: the rules ----------------------------------------------------------------------------
+
+
+def plain(value: object) -> object:
+    """A field value as JSON can hold it (numpy scalars and arrays, NaN as null)."""
+    if isinstance(value, np.ndarray):
+        return [plain(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if value is None or isinstance(value, (str, int, float, bool, dict)):
+        return value
+    return None if pd.isna(value) else str(value)
+
+
+def _is_missing(v: object) -> bool:
+    return v is None or (not isinstance(v, (str, *STRUCTURED)) and bool(pd.isna(v)))
+
+
+def text(v: object) -> str | None:
+    """A field's text: a string as it is, a number or boolean as JSON writes it, an array or
+    object as compact JSON (what Spark hands a string field); None when missing."""
+    if isinstance(v, str):
+        return v
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return None if np.isnan(v) else json.dumps(float(v))
+    if _is_missing(v):
+        return None
+    return json.dumps(plain(v), separators=(",", ":"))
+
+
+def blank(t: str | None) -> bool:
+    return t is None or t.strip(" ") == ""
+
+
+def string_list(v: object) -> list[str | None] | None:
+    """Spark's reading of a list field: an array's items as text, a single value as a
+    one-element list; an object, or a string that is not a JSON array but looks like one, is
+    no list at all (None)."""
+    if _is_missing(v) or isinstance(v, dict):
+        return None
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [text(item) for item in v]
+    t = text(v)
+    stripped = t.strip(" ")
+    if stripped.startswith("["):
+        try:
+            items = json.loads(t)
+        except ValueError:
+            return None
+        return [text(item) for item in items] if isinstance(items, list) else None
+    if stripped.startswith("{") or stripped == "":
+        return None
+    return [t]
+
+
+def clean(items: list[str | None] | None) -> list[str]:
+    """Blank items dropped, deduplicated, sorted."""
+    return sorted({i for i in items if not blank(i)}) if items else []
+
+
+def whole(v: object) -> int | None:
+    """A whole number within int64 (try_cast AS BIGINT), else None."""
+    if _is_missing(v) or isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, str):
+        n = int(v) if _WHOLE.match(v) else None
+    elif isinstance(v, (int, np.integer)):
+        n = int(v)
+    elif isinstance(v, (float, np.floating)) and np.isfinite(v) and float(v).is_integer():
+        n = int(v)
+    else:
+        return None
+    return n if n is not None and _I64[0] <= n <= _I64[1] else None
+
+
+def number(v: object) -> float | None:
+    """A number (try_cast AS DOUBLE: also its text, NaN and Infinity), else None."""
+    if _is_missing(v) or isinstance(v, (bool, np.bool_, *STRUCTURED)):
+        return None
+    if isinstance(v, str):
+        t = v.strip()
+        if "_" in t:  # Python reads 1_000, Spark does not
+            return None
+        try:
+            return float(t)
+        except ValueError:
+            return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _epoch_ms_of(v: object) -> float:
+    """Epoch ms of one value that is not ISO-8601 text (NaN when unreadable)."""
+    if isinstance(v, (dt.datetime, np.datetime64)):
+        return np.nan if pd.isna(v) else pd.Timestamp(v).value // 1_000_000
+    n = whole(v)
+    return np.nan if n is None else n
+
+
+# -- a column: the same answers, vectorised -----------------------------------------------------------
+
+
+def values_of(frame: pd.DataFrame, name: str) -> pd.Series | None:
+    """The column, or None when the frame lacks it (every value missing)."""
+    return frame[name] if name in frame.columns else None
+
+
+def _kind(column: pd.Series) -> str:
+    """How a column is read: ``bool``, ``int``, ``float``, ``time`` or ``object`` (by value)."""
+    dtype = column.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return "bool" if isinstance(dtype, np.dtype) else "object"
+    if pd.api.types.is_integer_dtype(dtype):
+        return "int"
+    if pd.api.types.is_float_dtype(dtype):
+        return "float"
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return "time"
+    return "object"
+
+
+def _objects(column: pd.Series) -> np.ndarray:
+    return column.to_numpy(dtype=object)
+
+
+def _floats(column: pd.Series) -> np.ndarray:
+    """An int or float column as float64, NaN where missing (a new array)."""
+    return column.to_numpy(dtype=float, na_value=np.nan, copy=True)
+
+
+def _na(column: pd.Series) -> np.ndarray:
+    return column.isna().to_numpy(dtype=bool)
+
+
+def _only_text(values: np.ndarray) -> bool:
+    """Whether every value is a ``str`` or missing (one C pass)."""
+    return pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty")
+
+
+def _is_str(values: np.ndarray) -> np.ndarray:
+    if _only_text(values):
+        return ~pd.isna(values)
+    return np.fromiter((isinstance(v, str) for v in values), bool, len(values))
+
+
+def _each(fn, values: np.ndarray, dtype=object) -> np.ndarray:
+    """``fn`` of each value (the per-value reading, for the odd values only)."""
+    out = np.empty(len(values), dtype=dtype)
+    for i, v in enumerate(values):
+        out[i] = fn(v)
+    return out
+
+
+def texts(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's ``text`` (an object array of str or None) and whether it is an array or
+    object (``STRUCTURED``)."""
+    structured = np.zeros(n, dtype=bool)
+    if column is None:
+        return np.full(n, None, dtype=object), structured
+    kind = _kind(column)
+    if kind == "bool":
+        return np.where(column.to_numpy(), "true", "false").astype(object), structured
+    if kind == "int" and isinstance(column.dtype, np.dtype):
+        return column.to_numpy().astype(str).astype(object), structured
+    values = _objects(column)
+    na = pd.isna(values)
+    out = values.copy()
+    out[na] = None
+    if kind == "object" and _only_text(values):
+        return out, structured
+    odd = ~na & ~_is_str(values)
+    if odd.any():
+        out[odd] = _each(text, values[odd])
+        structured[odd] = _each(lambda v: isinstance(v, STRUCTURED), values[odd], bool)
+    return out, structured
+
+
+def blanks(strings: np.ndarray) -> np.ndarray:
+    """Which texts (an object array of str or None) are ``blank``: None, or spaces only."""
+    out = pd.isna(strings)
+    some = np.flatnonzero(~out)
+    if len(some):
+        present = strings[some]
+        try:
+            arrow = pa.array(present, type=pa.string())
+            out[some] = pc.equal(pc.utf8_trim(arrow, " "), "").to_numpy(zero_copy_only=False)
+        except _ARROW_ERRORS:  # text Arrow cannot hold (a lone surrogate)
+            out[some] = _each(blank, present, bool)
+    return out
+
+
+def missing(column: pd.Series | None, n: int) -> np.ndarray:
+    """Which values have a blank ``text`` (absent, null, NaN, "" or spaces)."""
+    if column is None:
+        return np.ones(n, dtype=bool)
+    kind = _kind(column)
+    if kind == "bool":
+        return np.zeros(n, dtype=bool)
+    if kind in ("int", "float", "time"):
+        return _na(column)
+    return blanks(texts(column, n)[0])
+
+
+def given(column: pd.Series | None, n: int) -> np.ndarray:
+    """Which values are present at all (not absent, null or NaN; "" is present)."""
+    if column is None:
+        return np.zeros(n, dtype=bool)
+    if _kind(column) != "object":
+        return ~_na(column)
+    return ~pd.isna(_objects(column))
+
+
+def wholes(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each value as a ``whole`` number (int64, 0 where none) and whether it is one."""
+    if column is None:
+        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    kind = _kind(column)
+    if kind == "int":
+        na = _na(column)
+        raw = column.to_numpy(dtype=getattr(column.dtype, "numpy_dtype", column.dtype), na_value=0)
+        has = ~na & (raw <= _I64[1]) if raw.dtype.kind == "u" else ~na
+        return np.where(has, raw, 0).astype(np.int64), has
+    if kind == "float":
+        f = _floats(column)
+        has = np.isfinite(f) & (f == np.floor(f)) & (f >= -(2.0**63)) & (f < 2.0**63)
+        return np.where(has, f, 0).astype(np.int64), has
+    if kind in ("bool", "time"):
+        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    read = _each(whole, _objects(column))
+    has = read != None  # noqa: E711 (elementwise)
+    out = np.zeros(n, dtype=np.int64)
+    out[has] = read[has].astype(np.int64)
+    return out, has
+
+
+def numbers(column: pd.Series | None, n: int) -> np.ndarray:
+    """Each value as a ``number`` (float64, NaN where none)."""
+    if column is None:
+        return np.full(n, np.nan)
+    kind = _kind(column)
+    if kind in ("int", "float"):
+        return _floats(column)
+    if kind in ("bool", "time"):
+        return np.full(n, np.nan)
+    return _each(lambda v: np.nan if (x := number(v)) is None else x, _objects(column), float)
+
+
+def epoch_ms(column: pd.Series) -> np.ndarray:
+    """Event times as epoch ms (float, NaN when unreadable or out of range).
+
+    Epoch ms as numbers or digit strings, ISO-8601 strings and datetimes are read, as the Spark
+    parser reads them; the range is [1970, 2200).
+
+    >>> epoch_ms(pd.Series([15, "2026-01-01T00:00:15Z", "yesterday"])).tolist()
+    [15.0, 1767225615000.0, nan]
+    """
+    kind = _kind(column)
+    if kind == "time":
+        ms = np.where(column.isna(), np.nan, column.to_numpy("datetime64[ms]").astype(np.int64))
+    elif kind in ("int", "float"):
+        ms = _floats(column)
+        ms[ms != np.floor(ms)] = np.nan
+    else:
+        ms = _epoch_ms_of_objects(_objects(column))
+    ms = ms.astype(float)
+    ms[(ms < 0) | (ms >= MAX_TS_MS)] = np.nan
+    return ms
+
+
+def _epoch_ms_of_objects(values: np.ndarray) -> np.ndarray:
+    """ISO-8601 text parsed by pandas in one call; epoch-ms text, numbers and datetimes read
+    one by one (text with clean edges, the usual ISO time, is told apart by Arrow)."""
+    n = len(values)
+    ms = np.full(n, np.nan)
+    is_str = _is_str(values)
+    iso = np.zeros(n, dtype=bool)
+    if is_str.any():
+        strings = values[is_str]
+        iso_str = _not_epoch_text(strings)
+        iso[np.flatnonzero(is_str)[iso_str]] = True
+    other = ~iso & ~pd.isna(values)
+    if other.any():
+        ms[other] = _each(_epoch_ms_of, values[other], float)
+    if iso.any():
+        strings = values[iso]
+        # pandas parses str only: a str subclass is stripped into one, as text to strip is
+        strip = ~_clean_edges(strings) | (np.frompyfunc(type, 1, 1)(strings) != _STR)
+        stripped = strings.copy()
+        if strip.any():
+            stripped[strip] = _each(str.strip, strings[strip])
+        parsed = pd.to_datetime(
+            pd.Series(stripped, dtype=object), utc=True, format="ISO8601", errors="coerce"
+        )
+        ns = parsed.dt.tz_localize(None).to_numpy("datetime64[ns]").astype(np.int64)
+        ms[iso] = np.where(parsed.isna().to_numpy(), np.nan, ns // 1_000_000)
+    return ms
+
+
+def _clean_edges(strings: np.ndarray) -> np.ndarray:
+    """Which ``str`` values begin and end with an ASCII letter or digit."""
+    try:
+        arrow = pa.array(strings, type=pa.string())
+        return pc.match_substring_regex(arrow, _CLEAN_EDGES).to_numpy(zero_copy_only=False)
+    except _ARROW_ERRORS:
+        return np.zeros(len(strings), dtype=bool)
+
+
+def _not_epoch_text(strings: np.ndarray) -> np.ndarray:
+    """Which ``str`` values are not epoch-ms digits (ISO-8601 candidates)."""
+    edges = _clean_edges(strings)
+    out = np.empty(len(strings), dtype=bool)
+    try:
+        arrow = pa.array(strings[edges], type=pa.string())
+        out[edges] = ~pc.match_substring_regex(arrow, r"^[0-9]+$").to_numpy(zero_copy_only=False)
+    except _ARROW_ERRORS:
+        edges = np.zeros(len(strings), dtype=bool)
+    out[~edges] = _each(lambda s: not _EPOCH_MS.match(s), strings[~edges], bool)
+    return out
+
+
+# -- lists of text --------------------------------------------------------------------------------------
+
+
+def one_item_lists(items: np.ndarray) -> np.ndarray:
+    """``[item]`` for each item, as a 1-d object array of lists (no Python step per row)."""
+    return _lists_of(items.reshape(-1, 1))
+
+
+def _lists_of(rows: np.ndarray) -> np.ndarray:
+    """The rows of a 2-d object array as a 1-d object array of lists."""
+    return np.fromiter(rows.tolist(), dtype=object, count=len(rows))
+
+
+def clean_lists(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each value as a ``clean`` list (an object array of lists) and whether it was a list at
+    all (``string_list`` is not None: else ``key`` may stand for it)."""
+    out = _lists_of(np.empty((n, 0), dtype=object))
+    listed = np.zeros(n, dtype=bool)
+    if column is None or n == 0:
+        return out, listed
+    values = _objects(column)
+    types = np.frompyfunc(type, 1, 1)(values)
+    fast = np.flatnonzero((types == _LIST) | (types == _NDARRAY))
+    odd = ~pd.isna(values)  # a missing value is no list: [] as it stands
+    if len(fast):
+        cleaned, text_only = _clean_text_lists(values[fast])
+        out[fast[text_only]] = cleaned[text_only]
+        listed[fast[text_only]] = True
+        odd[fast[text_only]] = False
+    if odd.any():
+        read = _each(string_list, values[odd])
+        listed[odd] = read != None  # noqa: E711 (elementwise)
+        out[odd] = _each(clean, read)
+    return out, listed
+
+
+def _clean_text_lists(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``clean`` of each list, and whether all its items are ``str`` or missing (where some
+    item is not, its list is left to the per-value reading)."""
+    m = len(lists)
+    lengths = np.fromiter(map(len, lists), dtype=np.intp, count=m)
+    items = np.fromiter(chain.from_iterable(lists), dtype=object, count=int(lengths.sum()))
+    parent = np.repeat(np.arange(m), lengths)
+    text_only = np.ones(m, dtype=bool)
+    if len(items) and not _only_text(items):
+        odd_item = ~pd.isna(items) & ~_is_str(items)
+        text_only[parent[odd_item]] = False
+        mine = text_only[parent]
+        items, parent = items[mine], parent[mine]
+    keep = ~blanks(items)
+    items, parent = items[keep], parent[keep]
+    counts = np.bincount(parent, minlength=m)
+    if (counts > 1).any():  # sort and deduplicate within each list
+        order = np.lexsort((items, parent))
+        items, parent = items[order], parent[order]
+        repeat = np.zeros(len(items), dtype=bool)
+        repeat[1:] = (parent[1:] == parent[:-1]) & (items[1:] == items[:-1])
+        items, parent = items[~repeat], parent[~repeat]
+        counts = np.bincount(parent, minlength=m)
+    out = np.empty(m, dtype=object)
+    starts = np.cumsum(counts) - counts
+    for size in np.unique(counts):  # one step per list length, not per row
+        rows = np.flatnonzero(counts == size)
+        out[rows] = _lists_of(items[starts[rows, None] + np.arange(size)])
+    return out, text_only
