@@ -34,7 +34,8 @@ ODD = [
     None, math.nan, math.inf, -math.inf, 0, 5, -5, 2**63 - 1, 2**63, -(2**63), 2**70, 5.0, 5.5, 1e20, -0.0,
     True, False, np.int64(7), np.float64(3.0), np.bool_(True), np.str_("np"), pd.NaT, pd.NA,
     pd.Timestamp("2026-01-01", tz="UTC"), pd.Timestamp("2026-01-01"), decimal.Decimal("1.5"),
-    1767225600000, 1767225600000.0, MAX_TS_MS, {"x": "y"}, {}, (), ("b", "a"),
+    1767225600000, 1767225600000.0, MAX_TS_MS, {"x": "y"}, {}, (), ("b", "a"), np.array(["b", "a", "b"]),
+    np.array([2, 1]), np.array([["x"]], dtype=object), np.array([], dtype=object),
 ]  # fmt: skip
 
 text_values = st.sampled_from(TEXTS) | st.text(max_size=5)
@@ -143,10 +144,12 @@ def test_given_is_every_value_that_is_not_missing(column):
 @given(columns())
 def test_clean_lists_read_every_value_as_string_list_and_clean_do(column):
     values = column.to_numpy(dtype=object)
-    got, listed = fields.clean_lists(column, len(column))
+    got, listed, lengths = fields.clean_lists(column, len(column))
     read = [string_list(v) for v in values]
     _agree(got, [clean(items) for items in read])
     _agree(listed, [items is not None for items in read])
+    _agree(lengths, [len(clean(items)) for items in read])
+    assert len({id(items) for items in got}) == len(got)  # a list of its own for each row
 
 
 @CHECKS

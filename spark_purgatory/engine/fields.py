@@ -15,9 +15,11 @@ Invariant: for every value, the column reader and the per-value reading agree
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import re
 from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -40,6 +42,7 @@ __all__ = [
     "blanks",
     "missing",
     "given",
+    "Lists",
     "clean_lists",
     "wholes",
     "numbers",
@@ -55,8 +58,8 @@ STRUCTURED = (list, tuple, dict, np.ndarray)
 #: text whose first and last characters are ASCII letters or digits: no whitespace to strip,
 #: so Arrow's regular expressions (RE2, ASCII classes) read it as Python's ``re`` does
 _CLEAN_EDGES = r"^[0-9A-Za-z](?s:.*[0-9A-Za-z])?$"
-_LIST, _NDARRAY, _STR = (np.empty((), dtype=object) for _ in range(3))  # types, to compare with ==
-_LIST[()], _NDARRAY[()], _STR[()] = list, np.ndarray, str
+_LIST, _NDARRAY, _STR, _OBJECT = (np.empty((), dtype=object) for _ in range(4))  # to compare with ==
+_LIST[()], _NDARRAY[()], _STR[()], _OBJECT[()] = list, np.ndarray, str, np.dtype(object)
 _ARROW_ERRORS = (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError)
 
 # -- one value: the rules ----------------------------------------------------------------------------
@@ -250,16 +253,14 @@ def texts(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def blanks(strings: np.ndarray) -> np.ndarray:
     """Which texts (an object array of str or None) are ``blank``: None, or spaces only."""
-    out = pd.isna(strings)
-    some = np.flatnonzero(~out)
-    if len(some):
-        present = strings[some]
-        try:
-            arrow = pa.array(present, type=pa.string())
-            out[some] = pc.equal(pc.utf8_trim(arrow, " "), "").to_numpy(zero_copy_only=False)
-        except _ARROW_ERRORS:  # text Arrow cannot hold (a lone surrogate)
-            out[some] = _each(blank, present, bool)
-    return out
+    try:
+        arrow = pa.array(strings, type=pa.string(), from_pandas=True)  # None, NaN: null
+        return pc.equal(pc.utf8_trim(arrow, " "), "").fill_null(True).to_numpy(zero_copy_only=False)
+    except _ARROW_ERRORS:  # text Arrow cannot hold (a lone surrogate)
+        out = pd.isna(strings)
+        some = np.flatnonzero(~out)
+        out[some] = _each(blank, strings[some], bool)
+        return out
 
 
 def missing(column: pd.Series | None, n: int) -> np.ndarray:
@@ -400,59 +401,115 @@ def one_item_lists(items: np.ndarray) -> np.ndarray:
 
 
 def _lists_of(rows: np.ndarray) -> np.ndarray:
-    """The rows of a 2-d object array as a 1-d object array of lists."""
-    return np.fromiter(rows.tolist(), dtype=object, count=len(rows))
+    """The rows of a 2-d object array as a 1-d object array of lists.
+
+    The cyclic garbage collector is paused meanwhile: lists of text hold no cycles, and
+    making one per row would otherwise start collections that walk every object the process
+    holds (a third of the validator's time with 10,000-row frames)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return np.fromiter(rows.tolist(), dtype=object, count=len(rows))
+    finally:
+        if paused:
+            gc.enable()
 
 
-def clean_lists(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each value as a ``clean`` list (an object array of lists) and whether it was a list at
-    all (``string_list`` is not None: else ``key`` may stand for it)."""
-    out = _lists_of(np.empty((n, 0), dtype=object))
+class Lists(NamedTuple):
+    """A list field read a column at a time."""
+
+    #: each value's ``clean`` list (a 1-d object array of lists)
+    lists: np.ndarray
+    #: whether the value was a list at all (``string_list`` is not None: else ``key`` may
+    #: stand for it)
+    listed: np.ndarray
+    #: each clean list's length
+    lengths: np.ndarray
+
+
+def clean_lists(column: pd.Series | None, n: int) -> Lists:
+    """Each value as a ``clean`` list: lists and arrays of ``str`` in a few passes over the
+    column, other values (text, a number, an object, items that are not text) one by one."""
+    out = np.empty(n, dtype=object)
     listed = np.zeros(n, dtype=bool)
-    if column is None or n == 0:
-        return out, listed
-    values = _objects(column)
-    types = np.frompyfunc(type, 1, 1)(values)
-    fast = np.flatnonzero((types == _LIST) | (types == _NDARRAY))
-    odd = ~pd.isna(values)  # a missing value is no list: [] as it stands
-    if len(fast):
-        cleaned, text_only = _clean_text_lists(values[fast])
-        out[fast[text_only]] = cleaned[text_only]
-        listed[fast[text_only]] = True
-        odd[fast[text_only]] = False
-    if odd.any():
-        read = _each(string_list, values[odd])
-        listed[odd] = read != None  # noqa: E711 (elementwise)
-        out[odd] = _each(clean, read)
-    return out, listed
+    lengths = np.zeros(n, dtype=np.intp)
+    if column is not None and n:
+        values = _objects(column)
+        types = np.frompyfunc(type, 1, 1)(values)
+        for rows in _lists_and_arrays(values, types):
+            if len(rows):
+                cleaned, sizes, text_only = _clean_text_lists(values if len(rows) == n else values[rows])
+                rows, cleaned, sizes = (x[text_only] for x in (rows, cleaned, sizes))
+                out[rows], lengths[rows], listed[rows] = cleaned, sizes, True
+        odd = np.flatnonzero(~listed)
+        odd = odd[~pd.isna(values[odd])]  # a missing value is no list: [] as it stands
+        if len(odd):
+            read = _each(string_list, values[odd])
+            listed[odd] = read != None  # noqa: E711 (elementwise)
+            out[odd] = _each(clean, read)
+            lengths[odd] = [len(items) for items in out[odd]]
+    empty = np.flatnonzero(~listed)
+    empty = empty[out[empty] == None]  # noqa: E711 (elementwise: rows given no list yet)
+    out[empty] = _lists_of(np.empty((len(empty), 0), dtype=object))
+    return Lists(out, listed, lengths)
 
 
-def _clean_text_lists(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``clean`` of each list, and whether all its items are ``str`` or missing (where some
-    item is not, its list is left to the per-value reading)."""
+def _lists_and_arrays(values: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows holding a ``list``, and those holding a 1-d object array (what Arrow makes of
+    a list column); other arrays (of numpy text, numbers, several dimensions) are odd."""
+    lists = np.flatnonzero(types == _LIST)
+    arrays = np.flatnonzero(types == _NDARRAY)
+    if len(arrays):
+        of = np.frompyfunc(getattr, 2, 1)
+        arrays = arrays[(of(values[arrays], "dtype") == _OBJECT) & (of(values[arrays], "ndim") == 1)]
+    return lists, arrays
+
+
+def _clean_text_lists(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``clean`` of each list (all ``list``, or all 1-d object arrays) and its length, and
+    whether all its items are ``str`` or missing (where some item is not, the list is left
+    to the per-value reading)."""
     m = len(lists)
     lengths = np.fromiter(map(len, lists), dtype=np.intp, count=m)
-    items = np.fromiter(chain.from_iterable(lists), dtype=object, count=int(lengths.sum()))
-    parent = np.repeat(np.arange(m), lengths)
+    if isinstance(lists[0], np.ndarray):  # their items as they are, in one copy
+        items = np.concatenate(list(lists))
+    else:
+        items = np.fromiter(chain.from_iterable(lists), dtype=object, count=int(lengths.sum()))
     text_only = np.ones(m, dtype=bool)
     if len(items) and not _only_text(items):
+        parent = np.repeat(np.arange(m), lengths)
         odd_item = ~pd.isna(items) & ~_is_str(items)
         text_only[parent[odd_item]] = False
-        mine = text_only[parent]
-        items, parent = items[mine], parent[mine]
+        items = items[text_only[parent]]
+        lengths = np.where(text_only, lengths, 0)
     keep = ~blanks(items)
-    items, parent = items[keep], parent[keep]
-    counts = np.bincount(parent, minlength=m)
-    if (counts > 1).any():  # sort and deduplicate within each list
-        order = np.lexsort((items, parent))
-        items, parent = items[order], parent[order]
-        repeat = np.zeros(len(items), dtype=bool)
-        repeat[1:] = (parent[1:] == parent[:-1]) & (items[1:] == items[:-1])
-        items, parent = items[~repeat], parent[~repeat]
-        counts = np.bincount(parent, minlength=m)
+    if not keep.all():
+        parent = np.repeat(np.arange(m), lengths)
+        items = items[keep]
+        lengths = np.bincount(parent[keep], minlength=m)
+    if (lengths > 1).any():
+        items, lengths = _sorted_unique(items, lengths)
     out = np.empty(m, dtype=object)
-    starts = np.cumsum(counts) - counts
-    for size in np.unique(counts):  # one step per list length, not per row
-        rows = np.flatnonzero(counts == size)
+    if (lengths == 1).all():  # one item each, the usual case
+        out[:] = _lists_of(items.reshape(-1, 1))
+        return out, lengths, text_only
+    starts = np.cumsum(lengths) - lengths
+    for size in np.unique(lengths):  # one step per list length, not per row
+        rows = np.flatnonzero(lengths == size)
         out[rows] = _lists_of(items[starts[rows, None] + np.arange(size)])
-    return out, text_only
+    return out, lengths, text_only
+
+
+def _sorted_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each list's items (consecutive runs of ``lengths``) sorted, duplicates dropped: the
+    lists of one length sorted together as the rows of a matrix."""
+    items = items.copy()
+    repeat = np.zeros(len(items), dtype=bool)
+    starts = np.cumsum(lengths) - lengths
+    for size in np.unique(lengths[lengths > 1]):
+        at = starts[lengths == size, None] + np.arange(size)
+        rows = np.sort(items[at], axis=1)  # Python's order of str, as ``sorted``
+        items[at] = rows
+        repeat[at[:, 1:]] = rows[:, 1:] == rows[:, :-1]
+    parent = np.repeat(np.arange(len(lengths)), lengths)
+    return items[~repeat], np.bincount(parent[~repeat], minlength=len(lengths))

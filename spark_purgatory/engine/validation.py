@@ -105,10 +105,11 @@ def _rejections(
     """The rejected rows (``contract.REJECTED``) from the rejected rows' values: the record, its
     reason, and its ``op_id`` and ``key`` where they are readable text (``readable``)."""
     bad = reasons != ""
+    rows = frame.loc[bad] if bad.any() else frame.iloc[:0]
     return pd.DataFrame(
         {
-            "source": source,
-            "raw": raw_json(frame.loc[bad], columns).to_numpy(dtype=object),
+            "source": np.full(len(rows), source, dtype=object),
+            "raw": raw_json(rows, columns).to_numpy(dtype=object) if len(rows) else np.empty(0, dtype=object),
             "reason": reasons[bad],
             "op_id": op_id,
             "key": key,
@@ -151,8 +152,9 @@ def _conditions(column: pd.Series | None, n: int) -> np.ndarray:
     text, _ = texts(column, n)
     at = _NAMES.get_indexer(text)
     codes = np.where(at >= 0, _CODES[at], _UNKNOWN).astype(np.int8)
-    codes[pd.isna(text)] = ANY
-    other = np.flatnonzero((at < 0) & ~pd.isna(text))  # not a name as it stands: "COUNT ", "", 5
+    absent = text == None  # noqa: E711 (elementwise)
+    codes[absent] = ANY
+    other = np.flatnonzero((at < 0) & ~absent)  # not a name as it stands: "COUNT ", "", 5
     if len(other):
         codes[other] = [CONDITIONS.get(t.strip(" ").lower(), _UNKNOWN) for t in text[other]]
     return codes
@@ -218,33 +220,30 @@ def _read_operations(ops: pd.DataFrame) -> dict:
     """Each field as the validator reads it (see the module docstring)."""
     n = len(ops)
     op_id, bad_op_id = texts(values_of(ops, "op_id"), n)
-    keys, listed = clean_lists(values_of(ops, "keys"), n)
-    key, _ = texts(values_of(ops, "key"), n)
-    by_key = np.flatnonzero(~listed & ~blanks(key))  # ``key`` stands for ``keys``
-    if len(by_key):
+    keys, listed, n_keys = clean_lists(values_of(ops, "keys"), n)
+    if "key" in ops.columns and not listed.all():  # ``key`` stands for ``keys``
+        key, _ = texts(values_of(ops, "key"), n)
+        by_key = np.flatnonzero(~listed & ~blanks(key))
         keys[by_key] = one_item_lists(key[by_key])
-    members, _ = clean_lists(values_of(ops, "members"), n)
+        n_keys[by_key] = 1
+    members, _, n_members = clean_lists(values_of(ops, "members"), n)
     timeout_ms, has_timeout = wholes(values_of(ops, "timeout_ms"), n)
     payload, bad_payload = texts(values_of(ops, "payload"), n)
     return {
         "op_id": op_id,
         "bad_op_id": bad_op_id,
         "keys": keys,
-        "n_keys": _lengths(keys),
+        "n_keys": n_keys,
         "ts": _event_times(ops),
         "timeout_ms": timeout_ms,
         "has_timeout": has_timeout,
         "cond": _conditions(values_of(ops, "condition"), n),
         "target": numbers(values_of(ops, "target"), n),
         "members": members,
-        "n_members": _lengths(members),
+        "n_members": n_members,
         "payload": payload,
         "bad_payload": bad_payload,
     }
-
-
-def _lengths(lists: np.ndarray) -> np.ndarray:
-    return np.fromiter(map(len, lists), dtype=np.intp, count=len(lists))
 
 
 def validate_events(
