@@ -92,6 +92,13 @@ def columns(draw) -> pd.Series:
     return pd.Series(out, dtype=object)
 
 
+@pytest.fixture(autouse=True, params=["by value below SMALL", "always vectorised"])
+def small(request, monkeypatch):
+    """Small columns take Python's per-value path where Arrow's fixed cost is larger: both ways."""
+    if request.param == "always vectorised":
+        monkeypatch.setattr(fields, "SMALL", 0)
+
+
 def _same(a: object, b: object) -> bool:
     """Equal values, NaN equal to NaN, lists item by item (a str subclass counts as str)."""
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):

@@ -30,6 +30,7 @@ from ..contract import MAX_TS_MS
 
 __all__ = [
     "STRUCTURED",
+    "SMALL",
     "text",
     "plain",
     "blank",
@@ -60,6 +61,8 @@ STRUCTURED = (list, tuple, dict, np.ndarray)
 _CLEAN_EDGES = r"^[0-9A-Za-z](?s:.*[0-9A-Za-z])?$"
 _LIST, _NDARRAY, _STR, _OBJECT = (np.empty((), dtype=object) for _ in range(4))  # to compare with ==
 _LIST[()], _NDARRAY[()], _STR[()], _OBJECT[()] = list, np.ndarray, str, np.dtype(object)
+#: below this many values, Arrow's fixed cost per call (tens of µs) exceeds Python's per value
+SMALL = 128
 _ARROW_ERRORS = (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError)
 
 # -- one value: the rules ----------------------------------------------------------------------------
@@ -201,10 +204,18 @@ def _objects(column: pd.Series) -> np.ndarray:
 
 def _floats(column: pd.Series) -> np.ndarray:
     """An int or float column as float64, NaN where missing (a new array)."""
-    return column.to_numpy(dtype=float, na_value=np.nan, copy=True)
+    if isinstance(column.dtype, np.dtype):
+        return column.to_numpy().astype(float)
+    return column.to_numpy(dtype=float, na_value=np.nan)
 
 
 def _na(column: pd.Series) -> np.ndarray:
+    """Which values of a typed column are missing."""
+    dtype = column.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+        return np.zeros(len(column), dtype=bool)
+    if isinstance(dtype, np.dtype) and dtype.kind in "fmM":
+        return pd.isna(column.to_numpy())
     return column.isna().to_numpy(dtype=bool)
 
 
@@ -253,6 +264,8 @@ def texts(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def blanks(strings: np.ndarray) -> np.ndarray:
     """Which texts (an object array of str or None) are ``blank``: None, or spaces only."""
+    if len(strings) < SMALL:
+        return _each(lambda t: not isinstance(t, str) or blank(t), strings, bool)
     try:
         arrow = pa.array(strings, type=pa.string(), from_pandas=True)  # None, NaN: null
         return pc.equal(pc.utf8_trim(arrow, " "), "").fill_null(True).to_numpy(zero_copy_only=False)

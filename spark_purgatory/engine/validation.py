@@ -171,7 +171,6 @@ def validate_operations(
     epoch ms, condition code ``cond`` and ``deadline = ts + timeout_ms``.  ``max_future_ms``
     turns on ``ts_in_future`` (relative to ``now_ms``, default the clock).
     """
-    ops = ops.reset_index(drop=True)
     f = _read_operations(ops)
     n = len(ops)
     has_timeout = f["has_timeout"]
@@ -254,7 +253,6 @@ def validate_events(
     Expects the SPEC's event fields and an optional ``raw`` column; ``ts`` as for
     ``validate_operations``, and so is ``max_future_ms``.
     """
-    events = events.reset_index(drop=True)
     n = len(events)
     key, _ = texts(values_of(events, "key"), n)
     ms = _event_times(events)
