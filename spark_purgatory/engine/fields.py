@@ -56,9 +56,6 @@ _WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
 _EPOCH_MS = re.compile(r"^\s*-?[0-9]+\s*$")
 #: an array or an object: no text, no number
 STRUCTURED = (list, tuple, dict, np.ndarray)
-#: text whose first and last characters are ASCII letters or digits: no whitespace to strip,
-#: so Arrow's regular expressions (RE2, ASCII classes) read it as Python's ``re`` does
-_CLEAN_EDGES = r"^[0-9A-Za-z](?s:.*[0-9A-Za-z])?$"
 _LIST, _NDARRAY, _STR, _OBJECT = (np.empty((), dtype=object) for _ in range(4))  # to compare with ==
 _LIST[()], _NDARRAY[()], _STR[()], _OBJECT[()] = list, np.ndarray, str, np.dtype(object)
 #: below this many values, Arrow's fixed cost per call (tens of µs) exceeds Python's per value
@@ -355,54 +352,44 @@ def epoch_ms(column: pd.Series) -> np.ndarray:
 
 
 def _epoch_ms_of_objects(values: np.ndarray) -> np.ndarray:
-    """ISO-8601 text parsed by pandas in one call; epoch-ms text, numbers and datetimes read
-    one by one (text with clean edges, the usual ISO time, is told apart by Arrow)."""
-    n = len(values)
-    ms = np.full(n, np.nan)
-    is_str = _is_str(values)
-    iso = np.zeros(n, dtype=bool)
-    if is_str.any():
-        strings = values[is_str]
-        iso_str = _not_epoch_text(strings)
-        iso[np.flatnonzero(is_str)[iso_str]] = True
-    other = ~iso & ~pd.isna(values)
+    """ISO-8601 text parsed by pandas in one call; epoch-ms digits, numbers and datetimes
+    read one by one.  Text whose first and last characters are ASCII letters or digits (the
+    usual ISO time) has no whitespace to strip: Arrow tells its digits from ISO text, as
+    ``_EPOCH_MS`` would; other text is matched by ``_EPOCH_MS`` and stripped by Python."""
+    ms = np.full(len(values), np.nan)
+    at = np.flatnonzero(_is_str(values))
+    strings = values[at]
+    clean, digits = _text_shapes(strings)
+    epoch = digits & clean
+    epoch[~clean] = _each(lambda t: _EPOCH_MS.match(t) is not None, strings[~clean], bool)
+    iso = at[~epoch]
+    other = ~pd.isna(values)
+    other[iso] = False
     if other.any():
         ms[other] = _each(_epoch_ms_of, values[other], float)
-    if iso.any():
-        strings = values[iso]
+    if len(iso):
+        strings, clean = strings[~epoch], clean[~epoch]
         # pandas parses str only: a str subclass is stripped into one, as text to strip is
-        strip = ~_clean_edges(strings) | (np.frompyfunc(type, 1, 1)(strings) != _STR)
-        stripped = strings.copy()
+        strip = ~clean | (np.frompyfunc(type, 1, 1)(strings) != _STR)
         if strip.any():
-            stripped[strip] = _each(str.strip, strings[strip])
-        parsed = pd.to_datetime(
-            pd.Series(stripped, dtype=object), utc=True, format="ISO8601", errors="coerce"
-        )
+            strings = strings.copy()
+            strings[strip] = _each(str.strip, strings[strip])
+        parsed = pd.to_datetime(pd.Series(strings, dtype=object), utc=True, format="ISO8601", errors="coerce")
         ns = parsed.dt.tz_localize(None).to_numpy("datetime64[ns]").astype(np.int64)
         ms[iso] = np.where(parsed.isna().to_numpy(), np.nan, ns // 1_000_000)
     return ms
 
 
-def _clean_edges(strings: np.ndarray) -> np.ndarray:
-    """Which ``str`` values begin and end with an ASCII letter or digit."""
+def _text_shapes(strings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which ``str`` values begin and end with an ASCII letter or digit, and which are ASCII
+    digits only (both False where Arrow cannot hold the text)."""
     try:
         arrow = pa.array(strings, type=pa.string())
-        return pc.match_substring_regex(arrow, _CLEAN_EDGES).to_numpy(zero_copy_only=False)
+        first, last = pc.utf8_slice_codeunits(arrow, 0, 1), pc.utf8_slice_codeunits(arrow, -1)
+        clean = pc.and_(pc.ascii_is_alnum(first), pc.ascii_is_alnum(last))
+        return clean.to_numpy(zero_copy_only=False), pc.ascii_is_decimal(arrow).to_numpy(zero_copy_only=False)
     except _ARROW_ERRORS:
-        return np.zeros(len(strings), dtype=bool)
-
-
-def _not_epoch_text(strings: np.ndarray) -> np.ndarray:
-    """Which ``str`` values are not epoch-ms digits (ISO-8601 candidates)."""
-    edges = _clean_edges(strings)
-    out = np.empty(len(strings), dtype=bool)
-    try:
-        arrow = pa.array(strings[edges], type=pa.string())
-        out[edges] = ~pc.match_substring_regex(arrow, r"^[0-9]+$").to_numpy(zero_copy_only=False)
-    except _ARROW_ERRORS:
-        edges = np.zeros(len(strings), dtype=bool)
-    out[~edges] = _each(lambda s: not _EPOCH_MS.match(s), strings[~edges], bool)
-    return out
+        return np.zeros(len(strings), dtype=bool), np.zeros(len(strings), dtype=bool)
 
 
 # -- lists of text --------------------------------------------------------------------------------------
