@@ -113,7 +113,8 @@ def _rejections(
             "reason": reasons[bad],
             "op_id": op_id,
             "key": key,
-        }
+        },
+        copy=False,
     )
 
 
@@ -208,7 +209,8 @@ def validate_operations(
             "target": f["target"][ok],
             "members": f["members"][ok],
             "payload": f["payload"][ok],
-        }
+        },
+        copy=False,  # fresh arrays: no block to consolidate them into
     )
     if "raw" in ops.columns:
         valid["raw"] = ops["raw"].to_numpy(dtype=object)[ok]
@@ -284,7 +286,8 @@ def validate_events(
             "op_id": readable(op_id[ok]),
             "source": readable(source[ok]),
             "value": value[ok],
-        }
+        },
+        copy=False,
     )
     if "raw" in events.columns:
         valid["raw"] = events["raw"].to_numpy(dtype=object)[ok]
