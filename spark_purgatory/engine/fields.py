@@ -9,7 +9,8 @@ a few passes, and hand only the odd values (a number standing for its text, ``tr
 object, a string in a list field, ...) to the per-value reading.
 
 Invariant: for every value, the column reader and the per-value reading agree
-(``tests/test_validation_fields.py`` checks typed columns against the same values as objects).
+(``tests/test_validation_fields.py`` checks each reader against the per-value rules on typed,
+text, list and mixed columns, with and without the small-column path).
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ _WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
 _EPOCH_MS = re.compile(r"^\s*-?[0-9]+\s*$")
 #: an array or an object: no text, no number
 STRUCTURED = (list, tuple, dict, np.ndarray)
-_LIST, _NDARRAY, _STR, _OBJECT = (np.empty((), dtype=object) for _ in range(4))  # to compare with ==
+# numpy compares an object array with a type (or a dtype) value by value only when it comes
+# wrapped in a 0-d object array
+_LIST, _NDARRAY, _STR, _OBJECT = (np.empty((), dtype=object) for _ in range(4))
 _LIST[()], _NDARRAY[()], _STR[()], _OBJECT[()] = list, np.ndarray, str, np.dtype(object)
 #: below this many values, Arrow's fixed cost per call (tens of µs) exceeds Python's per value
 SMALL = 128
@@ -300,9 +303,12 @@ def wholes(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
     kind = _kind(column)
     if kind == "int":
-        na = _na(column)
-        raw = column.to_numpy(dtype=getattr(column.dtype, "numpy_dtype", column.dtype), na_value=0)
-        has = ~na & (raw <= _I64[1]) if raw.dtype.kind == "u" else ~na
+        if isinstance(column.dtype, np.dtype):
+            raw, has = column.to_numpy(), np.ones(n, dtype=bool)
+        else:  # a nullable integer column
+            raw, has = column.to_numpy(dtype=column.dtype.numpy_dtype, na_value=0), ~_na(column)
+        if raw.dtype.kind == "u":
+            has &= raw <= _I64[1]
         return np.where(has, raw, 0).astype(np.int64), has
     if kind == "float":
         f = _floats(column)
@@ -340,7 +346,7 @@ def epoch_ms(column: pd.Series) -> np.ndarray:
     """
     kind = _kind(column)
     if kind == "time":
-        ms = np.where(column.isna(), np.nan, column.to_numpy("datetime64[ms]").astype(np.int64))
+        ms = np.where(_na(column), np.nan, column.to_numpy("datetime64[ms]").astype(np.int64))
     elif kind in ("int", "float"):
         ms = _floats(column)
         ms[ms != np.floor(ms)] = np.nan

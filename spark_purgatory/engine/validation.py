@@ -222,11 +222,12 @@ def _read_operations(ops: pd.DataFrame) -> dict:
     n = len(ops)
     op_id, bad_op_id = texts(values_of(ops, "op_id"), n)
     keys, listed, n_keys = clean_lists(values_of(ops, "keys"), n)
-    if "key" in ops.columns and not listed.all():  # ``key`` stands for ``keys``
-        key, _ = texts(values_of(ops, "key"), n)
-        by_key = np.flatnonzero(~listed & ~blanks(key))
-        keys[by_key] = one_item_lists(key[by_key])
-        n_keys[by_key] = 1
+    if "key" in ops.columns and not listed.all():  # ``key`` stands for ``keys`` (read only there)
+        rows = np.flatnonzero(~listed)
+        key, _ = texts(ops["key"] if len(rows) == n else ops["key"].iloc[rows], len(rows))
+        text = ~blanks(key)
+        keys[rows[text]] = one_item_lists(key[text])
+        n_keys[rows[text]] = 1
     members, _, n_members = clean_lists(values_of(ops, "members"), n)
     timeout_ms, has_timeout = wholes(values_of(ops, "timeout_ms"), n)
     payload, bad_payload = texts(values_of(ops, "payload"), n)
