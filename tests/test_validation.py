@@ -463,7 +463,7 @@ def _row_by_row(validate, frame: pd.DataFrame) -> tuple[list, list]:
     return valid, rejected
 
 
-SHAPES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SHAPES = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SHAPES

@@ -117,7 +117,7 @@ def _agree(by_column, by_value) -> None:
     assert not wrong, wrong[:5]
 
 
-CHECKS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CHECKS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @CHECKS
