@@ -168,6 +168,22 @@ def test_event_times_and_timeouts_are_read_to_epoch_ms(fields, ts, deadline):
     assert (row["ts"], row["deadline"]) == (ts, deadline)
 
 
+def test_a_time_without_an_offset_is_utc_whatever_the_rows_before_it_say():
+    """pandas parsing a column of ISO times reads one without an offset in the offset of the
+    last one before it that had one; each row's time is its own."""
+    times = [
+        "2026-01-01T05:00:00+05:00",
+        "2026-01-01 00:00:00",
+        "2026-01-01T00:00:00",
+        "2026-01-01T00:00:00Z",
+    ]
+    frame = pd.DataFrame([_operation(op_id=str(i), ts=t) for i, t in enumerate(times)])
+    valid, _ = validate_operations(frame, max_timeout_ms=MAX_TIMEOUT_MS)
+    assert valid["ts"].tolist() == [TS_MS] * 4
+    events, _ = validate_events(pd.DataFrame([_event(ts=t) for t in times]))
+    assert events["ts"].tolist() == [TS_MS] * 4
+
+
 @pytest.mark.parametrize(
     "condition, code",
     [(" COUNT ", 1), ("sum", 2), ("all", 3), ("Offset", 4), (None, 0), (math.nan, 0), (_ABSENT, 0)],

@@ -53,6 +53,9 @@ __all__ = [
 ]
 
 _I64 = (-(2**63), 2**63 - 1)
+#: what an ISO-8601 time with a UTC offset has, and one without has not: Z, + or a - after
+#: the date (RE2 and Python's re read it alike)
+_OFFSET_MARK = r"(?s)[Zz+]|^.{10,}-"
 _WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
 _EPOCH_MS = re.compile(r"^\s*-?[0-9]+\s*$")
 #: an array or an object: no text, no number
@@ -380,10 +383,36 @@ def _epoch_ms_of_objects(values: np.ndarray) -> np.ndarray:
         if strip.any():
             strings = strings.copy()
             strings[strip] = _each(str.strip, strings[strip])
-        parsed = pd.to_datetime(pd.Series(strings, dtype=object), utc=True, format="ISO8601", errors="coerce")
-        ns = parsed.dt.tz_localize(None).to_numpy("datetime64[ns]").astype(np.int64)
-        ms[iso] = np.where(parsed.isna().to_numpy(), np.nan, ns // 1_000_000)
+        ms[iso] = _iso_ms(strings)
     return ms
+
+
+def _iso_ms(strings: np.ndarray) -> np.ndarray:
+    """Epoch ms of ISO-8601 ``str`` values (NaN where pandas cannot read one), each read as
+    if alone: pandas reads a time without an offset in the offset of the last time before it
+    in the same call that had one, so times that may carry an offset (a ``Z``, a ``+``, or a
+    ``-`` after the date) and those that cannot are parsed in separate calls."""
+    marked = _offset_marks(strings)
+    if marked.all() or not marked.any():
+        return _to_ms(strings)
+    ms = np.empty(len(strings))
+    ms[marked], ms[~marked] = _to_ms(strings[marked]), _to_ms(strings[~marked])
+    return ms
+
+
+def _to_ms(strings: np.ndarray) -> np.ndarray:
+    parsed = pd.to_datetime(pd.Series(strings, dtype=object), utc=True, format="ISO8601", errors="coerce")
+    ns = parsed.dt.tz_localize(None).to_numpy("datetime64[ns]").astype(np.int64)
+    return np.where(parsed.isna().to_numpy(), np.nan, ns // 1_000_000)
+
+
+def _offset_marks(strings: np.ndarray) -> np.ndarray:
+    """Which ``str`` values may end in a UTC offset (``_OFFSET_MARK``)."""
+    try:
+        arrow = pa.array(strings, type=pa.string())
+        return pc.match_substring_regex(arrow, _OFFSET_MARK).to_numpy(zero_copy_only=False)
+    except _ARROW_ERRORS:
+        return _each(lambda t: re.search(_OFFSET_MARK, t) is not None, strings, bool)
 
 
 def _text_shapes(strings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
