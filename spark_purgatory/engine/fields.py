@@ -1,0 +1,550 @@
+"""How the pandas validator reads a field, a whole column at a time.
+
+A field is read as text, a list of text, a whole number, a number or an event time, by the
+rules of ``engine.validation``'s docstring (Spark's JSON reader and casts).  Those rules are
+written once, per value (``text``, ``string_list``, ``whole``, ``number``); the column readers
+here give the same answer for every value, but read the columns Parquet, Arrow and Spark hand
+over — ``str`` objects, int64, float64, timestamps, lists of ``str`` — with numpy and Arrow in
+a few passes, and hand only the odd values (a number standing for its text, ``true``, an
+object, a string in a list field, ...) to the per-value reading.
+
+Invariant: for every value, the column reader and the per-value reading agree
+(``tests/test_validation_fields.py`` checks each reader against the per-value rules on typed,
+text, list and mixed columns, with and without the small-column path).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import json
+import re
+from itertools import chain
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..contract import MAX_TS_MS
+
+__all__ = [
+    "STRUCTURED",
+    "SMALL",
+    "text",
+    "plain",
+    "blank",
+    "string_list",
+    "clean",
+    "whole",
+    "number",
+    "values_of",
+    "texts",
+    "blanks",
+    "missing",
+    "given",
+    "Lists",
+    "clean_lists",
+    "wholes",
+    "numbers",
+    "epoch_ms",
+    "one_item_lists",
+]
+
+_I64 = (-(2**63), 2**63 - 1)
+#: what an ISO-8601 time with a UTC offset has, and one without has not: Z, + or a - after
+#: the date (RE2 and Python's re read it alike)
+_OFFSET_MARK = r"(?s)[Zz+]|^.{10,}-"
+_WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
+_EPOCH_MS = re.compile(r"^\s*-?[0-9]+\s*$")
+#: an array or an object: no text, no number
+STRUCTURED = (list, tuple, dict, np.ndarray)
+# numpy compares an object array with a type (or a dtype) value by value only when it comes
+# wrapped in a 0-d object array
+_LIST, _NDARRAY, _STR, _OBJECT = (np.empty((), dtype=object) for _ in range(4))
+_LIST[()], _NDARRAY[()], _STR[()], _OBJECT[()] = list, np.ndarray, str, np.dtype(object)
+#: below this many values, Arrow's fixed cost per call (tens of µs) exceeds Python's per value
+SMALL = 128
+_ARROW_ERRORS = (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError)
+
+# -- one value: the rules ----------------------------------------------------------------------------
+
+
+def plain(value: object) -> object:
+    """A field value as JSON can hold it (numpy scalars and arrays, NaN as null)."""
+    if isinstance(value, np.ndarray):
+        return [plain(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if value is None or isinstance(value, (str, int, float, bool, dict)):
+        return value
+    return None if pd.isna(value) else str(value)
+
+
+def _is_missing(v: object) -> bool:
+    return v is None or (not isinstance(v, (str, *STRUCTURED)) and bool(pd.isna(v)))
+
+
+def text(v: object) -> str | None:
+    """A field's text: a string as it is, a number or boolean as JSON writes it, an array or
+    object as compact JSON (what Spark hands a string field); None when missing."""
+    if isinstance(v, str):
+        return v
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return None if np.isnan(v) else json.dumps(float(v))
+    if _is_missing(v):
+        return None
+    return json.dumps(plain(v), separators=(",", ":"))
+
+
+def blank(t: str | None) -> bool:
+    return t is None or t.strip(" ") == ""
+
+
+def string_list(v: object) -> list[str | None] | None:
+    """Spark's reading of a list field: an array's items as text, a single value as a
+    one-element list; an object, or a string that is not a JSON array but looks like one, is
+    no list at all (None)."""
+    if _is_missing(v) or isinstance(v, dict):
+        return None
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [text(item) for item in v]
+    t = text(v)
+    stripped = t.strip(" ")
+    if stripped.startswith("["):
+        try:
+            items = json.loads(t)
+        except ValueError:
+            return None
+        return [text(item) for item in items] if isinstance(items, list) else None
+    if stripped.startswith("{") or stripped == "":
+        return None
+    return [t]
+
+
+def clean(items: list[str | None] | None) -> list[str]:
+    """Blank items dropped, deduplicated, sorted."""
+    return sorted({i for i in items if not blank(i)}) if items else []
+
+
+def whole(v: object) -> int | None:
+    """A whole number within int64 (try_cast AS BIGINT), else None."""
+    if _is_missing(v) or isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, str):
+        n = int(v) if _WHOLE.match(v) else None
+    elif isinstance(v, (int, np.integer)):
+        n = int(v)
+    elif isinstance(v, (float, np.floating)) and np.isfinite(v) and float(v).is_integer():
+        n = int(v)
+    else:
+        return None
+    return n if n is not None and _I64[0] <= n <= _I64[1] else None
+
+
+def number(v: object) -> float | None:
+    """A number (try_cast AS DOUBLE: also its text, NaN and Infinity), else None."""
+    if _is_missing(v) or isinstance(v, (bool, np.bool_, *STRUCTURED)):
+        return None
+    if isinstance(v, str):
+        t = v.strip()
+        if "_" in t:  # Python reads 1_000, Spark does not
+            return None
+        try:
+            return float(t)
+        except ValueError:
+            return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _epoch_ms_of(v: object) -> float:
+    """Epoch ms of one value that is not ISO-8601 text (NaN when unreadable)."""
+    if isinstance(v, (dt.datetime, np.datetime64)):
+        return np.nan if pd.isna(v) else pd.Timestamp(v).value // 1_000_000
+    n = whole(v)
+    return np.nan if n is None else n
+
+
+# -- a column: the same answers, vectorised -----------------------------------------------------------
+
+
+def values_of(frame: pd.DataFrame, name: str) -> pd.Series | None:
+    """The column, or None when the frame lacks it (every value missing)."""
+    return frame[name] if name in frame.columns else None
+
+
+def _kind(column: pd.Series) -> str:
+    """How a column is read: ``bool``, ``int``, ``float``, ``time`` or ``object`` (by value)."""
+    dtype = column.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return "bool" if isinstance(dtype, np.dtype) else "object"
+    if pd.api.types.is_integer_dtype(dtype):
+        return "int"
+    if pd.api.types.is_float_dtype(dtype):
+        return "float"
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return "time"
+    return "object"
+
+
+def _objects(column: pd.Series) -> np.ndarray:
+    return column.to_numpy(dtype=object)
+
+
+def _floats(column: pd.Series) -> np.ndarray:
+    """An int or float column as float64, NaN where missing (a new array)."""
+    if isinstance(column.dtype, np.dtype):
+        return column.to_numpy().astype(float)
+    return column.to_numpy(dtype=float, na_value=np.nan)
+
+
+def _na(column: pd.Series) -> np.ndarray:
+    """Which values of a typed column are missing."""
+    dtype = column.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+        return np.zeros(len(column), dtype=bool)
+    if isinstance(dtype, np.dtype) and dtype.kind in "fmM":
+        return pd.isna(column.to_numpy())
+    return column.isna().to_numpy(dtype=bool)
+
+
+def _only_text(values: np.ndarray) -> bool:
+    """Whether every value is a ``str`` or missing (one C pass)."""
+    return pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty")
+
+
+def _is_str(values: np.ndarray) -> np.ndarray:
+    if _only_text(values):
+        return ~pd.isna(values)
+    return np.fromiter((isinstance(v, str) for v in values), bool, len(values))
+
+
+def _each(fn, values: np.ndarray, dtype=object) -> np.ndarray:
+    """``fn`` of each value (the per-value reading, for the odd values only)."""
+    out = np.empty(len(values), dtype=dtype)
+    for i, v in enumerate(values):
+        out[i] = fn(v)
+    return out
+
+
+def texts(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's ``text`` (an object array of str or None) and whether it is an array or
+    object (``STRUCTURED``)."""
+    structured = np.zeros(n, dtype=bool)
+    if column is None:
+        return np.full(n, None, dtype=object), structured
+    kind = _kind(column)
+    if kind == "bool":
+        return np.where(column.to_numpy(), "true", "false").astype(object), structured
+    if kind == "int" and isinstance(column.dtype, np.dtype):
+        return column.to_numpy().astype(str).astype(object), structured
+    values = _objects(column)
+    na = pd.isna(values)
+    out = values.copy()
+    out[na] = None
+    if kind == "object" and _only_text(values):
+        return out, structured
+    odd = ~na & ~_is_str(values)
+    if odd.any():
+        out[odd] = _each(text, values[odd])
+        structured[odd] = _each(lambda v: isinstance(v, STRUCTURED), values[odd], bool)
+    return out, structured
+
+
+def blanks(strings: np.ndarray) -> np.ndarray:
+    """Which texts (an object array of str or None) are ``blank``: None, or spaces only."""
+    if len(strings) < SMALL:
+        return _each(lambda t: not isinstance(t, str) or blank(t), strings, bool)
+    try:
+        arrow = pa.array(strings, type=pa.string(), from_pandas=True)  # None, NaN: null
+        return pc.equal(pc.utf8_trim(arrow, " "), "").fill_null(True).to_numpy(zero_copy_only=False)
+    except _ARROW_ERRORS:  # text Arrow cannot hold (a lone surrogate)
+        out = pd.isna(strings)
+        some = np.flatnonzero(~out)
+        out[some] = _each(blank, strings[some], bool)
+        return out
+
+
+def missing(column: pd.Series | None, n: int) -> np.ndarray:
+    """Which values have a blank ``text`` (absent, null, NaN, "" or spaces)."""
+    if column is None:
+        return np.ones(n, dtype=bool)
+    kind = _kind(column)
+    if kind == "bool":
+        return np.zeros(n, dtype=bool)
+    if kind in ("int", "float", "time"):
+        return _na(column)
+    return blanks(texts(column, n)[0])
+
+
+def given(column: pd.Series | None, n: int) -> np.ndarray:
+    """Which values are present at all (not absent, null or NaN; "" is present)."""
+    if column is None:
+        return np.zeros(n, dtype=bool)
+    if _kind(column) != "object":
+        return ~_na(column)
+    return ~pd.isna(_objects(column))
+
+
+def wholes(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each value as a ``whole`` number (int64, 0 where none) and whether it is one."""
+    if column is None:
+        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    kind = _kind(column)
+    if kind == "int":
+        if isinstance(column.dtype, np.dtype):
+            raw, has = column.to_numpy(), np.ones(n, dtype=bool)
+        else:  # a nullable integer column
+            raw, has = column.to_numpy(dtype=column.dtype.numpy_dtype, na_value=0), ~_na(column)
+        if raw.dtype.kind == "u":
+            has &= raw <= _I64[1]
+        return np.where(has, raw, 0).astype(np.int64), has
+    if kind == "float":
+        f = _floats(column)
+        has = np.isfinite(f) & (f == np.floor(f)) & (f >= -(2.0**63)) & (f < 2.0**63)
+        return np.where(has, f, 0).astype(np.int64), has
+    if kind in ("bool", "time"):
+        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    read = _each(whole, _objects(column))
+    has = read != None  # noqa: E711 (elementwise)
+    out = np.zeros(n, dtype=np.int64)
+    out[has] = read[has].astype(np.int64)
+    return out, has
+
+
+def numbers(column: pd.Series | None, n: int) -> np.ndarray:
+    """Each value as a ``number`` (float64, NaN where none)."""
+    if column is None:
+        return np.full(n, np.nan)
+    kind = _kind(column)
+    if kind in ("int", "float"):
+        return _floats(column)
+    if kind in ("bool", "time"):
+        return np.full(n, np.nan)
+    return _each(lambda v: np.nan if (x := number(v)) is None else x, _objects(column), float)
+
+
+def epoch_ms(column: pd.Series) -> np.ndarray:
+    """Event times as epoch ms (float, NaN when unreadable or out of range).
+
+    Epoch ms as numbers or digit strings, ISO-8601 strings and datetimes are read, as the Spark
+    parser reads them; the range is [1970, 2200).
+
+    >>> epoch_ms(pd.Series([15, "2026-01-01T00:00:15Z", "yesterday"])).tolist()
+    [15.0, 1767225615000.0, nan]
+    """
+    kind = _kind(column)
+    if kind == "time":
+        ms = np.where(_na(column), np.nan, column.to_numpy("datetime64[ms]").astype(np.int64))
+    elif kind in ("int", "float"):
+        ms = _floats(column)
+        ms[ms != np.floor(ms)] = np.nan
+    else:
+        ms = _epoch_ms_of_objects(_objects(column))
+    ms = ms.astype(float)
+    ms[(ms < 0) | (ms >= MAX_TS_MS)] = np.nan
+    return ms
+
+
+def _epoch_ms_of_objects(values: np.ndarray) -> np.ndarray:
+    """ISO-8601 text parsed by pandas in one call; epoch-ms digits, numbers and datetimes
+    read one by one.  Text whose first and last characters are ASCII letters or digits (the
+    usual ISO time) has no whitespace to strip: Arrow tells its digits from ISO text, as
+    ``_EPOCH_MS`` would; other text is matched by ``_EPOCH_MS`` and stripped by Python."""
+    ms = np.full(len(values), np.nan)
+    at = np.flatnonzero(_is_str(values))
+    strings = values[at]
+    clean, digits = _text_shapes(strings)
+    epoch = digits & clean
+    epoch[~clean] = _each(lambda t: _EPOCH_MS.match(t) is not None, strings[~clean], bool)
+    iso = at[~epoch]
+    other = ~pd.isna(values)
+    other[iso] = False
+    if other.any():
+        ms[other] = _each(_epoch_ms_of, values[other], float)
+    if len(iso):
+        strings, clean = strings[~epoch], clean[~epoch]
+        # pandas parses str only: a str subclass is stripped into one, as text to strip is
+        strip = ~clean | (np.frompyfunc(type, 1, 1)(strings) != _STR)
+        if strip.any():
+            strings = strings.copy()
+            strings[strip] = _each(str.strip, strings[strip])
+        ms[iso] = _iso_ms(strings)
+    return ms
+
+
+def _iso_ms(strings: np.ndarray) -> np.ndarray:
+    """Epoch ms of ISO-8601 ``str`` values (NaN where pandas cannot read one), each read as
+    if alone: pandas reads a time without an offset in the offset of the last time before it
+    in the same call that had one, so times that may carry an offset (a ``Z``, a ``+``, or a
+    ``-`` after the date) and those that cannot are parsed in separate calls."""
+    marked = _offset_marks(strings)
+    if marked.all() or not marked.any():
+        return _to_ms(strings)
+    ms = np.empty(len(strings))
+    ms[marked], ms[~marked] = _to_ms(strings[marked]), _to_ms(strings[~marked])
+    return ms
+
+
+def _to_ms(strings: np.ndarray) -> np.ndarray:
+    parsed = pd.to_datetime(pd.Series(strings, dtype=object), utc=True, format="ISO8601", errors="coerce")
+    ns = parsed.dt.tz_localize(None).to_numpy("datetime64[ns]").astype(np.int64)
+    return np.where(parsed.isna().to_numpy(), np.nan, ns // 1_000_000)
+
+
+def _offset_marks(strings: np.ndarray) -> np.ndarray:
+    """Which ``str`` values may end in a UTC offset (``_OFFSET_MARK``)."""
+    try:
+        arrow = pa.array(strings, type=pa.string())
+        return pc.match_substring_regex(arrow, _OFFSET_MARK).to_numpy(zero_copy_only=False)
+    except _ARROW_ERRORS:
+        return _each(lambda t: re.search(_OFFSET_MARK, t) is not None, strings, bool)
+
+
+def _text_shapes(strings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which ``str`` values begin and end with an ASCII letter or digit, and which are ASCII
+    digits only (both False where Arrow cannot hold the text)."""
+    try:
+        arrow = pa.array(strings, type=pa.string())
+        first, last = pc.utf8_slice_codeunits(arrow, 0, 1), pc.utf8_slice_codeunits(arrow, -1)
+        clean = pc.and_(pc.ascii_is_alnum(first), pc.ascii_is_alnum(last))
+        return clean.to_numpy(zero_copy_only=False), pc.ascii_is_decimal(arrow).to_numpy(zero_copy_only=False)
+    except _ARROW_ERRORS:
+        return np.zeros(len(strings), dtype=bool), np.zeros(len(strings), dtype=bool)
+
+
+# -- lists of text --------------------------------------------------------------------------------------
+
+
+def one_item_lists(items: np.ndarray) -> np.ndarray:
+    """``[item]`` for each item, as a 1-d object array of lists (no Python step per row)."""
+    return _lists_of(items.reshape(-1, 1))
+
+
+def _lists_of(rows: np.ndarray) -> np.ndarray:
+    """The rows of a 2-d object array as a 1-d object array of lists.
+
+    The cyclic garbage collector is paused meanwhile: lists of text hold no cycles, and
+    making one per row would otherwise start collections that walk every object the process
+    holds (a third of the validator's time with 10,000-row frames)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return np.fromiter(rows.tolist(), dtype=object, count=len(rows))
+    finally:
+        if paused:
+            gc.enable()
+
+
+class Lists(NamedTuple):
+    """A list field read a column at a time."""
+
+    #: each value's ``clean`` list (a 1-d object array of lists)
+    lists: np.ndarray
+    #: whether the value was a list at all (``string_list`` is not None: else ``key`` may
+    #: stand for it)
+    listed: np.ndarray
+    #: each clean list's length
+    lengths: np.ndarray
+
+
+def clean_lists(column: pd.Series | None, n: int) -> Lists:
+    """Each value as a ``clean`` list: lists and arrays of ``str`` in a few passes over the
+    column, other values (text, a number, an object, items that are not text) one by one."""
+    out = np.empty(n, dtype=object)
+    listed = np.zeros(n, dtype=bool)
+    lengths = np.zeros(n, dtype=np.intp)
+    if column is not None and n:
+        values = _objects(column)
+        types = np.frompyfunc(type, 1, 1)(values)
+        for rows in _lists_and_arrays(values, types):
+            if len(rows):
+                cleaned, sizes, text_only = _clean_text_lists(values if len(rows) == n else values[rows])
+                rows, cleaned, sizes = (x[text_only] for x in (rows, cleaned, sizes))
+                out[rows], lengths[rows], listed[rows] = cleaned, sizes, True
+        odd = np.flatnonzero(~listed)
+        odd = odd[~pd.isna(values[odd])]  # a missing value is no list: [] as it stands
+        if len(odd):
+            read = _each(string_list, values[odd])
+            listed[odd] = read != None  # noqa: E711 (elementwise)
+            out[odd] = _each(clean, read)
+            lengths[odd] = [len(items) for items in out[odd]]
+    empty = np.flatnonzero(~listed)
+    empty = empty[out[empty] == None]  # noqa: E711 (elementwise: rows given no list yet)
+    out[empty] = _lists_of(np.empty((len(empty), 0), dtype=object))
+    return Lists(out, listed, lengths)
+
+
+def _lists_and_arrays(values: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows holding a ``list``, and those holding a 1-d object array (what Arrow makes of
+    a list column); other arrays (of numpy text, numbers, several dimensions) are odd."""
+    lists = np.flatnonzero(types == _LIST)
+    arrays = np.flatnonzero(types == _NDARRAY)
+    if len(arrays):
+        of = np.frompyfunc(getattr, 2, 1)
+        arrays = arrays[(of(values[arrays], "dtype") == _OBJECT) & (of(values[arrays], "ndim") == 1)]
+    return lists, arrays
+
+
+def _clean_text_lists(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``clean`` of each list (all ``list``, or all 1-d object arrays) and its length, and
+    whether all its items are ``str`` or missing (where some item is not, the list is left
+    to the per-value reading)."""
+    m = len(lists)
+    lengths = np.fromiter(map(len, lists), dtype=np.intp, count=m)
+    if isinstance(lists[0], np.ndarray):  # their items as they are, in one copy
+        items = np.concatenate(list(lists))
+    else:
+        items = np.fromiter(chain.from_iterable(lists), dtype=object, count=int(lengths.sum()))
+    text_only = np.ones(m, dtype=bool)
+    if len(items) and not _only_text(items):
+        parent = np.repeat(np.arange(m), lengths)
+        odd_item = ~pd.isna(items) & ~_is_str(items)
+        text_only[parent[odd_item]] = False
+        items = items[text_only[parent]]
+        lengths = np.where(text_only, lengths, 0)
+    keep = ~blanks(items)
+    if not keep.all():
+        parent = np.repeat(np.arange(m), lengths)
+        items = items[keep]
+        lengths = np.bincount(parent[keep], minlength=m)
+    if (lengths > 1).any():
+        items, lengths = _sorted_unique(items, lengths)
+    out = np.empty(m, dtype=object)
+    if (lengths == 1).all():  # one item each, the usual case
+        out[:] = _lists_of(items.reshape(-1, 1))
+        return out, lengths, text_only
+    starts = np.cumsum(lengths) - lengths
+    for size in np.unique(lengths):  # one step per list length, not per row
+        rows = np.flatnonzero(lengths == size)
+        out[rows] = _lists_of(items[starts[rows, None] + np.arange(size)])
+    return out, lengths, text_only
+
+
+def _sorted_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each list's items (consecutive runs of ``lengths``) sorted, duplicates dropped: the
+    lists of one length sorted together as the rows of a matrix."""
+    items = items.copy()
+    repeat = np.zeros(len(items), dtype=bool)
+    starts = np.cumsum(lengths) - lengths
+    for size in np.unique(lengths[lengths > 1]):
+        at = starts[lengths == size, None] + np.arange(size)
+        rows = np.sort(items[at], axis=1)  # Python's order of str, as ``sorted``
+        items[at] = rows
+        repeat[at[:, 1:]] = rows[:, 1:] == rows[:, :-1]
+    parent = np.repeat(np.arange(len(lengths)), lengths)
+    return items[~repeat], np.bincount(parent[~repeat], minlength=len(lengths))
