@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from .frames import equal_ranges
+from .rows import Rows
 
 __all__ = ["Columns", "HashIndex"]
 
@@ -168,9 +169,13 @@ class Columns:
 
     def frame(self, positions: np.ndarray | None = None, columns: list[str] | None = None) -> pd.DataFrame:
         """The rows at ``positions`` (default: every live row, in handle order) as a frame."""
+        return self.rows(positions, columns).to_frame()
+
+    def rows(self, positions: np.ndarray | None = None, columns: list[str] | None = None) -> Rows:
+        """The rows at ``positions`` (default: every live row, in handle order), copied out."""
         positions = self.live_positions() if positions is None else positions
-        names = columns if columns is not None else list(self.dtypes)
-        return pd.DataFrame({c: self._cols[c][positions] for c in names}, copy=False)
+        names = columns if columns is not None else self.dtypes
+        return Rows({c: self._cols[c][positions] for c in names}, positions.size)
 
     # -- changes -------------------------------------------------------------------------------
 
