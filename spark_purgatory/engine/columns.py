@@ -40,13 +40,14 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .frames import equal_ranges
+from .frames import equal_ranges, expand_ranges
 from .rows import Rows
 
 __all__ = ["Columns", "HashIndex"]
 
 _MIN_CAPACITY = 64
 _MIN_DEAD = 1024  # below this many dead rows a table never compacts
+_NONE = np.empty(0, np.int64)
 
 
 class HashIndex:
@@ -75,12 +76,30 @@ class HashIndex:
             self._runs[-2:] = [(hashes[order], rows[order])]
 
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every (index into ``probes``, row) with an equal hash, dead rows included."""
-        found_probe, found_row = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        """Every (index into ``probes``, row) with an equal hash, dead rows included.
+
+        Per run one ``searchsorted`` finds the probes it holds; only those are searched again
+        for their last equal hash (a run holds several rows of a hash: a key many operations
+        watch)."""
+        found_probe, found_row = [], []
         for hashes, rows in self._runs:
-            probe, at = equal_ranges(hashes, probes)
-            found_probe.append(probe)
+            lo = np.searchsorted(hashes, probes)
+            hit = np.flatnonzero(hashes[np.minimum(lo, hashes.size - 1)] == probes)
+            if hit.size == 0:
+                continue
+            lo = lo[hit]
+            counts = np.searchsorted(hashes, probes[hit], side="right") - lo
+            if counts.size == hit.size and (counts == 1).all():
+                found_probe.append(hit)
+                found_row.append(rows[lo])
+                continue
+            probe, at = expand_ranges(lo, counts)
+            found_probe.append(hit[probe])
             found_row.append(rows[at])
+        if not found_probe:
+            return _NONE, _NONE
+        if len(found_probe) == 1:
+            return found_probe[0], found_row[0]
         return np.concatenate(found_probe), np.concatenate(found_row)
 
     def remap(self, moved: np.ndarray) -> None:
@@ -175,7 +194,7 @@ class Columns:
         """The rows at ``positions`` (default: every live row, in handle order), copied out."""
         positions = self.live_positions() if positions is None else positions
         names = columns if columns is not None else self.dtypes
-        return Rows({c: self._cols[c][positions] for c in names}, positions.size)
+        return Rows._made({c: self._cols[c][positions] for c in names}, positions.size)
 
     # -- changes -------------------------------------------------------------------------------
 

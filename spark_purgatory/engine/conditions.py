@@ -130,7 +130,10 @@ def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluati
     handles = _col(ops, "handle", np.int64)
     if not _is_sorted(handles):
         raise ValueError("evaluate() needs ops sorted by unique handle")
-    order = np.lexsort((_col(matches, "eseq"), _col(matches, "ts"), _col(matches, "handle")))
+    if len(matches):
+        order = np.lexsort((_col(matches, "eseq"), _col(matches, "ts"), _col(matches, "handle")))
+    else:
+        order = np.empty(0, dtype=np.int64)
     m = _Sorted(
         _col(matches, "handle", np.int64)[order],
         _col(matches, "ts", np.int64)[order],
@@ -169,29 +172,33 @@ def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluati
     n_ops, n_rows = len(ops), m.handle.size
     cond = _col(ops, "cond", np.int8)
     target = _col(ops, "target", float)
-    row_cond = cond[op_pos]
-
-    satisfied = np.zeros(n_ops, dtype=bool)
+    # operations satisfied with no events at all (count/sum with target <= 0)
+    trivially = ((cond == COUNT) | (cond == SUM)) & (target <= 0)
+    satisfied = trivially.copy()
     resolved_at = _col(ops, "ts", np.int64).copy()
     progress = np.zeros(n_ops, dtype=float)
     matched = np.zeros(n_ops, dtype=np.int64)
+    if n_rows == 0:
+        return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, np.ones(0, bool))
 
+    # each match's step of its operation's measure: any 1, count 1 per source (or sourceless
+    # event), sum its value, all 1 per member reporting first; offset 0 (not counted here)
+    row_cond = cond[op_pos]
     counted = row_cond != OFFSET
-    has_source = pd.notna(m.source)
-    first_of_source = _first_occurrence(m.handle, m.source, has_source & np.isin(row_cond, (COUNT, ALL)))
-    step = np.ones(n_rows, dtype=float)
-    step = np.where(row_cond == COUNT, (first_of_source | ~has_source).astype(float), step)
-    step = np.where(row_cond == SUM, np.nan_to_num(m.value, nan=0.0), step)
-    step = np.where(row_cond == ALL, (first_of_source & m.is_member).astype(float), step)
-    step = np.where(counted, step, 0.0)
-    cum = _grouped_cumsum(step, _group_starts(m.handle)) if n_rows else step
+    step = counted.astype(float)
+    is_count, is_all = row_cond == COUNT, row_cond == ALL
+    if is_count.any() or is_all.any():
+        has_source = pd.notna(m.source)
+        first_of_source = _first_occurrence(m.handle, m.source, has_source & (is_count | is_all))
+        step[is_count] = (first_of_source | ~has_source)[is_count]
+        step[is_all] = (first_of_source & m.is_member)[is_all]
+    is_sum = row_cond == SUM
+    if is_sum.any():
+        step[is_sum] = np.nan_to_num(m.value[is_sum], nan=0.0)
+    cum = _grouped_cumsum(step, _group_starts(m.handle))
     goal = np.where(cond == ALL, _col(ops, "n_members", float), np.where(cond == ANY, 1.0, target))
     row_goal = goal[op_pos]
     hit = counted & (cum >= row_goal - _epsilon(row_goal))
-
-    # operations satisfied with no events at all (count/sum with target <= 0)
-    trivially = np.isin(cond, (COUNT, SUM)) & (target <= 0)
-    satisfied |= trivially
 
     hit_handles, hit_rows = _first_per_group(m.handle, hit)
     hit_ops = np.searchsorted(_col(ops, "handle", np.int64), hit_handles)
@@ -205,13 +212,14 @@ def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluati
     crossing_row[trivially] = -1
     row_index = np.arange(n_rows)
     used = np.where(counted, row_index <= crossing_row[op_pos], True)
-    if n_rows:
-        counts = counted & used
-        last_row = np.full(n_ops, -1, dtype=np.int64)
-        np.maximum.at(last_row, op_pos[counts], row_index[counts])
-        has_rows = last_row >= 0
-        progress[has_rows] = cum[last_row[has_rows]]
-        np.add.at(matched, op_pos[counts], 1)
+    rows = np.flatnonzero(counted & used)
+    if rows.size:
+        # rows are by operation: the last counted row of each holds its measure
+        of_op = op_pos[rows]
+        last = np.ones(rows.size, dtype=bool)
+        np.not_equal(of_op[1:], of_op[:-1], out=last[:-1])
+        progress[of_op[last]] = cum[rows[last]]
+        matched = np.bincount(of_op, minlength=n_ops).astype(np.int64)
     progress = np.where(cond == ANY, matched.astype(float), progress)
     return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, used)
 
@@ -328,8 +336,9 @@ def _col(table, name: str, dtype=None) -> np.ndarray:
 
 
 def _epsilon(goal: np.ndarray) -> np.ndarray:
-    """Tolerance for float sums (0.1 + 0.2 >= 0.3 should hold)."""
-    return np.abs(np.nan_to_num(goal, nan=0.0)) * 1e-12
+    """Tolerance for float sums (0.1 + 0.2 >= 0.3 should hold); NaN for a NaN goal, which no
+    comparison reaches either way."""
+    return np.abs(goal) * 1e-12
 
 
 def _is_sorted(values: np.ndarray) -> bool:

@@ -61,7 +61,7 @@ from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UN
 from . import dedup, progress, relay, watchers
 from .batch import BatchResult, admit, result
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
-from .frames import among, distinct, hash_strings
+from .frames import among, distinct, hash_strings, isin
 from .handoff import CrossShardHandOff
 from .pending import Pending
 from .rows import Rows
@@ -232,7 +232,7 @@ class Purgatory(CrossShardHandOff):
         else:  # the wheel holds every pending operation not already due
             self._wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, t.wheel_now)
             handles = t.ops["handle"].to_numpy(np.int64)
-            timed = ~np.isin(handles, self._due)
+            timed = ~isin(handles, self._due)
             already = self._wheel.add(handles[timed], t.ops["deadline"].to_numpy(np.int64)[timed])
             self._due = np.concatenate([self._due, handles[timed][already]])
         self._changes.restart()
@@ -492,7 +492,7 @@ class Purgatory(CrossShardHandOff):
         """Operations resolved before their deadline leave the timer; events on their keys
         before that deadline count as ``after_resolution`` from now on."""
         if self._due.size:  # added already past their deadline: never on the wheel
-            due = np.isin(handles, self._due)
+            due = isin(handles, self._due)
             self._due = self._due[~among(self._due, handles)]
             self._wheel.cancel(handles[~due])
         else:
@@ -546,7 +546,7 @@ class Purgatory(CrossShardHandOff):
     def _mark_used(self, eseqs: np.ndarray) -> None:
         """Operations of this shard counted these events (here, or relayed: ``relay.absorb``)."""
         if eseqs.size and len(self._events):
-            hit = np.isin(self._events["eseq"], eseqs)
+            hit = isin(self._events["eseq"], eseqs)
             if hit.any():
                 self._events = self._events.assign(used=self._events["used"] | hit)
         self._relayed = relay.absorb(self._relayed, eseqs)
@@ -565,10 +565,10 @@ class Purgatory(CrossShardHandOff):
         # a pending operation of this shard holds it: it counts (it is before any later crossing)
         used = final["used"]
         if len(self._matches):
-            used = used | np.isin(eseq, self._matches["eseq"][~self._of_stubs()])
+            used = used | isin(eseq, self._matches["eseq"][~self._of_stubs()])
         progress.final_progress(self._keys, final)
         mine = ~final["replica"]
-        relayed = np.isin(eseq, paired) & mine if paired.size else np.zeros(len(final), bool)
+        relayed = isin(eseq, paired) & mine if paired.size else np.zeros(len(final), bool)
         notes = relay.notices(final.where(relayed), used[relayed])
         lost = final.where(~used & ~relayed & mine)
         if len(lost) == 0:

@@ -58,7 +58,7 @@ import pandas as pd
 
 from . import watchers
 from .conditions import FLOOR_ESEQ, OFFSET
-from .frames import hash_strings, pairs_in
+from .frames import hash_strings, isin, pairs_in
 from .rows import Rows
 from .tables import I64_MIN, MATCHES, RELAY, RELAYED
 
@@ -129,7 +129,7 @@ def _floors(ops: Rows, watch: Rows, new_from: int) -> Rows:
     if not new.any():
         return _NONE
     handles = ops["handle"][new]
-    rows = np.flatnonzero(np.isin(watch["handle"], handles) & ~np.isnan(watch["progress_at_watch"]))
+    rows = np.flatnonzero(isin(watch["handle"], handles) & ~np.isnan(watch["progress_at_watch"]))
     at = np.searchsorted(handles, watch["handle"][rows])
     columns = {
         "for_op": ops["op_id"][new][at],
@@ -235,7 +235,7 @@ def absorb(relayed: Rows, eseqs: np.ndarray) -> Rows:
     """``relayed`` with the pairs whose matches an operation counted (``eseqs``) absorbed."""
     if len(relayed) == 0 or eseqs.size == 0:
         return relayed
-    hit = np.isin(relayed["eseq"], eseqs)
+    hit = isin(relayed["eseq"], eseqs)
     if not hit.any():
         return relayed
     return relayed.assign(absorbed=relayed["absorbed"] | hit)
@@ -247,7 +247,7 @@ def decide(notes: Rows, relayed: Rows, pending: np.ndarray) -> tuple[Rows, Rows]
     ``relayed`` without the noticed events.  ``pending``: the ``eseq`` of the matches the
     pending operations hold."""
     sender, sender_eseq = notes["sender"].astype(np.int64), notes["sender_eseq"].astype(np.int64)
-    held = np.flatnonzero(relayed["absorbed"] | np.isin(relayed["eseq"], pending))
+    held = np.flatnonzero(relayed["absorbed"] | isin(relayed["eseq"], pending))
     used = pairs_in(sender, sender_eseq, relayed["sender"][held], relayed["sender_eseq"][held])
     lost = notes.where(~used & ~notes["counted"].astype(bool))
     noticed = pairs_in(relayed["sender"], relayed["sender_eseq"], sender, sender_eseq)
