@@ -48,6 +48,7 @@ __all__ = ["Columns", "HashIndex"]
 _MIN_CAPACITY = 64
 _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)
+_SORT_PROBES = 256  # more probes than this are sorted before a lookup
 
 
 class HashIndex:
@@ -67,7 +68,7 @@ class HashIndex:
         """Index ``rows`` under ``hashes`` (one run, then merges while the sizes call for it)."""
         if hashes.size == 0:
             return
-        order = np.argsort(hashes, kind="stable")
+        order = np.argsort(hashes)  # the order of equal hashes is nobody's business
         self._runs.append((hashes[order], rows[order]))
         while len(self._runs) > 1 and 2 * self._runs[-1][0].size >= self._runs[-2][0].size:
             (h1, r1), (h2, r2) = self._runs[-2], self._runs[-1]
@@ -76,11 +77,20 @@ class HashIndex:
             self._runs[-2:] = [(hashes[order], rows[order])]
 
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every (index into ``probes``, row) with an equal hash, dead rows included.
+        """Every (index into ``probes``, row) with an equal hash, dead rows included, in no
+        particular order.
 
         Per run one ``searchsorted`` finds the probes it holds; only those are searched again
         for their last equal hash (a run holds several rows of a hash: a key many operations
-        watch)."""
+        watch).  Many probes are sorted first: a search then starts where the last one ended,
+        which costs a third of searching in random order in a big run."""
+        if probes.size > _SORT_PROBES:
+            order = np.argsort(probes)
+            probe, row = self._lookup(probes[order])
+            return order[probe], row
+        return self._lookup(probes)
+
+    def _lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         found_probe, found_row = [], []
         for hashes, rows in self._runs:
             lo = np.searchsorted(hashes, probes)
@@ -89,7 +99,7 @@ class HashIndex:
                 continue
             lo = lo[hit]
             counts = np.searchsorted(hashes, probes[hit], side="right") - lo
-            if counts.size == hit.size and (counts == 1).all():
+            if (counts == 1).all():
                 found_probe.append(hit)
                 found_row.append(rows[lo])
                 continue

@@ -94,14 +94,18 @@ class Pending:
         return self._watch.rows(self._watch.ranges(handles)[1], columns)
 
     def by_op_id(self, op_ids: np.ndarray, hashes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(index into ``op_ids``, handle) of the pending operations with these op_ids
-        (``hashes``: the op_ids' ``hash_strings``, if the caller has them)."""
+        """(index into ``op_ids``, handle) of the pending operations with these op_ids, in
+        ``op_ids`` order (``hashes``: the op_ids' ``hash_strings``, if the caller has them)."""
         if len(self._ops) == 0 or len(op_ids) == 0:
             return _EMPTY, _EMPTY
         hashes = hash_strings(op_ids) if hashes is None else hashes
         probe, pos = self._ops.lookup("ohash", hashes)
         same = self._ops.column("op_id")[pos] == op_ids[probe]
-        return probe[same], self._ops.column("handle")[pos[same]]
+        probe, pos = probe[same], pos[same]
+        if probe.size > 1:  # by op_id (each names one operation at most)
+            order = np.argsort(probe)
+            probe, pos = probe[order], pos[order]
+        return probe, self._ops.column("handle")[pos]
 
     def watchers_of(self, keys: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(index into ``keys``, handle) for every pending operation watching each key (Kafka's
@@ -111,5 +115,7 @@ class Pending:
         probe, pos = self._watch.lookup("hash", hashes)
         same = self._watch.column("key")[pos] == keys[probe]
         probe, pos = probe[same], pos[same]
-        order = np.lexsort((pos, probe))  # positions follow handles
-        return probe[order], self._watch.column("handle")[pos[order]]
+        if probe.size > 1:  # by key, then handle (positions follow handles): one int64 sort
+            order = np.argsort(probe * np.int64(self._watch.occupied) + pos)
+            probe, pos = probe[order], pos[order]
+        return probe, self._watch.column("handle")[pos]

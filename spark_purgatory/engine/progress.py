@@ -89,13 +89,13 @@ def _per_key(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``KEYS`` rows combined per key (running maxima), keys in the order of their first row."""
     if rows["khash"].size < 2:
         return rows
-    order = np.argsort(rows["khash"], kind="stable")  # a key's rows together, in row order
+    order = np.argsort(rows["khash"])  # a key's rows together
     khash = rows["khash"][order]
     first = run_starts(khash)
     if first.all():  # no key twice (the usual case): the rows as they are
         return rows
     starts = np.flatnonzero(first)
-    place = np.argsort(order[starts], kind="stable")  # keys in the order of their first row
+    place = np.argsort(np.minimum.reduceat(order, starts))  # keys in the order of their first row
     out = {"khash": khash[starts][place]}
     out["progress"] = np.fmax.reduceat(rows["progress"][order], starts)[place]
     for c in ("last_event_ts", "resolved_until"):

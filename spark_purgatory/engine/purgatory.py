@@ -497,11 +497,9 @@ class Purgatory(CrossShardHandOff):
             self._wheel.cancel(handles[~due])
         else:
             self._wheel.cancel(handles)
-        watch = self._pending.watch_rows(handles, ["hash", "handle"])
-        khash = watch["hash"]
-        order = np.argsort(khash, kind="stable")  # keys new to ``keys`` join in hash order
-        at = np.searchsorted(rows["handle"], watch["handle"][order])
-        self._keys.touch(khash[order], resolved_until=rows["deadline"][at])
+        watch = self._pending.watch_rows(handles, ["hash", "handle"])  # in handle order, as rows
+        at = np.searchsorted(rows["handle"], watch["handle"])
+        self._keys.touch(watch["hash"], resolved_until=rows["deadline"][at])
 
     def _purge(self, handles: np.ndarray, rows: Rows) -> None:
         """Kafka's ``purge``: resolved operations (``handles``, sorted; ``rows``, theirs) leave
