@@ -40,7 +40,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .frames import equal_ranges, expand_ranges
+from .frames import equal_ranges, expand_ranges, search
 from .rows import Rows
 
 __all__ = ["Columns", "HashIndex"]
@@ -166,7 +166,7 @@ class Columns:
     def positions(self, handles: np.ndarray) -> np.ndarray:
         """The positions of these handles (sorted or not; each the handle of exactly one live
         row: a table of unique handles, such as the pending operations)."""
-        return np.searchsorted(self.column("handle"), handles)
+        return search(self.column("handle"), handles)
 
     def contains(self, handles: np.ndarray) -> np.ndarray:
         """Per handle: is there a live row with it?"""

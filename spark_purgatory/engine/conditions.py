@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .frames import run_starts
+from .frames import run_starts, search
 from .rows import Rows
 
 #: what ``evaluate`` reads its columns from: the engine's ``Rows``, or frames (``inspection``)
@@ -261,7 +261,7 @@ def _offset_groups(
     """Sort the offset operations' watch rows and their matches together, watch row first, so
     each (operation, key) is one run starting at its watch row."""
     w_handle = _col(watch, "handle", np.int64)
-    w_pos = np.searchsorted(handles, w_handle)
+    w_pos = search(handles, w_handle)
     at = np.minimum(w_pos, handles.size - 1)
     keep = (w_pos < handles.size) & (handles[at] == w_handle) & (cond[at] == OFFSET)
     w_handle, w_pos = w_handle[keep], w_pos[keep]

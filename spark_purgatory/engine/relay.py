@@ -58,7 +58,7 @@ import pandas as pd
 
 from . import watchers
 from .conditions import FLOOR_ESEQ, OFFSET
-from .frames import hash_strings, isin, pairs_in
+from .frames import hash_strings, isin, pairs_in, search
 from .rows import Rows
 from .tables import I64_MIN, MATCHES, RELAY, RELAYED
 
@@ -101,13 +101,13 @@ def _pairs(ops: Rows, matches: Rows, events: Rows, new_from: int, new_eseq_from:
     if not new.any():
         return _NONE
     handle, eseq = handle[new], eseq[new]
-    at = np.searchsorted(ops["handle"], handle)
+    at = search(ops["handle"], handle)
     stub = ops["stub"][at]
     if not stub.any():
         return _NONE
     eseq, at = eseq[stub], at[stub]
     # the events of new matches are all still buffered: the relay is made before finalising
-    row = np.searchsorted(events["eseq"], eseq)
+    row = search(events["eseq"], eseq)
     columns = {
         "for_op": ops["op_id"][at],
         "key": events["key"][row],
@@ -130,7 +130,7 @@ def _floors(ops: Rows, watch: Rows, new_from: int) -> Rows:
         return _NONE
     handles = ops["handle"][new]
     rows = np.flatnonzero(isin(watch["handle"], handles) & ~np.isnan(watch["progress_at_watch"]))
-    at = np.searchsorted(handles, watch["handle"][rows])
+    at = search(handles, watch["handle"][rows])
     columns = {
         "for_op": ops["op_id"][new][at],
         "key": watch["key"][rows],

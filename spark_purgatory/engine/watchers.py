@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .conditions import ALL, OFFSET
-from .frames import equal_ranges, flatten, hash_strings
+from .frames import equal_ranges, flatten, hash_strings, search
 from .progress import KeyTable
 from .rows import Rows
 from .tables import MATCHES
@@ -100,7 +100,7 @@ def watching(ops: Rows, handles: np.ndarray, keys: np.ndarray) -> np.ndarray:
     handle) watch that key?"""
     if handles.size == 0:
         return np.zeros(0, dtype=bool)
-    pos = np.searchsorted(ops["handle"], handles)
+    pos = search(ops["handle"], handles)
     lengths, op_keys = flatten(ops["keys"][pos])
     pair = np.repeat(np.arange(handles.size), lengths)
     hit = op_keys == keys[pair]
@@ -113,7 +113,7 @@ def matches_in_window(ops: Rows, pairs: Rows) -> Rows:
     if len(pairs) == 0:
         return _NO_MATCHES
     handle = pairs["handle"]
-    pos = np.searchsorted(ops["handle"], handle)
+    pos = search(ops["handle"], handle)
     cond = ops["cond"][pos]
     ts = pairs["ts"]
     target_id = pairs["op_id"]
@@ -148,7 +148,7 @@ def _is_member(ops: Rows, handle: np.ndarray, source: np.ndarray, of_all: np.nda
     if not of_all.any():
         return member
     rows = np.flatnonzero(of_all)
-    lengths, members = flatten(ops["members"][np.searchsorted(ops["handle"], handle[rows])])
+    lengths, members = flatten(ops["members"][search(ops["handle"], handle[rows])])
     pair = np.repeat(np.arange(rows.size), lengths)
     hit = members == source[rows][pair]
     member[rows] = np.bincount(pair[hit], minlength=rows.size) > 0
