@@ -131,8 +131,15 @@ def equal_ranges(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
     >>> equal_ranges(np.array([1, 3, 3, 7], np.uint64), np.array([3, 5, 7], np.uint64))
     (array([0, 0, 2]), array([1, 2, 3]))
     """
-    lo = search(sorted_hashes, probes, side="left")
-    hi = search(sorted_hashes, probes, side="right")
+    if probes.size <= _SORT_ABOVE or bool((probes[1:] >= probes[:-1]).all()):
+        lo = np.searchsorted(sorted_hashes, probes, side="left")
+        hi = np.searchsorted(sorted_hashes, probes, side="right")
+    else:  # many unsorted probes: searched in sorted order (``search``), sorted once for both
+        order = np.argsort(probes)
+        ordered = probes[order]
+        lo, hi = np.empty(probes.size, np.intp), np.empty(probes.size, np.intp)
+        lo[order] = np.searchsorted(sorted_hashes, ordered, side="left")
+        hi[order] = np.searchsorted(sorted_hashes, ordered, side="right")
     return expand_ranges(lo, hi - lo)
 
 

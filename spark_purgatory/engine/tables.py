@@ -193,10 +193,13 @@ def ops_rows(ops: Rows, first_handle: int) -> Rows:
 def _lengths(lists: np.ndarray) -> np.ndarray:
     """The length of each list, 0 for a missing one (None or NaN); only present lists are
     visited (most operations have no members)."""
-    lengths = np.zeros(len(lists), dtype=np.int64)
-    present = np.flatnonzero(~pd.isna(lists))
-    lengths[present] = np.fromiter(map(len, lists[present]), np.int64, count=present.size)
-    return lengths
+    try:  # every row a list (validation gives [] for none): one pass
+        return np.fromiter(map(len, lists), np.int64, count=len(lists))
+    except TypeError:  # some missing
+        lengths = np.zeros(len(lists), dtype=np.int64)
+        present = np.flatnonzero(~pd.isna(lists))
+        lengths[present] = np.fromiter(map(len, lists[present]), np.int64, count=present.size)
+        return lengths
 
 
 @dataclass(frozen=True)
