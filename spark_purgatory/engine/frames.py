@@ -1,11 +1,11 @@
-"""Column-wise pandas helpers for the engine's tables: build, stack, filter, sort by hash,
-flatten list columns, distinct handles.
+"""Array helpers for the engine: sorted searches and joins by hash, membership, distinct
+handles, list columns flattened, string hashes; and the pandas helpers of its edges (build,
+stack, filter and concatenate frames: the state layer's and the returned tables).
 
-The shard's tables append and drop rows every micro-batch.  ``pd.concat`` and boolean
-``.loc`` inspect object columns value by value and copy into 2-D blocks; these helpers work
-column by column on numpy arrays instead, which is what keeps the hot paths vectorised.
-Likewise ``flatten`` replaces ``explode`` and ``distinct`` replaces ``np.unique`` where
-profiles showed them (``benchmarks/profile_shard.py``).
+A call works on numpy arrays (``rows.Rows``); these are the steps it is made of.  numpy's
+own ``isin``, ``unique`` and ``searchsorted`` on random probes cost several times what the
+sorted versions here cost on a call's arrays, and ``pd.concat`` / ``.loc`` inspect object
+columns value by value (``benchmarks/profile_shard.py``, ``bench_engine.py``).
 
 Invariant: no helper loops over rows in Python.
 """
@@ -19,17 +19,13 @@ import pandas as pd
 
 __all__ = [
     "empty",
-    "frame_or_empty",
     "stack",
     "rows_where",
-    "sorted_by_hash",
     "concat",
     "equal_ranges",
     "expand_ranges",
     "search",
     "hash_strings",
-    "rows_by_handle",
-    "column_by_handle",
     "distinct",
     "run_starts",
     "flatten",
@@ -43,16 +39,6 @@ def empty(columns: dict[str, str]) -> pd.DataFrame:
     """A frame with no rows and the given column dtypes (numpy arrays: a tenth of the cost of
     empty Series, and shards build many)."""
     return pd.DataFrame({name: np.empty(0, dtype=dtype) for name, dtype in columns.items()}, copy=False)
-
-
-def frame_or_empty(frame: pd.DataFrame | None, dtypes: dict[str, str]) -> pd.DataFrame:
-    """``frame`` with a fresh index (a new frame on the same columns, which the caller may
-    add columns to), or an empty frame of ``dtypes`` for None / no rows."""
-    if frame is None or len(frame) == 0:
-        return empty(dtypes)
-    if frame.index.equals(pd.RangeIndex(len(frame))):
-        return frame.copy(deep=False)  # reset_index would copy every column
-    return frame.reset_index(drop=True)
 
 
 def stack(top: pd.DataFrame, bottom: pd.DataFrame) -> pd.DataFrame:
@@ -76,11 +62,6 @@ def rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
         return frame
     rows = np.flatnonzero(keep)  # once: a boolean mask would be scanned again for every column
     return pd.DataFrame({c: frame[c].to_numpy()[rows] for c in frame.columns}, copy=False)
-
-
-def sorted_by_hash(frame: pd.DataFrame) -> pd.DataFrame:
-    order = np.argsort(frame["hash"].to_numpy(np.uint64), kind="stable")
-    return pd.DataFrame({c: frame[c].to_numpy()[order] for c in frame.columns}, copy=False)
 
 
 def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
@@ -153,19 +134,6 @@ def expand_ranges(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, n
     probe_idx = np.repeat(np.arange(counts.size), counts)
     offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     return probe_idx, np.repeat(starts, counts) + offsets
-
-
-def rows_by_handle(table: pd.DataFrame, handles: np.ndarray) -> pd.DataFrame:
-    """The rows of ``table`` (sorted by unique ``handle``) for ``handles`` (all present), in
-    handle order."""
-    pos = np.searchsorted(table["handle"].to_numpy(np.int64), np.sort(handles))
-    return pd.DataFrame({c: table[c].to_numpy()[pos] for c in table.columns}, copy=False)
-
-
-def column_by_handle(table: pd.DataFrame, column: str, handles: np.ndarray) -> np.ndarray:
-    """``rows_by_handle(table, handles)[column]`` for sorted ``handles``, as an array, without
-    building the other columns."""
-    return table[column].to_numpy()[np.searchsorted(table["handle"].to_numpy(np.int64), handles)]
 
 
 def distinct(values: np.ndarray) -> np.ndarray:

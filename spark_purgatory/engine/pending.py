@@ -5,9 +5,9 @@ Kafka's purgatory keeps its operations in ``Watchers`` lists, one per key.  Here
 watcher (``tables.WATCH`` rows) of a shard, in ``columns.Columns``: rows in handle order,
 appended and tombstoned in place, with a ``columns.HashIndex`` on the op_id hash and one on
 the key hash.  Every read takes a batch of handles, op_ids or keys and costs what it
-touches; what the matching and condition code reads comes out as small frames of just those
-rows, in handle order (``rows``), which ``watchers``, ``conditions`` and ``relay`` take as
-they would take the whole table.
+touches; what the matching and condition code reads comes out as ``rows.Rows`` of just
+those rows, in handle order (``rows``), which ``watchers``, ``conditions`` and ``relay``
+take as they would take the whole table.
 
 Invariants: an operation's rows (its own and its watchers') are all live or all gone; an
 op_id or key found by hash is confirmed on the string before it is returned.
