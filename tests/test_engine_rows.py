@@ -29,7 +29,8 @@ def test_rows_select_filter_extend_and_stack_as_a_frame_would():
     assert len(r) == 3 and r.columns == ["n", "s", "f"]
     keep = np.array([True, False, True])
     pd.testing.assert_frame_equal(r.where(keep).to_frame(), frame.loc[keep].reset_index(drop=True))
-    pd.testing.assert_frame_equal(r.take(np.array([2, 0])).to_frame(), frame.iloc[[2, 0]].reset_index(drop=True))
+    taken = frame.iloc[[2, 0]].reset_index(drop=True)
+    pd.testing.assert_frame_equal(r.take(np.array([2, 0])).to_frame(), taken)
     grown = r.assign(flag=False, label="x")
     assert grown["flag"].dtype == bool and grown["label"].tolist() == ["x"] * 3
     both = r.stack(r.where(keep))
@@ -74,13 +75,14 @@ def test_the_membership_helpers_agree_with_numpy(seed):
     assert among(values, np.unique(test)).tolist() == np.isin(values, test).tolist()
     assert isin(values, test[:0]).tolist() == [False] * 50
     a1, a2, b1, b2 = (rng.integers(0, 4, n) for n in (40, 40, 15, 15))
-    expected = [(x, y) in set(zip(b1.tolist(), b2.tolist(), strict=True)) for x, y in zip(a1, a2, strict=True)]
+    present = set(zip(b1.tolist(), b2.tolist(), strict=True))
+    expected = [(x, y) in present for x, y in zip(a1.tolist(), a2.tolist(), strict=True)]
     assert pairs_in(a1, a2, b1, b2).tolist() == expected
     starts, counts = rng.integers(0, 100, 10), rng.integers(0, 4, 10)
     probe, at = expand_ranges(starts, counts)
-    assert list(zip(probe.tolist(), at.tolist(), strict=True)) == [
-        (i, s + k) for i, (s, c) in enumerate(zip(starts.tolist(), counts.tolist(), strict=True)) for k in range(c)
-    ]
+    spans = enumerate(zip(starts.tolist(), counts.tolist(), strict=True))
+    expected = [(i, s + k) for i, (s, c) in spans for k in range(c)]
+    assert list(zip(probe.tolist(), at.tolist(), strict=True)) == expected
 
 
 def test_a_call_returns_frames_with_the_contract_columns_whether_or_not_it_reports():
@@ -109,3 +111,18 @@ def test_buffered_events_do_not_share_the_callers_arrays():
     r = step(p, events=[ev("k", 6)], wm=0)
     assert r.outcomes[["op_id", "resolved_at"]].values.tolist() == [["o", 6]]
 
+
+
+def test_replay_ends_as_the_stream_would_at_that_watermark():
+    ops = [op("a", "k", 0, timeout_ms=100), op("b", "k", 0, timeout_ms=100, condition="count", target=2)]
+    events = [ev("k", 40), ev("x", 5)]
+    replayed = purgatory().replay(pd.DataFrame(ops), pd.DataFrame(events), final_watermark_ms=200)
+    p = purgatory()
+    first, last = step(p, ops=ops, events=events), step(p, wm=200)
+    streamed = pd.concat([first.outcomes, last.outcomes], ignore_index=True)
+    assert replayed.outcomes[["op_id", "status", "resolved_at"]].values.tolist() == [
+        ["a", "completed", 40],
+        ["b", "expired", 100],
+    ]
+    pd.testing.assert_frame_equal(replayed.outcomes, streamed)
+    assert replayed.unmatched[["key", "reason"]].values.tolist() == [["x", "no_operation"]]

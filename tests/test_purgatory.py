@@ -302,7 +302,8 @@ def _collision_run() -> tuple[list, list]:
 
 def _engine_modules() -> list:
     package = importlib.import_module("spark_purgatory.engine")
-    return [importlib.import_module(f"{package.__name__}.{m.name}") for m in pkgutil.iter_modules(package.__path__)]
+    names = [m.name for m in pkgutil.iter_modules(package.__path__)]
+    return [importlib.import_module(f"{package.__name__}.{name}") for name in names]
 
 
 def test_a_hash_collision_never_makes_a_wrong_match(monkeypatch):

@@ -19,16 +19,16 @@ import pandas as pd
 
 from ..contract import (
     COMPLETED,
-    OUTCOME_COLUMNS,
-    REJECTED_COLUMNS,
-    UNMATCHED_COLUMNS,
     DUPLICATE_OP_ID,
     EVENT_COLUMNS,
     EXPIRED,
     LATE,
     OPERATION_COLUMNS,
+    OUTCOME_COLUMNS,
+    REJECTED_COLUMNS,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
+    UNMATCHED_COLUMNS,
 )
 from .conditions import CONDITION_NAMES
 from .frames import concat, empty, hash_strings
@@ -192,7 +192,9 @@ _NO_OUTCOMES = {name: object for name in OUTCOME_COLUMNS}
 _NO_REJECTED = {**{name: object for name in REJECTED_COLUMNS[:-1]}, "batch_id": np.int64}
 
 
-def result(outcomes: list[Rows], unmatched: Rows, rejected: list[pd.DataFrame], relay: Rows, batch_id: int) -> BatchResult:
+def result(
+    outcomes: list[Rows], unmatched: Rows, rejected: list[pd.DataFrame], relay: Rows, batch_id: int
+) -> BatchResult:
     """A call's ``BatchResult``: the outcome rows (``Purgatory._on_complete``'s), the
     ``unmatched_events`` rows, the rejected rows (without ``batch_id``) and the relay, as the
     frames the host takes; the only frames a call builds besides the rejected ones."""

@@ -28,7 +28,11 @@ __all__ = ["ResolvedTable", "resolved_rows"]
 
 
 def resolved_rows(
-    op_ids: np.ndarray, deadlines: np.ndarray, watermark: int, retention_ms: int, hashes: np.ndarray | None = None
+    op_ids: np.ndarray,
+    deadlines: np.ndarray,
+    watermark: int,
+    retention_ms: int,
+    hashes: np.ndarray | None = None,
 ) -> Rows:
     """Dedup rows (``RESOLVED``) for resolved op_ids: remembered for ``retention_ms`` of event
     time after the later of their deadline and the watermark (``hashes``: the op_ids'

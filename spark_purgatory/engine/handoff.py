@@ -46,9 +46,13 @@ class CrossShardHandOff:
             return np.zeros(0, dtype=bool)
         return self._pending.stub(held)
 
-    def _outgoing(self, new_from: int, new_eseq_from: int) -> Rows:
+    def _outgoing(self, new_from: int, new_eseq_from: int, of_stubs: np.ndarray, new_stubs: bool) -> Rows:
         """``relay.outgoing`` on the rows it reads: the operations of matches and the
-        operations (and their watchers) registered from ``new_from`` on."""
+        operations (and their watchers) registered from ``new_from`` on.  ``of_stubs``:
+        ``_of_stubs()``; ``new_stubs``: whether this batch registered a stub (without either
+        there is nothing to relay, and nothing is read)."""
+        if not new_stubs and not of_stubs.any():
+            return relay.NOTHING
         held = self._matches["handle"]
         ops, watch = self._pending.since(new_from)
         if held.size:

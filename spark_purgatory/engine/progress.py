@@ -113,7 +113,9 @@ def final_progress(keys: KeyTable, final: Rows) -> None:
     keys.touch(final["khash"][untargeted], progress=value[untargeted], last_event_ts=final["ts"][untargeted])
 
 
-def unmatched_rows(lost: Rows, resolved_until: np.ndarray, resolved_targets: np.ndarray, batch_id: int) -> Rows:
+def unmatched_rows(
+    lost: Rows, resolved_until: np.ndarray, resolved_targets: np.ndarray, batch_id: int
+) -> Rows:
     """``unmatched_events`` rows for final events nothing counted, with their reason.
 
     ``resolved_until``: per event, until when its key's events count as after resolution

@@ -60,8 +60,8 @@ from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
 from . import dedup, progress, relay, watchers
 from .batch import BatchResult, admit, result
-from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
-from .frames import among, distinct, hash_strings, isin
+from .conditions import CONDITION_NAMES, COUNT, OFFSET, SUM, Evaluation, evaluate
+from .frames import among, concat, distinct, hash_strings, isin
 from .handoff import CrossShardHandOff
 from .pending import Pending
 from .rows import Rows
@@ -225,7 +225,8 @@ class Purgatory(CrossShardHandOff):
         events = Rows.of(t.events, EVENTS)
         self._events = events.assign(khash=hash_strings(events["key"]))
         self._keys = progress.KeyTable(self.config.progress_retention_ms, t.keys)
-        self._watermark, self._retired_wm, self._relayed = t.watermark, t.retired_wm, Rows.of(t.relayed, RELAYED)
+        self._watermark, self._retired_wm = t.watermark, t.retired_wm
+        self._relayed = Rows.of(t.relayed, RELAYED)
         self._next_handle, self._next_eseq = t.next_handle, t.next_eseq
         if t.wheel is not None:
             self._wheel = t.wheel
@@ -290,12 +291,13 @@ class Purgatory(CrossShardHandOff):
         noticed = self._receive(None if relayed is None else Rows.of(relayed))
         self.try_complete_else_watch(ops)
         self.check_and_complete(evs)
-        handed_on = self._outgoing(new_from, new_eseq_from)
+        of_stubs = self._of_stubs()
+        handed_on = self._outgoing(new_from, new_eseq_from, of_stubs, bool(ops["stub"].any()))
         # the cross-shard group: operations due on arrival wait one call for their stubs' relay
         held = self._due[self._due >= new_from] if relayed is not None else _NO_HANDLES
         if held.size:
             self._due = self._due[self._due < new_from]
-        paired = self._matches["eseq"][self._of_stubs()]
+        paired = self._matches["eseq"][of_stubs]
         self.advance(wm)
         if held.size:
             self._due = np.concatenate([self._due, held])
@@ -342,10 +344,18 @@ class Purgatory(CrossShardHandOff):
             self._due = np.concatenate([self._due, handles[already]])
 
         # events that arrived before their operation: untargeted ones by key, targeted by op_id
+        touched = _NO_HANDLES
         if len(self._events):
-            self._add_matches(watchers.buffered_pairs(new_ops, new_ops["ohash"], watch, self._events), new_ops)
-        real = ~new_ops["stub"]  # stubs never complete
-        self._try_complete(handles[real], new_ops.where(real))
+            pairs = watchers.buffered_pairs(new_ops, new_ops["ohash"], watch, self._events)
+            if len(pairs):
+                touched = self._add_matches(pairs, new_ops)[0]
+        # what can hold already: operations with matches, an offset one (its keys' progress so
+        # far), a count or sum with nothing to reach; never a stub
+        cond = new_ops["cond"]
+        ready = (cond == OFFSET) | (((cond == COUNT) | (cond == SUM)) & (new_ops["target"] <= 0))
+        ready = (ready | among(handles, touched)) & ~new_ops["stub"]
+        if ready.any():
+            self._try_complete(handles[ready], new_ops.where(ready))
 
     def check_and_complete(self, events: Rows) -> None:
         """Buffer a batch of admitted events and complete the operations they satisfy."""
@@ -375,8 +385,13 @@ class Purgatory(CrossShardHandOff):
             t_idx = targeted[probe]
             hit = watchers.watching(self._pending.rows(t_handles), t_handles, keys[t_idx])
             idx, handles = np.concatenate([idx, t_idx[hit]]), np.concatenate([handles, t_handles[hit]])
+        if idx.size == 0:
+            return
         pairs = {c: evs[c][idx] for c in watchers.PAIR[1:]}
-        self._try_complete(self._add_matches(Rows({"handle": handles, **pairs}, idx.size)))
+        touched, ops = self._add_matches(Rows({"handle": handles, **pairs}, idx.size))
+        ready = among(ops["handle"], touched) & ~ops["stub"]  # stubs never complete
+        if ready.any():
+            self._try_complete(ops["handle"][ready], ops.where(ready))
 
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached
@@ -429,7 +444,8 @@ class Purgatory(CrossShardHandOff):
         self._mark_used(result.eseq[result.used & among(result.handle, done)])
         rows = ops.where(ok)
         self._cancel(done, rows)
-        self._force_complete(done, rows, COMPLETED, result.resolved_at[ok], result.matched[ok], result.progress[ok])
+        at, matched, reached = result.resolved_at[ok], result.matched[ok], result.progress[ok]
+        self._force_complete(done, rows, COMPLETED, at, matched, reached)
 
     def _on_expiration(self, expired: np.ndarray) -> None:
         """The timer fired for these operations (sorted, distinct): report them expired at
@@ -513,23 +529,28 @@ class Purgatory(CrossShardHandOff):
         real = rows.where(~rows["stub"])
         if len(real):
             resolved = dedup.resolved_rows(
-                real["op_id"], real["deadline"], self._watermark, self.config.dedup_retention_ms, real["ohash"]
+                real["op_id"],
+                real["deadline"],
+                self._watermark,
+                self.config.dedup_retention_ms,
+                real["ohash"],
             )
             self._changes.resolved(resolved)
             self._resolved.add(resolved)
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _add_matches(self, pairs: Rows, ops: Rows | None = None) -> np.ndarray:
+    def _add_matches(self, pairs: Rows, ops: Rows | None = None) -> tuple[np.ndarray, Rows]:
         """Keep the (event, operation) pairs (``watchers.PAIR``) inside the operation's window;
-        return the touched handles.  ``ops``: rows of (at least) the pairs' operations."""
-        if len(pairs) == 0:
-            return _NO_HANDLES
-        new = watchers.matches_in_window(self._pending.rows(pairs["handle"]) if ops is None else ops, pairs)
+        return the touched handles (sorted) and the rows of the pairs' operations (``ops``, if
+        the caller has them: rows of at least those operations, sorted by handle)."""
+        if ops is None:
+            ops = self._pending.rows(pairs["handle"])
+        new = watchers.matches_in_window(ops, pairs)
         if len(new) == 0:
-            return _NO_HANDLES
+            return _NO_HANDLES, ops
         self._matches = self._matches.stack(new)
-        return distinct(new["handle"])
+        return distinct(new["handle"]), ops
 
     def _evaluate(self, handles: np.ndarray, ops: Rows) -> Evaluation:
         """``conditions.evaluate`` for these (sorted) handles, whose rows are ``ops``."""

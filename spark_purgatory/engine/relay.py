@@ -54,7 +54,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-import pandas as pd
 
 from . import watchers
 from .conditions import FLOOR_ESEQ, OFFSET
@@ -66,6 +65,7 @@ __all__ = [
     "REGISTRATION",
     "ARRIVAL",
     "FINAL",
+    "NOTHING",
     "outgoing",
     "notices",
     "steps",
@@ -78,10 +78,14 @@ __all__ = [
 #: itself; a notice that a paired event became final
 REGISTRATION, ARRIVAL, FINAL = 0, 1, 2
 _STAGES = 3
-_NONE = Rows.empty(RELAY)
+#: no relay rows
+NOTHING = Rows.empty(RELAY)
+_NONE = NOTHING
 
 
-def outgoing(ops: Rows, watch: Rows, matches: Rows, events: Rows, *, new_from: int, new_eseq_from: int) -> Rows:
+def outgoing(
+    ops: Rows, watch: Rows, matches: Rows, events: Rows, *, new_from: int, new_eseq_from: int
+) -> Rows:
     """The relay rows of this batch: stub matches made in it and new ``offset`` stubs' floors.
 
     ``ops``: the rows (sorted by handle, once each) of the operations of ``matches`` and of
@@ -178,7 +182,9 @@ def steps(relayed: Rows | None) -> Iterator[Rows]:
         yield rows.take(np.arange(start, end))
 
 
-def matches_of(ops: Rows, named: tuple[np.ndarray, np.ndarray], rows: Rows, eseq_from: int) -> tuple[Rows, Rows]:
+def matches_of(
+    ops: Rows, named: tuple[np.ndarray, np.ndarray], rows: Rows, eseq_from: int
+) -> tuple[Rows, Rows]:
     """Relay rows (pairs and floors, with their ``sender``) as match rows of the pending
     operations they name (others are dropped: resolved already), and the ``RELAYED`` record
     of every pair (a dropped one too: its notice is awaited all the same).  Pairs get fresh
