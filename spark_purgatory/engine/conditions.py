@@ -45,6 +45,7 @@ __all__ = [
     "FLOOR_ESEQ",
     "Evaluation",
     "evaluate",
+    "may_hold_unmatched",
 ]
 
 ANY, COUNT, SUM, ALL, OFFSET = 0, 1, 2, 3, 4
@@ -112,6 +113,13 @@ def _first_occurrence(handle: np.ndarray, labels: np.ndarray, present: np.ndarra
     new[1:] = (h[1:] != h[:-1]) | (c[1:] != c[:-1])
     first[rows[order[new]]] = True
     return first
+
+
+def may_hold_unmatched(cond: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Per operation: can its condition hold with no match yet?  An ``offset`` one can (its
+    keys' progress so far may reach the target), and a ``count`` or ``sum`` with nothing to
+    reach; ``evaluate`` answers no for every other operation without matches."""
+    return (cond == OFFSET) | (((cond == COUNT) | (cond == SUM)) & (target <= 0))
 
 
 def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluation:

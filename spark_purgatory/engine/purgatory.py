@@ -32,13 +32,11 @@ the wheel's tombstones are sorted runs too.  A key or op_id is looked up by its 
 computed once per batch, and every candidate is confirmed on the strings.  What a call reads
 of them is the rows its batch touches (``Pending.rows``).
 
-**No pandas inside a call.**  Between its input frames and its output frames a call works
-on ``rows.Rows`` (named numpy columns): the rows it touches, the matches and outcomes it
-makes, and the small tables (``matches``, buffered ``events``, ``relayed``) it keeps; a
-buffered event keeps its key's hash (``khash``), computed once when it arrives.  pandas is
-left to the edges: ``batch.admit`` takes the host's frames, ``batch.result`` builds the
-returned ones, and ``tables()`` / ``load_tables`` convert for the state layer (everything
-as plain frames).  Read accessors: ``pending_operations()``, ``tables()``.
+**No pandas inside a call.**  A call works on ``rows.Rows`` (named numpy columns): the rows
+it touches, its matches and outcomes, and the small tables (``matches``, buffered ``events``
+with their keys' hashes, ``relayed``).  pandas stays at the edges: ``batch.admit`` takes the
+host's frames, ``batch.result`` builds the returned ones, ``tables()`` / ``load_tables``
+convert for the state layer.  Read accessors: ``pending_operations()``, ``tables()``.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
@@ -60,7 +58,7 @@ from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
 from . import dedup, progress, relay, watchers
 from .batch import BatchResult, admit, result
-from .conditions import CONDITION_NAMES, COUNT, OFFSET, SUM, Evaluation, evaluate
+from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .frames import among, concat, distinct, hash_strings, isin
 from .handoff import CrossShardHandOff
 from .pending import Pending
@@ -349,11 +347,8 @@ class Purgatory(CrossShardHandOff):
             pairs = watchers.buffered_pairs(new_ops, new_ops["ohash"], watch, self._events)
             if len(pairs):
                 touched = self._add_matches(pairs, new_ops)[0]
-        # what can hold already: operations with matches, an offset one (its keys' progress so
-        # far), a count or sum with nothing to reach; never a stub
-        cond = new_ops["cond"]
-        ready = (cond == OFFSET) | (((cond == COUNT) | (cond == SUM)) & (new_ops["target"] <= 0))
-        ready = (ready | among(handles, touched)) & ~new_ops["stub"]
+        ready = may_hold_unmatched(new_ops["cond"], new_ops["target"]) | among(handles, touched)
+        ready &= ~new_ops["stub"]  # stubs never complete
         if ready.any():
             self._try_complete(handles[ready], new_ops.where(ready))
 
