@@ -9,7 +9,8 @@ drive it (canonical pandas frames, validated by the engine):
   events complete that call's operations (so outcomes are included) and the watermark moves
   on by a second per call (the wheel advances, the events are finalised), so the backlog
   stays where it is.  A call's time is the median of ``--repeat`` calls (fewer for the big
-  ones); µs per row divides it by operations + events.
+  ones), with their range in brackets; µs per row divides the median by operations +
+  events.
 * memory: ``rss`` is the worker's resident-set growth from before the fill to after it
   (``gc.collect()`` first; what a Python worker pays, allocator slack included);
   ``live`` is what ``tracemalloc`` counts as allocated by ``load_state(save_state(p))`` and
@@ -152,12 +153,13 @@ def measure(pending_levels: list[int], repeat: int, memory: bool, validated: boo
         start = time.perf_counter()
         d.fill(pending)
         fill_s = time.perf_counter() - start
-        row: dict = {"pending": pending, "fill_s": fill_s, "calls": {}}
+        row: dict = {"pending": pending, "fill_s": fill_s, "calls": {}, "ranges": {}}
         for size in SIZES:
             reps = max(3, repeat // max(1, size // 1_000)) if size > 10 else repeat
             d.call(size)  # warm
             times = [d.call(size) for _ in range(reps)]
             row["calls"][str(size)] = statistics.median(times)
+            row["ranges"][str(size)] = [min(times), max(times)]
         if memory and pending:
             gc.collect()
             row["rss_bytes"] = _rss() - rss0
@@ -194,8 +196,12 @@ def _run_checkout(root: str | None, args: argparse.Namespace) -> dict:
     return json.loads(done.stdout)
 
 
-def _fmt_ms(seconds: float | None) -> str:
-    return "" if seconds is None else f"{seconds * 1e3:,.1f} ms"
+def _fmt_ms(seconds: float | None, span: list[float] | None = None) -> str:
+    """A median in ms, with the range of the calls when known (``1.4 ms (1.1-2.0)``)."""
+    if seconds is None:
+        return ""
+    text = f"{seconds * 1e3:,.1f} ms"
+    return text if span is None else f"{text} ({span[0] * 1e3:,.1f}-{span[1] * 1e3:,.1f})"
 
 
 def render(results: list[dict]) -> str:
@@ -209,10 +215,11 @@ def render(results: list[dict]) -> str:
         )
         lines.append("|---|---|---|---|---|---|---|---|")
         for row in result["rows"]:
-            c = row["calls"]
+            c, r = row["calls"], row.get("ranges", {})
             per_op = {k: row[k] / row["pending"] if row.get(k) else None for k in _MEMORY}
+            cells = " | ".join(_fmt_ms(c[s], r.get(s)) for s in ("10", "1000", "10000"))
             lines.append(
-                f"| {row['pending']:,} | {_fmt_ms(c['10'])} | {_fmt_ms(c['1000'])} | {_fmt_ms(c['10000'])} "
+                f"| {row['pending']:,} | {cells} "
                 f"| {c['10000'] / 20_000 * 1e6:.1f} "
                 + " ".join(f"| {'' if v is None else f'{v:,.0f}'}" for v in per_op.values())
                 + " |"

@@ -120,7 +120,7 @@ def test_the_resolved_table_answers_as_the_frame_it_replaces():
         ids = np.array([f"o{i}" for i in rng.integers(0, 60, int(rng.integers(0, 9)))], dtype=object)
         rows = resolved_rows(ids, wm + rng.integers(-5, 40, ids.size), wm, int(rng.integers(0, 20)))
         table.add(rows)
-        model = pd.concat([model, rows], ignore_index=True) if len(rows) else model
+        model = pd.concat([model, rows.to_frame()], ignore_index=True) if len(rows) else model
         if rng.random() < 0.5:
             wm += int(rng.integers(0, 15))
             table.retire(wm)

@@ -1,7 +1,7 @@
 """The engine: Kafka's delayed-operation purgatory and timing wheel, for event time, on columns.
 
-Plain numpy / pandas code that runs without Spark, Delta or a filesystem, one concept per
-module:
+Plain numpy code (pandas where frames come in and go out) that runs without Spark, Delta
+or a filesystem, one concept per module:
 
 * ``purgatory``: ``Purgatory``, Kafka's operations (try_complete_else_watch,
   check_and_complete, advance, force_complete / on_complete, purge) over whole micro-batches;
@@ -11,8 +11,12 @@ module:
 * ``progress``: key progress and event finalisation (``unmatched_events``);
 * ``dedup``: op_id memory for ``duplicate_op_id``;
 * ``validation`` / ``batch``: the input a batch accepts, the rows it returns;
-* ``tables`` / ``frames``: the shard's tables, the change log a state layer reads, and
-  column-wise pandas helpers.
+* ``pending`` / ``columns``: the pending operations and watchers in numpy columns with
+  spare capacity, tombstones and hash indexes;
+* ``rows``: ``Rows``, named numpy columns, what a call works on between its input and
+  output frames;
+* ``tables`` / ``frames``: the shard's tables, the change log a state layer reads, and the
+  array helpers a call is made of.
 
 Invariants: every valid operation gets exactly one outcome, never before its condition holds
 or its deadline passes; the engine imports nothing from Spark, Delta or

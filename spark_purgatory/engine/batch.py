@@ -24,11 +24,15 @@ from ..contract import (
     EXPIRED,
     LATE,
     OPERATION_COLUMNS,
+    OUTCOME_COLUMNS,
+    REJECTED_COLUMNS,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
+    UNMATCHED_COLUMNS,
 )
 from .conditions import CONDITION_NAMES
-from .frames import empty, frame_or_empty, hash_strings, rows_where
+from .frames import concat, empty, hash_strings
+from .rows import Rows
 from .tables import EVENTS, OPS, RELAY
 from .validation import first_keys, raw_json, validate_events, validate_operations
 
@@ -44,6 +48,7 @@ __all__ = [
     "admit",
     "with_keys",
     "rejected_rows",
+    "result",
 ]
 
 #: what ``process(..., validated=True)`` takes: the ops table without the engine's own columns
@@ -73,23 +78,25 @@ class BatchResult:
 
 def accepted(
     operations: pd.DataFrame | None, events: pd.DataFrame | None, validated: bool, max_timeout_ms: int
-) -> tuple[pd.DataFrame, pd.DataFrame, list[pd.DataFrame]]:
+) -> tuple[Rows, Rows, list[pd.DataFrame]]:
     """The batch's operations and events as the engine takes them (validated here unless the
     host did; ``stub`` and ``replica`` False where absent), and the rows validation rejected."""
     rejected: list[pd.DataFrame] = []
-    if validated:
-        ops = frame_or_empty(operations, VALID_OPERATIONS)
-        evs = frame_or_empty(events, VALID_EVENTS)
-    else:
-        ops, bad = validate_operations(with_keys(operations), max_timeout_ms=max_timeout_ms)
+    if not validated:
+        operations, bad = validate_operations(with_keys(operations), max_timeout_ms=max_timeout_ms)
         rejected.append(bad)
-        evs, bad = validate_events(events if events is not None else pd.DataFrame())
+        events, bad = validate_events(events if events is not None else pd.DataFrame())
         rejected.append(bad)
-    if "stub" not in ops.columns:
-        ops["stub"] = False
-    if "replica" not in evs.columns:
-        evs["replica"] = False
-    return ops, evs, rejected
+    return _taken(operations, VALID_OPERATIONS, "stub"), _taken(events, VALID_EVENTS, "replica"), rejected
+
+
+def _taken(frame: pd.DataFrame | None, dtypes: dict[str, str], copy_flag: str) -> Rows:
+    """A valid input frame's columns (every one: ``raw`` and the fields a rejected row shows),
+    with ``copy_flag`` False where the host sent none."""
+    if frame is None or len(frame) == 0:
+        return Rows.empty(dtypes)
+    rows = Rows.of(frame)
+    return rows if copy_flag in rows else rows.assign(**{copy_flag: False})
 
 
 def with_keys(ops: pd.DataFrame | None) -> pd.DataFrame:
@@ -115,8 +122,10 @@ def _is_text(values: np.ndarray) -> np.ndarray:
     return np.fromiter((isinstance(v, str) for v in values), dtype=bool, count=len(values))
 
 
-def rejected_rows(source: str, rows: pd.DataFrame, reason: str) -> pd.DataFrame:
+def rejected_rows(source: str, rows: pd.DataFrame | Rows, reason: str) -> pd.DataFrame:
     """Rejected rows keep the record: its raw text when the source kept it, else its fields."""
+    if isinstance(rows, Rows):
+        rows = rows.to_frame()
     columns = OPERATION_COLUMNS if source == SOURCE_OPERATIONS else EVENT_COLUMNS
     if len(rows) and "raw" not in rows.columns and source == SOURCE_OPERATIONS:
         rows = rows.assign(timeout_ms=rows["deadline"] - rows["ts"], condition=CONDITION_NAMES[rows["cond"]])
@@ -138,7 +147,7 @@ def admit(
     max_timeout_ms: int,
     resolved: ResolvedTable,
     pending: Pending,
-) -> tuple[pd.DataFrame, pd.DataFrame, list[pd.DataFrame]]:
+) -> tuple[Rows, Rows, list[pd.DataFrame]]:
     """What a shard takes of a batch at watermark ``wm``: the input validated (unless the host
     did), rows behind the watermark rejected ``late`` and op_ids already ``pending`` or
     ``resolved`` (or twice in the batch) rejected ``duplicate_op_id``.  Returns the admitted
@@ -146,18 +155,59 @@ def admit(
     rows."""
     ops, evs, rejected = accepted(operations, events, validated, max_timeout_ms)
     # stubs and replicas are copies: their original reports lateness and duplicates
-    stub = ops["stub"].to_numpy(bool)
-    late = ops["ts"].to_numpy() < wm
-    rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.loc[late & ~stub], LATE))
-    ops = rows_where(ops, ~late)  # the same frame when nothing is late (no copy)
-    ids = ops["op_id"].to_numpy(dtype=object)
+    stub = ops["stub"].astype(bool, copy=False)
+    late = ops["ts"] < wm
+    if late.any():
+        rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.where(late & ~stub), LATE))
+        ops, stub = ops.where(~late), stub[~late]
+    ids = ops["op_id"].astype(object, copy=False)
     ohash = hash_strings(ids)  # once: the lookups here and the op_id index both need it
-    dup = ops["op_id"].duplicated().to_numpy() | resolved.contains(ohash)
+    dup = _repeated(ids, ohash) | resolved.contains(ohash)
     dup[pending.by_op_id(ids, ohash)[0]] = True
-    copies = ops["stub"].to_numpy(bool)
-    rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.loc[dup & ~copies], DUPLICATE_OP_ID))
-    ops = rows_where(ops, ~dup)
-    ops["ohash"] = ohash[~dup]
-    late = evs["ts"].to_numpy() < wm
-    rejected.append(rejected_rows(SOURCE_EVENTS, evs.loc[late & ~evs["replica"].to_numpy(bool)], LATE))
-    return ops, rows_where(evs, ~late), rejected
+    if dup.any():
+        rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.where(dup & ~stub), DUPLICATE_OP_ID))
+        ops, ohash = ops.where(~dup), ohash[~dup]
+    ops = ops.assign(ohash=ohash)
+    late = evs["ts"] < wm
+    if late.any():
+        rejected.append(rejected_rows(SOURCE_EVENTS, evs.where(late & ~evs["replica"].astype(bool)), LATE))
+        evs = evs.where(~late)
+    return ops, evs, rejected
+
+
+def _repeated(ids: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """Per op_id: did it come earlier in the batch?  (Equal hashes are the candidates; the
+    strings decide.)"""
+    if ids.size < 2:
+        return np.zeros(ids.size, dtype=bool)
+    ordered = np.sort(hashes)
+    if not (ordered[1:] == ordered[:-1]).any():
+        return np.zeros(ids.size, dtype=bool)
+    return pd.Series(ids, copy=False).duplicated().to_numpy()
+
+
+#: the returned frames' columns when nothing was reported (all object, as ``frames.concat``
+#: of nothing gives; ``rejected``'s ``batch_id`` an integer)
+_NO_OUTCOMES = {name: object for name in OUTCOME_COLUMNS}
+_NO_REJECTED = {**{name: object for name in REJECTED_COLUMNS[:-1]}, "batch_id": np.int64}
+
+
+def result(
+    outcomes: list[Rows], unmatched: Rows, rejected: list[pd.DataFrame], relay: Rows, batch_id: int
+) -> BatchResult:
+    """A call's ``BatchResult``: the outcome rows (``Purgatory._on_complete``'s), the
+    ``unmatched_events`` rows, the rejected rows (without ``batch_id``) and the relay, as the
+    frames the host takes; the only frames a call builds besides the rejected ones."""
+    rejected = [r for r in rejected if len(r)]
+    if rejected:
+        rej = concat(rejected, REJECTED_COLUMNS[:-1])
+        rej["batch_id"] = batch_id
+        rej = rej[REJECTED_COLUMNS]
+    else:
+        rej = Rows.empty(_NO_REJECTED).to_frame()
+    return BatchResult(
+        Rows.concat(outcomes, _NO_OUTCOMES).to_frame(OUTCOME_COLUMNS),
+        unmatched.to_frame(UNMATCHED_COLUMNS),
+        rej,
+        relay.to_frame(RELAY),
+    )

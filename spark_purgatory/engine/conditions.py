@@ -27,7 +27,11 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .frames import hash_strings, run_starts
+from .frames import run_starts, search
+from .rows import Rows
+
+#: what ``evaluate`` reads its columns from: the engine's ``Rows``, or frames (``inspection``)
+Table = Rows | pd.DataFrame
 
 __all__ = [
     "ANY",
@@ -41,12 +45,13 @@ __all__ = [
     "FLOOR_ESEQ",
     "Evaluation",
     "evaluate",
+    "may_hold_unmatched",
 ]
 
 ANY, COUNT, SUM, ALL, OFFSET = 0, 1, 2, 3, 4
 #: condition name -> code used in state
 CONDITIONS = {"any": ANY, "count": COUNT, "sum": SUM, "all": ALL, "offset": OFFSET}
-CONDITION_NAMES = np.array(list(CONDITIONS), dtype=object)
+CONDITION_NAMES = np.array(list(CONDITIONS), object)
 NEEDS_TARGET = (COUNT, SUM, OFFSET)
 #: the ``eseq`` of a match that is a key's *floor* (its progress before the operation, relayed
 #: by a primary shard: ``relay``), not an event: it raises progress, it is not a matched event
@@ -101,7 +106,7 @@ def _first_occurrence(handle: np.ndarray, labels: np.ndarray, present: np.ndarra
     rows = np.flatnonzero(present)
     if rows.size == 0:
         return first
-    codes = hash_strings(labels[rows])
+    codes = pd.factorize(labels[rows])[0]  # exact: equal codes are equal labels
     order = np.lexsort((rows, codes, handle[rows]))
     h, c = handle[rows][order], codes[order]
     new = np.ones(order.size, dtype=bool)
@@ -110,7 +115,14 @@ def _first_occurrence(handle: np.ndarray, labels: np.ndarray, present: np.ndarra
     return first
 
 
-def evaluate(ops: pd.DataFrame, matches: pd.DataFrame, watch: pd.DataFrame | None = None) -> Evaluation:
+def may_hold_unmatched(cond: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Per operation: can its condition hold with no match yet?  An ``offset`` one can (its
+    keys' progress so far may reach the target), and a ``count`` or ``sum`` with nothing to
+    reach; ``evaluate`` answers no for every other operation without matches."""
+    return (cond == OFFSET) | (((cond == COUNT) | (cond == SUM)) & (target <= 0))
+
+
+def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluation:
     """Decide, for each operation, whether and when its condition holds.
 
     Args:
@@ -123,26 +135,29 @@ def evaluate(ops: pd.DataFrame, matches: pd.DataFrame, watch: pd.DataFrame | Non
             ``progress_at_watch``, the key's progress from events finalised before the
             operation arrived (NaN if none).
     """
-    handles = ops["handle"].to_numpy(np.int64)
+    handles = _col(ops, "handle", np.int64)
     if not _is_sorted(handles):
         raise ValueError("evaluate() needs ops sorted by unique handle")
-    order = np.lexsort((matches["eseq"].to_numpy(), matches["ts"].to_numpy(), matches["handle"].to_numpy()))
+    if len(matches):
+        order = np.lexsort((_col(matches, "eseq"), _col(matches, "ts"), _col(matches, "handle")))
+    else:
+        order = np.empty(0, dtype=np.int64)
     m = _Sorted(
-        matches["handle"].to_numpy(np.int64)[order],
-        matches["ts"].to_numpy(np.int64)[order],
-        matches["eseq"].to_numpy(np.int64)[order],
-        matches["value"].to_numpy(float)[order],
-        matches["source"].to_numpy(dtype=object)[order],
-        matches["is_member"].to_numpy(bool)[order],
+        _col(matches, "handle", np.int64)[order],
+        _col(matches, "ts", np.int64)[order],
+        _col(matches, "eseq", np.int64)[order],
+        _col(matches, "value", float)[order],
+        _col(matches, "source", object)[order],
+        _col(matches, "is_member", bool)[order],
     )
     op_pos = np.searchsorted(handles, m.handle)
-    cond = ops["cond"].to_numpy(np.int8)
+    cond = _col(ops, "cond", np.int8)
 
     out = _evaluate_cumulative(ops, m, op_pos)
     if (cond == OFFSET).any():
         if watch is None:
             raise ValueError("offset operations need the watch table (per-key progress_at_watch)")
-        m_khash = matches["khash"].to_numpy(np.uint64)[order]
+        m_khash = _col(matches, "khash", np.uint64)[order]
         _evaluate_offset(ops, m, m_khash, op_pos, watch, out)
     return out
 
@@ -158,39 +173,43 @@ class _Sorted(NamedTuple):
     is_member: np.ndarray
 
 
-def _evaluate_cumulative(ops: pd.DataFrame, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
+def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
     """any / count / sum / all: one cumulative measure per operation in event-time order; the
     operation holds at the first match where the measure reaches its goal.  Matches of
     ``offset`` operations are left to ``_evaluate_offset``."""
     n_ops, n_rows = len(ops), m.handle.size
-    cond = ops["cond"].to_numpy(np.int8)
-    target = ops["target"].to_numpy(float)
-    row_cond = cond[op_pos]
-
-    satisfied = np.zeros(n_ops, dtype=bool)
-    resolved_at = ops["ts"].to_numpy(np.int64).copy()
+    cond = _col(ops, "cond", np.int8)
+    target = _col(ops, "target", float)
+    # operations satisfied with no events at all (count/sum with target <= 0)
+    trivially = ((cond == COUNT) | (cond == SUM)) & (target <= 0)
+    satisfied = trivially.copy()
+    resolved_at = _col(ops, "ts", np.int64).copy()
     progress = np.zeros(n_ops, dtype=float)
     matched = np.zeros(n_ops, dtype=np.int64)
+    if n_rows == 0:
+        return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, np.ones(0, bool))
 
+    # each match's step of its operation's measure: any 1, count 1 per source (or sourceless
+    # event), sum its value, all 1 per member reporting first; offset 0 (not counted here)
+    row_cond = cond[op_pos]
     counted = row_cond != OFFSET
-    has_source = pd.notna(m.source)
-    first_of_source = _first_occurrence(m.handle, m.source, has_source & np.isin(row_cond, (COUNT, ALL)))
-    step = np.ones(n_rows, dtype=float)
-    step = np.where(row_cond == COUNT, (first_of_source | ~has_source).astype(float), step)
-    step = np.where(row_cond == SUM, np.nan_to_num(m.value, nan=0.0), step)
-    step = np.where(row_cond == ALL, (first_of_source & m.is_member).astype(float), step)
-    step = np.where(counted, step, 0.0)
-    cum = _grouped_cumsum(step, _group_starts(m.handle)) if n_rows else step
-    goal = np.where(cond == ALL, ops["n_members"].to_numpy(float), np.where(cond == ANY, 1.0, target))
+    step = counted.astype(float)
+    is_count, is_all = row_cond == COUNT, row_cond == ALL
+    if is_count.any() or is_all.any():
+        has_source = pd.notna(m.source)
+        first_of_source = _first_occurrence(m.handle, m.source, has_source & (is_count | is_all))
+        step[is_count] = (first_of_source | ~has_source)[is_count]
+        step[is_all] = (first_of_source & m.is_member)[is_all]
+    is_sum = row_cond == SUM
+    if is_sum.any():
+        step[is_sum] = np.nan_to_num(m.value[is_sum], nan=0.0)
+    cum = _grouped_cumsum(step, _group_starts(m.handle))
+    goal = np.where(cond == ALL, _col(ops, "n_members", float), np.where(cond == ANY, 1.0, target))
     row_goal = goal[op_pos]
     hit = counted & (cum >= row_goal - _epsilon(row_goal))
 
-    # operations satisfied with no events at all (count/sum with target <= 0)
-    trivially = np.isin(cond, (COUNT, SUM)) & (target <= 0)
-    satisfied |= trivially
-
     hit_handles, hit_rows = _first_per_group(m.handle, hit)
-    hit_ops = np.searchsorted(ops["handle"].to_numpy(np.int64), hit_handles)
+    hit_ops = np.searchsorted(_col(ops, "handle", np.int64), hit_handles)
     fresh = ~satisfied[hit_ops]
     satisfied[hit_ops[fresh]] = True
     resolved_at[hit_ops[fresh]] = m.ts[hit_rows[fresh]]
@@ -201,13 +220,14 @@ def _evaluate_cumulative(ops: pd.DataFrame, m: _Sorted, op_pos: np.ndarray) -> E
     crossing_row[trivially] = -1
     row_index = np.arange(n_rows)
     used = np.where(counted, row_index <= crossing_row[op_pos], True)
-    if n_rows:
-        counts = counted & used
-        last_row = np.full(n_ops, -1, dtype=np.int64)
-        np.maximum.at(last_row, op_pos[counts], row_index[counts])
-        has_rows = last_row >= 0
-        progress[has_rows] = cum[last_row[has_rows]]
-        np.add.at(matched, op_pos[counts], 1)
+    rows = np.flatnonzero(counted & used)
+    if rows.size:
+        # rows are by operation: the last counted row of each holds its measure
+        of_op = op_pos[rows]
+        last = np.ones(rows.size, dtype=bool)
+        np.not_equal(of_op[1:], of_op[:-1], out=last[:-1])
+        progress[of_op[last]] = cum[rows[last]]
+        matched = np.bincount(of_op, minlength=n_ops).astype(np.int64)
     progress = np.where(cond == ANY, matched.astype(float), progress)
     return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, used)
 
@@ -223,11 +243,11 @@ class _KeyGroups(NamedTuple):
 
 
 def _evaluate_offset(
-    ops: pd.DataFrame,
+    ops: Table,
     m: _Sorted,
     m_khash: np.ndarray,
     op_pos: np.ndarray,
-    watch: pd.DataFrame,
+    watch: Table,
     out: Evaluation,
 ) -> None:
     """Offset: a key reaches the target at the earliest event with value >= target (or at
@@ -236,24 +256,24 @@ def _evaluate_offset(
     The running max first reaches the target exactly at the earliest such event, so no
     per-event history is needed beyond the matches themselves.
     """
-    handles, cond = ops["handle"].to_numpy(np.int64), ops["cond"].to_numpy(np.int8)
-    target, op_ts = ops["target"].to_numpy(float), ops["ts"].to_numpy(np.int64)
+    handles, cond = _col(ops, "handle", np.int64), _col(ops, "cond", np.int8)
+    target, op_ts = _col(ops, "target", float), _col(ops, "ts", np.int64)
     g = _offset_groups(handles, cond, op_pos, m_khash, watch)
     best, reach_at, reached = _per_key_progress(g, target, op_ts, m)
     _offset_outcomes(g, handles.size, cond, best, reach_at, reached, m, op_pos, out)
 
 
 def _offset_groups(
-    handles: np.ndarray, cond: np.ndarray, op_pos: np.ndarray, m_khash: np.ndarray, watch: pd.DataFrame
+    handles: np.ndarray, cond: np.ndarray, op_pos: np.ndarray, m_khash: np.ndarray, watch: Table
 ) -> _KeyGroups:
     """Sort the offset operations' watch rows and their matches together, watch row first, so
     each (operation, key) is one run starting at its watch row."""
-    w_handle = watch["handle"].to_numpy(np.int64)
-    w_pos = np.searchsorted(handles, w_handle)
+    w_handle = _col(watch, "handle", np.int64)
+    w_pos = search(handles, w_handle)
     at = np.minimum(w_pos, handles.size - 1)
     keep = (w_pos < handles.size) & (handles[at] == w_handle) & (cond[at] == OFFSET)
     w_handle, w_pos = w_handle[keep], w_pos[keep]
-    w_khash = watch["hash"].to_numpy(np.uint64)[keep]
+    w_khash = _col(watch, "hash", np.uint64)[keep]
     rows = np.flatnonzero(cond[op_pos] == OFFSET)
     n_w = w_handle.size
     all_h = np.concatenate([w_handle, handles[op_pos[rows]]])
@@ -266,7 +286,7 @@ def _offset_groups(
     g_op = np.empty(n_w, dtype=np.int64)
     g_op[group[:n_w]] = w_pos
     floor = np.full(n_w, np.nan)
-    floor[group[:n_w]] = watch["progress_at_watch"].to_numpy(float)[keep]
+    floor[group[:n_w]] = _col(watch, "progress_at_watch", float)[keep]
     return _KeyGroups(g_op, floor, group[n_w:], rows)
 
 
@@ -318,9 +338,15 @@ def _offset_outcomes(
     np.add.at(out.matched, row_op[counts], 1)
 
 
+def _col(table, name: str, dtype=None) -> np.ndarray:
+    """A column of ``table`` (``Rows`` or a pandas frame) as a numpy array."""
+    return np.asarray(table[name], dtype=dtype)
+
+
 def _epsilon(goal: np.ndarray) -> np.ndarray:
-    """Tolerance for float sums (0.1 + 0.2 >= 0.3 should hold)."""
-    return np.abs(np.nan_to_num(goal, nan=0.0)) * 1e-12
+    """Tolerance for float sums (0.1 + 0.2 >= 0.3 should hold); NaN for a NaN goal, which no
+    comparison reaches either way."""
+    return np.abs(goal) * 1e-12
 
 
 def _is_sorted(values: np.ndarray) -> bool:

@@ -7,8 +7,7 @@ with the watermark at which each is forgotten (no strings: it can be large), in
 ``columns.Columns`` indexed by hash: adding and looking up cost what the batch touches.
 Forgetting is logical, as ``progress.KeyTable``'s: ``retire(wm)`` records the watermark, a row
 counts as forgotten once a retirement passed its ``expire_at``, and the rows are dropped in
-bulk when an eighth of them are due.  (``lookup_seen`` is the same look-up on a frame sorted
-by hash, for ``relay``.)
+bulk when an eighth of them are due.
 
 Invariant: an op_id is accepted at most once while it is pending or remembered as resolved;
 a resolved op_id may be refused by a hash collision (rare, conservative), never a pending
@@ -21,32 +20,26 @@ import numpy as np
 import pandas as pd
 
 from .columns import Columns
-from .frames import equal_ranges, hash_strings
+from .frames import hash_strings
+from .rows import Rows
 from .tables import I64_MIN, RESOLVED
 
-__all__ = ["ResolvedTable", "lookup_seen", "resolved_rows"]
-
-
-def lookup_seen(
-    seen: pd.DataFrame, op_ids: np.ndarray, hashes: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(index into op_ids, row of ``seen``) for the op_ids of pending operations
-    (``hashes``: the op_ids' ``hash_strings``, if the caller has them)."""
-    if len(seen) == 0 or len(op_ids) == 0:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    hashes = hash_strings(op_ids) if hashes is None else hashes
-    probe, row = equal_ranges(seen["hash"].to_numpy(np.uint64), hashes)
-    same = seen["op_id"].to_numpy(dtype=object)[row] == op_ids[probe]
-    return probe[same], row[same]
+__all__ = ["ResolvedTable", "resolved_rows"]
 
 
 def resolved_rows(
-    op_ids: np.ndarray, deadlines: np.ndarray, watermark: int, retention_ms: int
-) -> pd.DataFrame:
-    """Dedup rows for resolved op_ids: remembered for ``retention_ms`` of event time after
-    the later of their deadline and the watermark."""
+    op_ids: np.ndarray,
+    deadlines: np.ndarray,
+    watermark: int,
+    retention_ms: int,
+    hashes: np.ndarray | None = None,
+) -> Rows:
+    """Dedup rows (``RESOLVED``) for resolved op_ids: remembered for ``retention_ms`` of event
+    time after the later of their deadline and the watermark (``hashes``: the op_ids'
+    ``hash_strings``, if the caller has them)."""
     until = np.maximum(watermark, deadlines) + retention_ms
-    return pd.DataFrame({"hash": hash_strings(op_ids), "expire_at": until})
+    hashes = hash_strings(op_ids) if hashes is None else hashes
+    return Rows({"hash": hashes, "expire_at": until.astype(np.int64, copy=False)}, len(op_ids))
 
 
 class ResolvedTable:
@@ -58,7 +51,7 @@ class ResolvedTable:
 
     _COLUMNS = {**RESOLVED, "handle": "int64", "epoch": "int64"}
 
-    def __init__(self, frame: pd.DataFrame | None = None) -> None:
+    def __init__(self, frame: pd.DataFrame | Rows | None = None) -> None:
         self._rows = Columns(self._COLUMNS, indexed=("hash",))
         self._next = 0  # the next row's handle
         self._epoch = 0  # retirements so far; a row's ``epoch``: the count when it was added
@@ -71,14 +64,14 @@ class ResolvedTable:
     def __len__(self) -> int:
         return int(self._remembered(self._rows.live_positions()).sum()) if len(self._rows) else 0
 
-    def add(self, rows: pd.DataFrame) -> None:
-        """Remember these ``resolved_rows``."""
+    def add(self, rows: pd.DataFrame | Rows) -> None:
+        """Remember these ``resolved_rows`` (``RESOLVED`` columns)."""
         n = len(rows)
         if n == 0:
             return
         handles = np.arange(self._next, self._next + n, dtype=np.int64)
         self._next += n
-        columns = {c: rows[c].to_numpy() for c in RESOLVED}
+        columns = {c: np.asarray(rows[c]) for c in RESOLVED}
         self._rows.append({**columns, "handle": handles, "epoch": np.full(n, self._epoch, np.int64)})
 
     def contains(self, hashes: np.ndarray) -> np.ndarray:

@@ -1,11 +1,11 @@
-"""Column-wise pandas helpers for the engine's tables: build, stack, filter, sort by hash,
-flatten list columns, distinct handles.
+"""Array helpers for the engine: sorted searches and joins by hash, membership, distinct
+handles, list columns flattened, string hashes; and the pandas helpers of its edges (build,
+stack, filter and concatenate frames: the state layer's and the returned tables).
 
-The shard's tables append and drop rows every micro-batch.  ``pd.concat`` and boolean
-``.loc`` inspect object columns value by value and copy into 2-D blocks; these helpers work
-column by column on numpy arrays instead, which is what keeps the hot paths vectorised.
-Likewise ``flatten`` replaces ``explode`` and ``distinct`` replaces ``np.unique`` where
-profiles showed them (``benchmarks/profile_shard.py``).
+A call works on numpy arrays (``rows.Rows``); these are the steps it is made of.  numpy's
+own ``isin``, ``unique`` and ``searchsorted`` on random probes cost several times what the
+sorted versions here cost on a call's arrays, and ``pd.concat`` / ``.loc`` inspect object
+columns value by value (``benchmarks/profile_shard.py``, ``bench_engine.py``).
 
 Invariant: no helper loops over rows in Python.
 """
@@ -19,18 +19,19 @@ import pandas as pd
 
 __all__ = [
     "empty",
-    "frame_or_empty",
     "stack",
     "rows_where",
-    "sorted_by_hash",
     "concat",
     "equal_ranges",
+    "expand_ranges",
+    "search",
     "hash_strings",
-    "rows_by_handle",
-    "column_by_handle",
     "distinct",
     "run_starts",
     "flatten",
+    "pairs_in",
+    "among",
+    "isin",
 ]
 
 
@@ -38,16 +39,6 @@ def empty(columns: dict[str, str]) -> pd.DataFrame:
     """A frame with no rows and the given column dtypes (numpy arrays: a tenth of the cost of
     empty Series, and shards build many)."""
     return pd.DataFrame({name: np.empty(0, dtype=dtype) for name, dtype in columns.items()}, copy=False)
-
-
-def frame_or_empty(frame: pd.DataFrame | None, dtypes: dict[str, str]) -> pd.DataFrame:
-    """``frame`` with a fresh index (a new frame on the same columns, which the caller may
-    add columns to), or an empty frame of ``dtypes`` for None / no rows."""
-    if frame is None or len(frame) == 0:
-        return empty(dtypes)
-    if frame.index.equals(pd.RangeIndex(len(frame))):
-        return frame.copy(deep=False)  # reset_index would copy every column
-    return frame.reset_index(drop=True)
 
 
 def stack(top: pd.DataFrame, bottom: pd.DataFrame) -> pd.DataFrame:
@@ -73,11 +64,6 @@ def rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({c: frame[c].to_numpy()[rows] for c in frame.columns}, copy=False)
 
 
-def sorted_by_hash(frame: pd.DataFrame) -> pd.DataFrame:
-    order = np.argsort(frame["hash"].to_numpy(np.uint64), kind="stable")
-    return pd.DataFrame({c: frame[c].to_numpy()[order] for c in frame.columns}, copy=False)
-
-
 def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     """The non-empty ``frames`` one after another; an empty frame of ``columns`` if none.
 
@@ -101,32 +87,53 @@ def _plain(frame: pd.DataFrame) -> bool:
     return frame.columns.is_unique and all(isinstance(t, np.dtype) for t in frame.dtypes)
 
 
+_SORT_ABOVE = 256  # more values than this are searched in sorted order
+
+
+def search(ordered: np.ndarray, values: np.ndarray, side: str = "left") -> np.ndarray:
+    """``np.searchsorted(ordered, values, side)``, many unsorted values searched in sorted
+    order: numpy starts each search where the last one ended, so 10k random values cost a
+    sixth when sorted first (the sort included).
+
+    >>> search(np.array([1, 3, 5]), np.array([4, 0])).tolist()
+    [2, 0]
+    """
+    if values.size <= _SORT_ABOVE or bool((values[1:] >= values[:-1]).all()):
+        return np.searchsorted(ordered, values, side=side)
+    order = np.argsort(values)
+    at = np.empty(values.size, dtype=np.intp)
+    at[order] = np.searchsorted(ordered, values[order], side=side)
+    return at
+
+
 def equal_ranges(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """All (probe index, sorted index) pairs with equal hash, vectorised (a sort-merge join).
 
     >>> equal_ranges(np.array([1, 3, 3, 7], np.uint64), np.array([3, 5, 7], np.uint64))
     (array([0, 0, 2]), array([1, 2, 3]))
     """
-    lo = np.searchsorted(sorted_hashes, probes, side="left")
-    hi = np.searchsorted(sorted_hashes, probes, side="right")
-    counts = hi - lo
+    if probes.size <= _SORT_ABOVE or bool((probes[1:] >= probes[:-1]).all()):
+        lo = np.searchsorted(sorted_hashes, probes, side="left")
+        hi = np.searchsorted(sorted_hashes, probes, side="right")
+    else:  # many unsorted probes: searched in sorted order (``search``), sorted once for both
+        order = np.argsort(probes)
+        ordered = probes[order]
+        lo, hi = np.empty(probes.size, np.intp), np.empty(probes.size, np.intp)
+        lo[order] = np.searchsorted(sorted_hashes, ordered, side="left")
+        hi[order] = np.searchsorted(sorted_hashes, ordered, side="right")
+    return expand_ranges(lo, hi - lo)
+
+
+def expand_ranges(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j) for every j in ``starts[i] .. starts[i] + counts[i] - 1``, in that order.
+
+    >>> expand_ranges(np.array([1, 5]), np.array([2, 1]))
+    (array([0, 0, 1]), array([1, 2, 5]))
+    """
     total = int(counts.sum())
-    probe_idx = np.repeat(np.arange(probes.size), counts)
+    probe_idx = np.repeat(np.arange(counts.size), counts)
     offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    return probe_idx, np.repeat(lo, counts) + offsets
-
-
-def rows_by_handle(table: pd.DataFrame, handles: np.ndarray) -> pd.DataFrame:
-    """The rows of ``table`` (sorted by unique ``handle``) for ``handles`` (all present), in
-    handle order."""
-    pos = np.searchsorted(table["handle"].to_numpy(np.int64), np.sort(handles))
-    return pd.DataFrame({c: table[c].to_numpy()[pos] for c in table.columns}, copy=False)
-
-
-def column_by_handle(table: pd.DataFrame, column: str, handles: np.ndarray) -> np.ndarray:
-    """``rows_by_handle(table, handles)[column]`` for sorted ``handles``, as an array, without
-    building the other columns."""
-    return table[column].to_numpy()[np.searchsorted(table["handle"].to_numpy(np.int64), handles)]
+    return probe_idx, np.repeat(starts, counts) + offsets
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -167,6 +174,51 @@ def flatten(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(lists[0], np.ndarray):
         return lengths, np.concatenate(lists, dtype=object)
     return lengths, np.fromiter(itertools.chain.from_iterable(lists), dtype=object, count=total)
+
+
+def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
+    """``np.isin(values, ordered)`` for a sorted ``ordered``: a binary search per value (no
+    sort of both, which is what ``np.isin`` costs on the small arrays of a call).
+
+    >>> among(np.array([4, 1, 9]), np.array([1, 4, 7])).tolist()
+    [True, True, False]
+    """
+    if ordered.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    at = search(ordered, values)
+    at[at == ordered.size] = 0
+    return ordered[at] == values
+
+
+def isin(values: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """``np.isin`` for integers: ``among`` after sorting ``test`` (a third of numpy's cost on
+    the small arrays of a call, and as fast on big ones)."""
+    return among(values, np.sort(test))
+
+
+def pairs_in(a1: np.ndarray, a2: np.ndarray, b1: np.ndarray, b2: np.ndarray) -> np.ndarray:
+    """Per pair ``(a1[i], a2[i])`` of integers: is it among the pairs ``(b1[j], b2[j])``? (A
+    sort of both sets together; exact, whatever the values' range.)
+
+    >>> pairs_in(np.array([1, 1, 2]), np.array([5, 6, 5]), np.array([1, 2]), np.array([6, 6])).tolist()
+    [False, True, False]
+    """
+    n = a1.size
+    if n == 0 or b1.size == 0:
+        return np.zeros(n, dtype=bool)
+    first, second = np.concatenate([a1, b1]), np.concatenate([a2, b2])
+    in_b = np.concatenate([np.zeros(n, bool), np.ones(b1.size, bool)])
+    order = np.lexsort((second, first))
+    f, s = first[order], second[order]
+    start = np.empty(order.size, dtype=bool)
+    start[0] = True
+    start[1:] = (f[1:] != f[:-1]) | (s[1:] != s[:-1])
+    run = np.cumsum(start) - 1
+    has_b = np.zeros(int(run[-1]) + 1, dtype=bool)
+    has_b[run[in_b[order]]] = True
+    found = np.empty(order.size, dtype=bool)
+    found[order] = has_b[run]
+    return found[:n]
 
 
 def hash_strings(values: np.ndarray) -> np.ndarray:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from . import progress, relay
-from .frames import distinct, stack
+from .frames import distinct
+from .rows import Rows
 
 if TYPE_CHECKING:
     from .pending import Pending
@@ -30,49 +30,54 @@ class CrossShardHandOff:
     """The relay's reads and writes of a ``Purgatory``'s tables (mixed into it)."""
 
     _pending: Pending
-    _matches: pd.DataFrame
-    _events: pd.DataFrame
-    _relayed: pd.DataFrame
+    _matches: Rows
+    _events: Rows
+    _relayed: Rows
     _next_eseq: int
     _batch_id: int
 
-    def _try_complete(self, handles: np.ndarray) -> None:  # Purgatory's own
+    def _try_complete(self, handles: np.ndarray, ops: Rows | None = None) -> None:  # Purgatory's own
         raise NotImplementedError
 
     def _of_stubs(self) -> np.ndarray:
         """Which ``matches`` belong to stubs (every match's operation is pending)."""
-        held = self._matches["handle"].to_numpy(np.int64)
+        held = self._matches["handle"]
         if held.size == 0:
             return np.zeros(0, dtype=bool)
         return self._pending.stub(held)
 
-    def _outgoing(self, new_from: int, new_eseq_from: int) -> pd.DataFrame:
+    def _outgoing(self, new_from: int, new_eseq_from: int, of_stubs: np.ndarray, new_stubs: bool) -> Rows:
         """``relay.outgoing`` on the rows it reads: the operations of matches and the
-        operations (and their watchers) registered from ``new_from`` on."""
-        held = self._matches["handle"].to_numpy(np.int64)
+        operations (and their watchers) registered from ``new_from`` on.  ``of_stubs``:
+        ``_of_stubs()``; ``new_stubs``: whether this batch registered a stub (without either
+        there is nothing to relay, and nothing is read)."""
+        if not new_stubs and not of_stubs.any():
+            return relay.NOTHING
+        held = self._matches["handle"]
         ops, watch = self._pending.since(new_from)
         if held.size:
-            ops = self._pending.rows(np.concatenate([held, ops["handle"].to_numpy(np.int64)]))
+            ops = self._pending.rows(np.concatenate([held, ops["handle"]]))
         return relay.outgoing(
             ops, watch, self._matches, self._events, new_from=new_from, new_eseq_from=new_eseq_from
         )
 
-    def _receive(self, relayed: pd.DataFrame | None) -> pd.DataFrame:
+    def _receive(self, relayed: Rows | None) -> Rows:
         """Relayed pairs and floors as matches, step by step (``relay.steps``), each step
         evaluated as it was where the pairs were made; returns the ``unmatched_events`` rows
         of the noticed events nothing counted (``relay.decide``)."""
         lost = progress.empty_unmatched()
         for rows in relay.steps(relayed):
-            if rows["stage"].iat[0] == relay.FINAL:
-                pending = self._matches["eseq"].to_numpy(np.int64)
+            if rows["stage"][0] == relay.FINAL:
+                pending = self._matches["eseq"]
                 noticed, self._relayed = relay.decide(rows, self._relayed, pending)
-                lost = stack(lost, progress.after_resolution_rows(noticed, self._batch_id))
+                lost = lost.stack(progress.after_resolution_rows(noticed, self._batch_id))
                 continue
-            ops, seen = self._pending.named_by(rows["for_op"].to_numpy(dtype=object))
-            new, record = relay.matches_of(ops, seen, rows, self._next_eseq)
+            named = self._pending.by_op_id(rows["for_op"].astype(object, copy=False))
+            ops = self._pending.rows(named[1])
+            new, record = relay.matches_of(ops, named, rows, self._next_eseq)
             self._next_eseq += len(rows)
-            self._relayed = stack(self._relayed, record)
+            self._relayed = self._relayed.stack(record)
             if len(new):
-                self._matches = stack(self._matches, new)
-                self._try_complete(distinct(new["handle"].to_numpy(np.int64)))
+                self._matches = self._matches.stack(new)
+                self._try_complete(distinct(new["handle"]))
         return lost

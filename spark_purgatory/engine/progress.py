@@ -31,7 +31,8 @@ import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
 from .columns import Columns
-from .frames import distinct, empty, hash_strings, run_starts
+from .frames import distinct, run_starts
+from .rows import Rows
 from .tables import EVENTS, I64_MIN, KEYS
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "retire_keys",
     "keys_wakeup",
     "empty_unmatched",
+    "UNMATCHED",
 ]
 
 #: an unmatched event's own fields (the columns before ``reason`` and ``batch_id``)
@@ -62,68 +64,79 @@ def touch_keys(
     Keys keep their order, new ones follow in the order given (a ``groupby(sort=False)``),
     each column the max of its rows (``progress`` the max of its non-NaN values).
     """
+    update = _updates(khash, progress, last_event_ts, resolved_until)
+    rows = {c: np.concatenate([keys[c].to_numpy(), update[c]]).astype(t) for c, t in KEYS.items()}
+    return pd.DataFrame(_per_key(rows), copy=False)
+
+
+def _updates(
+    khash: np.ndarray,
+    progress: np.ndarray | None,
+    last_event_ts: np.ndarray | None,
+    resolved_until: np.ndarray | None,
+) -> dict[str, np.ndarray]:
+    """``KEYS`` columns of key updates (a column not given: the value that changes nothing)."""
     n = len(khash)
-    update = {
-        "khash": khash.astype(np.uint64),
+    return {
+        "khash": np.asarray(khash).astype(np.uint64, copy=False),
         "progress": progress if progress is not None else np.full(n, np.nan),
         "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, I64_MIN),
         "resolved_until": resolved_until if resolved_until is not None else np.full(n, I64_MIN),
     }
-    rows = {c: np.concatenate([keys[c].to_numpy(), update[c]]).astype(t) for c, t in KEYS.items()}
-    order = np.argsort(rows["khash"], kind="stable")  # a key's rows together, in row order
+
+
+def _per_key(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``KEYS`` rows combined per key (running maxima), keys in the order of their first row."""
+    if rows["khash"].size < 2:
+        return rows
+    order = np.argsort(rows["khash"])  # a key's rows together
     khash = rows["khash"][order]
-    starts = np.flatnonzero(run_starts(khash))
-    if starts.size == 0:
-        return empty(KEYS)
-    place = np.argsort(order[starts], kind="stable")  # keys in the order of their first row
+    first = run_starts(khash)
+    if first.all():  # no key twice (the usual case): the rows as they are
+        return rows
+    starts = np.flatnonzero(first)
+    place = np.argsort(np.minimum.reduceat(order, starts))  # keys in the order of their first row
     out = {"khash": khash[starts][place]}
     out["progress"] = np.fmax.reduceat(rows["progress"][order], starts)[place]
     for c in ("last_event_ts", "resolved_until"):
         out[c] = np.maximum.reduceat(rows[c][order], starts)[place]
-    return pd.DataFrame(out, copy=False)
+    return out
 
 
-def final_progress(keys: KeyTable, final: pd.DataFrame) -> None:
-    """Raise ``keys``' offset progress by the final events' untargeted values."""
-    untargeted = final.loc[final["op_id"].isna() & final["value"].notna()]
-    if len(untargeted) == 0:
+def final_progress(keys: KeyTable, final: Rows) -> None:
+    """Raise ``keys``' offset progress by the final events' (with their keys' hashes,
+    ``khash``) untargeted values."""
+    value = final["value"]
+    untargeted = np.flatnonzero(pd.isna(final["op_id"]) & ~np.isnan(value))
+    if untargeted.size == 0:
         return
-    untargeted = untargeted.assign(khash=hash_strings(untargeted["key"].to_numpy(dtype=object)))
-    per_key = untargeted.groupby("khash").agg(progress=("value", "max"), last=("ts", "max"))
-    keys.touch(
-        per_key.index.to_numpy(np.uint64),
-        progress=per_key["progress"].to_numpy(float),
-        last_event_ts=per_key["last"].to_numpy(np.int64),
-    )
+    keys.touch(final["khash"][untargeted], progress=value[untargeted], last_event_ts=final["ts"][untargeted])
 
 
 def unmatched_rows(
-    lost: pd.DataFrame, keys: pd.DataFrame, resolved_targets: np.ndarray, batch_id: int
-) -> pd.DataFrame:
+    lost: Rows, resolved_until: np.ndarray, resolved_targets: np.ndarray, batch_id: int
+) -> Rows:
     """``unmatched_events`` rows for final events nothing counted, with their reason.
 
-    ``resolved_targets``: per targeted event in ``lost`` (in order), whether its own
-    operation was resolved recently.
+    ``resolved_until``: per event, until when its key's events count as after resolution
+    (``KeyTable.values``); ``resolved_targets``: per targeted event in ``lost`` (in order),
+    whether its own operation was resolved recently.
     """
-    lost_hash = pd.DataFrame({"khash": hash_strings(lost["key"].to_numpy(dtype=object))})
-    resolved_until = lost_hash.merge(keys[["khash", "resolved_until"]], on="khash", how="left")
-    after = lost["ts"].to_numpy(np.int64) < resolved_until["resolved_until"].fillna(I64_MIN).to_numpy()
+    after = lost["ts"] < resolved_until
     # a targeted event is late for its own operation only, whatever happened on its key
-    after[pd.notna(lost["op_id"].to_numpy(dtype=object))] = resolved_targets
-    return _reported(lost, np.where(after, AFTER_RESOLUTION, NO_OPERATION), batch_id)
+    after[pd.notna(lost["op_id"])] = resolved_targets
+    return _reported(lost, np.where(after, AFTER_RESOLUTION, NO_OPERATION).astype(object), batch_id)
 
 
-def after_resolution_rows(lost: pd.DataFrame, batch_id: int) -> pd.DataFrame:
+def after_resolution_rows(lost: Rows, batch_id: int) -> Rows:
     """``unmatched_events`` rows for events an operation resolved before (the cross-shard
     group's answer to notices: ``relay.decide``)."""
     return _reported(lost, np.full(len(lost), AFTER_RESOLUTION, dtype=object), batch_id)
 
 
-def _reported(lost: pd.DataFrame, reason: np.ndarray, batch_id: int) -> pd.DataFrame:
-    out = lost[_EVENT_FIELDS].reset_index(drop=True).astype({n: EVENTS[n] for n in _EVENT_FIELDS})
-    out["reason"] = reason
-    out["batch_id"] = np.int64(batch_id)
-    return out
+def _reported(lost: Rows, reason: np.ndarray, batch_id: int) -> Rows:
+    out = lost.cast({n: EVENTS[n] for n in _EVENT_FIELDS})
+    return out.assign(reason=reason, batch_id=np.full(len(lost), batch_id, np.int64))
 
 
 def retire_keys(keys: pd.DataFrame, watermark: int, progress_retention_ms: int) -> pd.DataFrame:
@@ -144,11 +157,12 @@ def keys_wakeup(keys: pd.DataFrame, progress_retention_ms: int) -> int:
     return int(retire.min()) + 1
 
 
-def empty_unmatched() -> pd.DataFrame:
-    frame = empty({name: EVENTS[name] for name in _EVENT_FIELDS})
-    frame["reason"] = pd.Series(dtype="object")
-    frame["batch_id"] = pd.Series(dtype="int64")
-    return frame
+#: ``unmatched_events``' engine columns
+UNMATCHED = {**{name: EVENTS[name] for name in _EVENT_FIELDS}, "reason": "object", "batch_id": "int64"}
+
+
+def empty_unmatched() -> Rows:
+    return Rows.empty(UNMATCHED)
 
 
 #: how ``touch`` combines a retained key's columns with new values
@@ -191,6 +205,14 @@ class KeyTable:
             pos = distinct(self._rows.lookup("khash", np.asarray(khash, np.uint64))[1])
         return self._rows.frame(pos[self._remembered(pos)], list(KEYS))
 
+    def values(self, khash: np.ndarray, name: str, missing: float | int) -> np.ndarray:
+        """Per key hash, the retained key's ``name`` column (``missing`` if not retained)."""
+        out = np.full(len(khash), missing, dtype=self._rows.dtypes[name])
+        probe, pos = self._rows.lookup("khash", np.asarray(khash, np.uint64))
+        kept = self._remembered(pos)
+        out[probe[kept]] = self._rows.column(name)[pos[kept]]
+        return out
+
     def touch(
         self,
         khash: np.ndarray,
@@ -202,10 +224,9 @@ class KeyTable:
         """``touch_keys``: raise these keys' columns to the given values (running maxima)."""
         if len(khash) == 0:
             return
-        update = touch_keys(
-            empty(KEYS), khash, progress=progress, last_event_ts=last_event_ts, resolved_until=resolved_until
-        )  # one row per key, in the order of first appearance
-        new_hash = update["khash"].to_numpy(np.uint64)
+        # one row per key, in the order of first appearance
+        update = _per_key(_updates(khash, progress, last_event_ts, resolved_until))
+        new_hash = update["khash"]
         probe, pos = self._rows.lookup("khash", new_hash)
         fresh = np.ones(new_hash.size, bool)
         fresh[probe] = False
@@ -213,11 +234,11 @@ class KeyTable:
             # a forgotten row starts afresh, as if it had been dropped; a retained one takes maxima
             kept = self._remembered(pos)
             for name, combine in _MAXIMA:
-                column, value = self._rows.column(name), update[name].to_numpy()[probe]
+                column, value = self._rows.column(name), update[name][probe]
                 column[pos] = np.where(kept, combine(column[pos], value), value)
             self._rows.column("epoch")[pos] = self._epoch
         if fresh.any():
-            self._append({c: update[c].to_numpy()[fresh] for c in KEYS})
+            self._append({c: update[c][fresh] for c in KEYS})
 
     def retire(self, watermark: int) -> None:
         """``retire_keys`` at ``watermark``: forget the keys it makes useless (logically now,

@@ -30,9 +30,13 @@ runs merged geometrically); retained key progress is a ``progress.KeyTable`` and
 op_ids a ``dedup.ResolvedTable`` (the same structure, forgetting deferred to bulk sweeps);
 the wheel's tombstones are sorted runs too.  A key or op_id is looked up by its 64-bit hash,
 computed once per batch, and every candidate is confirmed on the strings.  What a call reads
-of them is the rows its batch touches, as small frames (``Pending.rows``), which the matching
-and condition code (``watchers``, ``conditions``, ``relay``) takes as before.  Read
-accessors: ``pending_operations()``, ``tables()`` (everything as plain frames).
+of them is the rows its batch touches (``Pending.rows``).
+
+**No pandas inside a call.**  A call works on ``rows.Rows`` (named numpy columns): the rows
+it touches, its matches and outcomes, and the small tables (``matches``, buffered ``events``
+with their keys' hashes, ``relayed``).  pandas stays at the edges: ``batch.admit`` takes the
+host's frames, ``batch.result`` builds the returned ones, ``tables()`` / ``load_tables``
+convert for the state layer.  Read accessors: ``pending_operations()``, ``tables()``.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
@@ -51,23 +55,22 @@ import numpy as np
 import pandas as pd
 
 from ..config import PurgatoryConfig
-from ..contract import (
-    COMPLETED,
-    EXPIRED,
-    OUTCOME_COLUMNS,
-    REJECTED_COLUMNS,
-    UNMATCHED_COLUMNS,
-)
+from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
 from . import dedup, progress, relay, watchers
-from .batch import BatchResult, admit
-from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate
-from .frames import concat, distinct, hash_strings, rows_where, stack
+from .batch import BatchResult, admit, result
+from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
+from .frames import among, concat, distinct, hash_strings, isin
 from .handoff import CrossShardHandOff
 from .pending import Pending
-from .tables import EVENTS, I64_MIN, OPS, WATCH, ChangeLog, Changes, ShardTables, ops_rows
+from .rows import Rows
+from .tables import EVENTS, I64_MIN, MATCHES, RELAYED, ChangeLog, Changes, ShardTables, ops_rows
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
+
+#: the buffered events as held: ``EVENTS`` and each key's 64-bit hash
+_EVENTS_HELD = {**EVENTS, "khash": "uint64"}
+_NO_HANDLES = np.empty(0, dtype=np.int64)
 
 
 class Purgatory(CrossShardHandOff):
@@ -103,7 +106,7 @@ class Purgatory(CrossShardHandOff):
         tables.watermark = int(start_ms)
         tables.wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, max(start_ms, 0))
         self.load_tables(tables)
-        self._outcomes: list[pd.DataFrame] = []
+        self._outcomes: list[Rows] = []
         self._batch_id = 0
 
     # -- sizes (for metrics and tests) ---------------------------------------------------------
@@ -192,10 +195,10 @@ class Purgatory(CrossShardHandOff):
             ops=ops,
             watch=watch,
             resolved=self._resolved.frame(),
-            matches=self._matches,
-            events=self._events,
+            matches=self._matches.to_frame(MATCHES),
+            events=self._events.to_frame(EVENTS),
             keys=self._keys.frame(),
-            relayed=self._relayed,
+            relayed=self._relayed.to_frame(RELAYED),
             due=self._due,
             watermark=self._watermark,
             next_handle=self._next_handle,
@@ -216,16 +219,19 @@ class Purgatory(CrossShardHandOff):
         t = tables
         self._pending = Pending(t.ops, t.watch)
         self._resolved = dedup.ResolvedTable(t.resolved)
-        self._matches, self._events, self._due = t.matches, t.events, t.due
+        self._matches, self._due = Rows.of(t.matches, MATCHES), t.due
+        events = Rows.of(t.events, EVENTS)
+        self._events = events.assign(khash=hash_strings(events["key"]))
         self._keys = progress.KeyTable(self.config.progress_retention_ms, t.keys)
-        self._watermark, self._retired_wm, self._relayed = t.watermark, t.retired_wm, t.relayed
+        self._watermark, self._retired_wm = t.watermark, t.retired_wm
+        self._relayed = Rows.of(t.relayed, RELAYED)
         self._next_handle, self._next_eseq = t.next_handle, t.next_eseq
         if t.wheel is not None:
             self._wheel = t.wheel
         else:  # the wheel holds every pending operation not already due
             self._wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, t.wheel_now)
             handles = t.ops["handle"].to_numpy(np.int64)
-            timed = ~np.isin(handles, self._due)
+            timed = ~isin(handles, self._due)
             already = self._wheel.add(handles[timed], t.ops["deadline"].to_numpy(np.int64)[timed])
             self._due = np.concatenate([self._due, handles[timed][already]])
         self._changes.restart()
@@ -280,25 +286,23 @@ class Purgatory(CrossShardHandOff):
             operations, events, wm, validated, self.config.max_timeout_ms, self._resolved, self._pending
         )
 
-        noticed = self._receive(relayed)
+        noticed = self._receive(None if relayed is None else Rows.of(relayed))
         self.try_complete_else_watch(ops)
         self.check_and_complete(evs)
-        handed_on = self._outgoing(new_from, new_eseq_from)
+        of_stubs = self._of_stubs()
+        handed_on = self._outgoing(new_from, new_eseq_from, of_stubs, bool(ops["stub"].any()))
         # the cross-shard group: operations due on arrival wait one call for their stubs' relay
-        held = self._due[self._due >= new_from] if relayed is not None else self._due[:0]
-        self._due = self._due[~np.isin(self._due, held)]
-        paired = self._matches["eseq"].to_numpy(np.int64)[self._of_stubs()]
+        held = self._due[self._due >= new_from] if relayed is not None else _NO_HANDLES
+        if held.size:
+            self._due = self._due[self._due < new_from]
+        paired = self._matches["eseq"][of_stubs]
         self.advance(wm)
-        self._due = np.concatenate([self._due, held])
+        if held.size:
+            self._due = np.concatenate([self._due, held])
         unmatched, notes = self._finalise_events(wm, paired)
         self._retire(wm)
-        unmatched, handed_on = stack(noticed, unmatched), stack(handed_on, notes)
-
-        outcomes = concat(self._outcomes, OUTCOME_COLUMNS)
-        self._outcomes = []
-        rej = concat([r for r in rejected if len(r)], REJECTED_COLUMNS[:-1])  # batch_id added next
-        rej["batch_id"] = self._batch_id
-        return BatchResult(outcomes.reset_index(drop=True), unmatched, rej[REJECTED_COLUMNS], handed_on)
+        outcomes, self._outcomes = self._outcomes, []
+        return result(outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), self._batch_id)
 
     def replay(
         self,
@@ -322,62 +326,78 @@ class Purgatory(CrossShardHandOff):
 
     # -- Kafka's operations, batched -----------------------------------------------------------
 
-    def try_complete_else_watch(self, ops: pd.DataFrame) -> None:
-        """Register validated operations; complete at once those already satisfied."""
+    def try_complete_else_watch(self, ops: Rows) -> None:
+        """Register admitted operations (``batch.admit``); complete at once those already
+        satisfied."""
         if len(ops) == 0:
             return
         new_ops = ops_rows(ops, self._next_handle)
         self._next_handle += len(new_ops)
-        handles = new_ops["handle"].to_numpy(np.int64)
+        handles = new_ops["handle"]
         watch = watchers.watch_rows(new_ops, self._keys)
-        columns = {c: new_ops[c].to_numpy() for c in OPS}
-        if "ohash" in ops.columns:  # ``batch.admit`` hashed them already
-            ohash = ops["ohash"].to_numpy(np.uint64)
-        else:
-            ohash = hash_strings(columns["op_id"])
-        self._pending.add(columns, ohash, {c: watch[c].to_numpy() for c in WATCH})
+        self._pending.add(new_ops, watch)
 
-        already = self._wheel.add(handles, new_ops["deadline"].to_numpy())
-        self._due = np.concatenate([self._due, handles[already]])
+        already = self._wheel.add(handles, new_ops["deadline"])
+        if already.any():
+            self._due = np.concatenate([self._due, handles[already]])
 
         # events that arrived before their operation: untargeted ones by key, targeted by op_id
+        touched = _NO_HANDLES
         if len(self._events):
-            self._add_matches(watchers.buffered_pairs(new_ops, new_ops, watch, self._events))
-        self._try_complete(handles)
+            pairs = watchers.buffered_pairs(new_ops, new_ops["ohash"], watch, self._events)
+            if len(pairs):
+                touched = self._add_matches(pairs, new_ops)[0]
+        ready = may_hold_unmatched(new_ops["cond"], new_ops["target"]) | among(handles, touched)
+        ready &= ~new_ops["stub"]  # stubs never complete
+        if ready.any():
+            self._try_complete(handles[ready], new_ops.where(ready))
 
-    def check_and_complete(self, events: pd.DataFrame) -> None:
-        """Buffer a batch of validated events and complete the operations they satisfy."""
-        if len(events) == 0:
-            return
+    def check_and_complete(self, events: Rows) -> None:
+        """Buffer a batch of admitted events and complete the operations they satisfy."""
         n = len(events)
+        if n == 0:
+            return
         eseq = np.arange(self._next_eseq, self._next_eseq + n, dtype=np.int64)
         self._next_eseq += n
-        evs = events.assign(eseq=eseq, used=False)[list(EVENTS)].astype(EVENTS)
-        self._events = stack(self._events, evs)
+        keys = events["key"].astype(object, copy=False)
+        khash = hash_strings(keys)  # once: the watchers' lookup, the matches and finalising need it
+        fields = {c: events[c] for c in ("ts", "op_id", "source", "value", "replica")}
+        evs = Rows({"eseq": eseq, "key": keys, **fields, "used": False, "khash": khash}, n)
+        evs = evs.cast(_EVENTS_HELD, copy=True)  # buffered: never the caller's arrays
+        self._events = self._events.stack(evs)
         if self._pending.watched == 0:
             return
-        keys, op_ids = evs["key"].to_numpy(dtype=object), evs["op_id"].to_numpy(dtype=object)
-        khash = hash_strings(keys)  # once: the watchers' lookup and the matches both need it
+        op_ids = evs["op_id"]
+        targeted = pd.notna(op_ids)
         # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
-        untargeted = np.flatnonzero(pd.isna(op_ids))
+        untargeted = np.flatnonzero(~targeted)
         ev_idx, handles = self._pending.watchers_of(keys[untargeted], khash[untargeted])
-        ev_idx = untargeted[ev_idx]
-        # targeted events: straight to their operation, if it is pending and watches the key
-        targeted = np.flatnonzero(pd.notna(op_ids))
-        probe, t_handles = self._pending.by_op_id(op_ids[targeted])
-        t_idx = targeted[probe]
-        hit = watchers.watching(self._pending.rows(t_handles), t_handles, keys[t_idx])
-        idx = np.concatenate([ev_idx, t_idx[hit]])
-        pairs = {c: evs[c].to_numpy()[idx] for c in ("key", "ts", "eseq", "op_id", "source", "value")}
-        pairs.update(handle=np.concatenate([handles, t_handles[hit]]), khash=khash[idx])
-        self._try_complete(self._add_matches(pd.DataFrame(pairs, copy=False)))
+        idx = untargeted[ev_idx]
+        if targeted.any():
+            # targeted events: straight to their operation, if it is pending and watches the key
+            targeted = np.flatnonzero(targeted)
+            probe, t_handles = self._pending.by_op_id(op_ids[targeted])
+            t_idx = targeted[probe]
+            hit = watchers.watching(self._pending.rows(t_handles), t_handles, keys[t_idx])
+            idx, handles = np.concatenate([idx, t_idx[hit]]), np.concatenate([handles, t_handles[hit]])
+        if idx.size == 0:
+            return
+        pairs = {c: evs[c][idx] for c in watchers.PAIR[1:]}
+        touched, ops = self._add_matches(Rows({"handle": handles, **pairs}, idx.size))
+        ready = among(ops["handle"], touched) & ~ops["stub"]  # stubs never complete
+        if ready.any():
+            self._try_complete(ops["handle"][ready], ops.where(ready))
 
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached
         (the timer's expiry: ``_on_expiration``, which force-completes them)."""
         self._watermark = max(int(watermark_ms), self._watermark)
-        expired = np.concatenate([self._due, self._wheel.advance(self._watermark)])
-        self._due = np.empty(0, dtype=np.int64)
+        expired = self._wheel.advance(self._watermark)
+        if self._due.size:
+            expired = np.concatenate([self._due, expired])
+            self._due = _NO_HANDLES
+        if expired.size == 0:
+            return
         expired = distinct(expired)
         expired = expired[self._pending.contains(expired)]
         if expired.size:
@@ -399,44 +419,44 @@ class Purgatory(CrossShardHandOff):
         self._purge(handles, rows)
         return rows["op_id"].tolist()
 
-    def _try_complete(self, handles: np.ndarray) -> None:
+    def _try_complete(self, handles: np.ndarray, ops: Rows | None = None) -> None:
         """Kafka's ``tryComplete`` for these operations: force-complete those whose condition
-        holds, at the event time it became true."""
+        holds, at the event time it became true.  ``ops``: their rows, if the caller has them
+        (then ``handles`` are theirs: sorted, distinct, no stubs)."""
         if handles.size == 0:
             return
-        handles = distinct(handles)
-        handles = handles[~self._pending.stub(handles)]  # stubs never complete
-        if handles.size == 0:
-            return
-        ops = self._pending.rows(handles)
+        if ops is None:
+            handles = distinct(handles)
+            handles = handles[~self._pending.stub(handles)]  # stubs never complete
+            if handles.size == 0:
+                return
+            ops = self._pending.rows(handles)
         result = self._evaluate(handles, ops)
-        done = handles[result.satisfied]
-        if done.size == 0:
-            return
-        self._mark_used(result.eseq[result.used & np.isin(result.handle, done)])
-        rows = rows_where(ops, result.satisfied)
-        self._cancel(done, rows)
         ok = result.satisfied
-        self._force_complete(
-            done, rows, COMPLETED, result.resolved_at[ok], result.matched[ok], result.progress[ok]
-        )
+        if not ok.any():
+            return
+        done = handles[ok]
+        self._mark_used(result.eseq[result.used & among(result.handle, done)])
+        rows = ops.where(ok)
+        self._cancel(done, rows)
+        at, matched, reached = result.resolved_at[ok], result.matched[ok], result.progress[ok]
+        self._force_complete(done, rows, COMPLETED, at, matched, reached)
 
     def _on_expiration(self, expired: np.ndarray) -> None:
-        """The timer fired for these operations: report them expired at their deadline, with
-        the progress they made."""
+        """The timer fired for these operations (sorted, distinct): report them expired at
+        their deadline, with the progress they made."""
         rows = self._pending.rows(expired)
         result = self._evaluate(expired, rows)
         # a stub counts nothing: whether its events are used is the cross-shard group's to say
-        stubs = rows["handle"].to_numpy(np.int64)[rows["stub"].to_numpy(bool)]
-        self._mark_used(result.eseq[~np.isin(result.handle, stubs)])
-        self._force_complete(
-            expired, rows, EXPIRED, rows["deadline"].to_numpy(np.int64), result.matched, result.progress
-        )
+        stub = rows["stub"]
+        counted = result.eseq if not stub.any() else result.eseq[~among(result.handle, expired[stub])]
+        self._mark_used(counted)
+        self._force_complete(expired, rows, EXPIRED, rows["deadline"], result.matched, result.progress)
 
     def _force_complete(
         self,
         handles: np.ndarray,
-        rows: pd.DataFrame,
+        rows: Rows,
         status: str,
         resolved_at: np.ndarray,
         matched: np.ndarray,
@@ -445,128 +465,132 @@ class Purgatory(CrossShardHandOff):
         """Kafka's ``forceComplete``: ``on_complete`` reports the operations (``rows``, in
         handle order; stubs report nothing), then ``purge`` removes them from every table, so
         each is reported exactly once."""
-        real = ~rows["stub"].to_numpy(bool)
+        real = ~rows["stub"]
         if real.all():
             self._on_complete(rows, status, resolved_at, matched, reached)
-        else:
-            reported = rows.loc[real].reset_index(drop=True)
-            self._on_complete(reported, status, resolved_at[real], matched[real], reached[real])
+        elif real.any():
+            self._on_complete(rows.where(real), status, resolved_at[real], matched[real], reached[real])
         self._purge(handles, rows)
 
     def _on_complete(
         self,
-        rows: pd.DataFrame,
+        rows: Rows,
         status: str,
         resolved_at: np.ndarray,
         matched: np.ndarray,
         reached: np.ndarray,
     ) -> None:
-        """Kafka's ``onComplete``: the outcome rows of resolved operations."""
-        op_ts = rows["ts"].to_numpy(np.int64)
-        self._outcomes.append(
-            pd.DataFrame(
-                {
-                    "op_id": rows["op_id"].to_numpy(dtype=object),
-                    "keys": rows["keys"].to_numpy(dtype=object),
-                    "status": status,
-                    "op_ts": op_ts,
-                    "deadline": rows["deadline"].to_numpy(np.int64),
-                    "resolved_at": resolved_at.astype(np.int64),
-                    "latency_ms": resolved_at.astype(np.int64) - op_ts,
-                    "matched_events": matched.astype(np.int64),
-                    "progress": reached.astype(float),
-                    "condition": CONDITION_NAMES[rows["cond"].to_numpy(np.int64)],
-                    "target": rows["target"].to_numpy(float),
-                    "payload": rows["payload"].to_numpy(dtype=object),
-                    "batch_id": self._batch_id,
-                }
-            )[OUTCOME_COLUMNS]  # the contract's order, and a loud error if it and this drift apart
-        )
+        """Kafka's ``onComplete``: the outcome rows of resolved operations (``OUTCOME_COLUMNS``)."""
+        op_ts, resolved_at = rows["ts"], resolved_at.astype(np.int64, copy=False)
+        columns = {
+            "op_id": rows["op_id"],
+            "keys": rows["keys"],
+            "status": status,
+            "op_ts": op_ts,
+            "deadline": rows["deadline"],
+            "resolved_at": resolved_at,
+            "latency_ms": resolved_at - op_ts,
+            "matched_events": matched.astype(np.int64, copy=False),
+            "progress": reached.astype(float, copy=False),
+            "condition": CONDITION_NAMES[rows["cond"]],
+            "target": rows["target"],
+            "payload": rows["payload"],
+            "batch_id": np.int64(self._batch_id),
+        }
+        self._outcomes.append(Rows(columns, len(rows)))
 
-    def _cancel(self, handles: np.ndarray, rows: pd.DataFrame) -> None:
+    def _cancel(self, handles: np.ndarray, rows: Rows) -> None:
         """Operations resolved before their deadline leave the timer; events on their keys
         before that deadline count as ``after_resolution`` from now on."""
-        due = np.isin(handles, self._due)  # added already past their deadline: never on the wheel
-        self._due = self._due[~np.isin(self._due, handles)]
-        self._wheel.cancel(handles[~due])
-        watch = self._pending.watch_rows(handles, ["hash", "handle"])
-        khash = watch["hash"].to_numpy(np.uint64)
-        order = np.argsort(khash, kind="stable")  # keys new to ``keys`` join in hash order
-        at = np.searchsorted(rows["handle"].to_numpy(np.int64), watch["handle"].to_numpy(np.int64)[order])
-        self._keys.touch(khash[order], resolved_until=rows["deadline"].to_numpy(np.int64)[at])
+        if self._due.size:  # added already past their deadline: never on the wheel
+            due = isin(handles, self._due)
+            self._due = self._due[~among(self._due, handles)]
+            self._wheel.cancel(handles[~due])
+        else:
+            self._wheel.cancel(handles)
+        watch = self._pending.watch_rows(handles, ["hash", "handle"])  # in handle order, as rows
+        at = np.searchsorted(rows["handle"], watch["handle"])
+        self._keys.touch(watch["hash"], resolved_until=rows["deadline"][at])
 
-    def _purge(self, handles: np.ndarray, rows: pd.DataFrame) -> None:
-        """Kafka's ``purge``: resolved operations leave the watchers, the match table and the
-        pending op_ids at once; their op_ids are remembered for duplicate detection."""
+    def _purge(self, handles: np.ndarray, rows: Rows) -> None:
+        """Kafka's ``purge``: resolved operations (``handles``, sorted; ``rows``, theirs) leave
+        the watchers, the match table and the pending op_ids at once; their op_ids are
+        remembered for duplicate detection."""
         self._changes.removed(handles)
         self._pending.remove(handles)
         if len(self._matches):
-            held = self._matches["handle"].to_numpy(np.int64)
-            self._matches = rows_where(self._matches, ~np.isin(held, handles))
+            self._matches = self._matches.where(~among(self._matches["handle"], handles))
         # a stub's op_id belongs to its original, which remembers it
-        real = rows_where(rows, ~rows["stub"].to_numpy(bool))
+        real = rows.where(~rows["stub"])
         if len(real):
             resolved = dedup.resolved_rows(
-                real["op_id"].to_numpy(dtype=object),
-                real["deadline"].to_numpy(np.int64),
+                real["op_id"],
+                real["deadline"],
                 self._watermark,
                 self.config.dedup_retention_ms,
+                real["ohash"],
             )
             self._changes.resolved(resolved)
             self._resolved.add(resolved)
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _add_matches(self, pairs: pd.DataFrame) -> np.ndarray:
-        """Keep the (event, operation) pairs inside the operation's window; return touched handles."""
-        if len(pairs) == 0:
-            return np.empty(0, dtype=np.int64)
-        new = watchers.matches_in_window(self._pending.rows(pairs["handle"].to_numpy(np.int64)), pairs)
+    def _add_matches(self, pairs: Rows, ops: Rows | None = None) -> tuple[np.ndarray, Rows]:
+        """Keep the (event, operation) pairs (``watchers.PAIR``) inside the operation's window;
+        return the touched handles (sorted) and the rows of the pairs' operations (``ops``, if
+        the caller has them: rows of at least those operations, sorted by handle)."""
+        if ops is None:
+            ops = self._pending.rows(pairs["handle"])
+        new = watchers.matches_in_window(ops, pairs)
         if len(new) == 0:
-            return np.empty(0, dtype=np.int64)
-        self._matches = stack(self._matches, new)
-        return distinct(new["handle"].to_numpy(np.int64))
+            return _NO_HANDLES, ops
+        self._matches = self._matches.stack(new)
+        return distinct(new["handle"]), ops
 
-    def _evaluate(self, handles: np.ndarray, ops: pd.DataFrame) -> Evaluation:
-        """``conditions.evaluate`` for these (sorted) handles, whose rows of ``ops`` are ``ops``."""
-        matches = self._matches.loc[self._matches["handle"].isin(handles)]
+    def _evaluate(self, handles: np.ndarray, ops: Rows) -> Evaluation:
+        """``conditions.evaluate`` for these (sorted) handles, whose rows are ``ops``."""
+        matches = self._matches
+        if len(matches):
+            matches = matches.where(among(matches["handle"], handles))
         watch = None
-        if (ops["cond"].to_numpy() == OFFSET).any():
+        if (ops["cond"] == OFFSET).any():
             watch = self._pending.watch_rows(handles, ["handle", "hash", "progress_at_watch"])
         return evaluate(ops, matches, watch)
 
     def _mark_used(self, eseqs: np.ndarray) -> None:
         """Operations of this shard counted these events (here, or relayed: ``relay.absorb``)."""
         if eseqs.size and len(self._events):
-            hit = np.isin(self._events["eseq"].to_numpy(np.int64), eseqs)
-            self._events.loc[hit, "used"] = True
+            hit = isin(self._events["eseq"], eseqs)
+            if hit.any():
+                self._events = self._events.assign(used=self._events["used"] | hit)
         self._relayed = relay.absorb(self._relayed, eseqs)
 
-    def _finalise_events(self, wm: int, paired: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def _finalise_events(self, wm: int, paired: np.ndarray) -> tuple[Rows, Rows]:
         """Events the watermark passed can match no future operation: fold them into key
         progress and report the ones nothing counted.  An event a stub matched (``paired``)
         is the cross-shard group's to report: its notice goes there (``relay``)."""
         evs = self._events
-        done = evs["ts"].to_numpy(np.int64) < wm
+        done = evs["ts"] < wm
         if not done.any():
-            return progress.empty_unmatched(), relay.notices(evs.iloc[:0], done[:0])
-        final = evs.loc[done]
-        self._events = evs.loc[~done].reset_index(drop=True)
-        eseq = final["eseq"].to_numpy(np.int64)
+            return progress.empty_unmatched(), relay.notices(evs.take(_NO_HANDLES), done[:0])
+        final = evs.where(done)
+        self._events = evs.where(~done)
+        eseq = final["eseq"]
         # a pending operation of this shard holds it: it counts (it is before any later crossing)
-        held = self._matches["eseq"].to_numpy(np.int64)[~self._of_stubs()]
-        used = final["used"].to_numpy(bool) | np.isin(eseq, held)
+        used = final["used"]
+        if len(self._matches):
+            used = used | isin(eseq, self._matches["eseq"][~self._of_stubs()])
         progress.final_progress(self._keys, final)
-        mine = ~final["replica"].to_numpy(bool)
-        relayed = np.isin(eseq, paired) & mine
-        notes = relay.notices(final.loc[relayed], used[relayed])
-        lost = final.loc[~used & ~relayed & mine]
+        mine = ~final["replica"]
+        relayed = isin(eseq, paired) & mine if paired.size else np.zeros(len(final), bool)
+        notes = relay.notices(final.where(relayed), used[relayed])
+        lost = final.where(~used & ~relayed & mine)
         if len(lost) == 0:
             return progress.empty_unmatched(), notes
-        targets = lost["op_id"].to_numpy(dtype=object)
+        targets = lost["op_id"]
         resolved = self._resolved.contains(hash_strings(targets[pd.notna(targets)]))
-        keys = self._keys.frame(hash_strings(lost["key"].to_numpy(dtype=object)))
-        return progress.unmatched_rows(lost, keys, resolved, self._batch_id), notes
+        resolved_until = self._keys.values(lost["khash"], "resolved_until", I64_MIN)
+        return progress.unmatched_rows(lost, resolved_until, resolved, self._batch_id), notes
 
     def _retire(self, wm: int) -> None:
         """Drop what the watermark made useless: old key progress, old dedup entries."""

@@ -54,17 +54,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-import pandas as pd
 
-from . import dedup, watchers
+from . import watchers
 from .conditions import FLOOR_ESEQ, OFFSET
-from .frames import empty, hash_strings, rows_by_handle, rows_where
+from .frames import hash_strings, isin, pairs_in, search
+from .rows import Rows
 from .tables import I64_MIN, MATCHES, RELAY, RELAYED
 
 __all__ = [
     "REGISTRATION",
     "ARRIVAL",
     "FINAL",
+    "NOTHING",
     "outgoing",
     "notices",
     "steps",
@@ -77,192 +78,183 @@ __all__ = [
 #: itself; a notice that a paired event became final
 REGISTRATION, ARRIVAL, FINAL = 0, 1, 2
 _STAGES = 3
+#: no relay rows
+NOTHING = Rows.empty(RELAY)
+_NONE = NOTHING
 
 
 def outgoing(
-    ops: pd.DataFrame,
-    watch: pd.DataFrame,
-    matches: pd.DataFrame,
-    events: pd.DataFrame,
-    *,
-    new_from: int,
-    new_eseq_from: int,
-) -> pd.DataFrame:
+    ops: Rows, watch: Rows, matches: Rows, events: Rows, *, new_from: int, new_eseq_from: int
+) -> Rows:
     """The relay rows of this batch: stub matches made in it and new ``offset`` stubs' floors.
 
-    ``new_from`` / ``new_eseq_from``: the first handle / event sequence number of this batch
-    (a match is new when its operation or its event is).
+    ``ops``: the rows (sorted by handle, once each) of the operations of ``matches`` and of
+    those registered from ``new_from`` on, whose watchers are ``watch``.  ``new_from`` /
+    ``new_eseq_from``: the first handle / event sequence number of this batch (a match is
+    new when its operation or its event is).
     """
     parts = [_pairs(ops, matches, events, new_from, new_eseq_from), _floors(ops, watch, new_from)]
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return empty(RELAY)
-    return pd.concat(parts, ignore_index=True).astype(RELAY)
+    return Rows.concat(parts, RELAY).cast(RELAY)
 
 
-def _pairs(
-    ops: pd.DataFrame, matches: pd.DataFrame, events: pd.DataFrame, new_from: int, new_eseq_from: int
-) -> pd.DataFrame:
+def _pairs(ops: Rows, matches: Rows, events: Rows, new_from: int, new_eseq_from: int) -> Rows:
     if len(matches) == 0:
-        return empty(RELAY)
-    handle, eseq = matches["handle"].to_numpy(np.int64), matches["eseq"].to_numpy(np.int64)
+        return _NONE
+    handle, eseq = matches["handle"], matches["eseq"]
     new = (handle >= new_from) | (eseq >= new_eseq_from)
     if not new.any():
-        return empty(RELAY)
+        return _NONE
     handle, eseq = handle[new], eseq[new]
-    of_op = rows_by_handle(ops, np.unique(handle))
-    at = np.searchsorted(of_op["handle"].to_numpy(np.int64), handle)
-    stub = of_op["stub"].to_numpy(bool)[at]
-    handle, eseq, at = handle[stub], eseq[stub], at[stub]
-    if handle.size == 0:
-        return empty(RELAY)
+    at = search(ops["handle"], handle)
+    stub = ops["stub"][at]
+    if not stub.any():
+        return _NONE
+    eseq, at = eseq[stub], at[stub]
     # the events of new matches are all still buffered: the relay is made before finalising
-    row = np.searchsorted(events["eseq"].to_numpy(np.int64), eseq)
-    ev = events.iloc[row]
-    return pd.DataFrame(
-        {
-            "for_op": of_op["op_id"].to_numpy(dtype=object)[at],
-            "key": ev["key"].to_numpy(dtype=object),
-            "ts": ev["ts"].to_numpy(np.int64),
-            "op_id": ev["op_id"].to_numpy(dtype=object),
-            "source": ev["source"].to_numpy(dtype=object),
-            "value": ev["value"].to_numpy(float),
-            "stage": np.where(eseq >= new_eseq_from, ARRIVAL, REGISTRATION).astype(np.int8),
-            "floor": False,
-            "sender_eseq": eseq,
-            "counted": False,
-        }
-    )
+    row = search(events["eseq"], eseq)
+    columns = {
+        "for_op": ops["op_id"][at],
+        "key": events["key"][row],
+        "ts": events["ts"][row],
+        "op_id": events["op_id"][row],
+        "source": events["source"][row],
+        "value": events["value"][row],
+        "stage": np.where(eseq >= new_eseq_from, ARRIVAL, REGISTRATION).astype(np.int8),
+        "floor": False,
+        "sender_eseq": eseq,
+        "counted": False,
+    }
+    return Rows(columns, eseq.size)
 
 
-def _floors(ops: pd.DataFrame, watch: pd.DataFrame, new_from: int) -> pd.DataFrame:
+def _floors(ops: Rows, watch: Rows, new_from: int) -> Rows:
     """The floors of the ``offset`` stubs registered from ``new_from`` on (keys with progress)."""
-    new = ops.loc[ops["handle"].to_numpy(np.int64) >= new_from]  # ops are sorted by handle
-    new = new.loc[new["stub"].to_numpy(bool) & (new["cond"].to_numpy() == OFFSET)]
-    if len(new) == 0:
-        return empty(RELAY)
-    rows = watch.loc[watch["handle"].isin(new["handle"]) & watch["progress_at_watch"].notna()]
-    at = np.searchsorted(new["handle"].to_numpy(np.int64), rows["handle"].to_numpy(np.int64))
-    return pd.DataFrame(
-        {
-            "for_op": new["op_id"].to_numpy(dtype=object)[at],
-            "key": rows["key"].to_numpy(dtype=object),
-            "ts": I64_MIN,
-            "op_id": None,
-            "source": None,
-            "value": rows["progress_at_watch"].to_numpy(float),
-            "stage": np.int8(REGISTRATION),
-            "floor": True,
-            "sender_eseq": FLOOR_ESEQ,
-            "counted": False,
-        }
-    )
+    new = (ops["handle"] >= new_from) & ops["stub"] & (ops["cond"] == OFFSET)
+    if not new.any():
+        return _NONE
+    handles = ops["handle"][new]
+    rows = np.flatnonzero(isin(watch["handle"], handles) & ~np.isnan(watch["progress_at_watch"]))
+    at = search(handles, watch["handle"][rows])
+    columns = {
+        "for_op": ops["op_id"][new][at],
+        "key": watch["key"][rows],
+        "ts": I64_MIN,
+        "op_id": None,
+        "source": None,
+        "value": watch["progress_at_watch"][rows],
+        "stage": np.int8(REGISTRATION),
+        "floor": True,
+        "sender_eseq": np.int64(FLOOR_ESEQ),
+        "counted": False,
+    }
+    return Rows(columns, rows.size)
 
 
-def notices(final: pd.DataFrame, counted: np.ndarray) -> pd.DataFrame:
+def notices(final: Rows, counted: np.ndarray) -> Rows:
     """The notices of paired events that became final (``final``: event rows; ``counted``:
     per row, whether an operation of this shard counted it)."""
     if len(final) == 0:
-        return empty(RELAY)
-    return pd.DataFrame(
-        {
-            "for_op": None,
-            "key": final["key"].to_numpy(dtype=object),
-            "ts": final["ts"].to_numpy(np.int64),
-            "op_id": final["op_id"].to_numpy(dtype=object),
-            "source": final["source"].to_numpy(dtype=object),
-            "value": final["value"].to_numpy(float),
-            "stage": np.int8(FINAL),
-            "floor": False,
-            "sender_eseq": final["eseq"].to_numpy(np.int64),
-            "counted": np.asarray(counted, bool),
-        }
-    ).astype(RELAY)
+        return _NONE
+    columns = {
+        "for_op": None,
+        "key": final["key"],
+        "ts": final["ts"],
+        "op_id": final["op_id"],
+        "source": final["source"],
+        "value": final["value"],
+        "stage": np.int8(FINAL),
+        "floor": False,
+        "sender_eseq": final["eseq"],
+        "counted": np.asarray(counted, bool),
+    }
+    return Rows(columns, len(final)).cast(RELAY)
 
 
-def steps(relayed: pd.DataFrame | None) -> Iterator[pd.DataFrame]:
+def steps(relayed: Rows | None) -> Iterator[Rows]:
     """Relay rows (with their ``batch``) in the order they were made: by batch, and in a
     batch the registration stage, the arrivals, then the notices (a loop over steps)."""
     if relayed is None or len(relayed) == 0:
         return
-    order = np.lexsort((relayed["stage"].to_numpy(), relayed["batch"].to_numpy()))
-    rows = relayed.iloc[order].reset_index(drop=True)
-    step = rows["batch"].to_numpy(np.int64) * _STAGES + rows["stage"].to_numpy(np.int64)
+    rows = relayed.take(np.lexsort((relayed["stage"], relayed["batch"])))
+    step = rows["batch"].astype(np.int64) * _STAGES + rows["stage"].astype(np.int64)
     starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
     for start, end in zip(starts, np.r_[starts[1:], len(rows)], strict=True):
-        yield rows.iloc[start:end]
+        yield rows.take(np.arange(start, end))
 
 
 def matches_of(
-    ops: pd.DataFrame, seen: pd.DataFrame, rows: pd.DataFrame, eseq_from: int
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+    ops: Rows, named: tuple[np.ndarray, np.ndarray], rows: Rows, eseq_from: int
+) -> tuple[Rows, Rows]:
     """Relay rows (pairs and floors, with their ``sender``) as match rows of the pending
     operations they name (others are dropped: resolved already), and the ``RELAYED`` record
     of every pair (a dropped one too: its notice is awaited all the same).  Pairs get fresh
     sequence numbers from ``eseq_from`` on, in row order.
+
+    ``named``: (row of ``rows``, handle) of the rows whose ``for_op`` is pending
+    (``Pending.by_op_id``); ``ops``: those operations' rows, sorted by handle.
 
     A floor is a match without an event (``eseq`` ``FLOOR_ESEQ``, at the earliest time):
     ``evaluate`` takes its value into the key's progress as it takes ``progress_at_watch``
     and does not count it among the matched events.
     """
     if len(rows) == 0:
-        return empty(MATCHES), empty(RELAYED)
-    is_pair = ~rows["floor"].to_numpy(bool)
+        return Rows.empty(MATCHES), Rows.empty(RELAYED)
+    is_pair = ~rows["floor"].astype(bool)
     eseq = np.full(len(rows), FLOOR_ESEQ, dtype=np.int64)
     eseq[is_pair] = np.arange(eseq_from, eseq_from + int(is_pair.sum()), dtype=np.int64)
-    record = pd.DataFrame(
-        {"sender": rows["sender"].to_numpy(), "sender_eseq": rows["sender_eseq"].to_numpy()}
+    pairs = np.flatnonzero(is_pair)
+    record = Rows(
+        {
+            "sender": rows["sender"][pairs].astype(np.int64),
+            "sender_eseq": rows["sender_eseq"][pairs].astype(np.int64),
+            "eseq": eseq[pairs],
+            "absorbed": False,
+        },
+        pairs.size,
     )
-    record = record.assign(eseq=eseq, absorbed=False).loc[is_pair].astype(RELAYED)
-    if len(seen) == 0:
-        return empty(MATCHES), record.reset_index(drop=True)
-    probe, at = dedup.lookup_seen(seen, rows["for_op"].to_numpy(dtype=object))
-    handles = seen["handle"].to_numpy(np.int64)[at]
-    live = handles >= 0
-    probe, handles = probe[live], handles[live]
-    found = rows.iloc[probe].assign(handle=handles, eseq=eseq[probe]).reset_index(drop=True)
-    floor = found["floor"].to_numpy(bool)
-    floors = found.loc[floor]
-    floor_rows = pd.DataFrame(
+    probe, handles = named
+    order = np.argsort(probe, kind="stable")  # in row order
+    probe, handles = probe[order], handles[order]
+    if probe.size == 0:
+        return Rows.empty(MATCHES), record
+    floor = rows["floor"][probe].astype(bool)
+    f_row = probe[floor]
+    floor_rows = Rows(
         {
             "handle": handles[floor],
-            "khash": hash_strings(floors["key"].to_numpy(dtype=object)),
+            "khash": hash_strings(rows["key"][f_row]),
             "ts": I64_MIN,
-            "eseq": FLOOR_ESEQ,
-            "value": floors["value"].to_numpy(float),
+            "eseq": np.int64(FLOOR_ESEQ),
+            "value": rows["value"][f_row].astype(float),
             "source": None,
             "is_member": False,
-        }
-    ).astype(MATCHES)
-    pairs = found.loc[~floor, ["key", "ts", "op_id", "source", "value", "handle", "eseq"]]
-    made = watchers.matches_in_window(ops, pairs)
-    matches = pd.concat([m for m in (made, floor_rows) if len(m)] or [made], ignore_index=True)
-    return matches.astype(MATCHES), record.reset_index(drop=True)
+        },
+        f_row.size,
+    ).cast(MATCHES)
+    p_row = probe[~floor]
+    found = Rows({c: rows[c][p_row] for c in ("key", "ts", "op_id", "source", "value")}, p_row.size)
+    made = watchers.matches_in_window(ops, found.assign(handle=handles[~floor], eseq=eseq[p_row]))
+    return Rows.concat([made, floor_rows], MATCHES).cast(MATCHES), record
 
 
-def absorb(relayed: pd.DataFrame, eseqs: np.ndarray) -> pd.DataFrame:
+def absorb(relayed: Rows, eseqs: np.ndarray) -> Rows:
     """``relayed`` with the pairs whose matches an operation counted (``eseqs``) absorbed."""
     if len(relayed) == 0 or eseqs.size == 0:
         return relayed
-    hit = np.isin(relayed["eseq"].to_numpy(np.int64), eseqs)
+    hit = isin(relayed["eseq"], eseqs)
     if not hit.any():
         return relayed
-    relayed = relayed.copy()
-    relayed.loc[hit, "absorbed"] = True
-    return relayed
+    return relayed.assign(absorbed=relayed["absorbed"] | hit)
 
 
-def decide(
-    notes: pd.DataFrame, relayed: pd.DataFrame, pending: np.ndarray
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def decide(notes: Rows, relayed: Rows, pending: np.ndarray) -> tuple[Rows, Rows]:
     """The cross-shard group's answer to notices (with their ``sender``): the notices of the
     events nothing counted (their event fields, to report ``after_resolution``), and
     ``relayed`` without the noticed events.  ``pending``: the ``eseq`` of the matches the
     pending operations hold."""
-    ids = ["sender", "sender_eseq"]
-    held = relayed["absorbed"].to_numpy(bool) | np.isin(relayed["eseq"].to_numpy(np.int64), pending)
-    used = relayed.loc[held, ids].drop_duplicates().assign(absorbed=True)
-    answer = notes[ids].merge(used, on=ids, how="left")["absorbed"].notna().to_numpy()
-    lost = notes.loc[~answer & ~notes["counted"].to_numpy(bool)]
-    noticed = pd.MultiIndex.from_frame(relayed[ids]).isin(pd.MultiIndex.from_frame(notes[ids]))
-    return lost.reset_index(drop=True), rows_where(relayed, ~noticed)
+    sender, sender_eseq = notes["sender"].astype(np.int64), notes["sender_eseq"].astype(np.int64)
+    held = np.flatnonzero(relayed["absorbed"] | isin(relayed["eseq"], pending))
+    used = pairs_in(sender, sender_eseq, relayed["sender"][held], relayed["sender_eseq"][held])
+    lost = notes.where(~used & ~notes["counted"].astype(bool))
+    noticed = pairs_in(relayed["sender"], relayed["sender_eseq"], sender, sender_eseq)
+    return lost, relayed.where(~noticed)

@@ -8,9 +8,9 @@ with spare capacity and tombstones, indexed by op_id and by key hash); outside, 
 they are plain frames in handle order.  Four tables stay small (``SMALL_TABLES``):
 ``matches`` (events matched to pending operations), ``events`` (events the watermark has
 not passed yet), ``keys`` (per-key offset progress and resolution times) and ``relayed``
-(the cross-shard group's: relayed events whose notice has not come yet, ``relay``).
-``SEEN`` is the shape in which ``relay.matches_of`` looks op_ids up (the pending op_ids are
-the ``ops`` table's own, indexed by hash: there is no separate table of them).
+(the cross-shard group's: relayed events whose notice has not come yet, ``relay``); inside
+the engine they are ``rows.Rows``.  The pending op_ids are the ``ops`` table's own, indexed
+by hash: there is no separate table of them.
 
 The engine persists nothing.  A persistence layer reads:
 
@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .frames import distinct, empty, stack
+from .frames import distinct, empty
+from .rows import Rows
 from .wheel import TimingWheel
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
     "RELAY",
     "RELAYED",
     "KEYS",
-    "SEEN",
     "RESOLVED",
     "BIG_TABLES",
     "SMALL_TABLES",
@@ -122,8 +122,6 @@ RELAYED = {"sender": "int64", "sender_eseq": "int64", "eseq": "int64", "absorbed
 #: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values),
 #: the last such event's time, and until when its events count as after_resolution
 KEYS = {"khash": "uint64", "progress": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
-#: pending op_ids, sorted by hash (``relay.matches_of``'s lookup)
-SEEN = {"hash": "uint64", "op_id": "object", "handle": "int64"}
 #: op_ids resolved within purgatory.dedup.retention.ms, as 64-bit hashes (compact: no strings)
 RESOLVED = {"hash": "uint64", "expire_at": "int64"}
 #: the tables that grow with pending operations
@@ -171,33 +169,37 @@ class ShardTables:
         )
 
 
-def ops_rows(ops: pd.DataFrame, first_handle: int) -> pd.DataFrame:
-    """Validated operations as rows of ``ops``, with handles from ``first_handle`` on."""
+def ops_rows(ops: Rows, first_handle: int) -> Rows:
+    """Validated operations as rows of ``ops`` (and their op_ids' hashes, ``ohash``, which
+    ``ops`` carries), with handles from ``first_handle`` on."""
     n = len(ops)
-    return pd.DataFrame(
-        {
-            "handle": np.arange(first_handle, first_handle + n, dtype=np.int64),
-            "op_id": ops["op_id"].to_numpy(dtype=object),
-            "keys": ops["keys"].to_numpy(dtype=object),
-            "ts": ops["ts"].to_numpy(np.int64),
-            "deadline": ops["deadline"].to_numpy(np.int64),
-            "cond": ops["cond"].to_numpy(np.int8),
-            "target": ops["target"].to_numpy(float),
-            "members": ops["members"].to_numpy(dtype=object),
-            "payload": ops["payload"].to_numpy(dtype=object),
-            "n_members": _lengths(ops["members"].to_numpy(dtype=object)),
-            "stub": ops["stub"].to_numpy(bool),
-        }
-    )
+    columns = {
+        "handle": np.arange(first_handle, first_handle + n, dtype=np.int64),
+        "op_id": ops["op_id"],
+        "keys": ops["keys"],
+        "ts": ops["ts"].astype(np.int64, copy=False),
+        "deadline": ops["deadline"].astype(np.int64, copy=False),
+        "cond": ops["cond"].astype(np.int8, copy=False),
+        "target": ops["target"].astype(float, copy=False),
+        "members": ops["members"],
+        "payload": ops["payload"],
+        "n_members": _lengths(ops["members"]),
+        "stub": ops["stub"].astype(bool, copy=False),
+        "ohash": ops["ohash"],
+    }
+    return Rows(columns, n)
 
 
 def _lengths(lists: np.ndarray) -> np.ndarray:
     """The length of each list, 0 for a missing one (None or NaN); only present lists are
     visited (most operations have no members)."""
-    lengths = np.zeros(len(lists), dtype=np.int64)
-    present = np.flatnonzero(~pd.isna(lists))
-    lengths[present] = np.fromiter(map(len, lists[present]), np.int64, count=present.size)
-    return lengths
+    try:  # every row a list (validation gives [] for none): one pass
+        return np.fromiter(map(len, lists), np.int64, count=len(lists))
+    except TypeError:  # some missing
+        lengths = np.zeros(len(lists), dtype=np.int64)
+        present = np.flatnonzero(~pd.isna(lists))
+        lengths[present] = np.fromiter(map(len, lists[present]), np.int64, count=present.size)
+        return lengths
 
 
 @dataclass(frozen=True)
@@ -230,7 +232,7 @@ class ChangeLog:
         if old.size:
             self._removed.append(old.astype(np.int64))
 
-    def resolved(self, rows: pd.DataFrame) -> None:
+    def resolved(self, rows: Rows) -> None:
         if self._resolved is not None:
             self._resolved.append(rows)
 
@@ -241,9 +243,7 @@ class ChangeLog:
         if self._resolved is None:
             resolved = resolved_table()
         else:
-            resolved = empty(RESOLVED)
-            for rows in self._resolved:
-                resolved = stack(resolved, rows)
+            resolved = Rows.concat(self._resolved, RESOLVED).to_frame(RESOLVED)
         changes = Changes(self._added_from, removed, resolved)
         self._added_from, self._removed, self._resolved = int(next_handle), [], []
         return changes
@@ -252,4 +252,4 @@ class ChangeLog:
         """Everything counts as added again (the tables were replaced)."""
         self._added_from = 0
         self._removed: list[np.ndarray] = []
-        self._resolved: list[pd.DataFrame] | None = None  # None: the whole table is new
+        self._resolved: list[Rows] | None = None  # None: the whole table is new

@@ -19,130 +19,137 @@ import numpy as np
 import pandas as pd
 
 from .conditions import ALL, OFFSET
-from .frames import empty, equal_ranges, flatten, hash_strings, rows_by_handle, stack
+from .frames import equal_ranges, flatten, hash_strings, search
 from .progress import KeyTable
+from .rows import Rows
 from .tables import MATCHES
 
-__all__ = ["watch_rows", "buffered_pairs", "watching", "matches_in_window"]
+__all__ = ["PAIR", "watch_rows", "buffered_pairs", "watching", "matches_in_window"]
 
-_NO_MATCHES = empty(MATCHES)
+#: an (event, operation) pair before the window check: the event's fields, the ``handle`` of
+#: the operation and the key's hash
+PAIR = ("handle", "khash", "key", "ts", "eseq", "op_id", "source", "value")
+_NO_MATCHES = Rows.empty(MATCHES)
 
 
-def watch_rows(new_ops: pd.DataFrame, key_table: KeyTable) -> pd.DataFrame:
+def watch_rows(new_ops: Rows, key_table: KeyTable) -> Rows:
     """The watch rows of newly registered operations (``handle``, ``keys``, ``cond``), one per
     (operation, key) in their order; an ``offset`` operation records each key's progress so
     far (``key_table``) as it starts watching.  Every valid operation has a key (validation)."""
-    lengths, key = flatten(new_ops["keys"].to_numpy(dtype=object))
+    lengths, key = flatten(new_ops["keys"])
     khash = hash_strings(key)
     progress = np.full(key.size, np.nan)
-    offset = np.repeat(new_ops["cond"].to_numpy(np.int8) == OFFSET, lengths)
-    keys = key_table.frame(khash[offset]) if offset.any() else None
-    if keys is not None and len(keys):
-        known = keys["khash"].to_numpy(np.uint64)  # unique
-        order = np.argsort(known)
-        at = np.minimum(np.searchsorted(known, khash[offset], sorter=order), known.size - 1)
-        row = order[at]
-        found = known[row] == khash[offset]
-        progress[np.flatnonzero(offset)[found]] = keys["progress"].to_numpy(float)[row[found]]
+    offset = np.repeat(new_ops["cond"] == OFFSET, lengths)
+    if offset.any():
+        progress[offset] = key_table.values(khash[offset], "progress", np.nan)
     columns = {
         "hash": khash,
         "key": key,
-        "handle": np.repeat(new_ops["handle"].to_numpy(np.int64), lengths),
+        "handle": np.repeat(new_ops["handle"], lengths),
         "progress_at_watch": progress,
     }
-    return pd.DataFrame(columns, copy=False)
+    return Rows(columns, key.size)
 
 
-def _by_key(watch: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``watch[["key", "handle"]].merge(events, on="key")``, with the key's hash
-    (``khash``), by a hash join: watch rows in order, each with its key's events in order."""
-    w_hash = watch["hash"].to_numpy(np.uint64)
-    e_hash = hash_strings(events["key"].to_numpy(dtype=object))
-    order = np.argsort(e_hash, kind="stable")
+def _by_key(watch: Rows, events: Rows) -> Rows:
+    """``PAIR`` rows of the watch rows and the events (with their keys' hashes, ``khash``) on
+    the same key, by a hash join: watch rows in order, each with its key's events in order."""
+    w_hash, e_hash = watch["hash"], events["khash"]
+    order = np.argsort(e_hash)
     w_row, at = equal_ranges(e_hash[order], w_hash)
     e_row = order[at]
-    w_key = watch["key"].to_numpy(dtype=object)
-    same = w_key[w_row] == events["key"].to_numpy(dtype=object)[e_row]
+    w_key = watch["key"]
+    same = w_key[w_row] == events["key"][e_row]
     w_row, e_row = w_row[same], e_row[same]
-    columns = {"key": w_key[w_row], "handle": watch["handle"].to_numpy(np.int64)[w_row]}
-    columns.update({c: events[c].to_numpy()[e_row] for c in events.columns if c not in columns})
-    columns["khash"] = w_hash[w_row]
-    return pd.DataFrame(columns, copy=False)
+    if w_row.size > 1:  # by watch row, then event
+        pair = np.argsort(w_row * np.int64(len(events)) + e_row)
+        w_row, e_row = w_row[pair], e_row[pair]
+    columns = {"handle": watch["handle"][w_row], "khash": w_hash[w_row], "key": w_key[w_row]}
+    columns.update({c: events[c][e_row] for c in PAIR[3:]})
+    return Rows(columns, w_row.size)
 
 
-def buffered_pairs(
-    ops: pd.DataFrame, new_ops: pd.DataFrame, watch: pd.DataFrame, buffered: pd.DataFrame
-) -> pd.DataFrame:
-    """(buffered event, newly registered operation) pairs, before the window check: untargeted
-    events by a key the operation watches (``watch``: its watch rows), targeted ones by op_id
-    if the operation (a row of ``ops``) watches their key."""
-    targeted = buffered["op_id"].notna().to_numpy()
-    untargeted = _by_key(watch, buffered.loc[~targeted])
+def buffered_pairs(new_ops: Rows, ohash: np.ndarray, watch: Rows, buffered: Rows) -> Rows:
+    """``PAIR`` rows of buffered events and newly registered operations (``ohash``: their
+    op_ids' hashes), before the window check: untargeted events by a key the operation
+    watches (``watch``: its watch rows), targeted ones by op_id if the operation watches
+    their key."""
+    op_id = buffered["op_id"]
+    targeted = pd.notna(op_id)
     if not targeted.any():
-        return untargeted
-    by_id = new_ops[["op_id", "handle"]].merge(buffered.loc[targeted], on="op_id")
-    keep = watching(ops, by_id["handle"].to_numpy(np.int64), by_id["key"].to_numpy(dtype=object))
-    by_id = by_id.loc[keep].assign(khash=hash_strings(by_id["key"].to_numpy(dtype=object)[keep]))
-    return stack(untargeted, by_id[list(untargeted.columns)])
+        return _by_key(watch, buffered)
+    untargeted = _by_key(watch, buffered.where(~targeted))
+    # by op_id: each new operation (in order) with the buffered events naming it (in order)
+    t_rows = np.flatnonzero(targeted)
+    t_hash = hash_strings(op_id[t_rows])
+    order = np.argsort(t_hash, kind="stable")
+    o_row, at = equal_ranges(t_hash[order], ohash)
+    e_row = t_rows[order[at]]
+    same = new_ops["op_id"][o_row] == op_id[e_row]
+    o_row, e_row = o_row[same], e_row[same]
+    handle, key = new_ops["handle"][o_row], buffered["key"][e_row]
+    keep = watching(new_ops, handle, key)
+    e_row = e_row[keep]
+    columns = {"handle": handle[keep], "khash": buffered["khash"][e_row], "key": key[keep]}
+    columns.update({c: buffered[c][e_row] for c in PAIR[3:]})
+    return untargeted.stack(Rows(columns, e_row.size))
 
 
-def watching(ops: pd.DataFrame, handles: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """For each (handle, key) pair: does that pending operation watch that key?"""
+def watching(ops: Rows, handles: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """For each (handle, key) pair: does that pending operation (a row of ``ops``, sorted by
+    handle) watch that key?"""
     if handles.size == 0:
         return np.zeros(0, dtype=bool)
-    pos = np.searchsorted(ops["handle"].to_numpy(np.int64), handles)
-    lengths, op_keys = flatten(ops["keys"].to_numpy(dtype=object)[pos])
+    pos = search(ops["handle"], handles)
+    lengths, op_keys = flatten(ops["keys"][pos])
     pair = np.repeat(np.arange(handles.size), lengths)
     hit = op_keys == keys[pair]
     return np.bincount(pair[hit], minlength=handles.size) > 0
 
 
-def matches_in_window(ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """The (event, operation) ``pairs`` inside the operation's window, as match rows.
-
-    ``pairs`` are event rows (``key``, ``ts``, ``eseq``, ``op_id``, ``source``, ``value``)
-    with the ``handle`` of a pending operation watching the key, and the key's hash
-    (``khash``) if the caller has it already.
-    """
+def matches_in_window(ops: Rows, pairs: Rows) -> Rows:
+    """The (event, operation) ``pairs`` (``PAIR`` rows; ``khash`` optional) inside the
+    operation's window, as match rows (``ops``: the operations' rows, sorted by handle)."""
     if len(pairs) == 0:
         return _NO_MATCHES
-    handle = pairs["handle"].to_numpy(np.int64)
-    pos = np.searchsorted(ops["handle"].to_numpy(np.int64), handle)
-    cond = ops["cond"].to_numpy(np.int8)[pos]
-    ts = pairs["ts"].to_numpy(np.int64)
-    target_id = pairs["op_id"].to_numpy(dtype=object)
+    handle = pairs["handle"]
+    pos = search(ops["handle"], handle)
+    cond = ops["cond"][pos]
+    ts = pairs["ts"]
+    target_id = pairs["op_id"]
     untargeted = pd.isna(target_id)
     # offset counts a key's progress from before the operation; targeted events never do
-    ok = (ts < ops["deadline"].to_numpy(np.int64)[pos]) & (
-        (ts >= ops["ts"].to_numpy(np.int64)[pos]) | ((cond == OFFSET) & untargeted)
-    )
-    ok &= untargeted | (target_id == ops["op_id"].to_numpy(dtype=object)[pos])
+    ok = (ts < ops["deadline"][pos]) & ((ts >= ops["ts"][pos]) | ((cond == OFFSET) & untargeted))
+    if not untargeted.all():
+        ok &= untargeted | (target_id == ops["op_id"][pos])
     keep = np.flatnonzero(ok)
     if keep.size == 0:
         return _NO_MATCHES
-    handle, source = handle[keep], pairs["source"].to_numpy(dtype=object)[keep]
-    if "khash" in pairs.columns:
-        khash = pairs["khash"].to_numpy(np.uint64)[keep]
+    handle, source = handle[keep], pairs["source"][keep]
+    if "khash" in pairs:
+        khash = pairs["khash"][keep]
     else:
-        khash = hash_strings(pairs["key"].to_numpy(dtype=object)[keep])
+        khash = hash_strings(pairs["key"][keep])
     columns = {
         "handle": handle,
         "khash": khash,
         "ts": ts[keep],
-        "eseq": pairs["eseq"].to_numpy(np.int64)[keep],
-        "value": pairs["value"].to_numpy(np.float64)[keep],
+        "eseq": pairs["eseq"][keep],
+        "value": pairs["value"][keep].astype(np.float64, copy=False),
         "source": source,
         "is_member": _is_member(ops, handle, source, cond[keep] == ALL),
     }
-    return pd.DataFrame(columns, copy=False)
+    return Rows(columns, keep.size)
 
 
-def _is_member(ops: pd.DataFrame, handle: np.ndarray, source: np.ndarray, of_all: np.ndarray) -> np.ndarray:
+def _is_member(ops: Rows, handle: np.ndarray, source: np.ndarray, of_all: np.ndarray) -> np.ndarray:
     """Per match: is its ``source`` one of the members of its operation (an ``all`` one)?"""
+    member = np.zeros(handle.size, dtype=bool)
     if not of_all.any():
-        return np.zeros(handle.size, dtype=bool)
-    members = rows_by_handle(ops, np.unique(handle[of_all]))[["handle", "members"]]
-    members = members.explode("members").rename(columns={"members": "source"}).assign(is_member=True)
-    pairs = pd.DataFrame({"handle": handle, "source": source})
-    pairs = pairs.merge(members.drop_duplicates(["handle", "source"]), on=["handle", "source"], how="left")
-    return pairs["is_member"].notna().to_numpy()
+        return member
+    rows = np.flatnonzero(of_all)
+    lengths, members = flatten(ops["members"][search(ops["handle"], handle[rows])])
+    pair = np.repeat(np.arange(rows.size), lengths)
+    hit = members == source[rows][pair]
+    member[rows] = np.bincount(pair[hit], minlength=rows.size) > 0
+    return member

@@ -1,0 +1,187 @@
+"""``Rows``: a table as named numpy columns of one length, the engine's working unit.
+
+Everything a call moves between the engine's steps (the rows its batch touches, the matches
+it makes, the outcomes it reports) and the small tables it keeps (``matches``, buffered
+``events``, ``relayed``) are ``Rows``: a dict of numpy arrays and a row count.  A pandas
+frame costs tens of microseconds to build and several to read a column from; a call makes
+dozens of them, so a 10-row call cost milliseconds whatever it did.  ``Rows`` costs what a
+dict costs; pandas is left to the engine's edges (``Purgatory.process`` takes frames in and
+hands frames out; ``Purgatory.tables`` and ``load_tables`` convert for the state layer).
+
+Invariants: every column has ``len(rows)`` elements; a ``Rows`` is never modified in place
+once built (``assign``, ``take``, ``where`` and ``stack`` make new ones that may share
+columns), so sharing columns between them, or with a frame, is safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Rows"]
+
+
+class Rows:
+    """Named numpy columns of equal length (see the module docstring).
+
+    >>> r = Rows({"a": np.array([1, 2, 3]), "b": np.array(["x", "y", "z"], dtype=object)})
+    >>> len(r), r.columns
+    (3, ['a', 'b'])
+    >>> r.where(r["a"] > 1)["b"].tolist()
+    ['y', 'z']
+    """
+
+    __slots__ = ("_cols", "_n")
+
+    def __init__(self, columns: Mapping[str, Any], n: int | None = None) -> None:
+        """``columns``: arrays (or scalars, broadcast to ``n`` rows; ``n`` is then needed
+        unless an array gives it)."""
+        if n is None:
+            n = next((len(v) for v in columns.values() if isinstance(v, np.ndarray)), 0)
+        cols = {}
+        for name, values in columns.items():
+            if not isinstance(values, np.ndarray):
+                values = _full(n, values)
+            cols[name] = values
+        self._cols = cols
+        self._n = int(n)
+
+    # -- building ------------------------------------------------------------------------------
+
+    @classmethod
+    def _made(cls, cols: dict[str, np.ndarray], n: int) -> Rows:
+        """Rows of arrays already checked (every one ``n`` long): the internal constructor."""
+        rows = object.__new__(cls)
+        rows._cols = cols
+        rows._n = n
+        return rows
+
+    @classmethod
+    def empty(cls, dtypes: Mapping[str, Any]) -> Rows:
+        return cls._made({name: np.empty(0, dtype=dtype) for name, dtype in dtypes.items()}, 0)
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame | Rows, dtypes: Mapping[str, Any] | None = None) -> Rows:
+        """A frame's columns (those of ``dtypes``, cast to them; every column without), as
+        arrays shared with the frame where no cast is needed."""
+        if isinstance(frame, Rows):
+            return frame.cast(dtypes) if dtypes is not None else frame
+        arrays = _arrays(frame)
+        if dtypes is not None:
+            arrays = {name: arrays[name].astype(dtype, copy=False) for name, dtype in dtypes.items()}
+        return cls._made(arrays, len(frame))
+
+    def cast(self, dtypes: Mapping[str, Any], *, copy: bool = False) -> Rows:
+        """The columns of ``dtypes``, in its order, cast to them (``copy``: always copied)."""
+        return Rows._made({c: self._cols[c].astype(t, copy=copy) for c, t in dtypes.items()}, self._n)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._cols[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._cols
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cols)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._cols)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._cols.get(name, default)
+
+    def to_frame(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """A pandas frame of these columns (or ``columns``, in that order; a missing one is a
+        ``KeyError``), with a fresh ``RangeIndex`` (given: pandas need not infer one)."""
+        names = list(self._cols if columns is None else columns)
+        if self._n == 0:  # the usual unmatched, rejected and relay: a copy of a template
+            schema = tuple((c, self._cols[c].dtype) for c in names)
+            template = _EMPTY_FRAMES.get(schema)
+            if template is None:
+                template = _EMPTY_FRAMES[schema] = pd.DataFrame({c: np.empty(0, t) for c, t in schema})
+            return template.copy()
+        return pd.DataFrame({c: self._cols[c] for c in names}, index=pd.RangeIndex(self._n), copy=False)
+
+    def __repr__(self) -> str:
+        return f"Rows({self._n} rows: {', '.join(self._cols)})"
+
+    # -- new rows from these -------------------------------------------------------------------
+
+    def take(self, rows: np.ndarray) -> Rows:
+        """The rows at these positions (or where a boolean mask is True), in that order."""
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)  # once: a mask would be scanned again per column
+        return Rows._made({c: v[rows] for c, v in self._cols.items()}, rows.size)
+
+    def where(self, keep: np.ndarray) -> Rows:
+        """The rows where ``keep`` is True (the same object when it is True everywhere)."""
+        if keep.all():
+            return self
+        return self.take(np.flatnonzero(keep))
+
+    def select(self, names: Iterable[str]) -> Rows:
+        return Rows._made({c: self._cols[c] for c in names}, self._n)
+
+    def assign(self, **columns: Any) -> Rows:
+        """These rows with columns added or replaced (arrays, or scalars broadcast)."""
+        cols = dict(self._cols)
+        for name, values in columns.items():
+            cols[name] = values if isinstance(values, np.ndarray) else _full(self._n, values)
+        return Rows._made(cols, self._n)
+
+    def stack(self, other: Rows) -> Rows:
+        """These rows then ``other``'s (the columns of these)."""
+        if other._n == 0:
+            return self
+        if self._n == 0:
+            return other.select(self._cols) if list(other._cols) != list(self._cols) else other
+        cols = {c: np.concatenate([v, other._cols[c]]) for c, v in self._cols.items()}
+        return Rows._made(cols, self._n + other._n)
+
+    @staticmethod
+    def concat(parts: list[Rows], dtypes: Mapping[str, Any]) -> Rows:
+        """The non-empty ``parts`` one after another (``dtypes``' columns), or empty."""
+        parts = [p for p in parts if p._n]
+        if not parts:
+            return Rows.empty(dtypes)
+        if len(parts) == 1:
+            return parts[0]
+        cols = {c: np.concatenate([p._cols[c] for p in parts]) for c in dtypes}
+        return Rows._made(cols, sum(p._n for p in parts))
+
+
+#: empty frames by their columns and dtypes, copied for every empty output (a tenth of the
+#: cost of building one: pandas checks each column)
+_EMPTY_FRAMES: dict[tuple, pd.DataFrame] = {}
+
+
+def _arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """A frame's columns as numpy arrays, without a Series per column.
+
+    ``frame[name]`` builds (and caches) a Series, most of the cost of reading a column from
+    a fresh frame: a 10-row call's input frames cost 0.1 ms that way.  pandas' own
+    ``DataFrame._get_column_array`` gives the column's array directly; where a pandas
+    version lacks it (or column names repeat) the public way is taken.
+    """
+    get = getattr(frame, "_get_column_array", None)
+    if get is None or not frame.columns.is_unique:
+        return {name: frame[name].to_numpy() for name in frame.columns}
+    return {name: np.asarray(get(i)) for i, name in enumerate(frame.columns)}
+
+
+def _full(n: int, value: Any) -> np.ndarray:
+    """``n`` copies of a scalar (None: an object column; a numpy scalar keeps its dtype)."""
+    if value is None or isinstance(value, str):
+        out = np.empty(n, dtype=object)
+        out[:] = value
+        return out
+    return np.full(n, value)
