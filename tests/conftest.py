@@ -95,7 +95,7 @@ def pytest_xdist_make_scheduler(config, log):
     scheduler gives a worker waits for the test that worker runs now: a worker busy with a
     test of ``SLOW_FIRST`` gets the quickest test left (the queue's last) to queue, never the
     next slow one.  xdist's own loadgroup scheduler hands work out by group size and queues
-    the next test regardless (the S3 crash test could wait behind the local one), and under
+    the next test regardless (Spark Connect's waited 7 minutes behind the local crash test), and under
     pytest 9.2 it finds no groups (it renames node ids, which pytest no longer reads back).
     """
     if config.getvalue("dist") != "loadgroup":
