@@ -26,7 +26,9 @@ demo: $(STAMP)
 	$(PY) -m spark_purgatory.demo $(ARGS)
 
 # test files run in parallel (pytest-xdist): each worker is a process with its own Spark session;
-# the Spark tests mostly wait on JVMs, so more workers than cores pays (tests/conftest.py).
+# the Spark tests mostly wait on JVMs, so more workers than cores pays.  tests/conftest.py
+# schedules `--dist loadgroup` its own way (slowest first, none queued behind another, the
+# shared-server files on one worker) and starts the tests' JVMs C1-only.
 # TEST_WORKERS=0 runs everything in this one process.
 TEST_WORKERS ?= 3
 

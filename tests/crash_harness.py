@@ -1,7 +1,8 @@
 """Kill the job with SIGKILL again and again on a steady input; check exactly-once at the end.
 
-Used by ``tests/test_crash.py`` (a fixed plan: one kill at each accumulator fault point plus a
-random one) and runnable on its own for longer randomised runs (``--plan`` for a fixed one):
+Used by ``tests/test_crash.py`` (fixed plans: between its two tests one kill at each
+accumulator fault point, plus a random one in each) and runnable on its own for longer
+randomised runs (``--plan`` for a fixed one):
 
     .venv/bin/python tests/crash_harness.py --kills 10 --ops 3000
 
@@ -11,8 +12,10 @@ point inside the accumulator (``faulty_job.py`` runs the job with a hook that ki
 one of ``FAULT_POINTS``: after the executors staged a batch's files but before the driver
 recorded them, before ``staged_through`` moves, after writing a drain manifest, after the
 executors wrote a drain's data files but before the commit, or after a Delta commit) or at
-a random moment (state commits, Delta commits and lingering rows all happen at random
-points in between).  After the last kill an
+a random moment within a few seconds after the run committed its first micro-batch (state
+commits, Delta commits and lingering rows all happen at random points in between; a fixed
+delay from the start would often hit the JVM's start-up on a loaded machine).  Each run's
+output is kept in ``<root>/logs``.  After the last kill an
 ``available-now`` run drains the rest.  The Delta tables must then hold exactly what the
 Spark-free engine computes from the same input: one outcome per resolved operation with the
 same status and time, the same unmatched events, and every malformed line once in
@@ -62,26 +65,71 @@ SETTINGS = {
 
 
 def _job(
-    args: list[str], settings: dict[str, str], env: dict[str, str], fault: str | None = None
+    args: list[str],
+    settings: dict[str, str],
+    env: dict[str, str],
+    fault: str | None = None,
+    log: str | None = None,
 ) -> subprocess.Popen:
-    """The job in a subprocess; with ``fault`` (``<point>:<n>``) it kills itself there."""
+    """The job in a subprocess; with ``fault`` (``<point>:<n>``) it kills itself there.
+
+    Its standard error is a pipe (``communicate()`` it), or with ``log`` the file ``log + ".err"``
+    and its standard output ``log + ".out"`` (nothing to drain while it runs or is killed).
+    """
     extra = [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
-    return subprocess.Popen(
-        [
-            sys.executable,
-            FAULTY_JOB if fault else JOB,
-            *args,
-            "--conf",
-            os.path.join(ROOT, "conf", "local.conf"),
-            *extra,
-            "--set",
-            "job.master=local[2]",
-        ],
-        env={**os.environ, **env, **({"PURGATORY_FAULT": fault} if fault else {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    if log is not None:
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        out, err = open(f"{log}.out", "w"), open(f"{log}.err", "w")  # noqa: SIM115 - the child's
+    else:
+        out, err = subprocess.DEVNULL, subprocess.PIPE
+    try:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                FAULTY_JOB if fault else JOB,
+                *args,
+                "--conf",
+                os.path.join(ROOT, "conf", "local.conf"),
+                *extra,
+                "--set",
+                "job.master=local[2]",
+            ],
+            env={**os.environ, **env, **({"PURGATORY_FAULT": fault} if fault else {})},
+            stdout=out,
+            stderr=err,
+            text=True,
+        )
+    finally:
+        if log is not None:
+            out.close()
+            err.close()
+
+
+def _commits(checkpoint: str) -> int:
+    """How many micro-batches Spark has committed in ``checkpoint``."""
+    try:
+        return sum(1 for name in os.listdir(os.path.join(checkpoint, "commits")) if name.isdigit())
+    except FileNotFoundError:
+        return 0
+
+
+def _kill_after_a_commit(job: subprocess.Popen, checkpoint: str, delay: float, timeout: float) -> bool:
+    """Kill -9 ``job`` ``delay`` seconds after it committed a micro-batch of its own (its
+    start-up took however long it took); False if it committed none within ``timeout``."""
+    before, deadline = _commits(checkpoint), time.monotonic() + timeout
+    while _commits(checkpoint) == before and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    committed = _commits(checkpoint) > before
+    if committed:
+        time.sleep(delay)  # somewhere in the next micro-batches, linger drains, state commits
+    job.kill()
+    job.wait()
+    return committed
+
+
+def _tail(path: str, chars: int = 3000) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()[-chars:]
 
 
 def reference(work, config: PurgatoryConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -134,42 +182,50 @@ def run(
 
     delivered = 0
 
-    def deliver(count: int) -> None:
+    def deliver(count: int, spread: bool = True) -> None:
         nonlocal delivered
         for i in range(delivered, min(files, delivered + count)):
             name = f"part-{i:05d}.json"
             os.replace(os.path.join(staged_in, "ops", name), os.path.join(ops_dir, name))
             os.replace(os.path.join(staged_in, "events", name), os.path.join(ev_dir, name))
-            time.sleep(feed_seconds)  # spread over time: several micro-batches per run
+            if spread:
+                time.sleep(feed_seconds)  # spread over time: several micro-batches per run
         delivered = min(files, delivered + count)
 
     per_step = -(-files // (len(plan) + 1))
+    checkpoint = os.path.join(root, "chk")
     kills = []
-    for step in plan:
+    for number, step in enumerate(plan):
         # new input for every run, so each run stages, drains and commits before its kill
         feeder = threading.Thread(target=deliver, args=(per_step,), daemon=True)
         feeder.start()
-        reached = True
+        started, log = time.monotonic(), os.path.join(root, "logs", f"run-{number}")
+        trigger = ["--trigger", "processing-time=1s"]
         if step.startswith("fault="):
-            job = _job([*args, "--trigger", "processing-time=1s"], settings, env, fault=step.split("=", 1)[1])
+            job = _job([*args, *trigger], settings, env, fault=step.split("=", 1)[1], log=log)
             try:
                 job.wait(timeout=900)  # a loaded machine (tests in parallel) takes minutes
+                reached = True
             except subprocess.TimeoutExpired:  # never reached the point: kill it anyway
                 reached = False
                 job.kill()
                 job.wait()
-        else:
-            job = _job([*args, "--trigger", "processing-time=1s"], settings, env)
-            time.sleep(rng.uniform(12, 30))  # start-up takes ~10 s: kill somewhere in the batches
-            job.kill()
-            job.wait()
+        else:  # a random moment once the run is under way
+            job = _job([*args, *trigger], settings, env, log=log)
+            reached = _kill_after_a_commit(job, checkpoint, delay=rng.uniform(0, 5), timeout=900)
         feeder.join()
-        kills.append({"step": step, "returncode": job.returncode, "reached": reached})
-    deliver(files)
-    final = _job([*args, "--trigger", "available-now"], settings, env)
-    _, err = final.communicate(timeout=600)
+        kill = {"step": step, "returncode": job.returncode, "reached": reached}
+        kill["seconds"] = round(time.monotonic() - started, 1)
+        if job.returncode != -9:
+            kill["stderr"] = _tail(f"{log}.err")
+        kills.append(kill)
+    deliver(files, spread=False)  # the rest, at once: the last run reads everything there is
+    started, log = time.monotonic(), os.path.join(root, "logs", "final")
+    final = _job([*args, "--trigger", "available-now"], settings, env, log=log)
+    final.wait(timeout=600)
+    final_seconds = round(time.monotonic() - started, 1)
     if final.returncode != 0:
-        raise AssertionError(f"final run failed ({final.returncode}): {err[-3000:]}")
+        raise AssertionError(f"final run failed ({final.returncode}): {_tail(f'{log}.err')}")
     tables = {name: read_table(f"{out}/{name}", storage_options, name) for name in TABLES}
     config = PurgatoryConfig.from_mapping(
         {
@@ -181,6 +237,7 @@ def run(
     expected_outcomes, expected_unmatched = reference(work, config)
     return {
         "kills": kills,
+        "final_seconds": final_seconds,
         "tables": tables,
         "expected_outcomes": expected_outcomes,
         "expected_unmatched": expected_unmatched,

@@ -162,16 +162,13 @@ def _exactly_once(azurite, root: str, *, n_ops: int, fault: str = "") -> list[st
 
 
 @pytest.mark.spark
-def test_the_job_with_tables_state_and_staging_on_adls(azurite, tmp_path):
-    keys = _exactly_once(azurite, str(tmp_path / "job"), n_ops=600)
-    assert any(k.startswith("job/state/") for k in keys), "segment files on Azurite"
-    assert any(k.startswith("job/out/outcomes/_delta_log/") for k in keys)
-    assert "job/staging/staged_through" in keys
-    assert not any(k.endswith(".arrow") and k.startswith("job/staging/") for k in keys)  # flushed
-
-
-@pytest.mark.spark
-def test_a_kill_after_a_commit_on_adls_then_a_restart_gives_exactly_once(azurite, tmp_path):
-    """kill -9 after a Delta commit, before the staged rows are cleared: the restart commits nothing twice."""
+def test_the_job_on_adls_killed_after_a_commit_then_restarted_gives_exactly_once(azurite, tmp_path):
+    """Tables, state and staging on ADLS; kill -9 after a Delta commit, before the staged rows
+    are cleared: the restart commits nothing twice, and nothing went to a local path."""
     keys = _exactly_once(azurite, str(tmp_path / "crash"), n_ops=400, fault="committed:1")
-    assert not any("drain-" in k for k in keys if k.startswith("crash/staging/"))  # manifests resolved
+    assert any(k.startswith("crash/state/") for k in keys), "segment files on Azurite"
+    assert any(k.startswith("crash/out/outcomes/_delta_log/") for k in keys)
+    assert "crash/staging/staged_through" in keys
+    staged = [k for k in keys if k.startswith("crash/staging/")]
+    assert not any(k.endswith(".parquet") for k in staged)  # flushed
+    assert not any("drain-" in k for k in staged)  # manifests resolved

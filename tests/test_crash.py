@@ -8,7 +8,12 @@ data files are written but before their commit.
 twice after the kills, its counts adding up to the other tables and to the input.
 
 Twice: with everything on the local disk, and with the output tables, the accumulator's
-staging and the shard-state segments on an S3-compatible store (moto on loopback).
+staging and the shard-state segments on an S3-compatible store (moto on loopback).  Each
+job run costs a JVM's start, so the fault points are shared between the two (``PLANS``: each
+point killed once, on one store or the other), each test also kills one run at a random moment
+after it committed a micro-batch, and the two tests run at once on two test workers.
+``tests/test_object_store.py`` crashes the accumulator at every point on S3 in-process, and
+``crash_harness.py`` (``--s3``, ``--kills``) runs longer plans.
 """
 
 from __future__ import annotations
@@ -19,36 +24,48 @@ from object_store import S3Store
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
 
-pytestmark = pytest.mark.spark
+#: the kills of each test, in order: every fault point once between the two, a random one in each
+PLANS = {
+    "local": ["fault=committed:1", "fault=manifest:1", "fault=staged:2", "random"],
+    "s3": ["fault=written:1", "fault=staging:2", "random"],
+}
 
 
-def test_job_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
-    plan = [
-        "fault=committed:1",
-        "fault=written:1",
-        "fault=manifest:1",
-        "fault=staged:2",
-        "fault=staging:2",
-        "random",
-    ]
-    assert {step.split("=")[1].split(":")[0] for step in plan[:-1]} == set(FAULT_POINTS)
-    result = run(str(tmp_path / "crash"), n_ops=1400, files=14, plan=plan, feed_seconds=2.0, seed=3)
+def test_the_plans_kill_at_every_fault_point():
+    steps = [step for plan in PLANS.values() for step in plan if step != "random"]
+    points = [step.split("=")[1].split(":")[0] for step in steps]
+    assert sorted(points) == sorted(FAULT_POINTS)  # each once
+    assert all(plan[-1] == "random" for plan in PLANS.values())
+
+
+def _killed_as_planned(result: dict, plan: list[str]) -> None:
     killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
     assert len(killed) == len(plan), result["kills"]  # every run died by SIGKILL where planned
+
+
+@pytest.mark.spark
+def test_job_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
+    plan = PLANS["local"]
+    result = run(str(tmp_path / "crash"), n_ops=1000, files=10, plan=plan, feed_seconds=2.0, seed=3)
+    _killed_as_planned(result, plan)
     check(result)
 
 
+@pytest.mark.spark
 def test_job_survives_kill_minus_nine_with_everything_it_writes_on_s3(tmp_path):
     store = S3Store()
     try:
-        plan = ["fault=committed:1", "fault=written:1", "fault=staging:2", "random"]
+        plan = PLANS["s3"]
         result = run(
-            str(tmp_path / "crash-s3"), n_ops=1000, files=10, plan=plan, feed_seconds=2.0, seed=5, store=store
+            str(tmp_path / "crash-s3"), n_ops=800, files=8, plan=plan, feed_seconds=2.0, seed=5, store=store
         )
         keys = store.keys("crash-s3")
     finally:
         store.stop()
-    killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
-    assert len(killed) == len(plan), result["kills"]
+    _killed_as_planned(result, plan)
     check(result)
-    assert any(k.startswith("crash-s3/state/") for k in keys)  # the segments were on S3 too
+    # everything the project writes itself went to S3 (this is also tests/test_object_store's job test)
+    assert any(k.startswith("crash-s3/state/") for k in keys), "segment files on S3"
+    assert any(k.startswith("crash-s3/out/outcomes/_delta_log/") for k in keys)
+    assert "crash-s3/staging/staged_through" in keys
+    assert not any(k.endswith(".parquet") and k.startswith("crash-s3/staging/") for k in keys)  # flushed

@@ -1,8 +1,9 @@
 """Everything the project writes itself, on a real S3-compatible store (moto on loopback).
 
 Output tables (delta-rs, ``conditional_put=etag``), accumulator staging and shard-state
-segments on ``s3://``; read back with ``deltalake``.  Spark's own checkpoint stays local in
-the job test: ``s3a://`` needs the hadoop-aws JAR, which cannot be downloaded here.
+segments on ``s3://``; read back with ``deltalake``.  The job itself runs with all of them on
+S3 in ``tests/test_crash.py`` (killed, then exactly once), its Spark checkpoint local:
+``s3a://`` needs the hadoop-aws JAR, which cannot be downloaded here.
 """
 
 from __future__ import annotations
@@ -111,16 +112,3 @@ def test_the_standard_environment_alone_reaches_the_store(s3, monkeypatch):
     PurgatorySink(acc, writer).process(output_rows(3), 0)
     assert op_ids(s3, "env-only") == ["op-0", "op-1", "op-2"]
     assert Storage().delta_options("/local/out") is None
-
-
-@pytest.mark.spark
-def test_the_job_with_tables_staging_and_segments_on_s3(s3, tmp_path):
-    from crash_harness import check, run
-
-    result = run(str(tmp_path / "job"), n_ops=600, files=4, plan=[], feed_seconds=0.0, seed=11, store=s3)
-    check(result)
-    keys = s3.keys("job")
-    assert any(k.startswith("job/state/") for k in keys), "segment files on S3"
-    assert any(k.startswith("job/out/outcomes/_delta_log/") for k in keys)
-    assert "job/staging/staged_through" in keys
-    assert not any(k.endswith(".parquet") and k.startswith("job/staging/") for k in keys)  # flushed
