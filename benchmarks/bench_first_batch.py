@@ -13,8 +13,9 @@ micro-batch (``first batch``), and where they went: building the query (``start(
 returns), Spark's own phases of the first batch (``durationMs`` of its progress: planning,
 ``addBatch`` = the operator and the sink); and the CPU seconds the whole process tree
 (driver, JVM, Python workers) spent from the call to the first batch done (``cpu``, read from
-``/proc``): on a busy machine the wall time mostly measures the other processes, the CPU
-time much less so, and on 2 idle cores the wall time cannot fall below about half of it.
+``/proc`` by ``procfs.cpu_seconds``): on a busy machine the wall time mostly measures the
+other processes, the CPU time much less so, and on 2 idle cores the wall time cannot fall
+below about half of it.
 
     .venv/bin/python benchmarks/bench_first_batch.py              # 3 runs of each, alternating
     .venv/bin/python benchmarks/bench_first_batch.py --runs 1
@@ -37,29 +38,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TARGET_S = 5.0
 
-
-def _tree_cpu() -> float:
-    """CPU seconds (user + system) of this process and every live descendant (Linux ``/proc``)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry)] = int(fields[1])
-        times[int(entry)] = sum(int(x) for x in fields[11:15]) / tick  # its own + waited-for children
-    tree, frontier = {os.getpid()}, [os.getpid()]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
-        tree.update(children)
-        frontier.extend(children)
-    return sum(times.get(pid, 0.0) for pid in tree)
+from procfs import cpu_seconds  # noqa: E402 - beside this script (sys.path[0])
 
 
 def _case(root: str) -> tuple[str, str]:
@@ -93,9 +72,9 @@ def run_ours(root: str, *, warm: bool = True) -> dict:
 
     def first(f: dict) -> None:
         done.setdefault("t", time.perf_counter())
-        done.setdefault("cpu", _tree_cpu())
+        done.setdefault("cpu", cpu_seconds())
 
-    cpu0, t0 = _tree_cpu(), time.perf_counter()
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
     purgatory = start(
         ops_dir,
         events_dir,
@@ -143,9 +122,9 @@ def run_join(root: str) -> dict:
     def sink(batch, batch_id):
         batch.write.format("noop").mode("append").save()
         done.setdefault("t", time.perf_counter())
-        done.setdefault("cpu", _tree_cpu())
+        done.setdefault("cpu", cpu_seconds())
 
-    cpu0, t0 = _tree_cpu(), time.perf_counter()
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
     query = (
         joined.writeStream.foreachBatch(sink)
         .option("checkpointLocation", f"{root}/chk-join")

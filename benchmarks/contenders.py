@@ -45,6 +45,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from procfs import cpu_seconds  # beside this file (sys.path[0])
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -64,32 +65,6 @@ from spark_purgatory.workload import generate_confirmations, write_json_lines
 TIMEOUT_MS = 30_000
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 _PROVIDER = "spark.sql.streaming.stateStore.providerClass"
-
-
-def cpu_seconds() -> float:
-    """CPU seconds (user + system) used so far by this process and everything under it: the
-    JVM, its Python workers, and the children they have reaped (Linux ``/proc``; NaN where
-    there is none).  Less disturbed than wall time by other work on a shared machine."""
-    try:
-        children: dict[int, list[int]] = {}
-        ticks: dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as stat:
-                        fields = stat.read().rsplit(")", 1)[1].split()
-                except OSError:  # gone meanwhile
-                    continue
-                children.setdefault(int(fields[1]), []).append(int(entry))
-                ticks[int(entry)] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-    except OSError:
-        return float("nan")
-    total, todo = 0, [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        total += ticks.get(pid, 0)
-        todo += children.get(pid, [])
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
