@@ -57,6 +57,7 @@ from ..config import PurgatoryConfig
 from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..state.wake import END_LINE
 from .labels import shard_labels
+from .sources import sql_string
 
 __all__ = [
     "ROUTED_SCHEMA",
@@ -133,11 +134,6 @@ def _sql_shard_of(key: str, config: PurgatoryConfig) -> str:
 def _sql_bad_shard(shards: int) -> str:
     """A row rejected at parse: the shard of its raw text, which only reports it."""
     return f"CAST(pmod(xxhash64(raw), {int(shards)}) AS INT)"
-
-
-def sql_string(value: str) -> str:
-    """``value`` as a Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: str) -> DataFrame:

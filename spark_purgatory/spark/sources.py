@@ -204,7 +204,12 @@ def _sql_not_finite(name: str) -> str:
 
 
 def _sql_in(name: str, values: list[str]) -> str:
-    return f"{name} IN ({', '.join(repr(str(v)) for v in values)})"
+    return f"{name} IN ({', '.join(sql_string(str(v)) for v in values)})"
+
+
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _first_reason(checks: dict[str, str], order: tuple[str, ...]) -> str:
