@@ -5,8 +5,9 @@ clearing confirmations, ~740 confirmations, typed Parquet in 4 files per stream)
 through ``start()`` with the defaults, beside Spark's own stream-stream left-outer join (a
 watermark per side, a time-range condition) on the same files into a ``foreachBatch`` that
 writes to Spark's ``noop`` sink.  Each contender runs in a fresh Python process with a fresh
-local[2] session (built before the clock starts: the session is the user's, not ours), so
-neither inherits the other's warm JVM or Python workers.
+local[2] session (``local_session``, so C1 only unless ``--jit full``; built before the
+clock starts: the session is the user's, not ours), so neither inherits the other's warm JVM
+or Python workers.
 
 Printed per contender: seconds from the call that starts the query to the end of its first
 micro-batch (``first batch``), and where they went: building the query (``start()``
@@ -21,6 +22,7 @@ below about half of it.
     .venv/bin/python benchmarks/bench_first_batch.py --runs 1
     .venv/bin/python benchmarks/bench_first_batch.py --cold       # also without the warm-up
     .venv/bin/python benchmarks/bench_first_batch.py --conf spark.sql.codegen.wholeStage=false
+    .venv/bin/python benchmarks/bench_first_batch.py --jit full  # the JVM's default C1 + C2
 """
 
 from __future__ import annotations
@@ -53,7 +55,10 @@ def _session():
     from spark_purgatory.spark.session import local_session
 
     conf = json.loads(os.environ.get("BENCH_FIRST_BATCH_CONF", "{}"))  # --conf
-    spark = local_session("bench-first-batch", master="local[2]", shuffle_partitions=3, conf=conf)
+    c1_only = os.environ.get("BENCH_FIRST_BATCH_JIT", "c1") == "c1"  # --jit
+    spark = local_session(
+        "bench-first-batch", master="local[2]", shuffle_partitions=3, conf=conf, c1_only=c1_only
+    )
     spark.range(1).count()  # the JVM is up: the clock measures the query, not the session
     return spark
 
@@ -159,6 +164,12 @@ def main() -> None:
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a session setting for both"
     )
+    parser.add_argument(
+        "--jit",
+        choices=["c1", "full"],
+        default="c1",
+        help="the session's JVM: C1 only (local_session's default) or HotSpot's default C1 + C2",
+    )
     parser.add_argument("--one", choices=["ours", "ours-cold", "join"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -170,6 +181,7 @@ def main() -> None:
         print(json.dumps(figures))
         return
     os.environ["BENCH_FIRST_BATCH_CONF"] = json.dumps(dict(c.split("=", 1) for c in args.conf))
+    os.environ["BENCH_FIRST_BATCH_JIT"] = args.jit
     contenders = ["ours", "join", *(["ours-cold"] if args.cold else [])]
     results: dict[str, list[dict]] = {name: [] for name in contenders}
     for run in range(args.runs):
@@ -194,7 +206,8 @@ def main() -> None:
         f"Spark's stream-stream join {join_cpu:.1f} s ({ours_cpu / join_cpu:.1f}x)"
     )
     print(
-        f"median first micro-batch, payments case (360 ops + confirmations, typed Parquet): "
+        f"median first micro-batch, payments case (360 ops + confirmations, typed Parquet; "
+        f"JVM {'C1 only' if args.jit == 'c1' else 'C1 + C2'}): "
         f"start() {ours:.2f} s, Spark's stream-stream join {join:.2f} s "
         f"({ours / join:.1f}x); target <= {TARGET_S:.0f} s: {'met' if ours <= TARGET_S else 'NOT met'}"
     )

@@ -74,6 +74,9 @@ class FakeState:
     def getCurrentWatermarkMs(self) -> int:
         return self.watermark
 
+    def getCurrentProcessingTimeMs(self) -> int:
+        return int(time.time() * 1000)
+
     def setTimeoutTimestamp(self, ms: int) -> None:
         pass
 

@@ -156,10 +156,12 @@ def output_rows(
     ]
     out = _stacked([(kind, part) for kind, part in parts if len(part)])
     # the metrics row (the last) carries the figures; exact, not through a float column
+    n = len(out)
     for name, value in metrics.items():
-        column = pd.array([None] * len(out), dtype="Int64")
-        column[-1] = value
-        out[name] = column
+        data, mask = np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
+        if value is not None:
+            data[-1], mask[-1] = value, False
+        out[name] = pd.arrays.IntegerArray(data, mask)
     out["shard"] = np.int32(shard)
     return out
 

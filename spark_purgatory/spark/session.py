@@ -10,6 +10,14 @@
 * no state store provider: ``query.start`` picks one for each new checkpoint (Spark's
   HDFS-backed store, which commits the operator's few small values fastest) unless ``conf``
   names one;
+* the driver JVM (in local mode the executors' too) compiles with HotSpot's C1 compiler
+  only (``-XX:TieredStopAtLevel=1`` in ``spark.driver.extraJavaOptions``; ``c1_only=False``
+  or your own ``spark.driver.extraJavaOptions`` keeps the default C1 + C2): a local session
+  lives seconds to hours, and on these 2 cores C2's compiler threads took a third of the CPU
+  a new session spent before its first micro-batch (``benchmarks/bench_first_batch.py``:
+  6.2-6.5 s -> 4.7 s to the first batch) while the job over 200,000 operations spent less
+  CPU, not more (25.3 -> 21.7 s: the JVM's share of the job is parsing files and moving
+  Arrow batches, where C2's code gains little);
 * no Delta extensions: whether Delta's classes are present is detected at run time by
   ``sinks.delta_classes_available``; with ``--packages io.delta:...`` pass the extensions in
   ``conf``.
@@ -25,7 +33,10 @@ import sys
 
 from pyspark.sql import SparkSession
 
-__all__ = ["local_session"]
+__all__ = ["C1_ONLY", "local_session"]
+
+#: the JVM option that stops HotSpot's tiered compilation at C1 (no C2 compiler threads)
+C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 
 def local_session(
@@ -34,8 +45,13 @@ def local_session(
     master: str = "local[*]",
     shuffle_partitions: int = 9,
     conf: dict[str, str] | None = None,
+    c1_only: bool = True,
 ) -> SparkSession:
-    """Build (or get) a local session; ``conf`` entries override the defaults."""
+    """Build (or get) a local session; ``conf`` entries override the defaults.
+
+    ``c1_only``: start the JVM with ``-XX:TieredStopAtLevel=1`` (see the module docstring);
+    ignored when ``conf`` sets ``spark.driver.extraJavaOptions`` or a session already runs.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (
@@ -54,6 +70,8 @@ def local_session(
         # building the operator's plan takes 0.8 s instead of 1.4 s, the sink's per batch less
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
+    if c1_only:
+        builder = builder.config("spark.driver.extraJavaOptions", C1_ONLY)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
