@@ -57,3 +57,22 @@ def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_pa
         assert set(workload["figures"]) >= {"job_vs_floor", "job_vs_join", "job_vs_tws", "job_vs_stateful"}
     assert results["workloads"]["typed"]["figures"]["tws_fewer"] == 0
     assert results["figures"]["scaling"] > 0
+
+
+def test_the_shard_profile_runs_the_operators_shard_step():
+    """``profile_shard.py`` drives the shard step with a stand-in for Spark's GroupState: when
+    the step uses more of GroupState, the stand-in must follow (it had not, once)."""
+    run = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "benchmarks", "profile_shard.py"),
+            *("--ops", "2000", "--batches", "2", "--staged", "--segments"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for step in ("shard step", "Purgatory.process", "save_state", "output_rows", "staging"):
+        assert step in run.stdout
