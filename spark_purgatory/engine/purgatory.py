@@ -186,11 +186,12 @@ class Purgatory(CrossShardHandOff):
 
     # -- what a state layer reads (the engine persists nothing itself) -------------------------
 
-    def tables(self) -> ShardTables:
+    def tables(self, *, arrow: bool = False) -> ShardTables:
         """The whole state as plain tables: the pending operations and their watchers copied
-        out of the engine's columns (in handle order), the small tables as they are (read
-        them, never modify them)."""
-        ops, watch = self._pending.frames()
+        out of the engine's columns (in handle order; ``arrow``: as ``pending.OPS_ARROW`` and
+        ``WATCH_ARROW`` tables, with no Python string made), the small tables as they are
+        (read them, never modify them)."""
+        ops, watch = self._pending.arrow() if arrow else self._pending.frames()
         return ShardTables(
             ops=ops,
             watch=watch,
@@ -213,8 +214,8 @@ class Purgatory(CrossShardHandOff):
         return self._pending.frames()[0]
 
     def load_tables(self, tables: ShardTables) -> None:
-        """Replace the whole state by ``tables`` (``ops`` and ``watch`` in any order); a
-        ``wheel`` of None is rebuilt from the pending deadlines.  The change log restarts:
+        """Replace the whole state by ``tables`` (``ops`` and ``watch`` in any order, frames or
+        Arrow tables); a ``wheel`` of None is rebuilt from the pending deadlines.  The change log restarts:
         every row counts as added."""
         t = tables
         self._pending = Pending(t.ops, t.watch)
@@ -230,9 +231,9 @@ class Purgatory(CrossShardHandOff):
             self._wheel = t.wheel
         else:  # the wheel holds every pending operation not already due
             self._wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, t.wheel_now)
-            handles = t.ops["handle"].to_numpy(np.int64)
+            handles, deadlines = self._pending.deadlines()
             timed = ~isin(handles, self._due)
-            already = self._wheel.add(handles[timed], t.ops["deadline"].to_numpy(np.int64)[timed])
+            already = self._wheel.add(handles[timed], deadlines[timed])
             self._due = np.concatenate([self._due, handles[timed][already]])
         self._changes.restart()
 
@@ -378,7 +379,7 @@ class Purgatory(CrossShardHandOff):
             targeted = np.flatnonzero(targeted)
             probe, t_handles = self._pending.by_op_id(op_ids[targeted])
             t_idx = targeted[probe]
-            hit = watchers.watching(self._pending.rows(t_handles), t_handles, keys[t_idx])
+            hit = watchers.watching(self._pending.rows(t_handles, keys=True), t_handles, keys[t_idx])
             idx, handles = np.concatenate([idx, t_idx[hit]]), np.concatenate([handles, t_handles[hit]])
         if idx.size == 0:
             return
@@ -481,6 +482,7 @@ class Purgatory(CrossShardHandOff):
         reached: np.ndarray,
     ) -> None:
         """Kafka's ``onComplete``: the outcome rows of resolved operations (``OUTCOME_COLUMNS``)."""
+        rows = self._pending.with_keys(rows)  # still pending: ``purge`` follows
         op_ts, resolved_at = rows["ts"], resolved_at.astype(np.int64, copy=False)
         columns = {
             "op_id": rows["op_id"],
