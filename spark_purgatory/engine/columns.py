@@ -43,7 +43,6 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-
 import pyarrow as pa
 
 from .frames import equal_ranges, expand_ranges, search

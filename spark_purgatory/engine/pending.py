@@ -168,7 +168,9 @@ class Pending:
         if "keys" in rows:
             return rows
         probe, at = self._watch.ranges(rows["handle"])
-        return rows.assign(keys=lists_of(np.bincount(probe, minlength=len(rows)), self._watch.text("key", at)))
+        return rows.assign(
+            keys=lists_of(np.bincount(probe, minlength=len(rows)), self._watch.text("key", at))
+        )
 
     def _held(self, positions: np.ndarray, keys: bool) -> Rows:
         """The ``HELD`` rows at these positions of the operations (in handle order)."""

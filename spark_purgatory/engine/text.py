@@ -50,7 +50,9 @@ def _buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     _, offsets_buf, data_buf = values.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=width)[values.offset : values.offset + len(values) + 1]
     first, last = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(data_buf, dtype=np.uint8)[first:last] if data_buf is not None else np.empty(0, np.uint8)
+    if data_buf is None:
+        return offsets - offsets[0], np.empty(0, np.uint8)
+    data = np.frombuffer(data_buf, dtype=np.uint8)[first:last]
     return offsets - offsets[0], data
 
 
@@ -170,4 +172,3 @@ def _empties(n: int) -> list[list]:
 
 def _column_of_lists(lists: list[list]) -> np.ndarray:
     return np.fromiter(lists, dtype=object, count=len(lists))
-
