@@ -11,12 +11,13 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
 
 from spark_purgatory import Purgatory
-from spark_purgatory.state import WORKER_CACHE, SegmentStore, WorkerCache, load_state, loaded_by, save_state
 from spark_purgatory.engine.pending import OPS_ARROW
+from spark_purgatory.state import WORKER_CACHE, SegmentStore, WorkerCache, load_state, loaded_by, save_state
 from spark_purgatory.state.codec import handles_from, pack_parts, table_from, unpack_parts
 
 # -- state round trip ---------------------------------------------------------------------------
@@ -212,7 +213,8 @@ _CORPUS = Path(__file__).parent / "corpus"
 
 
 def _go_on(p: Purgatory) -> list[list[str]]:
-    """Two more batches after ``make_state_v2``'s (and ``_v3``'s) two: completions, expiries, unmatched events."""
+    """Two more batches after ``make_state_v2``'s (and ``_v3``'s): completions, expiries, unmatched
+    events."""
     r1 = step(
         p,
         ops=[op("late-comer", "k2", 30)],
@@ -249,3 +251,18 @@ def test_a_state_of_an_unknown_format_is_refused_naming_it():
     alien = pack_parts({k: bytes(v) for k, v in parts.items()}, {**meta, "format": "1"})
     with pytest.raises(ValueError, match=r"format '1'.*reads formats 2, 3.*new checkpoint"):
         load_state(alien)
+
+
+def test_a_state_value_costs_under_100_bytes_a_pending_operation():
+    """Format 4 stores the engine's compact columns as Arrow, zstd-compressed: 20k pending
+    operations with 12-character op_ids and keys and one key each."""
+    p = purgatory()
+    ids = [f"o{i:011d}" for i in range(20_000)]
+    keys = [f"k{i:011d}" for i in range(20_000)]
+    p.process(
+        pd.DataFrame({"op_id": ids, "key": keys, "ts": 0, "timeout_ms": 3_600_000}), None, watermark_ms=0
+    )
+    value = save_state(p)
+    assert len(value) / p.pending < 100
+    again = load_state(value, p.config)
+    assert again.pending_operations().equals(p.pending_operations())
