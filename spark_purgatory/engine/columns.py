@@ -8,7 +8,8 @@ pending.  These two structures make it cost what the batch touches:
 * ``Columns``: numpy columns with spare capacity.  Rows are appended in increasing
   ``handle`` order (handles only grow), so the handle column of the occupied rows stays
   sorted and ``searchsorted`` finds a handle's rows, dead ones included.  An append that
-  does not fit doubles the capacity (amortised O(1) per row); a removal clears the row's
+  does not fit grows the capacity by half (``GROWTH``: amortised O(1) per row, and at most a
+  third of a big table's memory spare, which a worker pays for); a removal clears the row's
   ``alive`` flag (a tombstone).  When dead rows pass half of the occupied ones the table is
   compacted: live rows move down in order, which keeps the handles sorted.  A compaction
   costs O(rows) once per O(rows) removals: O(1) amortised per removal.
@@ -56,6 +57,7 @@ _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)
 _SORT_PROBES = 256  # more probes than this are sorted before a lookup
 TEXT = "text"  #: the dtype of a ``TextColumn``
+GROWTH = 1.5  #: a full table's capacity is multiplied by this (numeric and text columns alike)
 
 
 class HashIndex:
@@ -293,7 +295,7 @@ class Columns:
 
     def _reserve(self, rows: int) -> None:
         if rows > self._alive.size:
-            self._resize(max(rows, 2 * self._alive.size))
+            self._resize(max(rows, int(GROWTH * self._alive.size)))
 
     def _resize(self, capacity: int) -> None:
         for name, col in self._cols.items():

@@ -8,8 +8,8 @@ At a million pending operations that was most of the shard's 600 bytes per opera
 one ``uint8`` buffer and, per row, where each ends (``offsets``; int32 until the buffer
 passes 2 GiB, then int64).  A 12-character string costs 16 bytes.
 
-Rows are appended at the end (the buffer and the offsets grow by doubling, amortised O(1)
-per byte) and taken by position through Arrow (``take``: C++, no Python object per row); a
+Rows are appended at the end (the buffer and the offsets grow by half when full, as
+``columns.Columns`` do: amortised O(1) per byte) and taken by position through Arrow (``take``: C++, no Python object per row); a
 column is rewritten only by ``compact``, which keeps the rows asked for, in order (its
 table's compaction).  Python strings are made only for rows that leave the engine or that
 a call compares (``objects``), never for the column.
@@ -29,6 +29,7 @@ __all__ = ["TextColumn", "as_text", "lists_of"]
 _MIN_ROWS = 64
 _MIN_BYTES = 1024
 _I32_MAX = np.iinfo(np.int32).max
+_GROWTH = 1.5  # as ``columns.GROWTH`` (not imported: ``columns`` imports this module)
 
 
 def as_text(values: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -133,11 +134,11 @@ class TextColumn:
         if nbytes > _I32_MAX and self._offsets.dtype == np.int32:
             self._offsets = self._offsets.astype(np.int64)  # past 2 GiB of text: Arrow's large_string
         if rows + 1 > self._offsets.size:
-            offsets = np.empty(max(rows + 1, 2 * self._offsets.size), self._offsets.dtype)
+            offsets = np.empty(max(rows + 1, int(_GROWTH * self._offsets.size)), self._offsets.dtype)
             offsets[: self._n + 1] = self._offsets[: self._n + 1]
             self._offsets = offsets
         if nbytes > self._data.size:
-            data = np.empty(max(nbytes, 2 * self._data.size), np.uint8)
+            data = np.empty(max(nbytes, int(_GROWTH * self._data.size)), np.uint8)
             end = int(self._offsets[self._n])
             data[:end] = self._data[:end]
             self._data = data
