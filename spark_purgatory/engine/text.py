@@ -9,10 +9,10 @@ one ``uint8`` buffer and, per row, where each ends (``offsets``; int32 until the
 passes 2 GiB, then int64).  A 12-character string costs 16 bytes.
 
 Rows are appended at the end (the buffer and the offsets grow by half when full, as
-``columns.Columns`` do: amortised O(1) per byte) and taken by position through Arrow (``take``: C++, no Python object per row); a
-column is rewritten only by ``compact``, which keeps the rows asked for, in order (its
-table's compaction).  Python strings are made only for rows that leave the engine or that
-a call compares (``objects``), never for the column.
+``columns.Columns`` do: amortised O(1) per byte) and taken by position through Arrow
+(``take``: C++, no Python object per row); a column is rewritten only by ``compact``, which
+keeps the rows asked for, in order (its table's compaction).  Python strings are made only
+for rows that leave the engine or that a call compares (``objects``), never for the column.
 
 Invariants: ``offsets[0] == 0`` and the offsets never decrease; row ``i`` is
 ``data[offsets[i]:offsets[i + 1]]``; a column holds no nulls (a missing value is a missing
