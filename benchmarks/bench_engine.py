@@ -12,7 +12,10 @@ drive it (canonical pandas frames, validated by the engine):
   ones), with their range in brackets; µs per row divides the median by operations +
   events.
 * memory: ``rss`` is the worker's resident-set growth from before the fill to after it
-  (``gc.collect()`` first; what a Python worker pays, allocator slack included);
+  (``gc.collect()`` first; what a Python worker pays, allocator slack included), counted
+  from after the engine's import and a first call of each size (a worker's fixed cost,
+  about 38 MB, which is not the backlog's: counted from before the import, as up to
+  bench_engine of 9e23da1, it adds about 38 bytes per operation at 1M);
   ``live`` is what ``tracemalloc`` counts as allocated by ``load_state(save_state(p))`` and
   still alive (numpy and Python objects; the state of a freshly loaded shard); ``value`` is
   ``len(save_state(p))`` (no segment store: the whole state in the value).  Each divided by
@@ -145,9 +148,11 @@ def measure(pending_levels: list[int], repeat: int, memory: bool, validated: boo
     """The table for the ``spark_purgatory`` this process imports, as a dict (JSON-able)."""
     from spark_purgatory import load_state, save_state
 
+    d = Driver(validated)
+    for size in SIZES:  # the engine imported and its first calls made: a worker's fixed cost
+        d.call(size)
     gc.collect()
     rss0 = _rss()
-    d = Driver(validated)
     rows = []
     for pending in pending_levels:
         start = time.perf_counter()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from spark_purgatory.engine.columns import Columns, HashIndex
+from spark_purgatory.engine import text
+from spark_purgatory.engine.columns import TEXT, Columns, HashIndex
 from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
 from spark_purgatory.engine.frames import empty, hash_strings
 from spark_purgatory.engine.progress import KeyTable, keys_wakeup, retire_keys, touch_keys
@@ -132,3 +134,40 @@ def test_the_resolved_table_answers_as_the_frame_it_replaces():
         expected = model.sort_values(["hash", "expire_at"]).astype(str).values.tolist()
         assert table.frame().astype(str).values.tolist() == expected
         assert table.wakeup() == (int(model["expire_at"].min()) + 1 if len(model) else None)
+
+
+# -- compact text ---------------------------------------------------------------------------------
+
+
+def test_text_columns_keep_any_string_through_appends_removals_and_compactions():
+    table = Columns({"handle": "int64", "hash": "uint64", "name": TEXT}, indexed=("hash",))
+    model: dict[int, str] = {}
+    rng = np.random.default_rng(9)
+    words = ["", "a", "naïve", "日本語のキー", "x" * 300, "tab\tand\nnewline", "emoji 🙂"]
+    next_handle = 0
+    for _ in range(40):
+        n = int(rng.integers(0, 200))
+        handles = np.arange(next_handle, next_handle + n, dtype=np.int64)
+        next_handle += n
+        names = np.array([f"{words[h % len(words)]}{h}" for h in handles], dtype=object)
+        table.append({"handle": handles, "hash": hash_strings(names), "name": names})
+        model.update(zip(handles.tolist(), names.tolist(), strict=True))
+        live = np.array(sorted(model), dtype=np.int64)
+        gone = live[rng.random(live.size) < 0.45]
+        table.kill(table.positions(gone))
+        for h in gone.tolist():
+            del model[h]
+        rows = table.rows()
+        assert rows["name"].tolist() == [model[h] for h in sorted(model)]
+        assert table.arrow("name", table.live_positions()).to_pylist() == rows["name"].tolist()
+    assert table.occupied < 2 * max(len(table), 1024)  # compactions happened
+
+
+def test_text_offsets_widen_to_64_bits_past_their_32_bit_range(monkeypatch):
+    monkeypatch.setattr(text, "_I32_MAX", 100)  # as if 100 bytes were 2 GiB
+    column = text.TextColumn()
+    column.append(np.array(["a" * 60, "b" * 30], dtype=object))
+    assert column.arrow().type == pa.string()
+    column.append(np.array(["c" * 40, "dd"], dtype=object))  # past 100 bytes
+    assert column.arrow().type == pa.large_string()
+    assert column.objects(np.array([3, 2, 0])).tolist() == ["dd", "c" * 40, "a" * 60]

@@ -11,12 +11,14 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
 
 from spark_purgatory import Purgatory
+from spark_purgatory.engine.pending import OPS_ARROW
 from spark_purgatory.state import WORKER_CACHE, SegmentStore, WorkerCache, load_state, loaded_by, save_state
-from spark_purgatory.state.codec import pack_parts, unpack_parts
+from spark_purgatory.state.codec import handles_from, pack_parts, table_from, unpack_parts
 
 # -- state round trip ---------------------------------------------------------------------------
 
@@ -104,7 +106,11 @@ def test_segmented_state_keeps_only_the_change_and_restarts_from_any_retained_ve
     second = save_state(p, store)
     assert p.pending == 3001 - 6  # k3's operations created by ts 600 completed
     # the value holds the change (one op added, six resolved), not the 3000 operations
-    assert len(second) < len(save_state(p)) / 10
+    parts, _ = unpack_parts(second)
+    assert "ops" not in parts and "watch" not in parts
+    assert table_from(parts["tail_ops"], OPS_ARROW)["op_id"].to_pylist() == ["late-op"]
+    assert handles_from(parts["tail_dead"]).size == 6
+    assert len(second) < len(save_state(p)) / 5
     # a restart from either version, without the worker cache, gives what the live object gives
     live = step(p, events=[ev("k1", 700)], wm=200)
     for blob, expected_pending in ((first, 3000), (second, 3001 - 6)):
@@ -201,13 +207,14 @@ def test_the_change_log_lists_what_changed_since_the_last_take():
     assert again.added_from == 3 and again.removed.size == 0 and len(again.resolved) == 0
 
 
-# -- state written before the columnar engine (format 2) ----------------------------------------
+# -- state written by earlier versions (format 2: before the columnar engine; 3: before compact strings)
 
-_V2 = Path(__file__).parent / "corpus" / "state_v2"
+_CORPUS = Path(__file__).parent / "corpus"
 
 
 def _go_on(p: Purgatory) -> list[list[str]]:
-    """Two more batches after ``make_state_v2``'s two: completions, expiries, unmatched events."""
+    """Two more batches after ``make_state_v2``'s (and ``_v3``'s): completions, expiries, unmatched
+    events."""
     r1 = step(
         p,
         ops=[op("late-comer", "k2", 30)],
@@ -224,9 +231,10 @@ def _go_on(p: Purgatory) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("value", ["value.arrow", "segmented.arrow"])
-def test_a_state_saved_in_format_2_loads_and_goes_on_as_it_would_have(value, tmp_path):
-    corpus = shutil.copytree(_V2, tmp_path / "v2")  # a save after the load writes segments there
-    scenario = runpy.run_path(str(corpus / "make_state_v2.py"))
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_state_saved_in_an_earlier_format_loads_and_goes_on_as_it_would_have(version, value, tmp_path):
+    corpus = shutil.copytree(_CORPUS / f"state_v{version}", tmp_path / "old")  # a save writes segments there
+    scenario = runpy.run_path(str(corpus / f"make_state_v{version}.py"))
     store = SegmentStore(str(corpus / "segments"), segment_rows=40, retain_versions=50)
     loaded = load_state((corpus / value).read_bytes(), purgatory().config, store)
     assert loaded_by(loaded) == "rebuilt"
@@ -243,3 +251,18 @@ def test_a_state_of_an_unknown_format_is_refused_naming_it():
     alien = pack_parts({k: bytes(v) for k, v in parts.items()}, {**meta, "format": "1"})
     with pytest.raises(ValueError, match=r"format '1'.*reads formats 2, 3.*new checkpoint"):
         load_state(alien)
+
+
+def test_a_state_value_costs_under_100_bytes_a_pending_operation():
+    """Format 4 stores the engine's compact columns as Arrow, zstd-compressed: 20k pending
+    operations with 12-character op_ids and keys and one key each."""
+    p = purgatory()
+    ids = [f"o{i:011d}" for i in range(20_000)]
+    keys = [f"k{i:011d}" for i in range(20_000)]
+    p.process(
+        pd.DataFrame({"op_id": ids, "key": keys, "ts": 0, "timeout_ms": 3_600_000}), None, watermark_ms=0
+    )
+    value = save_state(p)
+    assert len(value) / p.pending < 100
+    again = load_state(value, p.config)
+    assert again.pending_operations().equals(p.pending_operations())

@@ -8,7 +8,8 @@ pending.  These two structures make it cost what the batch touches:
 * ``Columns``: numpy columns with spare capacity.  Rows are appended in increasing
   ``handle`` order (handles only grow), so the handle column of the occupied rows stays
   sorted and ``searchsorted`` finds a handle's rows, dead ones included.  An append that
-  does not fit doubles the capacity (amortised O(1) per row); a removal clears the row's
+  does not fit grows the capacity by half (``GROWTH``: amortised O(1) per row, and at most a
+  third of a big table's memory spare, which a worker pays for); a removal clears the row's
   ``alive`` flag (a tombstone).  When dead rows pass half of the occupied ones the table is
   compacted: live rows move down in order, which keeps the handles sorted.  A compaction
   costs O(rows) once per O(rows) removals: O(1) amortised per removal.
@@ -25,6 +26,10 @@ Worked example: appending batches of 8, 8, 16 rows gives runs [8] -> [8, 8] -> m
 -> [16, 16] -> merged [32]; a 33rd row makes [32, 1].  A lookup of 10 hashes is then two
 ``searchsorted`` of 10 probes.
 
+Text columns (dtype ``"text"``) are ``text.TextColumn``s: UTF-8 bytes and offsets, no Python
+object per row.  ``rows`` and ``text`` make Python strings of just the rows asked for;
+``arrow`` hands them on as Arrow arrays (the state layer) without making any.
+
 A hash only finds candidates: the caller confirms every candidate on the strings
 (``Columns.lookup`` returns candidates, ``equal_strings`` confirms), so a collision costs a
 comparison and can never make a wrong match.
@@ -39,9 +44,11 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .frames import equal_ranges, expand_ranges, search
 from .rows import Rows
+from .text import TextColumn
 
 __all__ = ["Columns", "HashIndex"]
 
@@ -49,6 +56,8 @@ _MIN_CAPACITY = 64
 _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)
 _SORT_PROBES = 256  # more probes than this are sorted before a lookup
+TEXT = "text"  #: the dtype of a ``TextColumn``
+GROWTH = 1.5  #: a full table's capacity is multiplied by this (numeric and text columns alike)
 
 
 class HashIndex:
@@ -69,7 +78,7 @@ class HashIndex:
         if hashes.size == 0:
             return
         order = np.argsort(hashes)  # the order of equal hashes is nobody's business
-        self._runs.append((hashes[order], rows[order]))
+        self._runs.append((hashes[order], _narrow(rows[order])))
         while len(self._runs) > 1 and 2 * self._runs[-1][0].size >= self._runs[-2][0].size:
             (h1, r1), (h2, r2) = self._runs[-2], self._runs[-1]
             hashes, rows = np.concatenate([h1, h2]), np.concatenate([r1, r2])
@@ -119,23 +128,32 @@ class HashIndex:
             new = moved[rows]
             keep = new >= 0
             if keep.any():
-                runs.append((hashes[keep], new[keep]))
+                runs.append((hashes[keep], _narrow(new[keep])))
         self._runs = runs
+
+
+def _narrow(rows: np.ndarray) -> np.ndarray:
+    """Row positions as int32 while they fit (4 bytes a row less in every index run)."""
+    if rows.dtype == np.int32 or (rows.size and int(rows.max()) > np.iinfo(np.int32).max):
+        return rows
+    return rows.astype(np.int32)
 
 
 class Columns:
     """A table of numpy columns with spare capacity and tombstones, rows in handle order.
 
     Args:
-        dtypes: the columns and their numpy dtypes; one of them must be ``handle`` (int64).
+        dtypes: the columns and their numpy dtypes (or ``"text"``: a ``TextColumn``); one of
+            them must be ``handle`` (int64).
         indexed: columns of uint64 hashes to keep a ``HashIndex`` on.
 
     Positions (row numbers) are valid until the next ``compact``; handles always.
     """
 
     def __init__(self, dtypes: Mapping[str, str], indexed: tuple[str, ...] = ()) -> None:
-        self.dtypes = {name: np.dtype(t) for name, t in dtypes.items()}
-        self._cols = {name: np.empty(_MIN_CAPACITY, t) for name, t in self.dtypes.items()}
+        self.dtypes = {name: t if t == TEXT else np.dtype(t) for name, t in dtypes.items()}
+        self._cols = {name: np.empty(_MIN_CAPACITY, t) for name, t in self.dtypes.items() if t != TEXT}
+        self._texts = {name: TextColumn() for name, t in self.dtypes.items() if t == TEXT}
         self._alive = np.zeros(_MIN_CAPACITY, bool)
         self._n = 0  # occupied rows, dead ones included
         self._live = 0
@@ -153,8 +171,25 @@ class Columns:
         return self._n
 
     def column(self, name: str) -> np.ndarray:
-        """The occupied rows of a column, dead ones included (a view: do not modify)."""
+        """The occupied rows of a numeric column, dead ones included (a view: do not modify)."""
         return self._cols[name][: self._n]
+
+    def text(self, name: str, positions: np.ndarray) -> np.ndarray:
+        """The rows at ``positions`` of a text column, as Python strings (an object array)."""
+        return self._texts[name].objects(positions)
+
+    def arrow(self, name: str, positions: np.ndarray) -> pa.Array:
+        """The rows at ``positions`` of a column as an Arrow array (text without Python strings)."""
+        if name in self._texts:
+            return self._texts[name].arrow(positions)
+        return pa.array(self._cols[name][positions])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the occupied rows take (columns, text, alive flags and indexes; no spare room)."""
+        fixed = sum(col.itemsize for col in self._cols.values()) + 1
+        runs = sum(h.nbytes + r.nbytes for index in self._indexes.values() for h, r in index._runs)
+        return self._n * fixed + sum(t.nbytes_used for t in self._texts.values()) + runs
 
     @property
     def alive(self) -> np.ndarray:
@@ -201,10 +236,12 @@ class Columns:
         return self.rows(positions, columns).to_frame()
 
     def rows(self, positions: np.ndarray | None = None, columns: list[str] | None = None) -> Rows:
-        """The rows at ``positions`` (default: every live row, in handle order), copied out."""
+        """The rows at ``positions`` (default: every live row, in handle order), copied out
+        (text as Python strings)."""
         positions = self.live_positions() if positions is None else positions
         names = columns if columns is not None else self.dtypes
-        return Rows._made({c: self._cols[c][positions] for c in names}, positions.size)
+        cols = {c: self._cols[c][positions] if c in self._cols else self.text(c, positions) for c in names}
+        return Rows._made(cols, positions.size)
 
     # -- changes -------------------------------------------------------------------------------
 
@@ -217,6 +254,8 @@ class Columns:
         start, end = self._n, self._n + m
         for name, col in self._cols.items():
             col[start:end] = columns[name]
+        for name, text in self._texts.items():
+            text.append(columns[name])
         self._alive[start:end] = True
         self._n, self._live = end, self._live + m
         positions = np.arange(start, end, dtype=np.int64)
@@ -244,6 +283,8 @@ class Columns:
             col[:k] = col[keep]
             if col.dtype == object:
                 col[k : self._n] = None  # release the strings of dead rows
+        for text in self._texts.values():
+            text.compact(keep)
         self._alive[:k] = True
         self._alive[k : self._n] = False
         self._n = k
@@ -254,7 +295,7 @@ class Columns:
 
     def _reserve(self, rows: int) -> None:
         if rows > self._alive.size:
-            self._resize(max(rows, 2 * self._alive.size))
+            self._resize(max(rows, int(GROWTH * self._alive.size)))
 
     def _resize(self, capacity: int) -> None:
         for name, col in self._cols.items():

@@ -1,32 +1,79 @@
 """The pending operations and their watchers, indexed by handle, op_id and key.
 
 Kafka's purgatory keeps its operations in ``Watchers`` lists, one per key.  Here one
-``Pending`` holds every pending operation (``tables.OPS`` rows) and every (operation, key)
-watcher (``tables.WATCH`` rows) of a shard, in ``columns.Columns``: rows in handle order,
-appended and tombstoned in place, with a ``columns.HashIndex`` on the op_id hash and one on
-the key hash.  Every read takes a batch of handles, op_ids or keys and costs what it
-touches; what the matching and condition code reads comes out as ``rows.Rows`` of just
-those rows, in handle order (``rows``), which ``watchers``, ``conditions`` and ``relay``
-take as they would take the whole table.
+``Pending`` holds every pending operation and every (operation, key) watcher of a shard,
+in ``columns.Columns``: rows in handle order, appended and tombstoned in place, with a
+``columns.HashIndex`` on the op_id hash and one on the key hash.  Every read takes a batch
+of handles, op_ids or keys and costs what it touches; what the matching and condition code
+reads comes out as ``rows.Rows`` of just those rows, in handle order (``rows``: the
+``HELD`` columns), which ``watchers``, ``conditions`` and ``relay`` take as they would take
+the whole table.
 
-Invariants: an operation's rows (its own and its watchers') are all live or all gone; an
-op_id or key found by hash is confirmed on the string before it is returned.
+**Compact.**  Strings are ``text.TextColumn``s (UTF-8 bytes and offsets), and what most
+operations lack takes no room: an operation's keys are its watchers' keys (in its order),
+so the operations hold none; its members and its payload are rows of two side tables
+(``members``: one row per (operation, member); ``payloads``: one per operation that has
+one).  ``rows`` puts the ``OPS`` columns back together (lists of members, a payload or
+None) for the rows asked for only, and their lists of keys when asked (``with_keys``: the
+outcomes and targeted events need them, most reads do not).  A pending operation with one key, no
+members and no payload costs about 130 bytes with its watcher, its index entries and its
+timer entry (``benchmarks/bench_engine.py``).
+
+Invariants: an operation's rows (its own, its watchers', its members' and its payload's)
+are all live or all gone; an op_id or key found by hash is confirmed on the string before it
+is returned.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from .columns import Columns
-from .frames import distinct, hash_strings
+from .columns import TEXT, Columns
+from .frames import distinct, flatten, hash_strings
 from .rows import Rows
 from .tables import OPS, WATCH
+from .text import lists_of
 
-__all__ = ["Pending", "HELD"]
+__all__ = ["Pending", "HELD", "OPS_ARROW", "WATCH_ARROW"]
 
-#: the pending operations as held: ``OPS`` and each op_id's 64-bit hash
+#: the pending operations as read (``rows``): ``OPS`` and each op_id's 64-bit hash
 HELD = {**OPS, "ohash": "uint64"}
+#: the pending operations as stored (keys in the watchers, members and payloads aside)
+_STORED = {
+    "handle": "int64",
+    "op_id": TEXT,
+    "ts": "int64",
+    "deadline": "int64",
+    "cond": "int8",
+    "target": "float64",
+    "stub": "bool",
+    "ohash": "uint64",
+}
+_WATCH_STORED = {**WATCH, "key": TEXT}
+_MEMBERS = {"handle": "int64", "member": TEXT}
+_PAYLOADS = {"handle": "int64", "payload": TEXT}
+#: the Arrow form of the pending operations (``arrow`` / ``Pending(...)``): ``_STORED`` with
+#: their members (a list) and payload (null for none); the keys are the watchers'
+OPS_ARROW = pa.schema(
+    [
+        ("handle", pa.int64()),
+        ("op_id", pa.string()),
+        ("ts", pa.int64()),
+        ("deadline", pa.int64()),
+        ("cond", pa.int8()),
+        ("target", pa.float64()),
+        ("stub", pa.bool_()),
+        ("ohash", pa.uint64()),
+        ("members", pa.list_(pa.string())),
+        ("payload", pa.string()),
+    ]
+)
+WATCH_ARROW = pa.schema(
+    [("hash", pa.uint64()), ("key", pa.string()), ("handle", pa.int64()), ("progress_at_watch", pa.float64())]
+)
 _EMPTY = np.empty(0, np.int64)
 
 
@@ -34,16 +81,41 @@ class Pending:
     """A shard's pending operations and watchers (see the module docstring).
 
     Args:
-        ops: ``OPS`` rows, in any order.
-        watch: ``WATCH`` rows of those operations, in any order.
+        ops: ``OPS`` rows (a frame) or ``OPS_ARROW`` rows (an Arrow table), in any order.
+        watch: ``WATCH`` rows of those operations (a frame, or a ``WATCH_ARROW`` table), in
+            any order; an operation's watchers in the order of its keys.
     """
 
-    def __init__(self, ops: pd.DataFrame, watch: pd.DataFrame) -> None:
-        self._ops = Columns(HELD, indexed=("ohash",))
-        self._watch = Columns(WATCH, indexed=("hash",))
+    def __init__(self, ops: pd.DataFrame | pa.Table, watch: pd.DataFrame | pa.Table) -> None:
+        self._ops = Columns(_STORED, indexed=("ohash",))
+        self._watch = Columns(_WATCH_STORED, indexed=("hash",))
+        self._members = Columns(_MEMBERS)
+        self._payloads = Columns(_PAYLOADS)
+        if isinstance(ops, pa.Table):
+            self._load_arrow(ops, watch)
+            return
         ops = Rows.of(ops, OPS).take(np.argsort(ops["handle"].to_numpy(np.int64), kind="stable"))
-        watch = Rows.of(watch, WATCH).take(np.argsort(watch["handle"].to_numpy(np.int64), kind="stable"))
-        self.add(ops.assign(ohash=hash_strings(ops["op_id"])), watch)
+        # an operation's watchers in the order of its keys, which validation sorted (a frame of
+        # format 2 or 3 kept them by hash)
+        watch = Rows.of(watch.sort_values(["handle", "key"], kind="stable"), WATCH)
+        n_members = np.fromiter(map(_size, ops["members"]), np.int64, count=len(ops))
+        self.add(ops.assign(ohash=hash_strings(ops["op_id"]), n_members=n_members), watch)
+
+    def _load_arrow(self, ops: pa.Table, watch: pa.Table) -> None:
+        """Load ``OPS_ARROW`` and ``WATCH_ARROW`` tables: no Python object per row."""
+        ops, watch = _by_handle(ops), _by_handle(watch)
+        self._ops.append({c: _column(ops, c) for c in _STORED})
+        self._watch.append({c: _column(watch, c) for c in _WATCH_STORED})
+        members = ops.column("members").combine_chunks()
+        lengths = pc.fill_null(pc.list_value_length(members), 0).to_numpy()
+        if lengths.any():
+            handles = np.repeat(ops.column("handle").to_numpy(), lengths)
+            self._members.append({"handle": handles, "member": pc.list_flatten(members)})
+        payload = ops.column("payload").combine_chunks()
+        if payload.null_count < len(payload):
+            present = pc.is_valid(payload)
+            handles = ops.column("handle").to_numpy()[present.to_numpy(zero_copy_only=False)]
+            self._payloads.append({"handle": handles, "payload": payload.filter(present)})
 
     def __len__(self) -> int:
         """Pending operations."""
@@ -54,6 +126,11 @@ class Pending:
         """Watcher rows, one per (operation, key)."""
         return len(self._watch)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes the pending operations and watchers take (their rows and indexes)."""
+        return sum(t.nbytes for t in (self._ops, self._watch, self._members, self._payloads))
+
     # -- changes -------------------------------------------------------------------------------
 
     def add(self, ops: Rows, watch: Rows) -> None:
@@ -61,25 +138,97 @@ class Pending:
         every pending one) and their watchers (``WATCH`` columns, in handle order)."""
         self._ops.append(ops)
         self._watch.append(watch)
+        with_members = np.flatnonzero(ops["n_members"] > 0)
+        if with_members.size:
+            lengths, members = flatten(ops["members"][with_members])
+            handles = np.repeat(ops["handle"][with_members], lengths)
+            self._members.append({"handle": handles, "member": members})
+        payload = ops["payload"]
+        present = np.flatnonzero(pd.notna(payload))
+        if present.size:
+            self._payloads.append({"handle": ops["handle"][present], "payload": payload[present]})
 
     def remove(self, handles: np.ndarray) -> None:
         """Drop these pending operations (distinct handles) and their watchers."""
         self._ops.kill(self._ops.positions(handles))
         self._watch.kill(self._watch.ranges(handles)[1])
+        for side in (self._members, self._payloads):
+            if len(side):
+                side.kill(side.ranges(handles)[1])
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def rows(self, handles: np.ndarray) -> Rows:
-        """The ``HELD`` rows of these pending operations, in handle order, once each."""
-        return self._ops.rows(self._ops.positions(distinct(handles)))
+    def rows(self, handles: np.ndarray, *, keys: bool = False) -> Rows:
+        """The ``HELD`` rows of these pending operations, in handle order, once each; without
+        ``keys`` unless asked (``with_keys``)."""
+        return self._held(self._ops.positions(distinct(handles)), keys)
+
+    def with_keys(self, rows: Rows) -> Rows:
+        """``rows`` of pending operations (sorted by handle) with their ``keys``, if missing."""
+        if "keys" in rows:
+            return rows
+        probe, at = self._watch.ranges(rows["handle"])
+        return rows.assign(
+            keys=lists_of(np.bincount(probe, minlength=len(rows)), self._watch.text("key", at))
+        )
+
+    def _held(self, positions: np.ndarray, keys: bool) -> Rows:
+        """The ``HELD`` rows at these positions of the operations (in handle order)."""
+        rows = self._ops.rows(positions)
+        handles = rows["handle"]
+        n = handles.size
+        n_members = np.zeros(n, np.int64)
+        members = np.full(n, None, dtype=object)  # an operation without members: None
+        if len(self._members):
+            probe, at = self._members.ranges(handles)
+            n_members = np.bincount(probe, minlength=n)
+            some = n_members > 0
+            members[some] = lists_of(n_members[some], self._members.text("member", at))
+        payload = np.full(n, None, dtype=object)
+        if len(self._payloads):
+            probe, at = self._payloads.ranges(handles)
+            payload[probe] = self._payloads.text("payload", at)
+        rows = rows.assign(members=members, payload=payload, n_members=n_members)
+        return self.with_keys(rows) if keys else rows
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Every pending operation and watcher, as ``OPS`` and ``WATCH`` frames in handle order."""
-        return self._ops.frame(columns=list(OPS)), self._watch.frame(columns=list(WATCH))
+        ops = self._held(self._ops.live_positions(), keys=True)
+        return ops.to_frame(list(OPS)), self._watch.frame(columns=list(WATCH))
+
+    def arrow(self, since: int | None = None) -> tuple[pa.Table, pa.Table]:
+        """The pending operations and watchers (those registered from handle ``since`` on, or
+        all) as ``OPS_ARROW`` and ``WATCH_ARROW`` tables in handle order: the state layer's
+        form, strings copied as bytes, never as Python objects."""
+        ops_pos = self._ops.live_positions() if since is None else self._ops.since(since)
+        watch_pos = self._watch.live_positions() if since is None else self._watch.since(since)
+        handles = self._ops.column("handle")[ops_pos]
+        columns = {c: self._ops.arrow(c, ops_pos) for c in _STORED}
+        columns["members"] = self._members_arrow(handles)
+        columns["payload"] = self._payload_arrow(handles)
+        ops = pa.Table.from_pydict(columns, schema=OPS_ARROW)
+        watch = pa.Table.from_pydict({c: self._watch.arrow(c, watch_pos) for c in WATCH}, schema=WATCH_ARROW)
+        return ops, watch
+
+    def _members_arrow(self, handles: np.ndarray) -> pa.Array:
+        probe, at = self._members.ranges(handles) if len(self._members) else (_EMPTY, _EMPTY)
+        offsets = np.zeros(handles.size + 1, np.int32)
+        np.cumsum(np.bincount(probe, minlength=handles.size), out=offsets[1:])
+        return pa.ListArray.from_arrays(pa.array(offsets), self._members.arrow("member", at))
+
+    def _payload_arrow(self, handles: np.ndarray) -> pa.Array:
+        if not len(self._payloads):
+            return pa.nulls(handles.size, pa.string())
+        probe, at = self._payloads.ranges(handles)
+        index = np.zeros(handles.size, np.int64)
+        index[probe] = np.arange(probe.size)
+        mask = np.ones(handles.size, bool)
+        mask[probe] = False
+        return self._payloads.arrow("payload", at).take(pa.array(index, mask=mask))
 
     def since(self, handle: int) -> tuple[Rows, Rows]:
         """The operations (``HELD``) and watchers registered from ``handle`` on (still pending)."""
-        return self._ops.rows(self._ops.since(handle)), self._watch.rows(self._watch.since(handle))
+        return self._held(self._ops.since(handle), False), self._watch.rows(self._watch.since(handle))
 
     def contains(self, handles: np.ndarray) -> np.ndarray:
         """Per handle: is that operation pending?"""
@@ -88,6 +237,11 @@ class Pending:
     def stub(self, handles: np.ndarray) -> np.ndarray:
         """Per (pending) handle: is the operation a stub?"""
         return self._ops.column("stub")[self._ops.positions(handles)]
+
+    def deadlines(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every pending operation's handle and deadline, in handle order."""
+        pos = self._ops.live_positions()
+        return self._ops.column("handle")[pos], self._ops.column("deadline")[pos]
 
     def watch_rows(self, handles: np.ndarray, columns: list[str]) -> Rows:
         """The watcher rows of these pending operations, in handle order."""
@@ -100,7 +254,9 @@ class Pending:
             return _EMPTY, _EMPTY
         hashes = hash_strings(op_ids) if hashes is None else hashes
         probe, pos = self._ops.lookup("ohash", hashes)
-        same = self._ops.column("op_id")[pos] == op_ids[probe]
+        if probe.size == 0:
+            return _EMPTY, _EMPTY
+        same = self._ops.text("op_id", pos) == op_ids[probe]  # the candidates' strings only
         probe, pos = probe[same], pos[same]
         if probe.size > 1:  # by op_id (each names one operation at most)
             order = np.argsort(probe)
@@ -113,9 +269,31 @@ class Pending:
         if len(self._watch) == 0 or len(keys) == 0:
             return _EMPTY, _EMPTY
         probe, pos = self._watch.lookup("hash", hashes)
-        same = self._watch.column("key")[pos] == keys[probe]
+        if probe.size == 0:
+            return _EMPTY, _EMPTY
+        same = self._watch.text("key", pos) == keys[probe]  # the candidates' strings only
         probe, pos = probe[same], pos[same]
         if probe.size > 1:  # by key, then handle (positions follow handles): one int64 sort
             order = np.argsort(probe * np.int64(self._watch.occupied) + pos)
             probe, pos = probe[order], pos[order]
         return probe, self._watch.column("handle")[pos]
+
+
+def _size(values: object) -> int:
+    """A list's length, 0 for a missing one (None or NaN)."""
+    return len(values) if isinstance(values, (list, tuple, np.ndarray)) else 0
+
+
+def _by_handle(table: pa.Table) -> pa.Table:
+    handles = table.column("handle").to_numpy()
+    if handles.size > 1 and not (handles[1:] >= handles[:-1]).all():
+        table = table.take(pa.array(np.argsort(handles, kind="stable")))
+    return table
+
+
+def _column(table: pa.Table, name: str) -> np.ndarray | pa.Array:
+    """A column of an Arrow table as the ``Columns`` take it (numbers as numpy, text as Arrow)."""
+    column = table.column(name)
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return column.combine_chunks()
+    return column.to_numpy()

@@ -36,7 +36,7 @@ of them is the rows its batch touches (``Pending.rows``).
 it touches, its matches and outcomes, and the small tables (``matches``, buffered ``events``
 with their keys' hashes, ``relayed``).  pandas stays at the edges: ``batch.admit`` takes the
 host's frames, ``batch.result`` builds the returned ones, ``tables()`` / ``load_tables``
-convert for the state layer.  Read accessors: ``pending_operations()``, ``tables()``.
+convert for the state layer (``snapshot``).  Read accessors: ``pending_operations()``, ``tables()``.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
@@ -61,9 +61,9 @@ from .batch import BatchResult, admit, result
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .frames import among, concat, distinct, hash_strings, isin
 from .handoff import CrossShardHandOff
-from .pending import Pending
 from .rows import Rows
-from .tables import EVENTS, I64_MIN, MATCHES, RELAYED, ChangeLog, Changes, ShardTables, ops_rows
+from .snapshot import ShardSnapshot
+from .tables import EVENTS, I64_MIN, ChangeLog, ShardTables, ops_rows
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
@@ -73,7 +73,7 @@ _EVENTS_HELD = {**EVENTS, "khash": "uint64"}
 _NO_HANDLES = np.empty(0, dtype=np.int64)
 
 
-class Purgatory(CrossShardHandOff):
+class Purgatory(CrossShardHandOff, ShardSnapshot):
     """One shard's purgatory: watchers, timing wheel, key progress and buffered events.
 
     Example:
@@ -183,62 +183,6 @@ class Purgatory(CrossShardHandOff):
             or len(self._resolved)  # last: these two count
             or len(self._keys)
         )
-
-    # -- what a state layer reads (the engine persists nothing itself) -------------------------
-
-    def tables(self) -> ShardTables:
-        """The whole state as plain tables: the pending operations and their watchers copied
-        out of the engine's columns (in handle order), the small tables as they are (read
-        them, never modify them)."""
-        ops, watch = self._pending.frames()
-        return ShardTables(
-            ops=ops,
-            watch=watch,
-            resolved=self._resolved.frame(),
-            matches=self._matches.to_frame(MATCHES),
-            events=self._events.to_frame(EVENTS),
-            keys=self._keys.frame(),
-            relayed=self._relayed.to_frame(RELAYED),
-            due=self._due,
-            watermark=self._watermark,
-            next_handle=self._next_handle,
-            next_eseq=self._next_eseq,
-            retired_wm=self._retired_wm,
-            wheel=self._wheel,
-            wheel_now=self._wheel.current_time_ms,
-        )
-
-    def pending_operations(self) -> pd.DataFrame:
-        """The pending operations (``tables.OPS`` columns), one row each, in handle order."""
-        return self._pending.frames()[0]
-
-    def load_tables(self, tables: ShardTables) -> None:
-        """Replace the whole state by ``tables`` (``ops`` and ``watch`` in any order); a
-        ``wheel`` of None is rebuilt from the pending deadlines.  The change log restarts:
-        every row counts as added."""
-        t = tables
-        self._pending = Pending(t.ops, t.watch)
-        self._resolved = dedup.ResolvedTable(t.resolved)
-        self._matches, self._due = Rows.of(t.matches, MATCHES), t.due
-        events = Rows.of(t.events, EVENTS)
-        self._events = events.assign(khash=hash_strings(events["key"]))
-        self._keys = progress.KeyTable(self.config.progress_retention_ms, t.keys)
-        self._watermark, self._retired_wm = t.watermark, t.retired_wm
-        self._relayed = Rows.of(t.relayed, RELAYED)
-        self._next_handle, self._next_eseq = t.next_handle, t.next_eseq
-        if t.wheel is not None:
-            self._wheel = t.wheel
-        else:  # the wheel holds every pending operation not already due
-            self._wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, t.wheel_now)
-            handles = t.ops["handle"].to_numpy(np.int64)
-            timed = ~isin(handles, self._due)
-            already = self._wheel.add(handles[timed], t.ops["deadline"].to_numpy(np.int64)[timed])
-            self._due = np.concatenate([self._due, handles[timed][already]])
-        self._changes.restart()
-
-    def take_changes(self) -> Changes:
-        """What the big tables gained and lost since the last call (see ``tables.Changes``)."""
-        return self._changes.take(self._next_handle, self._resolved.frame)
 
     # -- the batch entry point -----------------------------------------------------------------
 
@@ -378,7 +322,7 @@ class Purgatory(CrossShardHandOff):
             targeted = np.flatnonzero(targeted)
             probe, t_handles = self._pending.by_op_id(op_ids[targeted])
             t_idx = targeted[probe]
-            hit = watchers.watching(self._pending.rows(t_handles), t_handles, keys[t_idx])
+            hit = watchers.watching(self._pending.rows(t_handles, keys=True), t_handles, keys[t_idx])
             idx, handles = np.concatenate([idx, t_idx[hit]]), np.concatenate([handles, t_handles[hit]])
         if idx.size == 0:
             return
@@ -481,6 +425,7 @@ class Purgatory(CrossShardHandOff):
         reached: np.ndarray,
     ) -> None:
         """Kafka's ``onComplete``: the outcome rows of resolved operations (``OUTCOME_COLUMNS``)."""
+        rows = self._pending.with_keys(rows)  # still pending: ``purge`` follows
         op_ts, resolved_at = rows["ts"], resolved_at.astype(np.int64, copy=False)
         columns = {
             "op_id": rows["op_id"],

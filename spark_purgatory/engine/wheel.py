@@ -109,9 +109,12 @@ class _IdSet:
 
 @dataclass
 class _Run:
-    """Entries of one level sorted by bucket start: a bucket is a contiguous slice of a run."""
+    """Entries of one level sorted by bucket start: a bucket is a contiguous slice of a run.
 
-    starts: np.ndarray
+    The bucket starts are not kept (8 bytes an entry): a bucket's start is its deadlines'
+    multiple of the level's tick, so "deadline below a bucket boundary" is true for a prefix
+    of the run, which a binary search on the deadlines finds (``_Level._cut``)."""
+
     ids: np.ndarray
     deadlines: np.ndarray
 
@@ -153,8 +156,8 @@ class _Level:
             slots = (starts - self.current) // self.tick
             slots = slots.astype(np.int16) if self.wheel_size < 32_000 else slots
             order = np.argsort(slots, kind="stable")
-            starts, ids, deadlines = starts[order], ids[order], deadlines[order]
-        self.runs.append(_Run(starts, ids, deadlines))
+            ids, deadlines = ids[order], deadlines[order]
+        self.runs.append(_Run(ids, deadlines))
         if len(self.runs) > self.MAX_RUNS:
             self.merge_runs()
 
@@ -164,31 +167,42 @@ class _Level:
             return
         self.runs.sort(key=lambda r: r.ids.size, reverse=True)
         keep, merge = self.runs[: len(self.runs) // 2], self.runs[len(self.runs) // 2 :]
-        starts = np.concatenate([r.starts for r in merge])
-        order = np.argsort(starts, kind="stable")  # timsort: linear-ish on sorted runs
+        deadlines = np.concatenate([r.deadlines for r in merge])
+        order = np.argsort(self.starts(deadlines), kind="stable")  # timsort: linear-ish on sorted runs
         ids = np.concatenate([r.ids for r in merge])[order]
-        deadlines = np.concatenate([r.deadlines for r in merge])[order]
-        self.runs = [*keep, _Run(starts[order], ids, deadlines)]
+        self.runs = [*keep, _Run(ids, deadlines[order])]
+
+    def starts(self, deadlines: np.ndarray) -> np.ndarray:
+        """The start of each deadline's bucket."""
+        return deadlines - deadlines % self.tick
+
+    def _cut(self, run: _Run, time_ms: int) -> int:
+        """How many entries of ``run`` lie in buckets starting at or before ``time_ms`` (their
+        deadlines are below the next bucket boundary: a prefix of the run)."""
+        boundary = time_ms - time_ms % self.tick + self.tick
+        if boundary > _I64_MAX:
+            return run.ids.size
+        return int(np.searchsorted(run.deadlines, boundary, side="left"))
 
     def take_due(self, time_ms: int, out: list[tuple[np.ndarray, np.ndarray]]) -> None:
         """Remove every bucket whose expiration (start) is <= time_ms; append its entries."""
         kept = []
         for run in self.runs:
-            cut = int(np.searchsorted(run.starts, time_ms, side="right"))
+            cut = self._cut(run, time_ms)
             if cut:
                 out.append((run.ids[:cut], run.deadlines[:cut]))
-            if cut < run.starts.size:
-                kept.append(_Run(run.starts[cut:], run.ids[cut:], run.deadlines[cut:]) if cut else run)
+            if cut < run.ids.size:
+                kept.append(_Run(run.ids[cut:], run.deadlines[cut:]) if cut else run)
         self.runs = kept
 
     def first_bucket_min_deadline(self) -> int | None:
         """Smallest deadline in this level's earliest bucket (the level's smallest deadline)."""
         if not self.runs:
             return None
-        first = min(int(run.starts[0]) for run in self.runs)
+        first = min(int(self.starts(run.deadlines[:1])[0]) for run in self.runs)
         best = None
         for run in self.runs:
-            cut = int(np.searchsorted(run.starts, first, side="right"))
+            cut = self._cut(run, first)
             if cut:
                 low = int(run.deadlines[:cut].min())
                 best = low if best is None else min(best, low)
@@ -202,7 +216,7 @@ class _Level:
             if live.all():
                 kept.append(run)
             elif live.any():
-                kept.append(_Run(run.starts[live], run.ids[live], run.deadlines[live]))
+                kept.append(_Run(run.ids[live], run.deadlines[live]))
         self.runs = kept
 
     def entry_count(self) -> int:
@@ -391,14 +405,13 @@ class TimingWheel:
         ids = table.column("id").to_numpy()
         deadlines = table.column("deadline").to_numpy()
         levels = table.column("level").to_numpy()
-        starts = table.column("bucket").to_numpy()
         wheel._tombstones = _IdSet(ids[levels < 0])
         for index, level in enumerate(wheel._levels):
             at = levels == index
             if not at.any():
                 continue
-            order = np.argsort(starts[at], kind="stable")
-            level.runs = [_Run(starts[at][order], ids[at][order], deadlines[at][order])]
+            order = np.argsort(level.starts(deadlines[at]), kind="stable")
+            level.runs = [_Run(ids[at][order], deadlines[at][order])]
         wheel._entries = int((levels >= 0).sum())
         wheel._dead = int(wheel._tombstones.contains(ids[levels >= 0]).sum())
         return wheel
@@ -448,7 +461,7 @@ class TimingWheel:
                 parts_ids.append(run.ids)
                 parts_deadlines.append(run.deadlines)
                 parts_levels.append(np.full(run.ids.size, index, np.int8))
-                parts_starts.append(run.starts)
+                parts_starts.append(level.starts(run.deadlines))
         return (
             np.concatenate(parts_ids),
             np.concatenate(parts_deadlines),

@@ -2,7 +2,10 @@
 
 A shard's state value and every segment file are one Arrow IPC stream of named binary
 parts (``pack_parts``) with string metadata; each part is itself an Arrow IPC stream of one
-table (``frame_bytes``).
+table (``frame_bytes``), its buffers compressed with zstd (format 4 on; Arrow's reader
+decompresses whatever it reads).  The pending operations and their watchers are Arrow
+tables already (``pending.OPS_ARROW``): their strings go from the engine's buffers to the
+value as bytes, no Python object made on either side (``table_from``).
 
 Invariant: ``frame_from(frame_bytes(f), dtypes)`` gives back ``f``'s rows and dtypes (list
 columns come back as numpy arrays, which the engine accepts).
@@ -16,13 +19,25 @@ import pyarrow as pa
 
 from ..engine.frames import empty
 
-__all__ = ["pack_parts", "unpack_parts", "frame_bytes", "frame_from", "handles_bytes", "handles_from"]
+__all__ = [
+    "pack_parts",
+    "unpack_parts",
+    "frame_bytes",
+    "frame_from",
+    "table_from",
+    "handles_bytes",
+    "handles_from",
+]
+
+#: a part's buffers: zstd (Arrow's default level) keeps what does not compress (hashes,
+#: random ids) as it is and shrinks what does (handles, times, offsets, similar ids)
+_PART_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 
 
 def pack_parts(parts: dict[str, bytes], meta: dict[str, str]) -> bytes:
     """Named binary parts and string metadata as one Arrow IPC stream."""
     table = pa.table({"part": list(parts), "data": pa.array(list(parts.values()), pa.binary())})
-    return _stream_bytes(table.replace_schema_metadata(meta))
+    return _stream_bytes(table.replace_schema_metadata(meta), None)  # the parts are compressed
 
 
 def unpack_parts(data: bytes | pa.Buffer) -> tuple[dict[str, bytes], dict[str, str]]:
@@ -34,18 +49,20 @@ def unpack_parts(data: bytes | pa.Buffer) -> tuple[dict[str, bytes], dict[str, s
     return parts, meta  # type: ignore[return-value]
 
 
-def frame_bytes(frame: pd.DataFrame) -> bytes:
-    """The frame as an Arrow IPC stream, each column converted as ``Table.from_pandas`` would
-    (NaN as null, object columns typed by their values), without its pandas metadata, which
-    ``frame_from`` never reads."""
+def frame_bytes(frame: pd.DataFrame | pa.Table) -> bytes:
+    """The frame (or Arrow table, as it is) as a compressed Arrow IPC stream, each column of a
+    frame converted as ``Table.from_pandas`` would (NaN as null, object columns typed by their
+    values), without its pandas metadata, which ``frame_from`` never reads."""
+    if isinstance(frame, pa.Table):
+        return _stream_bytes(frame)
     columns = {name: pa.array(frame[name].to_numpy(), from_pandas=True) for name in frame.columns}
     return _stream_bytes(pa.table(columns))
 
 
-def _stream_bytes(table: pa.Table) -> bytes:
+def _stream_bytes(table: pa.Table, options: pa.ipc.IpcWriteOptions | None = _PART_OPTIONS) -> bytes:
     # Arrow's own growing buffer, not io.BytesIO: half the time for a state value of megabytes
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
 
@@ -63,6 +80,13 @@ def frame_from(data: bytes, dtypes: dict[str, str]) -> pd.DataFrame:
         for name, dtype in dtypes.items()
     }
     return pd.DataFrame(columns, copy=False)
+
+
+def table_from(data: bytes, schema: pa.Schema) -> pa.Table:
+    """Inverse of ``frame_bytes`` for an Arrow table of ``schema`` (as Arrow: no frame, no
+    Python object per value)."""
+    table = pa.ipc.open_stream(data).read_all()
+    return table if table.schema.equals(schema) else table.select(schema.names).cast(schema)
 
 
 def handles_bytes(handles: np.ndarray) -> bytes:

@@ -16,7 +16,14 @@ progress) and the list of segment files it extends.  Segments are immutable file
 
 A shard below ``purgatory.state.segment.rows`` rows keeps everything in the value.  What
 changed is read from the engine's change log (``Purgatory.take_changes``), taken at every
-save; the engine itself writes nothing.
+save; the engine itself writes nothing.  A save that extends the segments reads only the
+rows registered since the last segment (``Purgatory.tables(arrow=True, since=...)``), so it
+costs what changed, however many operations are pending; only a new base reads them all.
+
+**Compact.**  The pending operations and their watchers are stored as the engine holds them,
+Arrow tables of UTF-8 strings and numbers (``pending.OPS_ARROW``, ``WATCH_ARROW``; an
+operation's keys are its watchers'), every part zstd-compressed (``codec``); the timing wheel
+is not stored (it is rebuilt from the pending deadlines on load, as with segments).
 
 **Immutable files, versioned pointers.**  A state version names the segments it extends, so
 a restart from any retained checkpoint version finds them.  A replaced segment is deleted
@@ -50,28 +57,33 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..config import PurgatoryConfig
-from ..engine.frames import distinct, empty, rows_where, stack
+from ..engine.frames import distinct, empty, isin, rows_where, stack
+from ..engine.pending import OPS_ARROW, WATCH_ARROW, Pending
 from ..engine.purgatory import Purgatory
-from ..engine.tables import BIG_TABLES, RESOLVED, SMALL_TABLES, Changes, ShardTables
+from ..engine.tables import BIG_TABLES, OPS, RESOLVED, SMALL_TABLES, WATCH, Changes, ShardTables
 from ..engine.wheel import TimingWheel
 from .cache import WORKER_CACHE, WorkerCache
-from .codec import frame_bytes, frame_from, handles_bytes, handles_from, pack_parts, unpack_parts
+from .codec import frame_bytes, frame_from, handles_bytes, handles_from, pack_parts, table_from, unpack_parts
 from .segments import SegmentStore
 
 __all__ = ["Lineage", "Segment", "save_state", "load_state", "loaded_by", "STATE_VERSION"]
 
 #: the format of a state value and of segment files.  3: the pending op_ids are no longer a
-#: table of their own (``seen``: the engine indexes ``ops`` by op_id hash instead).  Values of
-#: format 2 still load (their ``seen`` parts are ignored); any other format is refused with an
-#: error naming it.
-STATE_VERSION = 3
+#: table of their own (``seen``: the engine indexes ``ops`` by op_id hash instead).  4: the
+#: pending operations and watchers as Arrow tables (no keys in ``ops``: the watchers have
+#: them; the op_ids' hashes kept), zstd-compressed parts, no timing wheel.  Values and
+#: segments of formats 2 and 3 still load (converted as they are read; format 2's ``seen``
+#: parts are ignored); any other format is refused with an error naming it.
+STATE_VERSION = 4
 #: the formats ``load_state`` reads
-READABLE_VERSIONS = ("2", "3")
+READABLE_VERSIONS = ("2", "3", "4")
 #: how far back a version lists its ancestors
 _ANCESTRY = 64
 _TAILS = ("ops", "watch")  # the big tables whose rows carry a handle
+_ARROW = {"ops": OPS_ARROW, "watch": WATCH_ARROW}
 
 
 class Segment(NamedTuple):
@@ -133,22 +145,23 @@ def save_state(
     changes = p.take_changes()
     if lineage.segments:  # without segments there is nothing to be a change to
         lineage.record(changes)
-    t = p.tables()
+    # with segments, only the rows since the last one (a new base, if due, reads the rest)
+    since = lineage.segments[-1].next_handle if store is not None and lineage.segments else None
+    t = p.tables(arrow=True, since=since)
     meta = _scalars(p, t, lineage)
+    meta["wheel_now"] = str(t.wheel_now)  # the wheel is rebuilt from the deadlines on load
     parts = {name: frame_bytes(getattr(t, name)) for name in SMALL_TABLES}
     parts["due"] = handles_bytes(t.due)
     big_rows = sum(len(getattr(t, name)) for name in BIG_TABLES)
     if store is None or (not lineage.segments and big_rows < store.segment_rows):
         parts.update({name: frame_bytes(getattr(t, name)) for name in BIG_TABLES})
-        parts["wheel"] = t.wheel.to_bytes()  # type: ignore[union-attr]
     else:
-        change = _save_segments(t, lineage, store)
+        change = _save_segments(p, t, lineage, store)
         parts.update({f"tail_{k}": frame_bytes(v) for k, v in change.items()})
         meta.update(
             segments=json.dumps(lineage.segments),
             saves=str(lineage.saves),
             graveyard=json.dumps(lineage.graveyard),
-            wheel_now=str(t.wheel_now),
         )
     data = pack_parts(parts, meta)
     if park:
@@ -174,9 +187,10 @@ def _scalars(p: Purgatory, t: ShardTables, lineage: Lineage) -> dict[str, str]:
     }
 
 
-def _save_segments(t: ShardTables, lineage: Lineage, store: SegmentStore) -> dict[str, pd.DataFrame]:
+def _save_segments(p: Purgatory, t: ShardTables, lineage: Lineage, store: SegmentStore) -> dict:
     """Write a segment file if one is due (the first base, a change grown too big, a new base
-    replacing a pile of changes), collect old files, and return the value's change."""
+    replacing a pile of changes), collect old files, and return the value's change.  ``t``:
+    the shard's tables since its last segment (all of them when it has none)."""
     lineage.saves += 1
     change = _change(t, lineage) if lineage.segments else None
     if change is None or _rows_in(change) > store.segment_rows:
@@ -184,6 +198,8 @@ def _save_segments(t: ShardTables, lineage: Lineage, store: SegmentStore) -> dic
         rebase = change is None or (
             sum(s.rows for s in lineage.segments[1:]) + _rows_in(change) > lineage.segments[0].rows // 2
         )
+        if rebase and lineage.segments:
+            t = p.tables(arrow=True)  # a new base: every pending row
         _write_segment(t, lineage, store, None if rebase else change)
         change = _change(t, lineage)  # empty: everything is in the segments now
     _collect(lineage, store)
@@ -198,13 +214,10 @@ def _collect(lineage: Lineage, store: SegmentStore) -> None:
         lineage.graveyard = [(name, at) for name, at in lineage.graveyard if name not in old]
 
 
-def _change(t: ShardTables, lineage: Lineage) -> dict[str, pd.DataFrame]:
+def _change(t: ShardTables, lineage: Lineage) -> dict:
     """What changed since the last segment: new rows of the big tables, resolved handles."""
     since = lineage.segments[-1].next_handle
-    change = {}
-    for name in _TAILS:
-        frame = getattr(t, name)
-        change[name] = frame.loc[frame["handle"].to_numpy(np.int64) >= since]
+    change: dict = {name: _from_handle(getattr(t, name), since) for name in _TAILS}
     dead = distinct(np.concatenate([np.empty(0, np.int64), *lineage.dead]))
     change["dead"] = pd.DataFrame({"handle": dead[dead < since]})
     new = empty(RESOLVED)
@@ -214,9 +227,12 @@ def _change(t: ShardTables, lineage: Lineage) -> dict[str, pd.DataFrame]:
     return change
 
 
-def _write_segment(
-    t: ShardTables, lineage: Lineage, store: SegmentStore, change: dict[str, pd.DataFrame] | None
-) -> None:
+def _from_handle(table: pa.Table, since: int) -> pa.Table:
+    """The rows of a table in handle order from handle ``since`` on."""
+    return table.slice(int(np.searchsorted(table.column("handle").to_numpy(), since)))
+
+
+def _write_segment(t: ShardTables, lineage: Lineage, store: SegmentStore, change: dict | None) -> None:
     """Write ``change`` as a change segment, or (None) every big table as a new base segment,
     which replaces all earlier segments."""
     if change is None:
@@ -226,12 +242,13 @@ def _write_segment(
     else:
         frames = {f"tail_{k}": v for k, v in change.items()}
     parts = {k: frame_bytes(v) for k, v in frames.items()}
-    name = store.write("change" if change is not None else "base", parts, {"lineage": lineage.id})
+    meta = {"lineage": lineage.id, "format": str(STATE_VERSION)}
+    name = store.write("change" if change is not None else "base", parts, meta)
     lineage.segments.append(Segment(name, t.next_handle, _rows_in(frames)))
     lineage.dead, lineage.resolved = [], []
 
 
-def _rows_in(frames: dict[str, pd.DataFrame]) -> int:
+def _rows_in(frames: dict) -> int:
     return sum(len(f) for f in frames.values())
 
 
@@ -269,7 +286,7 @@ def load_state(
             parked.lineage.loaded_by = "exact"
             return parked
         if _can_catch_up(parked.lineage, meta, store):
-            _catch_up(parked, parked.tables(), parts, meta, store)  # type: ignore[arg-type]
+            _catch_up(parked, parked.tables(arrow=True), parts, meta, store)  # type: ignore[arg-type]
             parked.lineage.loaded_by = "caught-up"
             return parked
     return _rebuild(parts, meta, config, store)
@@ -282,10 +299,13 @@ def _rebuild(
     p.lineage = Lineage(loaded_by="rebuilt")
     t = ShardTables.empty()
     if "segments" not in meta:
-        for name, dtypes in BIG_TABLES.items():
-            setattr(t, name, frame_from(parts[name], dtypes))
+        t.ops, t.watch = _pending_tables(parts, "", meta)
+        t.resolved = frame_from(parts["resolved"], RESOLVED)
         _set_small(p, t, parts, meta)
-        t.wheel = TimingWheel.from_bytes(parts["wheel"])
+        if "wheel" in parts:  # formats 2 and 3 kept the wheel
+            t.wheel = TimingWheel.from_bytes(parts["wheel"])
+        else:
+            t.wheel, t.wheel_now = None, int(meta["wheel_now"])  # rebuilt from the pending deadlines
         p.load_tables(t)
         p.take_changes()  # the state layer has it all: log from here on
         return p
@@ -293,12 +313,22 @@ def _rebuild(
         raise ValueError("this state extends segment files: pass the SegmentStore it was saved with")
     # the base's tables, then what every later segment and this value changed
     base = _segments_of(meta)[0]
-    for name, part in store.read(base.name)[0].items():
-        if name in BIG_TABLES:  # format 2 also kept ``seen``
-            setattr(t, name, frame_from(part, BIG_TABLES[name]))
+    base_parts, base_meta = store.read(base.name)  # format 2 also kept ``seen``: not read
+    t.ops, t.watch = _pending_tables(base_parts, "", base_meta)
+    t.resolved = frame_from(base_parts["resolved"], RESOLVED)
     p.lineage.segments = [base]
     _catch_up(p, t, parts, meta, store)
     return p
+
+
+def _pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.Table, pa.Table]:
+    """The ``ops`` and ``watch`` parts (``prefix``: "" or "tail_") of a value or segment as
+    ``OPS_ARROW`` and ``WATCH_ARROW`` tables; those of formats 2 and 3 (frames, with the keys
+    in ``ops`` and the watchers by hash; a segment's ``meta`` then names no format) converted."""
+    ops, watch = parts[f"{prefix}ops"], parts[f"{prefix}watch"]
+    if meta.get("format") in ("2", "3") or "format" not in meta:
+        return Pending(frame_from(ops, OPS), frame_from(watch, WATCH)).arrow()
+    return table_from(ops, OPS_ARROW), table_from(watch, WATCH_ARROW)
 
 
 def _set_small(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str]) -> None:
@@ -340,8 +370,8 @@ def _catch_up(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str], s
     version: apply the change segments written since, then the value's change, as one change."""
     lineage = p.lineage
     segments = _segments_of(meta)
-    later = [store.read(s.name)[0] for s in segments[len(lineage.segments) :]]
-    _apply_change(t, lineage, _change_of([*later, parts]))
+    later = [store.read(s.name) for s in segments[len(lineage.segments) :]]
+    _apply_change(t, lineage, _change_of([*later, (parts, meta)]))
     lineage.segments = segments
     _set_small(p, t, parts, meta)
     t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
@@ -352,18 +382,21 @@ def _catch_up(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str], s
     p.take_changes()  # the state layer has it all: log from here on
 
 
-def _change_of(layers: list[dict]) -> dict:
-    """Consecutive changes (``tail_*`` parts, oldest first) as one: their new rows, less the
-    handles any of them resolved, and all those handles."""
-    dead = np.concatenate([handles_from(layer["tail_dead"]) for layer in layers])
+def _change_of(layers: list[tuple[dict, dict[str, str]]]) -> dict:
+    """Consecutive changes (``tail_*`` parts and their metadata, oldest first) as one: their
+    new rows, less the handles any of them resolved, and all those handles."""
+    dead = np.concatenate([handles_from(parts["tail_dead"]) for parts, _ in layers])
     change: dict = {"dead": dead}
-    for name, dtypes in BIG_TABLES.items():
-        frame = empty(dtypes)
-        for layer in layers:
-            frame = stack(frame, frame_from(layer[f"tail_{name}"], dtypes))
-        if name != "resolved" and len(dead):
-            frame = rows_where(frame, ~np.isin(frame["handle"].to_numpy(np.int64), dead))
-        change[name] = frame
+    tails = [_pending_tables(parts, "tail_", meta) for parts, meta in layers]
+    for i, name in enumerate(_TAILS):
+        table = pa.concat_tables([tail[i] for tail in tails])
+        if len(dead):
+            table = table.filter(pa.array(~isin(table.column("handle").to_numpy(), dead)))
+        change[name] = table
+    resolved = empty(RESOLVED)
+    for parts, _ in layers:
+        resolved = stack(resolved, frame_from(parts["tail_resolved"], RESOLVED))
+    change["resolved"] = resolved
     return change
 
 
@@ -371,11 +404,10 @@ def _apply_change(t: ShardTables, lineage: Lineage, change: dict) -> None:
     """Replace what changed since the last segment by ``change`` (``_change_of``)."""
     since = lineage.segments[-1].next_handle
     for name in _TAILS:
-        frame = getattr(t, name)
-        h = frame["handle"].to_numpy(np.int64)
-        kept = rows_where(frame, (h < since) & ~np.isin(h, change["dead"]))
-        tail = change[name]
-        setattr(t, name, stack(kept, tail))  # in handle order, as ``load_tables`` takes them
+        table = getattr(t, name)
+        h = table.column("handle").to_numpy()
+        kept = table.filter(pa.array((h < since) & ~isin(h, change["dead"])))
+        setattr(t, name, pa.concat_tables([kept, change[name]]))  # in handle order
     if lineage.resolved:  # rows added since the last segment: the change has them (or fewer)
         old = pd.concat(lineage.resolved)
         t.resolved = rows_where(t.resolved, ~np.isin(_row_key(t.resolved), _row_key(old)))

@@ -1,0 +1,175 @@
+"""Compact text columns: the shard's strings as one UTF-8 buffer and offsets (Arrow's layout).
+
+A pending operation's op_id, its keys, its members and its payload were Python ``str``
+objects in numpy object arrays: about 60 bytes of object per 12-character string, plus an
+8-byte pointer, plus a list object per operation for its keys and another for its members.
+At a million pending operations that was most of the shard's 600 bytes per operation.  A
+``TextColumn`` keeps the same strings as Arrow does: their UTF-8 bytes one after another in
+one ``uint8`` buffer and, per row, where each ends (``offsets``; int32 until the buffer
+passes 2 GiB, then int64).  A 12-character string costs 16 bytes.
+
+Rows are appended at the end (the buffer and the offsets grow by half when full, as
+``columns.Columns`` do: amortised O(1) per byte) and taken by position through Arrow
+(``take``: C++, no Python object per row); a column is rewritten only by ``compact``, which
+keeps the rows asked for, in order (its table's compaction).  Python strings are made only
+for rows that leave the engine or that a call compares (``objects``), never for the column.
+
+Invariants: ``offsets[0] == 0`` and the offsets never decrease; row ``i`` is
+``data[offsets[i]:offsets[i + 1]]``; a column holds no nulls (a missing value is a missing
+row of its table: ``pending.Pending``'s members and payloads).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["TextColumn", "as_text", "lists_of"]
+
+_MIN_ROWS = 64
+_MIN_BYTES = 1024
+_I32_MAX = np.iinfo(np.int32).max
+_GROWTH = 1.5  # as ``columns.GROWTH`` (not imported: ``columns`` imports this module)
+
+
+def as_text(values: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Strings (an object array of ``str``, or an Arrow string array) as one Arrow string array."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+    if not isinstance(values, pa.Array):
+        values = pa.array(np.asarray(values, dtype=object), type=pa.string(), from_pandas=True)
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        values = values.cast(pa.string())
+    return values
+
+
+def _buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """An Arrow string array's offsets (its own rows only, from 0) and the bytes they index."""
+    width = np.int64 if pa.types.is_large_string(values.type) else np.int32
+    _, offsets_buf, data_buf = values.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=width)[values.offset : values.offset + len(values) + 1]
+    first, last = int(offsets[0]), int(offsets[-1])
+    if data_buf is None:
+        return offsets - offsets[0], np.empty(0, np.uint8)
+    data = np.frombuffer(data_buf, dtype=np.uint8)[first:last]
+    return offsets - offsets[0], data
+
+
+class TextColumn:
+    """Strings in Arrow's layout with spare capacity (see the module docstring).
+
+    >>> t = TextColumn()
+    >>> t.append(np.array(["ab", "", "çd"], dtype=object))
+    >>> t.objects(np.array([2, 0])).tolist(), len(t), t.nbytes_used
+    (['çd', 'ab'], 3, 21)
+    """
+
+    __slots__ = ("_data", "_offsets", "_n")
+
+    def __init__(self) -> None:
+        self._data = np.empty(_MIN_BYTES, np.uint8)
+        self._offsets = np.zeros(_MIN_ROWS + 1, np.int32)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def nbytes_used(self) -> int:
+        """Bytes the rows occupy (their text and offsets; spare capacity not counted)."""
+        return int(self._offsets[self._n]) + (self._n + 1) * self._offsets.itemsize
+
+    def append(self, values: np.ndarray | pa.Array | pa.ChunkedArray) -> None:
+        """Add rows at the end (``str`` objects or an Arrow string array; no nulls)."""
+        values = as_text(values)
+        if values.null_count:
+            raise ValueError("a text column holds no nulls")
+        m = len(values)
+        if m == 0:
+            return
+        offsets, data = _buffers(values)
+        end = int(self._offsets[self._n])
+        self._reserve(self._n + m, end + data.size)
+        self._data[end : end + data.size] = data
+        self._offsets[self._n + 1 : self._n + m + 1] = offsets[1:] + end
+        self._n += m
+
+    def arrow(self, positions: np.ndarray | None = None) -> pa.Array:
+        """The rows at ``positions`` (default: every row) as a new Arrow string array."""
+        n = self._n
+        width = pa.large_string() if self._offsets.dtype == np.int64 else pa.string()
+        end = int(self._offsets[n])
+        view = pa.Array.from_buffers(
+            width, n, [None, pa.py_buffer(self._offsets[: n + 1]), pa.py_buffer(self._data[:end])]
+        )
+        if positions is None:
+            return view.take(pa.array(np.arange(n, dtype=np.int64)))  # a copy: the view is ours
+        return view.take(pa.array(np.asarray(positions, dtype=np.int64)))
+
+    def objects(self, positions: np.ndarray) -> np.ndarray:
+        """The rows at ``positions`` as Python ``str`` (an object array): for the few rows a
+        call compares or hands out."""
+        if len(positions) == 0:
+            return np.empty(0, dtype=object)
+        return self.arrow(positions).to_numpy(zero_copy_only=False)
+
+    def compact(self, keep: np.ndarray) -> None:
+        """Keep only the rows at ``keep`` (increasing positions), moved down in order."""
+        taken = self.arrow(keep)
+        offsets, data = _buffers(taken)
+        self._n = 0
+        self._offsets[0] = 0
+        self._reserve(keep.size, data.size)
+        self._data[: data.size] = data
+        self._offsets[: keep.size + 1] = offsets
+        self._n = keep.size
+        if self._offsets.size > 4 * max(keep.size, _MIN_ROWS):  # give memory back after a drain
+            self._offsets = self._offsets[: max(2 * keep.size, _MIN_ROWS) + 1].copy()
+        if self._data.size > 4 * max(data.size, _MIN_BYTES):
+            self._data = self._data[: max(2 * data.size, _MIN_BYTES)].copy()
+
+    def _reserve(self, rows: int, nbytes: int) -> None:
+        if nbytes > _I32_MAX and self._offsets.dtype == np.int32:
+            self._offsets = self._offsets.astype(np.int64)  # past 2 GiB of text: Arrow's large_string
+        if rows + 1 > self._offsets.size:
+            offsets = np.empty(max(rows + 1, int(_GROWTH * self._offsets.size)), self._offsets.dtype)
+            offsets[: self._n + 1] = self._offsets[: self._n + 1]
+            self._offsets = offsets
+        if nbytes > self._data.size:
+            data = np.empty(max(nbytes, int(_GROWTH * self._data.size)), np.uint8)
+            end = int(self._offsets[self._n])
+            data[:end] = self._data[:end]
+            self._data = data
+
+
+def lists_of(lengths: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """An object array of Python lists: row ``i`` the next ``lengths[i]`` items of ``flat``.
+
+    One ``tolist`` per distinct length (operations have one key, or a few), not a Python
+    step per row.
+
+    >>> lists_of(np.array([1, 0, 2]), np.array(["a", "b", "c"], dtype=object)).tolist()
+    [['a'], [], ['b', 'c']]
+    """
+    n = lengths.size
+    if n and (lengths == lengths[0]).all():  # every row as long: the usual case, one key each
+        length = int(lengths[0])
+        return _column_of_lists(flat[: n * length].reshape(n, length).tolist() if length else _empties(n))
+    out = np.empty(n, dtype=object)
+    starts = np.cumsum(lengths) - lengths
+    for length in np.unique(lengths).tolist():
+        rows = np.flatnonzero(lengths == length)
+        block = flat[starts[rows][:, None] + np.arange(length)].tolist() if length else _empties(rows.size)
+        out[rows] = _column_of_lists(block)
+    return out
+
+
+def _empties(n: int) -> list[list]:
+    """``n`` distinct empty lists, made in C."""
+    return np.empty((n, 0), dtype=object).tolist()
+
+
+def _column_of_lists(lists: list[list]) -> np.ndarray:
+    return np.fromiter(lists, dtype=object, count=len(lists))

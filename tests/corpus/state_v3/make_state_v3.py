@@ -1,0 +1,54 @@
+"""Writes this directory's state values with a spark-purgatory that saves format 3 (the
+columnar engine before compact strings, e.g. commit 9e23da1), for ``test_state``'s
+compatibility tests:
+
+    git worktree add /tmp/engine-v3 9e23da1
+    PYTHONPATH=/tmp/engine-v3 python tests/corpus/state_v3/make_state_v3.py tests/corpus/state_v3
+
+``value.arrow``: the whole state in the value; ``segmented.arrow``: a value extending the
+base segment in ``segments/`` with a change (its tails).  ``test_state.two_batches`` is the
+scenario (kept in step with ``_first``, ``_second`` here).
+"""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: engine_helpers
+from engine_helpers import ev, op, purgatory, step  # noqa: E402
+
+from spark_purgatory.state import STATE_VERSION, SegmentStore, save_state  # noqa: E402
+
+
+def _first(p):
+    ops = [
+        op("a", ["k1", "k2"], 0, condition="count", target=2),
+        op("b", "k2", 0, timeout_ms=500),
+        op("c", "k3", 0, condition="offset", target=9),
+        *[op(f"o{i}", f"m{i % 7}", 0, timeout_ms=3000) for i in range(60)],
+    ]
+    step(p, ops=ops, events=[ev("k1", 3, source="s1"), ev("q", 2), ev("k3", 1, value=4.0)], wm=0)
+
+
+def _second(p):
+    step(
+        p, ops=[op(f"n{i}", f"m{i % 5}", 10, timeout_ms=2000) for i in range(30)], events=[ev("m1", 12)], wm=5
+    )
+
+
+if __name__ == "__main__":
+    assert STATE_VERSION == 3, f"run this with a spark-purgatory that writes format 3, not {STATE_VERSION}"
+    out = sys.argv[1]
+    shutil.rmtree(out + "/segments", ignore_errors=True)
+    os.makedirs(out, exist_ok=True)
+    p = purgatory()
+    _first(p)
+    _second(p)
+    Path(out, "value.arrow").write_bytes(save_state(p))
+    p = purgatory()
+    store = SegmentStore(f"{out}/segments", segment_rows=40, retain_versions=50)
+    _first(p)
+    save_state(p, store)  # the base segment
+    _second(p)
+    Path(out, "segmented.arrow").write_bytes(save_state(p, store))  # the base and a change
