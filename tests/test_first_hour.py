@@ -262,10 +262,16 @@ def test_a_local_session_starts_its_jvm_without_c2(spark):
     the tests share was started by it, and runs with the option."""
     from spark_purgatory.spark.session import C1_ONLY
 
-    assert C1_ONLY in spark.sparkContext.getConf().get("spark.driver.extraJavaOptions").split()
+    options = C1_ONLY.split()
+    assert set(options) <= set(spark.sparkContext.getConf().get("spark.driver.extraJavaOptions").split())
     jvm = spark.sparkContext._jvm
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    assert C1_ONLY in arguments
+    assert set(options) <= set(arguments)
+    # and the code cache is tiered compilation's, not C1's 48 MB (full within a minute of Spark)
+    flags = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    )
+    assert flags.getVMOption("ReservedCodeCacheSize").getValue() == str(240 * 1024 * 1024)
 
 # -- pending counts every shard, also on a run that reads nothing new ----------------------------------
 

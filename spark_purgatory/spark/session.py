@@ -11,7 +11,8 @@
   HDFS-backed store, which commits the operator's few small values fastest) unless ``conf``
   names one;
 * the driver JVM (in local mode the executors' too) compiles with HotSpot's C1 compiler
-  only (``-XX:TieredStopAtLevel=1`` in ``spark.driver.extraJavaOptions``; ``c1_only=False``
+  only (``-XX:TieredStopAtLevel=1`` in ``spark.driver.extraJavaOptions``, with tiered
+  compilation's 240 MB code cache, not C1's 48 MB; ``c1_only=False``
   or your own ``spark.driver.extraJavaOptions`` keeps the default C1 + C2): a local session
   lives seconds to hours, and on these 2 cores C2's compiler threads took a third of the CPU
   a new session spent before its first micro-batch (``benchmarks/bench_first_batch.py``:
@@ -35,8 +36,10 @@ from pyspark.sql import SparkSession
 
 __all__ = ["C1_ONLY", "local_session"]
 
-#: the JVM option that stops HotSpot's tiered compilation at C1 (no C2 compiler threads)
-C1_ONLY = "-XX:TieredStopAtLevel=1"
+#: the JVM options that stop HotSpot's tiered compilation at C1 (no C2 compiler threads),
+#: with the code cache tiered compilation would have: C1 alone gets 48 MB, which Spark's
+#: classes fill within a minute (then the JVM stops compiling and interprets everything)
+C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
 def local_session(
@@ -49,7 +52,7 @@ def local_session(
 ) -> SparkSession:
     """Build (or get) a local session; ``conf`` entries override the defaults.
 
-    ``c1_only``: start the JVM with ``-XX:TieredStopAtLevel=1`` (see the module docstring);
+    ``c1_only``: start the JVM with ``C1_ONLY`` (see the module docstring);
     ignored when ``conf`` sets ``spark.driver.extraJavaOptions`` or a session already runs.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
