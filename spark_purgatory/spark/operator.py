@@ -164,9 +164,10 @@ def routed_stream(
 def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:
     """One input's watermark, on the helper column ``ts + L`` with delay ``delay + L``;
     rows rejected at parse count at the epoch (they move no watermark)."""
-    days = LATE_ALLOWANCE_MS // 86_400_000
+    # L added to the epoch ms, not as an interval to the timestamp: Spark adds a day-time
+    # interval through a ZonedDateTime per row (2-3% of the routing stage's CPU in JFR)
     event_time = F.expr(
-        f"timestamp_millis(CASE WHEN role = '{ROLE_BAD}' THEN 0 ELSE {_TS_MS} END) + INTERVAL {days} DAYS"
+        f"timestamp_millis(CASE WHEN role = '{ROLE_BAD}' THEN 0 ELSE {_TS_MS} END + {LATE_ALLOWANCE_MS})"
     )
     routed = routed.withColumn(_EVENT_TIME, event_time)
     return routed.withWatermark(_EVENT_TIME, f"{delay_ms + LATE_ALLOWANCE_MS} milliseconds")
