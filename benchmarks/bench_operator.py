@@ -29,6 +29,7 @@ events completing preloaded ones) and prints the per-batch time against the pend
     .venv/bin/python benchmarks/bench_operator.py --ops 1000000 --contenders floor,join,job
     .venv/bin/python benchmarks/bench_operator.py --workloads '' --scaling 100000,5000000
     .venv/bin/python benchmarks/bench_operator.py --smoke          # seconds-sized, for CI
+    .venv/bin/python benchmarks/bench_operator.py --jit full       # the JVM's default C1 + C2
 """
 
 from __future__ import annotations
@@ -269,6 +270,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scaling", default="100000,1000000,5000000", help="pending counts ('' to skip)")
     parser.add_argument("--scaling-batches", type=int, default=5)
     parser.add_argument("--scaling-batch-ops", type=int, default=20_000)
+    parser.add_argument(
+        "--jit",
+        choices=["c1", "full"],
+        default="c1",
+        help="the session's JVM: C1 only (local_session's default) or HotSpot's default C1 + C2",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness runs (CI)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
@@ -291,10 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     # the Python workers cannot import this directory: what contenders.py defines travels by value
     cloudpickle.register_pickle_by_value(sys.modules[CONTENDERS["tws"].__module__])
     root = tempfile.mkdtemp(prefix="bench-operator-")
-    spark = local_session("bench-operator", master="local[2]", shuffle_partitions=args.shards + 1)
+    spark = local_session(
+        "bench-operator", master="local[2]", shuffle_partitions=args.shards + 1, c1_only=args.jit == "c1"
+    )
     config = PurgatoryConfig(shards=args.shards, cross_shard_operations=False, max_timeout_ms=60_000)
     print(
-        f"local[2], {args.shards} shards; pyspark {spark.version}, python {sys.version.split()[0]}; "
+        f"local[2], {args.shards} shards, JVM {'C1 only' if args.jit == 'c1' else 'C1 + C2'}; "
+        f"pyspark {spark.version}, python {sys.version.split()[0]}; "
         f"load average {os.getloadavg()[0]:.1f} at start",
         flush=True,
     )
