@@ -544,3 +544,14 @@ def test_a_pending_operation_with_one_key_is_held_in_under_150_bytes():
     # and nothing of them is a Python string: what a call reads is made for it
     back = p.pending_operations().set_index("op_id").loc[["o00000000007", "o00000000019"]]
     assert back["keys"].map(list).tolist() == [["k00000000007"], ["k00000000019"]]
+
+
+def test_latest_deadline_is_that_of_the_latest_pending_operation():
+    p = purgatory()
+    assert p.latest_deadline() is None
+    step(p, [op("a", ["k"], 0, 100), op("b", ["k2"], 0, 300), op("c", ["k3"], 10, 50)], [], 0)
+    assert p.latest_deadline() == 300
+    step(p, [], [ev("k2", 20)], 0)  # b completes
+    assert p.latest_deadline() == 100
+    step(p, [], [], 1_000)  # the rest expire
+    assert p.latest_deadline() is None
