@@ -38,12 +38,15 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["MAPPED_BYTES", "RELEASE_BYTES", "RELEASE_ROWS"]
+__all__ = ["MAPPED_BYTES", "RUN_MAPPED_BYTES", "RELEASE_BYTES", "RELEASE_ROWS"]
 __all__ += ["empty", "copy_of", "mapped_bytes", "due", "release"]
 
 #: arrays of at least this many bytes get their own mapping (256 KiB: a few ms of rows at
 #: most, where a system call costs microseconds)
 MAPPED_BYTES = 256 * 1024
+#: sorted index runs, rebuilt by merges as rows arrive, are mapped from this size on (the
+#: few biggest runs of a big table; smaller ones are merged too often to pay page faults)
+RUN_MAPPED_BYTES = 4 * 1024 * 1024
 #: ``due`` once this many bytes were mapped since the last release (a big table grew,
 #: compacted or merged an index run: its temporaries were about as big)...
 RELEASE_BYTES = 32 * 1024 * 1024
@@ -67,11 +70,14 @@ def _malloc_trim() -> Callable[[int], int] | None:
 _TRIM = _malloc_trim()
 
 
-def empty(n: int, dtype: np.dtype | str) -> np.ndarray:
-    """An uninitialised array of ``n`` elements; large ones in their own anonymous mapping."""
+def empty(n: int, dtype: np.dtype | str, *, mapped_from: int = MAPPED_BYTES) -> np.ndarray:
+    """An uninitialised array of ``n`` elements; one of at least ``mapped_from`` bytes in its
+    own anonymous mapping (a mapping's pages are new: the first write to each costs a page
+    fault, which the heap's reused pages do not, so arrays made on every call, such as
+    merged index runs, are mapped from a larger size: ``RUN_MAPPED_BYTES``)."""
     dtype = np.dtype(dtype)
     nbytes = n * dtype.itemsize
-    if nbytes < MAPPED_BYTES or dtype.hasobject:
+    if nbytes < mapped_from or dtype.hasobject:
         return np.empty(n, dtype)
     global _mapped, _live
     _mapped += nbytes
@@ -92,9 +98,9 @@ def mapped_bytes() -> int:
     return _live
 
 
-def copy_of(values: np.ndarray) -> np.ndarray:
+def copy_of(values: np.ndarray, *, mapped_from: int = MAPPED_BYTES) -> np.ndarray:
     """A copy of a one-dimensional array in storage from ``empty``."""
-    out = empty(values.size, values.dtype)
+    out = empty(values.size, values.dtype, mapped_from=mapped_from)
     out[...] = values
     return out
 
