@@ -130,7 +130,7 @@ class HashIndex:
             new = moved[rows]
             keep = new >= 0
             if keep.any():
-                runs.append((_copied(hashes[keep]), _copied(_narrow(new[keep]))))
+                runs.append((storage.copy_of(hashes[keep]), storage.copy_of(_narrow(new[keep]))))
         self._runs = runs
 
     def hashes_at(self, positions: np.ndarray, occupied: int) -> np.ndarray:
@@ -153,12 +153,7 @@ class HashIndex:
 
 def _taken(values: np.ndarray, order: np.ndarray) -> np.ndarray:
     """``values[order]``, in storage that a big run gives back whole when it goes."""
-    out = storage.empty(order.size, values.dtype, mapped_from=storage.RUN_MAPPED_BYTES)
-    return np.take(values, order, out=out)
-
-
-def _copied(values: np.ndarray) -> np.ndarray:
-    return storage.copy_of(values, mapped_from=storage.RUN_MAPPED_BYTES)
+    return np.take(values, order, out=storage.empty(order.size, values.dtype))
 
 
 def _narrow(rows: np.ndarray) -> np.ndarray:

@@ -12,8 +12,9 @@ them.  A worker measured 220-240 bytes of RSS per pending operation for about 14
 (``mmap``, standard library, any platform): pages that were never written cost address
 space only, so spare capacity is free until rows fill it, and when the array goes (a
 resize, a merge, a compaction) the whole mapping goes back to the operating system at once.
-No process-wide allocator setting is changed.  Smaller arrays are numpy's as usual (a
-mapping has a page's granularity and a system call's cost).
+No process-wide allocator setting is changed.  Smaller arrays are numpy's as usual: a new
+mapping's pages fault on their first write, which reused heap pages do not, and small
+arrays are remade often (small tables growing, index runs merged on most calls).
 
 A call's temporaries (sort orders, merged runs, the host's frames) are ``malloc``'s and
 Arrow's; freed, they stay with the allocators, at the size of the biggest call so far.
@@ -38,15 +39,14 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["MAPPED_BYTES", "RUN_MAPPED_BYTES", "RELEASE_BYTES", "RELEASE_ROWS"]
+__all__ = ["MAPPED_BYTES", "RELEASE_BYTES", "RELEASE_ROWS"]
 __all__ += ["empty", "copy_of", "mapped_bytes", "due", "release"]
 
-#: arrays of at least this many bytes get their own mapping (256 KiB: a few ms of rows at
-#: most, where a system call costs microseconds)
-MAPPED_BYTES = 256 * 1024
-#: sorted index runs, rebuilt by merges as rows arrive, are mapped from this size on (the
-#: few biggest runs of a big table; smaller ones are merged too often to pay page faults)
-RUN_MAPPED_BYTES = 4 * 1024 * 1024
+#: arrays of at least this many bytes get their own mapping: a big table's columns and its
+#: biggest index runs.  A mapping's pages are new, so the first write to each costs a page
+#: fault, which the heap's reused pages do not: smaller arrays (small tables growing, index
+#: runs merged on most calls) stay in the heap, where that churn is cheap.
+MAPPED_BYTES = 4 * 1024 * 1024
 #: ``due`` once this many bytes were mapped since the last release (a big table grew,
 #: compacted or merged an index run: its temporaries were about as big)...
 RELEASE_BYTES = 32 * 1024 * 1024
@@ -70,14 +70,12 @@ def _malloc_trim() -> Callable[[int], int] | None:
 _TRIM = _malloc_trim()
 
 
-def empty(n: int, dtype: np.dtype | str, *, mapped_from: int = MAPPED_BYTES) -> np.ndarray:
-    """An uninitialised array of ``n`` elements; one of at least ``mapped_from`` bytes in its
-    own anonymous mapping (a mapping's pages are new: the first write to each costs a page
-    fault, which the heap's reused pages do not, so arrays made on every call, such as
-    merged index runs, are mapped from a larger size: ``RUN_MAPPED_BYTES``)."""
+def empty(n: int, dtype: np.dtype | str) -> np.ndarray:
+    """An uninitialised array of ``n`` elements; one of ``MAPPED_BYTES`` or more in its own
+    anonymous mapping."""
     dtype = np.dtype(dtype)
     nbytes = n * dtype.itemsize
-    if nbytes < mapped_from or dtype.hasobject:
+    if nbytes < MAPPED_BYTES or dtype.hasobject:
         return np.empty(n, dtype)
     global _mapped, _live
     _mapped += nbytes
@@ -98,9 +96,9 @@ def mapped_bytes() -> int:
     return _live
 
 
-def copy_of(values: np.ndarray, *, mapped_from: int = MAPPED_BYTES) -> np.ndarray:
+def copy_of(values: np.ndarray) -> np.ndarray:
     """A copy of a one-dimensional array in storage from ``empty``."""
-    out = empty(values.size, values.dtype, mapped_from=mapped_from)
+    out = empty(values.size, values.dtype)
     out[...] = values
     return out
 
