@@ -124,7 +124,8 @@ class _Run:
         if base is None:  # ids as given: narrowed if they fit
             base = int(ids.min()) if ids.size else 0
             if ids.size and int(ids.max()) - base <= _U32_MAX:
-                ids = (ids - base).astype(np.uint32)
+                # modulo 2^32 in uint32 directly (no int64 temporary): exact, as the span fits
+                ids = np.subtract(ids, base & _U32_MAX, dtype=np.uint32, casting="unsafe")
             else:
                 base = 0
         self.base, self.offsets, self.deadlines = base, ids, deadlines  # ``ids``: offsets here
