@@ -9,7 +9,8 @@ pending.  These two structures make it cost what the batch touches:
   ``handle`` order (handles only grow), so the handle column of the occupied rows stays
   sorted and ``searchsorted`` finds a handle's rows, dead ones included.  An append that
   does not fit grows the capacity by half (``GROWTH``: amortised O(1) per row, and at most a
-  third of a big table's memory spare, which a worker pays for); a removal clears the row's
+  third of a table spare; a big table's arrays are ``storage``'s, whose spare pages cost no
+  memory until written); a removal clears the row's
   ``alive`` flag (a tombstone).  When dead rows pass half of the occupied ones the table is
   compacted: live rows move down in order, which keeps the handles sorted.  A compaction
   costs O(rows) once per O(rows) removals: O(1) amortised per removal.

@@ -15,9 +15,11 @@ so the operations hold none; its members and its payload are rows of two side ta
 (``members``: one row per (operation, member); ``payloads``: one per operation that has
 one).  ``rows`` puts the ``OPS`` columns back together (lists of members, a payload or
 None) for the rows asked for only, and their lists of keys when asked (``with_keys``: the
-outcomes and targeted events need them, most reads do not).  A pending operation with one key, no
-members and no payload costs about 130 bytes with its watcher, its index entries and its
-timer entry (``benchmarks/bench_engine.py``).
+outcomes and targeted events need them, most reads do not).  The op_id's and the key's
+hashes live in their indexes only (``Columns(..., hashed=...)``), a target and a progress at
+watch only where there is one (sparse columns).  A pending operation with one key, no
+members and no payload costs 104 bytes with its watcher, its index entries and its timer
+entry (``benchmarks/bench_engine.py``; docs/engine-internals.md, "The worker's memory").
 
 Invariants: an operation's rows (its own, its watchers', its members' and its payload's)
 are all live or all gone; an op_id or key found by hash is confirmed on the string before it
