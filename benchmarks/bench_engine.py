@@ -17,7 +17,9 @@ drive it (canonical pandas frames, validated by the engine):
   about 38 MB, which is not the backlog's: counted from before the import, as up to
   bench_engine of 9e23da1, it adds about 38 bytes per operation at 1M);
   ``live`` is what ``tracemalloc`` counts as allocated by ``load_state(save_state(p))`` and
-  still alive (numpy and Python objects; the state of a freshly loaded shard); ``value`` is
+  still alive (numpy and Python objects; the state of a freshly loaded shard), plus the
+  bytes of the memory mappings the load made and kept (``engine.storage``: the big arrays'
+  own mappings, since branch rss, which ``tracemalloc`` does not see); ``value`` is
   ``len(save_state(p))`` (no segment store: the whole state in the value).  Each divided by
   the backlog.
 
@@ -83,6 +85,16 @@ def _ops(start: int, n: int, ts: int) -> pd.DataFrame:
 
 def _events(start: int, n: int, ts: int) -> pd.DataFrame:
     return pd.DataFrame({"key": _ids("k", start, n), "ts": np.full(n, ts, np.int64)})
+
+
+def _mapped() -> int:
+    """Bytes the engine holds in its own memory mappings (``engine.storage``, which
+    ``tracemalloc`` does not see); 0 for a checkout without them."""
+    try:
+        from spark_purgatory.engine import storage
+    except ImportError:
+        return 0
+    return storage.mapped_bytes()
 
 
 def _rss() -> int:
@@ -171,10 +183,11 @@ def measure(pending_levels: list[int], repeat: int, memory: bool, validated: boo
             value = save_state(d.p)
             row["value_bytes"] = len(value)
             gc.collect()
+            mapped0 = _mapped()
             tracemalloc.start()
             loaded = load_state(value)
             gc.collect()
-            row["live_bytes"] = tracemalloc.get_traced_memory()[0]
+            row["live_bytes"] = tracemalloc.get_traced_memory()[0] + _mapped() - mapped0
             tracemalloc.stop()
             del loaded, value
         rows.append(row)

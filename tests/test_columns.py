@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from spark_purgatory.engine import text
-from spark_purgatory.engine.columns import TEXT, Columns, HashIndex
+from spark_purgatory.engine import storage, text
+from spark_purgatory.engine.columns import SPARSE, TEXT, Columns, HashIndex
 from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
 from spark_purgatory.engine.frames import empty, hash_strings
 from spark_purgatory.engine.progress import KeyTable, keys_wakeup, retire_keys, touch_keys
@@ -171,3 +171,51 @@ def test_text_offsets_widen_to_64_bits_past_their_32_bit_range(monkeypatch):
     column.append(np.array(["c" * 40, "dd"], dtype=object))  # past 100 bytes
     assert column.arrow().type == pa.large_string()
     assert column.objects(np.array([3, 2, 0])).tolist() == ["dd", "c" * 40, "a" * 60]
+
+
+def test_sparse_and_index_only_columns_read_back_what_was_appended_through_compactions():
+    """``target``-like columns keep only their non-NaN rows, an op_id's hash lives in its
+    index only; both read back as stored columns would, by few rows or by many."""
+    table = Columns({"handle": "int64", "name": TEXT, "v": SPARSE}, hashed={"h": "name"})
+    model: dict[int, tuple[str, float]] = {}
+    rng = np.random.default_rng(11)
+    next_handle = 0
+    for _ in range(40):
+        n = int(rng.integers(0, 400))
+        handles = np.arange(next_handle, next_handle + n, dtype=np.int64)
+        next_handle += n
+        names = np.array([f"op-{h}" for h in handles], dtype=object)
+        values = np.where(rng.random(n) < 0.2, rng.random(n), np.nan)
+        table.append({"handle": handles, "name": names, "v": values, "h": hash_strings(names)})
+        model.update({int(h): (nm, v) for h, nm, v in zip(handles, names, values, strict=True)})
+        live = np.array(sorted(model), dtype=np.int64)
+        gone = live[rng.random(live.size) < 0.3]
+        table.kill(table.positions(gone))
+        for h in gone:
+            del model[int(h)]
+        live = np.array(sorted(model), dtype=np.int64)
+        for share in (0.01, 0.1, 0.5, 1.0):  # strings hashed again, a range inverted, all inverted
+            size = min(live.size, max(1, int(share * live.size)))
+            asked = np.sort(rng.choice(live, size=size, replace=False))
+            rows = table.rows(table.positions(asked), ["handle", "name", "v", "h"])
+            names = [model[int(h)][0] for h in asked]
+            assert rows["name"].tolist() == names
+            assert rows["h"].tolist() == hash_strings(np.array(names, dtype=object)).tolist()
+            expected = np.array([model[int(h)][1] for h in asked])
+            assert np.array_equal(rows["v"], expected, equal_nan=True)
+        if live.size:
+            probe, pos = table.lookup("h", hash_strings(np.array([model[int(live[-1])][0]], dtype=object)))
+            assert table.column("handle")[pos].tolist() == [int(live[-1])]
+    assert table.occupied < 2 * max(len(table), 1024)  # compactions happened
+
+
+def test_big_arrays_live_in_their_own_mappings_which_go_with_them():
+    before = storage.mapped_bytes()
+    small, big = storage.empty(10, np.int64), storage.empty(storage.MAPPED_BYTES, np.uint8)
+    assert not isinstance(small.base, type(big.base))
+    big[:] = 7
+    assert big.flags.writeable and int(big.sum()) == 7 * storage.MAPPED_BYTES
+    assert storage.mapped_bytes() == before + storage.MAPPED_BYTES
+    del big
+    assert storage.mapped_bytes() == before
+    storage.release()  # the allocators' free memory back to the system: nothing to see, no error

@@ -529,18 +529,30 @@ def _twelve(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{i:011d}" for i in range(n)]
 
 
-def test_a_pending_operation_with_one_key_is_held_in_under_150_bytes():
-    """Strings are held as UTF-8 bytes and offsets, not Python objects: 20k operations with
-    12-character op_ids and keys (Kafka's backlog shape) cost their columns, indexes and timer
-    entries, about 140 bytes each (600 with a Python string per value)."""
+def test_a_pending_operation_with_one_key_is_held_in_under_105_bytes():
+    """Strings are held as UTF-8 bytes and offsets, not Python objects, hashes in their
+    indexes only, and a target or a progress at watch only where there is one: 20k ``any``
+    operations with 12-character op_ids and keys (Kafka's backlog shape) cost their columns,
+    indexes and timer entries, 104 bytes each (600 with a Python string per value)."""
     p = purgatory()
     ops = pd.DataFrame(
         {"op_id": _twelve("o", 20_000), "key": _twelve("k", 20_000), "ts": 0, "timeout_ms": 3_600_000}
     )
     p.process(ops, None, watermark_ms=0)
-    wheel = sum(r.ids.nbytes + r.deadlines.nbytes for level in p._wheel._levels for r in level.runs)
+    wheel = sum(r.nbytes for level in p._wheel._levels for r in level.runs)
     assert p.pending == 20_000
-    assert (p._pending.nbytes + wheel) / p.pending < 150
+    assert (p._pending.nbytes + wheel) / p.pending < 105
     # and nothing of them is a Python string: what a call reads is made for it
     back = p.pending_operations().set_index("op_id").loc[["o00000000007", "o00000000019"]]
     assert back["keys"].map(list).tolist() == [["k00000000007"], ["k00000000019"]]
+
+
+def test_latest_deadline_is_that_of_the_latest_pending_operation():
+    p = purgatory()
+    assert p.latest_deadline() is None
+    step(p, [op("a", ["k"], 0, 100), op("b", ["k2"], 0, 300), op("c", ["k3"], 10, 50)], [], 0)
+    assert p.latest_deadline() == 300
+    step(p, [], [ev("k2", 20)], 0)  # b completes
+    assert p.latest_deadline() == 100
+    step(p, [], [], 1_000)  # the rest expire
+    assert p.latest_deadline() is None

@@ -259,3 +259,17 @@ def test_cancelled_ids_stay_cancelled_through_a_round_trip_and_may_be_added_agai
     w.add(np.array([0, 3]), np.array([400, 410]))  # cancelled ids whose entries have left
     assert sorted(w.advance(10_000).tolist()) == sorted([0, 3, *(i for i in live if i * 7 + 1 > 350)])
     assert w.size() == 0
+
+
+def test_ids_far_apart_and_negative_come_back_exactly():
+    """A run keeps its ids as 32-bit offsets while they span less than 2^32, as they are
+    otherwise: either way ``advance`` returns the ids that were added."""
+    w = TimingWheel(tick_ms=1, wheel_size=4, start_ms=0)
+    near = np.arange(2**40, 2**40 + 5, dtype=np.int64)
+    far = np.array([-(2**62), 0, 2**62, 7], dtype=np.int64)
+    w.add(near, np.array([3, 1, 2, 30, 100]))
+    w.add(far, np.array([2, 50, 3, 100]))
+    w.cancel(np.array([2**40 + 3, 7]))
+    assert sorted(w.advance(3).tolist()) == sorted([2**40, 2**40 + 1, 2**40 + 2, -(2**62), 2**62])
+    assert sorted(w.advance(100).tolist()) == [0, 2**40 + 4]
+    assert w.size() == 0

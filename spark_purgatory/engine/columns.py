@@ -9,7 +9,8 @@ pending.  These two structures make it cost what the batch touches:
   ``handle`` order (handles only grow), so the handle column of the occupied rows stays
   sorted and ``searchsorted`` finds a handle's rows, dead ones included.  An append that
   does not fit grows the capacity by half (``GROWTH``: amortised O(1) per row, and at most a
-  third of a big table's memory spare, which a worker pays for); a removal clears the row's
+  third of a table spare; a big table's arrays are ``storage``'s, whose spare pages cost no
+  memory until written); a removal clears the row's
   ``alive`` flag (a tombstone).  When dead rows pass half of the occupied ones the table is
   compacted: live rows move down in order, which keeps the handles sorted.  A compaction
   costs O(rows) once per O(rows) removals: O(1) amortised per removal.
@@ -46,7 +47,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .frames import equal_ranges, expand_ranges, search
+from . import storage
+from .frames import equal_ranges, expand_ranges, hash_strings, search
 from .rows import Rows
 from .text import TextColumn
 
@@ -57,6 +59,7 @@ _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)
 _SORT_PROBES = 256  # more probes than this are sorted before a lookup
 TEXT = "text"  #: the dtype of a ``TextColumn``
+SPARSE = "sparse"  #: the dtype of a float64 column that stores only its non-NaN rows (``_Sparse``)
 GROWTH = 1.5  #: a full table's capacity is multiplied by this (numeric and text columns alike)
 
 
@@ -78,12 +81,12 @@ class HashIndex:
         if hashes.size == 0:
             return
         order = np.argsort(hashes)  # the order of equal hashes is nobody's business
-        self._runs.append((hashes[order], _narrow(rows[order])))
+        self._runs.append((_taken(hashes, order), _taken(_narrow(rows), order)))
         while len(self._runs) > 1 and 2 * self._runs[-1][0].size >= self._runs[-2][0].size:
             (h1, r1), (h2, r2) = self._runs[-2], self._runs[-1]
             hashes, rows = np.concatenate([h1, h2]), np.concatenate([r1, r2])
             order = np.argsort(hashes, kind="stable")  # timsort: two sorted runs, linear
-            self._runs[-2:] = [(hashes[order], rows[order])]
+            self._runs[-2:] = [(_taken(hashes, order), _taken(rows, order))]
 
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every (index into ``probes``, row) with an equal hash, dead rows included, in no
@@ -128,8 +131,30 @@ class HashIndex:
             new = moved[rows]
             keep = new >= 0
             if keep.any():
-                runs.append((hashes[keep], _narrow(new[keep])))
+                runs.append((storage.copy_of(hashes[keep]), storage.copy_of(_narrow(new[keep]))))
         self._runs = runs
+
+    def hashes_at(self, positions: np.ndarray, occupied: int) -> np.ndarray:
+        """The hash each of these rows (distinct, below ``occupied``) is indexed under: one pass
+        over every run, O(indexed rows), for reads of many rows at once such as a save."""
+        if positions.size == 0:
+            return np.empty(0, np.uint64)
+        if 4 * positions.size >= occupied:  # most rows: invert every run
+            inverse = np.zeros(occupied, np.uint64)
+            for hashes, rows in self._runs:
+                inverse[rows] = hashes
+            return inverse[positions]
+        lo, hi = int(positions.min()), int(positions.max()) + 1
+        inverse = np.zeros(hi - lo, np.uint64)
+        for hashes, rows in self._runs:
+            at = np.flatnonzero((rows >= lo) & (rows < hi))
+            inverse[rows[at] - lo] = hashes[at]
+        return inverse[positions - lo]
+
+
+def _taken(values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``values[order]``, in storage that a big run gives back whole when it goes."""
+    return np.take(values, order, out=storage.empty(order.size, values.dtype))
 
 
 def _narrow(rows: np.ndarray) -> np.ndarray:
@@ -143,21 +168,34 @@ class Columns:
     """A table of numpy columns with spare capacity and tombstones, rows in handle order.
 
     Args:
-        dtypes: the columns and their numpy dtypes (or ``"text"``: a ``TextColumn``); one of
-            them must be ``handle`` (int64).
-        indexed: columns of uint64 hashes to keep a ``HashIndex`` on.
+        dtypes: the columns and their numpy dtypes (or ``"text"``: a ``TextColumn``;
+            ``"sparse"``: float64 mostly NaN, only the other rows stored); one of them must be
+            ``handle`` (int64).
+        indexed: columns of uint64 hashes (in ``dtypes``) to keep a ``HashIndex`` on.
+        hashed: indexed hash columns kept in their index only, each the ``hash_strings`` of a
+            text column (``{"ohash": "op_id"}``): 8 bytes a row less than a stored column;
+            ``append`` takes them, reads recompute a few rows' hashes from their strings
+            and take many from the index (``hashes``).
 
     Positions (row numbers) are valid until the next ``compact``; handles always.
     """
 
-    def __init__(self, dtypes: Mapping[str, str], indexed: tuple[str, ...] = ()) -> None:
-        self.dtypes = {name: t if t == TEXT else np.dtype(t) for name, t in dtypes.items()}
-        self._cols = {name: np.empty(_MIN_CAPACITY, t) for name, t in self.dtypes.items() if t != TEXT}
+    def __init__(
+        self,
+        dtypes: Mapping[str, str],
+        indexed: tuple[str, ...] = (),
+        hashed: Mapping[str, str] | None = None,
+    ) -> None:
+        self.dtypes = {name: t if t in (TEXT, SPARSE) else np.dtype(t) for name, t in dtypes.items()}
+        kinds = (TEXT, SPARSE)
+        self._cols = {name: np.empty(_MIN_CAPACITY, t) for name, t in self.dtypes.items() if t not in kinds}
         self._texts = {name: TextColumn() for name, t in self.dtypes.items() if t == TEXT}
+        self._sparse = {name: _Sparse() for name, t in self.dtypes.items() if t == SPARSE}
         self._alive = np.zeros(_MIN_CAPACITY, bool)
         self._n = 0  # occupied rows, dead ones included
         self._live = 0
-        self._indexes = {name: HashIndex() for name in indexed}
+        self._hashed = dict(hashed or {})
+        self._indexes = {name: HashIndex() for name in (*indexed, *self._hashed)}
 
     # -- sizes and reads -----------------------------------------------------------------------
 
@@ -182,14 +220,29 @@ class Columns:
         """The rows at ``positions`` of a column as an Arrow array (text without Python strings)."""
         if name in self._texts:
             return self._texts[name].arrow(positions)
-        return pa.array(self._cols[name][positions])
+        return pa.array(self._get(name, positions))
+
+    def hashes(self, name: str, positions: np.ndarray) -> np.ndarray:
+        """The rows at ``positions`` (distinct) of an indexed hash column, stored or not: a few
+        rows hashed again from their strings (O(rows)), many read from the index (O(table))."""
+        if name in self._cols:
+            return self._cols[name][positions]
+        if 16 * len(positions) < self._n:
+            return hash_strings(self.text(self._hashed[name], positions))
+        return self._indexes[name].hashes_at(positions, self._n)
 
     @property
     def nbytes(self) -> int:
         """Bytes the occupied rows take (columns, text, alive flags and indexes; no spare room)."""
         fixed = sum(col.itemsize for col in self._cols.values()) + 1
         runs = sum(h.nbytes + r.nbytes for index in self._indexes.values() for h, r in index._runs)
-        return self._n * fixed + sum(t.nbytes_used for t in self._texts.values()) + runs
+        sparse = sum(s.nbytes for s in self._sparse.values())
+        return self._n * fixed + sum(t.nbytes_used for t in self._texts.values()) + runs + sparse
+
+    @property
+    def capacity(self) -> int:
+        """Rows the numeric columns have room for (spare room included)."""
+        return self._alive.size
 
     @property
     def alive(self) -> np.ndarray:
@@ -240,8 +293,15 @@ class Columns:
         (text as Python strings)."""
         positions = self.live_positions() if positions is None else positions
         names = columns if columns is not None else self.dtypes
-        cols = {c: self._cols[c][positions] if c in self._cols else self.text(c, positions) for c in names}
+        cols = {c: self.text(c, positions) if c in self._texts else self._get(c, positions) for c in names}
         return Rows._made(cols, positions.size)
+
+    def _get(self, name: str, positions: np.ndarray) -> np.ndarray:
+        if name in self._sparse:
+            return self._sparse[name].take(positions)
+        if name in self._hashed:
+            return self.hashes(name, positions)
+        return self._cols[name][positions]
 
     # -- changes -------------------------------------------------------------------------------
 
@@ -256,11 +316,13 @@ class Columns:
             col[start:end] = columns[name]
         for name, text in self._texts.items():
             text.append(columns[name])
+        for name, sparse in self._sparse.items():
+            sparse.append(start, np.asarray(columns[name], np.float64))
         self._alive[start:end] = True
         self._n, self._live = end, self._live + m
         positions = np.arange(start, end, dtype=np.int64)
         for name, index in self._indexes.items():
-            index.add(self._cols[name][start:end], positions)
+            index.add(np.asarray(columns[name], np.uint64), positions)
         return positions
 
     def kill(self, positions: np.ndarray) -> None:
@@ -285,6 +347,8 @@ class Columns:
                 col[k : self._n] = None  # release the strings of dead rows
         for text in self._texts.values():
             text.compact(keep)
+        for sparse in self._sparse.values():
+            sparse.compact(moved)
         self._alive[:k] = True
         self._alive[k : self._n] = False
         self._n = k
@@ -298,10 +362,66 @@ class Columns:
             self._resize(max(rows, int(GROWTH * self._alive.size)))
 
     def _resize(self, capacity: int) -> None:
+        """New storage (``storage.empty``: spare room costs no memory until rows fill it)."""
         for name, col in self._cols.items():
-            new = np.empty(capacity, col.dtype)
+            new = storage.empty(capacity, col.dtype)
             new[: self._n] = col[: self._n]
             self._cols[name] = new
-        alive = np.zeros(capacity, bool)
+        alive = storage.empty(capacity, bool)
         alive[: self._n] = self._alive[: self._n]
         self._alive = alive
+
+
+class _Sparse:
+    """A float64 column that is mostly NaN (``progress_at_watch`` but for ``offset``
+    operations, ``target`` but for counted conditions): only the other rows, as (position,
+    value) pairs in position order, with spare capacity.  Appends come in position order,
+    so the pairs stay sorted; a read is one ``searchsorted``; a compaction maps positions."""
+
+    __slots__ = ("_pos", "_val", "_n")
+
+    def __init__(self) -> None:
+        self._pos = np.empty(_MIN_CAPACITY, np.int64)
+        self._val = np.empty(_MIN_CAPACITY, np.float64)
+        self._n = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self._n * 16
+
+    def append(self, start: int, values: np.ndarray) -> None:
+        """Rows ``start, start + 1, ...`` (above every stored position) get ``values``."""
+        present = np.flatnonzero(~np.isnan(values))
+        if present.size == 0:
+            return
+        n, m = self._n, present.size
+        if n + m > self._pos.size:
+            capacity = max(n + m, int(GROWTH * self._pos.size))
+            self._pos, self._val = (_grown(a, n, capacity) for a in (self._pos, self._val))
+        self._pos[n : n + m] = start + present
+        self._val[n : n + m] = values[present]
+        self._n = n + m
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        out = np.full(len(positions), np.nan)
+        if self._n:
+            pos = self._pos[: self._n]
+            at = np.minimum(np.searchsorted(pos, positions), self._n - 1)
+            hit = pos[at] == positions
+            out[hit] = self._val[at[hit]]
+        return out
+
+    def compact(self, moved: np.ndarray) -> None:
+        """Rows moved (``moved[old]``: the new position, -1 for a dropped row)."""
+        new = moved[self._pos[: self._n]]
+        keep = np.flatnonzero(new >= 0)
+        self._val[: keep.size] = self._val[keep]
+        self._pos[: keep.size] = new[keep]
+        self._n = keep.size
+
+
+def _grown(values: np.ndarray, n: int, capacity: int) -> np.ndarray:
+    """``values``' first ``n`` elements in new storage of ``capacity``."""
+    new = storage.empty(capacity, values.dtype)
+    new[:n] = values[:n]
+    return new

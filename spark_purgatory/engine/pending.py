@@ -15,9 +15,11 @@ so the operations hold none; its members and its payload are rows of two side ta
 (``members``: one row per (operation, member); ``payloads``: one per operation that has
 one).  ``rows`` puts the ``OPS`` columns back together (lists of members, a payload or
 None) for the rows asked for only, and their lists of keys when asked (``with_keys``: the
-outcomes and targeted events need them, most reads do not).  A pending operation with one key, no
-members and no payload costs about 130 bytes with its watcher, its index entries and its
-timer entry (``benchmarks/bench_engine.py``).
+outcomes and targeted events need them, most reads do not).  The op_id's and the key's
+hashes live in their indexes only (``Columns(..., hashed=...)``), a target and a progress at
+watch only where there is one (sparse columns).  A pending operation with one key, no
+members and no payload costs 104 bytes with its watcher, its index entries and its timer
+entry (``benchmarks/bench_engine.py``; docs/engine-internals.md, "The worker's memory").
 
 Invariants: an operation's rows (its own, its watchers', its members' and its payload's)
 are all live or all gone; an op_id or key found by hash is confirmed on the string before it
@@ -31,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .columns import TEXT, Columns
+from .columns import SPARSE, TEXT, Columns
 from .frames import distinct, flatten, hash_strings
 from .rows import Rows
 from .tables import OPS, WATCH
@@ -41,18 +43,20 @@ __all__ = ["Pending", "HELD", "OPS_ARROW", "WATCH_ARROW"]
 
 #: the pending operations as read (``rows``): ``OPS`` and each op_id's 64-bit hash
 HELD = {**OPS, "ohash": "uint64"}
-#: the pending operations as stored (keys in the watchers, members and payloads aside)
+#: the pending operations as stored (keys in the watchers, members and payloads aside; the
+#: op_id's hash in its index only; a target only where there is one)
 _STORED = {
     "handle": "int64",
     "op_id": TEXT,
     "ts": "int64",
     "deadline": "int64",
     "cond": "int8",
-    "target": "float64",
+    "target": SPARSE,
     "stub": "bool",
-    "ohash": "uint64",
 }
-_WATCH_STORED = {**WATCH, "key": TEXT}
+#: the watchers as stored: the key's hash in its index only, the progress at watch only for
+#: ``offset`` operations
+_WATCH_STORED = {"key": TEXT, "handle": "int64", "progress_at_watch": SPARSE}
 _MEMBERS = {"handle": "int64", "member": TEXT}
 _PAYLOADS = {"handle": "int64", "payload": TEXT}
 #: the Arrow form of the pending operations (``arrow`` / ``Pending(...)``): ``_STORED`` with
@@ -87,8 +91,8 @@ class Pending:
     """
 
     def __init__(self, ops: pd.DataFrame | pa.Table, watch: pd.DataFrame | pa.Table) -> None:
-        self._ops = Columns(_STORED, indexed=("ohash",))
-        self._watch = Columns(_WATCH_STORED, indexed=("hash",))
+        self._ops = Columns(_STORED, hashed={"ohash": "op_id"})
+        self._watch = Columns(_WATCH_STORED, hashed={"hash": "key"})
         self._members = Columns(_MEMBERS)
         self._payloads = Columns(_PAYLOADS)
         if isinstance(ops, pa.Table):
@@ -104,8 +108,8 @@ class Pending:
     def _load_arrow(self, ops: pa.Table, watch: pa.Table) -> None:
         """Load ``OPS_ARROW`` and ``WATCH_ARROW`` tables: no Python object per row."""
         ops, watch = _by_handle(ops), _by_handle(watch)
-        self._ops.append({c: _column(ops, c) for c in _STORED})
-        self._watch.append({c: _column(watch, c) for c in _WATCH_STORED})
+        self._ops.append({c: _column(ops, c) for c in (*_STORED, "ohash")})
+        self._watch.append({c: _column(watch, c) for c in WATCH})
         members = ops.column("members").combine_chunks()
         lengths = pc.fill_null(pc.list_value_length(members), 0).to_numpy()
         if lengths.any():
@@ -204,10 +208,13 @@ class Pending:
         watch_pos = self._watch.live_positions() if since is None else self._watch.since(since)
         handles = self._ops.column("handle")[ops_pos]
         columns = {c: self._ops.arrow(c, ops_pos) for c in _STORED}
+        columns["ohash"] = pa.array(self._ops.hashes("ohash", ops_pos))
         columns["members"] = self._members_arrow(handles)
         columns["payload"] = self._payload_arrow(handles)
         ops = pa.Table.from_pydict(columns, schema=OPS_ARROW)
-        watch = pa.Table.from_pydict({c: self._watch.arrow(c, watch_pos) for c in WATCH}, schema=WATCH_ARROW)
+        watch = {c: self._watch.arrow(c, watch_pos) for c in _WATCH_STORED}
+        watch["hash"] = pa.array(self._watch.hashes("hash", watch_pos))
+        watch = pa.Table.from_pydict(watch, schema=WATCH_ARROW)
         return ops, watch
 
     def _members_arrow(self, handles: np.ndarray) -> pa.Array:
@@ -242,6 +249,12 @@ class Pending:
         """Every pending operation's handle and deadline, in handle order."""
         pos = self._ops.live_positions()
         return self._ops.column("handle")[pos], self._ops.column("deadline")[pos]
+
+    def latest_deadline(self) -> int | None:
+        """The latest deadline of a pending operation (None if none)."""
+        if len(self._ops) == 0:
+            return None
+        return int(self._ops.column("deadline")[self._ops.alive].max())
 
     def watch_rows(self, handles: np.ndarray, columns: list[str]) -> Rows:
         """The watcher rows of these pending operations, in handle order."""

@@ -56,7 +56,7 @@ import pandas as pd
 
 from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from . import dedup, progress, relay, watchers
+from . import dedup, progress, relay, storage, watchers
 from .batch import BatchResult, admit, result
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .frames import among, concat, distinct, hash_strings, isin
@@ -173,6 +173,11 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
             times.append(resolved_wakeup)
         return min(times)
 
+    def latest_deadline(self) -> int | None:
+        """The latest deadline of a pending operation (None if none): one pass over the
+        deadline column, no row copied out (the end of input waits for it)."""
+        return self._pending.latest_deadline()
+
     def is_empty(self) -> bool:
         """Nothing pending, buffered or retained: the state can be dropped."""
         return not (
@@ -246,6 +251,8 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         unmatched, notes = self._finalise_events(wm, paired)
         self._retire(wm)
         outcomes, self._outcomes = self._outcomes, []
+        if storage.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
+            storage.release()  # bulk work: its temporaries back to the system
         return result(outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), self._batch_id)
 
     def replay(
@@ -473,7 +480,7 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
                 real["deadline"],
                 self._watermark,
                 self.config.dedup_retention_ms,
-                real["ohash"],
+                real["ohash"] if "ohash" in real else None,  # new operations carry theirs
             )
             self._changes.resolved(resolved)
             self._resolved.add(resolved)

@@ -21,7 +21,8 @@ What is different here:
 * **Columnar.**  An entry is an ``int64`` id and an ``int64`` deadline (ms).  Each ``add``
   stores its entries per level as one *run* sorted by bucket start, so a bucket is a slice
   of each run; ``add``, ``cancel`` and ``advance`` take and return arrays, and every
-  per-entry step is vectorised.  Python loops run over levels and runs only.
+  per-entry step is vectorised.  Python loops run over levels and runs only.  A run holds
+  its ids as 32-bit offsets from its smallest one while they fit (12 bytes an entry).
 * **Never early.**  Kafka fires a task when its *bucket* expires, so a task can run up to one
   tick before its expiration, and ``add`` treats anything inside the current tick as already
   expired.  Here an entry expires exactly when ``advance(t)`` is called with ``t >= deadline``:
@@ -68,6 +69,7 @@ __all__ = ["TimingWheel", "NO_EXPIRATION"]
 #: ``next_expiration()`` when the wheel is empty.
 NO_EXPIRATION = np.iinfo(np.int64).max
 _I64_MAX = int(np.iinfo(np.int64).max)
+_U32_MAX = int(np.iinfo(np.uint32).max)
 _EMPTY = np.empty(0, dtype=np.int64)
 _FORMAT_VERSION = 1
 
@@ -107,16 +109,49 @@ class _IdSet:
         return found
 
 
-@dataclass
 class _Run:
     """Entries of one level sorted by bucket start: a bucket is a contiguous slice of a run.
 
     The bucket starts are not kept (8 bytes an entry): a bucket's start is its deadlines'
     multiple of the level's tick, so "deadline below a bucket boundary" is true for a prefix
-    of the run, which a binary search on the deadlines finds (``_Level._cut``)."""
+    of the run, which a binary search on the deadlines finds (``_Level._cut``).  The ids are
+    kept as uint32 offsets from the run's smallest id while they span less than 2^32 (the
+    purgatory's handles are consecutive numbers: 4 bytes an entry less), else as they are."""
 
-    ids: np.ndarray
-    deadlines: np.ndarray
+    __slots__ = ("base", "offsets", "deadlines")
+
+    def __init__(self, ids: np.ndarray, deadlines: np.ndarray, base: int | None = None) -> None:
+        if base is None:  # ids as given: narrowed if they fit
+            base = int(ids.min()) if ids.size else 0
+            if ids.size and int(ids.max()) - base <= _U32_MAX:
+                # modulo 2^32 in uint32 directly (no int64 temporary): exact, as the span fits
+                ids = np.subtract(ids, base & _U32_MAX, dtype=np.uint32, casting="unsafe")
+            else:
+                base = 0
+        self.base, self.offsets, self.deadlines = base, ids, deadlines  # ``ids``: offsets here
+
+    @property
+    def size(self) -> int:
+        return self.offsets.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.offsets.nbytes + self.deadlines.nbytes
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.head(self.size)
+
+    def head(self, cut: int) -> np.ndarray:
+        """The first ``cut`` ids (int64)."""
+        return self.offsets[:cut].astype(np.int64) + self.base
+
+    def tail(self, cut: int) -> _Run:
+        """The entries from ``cut`` on (views, no copy)."""
+        return _Run(self.offsets[cut:], self.deadlines[cut:], self.base)
+
+    def where(self, keep: np.ndarray) -> _Run:
+        return _Run(self.offsets[keep], self.deadlines[keep], self.base)
 
 
 @dataclass
@@ -165,7 +200,7 @@ class _Level:
         """Merge the smaller half of the runs (tiered, like an LSM tree: O(log n) per entry)."""
         if len(self.runs) < 2:
             return
-        self.runs.sort(key=lambda r: r.ids.size, reverse=True)
+        self.runs.sort(key=lambda r: r.size, reverse=True)
         keep, merge = self.runs[: len(self.runs) // 2], self.runs[len(self.runs) // 2 :]
         deadlines = np.concatenate([r.deadlines for r in merge])
         order = np.argsort(self.starts(deadlines), kind="stable")  # timsort: linear-ish on sorted runs
@@ -181,7 +216,7 @@ class _Level:
         deadlines are below the next bucket boundary: a prefix of the run)."""
         boundary = time_ms - time_ms % self.tick + self.tick
         if boundary > _I64_MAX:
-            return run.ids.size
+            return run.size
         return int(np.searchsorted(run.deadlines, boundary, side="left"))
 
     def take_due(self, time_ms: int, out: list[tuple[np.ndarray, np.ndarray]]) -> None:
@@ -190,9 +225,9 @@ class _Level:
         for run in self.runs:
             cut = self._cut(run, time_ms)
             if cut:
-                out.append((run.ids[:cut], run.deadlines[:cut]))
-            if cut < run.ids.size:
-                kept.append(_Run(run.ids[cut:], run.deadlines[cut:]) if cut else run)
+                out.append((run.head(cut), run.deadlines[:cut]))
+            if cut < run.size:
+                kept.append(run.tail(cut) if cut else run)
         self.runs = kept
 
     def first_bucket_min_deadline(self) -> int | None:
@@ -216,11 +251,11 @@ class _Level:
             if live.all():
                 kept.append(run)
             elif live.any():
-                kept.append(_Run(run.ids[live], run.deadlines[live]))
+                kept.append(run.where(live))
         self.runs = kept
 
     def entry_count(self) -> int:
-        return sum(run.ids.size for run in self.runs)
+        return sum(run.size for run in self.runs)
 
 
 class TimingWheel:
@@ -460,7 +495,7 @@ class TimingWheel:
             for run in level.runs:
                 parts_ids.append(run.ids)
                 parts_deadlines.append(run.deadlines)
-                parts_levels.append(np.full(run.ids.size, index, np.int8))
+                parts_levels.append(np.full(run.size, index, np.int8))
                 parts_starts.append(level.starts(run.deadlines))
         return (
             np.concatenate(parts_ids),

@@ -443,9 +443,7 @@ def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None
 
 def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:
     """The shard's watermark at the end of input: past its own deadlines and any valid one."""
-    deadlines = p.tables().ops["deadline"]
-    latest = int(deadlines.max()) if len(deadlines) else None
-    return end_watermark_ms(config.max_timeout_ms, config.tick_ms, latest)
+    return end_watermark_ms(config.max_timeout_ms, config.tick_ms, p.latest_deadline())
 
 
 def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
