@@ -258,7 +258,7 @@ def test_the_first_cause_of_a_python_worker_error_is_its_exception_line():
 
 
 def test_a_local_session_starts_its_jvm_without_c2(spark):
-    """local_session asks for C1 only (a first micro-batch 6.2-6.5 s -> 4.7 s here): the JVM
+    """local_session asks for C1 only (a first micro-batch 6.2-6.6 s -> 4.1-4.8 s here): the JVM
     the tests share was started by it, and runs with the option."""
     from spark_purgatory.spark.session import C1_ONLY
 

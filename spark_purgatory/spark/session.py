@@ -16,7 +16,7 @@
   or your own ``spark.driver.extraJavaOptions`` keeps the default C1 + C2): a local session
   lives seconds to hours, and on these 2 cores C2's compiler threads took a third of the CPU
   a new session spent before its first micro-batch (``benchmarks/bench_first_batch.py``:
-  6.2-6.5 s -> 4.7 s to the first batch) while the job over 200,000 operations spent less
+  6.2-6.6 s -> 4.1-4.8 s to the first batch) while the job over 200,000 operations spent less
   CPU, not more (25.3 -> 21.7 s: the JVM's share of the job is parsing files and moving
   Arrow batches, where C2's code gains little);
 * no Delta extensions: whether Delta's classes are present is detected at run time by
