@@ -213,8 +213,7 @@ _CORPUS = Path(__file__).parent / "corpus"
 
 
 def _go_on(p: Purgatory) -> list[list[str]]:
-    """Two more batches after ``make_state_v2``'s (and ``_v3``'s): completions, expiries, unmatched
-    events."""
+    """Two more batches after ``corpus/make_state.py``'s: completions, expiries, unmatched events."""
     r1 = step(
         p,
         ops=[op("late-comer", "k2", 30)],
@@ -234,7 +233,7 @@ def _go_on(p: Purgatory) -> list[list[str]]:
 @pytest.mark.parametrize("version", [2, 3])
 def test_a_state_saved_in_an_earlier_format_loads_and_goes_on_as_it_would_have(version, value, tmp_path):
     corpus = shutil.copytree(_CORPUS / f"state_v{version}", tmp_path / "old")  # a save writes segments there
-    scenario = runpy.run_path(str(corpus / f"make_state_v{version}.py"))
+    scenario = runpy.run_path(str(_CORPUS / "make_state.py"))
     store = SegmentStore(str(corpus / "segments"), segment_rows=40, retain_versions=50)
     loaded = load_state((corpus / value).read_bytes(), purgatory().config, store)
     assert loaded_by(loaded) == "rebuilt"

@@ -1,9 +1,9 @@
-"""Writes this directory's state values with a spark-purgatory that saves format 3 (the
-columnar engine before compact strings, e.g. commit 9e23da1), for ``test_state``'s
-compatibility tests:
+"""Writes a ``state_vN`` directory of this corpus with a spark-purgatory that saves format N,
+for ``test_state``'s compatibility tests (format 2: before the columnar engine, e.g. commit
+e6e9152; format 3: the columnar engine before compact strings, e.g. commit 9e23da1):
 
     git worktree add /tmp/engine-v3 9e23da1
-    PYTHONPATH=/tmp/engine-v3 python tests/corpus/state_v3/make_state_v3.py tests/corpus/state_v3
+    PYTHONPATH=/tmp/engine-v3 python tests/corpus/make_state.py tests/corpus/state_v3
 
 ``value.arrow``: the whole state in the value; ``segmented.arrow``: a value extending the
 base segment in ``segments/`` with a change (its tails).  ``test_state.two_batches`` is the
@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: engine_helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: engine_helpers
 from engine_helpers import ev, op, purgatory, step  # noqa: E402
 
 from spark_purgatory.state import STATE_VERSION, SegmentStore, save_state  # noqa: E402
@@ -38,8 +38,9 @@ def _second(p):
 
 
 if __name__ == "__main__":
-    assert STATE_VERSION == 3, f"run this with a spark-purgatory that writes format 3, not {STATE_VERSION}"
     out = sys.argv[1]
+    version = int(Path(out).name.removeprefix("state_v"))  # the directory names the format
+    assert STATE_VERSION == version, f"{out}: run this with a spark-purgatory that writes format {version}"
     shutil.rmtree(out + "/segments", ignore_errors=True)
     os.makedirs(out, exist_ok=True)
     p = purgatory()
