@@ -32,8 +32,9 @@ from spark_purgatory.testing import spark_session
 #: every JVM the tests start lives seconds to a few minutes: C1 only, no C2 compiles competing
 #: for the cores (a job run over 600 operations: 22 s of CPU instead of 36, ``make demo`` 40
 #: instead of 64; the same results), with tiered compilation's code cache (C1's own 48 MB
-#: fills within a minute of Spark, and the JVM then stops compiling).  spark-submit reads ``SPARK_SUBMIT_OPTS`` (the workers'
-#: sessions, the job subprocesses, the README paste, the demo, the Connect server), spark-class
+#: fills within a minute of Spark, and the JVM then stops compiling).  spark-submit reads
+#: ``SPARK_SUBMIT_OPTS`` (the workers' sessions, the job subprocesses, the README paste, the
+#: demo, the Connect server), spark-class
 #: ``SPARK_DAEMON_JAVA_OPTS`` (a standalone master and workers); a value already set is kept.
 TEST_JVM_OPTIONS = C1_ONLY
 for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):

@@ -135,6 +135,7 @@ def warm_python_workers(spark: Any) -> threading.Thread | None:
 
 def _import_operator(batches):  # runs in a Python worker
     import pyspark.testing.utils  # noqa: F401 - PySpark's GroupState.update imports it on first use
+
     import spark_purgatory.spark.operator  # noqa: F401 - the shard step's modules, pandas, pyarrow
 
     yield from batches
