@@ -413,12 +413,14 @@ def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None
                 wake = min(wake, max(wm, 1) + 1)
             processed, how, pending = time.perf_counter(), loaded_by(p), p.pending
             value = save_state(p, store, park=store is not None)  # parked: no use of p after this
+        saved = time.perf_counter()
         rows = output_rows(shard, result, bad, figures, out_wm, state_bytes=len(value) if keep else 0)
         if staging is None:
             yield rows
         else:
             arrow = pa.Table.from_pandas(rows, schema=OPERATOR_OUTPUT, preserve_index=False)
             yield staging(arrow, shard).to_pandas()
+        output = time.perf_counter()
         if not keep:
             state.remove()
             return
@@ -429,7 +431,8 @@ def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None
                 "loaded_by": how,
                 "load_ms": round((loaded - started) * 1000),
                 "process_ms": round((processed - loaded) * 1000),
-                "save_ms": round((time.perf_counter() - processed) * 1000),
+                "save_ms": round((saved - processed) * 1000),
+                "output_ms": round((output - saved) * 1000),  # with staging: the staged files written
                 "value_bytes": len(value),
                 "pending": pending,
             }
