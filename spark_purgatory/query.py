@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from .spark.group_state import StateEncoding
     from .spark.sources import SourceFormat
 
 __all__ = ["PurgatoryQuery", "start", "TRIGGERS", "check_trigger", "app_id_of"]
@@ -170,6 +171,7 @@ def start(
         )
     spark = spark or _session_of(operations, events)
     _check_session(spark)
+    from .spark.group_state import encoding_of
     from .spark.workers import use_project_python, warm_python_workers
 
     use_project_python(spark)  # the workers must import the project (spark.workers)
@@ -185,8 +187,10 @@ def start(
     wake.create()
     # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
     staging = None if _is_connect(spark) else ShardStaging(everywhere(cfg.accumulator_staging_path), storage)
+    # a checkpoint keeps the group state's schema it began with (spark.group_state)
+    encoding = encoding_of(checkpoint, storage=storage)
     with library_plan():  # no call-site capture for the library's own plan (settings)
-        out = _operator(spark, operations, events, cfg, source_format, wake, staging)
+        out = _operator(spark, operations, events, cfg, source_format, wake, staging, encoding)
     if isinstance(writer, str):
         writer = choose_writer(spark, output, prefer=writer, storage=storage)
     if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
@@ -556,6 +560,7 @@ def _operator(
     source_format: str,
     wake: Wake | None,
     staging: ShardStaging | None,
+    encoding: StateEncoding,
 ) -> Any:
     """The operator's output stream, with the ``purgatory`` observed metrics attached; with
     ``staging``, the shards stage their own rows and the stream carries ``STAGED`` rows."""
@@ -581,8 +586,9 @@ def _operator(
 
     ops, evs = source(operations, "operations"), source(events, "events")
     wake_path = wake.root if wake is not None else None
+    options = {"source_format": source_format, "wake_path": wake_path, "state_encoding": encoding}
     if staging is None:
-        out = purgatory_stream(ops, evs, cfg, source_format=source_format, wake_path=wake_path)
+        out = purgatory_stream(ops, evs, cfg, **options)
     else:
-        out = staged_stream(ops, evs, cfg, staging, source_format=source_format, wake_path=wake_path)
+        out = staged_stream(ops, evs, cfg, staging, **options)
     return observe_purgatory(out)

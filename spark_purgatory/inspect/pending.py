@@ -245,6 +245,7 @@ def _progress_text() -> Any:
 def _decoder(config: PurgatoryConfig, wm: int, batch: int) -> Any:
     """The function each state partition's task runs: load every shard value in it through
     the engine's own loading and yield its pending operations, ``_CHUNK_ROWS`` at a time."""
+    from ..spark.group_state import shard_bytes
     from ..spark.operator import segment_store
 
     store = segment_store(config)
@@ -259,7 +260,7 @@ def _decoder(config: PurgatoryConfig, wm: int, batch: int) -> Any:
                 if value is None:
                     continue
                 try:
-                    p = load_state(value, config, store, cache=WorkerCache(entries=0))
+                    p = load_state(shard_bytes(value), config, store, cache=WorkerCache(entries=0))
                 except ValueError as error:  # a state version this release cannot read
                     raise InspectError(f"unreadable state version at batch {batch}: {error}") from None
                 frame = pending_frame(p, watermark_ms=wm, batch_id=batch)

@@ -94,6 +94,7 @@ from ..engine.wheel import NO_EXPIRATION
 from ..state import Mailbox, SegmentStore, load_state, loaded_by, save_state
 from ..state.wake import end_watermark_ms, is_end_watermark
 from ..storage import Storage
+from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
 from .labels import shard_numbers
 from .output import OUTPUT_SCHEMA, output_rows, shard_figures, with_timestamps
 from .routing import (
@@ -128,7 +129,6 @@ _STATE_LOG = bool(os.environ.get("PURGATORY_STATE_LOG"))
 #: how far behind the watermark a row may be before Spark itself drops it (see module doc)
 LATE_ALLOWANCE_MS = 36_500 * 86_400_000
 
-_STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType())])
 #: what the operator returns when its shards stage their own output (``staged_stream``)
 STAGED_SCHEMA: T.StructType = from_arrow_schema(STAGED)
 _TS_MS = ms_column("ts")
@@ -180,6 +180,7 @@ def purgatory_stream(
     *,
     source_format: SourceFormat = "auto",
     wake_path: str | None = None,
+    state_encoding: StateEncoding = "text",
 ) -> DataFrame:
     """The purgatory over two streaming DataFrames; returns one stream of output rows.
 
@@ -196,6 +197,9 @@ def purgatory_stream(
             micro-batch whose shards relayed (``state.wake``; ``start`` wires it under the
             checkpoint).  Without it, relayed completions wait for the next micro-batch
             that has input or moves the watermark.
+        state_encoding: how the shard state is kept in Spark's group state: ``text`` (the
+            default) or ``binary``, which a checkpoint started by spark-purgatory 0.1.0
+            recorded and must keep (``group_state``; ``start`` tells it by the checkpoint).
 
     Returns:
         A streaming DataFrame with ``OUTPUT_SCHEMA`` plus timestamps; split each micro-batch
@@ -215,7 +219,8 @@ def purgatory_stream(
     """
     config = config or PurgatoryConfig()
     routed = routed_stream(operations, events, config, source_format=source_format, wake_path=wake_path)
-    return with_timestamps(_grouped(routed, _stateful_shard(config), OUTPUT_SCHEMA))
+    step = _stateful_shard(config, encoding=state_encoding)
+    return with_timestamps(_grouped(routed, step, OUTPUT_SCHEMA, state_encoding))
 
 
 def staged_stream(
@@ -226,6 +231,7 @@ def staged_stream(
     *,
     source_format: SourceFormat = "auto",
     wake_path: str | None = None,
+    state_encoding: StateEncoding = "text",
 ) -> DataFrame:
     """``purgatory_stream`` whose shards stage their own output (``start``'s path).
 
@@ -236,13 +242,14 @@ def staged_stream(
     ``foreachBatch`` has and a Spark Connect one has not (``start`` chooses).
     """
     routed = routed_stream(operations, events, config, source_format=source_format, wake_path=wake_path)
-    return _grouped(routed, _stateful_shard(config, staging), STAGED_SCHEMA)
+    step = _stateful_shard(config, staging, encoding=state_encoding)
+    return _grouped(routed, step, STAGED_SCHEMA, state_encoding)
 
 
-def _grouped(routed: DataFrame, step: Any, schema: T.StructType) -> DataFrame:
+def _grouped(routed: DataFrame, step: Any, schema: T.StructType, encoding: StateEncoding) -> DataFrame:
     """The routed rows grouped by shard into the stateful ``step``."""
     return routed.groupBy("shard").applyInPandasWithState(
-        step, schema, _STATE_SCHEMA, "append", "EventTimeTimeout"
+        step, schema, state_schema(encoding), "append", "EventTimeTimeout"
     )
 
 
@@ -367,9 +374,12 @@ def _receive(p: Purgatory, mailbox: Mailbox, batch: int) -> pd.DataFrame:
     return relayed
 
 
-def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None):
+def _stateful_shard(
+    config: PurgatoryConfig, staging: ShardStaging | None = None, *, encoding: StateEncoding = "text"
+):
     """The function Spark calls once per shard per micro-batch (and on the shard's timeout);
-    with ``staging`` it stages its output rows and yields their ``STAGED`` rows instead."""
+    with ``staging`` it stages its output rows and yields their ``STAGED`` rows instead;
+    ``encoding``: how its value is kept in the group state (``group_state``)."""
     store = segment_store(config)
     mailbox = Mailbox.beside(config.state_path, Storage.of(config)) if hands_off(config) else None
     numbers = shard_numbers(config.shards + 1)
@@ -379,7 +389,7 @@ def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         shard = numbers[int(key[0])]
         started = time.perf_counter()
-        p = load_state(state.get[0], config, store) if state.exists else Purgatory(config)
+        p = load_state(shard_bytes(state.get[0]), config, store) if state.exists else Purgatory(config)
         if p.shard not in (None, shard):  # the shard layout changed under this checkpoint
             raise ValueError(
                 f"the state under group {key[0]} belongs to shard {p.shard}, not {shard}: the "
@@ -424,7 +434,7 @@ def _stateful_shard(config: PurgatoryConfig, staging: ShardStaging | None = None
         if not keep:
             state.remove()
             return
-        state.update((value,))
+        state.update((to_group_state(value, encoding),))
         if _STATE_LOG:  # one JSON line per shard call on the worker's stderr (the executor log)
             figures = {
                 "shard": shard,
