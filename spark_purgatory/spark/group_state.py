@@ -71,7 +71,7 @@ def encoding_of(checkpoint: str, *, storage: Storage | None = None) -> StateEnco
     try:
         with fs.open_input_stream(f"{root}/{_SCHEMA_FILE}") as f:
             recorded = f.read()
-    except (FileNotFoundError, OSError):
+    except (FileNotFoundError, NotADirectoryError):  # Spark has not run on it: a new checkpoint
         return "text"
     # the file holds the key and value schemas as JSON: the field's type follows its name
     return "binary" if b'"name":"shard_state","type":"binary"' in recorded else "text"
