@@ -19,6 +19,9 @@ rows/s, and the ratios with their targets (the verdict on wall time, the CPU rat
 and checks that the job's completed operations equal the join's matched ones (skewed: none
 fewer), and that ``transformWithStateInPandas`` completes the join's operations on the typed
 workload.  The exit status is 1 when a check fails (a missed speed target only prints).
+``--repeat N`` runs every contender N times, alternated (round 1: each contender, round 2:
+each again ...), on the same files, and prints each wall time's and ratio's range: on a noisy
+machine one run of each can be 0.98x and the next 1.22x.
 
 The scaling series preloads 100k / 1M / 5M pending operations (timeouts of a day, so none
 expire) in one micro-batch, then runs micro-batches of the same size (new operations plus
@@ -27,6 +30,7 @@ events completing preloaded ones) and prints the per-batch time against the pend
 
     .venv/bin/python benchmarks/bench_operator.py --ops 200000 --scaling ''   # the comparison
     .venv/bin/python benchmarks/bench_operator.py --ops 1000000 --contenders floor,join,job
+    .venv/bin/python benchmarks/bench_operator.py --workloads typed --contenders join,job --repeat 3
     .venv/bin/python benchmarks/bench_operator.py --workloads '' --scaling 100000,5000000
     .venv/bin/python benchmarks/bench_operator.py --smoke          # seconds-sized, for CI
     .venv/bin/python benchmarks/bench_operator.py --jit full       # the JVM's default C1 + C2
@@ -88,11 +92,46 @@ def run_workload(
         + (f", events ahead by {skew_ms / 1000:g} s" if skew_ms else ""),
         flush=True,
     )
-    runs: dict[str, Run] = {}
-    for name in contenders:
-        runs[name] = CONTENDERS[name](spark, files, config, args.files_per_trigger)
-        print(f"  {runs[name].line()}   load {os.getloadavg()[0]:.1f}", flush=True)
-    return runs, *_ratios(workload, runs)
+    rounds: list[dict[str, Run]] = []
+    for round_no in range(args.repeat):
+        if args.repeat > 1:
+            print(f"  round {round_no + 1} of {args.repeat}", flush=True)
+        runs: dict[str, Run] = {}
+        for name in contenders:
+            _clear_outputs(files.root)  # each run starts from no checkpoint and no output
+            runs[name] = CONTENDERS[name](spark, files, config, args.files_per_trigger)
+            print(f"  {runs[name].line()}   load {os.getloadavg()[0]:.1f}", flush=True)
+        rounds.append(runs)
+    per_round = []
+    for round_no, runs in enumerate(rounds):
+        if len(rounds) > 1:
+            print(f"  round {round_no + 1}:")
+        per_round.append(_ratios(workload, runs))
+    if len(rounds) > 1:
+        _print_ranges(rounds, [figures for figures, _ok in per_round])
+    figures = {k: statistics.median(f[k] for f, _ok in per_round) for k in per_round[0][0]}
+    return rounds[-1], figures, all(ok for _f, ok in per_round)
+
+
+def _clear_outputs(root: str) -> None:
+    """Remove what earlier runs wrote beside the workload's two input directories."""
+    for name in os.listdir(root):
+        if name not in ("ops", "events"):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _print_ranges(rounds: list[dict[str, Run]], figures: list[dict[str, float]]) -> None:
+    """Each contender's wall time over the rounds, and each ratio's range: the runs of a
+    round are adjacent in time, so its ratios pair runs the machine's noise touched alike."""
+    print(f"  over {len(rounds)} rounds (min-max, median):")
+    for name in rounds[0]:
+        seconds = sorted(runs[name].seconds for runs in rounds)
+        low, high, mid = seconds[0], seconds[-1], statistics.median(seconds)
+        print(f"    {rounds[0][name].name:<36}{low:6.1f}-{high:.1f} s ({mid:.1f})")
+    for key, label, _other, _target in _RATIOS:
+        values = sorted(f[key] for f in figures if key in f)
+        if values:
+            print(f"    {label:<36}{values[0]:6.2f}-{values[-1]:.2f}x ({statistics.median(values):.2f}x)")
 
 
 #: the ratios printed per workload: name, label, the contender the job is compared with, target
@@ -267,6 +306,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--contenders", default="floor,stateful,join,job,tws", help=f"comma list of {', '.join(CONTENDERS)}"
     )
     parser.add_argument("--warm-ops", type=int, default=20_000, help="an untimed warm-up run first (JIT)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of every contender on the same files, alternated; prints each ratio's range",
+    )
     parser.add_argument("--scaling", default="100000,1000000,5000000", help="pending counts ('' to skip)")
     parser.add_argument("--scaling-batches", type=int, default=5)
     parser.add_argument("--scaling-batch-ops", type=int, default=20_000)

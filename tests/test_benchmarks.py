@@ -76,3 +76,36 @@ def test_the_shard_profile_runs_the_operators_shard_step():
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     for step in ("shard step", "Purgatory.process", "save_state", "output_rows", "staging"):
         assert step in run.stdout
+
+
+def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp_path):
+    figures_file = tmp_path / "figures.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "benchmarks", "bench_operator.py"),
+            "--smoke",
+            "--workloads",
+            "typed",
+            "--contenders",
+            "join,job",
+            "--repeat",
+            "2",
+            "--json",
+            str(figures_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = run.stdout
+    # round 1 runs both, then round 2 both again, each from an empty checkpoint
+    order = [line.split()[0] for line in out.splitlines() if line.startswith(("  stream-stream", "  job ("))]
+    assert order == ["stream-stream", "job", "stream-stream", "job"]
+    assert out.count("0 fewer, 0 more: agree") == 2  # each round's job completes the join's
+    ranges = out[out.index("over 2 rounds") :]
+    assert "job (operator + Delta)" in ranges and "job throughput / join's" in ranges
+    figures = json.loads(figures_file.read_text())["workloads"]["typed"]["figures"]
+    assert figures["agree"] == 1.0 and figures["job_vs_join"] > 0
