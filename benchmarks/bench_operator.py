@@ -93,6 +93,7 @@ def run_workload(
         flush=True,
     )
     rounds: list[dict[str, Run]] = []
+    per_round: list[tuple[dict[str, float], bool]] = []  # each round's ratios and agreement
     for round_no in range(args.repeat):
         if args.repeat > 1:
             print(f"  round {round_no + 1} of {args.repeat}", flush=True)
@@ -102,10 +103,6 @@ def run_workload(
             runs[name] = CONTENDERS[name](spark, files, config, args.files_per_trigger)
             print(f"  {runs[name].line()}   load {os.getloadavg()[0]:.1f}", flush=True)
         rounds.append(runs)
-    per_round = []
-    for round_no, runs in enumerate(rounds):
-        if len(rounds) > 1:
-            print(f"  round {round_no + 1}:")
         per_round.append(_ratios(workload, runs))
     if len(rounds) > 1:
         _print_ranges(rounds, [figures for figures, _ok in per_round])

@@ -20,23 +20,23 @@ pytestmark = pytest.mark.spark
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_path):
-    figures_file = tmp_path / "figures.json"
+def _bench(script: str, *args: str, timeout: int = 900) -> str:
+    """Run ``benchmarks/<script>`` with ``args`` in a fresh interpreter; its output, once it
+    has exited 0."""
     run = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(ROOT, "benchmarks", "bench_operator.py"),
-            "--smoke",
-            "--json",
-            str(figures_file),
-        ],
+        [sys.executable, os.path.join(ROOT, "benchmarks", script), *args],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=timeout,
         cwd=ROOT,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    out = run.stdout
+    return run.stdout
+
+
+def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_path):
+    figures_file = tmp_path / "figures.json"
+    out = _bench("bench_operator.py", "--smoke", "--json", str(figures_file))
     for contender in (
         "floor (read, shuffle)",
         "floor (read, from_json, shuffle)",
@@ -62,45 +62,18 @@ def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_pa
 def test_the_shard_profile_runs_the_operators_shard_step():
     """``profile_shard.py`` drives the shard step with a stand-in for Spark's GroupState: when
     the step uses more of GroupState, the stand-in must follow (it had not, once)."""
-    run = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(ROOT, "benchmarks", "profile_shard.py"),
-            *("--ops", "2000", "--batches", "2", "--staged", "--segments"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = _bench("profile_shard.py", "--ops", "2000", "--batches", "2", "--staged", "--segments", timeout=300)
     for step in ("shard step", "Purgatory.process", "save_state", "output_rows", "staging"):
-        assert step in run.stdout
+        assert step in out
 
 
 def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp_path):
     figures_file = tmp_path / "figures.json"
-    run = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(ROOT, "benchmarks", "bench_operator.py"),
-            "--smoke",
-            "--workloads",
-            "typed",
-            "--contenders",
-            "join,job",
-            "--repeat",
-            "2",
-            "--json",
-            str(figures_file),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
+    out = _bench(
+        "bench_operator.py",
+        *("--smoke", "--workloads", "typed", "--contenders", "join,job", "--repeat", "2"),
+        *("--json", str(figures_file)),
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    out = run.stdout
     # round 1 runs both, then round 2 both again, each from an empty checkpoint
     order = [line.split()[0] for line in out.splitlines() if line.startswith(("  stream-stream", "  job ("))]
     assert order == ["stream-stream", "job", "stream-stream", "job"]

@@ -3,6 +3,7 @@ checkpoint that began with them (``spark.group_state``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -105,7 +106,5 @@ def test_a_checkpoint_begun_with_bytes_keeps_them_and_ends_as_a_new_one_does(spa
 
 
 def _op_ids(path) -> set[str]:
-    import json
-
     with open(path, encoding="utf-8") as f:
         return {json.loads(line)["op_id"] for line in f if line.strip()}
