@@ -169,6 +169,26 @@ class PurgatoryTester:
         self._results.append(result)
         return result
 
+    def end_input(self) -> BatchResult:
+        """The end of input, as a stream's (``start(..., end_of_input=True)``): the queued
+        input, if any, in a micro-batch at the current watermark, then one more micro-batch
+        at a watermark past every deadline, so what is pending expires at its deadline and
+        every buffered event is counted or reported.  Returns that last micro-batch's rows.
+
+        >>> t = PurgatoryTester()
+        >>> t.add_operations([{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 500}])
+        >>> t.end_input().outcomes[["op_id", "status", "resolved_at"]].values.tolist()
+        [['a', 'expired', 500]]
+        """
+        from .state.wake import end_watermark_ms
+
+        if self._operations or self._events:
+            self.step()
+        config = self.purgatory.config
+        latest = self.purgatory.latest_deadline()
+        self._watermark = end_watermark_ms(config.max_timeout_ms, config.tick_ms, latest)
+        return self.step()
+
     # -- results -----------------------------------------------------------------------------------
 
     @property

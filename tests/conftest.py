@@ -25,9 +25,16 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 
 from spark_purgatory.spark.session import C1_ONLY
 from spark_purgatory.testing import spark_session
+
+#: property tests (``test_split_invariance``): a few hundred draws in CI and by default, a deep
+#: search with ``make test ARGS="--hypothesis-profile=nightly -k split"``
+settings.register_profile("ci", max_examples=150, derandomize=False)
+settings.register_profile("nightly", max_examples=5000)
+settings.load_profile("ci")
 
 #: every JVM the tests start lives seconds to a few minutes: C1 only, no C2 compiles competing
 #: for the cores (a job run over 600 operations: 22 s of CPU instead of 36, ``make demo`` 40

@@ -273,3 +273,118 @@ def test_ids_far_apart_and_negative_come_back_exactly():
     assert sorted(w.advance(3).tolist()) == sorted([2**40, 2**40 + 1, 2**40 + 2, -(2**62), 2**62])
     assert sorted(w.advance(100).tolist()) == [0, 2**40 + 4]
     assert w.size() == 0
+
+
+# -- Kafka's own timer tests, ported (server-common .../util/timer/TimerTaskListTest, TimerTest) ---------
+# Kafka's ids are task objects; here they are ints.  Re-adding a task moves it (TimerTaskList.add
+# removes the entry from its old list first): the wheel's ``size`` is Kafka's shared counter.
+
+
+def test_kafka_timer_task_list_reinserting_tasks_keeps_the_count():
+    """TimerTaskListTest.testAll: ten tasks, re-added (moved) then cancelled in groups."""
+    w = TimingWheel(tick_ms=1, wheel_size=20, start_ms=0)
+    for i in range(1, 11):
+        w.add([i], [10])
+        assert w.size() == i
+    for i in range(1, 5):  # reinserting an existing task does not change the count
+        w.add([i], [30])
+        assert w.size() == 10
+    for i in range(5, 11):
+        w.add([i], [500])
+        assert w.size() == 10
+    w.cancel(list(range(1, 5)))
+    assert w.size() == 6
+    w.cancel(list(range(5, 11)))
+    assert w.size() == 0
+    assert w.advance(10_000).tolist() == []  # nothing cancelled ever fires
+
+
+def test_kafka_timer_already_expired_tasks_are_the_callers_to_run():
+    """TimerTest.testAlreadyExpiredTask: negative delays run at once (here: ``add`` says so)."""
+    w = TimingWheel(tick_ms=1, wheel_size=3, start_ms=0)
+    assert w.add(np.arange(-5, 0), np.arange(-5, 0)).all()
+    assert w.size() == 0 and w.advance(0).tolist() == []
+
+
+def test_kafka_timer_every_task_expires_once():
+    """TimerTest.testTaskExpiration: 0-4 once, 10-99 twice (two tasks each), 100-499 once,
+    submitted in random order; every task expires exactly once, none early."""
+    delays = [*range(5), *[d for d in range(10, 100) for _ in range(2)], *range(100, 500)]
+    ids = np.arange(len(delays))
+    order = np.random.default_rng(0).permutation(len(delays))
+    w = TimingWheel(tick_ms=1, wheel_size=3, start_ms=0)
+    expired_now = w.add(ids[order], np.asarray(delays)[order])
+    fired = [int(i) for i in ids[order][expired_now]]  # delay 0: already expired
+    for t in range(1, 2001):
+        out = w.advance(t).tolist()
+        assert all(delays[i] == t for i in out), "a task fired before (or after) its deadline"
+        fired += out
+    assert sorted(delays[i] for i in fired) == sorted(delays)
+    assert sorted(fired) == ids.tolist() and w.size() == 0
+
+
+def test_a_cancelled_id_may_be_added_again():
+    """The issue's repro: the new deadline fires, the cancelled one never does."""
+    w = TimingWheel(tick_ms=10, wheel_size=5, start_ms=0)
+    w.add([1], [100])
+    w.cancel([1])
+    w.add([1], [50])
+    assert w.size() == 1
+    assert w.advance(50).tolist() == [1]
+    assert w.advance(100).tolist() == [] and w.size() == 0
+
+
+def test_an_id_added_again_while_pending_fires_once_at_its_last_deadline():
+    w = TimingWheel(tick_ms=10, wheel_size=5, start_ms=0)
+    w.add([1, 2], [100, 200])
+    w.add([1], [300])
+    assert w.advance(299).tolist() == [2]
+    assert w.advance(300).tolist() == [1] and w.size() == 0
+    w.add([3, 3], [400, 350])  # twice in one call: the last deadline
+    assert w.advance(360).tolist() == [3] and w.advance(1000).tolist() == []
+
+
+def test_cancelling_an_id_that_is_not_pending_does_nothing():
+    w = TimingWheel(tick_ms=10, wheel_size=5, start_ms=0)
+    w.add([1], [50])
+    assert w.advance(50).tolist() == [1]
+    w.cancel([1, 7])
+    assert w.size() == 0
+    w.add([1], [80])
+    assert w.advance(80).tolist() == [1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["add", "cancel", "advance"]), st.integers(0, 6), st.integers(0, 400)),
+        max_size=60,
+    )
+)
+def test_the_wheel_equals_a_dict_of_deadlines(steps):
+    """Any sequence of add / cancel / advance on a few ids: each pending id fires once, at the
+    deadline it was last given, and ``size`` counts the pending ids (a dict as the model)."""
+    w = TimingWheel(tick_ms=7, wheel_size=3, start_ms=0)
+    model: dict[int, int] = {}
+    now = 0
+    for op, i, t in steps:
+        if op == "add":
+            expired = w.add([i], [t])
+            model.pop(i, None)
+            if expired[0]:
+                assert t <= now
+            else:
+                model[i] = t
+        elif op == "cancel":
+            w.cancel([i])
+            model.pop(i, None)
+        else:
+            now = max(now, t)
+            due = sorted(k for k, d in model.items() if d <= now)
+            assert sorted(w.advance(t).tolist()) == due
+            for k in due:
+                del model[k]
+        assert w.size() == len(model)
+    # the state survives serialisation with its record of ids
+    w2 = TimingWheel.from_bytes(w.to_bytes())
+    assert sorted(w2.advance(10**6).tolist()) == sorted(model)

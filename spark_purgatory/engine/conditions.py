@@ -260,7 +260,7 @@ def _evaluate_offset(
     target, op_ts = _col(ops, "target", float), _col(ops, "ts", np.int64)
     g = _offset_groups(handles, cond, op_pos, m_khash, watch)
     best, reach_at, reached = _per_key_progress(g, target, op_ts, m)
-    _offset_outcomes(g, handles.size, cond, best, reach_at, reached, m, op_pos, out)
+    _offset_outcomes(g, ops, cond, best, reach_at, reached, m, op_pos, out)
 
 
 def _offset_groups(
@@ -308,7 +308,7 @@ def _per_key_progress(
 
 def _offset_outcomes(
     g: _KeyGroups,
-    n_ops: int,
+    ops: Table,
     cond: np.ndarray,
     best: np.ndarray,
     reach_at: np.ndarray,
@@ -318,7 +318,9 @@ def _offset_outcomes(
     out: Evaluation,
 ) -> None:
     """An operation holds once every key reached the target, at the latest key's time; its
-    progress is the lowest key's; the events that count are those up to then."""
+    progress is the lowest key's (up to then); the events that count are those of its
+    window up to then."""
+    n_ops = len(ops)
     n_keys = np.bincount(g.op, minlength=n_ops)
     n_reached = np.bincount(g.op[reached], minlength=n_ops)
     latest = np.full(n_ops, np.iinfo(np.int64).min, dtype=np.int64)
@@ -327,12 +329,22 @@ def _offset_outcomes(
     with np.errstate(invalid="ignore"):
         np.minimum.at(low, g.op, best)  # NaN (a key without progress) propagates
     is_off = cond == OFFSET
-    out.progress[is_off] = low[is_off]
     done = is_off & (n_keys > 0) & (n_reached == n_keys) & ~out.satisfied
     out.satisfied[done] = True
     out.resolved_at[done] = latest[done]
     row_op = op_pos[g.rows]
-    use = ~out.satisfied[row_op] | (m.ts[g.rows] <= out.resolved_at[row_op])
+    ts = m.ts[g.rows]
+    until = ~out.satisfied[row_op] | (ts <= out.resolved_at[row_op])
+    if done.any():  # the progress reached when it held: the keys' maxima up to then
+        best = g.floor.copy()
+        np.fmax.at(best, g.of_match[until], m.value[g.rows][until])
+        low = np.full(n_ops, np.inf)
+        with np.errstate(invalid="ignore"):
+            np.minimum.at(low, g.op, best)
+    out.progress[is_off] = low[is_off]
+    # an event before the operation only raises its key's progress: it is not one of its
+    # matched events (nor is a floor), so it stays to be reported as nothing counted it
+    use = until & (ts >= _col(ops, "ts", np.int64)[row_op])
     out.used[g.rows] = use
     counts = use & (m.eseq[g.rows] != FLOOR_ESEQ)
     np.add.at(out.matched, row_op[counts], 1)

@@ -243,7 +243,11 @@ class Pending:
 
     def stub(self, handles: np.ndarray) -> np.ndarray:
         """Per (pending) handle: is the operation a stub?"""
-        return self._ops.column("stub")[self._ops.positions(handles)]
+        return self.column("stub", handles)
+
+    def column(self, name: str, handles: np.ndarray) -> np.ndarray:
+        """Per (pending) handle: its operation's ``name`` (an ``OPS`` column)."""
+        return self._ops.column(name)[self._ops.positions(handles)]
 
     def deadlines(self) -> tuple[np.ndarray, np.ndarray]:
         """Every pending operation's handle and deadline, in handle order."""

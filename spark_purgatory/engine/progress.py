@@ -7,13 +7,12 @@ for them.  Once passed, an event is *final*:
   values, kept ``purgatory.progress.retention.ms`` after the key's last such event), which
   ``offset`` operations arriving later start from;
 * an event no operation counted is reported in ``unmatched_events``: ``after_resolution``
-  if an operation watching its key (or, for a targeted event, its own operation) resolved
-  after it, else ``no_operation``.  An event a stub matched is the cross-shard group's to
-  report, on its primary's notice (``relay``; ``after_resolution_rows``).
+  if it lies in the window of an operation that completed without it (``windows``), else
+  ``no_operation``.  An event a stub matched is the cross-shard group's to report, on its
+  primary's notice (``relay``; ``after_resolution_rows``).
 
-Keys are many: every key an operation resolved on is kept until that operation's deadline
-(an event before it is ``after_resolution``), so a shard whose operations complete early keeps
-about as many keys as it resolved in the last timeout.  ``KeyTable`` holds them in
+Keys are many: a key with offset progress is kept for the progress retention after its last
+event.  ``KeyTable`` holds them in
 ``columns.Columns`` indexed by key hash and updates them in place, so a call costs what it
 touches.  Retirement is *logical*: ``retire(wm)`` only records the watermark, and a row counts
 as forgotten once a retirement passed it (``retire_keys``' rule: its progress older than the
@@ -113,18 +112,9 @@ def final_progress(keys: KeyTable, final: Rows) -> None:
     keys.touch(final["khash"][untargeted], progress=value[untargeted], last_event_ts=final["ts"][untargeted])
 
 
-def unmatched_rows(
-    lost: Rows, resolved_until: np.ndarray, resolved_targets: np.ndarray, batch_id: int
-) -> Rows:
-    """``unmatched_events`` rows for final events nothing counted, with their reason.
-
-    ``resolved_until``: per event, until when its key's events count as after resolution
-    (``KeyTable.values``); ``resolved_targets``: per targeted event in ``lost`` (in order),
-    whether its own operation was resolved recently.
-    """
-    after = lost["ts"] < resolved_until
-    # a targeted event is late for its own operation only, whatever happened on its key
-    after[pd.notna(lost["op_id"])] = resolved_targets
+def unmatched_rows(lost: Rows, after: np.ndarray, batch_id: int) -> Rows:
+    """``unmatched_events`` rows for final events nothing counted, with their reason:
+    ``after``, per event, whether a completed operation's window held it (``windows``)."""
     return _reported(lost, np.where(after, AFTER_RESOLUTION, NO_OPERATION).astype(object), batch_id)
 
 

@@ -104,7 +104,8 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         self._changes = ChangeLog()
         tables = ShardTables.empty()
         tables.watermark = int(start_ms)
-        tables.wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, max(start_ms, 0))
+        tick, size = self.config.tick_ms, self.config.wheel_size
+        tables.wheel = TimingWheel(tick, size, max(start_ms, 0), fresh_ids=True)
         self.load_tables(tables)
         self._outcomes: list[Rows] = []
         self._batch_id = 0
@@ -185,6 +186,7 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
             or len(self._events)
             or len(self._due)
             or len(self._relayed)
+            or len(self._windows)
             or len(self._resolved)  # last: these two count
             or len(self._keys)
         )
@@ -236,15 +238,18 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         )
 
         noticed = self._receive(None if relayed is None else Rows.of(relayed))
-        self.try_complete_else_watch(ops)
-        self.check_and_complete(evs)
+        # the batch's events are buffered and matched before its operations are registered, and
+        # every operation touched is decided once, against all of them: an operation is decided
+        # against every event of its micro-batch and of the buffer, in event time
+        touched = self._watch_events(evs)
+        self._try_complete(np.concatenate([touched, self._watch_operations(ops)]))
         of_stubs = self._of_stubs()
         handed_on = self._outgoing(new_from, new_eseq_from, of_stubs, bool(ops["stub"].any()))
         # the cross-shard group: operations due on arrival wait one call for their stubs' relay
         held = self._due[self._due >= new_from] if relayed is not None else _NO_HANDLES
         if held.size:
             self._due = self._due[self._due < new_from]
-        paired = self._matches["eseq"][of_stubs]
+        paired = self._matches["eseq"][of_stubs & self._in_window()]
         self.advance(wm)
         if held.size:
             self._due = np.concatenate([self._due, held])
@@ -279,9 +284,18 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
 
     def try_complete_else_watch(self, ops: Rows) -> None:
         """Register admitted operations (``batch.admit``); complete at once those already
-        satisfied."""
+        satisfied by the buffered events or their keys' progress."""
+        self._try_complete(self._watch_operations(ops))
+
+    def check_and_complete(self, events: Rows) -> None:
+        """Buffer a batch of admitted events and complete the operations they satisfy."""
+        self._try_complete(self._watch_events(events))
+
+    def _watch_operations(self, ops: Rows) -> np.ndarray:
+        """Register admitted operations, matched against every buffered event (untargeted ones
+        by key, targeted by op_id); return the handles of those that may hold now."""
         if len(ops) == 0:
-            return
+            return _NO_HANDLES
         new_ops = ops_rows(ops, self._next_handle)
         self._next_handle += len(new_ops)
         handles = new_ops["handle"]
@@ -292,22 +306,20 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         if already.any():
             self._due = np.concatenate([self._due, handles[already]])
 
-        # events that arrived before their operation: untargeted ones by key, targeted by op_id
         touched = _NO_HANDLES
         if len(self._events):
             pairs = watchers.buffered_pairs(new_ops, new_ops["ohash"], watch, self._events)
             if len(pairs):
                 touched = self._add_matches(pairs, new_ops)[0]
         ready = may_hold_unmatched(new_ops["cond"], new_ops["target"]) | among(handles, touched)
-        ready &= ~new_ops["stub"]  # stubs never complete
-        if ready.any():
-            self._try_complete(handles[ready], new_ops.where(ready))
+        return handles[ready & ~new_ops["stub"]]  # stubs never complete
 
-    def check_and_complete(self, events: Rows) -> None:
-        """Buffer a batch of admitted events and complete the operations they satisfy."""
+    def _watch_events(self, events: Rows) -> np.ndarray:
+        """Buffer a batch of admitted events and match them to the pending operations' watchers;
+        return the handles of the operations they touched."""
         n = len(events)
         if n == 0:
-            return
+            return _NO_HANDLES
         eseq = np.arange(self._next_eseq, self._next_eseq + n, dtype=np.int64)
         self._next_eseq += n
         keys = events["key"].astype(object, copy=False)
@@ -317,7 +329,7 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         evs = evs.cast(_EVENTS_HELD, copy=True)  # buffered: never the caller's arrays
         self._events = self._events.stack(evs)
         if self._pending.watched == 0:
-            return
+            return _NO_HANDLES
         op_ids = evs["op_id"]
         targeted = pd.notna(op_ids)
         # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
@@ -332,12 +344,9 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
             hit = watchers.watching(self._pending.rows(t_handles, keys=True), t_handles, keys[t_idx])
             idx, handles = np.concatenate([idx, t_idx[hit]]), np.concatenate([handles, t_handles[hit]])
         if idx.size == 0:
-            return
+            return _NO_HANDLES
         pairs = {c: evs[c][idx] for c in watchers.PAIR[1:]}
-        touched, ops = self._add_matches(Rows({"handle": handles, **pairs}, idx.size))
-        ready = among(ops["handle"], touched) & ~ops["stub"]  # stubs never complete
-        if ready.any():
-            self._try_complete(ops["handle"][ready], ops.where(ready))
+        return self._add_matches(Rows({"handle": handles, **pairs}, idx.size))[0]
 
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached
@@ -400,7 +409,8 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         result = self._evaluate(expired, rows)
         # a stub counts nothing: whether its events are used is the cross-shard group's to say
         stub = rows["stub"]
-        counted = result.eseq if not stub.any() else result.eseq[~among(result.handle, expired[stub])]
+        counted = result.used if not stub.any() else result.used & ~among(result.handle, expired[stub])
+        counted = result.eseq[counted]
         self._mark_used(counted)
         self._force_complete(expired, rows, EXPIRED, rows["deadline"], result.matched, result.progress)
 
@@ -452,8 +462,8 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         self._outcomes.append(Rows(columns, len(rows)))
 
     def _cancel(self, handles: np.ndarray, rows: Rows) -> None:
-        """Operations resolved before their deadline leave the timer; events on their keys
-        before that deadline count as ``after_resolution`` from now on."""
+        """Operations resolved before their deadline leave the timer; the events of their
+        windows that nothing counts are ``after_resolution`` from now on (``windows``)."""
         if self._due.size:  # added already past their deadline: never on the wheel
             due = isin(handles, self._due)
             self._due = self._due[~among(self._due, handles)]
@@ -462,7 +472,11 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
             self._wheel.cancel(handles)
         watch = self._pending.watch_rows(handles, ["hash", "handle"])  # in handle order, as rows
         at = np.searchsorted(rows["handle"], watch["handle"])
-        self._keys.touch(watch["hash"], resolved_until=rows["deadline"][at])
+        real = ~rows["stub"][at]  # a stub's events are its operation's to report (``relay``)
+        if real.any():
+            ohash = rows["ohash"] if "ohash" in rows else hash_strings(rows["op_id"].astype(object))
+            at = at[real]
+            self._windows.add(watch["hash"][real], ohash[at], rows["ts"][at], rows["deadline"][at])
 
     def _purge(self, handles: np.ndarray, rows: Rows) -> None:
         """Kafka's ``purge``: resolved operations (``handles``, sorted; ``rows``, theirs) leave
@@ -499,6 +513,13 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         self._matches = self._matches.stack(new)
         return distinct(new["handle"]), ops
 
+    def _in_window(self) -> np.ndarray:
+        """Which ``matches`` lie in their operation's window (the others: an ``offset``
+        operation's key progress from before it, which it does not count as matched)."""
+        if len(self._matches) == 0:
+            return np.zeros(0, dtype=bool)
+        return self._matches["ts"] >= self._pending.column("ts", self._matches["handle"])
+
     def _evaluate(self, handles: np.ndarray, ops: Rows) -> Evaluation:
         """``conditions.evaluate`` for these (sorted) handles, whose rows are ``ops``."""
         matches = self._matches
@@ -531,7 +552,7 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         # a pending operation of this shard holds it: it counts (it is before any later crossing)
         used = final["used"]
         if len(self._matches):
-            used = used | isin(eseq, self._matches["eseq"][~self._of_stubs()])
+            used = used | isin(eseq, self._matches["eseq"][~self._of_stubs() & self._in_window()])
         progress.final_progress(self._keys, final)
         mine = ~final["replica"]
         relayed = isin(eseq, paired) & mine if paired.size else np.zeros(len(final), bool)
@@ -539,13 +560,11 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         lost = final.where(~used & ~relayed & mine)
         if len(lost) == 0:
             return progress.empty_unmatched(), notes
-        targets = lost["op_id"]
-        resolved = self._resolved.contains(hash_strings(targets[pd.notna(targets)]))
-        resolved_until = self._keys.values(lost["khash"], "resolved_until", I64_MIN)
-        return progress.unmatched_rows(lost, resolved_until, resolved, self._batch_id), notes
+        return progress.unmatched_rows(lost, self._windows.covers(lost), self._batch_id), notes
 
     def _retire(self, wm: int) -> None:
         """Drop what the watermark made useless: old key progress, old dedup entries."""
         self._retired_wm = max(self._retired_wm, int(wm))
         self._keys.retire(wm)
         self._resolved.retire(wm)
+        self._windows.retire(wm)

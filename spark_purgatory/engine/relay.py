@@ -112,16 +112,20 @@ def _pairs(ops: Rows, matches: Rows, events: Rows, new_from: int, new_eseq_from:
     eseq, at = eseq[stub], at[stub]
     # the events of new matches are all still buffered: the relay is made before finalising
     row = search(events["eseq"], eseq)
+    ts = events["ts"][row]
+    # an event before its (offset) operation only raises the key's progress there: it goes as a
+    # floor, which counts no event and awaits no notice (the primary reports the event itself)
+    floor = ts < ops["ts"][at]
     columns = {
         "for_op": ops["op_id"][at],
         "key": events["key"][row],
-        "ts": events["ts"][row],
+        "ts": np.where(floor, I64_MIN, ts),
         "op_id": events["op_id"][row],
         "source": events["source"][row],
         "value": events["value"][row],
         "stage": np.where(eseq >= new_eseq_from, ARRIVAL, REGISTRATION).astype(np.int8),
-        "floor": False,
-        "sender_eseq": eseq,
+        "floor": floor,
+        "sender_eseq": np.where(floor, FLOOR_ESEQ, eseq),
         "counted": False,
     }
     return Rows(columns, eseq.size)

@@ -26,6 +26,7 @@ from .pending import Pending
 from .rows import Rows
 from .tables import EVENTS, MATCHES, RELAYED, RESOLVED, ChangeLog, Changes, ShardTables
 from .wheel import TimingWheel
+from .windows import ResolvedWindows
 
 if TYPE_CHECKING:
     from ..config import PurgatoryConfig
@@ -44,6 +45,7 @@ class ShardSnapshot:
     _events: Rows
     _relayed: Rows
     _keys: progress.KeyTable
+    _windows: ResolvedWindows
     _due: np.ndarray
     _wheel: TimingWheel
     _watermark: int
@@ -69,6 +71,7 @@ class ShardSnapshot:
             events=self._events.to_frame(EVENTS),
             keys=self._keys.frame(),
             relayed=self._relayed.to_frame(RELAYED),
+            windows=self._windows.frame(),
             due=self._due,
             watermark=self._watermark,
             next_handle=self._next_handle,
@@ -95,11 +98,13 @@ class ShardSnapshot:
         self._keys = progress.KeyTable(self.config.progress_retention_ms, t.keys)
         self._watermark, self._retired_wm = t.watermark, t.retired_wm
         self._relayed = Rows.of(t.relayed, RELAYED)
+        self._windows = ResolvedWindows(t.windows)
         self._next_handle, self._next_eseq = t.next_handle, t.next_eseq
         if t.wheel is not None:
             self._wheel = t.wheel
         else:  # the wheel holds every pending operation not already due
-            self._wheel = TimingWheel(self.config.tick_ms, self.config.wheel_size, t.wheel_now)
+            config = self.config
+            self._wheel = TimingWheel(config.tick_ms, config.wheel_size, t.wheel_now, fresh_ids=True)
             handles, deadlines = self._pending.deadlines()
             timed = ~isin(handles, self._due)
             already = self._wheel.add(handles[timed], deadlines[timed])

@@ -5,10 +5,11 @@ A ``Purgatory`` keeps three tables that grow with the pending operations (``BIG_
 row per (operation, key)) and ``resolved`` (op_ids resolved within the dedup retention, by
 64-bit hash).  Inside the engine ``ops`` and ``watch`` are ``columns.Columns`` (numpy columns
 with spare capacity and tombstones, indexed by op_id and by key hash); outside, as here,
-they are plain frames in handle order.  Four tables stay small (``SMALL_TABLES``):
+they are plain frames in handle order.  Five tables stay small (``SMALL_TABLES``):
 ``matches`` (events matched to pending operations), ``events`` (events the watermark has
-not passed yet), ``keys`` (per-key offset progress and resolution times) and ``relayed``
-(the cross-shard group's: relayed events whose notice has not come yet, ``relay``); inside
+not passed yet), ``keys`` (per-key offset progress), ``relayed`` (the cross-shard group's:
+relayed events whose notice has not come yet, ``relay``) and ``windows`` (completed
+operations' windows the watermark has not passed, ``windows``); inside
 the engine they are ``rows.Rows``.  The pending op_ids are the ``ops`` table's own, indexed
 by hash: there is no separate table of them.
 
@@ -45,6 +46,7 @@ __all__ = [
     "RELAYED",
     "KEYS",
     "RESOLVED",
+    "WINDOWS",
     "BIG_TABLES",
     "SMALL_TABLES",
     "ShardTables",
@@ -122,12 +124,16 @@ RELAYED = {"sender": "int64", "sender_eseq": "int64", "eseq": "int64", "absorbed
 #: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values),
 #: the last such event's time, and until when its events count as after_resolution
 KEYS = {"khash": "uint64", "progress": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
+#: the windows of completed operations, one row per (operation, watched key), until the
+#: watermark passes their end: an event nothing counted inside one is ``after_resolution``
+#: (``windows``)
+WINDOWS = {"khash": "uint64", "ohash": "uint64", "start": "int64", "end": "int64"}
 #: op_ids resolved within purgatory.dedup.retention.ms, as 64-bit hashes (compact: no strings)
 RESOLVED = {"hash": "uint64", "expire_at": "int64"}
 #: the tables that grow with pending operations
 BIG_TABLES = {"ops": OPS, "watch": WATCH, "resolved": RESOLVED}
 #: the tables that stay small
-SMALL_TABLES = {"matches": MATCHES, "events": EVENTS, "keys": KEYS, "relayed": RELAYED}
+SMALL_TABLES = {"matches": MATCHES, "events": EVENTS, "keys": KEYS, "relayed": RELAYED, "windows": WINDOWS}
 
 
 @dataclass
@@ -146,6 +152,7 @@ class ShardTables:
     events: pd.DataFrame
     keys: pd.DataFrame
     relayed: pd.DataFrame
+    windows: pd.DataFrame
     due: np.ndarray  # handles added with a deadline already passed, not on the wheel
     watermark: int
     next_handle: int

@@ -266,12 +266,26 @@ class TimingWheel:
         wheel_size: buckets per level (Kafka's ``wheelSize``).
         start_ms: initial time; deadlines at or before it count as already expired.
 
-    Ids are opaque int64 handles chosen by the caller.  An id must not be added again while it
-    is pending, and only pending ids may be cancelled (the purgatory hands out fresh handles,
-    which guarantees both); ``size`` and cancellation assume it.
+        fresh_ids: the caller promises that an id is never added twice and only pending ids are
+            cancelled (the purgatory hands out fresh handles): the wheel then keeps no record
+            of its ids.  Without that promise (the default) an id may be added again, while
+            pending or after a cancel or its expiry: the new deadline replaces the old one (as
+            Kafka's ``TimerTaskList.add`` moves an entry), so each pending id fires once, at
+            the deadline it was last given; cancelling an id that is not pending does nothing;
+            ``size`` counts pending ids.  That record costs O(pending) per ``add``, ``cancel``
+            and ``advance`` that changes it.
+
+    Ids are opaque int64 handles chosen by the caller.
+
+    >>> w = TimingWheel(tick_ms=10, wheel_size=5, start_ms=0)
+    >>> w.add([1], [100]).tolist(); w.cancel([1]); w.add([1], [50]).tolist()
+    [False]
+    [False]
+    >>> w.advance(50).tolist(), w.advance(100).tolist(), w.size()
+    ([1], [], 0)
     """
 
-    def __init__(self, tick_ms: int, wheel_size: int, start_ms: int = 0) -> None:
+    def __init__(self, tick_ms: int, wheel_size: int, start_ms: int = 0, *, fresh_ids: bool = False) -> None:
         if tick_ms < 1:
             raise ValueError(f"purgatory.tick.ms must be >= 1, got {tick_ms}")
         if wheel_size < 2:
@@ -285,6 +299,8 @@ class TimingWheel:
         self._tombstones = _IdSet()  # ids cancelled (some may have left their bucket since)
         self._dead = 0  # tombstoned entries still in a bucket
         self._entries = 0  # entries physically held, tombstoned ones included
+        self.fresh_ids = bool(fresh_ids)
+        self._held = _EMPTY  # without fresh ids: the pending ids, sorted
 
     # -- Kafka's vocabulary ------------------------------------------------------------------
 
@@ -314,12 +330,17 @@ class TimingWheel:
 
         Like Kafka's ``TimingWheel.add`` returning false, an already-expired entry is left to
         the caller: ``deadline <= current_time_ms`` means the deadline has passed and the
-        caller should expire it now.
+        caller should expire it now.  Without ``fresh_ids``, an id given twice in one call
+        keeps its last deadline (its earlier occurrences answer False: replaced).
         """
         ids, deadlines = _as_i64(ids), _as_i64(deadlines)
         if ids.shape != deadlines.shape:
             raise ValueError(f"ids and deadlines differ in length: {ids.size} != {deadlines.size}")
-        if self._dead < self._tombstones.size and self._tombstones.contains(ids).any():
+        given = ids.size
+        if not self.fresh_ids:
+            last = self._replacing(ids)
+            ids, deadlines = ids[last], deadlines[last]
+        if not self.fresh_ids and self._tombstones.size and self._tombstones.contains(ids).any():
             self.purge()  # an id cancelled before, its entry gone: its tombstone must not hit this one
         expired = deadlines <= self._now
         if expired.any():
@@ -327,11 +348,32 @@ class TimingWheel:
             self._insert(ids[keep], deadlines[keep])
         else:
             self._insert(ids, deadlines)
-        return expired
+        if self.fresh_ids:
+            return expired
+        self._held = np.union1d(self._held, ids[~expired])
+        answer = np.zeros(given, dtype=bool)
+        answer[last] = expired
+        return answer
+
+    def _replacing(self, ids: np.ndarray) -> np.ndarray:
+        """Without fresh ids: the positions of each id's last occurrence in ``ids`` (sorted);
+        the pending entries of those ids leave the wheel (their new deadline replaces them)."""
+        _, last_rev = np.unique(ids[::-1], return_index=True)
+        last = np.sort(ids.size - 1 - last_rev)
+        again = ids[last][np.isin(ids[last], self._held)]
+        if again.size:
+            self.cancel(again)
+            self.purge()
+        return last
 
     def cancel(self, ids: object) -> None:
-        """Cancel pending entries: they will never be returned by ``advance``."""
+        """Cancel pending entries: they will never be returned by ``advance`` (an id that is
+        not pending is ignored, unless the wheel was promised ``fresh_ids``)."""
         ids = _as_i64(ids)
+        if not self.fresh_ids:
+            ids = np.unique(ids)
+            ids = ids[np.isin(ids, self._held, assume_unique=True)]
+            self._held = np.setdiff1d(self._held, ids, assume_unique=True)
         if ids.size == 0:
             return
         self._tombstones.add(ids)
@@ -364,10 +406,12 @@ class TimingWheel:
         self._entries -= ids.size
         ids, deadlines = self._drop_cancelled(ids, deadlines)
         due = deadlines <= to_ms
-        if due.all():
-            return ids
-        self._insert(ids[~due], deadlines[~due])
-        return ids[due]
+        if not due.all():
+            self._insert(ids[~due], deadlines[~due])
+            ids = ids[due]
+        if not self.fresh_ids and ids.size:
+            self._held = np.setdiff1d(self._held, ids)
+        return ids
 
     def next_expiration(self) -> int:
         """Smallest pending deadline (``NO_EXPIRATION`` when empty); for GroupState timeouts.
@@ -415,6 +459,7 @@ class TimingWheel:
             "tick_ms": str(self.tick_ms),
             "wheel_size": str(self.wheel_size),
             "now": str(self._now),
+            "fresh_ids": str(int(self.fresh_ids)),
             "level_times": ",".join(str(t) for t in self.level_times()),
         }
         table = table.replace_schema_metadata(meta)
@@ -430,7 +475,8 @@ class TimingWheel:
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
         if meta.get("format") != str(_FORMAT_VERSION):
             raise ValueError(f"unsupported timing wheel format {meta.get('format')!r}")
-        wheel = cls(int(meta["tick_ms"]), int(meta["wheel_size"]), int(meta["now"]))
+        fresh = meta.get("fresh_ids", "1") == "1"  # before the record, only the purgatory's were saved
+        wheel = cls(int(meta["tick_ms"]), int(meta["wheel_size"]), int(meta["now"]), fresh_ids=fresh)
         times = [int(t) for t in meta["level_times"].split(",")]
         wheel._levels = []
         tick = wheel.tick_ms
@@ -449,6 +495,8 @@ class TimingWheel:
             level.runs = [_Run(ids[at][order], deadlines[at][order])]
         wheel._entries = int((levels >= 0).sum())
         wheel._dead = int(wheel._tombstones.contains(ids[levels >= 0]).sum())
+        if not fresh:
+            wheel._held = np.unique(wheel.pending()[0])
         return wheel
 
     # -- internals ---------------------------------------------------------------------------

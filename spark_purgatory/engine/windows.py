@@ -1,0 +1,142 @@
+"""Resolved windows: why an event nothing counted is ``after_resolution`` or ``no_operation``.
+
+An event that no operation counted is reported once the watermark passes it.  Its reason is
+``after_resolution`` exactly when it lies in the window of an operation that could have
+counted it and was completed without it: an operation watching the event's key (for a
+targeted event, the operation it names), with ``o.ts <= e.ts < o.deadline``.  Anything
+else, an event before every operation on its key or after their deadlines included, is
+``no_operation``.  Only *completed* operations matter: an expired operation counted every
+event of its window, and no event of it can come later (it would be behind the watermark).
+
+``ResolvedWindows`` keeps one row per (completed operation, watched key): the key's hash,
+the op_id's hash and the window, in ``columns.Columns`` indexed by key hash and by op_id
+hash, so a lookup costs the windows of the keys (or op_ids) looked up.  A window can hold no
+future event once the watermark reaches its end: ``retire(wm)`` forgets it then (logically
+at once, the rows in bulk when an eighth are due, as ``dedup`` and ``progress`` do).
+
+Worked example: ``a`` watches ``k`` over [100, 1100) and completes at 300.  An event on ``k``
+at 500 is ``after_resolution``; one at 50 is ``no_operation`` (no operation's window holds
+it), and so is one at 1200.
+
+Invariant: ``covers`` answers from the windows whose end is past the last retirement's
+watermark; every event it is asked about lies at or after that watermark's predecessor
+(events are finalised before the retirement of the same call).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .columns import Columns
+from .frames import distinct, hash_strings
+from .rows import Rows
+from .tables import I64_MIN, WINDOWS
+
+__all__ = ["ResolvedWindows"]
+
+
+class ResolvedWindows:
+    """Windows of completed operations, per watched key (``tables.WINDOWS`` rows)."""
+
+    _COLUMNS = {**WINDOWS, "handle": "int64"}
+
+    def __init__(self, frame: pd.DataFrame | None = None) -> None:
+        self._rows = Columns(self._COLUMNS, indexed=("khash", "ohash"))
+        self._next = 0
+        self._retired_wm = I64_MIN
+        self._next_sweep = I64_MIN
+        if frame is not None and len(frame):
+            self._append({c: frame[c].to_numpy() for c in WINDOWS})
+
+    def __len__(self) -> int:
+        return int(self._kept(self._rows.live_positions()).sum()) if len(self._rows) else 0
+
+    def add(self, khash: np.ndarray, ohash: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        """Remember the windows [start, end) of completed operations (one row per watched key)."""
+        keep = end > np.maximum(start, self._retired_wm)  # an empty or passed window holds nothing
+        if keep.any():
+            self._append({"khash": khash[keep], "ohash": ohash[keep], "start": start[keep], "end": end[keep]})
+
+    def covers(self, lost: Rows) -> np.ndarray:
+        """Per event (``khash``, ``ts``, ``op_id``): does a completed operation's window hold it?
+        Untargeted events look at every window of their key, targeted ones at their own
+        operation's windows on that key."""
+        out = np.zeros(len(lost), dtype=bool)
+        if len(lost) == 0 or len(self._rows) == 0:
+            return out
+        targets = lost["op_id"]
+        targeted = np.flatnonzero(pd.notna(targets))
+        untargeted = np.flatnonzero(pd.isna(targets))
+        if untargeted.size:
+            out[untargeted] = self._by_key(lost["khash"][untargeted], lost["ts"][untargeted])
+        if targeted.size:
+            ohash = hash_strings(targets[targeted].astype(object))
+            probe, pos = self._rows.lookup("ohash", ohash)
+            pos_ok = self._kept(pos)
+            probe, pos = probe[pos_ok], pos[pos_ok]
+            ts = lost["ts"][targeted][probe]
+            hit = (
+                (self._rows.column("khash")[pos] == lost["khash"][targeted][probe])
+                & (self._rows.column("start")[pos] <= ts)
+                & (ts < self._rows.column("end")[pos])
+            )
+            out[targeted[distinct(probe[hit])]] = True
+        return out
+
+    def _by_key(self, khash: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """Per (key hash, time): is it inside a window of its key?  The windows of the keys
+        asked and the asked times are sorted together by (key, time), a window before a time
+        it starts at; a time is covered when the latest end among its key's windows before it
+        lies after it (a running max of the ends, per key)."""
+        _, pos = self._rows.lookup("khash", np.unique(khash))
+        pos = pos[self._kept(pos)]
+        out = np.zeros(khash.size, dtype=bool)
+        if pos.size == 0:
+            return out
+        w_key, w_start = self._rows.column("khash")[pos], self._rows.column("start")[pos]
+        w_end = self._rows.column("end")[pos]
+        n_w = pos.size
+        key = np.concatenate([w_key, khash])
+        order = np.lexsort(
+            (np.r_[np.zeros(n_w, np.int8), np.ones(khash.size, np.int8)], np.r_[w_start, ts], key)
+        )
+        is_window = order < n_w
+        # the running max of the ends, restarted at each key, in that order
+        ends = np.where(is_window, np.r_[w_end, np.zeros(khash.size, np.int64)][order], I64_MIN)
+        reach = pd.Series(ends).groupby(key[order]).cummax().to_numpy()
+        asked = order[~is_window] - n_w
+        out[asked] = reach[~is_window] > ts[asked]
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        """The remembered windows (``WINDOWS`` columns), by key hash then start."""
+        pos = self._rows.live_positions()
+        pos = pos[self._kept(pos)]
+        order = np.lexsort((self._rows.column("start")[pos], self._rows.column("khash")[pos]))
+        return self._rows.frame(pos[order], list(WINDOWS))
+
+    def wakeup(self) -> int | None:
+        """None: forgetting a window changes no answer, so it never needs a micro-batch."""
+        return None
+
+    def retire(self, watermark: int) -> None:
+        """Forget the windows the watermark reached the end of (no event can fall in them now)."""
+        self._retired_wm = max(self._retired_wm, int(watermark))
+        if len(self._rows) == 0 or self._retired_wm < self._next_sweep:
+            return
+        pos = self._rows.live_positions()
+        gone = ~self._kept(pos)
+        due = self._rows.column("end")[pos[~gone]]
+        self._rows.kill(pos[gone])
+        self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8]) if due.size else I64_MIN
+
+    def _kept(self, pos: np.ndarray) -> np.ndarray:
+        return self._rows.column("end")[pos] > self._retired_wm
+
+    def _append(self, columns: dict[str, np.ndarray]) -> None:
+        n = len(columns["khash"])
+        handles = np.arange(self._next, self._next + n, dtype=np.int64)
+        self._next += n
+        cast = {c: np.asarray(columns[c], dtype=t) for c, t in WINDOWS.items()}
+        self._rows.append({**cast, "handle": handles})

@@ -1,0 +1,263 @@
+"""The contract, written the slow and obvious way: the reference every split is checked against.
+
+No wheel, no indexes, no shards, no vectorising: per micro-batch, per operation, scan every
+event that has arrived.  ``run`` takes the input already cut into micro-batches, each with the
+watermark it runs at (the watermark is the one thing a split legitimately changes: a row
+behind it when it arrives is ``late``), and returns the four things the contract promises:
+
+* ``outcomes``: op_id -> (status, resolved_at, matched_events, progress);
+* ``unmatched``: a sorted list of (key, ts, op_id, source, value, reason);
+* ``rejected``: a sorted list of (source, reason, op_id, key);
+* ``pending``: the op_ids still pending after the last micro-batch.
+
+The rules, as ``docs/contract.md`` states them:
+
+1. A row is rejected, first for what validation says (the generator here makes only rows
+   whose reason it knows), then ``late`` when its event time is behind the micro-batch's
+   watermark, then ``duplicate_op_id`` when its op_id was admitted before (pending, resolved,
+   or earlier in the same micro-batch).
+2. An event e *matches* operation o when e.key is one of o's keys, e.op_id (if set) is
+   o.op_id, and o.ts <= e.ts < o.deadline.  For ``offset`` an untargeted event before o.ts on
+   the key also raises the key's progress (the running max of values), but is not one of
+   o's matched events.
+3. At the end of each micro-batch, an operation whose condition holds over the matching
+   events *that have arrived so far* completes; ``resolved_at`` is the earliest event time
+   at which those events make it true.  The matched events are the ones up to and including
+   the crossing event in (ts, arrival) order; ``progress`` is the measure there.  Else, when
+   the watermark has reached its deadline, it expires at its deadline with every matching
+   event.  (So an operation is decided against every event of its micro-batch and of the
+   buffer: the arrival order inside and across micro-batches does not matter, except for an
+   event that arrives after its operation completed, with an earlier event time; it cannot
+   change an outcome already written.)
+4. An admitted event no operation counted is reported once the watermark has passed it and
+   no pending operation can still count it: ``after_resolution`` if it lies in the window of
+   an operation that matched it and was resolved without it, else ``no_operation``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["Batch", "Result", "run", "spark_watermarks"]
+
+INF = float("inf")
+
+
+@dataclass
+class Batch:
+    """One micro-batch: its operations and events (dicts in the input contract, times in ms;
+    a row may carry ``_reason``, the validation reason it must be rejected for) and its
+    watermark."""
+
+    ops: list[dict]
+    events: list[dict]
+    watermark: int
+
+
+@dataclass
+class Result:
+    outcomes: dict[str, tuple]
+    unmatched: list[tuple]
+    rejected: list[tuple]
+    pending: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Op:
+    row: dict
+    deadline: int
+    status: str = "pending"
+    resolved_at: int | None = None
+    counted: list[int] = field(default_factory=list)  # indexes of the events it counted
+    progress: float = 0.0
+
+
+def run(batches: list[Batch]) -> Result:
+    """Every micro-batch in order; see the module docstring for the rules."""
+    ops: dict[str, _Op] = {}
+    events: list[dict] = []  # admitted events, in arrival order
+    rejected: list[tuple] = []
+    wm = -(2**62)
+    for batch in batches:
+        wm = max(wm, batch.watermark)
+        seen_here: set[str] = set()
+        for o in batch.ops:
+            key = sorted(o["keys"])[0] if o.get("keys") else None
+            if o.get("_reason"):
+                rejected.append(("operations", o["_reason"], o.get("op_id"), key))
+            elif o["ts"] < wm:
+                rejected.append(("operations", "late", o["op_id"], key))
+            elif o["op_id"] in ops or o["op_id"] in seen_here:
+                rejected.append(("operations", "duplicate_op_id", o["op_id"], key))
+            else:
+                seen_here.add(o["op_id"])
+                ops[o["op_id"]] = _Op(o, o["ts"] + o["timeout_ms"])
+        for e in batch.events:
+            if e.get("_reason"):
+                rejected.append(("events", e["_reason"], e.get("op_id"), e.get("key")))
+            elif e["ts"] < wm:
+                rejected.append(("events", "late", e.get("op_id"), e["key"]))
+            else:
+                events.append(e)
+        for o in ops.values():
+            if o.status == "pending":
+                _decide(o, events, wm)
+    return Result(
+        {
+            i: (o.status, o.resolved_at, len(o.counted), None if math.isnan(o.progress) else o.progress)
+            for i, o in ops.items()
+            if o.status != "pending"
+        },
+        sorted(_unmatched(ops, events, wm), key=repr),
+        sorted(rejected, key=repr),
+        {i for i, o in ops.items() if o.status == "pending"},
+    )
+
+
+def matches(o: dict, deadline: int, e: dict) -> bool:
+    """Rule 2: does event ``e`` match operation ``o`` (its window, its keys, its op_id)?"""
+    return e["key"] in o["keys"] and e.get("op_id") in (None, o["op_id"]) and o["ts"] <= e["ts"] < deadline
+
+
+def _decide(o: _Op, events: list[dict], wm: int) -> None:
+    """Rule 3 for one pending operation, over the events arrived so far."""
+    mine = sorted(
+        (i for i, e in enumerate(events) if matches(o.row, o.deadline, e)), key=lambda i: (events[i]["ts"], i)
+    )
+    cond = o.row.get("condition", "any")
+    if cond == "offset":
+        at = _offset_reached(o, events)
+        if at is not None:
+            o.status, o.resolved_at = "completed", at
+            o.counted = [i for i in mine if events[i]["ts"] <= at]
+            o.progress = _offset_progress(o, events, at)
+            return
+    else:
+        measure = _Measure(o.row)
+        if measure.holds():  # count / sum with nothing to reach
+            o.status, o.resolved_at, o.progress = "completed", o.row["ts"], measure.value()
+            return
+        for n, i in enumerate(mine):
+            measure.add(events[i])
+            if measure.holds():
+                o.status, o.resolved_at = "completed", events[i]["ts"]
+                o.counted, o.progress = mine[: n + 1], measure.value()
+                return
+    if wm >= o.deadline:
+        o.status, o.resolved_at, o.counted = "expired", o.deadline, mine
+        if cond == "offset":
+            o.progress = _offset_progress(o, events, o.deadline - 1)
+        else:
+            measure = _Measure(o.row)
+            for i in mine:
+                measure.add(events[i])
+            o.progress = measure.value()
+
+
+class _Measure:
+    """The cumulative measure of any / count / sum / all, one event at a time."""
+
+    def __init__(self, o: dict) -> None:
+        self.o, self.cond = o, o.get("condition", "any")
+        self.n, self.total, self.sources = 0, 0.0, set()
+
+    def add(self, e: dict) -> None:
+        source = e.get("source")
+        if self.cond == "count":
+            self.n += source is None or source not in self.sources
+        elif self.cond == "any":
+            self.n += 1
+        elif self.cond == "sum":
+            self.total += e.get("value") if e.get("value") is not None else 0.0
+        if source is not None and (self.cond == "count" or source in self.o.get("members", [])):
+            self.sources.add(source)
+
+    def value(self) -> float:
+        if self.cond == "sum":
+            return self.total
+        if self.cond == "all":
+            return float(len(self.sources))
+        return float(self.n)
+
+    def holds(self) -> bool:
+        target = self.o.get("target")
+        if self.cond == "any":
+            return self.n >= 1
+        if self.cond == "count":
+            return self.n >= target
+        if self.cond == "sum":
+            return self.total >= target - abs(target) * 1e-12
+        if self.cond == "all":
+            return set(self.o["members"]) <= self.sources
+        raise ValueError(self.cond)
+
+
+def _progress_events(o: _Op, events: list[dict], key: str, until: int) -> list[dict]:
+    """The events that raise ``key``'s progress for offset operation ``o``, up to ``until``:
+    untargeted ones before its deadline (even before o.ts), and its own targeted ones."""
+    return [
+        e
+        for e in events
+        if e["key"] == key
+        and e["ts"] <= until
+        and e["ts"] < o.deadline
+        and e.get("value") is not None
+        and (e.get("op_id") is None or (e["op_id"] == o.row["op_id"] and e["ts"] >= o.row["ts"]))
+    ]
+
+
+def _offset_reached(o: _Op, events: list[dict]) -> int | None:
+    """When every key's running max reached the target (at o.ts at the earliest), or None."""
+    target = o.row["target"]
+    times = []
+    for key in o.row["keys"]:
+        hits = [e["ts"] for e in _progress_events(o, events, key, INF) if e["value"] >= target]
+        if not hits:
+            return None
+        times.append(max(min(hits), o.row["ts"]))
+    return max(times)
+
+
+def _offset_progress(o: _Op, events: list[dict], until: int) -> float:
+    """The lowest key's running max up to ``until`` (NaN when a key has no progress)."""
+    best = []
+    for key in o.row["keys"]:
+        values = [e["value"] for e in _progress_events(o, events, key, until)]
+        best.append(max(values) if values else math.nan)
+    return math.nan if any(math.isnan(b) for b in best) else min(best)
+
+
+def _unmatched(ops: dict[str, _Op], events: list[dict], wm: int) -> list[tuple]:
+    """Rule 4: the events the watermark passed that nothing counted and nothing pending can."""
+    counted = {i for o in ops.values() for i in o.counted}
+    out = []
+    for i, e in enumerate(events):
+        if i in counted or e["ts"] >= wm:
+            continue
+        windows = [o for o in ops.values() if matches(o.row, o.deadline, e)]
+        if any(o.status == "pending" for o in windows):
+            continue  # a pending operation counts it when it resolves
+        reason = "after_resolution" if windows else "no_operation"
+        out.append((e["key"], e["ts"], e.get("op_id"), e.get("source"), e.get("value"), reason))
+    return out
+
+
+def spark_watermarks(
+    batches: list[tuple[list[dict], list[dict]]], delay_ms: int, policy: str = "min"
+) -> list[int]:
+    """The watermark Spark runs each micro-batch at: from the rows of the micro-batches before
+    it, per input the largest event time minus the delay, combined over the inputs that have
+    seen rows (``min`` or ``max``), never moving back; 0 before any."""
+    out, wm = [], 0
+    latest: dict[str, int] = {}
+    for ops, events in batches:
+        out.append(wm)
+        for name, rows in (("ops", ops), ("events", events)):
+            times = [r["ts"] for r in rows if not r.get("_reason")]
+            if times:
+                latest[name] = max(latest.get(name, -(2**62)), max(times))
+        if latest:
+            combine = min if policy == "min" else max
+            wm = max(wm, combine(latest.values()) - delay_ms)
+    return out

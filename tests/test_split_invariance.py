@@ -1,0 +1,222 @@
+"""The contract under every split: random workloads, cut into micro-batches at random, against
+the reference model (``reference_model``).
+
+Hypothesis draws operations over a few keys (all five conditions, multi-key ones, repeated
+op_ids, invalid rows), events (targeted or not, with sources and values, some far behind or
+after their operations), an order for each input (event time, or any), cut points for each
+input (so operations arrive before, with or after their events, and micro-batches may be
+empty), a watermark delay and whether the input ends.  The watermarks are Spark's
+(``reference_model.spark_watermarks``).  For every draw, ``Purgatory.process`` and the
+``PurgatoryTester`` must give the reference's outcomes (status, ``resolved_at``, matched
+events, progress), unmatched events with their reasons, rejects and pending operations; and
+when each input comes in event-time order and nothing is late, the same as the whole input in
+one micro-batch.
+
+CI runs the ``ci`` Hypothesis profile (a few hundred draws); ``--hypothesis-profile=nightly``
+searches deep (tests/conftest.py registers both).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference_model import Batch, Result, run, spark_watermarks
+
+from spark_purgatory import Purgatory, PurgatoryConfig
+from spark_purgatory.state.wake import end_watermark_ms
+from spark_purgatory.testing import PurgatoryTester
+
+KEYS = ["k0", "k1", "k2", "k3"]
+SOURCES = ["s0", "s1", "s2"]
+CONFIG = {"tick_ms": 10, "wheel_size": 4, "max_timeout_ms": 10_000}
+#: the watermark a stream's end of input moves every shard to
+END = end_watermark_ms(CONFIG["max_timeout_ms"], CONFIG["tick_ms"])
+
+
+# -- workloads ------------------------------------------------------------------------------------
+
+
+@st.composite
+def operations(draw, n_max: int = 14) -> list[dict]:
+    n = draw(st.integers(0, n_max))
+    ops = []
+    for i in range(n):
+        cond = draw(st.sampled_from(["any", "count", "sum", "all", "offset"]))
+        keys = sorted(set(draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=2))))
+        o = {
+            "op_id": f"o{draw(st.integers(0, n + 1)) if draw(st.booleans()) and i else i}",  # repeats
+            "keys": keys,
+            "ts": draw(st.integers(0, 600)),
+            "timeout_ms": draw(st.integers(0, 300)),
+            "condition": cond,
+        }
+        if cond == "all":
+            o["members"] = sorted(set(draw(st.lists(st.sampled_from(SOURCES), min_size=1, max_size=3))))
+        elif cond != "any":
+            o["target"] = float(draw(st.integers(0, 3)) * (1 if cond == "count" else 5))
+        bad = draw(st.sampled_from([None] * 12 + ["negative_timeout", "unknown_condition", "missing_target"]))
+        if bad == "negative_timeout":
+            o["timeout_ms"] = -5
+        elif bad == "unknown_condition":
+            o["condition"] = "maybe"
+        elif bad == "missing_target":
+            o["condition"], o["target"] = "count", None
+            o.pop("members", None)
+        if bad:
+            o["_reason"] = bad
+        ops.append(o)
+    return ops
+
+
+@st.composite
+def events(draw, op_ids: list[str], n_max: int = 24) -> list[dict]:
+    n = draw(st.integers(0, n_max))
+    out = []
+    for _ in range(n):
+        e = {"key": draw(st.sampled_from(KEYS)), "ts": draw(st.integers(0, 950))}
+        if draw(st.integers(0, 2)) == 0:
+            e["value"] = float(draw(st.integers(0, 12)))
+        if draw(st.integers(0, 2)) == 0:
+            e["source"] = draw(st.sampled_from(SOURCES))
+        if op_ids and draw(st.integers(0, 6)) == 0:
+            e["op_id"] = draw(st.sampled_from(op_ids))
+        if draw(st.integers(0, 25)) == 0:
+            del e["key"]
+            e["_reason"] = "missing_key"
+        out.append(e)
+    return out
+
+
+@st.composite
+def splits(draw, rows: list[dict], ordered: bool, n_batches: int) -> list[list[dict]]:
+    """``rows`` in event-time order (or any order), cut into ``n_batches`` micro-batches."""
+    rows = sorted(rows, key=lambda r: r["ts"]) if ordered else draw(st.permutations(rows))
+    cuts = sorted(draw(st.lists(st.integers(0, len(rows)), min_size=n_batches - 1, max_size=n_batches - 1)))
+    bounds = [0, *cuts, len(rows)]
+    return [list(rows[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+@st.composite
+def scenarios(draw) -> dict:
+    ops = draw(operations())
+    evs = draw(events([o["op_id"] for o in ops]))
+    ordered = draw(st.booleans())
+    n_batches = draw(st.integers(1, 7))
+    op_batches = draw(splits(ops, ordered, n_batches))
+    ev_batches = draw(splits(evs, ordered, n_batches))
+    delay = draw(st.sampled_from([0, 50, 200, 1000]))
+    cut = list(zip(op_batches, ev_batches, strict=True))
+    wms = spark_watermarks(cut, delay)
+    batches = [Batch(o, e, wm) for (o, e), wm in zip(cut, wms, strict=True)]
+    end = draw(st.booleans())
+    if end:
+        batches.append(Batch([], [], END))
+    else:  # one more micro-batch at the watermark the last one leaves, as Spark's no-data batch
+        batches.append(Batch([], [], spark_watermarks([*cut, ([], [])], delay)[-1]))
+    return {"ops": ops, "events": evs, "batches": batches, "ordered": ordered, "end": end, "delay": delay}
+
+
+# -- the engine and the harness, read as the reference reads ---------------------------------------
+
+
+def _inputs(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame([{k: v for k, v in r.items() if k != "_reason"} for r in rows])
+
+
+def _result(outcomes: pd.DataFrame, unmatched: pd.DataFrame, rejected: pd.DataFrame, pending: set) -> Result:
+    def val(v):
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+    got = {
+        r["op_id"]: (r["status"], int(r["resolved_at"]), int(r["matched_events"]), val(float(r["progress"])))
+        for r in outcomes.to_dict("records")
+    }
+    assert len(got) == len(outcomes), "an operation has two outcomes"
+    un = [
+        (r["key"], int(r["ts"]), val(r["op_id"]), val(r["source"]), val(r["value"]), r["reason"])
+        for r in unmatched.to_dict("records")
+    ]
+    rej = [(r["source"], r["reason"], val(r["op_id"]), val(r["key"])) for r in rejected.to_dict("records")]
+    return Result(got, sorted(un, key=repr), sorted(rej, key=repr), pending)
+
+
+def run_engine(batches: list[Batch]) -> tuple[Result, list[tuple[int, pd.DataFrame]]]:
+    p = Purgatory(PurgatoryConfig(**CONFIG))
+    results = []
+    for batch_id, b in enumerate(batches):
+        r = p.process(_inputs(b.ops), _inputs(b.events), watermark_ms=b.watermark, batch_id=batch_id)
+        results.append((b.watermark, r))
+    cat = lambda name: pd.concat([getattr(r, name) for _, r in results], ignore_index=True)  # noqa: E731
+    pending = set(p.pending_operations()["op_id"])
+    return _result(cat("outcomes"), cat("unmatched"), cat("rejected"), pending), results
+
+
+def run_tester(batches: list[Batch]) -> Result:
+    t = PurgatoryTester(
+        {
+            "purgatory.tick.ms": CONFIG["tick_ms"],
+            "purgatory.wheel.size": CONFIG["wheel_size"],
+            "purgatory.max.timeout.ms": CONFIG["max_timeout_ms"],
+        }
+    )
+    end = batches[-1].watermark >= END
+    for b in batches[:-1] if end else batches:
+        t.add_operations(_inputs(b.ops))
+        t.add_events(_inputs(b.events))
+        t.advance_watermark(max(b.watermark, t.watermark))
+        t.step()
+    if end:
+        t.end_input()
+    pending = set(t.purgatory.pending_operations()["op_id"])
+    return _result(t.outcomes(times="ms"), t.unmatched(times="ms"), t.rejected(), pending)
+
+
+def assert_same(got: Result, expected: Result) -> None:
+    wrong = {i: (got.outcomes.get(i), o) for i, o in expected.outcomes.items() if got.outcomes.get(i) != o}
+    extra = set(got.outcomes) - set(expected.outcomes)
+    assert not wrong and not extra, f"outcomes (got, expected): {wrong}; not expected: {extra}"
+    assert got.unmatched == expected.unmatched
+    assert got.rejected == expected.rejected
+    assert got.pending == expected.pending
+
+
+# -- the properties ------------------------------------------------------------------------------------
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@given(scenarios())
+def test_every_split_gives_the_reference_outcomes(scenario):
+    expected = run(scenario["batches"])
+    got, per_batch = run_engine(scenario["batches"])
+    assert_same(got, expected)
+    for wm, r in per_batch:  # an event is reported once its fate is final: the watermark passed it
+        assert (r.unmatched["ts"].to_numpy(np.int64) < wm).all()
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@given(scenarios())
+def test_the_tester_gives_the_reference_outcomes(scenario):
+    assert_same(run_tester(scenario["batches"]), run(scenario["batches"]))
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@given(scenarios())
+def test_ordered_input_without_late_rows_gives_the_one_batch_outcomes(scenario):
+    """The promise itself: inputs in event-time order, nothing late, the input ended: the cut
+    does not matter."""
+    got, _ = run_engine(scenario["batches"])
+    if not scenario["end"] or not scenario["ordered"] or any(r[1] == "late" for r in got.rejected):
+        return
+    cut = scenario["batches"][:-1]
+    whole = [
+        Batch([o for b in cut for o in b.ops], [e for b in cut for e in b.events], 0),
+        scenario["batches"][-1],
+    ]
+    one, _ = run_engine(whole)
+    assert got.outcomes == one.outcomes
+    assert got.unmatched == one.unmatched
+    assert got.rejected == one.rejected
