@@ -65,6 +65,8 @@ SLOW_FIRST = (
     "test_notebooks.py",
     "test_metrics_table.py",
     "test_multikey_stream.py",
+    "test_split_invariance_spark.py",
+    "test_split_invariance.py",
     "test_watermarks.py",
     "test_typed_input.py",
     "test_testing.py",

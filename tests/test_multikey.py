@@ -301,12 +301,10 @@ def test_random_multi_key_workload_matches_one_purgatory(tmp_path, seed):
     got, unmatched = run_cluster(tmp_path, batches, shard_of, shards=3)
     assert len(got) == n
     assert resolved(got) == resolved(one_purgatory(batches))
-    got_rows, one_rows = reported(unmatched), reported(one_purgatory(batches, "unmatched"))
-    assert [row[:3] for row in got_rows] == [row[:3] for row in one_rows]  # none dropped, none twice
-    # a reason can differ one way only: one purgatory also knows of operations resolved in
-    # another shard (a targeted event's own; one whose window starts after an event on its key)
-    differ = {(g[3], o[3]) for g, o in zip(got_rows, one_rows, strict=True) if g != o}
-    assert differ <= {("no_operation", "after_resolution")}
+    # none dropped, none twice, and the same reasons: a reason comes from the windows of the
+    # operations that could have matched the event, which live in its shard (or, for a
+    # cross-shard one, whose stub there hands the event on)
+    assert reported(unmatched) == reported(one_purgatory(batches, "unmatched"))
 
 
 def test_the_mailbox_on_s3(monkeypatch):
