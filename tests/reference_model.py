@@ -244,20 +244,21 @@ def _unmatched(ops: dict[str, _Op], events: list[dict], wm: int) -> list[tuple]:
 
 
 def spark_watermarks(
-    batches: list[tuple[list[dict], list[dict]]], delay_ms: int, policy: str = "min"
+    batches: list[tuple[list[dict], list[dict]]], delays_ms: tuple[int, int], policy: str = "min"
 ) -> list[int]:
     """The watermark Spark runs each micro-batch at: from the rows of the micro-batches before
-    it, per input the largest event time minus the delay, combined over the inputs that have
-    seen rows (``min`` or ``max``), never moving back; 0 before any."""
+    it, per input the largest event time minus that input's delay (operations', events'),
+    combined over the inputs that have seen rows (``min`` or ``max``), never moving back; 0
+    before any."""
     out, wm = [], 0
-    latest: dict[str, int] = {}
+    latest: dict[int, int] = {}
     for ops, events in batches:
         out.append(wm)
-        for name, rows in (("ops", ops), ("events", events)):
+        for i, rows in enumerate((ops, events)):
             times = [r["ts"] for r in rows if not r.get("_reason")]
             if times:
-                latest[name] = max(latest.get(name, -(2**62)), max(times))
+                latest[i] = max(latest.get(i, -(2**62)), max(times) - delays_ms[i])
         if latest:
             combine = min if policy == "min" else max
-            wm = max(wm, combine(latest.values()) - delay_ms)
+            wm = max(wm, combine(latest.values()))
     return out

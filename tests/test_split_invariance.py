@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from reference_model import Batch, Result, run, spark_watermarks
@@ -108,16 +109,18 @@ def scenarios(draw) -> dict:
     n_batches = draw(st.integers(1, 7))
     op_batches = draw(splits(ops, ordered, n_batches))
     ev_batches = draw(splits(evs, ordered, n_batches))
-    delay = draw(st.sampled_from([0, 50, 200, 1000]))
+    # each input's own delay (watermark.delay.operations / .events), and the global policy
+    delay = (draw(st.sampled_from([0, 50, 200, 1000])), draw(st.sampled_from([0, 50, 200, 1000])))
+    policy = draw(st.sampled_from(["min", "min", "max"]))
     cut = list(zip(op_batches, ev_batches, strict=True))
-    wms = spark_watermarks(cut, delay)
+    wms = spark_watermarks(cut, delay, policy)
     batches = [Batch(o, e, wm) for (o, e), wm in zip(cut, wms, strict=True)]
     end = draw(st.booleans())
     if end:
         batches.append(Batch([], [], END))
     else:  # one more micro-batch at the watermark the last one leaves, as Spark's no-data batch
-        batches.append(Batch([], [], spark_watermarks([*cut, ([], [])], delay)[-1]))
-    return {"ops": ops, "events": evs, "batches": batches, "ordered": ordered, "end": end, "delay": delay}
+        batches.append(Batch([], [], spark_watermarks([*cut, ([], [])], delay, policy)[-1]))
+    return {"ops": ops, "events": evs, "batches": batches, "ordered": ordered, "end": end, "delays": delay}
 
 
 # -- the engine and the harness, read as the reference reads ---------------------------------------
@@ -268,3 +271,84 @@ _NO_REJECTED = pd.DataFrame({"source": [], "reason": [], "op_id": [], "key": []}
 
 def _valid(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "_reason"} for r in rows if not r.get("_reason")]
+
+
+# -- the issue's repros, as examples ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "condition, extra, events_first, events_with",
+    [
+        ("any", {}, [300], [200]),
+        ("count", {"target": 2}, [300, 400], [200]),
+        (
+            "sum",
+            {"target": 10},
+            [{"ts": 300, "value": 5}, {"ts": 400, "value": 5}],
+            [{"ts": 200, "value": 5}],
+        ),
+        (
+            "all",
+            {"members": ["a", "b"]},
+            [{"ts": 300, "source": "a"}, {"ts": 400, "source": "b"}],
+            [{"ts": 200, "source": "b"}],
+        ),
+    ],
+)
+def test_an_operation_is_decided_against_the_events_of_its_own_micro_batch_too(
+    condition, extra, events_first, events_with
+):
+    """An event buffered from an earlier micro-batch and one arriving with the operation: the
+    earliest time they satisfy it, as in one micro-batch (it was the buffered one's)."""
+
+    def rows(spec):
+        return [{"key": "k", **({"ts": s} if isinstance(s, int) else s)} for s in spec]
+
+    op = {"op_id": "a", "key": "k", "ts": 100, "timeout_ms": 1000, "condition": condition, **extra}
+    split = PurgatoryTester({"purgatory.tick.ms": 10})
+    split.add_events(rows(events_first))
+    split.step()
+    split.add_operations([op])
+    split.add_events(rows(events_with))
+    split.step()
+    whole = PurgatoryTester({"purgatory.tick.ms": 10})
+    whole.add_operations([op])
+    whole.add_events(rows(events_first) + rows(events_with))
+    whole.step()
+    for t in (split, whole):
+        t.end_input()
+    assert split.outcome("a")["resolved_at"] == whole.outcome("a")["resolved_at"]
+    assert split.outcome("a")["resolved_at"] < pd.Timestamp(300, unit="ms", tz="UTC") or condition != "any"
+    cols = ["key", "ts", "reason"]
+    assert (
+        split.unmatched()[cols].sort_values("ts").values.tolist()
+        == whole.unmatched()[cols].sort_values("ts").values.tolist()
+    )
+
+
+def test_the_issues_repro_completes_at_200():
+    t = PurgatoryTester({"purgatory.tick.ms": 10})
+    t.add_events([{"key": "k", "ts": 300}])
+    t.step()
+    t.add_operations([{"op_id": "a", "key": "k", "ts": 100, "timeout_ms": 1000}])
+    t.add_events([{"key": "k", "ts": 200}])
+    t.step()
+    assert t.outcome("a")["resolved_at"] == pd.Timestamp(200, unit="ms", tz="UTC")
+    t.end_input()
+    assert t.unmatched(times="ms")[["ts", "reason"]].values.tolist() == [[300, "after_resolution"]]
+
+
+def test_an_event_before_the_operation_on_its_key_is_no_operation():
+    """It could never have matched: the operation that resolved later does not make it
+    ``after_resolution`` (it was, whether the event arrived before or after)."""
+    for before in (True, False):
+        t = PurgatoryTester({"purgatory.tick.ms": 10})
+        early = {"key": "k", "ts": 50}
+        if before:
+            t.add_events([early])
+            t.step()
+        t.add_operations([{"op_id": "a", "key": "k", "ts": 100, "timeout_ms": 1000}])
+        t.add_events([{"key": "k", "ts": 150}] + ([] if before else [early]))
+        t.step()
+        t.end_input()
+        assert t.unmatched(times="ms")[["ts", "reason"]].values.tolist() == [[50, "no_operation"]]

@@ -17,8 +17,13 @@ step takes a whole micro-batch of operations or events at once:
   it reached expire (``_on_expiration``).
 * ``_force_complete`` resolves operations: ``_on_complete`` reports each one, ``_purge``
   then removes it from every table, so nothing can report it twice.
-* ``process(ops, events, watermark_ms=...)`` does all of it in the right order, finalises the
-  events the watermark passed (``progress``), and returns the rows for the ``outcomes``,
+* ``process(ops, events, watermark_ms=...)`` does all of it in the right order: the batch's
+  events are buffered and matched first, its operations registered against every buffered
+  event, and each operation touched decided once, against all of them (so an operation's
+  outcome does not depend on whether its events came before it or with it); then it expires
+  what the watermark reached, finalises the events the watermark passed (``progress``; an
+  unmatched one's reason from the completed operations' windows, ``windows``), and returns
+  the rows for the ``outcomes``,
   ``unmatched_events`` and ``rejected`` tables, and what its stubs relay to the cross-shard
   group (``relay``), which takes it as ``process(..., relayed=...)``.
 

@@ -121,8 +121,9 @@ RELAY = {
 #: eseq restarts only when it holds no event), the ``eseq`` its match got here, and whether
 #: an operation counted it (``absorbed``: the event is used, as one purgatory would say)
 RELAYED = {"sender": "int64", "sender_eseq": "int64", "eseq": "int64", "absorbed": "bool"}
-#: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values),
-#: the last such event's time, and until when its events count as after_resolution
+#: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values)
+#: and the last such event's time; ``resolved_until`` is kept for states written before the
+#: ``windows`` table (it said until when the key's events were after_resolution), never set now
 KEYS = {"khash": "uint64", "progress": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
 #: the windows of completed operations, one row per (operation, watched key), until the
 #: watermark passes their end: an event nothing counted inside one is ``after_resolution``
