@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 NODE_TOOLS := .ci/node
 AZURITE := $(NODE_TOOLS)/node_modules/.bin/azurite-blob
 
-.PHONY: demo test lint docs bench bench-spark clean
+.PHONY: demo test nightly lint docs bench bench-spark clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ TEST_WORKERS ?= 3
 
 test: $(STAMP) $(AZURITE)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
+
+# the deep property search (Hypothesis's nightly profile: 5,000 draws a property; tests/conftest.py)
+nightly: $(STAMP)
+	$(PY) -m pytest tests/test_split_invariance.py tests/test_wheel.py --hypothesis-profile=nightly -n $(TEST_WORKERS) $(ARGS)
 
 # the documentation site on http://127.0.0.1:8000 (mkdocs.yml); CI builds it strictly in tests/test_docs_site.py
 docs: $(STAMP)
