@@ -70,10 +70,16 @@ def test_multi_key_operations_hand_off_through_the_mailbox_across_a_restart(spar
     expired = second.outcomes[second.outcomes["op_id"] == "mk-expire"].iloc[0]
     assert expired["matched_events"] == 2  # a@1500 and c@1100, from two shards
     unmatched = pd.concat([first.unmatched, second.unmatched])
-    assert sorted(zip(unmatched["key"], unmatched["reason"], strict=True)) == [
-        (d, "after_resolution"),  # reported once, by the cross-shard group
-        ("pad", "no_operation"),
-    ]
+    assert sorted(zip(unmatched["key"], unmatched["reason"], strict=True)) == sorted(
+        [
+            (d, "after_resolution"),  # reported once, by the cross-shard group
+            # c@100 and d@200 raised mk-offset's progress before it existed: not its matched
+            # events, and no operation's window holds them
+            (c, "no_operation"),
+            (d, "no_operation"),
+            ("pad", "no_operation"),
+        ]
+    )
     assert os.path.isdir(Mailbox.beside(config.state_path).root)  # the hand-off went this way
 
 

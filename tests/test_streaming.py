@@ -92,9 +92,11 @@ def test_stream_follows_the_spec_across_a_restart(spark, tmp_path):
         "early-1": ("completed", 2500),  # the event came first
     }
     assert sorted(first.rejected["reason"]) == ["duplicate_op_id", "duplicate_op_id", "malformed_json"]
-    # k-hw@500 was still buffered when hw-1 arrived, so it counted for hw-1
+    # k-hw@500 raised hw-1's progress before hw-1 existed: not one of its matched events (it
+    # would not be either had the watermark passed it first), and no operation's window holds it
     assert sorted(zip(first.unmatched["key"], first.unmatched["reason"], strict=True)) == [
         ("k-any", "after_resolution"),
+        ("k-hw", "no_operation"),
         ("nobody", "no_operation"),
     ]
 
