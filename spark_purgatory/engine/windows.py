@@ -18,6 +18,9 @@ Worked example: ``a`` watches ``k`` over [100, 1100) and completes at 300.  An e
 at 500 is ``after_resolution``; one at 50 is ``no_operation`` (no operation's window holds
 it), and so is one at 1200.
 
+Keys and op_ids are compared by their 64-bit hashes only (no strings are kept): a collision,
+about 2^-64 a pair, could only change an unmatched event's reason, never an outcome.
+
 Invariant: ``covers`` answers from the windows whose end is past the last retirement's
 watermark; every event it is asked about lies at or after that watermark's predecessor
 (events are finalised before the retirement of the same call).
