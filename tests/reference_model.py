@@ -28,7 +28,9 @@ The rules, as ``docs/contract.md`` states them:
    event.  (So an operation is decided against every event of its micro-batch and of the
    buffer: the arrival order inside and across micro-batches does not matter, except for an
    event that arrives after its operation completed, with an earlier event time; it cannot
-   change an outcome already written.)
+   change an outcome already written.  With each input in event-time order that happens only
+   to an ``offset`` operation holding on arrival, whose ``progress`` is then that of the
+   events arrived.)
 4. An admitted event no operation counted is reported once the watermark has passed it and
    no pending operation can still count it: ``after_resolution`` if it lies in the window of
    an operation that matched it and was resolved without it, else ``no_operation``.

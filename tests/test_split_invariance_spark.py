@@ -6,7 +6,9 @@ operations' windows) is written as two inputs in event-time order, each cut into
 its own random event times, one file per stream per micro-batch.  With Spark's ``min``
 policy no row of an input in event-time order is behind the watermark, so the contract says
 the Delta tables hold exactly what the reference model gives for the whole input in one
-micro-batch, then the end of input: outcomes (status, ``resolved_at``, matched events,
+micro-batch, then the end of input (but for the progress of an ``offset`` operation that
+holds on arrival: the contract's one exception), and exactly what it gives micro-batch by
+micro-batch at Spark's watermarks: outcomes (status, ``resolved_at``, matched events,
 progress), unmatched events with their reasons, and rejects.
 """
 
@@ -19,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from deltalake import DeltaTable
-from reference_model import Batch, run
+from reference_model import Batch, run, spark_watermarks
 from stream_helpers import T0, Files, ev, op
 
 from spark_purgatory import PurgatoryConfig, start
@@ -115,7 +117,8 @@ def test_files_cut_at_random_event_times_give_the_reference_outcomes(spark, tmp_
     rng = np.random.default_rng(31)
     ops, events = _workload(rng)
     files = Files(str(tmp_path / "input"))
-    for op_rows, event_rows in zip_longest(_cut(ops, rng, 5), _cut(events, rng, 7), fillvalue=[]):
+    cut = list(zip_longest(_cut(ops, rng, 5), _cut(events, rng, 7), fillvalue=[]))
+    for op_rows, event_rows in cut:  # a micro-batch reads one file of each input
         files.add(ops=[_line(o, "ops") for o in op_rows], events=[_line(e, "events") for e in event_rows])
     output, checkpoint = f"file://{tmp_path}/tables", f"file://{tmp_path}/checkpoint"
     with start(
@@ -129,8 +132,17 @@ def test_files_cut_at_random_event_times_give_the_reference_outcomes(spark, tmp_
     ) as query:
         query.await_termination()
 
+    # the reference, micro-batch by micro-batch at Spark's watermarks, then the end of input
     end = end_watermark_ms(CONFIG.max_timeout_ms, CONFIG.tick_ms)
-    expected = run([Batch(ops, events, 0), Batch([], [], end)])
+    delays = (CONFIG.input_delay_ms("operations"), CONFIG.input_delay_ms("events"))
+    wms = spark_watermarks(cut, delays)
+    expected = run([*(Batch(o, e, wm) for (o, e), wm in zip(cut, wms, strict=True)), Batch([], [], end)])
+    whole = run([Batch(ops, events, 0), Batch([], [], end)])  # the same but offset progress (contract)
+    offset = {o["op_id"] for o in ops if o["condition"] == "offset"}
+    assert {i: o[:3] if i in offset else o for i, o in expected.outcomes.items()} == {
+        i: o[:3] if i in offset else o for i, o in whole.outcomes.items()
+    }
+    assert expected.unmatched == whole.unmatched and expected.rejected == whole.rejected
     outcomes = DeltaTable(f"{tmp_path}/tables/outcomes").to_pandas()
     got = {
         r.op_id: (r.status, at, int(r.matched_events), _plain(float(r.progress)))
