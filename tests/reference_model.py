@@ -23,7 +23,9 @@ The rules, as ``docs/contract.md`` states them:
 3. At the end of each micro-batch, an operation whose condition holds over the matching
    events *that have arrived so far* completes; ``resolved_at`` is the earliest event time
    at which those events make it true.  The matched events are the ones up to and including
-   the crossing event in (ts, arrival) order; ``progress`` is the measure there.  Else, when
+   the crossing event in (ts, arrival) order; ``progress`` is the measure there (for
+   ``offset``, the crossing is the reaching event of the key that reached the target last,
+   or none when that key had reached it before o.ts).  Else, when
    the watermark has reached its deadline, it expires at its deadline with every matching
    event.  (So an operation is decided against every event of its micro-batch and of the
    buffer: the arrival order inside and across micro-batches does not matter, except for an
@@ -129,11 +131,11 @@ def _decide(o: _Op, events: list[dict], wm: int) -> None:
     )
     cond = o.row.get("condition", "any")
     if cond == "offset":
-        at = _offset_reached(o, events)
-        if at is not None:
-            o.status, o.resolved_at = "completed", at
-            o.counted = [i for i in mine if events[i]["ts"] <= at]
-            o.progress = _offset_progress(o, events, at)
+        crossing = _offset_reached(o, events)
+        if crossing is not None:
+            o.status, o.resolved_at = "completed", crossing[0]
+            o.counted = [i for i in mine if (events[i]["ts"], i) <= crossing]
+            o.progress = _offset_progress(o, events, crossing)
             return
     else:
         measure = _Measure(o.row)
@@ -149,7 +151,7 @@ def _decide(o: _Op, events: list[dict], wm: int) -> None:
     if wm >= o.deadline:
         o.status, o.resolved_at, o.counted = "expired", o.deadline, mine
         if cond == "offset":
-            o.progress = _offset_progress(o, events, o.deadline - 1)
+            o.progress = _offset_progress(o, events, (o.deadline, -1))
         else:
             measure = _Measure(o.row)
             for i in mine:
@@ -195,37 +197,44 @@ class _Measure:
         raise ValueError(self.cond)
 
 
-def _progress_events(o: _Op, events: list[dict], key: str, until: int) -> list[dict]:
-    """The events that raise ``key``'s progress for offset operation ``o``, up to ``until``:
-    untargeted ones before its deadline (even before o.ts), and its own targeted ones."""
+def _progress_events(o: _Op, events: list[dict], key: str, until: tuple) -> list[int]:
+    """The events (indexes) that raise ``key``'s progress for offset operation ``o``, up to
+    ``until`` (a (ts, arrival) bound): untargeted ones before its deadline (even before o.ts),
+    and its own targeted ones."""
     return [
-        e
-        for e in events
+        i
+        for i, e in enumerate(events)
         if e["key"] == key
-        and e["ts"] <= until
+        and (e["ts"], i) <= until
         and e["ts"] < o.deadline
         and e.get("value") is not None
         and (e.get("op_id") is None or (e["op_id"] == o.row["op_id"] and e["ts"] >= o.row["ts"]))
     ]
 
 
-def _offset_reached(o: _Op, events: list[dict]) -> int | None:
-    """When every key's running max reached the target (at o.ts at the earliest), or None."""
+def _offset_reached(o: _Op, events: list[dict]) -> tuple[int, int] | None:
+    """The *crossing*: when the last key's running max reached the target, as (time, arrival
+    index) of the event that reached it, (o.ts, -1) when that key had reached it before o.ts;
+    None if a key has not."""
     target = o.row["target"]
-    times = []
+    reached = []
     for key in o.row["keys"]:
-        hits = [e["ts"] for e in _progress_events(o, events, key, INF) if e["value"] >= target]
+        hits = sorted(
+            (events[i]["ts"], i)
+            for i in _progress_events(o, events, key, (INF, INF))
+            if events[i]["value"] >= target
+        )
         if not hits:
             return None
-        times.append(max(min(hits), o.row["ts"]))
-    return max(times)
+        reached.append(hits[0] if hits[0][0] >= o.row["ts"] else (o.row["ts"], -1))
+    return max(reached)
 
 
-def _offset_progress(o: _Op, events: list[dict], until: int) -> float:
+def _offset_progress(o: _Op, events: list[dict], until: tuple) -> float:
     """The lowest key's running max up to ``until`` (NaN when a key has no progress)."""
     best = []
     for key in o.row["keys"]:
-        values = [e["value"] for e in _progress_events(o, events, key, until)]
+        values = [events[i]["value"] for i in _progress_events(o, events, key, until)]
         best.append(max(values) if values else math.nan)
     return math.nan if any(math.isnan(b) for b in best) else min(best)
 

@@ -375,3 +375,22 @@ def test_an_event_before_the_operation_on_its_key_is_no_operation():
         t.step()
         t.end_input()
         assert t.unmatched(times="ms")[["ts", "reason"]].values.tolist() == [[50, "no_operation"]]
+
+
+def test_an_offset_operation_counts_the_events_up_to_its_crossing_in_arrival_order():
+    """Ties at ``resolved_at`` count up to the event that made it hold, in arrival order, so an
+    event at the same time arriving later is the same whether it comes in the same micro-batch
+    or the next: not counted (``after_resolution``)."""
+    op = {"op_id": "op", "keys": ["k"], "ts": 100, "timeout_ms": 1000, "condition": "offset", "target": 5.0}
+    first, tie = {"key": "k", "ts": 300, "value": 7.0}, {"key": "k", "ts": 300, "value": 9.0}
+    on_arrival = {"key": "k", "ts": 100, "value": 1.0}  # at o.ts, after the floor reached it
+    split = [Batch([op], [first], 0), Batch([], [tie], 0), Batch([], [], END)]
+    whole = [Batch([op], [first, tie], 0), Batch([], [], END)]
+    for batches in (split, whole):
+        got, _ = run_engine(batches)
+        assert got.outcomes == run(batches).outcomes == {"op": ("completed", 300, 1, 7.0)}
+        assert [r[-1] for r in got.unmatched] == ["after_resolution"]
+    floor = {"key": "k", "ts": 50, "value": 6.0}
+    split = [Batch([], [floor], 0), Batch([op], [], 60), Batch([], [on_arrival], 60), Batch([], [], END)]
+    got, _ = run_engine(split)
+    assert got.outcomes == run(split).outcomes == {"op": ("completed", 100, 0, 6.0)}

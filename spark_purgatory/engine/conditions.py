@@ -259,8 +259,8 @@ def _evaluate_offset(
     handles, cond = _col(ops, "handle", np.int64), _col(ops, "cond", np.int8)
     target, op_ts = _col(ops, "target", float), _col(ops, "ts", np.int64)
     g = _offset_groups(handles, cond, op_pos, m_khash, watch)
-    best, reach_at, reached = _per_key_progress(g, target, op_ts, m)
-    _offset_outcomes(g, ops, cond, best, reach_at, reached, m, op_pos, out)
+    best, reach_at, crossing, reached = _per_key_progress(g, target, op_ts, m)
+    _offset_outcomes(g, ops, cond, best, (reach_at, crossing, reached), m, op_pos, out)
 
 
 def _offset_groups(
@@ -292,18 +292,29 @@ def _offset_groups(
 
 def _per_key_progress(
     g: _KeyGroups, target: np.ndarray, op_ts: np.ndarray, m: _Sorted
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per group: the best progress seen, when the key reached the target, and whether it did."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: the best progress seen, when the key reached the target (at o.ts at the
+    earliest) and the ``eseq`` of the event that reached it there (``FLOOR_ESEQ`` when it was
+    reached before o.ts, by the floor or an earlier event), and whether it did."""
     value, ts = m.value[g.rows], m.ts[g.rows]
     g_target = target[g.op]
     best = g.floor.copy()
     np.fmax.at(best, g.of_match, value)
-    reach = np.full(g.op.size, np.iinfo(np.int64).max, dtype=np.int64)
-    reach[g.floor >= g_target - _epsilon(g_target)] = np.iinfo(np.int64).min
-    hits = value >= g_target[g.of_match] - _epsilon(g_target[g.of_match])
-    np.minimum.at(reach, g.of_match[hits], ts[hits])
-    reached = reach < np.iinfo(np.int64).max
-    return best, np.maximum(reach, op_ts[g.op]), reached
+    hits = np.flatnonzero(value >= g_target[g.of_match] - _epsilon(g_target[g.of_match]))
+    # the first hit of each group in (ts, eseq) order: ``g.rows`` are in that order per operation
+    first = np.full(g.op.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, g.of_match[hits], hits)
+    by_event = first < np.iinfo(np.int64).max
+    by_floor = g.floor >= g_target - _epsilon(g_target)
+    reached = by_event | by_floor
+    at = np.full(g.op.size, np.iinfo(np.int64).min, dtype=np.int64)
+    at[by_event] = ts[first[by_event]]
+    at[by_floor] = np.iinfo(np.int64).min
+    reach_at = np.maximum(at, op_ts[g.op])
+    crossing = np.full(g.op.size, FLOOR_ESEQ, dtype=np.int64)
+    late_hit = by_event & ~by_floor & (at >= op_ts[g.op])
+    crossing[late_hit] = m.eseq[g.rows][first[late_hit]]
+    return best, reach_at, crossing, reached
 
 
 def _offset_outcomes(
@@ -311,20 +322,28 @@ def _offset_outcomes(
     ops: Table,
     cond: np.ndarray,
     best: np.ndarray,
-    reach_at: np.ndarray,
-    reached: np.ndarray,
+    reach: tuple[np.ndarray, np.ndarray, np.ndarray],
     m: _Sorted,
     op_pos: np.ndarray,
     out: Evaluation,
 ) -> None:
     """An operation holds once every key reached the target, at the latest key's time; its
-    progress is the lowest key's (up to then); the events that count are those of its
-    window up to then."""
+    *crossing* is that key's reaching event (in (ts, eseq) order; none when reached by
+    progress from before the operation).  Its progress is the lowest key's up to the
+    crossing; the events that count are those of its window up to the crossing."""
+    reach_at, crossing, reached = reach
     n_ops = len(ops)
     n_keys = np.bincount(g.op, minlength=n_ops)
     n_reached = np.bincount(g.op[reached], minlength=n_ops)
+    # per operation, the latest reached key's (time, eseq)
     latest = np.full(n_ops, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(latest, g.op[reached], reach_at[reached])
+    latest_eseq = np.full(n_ops, FLOOR_ESEQ, dtype=np.int64)
+    r = np.flatnonzero(reached)
+    if r.size:
+        order = r[np.lexsort((crossing[r], reach_at[r], g.op[r]))]
+        last = np.r_[g.op[order][1:] != g.op[order][:-1], True]
+        latest[g.op[order][last]] = reach_at[order][last]
+        latest_eseq[g.op[order][last]] = crossing[order][last]
     low = np.full(n_ops, np.inf)
     with np.errstate(invalid="ignore"):
         np.minimum.at(low, g.op, best)  # NaN (a key without progress) propagates
@@ -333,9 +352,10 @@ def _offset_outcomes(
     out.satisfied[done] = True
     out.resolved_at[done] = latest[done]
     row_op = op_pos[g.rows]
-    ts = m.ts[g.rows]
-    until = ~out.satisfied[row_op] | (ts <= out.resolved_at[row_op])
-    if done.any():  # the progress reached when it held: the keys' maxima up to then
+    ts, eseq = m.ts[g.rows], m.eseq[g.rows]
+    at, at_eseq = out.resolved_at[row_op], latest_eseq[row_op]
+    until = ~out.satisfied[row_op] | (ts < at) | ((ts == at) & (eseq <= at_eseq))
+    if done.any():  # the progress reached when it held: the keys' maxima up to the crossing
         best = g.floor.copy()
         np.fmax.at(best, g.of_match[until], m.value[g.rows][until])
         low = np.full(n_ops, np.inf)
@@ -346,7 +366,7 @@ def _offset_outcomes(
     # matched events (nor is a floor), so it stays to be reported as nothing counted it
     use = until & (ts >= _col(ops, "ts", np.int64)[row_op])
     out.used[g.rows] = use
-    counts = use & (m.eseq[g.rows] != FLOOR_ESEQ)
+    counts = use & (eseq != FLOOR_ESEQ)
     np.add.at(out.matched, row_op[counts], 1)
 
 
