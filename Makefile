@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 NODE_TOOLS := .ci/node
 AZURITE := $(NODE_TOOLS)/node_modules/.bin/azurite-blob
 
-.PHONY: demo test nightly lint docs bench bench-spark clean
+.PHONY: demo test nightly lint docs bench bench-spark clean jars
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,13 @@ $(AZURITE): $(NODE_TOOLS)/package-lock.json
 	npm ci --prefix $(NODE_TOOLS) --no-audit --no-fund --loglevel=error
 	touch $(AZURITE)
 
-demo: $(STAMP)
+# the JVM extras (Delta's Spark connector, hadoop-aws + the AWS SDK, Spark's Kafka source, a Kafka
+# broker), pinned in jvm/<set>/pom.xml, copied by mvn into .jars/<set>/ and reused while the pom
+# is unchanged; without mvn (or offline) one line says they are skipped and the make goes on
+jars:
+	@jvm/fetch.sh
+
+demo: $(STAMP) jars
 	$(PY) -m spark_purgatory.demo $(ARGS)
 
 # test files run in parallel (pytest-xdist): each worker is a process with its own Spark session;
@@ -32,7 +38,7 @@ demo: $(STAMP)
 # TEST_WORKERS=0 runs everything in this one process.
 TEST_WORKERS ?= 3
 
-test: $(STAMP) $(AZURITE)
+test: $(STAMP) $(AZURITE) jars
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 # the deep property search (Hypothesis's nightly profile: 5,000 draws a property; tests/conftest.py)
@@ -54,4 +60,4 @@ bench-spark: $(STAMP)
 	$(PY) benchmarks/bench_operator.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis $(NODE_TOOLS)/node_modules
+	rm -rf $(VENV) .pytest_cache .hypothesis $(NODE_TOOLS)/node_modules .jars

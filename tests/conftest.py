@@ -27,6 +27,7 @@ import os
 import pytest
 from hypothesis import settings
 
+from spark_purgatory.spark.jars import jar_paths
 from spark_purgatory.spark.session import C1_ONLY
 from spark_purgatory.testing import spark_session
 
@@ -92,6 +93,22 @@ def spark():
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order otherwise
+
+
+def pytest_runtest_setup(item):
+    """``@pytest.mark.jars("delta", ...)``: the test needs these JVM sets of ``make jars``.
+
+    A set that is not there fails the test in CI (``CI`` set: CI has mvn, so a missing set is a
+    broken fetch) and skips it elsewhere with the reason in the summary (``-ra``): a machine
+    without mvn runs the rest, never passing a test it did not run.
+    """
+    for mark in item.iter_markers("jars"):
+        missing = [name for name in mark.args if not jar_paths(name)]
+        if missing:
+            reason = f"needs the JVM sets {missing} (.jars/, `make jars` with mvn)"
+            if os.environ.get("CI"):
+                pytest.fail(reason, pytrace=False)
+            pytest.skip(reason)
 
 
 def _file(nodeid: str) -> str:

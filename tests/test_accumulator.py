@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from spark_purgatory.config import ConfigError
 from spark_purgatory.contract import OPERATOR_OUTPUT, TABLES
 from spark_purgatory.delta.accumulator import FAULT_POINTS, RecordAccumulator
 from spark_purgatory.delta.sink import PurgatorySink, split_tables
@@ -20,9 +21,11 @@ from spark_purgatory.delta.writers import (
     DeltaRsWriter,
     SparkDeltaWriter,
     choose_writer,
+    delta_added_locally,
     delta_classes_available,
     maintain_tables,
 )
+from spark_purgatory.spark.jars import jar_paths
 
 T0 = 1_767_225_600_000  # 2026-01-01
 
@@ -341,9 +344,25 @@ def test_native_delta_writer_is_chosen_only_when_its_classes_are_present():
     assert delta_classes_available(connect)
 
 
-def test_real_session_without_delta_jars_uses_delta_rs(spark):
-    assert not delta_classes_available(spark)
+def test_local_session_keeps_delta_rs_as_the_auto_writer(spark):
+    # make jars put Delta's connector on the test session's class path (when mvn fetched it);
+    # auto still writes with delta-rs there: only an environment's own Delta switches it
+    assert delta_classes_available(spark) == bool(jar_paths("delta"))
+    assert delta_added_locally(spark) == bool(jar_paths("delta"))
     assert isinstance(choose_writer(spark, "/out"), DeltaRsWriter)
+
+
+def test_spark_writer_without_delta_classes_names_the_coordinates():
+    classes = types.SimpleNamespace(forName=_class_not_found)
+    jvm = types.SimpleNamespace(java=types.SimpleNamespace(lang=types.SimpleNamespace(Class=classes)))
+    coordinates = r"io\.delta:delta-spark_2\.13:4\.4\.0"
+    with pytest.raises(ConfigError, match=rf"^job.writer=spark: .* add {coordinates} ") as error:
+        choose_writer(types.SimpleNamespace(_jvm=jvm), "/out", prefer="spark")
+    assert "\n" not in str(error.value)
+
+
+def _class_not_found(name):
+    raise RuntimeError(f"ClassNotFoundException: {name}")
 
 
 def test_outcome_rows_survive_the_split_with_their_values():

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import time
+import types
 
 import numpy as np
 import pandas as pd
@@ -218,10 +219,17 @@ def test_typed_rows_keep_raw_only_when_rejected(spark):
     assert json.loads(rows[1].raw) == {"key": "k", "ts": "2026-01-01T00:00:00.000Z", "timeout_ms": 5}
 
 
-def test_delta_source_is_refused_without_the_delta_data_source(spark, tmp_path):
-    # the Delta JAR cannot be downloaded here: only the refusal is tested
+class _NoClasses:
+    def forName(self, name):  # noqa: N802 - the JVM's spelling
+        raise RuntimeError(f"ClassNotFoundException: {name}")
+
+
+def test_delta_source_is_refused_without_the_delta_data_source():
+    # a session whose JVM lacks Delta's classes (the stand-in of test_accumulator)
+    jvm = types.SimpleNamespace(java=types.SimpleNamespace(lang=types.SimpleNamespace(Class=_NoClasses())))
+    session = types.SimpleNamespace(_jvm=jvm, read=None, readStream=None)
     with pytest.raises(ValueError, match="Delta data source is not on this session's classpath"):
-        read_stream(spark, str(tmp_path), "delta", kind="operations")
+        read_stream(session, "/in", "delta", kind="operations")
     settings = parse_args(
         [
             "--ops-path",

@@ -15,9 +15,9 @@ recorded, so a replayed micro-batch adds nothing twice.
 * ``SparkDeltaWriter`` (clusters, Databricks): ``df.write.format("delta")`` with
   ``txnAppId``/``txnVersion``, Delta's own idempotent-write options; ``commit_staged``
   writes from a DataFrame over the staged files, so the rows stay on the executors.  Chosen
-  by ``choose_writer`` only when the Delta classes are on the session's classpath, which is
-  detected at run time, never assumed.  The recorded version is read with delta-rs in both
-  cases (the log format is the same).
+  by ``choose_writer`` when the environment puts Delta's classes on the session's classpath
+  (detected at run time, never assumed), or when asked for by name.  The recorded version
+  is read with delta-rs in both cases (the log format is the same).
 
 Every table's schema and partition column come from ``contract.TABLES``; the rows handed to
 a writer are cast to that schema, so a table's columns are what the contract says.
@@ -35,7 +35,9 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from ..config import ConfigError
 from ..contract import TABLES, TableContract
+from ..spark.jars import DELTA_COORDINATES
 from ..storage import Storage, join, location
 from .staging import everywhere
 
@@ -44,6 +46,7 @@ __all__ = [
     "SparkDeltaWriter",
     "WriterChoice",
     "choose_writer",
+    "delta_added_locally",
     "delta_classes_available",
     "maintain_tables",
     "open_table",
@@ -243,13 +246,42 @@ def delta_classes_available(spark: Any) -> bool:
     return "DeltaSparkSessionExtension" in extensions or bool(runtime)
 
 
+def delta_added_locally(spark: Any) -> bool:
+    """Did ``spark.session.local_session`` put Delta's JARs on this session's class path
+    (``make jars``), rather than the cluster, Databricks or the user?"""
+    from ..spark.session import EXTRAS_KEY
+
+    try:
+        return "delta" in (spark.conf.get(EXTRAS_KEY, "") or "").split(",")
+    except Exception:  # a session without that key, or a stand-in without a conf
+        return False
+
+
 def choose_writer(
     spark: Any, root: str, *, prefer: WriterChoice = "auto", storage: Storage | None = None
 ) -> DeltaRsWriter | SparkDeltaWriter:
-    """``SparkDeltaWriter`` when Delta is on the classpath (or ``prefer="spark"``), else delta-rs."""
+    """The writer ``prefer`` names; for ``"auto"``, Spark's when the environment provides Delta.
+
+    ``"auto"`` picks ``SparkDeltaWriter`` when Delta's classes are on the session's class path
+    (``delta_classes_available``: Databricks, a cluster with Delta's connector, a session
+    started with ``--packages io.delta:...``) and ``DeltaRsWriter`` otherwise, including a
+    ``local_session`` whose Delta JARs ``make jars`` fetched (``delta_added_locally``): the
+    embedded default does not depend on whether the machine had ``mvn``.
+
+    Raises:
+        ConfigError: ``prefer="spark"`` in a session without Delta's classes (one line naming
+            the Maven coordinates to add), or an unknown ``prefer``.
+    """
     if prefer not in ("auto", "spark", "delta-rs"):
-        raise ValueError(f"writer must be auto, spark or delta-rs, got {prefer!r}")
-    if prefer == "spark" or (prefer == "auto" and delta_classes_available(spark)):
+        raise ConfigError(f"writer must be auto, spark or delta-rs, got {prefer!r}")
+    present = delta_classes_available(spark)
+    if prefer == "spark" and not present:
+        raise ConfigError(
+            "job.writer=spark: Spark's Delta data source is not on this session's classpath; add "
+            f"{DELTA_COORDINATES} (spark-submit --packages {DELTA_COORDINATES}, a cluster library, "
+            "or `make jars` for local sessions) or use job.writer=delta-rs"
+        )
+    if prefer == "spark" or (prefer == "auto" and present and not delta_added_locally(spark)):
         return SparkDeltaWriter(spark, root, storage=storage)
     return DeltaRsWriter(root, storage=storage)
 

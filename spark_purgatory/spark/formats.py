@@ -265,11 +265,12 @@ def _inferred(spark: SparkSession, path: str, contract: T.StructType) -> T.Struc
 
 def _require_delta(spark: SparkSession) -> None:
     from ..delta.writers import delta_classes_available
+    from .jars import DELTA_COORDINATES
 
     if not delta_classes_available(spark):
         raise ConfigError(
             "source format delta: Spark's Delta data source is not on this session's classpath "
-            "(start Spark with --packages io.delta:delta-spark_2.13:<version>, or on Databricks); "
+            f"(start Spark with --packages {DELTA_COORDINATES}, or on Databricks); "
             "or read the table yourself and pass the DataFrame (typed input)"
         )
 

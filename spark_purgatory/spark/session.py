@@ -19,9 +19,16 @@
   6.2-6.6 s -> 4.1-4.8 s to the first batch) while the job over 200,000 operations spent less
   CPU, not more (25.3 -> 21.7 s: the JVM's share of the job is parsing files and moving
   Arrow batches, where C2's code gains little);
-* no Delta extensions: whether Delta's classes are present is detected at run time by
-  ``sinks.delta_classes_available``; with ``--packages io.delta:...`` pass the extensions in
-  ``conf``.
+* the project's JVM extras when ``make jars`` fetched them (``spark.jars.spark_jars``: Delta's
+  connector, hadoop-aws for ``s3a://``, Spark's Kafka source) on the JVM's class path
+  (``spark.driver.extraClassPath``: in local mode the executors share the driver's JVM; through
+  ``spark.jars`` a local session copied all 700 MB of them into its scratch folder at start);
+  with the ``delta`` set, Delta's SQL extension and catalog (``DELTA_CONF``) unless ``conf``
+  names others, and Delta's log replay in ``shuffle_partitions`` tasks, not 50.  The session
+  records the sets in ``spark.purgatory.jars`` (``EXTRAS_KEY``): ``job.writer=auto`` keeps the
+  embedded delta-rs writer where Delta's classes are there only because this function put
+  them there, so a machine with or without ``mvn`` writes the same way (see
+  ``delta.writers.choose_writer``).  ``jars=False`` leaves them out.
 
 On a cluster or Databricks, use the session you are given instead; nothing in the library
 needs this module.
@@ -34,12 +41,24 @@ import sys
 
 from pyspark.sql import SparkSession
 
-__all__ = ["C1_ONLY", "local_session"]
+from .jars import SPARK_SETS, jar_paths, spark_jars
+
+__all__ = ["C1_ONLY", "DELTA_CONF", "EXTRAS_KEY", "local_session"]
 
 #: the JVM options that stop HotSpot's tiered compilation at C1 (no C2 compiler threads),
 #: with the code cache tiered compilation would have: C1 alone gets 48 MB, which Spark's
 #: classes fill within a minute (then the JVM stops compiling and interprets everything)
 C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+
+#: what a session needs for Delta's SQL (``CREATE TABLE ... USING delta``, catalog tables, time
+#: travel) besides the JARs: Delta's session extension and its catalog as the session catalog
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+#: the session setting naming the JAR sets ``local_session`` put on the class path ("" for none)
+EXTRAS_KEY = "spark.purgatory.jars"
 
 
 def local_session(
@@ -49,11 +68,14 @@ def local_session(
     shuffle_partitions: int = 9,
     conf: dict[str, str] | None = None,
     c1_only: bool = True,
+    jars: bool = True,
 ) -> SparkSession:
     """Build (or get) a local session; ``conf`` entries override the defaults.
 
     ``c1_only``: start the JVM with ``C1_ONLY`` (see the module docstring);
     ignored when ``conf`` sets ``spark.driver.extraJavaOptions`` or a session already runs.
+    ``jars``: put the JVM extras ``make jars`` fetched on the class path (the module
+    docstring); ignored when a session already runs (a JVM's class path is fixed at start).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -75,8 +97,27 @@ def local_session(
     )
     if c1_only:
         builder = builder.config("spark.driver.extraJavaOptions", C1_ONLY)
+    for key, value in _extras(shuffle_partitions if jars else None).items():
+        builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _extras(delta_partitions: int | None) -> dict[str, str]:
+    """The settings that put the fetched JAR sets on the class path (none when
+    ``delta_partitions`` is None: ``jars=False``)."""
+    classpath = spark_jars() if delta_partitions is not None else []
+    present = [name for name in SPARK_SETS if classpath and jar_paths(name)]
+    settings = {EXTRAS_KEY: ",".join(present)}
+    if not classpath:
+        return settings
+    settings["spark.driver.extraClassPath"] = os.pathsep.join(classpath)
+    settings["spark.executor.extraClassPath"] = os.pathsep.join(classpath)  # local-cluster masters
+    if "delta" in present:
+        settings.update(DELTA_CONF)
+        # Delta replays its log in 50 tasks by default: seconds per commit on a small local table
+        settings["spark.databricks.delta.snapshotPartitions"] = str(delta_partitions)
+    return settings
