@@ -112,6 +112,7 @@ def start(
     on_linger: Callable[[list[dict]], None] | None = None,
     spark: SparkSession | None = None,
     end_of_input: bool = False,
+    kafka_options: dict[str, str] | None = None,
 ) -> PurgatoryQuery:
     """Start the purgatory over two streams into the Delta tables under ``output``.
 
@@ -141,6 +142,10 @@ def start(
             it, then ends it (``PurgatoryQuery.end_input``), so nothing stays pending.
             ``available-now`` only.  A checkpoint whose end was declared but not recorded
             (a crash during ``end_input``) is ended by any ``available-now`` start.
+        kafka_options: Spark's Kafka source options when the inputs are topics
+            (``source_format="kafka"``): ``kafka.bootstrap.servers`` and any other
+            ``kafka.*`` consumer setting (security too), ``startingOffsets``,
+            ``maxOffsetsPerTrigger`` ... (``docs/kafka.md``).
 
     Returns:
         The running ``PurgatoryQuery``; ``stop()`` it (or use it in a ``with`` block) to
@@ -190,7 +195,7 @@ def start(
     # a checkpoint keeps the group state's schema it began with (spark.group_state)
     encoding = encoding_of(checkpoint, storage=storage)
     with library_plan():  # no call-site capture for the library's own plan (settings)
-        out = _operator(spark, operations, events, cfg, source_format, wake, staging, encoding)
+        out = _operator(spark, operations, events, cfg, source_format, wake, staging, encoding, kafka_options)
     if isinstance(writer, str):
         writer = choose_writer(spark, output, prefer=writer, storage=storage)
     if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
@@ -561,6 +566,7 @@ def _operator(
     wake: Wake | None,
     staging: ShardStaging | None,
     encoding: StateEncoding,
+    kafka_options: dict[str, str] | None = None,
 ) -> Any:
     """The operator's output stream, with the ``purgatory`` observed metrics attached; with
     ``staging``, the shards stage their own rows and the stream carries ``STAGED`` rows."""
@@ -581,6 +587,7 @@ def _operator(
             told[given],
             kind=kind,
             max_files_per_trigger=cfg.source_max_files_per_trigger,
+            kafka_options=kafka_options,
             storage=storage,
         )
 

@@ -90,6 +90,17 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A real Kafka broker (KRaft, on loopback, from the ``kafka-broker`` JARs): one per test
+    worker, started when a test first asks for it; tests make topics of their own on it."""
+    from spark_purgatory.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(data_dir=tmp_path_factory.mktemp("kafka-broker")).start()
+    yield broker
+    broker.stop()
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order otherwise

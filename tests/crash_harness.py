@@ -27,6 +27,9 @@ points too.
 With ``store`` (``tests/object_store.S3Store``, or ``--s3`` here) the output tables, the
 accumulator's staging and the shard-state segments live on an S3-compatible server on
 loopback (Spark's own checkpoint stays local: ``s3a://`` needs the hadoop-aws JAR).
+With ``kafka`` (a ``spark_purgatory.kafka_broker.KafkaBroker``, or ``--kafka`` here) the
+input is two topics: each share of input files is produced to them, line by line, instead of
+moved into the directories, and the job reads them through Spark's Kafka source.
 """
 
 from __future__ import annotations
@@ -155,7 +158,15 @@ def _placement(root: str, store) -> tuple[str, dict[str, str], dict[str, str], d
 
 
 def run(
-    root: str, *, n_ops: int, files: int, plan: list[str], feed_seconds: float, seed: int, store=None
+    root: str,
+    *,
+    n_ops: int,
+    files: int,
+    plan: list[str],
+    feed_seconds: float,
+    seed: int,
+    store=None,
+    kafka=None,
 ) -> dict:
     rng = random.Random(seed)
     out, settings, env, storage_options = _placement(root, store)
@@ -180,14 +191,27 @@ def run(
         os.path.join(root, "chk"),
     ]
 
+    if kafka is not None:  # two topics of their own on the broker, read from the start
+        topics = {kind: kafka.create_topic(f"{os.path.basename(root)}-{kind}") for kind in ("ops", "events")}
+        args[1], args[3] = topics["ops"], topics["events"]
+        args += ["--source-format", "kafka"]
+        settings = {
+            **settings,
+            "kafka.bootstrap.servers": kafka.bootstrap_servers,
+            "source.kafka.startingOffsets": "earliest",
+        }
     delivered = 0
 
     def deliver(count: int, spread: bool = True) -> None:
         nonlocal delivered
         for i in range(delivered, min(files, delivered + count)):
             name = f"part-{i:05d}.json"
-            os.replace(os.path.join(staged_in, "ops", name), os.path.join(ops_dir, name))
-            os.replace(os.path.join(staged_in, "events", name), os.path.join(ev_dir, name))
+            for kind, directory in (("ops", ops_dir), ("events", ev_dir)):
+                if kafka is None:
+                    os.replace(os.path.join(staged_in, kind, name), os.path.join(directory, name))
+                    continue
+                with open(os.path.join(staged_in, kind, name), "rb") as f:
+                    kafka.produce(topics[kind], f.read().splitlines())
             if spread:
                 time.sleep(feed_seconds)  # spread over time: several micro-batches per run
         delivered = min(files, delivered + count)
@@ -308,6 +332,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--root", default="/tmp/purgatory-crash")
     parser.add_argument("--s3", action="store_true", help="tables, staging and segments on moto's S3")
+    parser.add_argument("--kafka", action="store_true", help="the input in two topics on a Kafka broker")
     parser.add_argument("--plan", default="", help="comma list of steps, e.g. fault=written:1,random")
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -318,18 +343,31 @@ def main() -> None:
         plan = [rng.choice([*points, "random", "random"]) for _ in range(args.kills)]
     started = time.time()
     files = max(args.files, 2 * (args.kills + 1))
-    store = None
+    store = kafka = None
     if args.s3:
         from object_store import S3Store
 
         store = S3Store()
+    if args.kafka:
+        from spark_purgatory.kafka_broker import KafkaBroker
+
+        kafka = KafkaBroker().start()
     try:
         result = run(
-            args.root, n_ops=args.ops, files=files, plan=plan, feed_seconds=2.0, seed=args.seed, store=store
+            args.root,
+            n_ops=args.ops,
+            files=files,
+            plan=plan,
+            feed_seconds=2.0,
+            seed=args.seed,
+            store=store,
+            kafka=kafka,
         )
     finally:
         if store is not None:
             store.stop()
+        if kafka is not None:
+            kafka.stop()
     check(result)
     killed = sum(1 for k in result["kills"] if k["returncode"] == -9 and k["reached"])
     print(

@@ -289,10 +289,11 @@ def read_stream(
     files, a Delta table (``delta``, when Spark's Delta data source is available), or a Kafka
     topic; ``auto`` reads the format the files have (module docstring)."""
     if fmt == "kafka":
-        reader = spark.readStream.format("kafka").option("subscribe", path)
-        for key, value in (kafka_options or {}).items():
-            reader = reader.option(key, value)
-        return reader.load()
+        options = dict(kafka_options or {})
+        if not _KAFKA_SUBSCRIPTIONS & set(options):  # else the user's assign/subscribePattern
+            options["subscribe"] = path
+        check_kafka_source(spark, options)
+        return spark.readStream.format("kafka").options(**options).load()
     if fmt not in ("json", "parquet", "delta", "auto"):
         raise ConfigError(f"unknown source format {fmt!r}; allowed: auto, json, parquet, delta, kafka")
     fmt = formats_of([path], fmt, storage=storage)[0]
@@ -305,6 +306,87 @@ def read_stream(
         return reader.schema(_parquet_schema(spark, path, kind, storage)).parquet(path)
     _require_delta(spark)
     return reader.format("delta").load(path)
+
+
+# -- Kafka topics ------------------------------------------------------------------------------------
+
+#: the Kafka source's ways to name what it reads (exactly one is given)
+_KAFKA_SUBSCRIPTIONS = {"subscribe", "subscribePattern", "assign"}
+#: how long the check before a query waits for the brokers (``kafka.default.api.timeout.ms``
+#: overrides it): Spark's own source would retry an unreachable broker for minutes
+_KAFKA_CHECK_MS = 30_000
+#: what a cluster adds for Spark's Kafka source (``jvm/kafka/pom.xml``)
+KAFKA_COORDINATES = "org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version>"
+
+
+def _jvm(spark: SparkSession):
+    """The session's JVM through py4j; None on Spark Connect (no driver JVM here)."""
+    try:
+        return spark.sparkContext._jvm
+    except Exception:  # noqa: BLE001 - a Connect session has no sparkContext
+        return None
+
+
+def check_kafka_source(spark: SparkSession, options: dict[str, str]) -> None:
+    """Before a query reads Kafka: Spark's Kafka source is on the classpath, the brokers answer,
+    and each subscribed topic exists; else ``ConfigError`` in one line.
+
+    Spark's source does not say these things itself: against an unreachable broker it
+    retries for minutes without a word, and a topic that does not exist (or was deleted)
+    fails the first micro-batch with ``UnknownTopicOrPartitionException``, naming no topic.
+    The check asks the brokers with Kafka's own ``Admin`` client in the driver, with the
+    ``kafka.*`` settings the source has (security included).  On Spark Connect (no driver JVM
+    here) it is skipped.
+    """
+    jvm = _jvm(spark)
+    if jvm is None:
+        return
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider", False, loader)
+    except Exception as error:  # noqa: BLE001 - py4j's ClassNotFoundException
+        raise ConfigError(
+            "source format kafka: Spark's Kafka source is not on this session's classpath "
+            f"(`make jars` fetches it for local sessions; on a cluster add {KAFKA_COORDINATES})"
+        ) from error
+    servers = options.get("kafka.bootstrap.servers")
+    if not servers:
+        raise ConfigError(
+            "source format kafka needs kafka.bootstrap.servers "
+            "(the job: --set kafka.bootstrap.servers=HOST:PORT)"
+        )
+    timeout_ms = int(options.get("kafka.default.api.timeout.ms", _KAFKA_CHECK_MS))
+    props = jvm.java.util.Properties()
+    for key, value in options.items():
+        if key.startswith("kafka."):
+            props.put(key[len("kafka.") :], str(value))
+    props.put("default.api.timeout.ms", str(timeout_ms))
+    props.put(
+        "request.timeout.ms", str(min(timeout_ms, int(options.get("kafka.request.timeout.ms", timeout_ms))))
+    )
+    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    try:
+        names = admin.listTopics().names().get(timeout_ms, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
+        found = set(names)
+    except Exception as error:  # noqa: BLE001 - py4j's ExecutionException/TimeoutException
+        cause = str(error).splitlines()
+        reason = next(
+            (line.split("Exception: ", 1)[-1] for line in cause if "Exception: " in line), "no answer"
+        )
+        raise ConfigError(
+            f"Kafka at {servers} did not answer within {timeout_ms / 1000:g} s ({reason.strip()}): "
+            "check kafka.bootstrap.servers and the kafka.security.protocol / kafka.sasl.* / "
+            "kafka.ssl.* settings"
+        ) from None
+    finally:
+        admin.close(jvm.java.time.Duration.ofSeconds(1))
+    topics = [t.strip() for t in options.get("subscribe", "").split(",") if t.strip()]
+    missing = [t for t in topics if t not in found]
+    if missing:
+        raise ConfigError(
+            f"Kafka topic {', '.join(repr(t) for t in missing)} does not exist on {servers} "
+            "(deleted, or not created yet: create it before starting the query)"
+        )
 
 
 def read_batch(

@@ -138,13 +138,42 @@ def _clean(items: Column) -> Column:
 
 
 def _raw(df: DataFrame, fmt: str) -> DataFrame:
-    """One column ``raw``: the record's text."""
+    """The column ``raw``, the record's text; for Kafka also ``_kafka``, where it came from."""
     # invalid UTF-8 (replaced by U+FFFD) would otherwise fail the Arrow hand-over to Python
     if fmt == "json":
         return df.select(F.make_valid_utf8(F.col("value")).alias("raw"))
     if fmt == "kafka":
-        return df.select(F.make_valid_utf8(F.col("value").cast("string")).alias("raw"))
+        return df.select(_utf8(F.col("value")).alias("raw"), _kafka_origin(df).alias(_KAFKA))
     raise ValueError(f"not a text format: {fmt!r}")
+
+
+#: a Kafka record's coordinates, carried beside its value until its reason is known
+_KAFKA = "_kafka"
+#: the Kafka source's columns a rejected record's ``raw`` names, in this order (``headers``
+#: too when the source was asked for them: ``includeHeaders``)
+KAFKA_RECORD_FIELDS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+
+
+def _utf8(binary: Column) -> Column:
+    return F.make_valid_utf8(binary.cast("string"))
+
+
+def _kafka_origin(df: DataFrame) -> Column:
+    """The record without its value: topic, partition, offset, timestamp, key (as text) and
+    headers (values as text), those of them the DataFrame has."""
+    fields = []
+    for name in KAFKA_RECORD_FIELDS:
+        if name == "value" or name not in df.columns:
+            continue
+        column = F.col(name)
+        if name == "key":
+            column = _utf8(column)
+        elif name == "headers":
+            column = F.transform(
+                column, lambda h: F.struct(h["key"].alias("key"), _utf8(h["value"]).alias("value"))
+            )
+        fields.append(column.alias(name))
+    return F.struct(*fields)
 
 
 def _epoch_ms(text: Column) -> Column:
@@ -285,7 +314,22 @@ def _with_reason(
     columns["op_id"] = "CASE WHEN NOT _bad_op_id THEN op_id END"
     if "_record" in fields.columns:
         columns["raw"] = "CASE WHEN reason IS NOT NULL THEN to_json(_record) END"
+    elif _KAFKA in fields.columns:  # a rejected Kafka record is found by topic, partition, offset
+        columns["raw"] = f"CASE WHEN reason IS NOT NULL THEN {_kafka_raw(fields)} ELSE raw END"
     return out.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])
+
+
+def _kafka_raw(fields: DataFrame) -> str:
+    """SQL for a rejected Kafka record's ``raw``: the record as one JSON object, its value
+    as text in the source's column order (``{"topic": ..., "partition": ..., "offset": ...,
+    "timestamp": ..., "key": ..., "value": ...}``)."""
+    have = set(fields.schema[_KAFKA].dataType.fieldNames())
+    parts = [
+        f"'{name}', " + ("raw" if name == "value" else f"{_KAFKA}.`{name}`")
+        for name in KAFKA_RECORD_FIELDS
+        if name == "value" or name in have
+    ]
+    return f"to_json(named_struct({', '.join(parts)}))"
 
 
 # -- JSON text: files, Kafka values ------------------------------------------------------------------
@@ -307,7 +351,9 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading) -> DataFrame:
     """``raw`` and each field as the checks expect it, from the typed reading where the line
     allows it, else from the lenient one."""
     typed = F.from_json(F.col("raw"), reading.typed_schema, _JSON_OPTIONS)
-    rows = _raw(df, fmt).select("raw", typed.alias("t"))
+    text = _raw(df, fmt)
+    carried = [_KAFKA] if _KAFKA in text.columns else []
+    rows = text.select("raw", *carried, typed.alias("t"))
     t = F.col("t")
     plain = t.isNotNull() & t[_CORRUPT].isNull()
     for field in _TEXT_FIELDS:
@@ -315,7 +361,9 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading) -> DataFrame:
             plain = plain & _plain(t[field])
     fast = reading.typed(t)
     slow = reading.lenient(F.from_json(F.col("raw"), reading.lenient_schema, _JSON_OPTIONS))
-    return rows.select("raw", *[F.when(plain, fast[name]).otherwise(slow[name]).alias(name) for name in fast])
+    return rows.select(
+        "raw", *carried, *[F.when(plain, fast[name]).otherwise(slow[name]).alias(name) for name in fast]
+    )
 
 
 def _plain(text: Column) -> Column:

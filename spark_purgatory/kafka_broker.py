@@ -1,0 +1,383 @@
+"""A real Apache Kafka broker on loopback, started from the project's pinned JARs.
+
+The tests and ``make demo-kafka`` read topics through Spark's Kafka source from a real broker,
+not a stand-in: one Kafka 4 node in KRaft mode, broker and controller in one JVM, on
+127.0.0.1 only, with free ports and a data directory of its own.  No tarball and no ZooKeeper
+(Kafka 4 removed it, and Spark's own ``KafkaTestUtils`` still needs it): the JARs are the
+``kafka-broker`` set of ``jvm/`` (``org.apache.kafka:kafka_2.13`` and its runtime
+dependencies), fetched by ``make jars`` into ``.jars/kafka-broker``.  Starting is what
+Kafka's own scripts do::
+
+    java -cp JARS kafka.tools.StorageTool format -t CLUSTER_ID -c server.properties --standalone
+    java -cp JARS kafka.Kafka server.properties
+
+``--standalone`` formats the node as a single-voter dynamic quorum (the controller is found
+through ``controller.quorum.bootstrap.servers``; ``controller.quorum.voters`` must then be
+unset).  Replication factors are 1 and topics are never created on a client's request
+(``auto.create.topics.enable=false``): a topic that is deleted stays deleted, which is what a
+reader of a deleted topic must be told.
+
+Invariant: a broker this module started does not outlive its owner.  ``stop()`` (also on
+leaving a ``with`` block and at interpreter exit) ends it, SIGTERM then SIGKILL; and on Linux
+the JVM is started with a parent-death signal, so it dies with the process that started it
+even when that process is killed with SIGKILL.
+
+Example::
+
+    from spark_purgatory.kafka_broker import KafkaBroker
+
+    with KafkaBroker() as broker:                  # formats, starts, waits until it serves
+        print(broker.bootstrap_servers)            # 127.0.0.1:<free port>
+        broker.create_topic("operations", partitions=3)
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["BROKER_JARS", "KafkaBroker", "KafkaBrokerError", "free_port"]
+
+#: the ``jvm/`` set the broker runs from (``spark.jars.jar_paths``)
+BROKER_JARS = "kafka-broker"
+#: the broker's heap and compiler: a test or demo broker handles a few MB; C1 only, as the
+#: tests' Spark JVMs (``spark.session.C1_ONLY``), so it takes little CPU from them
+_JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+_START_TIMEOUT_S = 120.0
+_STOP_TIMEOUT_S = 15.0
+
+
+class KafkaBrokerError(RuntimeError):
+    """The broker cannot be started: no Java, no JARs, or it failed (its log's tail attached)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's ``Uuid``)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: SIGKILL this process when the process that started it dies (``PR_SET_PDEATHSIG``)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+class KafkaBroker:
+    """One Kafka node (broker + KRaft controller) on 127.0.0.1, from the pinned JARs.
+
+    Args:
+        jars: the classpath; by default the ``kafka-broker`` set (``spark.jars.jar_paths``).
+        data_dir: where its log directories, configuration and log file go; a new temporary
+            directory (removed by ``stop``) when None.
+        java: the ``java`` executable; ``$JAVA_HOME/bin/java`` or ``java`` on the PATH by
+            default.
+        properties: extra ``server.properties`` entries (e.g. ``{"num.partitions": "3"}``).
+    """
+
+    def __init__(
+        self,
+        jars: Sequence[str] | None = None,
+        *,
+        data_dir: str | os.PathLike[str] | None = None,
+        java: str | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> None:
+        self._jars = list(jars) if jars is not None else None
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self._java = java
+        self._extra = dict(properties or {})
+        self.port: int | None = None
+        self.controller_port: int | None = None
+        self._process: subprocess.Popen | None = None
+        self._admin = None
+
+    # -- starting ---------------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` for clients (``kafka.bootstrap.servers``)."""
+        if self.port is None:
+            raise KafkaBrokerError("the broker is not started")
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        """The broker's own output (stdout and stderr of its JVM)."""
+        assert self.data_dir is not None
+        return self.data_dir / "broker.log"
+
+    def start(self, timeout: float = _START_TIMEOUT_S) -> KafkaBroker:
+        """Format the storage, start the JVM and wait until it serves clients.
+
+        Raises:
+            KafkaBrokerError: no Java, no JARs, or the broker did not come up within
+                ``timeout`` seconds (the message ends with its log's last lines).
+        """
+        if self._process is not None:
+            return self
+        java, classpath = self._java_command(), self._classpath()
+        if self.data_dir is None:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="spark-purgatory-kafka-"))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port, self.controller_port = free_port(), free_port()
+        config = self.data_dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
+        base = [java, *_JVM_OPTIONS, f"-Dlog4j2.configurationFile={self._log4j()}", "-cp", classpath]
+        fmt = [*base, "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)]
+        formatted = subprocess.run([*fmt, "--standalone"], capture_output=True, text=True, timeout=timeout)
+        if formatted.returncode != 0:
+            raise KafkaBrokerError(
+                f"kafka.tools.StorageTool format failed ({formatted.returncode}): "
+                f"{(formatted.stdout + formatted.stderr).strip()[-2000:]}"
+            )
+        with open(self.log_file, "ab") as log:
+            self._process = subprocess.Popen(
+                [*base, "kafka.Kafka", str(config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C in a terminal goes to us, and we stop it
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        atexit.register(self.stop)
+        try:
+            self._wait_until_serving(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _java_command(self) -> str:
+        home = os.environ.get("JAVA_HOME")
+        candidates = [self._java] if self._java else [*([f"{home}/bin/java"] if home else []), "java"]
+        for candidate in candidates:
+            found = shutil.which(candidate) if candidate else None
+            if found:
+                return found
+        raise KafkaBrokerError(
+            "the Kafka broker needs Java 17 or newer: install a JDK (Debian: apt-get install "
+            "openjdk-17-jre-headless) or set JAVA_HOME"
+        )
+
+    def _classpath(self) -> str:
+        jars = self._jars
+        if jars is None:
+            from .spark.jars import jar_paths
+
+            jars = jar_paths(BROKER_JARS)
+        if not any(Path(j).name.startswith("kafka_2.13-") for j in jars):
+            raise KafkaBrokerError(
+                f"no Kafka broker JARs (the {BROKER_JARS!r} set: org.apache.kafka:kafka_2.13 and its "
+                f"dependencies): run `make jars` (needs mvn), or point $SPARK_PURGATORY_JARS at a "
+                f"directory holding {BROKER_JARS}/"
+            )
+        return os.pathsep.join(jars)
+
+    def _properties(self) -> dict[str, str]:
+        assert self.data_dir is not None
+        listeners = f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
+        return {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "listeners": listeners,
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "log.dirs": str(self.data_dir / "logs"),
+            "num.partitions": "1",
+            # one node: every internal topic with one replica
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # a deleted topic stays deleted (a reader's metadata request would recreate it)
+            "auto.create.topics.enable": "false",
+            "delete.topic.enable": "true",
+            **self._extra,
+        }
+
+    def _log4j(self) -> Path:
+        """Log4j 2 configuration: INFO to the JVM's stdout, which goes to ``log_file``."""
+        assert self.data_dir is not None
+        path = self.data_dir / "log4j2.properties"
+        path.write_text(
+            "rootLogger.level = INFO\nrootLogger.appenderRef.out.ref = OUT\n"
+            "appender.out.type = Console\nappender.out.name = OUT\n"
+            "appender.out.layout.type = PatternLayout\n"
+            "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+            # the state change and request loggers say a line per partition and request
+            "logger.kafka.name = kafka\nlogger.kafka.level = WARN\n"
+            "logger.state.name = state.change.logger\nlogger.state.level = WARN\n"
+            "logger.server.name = kafka.server.KafkaRaftServer\nlogger.server.level = INFO\n"
+        )
+        return path
+
+    def _wait_until_serving(self, timeout: float) -> None:
+        """Until the broker answers a metadata request (its listener accepts only once it has
+        caught up with the controller's metadata)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise KafkaBrokerError(
+                    f"the Kafka broker exited with {self._process.returncode} while starting:\n"
+                    f"{self.log_tail()}"
+                )
+            if self._serving():
+                return
+            time.sleep(0.2)
+        raise KafkaBrokerError(f"the Kafka broker did not serve within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def _serving(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                pass
+        except OSError:
+            return False
+        try:
+            self.admin().list_topics(timeout=5)
+        except Exception:  # noqa: BLE001 - not ready yet: the next look decides
+            return False
+        return True
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the broker's log (what a failure message shows)."""
+        if self.data_dir is None or not self.log_file.exists():
+            return "(no broker log)"
+        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+    # -- topics -----------------------------------------------------------------------------
+
+    def admin(self):
+        """A ``confluent_kafka.admin.AdminClient`` on this broker."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        return self._admin
+
+    def create_topic(self, name: str, partitions: int = 1, *, timeout: float = 30.0) -> str:
+        """Create ``name`` with ``partitions`` partitions (replication factor 1); return it."""
+        from confluent_kafka.admin import NewTopic
+
+        futures = self.admin().create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1)], operation_timeout=timeout
+        )
+        futures[name].result(timeout)
+        self._await_topic(name, present=True, timeout=timeout)
+        return name
+
+    def delete_topic(self, name: str, *, timeout: float = 30.0) -> None:
+        """Delete ``name`` and wait until the broker no longer lists it."""
+        futures = self.admin().delete_topics([name], operation_timeout=timeout)
+        futures[name].result(timeout)
+        self._await_topic(name, present=False, timeout=timeout)
+
+    def produce(
+        self,
+        topic: str,
+        values: Sequence[str | bytes],
+        *,
+        partitions: Sequence[int] | int | None = None,
+        keys: Sequence[str | bytes | None] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> int:
+        """Write ``values`` to ``topic`` in order and wait until the broker has them all.
+
+        ``partitions``: one partition for all, one per value, or None for the producer's
+        partitioner (by key).  Returns the number of records written.
+        """
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 20, "acks": "all"})
+        failed: list[str] = []
+
+        def delivered(error, _message) -> None:
+            if error is not None:
+                failed.append(str(error))
+
+        for i, value in enumerate(values):
+            options: dict = {"on_delivery": delivered}
+            if isinstance(partitions, int):
+                options["partition"] = partitions
+            elif partitions is not None:
+                options["partition"] = int(partitions[i])
+            if keys is not None and keys[i] is not None:
+                options["key"] = keys[i]
+            if headers:
+                options["headers"] = headers
+            while True:
+                try:
+                    producer.produce(topic, value, **options)
+                    break
+                except BufferError:  # the producer's queue is full: let it send
+                    producer.poll(0.1)
+        remaining = producer.flush(60)
+        if remaining or failed:
+            raise KafkaBrokerError(f"producing to {topic!r}: {remaining} undelivered, errors {failed[:3]}")
+        return len(values)
+
+    def _await_topic(self, name: str, *, present: bool, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            topics = self.admin().list_topics(timeout=timeout).topics
+            listed = name in topics and topics[name].error is None and bool(topics[name].partitions)
+            if listed == present:
+                return
+            time.sleep(0.1)
+        raise KafkaBrokerError(f"topic {name!r} still {'absent' if present else 'present'} after {timeout} s")
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def stop(self) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after 15 s) and remove a data directory it made."""
+        process, self._process = self._process, None
+        self._admin = None
+        if process is not None:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(_STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            atexit.unregister(self.stop)
+        if self._own_dir and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
+
+    def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()

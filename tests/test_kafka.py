@@ -1,0 +1,319 @@
+"""Operations and events from Kafka topics: a real broker on loopback, Spark's Kafka source.
+
+The broker is the worker's one ``kafka_broker`` (``spark_purgatory.kafka_broker``, KRaft, from
+the pinned JARs); every test makes topics of its own on it.  Each test is a real query:
+
+* the contract's scenarios (a generated workload with malformed lines) through two topics
+  of three partitions give the outcomes, unmatched events and rejections that the same lines
+  give as files; a rejected record's ``raw`` names its topic, partition and offset, where
+  Spark's Kafka source finds that exact record again;
+* partitions skewed in event time (one a time slice behind the other) and one topic behind
+  the other: the watermark never passes the slower input, nothing valid is rejected as
+  late, and a record further behind than the delay lands in ``rejected`` as ``late``;
+* ``available-now`` reads to the offsets it found at its start, several micro-batches of
+  ``maxOffsetsPerTrigger``, and stops; a restart resumes from the checkpoint's offsets, and
+  ``end_of_input`` then resolves every operation exactly once;
+* a topic that does not exist (or was deleted) and a broker that does not answer stop the
+  job at start with one line (Spark's own source would fail later naming no topic, or
+  retry for minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+from deltalake import DeltaTable
+
+from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory.engine.purgatory import Purgatory
+from spark_purgatory.job import main as job_main
+from spark_purgatory.workload import generate, generate_confirmations, write_json_lines
+
+pytestmark = [pytest.mark.spark, pytest.mark.jars("kafka", "kafka-broker")]
+
+
+def _lines(directory: str) -> list[bytes]:
+    """Every line of a directory's files, in file order (write_json_lines names them so)."""
+    out: list[bytes] = []
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name), "rb") as f:
+            out += f.read().splitlines()
+    return out
+
+
+def _table(path: str) -> pd.DataFrame:
+    return DeltaTable(path).to_pandas()
+
+
+def _outcomes(frame: pd.DataFrame) -> set[tuple]:
+    return {
+        (r.op_id, r.status, pd.Timestamp(r.resolved_at).value // 1_000_000, r.matched_events)
+        for r in frame.itertuples()
+    }
+
+
+def _options(broker, **extra: str) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": broker.bootstrap_servers, "startingOffsets": "earliest", **extra}
+
+
+# -- the contract through Kafka, as through files --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def through_both(spark, kafka_broker, tmp_path_factory):
+    """One workload with malformed lines, run as files and as topics of three partitions."""
+    root = tmp_path_factory.mktemp("kafka-contract")
+    work = generate(400, seed=7, ops_per_second=40, multi_key=0.05)
+    write_json_lines(work, f"{root}/in/ops", f"{root}/in/events", files=4, malformed=8, seed=2)
+    config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")
+    runs = {}
+    for name in ("files", "kafka"):
+        given = (f"{root}/in/ops", f"{root}/in/events")
+        options = None
+        if name == "kafka":
+            given = tuple(
+                kafka_broker.create_topic(f"contract-{kind}", partitions=3) for kind in ("ops", "events")
+            )
+            for topic, directory in zip(given, (f"{root}/in/ops", f"{root}/in/events"), strict=True):
+                lines = _lines(directory)
+                kafka_broker.produce(topic, lines, partitions=[i % 3 for i in range(len(lines))])
+            options = _options(kafka_broker)
+        out = f"{root}/{name}/out"
+        with start(
+            *given,
+            output=out,
+            checkpoint=f"{root}/{name}/chk",
+            config=config,
+            source_format="kafka" if name == "kafka" else "json",
+            kafka_options=options,
+            end_of_input=True,
+            spark=spark,
+        ) as q:
+            q.await_termination()
+        runs[name] = {t: _table(f"{out}/{t}") for t in ("outcomes", "unmatched_events", "rejected")}
+    return work, runs
+
+
+def test_the_contract_through_kafka_gives_what_files_give(through_both):
+    work, runs = through_both
+    files, kafka = runs["files"], runs["kafka"]
+    assert len(kafka["outcomes"]) == len(work.operations) and kafka["outcomes"]["op_id"].is_unique
+    assert _outcomes(kafka["outcomes"]) == _outcomes(files["outcomes"])
+    unmatched = [
+        sorted(t["unmatched_events"][["key", "ts", "reason"]].itertuples(index=False, name=None))
+        for t in (files, kafka)
+    ]
+    assert unmatched[0] == unmatched[1]
+    # the same malformed lines rejected for the same reasons; Kafka's raw wraps the line
+    as_files = sorted(files["rejected"][["source", "reason", "raw"]].itertuples(index=False, name=None))
+    as_kafka = sorted(
+        (r.source, r.reason, json.loads(r.raw)["value"]) for r in kafka["rejected"].itertuples()
+    )
+    assert len(as_files) == 8 and as_kafka == as_files
+
+
+def test_a_rejected_record_names_its_topic_partition_and_offset(spark, kafka_broker, through_both):
+    _work, runs = through_both
+    rejected = runs["kafka"]["rejected"]
+    for row in rejected.itertuples():
+        record = json.loads(row.raw)
+        assert record["topic"] == f"contract-{'ops' if row.source == 'operations' else 'events'}"
+        # Spark's Kafka source reads that one record back from where the row says it is
+        offsets = {record["topic"]: {str(record["partition"]): record["offset"]}}
+        until = {record["topic"]: {str(record["partition"]): record["offset"] + 1}}
+        again = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", kafka_broker.bootstrap_servers)
+            .option("assign", json.dumps({record["topic"]: [record["partition"]]}))
+            .option("startingOffsets", json.dumps(offsets))
+            .option("endingOffsets", json.dumps(until))
+            .load()
+            .selectExpr("CAST(value AS STRING) AS value")
+            .collect()
+        )
+        assert [r.value for r in again] == [record["value"]]
+
+
+# -- partitions and topics skewed in event time ---------------------------------------------------
+
+
+def test_skewed_partitions_and_topics_the_watermark_follows_the_slower_input(spark, kafka_broker, tmp_path):
+    """Partition 1 of each topic runs one 5-second slice behind partition 0, and the events
+    topic one slice behind the operations; with a 12-second delay no valid row is late."""
+    work = generate_confirmations(300, timeout_ms=20_000, ops_per_second=15, seed=4)
+    ops, events = work.operations, work.events
+    start_ms = int(ops["ts"].min())
+    delay_ms, slice_ms = 12_000, 5_000
+    topics = {kind: kafka_broker.create_topic(f"skew-{kind}", partitions=2) for kind in ("ops", "events")}
+    lines = {
+        "ops": [
+            json.dumps({"op_id": r.op_id, "key": r.keys[0], "ts": int(r.ts), "timeout_ms": 20_000})
+            for r in ops.itertuples()
+        ],
+        "events": [json.dumps({"key": r.key, "ts": int(r.ts)}) for r in events.itertuples()],
+    }
+    frames = {"ops": ops, "events": events}
+    # which slice and partition each record belongs to; a topic's partition 1 lags one slice,
+    # and the events topic lags one more
+    placed = {}
+    for kind, frame in frames.items():
+        part = frame.index.to_numpy() % 2
+        slices = (frame["ts"].to_numpy() - start_ms) // slice_ms + part + (kind == "events")
+        placed[kind] = (part, slices)
+    config = PurgatoryConfig(shards=2, watermark_delay=f"{delay_ms // 1000} seconds")
+    out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
+    produced_max = {"ops": [], "events": []}
+    rounds = int(max(placed["events"][1].max(), placed["ops"][1].max())) + 1
+    with start(
+        topics["ops"],
+        topics["events"],
+        output=out,
+        checkpoint=chk,
+        config=config,
+        trigger="processing-time=1s",
+        source_format="kafka",
+        kafka_options=_options(kafka_broker),
+        spark=spark,
+    ) as q:
+        seen = {"ops": start_ms, "events": start_ms}
+        for r in range(rounds):
+            for kind in ("ops", "events"):
+                part, slices = placed[kind]
+                for p in (0, 1):
+                    chosen = [i for i in range(len(part)) if part[i] == p and slices[i] == r]
+                    kafka_broker.produce(topics[kind], [lines[kind][i] for i in chosen], partitions=p)
+                    if chosen:
+                        seen[kind] = max(seen[kind], int(frames[kind]["ts"].to_numpy()[chosen].max()))
+                produced_max[kind].append(seen[kind])
+            q.process_all_available()
+        # one event further behind the slower input's watermark than anything valid: late
+        late_ts = min(seen.values()) - delay_ms - 60_000
+        kafka_broker.produce(
+            topics["events"], [json.dumps({"key": "straggler", "ts": late_ts})], partitions=1
+        )
+        q.process_all_available()
+        q.end_input()
+    metrics = _table(f"{out}/metrics")
+    running = metrics[metrics["watermark"].notna()]
+    from spark_purgatory.state.wake import is_end_watermark
+
+    wm = [
+        int(pd.Timestamp(t).value // 1_000_000)
+        for t in running["watermark"]
+        if not is_end_watermark(int(pd.Timestamp(t).value // 1_000_000))
+    ]
+    slower = min(seen["ops"], seen["events"]) - delay_ms
+    assert seen["events"] < seen["ops"]  # the events topic is the slower input
+    assert max(wm) <= slower, "the watermark passed the slower input's"
+    assert max(wm) >= produced_max["events"][-2] - delay_ms, "the watermark did not follow the slower input"
+    rejected = _table(f"{out}/rejected")
+    assert list(rejected["reason"]) == ["late"] and json.loads(rejected["raw"][0])["partition"] == 1
+    expected = Purgatory(config).replay(ops, events, final_watermark_ms=2**62).outcomes
+    got = _table(f"{out}/outcomes")
+    assert {
+        (r.op_id, r.status, pd.Timestamp(r.resolved_at).value // 1_000_000) for r in got.itertuples()
+    } == {(r.op_id, r.status, int(r.resolved_at)) for r in expected.itertuples()}
+
+
+# -- available-now, restart, end of input -----------------------------------------------------------
+
+
+def _checkpointed_offsets(checkpoint: str, topics: set[str]) -> dict[str, dict[str, int]]:
+    """The Kafka offsets of the checkpoint's last micro-batch (Spark's offset log: a version
+    line, the batch's metadata, then one line per source)."""
+    log = os.path.join(checkpoint, "offsets")
+    last = max(int(n) for n in os.listdir(log) if n.isdigit())
+    with open(os.path.join(log, str(last))) as f:
+        sources = [json.loads(line) for line in f.read().splitlines()[2:] if line.startswith("{")]
+    return {t: parts for source in sources for t, parts in source.items() if t in topics}
+
+
+def test_available_now_drains_what_it_found_a_restart_resumes_and_end_of_input_resolves(
+    spark, kafka_broker, tmp_path
+):
+    work = generate(300, seed=11, ops_per_second=30)
+    write_json_lines(work, f"{tmp_path}/in/ops", f"{tmp_path}/in/events", files=2, malformed=2, seed=1)
+    topics = {kind: kafka_broker.create_topic(f"drain-{kind}", partitions=2) for kind in ("ops", "events")}
+    config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")
+    out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
+    produced = {t: {"0": 0, "1": 0} for t in topics.values()}
+
+    def produce(file_index: int) -> None:  # one input file of each kind, alternating partitions
+        for kind, topic in topics.items():
+            with open(f"{tmp_path}/in/{kind}/part-{file_index:05d}.json", "rb") as f:
+                lines = f.read().splitlines()
+            kafka_broker.produce(topic, lines, partitions=[i % 2 for i in range(len(lines))])
+            produced[topic]["0"] += (len(lines) + 1) // 2
+            produced[topic]["1"] += len(lines) // 2
+
+    def run(**options) -> object:
+        with start(
+            topics["ops"],
+            topics["events"],
+            output=out,
+            checkpoint=chk,
+            config=config,
+            source_format="kafka",
+            kafka_options=_options(kafka_broker, maxOffsetsPerTrigger="100"),
+            spark=spark,
+            **options,
+        ) as q:
+            q.await_termination()
+        return q
+
+    produce(0)
+    first = run()
+    assert not first.is_active
+    with_data = [p for p in first.query.recentProgress if p.numInputRows]
+    assert len(with_data) >= 2, "maxOffsetsPerTrigger splits the run into micro-batches"
+    assert _checkpointed_offsets(chk, set(topics.values())) == produced, "it read up to what it found"
+    produce(1)
+    second = run(end_of_input=True)
+    assert _checkpointed_offsets(chk, set(topics.values())) == produced
+    assert second.pending == 0
+    outcomes = _table(f"{out}/outcomes")
+    # resumed where the first run stopped: a record read twice would be a duplicate_op_id
+    assert outcomes["op_id"].is_unique and len(outcomes) == len(work.operations)
+    rejected = _table(f"{out}/rejected")
+    assert sorted(rejected["reason"]) == ["malformed_json", "malformed_json"], rejected
+    metrics = _table(f"{out}/metrics")
+    assert int(metrics["input_operations"].sum()) == sum(produced[topics["ops"]].values())
+    assert int(metrics["input_events"].sum()) == sum(produced[topics["events"]].values())
+    expected = Purgatory(config).replay(work.operations, work.events, final_watermark_ms=2**62).outcomes
+    assert {
+        (r.op_id, r.status, pd.Timestamp(r.resolved_at).value // 1_000_000) for r in outcomes.itertuples()
+    } == {(r.op_id, r.status, int(r.resolved_at)) for r in expected.itertuples()}
+
+
+# -- a topic that is not there, a broker that does not answer ---------------------------------------
+
+
+def test_a_missing_topic_or_an_unreachable_broker_stops_the_job_with_one_line(
+    spark, kafka_broker, tmp_path, capsys
+):
+    from spark_purgatory.kafka_broker import free_port
+
+    kafka_broker.create_topic("gone-ops")
+    kafka_broker.create_topic("gone-events")
+    kafka_broker.delete_topic("gone-events")
+
+    def job(servers: str, *extra: str) -> tuple[int, list[str]]:
+        code = job_main(
+            [
+                *("--ops-path", "gone-ops", "--events-path", "gone-events", "--source-format", "kafka"),
+                *("--output-path", str(tmp_path / "out"), "--checkpoint-path", str(tmp_path / "chk")),
+                *("--set", f"kafka.bootstrap.servers={servers}", *extra),
+            ]
+        )
+        return code, capsys.readouterr().err.strip().splitlines()
+
+    code, err = job(kafka_broker.bootstrap_servers)
+    assert code == 2 and len(err) == 1, err
+    assert "'gone-events' does not exist" in err[0] and "'gone-ops'" not in err[0]
+    nobody = f"127.0.0.1:{free_port()}"
+    code, err = job(nobody, "--set", "kafka.default.api.timeout.ms=3000")
+    assert code == 2 and len(err) == 1, err
+    assert f"Kafka at {nobody} did not answer within 3 s" in err[0]
