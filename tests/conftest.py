@@ -54,6 +54,7 @@ SLOW_FIRST = (
     "test_benchmarks.py",
     "test_crash.py",
     "test_end_of_input.py",
+    "test_kafka.py",
     "test_readme.py",
     "test_azure_store.py",
     # the Connect server's Python worker must connect back within 10 s (Spark's fixed limit):
@@ -80,7 +81,12 @@ SLOW_FIRST = (
     "test_docs_site.py",
 )
 #: files whose tests share a module-scoped fixture (a server, a site build): each on one worker
-SHARED_MODULE_FIXTURES = ("test_azure_store.py", "test_object_store.py", "test_docs_site.py")
+SHARED_MODULE_FIXTURES = (
+    "test_azure_store.py",
+    "test_object_store.py",
+    "test_docs_site.py",
+    "test_kafka.py",  # the worker's broker, and one run through files and topics for two tests
+)
 
 
 @pytest.fixture(scope="session")

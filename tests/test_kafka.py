@@ -165,7 +165,7 @@ def test_skewed_partitions_and_topics_the_watermark_follows_the_slower_input(spa
         placed[kind] = (part, slices)
     config = PurgatoryConfig(shards=2, watermark_delay=f"{delay_ms // 1000} seconds")
     out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
-    produced_max = {"ops": [], "events": []}
+    slowest = []  # after each round, the smaller of the two inputs' largest event times
     rounds = int(max(placed["events"][1].max(), placed["ops"][1].max())) + 1
     with start(
         topics["ops"],
@@ -187,7 +187,7 @@ def test_skewed_partitions_and_topics_the_watermark_follows_the_slower_input(spa
                     kafka_broker.produce(topics[kind], [lines[kind][i] for i in chosen], partitions=p)
                     if chosen:
                         seen[kind] = max(seen[kind], int(frames[kind]["ts"].to_numpy()[chosen].max()))
-                produced_max[kind].append(seen[kind])
+            slowest.append(min(seen.values()))
             q.process_all_available()
         # one event further behind the slower input's watermark than anything valid: late
         late_ts = min(seen.values()) - delay_ms - 60_000
@@ -205,12 +205,11 @@ def test_skewed_partitions_and_topics_the_watermark_follows_the_slower_input(spa
         for t in running["watermark"]
         if not is_end_watermark(int(pd.Timestamp(t).value // 1_000_000))
     ]
-    slower = min(seen["ops"], seen["events"]) - delay_ms
-    assert seen["events"] < seen["ops"]  # the events topic is the slower input
-    assert max(wm) <= slower, "the watermark passed the slower input's"
-    assert max(wm) >= produced_max["events"][-2] - delay_ms, "the watermark did not follow the slower input"
+    assert max(wm) <= slowest[-1] - delay_ms, "the watermark passed the slower input's"
+    assert max(wm) >= slowest[-2] - delay_ms, "the watermark did not follow the slower input"
     rejected = _table(f"{out}/rejected")
-    assert list(rejected["reason"]) == ["late"] and json.loads(rejected["raw"][0])["partition"] == 1
+    # decided in the shard, where the record's coordinates no longer travel: its fields tell it
+    assert list(zip(rejected["reason"], rejected["key"], strict=True)) == [("late", "straggler")]
     expected = Purgatory(config).replay(ops, events, final_watermark_ms=2**62).outcomes
     got = _table(f"{out}/outcomes")
     assert {
