@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 NODE_TOOLS := .ci/node
 AZURITE := $(NODE_TOOLS)/node_modules/.bin/azurite-blob
 
-.PHONY: demo test nightly lint docs bench bench-spark clean jars
+.PHONY: demo demo-kafka test nightly lint docs bench bench-spark clean jars
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ jars:
 
 demo: $(STAMP) jars
 	$(PY) -m spark_purgatory.demo $(ARGS)
+
+# the demo through Kafka: a broker on loopback (the kafka-broker JARs), the workload produced to
+# two topics, the job on them through Spark's Kafka source (spark_purgatory/demo_kafka.py)
+demo-kafka: $(STAMP) jars
+	$(PY) -m spark_purgatory.demo_kafka $(ARGS)
 
 # test files run in parallel (pytest-xdist): each worker is a process with its own Spark session;
 # the Spark tests mostly wait on JVMs, so more workers than cores pays.  tests/conftest.py

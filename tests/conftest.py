@@ -53,6 +53,7 @@ for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
 SLOW_FIRST = (
     "test_benchmarks.py",
     "test_crash.py",
+    "test_kafka_crash.py",
     "test_end_of_input.py",
     "test_kafka.py",
     "test_readme.py",

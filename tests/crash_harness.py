@@ -255,7 +255,7 @@ def run(
         {
             k: v
             for k, v in {**read_properties(os.path.join(ROOT, "conf", "local.conf")), **settings}.items()
-            if not k.startswith("job.")
+            if not k.startswith(("job.", "kafka.", "source.kafka."))  # the job's own keys
         }
     )
     expected_outcomes, expected_unmatched = reference(work, config)

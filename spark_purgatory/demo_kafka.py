@@ -1,0 +1,142 @@
+"""The demo through Kafka: the same workload produced to two topics on a real broker.
+
+``make demo-kafka`` starts a Kafka broker on loopback (``kafka_broker.KafkaBroker``, from the
+JARs ``make jars`` fetched), creates two topics of ``--partitions`` partitions, produces the
+demo's JSON lines to them (the operations to one, the completion events to the other, the
+malformed lines among them, each input file's lines in order, spread over the partitions),
+runs the streaming job on the topics through Spark's Kafka source
+(``--source-format kafka``, ``maxOffsetsPerTrigger`` records per topic and micro-batch),
+ends the input, stops the broker, and prints the same summary and writes the same plots as
+``make demo``.
+
+    python -m spark_purgatory.demo_kafka [--ops 30000] [--out demo-output/kafka] [--partitions 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+
+import pandas as pd
+
+from . import job
+from .demo import _progress_bar, report
+from .kafka_broker import KafkaBroker
+from .workload import generate, write_json_lines
+
+#: the demo's two topics
+OPERATIONS_TOPIC, EVENTS_TOPIC = "purgatory-operations", "purgatory-events"
+
+
+def run_pipeline(
+    n_ops: int, out: str, *, files: int = 20, partitions: int = 3, max_offsets_per_trigger: int = 10_000
+) -> dict:
+    """Generate the demo's input, produce it to two topics, run the job on them; the tables read back."""
+    from deltalake import DeltaTable
+
+    from .state.wake import EndOfInput
+
+    shutil.rmtree(out, ignore_errors=True)
+    inputs, tables, chk = (os.path.join(out, d) for d in ("input", "tables", "checkpoint"))
+    work = generate(n_ops, seed=1, ops_per_second=max(100.0, n_ops / 60))
+    print(f"generating {n_ops:,} operations and {len(work.events):,} events into {inputs}")
+    write_json_lines(
+        work,
+        f"{inputs}/ops",
+        f"{inputs}/events",
+        files=files,
+        malformed=max(6, n_ops // 2000),
+        progress=_progress_bar(2 * files, "writing input files"),
+    )
+    with KafkaBroker() as broker:
+        print(f"Kafka broker on {broker.bootstrap_servers} (log: {broker.log_file})")
+        for topic, kind in ((OPERATIONS_TOPIC, "ops"), (EVENTS_TOPIC, "events")):
+            broker.create_topic(topic, partitions=partitions)
+            lines = _lines(f"{inputs}/{kind}")
+            broker.produce(topic, lines, partitions=[i % partitions for i in range(len(lines))])
+            print(f"produced {len(lines):,} records to {topic} ({partitions} partitions)")
+        args = [
+            *("--ops-path", OPERATIONS_TOPIC, "--events-path", EVENTS_TOPIC, "--source-format", "kafka"),
+            *("--output-path", tables, "--checkpoint-path", chk),
+            *("--set", f"kafka.bootstrap.servers={broker.bootstrap_servers}"),
+            *("--set", "source.kafka.startingOffsets=earliest"),
+            *("--set", f"source.kafka.maxOffsetsPerTrigger={max_offsets_per_trigger}"),
+            *("--set", "purgatory.shards=2", "--set", "watermark.delay=5 seconds"),
+            "--end-input",  # a bounded input: nothing stays pending (docs/end-of-input.md)
+        ]
+        local = os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "local.conf"
+        )
+        if os.path.exists(local):
+            args[0:0] = ["--conf", local]
+        job.configure_logging("text")  # the job's progress line, one per micro-batch
+        started = time.perf_counter()
+        totals = job.run(job.parse_args(args))
+        elapsed = time.perf_counter() - started
+    frames = {
+        name: DeltaTable(os.path.join(tables, name)).to_pandas()
+        for name in ("outcomes", "unmatched_events", "rejected")
+        if os.path.isdir(os.path.join(tables, name, "_delta_log"))
+    }
+    return {
+        "work": work,
+        "totals": totals,
+        "frames": frames,
+        "elapsed": elapsed,
+        "tables": tables,
+        "ended": EndOfInput(chk).recorded(),
+    }
+
+
+def _lines(directory: str) -> list[bytes]:
+    """The lines of a directory's input files in event-time order, as a producer that sends
+    what happens when it happens writes them.
+
+    A file holds a slice of event time with the workload's kinds one after the other; a
+    file source reads it whole, but a micro-batch of ``maxOffsetsPerTrigger`` records may
+    end inside it, and the lines after its end that lie more than ``watermark.delay`` behind
+    would arrive ``late``.  A line without a readable ``ts`` keeps its neighbour's time.
+    """
+    lines: list[bytes] = []
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name), "rb") as f:
+            chunk = f.read().splitlines()
+        times, last = [], ""
+        for line in chunk:
+            try:
+                last = str(pd.Timestamp(json.loads(line)["ts"]).value)
+            except Exception:  # noqa: BLE001 - a malformed line: where it was
+                pass
+            times.append(last.zfill(24))
+        lines += [line for _t, _i, line in sorted(zip(times, range(len(chunk)), chunk, strict=True))]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=30_000, help="number of operations")
+    parser.add_argument(
+        "--out", default="demo-output/kafka", help="where input, tables, checkpoint and PNGs go"
+    )
+    parser.add_argument("--files", type=int, default=20, help="input files per stream (produced in order)")
+    parser.add_argument("--partitions", type=int, default=3, help="partitions per topic")
+    parser.add_argument(
+        "--max-offsets-per-trigger", type=int, default=10_000, help="records per topic and micro-batch"
+    )
+    args = parser.parse_args(argv)
+    report(
+        run_pipeline(
+            args.ops,
+            args.out,
+            files=args.files,
+            partitions=args.partitions,
+            max_offsets_per_trigger=args.max_offsets_per_trigger,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
