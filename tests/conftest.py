@@ -54,6 +54,7 @@ SLOW_FIRST = (
     "test_benchmarks.py",
     "test_crash.py",
     "test_kafka_crash.py",
+    "test_native_writer.py",
     "test_end_of_input.py",
     "test_kafka.py",
     "test_readme.py",

@@ -167,11 +167,22 @@ class SparkDeltaWriter:
     def committed_version(self, table: str, app_id: str) -> int | None:
         return _recorded_version(self.path(table), app_id, self.storage_options)
 
+    def create_tables(self) -> None:
+        """Create every table that is not there yet, empty, with its schema and partitioning
+        (an empty append: Delta's commit of the table's metadata); a table made by an older
+        contract gets the columns it lacks (the same empty append, merging the schema)."""
+        for name, contract in TABLES.items():
+            table = open_table(self.path(name), self.storage_options)
+            have = set() if table is None else set(table.schema().to_arrow().names)
+            if set(contract.schema.names) - have:
+                empty = self.spark.createDataFrame(contract.schema.empty_table())
+                self._write(empty, name).save(self.path(name))
+
     def commit(self, table: str, rows: pa.Table, *, app_id: str, version: int, target_file_size: int) -> None:
+        """Append rows given in this process (backfills) in one commit with ``(app_id, version)``;
+        Delta itself skips a version the table already recorded for ``app_id``."""
         contract = TABLES[table]
-        frame = self.spark.createDataFrame(
-            rows.select(contract.schema.names).cast(contract.schema).to_pandas()
-        )
+        frame = self.spark.createDataFrame(rows.select(contract.schema.names).cast(contract.schema))
         self._save(frame, table, app_id, version)
 
     def commit_staged(
@@ -182,14 +193,19 @@ class SparkDeltaWriter:
         self._save(self.spark.read.parquet(*staged).select(*names), table, app_id, version)
 
     def _save(self, frame: Any, table: str, app_id: str, version: int) -> None:
-        (
+        # Delta's idempotent write: a (txnAppId, txnVersion) the table's log already holds for
+        # that app id (or a lower version) is skipped by Delta, not written again
+        self._write(frame, table).option("txnAppId", app_id).option("txnVersion", version).save(
+            self.path(table)
+        )
+
+    @staticmethod
+    def _write(frame: Any, table: str) -> Any:
+        return (
             frame.write.format("delta")
             .mode("append")
             .partitionBy(TABLES[table].partition_by)
-            .option("txnAppId", app_id)
-            .option("txnVersion", version)
             .option("mergeSchema", "true")  # a table made by an older contract gains new columns
-            .save(self.path(table))
         )
 
 
