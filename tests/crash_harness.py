@@ -30,6 +30,10 @@ loopback (Spark's own checkpoint stays local: ``s3a://`` needs the hadoop-aws JA
 With ``kafka`` (a ``spark_purgatory.kafka_broker.KafkaBroker``, or ``--kafka`` here) the
 input is two topics: each share of input files is produced to them, line by line, instead of
 moved into the directories, and the job reads them through Spark's Kafka source.
+
+With ``writer="spark"`` (``--writer spark``) the job commits through Spark's own Delta writer
+(``txnAppId``/``txnVersion``) instead of delta-rs: the native path has no ``written`` point
+(Spark writes a drain's data files and commits them in one call), the others are the same.
 """
 
 from __future__ import annotations
@@ -167,9 +171,11 @@ def run(
     seed: int,
     store=None,
     kafka=None,
+    writer: str = "auto",
 ) -> dict:
     rng = random.Random(seed)
     out, settings, env, storage_options = _placement(root, store)
+    settings["job.writer"] = writer  # spark: Delta's own writer (make jars put it on the class path)
     shutil.rmtree(root, ignore_errors=True)
     staged_in = os.path.join(root, "pending-input")
     # 5% of the operations watch two keys (with 2 shards about half of them span both): their
@@ -334,6 +340,7 @@ def main() -> None:
     parser.add_argument("--s3", action="store_true", help="tables, staging and segments on moto's S3")
     parser.add_argument("--kafka", action="store_true", help="the input in two topics on a Kafka broker")
     parser.add_argument("--plan", default="", help="comma list of steps, e.g. fault=written:1,random")
+    parser.add_argument("--writer", default="auto", choices=["auto", "delta-rs", "spark"], help="job.writer")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     points = [f"fault={p}:{2 if p.startswith('stag') else 1}" for p in FAULT_POINTS]
@@ -362,6 +369,7 @@ def main() -> None:
             seed=args.seed,
             store=store,
             kafka=kafka,
+            writer=args.writer,
         )
     finally:
         if store is not None:

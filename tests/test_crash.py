@@ -7,11 +7,13 @@ data files are written but before their commit.
 ``check`` includes the ``metrics`` table: one row per (micro-batch, shard) that ran, none
 twice after the kills, its counts adding up to the other tables and to the input.
 
-Twice: with everything on the local disk, and with the output tables, the accumulator's
-staging and the shard-state segments on an S3-compatible store (moto on loopback).  Each
-job run costs a JVM's start, so the fault points are shared between the two (``PLANS``: each
-point killed once, on one store or the other), each test also kills one run at a random moment
-after it committed a micro-batch, and the two tests run at once on two test workers.
+Twice with delta-rs (the embedded default): with everything on the local disk, and with the
+output tables, the accumulator's staging and the shard-state segments on an S3-compatible
+store (moto on loopback).  Each job run costs a JVM's start, so the fault points are shared
+between the two (``PLANS``: each point killed once, on one store or the other), each test
+also kills one run at a random moment after it committed a micro-batch, and the two tests run
+at once on two test workers.  Once more with Spark's own Delta writer (``job.writer=spark``,
+``NATIVE_PLAN``), on the local disk, at each point that path passes.
 ``tests/test_object_store.py`` crashes the accumulator at every point on S3 in-process, and
 ``crash_harness.py`` (``--s3``, ``--kills``) runs longer plans.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import pytest
 from crash_harness import check, run
+from deltalake import DeltaTable
 from object_store import S3Store
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
@@ -29,13 +32,19 @@ PLANS = {
     "local": ["fault=committed:1", "fault=manifest:1", "fault=staged:2", "random"],
     "s3": ["fault=written:1", "fault=staging:2", "random"],
 }
+#: Spark's own Delta writer (job.writer=spark): every point it passes (``written`` is the
+#: executors' data files before delta-rs's commit; Spark's Delta writes and commits in one call)
+NATIVE_PLAN = ["fault=staging:2", "fault=manifest:1", "fault=committed:1", "fault=staged:2", "random"]
+
+
+def _points(plan: list[str]) -> list[str]:
+    return [step.split("=")[1].split(":")[0] for step in plan if step != "random"]
 
 
 def test_the_plans_kill_at_every_fault_point():
-    steps = [step for plan in PLANS.values() for step in plan if step != "random"]
-    points = [step.split("=")[1].split(":")[0] for step in steps]
-    assert sorted(points) == sorted(FAULT_POINTS)  # each once
-    assert all(plan[-1] == "random" for plan in PLANS.values())
+    assert sorted(p for plan in PLANS.values() for p in _points(plan)) == sorted(FAULT_POINTS)  # each once
+    assert sorted(_points(NATIVE_PLAN)) == sorted(set(FAULT_POINTS) - {"written"})
+    assert all(plan[-1] == "random" for plan in [*PLANS.values(), NATIVE_PLAN])
 
 
 def _killed_as_planned(result: dict, plan: list[str]) -> None:
@@ -69,3 +78,16 @@ def test_job_survives_kill_minus_nine_with_everything_it_writes_on_s3(tmp_path):
     assert any(k.startswith("crash-s3/out/outcomes/_delta_log/") for k in keys)
     assert "crash-s3/staging/staged_through" in keys
     assert not any(k.endswith(".parquet") and k.startswith("crash-s3/staging/") for k in keys)  # flushed
+
+
+@pytest.mark.spark
+@pytest.mark.jars("delta")
+def test_native_delta_writer_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
+    root = str(tmp_path / "crash-native")
+    result = run(root, n_ops=800, files=10, plan=NATIVE_PLAN, feed_seconds=2.0, seed=4, writer="spark")
+    _killed_as_planned(result, NATIVE_PLAN)
+    check(result)
+    engines = {
+        str(c.get("engineInfo", "")).split("/")[0] for c in DeltaTable(f"{root}/out/outcomes").history()
+    }
+    assert engines == {"Apache-Spark"}, engines  # every commit was Delta's own writer's
