@@ -1,0 +1,161 @@
+"""The job against Spark's stream-stream join, both reading the same Kafka topics, writing Delta.
+
+What a Kafka user would run instead of this project: Spark's stream-stream left-outer join
+with a time-range condition, its input parsed from the topics' JSON with ``from_json`` and its
+output written with Spark's own Delta sink (``writeStream.format("delta")``, the ``delta`` JARs
+of ``make jars``).  Against it, the job (``--source-format kafka``: operator, RecordAccumulator,
+Delta tables through delta-rs).  Both read two topics of ``--partitions`` partitions on a
+broker on loopback (``spark_purgatory.kafka_broker``) holding ``generate_confirmations``'
+orders and confirmations (one event per completed order, the shape the join expresses too),
+from the earliest offsets, ``maxOffsetsPerTrigger`` records per topic and micro-batch, with
+``availableNow``; each from an empty checkpoint, alternated ``--repeat`` times.  Printed per
+run: wall time, rows/s, micro-batches, the median and largest micro-batch time (Spark's
+``triggerExecution``), and the completed orders (which must agree).
+
+    .venv/bin/python benchmarks/bench_kafka.py --ops 200000 --repeat 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from pyspark.sql import functions as F  # noqa: E402
+
+from spark_purgatory.config import PurgatoryConfig  # noqa: E402
+from spark_purgatory.job import JobSettings, run  # noqa: E402
+from spark_purgatory.kafka_broker import KafkaBroker  # noqa: E402
+from spark_purgatory.spark.formats import EVENTS_PARQUET_SCHEMA, OPERATIONS_PARQUET_SCHEMA  # noqa: E402
+from spark_purgatory.spark.session import local_session  # noqa: E402
+from spark_purgatory.workload import _json_lines, generate_confirmations  # noqa: E402
+
+TIMEOUT_MS = 30_000
+
+
+def _batch_times(progress: list) -> list[int]:
+    """Each micro-batch's ``triggerExecution`` ms, those that read input."""
+    return [int(p["durationMs"].get("triggerExecution", 0)) for p in progress if p["numInputRows"]]
+
+
+def _line(name: str, seconds: float, rows: int, times: list[int], completed: int) -> str:
+    median = statistics.median(times) / 1000 if times else float("nan")
+    return (
+        f"{name:<34}{seconds:>8.1f} s {rows / seconds:>10,.0f} rows/s {len(times):>4} batches "
+        f"median {median:>5.1f} s max {max(times, default=0) / 1000:>5.1f} s {completed:>9,} completed"
+    )
+
+
+def run_join(spark, servers: str, topics: dict, options: dict, root: str, config: PurgatoryConfig) -> tuple:
+    """Spark's own answer, as a user writes it: from_json, the join, Spark's Delta sink."""
+    frames = []
+    for kind, schema in (("ops", OPERATIONS_PARQUET_SCHEMA), ("events", EVENTS_PARQUET_SCHEMA)):
+        raw = spark.readStream.format("kafka").options(**options).option("subscribe", topics[kind]).load()
+        frames.append(raw.select(F.from_json(F.col("value").cast("string"), schema).alias("j")).select("j.*"))
+    ops = frames[0].select("op_id", F.col("keys")[0].alias("okey"), F.col("ts").alias("ots"))
+    evs = frames[1].select(F.col("key").alias("ekey"), F.col("ts").alias("ets"))
+    joined = ops.withWatermark("ots", config.watermark_delay).join(
+        evs.withWatermark("ets", config.watermark_delay),
+        F.expr(f"okey = ekey AND ets >= ots AND ets < ots + INTERVAL {TIMEOUT_MS} MILLISECONDS"),
+        "leftOuter",
+    )
+    out = f"{root}/join-out"
+    started = time.perf_counter()
+    query = (
+        joined.writeStream.format("delta")
+        .option("checkpointLocation", f"{root}/join-chk")
+        .trigger(availableNow=True)
+        .start(out)
+    )
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    completed = (
+        spark.read.format("delta").load(out).where("ekey IS NOT NULL").select("op_id").distinct().count()
+    )
+    return seconds, _batch_times(query.recentProgress), completed
+
+
+def run_job(spark, servers: str, topics: dict, options: dict, root: str, config: PurgatoryConfig) -> tuple:
+    """The job as users run it on topics: operator, RecordAccumulator, Delta tables (delta-rs)."""
+    from deltalake import DeltaTable
+
+    from spark_purgatory.spark.metrics import ProgressListener
+
+    listener = ProgressListener()
+    spark.streams.addListener(listener)
+    settings = JobSettings(
+        ops_path=topics["ops"],
+        events_path=topics["events"],
+        output_path=f"{root}/job-out",
+        checkpoint_path=f"{root}/job-chk",
+        config=config,
+        source_format="kafka",
+        writer="delta-rs",
+        master="local[2]",
+        kafka_options=options,
+    )
+    started = time.perf_counter()
+    run(settings)
+    seconds = time.perf_counter() - started
+    spark.streams.removeListener(listener)
+    times = [h["duration_ms"] for h in listener.history if h["input_rows"]]
+    outcomes = DeltaTable(f"{root}/job-out/outcomes").to_pandas(columns=["op_id", "status"])
+    return seconds, times, int((outcomes["status"] == "completed").sum())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=50_000)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--shards", type=int, default=2)
+    args = parser.parse_args()
+    config = PurgatoryConfig(shards=args.shards, watermark_delay="10 seconds", max_timeout_ms=60_000)
+    work = generate_confirmations(args.ops, timeout_ms=TIMEOUT_MS)
+    rows = len(work.operations) + len(work.events)
+    root = tempfile.mkdtemp(prefix="bench-kafka-")
+    with KafkaBroker() as broker:
+        topics = {}
+        for kind, frame in (("ops", work.operations), ("events", work.events)):
+            topics[kind] = broker.create_topic(f"bench-{kind}", partitions=args.partitions)
+            lines = _json_lines(frame)
+            broker.produce(topics[kind], lines, partitions=[i % args.partitions for i in range(len(lines))])
+        print(
+            f"{len(work.operations):,} orders + {len(work.events):,} confirmations in two topics of "
+            f"{args.partitions} partitions, maxOffsetsPerTrigger {args.max_offsets_per_trigger:,}"
+        )
+        options = {
+            "kafka.bootstrap.servers": broker.bootstrap_servers,
+            "startingOffsets": "earliest",
+            "maxOffsetsPerTrigger": str(args.max_offsets_per_trigger),
+        }
+        spark = local_session("bench-kafka", master="local[2]", shuffle_partitions=args.shards + 1)
+        spark.sparkContext.setLogLevel("ERROR")
+        results: dict[str, list] = {"join": [], "job": []}
+        for _round in range(args.repeat):
+            for name, contender in (("join", run_join), ("job", run_job)):
+                for d in (f"{root}/{name}-out", f"{root}/{name}-chk", f"{root}/job-out", f"{root}/job-chk"):
+                    shutil.rmtree(d, ignore_errors=True)
+                seconds, times, completed = contender(
+                    spark, broker.bootstrap_servers, topics, options, root, config
+                )
+                label = "stream-stream join -> Delta" if name == "join" else "job (operator + Delta)"
+                print(_line(label, seconds, rows, times, completed), flush=True)
+                results[name].append({"seconds": seconds, "batches": times, "completed": completed})
+        ratios = [j["seconds"] / o["seconds"] for j, o in zip(results["join"], results["job"], strict=True)]
+        print("join/job wall time: " + ", ".join(f"{r:.2f}x" for r in ratios))
+        print(json.dumps({"ops": args.ops, "ratios": [round(r, 3) for r in ratios]}))
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
