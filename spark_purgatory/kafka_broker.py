@@ -58,6 +58,7 @@ BROKER_JARS = "kafka-broker"
 _JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 15.0
+_PORT_ATTEMPTS = 3
 
 
 class KafkaBrokerError(RuntimeError):
@@ -140,6 +141,28 @@ class KafkaBroker:
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="spark-purgatory-kafka-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        atexit.register(self.stop)
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                self._launch(java, classpath, timeout)
+                return self
+            except KafkaBrokerError as error:
+                # a free port taken by another process before the JVM bound it: new ports
+                taken = "Address already in use" in str(error)
+                self._kill()
+                if not taken or attempt == _PORT_ATTEMPTS - 1:
+                    self.stop()
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _launch(self, java: str, classpath: str, timeout: float) -> None:
+        """Format a fresh storage for new ports (the quorum's voter is recorded with its port),
+        start the JVM, wait until it serves."""
+        assert self.data_dir is not None
+        shutil.rmtree(self.data_dir / "logs", ignore_errors=True)
         self.port, self.controller_port = free_port(), free_port()
         config = self.data_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
@@ -158,15 +181,18 @@ class KafkaBroker:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C in a terminal goes to us, and we stop it
+                # the parent-death signal follows the starting *thread*: start from one that lives
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
-        atexit.register(self.stop)
-        try:
-            self._wait_until_serving(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        self._wait_until_serving(timeout)
+
+    def _kill(self) -> None:
+        """End the JVM at once (a failed start), keeping the data directory."""
+        process, self._process = self._process, None
+        self._admin = None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
 
     def _java_command(self) -> str:
         home = os.environ.get("JAVA_HOME")
@@ -371,7 +397,7 @@ class KafkaBroker:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
-            atexit.unregister(self.stop)
+        atexit.unregister(self.stop)
         if self._own_dir and self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None
