@@ -15,6 +15,10 @@ rows/s, and the ratios with their targets (the verdict on wall time, the CPU rat
 * job time / the stateful floor's (no target: the ``stateful`` contender is Spark's stateful
   Python operator doing nothing on the floor's rows, the part of the job no operator built on
   ``applyInPandasWithState`` can cut);
+* with ``join-delta`` / ``job-native`` (Delta's JARs from ``make jars``), the Delta writers
+  side by side, no targets: throughput and median micro-batch time of the join into Delta
+  through Spark's writer, the job on Spark's Delta writer and the job on delta-rs, and their
+  throughput ratios;
 
 and checks that the job's completed operations equal the join's matched ones (skewed: none
 fewer), and that ``transformWithStateInPandas`` completes the join's operations on the typed
@@ -31,6 +35,8 @@ events completing preloaded ones) and prints the per-batch time against the pend
     .venv/bin/python benchmarks/bench_operator.py --ops 200000 --scaling ''   # the comparison
     .venv/bin/python benchmarks/bench_operator.py --ops 1000000 --contenders floor,join,job
     .venv/bin/python benchmarks/bench_operator.py --workloads typed --contenders join,job --repeat 3
+    .venv/bin/python benchmarks/bench_operator.py --workloads typed --scaling '' \
+        --contenders join-delta,job-native,job --repeat 3          # the Delta writers
     .venv/bin/python benchmarks/bench_operator.py --workloads '' --scaling 100000,5000000
     .venv/bin/python benchmarks/bench_operator.py --smoke          # seconds-sized, for CI
     .venv/bin/python benchmarks/bench_operator.py --jit full       # the JVM's default C1 + C2
@@ -125,7 +131,8 @@ def _print_ranges(rounds: list[dict[str, Run]], figures: list[dict[str, float]])
         seconds = sorted(runs[name].seconds for runs in rounds)
         low, high, mid = seconds[0], seconds[-1], statistics.median(seconds)
         print(f"    {rounds[0][name].name:<36}{low:6.1f}-{high:.1f} s ({mid:.1f})")
-    for key, label, _other, _target in _RATIOS:
+    labels = [(key, label) for key, label, _o, _t in _RATIOS] + [(k, lb) for k, lb, _m, _o in _DELTA_RATIOS]
+    for key, label in labels:
         values = sorted(f[key] for f in figures if key in f)
         if values:
             print(f"    {label:<36}{values[0]:6.2f}-{values[-1]:.2f}x ({statistics.median(values):.2f}x)")
@@ -163,8 +170,10 @@ def _ratios(workload: str, runs: dict[str, Run]) -> tuple[dict[str, float], bool
             figures[f"{name}_vs_floor"] = runs[name].seconds / runs["floor"].seconds
             cpu = runs[name].cpu / runs["floor"].cpu
             print(f"    ({runs[name].name} / floor: {figures[f'{name}_vs_floor']:.2f}x, CPU {cpu:.2f}x)")
+    _delta_writers(runs, figures)
     agree = True
-    for name in ("job", "tws"):
+    join = join or runs.get("join-delta")  # the same join, into Delta
+    for name in ("job", "job-native", "tws"):
         if name not in runs or not join:
             continue
         missing = join.completed - runs[name].completed
@@ -180,6 +189,31 @@ def _ratios(workload: str, runs: dict[str, Run]) -> tuple[dict[str, float], bool
         figures[f"{name}_fewer"] = float(len(missing))
     figures["agree"] = float(agree)
     return figures, agree
+
+
+#: the Delta writers side by side: (figure, label, numerator's contender, denominator's)
+_DELTA_RATIOS = (
+    ("job_vs_join_delta", "job (delta-rs) / join -> Delta", "job", "join-delta"),
+    ("native_vs_join_delta", "job (Spark's Delta) / join -> Delta", "job-native", "join-delta"),
+    ("job_vs_native", "job: delta-rs / Spark's Delta writer", "job", "job-native"),
+)
+
+
+def _delta_writers(runs: dict[str, Run], figures: dict[str, float]) -> None:
+    """Throughput and per-micro-batch time of the contenders writing Delta, and their ratios
+    (no targets): what a user gains over the join they would write, on each writer."""
+    writers = [name for name in ("join-delta", "job-native", "job") if name in runs]
+    if not {"join-delta", "job-native"} & set(writers) or len(writers) < 2:
+        return
+    print("    Delta writers side by side (throughput, median micro-batch):")
+    for name in writers:
+        run = runs[name]
+        print(f"      {run.name:<34}{run.rows_per_s:>10,.0f} rows/s {run.batch_ms:>8,.0f} ms/batch")
+    for key, label, mine, other in _DELTA_RATIOS:
+        if mine in runs and other in runs:
+            figures[key] = runs[other].seconds / runs[mine].seconds  # throughput ratio, same rows
+            cpu = runs[other].cpu / runs[mine].cpu
+            print(f"      {label:<38}{figures[key]:6.2f}x throughput (CPU {cpu:.2f}x)")
 
 
 def _line(label: str, value: float, cpu: float, target: str, ok: bool) -> None:
@@ -323,7 +357,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.smoke:
         args.ops, args.files, args.warm_ops = 2_000, 4, 300
-        args.scaling, args.scaling_batches, args.scaling_batch_ops = "2000,8000", 2, 500
+        args.scaling_batches, args.scaling_batch_ops = 2, 500
+        args.scaling = "2000,8000" if args.scaling else ""  # --scaling '' still skips it
     unknown = set(_names(args.contenders)) - set(CONTENDERS) or set(_names(args.workloads)) - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown contender or workload: {sorted(unknown)}")

@@ -15,6 +15,10 @@ number of files per trigger, to the end of its input (``availableNow``), on loca
   ``ets >= ots AND ets < ots + timeout``, a watermark on each side, into a Parquet file sink;
 * **job**: the job as users run it (``job.run``): the operator, the RecordAccumulator and the
   Delta tables written with delta-rs;
+* **join-delta**: the join a Databricks user writes, into a Delta table through Spark's own
+  Delta writer (``writeStream.format("delta")``; needs Delta's JARs, ``make jars``);
+* **job-native**: the job with ``job.writer=spark``: the same, its tables committed by Spark's
+  Delta writer (``txnAppId``/``txnVersion``), as ``auto`` does on Databricks;
 * **noop**: the operator alone (``purgatory_stream``) into Spark's ``noop`` sink;
 * **routed**: the operator's input without the operator: the project's parsing and routing
   (``routed_stream``), the shuffle by shard and every routed column through an identity
@@ -48,7 +52,7 @@ import pyarrow.parquet as pq
 from procfs import cpu_seconds  # beside this file (sys.path[0])
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle, StreamingQueryListener
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
 from spark_purgatory.config import PurgatoryConfig
@@ -82,6 +86,12 @@ class Run:
     @property
     def rows_per_s(self) -> float:
         return self.rows / self.seconds
+
+    @property
+    def batch_ms(self) -> float:
+        """The median micro-batch's time (``triggerExecution``), NaN when not recorded."""
+        times = [b["ms"] for b in self.batches if "ms" in b]
+        return float(np.median(times)) if times else float("nan")
 
     def line(self) -> str:
         state = sum(b.get("state_ms", 0) for b in self.batches) / 1000
@@ -262,8 +272,71 @@ def run_join(spark: SparkSession, files: Files, config: PurgatoryConfig, per_tri
     return result
 
 
+def _require_delta(spark: SparkSession, name: str) -> None:
+    from spark_purgatory.delta.writers import delta_classes_available
+
+    if not delta_classes_available(spark):
+        raise SystemExit(f"contender {name}: Spark's Delta data source is not on the classpath (make jars)")
+
+
+def run_join_delta(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
+    """The join into a Delta table through Spark's own Delta writer (the Databricks user's)."""
+    from deltalake import DeltaTable
+
+    _require_delta(spark, "join-delta")
+    ops_in, evs_in = typed_inputs(spark, files, per_trigger)
+    ops = ops_in.select("op_id", F.coalesce("key", F.col("keys")[0]).alias("okey"), F.col("ts").alias("ots"))
+    evs = evs_in.select(F.col("key").alias("ekey"), F.col("ts").alias("ets"))
+    joined = ops.withWatermark("ots", config.watermark_delay).join(
+        evs.withWatermark("ets", config.watermark_delay),
+        F.expr(f"okey = ekey AND ets >= ots AND ets < ots + INTERVAL {TIMEOUT_MS} MILLISECONDS"),
+        "leftOuter",
+    )
+    out = f"{files.root}/join-delta-out"
+    result = timed(
+        "join -> Delta (Spark's writer)", files.rows, joined, f"{files.root}/ck-join-delta", "delta", out
+    )
+    table = DeltaTable(out).to_pyarrow_table(columns=["op_id", "ekey"])
+    result.completed = set(table.filter(pc.is_valid(table["ekey"]))["op_id"].to_pylist())
+    return result
+
+
+class _BatchTimes(StreamingQueryListener):
+    """Each micro-batch's time (``triggerExecution``) of the queries started while registered."""
+
+    def __init__(self) -> None:
+        self.batches: list[dict] = []
+
+    def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's names
+        pass
+
+    def onQueryProgress(self, event) -> None:  # noqa: N802
+        p = event.progress
+        if p.numInputRows or p.durationMs.get("addBatch"):
+            ms = p.durationMs.get("triggerExecution", 0)
+            self.batches.append({"batch": p.batchId, "rows": p.numInputRows, "ms": ms})
+
+    def onQueryIdle(self, event) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: N802
+        pass
+
+
 def run_job(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
     """The job as users run it: operator, RecordAccumulator, Delta tables (delta-rs)."""
+    return _job(spark, files, config, per_trigger, "delta-rs", "job (operator + Delta)")
+
+
+def run_job_native(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
+    """The job with its tables committed by Spark's own Delta writer (``job.writer=spark``)."""
+    _require_delta(spark, "job-native")
+    return _job(spark, files, config, per_trigger, "spark", "job, Spark's Delta writer")
+
+
+def _job(
+    spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int, writer: str, name: str
+) -> Run:
     from deltalake import DeltaTable
 
     settings = JobSettings(
@@ -273,16 +346,21 @@ def run_job(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trig
         checkpoint_path=f"{files.root}/ck-job",
         config=dataclasses.replace(config, source_max_files_per_trigger=per_trigger),
         source_format=files.fmt,
-        writer="delta-rs",
+        writer=writer,
         master="local[2]",
     )
+    times = _BatchTimes()
+    spark.streams.addListener(times)
     start, cpu = time.perf_counter(), cpu_seconds()
-    totals = run(settings)
-    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+    try:
+        totals = run(settings)
+    finally:
+        seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+        spark.streams.removeListener(times)
     outcomes = DeltaTable(f"{files.root}/out/outcomes").to_pyarrow_table(columns=["op_id", "status"])
     completed = outcomes.filter(pc.equal(outcomes["status"], "completed"))["op_id"].to_pylist()
-    batches = [{"batch": i} for i in range(totals["batches"])]
-    return Run("job (operator + Delta)", seconds, files.rows, batches, set(completed), cpu)
+    batches = times.batches or [{"batch": i} for i in range(totals["batches"])]
+    return Run(name, seconds, files.rows, batches, set(completed), cpu)
 
 
 def run_noop(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
@@ -427,5 +505,7 @@ CONTENDERS = {
     "noop": run_noop,
     "join": run_join,
     "job": run_job,
+    "join-delta": run_join_delta,
+    "job-native": run_job_native,
     "tws": run_tws,
 }

@@ -82,3 +82,23 @@ def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp
     assert "job (operator + Delta)" in ranges and "job throughput / join's" in ranges
     figures = json.loads(figures_file.read_text())["workloads"]["typed"]["figures"]
     assert figures["agree"] == 1.0 and figures["job_vs_join"] > 0
+
+
+@pytest.mark.jars("delta")
+def test_the_delta_writers_run_side_by_side_and_agree_with_the_join(tmp_path):
+    figures_file = tmp_path / "figures.json"
+    out = _bench(
+        "bench_operator.py",
+        *("--smoke", "--workloads", "typed", "--scaling", "", "--contenders", "join-delta,job-native,job"),
+        *("--json", str(figures_file)),
+    )
+    side_by_side = out[out.index("Delta writers side by side") :]
+    for contender in (
+        "join -> Delta (Spark's writer)",
+        "job, Spark's Delta writer",
+        "job (operator + Delta)",
+    ):
+        assert contender in side_by_side
+    assert out.count("0 fewer, 0 more: agree") == 2  # both jobs complete what the join into Delta did
+    figures = json.loads(figures_file.read_text())["workloads"]["typed"]["figures"]
+    assert {"job_vs_join_delta", "native_vs_join_delta", "job_vs_native"} <= set(figures)
