@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import sys
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from .jars import SPARK_SETS, jar_paths, spark_jars
@@ -97,8 +98,9 @@ def local_session(
     )
     if c1_only:
         builder = builder.config("spark.driver.extraJavaOptions", C1_ONLY)
-    for key, value in _extras(shuffle_partitions if jars else None).items():
-        builder = builder.config(key, value)
+    if SparkContext._active_spark_context is None:  # a running JVM's class path is fixed
+        for key, value in _extras(shuffle_partitions if jars else None).items():
+            builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
