@@ -77,6 +77,7 @@ class PurgatoryConfig:
     max_timeout_ms: int = 7 * 86_400_000
     progress_retention_ms: int = 86_400_000
     dedup_retention_ms: int = 600_000
+    dedup_scope: str = "global"
     watermark_delay: str = "10 seconds"
     watermark_delay_operations: str = ""
     watermark_delay_events: str = ""
@@ -125,6 +126,8 @@ class PurgatoryConfig:
                     parse_interval_ms(value)
                 except ConfigError as error:
                     raise ConfigError(f"{_KEYS_BY_FIELD[name]}: {error}") from None
+        if self.dedup_scope not in ("global", "shard"):
+            raise ConfigError(f"purgatory.dedup.scope must be global or shard, got {self.dedup_scope!r}")
         if self.cross_shard_handoff not in ("replicas", "mailbox"):
             raise ConfigError(
                 f"purgatory.cross.shard.handoff must be replicas or mailbox, got {self.cross_shard_handoff!r}"
@@ -186,6 +189,8 @@ _FIELDS_BY_KEY = {
     "purgatory.max.timeout.ms": "max_timeout_ms",
     "purgatory.progress.retention.ms": "progress_retention_ms",
     "purgatory.dedup.retention.ms": "dedup_retention_ms",
+    # global: a repeated op_id is one operation whichever shard its keys hash to (engine.registry)
+    "purgatory.dedup.scope": "dedup_scope",
     "watermark.delay": "watermark_delay",
     "watermark.delay.operations": "watermark_delay_operations",
     "watermark.delay.events": "watermark_delay_events",
@@ -232,6 +237,7 @@ assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 
 _TEXT_FIELDS = (
+    "dedup_scope",
     "shard_key_delimiter",
     "cross_shard_handoff",
     "watermark_delay",

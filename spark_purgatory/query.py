@@ -72,6 +72,7 @@ from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, everywhere
 from .delta.writers import WriterChoice, choose_writer
+from .spark.routing import registers
 from .spark.settings import arrow_records, library_plan, shuffle_partitions, state_store
 from .state.pending import PendingRecord
 from .state.wake import EndOfInput, Wake
@@ -188,7 +189,7 @@ def start(
         log.warning("checkpoint %s: its end of input was declared, not recorded: completing it", checkpoint)
         end_of_input = trigger == "available-now"
     # always read (even without the mailbox hand-off): the end of input comes through it
-    wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards)
+    wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards, every_group=registers(cfg))
     wake.create()
     # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
     staging = None if _is_connect(spark) else ShardStaging(everywhere(cfg.accumulator_staging_path), storage)

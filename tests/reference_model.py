@@ -14,8 +14,9 @@ The rules, as ``docs/contract.md`` states them:
 
 1. A row is rejected, first for what validation says (the generator here makes only rows
    whose reason it knows), then ``late`` when its event time is behind the micro-batch's
-   watermark, then ``duplicate_op_id`` when its op_id was admitted before (pending, resolved,
-   or earlier in the same micro-batch).
+   watermark, then ``duplicate_op_id`` when its op_id was admitted before (pending, resolved)
+   or another copy of the same micro-batch is kept: of several, the earliest ``ts``, then
+   the lowest home shard (``home``), then the first in input order.
 2. An event e *matches* operation o when e.key is one of o's keys, e.op_id (if set) is
    o.op_id, and o.ts <= e.ts < o.deadline.  For ``offset`` an untargeted event before o.ts on
    the key also raises the key's progress (the running max of values), but is not one of
@@ -32,7 +33,8 @@ The rules, as ``docs/contract.md`` states them:
    event that arrives after its operation completed, with an earlier event time; it cannot
    change an outcome already written.  With each input in event-time order that happens only
    to an ``offset`` operation holding on arrival, whose ``progress`` is then that of the
-   events arrived.)
+   events arrived.)  An operation parked for its op_id's registry (``engine.registry``) is
+   decided from the next micro-batch on: the events arrived are then that micro-batch's too.
 4. An admitted event no operation counted is reported once the watermark has passed it and
    no pending operation can still count it: ``after_resolution`` if it lies in the window of
    an operation that matched it and was resolved without it, else ``no_operation``.
@@ -75,28 +77,34 @@ class _Op:
     resolved_at: int | None = None
     counted: list[int] = field(default_factory=list)  # indexes of the events it counted
     progress: float = 0.0
+    decided_from: int = 0  # the micro-batch from which it is decided (``parks``: the next one)
 
 
-def run(batches: list[Batch]) -> Result:
-    """Every micro-batch in order; see the module docstring for the rules."""
+def run(batches: list[Batch], home=lambda o: 0, parks=lambda o: False) -> Result:
+    """Every micro-batch in order; see the module docstring for the rules.  ``home``: the
+    shard an operation lives in (rule 1's tie between copies of one micro-batch); ``parks``:
+    whether an admitted operation waits for its registry's verdict (rule 3: it is decided
+    from the next micro-batch on, as if it arrived there, but was never late)."""
     ops: dict[str, _Op] = {}
     events: list[dict] = []  # admitted events, in arrival order
     rejected: list[tuple] = []
     wm = -(2**62)
-    for batch in batches:
+    for n, batch in enumerate(batches):
         wm = max(wm, batch.watermark)
-        seen_here: set[str] = set()
-        for o in batch.ops:
+        candidates = []
+        for i, o in enumerate(batch.ops):
             key = sorted(o["keys"])[0] if o.get("keys") else None
             if o.get("_reason"):
                 rejected.append(("operations", o["_reason"], o.get("op_id"), key))
             elif o["ts"] < wm:
                 rejected.append(("operations", "late", o["op_id"], key))
-            elif o["op_id"] in ops or o["op_id"] in seen_here:
+            else:
+                candidates.append((o["ts"], home(o), i, o, key))
+        for _, _, _, o, key in sorted(candidates, key=lambda c: c[:3]):
+            if o["op_id"] in ops:
                 rejected.append(("operations", "duplicate_op_id", o["op_id"], key))
             else:
-                seen_here.add(o["op_id"])
-                ops[o["op_id"]] = _Op(o, o["ts"] + o["timeout_ms"])
+                ops[o["op_id"]] = _Op(o, o["ts"] + o["timeout_ms"], decided_from=n + parks(o))
         for e in batch.events:
             if e.get("_reason"):
                 rejected.append(("events", e["_reason"], e.get("op_id"), e.get("key")))
@@ -105,8 +113,11 @@ def run(batches: list[Batch]) -> Result:
             else:
                 events.append(e)
         for o in ops.values():
-            if o.status == "pending":
+            if o.status == "pending" and o.decided_from <= n:
                 _decide(o, events, wm)
+    for o in ops.values():  # parked in the last micro-batch: decided in the host's next one
+        if o.status == "pending" and o.decided_from == len(batches):
+            _decide(o, events, wm)
     return Result(
         {
             i: (o.status, o.resolved_at, len(o.counted), None if math.isnan(o.progress) else o.progress)

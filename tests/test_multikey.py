@@ -27,32 +27,67 @@ SETTINGS = {"tick_ms": 10, "wheel_size": 8}
 
 
 class Sharded:
-    """Primary shards, the cross-shard group and their mailbox, one ``step`` per micro-batch."""
+    """Primary shards, the cross-shard group and their mailbox, one ``step`` per micro-batch.
 
-    def __init__(self, shard_of: dict[str, int], shards: int, root: str) -> None:
+    With ``registry`` (op_id -> shard) it also plays the op_id registry (``engine.registry``):
+    each operation carries its op_id's registry shard, a home that is not it parks the
+    operation and its claim goes to the registry in the same micro-batch, whose verdicts
+    come back in the next one."""
+
+    def __init__(self, shard_of: dict[str, int], shards: int, root: str, registry=None) -> None:
         self.config = PurgatoryConfig(shards=shards, **SETTINGS)
         self.shard_of, self.shards = shard_of, shards
         self.states = {s: save_state(Purgatory(self.config)) for s in range(shards + 1)}
         self.mailbox = Mailbox(root)
+        self.registry = registry
+        self.verdicts: list[pd.DataFrame] = []  # the last micro-batch's, for the next
         self.batch = 0
         self.unmatched: list[pd.DataFrame] = []
+        self.rejected: list[pd.DataFrame] = []
 
     def step(self, ops=(), events=(), wm: int = 0) -> pd.DataFrame:
         """One micro-batch; returns its outcomes (every group's)."""
         valid_ops, _ = validate_operations(with_keys(frame(list(ops))), max_timeout_ms=10**9)
         valid_evs, _ = validate_events(frame(list(events)))
-        outcomes = []
+        if self.registry is not None:  # an operation whose keys span shards is outside it
+            registry = valid_ops["op_id"].map(self.registry).where(self._home(valid_ops) < self.shards, -1)
+            valid_ops = valid_ops.assign(registry=registry.astype("int64"))
+        verdicts = pd.concat(self.verdicts, ignore_index=True) if self.verdicts else None
+        self.verdicts, outcomes = [], []
         for shard in range(self.shards + 1):
             p = load_state(self.states[shard], self.config)
+            p.shard = shard
             mine_ops, mine_evs, relayed = self._input(shard, valid_ops, valid_evs, p)
-            result = p.process(mine_ops, mine_evs, watermark_ms=wm, validated=True, relayed=relayed)
+            claims = self._claims(shard, valid_ops) if self.registry is not None else None
+            result = p.process(
+                mine_ops, mine_evs, watermark_ms=wm, validated=True, relayed=relayed,
+                claims=claims, verdicts=verdicts,
+            )
             if shard < self.shards and len(result.relay):
                 self.mailbox.post(shard, self.batch, result.relay)
             outcomes.append(result.outcomes)
             self.unmatched.append(result.unmatched)
+            self.rejected.append(result.rejected)
+            self.verdicts.append(result.verdicts)
             self.states[shard] = save_state(p)
         self.batch += 1
         return pd.concat(outcomes, ignore_index=True)
+
+    def _home(self, ops: pd.DataFrame) -> pd.Series:
+        shards_of = ops["keys"].map(lambda keys: sorted({self.shard_of[k] for k in keys}))
+        return shards_of.map(lambda s: s[0] if len(s) == 1 else self.shards)
+
+    def _claims(self, shard: int, ops: pd.DataFrame) -> pd.DataFrame:
+        home = self._home(ops)
+        claim = (ops["registry"] == shard) & (home != shard) & (home < self.shards)
+        return pd.DataFrame(
+            {
+                "op_id": ops.loc[claim, "op_id"],
+                "ts": ops.loc[claim, "ts"],
+                "deadline": ops.loc[claim, "deadline"],
+                "home": home[claim].astype("int64"),
+            }
+        )
 
     def _input(self, shard: int, ops: pd.DataFrame, evs: pd.DataFrame, p: Purgatory):
         shards_of = ops["keys"].map(lambda keys: sorted({self.shard_of[k] for k in keys}))

@@ -179,7 +179,8 @@ def test_an_available_now_run_ending_on_relays_runs_once_more(spark, tmp_path):
         # the run's one micro-batch relayed; nothing would call the cross-shard group again
         assert purgatory.query.runId != first[1] and purgatory.query.id == first[0]
     assert _completed(tmp_path) == {"mk": ("completed", 5200)}
-    assert Wake.under(files.checkpoint).batches() == [1]
+    # 0: the registry's verdict on "pad", parked in its home for a call (engine.registry); 1: mk's relays
+    assert Wake.under(files.checkpoint).batches() == [0, 1]
 
 
 def test_relays_reach_the_cross_shard_group_when_both_inputs_go_quiet(spark, tmp_path):
@@ -194,3 +195,26 @@ def test_relays_reach_the_cross_shard_group_when_both_inputs_go_quiet(spark, tmp
         assert purgatory.totals["completed"] == 1  # in micro-batch 2: the wake file's
         assert purgatory.totals["batches"] == 3
     assert _completed(tmp_path) == {"mk": ("completed", 5200)}
+
+
+def test_an_op_id_repeated_with_keys_in_other_shards_has_one_outcome(spark, tmp_path):
+    """The op_id registry (``engine.registry``) through ``start()``: a copy in a later
+    micro-batch and one in the same micro-batch, each with keys in another shard."""
+    from deltalake import DeltaTable
+
+    a, b = _keys_in_different_shards(spark, 4, 2)
+    files = Files(str(tmp_path))
+    files.add(
+        ops=[op("dup", a, 1000, 5000), op("twin", a, 1000, 5000), op("twin", b, 900, 5000)],
+        events=[ev(a, 1500), ev(b, 1600)],
+    )
+    files.add(ops=[op("dup", b, 2000, 5000)], events=[ev(b, 2500)])
+    with _started(spark, files, tmp_path, "available-now") as purgatory:
+        purgatory.await_termination()
+    # dup: the first micro-batch's copy; twin: of one micro-batch's copies, the earliest (b's)
+    assert _completed(tmp_path) == {"dup": ("completed", 1500), "twin": ("completed", 1600)}
+    rejected = DeltaTable(str(tmp_path / "tables" / "rejected")).to_pandas()
+    assert sorted(zip(rejected["op_id"], rejected["key"], rejected["reason"], strict=True)) == [
+        ("dup", b, "duplicate_op_id"),
+        ("twin", a, "duplicate_op_id"),
+    ]

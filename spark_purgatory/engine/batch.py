@@ -33,7 +33,7 @@ from ..contract import (
 from .conditions import CONDITION_NAMES
 from .frames import concat, empty, hash_strings
 from .rows import Rows
-from .tables import EVENTS, OPS, RELAY
+from .tables import EVENTS, OPS, RELAY, VERDICTS
 from .validation import first_keys, raw_json, validate_events, validate_operations
 
 if TYPE_CHECKING:
@@ -66,6 +66,8 @@ class BatchResult:
     rejected: pd.DataFrame
     #: what a primary shard's stubs hand on to the cross-shard group (``tables.RELAY``)
     relay: pd.DataFrame = field(default_factory=lambda: empty(RELAY))
+    #: the registry's verdicts on other shards' claims of its op_ids (``tables.VERDICTS``)
+    verdicts: pd.DataFrame = field(default_factory=lambda: empty(VERDICTS))
 
     @property
     def completed(self) -> int:
@@ -162,7 +164,7 @@ def admit(
         ops, stub = ops.where(~late), stub[~late]
     ids = ops["op_id"].astype(object, copy=False)
     ohash = hash_strings(ids)  # once: the lookups here and the op_id index both need it
-    dup = _repeated(ids, ohash) | resolved.contains(ohash)
+    dup = _repeated(ids, ohash, ops["ts"]) | resolved.contains(ohash)
     dup[pending.by_op_id(ids, ohash)[0]] = True
     if dup.any():
         rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.where(dup & ~stub), DUPLICATE_OP_ID))
@@ -175,15 +177,19 @@ def admit(
     return ops, evs, rejected
 
 
-def _repeated(ids: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-    """Per op_id: did it come earlier in the batch?  (Equal hashes are the candidates; the
-    strings decide.)"""
+def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Per op_id: is another copy in the batch the one kept?  Of several, the earliest ``ts``
+    is kept, then the first in input order: the rule the registry applies across shards
+    (``registry``).  (Equal hashes are the candidates; the strings decide.)"""
     if ids.size < 2:
         return np.zeros(ids.size, dtype=bool)
     ordered = np.sort(hashes)
     if not (ordered[1:] == ordered[:-1]).any():
         return np.zeros(ids.size, dtype=bool)
-    return pd.Series(ids, copy=False).duplicated().to_numpy()
+    order = np.argsort(ts, kind="stable")
+    repeated = np.empty(ids.size, dtype=bool)
+    repeated[order] = pd.Series(ids[order], copy=False).duplicated().to_numpy()
+    return repeated
 
 
 #: the returned frames' columns when nothing was reported (all object, as ``frames.concat``

@@ -66,9 +66,10 @@ from .batch import BatchResult, admit, result
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .frames import among, concat, distinct, hash_strings, isin
 from .handoff import CrossShardHandOff
+from .registry import OpIdRegistry
 from .rows import Rows
 from .snapshot import ShardSnapshot
-from .tables import EVENTS, I64_MIN, ChangeLog, ShardTables, ops_rows
+from .tables import EVENTS, I64_MIN, VERDICTS, ChangeLog, ShardTables, ops_rows
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
@@ -78,7 +79,7 @@ _EVENTS_HELD = {**EVENTS, "khash": "uint64"}
 _NO_HANDLES = np.empty(0, dtype=np.int64)
 
 
-class Purgatory(CrossShardHandOff, ShardSnapshot):
+class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
     """One shard's purgatory: watchers, timing wheel, key progress and buffered events.
 
     Example:
@@ -106,6 +107,9 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         #: the host's, kept with the state: the last micro-batch whose relays this shard has
         #: received (the cross-shard group's; ``relay``)
         self.relays_through: int = -1
+        #: the host's, kept with the state: the micro-batch whose call parked the operations
+        #: parked now, whose verdicts the next call receives (``registry``)
+        self.parked_in: int = -1
         self._changes = ChangeLog()
         tables = ShardTables.empty()
         tables.watermark = int(start_ms)
@@ -192,6 +196,7 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
             or len(self._due)
             or len(self._relayed)
             or len(self._windows)
+            or len(self._parked)
             or len(self._resolved)  # last: these two count
             or len(self._keys)
         )
@@ -207,6 +212,8 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         batch_id: int = 0,
         validated: bool = False,
         relayed: pd.DataFrame | None = None,
+        claims: pd.DataFrame | None = None,
+        verdicts: pd.DataFrame | None = None,
     ) -> BatchResult:
         """Run one micro-batch: register operations, apply events, expire, report.
 
@@ -230,8 +237,15 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
                 ``relay``).  They become matches of the operations they name, batch by
                 batch, before this batch's operations, events and expiries; a notice of
                 an event nothing counted makes it an ``unmatched_events`` row.
+            claims: other shards' claims of op_ids this shard is the registry of
+                (``tables.CLAIMS``; ``registry``); validated operations may carry
+                ``registry``, their op_id's registry shard: one other than ``shard`` parks
+                the operation until its verdict.
+            verdicts: the registries' verdicts on the operations parked here
+                (``tables.VERDICTS``), received in the call after the one that parked them.
 
-        The result's ``relay`` holds what this shard's stubs relay (``relay.outgoing``) and
+        The result's ``verdicts`` answer ``claims``.  Its ``relay`` holds what this shard's
+        stubs relay (``relay.outgoing``) and
         the notices of the events they matched that became final (``relay.notices``).
         """
         self._batch_id = int(batch_id)
@@ -242,12 +256,18 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
             operations, events, wm, validated, self.config.max_timeout_ms, self._resolved, self._pending
         )
 
+        ops, released, refused, answers = self._settle(ops, claims, verdicts, wm)
+        rejected += refused
+        # parked operations the registry released arrived earlier: registered before this call's
+        # events and relays, decided with this call's operations (``registry``)
+        early = self._watch_operations(released)
         noticed = self._receive(None if relayed is None else Rows.of(relayed))
         # the batch's events are buffered and matched before its operations are registered, and
         # every operation touched is decided once, against all of them: an operation is decided
         # against every event of its micro-batch and of the buffer, in event time
         touched = self._watch_events(evs)
-        self._try_complete(np.concatenate([touched, self._watch_operations(ops)]))
+        early = early[self._pending.contains(early)]  # the relay may have completed some
+        self._try_complete(np.concatenate([early, touched, self._watch_operations(ops)]))
         of_stubs = self._of_stubs()
         handed_on = self._outgoing(new_from, new_eseq_from, of_stubs, bool(ops["stub"].any()))
         # the cross-shard group: operations due on arrival wait one call for their stubs' relay
@@ -263,7 +283,9 @@ class Purgatory(CrossShardHandOff, ShardSnapshot):
         outcomes, self._outcomes = self._outcomes, []
         if storage.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
             storage.release()  # bulk work: its temporaries back to the system
-        return result(outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), self._batch_id)
+        out = result(outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), self._batch_id)
+        out.verdicts = answers.to_frame(VERDICTS)
+        return out
 
     def replay(
         self,

@@ -24,7 +24,7 @@ from . import dedup, progress
 from .frames import empty, hash_strings, isin
 from .pending import Pending
 from .rows import Rows
-from .tables import EVENTS, MATCHES, RELAYED, RESOLVED, ChangeLog, Changes, ShardTables
+from .tables import EVENTS, MATCHES, PARKED, RELAYED, RESOLVED, ChangeLog, Changes, ShardTables
 from .wheel import TimingWheel
 from .windows import ResolvedWindows
 
@@ -46,6 +46,7 @@ class ShardSnapshot:
     _relayed: Rows
     _keys: progress.KeyTable
     _windows: ResolvedWindows
+    _parked: Rows
     _due: np.ndarray
     _wheel: TimingWheel
     _watermark: int
@@ -72,6 +73,7 @@ class ShardSnapshot:
             keys=self._keys.frame(),
             relayed=self._relayed.to_frame(RELAYED),
             windows=self._windows.frame(),
+            parked=self._parked.to_frame(PARKED),
             due=self._due,
             watermark=self._watermark,
             next_handle=self._next_handle,
@@ -99,6 +101,7 @@ class ShardSnapshot:
         self._watermark, self._retired_wm = t.watermark, t.retired_wm
         self._relayed = Rows.of(t.relayed, RELAYED)
         self._windows = ResolvedWindows(t.windows)
+        self._parked = Rows.of(t.parked, PARKED)
         self._next_handle, self._next_eseq = t.next_handle, t.next_eseq
         if t.wheel is not None:
             self._wheel = t.wheel

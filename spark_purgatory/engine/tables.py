@@ -47,6 +47,9 @@ __all__ = [
     "KEYS",
     "RESOLVED",
     "WINDOWS",
+    "PARKED",
+    "CLAIMS",
+    "VERDICTS",
     "BIG_TABLES",
     "SMALL_TABLES",
     "ShardTables",
@@ -131,10 +134,24 @@ KEYS = {"khash": "uint64", "progress": "float64", "last_event_ts": "int64", "res
 WINDOWS = {"khash": "uint64", "ohash": "uint64", "start": "int64", "end": "int64"}
 #: op_ids resolved within purgatory.dedup.retention.ms, as 64-bit hashes (compact: no strings)
 RESOLVED = {"hash": "uint64", "expire_at": "int64"}
+#: operations parked at their home shard until their op_id's registry shard says whether they
+#: are the one copy (``registry``): the validated operation's columns
+PARKED = {k: v for k, v in OPS.items() if k not in ("handle", "n_members")}
+#: a home shard's claim of an op_id, handed to the op_id's registry shard (``registry``)
+CLAIMS = {"op_id": "object", "ts": "int64", "deadline": "int64", "home": "int64"}
+#: the registry's answer to a claiming home: is its copy the one?
+VERDICTS = {"op_id": "object", "home": "int64", "ok": "bool"}
 #: the tables that grow with pending operations
 BIG_TABLES = {"ops": OPS, "watch": WATCH, "resolved": RESOLVED}
 #: the tables that stay small
-SMALL_TABLES = {"matches": MATCHES, "events": EVENTS, "keys": KEYS, "relayed": RELAYED, "windows": WINDOWS}
+SMALL_TABLES = {
+    "matches": MATCHES,
+    "events": EVENTS,
+    "keys": KEYS,
+    "relayed": RELAYED,
+    "windows": WINDOWS,
+    "parked": PARKED,
+}
 
 
 @dataclass
@@ -154,6 +171,7 @@ class ShardTables:
     keys: pd.DataFrame
     relayed: pd.DataFrame
     windows: pd.DataFrame
+    parked: pd.DataFrame
     due: np.ndarray  # handles added with a deadline already passed, not on the wheel
     watermark: int
     next_handle: int

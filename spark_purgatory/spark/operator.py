@@ -89,6 +89,8 @@ from ..delta.staging import STAGED, ShardStaging
 from ..engine.conditions import CONDITIONS
 from ..engine.frames import concat
 from ..engine.purgatory import Purgatory
+from ..engine.registry import NO_REGISTRY
+from ..engine.tables import VERDICTS
 from ..engine.validation import first_keys, readable
 from ..engine.wheel import NO_EXPIRATION
 from ..state import Mailbox, SegmentStore, load_state, loaded_by, save_state
@@ -99,6 +101,7 @@ from .labels import shard_numbers
 from .output import OUTPUT_SCHEMA, output_rows, shard_figures, with_timestamps
 from .routing import (
     ROLE_BAD,
+    ROLE_CLAIM,
     ROLE_END,
     ROLE_EVENT,
     ROLE_OPERATION,
@@ -106,6 +109,7 @@ from .routing import (
     ROLE_STUB,
     ROUTED_COLUMNS,
     hands_off,
+    registers,
     route,
     route_events,
     route_operations,
@@ -282,8 +286,11 @@ def purgatory_batch(
 # -- what runs in the Python workers -----------------------------------------------------------------
 
 
-def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Routed rows -> (validated operations, validated events, rejected-at-parse rows)."""
+def _split_input(
+    pdf: pd.DataFrame, registering: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Routed rows -> (validated operations, validated events, rejected-at-parse rows); with
+    ``registering`` the operations carry their op_id's ``registry`` shard (``registry``)."""
     role = pdf["role"].to_numpy(dtype=object)
     is_op = (role == ROLE_OPERATION) | (role == ROLE_STUB)
     o = pdf.loc[is_op]
@@ -301,6 +308,8 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
             "stub": role[is_op] == ROLE_STUB,
         }
     )
+    if registering:
+        ops["registry"] = o["peer"].fillna(NO_REGISTRY).to_numpy(np.int64)
     is_event = (role == ROLE_EVENT) | (role == ROLE_REPLICA)
     e = pdf.loc[is_event]
     events = pd.DataFrame(
@@ -325,6 +334,22 @@ def _split_input(pdf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
         }
     )
     return ops, events, bad
+
+
+def _claims(pdf: pd.DataFrame) -> pd.DataFrame | None:
+    """The claims among the routed rows (``tables.CLAIMS``), None when there are none."""
+    c = pdf.loc[pdf["role"].to_numpy(dtype=object) == ROLE_CLAIM]
+    if len(c) == 0:
+        return None
+    ts = c[_TS_MS].to_numpy(np.int64)
+    return pd.DataFrame(
+        {
+            "op_id": c["op_id"].to_numpy(dtype=object),
+            "ts": ts,
+            "deadline": ts + c["timeout_ms"].to_numpy(np.int64),
+            "home": c["peer"].to_numpy(np.int64),
+        }
+    )
 
 
 def _routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
@@ -374,6 +399,31 @@ def _receive(p: Purgatory, mailbox: Mailbox, batch: int) -> pd.DataFrame:
     return relayed
 
 
+def _verdicts_box(config: PurgatoryConfig, home: int) -> Mailbox:
+    """Where the registries post their verdicts for ``home`` (one directory per home, files
+    named by (micro-batch, registry shard), read by that home alone)."""
+    name = f"verdicts/{home:06d}"
+    return Mailbox.beside(config.state_path, Storage.of(config), name=name, columns=VERDICTS)
+
+
+def _verdicts(p: Purgatory, config: PurgatoryConfig, shard: int) -> pd.DataFrame | None:
+    """The verdicts on the operations this shard parked in its last call (micro-batch
+    ``p.parked_in``); files of earlier micro-batches go (received already, or left by a state
+    that was dropped with nothing parked: never read again)."""
+    if not p.parked:
+        return None
+    box = _verdicts_box(config, shard)
+    verdicts = box.collect(p.parked_in - 1, p.parked_in + 1)
+    box.clean(p.parked_in - 1)
+    return verdicts
+
+
+def _post_verdicts(verdicts: pd.DataFrame, config: PurgatoryConfig, shard: int, batch: int) -> None:
+    """This registry's verdicts of ``batch``, one file per claiming home."""
+    for home, rows in verdicts.groupby("home", sort=True):
+        _verdicts_box(config, int(home)).post(shard, batch, rows)
+
+
 def _stateful_shard(
     config: PurgatoryConfig, staging: ShardStaging | None = None, *, encoding: StateEncoding = "text"
 ):
@@ -382,6 +432,7 @@ def _stateful_shard(
     ``encoding``: how its value is kept in the group state (``group_state``)."""
     store = segment_store(config)
     mailbox = Mailbox.beside(config.state_path, Storage.of(config)) if hands_off(config) else None
+    registering = registers(config)
     numbers = shard_numbers(config.shards + 1)
     cross = config.shards
     delays = {source: config.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
@@ -399,16 +450,30 @@ def _stateful_shard(
         loaded = time.perf_counter()
         wm = int(state.getCurrentWatermarkMs())
         pdf = _routed_rows(pdfs)
-        ops, events, bad = _split_input(pdf)
-        batch = _micro_batch_key(state) if mailbox is not None else None
-        relayed = _receive(p, mailbox, batch) if batch is not None and shard == cross else None
+        ops, events, bad = _split_input(pdf, registering)
+        batch = _micro_batch_key(state) if mailbox is not None or registering else None
+        relayed = _receive(p, mailbox, batch) if mailbox is not None and shard == cross else None
+        claims, verdicts = (_claims(pdf), _verdicts(p, config, shard)) if registering else (None, None)
         # the end of input (state.wake): past every deadline, kept from now on by the engine
         engine_wm = _end_watermark(p, config) if (pdf["role"] == ROLE_END).any() else wm
-        result = p.process(ops, events, watermark_ms=engine_wm, validated=True, relayed=relayed)
+        result = p.process(
+            ops,
+            events,
+            watermark_ms=engine_wm,
+            validated=True,
+            relayed=relayed,
+            claims=claims,
+            verdicts=verdicts,
+        )
         ended = is_end_watermark(p.watermark)
-        posted = len(result.relay) if batch is not None and shard != cross else 0
+        posted = len(result.relay) if mailbox is not None and shard != cross else 0
         if posted:
-            mailbox.post(shard, batch, result.relay)  # type: ignore[union-attr]
+            mailbox.post(shard, batch, result.relay)  # type: ignore[union-attr,arg-type]
+        if len(result.verdicts):  # the homes that claimed receive them in their next call
+            _post_verdicts(result.verdicts, config, shard, batch)  # type: ignore[arg-type]
+            posted += len(result.verdicts)
+        if p.parked:
+            p.parked_in = batch  # type: ignore[assignment]
         handled = len(pdf) + (len(relayed) if relayed is not None else 0)  # relayed rows are work too
         now = state.getCurrentProcessingTimeMs()  # the micro-batch's time
         figures = shard_figures(p, pdf, delays, batch_time_ms=now, group_rows=handled, relayed=posted)
@@ -418,8 +483,10 @@ def _stateful_shard(
         keep = not (p.is_empty() and not ended and (mailbox is None or shard != cross))
         if keep:  # saved before the output rows, whose metrics row carries the value's size
             wake = p.next_wakeup()
-            if mailbox is not None and shard == cross and (p.pending or p.awaited_notices):
-                # called in the next batch that moves the watermark (mailbox); Spark wants a timeout > 0
+            awaits = mailbox is not None and shard == cross and (p.pending or p.awaited_notices)
+            if awaits or p.parked:
+                # called in the next batch that moves the watermark (mailbox, registry's
+                # verdicts; the wake file if none would); Spark wants a timeout > 0
                 wake = min(wake, max(wm, 1) + 1)
             processed, how, pending = time.perf_counter(), loaded_by(p), p.pending
             value = save_state(p, store, park=store is not None)  # parked: no use of p after this

@@ -54,7 +54,14 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..config import PurgatoryConfig
-from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..contract import (
+    DUPLICATE_OP_ID,
+    EVENT_INPUT,
+    OPERATION_INPUT,
+    SOURCE_EVENTS,
+    SOURCE_OPERATIONS,
+    ms_column,
+)
 from ..state.wake import END_LINE
 from .labels import shard_labels
 from .sources import sql_string
@@ -67,6 +74,7 @@ __all__ = [
     "ROLE_EVENT",
     "ROLE_REPLICA",
     "ROLE_BAD",
+    "ROLE_CLAIM",
     "ROLE_WAKE",
     "ROLE_END",
     "route",
@@ -74,10 +82,13 @@ __all__ = [
     "route_events",
     "route_wake",
     "hands_off",
+    "registers",
 ]
 
 #: a routed row's role (its ``role`` column): what the shard does with it
 ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD = "op", "stub", "event", "replica", "bad"
+#: an operation's claim of its op_id, for the op_id's registry shard (``engine.registry``)
+ROLE_CLAIM = "claim"
 #: a row that only makes Spark call the cross-shard group (``state.wake``)
 ROLE_WAKE = "wake"
 #: the end of input, for one shard group (``state.wake``): it moves that shard past every deadline
@@ -85,11 +96,17 @@ ROLE_END = "end"
 
 
 def _routed_schema() -> T.StructType:
-    """``shard``, ``role``, ``side`` (which input), the operation and event fields (event time
-    as epoch ms), and ``raw`` / ``reason`` for rows rejected at parse.  An operation (or
-    stub) carries its keys in ``keys``, an event its key in ``key``; arrays are never null
+    """``shard``, ``role``, ``side`` (which input), ``peer`` (an operation's registry shard, a
+    claim's home: ``engine.registry``), the operation and event fields (event time as epoch
+    ms), and ``raw`` / ``reason`` for rows rejected at parse.  An operation (or stub) carries
+    its keys in ``keys``, an event its key in ``key``; arrays are never null
     (``_as_routed``)."""
-    fields: dict[str, pa.DataType] = {"shard": pa.int32(), "role": pa.string(), "side": pa.string()}
+    fields: dict[str, pa.DataType] = {
+        "shard": pa.int32(),
+        "role": pa.string(),
+        "side": pa.string(),
+        "peer": pa.int32(),
+    }
     for field in (*OPERATION_INPUT, *EVENT_INPUT):
         if field.name == "ts":
             fields[ms_column("ts")] = pa.int64()
@@ -117,6 +134,16 @@ def hands_off(config: PurgatoryConfig) -> bool:
         and config.cross_shard_handoff == "mailbox"
         and bool(config.state_path)
     )
+
+
+_TS_SQL = f"`{ms_column('ts')}`"
+
+
+def registers(config: PurgatoryConfig) -> bool:
+    """Is a repeated op_id one operation across shards (``purgatory.dedup.scope=global``, the
+    default; ``engine.registry``)?  It needs several shards and a state path for the
+    verdicts (``query.start`` always sets one)."""
+    return config.dedup_scope == "global" and config.shards > 1 and bool(config.state_path)
 
 
 # Routing is SQL text evaluated in few projections (``selectExpr``), not ``Column`` calls:
@@ -168,15 +195,17 @@ def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: s
     return rows.selectExpr(*[routed(f) for f in ROUTED_SCHEMA.fields])
 
 
-def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
+def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims: bool = True) -> DataFrame:
     """Operations: in their keys' shard, or (keys across shards) in the cross-shard group
-    plus a stub per primary shard; cross-shard ones rejected when those are switched off.
+    plus a stub per primary shard; cross-shard ones rejected when those are switched off;
+    with the op_id registry (``registers``) a claim for the op_id's registry shard when that
+    is not the operation's home.
 
     Each row becomes its copies by one ``posexplode`` of a list of shard numbers: the first
     copy is the operation itself (in its shard, the cross-shard group, or, rejected, the
-    shard of its raw text), the others its stubs.  A filter and a union would scan (and
-    parse) the input once per branch; a list of plain numbers is a third of the cost of one
-    of structs that carry each copy's keys (1M operations: 1.7-2.2 s -> 0.9-1.3 s).
+    shard of its raw text), then its stubs, then its claim.  A filter and a union would scan
+    (and parse) the input once per branch; a list of plain numbers is a third of the cost of
+    one of structs that carry each copy's keys (1M operations: 1.7-2.2 s -> 0.9-1.3 s).
     """
     shards = int(config.shards)
     every = f"array_distinct(transform(keys, _k -> {_sql_shard_of('_k', config)}))"
@@ -187,19 +216,32 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFra
         crossing = "reason IS NULL AND size(_shards) > 1"
         reason = f"CASE WHEN {crossing} THEN 'cross_shard_keys' ELSE reason END"
         ops = ops.withColumn("reason", F.expr(reason))
+    home = f"CASE WHEN size(_shards) > 1 THEN {shards} ELSE get(_shards, 0) END"
+    registering = claims and registers(config)
+    # an operation whose keys span shards is outside the registry (``engine.registry``)
+    of_op_id = f"CAST(pmod(xxhash64(op_id, 'registry'), {shards}) AS INT)"
+    registry = f"CASE WHEN size(_shards) > 1 THEN -1 ELSE {of_op_id} END" if registering else "-1"
+    ops = ops.selectExpr("*", f"{home} AS _home", f"{registry} AS _registry")
+    claim = "reason IS NULL AND _registry >= 0 AND _registry != _home"
     copies = (
         f"CASE WHEN reason IS NOT NULL THEN array({_sql_bad_shard(shards)}) "
-        f"WHEN size(_shards) > 1 THEN concat(array({shards}), _shards) ELSE _shards END"
+        f"ELSE concat(CASE WHEN size(_shards) > 1 THEN concat(array({shards}), _shards) ELSE _shards END, "
+        f"CASE WHEN {claim} THEN array(_registry) ELSE array() END) END"
     )
-    rows = ops.selectExpr("*", f"posexplode({copies}) AS (_copy, _shard)")
+    rows = ops.selectExpr("*", f"{copies} AS _copies").selectExpr(
+        "*", "posexplode(_copies) AS (_copy, _shard)"
+    )
     role = (
-        f"CASE WHEN reason IS NOT NULL THEN '{ROLE_BAD}' WHEN _copy > 0 THEN '{ROLE_STUB}' "
-        f"ELSE '{ROLE_OPERATION}' END"
+        f"CASE WHEN reason IS NOT NULL THEN '{ROLE_BAD}' "
+        f"WHEN {claim} AND _copy = size(_copies) - 1 THEN '{ROLE_CLAIM}' "
+        f"WHEN _copy > 0 THEN '{ROLE_STUB}' ELSE '{ROLE_OPERATION}' END"
     )
+    rows = rows.selectExpr("*", f"{role} AS _role")
+    peer = f"CASE _role WHEN '{ROLE_OPERATION}' THEN _registry WHEN '{ROLE_CLAIM}' THEN _home END"
     # a stub watches only the keys of its shard (a lambda, evaluated for stubs alone)
     own_keys = f"filter(keys, _k -> {_sql_shard_of('_k', config)} = _shard)"
-    keys = f"CASE WHEN _copy > 0 THEN {own_keys} ELSE keys END"
-    return _as_routed(rows, SOURCE_OPERATIONS, config, shard="_shard", role=role, keys=keys)
+    keys = f"CASE WHEN _role = '{ROLE_STUB}' THEN {own_keys} ELSE keys END"
+    return _as_routed(rows, SOURCE_OPERATIONS, config, shard="_shard", role="_role", keys=keys, peer=peer)
 
 
 def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool) -> DataFrame:
@@ -253,12 +295,15 @@ def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame
 
 def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """The wake input (``state.wake``), in ``ROUTED_SCHEMA`` with nothing but role and shard:
-    a wake line is a row for the cross-shard group only; the end mark (``state.wake.END_LINE``)
+    a wake line is a row for the cross-shard group only (for every group with the op_id
+    registry, ``registers``); the end mark (``state.wake.END_LINE``)
     one ``ROLE_END`` row for every shard group, 0 to ``shards`` (the cross-shard one)."""
     is_end = f"trim(value) = {sql_string(END_LINE)}"
     shards = int(config.shards)
+    # with the op_id registry, a wake line calls every group: verdicts go to any shard
+    woken = f"sequence(0, {shards})" if registers(config) else f"array({shards})"
     rows = lines.selectExpr(
-        f"explode(CASE WHEN {is_end} THEN sequence(0, {shards}) ELSE array({shards}) END) AS _shard",
+        f"explode(CASE WHEN {is_end} THEN sequence(0, {shards}) ELSE {woken} END) AS _shard",
         f"CASE WHEN {is_end} THEN '{ROLE_END}' ELSE '{ROLE_WAKE}' END AS _role",
         "CAST(NULL AS STRING) AS reason",
         "CAST(NULL AS STRING) AS raw",
@@ -276,9 +321,31 @@ def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConf
     declares a watermark on each before the union (``operator``).
     """
     events = _route_events(parsed_events, config, replicas=False)
+    if config.dedup_scope == "global" and config.shards > 1:
+        parsed_ops = _repeats_rejected(parsed_ops, config)
     if config.cross_shard_operations and config.shards > 1:
         watched = parsed_events.where("reason IS NULL").join(
             _cross_shard_keys(parsed_ops, config), on="key", how="left_semi"
         )
         events = events.unionByName(_replicas(watched, config))
-    return route_operations(parsed_ops, config).unionByName(events)
+    return _route_operations(parsed_ops, config, claims=False).unionByName(events)
+
+
+def _repeats_rejected(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
+    """Static input: every copy of a repeated op_id but one rejected ``duplicate_op_id``
+    before routing, whichever shard its keys hash to (a stream's registry does this across
+    micro-batches: ``engine.registry``).  The one kept is the registry's choice for copies
+    of one micro-batch: the earliest ``ts``, then the lowest home shard, then input order;
+    copies whose keys span shards are checked among themselves, as the cross-shard group does."""
+    shards = int(config.shards)
+    every = f"array_distinct(transform(keys, _k -> {_sql_shard_of('_k', config)}))"
+    home = f"CASE WHEN size({every}) > 1 THEN {shards} ELSE {_sql_shard_of('get(keys, 0)', config)} END"
+    valid = "reason IS NULL AND op_id IS NOT NULL"
+    # an operation whose keys span shards is outside the registry: such copies among themselves
+    rank = (
+        f"CASE WHEN {valid} THEN row_number() OVER (PARTITION BY op_id, reason IS NULL, {home} = {shards} "
+        f"ORDER BY {_TS_SQL}, {home}, monotonically_increasing_id()) END"
+    )
+    ranked = parsed_ops.selectExpr("*", f"{rank} AS _rank")
+    reason = f"CASE WHEN _rank > 1 THEN '{DUPLICATE_OP_ID}' ELSE reason END"
+    return ranked.withColumn("reason", F.expr(reason)).drop("_rank")

@@ -59,8 +59,6 @@ from .codec import frame_bytes, frame_from
 __all__ = ["Mailbox"]
 
 _NAME = re.compile(r"^(\d{15})-(\d{6})\.arrow$")
-#: what ``collect`` returns: relay rows with the batch and the shard that sent them
-_COLLECTED = {**RELAY, "batch": "int64", "sender": "int64"}
 
 
 class Mailbox:
@@ -74,27 +72,31 @@ class Mailbox:
         box.clean(through=6)
     """
 
-    def __init__(self, root: str, storage: Storage | None = None) -> None:
+    def __init__(self, root: str, storage: Storage | None = None, *, columns: dict[str, str] = RELAY) -> None:
         self.root = root
         self.storage = storage or Storage()
+        self.columns = columns
         self._fs, self._dir = self.storage.filesystem(root)
 
     @classmethod
-    def beside(cls, state_path: str, storage: Storage | None = None) -> Mailbox:
-        """The mailbox of the shard state at ``state_path``."""
-        return cls(join(state_path, "mailbox"), storage)
+    def beside(
+        cls, state_path: str, storage: Storage | None = None, *, name: str = "mailbox", columns: dict = RELAY
+    ) -> Mailbox:
+        """The mailbox ``name`` of the shard state at ``state_path`` (``columns``: what its
+        files hold; the relay's by default, the registry's verdicts: ``engine.registry``)."""
+        return cls(join(state_path, name), storage, columns=columns)
 
     def __getstate__(self) -> dict:  # shipped to executors inside the shard function
-        return {"root": self.root, "storage": self.storage}
+        return {"root": self.root, "storage": self.storage, "columns": self.columns}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["root"], state["storage"])
+        self.__init__(state["root"], state["storage"], columns=state.get("columns", RELAY))
 
     def post(self, sender: int, batch_id: int, rows: pd.DataFrame) -> None:
         """Write (or rewrite, on a replay) the relay of ``sender`` in ``batch_id``."""
         self._fs.create_dir(self._dir, recursive=True)
         path = f"{self._dir}/{batch_id:015d}-{sender:06d}.arrow"
-        data = frame_bytes(rows[list(RELAY)].reset_index(drop=True))
+        data = frame_bytes(rows[list(self.columns)].reset_index(drop=True))
         write_whole(self._fs, path, lambda out: out.write(data))  # a failed attempt leaves no half
 
     def collect(self, after: int, before: int) -> pd.DataFrame:
@@ -104,10 +106,11 @@ class Mailbox:
         for batch, sender, name in self._files():
             if after < batch < before:
                 with self._fs.open_input_stream(f"{self._dir}/{name}") as f:
-                    frames.append(frame_from(f.read(), RELAY).assign(batch=batch, sender=sender))
+                    frames.append(frame_from(f.read(), self.columns).assign(batch=batch, sender=sender))
+        collected = {**self.columns, "batch": "int64", "sender": "int64"}
         if not frames:
-            return empty(_COLLECTED)
-        return pd.concat(frames, ignore_index=True).astype(_COLLECTED)
+            return empty(collected)
+        return pd.concat(frames, ignore_index=True).astype(collected)
 
     def clean(self, through: int) -> None:
         """Delete the files of batches up to ``through`` (received by an earlier call)."""

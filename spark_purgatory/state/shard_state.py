@@ -182,6 +182,7 @@ def _scalars(p: Purgatory, t: ShardTables, lineage: Lineage) -> dict[str, str]:
         "lineage": lineage.id,
         "shard": "" if p.shard is None else str(p.shard),
         "relays_through": str(p.relays_through),
+        "parked_in": str(p.parked_in),
         "token": lineage.token,
         "ancestry": json.dumps(ancestry),
     }
@@ -342,6 +343,7 @@ def _set_small(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str]) 
     t.due = handles_from(parts["due"])
     p.shard = int(meta["shard"]) if meta["shard"] else None
     p.relays_through = int(meta.get("relays_through", -1))  # absent before the mailbox
+    p.parked_in = int(meta.get("parked_in", -1))  # absent before the registry
     lineage = p.lineage
     lineage.id, lineage.token = meta["lineage"], meta["token"]
     lineage.ancestry = json.loads(meta["ancestry"])

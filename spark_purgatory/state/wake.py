@@ -109,17 +109,30 @@ class Wake:
         wake.batches()               # [7]
     """
 
-    def __init__(self, root: str, storage: Storage | None = None, *, cross_shard: int = -1) -> None:
+    def __init__(
+        self, root: str, storage: Storage | None = None, *, cross_shard: int = -1, every_group: bool = False
+    ) -> None:
         self.root = root
         self.storage = storage or Storage()
         self.cross_shard = cross_shard  # the cross-shard group's shard number
+        #: the op_id registry's verdicts go to any shard (``engine.registry``): a wake calls
+        #: every group, and what is owed is received once every group ran
+        self.every_group = every_group
         #: the first micro-batch (in this process) whose relays no later call of the
         #: cross-shard group has received: an ``available-now`` run ending with it set owes a run
         self.owed: int | None = None
 
     @classmethod
-    def under(cls, checkpoint: str, storage: Storage | None = None, *, cross_shard: int = -1) -> Wake:
-        return cls(join(checkpoint, WAKE_DIRECTORY), storage, cross_shard=cross_shard)
+    def under(
+        cls,
+        checkpoint: str,
+        storage: Storage | None = None,
+        *,
+        cross_shard: int = -1,
+        every_group: bool = False,
+    ) -> Wake:
+        root = join(checkpoint, WAKE_DIRECTORY)
+        return cls(root, storage, cross_shard=cross_shard, every_group=every_group)
 
     def after(
         self, batch_id: int, *, relayed: bool, shards: set[int], watermark: int | None = None
@@ -131,7 +144,8 @@ class Wake:
         names the micro-batch that applied the end of input (kept: ``end_batch``)."""
         if is_end_watermark(watermark):
             self._ended_in(batch_id)
-        if self.cross_shard in shards:
+        receivers = set(range(self.cross_shard + 1)) if self.every_group else {self.cross_shard}
+        if receivers <= shards:
             self.owed = None
         if relayed:
             self.post(batch_id)

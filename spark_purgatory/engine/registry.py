@@ -1,0 +1,226 @@
+"""The op_id registry: one outcome per op_id across shards, with no funnel.
+
+An operation is watched where its keys live, its *home* shard (``purgatory`` is per shard);
+duplicate op_ids are caught there (``batch.admit``), so a repeated op_id whose keys hash to
+another shard would get a second outcome.  Kafka never meets this: a broker's purgatory holds
+every key it watches.  Here each op_id also has a *registry* shard, chosen by the op_id's
+hash as a key's shard is by the key's (the host computes it: ``registry`` on each operation),
+and the registry decides which copy of an op_id is the one:
+
+* an operation whose registry is its home is decided at once, in the call it arrives in;
+* any other operation is *parked* at its home for one call, and the host hands its registry
+  a *claim* (op_id, ts, deadline, home) in the same micro-batch;
+* the registry decides every op_id it owns in the call the claims (and its own copies) come
+  in: an op_id it remembers (pending there, or registered or resolved within
+  ``purgatory.dedup.retention.ms``) is refused; otherwise, of that micro-batch's copies, the
+  one with the earliest ``ts`` wins, then the one of the lowest home shard (within a home,
+  the first in input order: ``batch.admit``);
+* it answers each claiming home with a *verdict* (op_id, home, ok) and remembers a winning
+  claim for the retention after the later of its deadline and the watermark (as a resolved
+  op_id is remembered: ``dedup``); the home receives the verdicts in its next call and
+  admits its parked operations as operations of that call, or rejects them
+  ``duplicate_op_id``.
+
+**Why a parked operation loses nothing.**  It was not late: its ``ts`` is at least the
+watermark of the call that parked it, so every event it can match (``ts >= o.ts``) is still
+buffered at the home's next call, where it is registered with that call's operations, after
+the call's events are buffered and before any is finalised: it is decided against every event
+of its window in event time, as if it had been registered on arrival (same ``resolved_at``,
+matched events and progress).  Its expiry cannot come earlier either: the wheel first sees it
+in that call.  What changes is *when*: an operation completing on arrival is emitted one
+micro-batch later, as a cross-shard operation's outcome is.
+
+Cost: a claim per operation whose registry is not its home, a verdict back; the registry of
+an op_id sees only the copies of the op_ids it owns, so no group sees every operation.
+
+Invariant: of the valid copies of an op_id arriving while it is remembered nowhere, exactly one
+is admitted, in any shard; the others are rejected ``duplicate_op_id`` (a hash collision in the
+registry's memory may refuse a new op_id, never admit a second copy).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from ..contract import DUPLICATE_OP_ID, SOURCE_OPERATIONS
+from . import dedup
+from .batch import rejected_rows
+from .frames import hash_strings
+from .rows import Rows
+from .tables import CLAIMS, PARKED, RESOLVED, VERDICTS, ChangeLog
+
+if TYPE_CHECKING:
+    from ..config import PurgatoryConfig
+    from .pending import Pending
+
+__all__ = ["NO_REGISTRY", "OpIdRegistry", "away", "claims_of", "decide", "release"]
+
+#: an operation's ``registry`` when the host gives none: decided where it is (one purgatory)
+NO_REGISTRY = -1
+
+
+def away(ops: Rows, shard: int | None) -> np.ndarray:
+    """Which operations (not stubs) have a registry other than this shard: they park."""
+    if shard is None or "registry" not in ops or len(ops) == 0:
+        return np.zeros(len(ops), dtype=bool)
+    registry = ops["registry"].astype(np.int64, copy=False)
+    return (registry != NO_REGISTRY) & (registry != shard) & ~ops["stub"].astype(bool, copy=False)
+
+
+def decide(
+    own: Rows,
+    claims: Rows,
+    shard: int,
+    remembered: np.ndarray,
+    claim_remembered: np.ndarray,
+    *,
+    watermark: int,
+    retention_ms: int,
+) -> tuple[np.ndarray, Rows, Rows]:
+    """The registry's decisions for one call.
+
+    Args:
+        own: this shard's admitted operations whose registry it is (``op_id``, ``ohash``,
+            ``ts``, ``deadline``), in input order.
+        claims: other homes' claims (``CLAIMS`` rows) for op_ids this shard registers.
+        shard: this shard's number (its own copies' home).
+        remembered: per ``own`` row, is its op_id remembered here already (pending or within
+            the retention)?  (``batch.admit`` refused those; passed for symmetry: usually False.)
+        claim_remembered: the same per claim.
+        watermark, retention_ms: a winning claim is remembered until the retention after the
+            later of its deadline and the watermark.
+
+    Returns:
+        per ``own`` row, whether it is admitted; the verdicts for the claiming homes
+        (``VERDICTS`` rows, one per (op_id, home)); the ``RESOLVED`` rows to remember the
+        winning claims by.
+    """
+    n_own, n_claims = len(own), len(claims)
+    if n_claims == 0:
+        return ~remembered, Rows.empty(VERDICTS), Rows.empty(RESOLVED)
+    candidates = pd.DataFrame(
+        {
+            "op_id": np.concatenate([own["op_id"].astype(object), claims["op_id"].astype(object)]),
+            "ts": np.concatenate([own["ts"], claims["ts"]]).astype(np.int64),
+            "home": np.concatenate([np.full(n_own, shard, np.int64), claims["home"].astype(np.int64)]),
+            "order": np.arange(n_own + n_claims, dtype=np.int64),
+            "refused": np.concatenate([remembered, claim_remembered]),
+        }
+    )
+    # the op_ids any copy of which is remembered: every copy refused
+    refused_ids = candidates.loc[candidates["refused"].to_numpy(), "op_id"]
+    open_ = candidates.loc[~candidates["op_id"].isin(refused_ids).to_numpy()]
+    first = open_.sort_values(["ts", "home", "order"], kind="stable").drop_duplicates("op_id")
+    winner = pd.Series(first["home"].to_numpy(), index=pd.Index(first["op_id"].to_numpy(object)))
+    own_ok = winner.reindex(own["op_id"].astype(object)).to_numpy() == shard  # NaN: refused
+    pairs = candidates.iloc[n_own:].drop_duplicates(["op_id", "home"])
+    ok = winner.reindex(pairs["op_id"].to_numpy(object)).to_numpy() == pairs["home"].to_numpy()
+    verdicts = Rows(
+        {"op_id": pairs["op_id"].to_numpy(object), "home": pairs["home"].to_numpy(np.int64), "ok": ok},
+        len(pairs),
+    )
+    won = first["home"].to_numpy(np.int64) != shard
+    won_rows = first.loc[won]
+    deadline = claims["deadline"].astype(np.int64)[won_rows["order"].to_numpy(np.int64) - n_own]
+    ids = won_rows["op_id"].to_numpy(object)
+    registered = dedup.resolved_rows(ids, deadline, watermark, retention_ms, hash_strings(ids))
+    return own_ok, verdicts, registered
+
+
+def release(parked: Rows, verdicts: Rows | None, shard: int) -> tuple[Rows, Rows, Rows]:
+    """The parked operations, given the verdicts addressed here: (admitted, refused, still
+    parked).  ``verdicts`` None: none received yet, all stay parked.  A parked operation the
+    verdicts received do not name is admitted: its registry saw it late (only a watermark
+    that differs between shards, never Spark's, can do that), and an operation without an
+    outcome would be worse than a second copy."""
+    if len(parked) == 0:
+        return parked, parked, parked
+    if verdicts is None:
+        return parked.take(np.empty(0, np.int64)), parked.take(np.empty(0, np.int64)), parked
+    mine = verdicts.where(verdicts["home"].astype(np.int64) == shard)
+    refused_ids = pd.Index(mine["op_id"][~mine["ok"].astype(bool)].astype(object))
+    no = refused_ids.get_indexer(parked["op_id"].astype(object)) >= 0 if len(refused_ids) else np.zeros(
+        len(parked), dtype=bool
+    )
+    return parked.where(~no), parked.where(no), parked.take(np.empty(0, np.int64))
+
+
+def claims_of(claims: pd.DataFrame | None) -> Rows:
+    """The host's claims as ``CLAIMS`` rows (empty when none)."""
+    if claims is None or len(claims) == 0:
+        return Rows.empty(CLAIMS)
+    return Rows.of(claims[list(CLAIMS)], CLAIMS)
+
+
+#: what a parked operation keeps, and what registering needs of it (``tables.ops_rows``)
+_REGISTERED = [*PARKED, "ohash"]
+
+
+class OpIdRegistry:
+    """The registry's reads and writes of a ``Purgatory``'s tables (mixed into it): parking,
+    claims, verdicts (see the module docstring)."""
+
+    shard: int | None
+    config: PurgatoryConfig
+    _parked: Rows
+    _pending: Pending
+    _resolved: dedup.ResolvedTable
+    _changes: ChangeLog
+
+    @property
+    def parked(self) -> int:
+        """Operations parked here until their registry's verdict."""
+        return len(self._parked)
+
+    def _settle(
+        self, ops: Rows, claims: pd.DataFrame | None, verdicts: pd.DataFrame | None, wm: int
+    ) -> tuple[Rows, Rows, list[pd.DataFrame], Rows]:
+        """One call's registry work on the admitted operations ``ops``: returns the operations
+        to register now, the parked ones released by their verdicts (to register first: they
+        arrived in an earlier call), the rows rejected ``duplicate_op_id``, and this shard's
+        verdicts for the homes that claimed its op_ids."""
+        rejected: list[pd.DataFrame] = []
+        answers = None if verdicts is None else Rows.of(verdicts, VERDICTS)
+        released, refused, still = release(self._parked, answers, -1 if self.shard is None else self.shard)
+        if len(refused):
+            rejected.append(rejected_rows(SOURCE_OPERATIONS, refused, DUPLICATE_OP_ID))
+        claimed = claims_of(claims)
+        out = Rows.empty(VERDICTS)
+        parking = away(ops, self.shard)
+        if self.shard is not None and (len(claimed) or "registry" in ops):
+            stub = ops["stub"].astype(bool, copy=False)
+            mine = ~parking & ~stub
+            if "registry" in ops:
+                mine &= ops["registry"].astype(np.int64, copy=False) != NO_REGISTRY
+            claimed = claimed.where(claimed["ts"] >= wm)  # a late copy: its home rejects it
+            hashes = hash_strings(claimed["op_id"].astype(object))
+            known = self._resolved.contains(hashes)
+            known[self._pending.by_op_id(claimed["op_id"].astype(object), hashes)[0]] = True
+            own_ok, out, registered = decide(
+                ops.where(mine),
+                claimed,
+                self.shard,
+                np.zeros(int(mine.sum()), dtype=bool),
+                known,
+                watermark=wm,
+                retention_ms=self.config.dedup_retention_ms,
+            )
+            if len(registered):
+                self._changes.resolved(registered)
+                self._resolved.add(registered)
+            lost = np.zeros(len(ops), dtype=bool)
+            lost[np.flatnonzero(mine)[~own_ok]] = True
+            if lost.any():
+                rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.where(lost), DUPLICATE_OP_ID))
+            ops = ops.where(~lost)
+            parking = parking[~lost]
+        if parking.any():
+            still = still.stack(ops.where(parking).select(PARKED).cast(PARKED))
+            ops = ops.where(~parking)
+        self._parked = still
+        if len(released):
+            released = released.assign(ohash=hash_strings(released["op_id"].astype(object)))
+        return ops, released.select(_REGISTERED) if len(released) else released, rejected, out
