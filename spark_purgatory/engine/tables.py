@@ -5,11 +5,12 @@ A ``Purgatory`` keeps three tables that grow with the pending operations (``BIG_
 row per (operation, key)) and ``resolved`` (op_ids resolved within the dedup retention, by
 64-bit hash).  Inside the engine ``ops`` and ``watch`` are ``columns.Columns`` (numpy columns
 with spare capacity and tombstones, indexed by op_id and by key hash); outside, as here,
-they are plain frames in handle order.  Five tables stay small (``SMALL_TABLES``):
+they are plain frames in handle order.  Six tables stay small (``SMALL_TABLES``):
 ``matches`` (events matched to pending operations), ``events`` (events the watermark has
 not passed yet), ``keys`` (per-key offset progress), ``relayed`` (the cross-shard group's:
 relayed events whose notice has not come yet, ``relay``) and ``windows`` (completed
-operations' windows the watermark has not passed, ``windows``); inside
+operations' windows the watermark has not passed, ``windows``) and ``parked`` (operations
+waiting one call for their op_id's registry, ``registry``); inside
 the engine they are ``rows.Rows``.  The pending op_ids are the ``ops`` table's own, indexed
 by hash: there is no separate table of them.
 

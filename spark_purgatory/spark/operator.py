@@ -27,6 +27,14 @@ one: relayed completions are emitted one micro-batch later.  The end of input co
 way: the end mark's row reaches every shard group, which then processes its micro-batch past
 every deadline and keeps that watermark (``state.wake``, ``docs/end-of-input.md``).
 
+**One outcome per op_id across shards** (``engine.registry``, ``routing``).  Each
+operation carries its op_id's registry shard (``peer``); a claim row goes there when it is not
+the operation's home.  The registry posts its verdicts under ``<state path>/verdicts/<home>/``
+(one file per (micro-batch, registry), the mailbox's naming); a shard that parked operations
+sets its timeout to the current watermark and, in its next call, reads the files of the
+micro-batch that parked them (``Purgatory.parked_in``, kept with its state) and deletes older
+ones.  A replay rewrites the same files and reads the same ones.
+
 **A watermark per input.**  Each input declares its own watermark (the largest event time
 seen on it minus ``watermark.delay``, or its ``watermark.delay.operations`` /
 ``watermark.delay.events``) before the two are unioned, so the operator works on Spark's

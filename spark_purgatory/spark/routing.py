@@ -27,6 +27,11 @@ and only events a cross-shard operation can count travel on: cost follows the cr
 operations, not the event rate.  A stub lives until its operation's deadline.  Set
 ``purgatory.cross.shard.operations=false`` to reject such operations (``cross_shard_keys``).
 
+**One outcome per op_id** (``registers``, ``engine.registry``).  Each single-shard
+operation also carries its op_id's registry shard (``pmod(xxhash64(op_id, 'registry'),
+shards)``, in ``peer``); when that is not its home, a *claim* copy (role ``claim``, ``peer``:
+the home) goes to the registry, which decides which copy of the op_id is the one.
+
 Without ``purgatory.state.path`` there is no shared place for a mailbox: the stream then
 falls back to *replicas*, a copy of every event in the cross-shard group (which then sees
 every event: the funnel the mailbox avoids; ``query.start`` always sets the state path).
