@@ -380,6 +380,7 @@ def relay_rows(pairs: list[tuple[str, str, int]]) -> pd.DataFrame:
             "floor": False,
             "sender_eseq": np.arange(len(pairs)),
             "counted": False,
+            "covered": False,
         }
     )
 

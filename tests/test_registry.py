@@ -78,3 +78,29 @@ def test_the_registry_remembers_an_op_id_it_released_for_the_dedup_retention(tmp
     c.step((), (), wm=300)  # expires at 200
     c.step([op("y", "d", 400, 100)], (), wm=300)  # within the retention: refused in shard 1
     assert rejected(c) == [("y", "d", "duplicate_op_id")]
+
+
+# -- a repeated op_id of an operation whose keys span shards (the cross-shard group's own check) --
+
+#: k0 in shard 0, k1 in shard 1, k2 in shard 2
+CROSS = {"k0": 0, "k1": 1, "k2": 2}
+
+
+def test_a_refused_copys_stubs_add_nothing_to_the_operation_it_repeats(tmp_path):
+    """Both copies span shards; the second watches k1, which the first does not: the events
+    its stub relays are not the first's, and are reported as if the stub never was."""
+    c = Sharded(CROSS, 3, str(tmp_path / "mailbox"), registry=REGISTRY)
+    first = op("m", ["k0", "k2"], 100, 200, "count", target=3)
+    again = op("m", ["k0", "k1"], 150, 200, "count", target=3)
+    outcomes = [
+        c.step([first, again], [ev("k0", 120), ev("k1", 160), ev("k2", 170)], wm=0),
+        c.step((), (), wm=400),
+        c.step((), (), wm=400),
+        c.step((), (), wm=400),
+    ]
+    assert resolved(pd.concat(outcomes, ignore_index=True)) == {"m": ("expired", 300, 2, 2.0)}
+    assert rejected(c) == [("m", "k0", "duplicate_op_id")]
+    unmatched = pd.concat(c.unmatched, ignore_index=True)
+    assert sorted(zip(unmatched["key"], unmatched["ts"], unmatched["reason"], strict=True)) == [
+        ("k1", 160, "no_operation")
+    ]

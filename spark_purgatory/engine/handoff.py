@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import progress, relay
-from .frames import distinct
+from . import progress, relay, watchers
+from .frames import distinct, hash_strings
 from .rows import Rows
 
 if TYPE_CHECKING:
     from .pending import Pending
+    from .windows import ResolvedWindows
 
 __all__ = ["CrossShardHandOff"]
 
@@ -33,6 +34,7 @@ class CrossShardHandOff:
     _matches: Rows
     _events: Rows
     _relayed: Rows
+    _windows: ResolvedWindows
     _next_eseq: int
     _batch_id: int
 
@@ -69,12 +71,24 @@ class CrossShardHandOff:
         for rows in relay.steps(relayed):
             if rows["stage"][0] == relay.FINAL:
                 pending = self._matches["eseq"]
-                noticed, self._relayed = relay.decide(rows, self._relayed, pending)
-                lost = lost.stack(progress.after_resolution_rows(noticed, self._batch_id))
+                noticed, after, self._relayed = relay.decide(rows, self._relayed, pending)
+                lost = lost.stack(progress.unmatched_rows(noticed, after, self._batch_id))
                 continue
-            named = self._pending.by_op_id(rows["for_op"].astype(object, copy=False))
+            for_op = rows["for_op"].astype(object, copy=False)
+            named = self._pending.by_op_id(for_op)
+            # only the stubs of the operation held here: a repeated op_id's copy, refused here
+            # as a duplicate, may have left stubs on keys the operation does not watch
+            held = self._pending.rows(named[1], keys=True)
+            watched = watchers.watching(held, named[1], rows["key"][named[0]])
+            named = (named[0][watched], named[1][watched])
+            # a pair of no pending operation: its stub outlived an operation completed here
+            # (a window of it holds the pair), or it is a refused copy's
+            ours = np.zeros(len(rows), dtype=bool)
+            ours[named[0]] = True
+            mine = Rows({"khash": hash_strings(rows["key"]), "ts": rows["ts"], "op_id": for_op}, len(rows))
+            spurious = ~ours & ~self._windows.covers(mine)
             ops = self._pending.rows(named[1])
-            new, record = relay.matches_of(ops, named, rows, self._next_eseq)
+            new, record = relay.matches_of(ops, named, rows, self._next_eseq, spurious)
             self._next_eseq += len(rows)
             self._relayed = self._relayed.stack(record)
             if len(new):

@@ -9,7 +9,7 @@ for them.  Once passed, an event is *final*:
 * an event no operation counted is reported in ``unmatched_events``: ``after_resolution``
   if it lies in the window of an operation that completed without it (``windows``), else
   ``no_operation``.  An event a stub matched is the cross-shard group's to report, on its
-  primary's notice (``relay``; ``after_resolution_rows``).
+  primary's notice (``relay``; ``unmatched_rows``).
 
 Keys are many: a key with offset progress is kept for the progress retention after its last
 event.  ``KeyTable`` holds them in
@@ -39,7 +39,6 @@ __all__ = [
     "touch_keys",
     "final_progress",
     "unmatched_rows",
-    "after_resolution_rows",
     "retire_keys",
     "keys_wakeup",
     "empty_unmatched",
@@ -116,12 +115,6 @@ def unmatched_rows(lost: Rows, after: np.ndarray, batch_id: int) -> Rows:
     """``unmatched_events`` rows for final events nothing counted, with their reason:
     ``after``, per event, whether a completed operation's window held it (``windows``)."""
     return _reported(lost, np.where(after, AFTER_RESOLUTION, NO_OPERATION).astype(object), batch_id)
-
-
-def after_resolution_rows(lost: Rows, batch_id: int) -> Rows:
-    """``unmatched_events`` rows for events an operation resolved before (the cross-shard
-    group's answer to notices: ``relay.decide``)."""
-    return _reported(lost, np.full(len(lost), AFTER_RESOLUTION, dtype=object), batch_id)
 
 
 def _reported(lost: Rows, reason: np.ndarray, batch_id: int) -> Rows:

@@ -583,7 +583,8 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         progress.final_progress(self._keys, final)
         mine = ~final["replica"]
         relayed = isin(eseq, paired) & mine if paired.size else np.zeros(len(final), bool)
-        notes = relay.notices(final.where(relayed), used[relayed])
+        paired_final = final.where(relayed)
+        notes = relay.notices(paired_final, used[relayed], self._windows.covers(paired_final))
         lost = final.where(~used & ~relayed & mine)
         if len(lost) == 0:
             return progress.empty_unmatched(), notes

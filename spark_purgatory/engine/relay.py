@@ -127,6 +127,7 @@ def _pairs(ops: Rows, matches: Rows, events: Rows, new_from: int, new_eseq_from:
         "floor": floor,
         "sender_eseq": np.where(floor, FLOOR_ESEQ, eseq),
         "counted": False,
+        "covered": False,
     }
     return Rows(columns, eseq.size)
 
@@ -150,13 +151,15 @@ def _floors(ops: Rows, watch: Rows, new_from: int) -> Rows:
         "floor": True,
         "sender_eseq": np.int64(FLOOR_ESEQ),
         "counted": False,
+        "covered": False,
     }
     return Rows(columns, rows.size)
 
 
-def notices(final: Rows, counted: np.ndarray) -> Rows:
+def notices(final: Rows, counted: np.ndarray, covered: np.ndarray | None = None) -> Rows:
     """The notices of paired events that became final (``final``: event rows; ``counted``:
-    per row, whether an operation of this shard counted it)."""
+    per row, whether an operation of this shard counted it; ``covered``: whether a window of
+    one of its completed operations holds it)."""
     if len(final) == 0:
         return _NONE
     columns = {
@@ -170,6 +173,7 @@ def notices(final: Rows, counted: np.ndarray) -> Rows:
         "floor": False,
         "sender_eseq": final["eseq"],
         "counted": np.asarray(counted, bool),
+        "covered": np.zeros(len(final), bool) if covered is None else np.asarray(covered, bool),
     }
     return Rows(columns, len(final)).cast(RELAY)
 
@@ -187,7 +191,11 @@ def steps(relayed: Rows | None) -> Iterator[Rows]:
 
 
 def matches_of(
-    ops: Rows, named: tuple[np.ndarray, np.ndarray], rows: Rows, eseq_from: int
+    ops: Rows,
+    named: tuple[np.ndarray, np.ndarray],
+    rows: Rows,
+    eseq_from: int,
+    spurious: np.ndarray | None = None,
 ) -> tuple[Rows, Rows]:
     """Relay rows (pairs and floors, with their ``sender``) as match rows of the pending
     operations they name (others are dropped: resolved already), and the ``RELAYED`` record
@@ -195,7 +203,9 @@ def matches_of(
     sequence numbers from ``eseq_from`` on, in row order.
 
     ``named``: (row of ``rows``, handle) of the rows whose ``for_op`` is pending
-    (``Pending.by_op_id``); ``ops``: those operations' rows, sorted by handle.
+    (``Pending.by_op_id``); ``ops``: those operations' rows, sorted by handle.  ``spurious``:
+    per row, whether its stub belongs to no operation held here, pending or completed (a
+    refused duplicate's: recorded so that its notice is answered with the sender's reason).
 
     A floor is a match without an event (``eseq`` ``FLOOR_ESEQ``, at the earliest time):
     ``evaluate`` takes its value into the key's progress as it takes ``progress_at_watch``
@@ -213,6 +223,7 @@ def matches_of(
             "sender_eseq": rows["sender_eseq"][pairs].astype(np.int64),
             "eseq": eseq[pairs],
             "absorbed": False,
+            "spurious": np.zeros(pairs.size, bool) if spurious is None else spurious[pairs],
         },
         pairs.size,
     )
@@ -251,14 +262,22 @@ def absorb(relayed: Rows, eseqs: np.ndarray) -> Rows:
     return relayed.assign(absorbed=relayed["absorbed"] | hit)
 
 
-def decide(notes: Rows, relayed: Rows, pending: np.ndarray) -> tuple[Rows, Rows]:
+def decide(notes: Rows, relayed: Rows, pending: np.ndarray) -> tuple[Rows, np.ndarray, Rows]:
     """The cross-shard group's answer to notices (with their ``sender``): the notices of the
-    events nothing counted (their event fields, to report ``after_resolution``), and
+    events nothing counted (their event fields), whether each is ``after_resolution``, and
     ``relayed`` without the noticed events.  ``pending``: the ``eseq`` of the matches the
-    pending operations hold."""
+    pending operations hold.
+
+    An event one of this group's operations matched (not a ``spurious`` pair) and nothing
+    counted was inside the window of an operation that completed without it:
+    ``after_resolution``.  An event only spurious pairs name (stubs of a copy refused here as
+    a duplicate) gets the sender's own reason (``covered``), as if the stubs never were."""
     sender, sender_eseq = notes["sender"].astype(np.int64), notes["sender_eseq"].astype(np.int64)
     held = np.flatnonzero(relayed["absorbed"] | isin(relayed["eseq"], pending))
     used = pairs_in(sender, sender_eseq, relayed["sender"][held], relayed["sender_eseq"][held])
-    lost = notes.where(~used & ~notes["counted"].astype(bool))
+    lost = ~used & ~notes["counted"].astype(bool)
+    real = np.flatnonzero(~relayed["spurious"].astype(bool))
+    matched = pairs_in(sender, sender_eseq, relayed["sender"][real], relayed["sender_eseq"][real])
+    after = (matched | notes["covered"].astype(bool))[lost]
     noticed = pairs_in(relayed["sender"], relayed["sender_eseq"], sender, sender_eseq)
-    return lost, relayed.where(~noticed)
+    return notes.where(lost), after, relayed.where(~noticed)

@@ -107,7 +107,8 @@ EVENTS = {
 #: is new; ``floor`` rows carry a key's progress instead of an event (``value``; ``ts``,
 #: ``op_id``, ``source`` and ``sender_eseq`` unused); ``stage`` 2 rows are *notices*: a paired
 #: event became final in the sender, ``counted`` if one of the sender's own operations
-#: counted it (``for_op`` unused)
+#: counted it (``for_op`` unused) and ``covered`` if a window of one of the sender's own
+#: completed operations holds it (``windows``: the reason the sender would give)
 RELAY = {
     "for_op": "object",
     "key": "object",
@@ -119,12 +120,15 @@ RELAY = {
     "floor": "bool",
     "sender_eseq": "int64",
     "counted": "bool",
+    "covered": "bool",
 }
 #: the cross-shard group's record of relayed pairs until their event's notice: the event
 #: (``sender`` shard, ``sender_eseq``: unique among events awaiting a notice, as a shard's
 #: eseq restarts only when it holds no event), the ``eseq`` its match got here, and whether
 #: an operation counted it (``absorbed``: the event is used, as one purgatory would say)
-RELAYED = {"sender": "int64", "sender_eseq": "int64", "eseq": "int64", "absorbed": "bool"}
+#: ``spurious``: the pair's stub was not one of an operation held here (a refused duplicate's:
+#: its event's reason is the sender's, ``relay.decide``)
+RELAYED = {"sender": "int64", "sender_eseq": "int64", "eseq": "int64", "absorbed": "bool", "spurious": "bool"}
 #: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values)
 #: and the last such event's time; ``resolved_until`` is kept for states written before the
 #: ``windows`` table (it said until when the key's events were after_resolution), never set now

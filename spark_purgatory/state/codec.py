@@ -75,11 +75,21 @@ def frame_from(data: bytes, dtypes: dict[str, str]) -> pd.DataFrame:
     table = pa.ipc.open_stream(data).read_all()
     if table.num_rows == 0:
         return empty(dtypes)
+    present = set(table.column_names)
     columns = {
         name: table.column(name).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+        if name in present
+        else _absent(dtype, table.num_rows)
         for name, dtype in dtypes.items()
     }
     return pd.DataFrame(columns, copy=False)
+
+
+def _absent(dtype: str, n: int) -> np.ndarray:
+    """A column written before it existed (a flag added to a table later): False, 0 or None."""
+    if dtype == "object":
+        return np.full(n, None, dtype=object)
+    return np.zeros(n, dtype=dtype)
 
 
 def table_from(data: bytes, schema: pa.Schema) -> pa.Table:
