@@ -1,7 +1,8 @@
 """spark-purgatory streaming job (entry point for ``python`` and ``spark-submit``).
 
-    python jobs/purgatory_job.py --ops-path DIR --events-path DIR --output-path DIR \
-        --checkpoint-path DIR [--source-format json|parquet|delta|kafka] \
+    python jobs/purgatory_job.py --ops-path DIR --events-path DIR \
+        (--output-path DIR | --output-tables SCHEMA) --checkpoint-path DIR \
+        [--source-format json|parquet|delta|kafka] \
         [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...]
 
 Everything lives in ``spark_purgatory.job``; see its docstring or ``--help``.  Under

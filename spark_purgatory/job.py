@@ -5,8 +5,9 @@ and the tests call ``parse_args`` / ``run`` directly.  ``run`` is a thin shell a
 ``spark_purgatory.start`` (the one call notebooks use too): it adds the session, the
 sources, the progress and commit log lines, and stopping on SIGTERM/SIGINT.
 
-    python jobs/purgatory_job.py --ops-path DIR --events-path DIR --output-path DIR \\
-        --checkpoint-path DIR [--source-format auto|json|parquet|delta|kafka] \\
+    python jobs/purgatory_job.py --ops-path DIR --events-path DIR \\
+        (--output-path DIR | --output-tables SCHEMA) --checkpoint-path DIR \\
+        [--source-format auto|json|parquet|delta|kafka] \\
         [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...] \\
         [--end-input]
 
@@ -17,9 +18,14 @@ run it again after new files arrive and it continues from the checkpoint.  ``--e
 checkpoint takes no more runs (``docs/end-of-input.md``).  Output tables
 (``outcomes``, ``unmatched_events``, ``rejected``) are written with delta-rs, or with Spark's
 Delta data source when its classes are on the classpath (``job.writer = auto``).
+``--output-tables main.purgatory`` writes them as tables of the session's catalog instead
+(``main.purgatory.outcomes`` ...; ``main.ops.payments_{table}`` for a prefix; Spark's Delta
+writer only: ``delta.catalog``); a plain ``python`` run then keeps its catalog in
+``job.warehouse``.
 
 Configuration: the keys of ``PurgatoryConfig`` plus ``job.trigger``, ``job.source.format``,
-``job.writer`` (auto|delta-rs|spark), ``job.master`` (for plain ``python`` runs),
+``job.writer`` (auto|delta-rs|spark), ``job.master`` and ``job.warehouse`` (for plain
+``python`` runs: a local directory for the catalog's tables and metastore),
 ``job.log.format`` (text|json), ``kafka.*`` (Kafka consumer configs, passed as they are, e.g.
 ``kafka.bootstrap.servers``) and ``source.kafka.*`` (other Kafka source options, e.g.
 ``source.kafka.startingOffsets``), from ``--conf`` files (in order) then ``--set``.
@@ -37,6 +43,7 @@ import time
 from dataclasses import dataclass, field
 
 from .config import READ_FORMATS, ConfigError, PurgatoryConfig, read_settings
+from .delta.catalog import CatalogTables
 from .query import TRIGGERS, check_trigger
 from .state.wake import EndOfInput, InputEndedError
 
@@ -48,6 +55,7 @@ _JOB_KEYS = {
     "job.writer": "auto",
     "job.master": "local[*]",
     "job.log.format": "text",
+    "job.warehouse": "",
 }
 
 
@@ -90,6 +98,9 @@ class JobSettings:
     writer: str = "auto"
     master: str = "local[*]"
     log_format: str = "text"
+    #: the output as catalog names (``--output-tables``): then ``output_path`` is empty
+    output_tables: CatalogTables | None = None
+    warehouse: str = ""
     kafka_options: dict[str, str] = field(default_factory=dict)
     end_input: bool = False
 
@@ -98,7 +109,14 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     parser = argparse.ArgumentParser(prog="purgatory_job.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops-path", required=True, help="operations directory (or Kafka topic)")
     parser.add_argument("--events-path", required=True, help="completion events directory (or Kafka topic)")
-    parser.add_argument("--output-path", required=True, help="where the Delta tables live")
+    output = parser.add_mutually_exclusive_group(required=True)
+    output.add_argument("--output-path", help="where the Delta tables live")
+    output.add_argument(
+        "--output-tables",
+        metavar="SCHEMA",
+        help="the tables in the session's catalog: SCHEMA.outcomes ... (main.purgatory, "
+        "or main.ops.payments_{table} for a prefix)",
+    )
     parser.add_argument("--checkpoint-path", required=True, help="Spark checkpoint (+ accumulator staging)")
     parser.add_argument("--source-format", choices=list(READ_FORMATS))
     parser.add_argument("--trigger", help=TRIGGERS)
@@ -124,10 +142,17 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
         raise ConfigError(f"job.writer must be auto, delta-rs or spark, got {job['job.writer']!r}")
     if job["job.log.format"] not in ("text", "json"):
         raise ConfigError(f"job.log.format must be text or json, got {job['job.log.format']!r}")
+    tables = CatalogTables.parse(args.output_tables) if args.output_tables else None
+    if tables is not None and job["job.writer"] == "delta-rs":
+        raise ConfigError(
+            f"--output-tables {tables}: delta-rs cannot write catalog tables; use job.writer=auto or spark"
+        )
     return JobSettings(
         ops_path=args.ops_path,
         events_path=args.events_path,
-        output_path=args.output_path,
+        output_path=args.output_path or "",
+        output_tables=tables,
+        warehouse=job["job.warehouse"],
         checkpoint_path=args.checkpoint_path,
         config=config,
         trigger=trigger,
@@ -142,7 +167,9 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
 
 def _session(settings: JobSettings):
     """The submitted session under spark-submit; a local session with good defaults otherwise."""
+    from .delta.catalog import local_catalog
     from .spark.session import local_session
+    from .storage import Storage, storage_session_conf
 
     shards = settings.config.shards
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit / pyspark
@@ -151,7 +178,15 @@ def _session(settings: JobSettings):
         spark = SparkSession.builder.appName("spark-purgatory").getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         return spark
-    return local_session("spark-purgatory", master=settings.master, shuffle_partitions=shards + 1)
+    conf = storage_session_conf(Storage.of(settings.config))  # Spark's own s3a:// reads these
+    if settings.output_tables is not None:
+        if not settings.warehouse:
+            raise ConfigError(
+                f"--output-tables {settings.output_tables} in a local run: set job.warehouse to the "
+                "directory where the local catalog keeps its tables and metastore"
+            )
+        conf.update(local_catalog(settings.warehouse))
+    return local_session("spark-purgatory", master=settings.master, shuffle_partitions=shards + 1, conf=conf)
 
 
 class _StdoutHandler(logging.StreamHandler):
@@ -181,7 +216,7 @@ def configure_logging(fmt: str) -> None:
 
 def run(settings: JobSettings) -> dict:
     """Start the query (``spark_purgatory.start``), run it per the trigger, flush; return the totals."""
-    from .delta.writers import choose_writer
+    from .delta.catalog import writer_for
     from .query import start
     from .spark.metrics import ProgressListener
     from .state.pending import PendingRecord
@@ -196,18 +231,12 @@ def run(settings: JobSettings) -> dict:
         PendingRecord.under(settings.checkpoint_path, Storage.of(settings.config)).read()
     )
     spark.streams.addListener(listener)
-    writer = choose_writer(
-        spark, settings.output_path, prefer=settings.writer, storage=Storage.of(settings.config)
-    )
-    log.info(
-        "writer: %s, output %s, checkpoint %s",
-        type(writer).__name__,
-        settings.output_path,
-        settings.checkpoint_path,
-    )
+    output = settings.output_tables or settings.output_path
+    writer = writer_for(spark, output, prefer=settings.writer, storage=Storage.of(settings.config))
+    log.info("writer: %s, output %s, checkpoint %s", type(writer).__name__, output, settings.checkpoint_path)
     purgatory = start(
         *_sources(spark, settings),
-        output=settings.output_path,
+        output=output,
         checkpoint=settings.checkpoint_path,
         config=settings.config,
         trigger=settings.trigger,

@@ -69,9 +69,10 @@ from typing import TYPE_CHECKING, Any
 
 from .config import ConfigError, PurgatoryConfig, parse_interval_ms
 from .delta.accumulator import RecordAccumulator, TableWriter
+from .delta.catalog import CatalogTables, writer_for
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, everywhere
-from .delta.writers import WriterChoice, choose_writer
+from .delta.writers import WriterChoice
 from .spark.routing import registers
 from .spark.settings import arrow_records, library_plan, shuffle_partitions, state_store
 from .state.pending import PendingRecord
@@ -102,7 +103,7 @@ def start(
     operations: DataFrame | str,
     events: DataFrame | str,
     *,
-    output: str,
+    output: str | CatalogTables,
     checkpoint: str,
     config: PurgatoryConfig | None = None,
     trigger: str = "available-now",
@@ -123,7 +124,8 @@ def start(
             ``source.max.files.per.trigger``.
         events: the completion-events stream or path, in the same format.
         output: where the ``outcomes``, ``unmatched_events``, ``rejected`` and ``metrics``
-            tables live.
+            tables live: a path or URI (a directory per table), or ``CatalogTables`` (names
+            in the session's catalog, ``main.purgatory.outcomes`` ...; Spark's Delta writer).
         checkpoint: Spark's checkpoint; it holds the app id, and (unless configured) the
             accumulator's staging and the shard state live under it.
         config: ``PurgatoryConfig``; the defaults when None.
@@ -198,7 +200,7 @@ def start(
     with library_plan():  # no call-site capture for the library's own plan (settings)
         out = _operator(spark, operations, events, cfg, source_format, wake, staging, encoding, kafka_options)
     if isinstance(writer, str):
-        writer = choose_writer(spark, output, prefer=writer, storage=storage)
+        writer = writer_for(spark, output, prefer=writer, storage=storage)
     if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
         writer.create_tables()
     accumulator = RecordAccumulator(

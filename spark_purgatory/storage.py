@@ -49,7 +49,17 @@ from urllib.parse import urlencode, urlsplit
 
 import pyarrow.fs as pafs
 
-__all__ = ["Storage", "location", "join", "write_once", "WholeFile", "write_whole", "listing", "remove"]
+__all__ = [
+    "Storage",
+    "location",
+    "join",
+    "write_once",
+    "WholeFile",
+    "write_whole",
+    "listing",
+    "remove",
+    "storage_session_conf",
+]
 
 #: the URI schemes of Azure Data Lake Storage / Blob Storage that pyarrow and delta-rs both read
 _AZURE_SCHEMES = ("abfss://", "abfs://", "az://")
@@ -152,6 +162,32 @@ class Storage:
             return None
         return {k: v for k, v in options.items() if v}
 
+    def hadoop_settings(self) -> dict[str, str]:
+        """The same settings for Spark's own ``s3a://`` (Hadoop's S3A: the checkpoint, Spark's
+        reads and Delta's writes), as session keys: ``spark.conf.set(key, value)`` on a running
+        session (before its first ``s3a://`` access), or ``spark.hadoop.<key>`` when building one.
+
+        A custom endpoint (MinIO, moto) is addressed path-style, as pyarrow and delta-rs do;
+        the credentials come from S3A's own chain (``AWS_ACCESS_KEY_ID`` ... in the JVM's
+        environment, ``fs.s3a.access.key``, instance profiles).
+
+        >>> moto = Storage(endpoint="http://127.0.0.1:9000", region="us-east-1", allow_http=True)
+        >>> sorted(moto.hadoop_settings())  # doctest: +NORMALIZE_WHITESPACE
+        ['fs.s3a.connection.ssl.enabled', 'fs.s3a.endpoint', 'fs.s3a.endpoint.region',
+         'fs.s3a.path.style.access']
+        >>> Storage().hadoop_settings()
+        {}
+        """
+        settings: dict[str, str] = {}
+        if self.endpoint:
+            settings["fs.s3a.endpoint"] = self.endpoint
+            settings["fs.s3a.path.style.access"] = "true"
+        if self.region:
+            settings["fs.s3a.endpoint.region"] = self.region
+        if self.allow_http:
+            settings["fs.s3a.connection.ssl.enabled"] = "false"
+        return settings
+
     def _s3_query(self) -> str:
         """Our settings as the query of an ``s3://`` URI, pyarrow's way to configure it."""
         options: dict[str, str] = {}
@@ -233,6 +269,12 @@ class Storage:
             "blob_storage_scheme": scheme,
             "dfs_storage_scheme": scheme,
         }
+
+
+def storage_session_conf(storage: Storage) -> dict[str, str]:
+    """``Storage.hadoop_settings`` as the configuration of a session being built (the job's
+    local session): ``spark.hadoop.<key>``."""
+    return {f"spark.hadoop.{k}": v for k, v in storage.hadoop_settings().items()}
 
 
 def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
