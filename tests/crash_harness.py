@@ -77,11 +77,13 @@ def _job(
     env: dict[str, str],
     fault: str | None = None,
     log: str | None = None,
+    cwd: str | None = None,
 ) -> subprocess.Popen:
     """The job in a subprocess; with ``fault`` (``<point>:<n>``) it kills itself there.
 
     Its standard error is a pipe (``communicate()`` it), or with ``log`` the file ``log + ".err"``
     and its standard output ``log + ".out"`` (nothing to drain while it runs or is killed).
+    ``cwd``: its working directory (this process's by default).
     """
     extra = [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
     if log is not None:
@@ -105,6 +107,7 @@ def _job(
             stdout=out,
             stderr=err,
             text=True,
+            cwd=cwd,
         )
     finally:
         if log is not None:
@@ -112,21 +115,27 @@ def _job(
             err.close()
 
 
-def _commits(checkpoint: str) -> int:
-    """How many micro-batches Spark has committed in ``checkpoint``."""
+def _commits(checkpoint: str, store=None) -> int:
+    """How many micro-batches Spark has committed in ``checkpoint`` (a URI in ``store``'s bucket
+    when given)."""
+    if store is not None:
+        prefix = checkpoint.split(f"{store.bucket}/", 1)[1] + "/commits"
+        return sum(1 for key in store.keys(prefix) if key.rsplit("/", 1)[1].isdigit())
     try:
         return sum(1 for name in os.listdir(os.path.join(checkpoint, "commits")) if name.isdigit())
     except FileNotFoundError:
         return 0
 
 
-def _kill_after_a_commit(job: subprocess.Popen, checkpoint: str, delay: float, timeout: float) -> bool:
+def _kill_after_a_commit(
+    job: subprocess.Popen, checkpoint: str, delay: float, timeout: float, store=None
+) -> bool:
     """Kill -9 ``job`` ``delay`` seconds after it committed a micro-batch of its own (its
     start-up took however long it took); False if it committed none within ``timeout``."""
-    before, deadline = _commits(checkpoint), time.monotonic() + timeout
-    while _commits(checkpoint) == before and job.poll() is None and time.monotonic() < deadline:
+    before, deadline = _commits(checkpoint, store), time.monotonic() + timeout
+    while _commits(checkpoint, store) == before and job.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    committed = _commits(checkpoint) > before
+    committed = _commits(checkpoint, store) > before
     if committed:
         time.sleep(delay)  # somewhere in the next micro-batches, linger drains, state commits
     job.kill()
@@ -172,7 +181,15 @@ def run(
     store=None,
     kafka=None,
     writer: str = "auto",
+    checkpoint_on_store: bool = False,
 ) -> dict:
+    """Kill the job as ``plan`` says, then drain; the tables and the reference to ``check``.
+
+    ``store``: the output tables, the staging and the segments in its bucket; with
+    ``checkpoint_on_store`` Spark's checkpoint too (``s3a://``: hadoop-aws).  ``kafka``: the
+    input on two topics of that broker instead of files.  Every job run works in
+    ``<root>/cwd``, empty at the start; what it holds at the end is ``cwd_files``.
+    """
     rng = random.Random(seed)
     out, settings, env, storage_options = _placement(root, store)
     settings["job.writer"] = writer  # spark: Delta's own writer (make jars put it on the class path)
@@ -186,6 +203,12 @@ def run(
     ops_dir, ev_dir = os.path.join(root, "ops"), os.path.join(root, "events")
     os.makedirs(ops_dir)
     os.makedirs(ev_dir)
+    cwd = os.path.join(root, "cwd")  # nothing may be written relative to it
+    os.makedirs(cwd)
+    if checkpoint_on_store:
+        checkpoint, spark_store = store.uri(os.path.basename(root), "chk", scheme="s3a"), store
+    else:
+        checkpoint, spark_store = os.path.join(root, "chk"), None
     args = [
         "--ops-path",
         ops_dir,
@@ -194,7 +217,7 @@ def run(
         "--output-path",
         out,
         "--checkpoint-path",
-        os.path.join(root, "chk"),
+        checkpoint,
     ]
 
     if kafka is not None:  # two topics of their own on the broker, read from the start
@@ -223,7 +246,6 @@ def run(
         delivered = min(files, delivered + count)
 
     per_step = -(-files // (len(plan) + 1))
-    checkpoint = os.path.join(root, "chk")
     kills = []
     for number, step in enumerate(plan):
         # new input for every run, so each run stages, drains and commits before its kill
@@ -232,7 +254,7 @@ def run(
         started, log = time.monotonic(), os.path.join(root, "logs", f"run-{number}")
         trigger = ["--trigger", "processing-time=1s"]
         if step.startswith("fault="):
-            job = _job([*args, *trigger], settings, env, fault=step.split("=", 1)[1], log=log)
+            job = _job([*args, *trigger], settings, env, fault=step.split("=", 1)[1], log=log, cwd=cwd)
             try:
                 job.wait(timeout=900)  # a loaded machine (tests in parallel) takes minutes
                 reached = True
@@ -241,8 +263,10 @@ def run(
                 job.kill()
                 job.wait()
         else:  # a random moment once the run is under way
-            job = _job([*args, *trigger], settings, env, log=log)
-            reached = _kill_after_a_commit(job, checkpoint, delay=rng.uniform(0, 5), timeout=900)
+            job = _job([*args, *trigger], settings, env, log=log, cwd=cwd)
+            reached = _kill_after_a_commit(
+                job, checkpoint, delay=rng.uniform(0, 5), timeout=900, store=spark_store
+            )
         feeder.join()
         kill = {"step": step, "returncode": job.returncode, "reached": reached}
         kill["seconds"] = round(time.monotonic() - started, 1)
@@ -251,7 +275,7 @@ def run(
         kills.append(kill)
     deliver(files, spread=False)  # the rest, at once: the last run reads everything there is
     started, log = time.monotonic(), os.path.join(root, "logs", "final")
-    final = _job([*args, "--trigger", "available-now"], settings, env, log=log)
+    final = _job([*args, "--trigger", "available-now"], settings, env, log=log, cwd=cwd)
     final.wait(timeout=600)
     final_seconds = round(time.monotonic() - started, 1)
     if final.returncode != 0:
@@ -268,6 +292,7 @@ def run(
     return {
         "kills": kills,
         "final_seconds": final_seconds,
+        "cwd_files": sorted(os.listdir(cwd)),
         "tables": tables,
         "expected_outcomes": expected_outcomes,
         "expected_unmatched": expected_unmatched,

@@ -7,9 +7,9 @@ data files are written but before their commit.
 ``check`` includes the ``metrics`` table: one row per (micro-batch, shard) that ran, none
 twice after the kills, its counts adding up to the other tables and to the input.
 
-Twice with delta-rs (the embedded default): with everything on the local disk, and with the
-output tables, the accumulator's staging and the shard-state segments on an S3-compatible
-store (moto on loopback).  Each job run costs a JVM's start, so the fault points are shared
+Twice with delta-rs (the embedded default): here with everything on the local disk, and in
+``tests/test_s3a.py`` with everything on an S3-compatible store (moto on loopback), Spark's
+checkpoint included.  Each job run costs a JVM's start, so the fault points are shared
 between the two (``PLANS``: each point killed once, on one store or the other), each test
 also kills one run at a random moment after it committed a micro-batch, and the two tests run
 at once on two test workers.  Once more with Spark's own Delta writer (``job.writer=spark``,
@@ -23,7 +23,6 @@ from __future__ import annotations
 import pytest
 from crash_harness import check, run
 from deltalake import DeltaTable
-from object_store import S3Store
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
 
@@ -47,7 +46,7 @@ def test_the_plans_kill_at_every_fault_point():
     assert all(plan[-1] == "random" for plan in [*PLANS.values(), NATIVE_PLAN])
 
 
-def _killed_as_planned(result: dict, plan: list[str]) -> None:
+def killed_as_planned(result: dict, plan: list[str]) -> None:
     killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
     assert len(killed) == len(plan), result["kills"]  # every run died by SIGKILL where planned
 
@@ -56,28 +55,8 @@ def _killed_as_planned(result: dict, plan: list[str]) -> None:
 def test_job_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
     plan = PLANS["local"]
     result = run(str(tmp_path / "crash"), n_ops=1000, files=10, plan=plan, feed_seconds=2.0, seed=3)
-    _killed_as_planned(result, plan)
+    killed_as_planned(result, plan)
     check(result)
-
-
-@pytest.mark.spark
-def test_job_survives_kill_minus_nine_with_everything_it_writes_on_s3(tmp_path):
-    store = S3Store()
-    try:
-        plan = PLANS["s3"]
-        result = run(
-            str(tmp_path / "crash-s3"), n_ops=800, files=8, plan=plan, feed_seconds=2.0, seed=5, store=store
-        )
-        keys = store.keys("crash-s3")
-    finally:
-        store.stop()
-    _killed_as_planned(result, plan)
-    check(result)
-    # everything the project writes itself went to S3 (this is also tests/test_object_store's job test)
-    assert any(k.startswith("crash-s3/state/") for k in keys), "segment files on S3"
-    assert any(k.startswith("crash-s3/out/outcomes/_delta_log/") for k in keys)
-    assert "crash-s3/staging/staged_through" in keys
-    assert not any(k.endswith(".parquet") and k.startswith("crash-s3/staging/") for k in keys)  # flushed
 
 
 @pytest.mark.spark
@@ -85,7 +64,7 @@ def test_job_survives_kill_minus_nine_with_everything_it_writes_on_s3(tmp_path):
 def test_native_delta_writer_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
     root = str(tmp_path / "crash-native")
     result = run(root, n_ops=800, files=10, plan=NATIVE_PLAN, feed_seconds=2.0, seed=4, writer="spark")
-    _killed_as_planned(result, NATIVE_PLAN)
+    killed_as_planned(result, NATIVE_PLAN)
     check(result)
     engines = {
         str(c.get("engineInfo", "")).split("/")[0] for c in DeltaTable(f"{root}/out/outcomes").history()
