@@ -9,7 +9,8 @@ The public surface, from the top down:
 * The pieces ``start`` wires, public for users with their own sink: ``purgatory_stream`` /
   ``purgatory_batch`` (the operator), ``read_stream`` / ``read_batch`` (the sources),
   ``outcomes_of`` / ``unmatched_of`` / ``rejected_of`` / ``metrics_of`` (a micro-batch split
-  into the tables), ``RecordAccumulator``, ``PurgatorySink`` and ``choose_writer``.
+  into the tables), ``RecordAccumulator``, ``PurgatorySink`` and ``choose_writer``;
+  ``CatalogTables`` names the tables in the session's catalog instead of a path.
 * The engine, without Spark: ``Purgatory`` (one shard: ``process`` a micro-batch, get a
   ``BatchResult``), ``TimingWheel``, ``PurgatoryConfig`` (``ConfigError`` names a bad key),
   and shard state as one binary value (``save_state`` / ``load_state``, ``SegmentStore``,
@@ -51,6 +52,7 @@ _SPARK = {
     "RecordAccumulator": "delta.accumulator",
     "PurgatorySink": "delta.sink",
     "choose_writer": "delta.writers",
+    "CatalogTables": "delta.catalog",
     "purgatory_stream": "spark.operator",
     "purgatory_batch": "spark.operator",
     "outcomes_of": "spark.output",

@@ -178,7 +178,11 @@ def _session(settings: JobSettings):
         spark = SparkSession.builder.appName("spark-purgatory").getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         return spark
-    conf = storage_session_conf(Storage.of(settings.config))  # Spark's own s3a:// reads these
+    # Spark's own s3a:// and abfss:// get the storage.* settings too
+    config = settings.config
+    uris = [settings.ops_path, settings.events_path, settings.output_path, settings.checkpoint_path]
+    uris += [config.state_path, config.accumulator_staging_path]
+    conf = storage_session_conf(Storage.of(config), uris)
     if settings.output_tables is not None:
         if not settings.warehouse:
             raise ConfigError(

@@ -55,10 +55,12 @@ SLOW_FIRST = (
     "test_crash.py",
     "test_kafka_crash.py",
     "test_native_writer.py",
+    "test_s3a.py",
     "test_end_of_input.py",
     "test_kafka.py",
     "test_readme.py",
     "test_azure_store.py",
+    "test_catalog.py",
     # the Connect server's Python worker must connect back within 10 s (Spark's fixed limit):
     # not while the crash tests start their JVMs (it missed it twice at a load of 17-20)
     "test_distributed.py",

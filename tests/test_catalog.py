@@ -22,15 +22,10 @@ from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.config import ConfigError
 from spark_purgatory.delta.catalog import CatalogDeltaWriter, CatalogTables, writer_for
 from spark_purgatory.job import parse_args
-from spark_purgatory.spark.jars import jar_paths
 from spark_purgatory.workload import generate, write_json_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
-
-needs_delta = pytest.mark.skipif(
-    not jar_paths("delta"), reason="Delta's connector is not fetched (make jars needs mvn)"
-)
 
 
 def _resolved(outcomes: pd.DataFrame) -> set[tuple[str, str, int]]:
@@ -83,7 +78,7 @@ def test_a_local_job_with_catalog_names_needs_a_warehouse_and_says_so(tmp_path):
                                                          "catalog keeps its tables and metastore")
 
 
-@needs_delta
+@pytest.mark.jars("delta")
 @pytest.mark.spark
 def test_start_writes_catalog_tables_read_back_with_spark_table(spark, tmp_path):
     schema = "purgatory_catalog"
@@ -111,7 +106,7 @@ def test_start_writes_catalog_tables_read_back_with_spark_table(spark, tmp_path)
     assert detail["partitionColumns"] == ["resolved_date"]
 
 
-@needs_delta
+@pytest.mark.jars("delta")
 @pytest.mark.spark
 def test_the_job_writes_catalog_tables_kept_by_a_local_warehouse_across_runs(tmp_path):
     work = generate(300, seed=12, ops_per_second=50)

@@ -28,15 +28,11 @@ from test_crash import PLANS, killed_as_planned
 from spark_purgatory import PurgatoryConfig
 from spark_purgatory.config import read_properties
 from spark_purgatory.contract import TABLES
-from spark_purgatory.spark.jars import jar_paths
 from spark_purgatory.workload import generate, write_json_lines
 
 LOCAL_CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "local.conf")
 
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.skipif(not jar_paths("s3a"), reason="hadoop-aws is not fetched (make jars needs mvn)"),
-]
+pytestmark = [pytest.mark.spark, pytest.mark.jars("s3a")]
 
 
 def _upload(local: str, store: S3Store, prefix: str) -> None:
@@ -55,7 +51,7 @@ def _upload(local: str, store: S3Store, prefix: str) -> None:
             out.write(data)
 
 
-@pytest.mark.skipif(not jar_paths("delta"), reason="Delta's connector is not fetched (make jars needs mvn)")
+@pytest.mark.jars("delta")
 def test_the_job_with_everything_on_s3a_commits_through_spark_and_writes_nothing_locally(tmp_path):
     store = S3Store(bucket="purgatory-job")
     try:
