@@ -8,7 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 sets=("$@")
-[ ${#sets[@]} -gt 0 ] || sets=(delta s3a azure kafka kafka-broker)
+[ ${#sets[@]} -gt 0 ] || sets=(delta s3a kafka kafka-broker)
 
 stale=()
 for set in "${sets[@]}"; do

@@ -178,7 +178,7 @@ def _session(settings: JobSettings):
         spark = SparkSession.builder.appName("spark-purgatory").getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         return spark
-    # Spark's own s3a:// and abfss:// get the storage.* settings too
+    # Spark's own s3a:// gets the storage.* settings too (Storage.hadoop_settings)
     config = settings.config
     uris = [settings.ops_path, settings.events_path, settings.output_path, settings.checkpoint_path]
     uris += [config.state_path, config.accumulator_staging_path]

@@ -163,8 +163,8 @@ class Storage:
         return {k: v for k, v in options.items() if v}
 
     def hadoop_settings(self, *uris: str) -> dict[str, str]:
-        """The same settings for Spark's own file systems (Hadoop's S3A and ABFS: the
-        checkpoint, Spark's reads, Delta's writes) at ``uris``, as session keys:
+        """The same settings for Spark's own file system at ``uris`` (Hadoop's S3A: the
+        checkpoint, Spark's reads, Delta's writes), as session keys:
         ``spark.conf.set(key, value)`` on a running session (before its first access to the
         store), or ``spark.hadoop.<key>`` when building one (``storage_session_conf``).
 
@@ -172,11 +172,8 @@ class Storage:
         delta-rs do; the credentials from S3A's own chain (``AWS_ACCESS_KEY_ID`` ... in the
         JVM's environment, ``fs.s3a.access.key``, instance profiles).
 
-        ADLS (``abfss://``): the account key of ``AZURE_STORAGE_ACCOUNT_KEY`` for the URI's
-        account (else the cluster's own ABFS credentials: OAuth, managed identity).  A
-        path-style endpoint (an emulator, ``http://host:port/account``) is an account without
-        a hierarchical namespace, which Hadoop 3.5's ABFS reaches through its blob endpoint;
-        with ``storage.allow.http`` ``abfss://`` then goes over plain HTTP (Azurite has no TLS).
+        ADLS (``abfss://``): nothing yet; ABFS reads its own ``fs.azure.*`` keys (see
+        ``docs/deployment.md``, "ADLS").
 
         >>> moto = Storage(endpoint="http://127.0.0.1:9000", region="us-east-1", allow_http=True)
         >>> sorted(moto.hadoop_settings("s3a://bucket/chk"))  # doctest: +NORMALIZE_WHITESPACE
@@ -190,8 +187,6 @@ class Storage:
             where = location(uri)
             if where.startswith("s3://"):
                 settings.update(self._s3a_settings())
-            elif where.startswith(_AZURE_SCHEMES):
-                settings.update(self._abfs_settings(where))
         return settings
 
     def _s3a_settings(self) -> dict[str, str]:
@@ -203,32 +198,6 @@ class Storage:
             settings["fs.s3a.endpoint.region"] = self.region
         if self.allow_http:
             settings["fs.s3a.connection.ssl.enabled"] = "false"
-        return settings
-
-    def _abfs_settings(self, where: str) -> dict[str, str]:
-        """ABFS's keys for the account of ``where`` (see ``hadoop_settings``).
-
-        >>> azurite = Storage(endpoint="http://127.0.0.1:10000/devstoreaccount1", allow_http=True)
-        >>> azurite._abfs_settings("abfss://c@devstoreaccount1.dfs.core.windows.net/chk")["fs.azure.abfs.endpoint"]
-        '127.0.0.1:10000'
-        """
-        _, account, _ = self._azure_address(where)
-        host = f"{account}.dfs.core.windows.net"
-        settings: dict[str, str] = {}
-        key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
-        if key and account:
-            settings[f"fs.azure.account.auth.type.{host}"] = "SharedKey"
-            settings[f"fs.azure.account.key.{host}"] = key
-        endpoint = urlsplit(self._azure_endpoint())
-        if endpoint.netloc and endpoint.path.strip("/"):  # path-style: an emulator's flat account
-            settings["fs.azure.abfs.endpoint"] = endpoint.netloc
-            settings["fs.azure.account.hns.enabled"] = "false"
-            settings["fs.azure.fns.account.service.type"] = "BLOB"
-        if self.allow_http:
-            settings["fs.azure.always.use.https"] = "false"
-            settings["fs.abfss.impl"] = "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem"  # no TLS
-            # the default (Apache) HTTP client of ABFS insists on TLS
-            settings["fs.azure.networking.library"] = "JDK_HTTP_URL_CONNECTION"
         return settings
 
     def _s3_query(self) -> str:

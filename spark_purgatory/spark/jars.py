@@ -8,8 +8,6 @@ dependency:copy-dependencies``.  The sets:
   ``format("delta")`` writer and Delta's SQL extension and catalog;
 * ``s3a``: ``org.apache.hadoop:hadoop-aws`` at the Hadoop inside the pyspark wheel, with the
   AWS SDK v2 bundle, for ``s3a://`` paths in Spark itself (checkpoints, ``spark.read``);
-* ``azure``: ``org.apache.hadoop:hadoop-azure`` at the same Hadoop, for ``abfss://`` paths in
-  Spark itself;
 * ``kafka``: Spark's Kafka source and sink (``org.apache.spark:spark-sql-kafka-0-10_2.13``);
 * ``kafka-broker``: an Apache Kafka broker (``org.apache.kafka:kafka_2.13``) the tests and the
   demo start on loopback with plain ``java``; never on Spark's classpath.
@@ -38,9 +36,9 @@ from pathlib import Path
 __all__ = ["SETS", "SPARK_SETS", "jar_paths", "jars_root", "spark_jars", "DELTA_COORDINATES"]
 
 #: every set ``make jars`` fetches (one ``jvm/<set>/pom.xml`` each)
-SETS = ("delta", "s3a", "azure", "kafka", "kafka-broker")
+SETS = ("delta", "s3a", "kafka", "kafka-broker")
 #: the sets a local session puts on Spark's classpath when they are there
-SPARK_SETS = ("delta", "s3a", "azure", "kafka")
+SPARK_SETS = ("delta", "s3a", "kafka")
 #: Delta's connector for the pyspark the project is tested with (``jvm/delta/pom.xml``): what
 #: a cluster adds with ``--packages`` or a cluster library
 DELTA_COORDINATES = "io.delta:delta-spark_2.13:4.4.0"
@@ -62,7 +60,7 @@ def jar_paths(set_name: str) -> list[str]:
     """The JAR files of one set, sorted; empty when the set was not fetched.
 
     Args:
-        set_name: one of ``SETS`` (``"delta"``, ``"s3a"``, ``"azure"``, ``"kafka"``, ``"kafka-broker"``).
+        set_name: one of ``SETS`` (``"delta"``, ``"s3a"``, ``"kafka"``, ``"kafka-broker"``).
 
     A set counts only once ``make jars`` finished copying it (its ``.stamp`` is there), so
     an interrupted fetch never puts half a set on a classpath.
