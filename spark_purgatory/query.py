@@ -340,7 +340,7 @@ class PurgatoryQuery:
         for _ in range(_WAKE_RUNS):
             if ended is False or not self._owes_wake():
                 break
-            log.info("relays the cross-shard group has not received yet: one more run")
+            log.info("relays or registry verdicts a shard has not received yet: one more run")
             self.query = self._rerun()  # type: ignore[misc]
             ended = self._await(timeout)
         return ended
