@@ -25,7 +25,7 @@ from . import Purgatory
 from .charts import plot_metrics
 from .config import PurgatoryConfig
 from .contract import OUTCOME_COLUMNS
-from .workload import generate
+from .workload import Workload, generate
 
 
 def run(n_ops: int, batch_ms: int, config: PurgatoryConfig, quiet: bool = False) -> pd.DataFrame:
@@ -79,25 +79,11 @@ def run(n_ops: int, batch_ms: int, config: PurgatoryConfig, quiet: bool = False)
 
 def run_pipeline(n_ops: int, out: str, *, files: int = 20, files_per_trigger: int = 2) -> dict:
     """The whole product on local disk: generate input, run the job, read the Delta tables back."""
-    import shutil
-
     from deltalake import DeltaTable
 
     from . import job
-    from .workload import write_json_lines
 
-    shutil.rmtree(out, ignore_errors=True)
-    inputs, tables, chk = (os.path.join(out, d) for d in ("input", "tables", "checkpoint"))
-    work = generate(n_ops, seed=1, ops_per_second=max(100.0, n_ops / 60))
-    print(f"generating {n_ops:,} operations and {len(work.events):,} events into {inputs}")
-    write_json_lines(
-        work,
-        f"{inputs}/ops",
-        f"{inputs}/events",
-        files=files,
-        malformed=max(6, n_ops // 2000),
-        progress=_progress_bar(2 * files, "writing input files"),
-    )
+    work, inputs, tables, chk = demo_input(n_ops, out, files)
     args = [
         "--ops-path",
         f"{inputs}/ops",
@@ -138,6 +124,28 @@ def run_pipeline(n_ops: int, out: str, *, files: int = 20, files_per_trigger: in
         "tables": tables,
         "ended": ended,
     }
+
+
+def demo_input(n_ops: int, out: str, files: int) -> tuple[Workload, str, str, str]:
+    """The demo's workload written as JSON lines under ``<out>/input`` (``out`` emptied first,
+    a few malformed lines among them); returns it with the input, tables and checkpoint paths."""
+    import shutil
+
+    from .workload import write_json_lines
+
+    shutil.rmtree(out, ignore_errors=True)
+    inputs, tables, chk = (os.path.join(out, d) for d in ("input", "tables", "checkpoint"))
+    work = generate(n_ops, seed=1, ops_per_second=max(100.0, n_ops / 60))
+    print(f"generating {n_ops:,} operations and {len(work.events):,} events into {inputs}")
+    write_json_lines(
+        work,
+        f"{inputs}/ops",
+        f"{inputs}/events",
+        files=files,
+        malformed=max(6, n_ops // 2000),
+        progress=_progress_bar(2 * files, "writing input files"),
+    )
+    return work, inputs, tables, chk
 
 
 def _progress_bar(total: int, label: str):

@@ -17,15 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import time
 
 import pandas as pd
 
 from . import job
-from .demo import _progress_bar, report
+from .demo import demo_input, report
 from .kafka_broker import KafkaBroker
-from .workload import generate, write_json_lines
 
 #: the demo's two topics
 OPERATIONS_TOPIC, EVENTS_TOPIC = "purgatory-operations", "purgatory-events"
@@ -39,18 +37,7 @@ def run_pipeline(
 
     from .state.wake import EndOfInput
 
-    shutil.rmtree(out, ignore_errors=True)
-    inputs, tables, chk = (os.path.join(out, d) for d in ("input", "tables", "checkpoint"))
-    work = generate(n_ops, seed=1, ops_per_second=max(100.0, n_ops / 60))
-    print(f"generating {n_ops:,} operations and {len(work.events):,} events into {inputs}")
-    write_json_lines(
-        work,
-        f"{inputs}/ops",
-        f"{inputs}/events",
-        files=files,
-        malformed=max(6, n_ops // 2000),
-        progress=_progress_bar(2 * files, "writing input files"),
-    )
+    work, inputs, tables, chk = demo_input(n_ops, out, files)
     with KafkaBroker() as broker:
         print(f"Kafka broker on {broker.bootstrap_servers} (log: {broker.log_file})")
         for topic, kind in ((OPERATIONS_TOPIC, "ops"), (EVENTS_TOPIC, "events")):

@@ -167,7 +167,8 @@ class KafkaBroker:
         config = self.data_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
         base = [java, *_JVM_OPTIONS, f"-Dlog4j2.configurationFile={self._log4j()}", "-cp", classpath]
-        fmt = [*base, "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)]
+        # "--cluster-id=ID": an id may begin with "-", which argparse4j would take for an option
+        fmt = [*base, "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}", "-c", str(config)]
         formatted = subprocess.run([*fmt, "--standalone"], capture_output=True, text=True, timeout=timeout)
         if formatted.returncode != 0:
             raise KafkaBrokerError(
