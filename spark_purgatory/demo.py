@@ -79,10 +79,6 @@ def run(n_ops: int, batch_ms: int, config: PurgatoryConfig, quiet: bool = False)
 
 def run_pipeline(n_ops: int, out: str, *, files: int = 20, files_per_trigger: int = 2) -> dict:
     """The whole product on local disk: generate input, run the job, read the Delta tables back."""
-    from deltalake import DeltaTable
-
-    from . import job
-
     work, inputs, tables, chk = demo_input(n_ops, out, files)
     args = [
         "--ops-path",
@@ -101,9 +97,20 @@ def run_pipeline(n_ops: int, out: str, *, files: int = 20, files_per_trigger: in
         "watermark.delay=5 seconds",
         "--end-input",  # a bounded input: nothing stays pending (docs/end-of-input.md)
     ]
+    return run_job(args, work, tables, chk)
+
+
+def run_job(args: list[str], work: Workload, tables: str, chk: str) -> dict:
+    """Run the job on ``args`` (with the project's ``conf/local.conf`` when it is there) and
+    read its tables back: what ``report`` prints."""
+    from deltalake import DeltaTable
+
+    from . import job
+    from .state.wake import EndOfInput
+
     local = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "local.conf")
     if os.path.exists(local):
-        args[0:0] = ["--conf", local]
+        args = ["--conf", local, *args]
     job.configure_logging("text")  # the job's progress line, one per micro-batch
     started = time.perf_counter()
     totals = job.run(job.parse_args(args))
@@ -113,16 +120,13 @@ def run_pipeline(n_ops: int, out: str, *, files: int = 20, files_per_trigger: in
         for name in ("outcomes", "unmatched_events", "rejected")
         if os.path.isdir(os.path.join(tables, name, "_delta_log"))
     }
-    from .state.wake import EndOfInput
-
-    ended = EndOfInput(chk).recorded()
     return {
         "work": work,
         "totals": totals,
         "frames": frames,
         "elapsed": elapsed,
         "tables": tables,
-        "ended": ended,
+        "ended": EndOfInput(chk).recorded(),
     }
 
 

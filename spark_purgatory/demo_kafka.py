@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 import pandas as pd
 
-from . import job
-from .demo import demo_input, report
+from .demo import demo_input, report, run_job
 from .kafka_broker import KafkaBroker
 
 #: the demo's two topics
@@ -33,10 +31,6 @@ def run_pipeline(
     n_ops: int, out: str, *, files: int = 20, partitions: int = 3, max_offsets_per_trigger: int = 10_000
 ) -> dict:
     """Generate the demo's input, produce it to two topics, run the job on them; the tables read back."""
-    from deltalake import DeltaTable
-
-    from .state.wake import EndOfInput
-
     work, inputs, tables, chk = demo_input(n_ops, out, files)
     with KafkaBroker() as broker:
         print(f"Kafka broker on {broker.bootstrap_servers} (log: {broker.log_file})")
@@ -54,28 +48,7 @@ def run_pipeline(
             *("--set", "purgatory.shards=2", "--set", "watermark.delay=5 seconds"),
             "--end-input",  # a bounded input: nothing stays pending (docs/end-of-input.md)
         ]
-        local = os.path.join(
-            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "local.conf"
-        )
-        if os.path.exists(local):
-            args[0:0] = ["--conf", local]
-        job.configure_logging("text")  # the job's progress line, one per micro-batch
-        started = time.perf_counter()
-        totals = job.run(job.parse_args(args))
-        elapsed = time.perf_counter() - started
-    frames = {
-        name: DeltaTable(os.path.join(tables, name)).to_pandas()
-        for name in ("outcomes", "unmatched_events", "rejected")
-        if os.path.isdir(os.path.join(tables, name, "_delta_log"))
-    }
-    return {
-        "work": work,
-        "totals": totals,
-        "frames": frames,
-        "elapsed": elapsed,
-        "tables": tables,
-        "ended": EndOfInput(chk).recorded(),
-    }
+        return run_job(args, work, tables, chk)
 
 
 def _lines(directory: str) -> list[bytes]:
