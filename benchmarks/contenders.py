@@ -254,16 +254,22 @@ def run_stateful(spark: SparkSession, files: Files, config: PurgatoryConfig, per
     return timed("stateful floor (no work)", files.rows, stream, f"{files.root}/ck-stateful")
 
 
-def run_join(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
-    """Spark's own answer: a stream-stream left-outer join with a time-range condition."""
+def join_stream(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> DataFrame:
+    """The join a Spark user writes: left-outer on the key, ``ets >= ots AND ets < ots +
+    timeout``, a watermark per side (``op_id``, ``okey``, ``ots``, ``ekey``, ``ets``)."""
     ops_in, evs_in = typed_inputs(spark, files, per_trigger)
     ops = ops_in.select("op_id", F.coalesce("key", F.col("keys")[0]).alias("okey"), F.col("ts").alias("ots"))
     evs = evs_in.select(F.col("key").alias("ekey"), F.col("ts").alias("ets"))
-    joined = ops.withWatermark("ots", config.watermark_delay).join(
+    return ops.withWatermark("ots", config.watermark_delay).join(
         evs.withWatermark("ets", config.watermark_delay),
         F.expr(f"okey = ekey AND ets >= ots AND ets < ots + INTERVAL {TIMEOUT_MS} MILLISECONDS"),
         "leftOuter",
     )
+
+
+def run_join(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
+    """Spark's own answer: a stream-stream left-outer join with a time-range condition."""
+    joined = join_stream(spark, files, config, per_trigger)
     out = f"{files.root}/join-out"
     result = timed(
         "stream-stream left-outer join", files.rows, joined, f"{files.root}/ck-join", "parquet", out
@@ -284,14 +290,7 @@ def run_join_delta(spark: SparkSession, files: Files, config: PurgatoryConfig, p
     from deltalake import DeltaTable
 
     _require_delta(spark, "join-delta")
-    ops_in, evs_in = typed_inputs(spark, files, per_trigger)
-    ops = ops_in.select("op_id", F.coalesce("key", F.col("keys")[0]).alias("okey"), F.col("ts").alias("ots"))
-    evs = evs_in.select(F.col("key").alias("ekey"), F.col("ts").alias("ets"))
-    joined = ops.withWatermark("ots", config.watermark_delay).join(
-        evs.withWatermark("ets", config.watermark_delay),
-        F.expr(f"okey = ekey AND ets >= ots AND ets < ots + INTERVAL {TIMEOUT_MS} MILLISECONDS"),
-        "leftOuter",
-    )
+    joined = join_stream(spark, files, config, per_trigger)
     out = f"{files.root}/join-delta-out"
     result = timed(
         "join -> Delta (Spark's writer)", files.rows, joined, f"{files.root}/ck-join-delta", "delta", out

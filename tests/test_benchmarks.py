@@ -102,3 +102,67 @@ def test_the_delta_writers_run_side_by_side_and_agree_with_the_join(tmp_path):
     assert out.count("0 fewer, 0 more: agree") == 2  # both jobs complete what the join into Delta did
     figures = json.loads(figures_file.read_text())["workloads"]["typed"]["figures"]
     assert {"job_vs_join_delta", "native_vs_join_delta", "job_vs_native"} <= set(figures)
+
+
+def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_log():
+    """``bench_batch.anatomy`` on a small event log written here: no Spark, milliseconds."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from bench_batch import anatomy
+
+    def progress(batch: int, at_ms: int, rows: int, took: dict) -> str:
+        stamp = f"2026-01-01T00:00:{at_ms // 1000:02d}.{at_ms % 1000:03d}Z"
+        body = {"batchId": batch, "timestamp": stamp, "durationMs": took, "sources": [{"numInputRows": rows}]}
+        return json.dumps(
+            {
+                "Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
+                "progress": body,
+            }
+        )
+
+    epoch = 1767225600000  # 2026-01-01T00:00:00Z
+
+    def job(job_id: int, start: int, end: int, stages: list[int]) -> list[str]:
+        return [
+            json.dumps(
+                {
+                    "Event": "SparkListenerJobStart",
+                    "Job ID": job_id,
+                    "Submission Time": epoch + start,
+                    "Stage IDs": stages,
+                }
+            ),
+            json.dumps({"Event": "SparkListenerJobEnd", "Job ID": job_id, "Completion Time": epoch + end}),
+        ]
+
+    ran = [
+        json.dumps({"Event": "SparkListenerStageSubmitted", "Stage Info": {"Stage ID": s}}) for s in (0, 1, 3)
+    ]
+    lines = [
+        progress(0, 0, 510, {"triggerExecution": 900, "addBatch": 800, "queryPlanning": 40, "walCommit": 10}),
+        progress(1, 1000, 505, {"triggerExecution": 500, "addBatch": 300, "commitOffsets": 20}),
+        progress(2, 1500, 0, {"triggerExecution": 100}),  # no data: not a data micro-batch
+        *job(0, 100, 400, [0, 1, 2]),  # stage 2 skipped
+        *job(1, 300, 600, [3]),  # overlaps job 0: the union counts
+        *job(2, 1100, 1300, [4]),
+        *ran,
+    ]
+    sink = {0: {"record": 50.0, "drain": 20.0, "report": 10.0}}
+    first, second = anatomy(lines, sink)
+    assert (first["batch"], first["rows"], first["wall_ms"], first["jobs"], first["stages"]) == (
+        0,
+        510,
+        1000,
+        2,
+        3,
+    )
+    assert (first["in_jobs_ms"], first["outside_ms"]) == (500, 500)
+    # outside jobs: 40 planning + 10 offset log + (800 - 500 in jobs - 80 sink) collect + 80 sink + 150 other
+    assert (first["planning_ms"], first["offsets_ms"], first["collect_ms"]) == (40, 10, 220)
+    assert (first["record_ms"], first["drain_ms"], first["report_ms"], first["other_ms"]) == (50, 20, 10, 150)
+    assert (second["wall_ms"], second["in_jobs_ms"], second["outside_ms"], second["stages"]) == (
+        500,
+        200,
+        300,
+        0,
+    )
+    assert (second["collect_ms"], second["commit_log_ms"], second["other_ms"]) == (100, 20, 180)

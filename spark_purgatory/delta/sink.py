@@ -57,6 +57,7 @@ import datetime as dt
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -139,6 +140,10 @@ class PurgatorySink:
         self.pending_at_start = dict(self.pending)
         self.watermarks: dict[str, int | None] | None = None  # per input, after the last batch
         self.tasks: TaskRunner = in_process  # the sender's tasks: on the executors once a batch ran
+        #: the last micro-batch's milliseconds in the sink, by step: ``collect`` (the batch's one
+        #: Spark action and its rows to here), ``record``, ``drain`` (and commit), ``report``
+        #: (figures, pending, wake, ``on_batch``); logged at DEBUG with ``extra={"sink_ms": ...}``
+        self.timings: dict[str, float] = {}
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
 
     def __getstate__(self) -> dict:
@@ -156,11 +161,12 @@ class PurgatorySink:
         """Stage micro-batch ``batch_id`` on the executors, then drain what is ready."""
         batch_id = int(batch_id)
         with self._lock:
+            began = time.perf_counter()
             self.tasks = SparkTasks(batch.sparkSession)
             if self.staged:  # the shards staged their rows: only their STAGED rows come here
                 staged = _to_arrow(batch.select(*STAGED.names)).cast(STAGED)
                 _check_staged_by(staged, batch_id)
-                self._after_staging(staged, batch_id)
+                self._after_staging(staged, batch_id, began)
                 return
             stage = functools.partial(
                 stage_task,
@@ -171,7 +177,7 @@ class PurgatorySink:
                 write=batch_id > self.accumulator.staged_through,
             )
             frame = batch.select(*OPERATOR_OUTPUT.names).mapInArrow(stage, STAGED_DDL)
-            self._after_staging(_to_arrow(frame).cast(STAGED), batch_id)
+            self._after_staging(_to_arrow(frame).cast(STAGED), batch_id, began)
 
     def process(self, rows: pa.Table, batch_id: int) -> dict:
         """Stage and drain one micro-batch given as Arrow rows (``contract.OPERATOR_OUTPUT``)."""
@@ -203,11 +209,14 @@ class PurgatorySink:
     def _now(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc)
 
-    def _after_staging(self, staged: pa.Table, batch_id: int) -> dict:
+    def _after_staging(self, staged: pa.Table, batch_id: int, began: float | None = None) -> dict:
+        collected = time.perf_counter()
         metrics = staged.filter(pc.is_null(staged.column("table")))  # one row per shard call
         staged = pa.concat_tables([staged, self._stage_metrics(metrics, batch_id)])
         self.accumulator.record(batch_id, staged)
+        recorded = time.perf_counter()
         written = self.accumulator.drain(batch_id, self.writer, tasks=self.tasks)
+        drained = time.perf_counter()
         self.last_batch_id = batch_id
         figures = self._figures(staged, metrics, batch_id, written)
         if self.wake is not None:
@@ -216,6 +225,19 @@ class PurgatorySink:
             self.wake.after(batch_id, relayed=relayed, shards=called, watermark=wm)
         if self.on_batch:
             self.on_batch(figures)
+        done = time.perf_counter()
+        self.timings = {
+            "collect": round(1000 * (collected - (began or collected)), 1),
+            "record": round(1000 * (recorded - collected), 1),
+            "drain": round(1000 * (drained - recorded), 1),
+            "report": round(1000 * (done - drained), 1),
+        }
+        log.debug(
+            "micro-batch %s in the sink: %s",
+            batch_id,
+            self.timings,
+            extra={"sink_ms": {"batch_id": batch_id, **self.timings}},
+        )
         return figures
 
     def _stage_metrics(self, calls: pa.Table, batch_id: int) -> pa.Table:

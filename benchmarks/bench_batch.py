@@ -1,0 +1,391 @@
+"""A micro-batch's anatomy on a trickle: the job beside Spark's join and the stateful floor.
+
+A streaming user with a small, steady input sees each micro-batch's fixed cost as latency.
+The trickle (issue 35): 16 Parquet files per stream of 300 operations and ~210
+confirmations (``contenders.write_workload``), one file per stream per micro-batch
+(``source.max.files.per.trigger=1``), ``watermark.delay=5 seconds``, local[2], every JVM C1
+only as the project's sessions are.  The contenders (``--contenders``):
+
+* **job**: the job as users run it (``job.run``, the defaults, delta-rs);
+* **join**: Spark's stream-stream left-outer join (``contenders.join_stream``) into a
+  ``foreachBatch`` writing Delta as a user would (Spark's Delta writer with ``txnAppId`` /
+  ``txnVersion``, exactly once; Parquet appends when Delta's JARs are absent, said so);
+* **join-parquet**: the same join into Spark's Parquet file sink (the issue's first table);
+* **floor**: ``applyInPandasWithState`` doing nothing (2 inputs, ``shards + 1`` groups,
+  ``EventTimeTimeout``; ``contenders.run_stateful``): what any stateful Python operator pays.
+
+Each run is a fresh Python process with a fresh session and Spark's event log on
+(``spark.eventLog.enabled``, a temporary directory); the contenders alternate (round 1: each
+once, round 2: each again ...).  From the event log (``anatomy``), per data micro-batch:
+its wall time (from its trigger's start to the next trigger's start: everything the stream
+thread does for it, progress reporting included), its Spark jobs and stages (stages that
+ran), the time inside Spark jobs (the union of the jobs' spans) and the time on the driver
+outside any job (the rest).  Printed: medians over the data micro-batches after the first
+``--skip`` (JIT and Python workers warming), then each figure's median over the rounds with
+its range.  And where the driver's share goes (``breakdown``), from the progress's
+``durationMs`` (planning, offsets, the commit log) and, for the job, the sink's own timings
+(``PurgatorySink.timings``: the batch's rows collected, record, drain and commit, report);
+``other`` is what remains of the wall time (progress reporting, the trigger's bookkeeping).
+
+    .venv/bin/python benchmarks/bench_batch.py                       # 3 rounds of job, join, floor
+    .venv/bin/python benchmarks/bench_batch.py --repeat 5 --contenders job,join,join-parquet,floor
+    .venv/bin/python benchmarks/bench_batch.py --smoke               # seconds-sized, checks the harness
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import glob
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CONTENDERS = ("job", "join", "join-parquet", "floor")
+LABELS = {
+    "job": "the job (delta-rs, defaults)",
+    "join": "left-outer join, foreachBatch to Delta",
+    "join-parquet": "left-outer join, Parquet file sink",
+    "floor": "applyInPandasWithState doing nothing",
+}
+_PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
+#: the figures per micro-batch, as printed side by side
+FIGURES = ("wall_ms", "jobs", "stages", "in_jobs_ms", "outside_ms")
+#: the driver's share, by step (``breakdown``)
+STEPS = ("planning", "offsets", "collect", "record", "drain", "report", "commit_log", "other")
+
+
+# -- the event log --------------------------------------------------------------------------------
+
+
+def _ms(timestamp: str) -> float:
+    """A progress's ``timestamp`` (ISO, UTC) as epoch milliseconds."""
+    return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000
+
+
+def anatomy(lines: list[str], sink: dict[int, dict] | None = None) -> list[dict]:
+    """Per micro-batch with input rows, from an event log's JSON lines: ``batch``, ``rows``,
+    ``wall_ms`` (trigger start to the next trigger's start; the last: ``triggerExecution``),
+    ``jobs`` and ``stages`` (that ran) of the jobs begun in that span, ``in_jobs_ms`` (the
+    union of the jobs' spans within it), ``outside_ms`` (the rest), and the driver's steps
+    (``breakdown``; ``sink``: ``PurgatorySink.timings`` by batch id)."""
+    progress, jobs, stage_ran, job_stages = [], {}, set(), {}
+    for line in lines:
+        event = json.loads(line)
+        kind = event.get("Event")
+        if kind == _PROGRESS:
+            progress.append(event["progress"])
+        elif kind == "SparkListenerJobStart":
+            jobs[event["Job ID"]] = [event["Submission Time"], None]
+            job_stages[event["Job ID"]] = event.get("Stage IDs", [])
+        elif kind == "SparkListenerJobEnd":
+            jobs.setdefault(event["Job ID"], [event["Completion Time"], None])[1] = event["Completion Time"]
+        elif kind == "SparkListenerStageSubmitted":
+            stage_ran.add(event["Stage Info"]["Stage ID"])
+    progress.sort(key=lambda p: _ms(p["timestamp"]))
+    spans = sorted((start, end if end is not None else start, job) for job, (start, end) in jobs.items())
+    out = []
+    for i, p in enumerate(progress):
+        rows = p.get("numInputRows") or sum(s.get("numInputRows", 0) for s in p.get("sources", []))
+        if not rows:  # the event log's progress has the rows per source only
+            continue
+        begin = _ms(p["timestamp"])
+        took = p.get("durationMs", {})
+        end = _ms(progress[i + 1]["timestamp"]) if i + 1 < len(progress) else begin + took["triggerExecution"]
+        mine = [(max(s, begin), min(e, end), j) for s, e, j in spans if begin <= s < end]
+        inside, reached = 0.0, begin
+        for s, e, _j in mine:  # the union of the spans: overlapping jobs count once
+            if e > reached:
+                inside += e - max(s, reached)
+                reached = e
+        figures = {
+            "batch": p["batchId"],
+            "rows": rows,
+            "wall_ms": end - begin,
+            "jobs": len(mine),
+            "stages": sum(1 for _s, _e, j in mine for stage in job_stages.get(j, []) if stage in stage_ran),
+            "in_jobs_ms": inside,
+            "outside_ms": end - begin - inside,
+        }
+        figures.update(breakdown(figures, took, (sink or {}).get(p["batchId"])))
+        out.append(figures)
+    return out
+
+
+def breakdown(figures: dict, took: dict, sink: dict | None) -> dict:
+    """Where a micro-batch's time outside Spark jobs goes, in milliseconds.
+
+    ``planning``: ``queryPlanning`` and ``getBatch``; ``offsets``: ``latestOffset`` and the
+    offset log (``walCommit``); ``commit_log``: ``commitOffsets``; for the job, the sink's
+    steps (``PurgatorySink.timings``): ``collect`` (the batch's one action less its time in
+    jobs: the ``foreachBatch`` call, the rows to the driver), ``record``, ``drain`` (and
+    commit), ``report``; elsewhere ``collect`` is all of ``addBatch`` outside jobs;
+    ``other``: the rest (progress reporting, the trigger's bookkeeping)."""
+    steps = {
+        "planning": took.get("queryPlanning", 0) + took.get("getBatch", 0),
+        "offsets": took.get("latestOffset", 0) + took.get("walCommit", 0),
+        "commit_log": took.get("commitOffsets", 0),
+    }
+    outside_add = max(took.get("addBatch", 0) - figures["in_jobs_ms"], 0.0)
+    if sink:
+        for step in ("record", "drain", "report"):
+            steps[step] = sink.get(step, 0.0)
+        steps["collect"] = max(outside_add - steps["record"] - steps["drain"] - steps["report"], 0.0)
+    else:
+        steps.update(collect=outside_add, record=0.0, drain=0.0, report=0.0)
+    steps["other"] = figures["outside_ms"] - sum(steps.values())
+    return {f"{k}_ms": float(v) for k, v in steps.items()}
+
+
+def summary(batches: list[dict], skip: int) -> dict[str, float]:
+    """Each figure's median over the data micro-batches after the first ``skip``."""
+    kept = batches[skip:] or batches
+    keys = [*FIGURES, *(f"{s}_ms" for s in STEPS)]
+    return {k: float(statistics.median(b[k] for b in kept)) for k in keys if kept and k in kept[0]} | {
+        "batches": float(len(kept))
+    }
+
+
+# -- one run, in its own process ------------------------------------------------------------------
+
+
+def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespace) -> None:
+    """Run contender ``name`` on the trickle under ``data`` with the event log into
+    ``events_dir``; write the anatomy of its micro-batches to ``out``."""
+    sys.path.insert(0, str(HERE))
+    import contenders
+    from contenders import Files, join_stream, run_stateful
+    from pyspark import cloudpickle
+
+    from spark_purgatory.config import PurgatoryConfig
+    from spark_purgatory.spark.session import local_session
+
+    cloudpickle.register_pickle_by_value(contenders)  # its no-work step runs in the workers
+    conf = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": Path(events_dir).as_uri(),
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.rolling.enabled": "false",  # one file
+    }
+    spark = local_session("bench-batch", master="local[2]", shuffle_partitions=args.shards + 1, conf=conf)
+    spark.sparkContext.setLogLevel("ERROR")
+    config = PurgatoryConfig(
+        shards=args.shards, watermark_delay=args.watermark_delay, source_max_files_per_trigger=1
+    )
+    files = Files(data, 0, 0, "parquet")
+    sink: dict[int, dict] = {}
+    note = ""
+    if name == "job":
+        from spark_purgatory.job import JobSettings, run
+
+        class Timings(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if hasattr(record, "sink_ms"):
+                    sink[record.sink_ms["batch_id"]] = record.sink_ms
+
+        sink_log = logging.getLogger("spark_purgatory.delta.sink")
+        sink_log.addHandler(Timings())
+        sink_log.setLevel(logging.DEBUG)
+        settings = JobSettings(
+            ops_path=f"{data}/ops",
+            events_path=f"{data}/events",
+            output_path=f"{data}/out",
+            checkpoint_path=f"{data}/ck-job",
+            config=config,
+            source_format="parquet",
+            writer="delta-rs",
+            master="local[2]",
+        )
+        run(settings)
+    elif name in ("join", "join-parquet"):
+        joined = join_stream(spark, files, config, 1)
+        writer = joined.writeStream.option("checkpointLocation", f"{data}/ck-{name}").trigger(
+            availableNow=True
+        )
+        if name == "join-parquet":
+            query = writer.format("parquet").option("path", f"{data}/join-out").start()
+        else:
+            from spark_purgatory.delta.writers import delta_classes_available
+
+            delta = delta_classes_available(spark)
+            note = "" if delta else "Delta's JARs absent (make jars): Parquet appends"
+            query = writer.foreachBatch(_user_sink(f"{data}/join-out", delta)).start()
+        query.awaitTermination()
+    else:
+        run_stateful(spark, files, config, 1)
+    spark.stop()  # the event log is complete once the application ends
+    lines = []
+    for log_file in sorted(glob.glob(f"{events_dir}/**/*", recursive=True)):  # a file, or rolled ones
+        if os.path.isfile(log_file) and not os.path.basename(log_file).startswith("appstatus"):
+            with open(log_file) as f:
+                lines += f.readlines()
+    batches = anatomy(lines, sink)
+    Path(out).write_text(json.dumps({"batches": batches, "note": note}))
+
+
+def _user_sink(path: str, delta: bool):
+    """The ``foreachBatch`` a user writes: each micro-batch appended to a Delta table, once
+    (Delta's idempotent writes: ``txnAppId`` and ``txnVersion``)."""
+
+    def write(batch, batch_id: int) -> None:
+        if delta:
+            (
+                batch.write.format("delta")
+                .option("txnAppId", "bench-batch-join")
+                .option("txnVersion", batch_id)
+                .mode("append")
+                .save(path)
+            )
+        else:
+            batch.write.mode("append").parquet(path)
+
+    return write
+
+
+# -- the rounds -----------------------------------------------------------------------------------
+
+
+def _clear(root: str) -> None:
+    for name in os.listdir(root):
+        if name not in ("ops", "events"):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _run(name: str, data: str, scratch: str, args: argparse.Namespace) -> dict:
+    _clear(data)
+    events_dir = tempfile.mkdtemp(prefix="eventlog-", dir=scratch)
+    out = os.path.join(scratch, f"{name}.json")
+    child = [sys.executable, str(HERE / "bench_batch.py"), "--one", name, "--data", data]
+    child += ["--events-dir", events_dir, "--out", out, "--shards", str(args.shards)]
+    child += ["--watermark-delay", args.watermark_delay]
+    done = subprocess.run(child, capture_output=True, text=True, cwd=HERE.parent)
+    if done.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    shutil.rmtree(events_dir, ignore_errors=True)
+    return json.loads(Path(out).read_text())
+
+
+def _range(values: list[float]) -> str:
+    values = sorted(values)
+    return f"{statistics.median(values):6.0f} ({values[0]:.0f}-{values[-1]:.0f})"
+
+
+def report(runs: dict[str, list[dict]], skip: int) -> dict[str, dict[str, list[float]]]:
+    """Print each contender's medians over the rounds with their ranges; return them."""
+    table: dict[str, dict[str, list[float]]] = {}
+    for name, results in runs.items():
+        per_round = [summary(r["batches"], skip) for r in results if r["batches"]]
+        table[name] = {k: [s[k] for s in per_round] for k in per_round[0]} if per_round else {}
+    print(f"\nper data micro-batch, medians over micro-batches {skip + 1}.., then over the rounds (range):")
+    head = ("wall ms", "jobs", "stages", "in jobs ms", "outside jobs ms")
+    print(f"  {'':<40}" + "".join(f"{h:>19}" for h in head))
+    for name, figures in table.items():
+        if figures:
+            print(f"  {LABELS[name]:<40}" + "".join(f"{_range(figures[k]):>19}" for k in FIGURES))
+    print("\nthe driver's share (outside jobs) by step, ms, medians (range):")
+    print(f"  {'':<40}" + "".join(f"{s:>17}" for s in STEPS))
+    for name, figures in table.items():
+        if figures:
+            print(f"  {LABELS[name]:<40}" + "".join(f"{_range(figures[s + '_ms']):>17}" for s in STEPS))
+    ratios = {}
+    if table.get("job") and table.get("join"):
+        ratios["job_vs_join"] = [
+            j / o for j, o in zip(table["job"]["wall_ms"], table["join"]["wall_ms"], strict=False)
+        ]
+    if table.get("job") and table.get("floor"):
+        ratios["job_minus_floor_outside_ms"] = [
+            j - o for j, o in zip(table["job"]["outside_ms"], table["floor"]["outside_ms"], strict=False)
+        ]
+    if ratios:
+        print()
+    if "job_vs_join" in ratios:
+        v = sorted(ratios["job_vs_join"])
+        print(
+            f"  job / join, wall per micro-batch (per round): {statistics.median(v):.2f}x "
+            f"({v[0]:.2f}-{v[-1]:.2f})"
+        )
+    if "job_minus_floor_outside_ms" in ratios:
+        v = sorted(ratios["job_minus_floor_outside_ms"])
+        print(
+            f"  job - floor, outside jobs (per round): {statistics.median(v):+.0f} ms "
+            f"({v[0]:+.0f} to {v[-1]:+.0f})"
+        )
+    return {"contenders": table, "ratios": ratios}
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--contenders", default="job,join,floor", help=f"comma list of {', '.join(CONTENDERS)}"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="rounds, the contenders alternated")
+    parser.add_argument("--ops", type=int, default=4_800, help="operations in all (~70%% confirmed)")
+    parser.add_argument("--files", type=int, default=16, help="files per stream (one per micro-batch)")
+    parser.add_argument("--skip", type=int, default=3, help="the first data micro-batches left out")
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--watermark-delay", default="5 seconds")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: checks the harness")
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a run in its own process (_one)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+    parser.add_argument("--events-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.ops, args.files, args.skip, args.repeat = 400, 4, 1, 1
+    unknown = set(args.contenders.split(",")) - set(CONTENDERS)
+    if unknown:
+        parser.error(f"unknown contenders: {sorted(unknown)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    if args.one:
+        _one(args.one, args.data, args.events_dir, args.out, args)
+        return 0
+    sys.path.insert(0, str(HERE))
+    from contenders import write_workload
+
+    names = args.contenders.split(",")
+    root = tempfile.mkdtemp(prefix="bench-batch-")
+    try:
+        files = write_workload(f"{root}/trickle", args.ops, args.files, "parquet")
+        print(
+            f"trickle: {files.ops:,} operations + {files.events:,} events in {args.files} Parquet files "
+            f"per stream, one per micro-batch; watermark.delay {args.watermark_delay}; local[2], "
+            f"{args.shards} shards, C1-only JVMs, a fresh process per run; "
+            f"load average {os.getloadavg()[0]:.1f} at start",
+            flush=True,
+        )
+        runs: dict[str, list[dict]] = {name: [] for name in names}
+        for round_no in range(args.repeat):
+            for name in names:
+                result = _run(name, files.root, root, args)
+                runs[name].append(result)
+                s = summary(result["batches"], args.skip) if result["batches"] else {}
+                print(
+                    f"  round {round_no + 1}: {LABELS[name]:<40} {len(result['batches']):>3} data batches, "
+                    f"wall {s.get('wall_ms', float('nan')):5.0f} ms, outside jobs "
+                    f"{s.get('outside_ms', float('nan')):4.0f} ms   load {os.getloadavg()[0]:.1f}"
+                    + (f"   ({result['note']})" if result["note"] else ""),
+                    flush=True,
+                )
+        figures = report(runs, args.skip)
+        if args.json:
+            Path(args.json).write_text(json.dumps(figures | {"runs": runs}, indent=1))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    sys.exit(main())
