@@ -1,0 +1,469 @@
+"""Rescale a stopped checkpoint: its shards, ``S`` -> ``N``, with every pending operation kept.
+
+Spark fixes a query's shuffle partitions (``shards + 1``) in its checkpoint, and the shard
+state lives in Spark's state store (each shard group's value: ``state.shard_state``) and in
+segment files beside it.  ``rescale`` rewrites both as a new micro-batch of the checkpoint,
+with no JVM (Spark's own offline repartition cannot: ``spark.state_files`` says why):
+
+1. **Refuse** what it cannot do safely, each with one line (``RescaleError``): a query
+   running on the checkpoint (``RunLease``), an uncommitted last micro-batch, input that
+   has ended, a state format it does not know (not Spark's HDFS-backed store with the lz4
+   codec, not ``flatMapGroupsWithState`` state format 2, a shard value of an unknown format),
+   relays or parked operations in flight (``state.reshard``; one ``available-now`` run
+   settles them).
+2. **Read** every shard group's value at the last committed micro-batch K
+   (``state_files.read_version``) and load the shards (``state.load_state``).
+3. **Reshard** them (``state.reshard``, Spark-free), keys sent where ``routing`` will send
+   them (``key_hash.shards_of``).
+4. **Write the new layout beside the old**: a journal (``purgatory-rescale``), the new shards'
+   segment files (new names), each new partition's state at version K + 1 (a snapshot file),
+   then the offsets entry K + 1 (K's offsets, ``shards + 1`` partitions).
+5. **Switch**, atomically: the commit entry K + 1.  Spark starts the next run after K + 1:
+   the new layout, the same input offsets, the same watermark.
+6. **Finish**: the layout record (``purgatory-layout``: shards and history), the pending
+   record, the old shards' segment files, received mailbox and verdict files, the journal.
+
+**A crash anywhere** (kill -9) leaves the journal.  ``recover`` (``start`` and every
+``rescale`` call it first) finds it: without the commit entry K + 1 the old layout is
+complete, and it deletes what step 4 wrote (the new files are named by no committed
+version); with it the new layout is complete, and it finishes step 6.  Either way the
+checkpoint runs on exactly one layout.
+
+Invariant: the run after ``rescale`` gives the outcomes, unmatched events and rejects the run
+without it would have given (``tests/test_rescale.py``, ``tests/test_rescale_spark.py``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from .config import PurgatoryConfig
+from .engine.purgatory import Purgatory
+from .engine.wheel import NO_EXPIRATION
+from .inspect.checkpoint import read_checkpoint, state_path_of
+from .spark import state_files
+from .spark.group_state import encoding_of, shard_bytes, to_group_state
+from .spark.key_hash import shards_of
+from .spark.labels import shard_labels, spark_hash_int
+from .state import Mailbox, SegmentStore, load_state, save_state
+from .state.pending import PendingRecord
+from .state.reshard import ReshardError, reshard
+from .state.wake import EndOfInput
+from .storage import Storage, join, listing, remove, write_whole
+
+__all__ = ["RescaleError", "RescaleResult", "rescale", "recover", "layout_of", "RunLease"]
+
+JOURNAL = "purgatory-rescale"  # under the checkpoint: a rescale under way
+LAYOUT = "purgatory-layout"  # under the checkpoint: the shard count and the rescale history
+RUNNING = "purgatory-running"  # under the checkpoint: a query runs on it (``RunLease``)
+_OPERATOR = "state/0"
+_SHUFFLE = "spark.sql.shuffle.partitions"
+_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+_HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+_CODEC = "spark.sql.streaming.stateStore.compression.codec"
+_FORMAT = "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion"
+_CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+#: PURGATORY_RESCALE_FAULT=<step>: the process kills itself (SIGKILL) as it reaches that
+#: step (the kill tests: a crash at each step boundary)
+FAULT = "PURGATORY_RESCALE_FAULT"
+
+
+class RescaleError(RuntimeError):
+    """``rescale`` refused: one line saying why and what to do."""
+
+
+@dataclass(frozen=True)
+class RescaleResult:
+    """What ``rescale`` did: ``from_shards`` -> ``to_shards`` as micro-batch ``batch``
+    (the last committed one was ``batch - 1``), moving ``pending`` operations, in ``seconds``."""
+
+    checkpoint: str
+    from_shards: int
+    to_shards: int
+    batch: int
+    pending: int
+    seconds: float
+    by_shard: dict[int, int] = field(default_factory=dict)
+
+
+def rescale(
+    checkpoint: str,
+    shards: int,
+    *,
+    config: PurgatoryConfig | None = None,
+    storage: Storage | None = None,
+) -> RescaleResult:
+    """Rescale the stopped query on ``checkpoint`` to ``shards`` primary shards.
+
+    Args:
+        checkpoint: the query's checkpoint (a path or URI).
+        shards: the new ``purgatory.shards``; the next ``start`` must use it.
+        config: the query's configuration (state path, ``storage.*``, retention, shard key
+            delimiter); its ``shards`` is ignored.
+        storage: the ``storage.*`` settings (``config``'s when None).
+
+    Raises:
+        RescaleError: what it refuses (module docstring), in one line.
+
+    Example::
+
+        from spark_purgatory.rescale import rescale
+        done = rescale("/chk/orders", 8)       # the query is stopped
+        start(..., checkpoint="/chk/orders", config=PurgatoryConfig(shards=8))
+    """
+    import time
+
+    began = time.perf_counter()
+    config = config or PurgatoryConfig()
+    storage = storage or Storage.of(config)
+    if shards < 1:
+        raise RescaleError(f"--shards must be at least 1, got {shards}")
+    recover(checkpoint, storage=storage)
+    info = _checked(checkpoint, storage)
+    old = int(info.conf[_SHUFFLE]) - 1
+    if old == shards:
+        raise RescaleError(f"checkpoint {checkpoint} already runs {shards} shards: nothing to do")
+    batch = int(info.last_batch)  # type: ignore[arg-type]
+    fs, root = storage.filesystem(checkpoint)
+    state_path = state_path_of(checkpoint, config.state_path)
+    cfg = PurgatoryConfig(**{**config.__dict__, "shards": old, "state_path": state_path})
+    store = SegmentStore(
+        state_path,
+        segment_rows=cfg.state_segment_rows,
+        retain_versions=cfg.state_retain_versions,
+        storage=storage,
+    )
+    _fault("read")
+    values = _read_groups(fs, root, old, batch)
+    olds = _load(values, cfg, store, old)
+    _in_flight(olds[old], cfg, storage)
+    try:
+        news = reshard(
+            olds,
+            shards,
+            lambda keys: shards_of(keys, shards, cfg.shard_key_delimiter),
+            PurgatoryConfig(**{**cfg.__dict__, "shards": shards}),
+        )
+    except ReshardError as e:
+        raise RescaleError(str(e)) from None
+    encoding = encoding_of(checkpoint, storage=storage)
+    journal = {
+        "from": old,
+        "to": shards,
+        "batch": batch + 1,
+        "segments_before": store.segments(),
+        "old_segments": sorted(
+            {name for p in olds.values() for name, *_ in (p.lineage.segments if p.lineage else [])}
+        ),
+        "started_at": _now(),
+    }
+    write_whole(fs, f"{root}/{JOURNAL}", lambda out: out.write(json.dumps(journal).encode()))
+    _fault("segments")
+    groups = _new_groups(news, store, encoding, info.next_watermark_ms or 0, shards)
+    _fault("snapshots")
+    for partition, entries in groups.items():
+        state_files.write_version(fs, f"{root}/{_OPERATOR}", partition, batch + 1, entries)
+    _fault("offsets")
+    _copy_log(fs, f"{root}/offsets", batch, shards + 1)
+    _fault("commit")
+    _copy_log(fs, f"{root}/commits", batch, None)  # the switch
+    _fault("finish")
+    _finish(checkpoint, storage, journal, {s: p.pending for s, p in news.items()})
+    return RescaleResult(
+        checkpoint,
+        old,
+        shards,
+        batch + 1,
+        sum(p.pending for p in news.values()),
+        round(time.perf_counter() - began, 3),
+        {s: p.pending for s, p in news.items()},
+    )
+
+
+# -- refusals ---------------------------------------------------------------------------------------
+
+
+def _checked(checkpoint: str, storage: Storage) -> Any:
+    """The checkpoint's logs, once every refusal has been checked."""
+    from .inspect.checkpoint import InspectError
+
+    try:
+        info = read_checkpoint(checkpoint, storage=storage)
+    except InspectError as e:
+        raise RescaleError(str(e)) from None
+    RunLease(checkpoint, storage).check_free()
+    if info.running_batch is not None:
+        raise RescaleError(
+            f"micro-batch {info.running_batch} of {checkpoint} started and did not commit: start the query "
+            "once (trigger available-now) so that it completes, stop it, then rescale"
+        )
+    if info.last_batch is None:
+        raise RescaleError(
+            f"{checkpoint} has no committed micro-batch: start it with the shards you want instead"
+        )
+    end = EndOfInput(checkpoint, storage)
+    if end.recorded() is not None or end.declared():
+        raise RescaleError(f"the input of {checkpoint} has ended: there is nothing left to rescale for")
+    conf = info.conf
+    if _SHUFFLE not in conf:
+        raise RescaleError(
+            f"{checkpoint}'s offsets log records no shuffle partitions: not a state format rescale knows"
+        )
+    unknown = [
+        f"{key}={conf.get(key)}"
+        for key, want in ((_PROVIDER, _HDFS), (_CODEC, "lz4"), (_FORMAT, "2"))
+        if conf.get(key, want) != want
+    ]
+    if conf.get(_CHECKPOINT_FORMAT, "1") != "1":
+        unknown.append(f"{_CHECKPOINT_FORMAT}={conf[_CHECKPOINT_FORMAT]}")
+    if unknown:
+        raise RescaleError(
+            f"{checkpoint} keeps its state in a format rescale does not know ({', '.join(unknown)}): "
+            "it reads Spark's HDFS-backed state store with the lz4 codec only"
+        )
+    fs, root = storage.filesystem(checkpoint)
+    operators = [name for name in _dirs(fs, f"{root}/state") if name.isdigit()]
+    if operators != ["0"]:
+        raise RescaleError(f"{checkpoint} has stateful operators {operators}: not a purgatory checkpoint")
+    return info
+
+
+def _in_flight(cross: Purgatory, config: PurgatoryConfig, storage: Storage) -> None:
+    """Refuse relays the cross-shard group has not received (they name old shards)."""
+    box = Mailbox.beside(config.state_path, storage)
+    unreceived = sorted({b for b, _ in box.batches() if b > cross.relays_through})
+    if unreceived:
+        raise RescaleError(
+            f"{len(unreceived)} micro-batch(es) of relays to the cross-shard group are not received yet: "
+            "start the query once (trigger available-now), which receives them, then rescale"
+        )
+
+
+# -- reading and writing the groups ---------------------------------------------------------------------
+
+
+def _read_groups(fs: pafs.FileSystem, root: str, old: int, batch: int) -> dict[int, state_files.GroupValue]:
+    """Every shard's group value at ``batch``, by shard number."""
+    labels = shard_labels(old + 1)
+    number = {label: n for n, label in enumerate(labels)}
+    found: dict[int, state_files.GroupValue] = {}
+    for partition in range(old + 1):
+        try:
+            entries = state_files.read_version(fs, f"{root}/{_OPERATOR}", partition, batch)
+        except state_files.StateFormatError as e:
+            raise RescaleError(str(e)) from None
+        except FileNotFoundError:
+            entries = []  # no group has lived in this partition
+        for g in entries:
+            if g.label not in number:
+                raise RescaleError(
+                    f"state group {g.label} is no shard label of {old} shards: not a layout rescale knows"
+                )
+            found[number[g.label]] = g
+    return found
+
+
+def _load(
+    values: dict[int, state_files.GroupValue], config: PurgatoryConfig, store: SegmentStore, old: int
+) -> dict:
+    shards: dict[int, Purgatory] = {}
+    for s in range(old + 1):
+        g = values.get(s)
+        if g is None or g.state is None:
+            p = Purgatory(config)
+        else:
+            try:
+                p = load_state(shard_bytes(g.state), config, store)
+            except ValueError as e:
+                raise RescaleError(str(e).splitlines()[0]) from None
+        p.shard = s
+        shards[s] = p
+    return shards
+
+
+def _new_groups(
+    news: dict[int, Purgatory], store: SegmentStore, encoding: Any, watermark: int, shards: int
+) -> dict[int, list[state_files.GroupValue]]:
+    """Each new partition's entries: the new shards saved (their segment files written), under
+    the labels of ``shards + 1`` groups, with the timeouts the shard step would set."""
+    labels = shard_labels(shards + 1)
+    groups: dict[int, list[state_files.GroupValue]] = {p: [] for p in range(shards + 1)}
+    for s, p in news.items():
+        cross = s == shards
+        if p.is_empty() and not cross:
+            continue  # as the shard step: an empty primary keeps no state
+        wake = p.next_wakeup()
+        if cross and (p.pending or p.awaited_notices):
+            wake = min(wake, max(watermark, 1) + 1)
+        timeout = max(wake - 1, watermark) if wake < NO_EXPIRATION else state_files.NO_TIMEOUT
+        value = to_group_state(save_state(p, store), encoding)
+        label = labels[s]
+        groups[spark_hash_int(label) % (shards + 1)].append(state_files.GroupValue(label, value, timeout))
+    return groups
+
+
+def _copy_log(fs: pafs.FileSystem, directory: str, batch: int, partitions: int | None) -> None:
+    """Write entry ``batch + 1`` of an offsets or commits log as a copy of entry ``batch``
+    (with ``partitions`` shuffle partitions in an offsets entry's session settings)."""
+    with fs.open_input_stream(f"{directory}/{batch}") as f:
+        lines = f.read().decode("utf-8").split("\n")
+    if partitions is not None:
+        meta = json.loads(lines[1])
+        meta["conf"][_SHUFFLE] = str(partitions)
+        lines[1] = json.dumps(meta, separators=(",", ":"))
+    body = "\n".join(lines).encode("utf-8")
+    write_whole(fs, f"{directory}/{batch + 1}", lambda out: out.write(body))
+
+
+# -- the journal: recover and finish --------------------------------------------------------------------
+
+
+def recover(
+    checkpoint: str, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
+) -> str | None:
+    """Complete or undo a rescale a crash interrupted; returns ``"rolled back"``,
+    ``"finished"`` or None (no rescale was under way).  Cheap when there is none: one file."""
+    storage = storage or Storage()
+    fs, root = storage.filesystem(checkpoint)
+    journal = _read_json(fs, f"{root}/{JOURNAL}")
+    if journal is None:
+        return None
+    batch = int(journal["batch"])
+    if fs.get_file_info(f"{root}/commits/{batch}").is_file:
+        _finish(checkpoint, storage, journal, None, config)
+        return "finished"
+    # the old layout is complete: remove what the new one wrote (named by no committed version)
+    remove(fs, [f"{root}/offsets/{batch}", f"{root}/offsets/.{batch}.crc"])
+    operator = f"{root}/{_OPERATOR}"
+    for name in _dirs(fs, operator):
+        if name.isdigit():
+            remove(fs, [f"{operator}/{name}/{batch}.snapshot", f"{operator}/{name}/.{batch}.snapshot.crc"])
+            if int(name) > int(journal["from"]) and not listing(fs, f"{operator}/{name}", recursive=True):
+                fs.delete_dir(f"{operator}/{name}")
+    state_path = state_path_of(checkpoint, (config.state_path if config else ""))
+    store = SegmentStore(state_path, storage=storage)
+    before = set(journal["segments_before"])
+    store.delete([name for name in store.segments() if name not in before])
+    remove(fs, [f"{root}/{JOURNAL}"])
+    return "rolled back"
+
+
+def _finish(
+    checkpoint: str,
+    storage: Storage,
+    journal: dict,
+    pending: dict[int, int] | None,
+    config: PurgatoryConfig | None = None,
+) -> None:
+    """Step 6 (idempotent): the layout record, the pending record, old files, the journal."""
+    fs, root = storage.filesystem(checkpoint)
+    layout = layout_of(checkpoint, storage=storage) or {"history": []}
+    if not any(h.get("batch") == journal["batch"] for h in layout["history"]):
+        layout["history"].append(
+            {
+                "batch": journal["batch"],
+                "from": journal["from"],
+                "to": journal["to"],
+                "at": journal["started_at"],
+            }
+        )
+    layout["shards"] = journal["to"]
+    write_whole(fs, f"{root}/{LAYOUT}", lambda out: out.write(json.dumps(layout).encode()))
+    if pending is not None:
+        PendingRecord.under(checkpoint, storage).write(journal["batch"], {s: n for s, n in pending.items()})
+    state_path = state_path_of(checkpoint, (config.state_path if config else ""))
+    SegmentStore(state_path, storage=storage).delete(journal["old_segments"])
+    # relays all received (refused otherwise), nothing parked: these name the old shards
+    sfs, sroot = storage.filesystem(state_path)
+    remove(sfs, [i.path for i in listing(sfs, f"{sroot}/mailbox")])
+    remove(sfs, [i.path for i in listing(sfs, f"{sroot}/verdicts", recursive=True) if i.is_file])
+    remove(fs, [f"{root}/{JOURNAL}"])
+
+
+def layout_of(checkpoint: str, *, storage: Storage | None = None) -> dict | None:
+    """The layout record: ``{"shards": N, "history": [{"batch", "from", "to", "at"}, ...]}``,
+    None for a checkpoint never rescaled."""
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    return _read_json(fs, f"{root}/{LAYOUT}")
+
+
+def _dirs(fs: pafs.FileSystem, directory: str) -> list[str]:
+    """The names of the directories in ``directory`` (none if it does not exist)."""
+    selector = pafs.FileSelector(directory, allow_not_found=True)
+    return sorted(i.base_name for i in fs.get_file_info(selector) if i.type == pafs.FileType.Directory)
+
+
+def _read_json(fs: pafs.FileSystem, path: str) -> dict | None:
+    try:
+        with fs.open_input_stream(path) as f:
+            return json.loads(f.read())
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _fault(step: str) -> None:
+    if os.environ.get(FAULT) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- a running query ---------------------------------------------------------------------------------
+
+
+class RunLease:
+    """``<checkpoint>/purgatory-running`` while a query runs on the checkpoint: the host and
+    process of its driver (``start`` takes it, ``stop`` gives it back).  A lease of a process
+    that is gone from this host is stale (a killed driver); one of another host is taken to
+    be live (remove the file if that driver is gone)."""
+
+    def __init__(self, checkpoint: str, storage: Storage | None = None) -> None:
+        self.storage = storage or Storage()
+        fs, root = self.storage.filesystem(checkpoint)
+        self.fs, self.path, self.checkpoint = fs, f"{root}/{RUNNING}", checkpoint
+
+    def take(self) -> None:
+        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": _now()}).encode()
+        write_whole(self.fs, self.path, lambda out: out.write(body))
+
+    def release(self) -> None:
+        remove(self.fs, [self.path])
+
+    def holder(self) -> dict | None:
+        lease = _read_json(self.fs, self.path)
+        if lease is None:
+            return None
+        if lease.get("host") == socket.gethostname() and not _alive(int(lease.get("pid", -1))):
+            return None
+        return lease
+
+    def check_free(self) -> None:
+        lease = self.holder()
+        if lease is not None:
+            raise RescaleError(
+                f"a query runs on {self.checkpoint} (driver {lease.get('host')} pid {lease.get('pid')} "
+                f"since {lease.get('since')}): stop it first (if that driver is gone, delete "
+                f"{join(self.checkpoint, RUNNING)})"
+            )
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

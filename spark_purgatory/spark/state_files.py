@@ -1,0 +1,262 @@
+"""Spark's HDFS-backed state store of the operator, read and written without a JVM.
+
+``rescale`` must read every shard group's value as of the last committed micro-batch and
+write the new groups' values as the next version.  Spark's own offline repartition
+(``spark._streamingCheckpointManager.repartition``, in pyspark 4.2.0) does not do it: it
+moves the *same* keys to a new partition count (our group keys are shard labels, which
+change with the count, and the values must be re-split), it refuses the HDFS-backed store
+that ``start`` uses (``STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER``, measured
+on 4.2.0) and, having refused, leaves an uncommitted batch that stops the query from
+starting again.  The format is small and stable, so this module reads and writes it:
+
+* ``state/0/<partition>/<version>.delta`` and ``.snapshot``: a compressed stream of records
+  ``[key size][key][value size][value]`` (big-endian ints; a value size of -1 removes the
+  key; a key size of -1 ends the stream).  Version V of a partition is the newest snapshot
+  at or below V with the deltas after it applied (``HDFSBackedStateStoreProvider.loadMap``);
+  a snapshot at V is read alone, which is what ``write_version`` writes.
+* the compression is lz4-java's block stream (Spark's ``lz4`` codec, the default, recorded
+  in the checkpoint): blocks of ``LZ4Block`` magic, a token, both lengths and the 28-bit
+  XXH32 checksum (seed ``0x9747b28c``) of the block's bytes, then the bytes, raw or LZ4;
+  an empty block ends it.  pyarrow's ``lz4_raw`` decompresses; blocks are written raw.
+* keys and values are ``UnsafeRow``s: a null bitmap word, one 8-byte slot per field, then
+  variable-length data (a slot holds its offset and size).  The key is the group's label
+  (an int); the value (``flatMapGroupsWithState`` state format 2) is the state struct
+  ``(shard_state)`` and the timeout timestamp (-1 for none).
+
+Invariant: what ``read_version`` returns is what Spark would load for that version; what
+``write_version`` writes, Spark loads (``tests/test_rescale_spark.py`` restarts a query on it).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from ..storage import listing, write_whole
+
+__all__ = ["GroupValue", "StateFormatError", "read_version", "write_version", "encode_value", "decode_value"]
+
+_MAGIC = b"LZ4Block"
+_RAW, _LZ4 = 0x10, 0x20
+_LEVEL = 5  # 32 KiB blocks (lz4-java's level for Spark's default block size)
+_BLOCK = 1 << (10 + _LEVEL)
+_SEED = 0x9747B28C
+NO_TIMEOUT = -1
+
+
+class StateFormatError(ValueError):
+    """A state file this module does not know (the message names it, in one line)."""
+
+
+@dataclass(frozen=True)
+class GroupValue:
+    """A group's entry: its label, its state field (text or bytes) and its timeout."""
+
+    label: int
+    state: str | bytes | None
+    timeout_ms: int = NO_TIMEOUT
+
+
+# -- the store: versions of partitions -----------------------------------------------------------------
+
+
+def read_version(fs: pafs.FileSystem, operator_dir: str, partition: int, version: int) -> list[GroupValue]:
+    """The groups of ``partition`` at ``version`` (``state/0`` is ``operator_dir``)."""
+    directory = f"{operator_dir}/{partition}"
+    names = {info.base_name for info in listing(fs, directory)}
+    snapshots = [v for v in _versions(names, ".snapshot") if v <= version]
+    base = max(snapshots, default=0)
+    rows: dict[bytes, bytes] = {}
+    if base:
+        for key, value in _records(_read(fs, f"{directory}/{base}.snapshot")):
+            rows[key] = value  # type: ignore[assignment]
+    for v in range(base + 1, version + 1):
+        if f"{v}.delta" not in names:
+            raise StateFormatError(
+                f"state partition {directory} has no version {v} (neither delta nor snapshot)"
+            )
+        for key, value in _records(_read(fs, f"{directory}/{v}.delta")):
+            if value is None:
+                rows.pop(key, None)
+            else:
+                rows[key] = value
+    return [decode_value(key, value) for key, value in rows.items()]
+
+
+def write_version(
+    fs: pafs.FileSystem, operator_dir: str, partition: int, version: int, groups: list[GroupValue]
+) -> str:
+    """Write ``groups`` as ``partition``'s whole state at ``version`` (a snapshot file, written
+    whole); returns its path."""
+    body = bytearray()
+    for g in groups:
+        key, value = encode_value(g)
+        body += struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value
+    body += struct.pack(">i", -1)
+    directory = f"{operator_dir}/{partition}"
+    fs.create_dir(directory, recursive=True)
+    path = f"{directory}/{version}.snapshot"
+    data = _compress(bytes(body))
+    write_whole(fs, path, lambda out: out.write(data))
+    return path
+
+
+def _versions(names: set[str], suffix: str) -> list[int]:
+    return [int(n[: -len(suffix)]) for n in names if n.endswith(suffix) and n[: -len(suffix)].isdigit()]
+
+
+def _read(fs: pafs.FileSystem, path: str) -> bytes:
+    with fs.open_input_stream(path) as f:
+        return _decompress(f.read(), path)
+
+
+def _records(data: bytes):
+    """(key, value or None) records of a decompressed delta or snapshot."""
+    at = 0
+    while True:
+        (key_size,) = struct.unpack_from(">i", data, at)
+        at += 4
+        if key_size == -1:
+            return
+        key = data[at : at + key_size]
+        at += key_size
+        (value_size,) = struct.unpack_from(">i", data, at)
+        at += 4
+        if value_size < 0:
+            yield key, None
+            continue
+        yield key, data[at : at + value_size]
+        at += value_size
+
+
+# -- lz4-java's block stream -------------------------------------------------------------------------
+
+
+def _decompress(data: bytes, path: str) -> bytes:
+    out = bytearray()
+    at = 0
+    while at < len(data):
+        if data[at : at + 8] != _MAGIC:
+            raise StateFormatError(f"{path} is not an lz4 block stream (Spark's lz4 state codec)")
+        token = data[at + 8]
+        compressed, original, _checksum = struct.unpack_from("<iii", data, at + 9)
+        at += 21
+        if original == 0:
+            break
+        block = data[at : at + compressed]
+        at += compressed
+        if token & 0xF0 == _RAW:
+            out += block
+        elif token & 0xF0 == _LZ4:
+            out += pa.decompress(block, decompressed_size=original, codec="lz4_raw").to_pybytes()
+        else:
+            raise StateFormatError(f"{path}: unknown lz4 block method {token:#x}")
+    return bytes(out)
+
+
+def _compress(data: bytes) -> bytes:
+    """``data`` as lz4-java's block stream of raw blocks, ended by an empty block."""
+    out = bytearray()
+    token = _RAW | _LEVEL
+    for at in range(0, len(data), _BLOCK):
+        block = data[at : at + _BLOCK]
+        out += _MAGIC + bytes([token]) + struct.pack("<iii", len(block), len(block), xxh32(block) & 0xFFFFFFF)
+        out += block
+    out += _MAGIC + bytes([token]) + struct.pack("<iii", 0, 0, 0)
+    return bytes(out)
+
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = _SEED) -> int:
+    """XXH32 of ``data`` (lz4-java's block checksum).
+
+    >>> hex(xxh32(b"", 0)), hex(xxh32(b"abc", 0))
+    ('0x2cc5d05', '0x32d153ff')
+    """
+    n, at = len(data), 0
+    if n >= 16:
+        v1, v2, v3, v4 = (seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32
+        words = struct.unpack_from(f"<{(n // 16) * 4}I", data)
+        for i in range(0, len(words), 4):
+            v1 = _rotl((v1 + words[i] * _P2) & _M32, 13) * _P1 & _M32
+            v2 = _rotl((v2 + words[i + 1] * _P2) & _M32, 13) * _P1 & _M32
+            v3 = _rotl((v3 + words[i + 2] * _P2) & _M32, 13) * _P1 & _M32
+            v4 = _rotl((v4 + words[i + 3] * _P2) & _M32, 13) * _P1 & _M32
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _M32
+        at = (n // 16) * 16
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while at + 4 <= n:
+        (word,) = struct.unpack_from("<I", data, at)
+        h = _rotl((h + word * _P3) & _M32, 17) * _P4 & _M32
+        at += 4
+    while at < n:
+        h = _rotl((h + data[at] * _P5) & _M32, 11) * _P1 & _M32
+        at += 1
+    h ^= h >> 15
+    h = h * _P2 & _M32
+    h ^= h >> 13
+    h = h * _P3 & _M32
+    h ^= h >> 16
+    return h
+
+
+# -- UnsafeRow ------------------------------------------------------------------------------------
+
+
+def encode_value(g: GroupValue) -> tuple[bytes, bytes]:
+    """The group's key row (its int label) and value row (state struct, timeout).
+
+    >>> key, value = encode_value(GroupValue(7, "abc", -1))
+    >>> decode_value(key, value)
+    GroupValue(label=7, state='abc', timeout_ms=-1)
+    """
+    key = struct.pack("<q", 0) + struct.pack("<i", g.label) + b"\0\0\0\0"
+    if g.state is None:
+        value = struct.pack("<q", 1) + struct.pack("<q", 0) + struct.pack("<q", g.timeout_ms)
+        return key, value
+    raw = g.state.encode("utf-8") if isinstance(g.state, str) else bytes(g.state)
+    padded = raw + b"\0" * (-len(raw) % 8)
+    inner = struct.pack("<q", 0) + struct.pack("<Q", (16 << 32) | len(raw)) + padded
+    value = (
+        struct.pack("<q", 0)
+        + struct.pack("<Q", (24 << 32) | len(inner))
+        + struct.pack("<q", g.timeout_ms)
+        + inner
+    )
+    return key, value
+
+
+def decode_value(key: bytes, value: bytes, *, text: bool | None = None) -> GroupValue:
+    """A group's entry from its key and value rows; ``state`` as text when it is valid
+    ASCII (the base64 value new checkpoints keep), else bytes (``group_state``)."""
+    if len(key) != 16:
+        raise StateFormatError(f"a state key of {len(key)} bytes: not a shard label (an int)")
+    (label,) = struct.unpack_from("<i", key, 8)
+    (nulls,) = struct.unpack_from("<q", value, 0)
+    (timeout,) = struct.unpack_from("<q", value, 16)
+    if nulls & 1:
+        return GroupValue(label, None, timeout)
+    (slot,) = struct.unpack_from("<Q", value, 8)
+    inner = value[slot >> 32 : (slot >> 32) + (slot & _M32)]
+    (inner_nulls,) = struct.unpack_from("<q", inner, 0)
+    if inner_nulls & 1:
+        return GroupValue(label, None, timeout)
+    (field,) = struct.unpack_from("<Q", inner, 8)
+    raw = inner[field >> 32 : (field >> 32) + (field & _M32)]
+    try:
+        state: str | bytes = raw.decode("ascii") if text is not False else raw
+    except UnicodeDecodeError:
+        state = raw
+    return GroupValue(label, state, timeout)
