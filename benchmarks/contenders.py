@@ -52,12 +52,13 @@ import pyarrow.parquet as pq
 from procfs import cpu_seconds  # beside this file (sys.path[0])
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle, StreamingQueryListener
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import EVENT_INPUT, OPERATION_INPUT
 from spark_purgatory.job import JobSettings, run
+from spark_purgatory.spark.metrics import JsonListener
 from spark_purgatory.spark.operator import purgatory_stream, routed_stream
 from spark_purgatory.spark.sources import (
     EVENTS_PARQUET_SCHEMA,
@@ -300,8 +301,9 @@ def run_join_delta(spark: SparkSession, files: Files, config: PurgatoryConfig, p
     return result
 
 
-class _BatchTimes(StreamingQueryListener):
-    """Each micro-batch's time (``triggerExecution``) of the queries started while registered."""
+class _BatchTimes(JsonListener):
+    """Each micro-batch's time (``triggerExecution``) of the queries started while registered
+    (a ``JsonListener``: the job's contender carries no heavier a listener than its own)."""
 
     def __init__(self) -> None:
         self.batches: list[dict] = []

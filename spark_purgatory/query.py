@@ -25,28 +25,16 @@ go through it, so they run the same query with the same defaults:
 * the end of input (``end_input``, ``start(..., end_of_input=True)``): the end mark in the
   wake directory, one run that applies it, and the record ``<checkpoint>/purgatory-ended``,
   on which ``start`` refuses to run again (``docs/end-of-input.md``);
-* ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (see below),
+* ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (``startup``),
   Spark's HDFS-backed state store unless the session names one (``spark.settings.state_store``), and
   Arrow batches of 50,000 rows to the shards unless the session sets
-  ``spark.sql.execution.arrow.maxRecordsPerBatch`` (``spark.settings.arrow_records``).
+  ``spark.sql.execution.arrow.maxRecordsPerBatch`` (``spark.settings.arrow_records``), and
+  Catalyst's ``InferFiltersFromGenerate`` left out (``spark.settings.optimizer_rules``: it
+  made the plan Spark re-optimizes each micro-batch nine times larger).
 
-Session settings.  Each shard gets its own partition only when the query has exactly
-``shards + 1`` shuffle partitions (``spark.labels`` explains why); any other count leaves
-partitions idle (200 by default) or makes shards share a task, and
-Spark fixes the count in the checkpoint on the first run.  ``start`` therefore starts the
-query with ``shards + 1`` partitions whatever the session says and restores the session's own
-value (or its absence) right after, so the user's other queries are untouched; to change the
-parallelism, change ``purgatory.shards``.  A query restarted from a checkpoint keeps the count
-Spark recorded there.  A session that would break the query is refused with what to set:
-``spark.sql.streaming.noDataMicroBatches.enabled=false`` would leave expiries waiting for new
-input (an ``available-now`` run would end without expiring what its final watermark passed).
-
-Identity.  Output commits are made idempotent under an app id (Delta's app transactions).
-It belongs to the checkpoint, like Spark's own offsets: ``app_id_of`` reads it from
-``<checkpoint>/purgatory-id``, written once when the checkpoint is new, so a driver
-restarted on another host or in another directory commits a replayed micro-batch under the
-same id, and the table skips it.  (A checkpoint from before the id file keeps the id it
-committed under, the hash of its absolute path.)
+Session settings, the trigger and the app id the query commits under are settled first
+(``startup``: why ``shards + 1`` shuffle partitions, which session settings are refused, why
+the app id belongs to the checkpoint).
 
 Over Spark Connect (Databricks shared and serverless compute) the same call works: nothing
 here touches ``sparkContext`` or the JVM.  The sink then runs in the server's Python, so the
@@ -56,28 +44,34 @@ the query's progress), and lingered rows wait for the next micro-batch or ``stop
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import hashlib
 import logging
-import os
 import threading
-import uuid
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .config import ConfigError, PurgatoryConfig, parse_interval_ms
+from .config import ConfigError, PurgatoryConfig
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.catalog import CatalogTables, writer_for
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, everywhere
 from .delta.writers import WriterChoice
 from .spark.routing import registers
-from .spark.settings import arrow_records, library_plan, shuffle_partitions, state_store
+from .spark.settings import arrow_records, library_plan, optimizer_rules, shuffle_partitions, state_store
+from .startup import (
+    TRIGGERS,
+    _check_session,
+    _interval,
+    _is_connect,
+    _session_of,
+    _with_defaults,
+    app_id_of,
+    check_trigger,
+)
 from .state.pending import PendingRecord
 from .state.wake import EndOfInput, Wake
-from .storage import Storage, join, write_once
+from .storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -90,11 +84,7 @@ __all__ = ["PurgatoryQuery", "start", "TRIGGERS", "check_trigger", "app_id_of"]
 
 log = logging.getLogger(__name__)
 
-#: the trigger values ``start`` (and the job's ``--trigger``) accept
-TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
-_NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 _COUNTED = ("completed", "expired", "unmatched", "rejected")
-_ID_FILE = "purgatory-id"  # under the checkpoint: the app id its commits are made under
 #: runs ``await_termination`` may add after an ``available-now`` run that ended on relays
 _WAKE_RUNS = 3
 
@@ -225,7 +215,12 @@ def start(
             stream = stream.trigger(availableNow=True)
         else:
             stream = stream.trigger(processingTime=_interval(trigger))
-        with shuffle_partitions(spark, cfg.shards + 1), state_store(spark), arrow_records(spark):
+        with (
+            shuffle_partitions(spark, cfg.shards + 1),
+            state_store(spark),
+            arrow_records(spark),
+            optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (spark.settings)
+        ):
             return stream.start()
 
     return PurgatoryQuery(
@@ -456,9 +451,17 @@ class PurgatoryQuery:
         self.stop()
 
     def _linger(self) -> None:
-        """Kafka's sender: lingered rows go out even when the input is quiet."""
+        """Kafka's sender: lingered rows go out even when the input is quiet.
+
+        Light while micro-batches run: no Py4J call and no look at the staging until the
+        sink's oldest staged row has lingered (``PurgatorySink.linger_due``); only then is
+        the query asked whether it still runs."""
         period = max(0.2, min(1.0, self.sink.accumulator.linger_ms / 4000))
-        while not self._stopping.wait(period) and self.query.isActive:
+        while not self._stopping.wait(period):
+            if not self.sink.linger_due():
+                continue
+            if not self.query.isActive:
+                break
             try:
                 committed = self.sink.drain_lingering()
             except Exception:  # the next micro-batch or stop() retries; never kill the query
@@ -490,74 +493,6 @@ class _Totals:
 
 
 # -- the steps of start ------------------------------------------------------------------------------
-
-
-def app_id_of(checkpoint: str, *, storage: Storage | None = None) -> str:
-    """The Delta app id of the query on ``checkpoint``: held by the checkpoint, never by the host.
-
-    Read from ``<checkpoint>/purgatory-id``; a new checkpoint gets a random id, written once
-    (the module docstring says why).  ``storage``: the ``storage.*`` settings for a URI.
-    """
-    fs, root = (storage or Storage()).filesystem(checkpoint)
-    try:  # a checkpoint Spark already ran on, from before the id file: keep its id
-        started = fs.get_file_info(f"{root}/metadata").is_file
-    except OSError:
-        started = False
-    if started:
-        new = "spark-purgatory-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
-    else:
-        new = f"spark-purgatory-{uuid.uuid4().hex[:16]}"
-    return write_once(fs, f"{root}/{_ID_FILE}", new.encode()).decode().strip()
-
-
-def check_trigger(trigger: str, *, option: str = "trigger") -> None:
-    """Raise ``ConfigError`` (naming ``option``) unless ``trigger`` is one of ``TRIGGERS``."""
-    if trigger == "available-now":
-        return
-    if trigger.startswith("processing-time="):
-        parse_interval_ms(_interval(trigger))
-        return
-    raise ConfigError(f"{option} must be {TRIGGERS}, got {trigger!r}")
-
-
-def _interval(trigger: str) -> str:
-    """``processing-time=10s`` -> ``10 seconds`` (Spark interval strings pass through)."""
-    value = trigger.split("=", 1)[1].strip()
-    return f"{value[:-1]} seconds" if value.endswith("s") and value[:-1].isdigit() else value
-
-
-def _with_defaults(config: PurgatoryConfig, checkpoint: str) -> PurgatoryConfig:
-    """Big shard state in segment files, and staged rows, next to the checkpoint unless set."""
-    return dataclasses.replace(
-        config,
-        state_path=config.state_path or join(checkpoint, "purgatory-state"),
-        accumulator_staging_path=config.accumulator_staging_path or join(checkpoint, "accumulator"),
-    )
-
-
-def _session_of(operations: Any, events: Any) -> Any:
-    for source in (operations, events):
-        if not isinstance(source, str):
-            return source.sparkSession
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.getActiveSession()
-    if spark is None:
-        raise ValueError("both inputs are paths and no session is active: pass spark=...")
-    return spark
-
-
-def _is_connect(spark: Any) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-def _check_session(spark: Any) -> None:
-    """Refuse settings that would break the query, saying what to set (module docstring)."""
-    if str(spark.conf.get(_NO_DATA_BATCHES, "true")).lower() == "false":
-        raise ConfigError(
-            f"{_NO_DATA_BATCHES} is false: expiries would wait for new input; "
-            f'set spark.conf.set("{_NO_DATA_BATCHES}", "true")'
-        )
 
 
 def _operator(

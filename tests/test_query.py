@@ -21,6 +21,7 @@ from spark_purgatory.workload import generate, write_json_lines
 SHUFFLE = "spark.sql.shuffle.partitions"
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 ARROW_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 
 
 @pytest.mark.spark
@@ -36,12 +37,16 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
         state_segment_rows=50,  # shard state goes to segment files early
         source_max_files_per_trigger=1,
     )
-    before = {key: spark.conf.get(key, None) for key in (SHUFFLE, ARROW_RECORDS)}
+    before = {key: spark.conf.get(key, None) for key in (SHUFFLE, ARROW_RECORDS, EXCLUDED_RULES)}
     with start(ops, events, output=out, checkpoint=chk, config=config, trigger="processing-time=1s") as q:
         # the session's own values are restored (the query keeps what it started with)
         assert {key: spark.conf.get(key, None) for key in before} == before
         q.process_all_available()
         assert q.is_active and q.accumulator.destinations(), "rows wait for linger.ms"
+        # the plan Spark re-optimizes each micro-batch has no filter inferred from the routing's
+        # explode, which inlined the validation into one huge condition (spark.settings)
+        plan = q.query._jsq.streamingQuery().lastExecution().optimizedPlan().toString()
+        assert not [line for line in plan.splitlines() if "Filter" in line and "size(" in line]
         assert q.totals["batches"] >= 3 and q.totals["commits"] == 0
     assert not q.is_active
     assert q.accumulator.destinations() == []  # stop() flushed everything

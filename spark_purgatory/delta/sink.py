@@ -145,6 +145,11 @@ class PurgatorySink:
         #: (figures, pending, wake, ``on_batch``); logged at DEBUG with ``extra={"sink_ms": ...}``
         self.timings: dict[str, float] = {}
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
+        #: when (ms, the accumulator's clock) the oldest staged row will have lingered
+        #: ``linger.ms``: set after each micro-batch and drain, so that the linger timer looks
+        #: at the staging only when a drain can be due (``linger_due``)
+        self.linger_at_ms: int | None = None
+        self._select: bool | None = None  # does the batch need a select to STAGED's columns?
 
     def __getstate__(self) -> dict:
         # Spark Connect pickles the foreachBatch function to run it in the server's Python
@@ -164,7 +169,9 @@ class PurgatorySink:
             began = time.perf_counter()
             self.tasks = SparkTasks(batch.sparkSession)
             if self.staged:  # the shards staged their rows: only their STAGED rows come here
-                staged = _to_arrow(batch.select(*STAGED.names)).cast(STAGED)
+                if self._select is None:  # asked once: a select is a Py4J call per column
+                    self._select = list(batch.columns) != STAGED.names
+                staged = _to_arrow(batch.select(*STAGED.names) if self._select else batch).cast(STAGED)
                 _check_staged_by(staged, batch_id)
                 self._after_staging(staged, batch_id, began)
                 return
@@ -194,9 +201,17 @@ class PurgatorySink:
         with self._lock:
             if self.last_batch_id is None:
                 return []
-            return self.accumulator.drain(
+            written = self.accumulator.drain(
                 self.last_batch_id, self.writer, phase=RecordAccumulator.LINGER, tasks=self.tasks
             )
+            self._staged_bytes()  # when the next one can be due
+            return written
+
+    def linger_due(self) -> bool:
+        """Can a linger drain have anything to commit now?  (No look at the staging: the
+        time was noted after the last micro-batch or drain.)"""
+        due = self.linger_at_ms
+        return due is not None and self.last_batch_id is not None and self.clock() * 1000 >= due
 
     def close(self) -> list[dict]:
         """Flush everything still staged (the producer's ``close()``)."""
@@ -304,9 +319,16 @@ class PurgatorySink:
             RELAYED: int(pc.sum(metrics.column(RELAYED)).as_py() or 0),
             _WATERMARK: wm,
             **{f"{source}_{_WATERMARK}": value for source, value in (self.watermarks or {}).items()},
-            "staged_bytes": self.accumulator.buffered_bytes,
+            "staged_bytes": self._staged_bytes(),
             "committed": written,
         }
+
+    def _staged_bytes(self) -> int:
+        """The bytes still staged; notes when the oldest of them will have lingered."""
+        destinations = self.accumulator.destinations()
+        oldest = min((d.oldest_ms for d in destinations), default=None)
+        self.linger_at_ms = None if oldest is None else oldest + self.accumulator.linger_ms
+        return sum(d.nbytes for d in destinations)
 
 
 def _committed(table: Any, batch_id: int, columns: list[str]) -> list[pa.Table]:

@@ -1,0 +1,106 @@
+"""What ``start`` settles before it builds the query: the trigger, the session, the app id.
+
+Session settings.  Each shard gets its own partition only when the query has exactly
+``shards + 1`` shuffle partitions (``spark.labels`` explains why); any other count leaves
+partitions idle (200 by default) or makes shards share a task, and
+Spark fixes the count in the checkpoint on the first run.  ``start`` therefore starts the
+query with ``shards + 1`` partitions whatever the session says and restores the session's own
+value (or its absence) right after, so the user's other queries are untouched; to change the
+parallelism, change ``purgatory.shards``.  A query restarted from a checkpoint keeps the count
+Spark recorded there.  A session that would break the query is refused with what to set:
+``spark.sql.streaming.noDataMicroBatches.enabled=false`` would leave expiries waiting for new
+input (an ``available-now`` run would end without expiring what its final watermark passed).
+
+Identity.  Output commits are made idempotent under an app id (Delta's app transactions).
+It belongs to the checkpoint, like Spark's own offsets: ``app_id_of`` reads it from
+``<checkpoint>/purgatory-id``, written once when the checkpoint is new, so a driver
+restarted on another host or in another directory commits a replayed micro-batch under the
+same id, and the table skips it.  (A checkpoint from before the id file keeps the id it
+committed under, the hash of its absolute path.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import uuid
+from typing import Any
+
+from .config import ConfigError, PurgatoryConfig, parse_interval_ms
+from .storage import Storage, join, write_once
+
+__all__ = ["TRIGGERS", "check_trigger", "app_id_of"]
+
+#: the trigger values ``start`` (and the job's ``--trigger``) accept
+TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
+_NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+_ID_FILE = "purgatory-id"  # under the checkpoint: the app id its commits are made under
+
+
+def app_id_of(checkpoint: str, *, storage: Storage | None = None) -> str:
+    """The Delta app id of the query on ``checkpoint``: held by the checkpoint, never by the host.
+
+    Read from ``<checkpoint>/purgatory-id``; a new checkpoint gets a random id, written once
+    (the module docstring says why).  ``storage``: the ``storage.*`` settings for a URI.
+    """
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    try:  # a checkpoint Spark already ran on, from before the id file: keep its id
+        started = fs.get_file_info(f"{root}/metadata").is_file
+    except OSError:
+        started = False
+    if started:
+        new = "spark-purgatory-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
+    else:
+        new = f"spark-purgatory-{uuid.uuid4().hex[:16]}"
+    return write_once(fs, f"{root}/{_ID_FILE}", new.encode()).decode().strip()
+
+
+def check_trigger(trigger: str, *, option: str = "trigger") -> None:
+    """Raise ``ConfigError`` (naming ``option``) unless ``trigger`` is one of ``TRIGGERS``."""
+    if trigger == "available-now":
+        return
+    if trigger.startswith("processing-time="):
+        parse_interval_ms(_interval(trigger))
+        return
+    raise ConfigError(f"{option} must be {TRIGGERS}, got {trigger!r}")
+
+
+def _interval(trigger: str) -> str:
+    """``processing-time=10s`` -> ``10 seconds`` (Spark interval strings pass through)."""
+    value = trigger.split("=", 1)[1].strip()
+    return f"{value[:-1]} seconds" if value.endswith("s") and value[:-1].isdigit() else value
+
+
+def _with_defaults(config: PurgatoryConfig, checkpoint: str) -> PurgatoryConfig:
+    """Big shard state in segment files, and staged rows, next to the checkpoint unless set."""
+    return dataclasses.replace(
+        config,
+        state_path=config.state_path or join(checkpoint, "purgatory-state"),
+        accumulator_staging_path=config.accumulator_staging_path or join(checkpoint, "accumulator"),
+    )
+
+
+def _session_of(operations: Any, events: Any) -> Any:
+    for source in (operations, events):
+        if not isinstance(source, str):
+            return source.sparkSession
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise ValueError("both inputs are paths and no session is active: pass spark=...")
+    return spark
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _check_session(spark: Any) -> None:
+    """Refuse settings that would break the query, saying what to set (module docstring)."""
+    if str(spark.conf.get(_NO_DATA_BATCHES, "true")).lower() == "false":
+        raise ConfigError(
+            f"{_NO_DATA_BATCHES} is false: expiries would wait for new input; "
+            f'set spark.conf.set("{_NO_DATA_BATCHES}", "true")'
+        )
