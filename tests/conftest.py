@@ -16,12 +16,13 @@ than compute, which is why more workers than cores pays.
 Order: the slowest tests first (``SLOW_FIRST``, measured with ``--durations``), so that the
 run does not end on one worker still busy with a long test while the others idle, and no slow
 test queued behind another on one worker (``pytest_xdist_make_scheduler``).  The tests of a
-file that shares a module-scoped server (``SHARED_MODULE_FIXTURES``) stay on one worker, so
-each server starts once.  The JVMs run with C1 only (``TEST_JVM_OPTIONS``).
+file with a module-scoped fixture (``shares_module_fixture``: a server, a site build, a
+checkpoint) stay on one worker, so each is built once.  The JVMs run with C1 only (``TEST_JVM_OPTIONS``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -84,13 +85,16 @@ SLOW_FIRST = (
     "test_backfill.py",
     "test_docs_site.py",
 )
-#: files whose tests share a module-scoped fixture (a server, a site build): each on one worker
-SHARED_MODULE_FIXTURES = (
-    "test_azure_store.py",
-    "test_object_store.py",
-    "test_docs_site.py",
-    "test_kafka.py",  # the worker's broker, and one run through files and topics for two tests
-)
+
+
+@functools.cache
+def shares_module_fixture(name: str) -> bool:
+    """Does ``tests/<name>`` define a module-scoped fixture (a server, a site build, a checkpoint
+    its tests read)?  Its tests then run together on one worker: pytest tears a module fixture
+    down whenever a worker goes on to another file's test and builds it again on return
+    (``test_inspect``'s checkpoint was built ten times in one run, two JVM minutes each)."""
+    with open(os.path.join(os.path.dirname(__file__), name), encoding="utf-8") as f:
+        return 'scope="module"' in f.read()
 
 
 @pytest.fixture(scope="session")
@@ -138,8 +142,8 @@ def _file(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadgroup``, our way: ``SLOW_FIRST``'s order, a ``SHARED_MODULE_FIXTURES`` file
-    on one worker, and no slow test queued behind another.
+    """``--dist loadgroup``, our way: ``SLOW_FIRST``'s order, a file with a module-scoped
+    fixture on one worker, and no slow test queued behind another.
 
     An xdist worker starts a test only once the next one is sent to it, so whatever the
     scheduler gives a worker waits for the test that worker runs now: a worker busy with a
@@ -159,7 +163,7 @@ def pytest_xdist_make_scheduler(config, log):
 
         def _split_scope(self, nodeid: str) -> str:
             """A work unit: a whole file for those sharing a module-scoped server, else one test."""
-            return _file(nodeid) if _file(nodeid) in SHARED_MODULE_FIXTURES else nodeid
+            return _file(nodeid) if shares_module_fixture(_file(nodeid)) else nodeid
 
         def _assign_work_unit(self, node) -> None:
             assigned = self.assigned_work.get(node, {})

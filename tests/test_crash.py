@@ -10,10 +10,11 @@ twice after the kills, its counts adding up to the other tables and to the input
 Twice with delta-rs (the embedded default): here with everything on the local disk, and in
 ``tests/test_s3a.py`` with everything on an S3-compatible store (moto on loopback), Spark's
 checkpoint included.  Each job run costs a JVM's start, so the fault points are shared
-between the two (``PLANS``: each point killed once, on one store or the other), each test
-also kills one run at a random moment after it committed a micro-batch, and the two tests run
-at once on two test workers.  Once more with Spark's own Delta writer (``job.writer=spark``,
-``NATIVE_PLAN``), on the local disk, at each point that path passes.
+between the two (``PLANS``: each point killed once, on one store or the other), the local
+test also kills one run at a random moment after it committed a micro-batch, and the two tests
+run at once on two test workers.  Once more with Spark's own Delta writer (``job.writer=spark``,
+``NATIVE_PLAN``), on the local disk, at each point that path passes but ``committed``, which
+``test_kafka_crash.py`` kills with that writer, and at a random moment.
 ``tests/test_object_store.py`` crashes the accumulator at every point on S3 in-process, and
 ``crash_harness.py`` (``--s3``, ``--kills``) runs longer plans.
 """
@@ -23,17 +24,19 @@ from __future__ import annotations
 import pytest
 from crash_harness import check, run
 from deltalake import DeltaTable
+from test_kafka_crash import PLANS as KAFKA_PLANS
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
 
-#: the kills of each test, in order: every fault point once between the two, a random one in each
+#: the kills of each test, in order: every fault point once between the two, and a random one
 PLANS = {
     "local": ["fault=committed:1", "fault=manifest:1", "fault=staged:2", "random"],
-    "s3": ["fault=written:1", "fault=staging:2", "random"],
+    "s3": ["fault=written:1", "fault=staging:2"],
 }
 #: Spark's own Delta writer (job.writer=spark): every point it passes (``written`` is the
-#: executors' data files before delta-rs's commit; Spark's Delta writes and commits in one call)
-NATIVE_PLAN = ["fault=staging:2", "fault=manifest:1", "fault=committed:1", "fault=staged:2", "random"]
+#: executors' data files before delta-rs's commit; Spark's Delta writes and commits in one call),
+#: ``committed`` in ``test_kafka_crash.py`` (Delta's txnAppId/txnVersion skipping the replay)
+NATIVE_PLAN = ["fault=staging:2", "fault=manifest:1", "fault=staged:2", "random"]
 
 
 def _points(plan: list[str]) -> list[str]:
@@ -42,8 +45,9 @@ def _points(plan: list[str]) -> list[str]:
 
 def test_the_plans_kill_at_every_fault_point():
     assert sorted(p for plan in PLANS.values() for p in _points(plan)) == sorted(FAULT_POINTS)  # each once
-    assert sorted(_points(NATIVE_PLAN)) == sorted(set(FAULT_POINTS) - {"written"})
-    assert all(plan[-1] == "random" for plan in [*PLANS.values(), NATIVE_PLAN])
+    native = _points(NATIVE_PLAN) + _points(KAFKA_PLANS["spark"])
+    assert sorted(native) == sorted(set(FAULT_POINTS) - {"written"})  # each once
+    assert PLANS["local"][-1] == NATIVE_PLAN[-1] == KAFKA_PLANS["delta-rs"][0] == "random"
 
 
 def killed_as_planned(result: dict, plan: list[str]) -> None:

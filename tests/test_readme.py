@@ -256,3 +256,9 @@ def test_the_readme_shows_what_make_demo_prints(tmp_path):
     assert problems == [], "README.md's demo block is not what `make demo` prints:\n" + "\n".join(
         problems + ["", "it printed:", *printed]
     )
+    # what it printed is there: the four tables and the two pictures
+    tables = tmp_path / "demo-output" / "tables"
+    for table in ("outcomes", "unmatched_events", "rejected", "metrics"):
+        assert DeltaTable(str(tables / table)).to_pyarrow_table().num_rows > 0, table
+    for png in ("latency_histogram.png", "outcomes_over_time.png"):
+        assert (tables / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -10,8 +10,8 @@ HTTP (the job's local session gets them at start).
 * the job with Spark's own Delta writer (``job.writer=spark``), input files on ``s3a://``
   too: the tables committed by Spark through S3A equal the engine's results, and the job's
   working directory stays empty;
-* the job killed with ``kill -9`` (``crash_harness``, the fault points of ``PLANS["s3"]``
-  and a random moment), then exactly once; every job run in an empty working directory,
+* the job killed with ``kill -9`` (``crash_harness``, the fault points of ``PLANS["s3"]``;
+  the random moment is the local test's), then exactly once; every job run in an empty working directory,
   which stays empty.
 """
 
