@@ -1,6 +1,9 @@
-"""The command line: ``spark-purgatory status|pending|at-risk|explain`` (``python -m spark_purgatory``).
+"""The command line: ``spark-purgatory status|pending|at-risk|explain|rescale``.
+
+``python -m spark_purgatory`` runs it too.
 
     spark-purgatory status   --checkpoint CHK [--output OUT]
+    spark-purgatory rescale  --checkpoint CHK --shards N
     spark-purgatory pending  --checkpoint CHK [--watermark TS] [--batch-id N] [--limit 50]
     spark-purgatory at-risk  --checkpoint CHK --within 1h [--watermark TS]
     spark-purgatory explain  --output OUT [--checkpoint CHK] OP_ID [OP_ID ...]
@@ -10,6 +13,8 @@ state path and ``storage.*`` settings come from them; ``job.master`` picks the l
 master), and ``--json`` for scripts: ``pending`` and ``at-risk`` print one JSON object per
 operation (JSON lines, streamed: fine for a million), ``status`` and ``explain`` one JSON
 document.  Tables are printed with ``rich``.
+
+``rescale`` changes a stopped checkpoint's shard count (``spark_purgatory.rescale``; no JVM).
 
 What needs a JVM: reading pending operations from the state (``pending``, ``at-risk``;
 ``explain`` for an op_id that has no outcome; ``status`` without a metrics table).
@@ -74,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     explain = commands.add_parser("explain", parents=[common], help="where each op_id is, and its events")
     explain.add_argument("op_ids", nargs="+", metavar="OP_ID")
     explain.add_argument("--no-state", action="store_true", help="only the tables (no JVM)")
+
+    rescale = commands.add_parser(
+        "rescale", parents=[common], help="change a stopped checkpoint's shard count (no JVM)"
+    )
+    rescale.add_argument("--shards", type=int, required=True, help="the new purgatory.shards (required)")
     return parser
 
 
@@ -107,10 +117,13 @@ def _settings(conf: list[str], sets: list[str]) -> tuple[PurgatoryConfig, str]:
 def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
     from .inspect import at_risk, checkpoint_status, explain, pending_operations
 
-    if args.command in ("status", "pending", "at-risk") and not args.checkpoint:
+    if args.command in ("status", "pending", "at-risk", "rescale") and not args.checkpoint:
         raise _UsageError(f"{args.command} needs --checkpoint")
     if args.command == "explain" and not args.output:
         raise _UsageError("explain needs --output (and --checkpoint to look for pending operations)")
+    if args.command == "rescale":
+        _rescale(args, config)
+        return 0
     if args.command == "status":
         from .inspect.checkpoint import read_checkpoint
         from .inspect.pending import inspect_config
@@ -166,6 +179,20 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
         )
         _print_stories(stories, args.json)
     return 0
+
+
+def _rescale(args: argparse.Namespace, config: PurgatoryConfig) -> None:
+    from .rescale import rescale
+
+    done = rescale(args.checkpoint, args.shards, config=config)
+    if args.json:
+        print(json.dumps(done.__dict__, default=str))
+        return
+    print(
+        f"rescaled {done.checkpoint}: {done.from_shards} -> {done.to_shards} shards as micro-batch "
+        f"{done.batch}, {done.pending} pending operations moved in {done.seconds:.2f} s; "
+        f"start it with purgatory.shards={done.to_shards}"
+    )
 
 
 def _check_checkpoint(checkpoint: str, config: PurgatoryConfig) -> None:

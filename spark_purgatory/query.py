@@ -177,6 +177,11 @@ def start(
     storage = Storage.of(cfg)
     end = EndOfInput(checkpoint, storage)
     end.check_open()
+    from .rescale import RunLease, check_layout
+
+    check_layout(checkpoint, cfg.shards, storage=storage)  # and completes an interrupted rescale
+    lease = RunLease(checkpoint, storage)  # ``rescale`` refuses while it is held
+    lease.take()
     if end.declared() and not end_of_input:
         log.warning("checkpoint %s: its end of input was declared, not recorded: completing it", checkpoint)
         end_of_input = trigger == "available-now"
@@ -233,6 +238,7 @@ def start(
         end=end,
         end_of_input=end_of_input,
         run_available_now=functools.partial(run, True),
+        lease=lease,
     )
 
 
@@ -260,12 +266,14 @@ class PurgatoryQuery:
         end: EndOfInput | None = None,
         end_of_input: bool = False,
         run_available_now: Callable[[], StreamingQuery] | None = None,
+        lease: Any = None,
     ) -> None:
         self.query = query
         self._rerun = rerun
         self._end = end
         self._end_of_input = end_of_input
         self._run_available_now = run_available_now
+        self._lease = lease  # the checkpoint's ``rescale.RunLease``, given back by ``stop``
         self._interrupted = False
         self.sink = sink
         self._counted = totals
@@ -440,6 +448,8 @@ class PurgatoryQuery:
             self._timer.join()
         flushed = self.sink.close()
         self.totals["commits"] += len(flushed)
+        if self._lease is not None:
+            self._lease.release()
         return flushed
 
     def __enter__(self) -> PurgatoryQuery:

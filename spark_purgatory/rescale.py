@@ -11,13 +11,15 @@ with no JVM (Spark's own offline repartition cannot: ``spark.state_files`` says 
    codec, not ``flatMapGroupsWithState`` state format 2, a shard value of an unknown format),
    relays or parked operations in flight (``state.reshard``; one ``available-now`` run
    settles them).
-2. **Read** every shard group's value at the last committed micro-batch K
-   (``state_files.read_version``) and load the shards (``state.load_state``).
+2. **Read** every shard group's value as the last committed micro-batch K left it (state
+   version K + 1: Spark's micro-batch N reads version N and writes N + 1;
+   ``state_files.read_version``) and load the shards (``state.load_state``).
 3. **Reshard** them (``state.reshard``, Spark-free), keys sent where ``routing`` will send
    them (``key_hash.shards_of``).
 4. **Write the new layout beside the old**: a journal (``purgatory-rescale``), the new shards'
-   segment files (new names), each new partition's state at version K + 1 (a snapshot file),
-   then the offsets entry K + 1 (K's offsets, ``shards + 1`` partitions).
+   segment files (new names), each new partition's state at version K + 2 (a snapshot file:
+   what micro-batch K + 1 leaves), then the offsets entry K + 1 (K's offsets, ``shards + 1``
+   partitions).
 5. **Switch**, atomically: the commit entry K + 1.  Spark starts the next run after K + 1:
    the new layout, the same input offsets, the same watermark.
 6. **Finish**: the layout record (``purgatory-layout``: shards and history), the pending
@@ -45,7 +47,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from .config import PurgatoryConfig
+from .config import ConfigError, PurgatoryConfig
 from .engine.purgatory import Purgatory
 from .engine.wheel import NO_EXPIRATION
 from .inspect.checkpoint import read_checkpoint, state_path_of
@@ -59,7 +61,7 @@ from .state.reshard import ReshardError, reshard
 from .state.wake import EndOfInput
 from .storage import Storage, join, listing, remove, write_whole
 
-__all__ = ["RescaleError", "RescaleResult", "rescale", "recover", "layout_of", "RunLease"]
+__all__ = ["RescaleError", "RescaleResult", "rescale", "recover", "layout_of", "check_layout", "RunLease"]
 
 JOURNAL = "purgatory-rescale"  # under the checkpoint: a rescale under way
 LAYOUT = "purgatory-layout"  # under the checkpoint: the shard count and the rescale history
@@ -142,7 +144,7 @@ def rescale(
         storage=storage,
     )
     _fault("read")
-    values = _read_groups(fs, root, old, batch)
+    values = _read_groups(fs, root, old, batch + 1)
     olds = _load(values, cfg, store, old)
     _in_flight(olds[old], cfg, storage)
     try:
@@ -170,7 +172,7 @@ def rescale(
     groups = _new_groups(news, store, encoding, info.next_watermark_ms or 0, shards)
     _fault("snapshots")
     for partition, entries in groups.items():
-        state_files.write_version(fs, f"{root}/{_OPERATOR}", partition, batch + 1, entries)
+        state_files.write_version(fs, f"{root}/{_OPERATOR}", partition, batch + 2, entries)
     _fault("offsets")
     _copy_log(fs, f"{root}/offsets", batch, shards + 1)
     _fault("commit")
@@ -250,14 +252,14 @@ def _in_flight(cross: Purgatory, config: PurgatoryConfig, storage: Storage) -> N
 # -- reading and writing the groups ---------------------------------------------------------------------
 
 
-def _read_groups(fs: pafs.FileSystem, root: str, old: int, batch: int) -> dict[int, state_files.GroupValue]:
-    """Every shard's group value at ``batch``, by shard number."""
+def _read_groups(fs: pafs.FileSystem, root: str, old: int, version: int) -> dict[int, state_files.GroupValue]:
+    """Every shard's group value at state ``version``, by shard number."""
     labels = shard_labels(old + 1)
     number = {label: n for n, label in enumerate(labels)}
     found: dict[int, state_files.GroupValue] = {}
     for partition in range(old + 1):
         try:
-            entries = state_files.read_version(fs, f"{root}/{_OPERATOR}", partition, batch)
+            entries = state_files.read_version(fs, f"{root}/{_OPERATOR}", partition, version)
         except state_files.StateFormatError as e:
             raise RescaleError(str(e)) from None
         except FileNotFoundError:
@@ -345,7 +347,9 @@ def recover(
     operator = f"{root}/{_OPERATOR}"
     for name in _dirs(fs, operator):
         if name.isdigit():
-            remove(fs, [f"{operator}/{name}/{batch}.snapshot", f"{operator}/{name}/.{batch}.snapshot.crc"])
+            version = batch + 1  # the state version micro-batch ``batch`` leaves
+            written = f"{operator}/{name}/{version}.snapshot"
+            remove(fs, [written, f"{operator}/{name}/.{version}.snapshot.crc"])
             if int(name) > int(journal["from"]) and not listing(fs, f"{operator}/{name}", recursive=True):
                 fs.delete_dir(f"{operator}/{name}")
     state_path = state_path_of(checkpoint, (config.state_path if config else ""))
@@ -386,6 +390,30 @@ def _finish(
     remove(sfs, [i.path for i in listing(sfs, f"{sroot}/mailbox")])
     remove(sfs, [i.path for i in listing(sfs, f"{sroot}/verdicts", recursive=True) if i.is_file])
     remove(fs, [f"{root}/{JOURNAL}"])
+
+
+def check_layout(checkpoint: str, shards: int, *, storage: Storage | None = None) -> None:
+    """Before a query starts on ``checkpoint``: finish or undo a rescale a crash interrupted
+    (``recover``), then refuse ``shards`` other than the checkpoint's, in one line
+    (``ConfigError``): Spark would keep the checkpoint's partitions and the shard groups
+    would not match their state."""
+    storage = storage or Storage()
+    recover(checkpoint, storage=storage)
+    fs, root = storage.filesystem(checkpoint)
+    offsets = [int(i.base_name) for i in listing(fs, f"{root}/offsets") if i.base_name.isdigit()]
+    if not offsets:
+        return  # a new checkpoint: any shard count
+    with fs.open_input_stream(f"{root}/offsets/{max(offsets)}") as f:
+        lines = f.read().decode("utf-8").split("\n")
+    recorded = (json.loads(lines[1]).get("conf") or {}).get(_SHUFFLE) if len(lines) > 1 else None
+    if recorded is not None and int(recorded) != shards + 1:
+        layout = layout_of(checkpoint, storage=storage)
+        since = f" since its rescale at micro-batch {layout['history'][-1]['batch']}" if layout else ""
+        raise ConfigError(
+            f"checkpoint {checkpoint} runs {int(recorded) - 1} shards{since}, not purgatory.shards={shards}: "
+            f"set purgatory.shards={int(recorded) - 1}, or stop and run "
+            f"`spark-purgatory rescale --checkpoint {checkpoint} --shards {shards}`"
+        )
 
 
 def layout_of(checkpoint: str, *, storage: Storage | None = None) -> dict | None:

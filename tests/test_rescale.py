@@ -199,7 +199,7 @@ def _write_checkpoint(cluster: Rescalable, root, watermark: int, batch: int = 4)
         g = state_files.GroupValue(labels[s], to_group_state(value, "text"), -1)
         groups[spark_hash_int(labels[s]) % (cluster.shards + 1)].append(g)
     for p, entries in groups.items():
-        state_files.write_version(fs, f"{root}/state/0", p, batch, entries)
+        state_files.write_version(fs, f"{root}/state/0", p, batch + 1, entries)  # batch N leaves N + 1
 
 
 def _read_back(cluster: Rescalable, root, shards: int, batch: int) -> None:
@@ -210,7 +210,7 @@ def _read_back(cluster: Rescalable, root, shards: int, batch: int) -> None:
     store = SegmentStore(str(root / "purgatory-state"))
     states = {s: save_state(Purgatory(config)) for s in range(shards + 1)}
     for p in range(shards + 1):
-        for g in state_files.read_version(fs, f"{root}/state/0", p, batch):
+        for g in state_files.read_version(fs, f"{root}/state/0", p, batch + 1):
             states[numbers[g.label]] = save_state(load_state(shard_bytes(g.state), config, store))
     mapping = shard_of(shards)
     cluster.shards, cluster.shard_of, cluster.registry = shards, mapping, registry(shards)
