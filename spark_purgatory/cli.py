@@ -51,7 +51,6 @@ class _UsageError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--checkpoint", help="the query's checkpoint (a path or URI)")
     common.add_argument("--output", help="where the query's Delta tables are")
     common.add_argument("--conf", action="append", default=[], help="a .conf file of KEY = VALUE lines")
     common.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key")
@@ -84,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
         "rescale", parents=[common], help="change a stopped checkpoint's shard count (no JVM)"
     )
     rescale.add_argument("--shards", type=int, required=True, help="the new purgatory.shards (required)")
+    for name, command in commands.choices.items():  # --help says which commands need it
+        needed = "optional: where to look for pending operations" if name == "explain" else "required"
+        command.add_argument("--checkpoint", help=f"the query's checkpoint, a path or URI ({needed})")
     return parser
 
 
@@ -329,6 +331,19 @@ def _print_status(report: dict, as_json: bool) -> None:
     for name, value in (report.get("input_watermarks") or {}).items():
         chk.add_row(name, _text(value))
     console.print(chk)
+    layout = report.get("layout")
+    if layout:
+        title = f"layout: {layout['shards']} shards + the cross-shard group"
+        if layout["rescale_under_way"]:
+            title += " (a rescale was interrupted: the next start or rescale completes or undoes it)"
+        history = Table(title=title)
+        for name in ("rescaled at batch", "from", "to", "at"):
+            history.add_column(name)
+        for entry in layout["rescales"]:
+            history.add_row(*(_text(entry.get(k)) for k in ("batch", "from", "to", "at")))
+        if not layout["rescales"]:
+            history.add_row("never rescaled", "", "", "")
+        console.print(history)
     if report["pending_by_shard"] is not None:
         shards = Table(title="pending by shard")
         shards.add_column("shard")

@@ -30,6 +30,7 @@ from test_multikey import Sharded, reported, resolved
 from test_split_invariance import _result, _valid, scenarios
 
 from spark_purgatory import rescale as rescale_module
+from spark_purgatory.cli import main
 from spark_purgatory.engine.purgatory import Purgatory
 from spark_purgatory.rescale import RescaleError, RunLease, layout_of, recover, rescale
 from spark_purgatory.spark import state_files
@@ -254,6 +255,19 @@ def test_a_stopped_checkpoint_rescaled_2_to_8_continues_with_the_same_outcomes(t
     offsets = (tmp_path / "chk" / "offsets" / "5").read_text().split("\n")
     assert json.loads(offsets[1])["conf"]["spark.sql.shuffle.partitions"] == "9"
     assert offsets[2] == '{"logOffset":3}'
+
+
+def test_status_shows_the_layout_and_the_rescale_history(tmp_path, capsys):
+    chk = str(tmp_path / "chk")
+    _started(tmp_path / "chk")
+    assert main(["rescale", "--checkpoint", chk, "--shards", "8"]) == 0
+    assert "2 -> 8 shards as micro-batch 5" in capsys.readouterr().out
+    assert main(["status", "--checkpoint", chk, "--no-state", "--json"]) == 0
+    layout = json.loads(capsys.readouterr().out)["layout"]
+    assert layout["shards"] == 8 and not layout["rescale_under_way"]
+    assert [(h["batch"], h["from"], h["to"]) for h in layout["rescales"]] == [(5, 2, 8)]
+    assert main(["status", "--checkpoint", chk, "--no-state"]) == 0
+    assert "layout: 8 shards" in capsys.readouterr().out
 
 
 @functools.cache

@@ -58,8 +58,9 @@ def checkpoint_status(
             once); False: from the shards' last metrics rows or pending record (stubs included).
 
     Returns:
-        A JSON-ready dict: ``checkpoint``, ``last_batch`` (the metrics table's last rows, if
-        any), ``pending_by_shard`` (and ``pending_from``), ``tables``, ``notes``.
+        A JSON-ready dict: ``checkpoint``, ``layout`` (the shard count and the rescale
+        history, ``spark_purgatory.rescale``), ``last_batch`` (the metrics table's last rows,
+        if any), ``pending_by_shard`` (and ``pending_from``), ``tables``, ``notes``.
     """
     cfg = inspect_config(checkpoint, config)
     storage = Storage.of(cfg)
@@ -78,6 +79,7 @@ def checkpoint_status(
             "watermark_policy": info.conf.get("spark.sql.streaming.multipleWatermarkPolicy"),
             "app_id": info.app_id,
         },
+        "layout": _layout(checkpoint, info.groups, storage),
         "last_batch": None,
         "input_watermarks": None,
         "pending_by_shard": None,
@@ -120,6 +122,20 @@ def checkpoint_status(
     if result["pending_by_shard"] is not None:
         result["pending"] = sum(result["pending_by_shard"].values())
     return result
+
+
+def _layout(checkpoint: str, groups: int | None, storage: Storage) -> dict[str, Any]:
+    """The shard layout: primaries (the checkpoint's partitions less the cross-shard group),
+    each rescale (micro-batch, from, to, when), and a rescale a crash left under way."""
+    from ..rescale import JOURNAL, layout_of
+
+    record = layout_of(checkpoint, storage=storage) or {}
+    fs, root = storage.filesystem(checkpoint)
+    return {
+        "shards": None if groups is None else groups - 1,
+        "rescales": record.get("history", []),
+        "rescale_under_way": fs.get_file_info(f"{root}/{JOURNAL}").is_file,
+    }
 
 
 def _table_sizes(tables: TableReader, app_id: str | None) -> dict[str, dict]:
