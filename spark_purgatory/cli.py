@@ -133,16 +133,26 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
 
         # the logs first: a wrong path fails here, before any JVM starts
         read_checkpoint(args.checkpoint, storage=Storage.of(inspect_config(args.checkpoint, config)))
-        spark = None if args.no_state else _LazySession(master)
-        report = checkpoint_status(
-            args.checkpoint,
-            output=args.output,
-            spark=spark,
-            config=config,
-            state=not args.no_state,
-            reader=_reader(args.output, config, master),
-        )
-        _print_status(report, args.json)
+        reader = _reader(args.output, config, master)
+        if not args.json or args.no_state:  # the JVM-free answer first, at once
+            quick = checkpoint_status(
+                args.checkpoint, output=args.output, config=config, state=False, reader=reader
+            )
+            _print_status(quick, args.json)
+            sys.stdout.flush()
+        if not args.no_state:  # then the exact count from the state (a JVM starts)
+            report = checkpoint_status(
+                args.checkpoint,
+                output=args.output,
+                spark=_LazySession(master),
+                config=config,
+                state=True,
+                reader=reader,
+            )
+            if args.json:
+                _print_status(report, True)
+            else:
+                _print_state_pending(report)
     elif args.command == "pending":
         _check_checkpoint(args.checkpoint, config)
         frame = pending_operations(
@@ -328,8 +338,8 @@ def _print_status(report: dict, as_json: bool) -> None:
         chk.add_row(key, _text(value))
     if "pending" in report:
         chk.add_row("pending", f"{report['pending']:,} ({report['pending_from']})")
-    for name, value in (report.get("input_watermarks") or {}).items():
-        chk.add_row(name, _text(value))
+    for name, value in (report.get("input_watermarks") or {}).items():  # the checkpoint's is above
+        chk.add_row(f"{name} (metrics table, last batch)", _text(value))
     console.print(chk)
     layout = report.get("layout")
     if layout:
@@ -369,6 +379,19 @@ def _print_status(report: dict, as_json: bool) -> None:
         console.print(sizes)
     for note in report["notes"]:
         console.print(f"note: {note}", markup=False)
+
+
+def _print_state_pending(report: dict) -> None:
+    """The pending count from the state, after the JVM-free tables (``status``)."""
+    from rich.table import Table
+
+    shards = Table(title=f"pending by shard, from the state ({report['pending_from']})")
+    shards.add_column("shard")
+    shards.add_column("pending", justify="right")
+    for shard, count in (report["pending_by_shard"] or {}).items():
+        shards.add_row(shard, f"{count:,}")
+    shards.add_row("all", f"{report.get('pending', 0):,}")
+    _console().print(shards)
 
 
 def _print_stories(stories: list, as_json: bool) -> None:
