@@ -118,7 +118,9 @@ def start(
             in the session's catalog, ``main.purgatory.outcomes`` ...; Spark's Delta writer).
         checkpoint: Spark's checkpoint; it holds the app id, and (unless configured) the
             accumulator's staging and the shard state live under it.
-        config: ``PurgatoryConfig``; the defaults when None.
+        config: ``PurgatoryConfig``; the defaults when None, with the checkpoint's shard
+            count, or for a new checkpoint the session's parallelism (logged:
+            ``rescale.default_shards``).
         trigger: ``available-now`` (process what is there, then stop) or
             ``processing-time=<interval>`` (e.g. ``processing-time=10s``).
         source_format: how paths are read (``json``, ``parquet``, ``delta``, ``kafka``) and
@@ -168,6 +170,12 @@ def start(
             "on a running query call end_input() instead"
         )
     spark = spark or _session_of(operations, events)
+    if config is None:  # no configuration: the checkpoint's shards, or the session's parallelism
+        import dataclasses
+
+        from .rescale import default_shards
+
+        cfg = dataclasses.replace(cfg, shards=default_shards(spark, checkpoint, storage=Storage.of(cfg)))
     _check_session(spark)
     from .spark.group_state import encoding_of
     from .spark.workers import use_project_python, warm_python_workers

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import signal
 import socket
@@ -61,7 +62,18 @@ from .state.reshard import ReshardError, reshard
 from .state.wake import EndOfInput
 from .storage import Storage, join, listing, remove, write_whole
 
-__all__ = ["RescaleError", "RescaleResult", "rescale", "recover", "layout_of", "check_layout", "RunLease"]
+__all__ = [
+    "RescaleError",
+    "RescaleResult",
+    "rescale",
+    "recover",
+    "layout_of",
+    "check_layout",
+    "default_shards",
+    "RunLease",
+]
+
+log = logging.getLogger(__name__)
 
 JOURNAL = "purgatory-rescale"  # under the checkpoint: a rescale under way
 LAYOUT = "purgatory-layout"  # under the checkpoint: the shard count and the rescale history
@@ -399,21 +411,50 @@ def check_layout(checkpoint: str, shards: int, *, storage: Storage | None = None
     would not match their state."""
     storage = storage or Storage()
     recover(checkpoint, storage=storage)
-    fs, root = storage.filesystem(checkpoint)
-    offsets = [int(i.base_name) for i in listing(fs, f"{root}/offsets") if i.base_name.isdigit()]
-    if not offsets:
-        return  # a new checkpoint: any shard count
-    with fs.open_input_stream(f"{root}/offsets/{max(offsets)}") as f:
-        lines = f.read().decode("utf-8").split("\n")
-    recorded = (json.loads(lines[1]).get("conf") or {}).get(_SHUFFLE) if len(lines) > 1 else None
-    if recorded is not None and int(recorded) != shards + 1:
+    recorded = recorded_shards(checkpoint, storage=storage)
+    if recorded is not None and recorded != shards:
         layout = layout_of(checkpoint, storage=storage)
         since = f" since its rescale at micro-batch {layout['history'][-1]['batch']}" if layout else ""
         raise ConfigError(
-            f"checkpoint {checkpoint} runs {int(recorded) - 1} shards{since}, not purgatory.shards={shards}: "
-            f"set purgatory.shards={int(recorded) - 1}, or stop and run "
+            f"checkpoint {checkpoint} runs {recorded} shards{since}, not purgatory.shards={shards}: "
+            f"set purgatory.shards={recorded}, or stop and run "
             f"`spark-purgatory rescale --checkpoint {checkpoint} --shards {shards}`"
         )
+
+
+def recorded_shards(checkpoint: str, *, storage: Storage | None = None) -> int | None:
+    """The shards Spark's last offsets entry records (partitions less the cross-shard group),
+    None for a new checkpoint."""
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    offsets = [int(i.base_name) for i in listing(fs, f"{root}/offsets") if i.base_name.isdigit()]
+    if not offsets:
+        return None
+    with fs.open_input_stream(f"{root}/offsets/{max(offsets)}") as f:
+        lines = f.read().decode("utf-8").split("\n")
+    recorded = (json.loads(lines[1]).get("conf") or {}).get(_SHUFFLE) if len(lines) > 1 else None
+    return None if recorded is None else int(recorded) - 1
+
+
+def default_shards(spark: Any, checkpoint: str, *, storage: Storage | None = None) -> int:
+    """The shard count when none is configured: the checkpoint's, or for a new checkpoint the
+    session's parallelism (``spark.default.parallelism``, else the cores of the executors:
+    about one shard per core), said in one log line."""
+    recorded = recorded_shards(checkpoint, storage=storage)
+    if recorded is not None:
+        return recorded
+    try:
+        parallelism = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect and shared clusters have no sparkContext
+        parallelism = int(spark.conf.get("spark.default.parallelism", None) or 2)
+    shards = max(1, parallelism)
+    log.warning(
+        "purgatory.shards is not configured: %d shards for the new checkpoint %s (the session's "
+        "parallelism, about one per executor core); set purgatory.shards to choose, "
+        "`spark-purgatory rescale` to change it later",
+        shards,
+        checkpoint,
+    )
+    return shards
 
 
 def layout_of(checkpoint: str, *, storage: Storage | None = None) -> dict | None:

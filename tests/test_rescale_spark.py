@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.cli import main
 from spark_purgatory.config import ConfigError
-from spark_purgatory.rescale import layout_of
+from spark_purgatory.rescale import default_shards, layout_of
 from spark_purgatory.spark.key_hash import shards_of
 from spark_purgatory.workload import generate, write_json_lines
 
@@ -98,3 +98,17 @@ def test_a_checkpoint_begun_with_2_shards_continues_with_4_then_3(spark, tmp_pat
             config=PurgatoryConfig(shards=2),
             spark=spark,
         )
+
+
+@pytest.mark.spark
+def test_with_no_configuration_the_shards_are_the_checkpoints_or_the_sessions_parallelism(
+    spark, tmp_path, caplog
+):
+    new = str(tmp_path / "new")
+    with caplog.at_level("WARNING", logger="spark_purgatory.rescale"):
+        assert default_shards(spark, new) == spark.sparkContext.defaultParallelism
+    assert "purgatory.shards is not configured" in caplog.text
+    offsets = tmp_path / "old" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text('v1\n{"conf":{"spark.sql.shuffle.partitions":"6"}}\n{}')
+    assert default_shards(spark, str(tmp_path / "old")) == 5
