@@ -187,7 +187,7 @@ def start(
     end.check_open()
     from .rescale import RunLease, check_layout
 
-    check_layout(checkpoint, cfg.shards, storage=storage)  # and completes an interrupted rescale
+    check_layout(checkpoint, cfg.shards, storage=storage, config=cfg)  # and completes an interrupted rescale
     lease = RunLease(checkpoint, storage)  # ``rescale`` refuses while it is held
     lease.take()
     if end.declared() and not end_of_input:

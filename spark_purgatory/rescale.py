@@ -140,7 +140,7 @@ def rescale(
     storage = storage or Storage.of(config)
     if shards < 1:
         raise RescaleError(f"--shards must be at least 1, got {shards}")
-    recover(checkpoint, storage=storage)
+    recover(checkpoint, storage=storage, config=config)
     info = _checked(checkpoint, storage)
     old = int(info.conf[_SHUFFLE]) - 1
     if old == shards:
@@ -404,13 +404,15 @@ def _finish(
     remove(fs, [f"{root}/{JOURNAL}"])
 
 
-def check_layout(checkpoint: str, shards: int, *, storage: Storage | None = None) -> None:
+def check_layout(
+    checkpoint: str, shards: int, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
+) -> None:
     """Before a query starts on ``checkpoint``: finish or undo a rescale a crash interrupted
     (``recover``), then refuse ``shards`` other than the checkpoint's, in one line
     (``ConfigError``): Spark would keep the checkpoint's partitions and the shard groups
     would not match their state."""
     storage = storage or Storage()
-    recover(checkpoint, storage=storage)
+    recover(checkpoint, storage=storage, config=config)
     recorded = recorded_shards(checkpoint, storage=storage)
     if recorded is not None and recorded != shards:
         layout = layout_of(checkpoint, storage=storage)
