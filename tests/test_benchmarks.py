@@ -67,40 +67,26 @@ def test_the_shard_profile_runs_the_operators_shard_step():
         assert step in out
 
 
-def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp_path):
-    figures_file = tmp_path / "figures.json"
-    out = _bench(
-        "bench_operator.py",
-        *("--smoke", "--workloads", "typed", "--contenders", "join,job", "--repeat", "2"),
-        *("--json", str(figures_file)),
-    )
-    # round 1 runs both, then round 2 both again, each from an empty checkpoint
-    order = [line.split()[0] for line in out.splitlines() if line.startswith(("  stream-stream", "  job ("))]
-    assert order == ["stream-stream", "job", "stream-stream", "job"]
-    assert out.count("0 fewer, 0 more: agree") == 2  # each round's job completes the join's
-    ranges = out[out.index("over 2 rounds") :]
-    assert "job (operator + Delta)" in ranges and "job throughput / join's" in ranges
-    figures = json.loads(figures_file.read_text())["workloads"]["typed"]["figures"]
-    assert figures["agree"] == 1.0 and figures["job_vs_join"] > 0
-
-
 @pytest.mark.jars("delta")
-def test_the_delta_writers_run_side_by_side_and_agree_with_the_join(tmp_path):
+def test_repeated_rounds_alternate_the_delta_writers_and_print_each_ratio_range(tmp_path):
     figures_file = tmp_path / "figures.json"
     out = _bench(
         "bench_operator.py",
         *("--smoke", "--workloads", "typed", "--scaling", "", "--contenders", "join-delta,job-native,job"),
-        *("--json", str(figures_file)),
+        *("--repeat", "2", "--json", str(figures_file)),
     )
+    # round 1 runs the three, then round 2 the three again, each from an empty checkpoint
+    names = {"  join -> Delta": "join-delta", "  job, Spark's": "job-native", "  job (": "job"}
+    order = [names[p] for line in out.splitlines() for p in names if line.startswith(p)]
+    assert order == ["join-delta", "job-native", "job"] * 2
+    assert out.count("0 fewer, 0 more: agree") == 4  # both jobs complete what the join into Delta did
     side_by_side = out[out.index("Delta writers side by side") :]
-    for contender in (
-        "join -> Delta (Spark's writer)",
-        "job, Spark's Delta writer",
-        "job (operator + Delta)",
-    ):
+    for contender in ("join -> Delta (Spark's writer)", "job, Spark's Delta writer", "job (operator + Delta)"):
         assert contender in side_by_side
-    assert out.count("0 fewer, 0 more: agree") == 2  # both jobs complete what the join into Delta did
+    ranges = out[out.index("over 2 rounds") :]
+    assert "job (delta-rs) / join -> Delta" in ranges and "job: delta-rs / Spark's Delta writer" in ranges
     figures = json.loads(figures_file.read_text())["workloads"]["typed"]["figures"]
+    assert figures["agree"] == 1.0
     assert {"job_vs_join_delta", "native_vs_join_delta", "job_vs_native"} <= set(figures)
 
 
