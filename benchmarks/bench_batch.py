@@ -11,6 +11,8 @@ only as the project's sessions are.  The contenders (``--contenders``):
   ``foreachBatch`` writing Delta as a user would (Spark's Delta writer with ``txnAppId`` /
   ``txnVersion``, exactly once; Parquet appends when Delta's JARs are absent, said so);
 * **join-parquet**: the same join into Spark's Parquet file sink (the issue's first table);
+* **job-base**: the job as the checkout at ``--base`` has it (its package first on
+  ``PYTHONPATH``), alternated with this one's: a change's before and after in the same rounds;
 * **floor**: ``applyInPandasWithState`` doing nothing (2 inputs, ``shards + 1`` groups,
   ``EventTimeTimeout``; ``contenders.run_stateful``): what any stateful Python operator pays.
 
@@ -29,6 +31,7 @@ its range.  And where the driver's share goes (``breakdown``), from the progress
 
     .venv/bin/python benchmarks/bench_batch.py                       # 3 rounds of job, join, floor
     .venv/bin/python benchmarks/bench_batch.py --repeat 5 --contenders job,join,join-parquet,floor
+    .venv/bin/python benchmarks/bench_batch.py --contenders job-base,job,floor --base ../older-checkout
     .venv/bin/python benchmarks/bench_batch.py --smoke               # seconds-sized, checks the harness
 """
 
@@ -48,9 +51,10 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CONTENDERS = ("job", "join", "join-parquet", "floor")
+CONTENDERS = ("job", "job-base", "join", "join-parquet", "floor")
 LABELS = {
     "job": "the job (delta-rs, defaults)",
+    "job-base": "the job, --base checkout",
     "join": "left-outer join, foreachBatch to Delta",
     "join-parquet": "left-outer join, Parquet file sink",
     "floor": "applyInPandasWithState doing nothing",
@@ -159,15 +163,9 @@ def summary(batches: list[dict], skip: int) -> dict[str, float]:
 def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespace) -> None:
     """Run contender ``name`` on the trickle under ``data`` with the event log into
     ``events_dir``; write the anatomy of its micro-batches to ``out``."""
-    sys.path.insert(0, str(HERE))
-    import contenders
-    from contenders import Files, join_stream, run_stateful
-    from pyspark import cloudpickle
-
     from spark_purgatory.config import PurgatoryConfig
     from spark_purgatory.spark.session import local_session
 
-    cloudpickle.register_pickle_by_value(contenders)  # its no-work step runs in the workers
     conf = {
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": Path(events_dir).as_uri(),
@@ -179,7 +177,6 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
     config = PurgatoryConfig(
         shards=args.shards, watermark_delay=args.watermark_delay, source_max_files_per_trigger=1
     )
-    files = Files(data, 0, 0, "parquet")
     sink: dict[int, dict] = {}
     note = ""
     if name == "job":
@@ -205,6 +202,9 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
         )
         run(settings)
     elif name in ("join", "join-parquet"):
+        files = _files(data)
+        from contenders import join_stream
+
         joined = join_stream(spark, files, config, 1)
         writer = joined.writeStream.option("checkpointLocation", f"{data}/ck-{name}").trigger(
             availableNow=True
@@ -219,6 +219,9 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
             query = writer.foreachBatch(_user_sink(f"{data}/join-out", delta)).start()
         query.awaitTermination()
     else:
+        files = _files(data)
+        from contenders import run_stateful
+
         run_stateful(spark, files, config, 1)
     spark.stop()  # the event log is complete once the application ends
     lines = []
@@ -228,6 +231,17 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
                 lines += f.readlines()
     batches = anatomy(lines, sink)
     Path(out).write_text(json.dumps({"batches": batches, "note": note}))
+
+
+def _files(data: str):
+    """The trickle as ``contenders`` takes it (imported here: the job's run, perhaps of an
+    older checkout (``job-base``), needs nothing of it)."""
+    sys.path.insert(0, str(HERE))
+    import contenders
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(contenders)  # its no-work step runs in the workers
+    return contenders.Files(data, 0, 0, "parquet")
 
 
 def _user_sink(path: str, delta: bool):
@@ -262,10 +276,20 @@ def _run(name: str, data: str, scratch: str, args: argparse.Namespace) -> dict:
     _clear(data)
     events_dir = tempfile.mkdtemp(prefix="eventlog-", dir=scratch)
     out = os.path.join(scratch, f"{name}.json")
-    child = [sys.executable, str(HERE / "bench_batch.py"), "--one", name, "--data", data]
+    child = [
+        sys.executable,
+        str(HERE / "bench_batch.py"),
+        "--one",
+        name.removesuffix("-base"),
+        "--data",
+        data,
+    ]
     child += ["--events-dir", events_dir, "--out", out, "--shards", str(args.shards)]
     child += ["--watermark-delay", args.watermark_delay]
-    done = subprocess.run(child, capture_output=True, text=True, cwd=HERE.parent)
+    env = dict(os.environ)
+    if name == "job-base":  # the older checkout's package before the installed one
+        env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(args.base), env.get("PYTHONPATH", "")])
+    done = subprocess.run(child, capture_output=True, text=True, cwd=HERE.parent, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     shutil.rmtree(events_dir, ignore_errors=True)
@@ -303,6 +327,10 @@ def report(runs: dict[str, list[dict]], skip: int) -> dict[str, dict[str, list[f
         ratios["job_minus_floor_outside_ms"] = [
             j - o for j, o in zip(table["job"]["outside_ms"], table["floor"]["outside_ms"], strict=False)
         ]
+    if table.get("job") and table.get("job-base"):
+        ratios["job_minus_base_outside_ms"] = [
+            j - o for j, o in zip(table["job"]["outside_ms"], table["job-base"]["outside_ms"], strict=False)
+        ]
     if ratios:
         print()
     if "job_vs_join" in ratios:
@@ -315,6 +343,12 @@ def report(runs: dict[str, list[dict]], skip: int) -> dict[str, dict[str, list[f
         v = sorted(ratios["job_minus_floor_outside_ms"])
         print(
             f"  job - floor, outside jobs (per round): {statistics.median(v):+.0f} ms "
+            f"({v[0]:+.0f} to {v[-1]:+.0f})"
+        )
+    if "job_minus_base_outside_ms" in ratios:
+        v = sorted(ratios["job_minus_base_outside_ms"])
+        print(
+            f"  job - job-base, outside jobs (per round): {statistics.median(v):+.0f} ms "
             f"({v[0]:+.0f} to {v[-1]:+.0f})"
         )
     return {"contenders": table, "ratios": ratios}
@@ -331,6 +365,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip", type=int, default=3, help="the first data micro-batches left out")
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--watermark-delay", default="5 seconds")
+    parser.add_argument("--base", help="a checkout of the project for the job-base contender")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: checks the harness")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a run in its own process (_one)
@@ -343,6 +378,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.contenders.split(",")) - set(CONTENDERS)
     if unknown:
         parser.error(f"unknown contenders: {sorted(unknown)}")
+    if "job-base" in args.contenders.split(",") and not args.base:
+        parser.error("the job-base contender needs --base <checkout>")
     return args
 
 
