@@ -63,7 +63,7 @@ _PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgress
 #: the figures per micro-batch, as printed side by side
 FIGURES = ("wall_ms", "jobs", "stages", "in_jobs_ms", "outside_ms")
 #: the driver's share, by step (``breakdown``)
-STEPS = ("planning", "offsets", "collect", "record", "drain", "report", "commit_log", "other")
+STEPS = ("planning", "offsets", "collect", "python", "record", "drain", "report", "commit_log", "other")
 
 
 # -- the event log --------------------------------------------------------------------------------
@@ -130,7 +130,10 @@ def breakdown(figures: dict, took: dict, sink: dict | None) -> dict:
     offset log (``walCommit``); ``commit_log``: ``commitOffsets``; for the job, the sink's
     steps (``PurgatorySink.timings``): ``collect`` (the batch's one action less its time in
     jobs: the ``foreachBatch`` call, the rows to the driver), ``record``, ``drain`` (and
-    commit), ``report``; elsewhere ``collect`` is all of ``addBatch`` outside jobs;
+    commit), ``report``, and ``python``: the sink's wait for its rows less the time in
+    jobs (``toArrow``'s set-up, the rows into Python); ``collect`` is the rest of
+    ``addBatch`` outside jobs (Spark's side of ``foreachBatch``: the plan's driver-side
+    execution, the call into Python); elsewhere ``collect`` is all of ``addBatch`` outside jobs;
     ``other``: the rest (progress reporting, the trigger's bookkeeping)."""
     steps = {
         "planning": took.get("queryPlanning", 0) + took.get("getBatch", 0),
@@ -141,9 +144,12 @@ def breakdown(figures: dict, took: dict, sink: dict | None) -> dict:
     if sink:
         for step in ("record", "drain", "report"):
             steps[step] = sink.get(step, 0.0)
-        steps["collect"] = max(outside_add - steps["record"] - steps["drain"] - steps["report"], 0.0)
+        # the sink's own wait for its rows, less the job: the Python side of the collect
+        steps["python"] = max(sink.get("collect", 0.0) - figures["in_jobs_ms"], 0.0)
+        sink_steps = steps["python"] + steps["record"] + steps["drain"] + steps["report"]
+        steps["collect"] = max(outside_add - sink_steps, 0.0)
     else:
-        steps.update(collect=outside_add, record=0.0, drain=0.0, report=0.0)
+        steps.update(collect=outside_add, python=0.0, record=0.0, drain=0.0, report=0.0)
     steps["other"] = figures["outside_ms"] - sum(steps.values())
     return {f"{k}_ms": float(v) for k, v in steps.items()}
 

@@ -132,7 +132,7 @@ def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_lo
         *job(2, 1100, 1300, [4]),
         *ran,
     ]
-    sink = {0: {"record": 50.0, "drain": 20.0, "report": 10.0}}
+    sink = {0: {"collect": 600.0, "record": 50.0, "drain": 20.0, "report": 10.0}}
     first, second = anatomy(lines, sink)
     assert (first["batch"], first["rows"], first["wall_ms"], first["jobs"], first["stages"]) == (
         0,
@@ -142,8 +142,14 @@ def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_lo
         3,
     )
     assert (first["in_jobs_ms"], first["outside_ms"]) == (500, 500)
-    # outside jobs: 40 planning + 10 offset log + (800 - 500 in jobs - 80 sink) collect + 80 sink + 150 other
-    assert (first["planning_ms"], first["offsets_ms"], first["collect_ms"]) == (40, 10, 220)
+    # outside jobs: 40 planning + 10 offset log + 800 - 500 in jobs (120 collect, 600 - 500 in the
+    # sink's Python, 80 sink steps) + 150 other
+    assert (first["planning_ms"], first["offsets_ms"], first["collect_ms"], first["python_ms"]) == (
+        40,
+        10,
+        120,
+        100,
+    )
     assert (first["record_ms"], first["drain_ms"], first["report_ms"], first["other_ms"]) == (50, 20, 10, 150)
     assert (second["wall_ms"], second["in_jobs_ms"], second["outside_ms"], second["stages"]) == (
         500,
