@@ -98,8 +98,13 @@ def _run(batches, root: str, plan: dict[int, int]) -> tuple:
 
 
 def _one_kind_per_op_id(ops: list[dict]) -> bool:
-    """The registry's one limit (docs/contract.md): no op_id both of an operation whose keys
-    span shards and of one whose keys do not, in any of the layouts run."""
+    """The registry's limits (docs/contract.md): no op_id both of an operation whose keys
+    span shards and of one whose keys do not, in any of the layouts run; and no two copies of
+    an op_id at the same ``ts`` (of such copies in one micro-batch the lowest-numbered
+    shard's is kept: the layout decides which copy, as the split does)."""
+    valid = [(o["op_id"], o["ts"]) for o in ops if not o.get("_reason")]
+    if len(set(valid)) < len(valid):
+        return False
     for shards in (2, 8, 3):
         mapping, kinds = shard_of(shards), {}
         for o in ops:
