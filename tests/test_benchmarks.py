@@ -81,7 +81,11 @@ def test_repeated_rounds_alternate_the_delta_writers_and_print_each_ratio_range(
     assert order == ["join-delta", "job-native", "job"] * 2
     assert out.count("0 fewer, 0 more: agree") == 4  # both jobs complete what the join into Delta did
     side_by_side = out[out.index("Delta writers side by side") :]
-    for contender in ("join -> Delta (Spark's writer)", "job, Spark's Delta writer", "job (operator + Delta)"):
+    for contender in (
+        "join -> Delta (Spark's writer)",
+        "job, Spark's Delta writer",
+        "job (operator + Delta)",
+    ):
         assert contender in side_by_side
     ranges = out[out.index("over 2 rounds") :]
     assert "job (delta-rs) / join -> Delta" in ranges and "job: delta-rs / Spark's Delta writer" in ranges
