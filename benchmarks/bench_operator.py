@@ -173,7 +173,7 @@ def _ratios(workload: str, runs: dict[str, Run]) -> tuple[dict[str, float], bool
     _delta_writers(runs, figures)
     agree = True
     join = join or runs.get("join-delta")  # the same join, into Delta
-    for name in ("job", "job-native", "tws"):
+    for name in ("job", "job-native", "job-shard-dedup", "tws"):
         if name not in runs or not join:
             continue
         missing = join.completed - runs[name].completed

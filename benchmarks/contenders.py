@@ -335,16 +335,30 @@ def run_job_native(spark: SparkSession, files: Files, config: PurgatoryConfig, p
     return _job(spark, files, config, per_trigger, "spark", "job, Spark's Delta writer")
 
 
+def run_job_shard_dedup(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
+    """The job with ``purgatory.dedup.scope=shard``: beside ``job``, what the op_id registry costs."""
+    config = dataclasses.replace(config, dedup_scope="shard")
+    return _job(spark, files, config, per_trigger, "delta-rs", "job, op_id dedup per shard", tag="job-shard")
+
+
 def _job(
-    spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int, writer: str, name: str
+    spark: SparkSession,
+    files: Files,
+    config: PurgatoryConfig,
+    per_trigger: int,
+    writer: str,
+    name: str,
+    *,
+    tag: str = "job",
 ) -> Run:
     from deltalake import DeltaTable
 
+    out = f"{files.root}/out" if tag == "job" else f"{files.root}/out-{tag}"
     settings = JobSettings(
         ops_path=f"{files.root}/ops",
         events_path=f"{files.root}/events",
-        output_path=f"{files.root}/out",
-        checkpoint_path=f"{files.root}/ck-job",
+        output_path=out,
+        checkpoint_path=f"{files.root}/ck-{tag}",
         config=dataclasses.replace(config, source_max_files_per_trigger=per_trigger),
         source_format=files.fmt,
         writer=writer,
@@ -358,7 +372,7 @@ def _job(
     finally:
         seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
         spark.streams.removeListener(times)
-    outcomes = DeltaTable(f"{files.root}/out/outcomes").to_pyarrow_table(columns=["op_id", "status"])
+    outcomes = DeltaTable(f"{out}/outcomes").to_pyarrow_table(columns=["op_id", "status"])
     completed = outcomes.filter(pc.equal(outcomes["status"], "completed"))["op_id"].to_pylist()
     batches = times.batches or [{"batch": i} for i in range(totals["batches"])]
     return Run(name, seconds, files.rows, batches, set(completed), cpu)
@@ -508,5 +522,6 @@ CONTENDERS = {
     "job": run_job,
     "join-delta": run_join_delta,
     "job-native": run_job_native,
+    "job-shard-dedup": run_job_shard_dedup,
     "tws": run_tws,
 }

@@ -22,7 +22,13 @@ checked in place; here the hand-off crosses a micro-batch, so the sink asks for 
   the cross-shard group received (``owed``: a call receives everything relayed before its
   micro-batch), and ``PurgatoryQuery.await_termination`` starts that next run itself when
   the run ends with something owed (one more micro-batch, which reads the wake files).
-  Within a run, the group is called when it has input or the watermark moves.
+  Within a run, the group is called when it has input or the watermark moves: every group
+  with something to receive (the cross-shard group awaiting relays, a shard that parked
+  operations for the registry's verdicts) keeps an event-time timeout of its micro-batch's
+  watermark + 1, and Spark calls a group whose timeout is below the watermark.  So a later
+  micro-batch whose watermark passed the relaying micro-batch's by more than 1 ms called
+  every receiver (``Wake.after``): nothing is owed, and no run is added (an ``available-now``
+  run whose last data micro-batch moved the watermark ends on such a no-data micro-batch).
 
 Files are whole or absent (``storage.write_whole``, dot-named while written, which Spark's
 listing skips).  When writing N's file the sink deletes those of batches up to N - 2: Spark
@@ -121,6 +127,8 @@ class Wake:
         #: the first micro-batch (in this process) whose relays no later call of the
         #: cross-shard group has received: an ``available-now`` run ending with it set owes a run
         self.owed: int | None = None
+        #: the watermark of the last micro-batch that relayed (module docstring)
+        self._relayed_at: int | None = None
 
     @classmethod
     def under(
@@ -141,14 +149,18 @@ class Wake:
         some posted to the mailbox.  A call of the cross-shard group received everything
         relayed before it; relays of this batch need a later call, so post a wake file.
         ``watermark``: the largest its shards reported; the end watermark the first time
-        names the micro-batch that applied the end of input (kept: ``end_batch``)."""
+        names the micro-batch that applied the end of input (kept: ``end_batch``).  Received
+        once every receiver ran, or once the watermark passed the last relaying micro-batch's
+        by more than 1 ms (the receivers' timeouts fired: module docstring)."""
         if is_end_watermark(watermark):
             self._ended_in(batch_id)
         receivers = set(range(self.cross_shard + 1)) if self.every_group else {self.cross_shard}
-        if receivers <= shards:
+        timed_out = None not in (watermark, self._relayed_at) and watermark > max(self._relayed_at, 1) + 1  # type: ignore[type-var]
+        if receivers <= shards or timed_out:
             self.owed = None
         if relayed:
             self.post(batch_id)
+            self._relayed_at = watermark
             if self.owed is None:
                 self.owed = batch_id
 
