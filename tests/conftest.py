@@ -32,6 +32,8 @@ from spark_purgatory.spark.jars import jar_paths
 from spark_purgatory.spark.session import C1_ONLY
 from spark_purgatory.testing import spark_session
 
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # node ids are relative to it
+
 #: property tests (``test_split_invariance``): a few hundred draws in CI and by default, a deep
 #: search with ``make test ARGS="--hypothesis-profile=nightly -k split"``
 settings.register_profile("ci", max_examples=150, derandomize=False)
@@ -90,13 +92,17 @@ SLOW_FIRST = (
 
 
 @functools.cache
-def shares_module_fixture(name: str) -> bool:
-    """Does ``tests/<name>`` define a module-scoped fixture (a server, a site build, a checkpoint
-    its tests read)?  Its tests then run together on one worker: pytest tears a module fixture
-    down whenever a worker goes on to another file's test and builds it again on return
-    (``test_inspect``'s checkpoint was built ten times in one run, two JVM minutes each)."""
-    with open(os.path.join(os.path.dirname(__file__), name), encoding="utf-8") as f:
-        return 'scope="module"' in f.read()
+def shares_module_fixture(path: str) -> bool:
+    """Does the file at ``path`` (a node id's, from the project's root) define a module-scoped
+    fixture (a server, a site build, a checkpoint its tests read)?  Its tests then run together
+    on one worker: pytest tears a module fixture down whenever a worker goes on to another
+    file's test and builds it again on return (``test_inspect``'s checkpoint was built ten
+    times in one run, two JVM minutes each).  Doctests of the package's modules: no."""
+    try:
+        with open(os.path.join(_ROOT, path), encoding="utf-8") as f:
+            return 'scope="module"' in f.read()
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="session")
@@ -165,7 +171,8 @@ def pytest_xdist_make_scheduler(config, log):
 
         def _split_scope(self, nodeid: str) -> str:
             """A work unit: a whole file for those sharing a module-scoped server, else one test."""
-            return _file(nodeid) if shares_module_fixture(_file(nodeid)) else nodeid
+            path = nodeid.split("::", 1)[0]
+            return path if shares_module_fixture(path) else nodeid
 
         def _assign_work_unit(self, node) -> None:
             assigned = self.assigned_work.get(node, {})
