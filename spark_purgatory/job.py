@@ -35,6 +35,7 @@ Unknown keys and bad values stop the job at start-up with the key and what is al
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import signal
@@ -103,6 +104,9 @@ class JobSettings:
     warehouse: str = ""
     kafka_options: dict[str, str] = field(default_factory=dict)
     end_input: bool = False
+    #: ``purgatory.shards`` was given (``--conf``/``--set``); else the checkpoint's count, or
+    #: for a new checkpoint the session's parallelism (``rescale.default_shards``)
+    shards_configured: bool = True
 
 
 def parse_args(argv: list[str] | None = None) -> JobSettings:
@@ -130,7 +134,8 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     )
     args = parser.parse_args(argv)
 
-    job, kafka, config = split_settings(read_settings(args.conf, args.set))
+    values = read_settings(args.conf, args.set)
+    job, kafka, config = split_settings(values)
     trigger = args.trigger or job["job.trigger"]
     check_trigger(trigger, option="--trigger")
     if args.end_input and trigger != "available-now":
@@ -155,6 +160,7 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
         warehouse=job["job.warehouse"],
         checkpoint_path=args.checkpoint_path,
         config=config,
+        shards_configured="purgatory.shards" in values,
         trigger=trigger,
         source_format=fmt,
         writer=job["job.writer"],
@@ -235,6 +241,11 @@ def run(settings: JobSettings) -> dict:
         PendingRecord.under(settings.checkpoint_path, Storage.of(settings.config)).read()
     )
     spark.streams.addListener(listener)
+    if not settings.shards_configured:  # the checkpoint's count, or the session's parallelism
+        from .rescale import default_shards
+
+        shards = default_shards(spark, settings.checkpoint_path, storage=Storage.of(settings.config))
+        settings = dataclasses.replace(settings, config=dataclasses.replace(settings.config, shards=shards))
     output = settings.output_tables or settings.output_path
     writer = writer_for(spark, output, prefer=settings.writer, storage=Storage.of(settings.config))
     log.info("writer: %s, output %s, checkpoint %s", type(writer).__name__, output, settings.checkpoint_path)

@@ -109,3 +109,13 @@ def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_pa
     rejected = read(out, "rejected")
     assert rejected.num_rows == 4 and set(rejected.column("source").to_pylist()) == {"operations", "events"}
     assert totals["pending"] == len(work.operations) - len(ids)
+
+
+def test_without_purgatory_shards_the_job_leaves_the_count_to_the_checkpoint_or_the_session():
+    """Not configured: ``run`` takes the checkpoint's count, or the session's parallelism
+    (``rescale.default_shards``, tested with Spark in ``test_rescale_spark.py``)."""
+    base = ["--ops-path", "o", "--events-path", "e", "--output-path", "t", "--checkpoint-path", "c"]
+    assert not job.parse_args(base).shards_configured
+    assert job.parse_args([*base, "--set", "purgatory.shards=3"]).shards_configured
+    local = os.path.join(ROOT, "conf", "local.conf")  # make demo's: 2 shards, said
+    assert job.parse_args([*base, "--conf", local]).shards_configured

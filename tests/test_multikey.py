@@ -403,12 +403,13 @@ def test_the_wake_owes_a_micro_batch_until_the_cross_shard_group_runs_after_the_
 
 
 def test_the_wake_owes_nothing_once_the_watermark_passed_the_receivers_timeouts(tmp_path):
-    """A receiver (the cross-shard group, a shard that parked operations) keeps a timeout of
-    its micro-batch's watermark + 1: a later micro-batch whose watermark is past it called it."""
+    """A receiver (the cross-shard group, a shard that parked operations) keeps a timeout at
+    its micro-batch's watermark: a later micro-batch whose watermark is past it called it (the
+    wake waits for 2 ms past it)."""
     wake = Wake(str(tmp_path / "wake"), cross_shard=2, every_group=True)
     wake.after(0, relayed=True, shards={0, 1}, watermark=1000)  # group 2 not called
     assert wake.owed == 0
-    wake.after(1, relayed=False, shards={0}, watermark=1001)  # timeouts of 1001 not yet below it
+    wake.after(1, relayed=False, shards={0}, watermark=1001)  # within the margin
     assert wake.owed == 0
     wake.after(2, relayed=True, shards={1}, watermark=1002)  # 0's received, 2's owed
     assert wake.owed == 2

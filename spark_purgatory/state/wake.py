@@ -24,11 +24,12 @@ checked in place; here the hand-off crosses a micro-batch, so the sink asks for 
   the run ends with something owed (one more micro-batch, which reads the wake files).
   Within a run, the group is called when it has input or the watermark moves: every group
   with something to receive (the cross-shard group awaiting relays, a shard that parked
-  operations for the registry's verdicts) keeps an event-time timeout of its micro-batch's
-  watermark + 1, and Spark calls a group whose timeout is below the watermark.  So a later
-  micro-batch whose watermark passed the relaying micro-batch's by more than 1 ms called
-  every receiver (``Wake.after``): nothing is owed, and no run is added (an ``available-now``
-  run whose last data micro-batch moved the watermark ends on such a no-data micro-batch).
+  operations for the registry's verdicts) keeps an event-time timeout at its micro-batch's
+  watermark (``operator.shard_step``), and Spark calls a group once the watermark is past
+  its timeout.  So a later micro-batch whose watermark passed the relaying micro-batch's
+  called every receiver (``Wake.after`` waits for 2 ms past it, a margin): nothing is owed,
+  and no run is added (an ``available-now`` run whose last data micro-batch moved the
+  watermark ends on such a no-data micro-batch).
 
 Files are whole or absent (``storage.write_whole``, dot-named while written, which Spark's
 listing skips).  When writing N's file the sink deletes those of batches up to N - 2: Spark
@@ -151,7 +152,7 @@ class Wake:
         ``watermark``: the largest its shards reported; the end watermark the first time
         names the micro-batch that applied the end of input (kept: ``end_batch``).  Received
         once every receiver ran, or once the watermark passed the last relaying micro-batch's
-        by more than 1 ms (the receivers' timeouts fired: module docstring)."""
+        (the receivers' timeouts fired: module docstring; with a margin of 2 ms)."""
         if is_end_watermark(watermark):
             self._ended_in(batch_id)
         receivers = set(range(self.cross_shard + 1)) if self.every_group else {self.cross_shard}
