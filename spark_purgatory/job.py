@@ -242,10 +242,10 @@ def run(settings: JobSettings) -> dict:
     )
     spark.streams.addListener(listener)
     if not settings.shards_configured:  # the checkpoint's count, or the session's parallelism
-        from .rescale import default_shards
+        from .rescale import with_default_shards
 
-        shards = default_shards(spark, settings.checkpoint_path, storage=Storage.of(settings.config))
-        settings = dataclasses.replace(settings, config=dataclasses.replace(settings.config, shards=shards))
+        config = with_default_shards(settings.config, spark, settings.checkpoint_path)
+        settings = dataclasses.replace(settings, config=config)
     output = settings.output_tables or settings.output_path
     writer = writer_for(spark, output, prefer=settings.writer, storage=Storage.of(settings.config))
     log.info("writer: %s, output %s, checkpoint %s", type(writer).__name__, output, settings.checkpoint_path)

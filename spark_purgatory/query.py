@@ -171,11 +171,9 @@ def start(
         )
     spark = spark or _session_of(operations, events)
     if config is None:  # no configuration: the checkpoint's shards, or the session's parallelism
-        import dataclasses
+        from .rescale import with_default_shards
 
-        from .rescale import default_shards
-
-        cfg = dataclasses.replace(cfg, shards=default_shards(spark, checkpoint, storage=Storage.of(cfg)))
+        cfg = with_default_shards(cfg, spark, checkpoint)
     _check_session(spark)
     from .spark.group_state import encoding_of
     from .spark.workers import use_project_python, warm_python_workers

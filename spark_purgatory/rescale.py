@@ -37,6 +37,7 @@ without it would have given (``tests/test_rescale.py``, ``tests/test_rescale_spa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -70,6 +71,7 @@ __all__ = [
     "layout_of",
     "check_layout",
     "default_shards",
+    "with_default_shards",
     "RunLease",
 ]
 
@@ -457,6 +459,13 @@ def default_shards(spark: Any, checkpoint: str, *, storage: Storage | None = Non
         checkpoint,
     )
     return shards
+
+
+def with_default_shards(config: PurgatoryConfig, spark: Any, checkpoint: str) -> PurgatoryConfig:
+    """``config`` with ``default_shards``' count: for a caller whose configuration left
+    ``purgatory.shards`` out (``start(config=None)``, the job without the key)."""
+    shards = default_shards(spark, checkpoint, storage=Storage.of(config))
+    return dataclasses.replace(config, shards=shards)
 
 
 def layout_of(checkpoint: str, *, storage: Storage | None = None) -> dict | None:
