@@ -49,14 +49,10 @@ def _env(workdir: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def standalone_cluster(workdir: str, workers: int = 2, env: dict[str, str] | None = None) -> Iterator[str]:
-    """A standalone master and ``workers`` one-core workers; yields the master URL.
-
-    ``env``: extra environment for the daemons, which their executors (and those executors'
-    Python workers) inherit, e.g. ``PURGATORY_STATE_LOG=1`` for a log line per shard call.
-    """
+def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
+    """A standalone master and ``workers`` one-core workers; yields the master URL."""
     os.makedirs(workdir, exist_ok=True)
-    env = {**_env(workdir), **(env or {})}
+    env = _env(workdir)
     port = free_port()
     log = open(os.path.join(workdir, "cluster.log"), "w")  # noqa: SIM115 - closed below
     spark_class = os.path.join(BIN, "spark-class")

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 from cluster import standalone_cluster
-from crash_harness import JOB, ROOT, check, read_table, reference
+from crash_harness import ROOT, check, read_table, reference
 
 from spark_purgatory.config import PurgatoryConfig, read_properties
 from spark_purgatory.contract import TABLES
@@ -22,43 +23,56 @@ from spark_purgatory.workload import generate, write_json_lines
 pytestmark = pytest.mark.spark
 
 
+#: the driver of the cluster test: the job over the next 3 files of each input with 2 shards,
+#: ``spark-purgatory rescale`` to 4, the job over the rest with 4: one Spark application (a
+#: notebook's way: stop, rescale, start again on the same cluster; one set of executors).
+#: argv: the test's directory, then the job's own arguments
+_STOP_RESCALE_CONTINUE = """
+import os, sys
+from spark_purgatory.cli import main as cli
+from spark_purgatory.job import main as job
+tmp, args = sys.argv[1], sys.argv[2:]
+for shards in (2, 4):
+    if shards != 2 and cli(["rescale", "--checkpoint", f"{tmp}/chk", "--shards", str(shards)]):
+        sys.exit("rescale failed")
+    for kind in ("ops", "events"):
+        for name in sorted(os.listdir(f"{tmp}/all-{kind}"))[:3]:
+            os.replace(f"{tmp}/all-{kind}/{name}", f"{tmp}/{kind}/{name}")
+    print(f"=== run with {shards} shards", flush=True)
+    if job([*args, "--set", f"purgatory.shards={shards}"]):
+        sys.exit("job failed")
+"""
+
+
 def test_job_on_a_standalone_cluster_gives_the_engine_results_across_a_rescale(tmp_path):
     """Begun with 2 shards on half of the input, stopped, rescaled to 4 (``spark-purgatory
     rescale``, no JVM) and continued on the rest: the tables equal the engine's over all the
     input, the metrics table has the new layout's shards from the next micro-batch on, and
-    both workers ran shard calls of the new layout.
+    both workers ran tasks of the new layout.
 
     Operations wait 5 s and the watermark trails by 2 s, so some expire in each run (pending
-    operations carried across the rescale expire in the new layout); 5% watch two keys (cross-shard
-    stubs and relays are re-split too).  The files are cut in event-time order, both inputs
-    at the same times, so no row of the second half is late.
+    operations carried across the rescale expire in the new layout).  The files are cut in
+    event-time order, both inputs at the same times, so no row of the second half is late.
     """
-    from spark_purgatory.cli import main as cli
-
-    work = generate(1500, seed=21, ops_per_second=100, timeout_ms=5_000, multi_key=0.05)
-    staged = {kind: tmp_path / f"all-{kind}" for kind in ("ops", "events")}
-    write_json_lines(work, str(staged["ops"]), str(staged["events"]), files=6, malformed=4)
+    work = generate(1500, seed=21, ops_per_second=100, timeout_ms=5_000)
+    write_json_lines(work, str(tmp_path / "all-ops"), str(tmp_path / "all-events"), files=6, malformed=4)
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "events").mkdir()
     settings = {"source.max.files.per.trigger": "3", "watermark.delay": "2 seconds"}
-    chk, cluster, batches = str(tmp_path / "chk"), str(tmp_path / "cluster"), []
-    with standalone_cluster(cluster, env={"PURGATORY_STATE_LOG": "1"}) as master:
-        for shards in (2, 4):
-            if shards != 2:
-                assert cli(["rescale", "--checkpoint", chk, "--shards", str(shards)]) == 0
-            for kind, source in staged.items():  # the next 3 files of each input
-                (tmp_path / kind).mkdir(exist_ok=True)
-                for name in sorted(os.listdir(source))[:3]:
-                    os.replace(source / name, tmp_path / kind / name)
-            done = subprocess.run(
-                [sys.executable, JOB, "--ops-path", str(tmp_path / "ops"),
-                 "--events-path", str(tmp_path / "events"), "--output-path", str(tmp_path / "out"),
-                 "--checkpoint-path", chk, "--conf", os.path.join(ROOT, "conf", "local.conf"),
-                 "--set", f"job.master={master}", "--set", f"purgatory.shards={shards}",
-                 *(a for k, v in settings.items() for a in ("--set", f"{k}={v}"))],
-                capture_output=True, text=True, timeout=600,
-            )  # fmt: skip
-            assert done.returncode == 0, done.stderr[-3000:]
-            batches.append({int(line.split()[2]) for line in done.stdout.splitlines() if " batch " in line})
-    assert all(batches) and not os.listdir(staged["ops"])  # each run ran micro-batches; all input read
+    cluster = str(tmp_path / "cluster")
+    with standalone_cluster(cluster) as master:
+        done = subprocess.run(
+            [sys.executable, "-c", _STOP_RESCALE_CONTINUE, str(tmp_path),
+             "--ops-path", str(tmp_path / "ops"), "--events-path", str(tmp_path / "events"),
+             "--output-path", str(tmp_path / "out"), "--checkpoint-path", str(tmp_path / "chk"),
+             "--conf", os.path.join(ROOT, "conf", "local.conf"), "--set", f"job.master={master}",
+             *(a for k, v in settings.items() for a in ("--set", f"{k}={v}"))],
+            capture_output=True, text=True, timeout=600, cwd=ROOT,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = done.stdout.split("=== run with ")[1:]
+    assert [r.split()[0] for r in runs] == ["2", "4"] and "rescaled" in runs[0], done.stdout[-3000:]
+    assert not os.listdir(tmp_path / "all-ops")  # all input read
     local = {
         k: v
         for k, v in read_properties(os.path.join(ROOT, "conf", "local.conf")).items()
@@ -68,19 +82,24 @@ def test_job_on_a_standalone_cluster_gives_the_engine_results_across_a_rescale(t
     tables = {n: read_table(str(tmp_path / "out" / n), None, n) for n in TABLES}
     assert (tables["outcomes"]["status"] == "expired").any()
     check({"tables": tables, "expected_outcomes": outcomes, "expected_unmatched": unmatched, "malformed": 4})
-    # a metrics row per (micro-batch, shard): 2 shards + the cross-shard group, then 4 + 1
-    metrics = tables["metrics"]
-    layout = [set(metrics[metrics["batch_id"].isin(run)]["shard"].astype(int)) for run in batches]
-    assert layout == [{0, 1, 2}, set(range(5))], layout
-    # the second run's executors, one per worker, each logged shard calls (PURGATORY_STATE_LOG)
-    second = sorted(os.listdir(os.path.join(cluster, "work")))[-1]  # app ids sort by start time
-    called = {}
-    for executor in os.listdir(os.path.join(cluster, "work", second)):
-        with open(os.path.join(cluster, "work", second, executor, "stderr"), encoding="utf-8") as f:
-            logged = [line.split("purgatory-state ", 1)[1] for line in f if "purgatory-state {" in line]
-        called[executor] = {json.loads(line)["shard"] for line in logged}
-    assert len(called) == 2 and all(called.values()), called  # both workers ran shard tasks
-    assert set().union(*called.values()) <= set(range(5))
+    # a metrics row per (micro-batch, shard) called: shards 0-1 (and the cross-shard group 2),
+    # then 0-3 (and 4) from the first micro-batch after the rescale on
+    metrics, layout = tables["metrics"], []
+    for run in runs:
+        batches = {int(line.split()[2]) for line in run.splitlines() if " batch " in line}
+        layout.append(set(metrics[metrics["batch_id"].isin(batches)]["shard"].astype(int)))
+    assert layout[0] <= {0, 1, 2} and 3 in layout[1] <= set(range(5)), layout
+    # the executors, one per worker: each ran tasks of the second run's state partitions
+    # (Spark's state store logs them with the query run; partitions 3 and 4 exist only with 4 shards)
+    second = set(re.findall(r"query started id=\S+ run=(\S+)", runs[1]))
+    (app,) = os.listdir(os.path.join(cluster, "work"))  # one application, both runs
+    served = {}
+    for executor in os.listdir(os.path.join(cluster, "work", app)):
+        with open(os.path.join(cluster, "work", app, executor, "stderr"), encoding="utf-8") as f:
+            found = re.findall(r"partitionId=(\d+), storeName=default \], queryRunId=(\S+) \]", f.read())
+        served[executor] = {int(p) for p, run in found if run in second}
+    assert len(served) == 2 and all(served.values()), served  # both workers ran shard tasks
+    assert set().union(*served.values()) == set(range(5)), served
 
 
 def test_operator_through_a_spark_connect_session(tmp_path):
