@@ -51,8 +51,19 @@ counts as silent.  Remedies: ``spark.sql.streaming.multipleWatermarkPolicy=max``
 faster stream drives expiry; the slower stream's rows behind it become ``late``), or a
 heartbeat row on the quiet stream (an event on a key no operation watches, which reaches
 ``unmatched_events`` as ``no_operation``; or an operation with a key of its own, which
-expires).  An input that has never sent a row holds nothing.  A bounded input is finished
-by ending it (the end mark, ``state.wake``), not by heartbeats: ``docs/end-of-input.md``.
+expires).  A bounded input is finished by ending it (the end mark, ``state.wake``), not by
+heartbeats: ``docs/end-of-input.md``.
+
+**Silent since the query (re)started.**  Spark (pyspark 4.2.0, ``WatermarkTracker``) keeps
+only the global watermark in the checkpoint; each input's own watermark starts unknown in every
+run of the query and counts as 0 under ``min`` until that input brings a row.  So an input that
+has not sent a row *in this run* holds the global watermark where it is: one that never sent
+holds it at the start, and after a restart one that sends nothing new holds it at the value
+restored from the checkpoint, even if it was ahead of the other input when the last run
+stopped.  Expiries then wait for its next row (or the end of input).  For input in event-time
+order the outcomes are the same once it sends (an expiry's ``resolved_at`` is its deadline),
+but a run can end with operations pending that one uninterrupted run would have expired; a
+row behind the watermark one run would have reached is accepted instead of rejected ``late``.
 
 **Nothing dropped by the watermark.**  Spark drops rows behind the watermark before an
 ``EventTimeTimeout`` operator sees them.  Each input's watermark is therefore declared on a
