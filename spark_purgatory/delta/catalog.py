@@ -193,6 +193,8 @@ def local_catalog(warehouse: str) -> dict[str, str]:
     """
     import os
 
+    from ..spark.class_data import java_options
+    from ..spark.jars import spark_jars
     from ..spark.session import C1_ONLY
 
     root = os.path.abspath(warehouse)
@@ -203,5 +205,5 @@ def local_catalog(warehouse: str) -> dict[str, str]:
             f"jdbc:derby:;databaseName={root}/metastore_db;create=true"
         ),
         # derby.log goes to derby.system.home (else the working directory)
-        "spark.driver.extraJavaOptions": f"{C1_ONLY} -Dderby.system.home={root}",
+        "spark.driver.extraJavaOptions": f"{java_options(C1_ONLY, spark_jars())} -Dderby.system.home={root}",
     }

@@ -19,6 +19,8 @@
   6.2-6.6 s -> 4.1-4.8 s to the first batch) while the job over 200,000 operations spent less
   CPU, not more (25.3 -> 21.7 s: the JVM's share of the job is parsing files and moving
   Arrow batches, where C2's code gains little);
+* with C1 only, the class-data archive ``make jars`` made for this class path, when there is
+  one (``spark.class_data``): Spark's classes mapped at start instead of loaded one by one;
 * the project's JVM extras when ``make jars`` fetched them (``spark.jars.spark_jars``: Delta's
   connector, hadoop-aws for ``s3a://``, Spark's Kafka source) on the JVM's class path
   (``spark.driver.extraClassPath``: in local mode the executors share the driver's JVM; through
@@ -42,6 +44,7 @@ import sys
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from .class_data import java_options
 from .jars import SPARK_SETS, jar_paths, spark_jars
 
 __all__ = ["C1_ONLY", "DELTA_CONF", "EXTRAS_KEY", "local_session"]
@@ -96,11 +99,13 @@ def local_session(
         # building the operator's plan takes 0.8 s instead of 1.4 s, the sink's per batch less
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
+    fresh = SparkContext._active_spark_context is None  # a running JVM's class path is fixed
+    extras = _extras(shuffle_partitions if jars else None) if fresh else {}
     if c1_only:
-        builder = builder.config("spark.driver.extraJavaOptions", C1_ONLY)
-    if SparkContext._active_spark_context is None:  # a running JVM's class path is fixed
-        for key, value in _extras(shuffle_partitions if jars else None).items():
-            builder = builder.config(key, value)
+        classpath = [p for p in extras.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
+        builder = builder.config("spark.driver.extraJavaOptions", java_options(C1_ONLY, classpath))
+    for key, value in extras.items():
+        builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
