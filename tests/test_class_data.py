@@ -1,0 +1,23 @@
+"""The driver JVM's class-data archive is used only for the class path it was made for."""
+
+from __future__ import annotations
+
+import json
+
+from spark_purgatory.spark import class_data
+
+
+def test_the_archive_is_used_only_with_the_class_path_it_was_dumped_with(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARK_PURGATORY_JARS", str(tmp_path))
+    archive = class_data.archive_path()
+    assert archive == tmp_path / "class-data" / "spark.jsa"
+    assert class_data.java_options("-Xbase", ["/a.jar"]) == "-Xbase"  # none made
+    archive.parent.mkdir()
+    archive.write_bytes(b"archive")
+    archive.with_suffix(".classpath.json").write_text(json.dumps({"classpath": ["/a.jar", "/b.jar"]}))
+    used = class_data.java_options("-Xbase", ["/a.jar", "/b.jar"])
+    assert used.startswith(f"-Xbase -XX:SharedArchiveFile={archive} ")
+    assert "-Xlog:cds=off" in used  # a JVM that cannot map it starts quietly without it
+    assert class_data.java_options("-Xbase", ["/b.jar", "/a.jar"]) == "-Xbase"  # another order
+    assert class_data.java_options("-Xbase", []) == "-Xbase"  # a session without the extras
+    assert not class_data.up_to_date()  # recorded without pyspark's and java's versions
