@@ -69,6 +69,7 @@ def test_job_on_a_standalone_cluster_gives_the_engine_results_across_a_rescale(t
              *(a for k, v in settings.items() for a in ("--set", f"{k}={v}"))],
             capture_output=True, text=True, timeout=600, cwd=ROOT,
         )  # fmt: skip
+    (tmp_path / "driver.out").write_text(done.stdout)  # kept for a failure's post-mortem
     assert done.returncode == 0, done.stderr[-3000:]
     runs = done.stdout.split("=== run with ")[1:]
     assert [r.split()[0] for r in runs] == ["2", "4"] and "rescaled" in runs[0], done.stdout[-3000:]
