@@ -336,6 +336,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--contenders", default="floor,stateful,join,job,tws", help=f"comma list of {', '.join(CONTENDERS)}"
     )
+    parser.add_argument(
+        "--other-contenders",
+        help="the contenders of the workloads after the first (default: --contenders); the smoke test "
+        "runs every contender on the first and fewer on the others",
+    )
     parser.add_argument("--warm-ops", type=int, default=20_000, help="an untimed warm-up run first (JIT)")
     parser.add_argument(
         "--repeat",
@@ -360,7 +365,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         args.ops, args.files, args.warm_ops = 2_000, 4, 0
         args.scaling_batches, args.scaling_batch_ops = 2, 500
         args.scaling = "2000,4000" if args.scaling else ""  # --scaling '' still skips it
-    unknown = set(_names(args.contenders)) - set(CONTENDERS) or set(_names(args.workloads)) - set(WORKLOADS)
+    named = set(_names(args.contenders)) | set(_names(args.other_contenders or ""))
+    unknown = named - set(CONTENDERS) or set(_names(args.workloads)) - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown contender or workload: {sorted(unknown)}")
     return args
@@ -394,8 +400,10 @@ def main(argv: list[str] | None = None) -> int:
                 CONTENDERS[name](spark, warm, config, 1)
         results: dict = {"workloads": {}, "figures": {}}
         agree = True
-        for workload in _names(args.workloads):
-            runs, figures, ok = run_workload(spark, root, workload, contenders, args, config)
+        others = _names(args.other_contenders) if args.other_contenders else contenders
+        for number, workload in enumerate(_names(args.workloads)):
+            names = others if number else contenders
+            runs, figures, ok = run_workload(spark, root, workload, names, args, config)
             agree &= ok
             results["workloads"][workload] = {
                 "seconds": {k: r.seconds for k, r in runs.items()},

@@ -12,9 +12,8 @@ Twice with delta-rs (the embedded default): here with everything on the local di
 checkpoint included.  Each job run costs a JVM's start, so the fault points are shared
 between the two (``PLANS``: each point killed once, on one store or the other), the local
 test also kills one run at a random moment after it committed a micro-batch, and the two tests
-run at once on two test workers.  Once more with Spark's own Delta writer (``job.writer=spark``,
-``NATIVE_PLAN``), on the local disk, at each point that path passes but ``committed``, which
-``test_kafka_crash.py`` kills with that writer, and at a random moment.
+run at once on two test workers.  Spark's own Delta writer (``job.writer=spark``) is killed at
+each point its path passes and at a random moment in ``test_kafka_crash.py``, on Kafka input.
 ``tests/test_object_store.py`` crashes the accumulator at every point on S3 in-process, and
 ``crash_harness.py`` (``--s3``, ``--kills``) runs longer plans.
 """
@@ -23,7 +22,6 @@ from __future__ import annotations
 
 import pytest
 from crash_harness import check, run
-from deltalake import DeltaTable
 from test_kafka_crash import PLANS as KAFKA_PLANS
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
@@ -33,10 +31,6 @@ PLANS = {
     "local": ["fault=committed:1", "fault=manifest:1", "fault=staged:2", "random"],
     "s3": ["fault=written:1", "fault=staging:2"],
 }
-#: Spark's own Delta writer (job.writer=spark): every point it passes (``written`` is the
-#: executors' data files before delta-rs's commit; Spark's Delta writes and commits in one call),
-#: ``committed`` in ``test_kafka_crash.py`` (Delta's txnAppId/txnVersion skipping the replay)
-NATIVE_PLAN = ["fault=staging:2", "fault=manifest:1", "fault=staged:2", "random"]
 
 
 def _points(plan: list[str]) -> list[str]:
@@ -45,9 +39,9 @@ def _points(plan: list[str]) -> list[str]:
 
 def test_the_plans_kill_at_every_fault_point():
     assert sorted(p for plan in PLANS.values() for p in _points(plan)) == sorted(FAULT_POINTS)  # each once
-    native = _points(NATIVE_PLAN) + _points(KAFKA_PLANS["spark"])
+    native = _points(KAFKA_PLANS["spark"])  # Spark's Delta writer has no "written" point
     assert sorted(native) == sorted(set(FAULT_POINTS) - {"written"})  # each once
-    assert PLANS["local"][-1] == NATIVE_PLAN[-1] == KAFKA_PLANS["delta-rs"][0] == "random"
+    assert PLANS["local"][-1] == KAFKA_PLANS["spark"][-1] == KAFKA_PLANS["delta-rs"][0] == "random"
 
 
 def killed_as_planned(result: dict, plan: list[str]) -> None:
@@ -61,16 +55,3 @@ def test_job_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
     result = run(str(tmp_path / "crash"), n_ops=1000, files=10, plan=plan, feed_seconds=2.0, seed=3)
     killed_as_planned(result, plan)
     check(result)
-
-
-@pytest.mark.spark
-@pytest.mark.jars("delta")
-def test_native_delta_writer_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
-    root = str(tmp_path / "crash-native")
-    result = run(root, n_ops=800, files=10, plan=NATIVE_PLAN, feed_seconds=2.0, seed=4, writer="spark")
-    killed_as_planned(result, NATIVE_PLAN)
-    check(result)
-    engines = {
-        str(c.get("engineInfo", "")).split("/")[0] for c in DeltaTable(f"{root}/out/outcomes").history()
-    }
-    assert engines == {"Apache-Spark"}, engines  # every commit was Delta's own writer's

@@ -6,21 +6,27 @@ last ``available-now`` run reads what is left from the checkpoint's offsets.  Th
 hold what the Spark-free engine computes from the same input, nothing twice, nothing lost
 (``crash_harness.check``, the metrics table included).  Both writers: delta-rs (killed at a
 random moment after a micro-batch it committed, then after a Delta commit, before Spark
-records the micro-batch: the replay must add nothing) and Spark's own Delta writer (after
-a Delta commit: Delta's ``txnAppId``/``txnVersion`` skips the replay).  The other fault points
-are the files' crash tests' (``test_crash.py``): where the input comes from changes only what
-a replay reads, which Spark's offset log decides.
+records the micro-batch: the replay must add nothing) and Spark's own Delta writer, killed at
+every fault point its path passes (``written`` is delta-rs's alone: Spark's Delta writes a
+drain's data files and commits them in one call), ``committed`` included (Delta's
+``txnAppId``/``txnVersion`` skips the replay), and at a random moment.  delta-rs's other fault
+points are the files' crash tests' (``test_crash.py``): where the input comes from changes only
+what a replay reads, which Spark's offset log decides.
 """
 
 from __future__ import annotations
 
 import pytest
 from crash_harness import check, run
+from deltalake import DeltaTable
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("kafka", "kafka-broker")]
 
 #: each writer's kills, in order
-PLANS = {"delta-rs": ["random", "fault=committed:1"], "spark": ["fault=committed:1"]}
+PLANS = {
+    "delta-rs": ["random", "fault=committed:1"],
+    "spark": ["fault=staging:2", "fault=manifest:1", "fault=staged:2", "fault=committed:1", "random"],
+}
 
 
 @pytest.mark.parametrize(
@@ -29,10 +35,11 @@ PLANS = {"delta-rs": ["random", "fault=committed:1"], "spark": ["fault=committed
 )
 def test_job_on_kafka_survives_kill_minus_nine_with_exactly_once_outputs(kafka_broker, tmp_path, writer):
     plan = PLANS[writer]
+    root = str(tmp_path / f"crash-kafka-{writer}")
     result = run(
-        str(tmp_path / f"crash-kafka-{writer}"),
+        root,
         n_ops=600,
-        files=6,
+        files=2 * len(plan) + 2,  # new input for every run
         plan=plan,
         feed_seconds=2.0,
         seed=9,
@@ -42,3 +49,7 @@ def test_job_on_kafka_survives_kill_minus_nine_with_exactly_once_outputs(kafka_b
     killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
     assert len(killed) == len(plan), result["kills"]
     check(result)
+    if writer == "spark":  # every commit was Delta's own writer's
+        history = DeltaTable(f"{root}/out/outcomes").history()
+        engines = {str(c.get("engineInfo", "")).split("/")[0] for c in history}
+        assert engines == {"Apache-Spark"}, engines
