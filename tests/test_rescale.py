@@ -347,3 +347,31 @@ def test_what_rescale_refuses_it_says_in_one_line(tmp_path):
     EndOfInput(str(chk)).declare()
     refused("input of .* has ended")
     assert all("\n" not in line for line in lines)
+
+
+def test_a_checkpoint_on_s3_is_rescaled_in_place(tmp_path, monkeypatch):
+    """The checkpoint, Spark's state files and the segments in a bucket (moto on loopback), the
+    rescale given the query's ``s3a://`` URI and the ``storage.*`` settings, as on a cluster:
+    the same outcomes as the run never rescaled."""
+    from object_store import ENV, S3Store
+
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)  # the standard AWS variables, as a user exports them
+    work = _workload(3)
+    kept, kept_out = _started(tmp_path / "kept")
+    expected = _finish_run(kept, kept_out, work, 4)
+    cluster, outcomes = _started(tmp_path / "chk")
+    store = S3Store(bucket="purgatory-rescale")
+    try:
+        fs, bucket = store.storage.filesystem(store.uri())
+        pafs.copy_files(str(tmp_path / "chk"), f"{bucket}/chk", destination_filesystem=fs)
+        checkpoint = store.uri("chk", scheme="s3a")  # as the query's checkpoint is named
+        done = rescale(checkpoint, 8, storage=store.storage)
+        assert (done.from_shards, done.to_shards, done.pending > 0) == (2, 8, True)
+        assert layout_of(checkpoint, storage=store.storage)["shards"] == 8
+        back = tmp_path / "back"
+        pafs.copy_files(f"{bucket}/chk", str(back), source_filesystem=fs)
+    finally:
+        store.stop()
+    _read_back(cluster, back, 8, 5)
+    assert _finish_run(cluster, outcomes, work, 4) == expected
