@@ -182,17 +182,20 @@ def run(
     kafka=None,
     writer: str = "auto",
     checkpoint_on_store: bool = False,
+    extra: dict[str, str] | None = None,
 ) -> dict:
     """Kill the job as ``plan`` says, then drain; the tables and the reference to ``check``.
 
     ``store``: the output tables, the staging and the segments in its bucket; with
-    ``checkpoint_on_store`` Spark's checkpoint too (``s3a://``: hadoop-aws).  ``kafka``: the
+    ``checkpoint_on_store`` Spark's checkpoint too (``s3a://``: hadoop-aws).  ``extra``: settings
+    over ``SETTINGS`` (the reference reads them too).  ``kafka``: the
     input on two topics of that broker instead of files.  Every job run works in
     ``<root>/cwd``, empty at the start; what it holds at the end is ``cwd_files``.
     """
     rng = random.Random(seed)
     out, settings, env, storage_options = _placement(root, store)
     settings["job.writer"] = writer  # spark: Delta's own writer (make jars put it on the class path)
+    settings.update(extra or {})  # the test's own settings over SETTINGS
     shutil.rmtree(root, ignore_errors=True)
     staged_in = os.path.join(root, "pending-input")
     # 5% of the operations watch two keys (with 2 shards about half of them span both): their
