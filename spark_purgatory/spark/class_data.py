@@ -8,14 +8,14 @@ archive (``-XX:ArchiveClassesAtExit``) that later JVMs map at start
 and its first jobs, a groupBy and an ``applyInPandas``, 16.7 s without the archive, 9.1 s
 with it (two runs each, alternated).
 
-``make jars`` writes the archive, ``.jars/class-data/spark.jsa``, by running a small stream
-of the project's (Spark's Delta writer and delta-rs, JSON files in, Delta out) in a JVM that
-dumps at exit: ``python -m spark_purgatory.spark.class_data``.  ``local_session`` adds it
-to the driver's options (``java_options``) when it was made for the same class path: the
-archive records the JARs it was dumped with, and HotSpot refuses it when the JVM, a JAR or the
-class path's order changed (the JVM's complaint is silenced: it starts as it would without).
-Nothing else uses it: clusters, Databricks and your own ``spark.driver.extraJavaOptions`` start
-their JVMs as they always do.
+``make class-data`` (run by ``make test``) writes the archive, ``.jars/class-data/spark.jsa``,
+by running a small stream of the project's (Spark's Delta writer and delta-rs, JSON files in,
+Delta out) in a JVM that dumps at exit: ``python -m spark_purgatory.spark.class_data``.
+``local_session`` adds it to the driver's options (``java_options``) when it was made for the
+same class path: the archive records the JARs it was dumped with, and HotSpot refuses it when
+the JVM, a JAR or the class path's order changed (the JVM's complaint is silenced: it starts
+as it would without).  Nothing else uses it: clusters, Databricks and your own
+``spark.driver.extraJavaOptions`` start their JVMs as they always do.
 """
 
 from __future__ import annotations
@@ -36,12 +36,21 @@ _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def archive_path() -> Path:
-    """Where ``make jars`` keeps the archive: ``<jars_root>/class-data/spark.jsa``."""
+    """Where ``make class-data`` keeps the archive: ``<jars_root>/class-data/spark.jsa``."""
     return jars_root() / "class-data" / "spark.jsa"
 
 
 def _record(archive: Path) -> Path:
     return archive.with_suffix(".classpath.json")
+
+
+def _recorded(archive: Path) -> dict | None:
+    """What the archive was made for (``_key``), or None without a usable archive."""
+    try:
+        recorded = json.loads(_record(archive).read_text())
+    except (OSError, ValueError):
+        return None
+    return recorded if archive.is_file() else None
 
 
 def _key(classpath: list[str]) -> dict:
@@ -63,11 +72,8 @@ def java_options(base: str, classpath: list[str]) -> str:
     '-XX:TieredStopAtLevel=1'
     """
     archive = archive_path()
-    try:
-        recorded = json.loads(_record(archive).read_text())
-    except (OSError, ValueError):
-        return base
-    if recorded.get("classpath") != classpath or not archive.is_file():
+    recorded = _recorded(archive)
+    if recorded is None or recorded.get("classpath") != classpath:
         return base
     return f"{base} -XX:SharedArchiveFile={archive} {_QUIET}"
 
@@ -80,6 +86,8 @@ def make_archive(archive: Path | None = None) -> Path:
     into place with the record of its class path, so a half-written one is never used.
     """
     import subprocess
+
+    from .jars import spark_jars
 
     archive = archive or archive_path()
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +103,7 @@ def make_archive(archive: Path | None = None) -> Path:
         raise RuntimeError(f"no class-data archive ({done.returncode}): {done.stderr[-2000:]}")
     _record(archive).unlink(missing_ok=True)
     os.replace(partial, archive)
-    _record(archive).write_text(json.dumps(_key(json.loads(done.stdout.strip().splitlines()[-1]))))
+    _record(archive).write_text(json.dumps(_key(spark_jars())))  # the child's class path: the same
     return archive
 
 
@@ -103,12 +111,8 @@ def up_to_date(archive: Path | None = None) -> bool:
     """Is there an archive made for this class path, pyspark and ``java``?"""
     from .jars import spark_jars
 
-    archive = archive or archive_path()
-    try:
-        recorded = json.loads(_record(archive).read_text())
-    except (OSError, ValueError):
-        return False
-    return archive.is_file() and recorded == _key(spark_jars())
+    recorded = _recorded(archive or archive_path())
+    return recorded is not None and recorded == _key(spark_jars())
 
 
 def _dump(into: str) -> None:
@@ -142,7 +146,6 @@ def _dump(into: str) -> None:
     finally:
         spark.stop()
         shutil.rmtree(base, ignore_errors=True)
-    print(json.dumps(extras))
 
 
 def main() -> int:

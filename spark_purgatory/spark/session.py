@@ -19,7 +19,7 @@
   6.2-6.6 s -> 4.1-4.8 s to the first batch) while the job over 200,000 operations spent less
   CPU, not more (25.3 -> 21.7 s: the JVM's share of the job is parsing files and moving
   Arrow batches, where C2's code gains little);
-* with C1 only, the class-data archive ``make jars`` made for this class path, when there is
+* with C1 only, the class-data archive ``make class-data`` made for this class path, when there is
   one (``spark.class_data``): Spark's classes mapped at start instead of loaded one by one;
 * the project's JVM extras when ``make jars`` fetched them (``spark.jars.spark_jars``: Delta's
   connector, hadoop-aws for ``s3a://``, Spark's Kafka source) on the JVM's class path
