@@ -37,7 +37,7 @@ from typing import Any
 from .config import ConfigError, PurgatoryConfig, read_settings
 from .job import split_settings
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "run", "build_parser"]
 
 _PROG = "spark-purgatory"
 #: columns of the pending table as printed (the JSON has every ``contract.PENDING`` column)
@@ -93,6 +93,25 @@ def _watermark_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--watermark", help="count time left from this (ISO-8601 or epoch ms); default: the checkpoint's"
     )
+
+
+def run() -> None:
+    """The ``spark-purgatory`` command and ``python -m spark_purgatory``: ``main``, then exit.
+
+    After a JVM-free command, with everything written, the process exits without the
+    interpreter's finalisation, where a native thread (pyarrow's or delta-rs's) once aborted it
+    after the output ("terminate called without an active exception", exit -6, in a loaded test
+    run); with a session running, Python exits as usual (Spark stops the JVM it started).
+    """
+    import os
+
+    code = main()
+    pyspark = sys.modules.get("pyspark")
+    if pyspark is None or pyspark.SparkContext._active_spark_context is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
