@@ -16,6 +16,8 @@ from collections.abc import Iterator
 
 import pyspark
 
+from spark_purgatory.spark.session import C1_ONLY
+
 SPARK_HOME = os.path.dirname(pyspark.__file__)
 BIN = os.path.join(SPARK_HOME, "bin")
 
@@ -37,10 +39,24 @@ def _wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: flo
     raise TimeoutError(f"{what} did not listen on port {port} within {timeout} s")
 
 
-def _env(workdir: str) -> dict[str, str]:
+def cluster_env(workdir: str) -> dict[str, str]:
+    """The environment of the cluster's processes and of a driver that uses it (``env=``).
+
+    Every JVM of these short test clusters starts C1-only, as the project's local sessions do
+    (``spark.session.C1_ONLY``): the master and workers (``SPARK_DAEMON_JAVA_OPTS``), the
+    executors and a ``spark-submit``-ted driver (``spark-defaults.conf`` in ``SPARK_CONF_DIR``,
+    which ``spark-submit`` and the workers' executor commands read).  C2's compiler threads
+    otherwise spend a test's worth of CPU on the two cores the suite shares.
+    """
+    conf_dir = os.path.join(workdir, "conf")
+    os.makedirs(conf_dir, exist_ok=True)
+    with open(os.path.join(conf_dir, "spark-defaults.conf"), "w") as f:
+        f.write(f"spark.executor.extraJavaOptions {C1_ONLY}\n")
     return {
         **os.environ,
         "SPARK_HOME": SPARK_HOME,
+        "SPARK_CONF_DIR": conf_dir,
+        "SPARK_DAEMON_JAVA_OPTS": C1_ONLY,
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_WORKER_DIR": os.path.join(workdir, "work"),
         "SPARK_LOG_DIR": os.path.join(workdir, "logs"),
@@ -52,7 +68,7 @@ def _env(workdir: str) -> dict[str, str]:
 def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
     """A standalone master and ``workers`` one-core workers; yields the master URL."""
     os.makedirs(workdir, exist_ok=True)
-    env = _env(workdir)
+    env = cluster_env(workdir)
     port = free_port()
     log = open(os.path.join(workdir, "cluster.log"), "w")  # noqa: SIM115 - closed below
     spark_class = os.path.join(BIN, "spark-class")
@@ -114,7 +130,7 @@ def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
 def connect_server(workdir: str) -> Iterator[str]:
     """pyspark's bundled Spark Connect server (local[2]); yields the ``sc://`` URL."""
     os.makedirs(workdir, exist_ok=True)
-    env = _env(workdir)
+    env = cluster_env(workdir)
     port = free_port()
     log = open(os.path.join(workdir, "connect.log"), "w")  # noqa: SIM115 - closed below
     jar = next(f for f in os.listdir(os.path.join(SPARK_HOME, "jars")) if f.startswith("spark-connect_"))
@@ -125,6 +141,8 @@ def connect_server(workdir: str) -> Iterator[str]:
             "org.apache.spark.sql.connect.service.SparkConnectServer",
             "--master",
             "local[2]",
+            "--driver-java-options",
+            C1_ONLY,
             "--conf",
             f"spark.connect.grpc.binding.port={port}",
             "--conf",

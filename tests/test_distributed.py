@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from cluster import standalone_cluster
+from cluster import cluster_env, standalone_cluster
 from crash_harness import ROOT, check, read_table, reference
 
 from spark_purgatory.config import PurgatoryConfig, read_properties
@@ -67,7 +67,7 @@ def test_job_on_a_standalone_cluster_gives_the_engine_results_across_a_rescale(t
              "--output-path", str(tmp_path / "out"), "--checkpoint-path", str(tmp_path / "chk"),
              "--conf", os.path.join(ROOT, "conf", "local.conf"), "--set", f"job.master={master}",
              *(a for k, v in settings.items() for a in ("--set", f"{k}={v}"))],
-            capture_output=True, text=True, timeout=600, cwd=ROOT,
+            capture_output=True, text=True, timeout=600, cwd=ROOT, env=cluster_env(cluster),
         )  # fmt: skip
     (tmp_path / "driver.out").write_text(done.stdout)  # kept for a failure's post-mortem
     assert done.returncode == 0, done.stderr[-3000:]
