@@ -73,26 +73,25 @@ def observe_purgatory(out: DataFrame) -> DataFrame:
     the ``STAGED`` rows of shards that staged their own: ``staged_stream``)."""
     if "kind" not in out.columns:
         return _observe_staged(out)
-    kind = F.col("kind")
-    outcome = kind == KIND_OUTCOME
 
-    def count(cond):
-        return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
+    def count(cond: str) -> str:
+        return f"CAST(sum(CASE WHEN {cond} THEN 1 ELSE 0 END) AS BIGINT)"
 
+    outcome, call = f"kind = '{KIND_OUTCOME}'", f"kind = '{KIND_METRICS}'"
     watermark = ms_column("watermark")
-    return out.observe(
-        OBSERVATION,
-        count(outcome & (F.col("status") == COMPLETED)).alias(COMPLETED),
-        count(outcome & (F.col("status") == EXPIRED)).alias(EXPIRED),
-        count(kind == KIND_UNMATCHED).alias(KIND_UNMATCHED),
-        count(kind == KIND_REJECTED).alias(KIND_REJECTED),
-        F.max(watermark).alias(watermark),
-        F.map_from_entries(F.collect_list(F.when(kind == KIND_METRICS, F.struct("shard", "pending")))).alias(
-            "pending_by_shard"
+    metrics = {  # SQL text, as ``_observe_staged`` says why
+        COMPLETED: count(f"{outcome} AND status = '{COMPLETED}'"),
+        EXPIRED: count(f"{outcome} AND status = '{EXPIRED}'"),
+        KIND_UNMATCHED: count(f"kind = '{KIND_UNMATCHED}'"),
+        KIND_REJECTED: count(f"kind = '{KIND_REJECTED}'"),
+        watermark: f"max(`{watermark}`)",
+        "pending_by_shard": (
+            f"map_from_entries(collect_list(CASE WHEN {call} THEN struct(shard, pending) END))"
         ),
-        F.max(F.when(kind == KIND_METRICS, F.col(GROUP_ROWS))).cast("long").alias(MAX_GROUP_ROWS),
-        F.sum(F.when(kind == KIND_METRICS, F.col(GROUP_ROWS))).cast("long").alias(GROUP_ROWS_TOTAL),
-    )
+        MAX_GROUP_ROWS: f"CAST(max(CASE WHEN {call} THEN `{GROUP_ROWS}` END) AS BIGINT)",
+        GROUP_ROWS_TOTAL: f"CAST(sum(CASE WHEN {call} THEN `{GROUP_ROWS}` END) AS BIGINT)",
+    }
+    return out.observe(OBSERVATION, *[F.expr(f"{sql} AS `{name}`") for name, sql in metrics.items()])
 
 
 def _observe_staged(out: DataFrame) -> DataFrame:

@@ -206,13 +206,17 @@ def _stacked(parts: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
 
 def with_timestamps(out: DataFrame) -> DataFrame:
     """The operator's rows with each ``<name>_ms`` also as the timestamp ``<name>``, and an
-    outcome's single ``key`` back in ``keys``."""
-    single = (F.col("kind") == KIND_OUTCOME) & F.col("keys").isNull()
-    out = out.withColumn("keys", F.when(single, F.array("key")).otherwise(F.col("keys")))
-    out = out.withColumn("key", F.when(F.col("kind") != KIND_OUTCOME, F.col("key")))
-    for name in _TIME_COLUMNS:
-        out = out.withColumn(name, F.timestamp_millis(F.col(ms_column(name))))
-    return out
+    outcome's single ``key`` back in ``keys``.
+
+    One ``withColumns`` of SQL text: a ``withColumn`` per column is a new DataFrame each (its
+    analysis, and Py4J round trips for every ``Column`` call) while the query is built."""
+    outcome = f"kind = '{KIND_OUTCOME}'"
+    columns = {
+        "keys": f"CASE WHEN {outcome} AND keys IS NULL THEN array(key) ELSE keys END",
+        "key": f"CASE WHEN NOT {outcome} THEN key END",
+        **{name: f"timestamp_millis(`{ms_column(name)}`)" for name in _TIME_COLUMNS},
+    }
+    return out.withColumns({name: F.expr(sql) for name, sql in columns.items()})
 
 
 # -- splitting a micro-batch into the SPEC's tables ------------------------------------------------

@@ -33,8 +33,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -83,6 +82,12 @@ _ANY, _ALL = str(CONDITION_NAMES[ANY]), str(CONDITION_NAMES[ALL])
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
 
 
+# Every expression below is Spark SQL text, evaluated in few projections (``selectExpr``):
+# a ``Column`` call is a Py4J round trip (two for a function) while the query is built, and
+# the readings built of them were most of the calls ``start()`` made (the JSON reading alone
+# about 1,500).  The text gives Catalyst the same expressions the ``Column`` calls gave.
+
+
 def _json_schema(contract: pa.Schema) -> T.StructType:
     fields = [
         T.StructField(name, T.VariantType() if name in _TEXT_FIELDS else T.StringType())
@@ -95,15 +100,20 @@ _OPS_JSON = _json_schema(OPERATION_INPUT)
 _EVENTS_JSON = _json_schema(EVENT_INPUT)
 
 
-def _text(j: Column, field: str) -> Column:
+def _get(struct: str, field: str) -> str:
+    """The field ``field`` of the struct expression ``struct`` (``struct[field]`` as a ``Column``)."""
+    return f"{struct}[{sql_string(field)}]"
+
+
+def _text(j: str, field: str) -> str:
     """A text field (``_TEXT_FIELDS``) of the lenient reading as a string: a number or boolean
     as its JSON text."""
-    return F.variant_get(j[field], "$", "string")
+    return f"variant_get({_get(j, field)}, '$', 'string')"
 
 
-def _structured(j: Column, field: str) -> Column:
+def _structured(j: str, field: str) -> str:
     """The field of the lenient reading holds a JSON array or object."""
-    return F.coalesce(F.schema_of_variant(j[field]).rlike("^(ARRAY|OBJECT)"), F.lit(False))
+    return f"coalesce(schema_of_variant({_get(j, field)}) RLIKE '^(ARRAY|OBJECT)', false)"
 
 
 def _parsed_columns(canonical: list[str]) -> list[str]:
@@ -111,39 +121,40 @@ def _parsed_columns(canonical: list[str]) -> list[str]:
     return [*[ms_column(c) if c == "ts" else c for c in canonical], "raw", "reason"]
 
 
-def _string_list(text: Column) -> Column:
+def _string_list(text: str) -> str:
     """A JSON array of strings, or a single string standing for a one-element list.
 
     A JSON object (Spark hands its text to a string field) is not a key: null.
     """
-    trimmed = F.trim(text)
-    as_array = F.from_json(text, "array<string>")
+    trimmed = f"trim({text})"
     return (
-        F.when(trimmed.startswith("["), as_array)
-        .when(trimmed.startswith("{"), F.lit(None).cast("array<string>"))
-        .when(~_blank(text), F.array(text))
+        f"CASE WHEN startswith({trimmed}, '[') THEN from_json({text}, 'array<string>') "
+        f"WHEN startswith({trimmed}, '{{') THEN CAST(NULL AS ARRAY<STRING>) "
+        f"WHEN NOT {_sql_blank(text)} THEN array({text}) END"
     )
 
 
-def _clean(items: Column) -> Column:
+def _clean(items: str) -> str:
     """Blank items dropped, deduplicated, sorted.
 
     A list of one item (nearly every operation's keys) or none is read without the lambda:
     Spark evaluates higher-order functions row by row outside generated code.
     """
-    full = F.array_sort(F.array_distinct(F.filter(items, lambda i: ~_blank(i))))
-    single = F.when(_blank(F.get(items, 0)), F.array().cast("array<string>")).otherwise(items)
-    n = F.size(items)
-    return F.when(n == 0, items).when(n == 1, single).otherwise(full)
+    full = f"array_sort(array_distinct(filter({items}, _i -> NOT {_sql_blank('_i')})))"
+    single = (
+        f"CASE WHEN {_sql_blank(f'get({items}, 0)')} THEN CAST(array() AS ARRAY<STRING>) ELSE {items} END"
+    )
+    n = f"size({items})"
+    return f"CASE WHEN {n} = 0 THEN {items} WHEN {n} = 1 THEN {single} ELSE {full} END"
 
 
 def _raw(df: DataFrame, fmt: str) -> DataFrame:
     """The column ``raw``, the record's text; for Kafka also ``_kafka``, where it came from."""
     # invalid UTF-8 (replaced by U+FFFD) would otherwise fail the Arrow hand-over to Python
     if fmt == "json":
-        return df.select(F.make_valid_utf8(F.col("value")).alias("raw"))
+        return df.selectExpr("make_valid_utf8(value) AS raw")
     if fmt == "kafka":
-        return df.select(_utf8(F.col("value")).alias("raw"), _kafka_origin(df).alias(_KAFKA))
+        return df.selectExpr(f"{_utf8('value')} AS raw", f"{_kafka_origin(df)} AS {_KAFKA}")
     raise ValueError(f"not a text format: {fmt!r}")
 
 
@@ -154,42 +165,40 @@ _KAFKA = "_kafka"
 KAFKA_RECORD_FIELDS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
 
 
-def _utf8(binary: Column) -> Column:
-    return F.make_valid_utf8(binary.cast("string"))
+def _utf8(binary: str) -> str:
+    return f"make_valid_utf8(CAST({binary} AS STRING))"
 
 
-def _kafka_origin(df: DataFrame) -> Column:
+def _kafka_origin(df: DataFrame) -> str:
     """The record without its value: topic, partition, offset, timestamp, key (as text) and
     headers (values as text), those of them the DataFrame has."""
     fields = []
     for name in KAFKA_RECORD_FIELDS:
         if name == "value" or name not in df.columns:
             continue
-        column = F.col(name)
+        column = f"`{name}`"
         if name == "key":
             column = _utf8(column)
         elif name == "headers":
-            column = F.transform(
-                column, lambda h: F.struct(h["key"].alias("key"), _utf8(h["value"]).alias("value"))
-            )
-        fields.append(column.alias(name))
-    return F.struct(*fields)
+            header = f"struct({_get('_h', 'key')} AS key, {_utf8(_get('_h', 'value'))} AS value)"
+            column = f"transform({column}, _h -> {header})"
+        fields.append(f"{column} AS `{name}`")
+    return f"struct({', '.join(fields)})"
 
 
-def _epoch_ms(text: Column) -> Column:
+def _epoch_ms(text: str) -> str:
     """Epoch ms from an ISO-8601 timestamp or a number of epoch ms; null if neither or out of range."""
-    numeric = text.try_cast("bigint")
-    ms = F.when(text.rlike(r"^\s*-?[0-9]+\s*$"), numeric).otherwise(F.unix_millis(F.try_to_timestamp(text)))
+    digits = sql_string(r"^\s*-?[0-9]+\s*$")
+    ms = (
+        f"CASE WHEN {text} RLIKE {digits} THEN try_cast({text} AS BIGINT) "
+        f"ELSE unix_millis(try_to_timestamp({text})) END"
+    )
     return _in_range(ms)
 
 
-def _in_range(ms: Column) -> Column:
+def _in_range(ms: str) -> str:
     """Epoch ms from 1970 up to ``contract.MAX_TS_MS``, else null (``bad_ts``)."""
-    return F.when((ms >= 0) & (ms < MAX_TS_MS), ms)
-
-
-def _blank(c: Column) -> Column:
-    return c.isNull() | (F.trim(c) == "")
+    return f"CASE WHEN ({ms}) >= 0 AND ({ms}) < {int(MAX_TS_MS)} THEN {ms} END"
 
 
 def _ts_checks(max_future_ms: int | None) -> dict[str, str]:
@@ -206,7 +215,7 @@ def _ts_checks(max_future_ms: int | None) -> dict[str, str]:
     return checks
 
 
-def _condition(given: Column) -> Column:
+def _condition(given: str) -> str:
     """The condition's name, trimmed and in lower case (``any`` when absent).
 
     Lower case by ``translate`` of the ASCII capitals (and the Kelvin sign, the one other
@@ -216,16 +225,11 @@ def _condition(given: Column) -> Column:
     CPU in a new executor, a tenth of the first micro-batch; measured with JFR).
     """
     capitals = "ABCDEFGHIJKLMNOPQRSTUVWXYZ\u212a"
-    name = F.trim(F.coalesce(given, F.lit(_ANY)))
+    name = f"trim(coalesce({given}, {sql_string(_ANY)}))"
     # a name already in lower case (nearly all) skips ``translate``, which costs a map
     # look-up and a Java String per character (seen in JFR of the routing stage)
-    lowered = F.translate(name, capitals, capitals[:-1].lower() + "k")
-    return F.when(name.isin(*CONDITIONS), name).otherwise(lowered)
-
-
-# The checks are SQL text over the parsed fields' columns, evaluated in one projection
-# (``_with_reason``): a check built of ``Column`` calls costs a py4j round trip per call,
-# which made the checks a quarter of the calls ``start()`` spent building its query.
+    lowered = f"translate({name}, {sql_string(capitals)}, {sql_string(capitals[:-1].lower() + 'k')})"
+    return f"CASE WHEN {_sql_in(name, list(CONDITIONS))} THEN {name} ELSE {lowered} END"
 
 
 def _sql_blank(name: str) -> str:
@@ -339,39 +343,52 @@ def _kafka_raw(fields: DataFrame) -> str:
 
 
 class _Reading(NamedTuple):
-    """How one input's JSON lines are read: each reading's schema and fields."""
+    """How one input's JSON lines are read: each reading's schema and fields (SQL over the
+    reading's struct)."""
 
     typed_schema: T.StructType
-    typed: Callable[[Column], dict[str, Column]]
+    typed: Callable[[str], dict[str, str]]
     lenient_schema: T.StructType
-    lenient: Callable[[Column], dict[str, Column]]
+    lenient: Callable[[str], dict[str, str]]
+
+
+def _from_json(schema: T.StructType) -> str:
+    """``raw`` read with ``schema``, a malformed line kept in ``_corrupt_record``."""
+    options = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in _JSON_OPTIONS.items())
+    return f"from_json(raw, {sql_string(schema.simpleString())}, map({options}))"
 
 
 def _json_fields(df: DataFrame, fmt: str, reading: _Reading) -> DataFrame:
     """``raw`` and each field as the checks expect it, from the typed reading where the line
-    allows it, else from the lenient one."""
-    typed = F.from_json(F.col("raw"), reading.typed_schema, _JSON_OPTIONS)
+    allows it (``_plain``), else from the lenient one.
+
+    The lenient reading is a column of its own, null where the typed one serves: it is read
+    only for the lines that need it, and each field names it instead of repeating it (the
+    operations' fields refer to it 131 times: inline, it made the job's plan, which Spark
+    analyses at start and optimizes again in every micro-batch, 101 KB of text instead of
+    23 KB, and its planning per micro-batch 892 -> 719 ms, medians of 7, loaded 2 cores)."""
     text = _raw(df, fmt)
-    carried = [_KAFKA] if _KAFKA in text.columns else []
-    rows = text.select("raw", *carried, typed.alias("t"))
-    t = F.col("t")
-    plain = t.isNotNull() & t[_CORRUPT].isNull()
-    for field in _TEXT_FIELDS:
-        if field in reading.typed_schema.fieldNames():
-            plain = plain & _plain(t[field])
-    fast = reading.typed(t)
-    slow = reading.lenient(F.from_json(F.col("raw"), reading.lenient_schema, _JSON_OPTIONS))
-    return rows.select(
-        "raw", *carried, *[F.when(plain, fast[name]).otherwise(slow[name]).alias(name) for name in fast]
+    carried = [_KAFKA] if fmt == "kafka" else []
+    rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t")
+    plain = [f"t IS NOT NULL AND {_get('t', _CORRUPT)} IS NULL"]
+    plain += [_plain(_get("t", f)) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]
+    rows = rows.selectExpr("raw", *carried, "t", " AND ".join(f"({p})" for p in plain) + " AS _plain")
+    lenient = f"CASE WHEN _plain THEN NULL ELSE {_from_json(reading.lenient_schema)} END AS j"
+    rows = rows.selectExpr("raw", *carried, "t", "_plain", lenient)
+    fast, slow = reading.typed("t"), reading.lenient("j")
+    return rows.selectExpr(
+        "raw",
+        *carried,
+        *[f"CASE WHEN _plain THEN {fast[name]} ELSE {slow[name]} END AS `{name}`" for name in fast],
     )
 
 
-def _plain(text: Column) -> Column:
+def _plain(text: str) -> str:
     """Text the typed reading gives exactly as the lenient one does: null, or not the JSON text
     of an array, an object or a non-integer number (whose spelling the two readings differ on)."""
-    first = F.substring(text, 1, 1)
-    number = first.rlike("[-0-9]") & (text.rlike("[.eE]") | (F.length(text) > 18))
-    return text.isNull() | ~(first.isin("[", "{") | number)
+    first = f"substring({text}, 1, 1)"
+    number = f"({first} RLIKE '[-0-9]' AND ({text} RLIKE '[.eE]' OR length({text}) > 18))"
+    return f"({text} IS NULL OR NOT ({first} IN ('[', '{{') OR {number}))"
 
 
 def _typed_json_schema(contract: pa.Schema) -> T.StructType:
@@ -383,76 +400,80 @@ def _typed_json_schema(contract: pa.Schema) -> T.StructType:
     return T.StructType([*fields, T.StructField(_CORRUPT, T.StringType())])
 
 
-def _typed_operation(t: Column) -> dict[str, Column]:
-    no = F.lit(False)
-    keys = F.coalesce(t["keys"], F.when(~_blank(t["key"]), F.array(t["key"])))
+def _present(field: str) -> str:
+    """An array of the one string ``field`` unless it is blank (else null)."""
+    return f"CASE WHEN NOT {_sql_blank(field)} THEN array({field}) END"
+
+
+def _typed_operation(t: str) -> dict[str, str]:
+    keys = f"coalesce({_get(t, 'keys')}, {_present(_get(t, 'key'))})"
     return {
-        "_malformed": no,
-        "op_id": t["op_id"],
-        "_bad_op_id": no,
+        "_malformed": "false",
+        "op_id": _get(t, "op_id"),
+        "_bad_op_id": "false",
         "keys": _clean(keys),
-        "_no_ts": _blank(t["ts"]),
-        ms_column("ts"): _epoch_ms(t["ts"]),
-        "_no_timeout": t["timeout_ms"].isNull(),
-        "timeout_ms": t["timeout_ms"],
-        "condition": _condition(t["condition"]),
-        "_no_target": t["target"].isNull(),
-        "target": t["target"],
-        "members": _clean(t["members"]),
-        "payload": t["payload"],
-        "_bad_payload": no,
+        "_no_ts": _sql_blank(_get(t, "ts")),
+        ms_column("ts"): _epoch_ms(_get(t, "ts")),
+        "_no_timeout": f"{_get(t, 'timeout_ms')} IS NULL",
+        "timeout_ms": _get(t, "timeout_ms"),
+        "condition": _condition(_get(t, "condition")),
+        "_no_target": f"{_get(t, 'target')} IS NULL",
+        "target": _get(t, "target"),
+        "members": _clean(_get(t, "members")),
+        "payload": _get(t, "payload"),
+        "_bad_payload": "false",
     }
 
 
-def _lenient_operation(j: Column) -> dict[str, Column]:
-    keys = F.coalesce(_string_list(j["keys"]), F.when(~_blank(j["key"]), F.array(j["key"])))
+def _lenient_operation(j: str) -> dict[str, str]:
+    keys = f"coalesce({_string_list(_get(j, 'keys'))}, {_present(_get(j, 'key'))})"
     return {
-        "_malformed": j.isNull() | j[_CORRUPT].isNotNull(),
+        "_malformed": f"({j} IS NULL OR {_get(j, _CORRUPT)} IS NOT NULL)",
         "op_id": _text(j, "op_id"),
         "_bad_op_id": _structured(j, "op_id"),
         "keys": _clean(keys),
-        "_no_ts": _blank(j["ts"]),
-        ms_column("ts"): _epoch_ms(j["ts"]),
-        "_no_timeout": _blank(j["timeout_ms"]),
-        "timeout_ms": j["timeout_ms"].try_cast("bigint"),
-        "condition": _condition(j["condition"]),
-        "_no_target": _blank(j["target"]),
-        "target": j["target"].try_cast("double"),
-        "members": _clean(_string_list(j["members"])),
+        "_no_ts": _sql_blank(_get(j, "ts")),
+        ms_column("ts"): _epoch_ms(_get(j, "ts")),
+        "_no_timeout": _sql_blank(_get(j, "timeout_ms")),
+        "timeout_ms": f"try_cast({_get(j, 'timeout_ms')} AS BIGINT)",
+        "condition": _condition(_get(j, "condition")),
+        "_no_target": _sql_blank(_get(j, "target")),
+        "target": f"try_cast({_get(j, 'target')} AS DOUBLE)",
+        "members": _clean(_string_list(_get(j, "members"))),
         "payload": _text(j, "payload"),
         "_bad_payload": _structured(j, "payload"),
     }
 
 
-def _typed_event(t: Column) -> dict[str, Column]:
-    no = F.lit(False)
+def _typed_event(t: str) -> dict[str, str]:
+    op_id, source = _get(t, "op_id"), _get(t, "source")
     return {
-        "_malformed": no,
-        "key": t["key"],
-        "_no_ts": _blank(t["ts"]),
-        ms_column("ts"): _epoch_ms(t["ts"]),
-        "op_id": F.when(~_blank(t["op_id"]), t["op_id"]),
-        "_bad_op_id": no,
-        "source": F.when(~_blank(t["source"]), t["source"]),
-        "_bad_source": no,
-        "_no_value": t["value"].isNull(),
-        "value": t["value"],
+        "_malformed": "false",
+        "key": _get(t, "key"),
+        "_no_ts": _sql_blank(_get(t, "ts")),
+        ms_column("ts"): _epoch_ms(_get(t, "ts")),
+        "op_id": f"CASE WHEN NOT {_sql_blank(op_id)} THEN {op_id} END",
+        "_bad_op_id": "false",
+        "source": f"CASE WHEN NOT {_sql_blank(source)} THEN {source} END",
+        "_bad_source": "false",
+        "_no_value": f"{_get(t, 'value')} IS NULL",
+        "value": _get(t, "value"),
     }
 
 
-def _lenient_event(j: Column) -> dict[str, Column]:
+def _lenient_event(j: str) -> dict[str, str]:
     op_id, source = _text(j, "op_id"), _text(j, "source")
     return {
-        "_malformed": j.isNull() | j[_CORRUPT].isNotNull(),
-        "key": j["key"],
-        "_no_ts": _blank(j["ts"]),
-        ms_column("ts"): _epoch_ms(j["ts"]),
-        "op_id": F.when(~_blank(op_id), op_id),
+        "_malformed": f"({j} IS NULL OR {_get(j, _CORRUPT)} IS NOT NULL)",
+        "key": _get(j, "key"),
+        "_no_ts": _sql_blank(_get(j, "ts")),
+        ms_column("ts"): _epoch_ms(_get(j, "ts")),
+        "op_id": f"CASE WHEN NOT {_sql_blank(op_id)} THEN {op_id} END",
         "_bad_op_id": _structured(j, "op_id"),
-        "source": F.when(~_blank(source), source),
+        "source": f"CASE WHEN NOT {_sql_blank(source)} THEN {source} END",
         "_bad_source": _structured(j, "source"),
-        "_no_value": j["value"].isNull(),
-        "value": j["value"].try_cast("double"),
+        "_no_value": f"{_get(j, 'value')} IS NULL",
+        "value": f"try_cast({_get(j, 'value')} AS DOUBLE)",
     }
 
 
@@ -468,55 +489,56 @@ _EVENT_READING = _Reading(_typed_json_schema(EVENT_INPUT), _typed_event, _EVENTS
 def _operation_fields_typed(df: DataFrame) -> DataFrame:
     """Each operation field from typed columns (checked first: ``InputSchemaError``)."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
-    keys = F.coalesce(c["keys"], F.when(~_blank(c["key"]), F.array(c["key"])))
-    no = F.lit(False)
-    return df.select(
-        _record(df, OPERATION_INPUT),
-        no.alias("_malformed"),
-        c["op_id"].alias("op_id"),
-        no.alias("_bad_op_id"),
-        _clean(keys).alias("keys"),
-        c["ts"].isNull().alias("_no_ts"),
-        _typed_epoch_ms(c["ts"], _type_of(df, "ts")).alias(ms_column("ts")),
-        c["timeout_ms"].isNull().alias("_no_timeout"),
-        _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")).alias("timeout_ms"),
-        _condition(c["condition"]).alias("condition"),
-        c["target"].isNull().alias("_no_target"),
-        c["target"].cast("double").alias("target"),
-        _clean(c["members"]).alias("members"),
-        c["payload"].alias("payload"),
-        no.alias("_bad_payload"),
-    )
+    keys = f"coalesce({c['keys']}, {_present(c['key'])})"
+    fields = {
+        "_record": _record(df, OPERATION_INPUT),
+        "_malformed": "false",
+        "op_id": c["op_id"],
+        "_bad_op_id": "false",
+        "keys": _clean(keys),
+        "_no_ts": f"{c['ts']} IS NULL",
+        ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
+        "_no_timeout": f"{c['timeout_ms']} IS NULL",
+        "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
+        "condition": _condition(c["condition"]),
+        "_no_target": f"{c['target']} IS NULL",
+        "target": f"CAST({c['target']} AS DOUBLE)",
+        "members": _clean(c["members"]),
+        "payload": c["payload"],
+        "_bad_payload": "false",
+    }
+    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()])
 
 
 def _event_fields_typed(df: DataFrame) -> DataFrame:
     """Each event field from typed columns (checked first: ``InputSchemaError``)."""
     c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
-    no = F.lit(False)
-    return df.select(
-        _record(df, EVENT_INPUT),
-        no.alias("_malformed"),
-        c["key"].alias("key"),
-        c["ts"].isNull().alias("_no_ts"),
-        _typed_epoch_ms(c["ts"], _type_of(df, "ts")).alias(ms_column("ts")),
-        F.when(~_blank(c["op_id"]), c["op_id"]).alias("op_id"),
-        no.alias("_bad_op_id"),
-        F.when(~_blank(c["source"]), c["source"]).alias("source"),
-        no.alias("_bad_source"),
-        c["value"].isNull().alias("_no_value"),
-        c["value"].cast("double").alias("value"),
-    )
+    fields = {
+        "_record": _record(df, EVENT_INPUT),
+        "_malformed": "false",
+        "key": c["key"],
+        "_no_ts": f"{c['ts']} IS NULL",
+        ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
+        "op_id": f"CASE WHEN NOT {_sql_blank(c['op_id'])} THEN {c['op_id']} END",
+        "_bad_op_id": "false",
+        "source": f"CASE WHEN NOT {_sql_blank(c['source'])} THEN {c['source']} END",
+        "_bad_source": "false",
+        "_no_value": f"{c['value']} IS NULL",
+        "value": f"CAST({c['value']} AS DOUBLE)",
+    }
+    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()])
 
 
-def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str, Column]:
-    """The contract's columns of a typed input (null where an optional one is absent).
+def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str, str]:
+    """The contract's columns of a typed input (null where an optional one is absent), as SQL.
 
     Raises ``InputSchemaError`` naming every missing or wrongly typed column: at start, not in
     the first micro-batch."""
     check_typed(df, source)
     spark_types = from_arrow_schema(contract)
+    have = set(df.columns)
     return {
-        f.name: F.col(f.name) if f.name in df.columns else F.lit(None).cast(f.dataType)
+        f.name: f"`{f.name}`" if f.name in have else f"CAST(NULL AS {f.dataType.simpleString()})"
         for f in spark_types.fields
     }
 
@@ -525,24 +547,24 @@ def _type_of(df: DataFrame, name: str) -> T.DataType | None:
     return df.schema[name].dataType if name in df.columns else None
 
 
-def _record(df: DataFrame, contract: pa.Schema) -> Column:
+def _record(df: DataFrame, contract: pa.Schema) -> str:
     """The row's contract columns, rendered as ``raw`` only if the row is rejected."""
-    return F.struct(*[F.col(name) for name in contract.names if name in df.columns]).alias("_record")
+    return f"struct({', '.join(f'`{name}`' for name in contract.names if name in df.columns)})"
 
 
-def _typed_epoch_ms(ts: Column, spark_type: T.DataType | None) -> Column:
+def _typed_epoch_ms(ts: str, spark_type: T.DataType | None) -> str:
     """Epoch ms of a timestamp (a zone-less one read as UTC) or of epoch ms; null if out of range."""
     if isinstance(spark_type, T.TimestampType):
-        return _in_range(F.unix_millis(ts))
+        return _in_range(f"unix_millis({ts})")
     if isinstance(spark_type, T.TimestampNTZType):  # the input's own `ts` (no Python timestampdiff)
-        return _in_range(F.expr("timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', ts)"))
-    return _in_range(ts.cast("bigint"))
+        return _in_range(f"timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {ts})")
+    return _in_range(f"CAST({ts} AS BIGINT)")
 
 
-def _typed_whole(number: Column, spark_type: T.DataType | None) -> Column:
+def _typed_whole(number: str, spark_type: T.DataType | None) -> str:
     """A whole number within bigint: integers as they are, a fraction's whole values (pandas'
     allowance, ``engine.validation``); null otherwise (``bad_timeout_ms``)."""
     if isinstance(spark_type, T.IntegralType):
-        return number.cast("bigint")
-    d = number.cast("double")
-    return F.when((d % 1 == 0) & (F.abs(d) < F.lit(float(2**63))), d.cast("bigint"))
+        return f"CAST({number} AS BIGINT)"
+    d = f"CAST({number} AS DOUBLE)"
+    return f"CASE WHEN ({d} % 1 = 0) AND (abs({d}) < {2**63}D) THEN CAST({d} AS BIGINT) END"
