@@ -16,8 +16,6 @@ from collections.abc import Iterator
 
 import pyspark
 
-from spark_purgatory.spark.session import C1_ONLY
-
 SPARK_HOME = os.path.dirname(pyspark.__file__)
 BIN = os.path.join(SPARK_HOME, "bin")
 
@@ -42,21 +40,20 @@ def _wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: flo
 def cluster_env(workdir: str) -> dict[str, str]:
     """The environment of the cluster's processes and of a driver that uses it (``env=``).
 
-    Every JVM of these short test clusters starts C1-only, as the project's local sessions do
-    (``spark.session.C1_ONLY``): the master and workers (``SPARK_DAEMON_JAVA_OPTS``), the
-    executors and a ``spark-submit``-ted driver (``spark-defaults.conf`` in ``SPARK_CONF_DIR``,
-    which ``spark-submit`` and the workers' executor commands read).  C2's compiler threads
-    otherwise spend a test's worth of CPU on the two cores the suite shares.
+    The executors start with the JVM options the tests give every other JVM (conftest's
+    ``TEST_JVM_OPTIONS``, in ``SPARK_DAEMON_JAVA_OPTS`` for the master and workers): the
+    workers build an executor's command from the application's
+    ``spark.executor.extraJavaOptions``, which the driver reads from ``spark-defaults.conf`` in
+    ``SPARK_CONF_DIR``.  With C2 and G1 the two executors spent a test's worth of CPU.
     """
     conf_dir = os.path.join(workdir, "conf")
     os.makedirs(conf_dir, exist_ok=True)
     with open(os.path.join(conf_dir, "spark-defaults.conf"), "w") as f:
-        f.write(f"spark.executor.extraJavaOptions {C1_ONLY}\n")
+        f.write(f"spark.executor.extraJavaOptions {os.environ.get('SPARK_DAEMON_JAVA_OPTS', '')}\n")
     return {
         **os.environ,
         "SPARK_HOME": SPARK_HOME,
         "SPARK_CONF_DIR": conf_dir,
-        "SPARK_DAEMON_JAVA_OPTS": C1_ONLY,
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_WORKER_DIR": os.path.join(workdir, "work"),
         "SPARK_LOG_DIR": os.path.join(workdir, "logs"),
@@ -141,8 +138,6 @@ def connect_server(workdir: str) -> Iterator[str]:
             "org.apache.spark.sql.connect.service.SparkConnectServer",
             "--master",
             "local[2]",
-            "--driver-java-options",
-            C1_ONLY,
             "--conf",
             f"spark.connect.grpc.binding.port={port}",
             "--conf",

@@ -43,11 +43,15 @@ settings.load_profile("ci")
 #: every JVM the tests start lives seconds to a few minutes: C1 only, no C2 compiles competing
 #: for the cores (a job run over 600 operations: 22 s of CPU instead of 36, ``make demo`` 40
 #: instead of 64; the same results), with tiered compilation's code cache (C1's own 48 MB
-#: fills within a minute of Spark, and the JVM then stops compiling).  spark-submit reads
+#: fills within a minute of Spark, and the JVM then stops compiling); and the serial
+#: collector: G1's concurrent threads cost a small job run 31-34 s of CPU, the serial
+#: collector 22-27 s, the parallel one 25-27 (the whole process tree's CPU, runs alternated
+#: at load 13; the class-data archive maps as before).  spark-submit reads
 #: ``SPARK_SUBMIT_OPTS`` (the workers' sessions, the job subprocesses, the README paste, the
 #: demo, the Connect server), spark-class
-#: ``SPARK_DAEMON_JAVA_OPTS`` (a standalone master and workers); a value already set is kept.
-TEST_JVM_OPTIONS = C1_ONLY
+#: ``SPARK_DAEMON_JAVA_OPTS`` (a standalone master and workers; ``tests/cluster.py`` gives
+#: them to its executors too); a value already set is kept.
+TEST_JVM_OPTIONS = f"{C1_ONLY} -XX:+UseSerialGC"
 for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
     os.environ.setdefault(_variable, TEST_JVM_OPTIONS)
 

@@ -26,7 +26,8 @@ points too.
 
 With ``store`` (``tests/object_store.S3Store``, or ``--s3`` here) the output tables, the
 accumulator's staging and the shard-state segments live on an S3-compatible server on
-loopback (Spark's own checkpoint stays local: ``s3a://`` needs the hadoop-aws JAR).
+loopback; with ``checkpoint_on_store`` Spark's own checkpoint too and with ``input_on_store``
+the input files (``s3a://``, through hadoop-aws: the query's every byte in the bucket).
 With ``kafka`` (a ``spark_purgatory.kafka_broker.KafkaBroker``, or ``--kafka`` here) the
 input is two topics: each share of input files is produced to them, line by line, instead of
 moved into the directories, and the job reads them through Spark's Kafka source.
@@ -182,12 +183,14 @@ def run(
     kafka=None,
     writer: str = "auto",
     checkpoint_on_store: bool = False,
+    input_on_store: bool = False,
     extra: dict[str, str] | None = None,
 ) -> dict:
     """Kill the job as ``plan`` says, then drain; the tables and the reference to ``check``.
 
     ``store``: the output tables, the staging and the segments in its bucket; with
-    ``checkpoint_on_store`` Spark's checkpoint too (``s3a://``: hadoop-aws).  ``extra``: settings
+    ``checkpoint_on_store`` Spark's checkpoint too and with ``input_on_store`` the input files,
+    each uploaded whole when it arrives (``s3a://``: hadoop-aws).  ``extra``: settings
     over ``SETTINGS`` (the reference reads them too).  ``kafka``: the
     input on two topics of that broker instead of files.  Every job run works in
     ``<root>/cwd``, empty at the start; what it holds at the end is ``cwd_files``.
@@ -206,6 +209,8 @@ def run(
     ops_dir, ev_dir = os.path.join(root, "ops"), os.path.join(root, "events")
     os.makedirs(ops_dir)
     os.makedirs(ev_dir)
+    if input_on_store:
+        ops_dir, ev_dir = (store.uri(os.path.basename(root), k, scheme="s3a") for k in ("ops", "events"))
     cwd = os.path.join(root, "cwd")  # nothing may be written relative to it
     os.makedirs(cwd)
     if checkpoint_on_store:
@@ -239,11 +244,15 @@ def run(
         for i in range(delivered, min(files, delivered + count)):
             name = f"part-{i:05d}.json"
             for kind, directory in (("ops", ops_dir), ("events", ev_dir)):
-                if kafka is None:
+                if kafka is None and not input_on_store:
                     os.replace(os.path.join(staged_in, kind, name), os.path.join(directory, name))
                     continue
                 with open(os.path.join(staged_in, kind, name), "rb") as f:
-                    kafka.produce(topics[kind], f.read().splitlines())
+                    data = f.read()
+                if kafka is not None:
+                    kafka.produce(topics[kind], data.splitlines())
+                else:
+                    store.put(f"{os.path.basename(root)}/{kind}/{name}", data)
             if spread:
                 time.sleep(feed_seconds)  # spread over time: several micro-batches per run
         delivered = min(files, delivered + count)

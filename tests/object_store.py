@@ -62,22 +62,33 @@ class S3Store:
         options = self.storage.delta_options(self.uri()) or {}
         return {**options, "AWS_ACCESS_KEY_ID": ENV["AWS_ACCESS_KEY_ID"], "AWS_SECRET_ACCESS_KEY": "testing"}
 
-    def keys(self, prefix: str = "") -> list[str]:
-        """The object keys under ``prefix`` (to check what was written where)."""
+    def _fs(self):
         import pyarrow.fs as pafs
 
-        fs = pafs.S3FileSystem(
+        return pafs.S3FileSystem(
             endpoint_override=self.endpoint,
             scheme="http",
             region=REGION,
             access_key=ENV["AWS_ACCESS_KEY_ID"],
             secret_key=ENV["AWS_SECRET_ACCESS_KEY"],
         )
+
+    def keys(self, prefix: str = "") -> list[str]:
+        """The object keys under ``prefix`` (to check what was written where)."""
+        import pyarrow.fs as pafs
+
         where = f"{self.bucket}/{prefix}".rstrip("/")
         selector = pafs.FileSelector(where, recursive=True, allow_not_found=True)
         return sorted(
-            i.path[len(self.bucket) + 1 :] for i in fs.get_file_info(selector) if i.type == pafs.FileType.File
+            i.path[len(self.bucket) + 1 :]
+            for i in self._fs().get_file_info(selector)
+            if i.type == pafs.FileType.File
         )
+
+    def put(self, key: str, data: bytes) -> None:
+        """One object (input written by someone else: it appears whole, as S3 objects do)."""
+        with self._fs().open_output_stream(f"{self.bucket}/{key}") as out:
+            out.write(data)
 
     def stop(self) -> None:
         self.server.stop()

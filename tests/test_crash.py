@@ -7,13 +7,13 @@ data files are written but before their commit.
 ``check`` includes the ``metrics`` table: one row per (micro-batch, shard) that ran, none
 twice after the kills, its counts adding up to the other tables and to the input.
 
-Twice with delta-rs (the embedded default): here with everything on the local disk, and in
-``tests/test_s3a.py`` with everything on an S3-compatible store (moto on loopback), Spark's
-checkpoint included.  Each job run costs a JVM's start, so the fault points are shared
-between the two (``PLANS``: each point killed once, on one store or the other), the local
-test also kills one run at a random moment after it committed a micro-batch, and the two tests
-run at once on two test workers.  Spark's own Delta writer (``job.writer=spark``) is killed at
-each point its path passes and at a random moment in ``test_kafka_crash.py``, on Kafka input.
+Each job run costs a JVM's start, so every fault point is killed once per writer across the
+crash tests, not once per test (``PLANS`` and ``test_kafka_crash.PLANS``, checked by
+``test_the_plans_kill_at_every_fault_point``): delta-rs (the embedded default) here with
+everything on the local disk, at a random moment after a committed micro-batch too, and in
+``test_kafka_crash.py`` on Kafka input; Spark's own Delta writer (``job.writer=spark``) in
+``test_kafka_crash.py`` and in ``tests/test_s3a.py`` with the whole query (input, Spark's
+checkpoint, state, staging, tables) on an S3-compatible store (moto on loopback).
 ``tests/test_object_store.py`` crashes the accumulator at every point on S3 in-process, and
 ``crash_harness.py`` (``--s3``, ``--kills``) runs longer plans.
 """
@@ -26,10 +26,11 @@ from test_kafka_crash import PLANS as KAFKA_PLANS
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
 
-#: the kills of each test, in order: every fault point once between the two, and a random one
+#: the kills of each test, in order (a random one last here): with ``KAFKA_PLANS`` every fault
+#: point once per writer; "s3" is Spark's Delta writer on s3a (``test_s3a.py``)
 PLANS = {
-    "local": ["fault=committed:1", "fault=manifest:1", "fault=staged:2", "random"],
-    "s3": ["fault=written:1", "fault=staging:2"],
+    "local": ["fault=committed:1", "fault=manifest:1", "fault=staged:2", "fault=staging:2", "random"],
+    "s3": ["fault=staging:2"],
 }
 
 
@@ -38,8 +39,9 @@ def _points(plan: list[str]) -> list[str]:
 
 
 def test_the_plans_kill_at_every_fault_point():
-    assert sorted(p for plan in PLANS.values() for p in _points(plan)) == sorted(FAULT_POINTS)  # each once
-    native = _points(KAFKA_PLANS["spark"])  # Spark's Delta writer has no "written" point
+    delta_rs = _points(PLANS["local"]) + _points(KAFKA_PLANS["delta-rs"])
+    assert sorted(delta_rs) == sorted(FAULT_POINTS)  # each once
+    native = _points(PLANS["s3"]) + _points(KAFKA_PLANS["spark"])  # Spark's Delta writer: no "written"
     assert sorted(native) == sorted(set(FAULT_POINTS) - {"written"})  # each once
     assert PLANS["local"][-1] == KAFKA_PLANS["spark"][-1] == KAFKA_PLANS["delta-rs"][0] == "random"
 
@@ -52,6 +54,6 @@ def killed_as_planned(result: dict, plan: list[str]) -> None:
 @pytest.mark.spark
 def test_job_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
     plan = PLANS["local"]
-    result = run(str(tmp_path / "crash"), n_ops=1000, files=10, plan=plan, feed_seconds=2.0, seed=3)
+    result = run(str(tmp_path / "crash"), n_ops=1000, files=12, plan=plan, feed_seconds=2.0, seed=3)
     killed_as_planned(result, plan)
     check(result)

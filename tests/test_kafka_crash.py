@@ -5,13 +5,13 @@ worker's broker while the job runs with a processing-time trigger; the job is ki
 last ``available-now`` run reads what is left from the checkpoint's offsets.  The tables must
 hold what the Spark-free engine computes from the same input, nothing twice, nothing lost
 (``crash_harness.check``, the metrics table included).  Both writers: delta-rs (killed at a
-random moment after a micro-batch it committed, then after a Delta commit, before Spark
-records the micro-batch: the replay must add nothing) and Spark's own Delta writer, killed at
-every fault point its path passes (``written`` is delta-rs's alone: Spark's Delta writes a
-drain's data files and commits them in one call), ``committed`` included (Delta's
-``txnAppId``/``txnVersion`` skips the replay), and at a random moment.  delta-rs's other fault
-points are the files' crash tests' (``test_crash.py``): where the input comes from changes only
-what a replay reads, which Spark's offset log decides.
+random moment after a micro-batch it committed, then after a drain's data files were written,
+before their commit) and Spark's own Delta writer, killed at the fault points its path passes
+(``written`` is delta-rs's alone: Spark's Delta writes a drain's data files and commits them in
+one call), ``committed`` included (Delta's ``txnAppId``/``txnVersion`` skips the replay), and at
+a random moment.  Each writer's other fault points are killed in ``test_crash.py`` (delta-rs,
+files) and ``test_s3a.py`` (Spark's writer, the whole query on s3a): where the input comes from
+changes only what a replay reads, which Spark's offset log decides.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.jars("kafka", "kafka-broker")]
 
 #: each writer's kills, in order
 PLANS = {
-    "delta-rs": ["random", "fault=committed:1"],
-    "spark": ["fault=staging:2", "fault=manifest:1", "fault=staged:2", "fault=committed:1", "random"],
+    "delta-rs": ["random", "fault=written:1"],
+    "spark": ["fault=manifest:1", "fault=staged:2", "fault=committed:1", "random"],
 }
 
 
