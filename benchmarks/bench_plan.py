@@ -30,26 +30,9 @@ import threading
 import time
 from pathlib import Path
 
+from procfs import jvm_cpu_seconds  # beside this script (sys.path[0])
+
 HERE = Path(__file__).resolve().parent
-
-
-def _jvm_cpu() -> float:
-    """CPU seconds of this process's JVM child (``spark-submit`` execs ``java``)."""
-    me, tick = os.getpid(), os.sysconf("SC_CLK_TCK")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[1]) != me:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if b"java" in f.read():
-                    return (int(fields[11]) + int(fields[12])) / tick
-        except OSError:
-            continue
-    return float("nan")
 
 
 def _input(root: str, fmt: str) -> tuple[str, str]:
@@ -88,7 +71,7 @@ def run_once(fmt: str) -> dict:
         spark = local_session("bench-plan", master="local[2]", shuffle_partitions=3)
         spark.range(1).count()  # the session is the user's: up before the clock starts
         time.sleep(1)
-        jvm0, py0, t0 = _jvm_cpu(), time.process_time(), time.perf_counter()
+        jvm0, py0, t0 = jvm_cpu_seconds(), time.process_time(), time.perf_counter()
         counting.set()
         query = start(
             ops_dir,
@@ -104,7 +87,7 @@ def run_once(fmt: str) -> dict:
             "main_calls": calls["main"],
             "all_calls": calls["main"] + calls["other"],
             "python_cpu_s": time.process_time() - py0,
-            "jvm_cpu_s": _jvm_cpu() - jvm0,
+            "jvm_cpu_s": jvm_cpu_seconds() - jvm0,
         }
         query.stop()
     return figures

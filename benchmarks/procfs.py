@@ -9,27 +9,54 @@ from __future__ import annotations
 import os
 
 
+def _processes() -> dict[int, list[str]]:
+    """Every process's ``/proc/<pid>/stat`` fields after the command name (``[1]`` is the
+    parent, ``[11:15]`` utime stime cutime cstime in clock ticks)."""
+    found: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    found[int(entry)] = stat.read().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+    return found
+
+
 def cpu_seconds() -> float:
     """CPU seconds (user + system) used so far by this process and everything under it: the
     JVM, its Python workers, and the children they have reaped (Linux ``/proc``; NaN where
     there is none).  Less disturbed than wall time by other work on a shared machine."""
     try:
-        children: dict[int, list[int]] = {}
-        ticks: dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as stat:
-                        fields = stat.read().rsplit(")", 1)[1].split()
-                except OSError:  # gone meanwhile
-                    continue
-                children.setdefault(int(fields[1]), []).append(int(entry))
-                ticks[int(entry)] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+        processes = _processes()
     except OSError:
         return float("nan")
+    children: dict[int, list[int]] = {}
+    for pid, fields in processes.items():
+        children.setdefault(int(fields[1]), []).append(pid)
     total, todo = 0, [os.getpid()]
     while todo:
         pid = todo.pop()
-        total += ticks.get(pid, 0)
+        if pid in processes:
+            total += sum(int(f) for f in processes[pid][11:15])
         todo += children.get(pid, [])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def jvm_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process's JVM child alone (``spark-submit`` execs
+    ``java``), without its Python workers; NaN when there is none."""
+    try:
+        processes = _processes()
+    except OSError:
+        return float("nan")
+    for pid, fields in processes.items():
+        if int(fields[1]) != os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"java" in f.read():
+                    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            continue
+    return float("nan")

@@ -206,11 +206,12 @@ def run(
     work = generate(n_ops, seed=seed, ops_per_second=100, multi_key=0.05)
     malformed = 6
     write_json_lines(work, f"{staged_in}/ops", f"{staged_in}/events", files=files, malformed=malformed)
-    ops_dir, ev_dir = os.path.join(root, "ops"), os.path.join(root, "events")
-    os.makedirs(ops_dir)
-    os.makedirs(ev_dir)
     if input_on_store:
         ops_dir, ev_dir = (store.uri(os.path.basename(root), k, scheme="s3a") for k in ("ops", "events"))
+    else:
+        ops_dir, ev_dir = os.path.join(root, "ops"), os.path.join(root, "events")
+        os.makedirs(ops_dir)
+        os.makedirs(ev_dir)
     cwd = os.path.join(root, "cwd")  # nothing may be written relative to it
     os.makedirs(cwd)
     if checkpoint_on_store:

@@ -77,21 +77,14 @@ def observe_purgatory(out: DataFrame) -> DataFrame:
     def count(cond: str) -> str:
         return f"CAST(sum(CASE WHEN {cond} THEN 1 ELSE 0 END) AS BIGINT)"
 
-    outcome, call = f"kind = '{KIND_OUTCOME}'", f"kind = '{KIND_METRICS}'"
-    watermark = ms_column("watermark")
-    metrics = {  # SQL text, as ``_observe_staged`` says why
+    outcome = f"kind = '{KIND_OUTCOME}'"
+    counts = {
         COMPLETED: count(f"{outcome} AND status = '{COMPLETED}'"),
         EXPIRED: count(f"{outcome} AND status = '{EXPIRED}'"),
         KIND_UNMATCHED: count(f"kind = '{KIND_UNMATCHED}'"),
         KIND_REJECTED: count(f"kind = '{KIND_REJECTED}'"),
-        watermark: f"max(`{watermark}`)",
-        "pending_by_shard": (
-            f"map_from_entries(collect_list(CASE WHEN {call} THEN struct(shard, pending) END))"
-        ),
-        MAX_GROUP_ROWS: f"CAST(max(CASE WHEN {call} THEN `{GROUP_ROWS}` END) AS BIGINT)",
-        GROUP_ROWS_TOTAL: f"CAST(sum(CASE WHEN {call} THEN `{GROUP_ROWS}` END) AS BIGINT)",
     }
-    return out.observe(OBSERVATION, *[F.expr(f"{sql} AS `{name}`") for name, sql in metrics.items()])
+    return _observe(out, counts, call=f"kind = '{KIND_METRICS}'")
 
 
 def _observe_staged(out: DataFrame) -> DataFrame:
@@ -103,13 +96,21 @@ def _observe_staged(out: DataFrame) -> DataFrame:
     def total(column: str, cond: str) -> str:
         return f"CAST(coalesce(sum(CASE WHEN {cond} THEN `{column}` END), 0) AS BIGINT)"
 
-    call = "`table` IS NULL"
-    watermark = ms_column("watermark")
-    metrics = {
+    counts = {
         COMPLETED: total(COMPLETED, "`table` IS NOT NULL"),  # a call's row has its own count
         EXPIRED: total(EXPIRED, "`table` IS NOT NULL"),
         KIND_UNMATCHED: total("rows", f"`table` = '{UNMATCHED_EVENTS.name}'"),
         KIND_REJECTED: total("rows", f"`table` = '{REJECTED.name}'"),
+    }
+    return _observe(out, counts, call="`table` IS NULL")
+
+
+def _observe(out: DataFrame, counts: dict[str, str], call: str) -> DataFrame:
+    """``out`` observed: the four counts (SQL text) and the gauges of the rows where ``call``
+    holds, one per shard call (the watermark, pending per shard, the group rows)."""
+    watermark = ms_column("watermark")
+    metrics = {
+        **counts,
         watermark: f"max(`{watermark}`)",
         "pending_by_shard": (
             f"map_from_entries(collect_list(CASE WHEN {call} THEN struct(shard, pending) END))"
