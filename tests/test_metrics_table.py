@@ -106,6 +106,25 @@ def test_a_restart_reads_the_watermarks_before_the_replayed_batch_from_a_file_ho
     assert again.watermarks == {"operations": T0 + 900, "events": T0 + 20}  # from the statistics
 
 
+def test_watermarks_read_back_from_spark_written_files_and_staged_files_compare_as_utc(tmp_path):
+    """Spark's Delta writer stores times as INT96, which pyarrow reads without a time zone; the
+    staged files say UTC.  A restart reading both (CI once failed on it: naive against aware)."""
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+
+    from spark_purgatory.delta.sink import _highest_ms
+
+    utc = pa.timestamp("us", tz="UTC")
+    committed = pa.table({"batch_id": [0, 1], "w": pa.array([(T0 + 500) * 1000, (T0 + 900) * 1000], utc)})
+    pq.write_table(committed, tmp_path / "spark.parquet", use_deprecated_int96_timestamps=True)
+    as_spark_wrote = pads.dataset([str(tmp_path / "spark.parquet")], format="parquet").to_table()
+    assert as_spark_wrote.schema.field("w").type == pa.timestamp("ns")  # no time zone
+    staged = pa.table({"batch_id": [2], "w": pa.array([(T0 + 700) * 1000], utc)})
+    assert _highest_ms([as_spark_wrote, staged], 3, "w") == T0 + 900
+    assert _highest_ms([staged, as_spark_wrote], 1, "w") == T0 + 500  # only batch 0's row counts
+    assert _highest_ms([as_spark_wrote, staged], 0, "w") is None
+
+
 def test_a_replayed_micro_batch_adds_no_metrics_row(tmp_path):
     sink = make_sink(tmp_path, Clock(), linger_ms=0)
     sink.process(output_rows(4, n_rejected=1), 0)

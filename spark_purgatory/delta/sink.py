@@ -289,12 +289,10 @@ class PurgatorySink:
                     pq.read_table(f"{root}/{f}", filesystem=fs, columns=["batch_id", *columns])
                     for f in d.files
                 )
-        watermarks: dict[str, int | None] = {}
-        for source, column in zip(PROPOSED_WATERMARKS, columns, strict=True):
-            values = [p.filter(pc.less(p.column("batch_id"), batch_id)).column(column) for p in parts]
-            highest = max((v for v in (pc.max(x).as_py() for x in values) if v is not None), default=None)
-            watermarks[source] = None if highest is None else int(highest.timestamp() * 1000)
-        return watermarks
+        return {
+            source: _highest_ms(parts, batch_id, column)
+            for source, column in zip(PROPOSED_WATERMARKS, columns, strict=True)
+        }
 
     def _figures(self, staged: pa.Table, metrics: pa.Table, batch_id: int, written: list[dict]) -> dict:
         for shard, pending in zip(
@@ -329,6 +327,19 @@ class PurgatorySink:
         oldest = min((d.oldest_ms for d in destinations), default=None)
         self.linger_at_ms = None if oldest is None else oldest + self.accumulator.linger_ms
         return sum(d.nbytes for d in destinations)
+
+
+def _highest_ms(parts: list[pa.Table], batch_id: int, column: str) -> int | None:
+    """The largest time in ``column`` of the rows before ``batch_id``, as epoch ms.  Parts mix
+    time types: a file Spark's writer wrote holds INT96 times, which read back without a time
+    zone, while the staged files and delta-rs's statistics say UTC; all of them are UTC."""
+    highest = None
+    for part in parts:
+        times = part.filter(pc.less(part.column("batch_id"), batch_id)).column(column)
+        ms = pc.max(pc.cast(pc.cast(times, pa.timestamp("ms", tz="UTC"), safe=False), pa.int64())).as_py()
+        if ms is not None and (highest is None or ms > highest):
+            highest = ms
+    return highest
 
 
 def _committed(table: Any, batch_id: int, columns: list[str]) -> list[pa.Table]:
