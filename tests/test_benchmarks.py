@@ -34,11 +34,16 @@ def _bench(script: str, *args: str, timeout: int = 900) -> str:
     return run.stdout
 
 
+@pytest.mark.jars("delta")
 def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_path):
     figures_file = tmp_path / "figures.json"
-    # every contender on the first workload; the floor, the join and the job on the others
+    # every contender on the first workload, the Delta writers' too; the floor, the join and the
+    # job on the others
+    contenders = "floor,stateful,join,job,tws,join-delta,job-native"
     out = _bench(
-        "bench_operator.py", "--smoke", "--other-contenders", "floor,join,job", "--json", str(figures_file)
+        "bench_operator.py",
+        *("--smoke", "--contenders", contenders, "--other-contenders", "floor,join,job"),
+        *("--json", str(figures_file)),
     )
     for contender in (
         "floor (read, shuffle)",
@@ -52,16 +57,69 @@ def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_pa
     assert "DISAGREE" not in out
     for target in ("target <= 1.3x", "target >= 1.5x", "target >= 6.0x", "target <= 2.0x"):
         assert target in out
+    typed = out[: out.index("\nskewed:")]
+    assert typed.count("0 fewer, 0 more: agree") == 3  # the job on each writer and TWS, against the join
+    side_by_side = typed[typed.index("Delta writers side by side") :]
+    for line in (
+        "join -> Delta (Spark's writer)",
+        "job, Spark's Delta writer",
+        "job (operator + Delta)",
+        "job (delta-rs) / join -> Delta",
+        "job: delta-rs / Spark's Delta writer",
+    ):
+        assert line in side_by_side
     results = json.loads(figures_file.read_text())
     assert set(results["workloads"]) == {"typed", "skewed", "json"}
     for workload in results["workloads"].values():
         assert workload["figures"]["agree"] == 1.0
         assert workload["figures"]["job_fewer"] == 0
         assert set(workload["figures"]) >= {"job_vs_floor", "job_vs_join"}
-    assert {"job_vs_tws", "job_vs_stateful"} <= set(results["workloads"]["typed"]["figures"])
+    typed_figures = results["workloads"]["typed"]["figures"]
+    assert {"job_vs_tws", "job_vs_stateful", "job_vs_join_delta", "native_vs_join_delta"} <= set(typed_figures)
+    assert typed_figures["job-native_fewer"] == 0
     assert "job_vs_tws" not in results["workloads"]["json"]["figures"]  # not a contender there
-    assert results["workloads"]["typed"]["figures"]["tws_fewer"] == 0
+    assert typed_figures["tws_fewer"] == 0
     assert results["figures"]["scaling"] > 0
+
+
+def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp_path, monkeypatch, capsys):
+    """``--repeat``: round 1 runs every contender, then round 2 every one again, each on the same
+    files; the ranges pair each round's runs.  The contenders here are stand-ins (no Spark):
+    what a real one returns is checked by the test above."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import bench_operator
+    from contenders import Run
+
+    from spark_purgatory.config import PurgatoryConfig
+
+    seconds = {"join-delta": [10.0, 12.0], "job-native": [8.0, 6.0], "job": [5.0, 4.0]}
+    labels = {"join-delta": "join -> Delta", "job-native": "job, Spark's Delta", "job": "job (delta-rs)"}
+    calls: list[tuple[str, list[str]]] = []
+
+    def stand_in(name: str):
+        def run(spark, files, config, per_trigger) -> Run:
+            calls.append((name, sorted(os.listdir(files.root))))  # nothing left by the run before
+            os.mkdir(os.path.join(files.root, "chk"))
+            took = seconds[name][sum(1 for called, _ in calls if called == name) - 1]
+            return Run(labels[name], took, files.ops + files.events, completed={"a", "b"}, cpu=took / 2)
+
+        return run
+
+    for name in seconds:
+        monkeypatch.setitem(bench_operator.CONTENDERS, name, stand_in(name))
+    args = bench_operator._arguments(["--smoke", "--contenders", ",".join(seconds), "--repeat", "2"])
+    config = PurgatoryConfig(shards=2)
+    runs, figures, agree = bench_operator.run_workload(None, str(tmp_path), "typed", list(seconds), args, config)
+    assert [name for name, _ in calls] == list(seconds) * 2
+    assert all(listing == ["events", "ops"] for _, listing in calls)
+    assert agree and runs["job"].seconds == 4.0  # the last round's runs
+    out = capsys.readouterr().out
+    ranges = out[out.index("over 2 rounds") :]
+    assert "join -> Delta" in ranges and "10.0-12.0 s (11.0)" in ranges
+    # job (delta-rs) / join -> Delta: 10/5 = 2.00 in round 1, 12/4 = 3.00 in round 2; median 2.5
+    assert figures["job_vs_join_delta"] == 2.5
+    assert "2.00-3.00x (2.50x)" in ranges
+    assert "1.50-1.60x (1.55x)" in ranges  # delta-rs / Spark's Delta: 8/5, 6/4
 
 
 def test_the_shard_profile_runs_the_operators_shard_step():
@@ -70,33 +128,6 @@ def test_the_shard_profile_runs_the_operators_shard_step():
     out = _bench("profile_shard.py", "--ops", "2000", "--batches", "2", "--staged", "--segments", timeout=300)
     for step in ("shard step", "Purgatory.process", "save_state", "output_rows", "staging"):
         assert step in out
-
-
-@pytest.mark.jars("delta")
-def test_repeated_rounds_alternate_the_delta_writers_and_print_each_ratio_range(tmp_path):
-    figures_file = tmp_path / "figures.json"
-    out = _bench(
-        "bench_operator.py",
-        *("--smoke", "--workloads", "typed", "--scaling", "", "--contenders", "join-delta,job-native,job"),
-        *("--repeat", "2", "--json", str(figures_file)),
-    )
-    # round 1 runs the three, then round 2 the three again, each from an empty checkpoint
-    names = {"  join -> Delta": "join-delta", "  job, Spark's": "job-native", "  job (": "job"}
-    order = [names[p] for line in out.splitlines() for p in names if line.startswith(p)]
-    assert order == ["join-delta", "job-native", "job"] * 2
-    assert out.count("0 fewer, 0 more: agree") == 4  # both jobs complete what the join into Delta did
-    side_by_side = out[out.index("Delta writers side by side") :]
-    for contender in (
-        "join -> Delta (Spark's writer)",
-        "job, Spark's Delta writer",
-        "job (operator + Delta)",
-    ):
-        assert contender in side_by_side
-    ranges = out[out.index("over 2 rounds") :]
-    assert "job (delta-rs) / join -> Delta" in ranges and "job: delta-rs / Spark's Delta writer" in ranges
-    figures = json.loads(figures_file.read_text())["workloads"]["typed"]["figures"]
-    assert figures["agree"] == 1.0
-    assert {"job_vs_join_delta", "native_vs_join_delta", "job_vs_native"} <= set(figures)
 
 
 def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_log():
