@@ -75,7 +75,9 @@ def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_pa
         assert workload["figures"]["job_fewer"] == 0
         assert set(workload["figures"]) >= {"job_vs_floor", "job_vs_join"}
     typed_figures = results["workloads"]["typed"]["figures"]
-    assert {"job_vs_tws", "job_vs_stateful", "job_vs_join_delta", "native_vs_join_delta"} <= set(typed_figures)
+    assert {"job_vs_tws", "job_vs_stateful", "job_vs_join_delta", "native_vs_join_delta"} <= set(
+        typed_figures
+    )
     assert typed_figures["job-native_fewer"] == 0
     assert "job_vs_tws" not in results["workloads"]["json"]["figures"]  # not a contender there
     assert typed_figures["tws_fewer"] == 0
@@ -108,8 +110,8 @@ def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp
     for name in seconds:
         monkeypatch.setitem(bench_operator.CONTENDERS, name, stand_in(name))
     args = bench_operator._arguments(["--smoke", "--contenders", ",".join(seconds), "--repeat", "2"])
-    config = PurgatoryConfig(shards=2)
-    runs, figures, agree = bench_operator.run_workload(None, str(tmp_path), "typed", list(seconds), args, config)
+    config, root = PurgatoryConfig(shards=2), str(tmp_path)
+    runs, figures, agree = bench_operator.run_workload(None, root, "typed", list(seconds), args, config)
     assert [name for name, _ in calls] == list(seconds) * 2
     assert all(listing == ["events", "ops"] for _, listing in calls)
     assert agree and runs["job"].seconds == 4.0  # the last round's runs
