@@ -53,12 +53,13 @@ demo-kafka: $(STAMP) jars
 # TEST_WORKERS=0 runs everything in this one process.
 TEST_WORKERS ?= 3
 
-# the set-up steps that wait on downloads side by side: the venv's install (uv), npm's Azurite
-# and mvn's JARs (a clean clone's set-up left a third of its two cores idle one after the other)
+# the set-up steps side by side: the venv's install (uv), npm's Azurite and mvn's JARs wait on
+# downloads (a clean clone's set-up left a third of its two cores idle one after the other);
+# the class-data archive needs the venv and the JARs only, so it runs while npm still downloads
 setup:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target $(STAMP) $(AZURITE) jars
+	@$(MAKE) --no-print-directory -j3 --output-sync=target $(AZURITE) class-data
 
-test: setup class-data
+test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 # the deep property search (Hypothesis's nightly profile: 5,000 draws a property; tests/conftest.py)

@@ -29,6 +29,7 @@ delta-rs's commit safety there: see ``spark_purgatory.storage``); Spark gets it 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any, Literal
@@ -188,9 +189,9 @@ class SparkDeltaWriter:
     def commit_staged(
         self, table: str, staged: list[str], *, app_id: str, version: int, target_file_size: int
     ) -> None:
-        """Append the staged Parquet files' rows: Spark reads them on the executors."""
-        names = TABLES[table].schema.names
-        self._save(self.spark.read.parquet(*staged).select(*names), table, app_id, version)
+        """Append the staged Parquet files' rows: Spark reads them on the executors, with the
+        contract's schema (inferring it from the files' footers cost a Spark job a commit)."""
+        self._save(self.spark.read.schema(_spark_schema(table)).parquet(*staged), table, app_id, version)
 
     def _save(self, frame: Any, table: str, app_id: str, version: int) -> None:
         # Delta's idempotent write: a (txnAppId, txnVersion) the table's log already holds for
@@ -207,6 +208,14 @@ class SparkDeltaWriter:
             .partitionBy(TABLES[table].partition_by)
             .option("mergeSchema", "true")  # a table made by an older contract gains new columns
         )
+
+
+@functools.cache
+def _spark_schema(table: str) -> Any:
+    """The table's contract as Spark's ``StructType``."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(TABLES[table].schema)
 
 
 def _options(root: str, storage: Storage | None, given: dict[str, str] | None) -> dict[str, str] | None:
