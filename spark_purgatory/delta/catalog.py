@@ -36,7 +36,14 @@ from typing import Any
 from ..config import ConfigError
 from ..contract import TABLES
 from ..storage import Storage
-from .writers import DeltaRsWriter, SparkDeltaWriter, WriterChoice, choose_writer, delta_classes_available
+from .writers import (
+    DeltaRsWriter,
+    SparkDeltaWriter,
+    WriterChoice,
+    choose_writer,
+    delta_classes_available,
+    spark_schema,
+)
 
 __all__ = ["CatalogTables", "CatalogDeltaWriter", "writer_for", "local_catalog"]
 
@@ -124,8 +131,6 @@ class CatalogDeltaWriter(SparkDeltaWriter):
     def create_tables(self) -> None:
         """The schema when missing, then each missing table, empty, with its schema and
         partitioning (a managed table: the catalog picks its location)."""
-        from pyspark.sql.pandas.types import from_arrow_schema
-
         schema = self.tables.schema
         if not self.spark.catalog.databaseExists(schema):
             quoted = ".".join(f"`{p}`" for p in schema.split("."))
@@ -133,7 +138,7 @@ class CatalogDeltaWriter(SparkDeltaWriter):
         for name, contract in TABLES.items():
             if self.spark.catalog.tableExists(self.tables.name(name)):
                 continue
-            empty = self.spark.createDataFrame([], from_arrow_schema(contract.schema))
+            empty = self.spark.createDataFrame([], spark_schema(name))
             (
                 empty.write.format("delta")
                 .partitionBy(contract.partition_by)

@@ -51,6 +51,7 @@ __all__ = [
     "delta_classes_available",
     "maintain_tables",
     "open_table",
+    "spark_schema",
 ]
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ class SparkDeltaWriter:
     ) -> None:
         """Append the staged Parquet files' rows: Spark reads them on the executors, with the
         contract's schema (inferring it from the files' footers cost a Spark job a commit)."""
-        self._save(self.spark.read.schema(_spark_schema(table)).parquet(*staged), table, app_id, version)
+        self._save(self.spark.read.schema(spark_schema(table)).parquet(*staged), table, app_id, version)
 
     def _save(self, frame: Any, table: str, app_id: str, version: int) -> None:
         # Delta's idempotent write: a (txnAppId, txnVersion) the table's log already holds for
@@ -211,8 +212,8 @@ class SparkDeltaWriter:
 
 
 @functools.cache
-def _spark_schema(table: str) -> Any:
-    """The table's contract as Spark's ``StructType``."""
+def spark_schema(table: str) -> Any:
+    """The output table's contract as Spark's ``StructType`` (``table``: a name of ``TABLES``)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(TABLES[table].schema)
