@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+
+import pytest
 
 from spark_purgatory.spark import class_data
 
@@ -21,3 +24,15 @@ def test_the_archive_is_used_only_with_the_class_path_it_was_dumped_with(tmp_pat
     assert class_data.java_options("-Xbase", ["/b.jar", "/a.jar"]) == "-Xbase"  # another order
     assert class_data.java_options("-Xbase", []) == "-Xbase"  # a session without the extras
     assert not class_data.up_to_date()  # recorded without pyspark's and java's versions
+
+
+def test_make_test_made_an_archive_for_this_class_path():
+    """``make test`` runs ``make class-data`` first, which never fails the make (an archive only
+    saves time): in CI a missing or stale archive would only show as a slower run, so it is
+    checked here.  Elsewhere (pytest without make) it is skipped with the reason."""
+    if not class_data.up_to_date():
+        message = f"no class-data archive for this class path at {class_data.archive_path()}"
+        if os.environ.get("CI"):
+            pytest.fail(message + ": `make class-data` says why", pytrace=False)
+        pytest.skip(message + " (`make class-data`)")
+    assert class_data.archive_path().stat().st_size > 50 << 20  # Spark's classes, not a stub
