@@ -28,7 +28,8 @@ TEXTS = [
     "ANY", " count ", "Offset\t", "true", "null", "[]", '[" "]', "\ud800", "a\x00",
     "2026-01-01T00:00:00Z", " 2026-01-01T00:00:00Z ", "2026-01-01", "2026-01-01 10:00:00",
     "2026-01-01T00:00:00+05:00", "2026-13-01", "1767225600000", " 1767225600000\n", "-1", "yesterday",
-    "9223372036854775807", "9223372036854775808", "2199-12-31T23:59:59Z", "2200-01-01T00:00:00Z",
+    "now", " today ", "9223372036854775807", "9223372036854775808", "2199-12-31T23:59:59Z",
+    "2200-01-01T00:00:00Z",
 ]  # fmt: skip
 ODD = [
     None, math.nan, math.inf, -math.inf, 0, 5, -5, 2**63 - 1, 2**63, -(2**63), 2**70, 5.0, 5.5, 1e20, -0.0,
@@ -186,7 +187,8 @@ def _epoch_ms_of_one(v: object) -> float:
         parsed = pd.to_datetime(
             pd.Series([v.strip()], dtype=object), utc=True, format="ISO8601", errors="coerce"
         )
-        ms = math.nan if parsed.isna()[0] else parsed[0].value // 1_000_000
+        clock = v.strip() in ("now", "today")  # pandas' current time: not an event time
+        ms = math.nan if parsed.isna()[0] or clock else parsed[0].value // 1_000_000
     elif isinstance(v, str) or not isinstance(v, (pd.Timestamp, np.datetime64)):
         ms = math.nan if (w := whole(v)) is None else w
     else:

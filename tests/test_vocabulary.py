@@ -94,6 +94,8 @@ EDGE_EVENTS = [
     _ev(key=["k"]),
     _ev(ts=1767225600000),
     _ev(ts="2026-13-01"),
+    _ev(ts="now"),  # pandas' current time, Spark's null: no event time either way
+    _ev(ts=" today "),
     _ev(source={"a": 1}, op_id=[1]),
 ]
 

@@ -344,8 +344,8 @@ def epoch_ms(column: pd.Series) -> np.ndarray:
     Epoch ms as numbers or digit strings, ISO-8601 strings and datetimes are read, as the Spark
     parser reads them; the range is [1970, 2200).
 
-    >>> epoch_ms(pd.Series([15, "2026-01-01T00:00:15Z", "yesterday"])).tolist()
-    [15.0, 1767225615000.0, nan]
+    >>> epoch_ms(pd.Series([15, "2026-01-01T00:00:15Z", "yesterday", "now"])).tolist()
+    [15.0, 1767225615000.0, nan, nan]
     """
     kind = _kind(column)
     if kind == "time":
@@ -400,10 +400,17 @@ def _iso_ms(strings: np.ndarray) -> np.ndarray:
     return ms
 
 
+#: words pandas reads as the current time even in ISO-8601 mode; Spark's parser reads none of
+#: them (its special values are for typed literals only), and an event time must not depend
+#: on when it was read
+_CLOCK_WORDS = ("now", "today")
+
+
 def _to_ms(strings: np.ndarray) -> np.ndarray:
     parsed = pd.to_datetime(pd.Series(strings, dtype=object), utc=True, format="ISO8601", errors="coerce")
     ns = parsed.dt.tz_localize(None).to_numpy("datetime64[ns]").astype(np.int64)
-    return np.where(parsed.isna().to_numpy(), np.nan, ns // 1_000_000)
+    unread = parsed.isna().to_numpy() | np.isin(strings, _CLOCK_WORDS)
+    return np.where(unread, np.nan, ns // 1_000_000)
 
 
 def _offset_marks(strings: np.ndarray) -> np.ndarray:
