@@ -86,7 +86,6 @@ def _job(
     and its standard output ``log + ".out"`` (nothing to drain while it runs or is killed).
     ``cwd``: its working directory (this process's by default).
     """
-    extra = [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
     if log is not None:
         os.makedirs(os.path.dirname(log), exist_ok=True)
         out, err = open(f"{log}.out", "w"), open(f"{log}.err", "w")  # noqa: SIM115 - the child's
@@ -98,11 +97,7 @@ def _job(
                 sys.executable,
                 FAULTY_JOB if fault else JOB,
                 *args,
-                "--conf",
-                os.path.join(ROOT, "conf", "local.conf"),
-                *extra,
-                "--set",
-                "job.master=local[2]",
+                *_options(settings),
             ],
             env={**os.environ, **env, **({"PURGATORY_FAULT": fault} if fault else {})},
             stdout=out,
@@ -114,6 +109,12 @@ def _job(
         if log is not None:
             out.close()
             err.close()
+
+
+def _options(settings: dict[str, str]) -> list[str]:
+    """The job's configuration options: the local profile, ``settings`` over it, local[2]."""
+    extra = [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
+    return ["--conf", os.path.join(ROOT, "conf", "local.conf"), *extra, "--set", "job.master=local[2]"]
 
 
 def _commits(checkpoint: str, store=None) -> int:
@@ -185,6 +186,7 @@ def run(
     checkpoint_on_store: bool = False,
     input_on_store: bool = False,
     extra: dict[str, str] | None = None,
+    final_in_process: bool = False,
 ) -> dict:
     """Kill the job as ``plan`` says, then drain; the tables and the reference to ``check``.
 
@@ -194,6 +196,11 @@ def run(
     over ``SETTINGS`` (the reference reads them too).  ``kafka``: the
     input on two topics of that broker instead of files.  Every job run works in
     ``<root>/cwd``, empty at the start; what it holds at the end is ``cwd_files``.
+    ``final_in_process``: the last run (the drain, never killed) is ``job.run`` in this
+    process, on its Spark session, as ``test_job`` runs it: a restart from the checkpoint all
+    the same, without a JVM of its own to start (on these 2 cores a job run's JVM start and
+    warm-up are most of its CPU).  Its working directory is this process's, so ``cwd_files``
+    then covers the killed runs only.
     """
     rng = random.Random(seed)
     out, settings, env, storage_options = _placement(root, store)
@@ -288,11 +295,16 @@ def run(
         kills.append(kill)
     deliver(files, spread=False)  # the rest, at once: the last run reads everything there is
     started, log = time.monotonic(), os.path.join(root, "logs", "final")
-    final = _job([*args, "--trigger", "available-now"], settings, env, log=log, cwd=cwd)
-    final.wait(timeout=600)
+    if final_in_process:
+        from spark_purgatory import job as job_module
+
+        job_module.run(job_module.parse_args([*args, "--trigger", "available-now", *_options(settings)]))
+    else:
+        final = _job([*args, "--trigger", "available-now"], settings, env, log=log, cwd=cwd)
+        final.wait(timeout=600)
+        if final.returncode != 0:
+            raise AssertionError(f"final run failed ({final.returncode}): {_tail(f'{log}.err')}")
     final_seconds = round(time.monotonic() - started, 1)
-    if final.returncode != 0:
-        raise AssertionError(f"final run failed ({final.returncode}): {_tail(f'{log}.err')}")
     tables = {name: read_table(f"{out}/{name}", storage_options, name) for name in TABLES}
     config = PurgatoryConfig.from_mapping(
         {

@@ -54,6 +54,14 @@ def killed_as_planned(result: dict, plan: list[str]) -> None:
 @pytest.mark.spark
 def test_job_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
     plan = PLANS["local"]
-    result = run(str(tmp_path / "crash"), n_ops=1000, files=10, plan=plan, feed_seconds=2.0, seed=3)
+    result = run(
+        str(tmp_path / "crash"),
+        n_ops=1000,
+        files=10,
+        plan=plan,
+        feed_seconds=2.0,
+        seed=3,
+        final_in_process=True,
+    )
     killed_as_planned(result, plan)
     check(result)

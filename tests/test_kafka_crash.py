@@ -48,6 +48,7 @@ def test_job_on_kafka_survives_kill_minus_nine_with_exactly_once_outputs(kafka_b
         # Spark's writer commits a drain table by table, a Spark job each: fewer drains per run
         # (every fault point is still passed in each run's first seconds)
         extra={"accumulator.linger.ms": "6000"} if writer == "spark" else None,
+        final_in_process=True,  # the drain after the kills: this worker's session
     )
     killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
     assert len(killed) == len(plan), result["kills"]
