@@ -101,33 +101,26 @@ def test_the_standard_environment_alone_reaches_the_account(azurite, monkeypatch
     assert "env-only/out/note" in azurite.keys("env-only")
 
 
-def _arguments(azurite, root: str, settings: dict[str, str]) -> list[str]:
-    """The job's command line (``available-now``) over ``root``'s input, its tables on Azurite."""
+def _run(azurite, root: str, settings: dict[str, str], fault: str = "") -> subprocess.CompletedProcess:
+    """The job (``available-now``) over ``root``'s input, its tables on Azurite; ``fault``: killed there."""
     args = ["--ops-path", f"{root}/ops", "--events-path", f"{root}/events", "--trigger", "available-now"]
     args += ["--checkpoint-path", f"{root}/chk", "--output-path", azurite.uri(os.path.basename(root), "out")]
     args += ["--conf", os.path.join(ROOT, "conf", "local.conf"), "--set", "job.master=local[2]"]
-    return args + [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
-
-
-def _killed(azurite, root: str, settings: dict[str, str], fault: str) -> subprocess.CompletedProcess:
-    """The job (``available-now``) over ``root``'s input, its tables on Azurite, killed at ``fault``."""
+    args += [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
+    job = os.path.join(ROOT, *(("tests", "faulty_job.py") if fault else ("jobs", "purgatory_job.py")))
     return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "faulty_job.py"), *_arguments(azurite, root, settings)],
+        [sys.executable, job, *args],
         # what a user exports (the endpoint is a --set), and where to crash
-        env={**os.environ, **azurite.env, "PURGATORY_FAULT": fault},
+        env={**os.environ, **azurite.env, **({"PURGATORY_FAULT": fault} if fault else {})},
         capture_output=True,
         text=True,
         timeout=600,
     )
 
 
-def _exactly_once(azurite, root: str, monkeypatch, *, n_ops: int, fault: str = "") -> list[str]:
-    """Run the job over new input (first killed at ``fault``, if given, in a process of its
-    own; then ``job.run`` in this one, on the worker's session, with the environment a user
-    exports); check its tables; their blobs."""
+def _exactly_once(azurite, root: str, *, n_ops: int, fault: str = "") -> list[str]:
+    """Run the job over new input (first killed at ``fault``, if given); check its tables; their blobs."""
     from crash_harness import SETTINGS, check, read_table, reference
-
-    from spark_purgatory import job
 
     run = os.path.basename(root)  # a prefix of its own in the container
     settings = {
@@ -140,11 +133,10 @@ def _exactly_once(azurite, root: str, monkeypatch, *, n_ops: int, fault: str = "
     work = generate(n_ops, seed=11, ops_per_second=100)
     write_json_lines(work, f"{root}/ops", f"{root}/events", files=4, malformed=6)
     if fault:
-        killed = _killed(azurite, root, settings, fault)
+        killed = _run(azurite, root, settings, fault)
         assert killed.returncode == -9, f"not killed at {fault}: {killed.stderr[-3000:]}"
-    for name, value in azurite.env.items():
-        monkeypatch.setenv(name, value)
-    job.run(job.parse_args(_arguments(azurite, root, settings)))
+    done = _run(azurite, root, settings)
+    assert done.returncode == 0, done.stderr[-3000:]
     local = read_properties(os.path.join(ROOT, "conf", "local.conf"))
     config = PurgatoryConfig.from_mapping(
         {k: v for k, v in {**local, **settings}.items() if not k.startswith("job.")}
@@ -166,12 +158,10 @@ def _exactly_once(azurite, root: str, monkeypatch, *, n_ops: int, fault: str = "
 
 
 @pytest.mark.spark
-def test_the_job_on_adls_killed_after_a_commit_then_restarted_gives_exactly_once(
-    azurite, tmp_path, monkeypatch
-):
+def test_the_job_on_adls_killed_after_a_commit_then_restarted_gives_exactly_once(azurite, tmp_path):
     """Tables, state and staging on ADLS; kill -9 after a Delta commit, before the staged rows
     are cleared: the restart commits nothing twice, and nothing went to a local path."""
-    keys = _exactly_once(azurite, str(tmp_path / "crash"), monkeypatch, n_ops=400, fault="committed:1")
+    keys = _exactly_once(azurite, str(tmp_path / "crash"), n_ops=400, fault="committed:1")
     assert any(k.startswith("crash/state/") for k in keys), "segment files on Azurite"
     versions = [k for k in keys if k.startswith("crash/out/outcomes/_delta_log/0") and k.endswith(".json")]
     # commits go on past version 1 (Azurite before 3.37 ignored List Blobs' startFrom, which
