@@ -96,7 +96,10 @@ REASONS: dict[str, str] = {
     "bad_op_id": "op_id is not a string",
     "missing_key": "no key (or keys), or only empty ones",
     "missing_ts": "no ts",
-    "bad_ts": "ts is neither an ISO-8601 timestamp nor epoch ms, or lies outside 1970-2200",
+    "bad_ts": (
+        "ts is neither an ISO-8601 timestamp nor epoch ms, or lies outside 1970-2200 "
+        "(words such as `now` or `today` are not event times)"
+    ),
     "ts_in_future": "ts lies more than purgatory.max.future.ms ahead of processing time",
     "missing_timeout_ms": "no timeout_ms",
     "bad_timeout_ms": "timeout_ms is not a whole number",
