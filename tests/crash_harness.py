@@ -55,6 +55,7 @@ from deltalake.exceptions import TableNotFoundError
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from spark_purgatory import job as job_module  # noqa: E402
 from spark_purgatory.config import PurgatoryConfig, read_properties  # noqa: E402
 from spark_purgatory.contract import TABLES  # noqa: E402
 from spark_purgatory.delta.accumulator import FAULT_POINTS  # noqa: E402
@@ -109,6 +110,11 @@ def _job(
         if log is not None:
             out.close()
             err.close()
+
+
+def _job_here(args: list[str], settings: dict[str, str]) -> dict:
+    """The job's ``run`` in this process, on its Spark session (a run never killed): its totals."""
+    return job_module.run(job_module.parse_args([*args, *_options(settings)]))
 
 
 def _options(settings: dict[str, str]) -> list[str]:
@@ -296,9 +302,7 @@ def run(
     deliver(files, spread=False)  # the rest, at once: the last run reads everything there is
     started, log = time.monotonic(), os.path.join(root, "logs", "final")
     if final_in_process:
-        from spark_purgatory import job as job_module
-
-        job_module.run(job_module.parse_args([*args, "--trigger", "available-now", *_options(settings)]))
+        _job_here([*args, "--trigger", "available-now"], settings)
     else:
         final = _job([*args, "--trigger", "available-now"], settings, env, log=log, cwd=cwd)
         final.wait(timeout=600)

@@ -31,7 +31,7 @@ from spark_purgatory.workload import generate, write_json_lines
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from crash_harness import _job, _options, check, read_table  # noqa: E402
+from crash_harness import _job, _job_here, check, read_table  # noqa: E402
 
 MALFORMED = 4
 CONFIG = dict(
@@ -252,12 +252,8 @@ def test_a_kill_during_the_end_resumes_to_the_same_result(tmp_path):
         _, err = process.communicate(timeout=600)
         return process.returncode, err
 
-    def in_process() -> dict:  # the runs not killed: job.run on this worker's session
-        from spark_purgatory import job as job_module
-
-        return job_module.run(job_module.parse_args([*args, *_options(settings)]))
-
-    assert in_process()["pending"] > 0  # the input, not ended: operations stay pending
+    # the runs not killed: job.run on this worker's session
+    assert _job_here(args, settings)["pending"] > 0  # the input, not ended: operations stay pending
     end = EndOfInput(chk)
     # after the end's micro-batch staged its rows, before the driver recorded them
     assert job("--end-input", fault="staged:1")[0] == -9
@@ -265,7 +261,7 @@ def test_a_kill_during_the_end_resumes_to_the_same_result(tmp_path):
     # the end replayed, then killed after the first commit of the flush that precedes the record
     assert job("--end-input", fault="committed:1")[0] == -9
     assert end.recorded() is None
-    in_process()  # declared, not recorded: this run finishes the end
+    _job_here(args, settings)  # declared, not recorded: this run finishes the end
     assert end.recorded() is not None
     local = read_properties(f"{ROOT}/conf/local.conf")
     config = PurgatoryConfig.from_mapping({k: v for k, v in local.items() if not k.startswith("job.")})
