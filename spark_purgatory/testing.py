@@ -78,16 +78,34 @@ _EPOCH = pd.Timestamp(0, tz="UTC")
 # -- times -------------------------------------------------------------------------------------------
 
 
-def _timestamps(values: pd.Series) -> pd.Series:
+def _utc(ms: Any) -> pd.DatetimeIndex:
+    """Epoch ms (float64, NaN for none) as UTC Timestamps, NaT for NaN, through int64.
+
+    Not ``pd.to_datetime(floats, unit="ms")``: with a NaN among the floats, pandas 2.3 now and
+    then rounds uninitialised values and raises ``FloatingPointError`` ("overflow encountered
+    in multiply"; seen in ``tests/test_validation_fields.py``'s own use of it).
+
+    >>> list(_utc([1767225615000.0, float("nan"), 0.5]).astype(str))
+    ['2026-01-01 00:00:15+00:00', 'NaT', '1970-01-01 00:00:00.000500+00:00']
+    """
+    ms = np.asarray(ms, dtype="float64")
+    missing = np.isnan(ms)
+    known = np.where(missing, 0.0, ms)
+    whole = np.floor(known).astype(np.int64)
+    ns = whole.astype("datetime64[ms]").astype("datetime64[ns]")
+    ns = ns + np.round((known - whole) * 1e6).astype("timedelta64[ns]")  # a fraction of a ms
+    ns[missing] = np.datetime64("NaT")
+    return pd.DatetimeIndex(ns).tz_localize("UTC")
+
+
+def _timestamps(values: pd.Series) -> pd.DatetimeIndex:
     """Any accepted time form (ms, ISO string, datetime) as UTC Timestamps; NaT if missing."""
-    return pd.to_datetime(epoch_ms(pd.Series(values, dtype=object)), unit="ms", utc=True)
+    return _utc(epoch_ms(pd.Series(values, dtype=object)))
 
 
 def _with_timestamps(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     present = [c for c in columns if c in frame.columns]
-    return frame.assign(
-        **{c: pd.to_datetime(frame[c].astype("float64"), unit="ms", utc=True) for c in present}
-    )
+    return frame.assign(**{c: pd.Series(_utc(frame[c]), index=frame.index) for c in present})
 
 
 # -- the harness -------------------------------------------------------------------------------------
