@@ -28,6 +28,10 @@ its range.  And where the driver's share goes (``breakdown``), from the progress
 ``durationMs`` (planning, offsets, the commit log) and, for the job, the sink's own timings
 (``PurgatorySink.timings``: the batch's rows collected, record, drain and commit, report);
 ``other`` is what remains of the wall time (progress reporting, the trigger's bookkeeping).
+And Catalyst's own time per micro-batch (``RULE_GROUPS``: the analyzer's, the optimizer's and
+the session extensions' rules, from Spark's ``RuleExecutor`` metering, read after each
+micro-batch by a listener): how much of ``planning`` (and of the analysis inside
+``foreachBatch``) is rules re-run over the plan.
 
     .venv/bin/python benchmarks/bench_batch.py                       # 3 rounds of job, join, floor
     .venv/bin/python benchmarks/bench_batch.py --repeat 5 --contenders job,join,join-parquet,floor
@@ -43,6 +47,7 @@ import glob
 import json
 import logging
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -64,6 +69,8 @@ _PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgress
 FIGURES = ("wall_ms", "jobs", "stages", "in_jobs_ms", "outside_ms")
 #: the driver's share, by step (``breakdown``)
 STEPS = ("planning", "offsets", "collect", "python", "record", "drain", "report", "commit_log", "other")
+#: Catalyst's rules by group, ms per micro-batch (``rule_groups``)
+RULE_GROUPS = ("analyzer", "optimizer", "extensions")
 
 
 # -- the event log --------------------------------------------------------------------------------
@@ -157,10 +164,67 @@ def breakdown(figures: dict, took: dict, sink: dict | None) -> dict:
 def summary(batches: list[dict], skip: int) -> dict[str, float]:
     """Each figure's median over the data micro-batches after the first ``skip``."""
     kept = batches[skip:] or batches
-    keys = [*FIGURES, *(f"{s}_ms" for s in STEPS)]
-    return {k: float(statistics.median(b[k] for b in kept)) for k in keys if kept and k in kept[0]} | {
-        "batches": float(len(kept))
-    }
+    keys = [*FIGURES, *(f"{s}_ms" for s in STEPS), *(f"rules_{g}_ms" for g in RULE_GROUPS)]
+    figures = {k: [b[k] for b in kept if k in b] for k in keys}
+    return {k: float(statistics.median(v)) for k, v in figures.items() if v} | {"batches": float(len(kept))}
+
+
+def rule_groups(dump: str) -> dict[str, float]:
+    """Catalyst's rule time so far, ms by group, from ``RuleExecutor.dumpTimeSpent()``: the
+    analyzer's rules (``.analysis.`` packages), the session extensions' (any package outside
+    ``org.apache.spark.sql.catalyst`` / ``.execution``, Delta's for one) and the optimizer's
+    (the rest: Catalyst's optimizer, Spark's data-source and planning rules)."""
+    groups = dict.fromkeys(RULE_GROUPS, 0.0)
+    for line in dump.splitlines():
+        found = re.match(r"\s*(\S+)\s+\d+ / (\d+)\s+\d+ / \d+\s*$", line)
+        if not found:
+            continue
+        rule, nanos = found.group(1), int(found.group(2))
+        if ".analysis." in rule:
+            group = "analyzer"
+        elif rule.startswith(("org.apache.spark.sql.catalyst.", "org.apache.spark.sql.execution.")):
+            group = "optimizer"
+        else:
+            group = "extensions"
+        groups[group] += nanos / 1e6
+    return groups
+
+
+def per_batch_rules(snapshots: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
+    """Each micro-batch's rule time: its snapshot less the one before (``rule_groups`` read
+    when each batch's progress arrived; a batch whose predecessor has none gets none)."""
+    out = {}
+    for batch, after in snapshots.items():
+        before = snapshots.get(batch - 1)
+        if before is not None:
+            out[batch] = {f"rules_{g}_ms": after[g] - before[g] for g in RULE_GROUPS}
+    return out
+
+
+def _rule_clock(spark) -> dict[int, dict[str, float]]:
+    """Register a listener that reads Catalyst's rule time after each micro-batch; returns
+    the snapshots it fills (batch id -> ``rule_groups``).  JVM-wide: every query's rules."""
+    from spark_purgatory.spark.metrics import JsonListener
+
+    meter = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.rules.RuleExecutor
+    meter.resetMetrics()
+    snapshots: dict[int, dict[str, float]] = {}
+
+    class RuleClock(JsonListener):
+        def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's names
+            pass
+
+        def onQueryProgress(self, event) -> None:  # noqa: N802
+            snapshots[event.progress.batchId] = rule_groups(meter.dumpTimeSpent())
+
+        def onQueryIdle(self, event) -> None:  # noqa: N802
+            pass
+
+        def onQueryTerminated(self, event) -> None:  # noqa: N802
+            pass
+
+    spark.streams.addListener(RuleClock())
+    return snapshots
 
 
 # -- one run, in its own process ------------------------------------------------------------------
@@ -184,6 +248,7 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
         shards=args.shards, watermark_delay=args.watermark_delay, source_max_files_per_trigger=1
     )
     sink: dict[int, dict] = {}
+    snapshots = _rule_clock(spark)
     note = ""
     if name == "job":
         from spark_purgatory.job import JobSettings, run
@@ -236,6 +301,9 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
             with open(log_file) as f:
                 lines += f.readlines()
     batches = anatomy(lines, sink)
+    rules = per_batch_rules(snapshots)
+    for figures in batches:
+        figures.update(rules.get(figures["batch"], {}))
     Path(out).write_text(json.dumps({"batches": batches, "note": note}))
 
 
@@ -312,7 +380,7 @@ def report(runs: dict[str, list[dict]], skip: int) -> dict[str, dict[str, list[f
     table: dict[str, dict[str, list[float]]] = {}
     for name, results in runs.items():
         per_round = [summary(r["batches"], skip) for r in results if r["batches"]]
-        table[name] = {k: [s[k] for s in per_round] for k in per_round[0]} if per_round else {}
+        table[name] = {k: [s[k] for s in per_round if k in s] for k in per_round[0]} if per_round else {}
     print(f"\nper data micro-batch, medians over micro-batches {skip + 1}.., then over the rounds (range):")
     head = ("wall ms", "jobs", "stages", "in jobs ms", "outside jobs ms")
     print(f"  {'':<40}" + "".join(f"{h:>19}" for h in head))
@@ -324,6 +392,14 @@ def report(runs: dict[str, list[dict]], skip: int) -> dict[str, dict[str, list[f
     for name, figures in table.items():
         if figures:
             print(f"  {LABELS[name]:<40}" + "".join(f"{_range(figures[s + '_ms']):>17}" for s in STEPS))
+    print("\nCatalyst's rules per micro-batch (RuleExecutor's metering, JVM-wide), ms, medians (range):")
+    print(f"  {'':<40}" + "".join(f"{g:>17}" for g in RULE_GROUPS))
+    for name, figures in table.items():
+        if figures and f"rules_{RULE_GROUPS[0]}_ms" in figures:
+            print(
+                f"  {LABELS[name]:<40}"
+                + "".join(f"{_range(figures[f'rules_{g}_ms']):>17}" for g in RULE_GROUPS)
+            )
     ratios = {}
     if table.get("job") and table.get("join"):
         ratios["job_vs_join"] = [

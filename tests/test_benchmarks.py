@@ -200,3 +200,36 @@ def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_lo
         0,
     )
     assert (second["collect_ms"], second["commit_log_ms"], second["other_ms"]) == (100, 20, 180)
+
+
+def test_the_batch_anatomy_splits_catalysts_rule_time_by_group_and_micro_batch():
+    """``bench_batch.rule_groups`` on a ``RuleExecutor.dumpTimeSpent()`` text (Spark 4.2's
+    layout), then ``per_batch_rules`` on snapshots: no Spark."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from bench_batch import per_batch_rules, rule_groups
+
+    def dump(analysis: int, optimizer: int, delta: int) -> str:
+        rows = [
+            ("org.apache.spark.sql.catalyst.analysis.Analyzer$ResolveReferences", analysis),
+            ("org.apache.spark.sql.catalyst.optimizer.CollapseProject", optimizer),
+            ("org.apache.spark.sql.execution.datasources.SchemaPruning", 1_000_000),
+            ("org.apache.spark.sql.delta.stats.PrepareDeltaScan", delta),
+        ]
+        head = "=== Metrics of Analyzer/Optimizer Rules ===\nTotal number of runs: 9\n"
+        head += "Total time: 0.1 seconds\n\n"
+        head += f"{'Rule':<99}{'Effective Time / Total Time':<48}Effective Runs / Total Runs\n\n"
+        return head + "".join(f"{r:<99}{f'7 / {ns}':<48}{'1 / 3':<47}\n" for r, ns in rows)
+
+    assert rule_groups(dump(2_000_000, 5_000_000, 500_000)) == {
+        "analyzer": 2.0,
+        "optimizer": 6.0,  # Catalyst's optimizer and Spark's data-source rules
+        "extensions": 0.5,
+    }
+    snapshots = {
+        3: rule_groups(dump(2_000_000, 5_000_000, 0)),
+        4: rule_groups(dump(3_000_000, 9_000_000, 0)),
+        6: rule_groups(dump(4_000_000, 9_500_000, 0)),  # batch 5's progress was not read
+    }
+    assert per_batch_rules(snapshots) == {
+        4: {"rules_analyzer_ms": 1.0, "rules_optimizer_ms": 4.0, "rules_extensions_ms": 0.0}
+    }
