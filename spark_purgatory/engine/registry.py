@@ -142,8 +142,10 @@ def release(parked: Rows, verdicts: Rows | None, shard: int) -> tuple[Rows, Rows
         return parked.take(np.empty(0, np.int64)), parked.take(np.empty(0, np.int64)), parked
     mine = verdicts.where(verdicts["home"].astype(np.int64) == shard)
     refused_ids = pd.Index(mine["op_id"][~mine["ok"].astype(bool)].astype(object))
-    no = refused_ids.get_indexer(parked["op_id"].astype(object)) >= 0 if len(refused_ids) else np.zeros(
-        len(parked), dtype=bool
+    no = (
+        refused_ids.get_indexer(parked["op_id"].astype(object)) >= 0
+        if len(refused_ids)
+        else np.zeros(len(parked), dtype=bool)
     )
     return parked.where(~no), parked.where(no), parked.take(np.empty(0, np.int64))
 

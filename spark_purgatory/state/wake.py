@@ -143,9 +143,7 @@ class Wake:
         root = join(checkpoint, WAKE_DIRECTORY)
         return cls(root, storage, cross_shard=cross_shard, every_group=every_group)
 
-    def after(
-        self, batch_id: int, *, relayed: bool, shards: set[int], watermark: int | None = None
-    ) -> None:
+    def after(self, batch_id: int, *, relayed: bool, shards: set[int], watermark: int | None = None) -> None:
         """Micro-batch ``batch_id`` ran the ``shards`` given (its metrics rows); ``relayed``:
         some posted to the mailbox.  A call of the cross-shard group received everything
         relayed before it; relays of this batch need a later call, so post a wake file.
