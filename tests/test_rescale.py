@@ -118,7 +118,9 @@ def _reference(steps: list[tuple[Batch, int]]) -> Result:
     for b, shards in steps:
         mapping, owner = shard_of(shards), registry(shards)
         for o in b.ops:
-            spans = {mapping[k] for k in o.get("keys") or ()}
+            if o.get("_reason"):  # rejected by validation: neither homed nor parked
+                continue
+            spans = {mapping[k] for k in o["keys"]}
             cross = len(spans) != 1
             home[id(o)] = shards if cross else spans.pop()
             parks[id(o)] = not cross and owner(o["op_id"]) != home[id(o)]
