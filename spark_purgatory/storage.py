@@ -370,9 +370,19 @@ def write_whole(fs: pafs.FileSystem, path: str, write: Callable[[Any], None]) ->
 
 
 def listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> list[pafs.FileInfo]:
-    """The files under ``directory`` (none if it does not exist)."""
+    """The files under ``directory`` (none if it does not exist).
+
+    Also none when the directory is created while it is listed: Arrow's local listing fails
+    on a missing directory, then looks whether it exists, and raises when another task (a
+    shard posting its first relay to the mailbox) created it in between.  Nothing was in it
+    when it was listed, which is what an empty listing says.
+    """
     selector = pafs.FileSelector(directory, recursive=recursive, allow_not_found=True)
-    return [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
+    try:
+        infos = fs.get_file_info(selector)
+    except FileNotFoundError:
+        return []
+    return [i for i in infos if i.type == pafs.FileType.File]
 
 
 def remove(fs: pafs.FileSystem, paths: Iterable[str], *, prune: bool = False) -> None:

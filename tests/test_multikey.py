@@ -60,8 +60,13 @@ class Sharded:
             mine_ops, mine_evs, relayed = self._input(shard, valid_ops, valid_evs, p)
             claims = self._claims(shard, valid_ops) if self.registry is not None else None
             result = p.process(
-                mine_ops, mine_evs, watermark_ms=wm, validated=True, relayed=relayed,
-                claims=claims, verdicts=verdicts,
+                mine_ops,
+                mine_evs,
+                watermark_ms=wm,
+                validated=True,
+                relayed=relayed,
+                claims=claims,
+                verdicts=verdicts,
             )
             if shard < self.shards and len(result.relay):
                 self.mailbox.post(shard, self.batch, result.relay)
@@ -420,3 +425,34 @@ def test_the_wake_owes_nothing_once_the_watermark_passed_the_receivers_timeouts(
     assert wake.owed == 4
     wake.after(6, relayed=False, shards={0, 1, 2}, watermark=9999)
     assert wake.owed is None
+
+
+def test_a_mailbox_created_while_the_cross_shard_group_lists_it_reads_as_empty(tmp_path):
+    """A race a clean clone's run hit (a new checkpoint, two tasks at once): the cross-shard
+    group lists the mailbox as a primary shard creates it with its first relay.  Arrow's local
+    listing then raises ``FileNotFoundError`` although ``allow_not_found`` is set (the listing
+    failed, then the directory was there); the stream failed on it.  Nothing was in the
+    directory when it was listed, so the receiver reads nothing, and the relay comes with the
+    next call."""
+    import os
+
+    import pyarrow.fs as pafs
+
+    from spark_purgatory.storage import listing
+
+    class CreatedMeanwhile:  # what Arrow's local listing does in the race
+        def get_file_info(self, selector):
+            os.makedirs(selector.base_dir, exist_ok=True)  # the other task's create_dir
+            raise FileNotFoundError(f"[Errno 2] Cannot list directory '{selector.base_dir}'")
+
+    box = Mailbox(str(tmp_path / "mailbox"))
+    box._fs = CreatedMeanwhile()
+    assert listing(box._fs, box._dir) == []
+    assert box.batches() == []
+    box.clean(through=5)  # the cross-shard group's receive: no crash
+    assert len(box.collect(after=0, before=9)) == 0
+    box._fs = pafs.LocalFileSystem()
+    box.post(
+        sender=1, batch_id=3, rows=pd.DataFrame({c: pd.Series([], dtype=t) for c, t in box.columns.items()})
+    )
+    assert box.batches() == [(3, 1)]
