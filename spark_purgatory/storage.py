@@ -372,16 +372,20 @@ def write_whole(fs: pafs.FileSystem, path: str, write: Callable[[Any], None]) ->
 def listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> list[pafs.FileInfo]:
     """The files under ``directory`` (none if it does not exist).
 
-    Also none when the directory is created while it is listed: Arrow's local listing fails
-    on a missing directory, then looks whether it exists, and raises when another task (a
-    shard posting its first relay to the mailbox) created it in between.  Nothing was in it
-    when it was listed, which is what an empty listing says.
+    A directory created (or a subdirectory removed) while it is listed is listed again:
+    Arrow's local listing fails on a missing directory, then looks whether it exists, and
+    raises ``FileNotFoundError`` when another task (a shard posting its first relay to the
+    mailbox) created it in between.  The second listing is as true as the first would have
+    been, a moment later.
     """
     selector = pafs.FileSelector(directory, recursive=recursive, allow_not_found=True)
-    try:
-        infos = fs.get_file_info(selector)
-    except FileNotFoundError:
-        return []
+    for attempt in range(3):
+        try:
+            infos = fs.get_file_info(selector)
+            break
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
     return [i for i in infos if i.type == pafs.FileType.File]
 
 

@@ -427,32 +427,30 @@ def test_the_wake_owes_nothing_once_the_watermark_passed_the_receivers_timeouts(
     assert wake.owed is None
 
 
-def test_a_mailbox_created_while_the_cross_shard_group_lists_it_reads_as_empty(tmp_path):
+def test_a_mailbox_created_while_the_cross_shard_group_lists_it_is_listed_again(tmp_path):
     """A race a clean clone's run hit (a new checkpoint, two tasks at once): the cross-shard
     group lists the mailbox as a primary shard creates it with its first relay.  Arrow's local
     listing then raises ``FileNotFoundError`` although ``allow_not_found`` is set (the listing
-    failed, then the directory was there); the stream failed on it.  Nothing was in the
-    directory when it was listed, so the receiver reads nothing, and the relay comes with the
-    next call."""
-    import os
-
+    failed, then the directory was there); the stream failed on it.  The listing is taken
+    again, and finds the directory as it is by then."""
     import pyarrow.fs as pafs
 
-    from spark_purgatory.storage import listing
+    root = str(tmp_path / "mailbox")
+    no_rows = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in Mailbox(root).columns.items()})
 
-    class CreatedMeanwhile:  # what Arrow's local listing does in the race
+    class PostedMeanwhile(pafs.LocalFileSystem):  # Arrow's local listing in the race, once
+        raced = False
+
         def get_file_info(self, selector):
-            os.makedirs(selector.base_dir, exist_ok=True)  # the other task's create_dir
-            raise FileNotFoundError(f"[Errno 2] Cannot list directory '{selector.base_dir}'")
+            if isinstance(selector, pafs.FileSelector) and not PostedMeanwhile.raced:
+                PostedMeanwhile.raced = True
+                Mailbox(root).post(sender=1, batch_id=3, rows=no_rows)  # the other task
+                raise FileNotFoundError(f"[Errno 2] Cannot list directory '{selector.base_dir}'")
+            return super().get_file_info(selector)
 
-    box = Mailbox(str(tmp_path / "mailbox"))
-    box._fs = CreatedMeanwhile()
-    assert listing(box._fs, box._dir) == []
+    box = Mailbox(root)
+    box._fs = PostedMeanwhile()
+    assert box.batches() == [(3, 1)]  # no crash, and the relay posted meanwhile is there
+    assert PostedMeanwhile.raced
+    box.clean(through=3)  # the cross-shard group's receive
     assert box.batches() == []
-    box.clean(through=5)  # the cross-shard group's receive: no crash
-    assert len(box.collect(after=0, before=9)) == 0
-    box._fs = pafs.LocalFileSystem()
-    box.post(
-        sender=1, batch_id=3, rows=pd.DataFrame({c: pd.Series([], dtype=t) for c, t in box.columns.items()})
-    )
-    assert box.batches() == [(3, 1)]
