@@ -21,9 +21,7 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
-import pyarrow.fs as pafs
-
-from ..storage import Storage
+from ..storage import Storage, listing
 from .codec import pack_parts, unpack_parts
 
 __all__ = ["SegmentStore"]
@@ -98,8 +96,5 @@ class SegmentStore:
 
     def segments(self) -> list[str]:
         """Names of the segment files present (for tests and housekeeping)."""
-        try:
-            infos = self._fs.get_file_info(pafs.FileSelector(self._dir))
-        except FileNotFoundError:
-            return []
-        return sorted(i.base_name for i in infos if i.base_name.startswith(("base-", "change-")))
+        names = (i.base_name for i in listing(self._fs, self._dir))
+        return sorted(n for n in names if n.startswith(("base-", "change-")))
