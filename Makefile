@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 NODE_TOOLS := .ci/node
 AZURITE := $(NODE_TOOLS)/node_modules/.bin/azurite-blob
 
-.PHONY: demo demo-kafka test setup nightly lint docs bench bench-spark clean jars class-data bytecode
+.PHONY: demo demo-kafka test setup nightly lint docs bench bench-spark clean jars checks-jar class-data bytecode
 
 # installed by uv (Astral's installer: parallel downloads and installs; a clean machine's
 # set-up in 123 s instead of pip's 266, the same packages), pinned here; pip when uv cannot run.
@@ -36,10 +36,16 @@ $(AZURITE): $(NODE_TOOLS)/package-lock.json
 jars:
 	@jvm/fetch.sh
 
+# the project's own JVM function (jvm/checks: a typed operation's checks in one call, for a
+# smaller plan per micro-batch; spark_purgatory/spark/checks.py), compiled by javac against
+# the pyspark wheel's JARs into .jars/checks/; without javac the checks stay SQL
+checks-jar: $(STAMP)
+	@jvm/checks/build.sh $(PY)
+
 # a class-data archive of the local driver's JVM (spark_purgatory/spark/class_data.py): a small
 # stream run once in a JVM that dumps the classes it loaded; later local sessions map them at
 # start (a session and its first jobs 16.7 -> 9.1 s); remade when the JARs, pyspark or java change
-class-data: $(STAMP) jars
+class-data: $(STAMP) jars checks-jar
 	@$(PY) -m spark_purgatory.spark.class_data
 
 # Python's bytecode for what every job, Spark Python worker and test process imports.  uv
@@ -54,12 +60,12 @@ bytecode: $(STAMP)
 	@$(PY) -m compileall -qq -j 0 spark_purgatory $(addprefix $(SITE_PACKAGES)/,$(HOT_PACKAGES)) \
 	  || echo "make bytecode: some files did not compile (they are compiled when imported)"
 
-demo: $(STAMP) jars bytecode
+demo: $(STAMP) jars checks-jar bytecode
 	$(PY) -m spark_purgatory.demo $(ARGS)
 
 # the demo through Kafka: a broker on loopback (the kafka-broker JARs), the workload produced to
 # two topics, the job on them through Spark's Kafka source (spark_purgatory/demo_kafka.py)
-demo-kafka: $(STAMP) jars bytecode
+demo-kafka: $(STAMP) jars checks-jar bytecode
 	$(PY) -m spark_purgatory.demo_kafka $(ARGS)
 
 # test files run in parallel (pytest-xdist): each worker is a process with its own Spark session;

@@ -71,6 +71,9 @@ FIGURES = ("wall_ms", "jobs", "stages", "in_jobs_ms", "outside_ms")
 STEPS = ("planning", "offsets", "collect", "python", "record", "drain", "report", "commit_log", "other")
 #: Catalyst's rules by group, ms per micro-batch (``rule_groups``)
 RULE_GROUPS = ("analyzer", "optimizer", "extensions")
+#: those, and the count of Java sources Spark compiled per micro-batch (Janino, on the
+#: driver: whole-stage and expression code not in its cache; ``CodegenMetrics``)
+CLOCKS = (*RULE_GROUPS, "compilations")
 
 
 # -- the event log --------------------------------------------------------------------------------
@@ -164,7 +167,7 @@ def breakdown(figures: dict, took: dict, sink: dict | None) -> dict:
 def summary(batches: list[dict], skip: int) -> dict[str, float]:
     """Each figure's median over the data micro-batches after the first ``skip``."""
     kept = batches[skip:] or batches
-    keys = [*FIGURES, *(f"{s}_ms" for s in STEPS), *(f"rules_{g}_ms" for g in RULE_GROUPS)]
+    keys = [*FIGURES, *(f"{s}_ms" for s in STEPS), *(f"rules_{g}_ms" for g in CLOCKS)]
     figures = {k: [b[k] for b in kept if k in b] for k in keys}
     return {k: float(statistics.median(v)) for k, v in figures.items() if v} | {"batches": float(len(kept))}
 
@@ -197,7 +200,7 @@ def per_batch_rules(snapshots: dict[int, dict[str, float]]) -> dict[int, dict[st
     for batch, after in snapshots.items():
         before = snapshots.get(batch - 1)
         if before is not None:
-            out[batch] = {f"rules_{g}_ms": after[g] - before[g] for g in RULE_GROUPS}
+            out[batch] = {f"rules_{g}_ms": after[g] - before[g] for g in after}
     return out
 
 
@@ -206,8 +209,10 @@ def _rule_clock(spark) -> dict[int, dict[str, float]]:
     the snapshots it fills (batch id -> ``rule_groups``).  JVM-wide: every query's rules."""
     from spark_purgatory.spark.metrics import JsonListener
 
-    meter = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.rules.RuleExecutor
+    jvm = spark.sparkContext._jvm
+    meter = jvm.org.apache.spark.sql.catalyst.rules.RuleExecutor
     meter.resetMetrics()
+    compiled = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     snapshots: dict[int, dict[str, float]] = {}
 
     class RuleClock(JsonListener):
@@ -215,7 +220,9 @@ def _rule_clock(spark) -> dict[int, dict[str, float]]:
             pass
 
         def onQueryProgress(self, event) -> None:  # noqa: N802
-            snapshots[event.progress.batchId] = rule_groups(meter.dumpTimeSpent())
+            snapshot = rule_groups(meter.dumpTimeSpent())
+            snapshot["compilations"] = float(compiled.getCount())
+            snapshots[event.progress.batchId] = snapshot
 
         def onQueryIdle(self, event) -> None:  # noqa: N802
             pass
@@ -392,13 +399,18 @@ def report(runs: dict[str, list[dict]], skip: int) -> dict[str, dict[str, list[f
     for name, figures in table.items():
         if figures:
             print(f"  {LABELS[name]:<40}" + "".join(f"{_range(figures[s + '_ms']):>17}" for s in STEPS))
-    print("\nCatalyst's rules per micro-batch (RuleExecutor's metering, JVM-wide), ms, medians (range):")
-    print(f"  {'':<40}" + "".join(f"{g:>17}" for g in RULE_GROUPS))
+    print(
+        "\nCatalyst's rules per micro-batch (RuleExecutor's metering, JVM-wide), ms, and the Java"
+        " sources compiled (a count), medians (range):"
+    )
+    print(f"  {'':<40}" + "".join(f"{g:>17}" for g in CLOCKS))
     for name, figures in table.items():
         if figures and f"rules_{RULE_GROUPS[0]}_ms" in figures:
             print(
                 f"  {LABELS[name]:<40}"
-                + "".join(f"{_range(figures[f'rules_{g}_ms']):>17}" for g in RULE_GROUPS)
+                + "".join(
+                    f"{_range(figures[f'rules_{g}_ms']):>17}" for g in CLOCKS if f"rules_{g}_ms" in figures
+                )
             )
     ratios = {}
     if table.get("job") and table.get("join"):

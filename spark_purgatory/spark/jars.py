@@ -10,7 +10,10 @@ dependency:copy-dependencies``.  The sets:
   AWS SDK v2 bundle, for ``s3a://`` paths in Spark itself (checkpoints, ``spark.read``);
 * ``kafka``: Spark's Kafka source and sink (``org.apache.spark:spark-sql-kafka-0-10_2.13``);
 * ``kafka-broker``: an Apache Kafka broker (``org.apache.kafka:kafka_2.13``) the tests and the
-  demo start on loopback with plain ``java``; never on Spark's classpath.
+  demo start on loopback with plain ``java``; never on Spark's classpath;
+* ``checks``: no download, the project's own ``jvm/checks`` compiled against the pyspark
+  wheel's JARs (``jvm/checks/build.sh``, ``make checks-jar``): a typed operation's checks in
+  one JVM function (``spark.checks``).
 
 Where a set is looked for: ``$SPARK_PURGATORY_JARS/<set>`` when that variable is set (a
 deployment that keeps its JARs elsewhere), else ``.jars/<set>`` of the source checkout the
@@ -37,8 +40,9 @@ __all__ = ["SETS", "SPARK_SETS", "jar_paths", "jars_root", "spark_jars", "DELTA_
 
 #: every set ``make jars`` fetches (one ``jvm/<set>/pom.xml`` each)
 SETS = ("delta", "s3a", "kafka", "kafka-broker")
-#: the sets a local session puts on Spark's classpath when they are there
-SPARK_SETS = ("delta", "s3a", "kafka")
+#: the sets a local session puts on Spark's classpath when they are there (``checks`` is
+#: compiled, not fetched: ``SETS`` are the Maven ones)
+SPARK_SETS = ("delta", "s3a", "kafka", "checks")
 #: Delta's connector for the pyspark the project is tested with (``jvm/delta/pom.xml``): what
 #: a cluster adds with ``--packages`` or a cluster library
 DELTA_COORDINATES = "io.delta:delta-spark_2.13:4.4.0"

@@ -50,6 +50,7 @@ from ..contract import (
     ms_column,
 )
 from ..engine.conditions import ALL, ANY, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
+from .checks import condition_names, operation_checks
 from .formats import (
     EVENTS_PARQUET_SCHEMA,
     OPERATIONS_PARQUET_SCHEMA,
@@ -211,8 +212,23 @@ def _ts_checks(max_future_ms: int | None) -> dict[str, str]:
     ts_ms = ms_column("ts")
     checks = {"missing_ts": "_no_ts", "bad_ts": f"{ts_ms} IS NULL"}
     if max_future_ms is not None:
-        checks["ts_in_future"] = f"{ts_ms} > unix_millis(current_timestamp()) + {int(max_future_ms)}"
+        checks["ts_in_future"] = f"{ts_ms} > {_latest_ts(max_future_ms)}"
     return checks
+
+
+def _latest_ts(max_future_ms: int) -> str:
+    """The latest event time a micro-batch accepts, epoch ms: its processing time plus
+    ``max_future_ms``.
+
+    The processing time is read through a lambda (``transform``), which Spark evaluates
+    outside the Java code it generates: a stream's ``current_timestamp()`` is the
+    micro-batch's timestamp, and Spark writes it into that code as a constant, so the code
+    differed in every micro-batch and the driver compiled it again in each (4 compilations,
+    ~115 ms per micro-batch of the trickle; ``benchmarks/bench_batch.py``).  Once per row,
+    interpreted, it costs far less than that on any micro-batch.
+    """
+    now = "element_at(transform(array(unix_millis(current_timestamp())), _now -> _now), 1)"
+    return f"({now} + {int(max_future_ms)})"
 
 
 def _condition(given: str) -> str:
@@ -268,6 +284,9 @@ def parse_operations(
     missing or wrongly typed column raises ``InputSchemaError`` before the query starts.
     """
     fmt = source_format_of(df, fmt)
+    function = operation_checks(df.sparkSession) if fmt == "typed" else None
+    if function:
+        return _operations_checked(df, function, max_timeout_ms, max_future_ms)
     fields = _operation_fields_typed(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING)
     needs_target = _sql_in("condition", [str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
     checks = {
@@ -508,6 +527,44 @@ def _operation_fields_typed(df: DataFrame) -> DataFrame:
         "_bad_payload": "false",
     }
     return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()])
+
+
+def _operations_checked(
+    df: DataFrame, function: str, max_timeout_ms: int, max_future_ms: int | None
+) -> DataFrame:
+    """Typed operations checked by the JVM function ``function`` (``checks``): the event
+    time and timeout read as ``_operation_fields_typed`` reads them, then one call for the
+    reason and the cleaned keys, condition and members."""
+    c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
+    ts_ms = ms_column("ts")
+    read = df.selectExpr(
+        f"{_record(df, OPERATION_INPUT)} AS _record",
+        f"{c['op_id']} AS op_id",
+        f"{c['keys']} AS _keys",
+        f"{c['key']} AS _key",
+        f"{c['ts']} IS NULL AS _no_ts",
+        f"{_typed_epoch_ms(c['ts'], _type_of(df, 'ts'))} AS `{ts_ms}`",
+        f"{c['timeout_ms']} IS NULL AS _no_timeout",
+        f"{_typed_whole(c['timeout_ms'], _type_of(df, 'timeout_ms'))} AS timeout_ms",
+        f"{c['condition']} AS _condition",
+        f"CAST({c['target']} AS DOUBLE) AS target",
+        f"{c['members']} AS _members",
+        f"{c['payload']} AS payload",
+    )
+    latest = "CAST(NULL AS BIGINT)"
+    if max_future_ms is not None:
+        latest = _latest_ts(max_future_ms)
+    names = sql_string(condition_names())
+    call = (
+        f"{function}(op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
+        f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names})"
+    )
+    checked = read.selectExpr("*", f"{call} AS _checked")
+    columns = {name: f"`{name}`" for name in _parsed_columns(OPERATION_COLUMNS)}
+    for name in ("keys", "condition", "members", "reason"):
+        columns[name] = f"_checked.{name}"
+    columns["raw"] = "CASE WHEN _checked.reason IS NOT NULL THEN to_json(_record) END"
+    return checked.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])
 
 
 def _event_fields_typed(df: DataFrame) -> DataFrame:

@@ -1,0 +1,186 @@
+package sparkpurgatory;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.api.java.UDF13;
+
+import scala.collection.Seq;
+
+/**
+ * A typed operation's checks in one function: what spark_purgatory/spark/sources.py writes
+ * as SQL for typed input (its cleaning of keys and members, its reading of the condition,
+ * the reasons in the contract's order), for Catalyst one expression node instead of some
+ * hundreds that it optimizes again in every micro-batch.
+ *
+ * <p>Arguments (SQL, in order): op_id, keys, key, ts_ms (null when unreadable), ts is null,
+ * the latest event time accepted (null: no ts_in_future check), timeout_ms (null when not a
+ * whole number), timeout_ms is null, the largest timeout, condition, target, members, and
+ * the condition names ("any count sum all offset|count sum offset|all": every name, those that
+ * need a target, the one that needs members).  Returns struct(reason, keys, condition,
+ * members): the first failing check's reason (null when valid), the keys and members with
+ * blank items dropped, deduplicated and sorted (by code point, as Spark sorts strings), the
+ * condition trimmed and in lower case (absent: any).
+ *
+ * <p>Strings are trimmed of spaces (U+0020) only, as Spark's trim; a condition name is lowered
+ * for the ASCII capitals and the Kelvin sign only, as sources._condition does.
+ */
+public final class OperationChecks
+    implements UDF13<String, Seq<String>, String, Long, Boolean, Long, Long, Boolean, Long, String, Double, Seq<String>, String, Row> {
+
+  private static final long serialVersionUID = 1L;
+
+  private transient String namesSpec;
+  private transient Set<String> names;
+  private transient Set<String> needTarget;
+  private transient String needsMembers;
+
+  private void names(String spec) {
+    if (spec.equals(namesSpec)) {
+      return;
+    }
+    String[] parts = spec.split("\\|", -1);
+    names = new HashSet<>(Arrays.asList(parts[0].split(" ")));
+    needTarget = new HashSet<>(Arrays.asList(parts[1].split(" ")));
+    needsMembers = parts[2];
+    namesSpec = spec;
+  }
+
+  static String trim(String s) {
+    int start = 0;
+    int end = s.length();
+    while (start < end && s.charAt(start) == ' ') {
+      start++;
+    }
+    while (end > start && s.charAt(end - 1) == ' ') {
+      end--;
+    }
+    return s.substring(start, end);
+  }
+
+  static boolean blank(String s) {
+    return s == null || trim(s).isEmpty();
+  }
+
+  /** Blank items dropped, deduplicated, sorted by code point; null stays null. */
+  static List<String> clean(Seq<String> items) {
+    if (items == null) {
+      return null;
+    }
+    int n = items.length();
+    List<String> out = new ArrayList<>(n);
+    if (n == 1) {
+      String only = items.apply(0);
+      if (!blank(only)) {
+        out.add(only);
+      }
+      return out;
+    }
+    Set<String> seen = new HashSet<>(n * 2);
+    for (int i = 0; i < n; i++) {
+      String item = items.apply(i);
+      if (!blank(item) && seen.add(item)) {
+        out.add(item);
+      }
+    }
+    out.sort(OperationChecks::byCodePoint);
+    return out;
+  }
+
+  static int byCodePoint(String a, String b) {
+    int i = 0;
+    int j = 0;
+    while (i < a.length() && j < b.length()) {
+      int ca = a.codePointAt(i);
+      int cb = b.codePointAt(j);
+      if (ca != cb) {
+        return Integer.compare(ca, cb);
+      }
+      i += Character.charCount(ca);
+      j += Character.charCount(cb);
+    }
+    return Integer.compare(a.length() - i, b.length() - j);
+  }
+
+  static String condition(String given, Set<String> names) {
+    String name = trim(given == null ? "any" : given);
+    if (names.contains(name)) {
+      return name;
+    }
+    StringBuilder lowered = new StringBuilder(name.length());
+    for (int i = 0; i < name.length(); i++) {
+      char c = name.charAt(i);
+      if (c >= 'A' && c <= 'Z') {
+        c = (char) (c + ('a' - 'A'));
+      } else if (c == '\u212A') {
+        c = 'k';
+      }
+      lowered.append(c);
+    }
+    return lowered.toString();
+  }
+
+  @Override
+  public Row call(
+      String opId,
+      Seq<String> keysColumn,
+      String key,
+      Long tsMs,
+      Boolean noTs,
+      Long latestTs,
+      Long timeoutMs,
+      Boolean noTimeout,
+      Long maxTimeoutMs,
+      String conditionGiven,
+      Double target,
+      Seq<String> membersColumn,
+      String conditionNames) {
+    names(conditionNames);
+    List<String> keys;
+    if (keysColumn != null) {
+      keys = clean(keysColumn);
+    } else if (!blank(key)) {
+      keys = new ArrayList<>(1);
+      keys.add(key);
+    } else {
+      keys = null;
+    }
+    String cond = condition(conditionGiven, names);
+    List<String> members = clean(membersColumn);
+    boolean needsTarget = needTarget.contains(cond);
+    String reason = null;
+    if (blank(opId)) {
+      reason = "missing_op_id";
+    } else if (keys == null || keys.isEmpty()) {
+      reason = "missing_key";
+    } else if (Boolean.TRUE.equals(noTs)) {
+      reason = "missing_ts";
+    } else if (tsMs == null) {
+      reason = "bad_ts";
+    } else if (latestTs != null && tsMs > latestTs) {
+      reason = "ts_in_future";
+    } else if (Boolean.TRUE.equals(noTimeout)) {
+      reason = "missing_timeout_ms";
+    } else if (timeoutMs == null) {
+      reason = "bad_timeout_ms";
+    } else if (timeoutMs < 0) {
+      reason = "negative_timeout";
+    } else if (timeoutMs > maxTimeoutMs) {
+      reason = "timeout_above_max";
+    } else if (!names.contains(cond)) {
+      reason = "unknown_condition";
+    } else if (needsTarget && target == null) {
+      reason = "missing_target";
+    } else if (needsTarget && (target.isNaN() || target.isInfinite())) {
+      reason = "bad_target";
+    } else if (cond.equals(needsMembers) && (members == null || members.isEmpty())) {
+      reason = "missing_members";
+    }
+    return RowFactory.create(reason, keys, cond, members);
+  }
+}
