@@ -1,10 +1,12 @@
-"""The typed operations' checks in the project's JVM function give the rows the SQL gives.
+"""The project's JVM functions give the rows the SQL gives.
 
 ``spark.checks``: with ``.jars/checks`` on the classpath (``make jars`` compiles it), a typed
-operation's reason and its cleaned keys, condition and members come from one function call
-instead of some hundreds of SQL expression nodes.  The SQL reading is the reference: random
-operations (blank and repeated keys, odd condition spellings, timeouts and targets out of
-range, events in the future) go through both, and every row must come out the same.
+operation's reason and its cleaned keys, condition and members, and any operation's copies
+(shards, roles, peers, keys), come from one function call each instead of some hundreds of
+SQL expression nodes.  The SQL is the reference: random operations (blank and repeated keys,
+odd condition spellings, timeouts and targets out of range, events in the future; keys
+across shards, with and without a shard key delimiter, the registry on and off, rejected
+rows) go through both, and every row must come out the same.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_purgatory.spark import checks, sources
-from spark_purgatory.spark.sources import parse_operations
+from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.spark import checks, routing, sources
+from spark_purgatory.spark.sources import parse_events, parse_operations
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("checks")]
 
@@ -65,7 +68,7 @@ def _rows(df, reading: str, monkeypatch) -> list[tuple]:
             patched.setattr(sources, "operation_checks", lambda spark: None)
         parsed = parse_operations(df, max_timeout_ms=1000, max_future_ms=86_400_000)
         plan = parsed._jdf.queryExecution().optimizedPlan().toString()
-        assert (checks.FUNCTION in plan) == (reading == "jar")
+        assert (checks.CHECKS[0] in plan) == (reading == "jar")
         # NaN == NaN here: a row is the same when its text is
         return [tuple(repr(v) for v in row) for row in parsed.collect()]
 
@@ -79,11 +82,95 @@ def test_the_function_gives_every_row_the_sql_gives(spark, monkeypatch, operatio
     assert jar == sql
 
 
+_EVENTS_SCHEMA = "key string, ts timestamp, op_id string, source string, value double"
+_EVENTS = st.tuples(
+    st.one_of(st.none(), _TEXT),
+    _TIMES,
+    st.one_of(st.none(), _TEXT),
+    st.one_of(st.none(), _TEXT),
+    st.one_of(st.none(), st.sampled_from([1.0, -2.5, math.nan, math.inf, -math.inf])),
+)
+
+
+def _events(df, reading: str, monkeypatch) -> list[tuple]:
+    with monkeypatch.context() as patched:
+        if reading == "sql":
+            patched.setattr(sources, "event_checks", lambda spark: None)
+        parsed = parse_events(df, max_future_ms=86_400_000)
+        plan = parsed._jdf.queryExecution().optimizedPlan().toString()
+        assert (checks.EVENT_CHECKS[0] in plan) == (reading == "jar")
+        return [tuple(repr(v) for v in row) for row in parsed.collect()]
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_EVENTS, min_size=1, max_size=120))
+def test_the_event_function_gives_every_row_the_sql_gives(spark, monkeypatch, events):
+    df = spark.createDataFrame(events, _EVENTS_SCHEMA)
+    jar = _events(df, "jar", monkeypatch)
+    assert len(jar) == len(events)
+    assert jar == _events(df, "sql", monkeypatch)
+
+
+_PARSED = (
+    "op_id string, keys array<string>, ts_ms bigint, timeout_ms bigint, condition string, "
+    "target double, members array<string>, payload string, raw string, reason string"
+)
+_KEYS = st.sampled_from(["a", "b", "c", "order-1:x", "order-1:y", "order-2:x", "k\u00e9", "\U0001f600"])
+_PARSED_ROWS = st.tuples(
+    st.one_of(st.none(), st.sampled_from(["o1", "o2", "o3", "\u212a"])),
+    st.lists(_KEYS, min_size=1, max_size=4, unique=True).map(sorted),
+    st.just(1_000),
+    st.just(10),
+    st.just("any"),
+    st.none(),
+    st.just([]),
+    st.none(),
+    st.one_of(st.none(), st.sampled_from(['{"op_id": 1}', "not json"])),
+    st.one_of(st.none(), st.none(), st.just("missing_ts")),
+)
+
+
+def _routed(parsed, config: PurgatoryConfig, claims: bool, reading: str, monkeypatch) -> list[tuple]:
+    with monkeypatch.context() as patched:
+        if reading == "sql":
+            patched.setattr(routing, "operation_routes", lambda spark: None)
+        routed = routing._route_operations(parsed, config, claims=claims)
+        plan = routed._jdf.queryExecution().optimizedPlan().toString()
+        assert (checks.ROUTES[0] in plan) == (reading == "jar")
+        return sorted(tuple(repr(v) for v in row) for row in routed.collect())
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(_PARSED_ROWS, min_size=1, max_size=60),
+    st.integers(1, 5),
+    st.sampled_from(["", ":"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_the_routes_function_gives_every_copy_the_sql_gives(
+    spark, monkeypatch, tmp_path, rows, shards, delimiter, cross_shard, claims
+):
+    config = PurgatoryConfig(
+        shards=shards,
+        shard_key_delimiter=delimiter,
+        cross_shard_operations=cross_shard,
+        state_path=str(tmp_path / "state"),  # the op_id registry needs one
+    )
+    parsed = spark.createDataFrame(rows, _PARSED)
+    jar = _routed(parsed, config, claims, "jar", monkeypatch)
+    assert len(jar) >= len(rows)
+    assert jar == _routed(parsed, config, claims, "sql", monkeypatch)
+
+
 def test_a_session_without_the_class_reads_the_checks_as_sql(spark, monkeypatch):
     """The fallback is chosen by the class's presence on the driver: a name that is not there
     gives None and registers nothing."""
-    monkeypatch.setattr(checks, "CLASS", "sparkpurgatory.NoSuchChecks")
+    name, _, returns = checks.CHECKS
+    monkeypatch.setattr(checks, "CHECKS", (name, "sparkpurgatory.NoSuchChecks", returns))
     assert checks.operation_checks(spark) is None
     monkeypatch.undo()
-    assert checks.operation_checks(spark) == checks.FUNCTION
+    assert checks.operation_checks(spark) == name
+    assert checks.operation_routes(spark) == checks.ROUTES[0]
+    assert checks.event_checks(spark) == checks.EVENT_CHECKS[0]
     assert checks.condition_names() == "any count sum all offset|count sum offset|all"

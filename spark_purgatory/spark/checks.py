@@ -1,21 +1,29 @@
-"""A typed operation's checks as one JVM function, when the project's JAR is on the classpath.
+"""An operation's checks and routes as JVM functions, when the project's JAR is on the classpath.
 
 Spark analyses and optimizes a streaming query's whole plan again in every micro-batch, and
-the typed operations' checks written as SQL (``sources``: keys and members cleaned, the
-condition read, fourteen reasons in the contract's order) are some hundreds of expression
-nodes that every rule walks each time: a large part of the driver's time per micro-batch
-(docs/performance.md).  ``sparkpurgatory.OperationChecks`` (``jvm/checks``, compiled by
-``make jars`` against the pyspark wheel's own JARs into ``.jars/checks``) does the same
-checks in one function, one node for Catalyst.  Its arguments are the columns the SQL
-reading computes first (the event time in epoch ms, the whole-number timeout); it returns
-the reason and the cleaned keys, condition and members.
+the operations' checks and routing written as SQL (``sources``: keys and members cleaned,
+the condition read, fourteen reasons in the contract's order; ``routing``: each operation's
+copies, their shards, roles, peers and keys) are some hundreds of expression nodes that every
+rule walks each time, and that Spark turns into Java source again each time: a large part of
+the driver's time per micro-batch (docs/performance.md).  The project's JAR (``jvm/checks``,
+compiled by ``make jars`` against the pyspark wheel's own JARs into ``.jars/checks``) does
+the same work in three functions, one node each for Catalyst:
 
-The SQL reading stays the reference and the fallback: where the JAR is not on the driver's
-classpath (a session built without ``spark.jars``, a cluster without the library),
-``operation_checks`` says so by returning None and ``sources`` builds the SQL.  The two give
-the same rows (``tests/test_checks_jar.py`` runs both on the same input).
+* ``sparkpurgatory.OperationChecks`` (typed input): from the columns the SQL reading
+  computes first (the event time in epoch ms, the whole-number timeout), the reason and the
+  cleaned keys, condition and members;
+* ``sparkpurgatory.EventChecks`` (typed input): a completion event's reason, and its op_id
+  and source read as absent where blank;
+* ``sparkpurgatory.OperationRoutes`` (any input): from the parsed keys, op_id, reason and
+  raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies.
 
-Invariant: a row gets the same reason, keys, condition and members from either reading.
+The SQL stays the reference and the fallback: where the JAR is not on the driver's classpath
+(a session built without ``spark.jars``, a cluster without the library, a Spark Connect
+client), ``operation_checks`` / ``event_checks`` / ``operation_routes`` return None and
+``sources`` / ``routing`` build the SQL.  Both give the same rows (``tests/test_checks_jar.py`` runs both
+on random input).
+
+Invariant: a row gets the same reason, fields and copies from either reading.
 """
 
 from __future__ import annotations
@@ -27,41 +35,99 @@ from pyspark.sql import types as T
 
 from ..engine.conditions import ALL, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
 
-__all__ = ["FUNCTION", "CLASS", "operation_checks", "condition_names"]
+__all__ = [
+    "CHECKS",
+    "EVENT_CHECKS",
+    "ROUTES",
+    "operation_checks",
+    "event_checks",
+    "operation_routes",
+    "condition_names",
+]
 
 log = logging.getLogger(__name__)
 
-#: the SQL name the function is registered under, and its class (``jvm/checks/src``)
-FUNCTION, CLASS = "spark_purgatory_operation_checks", "sparkpurgatory.OperationChecks"
-
-_RETURNS = T.StructType(
-    [
-        T.StructField("reason", T.StringType()),
-        T.StructField("keys", T.ArrayType(T.StringType())),
-        T.StructField("condition", T.StringType()),
-        T.StructField("members", T.ArrayType(T.StringType())),
-    ]
+_TEXTS = T.ArrayType(T.StringType())
+#: (SQL name, class, return type) of each function (``jvm/checks/src``)
+CHECKS = (
+    "spark_purgatory_operation_checks",
+    "sparkpurgatory.OperationChecks",
+    T.StructType(
+        [
+            T.StructField("reason", T.StringType()),
+            T.StructField("keys", _TEXTS),
+            T.StructField("condition", T.StringType()),
+            T.StructField("members", _TEXTS),
+        ]
+    ),
+)
+EVENT_CHECKS = (
+    "spark_purgatory_event_checks",
+    "sparkpurgatory.EventChecks",
+    T.StructType(
+        [
+            T.StructField("reason", T.StringType()),
+            T.StructField("op_id", T.StringType()),
+            T.StructField("source", T.StringType()),
+        ]
+    ),
+)
+ROUTES = (
+    "spark_purgatory_operation_routes",
+    "sparkpurgatory.OperationRoutes",
+    T.StructType(
+        [
+            T.StructField("reason", T.StringType()),
+            T.StructField(
+                "copies",
+                T.ArrayType(
+                    T.StructType(
+                        [
+                            T.StructField("_shard", T.IntegerType()),
+                            T.StructField("_role", T.StringType()),
+                            T.StructField("_peer", T.IntegerType()),
+                            T.StructField("_keys", _TEXTS),
+                        ]
+                    )
+                ),
+            ),
+        ]
+    ),
 )
 
 
 def condition_names() -> str:
-    """The condition names as the function takes them: every name, those that need a target,
+    """The condition names as the checks take them: every name, those that need a target,
     the one that needs members (``engine.conditions``: one source for both readings)."""
     needing = " ".join(str(CONDITION_NAMES[code]) for code in NEEDS_TARGET)
     return f"{' '.join(CONDITIONS)}|{needing}|{CONDITION_NAMES[ALL]}"
 
 
 def operation_checks(spark: SparkSession) -> str | None:
-    """The function's SQL name, registered in ``spark``'s session; None when its class is not
-    on the driver's classpath, or the session is a Spark Connect client, which cannot look
-    (``sources`` then writes the checks as SQL)."""
+    """The checks' SQL name, registered in ``spark``'s session; None without the JAR."""
+    return _registered(spark, *CHECKS)
+
+
+def event_checks(spark: SparkSession) -> str | None:
+    """The event checks' SQL name, registered in ``spark``'s session; None without the JAR."""
+    return _registered(spark, *EVENT_CHECKS)
+
+
+def operation_routes(spark: SparkSession) -> str | None:
+    """The routes' SQL name, registered in ``spark``'s session; None without the JAR."""
+    return _registered(spark, *ROUTES)
+
+
+def _registered(spark: SparkSession, name: str, cls: str, returns: T.DataType) -> str | None:
+    """``name``, registered for ``cls``; None when the class is not on the driver's classpath,
+    or the session is a Spark Connect client, which cannot look (the caller writes SQL)."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return None
     jvm = spark._jvm  # type: ignore[attr-defined]
     try:
-        jvm.java.lang.Class.forName(CLASS, False, jvm.Thread.currentThread().getContextClassLoader())
+        jvm.java.lang.Class.forName(cls, False, jvm.Thread.currentThread().getContextClassLoader())
     except Exception:  # py4j wraps ClassNotFoundException
-        log.debug("%s is not on the classpath: the operations' checks are SQL", CLASS)
+        log.debug("%s is not on the classpath: SQL instead", cls)
         return None
-    spark.udf.registerJavaFunction(FUNCTION, CLASS, _RETURNS)
-    return FUNCTION
+    spark.udf.registerJavaFunction(name, cls, returns)
+    return name

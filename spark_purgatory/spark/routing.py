@@ -68,6 +68,7 @@ from ..contract import (
     ms_column,
 )
 from ..state.wake import END_LINE
+from .checks import operation_routes
 from .labels import shard_labels
 from .sources import sql_string
 
@@ -212,6 +213,10 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
     (and parse) the input once per branch; a list of plain numbers is a third of the cost of
     one of structs that carry each copy's keys (1M operations: 1.7-2.2 s -> 0.9-1.3 s).
     """
+    registering = claims and registers(config)
+    function = operation_routes(parsed_ops.sparkSession)
+    if function:
+        return _routed_by(function, parsed_ops, config, registering)
     shards = int(config.shards)
     every = f"array_distinct(transform(keys, _k -> {_sql_shard_of('_k', config)}))"
     # one key (nearly every operation): no lambda, which Spark evaluates outside generated code
@@ -222,7 +227,6 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
         reason = f"CASE WHEN {crossing} THEN 'cross_shard_keys' ELSE reason END"
         ops = ops.withColumn("reason", F.expr(reason))
     home = f"CASE WHEN size(_shards) > 1 THEN {shards} ELSE get(_shards, 0) END"
-    registering = claims and registers(config)
     # an operation whose keys span shards is outside the registry (``engine.registry``)
     of_op_id = f"CAST(pmod(xxhash64(op_id, 'registry'), {shards}) AS INT)"
     registry = f"CASE WHEN size(_shards) > 1 THEN -1 ELSE {of_op_id} END" if registering else "-1"
@@ -247,6 +251,23 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
     own_keys = f"filter(keys, _k -> {_sql_shard_of('_k', config)} = _shard)"
     keys = f"CASE WHEN _role = '{ROLE_STUB}' THEN {own_keys} ELSE keys END"
     return _as_routed(rows, SOURCE_OPERATIONS, config, shard="_shard", role="_role", keys=keys, peer=peer)
+
+
+def _routed_by(function: str, parsed_ops: DataFrame, config: PurgatoryConfig, registering: bool) -> DataFrame:
+    """``_route_operations`` by the JVM function ``function`` (``checks``): one call gives
+    the reason and the copies (shard, role, peer, keys), which ``inline`` makes rows."""
+    delimiter = config.shard_key_delimiter
+    call = (
+        f"{function}(keys, op_id, reason, raw, {int(config.shards)}, "
+        f"{sql_string(delimiter) if delimiter else 'CAST(NULL AS STRING)'}, "
+        f"{str(bool(config.cross_shard_operations)).lower()}, {str(registering).lower()})"
+    )
+    kept = [f"`{c}`" for c in parsed_ops.columns if c != "reason"]
+    routes = parsed_ops.selectExpr(*kept, f"{call} AS _route")
+    rows = routes.selectExpr(*kept, "_route.reason AS reason", "inline(_route.copies)")
+    return _as_routed(
+        rows, SOURCE_OPERATIONS, config, shard="_shard", role="_role", keys="_keys", peer="_peer"
+    )
 
 
 def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool) -> DataFrame:

@@ -9,10 +9,11 @@ read once with them (the cheap *typed reading*), any other line field by field a
 any DataFrame whose columns follow the input contract with Spark types) are read as they are,
 without a JSON round trip; their schema is checked when the query is built (``schema``), so a
 missing required column or a column of the wrong type raises ``InputSchemaError`` naming it,
-and only a rejected row is rendered to JSON (``to_json``) for its ``raw``.
-``source_format="auto"`` tells the two apart by the schema; a path's format is told by its
+and only a rejected row is rendered to JSON (``to_json``) for its ``raw`` (``typed_columns``;
+with the project's JAR on the class path a typed row is checked by one JVM function,
+``checks``).  ``source_format="auto"`` tells the two apart by the schema; a path's format is told by its
 files (``formats``, which also reads the sources).  Parsing and validation are Spark
-SQL expressions (no Python per row); each row comes out with the canonical columns, its
+SQL expressions (``sql_text``; no Python per row); each row comes out with the canonical columns, its
 ``raw`` text and a ``reason`` that is null for valid rows and otherwise names the first
 problem.
 
@@ -41,16 +42,13 @@ from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
     EVENT_REASONS,
-    MAX_TS_MS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     OPERATION_REASONS,
-    SOURCE_EVENTS,
-    SOURCE_OPERATIONS,
     ms_column,
 )
-from ..engine.conditions import ALL, ANY, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
-from .checks import condition_names, operation_checks
+from ..engine.conditions import ALL, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
+from .checks import event_checks, operation_checks
 from .formats import (
     EVENTS_PARQUET_SCHEMA,
     OPERATIONS_PARQUET_SCHEMA,
@@ -59,7 +57,20 @@ from .formats import (
     read_stream,
     source_format_of,
 )
-from .schema import InputSchemaError, check_typed
+from .schema import InputSchemaError
+from .sql_text import (
+    clean_list,
+    condition_name,
+    in_range,
+    latest_ts,
+    parsed_columns,
+    present,
+    sql_blank,
+    sql_in,
+    sql_not_finite,
+    sql_string,
+)
+from .typed_columns import event_fields, events_checked, operation_fields, operations_checked
 
 __all__ = [
     "SourceFormat",
@@ -79,7 +90,7 @@ _TEXT_FIELDS = ("op_id", "source", "payload")
 # Every other field is read as text first (Spark keeps the JSON text of numbers and arrays),
 # so a wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
 _CORRUPT = "_corrupt_record"
-_ANY, _ALL = str(CONDITION_NAMES[ANY]), str(CONDITION_NAMES[ALL])
+_ALL = str(CONDITION_NAMES[ALL])
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
 
 
@@ -117,11 +128,6 @@ def _structured(j: str, field: str) -> str:
     return f"coalesce(schema_of_variant({_get(j, field)}) RLIKE '^(ARRAY|OBJECT)', false)"
 
 
-def _parsed_columns(canonical: list[str]) -> list[str]:
-    """What a parser returns: the canonical columns (event time as epoch ms), ``raw``, ``reason``."""
-    return [*[ms_column(c) if c == "ts" else c for c in canonical], "raw", "reason"]
-
-
 def _string_list(text: str) -> str:
     """A JSON array of strings, or a single string standing for a one-element list.
 
@@ -131,22 +137,8 @@ def _string_list(text: str) -> str:
     return (
         f"CASE WHEN startswith({trimmed}, '[') THEN from_json({text}, 'array<string>') "
         f"WHEN startswith({trimmed}, '{{') THEN CAST(NULL AS ARRAY<STRING>) "
-        f"WHEN NOT {_sql_blank(text)} THEN array({text}) END"
+        f"WHEN NOT {sql_blank(text)} THEN array({text}) END"
     )
-
-
-def _clean(items: str) -> str:
-    """Blank items dropped, deduplicated, sorted.
-
-    A list of one item (nearly every operation's keys) or none is read without the lambda:
-    Spark evaluates higher-order functions row by row outside generated code.
-    """
-    full = f"array_sort(array_distinct(filter({items}, _i -> NOT {_sql_blank('_i')})))"
-    single = (
-        f"CASE WHEN {_sql_blank(f'get({items}, 0)')} THEN CAST(array() AS ARRAY<STRING>) ELSE {items} END"
-    )
-    n = f"size({items})"
-    return f"CASE WHEN {n} = 0 THEN {items} WHEN {n} = 1 THEN {single} ELSE {full} END"
 
 
 def _raw(df: DataFrame, fmt: str) -> DataFrame:
@@ -194,12 +186,7 @@ def _epoch_ms(text: str) -> str:
         f"CASE WHEN {text} RLIKE {digits} THEN try_cast({text} AS BIGINT) "
         f"ELSE unix_millis(try_to_timestamp({text})) END"
     )
-    return _in_range(ms)
-
-
-def _in_range(ms: str) -> str:
-    """Epoch ms from 1970 up to ``contract.MAX_TS_MS``, else null (``bad_ts``)."""
-    return f"CASE WHEN ({ms}) >= 0 AND ({ms}) < {int(MAX_TS_MS)} THEN {ms} END"
+    return in_range(ms)
 
 
 def _ts_checks(max_future_ms: int | None) -> dict[str, str]:
@@ -212,57 +199,8 @@ def _ts_checks(max_future_ms: int | None) -> dict[str, str]:
     ts_ms = ms_column("ts")
     checks = {"missing_ts": "_no_ts", "bad_ts": f"{ts_ms} IS NULL"}
     if max_future_ms is not None:
-        checks["ts_in_future"] = f"{ts_ms} > {_latest_ts(max_future_ms)}"
+        checks["ts_in_future"] = f"{ts_ms} > {latest_ts(max_future_ms)}"
     return checks
-
-
-def _latest_ts(max_future_ms: int) -> str:
-    """The latest event time a micro-batch accepts, epoch ms: its processing time plus
-    ``max_future_ms``.
-
-    The processing time is read through a lambda (``transform``), which Spark evaluates
-    outside the Java code it generates: a stream's ``current_timestamp()`` is the
-    micro-batch's timestamp, and Spark writes it into that code as a constant, so the code
-    differed in every micro-batch and the driver compiled it again in each (4 compilations,
-    ~115 ms per micro-batch of the trickle; ``benchmarks/bench_batch.py``).  Once per row,
-    interpreted, it costs far less than that on any micro-batch.
-    """
-    now = "element_at(transform(array(unix_millis(current_timestamp())), _now -> _now), 1)"
-    return f"({now} + {int(max_future_ms)})"
-
-
-def _condition(given: str) -> str:
-    """The condition's name, trimmed and in lower case (``any`` when absent).
-
-    Lower case by ``translate`` of the ASCII capitals (and the Kelvin sign, the one other
-    character whose lower case is an ASCII letter), not ``lower``: every condition name is
-    ASCII, so a name is valid after the one exactly when it is after the other, and Spark's
-    ``lower`` builds ICU's case-mapping tables in the first task that evaluates it (0.7 s of
-    CPU in a new executor, a tenth of the first micro-batch; measured with JFR).
-    """
-    capitals = "ABCDEFGHIJKLMNOPQRSTUVWXYZ\u212a"
-    name = f"trim(coalesce({given}, {sql_string(_ANY)}))"
-    # a name already in lower case (nearly all) skips ``translate``, which costs a map
-    # look-up and a Java String per character (seen in JFR of the routing stage)
-    lowered = f"translate({name}, {sql_string(capitals)}, {sql_string(capitals[:-1].lower() + 'k')})"
-    return f"CASE WHEN {_sql_in(name, list(CONDITIONS))} THEN {name} ELSE {lowered} END"
-
-
-def _sql_blank(name: str) -> str:
-    return f"({name} IS NULL OR trim({name}) = '')"
-
-
-def _sql_not_finite(name: str) -> str:
-    return f"({name} IS NULL OR isnan({name}) OR abs({name}) = double('Infinity'))"
-
-
-def _sql_in(name: str, values: list[str]) -> str:
-    return f"{name} IN ({', '.join(sql_string(str(v)) for v in values)})"
-
-
-def sql_string(value: str) -> str:
-    """``value`` as a Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _first_reason(checks: dict[str, str], order: tuple[str, ...]) -> str:
@@ -286,12 +224,12 @@ def parse_operations(
     fmt = source_format_of(df, fmt)
     function = operation_checks(df.sparkSession) if fmt == "typed" else None
     if function:
-        return _operations_checked(df, function, max_timeout_ms, max_future_ms)
-    fields = _operation_fields_typed(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING)
-    needs_target = _sql_in("condition", [str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
+        return operations_checked(df, function, max_timeout_ms, max_future_ms)
+    fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING)
+    needs_target = sql_in("condition", [str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
     checks = {
         "malformed_json": "_malformed",
-        "missing_op_id": _sql_blank("op_id"),
+        "missing_op_id": sql_blank("op_id"),
         "bad_op_id": "_bad_op_id",
         "missing_key": "coalesce(size(keys), 0) <= 0",
         **_ts_checks(max_future_ms),
@@ -299,9 +237,9 @@ def parse_operations(
         "bad_timeout_ms": "timeout_ms IS NULL",
         "negative_timeout": "timeout_ms < 0",
         "timeout_above_max": f"timeout_ms > {int(max_timeout_ms)}",
-        "unknown_condition": f"NOT {_sql_in('condition', list(CONDITIONS))}",
+        "unknown_condition": f"NOT {sql_in('condition', list(CONDITIONS))}",
         "missing_target": f"{needs_target} AND _no_target",
-        "bad_target": f"{needs_target} AND {_sql_not_finite('target')}",
+        "bad_target": f"{needs_target} AND {sql_not_finite('target')}",
         "missing_members": f"condition = '{_ALL}' AND coalesce(size(members), 0) <= 0",
         "bad_payload": "_bad_payload",
     }
@@ -315,12 +253,15 @@ def parse_events(df: DataFrame, fmt: SourceFormat = "auto", *, max_future_ms: in
     ``parse_operations``.
     """
     fmt = source_format_of(df, fmt)
-    fields = _event_fields_typed(df) if fmt == "typed" else _json_fields(df, fmt, _EVENT_READING)
+    function = event_checks(df.sparkSession) if fmt == "typed" else None
+    if function:
+        return events_checked(df, function, max_future_ms)
+    fields = event_fields(df) if fmt == "typed" else _json_fields(df, fmt, _EVENT_READING)
     checks = {
         "malformed_json": "_malformed",
-        "missing_key": _sql_blank("key"),
+        "missing_key": sql_blank("key"),
         **_ts_checks(max_future_ms),
-        "bad_value": f"NOT _no_value AND {_sql_not_finite('value')}",
+        "bad_value": f"NOT _no_value AND {sql_not_finite('value')}",
         "bad_op_id": "_bad_op_id",
         "bad_source": "_bad_source",
     }
@@ -333,7 +274,7 @@ def _with_reason(
     """The parsed rows with their reason; typed input gets its ``raw`` text only when rejected."""
     out = fields.selectExpr("*", f"{_first_reason(checks, order)} AS reason")
     # an op_id that is an array or object is none (``rejected``'s op_id, as the pandas validator)
-    columns = {name: f"`{name}`" for name in _parsed_columns(canonical)}
+    columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
     columns["op_id"] = "CASE WHEN NOT _bad_op_id THEN op_id END"
     if "_record" in fields.columns:
         columns["raw"] = "CASE WHEN reason IS NOT NULL THEN to_json(_record) END"
@@ -419,46 +360,41 @@ def _typed_json_schema(contract: pa.Schema) -> T.StructType:
     return T.StructType([*fields, T.StructField(_CORRUPT, T.StringType())])
 
 
-def _present(field: str) -> str:
-    """An array of the one string ``field`` unless it is blank (else null)."""
-    return f"CASE WHEN NOT {_sql_blank(field)} THEN array({field}) END"
-
-
 def _typed_operation(t: str) -> dict[str, str]:
-    keys = f"coalesce({_get(t, 'keys')}, {_present(_get(t, 'key'))})"
+    keys = f"coalesce({_get(t, 'keys')}, {present(_get(t, 'key'))})"
     return {
         "_malformed": "false",
         "op_id": _get(t, "op_id"),
         "_bad_op_id": "false",
-        "keys": _clean(keys),
-        "_no_ts": _sql_blank(_get(t, "ts")),
+        "keys": clean_list(keys),
+        "_no_ts": sql_blank(_get(t, "ts")),
         ms_column("ts"): _epoch_ms(_get(t, "ts")),
         "_no_timeout": f"{_get(t, 'timeout_ms')} IS NULL",
         "timeout_ms": _get(t, "timeout_ms"),
-        "condition": _condition(_get(t, "condition")),
+        "condition": condition_name(_get(t, "condition")),
         "_no_target": f"{_get(t, 'target')} IS NULL",
         "target": _get(t, "target"),
-        "members": _clean(_get(t, "members")),
+        "members": clean_list(_get(t, "members")),
         "payload": _get(t, "payload"),
         "_bad_payload": "false",
     }
 
 
 def _lenient_operation(j: str) -> dict[str, str]:
-    keys = f"coalesce({_string_list(_get(j, 'keys'))}, {_present(_get(j, 'key'))})"
+    keys = f"coalesce({_string_list(_get(j, 'keys'))}, {present(_get(j, 'key'))})"
     return {
         "_malformed": f"({j} IS NULL OR {_get(j, _CORRUPT)} IS NOT NULL)",
         "op_id": _text(j, "op_id"),
         "_bad_op_id": _structured(j, "op_id"),
-        "keys": _clean(keys),
-        "_no_ts": _sql_blank(_get(j, "ts")),
+        "keys": clean_list(keys),
+        "_no_ts": sql_blank(_get(j, "ts")),
         ms_column("ts"): _epoch_ms(_get(j, "ts")),
-        "_no_timeout": _sql_blank(_get(j, "timeout_ms")),
+        "_no_timeout": sql_blank(_get(j, "timeout_ms")),
         "timeout_ms": f"try_cast({_get(j, 'timeout_ms')} AS BIGINT)",
-        "condition": _condition(_get(j, "condition")),
-        "_no_target": _sql_blank(_get(j, "target")),
+        "condition": condition_name(_get(j, "condition")),
+        "_no_target": sql_blank(_get(j, "target")),
         "target": f"try_cast({_get(j, 'target')} AS DOUBLE)",
-        "members": _clean(_string_list(_get(j, "members"))),
+        "members": clean_list(_string_list(_get(j, "members"))),
         "payload": _text(j, "payload"),
         "_bad_payload": _structured(j, "payload"),
     }
@@ -469,11 +405,11 @@ def _typed_event(t: str) -> dict[str, str]:
     return {
         "_malformed": "false",
         "key": _get(t, "key"),
-        "_no_ts": _sql_blank(_get(t, "ts")),
+        "_no_ts": sql_blank(_get(t, "ts")),
         ms_column("ts"): _epoch_ms(_get(t, "ts")),
-        "op_id": f"CASE WHEN NOT {_sql_blank(op_id)} THEN {op_id} END",
+        "op_id": f"CASE WHEN NOT {sql_blank(op_id)} THEN {op_id} END",
         "_bad_op_id": "false",
-        "source": f"CASE WHEN NOT {_sql_blank(source)} THEN {source} END",
+        "source": f"CASE WHEN NOT {sql_blank(source)} THEN {source} END",
         "_bad_source": "false",
         "_no_value": f"{_get(t, 'value')} IS NULL",
         "value": _get(t, "value"),
@@ -485,11 +421,11 @@ def _lenient_event(j: str) -> dict[str, str]:
     return {
         "_malformed": f"({j} IS NULL OR {_get(j, _CORRUPT)} IS NOT NULL)",
         "key": _get(j, "key"),
-        "_no_ts": _sql_blank(_get(j, "ts")),
+        "_no_ts": sql_blank(_get(j, "ts")),
         ms_column("ts"): _epoch_ms(_get(j, "ts")),
-        "op_id": f"CASE WHEN NOT {_sql_blank(op_id)} THEN {op_id} END",
+        "op_id": f"CASE WHEN NOT {sql_blank(op_id)} THEN {op_id} END",
         "_bad_op_id": _structured(j, "op_id"),
-        "source": f"CASE WHEN NOT {_sql_blank(source)} THEN {source} END",
+        "source": f"CASE WHEN NOT {sql_blank(source)} THEN {source} END",
         "_bad_source": _structured(j, "source"),
         "_no_value": f"{_get(j, 'value')} IS NULL",
         "value": f"try_cast({_get(j, 'value')} AS DOUBLE)",
@@ -500,128 +436,3 @@ _OPERATION_READING = _Reading(
     _typed_json_schema(OPERATION_INPUT), _typed_operation, _OPS_JSON, _lenient_operation
 )
 _EVENT_READING = _Reading(_typed_json_schema(EVENT_INPUT), _typed_event, _EVENTS_JSON, _lenient_event)
-
-
-# -- typed columns: Parquet, Delta, any DataFrame --------------------------------------------------
-
-
-def _operation_fields_typed(df: DataFrame) -> DataFrame:
-    """Each operation field from typed columns (checked first: ``InputSchemaError``)."""
-    c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
-    keys = f"coalesce({c['keys']}, {_present(c['key'])})"
-    fields = {
-        "_record": _record(df, OPERATION_INPUT),
-        "_malformed": "false",
-        "op_id": c["op_id"],
-        "_bad_op_id": "false",
-        "keys": _clean(keys),
-        "_no_ts": f"{c['ts']} IS NULL",
-        ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
-        "_no_timeout": f"{c['timeout_ms']} IS NULL",
-        "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
-        "condition": _condition(c["condition"]),
-        "_no_target": f"{c['target']} IS NULL",
-        "target": f"CAST({c['target']} AS DOUBLE)",
-        "members": _clean(c["members"]),
-        "payload": c["payload"],
-        "_bad_payload": "false",
-    }
-    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()])
-
-
-def _operations_checked(
-    df: DataFrame, function: str, max_timeout_ms: int, max_future_ms: int | None
-) -> DataFrame:
-    """Typed operations checked by the JVM function ``function`` (``checks``): the event
-    time and timeout read as ``_operation_fields_typed`` reads them, then one call for the
-    reason and the cleaned keys, condition and members."""
-    c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
-    ts_ms = ms_column("ts")
-    read = df.selectExpr(
-        f"{_record(df, OPERATION_INPUT)} AS _record",
-        f"{c['op_id']} AS op_id",
-        f"{c['keys']} AS _keys",
-        f"{c['key']} AS _key",
-        f"{c['ts']} IS NULL AS _no_ts",
-        f"{_typed_epoch_ms(c['ts'], _type_of(df, 'ts'))} AS `{ts_ms}`",
-        f"{c['timeout_ms']} IS NULL AS _no_timeout",
-        f"{_typed_whole(c['timeout_ms'], _type_of(df, 'timeout_ms'))} AS timeout_ms",
-        f"{c['condition']} AS _condition",
-        f"CAST({c['target']} AS DOUBLE) AS target",
-        f"{c['members']} AS _members",
-        f"{c['payload']} AS payload",
-    )
-    latest = "CAST(NULL AS BIGINT)"
-    if max_future_ms is not None:
-        latest = _latest_ts(max_future_ms)
-    names = sql_string(condition_names())
-    call = (
-        f"{function}(op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
-        f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names})"
-    )
-    checked = read.selectExpr("*", f"{call} AS _checked")
-    columns = {name: f"`{name}`" for name in _parsed_columns(OPERATION_COLUMNS)}
-    for name in ("keys", "condition", "members", "reason"):
-        columns[name] = f"_checked.{name}"
-    columns["raw"] = "CASE WHEN _checked.reason IS NOT NULL THEN to_json(_record) END"
-    return checked.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])
-
-
-def _event_fields_typed(df: DataFrame) -> DataFrame:
-    """Each event field from typed columns (checked first: ``InputSchemaError``)."""
-    c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
-    fields = {
-        "_record": _record(df, EVENT_INPUT),
-        "_malformed": "false",
-        "key": c["key"],
-        "_no_ts": f"{c['ts']} IS NULL",
-        ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
-        "op_id": f"CASE WHEN NOT {_sql_blank(c['op_id'])} THEN {c['op_id']} END",
-        "_bad_op_id": "false",
-        "source": f"CASE WHEN NOT {_sql_blank(c['source'])} THEN {c['source']} END",
-        "_bad_source": "false",
-        "_no_value": f"{c['value']} IS NULL",
-        "value": f"CAST({c['value']} AS DOUBLE)",
-    }
-    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()])
-
-
-def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str, str]:
-    """The contract's columns of a typed input (null where an optional one is absent), as SQL.
-
-    Raises ``InputSchemaError`` naming every missing or wrongly typed column: at start, not in
-    the first micro-batch."""
-    check_typed(df, source)
-    spark_types = from_arrow_schema(contract)
-    have = set(df.columns)
-    return {
-        f.name: f"`{f.name}`" if f.name in have else f"CAST(NULL AS {f.dataType.simpleString()})"
-        for f in spark_types.fields
-    }
-
-
-def _type_of(df: DataFrame, name: str) -> T.DataType | None:
-    return df.schema[name].dataType if name in df.columns else None
-
-
-def _record(df: DataFrame, contract: pa.Schema) -> str:
-    """The row's contract columns, rendered as ``raw`` only if the row is rejected."""
-    return f"struct({', '.join(f'`{name}`' for name in contract.names if name in df.columns)})"
-
-
-def _typed_epoch_ms(ts: str, spark_type: T.DataType | None) -> str:
-    """Epoch ms of a timestamp (a zone-less one read as UTC) or of epoch ms; null if out of range."""
-    if isinstance(spark_type, T.TimestampType):
-        return _in_range(f"unix_millis({ts})")
-    if isinstance(spark_type, T.TimestampNTZType):  # the input's own `ts` (no Python timestampdiff)
-        return _in_range(f"timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {ts})")
-    return _in_range(f"CAST({ts} AS BIGINT)")
-
-
-def _typed_whole(number: str, spark_type: T.DataType | None) -> str:
-    """A whole number within bigint: integers as they are, a fraction's whole values (pandas'
-    allowance, ``engine.validation``); null otherwise (``bad_timeout_ms``)."""
-    if isinstance(spark_type, T.IntegralType):
-        return f"CAST({number} AS BIGINT)"
-    d = f"CAST({number} AS DOUBLE)"
-    return f"CASE WHEN ({d} % 1 = 0) AND (abs({d}) < {2**63}D) THEN CAST({d} AS BIGINT) END"

@@ -1,0 +1,103 @@
+"""SQL text the input readers share: literals, blank and finite tests, lists cleaned, the
+condition's name, the event time's range and the latest event time a micro-batch accepts.
+
+Each function returns Spark SQL text over the expressions it is given (``selectExpr``: one
+Py4J call per projection, not one per ``Column`` function); ``sources`` (JSON text, Kafka)
+and ``typed_columns`` (typed input) build their readings from these.
+"""
+
+from __future__ import annotations
+
+from ..contract import MAX_TS_MS, ms_column
+from ..engine.conditions import ANY, CONDITION_NAMES, CONDITIONS
+
+__all__ = [
+    "sql_string",
+    "sql_blank",
+    "sql_not_finite",
+    "sql_in",
+    "in_range",
+    "latest_ts",
+    "clean_list",
+    "present",
+    "condition_name",
+    "parsed_columns",
+]
+
+_ANY = str(CONDITION_NAMES[ANY])
+
+
+def parsed_columns(canonical: list[str]) -> list[str]:
+    """What a parser returns: the canonical columns (event time as epoch ms), ``raw``, ``reason``."""
+    return [*[ms_column(c) if c == "ts" else c for c in canonical], "raw", "reason"]
+
+
+def clean_list(items: str) -> str:
+    """Blank items dropped, deduplicated, sorted.
+
+    A list of one item (nearly every operation's keys) or none is read without the lambda:
+    Spark evaluates higher-order functions row by row outside generated code.
+    """
+    full = f"array_sort(array_distinct(filter({items}, _i -> NOT {sql_blank('_i')})))"
+    single = f"CASE WHEN {sql_blank(f'get({items}, 0)')} THEN CAST(array() AS ARRAY<STRING>) ELSE {items} END"
+    n = f"size({items})"
+    return f"CASE WHEN {n} = 0 THEN {items} WHEN {n} = 1 THEN {single} ELSE {full} END"
+
+
+def in_range(ms: str) -> str:
+    """Epoch ms from 1970 up to ``contract.MAX_TS_MS``, else null (``bad_ts``)."""
+    return f"CASE WHEN ({ms}) >= 0 AND ({ms}) < {int(MAX_TS_MS)} THEN {ms} END"
+
+
+def latest_ts(max_future_ms: int) -> str:
+    """The latest event time a micro-batch accepts, epoch ms: its processing time plus
+    ``max_future_ms``.
+
+    The processing time is read through a lambda (``transform``), which Spark evaluates
+    outside the Java code it generates: a stream's ``current_timestamp()`` is the
+    micro-batch's timestamp, and Spark writes it into that code as a constant, so the code
+    differed in every micro-batch and the driver compiled it again in each (4 compilations,
+    ~115 ms per micro-batch of the trickle; ``benchmarks/bench_batch.py``).  Once per row,
+    interpreted, it costs far less than that on any micro-batch.
+    """
+    now = "element_at(transform(array(unix_millis(current_timestamp())), _now -> _now), 1)"
+    return f"({now} + {int(max_future_ms)})"
+
+
+def condition_name(given: str) -> str:
+    """The condition's name, trimmed and in lower case (``any`` when absent).
+
+    Lower case by ``translate`` of the ASCII capitals (and the Kelvin sign, the one other
+    character whose lower case is an ASCII letter), not ``lower``: every condition name is
+    ASCII, so a name is valid after the one exactly when it is after the other, and Spark's
+    ``lower`` builds ICU's case-mapping tables in the first task that evaluates it (0.7 s of
+    CPU in a new executor, a tenth of the first micro-batch; measured with JFR).
+    """
+    capitals = "ABCDEFGHIJKLMNOPQRSTUVWXYZ\u212a"
+    name = f"trim(coalesce({given}, {sql_string(_ANY)}))"
+    # a name already in lower case (nearly all) skips ``translate``, which costs a map
+    # look-up and a Java String per character (seen in JFR of the routing stage)
+    lowered = f"translate({name}, {sql_string(capitals)}, {sql_string(capitals[:-1].lower() + 'k')})"
+    return f"CASE WHEN {sql_in(name, list(CONDITIONS))} THEN {name} ELSE {lowered} END"
+
+
+def sql_blank(name: str) -> str:
+    return f"({name} IS NULL OR trim({name}) = '')"
+
+
+def sql_not_finite(name: str) -> str:
+    return f"({name} IS NULL OR isnan({name}) OR abs({name}) = double('Infinity'))"
+
+
+def sql_in(name: str, values: list[str]) -> str:
+    return f"{name} IN ({', '.join(sql_string(str(v)) for v in values)})"
+
+
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def present(field: str) -> str:
+    """An array of the one string ``field`` unless it is blank (else null)."""
+    return f"CASE WHEN NOT {sql_blank(field)} THEN array({field}) END"

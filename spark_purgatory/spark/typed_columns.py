@@ -1,0 +1,191 @@
+"""Typed input: Parquet, a Delta table stream, any DataFrame with the input contract's columns.
+
+Read as they are, without a JSON round trip: the schema is checked when the query is built
+(``schema.check_typed``: a missing or wrongly typed column raises ``InputSchemaError``), and
+only a rejected row is rendered to JSON (``to_json``) for its ``raw``.  Two readings with the
+same rows: SQL (``operation_fields`` / ``event_fields``, then ``sources``' checks), or, with
+the project's JAR on the class path, the JVM functions (``operations_checked`` /
+``events_checked``: ``checks``), one expression node each for the plan Spark optimizes
+again in every micro-batch.
+
+Invariant: a typed row gets the reason, and the fields, that its JSON text would get.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from ..contract import (
+    EVENT_COLUMNS,
+    EVENT_INPUT,
+    OPERATION_COLUMNS,
+    OPERATION_INPUT,
+    SOURCE_EVENTS,
+    SOURCE_OPERATIONS,
+    ms_column,
+)
+from .checks import condition_names
+from .schema import check_typed
+from .sql_text import (
+    clean_list,
+    condition_name,
+    in_range,
+    latest_ts,
+    parsed_columns,
+    present,
+    sql_blank,
+    sql_string,
+)
+
+__all__ = ["operation_fields", "event_fields", "operations_checked", "events_checked"]
+
+
+def operation_fields(df: DataFrame) -> DataFrame:
+    """Each operation field from typed columns (checked first: ``InputSchemaError``)."""
+    c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
+    keys = f"coalesce({c['keys']}, {present(c['key'])})"
+    fields = {
+        "_record": _record(df, OPERATION_INPUT),
+        "_malformed": "false",
+        "op_id": c["op_id"],
+        "_bad_op_id": "false",
+        "keys": clean_list(keys),
+        "_no_ts": f"{c['ts']} IS NULL",
+        ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
+        "_no_timeout": f"{c['timeout_ms']} IS NULL",
+        "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
+        "condition": condition_name(c["condition"]),
+        "_no_target": f"{c['target']} IS NULL",
+        "target": f"CAST({c['target']} AS DOUBLE)",
+        "members": clean_list(c["members"]),
+        "payload": c["payload"],
+        "_bad_payload": "false",
+    }
+    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()])
+
+
+def operations_checked(
+    df: DataFrame, function: str, max_timeout_ms: int, max_future_ms: int | None
+) -> DataFrame:
+    """Typed operations checked by the JVM function ``function`` (``checks``): the event
+    time and timeout read as ``operation_fields`` reads them, then one call for the
+    reason and the cleaned keys, condition and members."""
+    c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
+    ts_ms = ms_column("ts")
+    read = df.selectExpr(
+        f"{_record(df, OPERATION_INPUT)} AS _record",
+        f"{c['op_id']} AS op_id",
+        f"{c['keys']} AS _keys",
+        f"{c['key']} AS _key",
+        f"{c['ts']} IS NULL AS _no_ts",
+        f"{_typed_epoch_ms(c['ts'], _type_of(df, 'ts'))} AS `{ts_ms}`",
+        f"{c['timeout_ms']} IS NULL AS _no_timeout",
+        f"{_typed_whole(c['timeout_ms'], _type_of(df, 'timeout_ms'))} AS timeout_ms",
+        f"{c['condition']} AS _condition",
+        f"CAST({c['target']} AS DOUBLE) AS target",
+        f"{c['members']} AS _members",
+        f"{c['payload']} AS payload",
+    )
+    names, latest = sql_string(condition_names()), _latest(max_future_ms)
+    call = (
+        f"{function}(op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
+        f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names})"
+    )
+    return _checked(read, call, OPERATION_COLUMNS, ("keys", "condition", "members"))
+
+
+def events_checked(df: DataFrame, function: str, max_future_ms: int | None) -> DataFrame:
+    """Typed events checked by the JVM function ``function`` (``checks``): the event time
+    read as ``event_fields`` reads it, then one call for the reason, op_id and source."""
+    c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
+    ts_ms = ms_column("ts")
+    read = df.selectExpr(
+        f"{_record(df, EVENT_INPUT)} AS _record",
+        f"{c['key']} AS key",
+        f"{c['ts']} IS NULL AS _no_ts",
+        f"{_typed_epoch_ms(c['ts'], _type_of(df, 'ts'))} AS `{ts_ms}`",
+        f"CAST({c['value']} AS DOUBLE) AS value",
+        f"{c['op_id']} AS _op_id",
+        f"{c['source']} AS _source",
+    )
+    call = f"{function}(key, `{ts_ms}`, _no_ts, {_latest(max_future_ms)}, value, _op_id, _source)"
+    return _checked(read, call, EVENT_COLUMNS, ("op_id", "source"))
+
+
+def _latest(max_future_ms: int | None) -> str:
+    """The latest event time accepted, as the functions take it (null: no limit)."""
+    return "CAST(NULL AS BIGINT)" if max_future_ms is None else latest_ts(max_future_ms)
+
+
+def _checked(read: DataFrame, call: str, canonical: list[str], fields: tuple[str, ...]) -> DataFrame:
+    """The parsed columns from the function's result (``_checked``): its reason and
+    ``fields``, the rest as read; ``raw`` rendered for rejected rows only."""
+    checked = read.selectExpr("*", f"{call} AS _checked")
+    columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
+    for name in (*fields, "reason"):
+        columns[name] = f"_checked.{name}"
+    columns["raw"] = "CASE WHEN _checked.reason IS NOT NULL THEN to_json(_record) END"
+    return checked.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])
+
+
+def event_fields(df: DataFrame) -> DataFrame:
+    """Each event field from typed columns (checked first: ``InputSchemaError``)."""
+    c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
+    fields = {
+        "_record": _record(df, EVENT_INPUT),
+        "_malformed": "false",
+        "key": c["key"],
+        "_no_ts": f"{c['ts']} IS NULL",
+        ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
+        "op_id": f"CASE WHEN NOT {sql_blank(c['op_id'])} THEN {c['op_id']} END",
+        "_bad_op_id": "false",
+        "source": f"CASE WHEN NOT {sql_blank(c['source'])} THEN {c['source']} END",
+        "_bad_source": "false",
+        "_no_value": f"{c['value']} IS NULL",
+        "value": f"CAST({c['value']} AS DOUBLE)",
+    }
+    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()])
+
+
+def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str, str]:
+    """The contract's columns of a typed input (null where an optional one is absent), as SQL.
+
+    Raises ``InputSchemaError`` naming every missing or wrongly typed column: at start, not in
+    the first micro-batch."""
+    check_typed(df, source)
+    spark_types = from_arrow_schema(contract)
+    have = set(df.columns)
+    return {
+        f.name: f"`{f.name}`" if f.name in have else f"CAST(NULL AS {f.dataType.simpleString()})"
+        for f in spark_types.fields
+    }
+
+
+def _type_of(df: DataFrame, name: str) -> T.DataType | None:
+    return df.schema[name].dataType if name in df.columns else None
+
+
+def _record(df: DataFrame, contract: pa.Schema) -> str:
+    """The row's contract columns, rendered as ``raw`` only if the row is rejected."""
+    return f"struct({', '.join(f'`{name}`' for name in contract.names if name in df.columns)})"
+
+
+def _typed_epoch_ms(ts: str, spark_type: T.DataType | None) -> str:
+    """Epoch ms of a timestamp (a zone-less one read as UTC) or of epoch ms; null if out of range."""
+    if isinstance(spark_type, T.TimestampType):
+        return in_range(f"unix_millis({ts})")
+    if isinstance(spark_type, T.TimestampNTZType):  # the input's own `ts` (no Python timestampdiff)
+        return in_range(f"timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {ts})")
+    return in_range(f"CAST({ts} AS BIGINT)")
+
+
+def _typed_whole(number: str, spark_type: T.DataType | None) -> str:
+    """A whole number within bigint: integers as they are, a fraction's whole values (pandas'
+    allowance, ``engine.validation``); null otherwise (``bad_timeout_ms``)."""
+    if isinstance(spark_type, T.IntegralType):
+        return f"CAST({number} AS BIGINT)"
+    d = f"CAST({number} AS DOUBLE)"
+    return f"CASE WHEN ({d} % 1 = 0) AND (abs({d}) < {2**63}D) THEN CAST({d} AS BIGINT) END"
