@@ -19,6 +19,7 @@ from payments import reference, write_case
 
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.spark.formats import SourceFormatError, format_of_path, formats_of
+from spark_purgatory.spark.jars import jar_paths
 from spark_purgatory.spark.schema import InputSchemaError
 
 HERE = os.path.dirname(__file__)
@@ -131,6 +132,7 @@ root, ops, events = sys.argv[1:4]
 config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")
 with start(ops, events, output=root + "/tables", checkpoint=root + "/chk", config=config) as purgatory:
     purgatory.await_termination()
+print("JARS", spark.sparkContext._jsc.sc().listJars().mkString(","))
 print("TOTALS", purgatory.totals["completed"])
 """
 
@@ -161,6 +163,11 @@ def test_the_one_call_works_from_a_venv_python_that_is_not_activated(tmp_path):
     (ops, events, _, _), done = _run_example(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-1] == f"TOTALS {len(reference(ops, events))}"
+    # the session was built without the project's JAR: start() added the checkout's
+    # (``spark.checks``), so the routing ran as its JVM function
+    added = done.stdout.splitlines()[-2]
+    assert added.startswith("JARS ")
+    assert ("spark-purgatory-checks.jar" in added) == bool(jar_paths("checks"))
 
 
 @pytest.mark.spark
@@ -256,7 +263,6 @@ def test_the_first_cause_of_a_python_worker_error_is_its_exception_line():
     assert "spark.pyspark.python or PYSPARK_PYTHON" in first
 
 
-
 def test_a_local_session_starts_its_jvm_without_c2(spark):
     """local_session asks for C1 only (a first micro-batch 6.2-6.6 s -> 4.1-4.8 s here): the JVM
     the tests share was started by it, and runs with the option."""
@@ -272,6 +278,7 @@ def test_a_local_session_starts_its_jvm_without_c2(spark):
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
     )
     assert flags.getVMOption("ReservedCodeCacheSize").getValue() == str(240 * 1024 * 1024)
+
 
 # -- pending counts every shard, also on a run that reads nothing new ----------------------------------
 

@@ -119,15 +119,39 @@ def operation_routes(spark: SparkSession) -> str | None:
 
 
 def _registered(spark: SparkSession, name: str, cls: str, returns: T.DataType) -> str | None:
-    """``name``, registered for ``cls``; None when the class is not on the driver's classpath,
-    or the session is a Spark Connect client, which cannot look (the caller writes SQL)."""
+    """``name``, registered for ``cls``; None when the class is not on the driver's classpath
+    and the checkout's JAR cannot be added (``_added``), or the session is a Spark Connect
+    client, which cannot look (the caller writes SQL)."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return None
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    try:
-        jvm.java.lang.Class.forName(cls, False, jvm.Thread.currentThread().getContextClassLoader())
-    except Exception:  # py4j wraps ClassNotFoundException
+    if not _loadable(spark, cls) and not _added(spark, cls):
         log.debug("%s is not on the classpath: SQL instead", cls)
         return None
     spark.udf.registerJavaFunction(name, cls, returns)
     return name
+
+
+def _loadable(spark: SparkSession, cls: str) -> bool:
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    try:
+        jvm.java.lang.Class.forName(cls, False, jvm.Thread.currentThread().getContextClassLoader())
+    except Exception:  # py4j wraps ClassNotFoundException
+        return False
+    return True
+
+
+def _added(spark: SparkSession, cls: str) -> bool:
+    """A session built without the JAR (``SparkSession.builder`` as it stands) gets it from
+    the checkout's ``.jars/checks`` when ``make jars`` made it there: ``ADD JAR`` puts it on the
+    session's class loader and ships it to the executors.  False when there is none, or the
+    session refuses (a cluster that allows no added JARs)."""
+    from .jars import jar_paths
+
+    for path in jar_paths("checks"):
+        try:
+            spark.sql(f"ADD JAR '{path}'")
+        except Exception as exc:  # noqa: BLE001 - any refusal means: SQL instead
+            log.info("could not add %s to the session (%s): the checks are SQL", path, exc)
+            return False
+        log.info("added %s to the session: the checks run as JVM functions", path)
+    return _loadable(spark, cls)
