@@ -43,6 +43,11 @@ A stream with the mailbox may have a third input, the wake files (``route_wake``
 ``state.wake``): rows that only make Spark call the cross-shard group; the end mark there
 (the end of input) becomes one row for every shard group.
 
+**As a JVM function.**  With the project's JAR on the class path (``checks``), an operation's
+copies, roles, peers and keys come from one call of ``sparkpurgatory.OperationRoutes`` and an
+``inline``, instead of the SQL below (some hundreds of expression nodes Spark optimizes again
+in every micro-batch); the SQL is the reference and the fallback, and gives the same rows.
+
 Invariant: every parsed row leaves routing at least once, in the one schema
 ``ROUTED_SCHEMA``: an operation (or its stubs), an event (or its replica), or a bad row
 carrying its raw text and reason.
@@ -70,7 +75,7 @@ from ..contract import (
 from ..state.wake import END_LINE
 from .checks import operation_routes
 from .labels import shard_labels
-from .sources import sql_string
+from .sql_text import sql_string
 
 __all__ = [
     "ROUTED_SCHEMA",
