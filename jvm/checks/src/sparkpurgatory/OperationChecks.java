@@ -35,20 +35,31 @@ public final class OperationChecks
 
   private static final long serialVersionUID = 1L;
 
-  private transient String namesSpec;
-  private transient Set<String> names;
-  private transient Set<String> needTarget;
-  private transient String needsMembers;
+  /** The condition names, read once from their text (immutable: tasks may share a function). */
+  private static final class Names {
+    final String spec;
+    final Set<String> all;
+    final Set<String> needTarget;
+    final String needsMembers;
 
-  private void names(String spec) {
-    if (spec.equals(namesSpec)) {
-      return;
+    Names(String spec) {
+      String[] parts = spec.split("\\|", -1);
+      this.spec = spec;
+      this.all = new HashSet<>(Arrays.asList(parts[0].split(" ")));
+      this.needTarget = new HashSet<>(Arrays.asList(parts[1].split(" ")));
+      this.needsMembers = parts[2];
     }
-    String[] parts = spec.split("\\|", -1);
-    names = new HashSet<>(Arrays.asList(parts[0].split(" ")));
-    needTarget = new HashSet<>(Arrays.asList(parts[1].split(" ")));
-    needsMembers = parts[2];
-    namesSpec = spec;
+  }
+
+  private transient volatile Names names;
+
+  private Names names(String spec) {
+    Names known = names;
+    if (known == null || !known.spec.equals(spec)) {
+      known = new Names(spec);
+      names = known;
+    }
+    return known;
   }
 
   static String trim(String s) {
@@ -140,7 +151,7 @@ public final class OperationChecks
       Double target,
       Seq<String> membersColumn,
       String conditionNames) {
-    names(conditionNames);
+    Names names = names(conditionNames);
     List<String> keys;
     if (keysColumn != null) {
       keys = clean(keysColumn);
@@ -150,9 +161,9 @@ public final class OperationChecks
     } else {
       keys = null;
     }
-    String cond = condition(conditionGiven, names);
+    String cond = condition(conditionGiven, names.all);
     List<String> members = clean(membersColumn);
-    boolean needsTarget = needTarget.contains(cond);
+    boolean needsTarget = names.needTarget.contains(cond);
     String reason = null;
     if (blank(opId)) {
       reason = "missing_op_id";
@@ -172,13 +183,13 @@ public final class OperationChecks
       reason = "negative_timeout";
     } else if (timeoutMs > maxTimeoutMs) {
       reason = "timeout_above_max";
-    } else if (!names.contains(cond)) {
+    } else if (!names.all.contains(cond)) {
       reason = "unknown_condition";
     } else if (needsTarget && target == null) {
       reason = "missing_target";
     } else if (needsTarget && (target.isNaN() || target.isInfinite())) {
       reason = "bad_target";
-    } else if (cond.equals(needsMembers) && (members == null || members.isEmpty())) {
+    } else if (cond.equals(names.needsMembers) && (members == null || members.isEmpty())) {
       reason = "missing_members";
     }
     return RowFactory.create(reason, keys, cond, members);
