@@ -13,10 +13,10 @@ import org.apache.spark.sql.api.java.UDF13;
 import scala.collection.Seq;
 
 /**
- * A typed operation's checks in one function: what spark_purgatory/spark/sources.py writes
- * as SQL for typed input (its cleaning of keys and members, its reading of the condition,
- * the reasons in the contract's order), for Catalyst one expression node instead of some
- * hundreds that it optimizes again in every micro-batch.
+ * A typed operation's checks in one function: what spark_purgatory/spark/sources.py (with
+ * typed_columns.py and sql_text.py) writes as SQL for typed input (its cleaning of keys and
+ * members, its reading of the condition, the reasons in the contract's order), for Catalyst
+ * one expression node instead of some hundreds that it optimizes again in every micro-batch.
  *
  * <p>Arguments (SQL, in order): op_id, keys, key, ts_ms (null when unreadable), ts is null,
  * the latest event time accepted (null: no ts_in_future check), timeout_ms (null when not a
@@ -28,7 +28,7 @@ import scala.collection.Seq;
  * condition trimmed and in lower case (absent: any).
  *
  * <p>Strings are trimmed of spaces (U+0020) only, as Spark's trim; a condition name is lowered
- * for the ASCII capitals and the Kelvin sign only, as sources._condition does.
+ * for the ASCII capitals and the Kelvin sign only, as sql_text.condition_name does.
  */
 public final class OperationChecks
     implements UDF13<String, Seq<String>, String, Long, Boolean, Long, Long, Boolean, Long, String, Double, Seq<String>, String, Row> {
