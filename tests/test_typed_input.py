@@ -25,7 +25,9 @@ from stream_helpers import T0, Files, run_stream
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import EVENT_INPUT, OPERATION_INPUT
 from spark_purgatory.job import parse_args
+from spark_purgatory.spark.key_hash import shards_of
 from spark_purgatory.spark.operator import purgatory_batch, purgatory_stream
+from spark_purgatory.spark.output import outcomes_of, rejected_of
 from spark_purgatory.spark.sources import (
     InputSchemaError,
     parse_events,
@@ -217,6 +219,32 @@ def test_typed_rows_keep_raw_only_when_rejected(spark):
     rows = parse_operations(typed, max_timeout_ms=1000).collect()
     assert rows[0].raw is None and rows[0].reason is None
     assert json.loads(rows[1].raw) == {"key": "k", "ts": "2026-01-01T00:00:00.000Z", "timeout_ms": 5}
+
+
+def test_a_typed_operation_rejected_at_routing_keeps_its_record(spark):
+    """With cross-shard operations switched off, routing rejects an operation whose keys span
+    shards (``cross_shard_keys``) after parsing found it valid: its ``rejected`` row still
+    shows the record, as for any rejection."""
+    keys = ["a", "b", "c", "d", "e"]
+    shard = dict(zip(keys, shards_of(np.array(keys, dtype=object), 2), strict=True))
+    apart = next([x, y] for x in keys for y in keys if shard[x] != shard[y])
+    together = next([x, y] for x in keys for y in keys if x < y and shard[x] == shard[y])
+    ops = spark.createDataFrame(
+        [
+            tuple(_op(op_id="apart", key=None, keys=apart).values()),
+            tuple(_op(op_id="together", key=None, keys=together).values()),
+        ],
+        _OPS_SCHEMA,
+    )
+    events = spark.createDataFrame([tuple(_ev(key=apart[0]).values())], _EVENTS_SCHEMA)
+    config = PurgatoryConfig(shards=2, cross_shard_operations=False)
+    out = purgatory_batch(ops, events, config)
+    rejected = {r.op_id: (r.reason, r.raw) for r in rejected_of(out).collect()}
+    assert set(rejected) == {"apart"}
+    reason, raw = rejected["apart"]
+    assert reason == "cross_shard_keys"
+    assert json.loads(raw)["keys"] == apart
+    assert {r.op_id for r in outcomes_of(out).collect()} == {"together"}
 
 
 class _NoClasses:

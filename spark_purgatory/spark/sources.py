@@ -70,7 +70,7 @@ from .sql_text import (
     sql_not_finite,
     sql_string,
 )
-from .typed_columns import event_fields, events_checked, operation_fields, operations_checked
+from .typed_columns import event_fields, events_checked, kept_raw, operation_fields, operations_checked
 
 __all__ = [
     "SourceFormat",
@@ -277,7 +277,7 @@ def _with_reason(
     columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
     columns["op_id"] = "CASE WHEN NOT _bad_op_id THEN op_id END"
     if "_record" in fields.columns:
-        columns["raw"] = "CASE WHEN reason IS NOT NULL THEN to_json(_record) END"
+        columns["raw"] = f"CASE WHEN {kept_raw('reason', 'keys' in canonical)} THEN to_json(_record) END"
     elif _KAFKA in fields.columns:  # a rejected Kafka record is found by topic, partition, offset
         columns["raw"] = f"CASE WHEN reason IS NOT NULL THEN {_kafka_raw(fields)} ELSE raw END"
     return out.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])

@@ -40,7 +40,7 @@ from .sql_text import (
     sql_string,
 )
 
-__all__ = ["operation_fields", "event_fields", "operations_checked", "events_checked"]
+__all__ = ["operation_fields", "event_fields", "operations_checked", "events_checked", "kept_raw"]
 
 
 def operation_fields(df: DataFrame) -> DataFrame:
@@ -127,8 +127,17 @@ def _checked(read: DataFrame, call: str, canonical: list[str], fields: tuple[str
     columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
     for name in (*fields, "reason"):
         columns[name] = f"_checked.{name}"
-    columns["raw"] = "CASE WHEN _checked.reason IS NOT NULL THEN to_json(_record) END"
+    raw_kept = kept_raw("_checked.reason", "keys" in fields, "_checked.keys")
+    columns["raw"] = f"CASE WHEN {raw_kept} THEN to_json(_record) END"
     return checked.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])
+
+
+def kept_raw(reason: str, operations: bool, keys: str = "keys") -> str:
+    """When a typed row is rendered to JSON for its ``raw``: when it is rejected, and for an
+    operation with several keys also when valid, since routing may reject it after parsing
+    (``cross_shard_keys``, with cross-shard operations switched off) and then shows its
+    record; routing keeps ``raw`` of rejected rows only.  Rare enough to cost nothing."""
+    return f"({reason} IS NOT NULL OR size({keys}) > 1)" if operations else f"{reason} IS NOT NULL"
 
 
 def event_fields(df: DataFrame) -> DataFrame:
