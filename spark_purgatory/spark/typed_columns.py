@@ -122,7 +122,7 @@ def _latest(max_future_ms: int | None) -> str:
 
 def _checked(read: DataFrame, call: str, canonical: list[str], fields: tuple[str, ...]) -> DataFrame:
     """The parsed columns from the function's result (``_checked``): its reason and
-    ``fields``, the rest as read; ``raw`` rendered for rejected rows only."""
+    ``fields``, the rest as read; ``raw`` rendered only where ``kept_raw`` says."""
     checked = read.selectExpr("*", f"{call} AS _checked")
     columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
     for name in (*fields, "reason"):
@@ -136,7 +136,8 @@ def kept_raw(reason: str, operations: bool, keys: str = "keys") -> str:
     """When a typed row is rendered to JSON for its ``raw``: when it is rejected, and for an
     operation with several keys also when valid, since routing may reject it after parsing
     (``cross_shard_keys``, with cross-shard operations switched off) and then shows its
-    record; routing keeps ``raw`` of rejected rows only.  Rare enough to cost nothing."""
+    record; routing keeps ``raw`` of rejected rows only.  One ``to_json`` per multi-key
+    operation: few in most workloads."""
     return f"({reason} IS NOT NULL OR size({keys}) > 1)" if operations else f"{reason} IS NOT NULL"
 
 
