@@ -34,6 +34,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from ..engine.conditions import ALL, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
+from .jars import jar_paths
 
 __all__ = [
     "CHECKS",
@@ -145,8 +146,6 @@ def _added(spark: SparkSession, cls: str) -> bool:
     the checkout's ``.jars/checks`` when ``make jars`` made it there: ``ADD JAR`` puts it on the
     session's class loader and ships it to the executors.  False when there is none, or the
     session refuses (a cluster that allows no added JARs)."""
-    from .jars import jar_paths
-
     for path in jar_paths("checks"):
         try:
             spark.sql(f"ADD JAR '{path}'")

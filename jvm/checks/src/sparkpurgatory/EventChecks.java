@@ -26,17 +26,14 @@ public final class EventChecks
   @Override
   public Row call(
       String key, Long tsMs, Boolean noTs, Long latestTs, Double value, String opId, String source) {
-    String reason = null;
+    String reason;
     if (OperationChecks.blank(key)) {
       reason = "missing_key";
-    } else if (Boolean.TRUE.equals(noTs)) {
-      reason = "missing_ts";
-    } else if (tsMs == null) {
-      reason = "bad_ts";
-    } else if (latestTs != null && tsMs > latestTs) {
-      reason = "ts_in_future";
-    } else if (value != null && (value.isNaN() || value.isInfinite())) {
-      reason = "bad_value";
+    } else {
+      reason = OperationChecks.timeReason(noTs, tsMs, latestTs);
+      if (reason == null && value != null && !Double.isFinite(value)) {
+        reason = "bad_value";
+      }
     }
     return RowFactory.create(reason, given(opId), given(source));
   }

@@ -62,6 +62,23 @@ public final class OperationChecks
     return known;
   }
 
+  /**
+   * The event time's reason, shared by operations and events (sources._ts_checks in SQL):
+   * missing, unreadable or out of range, or later than the latest accepted; null when none.
+   */
+  static String timeReason(Boolean noTs, Long tsMs, Long latestTs) {
+    if (Boolean.TRUE.equals(noTs)) {
+      return "missing_ts";
+    }
+    if (tsMs == null) {
+      return "bad_ts";
+    }
+    if (latestTs != null && tsMs > latestTs) {
+      return "ts_in_future";
+    }
+    return null;
+  }
+
   static String trim(String s) {
     int start = 0;
     int end = s.length();
@@ -164,17 +181,14 @@ public final class OperationChecks
     String cond = condition(conditionGiven, names.all);
     List<String> members = clean(membersColumn);
     boolean needsTarget = names.needTarget.contains(cond);
+    String time = timeReason(noTs, tsMs, latestTs);
     String reason = null;
     if (blank(opId)) {
       reason = "missing_op_id";
     } else if (keys == null || keys.isEmpty()) {
       reason = "missing_key";
-    } else if (Boolean.TRUE.equals(noTs)) {
-      reason = "missing_ts";
-    } else if (tsMs == null) {
-      reason = "bad_ts";
-    } else if (latestTs != null && tsMs > latestTs) {
-      reason = "ts_in_future";
+    } else if (time != null) {
+      reason = time;
     } else if (Boolean.TRUE.equals(noTimeout)) {
       reason = "missing_timeout_ms";
     } else if (timeoutMs == null) {
@@ -187,7 +201,7 @@ public final class OperationChecks
       reason = "unknown_condition";
     } else if (needsTarget && target == null) {
       reason = "missing_target";
-    } else if (needsTarget && (target.isNaN() || target.isInfinite())) {
+    } else if (needsTarget && !Double.isFinite(target)) {
       reason = "bad_target";
     } else if (cond.equals(names.needsMembers) && (members == null || members.isEmpty())) {
       reason = "missing_members";

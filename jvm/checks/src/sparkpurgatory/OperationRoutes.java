@@ -72,9 +72,11 @@ public final class OperationRoutes
         keys.add(keysColumn.apply(i));
       }
     }
+    int[] keyShards = new int[keys.size()];
     LinkedHashSet<Integer> distinct = new LinkedHashSet<>();
-    for (String key : keys) {
-      distinct.add(shardOf(key, delimiter, shards));
+    for (int i = 0; i < keyShards.length; i++) {
+      keyShards[i] = shardOf(keys.get(i), delimiter, shards);
+      distinct.add(keyShards[i]);
     }
     boolean crossing = distinct.size() > 1;
     if (reason == null && crossing && !Boolean.TRUE.equals(crossShardAllowed)) {
@@ -94,9 +96,9 @@ public final class OperationRoutes
     if (crossing) {
       for (int shard : distinct) {
         List<String> own = new ArrayList<>();
-        for (String key : keys) {
-          if (shardOf(key, delimiter, shards) == shard) {
-            own.add(key);
+        for (int i = 0; i < keyShards.length; i++) {
+          if (keyShards[i] == shard) {
+            own.add(keys.get(i));
           }
         }
         copies.add(copy(shard, "stub", null, own));
