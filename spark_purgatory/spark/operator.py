@@ -135,6 +135,7 @@ from .routing import (
     route_wake,
 )
 from .sources import SourceFormat, parse_events, parse_operations
+from .worker_heap import settle
 
 __all__ = [
     "OUTPUT_SCHEMA",
@@ -458,6 +459,7 @@ def _stateful_shard(
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         shard = numbers[int(key[0])]
+        settle()  # the worker's modules out of the collections PySpark runs after each task
         started = time.perf_counter()
         p = load_state(shard_bytes(state.get[0]), config, store) if state.exists else Purgatory(config)
         if p.shard not in (None, shard):  # the shard layout changed under this checkpoint

@@ -1,0 +1,36 @@
+"""The Python worker's heap: the objects the cyclic garbage collector need not walk again.
+
+PySpark reuses its Python workers (``spark.python.worker.reuse``, on by default), and its
+daemon (``pyspark/daemon.py``, pyspark 4.2.0) calls ``gc.collect()`` after every task a worker
+runs.  A full collection walks every object the collector tracks; in a worker that has
+imported pandas, pyarrow, PySpark's SQL modules and the operator, that is ~80,000 objects
+(functions, classes, module dictionaries) that live as long as the process, and one walk took
+30-100 ms on these machines.  The operator's micro-batch runs ``shards + 1`` tasks, so a
+micro-batch paid several walks of objects that can never be garbage: on the 200k-operation
+benchmark, as much worker CPU as the shard steps' own work (a sampling profile of the workers,
+``docs/performance.md``).
+
+``settle()`` (called by the shard step, once per process) collects once, then freezes what is
+there (``gc.freeze()``: moved to a permanent generation that later collections skip).  Objects
+made afterwards are collected as before; reference counting still frees frozen objects that
+are no longer referenced, so only cyclic garbage that existed at the freeze could stay (it was
+just collected; what is left is the interpreter's modules and the first call's input).
+"""
+
+from __future__ import annotations
+
+import gc
+
+__all__ = ["settle"]
+
+_settled = False
+
+
+def settle() -> None:
+    """Collect, then freeze the worker's heap; once per process (later calls do nothing)."""
+    global _settled
+    if _settled:
+        return
+    _settled = True
+    gc.collect()
+    gc.freeze()
