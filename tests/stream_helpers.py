@@ -60,6 +60,7 @@ class Run:
     rejected: pd.DataFrame
     watermarks: dict[int, int] = field(default_factory=dict)  # batch id -> watermark (ms)
     progress: list[dict] = field(default_factory=list)
+    plan: str = ""  # the last micro-batch's physical plan
 
 
 def run_stream(spark, files: Files, config: PurgatoryConfig, fmt: str = "json") -> Run:
@@ -92,4 +93,5 @@ def run_stream(spark, files: Files, config: PurgatoryConfig, fmt: str = "json") 
         rejected=rows[rows["kind"] == "rejected"].reset_index(drop=True),
         watermarks=watermarks,
         progress=[p for p in query.recentProgress],
+        plan=query._jsq.streamingQuery().lastExecution().executedPlan().treeString(),
     )

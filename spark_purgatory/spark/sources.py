@@ -59,16 +59,18 @@ from .formats import (
 )
 from .schema import InputSchemaError
 from .sql_text import (
+    LATEST,
     clean_list,
     condition_name,
     in_range,
-    latest_ts,
+    latest_carried,
     parsed_columns,
     present,
     sql_blank,
     sql_in,
     sql_not_finite,
     sql_string,
+    with_latest,
 )
 from .typed_columns import event_fields, events_checked, kept_raw, operation_fields, operations_checked
 
@@ -145,9 +147,10 @@ def _raw(df: DataFrame, fmt: str) -> DataFrame:
     """The column ``raw``, the record's text; for Kafka also ``_kafka``, where it came from."""
     # invalid UTF-8 (replaced by U+FFFD) would otherwise fail the Arrow hand-over to Python
     if fmt == "json":
-        return df.selectExpr("make_valid_utf8(value) AS raw")
+        return df.selectExpr("make_valid_utf8(value) AS raw", *latest_carried(df))
     if fmt == "kafka":
-        return df.selectExpr(f"{_utf8('value')} AS raw", f"{_kafka_origin(df)} AS {_KAFKA}")
+        origin = f"{_kafka_origin(df)} AS {_KAFKA}"
+        return df.selectExpr(f"{_utf8('value')} AS raw", origin, *latest_carried(df))
     raise ValueError(f"not a text format: {fmt!r}")
 
 
@@ -194,12 +197,13 @@ def _ts_checks(max_future_ms: int | None) -> dict[str, str]:
 
     One far-future row would move the watermark and expire every pending operation, so rows
     more than ``purgatory.max.future.ms`` ahead of the micro-batch's processing time are
-    rejected (``current_timestamp()`` is fixed per micro-batch, so a replay decides alike).
+    rejected (``current_timestamp()`` is fixed per micro-batch, so a replay decides alike);
+    the limit is the fields' ``LATEST`` (``sql_text.with_latest``).
     """
     ts_ms = ms_column("ts")
     checks = {"missing_ts": "_no_ts", "bad_ts": f"{ts_ms} IS NULL"}
     if max_future_ms is not None:
-        checks["ts_in_future"] = f"{ts_ms} > {latest_ts(max_future_ms)}"
+        checks["ts_in_future"] = f"{ts_ms} > `{LATEST}`"
     return checks
 
 
@@ -223,8 +227,9 @@ def parse_operations(
     """
     fmt = source_format_of(df, fmt)
     function = operation_checks(df.sparkSession) if fmt == "typed" else None
+    df = with_latest(df, max_future_ms)
     if function:
-        return operations_checked(df, function, max_timeout_ms, max_future_ms)
+        return operations_checked(df, function, max_timeout_ms)
     fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING)
     needs_target = sql_in("condition", [str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
     checks = {
@@ -254,8 +259,9 @@ def parse_events(df: DataFrame, fmt: SourceFormat = "auto", *, max_future_ms: in
     """
     fmt = source_format_of(df, fmt)
     function = event_checks(df.sparkSession) if fmt == "typed" else None
+    df = with_latest(df, max_future_ms)
     if function:
-        return events_checked(df, function, max_future_ms)
+        return events_checked(df, function)
     fields = event_fields(df) if fmt == "typed" else _json_fields(df, fmt, _EVENT_READING)
     checks = {
         "malformed_json": "_malformed",
@@ -329,6 +335,7 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading) -> DataFrame:
     23 KB, and its planning per micro-batch 892 -> 719 ms, medians of 7, loaded 2 cores)."""
     text = _raw(df, fmt)
     carried = [_KAFKA] if fmt == "kafka" else []
+    carried += latest_carried(df)  # for the checks (``_ts_checks``)
     rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t")
     plain = [f"t IS NOT NULL AND {_get('t', _CORRUPT)} IS NULL"]
     plain += [_plain(_get("t", f)) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]

@@ -8,8 +8,13 @@ and ``typed_columns`` (typed input) build their readings from these.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..contract import MAX_TS_MS, ms_column
 from ..engine.conditions import ANY, CONDITION_NAMES, CONDITIONS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 __all__ = [
     "sql_string",
@@ -18,6 +23,10 @@ __all__ = [
     "sql_in",
     "in_range",
     "latest_ts",
+    "LATEST",
+    "with_latest",
+    "latest_carried",
+    "latest_passed",
     "clean_list",
     "present",
     "condition_name",
@@ -57,11 +66,53 @@ def latest_ts(max_future_ms: int) -> str:
     outside the Java code it generates: a stream's ``current_timestamp()`` is the
     micro-batch's timestamp, and Spark writes it into that code as a constant, so the code
     differed in every micro-batch and the driver compiled it again in each (4 compilations,
-    ~115 ms per micro-batch of the trickle; ``benchmarks/bench_batch.py``).  Once per row,
-    interpreted, it costs far less than that on any micro-batch.
+    ~115 ms per micro-batch of the trickle; ``benchmarks/bench_batch.py``).  Read it once
+    per input, by ``with_latest``: an expression that holds a lambda keeps its whole
+    projection out of whole-stage code generation.
     """
     now = "element_at(transform(array(unix_millis(current_timestamp())), _now -> _now), 1)"
     return f"({now} + {int(max_future_ms)})"
+
+
+#: the column ``with_latest`` adds to an input (a name no contract column has)
+LATEST = "_purgatory_latest_ms"
+
+
+def with_latest(df: DataFrame, max_future_ms: int | None) -> DataFrame:
+    """``df`` with ``LATEST`` (``latest_ts``) beside its own columns; ``df`` itself when no
+    event time is too far ahead (``max_future_ms`` None).
+
+    A projection of its own, right above the input's read, which the reading above it
+    names through ``latest_carried`` or ``latest_passed``: Spark keeps a projection that
+    holds a lambda out of whole-stage code generation, and rows cross it one by one as
+    rows, so it should hold the lambda and the input's columns, nothing more.
+    """
+    if max_future_ms is None:
+        return df
+    return df.selectExpr("*", f"{latest_ts(max_future_ms)} AS `{LATEST}`")
+
+
+def latest_carried(df: DataFrame) -> list[str]:
+    """``LATEST`` as a projection of ``df`` carries it on (nothing when ``df`` has none)."""
+    return [f"`{LATEST}`"] if LATEST in df.columns else []
+
+
+def latest_passed(df: DataFrame, ts_ms: str) -> list[str]:
+    """``LATEST`` where the event time ``ts_ms`` is past it, null elsewhere, as a projection
+    of ``df`` (nothing when ``df`` has none): all the checks need (``ts_ms > LATEST`` holds
+    on the same rows).
+
+    Named twice on purpose.  When Spark plans the micro-batch, the micro-batch's time in
+    ``LATEST`` is a constant, and a projection over the input that names a column of the
+    one below it once is merged into it; merged, the input's whole reading (its record
+    struct and every field) ended up in the projection kept out of generated code.  A
+    costly column named twice is not merged (Catalyst's ``CollapseProject`` rule, which
+    the scan's planning follows), so ``with_latest``'s projection stays thin: the routing
+    stage of the 200k benchmark's operations 280-300 -> 205-240 ms per micro-batch of 20k.
+    """
+    if LATEST not in df.columns:
+        return []
+    return [f"CASE WHEN ({ts_ms}) > `{LATEST}` THEN `{LATEST}` END AS `{LATEST}`"]
 
 
 def condition_name(given: str) -> str:

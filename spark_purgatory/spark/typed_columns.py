@@ -30,10 +30,11 @@ from ..contract import (
 from .checks import condition_names
 from .schema import check_typed
 from .sql_text import (
+    LATEST,
     clean_list,
     condition_name,
     in_range,
-    latest_ts,
+    latest_passed,
     parsed_columns,
     present,
     sql_blank,
@@ -64,32 +65,33 @@ def operation_fields(df: DataFrame) -> DataFrame:
         "payload": c["payload"],
         "_bad_payload": "false",
     }
-    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()])
+    latest = latest_passed(df, fields[ms_column("ts")])
+    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()], *latest)
 
 
-def operations_checked(
-    df: DataFrame, function: str, max_timeout_ms: int, max_future_ms: int | None
-) -> DataFrame:
+def operations_checked(df: DataFrame, function: str, max_timeout_ms: int) -> DataFrame:
     """Typed operations checked by the JVM function ``function`` (``checks``): the event
     time and timeout read as ``operation_fields`` reads them, then one call for the
-    reason and the cleaned keys, condition and members."""
+    reason and the cleaned keys, condition and members (the latest event time accepted:
+    ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it)."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
-    ts_ms = ms_column("ts")
+    ts_ms, ts_read = ms_column("ts"), _typed_epoch_ms(c["ts"], _type_of(df, "ts"))
     read = df.selectExpr(
         f"{_record(df, OPERATION_INPUT)} AS _record",
         f"{c['op_id']} AS op_id",
         f"{c['keys']} AS _keys",
         f"{c['key']} AS _key",
         f"{c['ts']} IS NULL AS _no_ts",
-        f"{_typed_epoch_ms(c['ts'], _type_of(df, 'ts'))} AS `{ts_ms}`",
+        f"{ts_read} AS `{ts_ms}`",
         f"{c['timeout_ms']} IS NULL AS _no_timeout",
         f"{_typed_whole(c['timeout_ms'], _type_of(df, 'timeout_ms'))} AS timeout_ms",
         f"{c['condition']} AS _condition",
         f"CAST({c['target']} AS DOUBLE) AS target",
         f"{c['members']} AS _members",
         f"{c['payload']} AS payload",
+        *latest_passed(df, ts_read),
     )
-    names, latest = sql_string(condition_names()), _latest(max_future_ms)
+    names, latest = sql_string(condition_names()), _latest(df)
     call = (
         f"{function}(op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
         f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names})"
@@ -97,27 +99,29 @@ def operations_checked(
     return _checked(read, call, OPERATION_COLUMNS, ("keys", "condition", "members"))
 
 
-def events_checked(df: DataFrame, function: str, max_future_ms: int | None) -> DataFrame:
+def events_checked(df: DataFrame, function: str) -> DataFrame:
     """Typed events checked by the JVM function ``function`` (``checks``): the event time
-    read as ``event_fields`` reads it, then one call for the reason, op_id and source."""
+    read as ``event_fields`` reads it, then one call for the reason, op_id and source (the
+    latest event time accepted as for ``operations_checked``)."""
     c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
-    ts_ms = ms_column("ts")
+    ts_ms, ts_read = ms_column("ts"), _typed_epoch_ms(c["ts"], _type_of(df, "ts"))
     read = df.selectExpr(
         f"{_record(df, EVENT_INPUT)} AS _record",
         f"{c['key']} AS key",
         f"{c['ts']} IS NULL AS _no_ts",
-        f"{_typed_epoch_ms(c['ts'], _type_of(df, 'ts'))} AS `{ts_ms}`",
+        f"{ts_read} AS `{ts_ms}`",
         f"CAST({c['value']} AS DOUBLE) AS value",
         f"{c['op_id']} AS _op_id",
         f"{c['source']} AS _source",
+        *latest_passed(df, ts_read),
     )
-    call = f"{function}(key, `{ts_ms}`, _no_ts, {_latest(max_future_ms)}, value, _op_id, _source)"
+    call = f"{function}(key, `{ts_ms}`, _no_ts, {_latest(df)}, value, _op_id, _source)"
     return _checked(read, call, EVENT_COLUMNS, ("op_id", "source"))
 
 
-def _latest(max_future_ms: int | None) -> str:
+def _latest(df: DataFrame) -> str:
     """The latest event time accepted, as the functions take it (null: no limit)."""
-    return "CAST(NULL AS BIGINT)" if max_future_ms is None else latest_ts(max_future_ms)
+    return f"`{LATEST}`" if LATEST in df.columns else "CAST(NULL AS BIGINT)"
 
 
 def _checked(read: DataFrame, call: str, canonical: list[str], fields: tuple[str, ...]) -> DataFrame:
@@ -157,7 +161,8 @@ def event_fields(df: DataFrame) -> DataFrame:
         "_no_value": f"{c['value']} IS NULL",
         "value": f"CAST({c['value']} AS DOUBLE)",
     }
-    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()])
+    latest = latest_passed(df, fields[ms_column("ts")])
+    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()], *latest)
 
 
 def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str, str]:
