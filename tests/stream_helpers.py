@@ -83,6 +83,7 @@ def run_stream(spark, files: Files, config: PurgatoryConfig, fmt: str = "json") 
         .start()
     )
     query.awaitTermination()
+    last = query._jsq.streamingQuery().lastExecution()  # None when no micro-batch ran
     columns = ["kind", "batch_id", "watermark_ms"]
     rows = pd.concat(batches, ignore_index=True) if batches else pd.DataFrame(columns=columns)
     metrics = rows[rows["kind"] == "metrics"]
@@ -93,5 +94,5 @@ def run_stream(spark, files: Files, config: PurgatoryConfig, fmt: str = "json") 
         rejected=rows[rows["kind"] == "rejected"].reset_index(drop=True),
         watermarks=watermarks,
         progress=[p for p in query.recentProgress],
-        plan=query._jsq.streamingQuery().lastExecution().executedPlan().treeString(),
+        plan=last.executedPlan().treeString() if last is not None else "",
     )
