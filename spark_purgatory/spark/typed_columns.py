@@ -75,21 +75,19 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int) -> Dat
     reason and the cleaned keys, condition and members (the latest event time accepted:
     ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it)."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
-    ts_ms, ts_read = ms_column("ts"), _typed_epoch_ms(c["ts"], _type_of(df, "ts"))
+    ts_ms = ms_column("ts")
     read = df.selectExpr(
         f"{_record(df, OPERATION_INPUT)} AS _record",
         f"{c['op_id']} AS op_id",
         f"{c['keys']} AS _keys",
         f"{c['key']} AS _key",
-        f"{c['ts']} IS NULL AS _no_ts",
-        f"{ts_read} AS `{ts_ms}`",
+        *_event_time(df, c),
         f"{c['timeout_ms']} IS NULL AS _no_timeout",
         f"{_typed_whole(c['timeout_ms'], _type_of(df, 'timeout_ms'))} AS timeout_ms",
         f"{c['condition']} AS _condition",
         f"CAST({c['target']} AS DOUBLE) AS target",
         f"{c['members']} AS _members",
         f"{c['payload']} AS payload",
-        *latest_passed(df, ts_read),
     )
     names, latest = sql_string(condition_names()), _latest(df)
     call = (
@@ -104,19 +102,24 @@ def events_checked(df: DataFrame, function: str) -> DataFrame:
     read as ``event_fields`` reads it, then one call for the reason, op_id and source (the
     latest event time accepted as for ``operations_checked``)."""
     c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
-    ts_ms, ts_read = ms_column("ts"), _typed_epoch_ms(c["ts"], _type_of(df, "ts"))
+    ts_ms = ms_column("ts")
     read = df.selectExpr(
         f"{_record(df, EVENT_INPUT)} AS _record",
         f"{c['key']} AS key",
-        f"{c['ts']} IS NULL AS _no_ts",
-        f"{ts_read} AS `{ts_ms}`",
+        *_event_time(df, c),
         f"CAST({c['value']} AS DOUBLE) AS value",
         f"{c['op_id']} AS _op_id",
         f"{c['source']} AS _source",
-        *latest_passed(df, ts_read),
     )
     call = f"{function}(key, `{ts_ms}`, _no_ts, {_latest(df)}, value, _op_id, _source)"
     return _checked(read, call, EVENT_COLUMNS, ("op_id", "source"))
+
+
+def _event_time(df: DataFrame, c: dict[str, str]) -> list[str]:
+    """The event time as both functions read it: absent (``_no_ts``), as epoch ms, and the
+    latest time accepted where the row's is past it (``sql_text.latest_passed``)."""
+    ts_read = _typed_epoch_ms(c["ts"], _type_of(df, "ts"))
+    return [f"{c['ts']} IS NULL AS _no_ts", f"{ts_read} AS `{ms_column('ts')}`", *latest_passed(df, ts_read)]
 
 
 def _latest(df: DataFrame) -> str:
