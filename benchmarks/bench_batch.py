@@ -14,7 +14,10 @@ only as the project's sessions are.  The contenders (``--contenders``):
 * **job-base**: the job as the checkout at ``--base`` has it (its package first on
   ``PYTHONPATH``), alternated with this one's: a change's before and after in the same rounds;
 * **floor**: ``applyInPandasWithState`` doing nothing (2 inputs, ``shards + 1`` groups,
-  ``EventTimeTimeout``; ``contenders.run_stateful``): what any stateful Python operator pays.
+  ``EventTimeTimeout``; ``contenders.run_stateful``): what any stateful Python operator pays;
+* **job-tcp**, **floor-tcp**: the job and the floor with PySpark's Python workers on TCP
+  sockets, Spark's default (``spark.python.unix.domain.socket.enabled=false``; every other
+  contender runs in the project's session, on Unix domain sockets: ``spark.session``).
 
 Each run is a fresh Python process with a fresh session and Spark's event log on
 (``spark.eventLog.enabled``, a temporary directory); the contenders alternate (round 1: each
@@ -56,13 +59,15 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CONTENDERS = ("job", "job-base", "join", "join-parquet", "floor")
+CONTENDERS = ("job", "job-base", "job-tcp", "join", "join-parquet", "floor", "floor-tcp")
 LABELS = {
     "job": "the job (delta-rs, defaults)",
     "job-base": "the job, --base checkout",
+    "job-tcp": "the job, workers on TCP sockets",
     "join": "left-outer join, foreachBatch to Delta",
     "join-parquet": "left-outer join, Parquet file sink",
     "floor": "applyInPandasWithState doing nothing",
+    "floor-tcp": "the floor, workers on TCP sockets",
 }
 _PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 #: the figures per micro-batch, as printed side by side
@@ -249,6 +254,9 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
         "spark.eventLog.compress": "false",
         "spark.eventLog.rolling.enabled": "false",  # one file
     }
+    if name.endswith("-tcp"):  # Spark's default sockets to the Python workers
+        conf["spark.python.unix.domain.socket.enabled"] = "false"
+        name = name.removesuffix("-tcp")
     spark = local_session("bench-batch", master="local[2]", shuffle_partitions=args.shards + 1, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     config = PurgatoryConfig(
@@ -361,7 +369,7 @@ def _run(name: str, data: str, scratch: str, args: argparse.Namespace) -> dict:
         sys.executable,
         str(HERE / "bench_batch.py"),
         "--one",
-        name.removesuffix("-base"),
+        name.removesuffix("-base"),  # -tcp stays: the child's session setting
         "--data",
         data,
     ]

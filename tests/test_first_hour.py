@@ -436,3 +436,20 @@ def test_rejected_payments_carry_their_op_id_and_key_also_in_a_table_made_before
         "negative_timeout": ("pay-bad", "card-bad"),
         "duplicate_op_id": ("pay-0003", "card-0003"),
     }
+
+
+def test_a_local_session_talks_to_its_python_workers_over_unix_sockets(spark):
+    """local_session sets ``spark.python.unix.domain.socket.enabled``: over TCP on loopback
+    each Python task waited on 40 ms delayed acknowledgements (an idle shard's task 140 ->
+    45 ms here).  The setting reaches the workers: PySpark's daemon forks them with it."""
+    import pandas as pd
+
+    from spark_purgatory.spark.session import UNIX_SOCKETS
+
+    assert spark.sparkContext.getConf().get(UNIX_SOCKETS) == "true"
+
+    def environment(frames):
+        for _ in frames:
+            yield pd.DataFrame({"unix": [os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED", "unset")]})
+
+    assert [row.unix.lower() for row in spark.range(1).mapInPandas(environment, "unix string").collect()] == ["true"]

@@ -7,6 +7,13 @@
 * no DataFrame call-site capture (``spark.python.sql.dataFrameDebugging.enabled=false``):
   PySpark otherwise makes 3-4 extra JVM calls around every ``Column`` function, and the
   operator's plan has thousands (its errors then name no Python line of the library);
+* the Python workers talk to the JVM over Unix domain sockets
+  (``spark.python.unix.domain.socket.enabled``, Spark 4.1+), not TCP on loopback: on TCP a
+  task's small writes (the function, the Arrow stream's start, its end mark) wait on the
+  peer's delayed acknowledgement, 40 ms each on Linux (Nagle's algorithm with no
+  ``TCP_NODELAY``; ``strace`` of a worker shows the reads returning 40 ms late), so every
+  Python task paid ~100 ms of waiting: an idle shard's task 140 -> 45 ms, the trickle's
+  micro-batch (``benchmarks/bench_batch.py``, ``job-tcp`` beside ``job``) shorter by as much;
 * no state store provider: ``query.start`` picks one for each new checkpoint (Spark's
   HDFS-backed store, which commits the operator's few small values fastest) unless ``conf``
   names one;
@@ -47,7 +54,7 @@ from pyspark.sql import SparkSession
 from .class_data import java_options
 from .jars import SPARK_SETS, jar_paths, spark_jars
 
-__all__ = ["C1_ONLY", "DELTA_CONF", "EXTRAS_KEY", "local_session"]
+__all__ = ["C1_ONLY", "DELTA_CONF", "EXTRAS_KEY", "UNIX_SOCKETS", "local_session"]
 
 #: the JVM options that stop HotSpot's tiered compilation at C1 (no C2 compiler threads),
 #: with the code cache tiered compilation would have: C1 alone gets 48 MB, which Spark's
@@ -60,6 +67,10 @@ DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+
+#: PySpark's switch from TCP on loopback to Unix domain sockets between the JVM and its Python
+#: workers (Spark 4.1+; a SparkContext setting: give it when the session is built)
+UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
 
 #: the session setting naming the JAR sets ``local_session`` put on the class path ("" for none)
 EXTRAS_KEY = "spark.purgatory.jars"
@@ -98,6 +109,8 @@ def local_session(
         # no call-site capture around every Column function (3-4 py4j round trips each):
         # building the operator's plan takes 0.8 s instead of 1.4 s, the sink's per batch less
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
+        # the workers' sockets: no 40 ms delayed-ACK stalls per task (module docstring)
+        .config(UNIX_SOCKETS, "true")
     )
     fresh = SparkContext._active_spark_context is None  # a running JVM's class path is fixed
     extras = _extras(jars) if fresh else {}
