@@ -452,4 +452,5 @@ def test_a_local_session_talks_to_its_python_workers_over_unix_sockets(spark):
         for _ in frames:
             yield pd.DataFrame({"unix": [os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED", "unset")]})
 
-    assert [row.unix.lower() for row in spark.range(1).mapInPandas(environment, "unix string").collect()] == ["true"]
+    rows = spark.range(1).mapInPandas(environment, "unix string").collect()
+    assert [row.unix.lower() for row in rows] == ["true"]
