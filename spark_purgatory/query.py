@@ -176,9 +176,10 @@ def start(
         cfg = with_default_shards(cfg, spark, checkpoint)
     _check_session(spark)
     from .spark.group_state import encoding_of
-    from .spark.workers import use_project_python, warm_python_workers
+    from .spark.workers import advise_unix_sockets, use_project_python, warm_python_workers
 
     use_project_python(spark)  # the workers must import the project (spark.workers)
+    advise_unix_sockets(spark)  # TCP to the workers costs each task ~100 ms (spark.session)
     warm_python_workers(spark)  # while the query is built: the first micro-batch's workers
     storage = Storage.of(cfg)
     end = EndOfInput(checkpoint, storage)

@@ -454,3 +454,30 @@ def test_a_local_session_talks_to_its_python_workers_over_unix_sockets(spark):
 
     rows = spark.range(1).mapInPandas(environment, "unix string").collect()
     assert [row.unix.lower() for row in rows] == ["true"]
+
+
+def test_start_names_the_socket_setting_where_the_workers_use_tcp(spark, caplog):
+    """A session built without the setting (a plain ``SparkSession.builder``, spark-submit
+    without ``--conf``) gets one INFO line naming it; the test session, on Unix sockets, none."""
+    import logging
+
+    from spark_purgatory.spark import workers
+
+    assert workers.advise_unix_sockets(spark) is False
+
+    class Conf:
+        @staticmethod
+        def get(key, default=None):
+            return "false" if key == "spark.python.unix.domain.socket.enabled" else default
+
+    class Session:  # the one thing the advice reads: the context's settings
+        class sparkContext:  # noqa: N801 - PySpark's attribute name
+            @staticmethod
+            def getConf():  # noqa: N802
+                return Conf
+
+    workers._ADVISED.clear()
+    with caplog.at_level(logging.INFO, logger="spark_purgatory.spark.workers"):
+        assert workers.advise_unix_sockets(Session()) is True
+        assert workers.advise_unix_sockets(Session()) is True  # said once per process
+    assert caplog.text.count("spark.python.unix.domain.socket.enabled=true") == 1

@@ -21,6 +21,11 @@ session:
 
 On a cluster the executors' interpreter is the cluster's business (it is set when the
 cluster starts); Spark Connect has no context here.  Nothing is changed there.
+
+``advise_unix_sockets`` (called by ``start``) logs, once per process, when the context talks
+to its Python workers over TCP (``spark.python.unix.domain.socket.enabled`` unset or false,
+Spark 4.1+): each Python task then waits ~100 ms on delayed acknowledgements
+(``spark.session``); the setting is the context's, so it can only be named, not changed.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any
 
 from ..config import ConfigError
 
-__all__ = ["use_project_python", "warm_python_workers"]
+__all__ = ["use_project_python", "warm_python_workers", "advise_unix_sockets"]
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +108,30 @@ def _missing(python: str, pythonpath: str) -> str | None:
     if done.returncode != 0:
         return "anything (it does not run)"
     return done.stdout.strip() or None
+
+
+def advise_unix_sockets(spark: Any) -> bool:
+    """True when the session's Python workers talk to the JVM over TCP (Spark's default); the
+    first time in a process, say at INFO what to set (module docstring).  False on Spark
+    Connect, whose workers are the server's."""
+    sc = getattr(spark, "sparkContext", None) if not _is_connect(spark) else None
+    if sc is None or not hasattr(sc, "getConf"):
+        return False
+    from .session import UNIX_SOCKETS
+
+    if str(sc.getConf().get(UNIX_SOCKETS, "false")).lower() == "true":
+        return False
+    if not _ADVISED.is_set():
+        _ADVISED.set()
+        log.info(
+            "the Python workers talk to the JVM over TCP: each task of the shard step waits "
+            "~100 ms on delayed acknowledgements; build the session with %s=true (Spark 4.1+)",
+            UNIX_SOCKETS,
+        )
+    return True
+
+
+_ADVISED = threading.Event()
 
 
 def warm_python_workers(spark: Any) -> threading.Thread | None:
