@@ -30,14 +30,17 @@ go through it, so they run the same query with the same defaults:
   Arrow batches of 50,000 rows to the shards unless the session sets
   ``spark.sql.execution.arrow.maxRecordsPerBatch`` (``spark.settings.arrow_records``), and
   Catalyst's ``InferFiltersFromGenerate`` left out (``spark.settings.optimizer_rules``: it
-  made the plan Spark re-optimizes each micro-batch nine times larger).
+  made the plan Spark re-optimizes each micro-batch nine times larger), and, for a
+  checkpoint on the local file system, Spark's FileSystem-based checkpoint file manager
+  unless the session names one (``spark.settings.checkpoint_files``: Hadoop's local
+  ``FileContext`` starts a ``readlink`` process per rename).
 
 Session settings, the trigger and the app id the query commits under are settled first
 (``startup``: why ``shards + 1`` shuffle partitions, which session settings are refused, why
 the app id belongs to the checkpoint).
 
 Over Spark Connect (Databricks shared and serverless compute) the same call works: nothing
-here touches ``sparkContext`` or the JVM.  The sink then runs in the server's Python, so the
+here touches ``sparkContext`` or the JVM on a Connect session.  The sink then runs in the server's Python, so the
 per-batch ``totals`` and ``pending`` of the handle stay at zero there (use ``history``, from
 the query's progress), and lingered rows wait for the next micro-batch or ``stop()``.
 """
@@ -58,7 +61,14 @@ from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, everywhere
 from .delta.writers import WriterChoice
 from .spark.routing import registers
-from .spark.settings import arrow_records, library_plan, optimizer_rules, shuffle_partitions, state_store
+from .spark.settings import (
+    arrow_records,
+    checkpoint_files,
+    library_plan,
+    optimizer_rules,
+    shuffle_partitions,
+    state_store,
+)
 from .startup import (
     TRIGGERS,
     _check_session,
@@ -232,6 +242,7 @@ def start(
             state_store(spark),
             arrow_records(spark),
             optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (spark.settings)
+            checkpoint_files(spark, checkpoint),  # no process started per rename (spark.settings)
         ):
             return stream.start()
 

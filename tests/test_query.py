@@ -22,6 +22,7 @@ SHUFFLE = "spark.sql.shuffle.partitions"
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 ARROW_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
 EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
+CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
 
 
 @pytest.mark.spark
@@ -37,7 +38,9 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
         state_segment_rows=50,  # shard state goes to segment files early
         source_max_files_per_trigger=1,
     )
-    before = {key: spark.conf.get(key, None) for key in (SHUFFLE, ARROW_RECORDS, EXCLUDED_RULES)}
+    before = {
+        key: spark.conf.get(key, None) for key in (SHUFFLE, ARROW_RECORDS, EXCLUDED_RULES, CHECKPOINT_FILES)
+    }
     with start(ops, events, output=out, checkpoint=chk, config=config, trigger="processing-time=1s") as q:
         # the session's own values are restored (the query keeps what it started with)
         assert {key: spark.conf.get(key, None) for key in before} == before
@@ -45,8 +48,12 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
         assert q.is_active and q.accumulator.destinations(), "rows wait for linger.ms"
         # the plan Spark re-optimizes each micro-batch has no filter inferred from the routing's
         # explode, which inlined the validation into one huge condition (spark.settings)
-        plan = q.query._jsq.streamingQuery().lastExecution().optimizedPlan().toString()
+        execution = q.query._jsq.streamingQuery().lastExecution()
+        plan = execution.optimizedPlan().toString()
         assert not [line for line in plan.splitlines() if "Filter" in line and "size(" in line]
+        # a local checkpoint: Spark's logs renamed in the JVM, no readlink process per file
+        offsets = q.query._jsq.streamingQuery().offsetLog().fileManager()
+        assert offsets.getClass().getSimpleName() == "FileSystemBasedCheckpointFileManager"
         assert q.totals["batches"] >= 3 and q.totals["commits"] == 0
     assert not q.is_active
     assert q.accumulator.destinations() == []  # stop() flushed everything
@@ -197,3 +204,26 @@ def test_a_checkpoint_keeps_the_state_store_it_began_with(spark, tmp_path, first
         assert any(name.endswith(".changelog") for name in files)
     else:
         assert any(name.endswith(".delta") for name in files)
+
+
+@pytest.mark.spark
+def test_only_a_local_checkpoint_changes_the_checkpoint_file_manager(spark, tmp_path):
+    """``settings.checkpoint_files`` swaps Spark's manager only where the path resolves to the
+    local file system: a path, a ``file:`` URI; not a scheme Hadoop resolves elsewhere, nor one
+    it cannot resolve; and never over the session's own choice."""
+    from spark_purgatory.spark.settings import checkpoint_files, on_local_files
+
+    assert on_local_files(spark, str(tmp_path)) and on_local_files(spark, tmp_path.as_uri())
+    assert not on_local_files(spark, "nosuchscheme://bucket/checkpoint")
+    with checkpoint_files(spark, "nosuchscheme://bucket/checkpoint"):
+        assert spark.conf.get(CHECKPOINT_FILES, None) is None
+    with checkpoint_files(spark, str(tmp_path)):
+        assert spark.conf.get(CHECKPOINT_FILES).endswith("FileSystemBasedCheckpointFileManager")
+    assert spark.conf.get(CHECKPOINT_FILES, None) is None  # restored
+    own = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
+    spark.conf.set(CHECKPOINT_FILES, own)
+    try:
+        with checkpoint_files(spark, str(tmp_path)):
+            assert spark.conf.get(CHECKPOINT_FILES) == own
+    finally:
+        spark.conf.unset(CHECKPOINT_FILES)

@@ -21,6 +21,7 @@ __all__ = [
     "state_store",
     "arrow_records",
     "optimizer_rules",
+    "checkpoint_files",
     "unset",
     "library_plan",
 ]
@@ -124,6 +125,46 @@ def optimizer_rules(spark: Any) -> Any:
     if _INFER_FILTERS_FROM_GENERATE in rules:
         return started_with(spark, {})
     return started_with(spark, {_EXCLUDED_RULES: ",".join([*rules, _INFER_FILTERS_FROM_GENERATE])})
+
+
+_CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
+_FILE_SYSTEM_FILES = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+
+
+def checkpoint_files(spark: Any, checkpoint: str) -> Any:
+    """Start a query whose checkpoint is on the local file system with Spark's FileSystem-based
+    checkpoint file manager, unless the session names a manager.
+
+    Spark writes its own logs under the checkpoint every micro-batch (each file source's log,
+    the offsets, the commit, the state store's delta files), each as a temporary file renamed
+    into place.  Its default manager goes through Hadoop's ``FileContext``, whose local file
+    system resolves links before a rename by running the ``readlink`` command (Hadoop 3.5.0,
+    ``FileUtil.readLink``): a process started per file, 7-20 ms each on these machines
+    (JFR: ``Shell.runCommand`` under ``HDFSMetadataLog.write``).  The FileSystem-based manager
+    renames in the JVM; on a local file system both renames are the same POSIX rename.  The
+    trickle's micro-batch 507-544 -> 355-413 ms (``latestOffset`` 58 -> 14 ms, the offsets
+    and commit logs 30 -> 7 ms each).  Other file systems (HDFS, object stores) keep Spark's
+    choice; so does a Spark Connect session, which cannot tell where the path resolves.
+    """
+    if spark.conf.get(_CHECKPOINT_FILES, None) is not None or not on_local_files(spark, checkpoint):
+        return started_with(spark, {})
+    return started_with(spark, {_CHECKPOINT_FILES: _FILE_SYSTEM_FILES})
+
+
+def on_local_files(spark: Any, path: str) -> bool:
+    """True where ``path`` resolves, with the session's Hadoop settings, to Hadoop's local
+    file system (a scheme-less path follows ``fs.defaultFS``); False where that cannot be
+    told (Spark Connect, an unknown scheme)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return False
+    try:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        hadoop = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        return str(jvm.org.apache.hadoop.fs.Path(path).getFileSystem(hadoop).getScheme()) == "file"
+    except Exception:  # noqa: BLE001 - py4j wraps the JVM's errors: not known to be local
+        return False
 
 
 def unset(spark: Any, defaults: dict[str, str]) -> dict[str, str]:
