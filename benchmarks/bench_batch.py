@@ -17,7 +17,11 @@ only as the project's sessions are.  The contenders (``--contenders``):
   ``EventTimeTimeout``; ``contenders.run_stateful``): what any stateful Python operator pays;
 * **job-tcp**, **floor-tcp**: the job and the floor with PySpark's Python workers on TCP
   sockets, Spark's default (``spark.python.unix.domain.socket.enabled=false``; every other
-  contender runs in the project's session, on Unix domain sockets: ``spark.session``).
+  contender runs in the project's session, on Unix domain sockets: ``spark.session``);
+* **job-fc**, **floor-fc**: the job and the floor with Spark's default checkpoint file
+  manager (Hadoop's ``FileContext``, a ``readlink`` process per file renamed on the local file
+  system), where the project's session names ``sparkpurgatory.LocalCheckpointFiles``
+  (``spark.settings.checkpoint_files``).
 
 Each run is a fresh Python process with a fresh session and Spark's event log on
 (``spark.eventLog.enabled``, a temporary directory); the contenders alternate (round 1: each
@@ -59,15 +63,21 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CONTENDERS = ("job", "job-base", "job-tcp", "join", "join-parquet", "floor", "floor-tcp")
+CONTENDERS = (
+    *("job", "job-base", "job-tcp", "job-fc"),
+    *("join", "join-parquet"),
+    *("floor", "floor-tcp", "floor-fc"),
+)
 LABELS = {
     "job": "the job (delta-rs, defaults)",
     "job-base": "the job, --base checkout",
     "job-tcp": "the job, workers on TCP sockets",
+    "job-fc": "the job, Spark's checkpoint files",
     "join": "left-outer join, foreachBatch to Delta",
     "join-parquet": "left-outer join, Parquet file sink",
     "floor": "applyInPandasWithState doing nothing",
     "floor-tcp": "the floor, workers on TCP sockets",
+    "floor-fc": "the floor, Spark's checkpoint files",
 }
 _PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 #: the figures per micro-batch, as printed side by side
@@ -257,6 +267,11 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
     if name.endswith("-tcp"):  # Spark's default sockets to the Python workers
         conf["spark.python.unix.domain.socket.enabled"] = "false"
         name = name.removesuffix("-tcp")
+    if name.endswith("-fc"):  # Spark's default checkpoint file manager
+        from spark_purgatory.spark.settings import CHECKPOINT_FILES, FILE_CONTEXT_FILES
+
+        conf[CHECKPOINT_FILES] = FILE_CONTEXT_FILES
+        name = name.removesuffix("-fc")
     spark = local_session("bench-batch", master="local[2]", shuffle_partitions=args.shards + 1, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     config = PurgatoryConfig(
@@ -369,7 +384,7 @@ def _run(name: str, data: str, scratch: str, args: argparse.Namespace) -> dict:
         sys.executable,
         str(HERE / "bench_batch.py"),
         "--one",
-        name.removesuffix("-base"),  # -tcp stays: the child's session setting
+        name.removesuffix("-base"),  # -tcp and -fc stay: the child's session settings
         "--data",
         data,
     ]

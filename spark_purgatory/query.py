@@ -40,9 +40,10 @@ Session settings, the trigger and the app id the query commits under are settled
 the app id belongs to the checkpoint).
 
 Over Spark Connect (Databricks shared and serverless compute) the same call works: nothing
-here touches ``sparkContext`` or the JVM on a Connect session.  The sink then runs in the server's Python, so the
-per-batch ``totals`` and ``pending`` of the handle stay at zero there (use ``history``, from
-the query's progress), and lingered rows wait for the next micro-batch or ``stop()``.
+here touches ``sparkContext`` or the JVM on a Connect session.  The sink then runs in the
+server's Python, so the per-batch ``totals`` and ``pending`` of the handle stay at zero there
+(use ``history``, from the query's progress), and lingered rows wait for the next micro-batch
+or ``stop()``.
 """
 
 from __future__ import annotations

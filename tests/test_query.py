@@ -52,8 +52,7 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
         plan = execution.optimizedPlan().toString()
         assert not [line for line in plan.splitlines() if "Filter" in line and "size(" in line]
         # a local checkpoint: Spark's logs renamed in the JVM, no readlink process per file
-        offsets = q.query._jsq.streamingQuery().offsetLog().fileManager()
-        assert offsets.getClass().getSimpleName() == "FileSystemBasedCheckpointFileManager"
+        assert _renames_in_the_jvm(q.query._jsq.streamingQuery().offsetLog().fileManager())
         assert q.totals["batches"] >= 3 and q.totals["commits"] == 0
     assert not q.is_active
     assert q.accumulator.destinations() == []  # stop() flushed everything
@@ -206,24 +205,67 @@ def test_a_checkpoint_keeps_the_state_store_it_began_with(spark, tmp_path, first
         assert any(name.endswith(".delta") for name in files)
 
 
+def _renames_in_the_jvm(manager) -> bool:
+    """Spark's FileSystem-based checkpoint file manager, itself or behind the project's."""
+    if manager.getClass().getSimpleName() == "LocalCheckpointFiles":
+        manager = manager.delegate()
+    return manager.getClass().getSimpleName() == "FileSystemBasedCheckpointFileManager"
+
+
 @pytest.mark.spark
 def test_only_a_local_checkpoint_changes_the_checkpoint_file_manager(spark, tmp_path):
-    """``settings.checkpoint_files`` swaps Spark's manager only where the path resolves to the
-    local file system: a path, a ``file:`` URI; not a scheme Hadoop resolves elsewhere, nor one
-    it cannot resolve; and never over the session's own choice."""
-    from spark_purgatory.spark.settings import checkpoint_files, on_local_files
+    """``settings.checkpoint_files`` swaps Spark's manager for a query only where the path
+    resolves to the local file system: a path, a ``file:`` URI; not a scheme Hadoop resolves
+    elsewhere, nor one it cannot resolve; and never over the session's own choice."""
+    from spark_purgatory.spark.settings import FILE_SYSTEM_FILES, checkpoint_files, on_local_files
 
     assert on_local_files(spark, str(tmp_path)) and on_local_files(spark, tmp_path.as_uri())
     assert not on_local_files(spark, "nosuchscheme://bucket/checkpoint")
-    with checkpoint_files(spark, "nosuchscheme://bucket/checkpoint"):
-        assert spark.conf.get(CHECKPOINT_FILES, None) is None
-    with checkpoint_files(spark, str(tmp_path)):
-        assert spark.conf.get(CHECKPOINT_FILES).endswith("FileSystemBasedCheckpointFileManager")
-    assert spark.conf.get(CHECKPOINT_FILES, None) is None  # restored
-    own = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
-    spark.conf.set(CHECKPOINT_FILES, own)
+    own = spark.conf.get(CHECKPOINT_FILES, None)  # the project's session names its own
+    spark.conf.unset(CHECKPOINT_FILES)
     try:
+        with checkpoint_files(spark, "nosuchscheme://bucket/checkpoint"):
+            assert spark.conf.get(CHECKPOINT_FILES, None) is None
         with checkpoint_files(spark, str(tmp_path)):
-            assert spark.conf.get(CHECKPOINT_FILES) == own
+            assert spark.conf.get(CHECKPOINT_FILES) == FILE_SYSTEM_FILES
+        assert spark.conf.get(CHECKPOINT_FILES, None) is None  # restored
+        mine = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
+        spark.conf.set(CHECKPOINT_FILES, mine)
+        with checkpoint_files(spark, str(tmp_path)):
+            assert spark.conf.get(CHECKPOINT_FILES) == mine
     finally:
         spark.conf.unset(CHECKPOINT_FILES)
+        if own is not None:
+            spark.conf.set(CHECKPOINT_FILES, own)
+
+
+@pytest.mark.spark
+@pytest.mark.jars("checks", "s3a")
+def test_the_sessions_checkpoint_file_manager_is_sparks_own_off_the_local_file_system(spark, tmp_path):
+    """``local_session`` names the project's manager for every query of the session (a file
+    source's log is made with the session it was read with, after ``start`` returns): a local
+    path gets Spark's FileSystem-based manager, an ``s3a://`` one what Spark itself picks."""
+    from spark_purgatory.spark.settings import LOCAL_CHECKPOINT_FILES
+
+    assert spark.conf.get(CHECKPOINT_FILES) == LOCAL_CHECKPOINT_FILES
+    jvm = spark._jvm
+    conf = spark._jsparkSession.sessionState().newHadoopConf()  # what a query's logs are made with
+    for key, value in {  # an endpoint nothing listens on: building the managers reads nothing
+        "fs.s3a.endpoint": "http://127.0.0.1:9",
+        "fs.s3a.endpoint.region": "us-east-1",
+        "fs.s3a.bucket.probe": "0",
+        "fs.s3a.access.key": "key",
+        "fs.s3a.secret.key": "secret",
+    }.items():
+        conf.set(key, value)
+
+    def manager(path: str):
+        return jvm.sparkpurgatory.LocalCheckpointFiles(jvm.org.apache.hadoop.fs.Path(path), conf)
+
+    assert _renames_in_the_jvm(manager(str(tmp_path))) and _renames_in_the_jvm(manager(tmp_path.as_uri()))
+    s3 = manager("s3a://bucket/checkpoint")
+    spark_own = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.create(
+        jvm.org.apache.hadoop.fs.Path("s3a://bucket/checkpoint"), conf
+    )
+    assert spark_own.getClass().getSimpleName() == "LocalCheckpointFiles"  # the session names it
+    assert s3.delegate().getClass().getSimpleName() == "FileContextBasedCheckpointFileManager"

@@ -14,6 +14,11 @@
   ``TCP_NODELAY``; ``strace`` of a worker shows the reads returning 40 ms late), so every
   Python task paid ~100 ms of waiting: an idle shard's task 140 -> 45 ms, the trickle's
   micro-batch (``benchmarks/bench_batch.py``, ``job-tcp`` beside ``job``) shorter by as much;
+* with the project's JAR (``make jars``), the checkpoint file manager
+  ``sparkpurgatory.LocalCheckpointFiles`` for the session's queries: Spark's logs under a
+  checkpoint on the local file system renamed in the JVM, where Hadoop's local
+  ``FileContext`` starts a ``readlink`` process per file (``spark.settings.checkpoint_files``);
+  any other path gets Spark's own manager;
 * no state store provider: ``query.start`` picks one for each new checkpoint (Spark's
   HDFS-backed store, which commits the operator's few small values fastest) unless ``conf``
   names one;
@@ -53,6 +58,7 @@ from pyspark.sql import SparkSession
 
 from .class_data import java_options
 from .jars import SPARK_SETS, jar_paths, spark_jars
+from .settings import CHECKPOINT_FILES, LOCAL_CHECKPOINT_FILES
 
 __all__ = ["C1_ONLY", "DELTA_CONF", "EXTRAS_KEY", "UNIX_SOCKETS", "local_session"]
 
@@ -135,6 +141,8 @@ def _extras(jars: bool) -> dict[str, str]:
         return settings
     settings["spark.driver.extraClassPath"] = os.pathsep.join(classpath)
     settings["spark.executor.extraClassPath"] = os.pathsep.join(classpath)  # local-cluster masters
+    if "checks" in present:  # Spark's logs under a local checkpoint renamed in the JVM
+        settings[CHECKPOINT_FILES] = LOCAL_CHECKPOINT_FILES  # (spark.settings.checkpoint_files)
     if "delta" in present:
         settings.update(DELTA_CONF)
         # Delta replays the log before every append with txnAppId (its setTransactions come

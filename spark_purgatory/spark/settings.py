@@ -22,6 +22,11 @@ __all__ = [
     "arrow_records",
     "optimizer_rules",
     "checkpoint_files",
+    "on_local_files",
+    "CHECKPOINT_FILES",
+    "FILE_SYSTEM_FILES",
+    "FILE_CONTEXT_FILES",
+    "LOCAL_CHECKPOINT_FILES",
     "unset",
     "library_plan",
 ]
@@ -127,10 +132,16 @@ def optimizer_rules(spark: Any) -> Any:
     return started_with(spark, {_EXCLUDED_RULES: ",".join([*rules, _INFER_FILTERS_FROM_GENERATE])})
 
 
-_CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
-_FILE_SYSTEM_FILES = (
-    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-)
+_CHECKPOINTING = "org.apache.spark.sql.execution.streaming.checkpointing."
+#: where Spark reads its checkpoint file manager's class from (``checkpoint_files``)
+CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
+#: Spark's manager that renames through Hadoop's ``FileSystem``, in the JVM
+FILE_SYSTEM_FILES = _CHECKPOINTING + "FileSystemBasedCheckpointFileManager"
+#: Spark's default manager, through Hadoop's ``FileContext``
+FILE_CONTEXT_FILES = _CHECKPOINTING + "FileContextBasedCheckpointFileManager"
+#: the project's JAR's manager (``jvm/checks``): ``FILE_SYSTEM_FILES`` for local paths, Spark's
+#: own choice for any other, so a session may name it for all its queries (``local_session``)
+LOCAL_CHECKPOINT_FILES = "sparkpurgatory.LocalCheckpointFiles"
 
 
 def checkpoint_files(spark: Any, checkpoint: str) -> Any:
@@ -147,10 +158,16 @@ def checkpoint_files(spark: Any, checkpoint: str) -> Any:
     trickle's micro-batch 507-544 -> 355-413 ms (``latestOffset`` 58 -> 14 ms, the offsets
     and commit logs 30 -> 7 ms each).  Other file systems (HDFS, object stores) keep Spark's
     choice; so does a Spark Connect session, which cannot tell where the path resolves.
+
+    Scoped to ``start``, the setting reaches the logs Spark creates for the query (offsets,
+    commits, state store), not the file sources' own logs: a source is made later, in the
+    stream's thread, with the session it was read with.  ``local_session`` therefore names
+    ``LOCAL_CHECKPOINT_FILES`` for the whole session where the project's JAR is on the class
+    path: the FileSystem-based manager for local paths, Spark's own choice for others.
     """
-    if spark.conf.get(_CHECKPOINT_FILES, None) is not None or not on_local_files(spark, checkpoint):
+    if spark.conf.get(CHECKPOINT_FILES, None) is not None or not on_local_files(spark, checkpoint):
         return started_with(spark, {})
-    return started_with(spark, {_CHECKPOINT_FILES: _FILE_SYSTEM_FILES})
+    return started_with(spark, {CHECKPOINT_FILES: FILE_SYSTEM_FILES})
 
 
 def on_local_files(spark: Any, path: str) -> bool:
