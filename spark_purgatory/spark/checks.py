@@ -17,6 +17,10 @@ the same work in three functions, one node each for Catalyst:
 * ``sparkpurgatory.OperationRoutes`` (any input): from the parsed keys, op_id, reason and
   raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies.
 
+The same JAR carries ``sparkpurgatory.LocalCheckpointFiles``, the checkpoint file manager
+``local_session`` names (``spark.settings.checkpoint_files``): not a check, but Java the
+project compiles the same way.
+
 The SQL stays the reference and the fallback: where the JAR is not on the driver's classpath
 (a session built without ``spark.jars``, a cluster without the library, a Spark Connect
 client), ``operation_checks`` / ``event_checks`` / ``operation_routes`` return None and
