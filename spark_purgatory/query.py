@@ -65,6 +65,7 @@ from .spark.routing import registers
 from .spark.settings import (
     arrow_records,
     checkpoint_files,
+    is_connect,
     library_plan,
     optimizer_rules,
     shuffle_partitions,
@@ -74,7 +75,6 @@ from .startup import (
     TRIGGERS,
     _check_session,
     _interval,
-    _is_connect,
     _session_of,
     _with_defaults,
     app_id_of,
@@ -207,7 +207,7 @@ def start(
     wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards, every_group=registers(cfg))
     wake.create()
     # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
-    staging = None if _is_connect(spark) else ShardStaging(everywhere(cfg.accumulator_staging_path), storage)
+    staging = None if is_connect(spark) else ShardStaging(everywhere(cfg.accumulator_staging_path), storage)
     # a checkpoint keeps the group state's schema it began with (spark.group_state)
     encoding = encoding_of(checkpoint, storage=storage)
     with library_plan():  # no call-site capture for the library's own plan (settings)
@@ -251,7 +251,7 @@ def start(
         run(),
         sink,
         totals,
-        linger=not _is_connect(spark),
+        linger=not is_connect(spark),
         on_linger=on_linger,
         rerun=run if trigger == "available-now" else None,
         end=end,

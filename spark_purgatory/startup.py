@@ -93,10 +93,6 @@ def _session_of(operations: Any, events: Any) -> Any:
     return spark
 
 
-def _is_connect(spark: Any) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
 def _check_session(spark: Any) -> None:
     """Refuse settings that would break the query, saying what to set (module docstring)."""
     if str(spark.conf.get(_NO_DATA_BATCHES, "true")).lower() == "false":

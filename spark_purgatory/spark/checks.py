@@ -39,6 +39,7 @@ from pyspark.sql import types as T
 
 from ..engine.conditions import ALL, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
 from .jars import jar_paths
+from .settings import is_connect
 
 __all__ = [
     "CHECKS",
@@ -127,7 +128,7 @@ def _registered(spark: SparkSession, name: str, cls: str, returns: T.DataType) -
     """``name``, registered for ``cls``; None when the class is not on the driver's classpath
     and the checkout's JAR cannot be added (``_added``), or the session is a Spark Connect
     client, which cannot look (the caller writes SQL)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if is_connect(spark):
         return None
     if not _loadable(spark, cls) and not _added(spark, cls):
         log.debug("%s is not on the classpath: SQL instead", cls)

@@ -23,6 +23,7 @@ __all__ = [
     "optimizer_rules",
     "checkpoint_files",
     "on_local_files",
+    "is_connect",
     "CHECKPOINT_FILES",
     "FILE_SYSTEM_FILES",
     "FILE_CONTEXT_FILES",
@@ -154,10 +155,12 @@ def checkpoint_files(spark: Any, checkpoint: str) -> Any:
     system resolves links before a rename by running the ``readlink`` command (Hadoop 3.5.0,
     ``FileUtil.readLink``): a process started per file, 7-20 ms each on these machines
     (JFR: ``Shell.runCommand`` under ``HDFSMetadataLog.write``).  The FileSystem-based manager
-    renames in the JVM; on a local file system both renames are the same POSIX rename.  The
-    trickle's micro-batch 507-544 -> 355-413 ms (``latestOffset`` 58 -> 14 ms, the offsets
-    and commit logs 30 -> 7 ms each).  Other file systems (HDFS, object stores) keep Spark's
-    choice; so does a Spark Connect session, which cannot tell where the path resolves.
+    renames in the JVM; on a local file system both renames are the same POSIX rename.  With
+    it named for the whole session, the trickle's micro-batch 507-544 -> 355-413 ms
+    (``latestOffset`` 58 -> 14 ms, the offsets and commit logs 30 -> 7 ms each); scoped as
+    here, the sources' logs keep the default (below).  Other file systems (HDFS, object
+    stores) keep Spark's choice; so does a Spark Connect session, which cannot tell where the
+    path resolves.
 
     Scoped to ``start``, the setting reaches the logs Spark creates for the query (offsets,
     commits, state store), not the file sources' own logs: a source is made later, in the
@@ -174,7 +177,7 @@ def on_local_files(spark: Any, path: str) -> bool:
     """True where ``path`` resolves, with the session's Hadoop settings, to Hadoop's local
     file system (a scheme-less path follows ``fs.defaultFS``); False where that cannot be
     told (Spark Connect, an unknown scheme)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if is_connect(spark):
         return False
     try:
         jvm = spark._jvm  # type: ignore[attr-defined]
@@ -182,6 +185,11 @@ def on_local_files(spark: Any, path: str) -> bool:
         return str(jvm.org.apache.hadoop.fs.Path(path).getFileSystem(hadoop).getScheme()) == "file"
     except Exception:  # noqa: BLE001 - py4j wraps the JVM's errors: not known to be local
         return False
+
+
+def is_connect(spark: Any) -> bool:
+    """A Spark Connect session: no SparkContext and no JVM in this process."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def unset(spark: Any, defaults: dict[str, str]) -> dict[str, str]:

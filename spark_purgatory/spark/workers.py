@@ -40,6 +40,7 @@ import threading
 from typing import Any
 
 from ..config import ConfigError
+from .settings import is_connect
 
 __all__ = ["use_project_python", "warm_python_workers", "advise_unix_sockets"]
 
@@ -57,7 +58,7 @@ def use_project_python(spark: Any) -> str | None:
     Raises:
         ConfigError: the workers' interpreter cannot import the project, pyarrow or pandas.
     """
-    sc = getattr(spark, "sparkContext", None) if not _is_connect(spark) else None
+    sc = getattr(spark, "sparkContext", None) if not is_connect(spark) else None
     if sc is None or not hasattr(sc, "pythonExec"):
         return None
     local = str(sc.master).startswith("local")
@@ -78,10 +79,6 @@ def use_project_python(spark: Any) -> str | None:
                 "driver, or install spark-purgatory into that interpreter"
             )
     return sc.pythonExec
-
-
-def _is_connect(spark: Any) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _same(a: str, b: str) -> bool:
@@ -114,7 +111,7 @@ def advise_unix_sockets(spark: Any) -> bool:
     """True when the session's Python workers talk to the JVM over TCP (Spark's default); the
     first time in a process, say at INFO what to set (module docstring).  False on Spark
     Connect, whose workers are the server's."""
-    sc = getattr(spark, "sparkContext", None) if not _is_connect(spark) else None
+    sc = getattr(spark, "sparkContext", None) if not is_connect(spark) else None
     if sc is None or not hasattr(sc, "getConf"):
         return False
     from .session import UNIX_SOCKETS
@@ -146,7 +143,7 @@ def warm_python_workers(spark: Any) -> threading.Thread | None:
     executors are not the driver's to warm); any failure is the first micro-batch's to
     report, never this.
     """
-    sc = getattr(spark, "sparkContext", None) if not _is_connect(spark) else None
+    sc = getattr(spark, "sparkContext", None) if not is_connect(spark) else None
     if sc is None or not str(sc.master).startswith("local"):
         return None
     slots = max(int(sc.defaultParallelism), 1)
