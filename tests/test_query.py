@@ -54,6 +54,11 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
         # a local checkpoint: Spark's logs renamed in the JVM, no readlink process per file
         assert _renames_in_the_jvm(q.query._jsq.streamingQuery().offsetLog().fileManager())
         assert q.totals["batches"] >= 3 and q.totals["commits"] == 0
+        # every micro-batch's stages keep the call site the query started with: the sink's
+        # actions would leave the stream thread none, and Spark would walk its stack for each
+        # RDD and name them "run at <unknown>:0" (spark.call_site)
+        names = _stage_names(spark, str(q.query.runId))
+        assert len(names) >= 2 * 3 and _WALKED not in names
     assert not q.is_active
     assert q.accumulator.destinations() == []  # stop() flushed everything
     assert q.stop() == []  # a second stop does nothing
@@ -203,6 +208,16 @@ def test_a_checkpoint_keeps_the_state_store_it_began_with(spark, tmp_path, first
         assert any(name.endswith(".changelog") for name in files)
     else:
         assert any(name.endswith(".delta") for name in files)
+
+
+_WALKED = "run at <unknown>:0"  # what Spark's stack walk names the stream thread's RDDs
+
+
+def _stage_names(spark, run_id: str) -> list[str]:
+    """The names of the stages of a query's jobs (its run's job group)."""
+    tracker = spark.sparkContext.statusTracker()
+    stages = [s for j in tracker.getJobIdsForGroup(run_id) for s in tracker.getJobInfo(j).stageIds]
+    return [info.name for info in map(tracker.getStageInfo, stages) if info is not None]
 
 
 def _renames_in_the_jvm(manager) -> bool:

@@ -77,6 +77,7 @@ from ..contract import (
     ms_column,
 )
 from ..state.pending import PendingRecord
+from ..spark.call_site import kept_call_site
 from ..state.wake import Wake
 from .accumulator import RecordAccumulator, TableWriter
 from .sender import SparkTasks, TaskRunner, in_process
@@ -165,7 +166,9 @@ class PurgatorySink:
     def __call__(self, batch: Any, batch_id: int) -> None:
         """Stage micro-batch ``batch_id`` on the executors, then drain what is ready."""
         batch_id = int(batch_id)
-        with self._lock:
+        # the batch's actions (toArrow, the drain's tasks) would leave the stream thread
+        # without its call site, so that every later RDD walks its stack (``call_site``)
+        with self._lock, kept_call_site(batch.sparkSession):
             began = time.perf_counter()
             self.tasks = SparkTasks(batch.sparkSession)
             if self.staged:  # the shards staged their rows: only their STAGED rows come here

@@ -1,0 +1,48 @@
+"""The stream thread's call site, kept across a ``foreachBatch`` function's Spark actions.
+
+Spark names every RDD by a call site: the thread's local property ``callSite.short`` (and
+``callSite.long``) where set, else one it computes by walking the thread's Java stack and
+matching each frame's class against a pattern (``Utils.getCallSite``).  A streaming query's
+thread sets the property once, when it starts, to where the query was started; every RDD a
+micro-batch makes (its plan is turned into RDDs before ``foreachBatch`` is called, a dozen
+per micro-batch for the operator) then takes that value.
+
+PySpark's actions (``toArrow``, ``collect``, ``toPandas``, an RDD's ``collect``) set the
+short form for their job and, when done, *clear* it (``traceback_utils.SCCallSiteSync``).
+Run from a ``foreachBatch`` function (whose Py4J calls run on the stream thread), that leaves
+the stream thread without a call site for good: every later RDD walks the stream thread's
+deep stack instead, about 5% of the stream thread's time on the trickle
+(``benchmarks/bench_batch.py``; JFR at 1 ms: ``Utils.getCallSite`` under
+``SparkContext.getCallSite`` <- ``RDD.<init>``, absent from a query whose sink runs no Python
+action).  ``kept_call_site`` puts the value back after the function's actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .settings import is_connect
+
+__all__ = ["SHORT_FORM", "kept_call_site"]
+
+#: Spark's local property for the short form of the call site (``CallSite.SHORT_FORM``)
+SHORT_FORM = "callSite.short"
+
+
+@contextmanager
+def kept_call_site(spark: Any) -> Iterator[None]:
+    """Run a ``foreachBatch`` body and give the stream thread back the short call site it
+    had at entry (nothing to keep on Spark Connect, whose function runs in another process,
+    or when the thread had none)."""
+    if is_connect(spark):
+        yield
+        return
+    context = spark.sparkContext._jsc  # type: ignore[attr-defined]
+    site = context.getLocalProperty(SHORT_FORM)
+    try:
+        yield
+    finally:
+        if site is not None:
+            context.setLocalProperty(SHORT_FORM, site)
