@@ -76,8 +76,8 @@ from ..contract import (
     UNMATCHED_EVENTS,
     ms_column,
 )
-from ..state.pending import PendingRecord
 from ..spark.call_site import kept_call_site
+from ..state.pending import PendingRecord
 from ..state.wake import Wake
 from .accumulator import RecordAccumulator, TableWriter
 from .sender import SparkTasks, TaskRunner, in_process

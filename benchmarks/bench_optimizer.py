@@ -1,0 +1,115 @@
+"""What Catalyst's optimizer spends on each part of the operator's plan, every micro-batch.
+
+Spark optimizes a streaming query's whole plan again in every micro-batch
+(``IncrementalExecution``), so each expression and projection the operator adds costs
+optimizer time on every trigger (``bench_batch.py`` meters the rules JVM-wide: the job's
+optimizer ~31 ms per micro-batch against the stateful floor's ~8).  This builds the plan
+``start()`` runs (typed Parquet inputs, the staged shards, the observed metrics, the wake
+input) and its parts, and runs the session's optimizer on each analysed plan repeatedly in
+one local[2] C1-only session: the median milliseconds per optimization.  The stateful floor's
+plan (``contenders.run_stateful``'s) is printed
+beside them.
+
+    .venv/bin/python benchmarks/bench_optimizer.py [--runs 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _optimize_ms(spark, frame, runs: int) -> float:
+    """Median ms of the session's optimizer over ``frame``'s analysed plan (after 5 warm runs)."""
+    analyzed = frame._jdf.queryExecution().analyzed()
+    optimizer = spark._jsparkSession.sessionState().optimizer()
+    for _ in range(5):
+        optimizer.execute(analyzed)
+    took = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        optimizer.execute(analyzed)
+        took.append(time.perf_counter() - began)
+    return statistics.median(took) * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30, help="optimizations per plan (median)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(HERE))
+    from contenders import Files, typed_inputs, write_workload
+    from pyspark.sql import functions as F
+
+    from spark_purgatory import PurgatoryConfig
+    from spark_purgatory.delta.staging import ShardStaging
+    from spark_purgatory.spark.metrics import observe_purgatory
+    from spark_purgatory.spark.operator import staged_stream
+    from spark_purgatory.spark.routing import route_events, route_operations
+    from spark_purgatory.spark.session import local_session
+    from spark_purgatory.spark.settings import optimizer_rules
+    from spark_purgatory.spark.sources import parse_events, parse_operations
+    from spark_purgatory.storage import Storage
+
+    root = tempfile.mkdtemp(prefix="bench-optimizer-")
+    files: Files = write_workload(f"{root}/w", 600, 2, "parquet")
+    wake = f"{root}/wake"
+    os.makedirs(wake)
+    spark = local_session("bench-optimizer", master="local[2]", shuffle_partitions=3)
+    spark.sparkContext.setLogLevel("ERROR")
+    config = PurgatoryConfig(shards=2, watermark_delay="5 seconds", state_path=f"{root}/state")
+    staging = ShardStaging(f"{root}/staging", Storage())
+    ops, evs = typed_inputs(spark, files, 1)
+    parsed_ops = parse_operations(
+        ops, "parquet", max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
+    )
+    parsed_events = parse_events(evs, "parquet", max_future_ms=config.max_future_ms)
+    staged = staged_stream(ops, evs, config, staging, source_format="parquet", wake_path=wake)
+    parts = {
+        "start()'s plan (observed, staged, wake input)": observe_purgatory(staged),
+        "  without the observed metrics": staged,
+        "  without the wake input": staged_stream(ops, evs, config, staging, source_format="parquet"),
+        "operations parsed": parsed_ops,
+        "operations parsed and routed": route_operations(parsed_ops, config),
+        "events parsed": parsed_events,
+        "events parsed and routed": route_events(parsed_events, config),
+        "the operations' scan alone": ops,
+    }
+    groups = F.pmod(F.xxhash64("key"), F.lit(config.shards + 1)).cast("int").alias("group")
+    sides = [
+        frame.select(key, "ts").withWatermark("ts", config.watermark_delay).select(groups, "key", "ts")
+        for frame, key in ((ops, F.coalesce("key", F.col("keys")[0]).alias("key")), (evs, F.col("key")))
+    ]
+    parts["the stateful floor's plan"] = (
+        sides[0]
+        .unionByName(sides[1])
+        .groupBy("group")
+        .applyInPandasWithState(
+            lambda k, p, s: p, "group int, key string, ts timestamp", "v binary", "append", "EventTimeTimeout"
+        )
+    )
+    print(
+        f"the optimizer per plan, median of {args.runs} runs (local[2], C1-only JVM; "
+        f"load {os.getloadavg()[0]:.1f}); start()'s rule exclusions applied",
+        flush=True,
+    )
+    try:
+        with optimizer_rules(spark):
+            for name, frame in parts.items():
+                print(f"  {name:<48} {_optimize_ms(spark, frame, args.runs):6.1f} ms", flush=True)
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
