@@ -516,7 +516,10 @@ def _stateful_shard(
         if staging is None:
             yield rows
         else:
-            arrow = pa.Table.from_pandas(rows, schema=OPERATOR_OUTPUT, preserve_index=False)
+            # one thread: pyarrow otherwise starts a thread pool per call for a frame this
+            # long (``nthreads=None``), whose threads contend for the GIL on object columns
+            # (``benchmarks/profile_shard.py --staged``: the shard step 2.6 -> 2.3 s at 200k)
+            arrow = pa.Table.from_pandas(rows, schema=OPERATOR_OUTPUT, preserve_index=False, nthreads=1)
             yield staging(arrow, shard).to_pandas()
         output = time.perf_counter()
         if not keep:
