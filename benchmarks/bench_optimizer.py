@@ -7,7 +7,7 @@ optimizer ~31 ms per micro-batch against the stateful floor's ~8).  This builds 
 ``start()`` runs (typed Parquet inputs, the staged shards, the observed metrics, the wake
 input) and its parts, and runs the session's optimizer on each analysed plan repeatedly in
 one local[2] C1-only session: the median milliseconds per optimization.  The stateful floor's
-plan (``contenders.run_stateful``'s) is printed
+plan (``contenders.stateful_floor``) is printed
 beside them.
 
     .venv/bin/python benchmarks/bench_optimizer.py [--runs 30]
@@ -46,8 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=30, help="optimizations per plan (median)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(HERE))
-    from contenders import Files, typed_inputs, write_workload
-    from pyspark.sql import functions as F
+    from contenders import Files, stateful_floor, typed_inputs, write_workload
 
     from spark_purgatory import PurgatoryConfig
     from spark_purgatory.delta.staging import ShardStaging
@@ -83,19 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         "events parsed and routed": route_events(parsed_events, config),
         "the operations' scan alone": ops,
     }
-    groups = F.pmod(F.xxhash64("key"), F.lit(config.shards + 1)).cast("int").alias("group")
-    sides = [
-        frame.select(key, "ts").withWatermark("ts", config.watermark_delay).select(groups, "key", "ts")
-        for frame, key in ((ops, F.coalesce("key", F.col("keys")[0]).alias("key")), (evs, F.col("key")))
-    ]
-    parts["the stateful floor's plan"] = (
-        sides[0]
-        .unionByName(sides[1])
-        .groupBy("group")
-        .applyInPandasWithState(
-            lambda k, p, s: p, "group int, key string, ts timestamp", "v binary", "append", "EventTimeTimeout"
-        )
-    )
+    parts["the stateful floor's plan"] = stateful_floor(spark, files, config, 1)
     print(
         f"the optimizer per plan, median of {args.runs} runs (local[2], C1-only JVM; "
         f"load {os.getloadavg()[0]:.1f}); start()'s rule exclusions applied",

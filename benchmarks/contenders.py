@@ -236,15 +236,16 @@ def _no_work_step(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator
     state.setTimeoutTimestamp(max(int(state.getCurrentWatermarkMs()), 0) + 86_400_000)
 
 
-def run_stateful(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
-    """The floor through ``applyInPandasWithState`` doing nothing (``_no_work_step``)."""
+def stateful_floor(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> DataFrame:
+    """``applyInPandasWithState`` doing nothing (``_no_work_step``) over both typed inputs,
+    grouped by key hash into ``shards + 1`` groups, a watermark per input."""
     ops, evs = typed_inputs(spark, files, per_trigger)
     groups = F.pmod(F.xxhash64("key"), F.lit(config.shards + 1)).cast("int").alias("group")
     sides = [
         frame.select(key, "ts").withWatermark("ts", config.watermark_delay).select(groups, "key", "ts")
         for frame, key in ((ops, F.coalesce("key", F.col("keys")[0]).alias("key")), (evs, F.col("key")))
     ]
-    stream = (
+    return (
         sides[0]
         .unionByName(sides[1])
         .groupBy("group")
@@ -252,6 +253,11 @@ def run_stateful(spark: SparkSession, files: Files, config: PurgatoryConfig, per
             _no_work_step, "group int, key string, ts timestamp", "v binary", "append", "EventTimeTimeout"
         )
     )
+
+
+def run_stateful(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
+    """The floor through ``applyInPandasWithState`` doing nothing (``stateful_floor``)."""
+    stream = stateful_floor(spark, files, config, per_trigger)
     return timed("stateful floor (no work)", files.rows, stream, f"{files.root}/ck-stateful")
 
 
