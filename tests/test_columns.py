@@ -9,7 +9,7 @@ import pyarrow as pa
 from spark_purgatory.engine import storage, text
 from spark_purgatory.engine.columns import SPARSE, TEXT, Columns, HashIndex
 from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
-from spark_purgatory.engine.frames import empty, hash_strings
+from spark_purgatory.engine.frames import empty, hash_strings, pair_order
 from spark_purgatory.engine.progress import KeyTable, keys_wakeup, retire_keys, touch_keys
 from spark_purgatory.engine.tables import I64_MIN, KEYS, RESOLVED
 
@@ -219,3 +219,15 @@ def test_big_arrays_live_in_their_own_mappings_which_go_with_them():
     del big
     assert storage.mapped_bytes() == before
     storage.release()  # the allocators' free memory back to the system: nothing to see, no error
+
+
+def test_the_pair_order_is_lexsorts_with_and_without_repeated_first_values():
+    """``pair_order`` (a state's op_id hashes and key hashes, sorted on every save) against
+    ``np.lexsort``: unique 64-bit hashes take the argsort path, repeated ones lexsort's."""
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(0, 400))
+        span = int(rng.choice([3, 50, 2**63]))  # many repeats, some, almost surely none
+        first = rng.integers(0, span, n, dtype=np.int64).view(np.uint64)
+        second = rng.integers(-(2**40), 2**40, n, dtype=np.int64)
+        assert pair_order(first, second).tolist() == np.lexsort((second, first)).tolist()

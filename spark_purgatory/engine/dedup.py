@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .columns import Columns
-from .frames import hash_strings
+from .frames import hash_strings, pair_order
 from .rows import Rows
 from .tables import I64_MIN, RESOLVED
 
@@ -85,7 +85,7 @@ class ResolvedTable:
         """The remembered rows, sorted by hash then expiry (one order, however they came)."""
         pos = self._rows.live_positions()
         pos = pos[self._remembered(pos)]
-        order = np.lexsort((self._rows.column("expire_at")[pos], self._rows.column("hash")[pos]))
+        order = pair_order(self._rows.column("hash")[pos], self._rows.column("expire_at")[pos])
         return self._rows.frame(pos[order], list(RESOLVED))
 
     def wakeup(self) -> int | None:

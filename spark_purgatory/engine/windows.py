@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .columns import Columns
-from .frames import distinct, hash_strings
+from .frames import distinct, hash_strings, pair_order
 from .rows import Rows
 from .tables import I64_MIN, WINDOWS
 
@@ -116,7 +116,7 @@ class ResolvedWindows:
         """The remembered windows (``WINDOWS`` columns), by key hash then start."""
         pos = self._rows.live_positions()
         pos = pos[self._kept(pos)]
-        order = np.lexsort((self._rows.column("start")[pos], self._rows.column("khash")[pos]))
+        order = pair_order(self._rows.column("khash")[pos], self._rows.column("start")[pos])
         return self._rows.frame(pos[order], list(WINDOWS))
 
     def wakeup(self) -> int | None:
