@@ -310,47 +310,55 @@ def _split_input(
     pdf: pd.DataFrame, registering: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Routed rows -> (validated operations, validated events, rejected-at-parse rows); with
-    ``registering`` the operations carry their op_id's ``registry`` shard (``registry``)."""
+    ``registering`` the operations carry their op_id's ``registry`` shard (``registry``).
+
+    Each side takes only its own columns, masked as numpy arrays: selecting the rows of the
+    whole routed frame (``pdf.loc``) copied all its columns three times over."""
     role = pdf["role"].to_numpy(dtype=object)
     is_op = (role == ROLE_OPERATION) | (role == ROLE_STUB)
-    o = pdf.loc[is_op]
-    ts = o[_TS_MS].to_numpy(np.int64)
+    ts = pdf[_TS_MS].to_numpy()
+
+    def col(name: str, rows: np.ndarray, dtype: Any = object) -> np.ndarray:
+        return pdf[name].to_numpy(dtype=dtype)[rows]
+
+    op_ts = ts[is_op].astype(np.int64)
     ops = pd.DataFrame(
         {
-            "op_id": o["op_id"].to_numpy(dtype=object),
-            "keys": o["keys"].to_numpy(dtype=object),
-            "ts": ts,
-            "deadline": ts + o["timeout_ms"].to_numpy(np.int64),
-            "cond": o["condition"].map(CONDITIONS).to_numpy(np.int8),
-            "target": o["target"].to_numpy(float),
-            "members": _absent_if_empty(o["members"].to_numpy(dtype=object)),
-            "payload": o["payload"].to_numpy(dtype=object),
+            "op_id": col("op_id", is_op),
+            "keys": col("keys", is_op),
+            "ts": op_ts,
+            "deadline": op_ts + pdf["timeout_ms"].to_numpy()[is_op].astype(np.int64),
+            "cond": pd.Series(col("condition", is_op)).map(CONDITIONS).to_numpy(np.int8),
+            "target": col("target", is_op, float),
+            "members": _absent_if_empty(col("members", is_op)),
+            "payload": col("payload", is_op),
             "stub": role[is_op] == ROLE_STUB,
         }
     )
     if registering:
-        ops["registry"] = o["peer"].fillna(NO_REGISTRY).to_numpy(np.int64)
+        peer = col("peer", is_op, float)  # null: none given (decided where it is)
+        ops["registry"] = np.where(np.isnan(peer), NO_REGISTRY, peer).astype(np.int64)
     is_event = (role == ROLE_EVENT) | (role == ROLE_REPLICA)
-    e = pdf.loc[is_event]
     events = pd.DataFrame(
         {
-            "key": e["key"].to_numpy(dtype=object),
-            "ts": e[_TS_MS].to_numpy(np.int64),
-            "op_id": e["op_id"].to_numpy(dtype=object),
-            "source": e["source"].to_numpy(dtype=object),
-            "value": e["value"].to_numpy(float),
+            "key": col("key", is_event),
+            "ts": ts[is_event].astype(np.int64),
+            "op_id": col("op_id", is_event),
+            "source": col("source", is_event),
+            "value": col("value", is_event, float),
             "replica": role[is_event] == ROLE_REPLICA,
         }
     )
-    b = pdf.loc[role == ROLE_BAD]
-    keys = b["keys"].to_numpy(dtype=object)  # an operation's; an event's is its key
+    is_bad = role == ROLE_BAD
+    keys = col("keys", is_bad)  # an operation's; an event's is its key
+    side = col("side", is_bad)
     bad = pd.DataFrame(
         {
-            "source": b["side"].to_numpy(dtype=object),
-            "raw": b["raw"].to_numpy(dtype=object),
-            "reason": b["reason"].to_numpy(dtype=object),
-            "op_id": readable(b["op_id"].to_numpy(dtype=object)),
-            "key": readable(np.where(b["side"] == SOURCE_OPERATIONS, first_keys(keys), b["key"])),
+            "source": side,
+            "raw": col("raw", is_bad),
+            "reason": col("reason", is_bad),
+            "op_id": readable(col("op_id", is_bad)),
+            "key": readable(np.where(side == SOURCE_OPERATIONS, first_keys(keys), col("key", is_bad))),
         }
     )
     return ops, events, bad
@@ -373,10 +381,16 @@ def _claims(pdf: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def _routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
-    """A group's input chunks as one frame of ``ROUTED_COLUMNS`` (the watermark's helper
-    column stays behind), stacked column by column (``frames.concat``: ``pd.concat`` tests
-    every value of the chunks' all-null object columns, a fifth of the shard step)."""
-    return concat([f[ROUTED_COLUMNS] for f in pdfs if len(f)], ROUTED_COLUMNS)
+    """A group's input chunks as one frame with ``ROUTED_COLUMNS``, stacked column by column
+    (``frames.concat``: ``pd.concat`` tests every value of the chunks' all-null object
+    columns, a fifth of the shard step).  A single chunk (the common case: a shard's rows fit
+    one chunk of ``settings.arrow_records``) is taken as PySpark made it, the watermark's
+    helper column included: every reader takes its columns by name, and selecting the others
+    copied them all."""
+    chunks = [f for f in pdfs if len(f)]
+    if len(chunks) == 1:
+        return chunks[0]
+    return concat([f[ROUTED_COLUMNS] for f in chunks], ROUTED_COLUMNS)
 
 
 def _absent_if_empty(arrays: np.ndarray) -> np.ndarray:
