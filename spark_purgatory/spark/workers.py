@@ -58,7 +58,7 @@ def use_project_python(spark: Any) -> str | None:
     Raises:
         ConfigError: the workers' interpreter cannot import the project, pyarrow or pandas.
     """
-    sc = getattr(spark, "sparkContext", None) if not is_connect(spark) else None
+    sc = _context(spark)
     if sc is None or not hasattr(sc, "pythonExec"):
         return None
     local = str(sc.master).startswith("local")
@@ -79,6 +79,11 @@ def use_project_python(spark: Any) -> str | None:
                 "driver, or install spark-purgatory into that interpreter"
             )
     return sc.pythonExec
+
+
+def _context(spark: Any) -> Any:
+    """The session's SparkContext; None on Spark Connect, which has none in this process."""
+    return None if is_connect(spark) else getattr(spark, "sparkContext", None)
 
 
 def _same(a: str, b: str) -> bool:
@@ -111,7 +116,7 @@ def advise_unix_sockets(spark: Any) -> bool:
     """True when the session's Python workers talk to the JVM over TCP (Spark's default); the
     first time in a process, say at INFO what to set (module docstring).  False on Spark
     Connect, whose workers are the server's."""
-    sc = getattr(spark, "sparkContext", None) if not is_connect(spark) else None
+    sc = _context(spark)
     if sc is None or not hasattr(sc, "getConf"):
         return False
     from .session import UNIX_SOCKETS
@@ -143,7 +148,7 @@ def warm_python_workers(spark: Any) -> threading.Thread | None:
     executors are not the driver's to warm); any failure is the first micro-batch's to
     report, never this.
     """
-    sc = getattr(spark, "sparkContext", None) if not is_connect(spark) else None
+    sc = _context(spark)
     if sc is None or not str(sc.master).startswith("local"):
         return None
     slots = max(int(sc.defaultParallelism), 1)
