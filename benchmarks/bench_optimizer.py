@@ -7,8 +7,7 @@ optimizer ~31 ms per micro-batch against the stateful floor's ~8).  This builds 
 ``start()`` runs (typed Parquet inputs, the staged shards, the observed metrics, the wake
 input) and its parts, and runs the session's optimizer on each analysed plan repeatedly in
 one local[2] C1-only session: the median milliseconds per optimization.  The stateful floor's
-plan (``contenders.stateful_floor``) is printed
-beside them.
+plan (``contenders.stateful_floor``) is printed beside them.
 
     .venv/bin/python benchmarks/bench_optimizer.py [--runs 30]
 """
@@ -81,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         "events parsed": parsed_events,
         "events parsed and routed": route_events(parsed_events, config),
         "the operations' scan alone": ops,
+        "the stateful floor's plan": stateful_floor(spark, files, config, 1),
     }
-    parts["the stateful floor's plan"] = stateful_floor(spark, files, config, 1)
     print(
         f"the optimizer per plan, median of {args.runs} runs (local[2], C1-only JVM; "
         f"load {os.getloadavg()[0]:.1f}); start()'s rule exclusions applied",

@@ -48,8 +48,7 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
         assert q.is_active and q.accumulator.destinations(), "rows wait for linger.ms"
         # the plan Spark re-optimizes each micro-batch has no filter inferred from the routing's
         # explode, which inlined the validation into one huge condition (spark.settings)
-        execution = q.query._jsq.streamingQuery().lastExecution()
-        plan = execution.optimizedPlan().toString()
+        plan = q.query._jsq.streamingQuery().lastExecution().optimizedPlan().toString()
         assert not [line for line in plan.splitlines() if "Filter" in line and "size(" in line]
         # a local checkpoint: Spark's logs renamed in the JVM, no readlink process per file
         assert _renames_in_the_jvm(q.query._jsq.streamingQuery().offsetLog().fileManager())
