@@ -42,11 +42,11 @@ jars:
 checks-jar: $(STAMP)
 	@jvm/checks/build.sh $(PY)
 
-# a class-data archive of the local driver's JVM (spark_purgatory/spark/class_data.py): a small
+# a class-data archive of the local driver's JVM (spark_purgatory/runtime/class_data.py, made by spark_purgatory/class_data_dump.py): a small
 # stream run once in a JVM that dumps the classes it loaded; later local sessions map them at
 # start (a session and its first jobs 16.7 -> 9.1 s); remade when the JARs, pyspark or java change
 class-data: $(STAMP) jars checks-jar
-	@$(PY) -m spark_purgatory.spark.class_data
+	@$(PY) -m spark_purgatory.class_data_dump
 
 # Python's bytecode for what every job, Spark Python worker and test process imports.  uv
 # installs no .pyc files, and where PYTHONDONTWRITEBYTECODE is set (as on these machines)

@@ -17,11 +17,11 @@ only as the project's sessions are.  The contenders (``--contenders``):
   ``EventTimeTimeout``; ``contenders.run_stateful``): what any stateful Python operator pays;
 * **job-tcp**, **floor-tcp**: the job and the floor with PySpark's Python workers on TCP
   sockets, Spark's default (``spark.python.unix.domain.socket.enabled=false``; every other
-  contender runs in the project's session, on Unix domain sockets: ``spark.session``);
+  contender runs in the project's session, on Unix domain sockets: ``runtime.session``);
 * **job-fc**, **floor-fc**: the job and the floor with Spark's default checkpoint file
   manager (Hadoop's ``FileContext``, a ``readlink`` process per file renamed on the local file
   system), where the project's session names ``sparkpurgatory.LocalCheckpointFiles``
-  (``spark.settings.checkpoint_files``).
+  (``runtime.settings.checkpoint_files``).
 
 Each run is a fresh Python process with a fresh session and Spark's event log on
 (``spark.eventLog.enabled``, a temporary directory); the contenders alternate (round 1: each
@@ -256,7 +256,7 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
     """Run contender ``name`` on the trickle under ``data`` with the event log into
     ``events_dir``; write the anatomy of its micro-batches to ``out``."""
     from spark_purgatory.config import PurgatoryConfig
-    from spark_purgatory.spark.session import local_session
+    from spark_purgatory.runtime.session import local_session
 
     conf = {
         "spark.eventLog.enabled": "true",
@@ -268,7 +268,7 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
         conf["spark.python.unix.domain.socket.enabled"] = "false"
         name = name.removesuffix("-tcp")
     if name.endswith("-fc"):  # Spark's default checkpoint file manager
-        from spark_purgatory.spark.settings import CHECKPOINT_FILES, FILE_CONTEXT_FILES
+        from spark_purgatory.runtime.settings import CHECKPOINT_FILES, FILE_CONTEXT_FILES
 
         conf[CHECKPOINT_FILES] = FILE_CONTEXT_FILES
         name = name.removesuffix("-fc")
@@ -313,7 +313,7 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
         if name == "join-parquet":
             query = writer.format("parquet").option("path", f"{data}/join-out").start()
         else:
-            from spark_purgatory.delta.writers import delta_classes_available
+            from spark_purgatory.runtime.session import delta_classes_available
 
             delta = delta_classes_available(spark)
             note = "" if delta else "Delta's JARs absent (make jars): Parquet appends"

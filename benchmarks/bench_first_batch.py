@@ -52,7 +52,7 @@ def _case(root: str) -> tuple[str, str]:
 
 
 def _session():
-    from spark_purgatory.spark.session import local_session
+    from spark_purgatory.runtime.session import local_session
 
     conf = json.loads(os.environ.get("BENCH_FIRST_BATCH_CONF", "{}"))  # --conf
     c1_only = os.environ.get("BENCH_FIRST_BATCH_JIT", "c1") == "c1"  # --jit
@@ -66,10 +66,10 @@ def _session():
 def run_ours(root: str, *, warm: bool = True) -> dict:
     from spark_purgatory import PurgatoryConfig, start
 
-    if not warm:  # what warming the Python workers at start saves (``spark.workers``)
-        import spark_purgatory.spark.workers as workers
+    if not warm:  # what warming the Python workers at start saves (``runtime.workers``)
+        import spark_purgatory.runtime.workers as workers
 
-        workers.warm_python_workers = lambda spark: None
+        workers.warm_python_workers = lambda spark, modules=(): None
 
     ops_dir, events_dir = _case(root)
     spark = _session()

@@ -40,7 +40,7 @@ from contenders import _write_parquet  # noqa: E402  (typed Parquet files, cut b
 
 from spark_purgatory import PurgatoryConfig, start  # noqa: E402
 from spark_purgatory.inspect import at_risk, pending_operations, read_checkpoint  # noqa: E402
-from spark_purgatory.spark.session import local_session  # noqa: E402
+from spark_purgatory.runtime.session import local_session  # noqa: E402
 from spark_purgatory.workload import generate  # noqa: E402
 
 DAY_MS = 86_400_000

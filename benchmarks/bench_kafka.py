@@ -34,8 +34,8 @@ from pyspark.sql import functions as F  # noqa: E402
 from spark_purgatory.config import PurgatoryConfig  # noqa: E402
 from spark_purgatory.job import JobSettings, run  # noqa: E402
 from spark_purgatory.kafka_broker import KafkaBroker  # noqa: E402
+from spark_purgatory.runtime.session import local_session  # noqa: E402
 from spark_purgatory.spark.formats import EVENTS_PARQUET_SCHEMA, OPERATIONS_PARQUET_SCHEMA  # noqa: E402
-from spark_purgatory.spark.session import local_session  # noqa: E402
 from spark_purgatory.workload import _json_lines, generate_confirmations  # noqa: E402
 
 TIMEOUT_MS = 30_000

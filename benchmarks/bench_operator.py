@@ -62,8 +62,8 @@ from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
 from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.runtime.session import local_session
 from spark_purgatory.spark.operator import purgatory_stream
-from spark_purgatory.spark.session import local_session
 from spark_purgatory.spark.sources import read_stream
 from spark_purgatory.workload import START_MS
 

@@ -49,11 +49,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from spark_purgatory import PurgatoryConfig
     from spark_purgatory.delta.staging import ShardStaging
+    from spark_purgatory.runtime.session import local_session
+    from spark_purgatory.runtime.settings import optimizer_rules
     from spark_purgatory.spark.metrics import observe_purgatory
     from spark_purgatory.spark.operator import staged_stream
     from spark_purgatory.spark.routing import route_events, route_operations
-    from spark_purgatory.spark.session import local_session
-    from spark_purgatory.spark.settings import optimizer_rules
     from spark_purgatory.spark.sources import parse_events, parse_operations
     from spark_purgatory.storage import Storage
 

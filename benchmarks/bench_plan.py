@@ -54,7 +54,7 @@ def run_once(fmt: str) -> dict:
     import py4j.java_gateway as gateway
 
     from spark_purgatory import PurgatoryConfig, start
-    from spark_purgatory.spark.session import local_session
+    from spark_purgatory.runtime.session import local_session
 
     calls: collections.Counter = collections.Counter()
     counting = threading.Event()

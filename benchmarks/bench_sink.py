@@ -39,8 +39,8 @@ from contenders import Files, timed, write_workload  # noqa: E402  (the same wor
 from spark_purgatory import start  # noqa: E402
 from spark_purgatory.config import PurgatoryConfig  # noqa: E402
 from spark_purgatory.contract import OPERATOR_OUTPUT  # noqa: E402
+from spark_purgatory.runtime.session import local_session  # noqa: E402
 from spark_purgatory.spark.operator import purgatory_stream  # noqa: E402
-from spark_purgatory.spark.session import local_session  # noqa: E402
 from spark_purgatory.spark.sources import read_stream  # noqa: E402
 
 TARGET = 1.1  # the job at most 1.1x the operator with a no-op sink

@@ -286,7 +286,7 @@ def run_join(spark: SparkSession, files: Files, config: PurgatoryConfig, per_tri
 
 
 def _require_delta(spark: SparkSession, name: str) -> None:
-    from spark_purgatory.delta.writers import delta_classes_available
+    from spark_purgatory.runtime.session import delta_classes_available
 
     if not delta_classes_available(spark):
         raise SystemExit(f"contender {name}: Spark's Delta data source is not on the classpath (make jars)")

@@ -2,7 +2,7 @@
 # `make jars`: copy each JVM set of jvm/<set>/pom.xml (its JARs and their runtime dependencies)
 # into .jars/<set>/ with Maven.  A set is reused while its .stamp holds its pom's sha256; a new
 # or changed pom fetches again, into a scratch folder first so a failed fetch leaves no half
-# set behind (spark_purgatory/spark/jars.py reads only sets with a stamp).  Without mvn, or
+# set behind (spark_purgatory/runtime/jars.py reads only sets with a stamp).  Without mvn, or
 # when a fetch fails (offline), one line says what is skipped and the make goes on: the
 # delta-rs default needs no JVM JARs.
 set -uo pipefail

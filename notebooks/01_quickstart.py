@@ -47,7 +47,7 @@ dbutils.library.restartPython()  # the freshly installed package is importable f
 import os
 
 from spark_purgatory import PurgatoryConfig, start
-from spark_purgatory.delta.writers import delta_classes_available
+from spark_purgatory.runtime.session import delta_classes_available
 from spark_purgatory.workload import generate, write_json_lines
 
 n_ops = int(dbutils.widgets.get("operations"))

@@ -176,7 +176,7 @@ display(fig)
 
 from deltalake import DeltaTable  # noqa: E402
 
-from spark_purgatory.delta.writers import delta_classes_available  # noqa: E402
+from spark_purgatory.runtime.session import delta_classes_available  # noqa: E402
 
 metrics_table = f"delta.`{base}/tables/metrics`"
 if not delta_classes_available(spark):  # a session without Delta: the same rows, read with delta-rs

@@ -32,7 +32,7 @@ from .contract import KIND_METRICS, OPERATOR_OUTPUT, TABLES
 from .delta.accumulator import TableWriter
 from .delta.sink import split_tables
 from .delta.writers import WriterChoice, choose_writer
-from .query import _session_of
+from .startup import _session_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -128,8 +128,8 @@ def _operator_rows(
     """``purgatory_batch``'s output rows for the tables (``contract.OPERATOR_OUTPUT``), as Arrow."""
     from pyspark.sql import functions as F
 
+    from .runtime.settings import library_plan
     from .spark.operator import purgatory_batch
-    from .spark.settings import library_plan
     from .spark.sources import read_batch
 
     def source(given: DataFrame | str, kind: str) -> DataFrame:

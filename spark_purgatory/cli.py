@@ -243,7 +243,7 @@ def _session(master: str) -> Any:
         from pyspark.sql import SparkSession
 
         return SparkSession.builder.getOrCreate()
-    from .spark.session import local_session
+    from .runtime.session import local_session
 
     return local_session("spark-purgatory-cli", master=master, shuffle_partitions=4)
 

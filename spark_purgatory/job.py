@@ -105,7 +105,7 @@ class JobSettings:
     kafka_options: dict[str, str] = field(default_factory=dict)
     end_input: bool = False
     #: ``purgatory.shards`` was given (``--conf``/``--set``); else the checkpoint's count, or
-    #: for a new checkpoint the session's parallelism (``rescale.default_shards``)
+    #: for a new checkpoint the session's parallelism (``state.layout.default_shards``)
     shards_configured: bool = True
 
 
@@ -174,7 +174,7 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
 def _session(settings: JobSettings):
     """The submitted session under spark-submit; a local session with good defaults otherwise."""
     from .delta.catalog import local_catalog
-    from .spark.session import local_session
+    from .runtime.session import local_session
     from .storage import Storage, storage_session_conf
 
     shards = settings.config.shards
@@ -242,7 +242,7 @@ def run(settings: JobSettings) -> dict:
     )
     spark.streams.addListener(listener)
     if not settings.shards_configured:  # the checkpoint's count, or the session's parallelism
-        from .rescale import with_default_shards
+        from .state.layout import with_default_shards
 
         config = with_default_shards(settings.config, spark, settings.checkpoint_path)
         settings = dataclasses.replace(settings, config=config)

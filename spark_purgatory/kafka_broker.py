@@ -51,10 +51,10 @@ from pathlib import Path
 
 __all__ = ["BROKER_JARS", "KafkaBroker", "KafkaBrokerError", "free_port"]
 
-#: the ``jvm/`` set the broker runs from (``spark.jars.jar_paths``)
+#: the ``jvm/`` set the broker runs from (``runtime.jars.jar_paths``)
 BROKER_JARS = "kafka-broker"
 #: the broker's heap and compiler: a test or demo broker handles a few MB; C1 only, as the
-#: tests' Spark JVMs (``spark.session.C1_ONLY``), so it takes little CPU from them
+#: tests' Spark JVMs (``runtime.session.C1_ONLY``), so it takes little CPU from them
 _JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 15.0
@@ -87,7 +87,7 @@ class KafkaBroker:
     """One Kafka node (broker + KRaft controller) on 127.0.0.1, from the pinned JARs.
 
     Args:
-        jars: the classpath; by default the ``kafka-broker`` set (``spark.jars.jar_paths``).
+        jars: the classpath; by default the ``kafka-broker`` set (``runtime.jars.jar_paths``).
         data_dir: where its log directories, configuration and log file go; a new temporary
             directory (removed by ``stop``) when None.
         java: the ``java`` executable; ``$JAVA_HOME/bin/java`` or ``java`` on the PATH by
@@ -210,7 +210,7 @@ class KafkaBroker:
     def _classpath(self) -> str:
         jars = self._jars
         if jars is None:
-            from .spark.jars import jar_paths
+            from .runtime.jars import jar_paths
 
             jars = jar_paths(BROKER_JARS)
         if not any(Path(j).name.startswith("kafka_2.13-") for j in jars):

@@ -26,13 +26,13 @@ go through it, so they run the same query with the same defaults:
   wake directory, one run that applies it, and the record ``<checkpoint>/purgatory-ended``,
   on which ``start`` refuses to run again (``docs/end-of-input.md``);
 * ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (``startup``),
-  Spark's HDFS-backed state store unless the session names one (``spark.settings.state_store``), and
+  Spark's HDFS-backed state store unless the session names one (``runtime.settings.state_store``), and
   Arrow batches of 50,000 rows to the shards unless the session sets
-  ``spark.sql.execution.arrow.maxRecordsPerBatch`` (``spark.settings.arrow_records``), and
-  Catalyst's ``InferFiltersFromGenerate`` left out (``spark.settings.optimizer_rules``: it
+  ``spark.sql.execution.arrow.maxRecordsPerBatch`` (``runtime.settings.arrow_records``), and
+  Catalyst's ``InferFiltersFromGenerate`` left out (``runtime.settings.optimizer_rules``: it
   made the plan Spark re-optimizes each micro-batch nine times larger), and, for a
   checkpoint on the local file system, Spark's FileSystem-based checkpoint file manager
-  unless the session names one (``spark.settings.checkpoint_files``: Hadoop's local
+  unless the session names one (``runtime.settings.checkpoint_files``: Hadoop's local
   ``FileContext`` starts a ``readlink`` process per rename).
 
 Session settings, the trigger and the app id the query commits under are settled first
@@ -61,8 +61,7 @@ from .delta.catalog import CatalogTables, writer_for
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, everywhere
 from .delta.writers import WriterChoice
-from .spark.routing import registers
-from .spark.settings import (
+from .runtime.settings import (
     arrow_records,
     checkpoint_files,
     is_connect,
@@ -71,6 +70,7 @@ from .spark.settings import (
     shuffle_partitions,
     state_store,
 )
+from .spark.routing import registers
 from .startup import (
     TRIGGERS,
     _check_session,
@@ -94,6 +94,9 @@ if TYPE_CHECKING:
 __all__ = ["PurgatoryQuery", "start", "TRIGGERS", "check_trigger", "app_id_of"]
 
 log = logging.getLogger(__name__)
+
+#: what a Python worker imports to run the shard step (warmed at start)
+SHARD_STEP_MODULE = "spark_purgatory.spark.operator"
 
 _COUNTED = ("completed", "expired", "unmatched", "rejected")
 #: runs ``await_termination`` may add after an ``available-now`` run that ended on relays
@@ -131,7 +134,7 @@ def start(
             accumulator's staging and the shard state live under it.
         config: ``PurgatoryConfig``; the defaults when None, with the checkpoint's shard
             count, or for a new checkpoint the session's parallelism (logged:
-            ``rescale.default_shards``).
+            ``state.layout.default_shards``).
         trigger: ``available-now`` (process what is there, then stop) or
             ``processing-time=<interval>`` (e.g. ``processing-time=10s``).
         source_format: how paths are read (``json``, ``parquet``, ``delta``, ``kafka``) and
@@ -182,20 +185,21 @@ def start(
         )
     spark = spark or _session_of(operations, events)
     if config is None:  # no configuration: the checkpoint's shards, or the session's parallelism
-        from .rescale import with_default_shards
+        from .state.layout import with_default_shards
 
         cfg = with_default_shards(cfg, spark, checkpoint)
     _check_session(spark)
+    from .runtime.workers import advise_unix_sockets, use_project_python, warm_python_workers
     from .spark.group_state import encoding_of
-    from .spark.workers import advise_unix_sockets, use_project_python, warm_python_workers
 
-    use_project_python(spark)  # the workers must import the project (spark.workers)
-    advise_unix_sockets(spark)  # TCP to the workers costs each task ~100 ms (spark.session)
-    warm_python_workers(spark)  # while the query is built: the first micro-batch's workers
+    use_project_python(spark)  # the workers must import the project (runtime.workers)
+    advise_unix_sockets(spark)  # TCP to the workers costs each task ~100 ms (runtime.session)
+    # while the query is built: the first micro-batch's workers, with the shard step's modules
+    warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
     storage = Storage.of(cfg)
     end = EndOfInput(checkpoint, storage)
     end.check_open()
-    from .rescale import RunLease, check_layout
+    from .state.layout import RunLease, check_layout
 
     check_layout(checkpoint, cfg.shards, storage=storage, config=cfg)  # and completes an interrupted rescale
     lease = RunLease(checkpoint, storage)  # ``rescale`` refuses while it is held
@@ -292,7 +296,7 @@ class PurgatoryQuery:
         self._end = end
         self._end_of_input = end_of_input
         self._run_available_now = run_available_now
-        self._lease = lease  # the checkpoint's ``rescale.RunLease``, given back by ``stop``
+        self._lease = lease  # the checkpoint's ``state.layout.RunLease``, given back by ``stop``
         self._interrupted = False
         self.sink = sink
         self._counted = totals

@@ -37,51 +37,44 @@ without it would have given (``tests/test_rescale.py``, ``tests/test_rescale_spa
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
 import json
 import logging
 import os
 import signal
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from .config import ConfigError, PurgatoryConfig
+from .config import PurgatoryConfig
 from .engine.purgatory import Purgatory
 from .engine.wheel import NO_EXPIRATION
-from .inspect.checkpoint import read_checkpoint, state_path_of
+from .inspect.checkpoint import read_checkpoint
 from .spark import state_files
 from .spark.group_state import encoding_of, shard_bytes, to_group_state
 from .spark.key_hash import shards_of
 from .spark.labels import shard_labels, spark_hash_int
 from .state import Mailbox, SegmentStore, load_state, save_state
-from .state.pending import PendingRecord
+from .state.layout import (
+    JOURNAL,
+    OPERATOR_STATE,
+    SHUFFLE_PARTITIONS,
+    RescaleError,
+    RunLease,
+    directories,
+    finish,
+    now_text,
+    recover,
+    state_path_of,
+)
 from .state.reshard import ReshardError, reshard
 from .state.wake import EndOfInput
-from .storage import Storage, join, listing, remove, write_whole
+from .storage import Storage, write_whole
 
-__all__ = [
-    "RescaleError",
-    "RescaleResult",
-    "rescale",
-    "recover",
-    "layout_of",
-    "check_layout",
-    "default_shards",
-    "with_default_shards",
-    "RunLease",
-]
+__all__ = ["RescaleError", "RescaleResult", "rescale"]
 
 log = logging.getLogger(__name__)
 
-JOURNAL = "purgatory-rescale"  # under the checkpoint: a rescale under way
-LAYOUT = "purgatory-layout"  # under the checkpoint: the shard count and the rescale history
-RUNNING = "purgatory-running"  # under the checkpoint: a query runs on it (``RunLease``)
-_OPERATOR = "state/0"
-_SHUFFLE = "spark.sql.shuffle.partitions"
 _PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 _HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 _CODEC = "spark.sql.streaming.stateStore.compression.codec"
@@ -90,10 +83,6 @@ _CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 #: PURGATORY_RESCALE_FAULT=<step>: the process kills itself (SIGKILL) as it reaches that
 #: step (the kill tests: a crash at each step boundary)
 FAULT = "PURGATORY_RESCALE_FAULT"
-
-
-class RescaleError(RuntimeError):
-    """``rescale`` refused: one line saying why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +133,7 @@ def rescale(
         raise RescaleError(f"--shards must be at least 1, got {shards}")
     recover(checkpoint, storage=storage, config=config)
     info = _checked(checkpoint, storage)
-    old = int(info.conf[_SHUFFLE]) - 1
+    old = int(info.conf[SHUFFLE_PARTITIONS]) - 1
     if old == shards:
         raise RescaleError(f"checkpoint {checkpoint} already runs {shards} shards: nothing to do")
     batch = int(info.last_batch)  # type: ignore[arg-type]
@@ -179,20 +168,20 @@ def rescale(
         "old_segments": sorted(
             {name for p in olds.values() for name, *_ in (p.lineage.segments if p.lineage else [])}
         ),
-        "started_at": _now(),
+        "started_at": now_text(),
     }
     write_whole(fs, f"{root}/{JOURNAL}", lambda out: out.write(json.dumps(journal).encode()))
     _fault("segments")
     groups = _new_groups(news, store, encoding, info.next_watermark_ms or 0, shards)
     _fault("snapshots")
     for partition, entries in groups.items():
-        state_files.write_version(fs, f"{root}/{_OPERATOR}", partition, batch + 2, entries)
+        state_files.write_version(fs, f"{root}/{OPERATOR_STATE}", partition, batch + 2, entries)
     _fault("offsets")
     _copy_log(fs, f"{root}/offsets", batch, shards + 1)
     _fault("commit")
     _copy_log(fs, f"{root}/commits", batch, None)  # the switch
     _fault("finish")
-    _finish(checkpoint, storage, journal, {s: p.pending for s, p in news.items()})
+    finish(checkpoint, storage, journal, {s: p.pending for s, p in news.items()})
     return RescaleResult(
         checkpoint,
         old,
@@ -229,7 +218,7 @@ def _checked(checkpoint: str, storage: Storage) -> Any:
     if end.recorded() is not None or end.declared():
         raise RescaleError(f"the input of {checkpoint} has ended: there is nothing left to rescale for")
     conf = info.conf
-    if _SHUFFLE not in conf:
+    if SHUFFLE_PARTITIONS not in conf:
         raise RescaleError(
             f"{checkpoint}'s offsets log records no shuffle partitions: not a state format rescale knows"
         )
@@ -246,7 +235,7 @@ def _checked(checkpoint: str, storage: Storage) -> Any:
             "it reads Spark's HDFS-backed state store with the lz4 codec only"
         )
     fs, root = storage.filesystem(checkpoint)
-    operators = [name for name in _dirs(fs, f"{root}/state") if name.isdigit()]
+    operators = [name for name in directories(fs, f"{root}/state") if name.isdigit()]
     if operators != ["0"]:
         raise RescaleError(f"{checkpoint} has stateful operators {operators}: not a purgatory checkpoint")
     return info
@@ -273,7 +262,7 @@ def _read_groups(fs: pafs.FileSystem, root: str, old: int, version: int) -> dict
     found: dict[int, state_files.GroupValue] = {}
     for partition in range(old + 1):
         try:
-            entries = state_files.read_version(fs, f"{root}/{_OPERATOR}", partition, version)
+            entries = state_files.read_version(fs, f"{root}/{OPERATOR_STATE}", partition, version)
         except state_files.StateFormatError as e:
             raise RescaleError(str(e)) from None
         except FileNotFoundError:
@@ -333,217 +322,12 @@ def _copy_log(fs: pafs.FileSystem, directory: str, batch: int, partitions: int |
         lines = f.read().decode("utf-8").split("\n")
     if partitions is not None:
         meta = json.loads(lines[1])
-        meta["conf"][_SHUFFLE] = str(partitions)
+        meta["conf"][SHUFFLE_PARTITIONS] = str(partitions)
         lines[1] = json.dumps(meta, separators=(",", ":"))
     body = "\n".join(lines).encode("utf-8")
     write_whole(fs, f"{directory}/{batch + 1}", lambda out: out.write(body))
 
 
-# -- the journal: recover and finish --------------------------------------------------------------------
-
-
-def recover(
-    checkpoint: str, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
-) -> str | None:
-    """Complete or undo a rescale a crash interrupted; returns ``"rolled back"``,
-    ``"finished"`` or None (no rescale was under way).  Cheap when there is none: one file."""
-    storage = storage or Storage()
-    fs, root = storage.filesystem(checkpoint)
-    journal = _read_json(fs, f"{root}/{JOURNAL}")
-    if journal is None:
-        return None
-    batch = int(journal["batch"])
-    if fs.get_file_info(f"{root}/commits/{batch}").is_file:
-        _finish(checkpoint, storage, journal, None, config)
-        return "finished"
-    # the old layout is complete: remove what the new one wrote (named by no committed version)
-    remove(fs, [f"{root}/offsets/{batch}", f"{root}/offsets/.{batch}.crc"])
-    operator = f"{root}/{_OPERATOR}"
-    for name in _dirs(fs, operator):
-        if name.isdigit():
-            version = batch + 1  # the state version micro-batch ``batch`` leaves
-            written = f"{operator}/{name}/{version}.snapshot"
-            remove(fs, [written, f"{operator}/{name}/.{version}.snapshot.crc"])
-            if int(name) > int(journal["from"]) and not listing(fs, f"{operator}/{name}", recursive=True):
-                fs.delete_dir(f"{operator}/{name}")
-    state_path = state_path_of(checkpoint, (config.state_path if config else ""))
-    store = SegmentStore(state_path, storage=storage)
-    before = set(journal["segments_before"])
-    store.delete([name for name in store.segments() if name not in before])
-    remove(fs, [f"{root}/{JOURNAL}"])
-    return "rolled back"
-
-
-def _finish(
-    checkpoint: str,
-    storage: Storage,
-    journal: dict,
-    pending: dict[int, int] | None,
-    config: PurgatoryConfig | None = None,
-) -> None:
-    """Step 6 (idempotent): the layout record, the pending record, old files, the journal."""
-    fs, root = storage.filesystem(checkpoint)
-    layout = layout_of(checkpoint, storage=storage) or {"history": []}
-    if not any(h.get("batch") == journal["batch"] for h in layout["history"]):
-        layout["history"].append(
-            {
-                "batch": journal["batch"],
-                "from": journal["from"],
-                "to": journal["to"],
-                "at": journal["started_at"],
-            }
-        )
-    layout["shards"] = journal["to"]
-    write_whole(fs, f"{root}/{LAYOUT}", lambda out: out.write(json.dumps(layout).encode()))
-    if pending is not None:
-        PendingRecord.under(checkpoint, storage).write(journal["batch"], {s: n for s, n in pending.items()})
-    state_path = state_path_of(checkpoint, (config.state_path if config else ""))
-    SegmentStore(state_path, storage=storage).delete(journal["old_segments"])
-    # relays all received (refused otherwise), nothing parked: these name the old shards
-    sfs, sroot = storage.filesystem(state_path)
-    remove(sfs, [i.path for i in listing(sfs, f"{sroot}/mailbox")])
-    remove(sfs, [i.path for i in listing(sfs, f"{sroot}/verdicts", recursive=True) if i.is_file])
-    remove(fs, [f"{root}/{JOURNAL}"])
-
-
-def check_layout(
-    checkpoint: str, shards: int, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
-) -> None:
-    """Before a query starts on ``checkpoint``: finish or undo a rescale a crash interrupted
-    (``recover``), then refuse ``shards`` other than the checkpoint's, in one line
-    (``ConfigError``): Spark would keep the checkpoint's partitions and the shard groups
-    would not match their state."""
-    storage = storage or Storage()
-    recover(checkpoint, storage=storage, config=config)
-    recorded = recorded_shards(checkpoint, storage=storage)
-    if recorded is not None and recorded != shards:
-        layout = layout_of(checkpoint, storage=storage)
-        since = f" since its rescale at micro-batch {layout['history'][-1]['batch']}" if layout else ""
-        raise ConfigError(
-            f"checkpoint {checkpoint} runs {recorded} shards{since}, not purgatory.shards={shards}: "
-            f"set purgatory.shards={recorded}, or stop and run "
-            f"`spark-purgatory rescale --checkpoint {checkpoint} --shards {shards}`"
-        )
-
-
-def recorded_shards(checkpoint: str, *, storage: Storage | None = None) -> int | None:
-    """The shards Spark's last offsets entry records (partitions less the cross-shard group),
-    None for a new checkpoint."""
-    fs, root = (storage or Storage()).filesystem(checkpoint)
-    offsets = [int(i.base_name) for i in listing(fs, f"{root}/offsets") if i.base_name.isdigit()]
-    if not offsets:
-        return None
-    with fs.open_input_stream(f"{root}/offsets/{max(offsets)}") as f:
-        lines = f.read().decode("utf-8").split("\n")
-    recorded = (json.loads(lines[1]).get("conf") or {}).get(_SHUFFLE) if len(lines) > 1 else None
-    return None if recorded is None else int(recorded) - 1
-
-
-def default_shards(spark: Any, checkpoint: str, *, storage: Storage | None = None) -> int:
-    """The shard count when none is configured: the checkpoint's, or for a new checkpoint the
-    session's parallelism (``spark.default.parallelism``, else the cores of the executors:
-    about one shard per core), said in one log line."""
-    recorded = recorded_shards(checkpoint, storage=storage)
-    if recorded is not None:
-        return recorded
-    try:
-        parallelism = int(spark.sparkContext.defaultParallelism)
-    except Exception:  # noqa: BLE001 - Spark Connect and shared clusters have no sparkContext
-        parallelism = int(spark.conf.get("spark.default.parallelism", None) or 2)
-    shards = max(1, parallelism)
-    log.warning(
-        "purgatory.shards is not configured: %d shards for the new checkpoint %s (the session's "
-        "parallelism, about one per executor core); set purgatory.shards to choose, "
-        "`spark-purgatory rescale` to change it later",
-        shards,
-        checkpoint,
-    )
-    return shards
-
-
-def with_default_shards(config: PurgatoryConfig, spark: Any, checkpoint: str) -> PurgatoryConfig:
-    """``config`` with ``default_shards``' count: for a caller whose configuration left
-    ``purgatory.shards`` out (``start(config=None)``, the job without the key)."""
-    shards = default_shards(spark, checkpoint, storage=Storage.of(config))
-    return dataclasses.replace(config, shards=shards)
-
-
-def layout_of(checkpoint: str, *, storage: Storage | None = None) -> dict | None:
-    """The layout record: ``{"shards": N, "history": [{"batch", "from", "to", "at"}, ...]}``,
-    None for a checkpoint never rescaled."""
-    fs, root = (storage or Storage()).filesystem(checkpoint)
-    return _read_json(fs, f"{root}/{LAYOUT}")
-
-
-def _dirs(fs: pafs.FileSystem, directory: str) -> list[str]:
-    """The names of the directories in ``directory`` (none if it does not exist)."""
-    selector = pafs.FileSelector(directory, allow_not_found=True)
-    return sorted(i.base_name for i in fs.get_file_info(selector) if i.type == pafs.FileType.Directory)
-
-
-def _read_json(fs: pafs.FileSystem, path: str) -> dict | None:
-    try:
-        with fs.open_input_stream(path) as f:
-            return json.loads(f.read())
-    except (FileNotFoundError, OSError, ValueError):
-        return None
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def _fault(step: str) -> None:
     if os.environ.get(FAULT) == step:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-# -- a running query ---------------------------------------------------------------------------------
-
-
-class RunLease:
-    """``<checkpoint>/purgatory-running`` while a query runs on the checkpoint: the host and
-    process of its driver (``start`` takes it, ``stop`` gives it back).  A lease of a process
-    that is gone from this host is stale (a killed driver); one of another host is taken to
-    be live (remove the file if that driver is gone)."""
-
-    def __init__(self, checkpoint: str, storage: Storage | None = None) -> None:
-        self.storage = storage or Storage()
-        fs, root = self.storage.filesystem(checkpoint)
-        self.fs, self.path, self.checkpoint = fs, f"{root}/{RUNNING}", checkpoint
-
-    def take(self) -> None:
-        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": _now()}).encode()
-        write_whole(self.fs, self.path, lambda out: out.write(body))
-
-    def release(self) -> None:
-        remove(self.fs, [self.path])
-
-    def holder(self) -> dict | None:
-        lease = _read_json(self.fs, self.path)
-        if lease is None:
-            return None
-        if lease.get("host") == socket.gethostname() and not _alive(int(lease.get("pid", -1))):
-            return None
-        return lease
-
-    def check_free(self) -> None:
-        lease = self.holder()
-        if lease is not None:
-            raise RescaleError(
-                f"a query runs on {self.checkpoint} (driver {lease.get('host')} pid {lease.get('pid')} "
-                f"since {lease.get('since')}): stop it first (if that driver is gone, delete "
-                f"{join(self.checkpoint, RUNNING)})"
-            )
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

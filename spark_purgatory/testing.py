@@ -412,7 +412,7 @@ def spark_session(
     master: str = "local[2]",
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A local session for tests, with the job's settings (``spark.session.local_session``):
+    """A local session for tests, with the job's settings (``runtime.session.local_session``):
     the workers on this interpreter, UTC, quiet logs, and
     ``purgatory.shards + 1`` shuffle partitions so each shard gets its own partition.
 
@@ -421,7 +421,7 @@ def spark_session(
         spark = spark_session(config=PurgatoryConfig(shards=2))
         outcomes = outcomes_of(purgatory_batch(ops_df, events_df, PurgatoryConfig(shards=2)))
     """
-    from .spark.session import local_session
+    from .runtime.session import local_session
 
     shards = (config or PurgatoryConfig()).shards
     return local_session(app_name, master=master, shuffle_partitions=shards + 1, conf=dict(conf or {}))

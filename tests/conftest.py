@@ -28,8 +28,8 @@ import os
 import pytest
 from hypothesis import settings
 
-from spark_purgatory.spark.jars import jar_paths
-from spark_purgatory.spark.session import C1_ONLY
+from spark_purgatory.runtime.jars import jar_paths
+from spark_purgatory.runtime.session import C1_ONLY
 from spark_purgatory.testing import spark_session
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # node ids are relative to it

@@ -25,7 +25,7 @@ from spark_purgatory.delta.writers import (
     delta_classes_available,
     maintain_tables,
 )
-from spark_purgatory.spark.jars import jar_paths
+from spark_purgatory.runtime.jars import jar_paths
 
 T0 = 1_767_225_600_000  # 2026-01-01
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from spark_purgatory.spark import class_data
+from spark_purgatory.runtime import class_data
 
 
 def test_the_archive_is_used_only_with_the_class_path_it_was_dumped_with(tmp_path, monkeypatch):

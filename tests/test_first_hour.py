@@ -18,8 +18,8 @@ from deltalake import DeltaTable
 from payments import reference, write_case
 
 from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory.runtime.jars import jar_paths
 from spark_purgatory.spark.formats import SourceFormatError, format_of_path, formats_of
-from spark_purgatory.spark.jars import jar_paths
 from spark_purgatory.spark.schema import InputSchemaError
 
 HERE = os.path.dirname(__file__)
@@ -266,7 +266,7 @@ def test_the_first_cause_of_a_python_worker_error_is_its_exception_line():
 def test_a_local_session_starts_its_jvm_without_c2(spark):
     """local_session asks for C1 only (a first micro-batch 6.2-6.6 s -> 4.1-4.8 s here): the JVM
     the tests share was started by it, and runs with the option."""
-    from spark_purgatory.spark.session import C1_ONLY
+    from spark_purgatory.runtime.session import C1_ONLY
 
     options = C1_ONLY.split()
     assert set(options) <= set(spark.sparkContext.getConf().get("spark.driver.extraJavaOptions").split())
@@ -444,7 +444,7 @@ def test_a_local_session_talks_to_its_python_workers_over_unix_sockets(spark):
     45 ms here).  The setting reaches the workers: PySpark's daemon forks them with it."""
     import pandas as pd
 
-    from spark_purgatory.spark.session import UNIX_SOCKETS
+    from spark_purgatory.runtime.session import UNIX_SOCKETS
 
     assert spark.sparkContext.getConf().get(UNIX_SOCKETS) == "true"
 
@@ -461,7 +461,7 @@ def test_start_names_the_socket_setting_where_the_workers_use_tcp(spark, caplog)
     without ``--conf``) gets one INFO line naming it; the test session, on Unix sockets, none."""
     import logging
 
-    from spark_purgatory.spark import workers
+    from spark_purgatory.runtime import workers
 
     assert workers.advise_unix_sockets(spark) is False
 
@@ -477,7 +477,7 @@ def test_start_names_the_socket_setting_where_the_workers_use_tcp(spark, caplog)
                 return Conf
 
     workers._ADVISED.clear()
-    with caplog.at_level(logging.INFO, logger="spark_purgatory.spark.workers"):
+    with caplog.at_level(logging.INFO, logger="spark_purgatory.runtime.workers"):
         assert workers.advise_unix_sockets(Session()) is True
         assert workers.advise_unix_sockets(Session()) is True  # said once per process
     assert caplog.text.count("spark.python.unix.domain.socket.enabled=true") == 1

@@ -113,7 +113,7 @@ def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_pa
 
 def test_without_purgatory_shards_the_job_leaves_the_count_to_the_checkpoint_or_the_session():
     """Not configured: ``run`` takes the checkpoint's count, or the session's parallelism
-    (``rescale.default_shards``, tested with Spark in ``test_rescale_spark.py``)."""
+    (``state.layout.default_shards``, tested with Spark in ``test_rescale_spark.py``)."""
     base = ["--ops-path", "o", "--events-path", "e", "--output-path", "t", "--checkpoint-path", "c"]
     assert not job.parse_args(base).shards_configured
     assert job.parse_args([*base, "--set", "purgatory.shards=3"]).shards_configured

@@ -231,7 +231,7 @@ def test_only_a_local_checkpoint_changes_the_checkpoint_file_manager(spark, tmp_
     """``settings.checkpoint_files`` swaps Spark's manager for a query only where the path
     resolves to the local file system: a path, a ``file:`` URI; not a scheme Hadoop resolves
     elsewhere, nor one it cannot resolve; and never over the session's own choice."""
-    from spark_purgatory.spark.settings import FILE_SYSTEM_FILES, checkpoint_files, on_local_files
+    from spark_purgatory.runtime.settings import FILE_SYSTEM_FILES, checkpoint_files, on_local_files
 
     assert on_local_files(spark, str(tmp_path)) and on_local_files(spark, tmp_path.as_uri())
     assert not on_local_files(spark, "nosuchscheme://bucket/checkpoint")
@@ -259,7 +259,7 @@ def test_the_sessions_checkpoint_file_manager_is_sparks_own_off_the_local_file_s
     """``local_session`` names the project's manager for every query of the session (a file
     source's log is made with the session it was read with, after ``start`` returns): a local
     path gets Spark's FileSystem-based manager, an ``s3a://`` one what Spark itself picks."""
-    from spark_purgatory.spark.settings import LOCAL_CHECKPOINT_FILES
+    from spark_purgatory.runtime.settings import LOCAL_CHECKPOINT_FILES
 
     assert spark.conf.get(CHECKPOINT_FILES) == LOCAL_CHECKPOINT_FILES
     jvm = spark._jvm

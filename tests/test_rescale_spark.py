@@ -19,8 +19,8 @@ from deltalake import DeltaTable
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.cli import main
 from spark_purgatory.config import ConfigError
-from spark_purgatory.rescale import default_shards, layout_of
 from spark_purgatory.spark.key_hash import shards_of
+from spark_purgatory.state.layout import default_shards, layout_of
 from spark_purgatory.workload import generate, write_json_lines
 
 RUNS = 3

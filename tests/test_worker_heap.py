@@ -1,4 +1,4 @@
-"""The shard step's heap settling (``spark.worker_heap``): in a fresh interpreter, as a
+"""The shard step's heap settling (``runtime.worker_heap``): in a fresh interpreter, as a
 Python worker is, because a freeze lasts for the process."""
 
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 _PROBE = r"""
 import gc, weakref
-from spark_purgatory.spark.worker_heap import settle
+from spark_purgatory.runtime.worker_heap import settle
 
 class Node:
     pass

@@ -176,7 +176,7 @@ def writer_for(
     if prefer not in ("auto", "spark"):
         raise ConfigError(f"writer must be auto, spark or delta-rs, got {prefer!r}")
     if not delta_classes_available(spark):
-        from ..spark.jars import DELTA_COORDINATES
+        from ..runtime.jars import DELTA_COORDINATES
 
         raise ConfigError(
             f"output tables {output}: catalog tables need Spark's Delta connector, not on this "
@@ -198,9 +198,9 @@ def local_catalog(warehouse: str) -> dict[str, str]:
     """
     import os
 
-    from ..spark.class_data import java_options
-    from ..spark.jars import spark_jars
-    from ..spark.session import C1_ONLY
+    from ..runtime.class_data import java_options
+    from ..runtime.jars import spark_jars
+    from ..runtime.session import C1_ONLY
 
     root = os.path.abspath(warehouse)
     return {

@@ -76,7 +76,7 @@ from ..contract import (
     UNMATCHED_EVENTS,
     ms_column,
 )
-from ..spark.call_site import kept_call_site
+from ..runtime.call_site import kept_call_site
 from ..state.pending import PendingRecord
 from ..state.wake import Wake
 from .accumulator import RecordAccumulator, TableWriter

@@ -38,7 +38,8 @@ import pyarrow as pa
 
 from ..config import ConfigError
 from ..contract import TABLES, TableContract
-from ..spark.jars import DELTA_COORDINATES
+from ..runtime.jars import DELTA_COORDINATES
+from ..runtime.session import delta_added_locally, delta_classes_available
 from ..storage import Storage, join, location
 from .staging import everywhere
 
@@ -248,39 +249,6 @@ def _add_missing_columns(table: Any, contract: TableContract) -> None:
 def _recorded_version(path: str, app_id: str, storage_options: dict[str, str] | None) -> int | None:
     table = open_table(path, storage_options)
     return None if table is None else table.transaction_version(app_id)
-
-
-def delta_classes_available(spark: Any) -> bool:
-    """Is Spark's Delta data source on this session's classpath?  Checked, never assumed.
-
-    Classic sessions ask the JVM for ``io.delta.sql.DeltaSparkSessionExtension``; Spark
-    Connect sessions (no JVM handle) look for the extension in ``spark.sql.extensions`` or
-    Databricks' runtime version.
-    """
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is not None:
-        try:
-            jvm.java.lang.Class.forName("io.delta.sql.DeltaSparkSessionExtension")
-            return True
-        except Exception:
-            return False
-    try:
-        extensions = spark.conf.get("spark.sql.extensions", "") or ""
-        runtime = spark.conf.get("spark.databricks.clusterUsageTags.sparkVersion", "") or ""
-    except Exception:
-        return False
-    return "DeltaSparkSessionExtension" in extensions or bool(runtime)
-
-
-def delta_added_locally(spark: Any) -> bool:
-    """Did ``spark.session.local_session`` put Delta's JARs on this session's class path
-    (``make jars``), rather than the cluster, Databricks or the user?"""
-    from ..spark.session import EXTRAS_KEY
-
-    try:
-        return "delta" in (spark.conf.get(EXTRAS_KEY, "") or "").split(",")
-    except Exception:  # a session without that key, or a stand-in without a conf
-        return False
 
 
 def choose_writer(

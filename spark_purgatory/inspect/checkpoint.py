@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
-from ..storage import Storage, join, listing
+from ..state.layout import STATE_DIR, state_path_of
+from ..storage import Storage, listing
 
-__all__ = ["InspectError", "CheckpointInfo", "read_checkpoint", "ID_FILE", "STATE_DIR"]
+__all__ = ["InspectError", "CheckpointInfo", "read_checkpoint", "ID_FILE", "STATE_DIR", "state_path_of"]
 
 #: start() writes the checkpoint's Delta app id here (``query.app_id_of``)
 ID_FILE = "purgatory-id"
-#: where start() puts the shard-state segments unless ``purgatory.state.path`` says otherwise
-STATE_DIR = "purgatory-state"
 
 
 class InspectError(ValueError):
@@ -107,11 +106,6 @@ def batch_watermark_ms(checkpoint: str, batch: int, *, storage: Storage | None =
         return _int(_log_entry(fs, f"{root}/offsets/{batch}").get("batchWatermarkMs"))
     except (FileNotFoundError, OSError):
         return None
-
-
-def state_path_of(checkpoint: str, configured: str = "") -> str:
-    """Where the shard-state segments of a query ``start`` ran are (the config's, or the default)."""
-    return configured or join(checkpoint, STATE_DIR)
 
 
 def _exists(fs: pafs.FileSystem, path: str) -> bool:

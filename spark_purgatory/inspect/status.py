@@ -127,7 +127,7 @@ def checkpoint_status(
 def _layout(checkpoint: str, groups: int | None, storage: Storage) -> dict[str, Any]:
     """The shard layout: primaries (the checkpoint's partitions less the cross-shard group),
     each rescale (micro-batch, from, to, when), and a rescale a crash left under way."""
-    from ..rescale import JOURNAL, layout_of
+    from ..state.layout import JOURNAL, layout_of
 
     record = layout_of(checkpoint, storage=storage) or {}
     fs, root = storage.filesystem(checkpoint)

@@ -144,7 +144,7 @@ class SparkReader:
 def table_reader(output: str, *, spark: Any = None, storage: Storage | None = None) -> TableReader:
     """Spark's Delta source when ``spark`` has Delta's classes, else delta-rs (module docstring)."""
     if spark is not None:
-        from ..delta.writers import delta_classes_available
+        from ..runtime.session import delta_classes_available
 
         if delta_classes_available(spark):
             return SparkReader(spark, output)

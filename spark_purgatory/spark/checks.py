@@ -18,11 +18,11 @@ the same work in three functions, one node each for Catalyst:
   raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies.
 
 The same JAR carries ``sparkpurgatory.LocalCheckpointFiles``, the checkpoint file manager
-``local_session`` names (``spark.settings.checkpoint_files``): not a check, but Java the
+``local_session`` names (``runtime.settings.checkpoint_files``): not a check, but Java the
 project compiles the same way.
 
 The SQL stays the reference and the fallback: where the JAR is not on the driver's classpath
-(a session built without ``spark.jars``, a cluster without the library, a Spark Connect
+(a session built without ``runtime.jars``, a cluster without the library, a Spark Connect
 client), ``operation_checks`` / ``event_checks`` / ``operation_routes`` return None and
 ``sources`` / ``routing`` build the SQL.  Both give the same rows (``tests/test_checks_jar.py`` runs both
 on random input).
@@ -38,8 +38,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from ..engine.conditions import ALL, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
-from .jars import jar_paths
-from .settings import is_connect
+from ..runtime.jars import jar_paths
+from ..runtime.settings import is_connect
 
 __all__ = [
     "CHECKS",

@@ -264,8 +264,8 @@ def _inferred(spark: SparkSession, path: str, contract: T.StructType) -> T.Struc
 
 
 def _require_delta(spark: SparkSession) -> None:
-    from ..delta.writers import delta_classes_available
-    from .jars import DELTA_COORDINATES
+    from ..runtime.jars import DELTA_COORDINATES
+    from ..runtime.session import delta_classes_available
 
     if not delta_classes_available(spark):
         raise ConfigError(

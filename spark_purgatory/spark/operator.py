@@ -112,6 +112,7 @@ from ..engine.registry import NO_REGISTRY
 from ..engine.tables import VERDICTS
 from ..engine.validation import first_keys, readable
 from ..engine.wheel import NO_EXPIRATION
+from ..runtime.worker_heap import settle
 from ..state import Mailbox, SegmentStore, load_state, loaded_by, save_state
 from ..state.wake import end_watermark_ms, is_end_watermark
 from ..storage import Storage
@@ -135,7 +136,6 @@ from .routing import (
     route_wake,
 )
 from .sources import SourceFormat, parse_events, parse_operations
-from .worker_heap import settle
 
 __all__ = [
     "OUTPUT_SCHEMA",

@@ -25,7 +25,7 @@ cluster starts); Spark Connect has no context here.  Nothing is changed there.
 ``advise_unix_sockets`` (called by ``start``) logs, once per process, when the context talks
 to its Python workers over TCP (``spark.python.unix.domain.socket.enabled`` unset or false,
 Spark 4.1+): each Python task then waits ~100 ms on delayed acknowledgements
-(``spark.session``); the setting is the context's, so it can only be named, not changed.
+(``runtime.session``); the setting is the context's, so it can only be named, not changed.
 """
 
 from __future__ import annotations
@@ -136,8 +136,9 @@ def advise_unix_sockets(spark: Any) -> bool:
 _ADVISED = threading.Event()
 
 
-def warm_python_workers(spark: Any) -> threading.Thread | None:
-    """Start, in the background, the Python workers the first micro-batch will use.
+def warm_python_workers(spark: Any, modules: tuple[str, ...] = ()) -> threading.Thread | None:
+    """Start, in the background, the Python workers the first micro-batch will use, each
+    having imported ``modules`` (the caller's: the shard step's, for ``start``).
 
     A new local session has no Python worker yet: the first micro-batch forks one per task
     slot, and each imports pandas, pyarrow and the operator's modules (1.5 s each on an idle
@@ -155,7 +156,8 @@ def warm_python_workers(spark: Any) -> threading.Thread | None:
 
     def warm() -> None:
         try:
-            spark.range(slots, numPartitions=slots).mapInPandas(_import_operator, "id long").count()
+            imported = functools.partial(_import_modules, modules)
+            spark.range(slots, numPartitions=slots).mapInPandas(imported, "id long").count()
         except Exception:  # noqa: BLE001 - the query's own micro-batch reports real problems
             log.debug("warming the Python workers failed", exc_info=True)
 
@@ -164,9 +166,11 @@ def warm_python_workers(spark: Any) -> threading.Thread | None:
     return thread
 
 
-def _import_operator(batches):  # runs in a Python worker
+def _import_modules(modules: tuple[str, ...], batches):  # runs in a Python worker
+    import importlib
+
     import pyspark.testing.utils  # noqa: F401 - PySpark's GroupState.update imports it on first use
 
-    import spark_purgatory.spark.operator  # noqa: F401 - the shard step's modules, pandas, pyarrow
-
+    for name in modules:
+        importlib.import_module(name)
     yield from batches

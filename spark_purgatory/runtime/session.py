@@ -17,7 +17,7 @@
 * with the project's JAR (``make jars``), the checkpoint file manager
   ``sparkpurgatory.LocalCheckpointFiles`` for the session's queries: Spark's logs under a
   checkpoint on the local file system renamed in the JVM, where Hadoop's local
-  ``FileContext`` starts a ``readlink`` process per file (``spark.settings.checkpoint_files``);
+  ``FileContext`` starts a ``readlink`` process per file (``runtime.settings.checkpoint_files``);
   any other path gets Spark's own manager;
 * no state store provider: ``query.start`` picks one for each new checkpoint (Spark's
   HDFS-backed store, which commits the operator's few small values fastest) unless ``conf``
@@ -32,11 +32,11 @@
   CPU, not more (25.3 -> 21.7 s: the JVM's share of the job is parsing files and moving
   Arrow batches, where C2's code gains little);
 * with C1 only, the class-data archive ``make class-data`` made for this class path, when there is
-  one (``spark.class_data``): Spark's classes mapped at start instead of loaded one by one;
-* the project's JVM extras when ``make jars`` fetched them (``spark.jars.spark_jars``: Delta's
+  one (``runtime.class_data``): Spark's classes mapped at start instead of loaded one by one;
+* the project's JVM extras when ``make jars`` fetched them (``runtime.jars.spark_jars``: Delta's
   connector, hadoop-aws for ``s3a://``, Spark's Kafka source) on the JVM's class path
   (``spark.driver.extraClassPath``: in local mode the executors share the driver's JVM; through
-  ``spark.jars`` a local session copied all 700 MB of them into its scratch folder at start);
+  ``runtime.jars`` a local session copied all 700 MB of them into its scratch folder at start);
   with the ``delta`` set, Delta's SQL extension and catalog (``DELTA_CONF``) unless ``conf``
   names others, and Delta's log replay in ``shuffle_partitions`` tasks, not 50.  The session
   records the sets in ``spark.purgatory.jars`` (``EXTRAS_KEY``): ``job.writer=auto`` keeps the
@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
@@ -60,7 +61,15 @@ from .class_data import java_options
 from .jars import SPARK_SETS, jar_paths, spark_jars
 from .settings import CHECKPOINT_FILES, LOCAL_CHECKPOINT_FILES
 
-__all__ = ["C1_ONLY", "DELTA_CONF", "EXTRAS_KEY", "UNIX_SOCKETS", "local_session"]
+__all__ = [
+    "C1_ONLY",
+    "DELTA_CONF",
+    "EXTRAS_KEY",
+    "UNIX_SOCKETS",
+    "delta_added_locally",
+    "delta_classes_available",
+    "local_session",
+]
 
 #: the JVM options that stop HotSpot's tiered compilation at C1 (no C2 compiler threads),
 #: with the code cache tiered compilation would have: C1 alone gets 48 MB, which Spark's
@@ -150,3 +159,34 @@ def _extras(jars: bool) -> dict[str, str]:
         # local session's tables: a round of three small appends 5.3 -> 4.3 s (docs/deployment.md)
         settings["spark.databricks.delta.snapshotPartitions"] = "1"
     return settings
+
+
+def delta_classes_available(spark: Any) -> bool:
+    """Is Spark's Delta data source on this session's classpath?  Checked, never assumed.
+
+    Classic sessions ask the JVM for ``io.delta.sql.DeltaSparkSessionExtension``; Spark
+    Connect sessions (no JVM handle) look for the extension in ``spark.sql.extensions`` or
+    Databricks' runtime version.
+    """
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is not None:
+        try:
+            jvm.java.lang.Class.forName("io.delta.sql.DeltaSparkSessionExtension")
+            return True
+        except Exception:
+            return False
+    try:
+        extensions = spark.conf.get("spark.sql.extensions", "") or ""
+        runtime = spark.conf.get("spark.databricks.clusterUsageTags.sparkVersion", "") or ""
+    except Exception:
+        return False
+    return "DeltaSparkSessionExtension" in extensions or bool(runtime)
+
+
+def delta_added_locally(spark: Any) -> bool:
+    """Did ``local_session`` put Delta's JARs on this session's class path
+    (``make jars``), rather than the cluster, Databricks or the user?"""
+    try:
+        return "delta" in (spark.conf.get(EXTRAS_KEY, "") or "").split(",")
+    except Exception:  # a session without that key, or a stand-in without a conf
+        return False

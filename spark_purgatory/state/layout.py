@@ -1,0 +1,283 @@
+"""A checkpoint's layout: its shard count, the rescale journal, and the lease of a running query.
+
+Spark fixes a query's shuffle partitions (``shards + 1``: every shard and the cross-shard
+group) in its checkpoint's offsets log, so a checkpoint runs the shard count it was started
+with until ``spark-purgatory rescale`` changes it (``spark_purgatory.rescale``).  Three small
+files under the checkpoint keep what every caller that opens one must respect:
+
+* ``purgatory-layout``: the shard count and the history of rescales (``layout_of``);
+* ``purgatory-rescale``: the journal of a rescale under way; a crash leaves it, and
+  ``recover`` (which ``check_layout`` calls before every start) completes or undoes it;
+* ``purgatory-running``: the lease of the query running on it (``RunLease``), which
+  ``rescale`` refuses to work under.
+
+``start``, the job, ``rescale`` and the inspection commands all read them here.
+
+Invariant: after ``recover`` the checkpoint is on exactly one layout (the old one, complete,
+or the new one, finished), whatever step a crash interrupted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import os
+import socket
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from ..config import ConfigError, PurgatoryConfig
+from ..storage import Storage, join, listing, remove, write_whole
+from .pending import PendingRecord
+from .segments import SegmentStore
+
+__all__ = [
+    "JOURNAL",
+    "OPERATOR_STATE",
+    "SHUFFLE_PARTITIONS",
+    "finish",
+    "LAYOUT",
+    "RUNNING",
+    "STATE_DIR",
+    "RescaleError",
+    "RunLease",
+    "check_layout",
+    "default_shards",
+    "layout_of",
+    "read_json",
+    "recorded_shards",
+    "recover",
+    "directories",
+    "now_text",
+    "state_path_of",
+    "with_default_shards",
+]
+
+log = logging.getLogger(__name__)
+
+JOURNAL = "purgatory-rescale"  # under the checkpoint: a rescale under way
+LAYOUT = "purgatory-layout"  # under the checkpoint: the shard count and the rescale history
+RUNNING = "purgatory-running"  # under the checkpoint: a query runs on it (``RunLease``)
+#: the operator's state directory under the checkpoint (the purgatory is its only stateful operator)
+OPERATOR_STATE = "state/0"
+#: the session setting Spark keeps in the offsets log: the partitions, ``shards + 1``
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+#: where start() puts the shard-state segments unless ``purgatory.state.path`` says otherwise
+STATE_DIR = "purgatory-state"
+
+
+class RescaleError(RuntimeError):
+    """``rescale`` refused: one line saying why and what to do."""
+
+
+def state_path_of(checkpoint: str, configured: str = "") -> str:
+    """Where the shard-state segments of a query ``start`` ran are (the config's, or the default)."""
+    return configured or join(checkpoint, STATE_DIR)
+
+
+# -- the journal: recover and finish --------------------------------------------------------------------
+
+
+def recover(
+    checkpoint: str, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
+) -> str | None:
+    """Complete or undo a rescale a crash interrupted; returns ``"rolled back"``,
+    ``"finished"`` or None (no rescale was under way).  Cheap when there is none: one file."""
+    storage = storage or Storage()
+    fs, root = storage.filesystem(checkpoint)
+    journal = read_json(fs, f"{root}/{JOURNAL}")
+    if journal is None:
+        return None
+    batch = int(journal["batch"])
+    if fs.get_file_info(f"{root}/commits/{batch}").is_file:
+        finish(checkpoint, storage, journal, None, config)
+        return "finished"
+    # the old layout is complete: remove what the new one wrote (named by no committed version)
+    remove(fs, [f"{root}/offsets/{batch}", f"{root}/offsets/.{batch}.crc"])
+    operator = f"{root}/{OPERATOR_STATE}"
+    for name in directories(fs, operator):
+        if name.isdigit():
+            version = batch + 1  # the state version micro-batch ``batch`` leaves
+            written = f"{operator}/{name}/{version}.snapshot"
+            remove(fs, [written, f"{operator}/{name}/.{version}.snapshot.crc"])
+            if int(name) > int(journal["from"]) and not listing(fs, f"{operator}/{name}", recursive=True):
+                fs.delete_dir(f"{operator}/{name}")
+    state_path = state_path_of(checkpoint, (config.state_path if config else ""))
+    store = SegmentStore(state_path, storage=storage)
+    before = set(journal["segments_before"])
+    store.delete([name for name in store.segments() if name not in before])
+    remove(fs, [f"{root}/{JOURNAL}"])
+    return "rolled back"
+
+
+def finish(
+    checkpoint: str,
+    storage: Storage,
+    journal: dict,
+    pending: dict[int, int] | None,
+    config: PurgatoryConfig | None = None,
+) -> None:
+    """Step 6 (idempotent): the layout record, the pending record, old files, the journal."""
+    fs, root = storage.filesystem(checkpoint)
+    layout = layout_of(checkpoint, storage=storage) or {"history": []}
+    if not any(h.get("batch") == journal["batch"] for h in layout["history"]):
+        layout["history"].append(
+            {
+                "batch": journal["batch"],
+                "from": journal["from"],
+                "to": journal["to"],
+                "at": journal["started_at"],
+            }
+        )
+    layout["shards"] = journal["to"]
+    write_whole(fs, f"{root}/{LAYOUT}", lambda out: out.write(json.dumps(layout).encode()))
+    if pending is not None:
+        PendingRecord.under(checkpoint, storage).write(journal["batch"], {s: n for s, n in pending.items()})
+    state_path = state_path_of(checkpoint, (config.state_path if config else ""))
+    SegmentStore(state_path, storage=storage).delete(journal["old_segments"])
+    # relays all received (refused otherwise), nothing parked: these name the old shards
+    sfs, sroot = storage.filesystem(state_path)
+    remove(sfs, [i.path for i in listing(sfs, f"{sroot}/mailbox")])
+    remove(sfs, [i.path for i in listing(sfs, f"{sroot}/verdicts", recursive=True) if i.is_file])
+    remove(fs, [f"{root}/{JOURNAL}"])
+
+
+def check_layout(
+    checkpoint: str, shards: int, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
+) -> None:
+    """Before a query starts on ``checkpoint``: finish or undo a rescale a crash interrupted
+    (``recover``), then refuse ``shards`` other than the checkpoint's, in one line
+    (``ConfigError``): Spark would keep the checkpoint's partitions and the shard groups
+    would not match their state."""
+    storage = storage or Storage()
+    recover(checkpoint, storage=storage, config=config)
+    recorded = recorded_shards(checkpoint, storage=storage)
+    if recorded is not None and recorded != shards:
+        layout = layout_of(checkpoint, storage=storage)
+        since = f" since its rescale at micro-batch {layout['history'][-1]['batch']}" if layout else ""
+        raise ConfigError(
+            f"checkpoint {checkpoint} runs {recorded} shards{since}, not purgatory.shards={shards}: "
+            f"set purgatory.shards={recorded}, or stop and run "
+            f"`spark-purgatory rescale --checkpoint {checkpoint} --shards {shards}`"
+        )
+
+
+def recorded_shards(checkpoint: str, *, storage: Storage | None = None) -> int | None:
+    """The shards Spark's last offsets entry records (partitions less the cross-shard group),
+    None for a new checkpoint."""
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    offsets = [int(i.base_name) for i in listing(fs, f"{root}/offsets") if i.base_name.isdigit()]
+    if not offsets:
+        return None
+    with fs.open_input_stream(f"{root}/offsets/{max(offsets)}") as f:
+        lines = f.read().decode("utf-8").split("\n")
+    recorded = (json.loads(lines[1]).get("conf") or {}).get(SHUFFLE_PARTITIONS) if len(lines) > 1 else None
+    return None if recorded is None else int(recorded) - 1
+
+
+def default_shards(spark: Any, checkpoint: str, *, storage: Storage | None = None) -> int:
+    """The shard count when none is configured: the checkpoint's, or for a new checkpoint the
+    session's parallelism (``spark.default.parallelism``, else the cores of the executors:
+    about one shard per core), said in one log line."""
+    recorded = recorded_shards(checkpoint, storage=storage)
+    if recorded is not None:
+        return recorded
+    try:
+        parallelism = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect and shared clusters have no sparkContext
+        parallelism = int(spark.conf.get("spark.default.parallelism", None) or 2)
+    shards = max(1, parallelism)
+    log.warning(
+        "purgatory.shards is not configured: %d shards for the new checkpoint %s (the session's "
+        "parallelism, about one per executor core); set purgatory.shards to choose, "
+        "`spark-purgatory rescale` to change it later",
+        shards,
+        checkpoint,
+    )
+    return shards
+
+
+def with_default_shards(config: PurgatoryConfig, spark: Any, checkpoint: str) -> PurgatoryConfig:
+    """``config`` with ``default_shards``' count: for a caller whose configuration left
+    ``purgatory.shards`` out (``start(config=None)``, the job without the key)."""
+    shards = default_shards(spark, checkpoint, storage=Storage.of(config))
+    return dataclasses.replace(config, shards=shards)
+
+
+def layout_of(checkpoint: str, *, storage: Storage | None = None) -> dict | None:
+    """The layout record: ``{"shards": N, "history": [{"batch", "from", "to", "at"}, ...]}``,
+    None for a checkpoint never rescaled."""
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    return read_json(fs, f"{root}/{LAYOUT}")
+
+
+def directories(fs: pafs.FileSystem, directory: str) -> list[str]:
+    """The names of the directories in ``directory`` (none if it does not exist)."""
+    selector = pafs.FileSelector(directory, allow_not_found=True)
+    return sorted(i.base_name for i in fs.get_file_info(selector) if i.type == pafs.FileType.Directory)
+
+
+def read_json(fs: pafs.FileSystem, path: str) -> dict | None:
+    try:
+        with fs.open_input_stream(path) as f:
+            return json.loads(f.read())
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+
+
+def now_text() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# -- a running query ---------------------------------------------------------------------------------
+
+
+class RunLease:
+    """``<checkpoint>/purgatory-running`` while a query runs on the checkpoint: the host and
+    process of its driver (``start`` takes it, ``stop`` gives it back).  A lease of a process
+    that is gone from this host is stale (a killed driver); one of another host is taken to
+    be live (remove the file if that driver is gone)."""
+
+    def __init__(self, checkpoint: str, storage: Storage | None = None) -> None:
+        self.storage = storage or Storage()
+        fs, root = self.storage.filesystem(checkpoint)
+        self.fs, self.path, self.checkpoint = fs, f"{root}/{RUNNING}", checkpoint
+
+    def take(self) -> None:
+        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": now_text()}).encode()
+        write_whole(self.fs, self.path, lambda out: out.write(body))
+
+    def release(self) -> None:
+        remove(self.fs, [self.path])
+
+    def holder(self) -> dict | None:
+        lease = read_json(self.fs, self.path)
+        if lease is None:
+            return None
+        if lease.get("host") == socket.gethostname() and not _alive(int(lease.get("pid", -1))):
+            return None
+        return lease
+
+    def check_free(self) -> None:
+        lease = self.holder()
+        if lease is not None:
+            raise RescaleError(
+                f"a query runs on {self.checkpoint} (driver {lease.get('host')} pid {lease.get('pid')} "
+                f"since {lease.get('since')}): stop it first (if that driver is gone, delete "
+                f"{join(self.checkpoint, RUNNING)})"
+            )
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
