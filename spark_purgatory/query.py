@@ -30,7 +30,7 @@ go through it, so they run the same query with the same defaults:
   Arrow batches of 50,000 rows to the shards unless the session sets
   ``spark.sql.execution.arrow.maxRecordsPerBatch`` (``spark.settings.arrow_records``), and
   Catalyst's ``InferFiltersFromGenerate`` left out (``spark.settings.optimizer_rules``: it
-  made the plan Spark re-optimizes each micro-batch nine times larger), and, for a
+  made the plan Spark re-optimizes each micro-batch much larger), and, for a
   checkpoint on the local file system, Spark's FileSystem-based checkpoint file manager
   unless the session names one (``spark.settings.checkpoint_files``: Hadoop's local
   ``FileContext`` starts a ``readlink`` process per rename).
@@ -190,7 +190,7 @@ def start(
     from .spark.workers import advise_unix_sockets, use_project_python, warm_python_workers
 
     use_project_python(spark)  # the workers must import the project (spark.workers)
-    advise_unix_sockets(spark)  # TCP to the workers costs each task ~100 ms (spark.session)
+    advise_unix_sockets(spark)  # TCP to the workers makes each task wait (spark.session)
     warm_python_workers(spark)  # while the query is built: the first micro-batch's workers
     storage = Storage.of(cfg)
     end = EndOfInput(checkpoint, storage)

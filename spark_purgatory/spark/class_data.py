@@ -4,9 +4,8 @@ A local session's JVM spends most of its first seconds loading and verifying Spa
 (about 20,000 of them before a stream's first micro-batch), the same ones on every start.
 HotSpot's class-data sharing (AppCDS, JDK 13+) dumps the classes a run loaded into an
 archive (``-XX:ArchiveClassesAtExit``) that later JVMs map at start
-(``-XX:SharedArchiveFile``).  Measured on 2 cores (``tests`` suite's machine): a session
-and its first jobs, a groupBy and an ``applyInPandas``, 16.7 s without the archive, 9.1 s
-with it (two runs each, alternated).
+(``-XX:SharedArchiveFile``), so a session and its first jobs start sooner (docs/development.md,
+"Tests").
 
 ``make class-data`` (run by ``make test``) writes the archive, ``.jars/class-data/spark.jsa``,
 by running a small stream of the project's (JSON files in, Delta out through delta-rs) and
@@ -121,7 +120,8 @@ def _dump(into: str) -> None:
     twice, the table read back), a clean stop.
 
     Spark's Delta writer is exercised by its calls, not by a second stream: the stream's
-    classes are the same, and a stream through it made the whole dump 60 s instead of 46."""
+    classes are the same, and a second stream only made the dump longer
+    (docs/performance-history.md, "The class-data dump")."""
     from ..query import start
     from ..workload import generate, write_json_lines
     from .jars import spark_jars
