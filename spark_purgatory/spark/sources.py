@@ -331,7 +331,7 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading) -> DataFrame:
     The lenient reading is a column of its own, null where the typed one serves: it is read
     only for the lines that need it, and each field names it instead of repeating it: inline,
     its copies made the job's plan, which Spark analyses at start and optimizes again in
-    every micro-batch, several times larger (docs/performance-history.md, "The lenient JSON
+    every micro-batch, much larger (docs/performance-history.md, "The lenient JSON
     reading as one column")."""
     text = _raw(df, fmt)
     carried = [_KAFKA] if fmt == "kafka" else []
