@@ -135,7 +135,7 @@ def _operator_rows(
     def source(given: DataFrame | str, kind: str) -> DataFrame:
         return read_batch(spark, given, source_format, kind=kind) if isinstance(given, str) else given
 
-    with library_plan():  # no call-site capture for the library's own plan (spark.settings)
+    with library_plan():  # no call-site capture for the library's own plan (runtime.settings)
         out = purgatory_batch(
             source(operations, "operations"),
             source(events, "events"),

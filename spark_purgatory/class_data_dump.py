@@ -25,7 +25,8 @@ def _dump(into: str) -> None:
     twice, the table read back), a clean stop.
 
     Spark's Delta writer is exercised by its calls, not by a second stream: the stream's
-    classes are the same, and a stream through it made the whole dump 60 s instead of 46."""
+    classes are the same, and a second stream only made the dump longer
+    (docs/performance-history.md, "The class-data dump")."""
     from .query import start
     from .runtime.jars import spark_jars
     from .runtime.session import C1_ONLY, local_session

@@ -316,9 +316,9 @@ def _print_json_lines(frame: Any) -> None:
     """Every row as a JSON line, in order, never the whole frame in this process.
 
     On a local master Spark's own JSON writer writes the lines (its part files are in the
-    frame's order) and they are copied out: 760k pending operations in seconds, where
-    turning each row into a Python dict took a minute and a half.  Elsewhere the rows come
-    one partition at a time (``toLocalIterator``)."""
+    frame's order) and they are copied out, far sooner than turning each row into a Python
+    dict (docs/performance-history.md, "Pending operations as JSON lines").  Elsewhere the
+    rows come one partition at a time (``toLocalIterator``)."""
     if str(frame.sparkSession.conf.get("spark.master", "")).startswith("local"):
         import glob
         import shutil

@@ -30,7 +30,7 @@ go through it, so they run the same query with the same defaults:
   Arrow batches of 50,000 rows to the shards unless the session sets
   ``spark.sql.execution.arrow.maxRecordsPerBatch`` (``runtime.settings.arrow_records``), and
   Catalyst's ``InferFiltersFromGenerate`` left out (``runtime.settings.optimizer_rules``: it
-  made the plan Spark re-optimizes each micro-batch nine times larger), and, for a
+  made the plan Spark re-optimizes each micro-batch much larger), and, for a
   checkpoint on the local file system, Spark's FileSystem-based checkpoint file manager
   unless the session names one (``runtime.settings.checkpoint_files``: Hadoop's local
   ``FileContext`` starts a ``readlink`` process per rename).
@@ -193,7 +193,7 @@ def start(
     from .spark.group_state import encoding_of
 
     use_project_python(spark)  # the workers must import the project (runtime.workers)
-    advise_unix_sockets(spark)  # TCP to the workers costs each task ~100 ms (runtime.session)
+    advise_unix_sockets(spark)  # TCP to the workers makes each task wait (runtime.session)
     # while the query is built: the first micro-batch's workers, with the shard step's modules
     warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
     storage = Storage.of(cfg)
@@ -246,8 +246,8 @@ def start(
             shuffle_partitions(spark, cfg.shards + 1),
             state_store(spark),
             arrow_records(spark),
-            optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (spark.settings)
-            checkpoint_files(spark, checkpoint),  # no process started per rename (spark.settings)
+            optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (runtime.settings)
+            checkpoint_files(spark, checkpoint),  # no process started per rename (runtime.settings)
         ):
             return stream.start()
 

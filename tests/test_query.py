@@ -47,7 +47,7 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
         q.process_all_available()
         assert q.is_active and q.accumulator.destinations(), "rows wait for linger.ms"
         # the plan Spark re-optimizes each micro-batch has no filter inferred from the routing's
-        # explode, which inlined the validation into one huge condition (spark.settings)
+        # explode, which inlined the validation into one huge condition (runtime.settings)
         plan = q.query._jsq.streamingQuery().lastExecution().optimizedPlan().toString()
         assert not [line for line in plan.splitlines() if "Filter" in line and "size(" in line]
         # a local checkpoint: Spark's logs renamed in the JVM, no readlink process per file
@@ -55,7 +55,7 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
         assert q.totals["batches"] >= 3 and q.totals["commits"] == 0
         # every micro-batch's stages keep the call site the query started with: the sink's
         # actions would leave the stream thread none, and Spark would walk its stack for each
-        # RDD and name them "run at <unknown>:0" (spark.call_site)
+        # RDD and name them "run at <unknown>:0" (runtime.call_site)
         names = _stage_names(spark, str(q.query.runId))
         assert len(names) >= 2 * 3 and _WALKED not in names
     assert not q.is_active

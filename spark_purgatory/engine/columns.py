@@ -95,7 +95,7 @@ class HashIndex:
         Per run one ``searchsorted`` finds the probes it holds; only those are searched again
         for their last equal hash (a run holds several rows of a hash: a key many operations
         watch).  Many probes are sorted first: a search then starts where the last one ended,
-        which costs a third of searching in random order in a big run."""
+        which costs less than searching in random order in a big run."""
         if probes.size > _SORT_PROBES:
             order = np.argsort(probes)
             probe, row = self._lookup(probes[order])

@@ -447,7 +447,7 @@ def _lists_of(rows: np.ndarray) -> np.ndarray:
 
     The cyclic garbage collector is paused meanwhile: lists of text hold no cycles, and
     making one per row would otherwise start collections that walk every object the process
-    holds (a third of the validator's time with 10,000-row frames)."""
+    holds (docs/performance-history.md, "The engine's array helpers")."""
     paused = gc.isenabled()
     gc.disable()
     try:

@@ -3,9 +3,9 @@ handles, list columns flattened, string hashes; and the pandas helpers of its ed
 stack, filter and concatenate frames: the state layer's and the returned tables).
 
 A call works on numpy arrays (``rows.Rows``); these are the steps it is made of.  numpy's
-own ``isin``, ``unique`` and ``searchsorted`` on random probes cost several times what the
-sorted versions here cost on a call's arrays, and ``pd.concat`` / ``.loc`` inspect object
-columns value by value (``benchmarks/profile_shard.py``, ``bench_engine.py``).
+own ``isin``, ``unique`` and ``searchsorted`` on random probes cost more than the sorted
+versions here on a call's arrays, and ``pd.concat`` / ``.loc`` inspect object columns value
+by value (docs/performance-history.md, "The engine's array helpers").
 
 Invariant: no helper loops over rows in Python.
 """
@@ -37,8 +37,8 @@ __all__ = [
 
 
 def empty(columns: dict[str, str]) -> pd.DataFrame:
-    """A frame with no rows and the given column dtypes (numpy arrays: a tenth of the cost of
-    empty Series, and shards build many)."""
+    """A frame with no rows and the given column dtypes (numpy arrays: cheaper than empty
+    Series, and shards build many)."""
     return pd.DataFrame({name: np.empty(0, dtype=dtype) for name, dtype in columns.items()}, copy=False)
 
 
@@ -93,8 +93,8 @@ _SORT_ABOVE = 256  # more values than this are searched in sorted order
 
 def search(ordered: np.ndarray, values: np.ndarray, side: str = "left") -> np.ndarray:
     """``np.searchsorted(ordered, values, side)``, many unsorted values searched in sorted
-    order: numpy starts each search where the last one ended, so 10k random values cost a
-    sixth when sorted first (the sort included).
+    order: numpy starts each search where the last one ended, so many random values cost
+    less when sorted first, the sort included.
 
     >>> search(np.array([1, 3, 5]), np.array([4, 0])).tolist()
     [2, 0]
@@ -139,7 +139,7 @@ def expand_ranges(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, n
 
 def distinct(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)`` for integers, by a stable sort (a radix sort for them): numpy's
-    own unique hashes first and costs 3-100x more on the shard's handle arrays.
+    own unique hashes first, which costs more on the shard's handle arrays.
 
     >>> distinct(np.array([5, 1, 5, 3])).tolist()
     [1, 3, 5]
@@ -166,7 +166,7 @@ def flatten(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     column exploded without pandas.
 
     Arrays (what Arrow gives) are joined by ``np.concatenate``, Python lists chained: each
-    way is several times faster than the other on its own kind (20k one-key rows: 2 ms).
+    way is the faster one on its own kind.
     """
     lengths = np.fromiter(map(len, lists), np.int64, count=len(lists))
     total = int(lengths.sum())
@@ -192,7 +192,7 @@ def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
 
 
 def isin(values: np.ndarray, test: np.ndarray) -> np.ndarray:
-    """``np.isin`` for integers: ``among`` after sorting ``test`` (a third of numpy's cost on
+    """``np.isin`` for integers: ``among`` after sorting ``test`` (cheaper than numpy's on
     the small arrays of a call, and as fast on big ones)."""
     return among(values, np.sort(test))
 
@@ -223,10 +223,9 @@ def pairs_in(a1: np.ndarray, a2: np.ndarray, b1: np.ndarray, b2: np.ndarray) -> 
 
 
 def pair_order(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """The order by ``first``, then ``second``: ``np.lexsort((second, first))``, ten times
-    faster where ``first`` has no repeated value (a state's op_id hashes, key hashes): one
-    ``argsort`` of ``first``, whose order is then the only one (70k rows: 0.9 ms against
-    lexsort's 9.8).
+    """The order by ``first``, then ``second``: ``np.lexsort((second, first))``, faster
+    where ``first`` has no repeated value (a state's op_id hashes, key hashes): one
+    ``argsort`` of ``first``, whose order is then the only one.
 
     >>> pair_order(np.array([3, 1, 2]), np.array([0, 0, 0])).tolist()
     [1, 2, 0]

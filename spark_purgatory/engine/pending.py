@@ -17,9 +17,9 @@ one).  ``rows`` puts the ``OPS`` columns back together (lists of members, a payl
 None) for the rows asked for only, and their lists of keys when asked (``with_keys``: the
 outcomes and targeted events need them, most reads do not).  The op_id's and the key's
 hashes live in their indexes only (``Columns(..., hashed=...)``), a target and a progress at
-watch only where there is one (sparse columns).  A pending operation with one key, no
-members and no payload costs 104 bytes with its watcher, its index entries and its timer
-entry (``benchmarks/bench_engine.py``; docs/engine-internals.md, "The worker's memory").
+watch only where there is one (sparse columns), so a pending operation with one key, no
+members and no payload holds only fixed-width cells (its watcher, its index entries, its
+timer entry; docs/engine-internals.md, "The worker's memory").
 
 Invariants: an operation's rows (its own, its watchers', its members' and its payload's)
 are all live or all gone; an op_id or key found by hash is confirmed on the string before it

@@ -159,8 +159,8 @@ class Rows:
         return Rows._made(cols, sum(p._n for p in parts))
 
 
-#: empty frames by their columns and dtypes, copied for every empty output (a tenth of the
-#: cost of building one: pandas checks each column)
+#: empty frames by their columns and dtypes, copied for every empty output (cheaper than
+#: building one: pandas checks each column)
 _EMPTY_FRAMES: dict[tuple, pd.DataFrame] = {}
 
 
@@ -168,7 +168,7 @@ def _arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     """A frame's columns as numpy arrays, without a Series per column.
 
     ``frame[name]`` builds (and caches) a Series, most of the cost of reading a column from
-    a fresh frame: a 10-row call's input frames cost 0.1 ms that way.  pandas' own
+    a fresh frame, which a small call's input frames pay in full.  pandas' own
     ``DataFrame._get_column_array`` gives the column's array directly; where a pandas
     version lacks it (or column names repeat) the public way is taken.
     """

@@ -6,7 +6,8 @@ Allocated by ``malloc``, an array of some megabytes lands in the process heap on
 *dynamic* mmap threshold has risen (it rises to the size of any mapped block freed, up to
 32 MiB): its spare capacity may then sit on pages an earlier array already touched, and
 when it is freed its pages stay in the heap, resident, until something reuses or trims
-them.  A worker measured 220-240 bytes of RSS per pending operation for about 140 of rows.
+them, so a worker's RSS grew well past what its rows hold (docs/engine-internals.md, "The
+worker's memory").
 
 ``empty`` gives an array of at least ``MAPPED_BYTES`` its own anonymous mapping instead
 (``mmap``, standard library, any platform): pages that were never written cost address
@@ -19,8 +20,8 @@ arrays are remade often (small tables growing, index runs merged on most calls).
 A call's temporaries (sort orders, merged runs, the host's frames) are ``malloc``'s and
 Arrow's; freed, they stay with the allocators, at the size of the biggest call so far.
 ``release`` hands that back (Arrow's pool ``release_unused``; glibc's ``malloc_trim``,
-where there is a glibc: about 2 ms with a million pending operations, so
-``Purgatory.process`` calls it only after a call that did bulk work: ``due``).  The count of
+where there is a glibc, which walks the heap, so ``Purgatory.process`` calls it only after a
+call that did bulk work: ``due``).  The count of
 bytes mapped since the last release is the process's, as the allocators are; so is the
 count of bytes mapped now (``mapped_bytes``: ``tracemalloc`` does not see mappings).
 

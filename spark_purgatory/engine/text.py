@@ -1,12 +1,12 @@
 """Compact text columns: the shard's strings as one UTF-8 buffer and offsets (Arrow's layout).
 
 A pending operation's op_id, its keys, its members and its payload were Python ``str``
-objects in numpy object arrays: about 60 bytes of object per 12-character string, plus an
-8-byte pointer, plus a list object per operation for its keys and another for its members.
-At a million pending operations that was most of the shard's 600 bytes per operation.  A
+objects in numpy object arrays: an object header per string, plus a pointer, plus a list
+object per operation for its keys and another for its members: most of a shard's memory per
+operation (docs/engine-internals.md, "Compact strings").  A
 ``TextColumn`` keeps the same strings as Arrow does: their UTF-8 bytes one after another in
 one ``uint8`` buffer and, per row, where each ends (``offsets``; int32 until the buffer
-passes 2 GiB, then int64).  A 12-character string costs 16 bytes.
+passes 2 GiB, then int64).  A string costs its bytes and one offset.
 
 Rows are appended at the end (the buffer and the offsets grow by half when full, as
 ``columns.Columns`` do: amortised O(1) per byte) and taken by position through Arrow

@@ -11,10 +11,9 @@ PySpark's actions (``toArrow``, ``collect``, ``toPandas``, an RDD's ``collect``)
 short form for their job and, when done, *clear* it (``traceback_utils.SCCallSiteSync``).
 Run from a ``foreachBatch`` function (whose Py4J calls run on the stream thread), that leaves
 the stream thread without a call site for good: every later RDD walks the stream thread's
-deep stack instead, about 5% of the stream thread's time on the trickle
-(``benchmarks/bench_batch.py``; JFR at 1 ms: ``Utils.getCallSite`` under
-``SparkContext.getCallSite`` <- ``RDD.<init>``, absent from a query whose sink runs no Python
-action).  ``kept_call_site`` puts the value back after the function's actions.
+deep stack instead (``Utils.getCallSite`` under ``SparkContext.getCallSite`` <- ``RDD.<init>``;
+docs/performance.md, "The stream thread's call site").  ``kept_call_site`` puts the value back
+after the function's actions.
 """
 
 from __future__ import annotations

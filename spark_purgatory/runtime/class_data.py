@@ -4,9 +4,8 @@ A local session's JVM spends most of its first seconds loading and verifying Spa
 (about 20,000 of them before a stream's first micro-batch), the same ones on every start.
 HotSpot's class-data sharing (AppCDS, JDK 13+) dumps the classes a run loaded into an
 archive (``-XX:ArchiveClassesAtExit``) that later JVMs map at start
-(``-XX:SharedArchiveFile``).  Measured on 2 cores (``tests`` suite's machine): a session
-and its first jobs, a groupBy and an ``applyInPandas``, 16.7 s without the archive, 9.1 s
-with it (two runs each, alternated).
+(``-XX:SharedArchiveFile``), so a session and its first jobs start sooner (docs/development.md,
+"Tests").
 
 ``make class-data`` (run by ``make test``) writes the archive through the command
 ``python -m spark_purgatory.class_data_dump``, ``.jars/class-data/spark.jsa``,

@@ -5,15 +5,13 @@
 * UTC session time zone, small shuffle partition count (state is per shard, so
   ``purgatory.shards + 1`` partitions is plenty), no UI, quiet logs;
 * no DataFrame call-site capture (``spark.python.sql.dataFrameDebugging.enabled=false``):
-  PySpark otherwise makes 3-4 extra JVM calls around every ``Column`` function, and the
+  PySpark otherwise makes extra JVM calls around every ``Column`` function, and the
   operator's plan has thousands (its errors then name no Python line of the library);
 * the Python workers talk to the JVM over Unix domain sockets
   (``spark.python.unix.domain.socket.enabled``, Spark 4.1+), not TCP on loopback: on TCP a
   task's small writes (the function, the Arrow stream's start, its end mark) wait on the
-  peer's delayed acknowledgement, 40 ms each on Linux (Nagle's algorithm with no
-  ``TCP_NODELAY``; ``strace`` of a worker shows the reads returning 40 ms late), so every
-  Python task paid ~100 ms of waiting: an idle shard's task 140 -> 45 ms, the trickle's
-  micro-batch (``benchmarks/bench_batch.py``, ``job-tcp`` beside ``job``) shorter by as much;
+  peer's delayed acknowledgement (Nagle's algorithm with no ``TCP_NODELAY``), so every
+  Python task waited (docs/performance.md, "The Python workers' sockets");
 * with the project's JAR (``make jars``), the checkpoint file manager
   ``sparkpurgatory.LocalCheckpointFiles`` for the session's queries: Spark's logs under a
   checkpoint on the local file system renamed in the JVM, where Hadoop's local
@@ -26,17 +24,15 @@
   only (``-XX:TieredStopAtLevel=1`` in ``spark.driver.extraJavaOptions``, with tiered
   compilation's 240 MB code cache, not C1's 48 MB; ``c1_only=False``
   or your own ``spark.driver.extraJavaOptions`` keeps the default C1 + C2): a local session
-  lives seconds to hours, and on these 2 cores C2's compiler threads took a third of the CPU
-  a new session spent before its first micro-batch (``benchmarks/bench_first_batch.py``:
-  6.2-6.6 s -> 4.1-4.8 s to the first batch) while the job over 200,000 operations spent less
-  CPU, not more (25.3 -> 21.7 s: the JVM's share of the job is parsing files and moving
-  Arrow batches, where C2's code gains little);
+  lives seconds to hours, C2's compiler threads compete with its first micro-batch for the
+  CPU, and the JVM's share of the job (parsing files, moving Arrow batches) gains little
+  from C2's code (docs/troubleshooting.md, "The first micro-batch is slow");
 * with C1 only, the class-data archive ``make class-data`` made for this class path, when there is
   one (``runtime.class_data``): Spark's classes mapped at start instead of loaded one by one;
 * the project's JVM extras when ``make jars`` fetched them (``runtime.jars.spark_jars``: Delta's
   connector, hadoop-aws for ``s3a://``, Spark's Kafka source) on the JVM's class path
   (``spark.driver.extraClassPath``: in local mode the executors share the driver's JVM; through
-  ``runtime.jars`` a local session copied all 700 MB of them into its scratch folder at start);
+  ``spark.jars`` a local session copied them all into its scratch folder at start);
   with the ``delta`` set, Delta's SQL extension and catalog (``DELTA_CONF``) unless ``conf``
   names others, and Delta's log replay in ``shuffle_partitions`` tasks, not 50.  The session
   records the sets in ``spark.purgatory.jars`` (``EXTRAS_KEY``): ``job.writer=auto`` keeps the
@@ -73,7 +69,7 @@ __all__ = [
 
 #: the JVM options that stop HotSpot's tiered compilation at C1 (no C2 compiler threads),
 #: with the code cache tiered compilation would have: C1 alone gets 48 MB, which Spark's
-#: classes fill within a minute (then the JVM stops compiling and interprets everything)
+#: classes fill (then the JVM stops compiling and interprets everything)
 C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 #: what a session needs for Delta's SQL (``CREATE TABLE ... USING delta``, catalog tables, time
@@ -121,10 +117,10 @@ def local_session(
         .config("spark.driver.memory", "4g")
         # each state version holds whole shard blobs: keep 20 versions on disk, not Spark's 100
         .config("spark.sql.streaming.minBatchesToRetain", "20")
-        # no call-site capture around every Column function (3-4 py4j round trips each):
-        # building the operator's plan takes 0.8 s instead of 1.4 s, the sink's per batch less
+        # no call-site capture around every Column function (extra py4j round trips each):
+        # the operator's plan and the sink's per batch build faster (runtime.settings.library_plan)
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-        # the workers' sockets: no 40 ms delayed-ACK stalls per task (module docstring)
+        # the workers' sockets: no delayed-ACK stalls per task (module docstring)
         .config(UNIX_SOCKETS, "true")
     )
     fresh = SparkContext._active_spark_context is None  # a running JVM's class path is fixed
@@ -151,12 +147,12 @@ def _extras(jars: bool) -> dict[str, str]:
     settings["spark.driver.extraClassPath"] = os.pathsep.join(classpath)
     settings["spark.executor.extraClassPath"] = os.pathsep.join(classpath)  # local-cluster masters
     if "checks" in present:  # Spark's logs under a local checkpoint renamed in the JVM
-        settings[CHECKPOINT_FILES] = LOCAL_CHECKPOINT_FILES  # (spark.settings.checkpoint_files)
+        settings[CHECKPOINT_FILES] = LOCAL_CHECKPOINT_FILES  # (runtime.settings.checkpoint_files)
     if "delta" in present:
         settings.update(DELTA_CONF)
         # Delta replays the log before every append with txnAppId (its setTransactions come
         # from a full replay, not the .crc), in 50 tasks by default; one task suffices for a
-        # local session's tables: a round of three small appends 5.3 -> 4.3 s (docs/deployment.md)
+        # local session's small tables (docs/deployment.md, "Which writer")
         settings["spark.databricks.delta.snapshotPartitions"] = "1"
     return settings
 

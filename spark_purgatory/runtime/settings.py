@@ -83,9 +83,9 @@ def state_store(spark: Any) -> Any:
 
     The operator keeps one small value per shard group (the shard state lives in segment
     files), so the store costs its commit per partition per micro-batch: RocksDB's
-    checkpoint of the whole store cost about twice HDFS's delta file (6.4-6.9 s against
-    2.6-4.3 s of commits per 100k operations, 10 micro-batches), changelog checkpointing
-    brings it down to HDFS's (2.9-3.7 s).  Spark records the provider in the checkpoint at
+    checkpoint of the whole store costs more than HDFS's delta file, and changelog
+    checkpointing brings it down to HDFS's (docs/performance-history.md, "The hand-off and
+    the state store").  Spark records the provider in the checkpoint at
     the first start and a restarted query keeps it whatever the session says, so a
     checkpoint keeps the store it began with (both checkpointing modes read each other's).
     """
@@ -102,10 +102,10 @@ def arrow_records(spark: Any) -> Any:
     ``spark.sql.execution.arrow.maxRecordsPerBatch``.
 
     A shard step takes its whole micro-batch at once (it stacks the chunks), so Spark's
-    10,000-row chunks only add per-chunk work on both sides of the hand-off: 1M operations,
-    the job warm, alternated: 24.1-25.4 s at 10,000, 21.9-22.8 s at 50,000, 22.5-22.9 s at
-    100,000 (the JVM's CPU 23-27 s -> 20-24 s).  The chunk is what the JVM holds per task
-    while handing rows over, so a session with large payloads may set a smaller one.
+    10,000-row chunks only add per-chunk work on both sides of the hand-off
+    (docs/performance-history.md, "50,000-row Arrow batches to the shards").  The chunk is
+    what the JVM holds per task while handing rows over, so a session with large payloads
+    may set a smaller one.
     """
     return started_with(spark, unset(spark, {_ARROW_RECORDS: str(_SHARD_CHUNK_ROWS)}))
 
@@ -121,11 +121,11 @@ def optimizer_rules(spark: Any) -> Any:
     Spark optimizes a streaming query's whole plan again in every micro-batch.  For the
     routing's ``posexplode`` of each operation's copies (``spark.routing``) that rule infers
     ``size(_copies) > 0``, and predicate push-down then inlines the copies' expression, with
-    the validation and shard expressions under it, into a filter over the scan: an 89 KB
+    the validation and shard expressions under it, into a filter over the scan: a large
     condition that every later rule walks (Spark's scan rules each walk it again) and every
     row evaluates.  The filter only drops rows the explode drops anyway, so leaving the rule
-    out changes no result; the plan is a ninth of the size and the optimizer took about a
-    tenth of the time (4-6 s -> 0.5 s on 2 loaded cores, C1-only JVM: benchmarks/bench_batch.py).
+    out changes no result, and the plan and the optimizer's time shrink (docs/performance.md,
+    "A micro-batch on a trickle: its anatomy").
     """
     rules = [r.strip() for r in (spark.conf.get(_EXCLUDED_RULES, None) or "").split(",") if r.strip()]
     if _INFER_FILTERS_FROM_GENERATE in rules:
@@ -153,11 +153,9 @@ def checkpoint_files(spark: Any, checkpoint: str) -> Any:
     the offsets, the commit, the state store's delta files), each as a temporary file renamed
     into place.  Its default manager goes through Hadoop's ``FileContext``, whose local file
     system resolves links before a rename by running the ``readlink`` command (Hadoop 3.5.0,
-    ``FileUtil.readLink``): a process started per file, 7-20 ms each on these machines
-    (JFR: ``Shell.runCommand`` under ``HDFSMetadataLog.write``).  The FileSystem-based manager
-    renames in the JVM; on a local file system both renames are the same POSIX rename.  With
-    it named for the whole session, the trickle's micro-batch 507-544 -> 355-413 ms
-    (``latestOffset`` 58 -> 14 ms, the offsets and commit logs 30 -> 7 ms each); scoped as
+    ``FileUtil.readLink``): a process started per file.  The FileSystem-based manager
+    renames in the JVM; on a local file system both renames are the same POSIX rename
+    (docs/performance.md, "Spark's checkpoint files: a process per rename").  Scoped as
     here, the sources' logs keep the default (below).  Other file systems (HDFS, object
     stores) keep Spark's choice; so does a Spark Connect session, which cannot tell where the
     path resolves.
@@ -202,10 +200,10 @@ def library_plan() -> Iterator[None]:
     """Build the library's own query plan without PySpark's call-site capture.
 
     With ``spark.python.sql.dataFrameDebugging.enabled`` (on by default in a plain
-    ``SparkSession.builder`` session) every ``Column`` function makes 3-4 more py4j round
-    trips to record its Python call site; the operator's plan has thousands of them (the
-    payments case: 7,271 calls instead of 2,271), and the call sites would name this
-    library's lines, not the user's.  PySpark caches the setting in
+    ``SparkSession.builder`` session) every ``Column`` function makes more py4j round
+    trips to record its Python call site; the operator's plan has thousands of them
+    (docs/performance-history.md, "Call-site capture and the plan's Py4J calls"), and the
+    call sites would name this library's lines, not the user's.  PySpark caches the setting in
     ``pyspark.errors.utils._enable_debugging_cache``; this switches the cache off while the
     plan is built and puts it back after, so the user's own DataFrames keep their call sites.
     Spark Connect sessions are untouched (they record no call site over py4j).

@@ -4,11 +4,10 @@ PySpark reuses its Python workers (``spark.python.worker.reuse``, on by default)
 daemon (``pyspark/daemon.py``, pyspark 4.2.0) calls ``gc.collect()`` after every task a worker
 runs.  A full collection walks every object the collector tracks; in a worker that has
 imported pandas, pyarrow, PySpark's SQL modules and the operator, that is ~78,000 objects
-(functions, classes, module dictionaries) that live as long as the process, and one walk took
-110-117 ms here with the other core busy.  The operator's micro-batch runs ``shards + 1``
-tasks, so a micro-batch paid several walks of objects that can never be garbage: on the
-200k-operation benchmark the job's CPU was 19.7-24.0 s with them and 16.8-17.3 s without
-(``docs/performance.md``).
+(functions, classes, module dictionaries) that live as long as the process.  The operator's
+micro-batch runs ``shards + 1`` tasks, so a micro-batch paid several walks of objects that can
+never be garbage (docs/performance.md, "The Python workers' heap, and a thin projection for the
+batch's time").
 
 ``settle()`` (called by the shard step, once per process) collects once, then freezes what is
 there (``gc.freeze()``: moved to a permanent generation that later collections skip).  Objects

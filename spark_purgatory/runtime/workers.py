@@ -24,7 +24,7 @@ cluster starts); Spark Connect has no context here.  Nothing is changed there.
 
 ``advise_unix_sockets`` (called by ``start``) logs, once per process, when the context talks
 to its Python workers over TCP (``spark.python.unix.domain.socket.enabled`` unset or false,
-Spark 4.1+): each Python task then waits ~100 ms on delayed acknowledgements
+Spark 4.1+): each Python task then waits on delayed acknowledgements
 (``runtime.session``); the setting is the context's, so it can only be named, not changed.
 """
 
@@ -95,7 +95,7 @@ def _same(a: str, b: str) -> bool:
 
 @functools.lru_cache(maxsize=8)
 def _missing(python: str, pythonpath: str) -> str | None:
-    """The first of ``_NEEDED`` that ``python`` cannot find (found, not imported: 50 ms, not 1 s)."""
+    """The first of ``_NEEDED`` that ``python`` cannot find (found, not imported: importing is slow)."""
     probe = (
         "import importlib.util,sys;"
         "print(next((m for m in sys.argv[1:] if not importlib.util.find_spec(m)),''))"
@@ -141,9 +141,9 @@ def warm_python_workers(spark: Any, modules: tuple[str, ...] = ()) -> threading.
     having imported ``modules`` (the caller's: the shard step's, for ``start``).
 
     A new local session has no Python worker yet: the first micro-batch forks one per task
-    slot, and each imports pandas, pyarrow and the operator's modules (1.5 s each on an idle
-    machine, several under load) after Spark has planned the batch.  Spark reuses its
-    workers (``spark.python.worker.reuse``, on by default), so a tiny job that imports the
+    slot, and each imports pandas, pyarrow and the operator's modules after Spark has
+    planned the batch (docs/performance-history.md, "The Python workers' start").  Spark
+    reuses its workers (``spark.python.worker.reuse``, on by default), so a tiny job that imports the
     same modules while ``start`` builds the query (seconds of py4j calls on the driver)
     hands the first micro-batch warm workers.  Local masters only (on a cluster the
     executors are not the driver's to warm); any failure is the first micro-batch's to

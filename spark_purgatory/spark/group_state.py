@@ -3,13 +3,11 @@ checkpoints) as bytes.
 
 ``applyInPandasWithState`` hands each group's state to Python pickled by Pyrolite, once per
 Arrow chunk of the group's rows.  Pyrolite pickles a ``byte[]`` as a ``bytearray`` built from
-a Latin-1 string it assembles one byte at a time (``Pickler.put_arrayOfPrimitives``): ~90 ns
-per byte, and half as many bytes again on the wire.  A string it pickles as UTF-8 in one
-copy.  So the value (``state.save_state``: Arrow IPC, zstd parts) is stored as its base64
-text: a third larger, but through Spark and back with no per-byte step.  Measured on the
-stateful floor carrying a 0.86 MB value per group (1M operations, 11 micro-batches, three
-groups, alternated): bytes 8.7-9.2 s, text 8.1 s (``benchmarks/bench_operator.py`` has the
-job's figures).
+a Latin-1 string it assembles one byte at a time (``Pickler.put_arrayOfPrimitives``), and
+half as many bytes again on the wire.  A string it pickles as UTF-8 in one copy.  So the
+value (``state.save_state``: Arrow IPC, zstd parts) is stored as its base64 text: a third
+larger, but through Spark and back with no per-byte step (docs/performance.md, "Side by
+side with Spark's alternatives").
 
 A checkpoint keeps the state schema it was started with (Spark checks it at every restart,
 and binary and string are not compatible), so a query started before the text value

@@ -11,7 +11,7 @@ rejected, watermark, rows/s) plus a structured log record.
 Cheap on the driver: PySpark hands a Python listener each progress rebuilt from the JVM's
 object field by field (``StreamingQueryProgress.fromJObject``: hundreds of Py4J round trips
 per micro-batch, a Java exception converted on each absent optional field, and as many
-proxies for Py4J's finalizer to release), on the same 2 cores and the same GIL as the next
+proxies for Py4J's finalizer to release), on the same cores and the same GIL as the next
 micro-batch's driver work.  ``JsonListener`` (``ProgressListener``'s base) receives the
 same ``QueryProgressEvent`` parsed from the progress's one JSON string instead (two round
 trips), as Spark Connect's listeners do; users' own listeners are untouched.

@@ -189,7 +189,8 @@ def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:
     """One input's watermark, on the helper column ``ts + L`` with delay ``delay + L``;
     rows rejected at parse count at the epoch (they move no watermark)."""
     # L added to the epoch ms, not as an interval to the timestamp: Spark adds a day-time
-    # interval through a ZonedDateTime per row (2-3% of the routing stage's CPU in JFR)
+    # interval through a ZonedDateTime per row (docs/performance-history.md, "The watermark's
+    # allowance on epoch ms")
     event_time = F.expr(
         f"timestamp_millis(CASE WHEN role = '{ROLE_BAD}' THEN 0 ELSE {_TS_MS} END + {LATE_ALLOWANCE_MS})"
     )
@@ -383,10 +384,10 @@ def _claims(pdf: pd.DataFrame) -> pd.DataFrame | None:
 def _routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
     """A group's input chunks as one frame with ``ROUTED_COLUMNS``, stacked column by column
     (``frames.concat``: ``pd.concat`` tests every value of the chunks' all-null object
-    columns, a fifth of the shard step).  A single chunk (the common case: a shard's rows fit
-    one chunk of ``settings.arrow_records``) is taken as PySpark made it, the watermark's
-    helper column included: every reader takes its columns by name, and selecting the others
-    copied them all."""
+    columns; docs/performance-history.md, "The shard step").  A single chunk (the common
+    case: a shard's rows fit one chunk of ``settings.arrow_records``) is taken as PySpark
+    made it, the watermark's helper column included: every reader takes its columns by
+    name, and selecting the others copied them all."""
     chunks = [f for f in pdfs if len(f)]
     if len(chunks) == 1:
         return chunks[0]
@@ -532,7 +533,7 @@ def _stateful_shard(
         else:
             # one thread: pyarrow otherwise starts a thread pool per call for a frame this
             # long (``nthreads=None``), whose threads contend for the GIL on object columns
-            # (``benchmarks/profile_shard.py --staged``: the shard step 2.6 -> 2.3 s at 200k)
+            # (docs/performance.md, "The stream thread's call site, and what the rest of the gap is made of")
             arrow = pa.Table.from_pandas(rows, schema=OPERATOR_OUTPUT, preserve_index=False, nthreads=1)
             yield staging(arrow, shard).to_pandas()
         output = time.perf_counter()

@@ -180,8 +180,9 @@ def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: s
     number and leaving as its label (``labels.shard_labels``), the operator's group key.
 
     An array column travels empty, never null: Spark's Arrow writer (3.5 to 4.2 at least)
-    spends ~11 us on each null array it hands to Python, ten times a whole row of this
-    schema, and nothing on an empty one (measured; ``_split_input`` reads empty as absent).
+    is slow on each null array it hands to Python and not on an empty one
+    (docs/performance-history.md, "The hand-off and the state store"; ``_split_input`` reads
+    empty as absent).
     """
     own = set(rows.columns)
     labels = ", ".join(str(label) for label in shard_labels(config.shards + 1))
@@ -215,8 +216,9 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
     Each row becomes its copies by one ``posexplode`` of a list of shard numbers: the first
     copy is the operation itself (in its shard, the cross-shard group, or, rejected, the
     shard of its raw text), then its stubs, then its claim.  A filter and a union would scan
-    (and parse) the input once per branch; a list of plain numbers is a third of the cost of
-    one of structs that carry each copy's keys (1M operations: 1.7-2.2 s -> 0.9-1.3 s).
+    (and parse) the input once per branch; a list of plain numbers costs less than one of
+    structs that carry each copy's keys (docs/performance-history.md, "Routing by a
+    ``posexplode`` of shard numbers").
     """
     registering = claims and registers(config)
     function = operation_routes(parsed_ops.sparkSession)

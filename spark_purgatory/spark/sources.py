@@ -329,10 +329,10 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading) -> DataFrame:
     allows it (``_plain``), else from the lenient one.
 
     The lenient reading is a column of its own, null where the typed one serves: it is read
-    only for the lines that need it, and each field names it instead of repeating it (the
-    operations' fields refer to it 131 times: inline, it made the job's plan, which Spark
-    analyses at start and optimizes again in every micro-batch, 101 KB of text instead of
-    23 KB, and its planning per micro-batch 892 -> 719 ms, medians of 7, loaded 2 cores)."""
+    only for the lines that need it, and each field names it instead of repeating it: inline,
+    its copies made the job's plan, which Spark analyses at start and optimizes again in
+    every micro-batch, much larger (docs/performance-history.md, "The lenient JSON
+    reading as one column")."""
     text = _raw(df, fmt)
     carried = [_KAFKA] if fmt == "kafka" else []
     carried += latest_carried(df)  # for the checks (``_ts_checks``)

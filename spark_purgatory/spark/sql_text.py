@@ -65,8 +65,8 @@ def latest_ts(max_future_ms: int) -> str:
     The processing time is read through a lambda (``transform``), which Spark evaluates
     outside the Java code it generates: a stream's ``current_timestamp()`` is the
     micro-batch's timestamp, and Spark writes it into that code as a constant, so the code
-    differed in every micro-batch and the driver compiled it again in each (4 compilations,
-    ~115 ms per micro-batch of the trickle; ``benchmarks/bench_batch.py``).  Read it once
+    differed in every micro-batch and the driver compiled it again in each
+    (docs/performance.md, "The checks in JVM functions, and a plan that compiles once").  Read it once
     per input, by ``with_latest``: an expression that holds a lambda keeps its whole
     projection out of whole-stage code generation.
     """
@@ -107,8 +107,8 @@ def latest_passed(df: DataFrame, ts_ms: str) -> list[str]:
     one below it once is merged into it; merged, the input's whole reading (its record
     struct and every field) ended up in the projection kept out of generated code.  A
     costly column named twice is not merged (Catalyst's ``CollapseProject`` rule, which
-    the scan's planning follows), so ``with_latest``'s projection stays thin: the routing
-    stage of the 200k benchmark's operations 280-300 -> 205-240 ms per micro-batch of 20k.
+    the scan's planning follows), so ``with_latest``'s projection stays thin
+    (docs/performance.md, "The Python workers' heap, and a thin projection for the batch's time").
     """
     if LATEST not in df.columns:
         return []
@@ -121,8 +121,8 @@ def condition_name(given: str) -> str:
     Lower case by ``translate`` of the ASCII capitals (and the Kelvin sign, the one other
     character whose lower case is an ASCII letter), not ``lower``: every condition name is
     ASCII, so a name is valid after the one exactly when it is after the other, and Spark's
-    ``lower`` builds ICU's case-mapping tables in the first task that evaluates it (0.7 s of
-    CPU in a new executor, a tenth of the first micro-batch; measured with JFR).
+    ``lower`` builds ICU's case-mapping tables in the first task that evaluates it, a cost
+    the first micro-batch pays (docs/troubleshooting.md, "The first micro-batch is slow").
     """
     capitals = "ABCDEFGHIJKLMNOPQRSTUVWXYZ\u212a"
     name = f"trim(coalesce({given}, {sql_string(_ANY)}))"

@@ -1,8 +1,8 @@
 """A shard's state as one binary value: ``save_state`` and ``load_state``.
 
 A shard's ``Purgatory`` grows with its pending operations.  Stored whole in the group state,
-every micro-batch moves all of it through the state store, the JVM and Arrow, both ways (at
-500k pending per shard: a 75 MB value, ~7 s of a 9.6 s micro-batch).  With a
+every micro-batch moves all of it through the state store, the JVM and Arrow, both ways
+(docs/performance-history.md, "A shard's whole state in the group state").  With a
 ``SegmentStore`` (``purgatory.state.path``) the value holds only what changed since the
 shard's last *segment*: the operations added since (the tail), the handles resolved since
 (the dead), the dedup rows added since, the small tables (matches, buffered events, key
