@@ -18,7 +18,7 @@ drive it (canonical pandas frames, validated by the engine):
   bench_engine of 9e23da1, it adds about 38 bytes per operation at 1M);
   ``live`` is what ``tracemalloc`` counts as allocated by ``load_state(save_state(p))`` and
   still alive (numpy and Python objects; the state of a freshly loaded shard), plus the
-  bytes of the memory mappings the load made and kept (``engine.storage``: the big arrays'
+  bytes of the memory mappings the load made and kept (``engine.memory``: the big arrays'
   own mappings, since branch rss, which ``tracemalloc`` does not see); ``value`` is
   ``len(save_state(p))`` (no segment store: the whole state in the value).  Each divided by
   the backlog.
@@ -88,13 +88,13 @@ def _events(start: int, n: int, ts: int) -> pd.DataFrame:
 
 
 def _mapped() -> int:
-    """Bytes the engine holds in its own memory mappings (``engine.storage``, which
+    """Bytes the engine holds in its own memory mappings (``engine.memory``, which
     ``tracemalloc`` does not see); 0 for a checkout without them."""
     try:
-        from spark_purgatory.engine import storage
+        from spark_purgatory.engine import memory
     except ImportError:
         return 0
-    return storage.mapped_bytes()
+    return memory.mapped_bytes()
 
 
 def _rss() -> int:

@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
         return 0
     if args.command == "status":
         from .inspect.checkpoint import read_checkpoint
-        from .inspect.pending import inspect_config
+        from .inspect.pending_view import inspect_config
         from .storage import Storage
 
         # the logs first: a wrong path fails here, before any JVM starts
@@ -183,7 +183,7 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
         )
         _print_operations(frame, args.json, args.limit, _PENDING_SHOWN, "pending")
     elif args.command == "at-risk":
-        from .inspect.pending import horizon_ms
+        from .inspect.pending_view import horizon_ms
 
         horizon_ms(args.within)  # a bad horizon is a usage error, before any JVM starts
         _check_checkpoint(args.checkpoint, config)
@@ -229,7 +229,7 @@ def _rescale(args: argparse.Namespace, config: PurgatoryConfig) -> None:
 def _check_checkpoint(checkpoint: str, config: PurgatoryConfig) -> None:
     """Read the checkpoint's logs without Spark: a wrong path fails before a JVM starts."""
     from .inspect.checkpoint import InspectError, read_checkpoint
-    from .inspect.pending import inspect_config
+    from .inspect.pending_view import inspect_config
     from .storage import Storage
 
     info = read_checkpoint(checkpoint, storage=Storage.of(inspect_config(checkpoint, config)))
@@ -251,7 +251,7 @@ def _session(master: str) -> Any:
 def _reader(output: str | None, config: PurgatoryConfig, master: str) -> Any:
     """The tables' reader: delta-rs, in this process, unless run by spark-submit (then the
     submitted session's Delta source, if it has one): a table question starts no JVM."""
-    from .inspect.tables import DeltaRsReader, table_reader
+    from .inspect.table_readers import DeltaRsReader, table_reader
     from .storage import Storage
 
     if output is None:

@@ -75,7 +75,7 @@ KIND_OUTCOME, KIND_UNMATCHED, KIND_REJECTED, KIND_METRICS = "outcome", "unmatche
 
 #: input rows of one shard call, relayed ones included (the busiest group's share shows a funnel)
 GROUP_ROWS = "group_rows"
-#: rows a primary shard posted to the mailbox in one call (``state.wake``: the sink wakes the
+#: rows a primary shard posted to the mailbox in one call (``handoff.wake``: the sink wakes the
 #: cross-shard group for them)
 RELAYED = "relayed"
 #: the per-shard gauges of a ``metrics`` row

@@ -106,7 +106,7 @@ def run_job(args: list[str], work: Workload, tables: str, chk: str) -> dict:
     from deltalake import DeltaTable
 
     from . import job
-    from .state.wake import EndOfInput
+    from .handoff.end_of_input import EndOfInput
 
     local = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "local.conf")
     if os.path.exists(local):

@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 
 from .config import READ_FORMATS, ConfigError, PurgatoryConfig, read_settings
 from .delta.catalog import CatalogTables
+from .handoff.end_of_input import EndOfInput, InputEndedError
 from .query import TRIGGERS, check_trigger
-from .state.wake import EndOfInput, InputEndedError
 
 log = logging.getLogger("spark_purgatory.job")
 
@@ -229,7 +229,7 @@ def run(settings: JobSettings) -> dict:
     from .delta.catalog import writer_for
     from .query import start
     from .spark.metrics import ProgressListener
-    from .state.pending import PendingRecord
+    from .state.pending_counts import PendingRecord
     from .storage import Storage
 
     # an ended checkpoint refuses at once, before a session starts (docs/end-of-input.md)

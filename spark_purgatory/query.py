@@ -19,7 +19,7 @@ go through it, so they run the same query with the same defaults:
   ``storage.*`` settings, never relative to the working directory;
 * a linger timer (Kafka's sender): rows that have waited ``linger.ms`` are committed even
   when no micro-batch runs;
-* the wake (``state.wake``): ``<checkpoint>/purgatory-wake`` read as a third input, written
+* the wake (``handoff.wake``): ``<checkpoint>/purgatory-wake`` read as a third input, written
   by the sink after a micro-batch that relayed (the mailbox hand-off), and one more
   ``available-now`` run from ``await_termination`` when a run ends with relays unreceived;
 * the end of input (``end_input``, ``start(..., end_of_input=True)``): the end mark in the
@@ -59,8 +59,10 @@ from .config import ConfigError, PurgatoryConfig
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.catalog import CatalogTables, writer_for
 from .delta.sink import PurgatorySink
-from .delta.staging import ShardStaging, everywhere
+from .delta.staging import ShardStaging, absolute_uri
 from .delta.writers import WriterChoice
+from .handoff import Wake
+from .handoff.end_of_input import EndOfInput
 from .runtime.settings import (
     arrow_records,
     checkpoint_files,
@@ -80,8 +82,7 @@ from .startup import (
     app_id_of,
     check_trigger,
 )
-from .state.pending import PendingRecord
-from .state.wake import EndOfInput, Wake
+from .state.pending_counts import PendingRecord
 from .storage import Storage
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ def start(
     wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards, every_group=registers(cfg))
     wake.create()
     # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
-    staging = None if is_connect(spark) else ShardStaging(everywhere(cfg.accumulator_staging_path), storage)
+    staging = None if is_connect(spark) else ShardStaging(absolute_uri(cfg.accumulator_staging_path), storage)
     # a checkpoint keeps the group state's schema it began with (spark.group_state)
     encoding = encoding_of(checkpoint, storage=storage)
     with library_plan():  # no call-site capture for the library's own plan (settings)
@@ -274,7 +275,7 @@ class PurgatoryQuery:
         totals: rows and commits so far, counted in this process: ``batches``,
             ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``; and
             ``pending``, the operations waiting in all shards as of the last micro-batch
-            (``state.pending``; at start, as the checkpoint's last micro-batch left them).
+            (``state.pending_counts``; at start, as the checkpoint's last micro-batch left them).
     """
 
     def __init__(
@@ -324,7 +325,7 @@ class PurgatoryQuery:
 
     @property
     def pending(self) -> int:
-        """Operations waiting in all shards, as of the last micro-batch (``state.pending``)."""
+        """Operations waiting in all shards, as of the last micro-batch (``state.pending_counts``)."""
         return sum(self.sink.pending.values())
 
     @property
@@ -351,7 +352,7 @@ class PurgatoryQuery:
         """Wait for the query to end (``available-now``: when the input present is done).
 
         An ``available-now`` run that ends with relays the cross-shard group has not received
-        is followed by one more run, which reads the wake files (``state.wake``): the
+        is followed by one more run, which reads the wake files (``handoff.wake``): the
         relayed completions come out before this returns.  ``query`` is then the new run.
         Started with ``end_of_input=True``, the input is then ended (``end_input``).
         """

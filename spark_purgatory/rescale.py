@@ -49,12 +49,14 @@ import pyarrow.fs as pafs
 from .config import PurgatoryConfig
 from .engine.purgatory import Purgatory
 from .engine.wheel import NO_EXPIRATION
+from .handoff.end_of_input import EndOfInput
+from .handoff.mailbox import Mailbox
 from .inspect.checkpoint import read_checkpoint
 from .spark import state_files
 from .spark.group_state import encoding_of, shard_bytes, to_group_state
 from .spark.key_hash import shards_of
 from .spark.labels import shard_labels, spark_hash_int
-from .state import Mailbox, SegmentStore, load_state, save_state
+from .state import SegmentStore, load_state, save_state
 from .state.layout import (
     JOURNAL,
     OPERATOR_STATE,
@@ -68,7 +70,6 @@ from .state.layout import (
     state_path_of,
 )
 from .state.reshard import ReshardError, reshard
-from .state.wake import EndOfInput
 from .storage import Storage, write_whole
 
 __all__ = ["RescaleError", "RescaleResult", "rescale"]

@@ -333,7 +333,7 @@ class WholeFile:
         self._local = isinstance(fs, pafs.LocalFileSystem)
         if self._local:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            # a dot name: Spark's and Hadoop's file listings skip it (``state.wake`` reads a
+            # a dot name: Spark's and Hadoop's file listings skip it (``handoff.wake`` reads a
             # directory written this way as a stream)
             head, tail = os.path.split(path)
             self._tmp = os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")

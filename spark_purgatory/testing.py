@@ -198,7 +198,7 @@ class PurgatoryTester:
         >>> t.end_input().outcomes[["op_id", "status", "resolved_at"]].values.tolist()
         [['a', 'expired', 500]]
         """
-        from .state.wake import end_watermark_ms
+        from .handoff.end_of_input import end_watermark_ms
 
         if self._operations or self._events:
             self.step()

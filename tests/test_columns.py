@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from spark_purgatory.engine import storage, text
+from spark_purgatory.engine import memory, text
 from spark_purgatory.engine.columns import SPARSE, TEXT, Columns, HashIndex
 from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
 from spark_purgatory.engine.frames import empty, hash_strings, pair_order
@@ -210,15 +210,15 @@ def test_sparse_and_index_only_columns_read_back_what_was_appended_through_compa
 
 
 def test_big_arrays_live_in_their_own_mappings_which_go_with_them():
-    before = storage.mapped_bytes()
-    small, big = storage.empty(10, np.int64), storage.empty(storage.MAPPED_BYTES, np.uint8)
+    before = memory.mapped_bytes()
+    small, big = memory.empty(10, np.int64), memory.empty(memory.MAPPED_BYTES, np.uint8)
     assert not isinstance(small.base, type(big.base))
     big[:] = 7
-    assert big.flags.writeable and int(big.sum()) == 7 * storage.MAPPED_BYTES
-    assert storage.mapped_bytes() == before + storage.MAPPED_BYTES
+    assert big.flags.writeable and int(big.sum()) == 7 * memory.MAPPED_BYTES
+    assert memory.mapped_bytes() == before + memory.MAPPED_BYTES
     del big
-    assert storage.mapped_bytes() == before
-    storage.release()  # the allocators' free memory back to the system: nothing to see, no error
+    assert memory.mapped_bytes() == before
+    memory.release()  # the allocators' free memory back to the system: nothing to see, no error
 
 
 def test_the_pair_order_is_lexsorts_with_and_without_repeated_first_values():

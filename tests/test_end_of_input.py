@@ -17,8 +17,7 @@ import pytest
 
 from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.config import ConfigError, read_properties
-from spark_purgatory.spark.routing import ROLE_END, ROLE_WAKE
-from spark_purgatory.state.wake import (
+from spark_purgatory.handoff.wake import (
     ENDED_FILE,
     EndOfInput,
     InputEndedError,
@@ -26,6 +25,7 @@ from spark_purgatory.state.wake import (
     end_watermark_ms,
     is_end_watermark,
 )
+from spark_purgatory.spark.routing import ROLE_END, ROLE_WAKE
 from spark_purgatory.workload import generate, write_json_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -27,7 +27,7 @@ from test_streaming import _keys_in_different_shards
 from spark_purgatory import Purgatory, PurgatoryConfig, start
 from spark_purgatory.engine.inspection import pending_frame
 from spark_purgatory.inspect import at_risk, checkpoint_status, explain, pending_operations, read_checkpoint
-from spark_purgatory.inspect.pending import _arrow
+from spark_purgatory.inspect.pending_view import _arrow
 from spark_purgatory.state import SegmentStore
 
 pytestmark = pytest.mark.spark

@@ -198,7 +198,7 @@ def test_skewed_partitions_and_topics_the_watermark_follows_the_slower_input(spa
         q.end_input()
     metrics = _table(f"{out}/metrics")
     running = metrics[metrics["watermark"].notna()]
-    from spark_purgatory.state.wake import is_end_watermark
+    from spark_purgatory.handoff.wake import is_end_watermark
 
     wm = [
         int(pd.Timestamp(t).value // 1_000_000)

@@ -21,7 +21,8 @@ from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.engine.batch import with_keys
 from spark_purgatory.engine.purgatory import Purgatory
 from spark_purgatory.engine.validation import validate_events, validate_operations
-from spark_purgatory.state import Mailbox, Wake, load_state, save_state
+from spark_purgatory.handoff import Mailbox, Wake
+from spark_purgatory.state import load_state, save_state
 
 SETTINGS = {"tick_ms": 10, "wheel_size": 8}
 

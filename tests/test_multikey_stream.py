@@ -18,9 +18,9 @@ from stream_helpers import T0, Files, ev, op, run_stream
 from test_streaming import _keys_in_different_shards, resolved
 
 from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.handoff import Mailbox, Wake
 from spark_purgatory.spark.routing import route
 from spark_purgatory.spark.sources import parse_events, parse_operations
-from spark_purgatory.state import Mailbox, Wake
 
 pytestmark = pytest.mark.spark
 

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from reference_model import Batch, Result, run, spark_watermarks
 
 from spark_purgatory import Purgatory, PurgatoryConfig
-from spark_purgatory.state.wake import end_watermark_ms
+from spark_purgatory.handoff.end_of_input import end_watermark_ms
 from spark_purgatory.testing import PurgatoryTester
 
 KEYS = ["k0", "k1", "k2", "k3"]

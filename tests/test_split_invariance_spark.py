@@ -25,7 +25,7 @@ from reference_model import Batch, run, spark_watermarks
 from stream_helpers import T0, Files, ev, op
 
 from spark_purgatory import PurgatoryConfig, start
-from spark_purgatory.state.wake import end_watermark_ms
+from spark_purgatory.handoff.end_of_input import end_watermark_ms
 
 pytestmark = pytest.mark.spark
 

@@ -6,19 +6,19 @@ import sys
 
 _PROBE = r"""
 import gc, weakref
-from spark_purgatory.runtime.worker_heap import settle
+from spark_purgatory.runtime.worker_heap import freeze_heap
 
 class Node:
     pass
 
 before = Node(); before.me = before; before_ref = weakref.ref(before); del before
 held = [Node()]; held_ref = weakref.ref(held[0])  # live at the freeze
-settle()
+freeze_heap()
 frozen = gc.get_freeze_count()
 assert frozen > 10_000, frozen  # the interpreter's modules (pandas, pyarrow...) are frozen
 assert before_ref() is None     # cyclic garbage left before the freeze was collected first
 
-settle()  # once per process: a later call changes nothing
+freeze_heap()  # once per process: a later call changes nothing
 assert gc.get_freeze_count() == frozen
 
 after = Node(); after.me = after; after_ref = weakref.ref(after); del after

@@ -61,7 +61,7 @@ import pyarrow.parquet as pq
 
 from ..storage import Storage, join, listing, remove, write_whole
 from .sender import ADDS, ADDS_DDL, DataFileTask, TaskRunner, in_process, write_data_files
-from .staging import STAGED, StagedFile, everywhere, stage_rows, staged_name
+from .staging import STAGED, StagedFile, absolute_uri, stage_rows, staged_name
 
 __all__ = ["Destination", "TableWriter", "RecordAccumulator", "Clock", "FaultHook", "FAULT_POINTS"]
 
@@ -148,7 +148,7 @@ class RecordAccumulator:
         storage: Storage | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:
-        self.staging_dir = everywhere(staging_dir)  # the executors write there too
+        self.staging_dir = absolute_uri(staging_dir)  # the executors write there too
         self.app_id = app_id
         self.batch_size = int(batch_size)
         self.linger_ms = int(linger_ms)

@@ -76,9 +76,9 @@ from ..contract import (
     UNMATCHED_EVENTS,
     ms_column,
 )
+from ..handoff import Wake
 from ..runtime.call_site import kept_call_site
-from ..state.pending import PendingRecord
-from ..state.wake import Wake
+from ..state.pending_counts import PendingRecord
 from .accumulator import RecordAccumulator, TableWriter
 from .sender import SparkTasks, TaskRunner, in_process
 from .staging import STAGED, STAGED_DDL, metrics_rows, split_tables, stage_metrics, stage_task
@@ -101,11 +101,11 @@ class PurgatorySink:
             what was committed), e.g. to log a progress line.
         clock: seconds since the epoch (for ``emitted_at`` and the rejected date).
         wake: where to ask for one more micro-batch after one whose shards relayed to the
-            cross-shard group (``state.wake``; ``start`` passes ``<checkpoint>/purgatory-wake``).
+            cross-shard group (``handoff.wake``; ``start`` passes ``<checkpoint>/purgatory-wake``).
         staged: the micro-batches are ``STAGED`` rows of shards that staged their own output
             (``staged_stream``, ``start``'s path on a classic session): the sink only records
             and drains them.  False: they are the operator's rows, staged here.
-        pending: where the last pending count of every shard is kept (``state.pending``;
+        pending: where the last pending count of every shard is kept (``state.pending_counts``;
             ``start`` passes ``<checkpoint>/purgatory-pending``): seeds ``pending`` so that
             it counts all shards, not only those Spark called since this process started.
 

@@ -66,7 +66,7 @@ __all__ = [
     "stage_rows",
     "stage_task",
     "StagedFile",
-    "everywhere",
+    "absolute_uri",
     "STAGED",
     "STAGED_DDL",
     "staged_name",
@@ -452,7 +452,7 @@ def data_bytes(metadata: pq.FileMetaData) -> int:
 # -- files: whole or absent, listings, removal ---------------------------------------------------------
 
 
-def everywhere(uri: str) -> str:
+def absolute_uri(uri: str) -> str:
     """``uri`` as every process resolves it alike: a relative plain path made absolute here,
     in the driver, since executors run in other working directories; URIs as given."""
     where = location(uri)

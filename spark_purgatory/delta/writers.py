@@ -41,7 +41,7 @@ from ..contract import TABLES, TableContract
 from ..runtime.jars import DELTA_COORDINATES
 from ..runtime.session import delta_added_locally, delta_classes_available
 from ..storage import Storage, join, location
-from .staging import everywhere
+from .staging import absolute_uri
 
 __all__ = [
     "DeltaRsWriter",
@@ -73,7 +73,7 @@ class DeltaRsWriter:
     def __init__(
         self, root: str, *, storage_options: dict[str, str] | None = None, storage: Storage | None = None
     ) -> None:
-        self.root = everywhere(root)  # the executors write data files there
+        self.root = absolute_uri(root)  # the executors write data files there
         self.storage = storage or Storage()
         self.storage_options = _options(root, storage, storage_options)
 

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import storage
+from . import memory
 from .frames import equal_ranges, expand_ranges, hash_strings, search
 from .rows import Rows
 from .text import TextColumn
@@ -131,7 +131,7 @@ class HashIndex:
             new = moved[rows]
             keep = new >= 0
             if keep.any():
-                runs.append((storage.copy_of(hashes[keep]), storage.copy_of(_narrow(new[keep]))))
+                runs.append((memory.copy_of(hashes[keep]), memory.copy_of(_narrow(new[keep]))))
         self._runs = runs
 
     def hashes_at(self, positions: np.ndarray, occupied: int) -> np.ndarray:
@@ -154,7 +154,7 @@ class HashIndex:
 
 def _taken(values: np.ndarray, order: np.ndarray) -> np.ndarray:
     """``values[order]``, in storage that a big run gives back whole when it goes."""
-    return np.take(values, order, out=storage.empty(order.size, values.dtype))
+    return np.take(values, order, out=memory.empty(order.size, values.dtype))
 
 
 def _narrow(rows: np.ndarray) -> np.ndarray:
@@ -362,12 +362,12 @@ class Columns:
             self._resize(max(rows, int(GROWTH * self._alive.size)))
 
     def _resize(self, capacity: int) -> None:
-        """New storage (``storage.empty``: spare room costs no memory until rows fill it)."""
+        """New storage (``memory.empty``: spare room costs no memory until rows fill it)."""
         for name, col in self._cols.items():
-            new = storage.empty(capacity, col.dtype)
+            new = memory.empty(capacity, col.dtype)
             new[: self._n] = col[: self._n]
             self._cols[name] = new
-        alive = storage.empty(capacity, bool)
+        alive = memory.empty(capacity, bool)
         alive[: self._n] = self._alive[: self._n]
         self._alive = alive
 
@@ -422,6 +422,6 @@ class _Sparse:
 
 def _grown(values: np.ndarray, n: int, capacity: int) -> np.ndarray:
     """``values``' first ``n`` elements in new storage of ``capacity``."""
-    new = storage.empty(capacity, values.dtype)
+    new = memory.empty(capacity, values.dtype)
     new[:n] = values[:n]
     return new

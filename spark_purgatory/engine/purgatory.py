@@ -61,7 +61,7 @@ import pandas as pd
 
 from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from . import dedup, progress, relay, storage, watchers
+from . import dedup, memory, progress, relay, watchers
 from .batch import BatchResult, admit, result
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .frames import among, concat, distinct, hash_strings, isin
@@ -281,8 +281,8 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         unmatched, notes = self._finalise_events(wm, paired)
         self._retire(wm)
         outcomes, self._outcomes = self._outcomes, []
-        if storage.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
-            storage.release()  # bulk work: its temporaries back to the system
+        if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
+            memory.release()  # bulk work: its temporaries back to the system
         out = result(outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), self._batch_id)
         out.verdicts = answers.to_frame(VERDICTS)
         return out

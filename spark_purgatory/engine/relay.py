@@ -43,7 +43,7 @@ applied, and no pair of a later batch (the cross-shard group's state is the one 
 when it finalises e in F; its wheel is at most at F's watermark then, and an operation it
 has not yet expired still holds e, which expiry would count: the same answer).
 
-The host carries relay rows between the two (``spark_purgatory.state.mailbox``, which
+The host carries relay rows between the two (``spark_purgatory.handoff.mailbox``, which
 explains why expiry still waits for every event that can count); the engine only produces
 and consumes them.  Cost: a pair per (event, cross-shard operation) it counts for and a
 notice per paired event; events no cross-shard operation watches never travel.

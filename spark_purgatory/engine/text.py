@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from . import storage
+from . import memory
 
 __all__ = ["TextColumn", "as_text", "lists_of"]
 
@@ -128,19 +128,19 @@ class TextColumn:
         self._offsets[: keep.size + 1] = offsets
         self._n = keep.size
         if self._offsets.size > 4 * max(keep.size, _MIN_ROWS):  # give memory back after a drain
-            self._offsets = storage.copy_of(self._offsets[: max(2 * keep.size, _MIN_ROWS) + 1])
+            self._offsets = memory.copy_of(self._offsets[: max(2 * keep.size, _MIN_ROWS) + 1])
         if self._data.size > 4 * max(data.size, _MIN_BYTES):
-            self._data = storage.copy_of(self._data[: max(2 * data.size, _MIN_BYTES)])
+            self._data = memory.copy_of(self._data[: max(2 * data.size, _MIN_BYTES)])
 
     def _reserve(self, rows: int, nbytes: int) -> None:
         if nbytes > _I32_MAX and self._offsets.dtype == np.int32:
             self._offsets = self._offsets.astype(np.int64)  # past 2 GiB of text: Arrow's large_string
         if rows + 1 > self._offsets.size:
-            offsets = storage.empty(max(rows + 1, int(_GROWTH * self._offsets.size)), self._offsets.dtype)
+            offsets = memory.empty(max(rows + 1, int(_GROWTH * self._offsets.size)), self._offsets.dtype)
             offsets[: self._n + 1] = self._offsets[: self._n + 1]
             self._offsets = offsets
         if nbytes > self._data.size:
-            data = storage.empty(max(nbytes, int(_GROWTH * self._data.size)), np.uint8)
+            data = memory.empty(max(nbytes, int(_GROWTH * self._data.size)), np.uint8)
             end = int(self._offsets[self._n])
             data[:end] = self._data[:end]
             self._data = data

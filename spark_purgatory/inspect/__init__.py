@@ -13,7 +13,7 @@ The command line (``spark_purgatory.cli``) prints the same answers.
 """
 
 from .checkpoint import CheckpointInfo, InspectError, read_checkpoint
-from .pending import at_risk, horizon_ms, pending_operations
+from .pending_view import at_risk, horizon_ms, pending_operations
 from .status import checkpoint_status
 from .story import OperationStory, explain
 

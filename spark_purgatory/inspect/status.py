@@ -24,8 +24,8 @@ from ..config import PurgatoryConfig
 from ..contract import TABLES
 from ..storage import Storage
 from .checkpoint import read_checkpoint
-from .pending import inspect_config, pending_operations
-from .tables import DeltaRsReader, TableReader, table_reader
+from .pending_view import inspect_config, pending_operations
+from .table_readers import DeltaRsReader, TableReader, table_reader
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -3,7 +3,7 @@
 "Order 4711 has no outcome. Where is it?"  ``explain(["order-4711"], output=..., checkpoint=...)``
 looks in every place an operation or its events can be, and says for each op_id:
 
-* **pending** (with its progress: ``inspect.pending``), read from the checkpoint's state;
+* **pending** (with its progress: ``inspect.pending_view``), read from the checkpoint's state;
 * **resolved**: its ``outcomes`` row (``completed`` or ``expired``);
 * **rejected**: its ``rejected`` rows with the reason and the raw record; a second operation
   with the same op_id is a **duplicate** (``duplicate_op_id``) and does not change the
@@ -45,8 +45,8 @@ from ..contract import (
     UNMATCHED_EVENTS,
 )
 from ..storage import Storage
-from .pending import inspect_config, pending_operations
-from .tables import TableReader, table_reader
+from .pending_view import inspect_config, pending_operations
+from .table_readers import TableReader, table_reader
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -197,7 +197,7 @@ def _pending(
 ) -> None:
     from pyspark.sql import functions as F
 
-    from .pending import at_risk
+    from .pending_view import at_risk
 
     pending = pending_operations(checkpoint, spark=spark, config=config)
     found = at_risk(checkpoint, within=2**62, pending=pending.filter(F.col("op_id").isin(ids)))

@@ -9,7 +9,7 @@ micro-batch runs ``shards + 1`` tasks, so a micro-batch paid several walks of ob
 never be garbage (docs/performance.md, "The Python workers' heap, and a thin projection for the
 batch's time").
 
-``settle()`` (called by the shard step, once per process) collects once, then freezes what is
+``freeze_heap()`` (called by the shard step, once per process) collects once, then freezes what is
 there (``gc.freeze()``: moved to a permanent generation that later collections skip).  Objects
 made afterwards are collected as before; reference counting still frees frozen objects that
 are no longer referenced, so only cyclic garbage that existed at the freeze could stay (it was
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import gc
 
-__all__ = ["settle"]
+__all__ = ["freeze_heap"]
 
 _settled = False
 
 
-def settle() -> None:
+def freeze_heap() -> None:
     """Collect, then freeze the worker's heap; once per process (later calls do nothing)."""
     global _settled
     if _settled:

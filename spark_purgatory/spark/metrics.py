@@ -49,7 +49,7 @@ from ..contract import (
     UNMATCHED_EVENTS,
     ms_column,
 )
-from ..state.wake import is_end_watermark
+from ..handoff.wake import is_end_watermark
 
 __all__ = [
     "OBSERVATION",
@@ -145,7 +145,7 @@ def progress_figures(progress: Any, pending_by_shard: dict[int, int]) -> dict:
 
 
 def _watermark_text(wm: int | None) -> str | None:
-    """The watermark as ISO text; past every deadline: the end of input (``state.wake``)."""
+    """The watermark as ISO text; past every deadline: the end of input (``handoff.wake``)."""
     if not wm:
         return None
     if is_end_watermark(wm):

@@ -15,17 +15,17 @@ vectorised.
 
 **Multi-key operations across shards** (``routing``).  The cross-shard group gets only its
 operations; what the primaries' stubs match reaches it through the mailbox beside the shard
-state (``state.mailbox``; a micro-batch is named there by its timestamp, Spark's
+state (``handoff.mailbox``; a micro-batch is named there by its timestamp, Spark's
 ``batchTimestampMs``, which every group of the micro-batch sees): each primary posts its relay after its step,
 the cross-shard group receives every earlier batch's relay before its own.  While it holds
 pending operations, or awaits the notices of relayed events (``engine.relay``), its timeout
 is the current watermark, so Spark calls it in the next micro-batch that moves the
 watermark; it keeps its state (the last batch it received) even when it has nothing pending.
 After a micro-batch that relayed, the sink writes a wake file that the stream reads as a
-third input (``state.wake``), so a next micro-batch comes even when nothing else would start
+third input (``handoff.wake``), so a next micro-batch comes even when nothing else would start
 one: relayed completions are emitted one micro-batch later.  The end of input comes the same
 way: the end mark's row reaches every shard group, which then processes its micro-batch past
-every deadline and keeps that watermark (``state.wake``, ``docs/end-of-input.md``).
+every deadline and keeps that watermark (``handoff.wake``, ``docs/end-of-input.md``).
 
 **One outcome per op_id across shards** (``engine.registry``, ``routing``).  Each
 operation carries its op_id's registry shard (``peer``); a claim row goes there when it is not
@@ -51,7 +51,7 @@ counts as silent.  Remedies: ``spark.sql.streaming.multipleWatermarkPolicy=max``
 faster stream drives expiry; the slower stream's rows behind it become ``late``), or a
 heartbeat row on the quiet stream (an event on a key no operation watches, which reaches
 ``unmatched_events`` as ``no_operation``; or an operation with a key of its own, which
-expires).  A bounded input is finished by ending it (the end mark, ``state.wake``), not by
+expires).  A bounded input is finished by ending it (the end mark, ``handoff.wake``), not by
 heartbeats: ``docs/end-of-input.md``.
 
 **Silent since the query (re)started.**  Spark (pyspark 4.2.0, ``WatermarkTracker``) keeps
@@ -109,12 +109,12 @@ from ..engine.conditions import CONDITIONS
 from ..engine.frames import concat
 from ..engine.purgatory import Purgatory
 from ..engine.registry import NO_REGISTRY
-from ..engine.tables import VERDICTS
 from ..engine.validation import first_keys, readable
 from ..engine.wheel import NO_EXPIRATION
-from ..runtime.worker_heap import settle
-from ..state import Mailbox, SegmentStore, load_state, loaded_by, save_state
-from ..state.wake import end_watermark_ms, is_end_watermark
+from ..handoff.door import ShardHandOff
+from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
+from ..runtime.worker_heap import freeze_heap
+from ..state import SegmentStore, load_state, loaded_by, save_state
 from ..storage import Storage
 from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
 from .labels import shard_numbers
@@ -169,7 +169,7 @@ def routed_stream(
 ) -> DataFrame:
     """The operator's input: both streams parsed and routed to shards, each with its own
     watermark declared on ``ts + L`` (module docstring), then unioned; with ``wake_path`` the
-    wake files there (relays owed, the end of input) as a third input (``state.wake``)."""
+    wake files there (relays owed, the end of input) as a third input (``handoff.wake``)."""
     parsed_ops = parse_operations(
         operations, source_format, max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
     )
@@ -177,7 +177,7 @@ def routed_stream(
     ops = _with_watermark(route_operations(parsed_ops, config), config.input_delay_ms(SOURCE_OPERATIONS))
     evs = _with_watermark(route_events(parsed_events, config), config.input_delay_ms(SOURCE_EVENTS))
     routed = ops.unionByName(evs)
-    if wake_path:  # no watermark: wake rows move none (the end mark: any shard, ``state.wake``)
+    if wake_path:  # no watermark: wake rows move none (the end mark: any shard, ``handoff.wake``)
         lines = operations.sparkSession.readStream.format("text").load(wake_path)
         routed = routed.unionByName(
             route_wake(lines, config).withColumn(_EVENT_TIME, F.lit(None).cast("timestamp"))
@@ -219,7 +219,7 @@ def purgatory_stream(
             Typed input with a missing or wrongly typed column raises ``InputSchemaError``
             here, naming the column.
         wake_path: a directory Spark can read where the sink posts wake files after a
-            micro-batch whose shards relayed (``state.wake``; ``start`` wires it under the
+            micro-batch whose shards relayed (``handoff.wake``; ``start`` wires it under the
             checkpoint).  Without it, relayed completions wait for the next micro-batch
             that has input or moves the watermark.
         state_encoding: how the shard state is kept in Spark's group state: ``text`` (the
@@ -424,41 +424,6 @@ def _micro_batch_key(state: Any) -> int:
     return key
 
 
-def _receive(p: Purgatory, mailbox: Mailbox, batch: int) -> pd.DataFrame:
-    """The cross-shard group's relays of the batches before ``batch`` not received yet; the
-    files received by an earlier call go (a replay of this batch still needs this call's)."""
-    before = p.relays_through
-    relayed = mailbox.collect(before, batch)
-    mailbox.clean(before)
-    p.relays_through = max(before, batch - 1)
-    return relayed
-
-
-def _verdicts_box(config: PurgatoryConfig, home: int) -> Mailbox:
-    """Where the registries post their verdicts for ``home`` (one directory per home, files
-    named by (micro-batch, registry shard), read by that home alone)."""
-    name = f"verdicts/{home:06d}"
-    return Mailbox.beside(config.state_path, Storage.of(config), name=name, columns=VERDICTS)
-
-
-def _verdicts(p: Purgatory, config: PurgatoryConfig, shard: int) -> pd.DataFrame | None:
-    """The verdicts on the operations this shard parked in its last call (micro-batch
-    ``p.parked_in``); files of earlier micro-batches go (received already, or left by a state
-    that was dropped with nothing parked: never read again)."""
-    if not p.parked:
-        return None
-    box = _verdicts_box(config, shard)
-    verdicts = box.collect(p.parked_in - 1, p.parked_in + 1)
-    box.clean(p.parked_in - 1)
-    return verdicts
-
-
-def _post_verdicts(verdicts: pd.DataFrame, config: PurgatoryConfig, shard: int, batch: int) -> None:
-    """This registry's verdicts of ``batch``, one file per claiming home."""
-    for home, rows in verdicts.groupby("home", sort=True):
-        _verdicts_box(config, int(home)).post(shard, batch, rows)
-
-
 def _stateful_shard(
     config: PurgatoryConfig, staging: ShardStaging | None = None, *, encoding: StateEncoding = "text"
 ):
@@ -466,15 +431,14 @@ def _stateful_shard(
     with ``staging`` it stages its output rows and yields their ``STAGED`` rows instead;
     ``encoding``: how its value is kept in the group state (``group_state``)."""
     store = segment_store(config)
-    mailbox = Mailbox.beside(config.state_path, Storage.of(config)) if hands_off(config) else None
-    registering = registers(config)
+    handoff = ShardHandOff(config, relays=hands_off(config), registers=registers(config))
+    registering = handoff.registers
     numbers = shard_numbers(config.shards + 1)
-    cross = config.shards
     delays = {source: config.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         shard = numbers[int(key[0])]
-        settle()  # the worker's modules out of the collections PySpark runs after each task
+        freeze_heap()  # the worker's modules out of the collections PySpark runs after each task
         started = time.perf_counter()
         p = load_state(shard_bytes(state.get[0]), config, store) if state.exists else Purgatory(config)
         if p.shard not in (None, shard):  # the shard layout changed under this checkpoint
@@ -487,9 +451,8 @@ def _stateful_shard(
         wm = int(state.getCurrentWatermarkMs())
         pdf = _routed_rows(pdfs)
         ops, events, bad = _split_input(pdf, registering)
-        batch = _micro_batch_key(state) if mailbox is not None or registering else None
-        relayed = _receive(p, mailbox, batch) if mailbox is not None and shard == cross else None
-        claims, verdicts = (_claims(pdf), _verdicts(p, config, shard)) if registering else (None, None)
+        batch = _micro_batch_key(state) if handoff.active else None
+        received = handoff.receive(p, shard, batch, _claims(pdf) if registering else None)
         # the end of input (state.wake): past every deadline, kept from now on by the engine
         engine_wm = _end_watermark(p, config) if (pdf["role"] == ROLE_END).any() else wm
         result = p.process(
@@ -497,30 +460,22 @@ def _stateful_shard(
             events,
             watermark_ms=engine_wm,
             validated=True,
-            relayed=relayed,
-            claims=claims,
-            verdicts=verdicts,
+            relayed=received.relayed,
+            claims=received.claims,
+            verdicts=received.verdicts,
         )
         ended = is_end_watermark(p.watermark)
-        posted = len(result.relay) if mailbox is not None and shard != cross else 0
-        if posted:
-            mailbox.post(shard, batch, result.relay)  # type: ignore[union-attr,arg-type]
-        if len(result.verdicts):  # the homes that claimed receive them in their next call
-            _post_verdicts(result.verdicts, config, shard, batch)  # type: ignore[arg-type]
-            posted += len(result.verdicts)
-        if p.parked:
-            p.parked_in = batch  # type: ignore[assignment]
-        handled = len(pdf) + (len(relayed) if relayed is not None else 0)  # relayed rows are work too
+        posted = handoff.post(p, shard, batch, result)
+        handled = len(pdf) + received.rows  # relayed rows are work too
         now = state.getCurrentProcessingTimeMs()  # the micro-batch's time
         figures = shard_figures(p, pdf, delays, batch_time_ms=now, group_rows=handled, relayed=posted)
         out_wm = p.watermark if ended else wm  # read before p is saved (and parked)
         # the cross-shard group keeps relays_through (files it received may still be in the
         # mailbox), an ended shard its end watermark
-        keep = not (p.is_empty() and not ended and (mailbox is None or shard != cross))
+        keep = not (p.is_empty() and not ended and not handoff.keeps(shard))
         if keep:  # saved before the output rows, whose metrics row carries the value's size
             wake = p.next_wakeup()
-            awaits = mailbox is not None and shard == cross and (p.pending or p.awaited_notices)
-            if awaits or p.parked:
+            if handoff.awaits(p, shard):
                 # called in the next batch that moves the watermark (mailbox, registry's
                 # verdicts; the wake file if none would); Spark wants a timeout > 0
                 wake = min(wake, max(wm, 1) + 1)

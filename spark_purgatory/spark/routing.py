@@ -22,7 +22,7 @@ multi-key operation whose keys share a shard key is an ordinary single-shard ope
 in each primary shard of its keys it leaves a *stub*: a watcher that never completes and
 reports nothing, which marks the events it matches as matched (the primary alone reports
 unmatched events) and hands them on to the cross-shard group through the mailbox beside the
-shard state (``engine.relay``, ``state.mailbox``).  So events go only to their home shard,
+shard state (``engine.relay``, ``handoff.mailbox``).  So events go only to their home shard,
 and only events a cross-shard operation can count travel on: cost follows the cross-shard
 operations, not the event rate.  A stub lives until its operation's deadline.  Set
 ``purgatory.cross.shard.operations=false`` to reject such operations (``cross_shard_keys``).
@@ -40,7 +40,7 @@ a replica is sent only for the events whose key some cross-shard operation watch
 
 ``purgatory.cross.shard.handoff=replicas`` chooses the replicas even with a state path.
 A stream with the mailbox may have a third input, the wake files (``route_wake``,
-``state.wake``): rows that only make Spark call the cross-shard group; the end mark there
+``handoff.wake``): rows that only make Spark call the cross-shard group; the end mark there
 (the end of input) becomes one row for every shard group.
 
 **As a JVM function.**  With the project's JAR on the class path (``checks``), an operation's
@@ -72,7 +72,7 @@ from ..contract import (
     SOURCE_OPERATIONS,
     ms_column,
 )
-from ..state.wake import END_LINE
+from ..handoff.wake import END_LINE
 from .checks import operation_routes
 from .labels import shard_labels
 from .sql_text import sql_string
@@ -100,9 +100,9 @@ __all__ = [
 ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD = "op", "stub", "event", "replica", "bad"
 #: an operation's claim of its op_id, for the op_id's registry shard (``engine.registry``)
 ROLE_CLAIM = "claim"
-#: a row that only makes Spark call the cross-shard group (``state.wake``)
+#: a row that only makes Spark call the cross-shard group (``handoff.wake``)
 ROLE_WAKE = "wake"
-#: the end of input, for one shard group (``state.wake``): it moves that shard past every deadline
+#: the end of input, for one shard group (``handoff.wake``): it moves that shard past every deadline
 ROLE_END = "end"
 
 
@@ -137,7 +137,7 @@ def hands_off(config: PurgatoryConfig) -> bool:
 
     By default (``purgatory.cross.shard.handoff=mailbox``) when there is a state path to hold
     the mailbox.  Relayed pairs are read in the cross-shard group's next call, one
-    micro-batch later; ``state.wake`` makes sure a next micro-batch comes.
+    micro-batch later; ``handoff.wake`` makes sure a next micro-batch comes.
     """
     return (
         config.cross_shard_operations
@@ -327,9 +327,9 @@ def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame
 
 
 def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """The wake input (``state.wake``), in ``ROUTED_SCHEMA`` with nothing but role and shard:
+    """The wake input (``handoff.wake``), in ``ROUTED_SCHEMA`` with nothing but role and shard:
     a wake line is a row for the cross-shard group only (for every group with the op_id
-    registry, ``registers``); the end mark (``state.wake.END_LINE``)
+    registry, ``registers``); the end mark (``handoff.wake.END_LINE``)
     one ``ROLE_END`` row for every shard group, 0 to ``shards`` (the cross-shard one)."""
     is_end = f"trim(value) = {sql_string(END_LINE)}"
     shards = int(config.shards)

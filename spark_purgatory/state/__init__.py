@@ -8,9 +8,12 @@ since the last save).  Modules:
 * ``shard_state``: ``save_state`` / ``load_state``, and the segment (LSM) scheme explained;
 * ``segments``: ``SegmentStore``, the directory of immutable segment files;
 * ``cache``: ``WorkerCache``, live shards parked in a Python worker between micro-batches;
-* ``mailbox``: ``Mailbox``, the relay files from primary shards to the cross-shard group;
-* ``wake``: ``Wake``, the files that ask Spark for a micro-batch after one that relayed;
-* ``codec``: Arrow IPC encoding of frames and named parts.
+* ``layout``: the checkpoint's shard count, rescale journal and run lease;
+* ``codec``: Arrow IPC encoding of frames and named parts;
+* ``reshard``: a stopped checkpoint's shards split or merged (``spark_purgatory.rescale``);
+* ``pending_counts``: the pending operations per shard after each micro-batch.
+
+The cross-shard hand-off's files (mailbox, wake) are ``spark_purgatory.handoff``'s.
 
 Invariant: a loaded state behaves exactly as the saved one would have, whether it came from
 the value alone, from segment files, or from the worker cache.
@@ -28,18 +31,14 @@ the value alone, from segment files, or from the worker cache.
 from __future__ import annotations
 
 from .cache import WORKER_CACHE, WorkerCache
-from .mailbox import Mailbox
 from .segments import SegmentStore
 from .shard_state import STATE_VERSION, load_state, loaded_by, save_state
-from .wake import Wake
 
 __all__ = [
     "save_state",
     "load_state",
     "loaded_by",
     "SegmentStore",
-    "Mailbox",
-    "Wake",
     "WorkerCache",
     "WORKER_CACHE",
     "STATE_VERSION",

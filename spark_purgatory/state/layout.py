@@ -31,7 +31,7 @@ import pyarrow.fs as pafs
 
 from ..config import ConfigError, PurgatoryConfig
 from ..storage import Storage, join, listing, remove, write_whole
-from .pending import PendingRecord
+from .pending_counts import PendingRecord
 from .segments import SegmentStore
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The wake: one more micro-batch after one whose primary shards relayed to the mailbox.
 
-The cross-shard group receives micro-batch N's relays (``state.mailbox``) in its next call,
+The cross-shard group receives micro-batch N's relays (``handoff.mailbox``) in its next call,
 and Spark calls it only when it has input rows or the watermark moves past its timeout (the
 current watermark while it waits for relays).  Neither is certain after N: both inputs may
 go quiet, or the watermark may stall under ``min`` (the slower input quiet, or behind), and
@@ -37,15 +37,8 @@ planned and ran N - 1, the only batch that could still read them, before N began
 replayed micro-batch writes the same name again; the file source has seen that path, so it
 wakes nothing twice (and waking twice would be harmless: a wake row only calls the group).
 
-**The end of input** rides the same directory (``docs/end-of-input.md``): ``Wake.end``
-writes the end mark ``end.txt``, whose line ``routing.route_wake`` sends to *every* shard
-group, the cross-shard one included.  A shard that receives it processes its micro-batch at
-``end_watermark_ms``, past every deadline it holds and any a valid operation can have, so
-everything pending expires at its deadline and every buffered event is reported; the engine
-keeps that watermark (it never moves back), so a row that reaches the shard afterwards is
-``late``.  ``EndOfInput`` keeps the checkpoint's side: the declaration (the end mark) and,
-once the run that applied it is done and its output committed, the record
-``<checkpoint>/purgatory-ended`` on which ``start`` refuses to run again.
+**The end of input** rides the same directory: ``Wake.end`` writes the end mark ``end.txt``,
+whose line ``routing.route_wake`` sends to *every* shard group (``handoff.end_of_input``).
 
 Invariant: wake rows never reach the engine (``operator._split_input`` takes operations,
 events and rejected rows by role); they only make Spark call a shard group (the end mark:
@@ -54,56 +47,28 @@ with the end watermark).
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import re
-from typing import Any
 
 import pyarrow.fs as pafs
 
 from ..contract import MAX_TS_MS
 from ..storage import Storage, join, listing, remove, write_once, write_whole
 
-__all__ = [
-    "Wake",
-    "WAKE_DIRECTORY",
-    "END_LINE",
-    "EndOfInput",
-    "InputEndedError",
-    "end_watermark_ms",
-    "is_end_watermark",
-]
+__all__ = ["Wake", "WAKE_DIRECTORY", "END_FILE", "END_LINE", "is_end_watermark"]
 
 #: the wake directory's name under the checkpoint
 WAKE_DIRECTORY = "purgatory-wake"
 _NAME = re.compile(r"^(\d{12})\.txt$")
 #: the end mark's file in the wake directory, and its one line
 END_FILE, END_LINE = "end.txt", "end"
-#: under the checkpoint: the record that its input ended (``EndOfInput.record``)
-ENDED_FILE = "purgatory-ended"
 #: in the wake directory (a name Spark's file listing skips): the micro-batch that applied the end
 _END_BATCH = "_end-batch"
-
-
-def end_watermark_ms(max_timeout_ms: int, tick_ms: int, latest_deadline: int | None = None) -> int:
-    """The watermark a shard moves to at the end of input: a wheel tick past every deadline,
-    those it holds (``latest_deadline``) and any a valid operation can have (event times end
-    before ``contract.MAX_TS_MS``; timeouts at ``purgatory.max.timeout.ms``).  Still a valid
-    timestamp (year 2200 and a few days), so the metrics row that carries it is too."""
-    latest = MAX_TS_MS + int(max_timeout_ms)
-    if latest_deadline is not None:
-        latest = max(latest, int(latest_deadline))
-    return latest + int(tick_ms)
 
 
 def is_end_watermark(watermark_ms: int | None) -> bool:
     """Has a shard reported (or kept) the end watermark?  Spark's own watermark never gets
     there: event times at or after ``MAX_TS_MS`` are rejected at parse."""
     return watermark_ms is not None and int(watermark_ms) >= MAX_TS_MS
-
-
-class InputEndedError(RuntimeError):
-    """``start`` on a checkpoint whose input ended: new input needs a new checkpoint."""
 
 
 class Wake:
@@ -213,64 +178,3 @@ class Wake:
     def _files(fs: pafs.FileSystem, root: str) -> list[tuple[int, str]]:
         names = (info.base_name for info in listing(fs, root))
         return sorted((int(m.group(1)), name) for name in names if (m := _NAME.match(name)))
-
-
-class EndOfInput:
-    """A checkpoint's end of input: declared (the end mark in its wake directory), then
-    recorded (``<checkpoint>/purgatory-ended``, a small JSON file written whole).
-
-    ``PurgatoryQuery.end_input`` declares, runs the micro-batch that applies it (and any the
-    relays then owe), commits the output, and only then records; a crash anywhere before the
-    record leaves a declared, unrecorded checkpoint, which the next ``start`` completes.
-
-    Example::
-
-        end = EndOfInput("/chk")
-        end.declare()              # the end mark: the next micro-batch ends every shard
-        ...                        # an available-now run applies it
-        end.record()               # {"batch_id": 12, "ended_at": "..."}: 12 applied it
-        end.check_open()           # raises InputEndedError from now on
-    """
-
-    def __init__(self, checkpoint: str, storage: Storage | None = None) -> None:
-        self.checkpoint = checkpoint
-        self.storage = storage or Storage()
-        self.wake = Wake.under(checkpoint, self.storage)
-
-    def declare(self) -> None:
-        """Post the end mark, once (after a crash it is there already, maybe applied)."""
-        if not self.declared():
-            self.wake.end()
-
-    def declared(self) -> bool:
-        return self.wake.end_posted()
-
-    def record(self, *, now: dt.datetime | None = None) -> dict[str, Any]:
-        """Record that the input ended; return the record: ``batch_id``, the micro-batch that
-        applied the end (``Wake.end_batch``; None if no sink saw it, e.g. the end ran over
-        Spark Connect in a server that could not write it), and ``ended_at``."""
-        batch_id = self.wake.end_batch()
-        ended_at = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")
-        body = {"batch_id": batch_id, "ended_at": ended_at}
-        fs, root = self.storage.filesystem(self.checkpoint)
-        write_whole(fs, f"{root}/{ENDED_FILE}", lambda out: out.write(json.dumps(body).encode()))
-        return body
-
-    def recorded(self) -> dict[str, Any] | None:
-        """The record, or None while the input has not ended."""
-        fs, root = self.storage.filesystem(self.checkpoint)
-        try:
-            with fs.open_input_stream(f"{root}/{ENDED_FILE}") as f:
-                return json.loads(f.read())
-        except FileNotFoundError:
-            return None
-
-    def check_open(self) -> None:
-        """Raise ``InputEndedError`` (one line, saying what to do) if the input ended."""
-        ended = self.recorded()
-        if ended is not None:
-            raise InputEndedError(
-                f"the input of checkpoint {self.checkpoint} ended (after micro-batch "
-                f"{ended.get('batch_id')}, at {ended.get('ended_at')}): start new input on a new "
-                "checkpoint; rows reaching this one would only be rejected as late"
-            )
