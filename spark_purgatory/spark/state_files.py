@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..storage import listing, write_whole
+from .xxhash import xxh32
 
 __all__ = ["GroupValue", "StateFormatError", "read_version", "write_version", "encode_value", "decode_value"]
 
@@ -163,56 +164,17 @@ def _compress(data: bytes) -> bytes:
     token = _RAW | _LEVEL
     for at in range(0, len(data), _BLOCK):
         block = data[at : at + _BLOCK]
-        out += _MAGIC + bytes([token]) + struct.pack("<iii", len(block), len(block), xxh32(block) & 0xFFFFFFF)
+        checksum = xxh32(block, _SEED) & 0xFFFFFFF
+        out += _MAGIC + bytes([token]) + struct.pack("<iii", len(block), len(block), checksum)
         out += block
     out += _MAGIC + bytes([token]) + struct.pack("<iii", 0, 0, 0)
     return bytes(out)
 
 
-_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
-_M32 = 0xFFFFFFFF
-
-
-def _rotl(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _M32
-
-
-def xxh32(data: bytes, seed: int = _SEED) -> int:
-    """XXH32 of ``data`` (lz4-java's block checksum).
-
-    >>> hex(xxh32(b"", 0)), hex(xxh32(b"abc", 0))
-    ('0x2cc5d05', '0x32d153ff')
-    """
-    n, at = len(data), 0
-    if n >= 16:
-        v1, v2, v3, v4 = (seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32
-        words = struct.unpack_from(f"<{(n // 16) * 4}I", data)
-        for i in range(0, len(words), 4):
-            v1 = _rotl((v1 + words[i] * _P2) & _M32, 13) * _P1 & _M32
-            v2 = _rotl((v2 + words[i + 1] * _P2) & _M32, 13) * _P1 & _M32
-            v3 = _rotl((v3 + words[i + 2] * _P2) & _M32, 13) * _P1 & _M32
-            v4 = _rotl((v4 + words[i + 3] * _P2) & _M32, 13) * _P1 & _M32
-        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _M32
-        at = (n // 16) * 16
-    else:
-        h = (seed + _P5) & _M32
-    h = (h + n) & _M32
-    while at + 4 <= n:
-        (word,) = struct.unpack_from("<I", data, at)
-        h = _rotl((h + word * _P3) & _M32, 17) * _P4 & _M32
-        at += 4
-    while at < n:
-        h = _rotl((h + data[at] * _P5) & _M32, 11) * _P1 & _M32
-        at += 1
-    h ^= h >> 15
-    h = h * _P2 & _M32
-    h ^= h >> 13
-    h = h * _P3 & _M32
-    h ^= h >> 16
-    return h
-
-
 # -- UnsafeRow ------------------------------------------------------------------------------------
+
+#: the size half of an UnsafeRow offset-and-size word
+_M32 = 0xFFFFFFFF
 
 
 def encode_value(g: GroupValue) -> tuple[bytes, bytes]:
