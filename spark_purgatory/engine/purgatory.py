@@ -454,23 +454,16 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         handle order; stubs report nothing), then ``purge`` removes them from every table, so
         each is reported exactly once."""
         real = ~rows["stub"]
-        if real.all():
-            self._on_complete(rows, status, resolved_at, matched, reached)
-        elif real.any():
-            self._on_complete(rows.where(real), status, resolved_at[real], matched[real], reached[real])
+        if real.any():
+            resolved = rows.assign(resolved_at=resolved_at, matched=matched, reached=reached)
+            self._on_complete(resolved.where(real), status)
         self._purge(handles, rows)
 
-    def _on_complete(
-        self,
-        rows: Rows,
-        status: str,
-        resolved_at: np.ndarray,
-        matched: np.ndarray,
-        reached: np.ndarray,
-    ) -> None:
-        """Kafka's ``onComplete``: the outcome rows of resolved operations (``OUTCOME_COLUMNS``)."""
+    def _on_complete(self, rows: Rows, status: str) -> None:
+        """Kafka's ``onComplete``: the outcome rows of resolved operations (``OUTCOME_COLUMNS``);
+        ``rows`` carry each one's ``resolved_at``, ``matched`` events and ``reached`` progress."""
         rows = self._pending.with_keys(rows)  # still pending: ``purge`` follows
-        op_ts, resolved_at = rows["ts"], resolved_at.astype(np.int64, copy=False)
+        op_ts, resolved_at = rows["ts"], rows["resolved_at"].astype(np.int64, copy=False)
         columns = {
             "op_id": rows["op_id"],
             "keys": rows["keys"],
@@ -479,8 +472,8 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
             "deadline": rows["deadline"],
             "resolved_at": resolved_at,
             "latency_ms": resolved_at - op_ts,
-            "matched_events": matched.astype(np.int64, copy=False),
-            "progress": reached.astype(float, copy=False),
+            "matched_events": rows["matched"].astype(np.int64, copy=False),
+            "progress": rows["reached"].astype(float, copy=False),
             "condition": CONDITION_NAMES[rows["cond"]],
             "target": rows["target"],
             "payload": rows["payload"],

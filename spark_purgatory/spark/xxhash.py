@@ -68,6 +68,15 @@ def _stripes(
     return h, (v1, v2, v3, v4)
 
 
+def _avalanche(h: int, shifts: tuple[int, int, int], primes: tuple[int, int], mask: int) -> int:
+    """The final mix: every input bit reaches every output bit."""
+    h ^= h >> shifts[0]
+    h = h * primes[0] & mask
+    h ^= h >> shifts[1]
+    h = h * primes[1] & mask
+    return h ^ (h >> shifts[2])
+
+
 def xxh64(data: bytes, seed: int) -> int:
     """XXH64 of ``data`` (unsigned)."""
     n, at = len(data), 0
@@ -91,12 +100,7 @@ def xxh64(data: bytes, seed: int) -> int:
     while at < n:
         h = _rotl64(h ^ (data[at] * _Q5 & _M64), 11) * _Q1 & _M64
         at += 1
-    h ^= h >> 33
-    h = h * _Q2 & _M64
-    h ^= h >> 29
-    h = h * _Q3 & _M64
-    h ^= h >> 32
-    return h
+    return _avalanche(h, (33, 29, 32), (_Q2, _Q3), _M64)
 
 
 def xxh32(data: bytes, seed: int) -> int:
@@ -116,9 +120,4 @@ def xxh32(data: bytes, seed: int) -> int:
     while at < n:
         h = _rotl32((h + data[at] * _P5) & _M32, 11) * _P1 & _M32
         at += 1
-    h ^= h >> 15
-    h = h * _P2 & _M32
-    h ^= h >> 13
-    h = h * _P3 & _M32
-    h ^= h >> 16
-    return h
+    return _avalanche(h, (15, 13, 16), (_P2, _P3), _M32)
