@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _lint(config: Path) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"]
-    return subprocess.run([*command, "--config", str(config)], capture_output=True, text=True, cwd=ROOT)
+    lint = "from importlinter.cli import lint_imports_command; lint_imports_command()"
+    command = [sys.executable, "-c", lint, "--config", str(config)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
 
 
 def test_every_contract_of_the_package_is_kept():
