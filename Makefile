@@ -36,11 +36,12 @@ $(AZURITE): $(NODE_TOOLS)/package-lock.json
 jars:
 	@jvm/fetch.sh
 
-# the project's own JVM function (jvm/checks: a typed operation's checks in one call, for a
-# smaller plan per micro-batch; spark_purgatory/spark/checks.py), compiled by javac against
-# the pyspark wheel's JARs into .jars/checks/; without javac the checks stay SQL
+# the project's own JVM code (jvm/spark-purgatory, a Maven build: a typed operation's checks and
+# routes as Spark SQL functions, for a smaller plan per micro-batch, spark_purgatory/spark/checks.py;
+# the checkpoint file manager of local sessions), built and unit-tested by `mvn package` against
+# the venv's Spark into .jars/checks/; without mvn or javac the checks stay SQL
 checks-jar: $(STAMP)
-	@jvm/checks/build.sh $(PY)
+	@jvm/package.sh $(PY)
 
 # a class-data archive of the local driver's JVM (spark_purgatory/spark/class_data.py): a small
 # stream run once in a JVM that dumps the classes it loaded; later local sessions map them at
@@ -104,4 +105,4 @@ bench-spark: $(STAMP)
 	$(PY) benchmarks/bench_operator.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis $(NODE_TOOLS)/node_modules .jars
+	rm -rf $(VENV) .pytest_cache .hypothesis $(NODE_TOOLS)/node_modules .jars jvm/spark-purgatory/*/target

@@ -15,8 +15,8 @@
   Python task paid ~100 ms of waiting: an idle shard's task 140 -> 45 ms, the trickle's
   micro-batch (``benchmarks/bench_batch.py``, ``job-tcp`` beside ``job``) shorter by as much;
 * with the project's JAR (``make jars``), the checkpoint file manager
-  ``sparkpurgatory.LocalCheckpointFiles`` for the session's queries: Spark's logs under a
-  checkpoint on the local file system renamed in the JVM, where Hadoop's local
+  ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles`` for the session's queries: Spark's logs
+  under a checkpoint on the local file system renamed in the JVM, where Hadoop's local
   ``FileContext`` starts a ``readlink`` process per file (``spark.settings.checkpoint_files``);
   any other path gets Spark's own manager;
 * no state store provider: ``query.start`` picks one for each new checkpoint (Spark's
