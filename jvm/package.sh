@@ -25,12 +25,14 @@ done
 mkdir -p .jars
 log=.jars/.checks.log
 started=$SECONDS
-if ! mvn -q -B -f "$module/pom.xml" package -Dspark.version="$spark" >"$log" 2>&1; then
+if ! mvn -q -B -Dstyle.color=never -f "$module/pom.xml" package -Dspark.version="$spark" >"$log" 2>&1; then
   if grep -q -e "COMPILATION ERROR" -e "There are test failures" "$log"; then
-    grep -e "ERROR" "$log" | head -20
+    grep -e "COMPILATION ERROR" -e "\.java:\[" -e "<<< FAIL" -e "expected:" -e "Tests run:.*Fail" "$log" \
+      | sed 's/\x1b\[[0-9;]*m//g' | head -20
     echo "make checks-jar: the build of $module failed (above; all of it in $log)"
     exit 1
   fi
+  rm -rf "$out"  # a JAR built for other sources or another Spark is not what this venv runs
   echo "make checks-jar: mvn package failed, $sql (mvn output in $log)"
   exit 0
 fi
