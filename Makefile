@@ -32,20 +32,30 @@ $(AZURITE): $(NODE_TOOLS)/package-lock.json
 
 # the JVM extras (Delta's Spark connector, hadoop-aws + the AWS SDK, Spark's Kafka source, a Kafka
 # broker), pinned in jvm/<set>/pom.xml, copied by mvn into .jars/<set>/ and reused while the pom
-# is unchanged; without mvn (or offline) one line says they are skipped and the make goes on
-jars:
-	@jvm/fetch.sh
+# is unchanged; without mvn (or offline) one line says they are skipped and the make goes on.
+# One target a set (jars-delta, jars-s3a, jars-kafka, jars-kafka-broker): each target below
+# fetches only the sets it runs; `make jars` makes them all, and the project's own JARs
+JAR_SETS := delta s3a kafka kafka-broker
+JAR_TARGETS := $(addprefix jars-,$(JAR_SETS))
+.PHONY: $(JAR_TARGETS)
+$(JAR_TARGETS): jars-%:
+	@jvm/fetch.sh $*
 
-# the project's own JVM function (jvm/checks: a typed operation's checks in one call, for a
-# smaller plan per micro-batch; spark_purgatory/spark/checks.py), compiled by javac against
-# the pyspark wheel's JARs into .jars/checks/; without javac the checks stay SQL
+jars: $(JAR_TARGETS) checks-jar
+
+# the project's own JVM code (jvm/spark-purgatory, a Maven build: a typed operation's checks and
+# routes as Spark SQL functions, for a smaller plan per micro-batch, spark_purgatory/spark/checks.py;
+# the checkpoint file manager of local sessions), built and unit-tested by `mvn package` against
+# the venv's Spark into .jars/checks/; without mvn or javac the checks stay SQL
 checks-jar: $(STAMP)
-	@jvm/checks/build.sh $(PY)
+	@jvm/package.sh $(PY)
 
-# a class-data archive of the local driver's JVM (spark_purgatory/runtime/class_data.py, made by spark_purgatory/class_data_dump.py): a small
-# stream run once in a JVM that dumps the classes it loaded; later local sessions map them at
-# start (a session and its first jobs 16.7 -> 9.1 s); remade when the JARs, pyspark or java change
-class-data: $(STAMP) jars checks-jar
+# a class-data archive of the local driver's JVM (spark_purgatory/runtime/class_data.py; made by
+# spark_purgatory/class_data_dump.py): a small stream run once in a JVM that dumps the classes it
+# loaded; later local sessions map them at start; remade when the JARs, pyspark or java change.
+# An archive serves only the class path it was dumped with: made here for the tests' sessions,
+# with every set a session puts on Spark's class path (not the broker's, which runs apart)
+class-data: $(STAMP) jars-delta jars-s3a jars-kafka checks-jar
 	@$(PY) -m spark_purgatory.class_data_dump
 
 # Python's bytecode for what every job, Spark Python worker and test process imports.  uv
@@ -60,12 +70,13 @@ bytecode: $(STAMP)
 	@$(PY) -m compileall -qq -j 0 spark_purgatory $(addprefix $(SITE_PACKAGES)/,$(HOT_PACKAGES)) \
 	  || echo "make bytecode: some files did not compile (they are compiled when imported)"
 
-demo: $(STAMP) jars checks-jar bytecode
+# the demo writes through delta-rs and reads files: no fetched JAR set
+demo: $(STAMP) checks-jar bytecode
 	$(PY) -m spark_purgatory.demo $(ARGS)
 
 # the demo through Kafka: a broker on loopback (the kafka-broker JARs), the workload produced to
 # two topics, the job on them through Spark's Kafka source (spark_purgatory/demo_kafka.py)
-demo-kafka: $(STAMP) jars checks-jar bytecode
+demo-kafka: $(STAMP) jars-kafka jars-kafka-broker checks-jar bytecode
 	$(PY) -m spark_purgatory.demo_kafka $(ARGS)
 
 # test files run in parallel (pytest-xdist): each worker is a process with its own Spark session;
@@ -78,9 +89,9 @@ TEST_WORKERS ?= 3
 # the set-up steps side by side: the venv's install (uv), npm's Azurite and mvn's JARs wait on
 # downloads (a clean clone's set-up left a third of its two cores idle one after the other);
 # the class-data archive needs the venv and the JARs only, so it runs while npm still downloads;
-# the bytecode beside it
+# the bytecode and the Kafka broker's JARs (the tests start one) beside it
 setup:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target $(AZURITE) class-data bytecode
+	@$(MAKE) --no-print-directory -j3 --output-sync=target $(AZURITE) class-data bytecode jars-kafka-broker
 
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
@@ -104,4 +115,4 @@ bench-spark: $(STAMP)
 	$(PY) benchmarks/bench_operator.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis $(NODE_TOOLS)/node_modules .jars
+	rm -rf $(VENV) .pytest_cache .hypothesis $(NODE_TOOLS)/node_modules .jars jvm/spark-purgatory/*/target

@@ -20,7 +20,7 @@ only as the project's sessions are.  The contenders (``--contenders``):
   contender runs in the project's session, on Unix domain sockets: ``runtime.session``);
 * **job-fc**, **floor-fc**: the job and the floor with Spark's default checkpoint file
   manager (Hadoop's ``FileContext``, a ``readlink`` process per file renamed on the local file
-  system), where the project's session names ``sparkpurgatory.LocalCheckpointFiles``
+  system), where the project's session names ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles``
   (``runtime.settings.checkpoint_files``).
 
 Each run is a fresh Python process with a fresh session and Spark's event log on

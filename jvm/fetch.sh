@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make jars`: copy each JVM set of jvm/<set>/pom.xml (its JARs and their runtime dependencies)
+# `make jars-<set>` (`make jars`: every set): copy each JVM set of jvm/<set>/pom.xml (its JARs and their runtime dependencies)
 # into .jars/<set>/ with Maven.  A set is reused while its .stamp holds its pom's sha256; a new
 # or changed pom fetches again, into a scratch folder first so a failed fetch leaves no half
 # set behind (spark_purgatory/runtime/jars.py reads only sets with a stamp).  Without mvn, or

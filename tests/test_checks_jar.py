@@ -1,6 +1,6 @@
 """The project's JVM functions give the rows the SQL gives.
 
-``spark.checks``: with ``.jars/checks`` on the classpath (``make jars`` compiles it), a typed
+``spark.checks``: with ``.jars/checks`` on the classpath (``make checks-jar`` builds it), a typed
 operation's reason and its cleaned keys, condition and members, and any operation's copies
 (shards, roles, peers, keys), come from one function call each instead of some hundreds of
 SQL expression nodes.  The SQL is the reference: random operations (blank and repeated keys,
@@ -167,7 +167,7 @@ def test_a_session_without_the_class_reads_the_checks_as_sql(spark, monkeypatch)
     """The fallback is chosen by the class's presence on the driver: a name that is not there
     gives None and registers nothing."""
     name, _, returns = checks.CHECKS
-    monkeypatch.setattr(checks, "CHECKS", (name, "sparkpurgatory.NoSuchChecks", returns))
+    monkeypatch.setattr(checks, "CHECKS", (name, "io.sparkpurgatory.checks.NoSuchChecks", returns))
     assert checks.operation_checks(spark) is None
     monkeypatch.undo()
     assert checks.operation_checks(spark) == name

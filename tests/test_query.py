@@ -274,7 +274,8 @@ def test_the_sessions_checkpoint_file_manager_is_sparks_own_off_the_local_file_s
         conf.set(key, value)
 
     def manager(path: str):
-        return jvm.sparkpurgatory.LocalCheckpointFiles(jvm.org.apache.hadoop.fs.Path(path), conf)
+        files = jvm.io.sparkpurgatory.checkpoint.LocalCheckpointFiles
+        return files(jvm.org.apache.hadoop.fs.Path(path), conf)
 
     assert _renames_in_the_jvm(manager(str(tmp_path))) and _renames_in_the_jvm(manager(tmp_path.as_uri()))
     s3 = manager("s3a://bucket/checkpoint")

@@ -11,9 +11,10 @@ dependency:copy-dependencies``.  The sets:
 * ``kafka``: Spark's Kafka source and sink (``org.apache.spark:spark-sql-kafka-0-10_2.13``);
 * ``kafka-broker``: an Apache Kafka broker (``org.apache.kafka:kafka_2.13``) the tests and the
   demo start on loopback with plain ``java``; never on Spark's classpath;
-* ``checks``: no download, the project's own ``jvm/checks`` compiled against the pyspark
-  wheel's JARs (``jvm/checks/build.sh``, ``make checks-jar``): a typed operation's checks in
-  one JVM function (``spark.checks``).
+* ``checks``: not fetched, the project's own JARs, built by ``mvn package`` from the Maven
+  module ``jvm/spark-purgatory`` (``jvm/package.sh``, ``make checks-jar``): a typed
+  operation's checks in one JVM function (``spark.checks``) and the checkpoint file manager
+  of local sessions (``runtime.settings.checkpoint_files``).
 
 Where a set is looked for: ``$SPARK_PURGATORY_JARS/<set>`` when that variable is set (a
 deployment that keeps its JARs elsewhere), else ``.jars/<set>`` of the source checkout the

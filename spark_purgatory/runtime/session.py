@@ -13,8 +13,8 @@
   peer's delayed acknowledgement (Nagle's algorithm with no ``TCP_NODELAY``), so every
   Python task waited (docs/performance.md, "The Python workers' sockets");
 * with the project's JAR (``make jars``), the checkpoint file manager
-  ``sparkpurgatory.LocalCheckpointFiles`` for the session's queries: Spark's logs under a
-  checkpoint on the local file system renamed in the JVM, where Hadoop's local
+  ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles`` for the session's queries: Spark's logs
+  under a checkpoint on the local file system renamed in the JVM, where Hadoop's local
   ``FileContext`` starts a ``readlink`` process per file (``runtime.settings.checkpoint_files``);
   any other path gets Spark's own manager;
 * no state store provider: ``query.start`` picks one for each new checkpoint (Spark's

@@ -140,9 +140,10 @@ CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
 FILE_SYSTEM_FILES = _CHECKPOINTING + "FileSystemBasedCheckpointFileManager"
 #: Spark's default manager, through Hadoop's ``FileContext``
 FILE_CONTEXT_FILES = _CHECKPOINTING + "FileContextBasedCheckpointFileManager"
-#: the project's JAR's manager (``jvm/checks``): ``FILE_SYSTEM_FILES`` for local paths, Spark's
-#: own choice for any other, so a session may name it for all its queries (``local_session``)
-LOCAL_CHECKPOINT_FILES = "sparkpurgatory.LocalCheckpointFiles"
+#: the project's JAR's manager (``jvm/spark-purgatory/checkpoint``): ``FILE_SYSTEM_FILES`` for
+#: local paths, Spark's own choice for any other, so a session may name it for all its queries
+#: (``local_session``)
+LOCAL_CHECKPOINT_FILES = "io.sparkpurgatory.checkpoint.LocalCheckpointFiles"
 
 
 def checkpoint_files(spark: Any, checkpoint: str) -> Any:

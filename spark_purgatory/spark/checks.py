@@ -5,21 +5,22 @@ the operations' checks and routing written as SQL (``sources``: keys and members
 the condition read, fourteen reasons in the contract's order; ``routing``: each operation's
 copies, their shards, roles, peers and keys) are some hundreds of expression nodes that every
 rule walks each time, and that Spark turns into Java source again each time: a large part of
-the driver's time per micro-batch (docs/performance.md).  The project's JAR (``jvm/checks``,
-compiled by ``make jars`` against the pyspark wheel's own JARs into ``.jars/checks``) does
-the same work in three functions, one node each for Catalyst:
+the driver's time per micro-batch (docs/performance.md).  The project's checks JAR (the
+Maven module ``jvm/spark-purgatory/checks``, built and unit-tested by ``make checks-jar``
+against the pyspark wheel's Spark into ``.jars/checks``) does the same work in three
+functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
 
-* ``sparkpurgatory.OperationChecks`` (typed input): from the columns the SQL reading
+* ``OperationChecks`` (typed input): from the columns the SQL reading
   computes first (the event time in epoch ms, the whole-number timeout), the reason and the
   cleaned keys, condition and members;
-* ``sparkpurgatory.EventChecks`` (typed input): a completion event's reason, and its op_id
+* ``EventChecks`` (typed input): a completion event's reason, and its op_id
   and source read as absent where blank;
-* ``sparkpurgatory.OperationRoutes`` (any input): from the parsed keys, op_id, reason and
+* ``OperationRoutes`` (any input): from the parsed keys, op_id, reason and
   raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies.
 
-The same JAR carries ``sparkpurgatory.LocalCheckpointFiles``, the checkpoint file manager
-``local_session`` names (``runtime.settings.checkpoint_files``): not a check, but Java the
-project compiles the same way.
+Beside it in ``.jars/checks``, from the same build (``jvm/spark-purgatory/checkpoint``):
+``io.sparkpurgatory.checkpoint.LocalCheckpointFiles``, the checkpoint file manager
+``local_session`` names (``runtime.settings.checkpoint_files``), not a check.
 
 The SQL stays the reference and the fallback: where the JAR is not on the driver's classpath
 (a session built without ``spark.jars``, a cluster without the library, a Spark Connect
@@ -54,10 +55,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _TEXTS = T.ArrayType(T.StringType())
-#: (SQL name, class, return type) of each function (``jvm/checks/src``)
+#: (SQL name, class, return type) of each function (``jvm/spark-purgatory/checks``)
 CHECKS = (
     "spark_purgatory_operation_checks",
-    "sparkpurgatory.OperationChecks",
+    "io.sparkpurgatory.checks.OperationChecks",
     T.StructType(
         [
             T.StructField("reason", T.StringType()),
@@ -69,7 +70,7 @@ CHECKS = (
 )
 EVENT_CHECKS = (
     "spark_purgatory_event_checks",
-    "sparkpurgatory.EventChecks",
+    "io.sparkpurgatory.checks.EventChecks",
     T.StructType(
         [
             T.StructField("reason", T.StringType()),
@@ -80,7 +81,7 @@ EVENT_CHECKS = (
 )
 ROUTES = (
     "spark_purgatory_operation_routes",
-    "sparkpurgatory.OperationRoutes",
+    "io.sparkpurgatory.checks.OperationRoutes",
     T.StructType(
         [
             T.StructField("reason", T.StringType()),

@@ -44,9 +44,10 @@ A stream with the mailbox may have a third input, the wake files (``route_wake``
 (the end of input) becomes one row for every shard group.
 
 **As a JVM function.**  With the project's JAR on the class path (``checks``), an operation's
-copies, roles, peers and keys come from one call of ``sparkpurgatory.OperationRoutes`` and an
-``inline``, instead of the SQL below (some hundreds of expression nodes Spark optimizes again
-in every micro-batch); the SQL is the reference and the fallback, and gives the same rows.
+copies, roles, peers and keys come from one call of
+``io.sparkpurgatory.checks.OperationRoutes`` and an ``inline``, instead of the SQL below (some
+hundreds of expression nodes Spark optimizes again in every micro-batch); the SQL is the
+reference and the fallback, and gives the same rows.
 
 Invariant: every parsed row leaves routing at least once, in the one schema
 ``ROUTED_SCHEMA``: an operation (or its stubs), an event (or its replica), or a bad row

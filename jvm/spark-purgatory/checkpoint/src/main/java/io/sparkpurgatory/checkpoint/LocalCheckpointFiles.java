@@ -1,4 +1,4 @@
-package sparkpurgatory;
+package io.sparkpurgatory.checkpoint;
 
 import java.io.IOException;
 

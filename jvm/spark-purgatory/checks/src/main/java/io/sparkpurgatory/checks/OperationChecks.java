@@ -1,4 +1,4 @@
-package sparkpurgatory;
+package io.sparkpurgatory.checks;
 
 import java.util.ArrayList;
 import java.util.Arrays;

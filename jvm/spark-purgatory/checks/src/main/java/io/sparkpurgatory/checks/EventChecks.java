@@ -1,4 +1,4 @@
-package sparkpurgatory;
+package io.sparkpurgatory.checks;
 
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;

@@ -1,0 +1,193 @@
+package io.sparkpurgatory.checks;
+
+import static io.sparkpurgatory.checks.Rows.list;
+import static io.sparkpurgatory.checks.Rows.seq;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.sql.Row;
+import org.junit.jupiter.api.Test;
+
+import scala.collection.Seq;
+
+class OperationChecksTest {
+
+  /** spark_purgatory.spark.checks.condition_names(): every name, those needing a target, all. */
+  private static final String NAMES = "any count sum all offset|count sum offset|all";
+  private static final long MAX_TIMEOUT = 1000L;
+  private static final long LATEST_TS = 1000L;
+
+  /** One operation's arguments, valid until a test spoils them. */
+  private static final class Op {
+    String opId = "o1";
+    Seq<String> keys = null;
+    String key = "k";
+    Long tsMs = 500L;
+    Boolean noTs = false;
+    Long timeoutMs = 100L;
+    Boolean noTimeout = false;
+    String condition = null;
+    Double target = null;
+    Seq<String> members = null;
+    String names = NAMES;
+
+    Row check() {
+      return new OperationChecks()
+          .call(opId, keys, key, tsMs, noTs, LATEST_TS, timeoutMs, noTimeout, MAX_TIMEOUT,
+              condition, target, members, names);
+    }
+
+    String reason() {
+      return check().getString(0);
+    }
+  }
+
+  @Test
+  void aValidOperationHasNoReasonAndItsFieldsCleaned() {
+    Op op = new Op();
+    op.keys = seq("b", " ", "a", null, "b");
+    op.condition = " COUNT ";
+    op.target = 2.0;
+    op.members = seq("r2", "", "r1");
+    Row row = op.check();
+    assertNull(row.get(0));
+    assertEquals(List.of("a", "b"), list(row, 1));
+    assertEquals("count", row.getString(2));
+    assertEquals(List.of("r1", "r2"), list(row, 3));
+  }
+
+  @Test
+  void theReasonIsTheFirstFailingCheckInTheContractsOrder() {
+    Op op = new Op();
+    op.opId = " ";
+    op.key = null;
+    op.noTs = true;
+    op.tsMs = null;
+    op.noTimeout = true;
+    op.timeoutMs = null;
+    op.condition = "most";
+    List<String> seen = new ArrayList<>();
+    List<Runnable> fixes =
+        List.of(
+            () -> op.opId = "o1",
+            () -> op.key = "k",
+            () -> op.noTs = false, // ts present, yet unreadable
+            () -> op.tsMs = LATEST_TS + 1,
+            () -> op.tsMs = LATEST_TS,
+            () -> op.noTimeout = false, // timeout present, yet not a whole number
+            () -> op.timeoutMs = -1L,
+            () -> op.timeoutMs = MAX_TIMEOUT + 1,
+            () -> op.timeoutMs = MAX_TIMEOUT,
+            () -> op.condition = "sum",
+            () -> op.target = Double.NaN,
+            () -> op.condition = "all", // all needs no target: the NaN no longer counts
+            () -> op.members = seq("r1"));
+    seen.add(op.reason());
+    for (Runnable fix : fixes) {
+      fix.run();
+      seen.add(op.reason());
+    }
+    List<String> expected = new ArrayList<>(
+        List.of(
+            "missing_op_id",
+            "missing_key",
+            "missing_ts",
+            "bad_ts",
+            "ts_in_future",
+            "missing_timeout_ms",
+            "bad_timeout_ms",
+            "negative_timeout",
+            "timeout_above_max",
+            "unknown_condition",
+            "missing_target",
+            "bad_target",
+            "missing_members"));
+    expected.add(null);
+    assertEquals(expected, seen);
+  }
+
+  @Test
+  void aTargetMustBeFiniteForTheConditionsThatNeedOne() {
+    for (String condition : List.of("count", "sum", "offset")) {
+      for (double target : new double[] {Double.NaN, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY}) {
+        Op op = new Op();
+        op.condition = condition;
+        op.target = target;
+        assertEquals("bad_target", op.reason(), condition + " " + target);
+      }
+    }
+    Op any = new Op();
+    any.target = Double.NaN;
+    assertNull(any.reason());
+  }
+
+  @Test
+  void theKeysColumnWinsOverTheKeyAndOnlyBlankItemsAreDropped() {
+    Op op = new Op();
+    op.keys = seq(" ", "");
+    assertEquals("missing_key", op.reason()); // the key column is not read when keys is given
+    op.keys = seq("\t");
+    Row row = op.check();
+    assertNull(row.get(0)); // blank is spaces only (U+0020), as Spark's trim
+    assertEquals(List.of("\t"), list(row, 1));
+    op.keys = null;
+    op.key = "  ";
+    assertEquals("missing_key", op.reason());
+  }
+
+  @Test
+  void keysAreSortedByCodePointAsSparkSortsStrings() {
+    Op op = new Op();
+    // UTF-16 order would put the emoji (a surrogate pair, 0xD83D...) before U+FFFF
+    op.keys = seq("\uD83D\uDE00", "\uFFFF", "\u00E9", "b");
+    assertEquals(List.of("b", "\u00E9", "\uFFFF", "\uD83D\uDE00"), list(op.check(), 1));
+  }
+
+  @Test
+  void theConditionIsTrimmedAndLoweredForAsciiCapitalsAndTheKelvinSignOnly() {
+    Op op = new Op();
+    assertEquals("any", op.check().getString(2)); // absent
+    op.condition = "  Any ";
+    assertEquals("any", op.check().getString(2));
+    op.condition = "\u212A";
+    assertEquals("k", op.check().getString(2));
+    op.condition = "\u0130LL"; // Turkish capital dotted I: not lowered to i
+    Row row = op.check();
+    assertEquals("\u0130ll", row.getString(2));
+    assertEquals("unknown_condition", row.getString(0));
+  }
+
+  @Test
+  void allNeedsMembersThatAreNotBlank() {
+    Op op = new Op();
+    op.condition = "all";
+    assertEquals("missing_members", op.reason());
+    op.members = seq(" ", null);
+    assertEquals("missing_members", op.reason());
+    op.members = seq("r1", "r1");
+    Row row = op.check();
+    assertNull(row.get(0));
+    assertEquals(List.of("r1"), list(row, 3));
+  }
+
+  @Test
+  void theConditionNamesAreReadFromTheirTextNotAssumed() {
+    OperationChecks checks = new OperationChecks(); // one instance: its cache must follow the text
+    Row usual = checks.call("o1", null, "k", 1L, false, null, 1L, false, 10L, "any", null, null, NAMES);
+    assertNull(usual.get(0));
+    Row other =
+        checks.call("o1", null, "k", 1L, false, null, 1L, false, 10L, "any", null, null, "any wait|any|wait");
+    assertEquals("missing_target", other.getString(0));
+  }
+
+  @Test
+  void withoutALatestAcceptedTimeAnyReadableTsIsAccepted() {
+    Row row =
+        new OperationChecks()
+            .call("o1", null, "k", Long.MAX_VALUE, false, null, 1L, false, 10L, null, null, null, NAMES);
+    assertNull(row.get(0));
+  }
+}
