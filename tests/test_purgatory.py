@@ -412,9 +412,9 @@ def test_completed_operations_leave_no_residue():
         ops=[op(f"o{i}", f"k{i}", 0, condition="count", target=2) for i in range(100)],
         events=[ev(f"k{i}", 5) for i in range(100)],
     )
-    assert p.pending == 100 and len(p._matches) == 100
+    assert p.pending == 100 and len(p._t.matches) == 100
     step(p, events=[ev(f"k{i}", 6) for i in range(100)])
-    assert p.pending == 0 and p.watched == 0 and len(p._matches) == 0 and p._wheel.size() == 0
+    assert p.pending == 0 and p.watched == 0 and len(p._t.matches) == 0 and p._t.wheel.size() == 0
 
 
 def test_output_columns_follow_the_spec():
@@ -539,9 +539,9 @@ def test_a_pending_operation_with_one_key_is_held_in_under_105_bytes():
         {"op_id": _twelve("o", 20_000), "key": _twelve("k", 20_000), "ts": 0, "timeout_ms": 3_600_000}
     )
     p.process(ops, None, watermark_ms=0)
-    wheel = sum(r.nbytes for level in p._wheel._levels for r in level.runs)
+    wheel = sum(r.nbytes for level in p._t.wheel._levels for r in level.runs)
     assert p.pending == 20_000
-    assert (p._pending.nbytes + wheel) / p.pending < 105
+    assert (p._t.pending.nbytes + wheel) / p.pending < 105
     # and nothing of them is a Python string: what a call reads is made for it
     back = p.pending_operations().set_index("op_id").loc[["o00000000007", "o00000000019"]]
     assert back["keys"].map(list).tolist() == [["k00000000007"], ["k00000000019"]]

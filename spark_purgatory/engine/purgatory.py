@@ -43,6 +43,9 @@ with their keys' hashes, ``relayed``).  pandas stays at the edges: ``batch.admit
 host's frames, ``batch.result`` builds the returned ones, ``tables()`` / ``load_tables``
 convert for the state layer (``snapshot``).  Read accessors: ``pending_operations()``, ``tables()``.
 
+**One set of tables.**  A shard holds one ``snapshot.LiveTables``, handed to the two hand-off
+protocols as functions of it (``relay_tables``, ``registry.settle``): no mixin, no copy.
+
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
 earlier); a resolved operation leaves nothing behind in the watchers, the wheel or the
@@ -61,15 +64,13 @@ import pandas as pd
 
 from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from . import dedup, memory, progress, relay, watchers
+from . import dedup, memory, progress, registry, relay, relay_tables, watchers
 from .batch import BatchResult, admit, result
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .frames import among, concat, distinct, hash_strings, isin
-from .handoff import CrossShardHandOff
-from .registry import OpIdRegistry
 from .rows import Rows
-from .snapshot import ShardSnapshot
-from .tables import EVENTS, I64_MIN, VERDICTS, ChangeLog, ShardTables, ops_rows
+from .snapshot import LiveTables, live_from, plain
+from .tables import EVENTS, I64_MIN, VERDICTS, ChangeLog, Changes, ShardTables, ops_rows
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
@@ -79,7 +80,7 @@ _EVENTS_HELD = {**EVENTS, "khash": "uint64"}
 _NO_HANDLES = np.empty(0, dtype=np.int64)
 
 
-class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
+class Purgatory:
     """One shard's purgatory: watchers, timing wheel, key progress and buffered events.
 
     Example:
@@ -110,7 +111,7 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         #: the host's, kept with the state: the micro-batch whose call parked the operations
         #: parked now, whose verdicts the next call receives (``registry``)
         self.parked_in: int = -1
-        self._changes = ChangeLog()
+        self._changes = ChangeLog()  # outlives every load: the state layer takes from it
         tables = ShardTables.empty()
         tables.watermark = int(start_ms)
         tick, size = self.config.tick_ms, self.config.wheel_size
@@ -123,25 +124,25 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
 
     @property
     def watermark(self) -> int:
-        return self._watermark
+        return self._t.watermark
 
     @property
     def pending(self) -> int:
         """Operations waiting (Kafka's ``delayed``)."""
-        return len(self._pending)
+        return len(self._t.pending)
 
     @property
     def watched(self) -> int:
         """Watcher entries, one per (operation, key) (Kafka's ``watched``)."""
-        return self._pending.watched
+        return self._t.pending.watched
 
     @property
     def buffered_events(self) -> int:
-        return len(self._events)
+        return len(self._t.events)
 
     @property
     def retained_keys(self) -> int:
-        return len(self._keys)
+        return len(self._t.keys)
 
     @property
     def config(self) -> PurgatoryConfig:
@@ -151,55 +152,56 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
     def config(self, config: PurgatoryConfig) -> None:
         """A loaded state may get another config (``load_state``): the key table follows."""
         self._config = config
-        if hasattr(self, "_keys"):
-            self._keys.retention_ms = config.progress_retention_ms
+        if hasattr(self, "_t"):
+            self._t.keys.retention_ms = config.progress_retention_ms
+
+    @property
+    def parked(self) -> int:
+        """Operations parked here until their registry's verdict (``registry``)."""
+        return len(self._t.parked)
 
     @property
     def awaited_notices(self) -> int:
         """Relayed pairs whose event's notice the cross-shard group still waits for (``relay``)."""
-        return len(self._relayed)
+        return len(self._t.relayed)
 
     def next_expiration(self) -> int:
-        """Earliest pending deadline (for the GroupState timeout), ``NO_EXPIRATION`` if none.
-
-        Buffered events also need the watermark to pass them, so their earliest time counts.
-        """
-        times = [self._wheel.next_expiration()]
-        if len(self._due):
-            times.append(self._watermark)
-        if len(self._events):
-            times.append(int(self._events["ts"].min()) + 1)
-        return min(times)
+        """Earliest pending deadline or buffered event's time past which the watermark must
+        move (for the GroupState timeout), ``NO_EXPIRATION`` if none."""
+        return self._t.next_expiration()
 
     def next_wakeup(self) -> int:
-        """When this shard next has work even without input: an expiry, an event to finalise,
-        or retained progress / dedup entries to forget (``NO_EXPIRATION`` if never)."""
-        times = [self.next_expiration()]
-        keys_wakeup = self._keys.wakeup()
-        if keys_wakeup is not None:
-            times.append(keys_wakeup)
-        resolved_wakeup = self._resolved.wakeup()
-        if resolved_wakeup is not None:
-            times.append(resolved_wakeup)
-        return min(times)
+        """When this shard next has work even without input (``NO_EXPIRATION`` if never)."""
+        return self._t.next_wakeup()
 
     def latest_deadline(self) -> int | None:
         """The latest deadline of a pending operation (None if none): one pass over the
         deadline column, no row copied out (the end of input waits for it)."""
-        return self._pending.latest_deadline()
+        return self._t.pending.latest_deadline()
 
     def is_empty(self) -> bool:
         """Nothing pending, buffered or retained: the state can be dropped."""
-        return not (
-            len(self._pending)
-            or len(self._events)
-            or len(self._due)
-            or len(self._relayed)
-            or len(self._windows)
-            or len(self._parked)
-            or len(self._resolved)  # last: these two count
-            or len(self._keys)
-        )
+        return self._t.is_empty()
+
+    # -- what a state layer reads and gives back (``snapshot``) --------------------------------
+
+    def tables(self, *, arrow: bool = False, since: int | None = None) -> ShardTables:
+        """The whole state as plain tables (``snapshot.plain``: frames, or Arrow tables with
+        ``arrow``; ``since``: only what was registered from that handle on)."""
+        return plain(self._t, arrow=arrow, since=since)
+
+    def load_tables(self, tables: ShardTables) -> None:
+        """Replace the whole state by ``tables`` (``snapshot.live_from``); the change log
+        restarts: every row counts as added."""
+        self._t: LiveTables = live_from(tables, self.config, self._changes)
+
+    def take_changes(self) -> Changes:
+        """What the big tables gained and lost since the last call (see ``tables.Changes``)."""
+        return self._changes.take(self._t.next_handle, self._t.resolved.frame)
+
+    def pending_operations(self) -> pd.DataFrame:
+        """The pending operations (``tables.OPS`` columns), one row each, in handle order."""
+        return self._t.pending.frames()[0]
 
     # -- the batch entry point -----------------------------------------------------------------
 
@@ -249,35 +251,39 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         the notices of the events they matched that became final (``relay.notices``).
         """
         self._batch_id = int(batch_id)
-        wm = max(int(watermark_ms), self._watermark)
+        wm = max(int(watermark_ms), self._t.watermark)
         self._outcomes = []
-        new_from, new_eseq_from = self._next_handle, self._next_eseq
+        new_from, new_eseq_from = self._t.next_handle, self._t.next_eseq
         ops, evs, rejected = admit(
-            operations, events, wm, validated, self.config.max_timeout_ms, self._resolved, self._pending
+            operations, events, wm, validated, self.config.max_timeout_ms, self._t.resolved, self._t.pending
         )
 
-        ops, released, refused, answers = self._settle(ops, claims, verdicts, wm)
+        ops, released, refused, answers = registry.settle(
+            self._t, self.shard, self.config, ops, claims, verdicts, wm
+        )
         rejected += refused
         # parked operations the registry released arrived earlier: registered before this call's
         # events and relays, decided with this call's operations (``registry``)
         early = self._watch_operations(released)
-        noticed = self._receive(None if relayed is None else Rows.of(relayed))
+        noticed = relay_tables.receive(
+            self._t, None if relayed is None else Rows.of(relayed), self._batch_id, self._try_complete
+        )
         # the batch's events are buffered and matched before its operations are registered, and
         # every operation touched is decided once, against all of them: an operation is decided
         # against every event of its micro-batch and of the buffer, in event time
         touched = self._watch_events(evs)
-        early = early[self._pending.contains(early)]  # the relay may have completed some
+        early = early[self._t.pending.contains(early)]  # the relay may have completed some
         self._try_complete(np.concatenate([early, touched, self._watch_operations(ops)]))
-        of_stubs = self._of_stubs()
-        handed_on = self._outgoing(new_from, new_eseq_from, of_stubs, bool(ops["stub"].any()))
+        of_stubs = relay_tables.of_stubs(self._t)
+        handed_on = relay_tables.outgoing(self._t, new_from, new_eseq_from, of_stubs, bool(ops["stub"].any()))
         # the cross-shard group: operations due on arrival wait one call for their stubs' relay
-        held = self._due[self._due >= new_from] if relayed is not None else _NO_HANDLES
+        held = self._t.due[self._t.due >= new_from] if relayed is not None else _NO_HANDLES
         if held.size:
-            self._due = self._due[self._due < new_from]
-        paired = self._matches["eseq"][of_stubs & self._in_window()]
+            self._t.due = self._t.due[self._t.due < new_from]
+        paired = self._t.matches["eseq"][of_stubs & self._in_window()]
         self.advance(wm)
         if held.size:
-            self._due = np.concatenate([self._due, held])
+            self._t.due = np.concatenate([self._t.due, held])
         unmatched, notes = self._finalise_events(wm, paired)
         self._retire(wm)
         outcomes, self._outcomes = self._outcomes, []
@@ -323,19 +329,19 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         by key, targeted by op_id); return the handles of those that may hold now."""
         if len(ops) == 0:
             return _NO_HANDLES
-        new_ops = ops_rows(ops, self._next_handle)
-        self._next_handle += len(new_ops)
+        new_ops = ops_rows(ops, self._t.next_handle)
+        self._t.next_handle += len(new_ops)
         handles = new_ops["handle"]
-        watch = watchers.watch_rows(new_ops, self._keys)
-        self._pending.add(new_ops, watch)
+        watch = watchers.watch_rows(new_ops, self._t.keys)
+        self._t.pending.add(new_ops, watch)
 
-        already = self._wheel.add(handles, new_ops["deadline"])
+        already = self._t.wheel.add(handles, new_ops["deadline"])
         if already.any():
-            self._due = np.concatenate([self._due, handles[already]])
+            self._t.due = np.concatenate([self._t.due, handles[already]])
 
         touched = _NO_HANDLES
-        if len(self._events):
-            pairs = watchers.buffered_pairs(new_ops, new_ops["ohash"], watch, self._events)
+        if len(self._t.events):
+            pairs = watchers.buffered_pairs(new_ops, new_ops["ohash"], watch, self._t.events)
             if len(pairs):
                 touched = self._add_matches(pairs, new_ops)[0]
         ready = may_hold_unmatched(new_ops["cond"], new_ops["target"]) | among(handles, touched)
@@ -347,28 +353,28 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         n = len(events)
         if n == 0:
             return _NO_HANDLES
-        eseq = np.arange(self._next_eseq, self._next_eseq + n, dtype=np.int64)
-        self._next_eseq += n
+        eseq = np.arange(self._t.next_eseq, self._t.next_eseq + n, dtype=np.int64)
+        self._t.next_eseq += n
         keys = events["key"].astype(object, copy=False)
         khash = hash_strings(keys)  # once: the watchers' lookup, the matches and finalising need it
         fields = {c: events[c] for c in ("ts", "op_id", "source", "value", "replica")}
         evs = Rows({"eseq": eseq, "key": keys, **fields, "used": False, "khash": khash}, n)
         evs = evs.cast(_EVENTS_HELD, copy=True)  # buffered: never the caller's arrays
-        self._events = self._events.stack(evs)
-        if self._pending.watched == 0:
+        self._t.events = self._t.events.stack(evs)
+        if self._t.pending.watched == 0:
             return _NO_HANDLES
         op_ids = evs["op_id"]
         targeted = pd.notna(op_ids)
         # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
         untargeted = np.flatnonzero(~targeted)
-        ev_idx, handles = self._pending.watchers_of(keys[untargeted], khash[untargeted])
+        ev_idx, handles = self._t.pending.watchers_of(keys[untargeted], khash[untargeted])
         idx = untargeted[ev_idx]
         if targeted.any():
             # targeted events: straight to their operation, if it is pending and watches the key
             targeted = np.flatnonzero(targeted)
-            probe, t_handles = self._pending.by_op_id(op_ids[targeted])
+            probe, t_handles = self._t.pending.by_op_id(op_ids[targeted])
             t_idx = targeted[probe]
-            hit = watchers.watching(self._pending.rows(t_handles, keys=True), t_handles, keys[t_idx])
+            hit = watchers.watching(self._t.pending.rows(t_handles, keys=True), t_handles, keys[t_idx])
             idx, handles = np.concatenate([idx, t_idx[hit]]), np.concatenate([handles, t_handles[hit]])
         if idx.size == 0:
             return _NO_HANDLES
@@ -378,15 +384,15 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached
         (the timer's expiry: ``_on_expiration``, which force-completes them)."""
-        self._watermark = max(int(watermark_ms), self._watermark)
-        expired = self._wheel.advance(self._watermark)
-        if self._due.size:
-            expired = np.concatenate([self._due, expired])
-            self._due = _NO_HANDLES
+        self._t.watermark = max(int(watermark_ms), self._t.watermark)
+        expired = self._t.wheel.advance(self._t.watermark)
+        if self._t.due.size:
+            expired = np.concatenate([self._t.due, expired])
+            self._t.due = _NO_HANDLES
         if expired.size == 0:
             return
         expired = distinct(expired)
-        expired = expired[self._pending.contains(expired)]
+        expired = expired[self._t.pending.contains(expired)]
         if expired.size:
             self._on_expiration(expired)
 
@@ -398,10 +404,10 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         the cancelled op_ids.
         """
         keys_array = np.asarray(keys, dtype=object)
-        handles = distinct(self._pending.watchers_of(keys_array, hash_strings(keys_array))[1])
+        handles = distinct(self._t.pending.watchers_of(keys_array, hash_strings(keys_array))[1])
         if handles.size == 0:
             return []
-        rows = self._pending.rows(handles)
+        rows = self._t.pending.rows(handles)
         self._cancel(handles, rows)
         self._purge(handles, rows)
         return rows["op_id"].tolist()
@@ -414,10 +420,10 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
             return
         if ops is None:
             handles = distinct(handles)
-            handles = handles[~self._pending.stub(handles)]  # stubs never complete
+            handles = handles[~self._t.pending.stub(handles)]  # stubs never complete
             if handles.size == 0:
                 return
-            ops = self._pending.rows(handles)
+            ops = self._t.pending.rows(handles)
         result = self._evaluate(handles, ops)
         ok = result.satisfied
         if not ok.any():
@@ -432,7 +438,7 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
     def _on_expiration(self, expired: np.ndarray) -> None:
         """The timer fired for these operations (sorted, distinct): report them expired at
         their deadline, with the progress they made."""
-        rows = self._pending.rows(expired)
+        rows = self._t.pending.rows(expired)
         result = self._evaluate(expired, rows)
         # a stub counts nothing: whether its events are used is the cross-shard group's to say
         stub = rows["stub"]
@@ -462,7 +468,7 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
     def _on_complete(self, rows: Rows, status: str) -> None:
         """Kafka's ``onComplete``: the outcome rows of resolved operations (``OUTCOME_COLUMNS``);
         ``rows`` carry each one's ``resolved_at``, ``matched`` events and ``reached`` progress."""
-        rows = self._pending.with_keys(rows)  # still pending: ``purge`` follows
+        rows = self._t.pending.with_keys(rows)  # still pending: ``purge`` follows
         op_ts, resolved_at = rows["ts"], rows["resolved_at"].astype(np.int64, copy=False)
         columns = {
             "op_id": rows["op_id"],
@@ -484,40 +490,40 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
     def _cancel(self, handles: np.ndarray, rows: Rows) -> None:
         """Operations resolved before their deadline leave the timer; the events of their
         windows that nothing counts are ``after_resolution`` from now on (``windows``)."""
-        if self._due.size:  # added already past their deadline: never on the wheel
-            due = isin(handles, self._due)
-            self._due = self._due[~among(self._due, handles)]
-            self._wheel.cancel(handles[~due])
+        if self._t.due.size:  # added already past their deadline: never on the wheel
+            due = isin(handles, self._t.due)
+            self._t.due = self._t.due[~among(self._t.due, handles)]
+            self._t.wheel.cancel(handles[~due])
         else:
-            self._wheel.cancel(handles)
-        watch = self._pending.watch_rows(handles, ["hash", "handle"])  # in handle order, as rows
+            self._t.wheel.cancel(handles)
+        watch = self._t.pending.watch_rows(handles, ["hash", "handle"])  # in handle order, as rows
         at = np.searchsorted(rows["handle"], watch["handle"])
         real = ~rows["stub"][at]  # a stub's events are its operation's to report (``relay``)
         if real.any():
             ohash = rows["ohash"] if "ohash" in rows else hash_strings(rows["op_id"].astype(object))
             at = at[real]
-            self._windows.add(watch["hash"][real], ohash[at], rows["ts"][at], rows["deadline"][at])
+            self._t.windows.add(watch["hash"][real], ohash[at], rows["ts"][at], rows["deadline"][at])
 
     def _purge(self, handles: np.ndarray, rows: Rows) -> None:
         """Kafka's ``purge``: resolved operations (``handles``, sorted; ``rows``, theirs) leave
         the watchers, the match table and the pending op_ids at once; their op_ids are
         remembered for duplicate detection."""
         self._changes.removed(handles)
-        self._pending.remove(handles)
-        if len(self._matches):
-            self._matches = self._matches.where(~among(self._matches["handle"], handles))
+        self._t.pending.remove(handles)
+        if len(self._t.matches):
+            self._t.matches = self._t.matches.where(~among(self._t.matches["handle"], handles))
         # a stub's op_id belongs to its original, which remembers it
         real = rows.where(~rows["stub"])
         if len(real):
             resolved = dedup.resolved_rows(
                 real["op_id"],
                 real["deadline"],
-                self._watermark,
+                self._t.watermark,
                 self.config.dedup_retention_ms,
                 real["ohash"] if "ohash" in real else None,  # new operations carry theirs
             )
             self._changes.resolved(resolved)
-            self._resolved.add(resolved)
+            self._t.resolved.add(resolved)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -526,66 +532,68 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         return the touched handles (sorted) and the rows of the pairs' operations (``ops``, if
         the caller has them: rows of at least those operations, sorted by handle)."""
         if ops is None:
-            ops = self._pending.rows(pairs["handle"])
+            ops = self._t.pending.rows(pairs["handle"])
         new = watchers.matches_in_window(ops, pairs)
         if len(new) == 0:
             return _NO_HANDLES, ops
-        self._matches = self._matches.stack(new)
+        self._t.matches = self._t.matches.stack(new)
         return distinct(new["handle"]), ops
 
     def _in_window(self) -> np.ndarray:
         """Which ``matches`` lie in their operation's window (the others: an ``offset``
         operation's key progress from before it, which it does not count as matched)."""
-        if len(self._matches) == 0:
+        if len(self._t.matches) == 0:
             return np.zeros(0, dtype=bool)
-        return self._matches["ts"] >= self._pending.column("ts", self._matches["handle"])
+        return self._t.matches["ts"] >= self._t.pending.column("ts", self._t.matches["handle"])
 
     def _evaluate(self, handles: np.ndarray, ops: Rows) -> Evaluation:
         """``conditions.evaluate`` for these (sorted) handles, whose rows are ``ops``."""
-        matches = self._matches
+        matches = self._t.matches
         if len(matches):
             matches = matches.where(among(matches["handle"], handles))
         watch = None
         if (ops["cond"] == OFFSET).any():
-            watch = self._pending.watch_rows(handles, ["handle", "hash", "progress_at_watch"])
+            watch = self._t.pending.watch_rows(handles, ["handle", "hash", "progress_at_watch"])
         return evaluate(ops, matches, watch)
 
     def _mark_used(self, eseqs: np.ndarray) -> None:
         """Operations of this shard counted these events (here, or relayed: ``relay.absorb``)."""
-        if eseqs.size and len(self._events):
-            hit = isin(self._events["eseq"], eseqs)
+        if eseqs.size and len(self._t.events):
+            hit = isin(self._t.events["eseq"], eseqs)
             if hit.any():
-                self._events = self._events.assign(used=self._events["used"] | hit)
-        self._relayed = relay.absorb(self._relayed, eseqs)
+                self._t.events = self._t.events.assign(used=self._t.events["used"] | hit)
+        self._t.relayed = relay.absorb(self._t.relayed, eseqs)
 
     def _finalise_events(self, wm: int, paired: np.ndarray) -> tuple[Rows, Rows]:
         """Events the watermark passed can match no future operation: fold them into key
         progress and report the ones nothing counted.  An event a stub matched (``paired``)
         is the cross-shard group's to report: its notice goes there (``relay``)."""
-        evs = self._events
+        evs = self._t.events
         done = evs["ts"] < wm
         if not done.any():
             return progress.empty_unmatched(), relay.notices(evs.take(_NO_HANDLES), done[:0])
         final = evs.where(done)
-        self._events = evs.where(~done)
+        self._t.events = evs.where(~done)
         eseq = final["eseq"]
         # a pending operation of this shard holds it: it counts (it is before any later crossing)
         used = final["used"]
-        if len(self._matches):
-            used = used | isin(eseq, self._matches["eseq"][~self._of_stubs() & self._in_window()])
-        progress.final_progress(self._keys, final)
+        if len(self._t.matches):
+            used = used | isin(
+                eseq, self._t.matches["eseq"][~relay_tables.of_stubs(self._t) & self._in_window()]
+            )
+        progress.final_progress(self._t.keys, final)
         mine = ~final["replica"]
         relayed = isin(eseq, paired) & mine if paired.size else np.zeros(len(final), bool)
         paired_final = final.where(relayed)
-        notes = relay.notices(paired_final, used[relayed], self._windows.covers(paired_final))
+        notes = relay.notices(paired_final, used[relayed], self._t.windows.covers(paired_final))
         lost = final.where(~used & ~relayed & mine)
         if len(lost) == 0:
             return progress.empty_unmatched(), notes
-        return progress.unmatched_rows(lost, self._windows.covers(lost), self._batch_id), notes
+        return progress.unmatched_rows(lost, self._t.windows.covers(lost), self._batch_id), notes
 
     def _retire(self, wm: int) -> None:
         """Drop what the watermark made useless: old key progress, old dedup entries."""
-        self._retired_wm = max(self._retired_wm, int(wm))
-        self._keys.retire(wm)
-        self._resolved.retire(wm)
-        self._windows.retire(wm)
+        self._t.retired_wm = max(self._t.retired_wm, int(wm))
+        self._t.keys.retire(wm)
+        self._t.resolved.retire(wm)
+        self._t.windows.retire(wm)

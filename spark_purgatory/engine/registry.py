@@ -50,13 +50,13 @@ from . import dedup
 from .batch import rejected_rows
 from .frames import hash_strings
 from .rows import Rows
-from .tables import CLAIMS, PARKED, RESOLVED, VERDICTS, ChangeLog
+from .tables import CLAIMS, PARKED, RESOLVED, VERDICTS
 
 if TYPE_CHECKING:
     from ..config import PurgatoryConfig
-    from .pending import Pending
+    from .snapshot import LiveTables
 
-__all__ = ["NO_REGISTRY", "OpIdRegistry", "away", "claims_of", "decide", "release"]
+__all__ = ["NO_REGISTRY", "away", "claims_of", "decide", "release", "settle"]
 
 #: an operation's ``registry`` when the host gives none: decided where it is (one purgatory)
 NO_REGISTRY = -1
@@ -161,68 +161,58 @@ def claims_of(claims: pd.DataFrame | None) -> Rows:
 _REGISTERED = [*PARKED, "ohash"]
 
 
-class OpIdRegistry:
-    """The registry's reads and writes of a ``Purgatory``'s tables (mixed into it): parking,
-    claims, verdicts (see the module docstring)."""
-
-    shard: int | None
-    config: PurgatoryConfig
-    _parked: Rows
-    _pending: Pending
-    _resolved: dedup.ResolvedTable
-    _changes: ChangeLog
-
-    @property
-    def parked(self) -> int:
-        """Operations parked here until their registry's verdict."""
-        return len(self._parked)
-
-    def _settle(
-        self, ops: Rows, claims: pd.DataFrame | None, verdicts: pd.DataFrame | None, wm: int
-    ) -> tuple[Rows, Rows, list[pd.DataFrame], Rows]:
-        """One call's registry work on the admitted operations ``ops``: returns the operations
-        to register now, the parked ones released by their verdicts (to register first: they
-        arrived in an earlier call), the rows rejected ``duplicate_op_id``, and this shard's
-        verdicts for the homes that claimed its op_ids."""
-        rejected: list[pd.DataFrame] = []
-        answers = None if verdicts is None else Rows.of(verdicts, VERDICTS)
-        released, refused, still = release(self._parked, answers, -1 if self.shard is None else self.shard)
-        if len(refused):
-            rejected.append(rejected_rows(SOURCE_OPERATIONS, refused, DUPLICATE_OP_ID))
-        claimed = claims_of(claims)
-        out = Rows.empty(VERDICTS)
-        parking = away(ops, self.shard)
-        if self.shard is not None and (len(claimed) or "registry" in ops):
-            stub = ops["stub"].astype(bool, copy=False)
-            mine = ~parking & ~stub
-            if "registry" in ops:
-                mine &= ops["registry"].astype(np.int64, copy=False) != NO_REGISTRY
-            claimed = claimed.where(claimed["ts"] >= wm)  # a late copy: its home rejects it
-            hashes = hash_strings(claimed["op_id"].astype(object))
-            known = self._resolved.contains(hashes)
-            known[self._pending.by_op_id(claimed["op_id"].astype(object), hashes)[0]] = True
-            own_ok, out, registered = decide(
-                ops.where(mine),
-                claimed,
-                self.shard,
-                np.zeros(int(mine.sum()), dtype=bool),
-                known,
-                watermark=wm,
-                retention_ms=self.config.dedup_retention_ms,
-            )
-            if len(registered):
-                self._changes.resolved(registered)
-                self._resolved.add(registered)
-            lost = np.zeros(len(ops), dtype=bool)
-            lost[np.flatnonzero(mine)[~own_ok]] = True
-            if lost.any():
-                rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.where(lost), DUPLICATE_OP_ID))
-            ops = ops.where(~lost)
-            parking = parking[~lost]
-        if parking.any():
-            still = still.stack(ops.where(parking).select(PARKED).cast(PARKED))
-            ops = ops.where(~parking)
-        self._parked = still
-        if len(released):
-            released = released.assign(ohash=hash_strings(released["op_id"].astype(object)))
-        return ops, released.select(_REGISTERED) if len(released) else released, rejected, out
+def settle(
+    t: LiveTables,
+    shard: int | None,
+    config: PurgatoryConfig,
+    ops: Rows,
+    claims: pd.DataFrame | None,
+    verdicts: pd.DataFrame | None,
+    wm: int,
+) -> tuple[Rows, Rows, list[pd.DataFrame], Rows]:
+    """One call's registry work on the admitted operations ``ops``: returns the operations
+    to register now, the parked ones released by their verdicts (to register first: they
+    arrived in an earlier call), the rows rejected ``duplicate_op_id``, and this shard's
+    verdicts for the homes that claimed its op_ids."""
+    rejected: list[pd.DataFrame] = []
+    answers = None if verdicts is None else Rows.of(verdicts, VERDICTS)
+    released, refused, still = release(t.parked, answers, -1 if shard is None else shard)
+    if len(refused):
+        rejected.append(rejected_rows(SOURCE_OPERATIONS, refused, DUPLICATE_OP_ID))
+    claimed = claims_of(claims)
+    out = Rows.empty(VERDICTS)
+    parking = away(ops, shard)
+    if shard is not None and (len(claimed) or "registry" in ops):
+        stub = ops["stub"].astype(bool, copy=False)
+        mine = ~parking & ~stub
+        if "registry" in ops:
+            mine &= ops["registry"].astype(np.int64, copy=False) != NO_REGISTRY
+        claimed = claimed.where(claimed["ts"] >= wm)  # a late copy: its home rejects it
+        hashes = hash_strings(claimed["op_id"].astype(object))
+        known = t.resolved.contains(hashes)
+        known[t.pending.by_op_id(claimed["op_id"].astype(object), hashes)[0]] = True
+        own_ok, out, registered = decide(
+            ops.where(mine),
+            claimed,
+            shard,
+            np.zeros(int(mine.sum()), dtype=bool),
+            known,
+            watermark=wm,
+            retention_ms=config.dedup_retention_ms,
+        )
+        if len(registered):
+            t.changes.resolved(registered)
+            t.resolved.add(registered)
+        lost = np.zeros(len(ops), dtype=bool)
+        lost[np.flatnonzero(mine)[~own_ok]] = True
+        if lost.any():
+            rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.where(lost), DUPLICATE_OP_ID))
+        ops = ops.where(~lost)
+        parking = parking[~lost]
+    if parking.any():
+        still = still.stack(ops.where(parking).select(PARKED).cast(PARKED))
+        ops = ops.where(~parking)
+    t.parked = still
+    if len(released):
+        released = released.assign(ohash=hash_strings(released["op_id"].astype(object)))
+    return ops, released.select(_REGISTERED) if len(released) else released, rejected, out
