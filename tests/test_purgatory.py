@@ -268,6 +268,25 @@ def test_duplicate_op_id_within_batch_pending_and_resolved_is_rejected():
     assert step(p, ops=[op("o", "k", 9)]).rejected["reason"].tolist() == ["duplicate_op_id"]
 
 
+@pytest.mark.parametrize(("wm", "reasons"), [(630_999, ["duplicate_op_id"]), (631_000, [])])
+def test_resend_is_judged_at_its_own_batch_watermark_at_the_retention_boundary(wm, reasons):
+    """docs/contract.md: a repeated op_id is rejected for the retention after the later of its
+    deadline (31 s) and the watermark at its resolution (0): until 31 s + 10 min, however
+    far the micro-batch of the re-send moved the watermark at once."""
+    p = purgatory(dedup_retention_ms=600_000)
+    assert step(p, ops=[op("o", "k", 0, timeout_ms=31_000)], events=[ev("k", 5)]).completed == 1
+    r = step(p, ops=[op("o", "k", 1_200_000)], wm=wm)
+    assert r.rejected["reason"].tolist() == reasons
+    assert p.pending == (0 if reasons else 1)
+
+
+def test_resend_after_a_batch_one_millisecond_before_the_retention_end_is_accepted():
+    p = purgatory(dedup_retention_ms=600_000)
+    step(p, ops=[op("o", "k", 0, timeout_ms=31_000)], events=[ev("k", 5)])
+    assert step(p, ops=[op("o", "k", 1_200_000)], wm=630_999).rejected["reason"].tolist() == ["duplicate_op_id"]
+    assert len(step(p, ops=[op("o", "k", 1_200_000)], wm=631_000).rejected) == 0
+
+
 def _collision_run() -> tuple[list, list]:
     p = purgatory()
     conditions = [

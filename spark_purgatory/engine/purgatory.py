@@ -252,6 +252,7 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         wm = max(int(watermark_ms), self._watermark)
         self._outcomes = []
         new_from, new_eseq_from = self._next_handle, self._next_eseq
+        self._forget_resolved(wm)
         ops, evs, rejected = admit(
             operations, events, wm, validated, self.config.max_timeout_ms, self._resolved, self._pending
         )
@@ -589,6 +590,12 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
         if len(lost) == 0:
             return progress.empty_unmatched(), notes
         return progress.unmatched_rows(lost, self._windows.covers(lost), self._batch_id), notes
+
+    def _forget_resolved(self, wm: int) -> None:
+        """Forget the resolved op_ids whose dedup retention this micro-batch's watermark
+        reached, before its operations are admitted: a re-send is judged at the watermark of
+        the micro-batch it arrives in (docs/contract.md), not at the previous one's."""
+        self._resolved.retire(wm)
 
     def _retire(self, wm: int) -> None:
         """Drop what the watermark made useless: old key progress, old dedup entries."""
