@@ -269,8 +269,9 @@ class PurgatoryQuery:
         sink: the ``PurgatorySink`` run by ``foreachBatch`` (``accumulator``, ``writer``).
         totals: rows and commits so far, counted in this process: ``batches``,
             ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``; and
-            ``pending``, the operations waiting in all shards as of the last micro-batch
-            (``state.pending``; at start, as the checkpoint's last micro-batch left them).
+            ``pending``, the operations not yet resolved as of the last micro-batch, each
+            once (a cross-shard operation's stubs are not counted; ``state.pending``; at
+            start, as the checkpoint's last micro-batch left them).
     """
 
     def __init__(
@@ -320,7 +321,9 @@ class PurgatoryQuery:
 
     @property
     def pending(self) -> int:
-        """Operations waiting in all shards, as of the last micro-batch (``state.pending``)."""
+        """Operations not yet resolved, as of the last micro-batch, each counted once (a
+        cross-shard operation in the cross-shard group, never its stubs; ``state.pending``):
+        the count of ``pending_operations``."""
         return sum(self.sink.pending.values())
 
     @property

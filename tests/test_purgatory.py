@@ -500,11 +500,35 @@ def test_stub_marks_events_matched_but_never_emits():
         watermark_ms=0,
         validated=True,
     )
-    assert len(r.outcomes) == 0 and p.pending == 1
+    assert len(r.outcomes) == 0 and (p.pending, p.stubs) == (0, 1)
     r = p.process(None, None, watermark_ms=300, validated=True)
     assert len(r.outcomes) == 0  # the stub expires silently
     assert r.unmatched["ts"].tolist() == [200]  # only the event outside the stub's window
     assert p.pending == 0 and p.is_empty()
+
+
+def test_pending_counts_each_operation_once_and_stubs_under_their_own_name():
+    """A shard holding an operation of its own and the stubs of two cross-shard operations
+    (one of them already completed in the cross-shard group: its stub stays until its
+    deadline) has one operation pending; the stubs are counted as ``stubs``."""
+    p = purgatory()
+    p.process(
+        pd.DataFrame(
+            [
+                validated_op("own", ["k"], 0, 100),
+                validated_op("x", ["k"], 0, 500, stub=True),
+                validated_op("y", ["j"], 0, 500, stub=True),
+            ]
+        ),
+        pd.DataFrame([validated_ev("j", 10)]),
+        watermark_ms=0,
+        validated=True,
+    )
+    assert (p.pending, p.stubs, p.watched) == (1, 2, 3)
+    p.process(None, None, watermark_ms=100, validated=True)  # "own" expires
+    assert (p.pending, p.stubs) == (0, 2)
+    p.process(None, None, watermark_ms=500, validated=True)
+    assert (p.pending, p.stubs) == (0, 0)
 
 
 def test_late_or_duplicate_stubs_and_replicas_are_dropped_silently():
@@ -529,7 +553,7 @@ def test_late_or_duplicate_stubs_and_replicas_are_dropped_silently():
         watermark_ms=1000,
         validated=True,
     )
-    assert len(r.rejected) == 0 and p.pending == 1
+    assert len(r.rejected) == 0 and p.stubs == 1
 
 
 def test_replica_events_count_but_are_never_reported_unmatched():

@@ -126,6 +126,14 @@ class Pending:
         return len(self._ops)
 
     @property
+    def stubs(self) -> int:
+        """Pending stubs: copies a cross-shard operation leaves in the shards of its keys
+        (``relay``), which count nothing and report nothing."""
+        if len(self._ops) == 0:
+            return 0
+        return int(self._ops.column("stub")[self._ops.alive].sum())
+
+    @property
     def watched(self) -> int:
         """Watcher rows, one per (operation, key)."""
         return len(self._watch)

@@ -127,8 +127,16 @@ class Purgatory(CrossShardHandOff, OpIdRegistry, ShardSnapshot):
 
     @property
     def pending(self) -> int:
-        """Operations waiting (Kafka's ``delayed``)."""
-        return len(self._pending)
+        """Operations waiting for their condition or their deadline, each counted once (Kafka's
+        ``delayed``): a cross-shard operation counts in the cross-shard group, never in the
+        shards where its stubs watch its keys (``stubs``)."""
+        return len(self._pending) - self._pending.stubs
+
+    @property
+    def stubs(self) -> int:
+        """Stubs held here: watchers of cross-shard operations, which live until their
+        operation's deadline, also after it completed (``relay``); not ``pending``."""
+        return self._pending.stubs
 
     @property
     def watched(self) -> int:
