@@ -55,6 +55,7 @@ from .fields import (
     values_of,
     wholes,
 )
+from .lines import malformed
 
 __all__ = ["epoch_ms", "raw_json", "readable", "first_keys", "validate_operations", "validate_events"]
 
@@ -178,6 +179,7 @@ def validate_operations(
     cond = f["cond"]
     needs_target = np.isin(cond, NEEDS_TARGET)
     checks = {
+        "malformed_json": malformed(ops),
         "missing_op_id": blanks(f["op_id"]),
         "bad_op_id": f["bad_op_id"],
         "missing_key": f["n_keys"] == 0,
@@ -263,6 +265,7 @@ def validate_events(
     op_id, bad_op_id = texts(values_of(events, "op_id"), n)
     source, bad_source = texts(values_of(events, "source"), n)
     checks = {
+        "malformed_json": malformed(events),
         "missing_key": blanks(key),
         **_time_checks(values_of(events, "ts"), ms, now_ms, max_future_ms),
         "bad_value": given(values_of(events, "value"), n) & ~np.isfinite(value),
