@@ -283,7 +283,9 @@ def test_resend_is_judged_at_its_own_batch_watermark_at_the_retention_boundary(w
 def test_resend_after_a_batch_one_millisecond_before_the_retention_end_is_accepted():
     p = purgatory(dedup_retention_ms=600_000)
     step(p, ops=[op("o", "k", 0, timeout_ms=31_000)], events=[ev("k", 5)])
-    assert step(p, ops=[op("o", "k", 1_200_000)], wm=630_999).rejected["reason"].tolist() == ["duplicate_op_id"]
+    assert step(p, ops=[op("o", "k", 1_200_000)], wm=630_999).rejected["reason"].tolist() == [
+        "duplicate_op_id"
+    ]
     assert len(step(p, ops=[op("o", "k", 1_200_000)], wm=631_000).rejected) == 0
 
 
