@@ -229,7 +229,7 @@ def start(
         buffer_memory=cfg.accumulator_buffer_memory,
         storage=storage,
     )
-    pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending)
+    pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending_counts)
     totals = _Totals(on_batch, pending=sum(pending.read().values()))
     sink = PurgatorySink(
         accumulator, writer, on_batch=totals, wake=wake, staged=staging is not None, pending=pending
@@ -274,8 +274,9 @@ class PurgatoryQuery:
         sink: the ``PurgatorySink`` run by ``foreachBatch`` (``accumulator``, ``writer``).
         totals: rows and commits so far, counted in this process: ``batches``,
             ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``; and
-            ``pending``, the operations waiting in all shards as of the last micro-batch
-            (``state.pending_counts``; at start, as the checkpoint's last micro-batch left them).
+            ``pending``, the operations not yet resolved as of the last micro-batch, each
+            once (a cross-shard operation's stubs are not counted; ``state.pending_counts``; at
+            start, as the checkpoint's last micro-batch left them).
     """
 
     def __init__(
@@ -325,7 +326,9 @@ class PurgatoryQuery:
 
     @property
     def pending(self) -> int:
-        """Operations waiting in all shards, as of the last micro-batch (``state.pending_counts``)."""
+        """Operations not yet resolved, as of the last micro-batch, each counted once (a
+        cross-shard operation in the cross-shard group, never its stubs; ``state.pending_counts``):
+        the count of ``pending_operations``."""
         return sum(self.sink.pending.values())
 
     @property

@@ -4,8 +4,9 @@ Kafka tests its purgatory with a mock timer advanced by hand; Spark 4.2's ``TwsT
 drives a stateful processor in memory.  This module gives the purgatory the same:
 
 * ``PurgatoryTester`` feeds operations and events (the SPEC's input contract, as lists of
-  dicts or pandas frames) to the Spark-free engine one micro-batch at a time, moves the
-  watermark by hand and keeps the three tables' rows: milliseconds per scenario, no JVM.
+  dicts, pandas frames, or raw JSON lines as the job reads them) to the Spark-free engine
+  one micro-batch at a time, moves the watermark by hand and keeps the three tables' rows:
+  milliseconds per scenario, no JVM.
 * ``assert_outcomes(actual, expected)`` compares outcomes on a few columns whatever the row
   order, from a Spark DataFrame (through chispa, so a failure is chispa's side-by-side diff),
   a pandas DataFrame or a list of dicts; times may be ISO-8601 strings, datetimes or epoch ms.
@@ -41,15 +42,26 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 import pandas as pd
 
 from . import BatchResult, Purgatory, PurgatoryConfig
-from .contract import OUTCOME_COLUMNS, OUTCOMES, REJECTED_COLUMNS, UNMATCHED_COLUMNS, UNMATCHED_EVENTS
-from .engine.validation import epoch_ms
+from .contract import (
+    MAX_TS_MS,
+    OUTCOME_COLUMNS,
+    OUTCOMES,
+    REJECTED_COLUMNS,
+    UNMATCHED_COLUMNS,
+    UNMATCHED_EVENTS,
+)
+from .engine.batch import with_keys
+from .engine.fields import clean_lists, texts, values_of
+from .engine.lines import json_lines
+from .engine.validation import epoch_ms, raw_json
+from .spark.key_hash import shards_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
@@ -65,8 +77,9 @@ __all__ = [
     "purgatory_spark",
 ]
 
-#: input rows: a pandas DataFrame or a list of dicts, with the SPEC's input columns
-Rows: TypeAlias = "pd.DataFrame | Sequence[Mapping[str, Any]]"
+#: input rows: a pandas DataFrame or a list of dicts with the SPEC's input columns, or JSON
+#: lines (a list of str or bytes, one record each, or one text of lines)
+Rows: TypeAlias = "pd.DataFrame | Sequence[Mapping[str, Any]] | Sequence[str | bytes] | str | bytes"
 #: outcomes to compare: ``Rows`` or a Spark DataFrame
 Outcomes: TypeAlias = "pd.DataFrame | Sequence[Mapping[str, Any]] | SparkDataFrame"
 #: an event time: epoch ms, an ISO-8601 string (``"2026-01-01T00:00:15Z"``) or a datetime
@@ -126,10 +139,18 @@ class PurgatoryTester:
     the engine's epoch ms).  ``purgatory`` is the engine underneath, for what the harness
     does not show (``save_state(t.purgatory)``, ``t.purgatory.watched``).
 
-    The harness is one shard: rules that depend on how Spark shards keys do not show here
-    (``cross_shard_keys`` never; a repeated ``op_id`` with other keys is always a
-    ``duplicate_op_id``, on Spark only when both land in one shard), nor does the
-    ``ts_in_future`` check, which needs processing time.
+    Raw lines are taken as the job takes a file's lines or Kafka values: each is parsed as
+    JSON (bytes as UTF-8) and validated by the engine's rules, so a line that is no JSON
+    object is rejected ``malformed_json`` with the line as ``raw``.
+
+    The harness is one shard, but it decides what depends on shards as Spark does: of two
+    copies of an ``op_id`` in one micro-batch with equal ``ts`` the copy whose keys live in
+    the lower-numbered shard (``purgatory.shards``, ``purgatory.shard.key.delimiter``) is
+    kept, as the ``op_id`` registry keeps it.  What it does not show: ``cross_shard_keys``
+    (never given), the one limit of the registry (an ``op_id`` used by an operation whose keys
+    span shards and by one whose keys do not gets one outcome here, two on Spark;
+    docs/contract.md), ``purgatory.dedup.scope=shard`` (a repeat in another shard is still
+    refused here), and the ``ts_in_future`` check, which needs processing time.
 
     >>> t = PurgatoryTester({"purgatory.tick.ms": 10})
     >>> t.add_operations([{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 100}])
@@ -154,18 +175,30 @@ class PurgatoryTester:
 
     def add_operations(self, rows: Rows) -> None:
         """Queue operations for the next ``step()``: ``op_id``, ``key`` or ``keys``, ``ts``,
-        ``timeout_ms``, optional ``condition``, ``target``, ``members``, ``payload``."""
+        ``timeout_ms``, optional ``condition``, ``target``, ``members``, ``payload``; as
+        records (dicts, a frame) or as JSON lines (str or bytes, as the job reads them).
+
+        >>> t = PurgatoryTester()
+        >>> t.add_operations(['{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 10}', 'not json'])
+        >>> t.step().rejected[["raw", "reason"]].values.tolist()
+        [['not json', 'malformed_json']]
+        """
         self._operations.append(_input_frame(rows))
 
     def add_events(self, rows: Rows) -> None:
         """Queue completion events for the next ``step()``: ``key``, ``ts``, optional
-        ``op_id``, ``source``, ``value``."""
+        ``op_id``, ``source``, ``value``; as records or JSON lines (``add_operations``)."""
         self._events.append(_input_frame(rows))
 
     def advance_watermark(self, to: Time) -> None:
-        """Set the watermark of the next ``step()``; it never goes back (``ValueError``)."""
-        ms = epoch_ms(pd.Series([to], dtype=object))
+        """Set the watermark of the next ``step()``; it never goes back (``ValueError``), and
+        it is an event time the contract accepts (1970 up to ``contract.MAX_TS_MS``)."""
+        try:
+            ms = epoch_ms(pd.Series([to], dtype=object))
+        except OverflowError:  # a datetime past pandas' range (2262)
+            ms = np.array([np.nan])
         if np.isnan(ms[0]):
+            _check_readable(to)
             raise ValueError(f"not an event time: {to!r} (expected epoch ms, ISO-8601 or a datetime)")
         if int(ms[0]) < self._watermark:
             raise ValueError(
@@ -181,7 +214,8 @@ class PurgatoryTester:
         Returns this batch's rows as the engine gives them (times in epoch ms).
         """
         batch_id = len(self._results)
-        operations, events = _collect(self._operations), _collect(self._events)
+        operations, events = _collect(_with_raw(self._operations)), _collect(_with_raw(self._events))
+        operations = _shard_order(operations, self.purgatory.config)
         self._operations, self._events = [], []
         result = self.purgatory.process(operations, events, watermark_ms=self._watermark, batch_id=batch_id)
         self._results.append(result)
@@ -241,7 +275,79 @@ class PurgatoryTester:
 
 
 def _input_frame(rows: Rows) -> pd.DataFrame:
-    return rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    """The rows as a frame: records as they are, JSON lines read as the job reads them."""
+    if isinstance(rows, pd.DataFrame):
+        return rows.copy()
+    if isinstance(rows, (str, bytes)):
+        return json_lines(rows.splitlines())
+    rows = list(rows)
+    lines = [isinstance(r, (str, bytes, bytearray)) for r in rows]
+    if rows and all(lines):
+        return json_lines(rows)
+    if any(lines):
+        raise TypeError("give records (dicts) or JSON lines (str, bytes), not both in one call")
+    return pd.DataFrame(rows)
+
+
+def _with_raw(frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
+    """When lines and records are queued for one micro-batch, the records get the ``raw``
+    a rejected record shows (its fields as JSON), since the lines bring theirs."""
+    if not any("raw" in f.columns for f in frames):
+        return frames
+    return [f if "raw" in f.columns else f.assign(raw=raw_json(f, list(f.columns))) for f in frames]
+
+
+def _check_readable(to: Time) -> None:
+    """Raise the ``ValueError`` for a time that is well formed but outside the contract's
+    range (1970 up to ``contract.MAX_TS_MS``); return for one that is not a time at all."""
+    ms: float | None = None
+    if isinstance(to, (int, np.integer)) and not isinstance(to, bool):
+        ms = float(to)
+    elif isinstance(to, (str, datetime)):
+        try:
+            when = datetime.fromisoformat(to) if isinstance(to, str) else to
+        except ValueError:
+            return
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        ms = (when - datetime(1970, 1, 1, tzinfo=timezone.utc)) / timedelta(milliseconds=1)
+    if ms is not None and not 0 <= ms < MAX_TS_MS:
+        raise ValueError(
+            f"event time out of range: {to!r} (the contract's event times lie from 1970-01-01 "
+            f"up to {_utc([MAX_TS_MS])[0].isoformat()}, excluded)"
+        )
+
+
+def _shard_order(operations: pd.DataFrame, config: PurgatoryConfig) -> pd.DataFrame:
+    """The micro-batch's operations with the copies of each repeated op_id in the order of
+    their keys' shards (stable; every other row where it was): of copies with equal ``ts``
+    the engine keeps the first, and Spark's registry the one of the lowest-numbered shard
+    (``engine.registry``; an operation whose keys span shards counts as the cross-shard
+    group, number ``purgatory.shards``)."""
+    n = len(operations)
+    if n < 2 or "op_id" not in operations.columns:
+        return operations
+    op_id, _ = texts(values_of(operations, "op_id"), n)
+    repeated = np.flatnonzero(
+        pd.Series(op_id, dtype=object).duplicated(keep=False).to_numpy() & ~pd.isna(op_id)
+    )
+    if repeated.size == 0:
+        return operations
+    keys, _, _ = clean_lists(values_of(with_keys(operations.iloc[repeated]), "keys"), repeated.size)
+    home = np.array([_home(k, config) for k in keys], dtype=np.int64)
+    order = repeated[np.lexsort((repeated, home))]
+    positions = np.arange(n)
+    positions[repeated] = order
+    return operations.iloc[positions].reset_index(drop=True)
+
+
+def _home(keys: list[str], config: PurgatoryConfig) -> int:
+    """The shard an operation lives in on Spark: its keys' (``spark.key_hash``), or the
+    cross-shard group's when they span shards."""
+    if not len(keys):
+        return config.shards + 1  # invalid: rejected before any copy is compared
+    shards = np.unique(shards_of(np.asarray(keys, dtype=object), config.shards, config.shard_key_delimiter))
+    return int(shards[0]) if shards.size == 1 else config.shards
 
 
 def _collect(frames: list[pd.DataFrame], columns: list[str] | None = None) -> pd.DataFrame:

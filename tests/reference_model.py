@@ -93,7 +93,7 @@ def run(batches: list[Batch], home=lambda o: 0, parks=lambda o: False) -> Result
         wm = max(wm, batch.watermark)
         candidates = []
         for i, o in enumerate(batch.ops):
-            key = sorted(o["keys"])[0] if o.get("keys") else None
+            key = o["keys"][0] if o.get("keys") else None
             if o.get("_reason"):
                 rejected.append(("operations", o["_reason"], o.get("op_id"), key))
             elif o["ts"] < wm:

@@ -17,7 +17,7 @@ from deltalake import DeltaTable
 from stream_helpers import T0
 from test_accumulator import Clock, make_sink, output_rows
 
-from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory import PurgatoryConfig, checkpoint_status, pending_operations, start
 from spark_purgatory.contract import METRICS, OPERATOR_OUTPUT, TABLES
 from spark_purgatory.delta.accumulator import RecordAccumulator
 from spark_purgatory.delta.sink import PurgatorySink
@@ -247,6 +247,13 @@ def test_start_writes_one_row_per_batch_and_shard_that_add_up_to_the_other_table
     )
     assert metrics.busiest_share.between(0, 1).all()
     assert DeltaTable(os.path.join(out, "metrics")).transaction_version(app_id_of(chk)) is not None
+
+    # one meaning of pending: each unresolved operation once, a cross-shard one's stubs not
+    # counted, in the handle, on_batch's figures, the metrics table and status alike
+    in_state = pending_operations(chk, spark=spark, config=config).toPandas()
+    assert (in_state.shard == 2).any()  # cross-shard operations pending: their stubs are held
+    assert q.pending == q.totals["pending"] == q.history[-1]["pending"] == len(in_state)
+    assert checkpoint_status(chk, output=out, config=config, state=False)["pending"] == len(in_state)
 
 
 @pytest.mark.spark

@@ -268,6 +268,27 @@ def test_duplicate_op_id_within_batch_pending_and_resolved_is_rejected():
     assert step(p, ops=[op("o", "k", 9)]).rejected["reason"].tolist() == ["duplicate_op_id"]
 
 
+@pytest.mark.parametrize(("wm", "reasons"), [(630_999, ["duplicate_op_id"]), (631_000, [])])
+def test_resend_is_judged_at_its_own_batch_watermark_at_the_retention_boundary(wm, reasons):
+    """docs/contract.md: a repeated op_id is rejected for the retention after the later of its
+    deadline (31 s) and the watermark at its resolution (0): until 31 s + 10 min, however
+    far the micro-batch of the re-send moved the watermark at once."""
+    p = purgatory(dedup_retention_ms=600_000)
+    assert step(p, ops=[op("o", "k", 0, timeout_ms=31_000)], events=[ev("k", 5)]).completed == 1
+    r = step(p, ops=[op("o", "k", 1_200_000)], wm=wm)
+    assert r.rejected["reason"].tolist() == reasons
+    assert p.pending == (0 if reasons else 1)
+
+
+def test_resend_after_a_batch_one_millisecond_before_the_retention_end_is_accepted():
+    p = purgatory(dedup_retention_ms=600_000)
+    step(p, ops=[op("o", "k", 0, timeout_ms=31_000)], events=[ev("k", 5)])
+    assert step(p, ops=[op("o", "k", 1_200_000)], wm=630_999).rejected["reason"].tolist() == [
+        "duplicate_op_id"
+    ]
+    assert len(step(p, ops=[op("o", "k", 1_200_000)], wm=631_000).rejected) == 0
+
+
 def _collision_run() -> tuple[list, list]:
     p = purgatory()
     conditions = [
@@ -481,11 +502,35 @@ def test_stub_marks_events_matched_but_never_emits():
         watermark_ms=0,
         validated=True,
     )
-    assert len(r.outcomes) == 0 and p.pending == 1
+    assert len(r.outcomes) == 0 and (p.pending, p.stubs) == (0, 1)
     r = p.process(None, None, watermark_ms=300, validated=True)
     assert len(r.outcomes) == 0  # the stub expires silently
     assert r.unmatched["ts"].tolist() == [200]  # only the event outside the stub's window
     assert p.pending == 0 and p.is_empty()
+
+
+def test_pending_counts_each_operation_once_and_stubs_under_their_own_name():
+    """A shard holding an operation of its own and the stubs of two cross-shard operations
+    (one of them already completed in the cross-shard group: its stub stays until its
+    deadline) has one operation pending; the stubs are counted as ``stubs``."""
+    p = purgatory()
+    p.process(
+        pd.DataFrame(
+            [
+                validated_op("own", ["k"], 0, 100),
+                validated_op("x", ["k"], 0, 500, stub=True),
+                validated_op("y", ["j"], 0, 500, stub=True),
+            ]
+        ),
+        pd.DataFrame([validated_ev("j", 10)]),
+        watermark_ms=0,
+        validated=True,
+    )
+    assert (p.pending, p.stubs, p.watched) == (1, 2, 3)
+    p.process(None, None, watermark_ms=100, validated=True)  # "own" expires
+    assert (p.pending, p.stubs) == (0, 2)
+    p.process(None, None, watermark_ms=500, validated=True)
+    assert (p.pending, p.stubs) == (0, 0)
 
 
 def test_late_or_duplicate_stubs_and_replicas_are_dropped_silently():
@@ -510,7 +555,7 @@ def test_late_or_duplicate_stubs_and_replicas_are_dropped_silently():
         watermark_ms=1000,
         validated=True,
     )
-    assert len(r.rejected) == 0 and p.pending == 1
+    assert len(r.rejected) == 0 and p.stubs == 1
 
 
 def test_replica_events_count_but_are_never_reported_unmatched():

@@ -169,6 +169,87 @@ def test_the_watermark_never_goes_back():
         t.advance_watermark("soon")
 
 
+def test_a_well_formed_time_out_of_the_contracts_range_is_said_to_be_out_of_range():
+    t = harness()
+    for time in ("2200-01-01T00:00:00Z", datetime(2300, 1, 1, tzinfo=timezone.utc), 7_258_118_400_000, -1):
+        with pytest.raises(ValueError, match="out of range"):
+            t.advance_watermark(time)
+    t.advance_watermark("2199-12-31T23:59:59.999Z")
+
+
+def test_raw_lines_are_read_as_the_job_reads_them_and_a_line_that_is_no_object_is_malformed_json():
+    t = harness()
+    lines = [
+        '{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 10}',
+        "not json",
+        b'{"op_id": "b", "key": "k", "ts": 0, "timeout_ms": 10}',
+        "[1, 2]",
+        "",
+        '{"op_id": "c", "key": "k", "ts": 0, "timeout_ms": 10.0}',  # JSON 10.0 is no whole number
+    ]
+    t.add_operations(lines)
+    t.add_events(['{"key": "k", "ts": 5}', b'{"key": "k", "ts": \xff}'])
+    t.step()
+    assert t.pending == 0 and sorted(t.outcomes()["op_id"]) == ["a", "b"]
+    rejected = t.rejected()
+    assert rejected[["source", "raw", "reason", "op_id"]].values.tolist() == [
+        ["operations", "not json", "malformed_json", None],
+        ["operations", "[1, 2]", "malformed_json", None],
+        ["operations", "", "malformed_json", None],
+        ["operations", lines[5], "bad_timeout_ms", "c"],
+        ["events", '{"key": "k", "ts": \ufffd}', "malformed_json", None],
+    ]
+
+
+def test_lines_and_records_queued_for_one_step_keep_their_own_raw():
+    t = harness()
+    t.add_operations(["nope"])
+    t.add_operations([{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": -1}])
+    t.step()
+    assert t.rejected()[["raw", "reason"]].values.tolist() == [
+        ["nope", "malformed_json"],
+        ['{"key": "k", "op_id": "a", "timeout_ms": -1, "ts": 0}', "negative_timeout"],
+    ]
+    with pytest.raises(TypeError, match="not both"):
+        t.add_operations(["{}", {"op_id": "b"}])
+
+
+def test_of_two_copies_with_equal_ts_the_one_in_the_lower_numbered_shard_is_kept_as_on_spark():
+    """With two shards "k1" lives in shard 1 and "k0" in shard 0 (``spark.key_hash``): the
+    registry keeps the copy on "k0" whatever the input order, and so does the harness."""
+    for first, second in (("k1", "k0"), ("k0", "k1")):
+        t = harness(shards=2)
+        t.add_operations(
+            [
+                {"op_id": "x", "key": first, "ts": 0, "timeout_ms": 10},
+                {"op_id": "y", "key": "k1", "ts": 0, "timeout_ms": 10},
+                {"op_id": "x", "key": second, "ts": 0, "timeout_ms": 10},
+            ]
+        )
+        r = t.step()
+        assert r.rejected["key"].tolist() == ["k1"] and r.rejected["reason"].tolist() == ["duplicate_op_id"]
+        t.end_input()
+        assert list(t.outcome("x")["keys"]) == ["k0"]
+    t = harness(shards=1)  # one shard: the first in input order
+    t.add_operations([{"op_id": "x", "key": k, "ts": 0, "timeout_ms": 10} for k in ("k1", "k0")])
+    t.end_input()
+    assert list(t.outcome("x")["keys"]) == ["k1"]
+
+
+def test_a_resend_is_accepted_from_the_end_of_the_dedup_retention_on_not_a_millisecond_before():
+    for watermark, accepted in ((630_999, False), (631_000, True)):
+        t = harness(dedup_retention_ms=600_000)
+        t.add_operations([{"op_id": "o", "key": "k", "ts": 0, "timeout_ms": 31_000}])
+        t.add_events([{"key": "k", "ts": 5}])
+        assert t.step().completed == 1
+        t.advance_watermark(watermark)
+        t.add_operations([{"op_id": "o", "key": "k", "ts": 1_200_000, "timeout_ms": 1000}])
+        r = t.step()
+        assert (t.pending, r.rejected["reason"].tolist()) == (
+            (1, []) if accepted else (0, ["duplicate_op_id"])
+        )
+
+
 def test_config_may_be_given_as_dotted_keys():
     t = PurgatoryTester({"purgatory.tick.ms": 250})
     assert t.purgatory.config.tick_ms == 250

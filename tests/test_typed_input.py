@@ -220,6 +220,22 @@ def test_the_same_reasons_from_typed_json_and_kafka_input(spark):
     assert got == {"typed": expected, "json": expected, "kafka": expected}
 
 
+def test_an_operations_keys_come_out_in_their_order_from_every_reading(spark):
+    """docs/contract.md: an operation's keys in the order given, each once, blank ones
+    dropped (the outcome's ``keys``; a rejected row's ``key`` is the first), from typed
+    columns (with the project's JVM function or without), JSON text and Kafka values."""
+    rows = [_op(key=None, keys=["b", " ", "a", "b", "c"]), _op(key=None, keys=["z", "y"], timeout_ms=-1)]
+    lines = [_as_json(r) for r in rows]
+    typed = spark.createDataFrame([tuple(r.values()) for r in rows], _OPS_SCHEMA)
+    text = spark.createDataFrame([(line,) for line in lines], "value string")
+    for df in (typed, text):
+        parsed = parse_operations(df, max_timeout_ms=1000).collect()
+        assert [(r.keys, r.reason) for r in parsed] == [
+            (["b", "a", "c"], None),
+            (["z", "y"], "negative_timeout"),
+        ]
+
+
 def test_typed_rows_keep_raw_only_when_rejected(spark):
     typed = spark.createDataFrame([tuple(r.values()) for r, _ in BAD_OPERATIONS[:2]], _OPS_SCHEMA)
     rows = parse_operations(typed, max_timeout_ms=1000).collect()

@@ -65,9 +65,9 @@ def _one_event(record: dict) -> str | dict:
     "fields, keys",
     [
         ({"keys": "solo"}, ["solo"]),  # a single string is a one-element list
-        ({"keys": '["b","a","a"," "]'}, ["a", "b"]),  # JSON array text: read, cleaned
-        ({"keys": ["b", "a", 1, None, " ", "a"]}, ["1", "a", "b"]),  # a number stands for its text
-        ({"keys": np.array(["z", "y"], dtype=object)}, ["y", "z"]),
+        ({"keys": '["b","a","a"," "]'}, ["b", "a"]),  # JSON array text: read, cleaned, in order
+        ({"keys": ["b", "a", 1, None, " ", "a"]}, ["b", "a", "1"]),  # a number stands for its text
+        ({"keys": np.array(["z", "y"], dtype=object)}, ["z", "y"]),
         ({"keys": 5}, ["5"]),
         ({"keys": True}, ["true"]),
         ({"keys": _ABSENT, "key": " k2 "}, [" k2 "]),  # `key` stands for `keys`, kept as it is
@@ -193,9 +193,16 @@ def test_a_condition_is_read_stripped_of_spaces_and_in_lower_case(condition, cod
     assert _one_operation(_operation(**fields))["cond"] == code
 
 
-@pytest.mark.parametrize("payload, expected", [(None, None), (5, "5"), (5.0, "5.0"), ("p", "p"), (" ", " ")])
+@pytest.mark.parametrize("payload, expected", [(None, None), ("5", "5"), ("p", "p"), (" ", " ")])
 def test_a_payload_is_carried_as_text(payload, expected):
     assert _one_operation(_operation(payload=payload))["payload"] == expected
+
+
+@pytest.mark.parametrize("payload", [5, 5.0, True, [1], {"a": 1}])
+def test_a_payload_that_is_no_string_is_bad_payload(payload):
+    """docs/contract.md: the payload is a string, carried unchanged; a number is not turned
+    into its text."""
+    assert _one_operation(_operation(payload=payload)) == "bad_payload"
 
 
 def test_a_valid_operation_comes_back_as_the_engine_takes_it():
@@ -212,7 +219,7 @@ def test_a_valid_operation_comes_back_as_the_engine_takes_it():
     assert len(rejected) == 0
     assert valid.to_dict(orient="list") == {
         "op_id": ["a"],
-        "keys": [["a", "b"]],
+        "keys": [["b", "a"]],  # in their order
         "ts": [10],
         "deadline": [17],
         "cond": [3],
@@ -253,7 +260,7 @@ def test_rejected_operations_keep_the_record_and_carry_op_id_and_key():
     assert valid["op_id"].tolist() == ["p"]
     assert rejected[["reason", "op_id", "key"]].values.tolist() == [
         ["missing_key", "o", None],
-        ["bad_op_id", None, "y"],  # the first of the sorted keys
+        ["bad_op_id", None, "z"],  # the first of its keys
     ]
     assert json.loads(rejected["raw"].iloc[0]) == {
         "key": "k",
@@ -308,8 +315,7 @@ def test_an_event_gets_the_reason_of_its_first_failing_check(fields, reason):
         ({"key": ["k"]}, {"key": '["k"]'}),  # an array in a text field is its JSON text
         ({"key": 5}, {"key": "5"}),
         ({"key": {"a": 1}}, {"key": '{"a":1}'}),
-        ({"source": 5, "op_id": 7}, {"source": "5", "op_id": "7"}),
-        ({"source": 2.5}, {"source": "2.5"}),
+        ({"source": "5", "op_id": 7}, {"source": "5", "op_id": "7"}),  # an op_id's number: its text
         ({"source": " ", "op_id": " "}, {"source": None, "op_id": None}),  # blank is none
         ({"ts": TS_MS}, {"ts": TS_MS}),
         ({"ts": "1767225600000"}, {"ts": TS_MS}),
@@ -319,6 +325,11 @@ def test_a_valid_events_fields_are_read_as_text_numbers_and_epoch_ms(fields, exp
     row = _one_event(_event(**fields))
     got = {k: row[k] for k in expected}
     assert json.dumps(got) == json.dumps(expected)  # NaN equal to NaN
+
+
+@pytest.mark.parametrize("source", [17, 2.5, False, ["a"], {"a": 1}])
+def test_a_source_that_is_no_string_is_bad_source(source):
+    assert _one_event(_event(source=source)) == "bad_source"
 
 
 def test_rejected_events_carry_readable_op_id_and_key():

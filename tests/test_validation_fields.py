@@ -169,6 +169,24 @@ def test_clean_lists_read_every_value_as_string_list_and_clean_do(column):
 
 @CHECKS
 @given(columns())
+def test_clean_lists_in_their_order_read_every_value_as_clean_in_its_order_does(column):
+    values = column.to_numpy(dtype=object)
+    got, _, lengths = fields.clean_lists(column, len(column), keep_order=True)
+    expected = [clean(string_list(v), keep_order=True) for v in values]
+    _agree(got, expected)
+    _agree(lengths, [len(items) for items in expected])
+
+
+@CHECKS
+@given(columns())
+def test_non_texts_are_the_present_values_that_are_no_string(column):
+    values = column.to_numpy(dtype=object)
+    expected = [not isinstance(v, str) and text(v) is not None for v in values]
+    _agree(fields.non_texts(column, len(column)), expected)
+
+
+@CHECKS
+@given(columns())
 def test_wholes_read_every_value_as_whole_does(column):
     values = column.to_numpy(dtype=object)
     got, has = fields.wholes(column, len(column))
@@ -228,6 +246,13 @@ def test_reading_leaves_the_callers_column_as_it_was():
 def test_clean_lists_by_example(values, expected):
     column = pd.Series(np.array(values + [None], dtype=object)[:-1])
     assert fields.clean_lists(column, len(values))[0].tolist() == expected
+
+
+def test_an_operations_keys_keep_their_order_each_at_its_first_place():
+    values = [["b", "a", "b", " ", None, "c", "a"], ["z", "y"], ["z", "y"], '["x", "w", "x"]']
+    column = pd.Series(np.array(values + [None], dtype=object)[:-1])
+    got = fields.clean_lists(column, len(values), keep_order=True)[0].tolist()
+    assert got == [["b", "a", "c"], ["z", "y"], ["z", "y"], ["x", "w"]]
 
 
 def test_one_item_lists_make_a_list_per_item():

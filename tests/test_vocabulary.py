@@ -2,9 +2,9 @@
 Spark SQL validator (``spark.sources``) and the pandas one (``engine.validation``), and the
 reason the corpus expects.
 
-The pandas validator takes records, not text: a line that is not a JSON object is
-``malformed_json`` on that side by construction.  ``duplicate_op_id`` and ``late`` are
-decided by the engine after validation, so both validators accept those lines.
+The pandas side reads each line as ``PurgatoryTester`` does (``engine.lines``: the line's
+fields, or ``malformed_json`` when it is no JSON object).  ``duplicate_op_id`` and ``late``
+are decided by the engine after validation, so both validators accept those lines.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import json
 import os
 import time
 
-import pandas as pd
 import pytest
 
 from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.engine.lines import json_lines
 from spark_purgatory.engine.validation import validate_events, validate_operations
 from spark_purgatory.spark.sources import parse_events, parse_operations
 
@@ -77,10 +77,20 @@ EDGE_OPERATIONS = [
     _op(condition="all", members=[" ", None]),
     _op(payload=None),
     _op(payload=[1]),
+    _op(payload=42),
+    _op(payload="42"),
+    _op(payload=-1.5),
+    _op(payload=True),
+    _op(timeout_ms=5.0),
+    _op(ts=1767225600000.0),
+    _op(keys=["b", "a"]),
     "[1, 2]",
     "42",
     "null",
     "{}",
+    "",
+    '[{"op_id": "a", "keys": ["k"], "ts": 0, "timeout_ms": 5}]',
+    '{"op_id": "a", "keys": ["k"], "ts": 0, "timeout_ms": 5} and more',
 ]
 EDGE_EVENTS = [
     _ev(value=""),
@@ -97,6 +107,11 @@ EDGE_EVENTS = [
     _ev(ts="now"),  # pandas' current time, Spark's null: no event time either way
     _ev(ts=" today "),
     _ev(source={"a": 1}, op_id=[1]),
+    _ev(source=17),
+    _ev(source="17"),
+    _ev(source=False),
+    _ev(source=None),
+    " not json",
 ]
 
 
@@ -123,14 +138,7 @@ def spark_reasons(spark, lines: list[str], parse) -> list[str | None]:
 def pandas_reasons(lines: list[str], validate) -> list[str | None]:
     reasons = []
     for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict):
-            reasons.append("malformed_json")
-            continue
-        _, rejected = validate(pd.DataFrame([record]))
+        _, rejected = validate(json_lines([line]))
         reasons.append(rejected["reason"].iloc[0] if len(rejected) else None)
     return reasons
 

@@ -132,7 +132,7 @@ def rejected_rows(source: str, rows: pd.DataFrame | Rows, reason: str) -> pd.Dat
     if len(rows) and "raw" not in rows.columns and source == SOURCE_OPERATIONS:
         rows = rows.assign(timeout_ms=rows["deadline"] - rows["ts"], condition=CONDITION_NAMES[rows["cond"]])
     raw = raw_json(rows, columns) if len(rows) else pd.Series([], dtype=object)
-    if source == SOURCE_OPERATIONS:  # valid rows: op_id text, keys sorted (rejected's op_id, key)
+    if source == SOURCE_OPERATIONS:  # valid rows: op_id text, keys in order (rejected's op_id, key)
         op_id, key = rows["op_id"].to_numpy(dtype=object), first_keys(rows["keys"].to_numpy(dtype=object))
     else:
         op_id, key = rows["op_id"].to_numpy(dtype=object), rows["key"].to_numpy(dtype=object)

@@ -41,6 +41,7 @@ __all__ = [
     "number",
     "values_of",
     "texts",
+    "non_texts",
     "blanks",
     "missing",
     "given",
@@ -133,8 +134,11 @@ def string_list(v: object) -> list[str | None] | None:
     return [t]
 
 
-def clean(items: list[str | None] | None) -> list[str]:
-    """Blank items dropped, deduplicated, sorted."""
+def clean(items: list[str | None] | None, *, keep_order: bool = False) -> list[str]:
+    """Blank items dropped, deduplicated, sorted (``keep_order``: in their order, each at
+    its first place)."""
+    if keep_order:
+        return list(dict.fromkeys(i for i in items if not blank(i))) if items else []
     return sorted({i for i in items if not blank(i)}) if items else []
 
 
@@ -263,6 +267,18 @@ def texts(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
         out[odd] = _each(text, values[odd])
         structured[odd] = _each(lambda v: isinstance(v, STRUCTURED), values[odd], bool)
     return out, structured
+
+
+def non_texts(column: pd.Series | None, n: int) -> np.ndarray:
+    """Which values are present but no string (a number, ``true``/``false``, an array or an
+    object): what a field carried as it came (``payload``, ``source``) rejects, where an
+    id's number stands for its text (``texts``)."""
+    if column is None:
+        return np.zeros(n, dtype=bool)
+    if _kind(column) != "object":
+        return ~_na(column)
+    values = _objects(column)
+    return ~pd.isna(values) & ~_is_str(values)
 
 
 def blanks(strings: np.ndarray) -> np.ndarray:
@@ -469,9 +485,10 @@ class Lists(NamedTuple):
     lengths: np.ndarray
 
 
-def clean_lists(column: pd.Series | None, n: int) -> Lists:
-    """Each value as a ``clean`` list: lists and arrays of ``str`` in a few passes over the
-    column, other values (text, a number, an object, items that are not text) one by one."""
+def clean_lists(column: pd.Series | None, n: int, *, keep_order: bool = False) -> Lists:
+    """Each value as a ``clean`` list (``keep_order``: as ``clean``'s): lists and arrays of
+    ``str`` in a few passes over the column, other values (text, a number, an object, items
+    that are not text) one by one."""
     out = np.empty(n, dtype=object)
     listed = np.zeros(n, dtype=bool)
     lengths = np.zeros(n, dtype=np.intp)
@@ -480,7 +497,9 @@ def clean_lists(column: pd.Series | None, n: int) -> Lists:
         types = np.frompyfunc(type, 1, 1)(values)
         for rows in _lists_and_arrays(values, types):
             if len(rows):
-                cleaned, sizes, text_only = _clean_text_lists(values if len(rows) == n else values[rows])
+                cleaned, sizes, text_only = _clean_text_lists(
+                    values if len(rows) == n else values[rows], keep_order
+                )
                 rows, cleaned, sizes = (x[text_only] for x in (rows, cleaned, sizes))
                 out[rows], lengths[rows], listed[rows] = cleaned, sizes, True
         odd = np.flatnonzero(~listed)
@@ -488,7 +507,7 @@ def clean_lists(column: pd.Series | None, n: int) -> Lists:
         if len(odd):
             read = _each(string_list, values[odd])
             listed[odd] = read != None  # noqa: E711 (elementwise)
-            out[odd] = _each(clean, read)
+            out[odd] = _each(lambda items: clean(items, keep_order=keep_order), read)
             lengths[odd] = [len(items) for items in out[odd]]
     empty = np.flatnonzero(~listed)
     empty = empty[out[empty] == None]  # noqa: E711 (elementwise: rows given no list yet)
@@ -507,7 +526,9 @@ def _lists_and_arrays(values: np.ndarray, types: np.ndarray) -> tuple[np.ndarray
     return lists, arrays
 
 
-def _clean_text_lists(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _clean_text_lists(
+    lists: np.ndarray, keep_order: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``clean`` of each list (all ``list``, or all 1-d object arrays) and its length, and
     whether all its items are ``str`` or missing (where some item is not, the list is left
     to the per-value reading)."""
@@ -530,7 +551,7 @@ def _clean_text_lists(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
         items = items[keep]
         lengths = np.bincount(parent[keep], minlength=m)
     if (lengths > 1).any():
-        items, lengths = _sorted_unique(items, lengths)
+        items, lengths = (_first_unique if keep_order else _sorted_unique)(items, lengths)
     out = np.empty(m, dtype=object)
     if (lengths == 1).all():  # one item each, the usual case
         out[:] = _lists_of(items.reshape(-1, 1))
@@ -540,6 +561,24 @@ def _clean_text_lists(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
         rows = np.flatnonzero(lengths == size)
         out[rows] = _lists_of(items[starts[rows, None] + np.arange(size)])
     return out, lengths, text_only
+
+
+def _first_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each list's items (consecutive runs of ``lengths``) in their order, a repeated item
+    kept at its first place: the lists of one length sorted together (stably, so the first
+    copy of an item comes first) only to find the repeats."""
+    repeat = np.zeros(len(items), dtype=bool)
+    starts = np.cumsum(lengths) - lengths
+    for size in np.unique(lengths[lengths > 1]):
+        at = starts[lengths == size, None] + np.arange(size)
+        block = items[at]
+        order = np.argsort(block, axis=1, kind="stable")
+        ordered = np.take_along_axis(block, order, axis=1)
+        again = np.zeros(block.shape, dtype=bool)
+        np.put_along_axis(again, order[:, 1:], ordered[:, 1:] == ordered[:, :-1], axis=1)
+        repeat[at] = again
+    parent = np.repeat(np.arange(len(lengths)), lengths)
+    return items[~repeat], np.bincount(parent[~repeat], minlength=len(lengths))
 
 
 def _sorted_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

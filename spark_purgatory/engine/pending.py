@@ -99,9 +99,9 @@ class Pending:
             self._load_arrow(ops, watch)
             return
         ops = Rows.of(ops, OPS).take(np.argsort(ops["handle"].to_numpy(np.int64), kind="stable"))
-        # an operation's watchers in the order of its keys, which validation sorted (a frame of
-        # format 2 or 3 kept them by hash)
-        watch = Rows.of(watch.sort_values(["handle", "key"], kind="stable"), WATCH)
+        # an operation's watchers in the order of its keys (a frame of format 2 or 3 kept them
+        # by hash; its keys were sorted then)
+        watch = Rows.of(_in_key_order(ops, watch), WATCH)
         n_members = np.fromiter(map(_size, ops["members"]), np.int64, count=len(ops))
         self.add(ops.assign(ohash=hash_strings(ops["op_id"]), n_members=n_members), watch)
 
@@ -124,6 +124,14 @@ class Pending:
     def __len__(self) -> int:
         """Pending operations."""
         return len(self._ops)
+
+    @property
+    def stubs(self) -> int:
+        """Pending stubs: copies a cross-shard operation leaves in the shards of its keys
+        (``relay``), which count nothing and report nothing."""
+        if len(self._ops) == 0:
+            return 0
+        return int(self._ops.column("stub")[self._ops.alive].sum())
 
     @property
     def watched(self) -> int:
@@ -294,6 +302,22 @@ class Pending:
             order = np.argsort(probe * np.int64(self._watch.occupied) + pos)
             probe, pos = probe[order], pos[order]
         return probe, self._watch.column("handle")[pos]
+
+
+def _in_key_order(ops: Rows, watch: pd.DataFrame) -> pd.DataFrame:
+    """The watchers by handle, each operation's in the order of its ``keys``."""
+    lengths = np.fromiter(map(_size, ops["keys"]), np.int64, count=len(ops))
+    listed = pd.DataFrame(
+        {
+            "handle": np.repeat(ops["handle"], lengths),
+            "key": np.fromiter(
+                (k for keys in ops["keys"] if _size(keys) for k in keys), object, int(lengths.sum())
+            ),
+            "_at": np.arange(int(lengths.sum())),  # the operations are in handle order
+        }
+    )
+    ranked = watch.merge(listed, on=["handle", "key"], how="left", sort=False)
+    return ranked.sort_values(["handle", "_at", "key"], kind="stable").drop(columns="_at")
 
 
 def _size(values: object) -> int:

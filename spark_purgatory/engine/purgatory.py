@@ -128,8 +128,16 @@ class Purgatory:
 
     @property
     def pending(self) -> int:
-        """Operations waiting (Kafka's ``delayed``)."""
-        return len(self._t.pending)
+        """Operations waiting for their condition or their deadline, each counted once (Kafka's
+        ``delayed``): a cross-shard operation counts in the cross-shard group, never in the
+        shards where its stubs watch its keys (``stubs``)."""
+        return len(self._t.pending) - self._t.pending.stubs
+
+    @property
+    def stubs(self) -> int:
+        """Stubs held here: watchers of cross-shard operations, which live until their
+        operation's deadline, also after it completed (``relay``); not ``pending``."""
+        return self._t.pending.stubs
 
     @property
     def watched(self) -> int:
@@ -254,6 +262,7 @@ class Purgatory:
         wm = max(int(watermark_ms), self._t.watermark)
         self._outcomes = []
         new_from, new_eseq_from = self._t.next_handle, self._t.next_eseq
+        self._forget_resolved(wm)
         ops, evs, rejected = admit(
             operations, events, wm, validated, self.config.max_timeout_ms, self._t.resolved, self._t.pending
         )
@@ -590,6 +599,12 @@ class Purgatory:
         if len(lost) == 0:
             return progress.empty_unmatched(), notes
         return progress.unmatched_rows(lost, self._t.windows.covers(lost), self._batch_id), notes
+
+    def _forget_resolved(self, wm: int) -> None:
+        """Forget the resolved op_ids whose dedup retention this micro-batch's watermark
+        reached, before its operations are admitted: a re-send is judged at the watermark of
+        the micro-batch it arrives in (docs/contract.md), not at the previous one's."""
+        self._t.resolved.retire(wm)
 
     def _retire(self, wm: int) -> None:
         """Drop what the watermark made useless: old key progress, old dedup entries."""

@@ -6,11 +6,15 @@ and check the same things in the same order, the order of ``contract.OPERATION_R
 ``contract.EVENT_REASONS`` (the first failing check gives the reason), so a row gets the
 same reason on either path:
 
-* a text field (``op_id``, ``key``, ``source``, ``payload``, a key or member in a list) holds
-  a string; a number or ``true``/``false`` stands for its text, as Spark's JSON reader reads
-  it; an array or object in ``op_id``, ``source`` or ``payload`` is ``bad_<field>``;
+* an id (``op_id``, ``key``, a key or member in a list) holds a string; a number or
+  ``true``/``false`` stands for its text, as Spark's JSON reader reads it; an array or object
+  in ``op_id`` is ``bad_op_id``;
+* ``payload`` (carried to the outcome unchanged) and ``source`` hold a string or nothing:
+  anything else, a number included, is ``bad_payload`` / ``bad_source``;
 * ``keys`` and ``members`` are lists of text (a single string is a one-element list), blank
-  items dropped, deduplicated and sorted; ``key`` stands for ``keys`` when ``keys`` is absent;
+  items dropped and deduplicated; the keys keep their order (a repeated key at its first
+  place: the outcome's ``keys``, and ``rejected``'s ``key`` is the first), the members are
+  sorted; ``key`` stands for ``keys`` when ``keys`` is absent;
 * ``ts`` is an ISO-8601 timestamp (UTC unless it says otherwise) or whole epoch ms, from
   1970 up to ``contract.MAX_TS_MS``;
 * ``timeout_ms`` is a whole number, ``target`` and ``value`` finite numbers (or their text).
@@ -48,6 +52,7 @@ from .fields import (
     epoch_ms,
     given,
     missing,
+    non_texts,
     numbers,
     one_item_lists,
     plain,
@@ -55,6 +60,7 @@ from .fields import (
     values_of,
     wholes,
 )
+from .lines import malformed
 
 __all__ = ["epoch_ms", "raw_json", "readable", "first_keys", "validate_operations", "validate_events"]
 
@@ -128,7 +134,7 @@ def readable(texts: np.ndarray, structured: np.ndarray | None = None) -> np.ndar
 
 
 def first_keys(keys: np.ndarray) -> np.ndarray:
-    """An operation's key for ``rejected``: the first of its (sorted) keys, None if none."""
+    """An operation's key for ``rejected``: the first of its keys, None if none."""
     return np.array([k[0] if len(k) else None for k in keys], dtype=object)
 
 
@@ -168,7 +174,7 @@ def validate_operations(
 
     Expects the SPEC's operation fields (``keys`` a list, or ``key``; missing optional
     columns are allowed) and an optional ``raw`` column; ``ts`` may be epoch ms, a timestamp
-    or ISO-8601 text.  Valid rows come back with ``keys`` deduplicated and sorted, ``ts`` in
+    or ISO-8601 text.  Valid rows come back with ``keys`` deduplicated in their order, ``ts`` in
     epoch ms, condition code ``cond`` and ``deadline = ts + timeout_ms``.  ``max_future_ms``
     turns on ``ts_in_future`` (relative to ``now_ms``, default the clock).
     """
@@ -178,6 +184,7 @@ def validate_operations(
     cond = f["cond"]
     needs_target = np.isin(cond, NEEDS_TARGET)
     checks = {
+        "malformed_json": malformed(ops),
         "missing_op_id": blanks(f["op_id"]),
         "bad_op_id": f["bad_op_id"],
         "missing_key": f["n_keys"] == 0,
@@ -221,7 +228,7 @@ def _read_operations(ops: pd.DataFrame) -> dict:
     """Each field as the validator reads it (see the module docstring)."""
     n = len(ops)
     op_id, bad_op_id = texts(values_of(ops, "op_id"), n)
-    keys, listed, n_keys = clean_lists(values_of(ops, "keys"), n)
+    keys, listed, n_keys = clean_lists(values_of(ops, "keys"), n, keep_order=True)
     if "key" in ops.columns and not listed.all():  # ``key`` stands for ``keys`` (read only there)
         rows = np.flatnonzero(~listed)
         key, _ = texts(ops["key"] if len(rows) == n else ops["key"].iloc[rows], len(rows))
@@ -230,7 +237,8 @@ def _read_operations(ops: pd.DataFrame) -> dict:
         n_keys[rows[text]] = 1
     members, _, n_members = clean_lists(values_of(ops, "members"), n)
     timeout_ms, has_timeout = wholes(values_of(ops, "timeout_ms"), n)
-    payload, bad_payload = texts(values_of(ops, "payload"), n)
+    payload, _ = texts(values_of(ops, "payload"), n)
+    bad_payload = non_texts(values_of(ops, "payload"), n)  # carried unchanged: a string or nothing
     return {
         "op_id": op_id,
         "bad_op_id": bad_op_id,
@@ -261,8 +269,10 @@ def validate_events(
     ms = _event_times(events)
     value = numbers(values_of(events, "value"), n)
     op_id, bad_op_id = texts(values_of(events, "op_id"), n)
-    source, bad_source = texts(values_of(events, "source"), n)
+    source, _ = texts(values_of(events, "source"), n)
+    bad_source = non_texts(values_of(events, "source"), n)  # a name: a string or nothing
     checks = {
+        "malformed_json": malformed(events),
         "missing_key": blanks(key),
         **_time_checks(values_of(events, "ts"), ms, now_ms, max_future_ms),
         "bad_value": given(values_of(events, "value"), n) & ~np.isfinite(value),

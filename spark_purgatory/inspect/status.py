@@ -54,8 +54,9 @@ def checkpoint_status(
         output: where its tables are (row counts, the metrics table); skipped when None.
         spark: for the pending count from the state.
         config: the query's ``PurgatoryConfig`` (state path, ``storage.*`` settings).
-        state: count pending operations from the state (exact: a cross-shard operation
-            once); False: from the shards' last metrics rows or pending record (stubs included).
+        state: count pending operations from the state; False: from the shards' last
+            metrics rows or pending record.  Either counts an operation once (a cross-shard
+            operation in the cross-shard group, never its stubs).
 
     Returns:
         A JSON-ready dict: ``checkpoint``, ``layout`` (the shard count and the rescale
@@ -104,19 +105,19 @@ def checkpoint_status(
             gauges = metrics["pending_by_shard"]
     else:
         notes.append("no --output given: no table sizes, no metrics table")
-    # the state is exact (a cross-shard operation once); the shards' gauges count its stubs too
+    # the state is read at the last committed batch; the metrics table may lag it (linger.ms)
     if state and info.last_batch is not None:
         counts = pending_operations(checkpoint, spark=spark, config=cfg).groupBy("shard").count().collect()
         result["pending_by_shard"] = {str(r["shard"]): int(r["count"]) for r in sorted(counts)}
         result["pending_from"] = f"state, batch {info.last_batch}"
     if result["pending_by_shard"] is None and gauges:
         result["pending_by_shard"] = gauges
-        result["pending_from"] = "metrics table (each shard's last row; stubs included)"
+        result["pending_from"] = "metrics table (each shard's last row)"
     if result["pending_by_shard"] is None:
         recorded = _pending_record(checkpoint, storage)
         if recorded is not None:
             result["pending_by_shard"] = recorded[1]
-            result["pending_from"] = f"{PENDING_RECORD} (batch {recorded[0]}; stubs included)"
+            result["pending_from"] = f"{PENDING_RECORD} (batch {recorded[0]})"
     if result["pending_by_shard"] is None:
         notes.append("pending by shard not read (no metrics table, state not read)")
     if result["pending_by_shard"] is not None:

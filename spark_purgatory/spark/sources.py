@@ -22,7 +22,8 @@ a field is read), in the order of ``contract.OPERATION_REASONS`` / ``EVENT_REASO
 gets the same reason on either path and from either reader (a typed column cannot hold a
 wrong JSON type, so ``malformed_json`` and ``bad_<field>`` for text fields never arise
 there).  In JSON, ``op_id``, ``source`` and ``payload`` are read as variants, to tell a
-string or number (its text) from an array or object (``bad_<field>``).
+string or number (its text, for ``op_id``) from an array or object (``bad_op_id``), and a
+string from anything else in ``source`` and ``payload`` (``bad_<field>``).
 
 Invariant: parsing never drops a row; a row that cannot be understood becomes a row with a
 reason.
@@ -60,6 +61,7 @@ from .formats import (
 from .schema import InputSchemaError
 from .sql_text import (
     LATEST,
+    clean_keys,
     clean_list,
     condition_name,
     in_range,
@@ -221,7 +223,7 @@ def parse_operations(
 ) -> DataFrame:
     """Canonical operations with ``raw`` and ``reason`` (null when valid).
 
-    Columns: op_id, keys (sorted distinct), ts_ms, timeout_ms, condition (lower case), target,
+    Columns: op_id, keys (distinct, in their order), ts_ms, timeout_ms, condition (lower case), target,
     members (sorted distinct), payload, raw, reason.  Typed input is checked here, so a
     missing or wrongly typed column raises ``InputSchemaError`` before the query starts.
     """
@@ -338,7 +340,7 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading) -> DataFrame:
     carried += latest_carried(df)  # for the checks (``_ts_checks``)
     rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t")
     plain = [f"t IS NOT NULL AND {_get('t', _CORRUPT)} IS NULL"]
-    plain += [_plain(_get("t", f)) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]
+    plain += [_plain_field(_get("t", f), f) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]
     rows = rows.selectExpr("raw", *carried, "t", " AND ".join(f"({p})" for p in plain) + " AS _plain")
     lenient = f"CASE WHEN _plain THEN NULL ELSE {_from_json(reading.lenient_schema)} END AS j"
     rows = rows.selectExpr("raw", *carried, "t", "_plain", lenient)
@@ -358,6 +360,26 @@ def _plain(text: str) -> str:
     return f"({text} IS NULL OR NOT ({first} IN ('[', '{{') OR {number}))"
 
 
+#: text fields that hold a string or nothing (``bad_<field>`` otherwise, a number included)
+_STRING_ONLY = ("source", "payload")
+
+
+def _plain_field(text: str, field: str) -> str:
+    """``_plain`` for the text field ``field``; for a field that must be a string
+    (``_STRING_ONLY``) also not the text of a number or a boolean: the typed reading gives a
+    JSON number the same text as a string of its digits, so only the lenient one tells them
+    apart (a string such as ``"12"`` is read there too, with the same result)."""
+    if field not in _STRING_ONLY:
+        return _plain(text)
+    number = f"({text} RLIKE '^-?[0-9]' OR {text} IN ('true', 'false'))"
+    return f"({_plain(text)} AND NOT coalesce({number}, false))"
+
+
+def _not_string(j: str, field: str) -> str:
+    """The field of the lenient reading holds anything but a string (or null)."""
+    return f"coalesce(schema_of_variant({_get(j, field)}) NOT IN ('STRING', 'VOID'), false)"
+
+
 def _typed_json_schema(contract: pa.Schema) -> T.StructType:
     """The contract's Spark types, the event time as text (a number there is epoch ms)."""
     fields = [
@@ -373,7 +395,7 @@ def _typed_operation(t: str) -> dict[str, str]:
         "_malformed": "false",
         "op_id": _get(t, "op_id"),
         "_bad_op_id": "false",
-        "keys": clean_list(keys),
+        "keys": clean_keys(keys),
         "_no_ts": sql_blank(_get(t, "ts")),
         ms_column("ts"): _epoch_ms(_get(t, "ts")),
         "_no_timeout": f"{_get(t, 'timeout_ms')} IS NULL",
@@ -393,7 +415,7 @@ def _lenient_operation(j: str) -> dict[str, str]:
         "_malformed": f"({j} IS NULL OR {_get(j, _CORRUPT)} IS NOT NULL)",
         "op_id": _text(j, "op_id"),
         "_bad_op_id": _structured(j, "op_id"),
-        "keys": clean_list(keys),
+        "keys": clean_keys(keys),
         "_no_ts": sql_blank(_get(j, "ts")),
         ms_column("ts"): _epoch_ms(_get(j, "ts")),
         "_no_timeout": sql_blank(_get(j, "timeout_ms")),
@@ -403,7 +425,7 @@ def _lenient_operation(j: str) -> dict[str, str]:
         "target": f"try_cast({_get(j, 'target')} AS DOUBLE)",
         "members": clean_list(_string_list(_get(j, "members"))),
         "payload": _text(j, "payload"),
-        "_bad_payload": _structured(j, "payload"),
+        "_bad_payload": _not_string(j, "payload"),
     }
 
 
@@ -433,7 +455,7 @@ def _lenient_event(j: str) -> dict[str, str]:
         "op_id": f"CASE WHEN NOT {sql_blank(op_id)} THEN {op_id} END",
         "_bad_op_id": _structured(j, "op_id"),
         "source": f"CASE WHEN NOT {sql_blank(source)} THEN {source} END",
-        "_bad_source": _structured(j, "source"),
+        "_bad_source": _not_string(j, "source"),
         "_no_value": f"{_get(j, 'value')} IS NULL",
         "value": f"try_cast({_get(j, 'value')} AS DOUBLE)",
     }

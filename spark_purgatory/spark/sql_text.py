@@ -28,6 +28,7 @@ __all__ = [
     "latest_carried",
     "latest_passed",
     "clean_list",
+    "clean_keys",
     "present",
     "condition_name",
     "parsed_columns",
@@ -41,16 +42,24 @@ def parsed_columns(canonical: list[str]) -> list[str]:
     return [*[ms_column(c) if c == "ts" else c for c in canonical], "raw", "reason"]
 
 
-def clean_list(items: str) -> str:
-    """Blank items dropped, deduplicated, sorted.
+def clean_list(items: str, *, keep_order: bool = False) -> str:
+    """Blank items dropped, deduplicated, sorted (``keep_order``: in their order, a repeated
+    item at its first place, as ``array_distinct`` keeps it).
 
     A list of one item (nearly every operation's keys) or none is read without the lambda:
     Spark evaluates higher-order functions row by row outside generated code.
     """
-    full = f"array_sort(array_distinct(filter({items}, _i -> NOT {sql_blank('_i')})))"
+    full = f"array_distinct(filter({items}, _i -> NOT {sql_blank('_i')}))"
+    full = full if keep_order else f"array_sort({full})"
     single = f"CASE WHEN {sql_blank(f'get({items}, 0)')} THEN CAST(array() AS ARRAY<STRING>) ELSE {items} END"
     n = f"size({items})"
     return f"CASE WHEN {n} = 0 THEN {items} WHEN {n} = 1 THEN {single} ELSE {full} END"
+
+
+def clean_keys(items: str) -> str:
+    """An operation's keys: blank items dropped, deduplicated, in their order (a repeated
+    key at its first place; ``array_distinct`` keeps the first), as the outcome shows them."""
+    return clean_list(items, keep_order=True)
 
 
 def in_range(ms: str) -> str:

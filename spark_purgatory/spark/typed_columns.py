@@ -31,6 +31,7 @@ from .checks import condition_names
 from .schema import check_typed
 from .sql_text import (
     LATEST,
+    clean_keys,
     clean_list,
     condition_name,
     in_range,
@@ -53,7 +54,7 @@ def operation_fields(df: DataFrame) -> DataFrame:
         "_malformed": "false",
         "op_id": c["op_id"],
         "_bad_op_id": "false",
-        "keys": clean_list(keys),
+        "keys": clean_keys(keys),
         "_no_ts": f"{c['ts']} IS NULL",
         ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
         "_no_timeout": f"{c['timeout_ms']} IS NULL",
@@ -72,10 +73,12 @@ def operation_fields(df: DataFrame) -> DataFrame:
 def operations_checked(df: DataFrame, function: str, max_timeout_ms: int) -> DataFrame:
     """Typed operations checked by the JVM function ``function`` (``checks``): the event
     time and timeout read as ``operation_fields`` reads them, then one call for the
-    reason and the cleaned keys, condition and members (the latest event time accepted:
+    reason and the cleaned condition and members, the keys cleaned in SQL (in their order;
+    the function sorts them, ``jvm/checks``) (the latest event time accepted:
     ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it)."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
     ts_ms = ms_column("ts")
+    keys = f"coalesce({c['keys']}, {present(c['key'])})"
     read = df.selectExpr(
         f"{_record(df, OPERATION_INPUT)} AS _record",
         f"{c['op_id']} AS op_id",
@@ -88,13 +91,14 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int) -> Dat
         f"CAST({c['target']} AS DOUBLE) AS target",
         f"{c['members']} AS _members",
         f"{c['payload']} AS payload",
+        f"{clean_keys(keys)} AS keys",  # in their order: the function sorts them (jvm/checks)
     )
     names, latest = sql_string(condition_names()), _latest(df)
     call = (
         f"{function}(op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
         f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names})"
     )
-    return _checked(read, call, OPERATION_COLUMNS, ("keys", "condition", "members"))
+    return _checked(read, call, OPERATION_COLUMNS, ("condition", "members"))
 
 
 def events_checked(df: DataFrame, function: str) -> DataFrame:
@@ -134,7 +138,8 @@ def _checked(read: DataFrame, call: str, canonical: list[str], fields: tuple[str
     columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
     for name in (*fields, "reason"):
         columns[name] = f"_checked.{name}"
-    raw_kept = kept_raw("_checked.reason", "keys" in fields, "_checked.keys")
+    operations = "keys" in canonical
+    raw_kept = kept_raw("_checked.reason", operations, columns["keys"] if operations else "keys")
     columns["raw"] = f"CASE WHEN {raw_kept} THEN to_json(_record) END"
     return checked.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])
 

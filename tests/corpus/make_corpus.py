@@ -101,7 +101,8 @@ OPS_1 = [
     ),  # `keys` given: `key` does not stand in
     # epoch ms, one `key`, the timeout as text: accepted (expires)
     json.dumps({"op_id": "ms-ts", "key": "k-ms-ts", "ts": 1_767_225_601_000, "timeout_ms": "5000"}),
-    op("num-payload", ts=2, payload=12),  # a number payload: its text (expires); moves the ops watermark
+    rejected(op("num-payload", payload=12), "bad_payload"),  # a payload is a string or nothing
+    op("text-payload", ts=2, payload="12"),  # digits as text: carried (expires); moves the ops watermark
 ]
 OPS_2 = [
     rejected(op("ok-1", ts=20), "duplicate_op_id"),  # duplicate across batches
@@ -121,6 +122,7 @@ EVENTS_1 = [
     rejected(json.dumps({"key": "k", "ts": T.format(2), "value": "lots"}), "bad_value"),
     json.dumps({"key": 7, "ts": T.format(2)}),  # number key: accepted, unmatched
     rejected(ev("nobody", 2, source=["a"]), "bad_source"),
+    rejected(ev("nobody", 2, source=7), "bad_source"),  # a source is a name: a string
     rejected(ev("nobody", 2, op_id={"x": 1}), "bad_op_id"),
     rejected(json.dumps({"key": "k", "ts": T.format(2), "value": "Infinity"}), "bad_value"),
     json.dumps({"key": "nobody", "ts": 1_767_225_602_000}),  # epoch ms: accepted, unmatched

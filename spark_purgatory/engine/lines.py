@@ -1,0 +1,96 @@
+"""JSON lines as the job reads them, without Spark: each line's fields and its text.
+
+The job reads operations and events as JSON text (files, one record per line; a Kafka
+record's ``value``) and rejects a line that is not a JSON object as ``malformed_json``
+before any field is read (``spark.sources``).  ``json_lines`` turns lines into the frame the
+engine's own validation takes (``validation``), so that ``PurgatoryTester`` rejects a line
+for the job's reasons: every field as the JSON gave it, the line as ``raw``, and
+``MALFORMED`` set where the line is no JSON object (it has no fields).
+
+Bytes are read as UTF-8, an invalid sequence replaced by U+FFFD (as the job's
+``make_valid_utf8``); a blank line is malformed, as it is for Spark's text reader.  The job
+reads ``ts`` and ``timeout_ms`` as their JSON text, where the numbers ``5`` and ``5.0`` differ
+(``5.0`` is no whole number); a number with a fraction or an exponent there keeps its text,
+since the validator reads a float in a typed frame as whole when it has no fraction.
+
+Invariant: one row per line, in order; a line is malformed exactly when it does not begin
+with a JSON object (what follows the object is ignored, as Spark's reader ignores it).
+Python's JSON reader, like Spark's, accepts ``NaN`` and ``Infinity``; unlike Spark's it
+takes no single-quoted strings (``{'op_id': 'a'}`` is malformed here, read on Spark).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["MALFORMED", "json_lines", "malformed"]
+
+#: the column that marks a line that is not a JSON object (``malformed_json``)
+MALFORMED = "_malformed"
+#: fields the job reads from their JSON text as whole numbers or times
+_SPELLED_FIELDS = ("ts", "timeout_ms")
+
+
+#: what JSON counts as white space before a value
+_BLANK = " \t\n\r"
+
+
+class _Spelled(float):
+    """A JSON number with a fraction or an exponent, with its text."""
+
+    text: str
+
+
+def _spelled(text: str) -> float:
+    number = _Spelled(text)
+    number.text = text
+    return number
+
+
+_DECODER = json.JSONDecoder(parse_float=_spelled)
+
+
+def _record(line: str) -> dict | None:
+    """The line's fields, or None when it is no JSON object."""
+    try:
+        record, _ = _DECODER.raw_decode(line.lstrip(_BLANK))
+    except ValueError:  # json.JSONDecodeError, and a number too large for a float
+        return None
+    if not isinstance(record, dict):
+        return None
+    return {
+        name: (value.text if name in _SPELLED_FIELDS else float(value))
+        if isinstance(value, _Spelled)
+        else value
+        for name, value in record.items()
+    }
+
+
+def json_lines(lines: Iterable[str | bytes]) -> pd.DataFrame:
+    """One row per line: its fields (object columns, values as JSON gave them), ``raw`` (the
+    line's text) and ``MALFORMED``.
+
+    >>> f = json_lines(['{"op_id": "a", "ts": 5.0}', b"not json"])
+    >>> f[["op_id", "ts", "raw", "_malformed"]].values.tolist()
+    [['a', '5.0', '{"op_id": "a", "ts": 5.0}', False], [nan, nan, 'not json', True]]
+    """
+    texts = [
+        line.decode("utf-8", errors="replace") if isinstance(line, (bytes, bytearray)) else line
+        for line in lines
+    ]
+    records = [_record(text) for text in texts]
+    frame = pd.DataFrame([r or {} for r in records], index=pd.RangeIndex(len(texts)), dtype=object)
+    frame["raw"] = np.array(texts, dtype=object)
+    frame[MALFORMED] = np.array([r is None for r in records], dtype=bool)
+    return frame
+
+
+def malformed(frame: pd.DataFrame) -> np.ndarray:
+    """Which rows are lines that were no JSON object (none when the frame came otherwise)."""
+    if MALFORMED not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    return frame[MALFORMED].eq(True).to_numpy()  # rows that came otherwise: NaN
