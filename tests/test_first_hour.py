@@ -333,7 +333,7 @@ def test_the_pandas_validator_gives_a_rejected_rows_op_id_and_key():
     _, rejected = validate_operations(ops, max_timeout_ms=10_000)
     assert rejected[["reason", "op_id", "key"]].values.tolist() == [
         ["negative_timeout", "pay-1", "card-1"],
-        ["bad_op_id", None, "card-0"],  # an operation's first (sorted) key
+        ["bad_op_id", None, "card-2"],  # an operation's first key, as sent
         ["missing_op_id", None, "card-3"],
     ]
     _, rejected = validate_events(pd.DataFrame([{"key": "card-1", "op_id": 7, "ts": None}]))

@@ -6,7 +6,6 @@ the layers must break, so the check is known to catch an arrow that runs back up
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
