@@ -16,14 +16,14 @@ import pytest
 
 from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.config import ConfigError, read_properties
-from spark_purgatory.handoff.wake import (
+from spark_purgatory.handoff.end_of_input import (
     ENDED_FILE,
     EndOfInput,
     InputEndedError,
-    Wake,
     end_watermark_ms,
     is_end_watermark,
 )
+from spark_purgatory.handoff.wake import Wake
 from spark_purgatory.spark.routing import ROLE_END, ROLE_WAKE
 from spark_purgatory.workload import generate, write_json_lines
 from tests.support.crash_harness import _job, _job_here, check, read_table
