@@ -62,7 +62,7 @@ _SPARK = {
     "read_stream": "spark.sources",
     "read_batch": "spark.sources",
     "InputSchemaError": "spark.sources",
-    "InputEndedError": "state.wake",
+    "InputEndedError": "handoff.end_of_input",
     "pending_operations": "inspect",
     "at_risk": "inspect",
     "explain": "inspect",
