@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# npm's test tools (Azurite, the Azure Storage emulator of tests/azure_store.py), pinned by
+# npm's test tools (Azurite, the Azure Storage emulator of tests/support/azure_store.py), pinned by
 # .ci/node/package-lock.json and kept beside it, out of the Python venv
 NODE_TOOLS := .ci/node
 AZURITE := $(NODE_TOOLS)/node_modules/.bin/azurite-blob
@@ -98,9 +98,9 @@ test: setup
 
 # the deep property search (Hypothesis's nightly profile: 5,000 draws a property; tests/conftest.py)
 nightly: $(STAMP)
-	$(PY) -m pytest tests/test_split_invariance.py tests/test_wheel.py --hypothesis-profile=nightly -n $(TEST_WORKERS) $(ARGS)
+	$(PY) -m pytest tests/engine/test_split_invariance.py tests/engine/test_wheel.py --hypothesis-profile=nightly -n $(TEST_WORKERS) $(ARGS)
 
-# the documentation site on http://127.0.0.1:8000 (mkdocs.yml); CI builds it strictly in tests/test_docs_site.py
+# the documentation site on http://127.0.0.1:8000 (mkdocs.yml); CI builds it strictly in tests/docs/test_docs_site.py
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs serve $(ARGS)
 

@@ -20,12 +20,11 @@ import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_accumulator import Clock, output_rows  # noqa: E402  (the operator-shaped rows)
-
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the root: tests.support, tests.delta
 from spark_purgatory.delta.accumulator import RecordAccumulator  # noqa: E402
 from spark_purgatory.delta.sink import PurgatorySink, split_tables  # noqa: E402
 from spark_purgatory.delta.writers import DeltaRsWriter  # noqa: E402
+from tests.delta.test_accumulator import Clock, output_rows  # noqa: E402  (the operator-shaped rows)
 
 
 def file_sizes(path: str) -> list[int]:

@@ -1,6 +1,6 @@
 """How long a new user waits for the first micro-batch: ``start()`` to its first batch done.
 
-The payments case of issue 22 (``tests/payments.py``: 360 card payments awaiting 2 of 3
+The payments case of issue 22 (``tests/support/payments.py``: 360 card payments awaiting 2 of 3
 clearing confirmations, ~740 confirmations, typed Parquet in 4 files per stream), run
 through ``start()`` with the defaults, beside Spark's own stream-stream left-outer join (a
 watermark per side, a time-range condition) on the same files into a ``foreachBatch`` that
@@ -44,8 +44,8 @@ from procfs import cpu_seconds  # noqa: E402 - beside this script (sys.path[0])
 
 
 def _case(root: str) -> tuple[str, str]:
-    sys.path.insert(0, str(HERE.parent / "tests"))
-    from payments import write_case
+    sys.path.insert(0, str(HERE.parent))  # the root: tests.support
+    from tests.support.payments import write_case
 
     _ops, _events, ops_dir, events_dir = write_case(root)
     return ops_dir, events_dir

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from stream_helpers import T0  # noqa: E402
-from test_accumulator import Clock, make_sink  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the root: tests.support, tests.delta
 from spark_purgatory.contract import OPERATOR_OUTPUT  # noqa: E402
+from tests.delta.test_accumulator import Clock, make_sink  # noqa: E402
+from tests.support.stream_helpers import T0  # noqa: E402
 
 
 def calls(batch: int, shards: int) -> pa.Table:

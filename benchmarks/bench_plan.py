@@ -6,7 +6,7 @@ analyses it, on a JVM that is still cold (interpreted or C1 code) in a new proce
 runs ``start()`` once in a fresh process with a fresh local[2] session (C1 only, as the
 project's sessions; the session and one tiny job are up before the clock starts) over a
 small input (``json``: 400 operations as JSON lines, 4 files per stream; ``parquet``: the
-payments case of ``tests/payments.py``), and prints: the seconds until ``start()`` returns,
+payments case of ``tests/support/payments.py``), and prints: the seconds until ``start()`` returns,
 the Py4J calls made meanwhile (the main thread's, and all threads': Py4J's finalizer
 releases each proxy with one more), the driver's Python CPU seconds, and the JVM's CPU
 seconds in that time (``/proc``).  With ``--base`` it alternates with another checkout
@@ -37,8 +37,8 @@ HERE = Path(__file__).resolve().parent
 
 def _input(root: str, fmt: str) -> tuple[str, str]:
     if fmt == "parquet":
-        sys.path.insert(0, str(HERE.parent / "tests"))
-        from payments import write_case
+        sys.path.insert(0, str(HERE.parent))  # the root: tests.support
+        from tests.support.payments import write_case
 
         _ops, _events, ops_dir, events_dir = write_case(root)
         return ops_dir, events_dir

@@ -32,7 +32,7 @@ version); with it the new layout is complete, and it finishes step 6.  Either wa
 checkpoint runs on exactly one layout.
 
 Invariant: the run after ``rescale`` gives the outcomes, unmatched events and rejects the run
-without it would have given (``tests/test_rescale.py``, ``tests/test_rescale_spark.py``).
+without it would have given (``tests/state/test_rescale.py``, ``tests/query/test_rescale_spark.py``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ the user gave; a file written with ``write_once`` is never replaced.
 S3 commit safety: S3 has no atomic rename, so delta-rs refuses to commit there unless a lock
 or conditional writes are configured.  ``storage.s3.conditional.put = etag`` (the default)
 passes delta-rs ``conditional_put=etag``: a commit file is written only if absent (S3's
-conditional writes; run here against moto's server, see ``tests/test_object_store.py``); set
+conditional writes; run here against moto's server, see ``tests/delta/test_object_store.py``); set
 it empty to configure a DynamoDB lock through delta-rs's own ``AWS_S3_LOCKING_PROVIDER``
 variables instead.
 
@@ -35,7 +35,7 @@ path-style, Azurite's ``http://127.0.0.1:10000/devstoreaccount1``.  delta-rs spe
 API to both kinds of account and commits with a put that fails if the file exists (Azure
 has conditional writes), so no lock is needed.  Azurite has no hierarchical namespace and no
 dfs endpoint: a path-style endpoint serves pyarrow as both blob and dfs endpoint (run here
-against Azurite, see ``tests/test_azure_store.py``).
+against Azurite, see ``tests/delta/test_azure_store.py``).
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def _utc(ms: Any) -> pd.DatetimeIndex:
 
     Not ``pd.to_datetime(floats, unit="ms")``: with a NaN among the floats, pandas 2.3 now and
     then rounds uninitialised values and raises ``FloatingPointError`` ("overflow encountered
-    in multiply"; seen in ``tests/test_validation_fields.py``'s own use of it).
+    in multiply"; seen in ``tests/engine/test_validation_fields.py``'s own use of it).
 
     >>> list(_utc([1767225615000.0, float("nan"), 0.5]).astype(str))
     ['2026-01-01 00:00:15+00:00', 'NaT', '1970-01-01 00:00:00.000500+00:00']

@@ -119,7 +119,7 @@ class RecordAccumulator:
         clock: seconds since the epoch; ``time.time`` by default.
         storage: the ``storage.*`` settings for a URI staging directory (the environment's
             when None).
-        fault_hook: for crash tests only (``tests/faulty_job.py`` kills the process in it):
+        fault_hook: for crash tests only (``tests/support/faulty_job.py`` kills the process in it):
             called with each of ``FAULT_POINTS`` as the accumulator passes it.  None in
             production.
 

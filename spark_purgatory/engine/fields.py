@@ -9,7 +9,7 @@ a few passes, and hand only the odd values (a number standing for its text, ``tr
 object, a string in a list field, ...) to the per-value reading.
 
 Invariant: for every value, the column reader and the per-value reading agree
-(``tests/test_validation_fields.py`` checks each reader against the per-value rules on typed,
+(``tests/engine/test_validation_fields.py`` checks each reader against the per-value rules on typed,
 text, list and mixed columns, with and without the small-column path).
 """
 

@@ -453,7 +453,7 @@ def _stateful_shard(
         ops, events, bad = _split_input(pdf, registering)
         batch = _micro_batch_key(state) if handoff.active else None
         received = handoff.receive(p, shard, batch, _claims(pdf) if registering else None)
-        # the end of input (state.wake): past every deadline, kept from now on by the engine
+        # the end of input (handoff.end_of_input): past every deadline, kept from now on by the engine
         engine_wm = _end_watermark(p, config) if (pdf["role"] == ROLE_END).any() else wm
         result = p.process(
             ops,

@@ -24,7 +24,7 @@ starting again.  The format is small and stable, so this module reads and writes
   ``(shard_state)`` and the timeout timestamp (-1 for none).
 
 Invariant: what ``read_version`` returns is what Spark would load for that version; what
-``write_version`` writes, Spark loads (``tests/test_rescale_spark.py`` restarts a query on it).
+``write_version`` writes, Spark loads (``tests/query/test_rescale_spark.py`` restarts a query on it).
 """
 
 from __future__ import annotations

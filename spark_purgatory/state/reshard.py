@@ -32,7 +32,7 @@ hand-off).  Relays and verdicts still in the mailbox are the caller's to check
 (``rescale``): they name old shards.
 
 Invariant: run after ``reshard``, the shards give the outcomes, unmatched events and rejected
-rows the old shards would have given (``tests/test_rescale.py`` checks it against runs never
+rows the old shards would have given (``tests/state/test_rescale.py`` checks it against runs never
 resharded).
 """
 

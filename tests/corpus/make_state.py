@@ -15,10 +15,9 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: engine_helpers
-from engine_helpers import ev, op, purgatory, step  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the root: tests.support.engine_helpers
 from spark_purgatory.state import STATE_VERSION, SegmentStore, save_state  # noqa: E402
+from tests.support.engine_helpers import ev, op, purgatory, step  # noqa: E402
 
 
 def _first(p):

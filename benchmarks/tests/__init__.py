@@ -1,0 +1,1 @@
+"""The benchmarks' own tests: each harness runs at a tiny size, so it cannot rot."""

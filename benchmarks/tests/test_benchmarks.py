@@ -1,0 +1,235 @@
+"""The side-by-side benchmark runs end to end at a tiny size, so the harness cannot rot.
+
+Speed is not asserted here (benchmarks print measured ratios; see the README); this checks
+that every contender runs on real Spark on every workload, that the job and
+``transformWithStateInPandas`` agree with Spark's join on every completed operation, and that
+the report prints each target beside its figure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _bench(script: str, *args: str, timeout: int = 900) -> str:
+    """Run ``benchmarks/<script>`` with ``args`` in a fresh interpreter; its output, once it
+    has exited 0."""
+    run = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run.stdout
+
+
+@pytest.mark.jars("delta")
+def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_path):
+    figures_file = tmp_path / "figures.json"
+    # every contender on the first workload, the Delta writers' too; the floor, the join and the
+    # job on the others
+    contenders = "floor,stateful,join,job,tws,join-delta,job-native"
+    out = _bench(
+        "bench_operator.py",
+        *("--smoke", "--contenders", contenders, "--other-contenders", "floor,join,job"),
+        *("--json", str(figures_file)),
+    )
+    for contender in (
+        "floor (read, shuffle)",
+        "floor (read, from_json, shuffle)",
+        "stateful floor (no work)",
+        "stream-stream left-outer join",
+        "job (operator + Delta)",
+        "transformWithStateInPandas",
+    ):
+        assert contender in out
+    assert "DISAGREE" not in out
+    for target in ("target <= 1.3x", "target >= 1.5x", "target >= 6.0x", "target <= 2.0x"):
+        assert target in out
+    typed = out[: out.index("\nskewed:")]
+    assert typed.count("0 fewer, 0 more: agree") == 3  # the job on each writer and TWS, against the join
+    side_by_side = typed[typed.index("Delta writers side by side") :]
+    for line in (
+        "join -> Delta (Spark's writer)",
+        "job, Spark's Delta writer",
+        "job (operator + Delta)",
+        "job (delta-rs) / join -> Delta",
+        "job: delta-rs / Spark's Delta writer",
+    ):
+        assert line in side_by_side
+    results = json.loads(figures_file.read_text())
+    assert set(results["workloads"]) == {"typed", "skewed", "json"}
+    for workload in results["workloads"].values():
+        assert workload["figures"]["agree"] == 1.0
+        assert workload["figures"]["job_fewer"] == 0
+        assert set(workload["figures"]) >= {"job_vs_floor", "job_vs_join"}
+    typed_figures = results["workloads"]["typed"]["figures"]
+    assert {"job_vs_tws", "job_vs_stateful", "job_vs_join_delta", "native_vs_join_delta"} <= set(
+        typed_figures
+    )
+    assert typed_figures["job-native_fewer"] == 0
+    assert "job_vs_tws" not in results["workloads"]["json"]["figures"]  # not a contender there
+    assert typed_figures["tws_fewer"] == 0
+    assert results["figures"]["scaling"] > 0
+
+
+def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp_path, monkeypatch, capsys):
+    """``--repeat``: round 1 runs every contender, then round 2 every one again, each on the same
+    files; the ranges pair each round's runs.  The contenders here are stand-ins (no Spark):
+    what a real one returns is checked by the test above."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import bench_operator
+    from contenders import Run
+
+    from spark_purgatory.config import PurgatoryConfig
+
+    seconds = {"join-delta": [10.0, 12.0], "job-native": [8.0, 6.0], "job": [5.0, 4.0]}
+    labels = {"join-delta": "join -> Delta", "job-native": "job, Spark's Delta", "job": "job (delta-rs)"}
+    calls: list[tuple[str, list[str]]] = []
+
+    def stand_in(name: str):
+        def run(spark, files, config, per_trigger) -> Run:
+            calls.append((name, sorted(os.listdir(files.root))))  # nothing left by the run before
+            os.mkdir(os.path.join(files.root, "chk"))
+            took = seconds[name][sum(1 for called, _ in calls if called == name) - 1]
+            return Run(labels[name], took, files.ops + files.events, completed={"a", "b"}, cpu=took / 2)
+
+        return run
+
+    for name in seconds:
+        monkeypatch.setitem(bench_operator.CONTENDERS, name, stand_in(name))
+    args = bench_operator._arguments(["--smoke", "--contenders", ",".join(seconds), "--repeat", "2"])
+    config, root = PurgatoryConfig(shards=2), str(tmp_path)
+    runs, figures, agree = bench_operator.run_workload(None, root, "typed", list(seconds), args, config)
+    assert [name for name, _ in calls] == list(seconds) * 2
+    assert all(listing == ["events", "ops"] for _, listing in calls)
+    assert agree and runs["job"].seconds == 4.0  # the last round's runs
+    out = capsys.readouterr().out
+    ranges = out[out.index("over 2 rounds") :]
+    assert "join -> Delta" in ranges and "10.0-12.0 s (11.0)" in ranges
+    # job (delta-rs) / join -> Delta: 10/5 = 2.00 in round 1, 12/4 = 3.00 in round 2; median 2.5
+    assert figures["job_vs_join_delta"] == 2.5
+    assert "2.00-3.00x (2.50x)" in ranges
+    assert "1.50-1.60x (1.55x)" in ranges  # delta-rs / Spark's Delta: 8/5, 6/4
+
+
+def test_the_shard_profile_runs_the_operators_shard_step():
+    """``profile_shard.py`` drives the shard step with a stand-in for Spark's GroupState: when
+    the step uses more of GroupState, the stand-in must follow (it had not, once)."""
+    out = _bench("profile_shard.py", "--ops", "2000", "--batches", "2", "--staged", "--segments", timeout=300)
+    for step in ("shard step", "Purgatory.process", "save_state", "output_rows", "staging"):
+        assert step in out
+
+
+def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_log():
+    """``bench_batch.anatomy`` on a small event log written here: no Spark, milliseconds."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from bench_batch import anatomy
+
+    def progress(batch: int, at_ms: int, rows: int, took: dict) -> str:
+        stamp = f"2026-01-01T00:00:{at_ms // 1000:02d}.{at_ms % 1000:03d}Z"
+        body = {"batchId": batch, "timestamp": stamp, "durationMs": took, "sources": [{"numInputRows": rows}]}
+        return json.dumps(
+            {
+                "Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
+                "progress": body,
+            }
+        )
+
+    epoch = 1767225600000  # 2026-01-01T00:00:00Z
+
+    def job(job_id: int, start: int, end: int, stages: list[int]) -> list[str]:
+        return [
+            json.dumps(
+                {
+                    "Event": "SparkListenerJobStart",
+                    "Job ID": job_id,
+                    "Submission Time": epoch + start,
+                    "Stage IDs": stages,
+                }
+            ),
+            json.dumps({"Event": "SparkListenerJobEnd", "Job ID": job_id, "Completion Time": epoch + end}),
+        ]
+
+    ran = [
+        json.dumps({"Event": "SparkListenerStageSubmitted", "Stage Info": {"Stage ID": s}}) for s in (0, 1, 3)
+    ]
+    lines = [
+        progress(0, 0, 510, {"triggerExecution": 900, "addBatch": 800, "queryPlanning": 40, "walCommit": 10}),
+        progress(1, 1000, 505, {"triggerExecution": 500, "addBatch": 300, "commitOffsets": 20}),
+        progress(2, 1500, 0, {"triggerExecution": 100}),  # no data: not a data micro-batch
+        *job(0, 100, 400, [0, 1, 2]),  # stage 2 skipped
+        *job(1, 300, 600, [3]),  # overlaps job 0: the union counts
+        *job(2, 1100, 1300, [4]),
+        *ran,
+    ]
+    sink = {0: {"collect": 600.0, "record": 50.0, "drain": 20.0, "report": 10.0}}
+    first, second = anatomy(lines, sink)
+    assert (first["batch"], first["rows"], first["wall_ms"], first["jobs"], first["stages"]) == (
+        0,
+        510,
+        1000,
+        2,
+        3,
+    )
+    assert (first["in_jobs_ms"], first["outside_ms"]) == (500, 500)
+    # outside jobs: 40 planning + 10 offset log + 800 - 500 in jobs (120 collect, 600 - 500 in the
+    # sink's Python, 80 sink steps) + 150 other
+    assert (first["planning_ms"], first["offsets_ms"], first["collect_ms"], first["python_ms"]) == (
+        40,
+        10,
+        120,
+        100,
+    )
+    assert (first["record_ms"], first["drain_ms"], first["report_ms"], first["other_ms"]) == (50, 20, 10, 150)
+    assert (second["wall_ms"], second["in_jobs_ms"], second["outside_ms"], second["stages"]) == (
+        500,
+        200,
+        300,
+        0,
+    )
+    assert (second["collect_ms"], second["commit_log_ms"], second["other_ms"]) == (100, 20, 180)
+
+
+def test_the_batch_anatomy_splits_catalysts_rule_time_by_group_and_micro_batch():
+    """``bench_batch.rule_groups`` on a ``RuleExecutor.dumpTimeSpent()`` text (Spark 4.2's
+    layout), then ``per_batch_rules`` on snapshots: no Spark."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from bench_batch import per_batch_rules, rule_groups
+
+    def dump(analysis: int, optimizer: int, delta: int) -> str:
+        rows = [
+            ("org.apache.spark.sql.catalyst.analysis.Analyzer$ResolveReferences", analysis),
+            ("org.apache.spark.sql.catalyst.optimizer.CollapseProject", optimizer),
+            ("org.apache.spark.sql.execution.datasources.SchemaPruning", 1_000_000),
+            ("org.apache.spark.sql.delta.stats.PrepareDeltaScan", delta),
+        ]
+        head = "=== Metrics of Analyzer/Optimizer Rules ===\nTotal number of runs: 9\n"
+        head += "Total time: 0.1 seconds\n\n"
+        head += f"{'Rule':<99}{'Effective Time / Total Time':<48}Effective Runs / Total Runs\n\n"
+        return head + "".join(f"{r:<99}{f'7 / {ns}':<48}{'1 / 3':<47}\n" for r, ns in rows)
+
+    assert rule_groups(dump(2_000_000, 5_000_000, 500_000)) == {
+        "analyzer": 2.0,
+        "optimizer": 6.0,  # Catalyst's optimizer and Spark's data-source rules
+        "extensions": 0.5,
+    }
+    snapshots = {
+        3: rule_groups(dump(2_000_000, 5_000_000, 0)),
+        4: rule_groups(dump(3_000_000, 9_000_000, 0)),
+        6: rule_groups(dump(4_000_000, 9_500_000, 0)),  # batch 5's progress was not read
+    }
+    assert per_batch_rules(snapshots) == {
+        4: {"rules_analyzer_ms": 1.0, "rules_optimizer_ms": 4.0, "rules_extensions_ms": 0.0}
+    }

@@ -1,0 +1,1 @@
+"""The Delta output (``spark_purgatory.delta``): accumulator, writers, object stores, crashes."""

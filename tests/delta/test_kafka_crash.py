@@ -1,0 +1,60 @@
+"""kill -9 the job while it reads Kafka topics and writes Delta; exactly once after.
+
+``crash_harness.run`` with ``kafka``: each share of the input is produced to two topics on the
+worker's broker while the job runs with a processing-time trigger; the job is killed, then a
+last ``available-now`` run reads what is left from the checkpoint's offsets.  The tables must
+hold what the Spark-free engine computes from the same input, nothing twice, nothing lost
+(``crash_harness.check``, the metrics table included).  Both writers: delta-rs (killed at a
+random moment after a micro-batch it committed, then after a drain's data files were written,
+before their commit) and Spark's own Delta writer, killed at the fault points its path passes
+(``written`` is delta-rs's alone: Spark's Delta writes a drain's data files and commits them in
+one call), ``committed`` included (Delta's ``txnAppId``/``txnVersion`` skips the replay), and at
+a random moment.  Each writer's other fault points are killed in ``test_crash.py`` (delta-rs,
+files) and ``test_s3a.py`` (Spark's writer, the whole query on s3a): where the input comes from
+changes only what a replay reads, which Spark's offset log decides.
+"""
+
+from __future__ import annotations
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.support.crash_harness import check, run
+
+pytestmark = [pytest.mark.spark, pytest.mark.jars("kafka", "kafka-broker")]
+
+#: each writer's kills, in order
+PLANS = {
+    "delta-rs": ["random", "fault=written:1"],
+    "spark": ["fault=manifest:1", "fault=staged:2", "fault=committed:1", "random"],
+}
+
+
+@pytest.mark.parametrize(
+    "writer",
+    ["delta-rs", pytest.param("spark", marks=pytest.mark.jars("delta"))],
+)
+def test_job_on_kafka_survives_kill_minus_nine_with_exactly_once_outputs(kafka_broker, tmp_path, writer):
+    plan = PLANS[writer]
+    root = str(tmp_path / f"crash-kafka-{writer}")
+    result = run(
+        root,
+        n_ops=600,
+        files=2 * len(plan) + 2,  # new input for every run
+        plan=plan,
+        feed_seconds=2.0,
+        seed=9,
+        kafka=kafka_broker,
+        writer=writer,
+        # Spark's writer commits a drain table by table, a Spark job each: fewer drains per run
+        # (every fault point is still passed in each run's first seconds)
+        extra={"accumulator.linger.ms": "6000"} if writer == "spark" else None,
+        final_in_process=True,  # the drain after the kills: this worker's session
+    )
+    killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
+    assert len(killed) == len(plan), result["kills"]
+    check(result)
+    if writer == "spark":  # every commit was Delta's own writer's
+        history = DeltaTable(f"{root}/out/outcomes").history()
+        engines = {str(c.get("engineInfo", "")).split("/")[0] for c in history}
+        assert engines == {"Apache-Spark"}, engines

@@ -1,0 +1,177 @@
+"""Spark's own Delta writer (``job.writer=spark``: ``format("delta")`` with ``txnAppId`` /
+``txnVersion``), the writer ``auto`` picks on Databricks and clusters with Delta's connector,
+run for real beside the embedded delta-rs writer.
+
+* the same input through both writers gives the same four tables (chispa);
+* Delta itself, not the project, skips a replayed (app id, version);
+* a table begun by one writer is continued by the other, exactly once (the crash tests'
+  ``check`` against the Spark-free engine);
+* ``job.writer=spark`` without Delta's classes stops at start with one line naming the
+  coordinates to add.
+
+Delta's connector comes from ``make jars`` (``jvm/delta/pom.xml``); the shared session has it
+on its class path.  ``test_crash.py`` kills the native path at its fault points.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+from chispa import assert_df_equality
+from deltalake import DeltaTable
+
+from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory.contract import TABLES
+from spark_purgatory.delta.writers import DeltaRsWriter, SparkDeltaWriter
+from spark_purgatory.workload import generate, write_json_lines
+from tests.support.crash_harness import check, read_table, reference
+
+pytestmark = [pytest.mark.spark, pytest.mark.jars("delta")]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = PurgatoryConfig(
+    shards=2,
+    watermark_delay="2 seconds",
+    source_max_files_per_trigger=1,
+    accumulator_batch_size=32 * 1024,  # several drains, so several app-transaction versions
+    state_segment_rows=100,
+)
+#: columns that differ between two runs of the same input: when the rows were written
+WHEN = {
+    "outcomes": ["emitted_at"],
+    "unmatched_events": [],
+    "rejected": ["rejected_date"],
+    "metrics": ["batch_time", "emitted_at", "metrics_date"],
+}
+
+
+def _input(tmp_path, files: int, seed: int):
+    work = generate(500, seed=seed, ops_per_second=50, multi_key=0.05)
+    write_json_lines(
+        work, str(tmp_path / "all" / "ops"), str(tmp_path / "all" / "events"), files=files, malformed=4
+    )
+    return work
+
+
+def _deliver(tmp_path, names: list[str]) -> tuple[str, str]:
+    ops, events = tmp_path / "ops", tmp_path / "events"
+    for kind, folder in (("ops", ops), ("events", events)):
+        folder.mkdir(exist_ok=True)
+        for name in names:
+            os.replace(tmp_path / "all" / kind / name, folder / name)
+    return str(ops), str(events)
+
+
+def _run(spark, ops: str, events: str, out: str, chk: str, writer: str) -> type:
+    with start(ops, events, output=out, checkpoint=chk, config=CONFIG, writer=writer, spark=spark) as q:
+        q.await_termination()
+    return type(q.writer)
+
+
+def _engines(path: str) -> set[str]:
+    """Who wrote the table's commits: Spark's Delta (``Apache-Spark/4.2.0 Delta-Lake/4.4.0``)
+    or delta-rs (``delta-rs:py-1.6.6``)."""
+    info = [str(c.get("engineInfo") or c.get("clientVersion")) for c in DeltaTable(path).history()]
+    return {
+        "Apache-Spark" if i.startswith("Apache-Spark") else "delta-rs" if "delta-rs" in i else i for i in info
+    }
+
+
+def test_native_writer_writes_what_delta_rs_writes(spark, tmp_path):
+    _input(tmp_path, files=3, seed=7)
+    ops, events = _deliver(tmp_path, sorted(os.listdir(tmp_path / "all" / "ops")))
+    outputs = {}
+    for writer in ("delta-rs", "spark"):
+        out = str(tmp_path / writer / "out")
+        used = _run(spark, ops, events, out, str(tmp_path / writer / "chk"), writer)
+        assert used is {"delta-rs": DeltaRsWriter, "spark": SparkDeltaWriter}[writer]
+        outputs[writer] = out
+    assert _engines(f"{outputs['spark']}/outcomes") == {"Apache-Spark"}  # Delta's own writer ran
+    assert "Apache-Spark" not in _engines(f"{outputs['delta-rs']}/outcomes")
+    for name in TABLES:
+        rs, native = (
+            spark.read.format("delta").load(f"{outputs[w]}/{name}").drop(*WHEN[name]) for w in outputs
+        )
+        assert rs.count() > 0 or name == "unmatched_events", name
+        assert_df_equality(rs, native, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_delta_itself_skips_a_replayed_batch_by_txn_app_id_and_version(spark, tmp_path):
+    writer = SparkDeltaWriter(spark, str(tmp_path / "out"))
+    writer.create_tables()
+    rows = pa.table(
+        {
+            "source": ["operations"] * 3,
+            "raw": ["{", "[", "x"],
+            "reason": ["malformed_json"] * 3,
+            "batch_id": [5, 5, 5],
+        }
+    )
+    rows = pa.table(
+        {
+            f.name: rows.column(f.name) if f.name in rows.column_names else pa.nulls(3, f.type)
+            for f in TABLES["rejected"].schema
+        }
+    ).cast(TABLES["rejected"].schema)
+    path = writer.path("rejected")
+    for version in (15, 15, 14):  # the batch, its replay, an older one: the writer itself never checks
+        writer.commit("rejected", rows, app_id="query-1", version=version, target_file_size=1 << 20)
+    assert spark.read.format("delta").load(path).count() == 3
+    assert [c["operation"] for c in DeltaTable(path).history()].count("WRITE") == 2  # create + version 15
+    writer.commit("rejected", rows, app_id="query-1", version=16, target_file_size=1 << 20)
+    writer.commit("rejected", rows, app_id="query-2", version=15, target_file_size=1 << 20)  # another app
+    assert spark.read.format("delta").load(path).count() == 9
+    assert writer.committed_version("rejected", "query-1") == 16  # read back with delta-rs
+
+
+def test_a_table_begun_by_one_writer_is_continued_by_the_other(spark, tmp_path):
+    work = _input(tmp_path, files=3, seed=9)
+    names = sorted(os.listdir(tmp_path / "all" / "ops"))
+    out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
+    for i, writer in enumerate(("spark", "delta-rs", "spark")):  # one checkpoint, the writer switched
+        ops, events = _deliver(tmp_path, names[i : i + 1])  # a file a run: each run drains and commits
+        _run(spark, ops, events, out, chk, writer)
+    assert _engines(f"{out}/outcomes") >= {"Apache-Spark", "delta-rs"}
+    expected_outcomes, expected_unmatched = reference(work, CONFIG)
+    result = {
+        "tables": {name: read_table(f"{out}/{name}", None, name) for name in TABLES},
+        "expected_outcomes": expected_outcomes,
+        "expected_unmatched": expected_unmatched,
+        "malformed": 4,
+        "input_rows": (len(work.operations) + 2, len(work.events) + 2),
+    }
+    check(result)
+
+
+def test_spark_writer_without_delta_classes_stops_at_start_with_one_line(tmp_path):
+    args = ["--ops-path", str(tmp_path / "o"), "--events-path", str(tmp_path / "e")]
+    args += ["--output-path", str(tmp_path / "out"), "--checkpoint-path", str(tmp_path / "chk")]
+    for folder in ("o", "e"):
+        (tmp_path / folder).mkdir()
+    job = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "jobs", "purgatory_job.py"),
+            *args,
+            "--set",
+            "job.writer=spark",
+            "--set",
+            "job.master=local[1]",
+        ],
+        env={**os.environ, "SPARK_PURGATORY_JARS": str(tmp_path / "no-jars")},  # no Delta JARs
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert job.returncode == 2, job.stderr[-2000:]
+    said = [line for line in job.stderr.splitlines() if "delta" in line.lower()]
+    assert said == [
+        "ConfigError: job.writer=spark: Spark's Delta data source is not on this session's classpath; "
+        "add io.delta:delta-spark_2.13:4.4.0 (spark-submit --packages io.delta:delta-spark_2.13:4.4.0, "
+        "a cluster library, or `make jars` for local sessions) or use job.writer=delta-rs"
+    ]
+    assert "Traceback" not in job.stderr and not (tmp_path / "out").exists()

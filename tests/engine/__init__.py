@@ -1,0 +1,1 @@
+"""The core: the engine (timing wheel, purgatory, columns, validation) without Spark, files or Delta."""

@@ -1,0 +1,419 @@
+"""The contract under every split: random workloads, cut into micro-batches at random, against
+the reference model (``reference_model``).
+
+Hypothesis draws operations over a few keys (all five conditions, multi-key ones, repeated
+op_ids, invalid rows), events (targeted or not, with sources and values, some far behind or
+after their operations), an order for each input (event time, or any), cut points for each
+input (so operations arrive before, with or after their events, and micro-batches may be
+empty), a watermark delay and whether the input ends.  The watermarks are Spark's
+(``reference_model.spark_watermarks``).  For every draw, ``Purgatory.process`` and the
+``PurgatoryTester`` must give the reference's outcomes (status, ``resolved_at``, matched
+events, progress), unmatched events with their reasons, rejects and pending operations; and
+when each input comes in event-time order and nothing is late, the same as the whole input in
+one micro-batch.
+
+CI runs the ``ci`` Hypothesis profile (a few hundred draws); ``--hypothesis-profile=nightly``
+searches deep (tests/conftest.py registers both).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from spark_purgatory import Purgatory, PurgatoryConfig
+from spark_purgatory.handoff.end_of_input import end_watermark_ms
+from spark_purgatory.spark.key_hash import shards_of
+from spark_purgatory.testing import PurgatoryTester
+from tests.support.reference_model import Batch, Result, run, spark_watermarks
+
+KEYS = ["k0", "k1", "k2", "k3"]
+SOURCES = ["s0", "s1", "s2"]
+CONFIG = {"tick_ms": 10, "wheel_size": 4, "max_timeout_ms": 10_000}
+#: the watermark a stream's end of input moves every shard to
+END = end_watermark_ms(CONFIG["max_timeout_ms"], CONFIG["tick_ms"])
+
+
+# -- workloads ------------------------------------------------------------------------------------
+
+
+@st.composite
+def operations(draw, n_max: int = 14) -> list[dict]:
+    n = draw(st.integers(0, n_max))
+    ops = []
+    for i in range(n):
+        cond = draw(st.sampled_from(["any", "count", "sum", "all", "offset"]))
+        keys = sorted(set(draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=2))))
+        o = {
+            "op_id": f"o{draw(st.integers(0, n + 1)) if draw(st.booleans()) and i else i}",  # repeats
+            "keys": keys,
+            "ts": draw(st.integers(0, 600)),
+            "timeout_ms": draw(st.integers(0, 300)),
+            "condition": cond,
+        }
+        if cond == "all":
+            o["members"] = sorted(set(draw(st.lists(st.sampled_from(SOURCES), min_size=1, max_size=3))))
+        elif cond != "any":
+            o["target"] = float(draw(st.integers(0, 3)) * (1 if cond == "count" else 5))
+        bad = draw(st.sampled_from([None] * 12 + ["negative_timeout", "unknown_condition", "missing_target"]))
+        if bad == "negative_timeout":
+            o["timeout_ms"] = -5
+        elif bad == "unknown_condition":
+            o["condition"] = "maybe"
+        elif bad == "missing_target":
+            o["condition"], o["target"] = "count", None
+            o.pop("members", None)
+        if bad:
+            o["_reason"] = bad
+        ops.append(o)
+    return ops
+
+
+@st.composite
+def events(draw, op_ids: list[str], n_max: int = 24) -> list[dict]:
+    n = draw(st.integers(0, n_max))
+    out = []
+    for _ in range(n):
+        e = {"key": draw(st.sampled_from(KEYS)), "ts": draw(st.integers(0, 950))}
+        if draw(st.integers(0, 2)) == 0:
+            e["value"] = float(draw(st.integers(0, 12)))
+        if draw(st.integers(0, 2)) == 0:
+            e["source"] = draw(st.sampled_from(SOURCES))
+        if op_ids and draw(st.integers(0, 6)) == 0:
+            e["op_id"] = draw(st.sampled_from(op_ids))
+        if draw(st.integers(0, 25)) == 0:
+            del e["key"]
+            e["_reason"] = "missing_key"
+        out.append(e)
+    return out
+
+
+@st.composite
+def splits(draw, rows: list[dict], ordered: bool, n_batches: int) -> list[list[dict]]:
+    """``rows`` in event-time order (or any order), cut into ``n_batches`` micro-batches."""
+    rows = sorted(rows, key=lambda r: r["ts"]) if ordered else draw(st.permutations(rows))
+    cuts = sorted(draw(st.lists(st.integers(0, len(rows)), min_size=n_batches - 1, max_size=n_batches - 1)))
+    bounds = [0, *cuts, len(rows)]
+    return [list(rows[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+@st.composite
+def scenarios(draw) -> dict:
+    ops = draw(operations())
+    evs = draw(events([o["op_id"] for o in ops]))
+    ordered = draw(st.booleans())
+    n_batches = draw(st.integers(1, 7))
+    op_batches = draw(splits(ops, ordered, n_batches))
+    ev_batches = draw(splits(evs, ordered, n_batches))
+    # each input's own delay (watermark.delay.operations / .events), and the global policy
+    delay = (draw(st.sampled_from([0, 50, 200, 1000])), draw(st.sampled_from([0, 50, 200, 1000])))
+    policy = draw(st.sampled_from(["min", "min", "max"]))
+    cut = list(zip(op_batches, ev_batches, strict=True))
+    wms = spark_watermarks(cut, delay, policy)
+    batches = [Batch(o, e, wm) for (o, e), wm in zip(cut, wms, strict=True)]
+    end = draw(st.booleans())
+    if end:
+        batches.append(Batch([], [], END))
+    else:  # one more micro-batch at the watermark the last one leaves, as Spark's no-data batch
+        batches.append(Batch([], [], spark_watermarks([*cut, ([], [])], delay, policy)[-1]))
+    return {"ops": ops, "events": evs, "batches": batches, "ordered": ordered, "end": end, "delays": delay}
+
+
+# -- the engine and the harness, read as the reference reads ---------------------------------------
+
+
+def _inputs(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame([{k: v for k, v in r.items() if k != "_reason"} for r in rows])
+
+
+def _result(outcomes: pd.DataFrame, unmatched: pd.DataFrame, rejected: pd.DataFrame, pending: set) -> Result:
+    def val(v):
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+    got = {
+        r["op_id"]: (r["status"], int(r["resolved_at"]), int(r["matched_events"]), val(float(r["progress"])))
+        for r in outcomes.to_dict("records")
+    }
+    assert len(got) == len(outcomes), "an operation has two outcomes"
+    un = [
+        (r["key"], int(r["ts"]), val(r["op_id"]), val(r["source"]), val(r["value"]), r["reason"])
+        for r in unmatched.to_dict("records")
+    ]
+    rej = [(r["source"], r["reason"], val(r["op_id"]), val(r["key"])) for r in rejected.to_dict("records")]
+    return Result(got, sorted(un, key=repr), sorted(rej, key=repr), pending)
+
+
+def run_engine(batches: list[Batch]) -> tuple[Result, list[tuple[int, pd.DataFrame]]]:
+    p = Purgatory(PurgatoryConfig(**CONFIG))
+    results = []
+    for batch_id, b in enumerate(batches):
+        r = p.process(_inputs(b.ops), _inputs(b.events), watermark_ms=b.watermark, batch_id=batch_id)
+        results.append((b.watermark, r))
+    cat = lambda name: pd.concat([getattr(r, name) for _, r in results], ignore_index=True)  # noqa: E731
+    pending = set(p.pending_operations()["op_id"])
+    return _result(cat("outcomes"), cat("unmatched"), cat("rejected"), pending), results
+
+
+def run_tester(batches: list[Batch]) -> Result:
+    t = PurgatoryTester(
+        {
+            "purgatory.tick.ms": CONFIG["tick_ms"],
+            "purgatory.wheel.size": CONFIG["wheel_size"],
+            "purgatory.max.timeout.ms": CONFIG["max_timeout_ms"],
+        }
+    )
+    end = batches[-1].watermark >= END
+    for b in batches[:-1] if end else batches:
+        t.add_operations(_inputs(b.ops))
+        t.add_events(_inputs(b.events))
+        t.advance_watermark(max(b.watermark, t.watermark))
+        t.step()
+    if end:
+        t.end_input()
+    pending = set(t.purgatory.pending_operations()["op_id"])
+    return _result(t.outcomes(times="ms"), t.unmatched(times="ms"), t.rejected(), pending)
+
+
+def assert_same(got: Result, expected: Result) -> None:
+    wrong = {i: (got.outcomes.get(i), o) for i, o in expected.outcomes.items() if got.outcomes.get(i) != o}
+    extra = set(got.outcomes) - set(expected.outcomes)
+    assert not wrong and not extra, f"outcomes (got, expected): {wrong}; not expected: {extra}"
+    assert got.unmatched == expected.unmatched
+    assert got.rejected == expected.rejected
+    assert got.pending == expected.pending
+
+
+# -- the properties ------------------------------------------------------------------------------------
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@given(scenarios())
+def test_every_split_gives_the_reference_outcomes(scenario):
+    expected = run(scenario["batches"])
+    got, per_batch = run_engine(scenario["batches"])
+    assert_same(got, expected)
+    for wm, r in per_batch:  # an event is reported once its fate is final: the watermark passed it
+        assert (r.unmatched["ts"].to_numpy(np.int64) < wm).all()
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@given(scenarios())
+def test_the_tester_gives_the_reference_outcomes(scenario):
+    # the tester keeps, of copies with equal ts, the one in the lower-numbered of Spark's
+    # shards (``purgatory.shards``: 2 here; keys spanning shards: the cross-shard group, 2)
+    assert_same(run_tester(scenario["batches"]), run(scenario["batches"], home=_home_of_two_shards))
+
+
+def _home_of_two_shards(o: dict) -> int:
+    shards = set(shards_of(np.array(o["keys"], dtype=object), 2).tolist())
+    return shards.pop() if len(shards) == 1 else 2
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@given(scenarios())
+def test_ordered_input_without_late_rows_gives_the_one_batch_outcomes(scenario):
+    """The promise itself: inputs in event-time order, nothing late, the input ended: the cut
+    does not matter."""
+    got, _ = run_engine(scenario["batches"])
+    if not scenario["end"] or not scenario["ordered"] or any(r[1] == "late" for r in got.rejected):
+        return
+    cut = scenario["batches"][:-1]
+    whole = [
+        Batch([o for b in cut for o in b.ops], [e for b in cut for e in b.events], 0),
+        scenario["batches"][-1],
+    ]
+    one, _ = run_engine(whole)
+    # the one exception for input in event-time order: an ``offset`` operation that holds on
+    # arrival reports the progress of the events arrived (see the example below)
+    offset = {o["op_id"] for o in scenario["ops"] if o.get("condition") == "offset"}
+    assert _masked(got.outcomes, offset) == _masked(one.outcomes, offset)
+    assert got.unmatched == one.unmatched
+    assert got.rejected == one.rejected
+
+
+def _masked(outcomes: dict, offset: set) -> dict:
+    return {i: o[:3] if i in offset else o for i, o in outcomes.items()}
+
+
+def test_an_offset_operation_holding_on_arrival_reports_the_progress_of_the_events_arrived():
+    """The operations stream runs ahead of the events stream: ``op`` (ts 1495, target 0) holds
+    on arrival with its key's progress so far (1.0, from the event at 280); the event at 760
+    (value 3) arrives in the next micro-batch, inside neither's order (both streams are in
+    event-time order).  ``resolved_at`` (1495, the earliest possible) and the matched events
+    are the same either way; ``progress`` is what had arrived (1.0), not the 3.0 the whole
+    input in one micro-batch gives."""
+    op = {"op_id": "op", "keys": ["k"], "ts": 1495, "timeout_ms": 1000, "condition": "offset", "target": 0.0}
+    first, second = {"key": "k", "ts": 280, "value": 1.0}, {"key": "k", "ts": 760, "value": 3.0}
+    split = [Batch([op], [first], 0), Batch([], [second], 80), Batch([], [], END)]
+    whole = [Batch([op], [first, second], 0), Batch([], [], END)]
+    for batches, progress in ((split, 1.0), (whole, 3.0)):
+        got, _ = run_engine(batches)
+        assert got.outcomes == run(batches).outcomes == {"op": ("completed", 1495, 0, progress)}
+
+
+# -- across shards: the mailbox hand-off (``test_multikey.Sharded``) ----------------------------------
+
+SHARD_OF = {"k0": 0, "k1": 1, "k2": 2, "k3": 0}
+
+
+def _owner(o: dict) -> object:
+    shards = {SHARD_OF[k] for k in o["keys"]}
+    return shards.pop() if len(shards) == 1 else "cross"
+
+
+#: each op_id's registry shard (``engine.registry``): a repeated op_id is one operation
+#: whichever shards its copies' keys live in
+def _registry(op_id: str) -> int:
+    return zlib.crc32(op_id.encode()) % 3
+
+
+@settings(
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    deadline=None,
+    max_examples=max(10, settings.default.max_examples // 6),  # each draw saves state per shard and batch
+)
+@given(scenario=scenarios())
+def test_every_split_across_shards_gives_the_reference_outcomes(tmp_path_factory, scenario):
+    """Three primary shards and the cross-shard group, state saved between micro-batches, the
+    op_id registry deciding repeated op_ids whichever shard their keys live in: the
+    outcomes, unmatched events and rejected rows of one purgatory, cross-shard and parked
+    operations up to two micro-batches later."""
+    from tests.handoff.test_multikey import Sharded
+
+    owners: dict[str, set] = {}
+    for o in scenario["ops"]:
+        if not o.get("_reason"):
+            owners.setdefault(o["op_id"], set()).add(_owner(o) == "cross")
+    # the registry's one limit: an op_id both of an operation whose keys span shards and of
+    # one whose keys do not (docs/contract.md)
+    assume(all(len(kinds) == 1 for kinds in owners.values()))
+    batches = scenario["batches"]
+    homes = {0: 0, 1: 1, 2: 2, "cross": 3}
+    parks = lambda o: _owner(o) != "cross" and _registry(o["op_id"]) != homes[_owner(o)]  # noqa: E731
+    expected = run(batches, home=lambda o: homes[_owner(o)], parks=parks)
+    cluster = Sharded(SHARD_OF, 3, str(tmp_path_factory.mktemp("mailbox")), registry=_registry)
+    outcomes = [cluster.step(_valid(b.ops), _valid(b.events), b.watermark) for b in batches]
+    for _ in range(2):  # verdicts on the last micro-batch's parked operations, then their relays
+        outcomes.append(cluster.step((), (), batches[-1].watermark))
+    got = _result(
+        pd.concat(outcomes, ignore_index=True),
+        pd.concat(cluster.unmatched, ignore_index=True),
+        pd.concat(cluster.rejected, ignore_index=True),
+        set(),
+    )
+    assert got.outcomes == expected.outcomes
+    assert got.unmatched == expected.unmatched
+    assert got.rejected == [r for r in expected.rejected if r[1] in ("late", "duplicate_op_id")]
+
+
+_NO_REJECTED = pd.DataFrame({"source": [], "reason": [], "op_id": [], "key": []})
+
+
+def _valid(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "_reason"} for r in rows if not r.get("_reason")]
+
+
+# -- the issue's repros, as examples ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "condition, extra, events_first, events_with",
+    [
+        ("any", {}, [300], [200]),
+        ("count", {"target": 2}, [300, 400], [200]),
+        (
+            "sum",
+            {"target": 10},
+            [{"ts": 300, "value": 5}, {"ts": 400, "value": 5}],
+            [{"ts": 200, "value": 5}],
+        ),
+        (
+            "all",
+            {"members": ["a", "b"]},
+            [{"ts": 300, "source": "a"}, {"ts": 400, "source": "b"}],
+            [{"ts": 200, "source": "b"}],
+        ),
+    ],
+)
+def test_an_operation_is_decided_against_the_events_of_its_own_micro_batch_too(
+    condition, extra, events_first, events_with
+):
+    """An event buffered from an earlier micro-batch and one arriving with the operation: the
+    earliest time they satisfy it, as in one micro-batch (it was the buffered one's)."""
+
+    def rows(spec):
+        return [{"key": "k", **({"ts": s} if isinstance(s, int) else s)} for s in spec]
+
+    op = {"op_id": "a", "key": "k", "ts": 100, "timeout_ms": 1000, "condition": condition, **extra}
+    split = PurgatoryTester({"purgatory.tick.ms": 10})
+    split.add_events(rows(events_first))
+    split.step()
+    split.add_operations([op])
+    split.add_events(rows(events_with))
+    split.step()
+    whole = PurgatoryTester({"purgatory.tick.ms": 10})
+    whole.add_operations([op])
+    whole.add_events(rows(events_first) + rows(events_with))
+    whole.step()
+    for t in (split, whole):
+        t.end_input()
+    assert split.outcome("a")["resolved_at"] == whole.outcome("a")["resolved_at"]
+    assert split.outcome("a")["resolved_at"] < pd.Timestamp(300, unit="ms", tz="UTC") or condition != "any"
+    cols = ["key", "ts", "reason"]
+    assert (
+        split.unmatched()[cols].sort_values("ts").values.tolist()
+        == whole.unmatched()[cols].sort_values("ts").values.tolist()
+    )
+
+
+def test_the_issues_repro_completes_at_200():
+    t = PurgatoryTester({"purgatory.tick.ms": 10})
+    t.add_events([{"key": "k", "ts": 300}])
+    t.step()
+    t.add_operations([{"op_id": "a", "key": "k", "ts": 100, "timeout_ms": 1000}])
+    t.add_events([{"key": "k", "ts": 200}])
+    t.step()
+    assert t.outcome("a")["resolved_at"] == pd.Timestamp(200, unit="ms", tz="UTC")
+    t.end_input()
+    assert t.unmatched(times="ms")[["ts", "reason"]].values.tolist() == [[300, "after_resolution"]]
+
+
+def test_an_event_before_the_operation_on_its_key_is_no_operation():
+    """It could never have matched: the operation that resolved later does not make it
+    ``after_resolution`` (it was, whether the event arrived before or after)."""
+    for before in (True, False):
+        t = PurgatoryTester({"purgatory.tick.ms": 10})
+        early = {"key": "k", "ts": 50}
+        if before:
+            t.add_events([early])
+            t.step()
+        t.add_operations([{"op_id": "a", "key": "k", "ts": 100, "timeout_ms": 1000}])
+        t.add_events([{"key": "k", "ts": 150}] + ([] if before else [early]))
+        t.step()
+        t.end_input()
+        assert t.unmatched(times="ms")[["ts", "reason"]].values.tolist() == [[50, "no_operation"]]
+
+
+def test_an_offset_operation_counts_the_events_up_to_its_crossing_in_arrival_order():
+    """Ties at ``resolved_at`` count up to the event that made it hold, in arrival order, so an
+    event at the same time arriving later is the same whether it comes in the same micro-batch
+    or the next: not counted (``after_resolution``)."""
+    op = {"op_id": "op", "keys": ["k"], "ts": 100, "timeout_ms": 1000, "condition": "offset", "target": 5.0}
+    first, tie = {"key": "k", "ts": 300, "value": 7.0}, {"key": "k", "ts": 300, "value": 9.0}
+    on_arrival = {"key": "k", "ts": 100, "value": 1.0}  # at o.ts, after the floor reached it
+    split = [Batch([op], [first], 0), Batch([], [tie], 0), Batch([], [], END)]
+    whole = [Batch([op], [first, tie], 0), Batch([], [], END)]
+    for batches in (split, whole):
+        got, _ = run_engine(batches)
+        assert got.outcomes == run(batches).outcomes == {"op": ("completed", 300, 1, 7.0)}
+        assert [r[-1] for r in got.unmatched] == ["after_resolution"]
+    floor = {"key": "k", "ts": 50, "value": 6.0}
+    split = [Batch([], [floor], 0), Batch([op], [], 60), Batch([], [on_arrival], 60), Batch([], [], END)]
+    got, _ = run_engine(split)
+    assert got.outcomes == run(split).outcomes == {"op": ("completed", 100, 0, 6.0)}

@@ -1,0 +1,121 @@
+"""The job as users run it: the command line, Delta tables out, a second run continuing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable
+
+from spark_purgatory import job
+from spark_purgatory.workload import generate, write_json_lines
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
+
+
+def read(path: str, table: str):
+    return DeltaTable(os.path.join(path, table)).to_pyarrow_table()
+
+
+def test_bad_configuration_stops_the_job_at_start_naming_the_key(tmp_path):
+    base = [
+        sys.executable,
+        JOB,
+        "--ops-path",
+        "x",
+        "--events-path",
+        "y",
+        "--output-path",
+        "z",
+        "--checkpoint-path",
+        str(tmp_path),
+    ]
+    bad = subprocess.run(
+        [*base, "--set", "purgatory.tick.ms=soon"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "purgatory.tick.ms must be an integer" in bad.stderr
+    unknown = subprocess.run([*base, "--set", "purgatory.tick=5"], capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and "unknown configuration key 'purgatory.tick'" in unknown.stderr
+    assert "purgatory.tick.ms" in unknown.stderr  # the allowed keys are listed
+    trigger = subprocess.run([*base, "--trigger", "sometimes"], capture_output=True, text=True, timeout=60)
+    assert trigger.returncode == 2 and "available-now" in trigger.stderr
+
+
+@pytest.mark.spark
+def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_path):
+    # the watermark is the slower input's (the operations end 15 s in): short timeouts expire
+    work = generate(1500, seed=11, ops_per_second=100, timeout_ms=5_000)
+    data = tmp_path / "data"
+    write_json_lines(work, str(data / "all-ops"), str(data / "all-events"), files=6, malformed=4)
+    ops, events = data / "ops", data / "events"
+    ops.mkdir()
+    events.mkdir()
+
+    def deliver(parts: range) -> None:
+        for i in parts:
+            name = f"part-{i:05d}.json"
+            os.replace(data / "all-ops" / name, ops / name)
+            os.replace(data / "all-events" / name, events / name)
+
+    out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
+    args = [
+        "--ops-path",
+        str(ops),
+        "--events-path",
+        str(events),
+        "--output-path",
+        out,
+        "--checkpoint-path",
+        chk,
+        "--conf",
+        os.path.join(ROOT, "conf", "local.conf"),
+        "--set",
+        "source.max.files.per.trigger=1",
+        "--set",
+        "watermark.delay=2 seconds",
+    ]
+
+    deliver(range(0, 3))
+    first = subprocess.run(
+        [sys.executable, JOB, *args, "--set", "job.master=local[2]"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "batch     0" in first.stdout and "pending" in first.stdout  # the progress line
+    after_first = read(out, "outcomes").num_rows
+    assert after_first > 0
+
+    deliver(range(3, 6))
+    totals = job.run(job.parse_args(args))  # a second run, in another process, same checkpoint
+    assert totals["batches"] >= 1
+
+    outcomes = read(out, "outcomes")
+    ids = outcomes.column("op_id").to_pylist()
+    assert len(ids) == len(set(ids)), "an operation has two outcomes"
+    assert len(ids) > after_first
+    assert set(ids) <= set(work.operations["op_id"])
+    statuses = set(outcomes.column("status").to_pylist())
+    assert statuses == {"completed", "expired"}
+    latency = pc.subtract(
+        pc.cast(outcomes.column("resolved_at"), "int64"), pc.cast(outcomes.column("op_ts"), "int64")
+    )
+    assert pc.all(pc.equal(pc.divide(latency, 1000), outcomes.column("latency_ms"))).as_py()
+    rejected = read(out, "rejected")
+    assert rejected.num_rows == 4 and set(rejected.column("source").to_pylist()) == {"operations", "events"}
+    assert totals["pending"] == len(work.operations) - len(ids)
+
+
+def test_without_purgatory_shards_the_job_leaves_the_count_to_the_checkpoint_or_the_session():
+    """Not configured: ``run`` takes the checkpoint's count, or the session's parallelism
+    (``state.layout.default_shards``, tested with Spark in ``test_rescale_spark.py``)."""
+    base = ["--ops-path", "o", "--events-path", "e", "--output-path", "t", "--checkpoint-path", "c"]
+    assert not job.parse_args(base).shards_configured
+    assert job.parse_args([*base, "--set", "purgatory.shards=3"]).shards_configured
+    local = os.path.join(ROOT, "conf", "local.conf")  # make demo's: 2 shards, said
+    assert job.parse_args([*base, "--conf", local]).shards_configured
