@@ -262,7 +262,7 @@ class Purgatory:
         wm = max(int(watermark_ms), self._t.watermark)
         self._outcomes = []
         new_from, new_eseq_from = self._t.next_handle, self._t.next_eseq
-        self._forget_resolved(wm)
+        self._t.forget_resolved(wm)
         ops, evs, rejected = admit(
             operations, events, wm, validated, self.config.max_timeout_ms, self._t.resolved, self._t.pending
         )
@@ -294,7 +294,7 @@ class Purgatory:
         if held.size:
             self._t.due = np.concatenate([self._t.due, held])
         unmatched, notes = self._finalise_events(wm, paired)
-        self._retire(wm)
+        self._t.retire(wm)
         outcomes, self._outcomes = self._outcomes, []
         if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
             memory.release()  # bulk work: its temporaries back to the system
@@ -438,7 +438,7 @@ class Purgatory:
         if not ok.any():
             return
         done = handles[ok]
-        self._mark_used(result.eseq[result.used & among(result.handle, done)])
+        self._t.mark_used(result.eseq[result.used & among(result.handle, done)])
         rows = ops.where(ok)
         self._cancel(done, rows)
         at, matched, reached = result.resolved_at[ok], result.matched[ok], result.progress[ok]
@@ -453,7 +453,7 @@ class Purgatory:
         stub = rows["stub"]
         counted = result.used if not stub.any() else result.used & ~among(result.handle, expired[stub])
         counted = result.eseq[counted]
-        self._mark_used(counted)
+        self._t.mark_used(counted)
         self._force_complete(expired, rows, EXPIRED, rows["deadline"], result.matched, result.progress)
 
     def _force_complete(
@@ -565,14 +565,6 @@ class Purgatory:
             watch = self._t.pending.watch_rows(handles, ["handle", "hash", "progress_at_watch"])
         return evaluate(ops, matches, watch)
 
-    def _mark_used(self, eseqs: np.ndarray) -> None:
-        """Operations of this shard counted these events (here, or relayed: ``relay.absorb``)."""
-        if eseqs.size and len(self._t.events):
-            hit = isin(self._t.events["eseq"], eseqs)
-            if hit.any():
-                self._t.events = self._t.events.assign(used=self._t.events["used"] | hit)
-        self._t.relayed = relay.absorb(self._t.relayed, eseqs)
-
     def _finalise_events(self, wm: int, paired: np.ndarray) -> tuple[Rows, Rows]:
         """Events the watermark passed can match no future operation: fold them into key
         progress and report the ones nothing counted.  An event a stub matched (``paired``)
@@ -599,16 +591,3 @@ class Purgatory:
         if len(lost) == 0:
             return progress.empty_unmatched(), notes
         return progress.unmatched_rows(lost, self._t.windows.covers(lost), self._batch_id), notes
-
-    def _forget_resolved(self, wm: int) -> None:
-        """Forget the resolved op_ids whose dedup retention this micro-batch's watermark
-        reached, before its operations are admitted: a re-send is judged at the watermark of
-        the micro-batch it arrives in (docs/contract.md), not at the previous one's."""
-        self._t.resolved.retire(wm)
-
-    def _retire(self, wm: int) -> None:
-        """Drop what the watermark made useless: old key progress, old dedup entries."""
-        self._t.retired_wm = max(self._t.retired_wm, int(wm))
-        self._t.keys.retire(wm)
-        self._t.resolved.retire(wm)
-        self._t.windows.retire(wm)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import dedup, progress
+from . import dedup, progress, relay
 from .frames import empty, hash_strings, isin
 from .pending import Pending
 from .rows import Rows
@@ -97,6 +97,27 @@ class LiveTables:
             or len(self.resolved)  # last: these two count
             or len(self.keys)
         )
+
+    def mark_used(self, eseqs: np.ndarray) -> None:
+        """Operations of this shard counted these events (here, or relayed: ``relay.absorb``)."""
+        if eseqs.size and len(self.events):
+            hit = isin(self.events["eseq"], eseqs)
+            if hit.any():
+                self.events = self.events.assign(used=self.events["used"] | hit)
+        self.relayed = relay.absorb(self.relayed, eseqs)
+
+    def forget_resolved(self, wm: int) -> None:
+        """Forget the resolved op_ids whose dedup retention this micro-batch's watermark
+        reached, before its operations are admitted: a re-send is judged at the watermark of
+        the micro-batch it arrives in (docs/contract.md), not at the previous one's."""
+        self.resolved.retire(wm)
+
+    def retire(self, wm: int) -> None:
+        """Drop what the watermark made useless: old key progress, old dedup entries."""
+        self.retired_wm = max(self.retired_wm, int(wm))
+        self.keys.retire(wm)
+        self.resolved.retire(wm)
+        self.windows.retire(wm)
 
 
 def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None) -> ShardTables:
