@@ -121,6 +121,7 @@ from .output import OUTPUT_SCHEMA, output_rows, shard_figures, with_timestamps
 from .routing import (
     ROLE_BAD,
     ROLE_CLAIM,
+    ROLE_CLOCK,
     ROLE_END,
     ROLE_EVENT,
     ROLE_OPERATION,
@@ -490,7 +491,7 @@ def _stateful_shard(
         relayed = _receive(p, mailbox, batch) if mailbox is not None and shard == cross else None
         claims, verdicts = (_claims(pdf), _verdicts(p, config, shard)) if registering else (None, None)
         # the end of input (state.wake): past every deadline, kept from now on by the engine
-        engine_wm = _end_watermark(p, config) if (pdf["role"] == ROLE_END).any() else wm
+        engine_wm = _end_watermark(p, config) if (pdf["role"] == ROLE_END).any() else _clocked(wm, pdf)
         result = p.process(
             ops,
             events,
@@ -512,10 +513,11 @@ def _stateful_shard(
         handled = len(pdf) + (len(relayed) if relayed is not None else 0)  # relayed rows are work too
         now = state.getCurrentProcessingTimeMs()  # the micro-batch's time
         figures = shard_figures(p, pdf, delays, batch_time_ms=now, group_rows=handled, relayed=posted)
-        out_wm = p.watermark if ended else wm  # read before p is saved (and parked)
+        clocked = p.watermark > wm  # the operator's clock is ahead of Spark's watermark (reaper)
+        out_wm = p.watermark if ended or clocked else wm  # read before p is saved (and parked)
         # the cross-shard group keeps relays_through (files it received may still be in the
-        # mailbox), an ended shard its end watermark
-        keep = not (p.is_empty() and not ended and (mailbox is None or shard != cross))
+        # mailbox), an ended shard its end watermark, a clocked one its watermark
+        keep = not (p.is_empty() and not ended and not clocked and (mailbox is None or shard != cross))
         if keep:  # saved before the output rows, whose metrics row carries the value's size
             wake = p.next_wakeup()
             awaits = mailbox is not None and shard == cross and (p.pending or p.awaited_notices)
@@ -557,6 +559,12 @@ def _stateful_shard(
             state.setTimeoutTimestamp(max(wake - 1, wm))
 
     return shard_step
+
+
+def _clocked(wm: int, pdf: pd.DataFrame) -> int:
+    """Spark's watermark, or the operator's clock when a clock row (``reaper``) is ahead."""
+    clock = pdf[_TS_MS].to_numpy()[pdf["role"].to_numpy(dtype=object) == ROLE_CLOCK]
+    return max(wm, int(np.max(clock))) if len(clock) else wm
 
 
 def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:
