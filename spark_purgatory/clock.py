@@ -29,6 +29,9 @@ applies it).  The trade-off, written in ``docs/contract.md``: a row that arrives
 clock (an input that wakes up with a backlog, a producer whose rows took longer than the
 delay) is ``late`` in ``rejected``, never dropped.
 
+With ``deadline.clock=processing`` the shards run on the processing clock instead: every
+row's time is its arrival (``on_arrival``), and the clock is the micro-batch's start.
+
 Example (delay 5 s, idle timeout 30 s, the run started at t = 0)::
 
     clock = ClockWatermark(30_000, {"operations": 5_000, "events": 5_000}, started_ms=0)
@@ -44,7 +47,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["ClockWatermark", "InputActivity"]
+import numpy as np
+import pandas as pd
+
+__all__ = ["ClockWatermark", "InputActivity", "on_arrival"]
 
 
 @dataclass
@@ -147,3 +153,27 @@ class ClockWatermark:
             return None
         self.posted = value
         return value
+
+
+def on_arrival(
+    operations: pd.DataFrame, events: pd.DataFrame, claims: pd.DataFrame | None, arrival_ms: int
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """``deadline.clock=processing``: a shard's validated rows as of their arrival.
+
+    Every row's time becomes ``arrival_ms`` (the micro-batch's start, Spark's batch timestamp:
+    the same in every shard of the micro-batch and on its replay), an operation's deadline
+    its arrival plus its timeout; the shard then runs at ``arrival_ms`` as its watermark, so
+    nothing is ``late`` and an operation expires in the first micro-batch that starts at or
+    after its deadline (Kafka's request timeouts, on the wall clock).  Columns as the shard
+    step gives them (``operator._split_input``, ``operator._claims``); the frames are copied."""
+    arrival = np.int64(arrival_ms)
+
+    def rebased(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.copy()
+        frame["deadline"] = frame["deadline"].to_numpy(np.int64) - frame["ts"].to_numpy(np.int64) + arrival
+        frame["ts"] = np.full(len(frame), arrival, dtype=np.int64)
+        return frame
+
+    events = events.copy()
+    events["ts"] = np.full(len(events), arrival, dtype=np.int64)
+    return rebased(operations), events, None if claims is None else rebased(claims)

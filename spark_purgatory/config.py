@@ -82,6 +82,7 @@ class PurgatoryConfig:
     watermark_delay_operations: str = ""
     watermark_delay_events: str = ""
     watermark_idle_timeout: str = ""
+    deadline_clock: str = "event"
     accumulator_batch_size: int = 128 * 1024 * 1024
     accumulator_linger_ms: int = 60_000
     accumulator_buffer_memory: int = 512 * 1024 * 1024
@@ -141,6 +142,8 @@ class PurgatoryConfig:
                 parse_interval_ms(self.watermark_idle_timeout)
             except ConfigError as error:
                 raise ConfigError(f"watermark.idle.timeout: {error}") from None
+        if self.deadline_clock not in ("event", "processing"):
+            raise ConfigError(f"deadline.clock must be event or processing, got {self.deadline_clock!r}")
         if self.dedup_scope not in ("global", "shard"):
             raise ConfigError(f"purgatory.dedup.scope must be global or shard, got {self.dedup_scope!r}")
         if self.cross_shard_handoff not in ("replicas", "mailbox"):
@@ -211,6 +214,8 @@ _FIELDS_BY_KEY = {
     "watermark.delay.events": "watermark_delay_events",
     # an input silent this long stops holding the watermark back (clock, reaper); "" = never
     "watermark.idle.timeout": "watermark_idle_timeout",
+    # event: deadline = ts + timeout_ms; processing: arrival (the micro-batch's start) + timeout_ms
+    "deadline.clock": "deadline_clock",
     "accumulator.batch.size": "accumulator_batch_size",
     "accumulator.linger.ms": "accumulator_linger_ms",
     "accumulator.buffer.memory": "accumulator_buffer_memory",
@@ -261,6 +266,7 @@ _TEXT_FIELDS = (
     "watermark_delay_operations",
     "watermark_delay_events",
     "watermark_idle_timeout",
+    "deadline_clock",
     "state_path",
     "accumulator_staging_path",
     "storage_endpoint",

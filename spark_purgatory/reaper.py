@@ -246,7 +246,7 @@ def reaper_for(
     """The reaper a query needs (not started), or None: only a ``processing-time=<interval>``
     query with ``watermark.idle.timeout`` set or ``deadline.clock=processing`` has one."""
     idle_ms = config.watermark_idle_timeout_ms
-    processing = getattr(config, "deadline_clock", "event") == "processing"
+    processing = config.deadline_clock == "processing"
     if not trigger.startswith("processing-time=") or (idle_ms is None and not processing):
         return None
     from .startup import _interval

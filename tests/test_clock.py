@@ -206,3 +206,50 @@ def test_the_run_begins_with_its_first_micro_batch_or_when_spark_finds_nothing_t
     now.ms = 1_001_100
     # read through Spark's trigger before the last (at 1_000_000): rows written since may still come
     assert reaper.tick() == 1_000_000 - 5_000
+
+
+# -- deadline.clock=processing ---------------------------------------------------------------
+
+
+def test_deadlines_on_the_processing_clock_count_from_arrival_and_nothing_is_late():
+    """What a shard does with ``deadline.clock=processing``, on the engine alone: rows at
+    their arrival (the micro-batch's start), the watermark the micro-batch's start."""
+    from spark_purgatory.clock import on_arrival
+    from spark_purgatory.engine.validation import validate_events, validate_operations
+
+    config = PurgatoryConfig(tick_ms=100, deadline_clock="processing")
+    p = Purgatory(config)
+    ops, _ = validate_operations(
+        pd.DataFrame(
+            {"op_id": ["a", "b"], "key": ["ka", "kb"], "ts": [5_000, 1_000], "timeout_ms": [3_000, 3_000]}
+        ),
+        max_timeout_ms=config.max_timeout_ms,
+    )
+    events, _ = validate_events(pd.DataFrame({"key": ["ka"], "ts": [0]}))
+    arrived = 1_000_000
+    ops1, none, _ = on_arrival(ops, events.iloc[:0], None, arrived)
+    assert ops1["ts"].tolist() == [arrived] * 2 and ops1["deadline"].tolist() == [arrived + 3_000] * 2
+    assert p.process(ops1, none, watermark_ms=arrived, validated=True).rejected.empty
+    # an event stamped long before arrives a second later: it counts (arrival order), not late
+    _, ev2, _ = on_arrival(ops.iloc[:0], events, None, arrived + 1_000)
+    out = p.process(ops.iloc[:0], ev2, watermark_ms=arrived + 1_000, validated=True)
+    assert out.rejected.empty and out.outcomes["op_id"].tolist() == ["a"]
+    assert out.outcomes["resolved_at"].tolist() == [arrived + 1_000]
+    # b expires in the first micro-batch that starts at or after its arrival plus its timeout
+    assert p.process(None, None, watermark_ms=arrived + 2_900, validated=True).outcomes.empty
+    late = p.process(None, None, watermark_ms=arrived + 3_100, validated=True).outcomes
+    assert late[["op_id", "status", "resolved_at"]].values.tolist() == [["b", "expired", arrived + 3_000]]
+
+
+def test_deadline_clock_is_event_or_processing_and_processing_has_a_reaper(tmp_path):
+    assert PurgatoryConfig().deadline_clock == "event"
+    with pytest.raises(ConfigError, match="deadline.clock must be event or processing"):
+        PurgatoryConfig.from_mapping({"deadline.clock": "wall"})
+    config = PurgatoryConfig(deadline_clock="processing")
+    reaper = reaper_for(config, "processing-time=500ms", str(tmp_path / "wake"))
+    assert reaper.clock is None and reaper.interval_ms == 500
+    now = Clock(1_000_000)
+    reaper = reaper_for(config, "processing-time=1s", str(tmp_path / "wake"), pending={0: 1}, now=now)
+    assert reaper.tick() == 1_000_000 and reaper.tick() is None  # a micro-batch per tick at most
+    now.ms += 250
+    assert reaper.tick() == 1_000_250

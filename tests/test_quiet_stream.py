@@ -220,3 +220,30 @@ def test_after_a_restart_during_the_silence_the_operations_expire_on_the_clock(s
         bound = _bound_s(q)
         print(f"expiry lag after a restart (s): {sorted(round(x, 2) for x in lags)}, bound {bound:.2f}")
         assert max(lags) <= bound, lags
+
+
+def test_deadlines_on_the_processing_clock_run_from_arrival_and_expire_without_input(spark, tmp_path):
+    """``deadline.clock=processing``: an operation's deadline is its arrival plus its timeout,
+    an event counts by arrival, nothing is late; expiries come with no input, within one
+    trigger interval + the micro-batch's time + ``linger.ms`` after the deadline."""
+    data = Input(tmp_path)
+    out = str(tmp_path / "out")
+    day_old = _now_ms() - 86_400_000  # event time does not matter on this clock
+    with _start(spark, tmp_path, _config(deadline_clock="processing")) as q:
+        _waiting_for_data(q)
+        first = time.time()
+        data.operations(["op-0"], day_old, timeout_ms=60_000)
+        data.operations(["op-1"], day_old, timeout_ms=3_000)
+        time.sleep(TRIGGER_S)
+        data.event("k-op-0", day_old - 60_000)  # stamped before the operation, arrives after it
+        seen = _seen(out, "outcomes", lambda rows: len(rows) == 2, timeout_s=60)
+        rows = {r["op_id"]: r for r in _rows(out, "outcomes")}
+        assert {i: r["status"] for i, r in rows.items()} == {"op-0": "completed", "op-1": "expired"}
+        expired = rows["op-1"]
+        assert expired["op_ts"].timestamp() >= first and expired["resolved_at"] == expired["deadline"]
+        assert (expired["deadline"] - expired["op_ts"]).total_seconds() == 3.0
+        assert _rows(out, "rejected") == []
+        lag = seen["op-1"] - expired["deadline"].timestamp()
+        bound = _bound_s(q) - max(TRIGGER_S, 0)  # no listing to wait for: arrival is the clock
+        print(f"expiry lag on the processing clock (s): {lag:.2f}, bound {bound:.2f}")
+        assert lag <= bound

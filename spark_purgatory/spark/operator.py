@@ -102,6 +102,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from ..clock import on_arrival
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS, OPERATOR_OUTPUT, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..delta.staging import STAGED, ShardStaging
@@ -471,6 +472,7 @@ def _stateful_shard(
     numbers = shard_numbers(config.shards + 1)
     cross = config.shards
     delays = {source: config.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
+    processing = config.deadline_clock == "processing"
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         shard = numbers[int(key[0])]
@@ -492,6 +494,10 @@ def _stateful_shard(
         claims, verdicts = (_claims(pdf), _verdicts(p, config, shard)) if registering else (None, None)
         # the end of input (state.wake): past every deadline, kept from now on by the engine
         engine_wm = _end_watermark(p, config) if (pdf["role"] == ROLE_END).any() else _clocked(wm, pdf)
+        if processing:  # deadline.clock=processing: rows at their arrival, the batch's time the clock
+            arrival = int(state.getCurrentProcessingTimeMs())
+            ops, events, claims = on_arrival(ops, events, claims, arrival)
+            engine_wm = engine_wm if is_end_watermark(engine_wm) else arrival
         result = p.process(
             ops,
             events,
