@@ -5,8 +5,9 @@ after a few operations both inputs fall silent.  With the idle timeout every ope
 nothing completed expires and is committed to ``outcomes`` within the documented bound after
 its deadline passes on the clock plus the delay: two trigger intervals (the inputs read past
 it, then the micro-batch that applies it) + the micro-batch's own time + ``linger.ms``;
-without it none expires (Spark's watermark waits for input).  Rows that then arrive behind
-the clock are ``late``.
+without it none expires (Spark's watermark waits for input); the same after a restart
+during the silence, and through Kafka topics.  Rows that then arrive behind the clock are
+``late``.  ``deadline.clock=processing``: deadlines from arrival, on the processing clock.
 """
 
 from __future__ import annotations
@@ -247,3 +248,54 @@ def test_deadlines_on_the_processing_clock_run_from_arrival_and_expire_without_i
         bound = _bound_s(q) - max(TRIGGER_S, 0)  # no listing to wait for: arrival is the clock
         print(f"expiry lag on the processing clock (s): {lag:.2f}, bound {bound:.2f}")
         assert lag <= bound
+
+
+@pytest.mark.jars("kafka", "kafka-broker")
+def test_a_quiet_kafka_stream_expires_on_the_clock(spark, kafka_broker, tmp_path):
+    """The same through topics of two partitions: with both topics silent, the operations
+    nothing completed expire within the bound."""
+    topics = [kafka_broker.create_topic(f"quiet-{kind}", partitions=2) for kind in ("ops", "events")]
+    out = str(tmp_path / "out")
+
+    def produce(topic: str, rows: list[dict]) -> None:
+        kafka_broker.produce(
+            topic, [json.dumps(r) for r in rows], partitions=[i % 2 for i in range(len(rows))]
+        )
+
+    def op(op_id: str, ts_ms: int, timeout_ms: int) -> dict:
+        return {"op_id": op_id, "key": f"k-{op_id}", "ts": _iso(ts_ms), "timeout_ms": timeout_ms}
+
+    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap_servers, "startingOffsets": "earliest"}
+    with start(
+        *topics,
+        output=out,
+        checkpoint=str(tmp_path / "chk"),
+        config=_config(watermark_idle_timeout="1 second"),
+        trigger=f"processing-time={int(TRIGGER_S)}s",
+        source_format="kafka",
+        kafka_options=options,
+        spark=spark,
+    ) as q:
+        _waiting_for_data(q)
+        now = _now_ms()
+        produce(topics[0], [op("warm-up", now, 60_000)])
+        produce(topics[1], [{"key": "k-warm-up", "ts": _iso(now)}])
+        _seen(out, "outcomes", lambda rows: len(rows) >= 1, timeout_s=120)
+        warm = q.query.lastProgress["batchId"] + 1
+        t0 = _now_ms()
+        ids = [f"op-{i}" for i in range(4)]
+        produce(topics[0], [op(i, t0, TIMEOUT_MS) for i in ids])
+        produce(topics[1], [{"key": "k-op-0", "ts": _iso(t0 + 100)}])
+        seen = _seen(
+            out, "outcomes", lambda rows: len(rows) == len(ids) + 1, timeout_s=TIMEOUT_MS / 1000 + 60
+        )
+        rows = [r for r in _rows(out, "outcomes") if r["op_id"] != "warm-up"]
+        statuses = {r["op_id"]: r["status"] for r in rows}
+        assert statuses == {i: "completed" if i == "op-0" else "expired" for i in ids}
+        assert _rows(out, "rejected") == []
+        lags = _lags(seen, rows)
+        bound = _bound_s(q, since=warm)
+        print(
+            f"expiry lag on a quiet Kafka stream (s): {sorted(round(x, 2) for x in lags)}, bound {bound:.2f}"
+        )
+        assert max(lags) <= bound, lags
