@@ -81,6 +81,8 @@ class PurgatoryConfig:
     watermark_delay: str = "10 seconds"
     watermark_delay_operations: str = ""
     watermark_delay_events: str = ""
+    watermark_idle_timeout: str = ""
+    deadline_clock: str = "event"
     accumulator_batch_size: int = 128 * 1024 * 1024
     accumulator_linger_ms: int = 60_000
     accumulator_buffer_memory: int = 512 * 1024 * 1024
@@ -114,6 +116,15 @@ class PurgatoryConfig:
         own = {SOURCE_OPERATIONS: self.watermark_delay_operations, SOURCE_EVENTS: self.watermark_delay_events}
         return parse_interval_ms(own[source]) if own[source] else self.watermark_delay_ms
 
+    @property
+    def watermark_idle_timeout_ms(self) -> int | None:
+        """``watermark.idle.timeout`` in ms; None when unset (Spark's watermark alone).
+
+        >>> PurgatoryConfig(watermark_idle_timeout="30 seconds").watermark_idle_timeout_ms
+        30000
+        """
+        return parse_interval_ms(self.watermark_idle_timeout) if self.watermark_idle_timeout else None
+
     def __post_init__(self) -> None:
         self._check_types()
         for name, low in _LOWEST.items():
@@ -126,6 +137,13 @@ class PurgatoryConfig:
                     parse_interval_ms(value)
                 except ConfigError as error:
                     raise ConfigError(f"{_KEYS_BY_FIELD[name]}: {error}") from None
+        if self.watermark_idle_timeout:
+            try:
+                parse_interval_ms(self.watermark_idle_timeout)
+            except ConfigError as error:
+                raise ConfigError(f"watermark.idle.timeout: {error}") from None
+        if self.deadline_clock not in ("event", "processing"):
+            raise ConfigError(f"deadline.clock must be event or processing, got {self.deadline_clock!r}")
         if self.dedup_scope not in ("global", "shard"):
             raise ConfigError(f"purgatory.dedup.scope must be global or shard, got {self.dedup_scope!r}")
         if self.cross_shard_handoff not in ("replicas", "mailbox"):
@@ -194,6 +212,10 @@ _FIELDS_BY_KEY = {
     "watermark.delay": "watermark_delay",
     "watermark.delay.operations": "watermark_delay_operations",
     "watermark.delay.events": "watermark_delay_events",
+    # an input silent this long stops holding the watermark back (clock, reaper); "" = never
+    "watermark.idle.timeout": "watermark_idle_timeout",
+    # event: deadline = ts + timeout_ms; processing: arrival (the micro-batch's start) + timeout_ms
+    "deadline.clock": "deadline_clock",
     "accumulator.batch.size": "accumulator_batch_size",
     "accumulator.linger.ms": "accumulator_linger_ms",
     "accumulator.buffer.memory": "accumulator_buffer_memory",
@@ -243,6 +265,8 @@ _TEXT_FIELDS = (
     "watermark_delay",
     "watermark_delay_operations",
     "watermark_delay_events",
+    "watermark_idle_timeout",
+    "deadline_clock",
     "state_path",
     "accumulator_staging_path",
     "storage_endpoint",

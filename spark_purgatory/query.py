@@ -22,6 +22,10 @@ go through it, so they run the same query with the same defaults:
 * the wake (``handoff.wake``): ``<checkpoint>/purgatory-wake`` read as a third input, written
   by the sink after a micro-batch that relayed (the mailbox hand-off), and one more
   ``available-now`` run from ``await_termination`` when a run ends with relays unreceived;
+* the reaper (``handoff.reaper``), for a ``processing-time`` query with ``watermark.idle.timeout`` or
+  ``deadline.clock=processing``: a driver thread that, while operations wait, posts the
+  operator's clock into the wake directory before each trigger, so the purgatory runs and
+  expires on the clock when no input has rows; stopped by ``stop()``;
 * the end of input (``end_input``, ``start(..., end_of_input=True)``): the end mark in the
   wake directory, one run that applies it, and the record ``<checkpoint>/purgatory-ended``,
   on which ``start`` refuses to run again (``docs/end-of-input.md``);
@@ -63,6 +67,7 @@ from .delta.staging import ShardStaging, absolute_uri
 from .delta.writers import WriterChoice
 from .handoff import Wake
 from .handoff.end_of_input import EndOfInput
+from .handoff.reaper import ExpirationReaper, reaper_for
 from .runtime.settings import (
     arrow_records,
     checkpoint_files,
@@ -231,8 +236,15 @@ def start(
     )
     pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending_counts)
     totals = _Totals(on_batch, pending=sum(pending.read().values()))
+    reaper = _reaper(spark, cfg, trigger, wake, pending, storage)
     sink = PurgatorySink(
-        accumulator, writer, on_batch=totals, wake=wake, staged=staging is not None, pending=pending
+        accumulator,
+        writer,
+        on_batch=totals,
+        wake=wake,
+        staged=staging is not None,
+        pending=pending,
+        on_metrics=reaper.observe if reaper is not None else None,
     )
 
     def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
@@ -263,6 +275,7 @@ def start(
         end_of_input=end_of_input,
         run_available_now=functools.partial(run, True),
         lease=lease,
+        reaper=reaper,
     )
 
 
@@ -292,8 +305,12 @@ class PurgatoryQuery:
         end_of_input: bool = False,
         run_available_now: Callable[[], StreamingQuery] | None = None,
         lease: Any = None,
+        reaper: ExpirationReaper | None = None,
     ) -> None:
         self.query = query
+        if reaper is not None:  # its run begins with a micro-batch, or when Spark finds no input
+            reaper.quiet = lambda: _waiting_for_data(self.query.status)
+        self._reaper = reaper.start() if reaper is not None else None  # posts the clock (reaper)
         self._rerun = rerun
         self._end = end
         self._end_of_input = end_of_input
@@ -405,6 +422,7 @@ class PurgatoryQuery:
         if self._rerun is not None:  # available-now: the input present, to its end
             self._await_runs(None)
         elif self.query.isActive:  # processing-time: caught up, then stopped
+            self._stop_reaper()
             self.query.processAllAvailable()
             self.query.stop()
         if self._stopped() or self.query.exception() is not None:
@@ -453,11 +471,17 @@ class PurgatoryQuery:
         """Stop the running query without flushing (e.g. from a signal handler): a waiting
         ``await_termination`` returns, with no further run; ``stop()`` then flushes."""
         self._interrupted = True
+        self._stop_reaper()
         self.query.stop()
 
     def process_all_available(self) -> None:
-        """Block until the input present now has been processed (tests, notebooks)."""
-        self.query.processAllAvailable()
+        """Block until the input present now has been processed (tests, notebooks); the
+        reaper's clock posts wait meanwhile (each would be new input)."""
+        if self._reaper is None:
+            self.query.processAllAvailable()
+            return
+        with self._reaper.paused():
+            self.query.processAllAvailable()
 
     def stop(self) -> list[dict]:
         """Stop the query and flush the accumulator (Kafka's ``close()``); return the commits.
@@ -468,6 +492,7 @@ class PurgatoryQuery:
         if self._closed:
             return []
         self._closed = True
+        self._stop_reaper()
         if self.query.isActive:
             self.query.stop()
         self._stopping.set()
@@ -478,6 +503,10 @@ class PurgatoryQuery:
         if self._lease is not None:
             self._lease.release()
         return flushed
+
+    def _stop_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.stop()
 
     def __enter__(self) -> PurgatoryQuery:
         return self
@@ -509,6 +538,14 @@ class PurgatoryQuery:
                 self._on_linger(committed)
 
 
+def _waiting_for_data(status: dict) -> bool:
+    """Did the query's last trigger find no new input, and is no trigger running now?  (Spark
+    4.2 says "Waiting for next trigger" after any trigger, and "Initializing sources" before
+    the first; ``isDataAvailable`` stays true after a micro-batch until a trigger finds none.)"""
+    waiting = status.get("message") in ("Waiting for next trigger", "Waiting for data to arrive")
+    return waiting and not status.get("isDataAvailable") and not status.get("isTriggerActive")
+
+
 class _Totals:
     """The sink's ``on_batch``: adds each micro-batch's figures up, then calls the user's hook.
 
@@ -530,6 +567,21 @@ class _Totals:
 
 
 # -- the steps of start ------------------------------------------------------------------------------
+
+
+def _reaper(
+    spark: Any, cfg: PurgatoryConfig, trigger: str, wake: Wake, pending: PendingRecord, storage: Storage
+) -> ExpirationReaper | None:
+    """The query's reaper (``handoff.reaper.reaper_for``), if its configuration asks for one.  Over
+    Spark Connect the sink runs in the server, out of its reach: none, said in a warning."""
+    reaper = reaper_for(cfg, trigger, wake.root, pending=pending.read(), storage=storage)
+    if reaper is not None and is_connect(spark):
+        log.warning(
+            "watermark.idle.timeout / deadline.clock=processing need the sink in this process: "
+            "not on Spark Connect; expiries wait for input there"
+        )
+        return None
+    return reaper
 
 
 def _operator(

@@ -108,6 +108,9 @@ class PurgatorySink:
         pending: where the last pending count of every shard is kept (``state.pending_counts``;
             ``start`` passes ``<checkpoint>/purgatory-pending``): seeds ``pending`` so that
             it counts all shards, not only those Spark called since this process started.
+        on_metrics: called after each micro-batch with its shard calls' metrics rows
+            (``staging.CALL_COLUMNS``), its id and each input's watermark; ``start`` passes
+            the reaper's (``handoff.reaper.ExpirationReaper.observe``).
 
     ``spark_purgatory.start`` builds and closes the sink; wire it yourself only for your own
     sink around it::
@@ -128,8 +131,10 @@ class PurgatorySink:
         wake: Wake | None = None,
         staged: bool = False,
         pending: PendingRecord | None = None,
+        on_metrics: Callable[[pa.Table, int, dict], None] | None = None,
     ) -> None:
         self.accumulator = accumulator
+        self.on_metrics = on_metrics
         self.writer = writer
         self.on_batch = on_batch
         self.clock = clock or accumulator.clock
@@ -241,6 +246,8 @@ class PurgatorySink:
             called = {int(s) for s in metrics.column("shard").to_pylist()}
             relayed, wm = figures[RELAYED] > 0, figures[_WATERMARK]  # wm: the end of input's too
             self.wake.after(batch_id, relayed=relayed, shards=called, watermark=wm)
+        if self.on_metrics is not None:
+            self.on_metrics(metrics, batch_id, dict(self.watermarks or {}))
         if self.on_batch:
             self.on_batch(figures)
         done = time.perf_counter()

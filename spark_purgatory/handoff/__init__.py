@@ -49,9 +49,13 @@ Invariants:
 * a parked operation loses no event: its ``ts`` is at or past the watermark that parked it, so
   every event it can match is still buffered at the next call (``engine.registry``).
 
+The operator's clock rides the wake directory too: on a quiet ``processing-time`` stream the
+driver's reaper (``reaper``, computing the watermark with ``clock``) posts a clock line that
+every shard applies, so expiries come on time when no row arrives.
+
 Modules: ``door`` (``ShardHandOff``, the shard call's one door: ``receive`` before the engine
 runs, ``post`` after), ``mailbox``, ``wake`` (driver side: asked by the sink and the query
-loop), ``end_of_input``.  The algorithms on a shard's tables stay in the engine
+loop), ``end_of_input``, ``clock`` and ``reaper``.  The algorithms on a shard's tables stay in the engine
 (``engine.relay``, ``engine.registry``): pure code, tested without files.
 """
 

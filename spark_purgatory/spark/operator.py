@@ -111,6 +111,7 @@ from ..engine.purgatory import Purgatory
 from ..engine.registry import NO_REGISTRY
 from ..engine.validation import first_keys, readable
 from ..engine.wheel import NO_EXPIRATION
+from ..handoff.clock import on_arrival
 from ..handoff.door import ShardHandOff
 from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
 from ..runtime.worker_heap import freeze_heap
@@ -122,6 +123,7 @@ from .output import OUTPUT_SCHEMA, output_rows, shard_figures, with_timestamps
 from .routing import (
     ROLE_BAD,
     ROLE_CLAIM,
+    ROLE_CLOCK,
     ROLE_END,
     ROLE_EVENT,
     ROLE_OPERATION,
@@ -435,6 +437,7 @@ def _stateful_shard(
     registering = handoff.registers
     numbers = shard_numbers(config.shards + 1)
     delays = {source: config.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
+    processing = config.deadline_clock == "processing"
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         shard = numbers[int(key[0])]
@@ -452,9 +455,14 @@ def _stateful_shard(
         pdf = _routed_rows(pdfs)
         ops, events, bad = _split_input(pdf, registering)
         batch = _micro_batch_key(state) if handoff.active else None
-        received = handoff.receive(p, shard, batch, _claims(pdf) if registering else None)
+        claims = _claims(pdf) if registering else None
         # the end of input (handoff.end_of_input): past every deadline, kept from now on by the engine
-        engine_wm = _end_watermark(p, config) if (pdf["role"] == ROLE_END).any() else wm
+        engine_wm = _end_watermark(p, config) if (pdf["role"] == ROLE_END).any() else _clocked(wm, pdf)
+        if processing:  # deadline.clock=processing: rows at their arrival, the batch's time the clock
+            arrival = int(state.getCurrentProcessingTimeMs())
+            ops, events, claims = on_arrival(ops, events, claims, arrival)
+            engine_wm = engine_wm if is_end_watermark(engine_wm) else arrival
+        received = handoff.receive(p, shard, batch, claims)
         result = p.process(
             ops,
             events,
@@ -469,10 +477,11 @@ def _stateful_shard(
         handled = len(pdf) + received.rows  # relayed rows are work too
         now = state.getCurrentProcessingTimeMs()  # the micro-batch's time
         figures = shard_figures(p, pdf, delays, batch_time_ms=now, group_rows=handled, relayed=posted)
-        out_wm = p.watermark if ended else wm  # read before p is saved (and parked)
+        clocked = p.watermark > wm  # the operator's clock is ahead of Spark's watermark (reaper)
+        out_wm = p.watermark if ended or clocked else wm  # read before p is saved (and parked)
         # the cross-shard group keeps relays_through (files it received may still be in the
-        # mailbox), an ended shard its end watermark
-        keep = not (p.is_empty() and not ended and not handoff.keeps(shard))
+        # mailbox), an ended shard its end watermark, a clocked one its watermark
+        keep = not (p.is_empty() and not ended and not clocked and not handoff.keeps(shard))
         if keep:  # saved before the output rows, whose metrics row carries the value's size
             wake = p.next_wakeup()
             if handoff.awaits(p, shard):
@@ -513,6 +522,12 @@ def _stateful_shard(
             state.setTimeoutTimestamp(max(wake - 1, wm))
 
     return shard_step
+
+
+def _clocked(wm: int, pdf: pd.DataFrame) -> int:
+    """Spark's watermark, or the operator's clock when a clock row (``handoff.reaper``) is ahead."""
+    clock = pdf[_TS_MS].to_numpy()[pdf["role"].to_numpy(dtype=object) == ROLE_CLOCK]
+    return max(wm, int(np.max(clock))) if len(clock) else wm
 
 
 def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:

@@ -73,6 +73,7 @@ from ..contract import (
     SOURCE_OPERATIONS,
     ms_column,
 )
+from ..handoff.reaper import CLOCK_LINE
 from ..handoff.wake import END_LINE
 from .checks import operation_routes
 from .labels import shard_labels
@@ -89,6 +90,7 @@ __all__ = [
     "ROLE_CLAIM",
     "ROLE_WAKE",
     "ROLE_END",
+    "ROLE_CLOCK",
     "route",
     "route_operations",
     "route_events",
@@ -105,6 +107,8 @@ ROLE_CLAIM = "claim"
 ROLE_WAKE = "wake"
 #: the end of input, for one shard group (``handoff.wake``): it moves that shard past every deadline
 ROLE_END = "end"
+#: the operator's clock, for one shard group (``handoff.reaper``): its watermark in ``ts_ms``
+ROLE_CLOCK = "clock"
 
 
 def _routed_schema() -> T.StructType:
@@ -331,18 +335,25 @@ def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """The wake input (``handoff.wake``), in ``ROUTED_SCHEMA`` with nothing but role and shard:
     a wake line is a row for the cross-shard group only (for every group with the op_id
     registry, ``registers``); the end mark (``handoff.wake.END_LINE``)
-    one ``ROLE_END`` row for every shard group, 0 to ``shards`` (the cross-shard one)."""
+    one ``ROLE_END`` row for every shard group, 0 to ``shards`` (the cross-shard one); a clock
+    line (``handoff.reaper.clock_line``) one ``ROLE_CLOCK`` row for every group, its watermark
+    in ``ts_ms``."""
     is_end = f"trim(value) = {sql_string(END_LINE)}"
+    is_clock = f"startswith(trim(value), {sql_string(CLOCK_LINE + ' ')})"
     shards = int(config.shards)
     # with the op_id registry, a wake line calls every group: verdicts go to any shard
     woken = f"sequence(0, {shards})" if registers(config) else f"array({shards})"
+    every = f"{is_end} OR {is_clock}"
+    clock_at = len(CLOCK_LINE) + 2  # the watermark after "clock " (1-based)
+    role = f"CASE WHEN {is_end} THEN '{ROLE_END}' WHEN {is_clock} THEN '{ROLE_CLOCK}' ELSE '{ROLE_WAKE}' END"
     rows = lines.selectExpr(
-        f"explode(CASE WHEN {is_end} THEN sequence(0, {shards}) ELSE {woken} END) AS _shard",
-        f"CASE WHEN {is_end} THEN '{ROLE_END}' ELSE '{ROLE_WAKE}' END AS _role",
+        f"explode(CASE WHEN {every} THEN sequence(0, {shards}) ELSE {woken} END) AS _shard",
+        f"{role} AS _role",
+        f"CASE WHEN {is_clock} THEN CAST(substring(trim(value), {clock_at}) AS BIGINT) END AS _clock",
         "CAST(NULL AS STRING) AS reason",
         "CAST(NULL AS STRING) AS raw",
     )
-    return _as_routed(rows, ROLE_WAKE, config, shard="_shard", role="_role")
+    return _as_routed(rows, ROLE_WAKE, config, shard="_shard", role="_role", **{ms_column("ts"): "_clock"})
 
 
 def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:

@@ -1,0 +1,179 @@
+"""The operator's clock: where the watermark may go when inputs fall silent.
+
+Spark's watermark moves only when rows arrive, and under the ``min`` policy an input that
+sends nothing holds it where its last row left it; with every input silent no expiry comes
+at all.  Kafka's purgatory expires on the wall clock.  With ``watermark.idle.timeout`` set,
+this module decides how far the operator's watermark may go *on the clock*:
+
+* an input is **idle** once no micro-batch has brought it a row (a row that moves its
+  watermark: rows rejected at parse do not) for the idle timeout, in processing time.  A
+  run starts with every input active as of its start (``begin``: its first micro-batch, or
+  the moment Spark found nothing to read): after a restart an input that stays silent is
+  idle once the idle timeout has passed since the run started, and a backlog waiting at
+  the start is read before any input can count as idle;
+* while no input is idle the clock says nothing (``None``): Spark's watermark rules;
+* while some inputs are idle and others are not, the clock is the minimum of the active
+  inputs' watermarks (each one's largest event time minus its delay): the idle ones no
+  longer hold it back (Flink's ``withIdleness``);
+* once **every** input is idle, the clock is the processing time *up to which the inputs
+  have been read* (``read_ms``: the start of the last micro-batch, or the last trigger that
+  found nothing) minus the largest input delay: the watermark follows the wall clock, never
+  past what it allows.  A row that reached its input within its delay is never ``late``,
+  however long it then waited for a micro-batch to read it: a busy query's micro-batches
+  may take longer than the trigger interval, and a clock of "now minus the delay" made such
+  rows ``late`` (docs/performance-history.md, "The operator's clock: read time, not now").
+
+The value only grows (``ClockWatermark.advance``): the shards take ``max(Spark's watermark,
+the clock)`` and their engines never move back (``handoff.reaper`` posts it; ``operator.shard_step``
+applies it).  The trade-off, written in ``docs/contract.md``: a row that arrives behind the
+clock (an input that wakes up with a backlog, a producer whose rows took longer than the
+delay) is ``late`` in ``rejected``, never dropped.
+
+With ``deadline.clock=processing`` the shards run on the processing clock instead: every
+row's time is its arrival (``on_arrival``), and the clock is the micro-batch's start.
+
+Example (delay 5 s, idle timeout 30 s, the run started at t = 0)::
+
+    clock = ClockWatermark(30_000, {"operations": 5_000, "events": 5_000}, started_ms=0)
+    clock.observe(10_000, {"operations": 100_000, "events": None})  # ops' rows, events silent
+    clock.watermark(20_000)   # None: nobody idle yet
+    clock.watermark(31_000)   # 100_000: events idle since 30 s, the operations' watermark
+    clock.watermark(41_000)   # 36_000: both idle (ops since 40 s): the clock minus 5 s
+    clock.watermark(41_000, read_ms=40_000)   # 35_000: read through 40 s only
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["ClockWatermark", "InputActivity", "on_arrival"]
+
+
+@dataclass
+class InputActivity:
+    """One input as the clock sees it: when (processing ms) a micro-batch last brought it
+    rows, and its watermark (largest event time minus its delay; None before any row)."""
+
+    last_rows_ms: int | None = None
+    watermark: int | None = None
+
+
+class ClockWatermark:
+    """Idle bookkeeping per input, and the clock's watermark from it (module docstring).
+
+    Args:
+        idle_timeout_ms: how long an input may send nothing before it stops holding the
+            watermark back.
+        delays_ms: each input's watermark delay (``PurgatoryConfig.input_delay_ms``).
+        started_ms: when this run started (processing ms): every input counts as active
+            as of then; None: not yet (``begin``, or the first ``observe``).
+    """
+
+    def __init__(
+        self, idle_timeout_ms: int, delays_ms: Mapping[str, int], *, started_ms: int | None = None
+    ) -> None:
+        if idle_timeout_ms < 0:
+            raise ValueError(f"the idle timeout must be >= 0 ms, got {idle_timeout_ms}")
+        self.idle_timeout_ms = int(idle_timeout_ms)
+        self.delays_ms = {source: int(delay) for source, delay in delays_ms.items()}
+        self.inputs = {source: InputActivity() for source in self.delays_ms}
+        self.started_ms: int | None = None
+        #: the largest value handed out by ``advance``: the clock never moves back
+        self.posted: int | None = None
+        if started_ms is not None:
+            self.begin(started_ms)
+
+    def begin(self, started_ms: int) -> None:
+        """The run has started: an input that sends nothing from now on is idle after the
+        timeout (a second call changes nothing)."""
+        if self.started_ms is not None:
+            return
+        self.started_ms = int(started_ms)
+        for seen in self.inputs.values():
+            if seen.last_rows_ms is None:
+                seen.last_rows_ms = self.started_ms
+
+    def observe(
+        self,
+        batch_time_ms: int,
+        proposed: Mapping[str, int | None],
+        known: Mapping[str, int | None] | None = None,
+    ) -> None:
+        """A micro-batch ran at ``batch_time_ms``; ``proposed``: the watermark each input's
+        rows of that batch propose (None: the input brought no row); ``known``: each input's
+        watermark as the sink keeps it (also from runs before this one), when it knows.
+        The first micro-batch seen begins the run."""
+        self.begin(batch_time_ms)
+        for source, value in (known or {}).items():
+            self._raise(source, value)
+        for source, value in proposed.items():
+            if value is None or source not in self.inputs:
+                continue
+            seen = self.inputs[source]
+            seen.last_rows_ms = max(seen.last_rows_ms or 0, int(batch_time_ms))
+            self._raise(source, value)
+
+    def _raise(self, source: str, value: int | None) -> None:
+        seen = self.inputs.get(source)
+        if seen is not None and value is not None:
+            seen.watermark = int(value) if seen.watermark is None else max(seen.watermark, int(value))
+
+    def idle(self, now_ms: int) -> set[str]:
+        """The inputs that have sent nothing for the idle timeout as of ``now_ms`` (none
+        before the run has begun)."""
+        return {
+            source
+            for source, seen in self.inputs.items()
+            if seen.last_rows_ms is not None and now_ms - seen.last_rows_ms >= self.idle_timeout_ms
+        }
+
+    def watermark(self, now_ms: int, read_ms: int | None = None) -> int | None:
+        """The clock's watermark at ``now_ms``: None while no input is idle (or an active
+        input has no watermark yet), the active inputs' minimum while some are idle, the
+        processing time minus the largest delay once all are; ``read_ms``: the time up to
+        which the inputs have been read, if earlier than ``now_ms``."""
+        idle = self.idle(now_ms)
+        if not idle:
+            return None
+        active = [seen.watermark for source, seen in self.inputs.items() if source not in idle]
+        if active:
+            return None if None in active else min(active)  # type: ignore[type-var]
+        through = int(now_ms) if read_ms is None else min(int(now_ms), int(read_ms))
+        return through - max(self.delays_ms.values())
+
+    def advance(self, now_ms: int, read_ms: int | None = None) -> int | None:
+        """The clock's watermark at ``now_ms`` if it is past every value handed out before
+        (then it is the new one), else None: there is nothing new to post."""
+        value = self.watermark(now_ms, read_ms)
+        if value is None or (self.posted is not None and value <= self.posted):
+            return None
+        self.posted = value
+        return value
+
+
+def on_arrival(
+    operations: pd.DataFrame, events: pd.DataFrame, claims: pd.DataFrame | None, arrival_ms: int
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """``deadline.clock=processing``: a shard's validated rows as of their arrival.
+
+    Every row's time becomes ``arrival_ms`` (the micro-batch's start, Spark's batch timestamp:
+    the same in every shard of the micro-batch and on its replay), an operation's deadline
+    its arrival plus its timeout; the shard then runs at ``arrival_ms`` as its watermark, so
+    nothing is ``late`` and an operation expires in the first micro-batch that starts at or
+    after its deadline (Kafka's request timeouts, on the wall clock).  Columns as the shard
+    step gives them (``operator._split_input``, ``operator._claims``); the frames are copied."""
+    arrival = np.int64(arrival_ms)
+
+    def rebased(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.copy()
+        frame["deadline"] = frame["deadline"].to_numpy(np.int64) - frame["ts"].to_numpy(np.int64) + arrival
+        frame["ts"] = np.full(len(frame), arrival, dtype=np.int64)
+        return frame
+
+    events = events.copy()
+    events["ts"] = np.full(len(events), arrival, dtype=np.int64)
+    return rebased(operations), events, None if claims is None else rebased(claims)

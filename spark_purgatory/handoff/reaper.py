@@ -1,0 +1,259 @@
+"""The expiration reaper: micro-batches on the clock while something waits.
+
+Kafka's purgatory has an ``ExpiredOperationReaper`` thread that advances its timer on the
+wall clock, so no quiet topic holds a timeout back.  Here Spark runs a micro-batch only
+when an input has new rows, and its watermark moves only with rows.  The reaper is the
+driver's thread that closes both gaps for a ``processing-time`` query:
+
+* after each micro-batch the sink hands it the batch's metrics rows (``observe``): the
+  batch time, the watermark each input's rows propose (``handoff.clock.ClockWatermark``'s idle
+  bookkeeping) and what every shard still holds (pending operations, buffered events);
+* every 250 ms at most, one tick shortly before each of Spark's triggers (they fire at
+  multiples of the interval), it asks the clock for its watermark and, while something
+  waits in a shard and the value is new, writes a one-line file ``clock-<posted ms>.txt``
+  (line ``clock <watermark ms>``) into the wake directory (``handoff.wake``), which the
+  stream reads as a third input;
+* ``routing.route_wake`` sends that line to *every* shard group (role ``clock``), so the
+  trigger finds new input and runs a micro-batch even when no input has rows, and each
+  shard processes it at ``max(Spark's watermark, the clock)`` (``operator.shard_step``);
+  the engine never moves its watermark back, and a shard that holds nothing keeps its
+  state while its watermark is ahead of Spark's, so later rows behind the clock are
+  ``late`` in every shard;
+* with ``deadline.clock=processing`` the shards run on the micro-batch's processing time
+  (``operator``): the reaper then only asks for a micro-batch per interval while something
+  waits (its line's value is the posting time).
+
+An expiry due by the clock is therefore committed within one trigger interval (plus the
+reaper's margin) after its deadline passes on the clock plus the delay, plus the
+micro-batch's own time and ``accumulator.linger.ms``.  A query with nothing waiting writes
+nothing.  Replays are exact: Spark's file source logs which files a micro-batch read, and a
+replay reads the same lines.  Files are whole or absent (``storage.write_whole``); those that
+a committed micro-batch read go when the next is posted: every file written before micro-batch
+N - 1 started was read by N - 1 or earlier, and N - 1 is committed once the sink sees N.
+
+Invariant: the reaper writes only ``clock-*.txt`` files into the wake directory, and only
+while a shard holds something (as of the last micro-batch, or the checkpoint's pending
+record at start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import PurgatoryConfig, parse_interval_ms
+from ..contract import PROPOSED_WATERMARKS, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..storage import Storage, listing, remove, write_whole
+from .clock import ClockWatermark
+
+__all__ = ["ExpirationReaper", "CLOCK_LINE", "clock_line", "reaper_for"]
+
+log = logging.getLogger(__name__)
+
+#: the first word of a clock line in the wake directory (``routing.route_wake``)
+CLOCK_LINE = "clock"
+_NAME = re.compile(r"^clock-(\d{13})\.txt$")
+#: a posted file is deleted once written this long before a committed micro-batch started
+_MARGIN_MS = 1_000
+#: the longest step between two ticks (``ExpirationReaper._until_next_s``)
+_STEP_MS = 250
+
+
+def clock_line(watermark_ms: int) -> str:
+    """The line that carries the clock's watermark to every shard."""
+    return f"{CLOCK_LINE} {int(watermark_ms)}"
+
+
+class ExpirationReaper:
+    """The driver's clock thread for one query (module docstring).
+
+    Args:
+        wake_root: the wake directory (``handoff.wake.Wake.root``).
+        interval_ms: the query's trigger interval.
+        clock: the idle bookkeeping (``watermark.idle.timeout``); None with processing-time
+            deadlines, where a tick only asks for a micro-batch.
+        pending: every shard's pending count as the checkpoint left it (``state.pending_counts``).
+        storage: for the files.
+        now: seconds since the epoch (tests drive it).
+
+    Example::
+
+        reaper = ExpirationReaper(wake.root, 1_000, clock=ClockWatermark(...), pending={0: 3})
+        reaper.start()          # posts before each trigger while something waits
+        sink = PurgatorySink(..., on_metrics=reaper.observe)   # each batch's metrics rows
+        ...
+        reaper.stop()
+    """
+
+    def __init__(
+        self,
+        wake_root: str,
+        interval_ms: int,
+        *,
+        clock: ClockWatermark | None,
+        pending: Mapping[int, int] | None = None,
+        storage: Storage | None = None,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        #: does Spark say its last trigger found nothing to read, and none runs now?
+        #: (``PurgatoryQuery`` asks its query.)  The clock's run begins then, or with the
+        #: first micro-batch: a backlog waiting at the start is read before any input can
+        #: count as idle; and the inputs have been read through Spark's trigger before last
+        self.quiet: Callable[[], bool] = lambda: False
+        self.root = wake_root
+        self.interval_ms = max(int(interval_ms), 1)
+        self.clock = clock
+        self.storage = storage or Storage()
+        self.now = now
+        #: what each shard held after its last call: pending operations, buffered events
+        self.waiting: dict[int, int] = {int(s): int(n) for s, n in (pending or {}).items()}
+        self.batch_times: dict[int, int] = {}  # the last micro-batches' times (ms), by id
+        #: the time (ms) up to which the inputs have been read: the start of the last
+        #: micro-batch seen, or the last trigger that found nothing (``handoff.clock``)
+        self.read_ms: int | None = None
+        self.posted: list[int] = []  # the values posted, in order (figures, tests)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._paused = 0
+        self._thread: threading.Thread | None = None
+        self._last_tick_ms: int | None = None
+
+    # -- the sink's side ---------------------------------------------------------------------
+
+    def observe(self, calls: pa.Table, batch_id: int, known: Mapping[str, int | None] | None = None) -> None:
+        """Micro-batch ``batch_id``'s metrics rows (one per shard call: ``staging.CALL_COLUMNS``);
+        ``known``: each input's watermark as the sink keeps it (also from earlier runs)."""
+        if calls.num_rows == 0:
+            return
+        batch_time = pc.max(calls.column(ms_column("batch_time"))).as_py()
+        proposed = {source: pc.max(calls.column(c)).as_py() for source, c in PROPOSED_WATERMARKS.items()}
+        held = pc.add(pc.fill_null(calls.column("pending"), 0), pc.fill_null(calls.column("buffered"), 0))
+        with self._lock:
+            for shard, n in zip(calls.column("shard").to_pylist(), held.to_pylist(), strict=True):
+                self.waiting[int(shard)] = int(n)
+            if batch_time is not None:
+                self.batch_times[int(batch_id)] = int(batch_time)
+                self.read_ms = max(self.read_ms or 0, int(batch_time))
+                for old in [b for b in self.batch_times if b < batch_id - 1]:
+                    del self.batch_times[old]
+                if self.clock is not None:
+                    self.clock.observe(int(batch_time), proposed, known)
+
+    # -- the clock's side --------------------------------------------------------------------
+
+    def tick(self) -> int | None:
+        """Post the clock if something waits and the value is new; return what was posted."""
+        now_ms = int(self.now() * 1000)
+        with self._lock:
+            if self._paused or not any(n > 0 for n in self.waiting.values()):
+                return None
+            if self.clock is None:  # processing-time deadlines: a micro-batch, at most one a tick
+                value = now_ms if not self.posted or now_ms > self.posted[-1] else None
+            else:
+                if self._quiet():  # Spark's triggers (at multiples of the interval) read nothing
+                    self.clock.begin(now_ms)
+                    # the trigger before the last one: the last may not have run yet
+                    before = (now_ms // self.interval_ms - 1) * self.interval_ms
+                    self.read_ms = max(self.read_ms or 0, before)
+                value = None if self.read_ms is None else self.clock.advance(now_ms, self.read_ms)
+            if value is None:
+                return None
+            before = self.batch_times.get(max(self.batch_times, default=0) - 1)
+        self._post(value, now_ms, cleanup_before=None if before is None else before - _MARGIN_MS)
+        self.posted.append(value)
+        return value
+
+    def _post(self, value: int, now_ms: int, *, cleanup_before: int | None) -> None:
+        fs, root = self.storage.filesystem(self.root)
+        fs.create_dir(root, recursive=True)
+        stamp = max(now_ms, (self._last_tick_ms or -1) + 1)  # a new name: Spark reads a path once
+        self._last_tick_ms = stamp
+        write_whole(
+            fs, f"{root}/clock-{stamp:013d}.txt", lambda out: out.write(f"{clock_line(value)}\n".encode())
+        )
+        if cleanup_before is not None:
+            names = (info.base_name for info in listing(fs, root))
+            old = [n for n in names if (m := _NAME.match(n)) and int(m.group(1)) < cleanup_before]
+            remove(fs, [f"{root}/{n}" for n in old])
+
+    def _quiet(self) -> bool:
+        try:
+            return bool(self.quiet())
+        except Exception:  # e.g. the query is stopping: not begun yet
+            return False
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No posts inside (``process_all_available``: a post is new input to Spark)."""
+        with self._lock:
+            self._paused += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._paused -= 1
+
+    # -- the thread --------------------------------------------------------------------------
+
+    def start(self) -> ExpirationReaper:
+        self._thread = threading.Thread(target=self._run, name="purgatory-reaper", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread (idempotent); nothing is posted after this returns."""
+        self._stopping.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._until_next_s()):
+            try:
+                self.tick()
+            except Exception:  # the next tick retries; never kill the query
+                log.exception("the reaper could not post the clock")
+
+    def _until_next_s(self) -> float:
+        """Seconds to the next tick.  Ticks divide the trigger interval into steps of at most
+        250 ms, each a margin (a tenth of a step) before its end, so one tick falls just
+        before each of Spark's triggers (at multiples of the interval); the steps between
+        matter when micro-batches take longer than the interval and run back to back: the
+        next one then reads a clock posted moments before it starts, not one batch ago."""
+        now_ms = self.now() * 1000
+        step = self.interval_ms / -(-self.interval_ms // _STEP_MS)
+        due = (now_ms // step + 1) * step - step / 10
+        if due <= now_ms:
+            due += step
+        return (due - now_ms) / 1000
+
+
+def reaper_for(
+    config: PurgatoryConfig,
+    trigger: str,
+    wake_root: str,
+    *,
+    pending: Mapping[int, int] | None = None,
+    storage: Storage | None = None,
+    now: Callable[[], float] = time.time,
+) -> ExpirationReaper | None:
+    """The reaper a query needs (not started), or None: only a ``processing-time=<interval>``
+    query with ``watermark.idle.timeout`` set or ``deadline.clock=processing`` has one."""
+    idle_ms = config.watermark_idle_timeout_ms
+    processing = config.deadline_clock == "processing"
+    if not trigger.startswith("processing-time=") or (idle_ms is None and not processing):
+        return None
+    from ..startup import _interval
+
+    clock = None
+    if not processing:
+        delays = {source: config.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
+        clock = ClockWatermark(idle_ms, delays)  # type: ignore[arg-type]
+    interval = parse_interval_ms(_interval(trigger))
+    return ExpirationReaper(wake_root, interval, clock=clock, pending=pending, storage=storage, now=now)
