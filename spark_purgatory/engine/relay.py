@@ -14,7 +14,8 @@ and the relay carries what they match to the one place that decides the operatio
   relayed once.
 * ``Purgatory.process(relayed=...)`` (the cross-shard group): the pairs become matches of
   the operations they name (``matches_of``), batch by batch in the order they were made,
-  registration stage first, each step evaluated as the primary's would have been.  The
+  a batch's pairs of both stages in one step, evaluated as the primary's were (once, an
+  operation against the events buffered before it and those of its micro-batch).  The
   cross-shard group gets no events of its own, so its matches are exactly the primaries':
   the outcome equals one purgatory's holding every key (same ``resolved_at``, matched
   events and progress), up to one micro-batch later.
@@ -180,11 +181,15 @@ def notices(final: Rows, counted: np.ndarray, covered: np.ndarray | None = None)
 
 def steps(relayed: Rows | None) -> Iterator[Rows]:
     """Relay rows (with their ``batch``) in the order they were made: by batch, and in a
-    batch the registration stage, the arrivals, then the notices (a loop over steps)."""
+    batch its pairs and floors (the registration stage's rows, then the arrivals') as one
+    step, then its notices (a loop over steps).  One step for both stages, as the primary
+    decides an operation once against the events buffered before it and those of its own
+    micro-batch, in event time: an ``any`` operation whose stubs pair it with a buffered
+    event at 179 and a new one at 128 completes at 128, not at 179."""
     if relayed is None or len(relayed) == 0:
         return
     rows = relayed.take(np.lexsort((relayed["stage"], relayed["batch"])))
-    step = rows["batch"].astype(np.int64) * _STAGES + rows["stage"].astype(np.int64)
+    step = rows["batch"].astype(np.int64) * _STAGES + (rows["stage"] == FINAL).astype(np.int64)
     starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
     for start, end in zip(starts, np.r_[starts[1:], len(rows)], strict=True):
         yield rows.take(np.arange(start, end))

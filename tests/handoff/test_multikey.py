@@ -160,6 +160,26 @@ def test_events_before_and_after_the_operation_complete_it_across_shards(tmp_pat
     assert resolved(got) == resolved(one_purgatory(batches)) == {"x": ("completed", 300, 3, 3.0)}
 
 
+@pytest.mark.parametrize("targeted", [{"op_id": "o0"}, {}], ids=["targeted", "untargeted"])
+def test_a_buffered_event_and_an_earlier_one_of_the_operations_micro_batch_decide_it_together(
+    tmp_path, targeted
+):
+    """test_rescale's shrunk example (179 instead of 128): the stubs pair the operation with
+    b@179, buffered before it, and with a@128, arriving with it; one purgatory decides the
+    operation once against both, in event time, and so must the cross-shard group (a relay
+    step per batch, not per stage)."""
+    batches = [
+        ([], [ev("b", 179)], 0),  # buffered in shard 1 before the operation exists
+        ([op("o0", ["a", "b"], 1, 280)], [ev("a", 128, **targeted)], 0),
+        ([], [], 10**6),  # every event final: the notices go out ...
+        ([], [], 10**6),  # ... and the cross-shard group answers them
+    ]
+    outcomes, unmatched = run_cluster(tmp_path, batches, TWO)
+    assert resolved(outcomes) == resolved(one_purgatory(batches)) == {"o0": ("completed", 128, 1, 1.0)}
+    expected = [("b", 179, None, "after_resolution")]
+    assert reported(unmatched) == reported(one_purgatory(batches, "unmatched")) == expected
+
+
 def test_every_condition_across_shards_matches_one_purgatory(tmp_path):
     batches = [
         ([], [ev("a", 10, value=4.0), ev("b", 20, value=9.0)], 0),
