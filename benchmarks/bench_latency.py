@@ -1,0 +1,408 @@
+"""Outcome latency on a live ``processing-time`` query: under load, then on a quiet stream.
+
+How long after an outcome became decidable is its row committed to the ``outcomes`` table?
+A live query (``start()``, ``processing-time``) reads two inputs written while it runs,
+event time = the wall clock at writing (so event time maps to wall time one to one):
+
+* **phase 1, load**: for ``--load-seconds`` a steady trickle: every ``--file-interval`` one
+  file (``--source kafka``: one batch of records) of operations (``--rate`` per second,
+  timeouts drawn in ``--timeout-min``..``--timeout-max``) and one of the completion events
+  due by then (``--complete`` of the operations get one, at a random point of their window);
+* **phase 2, quiet**: both inputs silent; the operations still pending have their deadlines
+  inside it and nothing completes them: they must expire on the operator's clock.
+
+Each outcome's **lag**: the moment its row was first seen committed (the ``outcomes`` Delta
+table polled with delta-rs every ``--poll`` seconds) minus the moment it became decidable:
+
+* a completion: its completing event's file written (renamed into place; for Kafka, the
+  records acknowledged by the broker);
+* an expiry: its deadline passing on the wall clock plus the watermark delay (the earliest a
+  watermark of "event time read minus the delay" can pass it).
+
+An outcome counts as **load** when it became decidable before the last input was written,
+**quiet** after.  Printed for expiries and completions separately, load and quiet: how many,
+p50 / p99 / max lag in seconds, and how many never came.  The query runs once with
+``watermark.idle.timeout`` (``--idle-timeout``) and once without it (``--configs``); without
+it the expiries of the quiet stream never come (Spark's watermark waits for input): the run
+waits ``--give-up`` seconds past the last deadline plus the delay, then counts them missing.
+The documented bound on the quiet stream (docs/contract.md, the operator's clock): two
+trigger intervals + the micro-batch's own time + ``linger.ms``; printed beside the figures
+with the largest micro-batch time of the run (Spark's ``triggerExecution``).
+
+One warm-up operation, completed end to end before phase 1, keeps the first micro-batches'
+start-up (Python workers, the sender's first job) out of the figures.  The load average is
+printed: the lag is mostly waiting for micro-batches, and a loaded machine makes them slow.
+
+    .venv/bin/python benchmarks/bench_latency.py                      # files, with and without idle timeout
+    .venv/bin/python benchmarks/bench_latency.py --load-seconds 120 --rate 20
+    .venv/bin/python benchmarks/bench_latency.py --source kafka       # topics on a local broker
+    .venv/bin/python benchmarks/bench_latency.py --configs idle --trigger 2 --linger-ms 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from deltalake import DeltaTable  # noqa: E402
+
+from spark_purgatory import PurgatoryConfig, start  # noqa: E402
+from spark_purgatory.query import _waiting_for_data  # noqa: E402
+from spark_purgatory.runtime.session import local_session  # noqa: E402
+
+CONFIGS = ("idle", "none")
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class FileInput:
+    """Two directories written live, one whole file per call (written, then renamed)."""
+
+    def __init__(self, root: str) -> None:
+        self.ops, self.events = os.path.join(root, "ops"), os.path.join(root, "events")
+        os.makedirs(self.ops), os.makedirs(self.events)
+        self.files = 0
+
+    def sources(self) -> tuple[str, str]:
+        return self.ops, self.events
+
+    def start_options(self) -> dict:
+        return {"source_format": "json"}
+
+    def write(self, kind: str, rows: list[dict]) -> float:
+        """Write ``rows`` to ``kind`` (``ops`` or ``events``); return when they were in place."""
+        directory = self.ops if kind == "ops" else self.events
+        path = os.path.join(directory, f"part-{self.files:05d}.json")
+        self.files += 1
+        with open(path + ".tmp", "w", encoding="utf-8") as out:
+            out.write("".join(json.dumps(row) + "\n" for row in rows))
+        os.rename(path + ".tmp", path)
+        return time.time()
+
+
+class KafkaInput:
+    """Two topics of ``partitions`` partitions on a local broker, records spread round-robin."""
+
+    def __init__(self, broker, tag: str, partitions: int) -> None:
+        self.broker, self.partitions = broker, partitions
+        self.topics = {
+            k: broker.create_topic(f"latency-{tag}-{k}", partitions=partitions) for k in ("ops", "events")
+        }
+        self.sent = 0
+
+    def sources(self) -> tuple[str, str]:
+        return self.topics["ops"], self.topics["events"]
+
+    def start_options(self) -> dict:
+        options = {"kafka.bootstrap.servers": self.broker.bootstrap_servers, "startingOffsets": "earliest"}
+        return {"source_format": "kafka", "kafka_options": options}
+
+    def write(self, kind: str, rows: list[dict]) -> float:
+        parts = [(self.sent + i) % self.partitions for i in range(len(rows))]
+        self.sent += len(rows)
+        self.broker.produce(self.topics[kind], [json.dumps(r) for r in rows], partitions=parts)
+        return time.time()
+
+
+class Poller(threading.Thread):
+    """Reads the ``outcomes`` table every ``interval`` seconds; keeps each op_id's first sight."""
+
+    def __init__(self, path: str, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.path, self.interval = path, interval
+        self.seen: dict[str, float] = {}
+        self.rows: dict[str, dict] = {}
+        self.version = -1
+        self.halt = threading.Event()
+
+    def poll(self) -> None:
+        try:
+            table = DeltaTable(self.path)
+        except Exception:  # not created yet
+            return
+        if table.version() == self.version:
+            return
+        self.version = table.version()
+        now = time.time()
+        for row in table.to_pyarrow_table(columns=["op_id", "status", "deadline"]).to_pylist():
+            if row["op_id"] not in self.seen:
+                self.seen[row["op_id"]] = now
+                self.rows[row["op_id"]] = row
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            self.poll()
+            time.sleep(self.interval)
+
+
+@dataclass
+class Op:
+    op_id: str
+    ts_ms: int
+    timeout_ms: int
+    complete_at: float | None  # wall time at which its completing event is due, or None
+    event_written: float | None = None
+
+    @property
+    def deadline_s(self) -> float:
+        return (self.ts_ms + self.timeout_ms) / 1000
+
+
+@dataclass
+class Result:
+    config: str
+    lags: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    missing: dict[tuple[str, str], int] = field(default_factory=dict)
+    wrong: int = 0
+    batch_max_s: float = 0.0
+    batches: int = 0
+    load_end: float = 0.0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
+
+
+def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
+    root = os.path.join(work, config_name)
+    os.makedirs(root)
+    data = (
+        KafkaInput(broker, f"{config_name}-{int(time.time())}", args.partitions)
+        if broker
+        else FileInput(root)
+    )
+    out = os.path.join(root, "out")
+    config = PurgatoryConfig(
+        shards=args.shards,
+        tick_ms=100,
+        watermark_delay=f"{args.delay} seconds",
+        accumulator_linger_ms=args.linger_ms,
+        watermark_idle_timeout=f"{int(args.idle_timeout * 1000)} ms" if config_name == "idle" else "",
+    )
+    rng = random.Random(args.seed)
+    ops: list[Op] = []
+    result = Result(config_name)
+    poller = Poller(os.path.join(out, "outcomes"), args.poll)
+    ops_src, events_src = data.sources()
+    with start(
+        ops_src,
+        events_src,
+        output=out,
+        checkpoint=os.path.join(root, "chk"),
+        config=config,
+        trigger=f"processing-time={args.trigger}s",
+        spark=spark,
+        **data.start_options(),
+    ) as q:
+        limit = time.time() + 180
+        while not _waiting_for_data(q.query.status):
+            if time.time() > limit:
+                raise RuntimeError(f"the query did not start: {q.query.status}")
+            time.sleep(0.2)
+        poller.start()
+        now = _now_ms()  # warm-up: the first micro-batches are not the clock's
+        data.write("ops", [{"op_id": "warm-up", "key": "k-warm-up", "ts": _iso(now), "timeout_ms": 120_000}])
+        data.write("events", [{"key": "k-warm-up", "ts": _iso(now)}])
+        limit = time.time() + 180
+        while "warm-up" not in poller.seen:
+            if time.time() > limit:
+                raise RuntimeError("the warm-up operation was not committed in 180 s")
+            time.sleep(0.1)
+        first_batch = q.query.lastProgress["batchId"] + 1
+
+        # phase 1: a steady trickle
+        began = time.time()
+        carry, n = 0.0, 0
+        while time.time() - began < args.load_seconds:
+            tick = time.time()
+            now = _now_ms()
+            carry += args.rate * args.file_interval
+            fresh = []
+            while carry >= 1:
+                carry -= 1
+                timeout = rng.randint(int(args.timeout_min * 1000), int(args.timeout_max * 1000))
+                due = (
+                    now / 1000 + rng.uniform(0.1, 0.9) * timeout / 1000
+                    if rng.random() < args.complete
+                    else None
+                )
+                fresh.append(Op(f"op-{n:06d}", now, timeout, due))
+                n += 1
+            if fresh:
+                data.write(
+                    "ops",
+                    [
+                        {
+                            "op_id": o.op_id,
+                            "key": f"k-{o.op_id}",
+                            "ts": _iso(o.ts_ms),
+                            "timeout_ms": o.timeout_ms,
+                        }
+                        for o in fresh
+                    ],
+                )
+                ops.extend(fresh)
+            now = _now_ms()
+            due = [
+                o
+                for o in ops
+                if o.complete_at is not None
+                and o.event_written is None
+                and o.complete_at <= now / 1000
+                and o.ts_ms < now < o.ts_ms + o.timeout_ms  # in its window, after its operation
+            ]
+            if due:
+                written = data.write("events", [{"key": f"k-{o.op_id}", "ts": _iso(now)} for o in due])
+                for o in due:
+                    o.event_written = written
+            time.sleep(max(0.0, args.file_interval - (time.time() - tick)))
+        result.load_end = time.time()
+
+        # phase 2: quiet; wait for every outcome, or give up past the last deadline
+        last = max(o.deadline_s for o in ops) + args.delay
+        give_up = max(last, result.load_end) + args.give_up
+        while time.time() < give_up and len(poller.seen) < len(ops) + 1:
+            time.sleep(0.2)
+        poller.halt.set()
+        poller.join()
+        poller.poll()
+        progress = [p for p in q.query.recentProgress if p["batchId"] >= first_batch]
+        times = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress]
+        result.batch_max_s = max(times, default=0.0)
+        result.batches = len(progress)
+
+    for o in ops:
+        completed = o.event_written is not None
+        kind = "completion" if completed else "expiry"
+        decidable = o.event_written if completed else o.deadline_s + args.delay
+        phase = "load" if decidable < result.load_end else "quiet"
+        key = (kind, phase)
+        result.lags.setdefault(key, [])
+        result.missing.setdefault(key, 0)
+        row = poller.rows.get(o.op_id)
+        if row is None:
+            result.missing[key] += 1
+            continue
+        if row["status"] != ("completed" if completed else "expired"):
+            result.wrong += 1
+            continue
+        result.lags[key].append(poller.seen[o.op_id] - decidable)
+    if os.path.isdir(root):
+        shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def _table(results: list[Result], args) -> str:
+    lines = [
+        f"{'config':<22}{'outcome':<12}{'phase':<7}{'rows':>6}"
+        f"{'p50 s':>8}{'p99 s':>8}{'max s':>8}{'missing':>9}"
+    ]
+    for r in results:
+        label = f"idle.timeout={args.idle_timeout:g}s" if r.config == "idle" else "no idle timeout"
+        for kind in ("expiry", "completion"):
+            for phase in ("load", "quiet"):
+                lags = r.lags.get((kind, phase), [])
+                missing = r.missing.get((kind, phase), 0)
+                if not lags and not missing:
+                    lines.append(f"{label:<22}{kind:<12}{phase:<7}{0:>6}{'-':>8}{'-':>8}{'-':>8}{0:>9}")
+                    continue
+                figures = (
+                    f"{_percentile(lags, 0.5):>8.2f}{_percentile(lags, 0.99):>8.2f}{max(lags):>8.2f}"
+                    if lags
+                    else f"{'-':>8}{'-':>8}{'-':>8}"
+                )
+                lines.append(f"{label:<22}{kind:<12}{phase:<7}{len(lags):>6}{figures}{missing:>9}")
+        bound = 2 * max(args.trigger, r.batch_max_s) + r.batch_max_s + args.linger_ms / 1000
+        lines.append(
+            f"{'':<22}{r.batches} micro-batches, the largest {r.batch_max_s:.2f} s; quiet-stream bound "
+            f"2 x max(trigger, batch) + batch + linger = {bound:.2f} s; wrong status: {r.wrong}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--source", choices=("files", "kafka"), default="files")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="idle, none (comma-separated)")
+    parser.add_argument("--load-seconds", type=float, default=30.0, help="phase 1's length")
+    parser.add_argument("--rate", type=float, default=10.0, help="operations per second in phase 1")
+    parser.add_argument("--file-interval", type=float, default=0.5, help="seconds between input files")
+    parser.add_argument("--complete", type=float, default=0.7, help="share of operations completed")
+    parser.add_argument("--timeout-min", type=float, default=3.0, help="seconds")
+    parser.add_argument("--timeout-max", type=float, default=10.0, help="seconds")
+    parser.add_argument("--trigger", type=int, default=1, help="processing-time interval, seconds")
+    parser.add_argument("--delay", type=int, default=2, help="watermark.delay, seconds")
+    parser.add_argument("--idle-timeout", type=float, default=1.0, help="watermark.idle.timeout, seconds")
+    parser.add_argument("--linger-ms", type=int, default=500, help="accumulator.linger.ms")
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=2, help="Kafka partitions per topic")
+    parser.add_argument("--poll", type=float, default=0.2, help="seconds between reads of outcomes")
+    parser.add_argument(
+        "--give-up",
+        type=float,
+        default=20.0,
+        help="seconds past the last deadline + delay to wait for the quiet stream's outcomes",
+    )
+    parser.add_argument("--seed", type=int, default=47)
+    args = parser.parse_args(argv)
+    configs = [c for c in args.configs.split(",") if c]
+    unknown = set(configs) - set(CONFIGS)
+    if unknown:
+        parser.error(f"unknown configs {sorted(unknown)}; choose from {CONFIGS}")
+
+    load_before = os.getloadavg()
+    broker = None
+    work = tempfile.mkdtemp(prefix="bench-latency-")
+    spark = local_session("bench-latency", master="local[2]", shuffle_partitions=args.shards + 1)
+    results = []
+    try:
+        if args.source == "kafka":
+            from spark_purgatory.kafka_broker import KafkaBroker
+
+            broker = KafkaBroker(data_dir=os.path.join(work, "broker")).start()
+        for name in configs:
+            r = run_once(spark, args, name, work, broker)
+            results.append(r)
+            print(f"# {name}: done, load average {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        if broker is not None:
+            broker.stop()
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    load_after = os.getloadavg()
+    print(
+        f"source {args.source}, trigger {args.trigger} s, delay {args.delay} s, linger {args.linger_ms} ms, "
+        f"{args.rate:g} ops/s for {args.load_seconds:g} s "
+        f"(timeouts {args.timeout_min:g}-{args.timeout_max:g} s, "
+        f"{args.complete:.0%} completed), {os.cpu_count()} CPUs, load average "
+        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after (1 min)"
+    )
+    print(
+        "lag = first seen committed in outcomes - decidable (completion: its event written; "
+        "expiry: deadline + delay on the wall clock)"
+    )
+    print(_table(results, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
