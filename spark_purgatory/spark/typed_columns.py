@@ -73,12 +73,10 @@ def operation_fields(df: DataFrame) -> DataFrame:
 def operations_checked(df: DataFrame, function: str, max_timeout_ms: int) -> DataFrame:
     """Typed operations checked by the JVM function ``function`` (``checks``): the event
     time and timeout read as ``operation_fields`` reads them, then one call for the
-    reason and the cleaned condition and members, the keys cleaned in SQL (in their order;
-    the function sorts them, ``jvm/checks``) (the latest event time accepted:
-    ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it)."""
+    reason and the cleaned keys (in their order), condition and members (the latest event
+    time accepted: ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it)."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
     ts_ms = ms_column("ts")
-    keys = f"coalesce({c['keys']}, {present(c['key'])})"
     read = df.selectExpr(
         f"{_record(df, OPERATION_INPUT)} AS _record",
         f"{c['op_id']} AS op_id",
@@ -91,14 +89,13 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int) -> Dat
         f"CAST({c['target']} AS DOUBLE) AS target",
         f"{c['members']} AS _members",
         f"{c['payload']} AS payload",
-        f"{clean_keys(keys)} AS keys",  # in their order: the function sorts them (jvm/checks)
     )
     names, latest = sql_string(condition_names()), _latest(df)
     call = (
         f"{function}(op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
         f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names})"
     )
-    return _checked(read, call, OPERATION_COLUMNS, ("condition", "members"))
+    return _checked(read, call, OPERATION_COLUMNS, ("keys", "condition", "members"))
 
 
 def events_checked(df: DataFrame, function: str) -> DataFrame:
@@ -138,8 +135,7 @@ def _checked(read: DataFrame, call: str, canonical: list[str], fields: tuple[str
     columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
     for name in (*fields, "reason"):
         columns[name] = f"_checked.{name}"
-    operations = "keys" in canonical
-    raw_kept = kept_raw("_checked.reason", operations, columns["keys"] if operations else "keys")
+    raw_kept = kept_raw("_checked.reason", "keys" in fields, "_checked.keys")
     columns["raw"] = f"CASE WHEN {raw_kept} THEN to_json(_record) END"
     return checked.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])
 

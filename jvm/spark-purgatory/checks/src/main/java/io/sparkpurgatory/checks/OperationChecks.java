@@ -24,8 +24,9 @@ import scala.collection.Seq;
  * the condition names ("any count sum all offset|count sum offset|all": every name, those that
  * need a target, the one that needs members).  Returns struct(reason, keys, condition,
  * members): the first failing check's reason (null when valid), the keys and members with
- * blank items dropped, deduplicated and sorted (by code point, as Spark sorts strings), the
- * condition trimmed and in lower case (absent: any).
+ * blank items dropped and deduplicated, the keys in their order (a repeated key at its first
+ * place, as the outcome shows them), the members sorted (by code point, as Spark sorts
+ * strings), the condition trimmed and in lower case (absent: any).
  *
  * <p>Strings are trimmed of spaces (U+0020) only, as Spark's trim; a condition name is lowered
  * for the ASCII capitals and the Kelvin sign only, as sql_text.condition_name does.
@@ -95,8 +96,11 @@ public final class OperationChecks
     return s == null || trim(s).isEmpty();
   }
 
-  /** Blank items dropped, deduplicated, sorted by code point; null stays null. */
-  static List<String> clean(Seq<String> items) {
+  /**
+   * Blank items dropped, deduplicated (the first of each kept in place), sorted by code point
+   * when {@code sorted}; null stays null.
+   */
+  static List<String> clean(Seq<String> items, boolean sorted) {
     if (items == null) {
       return null;
     }
@@ -116,7 +120,9 @@ public final class OperationChecks
         out.add(item);
       }
     }
-    out.sort(OperationChecks::byCodePoint);
+    if (sorted) {
+      out.sort(OperationChecks::byCodePoint);
+    }
     return out;
   }
 
@@ -171,7 +177,7 @@ public final class OperationChecks
     Names names = names(conditionNames);
     List<String> keys;
     if (keysColumn != null) {
-      keys = clean(keysColumn);
+      keys = clean(keysColumn, false);
     } else if (!blank(key)) {
       keys = new ArrayList<>(1);
       keys.add(key);
@@ -179,7 +185,7 @@ public final class OperationChecks
       keys = null;
     }
     String cond = condition(conditionGiven, names.all);
-    List<String> members = clean(membersColumn);
+    List<String> members = clean(membersColumn, true);
     boolean needsTarget = names.needTarget.contains(cond);
     String time = timeReason(noTs, tsMs, latestTs);
     String reason = null;
