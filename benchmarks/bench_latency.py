@@ -59,7 +59,7 @@ sys.path.insert(0, ROOT)
 from deltalake import DeltaTable  # noqa: E402
 
 from spark_purgatory import PurgatoryConfig, start  # noqa: E402
-from spark_purgatory.query import _waiting_for_data  # noqa: E402
+from spark_purgatory.handle import _waiting_for_data  # noqa: E402
 from spark_purgatory.runtime.session import local_session  # noqa: E402
 
 CONFIGS = ("idle", "none")

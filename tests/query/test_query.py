@@ -15,7 +15,8 @@ from spark_purgatory.config import ConfigError
 from spark_purgatory.delta.accumulator import RecordAccumulator
 from spark_purgatory.delta.sink import PurgatorySink
 from spark_purgatory.delta.writers import DeltaRsWriter
-from spark_purgatory.query import _Totals, app_id_of
+from spark_purgatory.handle import _Totals
+from spark_purgatory.query import app_id_of
 from spark_purgatory.workload import generate, write_json_lines
 
 SHUFFLE = "spark.sql.shuffle.partitions"

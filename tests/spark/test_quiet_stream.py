@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable
 
 from spark_purgatory import PurgatoryConfig, start
-from spark_purgatory.query import _waiting_for_data as _quiet
+from spark_purgatory.handle import _waiting_for_data as _quiet
 
 pytestmark = pytest.mark.spark
 

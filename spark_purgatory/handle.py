@@ -1,0 +1,322 @@
+"""The handle ``start`` returns: ``PurgatoryQuery``, a running purgatory and its figures.
+
+What ``start`` builds (``spark_purgatory.query``) runs until the handle stops it: ``stop()``
+flushes the accumulator like Kafka's producer's ``close()``; ``await_termination`` adds the
+``available-now`` runs a run that ended on relays owes (``handoff.wake``); ``end_input`` ends
+the input for good (``handoff.end_of_input``); the figures (``totals``, ``pending``,
+``history``) come from the sink's ``on_batch`` (``_Totals``) and Spark's progress.
+
+Invariant: after ``stop()`` returns, every row a committed micro-batch produced is in the
+tables, and the checkpoint's run lease is given back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .delta.accumulator import RecordAccumulator, TableWriter
+from .delta.sink import PurgatorySink
+from .handoff.end_of_input import EndOfInput
+from .handoff.reaper import ExpirationReaper
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["PurgatoryQuery"]
+
+log = logging.getLogger("spark_purgatory.query")  # the handle logs as the query it runs
+
+_COUNTED = ("completed", "expired", "unmatched", "rejected")
+#: runs ``await_termination`` may add after an ``available-now`` run that ended on relays
+_WAKE_RUNS = 3
+
+
+class PurgatoryQuery:
+    """A running purgatory: the ``StreamingQuery``, its sink, and its figures.
+
+    Attributes:
+        query: Spark's ``StreamingQuery`` (``id``, ``status``, ``exception()`` ...).
+        sink: the ``PurgatorySink`` run by ``foreachBatch`` (``accumulator``, ``writer``).
+        totals: rows and commits so far, counted in this process: ``batches``,
+            ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``; and
+            ``pending``, the operations not yet resolved as of the last micro-batch, each
+            once (a cross-shard operation's stubs are not counted; ``state.pending_counts``; at
+            start, as the checkpoint's last micro-batch left them).
+    """
+
+    def __init__(
+        self,
+        query: StreamingQuery,
+        sink: PurgatorySink,
+        totals: _Totals,
+        *,
+        linger: bool = True,
+        on_linger: Callable[[list[dict]], None] | None = None,
+        rerun: Callable[[], StreamingQuery] | None = None,
+        end: EndOfInput | None = None,
+        end_of_input: bool = False,
+        run_available_now: Callable[[], StreamingQuery] | None = None,
+        lease: Any = None,
+        reaper: ExpirationReaper | None = None,
+    ) -> None:
+        self.query = query
+        if reaper is not None:  # its run begins with a micro-batch, or when Spark finds no input
+            reaper.quiet = lambda: _waiting_for_data(self.query.status)
+        self._reaper = reaper.start() if reaper is not None else None  # posts the clock (reaper)
+        self._rerun = rerun
+        self._end = end
+        self._end_of_input = end_of_input
+        self._run_available_now = run_available_now
+        self._lease = lease  # the checkpoint's ``state.layout.RunLease``, given back by ``stop``
+        self._interrupted = False
+        self.sink = sink
+        self._counted = totals
+        self._on_linger = on_linger
+        self._stopping = threading.Event()
+        self._closed = False
+        self._timer: threading.Thread | None = None
+        if linger:
+            self._timer = threading.Thread(target=self._linger, name="purgatory-linger", daemon=True)
+            self._timer.start()
+
+    # -- figures -----------------------------------------------------------------------------
+
+    @property
+    def accumulator(self) -> RecordAccumulator:
+        return self.sink.accumulator
+
+    @property
+    def writer(self) -> TableWriter:
+        return self.sink.writer
+
+    @property
+    def totals(self) -> dict[str, int]:
+        return self._counted.totals
+
+    @property
+    def pending(self) -> int:
+        """Operations not yet resolved, as of the last micro-batch, each counted once (a
+        cross-shard operation in the cross-shard group, never its stubs; ``state.pending_counts``):
+        the count of ``pending_operations``."""
+        return sum(self.sink.pending.values())
+
+    @property
+    def is_active(self) -> bool:
+        return bool(self.query.isActive)
+
+    @property
+    def history(self) -> list[dict]:
+        """Per-micro-batch figures from the query's recent progress (``observe`` metrics)."""
+        from .spark.metrics import progress_figures
+
+        pending_by_shard = dict(self.sink.pending_at_start)
+        return [progress_figures(p, pending_by_shard) for p in self.query.recentProgress]
+
+    @property
+    def last_progress(self) -> dict | None:
+        """The last micro-batch's figures (None before the first)."""
+        history = self.history
+        return history[-1] if history else None
+
+    # -- running and stopping ------------------------------------------------------------------
+
+    def await_termination(self, timeout: float | None = None) -> bool | None:
+        """Wait for the query to end (``available-now``: when the input present is done).
+
+        An ``available-now`` run that ends with relays the cross-shard group has not received
+        is followed by one more run, which reads the wake files (``handoff.wake``): the
+        relayed completions come out before this returns.  ``query`` is then the new run.
+        Started with ``end_of_input=True``, the input is then ended (``end_input``).
+        """
+        ended = self._await_runs(timeout)
+        if ended is not False and self._end_of_input and not self._stopped():
+            self.end_input()
+        return ended
+
+    def _await_runs(self, timeout: float | None) -> bool | None:
+        """Wait for this run, and for the runs that relays owed then (``await_termination``)."""
+        ended = self._await(timeout)
+        for _ in range(_WAKE_RUNS):
+            if ended is False or not self._owes_wake():
+                break
+            log.info("relays or registry verdicts a shard has not received yet: one more run")
+            self.query = self._rerun()  # type: ignore[misc]
+            ended = self._await(timeout)
+        return ended
+
+    def end_input(self) -> dict | None:
+        """End the input: every operation still pending resolves, and the checkpoint is closed.
+
+        The input present is processed first (an ``available-now`` run to its end; a
+        processing-time query until it has caught up, then stopped).  Then the end mark goes
+        into the wake directory and one ``available-now`` run applies it: each shard moves
+        past every deadline, so what is pending expires at its deadline (``resolved_at`` =
+        deadline) and every buffered event that counted for nothing goes to
+        ``unmatched_events``; a row read in that run or later is rejected as ``late``.  The
+        output is committed, then the end is recorded in ``<checkpoint>/purgatory-ended``,
+        on which ``start`` refuses to run again (``docs/end-of-input.md``).
+
+        Exactly once: the end run is an ordinary micro-batch (same tables, same app
+        transactions); after a crash, the next ``available-now`` ``start`` on the checkpoint
+        finishes the end (the end mark is kept).
+
+        Returns:
+            The record: ``batch_id`` (the micro-batch that applied the end) and
+            ``ended_at``; the existing
+            record when the input had ended already; None when the query was stopped or
+            interrupted before the end was recorded (run again to finish it).
+        """
+        if self._end is None or self._run_available_now is None:
+            raise RuntimeError("end_input() needs a query from spark_purgatory.start()")
+        recorded = self._end.recorded()
+        if recorded is not None:
+            return recorded
+        if self._rerun is not None:  # available-now: the input present, to its end
+            self._await_runs(None)
+        elif self.query.isActive:  # processing-time: caught up, then stopped
+            self._stop_reaper()
+            self.query.processAllAvailable()
+            self.query.stop()
+        if self._stopped() or self.query.exception() is not None:
+            return None
+        self._end.declare()
+        log.info("end of input declared: one more run moves every shard past every deadline")
+        self._rerun = self._run_available_now
+        self.query = self._rerun()
+        self._await_runs(None)
+        if self._stopped():
+            return None
+        self.totals["commits"] += len(self.sink.close())  # committed before it is recorded
+        recorded = self._end.record()
+        log.info("input ended after micro-batch %s", recorded["batch_id"])
+        return recorded
+
+    def _stopped(self) -> bool:
+        return self._closed or self._interrupted
+
+    def _await(self, timeout: float | None) -> bool | None:
+        """Spark's wait; a failed micro-batch is re-raised with its first cause in the first
+        line (``spark.errors``), Spark's error chained."""
+        from pyspark.errors import StreamingQueryException
+
+        from .spark.errors import micro_batch_error
+
+        try:
+            if timeout is None:
+                return self.query.awaitTermination()
+            return self.query.awaitTermination(timeout)
+        except StreamingQueryException as error:
+            raise micro_batch_error(error) from error
+
+    def _owes_wake(self) -> bool:
+        """Did this run end with relays that no later call of the cross-shard group received?"""
+        wake = self.sink.wake
+        return (
+            self._rerun is not None
+            and not (self._closed or self._interrupted)
+            and self.query.exception() is None
+            and wake is not None
+            and wake.owed is not None
+        )
+
+    def interrupt(self) -> None:
+        """Stop the running query without flushing (e.g. from a signal handler): a waiting
+        ``await_termination`` returns, with no further run; ``stop()`` then flushes."""
+        self._interrupted = True
+        self._stop_reaper()
+        self.query.stop()
+
+    def process_all_available(self) -> None:
+        """Block until the input present now has been processed (tests, notebooks); the
+        reaper's clock posts wait meanwhile (each would be new input)."""
+        if self._reaper is None:
+            self.query.processAllAvailable()
+            return
+        with self._reaper.paused():
+            self.query.processAllAvailable()
+
+    def stop(self) -> list[dict]:
+        """Stop the query and flush the accumulator (Kafka's ``close()``); return the commits.
+
+        Safe at any time: the checkpoint and the staged rows survive.  A second call does
+        nothing and returns ``[]``.
+        """
+        if self._closed:
+            return []
+        self._closed = True
+        self._stop_reaper()
+        if self.query.isActive:
+            self.query.stop()
+        self._stopping.set()
+        if self._timer is not None:
+            self._timer.join()
+        flushed = self.sink.close()
+        self.totals["commits"] += len(flushed)
+        if self._lease is not None:
+            self._lease.release()
+        return flushed
+
+    def _stop_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.stop()
+
+    def __enter__(self) -> PurgatoryQuery:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _linger(self) -> None:
+        """Kafka's sender: lingered rows go out even when the input is quiet.
+
+        Light while micro-batches run: no Py4J call and no look at the staging until the
+        sink's oldest staged row has lingered (``PurgatorySink.linger_due``); only then is
+        the query asked whether it still runs."""
+        period = max(0.2, min(1.0, self.sink.accumulator.linger_ms / 4000))
+        while not self._stopping.wait(period):
+            if not self.sink.linger_due():
+                continue
+            if not self.query.isActive:
+                break
+            try:
+                committed = self.sink.drain_lingering()
+            except Exception:  # the next micro-batch or stop() retries; never kill the query
+                log.exception("linger drain failed")
+                continue
+            self.totals["commits"] += len(committed)
+            if committed and self._on_linger:
+                self._on_linger(committed)
+
+
+def _waiting_for_data(status: dict) -> bool:
+    """Did the query's last trigger find no new input, and is no trigger running now?  (Spark
+    4.2 says "Waiting for next trigger" after any trigger, and "Initializing sources" before
+    the first; ``isDataAvailable`` stays true after a micro-batch until a trigger finds none.)"""
+    waiting = status.get("message") in ("Waiting for next trigger", "Waiting for data to arrive")
+    return waiting and not status.get("isDataAvailable") and not status.get("isTriggerActive")
+
+
+class _Totals:
+    """The sink's ``on_batch``: adds each micro-batch's figures up, then calls the user's hook.
+
+    A small picklable object: Spark Connect pickles the sink to run it in the server.
+    """
+
+    def __init__(self, then: Callable[[dict], None] | None, *, pending: int = 0) -> None:
+        self.totals = {"batches": 0, **dict.fromkeys(_COUNTED, 0), "commits": 0, "pending": pending}
+        self.then = then
+
+    def __call__(self, figures: dict) -> None:
+        self.totals["batches"] += 1
+        self.totals["pending"] = figures["pending"]  # a gauge: every shard's, as of this batch
+        for key in _COUNTED:
+            self.totals[key] += figures[key]
+        self.totals["commits"] += len(figures["committed"])
+        if self.then:
+            self.then(figures)
