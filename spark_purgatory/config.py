@@ -116,6 +116,14 @@ class PurgatoryConfig:
         own = {SOURCE_OPERATIONS: self.watermark_delay_operations, SOURCE_EVENTS: self.watermark_delay_events}
         return parse_interval_ms(own[source]) if own[source] else self.watermark_delay_ms
 
+    def input_delays_ms(self) -> dict[str, int]:
+        """Each input's watermark delay (``input_delay_ms``), by source.
+
+        >>> PurgatoryConfig(watermark_delay_events="30 seconds").input_delays_ms()
+        {'operations': 10000, 'events': 30000}
+        """
+        return {source: self.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
+
     @property
     def watermark_idle_timeout_ms(self) -> int | None:
         """``watermark.idle.timeout`` in ms; None when unset (Spark's watermark alone).

@@ -80,11 +80,11 @@ from .spark.routing import registers
 from .startup import (
     TRIGGERS,
     _check_session,
-    _interval,
     _session_of,
     _with_defaults,
     app_id_of,
     check_trigger,
+    trigger_interval,
 )
 from .state.pending_counts import PendingRecord
 from .storage import Storage
@@ -102,7 +102,6 @@ log = logging.getLogger(__name__)
 
 #: what a Python worker imports to run the shard step (warmed at start)
 SHARD_STEP_MODULE = "spark_purgatory.spark.operator"
-
 
 
 def start(
@@ -231,8 +230,9 @@ def start(
         storage=storage,
     )
     pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending_counts)
-    totals = _Totals(on_batch, pending=sum(pending.read().values()))
-    reaper = _reaper(spark, cfg, trigger, wake, pending, storage)
+    counts = pending.read()  # every shard's, as the checkpoint's last micro-batch left them
+    totals = _Totals(on_batch, pending=sum(counts.values()))
+    reaper = _reaper(spark, cfg, trigger, wake, counts, storage)
     sink = PurgatorySink(
         accumulator,
         writer,
@@ -250,7 +250,7 @@ def start(
         if available_now:
             stream = stream.trigger(availableNow=True)
         else:
-            stream = stream.trigger(processingTime=_interval(trigger))
+            stream = stream.trigger(processingTime=trigger_interval(trigger))
         with (
             shuffle_partitions(spark, cfg.shards + 1),
             state_store(spark),
@@ -279,11 +279,16 @@ def start(
 
 
 def _reaper(
-    spark: Any, cfg: PurgatoryConfig, trigger: str, wake: Wake, pending: PendingRecord, storage: Storage
+    spark: Any,
+    cfg: PurgatoryConfig,
+    trigger: str,
+    wake: Wake,
+    pending: dict[int, int],
+    storage: Storage,
 ) -> ExpirationReaper | None:
     """The query's reaper (``handoff.reaper.reaper_for``), if its configuration asks for one.  Over
     Spark Connect the sink runs in the server, out of its reach: none, said in a warning."""
-    reaper = reaper_for(cfg, trigger, wake.root, pending=pending.read(), storage=storage)
+    reaper = reaper_for(cfg, trigger, wake.root, pending=pending, storage=storage)
     if reaper is not None and is_connect(spark):
         log.warning(
             "watermark.idle.timeout / deadline.clock=processing need the sink in this process: "

@@ -30,7 +30,7 @@ from typing import Any
 from .config import ConfigError, PurgatoryConfig, parse_interval_ms
 from .storage import Storage, join, write_once
 
-__all__ = ["TRIGGERS", "check_trigger", "app_id_of"]
+__all__ = ["TRIGGERS", "check_trigger", "app_id_of", "trigger_interval"]
 
 #: the trigger values ``start`` (and the job's ``--trigger``) accept
 TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
@@ -61,12 +61,12 @@ def check_trigger(trigger: str, *, option: str = "trigger") -> None:
     if trigger == "available-now":
         return
     if trigger.startswith("processing-time="):
-        parse_interval_ms(_interval(trigger))
+        parse_interval_ms(trigger_interval(trigger))
         return
     raise ConfigError(f"{option} must be {TRIGGERS}, got {trigger!r}")
 
 
-def _interval(trigger: str) -> str:
+def trigger_interval(trigger: str) -> str:
     """``processing-time=10s`` -> ``10 seconds`` (Spark interval strings pass through)."""
     value = trigger.split("=", 1)[1].strip()
     return f"{value[:-1]} seconds" if value.endswith("s") and value[:-1].isdigit() else value

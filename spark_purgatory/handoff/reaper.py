@@ -23,9 +23,10 @@ driver's thread that closes both gaps for a ``processing-time`` query:
   (``operator``): the reaper then only asks for a micro-batch per interval while something
   waits (its line's value is the posting time).
 
-An expiry due by the clock is therefore committed within one trigger interval (plus the
-reaper's margin) after its deadline passes on the clock plus the delay, plus the
-micro-batch's own time and ``accumulator.linger.ms``.  A query with nothing waiting writes
+An expiry due by the clock is therefore committed within two trigger intervals after its
+deadline passes on the clock plus the delay (the inputs read past that moment, then the
+micro-batch that applies the clock; docs/contract.md), plus that micro-batch's own time and
+``accumulator.linger.ms``.  A query with nothing waiting writes
 nothing.  Replays are exact: Spark's file source logs which files a micro-batch read, and a
 replay reads the same lines.  Files are whole or absent (``storage.write_whole``); those that
 a committed micro-batch read go when the next is posted: every file written before micro-batch
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -49,9 +49,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import PurgatoryConfig, parse_interval_ms
-from ..contract import PROPOSED_WATERMARKS, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
-from ..storage import Storage, listing, remove, write_whole
+from ..contract import PROPOSED_WATERMARKS, ms_column
+from ..storage import Storage
 from .clock import ClockWatermark
+from .wake import Wake
 
 __all__ = ["ExpirationReaper", "CLOCK_LINE", "clock_line", "reaper_for"]
 
@@ -59,7 +60,6 @@ log = logging.getLogger(__name__)
 
 #: the first word of a clock line in the wake directory (``routing.route_wake``)
 CLOCK_LINE = "clock"
-_NAME = re.compile(r"^clock-(\d{13})\.txt$")
 #: a posted file is deleted once written this long before a committed micro-batch started
 _MARGIN_MS = 1_000
 #: the longest step between two ticks (``ExpirationReaper._until_next_s``)
@@ -107,10 +107,9 @@ class ExpirationReaper:
         #: first micro-batch: a backlog waiting at the start is read before any input can
         #: count as idle; and the inputs have been read through Spark's trigger before last
         self.quiet: Callable[[], bool] = lambda: False
-        self.root = wake_root
+        self.wake = Wake(wake_root, storage)  # the directory's files are the wake's
         self.interval_ms = max(int(interval_ms), 1)
         self.clock = clock
-        self.storage = storage or Storage()
         self.now = now
         #: what each shard held after its last call: pending operations, buffered events
         self.waiting: dict[int, int] = {int(s): int(n) for s, n in (pending or {}).items()}
@@ -171,17 +170,9 @@ class ExpirationReaper:
         return value
 
     def _post(self, value: int, now_ms: int, *, cleanup_before: int | None) -> None:
-        fs, root = self.storage.filesystem(self.root)
-        fs.create_dir(root, recursive=True)
         stamp = max(now_ms, (self._last_tick_ms or -1) + 1)  # a new name: Spark reads a path once
         self._last_tick_ms = stamp
-        write_whole(
-            fs, f"{root}/clock-{stamp:013d}.txt", lambda out: out.write(f"{clock_line(value)}\n".encode())
-        )
-        if cleanup_before is not None:
-            names = (info.base_name for info in listing(fs, root))
-            old = [n for n in names if (m := _NAME.match(n)) and int(m.group(1)) < cleanup_before]
-            remove(fs, [f"{root}/{n}" for n in old])
+        self.wake.post_clock(clock_line(value), stamp, forget_before_ms=cleanup_before)
 
     def _quiet(self) -> bool:
         try:
@@ -249,11 +240,11 @@ def reaper_for(
     processing = config.deadline_clock == "processing"
     if not trigger.startswith("processing-time=") or (idle_ms is None and not processing):
         return None
-    from ..startup import _interval
+    from ..startup import trigger_interval
 
     clock = None
     if not processing:
-        delays = {source: config.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
+        delays = config.input_delays_ms()
         clock = ClockWatermark(idle_ms, delays)  # type: ignore[arg-type]
-    interval = parse_interval_ms(_interval(trigger))
+    interval = parse_interval_ms(trigger_interval(trigger))
     return ExpirationReaper(wake_root, interval, clock=clock, pending=pending, storage=storage, now=now)

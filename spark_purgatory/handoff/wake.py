@@ -59,6 +59,8 @@ __all__ = ["Wake", "WAKE_DIRECTORY", "END_FILE", "END_LINE", "is_end_watermark"]
 #: the wake directory's name under the checkpoint
 WAKE_DIRECTORY = "purgatory-wake"
 _NAME = re.compile(r"^(\d{12})\.txt$")
+#: a clock line's file, named by the time it was posted (``handoff.reaper``)
+_CLOCK_NAME = re.compile(r"^clock-(\d{13})\.txt$")
 #: the end mark's file in the wake directory, and its one line
 END_FILE, END_LINE = "end.txt", "end"
 #: in the wake directory (a name Spark's file listing skips): the micro-batch that applied the end
@@ -139,6 +141,18 @@ class Wake:
         fs.create_dir(root, recursive=True)
         write_whole(fs, f"{root}/{batch_id:012d}.txt", lambda out: out.write(f"{batch_id}\n".encode()))
         remove(fs, [f"{root}/{name}" for batch, name in self._files(fs, root) if batch <= batch_id - 2])
+
+    def post_clock(self, line: str, posted_ms: int, *, forget_before_ms: int | None = None) -> None:
+        """Write a clock line (``handoff.reaper.clock_line``) as ``clock-<posted_ms>.txt``
+        (a new name for every post: Spark's file source reads a path once), and forget the
+        clock files posted before ``forget_before_ms`` (read by committed micro-batches)."""
+        fs, root = self.storage.filesystem(self.root)
+        fs.create_dir(root, recursive=True)
+        write_whole(fs, f"{root}/clock-{posted_ms:013d}.txt", lambda out: out.write(f"{line}\n".encode()))
+        if forget_before_ms is not None:
+            names = (info.base_name for info in listing(fs, root))
+            old = [n for n in names if (m := _CLOCK_NAME.match(n)) and int(m.group(1)) < forget_before_ms]
+            remove(fs, [f"{root}/{n}" for n in old])
 
     def end(self) -> None:
         """Write the end mark (``end.txt``): the next micro-batch ends every shard's input.

@@ -436,7 +436,7 @@ def _stateful_shard(
     handoff = ShardHandOff(config, relays=hands_off(config), registers=registers(config))
     registering = handoff.registers
     numbers = shard_numbers(config.shards + 1)
-    delays = {source: config.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
+    delays = config.input_delays_ms()
     processing = config.deadline_clock == "processing"
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
@@ -537,7 +537,7 @@ def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:
 
 def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
     numbers = shard_numbers(config.shards + 1)
-    delays = {source: config.input_delay_ms(source) for source in (SOURCE_OPERATIONS, SOURCE_EVENTS)}
+    delays = config.input_delays_ms()
 
     def shard_all(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
         shard = numbers[int(key[0])]
