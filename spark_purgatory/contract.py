@@ -54,6 +54,7 @@ __all__ = [
     "METRICS",
     "SINK_METRICS",
     "PROPOSED_WATERMARKS",
+    "PARTITION_MAXIMA",
     "TABLES",
     "OUTCOME_COLUMNS",
     "UNMATCHED_COLUMNS",
@@ -312,6 +313,7 @@ METRICS = TableContract(
             ("latency_p95_ms", pa.int64()),
             ("latency_p99_ms", pa.int64()),
             ("latency_max_ms", pa.int64()),
+            ("expiry_lag_ms", pa.int64()),
             ("watermark", _TS),
             ("state_bytes", pa.int64()),
             ("batch_id", pa.int64()),
@@ -334,6 +336,9 @@ PROPOSED_WATERMARKS: dict[str, str] = {
     SOURCE_OPERATIONS: "proposed_operations_watermark_ms",
     SOURCE_EVENTS: "proposed_events_watermark_ms",
 }
+#: what a shard call reports of its Kafka rows: the largest event time per input and
+#: partition, as text (``handoff.partitions``: the watermark per Kafka partition)
+PARTITION_MAXIMA = "partition_maxima"
 #: table name -> contract, in the order the tables are written
 TABLES: dict[str, TableContract] = {t.name: t for t in (OUTCOMES, UNMATCHED_EVENTS, REJECTED, METRICS)}
 
@@ -352,7 +357,8 @@ def ms_column(name: str) -> str:
 def _operator_output() -> pa.Schema:
     """One schema for every kind of row: ``kind``, ``shard``, the tables' engine columns
     (event times as ``<name>_ms`` int64, no ``batch_id``: the sink knows it), the per-shard
-    gauges of ``metrics`` rows and the watermarks they propose (``PROPOSED_WATERMARKS``)."""
+    gauges of ``metrics`` rows, the watermarks they propose (``PROPOSED_WATERMARKS``) and
+    their Kafka partitions' largest event times (``PARTITION_MAXIMA``)."""
     fields: dict[str, pa.DataType] = {"kind": pa.string(), "shard": pa.int32()}
     for table in TABLES.values():
         for field in table.schema:
@@ -365,6 +371,7 @@ def _operator_output() -> pa.Schema:
     gauges = {name: pa.int64() for name in GAUGES}
     fields.update(gauges, **{ms_column("watermark"): pa.int64()})
     fields.update(dict.fromkeys(PROPOSED_WATERMARKS.values(), pa.int64()))
+    fields[PARTITION_MAXIMA] = pa.string()
     return pa.schema(list(fields.items()))
 
 

@@ -66,6 +66,7 @@ from .delta.writers import WriterChoice
 from .handle import PurgatoryQuery, _Totals
 from .handoff import Wake
 from .handoff.end_of_input import EndOfInput
+from .handoff.partitions import PartitionWatermarks
 from .handoff.reaper import ExpirationReaper, reaper_for
 from .runtime.settings import (
     arrow_records,
@@ -241,6 +242,7 @@ def start(
         staged=staging is not None,
         pending=pending,
         on_metrics=reaper.observe if reaper is not None else None,
+        partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), storage),
     )
 
     def run(available_now: bool = trigger == "available-now") -> StreamingQuery:

@@ -70,6 +70,7 @@ from ..contract import (
     METRICS,
     OPERATOR_OUTPUT,
     OUTCOMES,
+    PARTITION_MAXIMA,
     PROPOSED_WATERMARKS,
     REJECTED,
     RELAYED,
@@ -77,6 +78,7 @@ from ..contract import (
     ms_column,
 )
 from ..handoff import Wake
+from ..handoff.partitions import PartitionWatermarks
 from ..runtime.call_site import kept_call_site
 from ..state.pending_counts import PendingRecord
 from .accumulator import RecordAccumulator, TableWriter
@@ -109,8 +111,12 @@ class PurgatorySink:
             ``start`` passes ``<checkpoint>/purgatory-pending``): seeds ``pending`` so that
             it counts all shards, not only those Spark called since this process started.
         on_metrics: called after each micro-batch with its shard calls' metrics rows
-            (``staging.CALL_COLUMNS``), its id and each input's watermark; ``start`` passes
-            the reaper's (``handoff.reaper.ExpirationReaper.observe``).
+            (``staging.CALL_COLUMNS``), its id, each input's watermark and (keyword ``held``)
+            the Kafka inputs' watermarks per partition; ``start`` passes the reaper's
+            (``handoff.reaper.ExpirationReaper.observe``).
+        partitions: the Kafka inputs' watermarks per partition (``handoff.partitions``),
+            moved and posted after each micro-batch for the next; ``start`` passes one when
+            an input is Kafka.
 
     ``spark_purgatory.start`` builds and closes the sink; wire it yourself only for your own
     sink around it::
@@ -131,9 +137,11 @@ class PurgatorySink:
         wake: Wake | None = None,
         staged: bool = False,
         pending: PendingRecord | None = None,
-        on_metrics: Callable[[pa.Table, int, dict], None] | None = None,
+        on_metrics: Callable[..., None] | None = None,
+        partitions: PartitionWatermarks | None = None,
     ) -> None:
         self.accumulator = accumulator
+        self.partitions = partitions
         self.on_metrics = on_metrics
         self.writer = writer
         self.on_batch = on_batch
@@ -246,8 +254,12 @@ class PurgatorySink:
             called = {int(s) for s in metrics.column("shard").to_pylist()}
             relayed, wm = figures[RELAYED] > 0, figures[_WATERMARK]  # wm: the end of input's too
             self.wake.after(batch_id, relayed=relayed, shards=called, watermark=wm)
+        held = None
+        if self.partitions is not None and metrics.num_rows:
+            key = pc.max(metrics.column(ms_column("batch_time"))).as_py()
+            held = self.partitions.observe(int(key), metrics.column(PARTITION_MAXIMA).to_pylist())
         if self.on_metrics is not None:
-            self.on_metrics(metrics, batch_id, dict(self.watermarks or {}))
+            self.on_metrics(metrics, batch_id, dict(self.watermarks or {}), held=held)
         if self.on_batch:
             self.on_batch(figures)
         done = time.perf_counter()

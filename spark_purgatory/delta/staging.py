@@ -50,6 +50,7 @@ from ..contract import (
     GROUP_ROWS,
     KIND_METRICS,
     METRICS,
+    PARTITION_MAXIMA,
     PROPOSED_WATERMARKS,
     SINK_METRICS,
     TABLES,
@@ -97,6 +98,7 @@ STAGED = pa.schema(
         ("completed", pa.int64()),
         ("expired", pa.int64()),
         *((name, pa.int64()) for name in CALL_COLUMNS if name not in ("completed", "expired")),
+        (PARTITION_MAXIMA, pa.string()),  # the call's Kafka partitions (``handoff.partitions``)
     ]
 )
 #: the same as a Spark DDL string, for ``mapInArrow``
@@ -434,6 +436,7 @@ def _staged_rows(staged: list[dict], metrics: list[pa.Table]) -> pa.Table:
         return files
     m = pa.concat_tables(metrics)
     gauges = pa.table({name: pc.cast(m.column(name), pa.int64()) for name in CALL_COLUMNS})
+    gauges = gauges.append_column(PARTITION_MAXIMA, pc.cast(m.column(PARTITION_MAXIMA), pa.string()))
     for field in STAGED:
         if field.name not in gauges.column_names:
             gauges = gauges.append_column(field, pa.nulls(gauges.num_rows, field.type))

@@ -224,6 +224,7 @@ class Purgatory:
         relayed: pd.DataFrame | None = None,
         claims: pd.DataFrame | None = None,
         verdicts: pd.DataFrame | None = None,
+        expire_to_ms: int | None = None,
     ) -> BatchResult:
         """Run one micro-batch: register operations, apply events, expire, report.
 
@@ -253,6 +254,13 @@ class Purgatory:
                 the operation until its verdict.
             verdicts: the registries' verdicts on the operations parked here
                 (``tables.VERDICTS``), received in the call after the one that parked them.
+            expire_to_ms: where the watermark goes *after* this batch's rows are admitted
+                (the operator's clock on a quiet stream, ``handoff.reaper``): the rows are
+                judged ``late`` against ``watermark_ms``, then the operations due by
+                ``expire_to_ms`` expire.  A shard that hands off across shards (the
+                cross-shard group, a home with operations parked for their verdicts) takes
+                it one call later: relays and verdicts of this batch's rows come in its next
+                call, and must be applied before the expiries they could prevent.
 
         The result's ``verdicts`` answer ``claims``.  Its ``relay`` holds what this shard's
         stubs relay (``relay.outgoing``) and
@@ -290,11 +298,16 @@ class Purgatory:
         if held.size:
             self._t.due = self._t.due[self._t.due < new_from]
         paired = self._t.matches["eseq"][of_stubs & self._in_window()]
-        self.advance(wm)
+        until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))
+        later = until > wm and (relayed is not None or self.parked > 0)  # see expire_to_ms
+        reach = wm if later else until
+        self.advance(reach)
         if held.size:
             self._t.due = np.concatenate([self._t.due, held])
-        unmatched, notes = self._finalise_events(wm, paired)
-        self._t.retire(wm)
+        unmatched, notes = self._finalise_events(reach, paired)
+        self._t.retire(reach)
+        if later:  # the next call admits at ``until`` and expires there, after its hand-off
+            self._t.watermark = until
         outcomes, self._outcomes = self._outcomes, []
         if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
             memory.release()  # bulk work: its temporaries back to the system

@@ -16,18 +16,19 @@ this module decides how far the operator's watermark may go *on the clock*:
   inputs' watermarks (each one's largest event time minus its delay): the idle ones no
   longer hold it back (Flink's ``withIdleness``);
 * once **every** input is idle, the clock is the processing time *up to which the inputs
-  have been read* (``read_ms``: the start of the last micro-batch, or the last trigger that
-  found nothing) minus the largest input delay: the watermark follows the wall clock, never
-  past what it allows.  A row that reached its input within its delay is never ``late``,
-  however long it then waited for a micro-batch to read it: a busy query's micro-batches
-  may take longer than the trigger interval, and a clock of "now minus the delay" made such
-  rows ``late`` (docs/performance-history.md, "The operator's clock: read time, not now").
+  are read* by the micro-batch that applies it (``read_ms``: the reaper passes the posting
+  time less a listing margin) minus the largest input delay: the watermark follows the wall
+  clock, never past what it allows.  The shards admit that micro-batch's rows before they
+  move to the clock (``Purgatory.process``'s ``expire_to_ms``), so a row that reached its
+  input within its delay is never ``late``, however long it then waited for a micro-batch
+  to read it (docs/performance-history.md, "The operator's clock: read time, not now", and
+  ``handoff.reaper``).
 
-The value only grows (``ClockWatermark.advance``): the shards take ``max(Spark's watermark,
-the clock)`` and their engines never move back (``handoff.reaper`` posts it; ``operator.shard_step``
-applies it).  The trade-off, written in ``docs/contract.md``: a row that arrives behind the
-clock (an input that wakes up with a backlog, a producer whose rows took longer than the
-delay) is ``late`` in ``rejected``, never dropped.
+The value only grows (``ClockWatermark.advance``): the shards move to ``max(Spark's watermark,
+the clock)`` after admitting their rows, and their engines never move back (``handoff.reaper``
+posts it; ``operator.shard_step`` applies it). The trade-off, written in ``docs/contract.md``:
+a row that arrives behind the clock (an input that wakes up with a backlog, a producer whose
+rows took longer than the delay) is ``late`` in ``rejected``, never dropped.
 
 With ``deadline.clock=processing`` the shards run on the processing clock instead: every
 row's time is its arrival (``on_arrival``), and the clock is the micro-batch's start.

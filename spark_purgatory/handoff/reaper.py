@@ -14,23 +14,34 @@ driver's thread that closes both gaps for a ``processing-time`` query:
   (line ``clock <watermark ms>``) into the wake directory (``handoff.wake``), which the
   stream reads as a third input;
 * ``routing.route_wake`` sends that line to *every* shard group (role ``clock``), so the
-  trigger finds new input and runs a micro-batch even when no input has rows, and each
-  shard processes it at ``max(Spark's watermark, the clock)`` (``operator.shard_step``);
-  the engine never moves its watermark back, and a shard that holds nothing keeps its
-  state while its watermark is ahead of Spark's, so later rows behind the clock are
-  ``late`` in every shard;
+  trigger finds new input and runs a micro-batch even when no input has rows; each shard
+  admits that micro-batch's rows at Spark's watermark, then moves to the clock and expires
+  what is due (``Purgatory.process``'s ``expire_to_ms``; ``operator.shard_step``).  The
+  engine never moves its watermark back, and a shard that holds nothing keeps its state
+  while its watermark is ahead of Spark's, so later rows behind the clock are ``late`` in
+  every shard;
 * with ``deadline.clock=processing`` the shards run on the micro-batch's processing time
   (``operator``): the reaper then only asks for a micro-batch per interval while something
   waits (its line's value is the posting time).
 
-An expiry due by the clock is therefore committed within two trigger intervals after its
-deadline passes on the clock plus the delay (the inputs read past that moment, then the
-micro-batch that applies the clock; docs/contract.md), plus that micro-batch's own time and
-``accumulator.linger.ms``.  A query with nothing waiting writes
-nothing.  Replays are exact: Spark's file source logs which files a micro-batch read, and a
-replay reads the same lines.  Files are whole or absent (``storage.write_whole``); those that
-a committed micro-batch read go when the next is posted: every file written before micro-batch
-N - 1 started was read by N - 1 or earlier, and N - 1 is committed once the sink sees N.
+**Why no row that arrived within its delay is late.**  A value posted at time t is the
+processing time t, less ``LISTING_MARGIN_MS``, minus the largest delay.  The micro-batch
+that reads the post lists its inputs at about the same moment as the wake directory, after
+t less the margin, and admits every row it reads before it applies the clock; a row read
+later was written after that listing, so its event time, if it arrived within its delay,
+is past the value.  (The clock once followed the time up to which the inputs had been read,
+because it was applied before the rows were admitted: a second trigger interval of lag.)
+
+An expiry due by the clock is therefore committed within one trigger interval after its
+deadline passes on the clock plus the delay and the margin (the tick just before the next
+trigger posts it, that trigger's micro-batch applies it; docs/contract.md), plus that
+micro-batch's own time and ``accumulator.linger.ms``; an operation of the cross-shard group
+(keys in several shards) one micro-batch later, after the relays of the batch that moved the
+clock. A query with nothing waiting writes nothing. Replays are exact: Spark's file source logs
+which files a micro-batch read, and a replay reads the same lines. Files are whole or absent
+(``storage.write_whole``); those that a committed micro-batch read go when the next is posted:
+every file written before micro-batch N - 1 started was read by N - 1 or earlier, and N - 1 is
+committed once the sink sees N.
 
 Invariant: the reaper writes only ``clock-*.txt`` files into the wake directory, and only
 while a shard holds something (as of the last micro-batch, or the checkpoint's pending
@@ -64,6 +75,10 @@ CLOCK_LINE = "clock"
 _MARGIN_MS = 1_000
 #: the longest step between two ticks (``ExpirationReaper._until_next_s``)
 _STEP_MS = 250
+#: how far behind its post a clock line's value reads: Spark lists a micro-batch's sources one
+#: after the other, and a row written between the inputs' listing and the wake directory's
+#: is read one micro-batch after the clock it was written before
+LISTING_MARGIN_MS = 500
 
 
 def clock_line(watermark_ms: int) -> str:
@@ -114,9 +129,6 @@ class ExpirationReaper:
         #: what each shard held after its last call: pending operations, buffered events
         self.waiting: dict[int, int] = {int(s): int(n) for s, n in (pending or {}).items()}
         self.batch_times: dict[int, int] = {}  # the last micro-batches' times (ms), by id
-        #: the time (ms) up to which the inputs have been read: the start of the last
-        #: micro-batch seen, or the last trigger that found nothing (``handoff.clock``)
-        self.read_ms: int | None = None
         self.posted: list[int] = []  # the values posted, in order (figures, tests)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -126,20 +138,31 @@ class ExpirationReaper:
 
     # -- the sink's side ---------------------------------------------------------------------
 
-    def observe(self, calls: pa.Table, batch_id: int, known: Mapping[str, int | None] | None = None) -> None:
+    def observe(
+        self,
+        calls: pa.Table,
+        batch_id: int,
+        known: Mapping[str, int | None] | None = None,
+        *,
+        held: Mapping[str, int] | None = None,
+    ) -> None:
         """Micro-batch ``batch_id``'s metrics rows (one per shard call: ``staging.CALL_COLUMNS``);
-        ``known``: each input's watermark as the sink keeps it (also from earlier runs)."""
+        ``known``: each input's watermark as the sink keeps it (also from earlier runs);
+        ``held``: the Kafka inputs' watermarks per partition (``handoff.partitions``), which
+        replace their largest event times: a partition behind holds the clock too."""
         if calls.num_rows == 0:
             return
         batch_time = pc.max(calls.column(ms_column("batch_time"))).as_py()
         proposed = {source: pc.max(calls.column(c)).as_py() for source, c in PROPOSED_WATERMARKS.items()}
+        if held:
+            known = {**(known or {}), **held}
+            proposed = {s: held.get(s, v) if v is not None else None for s, v in proposed.items()}
         held = pc.add(pc.fill_null(calls.column("pending"), 0), pc.fill_null(calls.column("buffered"), 0))
         with self._lock:
             for shard, n in zip(calls.column("shard").to_pylist(), held.to_pylist(), strict=True):
                 self.waiting[int(shard)] = int(n)
             if batch_time is not None:
                 self.batch_times[int(batch_id)] = int(batch_time)
-                self.read_ms = max(self.read_ms or 0, int(batch_time))
                 for old in [b for b in self.batch_times if b < batch_id - 1]:
                     del self.batch_times[old]
                 if self.clock is not None:
@@ -156,12 +179,12 @@ class ExpirationReaper:
             if self.clock is None:  # processing-time deadlines: a micro-batch, at most one a tick
                 value = now_ms if not self.posted or now_ms > self.posted[-1] else None
             else:
-                if self._quiet():  # Spark's triggers (at multiples of the interval) read nothing
+                if self._quiet():  # Spark's triggers read nothing: the run has begun
                     self.clock.begin(now_ms)
-                    # the trigger before the last one: the last may not have run yet
-                    before = (now_ms // self.interval_ms - 1) * self.interval_ms
-                    self.read_ms = max(self.read_ms or 0, before)
-                value = None if self.read_ms is None else self.clock.advance(now_ms, self.read_ms)
+                # the micro-batch that reads this post admits every row written before it
+                # (less the margin) before it applies the clock (module docstring)
+                begun = self.clock.started_ms is not None
+                value = self.clock.advance(now_ms, now_ms - LISTING_MARGIN_MS) if begun else None
             if value is None:
                 return None
             before = self.batch_times.get(max(self.batch_times, default=0) - 1)

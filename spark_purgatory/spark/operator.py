@@ -114,9 +114,10 @@ from ..engine.wheel import NO_EXPIRATION
 from ..handoff.clock import on_arrival
 from ..handoff.door import ShardHandOff
 from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
+from ..handoff.partitions import WATERMARKS_DIRECTORY, cap_before
 from ..runtime.worker_heap import freeze_heap
 from ..state import SegmentStore, load_state, loaded_by, save_state
-from ..storage import Storage
+from ..storage import Storage, join
 from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
 from .labels import shard_numbers
 from .output import OUTPUT_SCHEMA, output_rows, shard_figures, with_timestamps
@@ -137,7 +138,7 @@ from .routing import (
     route_operations,
     route_wake,
 )
-from .sources import SourceFormat, parse_events, parse_operations
+from .sources import SourceFormat, parse_events, parse_operations, source_format_of
 
 __all__ = [
     "OUTPUT_SCHEMA",
@@ -246,7 +247,9 @@ def purgatory_stream(
     """
     config = config or PurgatoryConfig()
     routed = routed_stream(operations, events, config, source_format=source_format, wake_path=wake_path)
-    step = _stateful_shard(config, encoding=state_encoding)
+    step = _stateful_shard(
+        config, encoding=state_encoding, partitioned=_from_kafka(operations, events, source_format)
+    )
     return with_timestamps(_grouped(routed, step, OUTPUT_SCHEMA, state_encoding))
 
 
@@ -269,8 +272,14 @@ def staged_stream(
     ``foreachBatch`` has and a Spark Connect one has not (``start`` chooses).
     """
     routed = routed_stream(operations, events, config, source_format=source_format, wake_path=wake_path)
-    step = _stateful_shard(config, staging, encoding=state_encoding)
+    partitioned = _from_kafka(operations, events, source_format)
+    step = _stateful_shard(config, staging, encoding=state_encoding, partitioned=partitioned)
     return _grouped(routed, step, STAGED_SCHEMA, state_encoding)
+
+
+def _from_kafka(operations: DataFrame, events: DataFrame, source_format: SourceFormat) -> bool:
+    """Does an input come from Kafka (a watermark per partition: ``handoff.partitions``)?"""
+    return any(source_format_of(df, source_format) == "kafka" for df in (operations, events))
 
 
 def _grouped(routed: DataFrame, step: Any, schema: T.StructType, encoding: StateEncoding) -> DataFrame:
@@ -427,12 +436,20 @@ def _micro_batch_key(state: Any) -> int:
 
 
 def _stateful_shard(
-    config: PurgatoryConfig, staging: ShardStaging | None = None, *, encoding: StateEncoding = "text"
+    config: PurgatoryConfig,
+    staging: ShardStaging | None = None,
+    *,
+    encoding: StateEncoding = "text",
+    partitioned: bool = False,
 ):
     """The function Spark calls once per shard per micro-batch (and on the shard's timeout);
     with ``staging`` it stages its output rows and yields their ``STAGED`` rows instead;
-    ``encoding``: how its value is kept in the group state (``group_state``)."""
+    ``encoding``: how its value is kept in the group state (``group_state``);
+    ``partitioned``: an input comes from Kafka, whose partitions each hold the watermark
+    (``handoff.partitions``: the shard runs at most at the value the driver posted)."""
     store = segment_store(config)
+    watermarks = join(config.state_path, WATERMARKS_DIRECTORY) if partitioned and config.state_path else None
+    storage = Storage.of(config) if watermarks else None
     handoff = ShardHandOff(config, relays=hands_off(config), registers=registers(config))
     registering = handoff.registers
     numbers = shard_numbers(config.shards + 1)
@@ -452,16 +469,20 @@ def _stateful_shard(
         p.shard = shard
         loaded = time.perf_counter()
         wm = int(state.getCurrentWatermarkMs())
+        now = int(state.getCurrentProcessingTimeMs())  # the micro-batch's time, its key
+        held = wm if watermarks is None else _held(wm, cap_before(watermarks, now, storage))
         pdf = _routed_rows(pdfs)
         ops, events, bad = _split_input(pdf, registering)
         batch = _micro_batch_key(state) if handoff.active else None
         claims = _claims(pdf) if registering else None
         # the end of input (handoff.end_of_input): past every deadline, kept from now on by the engine
-        engine_wm = _end_watermark(p, config) if (pdf["role"] == ROLE_END).any() else _clocked(wm, pdf)
+        ending = bool((pdf["role"] == ROLE_END).any())
+        engine_wm = _end_watermark(p, config) if ending else held
+        # the operator's clock (handoff.reaper): the watermark after this batch's rows are admitted
+        expire_to = None if ending else _clock_of(pdf)
         if processing:  # deadline.clock=processing: rows at their arrival, the batch's time the clock
-            arrival = int(state.getCurrentProcessingTimeMs())
-            ops, events, claims = on_arrival(ops, events, claims, arrival)
-            engine_wm = engine_wm if is_end_watermark(engine_wm) else arrival
+            ops, events, claims = on_arrival(ops, events, claims, now)
+            engine_wm, expire_to = engine_wm if ending else now, None
         received = handoff.receive(p, shard, batch, claims)
         result = p.process(
             ops,
@@ -471,14 +492,15 @@ def _stateful_shard(
             relayed=received.relayed,
             claims=received.claims,
             verdicts=received.verdicts,
+            expire_to_ms=expire_to,
         )
         ended = is_end_watermark(p.watermark)
         posted = handoff.post(p, shard, batch, result)
         handled = len(pdf) + received.rows  # relayed rows are work too
-        now = state.getCurrentProcessingTimeMs()  # the micro-batch's time
         figures = shard_figures(p, pdf, delays, batch_time_ms=now, group_rows=handled, relayed=posted)
         clocked = p.watermark > wm  # the operator's clock is ahead of Spark's watermark (reaper)
-        out_wm = p.watermark if ended or clocked else wm  # read before p is saved (and parked)
+        # read before p is saved (and parked); behind Spark's when a partition holds it back
+        out_wm = p.watermark if ended or clocked or held < wm else wm
         # the cross-shard group keeps relays_through (files it received may still be in the
         # mailbox), an ended shard its end watermark, a clocked one its watermark
         keep = not (p.is_empty() and not ended and not clocked and not handoff.keeps(shard))
@@ -524,10 +546,15 @@ def _stateful_shard(
     return shard_step
 
 
-def _clocked(wm: int, pdf: pd.DataFrame) -> int:
-    """Spark's watermark, or the operator's clock when a clock row (``handoff.reaper``) is ahead."""
+def _clock_of(pdf: pd.DataFrame) -> int | None:
+    """The operator's clock a clock row (``handoff.reaper``) brings, if any."""
     clock = pdf[_TS_MS].to_numpy()[pdf["role"].to_numpy(dtype=object) == ROLE_CLOCK]
-    return max(wm, int(np.max(clock))) if len(clock) else wm
+    return int(np.max(clock)) if len(clock) else None
+
+
+def _held(wm: int, cap: int | None) -> int:
+    """Spark's watermark, held back to the slowest Kafka partition's (``handoff.partitions``)."""
+    return wm if cap is None else min(wm, cap)
 
 
 def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:

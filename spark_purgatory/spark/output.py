@@ -27,6 +27,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..contract import (
     COMPLETED,
+    EXPIRED,
     GAUGES,
     KIND_METRICS,
     KIND_OUTCOME,
@@ -35,6 +36,7 @@ from ..contract import (
     METRICS,
     OPERATOR_OUTPUT,
     OUTCOMES,
+    PARTITION_MAXIMA,
     PROPOSED_WATERMARKS,
     REJECTED,
     SOURCE_EVENTS,
@@ -45,6 +47,7 @@ from ..contract import (
     ms_column,
 )
 from ..engine.purgatory import BatchResult, Purgatory
+from ..handoff.partitions import maxima_text
 from .routing import ROLE_BAD, ROLE_EVENT, ROLE_OPERATION, ROLE_REPLICA, ROLE_STUB
 
 __all__ = [
@@ -94,19 +97,20 @@ def shard_figures(
     batch_time_ms: int,
     group_rows: int = 0,
     relayed: int = 0,
-) -> dict[str, int | None]:
+) -> dict[str, int | str | None]:
     """What a shard call reports beside its rows, read before its state is saved (and parked):
     its gauges (``contract.GAUGES``), the micro-batch's processing time, the input rows it got
     per input (operations or events, rejected-at-parse ones included, stubs and replicas not:
     summed over the shards they are the input's rows) and the watermark each input's rows
-    propose (largest event time minus that input's delay: ``contract.PROPOSED_WATERMARKS``).
+    propose (largest event time minus that input's delay: ``contract.PROPOSED_WATERMARKS``)
+    and, for Kafka rows, each partition's largest event time (``contract.PARTITION_MAXIMA``).
 
     ``routed`` is the call's input (``routing.ROUTED_COLUMNS``); ``group_rows``: the rows it
     handled, relayed ones included; ``relayed``: the rows it posted to the mailbox."""
     role = routed["role"].to_numpy(dtype=object)
     side = routed["side"].to_numpy(dtype=object)
     ts = routed[ms_column("ts")].to_numpy()
-    figures: dict[str, int | None] = dict(
+    figures: dict[str, int | str | None] = dict(
         zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows, relayed), strict=True)
     )
     figures[ms_column("batch_time")] = int(batch_time_ms)
@@ -119,14 +123,34 @@ def shard_figures(
         timed = ts[mine & ((role == own) | (role == copy))]
         proposed = int(np.max(timed)) - delays_ms[source] if len(timed) else None
         figures[PROPOSED_WATERMARKS[source]] = proposed
+    figures[PARTITION_MAXIMA] = _partition_maxima(routed, role, side, ts)
     return figures
+
+
+def _partition_maxima(routed: pd.DataFrame, role: np.ndarray, side: np.ndarray, ts: np.ndarray) -> str | None:
+    """The largest event time of the call's Kafka rows per input and partition (``part``),
+    rejected-at-parse rows not counted (``handoff.partitions``); None for files."""
+    if "part" not in routed:
+        return None
+    part = routed["part"].to_numpy(dtype=np.float64, na_value=np.nan)
+    timed = ~np.isnan(part) & (role != ROLE_BAD)
+    if not timed.any():
+        return None
+    by_input: dict[str, dict[int, int]] = {}
+    for source in (SOURCE_OPERATIONS, SOURCE_EVENTS):
+        mine = timed & (side == source)
+        if mine.any():
+            frame = pd.DataFrame({"part": part[mine].astype(np.int64), "ts": ts[mine].astype(np.int64)})
+            largest = frame.groupby("part", sort=True)["ts"].max()
+            by_input[source] = dict(zip(largest.index.tolist(), largest.tolist(), strict=True))
+    return maxima_text(by_input)
 
 
 def output_rows(
     shard: int,
     result: BatchResult,
     bad: pd.DataFrame,
-    figures: dict[str, int | None],
+    figures: dict[str, int | str | None],
     wm: int,
     *,
     state_bytes: int | None = None,
@@ -137,6 +161,8 @@ def output_rows(
     what completed, the watermark ``wm`` and ``state_bytes`` (the saved state value's size)."""
     outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
     unmatched = result.unmatched.drop(columns="batch_id").rename(columns=_ms_names(UNMATCHED_EVENTS))
+    figures = dict(figures)
+    maxima = figures.pop(PARTITION_MAXIMA, None)
     metrics = {
         **figures,
         "completed": result.completed,
@@ -144,6 +170,7 @@ def output_rows(
         "unmatched": len(result.unmatched),
         "rejected": len(result.rejected) + len(bad),
         **_latencies(result.outcomes),
+        "expiry_lag_ms": _expiry_lag(result.outcomes, figures.get(ms_column("batch_time"))),
         ms_column(_WATERMARK): wm,
         "state_bytes": state_bytes,
     }
@@ -162,6 +189,9 @@ def output_rows(
         if value is not None:
             data[-1], mask[-1] = value, False
         out[name] = pd.arrays.IntegerArray(data, mask)
+    text = np.full(n, None, dtype=object)
+    text[-1] = maxima
+    out[PARTITION_MAXIMA] = text
     out["shard"] = np.int32(shard)
     return out
 
@@ -173,6 +203,18 @@ def _latencies(outcomes: pd.DataFrame) -> dict[str, int | None]:
         return dict.fromkeys(_LATENCY_COLUMNS)
     values = np.percentile(latency.astype(np.int64), [50, 95, 99, 100], method="inverted_cdf")
     return {name: int(v) for name, v in zip(_LATENCY_COLUMNS, values, strict=True)}
+
+
+def _expiry_lag(outcomes: pd.DataFrame, batch_time_ms: int | str | None) -> int | None:
+    """How long after its deadline, on the processing clock, the call's latest expiry was
+    decided: the micro-batch's time minus the earliest deadline it expired (an expiry's
+    ``resolved_at`` is its deadline); null when it expired nothing.  On a live stream, whose
+    event times follow the wall clock, it is the watermark delay plus what the operator
+    added; on a backlog it is the backlog's age."""
+    expired = outcomes["resolved_at"].to_numpy()[(outcomes["status"] == EXPIRED).to_numpy()]
+    if not len(expired) or batch_time_ms is None:
+        return None
+    return int(batch_time_ms) - int(np.min(expired.astype(np.int64)))
 
 
 def _with_single_key(outcomes: pd.DataFrame) -> pd.DataFrame:

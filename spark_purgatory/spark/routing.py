@@ -113,7 +113,8 @@ ROLE_CLOCK = "clock"
 
 def _routed_schema() -> T.StructType:
     """``shard``, ``role``, ``side`` (which input), ``peer`` (an operation's registry shard, a
-    claim's home: ``engine.registry``), the operation and event fields (event time as epoch
+    claim's home: ``engine.registry``), ``part`` (a Kafka record's topic and partition as one
+    number, ``handoff.partitions``; null for files), the operation and event fields (event time as epoch
     ms), and ``raw`` / ``reason`` for rows rejected at parse.  An operation (or stub) carries
     its keys in ``keys``, an event its key in ``key``; arrays are never null
     (``_as_routed``)."""
@@ -122,6 +123,7 @@ def _routed_schema() -> T.StructType:
         "role": pa.string(),
         "side": pa.string(),
         "peer": pa.int32(),
+        "part": pa.int64(),
     }
     for field in (*OPERATION_INPUT, *EVENT_INPUT):
         if field.name == "ts":

@@ -288,7 +288,17 @@ def _with_reason(
         columns["raw"] = f"CASE WHEN {kept_raw('reason', 'keys' in canonical)} THEN to_json(_record) END"
     elif _KAFKA in fields.columns:  # a rejected Kafka record is found by topic, partition, offset
         columns["raw"] = f"CASE WHEN reason IS NOT NULL THEN {_kafka_raw(fields)} ELSE raw END"
+        columns["part"] = _kafka_partition(fields)
     return out.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])
+
+
+def _kafka_partition(fields: DataFrame) -> str:
+    """SQL for a Kafka record's topic and partition as one number (``handoff.partitions``: a
+    watermark per partition): the topic's hash in the high bits, the partition in the low
+    20; below 2^52, so exact in the float column pandas makes of a column with nulls."""
+    have = set(fields.schema[_KAFKA].dataType.fieldNames())
+    topic = f"CAST(hash({_KAFKA}.topic) AS BIGINT) + 2147483648" if "topic" in have else "0"
+    return f"({topic}) * 1048576 + {_KAFKA}.`partition`"
 
 
 def _kafka_raw(fields: DataFrame) -> str:

@@ -17,7 +17,7 @@ from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.config import ConfigError
 from spark_purgatory.contract import PROPOSED_WATERMARKS, ms_column
 from spark_purgatory.handoff.clock import ClockWatermark
-from spark_purgatory.handoff.reaper import ExpirationReaper, reaper_for
+from spark_purgatory.handoff.reaper import LISTING_MARGIN_MS, ExpirationReaper, reaper_for
 
 DELAYS = {"operations": 5_000, "events": 5_000}
 
@@ -134,12 +134,13 @@ def test_the_reaper_posts_the_clock_only_while_something_waits(tmp_path):
     now.ms = 1_001_500
     assert reaper.tick() is None  # the operations are not idle yet
     now.ms = 1_002_200
-    # read through the last micro-batch's start only: a row written since may still come
-    assert reaper.tick() == 1_000_100 - 1_000 and _lines(root) == ["clock 999100"]
+    # the post's time less the listing margin, minus the delay
+    value = 1_002_200 - LISTING_MARGIN_MS - 1_000
+    assert reaper.tick() == value and _lines(root) == [f"clock {value}"]
     assert reaper.tick() is None  # the same value: nothing new
     reaper.observe(_calls(1_002_300, [0, 0], {}, buffered=[0, 1]), 1, {})  # a buffered event waits
     now.ms = 1_003_000
-    assert reaper.tick() == 1_001_300
+    assert reaper.tick() == 1_003_000 - LISTING_MARGIN_MS - 1_000
     reaper.observe(_calls(1_003_100, [0, 0], {}), 2, {})  # nothing waits: an idle query writes nothing
     now.ms = 1_010_000
     assert reaper.tick() is None and len(os.listdir(root)) == 2
@@ -150,8 +151,9 @@ def test_the_reaper_posts_the_clock_only_while_something_waits(tmp_path):
     reaper.observe(_calls(1_011_500, [1, 0], {}), 4, {})
     # files read by micro-batches committed by now go (written before batch 4 - 1 began, less a margin)
     now.ms = 1_012_000
-    assert reaper.tick() == 1_010_500
-    assert _lines(root) == ["clock 1010500"]
+    value = 1_012_000 - LISTING_MARGIN_MS - 1_000
+    assert reaper.tick() == value
+    assert _lines(root) == [f"clock {value}"]
 
 
 def test_the_reaper_posts_before_each_trigger(tmp_path):
@@ -177,7 +179,7 @@ def test_the_reaper_thread_stops_cleanly(tmp_path):
 
 
 def test_a_shard_at_the_clock_expires_what_is_due_and_rejects_rows_behind_it_as_late():
-    """The shard step gives the engine max(Spark's watermark, the clock); the engine keeps it."""
+    """A watermark moved by the clock stays: later rows behind it are late."""
     config = PurgatoryConfig(tick_ms=100)
     p = Purgatory(config)
     ops = pd.DataFrame(
@@ -195,6 +197,37 @@ def test_a_shard_at_the_clock_expires_what_is_due_and_rejects_rows_behind_it_as_
     assert late.rejected["reason"].tolist() == ["late", "late"] and p.pending == 1
 
 
+def test_the_rows_of_the_micro_batch_that_brings_the_clock_are_admitted_before_it_moves():
+    """``expire_to_ms``: a row within its delay that waited for the clock's micro-batch is not
+    late; what the clock makes due expires after it; later rows behind the clock are late."""
+    config = PurgatoryConfig(tick_ms=100)
+    p = Purgatory(config)
+    ops = pd.DataFrame(
+        {"op_id": ["a", "b"], "key": ["ka", "kb"], "ts": [1_000, 1_500], "timeout_ms": [2_000] * 2}
+    )
+    p.process(ops, None, watermark_ms=0)
+    # an event for b at 3_000 read with the clock at 9_000: admitted, b completes, a expires
+    out = p.process(None, pd.DataFrame({"key": ["kb"], "ts": [3_000]}), watermark_ms=0, expire_to_ms=9_000)
+    assert out.rejected.empty
+    assert sorted(out.outcomes[["op_id", "status"]].values.tolist()) == [["a", "expired"], ["b", "completed"]]
+    assert p.watermark == 9_000
+    late = p.process(None, pd.DataFrame({"key": ["kb"], "ts": [8_000]}), watermark_ms=0)
+    assert late.rejected["reason"].tolist() == ["late"]
+
+
+def test_the_cross_shard_group_takes_the_clock_one_call_later():
+    """Its relays of the batch that brought the clock come in its next call: an operation they
+    could complete must not expire before them."""
+    p = Purgatory(PurgatoryConfig(tick_ms=100))
+    p.shard = 2
+    ops = pd.DataFrame({"op_id": ["x"], "keys": [["k1", "k2"]], "ts": [1_000], "timeout_ms": [2_000]})
+    p.process(ops, None, watermark_ms=0, relayed=pd.DataFrame())
+    held = p.process(None, None, watermark_ms=0, relayed=pd.DataFrame(), expire_to_ms=9_000)
+    assert held.outcomes.empty and p.watermark == 9_000, "admits at the clock from now on"
+    later = p.process(None, None, watermark_ms=0, relayed=pd.DataFrame())
+    assert later.outcomes[["op_id", "status"]].values.tolist() == [["x", "expired"]]
+
+
 def test_the_run_begins_with_its_first_micro_batch_or_when_spark_finds_nothing_to_read(tmp_path):
     clock = ClockWatermark(1_000, DELAYS)
     assert clock.watermark(10**9) is None  # a backlog waiting at the start is read first
@@ -204,8 +237,7 @@ def test_the_run_begins_with_its_first_micro_batch_or_when_spark_finds_nothing_t
     reaper.quiet = lambda: True  # Spark: waiting for data to arrive
     assert reaper.tick() is None and clock.started_ms == 1_000_000
     now.ms = 1_001_100
-    # read through Spark's trigger before the last (at 1_000_000): rows written since may still come
-    assert reaper.tick() == 1_000_000 - 5_000
+    assert reaper.tick() == 1_001_100 - LISTING_MARGIN_MS - 5_000
 
 
 # -- deadline.clock=processing ---------------------------------------------------------------

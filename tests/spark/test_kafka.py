@@ -217,6 +217,59 @@ def test_skewed_partitions_and_topics_the_watermark_follows_the_slower_input(spa
     } == {(r.op_id, r.status, int(r.resolved_at)) for r in expected.itertuples()}
 
 
+def test_a_key_partitioned_backlog_read_in_small_micro_batches_gives_the_uncapped_outcomes(
+    spark, kafka_broker, tmp_path
+):
+    """Four partitions by key, two dense early and sparse late, two the other way round:
+    ``maxOffsetsPerTrigger`` takes the same share of each partition's backlog per micro-batch,
+    so the partitions are read far apart in event time (more than the delay).  The watermark
+    follows the slowest partition (``handoff.partitions``): nothing valid is ``late``, and the
+    outcomes and unmatched events are the reference's for the whole input."""
+    work = generate_confirmations(600, timeout_ms=20_000, ops_per_second=3, seed=9)
+    ops, events = work.operations.copy(), work.events.copy()
+    start_ms, span_ms = int(ops["ts"].min()), 200_000
+    part = {op_id: i % 4 for i, op_id in enumerate(ops["op_id"])}
+    u = (ops["ts"].to_numpy() - start_ms) / (ops["ts"].max() - start_ms)
+    early = ops["op_id"].map(part).to_numpy() < 2  # partitions 0, 1: dense early; 2, 3: dense late
+    warped = start_ms + (span_ms * (u**2 * early + u**0.5 * ~early)).astype("int64")
+    shift = dict(zip(ops["op_id"], warped - ops["ts"].to_numpy(), strict=True))
+    ops["ts"] = warped
+    events["ts"] = events["ts"].to_numpy() + events["key"].map(shift).to_numpy()
+    topics = {kind: kafka_broker.create_topic(f"backlog-{kind}", partitions=4) for kind in ("ops", "events")}
+    for kind, frame, key in (("ops", ops, "op_id"), ("events", events, "key")):
+        frame = frame.sort_values("ts", kind="stable")
+        lines = [
+            json.dumps({"op_id": r.op_id, "key": r.keys[0], "ts": int(r.ts), "timeout_ms": 20_000})
+            if kind == "ops"
+            else json.dumps({"key": r.key, "ts": int(r.ts)})
+            for r in frame.itertuples()
+        ]
+        kafka_broker.produce(topics[kind], lines, partitions=[part[k] for k in frame[key]])
+    config = PurgatoryConfig(shards=2, watermark_delay="10 seconds")
+    out = str(tmp_path / "out")
+    with start(
+        topics["ops"],
+        topics["events"],
+        output=out,
+        checkpoint=str(tmp_path / "chk"),
+        config=config,
+        source_format="kafka",
+        kafka_options=_options(kafka_broker, maxOffsetsPerTrigger="100"),
+        end_of_input=True,
+        spark=spark,
+    ) as q:
+        q.await_termination()
+    assert len(_table(f"{out}/rejected")) == 0, "a valid row was judged late"
+    assert _table(f"{out}/metrics")["batch_id"].nunique() >= 6, "the backlog was read in one go"
+    expected = Purgatory(config).replay(ops, events, final_watermark_ms=2**62)
+    got = _table(f"{out}/outcomes")
+    assert {
+        (r.op_id, r.status, pd.Timestamp(r.resolved_at).value // 1_000_000) for r in got.itertuples()
+    } == {(r.op_id, r.status, int(r.resolved_at)) for r in expected.outcomes.itertuples()}
+    unmatched = _table(f"{out}/unmatched_events")
+    assert sorted(unmatched["key"]) == sorted(expected.unmatched["key"])
+
+
 # -- available-now, restart, end of input -----------------------------------------------------------
 
 

@@ -3,8 +3,8 @@
 Live ``processing-time`` queries (trigger 1 s, delay 2 s, idle timeout 1 s, linger 0.5 s):
 after a few operations both inputs fall silent.  With the idle timeout every operation that
 nothing completed expires and is committed to ``outcomes`` within the documented bound after
-its deadline passes on the clock plus the delay: two trigger intervals (the inputs read past
-it, then the micro-batch that applies it) + the micro-batch's own time + ``linger.ms``;
+its deadline passes on the clock plus the delay: one trigger interval (and the reaper's
+listing margin) + the micro-batch's own time + ``linger.ms``;
 without it none expires (Spark's watermark waits for input); the same after a restart
 during the silence, and through Kafka topics.  Rows that then arrive behind the clock are
 ``late``.  ``deadline.clock=processing``: deadlines from arrival, on the processing clock.
@@ -22,6 +22,7 @@ from deltalake import DeltaTable
 
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.handle import _waiting_for_data as _quiet
+from spark_purgatory.handoff.reaper import LISTING_MARGIN_MS
 
 pytestmark = pytest.mark.spark
 
@@ -30,6 +31,7 @@ TRIGGER_S, DELAY_S, LINGER_S = 1.0, 2.0, 0.5
 #: the linger drain's own commit and the polling
 SLACK_S = 1.5
 TIMEOUT_MS = 6_000
+MARGIN_S = LISTING_MARGIN_MS / 1000
 
 
 def _config(**extra) -> PurgatoryConfig:
@@ -123,13 +125,13 @@ def _start(spark, root, config: PurgatoryConfig):
 
 
 def _bound_s(query, since: int = 0) -> float:
-    """The documented bound: the inputs read past the deadline plus the delay (up to a
-    trigger interval, or a micro-batch when they take longer and run back to back), the
-    next micro-batch (as long again), its own time, ``linger.ms``; with the micro-batch
-    times measured (a shared 2-core machine can be slow)."""
+    """The documented bound: the reaper's listing margin past the deadline plus the delay,
+    then the next trigger (up to an interval, or a micro-batch when they take longer and run
+    back to back), that micro-batch's own time, ``linger.ms``; with the micro-batch times
+    measured (a shared 2-core machine can be slow)."""
     progress = [p for p in query.query.recentProgress if p["batchId"] >= since]
     batch_s = max((p["durationMs"].get("triggerExecution", 0) for p in progress), default=0) / 1000
-    return 2 * max(TRIGGER_S, batch_s) + batch_s + LINGER_S + SLACK_S
+    return MARGIN_S + max(TRIGGER_S, batch_s) + batch_s + LINGER_S + SLACK_S
 
 
 def _lags(seen: dict[str, float], rows: list[dict], clock_ms: int | None = None) -> list[float]:
@@ -245,7 +247,7 @@ def test_deadlines_on_the_processing_clock_run_from_arrival_and_expire_without_i
         assert (expired["deadline"] - expired["op_ts"]).total_seconds() == 3.0
         assert _rows(out, "rejected") == []
         lag = seen["op-1"] - expired["deadline"].timestamp()
-        bound = _bound_s(q) - max(TRIGGER_S, 0)  # no listing to wait for: arrival is the clock
+        bound = _bound_s(q) - MARGIN_S  # no listing to wait for: arrival is the clock
         print(f"expiry lag on the processing clock (s): {lag:.2f}, bound {bound:.2f}")
         assert lag <= bound
 
