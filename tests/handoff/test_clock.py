@@ -12,6 +12,8 @@ import os
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.config import ConfigError
@@ -55,6 +57,32 @@ def test_after_a_restart_a_silent_input_is_idle_once_the_timeout_passed_since_th
     clock.observe(1_000_500, {}, known={"operations": 900_000, "events": 800_000})  # the last run's
     assert clock.watermark(1_029_999) is None
     assert clock.watermark(1_030_000) == 1_030_000 - 5_000
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 29_999), st.booleans(), st.booleans(), st.integers(0, 10**9)),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(0, 29_999),
+)
+def test_inputs_that_never_go_idle_leave_the_watermark_to_spark(batches, after_ms):
+    """The split-invariance property holds with the idle timeout set for inputs that never go
+    idle: each sends a row at least every idle timeout, so the clock never says anything and
+    the shards run at Spark's watermark alone (no clock row, no ``expire_to_ms``)."""
+    clock = _clock(started_ms=0)
+    now, last = 0, {"operations": 0, "events": 0}
+    for gap, ops, evs, ts in batches:
+        now += gap
+        sent = {"operations": ts if ops else None, "events": ts if evs else None}
+        # an input that has been silent for nearly the timeout sends in this micro-batch
+        for source in sent:
+            if now - last[source] >= 29_999 - gap or sent[source] is not None:
+                sent[source], last[source] = ts, now
+        clock.observe(now, sent)
+        assert clock.watermark(now) is None and clock.advance(now) is None
+    assert clock.watermark(min(now + after_ms, min(last.values()) + 29_999)) is None
 
 
 def test_an_active_input_without_a_watermark_holds_the_clock():
