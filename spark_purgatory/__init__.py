@@ -17,7 +17,8 @@ The public surface, from the top down:
   ``loaded_by``).
 * Day-2 questions (``spark_purgatory.inspect``, and the ``spark-purgatory`` command line):
   ``pending_operations`` (a checkpoint's pending operations with their progress, as a
-  DataFrame), ``at_risk``, ``explain`` (where an op_id is) and ``checkpoint_status``.
+  DataFrame; ``pending_table``: as an Arrow table, without a JVM), ``at_risk``
+  (``at_risk_table``), ``explain`` (where an op_id is) and ``checkpoint_status``.
 * ``spark_purgatory.testing``: ``PurgatoryTester``, ``assert_outcomes``, ``spark_session``
   and the ``purgatory_spark`` fixture for users' own tests.
 
@@ -65,6 +66,8 @@ _SPARK = {
     "InputEndedError": "handoff.end_of_input",
     "pending_operations": "inspect",
     "at_risk": "inspect",
+    "pending_table": "inspect",
+    "at_risk_table": "inspect",
     "explain": "inspect",
     "checkpoint_status": "inspect",
 }
