@@ -144,8 +144,13 @@ def start(
         writer: ``auto`` (Spark's Delta source when its classes are present, else delta-rs),
             ``delta-rs``, ``spark``, or your own ``TableWriter``.
         name: the streaming query's name (``queryName``).
-        on_batch: called with each micro-batch's figures (rows per kind, pending, watermark,
-            commits), in the process that runs the sink.
+        on_batch: called after each micro-batch, in the process that runs the sink, with
+            its figures (a dict): ``batch_id``; ``pending`` (operations not yet resolved,
+            each once, over every shard); the rows it gave: ``completed``, ``expired``,
+            ``unmatched``, ``rejected``; ``relayed`` (rows shards sent to the cross-shard
+            group); ``watermark_ms`` (the operator's), ``operations_watermark_ms`` and
+            ``events_watermark_ms`` (each input's, None until known); ``staged_bytes``
+            (rows waiting in the accumulator); ``committed`` (one dict per table commit).
         on_linger: called with the commits a linger drain made between micro-batches.
         spark: the session, when both inputs are paths (else the inputs' session).
         end_of_input: the input is bounded and complete: ``await_termination`` processes
@@ -190,7 +195,10 @@ def start(
 
         cfg = with_default_shards(cfg, spark, checkpoint)
     _check_session(spark)
+    from .runtime.spark_logs import quiet_spark_logs
     from .runtime.workers import advise_unix_sockets, use_project_python, warm_python_workers
+
+    quiet_spark_logs(spark)  # no WARN lines a user cannot act on (runtime.spark_logs)
     from .spark.group_state import encoding_of
 
     use_project_python(spark)  # the workers must import the project (runtime.workers)

@@ -97,8 +97,8 @@ class PurgatorySink:
     Args:
         accumulator: where rows wait for ``batch.size`` / ``linger.ms``.
         writer: ``DeltaRsWriter`` or ``SparkDeltaWriter`` (see ``choose_writer``).
-        on_batch: called with a dict of per-batch figures (rows per kind, pending, watermark,
-            what was committed), e.g. to log a progress line.
+        on_batch: called with a dict of per-batch figures (``query.start`` names its keys),
+            e.g. to log a progress line.
         clock: seconds since the epoch (for ``emitted_at`` and the rejected date).
         wake: where to ask for one more micro-batch after one whose shards relayed to the
             cross-shard group (``handoff.wake``; ``start`` passes ``<checkpoint>/purgatory-wake``).

@@ -2,6 +2,8 @@
 
 * the Python workers run the driver's interpreter (``spark.pyspark.python`` and
   ``PYSPARK_PYTHON`` from ``sys.executable``), so they see the same virtual environment;
+* a local master binds loopback (``SPARK_LOCAL_IP=127.0.0.1`` unless set): nothing listens
+  beyond the machine, and Spark does not warn that the host name resolves to loopback;
 * UTC session time zone, small shuffle partition count (state is per shard, so
   ``purgatory.shards + 1`` partitions is plenty), no UI, quiet logs;
 * no DataFrame call-site capture (``spark.python.sql.dataFrameDebugging.enabled=false``):
@@ -56,6 +58,7 @@ from pyspark.sql import SparkSession
 from .class_data import java_options
 from .jars import SPARK_SETS, jar_paths, spark_jars
 from .settings import CHECKPOINT_FILES, LOCAL_CHECKPOINT_FILES
+from .spark_logs import quiet_spark_logs
 
 __all__ = [
     "C1_ONLY",
@@ -83,6 +86,10 @@ DELTA_CONF = {
 #: workers (Spark 4.1+; a SparkContext setting: give it when the session is built)
 UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
 
+#: where a local session's JVM binds (``SPARK_LOCAL_IP``): Spark otherwise takes the host's
+#: first non-loopback address when the host name resolves to loopback, and says so at WARN
+LOOPBACK = "127.0.0.1"
+
 #: the session setting naming the JAR sets ``local_session`` put on the class path ("" for none)
 EXTRAS_KEY = "spark.purgatory.jars"
 
@@ -105,6 +112,8 @@ def local_session(
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):  # the JVM binds loopback, not the host's first interface
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -134,6 +143,7 @@ def local_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    quiet_spark_logs(spark)
     return spark
 
 

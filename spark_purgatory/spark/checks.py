@@ -134,7 +134,8 @@ def _registered(spark: SparkSession, name: str, cls: str, returns: T.DataType) -
     if not _loadable(spark, cls) and not _added(spark, cls):
         log.debug("%s is not on the classpath: SQL instead", cls)
         return None
-    spark.udf.registerJavaFunction(name, cls, returns)
+    if not spark.catalog.functionExists(name):  # a second start() in the session keeps it
+        spark.udf.registerJavaFunction(name, cls, returns)
     return name
 
 
