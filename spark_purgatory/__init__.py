@@ -2,6 +2,8 @@
 
 The public surface, from the top down:
 
+* ``session(require=["kafka"])``: a local Spark session with the JVM extras ``make jars``
+  fetched (Spark's Kafka source, Delta's connector, S3A) on its class path.
 * ``start(operations, events, output=..., checkpoint=...)`` runs the whole stream into the
   three Delta tables (``outcomes``, ``unmatched_events``, ``rejected``) and returns a
   ``PurgatoryQuery``; ``backfill(operations, events, output=...)`` writes the same tables from
@@ -47,6 +49,7 @@ from .engine.wheel import TimingWheel
 from .state import SegmentStore, load_state, loaded_by, save_state
 
 _SPARK = {
+    "session": "runtime.session",
     "start": "query",
     "backfill": "backfills",
     "PurgatoryQuery": "query",

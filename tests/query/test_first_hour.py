@@ -195,6 +195,24 @@ def test_workers_without_the_project_stop_the_start_with_one_line_saying_what_to
     assert not os.path.exists(tmp_path / "chk" / "offsets")
 
 
+@pytest.mark.spark
+def test_a_start_that_fails_leaves_no_checkpoint_behind(spark, tmp_path):
+    """Kafka that does not answer (or a session without Spark's Kafka source) stops the start
+    in one line, after the checkpoint's lease and wake directory were made: they go too."""
+    from spark_purgatory.config import ConfigError
+
+    kafka = {"kafka.bootstrap.servers": "127.0.0.1:9", "kafka.default.api.timeout.ms": "2000"}
+    with pytest.raises(ConfigError, match="Kafka"):
+        start("ops", "events", output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
+              source_format="kafka", kafka_options=kafka, spark=spark)  # fmt: skip
+    assert not (tmp_path / "chk").exists()
+    (tmp_path / "kept").mkdir()  # a checkpoint that was there stays
+    with pytest.raises(ConfigError, match="Kafka"):
+        start("ops", "events", output=str(tmp_path / "out"), checkpoint=str(tmp_path / "kept"),
+              source_format="kafka", kafka_options=kafka, spark=spark)  # fmt: skip
+    assert (tmp_path / "kept").is_dir()
+
+
 # -- configuration errors name the key, the value and what is allowed -------------------------------------
 
 
