@@ -4,6 +4,8 @@ The public surface, from the top down:
 
 * ``session(require=["kafka"])``: a local Spark session with the JVM extras ``make jars``
   fetched (Spark's Kafka source, Delta's connector, S3A) on its class path.
+* ``read_table(path)``: an output table as an Arrow table, read with delta-rs so that the
+  process exits cleanly afterwards (``delta.reading``).
 * ``start(operations, events, output=..., checkpoint=...)`` runs the whole stream into the
   three Delta tables (``outcomes``, ``unmatched_events``, ``rejected``) and returns a
   ``PurgatoryQuery``; ``backfill(operations, events, output=...)`` writes the same tables from
@@ -50,6 +52,7 @@ from .state import SegmentStore, load_state, loaded_by, save_state
 
 _SPARK = {
     "session": "runtime.session",
+    "read_table": "delta.reading",
     "start": "query",
     "backfill": "backfills",
     "PurgatoryQuery": "query",

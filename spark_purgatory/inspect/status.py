@@ -181,7 +181,7 @@ def _last_metrics(tables: TableReader) -> dict | None:
     if isinstance(tables, DeltaRsReader):
         import pyarrow.dataset as ds
 
-        dataset = tables._table(METRICS_TABLE).to_pyarrow_dataset()
+        dataset = tables.dataset(METRICS_TABLE)
         every = dataset.to_table(columns=gauges)
         last = pc.max(every.column("batch_id")).as_py()
         rows = dataset.to_table(filter=ds.field("batch_id") == last) if last is not None else pa.table({})
