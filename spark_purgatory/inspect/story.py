@@ -21,9 +21,9 @@ classes is given); the pending state is read from the checkpoint's files (``pend
 no JVM; Spark only for a state store only Spark reads), and is skipped when no checkpoint (or
 ``state=False``) is given.
 
-Invariant: an op_id is ``pending`` or has an outcome, never both (exactly one outcome, and
-a resolved operation leaves the state); an op_id found nowhere is ``unknown``, with the
-likely reasons.
+Invariant: an op_id is ``pending`` or has an outcome, not both, but for an op_id sent again
+after ``purgatory.dedup.retention.ms`` (a new operation: ``pending``, with the earlier
+outcome and a note); an op_id found nowhere is ``unknown``, with the likely reasons.
 """
 
 from __future__ import annotations
@@ -158,13 +158,19 @@ def explain(
     _outcomes(tables, stories)
     _rejections(tables, stories)
     unresolved = [s.op_id for s in stories.values() if s.outcome is None]
-    if unresolved and checkpoint and state:
-        _pending(checkpoint, spark, cfg, stories, unresolved)
+    if checkpoint and state:  # resolved ones too: an op_id re-sent past the dedup retention
+        _pending(checkpoint, spark, cfg, stories, ids)
     elif unresolved:
         for op_id in unresolved:
             stories[op_id].notes.append("the pending state was not read (no checkpoint given)")
     for story in stories.values():
         story.state = _state_of(story)
+        if story.pending is not None and story.outcome is not None:
+            story.notes.append(
+                f"an earlier operation with this op_id was {story.outcome['status']} at "
+                f"{_iso(story.outcome['resolved_at'])}: this one was sent again after "
+                "purgatory.dedup.retention.ms, a new operation"
+            )
     _events(tables, list(stories.values()))
     for story in stories.values():
         if story.state == UNKNOWN:

@@ -56,3 +56,23 @@ def test_a_state_store_only_spark_reads_is_said_in_one_line(tmp_path):
         StateNeedsSpark, match=r"providerClass=RocksDBStateStoreProvider, which only Spark reads"
     ):
         pending_table(str(tmp_path), config=cluster.config)
+
+
+def test_explain_finds_an_op_id_pending_again_after_its_outcome(tmp_path):
+    """An op_id sent again after ``purgatory.dedup.retention.ms`` is a new operation: pending,
+    beside the earlier one's outcome (read without a JVM)."""
+    from spark_purgatory.contract import OUTCOMES
+    from spark_purgatory.inspect import explain
+    from tests.query.test_cli import ts, write
+
+    cluster, _ = _started(tmp_path)
+    again = pending_table(str(tmp_path), config=cluster.config).column("op_id")[0].as_py()
+    out = str(tmp_path / "out")
+    write(out, OUTCOMES, [
+        {"op_id": again, "keys": ["k0"], "status": "completed", "op_ts": ts(0), "deadline": ts(5),
+         "resolved_at": ts(1), "latency_ms": 1, "matched_events": 1, "progress": 1.0, "condition": "any",
+         "batch_id": 0},
+    ])  # fmt: skip
+    (story,) = explain([again], output=out, checkpoint=str(tmp_path), config=cluster.config)
+    assert story.state == "pending" and story.outcome["status"] == "completed"
+    assert any("sent again after purgatory.dedup.retention.ms" in note for note in story.notes)
