@@ -27,18 +27,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import PurgatoryConfig
-from ..contract import PENDING, PENDING_TIME_COLUMNS
+from ..contract import PENDING
 from ..spark import state_files
-from ..state import SegmentStore, WorkerCache, load_state
+from ..state import SegmentStore
 from ..state.layout import OPERATOR_STATE
 from ..storage import Storage
 from .checkpoint import InspectError, read_checkpoint
-from .pending_view import WatermarkLike, batch_and_watermark, horizon_ms, inspect_config
+from .pending_view import WatermarkLike, batch_and_watermark, horizon_ms, inspect_config, shard_chunks
 
 __all__ = ["StateNeedsSpark", "pending_table", "pending_batches", "at_risk_table", "with_progress"]
-
-#: rows per Arrow batch a shard yields
-_CHUNK_ROWS = 50_000
 
 
 class StateNeedsSpark(InspectError):
@@ -153,22 +150,6 @@ def _shards(
     wm: int,
     batch: int,
 ) -> Iterator[pa.RecordBatch]:
-    from ..engine.inspection import pending_frame
-    from ..spark.group_state import shard_bytes
-    from .pending_view import arrow_chunk
-
-    times = set(PENDING_TIME_COLUMNS)
     for shard in sorted(groups):
-        value = groups[shard].state
-        if value is None:
-            continue
-        try:
-            p = load_state(shard_bytes(value), config, store, cache=WorkerCache(entries=0))
-        except ValueError as error:  # a state version this release cannot read
-            raise InspectError(f"unreadable state version at batch {batch}: {error}") from None
-        if p.shard is None:
-            p.shard = shard
-        frame = pending_frame(p, watermark_ms=wm, batch_id=batch)
-        del p
-        for start in range(0, len(frame), _CHUNK_ROWS):
-            yield arrow_chunk(frame.iloc[start : start + _CHUNK_ROWS], times)
+        if groups[shard].state is not None:
+            yield from shard_chunks(groups[shard].state, config, store, wm, batch, shard)

@@ -231,31 +231,41 @@ def watermark_ms(value: WatermarkLike) -> int:
 
 def _decoder(config: PurgatoryConfig, wm: int, batch: int) -> Any:
     """The function each state partition's task runs: load every shard value in it through
-    the engine's own loading and yield its pending operations, ``_CHUNK_ROWS`` at a time."""
-    from ..spark.group_state import shard_bytes
+    the engine's own loading and yield its pending operations (``shard_chunks``)."""
     from ..spark.operator import segment_store
 
     store = segment_store(config)
-    times = set(PENDING_TIME_COLUMNS)
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from ..engine.inspection import pending_frame
-        from ..state import WorkerCache, load_state
-
         for record_batch in batches:
             for value in record_batch.column(0).to_pylist():
-                if value is None:
-                    continue
-                try:
-                    p = load_state(shard_bytes(value), config, store, cache=WorkerCache(entries=0))
-                except ValueError as error:  # a state version this release cannot read
-                    raise InspectError(f"unreadable state version at batch {batch}: {error}") from None
-                frame = pending_frame(p, watermark_ms=wm, batch_id=batch)
-                del p
-                for start in range(0, len(frame), _CHUNK_ROWS):
-                    yield arrow_chunk(frame.iloc[start : start + _CHUNK_ROWS], times)
+                if value is not None:
+                    yield from shard_chunks(value, config, store, wm, batch)
 
     return decode
+
+
+def shard_chunks(
+    value: Any, config: PurgatoryConfig, store: Any, wm: int, batch: int, shard: int | None = None
+) -> Iterator[pa.RecordBatch]:
+    """One shard group's value (``spark.group_state``) loaded through the engine's own loading
+    (``state.load_state``, its segment files from ``store``): its pending operations as
+    ``contract.PENDING`` batches of ``_CHUNK_ROWS``; ``shard`` where the state names none."""
+    from ..engine.inspection import pending_frame
+    from ..spark.group_state import shard_bytes
+    from ..state import WorkerCache, load_state
+
+    try:
+        p = load_state(shard_bytes(value), config, store, cache=WorkerCache(entries=0))
+    except ValueError as error:  # a state version this release cannot read
+        raise InspectError(f"unreadable state version at batch {batch}: {error}") from None
+    if p.shard is None and shard is not None:
+        p.shard = shard
+    frame = pending_frame(p, watermark_ms=wm, batch_id=batch)
+    del p
+    times = set(PENDING_TIME_COLUMNS)
+    for start in range(0, len(frame), _CHUNK_ROWS):
+        yield arrow_chunk(frame.iloc[start : start + _CHUNK_ROWS], times)
 
 
 def arrow_chunk(frame: Any, times: set[str]) -> pa.RecordBatch:
