@@ -99,9 +99,9 @@ def read_table(name):
     path = os.path.join(tables, name)
     if delta_classes_available(spark):
         return spark.read.format("delta").load(path)
-    from deltalake import DeltaTable
+    import spark_purgatory  # delta-rs through pyarrow's own filesystem: the kernel exits cleanly
 
-    return spark.createDataFrame(DeltaTable(path).to_pandas())
+    return spark.createDataFrame(spark_purgatory.read_table(path).to_pandas())
 
 
 outcomes = read_table("outcomes")

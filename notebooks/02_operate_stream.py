@@ -174,13 +174,12 @@ display(fig)
 
 # COMMAND ----------
 
-from deltalake import DeltaTable  # noqa: E402
-
+from spark_purgatory import read_table  # noqa: E402
 from spark_purgatory.runtime.session import delta_classes_available  # noqa: E402
 
 metrics_table = f"delta.`{base}/tables/metrics`"
 if not delta_classes_available(spark):  # a session without Delta: the same rows, read with delta-rs
-    spark.createDataFrame(DeltaTable(f"{base}/tables/metrics").to_pandas()).createOrReplaceTempView("metrics")
+    spark.createDataFrame(read_table(f"{base}/tables/metrics").to_pandas()).createOrReplaceTempView("metrics")
     metrics_table = "metrics"
 alert = spark.sql(
     f"""

@@ -2,6 +2,10 @@
 
 The public surface, from the top down:
 
+* ``session(require=["kafka"])``: a local Spark session with the JVM extras ``make jars``
+  fetched (Spark's Kafka source, Delta's connector, S3A) on its class path.
+* ``read_table(path)``: an output table as an Arrow table, read with delta-rs so that the
+  process exits cleanly afterwards (``delta.reading``).
 * ``start(operations, events, output=..., checkpoint=...)`` runs the whole stream into the
   three Delta tables (``outcomes``, ``unmatched_events``, ``rejected``) and returns a
   ``PurgatoryQuery``; ``backfill(operations, events, output=...)`` writes the same tables from
@@ -17,7 +21,8 @@ The public surface, from the top down:
   ``loaded_by``).
 * Day-2 questions (``spark_purgatory.inspect``, and the ``spark-purgatory`` command line):
   ``pending_operations`` (a checkpoint's pending operations with their progress, as a
-  DataFrame), ``at_risk``, ``explain`` (where an op_id is) and ``checkpoint_status``.
+  DataFrame; ``pending_table``: as an Arrow table, without a JVM), ``at_risk``
+  (``at_risk_table``), ``explain`` (where an op_id is) and ``checkpoint_status``.
 * ``spark_purgatory.testing``: ``PurgatoryTester``, ``assert_outcomes``, ``spark_session``
   and the ``purgatory_spark`` fixture for users' own tests.
 
@@ -46,6 +51,8 @@ from .engine.wheel import TimingWheel
 from .state import SegmentStore, load_state, loaded_by, save_state
 
 _SPARK = {
+    "session": "runtime.session",
+    "read_table": "delta.reading",
     "start": "query",
     "backfill": "backfills",
     "PurgatoryQuery": "query",
@@ -65,6 +72,8 @@ _SPARK = {
     "InputEndedError": "handoff.end_of_input",
     "pending_operations": "inspect",
     "at_risk": "inspect",
+    "pending_table": "inspect",
+    "at_risk_table": "inspect",
     "explain": "inspect",
     "checkpoint_status": "inspect",
 }

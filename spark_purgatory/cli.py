@@ -16,9 +16,11 @@ document.  Tables are printed with ``rich``.
 
 ``rescale`` changes a stopped checkpoint's shard count (``spark_purgatory.rescale``; no JVM).
 
-What needs a JVM: reading pending operations from the state (``pending``, ``at-risk``;
-``explain`` for an op_id that has no outcome; ``status`` without a metrics table).
-``explain --no-state`` and ``status --no-state`` read only the tables, with delta-rs.
+No command starts a JVM: the checkpoint's logs and the shards' state are read from their
+files (``inspect.pending_table``), the tables with delta-rs.  Spark is started only for a
+state store only Spark reads (RocksDB, another codec: said in one line on stderr), or when
+run by ``spark-submit`` (the submitted session's Delta source reads the tables).
+``--no-state`` (``status``, ``explain``) reads only the logs and the tables.
 
 Exit codes: 0 done; 1 the question cannot be answered (no such checkpoint, not a purgatory
 checkpoint, unreadable state version), one line on stderr; 2 a usage or configuration error.
@@ -41,7 +43,7 @@ __all__ = ["main", "run", "build_parser"]
 
 _PROG = "spark-purgatory"
 #: columns of the pending table as printed (the JSON has every ``contract.PENDING`` column)
-_PENDING_SHOWN = ["op_id", "keys", "shard", "condition", "progress", "goal", "deadline", "time_left_ms"]
+_PENDING_SHOWN = ["op_id", "keys", "shard", "condition", "progress_text", "deadline", "time_left_ms"]
 _RISK_SHOWN = ["op_id", "keys", "shard", "deadline", "time_left_ms", "progress_text", "payload"]
 
 
@@ -136,7 +138,7 @@ def _settings(conf: list[str], sets: list[str]) -> tuple[PurgatoryConfig, str]:
 
 
 def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
-    from .inspect import at_risk, checkpoint_status, explain, pending_operations
+    from .inspect import StateNeedsSpark, at_risk, checkpoint_status, explain, pending_operations
 
     if args.command in ("status", "pending", "at-risk", "rescale") and not args.checkpoint:
         raise _UsageError(f"{args.command} needs --checkpoint")
@@ -150,51 +152,39 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
         from .inspect.pending_view import inspect_config
         from .storage import Storage
 
-        # the logs first: a wrong path fails here, before any JVM starts
         read_checkpoint(args.checkpoint, storage=Storage.of(inspect_config(args.checkpoint, config)))
-        reader = _reader(args.output, config, master)
-        if not args.json or args.no_state:  # the JVM-free answer first, at once
-            quick = checkpoint_status(
-                args.checkpoint, output=args.output, config=config, state=False, reader=reader
-            )
-            _print_status(quick, args.json)
-            sys.stdout.flush()
-        if not args.no_state:  # then the exact count from the state (a JVM starts)
-            report = checkpoint_status(
-                args.checkpoint,
-                output=args.output,
-                spark=_LazySession(master),
-                config=config,
-                state=True,
-                reader=reader,
-            )
-            if args.json:
-                _print_status(report, True)
-            else:
-                _print_state_pending(report)
-    elif args.command == "pending":
-        _check_checkpoint(args.checkpoint, config)
-        frame = pending_operations(
+        report = checkpoint_status(
             args.checkpoint,
-            spark=_session(master),
+            output=args.output,
+            spark=_LazySession(master),  # only for a state only Spark reads
             config=config,
-            watermark=args.watermark,
-            batch_id=args.batch_id,
+            state=not args.no_state,
+            reader=_reader(args.output, config, master),
         )
-        _print_operations(frame, args.json, args.limit, _PENDING_SHOWN, "pending")
-    elif args.command == "at-risk":
-        from .inspect.pending_view import horizon_ms
+        _print_status(report, args.json)
+    elif args.command in ("pending", "at-risk"):
+        within = None
+        if args.command == "at-risk":
+            from .inspect.pending_view import horizon_ms
 
-        horizon_ms(args.within)  # a bad horizon is a usage error, before any JVM starts
+            within = horizon_ms(args.within)  # a bad horizon is a usage error, before any read
         _check_checkpoint(args.checkpoint, config)
-        frame = at_risk(
-            args.checkpoint,
-            within=args.within,
-            spark=_session(master),
-            config=config,
-            watermark=args.watermark,
-        )
-        _print_operations(frame, args.json, args.limit, _RISK_SHOWN, f"due within {args.within}")
+        batch_id = getattr(args, "batch_id", None)
+        try:
+            table = _pending_rows(args.checkpoint, config, args.watermark, batch_id, within)
+        except StateNeedsSpark as why:
+            print(f"{_PROG}: reading the state with Spark: {why}", file=sys.stderr)
+            frame = pending_operations(
+                args.checkpoint,
+                spark=_session(master),
+                config=config,
+                watermark=args.watermark,
+                batch_id=batch_id,
+            )
+            frame = at_risk(args.checkpoint, within=2**62 if within is None else within, pending=frame)
+            _print_frame(frame, args.json, args.limit, _shown(args.command), _title(args))
+        else:
+            _print_table(table, args.json, args.limit, _shown(args.command), _title(args))
     else:
         if args.checkpoint and not args.no_state:
             _check_checkpoint(args.checkpoint, config)
@@ -203,13 +193,35 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
             args.op_ids,
             output=args.output,
             checkpoint=args.checkpoint,
-            spark=spark,
+            spark=spark,  # only for a state only Spark reads
             config=config,
             state=not args.no_state,
             reader=_reader(args.output, config, master),
         )
         _print_stories(stories, args.json)
     return 0
+
+
+def _pending_rows(
+    checkpoint: str, config: PurgatoryConfig, watermark: str | None, batch_id: int | None, within: int | None
+) -> Any:
+    """The pending operations (those due within ``within`` ms, if given) with their progress
+    in words, read from the checkpoint's files (no JVM)."""
+    from .inspect import at_risk_table, pending_table
+    from .inspect.pending_table import with_progress
+
+    if within is not None:
+        return at_risk_table(checkpoint, within=within, config=config, watermark=watermark)
+    table = pending_table(checkpoint, config=config, watermark=watermark, batch_id=batch_id)
+    return with_progress(table.sort_by([("deadline", "ascending"), ("op_id", "ascending")]))
+
+
+def _shown(command: str) -> list[str]:
+    return _PENDING_SHOWN if command == "pending" else _RISK_SHOWN
+
+
+def _title(args: argparse.Namespace) -> str:
+    return "pending" if args.command == "pending" else f"due within {args.within}"
 
 
 def _rescale(args: argparse.Namespace, config: PurgatoryConfig) -> None:
@@ -289,14 +301,29 @@ def _terminal_width() -> int:
         return 160
 
 
-def _print_operations(frame: Any, as_json: bool, limit: int, shown: list[str], title: str) -> None:
+def _print_table(table: Any, as_json: bool, limit: int, shown: list[str], title: str) -> None:
+    """Pending operations read without Spark (an Arrow table, in deadline order)."""
+    if as_json:
+        for batch in table.to_batches():
+            for row in batch.to_pylist(maps_as_pydicts="strict"):
+                sys.stdout.write(json.dumps(row, default=_json_value) + "\n")
+        sys.stdout.flush()
+        return
+    _print_rows(table.slice(0, limit).to_pylist(maps_as_pydicts="strict"), table.num_rows, shown, title)
+
+
+def _print_frame(frame: Any, as_json: bool, limit: int, shown: list[str], title: str) -> None:
+    """Pending operations read with Spark (a DataFrame)."""
     if as_json:
         _print_json_lines(frame)
         return
+    rows = [r.asDict(recursive=True) for r in frame.orderBy("deadline", "op_id").limit(limit).collect()]
+    _print_rows(rows, frame.count(), shown, title)
+
+
+def _print_rows(rows: list[dict], total: int, shown: list[str], title: str) -> None:
     from rich.table import Table
 
-    total = frame.count()
-    rows = [r.asDict(recursive=True) for r in frame.orderBy("deadline", "op_id").limit(limit).collect()]
     batch = rows[0]["batch_id"] if rows else None
     watermark = rows[0]["watermark"] if rows else None
     table = Table(
@@ -398,19 +425,6 @@ def _print_status(report: dict, as_json: bool) -> None:
         console.print(sizes)
     for note in report["notes"]:
         console.print(f"note: {note}", markup=False)
-
-
-def _print_state_pending(report: dict) -> None:
-    """The pending count from the state, after the JVM-free tables (``status``)."""
-    from rich.table import Table
-
-    shards = Table(title=f"pending by shard, from the state ({report['pending_from']})")
-    shards.add_column("shard")
-    shards.add_column("pending", justify="right")
-    for shard, count in (report["pending_by_shard"] or {}).items():
-        shards.add_row(shard, f"{count:,}")
-    shards.add_row("all", f"{report.get('pending', 0):,}")
-    _console().print(shards)
 
 
 def _print_stories(stories: list, as_json: bool) -> None:

@@ -103,9 +103,8 @@ def run_pipeline(n_ops: int, out: str, *, files: int = 20, files_per_trigger: in
 def run_job(args: list[str], work: Workload, tables: str, chk: str) -> dict:
     """Run the job on ``args`` (with the project's ``conf/local.conf`` when it is there) and
     read its tables back: what ``report`` prints."""
-    from deltalake import DeltaTable
-
     from . import job
+    from .delta.reading import read_table
     from .handoff.end_of_input import EndOfInput
 
     local = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "local.conf")
@@ -116,7 +115,7 @@ def run_job(args: list[str], work: Workload, tables: str, chk: str) -> dict:
     totals = job.run(job.parse_args(args))
     elapsed = time.perf_counter() - started
     frames = {
-        name: DeltaTable(os.path.join(tables, name)).to_pandas()
+        name: read_table(os.path.join(tables, name)).to_pandas()
         for name in ("outcomes", "unmatched_events", "rejected")
         if os.path.isdir(os.path.join(tables, name, "_delta_log"))
     }

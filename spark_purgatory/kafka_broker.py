@@ -20,7 +20,19 @@ reader of a deleted topic must be told.
 Invariant: a broker this module started does not outlive its owner.  ``stop()`` (also on
 leaving a ``with`` block and at interpreter exit) ends it, SIGTERM then SIGKILL; and on Linux
 the JVM is started with a parent-death signal, so it dies with the process that started it
-even when that process is killed with SIGKILL.
+even when that process is killed with SIGKILL.  The one exception is asked for by name:
+``detached=True`` (the command line's ``start``), a broker for a person trying things, which
+keeps running after the command and keeps its data between starts.
+
+**A broker that keeps its data** (``data_dir`` given): its storage is formatted once, and a
+later start on the same directory runs on it, on the ports it was formatted with (the KRaft
+quorum records its controller's address), so topics, records and consumer offsets survive
+a stop.  From a terminal::
+
+    python -m spark_purgatory.kafka_broker start  --data /tmp/kafka          # prints host:port
+    python -m spark_purgatory.kafka_broker topic  --data /tmp/kafka operations events --partitions 3
+    python -m spark_purgatory.kafka_broker status --data /tmp/kafka
+    python -m spark_purgatory.kafka_broker stop   --data /tmp/kafka          # data kept: start again
 
 Example::
 
@@ -49,7 +61,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["BROKER_JARS", "KafkaBroker", "KafkaBrokerError", "free_port"]
+__all__ = ["BROKER_JARS", "KafkaBroker", "KafkaBrokerError", "free_port", "running_at", "stop_at", "main"]
 
 #: the ``jvm/`` set the broker runs from (``runtime.jars.jar_paths``)
 BROKER_JARS = "kafka-broker"
@@ -59,6 +71,8 @@ _JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSeria
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 15.0
 _PORT_ATTEMPTS = 3
+#: the broker's process id in a kept ``data_dir`` (``stop_at`` and ``status`` read it)
+_PID_FILE = "broker.pid"
 
 
 class KafkaBrokerError(RuntimeError):
@@ -93,6 +107,8 @@ class KafkaBroker:
         java: the ``java`` executable; ``$JAVA_HOME/bin/java`` or ``java`` on the PATH by
             default.
         properties: extra ``server.properties`` entries (e.g. ``{"num.partitions": "3"}``).
+        detached: the broker outlives this process (no parent-death signal, not stopped at
+            exit; ``stop_at(data_dir)`` ends it); needs ``data_dir``.
     """
 
     def __init__(
@@ -102,7 +118,9 @@ class KafkaBroker:
         data_dir: str | os.PathLike[str] | None = None,
         java: str | None = None,
         properties: dict[str, str] | None = None,
+        detached: bool = False,
     ) -> None:
+        self.detached = detached
         self._jars = list(jars) if jars is not None else None
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -141,7 +159,10 @@ class KafkaBroker:
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="spark-purgatory-kafka-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        atexit.register(self.stop)
+        if self.detached and self._own_dir:
+            raise KafkaBrokerError("a detached broker needs a data_dir of its own (where it keeps its data)")
+        if not self.detached:
+            atexit.register(self.stop)
         for attempt in range(_PORT_ATTEMPTS):
             try:
                 self._launch(java, classpath, timeout)
@@ -150,7 +171,7 @@ class KafkaBroker:
                 # a free port taken by another process before the JVM bound it: new ports
                 taken = "Address already in use" in str(error)
                 self._kill()
-                if not taken or attempt == _PORT_ATTEMPTS - 1:
+                if not taken or attempt == _PORT_ATTEMPTS - 1 or self._formatted_ports() is not None:
                     self.stop()
                     raise
             except BaseException:
@@ -162,19 +183,32 @@ class KafkaBroker:
         """Format a fresh storage for new ports (the quorum's voter is recorded with its port),
         start the JVM, wait until it serves."""
         assert self.data_dir is not None
-        shutil.rmtree(self.data_dir / "logs", ignore_errors=True)
-        self.port, self.controller_port = free_port(), free_port()
         config = self.data_dir / "server.properties"
-        config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
         base = [java, *_JVM_OPTIONS, f"-Dlog4j2.configurationFile={self._log4j()}", "-cp", classpath]
-        # "--cluster-id=ID": an id may begin with "-", which argparse4j would take for an option
-        fmt = [*base, "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}", "-c", str(config)]
-        formatted = subprocess.run([*fmt, "--standalone"], capture_output=True, text=True, timeout=timeout)
-        if formatted.returncode != 0:
-            raise KafkaBrokerError(
-                f"kafka.tools.StorageTool format failed ({formatted.returncode}): "
-                f"{(formatted.stdout + formatted.stderr).strip()[-2000:]}"
+        kept = self._formatted_ports()
+        if kept is not None:  # a kept storage: its quorum's voter is recorded with its ports
+            self.port, self.controller_port = kept
+        else:
+            shutil.rmtree(self.data_dir / "logs", ignore_errors=True)
+            self.port, self.controller_port = free_port(), free_port()
+            config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
+            # "--cluster-id=ID": an id may begin with "-", which argparse4j would take for an option
+            fmt = [
+                *base,
+                "kafka.tools.StorageTool",
+                "format",
+                f"--cluster-id={_cluster_id()}",
+                "-c",
+                str(config),
+            ]
+            formatted = subprocess.run(
+                [*fmt, "--standalone"], capture_output=True, text=True, timeout=timeout
             )
+            if formatted.returncode != 0:
+                raise KafkaBrokerError(
+                    f"kafka.tools.StorageTool format failed ({formatted.returncode}): "
+                    f"{(formatted.stdout + formatted.stderr).strip()[-2000:]}"
+                )
         with open(self.log_file, "ab") as log:
             self._process = subprocess.Popen(
                 [*base, "kafka.Kafka", str(config)],
@@ -183,9 +217,36 @@ class KafkaBroker:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C in a terminal goes to us, and we stop it
                 # the parent-death signal follows the starting *thread*: start from one that lives
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                preexec_fn=_die_with_parent
+                if sys.platform.startswith("linux") and not self.detached
+                else None,
             )
         self._wait_until_serving(timeout)
+        if not self._own_dir:
+            (self.data_dir / _PID_FILE).write_text(f"{self._process.pid}\n")
+
+    def _formatted_ports(self) -> tuple[int, int] | None:
+        """The (broker, controller) ports of a storage formatted before in a kept ``data_dir``,
+        None for a new one (or one this module did not format)."""
+        assert self.data_dir is not None
+        config = self.data_dir / "server.properties"
+        if (
+            self._own_dir
+            or not (self.data_dir / "logs" / "meta.properties").is_file()
+            or not config.is_file()
+        ):
+            return None
+        entries = dict(
+            line.split("=", 1)
+            for line in config.read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        )
+        try:
+            broker = int(entries["advertised.listeners"].rsplit(":", 1)[1])
+            controller = int(entries["controller.quorum.bootstrap.servers"].rsplit(":", 1)[1])
+        except (KeyError, ValueError, IndexError):
+            return None
+        return broker, controller
 
     def _kill(self) -> None:
         """End the JVM at once (a failed start), keeping the data directory."""
@@ -399,6 +460,8 @@ class KafkaBroker:
                     process.kill()
                     process.wait()
         atexit.unregister(self.stop)
+        if not self._own_dir and self.data_dir is not None:
+            (self.data_dir / _PID_FILE).unlink(missing_ok=True)
         if self._own_dir and self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None
@@ -408,3 +471,83 @@ class KafkaBroker:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+# -- a broker in a directory, from a terminal ----------------------------------------------------------
+
+
+def running_at(data_dir: str | os.PathLike[str]) -> tuple[int, str] | None:
+    """(pid, host:port) of the broker serving ``data_dir``'s storage, None when none runs."""
+    directory = Path(data_dir)
+    try:
+        pid = int((directory / _PID_FILE).read_text().strip())
+        os.kill(pid, 0)
+    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+        return None
+    ports = KafkaBroker(data_dir=directory)._formatted_ports()
+    return (pid, f"127.0.0.1:{ports[0]}") if ports else None
+
+
+def stop_at(data_dir: str | os.PathLike[str], timeout: float = _STOP_TIMEOUT_S) -> bool:
+    """Stop the broker serving ``data_dir`` (SIGTERM, then SIGKILL); its data stays.  False
+    when none was running."""
+    found = running_at(data_dir)
+    if found is None:
+        return False
+    pid = found[0]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    (Path(data_dir) / _PID_FILE).unlink(missing_ok=True)
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m spark_purgatory.kafka_broker start|stop|status|topic --data DIR``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m spark_purgatory.kafka_broker",
+        description="A local Kafka broker on 127.0.0.1 that keeps its data in --data between starts.",
+    )
+    parser.add_argument("command", choices=["start", "stop", "status", "topic"])
+    parser.add_argument("topics", nargs="*", help="topic: the topics to create")
+    parser.add_argument("--data", required=True, help="the broker's directory (its storage, log, port)")
+    parser.add_argument("--partitions", type=int, default=1, help="topic: partitions of each new topic")
+    args = parser.parse_intermixed_args(argv)
+    found = running_at(args.data)
+    try:
+        if args.command == "start":
+            if found is None:
+                broker = KafkaBroker(data_dir=args.data, detached=True).start()
+                found = (broker._process.pid, broker.bootstrap_servers)  # type: ignore[union-attr]
+            print(found[1])
+        elif args.command == "stop":
+            print("stopped" if stop_at(args.data) else f"no broker runs on {args.data}")
+        elif args.command == "status":
+            print(f"{found[1]} (pid {found[0]})" if found else f"no broker runs on {args.data}")
+            return 0 if found else 1
+        else:
+            if found is None:
+                raise KafkaBrokerError(f"no broker runs on {args.data}: start it first")
+            broker = KafkaBroker(data_dir=args.data)
+            broker.port = int(found[1].rsplit(":", 1)[1])
+            for topic in args.topics:
+                broker.create_topic(topic, partitions=args.partitions)
+            print(", ".join(args.topics))
+    except KafkaBrokerError as error:
+        print(f"kafka_broker: {str(error).splitlines()[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -52,10 +52,13 @@ or ``stop()``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
 
 from .config import ConfigError, PurgatoryConfig
 from .delta.accumulator import RecordAccumulator, TableWriter
@@ -145,8 +148,13 @@ def start(
         writer: ``auto`` (Spark's Delta source when its classes are present, else delta-rs),
             ``delta-rs``, ``spark``, or your own ``TableWriter``.
         name: the streaming query's name (``queryName``).
-        on_batch: called with each micro-batch's figures (rows per kind, pending, watermark,
-            commits), in the process that runs the sink.
+        on_batch: called after each micro-batch, in the process that runs the sink, with
+            its figures (a dict): ``batch_id``; ``pending`` (operations not yet resolved,
+            each once, over every shard); the rows it gave: ``completed``, ``expired``,
+            ``unmatched``, ``rejected``; ``relayed`` (rows shards sent to the cross-shard
+            group); ``watermark_ms`` (the operator's), ``operations_watermark_ms`` and
+            ``events_watermark_ms`` (each input's, None until known); ``staged_bytes``
+            (rows waiting in the accumulator); ``committed`` (one dict per table commit).
         on_linger: called with the commits a linger drain made between micro-batches.
         spark: the session, when both inputs are paths (else the inputs' session).
         end_of_input: the input is bounded and complete: ``await_termination`` processes
@@ -191,7 +199,10 @@ def start(
 
         cfg = with_default_shards(cfg, spark, checkpoint)
     _check_session(spark)
+    from .runtime.spark_logs import quiet_spark_logs
     from .runtime.workers import advise_unix_sockets, use_project_python, warm_python_workers
+
+    quiet_spark_logs(spark)  # no WARN lines a user cannot act on (runtime.spark_logs)
     from .spark.group_state import encoding_of
 
     use_project_python(spark)  # the workers must import the project (runtime.workers)
@@ -199,85 +210,109 @@ def start(
     # while the query is built: the first micro-batch's workers, with the shard step's modules
     warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
     storage = Storage.of(cfg)
-    end = EndOfInput(checkpoint, storage)
-    end.check_open()
-    from .state.layout import RunLease, check_layout
+    with _removed_if_failed(checkpoint, storage):  # a failed start leaves no new checkpoint
+        end = EndOfInput(checkpoint, storage)
+        end.check_open()
+        from .state.layout import RunLease, check_layout
 
-    check_layout(checkpoint, cfg.shards, storage=storage, config=cfg)  # and completes an interrupted rescale
-    lease = RunLease(checkpoint, storage)  # ``rescale`` refuses while it is held
-    lease.take()
-    if end.declared() and not end_of_input:
-        log.warning("checkpoint %s: its end of input was declared, not recorded: completing it", checkpoint)
-        end_of_input = trigger == "available-now"
-    # always read (even without the mailbox hand-off): the end of input comes through it
-    wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards, every_group=registers(cfg))
-    wake.create()
-    # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
-    staging = None if is_connect(spark) else ShardStaging(absolute_uri(cfg.accumulator_staging_path), storage)
-    # a checkpoint keeps the group state's schema it began with (spark.group_state)
-    encoding = encoding_of(checkpoint, storage=storage)
-    with library_plan():  # no call-site capture for the library's own plan (settings)
-        out = _operator(spark, operations, events, cfg, source_format, wake, staging, encoding, kafka_options)
-    if isinstance(writer, str):
-        writer = writer_for(spark, output, prefer=writer, storage=storage)
-    if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
-        writer.create_tables()
-    accumulator = RecordAccumulator(
-        cfg.accumulator_staging_path,
-        app_id=app_id_of(checkpoint, storage=storage),
-        batch_size=cfg.accumulator_batch_size,
-        linger_ms=cfg.accumulator_linger_ms,
-        buffer_memory=cfg.accumulator_buffer_memory,
-        storage=storage,
-    )
-    pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending_counts)
-    counts = pending.read()  # every shard's, as the checkpoint's last micro-batch left them
-    totals = _Totals(on_batch, pending=sum(counts.values()))
-    reaper = _reaper(spark, cfg, trigger, wake, counts, storage)
-    sink = PurgatorySink(
-        accumulator,
-        writer,
-        on_batch=totals,
-        wake=wake,
-        staged=staging is not None,
-        pending=pending,
-        on_metrics=reaper.observe if reaper is not None else None,
-        partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), storage),
-    )
+        check_layout(
+            checkpoint, cfg.shards, storage=storage, config=cfg
+        )  # and completes an interrupted rescale
+        lease = RunLease(checkpoint, storage)  # ``rescale`` refuses while it is held
+        lease.take()
+        if end.declared() and not end_of_input:
+            log.warning(
+                "checkpoint %s: its end of input was declared, not recorded: completing it", checkpoint
+            )
+            end_of_input = trigger == "available-now"
+        # always read (even without the mailbox hand-off): the end of input comes through it
+        wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards, every_group=registers(cfg))
+        wake.create()
+        # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
+        staging = (
+            None if is_connect(spark) else ShardStaging(absolute_uri(cfg.accumulator_staging_path), storage)
+        )
+        # a checkpoint keeps the group state's schema it began with (spark.group_state)
+        encoding = encoding_of(checkpoint, storage=storage)
+        with library_plan():  # no call-site capture for the library's own plan (settings)
+            out = _operator(
+                spark, operations, events, cfg, source_format, wake, staging, encoding, kafka_options
+            )
+        if isinstance(writer, str):
+            writer = writer_for(spark, output, prefer=writer, storage=storage)
+        if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
+            writer.create_tables()
+        accumulator = RecordAccumulator(
+            cfg.accumulator_staging_path,
+            app_id=app_id_of(checkpoint, storage=storage),
+            batch_size=cfg.accumulator_batch_size,
+            linger_ms=cfg.accumulator_linger_ms,
+            buffer_memory=cfg.accumulator_buffer_memory,
+            storage=storage,
+        )
+        pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending_counts)
+        counts = pending.read()  # every shard's, as the checkpoint's last micro-batch left them
+        totals = _Totals(on_batch, pending=sum(counts.values()))
+        reaper = _reaper(spark, cfg, trigger, wake, counts, storage)
+        sink = PurgatorySink(
+            accumulator,
+            writer,
+            on_batch=totals,
+            wake=wake,
+            staged=staging is not None,
+            pending=pending,
+            on_metrics=reaper.observe if reaper is not None else None,
+            partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), storage),
+        )
 
-    def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
-        stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
-        if name:
-            stream = stream.queryName(name)
-        if available_now:
-            stream = stream.trigger(availableNow=True)
-        else:
-            stream = stream.trigger(processingTime=trigger_interval(trigger))
-        with (
-            shuffle_partitions(spark, cfg.shards + 1),
-            state_store(spark),
-            arrow_records(spark),
-            optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (runtime.settings)
-            checkpoint_files(spark, checkpoint),  # no process started per rename (runtime.settings)
-        ):
-            return stream.start()
+        def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
+            stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+            if name:
+                stream = stream.queryName(name)
+            if available_now:
+                stream = stream.trigger(availableNow=True)
+            else:
+                stream = stream.trigger(processingTime=trigger_interval(trigger))
+            with (
+                shuffle_partitions(spark, cfg.shards + 1),
+                state_store(spark),
+                arrow_records(spark),
+                optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (runtime.settings)
+                checkpoint_files(spark, checkpoint),  # no process started per rename (runtime.settings)
+            ):
+                return stream.start()
 
-    return PurgatoryQuery(
-        run(),
-        sink,
-        totals,
-        linger=not is_connect(spark),
-        on_linger=on_linger,
-        rerun=run if trigger == "available-now" else None,
-        end=end,
-        end_of_input=end_of_input,
-        run_available_now=functools.partial(run, True),
-        lease=lease,
-        reaper=reaper,
-    )
+        return PurgatoryQuery(
+            run(),
+            sink,
+            totals,
+            linger=not is_connect(spark),
+            on_linger=on_linger,
+            rerun=run if trigger == "available-now" else None,
+            end=end,
+            end_of_input=end_of_input,
+            run_available_now=functools.partial(run, True),
+            lease=lease,
+            reaper=reaper,
+        )
 
 
 # -- the steps of start ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _removed_if_failed(checkpoint: str, storage: Storage) -> Iterator[None]:
+    """A ``start`` that fails (a missing Kafka source, a broker that does not answer, a bad
+    input ...) removes the checkpoint directory it created; one that was there is kept."""
+    fs, root = storage.filesystem(checkpoint)
+    new = fs.get_file_info(root).type == pafs.FileType.NotFound
+    try:
+        yield
+    except BaseException:
+        if new:
+            with contextlib.suppress(OSError):
+                fs.delete_dir(root)
+        raise
 
 
 def _reaper(

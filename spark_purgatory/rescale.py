@@ -76,11 +76,6 @@ __all__ = ["RescaleError", "RescaleResult", "rescale"]
 
 log = logging.getLogger(__name__)
 
-_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
-_HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-_CODEC = "spark.sql.streaming.stateStore.compression.codec"
-_FORMAT = "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion"
-_CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 #: PURGATORY_RESCALE_FAULT=<step>: the process kills itself (SIGKILL) as it reaches that
 #: step (the kill tests: a crash at each step boundary)
 FAULT = "PURGATORY_RESCALE_FAULT"
@@ -223,13 +218,7 @@ def _checked(checkpoint: str, storage: Storage) -> Any:
         raise RescaleError(
             f"{checkpoint}'s offsets log records no shuffle partitions: not a state format rescale knows"
         )
-    unknown = [
-        f"{key}={conf.get(key)}"
-        for key, want in ((_PROVIDER, _HDFS), (_CODEC, "lz4"), (_FORMAT, "2"))
-        if conf.get(key, want) != want
-    ]
-    if conf.get(_CHECKPOINT_FORMAT, "1") != "1":
-        unknown.append(f"{_CHECKPOINT_FORMAT}={conf[_CHECKPOINT_FORMAT]}")
+    unknown = state_files.unknown_format(conf)
     if unknown:
         raise RescaleError(
             f"{checkpoint} keeps its state in a format rescale does not know ({', '.join(unknown)}): "
@@ -258,23 +247,10 @@ def _in_flight(cross: Purgatory, config: PurgatoryConfig, storage: Storage) -> N
 
 def _read_groups(fs: pafs.FileSystem, root: str, old: int, version: int) -> dict[int, state_files.GroupValue]:
     """Every shard's group value at state ``version``, by shard number."""
-    labels = shard_labels(old + 1)
-    number = {label: n for n, label in enumerate(labels)}
-    found: dict[int, state_files.GroupValue] = {}
-    for partition in range(old + 1):
-        try:
-            entries = state_files.read_version(fs, f"{root}/{OPERATOR_STATE}", partition, version)
-        except state_files.StateFormatError as e:
-            raise RescaleError(str(e)) from None
-        except FileNotFoundError:
-            entries = []  # no group has lived in this partition
-        for g in entries:
-            if g.label not in number:
-                raise RescaleError(
-                    f"state group {g.label} is no shard label of {old} shards: not a layout rescale knows"
-                )
-            found[number[g.label]] = g
-    return found
+    try:
+        return state_files.read_groups(fs, f"{root}/{OPERATOR_STATE}", old + 1, version)
+    except state_files.StateFormatError as e:
+        raise RescaleError(str(e)) from None
 
 
 def _load(

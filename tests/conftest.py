@@ -73,6 +73,8 @@ SLOW_FIRST = (
     # not while the crash tests start their JVMs (it missed it twice at a load of 17-20)
     "tests/spark/test_distributed.py",
     "tests/query/test_first_hour.py",
+    "tests/spark/test_kafka_broker.py",  # a broker started twice on its data
+    "tests/delta/test_reading.py",  # twenty fresh interpreters
     "tests/query/test_job.py",
     "tests/query/test_inspect.py",
     "tests/query/test_rescale_spark.py",

@@ -82,6 +82,7 @@ from ..handoff.partitions import PartitionWatermarks
 from ..runtime.call_site import kept_call_site
 from ..state.pending_counts import PendingRecord
 from .accumulator import RecordAccumulator, TableWriter
+from .reading import table_dataset
 from .sender import SparkTasks, TaskRunner, in_process
 from .staging import STAGED, STAGED_DDL, metrics_rows, split_tables, stage_metrics, stage_task
 from .writers import open_table as _open_table
@@ -99,8 +100,8 @@ class PurgatorySink:
     Args:
         accumulator: where rows wait for ``batch.size`` / ``linger.ms``.
         writer: ``DeltaRsWriter`` or ``SparkDeltaWriter`` (see ``choose_writer``).
-        on_batch: called with a dict of per-batch figures (rows per kind, pending, watermark,
-            what was committed), e.g. to log a progress line.
+        on_batch: called with a dict of per-batch figures (``query.start`` names its keys),
+            e.g. to log a progress line.
         clock: seconds since the epoch (for ``emitted_at`` and the rejected date).
         wake: where to ask for one more micro-batch after one whose shards relayed to the
             cross-shard group (``handoff.wake``; ``start`` passes ``<checkpoint>/purgatory-wake``).
@@ -299,7 +300,8 @@ class PurgatorySink:
             try:
                 table = _open_table(path(METRICS.name), getattr(self.writer, "storage_options", None))
                 if table is not None:
-                    parts.extend(_committed(table, batch_id, columns))
+                    dataset = table_dataset(table, path(METRICS.name), self.accumulator.storage)
+                    parts.extend(_committed(table, dataset, batch_id, columns))
             except Exception as error:  # e.g. a table whose features delta-rs cannot read
                 log.warning(
                     "metrics: inputs' watermarks start afresh (%s unreadable: %s)", path(METRICS.name), error
@@ -364,7 +366,7 @@ def _highest_ms(parts: list[pa.Table], batch_id: int, column: str) -> int | None
     return highest
 
 
-def _committed(table: Any, batch_id: int, columns: list[str]) -> list[pa.Table]:
+def _committed(table: Any, dataset: pads.Dataset, batch_id: int, columns: list[str]) -> list[pa.Table]:
     """The largest ``columns`` of the committed metrics rows before ``batch_id``, read from the
     files' statistics where a file lies wholly before it (the log only: a restart need not
     read a long-running table), else from the file (a replayed batch committed with others)."""
@@ -373,14 +375,13 @@ def _committed(table: Any, batch_id: int, columns: list[str]) -> list[pa.Table]:
     if actions.num_rows == 0:
         return []
     if not set(stats) <= set(actions.column_names):  # a writer that kept no statistics: read all
-        return [table.to_pyarrow_dataset().to_table(columns=["batch_id", *columns])]
+        return [dataset.to_table(columns=["batch_id", *columns])]
     before = pc.less(actions.column("max.batch_id"), batch_id)
     summary = actions.filter(pc.fill_null(before, False)).select(stats).rename_columns(["batch_id", *columns])
     rest = actions.filter(pc.invert(pc.fill_null(before, False)))
     rest = rest.filter(pc.fill_null(pc.less(rest.column("min.batch_id"), batch_id), True))
     if rest.num_rows == 0:
         return [summary]
-    dataset = table.to_pyarrow_dataset()
     wanted = tuple(rest.column("path").to_pylist())
     files = [f for f in dataset.files if f.endswith(wanted)]
     read = pads.dataset(files, filesystem=dataset.filesystem, format="parquet")

@@ -273,7 +273,8 @@ def choose_writer(
         raise ConfigError(
             "job.writer=spark: Spark's Delta data source is not on this session's classpath; add "
             f"{DELTA_COORDINATES} (spark-submit --packages {DELTA_COORDINATES}, a cluster library, "
-            "or `make jars` for local sessions) or use job.writer=delta-rs"
+            "or `make jars` and spark_purgatory.session(require=['delta']) for local sessions) "
+            "or use job.writer=delta-rs"
         )
     if prefer == "spark" or (prefer == "auto" and present and not delta_added_locally(spark)):
         return SparkDeltaWriter(spark, root, storage=storage)

@@ -5,8 +5,11 @@
 ``VALID_EVENTS``), and returns a ``BatchResult`` with the three output tables' engine
 columns (``contract``).
 
-Invariant: a rejected row keeps the record as it came (its raw text, else its fields as
-JSON) and carries exactly one reason from ``contract.REASONS``.
+Invariant: a row rejected as it is read keeps the record as it came (its raw text, else its
+fields as JSON); one rejected after validation (``late``, ``duplicate_op_id``) has the fields
+the operator read, as JSON, as on Spark, whose shards get no valid row's text
+(``docs/contract.md``, the ``rejected`` table); each carries exactly one reason from
+``contract.REASONS``.
 """
 
 from __future__ import annotations
@@ -93,11 +96,13 @@ def accepted(
 
 
 def _taken(frame: pd.DataFrame | None, dtypes: dict[str, str], copy_flag: str) -> Rows:
-    """A valid input frame's columns (every one: ``raw`` and the fields a rejected row shows),
-    with ``copy_flag`` False where the host sent none."""
+    """A valid input frame's columns (the fields a rejected row shows), with ``copy_flag``
+    False where the host sent none.  A valid row's ``raw`` text is not kept: the Spark host's
+    routing does not carry it to the shards either, so a row rejected after validation
+    (``late``, ``duplicate_op_id``) shows the fields the operator read on either path."""
     if frame is None or len(frame) == 0:
         return Rows.empty(dtypes)
-    rows = Rows.of(frame)
+    rows = Rows.of(frame.drop(columns="raw") if "raw" in frame.columns else frame)
     return rows if copy_flag in rows else rows.assign(**{copy_flag: False})
 
 
@@ -130,7 +135,12 @@ def rejected_rows(source: str, rows: pd.DataFrame | Rows, reason: str) -> pd.Dat
         rows = rows.to_frame()
     columns = OPERATION_COLUMNS if source == SOURCE_OPERATIONS else EVENT_COLUMNS
     if len(rows) and "raw" not in rows.columns and source == SOURCE_OPERATIONS:
-        rows = rows.assign(timeout_ms=rows["deadline"] - rows["ts"], condition=CONDITION_NAMES[rows["cond"]])
+        members = rows["members"].to_numpy(dtype=object)
+        rows = rows.assign(
+            timeout_ms=rows["deadline"] - rows["ts"],
+            condition=CONDITION_NAMES[rows["cond"]],
+            members=np.where([m is not None and len(m) > 0 for m in members], members, None),  # [] is none
+        )
     raw = raw_json(rows, columns) if len(rows) else pd.Series([], dtype=object)
     if source == SOURCE_OPERATIONS:  # valid rows: op_id text, keys in order (rejected's op_id, key)
         op_id, key = rows["op_id"].to_numpy(dtype=object), first_keys(rows["keys"].to_numpy(dtype=object))

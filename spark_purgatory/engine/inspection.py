@@ -39,7 +39,7 @@ from .frames import flatten, hash_strings, rows_where
 from .purgatory import Purgatory
 from .tables import I64_MIN
 
-__all__ = ["pending_frame", "pending_count"]
+__all__ = ["pending_frame", "pending_count", "with_progress_text"]
 
 
 def pending_count(p: Purgatory) -> int:
@@ -113,6 +113,57 @@ def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: in
         copy=False,
     )
     return frame[PENDING_COLUMNS]
+
+
+def with_progress_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (``contract.PENDING`` columns) with how far each operation is from its
+    condition: ``still_needed`` (the goal less the progress, in the condition's measure, never
+    below 0) and ``progress_text``, in words a person reads at a glance ("2 of 3 sources",
+    "1 of 3 members, missing a, c", "sum 40 of 100", "lowest key at 4 of 10", "matched").
+
+    >>> frame = pd.DataFrame({"condition": ["all", "count"], "progress": [1.0, 2.0],
+    ...     "goal": [3.0, 3.0], "matched_events": [1, 2], "distinct_sources": [1, 2],
+    ...     "members_missing": [["a", "c"], None], "offsets": [None, None]})
+    >>> with_progress_text(frame)[["still_needed", "progress_text"]].values.tolist()
+    [[2.0, '1 of 3 members, missing a, c'], [1.0, '2 of 3 sources']]
+    """
+    cond = frame["condition"].to_numpy(dtype=object)
+    progress = frame["progress"].to_numpy(float)
+    goal = frame["goal"].to_numpy(float)
+    done = np.nan_to_num(progress, nan=0.0)
+    of = _number(done) + " of " + _number(goal)
+    missing = np.array(
+        [", ".join(m) if m is not None else "" for m in frame["members_missing"]], dtype=object
+    )
+    lowest = np.array([_lowest(m) for m in frame["offsets"]], dtype=object)
+    sources = frame["distinct_sources"].to_numpy(np.int64) > 0
+    text = np.select(
+        [cond == "any", cond == "count", cond == "sum", cond == "all", cond == "offset"],
+        [
+            np.where(frame["matched_events"].to_numpy(np.int64) > 0, "matched", "no event yet"),
+            of + np.where(sources, " sources", " events"),
+            "sum " + of,
+            of + " members, missing " + missing,
+            "lowest key at " + lowest + " of " + _number(goal),
+        ],
+        default="",
+    )
+    still = np.where(np.isnan(progress), goal, np.maximum(goal - done, 0.0))
+    return frame.assign(still_needed=still, progress_text=text.astype(object))
+
+
+def _number(values: np.ndarray) -> np.ndarray:
+    """2 rather than 2.0, 12.5 as it is."""
+    return np.array([f"{v:.6f}".rstrip("0").rstrip(".") for v in values], dtype=object)
+
+
+def _lowest(offsets: object) -> str:
+    """The lowest offset of an operation's keys ("none" before any)."""
+    if offsets is None:
+        return "none"
+    pairs = offsets.items() if isinstance(offsets, dict) else offsets  # Spark gives a dict, Arrow pairs
+    values = [v for _, v in pairs if v is not None]  # type: ignore[union-attr]
+    return _number(np.array([min(values)]))[0] if values else "none"
 
 
 def _distinct_sources(n_ops: int, pos: np.ndarray, source: np.ndarray) -> np.ndarray:

@@ -72,14 +72,16 @@ _UNKNOWN = -1
 def raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
     """The record as a person would read it, when the source did not keep its raw text.
 
-    Valid JSON (a missing number is ``null``, never ``NaN``), with only the fields present.
+    A JSON object of the fields that have a value, in ``columns``' order (a field without
+    one is left out, as Spark's ``to_json`` leaves it out of a typed row's ``raw``).
     """
     if "raw" in frame.columns:
         return frame["raw"]
     present = [c for c in columns if c in frame.columns]
     records = frame[present].to_dict(orient="records") if present else [{}] * len(frame)
+    fields = ({k: plain(v) for k, v in r.items()} for r in records)
     return pd.Series(
-        [json.dumps({k: plain(v) for k, v in r.items()}, sort_keys=True, allow_nan=False) for r in records],
+        [json.dumps({k: v for k, v in f.items() if v is not None}, allow_nan=False) for f in fields],
         index=frame.index,
         dtype=object,
     )

@@ -1,9 +1,11 @@
 """Day-2 questions about a running (or stopped) purgatory, answered from what it leaves behind.
 
 * ``pending_operations(checkpoint)``: the pending operations as a DataFrame, with their
-  progress (``pending``; decoded on the executors by the engine's own state loading);
-* ``at_risk(checkpoint, within="1h")``: the ones due within a horizon, earliest first, with
-  how far each is from its condition;
+  progress (``pending_view``; decoded on the executors by the engine's own state loading);
+* ``pending_table(checkpoint)``: the same rows as an Arrow table, read from the
+  checkpoint's files in this process, without a JVM (``pending_table``);
+* ``at_risk(checkpoint, within="1h")`` (a DataFrame) and ``at_risk_table`` (Arrow, no JVM):
+  the ones due within a horizon, earliest first, with how far each is from its condition;
 * ``explain(op_ids, output=..., checkpoint=...)``: where each op_id is (``story``);
 * ``checkpoint_status(checkpoint, output=...)``: the last committed micro-batch, watermark,
   pending by shard, table sizes (``status``);
@@ -13,13 +15,17 @@ The command line (``spark_purgatory.cli``) prints the same answers.
 """
 
 from .checkpoint import CheckpointInfo, InspectError, read_checkpoint
+from .pending_table import StateNeedsSpark, at_risk_table, pending_table
 from .pending_view import at_risk, horizon_ms, pending_operations
 from .status import checkpoint_status
 from .story import OperationStory, explain
 
 __all__ = [
     "pending_operations",
+    "pending_table",
     "at_risk",
+    "at_risk_table",
+    "StateNeedsSpark",
     "explain",
     "checkpoint_status",
     "OperationStory",

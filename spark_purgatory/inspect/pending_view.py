@@ -39,7 +39,7 @@ import pyarrow as pa
 from ..config import ConfigError, PurgatoryConfig, parse_interval_ms
 from ..contract import PENDING, PENDING_TIME_COLUMNS
 from ..storage import Storage
-from .checkpoint import InspectError, batch_watermark_ms, read_checkpoint, state_path_of
+from .checkpoint import CheckpointInfo, InspectError, batch_watermark_ms, read_checkpoint, state_path_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -104,18 +104,7 @@ def pending_operations(
     cfg = inspect_config(checkpoint, config)
     storage = Storage.of(cfg)
     info = read_checkpoint(checkpoint, storage=storage)
-    batch = info.last_batch if batch_id is None else int(batch_id)
-    if batch is None:
-        raise InspectError(f"no committed micro-batch yet: {checkpoint}")
-    if watermark is None:
-        wm = (
-            info.watermark_ms
-            if batch == info.last_batch
-            else batch_watermark_ms(checkpoint, batch, storage=storage)
-        )
-        wm = 0 if wm is None else wm
-    else:
-        wm = watermark_ms(watermark)
+    batch, wm = batch_and_watermark(checkpoint, info, storage, batch_id, watermark)
     _ = spark.streams  # creates the state store coordinator (module docstring)
     try:
         state = spark.read.format("statestore").option("batchId", batch).load(checkpoint)
@@ -129,6 +118,28 @@ def pending_operations(
         raise InspectError(f"not a purgatory checkpoint (its state holds no shard_state): {checkpoint}")
     values = state.select(F.col(_STATE_COLUMN).alias("state"))
     return values.mapInArrow(_decoder(cfg, wm, batch), from_arrow_schema(PENDING))
+
+
+def batch_and_watermark(
+    checkpoint: str,
+    info: CheckpointInfo,
+    storage: Storage,
+    batch_id: int | None,
+    watermark: WatermarkLike | None,
+) -> tuple[int, int]:
+    """The committed micro-batch to read (the last when ``batch_id`` is None) and the
+    watermark ``time_left_ms`` counts from (that batch's when ``watermark`` is None)."""
+    batch = info.last_batch if batch_id is None else int(batch_id)
+    if batch is None:
+        raise InspectError(f"no committed micro-batch yet: {checkpoint}")
+    if watermark is not None:
+        return batch, watermark_ms(watermark)
+    wm = (
+        info.watermark_ms
+        if batch == info.last_batch
+        else batch_watermark_ms(checkpoint, batch, storage=storage)
+    )
+    return batch, 0 if wm is None else wm
 
 
 def at_risk(
@@ -157,6 +168,7 @@ def at_risk(
         at_risk("/chk", within="1h", spark=spark).select("op_id", "deadline", "progress_text").show()
     """
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     horizon = horizon_ms(within)
     frame = (
@@ -165,12 +177,21 @@ def at_risk(
         else pending_operations(checkpoint, spark=spark, config=config, watermark=watermark)
     )
     soon = frame.filter(F.col("time_left_ms") <= F.lit(horizon))
-    still = F.greatest(F.col("goal") - F.col("progress"), F.lit(0.0))
-    return (
-        soon.withColumn("still_needed", F.when(F.col("progress").isNull(), F.col("goal")).otherwise(still))
-        .withColumn("progress_text", _progress_text())
-        .orderBy("deadline", "op_id")
+    schema = T.StructType(
+        [
+            *soon.schema.fields,
+            T.StructField("still_needed", T.DoubleType()),
+            T.StructField("progress_text", T.StringType()),
+        ]
     )
+    return soon.mapInPandas(_with_progress_text, schema).orderBy("deadline", "op_id")
+
+
+def _with_progress_text(frames: Iterator[Any]) -> Iterator[Any]:
+    from ..engine.inspection import with_progress_text
+
+    for frame in frames:
+        yield with_progress_text(frame)
 
 
 def horizon_ms(within: str | int) -> int:
@@ -208,70 +229,46 @@ def watermark_ms(value: WatermarkLike) -> int:
     return int(value.timestamp() * 1000)
 
 
-def _progress_text() -> Any:
-    """How far an operation is from its condition, in words a person reads at a glance."""
-    from pyspark.sql import functions as F
-
-    cond, progress, goal = F.col("condition"), F.coalesce(F.col("progress"), F.lit(0.0)), F.col("goal")
-
-    def num(column: Any) -> Any:  # 2 rather than 2.0, 12.5 as it is
-        return F.regexp_replace(F.format_number(column, 6), r"\.?0+$|,", "")
-
-    of = F.concat_ws(" of ", num(progress), num(goal))
-    missing = F.array_join(F.coalesce(F.col("members_missing"), F.array()), ", ")
-    lowest = F.array_min(F.map_values(F.coalesce(F.col("offsets"), F.create_map())))
-    return (
-        F.when(
-            cond == "any",
-            F.when(F.col("matched_events") > 0, F.lit("matched")).otherwise(F.lit("no event yet")),
-        )
-        .when(
-            cond == "count",
-            F.concat(
-                of, F.when(F.col("distinct_sources") > 0, F.lit(" sources")).otherwise(F.lit(" events"))
-            ),
-        )
-        .when(cond == "sum", F.concat(F.lit("sum "), of))
-        .when(cond == "all", F.concat(of, F.lit(" members, missing "), missing))
-        .when(
-            cond == "offset",
-            F.concat(
-                F.lit("lowest key at "), F.coalesce(num(lowest), F.lit("none")), F.lit(" of "), num(goal)
-            ),
-        )
-    )
-
-
 def _decoder(config: PurgatoryConfig, wm: int, batch: int) -> Any:
     """The function each state partition's task runs: load every shard value in it through
-    the engine's own loading and yield its pending operations, ``_CHUNK_ROWS`` at a time."""
-    from ..spark.group_state import shard_bytes
+    the engine's own loading and yield its pending operations (``shard_chunks``)."""
     from ..spark.operator import segment_store
 
     store = segment_store(config)
-    times = set(PENDING_TIME_COLUMNS)
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from ..engine.inspection import pending_frame
-        from ..state import WorkerCache, load_state
-
         for record_batch in batches:
             for value in record_batch.column(0).to_pylist():
-                if value is None:
-                    continue
-                try:
-                    p = load_state(shard_bytes(value), config, store, cache=WorkerCache(entries=0))
-                except ValueError as error:  # a state version this release cannot read
-                    raise InspectError(f"unreadable state version at batch {batch}: {error}") from None
-                frame = pending_frame(p, watermark_ms=wm, batch_id=batch)
-                del p
-                for start in range(0, len(frame), _CHUNK_ROWS):
-                    yield _arrow(frame.iloc[start : start + _CHUNK_ROWS], times)
+                if value is not None:
+                    yield from shard_chunks(value, config, store, wm, batch)
 
     return decode
 
 
-def _arrow(frame: Any, times: set[str]) -> pa.RecordBatch:
+def shard_chunks(
+    value: Any, config: PurgatoryConfig, store: Any, wm: int, batch: int, shard: int | None = None
+) -> Iterator[pa.RecordBatch]:
+    """One shard group's value (``spark.group_state``) loaded through the engine's own loading
+    (``state.load_state``, its segment files from ``store``): its pending operations as
+    ``contract.PENDING`` batches of ``_CHUNK_ROWS``; ``shard`` where the state names none."""
+    from ..engine.inspection import pending_frame
+    from ..spark.group_state import shard_bytes
+    from ..state import WorkerCache, load_state
+
+    try:
+        p = load_state(shard_bytes(value), config, store, cache=WorkerCache(entries=0))
+    except ValueError as error:  # a state version this release cannot read
+        raise InspectError(f"unreadable state version at batch {batch}: {error}") from None
+    if p.shard is None and shard is not None:
+        p.shard = shard
+    frame = pending_frame(p, watermark_ms=wm, batch_id=batch)
+    del p
+    times = set(PENDING_TIME_COLUMNS)
+    for start in range(0, len(frame), _CHUNK_ROWS):
+        yield arrow_chunk(frame.iloc[start : start + _CHUNK_ROWS], times)
+
+
+def arrow_chunk(frame: Any, times: set[str]) -> pa.RecordBatch:
     """A ``pending_frame`` chunk as an Arrow batch of ``contract.PENDING`` (ms -> timestamps)."""
     arrays = []
     for field in PENDING:

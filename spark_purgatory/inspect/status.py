@@ -5,10 +5,11 @@ the checkpoint (Spark's offsets and commits logs: the last committed micro-batch
 global watermark), the output tables (row counts from the Delta log, the last micro-batch
 each table committed under the query's app id) and, when the query writes it, the
 ``metrics`` table (one row per micro-batch and shard: pending per shard, each input's
-watermark ...), whose last micro-batch is the freshest picture.  Without a metrics table
-the pending operations per shard are counted from the state (``pending_operations``: needs
-Spark), and each input's own watermark is unknown: Spark's checkpoint keeps only the global
-one.  The result says which source each figure came from.
+watermark ...), whose last micro-batch is the freshest picture.  The pending operations
+per shard are counted from the state's files (``pending_table``: no JVM; Spark's state data
+source only for a state store only Spark reads), and each input's own watermark comes from
+the metrics table: Spark's checkpoint keeps only the global one.  The result says which
+source each figure came from.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..config import PurgatoryConfig
 from ..contract import TABLES
 from ..storage import Storage
 from .checkpoint import read_checkpoint
+from .pending_table import StateNeedsSpark, pending_batches
 from .pending_view import inspect_config, pending_operations
 from .table_readers import DeltaRsReader, TableReader, table_reader
 
@@ -52,7 +54,8 @@ def checkpoint_status(
     Args:
         checkpoint: the query's checkpoint.
         output: where its tables are (row counts, the metrics table); skipped when None.
-        spark: for the pending count from the state.
+        spark: for the pending count from a state only Spark reads (RocksDB ...); the state
+            that ``start`` keeps is read from its files, without Spark.
         config: the query's ``PurgatoryConfig`` (state path, ``storage.*`` settings).
         state: count pending operations from the state; False: from the shards' last
             metrics rows or pending record.  Either counts an operation once (a cross-shard
@@ -107,8 +110,7 @@ def checkpoint_status(
         notes.append("no --output given: no table sizes, no metrics table")
     # the state is read at the last committed batch; the metrics table may lag it (linger.ms)
     if state and info.last_batch is not None:
-        counts = pending_operations(checkpoint, spark=spark, config=cfg).groupBy("shard").count().collect()
-        result["pending_by_shard"] = {str(r["shard"]): int(r["count"]) for r in sorted(counts)}
+        result["pending_by_shard"] = _pending_in_state(checkpoint, cfg, spark, notes)
         result["pending_from"] = f"state, batch {info.last_batch}"
     if result["pending_by_shard"] is None and gauges:
         result["pending_by_shard"] = gauges
@@ -123,6 +125,23 @@ def checkpoint_status(
     if result["pending_by_shard"] is not None:
         result["pending"] = sum(result["pending_by_shard"].values())
     return result
+
+
+def _pending_in_state(
+    checkpoint: str, config: PurgatoryConfig, spark: SparkSession | None, notes: list[str]
+) -> dict[str, int]:
+    """Pending operations per shard in the last committed batch's state: from its files (no
+    JVM), or with Spark where only Spark reads them (said in ``notes``)."""
+    try:
+        counts: dict[int, int] = {}
+        for batch in pending_batches(checkpoint, config=config):
+            for entry in pc.value_counts(batch.column("shard")).to_pylist():
+                counts[entry["values"]] = counts.get(entry["values"], 0) + entry["counts"]
+        return {str(shard): counts[shard] for shard in sorted(counts)}
+    except StateNeedsSpark as why:
+        notes.append(f"the state was read with Spark: {why}")
+    rows = pending_operations(checkpoint, spark=spark, config=config).groupBy("shard").count().collect()
+    return {str(r["shard"]): int(r["count"]) for r in sorted(rows)}
 
 
 def _layout(checkpoint: str, groups: int | None, storage: Storage) -> dict[str, Any]:
@@ -162,7 +181,7 @@ def _last_metrics(tables: TableReader) -> dict | None:
     if isinstance(tables, DeltaRsReader):
         import pyarrow.dataset as ds
 
-        dataset = tables._table(METRICS_TABLE).to_pyarrow_dataset()
+        dataset = tables.dataset(METRICS_TABLE)
         every = dataset.to_table(columns=gauges)
         last = pc.max(every.column("batch_id")).as_py()
         rows = dataset.to_table(filter=ds.field("batch_id") == last) if last is not None else pa.table({})

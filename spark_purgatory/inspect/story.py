@@ -17,12 +17,13 @@ looks in every place an operation or its events can be, and says for each op_id:
 The ``rejected`` table gets ``op_id`` and ``key`` columns in newer releases; for a table
 without them the raw record is searched for the op_id or key, then parsed to confirm it.
 Tables are read by ``tables.table_reader`` (delta-rs unless a session with Delta's
-classes is given); the pending state needs Spark (``pending_operations``), and is skipped
-when no checkpoint (or ``state=False``) is given.
+classes is given); the pending state is read from the checkpoint's files (``pending_table``,
+no JVM; Spark only for a state store only Spark reads), and is skipped when no checkpoint (or
+``state=False``) is given.
 
-Invariant: an op_id is ``pending`` or has an outcome, never both (exactly one outcome, and
-a resolved operation leaves the state); an op_id found nowhere is ``unknown``, with the
-likely reasons.
+Invariant: an op_id is ``pending`` or has an outcome, not both, but for an op_id sent again
+after ``purgatory.dedup.retention.ms`` (a new operation: ``pending``, with the earlier
+outcome and a note); an op_id found nowhere is ``unknown``, with the likely reasons.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..config import PurgatoryConfig
 from ..contract import (
@@ -45,6 +47,7 @@ from ..contract import (
     UNMATCHED_EVENTS,
 )
 from ..storage import Storage
+from .pending_table import StateNeedsSpark, pending_table, with_progress
 from .pending_view import inspect_config, pending_operations
 from .table_readers import TableReader, table_reader
 
@@ -135,9 +138,9 @@ def explain(
     Args:
         op_ids: the operations to look for.
         output: where the query's tables are.
-        checkpoint: the query's checkpoint, to look for pending operations (needs Spark).
-        spark: the session for the state (the active one when None) and, when Delta's
-            classes are on its classpath, for the tables.
+        checkpoint: the query's checkpoint, to look for pending operations.
+        spark: the session for a state only Spark reads (RocksDB ...; the active one when
+            None) and, when Delta's classes are on its classpath, for the tables.
         config: the query's ``PurgatoryConfig`` (state path, ``storage.*`` settings).
         state: look in the checkpoint's state for op_ids that have no outcome.
         reader: the tables' reader (``tables.table_reader`` when None).
@@ -155,13 +158,19 @@ def explain(
     _outcomes(tables, stories)
     _rejections(tables, stories)
     unresolved = [s.op_id for s in stories.values() if s.outcome is None]
-    if unresolved and checkpoint and state:
-        _pending(checkpoint, spark, cfg, stories, unresolved)
+    if checkpoint and state:  # resolved ones too: an op_id re-sent past the dedup retention
+        _pending(checkpoint, spark, cfg, stories, ids)
     elif unresolved:
         for op_id in unresolved:
             stories[op_id].notes.append("the pending state was not read (no checkpoint given)")
     for story in stories.values():
         story.state = _state_of(story)
+        if story.pending is not None and story.outcome is not None:
+            story.notes.append(
+                f"an earlier operation with this op_id was {story.outcome['status']} at "
+                f"{_iso(story.outcome['resolved_at'])}: this one was sent again after "
+                "purgatory.dedup.retention.ms, a new operation"
+            )
     _events(tables, list(stories.values()))
     for story in stories.values():
         if story.state == UNKNOWN:
@@ -195,13 +204,23 @@ def _rejections(tables: TableReader, stories: dict[str, OperationStory]) -> None
 def _pending(
     checkpoint: str, spark: Any, config: PurgatoryConfig, stories: dict[str, OperationStory], ids: list[str]
 ) -> None:
-    from pyspark.sql import functions as F
+    """The pending rows of ``ids``: from the state's files (no JVM), or with Spark where only
+    Spark reads them (said in each story's notes)."""
+    try:
+        table = pending_table(checkpoint, config=config)
+        found = with_progress(table.filter(pc.is_in(table.column("op_id"), pa.array(ids, pa.string()))))
+        rows = found.to_pylist()
+    except StateNeedsSpark as why:
+        from pyspark.sql import functions as F
 
-    from .pending_view import at_risk
+        from .pending_view import at_risk
 
-    pending = pending_operations(checkpoint, spark=spark, config=config)
-    found = at_risk(checkpoint, within=2**62, pending=pending.filter(F.col("op_id").isin(ids)))
-    for row in found.toArrow().to_pylist():
+        pending = pending_operations(checkpoint, spark=spark, config=config)
+        rows = at_risk(checkpoint, within=2**62, pending=pending.filter(F.col("op_id").isin(ids)))
+        rows = rows.toArrow().to_pylist()
+        for op_id in ids:
+            stories[op_id].notes.append(f"the state was read with Spark: {why}")
+    for row in rows:
         story = stories[row["op_id"]]
         story.pending = row
         story.keys = list(row["keys"] or [])

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ..delta.reading import table_dataset
 from ..delta.writers import open_table
 from ..storage import Storage, join
 
@@ -66,11 +67,15 @@ class DeltaRsReader:
         t = self._table(table)
         return [] if t is None else list(t.schema().to_arrow().names)
 
+    def dataset(self, table: str) -> ds.Dataset:
+        """``table``'s rows as a pyarrow dataset read through pyarrow's own filesystem
+        (``delta.reading``: no Python in Arrow's threads, no abort at exit)."""
+        return table_dataset(self._table(table), join(self.output, table), self.storage)
+
     def _where(self, table: str, expression: ds.Expression) -> pa.Table:
-        t = self._table(table)
-        if t is None:
+        if self._table(table) is None:
             return pa.table({})
-        return t.to_pyarrow_dataset().to_table(filter=expression)
+        return self.dataset(table).to_table(filter=expression)
 
     def rows_with(self, table: str, column: str, values: list[str]) -> pa.Table:
         return self._where(table, ds.field(column).isin(values))

@@ -2,6 +2,8 @@
 
 * the Python workers run the driver's interpreter (``spark.pyspark.python`` and
   ``PYSPARK_PYTHON`` from ``sys.executable``), so they see the same virtual environment;
+* a local master binds loopback (``SPARK_LOCAL_IP=127.0.0.1`` unless set): nothing listens
+  beyond the machine, and Spark does not warn that the host name resolves to loopback;
 * UTC session time zone, small shuffle partition count (state is per shard, so
   ``purgatory.shards + 1`` partitions is plenty), no UI, quiet logs;
 * no DataFrame call-site capture (``spark.python.sql.dataFrameDebugging.enabled=false``):
@@ -48,16 +50,21 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from ..config import ConfigError
 from .class_data import java_options
-from .jars import SPARK_SETS, jar_paths, spark_jars
+from .jars import SPARK_SETS, jar_paths, jars_root, spark_jars
 from .settings import CHECKPOINT_FILES, LOCAL_CHECKPOINT_FILES
+from .spark_logs import quiet_spark_logs
 
 __all__ = [
+    "session",
+    "PROVIDED_BY",
     "C1_ONLY",
     "DELTA_CONF",
     "EXTRAS_KEY",
@@ -83,8 +90,87 @@ DELTA_CONF = {
 #: workers (Spark 4.1+; a SparkContext setting: give it when the session is built)
 UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
 
+#: where a local session's JVM binds (``SPARK_LOCAL_IP``): Spark otherwise takes the host's
+#: first non-loopback address when the host name resolves to loopback, and says so at WARN
+LOOPBACK = "127.0.0.1"
+
 #: the session setting naming the JAR sets ``local_session`` put on the class path ("" for none)
 EXTRAS_KEY = "spark.purgatory.jars"
+
+
+#: a class each JAR set puts on the class path: what ``session(require=...)`` looks for
+PROVIDED_BY = {
+    "kafka": "org.apache.spark.sql.kafka010.KafkaSourceProvider",
+    "delta": "io.delta.sql.DeltaSparkSessionExtension",
+    "s3a": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+}
+
+
+def session(
+    app_name: str = "spark-purgatory",
+    *,
+    master: str = "local[*]",
+    require: Sequence[str] = (),
+    shuffle_partitions: int = 9,
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """A local Spark session for the purgatory, with the JVM extras ``make jars`` fetched on
+    its class path: Spark's Kafka source (``source_format="kafka"``), Delta's connector
+    (Spark's Delta writer, catalog tables) and S3A; the defaults of ``local_session``.
+
+    A plain ``SparkSession.builder`` session has none of them: a JVM's class path is fixed
+    when it starts, so build this one before any other in the process.
+
+    Args:
+        app_name: the application's name.
+        master: a local master (``local[*]``, ``local[2]``).
+        require: the sets the caller needs (``"kafka"``, ``"delta"``, ``"s3a"``): each
+            missing one fails here, in one line saying what is missing and what to do.
+        shuffle_partitions: ``spark.sql.shuffle.partitions`` (``start`` sets its own).
+        conf: more Spark settings.
+
+    Raises:
+        ConfigError: a required set was never fetched, or a session already running in this
+            process lacks it.
+
+    Example::
+
+        import spark_purgatory
+        from spark_purgatory import start
+
+        spark = spark_purgatory.session(require=["kafka"])
+        start("operations", "events", source_format="kafka", spark=spark,
+              kafka_options={"kafka.bootstrap.servers": "127.0.0.1:9092"}, ...)
+    """
+    unknown = [name for name in require if name not in PROVIDED_BY]
+    if unknown:
+        raise ConfigError(f"session(require=...): unknown {unknown}; one of {', '.join(PROVIDED_BY)}")
+    unfetched = [name for name in require if not jar_paths(name)]
+    if unfetched:
+        raise ConfigError(
+            f"the JARs of {', '.join(unfetched)} are not in {jars_root()}: run `make jars` in the "
+            "checkout (it needs mvn), or set SPARK_PURGATORY_JARS to a folder that holds "
+            f"{', '.join(name + '/' for name in unfetched)}"
+        )
+    running = SparkContext._active_spark_context is not None
+    spark = local_session(app_name, master=master, shuffle_partitions=shuffle_partitions, conf=conf)
+    absent = [name for name in require if running and not _loadable(spark, PROVIDED_BY[name])]
+    if absent:
+        raise ConfigError(
+            f"a Spark session already runs in this process without {', '.join(absent)} on its class "
+            "path (a JVM's class path is fixed when it starts): call spark_purgatory.session() "
+            "before any other session is built, or stop that one first (spark.stop())"
+        )
+    return spark
+
+
+def _loadable(spark: SparkSession, cls: str) -> bool:
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.java.lang.Class.forName(cls, False, jvm.Thread.currentThread().getContextClassLoader())
+    except Exception:  # noqa: BLE001 - py4j's ClassNotFoundException
+        return False
+    return True
 
 
 def local_session(
@@ -105,6 +191,8 @@ def local_session(
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):  # the JVM binds loopback, not the host's first interface
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -134,6 +222,7 @@ def local_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    quiet_spark_logs(spark)
     return spark
 
 

@@ -110,6 +110,10 @@ def condition_names() -> str:
     return f"{' '.join(CONDITIONS)}|{needing}|{CONDITION_NAMES[ALL]}"
 
 
+#: the session settings that record a registered function (``_registered``)
+_REGISTERED = "spark.purgatory.registered"
+
+
 def operation_checks(spark: SparkSession) -> str | None:
     """The checks' SQL name, registered in ``spark``'s session; None without the JAR."""
     return _registered(spark, *CHECKS)
@@ -134,7 +138,12 @@ def _registered(spark: SparkSession, name: str, cls: str, returns: T.DataType) -
     if not _loadable(spark, cls) and not _added(spark, cls):
         log.debug("%s is not on the classpath: SQL instead", cls)
         return None
-    spark.udf.registerJavaFunction(name, cls, returns)
+    # once per session: a second start() would replace it, and Spark warns that it did (the
+    # session's catalog is not asked: that would create spark-warehouse/ in the working directory)
+    marker = f"{_REGISTERED}.{name}"
+    if spark.conf.get(marker, None) != cls:
+        spark.udf.registerJavaFunction(name, cls, returns)
+        spark.conf.set(marker, cls)
     return name
 
 

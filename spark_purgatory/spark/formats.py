@@ -345,9 +345,18 @@ def check_kafka_source(spark: SparkSession, options: dict[str, str]) -> None:
     try:
         jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider", False, loader)
     except Exception as error:  # noqa: BLE001 - py4j's ClassNotFoundException
+        from ..runtime.jars import jar_paths, jars_root
+
+        if jar_paths("kafka"):  # fetched, but this session was built without it
+            hint = (
+                f"`make jars` fetched it into {jars_root() / 'kafka'}, but this session was built "
+                "without it (a plain SparkSession.builder adds no JARs, and a running JVM's class "
+                "path is fixed): build the session with spark_purgatory.session(require=['kafka'])"
+            )
+        else:
+            hint = f"`make jars` fetches it for local sessions; on a cluster add {KAFKA_COORDINATES}"
         raise ConfigError(
-            "source format kafka: Spark's Kafka source is not on this session's classpath "
-            f"(`make jars` fetches it for local sessions; on a cluster add {KAFKA_COORDINATES})"
+            f"source format kafka: Spark's Kafka source is not on this session's class path ({hint})"
         ) from error
     servers = options.get("kafka.bootstrap.servers")
     if not servers:

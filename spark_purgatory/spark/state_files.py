@@ -36,9 +36,20 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..storage import listing, write_whole
+from .labels import shard_labels
 from .xxhash import xxh32
 
-__all__ = ["GroupValue", "StateFormatError", "read_version", "write_version", "encode_value", "decode_value"]
+__all__ = [
+    "GroupValue",
+    "HDFS_PROVIDER",
+    "StateFormatError",
+    "read_version",
+    "read_groups",
+    "unknown_format",
+    "write_version",
+    "encode_value",
+    "decode_value",
+]
 
 _MAGIC = b"LZ4Block"
 _RAW, _LZ4 = 0x10, 0x20
@@ -46,6 +57,17 @@ _LEVEL = 5  # 32 KiB blocks (lz4-java's level for Spark's default block size)
 _BLOCK = 1 << (10 + _LEVEL)
 _SEED = 0x9747B28C
 NO_TIMEOUT = -1
+
+#: Spark's HDFS-backed state store, the provider whose files this module reads
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+#: the session settings (kept in the offsets log) that say how the state is stored, and the
+#: values this module reads: Spark's HDFS-backed store, the lz4 codec, state format 2
+_KNOWN_FORMAT = {
+    "spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER,
+    "spark.sql.streaming.stateStore.compression.codec": "lz4",
+    "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "2",
+    "spark.sql.streaming.stateStore.checkpointFormatVersion": "1",
+}
 
 
 class StateFormatError(ValueError):
@@ -85,6 +107,38 @@ def read_version(fs: pafs.FileSystem, operator_dir: str, partition: int, version
             else:
                 rows[key] = value
     return [decode_value(key, value) for key, value in rows.items()]
+
+
+def read_groups(fs: pafs.FileSystem, operator_dir: str, groups: int, version: int) -> dict[int, GroupValue]:
+    """Every group's entry at ``version`` by shard number (``groups`` = shards + 1, the
+    cross-shard group last: ``labels.shard_labels``); a partition no group has lived in
+    reads as none.
+
+    Raises:
+        StateFormatError: a missing version, a file or a group label this module does not know.
+    """
+    labels = shard_labels(groups)
+    number = {label: n for n, label in enumerate(labels)}
+    found: dict[int, GroupValue] = {}
+    for partition in range(groups):
+        try:
+            entries = read_version(fs, operator_dir, partition, version)
+        except FileNotFoundError:
+            entries = []  # no group has lived in this partition
+        for g in entries:
+            if g.label not in number:
+                raise StateFormatError(
+                    f"state group {g.label} is no shard label of {groups - 1} shards: not a layout this "
+                    "release knows"
+                )
+            found[number[g.label]] = g
+    return found
+
+
+def unknown_format(conf: dict[str, str]) -> list[str]:
+    """The settings of a checkpoint's offsets log (``conf``) under which its state is not in
+    the format this module reads, as ``key=value`` (empty: readable)."""
+    return [f"{key}={conf[key]}" for key, known in _KNOWN_FORMAT.items() if conf.get(key, known) != known]
 
 
 def write_version(

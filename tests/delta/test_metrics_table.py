@@ -7,6 +7,7 @@ the crash harness checks it after kill -9 too (``test_crash``).
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 
@@ -189,11 +190,16 @@ def test_start_writes_one_row_per_batch_and_shard_that_add_up_to_the_other_table
     )
     out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
     config = _config()
-    runs = []
+    runs, figures = [], []
     for first, count in ((0, 3), (3, 3)):  # two available-now runs on one checkpoint: a restart
         _deliver(work, tmp_path, first, count, files)
         with start(
-            str(tmp_path / "ops"), str(tmp_path / "events"), output=out, checkpoint=chk, config=config
+            str(tmp_path / "ops"),
+            str(tmp_path / "events"),
+            output=out,
+            checkpoint=chk,
+            config=config,
+            on_batch=figures.append,
         ) as q:
             q.await_termination()
         runs.append(q.totals["batches"])
@@ -254,6 +260,9 @@ def test_start_writes_one_row_per_batch_and_shard_that_add_up_to_the_other_table
     assert (in_state.shard == 2).any()  # cross-shard operations pending: their stubs are held
     assert q.pending == q.totals["pending"] == q.history[-1]["pending"] == len(in_state)
     assert checkpoint_status(chk, output=out, config=config, state=False)["pending"] == len(in_state)
+    # start()'s docstring names every figure on_batch gets
+    documented = inspect.getdoc(start).split("on_batch:")[1].split("on_linger:")[0]
+    assert figures and [key for key in figures[-1] if f"``{key}``" not in documented] == []
 
 
 @pytest.mark.spark

@@ -172,6 +172,7 @@ def test_spark_writer_without_delta_classes_stops_at_start_with_one_line(tmp_pat
     assert said == [
         "ConfigError: job.writer=spark: Spark's Delta data source is not on this session's classpath; "
         "add io.delta:delta-spark_2.13:4.4.0 (spark-submit --packages io.delta:delta-spark_2.13:4.4.0, "
-        "a cluster library, or `make jars` for local sessions) or use job.writer=delta-rs"
+        "a cluster library, or `make jars` and spark_purgatory.session(require=['delta']) for local "
+        "sessions) or use job.writer=delta-rs"
     ]
     assert "Traceback" not in job.stderr and not (tmp_path / "out").exists()

@@ -130,9 +130,15 @@ from spark_purgatory import PurgatoryConfig, start
 spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
 root, ops, events = sys.argv[1:4]
 config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")
-with start(ops, events, output=root + "/tables", checkpoint=root + "/chk", config=config) as purgatory:
-    purgatory.await_termination()
+print("START", file=sys.stderr, flush=True)
+for run in range(2):  # a start, then a restart on the checkpoint
+    with start(ops, events, output=root + "/tables", checkpoint=root + "/chk", config=config) as purgatory:
+        purgatory.await_termination()
+    if run == 0:
+        first = purgatory.totals["completed"]
 print("JARS", spark.sparkContext._jsc.sc().listJars().mkString(","))
+assert purgatory.totals["completed"] == 0, "a restart on the same input completes nothing again"
+purgatory = type("Run", (), {"totals": {"completed": first}})
 print("TOTALS", purgatory.totals["completed"])
 """
 
@@ -159,10 +165,15 @@ def _run_example(tmp_path, **env_extra):
 @pytest.mark.spark
 def test_the_one_call_works_from_a_venv_python_that_is_not_activated(tmp_path):
     """``.venv/bin/python example.py`` with a plain ``SparkSession.builder``: the PATH's
-    python3 lacks pyarrow, so the workers must get the driver's interpreter."""
+    python3 lacks pyarrow, so the workers must get the driver's interpreter; it starts twice
+    (a restart) and Spark says nothing at WARN that asks nothing of the user."""
     (ops, events, _, _), done = _run_example(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-1] == f"TOTALS {len(reference(ops, events))}"
+    # from start() on, a start and a restart print no WARN line a user cannot act on
+    # (runtime.spark_logs), and no Python traceback
+    after = done.stderr[done.stderr.index("START") :]
+    assert [line for line in after.splitlines() if " WARN " in line or "Traceback" in line] == []
     # the session was built without the project's JAR: start() added the checkout's
     # (``spark.checks``), so the routing ran as its JVM function
     added = done.stdout.splitlines()[-2]
@@ -182,6 +193,24 @@ def test_workers_without_the_project_stop_the_start_with_one_line_saying_what_to
     )
     assert "cannot import pyarrow: set spark.pyspark.python (or PYSPARK_PYTHON) to " + sys.executable in last
     assert not os.path.exists(tmp_path / "chk" / "offsets")
+
+
+@pytest.mark.spark
+def test_a_start_that_fails_leaves_no_checkpoint_behind(spark, tmp_path):
+    """Kafka that does not answer (or a session without Spark's Kafka source) stops the start
+    in one line, after the checkpoint's lease and wake directory were made: they go too."""
+    from spark_purgatory.config import ConfigError
+
+    kafka = {"kafka.bootstrap.servers": "127.0.0.1:9", "kafka.default.api.timeout.ms": "2000"}
+    with pytest.raises(ConfigError, match="Kafka"):
+        start("ops", "events", output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
+              source_format="kafka", kafka_options=kafka, spark=spark)  # fmt: skip
+    assert not (tmp_path / "chk").exists()
+    (tmp_path / "kept").mkdir()  # a checkpoint that was there stays
+    with pytest.raises(ConfigError, match="Kafka"):
+        start("ops", "events", output=str(tmp_path / "out"), checkpoint=str(tmp_path / "kept"),
+              source_format="kafka", kafka_options=kafka, spark=spark)  # fmt: skip
+    assert (tmp_path / "kept").is_dir()
 
 
 # -- configuration errors name the key, the value and what is allowed -------------------------------------

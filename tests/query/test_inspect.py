@@ -24,8 +24,16 @@ from chispa import assert_df_equality
 
 from spark_purgatory import Purgatory, PurgatoryConfig, start
 from spark_purgatory.engine.inspection import pending_frame
-from spark_purgatory.inspect import at_risk, checkpoint_status, explain, pending_operations, read_checkpoint
-from spark_purgatory.inspect.pending_view import _arrow
+from spark_purgatory.inspect import (
+    at_risk,
+    at_risk_table,
+    checkpoint_status,
+    explain,
+    pending_operations,
+    pending_table,
+    read_checkpoint,
+)
+from spark_purgatory.inspect.pending_view import arrow_chunk
 from spark_purgatory.state import SegmentStore
 from tests.spark.test_streaming import _keys_in_different_shards
 from tests.support.stream_helpers import T0, Files, iso
@@ -135,7 +143,7 @@ def made(spark, tmp_path_factory):
 
 
 def as_spark(spark, frame: pd.DataFrame):
-    return spark.createDataFrame(pa.Table.from_batches([_arrow(frame, {"ts", "deadline", "watermark"})]))
+    return spark.createDataFrame(pa.Table.from_batches([arrow_chunk(frame, {"ts", "deadline", "watermark"})]))
 
 
 @pytest.mark.parametrize("when", ["mid-stream", "after the restart"])
@@ -150,6 +158,37 @@ def test_pending_equals_one_purgatorys_pending_for_the_same_input(spark, made, w
     )
     batches = {r.batch_id for r in actual.select("batch_id").distinct().collect()}
     assert batches == {made.first_batch if mid else read_checkpoint(made.checkpoint).last_batch}
+
+
+@pytest.mark.parametrize("when", ["mid-stream", "after the restart"])
+def test_pending_table_reads_the_same_rows_from_the_files_without_spark(made, when):
+    mid = when == "mid-stream"
+    got = pending_table(made.checkpoint, batch_id=made.first_batch if mid else None)
+    expected = pa.Table.from_batches(
+        [arrow_chunk(made.first_pending if mid else made.final_pending, {"ts", "deadline", "watermark"})]
+    )
+    assert got.schema == expected.schema
+    assert (
+        got.select(COMPARED).sort_by("op_id").to_pylist()
+        == expected.select(COMPARED).sort_by("op_id").to_pylist()
+    )
+    assert set(got.column("batch_id").to_pylist()) == {
+        made.first_batch if mid else read_checkpoint(made.checkpoint).last_batch
+    }
+    cross = got.filter(pa.compute.equal(got.column("op_id"), "p-cross")).to_pylist()
+    assert [(r["shard"], r["progress"]) for r in cross] == [(CONFIG.shards, 2.0)]  # once, the cross group
+
+
+def test_at_risk_table_equals_spark_at_risk(spark, made):
+    for within in ("10s", "1h"):
+        fields = ["op_id", "time_left_ms", "still_needed", "progress_text"]
+        spark_rows = [
+            tuple(r) for r in at_risk(made.checkpoint, within=within, spark=spark).select(fields).collect()
+        ]
+        table_rows = [
+            tuple(r[f] for f in fields) for r in at_risk_table(made.checkpoint, within=within).to_pylist()
+        ]
+        assert table_rows == spark_rows
 
 
 def test_a_cross_shard_operation_appears_once_from_the_cross_shard_group(spark, made):
@@ -212,7 +251,12 @@ def test_status_reads_the_last_batch_and_counts_pending_by_shard(spark, made):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    """The command line in a process that cannot start a JVM: no command here may need one."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "JAVA_HOME": "/nonexistent-java",
+    }
     return subprocess.run(
         [sys.executable, "-m", "spark_purgatory", *args], capture_output=True, text=True, env=env, timeout=300
     )
@@ -233,6 +277,31 @@ def test_the_command_line_answers_at_risk_and_explain(made):
     }  # fmt: skip
     table = cli("explain", "--output", made.output, "--no-state", "e-gone")
     assert table.returncode == 0 and table.stdout.startswith("e-gone: expired at")
+
+
+def test_the_command_line_answers_pending_status_and_explain_without_a_jvm(made):
+    pending = cli("pending", "--checkpoint", made.checkpoint)
+    assert pending.returncode == 0 and not pending.stderr, pending.stderr
+    assert f"{len(made.final_pending)} pending" in pending.stdout
+    assert "1 of 3 members, missing m1, m3" in pending.stdout  # which members are missing
+    lines = cli("pending", "--checkpoint", made.checkpoint, "--json")
+    rows = [json.loads(line) for line in lines.stdout.splitlines()]
+    assert sorted(r["op_id"] for r in rows) == sorted(made.final_pending["op_id"])
+    assert {r["op_id"]: r["offsets"] for r in rows}["p-offset"] == {"kx": 12.0, "ky": 4.0}
+    status = cli("status", "--checkpoint", made.checkpoint, "--output", made.output, "--json")
+    assert status.returncode == 0 and not status.stderr, status.stderr
+    report = json.loads(status.stdout)
+    assert report["pending"] == len(made.final_pending) and report["pending_from"].startswith("state")
+    told = cli(
+        "explain", "--checkpoint", made.checkpoint, "--output", made.output, "--json", "p-all", "c-done"
+    )
+    assert told.returncode == 0 and not told.stderr, told.stderr
+    stories = {s["op_id"]: s for s in json.loads(told.stdout)}
+    assert stories["p-all"]["state"] == "pending" and stories["p-all"]["pending"]["members_missing"] == [
+        "m1",
+        "m3",
+    ]
+    assert stories["c-done"]["state"] == "completed"
 
 
 @pytest.mark.parametrize(

@@ -208,10 +208,38 @@ def test_lines_and_records_queued_for_one_step_keep_their_own_raw():
     t.step()
     assert t.rejected()[["raw", "reason"]].values.tolist() == [
         ["nope", "malformed_json"],
-        ['{"key": "k", "op_id": "a", "timeout_ms": -1, "ts": 0}', "negative_timeout"],
+        ['{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": -1}', "negative_timeout"],  # as given
     ]
     with pytest.raises(TypeError, match="not both"):
         t.add_operations(["{}", {"op_id": "b"}])
+
+
+def test_rows_rejected_after_reading_show_the_fields_the_operator_read_as_on_spark():
+    """``late`` and ``duplicate_op_id`` are decided after a row was read and routed: its raw is
+    the fields with a value, in the contract's order (keys as sent, ts in epoch ms), whether
+    the row came as a line (an unknown field, nulls) or as a record, as on Spark
+    (``tests/spark/test_streaming.py``, the late rows); a line rejected as it is read keeps
+    its text."""
+    t = harness()
+    t.add_operations(['{"op_id": "a", "keys": ["k2", "k1"], "ts": 0, "timeout_ms": 10}'])
+    t.step()
+    t.advance_watermark(5)
+    t.add_operations([
+        '{"op_id": "a", "keys": ["k2", "k1"], "ts": 9, "timeout_ms": 10, "members": null, "extra": 1}',
+        '{"op_id": "late", "key": "k", "ts": 1, "timeout_ms": 10}',
+        '{"op_id": "bad", "key": "k", "ts": 9, "timeout_ms": -1, "extra": 1}',
+    ])  # fmt: skip
+    t.add_events([{"key": "k", "ts": 2, "source": None}])
+    t.step()
+    assert sorted(t.rejected()[["reason", "raw"]].values.tolist()) == [
+        [
+            "duplicate_op_id",
+            '{"op_id": "a", "keys": ["k2", "k1"], "ts": 9, "timeout_ms": 10, "condition": "any"}',
+        ],
+        ["late", '{"key": "k", "ts": 2}'],
+        ["late", '{"op_id": "late", "keys": ["k"], "ts": 1, "timeout_ms": 10, "condition": "any"}'],
+        ["negative_timeout", '{"op_id": "bad", "key": "k", "ts": 9, "timeout_ms": -1, "extra": 1}'],
+    ]
 
 
 def test_of_two_copies_with_equal_ts_the_one_in_the_lower_numbered_shard_is_kept_as_on_spark():

@@ -59,3 +59,39 @@ def test_the_broker_dies_with_the_process_that_started_it_even_on_kill_minus_nin
     while _alive(broker_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(broker_pid), "the broker outlived its owner"
+
+
+@pytest.mark.jars("kafka-broker")
+def test_a_broker_started_from_the_command_line_outlives_it_and_restarts_on_its_data(tmp_path, capsys):
+    """``python -m spark_purgatory.kafka_broker start|topic|stop|status --data DIR``: the
+    broker runs after the command returns, and a second start serves the topics and records
+    of the first."""
+    from confluent_kafka import Consumer
+
+    from spark_purgatory.kafka_broker import main, running_at, stop_at
+
+    data = str(tmp_path / "kafka")
+    try:
+        assert main(["start", "--data", data]) == 0
+        servers = capsys.readouterr().out.strip()
+        assert main(["topic", "--data", data, "ops", "--partitions", "2"]) == 0
+        broker = KafkaBroker(data_dir=data)
+        broker.port = int(servers.rsplit(":", 1)[1])
+        broker.produce("ops", ["a", "b"], partitions=0)
+        pid = running_at(data)[0]
+        assert main(["stop", "--data", data]) == 0 and not _alive(pid)
+        assert main(["status", "--data", data]) == 1
+        assert main(["start", "--data", data]) == 0
+        assert capsys.readouterr().out.strip().splitlines()[-1] == servers  # the same ports
+        consumer = Consumer({"bootstrap.servers": servers, "group.id": "g", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["ops"])
+        values, deadline = [], time.monotonic() + 60
+        while len(values) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        consumer.close()
+        assert values == [b"a", b"b"]
+    finally:
+        stop_at(data)
+    assert running_at(data) is None

@@ -121,6 +121,21 @@ def test_late_rows_are_rejected_not_dropped(spark, tmp_path):
     late = run.rejected[run.rejected["reason"] == "late"]
     assert sorted(late["source"]) == ["events", "operations"]
     assert json.loads(late[late["source"] == "operations"]["raw"].iloc[0])["op_id"] == "late-op"
+    # rejected by the shards: the fields the operator read, those with a value (docs/contract.md)
+    assert sorted(late["raw"]) == sorted(
+        [
+            json.dumps(
+                {
+                    "op_id": "late-op",
+                    "keys": ["k"],
+                    "ts": T0 + 1_000,
+                    "timeout_ms": 10_000,
+                    "condition": "any",
+                }
+            ),
+            json.dumps({"key": "k", "ts": T0 + 500}),
+        ]
+    )
     dropped = sum(
         s.get("numRowsDroppedByWatermark", 0) for p in run.progress for s in p.get("stateOperators", [])
     )

@@ -236,7 +236,7 @@ def _write_checkpoint(cluster: Rescalable, root, watermark: int, batch: int = 4)
     and each shard group's value in Spark's state store (the groups' labels, their timeouts)."""
     conf = {
         "spark.sql.shuffle.partitions": str(cluster.shards + 1),
-        "spark.sql.streaming.stateStore.providerClass": rescale_module._HDFS,
+        "spark.sql.streaming.stateStore.providerClass": state_files.HDFS_PROVIDER,
         "spark.sql.streaming.stateStore.compression.codec": "lz4",
         "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "2",
     }

@@ -1,0 +1,155 @@
+"""The pending operations of a checkpoint read from its files, without a JVM: ``pending_table``.
+
+``pending_operations`` (``pending_view``) asks Spark's state data source, which costs a JVM
+start (seconds) before the first row.  The operator's state is small and its format stable
+(``spark.state_files`` reads and writes it for ``rescale``), so the questions a person types
+(``spark-purgatory pending``, ``at-risk``, ``status``, ``explain``) read it directly: each
+shard group's value at the last committed micro-batch K (state version K + 1: micro-batch N
+reads version N and writes N + 1) from the HDFS-backed store's files, through the engine's
+own loading (``state.load_state``, segment files included) and ``engine.inspection``'s
+``pending_frame``, one shard at a time.
+
+It reads what ``start`` writes: Spark's HDFS-backed store with the lz4 codec and state format
+2 (what the offsets log records).  A checkpoint kept otherwise (RocksDB, another codec) raises
+``StateNeedsSpark``, whose one line says why; the caller then asks Spark
+(``pending_operations``) if it has a session.
+
+Invariant: the rows are ``pending_operations``'s rows for the same batch and watermark
+(``tests/query/test_inspect.py`` compares the two), in shard order, each shard's in arrival
+order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import PurgatoryConfig
+from ..contract import PENDING
+from ..spark import state_files
+from ..state import SegmentStore
+from ..state.layout import OPERATOR_STATE
+from ..storage import Storage
+from .checkpoint import InspectError, read_checkpoint
+from .pending_view import WatermarkLike, batch_and_watermark, horizon_ms, inspect_config, shard_chunks
+
+__all__ = ["StateNeedsSpark", "pending_table", "pending_batches", "at_risk_table", "with_progress"]
+
+
+class StateNeedsSpark(InspectError):
+    """The checkpoint keeps its state in a form only Spark reads (the message says which)."""
+
+
+def pending_table(
+    checkpoint: str,
+    *,
+    config: PurgatoryConfig | None = None,
+    watermark: WatermarkLike | None = None,
+    batch_id: int | None = None,
+) -> pa.Table:
+    """The pending operations of the query on ``checkpoint``, as an Arrow table, without Spark.
+
+    The arguments are those of ``pending_operations`` (no session); so are the columns
+    (``contract.PENDING``): one row per pending operation, a cross-shard one once.
+
+    Raises:
+        InspectError: no such checkpoint, not a purgatory checkpoint, or nothing committed.
+        StateNeedsSpark: a state store only Spark reads (``pending_operations`` does).
+
+    Example::
+
+        pending = pending_table("/chk").to_pandas()
+        pending[pending["condition"] == "all"][["op_id", "members_missing"]]
+    """
+    return pa.Table.from_batches(
+        list(pending_batches(checkpoint, config=config, watermark=watermark, batch_id=batch_id)),
+        schema=PENDING,
+    )
+
+
+def at_risk_table(
+    checkpoint: str,
+    *,
+    within: str | int,
+    config: PurgatoryConfig | None = None,
+    watermark: WatermarkLike | None = None,
+) -> pa.Table:
+    """``at_risk`` without Spark: the pending operations due within ``within`` of the
+    watermark (overdue ones included), earliest deadline first, with ``still_needed`` and
+    ``progress_text``.  Arguments and errors as ``pending_table``'s.
+
+    Example::
+
+        at_risk_table("/chk", within="1h").select(["op_id", "deadline", "progress_text"])
+    """
+    horizon = horizon_ms(within)
+    due = [
+        b.filter(pc.less_equal(b.column("time_left_ms"), horizon))
+        for b in pending_batches(checkpoint, config=config, watermark=watermark)
+    ]
+    table = pa.Table.from_batches(due, schema=PENDING)
+    return with_progress(table.sort_by([("deadline", "ascending"), ("op_id", "ascending")]))
+
+
+def with_progress(table: pa.Table) -> pa.Table:
+    """``table`` (``contract.PENDING`` columns) with ``still_needed`` and ``progress_text``
+    (``engine.inspection.with_progress_text``)."""
+    from ..engine.inspection import with_progress_text
+
+    asked = [
+        "condition",
+        "progress",
+        "goal",
+        "matched_events",
+        "distinct_sources",
+        "members_missing",
+        "offsets",
+    ]
+    frame = with_progress_text(table.select(asked).to_pandas())
+    return table.append_column("still_needed", pa.array(frame["still_needed"], pa.float64())).append_column(
+        "progress_text", pa.array(frame["progress_text"], pa.string())
+    )
+
+
+def pending_batches(
+    checkpoint: str,
+    *,
+    config: PurgatoryConfig | None = None,
+    watermark: WatermarkLike | None = None,
+    batch_id: int | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """``pending_table``'s rows one shard at a time (memory bounded by the largest shard).
+
+    The checkpoint is checked before the first batch is asked for: a wrong path or a state
+    only Spark reads raises here, not part-way through."""
+    cfg = inspect_config(checkpoint, config)
+    storage = Storage.of(cfg)
+    info = read_checkpoint(checkpoint, storage=storage)
+    batch, wm = batch_and_watermark(checkpoint, info, storage, batch_id, watermark)
+    unknown = state_files.unknown_format(info.conf)
+    if unknown:
+        raise StateNeedsSpark(f"its state store is {', '.join(unknown)}, which only Spark reads")
+    if info.groups is None:
+        raise StateNeedsSpark("its offsets log records no shuffle partitions")
+    fs, root = storage.filesystem(checkpoint)
+    try:
+        groups = state_files.read_groups(fs, f"{root}/{OPERATOR_STATE}", info.groups, batch + 1)
+    except state_files.StateFormatError as error:
+        raise StateNeedsSpark(str(error)) from None
+    from ..spark.operator import segment_store
+
+    return _shards(groups, cfg, segment_store(cfg), wm, batch)
+
+
+def _shards(
+    groups: dict[int, state_files.GroupValue],
+    config: PurgatoryConfig,
+    store: SegmentStore | None,
+    wm: int,
+    batch: int,
+) -> Iterator[pa.RecordBatch]:
+    for shard in sorted(groups):
+        if groups[shard].state is not None:
+            yield from shard_chunks(groups[shard].state, config, store, wm, batch, shard)

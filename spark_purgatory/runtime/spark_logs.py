@@ -1,0 +1,77 @@
+"""Spark's log lines that a user of ``start()`` cannot act on, filtered out of the driver's log.
+
+A purgatory query makes Spark say, at WARN, things that are true of every such query and ask
+nothing of the person reading them:
+
+* ``HDFSBackedStateStoreProvider``: "The state for version N doesn't exist in loadedMaps.
+  Reading snapshot file and delta files if needed": once per state partition at every
+  (re)start, the store reading its files as it always does after a restart;
+* ``ResolveWriteToStream``: "spark.sql.adaptive.enabled is not supported in streaming
+  DataFrames/Datasets and will be disabled", and ``MicroBatchExecution``: "Disabling AQE
+  since AQE is not supported in stateful workloads": Spark turning off for the query what
+  it never uses in streaming;
+* ``SparkStringUtils``: "Truncated the string representation of a plan since it was too
+  large": the operator's plan is large, and nothing reads its string;
+* ``FileStreamSink`` "Assume no metadata directory" (with a Java stack trace) and
+  ``HadoopFSUtils`` "... was not found. Was it deleted very recently?" for a file of the
+  checkpoint's wake directory (``handoff.wake``): at a restart Spark looks again at the wake
+  files of the last micro-batch, which the query has already read and forgotten.
+
+``quiet_spark_logs(spark)`` adds one log4j2 ``RegexFilter`` per message to the driver JVM's
+root logger configuration (DENY on a match, NEUTRAL otherwise), so every other line of those
+classes, and everything else Spark logs, is printed as before.  It is idempotent, needs a
+classic session (a Spark Connect client has no JVM handle: nothing to do), and never fails
+the caller.
+
+Invariant: only the messages listed in ``UNACTIONABLE`` are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+__all__ = ["UNACTIONABLE", "quiet_spark_logs"]
+
+log = logging.getLogger(__name__)
+
+#: the messages dropped, as regular expressions over the whole formatted message
+UNACTIONABLE: tuple[str, ...] = (
+    r".*The state for version \d+ doesn't exist in loadedMaps.*",
+    r".*spark\.sql\.adaptive\.enabled is not supported in streaming DataFrames/Datasets.*",
+    r".*Disabling AQE since AQE is not supported in stateful workloads.*",
+    r".*Truncated the string representation of a plan since it was too large.*",
+    r".*Assume no metadata directory\. Error while looking for metadata directory in the path: "
+    r"\S*/purgatory-wake/.*",
+    r".*The directory \S*/purgatory-wake/\S* was not found\. Was it deleted very recently\?.*",
+)
+#: marks the JVM whose log4j2 configuration has the filters (a system property)
+_MARK = "spark.purgatory.quietLogs"
+
+
+def quiet_spark_logs(spark: Any) -> bool:
+    """Filter ``UNACTIONABLE`` out of the driver JVM's log; True when the filters are in place."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return False
+    try:
+        system = jvm.java.lang.System
+        if system.getProperty(_MARK) == "true":
+            return True
+        core = jvm.org.apache.logging.log4j.core
+        result = getattr(core, "Filter$Result")
+        context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
+        root = context.getConfiguration().getRootLogger()
+        gateway = spark.sparkContext._gateway
+        flags = gateway.new_array(jvm.java.lang.String, 1)
+        flags[0] = "DOTALL"
+        for pattern in UNACTIONABLE:
+            root.addFilter(
+                core.filter.RegexFilter.createFilter(pattern, flags, False, result.DENY, result.NEUTRAL)
+            )
+        context.updateLoggers()
+        system.setProperty(_MARK, "true")
+        return True
+    except Exception:  # noqa: BLE001 - another logging backend: Spark's lines stay as they are
+        log.debug("could not filter Spark's log", exc_info=True)
+        return False
