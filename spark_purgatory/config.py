@@ -99,6 +99,8 @@ class PurgatoryConfig:
     storage_region: str = ""
     storage_allow_http: bool = False
     storage_s3_conditional_put: str = "etag"
+    stop_timeout_ms: int = 60_000
+    output_take_over: bool = False
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -242,6 +244,10 @@ _FIELDS_BY_KEY = {
     "storage.region": "storage_region",
     "storage.allow.http": "storage_allow_http",
     "storage.s3.conditional.put": "storage_s3_conditional_put",
+    # how long a stop (stop(), SIGTERM, SIGINT) lets the micro-batch under way finish
+    "query.stop.timeout.ms": "stop_timeout_ms",
+    # the output tables belong to another checkpoint: make them this one's (delta.ownership)
+    "output.take.over": "output_take_over",
 }
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 #: the smallest value of each number field
@@ -259,6 +265,7 @@ _LOWEST = {
     "dedup_retention_ms": 0,
     "accumulator_linger_ms": 0,
     "max_future_ms": 0,
+    "stop_timeout_ms": 0,
 }
 #: a field's annotation (text: ``from __future__ import annotations``) -> its type, in words
 _TYPES = {"int": numbers.Integral, "str": str, "bool": (bool, np.bool_)}
@@ -286,7 +293,7 @@ _TEXT_FIELDS = (
 def _coerce(key: str, name: str, raw: object) -> object:
     if name in _TEXT_FIELDS:
         return str(raw).strip()
-    if name in ("cross_shard_operations", "storage_allow_http"):
+    if name in ("cross_shard_operations", "storage_allow_http", "output_take_over"):
         if isinstance(raw, bool):
             return raw
         text = str(raw).strip().lower()

@@ -38,7 +38,6 @@ import argparse
 import dataclasses
 import logging
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -127,6 +126,12 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     parser.add_argument("--conf", action="append", default=[], help="a .conf file of KEY = VALUE lines")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key")
     parser.add_argument(
+        "--take-over-output",
+        action="store_true",
+        help="the output tables belong to another checkpoint whose query is gone for good: "
+        "make them this checkpoint's (output.take.over)",
+    )
+    parser.add_argument(
         "--end-input",
         action="store_true",
         help="the input is complete: process it, then end it (everything pending resolves; "
@@ -135,6 +140,8 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     args = parser.parse_args(argv)
 
     values = read_settings(args.conf, args.set)
+    if args.take_over_output:
+        values["output.take.over"] = "true"
     job, kafka, config = split_settings(values)
     trigger = args.trigger or job["job.trigger"]
     check_trigger(trigger, option="--trigger")
@@ -227,13 +234,26 @@ def configure_logging(fmt: str) -> None:
 def run(settings: JobSettings) -> dict:
     """Start the query (``spark_purgatory.start``), run it per the trigger, flush; return the totals."""
     from .delta.catalog import writer_for
-    from .query import start
+    from .delta.ownership import check_owner
+    from .delta.writers import DeltaRsWriter
+    from .query import app_id_of, start
     from .spark.metrics import ProgressListener
+    from .state.layout import RunLease
     from .state.pending_counts import PendingRecord
     from .storage import Storage
 
-    # an ended checkpoint refuses at once, before a session starts (docs/end-of-input.md)
-    EndOfInput(settings.checkpoint_path, Storage.of(settings.config)).check_open()
+    # refused at once, before a session starts: an ended checkpoint (docs/end-of-input.md), one
+    # another query runs on, output tables of another checkpoint (catalog tables: in start)
+    storage = Storage.of(settings.config)
+    EndOfInput(settings.checkpoint_path, storage).check_open()
+    RunLease(settings.checkpoint_path, storage).check_unheld()
+    if settings.output_path and not settings.config.output_take_over:
+        app_id = app_id_of(settings.checkpoint_path, storage=storage)
+        check_owner(
+            DeltaRsWriter(settings.output_path, storage=storage),
+            app_id=app_id,
+            checkpoint=settings.checkpoint_path,
+        )
     spark = _session(settings)
     listener = ProgressListener()  # the progress line, one per micro-batch
     # pending counts every shard, also those this run's micro-batches do not call (state.pending)
@@ -261,7 +281,7 @@ def run(settings: JobSettings) -> dict:
         on_linger=_log_lingered,
         end_of_input=settings.end_input,
     )
-    _stop_on_signals(purgatory)
+    purgatory.stop_on_signals()  # SIGTERM, SIGINT: stop between micro-batches, then flush below
     purgatory.await_termination()
     _await_last_progress(purgatory.query, listener)
     spark.streams.removeListener(listener)
@@ -313,15 +333,6 @@ def _log_lingered(committed: list[dict]) -> None:
         )
 
 
-def _stop_on_signals(purgatory) -> None:
-    def stop(signum, _frame):
-        log.info("signal %s: stopping the query", signum)
-        purgatory.interrupt()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-
-
 def _await_last_progress(query, listener) -> None:
     """Listener events are asynchronous: let the last micro-batch's line be logged (up to 5 s)."""
     last = query.lastProgress["batchId"] if query.lastProgress else None
@@ -341,11 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
     configure_logging(settings.log_format)
+    from .delta.ownership import OutputOwnedError
     from .spark.schema import InputSchemaError
+    from .state.layout import CheckpointBusyError
 
     try:
         run(settings)
-    except InputEndedError as error:
+    except (InputEndedError, CheckpointBusyError, OutputOwnedError) as error:  # one line, refused
         print(f"error: {error}", file=sys.stderr)
         return 2
     except (ConfigError, InputSchemaError) as error:  # found at start: one line says what to do

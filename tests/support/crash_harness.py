@@ -43,6 +43,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -80,12 +81,14 @@ def _job(
     fault: str | None = None,
     log: str | None = None,
     cwd: str | None = None,
+    own_group: bool = False,
 ) -> subprocess.Popen:
     """The job in a subprocess; with ``fault`` (``<point>:<n>``) it kills itself there.
 
     Its standard error is a pipe (``communicate()`` it), or with ``log`` the file ``log + ".err"``
     and its standard output ``log + ".out"`` (nothing to drain while it runs or is killed).
-    ``cwd``: its working directory (this process's by default).
+    ``cwd``: its working directory (this process's by default).  ``own_group``: in a process
+    group of its own, as a terminal's foreground job is (a Ctrl-C reaches the whole group).
     """
     if log is not None:
         os.makedirs(os.path.dirname(log), exist_ok=True)
@@ -105,6 +108,7 @@ def _job(
             stderr=err,
             text=True,
             cwd=cwd,
+            start_new_session=own_group,
         )
     finally:
         if log is not None:
@@ -149,6 +153,44 @@ def _kill_after_a_commit(
     job.kill()
     job.wait()
     return committed
+
+
+def _signal_after_a_commit(
+    job: subprocess.Popen, checkpoint: str, signum: int, delay: float, timeout: float, store=None
+) -> tuple[bool, float | None]:
+    """Send ``signum`` to ``job`` ``delay`` seconds after it committed a micro-batch of its own,
+    as a user would: SIGTERM to the driver (``kill -TERM``, Kubernetes), SIGINT to its whole
+    process group (Ctrl-C in a terminal reaches the JVM and its Python workers too); then wait
+    for it to exit.  Returns whether it had committed, and the seconds from the signal to its
+    exit (None if it did not exit within ``timeout``: then it is killed)."""
+    before, deadline = _commits(checkpoint, store), time.monotonic() + timeout
+    while _commits(checkpoint, store) == before and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    committed = _commits(checkpoint, store) > before
+    if committed:
+        time.sleep(delay)
+    sent = time.monotonic()
+    if signum == signal.SIGINT:
+        os.killpg(job.pid, signum)
+    else:
+        job.send_signal(signum)
+    try:
+        job.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        job.wait()
+        return committed, None
+    return committed, round(time.monotonic() - sent, 1)
+
+
+def staged_destinations(checkpoint: str) -> int:
+    """How many destinations hold staged rows under a local checkpoint's accumulator."""
+    from spark_purgatory.delta.accumulator import RecordAccumulator
+
+    staging = RecordAccumulator(
+        os.path.join(checkpoint, "accumulator"), app_id="check", batch_size=1, linger_ms=0, buffer_memory=1
+    )
+    return len(staging.destinations())
 
 
 def _tail(path: str, chars: int = 3000) -> str:
@@ -279,6 +321,26 @@ def run(
         feeder.start()
         started, log = time.monotonic(), os.path.join(root, "logs", f"run-{number}")
         trigger = ["--trigger", "processing-time=1s"]
+        if step.startswith("signal="):  # stopped by a signal: lingering rows must be flushed
+            signum = getattr(signal, f"SIG{step.split('=', 1)[1]}")
+            lingering = {**settings, "accumulator.linger.ms": "3600000"}  # nothing drains but the stop
+            job = _job([*args, *trigger], lingering, env, log=log, cwd=cwd, own_group=True)
+            reached, stop_seconds = _signal_after_a_commit(
+                job, checkpoint, signum, delay=rng.uniform(0, 3), timeout=600, store=spark_store
+            )
+            feeder.join()
+            kills.append(
+                {
+                    "step": step,
+                    "returncode": job.returncode,
+                    "reached": reached,
+                    "stop_seconds": stop_seconds,
+                    "staged_after": None if store is not None else staged_destinations(checkpoint),
+                    "out": _tail(f"{log}.out", 20000),
+                    "stderr": _tail(f"{log}.err", 20000),
+                }
+            )
+            continue
         if step.startswith("fault="):
             job = _job([*args, *trigger], settings, env, fault=step.split("=", 1)[1], log=log, cwd=cwd)
             try:
@@ -382,6 +444,27 @@ def check_metrics(result: dict) -> None:
     if "input_rows" in result:
         inputs = (int(metrics["input_operations"].sum()), int(metrics["input_events"].sum()))
         assert inputs == result["input_rows"], "metrics input rows differ from the input"
+
+
+def killed_as_planned(result: dict, plan: list[str]) -> None:
+    """Every run died by SIGKILL where planned, or stopped cleanly on its signal."""
+    killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
+    assert len(killed) == len([step for step in plan if not step.startswith("signal=")]), result["kills"]
+    for stopped in (k for k in result["kills"] if k["step"].startswith("signal=")):
+        stopped_cleanly(stopped)
+
+
+def stopped_cleanly(run: dict) -> None:
+    """A run stopped by SIGTERM or SIGINT (``crash_harness``: after a committed micro-batch, with
+    ``linger.ms`` long enough that only the stop commits): exit 0, no error, the lingering rows
+    flushed (nothing left staged), within the harness's bound."""
+    signum = getattr(signal, f"SIG{run['step'].split('=')[1]}")
+    assert run["reached"] and run["returncode"] == 0, run
+    assert run["stop_seconds"] is not None
+    assert f"signal {int(signum)}: stopping the query between micro-batches" in run["out"], run["out"]
+    assert "flushed outcomes" in run["out"] and "done:" in run["out"], run["out"]
+    assert "Traceback" not in run["stderr"] and "Exception" not in run["stderr"], run["stderr"]
+    assert run["staged_after"] == 0
 
 
 def main() -> None:
