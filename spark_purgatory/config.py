@@ -21,12 +21,16 @@ import numpy as np
 
 from .contract import SOURCE_EVENTS, SOURCE_OPERATIONS
 
-__all__ = ["ConfigError", "PurgatoryConfig", "parse_interval_ms", "READ_FORMATS"]
+__all__ = ["ConfigError", "InputLimits", "PurgatoryConfig", "parse_interval_ms", "READ_FORMATS"]
 
 #: how a source path is read (``job.source.format``, ``spark.formats.read_stream``): told by its
 #: files (``auto``), JSON-lines files, Parquet files (typed), a Delta table (typed; needs
 #: Spark's Delta data source), Kafka
 READ_FORMATS = ("auto", "json", "parquet", "delta", "kafka")
+
+
+#: the deepest ``input.max.depth``: Spark's JSON reader refuses deeper records by itself
+MAX_DEPTH = 500
 
 
 class ConfigError(ValueError):
@@ -61,6 +65,19 @@ def parse_interval_ms(text: str) -> int:
     if unit not in _UNITS_MS:
         raise ConfigError(f"unknown interval unit in {text!r}; allowed: {', '.join(_UNITS_MS)}")
     return amount * _UNITS_MS[unit]
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """How big an input record may be before it is rejected as poison (``input.max.*``): its
+    text in UTF-8 bytes (``record_too_large``), its nesting of arrays and objects
+    (``too_deep``), an operation's distinct keys (``too_many_keys``) and members
+    (``too_many_members``).  A record's size and depth are those of JSON text only."""
+
+    record_bytes: int = 1024 * 1024
+    depth: int = 32
+    keys: int = 1000
+    members: int = 1000
 
 
 @dataclass(frozen=True)
@@ -101,6 +118,10 @@ class PurgatoryConfig:
     storage_s3_conditional_put: str = "etag"
     stop_timeout_ms: int = 60_000
     output_take_over: bool = False
+    input_max_record_bytes: int = 1024 * 1024
+    input_max_depth: int = 32
+    input_max_keys: int = 1000
+    input_max_members: int = 1000
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -117,6 +138,13 @@ class PurgatoryConfig:
         """
         own = {SOURCE_OPERATIONS: self.watermark_delay_operations, SOURCE_EVENTS: self.watermark_delay_events}
         return parse_interval_ms(own[source]) if own[source] else self.watermark_delay_ms
+
+    @property
+    def input_limits(self) -> InputLimits:
+        """The poison-record limits (``input.max.*``)."""
+        return InputLimits(
+            self.input_max_record_bytes, self.input_max_depth, self.input_max_keys, self.input_max_members
+        )
 
     def input_delays_ms(self) -> dict[str, int]:
         """Each input's watermark delay (``input_delay_ms``), by source.
@@ -165,6 +193,8 @@ class PurgatoryConfig:
                 "storage.s3.conditional.put must be etag or empty (a lock configured through "
                 f"delta-rs's AWS_S3_LOCKING_PROVIDER), got {self.storage_s3_conditional_put!r}"
             )
+        if self.input_max_depth > MAX_DEPTH:  # deeper: the JSON readers' own limits come first
+            raise ConfigError(f"input.max.depth must be <= {MAX_DEPTH}, got {self.input_max_depth}")
         if self.accumulator_buffer_memory < self.accumulator_batch_size:
             raise ConfigError(
                 "accumulator.buffer.memory must be >= accumulator.batch.size "
@@ -248,6 +278,11 @@ _FIELDS_BY_KEY = {
     "query.stop.timeout.ms": "stop_timeout_ms",
     # the output tables belong to another checkpoint: make them this one's (delta.ownership)
     "output.take.over": "output_take_over",
+    # poison records: above a limit a record is rejected with its own reason (contract.REASONS)
+    "input.max.record.bytes": "input_max_record_bytes",
+    "input.max.depth": "input_max_depth",
+    "input.max.keys": "input_max_keys",
+    "input.max.members": "input_max_members",
 }
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 #: the smallest value of each number field
@@ -266,6 +301,10 @@ _LOWEST = {
     "accumulator_linger_ms": 0,
     "max_future_ms": 0,
     "stop_timeout_ms": 0,
+    "input_max_record_bytes": 64,
+    "input_max_depth": 2,
+    "input_max_keys": 1,
+    "input_max_members": 1,
 }
 #: a field's annotation (text: ``from __future__ import annotations``) -> its type, in words
 _TYPES = {"int": numbers.Integral, "str": str, "bool": (bool, np.bool_)}
