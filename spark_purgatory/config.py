@@ -11,6 +11,7 @@ the key and what is allowed, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 import difflib
+import logging
 import numbers
 import os
 import re
@@ -21,7 +22,16 @@ import numpy as np
 
 from .contract import SOURCE_EVENTS, SOURCE_OPERATIONS
 
-__all__ = ["ConfigError", "InputLimits", "PurgatoryConfig", "parse_interval_ms", "READ_FORMATS"]
+__all__ = [
+    "ConfigError",
+    "InputLimits",
+    "PurgatoryConfig",
+    "READ_FORMATS",
+    "SecretFilter",
+    "parse_interval_ms",
+    "scrubbed",
+    "secret_values",
+]
 
 #: how a source path is read (``job.source.format``, ``spark.formats.read_stream``): told by its
 #: files (``auto``), JSON-lines files, Parquet files (typed), a Delta table (typed; needs
@@ -396,3 +406,54 @@ def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]
         values.update(read_properties(path))
     values.update(parse_overrides(overrides))
     return values
+
+
+# -- secrets ------------------------------------------------------------------------------------------
+
+#: keys whose values are credentials (``kafka.sasl.jaas.config``, ``kafka.ssl.*.password``,
+#: ``fs.s3a.secret.key``, ``fs.azure.account.key.*``, session tokens, SAS): never printed,
+#: logged or written by the job or the command line
+SECRET_KEY = re.compile(r"secret|passw|jaas|token|credential|account\.key|\bsas\b|private", re.IGNORECASE)
+_QUOTED_PASSWORD = re.compile(r'(password\s*=\s*)"[^"]*"', re.IGNORECASE)
+_HIDDEN = "****"
+
+
+def secret_values(values: Mapping[str, str]) -> tuple[str, ...]:
+    """The values of ``values``' credential keys (``SECRET_KEY``), and the passwords quoted in
+    a JAAS value, longest first: what ``scrubbed`` hides.
+
+    >>> secret_values({"kafka.sasl.jaas.config": 'x required password="pw-1";', "job.master": "local"})
+    ('x required password="pw-1";', 'pw-1')
+    """
+    found = {str(v) for k, v in values.items() if SECRET_KEY.search(k) and str(v).strip()}
+    found |= {m.group(0).split('"')[1] for v in list(found) for m in _QUOTED_PASSWORD.finditer(v)}
+    return tuple(sorted((v for v in found if v), key=len, reverse=True))
+
+
+def scrubbed(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret value, and any quoted ``password="..."``, replaced by ``****``.
+
+    >>> scrubbed('failed: password="pw-1" for pw-1', ("pw-1",))
+    'failed: password="****" for ****'
+    """
+    for secret in secrets:
+        text = text.replace(secret, _HIDDEN)
+    return _QUOTED_PASSWORD.sub(lambda m: f'{m.group(1)}"{_HIDDEN}"', text)
+
+
+class SecretFilter(logging.Filter):
+    """Hides ``secrets`` in every record of the loggers it is added to (``scrubbed``)."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.secrets = tuple(secrets)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = scrubbed(message, self.secrets)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        if record.exc_info and record.exc_info[1] is not None:
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_text, record.exc_info = scrubbed(text, self.secrets), None
+        return True

@@ -40,9 +40,18 @@ import logging
 import os
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 
-from .config import READ_FORMATS, ConfigError, PurgatoryConfig, read_settings
+from .config import (
+    READ_FORMATS,
+    ConfigError,
+    PurgatoryConfig,
+    SecretFilter,
+    read_settings,
+    scrubbed,
+    secret_values,
+)
 from .delta.catalog import CatalogTables
 from .handoff.end_of_input import EndOfInput, InputEndedError
 from .query import TRIGGERS, check_trigger
@@ -106,6 +115,8 @@ class JobSettings:
     #: ``purgatory.shards`` was given (``--conf``/``--set``); else the checkpoint's count, or
     #: for a new checkpoint the session's parallelism (``state.layout.default_shards``)
     shards_configured: bool = True
+    #: the values of the credential keys given (``config.secret_values``): never shown
+    secrets: tuple[str, ...] = ()
 
 
 def parse_args(argv: list[str] | None = None) -> JobSettings:
@@ -175,6 +186,7 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
         log_format=job["job.log.format"],
         kafka_options=kafka,
         end_input=args.end_input,
+        secrets=secret_values(values),
     )
 
 
@@ -218,10 +230,12 @@ class _StdoutHandler(logging.StreamHandler):
         pass
 
 
-def configure_logging(fmt: str) -> None:
+def configure_logging(fmt: str, secrets: tuple[str, ...] = ()) -> None:
+    """The job's log lines on standard output, text or JSON; ``secrets`` hidden in every line."""
     from .spark.metrics import JsonFormatter
 
     handler = _StdoutHandler()
+    handler.addFilter(SecretFilter(secrets))
     handler.setFormatter(
         JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S")
     )
@@ -351,19 +365,25 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, settings.secrets)
     from .delta.ownership import OutputOwnedError
     from .spark.schema import InputSchemaError
     from .state.layout import CheckpointBusyError
 
+    def say(text: str) -> None:  # no credential's value in what the job prints
+        print(scrubbed(text, settings.secrets), file=sys.stderr)
+
     try:
         run(settings)
     except (InputEndedError, CheckpointBusyError, OutputOwnedError) as error:  # one line, refused
-        print(f"error: {error}", file=sys.stderr)
+        say(f"error: {error}")
         return 2
     except (ConfigError, InputSchemaError) as error:  # found at start: one line says what to do
-        print(f"{type(error).__name__}: {error}", file=sys.stderr)
+        say(f"{type(error).__name__}: {error}")
         return 2
+    except Exception:  # the trace, with no credential's value in it
+        say(traceback.format_exc().rstrip())
+        return 1
     return 0
 
 

@@ -110,3 +110,30 @@ def test_no_output_of_the_job_or_the_command_line_shows_a_secret(spark, kafka_br
         assert needle not in text, [line for line in text.splitlines() if needle in line][:5]
         for root in (out, chk, str(tmp_path / "chk-2")):
             assert _files_holding(root, needle.encode()) == []
+
+
+def test_a_secret_in_a_log_line_or_an_error_is_hidden(capsys):
+    """Where a credential's value would reach a line the job prints (its logs, its errors)."""
+    import logging
+
+    from spark_purgatory.config import secret_values
+    from spark_purgatory.job import configure_logging
+
+    secrets = secret_values({**SECRETS, "kafka.bootstrap.servers": "b:9092", **REFUSED})
+    configure_logging("text", secrets)
+    log = logging.getLogger("spark_purgatory.job")
+    log.info("options %s", SECRETS)
+    try:
+        raise RuntimeError(f"login failed for {SECRETS['kafka.sasl.jaas.config']}")
+    except RuntimeError:
+        log.exception("connecting")
+    configure_logging("json", secrets)
+    log.info("key %s", REFUSED["fs.s3a.secret.key"])
+    printed = capsys.readouterr().out
+    assert "b:9092" not in secrets and printed.count("****") >= 4
+    assert "Sekr1t" not in printed, printed
+    jaas = 'kafka.sasl.jaas.config=x required password="Sekr1t-1";'
+    args = ["--ops-path", "o", "--events-path", "e", "--output-path", "o", "--checkpoint-path", "c"]
+    code = job_main([*args, "--set", jaas, "--set", "job.log.format=xml"])
+    err = capsys.readouterr().err
+    assert code == 2 and "job.log.format" in err and "Sekr1t" not in err
