@@ -275,6 +275,11 @@ class PurgatoryQuery:
             watch.start()
         return self
 
+    @property
+    def signalled(self) -> int | None:
+        """The signal that stopped the query (``stop_on_signals``), None if none did."""
+        return self._signalled
+
     def _watch_signals(self) -> None:
         while not self._stopping.wait(0.2):
             if self._signalled is not None:

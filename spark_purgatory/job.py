@@ -38,7 +38,9 @@ import argparse
 import dataclasses
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -55,6 +57,7 @@ from .config import (
 from .delta.catalog import CatalogTables
 from .handoff.end_of_input import EndOfInput, InputEndedError
 from .query import TRIGGERS, check_trigger
+from .restarts import Attempt, RestartPolicy, run_restarting
 
 log = logging.getLogger("spark_purgatory.job")
 
@@ -65,6 +68,10 @@ _JOB_KEYS = {
     "job.master": "local[*]",
     "job.log.format": "text",
     "job.warehouse": "",
+    # a query that fails while running is restarted (spark_purgatory.restarts); 0: off
+    "job.restart.attempts": "3",
+    "job.restart.backoff.ms": "10000",
+    "job.restart.backoff.max.ms": "300000",
 }
 
 
@@ -117,6 +124,7 @@ class JobSettings:
     shards_configured: bool = True
     #: the values of the credential keys given (``config.secret_values``): never shown
     secrets: tuple[str, ...] = ()
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
 
 
 def parse_args(argv: list[str] | None = None) -> JobSettings:
@@ -187,7 +195,21 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
         kafka_options=kafka,
         end_input=args.end_input,
         secrets=secret_values(values),
+        restart=_restart_policy(job),
     )
+
+
+def _restart_policy(job: dict[str, str]) -> RestartPolicy:
+    """The ``job.restart.*`` keys as a ``RestartPolicy`` (whole numbers >= 0)."""
+    numbers = {}
+    for key in ("job.restart.attempts", "job.restart.backoff.ms", "job.restart.backoff.max.ms"):
+        try:
+            numbers[key] = int(str(job[key]).strip())
+        except ValueError:
+            numbers[key] = -1
+        if numbers[key] < 0:
+            raise ConfigError(f"{key} must be a whole number >= 0, got {job[key]!r}")
+    return RestartPolicy(*numbers.values())
 
 
 def _session(settings: JobSettings):
@@ -251,6 +273,7 @@ def run(settings: JobSettings) -> dict:
     from .delta.ownership import check_owner
     from .delta.writers import DeltaRsWriter
     from .query import app_id_of, start
+    from .spark.errors import MicroBatchError
     from .spark.metrics import ProgressListener
     from .state.layout import RunLease
     from .state.pending_counts import PendingRecord
@@ -283,24 +306,42 @@ def run(settings: JobSettings) -> dict:
     output = settings.output_tables or settings.output_path
     writer = writer_for(spark, output, prefer=settings.writer, storage=Storage.of(settings.config))
     log.info("writer: %s, output %s, checkpoint %s", type(writer).__name__, output, settings.checkpoint_path)
-    purgatory = start(
-        *_sources(spark, settings),
-        output=output,
-        checkpoint=settings.checkpoint_path,
-        config=settings.config,
-        trigger=settings.trigger,
-        source_format=settings.source_format,
-        writer=writer,
-        on_batch=_log_commits,
-        on_linger=_log_lingered,
-        end_of_input=settings.end_input,
-    )
-    purgatory.stop_on_signals()  # SIGTERM, SIGINT: stop between micro-batches, then flush below
-    purgatory.await_termination()
-    _await_last_progress(purgatory.query, listener)
-    spark.streams.removeListener(listener)
-    for c in purgatory.stop():  # linger no longer: flush what is staged (Kafka's close())
-        log.info("flushed %s rows=%s partitions=%s", c["table"], c["rows"], c["partitions"])
+    interrupted = threading.Event()  # a signal between two attempts ends the job
+    runs: list = []
+
+    def once() -> Attempt:
+        purgatory = start(
+            *_sources(spark, settings),
+            output=output,
+            checkpoint=settings.checkpoint_path,
+            config=settings.config,
+            trigger=settings.trigger,
+            source_format=settings.source_format,
+            writer=writer,
+            on_batch=_log_commits,
+            on_linger=_log_lingered,
+            end_of_input=settings.end_input,
+        )
+        runs.append(purgatory)
+        purgatory.stop_on_signals()  # SIGTERM, SIGINT: stop between micro-batches, then flush below
+        error = None
+        try:
+            purgatory.await_termination()
+        except MicroBatchError as failed:  # the restart policy decides (spark_purgatory.restarts)
+            error = failed
+        _await_last_progress(purgatory.query, listener)
+        for c in purgatory.stop():  # linger no longer: flush what is staged (Kafka's close())
+            log.info("flushed %s rows=%s partitions=%s", c["table"], c["rows"], c["partitions"])
+        signalled = purgatory.signalled is not None
+        if error is not None and not signalled:  # a signal in the pause ends the job cleanly
+            _note_signals(interrupted)
+        return Attempt(error, progressed=purgatory.totals["batches"] > 0, signalled=signalled)
+
+    try:
+        run_restarting(once, settings.restart, interrupted=interrupted)
+    finally:
+        spark.streams.removeListener(listener)
+    purgatory = runs[-1]
     totals = {**purgatory.totals, "pending": purgatory.pending}  # as this run's shards reported it
     log.info("done: %s", " ".join(f"{k}={v}" for k, v in totals.items()))
     return totals
@@ -347,6 +388,16 @@ def _log_lingered(committed: list[dict]) -> None:
         )
 
 
+def _note_signals(interrupted: threading.Event) -> None:
+    """Between two attempts: SIGTERM and SIGINT end the pause (and the job, cleanly)."""
+
+    def note(_signum, _frame) -> None:
+        interrupted.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, note)
+
+
 def _await_last_progress(query, listener) -> None:
     """Listener events are asynchronous: let the last micro-batch's line be logged (up to 5 s)."""
     last = query.lastProgress["batchId"] if query.lastProgress else None
@@ -367,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_format, settings.secrets)
     from .delta.ownership import OutputOwnedError
+    from .spark.errors import MicroBatchError
     from .spark.schema import InputSchemaError
     from .state.layout import CheckpointBusyError
 
@@ -381,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, InputSchemaError) as error:  # found at start: one line says what to do
         say(f"{type(error).__name__}: {error}")
         return 2
+    except MicroBatchError as error:  # failed while running, restarts spent: its first cause
+        say(f"error: the query failed after {settings.restart.attempts} restarts: {error}".splitlines()[0])
+        return 1
     except Exception:  # the trace, with no credential's value in it
         say(traceback.format_exc().rstrip())
         return 1

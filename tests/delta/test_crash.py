@@ -1,6 +1,8 @@
 """kill -9 the job at each accumulator fault point; exactly once after.  And a clean stop:
 SIGTERM (here, files) and SIGINT (``test_kafka_crash.py``, Kafka) stop a run between
 micro-batches, flush what lingers and exit 0 (``stopped_cleanly``); the next run continues.
+And a transient fault (``restart=``: a micro-batch raises once, as an object store's 503
+would) is ridden out by the job's restart policy (``spark_purgatory.restarts``) in the run.
 
 The fault points (``FAULT_POINTS``) include the two the executors' writes add: after a
 batch's staged files are written but before the driver records them, and after a drain's
@@ -31,7 +33,14 @@ from tests.support.crash_harness import check, killed_as_planned, run
 #: the kills of each test, in order: with ``KAFKA_PLANS`` every fault point once per writer, and
 #: a random one per writer; "s3" is Spark's Delta writer on s3a (``test_s3a.py``)
 PLANS = {
-    "local": ["fault=committed:1", "fault=manifest:1", "signal=TERM", "fault=staged:2", "fault=staging:2"],
+    "local": [
+        "fault=committed:1",
+        "fault=manifest:1",
+        "signal=TERM",
+        "fault=staged:2",
+        "restart=staged:2",
+        "fault=staging:2",
+    ],
     "s3": ["fault=staging:2"],
 }
 

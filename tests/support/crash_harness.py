@@ -183,6 +183,36 @@ def _signal_after_a_commit(
     return committed, round(time.monotonic() - sent, 1)
 
 
+def _outage_after_a_commit(
+    job: subprocess.Popen, checkpoint: str, kafka, seconds: float, timeout: float
+) -> bool:
+    """Once ``job`` committed a micro-batch of its own, freeze the broker for ``seconds``
+    (``KafkaBroker.pause``); False if it committed none within ``timeout``."""
+    before, deadline = _commits(checkpoint), time.monotonic() + timeout
+    while _commits(checkpoint) == before and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _commits(checkpoint) == before:
+        return False
+    kafka.pause()
+    try:
+        time.sleep(seconds)
+    finally:
+        kafka.resume()
+    return True
+
+
+def _wait_for_line(path: str, text: str, job: subprocess.Popen, timeout: float) -> bool:
+    """Wait until ``text`` appears in the file ``path`` (False if ``job`` ended first or the
+    timeout passed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and job.poll() is None:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if text in f.read():
+                return True
+        time.sleep(0.2)
+    return False
+
+
 def staged_destinations(checkpoint: str) -> int:
     """How many destinations hold staged rows under a local checkpoint's accumulator."""
     from spark_purgatory.delta.accumulator import RecordAccumulator
@@ -321,6 +351,46 @@ def run(
         feeder.start()
         started, log = time.monotonic(), os.path.join(root, "logs", f"run-{number}")
         trigger = ["--trigger", "processing-time=1s"]
+        if step.startswith("outage="):  # the broker answers nobody for a while, mid-run
+            job = _job([*args, *trigger], settings, env, log=log, cwd=cwd, own_group=True)
+            outage = _outage_after_a_commit(job, checkpoint, kafka, float(step.split("=", 1)[1]), timeout=600)
+            reached, stop_seconds = _signal_after_a_commit(
+                job, checkpoint, signal.SIGTERM, delay=0, timeout=600, store=spark_store
+            )
+            feeder.join()
+            kills.append(
+                {
+                    "step": step,
+                    "returncode": job.returncode,
+                    "reached": reached and outage,
+                    "stop_seconds": stop_seconds,
+                    "out": _tail(f"{log}.out", 20000),
+                    "stderr": _tail(f"{log}.err", 20000),
+                }
+            )
+            continue
+        if step.startswith("restart="):  # a transient fault, ridden out by the restart policy
+            point = step.split("=", 1)[1]
+            quick = {**settings, "job.restart.backoff.ms": "500"}
+            job = _job(
+                [*args, *trigger], quick, env, fault=f"raise:{point}", log=log, cwd=cwd, own_group=True
+            )
+            restarted = _wait_for_line(f"{log}.out", "restart 1 of", job, timeout=600)
+            reached, stop_seconds = _signal_after_a_commit(
+                job, checkpoint, signal.SIGTERM, delay=0, timeout=600, store=spark_store
+            )
+            feeder.join()
+            kills.append(
+                {
+                    "step": step,
+                    "returncode": job.returncode,
+                    "reached": reached and restarted,
+                    "stop_seconds": stop_seconds,
+                    "out": _tail(f"{log}.out", 20000),
+                    "stderr": _tail(f"{log}.err", 20000),
+                }
+            )
+            continue
         if step.startswith("signal="):  # stopped by a signal: lingering rows must be flushed
             signum = getattr(signal, f"SIG{step.split('=', 1)[1]}")
             lingering = {**settings, "accumulator.linger.ms": "3600000"}  # nothing drains but the stop
@@ -449,9 +519,15 @@ def check_metrics(result: dict) -> None:
 def killed_as_planned(result: dict, plan: list[str]) -> None:
     """Every run died by SIGKILL where planned, or stopped cleanly on its signal."""
     killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
-    assert len(killed) == len([step for step in plan if not step.startswith("signal=")]), result["kills"]
+    clean = ("signal=", "restart=", "outage=")
+    assert len(killed) == len([step for step in plan if not step.startswith(clean)]), result["kills"]
     for stopped in (k for k in result["kills"] if k["step"].startswith("signal=")):
         stopped_cleanly(stopped)
+    for outage in (k for k in result["kills"] if k["step"].startswith("outage=")):
+        assert outage["reached"] and outage["returncode"] == 0, outage  # rode it out, then stopped
+    for restarted in (k for k in result["kills"] if k["step"].startswith("restart=")):
+        assert restarted["reached"] and restarted["returncode"] == 0, restarted
+        assert "503 SlowDown (injected" in restarted["out"] and "restart 1 of 3" in restarted["out"]
 
 
 def stopped_cleanly(run: dict) -> None:
