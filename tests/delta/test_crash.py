@@ -28,7 +28,8 @@ import pytest
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
 from tests.delta.test_kafka_crash import PLANS as KAFKA_PLANS
-from tests.support.crash_harness import check, killed_as_planned, run
+from tests.support.clean_stops import killed_as_planned
+from tests.support.crash_harness import check, run
 
 #: the kills of each test, in order: with ``KAFKA_PLANS`` every fault point once per writer, and
 #: a random one per writer; "s3" is Spark's Delta writer on s3a (``test_s3a.py``)
@@ -46,7 +47,7 @@ PLANS = {
 
 
 def _points(plan: list[str]) -> list[str]:
-    return [step.split("=")[1].split(":")[0] for step in plan if step.startswith("fault=")]
+    return [step.split("=")[1].split(":")[0] for step in plan if step.startswith("fault=")]  # kills only
 
 
 def test_the_plans_kill_at_every_fault_point():

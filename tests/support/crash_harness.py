@@ -43,7 +43,6 @@ import argparse
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -62,6 +61,7 @@ from spark_purgatory.contract import TABLES  # noqa: E402
 from spark_purgatory.delta.accumulator import FAULT_POINTS  # noqa: E402
 from spark_purgatory.engine.purgatory import Purgatory  # noqa: E402
 from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
+from tests.support.clean_stops import _commits, _tail, clean_stop  # noqa: E402
 
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
 FAULTY_JOB = os.path.join(ROOT, "tests", "support", "faulty_job.py")  # the job, killed at a fault point
@@ -127,18 +127,6 @@ def _options(settings: dict[str, str]) -> list[str]:
     return ["--conf", os.path.join(ROOT, "conf", "local.conf"), *extra, "--set", "job.master=local[2]"]
 
 
-def _commits(checkpoint: str, store=None) -> int:
-    """How many micro-batches Spark has committed in ``checkpoint`` (a URI in ``store``'s bucket
-    when given)."""
-    if store is not None:
-        prefix = checkpoint.split(f"{store.bucket}/", 1)[1] + "/commits"
-        return sum(1 for key in store.keys(prefix) if key.rsplit("/", 1)[1].isdigit())
-    try:
-        return sum(1 for name in os.listdir(os.path.join(checkpoint, "commits")) if name.isdigit())
-    except FileNotFoundError:
-        return 0
-
-
 def _kill_after_a_commit(
     job: subprocess.Popen, checkpoint: str, delay: float, timeout: float, store=None
 ) -> bool:
@@ -153,79 +141,6 @@ def _kill_after_a_commit(
     job.kill()
     job.wait()
     return committed
-
-
-def _signal_after_a_commit(
-    job: subprocess.Popen, checkpoint: str, signum: int, delay: float, timeout: float, store=None
-) -> tuple[bool, float | None]:
-    """Send ``signum`` to ``job`` ``delay`` seconds after it committed a micro-batch of its own,
-    as a user would: SIGTERM to the driver (``kill -TERM``, Kubernetes), SIGINT to its whole
-    process group (Ctrl-C in a terminal reaches the JVM and its Python workers too); then wait
-    for it to exit.  Returns whether it had committed, and the seconds from the signal to its
-    exit (None if it did not exit within ``timeout``: then it is killed)."""
-    before, deadline = _commits(checkpoint, store), time.monotonic() + timeout
-    while _commits(checkpoint, store) == before and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    committed = _commits(checkpoint, store) > before
-    if committed:
-        time.sleep(delay)
-    sent = time.monotonic()
-    if signum == signal.SIGINT:
-        os.killpg(job.pid, signum)
-    else:
-        job.send_signal(signum)
-    try:
-        job.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        job.kill()
-        job.wait()
-        return committed, None
-    return committed, round(time.monotonic() - sent, 1)
-
-
-def _outage_after_a_commit(
-    job: subprocess.Popen, checkpoint: str, kafka, seconds: float, timeout: float
-) -> bool:
-    """Once ``job`` committed a micro-batch of its own, freeze the broker for ``seconds``
-    (``KafkaBroker.pause``); False if it committed none within ``timeout``."""
-    before, deadline = _commits(checkpoint), time.monotonic() + timeout
-    while _commits(checkpoint) == before and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _commits(checkpoint) == before:
-        return False
-    kafka.pause()
-    try:
-        time.sleep(seconds)
-    finally:
-        kafka.resume()
-    return True
-
-
-def _wait_for_line(path: str, text: str, job: subprocess.Popen, timeout: float) -> bool:
-    """Wait until ``text`` appears in the file ``path`` (False if ``job`` ended first or the
-    timeout passed)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and job.poll() is None:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            if text in f.read():
-                return True
-        time.sleep(0.2)
-    return False
-
-
-def staged_destinations(checkpoint: str) -> int:
-    """How many destinations hold staged rows under a local checkpoint's accumulator."""
-    from spark_purgatory.delta.accumulator import RecordAccumulator
-
-    staging = RecordAccumulator(
-        os.path.join(checkpoint, "accumulator"), app_id="check", batch_size=1, linger_ms=0, buffer_memory=1
-    )
-    return len(staging.destinations())
-
-
-def _tail(path: str, chars: int = 3000) -> str:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()[-chars:]
 
 
 def reference(work, config: PurgatoryConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -351,65 +266,20 @@ def run(
         feeder.start()
         started, log = time.monotonic(), os.path.join(root, "logs", f"run-{number}")
         trigger = ["--trigger", "processing-time=1s"]
-        if step.startswith("outage="):  # the broker answers nobody for a while, mid-run
-            job = _job([*args, *trigger], settings, env, log=log, cwd=cwd, own_group=True)
-            outage = _outage_after_a_commit(job, checkpoint, kafka, float(step.split("=", 1)[1]), timeout=600)
-            reached, stop_seconds = _signal_after_a_commit(
-                job, checkpoint, signal.SIGTERM, delay=0, timeout=600, store=spark_store
-            )
+        if step.startswith(("signal=", "restart=", "outage=")):  # runs that must end cleanly
+
+            def more_input(feeder: threading.Thread = feeder) -> None:  # after an outage
+                feeder.join()
+                deliver(1, spread=False)
+
+            def start_job(
+                chosen: dict[str, str], fault: str | None, log: str = log, given: tuple = (*args, *trigger)
+            ) -> subprocess.Popen:
+                return _job(list(given), chosen, env, fault=fault, log=log, cwd=cwd, own_group=True)
+
+            run_ = clean_stop(step, start_job, settings, log, checkpoint, spark_store, kafka, rng, more_input)
             feeder.join()
-            kills.append(
-                {
-                    "step": step,
-                    "returncode": job.returncode,
-                    "reached": reached and outage,
-                    "stop_seconds": stop_seconds,
-                    "out": _tail(f"{log}.out", 20000),
-                    "stderr": _tail(f"{log}.err", 20000),
-                }
-            )
-            continue
-        if step.startswith("restart="):  # a transient fault, ridden out by the restart policy
-            point = step.split("=", 1)[1]
-            quick = {**settings, "job.restart.backoff.ms": "500"}
-            job = _job(
-                [*args, *trigger], quick, env, fault=f"raise:{point}", log=log, cwd=cwd, own_group=True
-            )
-            restarted = _wait_for_line(f"{log}.out", "restart 1 of", job, timeout=600)
-            reached, stop_seconds = _signal_after_a_commit(
-                job, checkpoint, signal.SIGTERM, delay=0, timeout=600, store=spark_store
-            )
-            feeder.join()
-            kills.append(
-                {
-                    "step": step,
-                    "returncode": job.returncode,
-                    "reached": reached and restarted,
-                    "stop_seconds": stop_seconds,
-                    "out": _tail(f"{log}.out", 20000),
-                    "stderr": _tail(f"{log}.err", 20000),
-                }
-            )
-            continue
-        if step.startswith("signal="):  # stopped by a signal: lingering rows must be flushed
-            signum = getattr(signal, f"SIG{step.split('=', 1)[1]}")
-            lingering = {**settings, "accumulator.linger.ms": "3600000"}  # nothing drains but the stop
-            job = _job([*args, *trigger], lingering, env, log=log, cwd=cwd, own_group=True)
-            reached, stop_seconds = _signal_after_a_commit(
-                job, checkpoint, signum, delay=rng.uniform(0, 3), timeout=600, store=spark_store
-            )
-            feeder.join()
-            kills.append(
-                {
-                    "step": step,
-                    "returncode": job.returncode,
-                    "reached": reached,
-                    "stop_seconds": stop_seconds,
-                    "staged_after": None if store is not None else staged_destinations(checkpoint),
-                    "out": _tail(f"{log}.out", 20000),
-                    "stderr": _tail(f"{log}.err", 20000),
-                }
-            )
+            kills.append(run_)
             continue
         if step.startswith("fault="):
             job = _job([*args, *trigger], settings, env, fault=step.split("=", 1)[1], log=log, cwd=cwd)
@@ -514,33 +384,6 @@ def check_metrics(result: dict) -> None:
     if "input_rows" in result:
         inputs = (int(metrics["input_operations"].sum()), int(metrics["input_events"].sum()))
         assert inputs == result["input_rows"], "metrics input rows differ from the input"
-
-
-def killed_as_planned(result: dict, plan: list[str]) -> None:
-    """Every run died by SIGKILL where planned, or stopped cleanly on its signal."""
-    killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
-    clean = ("signal=", "restart=", "outage=")
-    assert len(killed) == len([step for step in plan if not step.startswith(clean)]), result["kills"]
-    for stopped in (k for k in result["kills"] if k["step"].startswith("signal=")):
-        stopped_cleanly(stopped)
-    for outage in (k for k in result["kills"] if k["step"].startswith("outage=")):
-        assert outage["reached"] and outage["returncode"] == 0, outage  # rode it out, then stopped
-    for restarted in (k for k in result["kills"] if k["step"].startswith("restart=")):
-        assert restarted["reached"] and restarted["returncode"] == 0, restarted
-        assert "503 SlowDown (injected" in restarted["out"] and "restart 1 of 3" in restarted["out"]
-
-
-def stopped_cleanly(run: dict) -> None:
-    """A run stopped by SIGTERM or SIGINT (``crash_harness``: after a committed micro-batch, with
-    ``linger.ms`` long enough that only the stop commits): exit 0, no error, the lingering rows
-    flushed (nothing left staged), within the harness's bound."""
-    signum = getattr(signal, f"SIG{run['step'].split('=')[1]}")
-    assert run["reached"] and run["returncode"] == 0, run
-    assert run["stop_seconds"] is not None
-    assert f"signal {int(signum)}: stopping the query between micro-batches" in run["out"], run["out"]
-    assert "flushed outcomes" in run["out"] and "done:" in run["out"], run["out"]
-    assert "Traceback" not in run["stderr"] and "Exception" not in run["stderr"], run["stderr"]
-    assert run["staged_after"] == 0
 
 
 def main() -> None:
