@@ -36,7 +36,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from .config import ConfigError, PurgatoryConfig, read_settings
+from .config import ConfigError, PurgatoryConfig, read_settings, scrubbed, secret_values
 from .job import split_settings
 
 __all__ = ["main", "run", "build_parser"]
@@ -119,14 +119,16 @@ def run() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on a usage error
+    secrets: tuple[str, ...] = ()
     try:
+        secrets = secret_values(read_settings(args.conf, args.set))  # never shown (config.scrubbed)
         config, master = _settings(args.conf, args.set)
         return _run(args, config, master)
     except (ConfigError, _UsageError) as error:
-        print(f"{_PROG}: error: {error}", file=sys.stderr)
+        print(scrubbed(f"{_PROG}: error: {error}", secrets), file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - the one line a person reads instead of a trace
-        print(f"{_PROG}: {_one_line(error)}", file=sys.stderr)
+        print(scrubbed(f"{_PROG}: {_one_line(error)}", secrets), file=sys.stderr)
         return 1
 
 

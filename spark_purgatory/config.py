@@ -11,6 +11,7 @@ the key and what is allowed, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 import difflib
+import logging
 import numbers
 import os
 import re
@@ -21,12 +22,25 @@ import numpy as np
 
 from .contract import SOURCE_EVENTS, SOURCE_OPERATIONS
 
-__all__ = ["ConfigError", "PurgatoryConfig", "parse_interval_ms", "READ_FORMATS"]
+__all__ = [
+    "ConfigError",
+    "InputLimits",
+    "PurgatoryConfig",
+    "READ_FORMATS",
+    "SecretFilter",
+    "parse_interval_ms",
+    "scrubbed",
+    "secret_values",
+]
 
 #: how a source path is read (``job.source.format``, ``spark.formats.read_stream``): told by its
 #: files (``auto``), JSON-lines files, Parquet files (typed), a Delta table (typed; needs
 #: Spark's Delta data source), Kafka
 READ_FORMATS = ("auto", "json", "parquet", "delta", "kafka")
+
+
+#: the deepest ``input.max.depth``: Spark's JSON reader refuses deeper records by itself
+MAX_DEPTH = 500
 
 
 class ConfigError(ValueError):
@@ -61,6 +75,19 @@ def parse_interval_ms(text: str) -> int:
     if unit not in _UNITS_MS:
         raise ConfigError(f"unknown interval unit in {text!r}; allowed: {', '.join(_UNITS_MS)}")
     return amount * _UNITS_MS[unit]
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """How big an input record may be before it is rejected as poison (``input.max.*``): its
+    text in UTF-8 bytes (``record_too_large``), its nesting of arrays and objects
+    (``too_deep``), an operation's distinct keys (``too_many_keys``) and members
+    (``too_many_members``).  A record's size and depth are those of JSON text only."""
+
+    record_bytes: int = 1024 * 1024
+    depth: int = 32
+    keys: int = 1000
+    members: int = 1000
 
 
 @dataclass(frozen=True)
@@ -99,6 +126,12 @@ class PurgatoryConfig:
     storage_region: str = ""
     storage_allow_http: bool = False
     storage_s3_conditional_put: str = "etag"
+    stop_timeout_ms: int = 60_000
+    output_take_over: bool = False
+    input_max_record_bytes: int = 1024 * 1024
+    input_max_depth: int = 32
+    input_max_keys: int = 1000
+    input_max_members: int = 1000
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -115,6 +148,13 @@ class PurgatoryConfig:
         """
         own = {SOURCE_OPERATIONS: self.watermark_delay_operations, SOURCE_EVENTS: self.watermark_delay_events}
         return parse_interval_ms(own[source]) if own[source] else self.watermark_delay_ms
+
+    @property
+    def input_limits(self) -> InputLimits:
+        """The poison-record limits (``input.max.*``)."""
+        return InputLimits(
+            self.input_max_record_bytes, self.input_max_depth, self.input_max_keys, self.input_max_members
+        )
 
     def input_delays_ms(self) -> dict[str, int]:
         """Each input's watermark delay (``input_delay_ms``), by source.
@@ -163,6 +203,8 @@ class PurgatoryConfig:
                 "storage.s3.conditional.put must be etag or empty (a lock configured through "
                 f"delta-rs's AWS_S3_LOCKING_PROVIDER), got {self.storage_s3_conditional_put!r}"
             )
+        if self.input_max_depth > MAX_DEPTH:  # deeper: the JSON readers' own limits come first
+            raise ConfigError(f"input.max.depth must be <= {MAX_DEPTH}, got {self.input_max_depth}")
         if self.accumulator_buffer_memory < self.accumulator_batch_size:
             raise ConfigError(
                 "accumulator.buffer.memory must be >= accumulator.batch.size "
@@ -242,6 +284,15 @@ _FIELDS_BY_KEY = {
     "storage.region": "storage_region",
     "storage.allow.http": "storage_allow_http",
     "storage.s3.conditional.put": "storage_s3_conditional_put",
+    # how long a stop (stop(), SIGTERM, SIGINT) lets the micro-batch under way finish
+    "query.stop.timeout.ms": "stop_timeout_ms",
+    # the output tables belong to another checkpoint: make them this one's (delta.ownership)
+    "output.take.over": "output_take_over",
+    # poison records: above a limit a record is rejected with its own reason (contract.REASONS)
+    "input.max.record.bytes": "input_max_record_bytes",
+    "input.max.depth": "input_max_depth",
+    "input.max.keys": "input_max_keys",
+    "input.max.members": "input_max_members",
 }
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 #: the smallest value of each number field
@@ -259,6 +310,11 @@ _LOWEST = {
     "dedup_retention_ms": 0,
     "accumulator_linger_ms": 0,
     "max_future_ms": 0,
+    "stop_timeout_ms": 0,
+    "input_max_record_bytes": 64,
+    "input_max_depth": 2,
+    "input_max_keys": 1,
+    "input_max_members": 1,
 }
 #: a field's annotation (text: ``from __future__ import annotations``) -> its type, in words
 _TYPES = {"int": numbers.Integral, "str": str, "bool": (bool, np.bool_)}
@@ -286,7 +342,7 @@ _TEXT_FIELDS = (
 def _coerce(key: str, name: str, raw: object) -> object:
     if name in _TEXT_FIELDS:
         return str(raw).strip()
-    if name in ("cross_shard_operations", "storage_allow_http"):
+    if name in ("cross_shard_operations", "storage_allow_http", "output_take_over"):
         if isinstance(raw, bool):
             return raw
         text = str(raw).strip().lower()
@@ -350,3 +406,54 @@ def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]
         values.update(read_properties(path))
     values.update(parse_overrides(overrides))
     return values
+
+
+# -- secrets ------------------------------------------------------------------------------------------
+
+#: keys whose values are credentials (``kafka.sasl.jaas.config``, ``kafka.ssl.*.password``,
+#: ``fs.s3a.secret.key``, ``fs.azure.account.key.*``, session tokens, SAS): never printed,
+#: logged or written by the job or the command line
+SECRET_KEY = re.compile(r"secret|passw|jaas|token|credential|account\.key|\bsas\b|private", re.IGNORECASE)
+_QUOTED_PASSWORD = re.compile(r'(password\s*=\s*)"[^"]*"', re.IGNORECASE)
+_HIDDEN = "****"
+
+
+def secret_values(values: Mapping[str, str]) -> tuple[str, ...]:
+    """The values of ``values``' credential keys (``SECRET_KEY``), and the passwords quoted in
+    a JAAS value, longest first: what ``scrubbed`` hides.
+
+    >>> secret_values({"kafka.sasl.jaas.config": 'x required password="pw-1";', "job.master": "local"})
+    ('x required password="pw-1";', 'pw-1')
+    """
+    found = {str(v) for k, v in values.items() if SECRET_KEY.search(k) and str(v).strip()}
+    found |= {m.group(0).split('"')[1] for v in list(found) for m in _QUOTED_PASSWORD.finditer(v)}
+    return tuple(sorted((v for v in found if v), key=len, reverse=True))
+
+
+def scrubbed(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret value, and any quoted ``password="..."``, replaced by ``****``.
+
+    >>> scrubbed('failed: password="pw-1" for pw-1', ("pw-1",))
+    'failed: password="****" for ****'
+    """
+    for secret in secrets:
+        text = text.replace(secret, _HIDDEN)
+    return _QUOTED_PASSWORD.sub(lambda m: f'{m.group(1)}"{_HIDDEN}"', text)
+
+
+class SecretFilter(logging.Filter):
+    """Hides ``secrets`` in every record of the loggers it is added to (``scrubbed``)."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.secrets = tuple(secrets)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = scrubbed(message, self.secrets)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        if record.exc_info and record.exc_info[1] is not None:
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_text, record.exc_info = scrubbed(text, self.secrets), None
+        return True

@@ -92,10 +92,13 @@ AFTER_RESOLUTION, NO_OPERATION = "after_resolution", "no_operation"
 
 #: every reason a row can be rejected for, and what it means to a person reading ``rejected``
 REASONS: dict[str, str] = {
+    "record_too_large": "the record's text is longer than input.max.record.bytes (its raw is truncated)",
+    "too_deep": "the record nests arrays and objects deeper than input.max.depth",
     "malformed_json": "the record is not a JSON object",
     "missing_op_id": "no op_id, or an empty one",
     "bad_op_id": "op_id is not a string",
     "missing_key": "no key (or keys), or only empty ones",
+    "too_many_keys": "more distinct keys than input.max.keys",
     "missing_ts": "no ts",
     "bad_ts": (
         "ts is neither an ISO-8601 timestamp nor epoch ms, or lies outside 1970-2200 "
@@ -110,6 +113,7 @@ REASONS: dict[str, str] = {
     "missing_target": "count, sum and offset need a target",
     "bad_target": "target is not a finite number",
     "missing_members": "all needs members",
+    "too_many_members": "more distinct members than input.max.members",
     "bad_payload": "payload is not a string",
     "bad_value": "value is not a finite number",
     "bad_source": "source is not a string",
@@ -118,15 +122,23 @@ REASONS: dict[str, str] = {
     "cross_shard_keys": "keys span shards and purgatory.cross.shard.operations is off",
 }
 
+#: a ``record_too_large`` row's ``raw``: its first ``RAW_KEPT_CHARS`` characters, then this
+#: note with the record's size in UTF-8 bytes (both readings write the same text)
+RAW_KEPT_CHARS = 1024
+RAW_TRUNCATED = "…[truncated: {bytes} bytes]"
+
 #: the reasons the engine itself gives (the validators give the others)
 LATE, DUPLICATE_OP_ID = "late", "duplicate_op_id"
 
 #: reasons an operation can get, in the order the validators check them (the first one wins)
 OPERATION_REASONS: tuple[str, ...] = (
+    "record_too_large",
+    "too_deep",
     "malformed_json",
     "missing_op_id",
     "bad_op_id",
     "missing_key",
+    "too_many_keys",
     "missing_ts",
     "bad_ts",
     "ts_in_future",
@@ -138,6 +150,7 @@ OPERATION_REASONS: tuple[str, ...] = (
     "missing_target",
     "bad_target",
     "missing_members",
+    "too_many_members",
     "bad_payload",
     "cross_shard_keys",
     "duplicate_op_id",
@@ -145,6 +158,8 @@ OPERATION_REASONS: tuple[str, ...] = (
 )
 #: reasons an event can get, in the order the validators check them
 EVENT_REASONS: tuple[str, ...] = (
+    "record_too_large",
+    "too_deep",
     "malformed_json",
     "missing_key",
     "missing_ts",

@@ -1,25 +1,34 @@
 """The handle ``start`` returns: ``PurgatoryQuery``, a running purgatory and its figures.
 
 What ``start`` builds (``spark_purgatory.query``) runs until the handle stops it: ``stop()``
-flushes the accumulator like Kafka's producer's ``close()``; ``await_termination`` adds the
+stops the query between micro-batches and flushes the accumulator like Kafka's producer's
+``close()``; ``stop_on_signals`` does the same on SIGTERM and SIGINT; ``await_termination`` adds the
 ``available-now`` runs a run that ended on relays owes (``handoff.wake``); ``end_input`` ends
 the input for good (``handoff.end_of_input``); the figures (``totals``, ``pending``,
 ``history``) come from the sink's ``on_batch`` (``_Totals``) and Spark's progress.
 
 Invariant: after ``stop()`` returns, every row a committed micro-batch produced is in the
 tables, and the checkpoint's run lease is given back.
+
+Stopping between micro-batches: Spark's ``StreamingQuery.stop()`` cancels the micro-batch
+under way (its jobs fail inside ``foreachBatch``), so the handle first lets the sink finish
+the batch it runs and refuse the next (``PurgatorySink.hold``, at most
+``query.stop.timeout.ms``), then stops Spark's query while it waits for its next trigger.  A
+signal handler does no more than note the signal: the stop runs on a thread of its own, as
+any Py4J call from a handler would re-enter the connection the main thread is reading.
 """
 
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .delta.accumulator import RecordAccumulator, TableWriter
-from .delta.sink import PurgatorySink
+from .delta.sink import STOPPING, PurgatorySink
 from .handoff.end_of_input import EndOfInput
 from .handoff.reaper import ExpirationReaper
 
@@ -62,6 +71,7 @@ class PurgatoryQuery:
         run_available_now: Callable[[], StreamingQuery] | None = None,
         lease: Any = None,
         reaper: ExpirationReaper | None = None,
+        stop_timeout_ms: int = 60_000,
     ) -> None:
         self.query = query
         if reaper is not None:  # its run begins with a micro-batch, or when Spark finds no input
@@ -73,12 +83,17 @@ class PurgatoryQuery:
         self._run_available_now = run_available_now
         self._lease = lease  # the checkpoint's ``state.layout.RunLease``, given back by ``stop``
         self._interrupted = False
+        self._stop_timeout_s = stop_timeout_ms / 1000
+        self._signalled: int | None = None  # the signal ``stop_on_signals`` noted
+        self._signal_watch: threading.Thread | None = None
         self.sink = sink
         self._counted = totals
         self._on_linger = on_linger
         self._stopping = threading.Event()
         self._closed = False
         self._timer: threading.Thread | None = None
+        if lease is not None:  # renewed while the query runs: a driver gone lets it go stale
+            threading.Thread(target=self._renew_lease, name="purgatory-lease", daemon=True).start()
         if linger:
             self._timer = threading.Thread(target=self._linger, name="purgatory-linger", daemon=True)
             self._timer.start()
@@ -210,6 +225,8 @@ class PurgatoryQuery:
                 return self.query.awaitTermination()
             return self.query.awaitTermination(timeout)
         except StreamingQueryException as error:
+            if self._stopped() and STOPPING in str(error):  # a batch refused while stopping
+                return True
             raise micro_batch_error(error) from error
 
     def _owes_wake(self) -> bool:
@@ -224,10 +241,66 @@ class PurgatoryQuery:
         )
 
     def interrupt(self) -> None:
-        """Stop the running query without flushing (e.g. from a signal handler): a waiting
-        ``await_termination`` returns, with no further run; ``stop()`` then flushes."""
+        """Stop the running query between micro-batches, without flushing: a waiting
+        ``await_termination`` returns, with no further run; ``stop()`` then flushes.  From a
+        signal handler use ``stop_on_signals`` instead (no Py4J call may run in a handler)."""
         self._interrupted = True
         self._stop_reaper()
+        self._stop_between_batches()
+
+    def stop_on_signals(self, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> PurgatoryQuery:
+        """On the first of ``signals`` (SIGTERM and SIGINT: what Kubernetes, YARN and a
+        terminal send), stop the query between micro-batches (``interrupt``): a waiting
+        ``await_termination`` returns, and ``stop()`` (or leaving the ``with`` block) then
+        flushes.  A second signal gets the handler that was there before (Ctrl-C twice: a
+        ``KeyboardInterrupt``).  Call it from the main thread; returns the handle::
+
+            with start(...).stop_on_signals() as purgatory:
+                purgatory.await_termination()      # returns on SIGTERM / Ctrl-C
+            # stopped and flushed here: exit 0
+        """
+        previous = {signum: signal.getsignal(signum) for signum in signals}
+
+        def note(signum: int, _frame: Any) -> None:
+            # nothing else here: the main thread may be inside a Py4J call or a write
+            self._signalled = signum
+            for other, handler in previous.items():
+                signal.signal(other, handler)
+
+        for signum in signals:
+            signal.signal(signum, note)
+        if self._signal_watch is None:
+            watch = threading.Thread(target=self._watch_signals, name="purgatory-signals", daemon=True)
+            self._signal_watch = watch
+            watch.start()
+        return self
+
+    @property
+    def signalled(self) -> int | None:
+        """The signal that stopped the query (``stop_on_signals``), None if none did."""
+        return self._signalled
+
+    def _watch_signals(self) -> None:
+        while not self._stopping.wait(0.2):
+            if self._signalled is not None:
+                log.info("signal %s: stopping the query between micro-batches", self._signalled)
+                try:
+                    self.interrupt()
+                except Exception:  # noqa: BLE001 - the query ended meanwhile; stop() flushes all the same
+                    log.exception("stopping on signal %s", self._signalled)
+                return
+
+    def _stop_between_batches(self) -> None:
+        """Let the micro-batch under way finish, refuse the next, stop Spark's query (see the
+        module docstring); a batch still running after ``query.stop.timeout.ms`` is cut short
+        (its input is read again at the next start: exactly once all the same)."""
+        if not self.query.isActive:
+            return
+        if not self.sink.hold(self._stop_timeout_s):
+            log.warning(
+                "a micro-batch still runs after query.stop.timeout.ms: stopping it "
+                "(the next start runs it again)"
+            )
         self.query.stop()
 
     def process_all_available(self) -> None:
@@ -240,7 +313,8 @@ class PurgatoryQuery:
             self.query.processAllAvailable()
 
     def stop(self) -> list[dict]:
-        """Stop the query and flush the accumulator (Kafka's ``close()``); return the commits.
+        """Stop the query between micro-batches and flush the accumulator (Kafka's
+        ``close()``); return the commits.
 
         Safe at any time: the checkpoint and the staged rows survive.  A second call does
         nothing and returns ``[]``.
@@ -249,8 +323,7 @@ class PurgatoryQuery:
             return []
         self._closed = True
         self._stop_reaper()
-        if self.query.isActive:
-            self.query.stop()
+        self._stop_between_batches()
         self._stopping.set()
         if self._timer is not None:
             self._timer.join()
@@ -271,6 +344,20 @@ class PurgatoryQuery:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.stop()
+
+    def _renew_lease(self) -> None:
+        from .state.layout import LEASE_RENEW_S
+
+        while not self._stopping.wait(LEASE_RENEW_S):
+            try:
+                renewed = self._lease.renew()
+            except Exception:  # noqa: BLE001 - a store's hiccup: the next renewal tries again
+                log.warning("could not renew the checkpoint's run lease", exc_info=True)
+                continue
+            if not renewed:  # another query took the checkpoint: two writers must not run
+                log.error("another query took the checkpoint's run lease: stopping this one")
+                self.interrupt()
+                return
 
     def _linger(self) -> None:
         """Kafka's sender: lingered rows go out even when the input is quiet.

@@ -40,13 +40,24 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 
-from .config import READ_FORMATS, ConfigError, PurgatoryConfig, read_settings
+from .config import (
+    READ_FORMATS,
+    ConfigError,
+    PurgatoryConfig,
+    SecretFilter,
+    read_settings,
+    scrubbed,
+    secret_values,
+)
 from .delta.catalog import CatalogTables
 from .handoff.end_of_input import EndOfInput, InputEndedError
 from .query import TRIGGERS, check_trigger
+from .restarts import Attempt, RestartPolicy, run_restarting
 
 log = logging.getLogger("spark_purgatory.job")
 
@@ -57,6 +68,10 @@ _JOB_KEYS = {
     "job.master": "local[*]",
     "job.log.format": "text",
     "job.warehouse": "",
+    # a query that fails while running is restarted (spark_purgatory.restarts); 0: off
+    "job.restart.attempts": "3",
+    "job.restart.backoff.ms": "10000",
+    "job.restart.backoff.max.ms": "300000",
 }
 
 
@@ -107,6 +122,9 @@ class JobSettings:
     #: ``purgatory.shards`` was given (``--conf``/``--set``); else the checkpoint's count, or
     #: for a new checkpoint the session's parallelism (``state.layout.default_shards``)
     shards_configured: bool = True
+    #: the values of the credential keys given (``config.secret_values``): never shown
+    secrets: tuple[str, ...] = ()
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
 
 
 def parse_args(argv: list[str] | None = None) -> JobSettings:
@@ -127,6 +145,12 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     parser.add_argument("--conf", action="append", default=[], help="a .conf file of KEY = VALUE lines")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key")
     parser.add_argument(
+        "--take-over-output",
+        action="store_true",
+        help="the output tables belong to another checkpoint whose query is gone for good: "
+        "make them this checkpoint's (output.take.over)",
+    )
+    parser.add_argument(
         "--end-input",
         action="store_true",
         help="the input is complete: process it, then end it (everything pending resolves; "
@@ -135,6 +159,8 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
     args = parser.parse_args(argv)
 
     values = read_settings(args.conf, args.set)
+    if args.take_over_output:
+        values["output.take.over"] = "true"
     job, kafka, config = split_settings(values)
     trigger = args.trigger or job["job.trigger"]
     check_trigger(trigger, option="--trigger")
@@ -168,7 +194,22 @@ def parse_args(argv: list[str] | None = None) -> JobSettings:
         log_format=job["job.log.format"],
         kafka_options=kafka,
         end_input=args.end_input,
+        secrets=secret_values(values),
+        restart=_restart_policy(job),
     )
+
+
+def _restart_policy(job: dict[str, str]) -> RestartPolicy:
+    """The ``job.restart.*`` keys as a ``RestartPolicy`` (whole numbers >= 0)."""
+    numbers = {}
+    for key in ("job.restart.attempts", "job.restart.backoff.ms", "job.restart.backoff.max.ms"):
+        try:
+            numbers[key] = int(str(job[key]).strip())
+        except ValueError:
+            numbers[key] = -1
+        if numbers[key] < 0:
+            raise ConfigError(f"{key} must be a whole number >= 0, got {job[key]!r}")
+    return RestartPolicy(*numbers.values())
 
 
 def _session(settings: JobSettings):
@@ -211,10 +252,12 @@ class _StdoutHandler(logging.StreamHandler):
         pass
 
 
-def configure_logging(fmt: str) -> None:
+def configure_logging(fmt: str, secrets: tuple[str, ...] = ()) -> None:
+    """The job's log lines on standard output, text or JSON; ``secrets`` hidden in every line."""
     from .spark.metrics import JsonFormatter
 
     handler = _StdoutHandler()
+    handler.addFilter(SecretFilter(secrets))
     handler.setFormatter(
         JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S")
     )
@@ -227,13 +270,27 @@ def configure_logging(fmt: str) -> None:
 def run(settings: JobSettings) -> dict:
     """Start the query (``spark_purgatory.start``), run it per the trigger, flush; return the totals."""
     from .delta.catalog import writer_for
-    from .query import start
+    from .delta.ownership import check_owner
+    from .delta.writers import DeltaRsWriter
+    from .query import app_id_of, start
+    from .spark.errors import MicroBatchError
     from .spark.metrics import ProgressListener
+    from .state.layout import RunLease
     from .state.pending_counts import PendingRecord
     from .storage import Storage
 
-    # an ended checkpoint refuses at once, before a session starts (docs/end-of-input.md)
-    EndOfInput(settings.checkpoint_path, Storage.of(settings.config)).check_open()
+    # refused at once, before a session starts: an ended checkpoint (docs/end-of-input.md), one
+    # another query runs on, output tables of another checkpoint (catalog tables: in start)
+    storage = Storage.of(settings.config)
+    EndOfInput(settings.checkpoint_path, storage).check_open()
+    RunLease(settings.checkpoint_path, storage).check_unheld()
+    if settings.output_path and not settings.config.output_take_over:
+        app_id = app_id_of(settings.checkpoint_path, storage=storage)
+        check_owner(
+            DeltaRsWriter(settings.output_path, storage=storage),
+            app_id=app_id,
+            checkpoint=settings.checkpoint_path,
+        )
     spark = _session(settings)
     listener = ProgressListener()  # the progress line, one per micro-batch
     # pending counts every shard, also those this run's micro-batches do not call (state.pending)
@@ -249,24 +306,42 @@ def run(settings: JobSettings) -> dict:
     output = settings.output_tables or settings.output_path
     writer = writer_for(spark, output, prefer=settings.writer, storage=Storage.of(settings.config))
     log.info("writer: %s, output %s, checkpoint %s", type(writer).__name__, output, settings.checkpoint_path)
-    purgatory = start(
-        *_sources(spark, settings),
-        output=output,
-        checkpoint=settings.checkpoint_path,
-        config=settings.config,
-        trigger=settings.trigger,
-        source_format=settings.source_format,
-        writer=writer,
-        on_batch=_log_commits,
-        on_linger=_log_lingered,
-        end_of_input=settings.end_input,
-    )
-    _stop_on_signals(purgatory)
-    purgatory.await_termination()
-    _await_last_progress(purgatory.query, listener)
-    spark.streams.removeListener(listener)
-    for c in purgatory.stop():  # linger no longer: flush what is staged (Kafka's close())
-        log.info("flushed %s rows=%s partitions=%s", c["table"], c["rows"], c["partitions"])
+    interrupted = threading.Event()  # a signal between two attempts ends the job
+    runs: list = []
+
+    def once() -> Attempt:
+        purgatory = start(
+            *_sources(spark, settings),
+            output=output,
+            checkpoint=settings.checkpoint_path,
+            config=settings.config,
+            trigger=settings.trigger,
+            source_format=settings.source_format,
+            writer=writer,
+            on_batch=_log_commits,
+            on_linger=_log_lingered,
+            end_of_input=settings.end_input,
+        )
+        runs.append(purgatory)
+        purgatory.stop_on_signals()  # SIGTERM, SIGINT: stop between micro-batches, then flush below
+        error = None
+        try:
+            purgatory.await_termination()
+        except MicroBatchError as failed:  # the restart policy decides (spark_purgatory.restarts)
+            error = failed
+        _await_last_progress(purgatory.query, listener)
+        for c in purgatory.stop():  # linger no longer: flush what is staged (Kafka's close())
+            log.info("flushed %s rows=%s partitions=%s", c["table"], c["rows"], c["partitions"])
+        signalled = purgatory.signalled is not None
+        if error is not None and not signalled:  # a signal in the pause ends the job cleanly
+            _note_signals(interrupted)
+        return Attempt(error, progressed=purgatory.totals["batches"] > 0, signalled=signalled)
+
+    try:
+        run_restarting(once, settings.restart, interrupted=interrupted)
+    finally:
+        spark.streams.removeListener(listener)
+    purgatory = runs[-1]
     totals = {**purgatory.totals, "pending": purgatory.pending}  # as this run's shards reported it
     log.info("done: %s", " ".join(f"{k}={v}" for k, v in totals.items()))
     return totals
@@ -313,13 +388,14 @@ def _log_lingered(committed: list[dict]) -> None:
         )
 
 
-def _stop_on_signals(purgatory) -> None:
-    def stop(signum, _frame):
-        log.info("signal %s: stopping the query", signum)
-        purgatory.interrupt()
+def _note_signals(interrupted: threading.Event) -> None:
+    """Between two attempts: SIGTERM and SIGINT end the pause (and the job, cleanly)."""
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    def note(_signum, _frame) -> None:
+        interrupted.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, note)
 
 
 def _await_last_progress(query, listener) -> None:
@@ -340,17 +416,29 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, settings.secrets)
+    from .delta.ownership import OutputOwnedError
+    from .spark.errors import MicroBatchError
     from .spark.schema import InputSchemaError
+    from .state.layout import CheckpointBusyError
+
+    def say(text: str) -> None:  # no credential's value in what the job prints
+        print(scrubbed(text, settings.secrets), file=sys.stderr)
 
     try:
         run(settings)
-    except InputEndedError as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (InputEndedError, CheckpointBusyError, OutputOwnedError) as error:  # one line, refused
+        say(f"error: {error}")
         return 2
     except (ConfigError, InputSchemaError) as error:  # found at start: one line says what to do
-        print(f"{type(error).__name__}: {error}", file=sys.stderr)
+        say(f"{type(error).__name__}: {error}")
         return 2
+    except MicroBatchError as error:  # failed while running, restarts spent: its first cause
+        say(f"error: the query failed after {settings.restart.attempts} restarts: {error}".splitlines()[0])
+        return 1
+    except Exception:  # the trace, with no credential's value in it
+        say(traceback.format_exc().rstrip())
+        return 1
     return 0
 
 

@@ -447,6 +447,17 @@ class KafkaBroker:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    def pause(self) -> None:
+        """Freeze the broker (SIGSTOP): it answers nobody until ``resume``, as a broker behind
+        a network blip or in a long pause (its connections stay open, requests time out)."""
+        if self.running:
+            os.killpg(self._process.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+
+    def resume(self) -> None:
+        """Let a paused broker answer again (SIGCONT)."""
+        if self.running:
+            os.killpg(self._process.pid, signal.SIGCONT)  # type: ignore[union-attr]
+
     def stop(self) -> None:
         """Stop the broker (SIGTERM, then SIGKILL after 15 s) and remove a data directory it made."""
         process, self._process = self._process, None

@@ -63,6 +63,7 @@ import pyarrow.fs as pafs
 from .config import ConfigError, PurgatoryConfig
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.catalog import CatalogTables, writer_for
+from .delta.ownership import claim_tables
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, absolute_uri
 from .delta.writers import WriterChoice
@@ -175,6 +176,9 @@ def start(
             the key and what to set; Python workers that cannot import the project
             (``spark.pyspark.python`` / ``PYSPARK_PYTHON``).
         InputEndedError: the checkpoint's input ended (``end_input``): use a new one.
+        CheckpointBusyError: another query runs on the checkpoint (``state.layout.RunLease``).
+        OutputOwnedError: the output tables belong to another checkpoint's query and
+            ``output.take.over`` is off (``delta.ownership``).
         ValueError: an unknown writer name, or no session to read paths with.
 
     Example (a notebook, where ``spark`` is the session)::
@@ -218,83 +222,87 @@ def start(
         check_layout(
             checkpoint, cfg.shards, storage=storage, config=cfg
         )  # and completes an interrupted rescale
-        lease = RunLease(checkpoint, storage)  # ``rescale`` refuses while it is held
+        lease = RunLease(checkpoint, storage)  # a second start and ``rescale`` refuse while it is held
         lease.take()
-        if end.declared() and not end_of_input:
-            log.warning(
-                "checkpoint %s: its end of input was declared, not recorded: completing it", checkpoint
+        with lease.given_back_on_error():  # nothing runs: the next start may take it
+            if end.declared() and not end_of_input:
+                log.warning(
+                    "checkpoint %s: its end of input was declared, not recorded: completing it", checkpoint
+                )
+                end_of_input = trigger == "available-now"
+            # always read (even without the mailbox hand-off): the end of input comes through it
+            wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards, every_group=registers(cfg))
+            wake.create()
+            # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
+            staging_uri = absolute_uri(cfg.accumulator_staging_path)
+            staging = None if is_connect(spark) else ShardStaging(staging_uri, storage)
+            # a checkpoint keeps the group state's schema it began with (spark.group_state)
+            encoding = encoding_of(checkpoint, storage=storage)
+            with library_plan():  # no call-site capture for the library's own plan (settings)
+                out = _operator(
+                    spark, operations, events, cfg, source_format, wake, staging, encoding, kafka_options
+                )
+            if isinstance(writer, str):
+                writer = writer_for(spark, output, prefer=writer, storage=storage)
+            if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
+                writer.create_tables()
+            app_id = app_id_of(checkpoint, storage=storage)
+            # one writer per output: the tables name their checkpoint (delta.ownership)
+            claim_tables(writer, app_id=app_id, checkpoint=checkpoint, take_over=cfg.output_take_over)
+            accumulator = RecordAccumulator(
+                cfg.accumulator_staging_path,
+                app_id=app_id,
+                batch_size=cfg.accumulator_batch_size,
+                linger_ms=cfg.accumulator_linger_ms,
+                buffer_memory=cfg.accumulator_buffer_memory,
+                storage=storage,
             )
-            end_of_input = trigger == "available-now"
-        # always read (even without the mailbox hand-off): the end of input comes through it
-        wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards, every_group=registers(cfg))
-        wake.create()
-        # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
-        staging = (
-            None if is_connect(spark) else ShardStaging(absolute_uri(cfg.accumulator_staging_path), storage)
-        )
-        # a checkpoint keeps the group state's schema it began with (spark.group_state)
-        encoding = encoding_of(checkpoint, storage=storage)
-        with library_plan():  # no call-site capture for the library's own plan (settings)
-            out = _operator(
-                spark, operations, events, cfg, source_format, wake, staging, encoding, kafka_options
+            pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending_counts)
+            counts = pending.read()  # every shard's, as the checkpoint's last micro-batch left them
+            totals = _Totals(on_batch, pending=sum(counts.values()))
+            reaper = _reaper(spark, cfg, trigger, wake, counts, storage)
+            sink = PurgatorySink(
+                accumulator,
+                writer,
+                on_batch=totals,
+                wake=wake,
+                staged=staging is not None,
+                pending=pending,
+                on_metrics=reaper.observe if reaper is not None else None,
+                partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), storage),
             )
-        if isinstance(writer, str):
-            writer = writer_for(spark, output, prefer=writer, storage=storage)
-        if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
-            writer.create_tables()
-        accumulator = RecordAccumulator(
-            cfg.accumulator_staging_path,
-            app_id=app_id_of(checkpoint, storage=storage),
-            batch_size=cfg.accumulator_batch_size,
-            linger_ms=cfg.accumulator_linger_ms,
-            buffer_memory=cfg.accumulator_buffer_memory,
-            storage=storage,
-        )
-        pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending_counts)
-        counts = pending.read()  # every shard's, as the checkpoint's last micro-batch left them
-        totals = _Totals(on_batch, pending=sum(counts.values()))
-        reaper = _reaper(spark, cfg, trigger, wake, counts, storage)
-        sink = PurgatorySink(
-            accumulator,
-            writer,
-            on_batch=totals,
-            wake=wake,
-            staged=staging is not None,
-            pending=pending,
-            on_metrics=reaper.observe if reaper is not None else None,
-            partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), storage),
-        )
 
-        def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
-            stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
-            if name:
-                stream = stream.queryName(name)
-            if available_now:
-                stream = stream.trigger(availableNow=True)
-            else:
-                stream = stream.trigger(processingTime=trigger_interval(trigger))
-            with (
-                shuffle_partitions(spark, cfg.shards + 1),
-                state_store(spark),
-                arrow_records(spark),
-                optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (runtime.settings)
-                checkpoint_files(spark, checkpoint),  # no process started per rename (runtime.settings)
-            ):
-                return stream.start()
+            def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
+                stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+                if name:
+                    stream = stream.queryName(name)
+                if available_now:
+                    stream = stream.trigger(availableNow=True)
+                else:
+                    stream = stream.trigger(processingTime=trigger_interval(trigger))
+                with (
+                    shuffle_partitions(spark, cfg.shards + 1),
+                    state_store(spark),
+                    arrow_records(spark),
+                    optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (runtime.settings)
+                    checkpoint_files(spark, checkpoint),  # no process started per rename (runtime.settings)
+                ):
+                    return stream.start()
 
-        return PurgatoryQuery(
-            run(),
-            sink,
-            totals,
-            linger=not is_connect(spark),
-            on_linger=on_linger,
-            rerun=run if trigger == "available-now" else None,
-            end=end,
-            end_of_input=end_of_input,
-            run_available_now=functools.partial(run, True),
-            lease=lease,
-            reaper=reaper,
-        )
+            return PurgatoryQuery(
+                run(),
+                sink,
+                totals,
+                linger=not is_connect(spark),
+                on_linger=on_linger,
+                rerun=run if trigger == "available-now" else None,
+                end=end,
+                end_of_input=end_of_input,
+                run_available_now=functools.partial(run, True),
+                lease=lease,
+                reaper=reaper,
+                stop_timeout_ms=cfg.stop_timeout_ms,
+            )
 
 
 # -- the steps of start ------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from . import BatchResult, Purgatory, PurgatoryConfig
+from .config import InputLimits
 from .contract import (
     MAX_TS_MS,
     OUTCOME_COLUMNS,
@@ -183,20 +184,17 @@ class PurgatoryTester:
         >>> t.step().rejected[["raw", "reason"]].values.tolist()
         [['not json', 'malformed_json']]
         """
-        self._operations.append(_input_frame(rows))
+        self._operations.append(_input_frame(rows, self.purgatory.config.input_limits))
 
     def add_events(self, rows: Rows) -> None:
         """Queue completion events for the next ``step()``: ``key``, ``ts``, optional
         ``op_id``, ``source``, ``value``; as records or JSON lines (``add_operations``)."""
-        self._events.append(_input_frame(rows))
+        self._events.append(_input_frame(rows, self.purgatory.config.input_limits))
 
     def advance_watermark(self, to: Time) -> None:
         """Set the watermark of the next ``step()``; it never goes back (``ValueError``), and
         it is an event time the contract accepts (1970 up to ``contract.MAX_TS_MS``)."""
-        try:
-            ms = epoch_ms(pd.Series([to], dtype=object))
-        except OverflowError:  # a datetime past pandas' range (2262)
-            ms = np.array([np.nan])
+        ms = epoch_ms(pd.Series([to], dtype=object))
         if np.isnan(ms[0]):
             _check_readable(to)
             raise ValueError(f"not an event time: {to!r} (expected epoch ms, ISO-8601 or a datetime)")
@@ -274,16 +272,16 @@ class PurgatoryTester:
         return rows.iloc[0].to_dict() if len(rows) else None
 
 
-def _input_frame(rows: Rows) -> pd.DataFrame:
+def _input_frame(rows: Rows, limits: InputLimits) -> pd.DataFrame:
     """The rows as a frame: records as they are, JSON lines read as the job reads them."""
     if isinstance(rows, pd.DataFrame):
         return rows.copy()
     if isinstance(rows, (str, bytes)):
-        return json_lines(rows.splitlines())
+        return json_lines(rows.splitlines(), limits=limits)
     rows = list(rows)
     lines = [isinstance(r, (str, bytes, bytearray)) for r in rows]
     if rows and all(lines):
-        return json_lines(rows)
+        return json_lines(rows, limits=limits)
     if any(lines):
         raise TypeError("give records (dicts) or JSON lines (str, bytes), not both in one call")
     return pd.DataFrame(rows)

@@ -76,6 +76,9 @@ SLOW_FIRST = (
     "tests/spark/test_kafka_broker.py",  # a broker started twice on its data
     "tests/delta/test_reading.py",  # twenty fresh interpreters
     "tests/query/test_job.py",
+    "tests/spark/test_poison.py",
+    "tests/query/test_signals.py",
+    "tests/query/test_one_writer.py",
     "tests/query/test_inspect.py",
     "tests/query/test_rescale_spark.py",
     "tests/spark/test_streaming.py",

@@ -87,11 +87,15 @@ from .sender import SparkTasks, TaskRunner, in_process
 from .staging import STAGED, STAGED_DDL, metrics_rows, split_tables, stage_metrics, stage_task
 from .writers import open_table as _open_table
 
-__all__ = ["PurgatorySink", "split_tables"]
+__all__ = ["PurgatorySink", "STOPPING", "split_tables"]
 
 log = logging.getLogger(__name__)
 
 _WATERMARK = ms_column("watermark")
+
+#: the error of a micro-batch the sink refused because its query is stopping (``hold``): the
+#: batch did nothing, so the next start runs it; the handle takes it for a clean stop
+STOPPING = "the query is stopping: micro-batch not started"
 
 
 class PurgatorySink:
@@ -165,6 +169,7 @@ class PurgatorySink:
         #: at the staging only when a drain can be due (``linger_due``)
         self.linger_at_ms: int | None = None
         self._select: bool | None = None  # does the batch need a select to STAGED's columns?
+        self._holding = False  # the query is stopping: refuse micro-batches (``hold``)
 
     def __getstate__(self) -> dict:
         # Spark Connect pickles the foreachBatch function to run it in the server's Python
@@ -183,6 +188,8 @@ class PurgatorySink:
         # the batch's actions (toArrow, the drain's tasks) would leave the stream thread
         # without its call site, so that every later RDD walks its stack (``call_site``)
         with self._lock, kept_call_site(batch.sparkSession):
+            if self._holding:
+                raise RuntimeError(f"{STOPPING} ({batch_id})")
             began = time.perf_counter()
             self.tasks = SparkTasks(batch.sparkSession)
             if self.staged:  # the shards staged their rows: only their STAGED rows come here
@@ -202,6 +209,17 @@ class PurgatorySink:
             )
             frame = batch.select(*OPERATOR_OUTPUT.names).mapInArrow(stage, STAGED_DDL)
             self._after_staging(_to_arrow(frame).cast(STAGED), batch_id, began)
+
+    def hold(self, timeout: float | None) -> bool:
+        """Let the micro-batch under way (or a linger drain) finish, then refuse new ones: what
+        a query stopping between micro-batches needs.  A refused batch raises ``STOPPING``
+        before it does anything (Spark runs it again at the next start).  False when the one
+        under way did not finish within ``timeout`` seconds (it may then be cut short)."""
+        finished = self._lock.acquire(timeout=-1 if timeout is None else timeout)
+        self._holding = True
+        if finished:
+            self._lock.release()
+        return finished
 
     def process(self, rows: pa.Table, batch_id: int) -> dict:
         """Stage and drain one micro-batch given as Arrow rows (``contract.OPERATOR_OUTPUT``)."""

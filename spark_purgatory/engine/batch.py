@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..config import InputLimits
 from ..contract import (
     COMPLETED,
     DUPLICATE_OP_ID,
@@ -82,13 +83,18 @@ class BatchResult:
 
 
 def accepted(
-    operations: pd.DataFrame | None, events: pd.DataFrame | None, validated: bool, max_timeout_ms: int
+    operations: pd.DataFrame | None,
+    events: pd.DataFrame | None,
+    validated: bool,
+    max_timeout_ms: int,
+    limits: InputLimits | None = None,
 ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
     """The batch's operations and events as the engine takes them (validated here unless the
     host did; ``stub`` and ``replica`` False where absent), and the rows validation rejected."""
     rejected: list[pd.DataFrame] = []
     if not validated:
-        operations, bad = validate_operations(with_keys(operations), max_timeout_ms=max_timeout_ms)
+        ops = with_keys(operations)
+        operations, bad = validate_operations(ops, max_timeout_ms=max_timeout_ms, limits=limits)
         rejected.append(bad)
         events, bad = validate_events(events if events is not None else pd.DataFrame())
         rejected.append(bad)
@@ -159,13 +165,14 @@ def admit(
     max_timeout_ms: int,
     resolved: ResolvedTable,
     pending: Pending,
+    limits: InputLimits | None = None,
 ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
     """What a shard takes of a batch at watermark ``wm``: the input validated (unless the host
     did), rows behind the watermark rejected ``late`` and op_ids already ``pending`` or
     ``resolved`` (or twice in the batch) rejected ``duplicate_op_id``.  Returns the admitted
     operations (with their op_ids' hashes, ``ohash``), the admitted events and the rejected
     rows."""
-    ops, evs, rejected = accepted(operations, events, validated, max_timeout_ms)
+    ops, evs, rejected = accepted(operations, events, validated, max_timeout_ms, limits)
     # stubs and replicas are copies: their original reports lateness and duplicates
     stub = ops["stub"].astype(bool, copy=False)
     late = ops["ts"] < wm

@@ -175,10 +175,21 @@ def number(v: object) -> float | None:
         return None
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
 def _epoch_ms_of(v: object) -> float:
     """Epoch ms of one value that is not ISO-8601 text (NaN when unreadable)."""
     if isinstance(v, (dt.datetime, np.datetime64)):
-        return np.nan if pd.isna(v) else pd.Timestamp(v).value // 1_000_000
+        if pd.isna(v):
+            return np.nan
+        if isinstance(v, pd.Timestamp):
+            v = v.asm8  # UTC, in the Timestamp's own unit
+        if isinstance(v, np.datetime64):  # never through nanoseconds: past 2262 they overflow
+            return float(v.astype("datetime64[ms]").astype(np.int64))
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=dt.timezone.utc)
+        return (v - _EPOCH) // dt.timedelta(milliseconds=1)
     n = whole(v)
     return np.nan if n is None else n
 

@@ -13,6 +13,11 @@ reads ``ts`` and ``timeout_ms`` as their JSON text, where the numbers ``5`` and 
 (``5.0`` is no whole number); a number with a fraction or an exponent there keeps its text,
 since the validator reads a float in a typed frame as whole when it has no fraction.
 
+Poison records (``config.InputLimits``) are not parsed at all: a line longer than
+``input.max.record.bytes`` in UTF-8 gets ``record_too_large`` in ``POISON``, one nesting
+arrays and objects deeper than ``input.max.depth`` (outside its strings) ``too_deep``; Spark's
+reading (``spark.sources``) measures both the same way.
+
 Invariant: one row per line, in order; a line is malformed exactly when it does not begin
 with a JSON object (what follows the object is ignored, as Spark's reader ignores it).
 Python's JSON reader, like Spark's, accepts ``NaN`` and ``Infinity``; unlike Spark's it
@@ -22,15 +27,32 @@ takes no single-quoted strings (``{'op_id': 'a'}`` is malformed here, read on Sp
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["MALFORMED", "json_lines", "malformed"]
+from ..config import InputLimits
+
+__all__ = [
+    "MALFORMED",
+    "POISON",
+    "STRING_LITERAL",
+    "json_lines",
+    "malformed",
+    "nested_deeper",
+    "poison",
+    "poisoned",
+]
 
 #: the column that marks a line that is not a JSON object (``malformed_json``)
 MALFORMED = "_malformed"
+#: the column that names a poison line's reason (``record_too_large``, ``too_deep``), else None
+POISON = "_poison"
+#: a JSON string literal, quotes and escapes included (Spark's reading uses the same pattern)
+STRING_LITERAL = r'"(?:[^"\\]|\\[\s\S])*"'
+_STRINGS = re.compile(STRING_LITERAL)
 #: fields the job reads from their JSON text as whole numbers or times
 _SPELLED_FIELDS = ("ts", "timeout_ms")
 
@@ -70,9 +92,34 @@ def _record(line: str) -> dict | None:
     }
 
 
-def json_lines(lines: Iterable[str | bytes]) -> pd.DataFrame:
+def nested_deeper(text: str, depth: int) -> bool:
+    """Does ``text`` nest arrays and objects deeper than ``depth``?  Brackets inside strings do
+    not count; unbalanced text is measured all the same (the deepest running count).
+
+    >>> nested_deeper('{"a": [[1]], "b": "[[[["}', 3), nested_deeper('{"a": [[1]]}', 2)
+    (False, True)
+    """
+    if text.count("[") + text.count("{") <= depth:  # too few openers: the common case, cheap
+        return False
+    brackets = np.frombuffer(_STRINGS.sub("", text).encode("utf-8"), dtype=np.uint8)
+    steps = np.isin(brackets, (ord("["), ord("{"))).astype(np.int64)
+    steps -= np.isin(brackets, (ord("]"), ord("}")))
+    return bool(steps.size) and int(np.cumsum(steps).max()) > depth
+
+
+def poison(text: str, limits: InputLimits) -> str | None:
+    """The reason a line is poison, never to be parsed (module docstring), else None."""
+    if len(text) > limits.record_bytes // 4 and len(text.encode("utf-8")) > limits.record_bytes:
+        return "record_too_large"
+    if nested_deeper(text, limits.depth):
+        return "too_deep"
+    return None
+
+
+def json_lines(lines: Iterable[str | bytes], *, limits: InputLimits | None = None) -> pd.DataFrame:
     """One row per line: its fields (object columns, values as JSON gave them), ``raw`` (the
-    line's text) and ``MALFORMED``.
+    line's text), ``MALFORMED`` and ``POISON`` (a poison line is not parsed: ``limits``, the
+    defaults when None).
 
     >>> f = json_lines(['{"op_id": "a", "ts": 5.0}', b"not json"])
     >>> f[["op_id", "ts", "raw", "_malformed"]].values.tolist()
@@ -82,11 +129,21 @@ def json_lines(lines: Iterable[str | bytes]) -> pd.DataFrame:
         line.decode("utf-8", errors="replace") if isinstance(line, (bytes, bytearray)) else line
         for line in lines
     ]
-    records = [_record(text) for text in texts]
+    limits = limits or InputLimits()
+    poisoned = [poison(text, limits) for text in texts]
+    records = [_record(text) if bad is None else None for text, bad in zip(texts, poisoned, strict=True)]
     frame = pd.DataFrame([r or {} for r in records], index=pd.RangeIndex(len(texts)), dtype=object)
     frame["raw"] = np.array(texts, dtype=object)
     frame[MALFORMED] = np.array([r is None for r in records], dtype=bool)
+    frame[POISON] = np.array(poisoned, dtype=object)
     return frame
+
+
+def poisoned(frame: pd.DataFrame, reason: str) -> np.ndarray:
+    """Which rows are poison lines of ``reason`` (none when the frame came otherwise)."""
+    if POISON not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    return frame[POISON].eq(reason).to_numpy()
 
 
 def malformed(frame: pd.DataFrame) -> np.ndarray:

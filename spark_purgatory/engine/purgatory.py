@@ -272,7 +272,14 @@ class Purgatory:
         new_from, new_eseq_from = self._t.next_handle, self._t.next_eseq
         self._t.forget_resolved(wm)
         ops, evs, rejected = admit(
-            operations, events, wm, validated, self.config.max_timeout_ms, self._t.resolved, self._t.pending
+            operations,
+            events,
+            wm,
+            validated,
+            self.config.max_timeout_ms,
+            self._t.resolved,
+            self._t.pending,
+            self.config.input_limits,
         )
 
         ops, released, refused, answers = registry.settle(

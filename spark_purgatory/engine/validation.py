@@ -36,12 +36,15 @@ import time
 import numpy as np
 import pandas as pd
 
+from ..config import InputLimits
 from ..contract import (
     EVENT_COLUMNS,
     EVENT_REASONS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     OPERATION_REASONS,
+    RAW_KEPT_CHARS,
+    RAW_TRUNCATED,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
 )
@@ -60,7 +63,7 @@ from .fields import (
     values_of,
     wholes,
 )
-from .lines import malformed
+from .lines import malformed, poisoned
 
 __all__ = ["epoch_ms", "raw_json", "readable", "first_keys", "validate_operations", "validate_events"]
 
@@ -114,16 +117,29 @@ def _rejections(
     reason, and its ``op_id`` and ``key`` where they are readable text (``readable``)."""
     bad = reasons != ""
     rows = frame.loc[bad] if bad.any() else frame.iloc[:0]
+    raw = raw_json(rows, columns).to_numpy(dtype=object) if len(rows) else np.empty(0, dtype=object)
+    for at in np.flatnonzero(reasons[bad] == "record_too_large"):
+        raw[at] = truncated(raw[at])
     return pd.DataFrame(
         {
             "source": np.full(len(rows), source, dtype=object),
-            "raw": raw_json(rows, columns).to_numpy(dtype=object) if len(rows) else np.empty(0, dtype=object),
+            "raw": raw,
             "reason": reasons[bad],
             "op_id": op_id,
             "key": key,
         },
         copy=False,
     )
+
+
+def truncated(raw: str) -> str:
+    """A ``record_too_large`` record's ``raw``: its start and its size (``contract.RAW_TRUNCATED``)."""
+    return raw[:RAW_KEPT_CHARS] + RAW_TRUNCATED.format(bytes=len(raw.encode("utf-8")))
+
+
+def _poison_checks(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Lines never parsed (``lines.poison``): too large, or nested too deep."""
+    return {reason: poisoned(frame, reason) for reason in ("record_too_large", "too_deep")}
 
 
 def readable(texts: np.ndarray, structured: np.ndarray | None = None) -> np.ndarray:
@@ -170,7 +186,12 @@ def _conditions(column: pd.Series | None, n: int) -> np.ndarray:
 
 
 def validate_operations(
-    ops: pd.DataFrame, *, max_timeout_ms: int, now_ms: int | None = None, max_future_ms: int | None = None
+    ops: pd.DataFrame,
+    *,
+    max_timeout_ms: int,
+    now_ms: int | None = None,
+    max_future_ms: int | None = None,
+    limits: InputLimits | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Split operations into (valid, rejected rows with a reason).
 
@@ -178,18 +199,22 @@ def validate_operations(
     columns are allowed) and an optional ``raw`` column; ``ts`` may be epoch ms, a timestamp
     or ISO-8601 text.  Valid rows come back with ``keys`` deduplicated in their order, ``ts`` in
     epoch ms, condition code ``cond`` and ``deadline = ts + timeout_ms``.  ``max_future_ms``
-    turns on ``ts_in_future`` (relative to ``now_ms``, default the clock).
+    turns on ``ts_in_future`` (relative to ``now_ms``, default the clock); ``limits`` bound the
+    keys and members (the defaults when None).
     """
+    limits = limits or InputLimits()
     f = _read_operations(ops)
     n = len(ops)
     has_timeout = f["has_timeout"]
     cond = f["cond"]
     needs_target = np.isin(cond, NEEDS_TARGET)
     checks = {
+        **_poison_checks(ops),
         "malformed_json": malformed(ops),
         "missing_op_id": blanks(f["op_id"]),
         "bad_op_id": f["bad_op_id"],
         "missing_key": f["n_keys"] == 0,
+        "too_many_keys": f["n_keys"] > limits.keys,
         **_time_checks(values_of(ops, "ts"), f["ts"], now_ms, max_future_ms),
         "missing_timeout_ms": missing(values_of(ops, "timeout_ms"), n),
         "bad_timeout_ms": ~has_timeout,
@@ -199,6 +224,7 @@ def validate_operations(
         "missing_target": needs_target & missing(values_of(ops, "target"), n),
         "bad_target": needs_target & ~np.isfinite(f["target"]),
         "missing_members": (cond == ALL) & (f["n_members"] == 0),
+        "too_many_members": f["n_members"] > limits.members,
         "bad_payload": f["bad_payload"],
     }
     reasons = _first_reasons(checks, OPERATION_REASONS, n)
@@ -274,6 +300,7 @@ def validate_events(
     source, _ = texts(values_of(events, "source"), n)
     bad_source = non_texts(values_of(events, "source"), n)  # a name: a string or nothing
     checks = {
+        **_poison_checks(events),
         "malformed_json": malformed(events),
         "missing_key": blanks(key),
         **_time_checks(values_of(events, "ts"), ms, now_ms, max_future_ms),

@@ -38,6 +38,7 @@ import logging
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from ..config import InputLimits
 from ..engine.conditions import ALL, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
 from ..runtime.jars import jar_paths
 from ..runtime.settings import is_connect
@@ -103,11 +104,13 @@ ROUTES = (
 )
 
 
-def condition_names() -> str:
+def condition_names(limits: InputLimits | None = None) -> str:
     """The condition names as the checks take them: every name, those that need a target,
-    the one that needs members (``engine.conditions``: one source for both readings)."""
+    the one that needs members (``engine.conditions``: one source for both readings); then
+    the most keys and members an operation may have (``input.max.keys``, ``input.max.members``)."""
+    limits = limits or InputLimits()
     needing = " ".join(str(CONDITION_NAMES[code]) for code in NEEDS_TARGET)
-    return f"{' '.join(CONDITIONS)}|{needing}|{CONDITION_NAMES[ALL]}"
+    return f"{' '.join(CONDITIONS)}|{needing}|{CONDITION_NAMES[ALL]}|{int(limits.keys)}|{int(limits.members)}"
 
 
 #: the session settings that record a registered function (``_registered``)

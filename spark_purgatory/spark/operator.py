@@ -173,10 +173,15 @@ def routed_stream(
     """The operator's input: both streams parsed and routed to shards, each with its own
     watermark declared on ``ts + L`` (module docstring), then unioned; with ``wake_path`` the
     wake files there (relays owed, the end of input) as a third input (``handoff.wake``)."""
+    limits = config.input_limits  # poison records (input.max.*)
     parsed_ops = parse_operations(
-        operations, source_format, max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
+        operations,
+        source_format,
+        max_timeout_ms=config.max_timeout_ms,
+        max_future_ms=config.max_future_ms,
+        limits=limits,
     )
-    parsed_events = parse_events(events, source_format, max_future_ms=config.max_future_ms)
+    parsed_events = parse_events(events, source_format, max_future_ms=config.max_future_ms, limits=limits)
     ops = _with_watermark(route_operations(parsed_ops, config), config.input_delay_ms(SOURCE_OPERATIONS))
     evs = _with_watermark(route_events(parsed_events, config), config.input_delay_ms(SOURCE_EVENTS))
     routed = ops.unionByName(evs)
@@ -305,8 +310,11 @@ def purgatory_batch(
     equal the stream's at the same final watermark.
     """
     config = config or PurgatoryConfig()
-    parsed_ops = parse_operations(operations, source_format, max_timeout_ms=config.max_timeout_ms)
-    parsed_events = parse_events(events, source_format)  # a backfill: no future-time check
+    limits = config.input_limits
+    parsed_ops = parse_operations(
+        operations, source_format, max_timeout_ms=config.max_timeout_ms, limits=limits
+    )
+    parsed_events = parse_events(events, source_format, limits=limits)  # a backfill: no future-time check
     routed = route(parsed_ops, parsed_events, config)
     if final_watermark_ms is None:
         final_watermark_ms = MAX_TS_MS + config.max_timeout_ms + config.tick_ms

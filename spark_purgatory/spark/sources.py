@@ -39,6 +39,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from ..config import InputLimits
 from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
@@ -46,6 +47,8 @@ from ..contract import (
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     OPERATION_REASONS,
+    RAW_KEPT_CHARS,
+    RAW_TRUNCATED,
     ms_column,
 )
 from ..engine.conditions import ALL, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
@@ -209,6 +212,48 @@ def _ts_checks(max_future_ms: int | None) -> dict[str, str]:
     return checks
 
 
+#: the reason a JSON record is poison and not parsed (``record_too_large``, ``too_deep``)
+_POISON = "_poison"
+#: ``engine.lines.STRING_LITERAL`` for Java's regular expressions, possessive (the same
+#: matches, without the stack a backtracking repetition takes on a long string)
+_STRING_LITERAL = r'"(?:[^"\\]++|\\[\s\S])*+"'
+_NOT_BRACKET = r"[^\[\]{}]"
+
+
+def _poison(text: str, limits: InputLimits) -> str:
+    """SQL for ``engine.lines.poison``: the record's UTF-8 bytes above the limit, else its
+    nesting of arrays and objects outside its strings deeper than the limit (measured only
+    for a record with more opening brackets than the limit), else null."""
+    depth = int(limits.depth)
+    openers = f"(length({text}) - length(translate({text}, '[{{', '')))"
+    strings = f"regexp_replace({text}, {sql_string(_STRING_LITERAL)}, '')"
+    brackets = f"regexp_replace({strings}, {sql_string(_NOT_BRACKET)}, '')"
+    step = "IF(_c IN ('[', '{'), 1, -1)"
+    running = (
+        f"aggregate(split({brackets}, ''), named_struct('d', 0, 'm', 0), "
+        f"(_a, _c) -> named_struct('d', _a.d + {step}, 'm', greatest(_a.m, _a.d + {step}))).m"
+    )
+    return (
+        f"CASE WHEN octet_length({text}) > {int(limits.record_bytes)} THEN 'record_too_large' "
+        f"WHEN {openers} > {depth} AND {running} > {depth} THEN 'too_deep' END"
+    )
+
+
+def _poison_checks(fields: DataFrame) -> dict[str, str]:
+    """The poison checks of JSON text (typed input has no text: none)."""
+    if _POISON not in fields.columns:
+        return {}
+    return {reason: f"{_POISON} = '{reason}'" for reason in ("record_too_large", "too_deep")}
+
+
+def _truncated_raw() -> str:
+    """``raw``, a ``record_too_large`` record's cut as ``validation.truncated`` cuts it."""
+    before, after = RAW_TRUNCATED.split("{bytes}")
+    note = f"concat({sql_string(before)}, octet_length(raw), {sql_string(after)})"
+    cut = f"concat(substring(raw, 1, {RAW_KEPT_CHARS}), {note})"
+    return f"CASE WHEN reason = 'record_too_large' THEN {cut} ELSE raw END AS raw"
+
+
 def _first_reason(checks: dict[str, str], order: tuple[str, ...]) -> str:
     """The first reason in ``order`` (the contract's) whose check holds; null if none does."""
     unknown = set(checks) - set(order)
@@ -219,26 +264,35 @@ def _first_reason(checks: dict[str, str], order: tuple[str, ...]) -> str:
 
 
 def parse_operations(
-    df: DataFrame, fmt: SourceFormat = "auto", *, max_timeout_ms: int, max_future_ms: int | None = None
+    df: DataFrame,
+    fmt: SourceFormat = "auto",
+    *,
+    max_timeout_ms: int,
+    max_future_ms: int | None = None,
+    limits: InputLimits | None = None,
 ) -> DataFrame:
     """Canonical operations with ``raw`` and ``reason`` (null when valid).
 
     Columns: op_id, keys (distinct, in their order), ts_ms, timeout_ms, condition (lower case), target,
     members (sorted distinct), payload, raw, reason.  Typed input is checked here, so a
     missing or wrongly typed column raises ``InputSchemaError`` before the query starts.
+    ``limits``: the poison-record limits (``input.max.*``; the defaults when None).
     """
+    limits = limits or InputLimits()
     fmt = source_format_of(df, fmt)
     function = operation_checks(df.sparkSession) if fmt == "typed" else None
     df = with_latest(df, max_future_ms)
     if function:
-        return operations_checked(df, function, max_timeout_ms)
-    fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING)
+        return operations_checked(df, function, max_timeout_ms, limits)
+    fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING, limits)
     needs_target = sql_in("condition", [str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
     checks = {
+        **_poison_checks(fields),
         "malformed_json": "_malformed",
         "missing_op_id": sql_blank("op_id"),
         "bad_op_id": "_bad_op_id",
         "missing_key": "coalesce(size(keys), 0) <= 0",
+        "too_many_keys": f"size(keys) > {int(limits.keys)}",
         **_ts_checks(max_future_ms),
         "missing_timeout_ms": "_no_timeout",
         "bad_timeout_ms": "timeout_ms IS NULL",
@@ -248,12 +302,19 @@ def parse_operations(
         "missing_target": f"{needs_target} AND _no_target",
         "bad_target": f"{needs_target} AND {sql_not_finite('target')}",
         "missing_members": f"condition = '{_ALL}' AND coalesce(size(members), 0) <= 0",
+        "too_many_members": f"coalesce(size(members), 0) > {int(limits.members)}",
         "bad_payload": "_bad_payload",
     }
     return _with_reason(fields, checks, OPERATION_REASONS, OPERATION_COLUMNS)
 
 
-def parse_events(df: DataFrame, fmt: SourceFormat = "auto", *, max_future_ms: int | None = None) -> DataFrame:
+def parse_events(
+    df: DataFrame,
+    fmt: SourceFormat = "auto",
+    *,
+    max_future_ms: int | None = None,
+    limits: InputLimits | None = None,
+) -> DataFrame:
     """Canonical completion events with ``raw`` and ``reason`` (null when valid).
 
     Columns: key, ts_ms, op_id, source, value, raw, reason.  Typed input as for
@@ -264,8 +325,11 @@ def parse_events(df: DataFrame, fmt: SourceFormat = "auto", *, max_future_ms: in
     df = with_latest(df, max_future_ms)
     if function:
         return events_checked(df, function)
-    fields = event_fields(df) if fmt == "typed" else _json_fields(df, fmt, _EVENT_READING)
+    fields = (
+        event_fields(df) if fmt == "typed" else _json_fields(df, fmt, _EVENT_READING, limits or InputLimits())
+    )
     checks = {
+        **_poison_checks(fields),
         "malformed_json": "_malformed",
         "missing_key": sql_blank("key"),
         **_ts_checks(max_future_ms),
@@ -281,6 +345,8 @@ def _with_reason(
 ) -> DataFrame:
     """The parsed rows with their reason; typed input gets its ``raw`` text only when rejected."""
     out = fields.selectExpr("*", f"{_first_reason(checks, order)} AS reason")
+    if _POISON in fields.columns:  # a record too large keeps its start and its size in ``raw``
+        out = out.selectExpr(*[_truncated_raw() if c == "raw" else f"`{c}`" for c in out.columns])
     # an op_id that is an array or object is none (``rejected``'s op_id, as the pandas validator)
     columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
     columns["op_id"] = "CASE WHEN NOT _bad_op_id THEN op_id END"
@@ -331,12 +397,14 @@ class _Reading(NamedTuple):
 
 
 def _from_json(schema: T.StructType) -> str:
-    """``raw`` read with ``schema``, a malformed line kept in ``_corrupt_record``."""
+    """``raw`` read with ``schema``, a malformed line kept in ``_corrupt_record``; a poison
+    record is not read (null)."""
     options = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in _JSON_OPTIONS.items())
-    return f"from_json(raw, {sql_string(schema.simpleString())}, map({options}))"
+    text = f"CASE WHEN {_POISON} IS NULL THEN raw END"
+    return f"from_json({text}, {sql_string(schema.simpleString())}, map({options}))"
 
 
-def _json_fields(df: DataFrame, fmt: str, reading: _Reading) -> DataFrame:
+def _json_fields(df: DataFrame, fmt: str, reading: _Reading, limits: InputLimits) -> DataFrame:
     """``raw`` and each field as the checks expect it, from the typed reading where the line
     allows it (``_plain``), else from the lenient one.
 
@@ -348,11 +416,14 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading) -> DataFrame:
     text = _raw(df, fmt)
     carried = [_KAFKA] if fmt == "kafka" else []
     carried += latest_carried(df)  # for the checks (``_ts_checks``)
+    text = text.selectExpr("raw", *carried, f"{_poison('raw', limits)} AS {_POISON}")
+    carried.append(_POISON)
     rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t")
     plain = [f"t IS NOT NULL AND {_get('t', _CORRUPT)} IS NULL"]
     plain += [_plain_field(_get("t", f), f) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]
     rows = rows.selectExpr("raw", *carried, "t", " AND ".join(f"({p})" for p in plain) + " AS _plain")
-    lenient = f"CASE WHEN _plain THEN NULL ELSE {_from_json(reading.lenient_schema)} END AS j"
+    lenient = _from_json(reading.lenient_schema)
+    lenient = f"CASE WHEN _plain OR {_POISON} IS NOT NULL THEN NULL ELSE {lenient} END AS j"
     rows = rows.selectExpr("raw", *carried, "t", "_plain", lenient)
     fast, slow = reading.typed("t"), reading.lenient("j")
     return rows.selectExpr(

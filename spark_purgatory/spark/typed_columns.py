@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from ..config import InputLimits
 from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
@@ -70,11 +71,12 @@ def operation_fields(df: DataFrame) -> DataFrame:
     return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()], *latest)
 
 
-def operations_checked(df: DataFrame, function: str, max_timeout_ms: int) -> DataFrame:
+def operations_checked(df: DataFrame, function: str, max_timeout_ms: int, limits: InputLimits) -> DataFrame:
     """Typed operations checked by the JVM function ``function`` (``checks``): the event
     time and timeout read as ``operation_fields`` reads them, then one call for the
     reason and the cleaned keys (in their order), condition and members (the latest event
-    time accepted: ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it)."""
+    time accepted: ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it).  The keys'
+    and members' limits travel with the condition names (``checks.condition_names``)."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
     ts_ms = ms_column("ts")
     read = df.selectExpr(
@@ -90,7 +92,7 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int) -> Dat
         f"{c['members']} AS _members",
         f"{c['payload']} AS payload",
     )
-    names, latest = sql_string(condition_names()), _latest(df)
+    names, latest = sql_string(condition_names(limits)), _latest(df)
     call = (
         f"{function}(op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
         f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names})"

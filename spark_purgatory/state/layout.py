@@ -8,8 +8,9 @@ files under the checkpoint keep what every caller that opens one must respect:
 * ``purgatory-layout``: the shard count and the history of rescales (``layout_of``);
 * ``purgatory-rescale``: the journal of a rescale under way; a crash leaves it, and
   ``recover`` (which ``check_layout`` calls before every start) completes or undoes it;
-* ``purgatory-running``: the lease of the query running on it (``RunLease``), which
-  ``rescale`` refuses to work under.
+* ``purgatory-running``: the lease of the query running on it (``RunLease``): ``start``
+  refuses a second query on the checkpoint while it is held, and ``rescale`` refuses to work
+  under it.
 
 ``start``, the job, ``rescale`` and the inspection commands all read them here.
 
@@ -19,12 +20,14 @@ or the new one, finished), whatever step a crash interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import logging
 import os
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -42,6 +45,8 @@ __all__ = [
     "LAYOUT",
     "RUNNING",
     "STATE_DIR",
+    "CheckpointBusyError",
+    "LEASE_EXPIRY_S",
     "RescaleError",
     "RunLease",
     "check_layout",
@@ -69,8 +74,18 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 STATE_DIR = "purgatory-state"
 
 
+#: a lease not renewed for this long is stale (its driver is gone); the handle renews it
+#: every ``LEASE_RENEW_S``
+LEASE_EXPIRY_S = 60
+LEASE_RENEW_S = 15
+
+
 class RescaleError(RuntimeError):
     """``rescale`` refused: one line saying why and what to do."""
+
+
+class CheckpointBusyError(RuntimeError):
+    """``start`` refused: another query runs on the checkpoint (one line, with what to do)."""
 
 
 def state_path_of(checkpoint: str, configured: str = "") -> str:
@@ -237,38 +252,105 @@ def now_text() -> str:
 
 class RunLease:
     """``<checkpoint>/purgatory-running`` while a query runs on the checkpoint: the host and
-    process of its driver (``start`` takes it, ``stop`` gives it back).  A lease of a process
-    that is gone from this host is stale (a killed driver); one of another host is taken to
-    be live (remove the file if that driver is gone)."""
+    process of its driver, a token of its own, and when it was last renewed (``start`` takes
+    it, the handle renews it every ``LEASE_RENEW_S``, ``stop`` gives it back).
+
+    A lease is live while it is renewed within ``LEASE_EXPIRY_S`` and, on this host, its
+    process is alive: a killed driver's lease is stale at once on its host, after the expiry
+    elsewhere (a driver restarted on another node waits at most that long).  ``take`` refuses
+    a live lease of another query; two starts racing for a free lease are told apart by
+    reading it back (the last writer keeps it), which leaves a window only as wide as that
+    read on a store without conditional writes.
+    """
 
     def __init__(self, checkpoint: str, storage: Storage | None = None) -> None:
         self.storage = storage or Storage()
         fs, root = self.storage.filesystem(checkpoint)
         self.fs, self.path, self.checkpoint = fs, f"{root}/{RUNNING}", checkpoint
+        self.token: str | None = None
+        self.since: str | None = None
+
+    def check_unheld(self) -> None:
+        """Raise ``CheckpointBusyError`` (one line, naming the query) while a query holds it."""
+        holder = self.holder()
+        if holder is not None:
+            raise CheckpointBusyError(self._busy(holder, "a second query on it is refused"))
 
     def take(self) -> None:
-        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": now_text()}).encode()
-        write_whole(self.fs, self.path, lambda out: out.write(body))
+        """Hold the lease, or raise ``CheckpointBusyError`` naming the query that holds it."""
+        self.check_unheld()
+        self.token, self.since = os.urandom(8).hex(), now_text()
+        self._write()
+        read = read_json(self.fs, self.path)
+        if read is None or read.get("token") != self.token:  # another start took it meanwhile
+            holder, self.token = read or {}, None
+            raise CheckpointBusyError(self._busy(holder, "a second query on it is refused"))
+
+    def renew(self) -> bool:
+        """Note that the query still runs (a lease deleted by hand is written again); False,
+        and nothing written, if another query took it after it went stale."""
+        if self.token is None:
+            return False
+        read = read_json(self.fs, self.path)
+        if read is not None and read.get("token") != self.token:
+            return False
+        self._write()
+        return True
+
+    @contextlib.contextmanager
+    def given_back_on_error(self) -> Iterator[None]:
+        """Release the lease if the block raises (a start that failed runs nothing)."""
+        try:
+            yield
+        except BaseException:
+            self.release()
+            raise
 
     def release(self) -> None:
-        remove(self.fs, [self.path])
+        """Give the lease back (never another query's)."""
+        read = read_json(self.fs, self.path)
+        if self.token is not None and read is not None and read.get("token") == self.token:
+            remove(self.fs, [self.path])
+        self.token = None
+
+    def _write(self) -> None:
+        lease = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "since": self.since or now_text(),
+            "renewed": now_text(),
+            "token": self.token,
+        }
+        body = json.dumps(lease).encode()
+        write_whole(self.fs, self.path, lambda out: out.write(body))
 
     def holder(self) -> dict | None:
+        """The live lease (see the class docstring), None when free or stale."""
         lease = read_json(self.fs, self.path)
         if lease is None:
             return None
         if lease.get("host") == socket.gethostname() and not _alive(int(lease.get("pid", -1))):
             return None
-        return lease
+        renewed = lease.get("renewed") or lease.get("since")
+        try:
+            age = (dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(renewed)).total_seconds()
+        except (TypeError, ValueError):
+            return lease
+        return None if age > LEASE_EXPIRY_S else lease
 
     def check_free(self) -> None:
         lease = self.holder()
         if lease is not None:
-            raise RescaleError(
-                f"a query runs on {self.checkpoint} (driver {lease.get('host')} pid {lease.get('pid')} "
-                f"since {lease.get('since')}): stop it first (if that driver is gone, delete "
-                f"{join(self.checkpoint, RUNNING)})"
-            )
+            raise RescaleError(self._busy(lease, "stop it first"))
+
+    def _busy(self, lease: dict, then: str) -> str:
+        if lease.get("host") == socket.gethostname() and lease.get("pid") == os.getpid():
+            return f"a query runs on {self.checkpoint}, started in this process: stop it first (its stop())"
+        return (
+            f"a query runs on {self.checkpoint} (driver {lease.get('host')} pid {lease.get('pid')} "
+            f"since {lease.get('since')}): {then} (if that driver is gone, wait {LEASE_EXPIRY_S} s "
+            f"or delete {join(self.checkpoint, RUNNING)})"
+        )
 
 
 def _alive(pid: int) -> bool:

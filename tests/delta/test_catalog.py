@@ -20,7 +20,9 @@ from deltalake import DeltaTable
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.config import ConfigError
 from spark_purgatory.delta.catalog import CatalogDeltaWriter, CatalogTables, writer_for
+from spark_purgatory.delta.ownership import OWNER, OutputOwnedError
 from spark_purgatory.job import parse_args
+from spark_purgatory.query import app_id_of
 from spark_purgatory.workload import generate, write_json_lines
 from tests.support.crash_harness import reference
 
@@ -104,6 +106,10 @@ def test_start_writes_catalog_tables_read_back_with_spark_table(spark, tmp_path)
     detail = spark.sql(f"DESCRIBE DETAIL {schema}.pay_outcomes").first()
     assert detail["location"].startswith(f"file:{tmp_path / 'warehouse'}")
     assert detail["partitionColumns"] == ["resolved_date"]
+    # one writer per output: the catalog tables name their checkpoint; another one is refused
+    assert detail["properties"][OWNER] == app_id_of(str(tmp_path / "chk"))
+    with pytest.raises(OutputOwnedError, match=f"output table spark_catalog.{schema}.pay_outcomes belongs"):
+        start(ops, events, output=tables, checkpoint=str(tmp_path / "chk-2"), config=config, spark=spark)
 
 
 @pytest.mark.jars("delta")

@@ -1,4 +1,8 @@
-"""kill -9 the job at each accumulator fault point; exactly once after.
+"""kill -9 the job at each accumulator fault point; exactly once after.  And a clean stop:
+SIGTERM (here, files) and SIGINT (``test_kafka_crash.py``, Kafka) stop a run between
+micro-batches, flush what lingers and exit 0 (``stopped_cleanly``); the next run continues.
+And a transient fault (``restart=``: a micro-batch raises once, as an object store's 503
+would) is ridden out by the job's restart policy (``spark_purgatory.restarts``) in the run.
 
 The fault points (``FAULT_POINTS``) include the two the executors' writes add: after a
 batch's staged files are written but before the driver records them, and after a drain's
@@ -24,18 +28,26 @@ import pytest
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
 from tests.delta.test_kafka_crash import PLANS as KAFKA_PLANS
+from tests.support.clean_stops import killed_as_planned
 from tests.support.crash_harness import check, run
 
 #: the kills of each test, in order: with ``KAFKA_PLANS`` every fault point once per writer, and
 #: a random one per writer; "s3" is Spark's Delta writer on s3a (``test_s3a.py``)
 PLANS = {
-    "local": ["fault=committed:1", "fault=manifest:1", "fault=staged:2", "fault=staging:2"],
+    "local": [
+        "fault=committed:1",
+        "fault=manifest:1",
+        "signal=TERM",
+        "fault=staged:2",
+        "restart=staged:2",
+        "fault=staging:2",
+    ],
     "s3": ["fault=staging:2"],
 }
 
 
 def _points(plan: list[str]) -> list[str]:
-    return [step.split("=")[1].split(":")[0] for step in plan if step != "random"]
+    return [step.split("=")[1].split(":")[0] for step in plan if step.startswith("fault=")]  # kills only
 
 
 def test_the_plans_kill_at_every_fault_point():
@@ -44,11 +56,6 @@ def test_the_plans_kill_at_every_fault_point():
     native = _points(PLANS["s3"]) + _points(KAFKA_PLANS["spark"])  # Spark's Delta writer: no "written"
     assert sorted(native) == sorted(set(FAULT_POINTS) - {"written"})  # each once
     assert KAFKA_PLANS["spark"][-1] == KAFKA_PLANS["delta-rs"][0] == "random"
-
-
-def killed_as_planned(result: dict, plan: list[str]) -> None:
-    killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
-    assert len(killed) == len(plan), result["kills"]  # every run died by SIGKILL where planned
 
 
 @pytest.mark.spark

@@ -1,4 +1,7 @@
-"""kill -9 the job while it reads Kafka topics and writes Delta; exactly once after.
+"""kill -9 the job while it reads Kafka topics and writes Delta; exactly once after.  And two
+runs that must end cleanly: one stopped by Ctrl-C (SIGINT to its process group), one whose
+broker answers nobody for 30 s mid-run (``KafkaBroker.pause``: the query rides it out and
+commits the input produced after it; ``tests/support/clean_stops.py``).
 
 ``crash_harness.run`` with ``kafka``: each share of the input is produced to two topics on the
 worker's broker while the job runs with a processing-time trigger; the job is killed, then a
@@ -19,13 +22,14 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
+from tests.support.clean_stops import killed_as_planned
 from tests.support.crash_harness import check, run
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("kafka", "kafka-broker")]
 
 #: each writer's kills, in order
 PLANS = {
-    "delta-rs": ["random", "fault=written:1"],
+    "delta-rs": ["random", "signal=INT", "outage=30", "fault=written:1"],
     "spark": ["fault=manifest:1", "fault=staged:2", "fault=committed:1", "random"],
 }
 
@@ -51,8 +55,7 @@ def test_job_on_kafka_survives_kill_minus_nine_with_exactly_once_outputs(kafka_b
         extra={"accumulator.linger.ms": "6000"} if writer == "spark" else None,
         final_in_process=True,  # the drain after the kills: this worker's session
     )
-    killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
-    assert len(killed) == len(plan), result["kills"]
+    killed_as_planned(result, plan)  # and the SIGINT run stopped cleanly, flushed, exit 0
     check(result)
     if writer == "spark":  # every commit was Delta's own writer's
         history = DeltaTable(f"{root}/out/outcomes").history()

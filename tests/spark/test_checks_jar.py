@@ -173,4 +173,4 @@ def test_a_session_without_the_class_reads_the_checks_as_sql(spark, monkeypatch)
     assert checks.operation_checks(spark) == name
     assert checks.operation_routes(spark) == checks.ROUTES[0]
     assert checks.event_checks(spark) == checks.EVENT_CHECKS[0]
-    assert checks.condition_names() == "any count sum all offset|count sum offset|all"
+    assert checks.condition_names() == "any count sum all offset|count sum offset|all|1000|1000"

@@ -61,6 +61,13 @@ def _options(broker, **extra: str) -> dict[str, str]:
 
 # -- the contract through Kafka, as through files --------------------------------------------------
 
+#: records only Kafka can carry, or poison, produced beside the workload: a tombstone (a null
+#: value) and a value nested 100,000 deep (operations), invalid UTF-8 (events); each rejected
+KAFKA_POISON = (
+    [None, b'{"op_id": "deep", "payload": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"],
+    [b'{"key": "\xff\xfe", "ts": "x"}'],
+)
+
 
 @pytest.fixture(scope="module")
 def through_both(spark, kafka_broker, tmp_path_factory):
@@ -80,6 +87,8 @@ def through_both(spark, kafka_broker, tmp_path_factory):
             for topic, directory in zip(given, (f"{root}/in/ops", f"{root}/in/events"), strict=True):
                 lines = _lines(directory)
                 kafka_broker.produce(topic, lines, partitions=[i % 3 for i in range(len(lines))])
+            for topic, values in zip(given, KAFKA_POISON, strict=True):  # Kafka's alone: not in files
+                kafka_broker.produce(topic, values, partitions=0)
             options = _options(kafka_broker)
         out = f"{root}/{name}/out"
         with start(
@@ -110,9 +119,30 @@ def test_the_contract_through_kafka_gives_what_files_give(through_both):
     # the same malformed lines rejected for the same reasons; Kafka's raw wraps the line
     as_files = sorted(files["rejected"][["source", "reason", "raw"]].itertuples(index=False, name=None))
     as_kafka = sorted(
-        (r.source, r.reason, json.loads(r.raw)["value"]) for r in kafka["rejected"].itertuples()
+        (r.source, r.reason, json.loads(r.raw)["value"])
+        for r in kafka["rejected"].itertuples()
+        if not _kafka_poison(json.loads(r.raw).get("value"))
     )
     assert len(as_files) == 8 and as_kafka == as_files
+
+
+def test_a_tombstone_a_deep_value_and_invalid_utf8_are_rejected_never_fatal(through_both):
+    _work, runs = through_both
+    rejected = runs["kafka"]["rejected"]
+    found = sorted(
+        (r.source, r.reason, (json.loads(r.raw).get("value") or "")[:16])  # a tombstone's raw: no value
+        for r in rejected.itertuples()
+        if _kafka_poison(json.loads(r.raw).get("value"))
+    )
+    assert found == [
+        ("events", "bad_ts", '{"key": "\ufffd\ufffd", "ts": "x"}'[:16]),  # its key read with U+FFFD
+        ("operations", "malformed_json", ""),  # the tombstone: no value at all
+        ("operations", "too_deep", '{"op_id": "deep"'),
+    ]
+
+
+def _kafka_poison(value: str | None) -> bool:
+    return value is None or value.startswith(('{"op_id": "deep"', '{"key": "\ufffd'))
 
 
 def test_a_rejected_record_names_its_topic_partition_and_offset(spark, kafka_broker, through_both):
@@ -120,6 +150,8 @@ def test_a_rejected_record_names_its_topic_partition_and_offset(spark, kafka_bro
     rejected = runs["kafka"]["rejected"]
     for row in rejected.itertuples():
         record = json.loads(row.raw)
+        if _kafka_poison(record.get("value")):  # the poison records: test above
+            continue
         assert record["topic"] == f"contract-{'ops' if row.source == 'operations' else 'events'}"
         # Spark's Kafka source reads that one record back from where the row says it is
         offsets = {record["topic"]: {str(record["partition"]): record["offset"]}}

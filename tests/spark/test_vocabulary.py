@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.config import InputLimits, PurgatoryConfig
 from spark_purgatory.engine.lines import json_lines
 from spark_purgatory.engine.validation import validate_events, validate_operations
 from spark_purgatory.spark.sources import parse_events, parse_operations
@@ -177,3 +177,75 @@ def test_edge_records_get_the_same_reason_from_both_validators(spark):
     by_spark = spark_reasons(spark, EDGE_EVENTS, parse_events)
     by_pandas = pandas_reasons(EDGE_EVENTS, validate_events)
     assert disagreements(EDGE_EVENTS, by_spark, by_spark, by_pandas) == []
+
+
+# -- poison records: each limit its own reason, on both paths (small limits: cheap records) ----------
+
+POISON_LIMITS = InputLimits(record_bytes=2048, depth=6, keys=4, members=4)
+
+
+def _poison_op(tag: str, **fields) -> str:
+    record = {"op_id": tag, "keys": ["k"], "ts": _TS, "timeout_ms": 5, **fields}
+    return json.dumps(record, ensure_ascii=False)  # characters as they are, not \u escapes
+
+
+#: (line, the reason both validators must give); each line begins with its own op_id
+POISON_OPERATIONS = [
+    (_poison_op("big", payload="x" * 2100), "record_too_large"),
+    (_poison_op("big-utf8", payload="é" * 1100), "record_too_large"),  # 1,100 characters, 2,200 bytes
+    (_poison_op("fits-utf8", payload="é" * 900), None),
+    (_poison_op("deep", target=[[[[[[1]]]]]], condition="count"), "too_deep"),  # object + 6 arrays
+    (_poison_op("as-deep-as-allowed", target=[[[[[1]]]]], condition="count"), "bad_target"),
+    (_poison_op("brackets-in-text", payload='[[[[[[[["\\"[[[['), None),
+    ('{"op_id": "unterminated", "payload": "[[[[[[[[', "too_deep"),  # no string ends: brackets count
+    ('{"op_id": "deep-broken", ' + "[" * 40, "too_deep"),
+    (_poison_op("keys", keys=["a", "b", "c", "d", "e"]), "too_many_keys"),
+    (_poison_op("keys-repeated", keys=["a", "b", "c", "d", "a", " "]), None),  # four distinct
+    (_poison_op("members", condition="all", members=["1", "2", "3", "4", "5"]), "too_many_members"),
+    (_poison_op("members-any", members=["1", "2", "3", "4", "5"]), "too_many_members"),
+    (_poison_op("timeout", timeout_ms=10**18), "timeout_above_max"),
+    (_poison_op("year-9999", ts="9999-12-31T23:59:59Z"), "bad_ts"),
+    (_poison_op("year-9999-ms", ts=253402300799000), "bad_ts"),
+    ('{"op_id": "bad-utf8", "keys": ["k\ufffd\ufffd"], "ts": "2026-01-01T00:00:00Z", "timeout_ms": 5}', None),
+]
+POISON_EVENTS = [
+    (json.dumps({"key": "big", "ts": _TS, "source": "x" * 2100}), "record_too_large"),
+    (json.dumps({"key": "deep", "ts": _TS, "value": [[[[[[1]]]]]]}), "too_deep"),
+    (json.dumps({"key": "ok", "ts": _TS}), None),
+]
+
+
+def _poison_by_both(spark, lines: list[str], parse, validate) -> list[tuple]:
+    """Per line: the reason and ``raw`` from Spark's reading and from the pandas one."""
+    rows = parse(spark.createDataFrame([(line,) for line in lines], "value string")).collect()
+    by_start = {row.raw[:24]: (row.reason, row.raw) for row in rows}
+    out = []
+    for line in lines:
+        _, rejected = validate(json_lines([line], limits=POISON_LIMITS))
+        pandas = (rejected["reason"].iloc[0], rejected["raw"].iloc[0]) if len(rejected) else (None, line)
+        out.append((by_start[line[:24]], pandas))
+    return out
+
+
+def test_poison_records_get_their_own_reason_from_both_validators_and_a_huge_raw_is_cut(spark):
+    limits = {"max_timeout_ms": CONFIG.max_timeout_ms, "limits": POISON_LIMITS}
+    both = _poison_by_both(
+        spark,
+        [line for line, _ in POISON_OPERATIONS],
+        lambda df: parse_operations(df, **limits),
+        lambda frame: validate_operations(frame, **limits),
+    )
+    assert [(s[0], p[0]) for s, p in both] == [(reason, reason) for _, reason in POISON_OPERATIONS]
+    assert [s[1] for s, _ in both] == [p[1] for _, p in both]  # the same raw, cut or not
+    big = both[0][0][1]
+    assert big == POISON_OPERATIONS[0][0][:1024] + f"…[truncated: {len(POISON_OPERATIONS[0][0])} bytes]"
+    utf8 = POISON_OPERATIONS[1][0]
+    assert both[1][0][1].endswith(f"…[truncated: {len(utf8.encode())} bytes]") and len(utf8) < 2048
+    both = _poison_by_both(
+        spark,
+        [line for line, _ in POISON_EVENTS],
+        lambda df: parse_events(df, limits=POISON_LIMITS),
+        lambda frame: validate_events(frame),
+    )
+    assert [(s[0], p[0]) for s, p in both] == [(reason, reason) for _, reason in POISON_EVENTS]
+    assert [s[1] for s, _ in both] == [p[1] for _, p in both]

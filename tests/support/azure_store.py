@@ -77,7 +77,10 @@ class AzureStore:
 
     def uri(self, *parts: str, scheme: str = "abfss") -> str:
         """``abfss://container@account.dfs.core.windows.net/...`` (Hadoop's) or ``az://container/...``."""
-        base = {"abfss": f"abfss://{self.container}@{ACCOUNT}.dfs.core.windows.net", "az": f"az://{self.container}"}
+        base = {
+            "abfss": f"abfss://{self.container}@{ACCOUNT}.dfs.core.windows.net",
+            "az": f"az://{self.container}",
+        }
         return "/".join([base[scheme], *parts])
 
     @property

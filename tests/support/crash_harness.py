@@ -61,6 +61,7 @@ from spark_purgatory.contract import TABLES  # noqa: E402
 from spark_purgatory.delta.accumulator import FAULT_POINTS  # noqa: E402
 from spark_purgatory.engine.purgatory import Purgatory  # noqa: E402
 from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
+from tests.support.clean_stops import _commits, _tail, clean_stop  # noqa: E402
 
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
 FAULTY_JOB = os.path.join(ROOT, "tests", "support", "faulty_job.py")  # the job, killed at a fault point
@@ -80,12 +81,14 @@ def _job(
     fault: str | None = None,
     log: str | None = None,
     cwd: str | None = None,
+    own_group: bool = False,
 ) -> subprocess.Popen:
     """The job in a subprocess; with ``fault`` (``<point>:<n>``) it kills itself there.
 
     Its standard error is a pipe (``communicate()`` it), or with ``log`` the file ``log + ".err"``
     and its standard output ``log + ".out"`` (nothing to drain while it runs or is killed).
-    ``cwd``: its working directory (this process's by default).
+    ``cwd``: its working directory (this process's by default).  ``own_group``: in a process
+    group of its own, as a terminal's foreground job is (a Ctrl-C reaches the whole group).
     """
     if log is not None:
         os.makedirs(os.path.dirname(log), exist_ok=True)
@@ -105,6 +108,7 @@ def _job(
             stderr=err,
             text=True,
             cwd=cwd,
+            start_new_session=own_group,
         )
     finally:
         if log is not None:
@@ -123,18 +127,6 @@ def _options(settings: dict[str, str]) -> list[str]:
     return ["--conf", os.path.join(ROOT, "conf", "local.conf"), *extra, "--set", "job.master=local[2]"]
 
 
-def _commits(checkpoint: str, store=None) -> int:
-    """How many micro-batches Spark has committed in ``checkpoint`` (a URI in ``store``'s bucket
-    when given)."""
-    if store is not None:
-        prefix = checkpoint.split(f"{store.bucket}/", 1)[1] + "/commits"
-        return sum(1 for key in store.keys(prefix) if key.rsplit("/", 1)[1].isdigit())
-    try:
-        return sum(1 for name in os.listdir(os.path.join(checkpoint, "commits")) if name.isdigit())
-    except FileNotFoundError:
-        return 0
-
-
 def _kill_after_a_commit(
     job: subprocess.Popen, checkpoint: str, delay: float, timeout: float, store=None
 ) -> bool:
@@ -149,11 +141,6 @@ def _kill_after_a_commit(
     job.kill()
     job.wait()
     return committed
-
-
-def _tail(path: str, chars: int = 3000) -> str:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()[-chars:]
 
 
 def reference(work, config: PurgatoryConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -279,6 +266,21 @@ def run(
         feeder.start()
         started, log = time.monotonic(), os.path.join(root, "logs", f"run-{number}")
         trigger = ["--trigger", "processing-time=1s"]
+        if step.startswith(("signal=", "restart=", "outage=")):  # runs that must end cleanly
+
+            def more_input(feeder: threading.Thread = feeder) -> None:  # after an outage
+                feeder.join()
+                deliver(1, spread=False)
+
+            def start_job(
+                chosen: dict[str, str], fault: str | None, log: str = log, given: tuple = (*args, *trigger)
+            ) -> subprocess.Popen:
+                return _job(list(given), chosen, env, fault=fault, log=log, cwd=cwd, own_group=True)
+
+            run_ = clean_stop(step, start_job, settings, log, checkpoint, spark_store, kafka, rng, more_input)
+            feeder.join()
+            kills.append(run_)
+            continue
         if step.startswith("fault="):
             job = _job([*args, *trigger], settings, env, fault=step.split("=", 1)[1], log=log, cwd=cwd)
             try:

@@ -5,6 +5,8 @@
 kills the process with SIGKILL the n-th time the accumulator passes ``<point>`` (one of
 ``RecordAccumulator``'s ``FAULT_POINTS``: staging, staged, manifest, written, committed),
 through the accumulator's test-only ``fault_hook``; production code never installs one.
+``PURGATORY_FAULT=raise:<point>:<n>`` raises there instead, once (a transient fault: an object
+store's 503 in the middle of a micro-batch), for the job's restart policy to ride out.
 """
 
 from __future__ import annotations
@@ -21,9 +23,15 @@ from spark_purgatory.delta.accumulator import FAULT_POINTS, FaultHook, RecordAcc
 from spark_purgatory.job import main  # noqa: E402
 
 
+class InjectedFault(OSError):
+    """The transient fault ``raise:<point>:<n>`` injects."""
+
+
 def kill_at(spec: str) -> FaultHook:
-    """A hook that kills this process the n-th time it is called with ``point`` (``point:n``)."""
-    point, _, count = spec.partition(":")
+    """A hook that kills this process the n-th time it is called with ``point`` (``point:n``),
+    or raises ``InjectedFault`` that one time (``raise:point:n``)."""
+    raising = spec.startswith("raise:")
+    point, _, count = spec.removeprefix("raise:").partition(":")
     if point not in FAULT_POINTS:
         raise SystemExit(f"PURGATORY_FAULT: {point!r} is not one of {FAULT_POINTS}")
     hits = 0
@@ -32,7 +40,9 @@ def kill_at(spec: str) -> FaultHook:
         nonlocal hits
         if reached == point:
             hits += 1
-            if hits >= int(count or 1):
+            if raising and hits == int(count or 1):
+                raise InjectedFault(f"503 SlowDown (injected at {point})")
+            if not raising and hits >= int(count or 1):
                 os.kill(os.getpid(), signal.SIGKILL)
 
     return hook

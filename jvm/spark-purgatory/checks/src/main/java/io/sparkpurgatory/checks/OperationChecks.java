@@ -21,8 +21,9 @@ import scala.collection.Seq;
  * <p>Arguments (SQL, in order): op_id, keys, key, ts_ms (null when unreadable), ts is null,
  * the latest event time accepted (null: no ts_in_future check), timeout_ms (null when not a
  * whole number), timeout_ms is null, the largest timeout, condition, target, members, and
- * the condition names ("any count sum all offset|count sum offset|all": every name, those that
- * need a target, the one that needs members).  Returns struct(reason, keys, condition,
+ * the condition names ("any count sum all offset|count sum offset|all|1000|1000": every name,
+ * those that need a target, the one that needs members; then the most distinct keys and
+ * members an operation may have, input.max.keys and input.max.members, none when absent).  Returns struct(reason, keys, condition,
  * members): the first failing check's reason (null when valid), the keys and members with
  * blank items dropped and deduplicated, the keys in their order (a repeated key at its first
  * place, as the outcome shows them), the members sorted (by code point, as Spark sorts
@@ -42,6 +43,8 @@ public final class OperationChecks
     final Set<String> all;
     final Set<String> needTarget;
     final String needsMembers;
+    final long maxKeys;
+    final long maxMembers;
 
     Names(String spec) {
       String[] parts = spec.split("\\|", -1);
@@ -49,6 +52,8 @@ public final class OperationChecks
       this.all = new HashSet<>(Arrays.asList(parts[0].split(" ")));
       this.needTarget = new HashSet<>(Arrays.asList(parts[1].split(" ")));
       this.needsMembers = parts[2];
+      this.maxKeys = parts.length > 3 ? Long.parseLong(parts[3]) : Long.MAX_VALUE;
+      this.maxMembers = parts.length > 4 ? Long.parseLong(parts[4]) : Long.MAX_VALUE;
     }
   }
 
@@ -193,6 +198,8 @@ public final class OperationChecks
       reason = "missing_op_id";
     } else if (keys == null || keys.isEmpty()) {
       reason = "missing_key";
+    } else if (keys.size() > names.maxKeys) {
+      reason = "too_many_keys";
     } else if (time != null) {
       reason = time;
     } else if (Boolean.TRUE.equals(noTimeout)) {
@@ -211,6 +218,8 @@ public final class OperationChecks
       reason = "bad_target";
     } else if (cond.equals(names.needsMembers) && (members == null || members.isEmpty())) {
       reason = "missing_members";
+    } else if (members != null && members.size() > names.maxMembers) {
+      reason = "too_many_members";
     }
     return RowFactory.create(reason, keys, cond, members);
   }

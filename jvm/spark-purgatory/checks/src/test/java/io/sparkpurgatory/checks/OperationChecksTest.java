@@ -46,6 +46,22 @@ class OperationChecksTest {
   }
 
   @Test
+  void keysAndMembersAboveTheirLimitsAreRejectedCountedOncePerDistinctItem() {
+    Op op = new Op();
+    op.names = NAMES + "|2|3";
+    op.keys = seq("a", "b", "a", " ");
+    assertNull(op.reason()); // two distinct keys: at the limit
+    op.keys = seq("a", "b", "c");
+    assertEquals("too_many_keys", op.reason());
+    op.keys = null;
+    op.condition = "all";
+    op.members = seq("m1", "m2", "m3", "m1");
+    assertNull(op.reason());
+    op.members = seq("m1", "m2", "m3", "m4");
+    assertEquals("too_many_members", op.reason());
+  }
+
+  @Test
   void aValidOperationHasNoReasonAndItsFieldsCleaned() {
     Op op = new Op();
     op.keys = seq("b", " ", "a", null, "b");

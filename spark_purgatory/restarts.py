@@ -1,0 +1,80 @@
+"""The job's restart policy: a query that fails while running is started again, a bounded
+number of times, with a growing pause (Flink's fixed-attempts restart strategy with
+exponential backoff; Kafka's ``retries`` / ``retry.backoff.ms``).
+
+A failure while running (a micro-batch that raised: a broker that went away, an object store
+answering 503, a transient error of any kind) stops the query, flushes what committed
+micro-batches staged, waits, and starts again from the checkpoint: exactly once holds as for
+any restart.  After ``job.restart.attempts`` failures in a row the last one ends the job with
+one line naming its cause (``spark.errors``); a failure found at start (a configuration, a
+schema, a missing topic) is never retried.  ``job.restart.attempts=0`` switches it off.  A run
+that made progress (a micro-batch committed since its start) resets the count, so a stream
+that fails once a day is restarted every day.
+
+Invariant: no more than ``attempts`` restarts in a row without a committed micro-batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["RestartPolicy", "run_restarting"]
+
+log = logging.getLogger("spark_purgatory.job")
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """``job.restart.attempts`` (0: off), ``job.restart.backoff.ms`` (the first pause, doubled
+    after each failure) and ``job.restart.backoff.max.ms`` (the longest pause)."""
+
+    attempts: int = 3
+    backoff_ms: int = 10_000
+    max_backoff_ms: int = 300_000
+
+    def pause_ms(self, failures: int) -> int:
+        """The pause before restart number ``failures`` (1 for the first).
+
+        >>> [RestartPolicy(backoff_ms=1000, max_backoff_ms=5000).pause_ms(n) for n in (1, 2, 3, 4)]
+        [1000, 2000, 4000, 5000]
+        """
+        return min(self.backoff_ms * 2 ** (failures - 1), self.max_backoff_ms)
+
+
+@dataclass
+class Attempt:
+    """What one run of the query ended with: the error that failed it (None: it ended or was
+    stopped), whether it committed a micro-batch, whether a signal stopped it."""
+
+    error: BaseException | None
+    progressed: bool
+    signalled: bool
+
+
+def run_restarting(
+    once: Callable[[], Attempt], policy: RestartPolicy, *, interrupted: threading.Event
+) -> Attempt:
+    """Run ``once`` until it ends without an error, a signal stops it, or ``policy``'s
+    attempts are spent (then its error is raised).  ``interrupted`` cuts a pause short."""
+    failures = 0
+    while True:
+        attempt = once()
+        if attempt.error is None or attempt.signalled or interrupted.is_set():
+            return attempt
+        failures = 1 if attempt.progressed else failures + 1
+        if failures > policy.attempts:
+            raise attempt.error
+        pause = policy.pause_ms(failures)
+        first = str(attempt.error).strip().splitlines()[0] if str(attempt.error).strip() else "?"
+        log.warning(
+            "the query failed (%s): restart %d of %d in %.1f s (job.restart.attempts)",
+            first,
+            failures,
+            policy.attempts,
+            pause / 1000,
+        )
+        if interrupted.wait(pause / 1000):
+            return attempt

@@ -1,0 +1,184 @@
+"""Runs of the job that must end cleanly, for ``crash_harness``: stopped by a signal, riding out
+a transient fault by its restart policy, riding out a broker outage; and their checks.
+
+``clean_stop`` runs one such step of a plan (``signal=TERM|INT``, ``restart=<point>:<n>``,
+``outage=<seconds>``); ``killed_as_planned`` checks a plan's runs: the kills died by SIGKILL
+where planned, the others exited 0 (``stopped_cleanly``: flushed, no error, nothing left
+staged).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+
+def _commits(checkpoint: str, store=None) -> int:
+    """How many micro-batches Spark has committed in ``checkpoint`` (a URI in ``store``'s bucket
+    when given)."""
+    if store is not None:
+        prefix = checkpoint.split(f"{store.bucket}/", 1)[1] + "/commits"
+        return sum(1 for key in store.keys(prefix) if key.rsplit("/", 1)[1].isdigit())
+    try:
+        return sum(1 for name in os.listdir(os.path.join(checkpoint, "commits")) if name.isdigit())
+    except FileNotFoundError:
+        return 0
+
+
+def _tail(path: str, chars: int = 3000) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()[-chars:]
+
+
+def _signal_after_a_commit(
+    job: subprocess.Popen,
+    checkpoint: str,
+    signum: int,
+    delay: float,
+    timeout: float,
+    store=None,
+    before: int | None = None,
+) -> tuple[bool, float | None]:
+    """Send ``signum`` to ``job`` ``delay`` seconds after it committed a micro-batch of its own,
+    as a user would: SIGTERM to the driver (``kill -TERM``, Kubernetes), SIGINT to its whole
+    process group (Ctrl-C in a terminal reaches the JVM and its Python workers too); then wait
+    for it to exit.  Returns whether it had committed, and the seconds from the signal to its
+    exit (None if it did not exit within ``timeout``: then it is killed)."""
+    before = _commits(checkpoint, store) if before is None else before  # the commits counted so far
+    deadline = time.monotonic() + timeout
+    while _commits(checkpoint, store) == before and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    committed = _commits(checkpoint, store) > before
+    if committed:
+        time.sleep(delay)
+    sent = time.monotonic()
+    if signum == signal.SIGINT:
+        os.killpg(job.pid, signum)
+    else:
+        job.send_signal(signum)
+    try:
+        job.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        job.wait()
+        return committed, None
+    return committed, round(time.monotonic() - sent, 1)
+
+
+def clean_stop(
+    step: str,
+    start_job: Callable[[dict[str, str], str | None], subprocess.Popen],
+    settings: dict[str, str],
+    log: str,
+    checkpoint: str,
+    store,
+    kafka,
+    rng: random.Random,
+    more_input: Callable[[], None],
+) -> dict:
+    """A run that must end cleanly, stopped by a signal after a micro-batch it committed:
+    ``signal=TERM|INT`` (``linger.ms`` long enough that only the stop commits; at a random
+    moment), ``restart=<point>:<n>`` (a micro-batch raises once there, the restart policy
+    rides it out; SIGTERM after the restarted run commits), ``outage=<seconds>`` (the broker
+    answers nobody for that long mid-run, then ``more_input`` arrives; SIGTERM once a
+    micro-batch commits after it).  ``start_job(settings, fault)`` starts the job in a process
+    group of its own, its output in ``log``.out and .err."""
+    kind, value = step.split("=", 1)
+    signum, fault, delay, ready, before = signal.SIGTERM, None, 0.0, True, None
+    if kind == "signal":
+        signum, delay = getattr(signal, f"SIG{value}"), rng.uniform(0, 3)
+        settings = {**settings, "accumulator.linger.ms": "3600000"}  # nothing drains but the stop
+    elif kind == "restart":
+        settings, fault = {**settings, "job.restart.backoff.ms": "500"}, f"raise:{value}"
+    job = start_job(settings, fault)
+    if kind == "restart":
+        ready = _wait_for_line(f"{log}.out", "restart 1 of", job, timeout=600)
+    elif kind == "outage":
+        ready = _outage_after_a_commit(job, checkpoint, kafka, float(value), timeout=600)
+        before = _commits(checkpoint, store)
+        more_input()
+    reached, stop_seconds = _signal_after_a_commit(
+        job, checkpoint, signum, delay=delay, timeout=600, store=store, before=before
+    )
+    record = {
+        "step": step,
+        "returncode": job.returncode,
+        "reached": reached and ready,
+        "stop_seconds": stop_seconds,
+        "out": _tail(f"{log}.out", 20000),
+        "stderr": _tail(f"{log}.err", 20000),
+    }
+    if kind == "signal":
+        record["staged_after"] = None if store is not None else staged_destinations(checkpoint)
+    return record
+
+
+def _outage_after_a_commit(
+    job: subprocess.Popen, checkpoint: str, kafka, seconds: float, timeout: float
+) -> bool:
+    """Once ``job`` committed a micro-batch of its own, freeze the broker for ``seconds``
+    (``KafkaBroker.pause``); False if it committed none within ``timeout``."""
+    before, deadline = _commits(checkpoint), time.monotonic() + timeout
+    while _commits(checkpoint) == before and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _commits(checkpoint) == before:
+        return False
+    kafka.pause()
+    try:
+        time.sleep(seconds)
+    finally:
+        kafka.resume()
+    return True
+
+
+def _wait_for_line(path: str, text: str, job: subprocess.Popen, timeout: float) -> bool:
+    """Wait until ``text`` appears in the file ``path`` (False if ``job`` ended first or the
+    timeout passed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and job.poll() is None:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if text in f.read():
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def staged_destinations(checkpoint: str) -> int:
+    """How many destinations hold staged rows under a local checkpoint's accumulator."""
+    from spark_purgatory.delta.accumulator import RecordAccumulator
+
+    staging = RecordAccumulator(
+        os.path.join(checkpoint, "accumulator"), app_id="check", batch_size=1, linger_ms=0, buffer_memory=1
+    )
+    return len(staging.destinations())
+
+
+def killed_as_planned(result: dict, plan: list[str]) -> None:
+    """Every run died by SIGKILL where planned, or stopped cleanly on its signal."""
+    killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
+    clean = ("signal=", "restart=", "outage=")
+    assert len(killed) == len([step for step in plan if not step.startswith(clean)]), result["kills"]
+    for stopped in (k for k in result["kills"] if k["step"].startswith("signal=")):
+        stopped_cleanly(stopped)
+    for outage in (k for k in result["kills"] if k["step"].startswith("outage=")):
+        assert outage["reached"] and outage["returncode"] == 0, outage  # rode it out, then stopped
+    for restarted in (k for k in result["kills"] if k["step"].startswith("restart=")):
+        assert restarted["reached"] and restarted["returncode"] == 0, restarted
+        assert "503 SlowDown (injected" in restarted["out"] and "restart 1 of 3" in restarted["out"]
+
+
+def stopped_cleanly(run: dict) -> None:
+    """A run stopped by SIGTERM or SIGINT (``crash_harness``: after a committed micro-batch, with
+    ``linger.ms`` long enough that only the stop commits): exit 0, no error, the lingering rows
+    flushed (nothing left staged), within the harness's bound."""
+    signum = getattr(signal, f"SIG{run['step'].split('=')[1]}")
+    assert run["reached"] and run["returncode"] == 0, run
+    assert run["stop_seconds"] is not None
+    assert f"signal {int(signum)}: stopping the query between micro-batches" in run["out"], run["out"]
+    assert "flushed outcomes" in run["out"] and "done:" in run["out"], run["out"]
+    assert "Traceback" not in run["stderr"] and "Exception" not in run["stderr"], run["stderr"]
+    assert run["staged_after"] == 0
