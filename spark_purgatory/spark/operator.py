@@ -489,7 +489,9 @@ def _stateful_shard(
                 # verdicts; the wake file if none would); Spark wants a timeout > 0
                 wake = min(wake, max(wm, 1) + 1)
             processed, how, pending = time.perf_counter(), loaded_by(p), p.pending
-            value = save_state(p, store, park=store is not None)  # parked: no use of p after this
+            # with a store: the delta file of this micro-batch (its timestamp the version) and
+            # a pointer to it (state.deltas); parked: no use of p after this
+            value = save_state(p, store, park=store is not None, version=now)
         saved = time.perf_counter()
         rows = output_rows(shard, result, bad, figures, out_wm, state_bytes=len(value) if keep else 0)
         if staging is None:

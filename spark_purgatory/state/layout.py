@@ -31,6 +31,7 @@ import pyarrow.fs as pafs
 
 from ..config import ConfigError, PurgatoryConfig
 from ..storage import Storage, join, listing, remove, write_whole
+from .deltas import parsed
 from .pending_counts import PendingRecord
 from .segments import SegmentStore
 
@@ -109,6 +110,8 @@ def recover(
     store = SegmentStore(state_path, storage=storage)
     before = set(journal["segments_before"])
     store.delete([name for name in store.segments() if name not in before])
+    if "delta_version" in journal:  # the new shards' delta files (``deltas``)
+        store.delete([n for n in store.delta_files() if parsed(n).version >= int(journal["delta_version"])])
     remove(fs, [f"{root}/{JOURNAL}"])
     return "rolled back"
 

@@ -67,6 +67,17 @@ from ..engine.tables import BIG_TABLES, OPS, RESOLVED, SMALL_TABLES, WATCH, Chan
 from ..engine.wheel import TimingWheel
 from .cache import WORKER_CACHE, WorkerCache
 from .codec import frame_bytes, frame_from, handles_bytes, handles_from, pack_parts, table_from, unpack_parts
+from .deltas import (
+    MAX_DELTAS,
+    SWEEP_EVERY,
+    DeltaName,
+    delta_name,
+    directory_of,
+    expired,
+    is_pointer,
+    pointed,
+    pointer,
+)
 from .segments import SegmentStore
 
 __all__ = ["Lineage", "Segment", "save_state", "load_state", "loaded_by", "STATE_VERSION"]
@@ -108,6 +119,9 @@ class Lineage:
     graveyard: list[tuple[str, int]] = field(default_factory=list)  # replaced files, the save that did it
     dead: list[np.ndarray] = field(default_factory=list)  # handles resolved since the last segment
     resolved: list[pd.DataFrame] = field(default_factory=list)  # dedup rows added since then
+    chain: list[tuple[str, int]] = field(default_factory=list)  # delta files since then, their rows
+    version: int = 0  # the last delta file's version
+    written: int = 0  # delta files written, the clock of the sweep
 
     def record(self, changes: Changes) -> None:
         """Add the engine's changes since the last save to the change since the last segment."""
@@ -131,42 +145,116 @@ def _lineage_of(p: Purgatory) -> Lineage:
 
 
 def save_state(
-    p: Purgatory, store: SegmentStore | None = None, *, park: bool = False, cache: WorkerCache | None = None
+    p: Purgatory,
+    store: SegmentStore | None = None,
+    *,
+    park: bool = False,
+    cache: WorkerCache | None = None,
+    version: int | None = None,
 ) -> bytes:
-    """The shard state as one binary value (Arrow IPC), for a Spark group state.
+    """The shard state for a Spark group state: the whole state, or a pointer to its files.
 
-    Without ``store`` the value holds everything.  With a ``SegmentStore`` a state of at
-    least ``store.segment_rows`` rows keeps its bulk in segment files and the value holds the
-    change since the last of them and their names.  ``park`` leaves ``p`` in the worker
-    cache (``cache``, default this process's) for the next ``load_state`` of this version;
-    the caller must not change ``p`` afterwards.
+    Without ``store`` the value holds everything (Arrow IPC).  With a ``SegmentStore`` the
+    state goes to files, a delta file of what changed since the last save and segments
+    for the bulk (``deltas``), and the value is a pointer naming the delta file: its size
+    does not depend on the shard's.  ``version`` (the micro-batch's timestamp) names the
+    delta file; it is raised to one more than the last when it is not larger.  ``park``
+    leaves ``p`` in the worker cache (``cache``, default this process's) for the next
+    ``load_state`` of this version; the caller must not change ``p`` afterwards.
     """
     lineage = _lineage_of(p)
-    changes = p.take_changes()
-    if lineage.segments:  # without segments there is nothing to be a change to
-        lineage.record(changes)
-    # with segments, only the rows since the last one (a new base, if due, reads the rest)
-    since = lineage.segments[-1].next_handle if store is not None and lineage.segments else None
-    t = p.tables(arrow=True, since=since)
-    meta = _scalars(p, t, lineage)
-    meta["wheel_now"] = str(t.wheel_now)  # the wheel is rebuilt from the deadlines on load
+    if store is None:
+        p.take_changes()
+        t = p.tables(arrow=True)
+        meta = _scalars(p, t, lineage)
+        meta["wheel_now"] = str(t.wheel_now)  # the wheel is rebuilt from the deadlines on load
+        parts = _small_parts(t)
+        parts.update({name: frame_bytes(getattr(t, name)) for name in BIG_TABLES})
+        data = pack_parts(parts, meta)
+    else:
+        data = _save_version(p, lineage, store, version)
+    if park:
+        (cache or WORKER_CACHE).park(lineage.id, lineage.token, p)
+    return data
+
+
+def _small_parts(t: ShardTables) -> dict[str, bytes]:
     parts = {name: frame_bytes(getattr(t, name)) for name in SMALL_TABLES}
     parts["due"] = handles_bytes(t.due)
-    big_rows = sum(len(getattr(t, name)) for name in BIG_TABLES)
-    if store is None or (not lineage.segments and big_rows < store.segment_rows):
-        parts.update({name: frame_bytes(getattr(t, name)) for name in BIG_TABLES})
-    else:
-        change = _save_segments(p, t, lineage, store)
-        parts.update({f"tail_{k}": frame_bytes(v) for k, v in change.items()})
+    return parts
+
+
+def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: int | None) -> bytes:
+    """Write this save's delta file (compacting the chain first when it is due); its pointer."""
+    changes = p.take_changes()
+    if lineage.segments:
+        lineage.record(changes)
+        lineage.saves += 1
+    since = changes.added_from  # the last save's next handle: rows from there on are new
+    t = p.tables(arrow=True, since=since)
+    layer = {"ops": t.ops, "watch": t.watch, "dead": _handles(changes.removed), "resolved": changes.resolved}
+    chain_rows = sum(rows for _name, rows in lineage.chain) + _rows_in(layer)
+    if not lineage.chain or len(lineage.chain) >= MAX_DELTAS or chain_rows > store.segment_rows:
+        t, layer, since = _compact(p, lineage, store)
+        lineage.chain = []
+    if lineage.segments:
+        _collect(lineage, store)
+    meta = _scalars(p, t, lineage)
+    lineage.version = max(int(version or 0), lineage.version + 1)
+    name = delta_name(p.shard, lineage.version, lineage.id, lineage.token)
+    lineage.chain.append((name, _rows_in(layer)))
+    lineage.written += 1
+    meta.update(
+        wheel_now=str(t.wheel_now),
+        since=str(since),
+        chain=json.dumps(lineage.chain),
+        version=str(lineage.version),
+        written=str(lineage.written),
+    )
+    if lineage.segments:
         meta.update(
             segments=json.dumps(lineage.segments),
             saves=str(lineage.saves),
             graveyard=json.dumps(lineage.graveyard),
         )
-    data = pack_parts(parts, meta)
-    if park:
-        (cache or WORKER_CACHE).park(lineage.id, meta["token"], p)
-    return data
+    parts = _small_parts(t)
+    parts.update({f"tail_{k}": frame_bytes(v) for k, v in layer.items()})
+    store.write_named(name, pack_parts(parts, meta))
+    if lineage.written % SWEEP_EVERY == 0:
+        directory = directory_of(p.shard)
+        store.delete(expired(store.names_under(directory), store.retain_versions + MAX_DELTAS))
+    return pointer(name)
+
+
+def _compact(p: Purgatory, lineage: Lineage, store: SegmentStore) -> tuple[ShardTables, dict, int]:
+    """Start the delta chain afresh: the change since the last segment written as a change
+    segment (or a new base, when the changes hold half the base's rows), or, for a shard
+    with no segment and fewer than ``segment_rows`` rows, every row in one full delta.
+    Returns the shard's tables, the new chain's first layer and the handle it starts from."""
+    if lineage.segments:
+        t = p.tables(arrow=True, since=lineage.segments[-1].next_handle)
+        change = _change(t, lineage)
+        # changes pile up until they hold half the base's rows; then one new base replaces them
+        rebase = sum(s.rows for s in lineage.segments[1:]) + _rows_in(change) > lineage.segments[0].rows // 2
+        if rebase:
+            t = p.tables(arrow=True)  # a new base: every pending row
+        _write_segment(t, lineage, store, None if rebase else change)
+    else:
+        t = p.tables(arrow=True)
+        if sum(len(getattr(t, name)) for name in BIG_TABLES) < store.segment_rows:
+            return t, {"ops": t.ops, "watch": t.watch, "dead": _handles(), "resolved": t.resolved}, 0
+        _write_segment(t, lineage, store, None)
+    nothing = {
+        "ops": t.ops.slice(0, 0),
+        "watch": t.watch.slice(0, 0),
+        "dead": _handles(),
+        "resolved": empty(RESOLVED),
+    }
+    return t, nothing, lineage.segments[-1].next_handle
+
+
+def _handles(handles: np.ndarray | None = None) -> pd.DataFrame:
+    return pd.DataFrame({"handle": np.empty(0, np.int64) if handles is None else handles})
 
 
 def _scalars(p: Purgatory, t: ShardTables, lineage: Lineage) -> dict[str, str]:
@@ -186,25 +274,6 @@ def _scalars(p: Purgatory, t: ShardTables, lineage: Lineage) -> dict[str, str]:
         "token": lineage.token,
         "ancestry": json.dumps(ancestry),
     }
-
-
-def _save_segments(p: Purgatory, t: ShardTables, lineage: Lineage, store: SegmentStore) -> dict:
-    """Write a segment file if one is due (the first base, a change grown too big, a new base
-    replacing a pile of changes), collect old files, and return the value's change.  ``t``:
-    the shard's tables since its last segment (all of them when it has none)."""
-    lineage.saves += 1
-    change = _change(t, lineage) if lineage.segments else None
-    if change is None or _rows_in(change) > store.segment_rows:
-        # changes pile up until they hold half the base's rows; then one new base replaces them
-        rebase = change is None or (
-            sum(s.rows for s in lineage.segments[1:]) + _rows_in(change) > lineage.segments[0].rows // 2
-        )
-        if rebase and lineage.segments:
-            t = p.tables(arrow=True)  # a new base: every pending row
-        _write_segment(t, lineage, store, None if rebase else change)
-        change = _change(t, lineage)  # empty: everything is in the segments now
-    _collect(lineage, store)
-    return change
 
 
 def _collect(lineage: Lineage, store: SegmentStore) -> None:
@@ -265,37 +334,141 @@ def load_state(
 ) -> Purgatory:
     """Inverse of ``save_state``; ``config`` may differ only in retention and limits.
 
-    Reads the formats in ``READABLE_VERSIONS``: a value saved by spark-purgatory before the
-    columnar engine (format 2) loads as it is; a value of any other format raises
+    A pointer (``deltas``) loads from the ``store``'s files; a whole value (saved without a
+    store, or by a spark-purgatory before the pointers: its next save writes files) from
+    itself and the segments it names.  Reads the formats in ``READABLE_VERSIONS``: a value
+    saved before the columnar engine (format 2) loads as it is; any other format raises
     ``ValueError`` naming its format and what to do.
 
-    A shard parked in the worker cache is taken back when it is this exact version, or
-    brought forward when it is an ancestor of this version on the same segment files;
-    anything else is rebuilt from the value and its segments.  ``loaded_by(p)`` tells which.
+    A shard parked in the worker cache is taken back when it is this exact version (no file
+    read), or brought forward when it is an ancestor of this version (only the files
+    written since are read); anything else is rebuilt from the files.  ``loaded_by(p)``
+    tells which.
     """
+    cache = cache or WORKER_CACHE
+    if is_pointer(data):
+        return _load_version(pointed(data), config, store, cache)
     parts, meta = unpack_parts(data)
+    _check_format(meta)
+    parked = _parked(cache, meta["lineage"], config)
+    if parked is not None and parked.lineage.token == meta["token"]:
+        parked.lineage.loaded_by = "exact"
+        return parked
+    return _rebuild(parts, meta, config, store)
+
+
+def _check_format(meta: dict[str, str]) -> None:
     if meta.get("format") not in READABLE_VERSIONS:
         raise ValueError(
             f"unsupported purgatory state format {meta.get('format')!r} (this version of "
             f"spark-purgatory reads formats {', '.join(READABLE_VERSIONS)}): run the version "
             "that wrote it, or start a new checkpoint"
         )
-    parked = (cache or WORKER_CACHE).claim(meta["lineage"])
-    if parked is not None and isinstance(parked.lineage, Lineage):
-        parked.config = config or parked.config
-        if parked.lineage.token == meta["token"]:
-            parked.lineage.loaded_by = "exact"
+
+
+def _parked(cache: WorkerCache, lineage: str, config: PurgatoryConfig | None) -> Purgatory | None:
+    """The shard parked for ``lineage`` in this worker, taken out of the cache, if any."""
+    parked = cache.claim(lineage)
+    if parked is None or not isinstance(parked.lineage, Lineage):
+        return None
+    parked.config = config or parked.config
+    return parked
+
+
+def _load_version(
+    at: DeltaName, config: PurgatoryConfig | None, store: SegmentStore | None, cache: WorkerCache
+) -> Purgatory:
+    """The version a pointer names: parked, brought forward from a parked ancestor, or rebuilt."""
+    if store is None:
+        raise ValueError(
+            f"this shard's state is kept in files ({at.name}): pass the SegmentStore it was saved with"
+        )
+    parked = _parked(cache, at.lineage, config)
+    if parked is not None and parked.lineage.token == at.token:
+        parked.lineage.loaded_by = "exact"
+        return parked
+    parts, meta = store.read(at.name)
+    _check_format(meta)
+    chain = [name for name, _rows in json.loads(meta["chain"])]
+    if parked is not None:
+        lineage = parked.lineage
+        last = lineage.chain[-1][0] if lineage.chain else None
+        if last in chain[:-1] and lineage.segments == _segments_in(meta):
+            # the ancestor is on this chain: only the delta files after it
+            t = parked.tables(arrow=True)
+            later = [store.read(name) for name in chain[chain.index(last) + 1 : -1]]
+            layers = [*later, (parts, meta)]
+            _bring_forward(parked, t, t.next_handle, [], layers, layers, parts, meta)
+            lineage.loaded_by = "caught-up"
             return parked
-        if _can_catch_up(parked.lineage, meta, store):
-            _catch_up(parked, parked.tables(arrow=True), parts, meta, store)  # type: ignore[arg-type]
-            parked.lineage.loaded_by = "caught-up"
+        if _can_catch_up(lineage, meta, store):
+            # an ancestor on earlier segments: back to its last segment, then forward
+            replaced, lineage.dead, lineage.resolved = lineage.resolved, [], []
+            segments = [store.read(s.name) for s in _segments_of(meta)[len(lineage.segments) :]]
+            deltas = [store.read(name) for name in chain[:-1]] + [(parts, meta)]
+            since = lineage.segments[-1].next_handle
+            _bring_forward(
+                parked, parked.tables(arrow=True), since, replaced, [*segments, *deltas], deltas, parts, meta
+            )
+            lineage.loaded_by = "caught-up"
             return parked
-    return _rebuild(parts, meta, config, store)
+    p = Purgatory(config)
+    p.lineage = Lineage(loaded_by="rebuilt")
+    t = ShardTables.empty()
+    t.ops, t.watch = OPS_ARROW.empty_table(), WATCH_ARROW.empty_table()
+    since, segments = 0, []
+    if "segments" in meta:
+        base, *changes = _segments_of(meta)
+        base_parts, base_meta = store.read(base.name)
+        t.ops, t.watch = _pending_tables(base_parts, "", base_meta)
+        t.resolved = frame_from(base_parts["resolved"], RESOLVED)
+        since, segments = base.next_handle, [store.read(s.name) for s in changes]
+    deltas = [store.read(name) for name in chain[:-1]] + [(parts, meta)]
+    _bring_forward(p, t, since, [], [*segments, *deltas], deltas, parts, meta)
+    return p
+
+
+def _bring_forward(
+    p: Purgatory,
+    t: ShardTables,
+    since: int,
+    replaced: list[pd.DataFrame],
+    layers: list[tuple[dict, dict[str, str]]],
+    deltas: list[tuple[dict, dict[str, str]]],
+    parts: dict,
+    meta: dict[str, str],
+) -> None:
+    """Bring ``p``, whose big tables ``t`` are right below handle ``since``, forward to the
+    version of the delta file ``(parts, meta)``: apply ``layers`` (change segments, delta
+    files, oldest first, that file last), having dropped the dedup rows ``replaced`` (they
+    come again); ``deltas``: those of the layers that the lineage records as its change
+    since its last segment."""
+    lineage = p.lineage
+    _apply_change(t, since, replaced, _change_of(layers))
+    lineage.segments = _segments_in(meta)
+    _set_small(p, t, parts, meta)
+    t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
+    if lineage.segments:
+        lineage.dead += [handles_from(d["tail_dead"]) for d, _ in deltas]
+        lineage.resolved += [frame_from(d["tail_resolved"], RESOLVED) for d, _ in deltas]
+    else:
+        lineage.dead, lineage.resolved = [], []
+    lineage.chain = [(name, int(rows)) for name, rows in json.loads(meta["chain"])]
+    lineage.version, lineage.written = int(meta["version"]), int(meta["written"])
+    t.wheel, t.wheel_now = None, int(meta["wheel_now"])  # rebuilt from the pending deadlines
+    p.load_tables(t)
+    p.take_changes()  # the state layer has it all: log from here on
+
+
+def _segments_in(meta: dict[str, str]) -> list[Segment]:
+    return _segments_of(meta) if "segments" in meta else []
 
 
 def _rebuild(
     parts: dict, meta: dict[str, str], config: PurgatoryConfig | None, store: SegmentStore | None
 ) -> Purgatory:
+    """A whole value (no pointer): the state itself, or (before the pointers) the change
+    since the segments it names."""
     p = Purgatory(config)
     p.lineage = Lineage(loaded_by="rebuilt")
     t = ShardTables.empty()
@@ -313,12 +486,20 @@ def _rebuild(
     if store is None:
         raise ValueError("this state extends segment files: pass the SegmentStore it was saved with")
     # the base's tables, then what every later segment and this value changed
-    base = _segments_of(meta)[0]
+    base, *changes = _segments_of(meta)
     base_parts, base_meta = store.read(base.name)  # format 2 also kept ``seen``: not read
     t.ops, t.watch = _pending_tables(base_parts, "", base_meta)
     t.resolved = frame_from(base_parts["resolved"], RESOLVED)
-    p.lineage.segments = [base]
-    _catch_up(p, t, parts, meta, store)
+    layers = [*(store.read(s.name) for s in changes), (parts, meta)]
+    _apply_change(t, base.next_handle, [], _change_of(layers))
+    p.lineage.segments = _segments_of(meta)
+    _set_small(p, t, parts, meta)
+    t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
+    p.lineage.dead = [handles_from(parts["tail_dead"])]
+    p.lineage.resolved = [frame_from(parts["tail_resolved"], RESOLVED)]
+    t.wheel, t.wheel_now = None, int(meta["wheel_now"])
+    p.load_tables(t)
+    p.take_changes()
     return p
 
 
@@ -367,23 +548,6 @@ def _can_catch_up(lineage: Lineage, meta: dict[str, str], store: SegmentStore | 
     )
 
 
-def _catch_up(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str], store: SegmentStore) -> None:
-    """Bring ``p`` (whose big tables are ``t``'s) forward from its last segment to ``meta``'s
-    version: apply the change segments written since, then the value's change, as one change."""
-    lineage = p.lineage
-    segments = _segments_of(meta)
-    later = [store.read(s.name) for s in segments[len(lineage.segments) :]]
-    _apply_change(t, lineage, _change_of([*later, (parts, meta)]))
-    lineage.segments = segments
-    _set_small(p, t, parts, meta)
-    t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
-    lineage.dead = [handles_from(parts["tail_dead"])]
-    lineage.resolved = [frame_from(parts["tail_resolved"], RESOLVED)]
-    t.wheel, t.wheel_now = None, int(meta["wheel_now"])  # rebuilt from the pending deadlines
-    p.load_tables(t)
-    p.take_changes()  # the state layer has it all: log from here on
-
-
 def _change_of(layers: list[tuple[dict, dict[str, str]]]) -> dict:
     """Consecutive changes (``tail_*`` parts and their metadata, oldest first) as one: their
     new rows, less the handles any of them resolved, and all those handles."""
@@ -402,16 +566,16 @@ def _change_of(layers: list[tuple[dict, dict[str, str]]]) -> dict:
     return change
 
 
-def _apply_change(t: ShardTables, lineage: Lineage, change: dict) -> None:
-    """Replace what changed since the last segment by ``change`` (``_change_of``)."""
-    since = lineage.segments[-1].next_handle
+def _apply_change(t: ShardTables, since: int, replaced: list[pd.DataFrame], change: dict) -> None:
+    """Replace the big tables' rows from handle ``since`` on, and the dedup rows ``replaced``,
+    by ``change`` (``_change_of``)."""
     for name in _TAILS:
         table = getattr(t, name)
         h = table.column("handle").to_numpy()
         kept = table.filter(pa.array((h < since) & ~isin(h, change["dead"])))
         setattr(t, name, pa.concat_tables([kept, change[name]]))  # in handle order
-    if lineage.resolved:  # rows added since the last segment: the change has them (or fewer)
-        old = pd.concat(lineage.resolved)
+    if replaced:  # rows added since the last segment: the change has them (or fewer)
+        old = pd.concat(replaced)
         t.resolved = rows_where(t.resolved, ~np.isin(_row_key(t.resolved), _row_key(old)))
     t.resolved = stack(t.resolved, change["resolved"])
 
