@@ -1,48 +1,53 @@
-"""A shard's state as one binary value: ``save_state`` and ``load_state``.
+"""A shard's state saved and loaded: ``save_state`` and ``load_state``.
 
 A shard's ``Purgatory`` grows with its pending operations.  Stored whole in the group state,
 every micro-batch moves all of it through the state store, the JVM and Arrow, both ways
 (docs/performance-history.md, "A shard's whole state in the group state").  With a
-``SegmentStore`` (``purgatory.state.path``) the value holds only what changed since the
-shard's last *segment*: the operations added since (the tail), the handles resolved since
-(the dead), the dedup rows added since, the small tables (matches, buffered events, key
-progress) and the list of segment files it extends.  Segments are immutable files: one
-*base* (every big table) and *change* segments (tails and deads), LSM-style:
+``SegmentStore`` (``purgatory.state.path``, which ``start`` always sets) the group state
+holds a *pointer* of a hundred bytes, and the state lives in files the executor writes:
 
-* when the value's change passes ``purgatory.state.segment.rows`` it is written out as a change
-  segment, so the value stays small;
-* when the change segments together hold half as many rows as the base, one new base replaces
-  them all (the rewrite is amortised over many micro-batches).
+* one small **delta file** per save (``deltas``): the operations added since the last save,
+  the handles resolved since (the dead), the dedup rows added since, the small tables
+  (matches, buffered events, key progress) and scalars whole, the list of segment files and
+  the *chain* of delta files since the last segment;
+* immutable **segments**, LSM-style: one *base* (every big table) and *change* segments.
+  When a chain reaches ``deltas.MAX_DELTAS`` files or holds more than
+  ``purgatory.state.segment.rows`` rows, the change since the last segment is written as a
+  change segment and the chain starts afresh; when the change segments together hold half
+  as many rows as the base, one new base replaces them all (amortised over many
+  micro-batches).  A shard below ``segment.rows`` rows has no segment: its chain starts with
+  one *full* delta file holding every row, rewritten when the chain is compacted.
 
-A shard below ``purgatory.state.segment.rows`` rows keeps everything in the value.  What
-changed is read from the engine's change log (``Purgatory.take_changes``), taken at every
-save; the engine itself writes nothing.  A save that extends the segments reads only the
-rows registered since the last segment (``Purgatory.tables(arrow=True, since=...)``), so it
-costs what changed, however many operations are pending; only a new base reads them all.
+What changed is read from the engine's change log (``Purgatory.take_changes``), taken at
+every save; the engine itself writes nothing.  A save reads only the rows registered since
+the last save (``Purgatory.tables(arrow=True, since=...)``), so it costs what the batch
+changed, however many operations are pending; only a compaction reads more.  Without a
+store (or in a checkpoint written before the pointers) the value holds the state itself,
+or the change since the segments it names; such a value loads as it always did, and its
+next save writes files.
 
 **Compact.**  The pending operations and their watchers are stored as the engine holds them,
 Arrow tables of UTF-8 strings and numbers (``pending.OPS_ARROW``, ``WATCH_ARROW``; an
 operation's keys are its watchers'), every part zstd-compressed (``codec``); the timing wheel
-is not stored (it is rebuilt from the pending deadlines on load, as with segments).
+is not stored (it is rebuilt from the pending deadlines on load).
 
-**Immutable files, versioned pointers.**  A state version names the segments it extends, so
-a restart from any retained checkpoint version finds them.  A replaced segment is deleted
-``purgatory.state.retain.versions`` saves of its shard later (each save is one micro-batch,
-so at least that many batches later; keep it at or above
-``spark.sql.streaming.minBatchesToRetain``, Spark's default 100).  Files written by a task
-attempt that then failed are named by no committed version and are never read; they are
-left behind (one per failed attempt at most, removed with the checkpoint).
+**Immutable files, versioned pointers.**  A version names the files it extends, so a
+restart from any retained checkpoint version finds them; a replay after a crash loads the
+version Spark committed and never a file of the crashed attempt (``deltas``).  A replaced
+segment is deleted ``purgatory.state.retain.versions`` saves of its shard later, old delta
+files by the sweep (``deltas``); keep the setting at or above
+``spark.sql.streaming.minBatchesToRetain``, Spark's default 100.
 
 **The worker cache** (``cache``).  Each saved version carries a random token and the tokens
 of the versions it descends from (its ancestry), under the shard's lineage id.  A load that
 claims a parked object of the same lineage:
 
-* finds the same token: takes the object back, nothing to load (``exact``);
-* finds an ancestor on the same segments (another worker ran the shard since): applies only
-  what changed since, the change segments written in between and the value's change
-  (``caught-up``);
+* finds the same token: takes the object back, no file read (``exact``);
+* finds an ancestor (another worker ran the shard since): applies only what changed since,
+  the delta files after it on the same chain, or, across a compaction, the change segments
+  written in between and the chain (``caught-up``);
 * otherwise (a sibling from a failed attempt, another shard, nothing parked): rebuilds from
-  the segments and the value (``rebuilt``).
+  the segments and the chain (``rebuilt``).
 
 Invariant: ``load_state(save_state(p))`` behaves exactly as ``p`` would, whichever of the
 three ways it was loaded.
@@ -60,13 +65,13 @@ import pandas as pd
 import pyarrow as pa
 
 from ..config import PurgatoryConfig
-from ..engine.frames import distinct, empty, isin, rows_where, stack
-from ..engine.pending import OPS_ARROW, WATCH_ARROW, Pending
+from ..engine.frames import distinct, empty, rows_where, stack
+from ..engine.pending import OPS_ARROW, WATCH_ARROW
 from ..engine.purgatory import Purgatory
-from ..engine.tables import BIG_TABLES, OPS, RESOLVED, SMALL_TABLES, WATCH, Changes, ShardTables
+from ..engine.tables import BIG_TABLES, RESOLVED, SMALL_TABLES, Changes, ShardTables
 from ..engine.wheel import TimingWheel
 from .cache import WORKER_CACHE, WorkerCache
-from .codec import frame_bytes, frame_from, handles_bytes, handles_from, pack_parts, table_from, unpack_parts
+from .codec import frame_bytes, frame_from, handles_bytes, handles_from, pack_parts, unpack_parts
 from .deltas import (
     MAX_DELTAS,
     SWEEP_EVERY,
@@ -78,9 +83,10 @@ from .deltas import (
     pointed,
     pointer,
 )
+from .layers import TAILS, apply_change, change_of, pending_tables
 from .segments import SegmentStore
 
-__all__ = ["Lineage", "Segment", "save_state", "load_state", "loaded_by", "STATE_VERSION"]
+__all__ = ["Lineage", "Segment", "save_state", "load_state", "loaded_by", "saved_bytes", "STATE_VERSION"]
 
 #: the format of a state value and of segment files.  3: the pending op_ids are no longer a
 #: table of their own (``seen``: the engine indexes ``ops`` by op_id hash instead).  4: the
@@ -93,8 +99,6 @@ STATE_VERSION = 4
 READABLE_VERSIONS = ("2", "3", "4")
 #: how far back a version lists its ancestors
 _ANCESTRY = 64
-_TAILS = ("ops", "watch")  # the big tables whose rows carry a handle
-_ARROW = {"ops": OPS_ARROW, "watch": WATCH_ARROW}
 
 
 class Segment(NamedTuple):
@@ -122,6 +126,7 @@ class Lineage:
     chain: list[tuple[str, int]] = field(default_factory=list)  # delta files since then, their rows
     version: int = 0  # the last delta file's version
     written: int = 0  # delta files written, the clock of the sweep
+    saved_bytes: int = 0  # the size of what the last save wrote (the delta file, or the value)
 
     def record(self, changes: Changes) -> None:
         """Add the engine's changes since the last save to the change since the last segment."""
@@ -133,6 +138,11 @@ def loaded_by(p: Purgatory) -> str:
     """How ``load_state`` got ``p``: ``exact`` (the worker cache), ``caught-up``, ``rebuilt``;
     ``new`` for a purgatory no load made."""
     return p.lineage.loaded_by if isinstance(p.lineage, Lineage) else "new"
+
+
+def saved_bytes(p: Purgatory) -> int:
+    """The size of what ``p``'s last ``save_state`` wrote: its delta file, or its whole value."""
+    return p.lineage.saved_bytes if isinstance(p.lineage, Lineage) else 0
 
 
 def _lineage_of(p: Purgatory) -> Lineage:
@@ -171,6 +181,7 @@ def save_state(
         parts = _small_parts(t)
         parts.update({name: frame_bytes(getattr(t, name)) for name in BIG_TABLES})
         data = pack_parts(parts, meta)
+        lineage.saved_bytes = len(data)
     else:
         data = _save_version(p, lineage, store, version)
     if park:
@@ -219,7 +230,9 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
         )
     parts = _small_parts(t)
     parts.update({f"tail_{k}": frame_bytes(v) for k, v in layer.items()})
-    store.write_named(name, pack_parts(parts, meta))
+    data = pack_parts(parts, meta)
+    store.write_named(name, data)
+    lineage.saved_bytes = len(data)
     if lineage.written % SWEEP_EVERY == 0:
         directory = directory_of(p.shard)
         store.delete(expired(store.names_under(directory), store.retain_versions + MAX_DELTAS))
@@ -287,7 +300,7 @@ def _collect(lineage: Lineage, store: SegmentStore) -> None:
 def _change(t: ShardTables, lineage: Lineage) -> dict:
     """What changed since the last segment: new rows of the big tables, resolved handles."""
     since = lineage.segments[-1].next_handle
-    change: dict = {name: _from_handle(getattr(t, name), since) for name in _TAILS}
+    change: dict = {name: _from_handle(getattr(t, name), since) for name in TAILS}
     dead = distinct(np.concatenate([np.empty(0, np.int64), *lineage.dead]))
     change["dead"] = pd.DataFrame({"handle": dead[dead < since]})
     new = empty(RESOLVED)
@@ -420,7 +433,7 @@ def _load_version(
     if "segments" in meta:
         base, *changes = _segments_of(meta)
         base_parts, base_meta = store.read(base.name)
-        t.ops, t.watch = _pending_tables(base_parts, "", base_meta)
+        t.ops, t.watch = pending_tables(base_parts, "", base_meta)
         t.resolved = frame_from(base_parts["resolved"], RESOLVED)
         since, segments = base.next_handle, [store.read(s.name) for s in changes]
     deltas = [store.read(name) for name in chain[:-1]] + [(parts, meta)]
@@ -444,7 +457,7 @@ def _bring_forward(
     come again); ``deltas``: those of the layers that the lineage records as its change
     since its last segment."""
     lineage = p.lineage
-    _apply_change(t, since, replaced, _change_of(layers))
+    apply_change(t, since, replaced, change_of(layers))
     lineage.segments = _segments_in(meta)
     _set_small(p, t, parts, meta)
     t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
@@ -473,7 +486,7 @@ def _rebuild(
     p.lineage = Lineage(loaded_by="rebuilt")
     t = ShardTables.empty()
     if "segments" not in meta:
-        t.ops, t.watch = _pending_tables(parts, "", meta)
+        t.ops, t.watch = pending_tables(parts, "", meta)
         t.resolved = frame_from(parts["resolved"], RESOLVED)
         _set_small(p, t, parts, meta)
         if "wheel" in parts:  # formats 2 and 3 kept the wheel
@@ -488,10 +501,10 @@ def _rebuild(
     # the base's tables, then what every later segment and this value changed
     base, *changes = _segments_of(meta)
     base_parts, base_meta = store.read(base.name)  # format 2 also kept ``seen``: not read
-    t.ops, t.watch = _pending_tables(base_parts, "", base_meta)
+    t.ops, t.watch = pending_tables(base_parts, "", base_meta)
     t.resolved = frame_from(base_parts["resolved"], RESOLVED)
     layers = [*(store.read(s.name) for s in changes), (parts, meta)]
-    _apply_change(t, base.next_handle, [], _change_of(layers))
+    apply_change(t, base.next_handle, [], change_of(layers))
     p.lineage.segments = _segments_of(meta)
     _set_small(p, t, parts, meta)
     t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
@@ -501,16 +514,6 @@ def _rebuild(
     p.load_tables(t)
     p.take_changes()
     return p
-
-
-def _pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.Table, pa.Table]:
-    """The ``ops`` and ``watch`` parts (``prefix``: "" or "tail_") of a value or segment as
-    ``OPS_ARROW`` and ``WATCH_ARROW`` tables; those of formats 2 and 3 (frames, with the keys
-    in ``ops`` and the watchers by hash; a segment's ``meta`` then names no format) converted."""
-    ops, watch = parts[f"{prefix}ops"], parts[f"{prefix}watch"]
-    if meta.get("format") in ("2", "3") or "format" not in meta:
-        return Pending(frame_from(ops, OPS), frame_from(watch, WATCH)).arrow()
-    return table_from(ops, OPS_ARROW), table_from(watch, WATCH_ARROW)
 
 
 def _set_small(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str]) -> None:
@@ -546,41 +549,3 @@ def _can_catch_up(lineage: Lineage, meta: dict[str, str], store: SegmentStore | 
         lineage.token in json.loads(meta["ancestry"])
         and segments[: len(lineage.segments)] == lineage.segments
     )
-
-
-def _change_of(layers: list[tuple[dict, dict[str, str]]]) -> dict:
-    """Consecutive changes (``tail_*`` parts and their metadata, oldest first) as one: their
-    new rows, less the handles any of them resolved, and all those handles."""
-    dead = np.concatenate([handles_from(parts["tail_dead"]) for parts, _ in layers])
-    change: dict = {"dead": dead}
-    tails = [_pending_tables(parts, "tail_", meta) for parts, meta in layers]
-    for i, name in enumerate(_TAILS):
-        table = pa.concat_tables([tail[i] for tail in tails])
-        if len(dead):
-            table = table.filter(pa.array(~isin(table.column("handle").to_numpy(), dead)))
-        change[name] = table
-    resolved = empty(RESOLVED)
-    for parts, _ in layers:
-        resolved = stack(resolved, frame_from(parts["tail_resolved"], RESOLVED))
-    change["resolved"] = resolved
-    return change
-
-
-def _apply_change(t: ShardTables, since: int, replaced: list[pd.DataFrame], change: dict) -> None:
-    """Replace the big tables' rows from handle ``since`` on, and the dedup rows ``replaced``,
-    by ``change`` (``_change_of``)."""
-    for name in _TAILS:
-        table = getattr(t, name)
-        h = table.column("handle").to_numpy()
-        kept = table.filter(pa.array((h < since) & ~isin(h, change["dead"])))
-        setattr(t, name, pa.concat_tables([kept, change[name]]))  # in handle order
-    if replaced:  # rows added since the last segment: the change has them (or fewer)
-        old = pd.concat(replaced)
-        t.resolved = rows_where(t.resolved, ~np.isin(_row_key(t.resolved), _row_key(old)))
-    t.resolved = stack(t.resolved, change["resolved"])
-
-
-def _row_key(resolved: pd.DataFrame) -> np.ndarray:
-    """One 64-bit key per dedup row (op_id hash mixed with its expiry)."""
-    mix = resolved["expire_at"].to_numpy(np.int64).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    return resolved["hash"].to_numpy(np.uint64) ^ mix
