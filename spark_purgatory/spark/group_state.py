@@ -53,7 +53,7 @@ def to_group_state(value: bytes, encoding: StateEncoding) -> bytes | str:
     """``value`` as the group state's field holds it (a pointer as its own text)."""
     if _checked(encoding) == "binary":
         return value
-    if is_pointer(value):
+    if is_pointer(value) and value.isascii():
         return value.decode("ascii")
     return binascii.b2a_base64(value, newline=False).decode("ascii")
 
