@@ -407,13 +407,10 @@ def _load_version(
         lineage = parked.lineage
         last = lineage.chain[-1][0] if lineage.chain else None
         if last in chain[:-1] and lineage.segments == _segments_in(meta):
-            # the ancestor is on this chain: only the delta files after it
-            t = parked.tables(arrow=True)
+            # the ancestor is on this chain: only the delta files after it, applied to it live
             later = [store.read(name) for name in chain[chain.index(last) + 1 : -1]]
-            layers = [*later, (parts, meta)]
-            _bring_forward(parked, t, t.next_handle, [], layers, layers, parts, meta)
-            lineage.loaded_by = "caught-up"
-            return parked
+            if _forward(parked, [*later, (parts, meta)], parts, meta):
+                return parked
         if _can_catch_up(lineage, meta, store):
             # an ancestor on earlier segments: back to its last segment, then forward
             replaced, lineage.dead, lineage.resolved = lineage.resolved, [], []
@@ -441,6 +438,34 @@ def _load_version(
     return p
 
 
+def _forward(p: Purgatory, deltas: list[tuple[dict, dict]], parts: dict, meta: dict[str, str]) -> bool:
+    """Bring the live ``p`` forward by the delta files after its version (the last is this
+    version's ``(parts, meta)``), at the cost of what they changed (``Purgatory.forward``);
+    False: it could not (``p`` is then unusable)."""
+    change = change_of(deltas)
+    to = ShardTables.empty()
+    _set_small(p, to, parts, meta)
+    to.wheel_now = int(meta["wheel_now"])
+    if not p.forward(to, (change["ops"], change["watch"]), change["dead"], change["resolved"]):
+        return False
+    _lineage_at(p.lineage, deltas, meta)
+    p.lineage.loaded_by = "caught-up"
+    p.take_changes()  # the state layer has it all: log from here on
+    return True
+
+
+def _lineage_at(lineage: Lineage, deltas: list[tuple[dict, dict]], meta: dict[str, str]) -> None:
+    """The lineage at the delta file ``meta``, having read ``deltas`` (its chain's files
+    since the lineage's version): its change since the last segment, its chain, its clocks."""
+    if lineage.segments:
+        lineage.dead += [handles_from(d["tail_dead"]) for d, _ in deltas]
+        lineage.resolved += [frame_from(d["tail_resolved"], RESOLVED) for d, _ in deltas]
+    else:
+        lineage.dead, lineage.resolved = [], []
+    lineage.chain = [(name, int(rows)) for name, rows in json.loads(meta["chain"])]
+    lineage.version, lineage.written = int(meta["version"]), int(meta["written"])
+
+
 def _bring_forward(
     p: Purgatory,
     t: ShardTables,
@@ -461,13 +486,7 @@ def _bring_forward(
     lineage.segments = _segments_in(meta)
     _set_small(p, t, parts, meta)
     t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
-    if lineage.segments:
-        lineage.dead += [handles_from(d["tail_dead"]) for d, _ in deltas]
-        lineage.resolved += [frame_from(d["tail_resolved"], RESOLVED) for d, _ in deltas]
-    else:
-        lineage.dead, lineage.resolved = [], []
-    lineage.chain = [(name, int(rows)) for name, rows in json.loads(meta["chain"])]
-    lineage.version, lineage.written = int(meta["version"]), int(meta["written"])
+    _lineage_at(lineage, deltas, meta)
     t.wheel, t.wheel_now = None, int(meta["wheel_now"])  # rebuilt from the pending deadlines
     p.load_tables(t)
     p.take_changes()  # the state layer has it all: log from here on
