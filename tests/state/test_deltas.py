@@ -75,11 +75,12 @@ def test_old_delta_files_are_swept_and_every_retained_version_still_loads(tmp_pa
         pointers.append(save_state(p, store, version=10 * b + 1))
         pending.append(p.pending)
         if b % 7 == 3:  # an attempt that crashed after writing its file: named by no pointer
-            save_state(load_state(pointers[-2], p.config, store, cache=WorkerCache()), store, version=10 * b + 1)
+            crashed = load_state(pointers[-2], p.config, store, cache=WorkerCache())
+            save_state(crashed, store, version=10 * b + 1)
     versions = {parsed(name).version for name in store.delta_files()}
     assert len(versions) <= retain + MAX_DELTAS + SWEEP_EVERY - 1  # swept every SWEEP_EVERY saves
     assert min(versions) > 10 * 30  # the first half's files, and the crashed attempts', are gone
-    for value, n in list(zip(pointers, pending))[-retain:]:
+    for value, n in list(zip(pointers, pending, strict=True))[-retain:]:
         assert load_state(value, p.config, store, cache=WorkerCache()).pending == n
 
 
