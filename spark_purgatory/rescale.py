@@ -70,6 +70,7 @@ from .state.layout import (
     state_path_of,
 )
 from .state.reshard import ReshardError, reshard
+from .state.shard_state import Lineage
 from .storage import Storage, write_whole
 
 __all__ = ["RescaleError", "RescaleResult", "rescale"]
@@ -156,11 +157,14 @@ def rescale(
     except ReshardError as e:
         raise RescaleError(str(e)) from None
     encoding = encoding_of(checkpoint, storage=storage)
+    version = 1 + max((p.lineage.version for p in olds.values() if isinstance(p.lineage, Lineage)), default=0)
     journal = {
         "from": old,
         "to": shards,
         "batch": batch + 1,
         "segments_before": store.segments(),
+        # the new shards' delta files are of this version and later (``state.deltas``)
+        "delta_version": version,
         "old_segments": sorted(
             {name for p in olds.values() for name, *_ in (p.lineage.segments if p.lineage else [])}
         ),
@@ -168,7 +172,7 @@ def rescale(
     }
     write_whole(fs, f"{root}/{JOURNAL}", lambda out: out.write(json.dumps(journal).encode()))
     _fault("segments")
-    groups = _new_groups(news, store, encoding, info.next_watermark_ms or 0, shards)
+    groups = _new_groups(news, store, encoding, info.next_watermark_ms or 0, shards, version)
     _fault("snapshots")
     for partition, entries in groups.items():
         state_files.write_version(fs, f"{root}/{OPERATOR_STATE}", partition, batch + 2, entries)
@@ -272,7 +276,7 @@ def _load(
 
 
 def _new_groups(
-    news: dict[int, Purgatory], store: SegmentStore, encoding: Any, watermark: int, shards: int
+    news: dict[int, Purgatory], store: SegmentStore, encoding: Any, watermark: int, shards: int, version: int
 ) -> dict[int, list[state_files.GroupValue]]:
     """Each new partition's entries: the new shards saved (their segment files written), under
     the labels of ``shards + 1`` groups, with the timeouts the shard step would set."""
@@ -286,7 +290,7 @@ def _new_groups(
         if cross and (p.pending or p.awaited_notices):
             wake = min(wake, max(watermark, 1) + 1)
         timeout = max(wake - 1, watermark) if wake < NO_EXPIRATION else state_files.NO_TIMEOUT
-        value = to_group_state(save_state(p, store), encoding)
+        value = to_group_state(save_state(p, store, version=version), encoding)
         label = labels[s]
         groups[spark_hash_int(label) % (shards + 1)].append(state_files.GroupValue(label, value, timeout))
     return groups

@@ -105,6 +105,11 @@ class Pending:
         n_members = np.fromiter(map(_size, ops["members"]), np.int64, count=len(ops))
         self.add(ops.assign(ohash=hash_strings(ops["op_id"]), n_members=n_members), watch)
 
+    def append_arrow(self, ops: pa.Table, watch: pa.Table) -> None:
+        """Register ``OPS_ARROW`` operations (handles above every pending one) and their
+        ``WATCH_ARROW`` watchers: no Python object per row."""
+        self._load_arrow(ops, watch)
+
     def _load_arrow(self, ops: pa.Table, watch: pa.Table) -> None:
         """Load ``OPS_ARROW`` and ``WATCH_ARROW`` tables: no Python object per row."""
         ops, watch = _by_handle(ops), _by_handle(watch)

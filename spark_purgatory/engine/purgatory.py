@@ -69,7 +69,7 @@ from .batch import BatchResult, admit, result
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .frames import among, concat, distinct, hash_strings, isin
 from .rows import Rows
-from .snapshot import LiveTables, live_from, plain
+from .snapshot import LiveTables, forward, live_from, plain
 from .tables import EVENTS, I64_MIN, VERDICTS, ChangeLog, Changes, ShardTables, ops_rows
 from .wheel import TimingWheel
 
@@ -202,6 +202,11 @@ class Purgatory:
         """Replace the whole state by ``tables`` (``snapshot.live_from``); the change log
         restarts: every row counts as added."""
         self._t: LiveTables = live_from(tables, self.config, self._changes)
+
+    def forward(self, to: ShardTables, added: tuple, removed: np.ndarray, resolved: pd.DataFrame) -> bool:
+        """Bring the state forward to ``to`` by what changed since (``snapshot.forward``);
+        False: it could not, and the state must be loaded whole."""
+        return forward(self._t, to, added, removed, resolved, self.config)
 
     def take_changes(self) -> Changes:
         """What the big tables gained and lost since the last call (see ``tables.Changes``)."""

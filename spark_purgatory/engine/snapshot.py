@@ -11,7 +11,9 @@ and lost (``take_changes``), so it can store only that.  The pending operations 
 watchers come out as frames for people and tests, or as Arrow tables for storage
 (``tables(arrow=True)``: strings copied as bytes, never as Python objects); ``since`` gives
 only the rows registered from a handle on, what a save with segment files writes, so such a
-save costs what changed, not what is pending.
+save costs what changed, not what is pending.  ``forward`` brings a live shard to a later
+version by what changed in between, so a worker that ran an earlier version catches up
+at the cost of the change.
 
 Invariant: ``live_from(plain(t))`` (either form) behaves exactly as the shard did.
 """
@@ -22,9 +24,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 
 from . import dedup, progress, relay
-from .frames import empty, hash_strings, isin
+from .frames import distinct, empty, hash_strings, isin
 from .pending import Pending
 from .rows import Rows
 from .tables import EVENTS, MATCHES, PARKED, RELAYED, RESOLVED, ChangeLog, ShardTables
@@ -34,7 +38,7 @@ from .windows import ResolvedWindows
 if TYPE_CHECKING:
     from ..config import PurgatoryConfig
 
-__all__ = ["LiveTables", "live_from", "plain"]
+__all__ = ["LiveTables", "live_from", "forward", "plain"]
 
 
 @dataclass
@@ -155,7 +159,6 @@ def live_from(t: ShardTables, config: PurgatoryConfig, changes: ChangeLog) -> Li
     tables); a ``wheel`` of None is rebuilt from the pending deadlines.  ``changes`` restarts:
     every row counts as added."""
     pending = Pending(t.ops, t.watch)
-    events = Rows.of(t.events, EVENTS)
     due = t.due
     wheel = t.wheel
     if wheel is None:  # the wheel holds every pending operation not already due
@@ -168,12 +171,7 @@ def live_from(t: ShardTables, config: PurgatoryConfig, changes: ChangeLog) -> Li
     return LiveTables(
         pending=pending,
         resolved=dedup.ResolvedTable(t.resolved),
-        matches=Rows.of(t.matches, MATCHES),
-        events=events.assign(khash=hash_strings(events["key"])),
-        relayed=Rows.of(t.relayed, RELAYED),
-        keys=progress.KeyTable(config.progress_retention_ms, t.keys),
-        windows=ResolvedWindows(t.windows),
-        parked=Rows.of(t.parked, PARKED),
+        **_small(t, config),
         due=due,
         wheel=wheel,
         watermark=t.watermark,
@@ -182,3 +180,58 @@ def live_from(t: ShardTables, config: PurgatoryConfig, changes: ChangeLog) -> Li
         next_eseq=t.next_eseq,
         changes=changes,
     )
+
+
+def forward(
+    live: LiveTables,
+    to: ShardTables,
+    added: tuple[pa.Table, pa.Table],
+    removed: np.ndarray,
+    resolved: pd.DataFrame,
+    config: PurgatoryConfig,
+) -> bool:
+    """Bring ``live`` forward to a later version of the same shard, given what changed in
+    between: the operations and watchers ``added`` (``OPS_ARROW``, ``WATCH_ARROW``; handles
+    above every pending one, alive in the later version), the handles ``removed``, the dedup
+    rows added, and the later version's small tables, scalars and ``due`` (``to``'s big tables
+    are not read).  Costs the change, not the pending operations.  False when the timing
+    wheel disagrees with ``to``: ``live`` is then unusable (load the version whole).
+
+    The wheel keeps its invariant, every pending operation not due: the removed ones and those
+    due now leave it, the added ones not due join it, and its clock moves to ``to``'s
+    without a single expiry (an operation alive and not due in the later version has a later
+    deadline)."""
+    ops, watch = added
+    leaving = distinct(np.concatenate([removed, to.due]).astype(np.int64))
+    leaving = leaving[live.pending.contains(leaving) & ~isin(leaving, live.due)]
+    live.wheel.cancel(leaving)
+    removed = distinct(removed.astype(np.int64))
+    live.pending.remove(removed[live.pending.contains(removed)])
+    live.pending.append_arrow(ops, watch)
+    handles, deadlines = ops.column("handle").to_numpy(), ops.column("deadline").to_numpy()
+    timed = ~isin(handles, to.due)
+    if live.wheel.add(handles[timed], deadlines[timed]).any() or live.wheel.advance(to.wheel_now).size:
+        return False
+    live.due = to.due
+    if live.wheel.size() != len(live.pending) - len(to.due):
+        return False
+    live.resolved.add(resolved)
+    live.resolved.retire(to.retired_wm)
+    live.watermark, live.retired_wm = to.watermark, to.retired_wm
+    live.next_handle, live.next_eseq = to.next_handle, to.next_eseq
+    for name, table in _small(to, config).items():
+        setattr(live, name, table)
+    return True
+
+
+def _small(t: ShardTables, config: PurgatoryConfig) -> dict:
+    """The small tables of plain ``t`` as the engine holds them."""
+    events = Rows.of(t.events, EVENTS)
+    return {
+        "matches": Rows.of(t.matches, MATCHES),
+        "events": events.assign(khash=hash_strings(events["key"])),
+        "relayed": Rows.of(t.relayed, RELAYED),
+        "keys": progress.KeyTable(config.progress_retention_ms, t.keys),
+        "windows": ResolvedWindows(t.windows),
+        "parked": Rows.of(t.parked, PARKED),
+    }

@@ -1,6 +1,11 @@
 """How a shard's state value travels through Spark's group state: as text, or (old
 checkpoints) as bytes.
 
+With ``purgatory.state.path`` (what ``start`` sets) the value is a *pointer*, ``@`` and the
+name of the shard's delta file (``state.deltas``), kept as that text: a hundred bytes
+whatever the shard holds.  A whole value (no state path, or a checkpoint written before the
+pointers, which loads as it is and gets a pointer at its next save) travels as below.
+
 ``applyInPandasWithState`` hands each group's state to Python pickled by Pyrolite, once per
 Arrow chunk of the group's rows.  Pyrolite pickles a ``byte[]`` as a ``bytearray`` built from
 a Latin-1 string it assembles one byte at a time (``Pickler.put_arrayOfPrimitives``), and
@@ -25,6 +30,7 @@ from typing import Any, Literal
 
 from pyspark.sql import types as T
 
+from ..state.deltas import is_pointer
 from ..storage import Storage
 
 __all__ = ["StateEncoding", "STATE_ENCODINGS", "state_schema", "to_group_state", "shard_bytes", "encoding_of"]
@@ -44,9 +50,11 @@ def state_schema(encoding: StateEncoding) -> T.StructType:
 
 
 def to_group_state(value: bytes, encoding: StateEncoding) -> bytes | str:
-    """``value`` as the group state's field holds it."""
+    """``value`` as the group state's field holds it (a pointer as its own text)."""
     if _checked(encoding) == "binary":
         return value
+    if is_pointer(value) and value.isascii():
+        return value.decode("ascii")
     return binascii.b2a_base64(value, newline=False).decode("ascii")
 
 
@@ -55,7 +63,11 @@ def shard_bytes(stored: Any) -> bytes:
 
     >>> shard_bytes(to_group_state(b"\\x00\\xff shard", "text")), shard_bytes(bytearray(b"ab"))
     (b'\\x00\\xff shard', b'ab')
+    >>> shard_bytes(to_group_state(b"@deltas/shard-1/v.l.t.arrow", "text"))
+    b'@deltas/shard-1/v.l.t.arrow'
     """
+    if isinstance(stored, str) and stored.startswith("@"):  # a pointer (state.deltas)
+        return stored.encode("ascii")
     if isinstance(stored, str):
         return binascii.a2b_base64(stored)
     return bytes(stored)

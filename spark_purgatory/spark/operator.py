@@ -116,7 +116,7 @@ from ..handoff.door import ShardHandOff
 from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
 from ..handoff.partitions import WATERMARKS_DIRECTORY, cap_before
 from ..runtime.worker_heap import freeze_heap
-from ..state import SegmentStore, load_state, loaded_by, save_state
+from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
 from ..storage import Storage, join
 from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
 from .labels import shard_numbers
@@ -519,9 +519,12 @@ def _stateful_shard(
                 # verdicts; the wake file if none would); Spark wants a timeout > 0
                 wake = min(wake, max(wm, 1) + 1)
             processed, how, pending = time.perf_counter(), loaded_by(p), p.pending
-            value = save_state(p, store, park=store is not None)  # parked: no use of p after this
+            # with a store: the delta file of this micro-batch (its timestamp the version) and
+            # a pointer to it (state.deltas); parked: no use of p after this
+            value = save_state(p, store, park=store is not None, version=now)
+            written = saved_bytes(p)
         saved = time.perf_counter()
-        rows = output_rows(shard, result, bad, figures, out_wm, state_bytes=len(value) if keep else 0)
+        rows = output_rows(shard, result, bad, figures, out_wm, state_bytes=written if keep else 0)
         if staging is None:
             yield rows
         else:
@@ -544,6 +547,7 @@ def _stateful_shard(
                 "save_ms": round((saved - processed) * 1000),
                 "output_ms": round((output - saved) * 1000),  # with staging: the staged files written
                 "value_bytes": len(value),
+                "written_bytes": written,
                 "pending": pending,
             }
             print("purgatory-state " + json.dumps(figures), file=sys.stderr, flush=True)

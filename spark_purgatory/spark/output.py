@@ -158,7 +158,7 @@ def output_rows(
     """A shard's micro-batch as ``OUTPUT_SCHEMA`` rows: its outcomes, unmatched events,
     rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row:
     ``figures`` (``shard_figures``), the counts of those rows, the latency percentiles of
-    what completed, the watermark ``wm`` and ``state_bytes`` (the saved state value's size)."""
+    what completed, the watermark ``wm`` and ``state_bytes`` (what the state's save wrote)."""
     outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
     unmatched = result.unmatched.drop(columns="batch_id").rename(columns=_ms_names(UNMATCHED_EVENTS))
     figures = dict(figures)

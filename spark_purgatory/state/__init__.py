@@ -7,6 +7,7 @@ since the last save).  Modules:
 
 * ``shard_state``: ``save_state`` / ``load_state``, and the segment (LSM) scheme explained;
 * ``segments``: ``SegmentStore``, the directory of immutable segment files;
+* ``deltas``: the delta files, one per save, and the pointer to them a group state holds;
 * ``cache``: ``WorkerCache``, live shards parked in a Python worker between micro-batches;
 * ``layout``: the checkpoint's shard count, rescale journal and run lease;
 * ``codec``: Arrow IPC encoding of frames and named parts;
@@ -32,12 +33,13 @@ from __future__ import annotations
 
 from .cache import WORKER_CACHE, WorkerCache
 from .segments import SegmentStore
-from .shard_state import STATE_VERSION, load_state, loaded_by, save_state
+from .shard_state import STATE_VERSION, load_state, loaded_by, save_state, saved_bytes
 
 __all__ = [
     "save_state",
     "load_state",
     "loaded_by",
+    "saved_bytes",
     "SegmentStore",
     "WorkerCache",
     "WORKER_CACHE",

@@ -34,6 +34,7 @@ import pyarrow.fs as pafs
 
 from ..config import ConfigError, PurgatoryConfig
 from ..storage import Storage, join, listing, remove, write_whole
+from .deltas import directory_of, parsed
 from .pending_counts import PendingRecord
 from .segments import SegmentStore
 
@@ -124,6 +125,8 @@ def recover(
     store = SegmentStore(state_path, storage=storage)
     before = set(journal["segments_before"])
     store.delete([name for name in store.segments() if name not in before])
+    if "delta_version" in journal:  # the new shards' delta files (``deltas``)
+        store.delete([n for n in store.delta_files() if parsed(n).version >= int(journal["delta_version"])])
     remove(fs, [f"{root}/{JOURNAL}"])
     return "rolled back"
 
@@ -152,7 +155,11 @@ def finish(
     if pending is not None:
         PendingRecord.under(checkpoint, storage).write(journal["batch"], {s: n for s, n in pending.items()})
     state_path = state_path_of(checkpoint, (config.state_path if config else ""))
-    SegmentStore(state_path, storage=storage).delete(journal["old_segments"])
+    store = SegmentStore(state_path, storage=storage)
+    store.delete(journal["old_segments"])
+    # the delta files of shard numbers the new layout has not (the others' are swept by it)
+    gone = {directory_of(s) for s in range(int(journal["to"]) + 1, int(journal["from"]) + 1)}
+    store.delete([name for name in store.delta_files() if name.rsplit("/", 1)[0] in gone])
     # relays all received (refused otherwise), nothing parked: these name the old shards
     sfs, sroot = storage.filesystem(state_path)
     remove(sfs, [i.path for i in listing(sfs, f"{sroot}/mailbox")])

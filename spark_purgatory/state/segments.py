@@ -3,7 +3,8 @@
 A ``SegmentStore`` is a directory (or filesystem URI) of segment files, each written once
 and never modified: ``base-<uuid>.arrow`` holds every big table of a shard,
 ``change-<uuid>.arrow`` what changed since the segment before it (how they are combined is
-``shard_state``'s business).  The store also knows the sizes that shape the segments
+``shard_state``'s business).  Under ``deltas/`` each shard keeps its small versioned delta
+files, one per save (``deltas``).  The store also knows the sizes that shape the segments
 (``segment_rows``, ``retain_versions``).
 
 Invariants: a name is never reused and a file never rewritten, so a state version that
@@ -61,9 +62,10 @@ class SegmentStore:
         self.storage = storage or Storage()
         self._fs, self._dir = self.storage.filesystem(root)
         self._made = False
+        self._dirs: set[str] = set()
 
     def __getstate__(self) -> dict:  # shipped to executors inside the shard function
-        return {k: v for k, v in self.__dict__.items() if k not in ("_fs", "_made")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_fs", "_made", "_dirs")}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(
@@ -83,6 +85,19 @@ class SegmentStore:
             out.write(pack_parts(parts, meta))
         return name
 
+    def write_named(self, name: str, data: bytes) -> None:
+        """Write a file under a name the caller made unique (a delta file, ``deltas``)."""
+        directory = f"{self._dir}/{name.rsplit('/', 1)[0]}"
+        if directory not in self._dirs:
+            self._fs.create_dir(directory, recursive=True)
+            self._dirs.add(directory)
+        with self._fs.open_output_stream(f"{self._dir}/{name}") as out:
+            out.write(data)
+
+    def names_under(self, directory: str) -> list[str]:
+        """The files in a subdirectory of the root, named relative to the root."""
+        return [f"{directory}/{i.base_name}" for i in listing(self._fs, f"{self._dir}/{directory}")]
+
     def read(self, name: str) -> tuple[dict[str, bytes], dict[str, str]]:
         with self._fs.open_input_file(f"{self._dir}/{name}") as f:
             return unpack_parts(f.read_buffer())
@@ -93,6 +108,11 @@ class SegmentStore:
                 self._fs.delete_file(f"{self._dir}/{name}")
             except (FileNotFoundError, OSError):  # already gone (a replayed batch deleted it)
                 pass
+
+    def delta_files(self) -> list[str]:
+        """Names of every shard's delta files present (``deltas``; for rescale and tests)."""
+        infos = listing(self._fs, f"{self._dir}/deltas", recursive=True)
+        return sorted(i.path[len(self._dir) + 1 :] for i in infos)
 
     def segments(self) -> list[str]:
         """Names of the segment files present (for tests and housekeeping)."""

@@ -424,3 +424,17 @@ def test_a_checkpoint_on_s3_is_rescaled_in_place(tmp_path, monkeypatch):
         store.stop()
     _read_back(cluster, back, 8, 5)
     assert _finish_run(cluster, outcomes, work, 4) == expected
+
+
+def test_shards_rescaled_away_leave_no_delta_files_and_the_rest_continue(tmp_path):
+    work = _workload(3)
+    kept, kept_out = _started(tmp_path / "kept")
+    expected = _finish_run(kept, kept_out, work, 4)
+    cluster, outcomes = _started(tmp_path / "chk")
+    rescale(str(tmp_path / "chk"), 8)
+    done = rescale(str(tmp_path / "chk"), 2)  # shards 3 to 8 of the 8-shard layout go
+    assert (done.from_shards, done.to_shards) == (8, 2)
+    store = SegmentStore(str(tmp_path / "chk" / "purgatory-state"))
+    assert {name.split("/")[1] for name in store.delta_files()} <= {"shard-0", "shard-1", "shard-2"}
+    _read_back(cluster, tmp_path / "chk", 2, done.batch)
+    assert _finish_run(cluster, outcomes, work, 4) == expected
