@@ -5,7 +5,7 @@
     spark-purgatory status   --checkpoint CHK [--output OUT]
     spark-purgatory rescale  --checkpoint CHK --shards N
     spark-purgatory pending  --checkpoint CHK [--watermark TS] [--batch-id N] [--limit 50]
-    spark-purgatory at-risk  --checkpoint CHK --within 1h [--watermark TS]
+    spark-purgatory at-risk  --checkpoint CHK --within 1h [--watermark TS] [--output OUT]
     spark-purgatory explain  --output OUT [--checkpoint CHK] OP_ID [OP_ID ...]
 
 Every command takes ``--conf FILE`` / ``--set KEY=VALUE`` like the job (the same files: the
@@ -187,6 +187,12 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
             _print_frame(frame, args.json, args.limit, _shown(args.command), _title(args))
         else:
             _print_table(table, args.json, args.limit, _shown(args.command), _title(args))
+        if args.command == "at-risk" and args.output and not args.json:
+            from .inspect.status import expiry_lag
+
+            lag = _lag_text(expiry_lag(_reader(args.output, config, master)))
+            if lag:
+                print(f"expiry lag: {lag}")
     else:
         if args.checkpoint and not args.no_state:
             _check_checkpoint(args.checkpoint, config)
@@ -370,8 +376,18 @@ def _print_json_lines(frame: Any) -> None:
 #: the metrics table's columns ``status`` prints per shard (a terminal's width)
 _STATUS_METRICS = (
     "shard", "input_operations", "input_events", "pending", "completed", "expired", "unmatched",
-    "rejected", "latency_p99_ms", "busiest_share", "state_bytes",
+    "rejected", "latency_p99_ms", "expiry_lag_ms", "busiest_share", "state_bytes",
 )  # fmt: skip
+
+
+def _lag_text(lag: dict | None) -> str | None:
+    """``status``/``at-risk``'s line on the expiry lag (``inspect.status.expiry_lag``)."""
+    if not lag:
+        return None
+    return (
+        f"last {lag['last_ms'] / 1000:.1f} s (batch {lag['batch_id']}), "
+        f"largest {lag['max_ms'] / 1000:.1f} s: how long after their deadline expiries were decided"
+    )
 
 
 def _print_status(report: dict, as_json: bool) -> None:
@@ -388,6 +404,8 @@ def _print_status(report: dict, as_json: bool) -> None:
         chk.add_row("pending", f"{report['pending']:,} ({report['pending_from']})")
     for name, value in (report.get("input_watermarks") or {}).items():  # the checkpoint's is above
         chk.add_row(f"{name} (metrics table, last batch)", _text(value))
+    if _lag_text(report.get("expiry_lag")):
+        chk.add_row("expiry lag (metrics table)", _lag_text(report["expiry_lag"]))
     console.print(chk)
     layout = report.get("layout")
     if layout:

@@ -64,9 +64,10 @@ import pandas as pd
 
 from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from . import dedup, memory, progress, registry, relay, relay_tables, watchers
+from . import dedup, memory, registry, relay_tables, watchers
 from .batch import BatchResult, admit, result
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
+from .finalise import finalise_events, in_window
 from .frames import among, concat, distinct, hash_strings, isin
 from .rows import Rows
 from .snapshot import LiveTables, forward, live_from, plain
@@ -309,14 +310,14 @@ class Purgatory:
         held = self._t.due[self._t.due >= new_from] if relayed is not None else _NO_HANDLES
         if held.size:
             self._t.due = self._t.due[self._t.due < new_from]
-        paired = self._t.matches["eseq"][of_stubs & self._in_window()]
+        paired = self._t.matches["eseq"][of_stubs & in_window(self._t)]
         until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))
         later = until > wm and (relayed is not None or self.parked > 0)  # see expire_to_ms
         reach = wm if later else until
         self.advance(reach)
         if held.size:
             self._t.due = np.concatenate([self._t.due, held])
-        unmatched, notes = self._finalise_events(reach, paired)
+        unmatched, notes = finalise_events(self._t, reach, paired, self._batch_id)
         self._t.retire(reach)
         if later:  # the next call admits at ``until`` and expires there, after its hand-off
             self._t.watermark = until
@@ -573,13 +574,6 @@ class Purgatory:
         self._t.matches = self._t.matches.stack(new)
         return distinct(new["handle"]), ops
 
-    def _in_window(self) -> np.ndarray:
-        """Which ``matches`` lie in their operation's window (the others: an ``offset``
-        operation's key progress from before it, which it does not count as matched)."""
-        if len(self._t.matches) == 0:
-            return np.zeros(0, dtype=bool)
-        return self._t.matches["ts"] >= self._t.pending.column("ts", self._t.matches["handle"])
-
     def _evaluate(self, handles: np.ndarray, ops: Rows) -> Evaluation:
         """``conditions.evaluate`` for these (sorted) handles, whose rows are ``ops``."""
         matches = self._t.matches
@@ -589,30 +583,3 @@ class Purgatory:
         if (ops["cond"] == OFFSET).any():
             watch = self._t.pending.watch_rows(handles, ["handle", "hash", "progress_at_watch"])
         return evaluate(ops, matches, watch)
-
-    def _finalise_events(self, wm: int, paired: np.ndarray) -> tuple[Rows, Rows]:
-        """Events the watermark passed can match no future operation: fold them into key
-        progress and report the ones nothing counted.  An event a stub matched (``paired``)
-        is the cross-shard group's to report: its notice goes there (``relay``)."""
-        evs = self._t.events
-        done = evs["ts"] < wm
-        if not done.any():
-            return progress.empty_unmatched(), relay.notices(evs.take(_NO_HANDLES), done[:0])
-        final = evs.where(done)
-        self._t.events = evs.where(~done)
-        eseq = final["eseq"]
-        # a pending operation of this shard holds it: it counts (it is before any later crossing)
-        used = final["used"]
-        if len(self._t.matches):
-            used = used | isin(
-                eseq, self._t.matches["eseq"][~relay_tables.of_stubs(self._t) & self._in_window()]
-            )
-        progress.final_progress(self._t.keys, final)
-        mine = ~final["replica"]
-        relayed = isin(eseq, paired) & mine if paired.size else np.zeros(len(final), bool)
-        paired_final = final.where(relayed)
-        notes = relay.notices(paired_final, used[relayed], self._t.windows.covers(paired_final))
-        lost = final.where(~used & ~relayed & mine)
-        if len(lost) == 0:
-            return progress.empty_unmatched(), notes
-        return progress.unmatched_rows(lost, self._t.windows.covers(lost), self._batch_id), notes

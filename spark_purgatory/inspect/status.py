@@ -86,6 +86,7 @@ def checkpoint_status(
         "layout": _layout(checkpoint, info.groups, storage),
         "last_batch": None,
         "input_watermarks": None,
+        "expiry_lag": None,
         "pending_by_shard": None,
         "pending_from": None,
         "tables": {},
@@ -105,6 +106,7 @@ def checkpoint_status(
         else:
             result["last_batch"] = metrics
             result["input_watermarks"] = metrics["watermarks"]
+            result["expiry_lag"] = metrics["expiry_lag"]
             gauges = metrics["pending_by_shard"]
     else:
         notes.append("no --output given: no table sizes, no metrics table")
@@ -177,7 +179,7 @@ def _last_metrics(tables: TableReader) -> dict | None:
     columns = tables.columns(METRICS_TABLE)
     if not tables.exists(METRICS_TABLE) or "batch_id" not in columns:
         return None
-    gauges = [c for c in ("shard", "batch_id", "pending") if c in columns]
+    gauges = [c for c in ("shard", "batch_id", "pending", EXPIRY_LAG) if c in columns]
     if isinstance(tables, DeltaRsReader):
         import pyarrow.dataset as ds
 
@@ -204,7 +206,32 @@ def _last_metrics(tables: TableReader) -> dict | None:
         if name.endswith("watermark")
     }
     return {"batch_id": last, "rows": listed, "pending_by_shard": dict(sorted(by_shard.items())),
-            "watermarks": watermarks}  # fmt: skip
+            "watermarks": watermarks, "expiry_lag": _expiry_lag(every)}  # fmt: skip
+
+
+#: the metrics column of how long after its deadline a shard call's latest expiry was decided
+EXPIRY_LAG = "expiry_lag_ms"
+
+
+def _expiry_lag(every: pa.Table) -> dict | None:
+    """The expiry lag (``metrics.expiry_lag_ms``) of the last micro-batch that expired
+    something, and the largest in the table: is "reported within T" kept?  None: no expiry
+    recorded (or a table from before the column)."""
+    if EXPIRY_LAG not in every.column_names:
+        return None
+    lagged = every.filter(pc.is_valid(every.column(EXPIRY_LAG)))
+    if lagged.num_rows == 0:
+        return None
+    last = pc.max(lagged.column("batch_id")).as_py()
+    in_last = lagged.filter(pc.equal(lagged.column("batch_id"), last))
+    return {"batch_id": last, "last_ms": pc.max(in_last.column(EXPIRY_LAG)).as_py(),
+            "max_ms": pc.max(lagged.column(EXPIRY_LAG)).as_py()}  # fmt: skip
+
+
+def expiry_lag(tables: TableReader) -> dict | None:
+    """``_expiry_lag`` of the output's metrics table (``at-risk`` prints it beside its rows)."""
+    metrics = _last_metrics(tables)
+    return None if metrics is None else metrics["expiry_lag"]
 
 
 def _pending_record(checkpoint: str, storage: Storage) -> tuple[int, dict[str, int]] | None:

@@ -218,6 +218,26 @@ def test_status_takes_each_shards_last_metrics_row_and_each_inputs_watermark(tmp
     assert report["last_batch"]["batch_id"] == 2 and report["tables"]["metrics"]["rows"] == 3
 
 
+def test_status_and_at_risk_show_how_late_expiries_were_decided(tmp_path, tables, capsys):
+    """``metrics.expiry_lag_ms``: the last micro-batch that expired something, and the worst."""
+    chk = fake_checkpoint(str(tmp_path))
+    rows = [
+        {"shard": 0, "batch_id": 1, "pending": 3, "expiry_lag_ms": 9_500},
+        {"shard": 1, "batch_id": 1, "pending": 1, "expiry_lag_ms": 2_000},
+        {"shard": 0, "batch_id": 2, "pending": 2, "expiry_lag_ms": 3_100},
+        {"shard": 0, "batch_id": 3, "pending": 2, "expiry_lag_ms": None},  # nothing expired
+    ]
+    schema = pa.schema([("shard", pa.int32()), ("batch_id", pa.int64()), ("pending", pa.int64()),
+                        ("expiry_lag_ms", pa.int64())])  # fmt: skip
+    write_deltalake(os.path.join(tables, "metrics"), pa.Table.from_pylist(rows, schema=schema))
+    code, out, err = run(capsys, "status", "--checkpoint", chk, "--output", tables, "--no-state", "--json")
+    assert code == 0, err
+    assert json.loads(out)["expiry_lag"] == {"batch_id": 2, "last_ms": 3_100, "max_ms": 9_500}
+    code, out, err = run(capsys, "status", "--checkpoint", chk, "--output", tables, "--no-state")
+    assert code == 0, err
+    assert "last 3.1 s (batch 2), largest 9.5 s" in " ".join(out.split())
+
+
 def test_status_falls_back_to_the_sinks_pending_record(tmp_path, capsys):
     chk = fake_checkpoint(str(tmp_path))
     with open(os.path.join(chk, "purgatory-pending"), "w") as f:
