@@ -98,11 +98,18 @@ def _shown(writer: Any, table: str) -> str:
 def _record_owner(writer: Any, table: str, app_id: str, checkpoint: str) -> None:
     properties = {OWNER: app_id, OWNER_CHECKPOINT: checkpoint}
     spark = getattr(writer, "spark", None)
-    if spark is None:  # delta-rs
-        opened = open_table(writer.path(table), writer.storage_options)
-        opened.alter.set_table_properties(properties, raise_if_not_exists=False)
-        return
     tables = getattr(writer, "tables", None)  # catalog tables: by name
+    if spark is None or tables is None:
+        # a table by path, also Spark's writer's: through delta-rs, so that no SQL statement
+        # makes Spark create its catalog's warehouse directory where the job runs
+        try:
+            opened = open_table(writer.path(table), writer.storage_options)
+            opened.alter.set_table_properties(properties, raise_if_not_exists=False)
+            return
+        except Exception:
+            if spark is None:
+                raise
+            log.debug("delta-rs cannot set %s's properties: through Spark", writer.path(table), exc_info=True)
     name = tables.quoted(table) if tables is not None else f"delta.`{writer.path(table)}`"
     pairs = ", ".join(f"'{key}' = '{_sql_text(value)}'" for key, value in properties.items())
     spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({pairs})")

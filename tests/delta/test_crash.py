@@ -64,7 +64,7 @@ def test_job_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
     result = run(
         str(tmp_path / "crash"),
         n_ops=1000,
-        files=10,
+        files=14,  # two files a step, and one more for each clean stop's run after its pause
         plan=plan,
         feed_seconds=2.0,
         seed=3,
