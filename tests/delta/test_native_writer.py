@@ -73,9 +73,11 @@ def _run(spark, ops: str, events: str, out: str, chk: str, writer: str) -> type:
 
 
 def _engines(path: str) -> set[str]:
-    """Who wrote the table's commits: Spark's Delta (``Apache-Spark/4.2.0 Delta-Lake/4.4.0``)
-    or delta-rs (``delta-rs:py-1.6.6``)."""
-    info = [str(c.get("engineInfo") or c.get("clientVersion")) for c in DeltaTable(path).history()]
+    """Who wrote the table's commits of rows: Spark's Delta (``Apache-Spark/4.2.0 Delta-Lake/4.4.0``)
+    or delta-rs (``delta-rs:py-1.6.6``); the owner's record (``delta.ownership``, a properties-only
+    commit delta-rs makes) is not one."""
+    history = [c for c in DeltaTable(path).history() if c.get("operation") != "SET TBLPROPERTIES"]
+    info = [str(c.get("engineInfo") or c.get("clientVersion")) for c in history]
     return {
         "Apache-Spark" if i.startswith("Apache-Spark") else "delta-rs" if "delta-rs" in i else i for i in info
     }
