@@ -76,6 +76,7 @@ class PurgatoryQuery:
         self.query = query
         if reaper is not None:  # its run begins with a micro-batch, or when Spark finds no input
             reaper.quiet = lambda: _waiting_for_data(self.query.status)
+            reaper.listed_first = lambda: listed_first(self.query, reaper.wake.root)
         self._reaper = reaper.start() if reaper is not None else None  # posts the clock (reaper)
         self._rerun = rerun
         self._end = end
@@ -379,6 +380,22 @@ class PurgatoryQuery:
             self.totals["commits"] += len(committed)
             if committed and self._on_linger:
                 self._on_linger(committed)
+
+
+def listed_first(query: StreamingQuery, directory: str) -> bool | None:
+    """Does Spark ask ``directory`` (a file source of ``query``) for offsets before any other
+    source?  It asks them one after the other in its map of unique sources' order (the
+    plan's order for up to four sources); None while that map is not built yet, False where
+    the session does not show it (Spark Connect), so a caller keeps its margin."""
+    jsq = getattr(query, "_jsq", None)
+    if jsq is None:
+        return False
+    sources = jsq.streamingQuery().uniqueSources()
+    if sources is None or sources.isEmpty():
+        return None
+    first = str(sources.toSeq().apply(0)._1().toString())  # FileStreamSource[file:/chk/purgatory-wake]
+    inner = first.partition("[")[2].rstrip("]").rstrip("/")
+    return inner.endswith(directory.split("://", 1)[-1].rstrip("/"))
 
 
 def _waiting_for_data(status: dict) -> bool:

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from .config import ConfigError, PurgatoryConfig
+from .config import ConfigError, PurgatoryConfig, parse_interval_ms
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.catalog import CatalogTables, writer_for
 from .delta.ownership import claim_tables
@@ -72,6 +72,7 @@ from .handoff import Wake
 from .handoff.end_of_input import EndOfInput
 from .handoff.partitions import PartitionWatermarks
 from .handoff.reaper import ExpirationReaper, reaper_for
+from .handoff.wake import wake_first
 from .runtime.settings import (
     arrow_records,
     checkpoint_files,
@@ -233,6 +234,7 @@ def start(
             # always read (even without the mailbox hand-off): the end of input comes through it
             wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards, every_group=registers(cfg))
             wake.create()
+            wake.first = wake_first(checkpoint, storage)  # the source order the checkpoint began with
             # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
             staging_uri = absolute_uri(cfg.accumulator_staging_path)
             staging = None if is_connect(spark) else ShardStaging(staging_uri, storage)
@@ -270,6 +272,11 @@ def start(
                 pending=pending,
                 on_metrics=reaper.observe if reaper is not None else None,
                 partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), storage),
+                trigger_interval_ms=(
+                    parse_interval_ms(trigger_interval(trigger))
+                    if trigger.startswith("processing-time=")
+                    else None
+                ),
             )
 
             def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
@@ -380,6 +387,8 @@ def _operator(
     ops, evs = source(operations, "operations"), source(events, "events")
     wake_path = wake.root if wake is not None else None
     options = {"source_format": source_format, "wake_path": wake_path, "state_encoding": encoding}
+    if wake is not None:
+        options["wake_first"] = wake.first
     if staging is None:
         out = purgatory_stream(ops, evs, cfg, **options)
     else:

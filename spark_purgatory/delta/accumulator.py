@@ -16,10 +16,12 @@ the producer's rule between the micro-batches and the tables.
   advances ``staged_through`` (the last micro-batch fully staged).  ``append`` and
   ``mark_staged`` do the same for rows already in this process.
 * ``ready()`` is Kafka's ``ready()``: a destination is ready when its staged bytes reach
-  ``batch.size``, when its oldest staged row has waited ``linger.ms``, when everything is being
-  flushed, or (``buffer.memory`` exceeded) when it is among the largest destinations whose
-  drain brings the total back under the limit.  Staged bytes are Parquet data bytes, so
-  ``batch.size`` is counted in the bytes of the files that will be written.
+  ``batch.size``, when its oldest staged row has waited ``linger.ms`` (or would have before any
+  more rows can come: ``until_ms``, the next micro-batch's earliest start, for a query whose
+  triggers are spaced further apart than ``linger.ms``; waiting would gather nothing), when
+  everything is being flushed, or (``buffer.memory`` exceeded) when it is among the largest
+  destinations whose drain brings the total back under the limit.  Staged bytes are Parquet data
+  bytes, so ``batch.size`` is counted in the bytes of the files that will be written.
 * ``drain(batch_id, writer, tasks=...)`` is the sender: the ready destinations become data
   files in one small job (``sender``: one task per destination, on the executors), and the
   driver commits each table's add actions in **one commit** carrying an app transaction
@@ -260,9 +262,11 @@ class RecordAccumulator:
 
     # -- Kafka's ready() -----------------------------------------------------------------------
 
-    def ready(self, *, flush: bool = False) -> list[tuple[Destination, str]]:
-        """Destinations to drain now, each with why: full, lingered, flush or memory."""
-        now_ms = int(self.clock() * 1000)
+    def ready(self, *, flush: bool = False, until_ms: int | None = None) -> list[tuple[Destination, str]]:
+        """Destinations to drain now, each with why: full, lingered, flush or memory.
+        ``until_ms``: no row can be staged before then, so a destination whose linger ends
+        first counts as lingered now."""
+        now_ms = max(int(self.clock() * 1000), until_ms or 0)
         dests = self.destinations()
         chosen: dict[tuple[str, str], tuple[Destination, str]] = {}
         for d in dests:
@@ -284,17 +288,24 @@ class RecordAccumulator:
     # -- the sender: drain, with crash recovery --------------------------------------------------
 
     def drain(
-        self, batch_id: int, writer: TableWriter, *, phase: int = IN_BATCH, tasks: TaskRunner = in_process
+        self,
+        batch_id: int,
+        writer: TableWriter,
+        *,
+        phase: int = IN_BATCH,
+        tasks: TaskRunner = in_process,
+        until_ms: int | None = None,
     ) -> list[dict]:
         """Commit every ready destination (one commit per table); return what was written.
 
         ``tasks`` runs the sender's tasks (``sender.SparkTasks`` on executors; in this
-        process by default).
+        process by default); ``until_ms``: when the next rows can come at the earliest
+        (``ready``).
         """
         self.recover(writer)
         version = 3 * int(batch_id) + phase
         by_table: dict[str, list[tuple[Destination, str]]] = {}
-        for d, why in self.ready(flush=phase == self.CLOSE):
+        for d, why in self.ready(flush=phase == self.CLOSE, until_ms=until_ms):
             by_table.setdefault(d.table, []).append((d, why))
         for table in list(by_table):
             done = writer.committed_version(table, self.app_id)

@@ -122,6 +122,9 @@ class PurgatorySink:
         partitions: the Kafka inputs' watermarks per partition (``handoff.partitions``),
             moved and posted after each micro-batch for the next; ``start`` passes one when
             an input is Kafka.
+        trigger_interval_ms: the query's ``processing-time`` interval: the next micro-batch
+            starts at the next multiple of it at the earliest, so rows whose linger ends
+            before then are committed at once (``RecordAccumulator.ready``'s ``until_ms``).
 
     ``spark_purgatory.start`` builds and closes the sink; wire it yourself only for your own
     sink around it::
@@ -144,8 +147,10 @@ class PurgatorySink:
         pending: PendingRecord | None = None,
         on_metrics: Callable[..., None] | None = None,
         partitions: PartitionWatermarks | None = None,
+        trigger_interval_ms: int | None = None,
     ) -> None:
         self.accumulator = accumulator
+        self.trigger_interval_ms = trigger_interval_ms
         self.partitions = partitions
         self.on_metrics = on_metrics
         self.writer = writer
@@ -265,7 +270,11 @@ class PurgatorySink:
         staged = pa.concat_tables([staged, self._stage_metrics(metrics, batch_id)])
         self.accumulator.record(batch_id, staged)
         recorded = time.perf_counter()
-        written = self.accumulator.drain(batch_id, self.writer, tasks=self.tasks)
+        batch_time = pc.max(metrics.column(ms_column("batch_time"))).as_py() if metrics.num_rows else None
+        until = None  # Spark's next trigger: no row can be staged before it
+        if self.trigger_interval_ms and batch_time is not None:
+            until = (int(batch_time) // self.trigger_interval_ms + 1) * self.trigger_interval_ms
+        written = self.accumulator.drain(batch_id, self.writer, tasks=self.tasks, until_ms=until)
         drained = time.perf_counter()
         self.last_batch_id = batch_id
         figures = self._figures(staged, metrics, batch_id, written)
@@ -274,9 +283,8 @@ class PurgatorySink:
             relayed, wm = figures[RELAYED] > 0, figures[_WATERMARK]  # wm: the end of input's too
             self.wake.after(batch_id, relayed=relayed, shards=called, watermark=wm)
         held = None
-        if self.partitions is not None and metrics.num_rows:
-            key = pc.max(metrics.column(ms_column("batch_time"))).as_py()
-            held = self.partitions.observe(int(key), metrics.column(PARTITION_MAXIMA).to_pylist())
+        if self.partitions is not None and batch_time is not None:
+            held = self.partitions.observe(int(batch_time), metrics.column(PARTITION_MAXIMA).to_pylist())
         if self.on_metrics is not None:
             self.on_metrics(metrics, batch_id, dict(self.watermarks or {}), held=held)
         if self.on_batch:

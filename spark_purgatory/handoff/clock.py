@@ -16,13 +16,13 @@ this module decides how far the operator's watermark may go *on the clock*:
   inputs' watermarks (each one's largest event time minus its delay): the idle ones no
   longer hold it back (Flink's ``withIdleness``);
 * once **every** input is idle, the clock is the processing time *up to which the inputs
-  are read* by the micro-batch that applies it (``read_ms``: the reaper passes the posting
-  time less a listing margin) minus the largest input delay: the watermark follows the wall
-  clock, never past what it allows.  The shards admit that micro-batch's rows before they
-  move to the clock (``Purgatory.process``'s ``expire_to_ms``), so a row that reached its
-  input within its delay is never ``late``, however long it then waited for a micro-batch
-  to read it (docs/performance-history.md, "The operator's clock: read time, not now", and
-  ``handoff.reaper``).
+  are read* by the micro-batch that applies it (``read_ms``: the reaper passes the posting time,
+  less a listing margin where Spark lists the wake last) minus the largest input delay: the
+  watermark follows the wall clock, never past what it allows.  The shards admit that
+  micro-batch's rows before they move to the clock (``Purgatory.process``'s ``expire_to_ms``),
+  so a row that reached its input within its delay is never ``late``, however long it then
+  waited for a micro-batch to read it (docs/performance-history.md, "The operator's clock: read
+  time, not now", and ``handoff.reaper``).
 
 The value only grows (``ClockWatermark.advance``): the shards move to ``max(Spark's watermark,
 the clock)`` after admitting their rows, and their engines never move back (``handoff.reaper``

@@ -25,16 +25,19 @@ driver's thread that closes both gaps for a ``processing-time`` query:
   waits (its line's value is the posting time).
 
 **Why no row that arrived within its delay is late.**  A value posted at time t is the
-processing time t, less ``LISTING_MARGIN_MS``, minus the largest delay.  The micro-batch
-that reads the post lists its inputs at about the same moment as the wake directory, after
-t less the margin, and admits every row it reads before it applies the clock; a row read
-later was written after that listing, so its event time, if it arrived within its delay,
-is past the value.  (The clock once followed the time up to which the inputs had been read,
-because it was applied before the rows were admitted: a second trigger interval of lag.)
+processing time t minus the largest delay.  Spark asks its sources for offsets one after
+the other, the wake directory first (``handoff.wake.wake_first``), so the micro-batch that
+reads the post lists every input after t, and it admits every row it reads before it
+applies the clock; a row read later was written after that listing, so its event time, if
+it arrived within its delay, is past the value.  On a checkpoint begun with the wake last
+(or wherever Spark does not say it lists the wake first: ``listed_first``) the inputs are
+listed before the wake, and the value is t less ``LISTING_MARGIN_MS`` minus the delay.
+(The clock once followed the time up to which the inputs had been read, because it was
+applied before the rows were admitted: a second trigger interval of lag.)
 
-An expiry due by the clock is therefore committed within one trigger interval after its
-deadline passes on the clock plus the delay and the margin (the tick just before the next
-trigger posts it, that trigger's micro-batch applies it; docs/contract.md), plus that
+An expiry due by the clock is therefore committed within one trigger interval after its deadline
+passes on the clock plus the delay (and the margin, where there is one: the tick just before the
+next trigger posts it, that trigger's micro-batch applies it; docs/contract.md), plus that
 micro-batch's own time and ``accumulator.linger.ms``; an operation of the cross-shard group
 (keys in several shards) one micro-batch later, after the relays of the batch that moved the
 clock. A query with nothing waiting writes nothing. Replays are exact: Spark's file source logs
@@ -75,9 +78,9 @@ CLOCK_LINE = "clock"
 _MARGIN_MS = 1_000
 #: the longest step between two ticks (``ExpirationReaper._until_next_s``)
 _STEP_MS = 250
-#: how far behind its post a clock line's value reads: Spark lists a micro-batch's sources one
-#: after the other, and a row written between the inputs' listing and the wake directory's
-#: is read one micro-batch after the clock it was written before
+#: how far behind its post a clock line's value reads when Spark lists the inputs before the
+#: wake directory: a row written between the inputs' listing and the wake's is read one
+#: micro-batch after the clock it was written before (module docstring)
 LISTING_MARGIN_MS = 500
 
 
@@ -122,6 +125,10 @@ class ExpirationReaper:
         #: first micro-batch: a backlog waiting at the start is read before any input can
         #: count as idle; and the inputs have been read through Spark's trigger before last
         self.quiet: Callable[[], bool] = lambda: False
+        #: does Spark ask the wake directory for offsets before every input?  None while it
+        #: cannot tell (``PurgatoryQuery`` asks its query once its sources are resolved)
+        self.listed_first: Callable[[], bool | None] = lambda: None
+        self._margin_ms: int | None = None  # 0 or LISTING_MARGIN_MS, once Spark told
         self.wake = Wake(wake_root, storage)  # the directory's files are the wake's
         self.interval_ms = max(int(interval_ms), 1)
         self.clock = clock
@@ -184,7 +191,7 @@ class ExpirationReaper:
                 # the micro-batch that reads this post admits every row written before it
                 # (less the margin) before it applies the clock (module docstring)
                 begun = self.clock.started_ms is not None
-                value = self.clock.advance(now_ms, now_ms - LISTING_MARGIN_MS) if begun else None
+                value = self.clock.advance(now_ms, now_ms - self.margin_ms()) if begun else None
             if value is None:
                 return None
             before = self.batch_times.get(max(self.batch_times, default=0) - 1)
@@ -196,6 +203,18 @@ class ExpirationReaper:
         stamp = max(now_ms, (self._last_tick_ms or -1) + 1)  # a new name: Spark reads a path once
         self._last_tick_ms = stamp
         self.wake.post_clock(clock_line(value), stamp, forget_before_ms=cleanup_before)
+
+    def margin_ms(self) -> int:
+        """How far behind its post a clock value reads: nothing once Spark says it lists the
+        wake first, ``LISTING_MARGIN_MS`` otherwise and until it says (module docstring)."""
+        if self._margin_ms is None:
+            try:
+                first = self.listed_first()
+            except Exception:  # e.g. a Spark without the method: keep the margin
+                first = False
+            if first is not None:
+                self._margin_ms = 0 if first else LISTING_MARGIN_MS
+        return LISTING_MARGIN_MS if self._margin_ms is None else self._margin_ms
 
     def _quiet(self) -> bool:
         try:

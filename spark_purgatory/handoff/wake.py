@@ -37,6 +37,14 @@ planned and ran N - 1, the only batch that could still read them, before N began
 replayed micro-batch writes the same name again; the file source has seen that path, so it
 wakes nothing twice (and waking twice would be harmless: a wake row only calls the group).
 
+**The wake is the stream's first source** on a checkpoint begun since the operator's clock
+needed it (``wake_first``): Spark asks its sources for offsets one after the other in the
+plan's order, so a clock line posted before a micro-batch's wake listing is read with every
+input row written before it (``handoff.reaper`` then needs no listing margin).  Spark numbers
+sources in that order and keeps their offsets by number, so a checkpoint keeps the order it
+began with; one begun with the wake last (no ``purgatory-wake-first`` record, offsets logged)
+keeps it, and its clock keeps the margin.
+
 **The end of input** rides the same directory: ``Wake.end`` writes the end mark ``end.txt``,
 whose line ``routing.route_wake`` sends to *every* shard group (``handoff.end_of_input``).
 
@@ -54,10 +62,12 @@ import pyarrow.fs as pafs
 from ..contract import MAX_TS_MS
 from ..storage import Storage, join, listing, remove, write_once, write_whole
 
-__all__ = ["Wake", "WAKE_DIRECTORY", "END_FILE", "END_LINE", "is_end_watermark"]
+__all__ = ["Wake", "WAKE_DIRECTORY", "WAKE_FIRST", "END_FILE", "END_LINE", "is_end_watermark", "wake_first"]
 
 #: the wake directory's name under the checkpoint
 WAKE_DIRECTORY = "purgatory-wake"
+#: under the checkpoint: the stream reads the wake as its first source (``wake_first``)
+WAKE_FIRST = "purgatory-wake-first"
 _NAME = re.compile(r"^(\d{12})\.txt$")
 #: a clock line's file, named by the time it was posted (``handoff.reaper``)
 _CLOCK_NAME = re.compile(r"^clock-(\d{13})\.txt$")
@@ -71,6 +81,22 @@ def is_end_watermark(watermark_ms: int | None) -> bool:
     """Has a shard reported (or kept) the end watermark?  Spark's own watermark never gets
     there: event times at or after ``MAX_TS_MS`` are rejected at parse."""
     return watermark_ms is not None and int(watermark_ms) >= MAX_TS_MS
+
+
+def wake_first(checkpoint: str, storage: Storage | None = None) -> bool:
+    """Does the query on ``checkpoint`` read the wake as its first source (module docstring)?
+
+    Yes on a checkpoint with the record, or with no micro-batch logged yet (the record is
+    written then: its first start fixes the order); no on one whose offsets were logged
+    before the record existed.
+    """
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    if fs.get_file_info(join(root, WAKE_FIRST)).is_file:
+        return True
+    if listing(fs, join(root, "offsets")):
+        return False
+    write_once(fs, join(root, WAKE_FIRST), b"the wake directory is the stream's first source\n")
+    return True
 
 
 class Wake:
@@ -95,6 +121,8 @@ class Wake:
         #: the first micro-batch (in this process) whose relays no later call of the
         #: cross-shard group has received: an ``available-now`` run ending with it set owes a run
         self.owed: int | None = None
+        #: is the wake the stream's first source (``wake_first``: ``start`` asks the checkpoint)?
+        self.first = True
         #: the watermark of the last micro-batch that relayed (module docstring)
         self._relayed_at: int | None = None
 

@@ -169,10 +169,12 @@ def routed_stream(
     *,
     source_format: SourceFormat = "auto",
     wake_path: str | None = None,
+    wake_first: bool = True,
 ) -> DataFrame:
     """The operator's input: both streams parsed and routed to shards, each with its own
     watermark declared on ``ts + L`` (module docstring), then unioned; with ``wake_path`` the
-    wake files there (relays owed, the end of input) as a third input (``handoff.wake``)."""
+    wake files there (relays owed, the end of input) as another input, the first unless
+    ``wake_first`` is false (a checkpoint's order: ``handoff.wake.wake_first``)."""
     limits = config.input_limits  # poison records (input.max.*)
     parsed_ops = parse_operations(
         operations,
@@ -184,13 +186,17 @@ def routed_stream(
     parsed_events = parse_events(events, source_format, max_future_ms=config.max_future_ms, limits=limits)
     ops = _with_watermark(route_operations(parsed_ops, config), config.input_delay_ms(SOURCE_OPERATIONS))
     evs = _with_watermark(route_events(parsed_events, config), config.input_delay_ms(SOURCE_EVENTS))
-    routed = ops.unionByName(evs)
-    if wake_path:  # no watermark: wake rows move none (the end mark: any shard, ``handoff.wake``)
-        lines = operations.sparkSession.readStream.format("text").load(wake_path)
-        routed = routed.unionByName(
-            route_wake(lines, config).withColumn(_EVENT_TIME, F.lit(None).cast("timestamp"))
-        )
-    return routed
+    if not wake_path:
+        return ops.unionByName(evs)
+    # no watermark: wake rows move none; first, Spark asks the wake for its offsets before
+    # the inputs' (``handoff.reaper``: the clock then needs no listing margin).  A union's
+    # columns are its first child's: the helper column says it holds a watermarked time
+    lines = operations.sparkSession.readStream.format("text").load(wake_path)
+    wake = route_wake(lines, config).withColumn(_EVENT_TIME, F.lit(None).cast("timestamp"))
+    wake = wake.withMetadata(_EVENT_TIME, evs.schema[_EVENT_TIME].metadata)
+    if not wake_first:
+        return ops.unionByName(evs).unionByName(wake)
+    return wake.unionByName(ops).unionByName(evs)
 
 
 def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:
@@ -213,6 +219,7 @@ def purgatory_stream(
     *,
     source_format: SourceFormat = "auto",
     wake_path: str | None = None,
+    wake_first: bool = True,
     state_encoding: StateEncoding = "text",
 ) -> DataFrame:
     """The purgatory over two streaming DataFrames; returns one stream of output rows.
@@ -229,7 +236,8 @@ def purgatory_stream(
         wake_path: a directory Spark can read where the sink posts wake files after a
             micro-batch whose shards relayed (``handoff.wake``; ``start`` wires it under the
             checkpoint).  Without it, relayed completions wait for the next micro-batch
-            that has input or moves the watermark.
+            that has input or moves the watermark.  ``wake_first``: read it as the first
+            source (the order a checkpoint began with: ``handoff.wake.wake_first``).
         state_encoding: how the shard state is kept in Spark's group state: ``text`` (the
             default) or ``binary``, which a checkpoint started by spark-purgatory 0.1.0
             recorded and must keep (``group_state``; ``start`` tells it by the checkpoint).
@@ -251,7 +259,9 @@ def purgatory_stream(
         out.writeStream.foreachBatch(sink).option("checkpointLocation", "/chk").start()
     """
     config = config or PurgatoryConfig()
-    routed = routed_stream(operations, events, config, source_format=source_format, wake_path=wake_path)
+    routed = routed_stream(
+        operations, events, config, source_format=source_format, wake_path=wake_path, wake_first=wake_first
+    )
     step = _stateful_shard(
         config, encoding=state_encoding, partitioned=_from_kafka(operations, events, source_format)
     )
@@ -266,6 +276,7 @@ def staged_stream(
     *,
     source_format: SourceFormat = "auto",
     wake_path: str | None = None,
+    wake_first: bool = True,
     state_encoding: StateEncoding = "text",
 ) -> DataFrame:
     """``purgatory_stream`` whose shards stage their own output (``start``'s path).
@@ -276,7 +287,9 @@ def staged_stream(
     into the JVM.  Needs the micro-batch id in the tasks, which a classic session's
     ``foreachBatch`` has and a Spark Connect one has not (``start`` chooses).
     """
-    routed = routed_stream(operations, events, config, source_format=source_format, wake_path=wake_path)
+    routed = routed_stream(
+        operations, events, config, source_format=source_format, wake_path=wake_path, wake_first=wake_first
+    )
     partitioned = _from_kafka(operations, events, source_format)
     step = _stateful_shard(config, staging, encoding=state_encoding, partitioned=partitioned)
     return _grouped(routed, step, STAGED_SCHEMA, state_encoding)

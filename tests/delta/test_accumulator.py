@@ -150,6 +150,37 @@ def test_buffer_memory_bounds_what_is_staged(tmp_path):
     assert table_rows(tmp_path, "outcomes") + outcome_rows_staged(sink) == 8000
 
 
+def _at(rows: pa.Table, batch_time_ms: int) -> pa.Table:
+    """``rows`` whose metrics row says Spark's batch time."""
+    column = rows.schema.get_field_index("batch_time_ms")
+    times = [batch_time_ms if kind == "metrics" else None for kind in rows.column("kind").to_pylist()]
+    return rows.set_column(column, "batch_time_ms", pa.array(times, pa.int64()))
+
+
+def test_rows_whose_linger_ends_before_the_next_trigger_can_start_are_committed_at_once(tmp_path):
+    """Triggers 1 s apart, linger 500 ms: no row can join those of a micro-batch before its
+    linger ends, so waiting would only delay them; with triggers closer than the linger the
+    rows wait for the next micro-batch's and go in one commit."""
+    clock = Clock(1_800_000_000.3)  # 300 ms into Spark's trigger interval
+    acc = RecordAccumulator(
+        str(tmp_path / "staging"),
+        app_id="q",
+        clock=clock,
+        batch_size=1 << 20,
+        linger_ms=500,
+        buffer_memory=1 << 30,
+    )
+    sink = PurgatorySink(acc, DeltaRsWriter(str(tmp_path / "out")), trigger_interval_ms=1_000)
+    figures = sink.process(_at(output_rows(3), 1_800_000_000_010), 0)
+    assert table_rows(tmp_path, "outcomes") == 3 and figures["committed"][0]["reasons"] == ["lingered"]
+    clock.t = 1_800_000_000.7  # linger would end at .2 of the next interval, after its trigger
+    sink.process(_at(output_rows(2, start=3), 1_800_000_000_600), 1)
+    assert table_rows(tmp_path, "outcomes") == 3 and outcome_rows_staged(sink) == 2
+    clock.advance(500)
+    sink.process(_at(output_rows(1, start=5), 1_800_000_001_000), 2)
+    assert table_rows(tmp_path, "outcomes") == 6  # together
+
+
 def test_lingered_rows_are_committed_between_micro_batches(tmp_path):
     clock = Clock()
     sink = make_sink(tmp_path, clock, linger_ms=1_000)

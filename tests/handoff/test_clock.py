@@ -20,6 +20,7 @@ from spark_purgatory.config import ConfigError
 from spark_purgatory.contract import PROPOSED_WATERMARKS, ms_column
 from spark_purgatory.handoff.clock import ClockWatermark
 from spark_purgatory.handoff.reaper import LISTING_MARGIN_MS, ExpirationReaper, reaper_for
+from spark_purgatory.handoff.wake import WAKE_FIRST, wake_first
 
 DELAYS = {"operations": 5_000, "events": 5_000}
 
@@ -182,6 +183,41 @@ def test_the_reaper_posts_the_clock_only_while_something_waits(tmp_path):
     value = 1_012_000 - LISTING_MARGIN_MS - 1_000
     assert reaper.tick() == value
     assert _lines(root) == [f"clock {value}"]
+
+
+def test_the_listing_margin_goes_once_spark_says_it_lists_the_wake_first(tmp_path):
+    now = Clock(1_000_000)
+    config = PurgatoryConfig(watermark_idle_timeout="1 second", watermark_delay="1 second")
+    answers = {"first": None}
+    reaper = reaper_for(config, "processing-time=1s", str(tmp_path / "wake"), pending={0: 1}, now=now)
+    reaper.listed_first = lambda: answers["first"]
+    reaper.quiet = lambda: True  # the run has begun
+    reaper.observe(_calls(1_000_000, [1], {}), 0, {})
+    now.ms = 1_002_000
+    assert reaper.tick() == 1_002_000 - LISTING_MARGIN_MS - 1_000  # Spark has not said yet
+    answers["first"] = True
+    now.ms = 1_003_000
+    assert reaper.tick() == 1_003_000 - 1_000  # the post is read with every row written before it
+    answers["first"] = False  # asked once: Spark's order of sources is fixed for the run
+    now.ms = 1_004_000
+    assert reaper.tick() == 1_004_000 - 1_000
+    last = reaper_for(config, "processing-time=1s", str(tmp_path / "other"), pending={0: 1}, now=now)
+    last.listed_first = lambda: False  # the inputs are listed before the wake: the margin stays
+    assert last.margin_ms() == LISTING_MARGIN_MS
+
+
+def test_a_checkpoint_keeps_the_source_order_it_began_with(tmp_path):
+    new, old = str(tmp_path / "new"), str(tmp_path / "old")
+    os.makedirs(new)
+    assert wake_first(new) and os.path.isfile(os.path.join(new, WAKE_FIRST))  # its first start records it
+    os.makedirs(os.path.join(new, "offsets"))
+    open(os.path.join(new, "offsets", "0"), "w").close()
+    assert wake_first(new)  # recorded: its offsets were logged in this order
+    os.makedirs(os.path.join(old, "offsets"))
+    open(os.path.join(old, "offsets", "0"), "w").close()
+    assert not wake_first(old) and not os.path.exists(
+        os.path.join(old, WAKE_FIRST)
+    )  # begun with the wake last
 
 
 def test_the_reaper_posts_before_each_trigger(tmp_path):

@@ -10,7 +10,8 @@ import shutil
 import pytest
 from deltalake import DeltaTable
 
-from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory import PurgatoryConfig, query, start
+from spark_purgatory.handoff.wake import wake_first
 from spark_purgatory.spark import group_state
 from spark_purgatory.spark.group_state import encoding_of, shard_bytes, state_schema, to_group_state
 from spark_purgatory.workload import generate, write_json_lines
@@ -65,8 +66,9 @@ def _outcomes(output: str) -> set[tuple[str, str]]:
 def test_a_checkpoint_begun_with_bytes_keeps_them_and_ends_as_a_new_one_does(spark, tmp_path, monkeypatch):
     """A checkpoint whose group state is binary (started by 0.1.0; here forced) restarts with
     binary (Spark refuses another schema) and carries its pending operations over; a new
-    checkpoint is text.  Both give the same outcomes on the same two files per stream, the
-    second run ending the input."""
+    checkpoint is text.  The old one also began with the wake as the stream's last source
+    (Spark keeps sources' offsets by number) and keeps it.  Both give the same outcomes on
+    the same two files per stream, the second run ending the input."""
     work = generate(300, seed=5, ops_per_second=50)
     staged = {kind: tmp_path / f"all-{kind}" for kind in ("ops", "events")}
     write_json_lines(work, str(staged["ops"]), str(staged["events"]), files=2)
@@ -84,6 +86,7 @@ def test_a_checkpoint_begun_with_bytes_keeps_them_and_ends_as_a_new_one_does(spa
             with monkeypatch.context() as patch:
                 if run == 0 and began == "binary":
                     patch.setattr(group_state, "encoding_of", lambda *_a, **_k: "binary")
+                    patch.setattr(query, "wake_first", lambda *_a, **_k: False)  # and no record
                 with start(
                     str(root / "ops"),
                     str(root / "events"),
@@ -96,6 +99,7 @@ def test_a_checkpoint_begun_with_bytes_keeps_them_and_ends_as_a_new_one_does(spa
                     q.await_termination()
             seen.append(_outcomes(str(root / "out")))
             assert encoding_of(str(root / "chk")) == began
+            assert wake_first(str(root / "chk")) == (began == "text")
         # operations of the first run's file resolved by the second: kept in the state over the restart
         carried = {op_id for op_id, _status in seen[1] - seen[0]} & first_ops
         assert carried

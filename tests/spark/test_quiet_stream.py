@@ -22,7 +22,8 @@ from deltalake import DeltaTable
 
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.handle import _waiting_for_data as _quiet
-from spark_purgatory.handoff.reaper import LISTING_MARGIN_MS
+from spark_purgatory.handle import listed_first
+from spark_purgatory.handoff.wake import WAKE_DIRECTORY
 
 pytestmark = pytest.mark.spark
 
@@ -31,7 +32,6 @@ TRIGGER_S, DELAY_S, LINGER_S = 1.0, 2.0, 0.5
 #: the linger drain's own commit and the polling
 SLACK_S = 1.5
 TIMEOUT_MS = 6_000
-MARGIN_S = LISTING_MARGIN_MS / 1000
 
 
 def _config(**extra) -> PurgatoryConfig:
@@ -125,13 +125,15 @@ def _start(spark, root, config: PurgatoryConfig):
 
 
 def _bound_s(query, since: int = 0) -> float:
-    """The documented bound: the reaper's listing margin past the deadline plus the delay,
-    then the next trigger (up to an interval, or a micro-batch when they take longer and run
-    back to back), that micro-batch's own time, ``linger.ms``; with the micro-batch times
-    measured (a shared 2-core machine can be slow)."""
+    """The documented bound: the reaper's listing margin past the deadline plus the delay
+    (none where Spark lists the wake first, as on every checkpoint here), then the next
+    trigger (up to an interval, or a micro-batch when they take longer and run back to
+    back), that micro-batch's own time, ``linger.ms``; with the micro-batch times measured
+    (a shared 2-core machine can be slow)."""
     progress = [p for p in query.query.recentProgress if p["batchId"] >= since]
     batch_s = max((p["durationMs"].get("triggerExecution", 0) for p in progress), default=0) / 1000
-    return MARGIN_S + max(TRIGGER_S, batch_s) + batch_s + LINGER_S + SLACK_S
+    margin_s = query._reaper.margin_ms() / 1000 if query._reaper is not None else 0.0
+    return margin_s + max(TRIGGER_S, batch_s) + batch_s + LINGER_S + SLACK_S
 
 
 def _lags(seen: dict[str, float], rows: list[dict], clock_ms: int | None = None) -> list[float]:
@@ -168,6 +170,8 @@ def test_a_quiet_stream_expires_on_the_clock_and_rows_behind_it_are_late(spark, 
         assert all(r["resolved_at"] == r["deadline"] for r in rows if r["status"] == "expired")
         lags = _lags(seen, rows)
         bound = _bound_s(q, since=warm)
+        assert listed_first(q.query, str(tmp_path / "chk" / WAKE_DIRECTORY))  # no listing margin
+        assert q._reaper.margin_ms() == 0
         print(f"expiry lag on a quiet stream (s): {sorted(round(x, 2) for x in lags)}, bound {bound:.2f}")
         assert max(lags) <= bound, lags
         # a row behind the clock's watermark is late, reported, never dropped
@@ -247,7 +251,7 @@ def test_deadlines_on_the_processing_clock_run_from_arrival_and_expire_without_i
         assert (expired["deadline"] - expired["op_ts"]).total_seconds() == 3.0
         assert _rows(out, "rejected") == []
         lag = seen["op-1"] - expired["deadline"].timestamp()
-        bound = _bound_s(q) - MARGIN_S  # no listing to wait for: arrival is the clock
+        bound = _bound_s(q)  # no listing margin: arrival is the clock
         print(f"expiry lag on the processing clock (s): {lag:.2f}, bound {bound:.2f}")
         assert lag <= bound
 
@@ -297,6 +301,7 @@ def test_a_quiet_kafka_stream_expires_on_the_clock(spark, kafka_broker, tmp_path
         assert _rows(out, "rejected") == []
         lags = _lags(seen, rows)
         bound = _bound_s(q, since=warm)
+        assert q._reaper.margin_ms() == 0  # Spark asks the wake for offsets before the broker
         print(
             f"expiry lag on a quiet Kafka stream (s): {sorted(round(x, 2) for x in lags)}, bound {bound:.2f}"
         )
