@@ -49,6 +49,7 @@ __all__ = [
     "OPERATIONS_PARQUET_SCHEMA",
     "EVENTS_PARQUET_SCHEMA",
     "read_stream",
+    "KAFKA_DEFAULTS",
     "read_batch",
 ]
 
@@ -289,7 +290,7 @@ def read_stream(
     files, a Delta table (``delta``, when Spark's Delta data source is available), or a Kafka
     topic; ``auto`` reads the format the files have (module docstring)."""
     if fmt == "kafka":
-        options = dict(kafka_options or {})
+        options = {**KAFKA_DEFAULTS, **(kafka_options or {})}
         if not _KAFKA_SUBSCRIPTIONS & set(options):  # else the user's assign/subscribePattern
             options["subscribe"] = path
         check_kafka_source(spark, options)
@@ -310,6 +311,14 @@ def read_stream(
 
 # -- Kafka topics ------------------------------------------------------------------------------------
 
+#: Kafka source options the operator sets unless given.  ``fetch.max.wait.ms``: a consumer
+#: that read to the end of a partition has already sent its next fetch, which the broker
+#: holds until data comes or this wait ends; the next micro-batch's task, reusing the pooled
+#: consumer, waits for that answer before its own fetch.  Kafka's default (500 ms) then adds
+#: up to half a second to every micro-batch of a live stream; a consumer in Spark's pool
+#: fetches only inside a task, so a short wait costs no busy polling
+#: (docs/performance.md, "Kafka's held fetch")
+KAFKA_DEFAULTS = {"kafka.fetch.max.wait.ms": "10"}
 #: the Kafka source's ways to name what it reads (exactly one is given)
 _KAFKA_SUBSCRIPTIONS = {"subscribe", "subscribePattern", "assign"}
 #: how long the check before a query waits for the brokers (``kafka.default.api.timeout.ms``

@@ -30,6 +30,7 @@ from deltalake import DeltaTable
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.engine.purgatory import Purgatory
 from spark_purgatory.job import main as job_main
+from spark_purgatory.spark.formats import read_stream
 from spark_purgatory.workload import generate, generate_confirmations, write_json_lines
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("kafka", "kafka-broker")]
@@ -405,3 +406,18 @@ def test_a_missing_topic_or_an_unreachable_broker_stops_the_job_with_one_line(
     code, err = job(nobody, "--set", "kafka.default.api.timeout.ms=3000")
     assert code == 2 and len(err) == 1, err
     assert f"Kafka at {nobody} did not answer within 3 s" in err[0]
+
+
+def test_the_kafka_source_holds_no_fetch_past_its_data_unless_told(spark, kafka_broker):
+    """``kafka.fetch.max.wait.ms`` (``KAFKA_DEFAULTS``) reaches Spark's Kafka source: a pooled
+    consumer's fetch parked at a partition's end would hold the next micro-batch's task; a
+    value the user gives wins."""
+    topic = kafka_broker.create_topic("fetch-wait")
+    servers = {"kafka.bootstrap.servers": kafka_broker.bootstrap_servers}
+
+    def fetch_wait(given: dict) -> str:
+        plan = read_stream(spark, topic, "kafka", kafka_options=given)._jdf.queryExecution().analyzed()
+        return plan.collectLeaves().apply(0).extraOptions().get("kafka.fetch.max.wait.ms")
+
+    assert fetch_wait(servers) == "10"
+    assert fetch_wait({**servers, "kafka.fetch.max.wait.ms": "200"}) == "200"
