@@ -41,6 +41,7 @@ against Azurite, see ``tests/delta/test_azure_store.py``).
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ __all__ = [
     "WholeFile",
     "write_whole",
     "listing",
+    "numbered",
     "remove",
     "storage_session_conf",
 ]
@@ -387,6 +389,20 @@ def listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> 
             if attempt == 2:
                 raise
     return [i for i in infos if i.type == pafs.FileType.File]
+
+
+def numbered(fs: pafs.FileSystem, directory: str, name: re.Pattern[str]) -> list[tuple[tuple[int, ...], str]]:
+    r"""The files in ``directory`` whose names match ``name``, as (its groups as numbers, the
+    file's name), in order: the numbered files a directory of batches or posts holds.
+
+    >>> numbered(pafs.LocalFileSystem(), "/nowhere", re.compile(r"^(\d+)\.txt$"))
+    []
+    """
+    found = []
+    for info in listing(fs, directory):
+        if match := name.match(info.base_name):
+            found.append((tuple(int(g) for g in match.groups()), info.base_name))
+    return sorted(found)
 
 
 def remove(fs: pafs.FileSystem, paths: Iterable[str], *, prune: bool = False) -> None:

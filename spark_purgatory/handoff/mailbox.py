@@ -54,7 +54,7 @@ import pandas as pd
 from ..engine.frames import empty
 from ..engine.tables import RELAY
 from ..state.codec import frame_bytes, frame_from
-from ..storage import Storage, join, listing, write_whole
+from ..storage import Storage, join, numbered, write_whole
 
 __all__ = ["Mailbox"]
 
@@ -126,9 +126,4 @@ class Mailbox:
         return [(batch, sender) for batch, sender, _ in self._files()]
 
     def _files(self) -> list[tuple[int, int, str]]:
-        found = []
-        for info in listing(self._fs, self._dir):
-            match = _NAME.match(info.base_name)
-            if match:
-                found.append((int(match.group(1)), int(match.group(2)), info.base_name))
-        return sorted(found)
+        return [(batch, sender, name) for (batch, sender), name in numbered(self._fs, self._dir, _NAME)]

@@ -47,7 +47,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 
-from ..storage import Storage, join, listing, write_whole
+from ..storage import Storage, join, numbered, write_whole
 
 __all__ = ["PartitionWatermarks", "WATERMARKS_DIRECTORY", "cap_before", "maxima_text", "read_maxima"]
 
@@ -169,9 +169,4 @@ def _latest(storage: Storage, root: str, *, before: int) -> dict | None:
 
 
 def _files(fs, directory: str) -> list[tuple[int, str]]:
-    found = []
-    for info in listing(fs, directory):
-        match = _NAME.match(info.base_name)
-        if match:
-            found.append((int(match.group(1)), info.base_name))
-    return sorted(found)
+    return [(key, name) for (key,), name in numbered(fs, directory, _NAME)]

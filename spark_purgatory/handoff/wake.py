@@ -60,7 +60,7 @@ import re
 import pyarrow.fs as pafs
 
 from ..contract import MAX_TS_MS
-from ..storage import Storage, join, listing, remove, write_once, write_whole
+from ..storage import Storage, join, listing, numbered, remove, write_once, write_whole
 
 __all__ = ["Wake", "WAKE_DIRECTORY", "WAKE_FIRST", "END_FILE", "END_LINE", "is_end_watermark", "wake_first"]
 
@@ -178,9 +178,8 @@ class Wake:
         fs.create_dir(root, recursive=True)
         write_whole(fs, f"{root}/clock-{posted_ms:013d}.txt", lambda out: out.write(f"{line}\n".encode()))
         if forget_before_ms is not None:
-            names = (info.base_name for info in listing(fs, root))
-            old = [n for n in names if (m := _CLOCK_NAME.match(n)) and int(m.group(1)) < forget_before_ms]
-            remove(fs, [f"{root}/{n}" for n in old])
+            old = [name for (posted,), name in numbered(fs, root, _CLOCK_NAME) if posted < forget_before_ms]
+            remove(fs, [f"{root}/{name}" for name in old])
 
     def end(self) -> None:
         """Write the end mark (``end.txt``): the next micro-batch ends every shard's input.
@@ -218,5 +217,4 @@ class Wake:
 
     @staticmethod
     def _files(fs: pafs.FileSystem, root: str) -> list[tuple[int, str]]:
-        names = (info.base_name for info in listing(fs, root))
-        return sorted((int(m.group(1)), name) for name in names if (m := _NAME.match(name)))
+        return [(batch, name) for (batch,), name in numbered(fs, root, _NAME)]

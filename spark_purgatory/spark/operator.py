@@ -444,16 +444,14 @@ def segment_store(config: PurgatoryConfig) -> SegmentStore | None:
     )
 
 
-def _micro_batch_key(state: Any) -> int:
-    """What names this micro-batch in the mailbox: its timestamp (Spark's ``batchTimestampMs``,
-    ``state.getCurrentProcessingTimeMs()``): the same in every task of the micro-batch and on
-    its replay (Spark keeps it in the offset log), and larger in each later micro-batch.  Not
-    the batch id: Spark sets that as a local property of the jobs its stream thread runs, which
-    a ``foreachBatch`` over Spark Connect does not (it runs the batch from another thread)."""
-    key = int(state.getCurrentProcessingTimeMs())
-    if key < 0:
+def _micro_batch_key(now_ms: int) -> int:
+    """What names this micro-batch in the mailbox: its timestamp ``now_ms`` (Spark's
+    ``batchTimestampMs``): the same in every task of the micro-batch and on its replay (the
+    offset log keeps it), larger in each later one.  Not the batch id: a local property of
+    the stream thread's jobs, which a ``foreachBatch`` over Spark Connect runs from another."""
+    if now_ms < 0:
         raise RuntimeError("the mailbox hand-off runs only inside a streaming micro-batch")
-    return key
+    return now_ms
 
 
 def _stateful_shard(
@@ -494,7 +492,7 @@ def _stateful_shard(
         held = wm if watermarks is None else _held(wm, cap_before(watermarks, now, storage))
         pdf = _routed_rows(pdfs)
         ops, events, bad = _split_input(pdf, registering)
-        batch = _micro_batch_key(state) if handoff.active else None
+        batch = _micro_batch_key(now) if handoff.active else None
         claims = _claims(pdf) if registering else None
         # the end of input (handoff.end_of_input): past every deadline, kept from now on by the engine
         ending = bool((pdf["role"] == ROLE_END).any())
