@@ -59,8 +59,9 @@ from .contract import (
     UNMATCHED_EVENTS,
 )
 from .engine.batch import with_keys
-from .engine.fields import clean_lists, texts, values_of
+from .engine.fields import texts, values_of
 from .engine.lines import json_lines
+from .engine.list_fields import clean_lists
 from .engine.validation import epoch_ms, raw_json
 from .spark.key_hash import shards_of
 

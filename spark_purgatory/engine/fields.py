@@ -8,6 +8,8 @@ over — ``str`` objects, int64, float64, timestamps, lists of ``str`` — with 
 a few passes, and hand only the odd values (a number standing for its text, ``true``, an
 object, a string in a list field, ...) to the per-value reading.
 
+Lists of text (``keys``, ``members``) are read by ``engine.list_fields``.
+
 Invariant: for every value, the column reader and the per-value reading agree
 (``tests/engine/test_validation_fields.py`` checks each reader against the per-value rules on typed,
 text, list and mixed columns, with and without the small-column path).
@@ -16,11 +18,8 @@ text, list and mixed columns, with and without the small-column path).
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import json
 import re
-from itertools import chain
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -45,12 +44,9 @@ __all__ = [
     "blanks",
     "missing",
     "given",
-    "Lists",
-    "clean_lists",
     "wholes",
     "numbers",
     "epoch_ms",
-    "one_item_lists",
 ]
 
 _I64 = (-(2**63), 2**63 - 1)
@@ -61,10 +57,10 @@ _WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
 _EPOCH_MS = re.compile(r"^\s*-?[0-9]+\s*$")
 #: an array or an object: no text, no number
 STRUCTURED = (list, tuple, dict, np.ndarray)
-# numpy compares an object array with a type (or a dtype) value by value only when it comes
-# wrapped in a 0-d object array
-_LIST, _NDARRAY, _STR, _OBJECT = (np.empty((), dtype=object) for _ in range(4))
-_LIST[()], _NDARRAY[()], _STR[()], _OBJECT[()] = list, np.ndarray, str, np.dtype(object)
+# numpy compares an object array with a type value by value only when it comes wrapped in a
+# 0-d object array
+_STR = np.empty((), dtype=object)
+_STR[()] = str
 #: below this many values, Arrow's fixed cost per call (tens of µs) exceeds Python's per value
 SMALL = 128
 _ARROW_ERRORS = (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError)
@@ -216,7 +212,7 @@ def _kind(column: pd.Series) -> str:
     return "object"
 
 
-def _objects(column: pd.Series) -> np.ndarray:
+def objects_of(column: pd.Series) -> np.ndarray:
     return column.to_numpy(dtype=object)
 
 
@@ -237,18 +233,18 @@ def _na(column: pd.Series) -> np.ndarray:
     return column.isna().to_numpy(dtype=bool)
 
 
-def _only_text(values: np.ndarray) -> bool:
+def only_text(values: np.ndarray) -> bool:
     """Whether every value is a ``str`` or missing (one C pass)."""
     return pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty")
 
 
-def _is_str(values: np.ndarray) -> np.ndarray:
-    if _only_text(values):
+def is_str(values: np.ndarray) -> np.ndarray:
+    if only_text(values):
         return ~pd.isna(values)
     return np.fromiter((isinstance(v, str) for v in values), bool, len(values))
 
 
-def _each(fn, values: np.ndarray, dtype=object) -> np.ndarray:
+def each(fn, values: np.ndarray, dtype=object) -> np.ndarray:
     """``fn`` of each value (the per-value reading, for the odd values only)."""
     out = np.empty(len(values), dtype=dtype)
     for i, v in enumerate(values):
@@ -267,16 +263,16 @@ def texts(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
         return np.where(column.to_numpy(), "true", "false").astype(object), structured
     if kind == "int" and isinstance(column.dtype, np.dtype):
         return column.to_numpy().astype(str).astype(object), structured
-    values = _objects(column)
+    values = objects_of(column)
     na = pd.isna(values)
     out = values.copy()
     out[na] = None
-    if kind == "object" and _only_text(values):
+    if kind == "object" and only_text(values):
         return out, structured
-    odd = ~na & ~_is_str(values)
+    odd = ~na & ~is_str(values)
     if odd.any():
-        out[odd] = _each(text, values[odd])
-        structured[odd] = _each(lambda v: isinstance(v, STRUCTURED), values[odd], bool)
+        out[odd] = each(text, values[odd])
+        structured[odd] = each(lambda v: isinstance(v, STRUCTURED), values[odd], bool)
     return out, structured
 
 
@@ -288,21 +284,21 @@ def non_texts(column: pd.Series | None, n: int) -> np.ndarray:
         return np.zeros(n, dtype=bool)
     if _kind(column) != "object":
         return ~_na(column)
-    values = _objects(column)
-    return ~pd.isna(values) & ~_is_str(values)
+    values = objects_of(column)
+    return ~pd.isna(values) & ~is_str(values)
 
 
 def blanks(strings: np.ndarray) -> np.ndarray:
     """Which texts (an object array of str or None) are ``blank``: None, or spaces only."""
     if len(strings) < SMALL:
-        return _each(lambda t: not isinstance(t, str) or blank(t), strings, bool)
+        return each(lambda t: not isinstance(t, str) or blank(t), strings, bool)
     try:
         arrow = pa.array(strings, type=pa.string(), from_pandas=True)  # None, NaN: null
         return pc.equal(pc.utf8_trim(arrow, " "), "").fill_null(True).to_numpy(zero_copy_only=False)
     except _ARROW_ERRORS:  # text Arrow cannot hold (a lone surrogate)
         out = pd.isna(strings)
         some = np.flatnonzero(~out)
-        out[some] = _each(blank, strings[some], bool)
+        out[some] = each(blank, strings[some], bool)
         return out
 
 
@@ -324,7 +320,7 @@ def given(column: pd.Series | None, n: int) -> np.ndarray:
         return np.zeros(n, dtype=bool)
     if _kind(column) != "object":
         return ~_na(column)
-    return ~pd.isna(_objects(column))
+    return ~pd.isna(objects_of(column))
 
 
 def wholes(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -346,7 +342,7 @@ def wholes(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
         return np.where(has, f, 0).astype(np.int64), has
     if kind in ("bool", "time"):
         return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
-    read = _each(whole, _objects(column))
+    read = each(whole, objects_of(column))
     has = read != None  # noqa: E711 (elementwise)
     out = np.zeros(n, dtype=np.int64)
     out[has] = read[has].astype(np.int64)
@@ -362,7 +358,7 @@ def numbers(column: pd.Series | None, n: int) -> np.ndarray:
         return _floats(column)
     if kind in ("bool", "time"):
         return np.full(n, np.nan)
-    return _each(lambda v: np.nan if (x := number(v)) is None else x, _objects(column), float)
+    return each(lambda v: np.nan if (x := number(v)) is None else x, objects_of(column), float)
 
 
 def epoch_ms(column: pd.Series) -> np.ndarray:
@@ -381,7 +377,7 @@ def epoch_ms(column: pd.Series) -> np.ndarray:
         ms = _floats(column)
         ms[ms != np.floor(ms)] = np.nan
     else:
-        ms = _epoch_ms_of_objects(_objects(column))
+        ms = _epoch_ms_of_objects(objects_of(column))
     ms = ms.astype(float)
     ms[(ms < 0) | (ms >= MAX_TS_MS)] = np.nan
     return ms
@@ -393,23 +389,23 @@ def _epoch_ms_of_objects(values: np.ndarray) -> np.ndarray:
     usual ISO time) has no whitespace to strip: Arrow tells its digits from ISO text, as
     ``_EPOCH_MS`` would; other text is matched by ``_EPOCH_MS`` and stripped by Python."""
     ms = np.full(len(values), np.nan)
-    at = np.flatnonzero(_is_str(values))
+    at = np.flatnonzero(is_str(values))
     strings = values[at]
     clean, digits = _text_shapes(strings)
     epoch = digits & clean
-    epoch[~clean] = _each(lambda t: _EPOCH_MS.match(t) is not None, strings[~clean], bool)
+    epoch[~clean] = each(lambda t: _EPOCH_MS.match(t) is not None, strings[~clean], bool)
     iso = at[~epoch]
     other = ~pd.isna(values)
     other[iso] = False
     if other.any():
-        ms[other] = _each(_epoch_ms_of, values[other], float)
+        ms[other] = each(_epoch_ms_of, values[other], float)
     if len(iso):
         strings, clean = strings[~epoch], clean[~epoch]
         # pandas parses str only: a str subclass is stripped into one, as text to strip is
         strip = ~clean | (np.frompyfunc(type, 1, 1)(strings) != _STR)
         if strip.any():
             strings = strings.copy()
-            strings[strip] = _each(str.strip, strings[strip])
+            strings[strip] = each(str.strip, strings[strip])
         ms[iso] = _iso_ms(strings)
     return ms
 
@@ -446,7 +442,7 @@ def _offset_marks(strings: np.ndarray) -> np.ndarray:
         arrow = pa.array(strings, type=pa.string())
         return pc.match_substring_regex(arrow, _OFFSET_MARK).to_numpy(zero_copy_only=False)
     except _ARROW_ERRORS:
-        return _each(lambda t: re.search(_OFFSET_MARK, t) is not None, strings, bool)
+        return each(lambda t: re.search(_OFFSET_MARK, t) is not None, strings, bool)
 
 
 def _text_shapes(strings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -459,149 +455,3 @@ def _text_shapes(strings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return clean.to_numpy(zero_copy_only=False), pc.ascii_is_decimal(arrow).to_numpy(zero_copy_only=False)
     except _ARROW_ERRORS:
         return np.zeros(len(strings), dtype=bool), np.zeros(len(strings), dtype=bool)
-
-
-# -- lists of text --------------------------------------------------------------------------------------
-
-
-def one_item_lists(items: np.ndarray) -> np.ndarray:
-    """``[item]`` for each item, as a 1-d object array of lists (no Python step per row)."""
-    return _lists_of(items.reshape(-1, 1))
-
-
-def _lists_of(rows: np.ndarray) -> np.ndarray:
-    """The rows of a 2-d object array as a 1-d object array of lists.
-
-    The cyclic garbage collector is paused meanwhile: lists of text hold no cycles, and
-    making one per row would otherwise start collections that walk every object the process
-    holds (docs/performance-history.md, "The engine's array helpers")."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        return np.fromiter(rows.tolist(), dtype=object, count=len(rows))
-    finally:
-        if paused:
-            gc.enable()
-
-
-class Lists(NamedTuple):
-    """A list field read a column at a time."""
-
-    #: each value's ``clean`` list (a 1-d object array of lists)
-    lists: np.ndarray
-    #: whether the value was a list at all (``string_list`` is not None: else ``key`` may
-    #: stand for it)
-    listed: np.ndarray
-    #: each clean list's length
-    lengths: np.ndarray
-
-
-def clean_lists(column: pd.Series | None, n: int, *, keep_order: bool = False) -> Lists:
-    """Each value as a ``clean`` list (``keep_order``: as ``clean``'s): lists and arrays of
-    ``str`` in a few passes over the column, other values (text, a number, an object, items
-    that are not text) one by one."""
-    out = np.empty(n, dtype=object)
-    listed = np.zeros(n, dtype=bool)
-    lengths = np.zeros(n, dtype=np.intp)
-    if column is not None and n:
-        values = _objects(column)
-        types = np.frompyfunc(type, 1, 1)(values)
-        for rows in _lists_and_arrays(values, types):
-            if len(rows):
-                cleaned, sizes, text_only = _clean_text_lists(
-                    values if len(rows) == n else values[rows], keep_order
-                )
-                rows, cleaned, sizes = (x[text_only] for x in (rows, cleaned, sizes))
-                out[rows], lengths[rows], listed[rows] = cleaned, sizes, True
-        odd = np.flatnonzero(~listed)
-        odd = odd[~pd.isna(values[odd])]  # a missing value is no list: [] as it stands
-        if len(odd):
-            read = _each(string_list, values[odd])
-            listed[odd] = read != None  # noqa: E711 (elementwise)
-            out[odd] = _each(lambda items: clean(items, keep_order=keep_order), read)
-            lengths[odd] = [len(items) for items in out[odd]]
-    empty = np.flatnonzero(~listed)
-    empty = empty[out[empty] == None]  # noqa: E711 (elementwise: rows given no list yet)
-    out[empty] = _lists_of(np.empty((len(empty), 0), dtype=object))
-    return Lists(out, listed, lengths)
-
-
-def _lists_and_arrays(values: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows holding a ``list``, and those holding a 1-d object array (what Arrow makes of
-    a list column); other arrays (of numpy text, numbers, several dimensions) are odd."""
-    lists = np.flatnonzero(types == _LIST)
-    arrays = np.flatnonzero(types == _NDARRAY)
-    if len(arrays):
-        of = np.frompyfunc(getattr, 2, 1)
-        arrays = arrays[(of(values[arrays], "dtype") == _OBJECT) & (of(values[arrays], "ndim") == 1)]
-    return lists, arrays
-
-
-def _clean_text_lists(
-    lists: np.ndarray, keep_order: bool = False
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``clean`` of each list (all ``list``, or all 1-d object arrays) and its length, and
-    whether all its items are ``str`` or missing (where some item is not, the list is left
-    to the per-value reading)."""
-    m = len(lists)
-    lengths = np.fromiter(map(len, lists), dtype=np.intp, count=m)
-    if isinstance(lists[0], np.ndarray):  # their items as they are, in one copy
-        items = np.concatenate(list(lists))
-    else:
-        items = np.fromiter(chain.from_iterable(lists), dtype=object, count=int(lengths.sum()))
-    text_only = np.ones(m, dtype=bool)
-    if len(items) and not _only_text(items):
-        parent = np.repeat(np.arange(m), lengths)
-        odd_item = ~pd.isna(items) & ~_is_str(items)
-        text_only[parent[odd_item]] = False
-        items = items[text_only[parent]]
-        lengths = np.where(text_only, lengths, 0)
-    keep = ~blanks(items)
-    if not keep.all():
-        parent = np.repeat(np.arange(m), lengths)
-        items = items[keep]
-        lengths = np.bincount(parent[keep], minlength=m)
-    if (lengths > 1).any():
-        items, lengths = (_first_unique if keep_order else _sorted_unique)(items, lengths)
-    out = np.empty(m, dtype=object)
-    if (lengths == 1).all():  # one item each, the usual case
-        out[:] = _lists_of(items.reshape(-1, 1))
-        return out, lengths, text_only
-    starts = np.cumsum(lengths) - lengths
-    for size in np.unique(lengths):  # one step per list length, not per row
-        rows = np.flatnonzero(lengths == size)
-        out[rows] = _lists_of(items[starts[rows, None] + np.arange(size)])
-    return out, lengths, text_only
-
-
-def _first_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each list's items (consecutive runs of ``lengths``) in their order, a repeated item
-    kept at its first place: the lists of one length sorted together (stably, so the first
-    copy of an item comes first) only to find the repeats."""
-    repeat = np.zeros(len(items), dtype=bool)
-    starts = np.cumsum(lengths) - lengths
-    for size in np.unique(lengths[lengths > 1]):
-        at = starts[lengths == size, None] + np.arange(size)
-        block = items[at]
-        order = np.argsort(block, axis=1, kind="stable")
-        ordered = np.take_along_axis(block, order, axis=1)
-        again = np.zeros(block.shape, dtype=bool)
-        np.put_along_axis(again, order[:, 1:], ordered[:, 1:] == ordered[:, :-1], axis=1)
-        repeat[at] = again
-    parent = np.repeat(np.arange(len(lengths)), lengths)
-    return items[~repeat], np.bincount(parent[~repeat], minlength=len(lengths))
-
-
-def _sorted_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each list's items (consecutive runs of ``lengths``) sorted, duplicates dropped: the
-    lists of one length sorted together as the rows of a matrix."""
-    items = items.copy()
-    repeat = np.zeros(len(items), dtype=bool)
-    starts = np.cumsum(lengths) - lengths
-    for size in np.unique(lengths[lengths > 1]):
-        at = starts[lengths == size, None] + np.arange(size)
-        rows = np.sort(items[at], axis=1)  # Python's order of str, as ``sorted``
-        items[at] = rows
-        repeat[at[:, 1:]] = rows[:, 1:] == rows[:, :-1]
-    parent = np.repeat(np.arange(len(lengths)), lengths)
-    return items[~repeat], np.bincount(parent[~repeat], minlength=len(lengths))

@@ -51,19 +51,18 @@ from ..contract import (
 from .conditions import ALL, ANY, CONDITIONS, NEEDS_TARGET
 from .fields import (
     blanks,
-    clean_lists,
     epoch_ms,
     given,
     missing,
     non_texts,
     numbers,
-    one_item_lists,
     plain,
     texts,
     values_of,
     wholes,
 )
 from .lines import malformed, poisoned
+from .list_fields import clean_lists, one_item_lists
 
 __all__ = ["epoch_ms", "raw_json", "readable", "first_keys", "validate_operations", "validate_events"]
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_purgatory.contract import MAX_TS_MS
-from spark_purgatory.engine import fields
+from spark_purgatory.engine import fields, list_fields
 from spark_purgatory.engine.fields import blank, clean, number, string_list, text, whole
 
 TEXTS = [
@@ -159,7 +159,7 @@ def test_given_is_every_value_that_is_not_missing(column):
 @given(columns())
 def test_clean_lists_read_every_value_as_string_list_and_clean_do(column):
     values = column.to_numpy(dtype=object)
-    got, listed, lengths = fields.clean_lists(column, len(column))
+    got, listed, lengths = list_fields.clean_lists(column, len(column))
     read = [string_list(v) for v in values]
     _agree(got, [clean(items) for items in read])
     _agree(listed, [items is not None for items in read])
@@ -171,7 +171,7 @@ def test_clean_lists_read_every_value_as_string_list_and_clean_do(column):
 @given(columns())
 def test_clean_lists_in_their_order_read_every_value_as_clean_in_its_order_does(column):
     values = column.to_numpy(dtype=object)
-    got, _, lengths = fields.clean_lists(column, len(column), keep_order=True)
+    got, _, lengths = list_fields.clean_lists(column, len(column), keep_order=True)
     expected = [clean(string_list(v), keep_order=True) for v in values]
     _agree(got, expected)
     _agree(lengths, [len(items) for items in expected])
@@ -245,16 +245,16 @@ def test_reading_leaves_the_callers_column_as_it_was():
 )
 def test_clean_lists_by_example(values, expected):
     column = pd.Series(np.array(values + [None], dtype=object)[:-1])
-    assert fields.clean_lists(column, len(values))[0].tolist() == expected
+    assert list_fields.clean_lists(column, len(values))[0].tolist() == expected
 
 
 def test_an_operations_keys_keep_their_order_each_at_its_first_place():
     values = [["b", "a", "b", " ", None, "c", "a"], ["z", "y"], ["z", "y"], '["x", "w", "x"]']
     column = pd.Series(np.array(values + [None], dtype=object)[:-1])
-    got = fields.clean_lists(column, len(values), keep_order=True)[0].tolist()
+    got = list_fields.clean_lists(column, len(values), keep_order=True)[0].tolist()
     assert got == [["b", "a", "c"], ["z", "y"], ["z", "y"], ["x", "w"]]
 
 
 def test_one_item_lists_make_a_list_per_item():
-    out = fields.one_item_lists(np.array(["a", "b"], dtype=object))
+    out = list_fields.one_item_lists(np.array(["a", "b"], dtype=object))
     assert out.shape == (2,) and out.tolist() == [["a"], ["b"]]

@@ -1,0 +1,173 @@
+"""How the pandas validator reads a list field (``keys``, ``members``), a column at a time.
+
+A list field's value is read by ``engine.fields.string_list`` and cleaned by ``clean``
+(blanks dropped, repeats dropped, sorted unless the order is kept).  Parquet and Arrow hand
+over lists of ``str`` (as ``list`` or 1-d object arrays); those are cleaned here in a few
+numpy passes over all their items at once, one step per list length rather than per row,
+and every other value (text, a number, an object, a list with items that are not text) goes
+to the per-value reading.
+
+Invariant: for every value, ``clean_lists`` gives what ``clean(string_list(value))`` gives
+(``tests/engine/test_validation_fields.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+from itertools import chain
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from .fields import blanks, clean, each, is_str, objects_of, only_text, string_list
+
+__all__ = ["Lists", "clean_lists", "one_item_lists"]
+
+# numpy compares an object array with a type (or a dtype) value by value only when it comes
+# wrapped in a 0-d object array
+_LIST, _NDARRAY, _OBJECT = (np.empty((), dtype=object) for _ in range(3))
+_LIST[()], _NDARRAY[()], _OBJECT[()] = list, np.ndarray, np.dtype(object)
+
+
+def one_item_lists(items: np.ndarray) -> np.ndarray:
+    """``[item]`` for each item, as a 1-d object array of lists (no Python step per row)."""
+    return _lists_of(items.reshape(-1, 1))
+
+
+def _lists_of(rows: np.ndarray) -> np.ndarray:
+    """The rows of a 2-d object array as a 1-d object array of lists.
+
+    The cyclic garbage collector is paused meanwhile: lists of text hold no cycles, and
+    making one per row would otherwise start collections that walk every object the process
+    holds (docs/performance-history.md, "The engine's array helpers")."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return np.fromiter(rows.tolist(), dtype=object, count=len(rows))
+    finally:
+        if paused:
+            gc.enable()
+
+
+class Lists(NamedTuple):
+    """A list field read a column at a time."""
+
+    #: each value's ``clean`` list (a 1-d object array of lists)
+    lists: np.ndarray
+    #: whether the value was a list at all (``string_list`` is not None: else ``key`` may
+    #: stand for it)
+    listed: np.ndarray
+    #: each clean list's length
+    lengths: np.ndarray
+
+
+def clean_lists(column: pd.Series | None, n: int, *, keep_order: bool = False) -> Lists:
+    """Each value as a ``clean`` list (``keep_order``: as ``clean``'s): lists and arrays of
+    ``str`` in a few passes over the column, other values (text, a number, an object, items
+    that are not text) one by one."""
+    out = np.empty(n, dtype=object)
+    listed = np.zeros(n, dtype=bool)
+    lengths = np.zeros(n, dtype=np.intp)
+    if column is not None and n:
+        values = objects_of(column)
+        types = np.frompyfunc(type, 1, 1)(values)
+        for rows in _lists_and_arrays(values, types):
+            if len(rows):
+                cleaned, sizes, text_only = _clean_text_lists(
+                    values if len(rows) == n else values[rows], keep_order
+                )
+                rows, cleaned, sizes = (x[text_only] for x in (rows, cleaned, sizes))
+                out[rows], lengths[rows], listed[rows] = cleaned, sizes, True
+        odd = np.flatnonzero(~listed)
+        odd = odd[~pd.isna(values[odd])]  # a missing value is no list: [] as it stands
+        if len(odd):
+            read = each(string_list, values[odd])
+            listed[odd] = read != None  # noqa: E711 (elementwise)
+            out[odd] = each(lambda items: clean(items, keep_order=keep_order), read)
+            lengths[odd] = [len(items) for items in out[odd]]
+    empty = np.flatnonzero(~listed)
+    empty = empty[out[empty] == None]  # noqa: E711 (elementwise: rows given no list yet)
+    out[empty] = _lists_of(np.empty((len(empty), 0), dtype=object))
+    return Lists(out, listed, lengths)
+
+
+def _lists_and_arrays(values: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows holding a ``list``, and those holding a 1-d object array (what Arrow makes of
+    a list column); other arrays (of numpy text, numbers, several dimensions) are odd."""
+    lists = np.flatnonzero(types == _LIST)
+    arrays = np.flatnonzero(types == _NDARRAY)
+    if len(arrays):
+        of = np.frompyfunc(getattr, 2, 1)
+        arrays = arrays[(of(values[arrays], "dtype") == _OBJECT) & (of(values[arrays], "ndim") == 1)]
+    return lists, arrays
+
+
+def _clean_text_lists(
+    lists: np.ndarray, keep_order: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``clean`` of each list (all ``list``, or all 1-d object arrays) and its length, and
+    whether all its items are ``str`` or missing (where some item is not, the list is left
+    to the per-value reading)."""
+    m = len(lists)
+    lengths = np.fromiter(map(len, lists), dtype=np.intp, count=m)
+    if isinstance(lists[0], np.ndarray):  # their items as they are, in one copy
+        items = np.concatenate(list(lists))
+    else:
+        items = np.fromiter(chain.from_iterable(lists), dtype=object, count=int(lengths.sum()))
+    text_only = np.ones(m, dtype=bool)
+    if len(items) and not only_text(items):
+        parent = np.repeat(np.arange(m), lengths)
+        odd_item = ~pd.isna(items) & ~is_str(items)
+        text_only[parent[odd_item]] = False
+        items = items[text_only[parent]]
+        lengths = np.where(text_only, lengths, 0)
+    keep = ~blanks(items)
+    if not keep.all():
+        parent = np.repeat(np.arange(m), lengths)
+        items = items[keep]
+        lengths = np.bincount(parent[keep], minlength=m)
+    if (lengths > 1).any():
+        items, lengths = (_first_unique if keep_order else _sorted_unique)(items, lengths)
+    out = np.empty(m, dtype=object)
+    if (lengths == 1).all():  # one item each, the usual case
+        out[:] = _lists_of(items.reshape(-1, 1))
+        return out, lengths, text_only
+    starts = np.cumsum(lengths) - lengths
+    for size in np.unique(lengths):  # one step per list length, not per row
+        rows = np.flatnonzero(lengths == size)
+        out[rows] = _lists_of(items[starts[rows, None] + np.arange(size)])
+    return out, lengths, text_only
+
+
+def _first_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each list's items (consecutive runs of ``lengths``) in their order, a repeated item
+    kept at its first place: the lists of one length sorted together (stably, so the first
+    copy of an item comes first) only to find the repeats."""
+    repeat = np.zeros(len(items), dtype=bool)
+    starts = np.cumsum(lengths) - lengths
+    for size in np.unique(lengths[lengths > 1]):
+        at = starts[lengths == size, None] + np.arange(size)
+        block = items[at]
+        order = np.argsort(block, axis=1, kind="stable")
+        ordered = np.take_along_axis(block, order, axis=1)
+        again = np.zeros(block.shape, dtype=bool)
+        np.put_along_axis(again, order[:, 1:], ordered[:, 1:] == ordered[:, :-1], axis=1)
+        repeat[at] = again
+    parent = np.repeat(np.arange(len(lengths)), lengths)
+    return items[~repeat], np.bincount(parent[~repeat], minlength=len(lengths))
+
+
+def _sorted_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each list's items (consecutive runs of ``lengths``) sorted, duplicates dropped: the
+    lists of one length sorted together as the rows of a matrix."""
+    items = items.copy()
+    repeat = np.zeros(len(items), dtype=bool)
+    starts = np.cumsum(lengths) - lengths
+    for size in np.unique(lengths[lengths > 1]):
+        at = starts[lengths == size, None] + np.arange(size)
+        rows = np.sort(items[at], axis=1)  # Python's order of str, as ``sorted``
+        items[at] = rows
+        repeat[at[:, 1:]] = rows[:, 1:] == rows[:, :-1]
+    parent = np.repeat(np.arange(len(lengths)), lengths)
+    return items[~repeat], np.bincount(parent[~repeat], minlength=len(lengths))
