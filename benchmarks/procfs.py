@@ -60,3 +60,19 @@ def jvm_cpu_seconds() -> float:
         except OSError:
             continue
     return float("nan")
+
+
+def tree_rss_mb(root: int) -> float:
+    """Resident memory (MB) of process ``root`` and everything under it (a job: its JVM and
+    the Python workers); a process that ends meanwhile counts nothing."""
+    processes = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, fields in processes.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    pages, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in processes:
+            pages += int(processes[pid][21])  # rss, the 24th field of stat
+        todo += children.get(pid, [])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20

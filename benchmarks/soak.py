@@ -8,6 +8,12 @@ the wall clock, so the watermark follows real time.  The job runs as a subproces
 (driver + Python workers) and the outcome rows committed so far; at the end, whether the
 job logged any error.  Pending and state size should level off after one timeout.
 
+Then the job is stopped with SIGTERM (a clean stop: lingering rows committed), run once more
+with ``--end-input`` (every operation still pending expires at its deadline), and the
+``outcomes`` table is compared with the engine's reference over every row the feeder wrote
+(``Purgatory.replay``; the delay covers the feed, so no row is late and the split does not
+matter): how many outcomes are lost, duplicated or differing, and how many rows rejected.
+
     .venv/bin/python benchmarks/soak.py --minutes 10 --rate 500
 """
 
@@ -25,6 +31,9 @@ import threading
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.procfs import tree_rss_mb  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
@@ -54,6 +63,8 @@ def feeder(root: str, rate: int, stop: threading.Event, timeout_ms: int = 30_000
         future = [e for e in future if e[0] >= now]
         events = [json.dumps({"key": k, "ts": iso(t)}) for t, k in sorted(due)]
         for sub, lines in (("ops", ops), ("events", events)):
+            if not lines:  # an empty line would be a row, rejected malformed_json (the contract)
+                continue
             tmp = os.path.join(root, f".{sub}-{now}.json")
             with open(tmp, "w") as f:
                 f.write("\n".join(lines) + "\n")
@@ -65,28 +76,59 @@ def tree_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process and its children (the JVM and the Python workers)."""
-    total = 0
-    try:
-        pids = [pid] + [
-            int(p)
-            for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-        ]
-        for p in pids:
-            pids += [
-                int(c)
-                for c in subprocess.run(
-                    ["pgrep", "-P", str(p)], capture_output=True, text=True
-                ).stdout.split()
-                if int(c) not in pids
-            ]
-        for p in set(pids):
-            with open(f"/proc/{p}/status") as f:
-                total += next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
-    except (OSError, StopIteration, ValueError):
-        pass
-    return total / 1024
+def _job_args(root: str) -> list[str]:
+    return [
+        *("--ops-path", f"{root}/ops", "--events-path", f"{root}/events"),
+        *("--output-path", f"{root}/out", "--checkpoint-path", f"{root}/chk"),
+        *("--conf", os.path.join(ROOT, "conf", "local.conf")),
+        *("--set", "source.max.files.per.trigger=1000", "--set", "job.master=local[2]"),
+    ]
+
+
+def _lines(directory: str) -> list[dict]:
+    rows = []
+    for name in sorted(os.listdir(directory)):
+        if name.startswith("part-"):
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                rows += [json.loads(line) for line in f if line.strip()]
+    return rows
+
+
+def exactly_once(root: str, args: list[str]) -> dict:
+    """End the input in one more run, then compare ``outcomes`` with the engine's replay of
+    every row written: (op_id, status, resolved_at) per operation, each once."""
+    import pandas as pd
+
+    from spark_purgatory import read_table
+    from spark_purgatory.config import read_settings
+    from spark_purgatory.engine.purgatory import Purgatory
+    from spark_purgatory.job import split_settings
+
+    ended = subprocess.run(
+        [sys.executable, JOB, *args, "--trigger", "available-now", "--end-input"],
+        capture_output=True,
+        text=True,
+    )
+    ops, events = pd.DataFrame(_lines(f"{root}/ops")), pd.DataFrame(_lines(f"{root}/events"))
+    _, _, config = split_settings(read_settings([os.path.join(ROOT, "conf", "local.conf")], []))
+    expected = Purgatory(config).replay(ops, events, final_watermark_ms=2**62).outcomes
+    want = {r.op_id: (r.status, int(r.resolved_at)) for r in expected.itertuples()}
+    table = read_table(f"{root}/out/outcomes").to_pandas()
+    got: dict[str, list[tuple[str, int]]] = {}
+    for r in table.itertuples():
+        got.setdefault(r.op_id, []).append((r.status, pd.Timestamp(r.resolved_at).value // 1_000_000))
+    rejected = read_table(f"{root}/out/rejected").to_pandas()
+    for r in rejected.head(3).itertuples():
+        print(f"   rejected: {r.source} {r.reason} {str(r.raw)[:80]!r}")
+    return {
+        "code": ended.returncode,
+        "operations": len(ops),
+        "outcomes": len(table),
+        "lost": len(set(want) - set(got)),
+        "duplicated": sum(len(v) - 1 for v in got.values()),
+        "differing": sum(1 for k, v in got.items() if want.get(k) != v[0]),
+        "rejected": len(rejected),
+    }
 
 
 def main() -> None:
@@ -104,26 +146,7 @@ def main() -> None:
     log_path = os.path.join(root, "job.log")
     with open(log_path, "w") as log:
         job = subprocess.Popen(
-            [
-                sys.executable,
-                JOB,
-                "--ops-path",
-                f"{root}/ops",
-                "--events-path",
-                f"{root}/events",
-                "--output-path",
-                f"{root}/out",
-                "--checkpoint-path",
-                f"{root}/chk",
-                "--conf",
-                os.path.join(ROOT, "conf", "local.conf"),
-                "--trigger",
-                "processing-time=2s",
-                "--set",
-                "source.max.files.per.trigger=1000",
-                "--set",
-                "job.master=local[2]",
-            ],
+            [sys.executable, JOB, *_job_args(root), "--trigger", "processing-time=2s"],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -140,7 +163,7 @@ def main() -> None:
             int(time.time() - started),
             pending,
             tree_bytes(f"{root}/chk") / 1e6,
-            rss_mb(job.pid),
+            tree_rss_mb(job.pid),
             len(lines),
         )
         rows.append(row)
@@ -161,6 +184,13 @@ def main() -> None:
     )
     for line in errors[:5]:
         print("  ", line[:200])
+    print(f"the job stopped on SIGTERM with {job.returncode}; ending the input ...")
+    check = exactly_once(root, _job_args(root))
+    print(
+        f"outcomes {check['outcomes']:,} of {check['operations']:,} operations: lost {check['lost']}, "
+        f"duplicated {check['duplicated']}, differing {check['differing']}; rejected {check['rejected']}"
+    )
+    errors += [f"end-input run exited {check['code']}"] if check["code"] else []
     if errors:
         print(f"log kept in {log_path}")
     else:
