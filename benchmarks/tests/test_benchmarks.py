@@ -233,3 +233,22 @@ def test_the_batch_anatomy_splits_catalysts_rule_time_by_group_and_micro_batch()
     assert per_batch_rules(snapshots) == {
         4: {"rules_analyzer_ms": 1.0, "rules_optimizer_ms": 4.0, "rules_extensions_ms": 0.0}
     }
+
+
+def test_the_pending_workload_leaves_two_thirds_pending_and_memory_counts_the_process_tree(tmp_path):
+    """``bench_pending``: operations in consecutive event-time files, a third confirmed one
+    second later in the same file index; ``procfs.tree_rss_mb`` counts this process at least."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import pyarrow.parquet as pq
+    from bench_pending import DAY_MS, write_workload
+    from procfs import tree_rss_mb
+
+    ops, events = write_workload(str(tmp_path), files=3, per_file=30)
+    assert (ops, events) == (90, 30)
+    tables = [pq.read_table(tmp_path / "ops" / f"part-{f:05d}.parquet") for f in range(3)]
+    assert [t.num_rows for t in tables] == [30, 30, 30]
+    assert tables[0]["ts"].to_pylist()[-1] < tables[1]["ts"].to_pylist()[0]  # cut by event time
+    assert set(tables[2]["timeout_ms"].to_pylist()) == {DAY_MS}
+    confirmed = pq.read_table(tmp_path / "events" / "part-00001.parquet")["key"].to_pylist()
+    assert confirmed == [f"k{i}" for i in range(30, 60) if i % 3 == 0]
+    assert tree_rss_mb(os.getpid()) > 10
