@@ -108,6 +108,10 @@ class Storage:
         allow_http: talk plain HTTP to the endpoint (``storage.allow.http``).
         s3_conditional_put: delta-rs's S3 commit safety (``storage.s3.conditional.put``):
             ``etag`` or empty (see the module docstring).
+        retries: how often a request the store answered with an error that may pass (``503
+            SlowDown``, a 500, a dropped connection) is sent again, with a growing pause
+            (``storage.retries``): pyarrow's AWS retry strategy (exponential pauses), delta-rs's
+            ``max_retries`` (S3 and ADLS) and Spark's S3A SDK retries (``fs.s3a.attempts.maximum``).
 
     >>> Storage(endpoint="http://127.0.0.1:9000", allow_http=True).delta_options("s3a://b/t")["AWS_ENDPOINT_URL"]
     'http://127.0.0.1:9000'
@@ -119,6 +123,7 @@ class Storage:
     region: str = ""
     allow_http: bool = False
     s3_conditional_put: str = "etag"
+    retries: int = 10
 
     @classmethod
     def of(cls, config: Any) -> Storage:
@@ -128,6 +133,7 @@ class Storage:
             region=config.storage_region,
             allow_http=config.storage_allow_http,
             s3_conditional_put=config.storage_s3_conditional_put,
+            retries=config.storage_retries,
         )
 
     def filesystem(self, uri: str) -> tuple[pafs.FileSystem, str]:
@@ -140,6 +146,12 @@ class Storage:
         if where.startswith("s3://"):
             where += self._s3_query()
         fs, path = pafs.FileSystem.from_uri(where)  # pyarrow reads the environment here
+        if isinstance(fs, pafs.S3FileSystem):  # the same options, and our retries
+            options = fs.__reduce__()[1][0]  # what from_uri resolved (region, endpoint, ...)
+            # AWS's exponential pauses from a few milliseconds; the "standard" strategy's start
+            # much longer (docs/operating.md, "When the world misbehaves")
+            strategy = pafs.AwsDefaultS3RetryStrategy(max_attempts=self.retries + 1)
+            fs = pafs.S3FileSystem(**options, retry_strategy=strategy)
         return fs, path.rstrip("/")
 
     def delta_options(self, uri: str) -> dict[str, str] | None:
@@ -150,6 +162,7 @@ class Storage:
                 "azure_storage_account_name": self._azure_address(where)[1],
                 "azure_storage_endpoint": self.endpoint,
                 "allow_http": "true" if self.allow_http else "",
+                "max_retries": str(self.retries),
             }
         elif where.startswith("s3://"):
             options = {
@@ -157,6 +170,7 @@ class Storage:
                 "AWS_REGION": self.region,
                 "AWS_ALLOW_HTTP": "true" if self.allow_http else "",
                 "conditional_put": self.s3_conditional_put,
+                "max_retries": str(self.retries),
             }
         else:
             return None
@@ -177,10 +191,10 @@ class Storage:
 
         >>> moto = Storage(endpoint="http://127.0.0.1:9000", region="us-east-1", allow_http=True)
         >>> sorted(moto.hadoop_settings("s3a://bucket/chk"))  # doctest: +NORMALIZE_WHITESPACE
-        ['fs.s3a.connection.ssl.enabled', 'fs.s3a.endpoint', 'fs.s3a.endpoint.region',
-         'fs.s3a.path.style.access']
+        ['fs.s3a.attempts.maximum', 'fs.s3a.connection.ssl.enabled', 'fs.s3a.endpoint',
+         'fs.s3a.endpoint.region', 'fs.s3a.path.style.access']
         >>> Storage().hadoop_settings("s3a://bucket/chk"), Storage().hadoop_settings("/local/chk")
-        ({}, {})
+        ({'fs.s3a.attempts.maximum': '10'}, {})
         """
         settings: dict[str, str] = {}
         for uri in uris:
@@ -190,7 +204,7 @@ class Storage:
         return settings
 
     def _s3a_settings(self) -> dict[str, str]:
-        settings: dict[str, str] = {}
+        settings: dict[str, str] = {"fs.s3a.attempts.maximum": str(self.retries)}
         if self.endpoint:
             settings["fs.s3a.endpoint"] = self.endpoint
             settings["fs.s3a.path.style.access"] = "true"
