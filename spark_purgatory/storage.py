@@ -41,6 +41,8 @@ against Azurite, see ``tests/delta/test_azure_store.py``).
 from __future__ import annotations
 
 import os
+import re
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -54,6 +56,7 @@ __all__ = [
     "location",
     "join",
     "write_once",
+    "read_bytes",
     "WholeFile",
     "write_whole",
     "listing",
@@ -306,6 +309,37 @@ def storage_session_conf(storage: Storage, uris: Iterable[str]) -> dict[str, str
     return {f"spark.hadoop.{k}": v for k, v in settings.items()}
 
 
+#: an object store's answers that may pass, as pyarrow reports them (AWS's SDK for C++ reports a
+#: 503 to a read of fewer bytes than the error's own body as INTERNAL_FAILURE, "Failed to flush
+#: response stream", and does not retry it)
+_TRANSIENT = re.compile(
+    r"Failed to flush response stream|INTERNAL_FAILURE|SLOW_DOWN|SlowDown|SERVICE_UNAVAILABLE"
+    r"|NETWORK_CONNECTION|REQUEST_TIMEOUT|HTTP status 5\d\d"
+)
+#: how often ``read_bytes`` reads again, pausing ``_PAUSE_S`` doubled each time
+_READ_ATTEMPTS, _PAUSE_S = 11, 0.025
+
+
+def read_bytes(fs: pafs.FileSystem, path: str) -> bytes:
+    """The whole file at ``path``, read again (with growing pauses) while the store answers
+    with an error that may pass (``_TRANSIENT``); ``FileNotFoundError`` when there is none.
+
+    Every small file the project reads itself is read through here: pyarrow's own retries
+    miss a ``503 SlowDown`` to a small read (``_TRANSIENT``'s note).
+    """
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            with fs.open_input_stream(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise
+        except OSError as error:
+            if attempt == _READ_ATTEMPTS - 1 or not _TRANSIENT.search(str(error)):
+                raise
+            time.sleep(_PAUSE_S * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
     """Write ``data`` at ``path`` unless a file is there; return what the file holds.
 
@@ -314,8 +348,7 @@ def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
     use it only where one writer at a time is the rule, e.g. a checkpoint's first start.
     """
     try:
-        with fs.open_input_stream(path) as f:
-            return f.read()
+        return read_bytes(fs, path)
     except FileNotFoundError:
         pass
     if isinstance(fs, pafs.LocalFileSystem):
@@ -334,8 +367,7 @@ def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
     else:
         with fs.open_output_stream(path) as out:
             out.write(data)
-    with fs.open_input_stream(path) as f:
-        return f.read()
+    return read_bytes(fs, path)
 
 
 class WholeFile:

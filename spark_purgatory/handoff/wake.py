@@ -52,7 +52,7 @@ import re
 import pyarrow.fs as pafs
 
 from ..contract import MAX_TS_MS
-from ..storage import Storage, join, listing, remove, write_once, write_whole
+from ..storage import Storage, join, listing, read_bytes, remove, write_once, write_whole
 
 __all__ = ["Wake", "WAKE_DIRECTORY", "END_FILE", "END_LINE", "is_end_watermark"]
 
@@ -178,8 +178,7 @@ class Wake:
         """The micro-batch that applied the end of input, once the sink has seen it."""
         fs, root = self.storage.filesystem(self.root)
         try:
-            with fs.open_input_stream(f"{root}/{_END_BATCH}") as f:
-                return int(f.read().decode().strip())
+            return int(read_bytes(fs, f"{root}/{_END_BATCH}").decode().strip())
         except FileNotFoundError:
             return None
 

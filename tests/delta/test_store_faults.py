@@ -4,8 +4,9 @@ start after the bucket is back continues exactly once).
 
 The store is moto's server behind ``tests/support/faulty_proxy.FaultyProxy``, which answers
 as S3 does (status and XML body) instead of forwarding.  Spark-free first: pyarrow and
-delta-rs through the proxy with and without retries, and the probe that names a gone bucket
-or revoked credentials (``spark_purgatory.faults``).  Then the job, in this process on the
+delta-rs through the proxy with and without retries, a small file read through 503s pyarrow
+does not retry itself (``storage.read_bytes``), and the probe that names a gone bucket or
+revoked credentials (``spark_purgatory.faults``).  Then the job, in this process on the
 worker's session, with delta-rs writing the tables and pyarrow the staging and the shard
 state on the store: one run through 10% of 503s, one that loses its bucket after its first
 micro-batch was staged, one after the bucket is back; the tables then hold what the engine
@@ -23,7 +24,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from spark_purgatory.faults import gone_buckets
 from spark_purgatory.job import main as job_main
-from spark_purgatory.storage import Storage
+from spark_purgatory.storage import Storage, read_bytes
 from spark_purgatory.workload import generate
 from tests.support.crash_harness import SETTINGS, _options, check, tables_and_reference
 from tests.support.faulty_proxy import FaultyProxy
@@ -81,6 +82,24 @@ def test_retries_by_configuration_ride_out_503s_and_without_them_the_first_one_f
     assert len(s3.keys("retries/some/")) == 20
     assert DeltaTable(table, storage_options=s3.storage_options).to_pyarrow_table().num_rows == 30
     assert proxy.injected["pyarrow"] > 1 and proxy.injected["delta-rs"] > 1  # each met several
+
+
+def test_a_small_file_is_read_through_503s_that_pyarrow_does_not_retry(s3, proxy):
+    """AWS's SDK for C++ reads a 503 to a read smaller than the error's own body as
+    INTERNAL_FAILURE ("Failed to flush response stream") and does not retry it, whatever the
+    retry strategy: ``storage.read_bytes`` (every small file the project reads) reads again."""
+    s3.put("small/staged_through", b"42")
+    fs, root = Storage(endpoint=proxy.endpoint, region=REGION, allow_http=True).filesystem(s3.uri("small"))
+    proxy.slow_down(0.5)
+    failed = []
+    for _ in range(10):
+        try:
+            with fs.open_input_stream(f"{root}/staged_through") as f:
+                f.read()
+        except OSError as error:
+            failed.append(str(error))
+    assert failed and "Failed to flush response stream" in failed[0]
+    assert {read_bytes(fs, f"{root}/staged_through") for _ in range(10)} == {b"42"}
 
 
 def test_a_bucket_gone_or_credentials_revoked_are_named_in_one_line_a_slow_store_is_not(s3, proxy):
