@@ -77,7 +77,7 @@ SLOW_FIRST = (
     "tests/delta/test_reading.py",  # twenty fresh interpreters
     "tests/query/test_job.py",
     "tests/spark/test_poison.py",
-    "tests/delta/test_store_faults.py",  # three job runs in process, a store behind a proxy
+    "tests/delta/test_store_faults.py",  # two job runs in process, a store behind a proxy
     "tests/query/test_signals.py",
     "tests/query/test_one_writer.py",
     "tests/query/test_inspect.py",
