@@ -126,6 +126,7 @@ class PurgatoryConfig:
     storage_region: str = ""
     storage_allow_http: bool = False
     storage_s3_conditional_put: str = "etag"
+    storage_retries: int = 10
     stop_timeout_ms: int = 60_000
     output_take_over: bool = False
     input_max_record_bytes: int = 1024 * 1024
@@ -284,6 +285,8 @@ _FIELDS_BY_KEY = {
     "storage.region": "storage_region",
     "storage.allow.http": "storage_allow_http",
     "storage.s3.conditional.put": "storage_s3_conditional_put",
+    # how often a request the store answered with an error that may pass (503 SlowDown, 500) is sent again
+    "storage.retries": "storage_retries",
     # how long a stop (stop(), SIGTERM, SIGINT) lets the micro-batch under way finish
     "query.stop.timeout.ms": "stop_timeout_ms",
     # the output tables belong to another checkpoint: make them this one's (delta.ownership)

@@ -328,10 +328,12 @@ class PurgatoryQuery:
         self._stopping.set()
         if self._timer is not None:
             self._timer.join()
-        flushed = self.sink.close()
+        try:
+            flushed = self.sink.close()
+        finally:  # a flush that fails (a store gone) still gives the checkpoint back
+            if self._lease is not None:
+                self._lease.release()
         self.totals["commits"] += len(flushed)
-        if self._lease is not None:
-            self._lease.release()
         return flushed
 
     def _stop_reaper(self) -> None:

@@ -272,8 +272,9 @@ def run(settings: JobSettings) -> dict:
     from .delta.catalog import writer_for
     from .delta.ownership import check_owner
     from .delta.writers import DeltaRsWriter
+    from .faults import PermanentFault, diagnose
     from .query import app_id_of, start
-    from .spark.errors import MicroBatchError
+    from .spark.errors import MicroBatchError, first_cause
     from .spark.metrics import ProgressListener
     from .state.layout import RunLease
     from .state.pending_counts import PendingRecord
@@ -330,21 +331,62 @@ def run(settings: JobSettings) -> dict:
         except MicroBatchError as failed:  # the restart policy decides (spark_purgatory.restarts)
             error = failed
         _await_last_progress(purgatory.query, listener)
-        for c in purgatory.stop():  # linger no longer: flush what is staged (Kafka's close())
+        try:
+            flushed = purgatory.stop()  # linger no longer: flush what is staged (Kafka's close())
+        except Exception as failed:  # after a failure: what is staged waits for the next start
+            if error is None:
+                raise
+            log.warning("not flushed after the failure (the next start commits it): %s", first_cause(failed))
+            flushed = []
+        for c in flushed:
             log.info("flushed %s rows=%s partitions=%s", c["table"], c["rows"], c["partitions"])
         signalled = purgatory.signalled is not None
         if error is not None and not signalled:  # a signal in the pause ends the job cleanly
             _note_signals(interrupted)
         return Attempt(error, progressed=purgatory.totals["batches"] > 0, signalled=signalled)
 
+    def permanent(_error: BaseException) -> PermanentFault | None:  # spark_purgatory.faults
+        return diagnose(
+            uris=_uris(settings), storage=storage, spark=spark, kafka=_kafka_subscription(settings)
+        )
+
     try:
-        run_restarting(once, settings.restart, interrupted=interrupted)
+        run_restarting(once, settings.restart, interrupted=interrupted, permanent=permanent)
+    except (ConfigError, PermanentFault, MicroBatchError):  # said in one line; failures were asked
+        raise
+    except Exception as error:  # a start or a flush that failed: is something gone?
+        fatal = permanent(error)
+        if fatal is not None:
+            raise fatal from error
+        raise
     finally:
         spark.streams.removeListener(listener)
     purgatory = runs[-1]
     totals = {**purgatory.totals, "pending": purgatory.pending}  # as this run's shards reported it
     log.info("done: %s", " ".join(f"{k}={v}" for k, v in totals.items()))
     return totals
+
+
+def _uris(settings: JobSettings) -> list[str]:
+    """Every path the query reads or writes (the object stores among them are asked after a
+    failure: ``faults.gone_buckets``)."""
+    config = settings.config
+    paths = [
+        settings.output_path,
+        settings.checkpoint_path,
+        config.state_path,
+        config.accumulator_staging_path,
+    ]
+    if settings.source_format != "kafka":
+        paths += [settings.ops_path, settings.events_path]
+    return [p for p in paths if p]
+
+
+def _kafka_subscription(settings: JobSettings) -> dict[str, str] | None:
+    """The Kafka options with both topics subscribed (None: not read from Kafka)."""
+    if settings.source_format != "kafka":
+        return None
+    return {"subscribe": f"{settings.ops_path},{settings.events_path}", **settings.kafka_options}
 
 
 def _sources(spark, settings: JobSettings) -> tuple:
@@ -418,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_format, settings.secrets)
     from .delta.ownership import OutputOwnedError
+    from .faults import PermanentFault
     from .spark.errors import MicroBatchError
     from .spark.schema import InputSchemaError
     from .state.layout import CheckpointBusyError
@@ -433,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, InputSchemaError) as error:  # found at start: one line says what to do
         say(f"{type(error).__name__}: {error}")
         return 2
+    except PermanentFault as error:  # something the query needs is gone: no restart helps
+        say(f"error: {error}")
+        return 1
     except MicroBatchError as error:  # failed while running, restarts spent: its first cause
         say(f"error: the query failed after {settings.restart.attempts} restarts: {error}".splitlines()[0])
         return 1

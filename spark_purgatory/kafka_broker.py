@@ -63,6 +63,8 @@ from pathlib import Path
 
 __all__ = ["BROKER_JARS", "KafkaBroker", "KafkaBrokerError", "free_port", "running_at", "stop_at", "main"]
 
+#: the listeners' names and their protocols (the SASL one listens only with ``sasl=True``)
+_PROTOCOLS = (("PLAINTEXT", "PLAINTEXT"), ("CONTROLLER", "PLAINTEXT"), ("SASL_PLAINTEXT", "SASL_PLAINTEXT"))
 #: the ``jvm/`` set the broker runs from (``runtime.jars.jar_paths``)
 BROKER_JARS = "kafka-broker"
 #: the broker's heap and compiler: a test or demo broker handles a few MB; C1 only, as the
@@ -109,6 +111,8 @@ class KafkaBroker:
         properties: extra ``server.properties`` entries (e.g. ``{"num.partitions": "3"}``).
         detached: the broker outlives this process (no parent-death signal, not stopped at
             exit; ``stop_at(data_dir)`` ends it); needs ``data_dir``.
+        sasl: also a ``SASL_PLAINTEXT`` listener (``sasl_bootstrap_servers``) whose clients
+            log in with SCRAM-SHA-256 as a user ``add_scram_user`` made.
     """
 
     def __init__(
@@ -119,8 +123,11 @@ class KafkaBroker:
         java: str | None = None,
         properties: dict[str, str] | None = None,
         detached: bool = False,
+        sasl: bool = False,
     ) -> None:
         self.detached = detached
+        self.sasl = sasl
+        self.sasl_port: int | None = None
         self._jars = list(jars) if jars is not None else None
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -139,6 +146,13 @@ class KafkaBroker:
         if self.port is None:
             raise KafkaBrokerError("the broker is not started")
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """``host:port`` of the SCRAM listener (``KafkaBroker(sasl=True)``)."""
+        if self.sasl_port is None:
+            raise KafkaBrokerError("the broker has no SASL listener (KafkaBroker(sasl=True))")
+        return f"127.0.0.1:{self.sasl_port}"
 
     @property
     def log_file(self) -> Path:
@@ -187,10 +201,11 @@ class KafkaBroker:
         base = [java, *_JVM_OPTIONS, f"-Dlog4j2.configurationFile={self._log4j()}", "-cp", classpath]
         kept = self._formatted_ports()
         if kept is not None:  # a kept storage: its quorum's voter is recorded with its ports
-            self.port, self.controller_port = kept
+            self.port, self.controller_port, self.sasl_port = kept
         else:
             shutil.rmtree(self.data_dir / "logs", ignore_errors=True)
             self.port, self.controller_port = free_port(), free_port()
+            self.sasl_port = free_port() if self.sasl else None
             config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
             # "--cluster-id=ID": an id may begin with "-", which argparse4j would take for an option
             fmt = [
@@ -225,9 +240,9 @@ class KafkaBroker:
         if not self._own_dir:
             (self.data_dir / _PID_FILE).write_text(f"{self._process.pid}\n")
 
-    def _formatted_ports(self) -> tuple[int, int] | None:
-        """The (broker, controller) ports of a storage formatted before in a kept ``data_dir``,
-        None for a new one (or one this module did not format)."""
+    def _formatted_ports(self) -> tuple[int, int, int | None] | None:
+        """The (broker, controller, SASL or None) ports of a storage formatted before in a kept
+        ``data_dir``, None for a new one (or one this module did not format)."""
         assert self.data_dir is not None
         config = self.data_dir / "server.properties"
         if (
@@ -242,11 +257,17 @@ class KafkaBroker:
             if "=" in line and not line.startswith("#")
         )
         try:
-            broker = int(entries["advertised.listeners"].rsplit(":", 1)[1])
+            advertised = dict(a.split("://", 1) for a in entries["advertised.listeners"].split(","))
+            broker = int(advertised["PLAINTEXT"].rsplit(":", 1)[1])
+            sasl = (
+                int(advertised["SASL_PLAINTEXT"].rsplit(":", 1)[1])
+                if "SASL_PLAINTEXT" in advertised
+                else None
+            )
             controller = int(entries["controller.quorum.bootstrap.servers"].rsplit(":", 1)[1])
         except (KeyError, ValueError, IndexError):
             return None
-        return broker, controller
+        return broker, controller, sasl
 
     def _kill(self) -> None:
         """End the JVM at once (a failed start), keeping the data directory."""
@@ -284,15 +305,21 @@ class KafkaBroker:
 
     def _properties(self) -> dict[str, str]:
         assert self.data_dir is not None
-        listeners = f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
+        clients = [f"PLAINTEXT://127.0.0.1:{self.port}"]
+        if self.sasl_port is not None:  # SCRAM users are kept in the cluster's metadata
+            clients.append(f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
         return {
             "process.roles": "broker,controller",
             "node.id": "1",
-            "listeners": listeners,
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": ",".join([*clients, f"CONTROLLER://127.0.0.1:{self.controller_port}"]),
+            "advertised.listeners": ",".join(clients),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in _PROTOCOLS),
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
             "log.dirs": str(self.data_dir / "logs"),
             "num.partitions": "1",
@@ -380,6 +407,17 @@ class KafkaBroker:
         futures[name].result(timeout)
         self._await_topic(name, present=True, timeout=timeout)
         return name
+
+    def add_scram_user(self, user: str, password: str, *, timeout: float = 30.0) -> None:
+        """Make (or change) ``user`` with ``password`` for the SCRAM-SHA-256 listener."""
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+        futures = self.admin().alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(user, info, password.encode())], request_timeout=timeout
+        )
+        for future in futures.values():
+            future.result(timeout)
 
     def delete_topic(self, name: str, *, timeout: float = 30.0) -> None:
         """Delete ``name`` and wait until the broker no longer lists it."""

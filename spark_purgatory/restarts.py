@@ -7,9 +7,11 @@ answering 503, a transient error of any kind) stops the query, flushes what comm
 micro-batches staged, waits, and starts again from the checkpoint: exactly once holds as for
 any restart.  After ``job.restart.attempts`` failures in a row the last one ends the job with
 one line naming its cause (``spark.errors``); a failure found at start (a configuration, a
-schema, a missing topic) is never retried.  ``job.restart.attempts=0`` switches it off.  A run
-that made progress (a micro-batch committed since its start) resets the count, so a stream
-that fails once a day is restarted every day.
+schema, a missing topic) is never retried, nor one that ``permanent`` finds no restart can
+fix (a bucket or a topic deleted, credentials revoked: ``spark_purgatory.faults``).
+``job.restart.attempts=0`` switches it off.  A run that made progress (a micro-batch
+committed since its start) resets the count, so a stream that fails once a day is restarted
+every day.
 
 Invariant: no more than ``attempts`` restarts in a row without a committed micro-batch.
 """
@@ -55,15 +57,24 @@ class Attempt:
 
 
 def run_restarting(
-    once: Callable[[], Attempt], policy: RestartPolicy, *, interrupted: threading.Event
+    once: Callable[[], Attempt],
+    policy: RestartPolicy,
+    *,
+    interrupted: threading.Event,
+    permanent: Callable[[BaseException], BaseException | None] | None = None,
 ) -> Attempt:
     """Run ``once`` until it ends without an error, a signal stops it, or ``policy``'s
-    attempts are spent (then its error is raised).  ``interrupted`` cuts a pause short."""
+    attempts are spent (then its error is raised).  ``interrupted`` cuts a pause short.
+    ``permanent(error)``, asked after each failure, returns the error to end with at once
+    when no restart would fix it (None: the policy decides); it is raised from the failure."""
     failures = 0
     while True:
         attempt = once()
         if attempt.error is None or attempt.signalled or interrupted.is_set():
             return attempt
+        fatal = permanent(attempt.error) if permanent is not None else None
+        if fatal is not None:
+            raise fatal from attempt.error
         failures = 1 if attempt.progressed else failures + 1
         if failures > policy.attempts:
             raise attempt.error

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ __all__ = [
     "location",
     "join",
     "write_once",
+    "read_bytes",
     "WholeFile",
     "write_whole",
     "listing",
@@ -110,6 +112,10 @@ class Storage:
         allow_http: talk plain HTTP to the endpoint (``storage.allow.http``).
         s3_conditional_put: delta-rs's S3 commit safety (``storage.s3.conditional.put``):
             ``etag`` or empty (see the module docstring).
+        retries: how often a request the store answered with an error that may pass (``503
+            SlowDown``, a 500, a dropped connection) is sent again, with a growing pause
+            (``storage.retries``): pyarrow's AWS retry strategy (exponential pauses), delta-rs's
+            ``max_retries`` (S3 and ADLS) and Spark's S3A SDK retries (``fs.s3a.attempts.maximum``).
 
     >>> Storage(endpoint="http://127.0.0.1:9000", allow_http=True).delta_options("s3a://b/t")["AWS_ENDPOINT_URL"]
     'http://127.0.0.1:9000'
@@ -121,6 +127,7 @@ class Storage:
     region: str = ""
     allow_http: bool = False
     s3_conditional_put: str = "etag"
+    retries: int = 10
 
     @classmethod
     def of(cls, config: Any) -> Storage:
@@ -130,6 +137,7 @@ class Storage:
             region=config.storage_region,
             allow_http=config.storage_allow_http,
             s3_conditional_put=config.storage_s3_conditional_put,
+            retries=config.storage_retries,
         )
 
     def filesystem(self, uri: str) -> tuple[pafs.FileSystem, str]:
@@ -142,6 +150,12 @@ class Storage:
         if where.startswith("s3://"):
             where += self._s3_query()
         fs, path = pafs.FileSystem.from_uri(where)  # pyarrow reads the environment here
+        if isinstance(fs, pafs.S3FileSystem):  # the same options, and our retries
+            options = fs.__reduce__()[1][0]  # what from_uri resolved (region, endpoint, ...)
+            # AWS's exponential pauses from a few milliseconds; the "standard" strategy's start
+            # much longer (docs/operating.md, "When the world misbehaves")
+            strategy = pafs.AwsDefaultS3RetryStrategy(max_attempts=self.retries + 1)
+            fs = pafs.S3FileSystem(**options, retry_strategy=strategy)
         return fs, path.rstrip("/")
 
     def delta_options(self, uri: str) -> dict[str, str] | None:
@@ -152,6 +166,7 @@ class Storage:
                 "azure_storage_account_name": self._azure_address(where)[1],
                 "azure_storage_endpoint": self.endpoint,
                 "allow_http": "true" if self.allow_http else "",
+                "max_retries": str(self.retries),
             }
         elif where.startswith("s3://"):
             options = {
@@ -159,6 +174,7 @@ class Storage:
                 "AWS_REGION": self.region,
                 "AWS_ALLOW_HTTP": "true" if self.allow_http else "",
                 "conditional_put": self.s3_conditional_put,
+                "max_retries": str(self.retries),
             }
         else:
             return None
@@ -179,10 +195,10 @@ class Storage:
 
         >>> moto = Storage(endpoint="http://127.0.0.1:9000", region="us-east-1", allow_http=True)
         >>> sorted(moto.hadoop_settings("s3a://bucket/chk"))  # doctest: +NORMALIZE_WHITESPACE
-        ['fs.s3a.connection.ssl.enabled', 'fs.s3a.endpoint', 'fs.s3a.endpoint.region',
-         'fs.s3a.path.style.access']
+        ['fs.s3a.attempts.maximum', 'fs.s3a.connection.ssl.enabled', 'fs.s3a.endpoint',
+         'fs.s3a.endpoint.region', 'fs.s3a.path.style.access']
         >>> Storage().hadoop_settings("s3a://bucket/chk"), Storage().hadoop_settings("/local/chk")
-        ({}, {})
+        ({'fs.s3a.attempts.maximum': '10'}, {})
         """
         settings: dict[str, str] = {}
         for uri in uris:
@@ -192,7 +208,7 @@ class Storage:
         return settings
 
     def _s3a_settings(self) -> dict[str, str]:
-        settings: dict[str, str] = {}
+        settings: dict[str, str] = {"fs.s3a.attempts.maximum": str(self.retries)}
         if self.endpoint:
             settings["fs.s3a.endpoint"] = self.endpoint
             settings["fs.s3a.path.style.access"] = "true"
@@ -294,6 +310,37 @@ def storage_session_conf(storage: Storage, uris: Iterable[str]) -> dict[str, str
     return {f"spark.hadoop.{k}": v for k, v in settings.items()}
 
 
+#: an object store's answers that may pass, as pyarrow reports them (AWS's SDK for C++ reports a
+#: 503 to a read of fewer bytes than the error's own body as INTERNAL_FAILURE, "Failed to flush
+#: response stream", and does not retry it)
+_TRANSIENT = re.compile(
+    r"Failed to flush response stream|INTERNAL_FAILURE|SLOW_DOWN|SlowDown|SERVICE_UNAVAILABLE"
+    r"|NETWORK_CONNECTION|REQUEST_TIMEOUT|HTTP status 5\d\d"
+)
+#: how often ``read_bytes`` reads again, pausing ``_PAUSE_S`` doubled each time
+_READ_ATTEMPTS, _PAUSE_S = 11, 0.025
+
+
+def read_bytes(fs: pafs.FileSystem, path: str) -> bytes:
+    """The whole file at ``path``, read again (with growing pauses) while the store answers
+    with an error that may pass (``_TRANSIENT``); ``FileNotFoundError`` when there is none.
+
+    Every small file the project reads itself is read through here: pyarrow's own retries
+    miss a ``503 SlowDown`` to a small read (``_TRANSIENT``'s note).
+    """
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            with fs.open_input_stream(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise
+        except OSError as error:
+            if attempt == _READ_ATTEMPTS - 1 or not _TRANSIENT.search(str(error)):
+                raise
+            time.sleep(_PAUSE_S * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
     """Write ``data`` at ``path`` unless a file is there; return what the file holds.
 
@@ -302,8 +349,7 @@ def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
     use it only where one writer at a time is the rule, e.g. a checkpoint's first start.
     """
     try:
-        with fs.open_input_stream(path) as f:
-            return f.read()
+        return read_bytes(fs, path)
     except FileNotFoundError:
         pass
     if isinstance(fs, pafs.LocalFileSystem):
@@ -322,8 +368,7 @@ def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
     else:
         with fs.open_output_stream(path) as out:
             out.write(data)
-    with fs.open_input_stream(path) as f:
-        return f.read()
+    return read_bytes(fs, path)
 
 
 class WholeFile:

@@ -77,6 +77,7 @@ SLOW_FIRST = (
     "tests/delta/test_reading.py",  # twenty fresh interpreters
     "tests/query/test_job.py",
     "tests/spark/test_poison.py",
+    "tests/delta/test_store_faults.py",  # two job runs in process, a store behind a proxy
     "tests/query/test_signals.py",
     "tests/query/test_one_writer.py",
     "tests/query/test_inspect.py",
@@ -129,12 +130,13 @@ def spark():
 def kafka_broker(tmp_path_factory):
     """A real Kafka broker (KRaft, on loopback, from the ``kafka-broker`` JARs), started when a
     test file first asks for it and stopped after that file's last test on the worker; tests
-    make topics of their own on it.  Not one per worker for the whole run: an idle broker
-    still costs 1.6 s of CPU a minute (its heartbeats, metadata log and flushes; measured on
-    these 2 cores), and the Kafka tests run in the run's first minutes."""
+    make topics of their own on it (and SCRAM users for its SASL listener).  Not one per
+    worker for the whole run: an idle broker still costs 1.6 s of CPU a minute (its
+    heartbeats, metadata log and flushes; measured on these 2 cores), and the Kafka tests run
+    in the run's first minutes."""
     from spark_purgatory.kafka_broker import KafkaBroker
 
-    broker = KafkaBroker(data_dir=tmp_path_factory.mktemp("kafka-broker")).start()
+    broker = KafkaBroker(data_dir=tmp_path_factory.mktemp("kafka-broker"), sasl=True).start()
     yield broker
     broker.stop()
 

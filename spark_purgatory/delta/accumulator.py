@@ -61,7 +61,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..storage import Storage, join, listing, remove, write_whole
+from ..storage import Storage, join, listing, read_bytes, remove, write_whole
 from .sender import ADDS, ADDS_DDL, DataFileTask, TaskRunner, in_process, write_data_files
 from .staging import STAGED, StagedFile, absolute_uri, stage_rows, staged_name
 
@@ -180,8 +180,7 @@ class RecordAccumulator:
     def staged_through(self) -> int:
         """The last micro-batch whose rows are fully staged (-1 if none)."""
         try:
-            with self._fs.open_input_stream(f"{self._root}/{_STAGED_THROUGH}") as f:
-                return int(f.read().decode().strip() or -1)
+            return int(read_bytes(self._fs, f"{self._root}/{_STAGED_THROUGH}").decode().strip() or -1)
         except FileNotFoundError:
             return -1
 
@@ -414,8 +413,7 @@ class RecordAccumulator:
         for info in sorted(listing(self._fs, self._root), key=lambda i: i.path):
             if not (info.base_name.startswith("drain-") and info.base_name.endswith(".json")):
                 continue
-            with self._fs.open_input_stream(info.path) as f:
-                manifest = json.loads(f.read())
+            manifest = json.loads(read_bytes(self._fs, info.path))
             for table, files in manifest["tables"].items():
                 done = writer.committed_version(table, self.app_id)
                 if done is not None and done >= manifest["version"]:
@@ -440,8 +438,7 @@ class RecordAccumulator:
             if batch_id > through:
                 continue
             if batch_id not in self._manifests:
-                with self._fs.open_input_stream(info.path) as f:
-                    self._manifests[batch_id] = json.loads(f.read())
+                self._manifests[batch_id] = json.loads(read_bytes(self._fs, info.path))
             out.append(self._manifests[batch_id])
         return out
 

@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from ..contract import MAX_TS_MS
-from ..storage import Storage, write_whole
+from ..storage import Storage, read_bytes, write_whole
 from .wake import Wake, is_end_watermark
 
 __all__ = ["EndOfInput", "InputEndedError", "ENDED_FILE", "end_watermark_ms", "is_end_watermark"]
@@ -90,8 +90,7 @@ class EndOfInput:
         """The record, or None while the input has not ended."""
         fs, root = self.storage.filesystem(self.checkpoint)
         try:
-            with fs.open_input_stream(f"{root}/{ENDED_FILE}") as f:
-                return json.loads(f.read())
+            return json.loads(read_bytes(fs, f"{root}/{ENDED_FILE}"))
         except FileNotFoundError:
             return None
 

@@ -54,7 +54,7 @@ import pandas as pd
 from ..engine.frames import empty
 from ..engine.tables import RELAY
 from ..state.codec import frame_bytes, frame_from
-from ..storage import Storage, join, numbered, write_whole
+from ..storage import Storage, join, numbered, read_bytes, write_whole
 
 __all__ = ["Mailbox"]
 
@@ -105,8 +105,8 @@ class Mailbox:
         frames = []
         for batch, sender, name in self._files():
             if after < batch < before:
-                with self._fs.open_input_stream(f"{self._dir}/{name}") as f:
-                    frames.append(frame_from(f.read(), self.columns).assign(batch=batch, sender=sender))
+                data = read_bytes(self._fs, f"{self._dir}/{name}")
+                frames.append(frame_from(data, self.columns).assign(batch=batch, sender=sender))
         collected = {**self.columns, "batch": "int64", "sender": "int64"}
         if not frames:
             return empty(collected)

@@ -47,7 +47,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 
-from ..storage import Storage, join, numbered, write_whole
+from ..storage import Storage, join, numbered, read_bytes, write_whole
 
 __all__ = ["PartitionWatermarks", "WATERMARKS_DIRECTORY", "cap_before", "maxima_text", "read_maxima"]
 
@@ -164,8 +164,7 @@ def _latest(storage: Storage, root: str, *, before: int) -> dict | None:
     earlier = [name for key, name in _files(fs, directory) if key < before]
     if not earlier:
         return None
-    with fs.open_input_stream(f"{directory}/{earlier[-1]}") as f:
-        return json.loads(f.read().decode())
+    return json.loads(read_bytes(fs, f"{directory}/{earlier[-1]}").decode())
 
 
 def _files(fs, directory: str) -> list[tuple[int, str]]:

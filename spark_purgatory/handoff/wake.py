@@ -60,7 +60,7 @@ import re
 import pyarrow.fs as pafs
 
 from ..contract import MAX_TS_MS
-from ..storage import Storage, join, listing, numbered, remove, write_once, write_whole
+from ..storage import Storage, join, listing, numbered, read_bytes, remove, write_once, write_whole
 
 __all__ = ["Wake", "WAKE_DIRECTORY", "WAKE_FIRST", "END_FILE", "END_LINE", "is_end_watermark", "wake_first"]
 
@@ -205,8 +205,7 @@ class Wake:
         """The micro-batch that applied the end of input, once the sink has seen it."""
         fs, root = self.storage.filesystem(self.root)
         try:
-            with fs.open_input_stream(f"{root}/{_END_BATCH}") as f:
-                return int(f.read().decode().strip())
+            return int(read_bytes(fs, f"{root}/{_END_BATCH}").decode().strip())
         except FileNotFoundError:
             return None
 

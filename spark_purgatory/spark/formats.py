@@ -373,6 +373,27 @@ def check_kafka_source(spark: SparkSession, options: dict[str, str]) -> None:
             "source format kafka needs kafka.bootstrap.servers "
             "(the job: --set kafka.bootstrap.servers=HOST:PORT)"
         )
+    found = kafka_topics(spark, options)
+    topics = [t.strip() for t in options.get("subscribe", "").split(",") if t.strip()]
+    missing = [t for t in topics if t not in found]
+    if missing:
+        raise ConfigError(
+            f"Kafka topic {', '.join(repr(t) for t in missing)} does not exist on {servers} "
+            "(deleted, or not created yet: create it before starting the query)"
+        )
+
+
+class KafkaLoginRefused(ConfigError):
+    """The brokers answered, and refused the client's login or rights (SASL, ACLs)."""
+
+
+def kafka_topics(spark: SparkSession, options: dict[str, str]) -> set[str]:
+    """The topics the brokers of ``options`` list, asked with Kafka's own ``Admin`` client in
+    the driver with the source's ``kafka.*`` settings (security included); ``ConfigError`` in
+    one line when they do not answer within ``kafka.default.api.timeout.ms``,
+    ``KafkaLoginRefused`` when they refuse the login."""
+    jvm = _jvm(spark)
+    servers = options.get("kafka.bootstrap.servers")
     timeout_ms = int(options.get("kafka.default.api.timeout.ms", _KAFKA_CHECK_MS))
     props = jvm.java.util.Properties()
     for key, value in options.items():
@@ -385,12 +406,17 @@ def check_kafka_source(spark: SparkSession, options: dict[str, str]) -> None:
     admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
     try:
         names = admin.listTopics().names().get(timeout_ms, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
-        found = set(names)
+        return set(names)
     except Exception as error:  # noqa: BLE001 - py4j's ExecutionException/TimeoutException
         cause = str(error).splitlines()
         reason = next(
             (line.split("Exception: ", 1)[-1] for line in cause if "Exception: " in line), "no answer"
         )
+        if "Authentication failed" in reason or "AuthorizationException" in reason:
+            raise KafkaLoginRefused(
+                f"Kafka at {servers} refuses this job's login ({reason.strip()}): check the "
+                "kafka.sasl.* / kafka.ssl.* settings and the user's rights"
+            ) from None
         raise ConfigError(
             f"Kafka at {servers} did not answer within {timeout_ms / 1000:g} s ({reason.strip()}): "
             "check kafka.bootstrap.servers and the kafka.security.protocol / kafka.sasl.* / "
@@ -398,13 +424,6 @@ def check_kafka_source(spark: SparkSession, options: dict[str, str]) -> None:
         ) from None
     finally:
         admin.close(jvm.java.time.Duration.ofSeconds(1))
-    topics = [t.strip() for t in options.get("subscribe", "").split(",") if t.strip()]
-    missing = [t for t in topics if t not in found]
-    if missing:
-        raise ConfigError(
-            f"Kafka topic {', '.join(repr(t) for t in missing)} does not exist on {servers} "
-            "(deleted, or not created yet: create it before starting the query)"
-        )
 
 
 def read_batch(

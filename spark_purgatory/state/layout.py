@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from ..config import ConfigError, PurgatoryConfig
-from ..storage import Storage, join, listing, remove, write_whole
+from ..storage import Storage, join, listing, read_bytes, remove, write_whole
 from .deltas import directory_of, parsed
 from .pending_counts import PendingRecord
 from .segments import SegmentStore
@@ -194,8 +194,7 @@ def recorded_shards(checkpoint: str, *, storage: Storage | None = None) -> int |
     offsets = [int(i.base_name) for i in listing(fs, f"{root}/offsets") if i.base_name.isdigit()]
     if not offsets:
         return None
-    with fs.open_input_stream(f"{root}/offsets/{max(offsets)}") as f:
-        lines = f.read().decode("utf-8").split("\n")
+    lines = read_bytes(fs, f"{root}/offsets/{max(offsets)}").decode("utf-8").split("\n")
     recorded = (json.loads(lines[1]).get("conf") or {}).get(SHUFFLE_PARTITIONS) if len(lines) > 1 else None
     return None if recorded is None else int(recorded) - 1
 
@@ -244,8 +243,7 @@ def directories(fs: pafs.FileSystem, directory: str) -> list[str]:
 
 def read_json(fs: pafs.FileSystem, path: str) -> dict | None:
     try:
-        with fs.open_input_stream(path) as f:
-            return json.loads(f.read())
+        return json.loads(read_bytes(fs, path))
     except (FileNotFoundError, OSError, ValueError):
         return None
 

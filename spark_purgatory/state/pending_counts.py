@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from ..storage import Storage, join, write_whole
+from ..storage import Storage, join, read_bytes, write_whole
 
 __all__ = ["PendingRecord"]
 
@@ -38,8 +38,7 @@ class PendingRecord:
         """The last recorded count per shard (empty for a new checkpoint)."""
         fs, path = self.storage.filesystem(self.path)
         try:
-            with fs.open_input_stream(path) as f:
-                body = json.loads(f.read())
+            body = json.loads(read_bytes(fs, path))
         except (FileNotFoundError, OSError, ValueError):
             return {}
         return {int(shard): int(n) for shard, n in body.get("pending", {}).items()}

@@ -37,7 +37,7 @@ def test_an_adls_uri_is_its_account_container_and_path(monkeypatch):
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", "a2V5")
     fs, path = Storage().filesystem(ADLS)
     assert isinstance(fs, pafs.AzureFileSystem) and path == "box/run/state"
-    assert Storage().delta_options(ADLS) == {"azure_storage_account_name": "acct"}
+    assert Storage().delta_options(ADLS) == {"azure_storage_account_name": "acct", "max_retries": "10"}
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "other")
     assert Storage().filesystem("az://box/run/")[1] == "box/run"
     azurite = Storage(endpoint="http://127.0.0.1:10000/devstoreaccount1", allow_http=True)
@@ -45,6 +45,7 @@ def test_an_adls_uri_is_its_account_container_and_path(monkeypatch):
         "azure_storage_account_name": "other",  # the environment's account, else the endpoint's
         "azure_storage_endpoint": "http://127.0.0.1:10000/devstoreaccount1",
         "allow_http": "true",
+        "max_retries": "10",
     }
     monkeypatch.delenv("AZURE_STORAGE_ACCOUNT_NAME")
     assert azurite.delta_options("az://box/t")["azure_storage_account_name"] == "devstoreaccount1"

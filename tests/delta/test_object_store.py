@@ -108,7 +108,7 @@ def test_the_standard_environment_alone_reaches_the_store(s3, monkeypatch):
         s3.uri("env-only", "staging"), app_id="q", batch_size=1, linger_ms=1, buffer_memory=1 << 20
     )
     writer = DeltaRsWriter(s3.uri("env-only", "out"))  # no storage.* keys: S3 commit safety only
-    assert writer.storage_options == {"conditional_put": "etag"}
+    assert writer.storage_options == {"conditional_put": "etag", "max_retries": "10"}
     PurgatorySink(acc, writer).process(output_rows(3), 0)
     assert op_ids(s3, "env-only") == ["op-0", "op-1", "op-2"]
     assert Storage().delta_options("/local/out") is None

@@ -11,7 +11,8 @@ import pytest
 from deltalake import DeltaTable
 
 from spark_purgatory import job
-from spark_purgatory.workload import generate, write_json_lines
+from spark_purgatory.workload import generate
+from tests.support.stream_helpers import arriving_input
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
@@ -49,17 +50,7 @@ def test_bad_configuration_stops_the_job_at_start_naming_the_key(tmp_path):
 def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_path):
     # the watermark is the slower input's (the operations end 15 s in): short timeouts expire
     work = generate(1500, seed=11, ops_per_second=100, timeout_ms=5_000)
-    data = tmp_path / "data"
-    write_json_lines(work, str(data / "all-ops"), str(data / "all-events"), files=6, malformed=4)
-    ops, events = data / "ops", data / "events"
-    ops.mkdir()
-    events.mkdir()
-
-    def deliver(parts: range) -> None:
-        for i in parts:
-            name = f"part-{i:05d}.json"
-            os.replace(data / "all-ops" / name, ops / name)
-            os.replace(data / "all-events" / name, events / name)
+    ops, events, deliver = arriving_input(tmp_path / "data", work, files=6, malformed=4)
 
     out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
     args = [

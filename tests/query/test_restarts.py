@@ -63,3 +63,28 @@ def test_the_policy_is_read_from_the_job_keys_and_checked():
     assert settings.restart == RestartPolicy(attempts=5, backoff_ms=200, max_backoff_ms=300_000)
     with pytest.raises(ConfigError, match="job.restart.attempts must be a whole number >= 0, got '-1'"):
         parse_args([*_ARGS, "--set", "job.restart.attempts=-1"])
+
+
+def test_a_failure_that_no_restart_fixes_ends_at_once_with_its_own_error():
+    once, calls = _runs(*[Attempt(RuntimeError("NoSuchBucket"), False, False) for _ in range(3)])
+    gone = ValueError("the bucket 'b' (s3://b/out) does not exist")
+    asked = []
+
+    def permanent(error: BaseException) -> BaseException | None:
+        asked.append(str(error))
+        return gone
+
+    with pytest.raises(ValueError, match="does not exist") as raised:
+        run_restarting(
+            once, RestartPolicy(attempts=3, backoff_ms=1), interrupted=threading.Event(), permanent=permanent
+        )
+    assert len(calls) == 1 and asked == ["NoSuchBucket"]
+    assert isinstance(raised.value.__cause__, RuntimeError)  # the failure it was found after
+    once, calls = _runs(Attempt(RuntimeError("503"), False, False), Attempt(None, True, False))
+    ended = run_restarting(
+        once,
+        RestartPolicy(attempts=3, backoff_ms=1),
+        interrupted=threading.Event(),
+        permanent=lambda _e: None,
+    )
+    assert ended.error is None and len(calls) == 2  # a fault that may pass: restarted

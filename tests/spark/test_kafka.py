@@ -421,3 +421,67 @@ def test_the_kafka_source_holds_no_fetch_past_its_data_unless_told(spark, kafka_
 
     assert fetch_wait(servers) == "10"
     assert fetch_wait({**servers, "kafka.fetch.max.wait.ms": "200"}) == "200"
+
+
+def test_a_topic_deleted_mid_run_ends_the_job_in_one_line_a_start_once_restored_continues_exactly_once(
+    spark, kafka_broker, tmp_path, capsys
+):
+    """The events topic is deleted once the job has committed a micro-batch: the job ends with
+    one line naming the topic, without restarts (each would meet the same answer).  Restored
+    (created again with its records, at the same offsets, as from a mirror), a start continues
+    from the checkpoint's offsets: the tables then hold what the engine computes."""
+    import signal
+    import threading
+
+    from tests.support.clean_stops import _commits
+    from tests.support.crash_harness import SETTINGS, check, tables_and_reference
+    from tests.support.crash_harness import _options as job_options
+
+    work = generate(300, seed=23, ops_per_second=40)
+    malformed = 2
+    write_json_lines(work, f"{tmp_path}/in/ops", f"{tmp_path}/in/events", files=1, malformed=malformed)
+    lines = {kind: _lines(f"{tmp_path}/in/{kind}") for kind in ("ops", "events")}
+    topics = {kind: kafka_broker.create_topic(f"deleted-{kind}") for kind in lines}
+    for kind, topic in topics.items():
+        kafka_broker.produce(topic, lines[kind])
+    settings = {
+        **SETTINGS,
+        "kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
+        "source.kafka.startingOffsets": "earliest",
+        "source.kafka.maxOffsetsPerTrigger": "80",  # several micro-batches: deleted mid-way
+        "job.restart.backoff.ms": "100",
+    }
+    chk, out = str(tmp_path / "chk"), str(tmp_path / "out")
+    args = [
+        *("--ops-path", topics["ops"], "--events-path", topics["events"], "--source-format", "kafka"),
+        *("--output-path", out, "--checkpoint-path", chk, *job_options(settings)),
+    ]
+
+    ended = threading.Event()
+
+    def delete_after_a_commit() -> None:
+        for _ in range(3000):
+            if _commits(chk) > 0 or ended.is_set():
+                break
+            ended.wait(0.1)
+        kafka_broker.delete_topic(topics["events"])
+        if not ended.wait(300):  # a query that never noticed: stopped as a user would (exit 0)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    deleter = threading.Thread(target=delete_after_a_commit, daemon=True)
+    deleter.start()
+    code = job_main([*args, "--trigger", "processing-time=1s"])
+    ended.set()
+    deleter.join()
+    failed = capsys.readouterr()
+    lines_err = failed.err.strip().splitlines()
+    assert code == 1 and len(lines_err) == 1, failed.err[-3000:]
+    assert lines_err[0].startswith(
+        f"error: the Kafka topic 'deleted-events' is gone from {kafka_broker.bootstrap_servers}"
+    ), lines_err
+    assert "restart 1 of" not in failed.out
+
+    kafka_broker.create_topic(topics["events"])  # restored with its records
+    kafka_broker.produce(topics["events"], lines["events"])
+    assert job_main([*args, "--trigger", "available-now"]) == 0, capsys.readouterr().err[-3000:]
+    check(tables_and_reference(work, out, None, settings, malformed))

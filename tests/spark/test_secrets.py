@@ -3,9 +3,10 @@
 Known secrets go in as a user would pass them, in a ``--conf`` file and with ``--set``
 (``kafka.sasl.jaas.config``, ``kafka.ssl.*.password``, and keys that are no configuration
 at all, ``fs.s3a.secret.key`` and ``fs.azure.account.key.*``, which are refused); the job
-runs on Kafka topics on the loopback broker (PLAINTEXT: the SASL settings travel unused
-through Spark's Kafka source and the Kafka client), once to its end and once against a broker
-that does not answer; the command line reads the checkpoint.  Every output is then searched
+reads Kafka topics on the loopback broker over ``SASL_PLAINTEXT``, logging in with SCRAM-SHA-256
+as a user made with the secret password (the start-up check's Admin client, Spark's Kafka
+source on the driver and the executors), once to its end, once with a wrong password and once
+against a broker that does not answer; the command line reads the checkpoint.  Every output is then searched
 for the secrets: the process's standard output and error (the JVM's included: ``capfd``),
 every file under the output tables and the checkpoint (the metrics and rejected tables,
 Spark's offsets log), and the command line's output.
@@ -24,9 +25,11 @@ from spark_purgatory.workload import generate, write_json_lines
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("kafka", "kafka-broker")]
 
+#: the SCRAM user's password on the broker's SASL listener
+PASSWORD = "Sekr1t-JAAS-4711"
 SECRETS = {
     "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-    'username="svc" password="Sekr1t-JAAS-4711";',
+    f'username="svc" password="{PASSWORD}";',
     "kafka.ssl.truststore.password": "Sekr1t-TRUST-4712",
     "source.kafka.kafka.ssl.key.password": "Sekr1t-KEY-4713",
 }
@@ -57,6 +60,7 @@ def test_no_output_of_the_job_or_the_command_line_shows_a_secret(spark, kafka_br
             os.path.join(tmp_path, "in", kind, sorted(os.listdir(f"{tmp_path}/in/{kind}"))[0]), "rb"
         ) as f:
             kafka_broker.produce(topic, f.read().splitlines())
+    kafka_broker.add_scram_user("svc", PASSWORD)
     conf = tmp_path / "secrets.conf"
     conf.write_text("".join(f"{k} = {v}\n" for k, v in list(SECRETS.items())[:2]))
     out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
@@ -64,6 +68,7 @@ def test_no_output_of_the_job_or_the_command_line_shows_a_secret(spark, kafka_br
         *("--ops-path", topics[0], "--events-path", topics[1], "--source-format", "kafka"),
         *("--conf", str(conf), "--set", f"{list(SECRETS)[2]}={list(SECRETS.values())[2]}"),
         *("--set", "source.kafka.startingOffsets=earliest"),
+        *("--set", "kafka.security.protocol=SASL_PLAINTEXT", "--set", "kafka.sasl.mechanism=SCRAM-SHA-256"),
     ]
     printed = []
     code = job_main(
@@ -74,12 +79,23 @@ def test_no_output_of_the_job_or_the_command_line_shows_a_secret(spark, kafka_br
             "--checkpoint-path",
             chk,
             "--set",
-            f"kafka.bootstrap.servers={kafka_broker.bootstrap_servers}",
+            f"kafka.bootstrap.servers={kafka_broker.sasl_bootstrap_servers}",
             "--end-input",
         ]
     )
     printed.append(capfd.readouterr())
     assert code == 0, printed[-1].err[-3000:]
+    wrong = SECRETS["kafka.sasl.jaas.config"].replace(PASSWORD, "Sekr1t-WRONG-4716")
+    code = job_main(
+        [
+            *common,
+            *("--output-path", str(tmp_path / "out-3"), "--checkpoint-path", str(tmp_path / "chk-3")),
+            *("--set", f"kafka.bootstrap.servers={kafka_broker.sasl_bootstrap_servers}"),
+            *("--set", f"kafka.sasl.jaas.config={wrong}"),
+        ]
+    )
+    printed.append(capfd.readouterr())
+    assert code == 2 and "refuses this job's login (" in printed[-1].err, printed[-1].err[-3000:]
     nobody = f"127.0.0.1:{free_port()}"
     code = job_main(
         [
@@ -108,7 +124,7 @@ def test_no_output_of_the_job_or_the_command_line_shows_a_secret(spark, kafka_br
     assert "done:" in text and "Kafka at" in text  # the job did log, and its failure said why
     for needle in NEEDLES:
         assert needle not in text, [line for line in text.splitlines() if needle in line][:5]
-        for root in (out, chk, str(tmp_path / "chk-2")):
+        for root in (out, chk, str(tmp_path / "chk-2"), str(tmp_path / "chk-3")):
             assert _files_holding(root, needle.encode()) == []
 
 

@@ -311,6 +311,20 @@ def run(
         if final.returncode != 0:
             raise AssertionError(f"final run failed ({final.returncode}): {_tail(f'{log}.err')}")
     final_seconds = round(time.monotonic() - started, 1)
+    return {
+        "kills": kills,
+        "final_seconds": final_seconds,
+        "cwd_files": sorted(os.listdir(cwd)),
+        **tables_and_reference(work, out, storage_options, settings, malformed),
+    }
+
+
+def tables_and_reference(
+    work, out: str, storage_options: dict | None, settings: dict, malformed: int
+) -> dict:
+    """The output tables under ``out`` and what they must hold (``check``): the engine over
+    ``work`` with the job's ``settings`` (over ``conf/local.conf``), ``malformed`` lines as
+    ``write_json_lines`` spread them."""
     tables = {name: read_table(f"{out}/{name}", storage_options, name) for name in TABLES}
     config = PurgatoryConfig.from_mapping(
         {
@@ -321,9 +335,6 @@ def run(
     )
     expected_outcomes, expected_unmatched = reference(work, config)
     return {
-        "kills": kills,
-        "final_seconds": final_seconds,
-        "cwd_files": sorted(os.listdir(cwd)),
         "tables": tables,
         "expected_outcomes": expected_outcomes,
         "expected_unmatched": expected_unmatched,

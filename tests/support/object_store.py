@@ -8,7 +8,12 @@ for the credentials.  ``storage_options`` are delta-rs's, to read the tables bac
 
 from __future__ import annotations
 
+import copy
 import logging
+import socket
+import subprocess
+import sys
+import time
 
 from spark_purgatory.storage import Storage
 
@@ -19,17 +24,29 @@ ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_
 
 
 class S3Store:
-    """moto's S3 server on loopback with one bucket; ``stop()`` it when done."""
+    """moto's S3 server on loopback with one bucket; ``stop()`` it when done.
 
-    def __init__(self, bucket: str = BUCKET) -> None:
+    ``own_process``: the server runs in a process of its own (``python -m moto.server``), not
+    in a thread of this one: needed when this process also runs a client that holds the GIL
+    while it waits for the store (delta-rs's ``alter.set_table_properties``, which the job
+    calls at start), which would stop a server thread from answering it.
+    """
+
+    def __init__(self, bucket: str = BUCKET, *, own_process: bool = False) -> None:
         import boto3
-        from moto.server import ThreadedMotoServer
 
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self.server.start()
-        host, port = self.server.get_host_and_port()
-        self.endpoint = f"http://{host}:{port}"
+        self._process: subprocess.Popen | None = None
+        if own_process:
+            self.endpoint = self._start_process()
+        else:
+            from moto.server import ThreadedMotoServer
+
+            logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
+            self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+            self.server.start()
+            host, port = self.server.get_host_and_port()
+            self.endpoint = f"http://{host}:{port}"
+        self.server_endpoint = self.endpoint  # the test's own look (keys, put): never through a proxy
         self.bucket = bucket
         client = boto3.client(
             "s3",
@@ -39,6 +56,34 @@ class S3Store:
             aws_secret_access_key=ENV["AWS_SECRET_ACCESS_KEY"],
         )
         client.create_bucket(Bucket=bucket)
+
+    def _start_process(self) -> str:
+        from spark_purgatory.kafka_broker import _die_with_parent, free_port
+
+        port = free_port()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self._process.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return f"http://127.0.0.1:{port}"
+            except OSError:
+                time.sleep(0.1)
+        self._process.kill()
+        raise RuntimeError(f"moto's server did not listen on port {port}")
+
+    def via(self, endpoint: str) -> S3Store:
+        """The same store reached through another address (``faulty_proxy.FaultyProxy``'s):
+        ``settings``, ``storage`` and ``storage_options`` (what the project is given) name it;
+        the test's own ``keys`` and ``put`` still talk to the server itself."""
+        other = copy.copy(self)
+        other.endpoint = endpoint
+        return other
 
     def uri(self, *parts: str, scheme: str = "s3") -> str:
         return "/".join([f"{scheme}://{self.bucket}", *parts])
@@ -66,7 +111,7 @@ class S3Store:
         import pyarrow.fs as pafs
 
         return pafs.S3FileSystem(
-            endpoint_override=self.endpoint,
+            endpoint_override=self.server_endpoint,
             scheme="http",
             region=REGION,
             access_key=ENV["AWS_ACCESS_KEY_ID"],
@@ -91,7 +136,11 @@ class S3Store:
             out.write(data)
 
     def stop(self) -> None:
-        self.server.stop()
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait(30)
+        else:
+            self.server.stop()
 
 
 def check_segment_files(uri: str, storage) -> None:

@@ -17,6 +17,27 @@ from spark_purgatory.spark.sources import read_stream
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
+def arriving_input(root, work, *, files: int, malformed: int = 0):
+    """``work`` as ``files`` JSON-lines files per input, held back under ``root/pending``;
+    returns the two input directories (empty) and ``deliver(parts)``, which moves the files
+    numbered ``parts`` into them (each appears whole, as a file source must see it)."""
+    from spark_purgatory.workload import write_json_lines
+
+    pending = os.path.join(root, "pending")
+    write_json_lines(work, f"{pending}/ops", f"{pending}/events", files=files, malformed=malformed)
+    ops, events = os.path.join(root, "ops"), os.path.join(root, "events")
+    os.makedirs(ops)
+    os.makedirs(events)
+
+    def deliver(parts: range) -> None:
+        for i in parts:
+            name = f"part-{i:05d}.json"
+            os.replace(os.path.join(pending, "ops", name), os.path.join(ops, name))
+            os.replace(os.path.join(pending, "events", name), os.path.join(events, name))
+
+    return ops, events, deliver
+
+
 def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 

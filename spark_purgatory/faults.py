@@ -1,0 +1,108 @@
+"""Permanent faults: something a failed run needs is gone, said in one line.
+
+A run that fails is started again by the job's restart policy (``restarts``) when the fault
+may pass: a broker restarting, a store answering ``503 SlowDown``, a dropped connection.
+Some faults do not pass by waiting: a bucket deleted, credentials revoked, a Kafka topic
+deleted.  After a failure the job asks each resource the query depends on, once
+(``diagnose``): a bucket (or ADLS container) of any path on an object store, and the Kafka
+topics it reads.  One that answers "no such bucket", "access denied", "no such topic" or
+"login refused" ends the job at once with ``PermanentFault``, one line naming the resource
+and what to do, instead of restarts that would meet the same answer.
+
+Asking changes nothing: the failed run stopped between micro-batches like any stop, so a
+start after the fix continues from the checkpoint, exactly once (what was staged but not
+committed is committed then).
+
+Invariant: a resource that does not answer (a timeout, a 503, a broker away) is never called
+gone: that is a fault that may pass, left to the restart policy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .storage import Storage
+
+__all__ = ["PermanentFault", "diagnose", "gone_buckets", "gone_topics"]
+
+#: what a store answers to credentials it does not accept (S3, ADLS, GCS)
+_REFUSED = re.compile(
+    r"ACCESS_DENIED|AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|InvalidToken"
+    r"|AuthenticationFailed|AuthorizationFailure|\b403\b",
+)
+
+
+class PermanentFault(RuntimeError):
+    """A failed run's cause that no restart fixes; the message is one line naming it."""
+
+
+def gone_buckets(uris: Iterable[str], storage: Storage) -> str | None:
+    """One line for the first bucket of ``uris`` on an object store that does not exist or
+    refuses this job's credentials; None if each answers (or does not answer at all)."""
+    asked: set[str] = set()
+    for uri in uris:
+        if not uri or "://" not in uri or uri.startswith("file:"):
+            continue
+        try:
+            fs, path = storage.filesystem(uri)
+        except Exception:  # noqa: BLE001 - a URI pyarrow cannot reach: not ours to judge here
+            continue
+        bucket = path.split("/", 1)[0]
+        if not bucket or bucket in asked:
+            continue
+        asked.add(bucket)
+        try:
+            info = fs.get_file_info(bucket)
+        except OSError as error:
+            if _REFUSED.search(str(error)):
+                return (
+                    f"the object store refuses this job's credentials for the bucket {bucket!r} "
+                    f"({uri}; revoked, or wrong): {_first_line(error)}"
+                )
+            continue  # no answer, a 503: may pass
+        if info.type.name == "NotFound":
+            return f"the bucket {bucket!r} ({uri}) does not exist (deleted, or a wrong name)"
+    return None
+
+
+def gone_topics(spark: Any, options: dict[str, str]) -> str | None:
+    """One line for the subscribed Kafka topics the brokers no longer have, or for a login
+    they refuse (None: all there, or the brokers did not answer)."""
+    from .spark.formats import KafkaLoginRefused, kafka_topics
+
+    subscribed = [t.strip() for t in options.get("subscribe", "").split(",") if t.strip()]
+    if not subscribed:
+        return None
+    try:
+        found = kafka_topics(spark, options)
+    except KafkaLoginRefused as refused:  # credentials revoked, rights taken away
+        return str(refused).split(": check", 1)[0]
+    except Exception:  # noqa: BLE001 - the brokers did not answer (ConfigError): may pass
+        return None
+    missing = [t for t in subscribed if t not in found]
+    if not missing:
+        return None
+    what = f"topic {missing[0]!r} is" if len(missing) == 1 else f"topics {', '.join(map(repr, missing))} are"
+    return f"the Kafka {what} gone from {options.get('kafka.bootstrap.servers')} (deleted)"
+
+
+def diagnose(
+    *, uris: Iterable[str], storage: Storage, spark: Any = None, kafka: dict[str, str] | None = None
+) -> PermanentFault | None:
+    """After a failed run: the ``PermanentFault`` to end the job with, or None (the fault may
+    pass: the restart policy decides)."""
+    found = gone_buckets(uris, storage)
+    if found is None and kafka is not None and spark is not None:
+        found = gone_topics(spark, kafka)
+    if found is None:
+        return None
+    return PermanentFault(
+        f"{found}; the query stopped: fix it, then start the job again (it continues from its checkpoint)"
+    )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
