@@ -209,6 +209,12 @@ class Purgatory:
         False: it could not, and the state must be loaded whole."""
         return forward(self._t, to, added, removed, resolved, self.config)
 
+    def windows_added(self, mark: int | None = None) -> tuple[pd.DataFrame | None, int]:
+        """The completed operations' windows remembered since ``mark`` (a mark this returned
+        before; None: none asked), in the order they came, and the mark now."""
+        windows = self._t.windows
+        return (None if mark is None else windows.added(mark)), windows.mark
+
     def take_changes(self) -> Changes:
         """What the big tables gained and lost since the last call (see ``tables.Changes``)."""
         return self._changes.take(self._t.next_handle, self._t.resolved.frame)

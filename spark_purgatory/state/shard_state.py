@@ -8,8 +8,10 @@ holds a *pointer* of a hundred bytes, and the state lives in files the executor 
 
 * one small **delta file** per save (``deltas``): the operations added since the last save,
   the handles resolved since (the dead), the dedup rows added since, the small tables
-  (matches, buffered events, key progress) and scalars whole, the list of segment files and
-  the *chain* of delta files since the last segment;
+  (matches, key progress, ...) and scalars whole, the buffered events and completed
+  operations' windows whole in a chain's first file and as changes after it
+  (``small_tables``), the list of segment files and the *chain* of delta files since the
+  last segment;
 * immutable **segments**, LSM-style: one *base* (every big table) and *change* segments.
   When a chain reaches ``deltas.MAX_DELTAS`` files or holds more than
   ``purgatory.state.segment.rows`` rows, the change since the last segment is written as a
@@ -85,6 +87,7 @@ from .deltas import (
 )
 from .layers import TAILS, apply_change, change_of, pending_tables
 from .segments import SegmentStore
+from .small_tables import SmallMark, small_mark, small_parts, small_tables
 
 __all__ = ["Lineage", "Segment", "save_state", "load_state", "loaded_by", "saved_bytes", "STATE_VERSION"]
 
@@ -127,6 +130,7 @@ class Lineage:
     version: int = 0  # the last delta file's version
     written: int = 0  # delta files written, the clock of the sweep
     saved_bytes: int = 0  # the size of what the last save wrote (the delta file, or the value)
+    small: SmallMark | None = None  # the events and windows the last delta file left (``small_tables``)
 
     def record(self, changes: Changes) -> None:
         """Add the engine's changes since the last save to the change since the last segment."""
@@ -228,7 +232,9 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
             saves=str(lineage.saves),
             graveyard=json.dumps(lineage.graveyard),
         )
-    parts = _small_parts(t)
+    # the chain's head holds the events and windows whole, later files their change
+    parts, small, lineage.small = small_parts(p, t, lineage.small if len(lineage.chain) > 1 else None)
+    meta.update(small)
     parts.update({f"tail_{k}": frame_bytes(v) for k, v in layer.items()})
     data = pack_parts(parts, meta)
     store.write_named(name, data)
@@ -445,13 +451,21 @@ def _forward(p: Purgatory, deltas: list[tuple[dict, dict]], parts: dict, meta: d
     change = change_of(deltas)
     to = ShardTables.empty()
     _set_small(p, to, parts, meta)
+    to.events, to.windows = small_tables(deltas, live=lambda: _live_small(p))
     to.wheel_now = int(meta["wheel_now"])
     if not p.forward(to, (change["ops"], change["watch"]), change["dead"], change["resolved"]):
         return False
     _lineage_at(p.lineage, deltas, meta)
+    p.lineage.small = small_mark(p, to.events, to.next_eseq)
     p.lineage.loaded_by = "caught-up"
     p.take_changes()  # the state layer has it all: log from here on
     return True
+
+
+def _live_small(p: Purgatory) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The live shard's events and windows (no pending row copied out)."""
+    t = p.tables(arrow=True, since=np.iinfo(np.int64).max)
+    return t.events, t.windows
 
 
 def _lineage_at(lineage: Lineage, deltas: list[tuple[dict, dict]], meta: dict[str, str]) -> None:
@@ -485,10 +499,12 @@ def _bring_forward(
     apply_change(t, since, replaced, change_of(layers))
     lineage.segments = _segments_in(meta)
     _set_small(p, t, parts, meta)
+    t.events, t.windows = small_tables(deltas)  # ``deltas`` is the whole chain
     t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
     _lineage_at(lineage, deltas, meta)
     t.wheel, t.wheel_now = None, int(meta["wheel_now"])  # rebuilt from the pending deadlines
     p.load_tables(t)
+    lineage.small = small_mark(p, t.events, t.next_eseq)
     p.take_changes()  # the state layer has it all: log from here on
 
 
