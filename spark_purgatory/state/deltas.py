@@ -7,8 +7,8 @@ name, a hundred bytes, whatever the shard holds); the state itself lives in the
 * **segments** (``base-*``, ``change-*``): the bulk, immutable (``shard_state``);
 * **delta files** (``deltas/<shard>/<version>.<lineage>.<token>.arrow``): what one save
   changed since the save before it (operations and watchers added, handles resolved, dedup
-  rows added), the small tables and scalars whole (the buffered events and windows only in
-  the chain's first file, as changes after it: ``small_tables``), and the *chain*: the names of the delta
+  rows added), the small tables and scalars whole (the buffered events and windows whole
+  once every ``MAX_DELTAS`` files, as changes between: ``small_tables``), and the *chain*: the names of the delta
   files since the last segment (or since the last full delta, which holds every row of a
   shard too small for segments).  A chain is at most ``MAX_DELTAS`` files; the save that
   would make it longer (or whose chain holds more than ``segment.rows`` rows) compacts it:

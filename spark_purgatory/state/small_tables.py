@@ -1,10 +1,11 @@
-"""The small tables in delta files: whole at the head of a chain, as changes after it.
+"""The small tables in delta files: whole in one file, as changes in the next ones.
 
 Two of a shard's "small" tables grow with a busy shard's traffic: the buffered events (events
 the watermark has not passed yet, by ``eseq``) and the windows of completed operations (kept
 until the watermark passes their end).  Written whole by every save, they made a save cost
-the shard's size rather than its batch.  So a delta file (``deltas``) holds them whole only
-when it heads its chain, and after that what changed since the file before it:
+the shard's size rather than its batch.  So a delta file (``deltas``) holds them whole once
+every ``deltas.MAX_DELTAS`` files of a shard, and in the files after it what changed since
+the file before:
 
 * **events**: the rows from the last save's ``next_eseq`` on (a lineage's eseqs only grow),
   the eseqs that left (finalised), the eseqs newly ``used`` (never unset);
@@ -12,33 +13,36 @@ when it heads its chain, and after that what changed since the file before it:
   the watermark has since passed are dropped on load (``end`` at or below the file's
   ``retired_wm``, as the engine drops them).
 
-The other small tables (matches, key progress, relayed pairs, parked operations) and the
-scalars stay whole in every file.  A file whose metadata says nothing (``small`` absent: a
-chain's head, a whole value, any file written before this scheme) holds both whole; a load
-starts from the last such file of the chain it read, or from the live shard it brings
-forward, and applies the changes after it in order.
+Each file names its *small chain* (metadata ``small_chain``): the files from the last one
+holding them whole to itself.  It runs on across the compactions of the big tables' chain,
+which come as often as a busy shard adds ``segment.rows`` rows; a file that names none (a
+whole value, any file written before this scheme) holds both whole.  The other small tables
+(matches, key progress, relayed pairs, parked operations) and the scalars stay whole in
+every file.  A load applies the small chain in order, from its first file or from the live
+shard it brings forward (at the version of one of its files).
 
-Invariant: the events and windows of a chain's files, applied in order, are those the shard
-held when the last file was written.
+Invariant: the events and windows of a small chain's files, applied in order, are those the
+shard held when its last file was written.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..engine.frames import empty, isin
+from ..engine.frames import isin
 from ..engine.purgatory import Purgatory
 from ..engine.tables import EVENTS, SMALL_TABLES, WINDOWS, ShardTables
 from .codec import frame_bytes, frame_from, handles_bytes, handles_from
 
-__all__ = ["SmallMark", "small_mark", "small_parts", "small_tables"]
+__all__ = ["SMALL_CHAIN", "SmallMark", "small_mark", "small_parts", "small_chain", "small_tables"]
 
-#: the metadata key of a file that holds the events and windows as changes
-_CHANGES = "small"
+#: the metadata key of a delta file's small chain (module docstring)
+SMALL_CHAIN = "small_chain"
 #: the small tables a file after its chain's head holds as changes
 _CHANGING = ("events", "windows")
 
@@ -65,21 +69,22 @@ def small_mark(p: Purgatory, events: pd.DataFrame, next_eseq: int) -> SmallMark:
 
 def small_parts(
     p: Purgatory, t: ShardTables, since: SmallMark | None
-) -> tuple[dict[str, bytes], dict[str, str], SmallMark]:
-    """The small tables' parts of a delta file (and its metadata): every table whole when
-    ``since`` is None (a chain's head), else the events and windows as their change since
-    ``since``, the other tables whole; and the mark of what was written."""
+) -> tuple[dict[str, bytes], bool, SmallMark]:
+    """The small tables' parts of a delta file: every table whole when ``since`` is None (or
+    the change cannot be told), else the events and windows as their change since
+    ``since``, the other tables whole; whether they are whole, and the mark of what was
+    written."""
     parts = {name: frame_bytes(getattr(t, name)) for name in SMALL_TABLES if name not in _CHANGING}
     parts["due"] = handles_bytes(t.due)
     mark = small_mark(p, t.events, t.next_eseq)
     change = None if since is None else _events_change(t.events, mark, since)
     if change is None:
         parts.update(events=frame_bytes(t.events), windows=frame_bytes(t.windows))
-        return parts, {}, mark
+        return parts, True, mark
     windows, _ = p.windows_added(since.windows)
     parts.update(change)
     parts["windows_new"] = frame_bytes(windows)
-    return parts, {_CHANGES: "changes"}, mark
+    return parts, False, mark
 
 
 def _events_change(events: pd.DataFrame, now: SmallMark, since: SmallMark) -> dict[str, bytes] | None:
@@ -102,36 +107,50 @@ def _events_change(events: pd.DataFrame, now: SmallMark, since: SmallMark) -> di
     }
 
 
+def small_chain(meta: dict[str, str]) -> list[str]:
+    """The small chain a delta file names (empty: it holds the events and windows whole)."""
+    return json.loads(meta.get(SMALL_CHAIN, "[]"))
+
+
 Frames = tuple[pd.DataFrame, pd.DataFrame]
+File = tuple[dict, dict]
 
 
-def small_tables(files: list[tuple[dict, dict]], live: Callable[[], Frames] | None = None) -> Frames:
-    """The events and windows of the last of ``files`` (a chain's files read, oldest first):
-    from the last file holding them whole, or, when none of them does, from ``live()`` (the
-    live shard's, at the version right before the first file), with the changes after it
-    applied.  Windows the last file's ``retired_wm`` passed are dropped."""
-    heads = [i for i, (_, meta) in enumerate(files) if meta.get(_CHANGES) != "changes"]
-    if heads:
-        parts, _ = files[heads[-1]]
-        events, windows = frame_from(parts["events"], EVENTS), frame_from(parts["windows"], WINDOWS)
-        files = files[heads[-1] + 1 :]
-    elif live is not None:
+def small_tables(
+    parts: dict,
+    meta: dict[str, str],
+    read: Callable[[str], File],
+    *,
+    live: Callable[[], Frames] | None = None,
+    since: str | None = None,
+) -> Frames:
+    """The events and windows of the delta file ``(parts, meta)``: its small chain's first
+    file's, with the changes of the files after it (``read`` by name) applied; with ``live``
+    and ``since`` (a file of that chain whose version the live shard holds), the live
+    shard's with the changes after ``since``.  Windows the file's ``retired_wm`` passed are
+    dropped."""
+    chain = small_chain(meta)
+    if not chain:  # whole here
+        return frame_from(parts["events"], EVENTS), frame_from(parts["windows"], WINDOWS)
+    if live is not None and since in chain:
         events, windows = live()
+        changes = chain[chain.index(since) + 1 :]
     else:
-        raise ValueError("a chain of delta files without its head: the state files are incomplete")
+        first, _ = read(chain[0])
+        events, windows = frame_from(first["events"], EVENTS), frame_from(first["windows"], WINDOWS)
+        changes = chain[1:]
     added = [windows]
-    for parts, _ in files:
-        gone, used = handles_from(parts["events_gone"]), handles_from(parts["events_used"])
+    for name in changes:
+        change = parts if name == chain[-1] else read(name)[0]
+        gone, used = handles_from(change["events_gone"]), handles_from(change["events_used"])
         eseq = events["eseq"].to_numpy(np.int64)
         kept = ~isin(eseq, gone)
         flags = events["used"].to_numpy(bool) | isin(eseq, used)
         events = pd.concat(
-            [events.assign(used=flags).loc[kept], frame_from(parts["events_new"], EVENTS)], ignore_index=True
+            [events.assign(used=flags).loc[kept], frame_from(change["events_new"], EVENTS)], ignore_index=True
         )
-        added.append(frame_from(parts["windows_new"], WINDOWS))
-    if len(added) > 1:
-        windows = pd.concat(added, ignore_index=True) if any(len(w) for w in added) else empty(WINDOWS)
-    if files:
-        retired = int(files[-1][1]["retired_wm"])
-        windows = windows.loc[windows["end"].to_numpy(np.int64) > retired].reset_index(drop=True)
+        added.append(frame_from(change["windows_new"], WINDOWS))
+    windows = pd.concat(added, ignore_index=True) if len(added) > 1 else windows
+    retired = int(meta["retired_wm"])
+    windows = windows.loc[windows["end"].to_numpy(np.int64) > retired].reset_index(drop=True)
     return events.reset_index(drop=True), windows
