@@ -469,21 +469,18 @@ def _forward(p: Purgatory, deltas: list[tuple[dict, dict]], read: Callable, sinc
     change = change_of(deltas)
     to = ShardTables.empty()
     _set_small(p, to, parts, meta)
-    to.events, to.windows = small_tables(parts, meta, read, live=lambda: _live_small(p), since=since)
+    to.events, windows, live = small_tables(parts, meta, read, live_events=p.buffered, since=since)
+    if not live:
+        to.windows = windows
     to.wheel_now = int(meta["wheel_now"])
-    if not p.forward(to, (change["ops"], change["watch"]), change["dead"], change["resolved"]):
+    kept = {"windows_added": windows} if live else {}  # the live windows, and those added
+    if not p.forward(to, (change["ops"], change["watch"]), change["dead"], change["resolved"], **kept):
         return False
     _lineage_at(p.lineage, deltas, meta)
     p.lineage.small = small_mark(p, to.events, to.next_eseq)
     p.lineage.loaded_by = "caught-up"
     p.take_changes()  # the state layer has it all: log from here on
     return True
-
-
-def _live_small(p: Purgatory) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The live shard's events and windows (no pending row copied out)."""
-    t = p.tables(arrow=True, since=np.iinfo(np.int64).max)
-    return t.events, t.windows
 
 
 def _lineage_at(lineage: Lineage, deltas: list[tuple[dict, dict]], meta: dict[str, str]) -> None:
@@ -518,7 +515,7 @@ def _bring_forward(
     apply_change(t, since, replaced, change_of(layers))
     lineage.segments = _segments_in(meta)
     _set_small(p, t, parts, meta)
-    t.events, t.windows = small_tables(parts, meta, read)
+    t.events, t.windows, _ = small_tables(parts, meta, read)
     t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
     _lineage_at(lineage, deltas, meta)
     t.wheel, t.wheel_now = None, int(meta["wheel_now"])  # rebuilt from the pending deadlines

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..engine.frames import isin
+from ..engine.frames import empty, isin, rows_where, stack
 from ..engine.purgatory import Purgatory
 from ..engine.tables import EVENTS, SMALL_TABLES, WINDOWS, ShardTables
 from .codec import frame_bytes, frame_from, handles_bytes, handles_from
@@ -121,36 +121,34 @@ def small_tables(
     meta: dict[str, str],
     read: Callable[[str], File],
     *,
-    live: Callable[[], Frames] | None = None,
+    live_events: Callable[[], pd.DataFrame] | None = None,
     since: str | None = None,
-) -> Frames:
+) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
     """The events and windows of the delta file ``(parts, meta)``: its small chain's first
-    file's, with the changes of the files after it (``read`` by name) applied; with ``live``
-    and ``since`` (a file of that chain whose version the live shard holds), the live
-    shard's with the changes after ``since``.  Windows the file's ``retired_wm`` passed are
-    dropped."""
+    file's, with the changes of the files after it (``read`` by name) applied; and False.
+    With ``live_events`` and ``since`` (a file of that chain whose version the live shard
+    holds): the live shard's events with the changes after ``since``, the windows added
+    since, and True (the live windows stay: ``Purgatory.forward``).  Windows the file's
+    ``retired_wm`` passed are dropped."""
     chain = small_chain(meta)
     if not chain:  # whole here
-        return frame_from(parts["events"], EVENTS), frame_from(parts["windows"], WINDOWS)
-    if live is not None and since in chain:
-        events, windows = live()
+        return frame_from(parts["events"], EVENTS), frame_from(parts["windows"], WINDOWS), False
+    live = live_events is not None and since in chain
+    if live:
+        events, windows = live_events(), empty(WINDOWS)
         changes = chain[chain.index(since) + 1 :]
     else:
         first, _ = read(chain[0])
         events, windows = frame_from(first["events"], EVENTS), frame_from(first["windows"], WINDOWS)
         changes = chain[1:]
-    added = [windows]
     for name in changes:
         change = parts if name == chain[-1] else read(name)[0]
         gone, used = handles_from(change["events_gone"]), handles_from(change["events_used"])
         eseq = events["eseq"].to_numpy(np.int64)
         kept = ~isin(eseq, gone)
         flags = events["used"].to_numpy(bool) | isin(eseq, used)
-        events = pd.concat(
-            [events.assign(used=flags).loc[kept], frame_from(change["events_new"], EVENTS)], ignore_index=True
-        )
-        added.append(frame_from(change["windows_new"], WINDOWS))
-    windows = pd.concat(added, ignore_index=True) if len(added) > 1 else windows
+        events = stack(rows_where(events.assign(used=flags), kept), frame_from(change["events_new"], EVENTS))
+        windows = stack(windows, frame_from(change["windows_new"], WINDOWS))
     retired = int(meta["retired_wm"])
-    windows = windows.loc[windows["end"].to_numpy(np.int64) > retired].reset_index(drop=True)
-    return events.reset_index(drop=True), windows
+    windows = rows_where(windows, windows["end"].to_numpy(np.int64) > retired)
+    return events.reset_index(drop=True), windows.reset_index(drop=True), live
