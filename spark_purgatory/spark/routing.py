@@ -271,15 +271,20 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
     return _as_routed(rows, SOURCE_OPERATIONS, config, shard="_shard", role="_role", keys=keys, peer=peer)
 
 
+def _routes_settings(config: PurgatoryConfig, registering: bool) -> str:
+    """The routes' last arguments (``checks``): shards, shard key delimiter, cross-shard
+    operations allowed, the op_id registry on."""
+    delimiter = (
+        sql_string(config.shard_key_delimiter) if config.shard_key_delimiter else "CAST(NULL AS STRING)"
+    )
+    crossing = str(bool(config.cross_shard_operations)).lower()
+    return f"{int(config.shards)}, {delimiter}, {crossing}, {str(registering).lower()}"
+
+
 def _routed_by(function: str, parsed_ops: DataFrame, config: PurgatoryConfig, registering: bool) -> DataFrame:
     """``_route_operations`` by the JVM function ``function`` (``checks``): one call gives
     the reason and the copies (shard, role, peer, keys), which ``inline`` makes rows."""
-    delimiter = config.shard_key_delimiter
-    call = (
-        f"{function}(keys, op_id, reason, raw, {int(config.shards)}, "
-        f"{sql_string(delimiter) if delimiter else 'CAST(NULL AS STRING)'}, "
-        f"{str(bool(config.cross_shard_operations)).lower()}, {str(registering).lower()})"
-    )
+    call = f"{function}(keys, op_id, reason, raw, {_routes_settings(config, registering)})"
     kept = [f"`{c}`" for c in parsed_ops.columns if c != "reason"]
     routes = parsed_ops.selectExpr(*kept, f"{call} AS _route")
     rows = routes.selectExpr(*kept, "_route.reason AS reason", "inline(_route.copies)")
@@ -305,12 +310,7 @@ def route_typed_operations(
     if not function:
         return None
     read, arguments = operations_read(with_latest(df, max_future_ms), max_timeout_ms, limits)
-    delimiter = config.shard_key_delimiter
-    call = (
-        f"{function}({arguments}, {int(config.shards)}, "
-        f"{sql_string(delimiter) if delimiter else 'CAST(NULL AS STRING)'}, "
-        f"{str(bool(config.cross_shard_operations)).lower()}, {str(registers(config)).lower()})"
-    )
+    call = f"{function}({arguments}, {_routes_settings(config, registers(config))})"
     kept = ["_record", "op_id", _TS_SQL, "timeout_ms", "target", "payload"]
     rows = read.selectExpr(*kept, f"{call} AS _rows").selectExpr(
         *kept,
