@@ -6,8 +6,9 @@ optimizer time on every trigger (``bench_batch.py`` meters the rules JVM-wide: t
 optimizer ~31 ms per micro-batch against the stateful floor's ~8).  This builds the plan
 ``start()`` runs (typed Parquet inputs, the staged shards, the observed metrics, the wake
 input) and its parts, and runs the session's optimizer on each analysed plan repeatedly in
-one local[2] C1-only session: the median milliseconds per optimization.  The stateful floor's
-plan (``contenders.stateful_floor``) is printed beside them.
+one local[2] C1-only session: the median milliseconds per optimization, and the optimized
+plan's tree nodes (operators and expressions).  The stateful floor's plan
+(``contenders.stateful_floor``) is printed beside them.
 
     .venv/bin/python benchmarks/bench_optimizer.py [--runs 30]
 """
@@ -40,6 +41,14 @@ def _optimize_ms(spark, frame, runs: int) -> float:
     return statistics.median(took) * 1000
 
 
+def _nodes(spark, frame) -> int:
+    """The optimized plan's tree nodes, operators and expressions (its JSON's classes)."""
+    optimized = (
+        spark._jsparkSession.sessionState().optimizer().execute(frame._jdf.queryExecution().analyzed())
+    )
+    return optimized.toJSON().count('"class":')
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30, help="optimizations per plan (median)")
@@ -51,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     from spark_purgatory.delta.staging import ShardStaging
     from spark_purgatory.runtime.session import local_session
     from spark_purgatory.runtime.settings import optimizer_rules
+    from spark_purgatory.spark import routing
     from spark_purgatory.spark.metrics import observe_purgatory
     from spark_purgatory.spark.operator import staged_stream
     from spark_purgatory.spark.routing import route_events, route_operations
@@ -71,12 +81,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parsed_events = parse_events(evs, "parquet", max_future_ms=config.max_future_ms)
     staged = staged_stream(ops, evs, config, staging, source_format="parquet", wake_path=wake)
+    # an older checkout (``PYTHONPATH``) has no one-call reading
+    one_call = getattr(routing, "route_typed_operations", lambda *args, **kwargs: None)
     parts = {
         "start()'s plan (observed, staged, wake input)": observe_purgatory(staged),
         "  without the observed metrics": staged,
         "  without the wake input": staged_stream(ops, evs, config, staging, source_format="parquet"),
         "operations parsed": parsed_ops,
         "operations parsed and routed": route_operations(parsed_ops, config),
+        "operations checked and routed in one call": one_call(
+            ops,
+            config,
+            max_timeout_ms=config.max_timeout_ms,
+            max_future_ms=config.max_future_ms,
+            limits=config.input_limits,
+        ),
         "events parsed": parsed_events,
         "events parsed and routed": route_events(parsed_events, config),
         "the operations' scan alone": ops,
@@ -90,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with optimizer_rules(spark):
             for name, frame in parts.items():
-                print(f"  {name:<48} {_optimize_ms(spark, frame, args.runs):6.1f} ms", flush=True)
+                if frame is None:  # no checks JAR: no one-call reading
+                    continue
+                ms, nodes = _optimize_ms(spark, frame, args.runs), _nodes(spark, frame)
+                print(f"  {name:<48} {ms:6.1f} ms  {nodes:5d} nodes", flush=True)
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -132,6 +132,13 @@ def test_the_shard_profile_runs_the_operators_shard_step():
         assert step in out
 
 
+def test_the_state_save_bench_brings_a_parked_shard_forward_and_measures_its_saves():
+    """``bench_state_save.py``: Spark-free; the two worker caches take turns, so loads after
+    the first are brought forward (``caught-up``)."""
+    out = _bench("bench_state_save.py", "--pending", "3000", "--batches", "3", "--batch-ops", "200")
+    assert out.count("caught-up") >= 2 and "save median" in out
+
+
 def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_log():
     """``bench_batch.anatomy`` on a small event log written here: no Spark, milliseconds."""
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))

@@ -204,10 +204,22 @@ class Purgatory:
         restarts: every row counts as added."""
         self._t: LiveTables = live_from(tables, self.config, self._changes)
 
-    def forward(self, to: ShardTables, added: tuple, removed: np.ndarray, resolved: pd.DataFrame) -> bool:
-        """Bring the state forward to ``to`` by what changed since (``snapshot.forward``);
-        False: it could not, and the state must be loaded whole."""
-        return forward(self._t, to, added, removed, resolved, self.config)
+    def forward(
+        self, to: ShardTables, added: tuple, removed: np.ndarray, resolved: pd.DataFrame, **windows: Any
+    ) -> bool:
+        """Bring the state forward to ``to`` by what changed since (``snapshot.forward``; its
+        ``windows_added``); False: it could not, and the state must be loaded whole."""
+        return forward(self._t, to, added, removed, resolved, self.config, **windows)
+
+    def windows_added(self, mark: int | None = None) -> tuple[pd.DataFrame | None, int]:
+        """The completed operations' windows remembered since ``mark`` (a mark this returned
+        before; None: none asked), in the order they came, and the mark now."""
+        windows = self._t.windows
+        return (None if mark is None else windows.added(mark)), windows.mark
+
+    def buffered(self) -> pd.DataFrame:
+        """The buffered events (``tables.EVENTS``), in arrival order."""
+        return self._t.events.to_frame(EVENTS)
 
     def take_changes(self) -> Changes:
         """What the big tables gained and lost since the last call (see ``tables.Changes``)."""

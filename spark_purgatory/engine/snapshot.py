@@ -189,6 +189,8 @@ def forward(
     removed: np.ndarray,
     resolved: pd.DataFrame,
     config: PurgatoryConfig,
+    *,
+    windows_added: pd.DataFrame | None = None,
 ) -> bool:
     """Bring ``live`` forward to a later version of the same shard, given what changed in
     between: the operations and watchers ``added`` (``OPS_ARROW``, ``WATCH_ARROW``; handles
@@ -200,7 +202,8 @@ def forward(
     The wheel keeps its invariant, every pending operation not due: the removed ones and those
     due now leave it, the added ones not due join it, and its clock moves to ``to``'s
     without a single expiry (an operation alive and not due in the later version has a later
-    deadline)."""
+    deadline).  With ``windows_added`` (``WINDOWS`` rows) the completed operations' windows
+    are the live ones and those, retired at ``to``'s watermark, and ``to.windows`` is not read."""
     ops, watch = added
     leaving = distinct(np.concatenate([removed, to.due]).astype(np.int64))
     leaving = leaving[live.pending.contains(leaving) & ~isin(leaving, live.due)]
@@ -219,8 +222,14 @@ def forward(
     live.resolved.retire(to.retired_wm)
     live.watermark, live.retired_wm = to.watermark, to.retired_wm
     live.next_handle, live.next_eseq = to.next_handle, to.next_eseq
+    windows = live.windows
     for name, table in _small(to, config).items():
         setattr(live, name, table)
+    if windows_added is not None:  # the live windows, and the change
+        w = {c: windows_added[c].to_numpy() for c in ("khash", "ohash", "start", "end")}
+        windows.add(w["khash"], w["ohash"], w["start"], w["end"])
+        windows.retire(to.retired_wm)
+        live.windows = windows
     return True
 
 

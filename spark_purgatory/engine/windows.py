@@ -119,6 +119,17 @@ class ResolvedWindows:
         order = pair_order(self._rows.column("khash")[pos], self._rows.column("start")[pos])
         return self._rows.frame(pos[order], list(WINDOWS))
 
+    @property
+    def mark(self) -> int:
+        """Where the windows remembered from now on start (``added``)."""
+        return self._next
+
+    def added(self, mark: int) -> pd.DataFrame:
+        """The windows remembered from ``mark`` on and still kept, in the order they came."""
+        pos = self._rows.live_positions()
+        pos = pos[(self._rows.column("handle")[pos] >= mark) & self._kept(pos)]
+        return self._rows.frame(pos, list(WINDOWS))
+
     def wakeup(self) -> int | None:
         """None: forgetting a window changes no answer, so it never needs a micro-batch."""
         return None

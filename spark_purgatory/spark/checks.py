@@ -16,7 +16,9 @@ functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
 * ``EventChecks`` (typed input): a completion event's reason, and its op_id
   and source read as absent where blank;
 * ``OperationRoutes`` (any input): from the parsed keys, op_id, reason and
-  raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies.
+  raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies;
+* ``OperationRows`` (typed input, a stream's routing): the two before in one call, the
+  checks' arguments then the routes' (``routing.route_typed_operations``).
 
 Beside it in ``.jars/checks``, from the same build (``jvm/spark-purgatory/checkpoint``):
 ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles``, the checkpoint file manager
@@ -47,7 +49,9 @@ __all__ = [
     "CHECKS",
     "EVENT_CHECKS",
     "ROUTES",
+    "ROWS",
     "operation_checks",
+    "operation_rows",
     "event_checks",
     "operation_routes",
     "condition_names",
@@ -104,6 +108,21 @@ ROUTES = (
 )
 
 
+_COPIES = ROUTES[2]["copies"].dataType
+ROWS = (
+    "spark_purgatory_operation_rows",
+    "io.sparkpurgatory.checks.OperationRows",
+    T.StructType(
+        [
+            T.StructField("reason", T.StringType()),
+            T.StructField("condition", T.StringType()),
+            T.StructField("members", _TEXTS),
+            T.StructField("copies", _COPIES),
+        ]
+    ),
+)
+
+
 def condition_names(limits: InputLimits | None = None) -> str:
     """The condition names as the checks take them: every name, those that need a target,
     the one that needs members (``engine.conditions``: one source for both readings); then
@@ -132,14 +151,26 @@ def operation_routes(spark: SparkSession) -> str | None:
     return _registered(spark, *ROUTES)
 
 
-def _registered(spark: SparkSession, name: str, cls: str, returns: T.DataType) -> str | None:
+def operation_rows(spark: SparkSession) -> str | None:
+    """The checks-and-routes function's SQL name, registered in ``spark``'s session; None
+    without the JAR (or a JAR built before it)."""
+    return _registered(spark, *ROWS, quiet=True)  # the two functions serve without it
+
+
+def _registered(
+    spark: SparkSession, name: str, cls: str, returns: T.DataType, *, quiet: bool = False
+) -> str | None:
     """``name``, registered for ``cls``; None when the class is not on the driver's classpath
     and the checkout's JAR cannot be added (``_added``), or the session is a Spark Connect
     client, which cannot look (the caller writes SQL)."""
     if is_connect(spark):
+        if not quiet:
+            _say_sql("a Spark Connect client cannot call them")
         return None
     if not _loadable(spark, cls) and not _added(spark, cls):
         log.debug("%s is not on the classpath: SQL instead", cls)
+        if not quiet:
+            _say_sql(f"{cls} is not on the driver's class path")
         return None
     # once per session: a second start() would replace it, and Spark warns that it did (the
     # session's catalog is not asked: that would create spark-warehouse/ in the working directory)
@@ -148,6 +179,24 @@ def _registered(spark: SparkSession, name: str, cls: str, returns: T.DataType) -
         spark.udf.registerJavaFunction(name, cls, returns)
         spark.conf.set(marker, cls)
     return name
+
+
+#: what this process has said about the checks running as SQL (``_say_sql``): once
+_SAID: set[str] = set()
+
+
+def _say_sql(why: str) -> None:
+    """One warning per process that the checks and routes run as SQL: the job gives the same
+    rows, with a plan Spark optimizes longer in every micro-batch."""
+    if "sql" in _SAID:
+        return
+    _SAID.add("sql")
+    log.warning(
+        "spark-purgatory's checks JAR is not in use (%s): inputs are checked and routed by SQL, "
+        "the same rows, more planning per micro-batch (docs/performance.md); build it with "
+        "`make jars` in the checkout, or add spark-purgatory-checks.jar to spark.jars",
+        why,
+    )
 
 
 def _loadable(spark: SparkSession, cls: str) -> bool:

@@ -136,6 +136,7 @@ from .routing import (
     route,
     route_events,
     route_operations,
+    route_typed_operations,
     route_wake,
 )
 from .sources import SourceFormat, parse_events, parse_operations, source_format_of
@@ -176,15 +177,14 @@ def routed_stream(
     wake files there (relays owed, the end of input) as another input, the first unless
     ``wake_first`` is false (a checkpoint's order: ``handoff.wake.wake_first``)."""
     limits = config.input_limits  # poison records (input.max.*)
-    parsed_ops = parse_operations(
-        operations,
-        source_format,
-        max_timeout_ms=config.max_timeout_ms,
-        max_future_ms=config.max_future_ms,
-        limits=limits,
-    )
+    reading = dict(max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms, limits=limits)
+    routed_ops = None
+    if source_format_of(operations, source_format) == "typed":  # checked and routed in one call
+        routed_ops = route_typed_operations(operations, config, **reading)
+    if routed_ops is None:
+        routed_ops = route_operations(parse_operations(operations, source_format, **reading), config)
     parsed_events = parse_events(events, source_format, max_future_ms=config.max_future_ms, limits=limits)
-    ops = _with_watermark(route_operations(parsed_ops, config), config.input_delay_ms(SOURCE_OPERATIONS))
+    ops = _with_watermark(routed_ops, config.input_delay_ms(SOURCE_OPERATIONS))
     evs = _with_watermark(route_events(parsed_events, config), config.input_delay_ms(SOURCE_EVENTS))
     if not wake_path:
         return ops.unionByName(evs)

@@ -47,7 +47,9 @@ A stream with the mailbox may have a third input, the wake files (``route_wake``
 copies, roles, peers and keys come from one call of
 ``io.sparkpurgatory.checks.OperationRoutes`` and an ``inline``, instead of the SQL below (some
 hundreds of expression nodes Spark optimizes again in every micro-batch); the SQL is the
-reference and the fallback, and gives the same rows.
+reference and the fallback, and gives the same rows.  A stream's typed operations are
+checked and routed by one call (``route_typed_operations``, ``OperationRows``), their
+``raw`` rendered after it for the rejected rows alone.
 
 Invariant: every parsed row leaves routing at least once, in the one schema
 ``ROUTED_SCHEMA``: an operation (or its stubs), an event (or its replica), or a bad row
@@ -64,7 +66,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from ..config import PurgatoryConfig
+from ..config import InputLimits, PurgatoryConfig
 from ..contract import (
     DUPLICATE_OP_ID,
     EVENT_INPUT,
@@ -75,9 +77,10 @@ from ..contract import (
 )
 from ..handoff.reaper import CLOCK_LINE
 from ..handoff.wake import END_LINE
-from .checks import operation_routes
+from .checks import operation_routes, operation_rows
 from .labels import shard_labels
-from .sql_text import sql_string
+from .sql_text import sql_string, with_latest
+from .typed_columns import operations_read
 
 __all__ = [
     "ROUTED_SCHEMA",
@@ -93,6 +96,7 @@ __all__ = [
     "ROLE_CLOCK",
     "route",
     "route_operations",
+    "route_typed_operations",
     "route_events",
     "route_wake",
     "hands_off",
@@ -267,20 +271,60 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
     return _as_routed(rows, SOURCE_OPERATIONS, config, shard="_shard", role="_role", keys=keys, peer=peer)
 
 
+def _routes_settings(config: PurgatoryConfig, registering: bool) -> str:
+    """The routes' last arguments (``checks``): shards, shard key delimiter, cross-shard
+    operations allowed, the op_id registry on."""
+    delimiter = (
+        sql_string(config.shard_key_delimiter) if config.shard_key_delimiter else "CAST(NULL AS STRING)"
+    )
+    crossing = str(bool(config.cross_shard_operations)).lower()
+    return f"{int(config.shards)}, {delimiter}, {crossing}, {str(registering).lower()}"
+
+
 def _routed_by(function: str, parsed_ops: DataFrame, config: PurgatoryConfig, registering: bool) -> DataFrame:
     """``_route_operations`` by the JVM function ``function`` (``checks``): one call gives
     the reason and the copies (shard, role, peer, keys), which ``inline`` makes rows."""
-    delimiter = config.shard_key_delimiter
-    call = (
-        f"{function}(keys, op_id, reason, raw, {int(config.shards)}, "
-        f"{sql_string(delimiter) if delimiter else 'CAST(NULL AS STRING)'}, "
-        f"{str(bool(config.cross_shard_operations)).lower()}, {str(registering).lower()})"
-    )
+    call = f"{function}(keys, op_id, reason, raw, {_routes_settings(config, registering)})"
     kept = [f"`{c}`" for c in parsed_ops.columns if c != "reason"]
     routes = parsed_ops.selectExpr(*kept, f"{call} AS _route")
     rows = routes.selectExpr(*kept, "_route.reason AS reason", "inline(_route.copies)")
     return _as_routed(
         rows, SOURCE_OPERATIONS, config, shard="_shard", role="_role", keys="_keys", peer="_peer"
+    )
+
+
+def route_typed_operations(
+    df: DataFrame,
+    config: PurgatoryConfig,
+    *,
+    max_timeout_ms: int,
+    max_future_ms: int | None,
+    limits: InputLimits,
+) -> DataFrame | None:
+    """Typed operations checked and routed by one JVM call (``checks.ROWS``): the rows of
+    ``route_operations(parse_operations(df))`` in one projection and an ``inline``, for the
+    plan Spark optimizes in every micro-batch; None without the function (the caller
+    parses, then routes).  A rejected row's ``raw`` (its record as JSON) is rendered after
+    the call, and its shard is that text's, as ``route_operations`` gives it."""
+    function = operation_rows(df.sparkSession)
+    if not function:
+        return None
+    read, arguments = operations_read(with_latest(df, max_future_ms), max_timeout_ms, limits)
+    call = f"{function}({arguments}, {_routes_settings(config, registers(config))})"
+    kept = ["_record", "op_id", _TS_SQL, "timeout_ms", "target", "payload"]
+    rows = read.selectExpr(*kept, f"{call} AS _rows").selectExpr(
+        *kept,
+        "_rows.reason AS reason",
+        "_rows.condition AS condition",
+        "_rows.members AS members",
+        "inline(_rows.copies)",
+    )
+    raw = "to_json(_record)"
+    bad = f"CAST(pmod(xxhash64({raw}), {int(config.shards)}) AS INT)"
+    shard = f"CASE WHEN _shard < 0 THEN {bad} ELSE _shard END"
+    raw_kept = f"CASE WHEN reason IS NOT NULL THEN {raw} END"
+    return _as_routed(
+        rows, SOURCE_OPERATIONS, config, shard=shard, role="_role", keys="_keys", peer="_peer", raw=raw_kept
     )
 
 

@@ -43,7 +43,14 @@ from .sql_text import (
     sql_string,
 )
 
-__all__ = ["operation_fields", "event_fields", "operations_checked", "events_checked", "kept_raw"]
+__all__ = [
+    "operation_fields",
+    "event_fields",
+    "operations_checked",
+    "operations_read",
+    "events_checked",
+    "kept_raw",
+]
 
 
 def operation_fields(df: DataFrame) -> DataFrame:
@@ -77,6 +84,14 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int, limits
     reason and the cleaned keys (in their order), condition and members (the latest event
     time accepted: ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it).  The keys'
     and members' limits travel with the condition names (``checks.condition_names``)."""
+    read, arguments = operations_read(df, max_timeout_ms, limits)
+    return _checked(read, f"{function}({arguments})", OPERATION_COLUMNS, ("keys", "condition", "members"))
+
+
+def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> tuple[DataFrame, str]:
+    """Typed operations read for the JVM checks (``operations_checked``, and
+    ``routing.route_typed_operations``, which routes them in the same call): the
+    projection that reads them, and the checks' arguments over its columns."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
     ts_ms = ms_column("ts")
     read = df.selectExpr(
@@ -93,11 +108,11 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int, limits
         f"{c['payload']} AS payload",
     )
     names, latest = sql_string(condition_names(limits)), _latest(df)
-    call = (
-        f"{function}(op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
-        f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names})"
+    arguments = (
+        f"op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
+        f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names}"
     )
-    return _checked(read, call, OPERATION_COLUMNS, ("keys", "condition", "members"))
+    return read, arguments
 
 
 def events_checked(df: DataFrame, function: str) -> DataFrame:

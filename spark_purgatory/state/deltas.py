@@ -7,11 +7,13 @@ name, a hundred bytes, whatever the shard holds); the state itself lives in the
 * **segments** (``base-*``, ``change-*``): the bulk, immutable (``shard_state``);
 * **delta files** (``deltas/<shard>/<version>.<lineage>.<token>.arrow``): what one save
   changed since the save before it (operations and watchers added, handles resolved, dedup
-  rows added), the small tables and scalars whole, and the *chain*: the names of the delta
-  files since the last segment (or since the last full delta, which holds every row of a
-  shard too small for segments).  A chain is at most ``MAX_DELTAS`` files; the save that
-  would make it longer (or whose chain holds more than ``segment.rows`` rows) compacts it:
-  a change segment or a new base, or, for a small shard, one full delta.
+  rows added), the small tables and scalars whole (the buffered events and windows whole
+  once every ``MAX_DELTAS`` files, as changes between: ``small_tables``), and the
+  *chain*: the names of the delta files since the last segment (or since the last full
+  delta, which holds every row of a shard too small for segments).  A chain is at most
+  ``MAX_DELTAS`` files; the save that would make it longer (or whose chain holds more than
+  ``segment.rows`` rows) compacts it: a change segment or a new base, or, for a small
+  shard, one full delta.
 
 **Versions decide, files never do.**  A delta file's version is the micro-batch's timestamp
 (the same on a replay, larger in every later micro-batch) or, outside a stream, one more

@@ -8,8 +8,10 @@ holds a *pointer* of a hundred bytes, and the state lives in files the executor 
 
 * one small **delta file** per save (``deltas``): the operations added since the last save,
   the handles resolved since (the dead), the dedup rows added since, the small tables
-  (matches, buffered events, key progress) and scalars whole, the list of segment files and
-  the *chain* of delta files since the last segment;
+  (matches, key progress, ...) and scalars whole, the buffered events and completed
+  operations' windows whole once every ``MAX_DELTAS`` files and as changes between
+  (``small_tables``), the list of segment files and the *chain* of delta files since the
+  last segment;
 * immutable **segments**, LSM-style: one *base* (every big table) and *change* segments.
   When a chain reaches ``deltas.MAX_DELTAS`` files or holds more than
   ``purgatory.state.segment.rows`` rows, the change since the last segment is written as a
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -85,6 +88,7 @@ from .deltas import (
 )
 from .layers import TAILS, apply_change, change_of, pending_tables
 from .segments import SegmentStore
+from .small_tables import SMALL_CHAIN, SmallMark, small_chain, small_mark, small_parts, small_tables
 
 __all__ = ["Lineage", "Segment", "save_state", "load_state", "loaded_by", "saved_bytes", "STATE_VERSION"]
 
@@ -127,6 +131,8 @@ class Lineage:
     version: int = 0  # the last delta file's version
     written: int = 0  # delta files written, the clock of the sweep
     saved_bytes: int = 0  # the size of what the last save wrote (the delta file, or the value)
+    small: SmallMark | None = None  # the events and windows the last delta file left (``small_tables``)
+    small_chain: list[str] = field(default_factory=list)  # its small chain
 
     def record(self, changes: Changes) -> None:
         """Add the engine's changes since the last save to the change since the last segment."""
@@ -228,7 +234,11 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
             saves=str(lineage.saves),
             graveyard=json.dumps(lineage.graveyard),
         )
-    parts = _small_parts(t)
+    # the events and windows whole once every MAX_DELTAS files, their change in between
+    mark = lineage.small if 0 < len(lineage.small_chain) < MAX_DELTAS else None
+    parts, whole, lineage.small = small_parts(p, t, mark)
+    lineage.small_chain = [name] if whole else [*lineage.small_chain, name]
+    meta[SMALL_CHAIN] = json.dumps(lineage.small_chain)
     parts.update({f"tail_{k}": frame_bytes(v) for k, v in layer.items()})
     data = pack_parts(parts, meta)
     store.write_named(name, data)
@@ -403,22 +413,23 @@ def _load_version(
     parts, meta = store.read(at.name)
     _check_format(meta)
     chain = [name for name, _rows in json.loads(meta["chain"])]
+    read = _reader(store, at.name, (parts, meta))
     if parked is not None:
         lineage = parked.lineage
         last = lineage.chain[-1][0] if lineage.chain else None
         if last in chain[:-1] and lineage.segments == _segments_in(meta):
             # the ancestor is on this chain: only the delta files after it, applied to it live
-            later = [store.read(name) for name in chain[chain.index(last) + 1 : -1]]
-            if _forward(parked, [*later, (parts, meta)], parts, meta):
+            later = [read(name) for name in chain[chain.index(last) + 1 : -1]]
+            if _forward(parked, [*later, (parts, meta)], read, last):
                 return parked
         if _can_catch_up(lineage, meta, store):
             # an ancestor on earlier segments: back to its last segment, then forward
             replaced, lineage.dead, lineage.resolved = lineage.resolved, [], []
             segments = [store.read(s.name) for s in _segments_of(meta)[len(lineage.segments) :]]
-            deltas = [store.read(name) for name in chain[:-1]] + [(parts, meta)]
+            deltas = [read(name) for name in chain[:-1]] + [(parts, meta)]
             since = lineage.segments[-1].next_handle
             _bring_forward(
-                parked, parked.tables(arrow=True), since, replaced, [*segments, *deltas], deltas, parts, meta
+                parked, parked.tables(arrow=True), since, replaced, [*segments, *deltas], deltas, read
             )
             lineage.loaded_by = "caught-up"
             return parked
@@ -433,22 +444,40 @@ def _load_version(
         t.ops, t.watch = pending_tables(base_parts, "", base_meta)
         t.resolved = frame_from(base_parts["resolved"], RESOLVED)
         since, segments = base.next_handle, [store.read(s.name) for s in changes]
-    deltas = [store.read(name) for name in chain[:-1]] + [(parts, meta)]
-    _bring_forward(p, t, since, [], [*segments, *deltas], deltas, parts, meta)
+    deltas = [read(name) for name in chain[:-1]] + [(parts, meta)]
+    _bring_forward(p, t, since, [], [*segments, *deltas], deltas, read)
     return p
 
 
-def _forward(p: Purgatory, deltas: list[tuple[dict, dict]], parts: dict, meta: dict[str, str]) -> bool:
-    """Bring the live ``p`` forward by the delta files after its version (the last is this
-    version's ``(parts, meta)``), at the cost of what they changed (``Purgatory.forward``);
-    False: it could not (``p`` is then unusable)."""
+def _reader(store: SegmentStore, name: str, file: tuple[dict, dict]) -> Callable[[str], tuple[dict, dict]]:
+    """``store.read`` of delta files, each read once per load (``file``: ``name``'s, read)."""
+    files = {name: file}
+
+    def read(name: str) -> tuple[dict, dict]:
+        if name not in files:
+            files[name] = store.read(name)
+        return files[name]
+
+    return read
+
+
+def _forward(p: Purgatory, deltas: list[tuple[dict, dict]], read: Callable, since: str) -> bool:
+    """Bring the live ``p``, at the version of the delta file ``since``, forward by the delta
+    files after it (the last is the loaded version's), at the cost of what they changed
+    (``Purgatory.forward``); False: it could not (``p`` is then unusable)."""
+    parts, meta = deltas[-1]
     change = change_of(deltas)
     to = ShardTables.empty()
     _set_small(p, to, parts, meta)
+    to.events, windows, live = small_tables(parts, meta, read, live_events=p.buffered, since=since)
+    if not live:
+        to.windows = windows
     to.wheel_now = int(meta["wheel_now"])
-    if not p.forward(to, (change["ops"], change["watch"]), change["dead"], change["resolved"]):
+    kept = {"windows_added": windows} if live else {}  # the live windows, and those added
+    if not p.forward(to, (change["ops"], change["watch"]), change["dead"], change["resolved"], **kept):
         return False
     _lineage_at(p.lineage, deltas, meta)
+    p.lineage.small = small_mark(p, to.events, to.next_eseq)
     p.lineage.loaded_by = "caught-up"
     p.take_changes()  # the state layer has it all: log from here on
     return True
@@ -464,6 +493,7 @@ def _lineage_at(lineage: Lineage, deltas: list[tuple[dict, dict]], meta: dict[st
         lineage.dead, lineage.resolved = [], []
     lineage.chain = [(name, int(rows)) for name, rows in json.loads(meta["chain"])]
     lineage.version, lineage.written = int(meta["version"]), int(meta["written"])
+    lineage.small_chain = small_chain(meta)
 
 
 def _bring_forward(
@@ -473,22 +503,24 @@ def _bring_forward(
     replaced: list[pd.DataFrame],
     layers: list[tuple[dict, dict[str, str]]],
     deltas: list[tuple[dict, dict[str, str]]],
-    parts: dict,
-    meta: dict[str, str],
+    read: Callable[[str], tuple[dict, dict]],
 ) -> None:
     """Bring ``p``, whose big tables ``t`` are right below handle ``since``, forward to the
-    version of the delta file ``(parts, meta)``: apply ``layers`` (change segments, delta
+    version of the last delta file of ``deltas``: apply ``layers`` (change segments, delta
     files, oldest first, that file last), having dropped the dedup rows ``replaced`` (they
     come again); ``deltas``: those of the layers that the lineage records as its change
-    since its last segment."""
+    since its last segment; ``read``: delta files by name (the small chain's)."""
     lineage = p.lineage
+    parts, meta = deltas[-1]
     apply_change(t, since, replaced, change_of(layers))
     lineage.segments = _segments_in(meta)
     _set_small(p, t, parts, meta)
+    t.events, t.windows, _ = small_tables(parts, meta, read)
     t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
     _lineage_at(lineage, deltas, meta)
     t.wheel, t.wheel_now = None, int(meta["wheel_now"])  # rebuilt from the pending deadlines
     p.load_tables(t)
+    lineage.small = small_mark(p, t.events, t.next_eseq)
     p.take_changes()  # the state layer has it all: log from here on
 
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.config import InputLimits, PurgatoryConfig
 from spark_purgatory.spark import checks, routing, sources
 from spark_purgatory.spark.sources import parse_events, parse_operations
 
@@ -163,14 +163,48 @@ def test_the_routes_function_gives_every_copy_the_sql_gives(
     assert jar == _routed(parsed, config, claims, "sql", monkeypatch)
 
 
-def test_a_session_without_the_class_reads_the_checks_as_sql(spark, monkeypatch):
+def test_a_session_without_the_class_reads_the_checks_as_sql_and_says_so_once(spark, monkeypatch, caplog):
     """The fallback is chosen by the class's presence on the driver: a name that is not there
-    gives None and registers nothing."""
+    gives None and registers nothing; the process says once that the checks run as SQL."""
     name, _, returns = checks.CHECKS
     monkeypatch.setattr(checks, "CHECKS", (name, "io.sparkpurgatory.checks.NoSuchChecks", returns))
-    assert checks.operation_checks(spark) is None
+    monkeypatch.setattr(checks, "_SAID", set())
+    monkeypatch.setattr(checks, "_added", lambda spark, cls: False)  # the checkout's JAR not added either
+    with caplog.at_level("WARNING", logger=checks.__name__):
+        assert checks.operation_checks(spark) is None
+        assert checks.operation_checks(spark) is None
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1 and "NoSuchChecks" in said[0] and "make jars" in said[0]
     monkeypatch.undo()
     assert checks.operation_checks(spark) == name
     assert checks.operation_routes(spark) == checks.ROUTES[0]
     assert checks.event_checks(spark) == checks.EVENT_CHECKS[0]
     assert checks.condition_names() == "any count sum all offset|count sum offset|all|1000|1000"
+
+
+def _routed_rows(frame) -> list[tuple]:
+    return sorted(tuple(repr(v) for v in row) for row in frame.collect())
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_OPERATIONS, min_size=1, max_size=80), st.integers(1, 4), st.booleans())
+def test_one_call_checks_and_routes_every_typed_operation_as_the_sql_does(
+    spark, monkeypatch, tmp_path, operations, shards, cross_shard
+):
+    """``OperationRows``: a stream's typed operations checked and routed in one call give the
+    routed rows (reasons, copies, ``raw`` of the rejected, their shards) that the SQL parsing
+    and routing give."""
+    config = PurgatoryConfig(
+        shards=shards, cross_shard_operations=cross_shard, state_path=str(tmp_path / "state")
+    )
+    reading = dict(max_timeout_ms=1000, max_future_ms=86_400_000)
+    df = spark.createDataFrame(operations, _SCHEMA)
+    one = routing.route_typed_operations(df, config, limits=InputLimits(), **reading)
+    assert checks.ROWS[0] in one._jdf.queryExecution().optimizedPlan().toString()
+    with monkeypatch.context() as patched:
+        patched.setattr(sources, "operation_checks", lambda spark: None)
+        patched.setattr(routing, "operation_routes", lambda spark: None)
+        sql = routing.route_operations(sources.parse_operations(df, **reading), config)
+        expected = _routed_rows(sql)
+    assert len(expected) >= len(operations)
+    assert _routed_rows(one) == expected

@@ -7,6 +7,8 @@ wrote; old files go, retained versions stay loadable.
 
 from __future__ import annotations
 
+import pytest
+
 from spark_purgatory import Purgatory
 from spark_purgatory.state import SegmentStore, WorkerCache, load_state, loaded_by, save_state
 from spark_purgatory.state.deltas import MAX_DELTAS, SWEEP_EVERY, is_pointer, parsed, pointed
@@ -135,3 +137,36 @@ def test_a_parked_ancestor_brought_forward_live_equals_the_version_rebuilt(tmp_p
     batch = {"ops": [op("n1-3", "k3", 900)], "events": [ev("k4", 950), ev("k2", 960)], "wm": 1_500}
     assert _resolved(step(back, **batch)) == _resolved(step(rebuilt, **batch))
     assert back.pending == rebuilt.pending
+
+
+@pytest.mark.parametrize("segment_rows", [100_000, 50], ids=["few-compactions", "a-compaction-every-save"])
+def test_buffered_events_and_completed_windows_cost_a_save_what_the_batch_changed(tmp_path, segment_rows):
+    """Thousands of events the watermark has not passed, windows of completed operations:
+    a delta file holds them whole once every MAX_DELTAS saves, whatever the big tables'
+    compactions, and otherwise what the batch changed of them; every version loads (rebuilt
+    from its files, or brought forward from a parked ancestor) with the events, windows and
+    other small tables the live shard has."""
+    store = SegmentStore(str(tmp_path), segment_rows=segment_rows)
+    caches = [WorkerCache(), WorkerCache()]
+    p = purgatory()
+    p.shard = 1
+    ops = [op(f"o{i}", f"k{i}", i, timeout_ms=1_000 + (i % 10) * 5_000) for i in range(2_000)]
+    step(p, ops=ops, events=[ev(f"k{i % 3_000}", 2_000 + 10 * i) for i in range(5_000)], wm=0)
+    value = save_state(p, store, version=1, park=True, cache=caches[0])
+    sizes: dict[bool, list[int]] = {True: [], False: []}  # by "holds the events whole"
+    for b in range(2, 25):
+        p = load_state(value, p.config, store, cache=caches[b % 2])  # two versions back: forward
+        fresh = [op(f"n{b}-{i}", f"k{i}", 1_000 * b, timeout_ms=3_000) for i in range(0, 3_000, 97)]
+        news = [ev(f"k{i}", 1_000 * b + 500) for i in range(0, 3_000, 89)]
+        step(p, ops=fresh, events=news, wm=1_000 * b)  # events finalised, windows retired and added
+        value = save_state(p, store, version=b, park=True, cache=caches[b % 2])
+        parts, _meta = store.read(pointed(value).name)
+        sizes["events" in parts].append(sum(len(v) for v in parts.values()))
+        rebuilt = load_state(value, p.config, store, cache=WorkerCache())
+        mine, theirs = p.tables(), rebuilt.tables()
+        for name in ("events", "windows", "matches", "keys", "ops"):
+            rows = [getattr(t, name).astype(str).values.tolist() for t in (mine, theirs)]
+            assert rows[0] == rows[1], (b, name)
+    assert p.buffered_events > 1_000 and len(p.tables().windows) > 1_000
+    assert 2 <= len(sizes[True]) <= 3 and len(sizes[False]) >= 20  # whole once every MAX_DELTAS saves
+    assert max(sizes[False]) < min(sizes[True]) / 4

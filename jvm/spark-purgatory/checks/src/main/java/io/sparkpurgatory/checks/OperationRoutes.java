@@ -65,13 +65,36 @@ public final class OperationRoutes
       String delimiter,
       Boolean crossShardAllowed,
       Boolean registering) {
-    int shards = shardCount;
     List<String> keys = new ArrayList<>();
     if (keysColumn != null) {
       for (int i = 0; i < keysColumn.length(); i++) {
         keys.add(keysColumn.apply(i));
       }
     }
+    int shards = shardCount;
+    return routes(
+        keys, opId, reason, shard -> pmod(xxhash64(raw, SEED), shard), shards, delimiter,
+        Boolean.TRUE.equals(crossShardAllowed), Boolean.TRUE.equals(registering));
+  }
+
+  /** Where a rejected row goes, given the shard count (its raw text's shard). */
+  interface BadShard {
+    int of(int shards);
+  }
+
+  /**
+   * The reason and the copies of an operation with these (cleaned) keys, as {@link #call}
+   * returns them; a rejected row's shard from {@code bad}.
+   */
+  static Row routes(
+      List<String> keys,
+      String opId,
+      String reason,
+      BadShard bad,
+      int shards,
+      String delimiter,
+      boolean crossShardAllowed,
+      boolean registering) {
     int[] keyShards = new int[keys.size()];
     LinkedHashSet<Integer> distinct = new LinkedHashSet<>();
     for (int i = 0; i < keyShards.length; i++) {
@@ -79,17 +102,17 @@ public final class OperationRoutes
       distinct.add(keyShards[i]);
     }
     boolean crossing = distinct.size() > 1;
-    if (reason == null && crossing && !Boolean.TRUE.equals(crossShardAllowed)) {
+    if (reason == null && crossing && !crossShardAllowed) {
       reason = "cross_shard_keys";
     }
     List<Row> copies = new ArrayList<>();
     if (reason != null) {
-      copies.add(copy(pmod(xxhash64(raw, SEED), shards), "bad", null, keys));
+      copies.add(copy(bad.of(shards), "bad", null, keys));
       return RowFactory.create(reason, copies);
     }
     int home = crossing ? shards : distinct.iterator().next();
     int registry = -1;
-    if (Boolean.TRUE.equals(registering) && !crossing) {
+    if (registering && !crossing) {
       registry = pmod(xxhash64("registry", xxhash64(opId, SEED)), shards);
     }
     copies.add(copy(home, "op", registry, keys));

@@ -1,13 +1,11 @@
 package io.sparkpurgatory.checks;
 
-import static io.sparkpurgatory.checks.Rows.list;
 import static io.sparkpurgatory.checks.Rows.seq;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
 import java.util.Arrays;
 import java.util.List;
-import java.util.stream.Collectors;
 
 import org.apache.spark.sql.Row;
 import org.junit.jupiter.api.Test;
@@ -30,10 +28,7 @@ class OperationRoutesTest {
 
   /** The copies as "shard role peer [keys]" lines, easy to compare and to read in a failure. */
   private static List<String> copies(Row routed) {
-    List<Row> copies = list(routed, 1);
-    return copies.stream()
-        .map(c -> c.get(0) + " " + c.get(1) + " " + c.get(2) + " " + c.get(3))
-        .collect(Collectors.toList());
+    return Rows.copies(routed, 1);
   }
 
   @Test

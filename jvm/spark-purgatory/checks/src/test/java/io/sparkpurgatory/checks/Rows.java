@@ -2,6 +2,7 @@ package io.sparkpurgatory.checks;
 
 import java.util.Arrays;
 import java.util.List;
+import java.util.stream.Collectors;
 
 import org.apache.spark.sql.Row;
 
@@ -16,6 +17,14 @@ final class Rows {
   /** A Scala sequence, as Spark passes an array column to a Java UDF. */
   static Seq<String> seq(String... items) {
     return CollectionConverters.asScala(Arrays.asList(items));
+  }
+
+  /** The copies in field {@code i} of a routed row as "shard role peer [keys]" lines. */
+  static List<String> copies(Row routed, int i) {
+    List<Row> copies = list(routed, i);
+    return copies.stream()
+        .map(c -> c.get(0) + " " + c.get(1) + " " + c.get(2) + " " + c.get(3))
+        .collect(Collectors.toList());
   }
 
   /** Field {@code i} of {@code row} read as a list (the functions return Java lists). */
