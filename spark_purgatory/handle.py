@@ -31,6 +31,7 @@ from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import STOPPING, PurgatorySink
 from .handoff.end_of_input import EndOfInput
 from .handoff.reaper import ExpirationReaper
+from .runtime.spark_logs import quiet_refusal
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
@@ -297,6 +298,7 @@ class PurgatoryQuery:
         (its input is read again at the next start: exactly once all the same)."""
         if not self.query.isActive:
             return
+        quiet_refusal(self.query.sparkSession, self.query)  # a refused batch is no error
         if not self.sink.hold(self._stop_timeout_s):
             log.warning(
                 "a micro-batch still runs after query.stop.timeout.ms: stopping it "

@@ -71,7 +71,7 @@ from .state.layout import (
 )
 from .state.reshard import ReshardError, reshard
 from .state.shard_state import Lineage
-from .storage import Storage, write_whole
+from .storage import Storage, read_bytes, write_whole
 
 __all__ = ["RescaleError", "RescaleResult", "rescale"]
 
@@ -299,8 +299,7 @@ def _new_groups(
 def _copy_log(fs: pafs.FileSystem, directory: str, batch: int, partitions: int | None) -> None:
     """Write entry ``batch + 1`` of an offsets or commits log as a copy of entry ``batch``
     (with ``partitions`` shuffle partitions in an offsets entry's session settings)."""
-    with fs.open_input_stream(f"{directory}/{batch}") as f:
-        lines = f.read().decode("utf-8").split("\n")
+    lines = read_bytes(fs, f"{directory}/{batch}").decode("utf-8").split("\n")
     if partitions is not None:
         meta = json.loads(lines[1])
         meta["conf"][SHUFFLE_PARTITIONS] = str(partitions)

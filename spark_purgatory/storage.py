@@ -321,17 +321,18 @@ _TRANSIENT = re.compile(
 _READ_ATTEMPTS, _PAUSE_S = 11, 0.025
 
 
-def read_bytes(fs: pafs.FileSystem, path: str) -> bytes:
-    """The whole file at ``path``, read again (with growing pauses) while the store answers
-    with an error that may pass (``_TRANSIENT``); ``FileNotFoundError`` when there is none.
+def read_bytes(fs: pafs.FileSystem, path: str, limit: int | None = None) -> bytes:
+    """The whole file at ``path`` (its first ``limit`` bytes), read again (with growing
+    pauses) while the store answers with an error that may pass (``_TRANSIENT``);
+    ``FileNotFoundError`` when there is none.
 
-    Every small file the project reads itself is read through here: pyarrow's own retries
-    miss a ``503 SlowDown`` to a small read (``_TRANSIENT``'s note).
+    Every small file (or head of a file) the project reads itself is read through here:
+    pyarrow's own retries miss a ``503 SlowDown`` to a small read (``_TRANSIENT``'s note).
     """
     for attempt in range(_READ_ATTEMPTS):
         try:
             with fs.open_input_stream(path) as f:
-                return f.read()
+                return f.read() if limit is None else f.read(limit)
         except FileNotFoundError:
             raise
         except OSError as error:

@@ -17,21 +17,30 @@ nothing of the person reading them:
   checkpoint's wake directory (``handoff.wake``): at a restart Spark looks again at the wake
   files of the last micro-batch, which the query has already read and forgotten.
 
+And one line of one run: once a handle stops its query between micro-batches, Spark may
+already have begun the next micro-batch, which the sink refuses (``delta.sink.STOPPING``);
+Spark logs that run as "terminated with error", with the refusal's Python traceback, though
+nothing failed and the next start runs the batch.  ``quiet_refusal(spark, query)`` drops that
+run's "terminated with error" line; the handle reports any other error of that run itself
+(``PurgatoryQuery``: a failed micro-batch is raised with its first cause).
+
 ``quiet_spark_logs(spark)`` adds one log4j2 ``RegexFilter`` per message to the driver JVM's
 root logger configuration (DENY on a match, NEUTRAL otherwise), so every other line of those
 classes, and everything else Spark logs, is printed as before.  It is idempotent, needs a
 classic session (a Spark Connect client has no JVM handle: nothing to do), and never fails
 the caller.
 
-Invariant: only the messages listed in ``UNACTIONABLE`` are dropped.
+Invariant: only the messages listed in ``UNACTIONABLE`` are dropped, and the line of a run
+its handle is stopping.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
-__all__ = ["UNACTIONABLE", "quiet_spark_logs"]
+__all__ = ["UNACTIONABLE", "quiet_refusal", "quiet_spark_logs"]
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +67,33 @@ def quiet_spark_logs(spark: Any) -> bool:
         system = jvm.java.lang.System
         if system.getProperty(_MARK) == "true":
             return True
-        core = jvm.org.apache.logging.log4j.core
-        result = getattr(core, "Filter$Result")
-        context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
-        root = context.getConfiguration().getRootLogger()
-        gateway = spark.sparkContext._gateway
-        flags = gateway.new_array(jvm.java.lang.String, 1)
-        flags[0] = "DOTALL"
-        for pattern in UNACTIONABLE:
-            root.addFilter(
-                core.filter.RegexFilter.createFilter(pattern, flags, False, result.DENY, result.NEUTRAL)
-            )
-        context.updateLoggers()
+        _deny(spark, UNACTIONABLE)
         system.setProperty(_MARK, "true")
         return True
     except Exception:  # noqa: BLE001 - another logging backend: Spark's lines stay as they are
         log.debug("could not filter Spark's log", exc_info=True)
         return False
+
+
+def quiet_refusal(spark: Any, query: Any) -> None:
+    """Drop the "terminated with error" line of ``query``'s run (module docstring); never fails."""
+    try:
+        run = re.escape(f"[id = {query.id}, runId = {query.runId}]")
+        _deny(spark, (rf".*Query .*{run} terminated with error.*",))
+    except Exception:  # noqa: BLE001 - a Connect session, another backend: the line stays
+        log.debug("could not filter the stopping run's line", exc_info=True)
+
+
+def _deny(spark: Any, patterns: tuple[str, ...]) -> None:
+    """One log4j2 ``RegexFilter`` per pattern on the root logger: DENY on a match."""
+    jvm = spark._jvm
+    core = jvm.org.apache.logging.log4j.core
+    result = getattr(core, "Filter$Result")
+    context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
+    root = context.getConfiguration().getRootLogger()
+    flags = spark.sparkContext._gateway.new_array(jvm.java.lang.String, 1)
+    flags[0] = "DOTALL"
+    regex = core.filter.RegexFilter
+    for pattern in patterns:
+        root.addFilter(regex.createFilter(pattern, flags, False, result.DENY, result.NEUTRAL))
+    context.updateLoggers()

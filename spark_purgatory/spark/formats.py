@@ -37,7 +37,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..config import ConfigError
 from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_OPERATIONS
-from ..storage import Storage
+from ..storage import Storage, read_bytes
 from .schema import check_parquet_schema
 
 __all__ = [
@@ -115,8 +115,7 @@ def _sniff(fs: pafs.FileSystem, path: str) -> str:
     exactly, by its magic."""
     if path.endswith(_COMPRESSED):
         return "json"
-    with fs.open_input_stream(path) as f:
-        head = f.read(_SNIFF_BYTES)
+    head = read_bytes(fs, path, _SNIFF_BYTES)  # retried: a 503 to a small read (storage)
     if head[:4] == b"PAR1":
         return "parquet"
     lines = head.split(b"\n")

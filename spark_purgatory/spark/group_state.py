@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pyspark.sql import types as T
 
 from ..state.deltas import is_pointer
-from ..storage import Storage
+from ..storage import Storage, read_bytes
 
 __all__ = ["StateEncoding", "STATE_ENCODINGS", "state_schema", "to_group_state", "shard_bytes", "encoding_of"]
 
@@ -79,8 +79,7 @@ def encoding_of(checkpoint: str, *, storage: Storage | None = None) -> StateEnco
     checkpoint, or one started with text)."""
     fs, root = (storage or Storage()).filesystem(checkpoint)
     try:
-        with fs.open_input_stream(f"{root}/{_SCHEMA_FILE}") as f:
-            recorded = f.read()
+        recorded = read_bytes(fs, f"{root}/{_SCHEMA_FILE}")
     except (FileNotFoundError, NotADirectoryError):  # Spark has not run on it: a new checkpoint
         return "text"
     # the file holds the key and value schemas as JSON: the field's type follows its name
