@@ -298,7 +298,7 @@ class PurgatoryQuery:
         (its input is read again at the next start: exactly once all the same)."""
         if not self.query.isActive:
             return
-        quiet_refusal(self.query.sparkSession, self.query)  # a refused batch is no error
+        quiet_refusal(self.query)  # a refused batch is no error
         if not self.sink.hold(self._stop_timeout_s):
             log.warning(
                 "a micro-batch still runs after query.stop.timeout.ms: stopping it "

@@ -20,7 +20,7 @@ nothing of the person reading them:
 And one line of one run: once a handle stops its query between micro-batches, Spark may
 already have begun the next micro-batch, which the sink refuses (``delta.sink.STOPPING``);
 Spark logs that run as "terminated with error", with the refusal's Python traceback, though
-nothing failed and the next start runs the batch.  ``quiet_refusal(spark, query)`` drops that
+nothing failed and the next start runs the batch.  ``quiet_refusal(query)`` drops that
 run's "terminated with error" line; the handle reports any other error of that run itself
 (``PurgatoryQuery``: a failed micro-batch is raised with its first cause).
 
@@ -67,7 +67,7 @@ def quiet_spark_logs(spark: Any) -> bool:
         system = jvm.java.lang.System
         if system.getProperty(_MARK) == "true":
             return True
-        _deny(spark, UNACTIONABLE)
+        _deny(jvm, spark.sparkContext._gateway, UNACTIONABLE)
         system.setProperty(_MARK, "true")
         return True
     except Exception:  # noqa: BLE001 - another logging backend: Spark's lines stay as they are
@@ -75,23 +75,28 @@ def quiet_spark_logs(spark: Any) -> bool:
         return False
 
 
-def quiet_refusal(spark: Any, query: Any) -> None:
-    """Drop the "terminated with error" line of ``query``'s run (module docstring); never fails."""
+def quiet_refusal(query: Any) -> None:
+    """Drop the "terminated with error" line of ``query``'s run (module docstring), in this
+    process's driver JVM; never fails."""
     try:
+        from pyspark import SparkContext
+
+        context = SparkContext._active_spark_context
+        if context is None:  # Spark Connect: no driver JVM here
+            return
         run = re.escape(f"[id = {query.id}, runId = {query.runId}]")
-        _deny(spark, (rf".*Query .*{run} terminated with error.*",))
-    except Exception:  # noqa: BLE001 - a Connect session, another backend: the line stays
+        _deny(context._jvm, context._gateway, (rf".*Query .*{run} terminated with error.*",))
+    except Exception:  # noqa: BLE001 - another logging backend: the line stays
         log.debug("could not filter the stopping run's line", exc_info=True)
 
 
-def _deny(spark: Any, patterns: tuple[str, ...]) -> None:
+def _deny(jvm: Any, gateway: Any, patterns: tuple[str, ...]) -> None:
     """One log4j2 ``RegexFilter`` per pattern on the root logger: DENY on a match."""
-    jvm = spark._jvm
     core = jvm.org.apache.logging.log4j.core
     result = getattr(core, "Filter$Result")
     context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
     root = context.getConfiguration().getRootLogger()
-    flags = spark.sparkContext._gateway.new_array(jvm.java.lang.String, 1)
+    flags = gateway.new_array(jvm.java.lang.String, 1)
     flags[0] = "DOTALL"
     regex = core.filter.RegexFilter
     for pattern in patterns:
