@@ -396,6 +396,8 @@ def _run(name: str, data: str, scratch: str, args: argparse.Namespace) -> dict:
     done = subprocess.run(child, capture_output=True, text=True, cwd=HERE.parent, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    if os.environ.get("BENCH_EVENTS_KEEP"):  # the event log kept for a closer look at stages and tasks
+        shutil.copytree(events_dir, os.path.join(os.environ["BENCH_EVENTS_KEEP"], name), dirs_exist_ok=True)
     shutil.rmtree(events_dir, ignore_errors=True)
     return json.loads(Path(out).read_text())
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import pstats
 import tempfile
 import time
@@ -92,7 +93,9 @@ def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Tab
             "role": ROLE_OPERATION,
             "side": "operations",
             "op_id": ops["op_id"],
-            "keys": ops["keys"],
+            # the lists as routing sends them (routing.LIST_COLUMNS): one key in key, several as JSON
+            "key": [k[0] if len(k) == 1 else None for k in ops["keys"]],
+            "keys": [json.dumps(list(k)) if len(k) > 1 else None for k in ops["keys"]],
             "ts_ms": ops["ts"],
             "timeout_ms": ops["timeout_ms"],
             "condition": "any",
@@ -107,8 +110,6 @@ def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Tab
         e = ev_rows[(ev_rows["ts_ms"] >= lo) & (ev_rows["ts_ms"] < hi)]
         rows = pd.concat([o, e], ignore_index=True).assign(shard=0)
         rows = rows.assign(**{c: np.full(len(rows), None, object) for c in schema.names if c not in rows})
-        for name in ("keys", "members"):  # arrays travel empty, never null (routing._as_routed)
-            rows[name] = [v if isinstance(v, list) else [] for v in rows[name]]
         out.append((pa.Table.from_pandas(rows[schema.names], schema=schema, preserve_index=False), wm))
         if len(o) and len(e):
             wm = max(wm, int(min(o["ts_ms"].max(), e["ts_ms"].max())) - delay_ms)
@@ -118,8 +119,8 @@ def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Tab
 #: the shard step's own parts, timed inside it (the names the operator module calls)
 _PARTS = {
     "load_state": "  load_state",
-    "_routed_rows": "  input chunks stacked",
-    "_split_input": "  input split",
+    "routed_rows": "  input chunks stacked",
+    "split_input": "  input split",
     "output_rows": "  output_rows",
     "save_state": "  save_state",
 }

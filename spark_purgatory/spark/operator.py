@@ -94,7 +94,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -105,11 +104,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS, OPERATOR_OUTPUT, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..delta.staging import STAGED, ShardStaging
-from ..engine.conditions import CONDITIONS
-from ..engine.frames import concat
 from ..engine.purgatory import Purgatory
-from ..engine.registry import NO_REGISTRY
-from ..engine.validation import first_keys, readable
 from ..engine.wheel import NO_EXPIRATION
 from ..handoff.clock import on_arrival
 from ..handoff.door import ShardHandOff
@@ -123,14 +118,7 @@ from .labels import shard_numbers
 from .output import OUTPUT_SCHEMA, output_rows, shard_figures, with_timestamps
 from .routing import (
     ROLE_BAD,
-    ROLE_CLAIM,
-    ROLE_CLOCK,
     ROLE_END,
-    ROLE_EVENT,
-    ROLE_OPERATION,
-    ROLE_REPLICA,
-    ROLE_STUB,
-    ROUTED_COLUMNS,
     hands_off,
     registers,
     route,
@@ -139,6 +127,7 @@ from .routing import (
     route_typed_operations,
     route_wake,
 )
+from .shard_input import claims_of, clock_of, routed_rows, split_input
 from .sources import SourceFormat, parse_events, parse_operations, source_format_of
 
 __all__ = [
@@ -339,99 +328,6 @@ def purgatory_batch(
 # -- what runs in the Python workers -----------------------------------------------------------------
 
 
-def _split_input(
-    pdf: pd.DataFrame, registering: bool = False
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Routed rows -> (validated operations, validated events, rejected-at-parse rows); with
-    ``registering`` the operations carry their op_id's ``registry`` shard (``registry``).
-
-    Each side takes only its own columns, masked as numpy arrays: selecting the rows of the
-    whole routed frame (``pdf.loc``) copied all its columns three times over."""
-    role = pdf["role"].to_numpy(dtype=object)
-    is_op = (role == ROLE_OPERATION) | (role == ROLE_STUB)
-    ts = pdf[_TS_MS].to_numpy()
-
-    def col(name: str, rows: np.ndarray, dtype: Any = object) -> np.ndarray:
-        return pdf[name].to_numpy(dtype=dtype)[rows]
-
-    op_ts = ts[is_op].astype(np.int64)
-    ops = pd.DataFrame(
-        {
-            "op_id": col("op_id", is_op),
-            "keys": col("keys", is_op),
-            "ts": op_ts,
-            "deadline": op_ts + pdf["timeout_ms"].to_numpy()[is_op].astype(np.int64),
-            "cond": pd.Series(col("condition", is_op)).map(CONDITIONS).to_numpy(np.int8),
-            "target": col("target", is_op, float),
-            "members": _absent_if_empty(col("members", is_op)),
-            "payload": col("payload", is_op),
-            "stub": role[is_op] == ROLE_STUB,
-        }
-    )
-    if registering:
-        peer = col("peer", is_op, float)  # null: none given (decided where it is)
-        ops["registry"] = np.where(np.isnan(peer), NO_REGISTRY, peer).astype(np.int64)
-    is_event = (role == ROLE_EVENT) | (role == ROLE_REPLICA)
-    events = pd.DataFrame(
-        {
-            "key": col("key", is_event),
-            "ts": ts[is_event].astype(np.int64),
-            "op_id": col("op_id", is_event),
-            "source": col("source", is_event),
-            "value": col("value", is_event, float),
-            "replica": role[is_event] == ROLE_REPLICA,
-        }
-    )
-    is_bad = role == ROLE_BAD
-    keys = col("keys", is_bad)  # an operation's; an event's is its key
-    side = col("side", is_bad)
-    bad = pd.DataFrame(
-        {
-            "source": side,
-            "raw": col("raw", is_bad),
-            "reason": col("reason", is_bad),
-            "op_id": readable(col("op_id", is_bad)),
-            "key": readable(np.where(side == SOURCE_OPERATIONS, first_keys(keys), col("key", is_bad))),
-        }
-    )
-    return ops, events, bad
-
-
-def _claims(pdf: pd.DataFrame) -> pd.DataFrame | None:
-    """The claims among the routed rows (``tables.CLAIMS``), None when there are none."""
-    c = pdf.loc[pdf["role"].to_numpy(dtype=object) == ROLE_CLAIM]
-    if len(c) == 0:
-        return None
-    ts = c[_TS_MS].to_numpy(np.int64)
-    return pd.DataFrame(
-        {
-            "op_id": c["op_id"].to_numpy(dtype=object),
-            "ts": ts,
-            "deadline": ts + c["timeout_ms"].to_numpy(np.int64),
-            "home": c["peer"].to_numpy(np.int64),
-        }
-    )
-
-
-def _routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
-    """A group's input chunks as one frame with ``ROUTED_COLUMNS``, stacked column by column
-    (``frames.concat``: ``pd.concat`` tests every value of the chunks' all-null object
-    columns; docs/performance-history.md, "The shard step").  A single chunk (the common
-    case: a shard's rows fit one chunk of ``settings.arrow_records``) is taken as PySpark
-    made it, the watermark's helper column included: every reader takes its columns by
-    name, and selecting the others copied them all."""
-    chunks = [f for f in pdfs if len(f)]
-    if len(chunks) == 1:
-        return chunks[0]
-    return concat([f[ROUTED_COLUMNS] for f in chunks], ROUTED_COLUMNS)
-
-
-def _absent_if_empty(arrays: np.ndarray) -> np.ndarray:
-    """An array column as the engine takes it: routing sends "absent" as empty (``_as_routed``)."""
-    lengths = np.fromiter(map(len, arrays), np.int64, count=len(arrays))
-    return np.where(lengths > 0, arrays, None)
-
-
 def segment_store(config: PurgatoryConfig) -> SegmentStore | None:
     """The ``SegmentStore`` that ``purgatory.state.path`` asks for, if any."""
     if not config.state_path:
@@ -490,15 +386,15 @@ def _stateful_shard(
         wm = int(state.getCurrentWatermarkMs())
         now = int(state.getCurrentProcessingTimeMs())  # the micro-batch's time, its key
         held = wm if watermarks is None else _held(wm, cap_before(watermarks, now, storage))
-        pdf = _routed_rows(pdfs)
-        ops, events, bad = _split_input(pdf, registering)
+        pdf = routed_rows(pdfs)
+        ops, events, bad = split_input(pdf, registering)
         batch = _micro_batch_key(now) if handoff.active else None
-        claims = _claims(pdf) if registering else None
+        claims = claims_of(pdf) if registering else None
         # the end of input (handoff.end_of_input): past every deadline, kept from now on by the engine
         ending = bool((pdf["role"] == ROLE_END).any())
         engine_wm = _end_watermark(p, config) if ending else held
         # the operator's clock (handoff.reaper): the watermark after this batch's rows are admitted
-        expire_to = None if ending else _clock_of(pdf)
+        expire_to = None if ending else clock_of(pdf)
         if processing:  # deadline.clock=processing: rows at their arrival, the batch's time the clock
             ops, events, claims = on_arrival(ops, events, claims, now)
             engine_wm, expire_to = engine_wm if ending else now, None
@@ -569,12 +465,6 @@ def _stateful_shard(
     return shard_step
 
 
-def _clock_of(pdf: pd.DataFrame) -> int | None:
-    """The operator's clock a clock row (``handoff.reaper``) brings, if any."""
-    clock = pdf[_TS_MS].to_numpy()[pdf["role"].to_numpy(dtype=object) == ROLE_CLOCK]
-    return int(np.max(clock)) if len(clock) else None
-
-
 def _held(wm: int, cap: int | None) -> int:
     """Spark's watermark, held back to the slowest Kafka partition's (``handoff.partitions``)."""
     return wm if cap is None else min(wm, cap)
@@ -592,7 +482,7 @@ def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
     def shard_all(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
         shard = numbers[int(key[0])]
         p = Purgatory(config)
-        ops, events, bad = _split_input(pdf)
+        ops, events, bad = split_input(pdf)
         result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)
         figures = shard_figures(p, pdf, delays, batch_time_ms=int(time.time() * 1000), group_rows=len(pdf))
         return output_rows(shard, result, bad, figures, final_watermark_ms)

@@ -85,6 +85,7 @@ from .typed_columns import operations_read
 __all__ = [
     "ROUTED_SCHEMA",
     "ROUTED_COLUMNS",
+    "LIST_COLUMNS",
     "ROLE_OPERATION",
     "ROLE_STUB",
     "ROLE_EVENT",
@@ -115,13 +116,22 @@ ROLE_END = "end"
 ROLE_CLOCK = "clock"
 
 
+#: the routed columns that hold a list as JSON text, null for the usual rows: one key (in
+#: ``key``), no members.  Spark's Arrow writer and PySpark's conversion to pandas pay per row
+#: for an array column, even an empty one (a numpy array made for each row), and Spark's
+#: writer more again for a null array; a null string costs neither
+#: (docs/performance.md, "The routed rows' lists as text")
+LIST_COLUMNS = ("keys", "members")
+
+
 def _routed_schema() -> T.StructType:
     """``shard``, ``role``, ``side`` (which input), ``peer`` (an operation's registry shard, a
     claim's home: ``engine.registry``), ``part`` (a Kafka record's topic and partition as one
     number, ``handoff.partitions``; null for files), the operation and event fields (event time as epoch
-    ms), and ``raw`` / ``reason`` for rows rejected at parse.  An operation (or stub) carries
-    its keys in ``keys``, an event its key in ``key``; arrays are never null
-    (``_as_routed``)."""
+    ms), and ``raw`` / ``reason`` for rows rejected at parse.  An event carries its key in
+    ``key``; an operation (or stub) with one key too, and its keys as a JSON array in
+    ``keys`` only when it has several; its members as a JSON array in ``members`` only when
+    it has any (``LIST_COLUMNS``, ``_as_routed``)."""
     fields: dict[str, pa.DataType] = {
         "shard": pa.int32(),
         "role": pa.string(),
@@ -135,6 +145,7 @@ def _routed_schema() -> T.StructType:
         else:
             fields.setdefault(field.name, field.type)
     fields.update(raw=pa.string(), reason=pa.string())
+    fields.update({name: pa.string() for name in LIST_COLUMNS})
     return from_arrow_schema(pa.schema(list(fields.items())))
 
 
@@ -190,29 +201,36 @@ def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: s
     row's own, then nulls; ``raw`` kept only for rejected rows; ``shard`` given as the shard's
     number and leaving as its label (``labels.shard_labels``), the operator's group key.
 
-    An array column travels empty, never null: Spark's Arrow writer (3.5 to 4.2 at least)
-    is slow on each null array it hands to Python and not on an empty one
-    (docs/performance-history.md, "The hand-off and the state store"; ``_split_input`` reads
-    empty as absent).
+    The lists (``LIST_COLUMNS``) leave as JSON text, and only where the row needs it: an
+    operation's keys when it has more than one (one key leaves in ``key``), its members when
+    it has any (``operator._split_input`` reads them back).
     """
     own = set(rows.columns)
     labels = ", ".join(str(label) for label in shard_labels(config.shards + 1))
 
+    def given(name: str) -> str:
+        if name in columns:
+            return columns[name]
+        return f"`{name}`" if name in own else "NULL"
+
+    keys = given("keys")
+
     def routed(field: T.StructField) -> str:
         name, ddl = field.name, field.dataType.simpleString()
-        if name in columns:
-            value = columns[name]
-        elif name == "raw":
+        if name == "raw" and name not in columns:
             value = "CASE WHEN reason IS NOT NULL THEN raw END"
         elif name == "side":
             value = sql_string(side)
+        elif name == "key" and side == SOURCE_OPERATIONS:
+            value = f"CASE WHEN size({keys}) = 1 THEN get({keys}, 0) END"
+        elif name in LIST_COLUMNS and given(name) != "NULL":
+            least = 2 if name == "keys" else 1
+            value = f"CASE WHEN size({given(name)}) >= {least} THEN to_json({given(name)}) END"
         else:
-            value = f"`{name}`" if name in own else "NULL"
+            value = given(name)
         value = f"CAST({value} AS {ddl})"
         if name == "shard":
             value = f"element_at(array({labels}), {value} + 1)"
-        if isinstance(field.dataType, T.ArrayType):
-            value = f"COALESCE({value}, CAST(array() AS {ddl}))"
         return f"{value} AS `{name}`"
 
     return rows.selectExpr(*[routed(f) for f in ROUTED_SCHEMA.fields])

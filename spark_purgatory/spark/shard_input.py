@@ -1,0 +1,159 @@
+"""A shard call's input as the engine takes it: the routed rows (``routing.ROUTED_SCHEMA``)
+that PySpark hands a group as pandas, split into validated operations, validated events,
+rows rejected at parse, op_id claims and the operator's clock.
+
+Runs in the Python workers, once per shard call: each reader takes the columns it needs as
+numpy arrays, masked per role, and never copies the whole frame.  An operation's keys and
+members come as JSON text only where the row needs a list (``routing.LIST_COLUMNS``): one
+key travels in ``key``, no members as null.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..contract import SOURCE_OPERATIONS, ms_column
+from ..engine.conditions import CONDITIONS
+from ..engine.frames import concat
+from ..engine.registry import NO_REGISTRY
+from ..engine.validation import first_keys, readable
+from .routing import (
+    ROLE_BAD,
+    ROLE_CLAIM,
+    ROLE_CLOCK,
+    ROLE_EVENT,
+    ROLE_OPERATION,
+    ROLE_REPLICA,
+    ROLE_STUB,
+    ROUTED_COLUMNS,
+)
+
+__all__ = ["split_input", "claims_of", "routed_rows", "clock_of", "keys_of", "members_of"]
+
+_TS_MS = ms_column("ts")
+
+
+def keys_of(key: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Each operation's keys as a list: its JSON ``keys`` where given, else its one ``key``
+    (none: an empty list, a rejected row's).
+
+    >>> keys_of(np.array(["a", None, None], dtype=object),
+    ...         np.array([None, '["b","c"]', None], dtype=object)).tolist()
+    [['a'], ['b', 'c'], []]
+    """
+    out = np.empty(len(key), dtype=object)
+    out[:] = [
+        json.loads(text) if text is not None else ([one] if one is not None else [])
+        for one, text in zip(key, keys, strict=True)
+    ]
+    return out
+
+
+def members_of(members: np.ndarray) -> np.ndarray:
+    """Each operation's members as a list, None where it has none (absent, as the engine reads it).
+
+    >>> members_of(np.array([None, '["x","y"]'], dtype=object)).tolist()
+    [None, ['x', 'y']]
+    """
+    out = np.empty(len(members), dtype=object)
+    out[:] = [json.loads(text) if text is not None else None for text in members]
+    return out
+
+
+def split_input(
+    pdf: pd.DataFrame, registering: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Routed rows -> (validated operations, validated events, rejected-at-parse rows); with
+    ``registering`` the operations carry their op_id's ``registry`` shard (``registry``).
+
+    Each side takes only its own columns, masked as numpy arrays: selecting the rows of the
+    whole routed frame (``pdf.loc``) copied all its columns three times over."""
+    role = pdf["role"].to_numpy(dtype=object)
+    is_op = (role == ROLE_OPERATION) | (role == ROLE_STUB)
+    ts = pdf[_TS_MS].to_numpy()
+
+    def col(name: str, rows: np.ndarray, dtype: Any = object) -> np.ndarray:
+        return pdf[name].to_numpy(dtype=dtype)[rows]
+
+    op_ts = ts[is_op].astype(np.int64)
+    ops = pd.DataFrame(
+        {
+            "op_id": col("op_id", is_op),
+            "keys": keys_of(col("key", is_op), col("keys", is_op)),
+            "ts": op_ts,
+            "deadline": op_ts + pdf["timeout_ms"].to_numpy()[is_op].astype(np.int64),
+            "cond": pd.Series(col("condition", is_op)).map(CONDITIONS).to_numpy(np.int8),
+            "target": col("target", is_op, float),
+            "members": members_of(col("members", is_op)),
+            "payload": col("payload", is_op),
+            "stub": role[is_op] == ROLE_STUB,
+        }
+    )
+    if registering:
+        peer = col("peer", is_op, float)  # null: none given (decided where it is)
+        ops["registry"] = np.where(np.isnan(peer), NO_REGISTRY, peer).astype(np.int64)
+    is_event = (role == ROLE_EVENT) | (role == ROLE_REPLICA)
+    events = pd.DataFrame(
+        {
+            "key": col("key", is_event),
+            "ts": ts[is_event].astype(np.int64),
+            "op_id": col("op_id", is_event),
+            "source": col("source", is_event),
+            "value": col("value", is_event, float),
+            "replica": role[is_event] == ROLE_REPLICA,
+        }
+    )
+    is_bad = role == ROLE_BAD
+    key = col("key", is_bad)
+    side = col("side", is_bad)
+    operation_key = first_keys(keys_of(key, col("keys", is_bad)))  # an operation's; an event's is its key
+    bad = pd.DataFrame(
+        {
+            "source": side,
+            "raw": col("raw", is_bad),
+            "reason": col("reason", is_bad),
+            "op_id": readable(col("op_id", is_bad)),
+            "key": readable(np.where(side == SOURCE_OPERATIONS, operation_key, key)),
+        }
+    )
+    return ops, events, bad
+
+
+def claims_of(pdf: pd.DataFrame) -> pd.DataFrame | None:
+    """The claims among the routed rows (``tables.CLAIMS``), None when there are none."""
+    c = pdf.loc[pdf["role"].to_numpy(dtype=object) == ROLE_CLAIM]
+    if len(c) == 0:
+        return None
+    ts = c[_TS_MS].to_numpy(np.int64)
+    return pd.DataFrame(
+        {
+            "op_id": c["op_id"].to_numpy(dtype=object),
+            "ts": ts,
+            "deadline": ts + c["timeout_ms"].to_numpy(np.int64),
+            "home": c["peer"].to_numpy(np.int64),
+        }
+    )
+
+
+def routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
+    """A group's input chunks as one frame with ``ROUTED_COLUMNS``, stacked column by column
+    (``frames.concat``: ``pd.concat`` tests every value of the chunks' all-null object
+    columns; docs/performance-history.md, "The shard step").  A single chunk (the common
+    case: a shard's rows fit one chunk of ``settings.arrow_records``) is taken as PySpark
+    made it, the watermark's helper column included: every reader takes its columns by
+    name, and selecting the others copied them all."""
+    chunks = [f for f in pdfs if len(f)]
+    if len(chunks) == 1:
+        return chunks[0]
+    return concat([f[ROUTED_COLUMNS] for f in chunks], ROUTED_COLUMNS)
+
+
+def clock_of(pdf: pd.DataFrame) -> int | None:
+    """The operator's clock a clock row (``handoff.reaper``) brings, if any."""
+    clock = pdf[_TS_MS].to_numpy()[pdf["role"].to_numpy(dtype=object) == ROLE_CLOCK]
+    return int(np.max(clock)) if len(clock) else None
