@@ -1,0 +1,137 @@
+"""The routed rows' hand-off to Python: what the shard stage pays per row to give the
+operator its input, for the routed layout as it is and as it was.
+
+The operator's input (``routing.ROUTED_SCHEMA``) crosses from the JVM to the Python workers
+as Arrow and becomes pandas (``applyInPandasWithState``) before the engine sees a row.  This
+times that crossing alone, on the rows of real input: one file of operations and one of
+events (``contenders.write_workload``), routed as a stream routes them
+(``route_typed_operations``, ``route_events``), written once as Parquet; then, per layout,
+the rows read back, shuffled by shard and handed to a Python function that splits them as
+the shard call does (``shard_input.split_input``) and returns nothing.  The layouts
+(``--layouts``):
+
+* **text**: the routed rows as they are: an operation's keys as JSON text only when it has
+  several (one key in ``key``), its members only when it has any (``routing.LIST_COLUMNS``);
+* **arrays**: the same rows with the two lists as Spark arrays, empty where absent, as
+  routing sent them before (the function reads them as they come);
+* **floor**: shard, key and event time only: what the stateful floor hands over.
+
+Each layout runs ``--runs`` times after two warm-up runs, the layouts alternated; printed:
+wall and CPU (the JVM, its Python workers: ``procfs.cpu_seconds``) per run, medians and
+ranges, and each layout's CPU beside ``text``'s.  CPU is the figure to read on a shared
+machine.
+
+    .venv/bin/python benchmarks/bench_handoff.py
+    .venv/bin/python benchmarks/bench_handoff.py --ops 60000 --runs 10 --layouts text,arrays,floor
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import pandas as pd
+from contenders import write_workload  # beside this script (sys.path[0])
+from procfs import cpu_seconds
+
+from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.spark.routing import route_events, route_typed_operations
+from spark_purgatory.spark.shard_input import split_input
+from spark_purgatory.spark.sources import parse_events
+from spark_purgatory.testing import spark_session
+
+LAYOUTS = ("text", "arrays", "floor")
+
+
+def _arrays_split(pdf: pd.DataFrame) -> None:
+    """The shard call's reading of the arrays layout: each side's columns as numpy arrays."""
+    for name in pdf.columns:
+        pdf[name].to_numpy(dtype=object)
+
+
+def _consumer(layout: str):
+    def consume(pdf: pd.DataFrame) -> pd.DataFrame:
+        if layout == "text":
+            split_input(pdf, registering=True)
+        else:
+            _arrays_split(pdf)
+        return pdf.head(0)[["shard"]]
+
+    return consume
+
+
+def _layout(rows, layout: str):
+    if layout == "floor":
+        return rows.select("shard", "key", "ts_ms")
+    if layout == "arrays":
+        empty = "CAST(array() AS array<string>)"
+        keys = (
+            "CASE WHEN keys IS NOT NULL THEN from_json(keys, 'array<string>') "
+            f"WHEN key IS NOT NULL AND side = 'operations' THEN array(key) ELSE {empty} END"
+        )
+        members = f"COALESCE(from_json(members, 'array<string>'), {empty})"
+        others = [c for c in rows.columns if c not in ("keys", "members")]
+        return rows.selectExpr(*others, f"{keys} AS keys", f"{members} AS members")
+    return rows
+
+
+def _ms(seconds: list[float]) -> str:
+    """Median and range in milliseconds."""
+    return (
+        f"{1000 * statistics.median(seconds):6.0f} ms ({1000 * min(seconds):.0f}-{1000 * max(seconds):.0f})"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=60_000, help="operations in the file")
+    parser.add_argument("--runs", type=int, default=8, help="timed runs per layout")
+    parser.add_argument("--layouts", default=",".join(LAYOUTS))
+    args = parser.parse_args(argv)
+    layouts = args.layouts.split(",")
+    root = tempfile.mkdtemp(prefix="bench-handoff-")
+    write_workload(root, args.ops, 1, fmt="parquet")
+    spark = spark_session()
+    config = PurgatoryConfig(state_path=os.path.join(root, "state"))  # the op_id registry's claims too
+    ops = spark.read.parquet(*glob.glob(f"{root}/ops/*.parquet"))
+    events = spark.read.parquet(*glob.glob(f"{root}/events/*.parquet"))
+    reading = dict(
+        max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms, limits=config.input_limits
+    )
+    routed = route_typed_operations(ops, config, **reading).unionByName(
+        route_events(parse_events(events, "auto", max_future_ms=config.max_future_ms), config)
+    )
+    routed.write.parquet(f"{root}/routed")
+    rows = spark.read.parquet(f"{root}/routed")
+    count = rows.count()
+    plans = {
+        name: _layout(rows, name).groupBy("shard").applyInPandas(_consumer(name), "shard int")
+        for name in layouts
+    }
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in layouts}
+    for run in range(args.runs + 2):
+        for name in layouts:
+            wall, cpu = time.perf_counter(), cpu_seconds()
+            plans[name].write.format("noop").mode("overwrite").save()
+            if run >= 2:
+                figures[name].append((time.perf_counter() - wall, cpu_seconds() - cpu))
+    print(f"{count:,} routed rows ({args.ops:,} operations and their events), {args.runs} runs per layout")
+    base = statistics.median(c for _w, c in figures[layouts[0]])
+    for name in layouts:
+        walls, cpus = [w for w, _c in figures[name]], [c for _w, c in figures[name]]
+        print(
+            f"  {name:8s} wall {_ms(walls)}   CPU {_ms(cpus)}"
+            f"   CPU / {layouts[0]}'s {statistics.median(cpus) / base:.2f}x"
+            f"   {1e6 * statistics.median(cpus) / count:.2f} µs CPU per row"
+        )
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
