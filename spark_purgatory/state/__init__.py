@@ -5,7 +5,7 @@ the engine through two small interfaces: ``Purgatory.tables()`` / ``load_tables`
 state as plain tables) and ``Purgatory.take_changes()`` (what the big tables gained and lost
 since the last save).  Modules:
 
-* ``shard_state``: ``save_state`` / ``load_state``, and the segment (LSM) scheme explained;
+* ``shard_state``: ``save_state``, and the segment (LSM) scheme explained; ``shard_load``: ``load_state``;
 * ``segments``: ``SegmentStore``, the directory of immutable segment files;
 * ``deltas``: the delta files, one per save, and the pointer to them a group state holds;
 * ``cache``: ``WorkerCache``, live shards parked in a Python worker between micro-batches;
@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from .cache import WORKER_CACHE, WorkerCache
 from .segments import SegmentStore
-from .shard_state import STATE_VERSION, load_state, loaded_by, save_state, saved_bytes
+from .shard_load import load_state
+from .shard_state import STATE_VERSION, loaded_by, save_state, saved_bytes
 
 __all__ = [
     "save_state",
