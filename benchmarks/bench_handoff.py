@@ -40,12 +40,14 @@ from contenders import write_workload  # beside this script (sys.path[0])
 from procfs import cpu_seconds
 
 from spark_purgatory.config import PurgatoryConfig
-from spark_purgatory.spark.routing import route_events, route_typed_operations
-from spark_purgatory.spark.shard_input import split_input
+from spark_purgatory.contract import SOURCE_OPERATIONS
+from spark_purgatory.spark.routing import SIDES, route_events, route_typed_operations
+from spark_purgatory.spark.shard_input import split_input, with_names
 from spark_purgatory.spark.sources import parse_events
 from spark_purgatory.testing import spark_session
 
 LAYOUTS = ("text", "arrays", "floor")
+_OPERATIONS = SIDES.index(SOURCE_OPERATIONS)  # a routed row's side, as routing sends it
 
 
 def _arrays_split(pdf: pd.DataFrame) -> None:
@@ -57,7 +59,7 @@ def _arrays_split(pdf: pd.DataFrame) -> None:
 def _consumer(layout: str):
     def consume(pdf: pd.DataFrame) -> pd.DataFrame:
         if layout == "text":
-            split_input(pdf, registering=True)
+            split_input(with_names(pdf), registering=True)
         else:
             _arrays_split(pdf)
         return pdf.head(0)[["shard"]]
@@ -72,7 +74,7 @@ def _layout(rows, layout: str):
         empty = "CAST(array() AS array<string>)"
         keys = (
             "CASE WHEN keys IS NOT NULL THEN from_json(keys, 'array<string>') "
-            f"WHEN key IS NOT NULL AND side = 'operations' THEN array(key) ELSE {empty} END"
+            f"WHEN key IS NOT NULL AND side = {_OPERATIONS} THEN array(key) ELSE {empty} END"
         )
         members = f"COALESCE(from_json(members, 'array<string>'), {empty})"
         others = [c for c in rows.columns if c not in ("keys", "members")]

@@ -36,7 +36,7 @@ from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.delta.staging import ShardStaging
 from spark_purgatory.spark.operator import STAGED_SCHEMA
 from spark_purgatory.spark.output import OUTPUT_SCHEMA
-from spark_purgatory.spark.routing import ROLE_EVENT, ROLE_OPERATION, ROUTED_SCHEMA
+from spark_purgatory.spark.routing import ROLE_EVENT, ROLE_OPERATION, ROLES, ROUTED_SCHEMA, SIDES
 from spark_purgatory.state import WORKER_CACHE
 from spark_purgatory.storage import Storage
 from spark_purgatory.workload import generate_confirmations
@@ -90,8 +90,8 @@ def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Tab
     ops, evs = work.operations, work.events
     ops_rows = pd.DataFrame(
         {
-            "role": ROLE_OPERATION,
-            "side": "operations",
+            "role": ROLES.index(ROLE_OPERATION),  # roles and sides travel as numbers (routing.ROLES)
+            "side": SIDES.index("operations"),
             "op_id": ops["op_id"],
             # the lists as routing sends them (routing.LIST_COLUMNS): one key in key, several as JSON
             "key": [k[0] if len(k) == 1 else None for k in ops["keys"]],
@@ -101,7 +101,14 @@ def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Tab
             "condition": "any",
         }
     )
-    ev_rows = pd.DataFrame({"role": ROLE_EVENT, "side": "events", "key": evs["key"], "ts_ms": evs["ts"]})
+    ev_rows = pd.DataFrame(
+        {
+            "role": ROLES.index(ROLE_EVENT),
+            "side": SIDES.index("events"),
+            "key": evs["key"],
+            "ts_ms": evs["ts"],
+        }
+    )
     edges = np.linspace(ops["ts"].min(), evs["ts"].max() + 1, batches + 1)
     schema = to_arrow_schema(ROUTED_SCHEMA)
     out, wm = [], 0

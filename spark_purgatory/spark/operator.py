@@ -119,6 +119,7 @@ from .output import OUTPUT_SCHEMA, output_rows, shard_figures, with_timestamps
 from .routing import (
     ROLE_BAD,
     ROLE_END,
+    ROLES,
     hands_off,
     registers,
     route,
@@ -127,7 +128,7 @@ from .routing import (
     route_typed_operations,
     route_wake,
 )
-from .shard_input import claims_of, clock_of, routed_rows, split_input
+from .shard_input import claims_of, clock_of, routed_rows, split_input, with_names
 from .sources import SourceFormat, parse_events, parse_operations, source_format_of
 
 __all__ = [
@@ -194,8 +195,9 @@ def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:
     # L added to the epoch ms, not as an interval to the timestamp: Spark adds a day-time
     # interval through a ZonedDateTime per row (docs/performance-history.md, "The watermark's
     # allowance on epoch ms")
+    bad = ROLES.index(ROLE_BAD)  # the routed rows' roles are numbers (``routing.ROLES``)
     event_time = F.expr(
-        f"timestamp_millis(CASE WHEN role = '{ROLE_BAD}' THEN 0 ELSE {_TS_MS} END + {LATE_ALLOWANCE_MS})"
+        f"timestamp_millis(CASE WHEN role = {bad} THEN 0 ELSE {_TS_MS} END + {LATE_ALLOWANCE_MS})"
     )
     routed = routed.withColumn(_EVENT_TIME, event_time)
     return routed.withWatermark(_EVENT_TIME, f"{delay_ms + LATE_ALLOWANCE_MS} milliseconds")
@@ -482,7 +484,7 @@ def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
     def shard_all(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
         shard = numbers[int(key[0])]
         p = Purgatory(config)
-        ops, events, bad = split_input(pdf)
+        ops, events, bad = split_input(with_names(pdf))
         result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)
         figures = shard_figures(p, pdf, delays, batch_time_ms=int(time.time() * 1000), group_rows=len(pdf))
         return output_rows(shard, result, bad, figures, final_watermark_ms)

@@ -86,6 +86,8 @@ __all__ = [
     "ROUTED_SCHEMA",
     "ROUTED_COLUMNS",
     "LIST_COLUMNS",
+    "ROLES",
+    "SIDES",
     "ROLE_OPERATION",
     "ROLE_STUB",
     "ROLE_EVENT",
@@ -114,6 +116,21 @@ ROLE_WAKE = "wake"
 ROLE_END = "end"
 #: the operator's clock, for one shard group (``handoff.reaper``): its watermark in ``ts_ms``
 ROLE_CLOCK = "clock"
+#: the roles and sides as the routed rows carry them: a small number, its name's place here.
+#: A string column costs the Arrow hand-off a Python string per row, a number nothing
+#: (``shard_input.with_names`` turns them back into names)
+ROLES = (
+    ROLE_OPERATION,
+    ROLE_STUB,
+    ROLE_EVENT,
+    ROLE_REPLICA,
+    ROLE_BAD,
+    ROLE_CLAIM,
+    ROLE_WAKE,
+    ROLE_END,
+    ROLE_CLOCK,
+)
+SIDES = (SOURCE_OPERATIONS, SOURCE_EVENTS, ROLE_WAKE)
 
 
 #: the routed columns that hold a list as JSON text, null for the usual rows: one key (in
@@ -125,7 +142,8 @@ LIST_COLUMNS = ("keys", "members")
 
 
 def _routed_schema() -> T.StructType:
-    """``shard``, ``role``, ``side`` (which input), ``peer`` (an operation's registry shard, a
+    """``shard``, ``role``, ``side`` (which input; these two as their places in ``ROLES`` and
+    ``SIDES``), ``peer`` (an operation's registry shard, a
     claim's home: ``engine.registry``), ``part`` (a Kafka record's topic and partition as one
     number, ``handoff.partitions``; null for files), the operation and event fields (event time as epoch
     ms), and ``raw`` / ``reason`` for rows rejected at parse.  An event carries its key in
@@ -145,7 +163,7 @@ def _routed_schema() -> T.StructType:
         else:
             fields.setdefault(field.name, field.type)
     fields.update(raw=pa.string(), reason=pa.string())
-    fields.update({name: pa.string() for name in LIST_COLUMNS})
+    fields.update({name: pa.string() for name in LIST_COLUMNS}, role=pa.int8(), side=pa.int8())
     return from_arrow_schema(pa.schema(list(fields.items())))
 
 
@@ -220,7 +238,10 @@ def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: s
         if name == "raw" and name not in columns:
             value = "CASE WHEN reason IS NOT NULL THEN raw END"
         elif name == "side":
-            value = sql_string(side)
+            value = str(SIDES.index(side))
+        elif name == "role":
+            named = " ".join(f"WHEN {sql_string(role)} THEN {code}" for code, role in enumerate(ROLES))
+            value = f"CASE {given(name)} {named} END"
         elif name == "key" and side == SOURCE_OPERATIONS:
             value = f"CASE WHEN size({keys}) = 1 THEN get({keys}, 0) END"
         elif name in LIST_COLUMNS and given(name) != "NULL":

@@ -30,12 +30,24 @@ from .routing import (
     ROLE_OPERATION,
     ROLE_REPLICA,
     ROLE_STUB,
+    ROLES,
     ROUTED_COLUMNS,
+    SIDES,
 )
 
-__all__ = ["split_input", "claims_of", "routed_rows", "clock_of", "keys_of", "members_of"]
+__all__ = ["split_input", "claims_of", "routed_rows", "with_names", "clock_of", "keys_of", "members_of"]
 
 _TS_MS = ms_column("ts")
+_ROLE_NAMES = np.array(ROLES, dtype=object)
+_SIDE_NAMES = np.array(SIDES, dtype=object)
+
+
+def with_names(pdf: pd.DataFrame) -> pd.DataFrame:
+    """The routed rows with their ``role`` and ``side`` as names: routing sends each as its
+    place in ``routing.ROLES`` / ``routing.SIDES``, one byte a row instead of a string."""
+    pdf["role"] = _ROLE_NAMES[pdf["role"].to_numpy(np.int64)]
+    pdf["side"] = _SIDE_NAMES[pdf["side"].to_numpy(np.int64)]
+    return pdf
 
 
 def keys_of(key: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -146,11 +158,11 @@ def routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
     columns; docs/performance-history.md, "The shard step").  A single chunk (the common
     case: a shard's rows fit one chunk of ``settings.arrow_records``) is taken as PySpark
     made it, the watermark's helper column included: every reader takes its columns by
-    name, and selecting the others copied them all."""
+    name, and selecting the others copied them all.  Roles and sides as names (``with_names``)."""
     chunks = [f for f in pdfs if len(f)]
     if len(chunks) == 1:
-        return chunks[0]
-    return concat([f[ROUTED_COLUMNS] for f in chunks], ROUTED_COLUMNS)
+        return with_names(chunks[0])
+    return with_names(concat([f[ROUTED_COLUMNS] for f in chunks], ROUTED_COLUMNS))
 
 
 def clock_of(pdf: pd.DataFrame) -> int | None:

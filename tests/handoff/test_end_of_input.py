@@ -160,12 +160,12 @@ def test_the_job_ends_only_an_available_now_run_and_refuses_an_ended_checkpoint_
 @pytest.mark.spark
 def test_the_end_mark_reaches_every_shard_group_and_a_wake_only_the_cross_shard_one(spark):
     from spark_purgatory.spark.labels import shard_labels
-    from spark_purgatory.spark.routing import route_wake
+    from spark_purgatory.spark.routing import ROLES, route_wake
 
     lines = spark.createDataFrame([("end",), ("12",)], "value string")
     routed = route_wake(lines, PurgatoryConfig(shards=3)).select("shard", "role").collect()
     labels = shard_labels(4)
-    assert sorted((r.role, labels.index(r.shard)) for r in routed) == [
+    assert sorted((ROLES[r.role], labels.index(r.shard)) for r in routed) == [  # roles travel as numbers
         (ROLE_END, 0),
         (ROLE_END, 1),
         (ROLE_END, 2),

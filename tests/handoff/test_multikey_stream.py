@@ -17,7 +17,7 @@ import pytest
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.handoff import Mailbox, Wake
-from spark_purgatory.spark.routing import route
+from spark_purgatory.spark.routing import ROLES, route
 from spark_purgatory.spark.sources import parse_events, parse_operations
 from tests.spark.test_streaming import _keys_in_different_shards, resolved
 from tests.support.stream_helpers import T0, Files, ev, op, run_stream
@@ -121,7 +121,7 @@ def test_co_located_keys_need_no_stub_and_batch_mode_replicates_only_watched_key
     )
     events = parse_events(spark.createDataFrame([(ev(a, 10),), (ev(c, 20),)], as_text), "json")
     routed = route(ops, events, config).collect()
-    roles = sorted((r.op_id or r.key, r.role) for r in routed)
+    roles = sorted((r.op_id or r.key, ROLES[r.role]) for r in routed)  # roles travel as numbers
     assert roles == sorted(
         [
             ("order", "op"),  # one shard: the shard of order-7
