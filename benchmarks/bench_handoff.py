@@ -14,6 +14,8 @@ the shard call does (``shard_input.split_input``) and returns nothing.  The layo
   several (one key in ``key``), its members only when it has any (``routing.LIST_COLUMNS``);
 * **arrays**: the same rows with the two lists as Spark arrays, empty where absent, as
   routing sent them before (the function reads them as they come);
+* **before**: the arrays layout with each row's role and side as strings, as routing sent
+  them before they became numbers (``routing.ROLES``, ``SIDES``): the layout of 5a71613;
 * **floor**: shard, key and event time only: what the stateful floor hands over.
 
 Each layout runs ``--runs`` times after two warm-up runs, the layouts alternated; printed:
@@ -41,12 +43,13 @@ from procfs import cpu_seconds
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import SOURCE_OPERATIONS
-from spark_purgatory.spark.routing import SIDES, route_events, route_typed_operations
+from spark_purgatory.spark.routing import ROLES, SIDES, route_events, route_typed_operations
 from spark_purgatory.spark.shard_input import split_input, with_names
 from spark_purgatory.spark.sources import parse_events
+from spark_purgatory.spark.sql_text import sql_string
 from spark_purgatory.testing import spark_session
 
-LAYOUTS = ("text", "arrays", "floor")
+LAYOUTS = ("text", "arrays", "before", "floor")
 _OPERATIONS = SIDES.index(SOURCE_OPERATIONS)  # a routed row's side, as routing sends it
 
 
@@ -60,6 +63,8 @@ def _consumer(layout: str):
     def consume(pdf: pd.DataFrame) -> pd.DataFrame:
         if layout == "text":
             split_input(with_names(pdf), registering=True)
+        elif layout == "arrays":
+            _arrays_split(with_names(pdf))
         else:
             _arrays_split(pdf)
         return pdf.head(0)[["shard"]]
@@ -70,6 +75,11 @@ def _consumer(layout: str):
 def _layout(rows, layout: str):
     if layout == "floor":
         return rows.select("shard", "key", "ts_ms")
+    if layout == "before":
+        arrays = _layout(rows, "arrays")
+        named = {"role": ROLES, "side": SIDES}
+        names = {c: f"element_at(array({', '.join(map(sql_string, n))}), {c} + 1)" for c, n in named.items()}
+        return arrays.selectExpr(*[f"{names[c]} AS {c}" if c in names else c for c in arrays.columns])
     if layout == "arrays":
         empty = "CAST(array() AS array<string>)"
         keys = (
