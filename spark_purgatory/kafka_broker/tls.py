@@ -37,6 +37,20 @@ class BrokerCertificates:
     ca_file: Path  #: the CA's certificate: what a client trusts (``ssl.truststore.location``)
     keystore_file: Path  #: the broker's key and certificate chain (``ssl.keystore.location``)
 
+    def pkcs12_truststore(self, path: str | Path, password: str) -> Path:
+        """The CA's certificate in a PKCS12 truststore at ``path``, as a Java client's
+        ``ssl.truststore.type=PKCS12`` reads it with ``ssl.truststore.password``: what a
+        cluster whose clients keep a password-protected truststore hands out."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
+
+        ca = x509.load_pem_x509_certificate(self.ca_file.read_bytes())
+        store = pkcs12.serialize_java_truststore(
+            [pkcs12.PKCS12Certificate(ca, b"ca")], BestAvailableEncryption(password.encode())
+        )
+        Path(path).write_bytes(store)
+        return Path(path)
+
 
 def certificates_in(directory: Path) -> BrokerCertificates:
     """The certificates in ``directory``, made there first if it has none."""
