@@ -78,6 +78,12 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+def _address(port: int | None, missing: str) -> str:
+    if port is None:
+        raise KafkaBrokerError(missing)
+    return f"127.0.0.1:{port}"
+
+
 def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: SIGKILL this process when the process that started it dies (``PR_SET_PDEATHSIG``)."""
     with contextlib.suppress(OSError, AttributeError):
@@ -135,23 +141,17 @@ class KafkaBroker(BrokerClients):
     @property
     def bootstrap_servers(self) -> str:
         """``host:port`` for clients (``kafka.bootstrap.servers``)."""
-        if self.port is None:
-            raise KafkaBrokerError("the broker is not started")
-        return f"127.0.0.1:{self.port}"
+        return _address(self.port, "the broker is not started")
 
     @property
     def sasl_bootstrap_servers(self) -> str:
         """``host:port`` of the SCRAM listener (``KafkaBroker(sasl=True)``)."""
-        if self.sasl_port is None:
-            raise KafkaBrokerError("the broker has no SASL listener (KafkaBroker(sasl=True))")
-        return f"127.0.0.1:{self.sasl_port}"
+        return _address(self.sasl_port, "the broker has no SASL listener (KafkaBroker(sasl=True))")
 
     @property
     def sasl_ssl_bootstrap_servers(self) -> str:
         """``host:port`` of the SCRAM-over-TLS listener (``KafkaBroker(tls=True)``)."""
-        if self.sasl_ssl_port is None:
-            raise KafkaBrokerError("the broker has no SASL_SSL listener (KafkaBroker(tls=True))")
-        return f"127.0.0.1:{self.sasl_ssl_port}"
+        return _address(self.sasl_ssl_port, "the broker has no SASL_SSL listener (KafkaBroker(tls=True))")
 
     @property
     def log_file(self) -> Path:

@@ -57,12 +57,9 @@ def _files_holding(root: str, needle: bytes) -> list[str]:
 
 
 def test_no_output_of_the_job_or_the_command_line_shows_a_secret(spark, kafka_broker, tmp_path, capfd):
-    import signal
-    import threading
-
     from spark_purgatory import PurgatoryConfig, start
     from spark_purgatory.config import read_properties
-    from tests.support.clean_stops import _commits
+    from tests.support.clean_stops import after_a_commit
     from tests.support.crash_harness import ROOT, SETTINGS, check, tables_and_reference
     from tests.support.crash_harness import _options as job_options
 
@@ -102,28 +99,14 @@ def test_no_output_of_the_job_or_the_command_line_shows_a_secret(spark, kafka_br
     ]
     printed = []
 
-    ended = threading.Event()
-
-    def revoke_after_a_commit() -> None:
-        for _ in range(3000):
-            if _commits(chk) > 0 or ended.is_set():
-                break
-            ended.wait(0.1)
-        kafka_broker.remove_scram_user("svc")
-        if not ended.wait(300):  # a query that never noticed: stopped as a user would (exit 0)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    revoker = threading.Thread(target=revoke_after_a_commit, daemon=True)
-    revoker.start()
-    code = job_main(
-        [
-            *common,
-            *("--output-path", out, "--checkpoint-path", chk, "--set", f"kafka.bootstrap.servers={servers}"),
-            *("--trigger", "processing-time=1s"),
-        ]
-    )
-    ended.set()
-    revoker.join()
+    with after_a_commit(chk, lambda: kafka_broker.remove_scram_user("svc")):
+        code = job_main(
+            [
+                *common,
+                *("--output-path", out, "--checkpoint-path", chk),
+                *("--set", f"kafka.bootstrap.servers={servers}", "--trigger", "processing-time=1s"),
+            ]
+        )
     printed.append(capfd.readouterr())
     said = [line for line in printed[-1].err.splitlines() if line.startswith("error:")]
     assert code == 1 and len(said) == 1, printed[-1].err[-3000:]
