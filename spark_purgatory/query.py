@@ -333,8 +333,8 @@ def _asked_after_failure(
     """What the handle asks after a failure (``faults.diagnose``): the object stores of every
     path the query reads or writes, and the topics it reads (when given by name)."""
     named = isinstance(operations, str) and isinstance(events, str)
-    uris = [checkpoint, cfg.state_path, cfg.accumulator_staging_path]
-    uris += [output] if isinstance(output, str) else []
+    uris = [output if isinstance(output, str) else None, checkpoint, cfg.state_path]
+    uris += [cfg.accumulator_staging_path]
     uris += [operations, events] if named and source_format != "kafka" else []
     kafka = None
     if named and source_format == "kafka":
