@@ -3,11 +3,12 @@
 A run that fails is started again by the job's restart policy (``restarts``) when the fault
 may pass: a broker restarting, a store answering ``503 SlowDown``, a dropped connection.
 Some faults do not pass by waiting: a bucket deleted, credentials revoked, a Kafka topic
-deleted.  After a failure the job asks each resource the query depends on, once
-(``diagnose``): a bucket (or ADLS container) of any path on an object store, and the Kafka
-topics it reads.  One that answers "no such bucket", "access denied", "no such topic" or
-"login refused" ends the job at once with ``PermanentFault``, one line naming the resource
-and what to do, instead of restarts that would meet the same answer.
+deleted.  After a failure the job, and the handle of ``start`` (``await_termination``,
+``stop``), ask each resource the query depends on, once (``diagnose``): a bucket (or ADLS
+container) of any path on an object store, and the Kafka topics it reads.  One that answers
+"no such bucket", "access denied", "no such topic" or "login refused" ends the job at once
+with ``PermanentFault``, one line naming the resource and what to do, instead of restarts
+that would meet the same answer; the handle raises it in place of the failure's own error.
 
 Asking changes nothing: the failed run stopped between micro-batches like any stop, so a
 start after the fix continues from the checkpoint, exactly once (what was staged but not
@@ -23,6 +24,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .spark.errors import MicroBatchError
 from .storage import Storage
 
 __all__ = ["PermanentFault", "diagnose", "gone_buckets", "gone_topics"]
@@ -34,8 +36,12 @@ _REFUSED = re.compile(
 )
 
 
-class PermanentFault(RuntimeError):
-    """A failed run's cause that no restart fixes; the message is one line naming it."""
+class PermanentFault(MicroBatchError):
+    """A failed run's cause that no restart fixes; the message is one line naming it.
+
+    A ``MicroBatchError``: what ``PurgatoryQuery.await_termination`` raises for a micro-batch
+    that failed on it (``start``'s handle asks ``diagnose`` after a failure, as the job does).
+    """
 
 
 def gone_buckets(uris: Iterable[str], storage: Storage) -> str | None:
@@ -78,7 +84,7 @@ def gone_topics(spark: Any, options: dict[str, str]) -> str | None:
     try:
         found = kafka_topics(spark, options)
     except KafkaLoginRefused as refused:  # credentials revoked, rights taken away
-        return str(refused).split(": check", 1)[0]
+        return _naming_the_login(str(refused).split(": check", 1)[0], options)
     except Exception:  # noqa: BLE001 - the brokers did not answer (ConfigError): may pass
         return None
     missing = [t for t in subscribed if t not in found]
@@ -101,6 +107,21 @@ def diagnose(
     return PermanentFault(
         f"{found}; the query stopped: fix it, then start the job again (it continues from its checkpoint)"
     )
+
+
+#: the user a SASL login module logs in as (PLAIN, SCRAM: ``username="..."``)
+_USERNAME = re.compile(r'\busername\s*=\s*"([^"]*)"')
+
+
+def _naming_the_login(refused: str, options: dict[str, str]) -> str:
+    """``refused`` (``Kafka at B refuses this job's login (why)``) with the user and the
+    mechanism named: which credential to renew.  The user is no secret; the password next to
+    it in ``kafka.sasl.jaas.config`` never leaves this function."""
+    found = _USERNAME.search(options.get("kafka.sasl.jaas.config", ""))
+    if found is None:
+        return refused
+    mechanism = options.get("kafka.sasl.mechanism", "GSSAPI")
+    return refused.replace("this job's login", f"this job's login as {found.group(1)!r} ({mechanism})", 1)
 
 
 def _first_line(error: BaseException) -> str:

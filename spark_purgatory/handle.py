@@ -10,6 +10,12 @@ the input for good (``handoff.end_of_input``); the figures (``totals``, ``pendin
 Invariant: after ``stop()`` returns, every row a committed micro-batch produced is in the
 tables, and the checkpoint's run lease is given back.
 
+A query that fails is raised from ``await_termination`` (and a flush that fails from
+``stop()``) with its cause in the first line (``spark.errors.MicroBatchError``); when the
+cause is something gone that no restart brings back (a bucket deleted, credentials refused,
+a topic deleted: ``permanent``, which ``start`` sets to ``faults.diagnose``), the error is
+``faults.PermanentFault`` and its first line names the resource, as the job says it.
+
 Stopping between micro-batches: Spark's ``StreamingQuery.stop()`` cancels the micro-batch
 under way (its jobs fail inside ``foreachBatch``), so the handle first lets the sink finish
 the batch it runs and refuse the next (``PurgatorySink.hold``, at most
@@ -73,8 +79,10 @@ class PurgatoryQuery:
         lease: Any = None,
         reaper: ExpirationReaper | None = None,
         stop_timeout_ms: int = 60_000,
+        permanent: Callable[[], BaseException | None] | None = None,
     ) -> None:
         self.query = query
+        self._permanent = permanent  # after a failure: the error naming what is gone, or None
         if reaper is not None:  # its run begins with a micro-batch, or when Spark finds no input
             reaper.quiet = lambda: _waiting_for_data(self.query.status)
             reaper.listed_first = lambda: listed_first(self.query, reaper.wake.root)
@@ -229,7 +237,18 @@ class PurgatoryQuery:
         except StreamingQueryException as error:
             if self._stopped() and STOPPING in str(error):  # a batch refused while stopping
                 return True
-            raise micro_batch_error(error) from error
+            raise self._gone() or micro_batch_error(error) from error
+
+    def _gone(self) -> BaseException | None:
+        """After a failure: the error naming a resource that is gone for good (``permanent``),
+        None when all answer (or the asking failed: the failure's own error is then raised)."""
+        if self._permanent is None:
+            return None
+        try:
+            return self._permanent()
+        except Exception:  # noqa: BLE001 - asking must not hide the failure itself
+            log.warning("could not ask what the query depends on", exc_info=True)
+            return None
 
     def _owes_wake(self) -> bool:
         """Did this run end with relays that no later call of the cross-shard group received?"""
@@ -332,6 +351,11 @@ class PurgatoryQuery:
             self._timer.join()
         try:
             flushed = self.sink.close()
+        except Exception as error:  # a bucket gone, credentials refused: said in the first line
+            gone = self._gone()
+            if gone is not None:
+                raise gone from error
+            raise
         finally:  # a flush that fails (a store gone) still gives the checkpoint back
             if self._lease is not None:
                 self._lease.release()

@@ -345,7 +345,11 @@ def run(settings: JobSettings) -> dict:
             _note_signals(interrupted)
         return Attempt(error, progressed=purgatory.totals["batches"] > 0, signalled=signalled)
 
-    def permanent(_error: BaseException) -> PermanentFault | None:  # spark_purgatory.faults
+    def permanent(error: BaseException) -> PermanentFault | None:  # spark_purgatory.faults
+        # the handle asks the stores before it raises; its inputs are DataFrames here, so
+        # the topics are the job's to ask (and the stores again, when the handle found none)
+        if isinstance(error, PermanentFault):
+            return PermanentFault(str(error))
         return diagnose(
             uris=_uris(settings), storage=storage, spark=spark, kafka=_kafka_subscription(settings)
         )

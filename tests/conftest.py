@@ -130,13 +130,21 @@ def spark():
 def kafka_broker(tmp_path_factory):
     """A real Kafka broker (KRaft, on loopback, from the ``kafka-broker`` JARs), started when a
     test file first asks for it and stopped after that file's last test on the worker; tests
-    make topics of their own on it (and SCRAM users for its SASL listener).  Not one per
+    make topics of their own on it (and SCRAM users for its SASL listeners).  Not one per
     worker for the whole run: an idle broker still costs 1.6 s of CPU a minute (its
     heartbeats, metadata log and flushes; measured on these 2 cores), and the Kafka tests run
     in the run's first minutes."""
     from spark_purgatory.kafka_broker import KafkaBroker
 
-    broker = KafkaBroker(data_dir=tmp_path_factory.mktemp("kafka-broker"), sasl=True).start()
+    # SCRAM over SASL_PLAINTEXT and over TLS (its own CA); a revoked user's open connections are
+    # refused at their next re-authentication (tests/spark/test_secrets.py), as on a broker
+    # with connections.max.reauth.ms set
+    broker = KafkaBroker(
+        data_dir=tmp_path_factory.mktemp("kafka-broker"),
+        sasl=True,
+        tls=True,
+        properties={"connections.max.reauth.ms": "5000"},
+    ).start()
     yield broker
     broker.stop()
 

@@ -430,10 +430,7 @@ def test_a_topic_deleted_mid_run_ends_the_job_in_one_line_a_start_once_restored_
     one line naming the topic, without restarts (each would meet the same answer).  Restored
     (created again with its records, at the same offsets, as from a mirror), a start continues
     from the checkpoint's offsets: the tables then hold what the engine computes."""
-    import signal
-    import threading
-
-    from tests.support.clean_stops import _commits
+    from tests.support.clean_stops import after_a_commit
     from tests.support.crash_harness import SETTINGS, check, tables_and_reference
     from tests.support.crash_harness import _options as job_options
 
@@ -457,22 +454,8 @@ def test_a_topic_deleted_mid_run_ends_the_job_in_one_line_a_start_once_restored_
         *("--output-path", out, "--checkpoint-path", chk, *job_options(settings)),
     ]
 
-    ended = threading.Event()
-
-    def delete_after_a_commit() -> None:
-        for _ in range(3000):
-            if _commits(chk) > 0 or ended.is_set():
-                break
-            ended.wait(0.1)
-        kafka_broker.delete_topic(topics["events"])
-        if not ended.wait(300):  # a query that never noticed: stopped as a user would (exit 0)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    deleter = threading.Thread(target=delete_after_a_commit, daemon=True)
-    deleter.start()
-    code = job_main([*args, "--trigger", "processing-time=1s"])
-    ended.set()
-    deleter.join()
+    with after_a_commit(chk, lambda: kafka_broker.delete_topic(topics["events"])):
+        code = job_main([*args, "--trigger", "processing-time=1s"])
     failed = capsys.readouterr()
     lines_err = failed.err.strip().splitlines()
     assert code == 1 and len(lines_err) == 1, failed.err[-3000:]

@@ -9,12 +9,14 @@ staged).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 
 def _commits(checkpoint: str, store=None) -> int:
@@ -27,6 +29,33 @@ def _commits(checkpoint: str, store=None) -> int:
         return sum(1 for name in os.listdir(os.path.join(checkpoint, "commits")) if name.isdigit())
     except FileNotFoundError:
         return 0
+
+
+@contextlib.contextmanager
+def after_a_commit(checkpoint: str, fault: Callable[[], None], *, give_up_s: float = 300) -> Iterator[None]:
+    """Around a job run in this process (its ``main`` on the main thread, where its signal
+    handlers live): ``fault()`` once the run has committed a micro-batch of its own to
+    ``checkpoint`` (a topic deleted, a credential revoked); a run that has not ended
+    ``give_up_s`` seconds after it is sent SIGTERM, as a user would stop it (exit 0), so a
+    fault the run never notices fails the test's exit-code assertion instead of hanging it."""
+    ended = threading.Event()
+
+    def inject() -> None:
+        for _ in range(3000):
+            if _commits(checkpoint) > 0 or ended.is_set():
+                break
+            ended.wait(0.1)
+        fault()
+        if not ended.wait(give_up_s):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    injector = threading.Thread(target=inject, name="fault-after-a-commit", daemon=True)
+    injector.start()
+    try:
+        yield
+    finally:
+        ended.set()
+        injector.join()
 
 
 def _tail(path: str, chars: int = 3000) -> str:

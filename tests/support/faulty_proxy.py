@@ -91,7 +91,7 @@ class FaultyProxy:
     ``endpoint`` is its address, ``stop()`` it when done."""
 
     def __init__(self, target: str, *, seed: int = 0) -> None:
-        from spark_purgatory.kafka_broker import _die_with_parent
+        from spark_purgatory.kafka_broker import die_with_parent
 
         self._process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.faulty_proxy", "--target", target, "--seed", str(seed)],
@@ -102,7 +102,7 @@ class FaultyProxy:
             },
             stdout=subprocess.PIPE,
             text=True,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
         )
         line = self._process.stdout.readline()  # type: ignore[union-attr]
         if not line.startswith("port "):

@@ -58,14 +58,14 @@ class S3Store:
         client.create_bucket(Bucket=bucket)
 
     def _start_process(self) -> str:
-        from spark_purgatory.kafka_broker import _die_with_parent, free_port
+        from spark_purgatory.kafka_broker import die_with_parent, free_port
 
         port = free_port()
         self._process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self._process.poll() is None:

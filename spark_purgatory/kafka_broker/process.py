@@ -1,12 +1,10 @@
-"""A real Apache Kafka broker on loopback, started from the project's pinned JARs.
+"""The broker's process: one Kafka 4 node in KRaft mode, started from the pinned JARs.
 
-The tests and ``make demo-kafka`` read topics through Spark's Kafka source from a real broker,
-not a stand-in: one Kafka 4 node in KRaft mode, broker and controller in one JVM, on
-127.0.0.1 only, with free ports and a data directory of its own.  No tarball and no ZooKeeper
-(Kafka 4 removed it, and Spark's own ``KafkaTestUtils`` still needs it): the JARs are the
-``kafka-broker`` set of ``jvm/`` (``org.apache.kafka:kafka_2.13`` and its runtime
-dependencies), fetched by ``make jars`` into ``.jars/kafka-broker``.  Starting is what
-Kafka's own scripts do::
+Broker and controller in one JVM, on 127.0.0.1 only, with free ports and a data directory of
+its own.  No tarball and no ZooKeeper (Kafka 4 removed it, and Spark's own
+``KafkaTestUtils`` still needs it): the JARs are the ``kafka-broker`` set of ``jvm/``
+(``org.apache.kafka:kafka_2.13`` and its runtime dependencies), fetched by ``make jars``
+into ``.jars/kafka-broker``.  Starting is what Kafka's own scripts do::
 
     java -cp JARS kafka.tools.StorageTool format -t CLUSTER_ID -c server.properties --standalone
     java -cp JARS kafka.Kafka server.properties
@@ -21,26 +19,13 @@ Invariant: a broker this module started does not outlive its owner.  ``stop()`` 
 leaving a ``with`` block and at interpreter exit) ends it, SIGTERM then SIGKILL; and on Linux
 the JVM is started with a parent-death signal, so it dies with the process that started it
 even when that process is killed with SIGKILL.  The one exception is asked for by name:
-``detached=True`` (the command line's ``start``), a broker for a person trying things, which
-keeps running after the command and keeps its data between starts.
+``detached=True`` (the command line's ``start``, ``kafka_broker.terminal``), a broker for a
+person trying things, which keeps running after the command and keeps its data between starts.
 
 **A broker that keeps its data** (``data_dir`` given): its storage is formatted once, and a
 later start on the same directory runs on it, on the ports it was formatted with (the KRaft
 quorum records its controller's address), so topics, records and consumer offsets survive
-a stop.  From a terminal::
-
-    python -m spark_purgatory.kafka_broker start  --data /tmp/kafka          # prints host:port
-    python -m spark_purgatory.kafka_broker topic  --data /tmp/kafka operations events --partitions 3
-    python -m spark_purgatory.kafka_broker status --data /tmp/kafka
-    python -m spark_purgatory.kafka_broker stop   --data /tmp/kafka          # data kept: start again
-
-Example::
-
-    from spark_purgatory.kafka_broker import KafkaBroker
-
-    with KafkaBroker() as broker:                  # formats, starts, waits until it serves
-        print(broker.bootstrap_servers)            # 127.0.0.1:<free port>
-        broker.create_topic("operations", partitions=3)
+a stop.
 """
 
 from __future__ import annotations
@@ -61,24 +46,24 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["BROKER_JARS", "KafkaBroker", "KafkaBrokerError", "free_port", "running_at", "stop_at", "main"]
+from .admin import BrokerClients, KafkaBrokerError
+from .tls import BrokerCertificates, certificates_in
 
-#: the listeners' names and their protocols (the SASL one listens only with ``sasl=True``)
-_PROTOCOLS = (("PLAINTEXT", "PLAINTEXT"), ("CONTROLLER", "PLAINTEXT"), ("SASL_PLAINTEXT", "SASL_PLAINTEXT"))
+__all__ = ["BROKER_JARS", "KafkaBroker", "die_with_parent", "free_port"]
+
+#: the listeners' names, which are their protocols' (the SASL ones listen only when asked for)
+_LISTENERS = ("PLAINTEXT", "CONTROLLER", "SASL_PLAINTEXT", "SASL_SSL")
+_PROTOCOLS = {"CONTROLLER": "PLAINTEXT"}
 #: the ``jvm/`` set the broker runs from (``runtime.jars.jar_paths``)
 BROKER_JARS = "kafka-broker"
 #: the broker's heap and compiler: a test or demo broker handles a few MB; C1 only, as the
 #: tests' Spark JVMs (``runtime.session.C1_ONLY``), so it takes little CPU from them
 _JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 _START_TIMEOUT_S = 120.0
-_STOP_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 15.0
 _PORT_ATTEMPTS = 3
 #: the broker's process id in a kept ``data_dir`` (``stop_at`` and ``status`` read it)
-_PID_FILE = "broker.pid"
-
-
-class KafkaBrokerError(RuntimeError):
-    """The broker cannot be started: no Java, no JARs, or it failed (its log's tail attached)."""
+PID_FILE = "broker.pid"
 
 
 def free_port() -> int:
@@ -93,13 +78,19 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def _address(port: int | None, missing: str) -> str:
+    if port is None:
+        raise KafkaBrokerError(missing)
+    return f"127.0.0.1:{port}"
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: SIGKILL this process when the process that started it dies (``PR_SET_PDEATHSIG``)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
-class KafkaBroker:
+class KafkaBroker(BrokerClients):
     """One Kafka node (broker + KRaft controller) on 127.0.0.1, from the pinned JARs.
 
     Args:
@@ -113,6 +104,9 @@ class KafkaBroker:
             exit; ``stop_at(data_dir)`` ends it); needs ``data_dir``.
         sasl: also a ``SASL_PLAINTEXT`` listener (``sasl_bootstrap_servers``) whose clients
             log in with SCRAM-SHA-256 as a user ``add_scram_user`` made.
+        tls: also a ``SASL_SSL`` listener (``sasl_ssl_bootstrap_servers``): SCRAM-SHA-256
+            over TLS, its certificate signed by a CA of the broker's own, whose certificate
+            clients trust (``certificates.ca_file``, PEM; ``kafka_broker.tls``).
     """
 
     def __init__(
@@ -124,10 +118,14 @@ class KafkaBroker:
         properties: dict[str, str] | None = None,
         detached: bool = False,
         sasl: bool = False,
+        tls: bool = False,
     ) -> None:
         self.detached = detached
         self.sasl = sasl
+        self.tls = tls
         self.sasl_port: int | None = None
+        self.sasl_ssl_port: int | None = None
+        self.certificates: BrokerCertificates | None = None
         self._jars = list(jars) if jars is not None else None
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -143,16 +141,17 @@ class KafkaBroker:
     @property
     def bootstrap_servers(self) -> str:
         """``host:port`` for clients (``kafka.bootstrap.servers``)."""
-        if self.port is None:
-            raise KafkaBrokerError("the broker is not started")
-        return f"127.0.0.1:{self.port}"
+        return _address(self.port, "the broker is not started")
 
     @property
     def sasl_bootstrap_servers(self) -> str:
         """``host:port`` of the SCRAM listener (``KafkaBroker(sasl=True)``)."""
-        if self.sasl_port is None:
-            raise KafkaBrokerError("the broker has no SASL listener (KafkaBroker(sasl=True))")
-        return f"127.0.0.1:{self.sasl_port}"
+        return _address(self.sasl_port, "the broker has no SASL listener (KafkaBroker(sasl=True))")
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        """``host:port`` of the SCRAM-over-TLS listener (``KafkaBroker(tls=True)``)."""
+        return _address(self.sasl_ssl_port, "the broker has no SASL_SSL listener (KafkaBroker(tls=True))")
 
     @property
     def log_file(self) -> Path:
@@ -185,7 +184,7 @@ class KafkaBroker:
                 # a free port taken by another process before the JVM bound it: new ports
                 taken = "Address already in use" in str(error)
                 self._kill()
-                if not taken or attempt == _PORT_ATTEMPTS - 1 or self._formatted_ports() is not None:
+                if not taken or attempt == _PORT_ATTEMPTS - 1 or self.formatted_ports() is not None:
                     self.stop()
                     raise
             except BaseException:
@@ -199,13 +198,18 @@ class KafkaBroker:
         assert self.data_dir is not None
         config = self.data_dir / "server.properties"
         base = [java, *_JVM_OPTIONS, f"-Dlog4j2.configurationFile={self._log4j()}", "-cp", classpath]
-        kept = self._formatted_ports()
-        if kept is not None:  # a kept storage: its quorum's voter is recorded with its ports
-            self.port, self.controller_port, self.sasl_port = kept
-        else:
+        kept = self.formatted_ports()
+        fresh = kept is None
+        if kept is None:  # new ports (a kept storage's quorum voter is recorded with its ports)
             shutil.rmtree(self.data_dir / "logs", ignore_errors=True)
-            self.port, self.controller_port = free_port(), free_port()
-            self.sasl_port = free_port() if self.sasl else None
+            kept = {name: free_port() for name in _LISTENERS[:2]}
+            kept.update({"SASL_PLAINTEXT": free_port()} if self.sasl else {})
+            kept.update({"SASL_SSL": free_port()} if self.tls else {})
+        self.port, self.controller_port = kept["PLAINTEXT"], kept["CONTROLLER"]
+        self.sasl_port, self.sasl_ssl_port = kept.get("SASL_PLAINTEXT"), kept.get("SASL_SSL")
+        if self.sasl_ssl_port is not None:  # made at the first start, kept with the data
+            self.certificates = certificates_in(self.data_dir)
+        if fresh:
             config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
             # "--cluster-id=ID": an id may begin with "-", which argparse4j would take for an option
             fmt = [
@@ -232,17 +236,18 @@ class KafkaBroker:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C in a terminal goes to us, and we stop it
                 # the parent-death signal follows the starting *thread*: start from one that lives
-                preexec_fn=_die_with_parent
+                preexec_fn=die_with_parent
                 if sys.platform.startswith("linux") and not self.detached
                 else None,
             )
         self._wait_until_serving(timeout)
         if not self._own_dir:
-            (self.data_dir / _PID_FILE).write_text(f"{self._process.pid}\n")
+            (self.data_dir / PID_FILE).write_text(f"{self._process.pid}\n")
 
-    def _formatted_ports(self) -> tuple[int, int, int | None] | None:
-        """The (broker, controller, SASL or None) ports of a storage formatted before in a kept
-        ``data_dir``, None for a new one (or one this module did not format)."""
+    def formatted_ports(self) -> dict[str, int] | None:
+        """The ports of a storage formatted before in a kept ``data_dir``, by listener name
+        (``PLAINTEXT``, ``CONTROLLER``, and ``SASL_PLAINTEXT``, ``SASL_SSL`` if it has them);
+        None for a new directory (or one this module did not format)."""
         assert self.data_dir is not None
         config = self.data_dir / "server.properties"
         if (
@@ -257,17 +262,10 @@ class KafkaBroker:
             if "=" in line and not line.startswith("#")
         )
         try:
-            advertised = dict(a.split("://", 1) for a in entries["advertised.listeners"].split(","))
-            broker = int(advertised["PLAINTEXT"].rsplit(":", 1)[1])
-            sasl = (
-                int(advertised["SASL_PLAINTEXT"].rsplit(":", 1)[1])
-                if "SASL_PLAINTEXT" in advertised
-                else None
-            )
-            controller = int(entries["controller.quorum.bootstrap.servers"].rsplit(":", 1)[1])
+            listeners = dict(a.split("://", 1) for a in entries["listeners"].split(","))
+            return {name: int(address.rsplit(":", 1)[1]) for name, address in listeners.items()}
         except (KeyError, ValueError, IndexError):
             return None
-        return broker, controller, sasl
 
     def _kill(self) -> None:
         """End the JVM at once (a failed start), keeping the data directory."""
@@ -292,7 +290,7 @@ class KafkaBroker:
     def _classpath(self) -> str:
         jars = self._jars
         if jars is None:
-            from .runtime.jars import jar_paths
+            from ..runtime.jars import jar_paths
 
             jars = jar_paths(BROKER_JARS)
         if not any(Path(j).name.startswith("kafka_2.13-") for j in jars):
@@ -305,9 +303,15 @@ class KafkaBroker:
 
     def _properties(self) -> dict[str, str]:
         assert self.data_dir is not None
-        clients = [f"PLAINTEXT://127.0.0.1:{self.port}"]
-        if self.sasl_port is not None:  # SCRAM users are kept in the cluster's metadata
-            clients.append(f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
+        ports = {"PLAINTEXT": self.port, "SASL_PLAINTEXT": self.sasl_port, "SASL_SSL": self.sasl_ssl_port}
+        # SCRAM users are kept in the cluster's metadata, for both SASL listeners
+        clients = [f"{name}://127.0.0.1:{port}" for name, port in ports.items() if port is not None]
+        tls = {}
+        if self.certificates is not None:
+            tls = {
+                "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
+                "listener.name.sasl_ssl.ssl.keystore.location": str(self.certificates.keystore_file),
+            }
         return {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -315,11 +319,15 @@ class KafkaBroker:
             "advertised.listeners": ",".join(clients),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in _PROTOCOLS),
+            "listener.security.protocol.map": ",".join(f"{n}:{_PROTOCOLS.get(n, n)}" for n in _LISTENERS),
             "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-            ),
+            **{
+                f"listener.name.{name}.scram-sha-256.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
+                for name in ("sasl_plaintext", "sasl_ssl")
+            },
+            **tls,
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
             "log.dirs": str(self.data_dir / "logs"),
             "num.partitions": "1",
@@ -387,98 +395,6 @@ class KafkaBroker:
             return "(no broker log)"
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
 
-    # -- topics -----------------------------------------------------------------------------
-
-    def admin(self):
-        """A ``confluent_kafka.admin.AdminClient`` on this broker."""
-        if self._admin is None:
-            from confluent_kafka.admin import AdminClient
-
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        return self._admin
-
-    def create_topic(self, name: str, partitions: int = 1, *, timeout: float = 30.0) -> str:
-        """Create ``name`` with ``partitions`` partitions (replication factor 1); return it."""
-        from confluent_kafka.admin import NewTopic
-
-        futures = self.admin().create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1)], operation_timeout=timeout
-        )
-        futures[name].result(timeout)
-        self._await_topic(name, present=True, timeout=timeout)
-        return name
-
-    def add_scram_user(self, user: str, password: str, *, timeout: float = 30.0) -> None:
-        """Make (or change) ``user`` with ``password`` for the SCRAM-SHA-256 listener."""
-        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
-
-        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
-        futures = self.admin().alter_user_scram_credentials(
-            [UserScramCredentialUpsertion(user, info, password.encode())], request_timeout=timeout
-        )
-        for future in futures.values():
-            future.result(timeout)
-
-    def delete_topic(self, name: str, *, timeout: float = 30.0) -> None:
-        """Delete ``name`` and wait until the broker no longer lists it."""
-        futures = self.admin().delete_topics([name], operation_timeout=timeout)
-        futures[name].result(timeout)
-        self._await_topic(name, present=False, timeout=timeout)
-
-    def produce(
-        self,
-        topic: str,
-        values: Sequence[str | bytes],
-        *,
-        partitions: Sequence[int] | int | None = None,
-        keys: Sequence[str | bytes | None] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> int:
-        """Write ``values`` to ``topic`` in order and wait until the broker has them all.
-
-        ``partitions``: one partition for all, one per value, or None for the producer's
-        partitioner (by key).  Returns the number of records written.
-        """
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 20, "acks": "all"})
-        failed: list[str] = []
-
-        def delivered(error, _message) -> None:
-            if error is not None:
-                failed.append(str(error))
-
-        for i, value in enumerate(values):
-            options: dict = {"on_delivery": delivered}
-            if isinstance(partitions, int):
-                options["partition"] = partitions
-            elif partitions is not None:
-                options["partition"] = int(partitions[i])
-            if keys is not None and keys[i] is not None:
-                options["key"] = keys[i]
-            if headers:
-                options["headers"] = headers
-            while True:
-                try:
-                    producer.produce(topic, value, **options)
-                    break
-                except BufferError:  # the producer's queue is full: let it send
-                    producer.poll(0.1)
-        remaining = producer.flush(60)
-        if remaining or failed:
-            raise KafkaBrokerError(f"producing to {topic!r}: {remaining} undelivered, errors {failed[:3]}")
-        return len(values)
-
-    def _await_topic(self, name: str, *, present: bool, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            topics = self.admin().list_topics(timeout=timeout).topics
-            listed = name in topics and topics[name].error is None and bool(topics[name].partitions)
-            if listed == present:
-                return
-            time.sleep(0.1)
-        raise KafkaBrokerError(f"topic {name!r} still {'absent' if present else 'present'} after {timeout} s")
-
     # -- stopping ---------------------------------------------------------------------------
 
     @property
@@ -504,13 +420,13 @@ class KafkaBroker:
             if process.poll() is None:
                 process.terminate()
                 try:
-                    process.wait(_STOP_TIMEOUT_S)
+                    process.wait(STOP_TIMEOUT_S)
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
         atexit.unregister(self.stop)
         if not self._own_dir and self.data_dir is not None:
-            (self.data_dir / _PID_FILE).unlink(missing_ok=True)
+            (self.data_dir / PID_FILE).unlink(missing_ok=True)
         if self._own_dir and self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None
@@ -520,83 +436,3 @@ class KafkaBroker:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
-
-
-# -- a broker in a directory, from a terminal ----------------------------------------------------------
-
-
-def running_at(data_dir: str | os.PathLike[str]) -> tuple[int, str] | None:
-    """(pid, host:port) of the broker serving ``data_dir``'s storage, None when none runs."""
-    directory = Path(data_dir)
-    try:
-        pid = int((directory / _PID_FILE).read_text().strip())
-        os.kill(pid, 0)
-    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
-        return None
-    ports = KafkaBroker(data_dir=directory)._formatted_ports()
-    return (pid, f"127.0.0.1:{ports[0]}") if ports else None
-
-
-def stop_at(data_dir: str | os.PathLike[str], timeout: float = _STOP_TIMEOUT_S) -> bool:
-    """Stop the broker serving ``data_dir`` (SIGTERM, then SIGKILL); its data stays.  False
-    when none was running."""
-    found = running_at(data_dir)
-    if found is None:
-        return False
-    pid = found[0]
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    (Path(data_dir) / _PID_FILE).unlink(missing_ok=True)
-    return True
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spark_purgatory.kafka_broker start|stop|status|topic --data DIR``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m spark_purgatory.kafka_broker",
-        description="A local Kafka broker on 127.0.0.1 that keeps its data in --data between starts.",
-    )
-    parser.add_argument("command", choices=["start", "stop", "status", "topic"])
-    parser.add_argument("topics", nargs="*", help="topic: the topics to create")
-    parser.add_argument("--data", required=True, help="the broker's directory (its storage, log, port)")
-    parser.add_argument("--partitions", type=int, default=1, help="topic: partitions of each new topic")
-    args = parser.parse_intermixed_args(argv)
-    found = running_at(args.data)
-    try:
-        if args.command == "start":
-            if found is None:
-                broker = KafkaBroker(data_dir=args.data, detached=True).start()
-                found = (broker._process.pid, broker.bootstrap_servers)  # type: ignore[union-attr]
-            print(found[1])
-        elif args.command == "stop":
-            print("stopped" if stop_at(args.data) else f"no broker runs on {args.data}")
-        elif args.command == "status":
-            print(f"{found[1]} (pid {found[0]})" if found else f"no broker runs on {args.data}")
-            return 0 if found else 1
-        else:
-            if found is None:
-                raise KafkaBrokerError(f"no broker runs on {args.data}: start it first")
-            broker = KafkaBroker(data_dir=args.data)
-            broker.port = int(found[1].rsplit(":", 1)[1])
-            for topic in args.topics:
-                broker.create_topic(topic, partitions=args.partitions)
-            print(", ".join(args.topics))
-    except KafkaBrokerError as error:
-        print(f"kafka_broker: {str(error).splitlines()[0]}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

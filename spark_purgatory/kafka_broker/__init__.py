@@ -1,0 +1,34 @@
+"""A real Apache Kafka broker on loopback, started from the project's pinned JARs.
+
+The tests and ``make demo-kafka`` read topics through Spark's Kafka source from a real broker,
+not a stand-in: one Kafka 4 node in KRaft mode on 127.0.0.1.  Three parts:
+
+- ``process``: ``KafkaBroker``, the JVM itself (format, start, pause, stop; it never outlives
+  the process that started it unless ``detached``);
+- ``admin``: what a client does on it (topics, SCRAM users, records: ``BrokerClients``);
+- ``tls``: the self-signed certificate authority of its ``SASL_SSL`` listener;
+- ``terminal``: ``python -m spark_purgatory.kafka_broker start|topic|status|stop --data DIR``.
+
+Example::
+
+    from spark_purgatory.kafka_broker import KafkaBroker
+
+    with KafkaBroker() as broker:                  # formats, starts, waits until it serves
+        print(broker.bootstrap_servers)            # 127.0.0.1:<free port>
+        broker.create_topic("operations", partitions=3)
+"""
+
+from .admin import KafkaBrokerError
+from .process import BROKER_JARS, KafkaBroker, die_with_parent, free_port
+from .terminal import main, running_at, stop_at
+
+__all__ = [
+    "BROKER_JARS",
+    "KafkaBroker",
+    "KafkaBrokerError",
+    "die_with_parent",
+    "free_port",
+    "main",
+    "running_at",
+    "stop_at",
+]
