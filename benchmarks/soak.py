@@ -223,7 +223,8 @@ class Job:
 
 
 class Faults:
-    """Seeded faults, one at a time: each begins, and (broker, store) ends a while later."""
+    """Seeded faults, one at a time, every kind once per round in a random order: each
+    begins, and (broker, store) ends a while later."""
 
     def __init__(self, kinds: list[str], every: float, seed: int, job: Job, broker, proxy) -> None:
         self.kinds, self.every = kinds, every
@@ -232,6 +233,7 @@ class Faults:
         self.counts = dict.fromkeys(("kill", "broker restart", "broker pause", "store 503s"), 0)
         self.next_at = time.time() + self._gap()
         self.heal_at: float | None = None
+        self.round: list[str] = []
         self.heal = None
 
     def _gap(self) -> float:
@@ -245,7 +247,9 @@ class Faults:
             self.next_at = time.time() + self._gap()
         if self.heal is not None or now < self.next_at:
             return
-        kind = self.kinds[int(self.rng.integers(len(self.kinds)))]
+        if not self.round:  # every kind once per round, in a seeded order
+            self.round = [self.kinds[i] for i in self.rng.permutation(len(self.kinds))]
+        kind = self.round.pop()
         if kind == "kill":
             self.counts["kill"] += 1
             print(f"{elapsed:>6.0f}  fault: kill -9 of the job, started again")
