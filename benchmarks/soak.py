@@ -496,6 +496,8 @@ def main() -> None:  # noqa: PLR0915 - one run, told in order
             f"{job.starts} ({exits} after it exited on its own); restarts by its policy {restarts}; "
             f"errors logged {len(errors)}"
         )
+        if proxy is not None:
+            print(f"503s the store's clients met, by client: {dict(proxy.injected)}")
         for line in errors[:5]:
             print("  ", line[:200])
         print(f"the job stopped on SIGTERM with {code}; ending the input ...")
