@@ -23,6 +23,14 @@ def _processes() -> dict[int, list[str]]:
     return found
 
 
+def _children(processes: dict[int, list[str]]) -> dict[int, list[int]]:
+    """Each process's children, from the parents ``_processes`` read."""
+    children: dict[int, list[int]] = {}
+    for pid, fields in processes.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    return children
+
+
 def cpu_seconds() -> float:
     """CPU seconds (user + system) used so far by this process and everything under it: the
     JVM, its Python workers, and the children they have reaped (Linux ``/proc``; NaN where
@@ -31,9 +39,7 @@ def cpu_seconds() -> float:
         processes = _processes()
     except OSError:
         return float("nan")
-    children: dict[int, list[int]] = {}
-    for pid, fields in processes.items():
-        children.setdefault(int(fields[1]), []).append(pid)
+    children = _children(processes)
     total, todo = 0, [os.getpid()]
     while todo:
         pid = todo.pop()
@@ -66,9 +72,7 @@ def tree_rss_mb(root: int) -> float:
     """Resident memory (MB) of process ``root`` and everything under it (a job: its JVM and
     the Python workers); a process that ends meanwhile counts nothing."""
     processes = _processes()
-    children: dict[int, list[int]] = {}
-    for pid, fields in processes.items():
-        children.setdefault(int(fields[1]), []).append(pid)
+    children = _children(processes)
     pages, todo = 0, [root]
     while todo:
         pid = todo.pop()
@@ -76,3 +80,52 @@ def tree_rss_mb(root: int) -> float:
             pages += int(processes[pid][21])  # rss, the 24th field of stat
         todo += children.get(pid, [])
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:  # gone meanwhile
+        return b""
+
+
+def rss_by_kind(root: int) -> dict[str, float]:
+    """Resident memory (MB) of process ``root`` and everything under it, by kind: ``python
+    driver`` (``root``, the job's own Python), ``driver JVM`` (a ``java`` process under it:
+    ``spark-submit`` execs it), ``python workers`` (every Python process under the JVM: the
+    worker daemon and the workers it forks) and ``other``; a process that ends meanwhile
+    counts nothing."""
+    processes = _processes()
+    children = _children(processes)
+    page_mb = os.sysconf("SC_PAGE_SIZE") / 2**20
+    kinds = dict.fromkeys(("python driver", "driver JVM", "python workers", "other"), 0.0)
+    todo = [(root, "python driver")]
+    while todo:
+        pid, kind = todo.pop()
+        if pid not in processes:
+            continue
+        if pid != root:
+            command = _cmdline(pid).split(b"\0")[0]
+            if command.endswith(b"java"):
+                kind = "driver JVM"
+            elif kind == "driver JVM" or kind == "python workers":
+                kind = "python workers" if b"python" in command else "other"
+            else:
+                kind = "other"
+        kinds[kind] += int(processes[pid][21]) * page_mb
+        todo += [(child, kind) for child in children.get(pid, [])]
+    return kinds
+
+
+def jvm_pid(root: int) -> int | None:
+    """The first ``java`` process under ``root`` (the job's driver JVM), None when none runs."""
+    processes = _processes()
+    children = _children(processes)
+    todo = [root]
+    while todo:
+        pid = todo.pop(0)
+        if pid != root and _cmdline(pid).split(b"\0")[0].endswith(b"java"):
+            return pid
+        todo += children.get(pid, [])
+    return None

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from .config import ConfigError, PurgatoryConfig, parse_interval_ms
+from .config import ConfigError, PurgatoryConfig
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.catalog import CatalogTables, writer_for
 from .delta.ownership import claim_tables
@@ -92,6 +92,7 @@ from .startup import (
     app_id_of,
     check_trigger,
     trigger_interval,
+    trigger_interval_ms,
 )
 from .state.pending_counts import PendingRecord
 from .storage import Storage
@@ -273,11 +274,7 @@ def start(
                 pending=pending,
                 on_metrics=reaper.observe if reaper is not None else None,
                 partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), storage),
-                trigger_interval_ms=(
-                    parse_interval_ms(trigger_interval(trigger))
-                    if trigger.startswith("processing-time=")
-                    else None
-                ),
+                trigger_interval_ms=trigger_interval_ms(trigger),
             )
 
             def run(available_now: bool = trigger == "available-now") -> StreamingQuery:

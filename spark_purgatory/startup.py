@@ -30,7 +30,7 @@ from typing import Any
 from .config import ConfigError, PurgatoryConfig, parse_interval_ms
 from .storage import Storage, join, write_once
 
-__all__ = ["TRIGGERS", "check_trigger", "app_id_of", "trigger_interval"]
+__all__ = ["TRIGGERS", "check_trigger", "app_id_of", "trigger_interval", "trigger_interval_ms"]
 
 #: the trigger values ``start`` (and the job's ``--trigger``) accept
 TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
@@ -61,7 +61,7 @@ def check_trigger(trigger: str, *, option: str = "trigger") -> None:
     if trigger == "available-now":
         return
     if trigger.startswith("processing-time="):
-        parse_interval_ms(trigger_interval(trigger))
+        trigger_interval_ms(trigger)
         return
     raise ConfigError(f"{option} must be {TRIGGERS}, got {trigger!r}")
 
@@ -70,6 +70,21 @@ def trigger_interval(trigger: str) -> str:
     """``processing-time=10s`` -> ``10 seconds`` (Spark interval strings pass through)."""
     value = trigger.split("=", 1)[1].strip()
     return f"{value[:-1]} seconds" if value.endswith("s") and value[:-1].isdigit() else value
+
+
+def trigger_interval_ms(trigger: str) -> int | None:
+    """A ``processing-time=<interval>`` trigger's interval in ms; None for ``available-now``
+    (raises ``ConfigError`` for an interval that does not parse).  The one reading of it: the
+    reaper's and the sink's interval are this.
+
+    >>> trigger_interval_ms("processing-time=10s"), trigger_interval_ms("processing-time=2 minutes")
+    (10000, 120000)
+    >>> trigger_interval_ms("available-now") is None
+    True
+    """
+    if not trigger.startswith("processing-time="):
+        return None
+    return parse_interval_ms(trigger_interval(trigger))
 
 
 def _with_defaults(config: PurgatoryConfig, checkpoint: str) -> PurgatoryConfig:

@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
@@ -148,15 +148,41 @@ class Storage:
         if where.startswith(_AZURE_SCHEMES):
             return self._azure_filesystem(where)
         if where.startswith("s3://"):
-            where += self._s3_query()
-        fs, path = pafs.FileSystem.from_uri(where)  # pyarrow reads the environment here
-        if isinstance(fs, pafs.S3FileSystem):  # the same options, and our retries
-            options = fs.__reduce__()[1][0]  # what from_uri resolved (region, endpoint, ...)
-            # AWS's exponential pauses from a few milliseconds; the "standard" strategy's start
-            # much longer (docs/operating.md, "When the world misbehaves")
-            strategy = pafs.AwsDefaultS3RetryStrategy(max_attempts=self.retries + 1)
-            fs = pafs.S3FileSystem(**options, retry_strategy=strategy)
+            return self._s3_filesystem(where)
+        fs, path = pafs.FileSystem.from_uri(where)
         return fs, path.rstrip("/")
+
+    def _s3_filesystem(self, where: str) -> tuple[pafs.S3FileSystem, str]:
+        """pyarrow's S3 filesystem from our settings (and the AWS variables for what they leave
+        open), with our retries; the path is ``bucket/key``.
+
+        The endpoint: ``storage.endpoint``, else ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``
+        as given.  The region: ``storage.region``; else the AWS SDK's (``AWS_REGION``, the
+        profile) when an endpoint is set, else the bucket's own, asked of AWS, as pyarrow's
+        ``FileSystem.from_uri`` does.  Credentials: the SDK's chain (the variables, the profile,
+        the instance's role).
+
+        >>> fs, path = Storage(endpoint="http://127.0.0.1:9000", region="eu-west-1").filesystem("s3a://b/chk/")
+        >>> path, fs.region, fs.__reduce__()[1][0]["endpoint_override"], fs.__reduce__()[1][0]["scheme"]
+        ('b/chk', 'eu-west-1', '127.0.0.1:9000', 'http')
+        """
+        path = where[len("s3://") :].split("?", 1)[0].rstrip("/")
+        options: dict[str, Any] = {}
+        if self.endpoint:
+            options["endpoint_override"] = self.endpoint.split("://", 1)[-1]
+            options["scheme"] = "http" if self.allow_http or self.endpoint.startswith("http:") else "https"
+        else:
+            from_env = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            if from_env:
+                options["endpoint_override"] = from_env
+        if self.region:
+            options["region"] = self.region
+        elif "endpoint_override" not in options:  # AWS itself: the bucket's region
+            options["region"] = pafs.resolve_s3_region(path.split("/", 1)[0])
+        # AWS's exponential pauses from a few milliseconds; the "standard" strategy's start
+        # much longer (docs/operating.md, "When the world misbehaves")
+        strategy = pafs.AwsDefaultS3RetryStrategy(max_attempts=self.retries + 1)
+        return pafs.S3FileSystem(**options, retry_strategy=strategy), path
 
     def delta_options(self, uri: str) -> dict[str, str] | None:
         """delta-rs's ``storage_options`` for a table at ``uri`` (None: nothing to add)."""
@@ -217,16 +243,6 @@ class Storage:
         if self.allow_http:
             settings["fs.s3a.connection.ssl.enabled"] = "false"
         return settings
-
-    def _s3_query(self) -> str:
-        """Our settings as the query of an ``s3://`` URI, pyarrow's way to configure it."""
-        options: dict[str, str] = {}
-        if self.endpoint:
-            options["endpoint_override"] = self.endpoint.split("://", 1)[-1]
-            options["scheme"] = "http" if self.allow_http or self.endpoint.startswith("http:") else "https"
-        if self.region:
-            options["region"] = self.region
-        return "?" + urlencode(options) if options else ""
 
     def _azure_endpoint(self) -> str:
         return self.endpoint or os.environ.get("AZURE_STORAGE_ENDPOINT", "")

@@ -259,3 +259,40 @@ def test_the_pending_workload_leaves_two_thirds_pending_and_memory_counts_the_pr
     confirmed = pq.read_table(tmp_path / "events" / "part-00001.parquet")["key"].to_pylist()
     assert confirmed == [f"k{i}" for i in range(30, 60) if i % 3 == 0]
     assert tree_rss_mb(os.getpid()) > 10
+
+
+def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tmp_path):
+    """``procfs.rss_by_kind`` (the soak's memory columns): this process is the Python driver,
+    a ``java`` under it the JVM, the Python processes under that the workers; the kinds add
+    up to the tree.  The "JVM" here is Python started as ``java`` (argv[0] is what counts)."""
+    import signal
+    import subprocess
+    import time
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from procfs import jvm_pid, rss_by_kind, tree_rss_mb
+
+    java = tmp_path / "java"
+    java.symlink_to(sys.executable)
+    ready = tmp_path / "worker-pid"
+    worker = (
+        f"import os, pathlib, time; pathlib.Path({str(ready)!r}).write_text(str(os.getpid())); time.sleep(60)"
+    )
+    # the worker by Python's own name (``sys.executable`` under the "java" link is the link)
+    starts = (
+        f"import subprocess, time; subprocess.Popen([{sys.executable!r}, '-c', {worker!r}]); time.sleep(60)"
+    )
+    jvm = subprocess.Popen([str(java), "-c", starts])
+    try:
+        deadline = time.monotonic() + 30
+        while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kinds = rss_by_kind(os.getpid())
+        assert jvm_pid(os.getpid()) == jvm.pid
+        assert kinds["python driver"] > 10 and kinds["driver JVM"] > 1 and kinds["python workers"] > 1, kinds
+        assert abs(sum(kinds.values()) - tree_rss_mb(os.getpid())) < 50  # the same tree, moments apart
+    finally:
+        if ready.exists() and ready.read_text():
+            os.kill(int(ready.read_text()), signal.SIGKILL)
+        jvm.kill()
+        jvm.wait()

@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..config import PurgatoryConfig, parse_interval_ms
+from ..config import PurgatoryConfig
 from ..contract import PROPOSED_WATERMARKS, ms_column
 from ..storage import Storage
 from .clock import ClockWatermark
@@ -278,15 +278,16 @@ def reaper_for(
 ) -> ExpirationReaper | None:
     """The reaper a query needs (not started), or None: only a ``processing-time=<interval>``
     query with ``watermark.idle.timeout`` set or ``deadline.clock=processing`` has one."""
+    from ..startup import trigger_interval_ms
+
     idle_ms = config.watermark_idle_timeout_ms
     processing = config.deadline_clock == "processing"
-    if not trigger.startswith("processing-time=") or (idle_ms is None and not processing):
+    interval = trigger_interval_ms(trigger)
+    if interval is None or (idle_ms is None and not processing):
         return None
-    from ..startup import trigger_interval
 
     clock = None
     if not processing:
         delays = config.input_delays_ms()
         clock = ClockWatermark(idle_ms, delays)  # type: ignore[arg-type]
-    interval = parse_interval_ms(trigger_interval(trigger))
     return ExpirationReaper(wake_root, interval, clock=clock, pending=pending, storage=storage, now=now)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pyarrow.fs as pafs
 
 from ..state.layout import STATE_DIR, state_path_of
-from ..storage import Storage, listing
+from ..storage import Storage, listing, read_bytes
 
 __all__ = ["InspectError", "CheckpointInfo", "read_checkpoint", "ID_FILE", "STATE_DIR", "state_path_of"]
 
@@ -118,10 +118,16 @@ def _batches(fs: pafs.FileSystem, directory: str) -> list[int]:
     return [int(i.base_name) for i in listing(fs, directory) if i.base_name.isdigit()]
 
 
+#: the head of a log entry read for its metadata line: the version and metadata lines come
+#: first, the sources' offsets (as long as a topic has partitions) after them
+_LOG_HEAD_BYTES = 64 * 1024
+#: the most of the app id file read (a short id)
+_ID_BYTES = 4096
+
+
 def _log_entry(fs: pafs.FileSystem, path: str) -> dict:
     """The JSON metadata line of an offsets or commits entry (after the ``v1`` line)."""
-    with fs.open_input_stream(path) as f:
-        lines = f.read().decode("utf-8").splitlines()
+    lines = read_bytes(fs, path, _LOG_HEAD_BYTES).decode("utf-8", errors="replace").splitlines()
     try:
         return json.loads(lines[1]) if len(lines) > 1 else {}
     except json.JSONDecodeError:
@@ -130,9 +136,8 @@ def _log_entry(fs: pafs.FileSystem, path: str) -> dict:
 
 def _read_text(fs: pafs.FileSystem, path: str) -> str | None:
     try:
-        with fs.open_input_stream(path) as f:
-            return f.read().decode("utf-8").strip() or None
-    except (FileNotFoundError, OSError):
+        return read_bytes(fs, path, _ID_BYTES).decode("utf-8").strip() or None
+    except (FileNotFoundError, OSError, UnicodeDecodeError):
         return None
 
 

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ..config import PurgatoryConfig
 from ..contract import TABLES
-from ..storage import Storage
+from ..storage import Storage, read_bytes
 from .checkpoint import read_checkpoint
 from .pending_table import StateNeedsSpark, pending_batches
 from .pending_view import inspect_config, pending_operations
@@ -239,8 +239,7 @@ def _pending_record(checkpoint: str, storage: Storage) -> tuple[int, dict[str, i
     query writes one: ``(batch_id, {shard: pending})``."""
     fs, root = storage.filesystem(checkpoint)
     try:
-        with fs.open_input_stream(f"{root}/{PENDING_RECORD}") as f:
-            body = json.loads(f.read())
+        body = json.loads(read_bytes(fs, f"{root}/{PENDING_RECORD}"))
         pending = {
             str(shard): int(n) for shard, n in sorted(body["pending"].items(), key=lambda i: int(i[0]))
         }

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..storage import listing, write_whole
+from ..storage import listing, read_bytes, write_whole
 from .labels import shard_labels
 from .xxhash import xxh32
 
@@ -164,8 +164,7 @@ def _versions(names: set[str], suffix: str) -> list[int]:
 
 
 def _read(fs: pafs.FileSystem, path: str) -> bytes:
-    with fs.open_input_stream(path) as f:
-        return _decompress(f.read(), path)
+    return _decompress(read_bytes(fs, path), path)
 
 
 def _records(data: bytes):
