@@ -166,7 +166,7 @@ def on_arrival(
     its arrival plus its timeout; the shard then runs at ``arrival_ms`` as its watermark, so
     nothing is ``late`` and an operation expires in the first micro-batch that starts at or
     after its deadline (Kafka's request timeouts, on the wall clock).  Columns as the shard
-    step gives them (``operator._split_input``, ``operator._claims``); the frames are copied."""
+    step gives them (``shard_input.split_input``, ``shard_input.claims_of``); the frames are copied."""
     arrival = np.int64(arrival_ms)
 
     def rebased(frame: pd.DataFrame) -> pd.DataFrame:

@@ -48,7 +48,7 @@ keeps it, and its clock keeps the margin.
 **The end of input** rides the same directory: ``Wake.end`` writes the end mark ``end.txt``,
 whose line ``routing.route_wake`` sends to *every* shard group (``handoff.end_of_input``).
 
-Invariant: wake rows never reach the engine (``operator._split_input`` takes operations,
+Invariant: wake rows never reach the engine (``shard_input.split_input`` takes operations,
 events and rejected rows by role); they only make Spark call a shard group (the end mark:
 with the end watermark).
 """

@@ -137,7 +137,7 @@ SIDES = (SOURCE_OPERATIONS, SOURCE_EVENTS, ROLE_WAKE)
 #: ``key``), no members.  Spark's Arrow writer and PySpark's conversion to pandas pay per row
 #: for an array column, even an empty one (a numpy array made for each row), and Spark's
 #: writer more again for a null array; a null string costs neither
-#: (docs/performance.md, "The routed rows' lists as text")
+#: (docs/performance.md, "The operator's weight, third round")
 LIST_COLUMNS = ("keys", "members")
 
 
@@ -221,7 +221,7 @@ def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: s
 
     The lists (``LIST_COLUMNS``) leave as JSON text, and only where the row needs it: an
     operation's keys when it has more than one (one key leaves in ``key``), its members when
-    it has any (``operator._split_input`` reads them back).
+    it has any (``shard_input.split_input`` reads them back).
     """
     own = set(rows.columns)
     labels = ", ".join(str(label) for label in shard_labels(config.shards + 1))

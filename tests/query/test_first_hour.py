@@ -373,7 +373,7 @@ def test_the_pandas_validator_gives_a_rejected_rows_op_id_and_key():
 @pytest.mark.parametrize("name", ["ops-1", "events-1"])
 def test_both_validators_give_a_rejected_row_the_same_op_id_and_key(spark, name):
     """The Spark path reads op_id and key in the shard step from the parsed columns
-    (``operator._split_input``); the pandas validator from the record."""
+    (``shard_input.split_input``); the pandas validator from the record."""
     import json
 
     import numpy as np
