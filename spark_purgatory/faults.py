@@ -21,13 +21,14 @@ gone: that is a fault that may pass, left to the restart policy.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .config import PurgatoryConfig
 from .spark.errors import MicroBatchError
 from .storage import Storage
 
-__all__ = ["PermanentFault", "diagnose", "gone_buckets", "gone_topics"]
+__all__ = ["PermanentFault", "diagnose", "depended_on", "gone_buckets", "gone_topics"]
 
 #: what a store answers to credentials it does not accept (S3, ADLS, GCS)
 _REFUSED = re.compile(
@@ -92,6 +93,32 @@ def gone_topics(spark: Any, options: dict[str, str]) -> str | None:
         return None
     what = f"topic {missing[0]!r} is" if len(missing) == 1 else f"topics {', '.join(map(repr, missing))} are"
     return f"the Kafka {what} gone from {options.get('kafka.bootstrap.servers')} (deleted)"
+
+
+def depended_on(
+    output: str | None,
+    checkpoint: str,
+    config: PurgatoryConfig,
+    inputs: tuple[str, str] | None,
+    source_format: str,
+    kafka_options: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """What ``diagnose`` asks about a query (its ``uris`` and ``kafka``): every path it reads
+    or writes, the output (None: catalog tables), the checkpoint, the shard state and the
+    staging; and its two inputs (None: given as DataFrames, not asked), as paths, or, read
+    from Kafka, as the topics subscribed with ``kafka_options``.
+
+    >>> asked = depended_on("s3://b/out", "s3://b/chk", PurgatoryConfig(), ("ops", "evs"), "kafka")
+    >>> asked["uris"], asked["kafka"]
+    (['s3://b/out', 's3://b/chk'], {'subscribe': 'ops,evs'})
+    """
+    uris = [output, checkpoint, config.state_path, config.accumulator_staging_path]
+    kafka = None
+    if inputs is not None and source_format == "kafka":
+        kafka = {"subscribe": ",".join(inputs), **(kafka_options or {})}
+    elif inputs is not None:
+        uris += inputs
+    return {"uris": [u for u in uris if u], "kafka": kafka}
 
 
 def diagnose(

@@ -272,7 +272,7 @@ def run(settings: JobSettings) -> dict:
     from .delta.catalog import writer_for
     from .delta.ownership import check_owner
     from .delta.writers import DeltaRsWriter
-    from .faults import PermanentFault, diagnose
+    from .faults import PermanentFault, depended_on, diagnose
     from .query import app_id_of, start
     from .spark.errors import MicroBatchError, first_cause
     from .spark.metrics import ProgressListener
@@ -350,9 +350,16 @@ def run(settings: JobSettings) -> dict:
         # the topics are the job's to ask (and the stores again, when the handle found none)
         if isinstance(error, PermanentFault):
             return PermanentFault(str(error))
-        return diagnose(
-            uris=_uris(settings), storage=storage, spark=spark, kafka=_kafka_subscription(settings)
+        inputs = (settings.ops_path, settings.events_path)
+        asked = depended_on(
+            settings.output_path,
+            settings.checkpoint_path,
+            settings.config,
+            inputs,
+            settings.source_format,
+            settings.kafka_options,
         )
+        return diagnose(**asked, storage=storage, spark=spark)
 
     try:
         run_restarting(once, settings.restart, interrupted=interrupted, permanent=permanent)
@@ -369,28 +376,6 @@ def run(settings: JobSettings) -> dict:
     totals = {**purgatory.totals, "pending": purgatory.pending}  # as this run's shards reported it
     log.info("done: %s", " ".join(f"{k}={v}" for k, v in totals.items()))
     return totals
-
-
-def _uris(settings: JobSettings) -> list[str]:
-    """Every path the query reads or writes (the object stores among them are asked after a
-    failure: ``faults.gone_buckets``)."""
-    config = settings.config
-    paths = [
-        settings.output_path,
-        settings.checkpoint_path,
-        config.state_path,
-        config.accumulator_staging_path,
-    ]
-    if settings.source_format != "kafka":
-        paths += [settings.ops_path, settings.events_path]
-    return [p for p in paths if p]
-
-
-def _kafka_subscription(settings: JobSettings) -> dict[str, str] | None:
-    """The Kafka options with both topics subscribed (None: not read from Kafka)."""
-    if settings.source_format != "kafka":
-        return None
-    return {"subscribe": f"{settings.ops_path},{settings.events_path}", **settings.kafka_options}
 
 
 def _sources(spark, settings: JobSettings) -> tuple:

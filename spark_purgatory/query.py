@@ -67,7 +67,7 @@ from .delta.ownership import claim_tables
 from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, absolute_uri
 from .delta.writers import WriterChoice
-from .faults import PermanentFault, diagnose
+from .faults import PermanentFault, depended_on, diagnose
 from .handle import PurgatoryQuery, _Totals
 from .handoff import Wake
 from .handoff.end_of_input import EndOfInput
@@ -327,16 +327,12 @@ def _asked_after_failure(
     source_format: SourceFormat,
     kafka_options: dict[str, str] | None,
 ) -> Callable[[], PermanentFault | None]:
-    """What the handle asks after a failure (``faults.diagnose``): the object stores of every
-    path the query reads or writes, and the topics it reads (when given by name)."""
-    named = isinstance(operations, str) and isinstance(events, str)
-    uris = [output if isinstance(output, str) else None, checkpoint, cfg.state_path]
-    uris += [cfg.accumulator_staging_path]
-    uris += [operations, events] if named and source_format != "kafka" else []
-    kafka = None
-    if named and source_format == "kafka":
-        kafka = {"subscribe": f"{operations},{events}", **(kafka_options or {})}
-    return functools.partial(diagnose, uris=[u for u in uris if u], storage=storage, spark=spark, kafka=kafka)
+    """What the handle asks after a failure (``faults.diagnose``): what the query depends on
+    (``faults.depended_on``), its inputs only when given by name."""
+    inputs = (operations, events) if isinstance(operations, str) and isinstance(events, str) else None
+    where = output if isinstance(output, str) else None
+    asked = depended_on(where, checkpoint, cfg, inputs, source_format, kafka_options)
+    return functools.partial(diagnose, **asked, storage=storage, spark=spark)
 
 
 @contextlib.contextmanager
