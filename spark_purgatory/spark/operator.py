@@ -95,14 +95,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..config import PurgatoryConfig
-from ..contract import MAX_TS_MS, OPERATOR_OUTPUT, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..contract import MAX_TS_MS, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..delta.staging import STAGED, ShardStaging
 from ..engine.purgatory import Purgatory
 from ..engine.wheel import NO_EXPIRATION
@@ -115,7 +114,7 @@ from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
 from ..storage import Storage, join
 from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
 from .labels import shard_numbers
-from .output import OUTPUT_SCHEMA, output_rows, shard_figures, with_timestamps
+from .output import OUTPUT_SCHEMA, output_rows, output_table, shard_figures, with_timestamps
 from .routing import (
     ROLE_BAD,
     ROLE_END,
@@ -433,15 +432,12 @@ def _stateful_shard(
             value = save_state(p, store, park=store is not None, version=now)
             written = saved_bytes(p)
         saved = time.perf_counter()
-        rows = output_rows(shard, result, bad, figures, out_wm, state_bytes=written if keep else 0)
+        out = (shard, result, bad, figures, out_wm)
+        state_bytes = written if keep else 0
         if staging is None:
-            yield rows
-        else:
-            # one thread: pyarrow otherwise starts a thread pool per call for a frame this
-            # long (``nthreads=None``), whose threads contend for the GIL on object columns
-            # (docs/performance.md, "The stream thread's call site, and what the rest of the gap is made of")
-            arrow = pa.Table.from_pandas(rows, schema=OPERATOR_OUTPUT, preserve_index=False, nthreads=1)
-            yield staging(arrow, shard).to_pandas()
+            yield output_rows(*out, state_bytes=state_bytes)
+        else:  # straight to Arrow: the rows never become one pandas frame (``output_table``)
+            yield staging(output_table(*out, state_bytes=state_bytes), shard).to_pandas()
         output = time.perf_counter()
         if not keep:
             state.remove()

@@ -54,6 +54,7 @@ __all__ = [
     "OUTPUT_SCHEMA",
     "shard_figures",
     "output_rows",
+    "output_table",
     "with_timestamps",
     "outcomes_of",
     "unmatched_of",
@@ -159,28 +160,8 @@ def output_rows(
     rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row:
     ``figures`` (``shard_figures``), the counts of those rows, the latency percentiles of
     what completed, the watermark ``wm`` and ``state_bytes`` (what the state's save wrote)."""
-    outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
-    unmatched = result.unmatched.drop(columns="batch_id").rename(columns=_ms_names(UNMATCHED_EVENTS))
-    figures = dict(figures)
-    maxima = figures.pop(PARTITION_MAXIMA, None)
-    metrics = {
-        **figures,
-        "completed": result.completed,
-        "expired": result.expired,
-        "unmatched": len(result.unmatched),
-        "rejected": len(result.rejected) + len(bad),
-        **_latencies(result.outcomes),
-        "expiry_lag_ms": _expiry_lag(result.outcomes, figures.get(ms_column("batch_time"))),
-        ms_column(_WATERMARK): wm,
-        "state_bytes": state_bytes,
-    }
-    parts = [
-        (KIND_OUTCOME, _with_single_key(outcomes)),
-        (KIND_UNMATCHED, unmatched),
-        (KIND_REJECTED, result.rejected[_REJECTED_ROWS]),
-        (KIND_REJECTED, bad),
-        (KIND_METRICS, pd.DataFrame({name: [0] for name in GAUGES})),
-    ]
+    metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes)
+    parts = [*_row_parts(result, bad), (KIND_METRICS, pd.DataFrame({name: [0] for name in GAUGES}))]
     out = _stacked([(kind, part) for kind, part in parts if len(part)])
     # the metrics row (the last) carries the figures; exact, not through a float column
     n = len(out)
@@ -194,6 +175,83 @@ def output_rows(
     out[PARTITION_MAXIMA] = text
     out["shard"] = np.int32(shard)
     return out
+
+
+def output_table(
+    shard: int,
+    result: BatchResult,
+    bad: pd.DataFrame,
+    figures: dict[str, int | str | None],
+    wm: int,
+    *,
+    state_bytes: int | None = None,
+) -> pa.Table:
+    """``output_rows`` as an Arrow table of ``contract.OPERATOR_OUTPUT``, for a shard that
+    stages its own rows (``staging.ShardStaging``): each kind's rows converted column by
+    column on their own, a column they lack as Arrow nulls, no frame of every kind stacked
+    in pandas first (its object columns walked for NaN, then converted again)."""
+    metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes)
+    tables = [_arrow_part(kind, part, shard) for kind, part in _row_parts(result, bad) if len(part)]
+    row = {name: [0] for name in GAUGES}  # as ``output_rows``' metrics row: a gauge not given is 0
+    row.update({name: [value] for name, value in metrics.items()}, **{PARTITION_MAXIMA: [maxima]})
+    tables.append(_arrow_part(KIND_METRICS, row, shard))
+    return pa.concat_tables(tables)
+
+
+def _row_parts(result: BatchResult, bad: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The call's rows by kind, in the output's order, with the output's column names."""
+    outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
+    unmatched = result.unmatched.drop(columns="batch_id").rename(columns=_ms_names(UNMATCHED_EVENTS))
+    return [
+        (KIND_OUTCOME, _with_single_key(outcomes)),
+        (KIND_UNMATCHED, unmatched),
+        (KIND_REJECTED, result.rejected[_REJECTED_ROWS]),
+        (KIND_REJECTED, bad),
+    ]
+
+
+def _call_metrics(
+    result: BatchResult,
+    bad: pd.DataFrame,
+    figures: dict[str, int | str | None],
+    wm: int,
+    state_bytes: int | None,
+) -> tuple[dict[str, int | str | None], str | None]:
+    """The metrics row's figures (all whole numbers or null), and its partition maxima text."""
+    figures = dict(figures)
+    maxima = figures.pop(PARTITION_MAXIMA, None)
+    metrics = {
+        **figures,
+        "completed": result.completed,
+        "expired": result.expired,
+        "unmatched": len(result.unmatched),
+        "rejected": len(result.rejected) + len(bad),
+        **_latencies(result.outcomes),
+        "expiry_lag_ms": _expiry_lag(result.outcomes, figures.get(ms_column("batch_time"))),
+        ms_column(_WATERMARK): wm,
+        "state_bytes": state_bytes,
+    }
+    return metrics, maxima  # type: ignore[return-value]
+
+
+def _arrow_part(kind: str, part: pd.DataFrame | dict[str, list], shard: int) -> pa.Table:
+    """One kind's rows in ``OPERATOR_OUTPUT``: its columns as the output types them (NaN
+    and None as null, as ``Table.from_pandas`` reads them), the others null."""
+    n = len(part) if isinstance(part, pd.DataFrame) else len(next(iter(part.values())))
+    columns = []
+    for field in OPERATOR_OUTPUT:
+        if field.name == "kind":
+            column = pa.repeat(pa.scalar(kind, field.type), n)
+        elif field.name == "shard":
+            column = pa.repeat(pa.scalar(shard, field.type), n)
+        elif field.name in part:
+            values = part[field.name]
+            values = values.to_numpy() if isinstance(values, pd.Series) else values
+            column = pa.array(values, type=field.type, from_pandas=True)
+        else:
+            column = pa.nulls(n, field.type)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=OPERATOR_OUTPUT)
 
 
 def _latencies(outcomes: pd.DataFrame) -> dict[str, int | None]:
