@@ -101,31 +101,35 @@ def decide(
     n_own, n_claims = len(own), len(claims)
     if n_claims == 0:
         return ~remembered, Rows.empty(VERDICTS), Rows.empty(RESOLVED)
-    candidates = pd.DataFrame(
-        {
-            "op_id": np.concatenate([own["op_id"].astype(object), claims["op_id"].astype(object)]),
-            "ts": np.concatenate([own["ts"], claims["ts"]]).astype(np.int64),
-            "home": np.concatenate([np.full(n_own, shard, np.int64), claims["home"].astype(np.int64)]),
-            "order": np.arange(n_own + n_claims, dtype=np.int64),
-            "refused": np.concatenate([remembered, claim_remembered]),
-        }
-    )
+    # every copy's op_id as a number (one pass over the strings), then numpy on the numbers
+    op_ids = np.concatenate([own["op_id"].astype(object), claims["op_id"].astype(object)])
+    codes, uniques = pd.factorize(op_ids, use_na_sentinel=False)
+    ts = np.concatenate([own["ts"], claims["ts"]]).astype(np.int64)
+    home = np.concatenate([np.full(n_own, shard, np.int64), claims["home"].astype(np.int64)])
     # the op_ids any copy of which is remembered: every copy refused
-    refused_ids = candidates.loc[candidates["refused"].to_numpy(), "op_id"]
-    open_ = candidates.loc[~candidates["op_id"].isin(refused_ids).to_numpy()]
-    first = open_.sort_values(["ts", "home", "order"], kind="stable").drop_duplicates("op_id")
-    winner = pd.Series(first["home"].to_numpy(), index=pd.Index(first["op_id"].to_numpy(object)))
-    own_ok = winner.reindex(own["op_id"].astype(object)).to_numpy() == shard  # NaN: refused
-    pairs = candidates.iloc[n_own:].drop_duplicates(["op_id", "home"])
-    ok = winner.reindex(pairs["op_id"].to_numpy(object)).to_numpy() == pairs["home"].to_numpy()
+    refused = np.zeros(len(uniques), dtype=bool)
+    refused[codes[np.concatenate([remembered, claim_remembered])]] = True
+    open_rows = np.flatnonzero(~refused[codes])
+    # the earliest ts wins, then the lowest home, then input order (a stable sort's)
+    ranked = open_rows[np.lexsort((home[open_rows], ts[open_rows]))]
+    first = ranked[np.sort(np.unique(codes[ranked], return_index=True)[1])]  # each op_id's winner
+    winner = np.full(len(uniques), -1, dtype=np.int64)  # -1: refused (no shard's number)
+    winner[codes[first]] = home[first]
+    own_ok = winner[codes[:n_own]] == shard
+    claim_codes, claim_homes = codes[n_own:], home[n_own:]
+    pair = claim_codes * (int(claim_homes.max()) + 1) + claim_homes  # (op_id, home) as one number
+    pairs = np.sort(np.unique(pair, return_index=True)[1])  # each pair's first claim, in input order
     verdicts = Rows(
-        {"op_id": pairs["op_id"].to_numpy(object), "home": pairs["home"].to_numpy(np.int64), "ok": ok},
+        {
+            "op_id": op_ids[n_own:][pairs],
+            "home": claim_homes[pairs],
+            "ok": winner[claim_codes[pairs]] == claim_homes[pairs],
+        },
         len(pairs),
     )
-    won = first["home"].to_numpy(np.int64) != shard
-    won_rows = first.loc[won]
-    deadline = claims["deadline"].astype(np.int64)[won_rows["order"].to_numpy(np.int64) - n_own]
-    ids = won_rows["op_id"].to_numpy(object)
+    won = first[home[first] != shard]  # claims that won, in the order they rank
+    deadline = claims["deadline"].astype(np.int64)[won - n_own]
+    ids = op_ids[won]
     registered = dedup.resolved_rows(ids, deadline, watermark, retention_ms, hash_strings(ids))
     return own_ok, verdicts, registered
 

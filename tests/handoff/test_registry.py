@@ -105,3 +105,98 @@ def test_a_refused_copys_stubs_add_nothing_to_the_operation_it_repeats(tmp_path)
     assert sorted(zip(unmatched["key"], unmatched["ts"], unmatched["reason"], strict=True)) == [
         ("k1", 160, "no_operation")
     ]
+
+
+# -- the registry's decision against the rule written the obvious way ----------------------------------
+
+
+def _decided_obviously(own, claims, shard, remembered, claim_remembered):
+    """``registry.decide``'s rule, copy by copy: an op_id a copy of which is remembered is
+    refused everywhere; otherwise its copy of the earliest ts wins, then the lowest home,
+    then the first in input order (own copies first)."""
+    copies = [
+        (o["op_id"], o["ts"], shard, i, r) for i, (o, r) in enumerate(zip(own, remembered, strict=True))
+    ]
+    copies += [
+        (c["op_id"], c["ts"], c["home"], len(own) + i, r)
+        for i, (c, r) in enumerate(zip(claims, claim_remembered, strict=True))
+    ]
+    refused = {op_id for op_id, *_rest, r in copies if r}
+    winner = {}
+    for op_id, _ts, home, order, _r in sorted(copies, key=lambda c: (c[1], c[2], c[3])):
+        if op_id not in refused and op_id not in winner:
+            winner[op_id] = (home, order)
+    own_ok = [winner.get(o["op_id"], (None,))[0] == shard for o in own]
+    verdicts = {}
+    for c in claims:
+        verdicts.setdefault((c["op_id"], c["home"]), winner.get(c["op_id"], (None,))[0] == c["home"])
+    # the claims that won, in the order they rank (``winner`` was filled in that order)
+    registered = [
+        (op_id, claims[order - len(own)]["deadline"])
+        for op_id, (home, order) in winner.items()
+        if home != shard
+    ]
+    return own_ok, verdicts, registered
+
+
+def test_the_registry_decides_as_the_rule_reads_on_random_copies():
+    import numpy as np
+
+    from spark_purgatory.engine.frames import hash_strings
+    from spark_purgatory.engine.registry import decide
+    from spark_purgatory.engine.rows import Rows
+
+    rng = np.random.default_rng(7)
+    for _trial in range(400):
+        shard = int(rng.integers(0, 3))
+        own = [
+            {"op_id": f"o{i}", "ts": int(rng.integers(0, 4)), "deadline": int(rng.integers(4, 9))}
+            for i in rng.choice(8, int(rng.integers(0, 6)), replace=False)  # unique: batch.admit
+        ]
+        claims = [
+            {
+                "op_id": f"o{rng.integers(0, 8)}",
+                "ts": int(rng.integers(0, 4)),
+                "deadline": int(rng.integers(4, 9)),
+                "home": int(rng.integers(0, 3)),
+            }
+            for _ in range(int(rng.integers(0, 8)))
+        ]
+        claims = [c for c in claims if c["home"] != shard]  # a home claims only elsewhere
+        remembered, claim_remembered = rng.random(len(own)) < 0.1, rng.random(len(claims)) < 0.1
+
+        def rows(items, names):
+            columns = {
+                n: np.array([x[n] for x in items], dtype=object if n == "op_id" else np.int64) for n in names
+            }
+            return Rows(columns, len(items))
+
+        mine = rows(own, ["op_id", "ts", "deadline"]).assign(
+            ohash=hash_strings(np.array([o["op_id"] for o in own], object))
+        )
+        own_ok, verdicts, registered = decide(
+            mine,
+            rows(claims, ["op_id", "ts", "deadline", "home"]),
+            shard,
+            remembered,
+            claim_remembered,
+            watermark=0,
+            retention_ms=10,
+        )
+        expected_ok, expected_verdicts, expected_registered = _decided_obviously(
+            own, claims, shard, remembered, claim_remembered
+        )
+        assert own_ok.tolist() == expected_ok
+        got = dict(
+            zip(
+                zip(verdicts["op_id"], verdicts["home"].tolist(), strict=True),
+                verdicts["ok"].tolist(),
+                strict=True,
+            )
+        )
+        assert got == expected_verdicts and len(verdicts) == len(expected_verdicts)
+        ids = np.array([op_id for op_id, _deadline in expected_registered], dtype=object)
+        assert registered["hash"].tolist() == hash_strings(ids).tolist()
+        assert (registered["expire_at"] - 10).tolist() == [
+            deadline for _op_id, deadline in expected_registered
+        ]
