@@ -4,13 +4,18 @@ A *layer* is one Arrow IPC file's (or value's) ``tail_*`` parts: the operations 
 watchers added since the layer before it (rows from a handle on), the handles resolved
 since (``tail_dead``) and the dedup rows added (``tail_resolved``).  Change segments and
 delta files are layers (``shard_state``, ``deltas``); a shard at a version is its base (or
-nothing) with its layers applied in order.
+nothing) with its layers applied in order.  A small shard's *full* delta file (every row, its
+chain written afresh) also records the chain it ended and the change since that chain's last
+file (``rewrite_record``), so that a shard held at a version of that chain can be brought
+forward across it, by layers alone (``shard_load``).
 
 Invariant: ``apply_change(t, since, [], change_of(layers))`` gives the tables the shard had
 when the last layer was written, for ``t`` the tables right below handle ``since``.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -19,12 +24,26 @@ import pyarrow as pa
 from ..engine.frames import empty, isin, rows_where, stack
 from ..engine.pending import OPS_ARROW, WATCH_ARROW, Pending
 from ..engine.tables import OPS, RESOLVED, WATCH, ShardTables
-from .codec import frame_from, handles_from, table_from
+from .codec import frame_bytes, frame_from, handles_from, table_from
 
-__all__ = ["TAILS", "pending_tables", "change_of", "apply_change"]
+__all__ = [
+    "TAILS",
+    "pending_tables",
+    "layer_of",
+    "change_of",
+    "combined",
+    "rows_of",
+    "from_handle",
+    "rewrite_record",
+    "chain_before",
+    "rewrite_layer",
+    "apply_change",
+]
 
 #: the big tables whose rows carry a handle
 TAILS = ("ops", "watch")
+#: a full delta file's metadata: the chain it ended, the handle its change since then starts at
+_CHAIN_BEFORE, _SINCE_BEFORE = "chain_before", "since_before"
 
 
 def pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.Table, pa.Table]:
@@ -37,27 +56,87 @@ def pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.T
     return table_from(ops, OPS_ARROW), table_from(watch, WATCH_ARROW)
 
 
+def layer_of(parts: dict, meta: dict[str, str]) -> dict:
+    """One layer's change: the rows it added (``OPS_ARROW``, ``WATCH_ARROW``), the handles it
+    resolved (``dead``) and the dedup rows it added (``resolved``)."""
+    ops, watch = pending_tables(parts, "tail_", meta)
+    return {
+        "ops": ops,
+        "watch": watch,
+        "dead": handles_from(parts["tail_dead"]),
+        "resolved": frame_from(parts["tail_resolved"], RESOLVED),
+    }
+
+
 def change_of(layers: list[tuple[dict, dict[str, str]]]) -> dict:
     """Consecutive changes (``tail_*`` parts and their metadata, oldest first) as one: their
     new rows, less the handles any of them resolved, and all those handles."""
-    dead = np.concatenate([handles_from(parts["tail_dead"]) for parts, _ in layers])
+    return combined([layer_of(parts, meta) for parts, meta in layers])
+
+
+def combined(changes: list[dict]) -> dict:
+    """Consecutive changes (``layer_of``'s, oldest first) as one (``change_of``)."""
+    dead = np.concatenate([np.empty(0, np.int64), *(c["dead"] for c in changes)])
     change: dict = {"dead": dead}
-    tails = [pending_tables(parts, "tail_", meta) for parts, meta in layers]
-    for i, name in enumerate(TAILS):
-        table = pa.concat_tables([tail[i] for tail in tails])
+    for name in TAILS:
+        table = pa.concat_tables([c[name] for c in changes])
         if len(dead):
             table = table.filter(pa.array(~isin(table.column("handle").to_numpy(), dead)))
         change[name] = table
     resolved = empty(RESOLVED)
-    for parts, _ in layers:
-        resolved = stack(resolved, frame_from(parts["tail_resolved"], RESOLVED))
+    for c in changes:
+        resolved = stack(resolved, c["resolved"])
     change["resolved"] = resolved
     return change
 
 
+def rows_of(change: dict) -> int:
+    """The rows a change holds (``layer_of``'s)."""
+    return sum(len(change[name]) for name in (*TAILS, "dead", "resolved"))
+
+
+def from_handle(table: pa.Table, since: int) -> pa.Table:
+    """The rows of a table in handle order from handle ``since`` on."""
+    return table.slice(int(np.searchsorted(table.column("handle").to_numpy(), since)))
+
+
+# -- a small shard's full delta file, and the change it records since the file before it -----------
+
+
+def rewrite_record(chain: list[tuple[str, int]], since: int, layer: dict) -> tuple[dict, dict[str, str]]:
+    """What a full delta file (a small shard's chain written afresh, every row in its
+    ``tail_*`` parts) records beside its rows: the chain it ended (``chain``, names and rows,
+    the file before it last) and the change since that file, ``layer`` (``dead``,
+    ``resolved`` frames; its new rows are the full file's from handle ``since`` on).  Parts
+    and metadata to add to the file (``rewrite_layer`` reads them back)."""
+    parts = {"dead_before": frame_bytes(layer["dead"]), "resolved_before": frame_bytes(layer["resolved"])}
+    return parts, {_CHAIN_BEFORE: json.dumps(chain), _SINCE_BEFORE: str(since)}
+
+
+def chain_before(meta: dict[str, str]) -> list[tuple[str, int]] | None:
+    """The chain a full delta file ended (``rewrite_record``); None: it records none (a
+    first save, a segment's chain, a file written before this record)."""
+    if _CHAIN_BEFORE not in meta:
+        return None
+    return [(name, int(rows)) for name, rows in json.loads(meta[_CHAIN_BEFORE])]
+
+
+def rewrite_layer(parts: dict, meta: dict[str, str]) -> dict:
+    """The change (``layer_of``'s) a full delta file records since the last file of the
+    chain it ended (``rewrite_record``)."""
+    ops, watch = pending_tables(parts, "tail_", meta)
+    since = int(meta[_SINCE_BEFORE])
+    return {
+        "ops": from_handle(ops, since),
+        "watch": from_handle(watch, since),
+        "dead": handles_from(parts["dead_before"]),
+        "resolved": frame_from(parts["resolved_before"], RESOLVED),
+    }
+
+
 def apply_change(t: ShardTables, since: int, replaced: list[pd.DataFrame], change: dict) -> None:
     """Replace the big tables' rows from handle ``since`` on, and the dedup rows ``replaced``,
-    by ``change`` (``_change_of``)."""
+    by ``change`` (``change_of``)."""
     for name in TAILS:
         table = getattr(t, name)
         h = table.column("handle").to_numpy()

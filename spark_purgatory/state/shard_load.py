@@ -29,7 +29,16 @@ from .deltas import (
     is_pointer,
     pointed,
 )
-from .layers import apply_change, change_of, pending_tables
+from .layers import (
+    apply_change,
+    chain_before,
+    change_of,
+    combined,
+    layer_of,
+    pending_tables,
+    rewrite_layer,
+    rows_of,
+)
 from .segments import SegmentStore
 from .shard_state import READABLE_VERSIONS, Lineage, Segment
 from .small_tables import small_chain, small_mark, small_tables
@@ -106,10 +115,11 @@ def _load_version(
     if parked is not None:
         lineage = parked.lineage
         last = lineage.chain[-1][0] if lineage.chain else None
-        if last in chain[:-1] and lineage.segments == _segments_in(meta):
-            # the ancestor is on this chain: only the delta files after it, applied to it live
-            later = [read(name) for name in chain[chain.index(last) + 1 : -1]]
-            if _forward(parked, [*later, (parts, meta)], read, last):
+        if last is not None and lineage.segments == _segments_in(meta):
+            # an ancestor on this chain, or (a small shard) on one its full files ended:
+            # only the changes since it, applied to it live
+            changes = _changes_since(last, json.loads(meta["chain"]), read, not lineage.segments)
+            if changes is not None and _forward(parked, changes, (parts, meta), read, last):
                 return parked
         if _can_catch_up(lineage, meta, store):
             # an ancestor on earlier segments: back to its last segment, then forward
@@ -150,12 +160,54 @@ def _reader(store: SegmentStore, name: str, file: tuple[dict, dict]) -> Callable
     return read
 
 
-def _forward(p: Purgatory, deltas: list[tuple[dict, dict]], read: Callable, since: str) -> bool:
-    """Bring the live ``p``, at the version of the delta file ``since``, forward by the delta
-    files after it (the last is the loaded version's), at the cost of what they changed
-    (``Purgatory.forward``); False: it could not (``p`` is then unusable)."""
-    parts, meta = deltas[-1]
-    change = change_of(deltas)
+def _changes_since(
+    last: str, chain: list[list], read: Callable[[str], tuple[dict, dict]], across: bool
+) -> list[dict] | None:
+    """The changes (``layers.layer_of``'s, oldest first) from the delta file ``last``, the
+    version a parked shard holds, to the last file of ``chain`` (the loaded version's, names
+    and rows): the files after ``last`` on that chain; or, when ``across`` (a shard without
+    segments), through the full files that started it and the chains before: each records
+    the chain it ended and its change since that chain's last file (``layers.rewrite_record``).
+    None when ``last`` is on none of them, a file is gone (swept), or the changes hold more
+    rows than the loaded chain, which a rebuild reads."""
+    budget = sum(int(rows) for _name, rows in chain)  # what a rebuild reads
+    newer: list[list[dict]] = []  # the changes after each earlier chain, newest first
+    spent = 0
+    try:
+        while True:
+            names = [name for name, _rows in chain]
+            if last in names:
+                later = chain[names.index(last) + 1 :]
+                spent += sum(int(rows) for _name, rows in later)
+                if spent > budget:
+                    return None
+                newer.append([layer_of(*read(name)) for name, _rows in later])
+                return [change for changes in reversed(newer) for change in changes]
+            if not across:
+                return None
+            head = read(names[0])
+            before = chain_before(head[1])
+            if before is None:
+                return None
+            rewrite = rewrite_layer(*head)
+            spent += rows_of(rewrite) + sum(int(rows) for _name, rows in chain[1:])
+            if spent > budget:
+                return None
+            newer.append([rewrite, *(layer_of(*read(name)) for name, _rows in chain[1:])])
+            chain = before
+    except OSError:  # a file of an earlier chain swept: the version is rebuilt instead
+        return None
+
+
+def _forward(
+    p: Purgatory, changes: list[dict], loaded: tuple[dict, dict], read: Callable, since: str
+) -> bool:
+    """Bring the live ``p``, at the version of the delta file ``since``, forward by
+    ``changes`` (``_changes_since``) to the version of the delta file ``loaded``, at the cost
+    of what they changed (``Purgatory.forward``); False: it could not (``p`` is then
+    unusable)."""
+    parts, meta = loaded
+    change = combined(changes)
     to = ShardTables.empty()
     _set_small(p, to, parts, meta)
     to.events, windows, live = small_tables(parts, meta, read, live_events=p.buffered, since=since)
@@ -165,19 +217,20 @@ def _forward(p: Purgatory, deltas: list[tuple[dict, dict]], read: Callable, sinc
     kept = {"windows_added": windows} if live else {}  # the live windows, and those added
     if not p.forward(to, (change["ops"], change["watch"]), change["dead"], change["resolved"], **kept):
         return False
-    _lineage_at(p.lineage, deltas, meta)
+    _lineage_at(p.lineage, changes, meta)
     p.lineage.small = small_mark(p, to.events, to.next_eseq)
     p.lineage.loaded_by = "caught-up"
     p.take_changes()  # the state layer has it all: log from here on
     return True
 
 
-def _lineage_at(lineage: Lineage, deltas: list[tuple[dict, dict]], meta: dict[str, str]) -> None:
-    """The lineage at the delta file ``meta``, having read ``deltas`` (its chain's files
-    since the lineage's version): its change since the last segment, its chain, its clocks."""
+def _lineage_at(lineage: Lineage, changes: list[dict], meta: dict[str, str]) -> None:
+    """The lineage at the delta file ``meta``, having applied ``changes`` (those of its
+    chain's files since the lineage's version): its change since the last segment, its
+    chain, its clocks."""
     if lineage.segments:
-        lineage.dead += [handles_from(d["tail_dead"]) for d, _ in deltas]
-        lineage.resolved += [frame_from(d["tail_resolved"], RESOLVED) for d, _ in deltas]
+        lineage.dead += [change["dead"] for change in changes]
+        lineage.resolved += [change["resolved"] for change in changes]
     else:
         lineage.dead, lineage.resolved = [], []
     lineage.chain = [(name, int(rows)) for name, rows in json.loads(meta["chain"])]
@@ -201,12 +254,13 @@ def _bring_forward(
     since its last segment; ``read``: delta files by name (the small chain's)."""
     lineage = p.lineage
     parts, meta = deltas[-1]
-    apply_change(t, since, replaced, change_of(layers))
+    changes = [layer_of(*layer) for layer in layers]
+    apply_change(t, since, replaced, combined(changes))
     lineage.segments = _segments_in(meta)
     _set_small(p, t, parts, meta)
     t.events, t.windows, _ = small_tables(parts, meta, read)
     t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
-    _lineage_at(lineage, deltas, meta)
+    _lineage_at(lineage, changes[len(changes) - len(deltas) :], meta)
     t.wheel, t.wheel_now = None, int(meta["wheel_now"])  # rebuilt from the pending deadlines
     p.load_tables(t)
     lineage.small = small_mark(p, t.events, t.next_eseq)
