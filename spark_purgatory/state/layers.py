@@ -4,10 +4,11 @@ A *layer* is one Arrow IPC file's (or value's) ``tail_*`` parts: the operations 
 watchers added since the layer before it (rows from a handle on), the handles resolved
 since (``tail_dead``) and the dedup rows added (``tail_resolved``).  Change segments and
 delta files are layers (``shard_state``, ``deltas``); a shard at a version is its base (or
-nothing) with its layers applied in order.  A small shard's *full* delta file (every row, its
-chain written afresh) also records the chain it ended and the change since that chain's last
-file (``rewrite_record``), so that a shard held at a version of that chain can be brought
-forward across it, by layers alone (``shard_load``).
+nothing) with its layers applied in order.  The first delta file of a chain (after a
+compaction: a small shard's full delta file, or the first after a new segment) also records
+the chain it ended and the change since that chain's last file (``chain_record``), so that a
+live shard at a version of that chain can be brought forward across the compaction by
+changes alone (``shard_load``).
 
 Invariant: ``apply_change(t, since, [], change_of(layers))`` gives the tables the shard had
 when the last layer was written, for ``t`` the tables right below handle ``since``.
@@ -33,17 +34,16 @@ __all__ = [
     "change_of",
     "combined",
     "rows_of",
-    "from_handle",
-    "rewrite_record",
+    "chain_record",
     "chain_before",
-    "rewrite_layer",
+    "change_before",
     "apply_change",
 ]
 
 #: the big tables whose rows carry a handle
 TAILS = ("ops", "watch")
-#: a full delta file's metadata: the chain it ended, the handle its change since then starts at
-_CHAIN_BEFORE, _SINCE_BEFORE = "chain_before", "since_before"
+#: the first delta file of a chain: the metadata naming the chain it ended, its change since (parts)
+_CHAIN_BEFORE, _BEFORE = "chain_before", "before_"
 
 
 def pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.Table, pa.Table]:
@@ -95,43 +95,33 @@ def rows_of(change: dict) -> int:
     return sum(len(change[name]) for name in (*TAILS, "dead", "resolved"))
 
 
-def from_handle(table: pa.Table, since: int) -> pa.Table:
-    """The rows of a table in handle order from handle ``since`` on."""
-    return table.slice(int(np.searchsorted(table.column("handle").to_numpy(), since)))
+# -- the first delta file of a chain, and the change it records since the chain before ---------------
 
 
-# -- a small shard's full delta file, and the change it records since the file before it -----------
-
-
-def rewrite_record(chain: list[tuple[str, int]], since: int, layer: dict) -> tuple[dict, dict[str, str]]:
-    """What a full delta file (a small shard's chain written afresh, every row in its
-    ``tail_*`` parts) records beside its rows: the chain it ended (``chain``, names and rows,
-    the file before it last) and the change since that file, ``layer`` (``dead``,
-    ``resolved`` frames; its new rows are the full file's from handle ``since`` on).  Parts
-    and metadata to add to the file (``rewrite_layer`` reads them back)."""
-    parts = {"dead_before": frame_bytes(layer["dead"]), "resolved_before": frame_bytes(layer["resolved"])}
-    return parts, {_CHAIN_BEFORE: json.dumps(chain), _SINCE_BEFORE: str(since)}
+def chain_record(chain: list[tuple[str, int]], layer: dict) -> tuple[dict, dict[str, str]]:
+    """What the first delta file of a chain (written after a compaction: a full delta file,
+    or the first after a new segment) records beside its own parts: the chain it ended
+    (``chain``, names and rows, the file before it last) and ``layer``, the change since
+    that file (``ops``, ``watch`` Arrow tables, ``dead`` and ``resolved`` frames).  Parts
+    and metadata to add to the file (``chain_before``, ``change_before`` read them back)."""
+    parts = {f"{_BEFORE}{name}": frame_bytes(table) for name, table in layer.items()}
+    return parts, {_CHAIN_BEFORE: json.dumps(chain)}
 
 
 def chain_before(meta: dict[str, str]) -> list[tuple[str, int]] | None:
-    """The chain a full delta file ended (``rewrite_record``); None: it records none (a
-    first save, a segment's chain, a file written before this record)."""
+    """The chain the first delta file of a chain ended (``chain_record``); None: it records
+    none (a shard's first save, a file written before this record)."""
     if _CHAIN_BEFORE not in meta:
         return None
     return [(name, int(rows)) for name, rows in json.loads(meta[_CHAIN_BEFORE])]
 
 
-def rewrite_layer(parts: dict, meta: dict[str, str]) -> dict:
-    """The change (``layer_of``'s) a full delta file records since the last file of the
-    chain it ended (``rewrite_record``)."""
-    ops, watch = pending_tables(parts, "tail_", meta)
-    since = int(meta[_SINCE_BEFORE])
-    return {
-        "ops": from_handle(ops, since),
-        "watch": from_handle(watch, since),
-        "dead": handles_from(parts["dead_before"]),
-        "resolved": frame_from(parts["resolved_before"], RESOLVED),
-    }
+def change_before(parts: dict, meta: dict[str, str]) -> dict:
+    """The change (``layer_of``'s) the first delta file of a chain records since the last
+    file of the chain it ended (``chain_record``)."""
+    ops, watch = pending_tables(parts, _BEFORE, meta)
+    dead, resolved = handles_from(parts[f"{_BEFORE}dead"]), frame_from(parts[f"{_BEFORE}resolved"], RESOLVED)
+    return {"ops": ops, "watch": watch, "dead": dead, "resolved": resolved}
 
 
 def apply_change(t: ShardTables, since: int, replaced: list[pd.DataFrame], change: dict) -> None:

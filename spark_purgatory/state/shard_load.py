@@ -32,11 +32,11 @@ from .deltas import (
 from .layers import (
     apply_change,
     chain_before,
+    change_before,
     change_of,
     combined,
     layer_of,
     pending_tables,
-    rewrite_layer,
     rows_of,
 )
 from .segments import SegmentStore
@@ -112,26 +112,8 @@ def _load_version(
     _check_format(meta)
     chain = [name for name, _rows in json.loads(meta["chain"])]
     read = _reader(store, at.name, (parts, meta))
-    if parked is not None:
-        lineage = parked.lineage
-        last = lineage.chain[-1][0] if lineage.chain else None
-        if last is not None and lineage.segments == _segments_in(meta):
-            # an ancestor on this chain, or (a small shard) on one its full files ended:
-            # only the changes since it, applied to it live
-            changes = _changes_since(last, json.loads(meta["chain"]), read, not lineage.segments)
-            if changes is not None and _forward(parked, changes, (parts, meta), read, last):
-                return parked
-        if _can_catch_up(lineage, meta, store):
-            # an ancestor on earlier segments: back to its last segment, then forward
-            replaced, lineage.dead, lineage.resolved = lineage.resolved, [], []
-            segments = [store.read(s.name) for s in _segments_of(meta)[len(lineage.segments) :]]
-            deltas = [read(name) for name in chain[:-1]] + [(parts, meta)]
-            since = lineage.segments[-1].next_handle
-            _bring_forward(
-                parked, parked.tables(arrow=True), since, replaced, [*segments, *deltas], deltas, read
-            )
-            lineage.loaded_by = "caught-up"
-            return parked
+    if parked is not None and _catch_up(parked, (parts, meta), read, store):
+        return parked
     p = Purgatory(config)
     p.lineage = Lineage(loaded_by="rebuilt")
     t = ShardTables.empty()
@@ -160,18 +142,44 @@ def _reader(store: SegmentStore, name: str, file: tuple[dict, dict]) -> Callable
     return read
 
 
+def _catch_up(p: Purgatory, loaded: tuple[dict, dict], read: Callable, store: SegmentStore) -> bool:
+    """Bring the parked ``p`` forward to the version of the delta file ``loaded`` when it is
+    an ancestor: by the changes since its version, on the same chain or across compactions
+    (``_changes_since``), or else, an ancestor on earlier segments, back to its last segment
+    and forward; False: it is not one (or could not be brought forward: ``p`` is then
+    unusable)."""
+    lineage = p.lineage
+    parts, meta = loaded
+    last = lineage.chain[-1][0] if lineage.chain else None
+    found = None if last is None else _changes_since(last, lineage.segments, meta, read)
+    if found is not None:
+        return _forward(p, *found, loaded, read, last)
+    if not _can_catch_up(lineage, meta, store):
+        return False
+    replaced, lineage.dead, lineage.resolved = lineage.resolved, [], []
+    segments = [store.read(s.name) for s in _segments_of(meta)[len(lineage.segments) :]]
+    deltas = [read(name) for name, _rows in json.loads(meta["chain"])[:-1]] + [loaded]
+    since = lineage.segments[-1].next_handle
+    _bring_forward(p, p.tables(arrow=True), since, replaced, [*segments, *deltas], deltas, read)
+    lineage.loaded_by = "caught-up"
+    return True
+
+
 def _changes_since(
-    last: str, chain: list[list], read: Callable[[str], tuple[dict, dict]], across: bool
-) -> list[dict] | None:
+    last: str, segments: list[Segment], meta: dict[str, str], read: Callable[[str], tuple[dict, dict]]
+) -> tuple[list[dict], int | None] | None:
     """The changes (``layers.layer_of``'s, oldest first) from the delta file ``last``, the
-    version a parked shard holds, to the last file of ``chain`` (the loaded version's, names
-    and rows): the files after ``last`` on that chain; or, when ``across`` (a shard without
-    segments), through the full files that started it and the chains before: each records
-    the chain it ended and its change since that chain's last file (``layers.rewrite_record``).
-    None when ``last`` is on none of them, a file is gone (swept), or the changes hold more
-    rows than the loaded chain, which a rebuild reads."""
-    budget = sum(int(rows) for _name, rows in chain)  # what a rebuild reads
-    newer: list[list[dict]] = []  # the changes after each earlier chain, newest first
+    version a parked shard on ``segments`` holds, to the version of the delta file ``meta``:
+    the files after ``last`` on its chain; or, across compactions, those after it on an
+    earlier chain, then for each later chain the change its first file records since the
+    chain before (``layers.chain_record``) and its other files.  With them, None when they
+    are all on ``meta``'s chain (the shard's change since its last segment goes on), else
+    the index of the first of them that is (that change starts afresh).  None when ``last``
+    is on none of those chains, a file is gone (swept), or the changes hold more rows than a
+    rebuild reads (``meta``'s segments and chain)."""
+    chain = json.loads(meta["chain"])
+    budget = sum(s.rows for s in _segments_in(meta)) + sum(int(rows) for _name, rows in chain)
+    newer: list[list[dict]] = []  # the changes of each later chain, newest first
     spent = 0
     try:
         while True:
@@ -179,32 +187,31 @@ def _changes_since(
             if last in names:
                 later = chain[names.index(last) + 1 :]
                 spent += sum(int(rows) for _name, rows in later)
-                if spent > budget:
+                if spent > budget or (not newer and segments != _segments_in(meta)):
                     return None
-                newer.append([layer_of(*read(name)) for name, _rows in later])
-                return [change for changes in reversed(newer) for change in changes]
-            if not across:
-                return None
+                changes = [layer_of(*read(name)) for name, _rows in later]
+                own = None if not newer else len(changes) + sum(map(len, newer[1:])) + 1
+                return [c for cs in (changes, *reversed(newer)) for c in cs], own
             head = read(names[0])
             before = chain_before(head[1])
             if before is None:
                 return None
-            rewrite = rewrite_layer(*head)
-            spent += rows_of(rewrite) + sum(int(rows) for _name, rows in chain[1:])
+            change = change_before(*head)
+            spent += rows_of(change) + sum(int(rows) for _name, rows in chain[1:])
             if spent > budget:
                 return None
-            newer.append([rewrite, *(layer_of(*read(name)) for name, _rows in chain[1:])])
+            newer.append([change, *(layer_of(*read(name)) for name, _rows in chain[1:])])
             chain = before
     except OSError:  # a file of an earlier chain swept: the version is rebuilt instead
         return None
 
 
 def _forward(
-    p: Purgatory, changes: list[dict], loaded: tuple[dict, dict], read: Callable, since: str
+    p: Purgatory, changes: list[dict], own: int | None, loaded: tuple[dict, dict], read: Callable, since: str
 ) -> bool:
     """Bring the live ``p``, at the version of the delta file ``since``, forward by
-    ``changes`` (``_changes_since``) to the version of the delta file ``loaded``, at the cost
-    of what they changed (``Purgatory.forward``); False: it could not (``p`` is then
+    ``changes`` to the version of the delta file ``loaded``, at the cost of what they changed
+    (``Purgatory.forward``; ``own``: ``_changes_since``'s); False: it could not (``p`` is then
     unusable)."""
     parts, meta = loaded
     change = combined(changes)
@@ -217,17 +224,20 @@ def _forward(
     kept = {"windows_added": windows} if live else {}  # the live windows, and those added
     if not p.forward(to, (change["ops"], change["watch"]), change["dead"], change["resolved"], **kept):
         return False
-    _lineage_at(p.lineage, changes, meta)
+    p.lineage.segments = _segments_in(meta)
+    _lineage_at(p.lineage, changes if own is None else changes[own:], meta, afresh=own is not None)
     p.lineage.small = small_mark(p, to.events, to.next_eseq)
     p.lineage.loaded_by = "caught-up"
     p.take_changes()  # the state layer has it all: log from here on
     return True
 
 
-def _lineage_at(lineage: Lineage, changes: list[dict], meta: dict[str, str]) -> None:
+def _lineage_at(lineage: Lineage, changes: list[dict], meta: dict[str, str], *, afresh: bool = False) -> None:
     """The lineage at the delta file ``meta``, having applied ``changes`` (those of its
-    chain's files since the lineage's version): its change since the last segment, its
-    chain, its clocks."""
+    chain's files since the lineage's version, or, ``afresh``, since its last segment): its
+    change since the last segment, its chain, its clocks."""
+    if afresh:
+        lineage.dead, lineage.resolved = [], []
     if lineage.segments:
         lineage.dead += [change["dead"] for change in changes]
         lineage.resolved += [change["resolved"] for change in changes]

@@ -64,6 +64,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..engine.frames import distinct, empty, stack
 from ..engine.purgatory import Purgatory
@@ -78,7 +79,7 @@ from .deltas import (
     expired,
     pointer,
 )
-from .layers import TAILS, from_handle, rewrite_record
+from .layers import TAILS, chain_record
 from .segments import SegmentStore
 from .small_tables import SMALL_CHAIN, SmallMark, small_parts
 
@@ -213,10 +214,9 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     chain_rows = sum(rows for _name, rows in lineage.chain) + _rows_in(layer)
     record: tuple[dict, dict[str, str]] = ({}, {})
     if not lineage.chain or len(lineage.chain) >= MAX_DELTAS or chain_rows > store.segment_rows:
-        ended, change, change_since = lineage.chain, layer, since
+        if lineage.chain:  # the new chain's first file records how it follows the last one
+            record = chain_record(lineage.chain, layer)
         t, layer, since = _compact(p, lineage, store)
-        if ended and not lineage.segments:  # a full delta file: it records how it follows the last
-            record = rewrite_record(ended, change_since, change)
         lineage.chain = []
     if lineage.segments:
         _collect(lineage, store)
@@ -316,7 +316,7 @@ def _collect(lineage: Lineage, store: SegmentStore) -> None:
 def _change(t: ShardTables, lineage: Lineage) -> dict:
     """What changed since the last segment: new rows of the big tables, resolved handles."""
     since = lineage.segments[-1].next_handle
-    change: dict = {name: from_handle(getattr(t, name), since) for name in TAILS}
+    change: dict = {name: _from_handle(getattr(t, name), since) for name in TAILS}
     dead = distinct(np.concatenate([np.empty(0, np.int64), *lineage.dead]))
     change["dead"] = pd.DataFrame({"handle": dead[dead < since]})
     new = empty(RESOLVED)
@@ -324,6 +324,11 @@ def _change(t: ShardTables, lineage: Lineage) -> dict:
         new = stack(new, rows)
     change["resolved"] = new.loc[new["expire_at"].to_numpy(np.int64) > t.retired_wm]
     return change
+
+
+def _from_handle(table: pa.Table, since: int) -> pa.Table:
+    """The rows of a table in handle order from handle ``since`` on."""
+    return table.slice(int(np.searchsorted(table.column("handle").to_numpy(), since)))
 
 
 def _write_segment(t: ShardTables, lineage: Lineage, store: SegmentStore, change: dict | None) -> None:

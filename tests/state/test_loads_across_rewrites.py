@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from spark_purgatory import Purgatory
 from spark_purgatory.state import SegmentStore, WorkerCache, load_state, loaded_by, save_state
 from spark_purgatory.state.deltas import pointed
@@ -63,12 +65,16 @@ def _rewrites(store: SegmentStore, values: list[bytes]) -> int:
     return sum(len(json.loads(store.read(pointed(v).name)[1]["chain"])) == 1 for v in values)
 
 
-def test_two_workers_taking_turns_bring_the_shard_forward_across_rewrites_of_its_full_file(tmp_path):
-    """The workers trade the shard every micro-batch, the chain is written afresh every few
-    saves: every load after the first is the other worker's parked version brought forward,
-    never a rebuild, and equals the version rebuilt; the live outcomes equal a single
-    worker's throughout."""
-    store = SegmentStore(str(tmp_path), segment_rows=1_500)
+@pytest.mark.parametrize(
+    "segment_rows", [1_500, 1_100, 150], ids=["full-files", "full-files-then-segments", "segments"]
+)
+def test_two_workers_taking_turns_bring_the_shard_forward_across_compactions(tmp_path, segment_rows):
+    """The workers trade the shard every micro-batch, the chain is compacted every few saves
+    (a full delta file written afresh; with fewer segment rows, change segments and new
+    bases): every load after the first is the other worker's parked version brought
+    forward, never a rebuild, and equals the version rebuilt; the live outcomes equal a
+    single worker's throughout."""
+    store = SegmentStore(str(tmp_path), segment_rows=segment_rows)
     workers = [WorkerCache(), WorkerCache()]
     alone = _grown()
     p = _grown()
@@ -83,7 +89,15 @@ def test_two_workers_taking_turns_bring_the_shard_forward_across_rewrites_of_its
         assert _resolved(step(p, **batch)) == _resolved(step(alone, **batch)), b
         value = save_state(p, store, version=b + 1, park=True, cache=workers[b % 2])
         values.append(value)
-    assert _rewrites(store, values) >= 4  # the chain started afresh many times
+    assert _rewrites(store, values) >= 3  # the chain started afresh many times
+    segments = [json.loads(store.read(pointed(v).name)[1].get("segments", "[]")) for v in values]
+    bases = {names[0][0] for names in segments if names}
+    if segment_rows == 1_500:
+        assert not bases
+    elif segment_rows == 1_100:  # no segments at first, then a base
+        assert not segments[0] and bases
+    else:
+        assert len(bases) >= 3  # new bases
     assert how[0] == "rebuilt" and how[1:] == ["caught-up"] * 22
     assert p.pending == alone.pending > 20
 
