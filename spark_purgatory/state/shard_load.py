@@ -197,6 +197,7 @@ def _changes_since(
             if before is None:
                 return None
             change = change_before(*head)
+            # of a chain's first file only the change it records is decoded
             spent += rows_of(change) + sum(int(rows) for _name, rows in chain[1:])
             if spent > budget:
                 return None

@@ -45,9 +45,14 @@ of the versions it descends from (its ancestry), under the shard's lineage id.  
 claims a parked object of the same lineage:
 
 * finds the same token: takes the object back, no file read (``exact``);
-* finds an ancestor (another worker ran the shard since): applies only what changed since,
-  the delta files after it on the same chain, or, across a compaction, the change segments
-  written in between and the chain (``caught-up``);
+* finds an ancestor (another worker ran the shard since): applies only what changed since
+  (``caught-up``): the delta files after it on the same chain, or, across compactions, those
+  after it on its chain and, for each chain since, the change its first file records since
+  the chain before (a compaction's first file names the chain it ended and holds the
+  batch's change beside its own parts) and its other files; when those records are missing
+  (files written before them) or swept, from its last segment, the change segments written
+  in between and the chain; whenever the changes hold more rows than a rebuild reads, it
+  rebuilds instead;
 * otherwise (a sibling from a failed attempt, another shard, nothing parked): rebuilds from
   the segments and the chain (``rebuilt``).
 
