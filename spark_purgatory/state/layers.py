@@ -4,13 +4,19 @@ A *layer* is one Arrow IPC file's (or value's) ``tail_*`` parts: the operations 
 watchers added since the layer before it (rows from a handle on), the handles resolved
 since (``tail_dead``) and the dedup rows added (``tail_resolved``).  Change segments and
 delta files are layers (``shard_state``, ``deltas``); a shard at a version is its base (or
-nothing) with its layers applied in order.
+nothing) with its layers applied in order.  The first delta file of a chain (after a
+compaction: a small shard's full delta file, or the first after a new segment) also records
+the chain it ended and the change since that chain's last file (``chain_record``), so that a
+live shard at a version of that chain can be brought forward across the compaction by
+changes alone (``shard_load``).
 
 Invariant: ``apply_change(t, since, [], change_of(layers))`` gives the tables the shard had
 when the last layer was written, for ``t`` the tables right below handle ``since``.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -19,12 +25,25 @@ import pyarrow as pa
 from ..engine.frames import empty, isin, rows_where, stack
 from ..engine.pending import OPS_ARROW, WATCH_ARROW, Pending
 from ..engine.tables import OPS, RESOLVED, WATCH, ShardTables
-from .codec import frame_from, handles_from, table_from
+from .codec import frame_bytes, frame_from, handles_from, table_from
 
-__all__ = ["TAILS", "pending_tables", "change_of", "apply_change"]
+__all__ = [
+    "TAILS",
+    "pending_tables",
+    "layer_of",
+    "change_of",
+    "combined",
+    "rows_of",
+    "chain_record",
+    "chain_before",
+    "change_before",
+    "apply_change",
+]
 
 #: the big tables whose rows carry a handle
 TAILS = ("ops", "watch")
+#: the first delta file of a chain: the metadata naming the chain it ended, its change since (parts)
+_CHAIN_BEFORE, _BEFORE = "chain_before", "before_"
 
 
 def pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.Table, pa.Table]:
@@ -37,27 +56,77 @@ def pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.T
     return table_from(ops, OPS_ARROW), table_from(watch, WATCH_ARROW)
 
 
+def layer_of(parts: dict, meta: dict[str, str]) -> dict:
+    """One layer's change: the rows it added (``OPS_ARROW``, ``WATCH_ARROW``), the handles it
+    resolved (``dead``) and the dedup rows it added (``resolved``)."""
+    ops, watch = pending_tables(parts, "tail_", meta)
+    return {
+        "ops": ops,
+        "watch": watch,
+        "dead": handles_from(parts["tail_dead"]),
+        "resolved": frame_from(parts["tail_resolved"], RESOLVED),
+    }
+
+
 def change_of(layers: list[tuple[dict, dict[str, str]]]) -> dict:
     """Consecutive changes (``tail_*`` parts and their metadata, oldest first) as one: their
     new rows, less the handles any of them resolved, and all those handles."""
-    dead = np.concatenate([handles_from(parts["tail_dead"]) for parts, _ in layers])
+    return combined([layer_of(parts, meta) for parts, meta in layers])
+
+
+def combined(changes: list[dict]) -> dict:
+    """Consecutive changes (``layer_of``'s, oldest first) as one (``change_of``)."""
+    dead = np.concatenate([np.empty(0, np.int64), *(c["dead"] for c in changes)])
     change: dict = {"dead": dead}
-    tails = [pending_tables(parts, "tail_", meta) for parts, meta in layers]
-    for i, name in enumerate(TAILS):
-        table = pa.concat_tables([tail[i] for tail in tails])
+    for name in TAILS:
+        table = pa.concat_tables([c[name] for c in changes])
         if len(dead):
             table = table.filter(pa.array(~isin(table.column("handle").to_numpy(), dead)))
         change[name] = table
     resolved = empty(RESOLVED)
-    for parts, _ in layers:
-        resolved = stack(resolved, frame_from(parts["tail_resolved"], RESOLVED))
+    for c in changes:
+        resolved = stack(resolved, c["resolved"])
     change["resolved"] = resolved
     return change
 
 
+def rows_of(change: dict) -> int:
+    """The rows a change holds (``layer_of``'s)."""
+    return sum(len(change[name]) for name in (*TAILS, "dead", "resolved"))
+
+
+# -- the first delta file of a chain, and the change it records since the chain before ---------------
+
+
+def chain_record(chain: list[tuple[str, int]], layer: dict) -> tuple[dict, dict[str, str]]:
+    """What the first delta file of a chain (written after a compaction: a full delta file,
+    or the first after a new segment) records beside its own parts: the chain it ended
+    (``chain``, names and rows, the file before it last) and ``layer``, the change since
+    that file (``ops``, ``watch`` Arrow tables, ``dead`` and ``resolved`` frames).  Parts
+    and metadata to add to the file (``chain_before``, ``change_before`` read them back)."""
+    parts = {f"{_BEFORE}{name}": frame_bytes(table) for name, table in layer.items()}
+    return parts, {_CHAIN_BEFORE: json.dumps(chain)}
+
+
+def chain_before(meta: dict[str, str]) -> list[tuple[str, int]] | None:
+    """The chain the first delta file of a chain ended (``chain_record``); None: it records
+    none (a shard's first save, a file written before this record)."""
+    if _CHAIN_BEFORE not in meta:
+        return None
+    return [(name, int(rows)) for name, rows in json.loads(meta[_CHAIN_BEFORE])]
+
+
+def change_before(parts: dict, meta: dict[str, str]) -> dict:
+    """The change (``layer_of``'s) the first delta file of a chain records since the last
+    file of the chain it ended (``chain_record``)."""
+    ops, watch = pending_tables(parts, _BEFORE, meta)
+    dead, resolved = handles_from(parts[f"{_BEFORE}dead"]), frame_from(parts[f"{_BEFORE}resolved"], RESOLVED)
+    return {"ops": ops, "watch": watch, "dead": dead, "resolved": resolved}
+
+
 def apply_change(t: ShardTables, since: int, replaced: list[pd.DataFrame], change: dict) -> None:
     """Replace the big tables' rows from handle ``since`` on, and the dedup rows ``replaced``,
-    by ``change`` (``_change_of``)."""
+    by ``change`` (``change_of``)."""
     for name in TAILS:
         table = getattr(t, name)
         h = table.column("handle").to_numpy()

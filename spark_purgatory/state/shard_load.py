@@ -29,7 +29,16 @@ from .deltas import (
     is_pointer,
     pointed,
 )
-from .layers import apply_change, change_of, pending_tables
+from .layers import (
+    apply_change,
+    chain_before,
+    change_before,
+    change_of,
+    combined,
+    layer_of,
+    pending_tables,
+    rows_of,
+)
 from .segments import SegmentStore
 from .shard_state import READABLE_VERSIONS, Lineage, Segment
 from .small_tables import small_chain, small_mark, small_tables
@@ -103,25 +112,8 @@ def _load_version(
     _check_format(meta)
     chain = [name for name, _rows in json.loads(meta["chain"])]
     read = _reader(store, at.name, (parts, meta))
-    if parked is not None:
-        lineage = parked.lineage
-        last = lineage.chain[-1][0] if lineage.chain else None
-        if last in chain[:-1] and lineage.segments == _segments_in(meta):
-            # the ancestor is on this chain: only the delta files after it, applied to it live
-            later = [read(name) for name in chain[chain.index(last) + 1 : -1]]
-            if _forward(parked, [*later, (parts, meta)], read, last):
-                return parked
-        if _can_catch_up(lineage, meta, store):
-            # an ancestor on earlier segments: back to its last segment, then forward
-            replaced, lineage.dead, lineage.resolved = lineage.resolved, [], []
-            segments = [store.read(s.name) for s in _segments_of(meta)[len(lineage.segments) :]]
-            deltas = [read(name) for name in chain[:-1]] + [(parts, meta)]
-            since = lineage.segments[-1].next_handle
-            _bring_forward(
-                parked, parked.tables(arrow=True), since, replaced, [*segments, *deltas], deltas, read
-            )
-            lineage.loaded_by = "caught-up"
-            return parked
+    if parked is not None and _catch_up(parked, (parts, meta), read, store):
+        return parked
     p = Purgatory(config)
     p.lineage = Lineage(loaded_by="rebuilt")
     t = ShardTables.empty()
@@ -150,12 +142,80 @@ def _reader(store: SegmentStore, name: str, file: tuple[dict, dict]) -> Callable
     return read
 
 
-def _forward(p: Purgatory, deltas: list[tuple[dict, dict]], read: Callable, since: str) -> bool:
-    """Bring the live ``p``, at the version of the delta file ``since``, forward by the delta
-    files after it (the last is the loaded version's), at the cost of what they changed
-    (``Purgatory.forward``); False: it could not (``p`` is then unusable)."""
-    parts, meta = deltas[-1]
-    change = change_of(deltas)
+def _catch_up(p: Purgatory, loaded: tuple[dict, dict], read: Callable, store: SegmentStore) -> bool:
+    """Bring the parked ``p`` forward to the version of the delta file ``loaded`` when it is
+    an ancestor: by the changes since its version, on the same chain or across compactions
+    (``_changes_since``), or else, an ancestor on earlier segments, back to its last segment
+    and forward; False: it is not one (or could not be brought forward: ``p`` is then
+    unusable)."""
+    lineage = p.lineage
+    parts, meta = loaded
+    last = lineage.chain[-1][0] if lineage.chain else None
+    found = None if last is None else _changes_since(last, lineage.segments, meta, read)
+    if found is not None:
+        return _forward(p, *found, loaded, read, last)
+    if not _can_catch_up(lineage, meta, store):
+        return False
+    replaced, lineage.dead, lineage.resolved = lineage.resolved, [], []
+    segments = [store.read(s.name) for s in _segments_of(meta)[len(lineage.segments) :]]
+    deltas = [read(name) for name, _rows in json.loads(meta["chain"])[:-1]] + [loaded]
+    since = lineage.segments[-1].next_handle
+    _bring_forward(p, p.tables(arrow=True), since, replaced, [*segments, *deltas], deltas, read)
+    lineage.loaded_by = "caught-up"
+    return True
+
+
+def _changes_since(
+    last: str, segments: list[Segment], meta: dict[str, str], read: Callable[[str], tuple[dict, dict]]
+) -> tuple[list[dict], int | None] | None:
+    """The changes (``layers.layer_of``'s, oldest first) from the delta file ``last``, the
+    version a parked shard on ``segments`` holds, to the version of the delta file ``meta``:
+    the files after ``last`` on its chain; or, across compactions, those after it on an
+    earlier chain, then for each later chain the change its first file records since the
+    chain before (``layers.chain_record``) and its other files.  With them, None when they
+    are all on ``meta``'s chain (the shard's change since its last segment goes on), else
+    the index of the first of them that is (that change starts afresh).  None when ``last``
+    is on none of those chains, a file is gone (swept), or the changes hold more rows than a
+    rebuild reads (``meta``'s segments and chain)."""
+    chain = json.loads(meta["chain"])
+    budget = sum(s.rows for s in _segments_in(meta)) + sum(int(rows) for _name, rows in chain)
+    newer: list[list[dict]] = []  # the changes of each later chain, newest first
+    spent = 0
+    try:
+        while True:
+            names = [name for name, _rows in chain]
+            if last in names:
+                later = chain[names.index(last) + 1 :]
+                spent += sum(int(rows) for _name, rows in later)
+                if spent > budget or (not newer and segments != _segments_in(meta)):
+                    return None
+                changes = [layer_of(*read(name)) for name, _rows in later]
+                own = None if not newer else len(changes) + sum(map(len, newer[1:])) + 1
+                return [c for cs in (changes, *reversed(newer)) for c in cs], own
+            head = read(names[0])
+            before = chain_before(head[1])
+            if before is None:
+                return None
+            change = change_before(*head)
+            # of a chain's first file only the change it records is decoded
+            spent += rows_of(change) + sum(int(rows) for _name, rows in chain[1:])
+            if spent > budget:
+                return None
+            newer.append([change, *(layer_of(*read(name)) for name, _rows in chain[1:])])
+            chain = before
+    except OSError:  # a file of an earlier chain swept: the version is rebuilt instead
+        return None
+
+
+def _forward(
+    p: Purgatory, changes: list[dict], own: int | None, loaded: tuple[dict, dict], read: Callable, since: str
+) -> bool:
+    """Bring the live ``p``, at the version of the delta file ``since``, forward by
+    ``changes`` to the version of the delta file ``loaded``, at the cost of what they changed
+    (``Purgatory.forward``; ``own``: ``_changes_since``'s); False: it could not (``p`` is then
+    unusable)."""
+    parts, meta = loaded
+    change = combined(changes)
     to = ShardTables.empty()
     _set_small(p, to, parts, meta)
     to.events, windows, live = small_tables(parts, meta, read, live_events=p.buffered, since=since)
@@ -165,19 +225,23 @@ def _forward(p: Purgatory, deltas: list[tuple[dict, dict]], read: Callable, sinc
     kept = {"windows_added": windows} if live else {}  # the live windows, and those added
     if not p.forward(to, (change["ops"], change["watch"]), change["dead"], change["resolved"], **kept):
         return False
-    _lineage_at(p.lineage, deltas, meta)
+    p.lineage.segments = _segments_in(meta)
+    _lineage_at(p.lineage, changes if own is None else changes[own:], meta, afresh=own is not None)
     p.lineage.small = small_mark(p, to.events, to.next_eseq)
     p.lineage.loaded_by = "caught-up"
     p.take_changes()  # the state layer has it all: log from here on
     return True
 
 
-def _lineage_at(lineage: Lineage, deltas: list[tuple[dict, dict]], meta: dict[str, str]) -> None:
-    """The lineage at the delta file ``meta``, having read ``deltas`` (its chain's files
-    since the lineage's version): its change since the last segment, its chain, its clocks."""
+def _lineage_at(lineage: Lineage, changes: list[dict], meta: dict[str, str], *, afresh: bool = False) -> None:
+    """The lineage at the delta file ``meta``, having applied ``changes`` (those of its
+    chain's files since the lineage's version, or, ``afresh``, since its last segment): its
+    change since the last segment, its chain, its clocks."""
+    if afresh:
+        lineage.dead, lineage.resolved = [], []
     if lineage.segments:
-        lineage.dead += [handles_from(d["tail_dead"]) for d, _ in deltas]
-        lineage.resolved += [frame_from(d["tail_resolved"], RESOLVED) for d, _ in deltas]
+        lineage.dead += [change["dead"] for change in changes]
+        lineage.resolved += [change["resolved"] for change in changes]
     else:
         lineage.dead, lineage.resolved = [], []
     lineage.chain = [(name, int(rows)) for name, rows in json.loads(meta["chain"])]
@@ -201,12 +265,13 @@ def _bring_forward(
     since its last segment; ``read``: delta files by name (the small chain's)."""
     lineage = p.lineage
     parts, meta = deltas[-1]
-    apply_change(t, since, replaced, change_of(layers))
+    changes = [layer_of(*layer) for layer in layers]
+    apply_change(t, since, replaced, combined(changes))
     lineage.segments = _segments_in(meta)
     _set_small(p, t, parts, meta)
     t.events, t.windows, _ = small_tables(parts, meta, read)
     t.resolved = rows_where(t.resolved, t.resolved["expire_at"].to_numpy(np.int64) > t.retired_wm)
-    _lineage_at(lineage, deltas, meta)
+    _lineage_at(lineage, changes[len(changes) - len(deltas) :], meta)
     t.wheel, t.wheel_now = None, int(meta["wheel_now"])  # rebuilt from the pending deadlines
     p.load_tables(t)
     lineage.small = small_mark(p, t.events, t.next_eseq)

@@ -45,9 +45,14 @@ of the versions it descends from (its ancestry), under the shard's lineage id.  
 claims a parked object of the same lineage:
 
 * finds the same token: takes the object back, no file read (``exact``);
-* finds an ancestor (another worker ran the shard since): applies only what changed since,
-  the delta files after it on the same chain, or, across a compaction, the change segments
-  written in between and the chain (``caught-up``);
+* finds an ancestor (another worker ran the shard since): applies only what changed since
+  (``caught-up``): the delta files after it on the same chain, or, across compactions, those
+  after it on its chain and, for each chain since, the change its first file records since
+  the chain before (a compaction's first file names the chain it ended and holds the
+  batch's change beside its own parts) and its other files; when those records are missing
+  (files written before them) or swept, from its last segment, the change segments written
+  in between and the chain; whenever the changes hold more rows than a rebuild reads, it
+  rebuilds instead;
 * otherwise (a sibling from a failed attempt, another shard, nothing parked): rebuilds from
   the segments and the chain (``rebuilt``).
 
@@ -79,7 +84,7 @@ from .deltas import (
     expired,
     pointer,
 )
-from .layers import TAILS
+from .layers import TAILS, chain_record
 from .segments import SegmentStore
 from .small_tables import SMALL_CHAIN, SmallMark, small_parts
 
@@ -212,7 +217,10 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     t = p.tables(arrow=True, since=since)
     layer = {"ops": t.ops, "watch": t.watch, "dead": _handles(changes.removed), "resolved": changes.resolved}
     chain_rows = sum(rows for _name, rows in lineage.chain) + _rows_in(layer)
+    record: tuple[dict, dict[str, str]] = ({}, {})
     if not lineage.chain or len(lineage.chain) >= MAX_DELTAS or chain_rows > store.segment_rows:
+        if lineage.chain:  # the new chain's first file records how it follows the last one
+            record = chain_record(lineage.chain, layer)
         t, layer, since = _compact(p, lineage, store)
         lineage.chain = []
     if lineage.segments:
@@ -241,6 +249,8 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     lineage.small_chain = [name] if whole else [*lineage.small_chain, name]
     meta[SMALL_CHAIN] = json.dumps(lineage.small_chain)
     parts.update({f"tail_{k}": frame_bytes(v) for k, v in layer.items()})
+    parts.update(record[0])
+    meta.update(record[1])
     data = pack_parts(parts, meta)
     store.write_named(name, data)
     lineage.saved_bytes = len(data)
