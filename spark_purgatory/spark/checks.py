@@ -152,9 +152,24 @@ def operation_routes(spark: SparkSession) -> str | None:
 
 
 def operation_rows(spark: SparkSession) -> str | None:
-    """The checks-and-routes function's SQL name, registered in ``spark``'s session; None
-    without the JAR (or a JAR built before it)."""
-    return _registered(spark, *ROWS, quiet=True)  # the two functions serve without it
+    """The checks-and-routes function's SQL name, registered in ``spark``'s session as a call
+    on Spark's own values (``_STATIC``); None without the JAR (or a JAR built before it)."""
+    name, cls, returns = ROWS
+    if not _available(spark, _STATIC, quiet=True):  # the two functions serve without it
+        return None
+    marker = f"{_REGISTERED}.{name}"
+    if spark.conf.get(marker, None) != _STATIC:
+        registry = spark._jsparkSession.sessionState().functionRegistry()  # type: ignore[attr-defined]
+        calls = spark._jvm.io.sparkpurgatory.checks.StaticCalls  # type: ignore[attr-defined]
+        calls.register(registry, name, cls, "rows", returns.json())
+        spark.conf.set(marker, _STATIC)
+    return name
+
+
+#: what registers ``ROWS``: a static method called from Spark's generated code on Spark's own
+#: values (a Catalyst ``StaticInvoke``), where a Java UDF converts every argument to a Java
+#: object and the result back, row by row
+_STATIC = "io.sparkpurgatory.checks.StaticCalls"
 
 
 def _registered(
@@ -163,14 +178,7 @@ def _registered(
     """``name``, registered for ``cls``; None when the class is not on the driver's classpath
     and the checkout's JAR cannot be added (``_added``), or the session is a Spark Connect
     client, which cannot look (the caller writes SQL)."""
-    if is_connect(spark):
-        if not quiet:
-            _say_sql("a Spark Connect client cannot call them")
-        return None
-    if not _loadable(spark, cls) and not _added(spark, cls):
-        log.debug("%s is not on the classpath: SQL instead", cls)
-        if not quiet:
-            _say_sql(f"{cls} is not on the driver's class path")
+    if not _available(spark, cls, quiet=quiet):
         return None
     # once per session: a second start() would replace it, and Spark warns that it did (the
     # session's catalog is not asked: that would create spark-warehouse/ in the working directory)
@@ -179,6 +187,21 @@ def _registered(
         spark.udf.registerJavaFunction(name, cls, returns)
         spark.conf.set(marker, cls)
     return name
+
+
+def _available(spark: SparkSession, cls: str, *, quiet: bool) -> bool:
+    """Can ``spark`` call ``cls``: on the driver's class path, or the checkout's JAR added
+    (``_added``), and not a Spark Connect client, which cannot look?"""
+    if is_connect(spark):
+        if not quiet:
+            _say_sql("a Spark Connect client cannot call them")
+        return False
+    if not _loadable(spark, cls) and not _added(spark, cls):
+        log.debug("%s is not on the classpath: SQL instead", cls)
+        if not quiet:
+            _say_sql(f"{cls} is not on the driver's class path")
+        return False
+    return True
 
 
 #: what this process has said about the checks running as SQL (``_say_sql``): once

@@ -193,14 +193,17 @@ def test_one_call_checks_and_routes_every_typed_operation_as_the_sql_does(
 ):
     """``OperationRows``: a stream's typed operations checked and routed in one call give the
     routed rows (reasons, copies, ``raw`` of the rejected, their shards) that the SQL parsing
-    and routing give."""
+    and routing give; the call is Spark's own (a static method on its internal values, called
+    from its generated code), with no Java UDF around it to convert each row."""
     config = PurgatoryConfig(
         shards=shards, cross_shard_operations=cross_shard, state_path=str(tmp_path / "state")
     )
     reading = dict(max_timeout_ms=1000, max_future_ms=86_400_000)
     df = spark.createDataFrame(operations, _SCHEMA)
     one = routing.route_typed_operations(df, config, limits=InputLimits(), **reading)
-    assert checks.ROWS[0] in one._jdf.queryExecution().optimizedPlan().toString()
+    plan = one._jdf.queryExecution().optimizedPlan().toString()
+    assert f"static_invoke({checks.ROWS[1]}.rows(" in plan
+    assert checks.ROWS[0] not in plan  # not a Java UDF of that name
     with monkeypatch.context() as patched:
         patched.setattr(sources, "operation_checks", lambda spark: None)
         patched.setattr(routing, "operation_routes", lambda spark: None)

@@ -7,10 +7,15 @@ import java.util.List;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF8;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.XXH64;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.unsafe.types.UTF8String;
 
 import scala.collection.Seq;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * An operation's copies and where each goes: what spark_purgatory/spark/routing.py writes as
@@ -26,15 +31,24 @@ import scala.collection.Seq;
  * stub in each of its keys' shards watching that shard's keys; then a claim for its op_id's
  * registry shard when that is not its home.  Shards are Spark's
  * pmod(xxhash64(shard key), shards): XXH64 with seed 42 over the UTF-8 bytes.
+ *
+ * <p>The routes work on Spark's own values ({@link #routes}: UTF8String, the copies as Spark's
+ * internal rows), as {@link OperationRows} gets and returns them; this Java UDF converts its
+ * arguments to them and back.
  */
 public final class OperationRoutes
     implements UDF8<Seq<String>, String, String, String, Integer, String, Boolean, Boolean, Row> {
 
   private static final long serialVersionUID = 1L;
   private static final long SEED = 42L;
+  private static final UTF8String REGISTRY = UTF8String.fromString("registry");
+  private static final UTF8String OP = UTF8String.fromString("op");
+  private static final UTF8String STUB = UTF8String.fromString("stub");
+  private static final UTF8String BAD = UTF8String.fromString("bad");
+  private static final UTF8String CLAIM = UTF8String.fromString("claim");
 
-  static long xxhash64(String text, long seed) {
-    return text == null ? seed : XXH64.hashUTF8String(UTF8String.fromString(text), seed);
+  static long xxhash64(UTF8String text, long seed) {
+    return text == null ? seed : XXH64.hashUTF8String(text, seed);
   }
 
   static int pmod(long hash, int n) {
@@ -42,17 +56,19 @@ public final class OperationRoutes
     return (int) (r < 0 ? r + n : r);
   }
 
-  static int shardOf(String key, String delimiter, int shards) {
-    String shardKey = key;
-    if (delimiter != null && key != null) {
-      int at = key.indexOf(delimiter);
-      shardKey = at >= 0 ? key.substring(0, at) : key;
-    }
+  /** The shard of {@code key}: of its part before the first {@code delimiter} (SQL's substring_index). */
+  static int shardOf(UTF8String key, UTF8String delimiter, int shards) {
+    UTF8String shardKey = delimiter != null && key != null ? key.subStringIndex(delimiter, 1) : key;
     return pmod(xxhash64(shardKey, SEED), shards);
   }
 
-  private static Row copy(int shard, String role, Integer peer, List<String> keys) {
-    return RowFactory.create(shard, role, peer, keys);
+  private static InternalRow copy(int shard, UTF8String role, Integer peer, List<UTF8String> keys) {
+    return new GenericInternalRow(new Object[] {shard, role, peer, array(keys)});
+  }
+
+  /** Spark's strings as its array of strings; null stays null. */
+  static ArrayData array(List<UTF8String> items) {
+    return items == null ? null : new GenericArrayData(items.toArray());
   }
 
   @Override
@@ -65,16 +81,30 @@ public final class OperationRoutes
       String delimiter,
       Boolean crossShardAllowed,
       Boolean registering) {
-    List<String> keys = new ArrayList<>();
+    List<UTF8String> keys = new ArrayList<>();
     if (keysColumn != null) {
-      for (int i = 0; i < keysColumn.length(); i++) {
-        keys.add(keysColumn.apply(i));
+      for (String key : CollectionConverters.asJava(keysColumn)) {
+        keys.add(OperationChecks.utf8(key));
       }
     }
     int shards = shardCount;
-    return routes(
-        keys, opId, reason, shard -> pmod(xxhash64(raw, SEED), shard), shards, delimiter,
-        Boolean.TRUE.equals(crossShardAllowed), Boolean.TRUE.equals(registering));
+    UTF8String rawText = OperationChecks.utf8(raw);
+    Routed routed =
+        routes(
+            keys, OperationChecks.utf8(opId), reason, shard -> pmod(xxhash64(rawText, SEED), shard),
+            shards, OperationChecks.utf8(delimiter), Boolean.TRUE.equals(crossShardAllowed),
+            Boolean.TRUE.equals(registering));
+    List<Row> copies = new ArrayList<>();
+    for (InternalRow copy : routed.copies) {
+      ArrayData copyKeys = copy.getArray(3);
+      List<String> texts = new ArrayList<>();
+      for (int i = 0; i < copyKeys.numElements(); i++) {
+        texts.add(copyKeys.getUTF8String(i).toString());
+      }
+      Integer peer = copy.isNullAt(2) ? null : copy.getInt(2);
+      copies.add(RowFactory.create(copy.getInt(0), copy.getUTF8String(1).toString(), peer, texts));
+    }
+    return RowFactory.create(routed.reason, copies);
   }
 
   /** Where a rejected row goes, given the shard count (its raw text's shard). */
@@ -82,17 +112,28 @@ public final class OperationRoutes
     int of(int shards);
   }
 
+  /** An operation's reason and its copies, each (shard, role, peer, keys) as Spark's row. */
+  static final class Routed {
+    final String reason;
+    final List<InternalRow> copies;
+
+    Routed(String reason, List<InternalRow> copies) {
+      this.reason = reason;
+      this.copies = copies;
+    }
+  }
+
   /**
    * The reason and the copies of an operation with these (cleaned) keys, as {@link #call}
    * returns them; a rejected row's shard from {@code bad}.
    */
-  static Row routes(
-      List<String> keys,
-      String opId,
+  static Routed routes(
+      List<UTF8String> keys,
+      UTF8String opId,
       String reason,
       BadShard bad,
       int shards,
-      String delimiter,
+      UTF8String delimiter,
       boolean crossShardAllowed,
       boolean registering) {
     int[] keyShards = new int[keys.size()];
@@ -105,31 +146,31 @@ public final class OperationRoutes
     if (reason == null && crossing && !crossShardAllowed) {
       reason = "cross_shard_keys";
     }
-    List<Row> copies = new ArrayList<>();
+    List<InternalRow> copies = new ArrayList<>(2);
     if (reason != null) {
-      copies.add(copy(bad.of(shards), "bad", null, keys));
-      return RowFactory.create(reason, copies);
+      copies.add(copy(bad.of(shards), BAD, null, keys));
+      return new Routed(reason, copies);
     }
-    int home = crossing ? shards : distinct.iterator().next();
+    int home = crossing ? shards : keyShards[0];
     int registry = -1;
     if (registering && !crossing) {
-      registry = pmod(xxhash64("registry", xxhash64(opId, SEED)), shards);
+      registry = pmod(xxhash64(REGISTRY, xxhash64(opId, SEED)), shards);
     }
-    copies.add(copy(home, "op", registry, keys));
+    copies.add(copy(home, OP, registry, keys));
     if (crossing) {
       for (int shard : distinct) {
-        List<String> own = new ArrayList<>();
+        List<UTF8String> own = new ArrayList<>();
         for (int i = 0; i < keyShards.length; i++) {
           if (keyShards[i] == shard) {
             own.add(keys.get(i));
           }
         }
-        copies.add(copy(shard, "stub", null, own));
+        copies.add(copy(shard, STUB, null, own));
       }
     }
     if (registry >= 0 && registry != home) {
-      copies.add(copy(registry, "claim", home, keys));
+      copies.add(copy(registry, CLAIM, home, keys));
     }
-    return RowFactory.create(reason, copies);
+    return new Routed(reason, copies);
   }
 }

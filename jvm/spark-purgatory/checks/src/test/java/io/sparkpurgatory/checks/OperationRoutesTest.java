@@ -33,9 +33,9 @@ class OperationRoutesTest {
 
   @Test
   void xxhash64IsSparksWithItsSeed() {
-    assertEquals(-8582455328737087284L, OperationRoutes.xxhash64("a", 42L));
-    assertEquals(2065146811275570100L, OperationRoutes.xxhash64("\u00E9", 42L)); // UTF-8 bytes
-    assertEquals(42L, OperationRoutes.xxhash64(null, 42L)); // Spark: a null hashes to the seed
+    assertEquals(-8582455328737087284L, OperationRoutes.xxhash64(OperationChecks.utf8("a"), 42L));
+    assertEquals(2065146811275570100L, OperationRoutes.xxhash64(OperationChecks.utf8("\u00E9"), 42L)); // UTF-8 bytes
+    assertEquals(42L, OperationRoutes.xxhash64(OperationChecks.utf8(null), 42L)); // Spark: a null hashes to the seed
   }
 
   @Test
@@ -90,6 +90,6 @@ class OperationRoutesTest {
         List.of("3 op -1 [order-1:x, order-1:y]"), copies(route(keys, "o1", null, "{}", 4, ":", true, false)));
     assertEquals(
         Arrays.asList(3, 3),
-        Arrays.asList(OperationRoutes.shardOf("order-1", ":", 4), OperationRoutes.shardOf("order-1:z", ":", 4)));
+        Arrays.asList(OperationRoutes.shardOf(OperationChecks.utf8("order-1"), OperationChecks.utf8(":"), 4), OperationRoutes.shardOf(OperationChecks.utf8("order-1:z"), OperationChecks.utf8(":"), 4)));
   }
 }

@@ -1,49 +1,70 @@
 package io.sparkpurgatory.checks;
 
-import static io.sparkpurgatory.checks.Rows.seq;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.ArrayList;
 import java.util.List;
 
-import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.unsafe.types.UTF8String;
 import org.junit.jupiter.api.Test;
-
-import scala.collection.Seq;
 
 /** Shards as in OperationRoutesTest: with 4 shards "a" is in 0, "b" in 3; "o2"'s registry is 1. */
 class OperationRowsTest {
 
   private static final String NAMES = "any count sum all offset|count sum offset|all|1000|1000";
 
-  private static Row rows(Seq<String> keys, String opId, Long timeoutMs, boolean crossShard) {
-    return new OperationRows()
-        .call(opId, keys, null, 500L, false, null, timeoutMs, timeoutMs == null, 1000L, " COUNT ",
-            3.0, null, NAMES, 4, null, crossShard, true);
+  /** The call as Spark makes it: internal values, each primitive as (is null, value). */
+  private static InternalRow rows(ArrayData keys, String opId, Long timeoutMs, boolean crossShard) {
+    return OperationRows.rows(
+        utf8(opId), keys, null, false, 500L, false, false, true, 0L, timeoutMs == null,
+        timeoutMs == null ? 0L : timeoutMs, false, timeoutMs == null, false, 1000L, utf8(" COUNT "),
+        false, 3.0, null, utf8(NAMES), false, 4, null, false, crossShard, false, true);
   }
 
-  private static List<String> copies(Row rows) {
-    return Rows.copies(rows, 3);
+  private static List<String> copies(InternalRow rows) {
+    ArrayData copies = rows.getArray(3);
+    List<String> out = new ArrayList<>();
+    for (int i = 0; i < copies.numElements(); i++) {
+      InternalRow copy = copies.getStruct(i, 4);
+      out.add(copy.getInt(0) + " " + copy.getUTF8String(1) + " "
+          + (copy.isNullAt(2) ? null : copy.getInt(2)) + " " + OperationChecks.texts(OperationRows.list(copy.getArray(3))));
+    }
+    return out;
+  }
+
+  private static UTF8String utf8(String text) {
+    return OperationChecks.utf8(text);
+  }
+
+  private static ArrayData seq(String... items) {
+    List<UTF8String> out = new ArrayList<>();
+    for (String item : items) {
+      out.add(utf8(item));
+    }
+    return OperationRoutes.array(out);
   }
 
   @Test
   void aValidOperationIsCheckedCleanedAndRoutedInOneCall() {
-    Row rows = rows(seq("a", " ", "a"), "o2", 100L, false);
-    assertNull(rows.get(0));
-    assertEquals("count", rows.getString(1));
+    InternalRow rows = rows(seq("a", " ", "a"), "o2", 100L, false);
+    assertTrue(rows.isNullAt(0));
+    assertEquals("count", rows.getUTF8String(1).toString());
     assertEquals(List.of("0 op 1 [a]", "1 claim 0 [a]"), copies(rows));
   }
 
   @Test
   void aRejectedRowIsOneCopyWhoseShardTheCallerGives() {
-    Row rows = rows(seq("a"), "o2", null, false);
-    assertEquals("missing_timeout_ms", rows.getString(0));
+    InternalRow rows = rows(seq("a"), "o2", null, false);
+    assertEquals("missing_timeout_ms", rows.getUTF8String(0).toString());
     assertEquals(List.of("-1 bad null [a]"), copies(rows));
   }
 
   @Test
   void keysAcrossShardsAreRejectedByTheRoutesWhenNotAllowed() {
-    assertEquals("cross_shard_keys", rows(seq("a", "b"), "o2", 100L, false).getString(0));
+    assertEquals("cross_shard_keys", rows(seq("a", "b"), "o2", 100L, false).getUTF8String(0).toString());
     assertEquals(
         List.of("4 op -1 [a, b]", "0 stub null [a]", "3 stub null [b]"),
         copies(rows(seq("a", "b"), "o2", 100L, true)));
