@@ -344,27 +344,31 @@ def route_typed_operations(
     ``route_operations(parse_operations(df))`` in one projection and an ``inline``, for the
     plan Spark optimizes in every micro-batch; None without the function (the caller
     parses, then routes).  A rejected row's ``raw`` (its record as JSON) is rendered after
-    the call, and its shard is that text's, as ``route_operations`` gives it."""
+    the call, before its copy is made, and its shard is that text's, as ``route_operations``
+    gives it."""
     function = operation_rows(df.sparkSession)
     if not function:
         return None
     read, arguments = operations_read(with_latest(df, max_future_ms), max_timeout_ms, limits)
     call = f"{function}({arguments}, {_routes_settings(config, registers(config))})"
-    kept = ["_record", "op_id", _TS_SQL, "timeout_ms", "target", "payload"]
-    rows = read.selectExpr(*kept, f"{call} AS _rows").selectExpr(
+    kept = ["op_id", _TS_SQL, "timeout_ms", "target", "payload"]
+    # the call's fields, and a rejected row's record as JSON, taken before the copies are made:
+    # each copy Spark makes carries (and copies) only what it needs, not the call's whole
+    # result nor the record (a projection of its own, which Spark does not merge into the
+    # call's: the call is named more than once and costs more than a column)
+    fields = read.selectExpr("_record", *kept, f"{call} AS _rows").selectExpr(
         *kept,
         "_rows.reason AS reason",
         "_rows.condition AS condition",
         "_rows.members AS members",
-        "inline(_rows.copies)",
+        "_rows.copies AS _copies",
+        "CASE WHEN _rows.reason IS NOT NULL THEN to_json(_record) END AS raw",
     )
-    raw = "to_json(_record)"
-    bad = f"CAST(pmod(xxhash64({raw}), {int(config.shards)}) AS INT)"
+    columns = [*kept, "reason", "condition", "members", "raw"]
+    rows = fields.selectExpr(*columns, "inline(_copies)")
+    bad = f"CAST(pmod(xxhash64(raw), {int(config.shards)}) AS INT)"
     shard = f"CASE WHEN _shard < 0 THEN {bad} ELSE _shard END"
-    raw_kept = f"CASE WHEN reason IS NOT NULL THEN {raw} END"
-    return _as_routed(
-        rows, SOURCE_OPERATIONS, config, shard=shard, role="_role", keys="_keys", peer="_peer", raw=raw_kept
-    )
+    return _as_routed(rows, SOURCE_OPERATIONS, config, shard=shard, role="_role", keys="_keys", peer="_peer")
 
 
 def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool) -> DataFrame:
