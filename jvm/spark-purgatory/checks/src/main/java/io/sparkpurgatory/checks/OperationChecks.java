@@ -45,8 +45,8 @@ public final class OperationChecks
   /** The condition names, read once from their text (immutable: tasks may share them). */
   static final class Names {
     final UTF8String spec;
-    final Set<UTF8String> all;
-    final Set<UTF8String> needTarget;
+    final List<UTF8String> all;
+    final List<UTF8String> needTarget;
     final UTF8String needsMembers;
     final long maxKeys;
     final long maxMembers;
@@ -54,15 +54,16 @@ public final class OperationChecks
     Names(UTF8String spec) {
       String[] parts = spec.toString().split("\\|", -1);
       this.spec = spec.clone(); // a row's text may be a view of memory Spark reuses
-      this.all = utf8Set(parts[0]);
-      this.needTarget = utf8Set(parts[1]);
+      this.all = utf8List(parts[0]);
+      this.needTarget = utf8List(parts[1]);
       this.needsMembers = UTF8String.fromString(parts[2]);
       this.maxKeys = parts.length > 3 ? Long.parseLong(parts[3]) : Long.MAX_VALUE;
       this.maxMembers = parts.length > 4 ? Long.parseLong(parts[4]) : Long.MAX_VALUE;
     }
 
-    private static Set<UTF8String> utf8Set(String spaced) {
-      Set<UTF8String> out = new HashSet<>();
+    /** A few names: looked up by comparing bytes, cheaper than hashing them in every row. */
+    private static List<UTF8String> utf8List(String spaced) {
+      List<UTF8String> out = new ArrayList<>();
       for (String name : spaced.split(" ")) {
         out.add(UTF8String.fromString(name));
       }
@@ -174,10 +175,11 @@ public final class OperationChecks
     return out;
   }
 
-  static UTF8String condition(UTF8String given, Set<UTF8String> names) {
+  static UTF8String condition(UTF8String given, List<UTF8String> names) {
     UTF8String name = given == null ? ANY : given.trim();
-    if (names.contains(name)) {
-      return name;
+    int known = names.indexOf(name);
+    if (known >= 0) {
+      return names.get(known);
     }
     String text = name.toString();
     StringBuilder lowered = new StringBuilder(text.length());
@@ -272,7 +274,8 @@ public final class OperationChecks
     }
     UTF8String cond = condition(conditionGiven, names.all);
     List<UTF8String> members = clean(membersColumn, true);
-    boolean needsTarget = names.needTarget.contains(cond);
+    boolean knownCondition = names.all.contains(cond);
+    boolean needsTarget = knownCondition && names.needTarget.contains(cond);
     String time = timeReason(noTs, tsMs, latestTs);
     String reason = null;
     if (blank(opId)) {
@@ -291,7 +294,7 @@ public final class OperationChecks
       reason = "negative_timeout";
     } else if (timeoutMs > maxTimeoutMs) {
       reason = "timeout_above_max";
-    } else if (!names.all.contains(cond)) {
+    } else if (!knownCondition) {
       reason = "unknown_condition";
     } else if (needsTarget && target == null) {
       reason = "missing_target";

@@ -1,7 +1,6 @@
 package io.sparkpurgatory.checks;
 
 import java.util.ArrayList;
-import java.util.LinkedHashSet;
 import java.util.List;
 
 import org.apache.spark.sql.Row;
@@ -137,12 +136,20 @@ public final class OperationRoutes
       boolean crossShardAllowed,
       boolean registering) {
     int[] keyShards = new int[keys.size()];
-    LinkedHashSet<Integer> distinct = new LinkedHashSet<>();
+    int[] distinct = new int[keyShards.length]; // the shards in the order of their first key
+    int shardsSeen = 0;
     for (int i = 0; i < keyShards.length; i++) {
-      keyShards[i] = shardOf(keys.get(i), delimiter, shards);
-      distinct.add(keyShards[i]);
+      int shard = shardOf(keys.get(i), delimiter, shards);
+      keyShards[i] = shard;
+      int seen = 0;
+      while (seen < shardsSeen && distinct[seen] != shard) {
+        seen++;
+      }
+      if (seen == shardsSeen) {
+        distinct[shardsSeen++] = shard;
+      }
     }
-    boolean crossing = distinct.size() > 1;
+    boolean crossing = shardsSeen > 1;
     if (reason == null && crossing && !crossShardAllowed) {
       reason = "cross_shard_keys";
     }
@@ -158,7 +165,8 @@ public final class OperationRoutes
     }
     copies.add(copy(home, OP, registry, keys));
     if (crossing) {
-      for (int shard : distinct) {
+      for (int d = 0; d < shardsSeen; d++) {
+        int shard = distinct[d];
         List<UTF8String> own = new ArrayList<>();
         for (int i = 0; i < keyShards.length; i++) {
           if (keyShards[i] == shard) {

@@ -31,11 +31,19 @@ class OperationRoutesTest {
     return Rows.copies(routed, 1);
   }
 
+  private static long xxhash64(String text) {
+    return OperationRoutes.xxhash64(OperationChecks.utf8(text), 42L);
+  }
+
+  private static int shardOf(String key, String delimiter, int shards) {
+    return OperationRoutes.shardOf(OperationChecks.utf8(key), OperationChecks.utf8(delimiter), shards);
+  }
+
   @Test
   void xxhash64IsSparksWithItsSeed() {
-    assertEquals(-8582455328737087284L, OperationRoutes.xxhash64(OperationChecks.utf8("a"), 42L));
-    assertEquals(2065146811275570100L, OperationRoutes.xxhash64(OperationChecks.utf8("\u00E9"), 42L)); // UTF-8 bytes
-    assertEquals(42L, OperationRoutes.xxhash64(OperationChecks.utf8(null), 42L)); // Spark: a null hashes to the seed
+    assertEquals(-8582455328737087284L, xxhash64("a"));
+    assertEquals(2065146811275570100L, xxhash64("\u00E9")); // UTF-8 bytes
+    assertEquals(42L, xxhash64(null)); // Spark: a null hashes to the seed
   }
 
   @Test
@@ -90,6 +98,6 @@ class OperationRoutesTest {
         List.of("3 op -1 [order-1:x, order-1:y]"), copies(route(keys, "o1", null, "{}", 4, ":", true, false)));
     assertEquals(
         Arrays.asList(3, 3),
-        Arrays.asList(OperationRoutes.shardOf(OperationChecks.utf8("order-1"), OperationChecks.utf8(":"), 4), OperationRoutes.shardOf(OperationChecks.utf8("order-1:z"), OperationChecks.utf8(":"), 4)));
+        Arrays.asList(shardOf("order-1", ":", 4), shardOf("order-1:z", ":", 4)));
   }
 }

@@ -69,4 +69,27 @@ class OperationRowsTest {
         List.of("4 op -1 [a, b]", "0 stub null [a]", "3 stub null [b]"),
         copies(rows(seq("a", "b"), "o2", 100L, true)));
   }
+
+  @Test
+  void aNullFlagMakesItsValueNullWhateverTheValue() {
+    // Spark passes a null number as (true, zero); a flag set reads as null, not as the number
+    InternalRow noTime =
+        OperationRows.rows(
+            utf8("o2"), seq("a"), null, true, 500L, false, false, true, 0L, false, 100L, false,
+            false, false, 1000L, null, false, 3.0, null, utf8(NAMES), false, 4, null, false, false,
+            false, true);
+    assertEquals("bad_ts", noTime.getUTF8String(0).toString());
+    InternalRow noTarget =
+        OperationRows.rows(
+            utf8("o2"), seq("a"), null, false, 500L, false, false, false, 600L, false, 100L, false,
+            false, false, 1000L, utf8("count"), true, 3.0, null, utf8(NAMES), false, 4, null,
+            false, false, false, true);
+    assertEquals("missing_target", noTarget.getUTF8String(0).toString());
+    InternalRow latePast =
+        OperationRows.rows(
+            utf8("o2"), seq("a"), null, false, 500L, false, false, false, 400L, false, 100L, false,
+            false, false, 1000L, null, false, 3.0, null, utf8(NAMES), false, 4, null, false, false,
+            false, true);
+    assertEquals("ts_in_future", latePast.getUTF8String(0).toString());
+  }
 }
