@@ -108,7 +108,17 @@ ROUTES = (
 )
 
 
-_COPIES = ROUTES[2]["copies"].dataType
+#: the copies of ``ROWS``: as ``ROUTES``', the role as its name's place in ``routing.ROLES``
+_COPIES = T.ArrayType(
+    T.StructType(
+        [
+            T.StructField("_shard", T.IntegerType()),
+            T.StructField("_role", T.ByteType()),
+            T.StructField("_peer", T.IntegerType()),
+            T.StructField("_keys", _TEXTS),
+        ]
+    )
+)
 ROWS = (
     "spark_purgatory_operation_rows",
     "io.sparkpurgatory.checks.OperationRows",

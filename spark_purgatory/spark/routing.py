@@ -214,10 +214,13 @@ def _sql_bad_shard(shards: int) -> str:
     return f"CAST(pmod(xxhash64(raw), {int(shards)}) AS INT)"
 
 
-def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: str) -> DataFrame:
+def _as_routed(
+    rows: DataFrame, side: str, config: PurgatoryConfig, *, role_coded: bool = False, **columns: str
+) -> DataFrame:
     """``rows`` in ``ROUTED_SCHEMA``: the given columns (SQL over ``rows``' columns), then the
     row's own, then nulls; ``raw`` kept only for rejected rows; ``shard`` given as the shard's
-    number and leaving as its label (``labels.shard_labels``), the operator's group key.
+    number and leaving as its label (``labels.shard_labels``), the operator's group key;
+    ``role`` given as its name, or (``role_coded``) as its place in ``ROLES``.
 
     The lists (``LIST_COLUMNS``) leave as JSON text, and only where the row needs it: an
     operation's keys when it has more than one (one key leaves in ``key``), its members when
@@ -239,6 +242,8 @@ def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: s
             value = "CASE WHEN reason IS NOT NULL THEN raw END"
         elif name == "side":
             value = str(SIDES.index(side))
+        elif name == "role" and role_coded:
+            value = given(name)
         elif name == "role":
             named = " ".join(f"WHEN {sql_string(role)} THEN {code}" for code, role in enumerate(ROLES))
             value = f"CASE {given(name)} {named} END"
@@ -368,7 +373,16 @@ def route_typed_operations(
     rows = fields.selectExpr(*columns, "inline(_copies)")
     bad = f"CAST(pmod(xxhash64(raw), {int(config.shards)}) AS INT)"
     shard = f"CASE WHEN _shard < 0 THEN {bad} ELSE _shard END"
-    return _as_routed(rows, SOURCE_OPERATIONS, config, shard=shard, role="_role", keys="_keys", peer="_peer")
+    return _as_routed(
+        rows,
+        SOURCE_OPERATIONS,
+        config,
+        shard=shard,
+        role="_role",
+        role_coded=True,
+        keys="_keys",
+        peer="_peer",
+    )
 
 
 def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool) -> DataFrame:

@@ -41,10 +41,16 @@ public final class OperationRoutes
   private static final long serialVersionUID = 1L;
   private static final long SEED = 42L;
   private static final UTF8String REGISTRY = UTF8String.fromString("registry");
-  private static final UTF8String OP = UTF8String.fromString("op");
-  private static final UTF8String STUB = UTF8String.fromString("stub");
-  private static final UTF8String BAD = UTF8String.fromString("bad");
-  private static final UTF8String CLAIM = UTF8String.fromString("claim");
+  /**
+   * A copy's role as the routed rows carry it: its name's place in spark_purgatory/spark/
+   * routing.py's ROLES (op, stub, event, replica, bad, claim, ...), a number where a name
+   * would cost the plan a CASE over every role; this Java UDF returns the names.
+   */
+  static final byte OP = 0;
+  static final byte STUB = 1;
+  static final byte BAD = 4;
+  static final byte CLAIM = 5;
+  private static final String[] ROLE_NAMES = {"op", "stub", "event", "replica", "bad", "claim"};
 
   static long xxhash64(UTF8String text, long seed) {
     return text == null ? seed : XXH64.hashUTF8String(text, seed);
@@ -61,8 +67,8 @@ public final class OperationRoutes
     return pmod(xxhash64(shardKey, SEED), shards);
   }
 
-  private static InternalRow copy(int shard, UTF8String role, Integer peer, List<UTF8String> keys) {
-    return new GenericInternalRow(new Object[] {shard, role, peer, array(keys)});
+  private static InternalRow copy(int shard, byte role, Integer peer, List<UTF8String> keys) {
+    return new GenericInternalRow(new Object[] {shard, Byte.valueOf(role), peer, array(keys)});
   }
 
   /** Spark's strings as its array of strings; null stays null. */
@@ -101,7 +107,7 @@ public final class OperationRoutes
         texts.add(copyKeys.getUTF8String(i).toString());
       }
       Integer peer = copy.isNullAt(2) ? null : copy.getInt(2);
-      copies.add(RowFactory.create(copy.getInt(0), copy.getUTF8String(1).toString(), peer, texts));
+      copies.add(RowFactory.create(copy.getInt(0), ROLE_NAMES[copy.getByte(1)], peer, texts));
     }
     return RowFactory.create(routed.reason, copies);
   }
@@ -111,7 +117,7 @@ public final class OperationRoutes
     int of(int shards);
   }
 
-  /** An operation's reason and its copies, each (shard, role, peer, keys) as Spark's row. */
+  /** An operation's reason and its copies, each (shard, role's number, peer, keys) as Spark's row. */
   static final class Routed {
     final String reason;
     final List<InternalRow> copies;

@@ -15,6 +15,8 @@ import org.junit.jupiter.api.Test;
 class OperationRowsTest {
 
   private static final String NAMES = "any count sum all offset|count sum offset|all|1000|1000";
+  /** The roles in the order of spark_purgatory/spark/routing.py's ROLES: a copy carries its place. */
+  private static final String[] ROLES = {"op", "stub", "event", "replica", "bad", "claim"};
 
   /** The call as Spark makes it: internal values, each primitive as (is null, value). */
   private static InternalRow rows(ArrayData keys, String opId, Long timeoutMs, boolean crossShard) {
@@ -29,7 +31,7 @@ class OperationRowsTest {
     List<String> out = new ArrayList<>();
     for (int i = 0; i < copies.numElements(); i++) {
       InternalRow copy = copies.getStruct(i, 4);
-      out.add(copy.getInt(0) + " " + copy.getUTF8String(1) + " "
+      out.add(copy.getInt(0) + " " + ROLES[copy.getByte(1)] + " "
           + (copy.isNullAt(2) ? null : copy.getInt(2)) + " " + OperationChecks.texts(OperationRows.list(copy.getArray(3))));
     }
     return out;
