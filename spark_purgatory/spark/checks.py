@@ -18,7 +18,11 @@ functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
 * ``OperationRoutes`` (any input): from the parsed keys, op_id, reason and
   raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies;
 * ``OperationRows`` (typed input, a stream's routing): the two before in one call, the
-  checks' arguments then the routes' (``routing.route_typed_operations``).
+  checks' arguments then the routes' (``routing.route_typed_operations``).  Not a Java UDF
+  but a static method that Spark calls from its generated code on its own values
+  (``UTF8String``, ``ArrayData``, numbers; an ``InternalRow`` back), registered by
+  ``StaticCalls`` as a Catalyst ``StaticInvoke``: a Java UDF has each argument converted to
+  a Java object and its result back, row by row, which cost more than the checks.
 
 Beside it in ``.jars/checks``, from the same build (``jvm/spark-purgatory/checkpoint``):
 ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles``, the checkpoint file manager
@@ -161,6 +165,12 @@ def operation_routes(spark: SparkSession) -> str | None:
     return _registered(spark, *ROUTES)
 
 
+#: what registers ``ROWS``: a static method called from Spark's generated code on Spark's own
+#: values (a Catalyst ``StaticInvoke``), where a Java UDF converts every argument to a Java
+#: object and the result back, row by row
+_STATIC = "io.sparkpurgatory.checks.StaticCalls"
+
+
 def operation_rows(spark: SparkSession) -> str | None:
     """The checks-and-routes function's SQL name, registered in ``spark``'s session as a call
     on Spark's own values (``_STATIC``); None without the JAR (or a JAR built before it)."""
@@ -174,12 +184,6 @@ def operation_rows(spark: SparkSession) -> str | None:
         calls.register(registry, name, cls, "rows", returns.json())
         spark.conf.set(marker, _STATIC)
     return name
-
-
-#: what registers ``ROWS``: a static method called from Spark's generated code on Spark's own
-#: values (a Catalyst ``StaticInvoke``), where a Java UDF converts every argument to a Java
-#: object and the result back, row by row
-_STATIC = "io.sparkpurgatory.checks.StaticCalls"
 
 
 def _registered(

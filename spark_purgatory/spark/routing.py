@@ -370,7 +370,10 @@ def route_typed_operations(
         "CASE WHEN _rows.reason IS NOT NULL THEN to_json(_record) END AS raw",
     )
     columns = [*kept, "reason", "condition", "members", "raw"]
-    rows = fields.selectExpr(*columns, "inline(_copies)")
+    # every row has a copy, so ``inline_outer`` gives the rows ``inline`` gives; over a column,
+    # ``inline`` would have Spark infer a filter (copies not empty) and push it down to the
+    # scan, where it calls the function a second time, outside generated code
+    rows = fields.selectExpr(*columns, "inline_outer(_copies)")
     bad = f"CAST(pmod(xxhash64(raw), {int(config.shards)}) AS INT)"
     shard = f"CASE WHEN _shard < 0 THEN {bad} ELSE _shard END"
     return _as_routed(

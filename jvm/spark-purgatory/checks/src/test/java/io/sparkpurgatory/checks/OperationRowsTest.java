@@ -1,6 +1,7 @@
 package io.sparkpurgatory.checks;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
@@ -72,26 +73,22 @@ class OperationRowsTest {
         copies(rows(seq("a", "b"), "o2", 100L, true)));
   }
 
+  /** A valid operation but for these: the event time's flag, the latest accepted, the target's flag. */
+  private static String reason(boolean tsMsNull, long latestTs, String condition, boolean targetNull) {
+    InternalRow rows =
+        OperationRows.rows(
+            utf8("o2"), seq("a"), null, tsMsNull, 500L, false, false, false, latestTs, false, 100L,
+            false, false, false, 1000L, utf8(condition), targetNull, 3.0, null, utf8(NAMES), false,
+            4, null, false, false, false, true);
+    return rows.isNullAt(0) ? null : rows.getUTF8String(0).toString();
+  }
+
   @Test
   void aNullFlagMakesItsValueNullWhateverTheValue() {
     // Spark passes a null number as (true, zero); a flag set reads as null, not as the number
-    InternalRow noTime =
-        OperationRows.rows(
-            utf8("o2"), seq("a"), null, true, 500L, false, false, true, 0L, false, 100L, false,
-            false, false, 1000L, null, false, 3.0, null, utf8(NAMES), false, 4, null, false, false,
-            false, true);
-    assertEquals("bad_ts", noTime.getUTF8String(0).toString());
-    InternalRow noTarget =
-        OperationRows.rows(
-            utf8("o2"), seq("a"), null, false, 500L, false, false, false, 600L, false, 100L, false,
-            false, false, 1000L, utf8("count"), true, 3.0, null, utf8(NAMES), false, 4, null,
-            false, false, false, true);
-    assertEquals("missing_target", noTarget.getUTF8String(0).toString());
-    InternalRow latePast =
-        OperationRows.rows(
-            utf8("o2"), seq("a"), null, false, 500L, false, false, false, 400L, false, 100L, false,
-            false, false, 1000L, null, false, 3.0, null, utf8(NAMES), false, 4, null, false, false,
-            false, true);
-    assertEquals("ts_in_future", latePast.getUTF8String(0).toString());
+    assertNull(reason(false, 600L, "count", false));
+    assertEquals("bad_ts", reason(true, 600L, "count", false));
+    assertEquals("missing_target", reason(false, 600L, "count", true));
+    assertEquals("ts_in_future", reason(false, 400L, "count", false));
   }
 }
