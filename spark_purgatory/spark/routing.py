@@ -374,8 +374,7 @@ def route_typed_operations(
     # ``inline`` would have Spark infer a filter (copies not empty) and push it down to the
     # scan, where it calls the function a second time, outside generated code
     rows = fields.selectExpr(*columns, "inline_outer(_copies)")
-    bad = f"CAST(pmod(xxhash64(raw), {int(config.shards)}) AS INT)"
-    shard = f"CASE WHEN _shard < 0 THEN {bad} ELSE _shard END"
+    shard = f"CASE WHEN _shard < 0 THEN {_sql_bad_shard(config.shards)} ELSE _shard END"
     return _as_routed(
         rows,
         SOURCE_OPERATIONS,
