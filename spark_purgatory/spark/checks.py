@@ -88,31 +88,8 @@ EVENT_CHECKS = (
         ]
     ),
 )
-ROUTES = (
-    "spark_purgatory_operation_routes",
-    "io.sparkpurgatory.checks.OperationRoutes",
-    T.StructType(
-        [
-            T.StructField("reason", T.StringType()),
-            T.StructField(
-                "copies",
-                T.ArrayType(
-                    T.StructType(
-                        [
-                            T.StructField("_shard", T.IntegerType()),
-                            T.StructField("_role", T.StringType()),
-                            T.StructField("_peer", T.IntegerType()),
-                            T.StructField("_keys", _TEXTS),
-                        ]
-                    )
-                ),
-            ),
-        ]
-    ),
-)
-
-
-#: the copies of ``ROWS``: as ``ROUTES``', the role as its name's place in ``routing.ROLES``
+#: an operation's copies, from ``ROUTES`` and ``ROWS``: the role as its name's place in
+#: ``routing.ROLES`` (a number: no CASE over the roles in the plan)
 _COPIES = T.ArrayType(
     T.StructType(
         [
@@ -122,6 +99,11 @@ _COPIES = T.ArrayType(
             T.StructField("_keys", _TEXTS),
         ]
     )
+)
+ROUTES = (
+    "spark_purgatory_operation_routes",
+    "io.sparkpurgatory.checks.OperationRoutes",
+    T.StructType([T.StructField("reason", T.StringType()), T.StructField("copies", _COPIES)]),
 )
 ROWS = (
     "spark_purgatory_operation_rows",
@@ -161,8 +143,9 @@ def event_checks(spark: SparkSession) -> str | None:
 
 
 def operation_routes(spark: SparkSession) -> str | None:
-    """The routes' SQL name, registered in ``spark``'s session; None without the JAR."""
-    return _registered(spark, *ROUTES)
+    """The routes' SQL name, registered in ``spark``'s session as a call on Spark's own values
+    (``_STATIC``); None without the JAR."""
+    return _static(spark, *ROUTES, "route")
 
 
 #: what registers ``ROWS``: a static method called from Spark's generated code on Spark's own
@@ -174,14 +157,21 @@ _STATIC = "io.sparkpurgatory.checks.StaticCalls"
 def operation_rows(spark: SparkSession) -> str | None:
     """The checks-and-routes function's SQL name, registered in ``spark``'s session as a call
     on Spark's own values (``_STATIC``); None without the JAR (or a JAR built before it)."""
-    name, cls, returns = ROWS
-    if not _available(spark, _STATIC, quiet=True):  # the two functions serve without it
+    return _static(spark, *ROWS, "rows", quiet=True)  # the two functions serve without it
+
+
+def _static(
+    spark: SparkSession, name: str, cls: str, returns: T.DataType, method: str, *, quiet: bool = False
+) -> str | None:
+    """``name``, registered as calls of ``cls``'s static ``method`` by ``_STATIC``; None as
+    ``_registered`` (or with a JAR built before ``_STATIC``)."""
+    if not _available(spark, _STATIC, quiet=quiet):
         return None
     marker = f"{_REGISTERED}.{name}"
     if spark.conf.get(marker, None) != _STATIC:
         registry = spark._jsparkSession.sessionState().functionRegistry()  # type: ignore[attr-defined]
         calls = spark._jvm.io.sparkpurgatory.checks.StaticCalls  # type: ignore[attr-defined]
-        calls.register(registry, name, cls, "rows", returns.json())
+        calls.register(registry, name, cls, method, returns.json())
         spark.conf.set(marker, _STATIC)
     return name
 

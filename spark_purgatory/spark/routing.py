@@ -330,10 +330,20 @@ def _routed_by(function: str, parsed_ops: DataFrame, config: PurgatoryConfig, re
     the reason and the copies (shard, role, peer, keys), which ``inline`` makes rows."""
     call = f"{function}(keys, op_id, reason, raw, {_routes_settings(config, registering)})"
     kept = [f"`{c}`" for c in parsed_ops.columns if c != "reason"]
-    routes = parsed_ops.selectExpr(*kept, f"{call} AS _route")
-    rows = routes.selectExpr(*kept, "_route.reason AS reason", "inline(_route.copies)")
+    # as in route_typed_operations: the copies apart before ``inline_outer`` (never empty)
+    routes = parsed_ops.selectExpr(*kept, f"{call} AS _route").selectExpr(
+        *kept, "_route.reason AS reason", "_route.copies AS _copies"
+    )
+    rows = routes.selectExpr(*kept, "reason", "inline_outer(_copies)")
     return _as_routed(
-        rows, SOURCE_OPERATIONS, config, shard="_shard", role="_role", keys="_keys", peer="_peer"
+        rows,
+        SOURCE_OPERATIONS,
+        config,
+        shard="_shard",
+        role="_role",
+        role_coded=True,
+        keys="_keys",
+        peer="_peer",
     )
 
 

@@ -3,9 +3,6 @@ package io.sparkpurgatory.checks;
 import java.util.ArrayList;
 import java.util.List;
 
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF8;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.XXH64;
@@ -13,8 +10,6 @@ import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.unsafe.types.UTF8String;
 
-import scala.collection.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * An operation's copies and where each goes: what spark_purgatory/spark/routing.py writes as
@@ -31,26 +26,24 @@ import scala.jdk.javaapi.CollectionConverters;
  * registry shard when that is not its home.  Shards are Spark's
  * pmod(xxhash64(shard key), shards): XXH64 with seed 42 over the UTF-8 bytes.
  *
- * <p>The routes work on Spark's own values ({@link #routes}: UTF8String, the copies as Spark's
- * internal rows), as {@link OperationRows} gets and returns them; this Java UDF converts its
- * arguments to them and back.
+ * <p>A static method that Spark calls from its generated code on its own values ({@link
+ * StaticCalls}), as {@link OperationRows}, which routes with {@link #routes} too.
  */
-public final class OperationRoutes
-    implements UDF8<Seq<String>, String, String, String, Integer, String, Boolean, Boolean, Row> {
+public final class OperationRoutes {
 
-  private static final long serialVersionUID = 1L;
+  private OperationRoutes() {}
+
   private static final long SEED = 42L;
   private static final UTF8String REGISTRY = UTF8String.fromString("registry");
   /**
    * A copy's role as the routed rows carry it: its name's place in spark_purgatory/spark/
    * routing.py's ROLES (op, stub, event, replica, bad, claim, ...), a number where a name
-   * would cost the plan a CASE over every role; this Java UDF returns the names.
+   * would cost the plan a CASE over every role.
    */
   static final byte OP = 0;
   static final byte STUB = 1;
   static final byte BAD = 4;
   static final byte CLAIM = 5;
-  private static final String[] ROLE_NAMES = {"op", "stub", "event", "replica", "bad", "claim"};
 
   static long xxhash64(UTF8String text, long seed) {
     return text == null ? seed : XXH64.hashUTF8String(text, seed);
@@ -76,40 +69,29 @@ public final class OperationRoutes
     return items == null ? null : new GenericArrayData(items.toArray());
   }
 
-  @Override
-  public Row call(
-      Seq<String> keysColumn,
-      String opId,
-      String reason,
-      String raw,
-      Integer shardCount,
-      String delimiter,
-      Boolean crossShardAllowed,
-      Boolean registering) {
-    List<UTF8String> keys = new ArrayList<>();
-    if (keysColumn != null) {
-      for (String key : CollectionConverters.asJava(keysColumn)) {
-        keys.add(OperationChecks.utf8(key));
-      }
-    }
-    int shards = shardCount;
-    UTF8String rawText = OperationChecks.utf8(raw);
+  /**
+   * The call, as Spark makes it ({@link StaticCalls}: each primitive argument as (is null,
+   * value)); returns struct(reason, copies), each copy (shard, role's number, peer, keys).
+   */
+  public static InternalRow route(
+      ArrayData keysColumn,
+      UTF8String opId,
+      UTF8String reason,
+      UTF8String raw,
+      boolean shardCountNull,
+      int shardCount,
+      UTF8String delimiter,
+      boolean crossShardAllowedNull,
+      boolean crossShardAllowed,
+      boolean registeringNull,
+      boolean registering) {
+    List<UTF8String> keys = keysColumn == null ? new ArrayList<>() : OperationRows.list(keysColumn);
     Routed routed =
         routes(
-            keys, OperationChecks.utf8(opId), reason, shard -> pmod(xxhash64(rawText, SEED), shard),
-            shards, OperationChecks.utf8(delimiter), Boolean.TRUE.equals(crossShardAllowed),
-            Boolean.TRUE.equals(registering));
-    List<Row> copies = new ArrayList<>();
-    for (InternalRow copy : routed.copies) {
-      ArrayData copyKeys = copy.getArray(3);
-      List<String> texts = new ArrayList<>();
-      for (int i = 0; i < copyKeys.numElements(); i++) {
-        texts.add(copyKeys.getUTF8String(i).toString());
-      }
-      Integer peer = copy.isNullAt(2) ? null : copy.getInt(2);
-      copies.add(RowFactory.create(copy.getInt(0), ROLE_NAMES[copy.getByte(1)], peer, texts));
-    }
-    return RowFactory.create(routed.reason, copies);
+            keys, opId, reason == null ? null : reason.toString(),
+            shard -> pmod(xxhash64(raw, SEED), shard), shardCount, delimiter,
+            !crossShardAllowedNull && crossShardAllowed, !registeringNull && registering);
+    return routed.row();
   }
 
   /** Where a rejected row goes, given the shard count (its raw text's shard). */
@@ -125,6 +107,12 @@ public final class OperationRoutes
     Routed(String reason, List<InternalRow> copies) {
       this.reason = reason;
       this.copies = copies;
+    }
+
+    /** As Spark's struct(reason, copies). */
+    InternalRow row() {
+      UTF8String why = reason == null ? null : UTF8String.fromString(reason);
+      return new GenericInternalRow(new Object[] {why, new GenericArrayData(copies.toArray())});
     }
   }
 

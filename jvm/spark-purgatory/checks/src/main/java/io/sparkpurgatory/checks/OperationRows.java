@@ -70,10 +70,11 @@ public final class OperationRows {
             checked.keys == null ? new ArrayList<>() : checked.keys, opId, checked.reason, UNKNOWN,
             shardCount, delimiter, !crossShardAllowedNull && crossShardAllowed,
             !registeringNull && registering);
+    InternalRow route = routed.row();
     return new GenericInternalRow(
         new Object[] {
-          routed.reason == null ? null : UTF8String.fromString(routed.reason), checked.condition,
-          OperationRoutes.array(checked.members), new GenericArrayData(routed.copies.toArray())
+          route.getUTF8String(0), checked.condition, OperationRoutes.array(checked.members),
+          route.getArray(1)
         });
   }
 

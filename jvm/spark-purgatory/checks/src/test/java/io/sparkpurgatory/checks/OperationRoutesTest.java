@@ -19,11 +19,15 @@ import scala.collection.Seq;
  */
 class OperationRoutesTest {
 
+  /** The call as Spark makes it (internal values, each primitive as (is null, value)), read back. */
   private static Row route(
       Seq<String> keys, String opId, String reason, String raw, int shards, String delimiter,
       boolean crossShard, boolean registering) {
-    return new OperationRoutes()
-        .call(keys, opId, reason, raw, shards, delimiter, crossShard, registering);
+    return Rows.routed(
+        OperationRoutes.route(
+            Rows.internal(keys), OperationChecks.utf8(opId), OperationChecks.utf8(reason),
+            OperationChecks.utf8(raw), false, shards, OperationChecks.utf8(delimiter), false,
+            crossShard, false, registering));
   }
 
   /** The copies as "shard role peer [keys]" lines, easy to compare and to read in a failure. */

@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.unsafe.types.UTF8String;
 import org.junit.jupiter.api.Test;
@@ -16,8 +17,6 @@ import org.junit.jupiter.api.Test;
 class OperationRowsTest {
 
   private static final String NAMES = "any count sum all offset|count sum offset|all|1000|1000";
-  /** The roles in the order of spark_purgatory/spark/routing.py's ROLES: a copy carries its place. */
-  private static final String[] ROLES = {"op", "stub", "event", "replica", "bad", "claim"};
 
   /** The call as Spark makes it: internal values, each primitive as (is null, value). */
   private static InternalRow rows(ArrayData keys, String opId, Long timeoutMs, boolean crossShard) {
@@ -28,14 +27,8 @@ class OperationRowsTest {
   }
 
   private static List<String> copies(InternalRow rows) {
-    ArrayData copies = rows.getArray(3);
-    List<String> out = new ArrayList<>();
-    for (int i = 0; i < copies.numElements(); i++) {
-      InternalRow copy = copies.getStruct(i, 4);
-      out.add(copy.getInt(0) + " " + ROLES[copy.getByte(1)] + " "
-          + (copy.isNullAt(2) ? null : copy.getInt(2)) + " " + OperationChecks.texts(OperationRows.list(copy.getArray(3))));
-    }
-    return out;
+    InternalRow routed = new GenericInternalRow(new Object[] {rows.getUTF8String(0), rows.getArray(3)});
+    return Rows.copies(Rows.routed(routed), 1);
   }
 
   private static UTF8String utf8(String text) {
