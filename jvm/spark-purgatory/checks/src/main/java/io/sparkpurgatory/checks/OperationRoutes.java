@@ -70,25 +70,33 @@ public final class OperationRoutes {
   }
 
   /**
-   * The call, as Spark makes it ({@link StaticCalls}: each primitive argument as (is null,
-   * value)); returns struct(reason, copies), each copy (shard, role's number, peer, keys).
+   * The call, as Spark makes it ({@link StaticCalls}: each argument as (is null, value));
+   * returns struct(reason, copies), each copy (shard, role's number, peer, keys).
    */
   public static InternalRow route(
+      boolean keysNull,
       ArrayData keysColumn,
-      UTF8String opId,
+      boolean opIdNull,
+      UTF8String opIdGiven,
+      boolean reasonNull,
       UTF8String reason,
-      UTF8String raw,
+      boolean rawNull,
+      UTF8String rawGiven,
       boolean shardCountNull,
       int shardCount,
-      UTF8String delimiter,
+      boolean delimiterNull,
+      UTF8String delimiterGiven,
       boolean crossShardAllowedNull,
       boolean crossShardAllowed,
       boolean registeringNull,
       boolean registering) {
-    List<UTF8String> keys = keysColumn == null ? new ArrayList<>() : OperationRows.list(keysColumn);
+    List<UTF8String> keys = keysNull ? new ArrayList<>() : OperationRows.list(keysColumn);
+    UTF8String opId = opIdNull ? null : opIdGiven;
+    UTF8String raw = rawNull ? null : rawGiven;
+    UTF8String delimiter = delimiterNull ? null : delimiterGiven;
     Routed routed =
         routes(
-            keys, opId, reason == null ? null : reason.toString(),
+            keys, opId, reasonNull ? null : reason.toString(),
             shard -> pmod(xxhash64(raw, SEED), shard), shardCount, delimiter,
             !crossShardAllowedNull && crossShardAllowed, !registeringNull && registering);
     return routed.row();

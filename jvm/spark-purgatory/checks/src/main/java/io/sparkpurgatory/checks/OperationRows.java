@@ -17,8 +17,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>Arguments (SQL, in order): those of {@link OperationChecks}, then those of {@link
  * OperationRoutes} after its raw text (the shard count, the shard key delimiter, whether
- * operations whose keys span shards are allowed, whether the op_id registry is on); each of a
- * primitive type arrives as (is null, value), as {@link StaticCalls} passes it.  Returns
+ * operations whose keys span shards are allowed, whether the op_id registry is on); each
+ * arrives as (is null, value), as {@link StaticCalls} passes it.  Returns
  * struct(reason, condition, members, copies): the checks' reason (or the routes'
  * cross_shard_keys), condition and members, and the routes' copies, with -1 for the shard of
  * a rejected row: its raw text is rendered after the call, only for rejected rows, and the
@@ -32,9 +32,12 @@ public final class OperationRows {
 
   /** The call, as Spark makes it (see the class comment for the arguments). */
   public static InternalRow rows(
-      UTF8String opId,
-      ArrayData keysColumn,
-      UTF8String key,
+      boolean opIdNull,
+      UTF8String opIdGiven,
+      boolean keysNull,
+      ArrayData keysGiven,
+      boolean keyNull,
+      UTF8String keyGiven,
       boolean tsMsNull,
       long tsMs,
       boolean noTsNull,
@@ -47,23 +50,33 @@ public final class OperationRows {
       boolean noTimeout,
       boolean maxTimeoutMsNull,
       long maxTimeoutMs,
+      boolean conditionNull,
       UTF8String conditionGiven,
       boolean targetNull,
       double target,
-      ArrayData membersColumn,
+      boolean membersNull,
+      ArrayData membersGiven,
+      boolean conditionNamesNull,
       UTF8String conditionNames,
       boolean shardCountNull,
       int shardCount,
-      UTF8String delimiter,
+      boolean delimiterNull,
+      UTF8String delimiterGiven,
       boolean crossShardAllowedNull,
       boolean crossShardAllowed,
       boolean registeringNull,
       boolean registering) {
+    UTF8String opId = opIdNull ? null : opIdGiven;
+    ArrayData keysColumn = keysNull ? null : keysGiven;
+    UTF8String key = keyNull ? null : keyGiven;
+    UTF8String condition = conditionNull ? null : conditionGiven;
+    ArrayData membersColumn = membersNull ? null : membersGiven;
+    UTF8String delimiter = delimiterNull ? null : delimiterGiven;
     OperationChecks.Checked checked =
         OperationChecks.check(
             opId, list(keysColumn), key, tsMsNull ? null : tsMs, !noTsNull && noTs,
             latestTsNull ? null : latestTs, timeoutMsNull ? null : timeoutMs,
-            !noTimeoutNull && noTimeout, maxTimeoutMsNull ? null : maxTimeoutMs, conditionGiven,
+            !noTimeoutNull && noTimeout, maxTimeoutMsNull ? null : maxTimeoutMs, condition,
             targetNull ? null : target, list(membersColumn), OperationChecks.names(conditionNames));
     OperationRoutes.Routed routed =
         OperationRoutes.routes(

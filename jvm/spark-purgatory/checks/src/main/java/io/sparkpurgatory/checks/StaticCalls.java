@@ -26,10 +26,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * and its result converted back, row by row (for an array argument that conversion also reads
  * the session's settings each time on an executor).
  *
- * <p>Spark passes a primitive argument without its null flag (a null long arrives as a number,
- * or the call is skipped), so every argument of a primitive SQL type arrives as two: whether it
- * is null, then its value (zero where null). A method {@code f(String a, Long b)} is thus
- * written {@code f(UTF8String a, boolean bNull, long b)}; the SQL call keeps its arguments.
+ * <p>Spark passes an argument's value without its null flag: a null long arrives as a number
+ * (or the call is skipped), and a null string, in generated code, may arrive as whatever the
+ * expression held last (a CASE's value kept from an earlier row).  So every argument arrives as
+ * two: whether it is null, then its value (zero where a null number), which the method reads
+ * only when not null.  A method {@code f(String a, Long b)} is thus written {@code f(boolean
+ * aNull, UTF8String a, boolean bNull, long b)}; the SQL call keeps its arguments.
  */
 public final class StaticCalls {
 
@@ -65,18 +67,18 @@ public final class StaticCalls {
     registry.createOrReplaceTempFunction(name, builder, "java_udf");
   }
 
-  /** The arguments as the method takes them: each primitive one as (is null, value or zero). */
+  /** The arguments as the method takes them: each as (is null, value; zero for a null number). */
   static Seq<Expression> flagged(Seq<Expression> arguments) {
     List<Expression> out = new ArrayList<>();
     for (Expression argument : CollectionConverters.asJava(arguments)) {
+      out.add(new IsNull(argument));
       Object zero = ZEROS.get(EncoderUtils.dataTypeJavaClass(argument.dataType()));
       if (zero == null) {
         out.add(argument);
-        continue;
+      } else {
+        List<Expression> valueOrZero = List.of(argument, new Literal(zero, argument.dataType()));
+        out.add(new Coalesce(seq(valueOrZero)));
       }
-      List<Expression> valueOrZero = List.of(argument, new Literal(zero, argument.dataType()));
-      out.add(new IsNull(argument));
-      out.add(new Coalesce(seq(valueOrZero)));
     }
     return seq(out);
   }

@@ -19,15 +19,16 @@ import scala.collection.Seq;
  */
 class OperationRoutesTest {
 
-  /** The call as Spark makes it (internal values, each primitive as (is null, value)), read back. */
+  /** The call as Spark makes it (internal values, each as (is null, value)), read back. */
   private static Row route(
       Seq<String> keys, String opId, String reason, String raw, int shards, String delimiter,
       boolean crossShard, boolean registering) {
     return Rows.routed(
         OperationRoutes.route(
-            Rows.internal(keys), OperationChecks.utf8(opId), OperationChecks.utf8(reason),
-            OperationChecks.utf8(raw), false, shards, OperationChecks.utf8(delimiter), false,
-            crossShard, false, registering));
+            keys == null, Rows.internal(keys), opId == null, OperationChecks.utf8(opId),
+            reason == null, OperationChecks.utf8(reason), raw == null, OperationChecks.utf8(raw),
+            false, shards, delimiter == null, OperationChecks.utf8(delimiter), false, crossShard,
+            false, registering));
   }
 
   /** The copies as "shard role peer [keys]" lines, easy to compare and to read in a failure. */
@@ -103,5 +104,18 @@ class OperationRoutesTest {
     assertEquals(
         Arrays.asList(3, 3),
         Arrays.asList(shardOf("order-1", ":", 4), shardOf("order-1:z", ":", 4)));
+  }
+
+  @Test
+  void aValueBesideANullFlagIsNotRead() {
+    // generated code may hand over a null string as an earlier row's value, beside its flag
+    Row routed =
+        Rows.routed(
+            OperationRoutes.route(
+                false, Rows.internal(seq("a")), false, OperationChecks.utf8("o2"), true,
+                OperationChecks.utf8("missing_ts"), false, OperationChecks.utf8("{}"), false, 4,
+                true, OperationChecks.utf8(":"), false, false, false, true));
+    assertNull(routed.get(0));
+    assertEquals(List.of("0 op 1 [a]", "1 claim 0 [a]"), copies(routed));
   }
 }

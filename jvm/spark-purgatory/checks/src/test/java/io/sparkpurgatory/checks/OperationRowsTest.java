@@ -21,9 +21,10 @@ class OperationRowsTest {
   /** The call as Spark makes it: internal values, each primitive as (is null, value). */
   private static InternalRow rows(ArrayData keys, String opId, Long timeoutMs, boolean crossShard) {
     return OperationRows.rows(
-        utf8(opId), keys, null, false, 500L, false, false, true, 0L, timeoutMs == null,
-        timeoutMs == null ? 0L : timeoutMs, false, timeoutMs == null, false, 1000L, utf8(" COUNT "),
-        false, 3.0, null, utf8(NAMES), false, 4, null, false, crossShard, false, true);
+        opId == null, utf8(opId), keys == null, keys, true, null, false, 500L, false, false, true,
+        0L, timeoutMs == null, timeoutMs == null ? 0L : timeoutMs, false, timeoutMs == null, false,
+        1000L, false, utf8(" COUNT "), false, 3.0, true, null, false, utf8(NAMES), false, 4, true,
+        null, false, crossShard, false, true);
   }
 
   private static List<String> copies(InternalRow rows) {
@@ -70,15 +71,15 @@ class OperationRowsTest {
   private static String reason(boolean tsMsNull, long latestTs, String condition, boolean targetNull) {
     InternalRow rows =
         OperationRows.rows(
-            utf8("o2"), seq("a"), null, tsMsNull, 500L, false, false, false, latestTs, false, 100L,
-            false, false, false, 1000L, utf8(condition), targetNull, 3.0, null, utf8(NAMES), false,
-            4, null, false, false, false, true);
+            false, utf8("o2"), false, seq("a"), true, null, tsMsNull, 500L, false, false, false,
+            latestTs, false, 100L, false, false, false, 1000L, false, utf8(condition), targetNull,
+            3.0, true, null, false, utf8(NAMES), false, 4, true, null, false, false, false, true);
     return rows.isNullAt(0) ? null : rows.getUTF8String(0).toString();
   }
 
   @Test
   void aNullFlagMakesItsValueNullWhateverTheValue() {
-    // Spark passes a null number as (true, zero); a flag set reads as null, not as the number
+    // Spark passes a null as (true, whatever value); a flag set reads as null, not as the value
     assertNull(reason(false, 600L, "count", false));
     assertEquals("bad_ts", reason(true, 600L, "count", false));
     assertEquals("missing_target", reason(false, 600L, "count", true));
