@@ -18,7 +18,11 @@ functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
 * ``OperationRoutes`` (any input): from the parsed keys, op_id, reason and
   raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies;
 * ``OperationRows`` (typed input, a stream's routing): the two before in one call, the
-  checks' arguments then the routes' (``routing.route_typed_operations``).
+  checks' arguments then the routes' (``routing.route_typed_operations``).  Not a Java UDF
+  but a static method that Spark calls from its generated code on its own values
+  (``UTF8String``, ``ArrayData``, numbers; an ``InternalRow`` back), registered by
+  ``StaticCalls`` as a Catalyst ``StaticInvoke``: a Java UDF has each argument converted to
+  a Java object and its result back, row by row, which cost more than the checks.
 
 Beside it in ``.jars/checks``, from the same build (``jvm/spark-purgatory/checkpoint``):
 ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles``, the checkpoint file manager
@@ -84,31 +88,23 @@ EVENT_CHECKS = (
         ]
     ),
 )
+#: an operation's copies, from ``ROUTES`` and ``ROWS``: the role as its name's place in
+#: ``routing.ROLES`` (a number: no CASE over the roles in the plan)
+_COPIES = T.ArrayType(
+    T.StructType(
+        [
+            T.StructField("_shard", T.IntegerType()),
+            T.StructField("_role", T.ByteType()),
+            T.StructField("_peer", T.IntegerType()),
+            T.StructField("_keys", _TEXTS),
+        ]
+    )
+)
 ROUTES = (
     "spark_purgatory_operation_routes",
     "io.sparkpurgatory.checks.OperationRoutes",
-    T.StructType(
-        [
-            T.StructField("reason", T.StringType()),
-            T.StructField(
-                "copies",
-                T.ArrayType(
-                    T.StructType(
-                        [
-                            T.StructField("_shard", T.IntegerType()),
-                            T.StructField("_role", T.StringType()),
-                            T.StructField("_peer", T.IntegerType()),
-                            T.StructField("_keys", _TEXTS),
-                        ]
-                    )
-                ),
-            ),
-        ]
-    ),
+    T.StructType([T.StructField("reason", T.StringType()), T.StructField("copies", _COPIES)]),
 )
-
-
-_COPIES = ROUTES[2]["copies"].dataType
 ROWS = (
     "spark_purgatory_operation_rows",
     "io.sparkpurgatory.checks.OperationRows",
@@ -147,14 +143,37 @@ def event_checks(spark: SparkSession) -> str | None:
 
 
 def operation_routes(spark: SparkSession) -> str | None:
-    """The routes' SQL name, registered in ``spark``'s session; None without the JAR."""
-    return _registered(spark, *ROUTES)
+    """The routes' SQL name, registered in ``spark``'s session as a call on Spark's own values
+    (``_STATIC``); None without the JAR."""
+    return _static(spark, *ROUTES, "route")
+
+
+#: what registers ``ROWS``: a static method called from Spark's generated code on Spark's own
+#: values (a Catalyst ``StaticInvoke``), where a Java UDF converts every argument to a Java
+#: object and the result back, row by row
+_STATIC = "io.sparkpurgatory.checks.StaticCalls"
 
 
 def operation_rows(spark: SparkSession) -> str | None:
-    """The checks-and-routes function's SQL name, registered in ``spark``'s session; None
-    without the JAR (or a JAR built before it)."""
-    return _registered(spark, *ROWS, quiet=True)  # the two functions serve without it
+    """The checks-and-routes function's SQL name, registered in ``spark``'s session as a call
+    on Spark's own values (``_STATIC``); None without the JAR (or a JAR built before it)."""
+    return _static(spark, *ROWS, "rows", quiet=True)  # the two functions serve without it
+
+
+def _static(
+    spark: SparkSession, name: str, cls: str, returns: T.DataType, method: str, *, quiet: bool = False
+) -> str | None:
+    """``name``, registered as calls of ``cls``'s static ``method`` by ``_STATIC``; None as
+    ``_registered`` (or with a JAR built before ``_STATIC``)."""
+    if not _available(spark, _STATIC, quiet=quiet):
+        return None
+    marker = f"{_REGISTERED}.{name}"
+    if spark.conf.get(marker, None) != _STATIC:
+        registry = spark._jsparkSession.sessionState().functionRegistry()  # type: ignore[attr-defined]
+        calls = spark._jvm.io.sparkpurgatory.checks.StaticCalls  # type: ignore[attr-defined]
+        calls.register(registry, name, cls, method, returns.json())
+        spark.conf.set(marker, _STATIC)
+    return name
 
 
 def _registered(
@@ -163,14 +182,7 @@ def _registered(
     """``name``, registered for ``cls``; None when the class is not on the driver's classpath
     and the checkout's JAR cannot be added (``_added``), or the session is a Spark Connect
     client, which cannot look (the caller writes SQL)."""
-    if is_connect(spark):
-        if not quiet:
-            _say_sql("a Spark Connect client cannot call them")
-        return None
-    if not _loadable(spark, cls) and not _added(spark, cls):
-        log.debug("%s is not on the classpath: SQL instead", cls)
-        if not quiet:
-            _say_sql(f"{cls} is not on the driver's class path")
+    if not _available(spark, cls, quiet=quiet):
         return None
     # once per session: a second start() would replace it, and Spark warns that it did (the
     # session's catalog is not asked: that would create spark-warehouse/ in the working directory)
@@ -179,6 +191,21 @@ def _registered(
         spark.udf.registerJavaFunction(name, cls, returns)
         spark.conf.set(marker, cls)
     return name
+
+
+def _available(spark: SparkSession, cls: str, *, quiet: bool) -> bool:
+    """Can ``spark`` call ``cls``: on the driver's class path, or the checkout's JAR added
+    (``_added``), and not a Spark Connect client, which cannot look?"""
+    if is_connect(spark):
+        if not quiet:
+            _say_sql("a Spark Connect client cannot call them")
+        return False
+    if not _loadable(spark, cls) and not _added(spark, cls):
+        log.debug("%s is not on the classpath: SQL instead", cls)
+        if not quiet:
+            _say_sql(f"{cls} is not on the driver's class path")
+        return False
+    return True
 
 
 #: what this process has said about the checks running as SQL (``_say_sql``): once

@@ -214,10 +214,13 @@ def _sql_bad_shard(shards: int) -> str:
     return f"CAST(pmod(xxhash64(raw), {int(shards)}) AS INT)"
 
 
-def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: str) -> DataFrame:
+def _as_routed(
+    rows: DataFrame, side: str, config: PurgatoryConfig, *, role_coded: bool = False, **columns: str
+) -> DataFrame:
     """``rows`` in ``ROUTED_SCHEMA``: the given columns (SQL over ``rows``' columns), then the
     row's own, then nulls; ``raw`` kept only for rejected rows; ``shard`` given as the shard's
-    number and leaving as its label (``labels.shard_labels``), the operator's group key.
+    number and leaving as its label (``labels.shard_labels``), the operator's group key;
+    ``role`` given as its name, or (``role_coded``) as its place in ``ROLES``.
 
     The lists (``LIST_COLUMNS``) leave as JSON text, and only where the row needs it: an
     operation's keys when it has more than one (one key leaves in ``key``), its members when
@@ -239,6 +242,8 @@ def _as_routed(rows: DataFrame, side: str, config: PurgatoryConfig, **columns: s
             value = "CASE WHEN reason IS NOT NULL THEN raw END"
         elif name == "side":
             value = str(SIDES.index(side))
+        elif name == "role" and role_coded:
+            value = given(name)
         elif name == "role":
             named = " ".join(f"WHEN {sql_string(role)} THEN {code}" for code, role in enumerate(ROLES))
             value = f"CASE {given(name)} {named} END"
@@ -325,10 +330,20 @@ def _routed_by(function: str, parsed_ops: DataFrame, config: PurgatoryConfig, re
     the reason and the copies (shard, role, peer, keys), which ``inline`` makes rows."""
     call = f"{function}(keys, op_id, reason, raw, {_routes_settings(config, registering)})"
     kept = [f"`{c}`" for c in parsed_ops.columns if c != "reason"]
-    routes = parsed_ops.selectExpr(*kept, f"{call} AS _route")
-    rows = routes.selectExpr(*kept, "_route.reason AS reason", "inline(_route.copies)")
+    # as in route_typed_operations: the copies apart before ``inline_outer`` (never empty)
+    routes = parsed_ops.selectExpr(*kept, f"{call} AS _route").selectExpr(
+        *kept, "_route.reason AS reason", "_route.copies AS _copies"
+    )
+    rows = routes.selectExpr(*kept, "reason", "inline_outer(_copies)")
     return _as_routed(
-        rows, SOURCE_OPERATIONS, config, shard="_shard", role="_role", keys="_keys", peer="_peer"
+        rows,
+        SOURCE_OPERATIONS,
+        config,
+        shard="_shard",
+        role="_role",
+        role_coded=True,
+        keys="_keys",
+        peer="_peer",
     )
 
 
@@ -344,26 +359,41 @@ def route_typed_operations(
     ``route_operations(parse_operations(df))`` in one projection and an ``inline``, for the
     plan Spark optimizes in every micro-batch; None without the function (the caller
     parses, then routes).  A rejected row's ``raw`` (its record as JSON) is rendered after
-    the call, and its shard is that text's, as ``route_operations`` gives it."""
+    the call, before its copy is made, and its shard is that text's, as ``route_operations``
+    gives it."""
     function = operation_rows(df.sparkSession)
     if not function:
         return None
     read, arguments = operations_read(with_latest(df, max_future_ms), max_timeout_ms, limits)
     call = f"{function}({arguments}, {_routes_settings(config, registers(config))})"
-    kept = ["_record", "op_id", _TS_SQL, "timeout_ms", "target", "payload"]
-    rows = read.selectExpr(*kept, f"{call} AS _rows").selectExpr(
+    kept = ["op_id", _TS_SQL, "timeout_ms", "target", "payload"]
+    # the call's fields, and a rejected row's record as JSON, taken before the copies are made:
+    # each copy Spark makes carries (and copies) only what it needs, not the call's whole
+    # result nor the record (a projection of its own, which Spark does not merge into the
+    # call's: the call is named more than once and costs more than a column)
+    fields = read.selectExpr("_record", *kept, f"{call} AS _rows").selectExpr(
         *kept,
         "_rows.reason AS reason",
         "_rows.condition AS condition",
         "_rows.members AS members",
-        "inline(_rows.copies)",
+        "_rows.copies AS _copies",
+        "CASE WHEN _rows.reason IS NOT NULL THEN to_json(_record) END AS raw",
     )
-    raw = "to_json(_record)"
-    bad = f"CAST(pmod(xxhash64({raw}), {int(config.shards)}) AS INT)"
-    shard = f"CASE WHEN _shard < 0 THEN {bad} ELSE _shard END"
-    raw_kept = f"CASE WHEN reason IS NOT NULL THEN {raw} END"
+    columns = [*kept, "reason", "condition", "members", "raw"]
+    # every row has a copy, so ``inline_outer`` gives the rows ``inline`` gives; over a column,
+    # ``inline`` would have Spark infer a filter (copies not empty) and push it down to the
+    # scan, where it calls the function a second time, outside generated code
+    rows = fields.selectExpr(*columns, "inline_outer(_copies)")
+    shard = f"CASE WHEN _shard < 0 THEN {_sql_bad_shard(config.shards)} ELSE _shard END"
     return _as_routed(
-        rows, SOURCE_OPERATIONS, config, shard=shard, role="_role", keys="_keys", peer="_peer", raw=raw_kept
+        rows,
+        SOURCE_OPERATIONS,
+        config,
+        shard=shard,
+        role="_role",
+        role_coded=True,
+        keys="_keys",
+        peer="_peer",
     )
 
 

@@ -1,7 +1,6 @@
 package io.sparkpurgatory.checks;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -9,8 +8,10 @@ import java.util.Set;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF13;
+import org.apache.spark.unsafe.types.UTF8String;
 
 import scala.collection.Seq;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * A typed operation's checks in one function: what spark_purgatory/spark/sources.py (with
@@ -31,41 +32,71 @@ import scala.collection.Seq;
  *
  * <p>Strings are trimmed of spaces (U+0020) only, as Spark's trim; a condition name is lowered
  * for the ASCII capitals and the Kelvin sign only, as sql_text.condition_name does.
+ *
+ * <p>The checks work on Spark's own strings ({@code UTF8String}: {@link #check}), as {@link
+ * OperationRows} gets them from Spark; this Java UDF converts its arguments to them and back.
  */
 public final class OperationChecks
     implements UDF13<String, Seq<String>, String, Long, Boolean, Long, Long, Boolean, Long, String, Double, Seq<String>, String, Row> {
 
   private static final long serialVersionUID = 1L;
+  private static final UTF8String ANY = UTF8String.fromString("any");
 
-  /** The condition names, read once from their text (immutable: tasks may share a function). */
-  private static final class Names {
-    final String spec;
-    final Set<String> all;
-    final Set<String> needTarget;
-    final String needsMembers;
+  /** The condition names, read once from their text (immutable: tasks may share them). */
+  static final class Names {
+    final UTF8String spec;
+    final List<UTF8String> all;
+    final List<UTF8String> needTarget;
+    final UTF8String needsMembers;
     final long maxKeys;
     final long maxMembers;
 
-    Names(String spec) {
-      String[] parts = spec.split("\\|", -1);
-      this.spec = spec;
-      this.all = new HashSet<>(Arrays.asList(parts[0].split(" ")));
-      this.needTarget = new HashSet<>(Arrays.asList(parts[1].split(" ")));
-      this.needsMembers = parts[2];
+    Names(UTF8String spec) {
+      String[] parts = spec.toString().split("\\|", -1);
+      this.spec = spec.clone(); // a row's text may be a view of memory Spark reuses
+      this.all = utf8List(parts[0]);
+      this.needTarget = utf8List(parts[1]);
+      this.needsMembers = UTF8String.fromString(parts[2]);
       this.maxKeys = parts.length > 3 ? Long.parseLong(parts[3]) : Long.MAX_VALUE;
       this.maxMembers = parts.length > 4 ? Long.parseLong(parts[4]) : Long.MAX_VALUE;
     }
+
+    /** A few names: looked up by comparing bytes, cheaper than hashing them in every row. */
+    private static List<UTF8String> utf8List(String spaced) {
+      List<UTF8String> out = new ArrayList<>();
+      for (String name : spaced.split(" ")) {
+        out.add(UTF8String.fromString(name));
+      }
+      return out;
+    }
   }
 
-  private transient volatile Names names;
+  /** The names last read (one text per query: read again only when it changes). */
+  private static volatile Names names;
 
-  private Names names(String spec) {
+  /** The names that {@code spec} gives (a literal: the same object in every row). */
+  static Names names(UTF8String spec) {
     Names known = names;
-    if (known == null || !known.spec.equals(spec)) {
+    if (known == null || (known.spec != spec && !known.spec.equals(spec))) {
       known = new Names(spec);
       names = known;
     }
     return known;
+  }
+
+  /** A typed operation checked: its reason (null when valid), cleaned keys, condition, members. */
+  static final class Checked {
+    final String reason;
+    final List<UTF8String> keys;
+    final UTF8String condition;
+    final List<UTF8String> members;
+
+    Checked(String reason, List<UTF8String> keys, UTF8String condition, List<UTF8String> members) {
+      this.reason = reason;
+      this.keys = keys;
+      this.condition = condition;
+      this.members = members;
+    }
   }
 
   /**
@@ -101,59 +132,59 @@ public final class OperationChecks
     return s == null || trim(s).isEmpty();
   }
 
+  /** Null, empty or spaces (U+0020) alone. */
+  static boolean blank(UTF8String s) {
+    if (s == null) {
+      return true;
+    }
+    for (int i = 0; i < s.numBytes(); i++) {
+      if (s.getByte(i) != ' ') {
+        return false;
+      }
+    }
+    return true;
+  }
+
   /**
    * Blank items dropped, deduplicated (the first of each kept in place), sorted by code point
-   * when {@code sorted}; null stays null.
+   * (UTF-8's byte order) when {@code sorted}; null stays null.
    */
-  static List<String> clean(Seq<String> items, boolean sorted) {
+  static List<UTF8String> clean(List<UTF8String> items, boolean sorted) {
     if (items == null) {
       return null;
     }
-    int n = items.length();
-    List<String> out = new ArrayList<>(n);
+    int n = items.size();
+    List<UTF8String> out = new ArrayList<>(n);
     if (n == 1) {
-      String only = items.apply(0);
+      UTF8String only = items.get(0);
       if (!blank(only)) {
         out.add(only);
       }
       return out;
     }
-    Set<String> seen = new HashSet<>(n * 2);
+    Set<UTF8String> seen = new HashSet<>(n * 2);
     for (int i = 0; i < n; i++) {
-      String item = items.apply(i);
+      UTF8String item = items.get(i);
       if (!blank(item) && seen.add(item)) {
         out.add(item);
       }
     }
     if (sorted) {
-      out.sort(OperationChecks::byCodePoint);
+      out.sort(UTF8String::binaryCompare);
     }
     return out;
   }
 
-  static int byCodePoint(String a, String b) {
-    int i = 0;
-    int j = 0;
-    while (i < a.length() && j < b.length()) {
-      int ca = a.codePointAt(i);
-      int cb = b.codePointAt(j);
-      if (ca != cb) {
-        return Integer.compare(ca, cb);
-      }
-      i += Character.charCount(ca);
-      j += Character.charCount(cb);
+  static UTF8String condition(UTF8String given, List<UTF8String> names) {
+    UTF8String name = given == null ? ANY : given.trim();
+    int known = names.indexOf(name);
+    if (known >= 0) {
+      return names.get(known);
     }
-    return Integer.compare(a.length() - i, b.length() - j);
-  }
-
-  static String condition(String given, Set<String> names) {
-    String name = trim(given == null ? "any" : given);
-    if (names.contains(name)) {
-      return name;
-    }
-    StringBuilder lowered = new StringBuilder(name.length());
-    for (int i = 0; i < name.length(); i++) {
-      char c = name.charAt(i);
+    String text = name.toString();
+    StringBuilder lowered = new StringBuilder(text.length());
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
       if (c >= 'A' && c <= 'Z') {
         c = (char) (c + ('a' - 'A'));
       } else if (c == '\u212A') {
@@ -161,7 +192,7 @@ public final class OperationChecks
       }
       lowered.append(c);
     }
-    return lowered.toString();
+    return UTF8String.fromString(lowered.toString());
   }
 
   @Override
@@ -179,8 +210,60 @@ public final class OperationChecks
       Double target,
       Seq<String> membersColumn,
       String conditionNames) {
-    Names names = names(conditionNames);
-    List<String> keys;
+    Checked checked =
+        check(utf8(opId), utf8(keysColumn), utf8(key), tsMs, noTs, latestTs, timeoutMs, noTimeout,
+            maxTimeoutMs, utf8(conditionGiven), target, utf8(membersColumn),
+            names(utf8(conditionNames)));
+    return RowFactory.create(
+        checked.reason, texts(checked.keys), text(checked.condition), texts(checked.members));
+  }
+
+  static UTF8String utf8(String text) {
+    return text == null ? null : UTF8String.fromString(text);
+  }
+
+  private static List<UTF8String> utf8(Seq<String> items) {
+    if (items == null) {
+      return null;
+    }
+    List<UTF8String> out = new ArrayList<>(items.length());
+    for (String item : CollectionConverters.asJava(items)) {
+      out.add(utf8(item));
+    }
+    return out;
+  }
+
+  static String text(UTF8String value) {
+    return value == null ? null : value.toString();
+  }
+
+  static List<String> texts(List<UTF8String> items) {
+    if (items == null) {
+      return null;
+    }
+    List<String> out = new ArrayList<>(items.size());
+    for (UTF8String item : items) {
+      out.add(text(item));
+    }
+    return out;
+  }
+
+  /** The checks of {@link #call} on Spark's strings (lists null where absent). */
+  static Checked check(
+      UTF8String opId,
+      List<UTF8String> keysColumn,
+      UTF8String key,
+      Long tsMs,
+      Boolean noTs,
+      Long latestTs,
+      Long timeoutMs,
+      Boolean noTimeout,
+      Long maxTimeoutMs,
+      UTF8String conditionGiven,
+      Double target,
+      List<UTF8String> membersColumn,
+      Names names) {
+    List<UTF8String> keys;
     if (keysColumn != null) {
       keys = clean(keysColumn, false);
     } else if (!blank(key)) {
@@ -189,9 +272,10 @@ public final class OperationChecks
     } else {
       keys = null;
     }
-    String cond = condition(conditionGiven, names.all);
-    List<String> members = clean(membersColumn, true);
-    boolean needsTarget = names.needTarget.contains(cond);
+    UTF8String cond = condition(conditionGiven, names.all);
+    List<UTF8String> members = clean(membersColumn, true);
+    boolean knownCondition = names.all.contains(cond);
+    boolean needsTarget = knownCondition && names.needTarget.contains(cond);
     String time = timeReason(noTs, tsMs, latestTs);
     String reason = null;
     if (blank(opId)) {
@@ -210,7 +294,7 @@ public final class OperationChecks
       reason = "negative_timeout";
     } else if (timeoutMs > maxTimeoutMs) {
       reason = "timeout_above_max";
-    } else if (!names.all.contains(cond)) {
+    } else if (!knownCondition) {
       reason = "unknown_condition";
     } else if (needsTarget && target == null) {
       reason = "missing_target";
@@ -221,6 +305,6 @@ public final class OperationChecks
     } else if (members != null && members.size() > names.maxMembers) {
       reason = "too_many_members";
     }
-    return RowFactory.create(reason, keys, cond, members);
+    return new Checked(reason, keys, cond, members);
   }
 }

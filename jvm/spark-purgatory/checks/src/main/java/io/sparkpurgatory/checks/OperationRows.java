@@ -3,65 +3,104 @@ package io.sparkpurgatory.checks;
 import java.util.ArrayList;
 import java.util.List;
 
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF17;
-
-import scala.collection.Seq;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * A typed operation checked and routed in one call: {@link OperationChecks} then {@link
- * OperationRoutes}, for Catalyst one expression node and one conversion of the row's fields,
- * where the two functions took two projections and converted the cleaned keys twice.
+ * OperationRoutes}, for Catalyst one expression node that Spark calls from its generated code
+ * on its own values ({@link StaticCalls}: no conversion of the arguments to Java objects, nor of
+ * the result back).
  *
  * <p>Arguments (SQL, in order): those of {@link OperationChecks}, then those of {@link
  * OperationRoutes} after its raw text (the shard count, the shard key delimiter, whether
- * operations whose keys span shards are allowed, whether the op_id registry is on).  Returns
+ * operations whose keys span shards are allowed, whether the op_id registry is on); each
+ * arrives as (is null, value), as {@link StaticCalls} passes it.  Returns
  * struct(reason, condition, members, copies): the checks' reason (or the routes'
  * cross_shard_keys), condition and members, and the routes' copies, with -1 for the shard of
  * a rejected row: its raw text is rendered after the call, only for rejected rows, and the
  * caller hashes it (spark_purgatory/spark/routing.py).
  */
-public final class OperationRows
-    implements UDF17<
-        String, Seq<String>, String, Long, Boolean, Long, Long, Boolean, Long, String, Double,
-        Seq<String>, String, Integer, String, Boolean, Boolean, Row> {
+public final class OperationRows {
 
-  private static final long serialVersionUID = 1L;
+  private OperationRows() {}
+
   private static final OperationRoutes.BadShard UNKNOWN = shards -> -1;
 
-  private final OperationChecks checks = new OperationChecks();
-
-  @Override
-  @SuppressWarnings("unchecked")
-  public Row call(
-      String opId,
-      Seq<String> keysColumn,
-      String key,
-      Long tsMs,
-      Boolean noTs,
-      Long latestTs,
-      Long timeoutMs,
-      Boolean noTimeout,
-      Long maxTimeoutMs,
-      String conditionGiven,
-      Double target,
-      Seq<String> membersColumn,
-      String conditionNames,
-      Integer shardCount,
-      String delimiter,
-      Boolean crossShardAllowed,
-      Boolean registering) {
-    Row checked =
-        checks.call(
-            opId, keysColumn, key, tsMs, noTs, latestTs, timeoutMs, noTimeout, maxTimeoutMs,
-            conditionGiven, target, membersColumn, conditionNames);
-    List<String> keys = (List<String>) checked.get(1);
-    Row routed =
+  /** The call, as Spark makes it (see the class comment for the arguments). */
+  public static InternalRow rows(
+      boolean opIdNull,
+      UTF8String opIdGiven,
+      boolean keysNull,
+      ArrayData keysGiven,
+      boolean keyNull,
+      UTF8String keyGiven,
+      boolean tsMsNull,
+      long tsMs,
+      boolean noTsNull,
+      boolean noTs,
+      boolean latestTsNull,
+      long latestTs,
+      boolean timeoutMsNull,
+      long timeoutMs,
+      boolean noTimeoutNull,
+      boolean noTimeout,
+      boolean maxTimeoutMsNull,
+      long maxTimeoutMs,
+      boolean conditionNull,
+      UTF8String conditionGiven,
+      boolean targetNull,
+      double target,
+      boolean membersNull,
+      ArrayData membersGiven,
+      boolean conditionNamesNull,
+      UTF8String conditionNames,
+      boolean shardCountNull,
+      int shardCount,
+      boolean delimiterNull,
+      UTF8String delimiterGiven,
+      boolean crossShardAllowedNull,
+      boolean crossShardAllowed,
+      boolean registeringNull,
+      boolean registering) {
+    UTF8String opId = opIdNull ? null : opIdGiven;
+    ArrayData keysColumn = keysNull ? null : keysGiven;
+    UTF8String key = keyNull ? null : keyGiven;
+    UTF8String condition = conditionNull ? null : conditionGiven;
+    ArrayData membersColumn = membersNull ? null : membersGiven;
+    UTF8String delimiter = delimiterNull ? null : delimiterGiven;
+    OperationChecks.Checked checked =
+        OperationChecks.check(
+            opId, list(keysColumn), key, tsMsNull ? null : tsMs, !noTsNull && noTs,
+            latestTsNull ? null : latestTs, timeoutMsNull ? null : timeoutMs,
+            !noTimeoutNull && noTimeout, maxTimeoutMsNull ? null : maxTimeoutMs, condition,
+            targetNull ? null : target, list(membersColumn), OperationChecks.names(conditionNames));
+    OperationRoutes.Routed routed =
         OperationRoutes.routes(
-            keys == null ? new ArrayList<>() : keys, opId, checked.getString(0), UNKNOWN,
-            shardCount, delimiter, Boolean.TRUE.equals(crossShardAllowed),
-            Boolean.TRUE.equals(registering));
-    return RowFactory.create(routed.getString(0), checked.get(2), checked.get(3), routed.get(1));
+            checked.keys == null ? new ArrayList<>() : checked.keys, opId, checked.reason, UNKNOWN,
+            shardCount, delimiter, !crossShardAllowedNull && crossShardAllowed,
+            !registeringNull && registering);
+    InternalRow route = routed.row();
+    return new GenericInternalRow(
+        new Object[] {
+          route.getUTF8String(0), checked.condition, OperationRoutes.array(checked.members),
+          route.getArray(1)
+        });
+  }
+
+  /** An array of strings as a list (null items kept); null stays null. */
+  static List<UTF8String> list(ArrayData items) {
+    if (items == null) {
+      return null;
+    }
+    int n = items.numElements();
+    List<UTF8String> out = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      out.add(items.isNullAt(i) ? null : items.getUTF8String(i));
+    }
+    return out;
   }
 }

@@ -19,11 +19,16 @@ import scala.collection.Seq;
  */
 class OperationRoutesTest {
 
+  /** The call as Spark makes it (internal values, each as (is null, value)), read back. */
   private static Row route(
       Seq<String> keys, String opId, String reason, String raw, int shards, String delimiter,
       boolean crossShard, boolean registering) {
-    return new OperationRoutes()
-        .call(keys, opId, reason, raw, shards, delimiter, crossShard, registering);
+    return Rows.routed(
+        OperationRoutes.route(
+            keys == null, Rows.internal(keys), opId == null, OperationChecks.utf8(opId),
+            reason == null, OperationChecks.utf8(reason), raw == null, OperationChecks.utf8(raw),
+            false, shards, delimiter == null, OperationChecks.utf8(delimiter), false, crossShard,
+            false, registering));
   }
 
   /** The copies as "shard role peer [keys]" lines, easy to compare and to read in a failure. */
@@ -31,11 +36,19 @@ class OperationRoutesTest {
     return Rows.copies(routed, 1);
   }
 
+  private static long xxhash64(String text) {
+    return OperationRoutes.xxhash64(OperationChecks.utf8(text), 42L);
+  }
+
+  private static int shardOf(String key, String delimiter, int shards) {
+    return OperationRoutes.shardOf(OperationChecks.utf8(key), OperationChecks.utf8(delimiter), shards);
+  }
+
   @Test
   void xxhash64IsSparksWithItsSeed() {
-    assertEquals(-8582455328737087284L, OperationRoutes.xxhash64("a", 42L));
-    assertEquals(2065146811275570100L, OperationRoutes.xxhash64("\u00E9", 42L)); // UTF-8 bytes
-    assertEquals(42L, OperationRoutes.xxhash64(null, 42L)); // Spark: a null hashes to the seed
+    assertEquals(-8582455328737087284L, xxhash64("a"));
+    assertEquals(2065146811275570100L, xxhash64("\u00E9")); // UTF-8 bytes
+    assertEquals(42L, xxhash64(null)); // Spark: a null hashes to the seed
   }
 
   @Test
@@ -90,6 +103,19 @@ class OperationRoutesTest {
         List.of("3 op -1 [order-1:x, order-1:y]"), copies(route(keys, "o1", null, "{}", 4, ":", true, false)));
     assertEquals(
         Arrays.asList(3, 3),
-        Arrays.asList(OperationRoutes.shardOf("order-1", ":", 4), OperationRoutes.shardOf("order-1:z", ":", 4)));
+        Arrays.asList(shardOf("order-1", ":", 4), shardOf("order-1:z", ":", 4)));
+  }
+
+  @Test
+  void aValueBesideANullFlagIsNotRead() {
+    // generated code may hand over a null string as an earlier row's value, beside its flag
+    Row routed =
+        Rows.routed(
+            OperationRoutes.route(
+                false, Rows.internal(seq("a")), false, OperationChecks.utf8("o2"), true,
+                OperationChecks.utf8("missing_ts"), false, OperationChecks.utf8("{}"), false, 4,
+                true, OperationChecks.utf8(":"), false, false, false, true));
+    assertNull(routed.get(0));
+    assertEquals(List.of("0 op 1 [a]", "1 claim 0 [a]"), copies(routed));
   }
 }

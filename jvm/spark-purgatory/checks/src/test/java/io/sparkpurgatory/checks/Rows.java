@@ -1,10 +1,15 @@
 package io.sparkpurgatory.checks;
 
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.stream.Collectors;
 
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.unsafe.types.UTF8String;
 
 import scala.collection.Seq;
 import scala.jdk.javaapi.CollectionConverters;
@@ -17,6 +22,35 @@ final class Rows {
   /** A Scala sequence, as Spark passes an array column to a Java UDF. */
   static Seq<String> seq(String... items) {
     return CollectionConverters.asScala(Arrays.asList(items));
+  }
+
+  /** The roles in the order of spark_purgatory/spark/routing.py's ROLES: a copy carries its place. */
+  static final String[] ROLES = {"op", "stub", "event", "replica", "bad", "claim"};
+
+  /** A sequence of strings as Spark passes an array of strings to a static call (null: null). */
+  static ArrayData internal(Seq<String> items) {
+    if (items == null) {
+      return null;
+    }
+    List<UTF8String> out = new ArrayList<>();
+    for (String item : CollectionConverters.asJava(items)) {
+      out.add(OperationChecks.utf8(item));
+    }
+    return OperationRoutes.array(out);
+  }
+
+  /** A routes call's struct(reason, copies) as a Row of Java values, each role by its name. */
+  static Row routed(InternalRow routed) {
+    ArrayData copies = routed.getArray(1);
+    List<Row> out = new ArrayList<>();
+    for (int i = 0; i < copies.numElements(); i++) {
+      InternalRow copy = copies.getStruct(i, 4);
+      Integer peer = copy.isNullAt(2) ? null : copy.getInt(2);
+      List<String> keys = OperationChecks.texts(OperationRows.list(copy.getArray(3)));
+      out.add(RowFactory.create(copy.getInt(0), ROLES[copy.getByte(1)], peer, keys));
+    }
+    String reason = routed.isNullAt(0) ? null : routed.getUTF8String(0).toString();
+    return RowFactory.create(reason, out);
   }
 
   /** The copies in field {@code i} of a routed row as "shard role peer [keys]" lines. */
