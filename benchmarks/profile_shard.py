@@ -129,8 +129,37 @@ _PARTS = {
     "routed_rows": "  input chunks stacked",
     "split_input": "  input split",
     "output_rows": "  output_rows",
+    "output_table": "  output_table (staged)",
     "save_state": "  save_state",
 }
+
+#: the staged path's output calls of a run, kept for ``compare_output``
+CALLS: list[tuple[tuple, dict]] = []
+
+
+def compare_output(rounds: int = 3) -> None:
+    """The staged output of the run's shard calls both ways, alternated: as the shard made it
+    before ``output_table`` (``output_rows``' pandas frame, then ``Table.from_pandas``) and
+    as it makes it now; milliseconds per call, each round."""
+    from spark_purgatory.contract import OPERATOR_OUTPUT
+    from spark_purgatory.spark.output import output_rows, output_table
+
+    def stacked(*args, **kwargs):
+        frame = output_rows(*args, **kwargs)
+        return pa.Table.from_pandas(frame, schema=OPERATOR_OUTPUT, preserve_index=False, nthreads=1)
+
+    for r in range(rounds):
+        took = {}
+        for name, make in (("output_rows + from_pandas", stacked), ("output_table", output_table)):
+            began = time.perf_counter()
+            for args, kwargs in CALLS:
+                make(*args, **kwargs)
+            took[name] = (time.perf_counter() - began) * 1000 / max(len(CALLS), 1)
+        print(
+            f"  staged output, round {r + 1}: "
+            + ", ".join(f"{k} {v:.1f} ms" for k, v in took.items())
+            + " a call"
+        )
 
 
 def _timed(name: str, function):
@@ -142,9 +171,17 @@ def _timed(name: str, function):
 
 
 def time_parts() -> None:
-    """Time the shard step's parts (``_PARTS``, and the engine's ``process``) where it calls them."""
+    """Time the shard step's parts (``_PARTS``, and the engine's ``process``) where it calls
+    them; keep the staged output's calls (``CALLS``)."""
     for name, label in _PARTS.items():
         setattr(operator, name, _timed(label, getattr(operator, name)))
+    timed_table = operator.output_table
+
+    def kept(*args, **kwargs):
+        CALLS.append((args, kwargs))
+        return timed_table(*args, **kwargs)
+
+    operator.output_table = kept
     operator.Purgatory.process = _timed("  Purgatory.process", operator.Purgatory.process)
 
 
@@ -205,6 +242,8 @@ def main() -> None:
     order = ["arrow -> pandas (input)", "shard step", *parts]
     for name in [*order, "pandas -> arrow (output)"]:
         print(f"  {name:<28}{SECONDS[name]:7.2f} s")
+    if CALLS:
+        compare_output()
     if profile:
         stats = pstats.Stats(profile).sort_stats("cumulative")
         stats.print_stats(args.cprofile)

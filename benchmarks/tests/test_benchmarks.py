@@ -128,7 +128,7 @@ def test_the_shard_profile_runs_the_operators_shard_step():
     """``profile_shard.py`` drives the shard step with a stand-in for Spark's GroupState: when
     the step uses more of GroupState, the stand-in must follow (it had not, once)."""
     out = _bench("profile_shard.py", "--ops", "2000", "--batches", "2", "--staged", "--segments", timeout=300)
-    for step in ("shard step", "Purgatory.process", "save_state", "output_rows", "staging"):
+    for step in ("shard step", "Purgatory.process", "save_state", "output_table", "staging", "staged output"):
         assert step in out
 
 
