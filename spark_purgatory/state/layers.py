@@ -56,15 +56,16 @@ def pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.T
     return table_from(ops, OPS_ARROW), table_from(watch, WATCH_ARROW)
 
 
-def layer_of(parts: dict, meta: dict[str, str]) -> dict:
+def layer_of(parts: dict, meta: dict[str, str], prefix: str = "tail_") -> dict:
     """One layer's change: the rows it added (``OPS_ARROW``, ``WATCH_ARROW``), the handles it
-    resolved (``dead``) and the dedup rows it added (``resolved``)."""
-    ops, watch = pending_tables(parts, "tail_", meta)
+    resolved (``dead``) and the dedup rows it added (``resolved``); ``prefix``: its parts'
+    ("tail_", or a chain's first file's record of the change before it: ``change_before``)."""
+    ops, watch = pending_tables(parts, prefix, meta)
     return {
         "ops": ops,
         "watch": watch,
-        "dead": handles_from(parts["tail_dead"]),
-        "resolved": frame_from(parts["tail_resolved"], RESOLVED),
+        "dead": handles_from(parts[f"{prefix}dead"]),
+        "resolved": frame_from(parts[f"{prefix}resolved"], RESOLVED),
     }
 
 
@@ -90,9 +91,9 @@ def combined(changes: list[dict]) -> dict:
     return change
 
 
-def rows_of(change: dict) -> int:
-    """The rows a change holds (``layer_of``'s)."""
-    return sum(len(change[name]) for name in (*TAILS, "dead", "resolved"))
+def rows_of(frames: dict) -> int:
+    """The rows of named tables: a change's (``layer_of``'s), a segment's."""
+    return sum(len(f) for f in frames.values())
 
 
 # -- the first delta file of a chain, and the change it records since the chain before ---------------
@@ -119,9 +120,7 @@ def chain_before(meta: dict[str, str]) -> list[tuple[str, int]] | None:
 def change_before(parts: dict, meta: dict[str, str]) -> dict:
     """The change (``layer_of``'s) the first delta file of a chain records since the last
     file of the chain it ended (``chain_record``)."""
-    ops, watch = pending_tables(parts, _BEFORE, meta)
-    dead, resolved = handles_from(parts[f"{_BEFORE}dead"]), frame_from(parts[f"{_BEFORE}resolved"], RESOLVED)
-    return {"ops": ops, "watch": watch, "dead": dead, "resolved": resolved}
+    return layer_of(parts, meta, _BEFORE)
 
 
 def apply_change(t: ShardTables, since: int, replaced: list[pd.DataFrame], change: dict) -> None:

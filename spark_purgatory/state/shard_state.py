@@ -84,7 +84,7 @@ from .deltas import (
     expired,
     pointer,
 )
-from .layers import TAILS, chain_record
+from .layers import TAILS, chain_record, rows_of
 from .segments import SegmentStore
 from .small_tables import SMALL_CHAIN, SmallMark, small_parts
 
@@ -216,7 +216,7 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     since = changes.added_from  # the last save's next handle: rows from there on are new
     t = p.tables(arrow=True, since=since)
     layer = {"ops": t.ops, "watch": t.watch, "dead": _handles(changes.removed), "resolved": changes.resolved}
-    chain_rows = sum(rows for _name, rows in lineage.chain) + _rows_in(layer)
+    chain_rows = sum(rows for _name, rows in lineage.chain) + rows_of(layer)
     record: tuple[dict, dict[str, str]] = ({}, {})
     if not lineage.chain or len(lineage.chain) >= MAX_DELTAS or chain_rows > store.segment_rows:
         if lineage.chain:  # the new chain's first file records how it follows the last one
@@ -228,7 +228,7 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     meta = _scalars(p, t, lineage)
     lineage.version = max(int(version or 0), lineage.version + 1)
     name = delta_name(p.shard, lineage.version, lineage.id, lineage.token)
-    lineage.chain.append((name, _rows_in(layer)))
+    lineage.chain.append((name, rows_of(layer)))
     lineage.written += 1
     meta.update(
         wheel_now=str(t.wheel_now),
@@ -269,7 +269,7 @@ def _compact(p: Purgatory, lineage: Lineage, store: SegmentStore) -> tuple[Shard
         t = p.tables(arrow=True, since=lineage.segments[-1].next_handle)
         change = _change(t, lineage)
         # changes pile up until they hold half the base's rows; then one new base replaces them
-        rebase = sum(s.rows for s in lineage.segments[1:]) + _rows_in(change) > lineage.segments[0].rows // 2
+        rebase = sum(s.rows for s in lineage.segments[1:]) + rows_of(change) > lineage.segments[0].rows // 2
         if rebase:
             t = p.tables(arrow=True)  # a new base: every pending row
         _write_segment(t, lineage, store, None if rebase else change)
@@ -348,9 +348,5 @@ def _write_segment(t: ShardTables, lineage: Lineage, store: SegmentStore, change
     parts = {k: frame_bytes(v) for k, v in frames.items()}
     meta = {"lineage": lineage.id, "format": str(STATE_VERSION)}
     name = store.write("change" if change is not None else "base", parts, meta)
-    lineage.segments.append(Segment(name, t.next_handle, _rows_in(frames)))
+    lineage.segments.append(Segment(name, t.next_handle, rows_of(frames)))
     lineage.dead, lineage.resolved = [], []
-
-
-def _rows_in(frames: dict) -> int:
-    return sum(len(f) for f in frames.values())
