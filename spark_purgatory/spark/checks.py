@@ -40,6 +40,7 @@ Invariant: a row gets the same reason, fields and copies from either reading.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
@@ -167,13 +168,13 @@ def _static(
     ``_registered`` (or with a JAR built before ``_STATIC``)."""
     if not _available(spark, _STATIC, quiet=quiet):
         return None
-    marker = f"{_REGISTERED}.{name}"
-    if spark.conf.get(marker, None) != _STATIC:
+
+    def register() -> None:
         registry = spark._jsparkSession.sessionState().functionRegistry()  # type: ignore[attr-defined]
         calls = spark._jvm.io.sparkpurgatory.checks.StaticCalls  # type: ignore[attr-defined]
         calls.register(registry, name, cls, method, returns.json())
-        spark.conf.set(marker, _STATIC)
-    return name
+
+    return _once(spark, name, _STATIC, register)
 
 
 def _registered(
@@ -184,12 +185,18 @@ def _registered(
     client, which cannot look (the caller writes SQL)."""
     if not _available(spark, cls, quiet=quiet):
         return None
-    # once per session: a second start() would replace it, and Spark warns that it did (the
-    # session's catalog is not asked: that would create spark-warehouse/ in the working directory)
+    return _once(spark, name, cls, lambda: spark.udf.registerJavaFunction(name, cls, returns))
+
+
+def _once(spark: SparkSession, name: str, how: str, register: Callable[[], None]) -> str:
+    """``name``, registered by ``register`` once per session and way (``how``: the class
+    registered, or ``_STATIC``): a second start() would replace it, and Spark warns that it
+    did (the session's catalog is not asked: that would create spark-warehouse/ in the
+    working directory)."""
     marker = f"{_REGISTERED}.{name}"
-    if spark.conf.get(marker, None) != cls:
-        spark.udf.registerJavaFunction(name, cls, returns)
-        spark.conf.set(marker, cls)
+    if spark.conf.get(marker, None) != how:
+        register()
+        spark.conf.set(marker, how)
     return name
 
 
