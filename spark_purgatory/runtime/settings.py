@@ -21,6 +21,7 @@ __all__ = [
     "state_store",
     "arrow_records",
     "optimizer_rules",
+    "QUERY_EXCLUDED_RULES",
     "checkpoint_files",
     "on_local_files",
     "is_connect",
@@ -111,26 +112,48 @@ def arrow_records(spark: Any) -> Any:
 
 
 _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
-_INFER_FILTERS_FROM_GENERATE = "org.apache.spark.sql.catalyst.optimizer.InferFiltersFromGenerate"
+_CATALYST = "org.apache.spark.sql.catalyst.optimizer."
+_SOURCES = "org.apache.spark.sql.execution.datasources."
+_DELTA = "org.apache.spark.sql.delta."
+#: what ``optimizer_rules`` leaves out: Catalyst's ``InferFiltersFromGenerate`` (its docstring),
+#: then rules for what the operator's plan never holds, each walking the whole plan every
+#: micro-batch to change nothing: Delta's (its commands' metrics, Z-order's partition ids, and
+#: its batch scans of a table's log: a stream reads a Delta input through files of its own),
+#: Catalyst's for struct fields updated, one-row subqueries, variant columns and nested fields
+QUERY_EXCLUDED_RULES: tuple[str, ...] = (
+    _CATALYST + "InferFiltersFromGenerate",
+    _DELTA + "metric.OptimizeConditionalIncrementMetric",
+    _DELTA + "optimizer.RangePartitionIdRewrite",
+    _DELTA + "stats.PrepareDeltaScan",
+    _CATALYST + "OptimizeUpdateFields",
+    _CATALYST + "OptimizeOneRowRelationSubquery",
+    _SOURCES + "PushVariantIntoScan",
+    _SOURCES + "SchemaPruning",
+)
 
 
 def optimizer_rules(spark: Any) -> Any:
-    """Start the query without Catalyst's ``InferFiltersFromGenerate`` (the session's own
-    ``spark.sql.optimizer.excludedRules`` kept beside it).
+    """Start the query without the optimizer rules of ``QUERY_EXCLUDED_RULES`` (the session's
+    own ``spark.sql.optimizer.excludedRules`` kept beside them).
 
     Spark optimizes a streaming query's whole plan again in every micro-batch.  For the
-    routing's ``posexplode`` of each operation's copies (``spark.routing``) that rule infers
-    ``size(_copies) > 0``, and predicate push-down then inlines the copies' expression, with
-    the validation and shard expressions under it, into a filter over the scan: a large
-    condition that every later rule walks (Spark's scan rules each walk it again) and every
-    row evaluates.  The filter only drops rows the explode drops anyway, so leaving the rule
-    out changes no result, and the plan and the optimizer's time shrink (docs/performance.md,
-    "A micro-batch on a trickle: its anatomy").
+    routing's ``posexplode`` of each operation's copies (``spark.routing``) Catalyst's
+    ``InferFiltersFromGenerate`` infers ``size(_copies) > 0``, and predicate push-down then
+    inlines the copies' expression, with the validation and shard expressions under it, into
+    a filter over the scan: a large condition that every later rule walks (Spark's scan rules
+    each walk it again) and every row evaluates.  The filter only drops rows the explode drops
+    anyway.  The other rules find nothing to change in the operator's plan (nor in the
+    sink's appends, which run under the same settings) but each walks all of it on every
+    trigger.  An optimizer rule never changes a result, only a plan's shape, so leaving any
+    out changes no output row; the plan and the optimizer's time shrink (docs/performance.md,
+    "A micro-batch on a trickle: its anatomy", and the fifth round).  A rule a Spark version
+    lacks is ignored.
     """
     rules = [r.strip() for r in (spark.conf.get(_EXCLUDED_RULES, None) or "").split(",") if r.strip()]
-    if _INFER_FILTERS_FROM_GENERATE in rules:
+    missing = [rule for rule in QUERY_EXCLUDED_RULES if rule not in rules]
+    if not missing:
         return started_with(spark, {})
-    return started_with(spark, {_EXCLUDED_RULES: ",".join([*rules, _INFER_FILTERS_FROM_GENERATE])})
+    return started_with(spark, {_EXCLUDED_RULES: ",".join([*rules, *missing])})
 
 
 _CHECKPOINTING = "org.apache.spark.sql.execution.streaming.checkpointing."

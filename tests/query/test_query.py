@@ -17,6 +17,7 @@ from spark_purgatory.delta.sink import PurgatorySink
 from spark_purgatory.delta.writers import DeltaRsWriter
 from spark_purgatory.handle import _Totals
 from spark_purgatory.query import app_id_of
+from spark_purgatory.runtime.settings import QUERY_EXCLUDED_RULES
 from spark_purgatory.workload import generate, write_json_lines
 
 SHUFFLE = "spark.sql.shuffle.partitions"
@@ -51,6 +52,9 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
         # explode, which inlined the validation into one huge condition (runtime.settings)
         plan = q.query._jsq.streamingQuery().lastExecution().optimizedPlan().toString()
         assert not [line for line in plan.splitlines() if "Filter" in line and "size(" in line]
+        # ... and the query runs without the rules for what its plan never holds
+        ran_with = q.query._jsq.streamingQuery().lastExecution().sparkSession().conf().get(EXCLUDED_RULES)
+        assert set(QUERY_EXCLUDED_RULES) <= set(ran_with.split(","))
         # a local checkpoint: Spark's logs renamed in the JVM, no readlink process per file
         assert _renames_in_the_jvm(q.query._jsq.streamingQuery().offsetLog().fileManager())
         assert q.totals["batches"] >= 3 and q.totals["commits"] == 0
