@@ -24,6 +24,10 @@ functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
   ``StaticCalls`` as a Catalyst ``StaticInvoke``: a Java UDF has each argument converted to
   a Java object and its result back, row by row, which cost more than the checks.
 
+And ``BatchMillis``, not a check: a micro-batch's time (``unix_millis(current_timestamp())``)
+as an expression that Spark's generated code reads by reference, so the code is the same in
+every micro-batch (``batch_millis``, ``sql_text.latest_ts``).
+
 Beside it in ``.jars/checks``, from the same build (``jvm/spark-purgatory/checkpoint``):
 ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles``, the checkpoint file manager
 ``local_session`` names (``runtime.settings.checkpoint_files``), not a check.
@@ -60,6 +64,7 @@ __all__ = [
     "event_checks",
     "operation_routes",
     "condition_names",
+    "batch_millis",
 ]
 
 log = logging.getLogger(__name__)
@@ -159,6 +164,27 @@ def operation_rows(spark: SparkSession) -> str | None:
     """The checks-and-routes function's SQL name, registered in ``spark``'s session as a call
     on Spark's own values (``_STATIC``); None without the JAR (or a JAR built before it)."""
     return _static(spark, *ROWS, "rows", quiet=True)  # the two functions serve without it
+
+
+#: the micro-batch's time for generated code (``batch_millis``): (SQL name, class)
+BATCH_MILLIS = ("spark_purgatory_batch_millis", "io.sparkpurgatory.checks.BatchMillis")
+
+
+def batch_millis(spark: SparkSession) -> str | None:
+    """The SQL name of ``BatchMillis(millis)``, registered in ``spark``'s session: its argument
+    (a micro-batch's time) read by Spark's generated code from the code's references, so the
+    code is the same in every micro-batch (Spark compiles it once) and no projection leaves
+    generated code to hide the time (``sql_text.latest_ts``); None without the JAR (or one
+    built before it)."""
+    name, cls = BATCH_MILLIS
+    if not _available(spark, cls, quiet=True):
+        return None
+
+    def register() -> None:
+        registry = spark._jsparkSession.sessionState().functionRegistry()  # type: ignore[attr-defined]
+        spark._jvm.io.sparkpurgatory.checks.BatchMillis.register(registry, name)  # type: ignore[attr-defined]
+
+    return _once(spark, name, cls, register)
 
 
 def _static(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..contract import MAX_TS_MS, ms_column
 from ..engine.conditions import ANY, CONDITION_NAMES, CONDITIONS
+from .checks import batch_millis
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -67,18 +68,21 @@ def in_range(ms: str) -> str:
     return f"CASE WHEN ({ms}) >= 0 AND ({ms}) < {int(MAX_TS_MS)} THEN {ms} END"
 
 
-def latest_ts(max_future_ms: int) -> str:
+def latest_ts(max_future_ms: int, millis: str | None = None) -> str:
     """The latest event time a micro-batch accepts, epoch ms: its processing time plus
     ``max_future_ms``.
 
-    The processing time is read through a lambda (``transform``), which Spark evaluates
-    outside the Java code it generates: a stream's ``current_timestamp()`` is the
-    micro-batch's timestamp, and Spark writes it into that code as a constant, so the code
-    differed in every micro-batch and the driver compiled it again in each
-    (docs/performance.md, "The checks in JVM functions, and a plan that compiles once").  Read it once
-    per input, by ``with_latest``: an expression that holds a lambda keeps its whole
-    projection out of whole-stage code generation.
+    A stream's ``current_timestamp()`` is the micro-batch's time, which Spark puts into the
+    plan as a constant after optimizing it and writes into the Java code it generates: that
+    code would differ in every micro-batch and the driver compile the input's whole reading
+    again in each (docs/performance.md, "The checks in JVM functions, and a plan that compiles
+    once").  With the checks JAR, ``millis`` names its ``BatchMillis`` function
+    (``checks.batch_millis``), which generated code reads by reference: the same code every
+    time.  Without it the time is read through a lambda (``transform``), which Spark evaluates
+    outside generated code, and which keeps its whole projection out of it (``with_latest``).
     """
+    if millis:
+        return f"({millis}(unix_millis(current_timestamp())) + {int(max_future_ms)})"
     now = "element_at(transform(array(unix_millis(current_timestamp())), _now -> _now), 1)"
     return f"({now} + {int(max_future_ms)})"
 
@@ -92,13 +96,15 @@ def with_latest(df: DataFrame, max_future_ms: int | None) -> DataFrame:
     event time is too far ahead (``max_future_ms`` None).
 
     A projection of its own, right above the input's read, which the reading above it
-    names through ``latest_carried`` or ``latest_passed``: Spark keeps a projection that
-    holds a lambda out of whole-stage code generation, and rows cross it one by one as
-    rows, so it should hold the lambda and the input's columns, nothing more.
+    names through ``latest_carried`` or ``latest_passed``.  Without the checks JAR it holds
+    a lambda, and Spark keeps a projection that holds one out of whole-stage code generation:
+    rows cross it one by one as rows, so it should hold the lambda and the input's columns,
+    nothing more.
     """
     if max_future_ms is None:
         return df
-    return df.selectExpr("*", f"{latest_ts(max_future_ms)} AS `{LATEST}`")
+    latest = latest_ts(max_future_ms, batch_millis(df.sparkSession))
+    return df.selectExpr("*", f"{latest} AS `{LATEST}`")
 
 
 def latest_carried(df: DataFrame) -> list[str]:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_purgatory.config import InputLimits, PurgatoryConfig
-from spark_purgatory.spark import checks, routing, sources
+from spark_purgatory.spark import checks, routing, sources, sql_text
 from spark_purgatory.spark.sources import parse_events, parse_operations
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("checks")]
@@ -212,3 +213,34 @@ def test_one_call_checks_and_routes_every_typed_operation_as_the_sql_does(
         expected = _routed_rows(sql)
     assert len(expected) >= len(operations)
     assert _routed_rows(one) == expected
+
+
+def test_the_batch_time_is_read_by_generated_code_that_is_the_same_in_every_micro_batch(spark, tmp_path):
+    """``BatchMillis``: the latest event time a micro-batch accepts (its time plus
+    ``max_future_ms``, ``sql_text.with_latest``) is the lambda's value, and the projection that
+    reads it is generated code (no lambda holds it out) whose text names the time by reference,
+    not as a number: Spark compiles the input's reading once, not in every micro-batch."""
+    name = checks.batch_millis(spark)
+    assert name
+    jar, lam = sql_text.latest_ts(5, name), sql_text.latest_ts(5)
+    both = spark.range(1).selectExpr(f"{jar} AS jar", f"{lam} AS lambda", "unix_millis(now()) AS t")
+    row = both.first()
+    assert row.jar == row["lambda"] == row.t + 5
+    src = tmp_path / "in"
+    for _ in range(2):  # files in two writes, one per micro-batch
+        spark.range(3).selectExpr("id", "CAST(id AS STRING) AS key").write.mode("append").parquet(str(src))
+    stream = spark.readStream.schema("id long, key string").option("maxFilesPerTrigger", 1).parquet(str(src))
+    query = (
+        sql_text.with_latest(stream, 86_400_000)
+        .writeStream.format("noop")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .start()
+    )
+    query.awaitTermination()
+    assert query.lastProgress["batchId"] >= 1  # a file or more per micro-batch
+    plan = query._jsq.streamingQuery().lastExecution().executedPlan()
+    assert "lambdafunction" not in plan.toString() and "batch_millis(" in plan.toString()
+    code = spark._jvm.org.apache.spark.sql.execution.debug.package.codegenString(plan)
+    assert "batchMillis" in code  # the time, by reference ...
+    assert not re.findall(r"\b1[0-9]{12}L\b", code)  # ... and no epoch milliseconds written in

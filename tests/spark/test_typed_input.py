@@ -24,6 +24,7 @@ from chispa import assert_df_equality
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import EVENT_INPUT, OPERATION_INPUT
 from spark_purgatory.job import parse_args
+from spark_purgatory.spark import checks
 from spark_purgatory.spark.key_hash import shards_of
 from spark_purgatory.spark.operator import purgatory_batch, purgatory_stream
 from spark_purgatory.spark.output import outcomes_of, rejected_of
@@ -70,12 +71,20 @@ def test_parquet_stream_gives_the_json_outcomes(spark, tmp_path):
     run = run_stream(spark, files, CONFIG, fmt="parquet")
 
     assert len(run.rejected) == 0 and len(run.outcomes) > 100
-    # the micro-batch's time (ts_in_future) is read by a lambda, which keeps its projection
-    # out of generated code: that projection holds the input's own columns, not the reading
-    # (its record struct) nor the checks (sql_text.latest_passed)
-    lambdas = [line for line in run.plan.splitlines() if "Project [" in line and "lambdafunction" in line]
-    assert len(lambdas) >= 2  # each input's (the events' replicas read theirs again)
-    assert not [line for line in lambdas if "struct(" in line or "spark_purgatory_" in line], lambdas
+    # the micro-batch's time (ts_in_future): with the checks JAR, read by generated code
+    # (BatchMillis, by reference: the same code every micro-batch) and every projection is
+    # generated code; without it, by a lambda, which keeps its projection out of generated
+    # code: that projection holds the input's own columns, not the reading (its record
+    # struct) nor the checks (sql_text.latest_passed)
+    projections = [line for line in run.plan.splitlines() if "Project [" in line]
+    lambdas = [line for line in projections if "lambdafunction" in line]
+    if checks.batch_millis(spark):
+        timed = [line for line in projections if "batch_millis(" in line]
+        assert len(timed) >= 2 and not lambdas  # each input's
+        assert all(line.lstrip(" :+-").startswith("*(") for line in projections), projections
+    else:
+        assert len(lambdas) >= 2  # each input's (the events' replicas read theirs again)
+        assert not [line for line in lambdas if "struct(" in line or "spark_purgatory_" in line], lambdas
     final = max(run.watermarks.values())
     as_json = purgatory_batch(
         read_batch(spark, json_ops, kind="operations"),
