@@ -22,6 +22,7 @@ from ..config import InputLimits
 from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
+    MAX_TS_MS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     SOURCE_EVENTS,
@@ -49,6 +50,7 @@ __all__ = [
     "operations_checked",
     "operations_read",
     "events_checked",
+    "events_arguments",
     "kept_raw",
 ]
 
@@ -133,6 +135,23 @@ def events_checked(df: DataFrame, function: str) -> DataFrame:
     return _checked(read, call, EVENT_COLUMNS, ("op_id", "source"))
 
 
+def events_arguments(df: DataFrame) -> tuple[list[str], str, str]:
+    """Typed events as the JVM check-and-route call reads them (``routing.route_typed_events``),
+    straight from ``df``'s columns: the contract's columns ``df`` has, the record of a row
+    (for a rejected row's ``raw``, over those columns), and the call's first arguments (key,
+    the event time in epoch ms as read, which the call checks for its range, the range's end,
+    the latest time accepted, value, op_id, source).  ``LATEST`` goes to the call as it is:
+    the call names it twice (``StaticCalls``), so the projection that holds its lambda stays
+    apart (``sql_text.latest_passed``)."""
+    c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
+    ts_read = _epoch_ms_read(c["ts"], _type_of(df, "ts"))
+    arguments = (
+        f"{c['key']}, {ts_read}, CAST({int(MAX_TS_MS)} AS BIGINT), {_latest(df)}, "
+        f"CAST({c['value']} AS DOUBLE), {c['op_id']}, {c['source']}"
+    )
+    return [name for name in EVENT_INPUT.names if name in df.columns], _record(df, EVENT_INPUT), arguments
+
+
 def _event_time(df: DataFrame, c: dict[str, str]) -> list[str]:
     """The event time as both functions read it: absent (``_no_ts``), as epoch ms, and the
     latest time accepted where the row's is past it (``sql_text.latest_passed``)."""
@@ -211,11 +230,16 @@ def _record(df: DataFrame, contract: pa.Schema) -> str:
 
 def _typed_epoch_ms(ts: str, spark_type: T.DataType | None) -> str:
     """Epoch ms of a timestamp (a zone-less one read as UTC) or of epoch ms; null if out of range."""
+    return in_range(_epoch_ms_read(ts, spark_type))
+
+
+def _epoch_ms_read(ts: str, spark_type: T.DataType | None) -> str:
+    """Epoch ms of a timestamp (a zone-less one read as UTC) or of epoch ms, any range."""
     if isinstance(spark_type, T.TimestampType):
-        return in_range(f"unix_millis({ts})")
+        return f"unix_millis({ts})"
     if isinstance(spark_type, T.TimestampNTZType):  # the input's own `ts` (no Python timestampdiff)
-        return in_range(f"timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {ts})")
-    return in_range(f"CAST({ts} AS BIGINT)")
+        return f"timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {ts})"
+    return f"CAST({ts} AS BIGINT)"
 
 
 def _typed_whole(number: str, spark_type: T.DataType | None) -> str:

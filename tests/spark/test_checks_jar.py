@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -212,3 +213,55 @@ def test_one_call_checks_and_routes_every_typed_operation_as_the_sql_does(
         expected = _routed_rows(sql)
     assert len(expected) >= len(operations)
     assert _routed_rows(one) == expected
+
+
+def _sql_routed_events(df, config: PurgatoryConfig, monkeypatch) -> list[tuple]:
+    """The routed rows of ``df`` by the SQL reading and routing (no JVM function)."""
+    with monkeypatch.context() as patched:
+        patched.setattr(sources, "event_checks", lambda spark: None)
+        parsed = sources.parse_events(df, max_future_ms=86_400_000)
+        return _routed_rows(routing.route_events(parsed, config))
+
+
+_EPOCH_MS = st.one_of(
+    st.none(), st.sampled_from([0, 1_767_225_600_000, -1, 7_258_118_400_000, 4_102_444_800_000])
+)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(_EVENTS, min_size=1, max_size=80),
+    st.lists(_EPOCH_MS, min_size=80, max_size=80),
+    st.integers(1, 4),
+    st.sampled_from(["", ":"]),
+    st.booleans(),
+)
+def test_one_call_checks_and_routes_every_typed_event_as_the_sql_does(
+    spark, monkeypatch, tmp_path, events, epoch_ms, shards, delimiter, mailbox
+):
+    """``EventRows``: typed events (blank keys, NaN and infinite values, no time, times before
+    the epoch, past the contract's end or too far ahead; ``ts`` as a timestamp or as epoch ms)
+    checked and routed in one call, straight from the input's columns, give the routed rows
+    the SQL gives: reasons, op_id and source, event times, shards, roles, a rejected row's
+    ``raw`` and its shard; and, without a mailbox, the same replicas."""
+    config = PurgatoryConfig(
+        shards=shards,
+        shard_key_delimiter=delimiter,
+        state_path=str(tmp_path / "state") if mailbox else "",
+    )
+    as_timestamps = spark.createDataFrame(events, _EVENTS_SCHEMA)
+    as_epoch_ms = spark.createDataFrame(
+        [(e[0], ms, *e[2:]) for e, ms in zip(events, epoch_ms[: len(events)], strict=True)],
+        _EVENTS_SCHEMA.replace("timestamp", "bigint"),
+    )
+    for df in (as_timestamps, as_epoch_ms):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the replicas' warning, both readings
+            one = routing.route_typed_events(df, config, max_future_ms=86_400_000)
+            plan = one._jdf.queryExecution().optimizedPlan().toString()
+            # once a row; the replicas' branch (no mailbox) calls it again in its filter
+            assert f"static_invoke({checks.EVENT_ROWS[1]}.rows(" in plan
+            assert checks.EVENT_CHECKS[0] not in plan  # no Java UDF
+            expected = _sql_routed_events(df, config, monkeypatch)
+        assert len(expected) >= len(events)
+        assert _routed_rows(one) == expected

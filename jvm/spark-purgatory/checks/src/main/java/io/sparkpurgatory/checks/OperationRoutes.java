@@ -42,6 +42,7 @@ public final class OperationRoutes {
    */
   static final byte OP = 0;
   static final byte STUB = 1;
+  static final byte EVENT = 2;
   static final byte BAD = 4;
   static final byte CLAIM = 5;
 
