@@ -19,12 +19,13 @@ functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
   raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies;
 * ``OperationRows`` (typed input, a stream's routing): the two before in one call, the
   checks' arguments then the routes' (``routing.route_typed_operations``); ``EventRows``
-  the same for a typed event (its checks and its key's shard, ``routing.route_typed_events``).  Not a Java UDF
+  the same for a typed event (its checks and its key's shard, ``routing.route_typed_events``),
+  and ``WakeRows`` a wake line's rows (``routing.route_wake``).  Not a Java UDF
   but a static method that Spark calls from its generated code on its own values
   (``UTF8String``, ``ArrayData``, numbers; an ``InternalRow`` back), registered by
   ``StaticCalls`` as a Catalyst ``StaticInvoke``: a Java UDF has each argument converted to
   a Java object and its result back, row by row, which cost more than the checks (the
-  two ``...Rows`` and ``OperationRoutes`` are such calls).
+  three ``...Rows`` and ``OperationRoutes`` are such calls).
 
 Beside it in ``.jars/checks``, from the same build (``jvm/spark-purgatory/checkpoint``):
 ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles``, the checkpoint file manager
@@ -62,6 +63,8 @@ __all__ = [
     "event_checks",
     "EVENT_ROWS",
     "event_rows",
+    "WAKE_ROWS",
+    "wake_rows",
     "operation_routes",
     "condition_names",
 ]
@@ -139,6 +142,20 @@ EVENT_ROWS = (
         ]
     ),
 )
+#: a wake line's rows (``routing.route_wake``): each (shard, role's number, clock's watermark)
+WAKE_ROWS = (
+    "spark_purgatory_wake_rows",
+    "io.sparkpurgatory.checks.WakeRows",
+    T.ArrayType(
+        T.StructType(
+            [
+                T.StructField("_shard", T.IntegerType()),
+                T.StructField("_role", T.ByteType()),
+                T.StructField("_clock", T.LongType()),
+            ]
+        )
+    ),
+)
 
 
 def condition_names(limits: InputLimits | None = None) -> str:
@@ -185,6 +202,11 @@ def operation_rows(spark: SparkSession) -> str | None:
 def event_rows(spark: SparkSession) -> str | None:
     """The events' check-and-route function's SQL name, as ``operation_rows``."""
     return _static(spark, *EVENT_ROWS, "rows", quiet=True)
+
+
+def wake_rows(spark: SparkSession) -> str | None:
+    """The wake lines' function's SQL name, as ``operation_rows`` (the SQL serves without it)."""
+    return _static(spark, *WAKE_ROWS, "rows", quiet=True)
 
 
 def _static(

@@ -77,7 +77,7 @@ from ..contract import (
 )
 from ..handoff.reaper import CLOCK_LINE
 from ..handoff.wake import END_LINE
-from .checks import event_rows, operation_routes, operation_rows
+from .checks import event_rows, operation_routes, operation_rows, wake_rows
 from .labels import shard_labels
 from .sql_text import sql_string, with_latest
 from .typed_columns import events_arguments, operations_read
@@ -498,7 +498,17 @@ def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
     registry, ``registers``); the end mark (``handoff.wake.END_LINE``)
     one ``ROLE_END`` row for every shard group, 0 to ``shards`` (the cross-shard one); a clock
     line (``handoff.reaper.clock_line``) one ``ROLE_CLOCK`` row for every group, its watermark
-    in ``ts_ms``."""
+    in ``ts_ms``.  With the project's JAR the rows come from one call (``checks.WAKE_ROWS``)
+    and an ``inline_outer``; the SQL below gives the same rows."""
+    function = wake_rows(lines.sparkSession)
+    if function:
+        marks = f"{sql_string(END_LINE)}, {sql_string(CLOCK_LINE)}"
+        call = f"{function}(value, {marks}, {int(config.shards)}, {str(registers(config)).lower()})"
+        rows = lines.selectExpr(f"inline_outer({call})")  # never empty: inline's filter not inferred
+        clock = {ms_column("ts"): "_clock"}
+        return _as_routed(
+            rows, ROLE_WAKE, config, shard="_shard", role="_role", role_coded=True, raw="NULL", **clock
+        )
     is_end = f"trim(value) = {sql_string(END_LINE)}"
     is_clock = f"startswith(trim(value), {sql_string(CLOCK_LINE + ' ')})"
     shards = int(config.shards)

@@ -265,3 +265,37 @@ def test_one_call_checks_and_routes_every_typed_event_as_the_sql_does(
             expected = _sql_routed_events(df, config, monkeypatch)
         assert len(expected) >= len(events)
         assert _routed_rows(one) == expected
+
+
+_WAKE_LINES = [
+    "end",
+    " end ",
+    "clock 5",
+    "clock  1767225600000 ",
+    " clock 0",
+    "clock",
+    "clocks 5",
+    "ending",
+    "",
+    "w",
+]
+
+
+@pytest.mark.parametrize("registry", [True, False])
+def test_one_call_gives_the_wake_lines_rows_the_sql_gives(spark, monkeypatch, tmp_path, registry):
+    """``WakeRows``: a wake line (the end mark, a clock line, anything else; spaces around)
+    gives the rows the SQL gives: shards, roles, the clock's watermark."""
+    config = PurgatoryConfig(
+        shards=3, state_path=str(tmp_path / "state"), dedup_scope="global" if registry else "shard"
+    )
+    assert routing.registers(config) == registry
+    lines = spark.createDataFrame([(line,) for line in _WAKE_LINES], "value string")
+    one = routing.route_wake(lines, config)
+    assert (
+        f"static_invoke({checks.WAKE_ROWS[1]}.rows(" in one._jdf.queryExecution().optimizedPlan().toString()
+    )
+    with monkeypatch.context() as patched:
+        patched.setattr(routing, "wake_rows", lambda spark: None)
+        expected = _routed_rows(routing.route_wake(lines, config))
+    assert len(expected) == 5 * 4 + (5 * 4 if registry else 5)
+    assert _routed_rows(one) == expected
