@@ -122,6 +122,7 @@ ROWS = (
             T.StructField("condition", T.StringType()),
             T.StructField("members", _TEXTS),
             T.StructField("copies", _COPIES),
+            T.StructField("ts_ms", T.LongType()),
         ]
     ),
 )

@@ -80,7 +80,7 @@ from ..handoff.wake import END_LINE
 from .checks import event_rows, operation_routes, operation_rows, wake_rows
 from .labels import shard_labels
 from .sql_text import sql_string, with_latest
-from .typed_columns import events_arguments, operations_read
+from .typed_columns import events_arguments, operations_arguments
 
 __all__ = [
     "ROUTED_SCHEMA",
@@ -369,22 +369,23 @@ def route_typed_operations(
     function = operation_rows(df.sparkSession)
     if not function:
         return None
-    read, arguments = operations_read(with_latest(df, max_future_ms), max_timeout_ms, limits)
+    df = with_latest(df, max_future_ms)
+    kept, record, arguments, read = operations_arguments(df, max_timeout_ms, limits)
     call = f"{function}({arguments}, {_routes_settings(config, registers(config))})"
-    kept = ["op_id", _TS_SQL, "timeout_ms", "target", "payload"]
     # the call's fields, and a rejected row's record as JSON, taken before the copies are made:
     # each copy Spark makes carries (and copies) only what it needs, not the call's whole
     # result nor the record (a projection of its own, which Spark does not merge into the
     # call's: the call is named more than once and costs more than a column)
-    fields = read.selectExpr("_record", *kept, f"{call} AS _rows").selectExpr(
-        *kept,
+    fields = df.selectExpr(*kept, f"{call} AS _rows").selectExpr(
+        *[f"{sql} AS {name}" for name, sql in read.items()],
+        f"_rows.ts_ms AS {_TS_SQL}",
         "_rows.reason AS reason",
         "_rows.condition AS condition",
         "_rows.members AS members",
         "_rows.copies AS _copies",
-        "CASE WHEN _rows.reason IS NOT NULL THEN to_json(_record) END AS raw",
+        f"CASE WHEN _rows.reason IS NOT NULL THEN to_json({record}) END AS raw",
     )
-    columns = [*kept, "reason", "condition", "members", "raw"]
+    columns = [*read, _TS_SQL, "reason", "condition", "members", "raw"]
     # every row has a copy, so ``inline_outer`` gives the rows ``inline`` gives; over a column,
     # ``inline`` would have Spark infer a filter (copies not empty) and push it down to the
     # scan, where it calls the function a second time, outside generated code

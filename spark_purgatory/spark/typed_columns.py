@@ -49,6 +49,7 @@ __all__ = [
     "event_fields",
     "operations_checked",
     "operations_read",
+    "operations_arguments",
     "events_checked",
     "events_arguments",
     "kept_raw",
@@ -91,9 +92,8 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int, limits
 
 
 def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> tuple[DataFrame, str]:
-    """Typed operations read for the JVM checks (``operations_checked``, and
-    ``routing.route_typed_operations``, which routes them in the same call): the
-    projection that reads them, and the checks' arguments over its columns."""
+    """Typed operations read for the JVM checks (``operations_checked``): the projection
+    that reads them, and the checks' arguments over its columns."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
     ts_ms = ms_column("ts")
     read = df.selectExpr(
@@ -115,6 +115,33 @@ def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> 
         f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names}"
     )
     return read, arguments
+
+
+def operations_arguments(
+    df: DataFrame, max_timeout_ms: int, limits: InputLimits
+) -> tuple[list[str], str, str, dict[str, str]]:
+    """Typed operations as the JVM check-and-route call reads them
+    (``routing.route_typed_operations``), straight from ``df``'s columns, as
+    ``events_arguments``: the contract's columns ``df`` has, the record of a row, the call's
+    checks arguments (the event time as read, which the call checks for its range, and the
+    range's end where ``operations_read`` gives the time checked and its absence), and the
+    routed fields read as they are (op_id, the whole-number timeout, target, payload)."""
+    c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
+    fields = {
+        "op_id": c["op_id"],
+        "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
+        "target": f"CAST({c['target']} AS DOUBLE)",
+        "payload": c["payload"],
+    }
+    names = sql_string(condition_names(limits))
+    arguments = (
+        f"{c['op_id']}, {c['keys']}, {c['key']}, {_epoch_ms_read(c['ts'], _type_of(df, 'ts'))}, "
+        f"CAST({int(MAX_TS_MS)} AS BIGINT), {_latest(df)}, {fields['timeout_ms']}, "
+        f"{c['timeout_ms']} IS NULL, CAST({int(max_timeout_ms)} AS BIGINT), {c['condition']}, "
+        f"{fields['target']}, {c['members']}, {names}"
+    )
+    kept = [name for name in OPERATION_INPUT.names if name in df.columns]
+    return kept, _record(df, OPERATION_INPUT), arguments, fields
 
 
 def events_checked(df: DataFrame, function: str) -> DataFrame:

@@ -187,20 +187,37 @@ def _routed_rows(frame) -> list[tuple]:
     return sorted(tuple(repr(v) for v in row) for row in frame.collect())
 
 
+#: an event time as epoch ms (a bigint ``ts``): none, valid, before the epoch, past the
+#: contract's end (``contract.MAX_TS_MS``), readable but too far ahead
+_EPOCH_MS = st.one_of(
+    st.none(), st.sampled_from([0, 1_767_225_600_000, -1, 7_258_118_400_000, 4_102_444_800_000])
+)
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(_OPERATIONS, min_size=1, max_size=80), st.integers(1, 4), st.booleans())
+@given(
+    st.lists(st.tuples(_OPERATIONS, _EPOCH_MS), min_size=1, max_size=80),
+    st.integers(1, 4),
+    st.booleans(),
+    st.booleans(),
+)
 def test_one_call_checks_and_routes_every_typed_operation_as_the_sql_does(
-    spark, monkeypatch, tmp_path, operations, shards, cross_shard
+    spark, monkeypatch, tmp_path, drawn, shards, cross_shard, epoch_ms
 ):
-    """``OperationRows``: a stream's typed operations checked and routed in one call give the
-    routed rows (reasons, copies, ``raw`` of the rejected, their shards) that the SQL parsing
-    and routing give; the call is Spark's own (a static method on its internal values, called
-    from its generated code), with no Java UDF around it to convert each row."""
+    """``OperationRows``: a stream's typed operations checked and routed in one call,
+    straight from the input's columns (``ts`` as a timestamp or as epoch ms), give the
+    routed rows (reasons, event times, copies, ``raw`` of the rejected, their shards) that
+    the SQL parsing and routing give; the call is Spark's own (a static method on its
+    internal values, called from its generated code), with no Java UDF around it to convert
+    each row."""
     config = PurgatoryConfig(
         shards=shards, cross_shard_operations=cross_shard, state_path=str(tmp_path / "state")
     )
     reading = dict(max_timeout_ms=1000, max_future_ms=86_400_000)
-    df = spark.createDataFrame(operations, _SCHEMA)
+    operations = [(*op[:3], ms, *op[4:]) if epoch_ms else op for op, ms in drawn]
+    df = spark.createDataFrame(
+        operations, _SCHEMA.replace("ts timestamp", "ts bigint") if epoch_ms else _SCHEMA
+    )
     one = routing.route_typed_operations(df, config, limits=InputLimits(), **reading)
     plan = one._jdf.queryExecution().optimizedPlan().toString()
     # called once a row: no filter Spark infers from the copies calls it again at the scan
@@ -221,11 +238,6 @@ def _sql_routed_events(df, config: PurgatoryConfig, monkeypatch) -> list[tuple]:
         patched.setattr(sources, "event_checks", lambda spark: None)
         parsed = sources.parse_events(df, max_future_ms=86_400_000)
         return _routed_rows(routing.route_events(parsed, config))
-
-
-_EPOCH_MS = st.one_of(
-    st.none(), st.sampled_from([0, 1_767_225_600_000, -1, 7_258_118_400_000, 4_102_444_800_000])
-)
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

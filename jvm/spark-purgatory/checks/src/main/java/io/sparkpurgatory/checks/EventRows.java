@@ -47,7 +47,7 @@ public final class EventRows {
       boolean delimiterNull,
       UTF8String delimiter) {
     UTF8String key = keyNull ? null : keyGiven;
-    Long tsMs = !tsReadNull && tsRead >= 0 && (tsEndNull || tsRead < tsEnd) ? tsRead : null;
+    Long tsMs = OperationChecks.inRange(tsReadNull, tsRead, tsEndNull, tsEnd);
     String reason =
         EventChecks.reason(
             OperationChecks.blank(key), tsReadNull, tsMs, latestTsNull ? null : latestTs,
