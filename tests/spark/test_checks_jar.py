@@ -311,3 +311,15 @@ def test_one_call_gives_the_wake_lines_rows_the_sql_gives(spark, monkeypatch, tm
         expected = _routed_rows(routing.route_wake(lines, config))
     assert len(expected) == 5 * 4 + (5 * 4 if registry else 5)
     assert _routed_rows(one) == expected
+
+
+def test_a_jar_built_before_a_static_call_reads_that_input_as_sql(spark, monkeypatch):
+    """``_static`` asks for the called class too: a JAR that has ``StaticCalls`` but not
+    ``EventRows`` or ``WakeRows`` (built before them) gives None, and the caller writes the
+    SQL, instead of a query that fails when Spark looks the method up."""
+    for spec, function in (("EVENT_ROWS", checks.event_rows), ("WAKE_ROWS", checks.wake_rows)):
+        name, _, returns = getattr(checks, spec)
+        with monkeypatch.context() as patched:
+            patched.setattr(checks, spec, (name, "io.sparkpurgatory.checks.NoSuchRows", returns))
+            assert function(spark) is None
+        assert function(spark) == name
