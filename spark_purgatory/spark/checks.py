@@ -134,9 +134,7 @@ EVENT_ROWS = (
     "io.sparkpurgatory.checks.EventRows",
     T.StructType(
         [
-            T.StructField("reason", T.StringType()),
-            T.StructField("op_id", T.StringType()),
-            T.StructField("source", T.StringType()),
+            *EVENT_CHECKS[2].fields,
             T.StructField("ts_ms", T.LongType()),
             T.StructField("shard", T.IntegerType()),
             T.StructField("role", T.ByteType()),
