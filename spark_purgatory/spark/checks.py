@@ -7,7 +7,7 @@ copies, their shards, roles, peers and keys) are some hundreds of expression nod
 rule walks each time, and that Spark turns into Java source again each time: a large part of
 the driver's time per micro-batch (docs/performance.md).  The project's checks JAR (the
 Maven module ``jvm/spark-purgatory/checks``, built and unit-tested by ``make checks-jar``
-against the pyspark wheel's Spark into ``.jars/checks``) does the same work in three
+against the pyspark wheel's Spark into ``.jars/checks``) does the same work in a few
 functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
 
 * ``OperationChecks`` (typed input): from the columns the SQL reading
@@ -18,11 +18,14 @@ functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
 * ``OperationRoutes`` (any input): from the parsed keys, op_id, reason and
   raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies;
 * ``OperationRows`` (typed input, a stream's routing): the two before in one call, the
-  checks' arguments then the routes' (``routing.route_typed_operations``).  Not a Java UDF
+  checks' arguments then the routes' (``routing.route_typed_operations``); ``EventRows``
+  the same for a typed event (its checks and its key's shard, ``routing.route_typed_events``),
+  and ``WakeRows`` a wake line's rows (``routing.route_wake``).  Not a Java UDF
   but a static method that Spark calls from its generated code on its own values
   (``UTF8String``, ``ArrayData``, numbers; an ``InternalRow`` back), registered by
   ``StaticCalls`` as a Catalyst ``StaticInvoke``: a Java UDF has each argument converted to
-  a Java object and its result back, row by row, which cost more than the checks.
+  a Java object and its result back, row by row, which cost more than the checks (the
+  three ``...Rows`` and ``OperationRoutes`` are such calls).
 
 And ``BatchMillis``, not a check: a micro-batch's time (``unix_millis(current_timestamp())``)
 as an expression that Spark's generated code reads by reference, so the code is the same in
@@ -62,6 +65,10 @@ __all__ = [
     "operation_checks",
     "operation_rows",
     "event_checks",
+    "EVENT_ROWS",
+    "event_rows",
+    "WAKE_ROWS",
+    "wake_rows",
     "operation_routes",
     "condition_names",
     "batch_millis",
@@ -120,7 +127,37 @@ ROWS = (
             T.StructField("condition", T.StringType()),
             T.StructField("members", _TEXTS),
             T.StructField("copies", _COPIES),
+            T.StructField("ts_ms", T.LongType()),
         ]
+    ),
+)
+#: a typed event checked and routed (``routing.route_typed_events``): the checks' reason,
+#: op_id and source, the event time (epoch ms, null out of range), the key's shard (-1 for a
+#: rejected row) and the role's number
+EVENT_ROWS = (
+    "spark_purgatory_event_rows",
+    "io.sparkpurgatory.checks.EventRows",
+    T.StructType(
+        [
+            *EVENT_CHECKS[2].fields,
+            T.StructField("ts_ms", T.LongType()),
+            T.StructField("shard", T.IntegerType()),
+            T.StructField("role", T.ByteType()),
+        ]
+    ),
+)
+#: a wake line's rows (``routing.route_wake``): each (shard, role's number, clock's watermark)
+WAKE_ROWS = (
+    "spark_purgatory_wake_rows",
+    "io.sparkpurgatory.checks.WakeRows",
+    T.ArrayType(
+        T.StructType(
+            [
+                T.StructField("_shard", T.IntegerType()),
+                T.StructField("_role", T.ByteType()),
+                T.StructField("_clock", T.LongType()),
+            ]
+        )
     ),
 )
 
@@ -187,12 +224,22 @@ def batch_millis(spark: SparkSession) -> str | None:
     return _once(spark, name, cls, register)
 
 
+def event_rows(spark: SparkSession) -> str | None:
+    """The events' check-and-route function's SQL name, as ``operation_rows``."""
+    return _static(spark, *EVENT_ROWS, "rows", quiet=True)
+
+
+def wake_rows(spark: SparkSession) -> str | None:
+    """The wake lines' function's SQL name, as ``operation_rows`` (the SQL serves without it)."""
+    return _static(spark, *WAKE_ROWS, "rows", quiet=True)
+
+
 def _static(
     spark: SparkSession, name: str, cls: str, returns: T.DataType, method: str, *, quiet: bool = False
 ) -> str | None:
     """``name``, registered as calls of ``cls``'s static ``method`` by ``_STATIC``; None as
-    ``_registered`` (or with a JAR built before ``_STATIC``)."""
-    if not _available(spark, _STATIC, quiet=quiet):
+    ``_registered`` (or with a JAR built before ``_STATIC`` or ``cls``)."""
+    if not _available(spark, _STATIC, quiet=quiet) or not _loadable(spark, cls):
         return None
 
     def register() -> None:

@@ -124,6 +124,7 @@ from .routing import (
     route,
     route_events,
     route_operations,
+    route_typed_events,
     route_typed_operations,
     route_wake,
 )
@@ -172,9 +173,14 @@ def routed_stream(
         routed_ops = route_typed_operations(operations, config, **reading)
     if routed_ops is None:
         routed_ops = route_operations(parse_operations(operations, source_format, **reading), config)
-    parsed_events = parse_events(events, source_format, max_future_ms=config.max_future_ms, limits=limits)
+    routed_evs = None
+    if source_format_of(events, source_format) == "typed":
+        routed_evs = route_typed_events(events, config, max_future_ms=config.max_future_ms)
+    if routed_evs is None:
+        parsed = parse_events(events, source_format, max_future_ms=config.max_future_ms, limits=limits)
+        routed_evs = route_events(parsed, config)
     ops = _with_watermark(routed_ops, config.input_delay_ms(SOURCE_OPERATIONS))
-    evs = _with_watermark(route_events(parsed_events, config), config.input_delay_ms(SOURCE_EVENTS))
+    evs = _with_watermark(routed_evs, config.input_delay_ms(SOURCE_EVENTS))
     if not wake_path:
         return ops.unionByName(evs)
     # no watermark: wake rows move none; first, Spark asks the wake for its offsets before

@@ -77,10 +77,10 @@ from ..contract import (
 )
 from ..handoff.reaper import CLOCK_LINE
 from ..handoff.wake import END_LINE
-from .checks import operation_routes, operation_rows
+from .checks import event_rows, operation_routes, operation_rows, wake_rows
 from .labels import shard_labels
 from .sql_text import sql_string, with_latest
-from .typed_columns import operations_read
+from .typed_columns import events_arguments, operations_arguments
 
 __all__ = [
     "ROUTED_SCHEMA",
@@ -101,6 +101,7 @@ __all__ = [
     "route_operations",
     "route_typed_operations",
     "route_events",
+    "route_typed_events",
     "route_wake",
     "hands_off",
     "registers",
@@ -318,11 +319,15 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
 def _routes_settings(config: PurgatoryConfig, registering: bool) -> str:
     """The routes' last arguments (``checks``): shards, shard key delimiter, cross-shard
     operations allowed, the op_id registry on."""
-    delimiter = (
-        sql_string(config.shard_key_delimiter) if config.shard_key_delimiter else "CAST(NULL AS STRING)"
-    )
     crossing = str(bool(config.cross_shard_operations)).lower()
-    return f"{int(config.shards)}, {delimiter}, {crossing}, {str(registering).lower()}"
+    return f"{_shards_sql(config)}, {crossing}, {str(registering).lower()}"
+
+
+def _shards_sql(config: PurgatoryConfig) -> str:
+    """The shard count and the shard key delimiter (null: the whole key) as a JVM call's
+    arguments (``checks``)."""
+    delimiter = config.shard_key_delimiter
+    return f"{int(config.shards)}, {sql_string(delimiter) if delimiter else 'CAST(NULL AS STRING)'}"
 
 
 def _routed_by(function: str, parsed_ops: DataFrame, config: PurgatoryConfig, registering: bool) -> DataFrame:
@@ -364,22 +369,23 @@ def route_typed_operations(
     function = operation_rows(df.sparkSession)
     if not function:
         return None
-    read, arguments = operations_read(with_latest(df, max_future_ms), max_timeout_ms, limits)
+    df = with_latest(df, max_future_ms)
+    kept, record, arguments, read = operations_arguments(df, max_timeout_ms, limits)
     call = f"{function}({arguments}, {_routes_settings(config, registers(config))})"
-    kept = ["op_id", _TS_SQL, "timeout_ms", "target", "payload"]
     # the call's fields, and a rejected row's record as JSON, taken before the copies are made:
     # each copy Spark makes carries (and copies) only what it needs, not the call's whole
     # result nor the record (a projection of its own, which Spark does not merge into the
     # call's: the call is named more than once and costs more than a column)
-    fields = read.selectExpr("_record", *kept, f"{call} AS _rows").selectExpr(
-        *kept,
+    fields = df.selectExpr(*kept, f"{call} AS _rows").selectExpr(
+        *[f"{sql} AS {name}" for name, sql in read.items()],
+        f"_rows.ts_ms AS {_TS_SQL}",
         "_rows.reason AS reason",
         "_rows.condition AS condition",
         "_rows.members AS members",
         "_rows.copies AS _copies",
-        "CASE WHEN _rows.reason IS NOT NULL THEN to_json(_record) END AS raw",
+        f"CASE WHEN _rows.reason IS NOT NULL THEN to_json({record}) END AS raw",
     )
-    columns = [*kept, "reason", "condition", "members", "raw"]
+    columns = [*read, _TS_SQL, "reason", "condition", "members", "raw"]
     # every row has a copy, so ``inline_outer`` gives the rows ``inline`` gives; over a column,
     # ``inline`` would have Spark infer a filter (copies not empty) and push it down to the
     # scan, where it calls the function a second time, outside generated code
@@ -414,9 +420,11 @@ def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas
     return home.unionByName(_replicas(copies, config))
 
 
-def _replicas(events: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """Valid events as replicas in the cross-shard group."""
-    return _as_routed(events, SOURCE_EVENTS, config, shard=str(int(config.shards)), role=f"'{ROLE_REPLICA}'")
+def _replicas(events: DataFrame, config: PurgatoryConfig, **columns: str) -> DataFrame:
+    """Valid events as replicas in the cross-shard group (``columns`` as ``_as_routed``'s)."""
+    replica = str(ROLES.index(ROLE_REPLICA))
+    shard = str(int(config.shards))
+    return _as_routed(events, SOURCE_EVENTS, config, shard=shard, role=replica, role_coded=True, **columns)
 
 
 def _cross_shard_keys(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
@@ -434,6 +442,12 @@ def route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFram
 def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """The events input of a stream routed (events, its rejected rows; replicas of every
     event without a mailbox: module docstring), in ``ROUTED_SCHEMA``."""
+    return _route_events(parsed_events, config, replicas=_replicating(config))
+
+
+def _replicating(config: PurgatoryConfig) -> bool:
+    """Does a stream's events input send a replica of every event (no mailbox: module
+    docstring)?  Said once a stream when the mailbox was asked for."""
     replicas = config.cross_shard_operations and config.shards > 1 and not hands_off(config)
     if replicas and config.cross_shard_handoff == "mailbox":
         warnings.warn(
@@ -441,9 +455,42 @@ def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame
             "of every event (one group sees all events); set it (query.start does) for the "
             "mailbox hand-off",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-    return _route_events(parsed_events, config, replicas=replicas)
+    return replicas
+
+
+def route_typed_events(
+    df: DataFrame, config: PurgatoryConfig, *, max_future_ms: int | None
+) -> DataFrame | None:
+    """Typed events checked and routed by one JVM call (``checks.EVENT_ROWS``: the reason,
+    op_id and source, the event time, the key's shard, the role), straight from the input's
+    columns: the rows of ``route_events(parse_events(df))``; None without the function (the
+    caller parses, then routes).  As ``route_typed_operations``, a rejected row's ``raw`` is
+    rendered after the call (a projection of its own: its shard is that text's); replicas
+    (no mailbox) are made by the SQL, from the same reading."""
+    function = event_rows(df.sparkSession)
+    if not function:
+        return None
+    df = with_latest(df, max_future_ms)
+    kept, record, arguments = events_arguments(df)
+    call = f"{function}({arguments}, {_shards_sql(config)})"
+    value = "value" if "value" in kept else "NULL"
+    fields = df.selectExpr(*kept, f"{call} AS _rows").selectExpr(
+        "key",
+        f"{value} AS value",
+        "_rows",
+        f"CASE WHEN _rows.reason IS NOT NULL THEN to_json({record}) END AS raw",
+    )
+    columns = {name: f"_rows.{name}" for name in ("reason", "op_id", "source", ms_column("ts"))}
+    columns["raw"] = "raw"  # null but for rejected rows
+    shard = f"CASE WHEN _rows.shard < 0 THEN {_sql_bad_shard(config.shards)} ELSE _rows.shard END"
+    home = _as_routed(
+        fields, SOURCE_EVENTS, config, shard=shard, role="_rows.role", role_coded=True, **columns
+    )
+    if not _replicating(config):
+        return home
+    return home.unionByName(_replicas(fields.where("_rows.reason IS NULL"), config, **columns))
 
 
 def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
@@ -452,7 +499,17 @@ def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
     registry, ``registers``); the end mark (``handoff.wake.END_LINE``)
     one ``ROLE_END`` row for every shard group, 0 to ``shards`` (the cross-shard one); a clock
     line (``handoff.reaper.clock_line``) one ``ROLE_CLOCK`` row for every group, its watermark
-    in ``ts_ms``."""
+    in ``ts_ms``.  With the project's JAR the rows come from one call (``checks.WAKE_ROWS``)
+    and an ``inline_outer``; the SQL below gives the same rows."""
+    function = wake_rows(lines.sparkSession)
+    if function:
+        marks = f"{sql_string(END_LINE)}, {sql_string(CLOCK_LINE)}"
+        call = f"{function}(value, {marks}, {int(config.shards)}, {str(registers(config)).lower()})"
+        rows = lines.selectExpr(f"inline_outer({call})")  # never empty: inline's filter not inferred
+        clock = {ms_column("ts"): "_clock"}
+        return _as_routed(
+            rows, ROLE_WAKE, config, shard="_shard", role="_role", role_coded=True, raw="NULL", **clock
+        )
     is_end = f"trim(value) = {sql_string(END_LINE)}"
     is_clock = f"startswith(trim(value), {sql_string(CLOCK_LINE + ' ')})"
     shards = int(config.shards)

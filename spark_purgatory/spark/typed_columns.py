@@ -22,6 +22,7 @@ from ..config import InputLimits
 from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
+    MAX_TS_MS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     SOURCE_EVENTS,
@@ -48,7 +49,9 @@ __all__ = [
     "event_fields",
     "operations_checked",
     "operations_read",
+    "operations_arguments",
     "events_checked",
+    "events_arguments",
     "kept_raw",
 ]
 
@@ -89,9 +92,8 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int, limits
 
 
 def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> tuple[DataFrame, str]:
-    """Typed operations read for the JVM checks (``operations_checked``, and
-    ``routing.route_typed_operations``, which routes them in the same call): the
-    projection that reads them, and the checks' arguments over its columns."""
+    """Typed operations read for the JVM checks (``operations_checked``): the projection
+    that reads them, and the checks' arguments over its columns."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
     ts_ms = ms_column("ts")
     read = df.selectExpr(
@@ -115,6 +117,33 @@ def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> 
     return read, arguments
 
 
+def operations_arguments(
+    df: DataFrame, max_timeout_ms: int, limits: InputLimits
+) -> tuple[list[str], str, str, dict[str, str]]:
+    """Typed operations as the JVM check-and-route call reads them
+    (``routing.route_typed_operations``), straight from ``df``'s columns, as
+    ``events_arguments``: the contract's columns ``df`` has, the record of a row, the call's
+    checks arguments (the event time as read, which the call checks for its range, and the
+    range's end where ``operations_read`` gives the time checked and its absence), and the
+    routed fields read as they are (op_id, the whole-number timeout, target, payload)."""
+    c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
+    fields = {
+        "op_id": c["op_id"],
+        "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
+        "target": f"CAST({c['target']} AS DOUBLE)",
+        "payload": c["payload"],
+    }
+    names = sql_string(condition_names(limits))
+    arguments = (
+        f"{c['op_id']}, {c['keys']}, {c['key']}, {_epoch_ms_read(c['ts'], _type_of(df, 'ts'))}, "
+        f"CAST({int(MAX_TS_MS)} AS BIGINT), {_latest(df)}, {fields['timeout_ms']}, "
+        f"{c['timeout_ms']} IS NULL, CAST({int(max_timeout_ms)} AS BIGINT), {c['condition']}, "
+        f"{fields['target']}, {c['members']}, {names}"
+    )
+    kept = [name for name in OPERATION_INPUT.names if name in df.columns]
+    return kept, _record(df, OPERATION_INPUT), arguments, fields
+
+
 def events_checked(df: DataFrame, function: str) -> DataFrame:
     """Typed events checked by the JVM function ``function`` (``checks``): the event time
     read as ``event_fields`` reads it, then one call for the reason, op_id and source (the
@@ -131,6 +160,23 @@ def events_checked(df: DataFrame, function: str) -> DataFrame:
     )
     call = f"{function}(key, `{ts_ms}`, _no_ts, {_latest(df)}, value, _op_id, _source)"
     return _checked(read, call, EVENT_COLUMNS, ("op_id", "source"))
+
+
+def events_arguments(df: DataFrame) -> tuple[list[str], str, str]:
+    """Typed events as the JVM check-and-route call reads them (``routing.route_typed_events``),
+    straight from ``df``'s columns: the contract's columns ``df`` has, the record of a row
+    (for a rejected row's ``raw``, over those columns), and the call's first arguments (key,
+    the event time in epoch ms as read, which the call checks for its range, the range's end,
+    the latest time accepted, value, op_id, source).  ``LATEST`` goes to the call as it is:
+    the call names it twice (``StaticCalls``), so the projection that holds its lambda stays
+    apart (``sql_text.latest_passed``)."""
+    c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
+    ts_read = _epoch_ms_read(c["ts"], _type_of(df, "ts"))
+    arguments = (
+        f"{c['key']}, {ts_read}, CAST({int(MAX_TS_MS)} AS BIGINT), {_latest(df)}, "
+        f"CAST({c['value']} AS DOUBLE), {c['op_id']}, {c['source']}"
+    )
+    return [name for name in EVENT_INPUT.names if name in df.columns], _record(df, EVENT_INPUT), arguments
 
 
 def _event_time(df: DataFrame, c: dict[str, str]) -> list[str]:
@@ -211,11 +257,16 @@ def _record(df: DataFrame, contract: pa.Schema) -> str:
 
 def _typed_epoch_ms(ts: str, spark_type: T.DataType | None) -> str:
     """Epoch ms of a timestamp (a zone-less one read as UTC) or of epoch ms; null if out of range."""
+    return in_range(_epoch_ms_read(ts, spark_type))
+
+
+def _epoch_ms_read(ts: str, spark_type: T.DataType | None) -> str:
+    """Epoch ms of a timestamp (a zone-less one read as UTC) or of epoch ms, any range."""
     if isinstance(spark_type, T.TimestampType):
-        return in_range(f"unix_millis({ts})")
+        return f"unix_millis({ts})"
     if isinstance(spark_type, T.TimestampNTZType):  # the input's own `ts` (no Python timestampdiff)
-        return in_range(f"timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {ts})")
-    return in_range(f"CAST({ts} AS BIGINT)")
+        return f"timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {ts})"
+    return f"CAST({ts} AS BIGINT)"
 
 
 def _typed_whole(number: str, spark_type: T.DataType | None) -> str:

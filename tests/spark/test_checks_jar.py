@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -187,20 +188,37 @@ def _routed_rows(frame) -> list[tuple]:
     return sorted(tuple(repr(v) for v in row) for row in frame.collect())
 
 
+#: an event time as epoch ms (a bigint ``ts``): none, valid, before the epoch, past the
+#: contract's end (``contract.MAX_TS_MS``), readable but too far ahead
+_EPOCH_MS = st.one_of(
+    st.none(), st.sampled_from([0, 1_767_225_600_000, -1, 7_258_118_400_000, 4_102_444_800_000])
+)
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(_OPERATIONS, min_size=1, max_size=80), st.integers(1, 4), st.booleans())
+@given(
+    st.lists(st.tuples(_OPERATIONS, _EPOCH_MS), min_size=1, max_size=80),
+    st.integers(1, 4),
+    st.booleans(),
+    st.booleans(),
+)
 def test_one_call_checks_and_routes_every_typed_operation_as_the_sql_does(
-    spark, monkeypatch, tmp_path, operations, shards, cross_shard
+    spark, monkeypatch, tmp_path, drawn, shards, cross_shard, epoch_ms
 ):
-    """``OperationRows``: a stream's typed operations checked and routed in one call give the
-    routed rows (reasons, copies, ``raw`` of the rejected, their shards) that the SQL parsing
-    and routing give; the call is Spark's own (a static method on its internal values, called
-    from its generated code), with no Java UDF around it to convert each row."""
+    """``OperationRows``: a stream's typed operations checked and routed in one call,
+    straight from the input's columns (``ts`` as a timestamp or as epoch ms), give the
+    routed rows (reasons, event times, copies, ``raw`` of the rejected, their shards) that
+    the SQL parsing and routing give; the call is Spark's own (a static method on its
+    internal values, called from its generated code), with no Java UDF around it to convert
+    each row."""
     config = PurgatoryConfig(
         shards=shards, cross_shard_operations=cross_shard, state_path=str(tmp_path / "state")
     )
     reading = dict(max_timeout_ms=1000, max_future_ms=86_400_000)
-    df = spark.createDataFrame(operations, _SCHEMA)
+    operations = [(*op[:3], ms, *op[4:]) if epoch_ms else op for op, ms in drawn]
+    df = spark.createDataFrame(
+        operations, _SCHEMA.replace("ts timestamp", "ts bigint") if epoch_ms else _SCHEMA
+    )
     one = routing.route_typed_operations(df, config, limits=InputLimits(), **reading)
     plan = one._jdf.queryExecution().optimizedPlan().toString()
     # called once a row: no filter Spark infers from the copies calls it again at the scan
@@ -213,6 +231,99 @@ def test_one_call_checks_and_routes_every_typed_operation_as_the_sql_does(
         expected = _routed_rows(sql)
     assert len(expected) >= len(operations)
     assert _routed_rows(one) == expected
+
+
+def _sql_routed_events(df, config: PurgatoryConfig, monkeypatch) -> list[tuple]:
+    """The routed rows of ``df`` by the SQL reading and routing (no JVM function)."""
+    with monkeypatch.context() as patched:
+        patched.setattr(sources, "event_checks", lambda spark: None)
+        parsed = sources.parse_events(df, max_future_ms=86_400_000)
+        return _routed_rows(routing.route_events(parsed, config))
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(_EVENTS, min_size=1, max_size=80),
+    st.lists(_EPOCH_MS, min_size=80, max_size=80),
+    st.integers(1, 4),
+    st.sampled_from(["", ":"]),
+    st.booleans(),
+)
+def test_one_call_checks_and_routes_every_typed_event_as_the_sql_does(
+    spark, monkeypatch, tmp_path, events, epoch_ms, shards, delimiter, mailbox
+):
+    """``EventRows``: typed events (blank keys, NaN and infinite values, no time, times before
+    the epoch, past the contract's end or too far ahead; ``ts`` as a timestamp or as epoch ms)
+    checked and routed in one call, straight from the input's columns, give the routed rows
+    the SQL gives: reasons, op_id and source, event times, shards, roles, a rejected row's
+    ``raw`` and its shard; and, without a mailbox, the same replicas."""
+    config = PurgatoryConfig(
+        shards=shards,
+        shard_key_delimiter=delimiter,
+        state_path=str(tmp_path / "state") if mailbox else "",
+    )
+    as_timestamps = spark.createDataFrame(events, _EVENTS_SCHEMA)
+    as_epoch_ms = spark.createDataFrame(
+        [(e[0], ms, *e[2:]) for e, ms in zip(events, epoch_ms[: len(events)], strict=True)],
+        _EVENTS_SCHEMA.replace("timestamp", "bigint"),
+    )
+    for df in (as_timestamps, as_epoch_ms):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the replicas' warning, both readings
+            one = routing.route_typed_events(df, config, max_future_ms=86_400_000)
+            plan = one._jdf.queryExecution().optimizedPlan().toString()
+            # once a row; the replicas' branch (no mailbox) calls it again in its filter
+            assert f"static_invoke({checks.EVENT_ROWS[1]}.rows(" in plan
+            assert checks.EVENT_CHECKS[0] not in plan  # no Java UDF
+            expected = _sql_routed_events(df, config, monkeypatch)
+        assert len(expected) >= len(events)
+        assert _routed_rows(one) == expected
+
+
+_WAKE_LINES = [
+    "end",
+    " end ",
+    "clock 5",
+    "clock  1767225600000 ",
+    " clock 0",
+    "clock",
+    "clocks 5",
+    "ending",
+    "",
+    "w",
+]
+
+
+@pytest.mark.parametrize("registry", [True, False])
+def test_one_call_gives_the_wake_lines_rows_the_sql_gives(spark, monkeypatch, tmp_path, registry):
+    """``WakeRows``: a wake line (the end mark, a clock line, anything else; spaces around)
+    gives the rows the SQL gives: shards, roles, the clock's watermark."""
+    config = PurgatoryConfig(
+        shards=3, state_path=str(tmp_path / "state"), dedup_scope="global" if registry else "shard"
+    )
+    assert routing.registers(config) == registry
+    lines = spark.createDataFrame([(line,) for line in _WAKE_LINES], "value string")
+    one = routing.route_wake(lines, config)
+    assert (
+        f"static_invoke({checks.WAKE_ROWS[1]}.rows(" in one._jdf.queryExecution().optimizedPlan().toString()
+    )
+    with monkeypatch.context() as patched:
+        patched.setattr(routing, "wake_rows", lambda spark: None)
+        expected = _routed_rows(routing.route_wake(lines, config))
+    assert len(expected) == 5 * 4 + (5 * 4 if registry else 5)
+    assert _routed_rows(one) == expected
+
+
+def test_a_jar_built_before_a_static_call_reads_that_input_as_sql(spark, monkeypatch):
+    """``_static`` asks for the called class too: a JAR that has ``StaticCalls`` but not
+    ``EventRows`` or ``WakeRows`` (built before them) gives None, and the caller writes the
+    SQL, instead of a query that fails when Spark looks the method up."""
+    for spec, function in (("EVENT_ROWS", checks.event_rows), ("WAKE_ROWS", checks.wake_rows)):
+        name, _, returns = getattr(checks, spec)
+        with monkeypatch.context() as patched:
+            patched.setattr(checks, spec, (name, "io.sparkpurgatory.checks.NoSuchRows", returns))
+            assert function(spark) is None
+        assert function(spark) == name
 
 
 def test_the_batch_time_is_read_by_generated_code_that_is_the_same_in_every_micro_batch(spark, tmp_path):

@@ -26,15 +26,22 @@ public final class EventChecks
   @Override
   public Row call(
       String key, Long tsMs, Boolean noTs, Long latestTs, Double value, String opId, String source) {
-    String reason;
-    if (OperationChecks.blank(key)) {
-      reason = "missing_key";
-    } else {
-      reason = OperationChecks.timeReason(noTs, tsMs, latestTs);
-      if (reason == null && value != null && !Double.isFinite(value)) {
-        reason = "bad_value";
-      }
+    return RowFactory.create(
+        reason(OperationChecks.blank(key), noTs, tsMs, latestTs, value), given(opId), given(source));
+  }
+
+  /**
+   * The first failing check's reason, in the contract's order (null when valid); shared with
+   * {@link EventRows}, which reads the key's blankness from Spark's own string.
+   */
+  static String reason(boolean keyBlank, Boolean noTs, Long tsMs, Long latestTs, Double value) {
+    if (keyBlank) {
+      return "missing_key";
     }
-    return RowFactory.create(reason, given(opId), given(source));
+    String reason = OperationChecks.timeReason(noTs, tsMs, latestTs);
+    if (reason == null && value != null && !Double.isFinite(value)) {
+      reason = "bad_value";
+    }
+    return reason;
   }
 }

@@ -116,6 +116,16 @@ public final class OperationChecks
     return null;
   }
 
+  /**
+   * An event time read from its column (epoch ms; {@code readNull}: none) where it is in the
+   * contract's range, from 0 up to {@code end} ({@code endNull}: no end), else null (bad_ts):
+   * sql_text.in_range, for the calls that read the column themselves ({@link OperationRows},
+   * {@link EventRows}).
+   */
+  static Long inRange(boolean readNull, long read, boolean endNull, long end) {
+    return !readNull && read >= 0 && (endNull || read < end) ? read : null;
+  }
+
   static String trim(String s) {
     int start = 0;
     int end = s.length();

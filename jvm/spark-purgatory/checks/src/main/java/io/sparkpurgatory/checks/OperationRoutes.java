@@ -42,8 +42,12 @@ public final class OperationRoutes {
    */
   static final byte OP = 0;
   static final byte STUB = 1;
+  static final byte EVENT = 2;
   static final byte BAD = 4;
   static final byte CLAIM = 5;
+  static final byte WAKE = 6;
+  static final byte END = 7;
+  static final byte CLOCK = 8;
 
   static long xxhash64(UTF8String text, long seed) {
     return text == null ? seed : XXH64.hashUTF8String(text, seed);

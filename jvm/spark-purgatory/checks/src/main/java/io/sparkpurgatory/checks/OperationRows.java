@@ -15,14 +15,16 @@ import org.apache.spark.unsafe.types.UTF8String;
  * on its own values ({@link StaticCalls}: no conversion of the arguments to Java objects, nor of
  * the result back).
  *
- * <p>Arguments (SQL, in order): those of {@link OperationChecks}, then those of {@link
- * OperationRoutes} after its raw text (the shard count, the shard key delimiter, whether
- * operations whose keys span shards are allowed, whether the op_id registry is on); each
- * arrives as (is null, value), as {@link StaticCalls} passes it.  Returns
- * struct(reason, condition, members, copies): the checks' reason (or the routes'
- * cross_shard_keys), condition and members, and the routes' copies, with -1 for the shard of
- * a rejected row: its raw text is rendered after the call, only for rejected rows, and the
- * caller hashes it (spark_purgatory/spark/routing.py).
+ * <p>Arguments (SQL, in order): those of {@link OperationChecks}, but for the event time: the
+ * time in epoch ms as read from the column (null: none; its range not yet checked) and the
+ * range's end (contract.MAX_TS_MS) where the checks take it checked and whether it is absent;
+ * then those of {@link OperationRoutes} after its raw text (the shard count, the shard key
+ * delimiter, whether operations whose keys span shards are allowed, whether the op_id
+ * registry is on); each arrives as (is null, value), as {@link StaticCalls} passes it.
+ * Returns struct(reason, condition, members, copies, ts_ms): the checks' reason (or the
+ * routes' cross_shard_keys), condition and members, the routes' copies, with -1 for the shard
+ * of a rejected row: its raw text is rendered after the call, only for rejected rows, and the
+ * caller hashes it (spark_purgatory/spark/routing.py), and the event time where in range.
  */
 public final class OperationRows {
 
@@ -38,10 +40,10 @@ public final class OperationRows {
       ArrayData keysGiven,
       boolean keyNull,
       UTF8String keyGiven,
-      boolean tsMsNull,
-      long tsMs,
-      boolean noTsNull,
-      boolean noTs,
+      boolean tsReadNull,
+      long tsRead,
+      boolean tsEndNull,
+      long tsEnd,
       boolean latestTsNull,
       long latestTs,
       boolean timeoutMsNull,
@@ -72,9 +74,10 @@ public final class OperationRows {
     UTF8String condition = conditionNull ? null : conditionGiven;
     ArrayData membersColumn = membersNull ? null : membersGiven;
     UTF8String delimiter = delimiterNull ? null : delimiterGiven;
+    Long tsMs = OperationChecks.inRange(tsReadNull, tsRead, tsEndNull, tsEnd);
     OperationChecks.Checked checked =
         OperationChecks.check(
-            opId, list(keysColumn), key, tsMsNull ? null : tsMs, !noTsNull && noTs,
+            opId, list(keysColumn), key, tsMs, tsReadNull,
             latestTsNull ? null : latestTs, timeoutMsNull ? null : timeoutMs,
             !noTimeoutNull && noTimeout, maxTimeoutMsNull ? null : maxTimeoutMs, condition,
             targetNull ? null : target, list(membersColumn), OperationChecks.names(conditionNames));
@@ -87,7 +90,7 @@ public final class OperationRows {
     return new GenericInternalRow(
         new Object[] {
           route.getUTF8String(0), checked.condition, OperationRoutes.array(checked.members),
-          route.getArray(1)
+          route.getArray(1), tsMs
         });
   }
 

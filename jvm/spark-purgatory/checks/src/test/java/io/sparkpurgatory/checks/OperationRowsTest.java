@@ -21,7 +21,7 @@ class OperationRowsTest {
   /** The call as Spark makes it: internal values, each primitive as (is null, value). */
   private static InternalRow rows(ArrayData keys, String opId, Long timeoutMs, boolean crossShard) {
     return OperationRows.rows(
-        opId == null, utf8(opId), keys == null, keys, true, null, false, 500L, false, false, true,
+        opId == null, utf8(opId), keys == null, keys, true, null, false, 500L, false, 2000L, true,
         0L, timeoutMs == null, timeoutMs == null ? 0L : timeoutMs, false, timeoutMs == null, false,
         1000L, false, utf8(" COUNT "), false, 3.0, true, null, false, utf8(NAMES), false, 4, true,
         null, false, crossShard, false, true);
@@ -67,21 +67,34 @@ class OperationRowsTest {
         copies(rows(seq("a", "b"), "o2", 100L, true)));
   }
 
-  /** A valid operation but for these: the event time's flag, the latest accepted, the target's flag. */
+  /** A valid operation but for these: the event time's null flag, the latest accepted, the target's flag. */
   private static String reason(boolean tsMsNull, long latestTs, String condition, boolean targetNull) {
     InternalRow rows =
         OperationRows.rows(
-            false, utf8("o2"), false, seq("a"), true, null, tsMsNull, 500L, false, false, false,
+            false, utf8("o2"), false, seq("a"), true, null, tsMsNull, 500L, false, 2000L, false,
             latestTs, false, 100L, false, false, false, 1000L, false, utf8(condition), targetNull,
             3.0, true, null, false, utf8(NAMES), false, 4, true, null, false, false, false, true);
     return rows.isNullAt(0) ? null : rows.getUTF8String(0).toString();
   }
 
   @Test
+  void theEventTimeIsCheckedForItsRangeAndComesBackWhereInIt() {
+    InternalRow inRange = rows(seq("a"), "o2", 100L, false);
+    assertEquals(500L, inRange.getLong(4));
+    InternalRow past =
+        OperationRows.rows(
+            false, utf8("o2"), false, seq("a"), true, null, false, 2000L, false, 2000L, true, 0L,
+            false, 100L, false, false, false, 1000L, false, utf8("any"), true, 0.0, true, null,
+            false, utf8(NAMES), false, 4, true, null, false, false, false, true);
+    assertEquals("bad_ts", past.getUTF8String(0).toString());
+    assertTrue(past.isNullAt(4));
+  }
+
+  @Test
   void aNullFlagMakesItsValueNullWhateverTheValue() {
     // Spark passes a null as (true, whatever value); a flag set reads as null, not as the value
     assertNull(reason(false, 600L, "count", false));
-    assertEquals("bad_ts", reason(true, 600L, "count", false));
+    assertEquals("missing_ts", reason(true, 600L, "count", false));
     assertEquals("missing_target", reason(false, 600L, "count", true));
     assertEquals("ts_in_future", reason(false, 400L, "count", false));
   }
