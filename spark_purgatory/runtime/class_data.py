@@ -52,14 +52,17 @@ def _recorded(archive: Path) -> dict | None:
 
 
 def _key(classpath: list[str]) -> dict:
-    """What an archive is valid for: the JARs before Spark's, this pyspark, this ``java``."""
+    """What an archive is valid for: the JARs before Spark's (each as its size and time: a JAR
+    rebuilt at the same path, as ``make checks-jar`` does, is another JAR to the JVM, which
+    then does not map the archive), this pyspark, this ``java``."""
     import subprocess
 
     import pyspark
 
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
     version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr.strip()
-    return {"classpath": classpath, "pyspark": pyspark.__version__, "java": version}
+    stats = [[os.stat(j).st_size, os.stat(j).st_mtime_ns] if os.path.exists(j) else None for j in classpath]
+    return {"classpath": classpath, "jars": stats, "pyspark": pyspark.__version__, "java": version}
 
 
 def java_options(base: str, classpath: list[str]) -> str:

@@ -26,6 +26,24 @@ def test_the_archive_is_used_only_with_the_class_path_it_was_dumped_with(tmp_pat
     assert not class_data.up_to_date()  # recorded without pyspark's and java's versions
 
 
+def test_a_jar_rebuilt_at_the_same_path_makes_the_archive_out_of_date(tmp_path, monkeypatch):
+    """``make checks-jar`` rebuilds its JAR in place; the JVM would then not map the archive
+    (it checks each JAR's size and time), so ``make class-data`` must make it again."""
+    from spark_purgatory.runtime import jars
+
+    monkeypatch.setenv("SPARK_PURGATORY_JARS", str(tmp_path))
+    jar = tmp_path / "checks.jar"
+    jar.write_bytes(b"first build")
+    monkeypatch.setattr(jars, "spark_jars", lambda: [str(jar)])
+    archive = class_data.archive_path()
+    archive.parent.mkdir()
+    archive.write_bytes(b"archive")
+    archive.with_suffix(".classpath.json").write_text(json.dumps(class_data._key([str(jar)])))
+    assert class_data.up_to_date()
+    jar.write_bytes(b"a second, longer build")
+    assert not class_data.up_to_date()
+
+
 def test_make_test_made_an_archive_for_this_class_path():
     """``make test`` runs ``make class-data`` first, which never fails the make (an archive only
     saves time): in CI a missing or stale archive would only show as a slower run, so it is
