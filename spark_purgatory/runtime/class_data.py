@@ -61,7 +61,7 @@ def _key(classpath: list[str]) -> dict:
 
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
     version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr.strip()
-    stats = [[os.stat(j).st_size, os.stat(j).st_mtime_ns] if os.path.exists(j) else None for j in classpath]
+    stats = [[(st := os.stat(j)).st_size, st.st_mtime_ns] if os.path.exists(j) else None for j in classpath]
     return {"classpath": classpath, "jars": stats, "pyspark": pyspark.__version__, "java": version}
 
 

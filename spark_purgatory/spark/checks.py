@@ -214,7 +214,7 @@ def batch_millis(spark: SparkSession) -> str | None:
     generated code to hide the time (``sql_text.latest_ts``); None without the JAR (or one
     built before it)."""
     name, cls = BATCH_MILLIS
-    if not _available(spark, cls, quiet=True):
+    if not _available(spark, _STATIC, quiet=True) or not _current(spark):
         return None
 
     def register() -> None:
@@ -238,8 +238,9 @@ def _static(
     spark: SparkSession, name: str, cls: str, returns: T.DataType, method: str, *, quiet: bool = False
 ) -> str | None:
     """``name``, registered as calls of ``cls``'s static ``method`` by ``_STATIC``; None as
-    ``_registered`` (or with a JAR built before ``_STATIC`` or ``cls``)."""
-    if not _available(spark, _STATIC, quiet=quiet) or not _loadable(spark, cls):
+    ``_registered`` (or with a JAR built before ``_STATIC`` or ``cls``, or for calls of other
+    signatures: ``_current``)."""
+    if not _available(spark, _STATIC, quiet=quiet) or not _loadable(spark, cls) or not _current(spark):
         return None
 
     def register() -> None:
@@ -248,6 +249,31 @@ def _static(
         calls.register(registry, name, cls, method, returns.json())
 
     return _once(spark, name, _STATIC, register)
+
+
+#: the version of the static calls' signatures this package calls (``StaticCalls.VERSION``)
+CALLS_VERSION = 2
+
+
+def _current(spark: SparkSession) -> bool:
+    """Are the JAR's static calls those this package calls (``CALLS_VERSION``)?  A JAR built
+    from older sources registers calls whose methods Spark cannot find, which would fail the
+    query: the input is read as SQL instead, and the log says why."""
+    try:
+        found = spark._jvm.io.sparkpurgatory.checks.StaticCalls.VERSION  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a JAR built before the version: not current
+        found = None
+    if found == CALLS_VERSION:
+        return True
+    if "version" not in _SAID:
+        _SAID.add("version")
+        log.warning(
+            "spark-purgatory's checks JAR has calls of version %s, this package calls version %s: "
+            "inputs are read as SQL (the same rows); use the JAR of this release",
+            found,
+            CALLS_VERSION,
+        )
+    return False
 
 
 def _registered(

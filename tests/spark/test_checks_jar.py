@@ -317,13 +317,21 @@ def test_one_call_gives_the_wake_lines_rows_the_sql_gives(spark, monkeypatch, tm
 def test_a_jar_built_before_a_static_call_reads_that_input_as_sql(spark, monkeypatch):
     """``_static`` asks for the called class too: a JAR that has ``StaticCalls`` but not
     ``EventRows`` or ``WakeRows`` (built before them) gives None, and the caller writes the
-    SQL, instead of a query that fails when Spark looks the method up."""
+    SQL, instead of a query that fails when Spark looks the method up; and for the calls'
+    version (``StaticCalls.VERSION``): a JAR whose calls have other signatures gives None
+    for every call."""
     for spec, function in (("EVENT_ROWS", checks.event_rows), ("WAKE_ROWS", checks.wake_rows)):
         name, _, returns = getattr(checks, spec)
         with monkeypatch.context() as patched:
             patched.setattr(checks, spec, (name, "io.sparkpurgatory.checks.NoSuchRows", returns))
             assert function(spark) is None
         assert function(spark) == name
+    # a JAR of calls with other signatures (built from older sources): every call is SQL
+    calls = (checks.operation_rows, checks.operation_routes, checks.event_rows, checks.wake_rows)
+    with monkeypatch.context() as patched:
+        patched.setattr(checks, "CALLS_VERSION", checks.CALLS_VERSION + 1)
+        assert [call(spark) for call in (*calls, checks.batch_millis)] == [None] * 5
+    assert None not in [call(spark) for call in (*calls, checks.batch_millis)]
 
 
 def test_the_batch_time_is_read_by_generated_code_that_is_the_same_in_every_micro_batch(spark, tmp_path):

@@ -5,6 +5,7 @@ import java.util.List;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.analysis.FunctionRegistry;
+import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
@@ -45,8 +46,24 @@ public final class BatchMillis extends Expression implements Serializable {
 
   /** Registers {@code name} in the session's {@code registry}: {@code name(millis)}. */
   public static void register(FunctionRegistry registry, String name) {
-    Function1<Seq<Expression>, Expression> builder = arguments -> new BatchMillis(arguments.head());
+    Function1<Seq<Expression>, Expression> builder =
+        arguments -> {
+          if (arguments.size() != 1) {
+            throw new IllegalArgumentException(name + " takes one argument, the epoch milliseconds");
+          }
+          return new BatchMillis(arguments.head());
+        };
     registry.createOrReplaceTempFunction(name, builder, "java_udf");
+  }
+
+  /** One whole number of milliseconds, or the analysis fails (not the micro-batch's code). */
+  @Override
+  public TypeCheckResult checkInputDataTypes() {
+    if (child.dataType().equals(DataTypes.LongType)) {
+      return TypeCheckResult.TypeCheckSuccess$.MODULE$;
+    }
+    return new TypeCheckResult.TypeCheckFailure(
+        "batch_millis takes epoch milliseconds (bigint), not " + child.dataType().simpleString());
   }
 
   public Expression child() {
@@ -98,7 +115,7 @@ public final class BatchMillis extends Expression implements Serializable {
 
   @Override
   public String prettyName() {
-    return "batch_millis";
+    return "spark_purgatory_batch_millis";
   }
 
   @Override

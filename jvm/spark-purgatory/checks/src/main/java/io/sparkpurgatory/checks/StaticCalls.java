@@ -37,6 +37,14 @@ public final class StaticCalls {
 
   private StaticCalls() {}
 
+  /**
+   * The version of the calls' signatures (the methods registered here and {@link BatchMillis}):
+   * raised whenever one changes.  spark_purgatory/spark/checks.py calls a JAR only when its
+   * version is the one it was written for, and reads the input as SQL otherwise: a JAR built
+   * from older sources would register calls whose methods Spark cannot find, and fail the query.
+   */
+  public static final int VERSION = 2;
+
   /** The zero that stands for a null of each primitive Java class (a literal of its type). */
   private static final Map<Class<?>, Object> ZEROS =
       Map.of(
