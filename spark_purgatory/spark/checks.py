@@ -37,8 +37,10 @@ Beside it in ``.jars/checks``, from the same build (``jvm/spark-purgatory/checkp
 
 The SQL stays the reference and the fallback: where the JAR is not on the driver's classpath
 (a session built without ``spark.jars``, a cluster without the library, a Spark Connect
-client), ``operation_checks`` / ``event_checks`` / ``operation_routes`` return None and
-``sources`` / ``routing`` build the SQL.  Both give the same rows
+client, or a JAR whose calls are of another version: ``CALLS_VERSION``), ``operation_checks``
+/ ``event_checks`` / ``operation_routes`` / ``operation_rows`` / ``event_rows`` /
+``wake_rows`` / ``batch_millis`` return None and ``sources`` / ``routing`` / ``sql_text``
+build the SQL.  Both give the same rows
 (``tests/spark/test_checks_jar.py`` runs both on random input).
 
 Invariant: a row gets the same reason, fields and copies from either reading.

@@ -47,9 +47,11 @@ A stream with the mailbox may have a third input, the wake files (``route_wake``
 copies, roles, peers and keys come from one call of
 ``io.sparkpurgatory.checks.OperationRoutes`` and an ``inline``, instead of the SQL below (some
 hundreds of expression nodes Spark optimizes again in every micro-batch); the SQL is the
-reference and the fallback, and gives the same rows.  A stream's typed operations are
-checked and routed by one call (``route_typed_operations``, ``OperationRows``), their
-``raw`` rendered after it for the rejected rows alone.
+reference and the fallback, and gives the same rows.  A stream's typed operations and
+events are checked and routed by one call each (``route_typed_operations``,
+``OperationRows``; ``route_typed_events``, ``EventRows``), their ``raw`` rendered after it
+for the rejected rows alone, and the wake lines' rows come from one call (``route_wake``,
+``WakeRows``).
 
 Invariant: every parsed row leaves routing at least once, in the one schema
 ``ROUTED_SCHEMA``: an operation (or its stubs), an event (or its replica), or a bad row
@@ -210,6 +212,12 @@ def _sql_shard_of(key: str, config: PurgatoryConfig) -> str:
     return f"CAST(pmod(xxhash64({shard_key}), {int(config.shards)}) AS INT)"
 
 
+def _shard_or_bad(shard: str, config: PurgatoryConfig) -> str:
+    """A JVM call's shard (SQL), or, where the call gives -1 (a rejected row), the shard of the
+    row's ``raw`` text, rendered after the call (``_sql_bad_shard``)."""
+    return f"CASE WHEN {shard} < 0 THEN {_sql_bad_shard(config.shards)} ELSE {shard} END"
+
+
 def _sql_bad_shard(shards: int) -> str:
     """A row rejected at parse: the shard of its raw text, which only reports it."""
     return f"CAST(pmod(xxhash64(raw), {int(shards)}) AS INT)"
@@ -361,7 +369,7 @@ def route_typed_operations(
     limits: InputLimits,
 ) -> DataFrame | None:
     """Typed operations checked and routed by one JVM call (``checks.ROWS``): the rows of
-    ``route_operations(parse_operations(df))`` in one projection and an ``inline``, for the
+    ``route_operations(parse_operations(df))`` in two projections and an ``inline_outer``, for the
     plan Spark optimizes in every micro-batch; None without the function (the caller
     parses, then routes).  A rejected row's ``raw`` (its record as JSON) is rendered after
     the call, before its copy is made, and its shard is that text's, as ``route_operations``
@@ -378,7 +386,7 @@ def route_typed_operations(
     # call's: the call is named more than once and costs more than a column)
     fields = df.selectExpr(*kept, f"{call} AS _rows").selectExpr(
         *[f"{sql} AS {name}" for name, sql in read.items()],
-        f"_rows.ts_ms AS {_TS_SQL}",
+        f"_rows.{_TS_SQL} AS {_TS_SQL}",
         "_rows.reason AS reason",
         "_rows.condition AS condition",
         "_rows.members AS members",
@@ -390,12 +398,11 @@ def route_typed_operations(
     # ``inline`` would have Spark infer a filter (copies not empty) and push it down to the
     # scan, where it calls the function a second time, outside generated code
     rows = fields.selectExpr(*columns, "inline_outer(_copies)")
-    shard = f"CASE WHEN _shard < 0 THEN {_sql_bad_shard(config.shards)} ELSE _shard END"
     return _as_routed(
         rows,
         SOURCE_OPERATIONS,
         config,
-        shard=shard,
+        shard=_shard_or_bad("_shard", config),
         role="_role",
         role_coded=True,
         keys="_keys",
@@ -484,7 +491,7 @@ def route_typed_events(
     )
     columns = {name: f"_rows.{name}" for name in ("reason", "op_id", "source", ms_column("ts"))}
     columns["raw"] = "raw"  # null but for rejected rows
-    shard = f"CASE WHEN _rows.shard < 0 THEN {_sql_bad_shard(config.shards)} ELSE _rows.shard END"
+    shard = _shard_or_bad("_rows.shard", config)
     home = _as_routed(
         fields, SOURCE_EVENTS, config, shard=shard, role="_rows.role", role_coded=True, **columns
     )

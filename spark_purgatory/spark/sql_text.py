@@ -117,7 +117,9 @@ def latest_passed(df: DataFrame, ts_ms: str) -> list[str]:
     of ``df`` (nothing when ``df`` has none): all the checks need (``ts_ms > LATEST`` holds
     on the same rows).
 
-    Named twice on purpose.  When Spark plans the micro-batch, the micro-batch's time in
+    Named twice on purpose, for the lambda's reading (no checks JAR: ``latest_ts``; with it
+    every projection is generated code and this changes nothing).  When Spark plans the
+    micro-batch, the micro-batch's time in
     ``LATEST`` is a constant, and a projection over the input that names a column of the
     one below it once is merged into it; merged, the input's whole reading (its record
     struct and every field) ended up in the projection kept out of generated code.  A

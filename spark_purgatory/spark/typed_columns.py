@@ -2,11 +2,13 @@
 
 Read as they are, without a JSON round trip: the schema is checked when the query is built
 (``schema.check_typed``: a missing or wrongly typed column raises ``InputSchemaError``), and
-only a rejected row is rendered to JSON (``to_json``) for its ``raw``.  Two readings with the
-same rows: SQL (``operation_fields`` / ``event_fields``, then ``sources``' checks), or, with
-the project's JAR on the class path, the JVM functions (``operations_checked`` /
+only a rejected row is rendered to JSON (``to_json``) for its ``raw``.  Three readings with
+the same rows: SQL (``operation_fields`` / ``event_fields``, then ``sources``' checks); with
+the project's JAR on the class path, the JVM checks (``operations_checked`` /
 ``events_checked``: ``checks``), one expression node each for the plan Spark optimizes
-again in every micro-batch.
+again in every micro-batch; and, a stream's, the calls that check and route at once,
+straight from the input's columns (``operations_arguments`` / ``events_arguments``, for
+``routing.route_typed_operations`` / ``route_typed_events``).
 
 Invariant: a typed row gets the reason, and the fields, that its JSON text would get.
 """
@@ -167,9 +169,8 @@ def events_arguments(df: DataFrame) -> tuple[list[str], str, str]:
     straight from ``df``'s columns: the contract's columns ``df`` has, the record of a row
     (for a rejected row's ``raw``, over those columns), and the call's first arguments (key,
     the event time in epoch ms as read, which the call checks for its range, the range's end,
-    the latest time accepted, value, op_id, source).  ``LATEST`` goes to the call as it is:
-    the call names it twice (``StaticCalls``), so the projection that holds its lambda stays
-    apart (``sql_text.latest_passed``)."""
+    the latest time accepted, value, op_id, source).  ``LATEST`` goes to the call as it is
+    (``sql_text.with_latest``: generated code, with the JAR that has this call)."""
     c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
     ts_read = _epoch_ms_read(c["ts"], _type_of(df, "ts"))
     arguments = (
