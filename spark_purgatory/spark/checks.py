@@ -216,7 +216,7 @@ def batch_millis(spark: SparkSession) -> str | None:
     generated code to hide the time (``sql_text.latest_ts``); None without the JAR (or one
     built before it)."""
     name, cls = BATCH_MILLIS
-    if not _available(spark, _STATIC, quiet=True) or not _current(spark):
+    if not _calls(spark, quiet=True):
         return None
 
     def register() -> None:
@@ -242,7 +242,7 @@ def _static(
     """``name``, registered as calls of ``cls``'s static ``method`` by ``_STATIC``; None as
     ``_registered`` (or with a JAR built before ``_STATIC`` or ``cls``, or for calls of other
     signatures: ``_current``)."""
-    if not _available(spark, _STATIC, quiet=quiet) or not _loadable(spark, cls) or not _current(spark):
+    if not _calls(spark, quiet=quiet) or not _loadable(spark, cls):
         return None
 
     def register() -> None:
@@ -255,6 +255,12 @@ def _static(
 
 #: the version of the static calls' signatures this package calls (``StaticCalls.VERSION``)
 CALLS_VERSION = 2
+
+
+def _calls(spark: SparkSession, *, quiet: bool) -> bool:
+    """Can ``spark`` call the JAR's static calls and ``BatchMillis``: ``_STATIC`` there
+    (``_available``) and of the version this package calls (``_current``)?"""
+    return _available(spark, _STATIC, quiet=quiet) and _current(spark)
 
 
 def _current(spark: SparkSession) -> bool:

@@ -97,19 +97,20 @@ def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> 
     """Typed operations read for the JVM checks (``operations_checked``): the projection
     that reads them, and the checks' arguments over its columns."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
+    fields = _operation_fields(df, c)
     ts_ms = ms_column("ts")
     read = df.selectExpr(
         f"{_record(df, OPERATION_INPUT)} AS _record",
-        f"{c['op_id']} AS op_id",
+        f"{fields['op_id']} AS op_id",
         f"{c['keys']} AS _keys",
         f"{c['key']} AS _key",
         *_event_time(df, c),
         f"{c['timeout_ms']} IS NULL AS _no_timeout",
-        f"{_typed_whole(c['timeout_ms'], _type_of(df, 'timeout_ms'))} AS timeout_ms",
+        f"{fields['timeout_ms']} AS timeout_ms",
         f"{c['condition']} AS _condition",
-        f"CAST({c['target']} AS DOUBLE) AS target",
+        f"{fields['target']} AS target",
         f"{c['members']} AS _members",
-        f"{c['payload']} AS payload",
+        f"{fields['payload']} AS payload",
     )
     names, latest = sql_string(condition_names(limits)), _latest(df)
     arguments = (
@@ -129,12 +130,7 @@ def operations_arguments(
     range's end where ``operations_read`` gives the time checked and its absence), and the
     routed fields read as they are (op_id, the whole-number timeout, target, payload)."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
-    fields = {
-        "op_id": c["op_id"],
-        "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
-        "target": f"CAST({c['target']} AS DOUBLE)",
-        "payload": c["payload"],
-    }
+    fields = _operation_fields(df, c)
     names = sql_string(condition_names(limits))
     arguments = (
         f"{c['op_id']}, {c['keys']}, {c['key']}, {_epoch_ms_read(c['ts'], _type_of(df, 'ts'))}, "
@@ -142,8 +138,18 @@ def operations_arguments(
         f"{c['timeout_ms']} IS NULL, CAST({int(max_timeout_ms)} AS BIGINT), {c['condition']}, "
         f"{fields['target']}, {c['members']}, {names}"
     )
-    kept = [name for name in OPERATION_INPUT.names if name in df.columns]
-    return kept, _record(df, OPERATION_INPUT), arguments, fields
+    return _present(df, OPERATION_INPUT), _record(df, OPERATION_INPUT), arguments, fields
+
+
+def _operation_fields(df: DataFrame, c: dict[str, str]) -> dict[str, str]:
+    """The fields both JVM readings take as they are read (``c``: ``_typed_columns``): op_id,
+    the whole-number timeout, the target as a double, payload."""
+    return {
+        "op_id": c["op_id"],
+        "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
+        "target": f"CAST({c['target']} AS DOUBLE)",
+        "payload": c["payload"],
+    }
 
 
 def events_checked(df: DataFrame, function: str) -> DataFrame:
@@ -177,7 +183,7 @@ def events_arguments(df: DataFrame) -> tuple[list[str], str, str]:
         f"{c['key']}, {ts_read}, CAST({int(MAX_TS_MS)} AS BIGINT), {_latest(df)}, "
         f"CAST({c['value']} AS DOUBLE), {c['op_id']}, {c['source']}"
     )
-    return [name for name in EVENT_INPUT.names if name in df.columns], _record(df, EVENT_INPUT), arguments
+    return _present(df, EVENT_INPUT), _record(df, EVENT_INPUT), arguments
 
 
 def _event_time(df: DataFrame, c: dict[str, str]) -> list[str]:
@@ -251,9 +257,14 @@ def _type_of(df: DataFrame, name: str) -> T.DataType | None:
     return df.schema[name].dataType if name in df.columns else None
 
 
+def _present(df: DataFrame, contract: pa.Schema) -> list[str]:
+    """The contract's columns ``df`` has, in the contract's order."""
+    return [name for name in contract.names if name in df.columns]
+
+
 def _record(df: DataFrame, contract: pa.Schema) -> str:
     """The row's contract columns, rendered as ``raw`` only if the row is rejected."""
-    return f"struct({', '.join(f'`{name}`' for name in contract.names if name in df.columns)})"
+    return f"struct({', '.join(f'`{name}`' for name in _present(df, contract))})"
 
 
 def _typed_epoch_ms(ts: str, spark_type: T.DataType | None) -> str:
