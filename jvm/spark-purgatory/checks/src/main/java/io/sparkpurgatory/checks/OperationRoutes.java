@@ -121,10 +121,19 @@ public final class OperationRoutes {
       this.copies = copies;
     }
 
+    /** The reason as Spark's string (null when none). */
+    UTF8String why() {
+      return reason == null ? null : UTF8String.fromString(reason);
+    }
+
+    /** The copies as Spark's array. */
+    ArrayData copiesArray() {
+      return new GenericArrayData(copies.toArray());
+    }
+
     /** As Spark's struct(reason, copies). */
     InternalRow row() {
-      UTF8String why = reason == null ? null : UTF8String.fromString(reason);
-      return new GenericInternalRow(new Object[] {why, new GenericArrayData(copies.toArray())});
+      return new GenericInternalRow(new Object[] {why(), copiesArray()});
     }
   }
 

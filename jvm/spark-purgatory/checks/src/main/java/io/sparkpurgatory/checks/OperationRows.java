@@ -86,11 +86,10 @@ public final class OperationRows {
             checked.keys == null ? new ArrayList<>() : checked.keys, opId, checked.reason, UNKNOWN,
             shardCount, delimiter, !crossShardAllowedNull && crossShardAllowed,
             !registeringNull && registering);
-    InternalRow route = routed.row();
     return new GenericInternalRow(
         new Object[] {
-          route.getUTF8String(0), checked.condition, OperationRoutes.array(checked.members),
-          route.getArray(1), tsMs
+          routed.why(), checked.condition, OperationRoutes.array(checked.members),
+          routed.copiesArray(), tsMs
         });
   }
 
