@@ -22,6 +22,14 @@ recorded, so a replayed micro-batch adds nothing twice.
 Every table's schema and partition column come from ``contract.TABLES``; the rows handed to
 a writer are cast to that schema, so a table's columns are what the contract says.
 
+**Tables kept open.**  Opening a Delta table reads its last checkpoint and every commit after
+it; with a commit per drain that is up to 100 commit files (a checkpoint every 100 commits by
+default), read three times a drain per table (the accumulator's check of the recorded version,
+``commit_files``' own, and the commit).  Each writer keeps the tables it opened
+(``OpenTables``) and brings one up to date before each use (``update_incremental``: only the
+commits since it last looked), so what a drain reads follows what changed, not the log's
+length since the last checkpoint.
+
 The output root may be a path or a URI: delta-rs gets it through ``storage.location`` with
 the ``storage.*`` settings as storage options (on S3 these include ``conditional_put=etag``,
 delta-rs's commit safety there: see ``spark_purgatory.storage``); Spark gets it as given.
@@ -76,12 +84,13 @@ class DeltaRsWriter:
         self.root = absolute_uri(root)  # the executors write data files there
         self.storage = storage or Storage()
         self.storage_options = _options(root, storage, storage_options)
+        self.opened = OpenTables(self.storage)
 
     def path(self, table: str) -> str:
         return join(self.root, table)
 
     def committed_version(self, table: str, app_id: str) -> int | None:
-        return _recorded_version(self.path(table), app_id, self.storage_options)
+        return self.opened.recorded_version(self.path(table), app_id, self.storage_options)
 
     def create_tables(self) -> None:
         """Create every table that is not there yet, empty, with its schema and partitioning;
@@ -90,20 +99,24 @@ class DeltaRsWriter:
         for name in TABLES:
             _add_missing_columns(self._table(name), TABLES[name])
 
-    def _table(self, name: str) -> Any:
+    def _table(self, name: str, *, fresh: bool = True) -> Any:
+        """Table ``name``, created if it is not there yet; ``fresh=False``: as last brought up
+        to date (a commit right after ``committed_version`` read it)."""
         from deltalake import DeltaTable
 
-        table = open_table(self.path(name), self.storage_options)
+        path = self.path(name)
+        table = self.opened.get(path, self.storage_options, fresh=fresh)
         if table is not None:
             return table
         contract = TABLES[name]
-        return DeltaTable.create(
-            location(self.path(name)),
+        DeltaTable.create(
+            location(path),
             contract.schema,
             mode="ignore",
             partition_by=[contract.partition_by],
             storage_options=self.storage_options,
         )
+        return self.opened.get(path, self.storage_options)
 
     def commit_files(self, table: str, adds: pa.Table, *, app_id: str, version: int) -> None:
         """Commit data files already written (``sender.ADDS`` rows) in one commit with
@@ -127,7 +140,7 @@ class DeltaRsWriter:
             for a in adds.to_pylist()
         ]
         contract = TABLES[table]
-        self._table(table).create_write_transaction(
+        self._table(table, fresh=False).create_write_transaction(
             actions,
             mode="append",
             schema=contract.schema,
@@ -163,12 +176,13 @@ class SparkDeltaWriter:
         self.spark = spark
         self.root = root
         self.storage_options = _options(root, storage, None)  # for reading the log with delta-rs
+        self.opened = OpenTables(storage or Storage())
 
     def path(self, table: str) -> str:
         return join(self.root, table)
 
     def committed_version(self, table: str, app_id: str) -> int | None:
-        return _recorded_version(self.path(table), app_id, self.storage_options)
+        return self.opened.recorded_version(self.path(table), app_id, self.storage_options)
 
     def create_tables(self) -> None:
         """Create every table that is not there yet, empty, with its schema and partitioning
@@ -246,9 +260,63 @@ def _add_missing_columns(table: Any, contract: TableContract) -> None:
         table.alter.add_columns(Schema.from_arrow(pa.schema(missing)).fields)
 
 
-def _recorded_version(path: str, app_id: str, storage_options: dict[str, str] | None) -> int | None:
-    table = open_table(path, storage_options)
-    return None if table is None else table.transaction_version(app_id)
+class OpenTables:
+    """The Delta tables a writer opened, by path, each brought up to date before it is used
+    (the module docstring, "Tables kept open").
+
+    Up to date costs one look at two files of the log (the Delta protocol's names): a table
+    whose next commit file (``_delta_log/<version + 1>.json``) is not there holds every commit
+    already, also right after a commit of its own; if it is, the table reads the new commits;
+    if the commit file of the version it holds is gone too (the table removed, or its log
+    cleaned up long since), it is opened afresh.  Not shared between threads: a writer's
+    commits are serialized by its sink.  Pickled empty (Spark Connect pickles the sink)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self._open: dict[str, Any] = {}
+
+    def __getstate__(self) -> dict:
+        return {"storage": self.storage, "_open": {}}
+
+    def _look(self, path: str, table: Any) -> str:
+        """``current``, ``behind`` (commits after the version ``table`` holds) or ``gone``
+        (that version's commit file is not there)."""
+        import pyarrow.fs as pafs
+
+        fs, root = self.storage.filesystem(path)
+        version = table.version()
+        held, following = fs.get_file_info(
+            [f"{root}/_delta_log/{v:020d}.json" for v in (version, version + 1)]
+        )
+        if held.type == pafs.FileType.NotFound:
+            return "gone"
+        return "current" if following.type == pafs.FileType.NotFound else "behind"
+
+    def get(self, path: str, storage_options: dict[str, str] | None, *, fresh: bool = True) -> Any:
+        """The table at ``path`` with every commit up to now (None if there is none yet);
+        ``fresh=False``: as it was last brought up to date."""
+        table = self._open.get(path)
+        if table is not None:
+            if not fresh:
+                return table
+            try:
+                look = self._look(path, table)
+                if look != "gone":
+                    if look == "behind":
+                        table.update_incremental()
+                    return table
+            except Exception:  # noqa: BLE001 - a log it cannot bring forward: open it afresh
+                log.debug("%s: opened afresh", path, exc_info=True)
+            del self._open[path]
+        table = open_table(path, storage_options)
+        if table is not None:
+            self._open[path] = table
+        return table
+
+    def recorded_version(self, path: str, app_id: str, storage_options: dict[str, str] | None) -> int | None:
+        """The version ``app_id`` last recorded in the table at ``path`` (None: none, or no table)."""
+        table = self.get(path, storage_options)
+        return None if table is None else table.transaction_version(app_id)
 
 
 def choose_writer(

@@ -290,6 +290,26 @@ def test_replaying_a_batch_adds_no_rows(tmp_path):
     ) == (4, 2, 1)
 
 
+def test_a_writer_keeping_its_tables_open_sees_another_writers_commits(tmp_path):
+    """Tables stay open between drains (``writers.OpenTables``): a batch another writer
+    committed meanwhile (a second run of the query, under the same app id) is not added again,
+    and a pickled sink (Spark Connect's) opens them afresh."""
+    import pickle
+
+    clock = Clock()
+    first, second = make_sink(tmp_path, clock, batch_size=1), make_sink(tmp_path, clock, batch_size=1)
+    first.process(output_rows(3), 0)  # opens and keeps the tables
+    second.process(output_rows(3), 0)  # recorded already: nothing added
+    second.process(output_rows(2, start=10), 1)
+    first.process(output_rows(2, start=10), 1)  # the other writer committed it: skipped
+    again = pickle.loads(pickle.dumps(first.writer))
+    assert again.committed_version("outcomes", "query-1") == 3  # 3 x batch 1, seen afresh
+    first.process(output_rows(4, start=20), 2)
+    first.close()
+    ids = DeltaTable(str(tmp_path / "out" / "outcomes")).to_pyarrow_table().column("op_id").to_pylist()
+    assert sorted(ids) == sorted([f"op-{i}" for i in (0, 1, 2, 10, 11, 20, 21, 22, 23)])
+
+
 def test_a_partially_staged_batch_is_staged_afresh(tmp_path):
     clock = Clock()
     acc = RecordAccumulator(
