@@ -34,7 +34,16 @@ import pyarrow.parquet as pq
 from ..contract import TABLES
 from ..storage import Storage, WholeFile
 
-__all__ = ["DataFileTask", "write_data_files", "ADDS", "ADDS_DDL", "TaskRunner", "in_process", "SparkTasks"]
+__all__ = [
+    "DataFileTask",
+    "write_data_files",
+    "ADDS",
+    "ADDS_DDL",
+    "TaskRunner",
+    "in_process",
+    "SparkTasks",
+    "dictionary_columns",
+]
 
 #: what a sender task returns: one add action per data file written
 ADDS = pa.schema(
@@ -48,6 +57,21 @@ ADDS = pa.schema(
     ]
 )
 ADDS_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'bigint'}" for f in ADDS)
+
+#: the output tables' columns of few distinct values, dictionary-encoded in every Parquet file
+#: the job writes (staged and data files); the others (op ids, keys, payloads, times) are
+#: written plain: a dictionary of unique values is built, found too big and dropped, for
+#: nothing but time and bytes
+_FEW_VALUES = frozenset(
+    {"status", "condition", "source", "reason", "batch_id", "matched_events", "progress", "target"}
+)
+
+
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns of ``schema`` a Parquet file of the output dictionary-encodes (``_FEW_VALUES``
+    and the date partition columns)."""
+    return [f.name for f in schema if f.name in _FEW_VALUES or pa.types.is_date(f.type)]
+
 
 #: longest string kept in statistics (Delta's own default prefix length)
 _STRING_PREFIX = 32
@@ -129,7 +153,9 @@ class _DataFile:
         self.path = path
         self.rows = 0
         self._out = WholeFile(fs, f"{root}/{path}")
-        self._writer = pq.ParquetWriter(self._out.stream, schema, compression="snappy")
+        self._writer = pq.ParquetWriter(
+            self._out.stream, schema, compression="snappy", use_dictionary=dictionary_columns(schema)
+        )
 
     @property
     def size(self) -> int:

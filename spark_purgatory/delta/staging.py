@@ -58,6 +58,7 @@ from ..contract import (
     ms_column,
 )
 from ..storage import Storage, WholeFile, location
+from .sender import dictionary_columns
 
 __all__ = [
     "split_tables",
@@ -406,7 +407,9 @@ class StagedFile:
         if self._out is None:
             return
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._out.stream, rows.schema)
+            self._writer = pq.ParquetWriter(
+                self._out.stream, rows.schema, use_dictionary=dictionary_columns(rows.schema)
+            )
         self._writer.write_table(rows)
 
     def close(self) -> dict:

@@ -468,6 +468,29 @@ def test_committed_files_carry_delta_statistics(tmp_path):
     assert picked.num_rows == 10
 
 
+def test_staged_and_data_files_dictionary_encode_only_columns_of_few_values(tmp_path):
+    """``sender.dictionary_columns``: status and the like with a dictionary, op ids and
+    payloads plain, in the staged files and in the data files they become."""
+    import pyarrow.parquet as pq
+
+    def encodings(path) -> dict[str, set[str]]:
+        group = pq.ParquetFile(path).metadata.row_group(0)
+        columns = (group.column(i) for i in range(group.num_columns))
+        return {c.path_in_schema: set(c.encodings) for c in columns}
+
+    clock = Clock()
+    sink = make_sink(tmp_path, clock)  # batch.size not reached: the rows stay staged
+    sink.process(output_rows(50), 0)
+    staged = [f for d in sink.accumulator.destinations() if d.table == "outcomes" for f in d.files]
+    found = [encodings(tmp_path / "staging" / f) for f in staged]
+    sink.close()  # and now into data files
+    found += [encodings(p) for p in (tmp_path / "out" / "outcomes").rglob("*.parquet")]
+    assert len(found) >= 2
+    for file in found:
+        assert "RLE_DICTIONARY" in file["status"] and "RLE_DICTIONARY" in file["condition"], file
+        assert not {"RLE_DICTIONARY", "PLAIN_DICTIONARY"} & (file["op_id"] | file["payload"]), file
+
+
 def test_a_failed_task_attempts_file_is_deleted_when_the_batch_is_recorded(tmp_path):
     import datetime as dt
 
