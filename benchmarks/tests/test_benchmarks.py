@@ -139,6 +139,19 @@ def test_the_state_save_bench_brings_a_parked_shard_forward_and_measures_its_sav
     assert out.count("caught-up") >= 2 and "save median" in out
 
 
+def test_the_commits_bench_drives_both_writers_through_the_same_micro_batches():
+    """``bench_commits.py``: Spark-free; both writers commit every micro-batch's outcomes once
+    (it checks the tables' row counts itself) and the ratio is printed."""
+    out = _bench("bench_commits.py", "--batches", "4", "--chunk", "2", "--rows", "5", timeout=300)
+    assert "reopened/kept" in out and out.count("x\n") >= 2
+
+
+def test_the_parquet_bench_writes_the_same_outcomes_both_ways():
+    """``bench_parquet.py``: Spark-free; one micro-batch's outcomes, both dictionary layouts."""
+    out = _bench("bench_parquet.py", "--ops", "300", "--runs", "2", timeout=300)
+    assert "outcomes" in out and "few values" in out
+
+
 def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_log():
     """``bench_batch.anatomy`` on a small event log written here: no Spark, milliseconds."""
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
