@@ -133,6 +133,17 @@ class PurgatoryQuery:
     def is_active(self) -> bool:
         return bool(self.query.isActive)
 
+    def exception(self) -> BaseException | None:
+        """Why the run failed (Spark's ``StreamingQuery.exception()``), None while it runs or
+        when it stopped cleanly.  A micro-batch that started after a stop (``stop``, a signal)
+        was asked for is refused by the sink (``STOPPING``) and ends Spark's run with that
+        error; it ran nothing and Spark runs it again at the next start, so it is no failure
+        here, as ``await_termination`` does not raise it."""
+        error = self.query.exception()
+        if error is not None and self._stopped() and STOPPING in str(error):
+            return None
+        return error
+
     @property
     def history(self) -> list[dict]:
         """Per-micro-batch figures from the query's recent progress (``observe`` metrics)."""

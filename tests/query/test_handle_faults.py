@@ -94,3 +94,34 @@ def test_a_failure_with_everything_there_keeps_its_own_first_cause(s3, monkeypat
         handle.await_termination()
     assert not isinstance(raised.value, PermanentFault)
     assert str(raised.value).startswith("OSError: When initiating multiple part upload"), raised.value
+
+
+class _RefusedQuery:
+    """A ``StreamingQuery`` ended by a micro-batch that started after its stop was asked for."""
+
+    isActive = False
+
+    def __init__(self, message: str) -> None:
+        self.error = StreamingQueryException(message=message)
+
+    def awaitTermination(self, *_timeout):
+        raise self.error
+
+    def exception(self):
+        return self.error
+
+
+def test_a_micro_batch_refused_while_stopping_is_no_failure_but_any_other_error_is():
+    """``PurgatoryQuery.exception``: the sink's refusal of a micro-batch triggered after the
+    stop (``STOPPING``, a race between the refusal and Spark's stop) is a clean stop, as
+    ``await_termination`` treats it; the same error before any stop, or another error, is not."""
+    from spark_purgatory.delta.sink import STOPPING
+
+    refused = f"[FOREACH_BATCH_USER_FUNCTION_ERROR] ...\nRuntimeError: {STOPPING} (2)\n"
+    running = PurgatoryQuery(_RefusedQuery(refused), _Sink(), _Totals(None), linger=False)
+    assert running.exception() is not None  # not stopped by the handle: a failure
+    running.interrupt()
+    assert running.exception() is None and running.await_termination() is True
+    failed = PurgatoryQuery(_RefusedQuery(_TRACE), _Sink(), _Totals(None), linger=False)
+    failed.interrupt()
+    assert failed.exception() is not None

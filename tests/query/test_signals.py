@@ -66,7 +66,9 @@ def test_sigterm_then_sigint_stop_the_handle_between_micro_batches_and_a_restart
             ).stop_on_signals()
             with q:
                 q.await_termination()  # returns once the signal stopped the query
-                assert not q.is_active and q.query.exception() is None  # stopped, not failed
+                # stopped, not failed (a micro-batch triggered between the stop's refusal and
+                # Spark's stop is refused: Spark records that, the handle does not count it)
+                assert not q.is_active and q.exception() is None
                 assert at_batch in _committed_batches(chk)  # the signalled batch finished and committed
                 assert q.accumulator.destinations(), "rows lingered until the stop"
             assert signalled == {signum: at_batch}
