@@ -274,20 +274,22 @@ class OpenTables:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self._open: dict[str, Any] = {}
+        self._logs: dict[str, tuple[Any, str]] = {}  # each table's log: its filesystem and path
 
     def __getstate__(self) -> dict:
-        return {"storage": self.storage, "_open": {}}
+        return {"storage": self.storage, "_open": {}, "_logs": {}}
 
     def _look(self, path: str, table: Any) -> str:
         """``current``, ``behind`` (commits after the version ``table`` holds) or ``gone``
         (that version's commit file is not there)."""
         import pyarrow.fs as pafs
 
-        fs, root = self.storage.filesystem(path)
+        if path not in self._logs:  # made once: on AWS without a region, making it asks for one
+            fs, root = self.storage.filesystem(path)
+            self._logs[path] = fs, f"{root}/_delta_log"
+        fs, log_path = self._logs[path]
         version = table.version()
-        held, following = fs.get_file_info(
-            [f"{root}/_delta_log/{v:020d}.json" for v in (version, version + 1)]
-        )
+        held, following = fs.get_file_info([f"{log_path}/{v:020d}.json" for v in (version, version + 1)])
         if held.type == pafs.FileType.NotFound:
             return "gone"
         return "current" if following.type == pafs.FileType.NotFound else "behind"
