@@ -14,6 +14,14 @@
   task's small writes (the function, the Arrow stream's start, its end mark) wait on the
   peer's delayed acknowledgement (Nagle's algorithm with no ``TCP_NODELAY``), so every
   Python task waited (docs/performance.md, "The Python workers' sockets");
+* a file of a stream's micro-batch read by both cores (``spark.sql.files.openCostInBytes`` at
+  ``FILE_OPEN_COST``, not Spark's 4 MB): Spark cuts a text or JSON file, or a Parquet file of
+  several row groups, into one split per core once it is bigger than the open cost, so the
+  operations' file of a micro-batch is routed on every core instead of one while the other
+  waits (issue 48's idle core; docs/performance.md, sixth round).  A file source reads this
+  setting from the session the stream was read with, so ``start`` cannot scope it to its
+  query: in your own session, set it yourself.  A Parquet file of one row group is read by
+  one task whatever the splits;
 * with the project's JAR (``make jars``), the checkpoint file manager
   ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles`` for the session's queries: Spark's logs
   under a checkpoint on the local file system renamed in the JVM, where Hadoop's local
@@ -69,6 +77,7 @@ __all__ = [
     "DELTA_CONF",
     "EXTRAS_KEY",
     "UNIX_SOCKETS",
+    "FILE_OPEN_COST",
     "delta_added_locally",
     "delta_classes_available",
     "local_session",
@@ -85,6 +94,10 @@ DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+
+#: what Spark counts for opening a file when it cuts a scan's files into splits: below Spark's
+#: 4 MB, so that a file of a micro-batch bigger than this is split across the cores
+FILE_OPEN_COST = ("spark.sql.files.openCostInBytes", str(256 * 1024))
 
 #: PySpark's switch from TCP on loopback to Unix domain sockets between the JVM and its Python
 #: workers (Spark 4.1+; a SparkContext setting: give it when the session is built)
@@ -210,6 +223,7 @@ def local_session(
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         # the workers' sockets: no delayed-ACK stalls per task (module docstring)
         .config(UNIX_SOCKETS, "true")
+        .config(*FILE_OPEN_COST)  # a micro-batch's one file on every core (module docstring)
     )
     fresh = SparkContext._active_spark_context is None  # a running JVM's class path is fixed
     extras = _extras(jars) if fresh else {}

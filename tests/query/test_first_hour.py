@@ -511,3 +511,24 @@ def test_start_names_the_socket_setting_where_the_workers_use_tcp(spark, caplog)
         assert workers.advise_unix_sockets(Session()) is True
         assert workers.advise_unix_sockets(Session()) is True  # said once per process
     assert caplog.text.count("spark.python.unix.domain.socket.enabled=true") == 1
+
+
+def test_a_local_session_reads_a_micro_batchs_one_big_file_on_both_cores(spark, tmp_path):
+    """local_session sets ``spark.sql.files.openCostInBytes`` (``FILE_OPEN_COST``): a JSON
+    file bigger than it is cut into one split per core (Spark's 4 MB default left a 3 MB file
+    of operations to one task while the other core waited), a small one stays whole."""
+    import json as json_module
+
+    from spark_purgatory.runtime.session import FILE_OPEN_COST
+
+    assert spark.conf.get(FILE_OPEN_COST[0]) == FILE_OPEN_COST[1]
+    line = json_module.dumps({"op_id": "o" * 40, "key": "k" * 40, "payload": "p" * 100})
+    for name, lines in (("big", 12_000), ("small", 100)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "part-0.json").write_text("\n".join([line] * lines) + "\n")
+    big = spark.read.json(str(tmp_path / "big"))
+    small = spark.read.json(str(tmp_path / "small"))
+    assert (tmp_path / "big" / "part-0.json").stat().st_size > 2 * int(FILE_OPEN_COST[1])
+    assert big.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism == 2
+    assert small.rdd.getNumPartitions() == 1
+    assert big.count() == 12_000 and small.count() == 100  # every line read once
