@@ -140,9 +140,11 @@ class PurgatoryQuery:
         error; it ran nothing and Spark runs it again at the next start, so it is no failure
         here, as ``await_termination`` does not raise it."""
         error = self.query.exception()
-        if error is not None and self._stopped() and STOPPING in str(error):
-            return None
-        return error
+        return None if error is None or self._refused(error) else error
+
+    def _refused(self, error: BaseException) -> bool:
+        """Is ``error`` the sink's refusal of a micro-batch triggered after this handle's stop?"""
+        return self._stopped() and STOPPING in str(error)
 
     @property
     def history(self) -> list[dict]:
@@ -246,7 +248,7 @@ class PurgatoryQuery:
                 return self.query.awaitTermination()
             return self.query.awaitTermination(timeout)
         except StreamingQueryException as error:
-            if self._stopped() and STOPPING in str(error):  # a batch refused while stopping
+            if self._refused(error):
                 return True
             raise self._gone() or micro_batch_error(error) from error
 
