@@ -109,7 +109,7 @@ from ..handoff.clock import on_arrival
 from ..handoff.door import ShardHandOff
 from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
 from ..handoff.partitions import WATERMARKS_DIRECTORY, cap_before
-from ..runtime.worker_heap import freeze_heap
+from ..runtime.worker_heap import collector_paused, freeze_heap
 from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
 from ..storage import Storage, join
 from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
@@ -379,8 +379,12 @@ def _stateful_shard(
     processing = config.deadline_clock == "processing"
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        shard = numbers[int(key[0])]
         freeze_heap()  # the worker's modules out of the collections PySpark runs after each task
+        with collector_paused():  # a container per operation: no collector walks during the call
+            yield from shard_call(key, pdfs, state)
+
+    def shard_call(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        shard = numbers[int(key[0])]
         started = time.perf_counter()
         p = load_state(shard_bytes(state.get[0]), config, store) if state.exists else Purgatory(config)
         if p.shard not in (None, shard):  # the shard layout changed under this checkpoint
@@ -485,10 +489,12 @@ def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
 
     def shard_all(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
         shard = numbers[int(key[0])]
-        p = Purgatory(config)
-        ops, events, bad = split_input(with_names(pdf))
-        result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)
-        figures = shard_figures(p, pdf, delays, batch_time_ms=int(time.time() * 1000), group_rows=len(pdf))
-        return output_rows(shard, result, bad, figures, final_watermark_ms)
+        with collector_paused():  # as the stream's shard step
+            p = Purgatory(config)
+            ops, events, bad = split_input(with_names(pdf))
+            result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)
+            now = int(time.time() * 1000)
+            figures = shard_figures(p, pdf, delays, batch_time_ms=now, group_rows=len(pdf))
+            return output_rows(shard, result, bad, figures, final_watermark_ms)
 
     return shard_all

@@ -15,11 +15,11 @@ rows are exactly the rows of its kind.
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -81,6 +81,8 @@ _REJECTED_ROWS = [c for c in REJECTED.engine_columns if c != "batch_id"]
 #: the output's event times, by timestamp name (each travels as ``<name>_ms``)
 _TIME_COLUMNS = [*dict.fromkeys([*(c for t in TABLES.values() for c in t.time_columns), _WATERMARK])]
 _LATENCY_COLUMNS = [c for c in METRICS.schema.names if c.startswith("latency_")]
+#: the percentiles of ``_LATENCY_COLUMNS``, in their order
+_PERCENTILES = (50, 95, 99, 100)
 
 
 # -- in the Python workers: one shard's result as output rows ------------------------------------
@@ -161,8 +163,8 @@ def output_rows(
     ``figures`` (``shard_figures``), the counts of those rows, the latency percentiles of
     what completed, the watermark ``wm`` and ``state_bytes`` (what the state's save wrote)."""
     metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes)
-    parts = [*_row_parts(result, bad), (KIND_METRICS, pd.DataFrame({name: [0] for name in GAUGES}))]
-    out = _stacked([(kind, part) for kind, part in parts if len(part)])
+    gauges = _Part(KIND_METRICS, {name: np.zeros(1, np.int64) for name in GAUGES}, 1)
+    out = _stacked([part for part in [*_row_parts(result, bad), gauges] if part.rows])
     # the metrics row (the last) carries the figures; exact, not through a float column
     n = len(out)
     for name, value in metrics.items():
@@ -191,22 +193,37 @@ def output_table(
     column on their own, a column they lack as Arrow nulls, no frame of every kind stacked
     in pandas first (its object columns walked for NaN, then converted again)."""
     metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes)
-    tables = [_arrow_part(kind, part, shard) for kind, part in _row_parts(result, bad) if len(part)]
+    tables = [_arrow_part(part, shard) for part in _row_parts(result, bad) if part.rows]
     row = {name: [0] for name in GAUGES}  # as ``output_rows``' metrics row: a gauge not given is 0
     row.update({name: [value] for name, value in metrics.items()}, **{PARTITION_MAXIMA: [maxima]})
-    tables.append(_arrow_part(KIND_METRICS, row, shard))
+    tables.append(_arrow_part(_Part(KIND_METRICS, row, 1), shard))
     return pa.concat_tables(tables)
 
 
-def _row_parts(result: BatchResult, bad: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+class _Part(NamedTuple):
+    """One kind's rows as the output names its columns: each column the array the engine
+    made (no frame copied, renamed or assigned to), and how many rows they are."""
+
+    kind: str
+    columns: dict[str, np.ndarray]
+    rows: int
+
+
+def _part(kind: str, frame: pd.DataFrame, names: dict[str, str] | None = None) -> _Part:
+    """``frame``'s columns (but ``batch_id``, which the writer adds) under their output names."""
+    names = names or {}
+    columns = {names.get(c, c): frame[c].to_numpy() for c in frame.columns if c != "batch_id"}
+    return _Part(kind, columns, len(frame))
+
+
+def _row_parts(result: BatchResult, bad: pd.DataFrame) -> list[_Part]:
     """The call's rows by kind, in the output's order, with the output's column names."""
-    outcomes = result.outcomes.drop(columns="batch_id").rename(columns=_ms_names(OUTCOMES))
-    unmatched = result.unmatched.drop(columns="batch_id").rename(columns=_ms_names(UNMATCHED_EVENTS))
+    outcomes = _part(KIND_OUTCOME, result.outcomes, _ms_names(OUTCOMES))
     return [
-        (KIND_OUTCOME, _with_single_key(outcomes)),
-        (KIND_UNMATCHED, unmatched),
-        (KIND_REJECTED, result.rejected[_REJECTED_ROWS]),
-        (KIND_REJECTED, bad),
+        _Part(KIND_OUTCOME, _with_single_key(outcomes.columns), outcomes.rows),
+        _part(KIND_UNMATCHED, result.unmatched, _ms_names(UNMATCHED_EVENTS)),
+        _part(KIND_REJECTED, result.rejected[_REJECTED_ROWS]),
+        _part(KIND_REJECTED, bad),
     ]
 
 
@@ -220,82 +237,90 @@ def _call_metrics(
     """The metrics row's figures (all whole numbers or null), and its partition maxima text."""
     figures = dict(figures)
     maxima = figures.pop(PARTITION_MAXIMA, None)
+    outcomes = result.outcomes
+    status = outcomes["status"].to_numpy()
     metrics = {
         **figures,
         "completed": result.completed,
         "expired": result.expired,
         "unmatched": len(result.unmatched),
         "rejected": len(result.rejected) + len(bad),
-        **_latencies(result.outcomes),
-        "expiry_lag_ms": _expiry_lag(result.outcomes, figures.get(ms_column("batch_time"))),
+        **_latencies(outcomes["latency_ms"].to_numpy()[status == COMPLETED]),
+        "expiry_lag_ms": _expiry_lag(
+            outcomes["resolved_at"].to_numpy()[status == EXPIRED], figures.get(ms_column("batch_time"))
+        ),
         ms_column(_WATERMARK): wm,
         "state_bytes": state_bytes,
     }
     return metrics, maxima  # type: ignore[return-value]
 
 
-def _arrow_part(kind: str, part: pd.DataFrame | dict[str, list], shard: int) -> pa.Table:
+def _arrow_part(part: _Part, shard: int) -> pa.Table:
     """One kind's rows in ``OPERATOR_OUTPUT``: its columns as the output types them (NaN
     and None as null, as ``Table.from_pandas`` reads them), the others null."""
-    n = len(part) if isinstance(part, pd.DataFrame) else len(next(iter(part.values())))
+    n = part.rows
     columns = []
     for field in OPERATOR_OUTPUT:
         if field.name == "kind":
-            column = pa.repeat(pa.scalar(kind, field.type), n)
+            column = pa.repeat(pa.scalar(part.kind, field.type), n)
         elif field.name == "shard":
             column = pa.repeat(pa.scalar(shard, field.type), n)
-        elif field.name in part:
-            values = part[field.name]
-            values = values.to_numpy() if isinstance(values, pd.Series) else values
-            column = pa.array(values, type=field.type, from_pandas=True)
+        elif field.name in part.columns:
+            column = pa.array(part.columns[field.name], type=field.type, from_pandas=True)
         else:
             column = pa.nulls(n, field.type)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=OPERATOR_OUTPUT)
 
 
-def _latencies(outcomes: pd.DataFrame) -> dict[str, int | None]:
-    """Nearest-rank percentiles (a latency that occurred) of the completed outcomes' latency."""
-    latency = outcomes["latency_ms"].to_numpy()[(outcomes["status"] == COMPLETED).to_numpy()]
-    if not len(latency):
+def _latencies(latency: np.ndarray) -> dict[str, int | None]:
+    """Nearest-rank percentiles (a latency that occurred) of the completed outcomes' ``latency``:
+    the ``ceil(q * n)``-th smallest, found by a partial sort (``np.partition``) at the ranks
+    asked for, not a sort of them all.
+
+    >>> _latencies(np.array([30, 10, 20, 40]))
+    {'latency_p50_ms': 20, 'latency_p95_ms': 40, 'latency_p99_ms': 40, 'latency_max_ms': 40}
+    """
+    n = len(latency)
+    if not n:
         return dict.fromkeys(_LATENCY_COLUMNS)
-    values = np.percentile(latency.astype(np.int64), [50, 95, 99, 100], method="inverted_cdf")
+    ranks = [max(-(-q * n // 100) - 1, 0) for q in _PERCENTILES]  # ceil(q n / 100), exact in integers
+    values = np.partition(latency.astype(np.int64, copy=False), ranks)[ranks]
     return {name: int(v) for name, v in zip(_LATENCY_COLUMNS, values, strict=True)}
 
 
-def _expiry_lag(outcomes: pd.DataFrame, batch_time_ms: int | str | None) -> int | None:
+def _expiry_lag(expired: np.ndarray, batch_time_ms: int | str | None) -> int | None:
     """How long after its deadline, on the processing clock, the call's latest expiry was
-    decided: the micro-batch's time minus the earliest deadline it expired (an expiry's
-    ``resolved_at`` is its deadline); null when it expired nothing.  On a live stream, whose
-    event times follow the wall clock, it is the watermark delay plus what the operator
-    added; on a backlog it is the backlog's age."""
-    expired = outcomes["resolved_at"].to_numpy()[(outcomes["status"] == EXPIRED).to_numpy()]
+    decided: the micro-batch's time minus the earliest deadline it expired (``expired``: the
+    expiries' ``resolved_at``, which is their deadline); null when it expired nothing.  On a
+    live stream, whose event times follow the wall clock, it is the watermark delay plus what
+    the operator added; on a backlog it is the backlog's age."""
     if not len(expired) or batch_time_ms is None:
         return None
     return int(batch_time_ms) - int(np.min(expired.astype(np.int64)))
 
 
-def _with_single_key(outcomes: pd.DataFrame) -> pd.DataFrame:
-    """A single key goes back as a plain string (``key``), like it came (``with_timestamps``)."""
-    keys = pa.array(outcomes["keys"].to_numpy(dtype=object), pa.list_(pa.string()))
-    single = pc.equal(pc.list_value_length(keys), 1).to_numpy(zero_copy_only=False)
-    first = pc.list_element(keys.filter(pa.array(single)), 0).to_numpy(zero_copy_only=False)
-    key = np.full(len(outcomes), None, dtype=object)
-    key[single] = first
-    multi = outcomes["keys"].to_numpy(dtype=object).copy()
+def _with_single_key(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A single key goes back as a plain string (``key``), like it came (``with_timestamps``);
+    ``keys`` holds only the lists of other lengths."""
+    keys = columns["keys"]
+    single = np.fromiter(map(len, keys), np.int64, count=len(keys)) == 1
+    key = np.full(len(keys), None, dtype=object)
+    key[single] = [k[0] for k in keys[single]]
+    multi = keys.copy()
     multi[single] = None
-    return outcomes.assign(key=key, keys=multi)
+    return {**columns, "key": key, "keys": multi}
 
 
-def _stacked(parts: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+def _stacked(parts: list[_Part]) -> pd.DataFrame:
     """The parts one after another in ``OUTPUT_SCHEMA``'s columns, each with its ``kind``,
     column by column: a column a part lacks is null there (None, or NaN in a number column)."""
-    sizes = [len(part) for _kind, part in parts]
-    columns: dict[str, np.ndarray] = {"kind": np.repeat(np.array([k for k, _ in parts], dtype=object), sizes)}
+    kinds = np.array([part.kind for part in parts], dtype=object)
+    columns: dict[str, np.ndarray] = {"kind": np.repeat(kinds, [part.rows for part in parts])}
     for name in _OUTPUT_COLUMNS[1:]:
         null = None if name in _OBJECT_COLUMNS else np.nan
         values = np.concatenate(
-            [part[name].to_numpy() if name in part else np.full(len(part), null) for _k, part in parts]
+            [part.columns[name] if name in part.columns else np.full(part.rows, null) for part in parts]
         )
         if null is None:  # Arrow wants None, not NaN, for a missing string or array
             values = values.astype(object, copy=False)

@@ -21,6 +21,7 @@ from ..contract import SOURCE_OPERATIONS, ms_column
 from ..engine.conditions import CONDITIONS
 from ..engine.frames import concat
 from ..engine.registry import NO_REGISTRY
+from ..engine.text import lists_of
 from ..engine.validation import first_keys, readable
 from .routing import (
     ROLE_BAD,
@@ -52,17 +53,18 @@ def with_names(pdf: pd.DataFrame) -> pd.DataFrame:
 
 def keys_of(key: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Each operation's keys as a list: its JSON ``keys`` where given, else its one ``key``
-    (none: an empty list, a rejected row's).
+    (none: an empty list, a rejected row's).  The one-key lists are made in C
+    (``text.lists_of``); only the rows with several keys parse JSON.
 
     >>> keys_of(np.array(["a", None, None], dtype=object),
     ...         np.array([None, '["b","c"]', None], dtype=object)).tolist()
     [['a'], ['b', 'c'], []]
     """
-    out = np.empty(len(key), dtype=object)
-    out[:] = [
-        json.loads(text) if text is not None else ([one] if one is not None else [])
-        for one, text in zip(key, keys, strict=True)
-    ]
+    listed = pd.notna(keys)
+    one = pd.notna(key) & ~listed
+    out = lists_of(one.astype(np.int64), key[one])
+    if listed.any():
+        out[listed] = _objects([json.loads(text) for text in keys[listed]])
     return out
 
 
@@ -72,9 +74,16 @@ def members_of(members: np.ndarray) -> np.ndarray:
     >>> members_of(np.array([None, '["x","y"]'], dtype=object)).tolist()
     [None, ['x', 'y']]
     """
-    out = np.empty(len(members), dtype=object)
-    out[:] = [json.loads(text) if text is not None else None for text in members]
+    out = np.full(len(members), None, dtype=object)
+    given = pd.notna(members)
+    if given.any():
+        out[given] = _objects([json.loads(text) for text in members[given]])
     return out
+
+
+def _objects(values: list) -> np.ndarray:
+    """A list of Python objects (lists among them) as a one-dimensional object array."""
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def split_input(

@@ -35,3 +35,68 @@ def test_settle_freezes_the_workers_modules_once_and_later_garbage_is_still_coll
     done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_the_collector_is_paused_inside_and_restored_as_it_was_after():
+    import gc
+
+    import pytest
+
+    from spark_purgatory.runtime.worker_heap import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():  # an error in the call: restored too
+        raise RuntimeError("shard call failed")
+    assert gc.isenabled()
+    gc.disable()  # a host that runs without the collector keeps it off
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_shard_step_runs_without_collector_walks_and_gives_the_collector_back():
+    """The stream's shard step (``operator._stateful_shard``) processes its rows with the
+    collector off and leaves it on for the worker's next task."""
+    import gc
+
+    import pandas as pd
+
+    from spark_purgatory import PurgatoryConfig
+    from spark_purgatory.engine.purgatory import Purgatory
+    from spark_purgatory.spark import operator
+    from spark_purgatory.spark.routing import ROUTED_COLUMNS
+
+    class State:  # what the shard step asks of Spark's GroupState
+        exists = False
+
+        def getCurrentWatermarkMs(self) -> int:
+            return 0
+
+        def getCurrentProcessingTimeMs(self) -> int:
+            return 1_000
+
+        def remove(self) -> None:
+            pass
+
+    seen = []
+    process = Purgatory.process
+
+    def watched(self, *args, **kwargs):
+        seen.append(gc.isenabled())
+        return process(self, *args, **kwargs)
+
+    step = operator._stateful_shard(PurgatoryConfig(shards=1, cross_shard_operations=False))
+    rows = pd.DataFrame({name: pd.Series([], dtype=object) for name in ROUTED_COLUMNS})
+    Purgatory.process = watched
+    try:
+        out = list(step((0,), iter([rows]), State()))
+    finally:
+        Purgatory.process = process
+    assert seen == [False]
+    assert len(out) == 1 and gc.isenabled()
