@@ -36,6 +36,7 @@ from ..contract import (
 )
 from .conditions import CONDITION_NAMES
 from .frames import concat, empty, hash_strings
+from .list_fields import one_item_lists
 from .rows import Rows
 from .tables import EVENTS, OPS, RELAY, VERDICTS
 from .validation import first_keys, raw_json, validate_events, validate_operations
@@ -123,8 +124,7 @@ def with_keys(ops: pd.DataFrame | None) -> pd.DataFrame:
     keys = ops["keys"].to_numpy(dtype=object) if "keys" in ops.columns else np.full(len(ops), None, object)
     take = pd.isna(keys) & _is_text(key)
     keys = keys.copy()
-    # one list per row is the point; tolist + fromiter make them without a Python step per row
-    keys[take] = np.fromiter(key[take].reshape(-1, 1).tolist(), dtype=object, count=int(take.sum()))
+    keys[take] = one_item_lists(key[take])
     return ops.drop(columns="key").assign(keys=keys)
 
 

@@ -13,7 +13,6 @@ Invariant: for every value, ``clean_lists`` gives what ``clean(string_list(value
 
 from __future__ import annotations
 
-import gc
 from itertools import chain
 from typing import NamedTuple
 
@@ -21,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from .fields import blanks, clean, each, is_str, objects_of, only_text, string_list
+from .memory import collector_paused
+from .text import object_column
 
 __all__ = ["Lists", "clean_lists", "one_item_lists"]
 
@@ -41,13 +42,8 @@ def _lists_of(rows: np.ndarray) -> np.ndarray:
     The cyclic garbage collector is paused meanwhile: lists of text hold no cycles, and
     making one per row would otherwise start collections that walk every object the process
     holds (docs/performance-history.md, "The engine's array helpers")."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        return np.fromiter(rows.tolist(), dtype=object, count=len(rows))
-    finally:
-        if paused:
-            gc.enable()
+    with collector_paused():
+        return object_column(rows.tolist())
 
 
 class Lists(NamedTuple):

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from . import memory
 
-__all__ = ["TextColumn", "as_text", "lists_of"]
+__all__ = ["TextColumn", "as_text", "lists_of", "object_column"]
 
 _MIN_ROWS = 64
 _MIN_BYTES = 1024
@@ -158,13 +158,13 @@ def lists_of(lengths: np.ndarray, flat: np.ndarray) -> np.ndarray:
     n = lengths.size
     if n and (lengths == lengths[0]).all():  # every row as long: the usual case, one key each
         length = int(lengths[0])
-        return _column_of_lists(flat[: n * length].reshape(n, length).tolist() if length else _empties(n))
+        return object_column(flat[: n * length].reshape(n, length).tolist() if length else _empties(n))
     out = np.empty(n, dtype=object)
     starts = np.cumsum(lengths) - lengths
     for length in np.unique(lengths).tolist():
         rows = np.flatnonzero(lengths == length)
         block = flat[starts[rows][:, None] + np.arange(length)].tolist() if length else _empties(rows.size)
-        out[rows] = _column_of_lists(block)
+        out[rows] = object_column(block)
     return out
 
 
@@ -173,5 +173,7 @@ def _empties(n: int) -> list[list]:
     return np.empty((n, 0), dtype=object).tolist()
 
 
-def _column_of_lists(lists: list[list]) -> np.ndarray:
-    return np.fromiter(lists, dtype=object, count=len(lists))
+def object_column(values: list) -> np.ndarray:
+    """Python objects (lists among them) as a one-dimensional object array: ``np.array`` would
+    make a list of equal-length lists a two-dimensional one."""
+    return np.fromiter(values, dtype=object, count=len(values))

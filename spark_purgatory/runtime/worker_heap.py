@@ -15,21 +15,16 @@ made afterwards are collected as before; reference counting still frees frozen o
 are no longer referenced, so only cyclic garbage that existed at the freeze could stay (it was
 just collected; what is left is the interpreter's modules and the first call's input).
 
-``collector_paused()`` keeps the collector off for the length of a shard call.  A call makes
-a container per operation (its keys' list, its members', its outcome's), tens of thousands
-of them; each 700 the collector walks the young ones, and every tenth time the older ones
-too, all of which are alive: the walks cost as much as making the lists (docs/performance.md,
-"The operator's weight, seventh round").  The call's cyclic garbage, if any, waits for the
-collection the daemon runs after the task; reference counting frees the rest as before.
+The shard step also keeps the collector off for the length of its call
+(``engine.memory.collector_paused``): a call makes a container per operation, and the call's
+cyclic garbage, if any, waits for the collection the daemon runs after the task.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-__all__ = ["freeze_heap", "collector_paused"]
+__all__ = ["freeze_heap"]
 
 _settled = False
 
@@ -42,20 +37,3 @@ def freeze_heap() -> None:
     _settled = True
     gc.collect()
     gc.freeze()
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic collector off inside, back as it was after (see the module docstring).
-
-    >>> with collector_paused():
-    ...     gc.isenabled()
-    False
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -103,13 +103,14 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..delta.staging import STAGED, ShardStaging
+from ..engine.memory import collector_paused
 from ..engine.purgatory import Purgatory
 from ..engine.wheel import NO_EXPIRATION
 from ..handoff.clock import on_arrival
 from ..handoff.door import ShardHandOff
 from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
 from ..handoff.partitions import WATERMARKS_DIRECTORY, cap_before
-from ..runtime.worker_heap import collector_paused, freeze_heap
+from ..runtime.worker_heap import freeze_heap
 from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
 from ..storage import Storage, join
 from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state

@@ -21,7 +21,7 @@ from ..contract import SOURCE_OPERATIONS, ms_column
 from ..engine.conditions import CONDITIONS
 from ..engine.frames import concat
 from ..engine.registry import NO_REGISTRY
-from ..engine.text import lists_of
+from ..engine.text import lists_of, object_column
 from ..engine.validation import first_keys, readable
 from .routing import (
     ROLE_BAD,
@@ -64,7 +64,7 @@ def keys_of(key: np.ndarray, keys: np.ndarray) -> np.ndarray:
     one = pd.notna(key) & ~listed
     out = lists_of(one.astype(np.int64), key[one])
     if listed.any():
-        out[listed] = _objects([json.loads(text) for text in keys[listed]])
+        out[listed] = object_column([json.loads(text) for text in keys[listed]])
     return out
 
 
@@ -77,13 +77,8 @@ def members_of(members: np.ndarray) -> np.ndarray:
     out = np.full(len(members), None, dtype=object)
     given = pd.notna(members)
     if given.any():
-        out[given] = _objects([json.loads(text) for text in members[given]])
+        out[given] = object_column([json.loads(text) for text in members[given]])
     return out
-
-
-def _objects(values: list) -> np.ndarray:
-    """A list of Python objects (lists among them) as a one-dimensional object array."""
-    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def split_input(
