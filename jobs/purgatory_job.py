@@ -16,7 +16,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 if os.path.isdir(os.path.join(ROOT, "spark_purgatory")) and ROOT not in sys.path:
     sys.path.insert(0, ROOT)  # running from a checkout
 
-from spark_purgatory.job import main  # noqa: E402
+from spark_purgatory.job import console  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())

@@ -103,7 +103,9 @@ def run() -> None:
     After a JVM-free command, with everything written, the process exits without the
     interpreter's finalisation, where a native thread (pyarrow's or delta-rs's) once aborted it
     after the output ("terminate called without an active exception", exit -6, in a loaded test
-    run); with a session running, Python exits as usual (Spark stops the JVM it started).
+    run); with a session running, its local Python workers are ended
+    (``runtime.workers.end_python_workers``) and Python exits as usual (Spark stops the JVM
+    it started).
     """
     import os
 
@@ -113,6 +115,9 @@ def run() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    from .runtime.workers import end_python_workers
+
+    end_python_workers(pyspark.SparkContext._active_spark_context)
     sys.exit(code)
 
 

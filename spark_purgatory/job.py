@@ -477,5 +477,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def console(argv: list[str] | None = None) -> int:
+    """``main`` as a process's entry point (``jobs/purgatory_job.py``, ``python -m
+    spark_purgatory.job``): then the local Python workers ended before the interpreter exits
+    (``runtime.workers.end_python_workers``: a clean stop prints no worker's traceback).
+    Never call it where the session lives on: its next Python task would find no worker."""
+    try:
+        return main(argv)
+    finally:
+        from pyspark import SparkContext
+
+        from .runtime.workers import end_python_workers
+
+        end_python_workers(SparkContext._active_spark_context)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())

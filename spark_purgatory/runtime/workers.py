@@ -19,6 +19,9 @@ session:
   interpreter per process), and otherwise stops with a one-line ``ConfigError`` naming the
   settings and the interpreter to use.
 
+``end_python_workers`` (called by the job before it exits) ends the local Python workers'
+daemon, so that the context's stop at the JVM's exit prints no worker's traceback.
+
 On a cluster the executors' interpreter is the cluster's business (it is set when the
 cluster starts); Spark Connect has no context here.  Nothing is changed there.
 
@@ -42,7 +45,7 @@ from typing import Any
 from ..config import ConfigError
 from .settings import is_connect
 
-__all__ = ["use_project_python", "warm_python_workers", "advise_unix_sockets"]
+__all__ = ["use_project_python", "warm_python_workers", "advise_unix_sockets", "end_python_workers"]
 
 log = logging.getLogger(__name__)
 
@@ -174,3 +177,54 @@ def _import_modules(modules: tuple[str, ...], batches):  # runs in a Python work
     for name in modules:
         importlib.import_module(name)
     yield from batches
+
+
+def end_python_workers(sc: Any) -> list[int]:
+    """End the local Python workers of the SparkContext ``sc`` (None: nothing runs) before the
+    process exits; the pids of the daemons ended.  Never fails.
+
+    At the JVM's exit Spark stops its context: it closes the sockets of its idle Python
+    workers, then ends their daemon.  A worker that sees its socket close first fails to
+    write its goodbye, and PySpark's daemon prints that worker's ``BrokenPipeError``
+    traceback on the driver's stderr (since PySpark 4.1,
+    ``spark.python.daemon.killWorkerOnFlushFailure``), though nothing failed: about one clean
+    stop of the job in ten ended with two tracebacks.  A SIGTERM to the daemon first is its
+    own shutdown: it ends its workers (SIGHUP) before any socket closes, silently.  Local
+    masters on Linux only (the daemon is the driver JVM's child there); elsewhere nothing
+    is done.  Only for a process about to exit: Spark does not start the daemon again, so
+    the context's next Python task would fail ("Stream closed").
+    """
+    if sc is None or not str(getattr(sc, "master", "")).startswith("local"):
+        return []
+    try:
+        return _end_daemons(int(sc._jvm.java.lang.ProcessHandle.current().pid()))
+    except Exception:  # noqa: BLE001 - the caller is exiting; the JVM's exit stops what is left
+        log.debug("ending the Python workers failed", exc_info=True)
+        return []
+
+
+def _end_daemons(jvm_pid: int) -> list[int]:
+    """SIGTERM each ``pyspark.daemon`` process whose parent is ``jvm_pid``; their pids."""
+    import signal
+
+    ended = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # not Linux
+        return ended
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                parent = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if parent != jvm_pid:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().split(b"\0")
+            if b"pyspark.daemon" in command:
+                os.kill(int(entry), signal.SIGTERM)
+                ended.append(int(entry))
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours to read
+            continue
+    return ended

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from spark_purgatory import query  # noqa: E402
 from spark_purgatory.delta.accumulator import FAULT_POINTS, FaultHook, RecordAccumulator  # noqa: E402
-from spark_purgatory.job import main  # noqa: E402
+from spark_purgatory.job import console  # noqa: E402
 
 
 class InjectedFault(OSError):
@@ -53,4 +53,4 @@ if __name__ == "__main__":
     query.RecordAccumulator = functools.partial(  # type: ignore[misc]
         RecordAccumulator, fault_hook=kill_at(os.environ["PURGATORY_FAULT"])
     )
-    sys.exit(main())
+    sys.exit(console())
