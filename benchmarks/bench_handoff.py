@@ -12,7 +12,10 @@ the shard call does (``shard_input.split_input``) and returns nothing.  The layo
 
 * **text**: the routed rows as they are: an operation's keys as JSON text only when it has
   several (one key in ``key``), its members only when it has any (``routing.LIST_COLUMNS``);
-* **arrays**: the same rows with the two lists as Spark arrays, empty where absent, as
+* **wide**: the same rows with an event's source and value and a rejected row's reason and
+  raw text in columns of their own, as routing sent them before they shared an operation's
+  (``routing.SHARED_COLUMNS``: 18 columns against 14);
+* **arrays**: the wide rows with the two lists as Spark arrays, empty where absent, as
   routing sent them before (the function reads them as they come);
 * **before**: the arrays layout with each row's role and side as strings, as routing sent
   them before they became numbers (``routing.ROLES``, ``SIDES``): the layout of 5a71613;
@@ -43,13 +46,24 @@ from procfs import cpu_seconds
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import SOURCE_OPERATIONS
-from spark_purgatory.spark.routing import ROLES, SIDES, route_events, route_typed_operations
+from spark_purgatory.spark.routing import (
+    ROLE_BAD,
+    ROLE_CLAIM,
+    ROLE_EVENT,
+    ROLE_OPERATION,
+    ROLE_REPLICA,
+    ROLE_STUB,
+    ROLES,
+    SIDES,
+    route_events,
+    route_typed_operations,
+)
 from spark_purgatory.spark.shard_input import split_input, with_names
 from spark_purgatory.spark.sources import parse_events
 from spark_purgatory.spark.sql_text import sql_string
 from spark_purgatory.testing import spark_session
 
-LAYOUTS = ("text", "arrays", "before", "floor")
+LAYOUTS = ("text", "wide", "arrays", "before", "floor")
 _OPERATIONS = SIDES.index(SOURCE_OPERATIONS)  # a routed row's side, as routing sends it
 
 
@@ -59,10 +73,35 @@ def _arrays_split(pdf: pd.DataFrame) -> None:
         pdf[name].to_numpy(dtype=object)
 
 
+def _roles(*names: str) -> str:
+    return ", ".join(str(ROLES.index(name)) for name in names)
+
+
+_OPS = _roles(ROLE_OPERATION, ROLE_STUB, ROLE_CLAIM)
+_EVENTS, _BAD = _roles(ROLE_EVENT, ROLE_REPLICA), _roles(ROLE_BAD)
+#: the shared columns parted again (``routing.SHARED_COLUMNS``): an operation's fields alone in
+#: theirs, and each other field in a column of its own (``_OWN``)
+_PARTED = {
+    "condition": f"CASE WHEN role IN ({_OPS}) THEN condition END AS condition",
+    "target": f"CASE WHEN role IN ({_OPS}) THEN target END AS target",
+    "payload": f"CASE WHEN role IN ({_OPS}) THEN payload END AS payload",
+}
+_OWN = {
+    "source": f"CASE WHEN role IN ({_EVENTS}) THEN condition END AS source",
+    "value": f"CASE WHEN role IN ({_EVENTS}) THEN target END AS value",
+    "raw": f"CASE WHEN role IN ({_BAD}) THEN payload END AS raw",
+    "reason": f"CASE WHEN role IN ({_BAD}) THEN condition END AS reason",
+}
+
+
 def _consumer(layout: str):
     def consume(pdf: pd.DataFrame) -> pd.DataFrame:
         if layout == "text":
             split_input(with_names(pdf), registering=True)
+        elif layout == "wide":  # the split as before: the shared fields from their own columns
+            split_input(with_names(pdf), registering=True)
+            for name in _OWN:
+                pdf[name].to_numpy(dtype=object)
         elif layout == "arrays":
             _arrays_split(with_names(pdf))
         else:
@@ -80,7 +119,10 @@ def _layout(rows, layout: str):
         named = {"role": ROLES, "side": SIDES}
         names = {c: f"element_at(array({', '.join(map(sql_string, n))}), {c} + 1)" for c, n in named.items()}
         return arrays.selectExpr(*[f"{names[c]} AS {c}" if c in names else c for c in arrays.columns])
+    if layout == "wide":
+        return rows.selectExpr(*[_PARTED.get(c, c) for c in rows.columns], *_OWN.values())
     if layout == "arrays":
+        rows = _layout(rows, "wide")
         empty = "CAST(array() AS array<string>)"
         keys = (
             "CASE WHEN keys IS NOT NULL THEN from_json(keys, 'array<string>') "

@@ -88,6 +88,7 @@ __all__ = [
     "ROUTED_SCHEMA",
     "ROUTED_COLUMNS",
     "LIST_COLUMNS",
+    "SHARED_COLUMNS",
     "ROLES",
     "SIDES",
     "ROLE_OPERATION",
@@ -144,15 +145,28 @@ SIDES = (SOURCE_OPERATIONS, SOURCE_EVENTS, ROLE_WAKE)
 LIST_COLUMNS = ("keys", "members")
 
 
+#: the fields that travel in a column of another role's, as (routed column, its fields): no
+#: routed row has both fields of a pair, so an event's source and value, and a rejected row's
+#: reason and raw text, add no column of their own.  Every column costs Spark's Arrow writer
+#: and PySpark's conversion per row, null or not (docs/performance.md, "eighth round")
+SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "condition": ("reason", "condition", "source"),  # a rejected row's reason; an operation's; an event's
+    "target": ("target", "value"),  # an operation's target; an event's value
+    "payload": ("raw", "payload"),  # a rejected row's raw text; an operation's payload
+}
+
+
 def _routed_schema() -> T.StructType:
     """``shard``, ``role``, ``side`` (which input; these two as their places in ``ROLES`` and
     ``SIDES``), ``peer`` (an operation's registry shard, a
     claim's home: ``engine.registry``), ``part`` (a Kafka record's topic and partition as one
-    number, ``handoff.partitions``; null for files), the operation and event fields (event time as epoch
-    ms), and ``raw`` / ``reason`` for rows rejected at parse.  An event carries its key in
+    number, ``handoff.partitions``; null for files), the operation fields (event time as epoch
+    ms), with an event's and a rejected row's fields in the columns they share
+    (``SHARED_COLUMNS``).  An event carries its key in
     ``key``; an operation (or stub) with one key too, and its keys as a JSON array in
     ``keys`` only when it has several; its members as a JSON array in ``members`` only when
     it has any (``LIST_COLUMNS``, ``_as_routed``)."""
+    shared = {field for fields in SHARED_COLUMNS.values() for field in fields} - set(SHARED_COLUMNS)
     fields: dict[str, pa.DataType] = {
         "shard": pa.int32(),
         "role": pa.string(),
@@ -163,9 +177,8 @@ def _routed_schema() -> T.StructType:
     for field in (*OPERATION_INPUT, *EVENT_INPUT):
         if field.name == "ts":
             fields[ms_column("ts")] = pa.int64()
-        else:
+        elif field.name not in shared:
             fields.setdefault(field.name, field.type)
-    fields.update(raw=pa.string(), reason=pa.string())
     fields.update({name: pa.string() for name in LIST_COLUMNS}, role=pa.int8(), side=pa.int8())
     return from_arrow_schema(pa.schema(list(fields.items())))
 
@@ -245,30 +258,51 @@ def _as_routed(
 
     keys = given("keys")
 
+    def field_value(name: str) -> str:  # one input field's SQL, before sharing
+        if name == "raw" and name not in columns:
+            return "CASE WHEN reason IS NOT NULL THEN raw END" if "raw" in own else "NULL"
+        if name == "key" and side == SOURCE_OPERATIONS:
+            return f"CASE WHEN size({keys}) = 1 THEN get({keys}, 0) END"
+        if name in LIST_COLUMNS and given(name) != "NULL":
+            least = 2 if name == "keys" else 1
+            return f"CASE WHEN size({given(name)}) >= {least} THEN to_json({given(name)}) END"
+        return given(name)
+
     def routed(field: T.StructField) -> str:
         name, ddl = field.name, field.dataType.simpleString()
-        if name == "raw" and name not in columns:
-            value = "CASE WHEN reason IS NOT NULL THEN raw END"
-        elif name == "side":
+        if name == "side":
             value = str(SIDES.index(side))
         elif name == "role" and role_coded:
             value = given(name)
         elif name == "role":
             named = " ".join(f"WHEN {sql_string(role)} THEN {code}" for code, role in enumerate(ROLES))
             value = f"CASE {given(name)} {named} END"
-        elif name == "key" and side == SOURCE_OPERATIONS:
-            value = f"CASE WHEN size({keys}) = 1 THEN get({keys}, 0) END"
-        elif name in LIST_COLUMNS and given(name) != "NULL":
-            least = 2 if name == "keys" else 1
-            value = f"CASE WHEN size({given(name)}) >= {least} THEN to_json({given(name)}) END"
+        elif name in SHARED_COLUMNS:  # the first given of the fields that share it
+            value = _first_of([field_value(f) for f in SHARED_COLUMNS[name] if _carries(side, f)])
         else:
-            value = given(name)
+            value = field_value(name)
         value = f"CAST({value} AS {ddl})"
         if name == "shard":
             value = f"element_at(array({labels}), {value} + 1)"
         return f"{value} AS `{name}`"
 
     return rows.selectExpr(*[routed(f) for f in ROUTED_SCHEMA.fields])
+
+
+def _carries(side: str, field: str) -> bool:
+    """Does a routed row of ``side`` have ``field`` (every side may have a rejected row's)?"""
+    if field in ("reason", "raw"):
+        return True
+    own = OPERATION_INPUT if side == SOURCE_OPERATIONS else EVENT_INPUT if side == SOURCE_EVENTS else ()
+    return field in {f.name for f in own}
+
+
+def _first_of(values: list[str]) -> str:
+    """SQL for the first non-null of ``values`` (no ``coalesce`` over literal nulls)."""
+    given = [v for v in values if v != "NULL"]
+    if not given:
+        return "NULL"
+    return given[0] if len(given) == 1 else f"coalesce({', '.join(given)})"
 
 
 def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims: bool = True) -> DataFrame:

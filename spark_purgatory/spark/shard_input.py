@@ -5,7 +5,9 @@ rows rejected at parse, op_id claims and the operator's clock.
 Runs in the Python workers, once per shard call: each reader takes the columns it needs as
 numpy arrays, masked per role, and never copies the whole frame.  An operation's keys and
 members come as JSON text only where the row needs a list (``routing.LIST_COLUMNS``): one
-key travels in ``key``, no members as null.
+key travels in ``key``, no members as null.  An event's source and value, and a rejected
+row's reason and raw text, travel in columns an operation's fields use
+(``routing.SHARED_COLUMNS``).
 """
 
 from __future__ import annotations
@@ -119,8 +121,8 @@ def split_input(
             "key": col("key", is_event),
             "ts": ts[is_event].astype(np.int64),
             "op_id": col("op_id", is_event),
-            "source": col("source", is_event),
-            "value": col("value", is_event, float),
+            "source": col("condition", is_event),  # shared columns (``routing.SHARED_COLUMNS``)
+            "value": col("target", is_event, float),
             "replica": role[is_event] == ROLE_REPLICA,
         }
     )
@@ -131,8 +133,8 @@ def split_input(
     bad = pd.DataFrame(
         {
             "source": side,
-            "raw": col("raw", is_bad),
-            "reason": col("reason", is_bad),
+            "raw": col("payload", is_bad),
+            "reason": col("condition", is_bad),
             "op_id": readable(col("op_id", is_bad)),
             "key": readable(np.where(side == SOURCE_OPERATIONS, operation_key, key)),
         }
