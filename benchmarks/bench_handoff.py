@@ -58,7 +58,7 @@ from spark_purgatory.spark.routing import (
     route_events,
     route_typed_operations,
 )
-from spark_purgatory.spark.shard_input import split_input, with_names
+from spark_purgatory.spark.shard_input import split_input
 from spark_purgatory.spark.sources import parse_events
 from spark_purgatory.spark.sql_text import sql_string
 from spark_purgatory.testing import spark_session
@@ -97,13 +97,13 @@ _OWN = {
 def _consumer(layout: str):
     def consume(pdf: pd.DataFrame) -> pd.DataFrame:
         if layout == "text":
-            split_input(with_names(pdf), registering=True)
+            split_input(pdf, registering=True)
         elif layout == "wide":  # the split as before: the shared fields from their own columns
-            split_input(with_names(pdf), registering=True)
+            split_input(pdf, registering=True)
             for name in _OWN:
                 pdf[name].to_numpy(dtype=object)
         elif layout == "arrays":
-            _arrays_split(with_names(pdf))
+            _arrays_split(pdf)
         else:
             _arrays_split(pdf)
         return pdf.head(0)[["shard"]]

@@ -129,7 +129,7 @@ from .routing import (
     route_typed_operations,
     route_wake,
 )
-from .shard_input import claims_of, clock_of, routed_rows, split_input, with_names
+from .shard_input import claims_of, clock_of, roles_of, routed_rows, split_input
 from .sources import SourceFormat, parse_events, parse_operations, source_format_of
 
 __all__ = [
@@ -403,7 +403,7 @@ def _stateful_shard(
         batch = _micro_batch_key(now) if handoff.active else None
         claims = claims_of(pdf) if registering else None
         # the end of input (handoff.end_of_input): past every deadline, kept from now on by the engine
-        ending = bool((pdf["role"] == ROLE_END).any())
+        ending = bool((roles_of(pdf) == ROLES.index(ROLE_END)).any())
         engine_wm = _end_watermark(p, config) if ending else held
         # the operator's clock (handoff.reaper): the watermark after this batch's rows are admitted
         expire_to = None if ending else clock_of(pdf)
@@ -492,7 +492,7 @@ def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
         shard = numbers[int(key[0])]
         with collector_paused():  # as the stream's shard step
             p = Purgatory(config)
-            ops, events, bad = split_input(with_names(pdf))
+            ops, events, bad = split_input(pdf)
             result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)
             now = int(time.time() * 1000)
             figures = shard_figures(p, pdf, delays, batch_time_ms=now, group_rows=len(pdf))

@@ -48,7 +48,7 @@ from ..contract import (
 )
 from ..engine.purgatory import BatchResult, Purgatory
 from ..handoff.partitions import maxima_text
-from .routing import ROLE_BAD, ROLE_EVENT, ROLE_OPERATION, ROLE_REPLICA, ROLE_STUB
+from .routing import ROLE_BAD, ROLE_EVENT, ROLE_OPERATION, ROLE_REPLICA, ROLE_STUB, ROLES, SIDES
 
 __all__ = [
     "OUTPUT_SCHEMA",
@@ -88,6 +88,15 @@ _PERCENTILES = (50, 95, 99, 100)
 # -- in the Python workers: one shard's result as output rows ------------------------------------
 
 
+#: each input's own role and its copies' (stubs, replicas), as the routed rows carry roles:
+#: their places in ``routing.ROLES``
+_INPUT_ROLES = {
+    SOURCE_OPERATIONS: (ROLES.index(ROLE_OPERATION), ROLES.index(ROLE_STUB)),
+    SOURCE_EVENTS: (ROLES.index(ROLE_EVENT), ROLES.index(ROLE_REPLICA)),
+}
+_BAD = ROLES.index(ROLE_BAD)
+
+
 def _ms_names(table: TableContract) -> dict[str, str]:
     return {name: ms_column(name) for name in table.time_columns}
 
@@ -110,19 +119,16 @@ def shard_figures(
 
     ``routed`` is the call's input (``routing.ROUTED_COLUMNS``); ``group_rows``: the rows it
     handled, relayed ones included; ``relayed``: the rows it posted to the mailbox."""
-    role = routed["role"].to_numpy(dtype=object)
-    side = routed["side"].to_numpy(dtype=object)
+    role = routed["role"].to_numpy(np.int8)  # places in ``routing.ROLES`` and ``SIDES``
+    side = routed["side"].to_numpy(np.int8)
     ts = routed[ms_column("ts")].to_numpy()
     figures: dict[str, int | str | None] = dict(
         zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows, relayed), strict=True)
     )
     figures[ms_column("batch_time")] = int(batch_time_ms)
-    for source, own, copy in (
-        (SOURCE_OPERATIONS, ROLE_OPERATION, ROLE_STUB),
-        (SOURCE_EVENTS, ROLE_EVENT, ROLE_REPLICA),
-    ):
-        mine = side == source
-        figures[f"input_{source}"] = int(np.count_nonzero(mine & ((role == own) | (role == ROLE_BAD))))
+    for source, (own, copy) in _INPUT_ROLES.items():
+        mine = side == SIDES.index(source)
+        figures[f"input_{source}"] = int(np.count_nonzero(mine & ((role == own) | (role == _BAD))))
         timed = ts[mine & ((role == own) | (role == copy))]
         proposed = int(np.max(timed)) - delays_ms[source] if len(timed) else None
         figures[PROPOSED_WATERMARKS[source]] = proposed
@@ -136,12 +142,12 @@ def _partition_maxima(routed: pd.DataFrame, role: np.ndarray, side: np.ndarray, 
     if "part" not in routed:
         return None
     part = routed["part"].to_numpy(dtype=np.float64, na_value=np.nan)
-    timed = ~np.isnan(part) & (role != ROLE_BAD)
+    timed = ~np.isnan(part) & (role != _BAD)
     if not timed.any():
         return None
     by_input: dict[str, dict[int, int]] = {}
     for source in (SOURCE_OPERATIONS, SOURCE_EVENTS):
-        mine = timed & (side == source)
+        mine = timed & (side == SIDES.index(source))
         if mine.any():
             frame = pd.DataFrame({"part": part[mine].astype(np.int64), "ts": ts[mine].astype(np.int64)})
             largest = frame.groupby("part", sort=True)["ts"].max()

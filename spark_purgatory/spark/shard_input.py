@@ -38,19 +38,21 @@ from .routing import (
     SIDES,
 )
 
-__all__ = ["split_input", "claims_of", "routed_rows", "with_names", "clock_of", "keys_of", "members_of"]
+__all__ = ["split_input", "claims_of", "routed_rows", "roles_of", "clock_of", "keys_of", "members_of"]
 
 _TS_MS = ms_column("ts")
-_ROLE_NAMES = np.array(ROLES, dtype=object)
 _SIDE_NAMES = np.array(SIDES, dtype=object)
+#: the roles as the routed rows carry them: their places in ``routing.ROLES`` (one byte a row;
+#: compared as numbers, never made names)
+_OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK = (
+    ROLES.index(role)
+    for role in (ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD, ROLE_CLAIM, ROLE_CLOCK)
+)
 
 
-def with_names(pdf: pd.DataFrame) -> pd.DataFrame:
-    """The routed rows with their ``role`` and ``side`` as names: routing sends each as its
-    place in ``routing.ROLES`` / ``routing.SIDES``, one byte a row instead of a string."""
-    pdf["role"] = _ROLE_NAMES[pdf["role"].to_numpy(np.int64)]
-    pdf["side"] = _SIDE_NAMES[pdf["side"].to_numpy(np.int64)]
-    return pdf
+def roles_of(pdf: pd.DataFrame) -> np.ndarray:
+    """The routed rows' roles, as their places in ``routing.ROLES``."""
+    return pdf["role"].to_numpy(np.int8)
 
 
 def keys_of(key: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -91,8 +93,8 @@ def split_input(
 
     Each side takes only its own columns, masked as numpy arrays: selecting the rows of the
     whole routed frame (``pdf.loc``) copied all its columns three times over."""
-    role = pdf["role"].to_numpy(dtype=object)
-    is_op = (role == ROLE_OPERATION) | (role == ROLE_STUB)
+    role = roles_of(pdf)
+    is_op = (role == _OPERATION) | (role == _STUB)
     ts = pdf[_TS_MS].to_numpy()
 
     def col(name: str, rows: np.ndarray, dtype: Any = object) -> np.ndarray:
@@ -109,13 +111,13 @@ def split_input(
             "target": col("target", is_op, float),
             "members": members_of(col("members", is_op)),
             "payload": col("payload", is_op),
-            "stub": role[is_op] == ROLE_STUB,
+            "stub": role[is_op] == _STUB,
         }
     )
     if registering:
         peer = col("peer", is_op, float)  # null: none given (decided where it is)
         ops["registry"] = np.where(np.isnan(peer), NO_REGISTRY, peer).astype(np.int64)
-    is_event = (role == ROLE_EVENT) | (role == ROLE_REPLICA)
+    is_event = (role == _EVENT) | (role == _REPLICA)
     events = pd.DataFrame(
         {
             "key": col("key", is_event),
@@ -123,12 +125,12 @@ def split_input(
             "op_id": col("op_id", is_event),
             "source": col("condition", is_event),  # shared columns (``routing.SHARED_COLUMNS``)
             "value": col("target", is_event, float),
-            "replica": role[is_event] == ROLE_REPLICA,
+            "replica": role[is_event] == _REPLICA,
         }
     )
-    is_bad = role == ROLE_BAD
+    is_bad = role == _BAD
     key = col("key", is_bad)
-    side = col("side", is_bad)
+    side = _SIDE_NAMES[pdf["side"].to_numpy(np.int64)[is_bad]]
     operation_key = first_keys(keys_of(key, col("keys", is_bad)))  # an operation's; an event's is its key
     bad = pd.DataFrame(
         {
@@ -144,7 +146,7 @@ def split_input(
 
 def claims_of(pdf: pd.DataFrame) -> pd.DataFrame | None:
     """The claims among the routed rows (``tables.CLAIMS``), None when there are none."""
-    c = pdf.loc[pdf["role"].to_numpy(dtype=object) == ROLE_CLAIM]
+    c = pdf.loc[roles_of(pdf) == _CLAIM]
     if len(c) == 0:
         return None
     ts = c[_TS_MS].to_numpy(np.int64)
@@ -164,14 +166,15 @@ def routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
     columns; docs/performance-history.md, "The shard step").  A single chunk (the common
     case: a shard's rows fit one chunk of ``settings.arrow_records``) is taken as PySpark
     made it, the watermark's helper column included: every reader takes its columns by
-    name, and selecting the others copied them all.  Roles and sides as names (``with_names``)."""
+    name, and selecting the others copied them all.  Roles and sides stay the numbers routing
+    sent (``roles_of``)."""
     chunks = [f for f in pdfs if len(f)]
     if len(chunks) == 1:
-        return with_names(chunks[0])
-    return with_names(concat([f[ROUTED_COLUMNS] for f in chunks], ROUTED_COLUMNS))
+        return chunks[0]
+    return concat([f[ROUTED_COLUMNS] for f in chunks], ROUTED_COLUMNS)
 
 
 def clock_of(pdf: pd.DataFrame) -> int | None:
     """The operator's clock a clock row (``handoff.reaper``) brings, if any."""
-    clock = pdf[_TS_MS].to_numpy()[pdf["role"].to_numpy(dtype=object) == ROLE_CLOCK]
+    clock = pdf[_TS_MS].to_numpy()[roles_of(pdf) == _CLOCK]
     return int(np.max(clock)) if len(clock) else None
