@@ -131,6 +131,7 @@ from .routing import (
 )
 from .shard_input import claims_of, clock_of, roles_of, routed_rows, split_input
 from .sources import SourceFormat, parse_events, parse_operations, source_format_of
+from .sql_text import literal_column
 
 __all__ = [
     "OUTPUT_SCHEMA",
@@ -188,7 +189,9 @@ def routed_stream(
     # the inputs' (``handoff.reaper``: the clock then needs no listing margin).  A union's
     # columns are its first child's: the helper column says it holds a watermarked time
     lines = operations.sparkSession.readStream.format("text").load(wake_path)
-    wake = route_wake(lines, config).withColumn(_EVENT_TIME, F.lit(None).cast("timestamp"))
+    no_time = literal_column(lines.sparkSession, None, "timestamp")  # a typed null, as optimized
+    no_time = F.lit(None).cast("timestamp") if no_time is None else no_time
+    wake = route_wake(lines, config).withColumn(_EVENT_TIME, no_time)
     wake = wake.withMetadata(_EVENT_TIME, evs.schema[_EVENT_TIME].metadata)
     if not wake_first:
         return ops.unionByName(evs).unionByName(wake)
@@ -202,8 +205,11 @@ def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:
     # interval through a ZonedDateTime per row (docs/performance-history.md, "The watermark's
     # allowance on epoch ms")
     bad = ROLES.index(ROLE_BAD)  # the routed rows' roles are numbers (``routing.ROLES``)
+    # typed literals (a tinyint role, bigint times) and the allowance in each branch: the
+    # expression as Spark's optimizer leaves it, which it then does not rewrite every micro-batch
     event_time = F.expr(
-        f"timestamp_millis(CASE WHEN role = {bad} THEN 0 ELSE {_TS_MS} END + {LATE_ALLOWANCE_MS})"
+        f"timestamp_millis(CASE WHEN role = {bad}Y THEN {LATE_ALLOWANCE_MS}L "
+        f"ELSE {_TS_MS} + {LATE_ALLOWANCE_MS}L END)"
     )
     routed = routed.withColumn(_EVENT_TIME, event_time)
     return routed.withWatermark(_EVENT_TIME, f"{delay_ms + LATE_ALLOWANCE_MS} milliseconds")

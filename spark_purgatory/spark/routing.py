@@ -81,7 +81,7 @@ from ..handoff.reaper import CLOCK_LINE
 from ..handoff.wake import END_LINE
 from .checks import event_rows, operation_routes, operation_rows, wake_rows
 from .labels import shard_labels
-from .sql_text import sql_string, with_latest
+from .sql_text import literal_column, sql_string, with_latest
 from .typed_columns import events_arguments, operations_arguments
 
 __all__ = [
@@ -222,7 +222,7 @@ def _sql_shard_of(key: str, config: PurgatoryConfig) -> str:
     """The shard of the key expression ``key``: ``pmod(xxhash64(shard key), shards)``."""
     delimiter = config.shard_key_delimiter
     shard_key = f"substring_index({key}, {sql_string(delimiter)}, 1)" if delimiter else key
-    return f"CAST(pmod(xxhash64({shard_key}), {int(config.shards)}) AS INT)"
+    return f"CAST(pmod(xxhash64({shard_key}), {int(config.shards)}L) AS INT)"
 
 
 def _shard_or_bad(shard: str, config: PurgatoryConfig) -> str:
@@ -233,7 +233,7 @@ def _shard_or_bad(shard: str, config: PurgatoryConfig) -> str:
 
 def _sql_bad_shard(shards: int) -> str:
     """A row rejected at parse: the shard of its raw text, which only reports it."""
-    return f"CAST(pmod(xxhash64(raw), {int(shards)}) AS INT)"
+    return f"CAST(pmod(xxhash64(raw), {int(shards)}L) AS INT)"
 
 
 def _as_routed(
@@ -249,7 +249,7 @@ def _as_routed(
     it has any (``shard_input.split_input`` reads them back).
     """
     own = set(rows.columns)
-    labels = ", ".join(str(label) for label in shard_labels(config.shards + 1))
+    labels = [int(label) for label in shard_labels(config.shards + 1)]
 
     def given(name: str) -> str:
         if name in columns:
@@ -268,25 +268,50 @@ def _as_routed(
             return f"CASE WHEN size({given(name)}) >= {least} THEN to_json({given(name)}) END"
         return given(name)
 
-    def routed(field: T.StructField) -> str:
-        name, ddl = field.name, field.dataType.simpleString()
+    def value_of(name: str) -> str:  # the routed column's SQL, before its type is made sure of
         if name == "side":
-            value = str(SIDES.index(side))
-        elif name == "role" and role_coded:
-            value = given(name)
-        elif name == "role":
-            named = " ".join(f"WHEN {sql_string(role)} THEN {code}" for code, role in enumerate(ROLES))
-            value = f"CASE {given(name)} {named} END"
-        elif name in SHARED_COLUMNS:  # the first given of the fields that share it
-            value = _first_of([field_value(f) for f in SHARED_COLUMNS[name] if _carries(side, f)])
-        else:
-            value = field_value(name)
-        value = f"CAST({value} AS {ddl})"
-        if name == "shard":
-            value = f"element_at(array({labels}), {value} + 1)"
-        return f"{value} AS `{name}`"
+            return f"{SIDES.index(side)}Y"
+        if name == "role" and not role_coded:
+            named = " ".join(f"WHEN {sql_string(role)} THEN {code}Y" for code, role in enumerate(ROLES))
+            return f"CASE {given(name)} {named} END"
+        if name in SHARED_COLUMNS:  # the first given of the fields that share it
+            return _first_of([field_value(f) for f in SHARED_COLUMNS[name] if _carries(side, f)])
+        return field_value(name)
 
-    return rows.selectExpr(*[routed(f) for f in ROUTED_SCHEMA.fields])
+    values = {f.name: value_of(f.name) for f in ROUTED_SCHEMA.fields}
+    return _typed_projection(rows, values, labels)
+
+
+def _typed_projection(rows: DataFrame, values: dict[str, str], labels: list[int]) -> DataFrame:
+    """``rows`` projected to ``ROUTED_SCHEMA``: each column's SQL in ``values`` ("NULL": none),
+    ``shard``'s a number that leaves as its label in ``labels``.
+
+    Written as Spark's optimizer leaves it, since a stream's plan is optimized again in every
+    micro-batch and each rewrite costs another pass over the whole plan: a cast only where
+    the value's type is not the column's already (one analysis of the values tells), no
+    alias of a column to its own name, nulls and the labels as typed literals
+    (``sql_text.literal_column``; SQL on Spark Connect)."""
+    given = {name: sql for name, sql in values.items() if sql != "NULL"}
+    probe = rows.selectExpr(*[f"{sql} AS `{n}`" for n, sql in given.items()])
+    types = {f.name: f.dataType for f in probe.schema}
+    spark = rows.sparkSession
+    out = []
+    for field in ROUTED_SCHEMA.fields:
+        name, ddl = field.name, field.dataType.simpleString()
+        sql = values[name]
+        if sql == "NULL":
+            null = literal_column(spark, None, ddl)
+            out.append(null.alias(name) if null is not None else F.expr(f"CAST(NULL AS {ddl}) AS `{name}`"))
+            continue
+        typed = sql if types[name] == field.dataType else f"CAST({sql} AS {ddl})"
+        if name == "shard":
+            table = literal_column(spark, labels, "array<int>")
+            if table is not None:
+                out.append(F.element_at(table, F.expr(f"{typed} + 1")).alias(name))
+                continue
+            typed = f"element_at(array({', '.join(map(str, labels))}), {typed} + 1)"
+        out.append(F.expr(typed if typed == f"`{name}`" else f"{typed} AS `{name}`"))
+    return rows.select(*out)
 
 
 def _carries(side: str, field: str) -> bool:
@@ -333,7 +358,7 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
         ops = ops.withColumn("reason", F.expr(reason))
     home = f"CASE WHEN size(_shards) > 1 THEN {shards} ELSE get(_shards, 0) END"
     # an operation whose keys span shards is outside the registry (``engine.registry``)
-    of_op_id = f"CAST(pmod(xxhash64(op_id, 'registry'), {shards}) AS INT)"
+    of_op_id = f"CAST(pmod(xxhash64(op_id, 'registry'), {shards}L) AS INT)"
     registry = f"CASE WHEN size(_shards) > 1 THEN -1 ELSE {of_op_id} END" if registering else "-1"
     ops = ops.selectExpr("*", f"{home} AS _home", f"{registry} AS _registry")
     claim = "reason IS NULL AND _registry >= 0 AND _registry != _home"
@@ -419,7 +444,7 @@ def route_typed_operations(
     # result nor the record (a projection of its own, which Spark does not merge into the
     # call's: the call is named more than once and costs more than a column)
     fields = df.selectExpr(*kept, f"{call} AS _rows").selectExpr(
-        *[f"{sql} AS {name}" for name, sql in read.items()],
+        *[sql if sql in (name, f"`{name}`") else f"{sql} AS {name}" for name, sql in read.items()],
         f"_rows.{_TS_SQL} AS {_TS_SQL}",
         "_rows.reason AS reason",
         "_rows.condition AS condition",
@@ -516,10 +541,10 @@ def route_typed_events(
     df = with_latest(df, max_future_ms)
     kept, record, arguments = events_arguments(df)
     call = f"{function}({arguments}, {_shards_sql(config)})"
-    value = "value" if "value" in kept else "NULL"
+    value = "value" if "value" in kept else "NULL AS value"
     fields = df.selectExpr(*kept, f"{call} AS _rows").selectExpr(
         "key",
-        f"{value} AS value",
+        value,
         "_rows",
         f"CASE WHEN _rows.reason IS NOT NULL THEN to_json({record}) END AS raw",
     )

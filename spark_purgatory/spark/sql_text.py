@@ -8,7 +8,7 @@ and ``typed_columns`` (typed input) build their readings from these.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..contract import MAX_TS_MS, ms_column
 from ..engine.conditions import ANY, CONDITION_NAMES, CONDITIONS
@@ -33,6 +33,7 @@ __all__ = [
     "present",
     "condition_name",
     "parsed_columns",
+    "literal_column",
 ]
 
 _ANY = str(CONDITION_NAMES[ANY])
@@ -82,9 +83,9 @@ def latest_ts(max_future_ms: int, millis: str | None = None) -> str:
     outside generated code, and which keeps its whole projection out of it (``with_latest``).
     """
     if millis:
-        return f"({millis}(unix_millis(current_timestamp())) + {int(max_future_ms)})"
+        return f"({millis}(unix_millis(current_timestamp())) + {int(max_future_ms)}L)"
     now = "element_at(transform(array(unix_millis(current_timestamp())), _now -> _now), 1)"
-    return f"({now} + {int(max_future_ms)})"
+    return f"({now} + {int(max_future_ms)}L)"
 
 
 #: the column ``with_latest`` adds to an input (a name no contract column has)
@@ -169,3 +170,27 @@ def sql_string(value: str) -> str:
 def present(field: str) -> str:
     """An array of the one string ``field`` unless it is blank (else null)."""
     return f"CASE WHEN NOT {sql_blank(field)} THEN array({field}) END"
+
+
+def literal_column(spark: Any, value: list[int] | None, ddl: str) -> Any:
+    """``value`` (None, or a list of ints) as a literal ``Column`` of the Spark type ``ddl``;
+    None on Spark Connect (no JVM in this process: write the SQL instead).
+
+    SQL text has no typed null nor a literal array: ``CAST(NULL AS BIGINT)`` and ``array(0,
+    1)`` are expressions that Spark's optimizer folds into literals, and a stream's plan is
+    optimized again in every micro-batch, where each such rewrite costs another pass of the
+    optimizer's batch over the whole plan.  The literal itself is what the optimizer leaves.
+    """
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return None
+    from pyspark.sql.classic.column import Column
+
+    expressions = jvm.org.apache.spark.sql.catalyst.expressions
+    if value is not None:
+        items = spark.sparkContext._gateway.new_array(jvm.int, len(value))
+        for i, item in enumerate(value):
+            items[i] = int(item)
+        value = items
+    literal = expressions.Literal.create(value, jvm.org.apache.spark.sql.types.DataType.fromDDL(ddl))
+    return Column(jvm.org.apache.spark.sql.classic.ExpressionUtils.column(literal))

@@ -74,7 +74,7 @@ def operation_fields(df: DataFrame) -> DataFrame:
         "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
         "condition": condition_name(c["condition"]),
         "_no_target": f"{c['target']} IS NULL",
-        "target": f"CAST({c['target']} AS DOUBLE)",
+        "target": _double(c["target"], _type_of(df, "target")),
         "members": clean_list(c["members"]),
         "payload": c["payload"],
         "_bad_payload": "false",
@@ -115,7 +115,7 @@ def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> 
     names, latest = sql_string(condition_names(limits)), _latest(df)
     arguments = (
         f"op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
-        f"CAST({int(max_timeout_ms)} AS BIGINT), _condition, target, _members, {names}"
+        f"{int(max_timeout_ms)}L, _condition, target, _members, {names}"
     )
     return read, arguments
 
@@ -134,8 +134,8 @@ def operations_arguments(
     names = sql_string(condition_names(limits))
     arguments = (
         f"{c['op_id']}, {c['keys']}, {c['key']}, {_epoch_ms_read(c['ts'], _type_of(df, 'ts'))}, "
-        f"CAST({int(MAX_TS_MS)} AS BIGINT), {_latest(df)}, {fields['timeout_ms']}, "
-        f"{c['timeout_ms']} IS NULL, CAST({int(max_timeout_ms)} AS BIGINT), {c['condition']}, "
+        f"{int(MAX_TS_MS)}L, {_latest(df)}, {fields['timeout_ms']}, "
+        f"{c['timeout_ms']} IS NULL, {int(max_timeout_ms)}L, {c['condition']}, "
         f"{fields['target']}, {c['members']}, {names}"
     )
     return _present(df, OPERATION_INPUT), _record(df, OPERATION_INPUT), arguments, fields
@@ -147,7 +147,7 @@ def _operation_fields(df: DataFrame, c: dict[str, str]) -> dict[str, str]:
     return {
         "op_id": c["op_id"],
         "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
-        "target": f"CAST({c['target']} AS DOUBLE)",
+        "target": _double(c["target"], _type_of(df, "target")),
         "payload": c["payload"],
     }
 
@@ -162,7 +162,7 @@ def events_checked(df: DataFrame, function: str) -> DataFrame:
         f"{_record(df, EVENT_INPUT)} AS _record",
         f"{c['key']} AS key",
         *_event_time(df, c),
-        f"CAST({c['value']} AS DOUBLE) AS value",
+        f"{_double(c['value'], _type_of(df, 'value'))} AS value",
         f"{c['op_id']} AS _op_id",
         f"{c['source']} AS _source",
     )
@@ -180,8 +180,8 @@ def events_arguments(df: DataFrame) -> tuple[list[str], str, str]:
     c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
     ts_read = _epoch_ms_read(c["ts"], _type_of(df, "ts"))
     arguments = (
-        f"{c['key']}, {ts_read}, CAST({int(MAX_TS_MS)} AS BIGINT), {_latest(df)}, "
-        f"CAST({c['value']} AS DOUBLE), {c['op_id']}, {c['source']}"
+        f"{c['key']}, {ts_read}, {int(MAX_TS_MS)}L, {_latest(df)}, "
+        f"{_double(c['value'], _type_of(df, 'value'))}, {c['op_id']}, {c['source']}"
     )
     return _present(df, EVENT_INPUT), _record(df, EVENT_INPUT), arguments
 
@@ -233,7 +233,7 @@ def event_fields(df: DataFrame) -> DataFrame:
         "source": f"CASE WHEN NOT {sql_blank(c['source'])} THEN {c['source']} END",
         "_bad_source": "false",
         "_no_value": f"{c['value']} IS NULL",
-        "value": f"CAST({c['value']} AS DOUBLE)",
+        "value": _double(c["value"], _type_of(df, "value")),
     }
     latest = latest_passed(df, fields[ms_column("ts")])
     return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()], *latest)
@@ -278,12 +278,22 @@ def _epoch_ms_read(ts: str, spark_type: T.DataType | None) -> str:
         return f"unix_millis({ts})"
     if isinstance(spark_type, T.TimestampNTZType):  # the input's own `ts` (no Python timestampdiff)
         return f"timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {ts})"
-    return f"CAST({ts} AS BIGINT)"
+    return ts if isinstance(spark_type, T.LongType) else f"CAST({ts} AS BIGINT)"
+
+
+def _double(number: str, spark_type: T.DataType | None) -> str:
+    """A number as a double: a double column as it is (a cast of a double to itself is a
+    rewrite Spark's optimizer makes again in every micro-batch)."""
+    if spark_type is None or isinstance(spark_type, T.DoubleType):  # absent: a typed null already
+        return number
+    return f"CAST({number} AS DOUBLE)"
 
 
 def _typed_whole(number: str, spark_type: T.DataType | None) -> str:
     """A whole number within bigint: integers as they are, a fraction's whole values (pandas'
     allowance, ``engine.validation``); null otherwise (``bad_timeout_ms``)."""
+    if spark_type is None or isinstance(spark_type, T.LongType):  # absent: a typed null already
+        return number
     if isinstance(spark_type, T.IntegralType):
         return f"CAST({number} AS BIGINT)"
     d = f"CAST({number} AS DOUBLE)"

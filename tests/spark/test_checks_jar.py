@@ -334,6 +334,28 @@ def test_a_jar_built_before_a_static_call_reads_that_input_as_sql(spark, monkeyp
     assert None not in [call(spark) for call in (*calls, checks.batch_millis)]
 
 
+def test_a_static_calls_arguments_are_given_as_the_optimizer_leaves_them(spark):
+    """``StaticCalls.flagged``: a constant argument reaches the call as two literals (is it
+    null, its value), a never-null one as ``false`` and itself, and only a nullable one is
+    flagged row by row: the plan Spark optimizes again in every micro-batch has nothing there
+    for the optimizer to fold.  And the call gives the rows it gave before."""
+    name = checks.wake_rows(spark)
+    assert name
+    frame = spark.createDataFrame([("end",), ("relay 7",), (None,)], "line string").selectExpr(
+        f"{name}(line, 'end', 'clock', 2, true) AS a",
+        f"{name}(coalesce(line, ''), 'end', 'clock', 2, false) AS b",
+    )
+    analysed = re.sub(r"#\d+", "", frame._jdf.queryExecution().analyzed().toString())
+    assert "rows(isnull(line), line, false, end, false, clock, false, 2, false, true)" in analysed
+    assert "rows(false, coalesce(line, ), false, end, false, clock, false, 2, false, false)" in analysed
+    rows = [(len(r.a), len(r.b)) for r in frame.collect()]
+    assert rows == [
+        (3, 3),
+        (3, 1),
+        (3, 1),
+    ]  # the end mark: every group; a wake: every group with the registry
+
+
 def test_the_batch_time_is_read_by_generated_code_that_is_the_same_in_every_micro_batch(spark, tmp_path):
     """``BatchMillis``: the latest event time a micro-batch accepts (its time plus
     ``max_future_ms``, ``sql_text.with_latest``) is the lambda's value, and the projection that

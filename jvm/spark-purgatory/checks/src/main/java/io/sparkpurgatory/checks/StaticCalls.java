@@ -6,6 +6,7 @@ import java.util.Map;
 
 import org.apache.spark.sql.catalyst.analysis.FunctionRegistry;
 import org.apache.spark.sql.catalyst.encoders.EncoderUtils;
+import org.apache.spark.sql.catalyst.expressions.Cast;
 import org.apache.spark.sql.catalyst.expressions.Coalesce;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.IsNull;
@@ -13,6 +14,7 @@ import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.objects.StaticInvoke;
 import org.apache.spark.sql.types.AbstractDataType;
 import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
 
 import scala.Function1;
 import scala.Option;
@@ -75,20 +77,45 @@ public final class StaticCalls {
     registry.createOrReplaceTempFunction(name, builder, "java_udf");
   }
 
-  /** The arguments as the method takes them: each as (is null, value; zero for a null number). */
+  /**
+   * The arguments as the method takes them: each as (is null, value; zero for a null number).
+   *
+   * <p>Written as Spark's optimizer leaves them: a constant argument (literals and casts of
+   * them) as two literals, a never-null one as {@code false} and itself.  A stream's plan is
+   * optimized again in every micro-batch, and each rewrite the optimizer makes there (an
+   * {@code isnull} of a literal folded, a {@code coalesce} of a never-null value dropped)
+   * costs it another pass over the whole plan.
+   */
   static Seq<Expression> flagged(Seq<Expression> arguments) {
     List<Expression> out = new ArrayList<>();
     for (Expression argument : CollectionConverters.asJava(arguments)) {
-      out.add(new IsNull(argument));
       Object zero = ZEROS.get(EncoderUtils.dataTypeJavaClass(argument.dataType()));
-      if (zero == null) {
+      if (constant(argument)) {
+        Object value = argument.eval(null);
+        out.add(new Literal(value == null, DataTypes.BooleanType));
+        out.add(new Literal(value == null ? zero : value, argument.dataType()));
+      } else if (!argument.nullable()) {
+        out.add(new Literal(false, DataTypes.BooleanType));
         out.add(argument);
       } else {
-        List<Expression> valueOrZero = List.of(argument, new Literal(zero, argument.dataType()));
-        out.add(new Coalesce(seq(valueOrZero)));
+        out.add(new IsNull(argument));
+        if (zero == null) {
+          out.add(argument);
+        } else {
+          List<Expression> valueOrZero = List.of(argument, new Literal(zero, argument.dataType()));
+          out.add(new Coalesce(seq(valueOrZero)));
+        }
       }
     }
     return seq(out);
+  }
+
+  /** A literal, or casts of one: a value known now (never a time or anything read per row). */
+  static boolean constant(Expression expression) {
+    if (expression instanceof Literal) {
+      return true;
+    }
+    return expression instanceof Cast && constant(((Cast) expression).child());
   }
 
   private static <T> Seq<T> seq(List<T> items) {

@@ -1,0 +1,107 @@
+"""Which of Catalyst's optimizer rules rewrite ``start()``'s plan, and what they change.
+
+Spark optimizes a streaming query's whole plan again in every micro-batch; a batch of rules
+runs until no rule changes the plan, so every rule that rewrites it costs a further pass of
+its batch over the whole plan, every micro-batch (docs/performance.md, "eighth round").  A
+plan built as the optimizer leaves it is optimized in one pass per batch.
+
+This builds the plan ``bench_optimizer.py`` builds (typed Parquet inputs, the staged shards,
+the observed metrics, the wake input), applies the session's optimizer batch by batch and
+rule by rule as Spark's ``RuleExecutor`` does (a batch to its fixed point), and prints each
+batch that took more than one pass, each rule that changed the plan, and the lines of the
+plan it changed (expression ids dropped).
+
+    .venv/bin/python benchmarks/plan_rewrites.py [--lines 4] [--width 240]
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _changed_lines(before: str, after: str) -> list[str]:
+    """The plan's lines a rule removed (-) and added (+), expression ids dropped."""
+    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+    changed = [line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    return [re.sub(r"#\d+L?", "", line) for line in changed]
+
+
+def rewrites(spark, plan, shown: int, width: int) -> int:
+    """Apply the session's optimizer to ``plan`` rule by rule; print the rewrites; their count."""
+    optimizer = spark._jsparkSession.sessionState().optimizer()
+    excluded = set(spark.conf.get("spark.sql.optimizer.excludedRules", "").split(","))
+    batches, count = optimizer.batches(), 0
+    for b in range(batches.size()):
+        batch = batches.apply(b)
+        rules = batch.rules()
+        for passes in range(1, batch.strategy().maxIterations() + 1):
+            changed = False
+            for r in range(rules.size()):
+                rule = rules.apply(r)
+                if rule.ruleName() in excluded:
+                    continue
+                rewritten = rule.apply(plan)
+                if rewritten.fastEquals(plan):
+                    continue
+                lines = _changed_lines(plan.toString(), rewritten.toString())
+                name = rule.ruleName().rsplit(".", 1)[-1]
+                print(f"  {batch.name()}, pass {passes}: {name} ({len(lines)} lines)")
+                for line in lines[:shown]:
+                    print(f"      {line.strip()[:width]}")
+                plan, changed, count = rewritten, True, count + 1
+            if not changed:
+                break
+        if passes > 1:
+            print(f"= {batch.name()}: {passes} passes")
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=4, help="changed lines shown per rewrite")
+    parser.add_argument("--width", type=int, default=240, help="characters shown per line")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(HERE))
+    from contenders import typed_inputs, write_workload
+
+    from spark_purgatory import PurgatoryConfig
+    from spark_purgatory.delta.staging import ShardStaging
+    from spark_purgatory.runtime.session import local_session
+    from spark_purgatory.runtime.settings import optimizer_rules
+    from spark_purgatory.spark.metrics import observe_purgatory
+    from spark_purgatory.spark.operator import staged_stream
+    from spark_purgatory.storage import Storage
+
+    root = tempfile.mkdtemp(prefix="plan-rewrites-")
+    files = write_workload(f"{root}/w", 600, 2, "parquet")
+    wake = f"{root}/wake"
+    os.makedirs(wake)
+    spark = local_session("plan-rewrites", master="local[2]", shuffle_partitions=3)
+    spark.sparkContext.setLogLevel("ERROR")
+    config = PurgatoryConfig(shards=2, watermark_delay="5 seconds", state_path=f"{root}/state")
+    staging = ShardStaging(f"{root}/staging", Storage())
+    ops, evs = typed_inputs(spark, files, 1)
+    staged = staged_stream(ops, evs, config, staging, source_format="parquet", wake_path=wake)
+    plan = observe_purgatory(staged)
+    try:
+        with optimizer_rules(spark):
+            print("start()'s plan, the session's optimizer rule by rule (start()'s rule exclusions applied):")
+            count = rewrites(spark, plan._jdf.queryExecution().analyzed(), args.lines, args.width)
+        print(f"{count} rewrites")
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
