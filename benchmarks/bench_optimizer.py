@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 HERE = Path(__file__).resolve().parent
 
@@ -77,46 +78,73 @@ def _nodes(spark, frame) -> int:
     return optimized.toJSON().count('"class":')
 
 
+class StartPlan(NamedTuple):
+    """``start()``'s plan and what it is built of (``start_plan``)."""
+
+    spark: Any
+    config: Any
+    staging: Any
+    files: Any
+    ops: Any
+    evs: Any
+    wake: str
+    plan: Any
+
+
+def start_plan(root: str, name: str) -> StartPlan:
+    """A local[2] C1-only session (``name``) and ``start()``'s plan in it, over typed Parquet
+    inputs under ``root``: the staged shards, the observed metrics, the wake input
+    (``plan_rewrites.py`` reads the same plan)."""
+    sys.path.insert(0, str(HERE))
+    from contenders import typed_inputs, write_workload
+
+    from spark_purgatory import PurgatoryConfig
+    from spark_purgatory.delta.staging import ShardStaging
+    from spark_purgatory.runtime.session import local_session
+    from spark_purgatory.spark.metrics import observe_purgatory
+    from spark_purgatory.spark.operator import staged_stream
+    from spark_purgatory.storage import Storage
+
+    files = write_workload(f"{root}/w", 600, 2, "parquet")
+    wake = f"{root}/wake"
+    os.makedirs(wake)
+    spark = local_session(name, master="local[2]", shuffle_partitions=3)
+    spark.sparkContext.setLogLevel("ERROR")
+    config = PurgatoryConfig(shards=2, watermark_delay="5 seconds", state_path=f"{root}/state")
+    staging = ShardStaging(f"{root}/staging", Storage())
+    ops, evs = typed_inputs(spark, files, 1)
+    staged = staged_stream(ops, evs, config, staging, source_format="parquet", wake_path=wake)
+    return StartPlan(spark, config, staging, files, ops, evs, wake, observe_purgatory(staged))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30, help="optimizations per plan (median)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(HERE))
-    from contenders import Files, stateful_floor, typed_inputs, write_workload
+    from contenders import stateful_floor
 
-    from spark_purgatory import PurgatoryConfig
-    from spark_purgatory.delta.staging import ShardStaging
-    from spark_purgatory.runtime.session import local_session
     from spark_purgatory.runtime.settings import optimizer_rules
     from spark_purgatory.spark import routing
-    from spark_purgatory.spark.metrics import observe_purgatory
     from spark_purgatory.spark.operator import staged_stream
     from spark_purgatory.spark.routing import route_events, route_operations
     from spark_purgatory.spark.sources import parse_events, parse_operations
-    from spark_purgatory.storage import Storage
 
     root = tempfile.mkdtemp(prefix="bench-optimizer-")
-    files: Files = write_workload(f"{root}/w", 600, 2, "parquet")
-    wake = f"{root}/wake"
-    os.makedirs(wake)
-    spark = local_session("bench-optimizer", master="local[2]", shuffle_partitions=3)
-    spark.sparkContext.setLogLevel("ERROR")
-    config = PurgatoryConfig(shards=2, watermark_delay="5 seconds", state_path=f"{root}/state")
-    staging = ShardStaging(f"{root}/staging", Storage())
-    ops, evs = typed_inputs(spark, files, 1)
+    spark, config, staging, files, ops, evs, wake, start = start_plan(root, "bench-optimizer")
     parsed_ops = parse_operations(
         ops, "parquet", max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
     )
     parsed_events = parse_events(evs, "parquet", max_future_ms=config.max_future_ms)
-    staged = staged_stream(ops, evs, config, staging, source_format="parquet", wake_path=wake)
     # an older checkout (``PYTHONPATH``) has no one-call reading
     one_call = getattr(routing, "route_typed_operations", lambda *args, **kwargs: None)
     events_call = getattr(routing, "route_typed_events", lambda *args, **kwargs: None)
     lines = spark.readStream.format("text").load(wake)
-    start = observe_purgatory(staged)
     parts = {
         "start()'s plan (observed, staged, wake input)": start,
-        "  without the observed metrics": staged,
+        "  without the observed metrics": staged_stream(
+            ops, evs, config, staging, source_format="parquet", wake_path=wake
+        ),
         "  without the wake input": staged_stream(ops, evs, config, staging, source_format="parquet"),
         "operations parsed": parsed_ops,
         "operations parsed and routed": route_operations(parsed_ops, config),

@@ -5,8 +5,8 @@ runs until no rule changes the plan, so every rule that rewrites it costs a furt
 its batch over the whole plan, every micro-batch (docs/performance.md, "eighth round").  A
 plan built as the optimizer leaves it is optimized in one pass per batch.
 
-This builds the plan ``bench_optimizer.py`` builds (typed Parquet inputs, the staged shards,
-the observed metrics, the wake input), applies the session's optimizer batch by batch and
+This builds the plan ``bench_optimizer.py`` builds (``start_plan``: typed Parquet inputs, the
+staged shards, the observed metrics, the wake input), applies the session's optimizer batch by batch and
 rule by rule as Spark's ``RuleExecutor`` does (a batch to its fixed point), and prints each
 batch that took more than one pass, each rule that changed the plan, and the lines of the
 plan it changed (expression ids dropped).
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import re
 import shutil
 import sys
@@ -71,27 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=240, help="characters shown per line")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(HERE))
-    from contenders import typed_inputs, write_workload
+    from bench_optimizer import start_plan
 
-    from spark_purgatory import PurgatoryConfig
-    from spark_purgatory.delta.staging import ShardStaging
-    from spark_purgatory.runtime.session import local_session
     from spark_purgatory.runtime.settings import optimizer_rules
-    from spark_purgatory.spark.metrics import observe_purgatory
-    from spark_purgatory.spark.operator import staged_stream
-    from spark_purgatory.storage import Storage
 
     root = tempfile.mkdtemp(prefix="plan-rewrites-")
-    files = write_workload(f"{root}/w", 600, 2, "parquet")
-    wake = f"{root}/wake"
-    os.makedirs(wake)
-    spark = local_session("plan-rewrites", master="local[2]", shuffle_partitions=3)
-    spark.sparkContext.setLogLevel("ERROR")
-    config = PurgatoryConfig(shards=2, watermark_delay="5 seconds", state_path=f"{root}/state")
-    staging = ShardStaging(f"{root}/staging", Storage())
-    ops, evs = typed_inputs(spark, files, 1)
-    staged = staged_stream(ops, evs, config, staging, source_format="parquet", wake_path=wake)
-    plan = observe_purgatory(staged)
+    built = start_plan(root, "plan-rewrites")
+    spark, plan = built.spark, built.plan
     try:
         with optimizer_rules(spark):
             print("start()'s plan, the session's optimizer rule by rule (start()'s rule exclusions applied):")

@@ -10,6 +10,8 @@ Modules, in the order a row meets them:
   bad row gets a reason from ``contract.REASONS``.
 * ``routing``: each parsed row to the shard that owns its keys, with the stubs and replicas
   of cross-shard operations (the design is explained there).
+* ``routed_rows``: the routed row's one schema, its roles, the columns roles share, and the
+  projection every route ends in.
 * ``labels``: the group key per shard, chosen so that Spark's hash partitioner gives every
   shard its own partition.
 * ``operator``: ``purgatory_stream`` / ``purgatory_batch``: a watermark per input, and the shard step

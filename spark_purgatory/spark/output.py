@@ -48,7 +48,7 @@ from ..contract import (
 )
 from ..engine.purgatory import BatchResult, Purgatory
 from ..handoff.partitions import maxima_text
-from .routing import ROLE_BAD, ROLE_EVENT, ROLE_OPERATION, ROLE_REPLICA, ROLE_STUB, ROLES, SIDES
+from .routed_rows import ROLE_BAD, ROLE_EVENT, ROLE_OPERATION, ROLE_REPLICA, ROLE_STUB, ROLES, SIDES
 
 __all__ = [
     "OUTPUT_SCHEMA",
@@ -89,7 +89,7 @@ _PERCENTILES = (50, 95, 99, 100)
 
 
 #: each input's own role and its copies' (stubs, replicas), as the routed rows carry roles:
-#: their places in ``routing.ROLES``
+#: their places in ``routed_rows.ROLES``
 _INPUT_ROLES = {
     SOURCE_OPERATIONS: (ROLES.index(ROLE_OPERATION), ROLES.index(ROLE_STUB)),
     SOURCE_EVENTS: (ROLES.index(ROLE_EVENT), ROLES.index(ROLE_REPLICA)),
@@ -117,9 +117,9 @@ def shard_figures(
     propose (largest event time minus that input's delay: ``contract.PROPOSED_WATERMARKS``)
     and, for Kafka rows, each partition's largest event time (``contract.PARTITION_MAXIMA``).
 
-    ``routed`` is the call's input (``routing.ROUTED_COLUMNS``); ``group_rows``: the rows it
+    ``routed`` is the call's input (``routed_rows.ROUTED_COLUMNS``); ``group_rows``: the rows it
     handled, relayed ones included; ``relayed``: the rows it posted to the mailbox."""
-    role = routed["role"].to_numpy(np.int8)  # places in ``routing.ROLES`` and ``SIDES``
+    role = routed["role"].to_numpy(np.int8)  # places in ``routed_rows.ROLES`` and ``SIDES``
     side = routed["side"].to_numpy(np.int8)
     ts = routed[ms_column("ts")].to_numpy()
     figures: dict[str, int | str | None] = dict(
