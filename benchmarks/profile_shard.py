@@ -36,7 +36,7 @@ from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.delta.staging import ShardStaging
 from spark_purgatory.spark.operator import STAGED_SCHEMA
 from spark_purgatory.spark.output import OUTPUT_SCHEMA
-from spark_purgatory.spark.routing import ROLE_EVENT, ROLE_OPERATION, ROLES, ROUTED_SCHEMA, SIDES
+from spark_purgatory.spark.routed_rows import ROLE_EVENT, ROLE_OPERATION, ROLES, ROUTED_SCHEMA, SIDES
 from spark_purgatory.state import WORKER_CACHE
 from spark_purgatory.storage import Storage
 from spark_purgatory.workload import generate_confirmations
@@ -90,10 +90,10 @@ def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Tab
     ops, evs = work.operations, work.events
     ops_rows = pd.DataFrame(
         {
-            "role": ROLES.index(ROLE_OPERATION),  # roles and sides travel as numbers (routing.ROLES)
+            "role": ROLES.index(ROLE_OPERATION),  # roles and sides travel as numbers (routed_rows.ROLES)
             "side": SIDES.index("operations"),
             "op_id": ops["op_id"],
-            # the lists as routing sends them (routing.LIST_COLUMNS): one key in key, several as JSON
+            # the lists as routing sends them (routed_rows.LIST_COLUMNS): one key in key, several as JSON
             "key": [k[0] if len(k) == 1 else None for k in ops["keys"]],
             "keys": [json.dumps(list(k)) if len(k) > 1 else None for k in ops["keys"]],
             "ts_ms": ops["ts"],

@@ -116,10 +116,8 @@ from ..storage import Storage, join
 from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
 from .labels import shard_numbers
 from .output import OUTPUT_SCHEMA, output_rows, output_table, shard_figures, with_timestamps
+from .routed_rows import ROLE_BAD, ROLE_END, ROLES
 from .routing import (
-    ROLE_BAD,
-    ROLE_END,
-    ROLES,
     hands_off,
     registers,
     route,

@@ -70,7 +70,7 @@ def test_the_shard_step_runs_without_collector_walks_and_gives_the_collector_bac
     from spark_purgatory import PurgatoryConfig
     from spark_purgatory.engine.purgatory import Purgatory
     from spark_purgatory.spark import operator
-    from spark_purgatory.spark.routing import ROUTED_COLUMNS
+    from spark_purgatory.spark.routed_rows import ROUTED_COLUMNS
 
     class State:  # what the shard step asks of Spark's GroupState
         exists = False
