@@ -188,7 +188,6 @@ def routed_stream(
     # columns are its first child's: the helper column says it holds a watermarked time
     lines = operations.sparkSession.readStream.format("text").load(wake_path)
     no_time = literal_column(lines.sparkSession, None, "timestamp")  # a typed null, as optimized
-    no_time = F.lit(None).cast("timestamp") if no_time is None else no_time
     wake = route_wake(lines, config).withColumn(_EVENT_TIME, no_time)
     wake = wake.withMetadata(_EVENT_TIME, evs.schema[_EVENT_TIME].metadata)
     if not wake_first:

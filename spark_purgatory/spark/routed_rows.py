@@ -130,7 +130,7 @@ def typed_projection(rows: DataFrame, values: dict[str, str], labels: list[int])
     micro-batch and each rewrite costs another pass over the whole plan: a cast only where
     the value's type is not the column's already (one analysis of the values tells), no
     alias of a column to its own name, nulls and the labels as typed literals
-    (``sql_text.literal_column``; SQL on Spark Connect)."""
+    (``sql_text.literal_column``)."""
     given = {name: sql for name, sql in values.items() if sql != "NULL"}
     probe = rows.selectExpr(*[f"{sql} AS `{n}`" for n, sql in given.items()])
     types = {f.name: f.dataType for f in probe.schema}
@@ -140,16 +140,13 @@ def typed_projection(rows: DataFrame, values: dict[str, str], labels: list[int])
         name, ddl = field.name, field.dataType.simpleString()
         sql = values[name]
         if sql == "NULL":
-            null = literal_column(spark, None, ddl)
-            out.append(null.alias(name) if null is not None else F.expr(f"CAST(NULL AS {ddl}) AS `{name}`"))
+            out.append(literal_column(spark, None, ddl).alias(name))
             continue
         typed = sql if types[name] == field.dataType else f"CAST({sql} AS {ddl})"
         if name == "shard":
             table = literal_column(spark, labels, "array<int>")
-            if table is not None:
-                out.append(F.element_at(table, F.expr(f"{typed} + 1")).alias(name))
-                continue
-            typed = f"element_at(array({', '.join(map(str, labels))}), {typed} + 1)"
+            out.append(F.element_at(table, F.expr(f"{typed} + 1")).alias(name))
+            continue
         out.append(F.expr(typed if typed == f"`{name}`" else f"{typed} AS `{name}`"))
     return rows.select(*out)
 

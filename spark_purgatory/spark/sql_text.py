@@ -173,17 +173,20 @@ def present(field: str) -> str:
 
 
 def literal_column(spark: Any, value: list[int] | None, ddl: str) -> Any:
-    """``value`` (None, or a list of ints) as a literal ``Column`` of the Spark type ``ddl``;
-    None on Spark Connect (no JVM in this process: write the SQL instead).
+    """``value`` (None, or a list of ints) as a literal ``Column`` of the Spark type ``ddl``.
 
     SQL text has no typed null nor a literal array: ``CAST(NULL AS BIGINT)`` and ``array(0,
     1)`` are expressions that Spark's optimizer folds into literals, and a stream's plan is
     optimized again in every micro-batch, where each such rewrite costs another pass of the
     optimizer's batch over the whole plan.  The literal itself is what the optimizer leaves.
+    On Spark Connect (no JVM in this process) the column is that SQL, the same value.
     """
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
-        return None
+        from pyspark.sql import functions as F
+
+        sql = "NULL" if value is None else f"array({', '.join(str(int(item)) for item in value)})"
+        return F.expr(f"CAST({sql} AS {ddl})")
     from pyspark.sql.classic.column import Column
 
     expressions = jvm.org.apache.spark.sql.catalyst.expressions
