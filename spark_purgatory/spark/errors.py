@@ -11,7 +11,8 @@ Where the cause is, in order:
 
 * a Python traceback's exception line (a Python worker's ``PythonException``, or the sink's
   own error in the foreachBatch proxy), unless it is only py4j reporting a JVM error;
-* else the first JVM ``Caused by:`` line with an error class that is not a wrapper;
+* else the first JVM exception line (py4j's ``: <exception>`` of the error a Java call threw,
+  or a ``Caused by:``) with an error class that is not a wrapper;
 * else the deepest ``Caused by:``, else the first line.
 """
 
@@ -23,7 +24,9 @@ __all__ = ["MicroBatchError", "first_cause"]
 
 _WRAPPERS = ("STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR", "TASK_WRITE_FAILED")
 _ERROR_CLASS = re.compile(r"\[([A-Z_]+(?:\.[A-Z_]+)*)\]")
-_JAVA_PREFIX = re.compile(r"^(Caused by: )?([a-z]+\.)+[A-Za-z]*(Exception|Error)[A-Za-z]*: ")
+_JAVA_PREFIX = re.compile(r"^(Caused by: |: )?([a-z]+\.)+[A-Za-z]*(Exception|Error)[A-Za-z]*: ")
+#: a JVM exception's line: py4j's ``: <exception>: ...`` (what a Java call threw), or a cause
+_JAVA_LINE = re.compile(r"^(Caused by: |: )([a-z]+\.)+[A-Za-z]*(Exception|Error)[A-Za-z]*: ")
 _PY4J = "py4j.protocol.Py4JJavaError"
 
 
@@ -49,11 +52,12 @@ def first_cause(error: BaseException | str) -> str:
     for cause in _python_causes(text):
         if not cause.startswith(_PY4J):
             return cause
-    caused = [line.strip() for line in text.splitlines() if line.startswith("Caused by: ")]
-    for line in caused:
+    thrown = [line.strip() for line in text.splitlines() if _JAVA_LINE.match(line)]
+    for line in thrown:
         classes = _ERROR_CLASS.findall(line)
         if classes and not all(c.split(".")[0] in _WRAPPERS for c in classes):
             return _JAVA_PREFIX.sub("", line)
+    caused = [line.strip() for line in text.splitlines() if line.startswith("Caused by: ")]
     if caused:
         return _JAVA_PREFIX.sub("", caused[-1])
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__

@@ -292,6 +292,25 @@ def test_the_first_cause_of_a_python_worker_error_is_its_exception_line():
     assert "spark.pyspark.python or PYSPARK_PYTHON" in first
 
 
+def test_the_first_cause_of_a_java_calls_error_is_the_error_it_threw():
+    """A Java call from the sink (py4j) that throws: py4j writes the thrown error on a line
+    of its own after ``: ``, not as a ``Caused by:``."""
+    from spark_purgatory.spark.errors import first_cause
+
+    spark_error = (
+        "[STREAM_FAILED] Query [id = x] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] "
+        "An error occurred in the user provided function in foreachBatch.\nTraceback (most recent call "
+        'last):\n  File "sink.py", line 1, in __call__\npy4j.protocol.Py4JJavaError: An error occurred '
+        "while calling z:io.sparkpurgatory.sink.SmallRows.columns.\n: org.apache.spark.SparkException: "
+        "[FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH] Data type mismatches when reading Parquet "
+        "column [ts].\n\tat org.apache.spark.X(X.scala:1)\nCaused by: org.apache.spark.sql.execution."
+        "datasources.SchemaColumnConvertNotSupportedException: column: [ts], physicalType: INT64\n"
+    )
+    assert first_cause(spark_error).startswith(
+        "[FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH] Data type"
+    )
+
+
 def test_a_local_session_starts_its_jvm_without_c2(spark):
     """local_session asks for C1 only (a first micro-batch 6.2-6.6 s -> 4.1-4.8 s here): the JVM
     the tests share was started by it, and runs with the option."""
