@@ -27,7 +27,9 @@ the producer keeps the bookkeeping.  In those terms:
   ``batch.mapInArrow`` with ``staging.stage_task`` instead, named for ``(batch_id, task
   partition)``, so a retried attempt overwrites its own file.  Either way only the small
   rows reach the driver, through the micro-batch's one action on its DataFrame (a second
-  would run the stateful operator again);
+  would run the stateful operator again): ``runtime.small_rows.SmallRows`` where the sink
+  JAR is on the driver (the plan run within the micro-batch's own SQL execution, the rows
+  back as one Py4J call), else ``toArrow``;
 * **the accumulator is the driver's bookkeeping**: it records the files in the batch's
   staged manifest, deletes files no manifest names (failed attempts), moves
   ``staged_through``, and decides what is ready (``batch.size`` in Parquet bytes,
@@ -80,6 +82,7 @@ from ..contract import (
 from ..handoff import Wake
 from ..handoff.partitions import PartitionWatermarks
 from ..runtime.call_site import kept_call_site
+from ..runtime.small_rows import SmallRows
 from ..state.pending_counts import PendingRecord
 from .accumulator import RecordAccumulator, TableWriter
 from .reading import table_dataset
@@ -174,6 +177,7 @@ class PurgatorySink:
         #: at the staging only when a drain can be due (``linger_due``)
         self.linger_at_ms: int | None = None
         self._select: bool | None = None  # does the batch need a select to STAGED's columns?
+        self._small_rows = SmallRows()  # the batch's rows within its own SQL execution
         self._holding = False  # the query is stopping: refuse micro-batches (``hold``)
 
     def __getstate__(self) -> dict:
@@ -200,7 +204,7 @@ class PurgatorySink:
             if self.staged:  # the shards staged their rows: only their STAGED rows come here
                 if self._select is None:  # asked once: a select is a Py4J call per column
                     self._select = list(batch.columns) != STAGED.names
-                staged = _to_arrow(batch.select(*STAGED.names) if self._select else batch).cast(STAGED)
+                staged = self._collect(batch.select(*STAGED.names) if self._select else batch)
                 _check_staged_by(staged, batch_id)
                 self._after_staging(staged, batch_id, began)
                 return
@@ -213,7 +217,7 @@ class PurgatorySink:
                 write=batch_id > self.accumulator.staged_through,
             )
             frame = batch.select(*OPERATOR_OUTPUT.names).mapInArrow(stage, STAGED_DDL)
-            self._after_staging(_to_arrow(frame).cast(STAGED), batch_id, began)
+            self._after_staging(self._collect(frame), batch_id, began)
 
     def hold(self, timeout: float | None) -> bool:
         """Let the micro-batch under way (or a linger drain) finish, then refuse new ones: what
@@ -260,6 +264,11 @@ class PurgatorySink:
             if batch_id is None:
                 batch_id = max(self.accumulator.staged_through, 0)
             return self.accumulator.flush(batch_id, self.writer, tasks=self.tasks)
+
+    def _collect(self, frame: Any) -> pa.Table:
+        """The batch's ``STAGED`` rows: the micro-batch's one action."""
+        staged = self._small_rows(frame, STAGED)
+        return staged if staged is not None else _to_arrow(frame).cast(STAGED)
 
     def _now(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc)

@@ -1,0 +1,81 @@
+"""A micro-batch's few result rows into the driver's Python, without a second SQL execution.
+
+The ``foreachBatch`` sink needs its micro-batch's rows: a row per staged file and per shard
+call, a handful however large the batch.  ``DataFrame.toArrow`` on the batch costs more than
+those rows: Spark starts a second SQL execution inside the micro-batch's own (its plan's
+description and listener events built again) and a socket server to hand the rows over, and
+PySpark reads the schema through Py4J.  The project's sink JAR (``jvm/spark-purgatory/sink``,
+``io.sparkpurgatory.sink.SmallRows``, built into ``.jars/checks`` with the checks) runs the
+same physical plan within the micro-batch's execution and returns the rows as JSON text
+through the Py4J call itself (docs/performance.md has the figures).
+
+``SmallRows()(frame, schema)`` returns None where it cannot be used (a Spark Connect session, a
+session without the JAR, a JAR of another version, a column type the text does not carry),
+and the caller reads the rows through ``toArrow`` as before: the same rows either way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pyarrow as pa
+
+from .settings import is_connect
+
+__all__ = ["SmallRows", "SMALL_ROWS", "VERSION"]
+
+log = logging.getLogger(__name__)
+
+#: the JVM class that runs a plan and writes its rows as JSON columns
+SMALL_ROWS = "io.sparkpurgatory.sink.SmallRows"
+#: the version of its calls this module makes (``SmallRows.VERSION``)
+VERSION = 1
+
+#: the Arrow types the JSON text carries (strings, whole numbers, booleans)
+_CARRIED = (pa.types.is_string, pa.types.is_integer, pa.types.is_boolean)
+
+
+class SmallRows:
+    """Reads small micro-batches through ``SmallRows`` (the JVM class), looked up at the first
+    call and kept: a ``foreachBatch`` function gets a new Python session object with every
+    micro-batch, so the lookup is kept here, not on the session.  Picklable (Spark Connect
+    pickles the sink that holds it; the lookup is made again where it runs)."""
+
+    def __init__(self) -> None:
+        self._jvm_class: Any = False  # False: not looked up yet; None: not callable here
+
+    def __getstate__(self) -> dict:
+        return {"_jvm_class": False}
+
+    def __call__(self, frame: Any, schema: pa.Schema) -> pa.Table | None:
+        """``frame``'s rows as an Arrow table of ``schema`` (its columns, in its order), run
+        within the current SQL execution; None when that cannot be used here (the caller then
+        uses ``toArrow``).  An error of the plan itself (a failing task) is raised."""
+        if not all(any(carried(f.type) for carried in _CARRIED) for f in schema):
+            return None
+        if self._jvm_class is False:
+            self._jvm_class = _jvm_class(frame.sparkSession)
+        if self._jvm_class is None:
+            return None
+        columns = json.loads(self._jvm_class.columns(frame._jdf))
+        if len(columns) != len(schema):
+            raise ValueError(f"SmallRows gave {len(columns)} columns for a schema of {len(schema)}")
+        arrays = [pa.array(values, type=f.type) for values, f in zip(columns, schema, strict=True)]
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _jvm_class(spark: Any) -> Any | None:
+    """The JVM class ``SmallRows`` when ``spark`` can call it (a classic session with the JAR
+    of this ``VERSION`` on its driver), else None."""
+    if is_connect(spark):
+        return None
+    try:
+        cls = spark._jvm.io.sparkpurgatory.sink.SmallRows  # a JavaPackage when not loadable
+        if getattr(cls, "VERSION", None) == VERSION:
+            return cls
+        log.info("%s is not on the driver's class path (or of another version): toArrow", SMALL_ROWS)
+    except Exception as exc:  # noqa: BLE001 - not callable here: toArrow instead
+        log.info("%s cannot be called (%s): toArrow", SMALL_ROWS, exc)
+    return None
