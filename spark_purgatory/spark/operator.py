@@ -112,6 +112,8 @@ from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
 from ..handoff.partitions import WATERMARKS_DIRECTORY, cap_before
 from ..runtime.worker_heap import freeze_heap
 from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
+from ..state.deltas import is_pointer, pointed
+from ..state.read_ahead import read_ahead
 from ..storage import Storage, join
 from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
 from .labels import shard_numbers
@@ -473,6 +475,9 @@ def _stateful_shard(
         if wake < NO_EXPIRATION:
             # Spark fires once the watermark is *past* the timestamp; we are due at wake
             state.setTimeoutTimestamp(max(wake - 1, wm))
+        if is_pointer(value):  # the other shards parked here, forward while the worker waits
+            saved_as = pointed(value)
+            read_ahead(store, config, saved_as.lineage, saved_as.version)
 
     return shard_step
 

@@ -9,6 +9,7 @@ since the last save).  Modules:
 * ``segments``: ``SegmentStore``, the directory of immutable segment files;
 * ``deltas``: the delta files, one per save, and the pointer to them a group state holds;
 * ``cache``: ``WorkerCache``, live shards parked in a Python worker between micro-batches;
+* ``read_ahead``: a worker brings the other shards parked in it forward between its tasks;
 * ``layout``: the checkpoint's shard count, rescale journal and run lease;
 * ``codec``: Arrow IPC encoding of frames and named parts;
 * ``reshard``: a stopped checkpoint's shards split or merged (``spark_purgatory.rescale``);

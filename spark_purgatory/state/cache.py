@@ -4,10 +4,12 @@ Spark reuses Python workers between micro-batches.  After a shard saves its stat
 *park* its live ``Purgatory`` here, under its lineage (one entry per shard history), tagged
 with the token of the version it saved.  The next load of that shard in this worker
 *claims* it: the loader decides whether the object is that version, an ancestor it can bring
-forward, or neither (see ``shard_state``).
+forward, or neither (see ``shard_state``).  Between tasks the worker's read-ahead
+(``read_ahead``) may *take* a parked shard to bring it forward and park it again; a claim
+of that lineage meanwhile waits for it to come back.
 
-Invariant: a parked object is taken out on claim, so a failed task attempt leaves nothing
-half-changed behind: the cache changes the speed, never the result.
+Invariant: a parked object is taken out on claim (or take), so a failed task attempt (or
+read-ahead) leaves nothing half-changed behind: the cache changes the speed, never the result.
 """
 
 from __future__ import annotations
@@ -20,30 +22,66 @@ __all__ = ["WorkerCache", "WORKER_CACHE"]
 
 
 class WorkerCache:
-    """At most ``entries`` parked shards, the least recently parked evicted first."""
+    """At most ``entries`` parked shards, the least recently parked evicted first.
 
-    def __init__(self, entries: int = 64) -> None:
+    ``wait``: the longest a claim waits, in seconds, for a lineage the read-ahead has taken
+    (it then finds nothing parked, and the load rebuilds)."""
+
+    def __init__(self, entries: int = 64, *, wait: float = 60.0) -> None:
         self.entries = entries
+        self.wait = wait
         self._parked: OrderedDict[str, tuple[str, Any]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._taken: set[str] = set()  # lineages the read-ahead holds
+        self._changed = threading.Condition(threading.Lock())
 
     def park(self, lineage: str, token: str, obj: Any) -> None:
         """Keep ``obj`` (the state saved with ``token``) for the next load of its lineage."""
-        with self._lock:
-            self._parked[lineage] = (token, obj)
-            self._parked.move_to_end(lineage)
-            while len(self._parked) > self.entries:
-                self._parked.popitem(last=False)
+        with self._changed:
+            self._put(lineage, token, obj)
 
     def claim(self, lineage: str) -> Any | None:
-        """The object parked for ``lineage``, taken out of the cache (the caller checks its version)."""
-        with self._lock:
+        """The object parked for ``lineage``, taken out of the cache (the caller checks its
+        version); waits while the read-ahead holds the lineage."""
+        with self._changed:
+            self._changed.wait_for(lambda: lineage not in self._taken, timeout=self.wait)
             entry = self._parked.pop(lineage, None)
         return None if entry is None else entry[1]
 
+    def parked(self) -> list[tuple[str, str, Any]]:
+        """(lineage, token, object) of every parked shard, the least recently parked first."""
+        with self._changed:
+            return [(lineage, token, obj) for lineage, (token, obj) in self._parked.items()]
+
+    def take(self, lineage: str, token: str) -> Any | None:
+        """The object parked for ``lineage`` when it is still the version ``token``, taken out
+        for the read-ahead: claims of the lineage wait until ``give_back``.  None when it is
+        not (claimed or parked again since)."""
+        with self._changed:
+            entry = self._parked.get(lineage)
+            if entry is None or entry[0] != token or lineage in self._taken:
+                return None
+            del self._parked[lineage]
+            self._taken.add(lineage)
+            return entry[1]
+
+    def give_back(self, lineage: str, token: str | None = None, obj: Any = None) -> None:
+        """End the read-ahead's hold of ``lineage``: ``obj`` parked as the version ``token``,
+        or nothing (it could not be brought forward)."""
+        with self._changed:
+            self._taken.discard(lineage)
+            if obj is not None and token is not None:
+                self._put(lineage, token, obj)
+            self._changed.notify_all()
+
     def clear(self) -> None:
-        with self._lock:
+        with self._changed:
             self._parked.clear()
+
+    def _put(self, lineage: str, token: str, obj: Any) -> None:
+        self._parked[lineage] = (token, obj)
+        self._parked.move_to_end(lineage)
+        while len(self._parked) > self.entries:
+            self._parked.popitem(last=False)
 
 
 #: this Python worker's cache (shards of one worker process share it)

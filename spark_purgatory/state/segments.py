@@ -22,6 +22,8 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
+import pyarrow.fs as pafs
+
 from ..storage import Storage, listing
 from .codec import pack_parts, unpack_parts
 
@@ -97,6 +99,13 @@ class SegmentStore:
     def names_under(self, directory: str) -> list[str]:
         """The files in a subdirectory of the root, named relative to the root."""
         return [f"{directory}/{i.base_name}" for i in listing(self._fs, f"{self._dir}/{directory}")]
+
+    def local_directory(self, directory: str) -> str | None:
+        """A subdirectory of the root as a path of this machine's file system; None when the
+        store is not on it (an object store, HDFS)."""
+        if not isinstance(self._fs, pafs.LocalFileSystem):
+            return None
+        return f"{self._dir}/{directory}"
 
     def read(self, name: str) -> tuple[dict[str, bytes], dict[str, str]]:
         with self._fs.open_input_file(f"{self._dir}/{name}") as f:

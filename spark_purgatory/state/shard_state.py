@@ -56,6 +56,10 @@ claims a parked object of the same lineage:
 * otherwise (a sibling from a failed attempt, another shard, nothing parked): rebuilds from
   the segments and the chain (``rebuilt``).
 
+Between its tasks a worker brings the other shards parked in it forward to the files their
+workers write in the same micro-batch (``read_ahead``), so that a worker taking over a shard
+it served before mostly finds the exact version.
+
 Invariant: ``load_state(save_state(p))`` behaves exactly as ``p`` would, whichever of the
 three ways it was loaded.
 """
