@@ -25,6 +25,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -91,10 +93,24 @@ class StartPlan(NamedTuple):
     plan: Any
 
 
-def start_plan(root: str, name: str) -> StartPlan:
+@contextmanager
+def start_plan(name: str) -> Iterator[StartPlan]:
     """A local[2] C1-only session (``name``) and ``start()``'s plan in it, over typed Parquet
-    inputs under ``root``: the staged shards, the observed metrics, the wake input
-    (``plan_rewrites.py`` reads the same plan)."""
+    inputs in a scratch folder: the staged shards, the observed metrics, the wake input
+    (``plan_rewrites.py`` reads the same plan).  On leaving, the session is stopped and the
+    folder removed."""
+    root = tempfile.mkdtemp(prefix=f"{name}-")
+    built = None
+    try:
+        built = _start_plan(root, name)
+        yield built
+    finally:
+        if built is not None:
+            built.spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _start_plan(root: str, name: str) -> StartPlan:
     sys.path.insert(0, str(HERE))
     from contenders import typed_inputs, write_workload
 
@@ -130,44 +146,45 @@ def main(argv: list[str] | None = None) -> int:
     from spark_purgatory.spark.routing import route_events, route_operations
     from spark_purgatory.spark.sources import parse_events, parse_operations
 
-    root = tempfile.mkdtemp(prefix="bench-optimizer-")
-    spark, config, staging, files, ops, evs, wake, start = start_plan(root, "bench-optimizer")
-    parsed_ops = parse_operations(
-        ops, "parquet", max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
-    )
-    parsed_events = parse_events(evs, "parquet", max_future_ms=config.max_future_ms)
-    # an older checkout (``PYTHONPATH``) has no one-call reading
-    one_call = getattr(routing, "route_typed_operations", lambda *args, **kwargs: None)
-    events_call = getattr(routing, "route_typed_events", lambda *args, **kwargs: None)
-    lines = spark.readStream.format("text").load(wake)
-    parts = {
-        "start()'s plan (observed, staged, wake input)": start,
-        "  without the observed metrics": staged_stream(
-            ops, evs, config, staging, source_format="parquet", wake_path=wake
-        ),
-        "  without the wake input": staged_stream(ops, evs, config, staging, source_format="parquet"),
-        "operations parsed": parsed_ops,
-        "operations parsed and routed": route_operations(parsed_ops, config),
-        "operations checked and routed in one call": one_call(
-            ops,
-            config,
-            max_timeout_ms=config.max_timeout_ms,
-            max_future_ms=config.max_future_ms,
-            limits=config.input_limits,
-        ),
-        "events parsed": parsed_events,
-        "events parsed and routed": route_events(parsed_events, config),
-        "events checked and routed in one call": events_call(evs, config, max_future_ms=config.max_future_ms),
-        "the wake input": routing.route_wake(lines, config),
-        "the operations' scan alone": ops,
-        "the stateful floor's plan": stateful_floor(spark, files, config, 1),
-    }
-    print(
-        f"the optimizer per plan, median of {args.runs} runs (local[2], C1-only JVM; "
-        f"load {os.getloadavg()[0]:.1f}); start()'s rule exclusions applied",
-        flush=True,
-    )
-    try:
+    with start_plan("bench-optimizer") as built:
+        spark, config, staging, files, ops, evs, wake, start = built
+        parsed_ops = parse_operations(
+            ops, "parquet", max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms
+        )
+        parsed_events = parse_events(evs, "parquet", max_future_ms=config.max_future_ms)
+        # an older checkout (``PYTHONPATH``) has no one-call reading
+        one_call = getattr(routing, "route_typed_operations", lambda *args, **kwargs: None)
+        events_call = getattr(routing, "route_typed_events", lambda *args, **kwargs: None)
+        lines = spark.readStream.format("text").load(wake)
+        parts = {
+            "start()'s plan (observed, staged, wake input)": start,
+            "  without the observed metrics": staged_stream(
+                ops, evs, config, staging, source_format="parquet", wake_path=wake
+            ),
+            "  without the wake input": staged_stream(ops, evs, config, staging, source_format="parquet"),
+            "operations parsed": parsed_ops,
+            "operations parsed and routed": route_operations(parsed_ops, config),
+            "operations checked and routed in one call": one_call(
+                ops,
+                config,
+                max_timeout_ms=config.max_timeout_ms,
+                max_future_ms=config.max_future_ms,
+                limits=config.input_limits,
+            ),
+            "events parsed": parsed_events,
+            "events parsed and routed": route_events(parsed_events, config),
+            "events checked and routed in one call": events_call(
+                evs, config, max_future_ms=config.max_future_ms
+            ),
+            "the wake input": routing.route_wake(lines, config),
+            "the operations' scan alone": ops,
+            "the stateful floor's plan": stateful_floor(spark, files, config, 1),
+        }
+        print(
+            f"the optimizer per plan, median of {args.runs} runs (local[2], C1-only JVM; "
+            f"load {os.getloadavg()[0]:.1f}); start()'s rule exclusions applied",
+            flush=True,
+        )
         with optimizer_rules(spark):
             for frame in parts.values():  # every plan once first: the first timed is not the JVM's first
                 if frame is not None:
@@ -181,9 +198,6 @@ def main(argv: list[str] | None = None) -> int:
                     optimized = _optimized(spark, frame)
                     ms = _optimize_ms(spark, optimized, args.runs)
                     print(f"  {'  the same plan, already optimized':<48} {ms:6.1f} ms", flush=True)
-    finally:
-        spark.stop()
-        shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -74,17 +72,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from spark_purgatory.runtime.settings import optimizer_rules
 
-    root = tempfile.mkdtemp(prefix="plan-rewrites-")
-    built = start_plan(root, "plan-rewrites")
-    spark, plan = built.spark, built.plan
-    try:
-        with optimizer_rules(spark):
-            print("start()'s plan, the session's optimizer rule by rule (start()'s rule exclusions applied):")
-            count = rewrites(spark, plan._jdf.queryExecution().analyzed(), args.lines, args.width)
-        print(f"{count} rewrites")
-    finally:
-        spark.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    with start_plan("plan-rewrites") as built, optimizer_rules(built.spark):
+        print("start()'s plan, the session's optimizer rule by rule (start()'s rule exclusions applied):")
+        analyzed = built.plan._jdf.queryExecution().analyzed()
+        count = rewrites(built.spark, analyzed, args.lines, args.width)
+    print(f"{count} rewrites")
     return 0
 
 
