@@ -24,9 +24,11 @@ __all__ = ["MicroBatchError", "first_cause"]
 
 _WRAPPERS = ("STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR", "TASK_WRITE_FAILED")
 _ERROR_CLASS = re.compile(r"\[([A-Z_]+(?:\.[A-Z_]+)*)\]")
-_JAVA_PREFIX = re.compile(r"^(Caused by: |: )?([a-z]+\.)+[A-Za-z]*(Exception|Error)[A-Za-z]*: ")
+_THROWN = r"(Caused by: |: )"  # how a JVM error's line starts: a cause, or what a Java call threw (py4j)
+_EXCEPTION = r"([a-z]+\.)+[A-Za-z]*(Exception|Error)[A-Za-z]*: "
+_JAVA_PREFIX = re.compile(f"^{_THROWN}?{_EXCEPTION}")
 #: a JVM exception's line: py4j's ``: <exception>: ...`` (what a Java call threw), or a cause
-_JAVA_LINE = re.compile(r"^(Caused by: |: )([a-z]+\.)+[A-Za-z]*(Exception|Error)[A-Za-z]*: ")
+_JAVA_LINE = re.compile(f"^{_THROWN}{_EXCEPTION}")
 _PY4J = "py4j.protocol.Py4JJavaError"
 
 
