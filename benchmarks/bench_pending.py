@@ -12,7 +12,9 @@ session settings for both, one file per input per micro-batch, ``availableNow`` 
 
 * **job**: the job as users run it (``contenders.run_job``: operator, accumulator, delta-rs);
 * **join**: the stream-stream left-outer join a Spark user writes (``contenders.join_stream``'s
-  shape with the one-day window), into Parquet.
+  shape with the one-day window), into Parquet;
+* **join-delta**: the same join into a Delta table through Spark's own Delta writer, as a user
+  who keeps Delta tables writes it (Delta's JARs from ``make jars``).
 
 The parent samples the resident memory of the child's process tree (driver JVM with its
 executor, Python workers) every ``--sample`` seconds from ``/proc`` and prints per run: wall
@@ -44,7 +46,9 @@ import pyarrow.parquet as pq  # noqa: E402
 from procfs import tree_rss_mb  # noqa: E402
 
 DAY_MS = 86_400_000
-CONTENDERS = ("job", "join")
+CONTENDERS = ("job", "join", "join-delta")
+#: where each join contender writes, and in what format
+_JOIN_SINKS = {"join": ("parquet", "join-out"), "join-delta": ("delta", "join-delta-out")}
 
 
 def write_workload(root: str, files: int, per_file: int) -> tuple[int, int]:
@@ -108,8 +112,14 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
             F.expr("okey = ekey AND ets >= ots AND ets < ots + INTERVAL 1 DAY"),
             "leftOuter",
         )
-        run = timed("join", files.rows, joined, f"{root}/ck-join", "parquet", f"{root}/join-out")
-        table = pq.read_table(f"{root}/join-out", columns=["op_id", "ekey"])
+        fmt, out = _JOIN_SINKS[name]
+        run = timed(name, files.rows, joined, f"{root}/ck-{name}", fmt, f"{root}/{out}")
+        if fmt == "delta":
+            from deltalake import DeltaTable
+
+            table = DeltaTable(f"{root}/{out}").to_pyarrow_table(columns=["op_id", "ekey"])
+        else:
+            table = pq.read_table(f"{root}/{out}", columns=["op_id", "ekey"])
         run.completed = set(table.filter(table["ekey"].is_valid())["op_id"].to_pylist())
     times = [b["ms"] for b in run.batches if b.get("rows")]
     return {
@@ -126,7 +136,7 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
 
 def measure(name: str, root: str, ops: int, events: int, sample_s: float) -> dict:
     """Run contender ``name`` in a fresh process; sample its tree's resident memory."""
-    for old in ("out", "ck-job", "ck-join", "join-out"):
+    for old in ("out", "ck-job", "ck-join", "join-out", "ck-join-delta", "join-delta-out"):
         shutil.rmtree(f"{root}/{old}", ignore_errors=True)
     cmd = [
         sys.executable,
@@ -177,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
         )
         print(
-            f"{'contender':<8}{'round':>6}{'wall s':>9}{'first batch s':>15}{'last batch s':>14}"
+            f"{'contender':<11}{'round':>6}{'wall s':>9}{'first batch s':>15}{'last batch s':>14}"
             f"{'peak RSS MB':>13}{'completed':>11}"
         )
         runs: dict[str, list[dict]] = {}
@@ -187,19 +197,19 @@ def main(argv: list[str] | None = None) -> int:
                 m = measure(name, root, ops, events, args.sample)
                 runs.setdefault(name, []).append(m)
                 print(
-                    f"{name:<8}{r + 1:>6}{m['seconds']:>9.1f}{(m['first_ms'] or 0) / 1000:>15.2f}"
+                    f"{name:<11}{r + 1:>6}{m['seconds']:>9.1f}{(m['first_ms'] or 0) / 1000:>15.2f}"
                     f"{(m['last_ms'] or 0) / 1000:>14.2f}{m['peak_mb']:>13,.0f}{m['completed']:>11,}",
                     flush=True,
                 )
-        if {"job", "join"} <= set(runs):
-            job, join = runs["job"], runs["join"]
+        for join_name in (n for n in _JOIN_SINKS if n in runs and "job" in runs):
+            job, join = runs["job"], runs[join_name]
             speed = [b["seconds"] / a["seconds"] for a in job for b in join]
             drift = [a["last_ms"] / a["first_ms"] for a in job if a["first_ms"]]
             memory = [a["peak_mb"] / b["peak_mb"] for a in job for b in join]
             print(
-                f"job vs join: {min(speed):.2f}-{max(speed):.2f}x faster over the run; the job's last "
-                f"micro-batch {min(drift):.2f}-{max(drift):.2f}x its first; its peak memory "
-                f"{min(memory):.2f}-{max(memory):.2f}x the join's"
+                f"job vs {join_name}: {min(speed):.2f}-{max(speed):.2f}x faster over the run; the job's "
+                f"last micro-batch {min(drift):.2f}-{max(drift):.2f}x its first; its peak memory "
+                f"{min(memory):.2f}-{max(memory):.2f}x the {join_name}'s"
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
