@@ -56,7 +56,8 @@ class PurgatoryQuery:
 
     Attributes:
         query: Spark's ``StreamingQuery`` (``id``, ``status``, ``exception()`` ...).
-        sink: the ``PurgatorySink`` run by ``foreachBatch`` (``accumulator``, ``writer``).
+        sink: the ``PurgatorySink`` that takes each micro-batch (``accumulator``, ``writer``),
+            through the sink JAR's ``StagedRowsSink`` or ``foreachBatch``.
         totals: rows and commits so far, counted in this process: ``batches``,
             ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``; and
             ``pending``, the operations not yet resolved as of the last micro-batch, each
@@ -80,8 +81,10 @@ class PurgatoryQuery:
         reaper: ExpirationReaper | None = None,
         stop_timeout_ms: int = 60_000,
         permanent: Callable[[], BaseException | None] | None = None,
+        release: Callable[[], None] | None = None,
     ) -> None:
         self.query = query
+        self._release = release  # once stopped: the driver's reference to the sink's committer
         self._permanent = permanent  # after a failure: the error naming what is gone, or None
         if reaper is not None:  # its run begins with a micro-batch, or when Spark finds no input
             reaper.quiet = lambda: _waiting_for_data(self.query.status)
@@ -372,6 +375,8 @@ class PurgatoryQuery:
         finally:  # a flush that fails (a store gone) still gives the checkpoint back
             if self._lease is not None:
                 self._lease.release()
+            if self._release is not None:
+                self._release()
         self.totals["commits"] += len(flushed)
         return flushed
 

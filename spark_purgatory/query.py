@@ -66,7 +66,7 @@ from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.catalog import CatalogTables, writer_for
 from .delta.ownership import claim_tables
 from .delta.sink import PurgatorySink
-from .delta.staging import ShardStaging, absolute_uri
+from .delta.staging import STAGED, ShardStaging, absolute_uri
 from .delta.writers import WriterChoice
 from .faults import PermanentFault, depended_on, diagnose
 from .handle import PurgatoryQuery, _Totals
@@ -84,6 +84,7 @@ from .runtime.settings import (
     shuffle_partitions,
     state_store,
 )
+from .runtime.staged_sink import staged_rows_writer
 from .spark.routing import registers
 from .startup import (
     TRIGGERS,
@@ -278,8 +279,16 @@ def start(
                 trigger_interval_ms=trigger_interval_ms(trigger),
             )
 
+            # the shards' STAGED rows through a sink of Spark's own kind where the sink JAR is
+            # on the driver (runtime.staged_sink), else through foreachBatch: the same rows
+            staged_rows = None
+            if staging is not None:
+                take = functools.partial(sink.take_staged, spark=spark)
+                staged_rows = staged_rows_writer(out, take, STAGED)
+
             def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
-                stream = out.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+                stream = out.writeStream.foreachBatch(sink) if staged_rows is None else staged_rows.stream()
+                stream = stream.option("checkpointLocation", checkpoint)
                 if name:
                     stream = stream.queryName(name)
                 if available_now:
@@ -308,6 +317,7 @@ def start(
                 lease=lease,
                 reaper=reaper,
                 stop_timeout_ms=cfg.stop_timeout_ms,
+                release=staged_rows.forget if staged_rows is not None else None,
                 permanent=_asked_after_failure(
                     spark, operations, events, output, checkpoint, cfg, storage, source_format, kafka_options
                 ),

@@ -197,10 +197,7 @@ class PurgatorySink:
         # the batch's actions (toArrow, the drain's tasks) would leave the stream thread
         # without its call site, so that every later RDD walks its stack (``call_site``)
         with self._lock, kept_call_site(batch.sparkSession):
-            if self._holding:
-                raise RuntimeError(f"{STOPPING} ({batch_id})")
-            began = time.perf_counter()
-            self.tasks = SparkTasks(batch.sparkSession)
+            began = self._begin(batch.sparkSession, batch_id)
             if self.staged:  # the shards staged their rows: only their STAGED rows come here
                 if self._select is None:  # asked once: a select is a Py4J call per column
                     self._select = list(batch.columns) != STAGED.names
@@ -218,6 +215,22 @@ class PurgatorySink:
             )
             frame = batch.select(*OPERATOR_OUTPUT.names).mapInArrow(stage, STAGED_DDL)
             self._after_staging(self._collect(frame), batch_id, began)
+
+    def take_staged(self, staged: pa.Table, batch_id: int, spark: Any) -> None:
+        """Record and drain micro-batch ``batch_id`` given as its ``STAGED`` rows, as
+        ``runtime.staged_sink``'s sink hands them over (``start``'s path with the sink JAR,
+        instead of ``foreachBatch``); ``spark``: the session for the drain's tasks."""
+        with self._lock, kept_call_site(spark):
+            began = self._begin(spark, batch_id)
+            _check_staged_by(staged, batch_id)
+            self._after_staging(staged, batch_id, began)
+
+    def _begin(self, spark: Any, batch_id: int) -> float:
+        """A micro-batch starts (refused while the query stops): its tasks' session, the time."""
+        if self._holding:
+            raise RuntimeError(f"{STOPPING} ({batch_id})")
+        self.tasks = SparkTasks(spark)
+        return time.perf_counter()
 
     def hold(self, timeout: float | None) -> bool:
         """Let the micro-batch under way (or a linger drain) finish, then refuse new ones: what

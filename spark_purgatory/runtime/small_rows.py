@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from .settings import is_connect
 
-__all__ = ["SmallRows", "SMALL_ROWS", "VERSION"]
+__all__ = ["SmallRows", "SMALL_ROWS", "VERSION", "carried", "jvm_class"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,11 @@ VERSION = 1
 
 #: the Arrow types the JSON text carries (strings, whole numbers, booleans)
 _CARRIED = (pa.types.is_string, pa.types.is_integer, pa.types.is_boolean)
+
+
+def carried(type_: pa.DataType) -> bool:
+    """Does the JSON text of the sink JAR's classes carry values of ``type_``?"""
+    return any(is_type(type_) for is_type in _CARRIED)
 
 
 class SmallRows:
@@ -53,10 +58,10 @@ class SmallRows:
         """``frame``'s rows as an Arrow table of ``schema`` (its columns, in its order), run
         within the current SQL execution; None when that cannot be used here (the caller then
         uses ``toArrow``).  An error of the plan itself (a failing task) is raised."""
-        if not all(any(carried(f.type) for carried in _CARRIED) for f in schema):
+        if not all(carried(f.type) for f in schema):
             return None
         if self._jvm_class is False:
-            self._jvm_class = _jvm_class(frame.sparkSession)
+            self._jvm_class = jvm_class(frame.sparkSession, SMALL_ROWS, VERSION)
         if self._jvm_class is None:
             return None
         columns = json.loads(self._jvm_class.columns(frame._jdf))
@@ -66,16 +71,18 @@ class SmallRows:
         return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _jvm_class(spark: Any) -> Any | None:
-    """The JVM class ``SmallRows`` when ``spark`` can call it (a classic session with the JAR
-    of this ``VERSION`` on its driver), else None."""
+def jvm_class(spark: Any, name: str, version: int) -> Any | None:
+    """The sink JAR's JVM class ``name`` when ``spark`` can call it (a classic session with the
+    JAR on its driver, the class's ``VERSION`` equal to ``version``), else None."""
     if is_connect(spark):
         return None
     try:
-        cls = spark._jvm.io.sparkpurgatory.sink.SmallRows  # a JavaPackage when not loadable
-        if getattr(cls, "VERSION", None) == VERSION:
+        cls = spark._jvm
+        for part in name.split("."):  # a JavaPackage, not a class, when it is not loadable
+            cls = getattr(cls, part)
+        if getattr(cls, "VERSION", None) == version:
             return cls
-        log.info("%s is not on the driver's class path (or of another version): toArrow", SMALL_ROWS)
-    except Exception as exc:  # noqa: BLE001 - not callable here: toArrow instead
-        log.info("%s cannot be called (%s): toArrow", SMALL_ROWS, exc)
+        log.info("%s is not on the driver's class path (or of another version)", name)
+    except Exception as exc:  # noqa: BLE001 - not callable here: the caller's other way
+        log.info("%s cannot be called (%s)", name, exc)
     return None

@@ -13,6 +13,9 @@ Where the cause is, in order:
   own error in the foreachBatch proxy), unless it is only py4j reporting a JVM error;
 * else the first JVM exception line (py4j's ``: <exception>`` of the error a Java call threw,
   or a ``Caused by:``) with an error class that is not a wrapper;
+* else what the query ``terminated with exception:`` (the first line's rest), unless that is
+  a wrapper too: a task's error reaching a sink of Spark's own kind (``runtime.staged_sink``)
+  is told there, with no trace;
 * else the deepest ``Caused by:``, else the first line.
 """
 
@@ -30,6 +33,7 @@ _JAVA_PREFIX = re.compile(f"^{_THROWN}?{_EXCEPTION}")
 #: a JVM exception's line: py4j's ``: <exception>: ...`` (what a Java call threw), or a cause
 _JAVA_LINE = re.compile(f"^{_THROWN}{_EXCEPTION}")
 _PY4J = "py4j.protocol.Py4JJavaError"
+_TERMINATED = "terminated with exception: "  # the first line of Spark's STREAM_FAILED
 
 
 class MicroBatchError(RuntimeError):
@@ -59,10 +63,23 @@ def first_cause(error: BaseException | str) -> str:
         classes = _ERROR_CLASS.findall(line)
         if classes and not all(c.split(".")[0] in _WRAPPERS for c in classes):
             return _JAVA_PREFIX.sub("", line)
+    told = _terminated_with(text)
+    if told is not None:
+        return told
     caused = [line.strip() for line in text.splitlines() if line.startswith("Caused by: ")]
     if caused:
         return _JAVA_PREFIX.sub("", caused[-1])
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def _terminated_with(text: str) -> str | None:
+    """What the first line says the query terminated with, when that is not a wrapper."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    _, found, told = first.partition(_TERMINATED)
+    if not found or not told.strip():
+        return None
+    classes = _ERROR_CLASS.findall(told.split("]", 1)[0] + "]") if told.startswith("[") else []
+    return None if classes and classes[0].split(".")[0] in _WRAPPERS else told.strip()
 
 
 def micro_batch_error(error: BaseException) -> MicroBatchError:

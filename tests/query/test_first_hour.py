@@ -311,6 +311,26 @@ def test_the_first_cause_of_a_java_calls_error_is_the_error_it_threw():
     )
 
 
+def test_the_first_cause_of_a_task_error_told_only_in_the_first_line_is_that_error():
+    """A task's error reaching the sink JAR's sink (``runtime.staged_sink``): Spark's message
+    says it after ``terminated with exception:`` and lists no trace; a wrapper there is not
+    taken for the cause."""
+    from spark_purgatory.spark.errors import first_cause
+
+    spark_error = (
+        "[STREAM_FAILED] Query [id = x] terminated with exception: [FAILED_READ_FILE.PARQUET_COLUMN_"
+        "DATA_TYPE_MISMATCH] Encountered error while reading file part-0.parquet. Data type mismatches "
+        "when reading Parquet column [ts].\n=== Streaming Query ===\nIdentifier: [id = x]\n"
+    )
+    told = first_cause(spark_error)
+    assert told.startswith("[FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH] Encountered")
+    wrapped = (
+        "[STREAM_FAILED] Query [id = x] terminated with exception: [TASK_WRITE_FAILED] x\n"
+        "Caused by: java.io.IOException: c"
+    )
+    assert first_cause(wrapped) == "c"
+
+
 def test_a_local_session_starts_its_jvm_without_c2(spark):
     """local_session asks for C1 only (a first micro-batch 6.2-6.6 s -> 4.1-4.8 s here): the JVM
     the tests share was started by it, and runs with the option."""

@@ -42,7 +42,11 @@ public final class SmallRows {
                 + " (only strings, whole numbers and booleans)");
       }
     }
-    InternalRow[] rows = batch.queryExecution().executedPlan().executeCollect();
+    return text(fields, batch.queryExecution().executedPlan().executeCollect());
+  }
+
+  /** {@code rows} of {@code fields} as JSON columns (fields of the types {@link #written}). */
+  static String text(StructField[] fields, InternalRow[] rows) {
     StringBuilder out = new StringBuilder(64 + rows.length * fields.length * 8);
     out.append('[');
     for (int c = 0; c < fields.length; c++) {

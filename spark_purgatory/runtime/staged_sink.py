@@ -1,0 +1,112 @@
+"""A micro-batch's few rows to the driver's sink through a sink of Spark's own kind.
+
+``start``'s shards stage their output rows themselves; what the driver's sink needs of a
+micro-batch is a row per staged file and per shard call.  Through ``foreachBatch`` those rows
+cost more than they are: Spark analyses the micro-batch's plan again as a new DataFrame, calls
+the Python function through Py4J, and the function's one action (``small_rows``) prepares the
+physical plan again before it runs it.  The project's sink JAR has
+``io.sparkpurgatory.sink.StagedRowsSink``, a streaming sink written as Spark's own ``noop`` is:
+each task's rows travel in its commit message (Spark's own writer of its memory sink, so no
+class of the JAR runs on an executor), and the driver's commit hands them, as one JSON text of
+columns, to a ``BatchCommitter`` implemented here and called back through Py4J.  Spark calls
+that commit once every task of the micro-batch succeeded and before it records the micro-batch
+as done, as it calls a ``foreachBatch`` function; a committer that raises fails the micro-batch.
+
+``staged_rows_writer(frame, take, schema)`` gives ``frame``'s ``writeStream`` into that sink
+(``StagedRowsWriter.stream()``), with ``take(rows, batch_id)`` called for each micro-batch
+(``rows``: an Arrow table of ``schema``), or None where it cannot be used (a Spark Connect
+session, a driver without the JAR or with one of another version, a column type the text does
+not carry): the caller uses ``foreachBatch``, with the same rows.  ``StagedRowsWriter.forget()``
+drops the driver's reference to the committer once its query is over.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from .settings import is_connect
+from .small_rows import carried, jvm_class
+
+__all__ = ["STAGED_ROWS_SINK", "VERSION", "StagedRowsWriter", "staged_rows_writer"]
+
+log = logging.getLogger(__name__)
+
+#: the JVM sink (a ``TableProvider``: its class name is the ``writeStream`` format)
+STAGED_ROWS_SINK = "io.sparkpurgatory.sink.StagedRowsSink"
+#: the version of its calls this module makes (``StagedRowsSink.VERSION``)
+VERSION = 1
+
+
+class _Committer:
+    """``BatchCommitter`` in Python: a micro-batch's JSON columns as an Arrow table of
+    ``schema`` (the frame's columns put in the schema's order), given to ``take``."""
+
+    def __init__(self, take: Callable[[pa.Table, int], None], schema: pa.Schema, names: list[str]) -> None:
+        self._take = take
+        self._schema = schema
+        self._names = names
+
+    def commit(self, batch_id: int, text: str) -> None:
+        columns = json.loads(text)
+        if len(columns) != len(self._names):
+            raise ValueError(f"StagedRowsSink gave {len(columns)} columns for {len(self._names)}")
+        arrays = [
+            pa.array(values, type=self._schema.field(name).type)
+            for values, name in zip(columns, self._names, strict=True)
+        ]
+        rows = pa.Table.from_arrays(arrays, names=self._names).select(self._schema.names)
+        self._take(rows.cast(self._schema), int(batch_id))
+
+    class Java:
+        implements = ["io.sparkpurgatory.sink.BatchCommitter"]
+
+
+@dataclass
+class StagedRowsWriter:
+    """``frame``'s ``writeStream`` into ``StagedRowsSink`` (``stream()``, a new one for each
+    run of the query) and its committer's ``key`` in the driver."""
+
+    frame: Any
+    key: str
+    sink_class: Any
+
+    def stream(self) -> Any:
+        """A new ``DataStreamWriter`` of ``frame`` into the sink, its committer named."""
+        return self.frame.writeStream.format(STAGED_ROWS_SINK).option("committer", self.key)
+
+    def forget(self) -> None:
+        """Drop the driver's reference to the committer (its query is over)."""
+        try:
+            self.sink_class.unregister(self.key)
+        except Exception as exc:  # noqa: BLE001 - a stopped JVM holds nothing any more
+            log.debug("StagedRowsSink: committer %s not forgotten (%s)", self.key, exc)
+
+
+def staged_rows_writer(
+    frame: Any, take: Callable[[pa.Table, int], None], schema: pa.Schema
+) -> StagedRowsWriter | None:
+    """``frame.writeStream`` into ``StagedRowsSink``, ``take(rows, batch_id)`` called with each
+    micro-batch's rows (module docstring); None where the sink cannot be used here."""
+    spark = frame.sparkSession
+    names = list(frame.columns)
+    if is_connect(spark) or sorted(names) != sorted(schema.names):
+        return None
+    if not all(carried(field.type) for field in schema):
+        return None
+    sink_class = jvm_class(spark, STAGED_ROWS_SINK, VERSION)
+    if sink_class is None:
+        return None
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    ensure_callback_server_started(gateway)  # as foreachBatch does: the JVM calls the committer
+    key = f"purgatory-{uuid.uuid4().hex}"
+    sink_class.register(key, _Committer(take, schema, names))
+    return StagedRowsWriter(frame, key, sink_class)
