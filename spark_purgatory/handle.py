@@ -17,7 +17,7 @@ a topic deleted: ``permanent``, which ``start`` sets to ``faults.diagnose``), th
 ``faults.PermanentFault`` and its first line names the resource, as the job says it.
 
 Stopping between micro-batches: Spark's ``StreamingQuery.stop()`` cancels the micro-batch
-under way (its jobs fail inside ``foreachBatch``), so the handle first lets the sink finish
+under way (its jobs fail inside the sink), so the handle first lets the sink finish
 the batch it runs and refuse the next (``PurgatorySink.hold``, at most
 ``query.stop.timeout.ms``), then stops Spark's query while it waits for its next trigger.  A
 signal handler does no more than note the signal: the stop runs on a thread of its own, as

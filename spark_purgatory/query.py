@@ -12,8 +12,9 @@ go through it, so they run the same query with the same defaults:
 * a ``RecordAccumulator`` staging under ``<checkpoint>/accumulator`` unless
   ``accumulator.staging.path`` is set, committing under the
   checkpoint's app id (``app_id_of``), through the writer ``choose_writer`` picks, in a
-  ``PurgatorySink`` run by ``foreachBatch``: the executors stage and write the rows, the
-  driver commits (``delta.sink``); the tables are created empty at start;
+  ``PurgatorySink`` given each micro-batch's rows by the sink JAR's streaming sink
+  (``runtime.staged_sink``; ``foreachBatch`` without it): the executors stage and write the
+  rows, the driver commits (``delta.sink``); the tables are created empty at start;
 * every path a path or a URI (``file://``, ``s3://``, ``s3a://``, ``abfss://``, ``dbfs:/`` ...):
   what the project writes itself goes through ``spark_purgatory.storage`` with the
   ``storage.*`` settings, never relative to the working directory;

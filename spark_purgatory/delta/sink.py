@@ -1,4 +1,4 @@
-"""The ``foreachBatch`` sink: the operator's output rows into the Delta tables.
+"""The driver's sink: the operator's output rows into the Delta tables.
 
 Tables (under the output path), with the columns ``contract.TABLES`` declares:
 
@@ -26,10 +26,12 @@ the producer keeps the bookkeeping.  In those terms:
   ``foreachBatch`` tasks do not know their micro-batch id) the sink runs
   ``batch.mapInArrow`` with ``staging.stage_task`` instead, named for ``(batch_id, task
   partition)``, so a retried attempt overwrites its own file.  Either way only the small
-  rows reach the driver, through the micro-batch's one action on its DataFrame (a second
-  would run the stateful operator again): ``runtime.small_rows.SmallRows`` where the sink
-  JAR is on the driver (the plan run within the micro-batch's own SQL execution, the rows
-  back as one Py4J call), else ``toArrow``;
+  rows reach the driver.  On ``start``'s path with the sink JAR on the driver they are the
+  rows of a sink of Spark's own kind (``runtime.staged_sink``: the tasks' commit messages,
+  handed to ``take_staged`` by the driver's commit through one Py4J call); else the sink is a
+  ``foreachBatch`` function (``__call__``) and reads them with the micro-batch's one action on
+  its DataFrame (a second would run the stateful operator again):
+  ``runtime.small_rows.SmallRows`` where the JAR is on the driver, else ``toArrow``;
 * **the accumulator is the driver's bookkeeping**: it records the files in the batch's
   staged manifest, deletes files no manifest names (failed attempts), moves
   ``staged_through``, and decides what is ready (``batch.size`` in Parquet bytes,
@@ -102,7 +104,8 @@ STOPPING = "the query is stopping: micro-batch not started"
 
 
 class PurgatorySink:
-    """The ``foreachBatch`` function: stage on the executors, drain what is ready.
+    """Takes each micro-batch (a ``foreachBatch`` function, or ``take_staged``): stage on the
+    executors, drain what is ready.
 
     Args:
         accumulator: where rows wait for ``batch.size`` / ``linger.ms``.

@@ -12,24 +12,14 @@ from pyspark.sql import functions as F
 
 from spark_purgatory.delta.staging import STAGED
 from spark_purgatory.runtime.small_rows import SmallRows
+from tests.support.staged_rows import AWKWARD, staged_columns
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("checks")]
 
-_AWKWARD = 'a"b\\c\n\t\u00e9\u2603\U0001f600 '  # JSON's escapes, control characters, non-ASCII
-
 
 def _staged_like(spark, rows: int = 7):
-    """A DataFrame of ``STAGED``'s columns over 3 partitions: every third row's values null,
-    strings with what JSON must escape, whole numbers beyond 2**53 and negative."""
-    values = []
-    for field in STAGED:
-        if field.type == pa.string():
-            value = F.concat(F.lit(_AWKWARD), F.col("id").cast("string"))
-        else:
-            value = F.col("id") * F.lit(2**60 // 8) - F.lit(3)
-        kind = "string" if field.type == pa.string() else "bigint"
-        values.append(F.when(F.col("id") % 3 == 0, F.lit(None)).otherwise(value).cast(kind).alias(field.name))
-    return spark.range(0, rows, 1, 3).select(*values)
+    """A DataFrame of ``STAGED``'s columns over 3 partitions (``staged_columns``)."""
+    return spark.range(0, rows, 1, 3).select(*staged_columns())
 
 
 def test_small_rows_are_the_rows_to_arrow_gives(spark):
@@ -37,7 +27,7 @@ def test_small_rows_are_the_rows_to_arrow_gives(spark):
     rows = SmallRows()(frame, STAGED)
     assert rows is not None
     assert rows.equals(frame.toArrow().cast(STAGED))
-    assert rows.column("name").to_pylist()[1] == _AWKWARD + "1"
+    assert rows.column("name").to_pylist()[1] == AWKWARD + "1"
     assert rows.column("bytes").to_pylist()[1] == 2**60 // 8 - 3
 
 

@@ -16,24 +16,15 @@ from pyspark.sql import functions as F
 from spark_purgatory.delta.staging import STAGED
 from spark_purgatory.runtime.staged_sink import staged_rows_writer
 from spark_purgatory.spark.errors import first_cause
+from tests.support.staged_rows import AWKWARD, staged_columns
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("checks")]
 
-_AWKWARD = 'a"b\\c\n\t\u00e9\u2603\U0001f600 '  # JSON's escapes, control characters, non-ASCII
-
 
 def _staged_like(frame):
-    """``STAGED``'s columns (in reverse order: the committer puts them in the schema's) from
-    ``id``: every third row's values null, strings JSON must escape, numbers beyond 2**53."""
-    values = []
-    for field in reversed(STAGED):
-        if field.type == pa.string():
-            value = F.concat(F.lit(_AWKWARD), F.col("id").cast("string"))
-        else:
-            value = F.col("id") * F.lit(2**60 // 8) - F.lit(3)
-        kind = "string" if field.type == pa.string() else "bigint"
-        values.append(F.when(F.col("id") % 3 == 0, F.lit(None)).otherwise(value).cast(kind).alias(field.name))
-    return frame.select(*values)
+    """``STAGED``'s columns from ``id`` in reverse order: the committer puts them in the
+    schema's (``staged_columns``)."""
+    return frame.select(*staged_columns(reverse=True))
 
 
 def _files(root: str, sizes: list[int]) -> str:
@@ -68,7 +59,7 @@ def test_each_micro_batch_reaches_the_committer_as_its_rows(spark, tmp_path):
         expected = _staged_like(spark.read.parquet(os.path.join(folder, f"{name}.parquet"))).toArrow()
         assert rows.schema == STAGED
         assert rows.sort_by("rows").equals(expected.select(STAGED.names).cast(STAGED).sort_by("rows"))
-    assert taken[2][1].column("name").to_pylist().count(_AWKWARD + "7") == 1
+    assert taken[2][1].column("name").to_pylist().count(AWKWARD + "7") == 1
 
 
 def test_a_committer_that_raises_fails_the_micro_batch_and_it_runs_again(spark, tmp_path):
