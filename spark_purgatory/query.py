@@ -285,7 +285,9 @@ def start(
             staged_rows = None
             if staging is not None:
                 take = functools.partial(sink.take_staged, spark=spark)
-                staged_rows = staged_rows_writer(out, take, STAGED)
+                staged_rows = staged_rows_writer(
+                    out, STAGED, begin=sink.begin_staged, take=take, abort=sink.end_staged
+                )
 
             def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
                 stream = out.writeStream.foreachBatch(sink) if staged_rows is None else staged_rows.stream()
@@ -305,8 +307,15 @@ def start(
                 ):
                     return stream.start()
 
+            release = staged_rows.forget if staged_rows is not None else None
+            try:
+                first = run()
+            except BaseException:
+                if release is not None:  # a start that failed keeps no committer in the driver
+                    release()
+                raise
             return PurgatoryQuery(
-                run(),
+                first,
                 sink,
                 totals,
                 linger=not is_connect(spark),
@@ -318,7 +327,7 @@ def start(
                 lease=lease,
                 reaper=reaper,
                 stop_timeout_ms=cfg.stop_timeout_ms,
-                release=staged_rows.forget if staged_rows is not None else None,
+                release=release,
                 permanent=_asked_after_failure(
                     spark, operations, events, output, checkpoint, cfg, storage, source_format, kafka_options
                 ),

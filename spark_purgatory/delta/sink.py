@@ -182,17 +182,23 @@ class PurgatorySink:
         self._select: bool | None = None  # does the batch need a select to STAGED's columns?
         self._small_rows = SmallRows()  # the batch's rows within its own SQL execution
         self._holding = False  # the query is stopping: refuse micro-batches (``hold``)
+        #: a micro-batch of the sink JAR's sink has begun (its tasks may run) and not ended;
+        #: ``_ended`` is notified when it ends (``begin_staged``, ``end_staged``)
+        self._begun = False
+        self._ended = threading.Condition()
 
     def __getstate__(self) -> dict:
         # Spark Connect pickles the foreachBatch function to run it in the server's Python
         state = dict(self.__dict__)
         del state["_lock"]
+        del state["_ended"]
         state["tasks"] = in_process
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._ended = threading.Condition()
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         """Stage micro-batch ``batch_id`` on the executors, then drain what is ready."""
@@ -219,14 +225,33 @@ class PurgatorySink:
             frame = batch.select(*OPERATOR_OUTPUT.names).mapInArrow(stage, STAGED_DDL)
             self._after_staging(self._collect(frame), batch_id, began)
 
+    def begin_staged(self) -> None:
+        """A micro-batch of the sink JAR's sink begins, before its tasks run (``start``'s path,
+        ``runtime.staged_sink``): refused while the query stops, as ``__call__`` refuses one."""
+        with self._ended:
+            if self._holding:
+                raise RuntimeError(f"{STOPPING} (the next)")
+            self._begun = True
+
     def take_staged(self, staged: pa.Table, batch_id: int, spark: Any) -> None:
         """Record and drain micro-batch ``batch_id`` given as its ``STAGED`` rows, as
         ``runtime.staged_sink``'s sink hands them over (``start``'s path with the sink JAR,
-        instead of ``foreachBatch``); ``spark``: the session for the drain's tasks."""
-        with self._lock, kept_call_site(spark):
-            began = self._begin(spark, batch_id)
-            _check_staged_by(staged, batch_id)
-            self._after_staging(staged, batch_id, began)
+        instead of ``foreachBatch``); ``spark``: the session for the drain's tasks.  Taken even
+        while the query stops: it began before (``begin_staged``)."""
+        try:
+            with self._lock, kept_call_site(spark):
+                self.tasks = SparkTasks(spark)
+                began = time.perf_counter()
+                _check_staged_by(staged, batch_id)
+                self._after_staging(staged, batch_id, began)
+        finally:
+            self.end_staged()
+
+    def end_staged(self, batch_id: int | None = None) -> None:
+        """The micro-batch begun (``begin_staged``) is over: taken, or failed (``batch_id``)."""
+        with self._ended:
+            self._begun = False
+            self._ended.notify_all()
 
     def _begin(self, spark: Any, batch_id: int) -> float:
         """A micro-batch starts (refused while the query stops): its tasks' session, the time."""
@@ -240,11 +265,18 @@ class PurgatorySink:
         a query stopping between micro-batches needs.  A refused batch raises ``STOPPING``
         before it does anything (Spark runs it again at the next start).  False when the one
         under way did not finish within ``timeout`` seconds (it may then be cut short)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         finished = self._lock.acquire(timeout=-1 if timeout is None else timeout)
-        self._holding = True
+        with self._ended:
+            self._holding = True
         if finished:
             self._lock.release()
-        return finished
+        # a micro-batch of the sink JAR's sink that began runs its tasks before the sink sees
+        # it, and its commit takes the lock: let it end too (``begin_staged``)
+        with self._ended:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            ended = self._ended.wait_for(lambda: not self._begun, timeout=left)
+        return finished and ended
 
     def process(self, rows: pa.Table, batch_id: int) -> dict:
         """Stage and drain one micro-batch given as Arrow rows (``contract.OPERATOR_OUTPUT``)."""

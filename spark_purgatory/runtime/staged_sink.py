@@ -11,10 +11,14 @@ class of the JAR runs on an executor), and the driver's commit hands them, as on
 columns, to a ``BatchCommitter`` implemented here and called back through Py4J.  Spark calls
 that commit once every task of the micro-batch succeeded and before it records the micro-batch
 as done, as it calls a ``foreachBatch`` function; a committer that raises fails the micro-batch.
+The committer also hears of each micro-batch as its write begins, before any task runs
+(``begin``: where a stopping query refuses it, as a ``foreachBatch`` function refuses one before
+it runs a job), and of one that failed after it began (``abort``).
 
-``staged_rows_writer(frame, take, schema)`` gives ``frame``'s ``writeStream`` into that sink
-(``StagedRowsWriter.stream()``), with ``take(rows, batch_id)`` called for each micro-batch
-(``rows``: an Arrow table of ``schema``), or None where it cannot be used (a Spark Connect
+``staged_rows_writer(frame, schema, begin=..., take=..., abort=...)`` gives ``frame``'s
+``writeStream`` into that sink (``StagedRowsWriter.stream()``), with ``begin()``, then
+``take(rows, batch_id)`` (``rows``: an Arrow table of ``schema``) or ``abort(batch_id)`` called
+for each micro-batch, or None where it cannot be used (a Spark Connect
 session, a driver without the JAR or with one of another version, a column type the text does
 not carry): the caller uses ``foreachBatch``, with the same rows.  ``StagedRowsWriter.forget()``
 drops the driver's reference to the committer once its query is over.
@@ -41,17 +45,33 @@ log = logging.getLogger(__name__)
 #: the JVM sink (a ``TableProvider``: its class name is the ``writeStream`` format)
 STAGED_ROWS_SINK = "io.sparkpurgatory.sink.StagedRowsSink"
 #: the version of its calls this module makes (``StagedRowsSink.VERSION``)
-VERSION = 1
+VERSION = 2
 
 
 class _Committer:
-    """``BatchCommitter`` in Python: a micro-batch's JSON columns as an Arrow table of
-    ``schema`` (the frame's columns put in the schema's order), given to ``take``."""
+    """``BatchCommitter`` in Python: ``begin`` and ``abort`` passed on; a micro-batch's JSON
+    columns as an Arrow table of ``schema`` (the frame's columns put in the schema's order),
+    given to ``take``."""
 
-    def __init__(self, take: Callable[[pa.Table, int], None], schema: pa.Schema, names: list[str]) -> None:
-        self._take = take
+    def __init__(
+        self,
+        schema: pa.Schema,
+        names: list[str],
+        begin: Callable[[], None],
+        take: Callable[[pa.Table, int], None],
+        abort: Callable[[int], None],
+    ) -> None:
         self._schema = schema
         self._names = names
+        self._begin = begin
+        self._take = take
+        self._abort = abort
+
+    def begin(self) -> None:
+        self._begin()
+
+    def abort(self, batch_id: int) -> None:
+        self._abort(int(batch_id))
 
     def commit(self, batch_id: int, text: str) -> None:
         columns = json.loads(text)
@@ -89,11 +109,22 @@ class StagedRowsWriter:
             log.debug("StagedRowsSink: committer %s not forgotten (%s)", self.key, exc)
 
 
+def _nothing(*_args: Any) -> None:
+    return None
+
+
 def staged_rows_writer(
-    frame: Any, take: Callable[[pa.Table, int], None], schema: pa.Schema
+    frame: Any,
+    schema: pa.Schema,
+    *,
+    take: Callable[[pa.Table, int], None],
+    begin: Callable[[], None] = _nothing,
+    abort: Callable[[int], None] = _nothing,
 ) -> StagedRowsWriter | None:
-    """``frame.writeStream`` into ``StagedRowsSink``, ``take(rows, batch_id)`` called with each
-    micro-batch's rows (module docstring); None where the sink cannot be used here."""
+    """``frame``'s writer into ``StagedRowsSink``: ``begin()`` as each micro-batch's write
+    begins, then ``take(rows, batch_id)`` with its rows or ``abort(batch_id)`` (module
+    docstring); None where the sink cannot be used here.  Registers the committer in the
+    driver: ``forget()`` it once the query is over."""
     spark = frame.sparkSession
     names = list(frame.columns)
     if is_connect(spark) or sorted(names) != sorted(schema.names):
@@ -108,5 +139,5 @@ def staged_rows_writer(
     gateway = spark.sparkContext._gateway
     ensure_callback_server_started(gateway)  # as foreachBatch does: the JVM calls the committer
     key = f"purgatory-{uuid.uuid4().hex}"
-    sink_class.register(key, _Committer(take, schema, names))
+    sink_class.register(key, _Committer(schema, names, begin, take, abort))
     return StagedRowsWriter(frame, key, sink_class)

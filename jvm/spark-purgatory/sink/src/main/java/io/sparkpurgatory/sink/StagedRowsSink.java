@@ -40,13 +40,16 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * committer} ({@link #register}).
  *
  * <p>Only strings, whole numbers and booleans are written (the schema is checked when the write
- * is planned).  A committer's throw fails the micro-batch before Spark records it, as a throw in
- * a {@code foreachBatch} function does.
+ * is planned).  The committer hears of each micro-batch as its write begins, before any task runs
+ * ({@link BatchCommitter#begin}: where a stopping query refuses it, as a {@code foreachBatch}
+ * function refuses a micro-batch before it runs any job), at its commit, and when it fails
+ * after it began ({@link BatchCommitter#abort}).  A committer's throw fails the micro-batch
+ * before Spark records it, as a throw in a {@code foreachBatch} function does.
  */
 public final class StagedRowsSink implements TableProvider {
 
   /** The version of this class's calls (spark_purgatory/runtime/staged_sink.py compares it). */
-  public static final int VERSION = 1;
+  public static final int VERSION = 2;
 
   /** The option naming the committer (its key in {@link #register}). */
   public static final String COMMITTER = "committer";
@@ -138,23 +141,31 @@ public final class StagedRowsSink implements TableProvider {
       this.schema = schema;
     }
 
+    /** Called on the driver as each micro-batch's write begins, before its job. */
     @Override
     public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+      committer().begin();
       return PackedRowWriterFactory$.MODULE$;  // Spark's: each task's rows, copied, in its message
     }
 
     @Override
     public void commit(long epochId, WriterCommitMessage[] messages) {
-      BatchCommitter committer = COMMITTERS.get(key);
-      if (committer == null) {
-        throw new IllegalStateException("StagedRowsSink: no committer '" + key + "' in this driver");
-      }
-      committer.commit(epochId, joined(schema, messages));
+      committer().commit(epochId, joined(schema, messages));
     }
 
     @Override
     public void abort(long epochId, WriterCommitMessage[] messages) {
-      // nothing to undo: a task's rows name staged files no record took; the next record sweeps them
+      // nothing to undo here: a task's rows name staged files no record took, which the next
+      // record sweeps; the committer learns that the micro-batch it began is over
+      committer().abort(epochId);
+    }
+
+    private BatchCommitter committer() {
+      BatchCommitter committer = COMMITTERS.get(key);
+      if (committer == null) {
+        throw new IllegalStateException("StagedRowsSink: no committer '" + key + "' in this driver");
+      }
+      return committer;
     }
   }
 
