@@ -61,25 +61,33 @@ def first_cause(error: BaseException | str) -> str:
     thrown = [line.strip() for line in text.splitlines() if _JAVA_LINE.match(line)]
     for line in thrown:
         classes = _ERROR_CLASS.findall(line)
-        if classes and not all(c.split(".")[0] in _WRAPPERS for c in classes):
+        if classes and not all(_is_wrapper(c) for c in classes):
             return _JAVA_PREFIX.sub("", line)
-    told = _terminated_with(text)
+    told = _terminated_with(_first_line(text))
     if told is not None:
         return told
     caused = [line.strip() for line in text.splitlines() if line.startswith("Caused by: ")]
     if caused:
         return _JAVA_PREFIX.sub("", caused[-1])
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return _first_line(text) or type(error).__name__
 
 
-def _terminated_with(text: str) -> str | None:
-    """What the first line says the query terminated with, when that is not a wrapper."""
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    _, found, told = first.partition(_TERMINATED)
-    if not found or not told.strip():
+def _is_wrapper(error_class: str) -> bool:
+    """Is ``error_class`` (``A.B``) one of Spark's wrappers around the cause?"""
+    return error_class.split(".")[0] in _WRAPPERS
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _terminated_with(first: str) -> str | None:
+    """What the ``first`` line says the query terminated with, when that is not a wrapper."""
+    told = first.partition(_TERMINATED)[2].strip()
+    if not told:
         return None
-    classes = _ERROR_CLASS.findall(told.split("]", 1)[0] + "]") if told.startswith("[") else []
-    return None if classes and classes[0].split(".")[0] in _WRAPPERS else told.strip()
+    leading = _ERROR_CLASS.match(told)  # the error class it begins with, if any
+    return None if leading and _is_wrapper(leading.group(1)) else told
 
 
 def micro_batch_error(error: BaseException) -> MicroBatchError:

@@ -35,14 +35,22 @@ public final class SmallRows {
    */
   public static String columns(Dataset<?> batch) {
     StructField[] fields = batch.schema().fields();
+    checkWritten("SmallRows", fields);
+    return text(fields, batch.queryExecution().executedPlan().executeCollect());
+  }
+
+  /**
+   * Refuses {@code fields} of a type the text does not carry ({@link #written}), naming {@code
+   * who} asked.
+   */
+  static void checkWritten(String who, StructField[] fields) {
     for (StructField field : fields) {
       if (!written(field.dataType())) {
         throw new IllegalArgumentException(
-            "SmallRows: column " + field.name() + " is of type " + field.dataType().simpleString()
+            who + ": column " + field.name() + " is of type " + field.dataType().simpleString()
                 + " (only strings, whole numbers and booleans)");
       }
     }
-    return text(fields, batch.queryExecution().executedPlan().executeCollect());
   }
 
   /** {@code rows} of {@code fields} as JSON columns (fields of the types {@link #written}). */

@@ -21,7 +21,6 @@ import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.execution.streaming.sources.PackedRowCommitMessage;
 import org.apache.spark.sql.execution.streaming.sources.PackedRowWriterFactory$;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -106,13 +105,7 @@ public final class StagedRowsSink implements TableProvider {
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
       StructType schema = info.schema();
-      for (StructField field : schema.fields()) {
-        if (!SmallRows.written(field.dataType())) {
-          throw new IllegalArgumentException(
-              "StagedRowsSink: column " + field.name() + " is of type "
-                  + field.dataType().simpleString() + " (only strings, whole numbers and booleans)");
-        }
-      }
+      SmallRows.checkWritten("StagedRowsSink", schema.fields());
       return new WriteBuilder() {
         @Override
         public Write build() {
