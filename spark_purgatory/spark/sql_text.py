@@ -189,11 +189,31 @@ def literal_column(spark: Any, value: list[int] | None, ddl: str) -> Any:
         return F.expr(f"CAST({sql} AS {ddl})")
     from pyspark.sql.classic.column import Column
 
-    expressions = jvm.org.apache.spark.sql.catalyst.expressions
+    literal, data_type, expression_utils = _literal_classes(jvm)
     if value is not None:
         items = spark.sparkContext._gateway.new_array(jvm.int, len(value))
         for i, item in enumerate(value):
             items[i] = int(item)
         value = items
-    literal = expressions.Literal.create(value, jvm.org.apache.spark.sql.types.DataType.fromDDL(ddl))
-    return Column(jvm.org.apache.spark.sql.classic.ExpressionUtils.column(literal))
+    return Column(expression_utils.column(literal.create(value, data_type.fromDDL(ddl))))
+
+
+#: the JVM classes ``literal_column`` calls, per Py4J gateway client: each name looked up
+#: through ``jvm.org.apache...`` is a round trip per dotted part, and a plan's projections
+#: make a literal for every null column of every input
+_LITERAL_CLASSES: dict[int, tuple[Any, tuple[Any, Any, Any]]] = {}
+
+
+def _literal_classes(jvm: Any) -> tuple[Any, Any, Any]:
+    """Spark's ``Literal``, ``DataType`` and ``ExpressionUtils`` classes in ``jvm``, looked up
+    once per gateway client (a new session's JVM is a new client)."""
+    client = jvm._gateway_client
+    held = _LITERAL_CLASSES.get(id(client))
+    if held is None or held[0] is not client:
+        classes = (
+            jvm.org.apache.spark.sql.catalyst.expressions.Literal,
+            jvm.org.apache.spark.sql.types.DataType,
+            jvm.org.apache.spark.sql.classic.ExpressionUtils,
+        )
+        held = _LITERAL_CLASSES[id(client)] = (client, classes)
+    return held[1]
