@@ -14,7 +14,11 @@ session settings for both, one file per input per micro-batch, ``availableNow`` 
 * **join**: the stream-stream left-outer join a Spark user writes (``contenders.join_stream``'s
   shape with the one-day window), into Parquet;
 * **join-delta**: the same join into a Delta table through Spark's own Delta writer, as a user
-  who keeps Delta tables writes it (Delta's JARs from ``make jars``).
+  who keeps Delta tables writes it (Delta's JARs from ``make jars``);
+* **stateful**: the stateful floor, ``applyInPandasWithState`` doing nothing on both inputs'
+  keys and times into Spark's ``noop`` sink (``contenders.stateful_floor``): what moving these
+  rows through Spark's stateful Python operator costs on this host, the part of the job no
+  operator built on it can cut.
 
 The parent samples the resident memory of the child's process tree (driver JVM with its
 executor, Python workers) every ``--sample`` seconds from ``/proc`` and prints per run: wall
@@ -46,7 +50,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from procfs import tree_rss_mb  # noqa: E402
 
 DAY_MS = 86_400_000
-CONTENDERS = ("job", "join", "join-delta")
+CONTENDERS = ("job", "join", "join-delta", "stateful")
 #: where each join contender writes, and in what format
 _JOIN_SINKS = {"join": ("parquet", "join-out"), "join-delta": ("delta", "join-delta-out")}
 
@@ -91,7 +95,7 @@ def write_workload(root: str, files: int, per_file: int) -> tuple[int, int]:
 def child(name: str, root: str, ops: int, events: int) -> dict:
     import dataclasses
 
-    from contenders import Files, run_job, timed, typed_inputs
+    from contenders import Files, run_job, stateful_floor, timed, typed_inputs
     from pyspark.sql import functions as F
 
     from spark_purgatory import PurgatoryConfig
@@ -103,6 +107,13 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
     if name == "job":
         config = dataclasses.replace(config, accumulator_linger_ms=0)
         run = run_job(spark, files, config, 1)
+    elif name == "stateful":
+        import contenders
+        from pyspark import cloudpickle
+
+        # the Python workers cannot import this directory: the group function travels by value
+        cloudpickle.register_pickle_by_value(contenders)
+        run = timed(name, files.rows, stateful_floor(spark, files, config, 1), f"{root}/ck-{name}")
     else:
         ops_in, evs_in = typed_inputs(spark, files, 1)
         o = ops_in.select("op_id", F.col("key").alias("okey"), F.col("ts").alias("ots"))
@@ -136,7 +147,7 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
 
 def measure(name: str, root: str, ops: int, events: int, sample_s: float) -> dict:
     """Run contender ``name`` in a fresh process; sample its tree's resident memory."""
-    for old in ("out", "ck-job", "ck-join", "join-out", "ck-join-delta", "join-delta-out"):
+    for old in ("out", "ck-job", "ck-join", "join-out", "ck-join-delta", "join-delta-out", "ck-stateful"):
         shutil.rmtree(f"{root}/{old}", ignore_errors=True)
     cmd = [
         sys.executable,
@@ -211,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"last micro-batch {min(drift):.2f}-{max(drift):.2f}x its first; its peak memory "
                 f"{min(memory):.2f}-{max(memory):.2f}x the {join_name}'s"
             )
+        for other in (n for n in ("stateful",) if n in runs):
+            for name in (n for n in ("job", *_JOIN_SINKS) if n in runs):
+                ratio = [a["seconds"] / b["seconds"] for a in runs[name] for b in runs[other]]
+                print(f"{name} time / the stateful floor's: {min(ratio):.2f}-{max(ratio):.2f}x")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
