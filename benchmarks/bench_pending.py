@@ -8,7 +8,7 @@ operations grow by two thirds of a file per micro-batch (1.8M operations: 1.2M p
 end).
 
 Each contender runs in a fresh process (``--child``: ``local_session``, local[2], the same
-session settings for both, one file per input per micro-batch, ``availableNow`` to the end):
+session settings for each, one file per input per micro-batch, ``availableNow`` to the end):
 
 * **job**: the job as users run it (``contenders.run_job``: operator, accumulator, delta-rs);
 * **join**: the stream-stream left-outer join a Spark user writes (``contenders.join_stream``'s
