@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from .settings import is_connect
 
-__all__ = ["SmallRows", "SMALL_ROWS", "VERSION", "carried", "jvm_class"]
+__all__ = ["SmallRows", "SMALL_ROWS", "VERSION", "carried", "jvm_class", "table_of"]
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +64,17 @@ class SmallRows:
             self._jvm_class = jvm_class(frame.sparkSession, SMALL_ROWS, VERSION)
         if self._jvm_class is None:
             return None
-        columns = json.loads(self._jvm_class.columns(frame._jdf))
-        if len(columns) != len(schema):
-            raise ValueError(f"SmallRows gave {len(columns)} columns for a schema of {len(schema)}")
-        arrays = [pa.array(values, type=f.type) for values, f in zip(columns, schema, strict=True)]
-        return pa.Table.from_arrays(arrays, schema=schema)
+        return table_of(self._jvm_class.columns(frame._jdf), schema, "SmallRows")
+
+
+def table_of(text: str, schema: pa.Schema, who: str) -> pa.Table:
+    """The JSON text of columns the sink JAR's class ``who`` wrote (a list of each column's
+    values, in ``schema``'s order) as an Arrow table of ``schema``."""
+    columns = json.loads(text)
+    if len(columns) != len(schema):
+        raise ValueError(f"{who} gave {len(columns)} columns for a schema of {len(schema)}")
+    arrays = [pa.array(values, type=f.type) for values, f in zip(columns, schema, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def jvm_class(spark: Any, name: str, version: int) -> Any | None:

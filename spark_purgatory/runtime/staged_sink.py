@@ -26,7 +26,6 @@ drops the driver's reference to the committer once its query is over.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 
 from .settings import is_connect
-from .small_rows import carried, jvm_class
+from .small_rows import carried, jvm_class, table_of
 
 __all__ = ["STAGED_ROWS_SINK", "VERSION", "StagedRowsWriter", "staged_rows_writer"]
 
@@ -62,7 +61,7 @@ class _Committer:
         abort: Callable[[int], None],
     ) -> None:
         self._schema = schema
-        self._names = names
+        self._written = pa.schema([schema.field(name) for name in names])  # the frame's order
         self._begin = begin
         self._take = take
         self._abort = abort
@@ -74,14 +73,7 @@ class _Committer:
         self._abort(int(batch_id))
 
     def commit(self, batch_id: int, text: str) -> None:
-        columns = json.loads(text)
-        if len(columns) != len(self._names):
-            raise ValueError(f"StagedRowsSink gave {len(columns)} columns for {len(self._names)}")
-        arrays = [
-            pa.array(values, type=self._schema.field(name).type)
-            for values, name in zip(columns, self._names, strict=True)
-        ]
-        rows = pa.Table.from_arrays(arrays, names=self._names).select(self._schema.names)
+        rows = table_of(text, self._written, "StagedRowsSink").select(self._schema.names)
         self._take(rows.cast(self._schema), int(batch_id))
 
     class Java:
