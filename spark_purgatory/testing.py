@@ -8,8 +8,9 @@ drives a stateful processor in memory.  This module gives the purgatory the same
   one micro-batch at a time, moves the watermark by hand and keeps the three tables' rows:
   milliseconds per scenario, no JVM.
 * ``assert_outcomes(actual, expected)`` compares outcomes on a few columns whatever the row
-  order, from a Spark DataFrame (through chispa, so a failure is chispa's side-by-side diff),
-  a pandas DataFrame or a list of dicts; times may be ISO-8601 strings, datetimes or epoch ms.
+  order, from a Spark DataFrame, a pandas DataFrame or a list of dicts; times may be ISO-8601
+  strings, datetimes or epoch ms on either side; a difference is an ``AssertionError`` naming
+  the differing cells.
 * ``spark_session()`` and the ``purgatory_spark`` pytest fixture give a local session with
   the job's settings for tests of the Spark path.
 
@@ -33,8 +34,8 @@ and rejects bad rows with the reasons the Spark parser gives) and only keeps the
 ...     {"op_id": "produce-2", "status": "expired", "resolved_at": "2026-01-01T00:00:35Z"},
 ... ])
 
-Dependencies: the harness needs only pandas.  ``assert_outcomes`` on Spark DataFrames needs
-chispa and the fixture needs pytest; both come with the ``testing`` extra
+Dependencies: the harness and ``assert_outcomes`` need only pandas; the fixture needs pytest,
+and chispa (for your own DataFrame comparisons) comes beside it with the ``testing`` extra
 (``pip install "spark-purgatory[testing]"``) and are imported only when used.
 """
 
@@ -373,13 +374,14 @@ def assert_outcomes(
         actual: the outcomes under test: a Spark DataFrame (``outcomes_of``, a Delta table),
             a pandas DataFrame (``PurgatoryTester.outcomes()``) or a list of dicts.
         expected: the same forms.  Times (``op_ts``, ``deadline``, ``resolved_at``) may be
-            epoch ms, ISO-8601 strings or datetimes on either side.
-        columns: the columns compared; ``op_id`` must be one of them.
+            epoch ms, ISO-8601 strings or datetimes on either side, in a Spark DataFrame as in
+            the others (a Spark timestamp is read as its instant, whatever the session's time
+            zone).
 
-    If either side is a Spark DataFrame, the other is turned into one with its schema and
-    chispa compares them (``assert_df_equality`` ignoring row order), so a failure shows
-    both side by side.  Otherwise the ``AssertionError`` names each ``op_id`` that differs
-    and the differing cells:
+    A Spark DataFrame's compared columns are collected (outcomes in a test are few), so every
+    form is compared the same way.  A difference raises ``AssertionError`` (what
+    ``pytest.raises(AssertionError)`` and pytest's own report expect), naming each ``op_id``
+    that differs and the differing cells:
 
     >>> assert_outcomes([{"op_id": "a", "status": "completed", "resolved_at": 15_000}],
     ...                 [{"op_id": "a", "status": "expired", "resolved_at": "1970-01-01T00:00:30Z"}])
@@ -389,7 +391,7 @@ def assert_outcomes(
       'a': status is 'completed', expected 'expired'
       'a': resolved_at is 1970-01-01T00:00:15Z, expected 1970-01-01T00:00:30Z
 
-    Example on Spark (needs chispa)::
+    Example on Spark::
 
         outcomes = outcomes_of(purgatory_batch(ops_df, events_df, config))
         assert_outcomes(outcomes, [{"op_id": "a", "status": "completed",
@@ -398,10 +400,8 @@ def assert_outcomes(
     columns = list(columns)
     if "op_id" not in columns:
         raise ValueError(f"columns must include 'op_id' to pair the rows up, got {columns}")
-    if _is_spark(actual) or _is_spark(expected):
-        _assert_spark_equal(actual, expected, columns)
-        return
-    left, right = _normalised(actual, columns, "actual"), _normalised(expected, columns, "expected")
+    left = _normalised(_collected(actual, columns, "actual"), columns, "actual")
+    right = _normalised(_collected(expected, columns, "expected"), columns, "expected")
     problems = _differences(left, right, columns)
     if problems:
         n = len({op_id for op_id, _ in problems})
@@ -413,6 +413,27 @@ def _is_spark(frame: object) -> bool:
     # a Spark DataFrame means pyspark is imported already; the pandas path never imports it
     sql = sys.modules.get("pyspark.sql")
     return sql is not None and isinstance(frame, sql.DataFrame)
+
+
+def _collected(frame: Outcomes, columns: list[str], side: str) -> Rows:
+    """A Spark DataFrame's ``columns`` as pandas, its timestamps as epoch ms (an instant:
+    ``toPandas`` would give wall-clock times of the session's time zone); other forms as
+    they are."""
+    if not _is_spark(frame):
+        return frame  # type: ignore[return-value]
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{side} has no column {', '.join(map(repr, missing))} (it has {frame.columns})")
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    return frame.select(
+        *(
+            F.unix_millis(F.col(c)).alias(c) if isinstance(types[c], T.TimestampType) else F.col(c)
+            for c in columns
+        )
+    ).toPandas()
 
 
 def _normalised(frame: Rows, columns: list[str], side: str) -> pd.DataFrame:
@@ -473,38 +494,6 @@ def _plain(value: object) -> object:
 
 def _same(a: object, b: object) -> bool:
     return _plain(a) == _plain(b)
-
-
-def _assert_spark_equal(actual: Outcomes, expected: Outcomes, columns: list[str]) -> None:
-    try:
-        from chispa import assert_df_equality
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "assert_outcomes on Spark DataFrames needs chispa: pip install 'spark-purgatory[testing]'"
-        ) from None
-    reference = actual if _is_spark(actual) else expected
-    left = _spark_frame(actual, reference, columns, "actual")
-    right = _spark_frame(expected, reference, columns, "expected")
-    assert_df_equality(left, right, ignore_row_order=True, ignore_nullable=True, underline_cells=True)
-
-
-def _spark_frame(frame: Outcomes, reference: SparkDataFrame, columns: list[str], side: str) -> SparkDataFrame:
-    """``frame``'s compared columns as a Spark DataFrame typed like ``reference``'s."""
-    from pyspark.sql import types as T
-
-    if _is_spark(frame):
-        missing = [c for c in columns if c not in frame.columns]
-        if missing:
-            raise ValueError(f"{side} has no column {', '.join(map(repr, missing))} (it has {frame.columns})")
-        return frame.select(*columns)
-    schema = reference.select(*columns).schema
-    pdf = _normalised(frame, columns, side)
-    for field in schema.fields:
-        if isinstance(field.dataType, (T.LongType, T.IntegerType)):
-            if field.name in OUTCOMES.time_columns:  # the reference keeps this time as epoch ms
-                pdf[field.name] = (pdf[field.name] - _EPOCH) // pd.Timedelta(1, "ms")
-            pdf[field.name] = pdf[field.name].astype("Int64")  # an int64 column may hold a None
-    return reference.sparkSession.createDataFrame(pdf, schema=schema)
 
 
 # -- Spark sessions ----------------------------------------------------------------------------------

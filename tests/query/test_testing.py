@@ -347,9 +347,9 @@ def test_assert_outcomes_compares_only_the_chosen_columns_and_needs_them():
 
 
 @pytest.mark.spark
-def test_assert_outcomes_on_spark_agrees_with_the_harness_and_fails_with_chispas_diff(spark):
-    from chispa.dataframe_comparer import DataFramesNotEqualError
-
+def test_assert_outcomes_on_spark_agrees_with_the_harness_and_fails_as_an_assertion(spark):
+    """On a Spark DataFrame as on pandas: equal outcomes pass (times as timestamps, or as the
+    ISO text a user's table may hold), a difference is an AssertionError naming its cells."""
     from spark_purgatory import outcomes_of, purgatory_batch
 
     config = PurgatoryConfig(shards=2, tick_ms=100, wheel_size=16)
@@ -377,5 +377,17 @@ def test_assert_outcomes_on_spark_agrees_with_the_harness_and_fails_with_chispas
         {"op_id": "done", "status": "completed", "resolved_at": "2026-01-01T00:00:15Z"},
         {"op_id": "late", "status": "completed", "resolved_at": "2026-01-01T00:00:10Z"},
     ]
-    with pytest.raises(DataFramesNotEqualError, match="late"):
+    with pytest.raises(AssertionError, match="'late': status is 'expired', expected 'completed'"):
         assert_outcomes(outcomes, wrong)
+    # resolved_at as ISO text in the Spark frame (a table written by hand, a JSON read)
+    iso = outcomes.selectExpr(
+        "op_id", "status", "date_format(resolved_at, \"yyyy-MM-dd'T'HH:mm:ss.SSSXXX\") AS resolved_at"
+    )
+    assert_outcomes(iso, t.outcomes())
+    assert_outcomes(t.outcomes(), iso)
+    moved = [{"op_id": "done", "status": "completed", "resolved_at": "2026-01-01T00:00:15Z"},
+             {"op_id": "late", "status": "expired", "resolved_at": "2026-01-01T00:00:11Z"}]  # fmt: skip
+    with pytest.raises(
+        AssertionError, match="'late': resolved_at is 2026-01-01T00:00:10Z, expected 2026-01-01T00:00:11Z"
+    ):
+        assert_outcomes(iso, moved)
