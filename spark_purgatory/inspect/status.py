@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import PurgatoryConfig
-from ..contract import TABLES
+from ..contract import MAX_TS_MS, TABLES
 from ..storage import Storage, read_bytes
 from .checkpoint import read_checkpoint
 from .pending_table import StateNeedsSpark, pending_batches
@@ -179,7 +179,7 @@ def _last_metrics(tables: TableReader) -> dict | None:
     columns = tables.columns(METRICS_TABLE)
     if not tables.exists(METRICS_TABLE) or "batch_id" not in columns:
         return None
-    gauges = [c for c in ("shard", "batch_id", "pending", EXPIRY_LAG) if c in columns]
+    gauges = [c for c in ("shard", "batch_id", "pending", EXPIRY_LAG, "watermark") if c in columns]
     if isinstance(tables, DeltaRsReader):
         import pyarrow.dataset as ds
 
@@ -220,6 +220,10 @@ def _expiry_lag(every: pa.Table) -> dict | None:
     if EXPIRY_LAG not in every.column_names:
         return None
     lagged = every.filter(pc.is_valid(every.column(EXPIRY_LAG)))
+    if "watermark" in lagged.column_names:  # a table from before the end of input's lags were null
+        watermark = lagged.column("watermark")
+        end = pa.scalar(MAX_TS_MS, pa.timestamp("ms", tz="UTC")).cast(watermark.type)
+        lagged = lagged.filter(pc.fill_null(pc.less(watermark, end), True))
     if lagged.num_rows == 0:
         return None
     last = pc.max(lagged.column("batch_id")).as_py()

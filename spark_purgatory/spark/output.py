@@ -48,6 +48,7 @@ from ..contract import (
 )
 from ..engine.purgatory import BatchResult, Purgatory
 from ..handoff.partitions import maxima_text
+from ..handoff.wake import is_end_watermark
 from .routed_rows import ROLE_BAD, ROLE_EVENT, ROLE_OPERATION, ROLE_REPLICA, ROLE_STUB, ROLES, SIDES
 
 __all__ = [
@@ -252,7 +253,9 @@ def _call_metrics(
         "unmatched": len(result.unmatched),
         "rejected": len(result.rejected) + len(bad),
         **_latencies(outcomes["latency_ms"].to_numpy()[status == COMPLETED]),
-        "expiry_lag_ms": _expiry_lag(
+        "expiry_lag_ms": None
+        if is_end_watermark(wm)  # expired because the input ended, not late: no lag to report
+        else _expiry_lag(
             outcomes["resolved_at"].to_numpy()[status == EXPIRED], figures.get(ms_column("batch_time"))
         ),
         ms_column(_WATERMARK): wm,

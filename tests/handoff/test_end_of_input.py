@@ -194,6 +194,10 @@ def test_ending_the_input_resolves_every_operation_exactly_once(spark, tmp_path)
     ended = tables["outcomes"][tables["outcomes"]["batch_id"] >= record["batch_id"]]
     assert len(ended) >= len(work.operations) - len(before) > 0
     assert (ended["status"] == "expired").all() and (ended["resolved_at"] == ended["deadline"]).all()
+    # expired because the input ended, not late: no expiry lag in the metrics (status shows none)
+    metrics = read_table(f"{root}/out/metrics", None, "metrics")
+    ending = metrics[metrics["batch_id"] >= record["batch_id"]]
+    assert len(ending) and ending["expiry_lag_ms"].isna().all(), ending
 
 
 @pytest.mark.spark

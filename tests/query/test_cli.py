@@ -7,6 +7,7 @@ milliseconds; the Spark-backed commands run on a real checkpoint in ``test_inspe
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 
@@ -219,16 +220,33 @@ def test_status_takes_each_shards_last_metrics_row_and_each_inputs_watermark(tmp
 
 
 def test_status_and_at_risk_show_how_late_expiries_were_decided(tmp_path, tables, capsys):
-    """``metrics.expiry_lag_ms``: the last micro-batch that expired something, and the worst."""
+    """``metrics.expiry_lag_ms``: the last micro-batch that expired something, and the worst;
+    not the end of input's call, whose expiries were not late (a table written before its lag
+    was null holds a negative one there, under the end watermark)."""
     chk = fake_checkpoint(str(tmp_path))
+    end = dt.datetime(2200, 1, 8, tzinfo=dt.timezone.utc)  # end_watermark_ms's year
     rows = [
-        {"shard": 0, "batch_id": 1, "pending": 3, "expiry_lag_ms": 9_500},
-        {"shard": 1, "batch_id": 1, "pending": 1, "expiry_lag_ms": 2_000},
-        {"shard": 0, "batch_id": 2, "pending": 2, "expiry_lag_ms": 3_100},
-        {"shard": 0, "batch_id": 3, "pending": 2, "expiry_lag_ms": None},  # nothing expired
+        {"shard": 0, "batch_id": 1, "pending": 3, "expiry_lag_ms": 9_500, "watermark": ts(1_000)},
+        {"shard": 1, "batch_id": 1, "pending": 1, "expiry_lag_ms": 2_000, "watermark": ts(1_000)},
+        {"shard": 0, "batch_id": 2, "pending": 2, "expiry_lag_ms": 3_100, "watermark": None},
+        {
+            "shard": 0,
+            "batch_id": 3,
+            "pending": 2,
+            "expiry_lag_ms": None,
+            "watermark": ts(2_000),
+        },  # none expired
+        {
+            "shard": 0,
+            "batch_id": 4,
+            "pending": 0,
+            "expiry_lag_ms": -411_700,
+            "watermark": end,
+        },  # end of input
     ]
     schema = pa.schema([("shard", pa.int32()), ("batch_id", pa.int64()), ("pending", pa.int64()),
-                        ("expiry_lag_ms", pa.int64())])  # fmt: skip
+                        ("expiry_lag_ms", pa.int64()),
+                        ("watermark", pa.timestamp("us", tz="UTC"))])  # fmt: skip
     write_deltalake(os.path.join(tables, "metrics"), pa.Table.from_pylist(rows, schema=schema))
     code, out, err = run(capsys, "status", "--checkpoint", chk, "--output", tables, "--no-state", "--json")
     assert code == 0, err
