@@ -31,16 +31,17 @@ def _children(processes: dict[int, list[str]]) -> dict[int, list[int]]:
     return children
 
 
-def cpu_seconds() -> float:
-    """CPU seconds (user + system) used so far by this process and everything under it: the
-    JVM, its Python workers, and the children they have reaped (Linux ``/proc``; NaN where
-    there is none).  Less disturbed than wall time by other work on a shared machine."""
+def cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds (user + system) used so far by this process (or process ``root``: a Spark
+    Connect server) and everything under it: the JVM, its Python workers, and the children
+    they have reaped (Linux ``/proc``; NaN where there is none).  Less disturbed than wall
+    time by other work on a shared machine."""
     try:
         processes = _processes()
     except OSError:
         return float("nan")
     children = _children(processes)
-    total, todo = 0, [os.getpid()]
+    total, todo = 0, [os.getpid() if root is None else root]
     while todo:
         pid = todo.pop()
         if pid in processes:

@@ -8,12 +8,20 @@
 # MAGIC outcomes and two plots.
 # MAGIC
 # MAGIC ## Before you run it: the platform's rules
-# MAGIC * **Install from a wheel.** `spark-purgatory` is not on PyPI: build the wheel
-# MAGIC   (`python -m build --wheel`), upload it to a Unity Catalog volume (`databricks fs cp
-# MAGIC   dist/spark_purgatory-0.1.0-py3-none-any.whl dbfs:/Volumes/main/default/spark_purgatory/wheels/`)
-# MAGIC   and put its path in the `wheel` widget; the next cells `%pip install` it into this notebook
-# MAGIC   and restart Python.  (Or attach the wheel as a cluster library / in the serverless
-# MAGIC   environment panel and leave the `%pip` cell out.)
+# MAGIC * **Install from a wheel.** `spark-purgatory` is not on PyPI: build the wheel with
+# MAGIC   `make dist` in the repository (it carries the project's JARs), upload it to a Unity
+# MAGIC   Catalog volume (`databricks fs cp dist/spark_purgatory-0.1.0-py3-none-any.whl
+# MAGIC   dbfs:/Volumes/main/default/spark_purgatory/wheels/`) and put its path, or the folder
+# MAGIC   that holds it (the newest `spark_purgatory-*.whl` there is taken), in the `wheel` widget;
+# MAGIC   the next cells `%pip install` it into this notebook and restart Python.  (Or attach the
+# MAGIC   wheel as a cluster library / in the serverless environment panel and leave the `%pip`
+# MAGIC   cell out.  The bundle in `deploy/databricks/` runs this notebook as a job with the wheel
+# MAGIC   it built.)
+# MAGIC * **Serverless and standard access mode: Spark Connect.** There no JAR of the project
+# MAGIC   reaches the driver: `start()` checks and routes the input with SQL and hands each
+# MAGIC   micro-batch to its sink through `foreachBatch`.  The same tables, at some cost in time
+# MAGIC   (`docs/deployment.md`, "Spark Connect"); a dedicated cluster with the JARs as libraries
+# MAGIC   runs the JVM parts.
 # MAGIC * **Paths on a volume.** Everything this notebook writes (input, Delta tables, checkpoint)
 # MAGIC   lives under `base_path`, by default on the volume `/Volumes/main/default/spark_purgatory`
 # MAGIC   (create it, or point the widget at one you can write).  A `/Volumes/...` path is the same
@@ -26,6 +34,9 @@
 
 # COMMAND ----------
 
+import glob
+import os
+
 dbutils.widgets.text(
     "wheel", "/Volumes/main/default/spark_purgatory/wheels/spark_purgatory-0.1.0-py3-none-any.whl", "Wheel"
 )
@@ -33,6 +44,11 @@ dbutils.widgets.text("operations", "3000", "Operations to generate")
 dbutils.widgets.text("base_path", "/Volumes/main/default/spark_purgatory/quickstart", "Base path (a volume)")
 dbutils.widgets.dropdown("shards", "2", ["1", "2", "4", "8", "16"], "Shards")
 wheel = dbutils.widgets.get("wheel")
+if os.path.isdir(wheel):  # a folder of wheels (the bundle's synced dist/): the newest
+    found = sorted(glob.glob(f"{wheel}/spark_purgatory-*.whl"), key=os.path.getmtime)
+    if not found:
+        raise FileNotFoundError(f"no spark_purgatory-*.whl in {wheel}: build it with make dist")
+    wheel = found[-1]
 
 # COMMAND ----------
 

@@ -124,6 +124,14 @@ def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp
     assert "1.50-1.60x (1.55x)" in ranges  # delta-rs / Spark's Delta: 8/5, 6/4
 
 
+def test_the_connect_bench_runs_the_job_over_connect_with_the_classic_jobs_outputs():
+    """The job handed a remote session (a Connect server on loopback) writes the outcomes,
+    unmatched events and rejected rows the classic job writes from the same files."""
+    out = _bench("bench_connect.py", "--ops", "400", "--files", "2", "--contenders", "classic,connect")
+    assert "round 1 connect" in out and "connect / classic:" in out
+    assert "every run's outputs equal" in out
+
+
 def test_the_shard_profile_runs_the_operators_shard_step():
     """``profile_shard.py`` drives the shard step with a stand-in for Spark's GroupState: when
     the step uses more of GroupState, the stand-in must follow (it had not, once)."""

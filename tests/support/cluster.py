@@ -124,8 +124,9 @@ def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def connect_server(workdir: str) -> Iterator[str]:
-    """pyspark's bundled Spark Connect server (local[2]); yields the ``sc://`` URL."""
+def connect_server(workdir: str, conf: dict[str, str] | None = None) -> Iterator[str]:
+    """pyspark's bundled Spark Connect server (local[2]), with ``conf``'s Spark settings
+    besides the ones below; yields the ``sc://`` URL."""
     os.makedirs(workdir, exist_ok=True)
     env = cluster_env(workdir)
     port = free_port()
@@ -148,6 +149,7 @@ def connect_server(workdir: str) -> Iterator[str]:
             "spark.sql.session.timeZone=UTC",
             "--conf",
             f"spark.pyspark.python={sys.executable}",
+            *(arg for key, value in (conf or {}).items() for arg in ("--conf", f"{key}={value}")),
             os.path.join(SPARK_HOME, "jars", jar),
         ],
         env=env,
