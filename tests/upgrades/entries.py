@@ -363,6 +363,32 @@ def outputs(tables: Path) -> dict[str, list[str]]:
     return found
 
 
+def raw_as_fields(tables: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Outputs as ``outputs`` gives them (or a reference), each ``raw`` read as its fields."""
+    out = {}
+    for name, lines in tables.items():
+        rows = [json.loads(line) for line in lines]
+        for row in rows:
+            if "raw" in row:
+                row["raw"] = _fields(row["raw"])
+        out[name] = sorted(_line(row) for row in rows)
+    return out
+
+
+def _fields(raw: object) -> object:
+    """A rejected row's ``raw`` that is a JSON object as its fields with a value, keys sorted
+    (how a version renders the fields of a row rejected after it was read, ``duplicate_op_id``
+    and ``late``, changed in ed2332f: from sorted keys with nulls to the contract's order
+    without them); any other ``raw`` as it is."""
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return raw
+    if not isinstance(parsed, dict):
+        return raw
+    return json.dumps({k: v for k, v in parsed.items() if v is not None}, sort_keys=True)
+
+
 def _line(row: dict) -> str:
     return json.dumps({k: _plain(v) for k, v in sorted(row.items())}, sort_keys=True)
 
