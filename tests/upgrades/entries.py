@@ -76,6 +76,9 @@ class Entry:
 
     name: str
     description: str
+    #: the commit whose job writes the entry (a prefix of its hash): make_corpus.py writes an
+    #: entry only with that checkout (``entry.json``'s ``written_by`` says what it was)
+    writer: str
     source: str  # json | kafka
     settings: dict[str, str]
     #: the runs that write the checkpoint, then the continuation (every later version's run)
@@ -129,6 +132,7 @@ _COMMON = {
 ENTRIES: tuple[Entry, ...] = (
     Entry(
         name="files-two-runs",
+        writer="6e49991",
         description=(
             "JSON files, 2 shards, two available-now runs (issue 63's case): single- and multi-key "
             "operations across shards, repeated op_ids (the registry), malformed lines; operations "
@@ -143,6 +147,7 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     Entry(
         name="files-killed-in-flight",
+        writer="6e49991",
         description=(
             "JSON files, 2 shards, accumulator.linger.ms of an hour: a clean run, then a run killed "
             "(SIGKILL) as its first Spark run ended: rows staged and not committed (mid-linger), "
@@ -157,6 +162,7 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     Entry(
         name="kafka-two-runs",
+        writer="6e49991",
         description=(
             "Kafka topics of 2 partitions each, 2 shards, two available-now runs: single- and "
             "multi-key operations across shards, repeated op_ids, malformed records; operations "
@@ -168,6 +174,19 @@ ENTRIES: tuple[Entry, ...] = (
         continuation=Run((4, 5), end_input=True),
         seed=37,
         topics={"operations": "corpus-kafka-two-runs-ops", "events": "corpus-kafka-two-runs-events"},
+    ),
+    Entry(
+        name="files-nullable-key",
+        writer="2d99de0",
+        description=(
+            "JSON files, 2 shards, two available-now runs, written by main at 2d99de0: its state key "
+            "shard was recorded nullable (the break of issue 63), which a non-nullable key continues"
+        ),
+        source="json",
+        settings=dict(_COMMON),
+        runs=(Run((0, 1)), Run((2, 3))),
+        continuation=Run((4, 5), end_input=True),
+        seed=53,
     ),
 )
 

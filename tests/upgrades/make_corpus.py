@@ -3,11 +3,12 @@
     python tests/upgrades/make_corpus.py --checkout /work/old [--entry NAME ...]
     python tests/upgrades/make_corpus.py --checkout . --verify [--entry NAME ...]
 
-The checkout is any commit of this project with its own ``make setup`` done (its ``.venv``
-and ``.jars``): its ``jobs/purgatory_job.py`` runs, with its own Python, each entry's runs
-(``entries.ENTRIES``) on inputs this script makes, under ``entries.RECORDED_ROOT/<entry>``;
-then the entry is recorded (checkpoint, tables, inputs, times), the same checkout runs the
-continuation, and its outputs become the entry's reference (``corpus/README.md``).  A run
+The checkout is a commit of this project with its own ``make setup`` done (its ``.venv`` and
+``.jars``): its ``jobs/purgatory_job.py`` runs, with its own Python, the runs of each entry
+that commit writes (``entries.ENTRIES``, ``Entry.writer``) on inputs this script makes, under
+``entries.RECORDED_ROOT/<entry>``; then the entry is recorded (checkpoint, tables, inputs,
+times), the same checkout runs the continuation, and its outputs become the entry's
+reference (``corpus/README.md``).  A run
 whose plan says ``kill`` is the checkout's own job with one change: its driver kills itself
 (SIGKILL) as the first Spark run of that job ends.  Kafka entries run on a broker this
 script starts (``spark_purgatory.kafka_broker``, this checkout's).
@@ -299,6 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     checkout = Checkout(args.checkout)
     chosen = [corpus.entry_named(name) for name in args.entry] if args.entry else list(corpus.ENTRIES)
+    if not args.verify:  # an entry is written by its own commit's job
+        mine = [e for e in chosen if checkout.commit.startswith(e.writer)]
+        for entry in chosen:
+            if entry not in mine:
+                print(f"{entry.name}: written by {entry.writer}, not {checkout.commit[:7]}: skipped")
+        chosen = mine
     broker = None
     if any(e.source == "kafka" for e in chosen):
         from spark_purgatory.kafka_broker import KafkaBroker
