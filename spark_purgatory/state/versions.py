@@ -126,18 +126,18 @@ class IncompatibleCheckpointError(RuntimeError):
 
 def read_record(checkpoint: str, storage: Storage | None = None) -> dict | None:
     """The checkpoint's version record, None when it has none."""
-    fs, root = (storage or Storage()).filesystem(checkpoint)
-    try:
-        return json.loads(read_bytes(fs, f"{root}/{RECORD}"))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+    return _read(checkpoint, RECORD, storage)
 
 
 def read_journal(checkpoint: str, storage: Storage | None = None) -> dict | None:
     """The journal of an upgrade under way, None when none is."""
+    return _read(checkpoint, JOURNAL, storage)
+
+
+def _read(checkpoint: str, name: str, storage: Storage | None) -> dict | None:
     fs, root = (storage or Storage()).filesystem(checkpoint)
     try:
-        return json.loads(read_bytes(fs, f"{root}/{JOURNAL}"))
+        return json.loads(read_bytes(fs, f"{root}/{name}"))
     except (FileNotFoundError, NotADirectoryError):
         return None
 
