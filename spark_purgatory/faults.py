@@ -126,7 +126,8 @@ def _told(error: BaseException) -> str:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         parts += [type(current).__name__, str(current)]
-        current = current.__cause__ or current.__context__
+        # as Python's traceback shows them: the cause, else the context unless suppressed
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return "\n".join(parts)
 
 
