@@ -1,9 +1,10 @@
-"""The command line: ``spark-purgatory status|pending|at-risk|explain|rescale``.
+"""The command line: ``spark-purgatory status|pending|at-risk|explain|rescale|upgrade``.
 
 ``python -m spark_purgatory`` runs it too.
 
     spark-purgatory status   --checkpoint CHK [--output OUT]
     spark-purgatory rescale  --checkpoint CHK --shards N
+    spark-purgatory upgrade  --checkpoint CHK
     spark-purgatory pending  --checkpoint CHK [--watermark TS] [--batch-id N] [--limit 50]
     spark-purgatory at-risk  --checkpoint CHK --within 1h [--watermark TS] [--output OUT]
     spark-purgatory explain  --output OUT [--checkpoint CHK] OP_ID [OP_ID ...]
@@ -14,7 +15,9 @@ master), and ``--json`` for scripts: ``pending`` and ``at-risk`` print one JSON 
 operation (JSON lines, streamed: fine for a million), ``status`` and ``explain`` one JSON
 document.  Tables are printed with ``rich``.
 
-``rescale`` changes a stopped checkpoint's shard count (``spark_purgatory.rescale``; no JVM).
+``rescale`` changes a stopped checkpoint's shard count (``spark_purgatory.rescale``; no JVM);
+``upgrade`` brings a stopped checkpoint to this version's formats (``spark_purgatory.upgrade``;
+no JVM; docs/upgrading.md).
 
 No command starts a JVM: the checkpoint's logs and the shards' state are read from their
 files (``inspect.pending_table``), the tables with delta-rs.  Spark is started only for a
@@ -85,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
         "rescale", parents=[common], help="change a stopped checkpoint's shard count (no JVM)"
     )
     rescale.add_argument("--shards", type=int, required=True, help="the new purgatory.shards (required)")
+    commands.add_parser(
+        "upgrade", parents=[common], help="bring a stopped checkpoint to this version's formats (no JVM)"
+    )
     for name, command in commands.choices.items():  # --help says which commands need it
         needed = "optional: where to look for pending operations" if name == "explain" else "required"
         command.add_argument("--checkpoint", help=f"the query's checkpoint, a path or URI ({needed})")
@@ -147,12 +153,15 @@ def _settings(conf: list[str], sets: list[str]) -> tuple[PurgatoryConfig, str]:
 def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
     from .inspect import StateNeedsSpark, at_risk, checkpoint_status, explain, pending_operations
 
-    if args.command in ("status", "pending", "at-risk", "rescale") and not args.checkpoint:
+    if args.command in ("status", "pending", "at-risk", "rescale", "upgrade") and not args.checkpoint:
         raise _UsageError(f"{args.command} needs --checkpoint")
     if args.command == "explain" and not args.output:
         raise _UsageError("explain needs --output (and --checkpoint to look for pending operations)")
     if args.command == "rescale":
         _rescale(args, config)
+        return 0
+    if args.command == "upgrade":
+        _upgrade(args, config)
         return 0
     if args.command == "status":
         from .inspect.checkpoint import read_checkpoint
@@ -248,6 +257,24 @@ def _rescale(args: argparse.Namespace, config: PurgatoryConfig) -> None:
         f"rescaled {done.checkpoint}: {done.from_shards} -> {done.to_shards} shards as micro-batch "
         f"{done.batch}, {done.pending} pending operations moved in {done.seconds:.2f} s; "
         f"start it with purgatory.shards={done.to_shards}"
+    )
+
+
+def _upgrade(args: argparse.Namespace, config: PurgatoryConfig) -> None:
+    from .upgrade import upgrade
+
+    done = upgrade(args.checkpoint, config=config)
+    if args.json:
+        print(json.dumps(done.__dict__))
+        return
+    if not done.steps:
+        print(f"{done.checkpoint} is up to date: spark-purgatory {done.to_version} and its formats")
+        return
+    began = "resumed the upgrade of" if done.resumed else "upgraded"
+    print(
+        f"{began} {done.checkpoint}: spark-purgatory {done.from_version or 'from before version records'} "
+        f"-> {done.to_version} ({', '.join(done.steps)}) in {done.seconds:.2f} s; start it with "
+        f"spark-purgatory {done.to_version}"
     )
 
 

@@ -237,6 +237,24 @@ class TableContract:
         names = self.schema.names
         return names[names.index("batch_id") + 1 :]
 
+    def conformed(self, rows: pa.RecordBatch | pa.Table, columns: list[str] | None = None) -> pa.Table:
+        """``rows`` with this table's ``columns`` (default: all), in order and of their types;
+        a column the rows lack as nulls.  Rows staged by an earlier version (a checkpoint
+        continued after an upgrade, ``docs/upgrading.md``) lack the columns added since; a
+        table's columns are only ever added, nullable, so such rows read as its older rows do.
+
+        >>> old = pa.table({"key": ["k"], "ts": pa.array([0], _TS), "reason": ["late"]})
+        >>> UNMATCHED_EVENTS.conformed(old, ["key", "value"]).to_pylist()
+        [{'key': 'k', 'value': None}]
+        """
+        table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+        fields = [self.schema.field(name) for name in (columns or self.schema.names)]
+        have = set(table.schema.names)
+        arrays = [
+            table.column(f.name) if f.name in have else pa.nulls(table.num_rows, f.type) for f in fields
+        ]
+        return pa.Table.from_arrays(arrays, names=[f.name for f in fields]).cast(pa.schema(fields))
+
 
 OUTCOMES = TableContract(
     "outcomes",

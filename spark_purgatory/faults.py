@@ -14,6 +14,14 @@ Asking changes nothing: the failed run stopped between micro-batches like any st
 start after the fix continues from the checkpoint, exactly once (what was staged but not
 committed is committed then).
 
+Errors that cannot pass (``cannot_pass``): some failures say by themselves that no restart
+changes them, whatever the resources answer: Spark refusing the checkpoint's state for this
+query (``STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE`` and its kin: a checkpoint another version
+wrote, or a query changed under its checkpoint), an analysis error (a table, a column or a
+path Spark cannot resolve), a class missing from the class path (``ClassNotFoundException``,
+``NoClassDefFoundError``, a data source Spark cannot find).  The job ends on them at once,
+one line, exit code 2 (the checkpoint) or 3 (the deployment), never a restart (``job``).
+
 Invariant: a resource that does not answer (a timeout, a 503, a broker away) is never called
 gone: that is a fault that may pass, left to the restart policy.
 """
@@ -25,10 +33,22 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .config import PurgatoryConfig
-from .spark.errors import MicroBatchError
+from .spark.errors import MicroBatchError, first_cause
 from .storage import Storage
 
-__all__ = ["PermanentFault", "diagnose", "depended_on", "gone_buckets", "gone_topics"]
+__all__ = [
+    "PermanentFault",
+    "CannotPass",
+    "EXIT_DONE",
+    "EXIT_FAILED",
+    "EXIT_REFUSED",
+    "EXIT_BROKEN",
+    "cannot_pass",
+    "diagnose",
+    "depended_on",
+    "gone_buckets",
+    "gone_topics",
+]
 
 #: what a store answers to credentials it does not accept (S3, ADLS, GCS)
 _REFUSED = re.compile(
@@ -43,6 +63,72 @@ class PermanentFault(MicroBatchError):
     A ``MicroBatchError``: what ``PurgatoryQuery.await_termination`` raises for a micro-batch
     that failed on it (``start``'s handle asks ``diagnose`` after a failure, as the job does).
     """
+
+
+#: the job's exit codes (docs/deployment.md, "Exit codes"): done; failed (restarts spent on a
+#: fault that may pass, or something the query needs is gone: a bucket, a topic, credentials);
+#: refused (the configuration, the input's schema, the checkpoint: in use, ended, another's
+#: tables, a newer version's, one that needs ``spark-purgatory upgrade``, state Spark refuses
+#: for this query); a deployment no restart fixes (an analysis error, a class missing)
+EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, EXIT_BROKEN = 0, 1, 2, 3
+
+
+class CannotPass(MicroBatchError):
+    """An error no restart fixes, said in one line; ``exit_code`` is the job's: 2, the
+    checkpoint's state does not fit the query; 3, the deployment (analysis, class path)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+#: Spark refusing a checkpoint's state for this query (schemas, the operator's state metadata)
+_STATE_DOES_NOT_FIT = re.compile(
+    r"STATE_STORE_(KEY|VALUE)_SCHEMA_NOT_COMPATIBLE|StateSchemaNotCompatible|STATE_STORE_INVALID_"
+    r"|Provided schema doesn't match to the schema for existing state"
+    r"|STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA|INVALID_LOG_VERSION"
+)
+#: a class the session does not have
+_CLASS_MISSING = re.compile(r"ClassNotFoundException|NoClassDefFoundError|DATA_SOURCE_NOT_FOUND")
+#: Spark's analysis error, in the JVM (``org.apache.spark.sql.AnalysisException``, Delta's
+#: ``DeltaAnalysisException`` ...) or as PySpark raises it
+_ANALYSIS = re.compile(r"[A-Za-z]*AnalysisException\b")
+
+
+def cannot_pass(error: BaseException, checkpoint: str = "") -> CannotPass | None:
+    """The ``CannotPass`` that ``error`` (a failed run's, or a start's) is, or None: the error
+    and its causes say it cannot pass (module docstring), whatever the resources answer."""
+    text = _told(error)
+    cause = first_cause(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if _STATE_DOES_NOT_FIT.search(text):
+        where = f" --checkpoint {checkpoint}" if checkpoint else ""
+        return CannotPass(
+            f"the checkpoint's state does not fit this query: {cause}; a checkpoint another version "
+            f"wrote may need `spark-purgatory upgrade{where}` (docs/upgrading.md), a query whose "
+            "configuration changed a new checkpoint",
+            EXIT_REFUSED,
+        )
+    if _CLASS_MISSING.search(text):
+        return CannotPass(
+            f"a class is missing from Spark's class path: {cause}; give the session the JARs it "
+            "needs (--jars, spark.jars, a cluster library: docs/deployment.md)",
+            EXIT_BROKEN,
+        )
+    if _ANALYSIS.search(text):
+        return CannotPass(f"Spark cannot analyse the query: {cause}; no restart changes that", EXIT_BROKEN)
+    return None
+
+
+def _told(error: BaseException) -> str:
+    """``error``'s text with its causes' and their types' names (a JVM error's trace is its text)."""
+    parts, seen = [], set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        parts += [type(current).__name__, str(current)]
+        # as Python's traceback shows them: the cause, else the context unless suppressed
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return "\n".join(parts)
 
 
 def gone_buckets(uris: Iterable[str], storage: Storage) -> str | None:

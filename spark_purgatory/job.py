@@ -30,6 +30,13 @@ Configuration: the keys of ``PurgatoryConfig`` plus ``job.trigger``, ``job.sourc
 ``kafka.bootstrap.servers``) and ``source.kafka.*`` (other Kafka source options, e.g.
 ``source.kafka.startingOffsets``), from ``--conf`` files (in order) then ``--set``.
 Unknown keys and bad values stop the job at start-up with the key and what is allowed.
+
+Exit codes (``faults.EXIT_*``): 0 done; 1 the query failed (restarts spent on a fault that
+may pass, or something it needs is gone: a bucket, a topic, credentials); 2 refused (the
+configuration, the input's schema, the checkpoint: in use, ended, another's tables, written
+by a newer version, in need of ``spark-purgatory upgrade``, or state Spark refuses for this
+query); 3 a deployment no restart fixes (an analysis error, a class missing from the class
+path).  Every one but 0 is one line on standard error; 2 and 3 come without a restart.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from .config import (
     secret_values,
 )
 from .delta.catalog import CatalogTables
+from .faults import EXIT_DONE, EXIT_FAILED, EXIT_REFUSED
 from .handoff.end_of_input import EndOfInput, InputEndedError
 from .query import TRIGGERS, check_trigger
 from .restarts import Attempt, RestartPolicy, run_restarting
@@ -272,17 +280,21 @@ def run(settings: JobSettings) -> dict:
     from .delta.catalog import writer_for
     from .delta.ownership import check_owner
     from .delta.writers import DeltaRsWriter
-    from .faults import PermanentFault, depended_on, diagnose
+    from .faults import CannotPass, PermanentFault, cannot_pass, depended_on, diagnose
     from .query import app_id_of, start
     from .spark.errors import MicroBatchError, first_cause
     from .spark.metrics import ProgressListener
     from .state.layout import RunLease
     from .state.pending_counts import PendingRecord
+    from .state.versions import check_formats
     from .storage import Storage
 
-    # refused at once, before a session starts: an ended checkpoint (docs/end-of-input.md), one
-    # another query runs on, output tables of another checkpoint (catalog tables: in start)
+    # refused at once, before a session starts: a checkpoint of a newer version or one that
+    # needs `spark-purgatory upgrade` (docs/upgrading.md), an ended checkpoint
+    # (docs/end-of-input.md), one another query runs on, output tables of another checkpoint
+    # (catalog tables: in start)
     storage = Storage.of(settings.config)
+    check_formats(settings.checkpoint_path, storage)
     EndOfInput(settings.checkpoint_path, storage).check_open()
     RunLease(settings.checkpoint_path, storage).check_unheld()
     if settings.output_path and not settings.config.output_take_over:
@@ -345,7 +357,12 @@ def run(settings: JobSettings) -> dict:
             _note_signals(interrupted)
         return Attempt(error, progressed=purgatory.totals["batches"] > 0, signalled=signalled)
 
-    def permanent(error: BaseException) -> PermanentFault | None:  # spark_purgatory.faults
+    def permanent(error: BaseException) -> PermanentFault | CannotPass | None:  # spark_purgatory.faults
+        # an error that says by itself no restart fixes it (a state schema the checkpoint
+        # refuses, an analysis error, a class missing) ends the job at once
+        never = cannot_pass(error, settings.checkpoint_path)
+        if never is not None:
+            return never
         # the handle asks the stores before it raises; its inputs are DataFrames here, so
         # the topics are the job's to ask (and the stores again, when the handle found none)
         if isinstance(error, PermanentFault):
@@ -449,32 +466,36 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_format, settings.secrets)
     from .delta.ownership import OutputOwnedError
-    from .faults import PermanentFault
+    from .faults import CannotPass, PermanentFault
     from .spark.errors import MicroBatchError
     from .spark.schema import InputSchemaError
     from .state.layout import CheckpointBusyError
+    from .state.versions import IncompatibleCheckpointError
 
     def say(text: str) -> None:  # no credential's value in what the job prints
         print(scrubbed(text, settings.secrets), file=sys.stderr)
 
     try:
         run(settings)
-    except (InputEndedError, CheckpointBusyError, OutputOwnedError) as error:  # one line, refused
-        say(f"error: {error}")
-        return 2
+    except (InputEndedError, CheckpointBusyError, OutputOwnedError, IncompatibleCheckpointError) as error:
+        say(f"error: {error}")  # refused at start, in one line
+        return EXIT_REFUSED
     except (ConfigError, InputSchemaError) as error:  # found at start: one line says what to do
         say(f"{type(error).__name__}: {error}")
-        return 2
+        return EXIT_REFUSED
+    except CannotPass as error:  # no restart fixes it: ended at once (spark_purgatory.faults)
+        say(f"error: {error}".splitlines()[0])
+        return error.exit_code
     except PermanentFault as error:  # something the query needs is gone: no restart helps
         say(f"error: {error}")
-        return 1
+        return EXIT_FAILED
     except MicroBatchError as error:  # failed while running, restarts spent: its first cause
         say(f"error: the query failed after {settings.restart.attempts} restarts: {error}".splitlines()[0])
-        return 1
+        return EXIT_FAILED
     except Exception:  # the trace, with no credential's value in it
         say(traceback.format_exc().rstrip())
-        return 1
-    return 0
+        return EXIT_FAILED
+    return EXIT_DONE
 
 
 def console(argv: list[str] | None = None) -> int:

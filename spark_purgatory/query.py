@@ -30,6 +30,10 @@ go through it, so they run the same query with the same defaults:
 * the end of input (``end_input``, ``start(..., end_of_input=True)``): the end mark in the
   wake directory, one run that applies it, and the record ``<checkpoint>/purgatory-ended``,
   on which ``start`` refuses to run again (``docs/end-of-input.md``);
+* the version record (``state.versions``): ``<checkpoint>/purgatory-version`` names the
+  version that last started on the checkpoint and the formats it holds; ``start`` refuses a
+  newer version's checkpoint, or one that needs ``spark-purgatory upgrade``, before it
+  touches it (``docs/upgrading.md``);
 * ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (``startup``),
   Spark's HDFS-backed state store unless the session names one (``runtime.settings.state_store``), and
   Arrow batches of 50,000 rows to the shards unless the session sets
@@ -98,6 +102,7 @@ from .startup import (
     trigger_interval_ms,
 )
 from .state.pending_counts import PendingRecord
+from .state.versions import check_formats, write_record
 from .storage import Storage
 
 if TYPE_CHECKING:
@@ -183,6 +188,8 @@ def start(
             (``spark.pyspark.python`` / ``PYSPARK_PYTHON``).
         InputEndedError: the checkpoint's input ended (``end_input``): use a new one.
         CheckpointBusyError: another query runs on the checkpoint (``state.layout.RunLease``).
+        IncompatibleCheckpointError: the checkpoint was written by a newer version, or needs
+            ``spark-purgatory upgrade`` first (``state.versions``, docs/upgrading.md).
         OutputOwnedError: the output tables belong to another checkpoint's query and
             ``output.take.over`` is off (``delta.ownership``).
         ValueError: an unknown writer name, or no session to read paths with.
@@ -221,6 +228,9 @@ def start(
     warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
     storage = Storage.of(cfg)
     with _removed_if_failed(checkpoint, storage):  # a failed start leaves no new checkpoint
+        # a checkpoint of a newer version, or one that needs ``spark-purgatory upgrade``, is
+        # refused before anything touches it (state.versions)
+        record = check_formats(checkpoint, storage)
         end = EndOfInput(checkpoint, storage)
         end.check_open()
         from .state.layout import RunLease, check_layout
@@ -231,6 +241,7 @@ def start(
         lease = RunLease(checkpoint, storage)  # a second start and ``rescale`` refuse while it is held
         lease.take()
         with lease.given_back_on_error():  # nothing runs: the next start may take it
+            write_record(checkpoint, storage, known=record)  # this version, and its formats
             if end.declared() and not end_of_input:
                 log.warning(
                     "checkpoint %s: its end of input was declared, not recorded: completing it", checkpoint

@@ -6,7 +6,8 @@ segment files beside it.  ``rescale`` rewrites both as a new micro-batch of the 
 with no JVM (Spark's own offline repartition cannot: ``spark.state_files`` says why):
 
 1. **Refuse** what it cannot do safely, each with one line (``RescaleError``): a query
-   running on the checkpoint (``RunLease``), an uncommitted last micro-batch, input that
+   running on the checkpoint (``RunLease``), a checkpoint of a newer version or one that
+   needs ``spark-purgatory upgrade`` (``state.versions``), an uncommitted last micro-batch, input that
    has ended, a state format it does not know (not Spark's HDFS-backed store with the lz4
    codec, not ``flatMapGroupsWithState`` state format 2, a shard value of an unknown format),
    relays or parked operations in flight (``state.reshard``; one ``available-now`` run
@@ -71,6 +72,7 @@ from .state.layout import (
 )
 from .state.reshard import ReshardError, reshard
 from .state.shard_state import Lineage
+from .state.versions import IncompatibleCheckpointError, check_formats
 from .storage import Storage, read_bytes, write_whole
 
 __all__ = ["RescaleError", "RescaleResult", "rescale"]
@@ -205,6 +207,10 @@ def _checked(checkpoint: str, storage: Storage) -> Any:
     except InspectError as e:
         raise RescaleError(str(e)) from None
     RunLease(checkpoint, storage).check_free()
+    try:  # a newer version's checkpoint, or one that needs `spark-purgatory upgrade` first
+        check_formats(checkpoint, storage)
+    except IncompatibleCheckpointError as refused:
+        raise RescaleError(str(refused)) from None
     if info.running_batch is not None:
         raise RescaleError(
             f"micro-batch {info.running_batch} of {checkpoint} started and did not commit: start the query "

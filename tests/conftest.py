@@ -65,6 +65,7 @@ SLOW_FIRST = (
     "tests/delta/test_s3a.py",
     "tests/handoff/test_end_of_input.py",
     "tests/spark/test_kafka.py",
+    "tests/upgrades/test_corpus.py",  # a job run per checkpoint of the corpus
     "tests/spark/test_quiet_stream.py",
     "tests/docs/test_readme.py",
     "tests/delta/test_azure_store.py",

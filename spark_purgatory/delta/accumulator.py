@@ -61,6 +61,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..contract import TABLES
 from ..storage import Storage, join, listing, read_bytes, remove, write_whole
 from .sender import ADDS, ADDS_DDL, DataFileTask, TaskRunner, in_process, write_data_files
 from .staging import STAGED, StagedFile, absolute_uri, stage_rows, staged_name
@@ -394,9 +395,9 @@ class RecordAccumulator:
                     target_file_size=self._target_size(),
                 )
             else:  # a writer of rows: they pass through this process
-                rows = pa.concat_tables(
-                    [pq.read_table(f"{self._root}/{f}", filesystem=self._fs) for f in files]
-                )
+                contract = TABLES[table]  # files staged by an earlier version lack newer columns
+                read = (pq.read_table(f"{self._root}/{f}", filesystem=self._fs) for f in files)
+                rows = pa.concat_tables([contract.conformed(staged) for staged in read])
                 writer.commit(
                     table, rows, app_id=self.app_id, version=version, target_file_size=self._target_size()
                 )

@@ -139,11 +139,18 @@ def write_data_files(task: DataFileTask) -> pa.Table:
 
 
 def _staged_batches(src: Any, root: str, task: DataFileTask, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The staged rows in pieces of 1/_GROUPS of a data file (its row groups; bounded memory)."""
+    """The staged rows in pieces of 1/_GROUPS of a data file (its row groups; bounded memory),
+    in the table's columns (a file staged by an earlier version lacks those added since:
+    ``TableContract.conformed``)."""
     rows = max(1024, math.ceil(task.rows_per_file / _GROUPS))
+    contract = TABLES[task.table]
     for name in task.staged:
         with src.open_input_file(f"{root}/{name}") as f:
-            yield from pq.ParquetFile(f).iter_batches(batch_size=rows, columns=columns)
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=rows, columns=columns):
+                if batch.schema.names == columns:
+                    yield batch
+                else:
+                    yield from contract.conformed(batch, columns).combine_chunks().to_batches()
 
 
 class _DataFile:

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS, TABLES
+from ..state.versions import read_record
 from ..storage import Storage, read_bytes
 from .checkpoint import read_checkpoint
 from .pending_table import StateNeedsSpark, pending_batches
@@ -82,6 +83,8 @@ def checkpoint_status(
             "groups": info.groups,
             "watermark_policy": info.conf.get("spark.sql.streaming.multipleWatermarkPolicy"),
             "app_id": info.app_id,
+            # who last started on it, and the formats it holds (docs/upgrading.md)
+            **_version(checkpoint, storage),
         },
         "layout": _layout(checkpoint, info.groups, storage),
         "last_batch": None,
@@ -144,6 +147,15 @@ def _pending_in_state(
         notes.append(f"the state was read with Spark: {why}")
     rows = pending_operations(checkpoint, spark=spark, config=config).groupBy("shard").count().collect()
     return {str(r["shard"]): int(r["count"]) for r in sorted(rows)}
+
+
+def _version(checkpoint: str, storage: Storage) -> dict[str, Any]:
+    """The version record's ``written_by`` and ``formats`` (a checkpoint from before the record:
+    said so, no formats)."""
+    record = read_record(checkpoint, storage)
+    if record is None:
+        return {"written_by": "before version records", "formats": None}
+    return {"written_by": record["written_by"], "formats": record["formats"]}
 
 
 def _layout(checkpoint: str, groups: int | None, storage: Storage) -> dict[str, Any]:

@@ -39,13 +39,16 @@ class BrokerClients:
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         return self._admin
 
-    def create_topic(self, name: str, partitions: int = 1, *, timeout: float = 30.0) -> str:
-        """Create ``name`` with ``partitions`` partitions (replication factor 1); return it."""
+    def create_topic(
+        self, name: str, partitions: int = 1, *, config: dict[str, str] | None = None, timeout: float = 30.0
+    ) -> str:
+        """Create ``name`` with ``partitions`` partitions (replication factor 1) and the topic
+        ``config`` given (e.g. ``{"retention.ms": "-1"}`` for records with old timestamps,
+        which the broker's retention would delete); return it."""
         from confluent_kafka.admin import NewTopic
 
-        futures = self.admin().create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1)], operation_timeout=timeout
-        )
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})
+        futures = self.admin().create_topics([topic], operation_timeout=timeout)
         futures[name].result(timeout)
         self._await_topic(name, present=True, timeout=timeout)
         return name

@@ -15,7 +15,7 @@ Invariant: every routed row has exactly ``ROUTED_SCHEMA``'s columns, in its orde
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -144,11 +144,27 @@ def typed_projection(rows: DataFrame, values: dict[str, str], labels: list[int])
             continue
         typed = sql if types[name] == field.dataType else f"CAST({sql} AS {ddl})"
         if name == "shard":
-            table = literal_column(spark, labels, "array<int>")
-            out.append(F.element_at(table, F.expr(f"{typed} + 1")).alias(name))
+            out.append(_label_of(spark, labels, typed).alias(name))
             continue
         out.append(F.expr(typed if typed == f"`{name}`" else f"{typed} AS `{name}`"))
     return rows.select(*out)
+
+
+def _label_of(spark: SparkSession, labels: list[int], shard: str) -> Column:
+    """The label of the shard number ``shard`` (SQL): the operator's group key, hence the key
+    of its state, which must stay ``integer NOT NULL``.
+
+    Spark records a stateful operator's key schema in the checkpoint and refuses a restart
+    whose key is nullable where the recorded one is not (``STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE``;
+    the reverse it accepts), and every checkpoint since the first release recorded a
+    non-nullable ``shard``.  ``element_at`` of a literal array without nulls at a non-null
+    index is non-nullable under ANSI mode (Spark's default); a session with
+    ``spark.sql.ansi.enabled=false`` gets a ``coalesce`` that says so (never taken: the index
+    is always in range), so a checkpoint continues whichever mode each run had."""
+    label = F.element_at(literal_column(spark, labels, "array<int>"), F.expr(f"{shard} + 1"))
+    if str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "false":
+        label = F.coalesce(label, F.lit(labels[0]))
+    return label
 
 
 def carries(side: str, field: str) -> bool:

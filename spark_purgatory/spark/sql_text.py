@@ -173,29 +173,45 @@ def present(field: str) -> str:
 
 
 def literal_column(spark: Any, value: list[int] | None, ddl: str) -> Any:
-    """``value`` (None, or a list of ints) as a literal ``Column`` of the Spark type ``ddl``.
+    """``value`` (None, or a list of ints) as a literal ``Column`` of the Spark type ``ddl``
+    (for a list, ``array<...>``: its elements are never null, and the type says so).
 
     SQL text has no typed null nor a literal array: ``CAST(NULL AS BIGINT)`` and ``array(0,
     1)`` are expressions that Spark's optimizer folds into literals, and a stream's plan is
     optimized again in every micro-batch, where each such rewrite costs another pass of the
     optimizer's batch over the whole plan.  The literal itself is what the optimizer leaves.
     On Spark Connect (no JVM in this process) the column is that SQL, the same value.
+
+    A list's type has ``containsNull = false``, as ``array(0, 1)``'s has: ``element_at`` of it
+    at a non-null index is then non-null (ANSI mode), which keeps the operator's state key
+    ``shard`` non-nullable, as checkpoints recorded it (``routed_rows.typed_projection``).
     """
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
         from pyspark.sql import functions as F
 
-        sql = "NULL" if value is None else f"array({', '.join(str(int(item)) for item in value)})"
-        return F.expr(f"CAST({sql} AS {ddl})")
+        if value is None:
+            return F.expr(f"CAST(NULL AS {ddl})")
+        element = _element_ddl(ddl)
+        return F.expr(f"array({', '.join(f'CAST({int(item)} AS {element})' for item in value)})")
     from pyspark.sql.classic.column import Column
 
     literal, data_type, expression_utils = _literal_classes(jvm)
-    if value is not None:
-        items = spark.sparkContext._gateway.new_array(jvm.int, len(value))
-        for i, item in enumerate(value):
-            items[i] = int(item)
-        value = items
-    return Column(expression_utils.column(literal.create(value, data_type.fromDDL(ddl))))
+    if value is None:
+        return Column(expression_utils.column(literal.create(None, data_type.fromDDL(ddl))))
+    items = spark.sparkContext._gateway.new_array(jvm.int, len(value))
+    for i, item in enumerate(value):
+        items[i] = int(item)
+    element = data_type.fromDDL(_element_ddl(ddl)).json()
+    no_nulls = data_type.fromJson(f'{{"type":"array","elementType":{element},"containsNull":false}}')
+    return Column(expression_utils.column(literal.create(items, no_nulls)))
+
+
+def _element_ddl(ddl: str) -> str:
+    """``array<int>`` -> ``int``: the element type of a list's literal."""
+    if not (ddl.lower().startswith("array<") and ddl.endswith(">")):
+        raise ValueError(f"a list's literal needs an array type, got {ddl!r}")
+    return ddl[len("array<") : -1]
 
 
 #: the JVM classes ``literal_column`` calls, per Py4J gateway client: each name looked up

@@ -35,6 +35,7 @@ from spark_purgatory.inspect import (
 )
 from spark_purgatory.inspect.pending_view import arrow_chunk
 from spark_purgatory.state import SegmentStore
+from spark_purgatory.state.versions import current_formats, package_version
 from tests.spark.test_streaming import _keys_in_different_shards
 from tests.support.stream_helpers import T0, Files, iso
 
@@ -245,6 +246,8 @@ def test_explain_tells_where_each_kind_of_op_id_is(spark, made):
 def test_status_reads_the_last_batch_and_counts_pending_by_shard(spark, made):
     report = checkpoint_status(made.checkpoint, output=made.output, spark=spark)
     assert report["checkpoint"]["watermark_ms"] == T0 + 35_000
+    assert report["checkpoint"]["written_by"] == package_version()  # the version record's
+    assert report["checkpoint"]["formats"] == current_formats()
     assert report["pending"] == len(made.final_pending)
     assert report["tables"]["outcomes"]["rows"] == 2  # c-done, e-gone
     assert report["tables"]["rejected"]["rows"] == 3  # r-bad, the duplicate, the late event

@@ -1,0 +1,255 @@
+"""A checkpoint's version record: the spark-purgatory that wrote it and the formats it holds.
+
+``<checkpoint>/purgatory-version`` is one small JSON file, written whole (``storage.write_whole``)
+by every ``start`` whose check passed, and by ``spark-purgatory upgrade`` as its last step:
+
+    {"record": 1, "written_by": "0.2.0", "formats": {"state-schema": 1, "shard-state": 2, ...},
+     "history": [{"version": "0.2.0", "since": "2026-12-01T09:00:00+00:00"}]}
+
+Each persisted format has a version (``FORMATS``); it changes only when a version writes
+what an older one cannot read (then a version before the change must refuse the checkpoint),
+or reads no longer what an older one wrote (then the checkpoint needs a migration,
+``MIGRATIONS``, applied by ``spark-purgatory upgrade``).  Adding a nullable column to a table,
+or a file an older version does not know, changes nothing.  ``check_formats``, before a query
+starts on a checkpoint:
+
+* no record: a new checkpoint, or one written before the record (6e49991, and main until this
+  record): its formats are taken as the first versions of each (``BEFORE_RECORD``);
+* a format newer than this version knows, or a format it does not know: written by a newer
+  version, refused;
+* a format older than this version reads as it is: refused until ``upgrade`` migrates it;
+* an upgrade under way (its journal, ``JOURNAL``): refused until ``upgrade`` finishes it.
+
+Each refusal is ``IncompatibleCheckpointError``: one line naming both versions and what to
+run (the job exits 2 on it, before its session starts).
+
+Invariant: a query starts only on a checkpoint whose every format this version reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+
+from ..storage import Storage, read_bytes, write_whole
+
+__all__ = [
+    "RECORD",
+    "JOURNAL",
+    "Format",
+    "FORMATS",
+    "BEFORE_RECORD",
+    "IncompatibleCheckpointError",
+    "package_version",
+    "read_record",
+    "read_journal",
+    "recorded_formats",
+    "write_record",
+    "current_formats",
+    "is_current",
+    "check_formats",
+    "refuse_newer",
+    "needed_steps",
+]
+
+RECORD = "purgatory-version"  # under the checkpoint: the version record
+JOURNAL = "purgatory-upgrade"  # under the checkpoint: an upgrade under way (``spark_purgatory.upgrade``)
+#: the version a checkout without installed metadata reports (a source tree on sys.path)
+_FALLBACK_VERSION = "0.1.0"
+
+
+def package_version() -> str:
+    """This spark-purgatory's version: the installed package's (the one place it is read)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("spark-purgatory")
+    except PackageNotFoundError:
+        return _FALLBACK_VERSION
+
+
+@dataclass(frozen=True)
+class Format:
+    """One persisted format: the version this spark-purgatory writes, and the oldest version
+    of it that it reads as it is (older ones need ``upgrade``'s migration steps)."""
+
+    name: str
+    version: int
+    reads_since: int
+    what: str
+
+
+#: the formats a checkpoint holds, as this version writes them (docs/upgrading.md lists them)
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format(
+            "state-schema",
+            1,
+            1,
+            "Spark's state schemas of the operator: key shard integer NOT NULL, value "
+            "groupState<shard_state string or binary> and timeoutTimestamp",
+        ),
+        Format(
+            "shard-state",
+            2,
+            1,
+            "a shard's value: 1 whole in the group state (with segment files), 2 a pointer to "
+            "its delta files (state.deltas); the value's own format is state.shard_state's",
+        ),
+        Format(
+            "checkpoint-files",
+            1,
+            1,
+            "the project's files under the checkpoint and the state path: id, layout, rescale "
+            "journal, lease, pending record, end of input, wake, mailbox, verdicts, partition "
+            "watermarks",
+        ),
+        Format(
+            "tables",
+            1,
+            1,
+            "the output tables' schemas and properties, and the rows staged for them under "
+            "the checkpoint (columns are only added, nullable)",
+        ),
+    )
+}
+#: the formats of a checkpoint written before the record (6e49991 and later, until the record)
+BEFORE_RECORD: dict[str, int] = dict.fromkeys(FORMATS, 1)
+
+
+class IncompatibleCheckpointError(RuntimeError):
+    """A checkpoint this version cannot start on (a newer version's, one that needs
+    ``spark-purgatory upgrade``, one an upgrade is under way on): one line, with what to run."""
+
+
+def read_record(checkpoint: str, storage: Storage | None = None) -> dict | None:
+    """The checkpoint's version record, None when it has none."""
+    return _read(checkpoint, RECORD, storage)
+
+
+def read_journal(checkpoint: str, storage: Storage | None = None) -> dict | None:
+    """The journal of an upgrade under way, None when none is."""
+    return _read(checkpoint, JOURNAL, storage)
+
+
+def _read(checkpoint: str, name: str, storage: Storage | None) -> dict | None:
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    try:
+        return json.loads(read_bytes(fs, f"{root}/{name}"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def current_formats() -> dict[str, int]:
+    """The formats this version writes: name -> version."""
+    return {name: f.version for name, f in FORMATS.items()}
+
+
+def is_current(record: dict | None) -> bool:
+    """Does ``record`` name this version and its formats already?"""
+    return (
+        record is not None
+        and record.get("written_by") == package_version()
+        and record.get("formats") == current_formats()
+    )
+
+
+def write_record(checkpoint: str, storage: Storage | None = None, *, known: dict | None = None) -> dict:
+    """Record this version and its formats (``known``: the record read before, if it was);
+    nothing is written when the record says so already.  Returns the record."""
+    storage = storage or Storage()
+    before = known if known is not None else read_record(checkpoint, storage)
+    if is_current(before):
+        return before  # type: ignore[return-value]
+    current, formats = package_version(), current_formats()
+    history = list((before or {}).get("history", []))
+    if not history or history[-1].get("version") != current:
+        history.append({"version": current, "since": _now()})
+    record = {"record": 1, "written_by": current, "formats": formats, "history": history}
+    fs, root = storage.filesystem(checkpoint)
+    body = json.dumps(record, indent=1).encode()
+    write_whole(fs, f"{root}/{RECORD}", lambda out: out.write(body))
+    return record
+
+
+def check_formats(checkpoint: str, storage: Storage | None = None) -> dict | None:
+    """Refuse, in one line (``IncompatibleCheckpointError``), a checkpoint this version cannot
+    start on (module docstring); returns its record (None: no record)."""
+    storage = storage or Storage()
+    record = read_record(checkpoint, storage)
+    journal = read_journal(checkpoint, storage)
+    if journal is not None:
+        raise IncompatibleCheckpointError(
+            f"an upgrade of checkpoint {checkpoint} by spark-purgatory {journal.get('by', '?')} was "
+            f"interrupted: run `spark-purgatory upgrade --checkpoint {checkpoint}` to finish it, "
+            "then start again (docs/upgrading.md)"
+        )
+    refuse_newer(checkpoint, record)
+    if needed_steps(record):
+        raise IncompatibleCheckpointError(
+            f"checkpoint {checkpoint} was written by {_writer(record)}, whose "
+            f"{_older(record)} this spark-purgatory {package_version()} does not read as it is: stop "
+            f"every query on it and run `spark-purgatory upgrade --checkpoint {checkpoint}`, then "
+            "start again (docs/upgrading.md)"
+        )
+    return record
+
+
+def refuse_newer(checkpoint: str, record: dict | None) -> None:
+    """Raise ``IncompatibleCheckpointError`` when ``record`` names a format newer than this
+    version knows, or one it does not know: a newer version wrote the checkpoint."""
+    newer = _newer(record)
+    if newer:
+        raise IncompatibleCheckpointError(
+            f"checkpoint {checkpoint} was written by {_writer(record)}, newer than this "
+            f"spark-purgatory {package_version()} ({newer}): start it with {_writer(record)} or "
+            "later (docs/upgrading.md, rolling back)"
+        )
+
+
+def needed_steps(record: dict | None) -> list[tuple[str, int]]:
+    """The migration steps a checkpoint with ``record`` needs, in order: ``(format, from)``
+    for each format older than this version reads as it is, one step per version."""
+    recorded = recorded_formats(record)
+    steps = []
+    for name, f in FORMATS.items():
+        steps += [(name, v) for v in range(recorded.get(name, 1), f.reads_since)]
+    return steps
+
+
+def recorded_formats(record: dict | None) -> dict[str, int]:
+    """The formats a record names (``BEFORE_RECORD`` for a checkpoint without one)."""
+    return dict(BEFORE_RECORD) if record is None else {k: int(v) for k, v in record["formats"].items()}
+
+
+def _newer(record: dict | None) -> str:
+    """What in ``record`` is newer than this version knows ("" when nothing is)."""
+    found = []
+    for name, version in recorded_formats(record).items():
+        if name not in FORMATS:
+            found.append(f"a format it does not know, {name} {version}")
+        elif version > FORMATS[name].version:
+            found.append(f"{name} format {version}, this version reads up to {FORMATS[name].version}")
+    return "; ".join(found)
+
+
+def _older(record: dict | None) -> str:
+    recorded = recorded_formats(record)
+    return ", ".join(
+        f"{name} format {recorded.get(name, 1)} (it reads {f.reads_since} and later)"
+        for name, f in FORMATS.items()
+        if recorded.get(name, 1) < f.reads_since
+    )
+
+
+def _writer(record: dict | None) -> str:
+    """Who wrote the checkpoint, as the refusals name it."""
+    if record is None:
+        return "a spark-purgatory from before version records"
+    return f"spark-purgatory {record['written_by']}"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,69 @@
+"""Every checkpoint of the corpus continues under this version with the outcomes of a run never upgraded.
+
+Each entry of ``tests/upgrades/corpus/`` is a checkpoint an earlier version wrote, with its
+tables and inputs (``entries``, ``corpus/README.md``).  Here it is restored (relocated under
+the test's directory, its files' times put back), its continuation input is added, and the
+job of this checkout runs once on it (``available-now``, ending the input so that everything
+pending resolves; after ``spark-purgatory upgrade`` where the entry's formats need it).  The
+outcomes, unmatched events and rejected rows must then be the reference: what the version
+that wrote the entry gave when it continued the same checkpoint itself.
+
+A persisted format changed without compatibility or a migration fails here: Spark's state
+schemas (issue 63: the state key ``shard`` became nullable), the group-state value, the
+project's files under the checkpoint, the tables' schemas and properties.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_purgatory.cli import main as cli_main
+from spark_purgatory.job import main as job_main
+from spark_purgatory.state.versions import current_formats, needed_steps, package_version, read_record
+from tests.upgrades import entries as corpus
+from tests.upgrades.entries import Entry
+
+pytestmark = pytest.mark.spark
+
+ENTRY_DIRS = sorted(d for d in corpus.CORPUS.iterdir() if (d / "entry.json").is_file())
+
+
+def _entry(entry_dir) -> Entry:
+    recorded = json.loads((entry_dir / "entry.json").read_text())
+    return Entry.from_json({k: v for k, v in recorded.items() if k in Entry.__dataclass_fields__})
+
+
+def _marks(entry_dir) -> list:
+    return [pytest.mark.jars("kafka", "kafka-broker")] if _entry(entry_dir).source == "kafka" else []
+
+
+def test_the_corpus_has_every_entry_the_generator_writes():
+    assert [d.name for d in ENTRY_DIRS] == sorted(e.name for e in corpus.ENTRIES)
+
+
+@pytest.mark.parametrize("entry_dir", [pytest.param(d, id=d.name, marks=_marks(d)) for d in ENTRY_DIRS])
+def test_an_entry_continues_with_the_reference_outputs(entry_dir, tmp_path, spark, request, capsys):
+    entry = _entry(entry_dir)
+    corpus.restore(entry_dir, tmp_path)
+    extra = ["--set", "job.restart.attempts=0"]
+    if entry.source == "kafka":
+        broker = request.getfixturevalue("kafka_broker")
+        for kind, topic in entry.topics.items():
+            broker.create_topic(topic, partitions=2, config=corpus.TOPIC_CONFIG)
+            for stored in ("inputs", "continuation"):
+                records = (entry_dir / stored / f"{kind}.jsonl").read_text().splitlines()
+                corpus.produce(broker.bootstrap_servers, topic, [json.loads(r) for r in records])
+        extra += ["--set", f"kafka.bootstrap.servers={broker.bootstrap_servers}"]
+    else:
+        corpus.add_continuation(entry_dir, tmp_path)
+    args = [*entry.job_args(str(tmp_path)), *extra, "--trigger", "available-now", "--end-input"]
+    chk = str(tmp_path / "chk")
+    if needed_steps(read_record(chk)):  # formats this version no longer reads as they are
+        assert cli_main(["upgrade", "--checkpoint", chk]) == 0, capsys.readouterr().err
+    assert job_main(args) == 0, capsys.readouterr().err[-3000:]
+    found = corpus.outputs(tmp_path / "out")
+    assert corpus.differences(found, corpus.read_reference(entry_dir)) == []
+    record = read_record(chk)  # the start recorded this version and its formats
+    assert (record["written_by"], record["formats"]) == (package_version(), current_formats())
