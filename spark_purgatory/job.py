@@ -513,5 +513,15 @@ def console(argv: list[str] | None = None) -> int:
         end_python_workers(SparkContext._active_spark_context)
 
 
+def entry() -> None:
+    """The ``spark-purgatory-job`` console script (a Databricks wheel task's entry point):
+    ``console`` whose failure is raised as ``SystemExit`` with the job's exit code, so a caller
+    that runs the entry point as a function and ignores what it returns (Databricks' wheel task
+    does not ``sys.exit`` with it) still sees the run fail; success returns normally."""
+    code = console()
+    if code:
+        raise SystemExit(code)
+
+
 if __name__ == "__main__":
     sys.exit(console())

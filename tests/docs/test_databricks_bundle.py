@@ -126,17 +126,30 @@ def test_every_local_path_exists_or_is_made_by_the_bundles_build():
 
 
 def test_the_wheel_task_runs_the_job_with_parameters_it_accepts():
-    from spark_purgatory.job import console, parse_args
+    from spark_purgatory import job
+    from spark_purgatory.job import parse_args
 
     task = _tasks()["purgatory"]["python_wheel_task"]
     # found as Databricks finds it: by name among the installed distribution's entry points
     # (databricks/cli's wheel wrapper does the same for runtimes without wheel tasks)
     entry_points = metadata.distribution(task["package_name"]).entry_points
     (entry,) = [ep for ep in entry_points if ep.name == task["entry_point"]]
-    assert entry.load() is console
+    assert entry.load() is job.entry
     settings = parse_args([_resolved(p) for p in task["parameters"]])  # reads the conf file too
     assert settings.output_tables is not None and settings.checkpoint_path.endswith("/checkpoint")
     assert settings.trigger.startswith("processing-time")  # conf/databricks.conf: a streaming job
+
+
+def test_the_wheel_tasks_entry_point_fails_a_failed_run_by_raising(monkeypatch):
+    """A caller that ignores the entry point's return value (a wheel task) sees the exit code."""
+    from spark_purgatory import job
+
+    monkeypatch.setattr(job, "console", lambda: 2)
+    with pytest.raises(SystemExit) as raised:
+        job.entry()
+    assert raised.value.code == 2
+    monkeypatch.setattr(job, "console", lambda: 0)
+    assert job.entry() is None
 
 
 def test_the_notebook_tasks_parameters_are_its_widgets():
