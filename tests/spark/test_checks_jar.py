@@ -176,7 +176,7 @@ def test_a_session_without_the_class_reads_the_checks_as_sql_and_says_so_once(sp
         assert checks.operation_checks(spark) is None
         assert checks.operation_checks(spark) is None
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert len(said) == 1 and "NoSuchChecks" in said[0] and "make jars" in said[0]
+    assert len(said) == 1 and "NoSuchChecks" in said[0] and "`spark-purgatory jars`" in said[0]
     monkeypatch.undo()
     assert checks.operation_checks(spark) == name
     assert checks.operation_routes(spark) == checks.ROUTES[0]
