@@ -65,7 +65,9 @@ dist: $(STAMP)
 # spark_purgatory/class_data_dump.py): a small stream run once in a JVM that dumps the classes it
 # loaded; later local sessions map them at start; remade when the JARs, pyspark or java change.
 # An archive serves only the class path it was dumped with: made here for the tests' sessions,
-# with every set a session puts on Spark's class path (not the broker's, which runs apart)
+# with every set a session puts on Spark's class path (not the broker's, which runs apart), into
+# the user's cache ($XDG_CACHE_HOME/spark-purgatory/class-data), where a wheel's first local
+# session makes its own at exit
 class-data: $(STAMP) jars-delta jars-s3a jars-kafka checks-jar
 	@$(PY) -m spark_purgatory.class_data_dump
 

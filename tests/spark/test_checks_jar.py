@@ -1,6 +1,6 @@
 """The project's JVM functions give the rows the SQL gives.
 
-``spark.checks``: with ``.jars/checks`` on the classpath (``make checks-jar`` builds it), a typed
+``spark.checks``: with the project's JARs on the classpath (``make checks-jar`` builds them), a typed
 operation's reason and its cleaned keys, condition and members, and any operation's copies
 (shards, roles, peers, keys), come from one function call each instead of some hundreds of
 SQL expression nodes.  The SQL is the reference: random operations (blank and repeated keys,
