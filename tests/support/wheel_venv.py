@@ -41,13 +41,31 @@ def build_wheel(out: Path) -> Path:
     return wheel
 
 
-def install_wheel(wheel: Path, venv: Path) -> Path:
+def install_wheel(wheel: Path, venv: Path, *, bytecode: bool = False, also: tuple[str, ...] = ()) -> Path:
     """A new venv at ``venv`` (this Python's version) with ``wheel`` and what it requires, and
-    nothing else; its ``python``."""
+    nothing else; its ``python``.
+
+    ``bytecode``: compile every installed module, as ``pip install`` does by default (uv does
+    not; with ``PYTHONDONTWRITEBYTECODE`` set, as on these machines, each process would compile
+    pandas, pyarrow and pyspark again: what ``make bytecode`` spares the checkout's venv).
+    ``also``: more requirements (``pyspark==4.2.0``: the tests' pin instead of pip's newest).
+    """
     python = venv / "bin" / "python"
+    compile_all = ["--compile-bytecode"] if bytecode else []
     for command in (
         [_uv(), "venv", "--quiet", "--python", sys.executable, str(venv)],
-        [_uv(), "pip", "install", "--quiet", "--python", str(python), _STORED, str(wheel)],
+        [
+            _uv(),
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(python),
+            _STORED,
+            *compile_all,
+            str(wheel),
+            *also,
+        ],
     ):
         done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=_without_venv())
         if done.returncode != 0:
