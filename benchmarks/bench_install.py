@@ -5,10 +5,10 @@ with uv into a fresh venv outside the checkout with nothing else
 (``tests/support/wheel_venv.py``: pyspark resolves as pip resolves it, today 4.2.1;
 ``--pyspark 4.2.0`` pins the checkout's; every module compiled to bytecode, as ``pip install``
 does and ``make bytecode`` does for the checkout), runs ``python -m spark_purgatory.job``; the
-checkout runs ``jobs/purgatory_job.py`` from its ``.venv``.  Both on the same 200k typed operations (Parquet,
-``contenders.write_workload``: orders and their confirmations, 20 files per stream, 2 per
-trigger, 2 shards, ``local[2]``, ``available-now``), each run a fresh process with a fresh
-checkpoint and output.
+checkout runs ``jobs/purgatory_job.py`` from its ``.venv``.  Both on the same 200k typed
+operations (Parquet, ``contenders.write_workload``: orders and their confirmations, 20 files
+per stream, 2 per trigger, 2 shards, ``local[2]``, ``available-now``), each run a fresh process
+with a fresh checkpoint and output.
 
 One untimed run of each first: the wheel's first local session has no class-data archive for
 its class path and its JVM dumps one at exit into the wheel's own cache (``XDG_CACHE_HOME``
@@ -118,12 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     _reap_orphans()
     work = Path(tempfile.mkdtemp(prefix="bench-install-"))
     print(f"building the wheel and its venv in {work}", flush=True)
-    python = install_wheel(build_wheel(work / "dist"), work / "venv")
-    if args.pyspark:
-        pin = [str(Path(sys.executable).parent / "uv"), "pip", "install", "--quiet", "--python", str(python)]
-        subprocess.run(
-            [*pin, "-C--build-option=--compression=stored", f"pyspark=={args.pyspark}"], check=True
-        )
+    pin = (f"pyspark=={args.pyspark}",) if args.pyspark else ()
+    python = install_wheel(build_wheel(work / "dist"), work / "venv", bytecode=True, also=pin)  # as pip does
     files = work / "files"
     workload = write_workload(str(files), args.ops, args.files, fmt="parquet")
     versions = subprocess.run(
