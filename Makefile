@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 NODE_TOOLS := .ci/node
 AZURITE := $(NODE_TOOLS)/node_modules/.bin/azurite-blob
 
-.PHONY: demo demo-kafka test setup nightly lint docs bench bench-spark clean jars checks-jar class-data bytecode
+.PHONY: demo demo-kafka test setup nightly lint docs bench bench-spark clean jars checks-jar class-data bytecode dist
 
 # installed by uv (Astral's installer: parallel downloads and installs; a clean machine's
 # set-up in 123 s instead of pip's 266, the same packages), pinned here; pip when uv cannot run.
@@ -45,16 +45,29 @@ jars: $(JAR_TARGETS) checks-jar
 
 # the project's own JVM code (jvm/spark-purgatory, a Maven build: a typed operation's checks and
 # routes as Spark SQL functions, for a smaller plan per micro-batch, spark_purgatory/spark/checks.py;
-# the checkpoint file manager of local sessions), built and unit-tested by `mvn package` against
-# the venv's Spark into .jars/checks/; without mvn or javac the checks stay SQL
+# the checkpoint file manager of local sessions; the sink's small rows), built and unit-tested by
+# `mvn package` against the venv's Spark into spark_purgatory/jars/, where the wheel carries them
+# too (make dist); without mvn or javac the checks stay SQL
 checks-jar: $(STAMP)
 	@jvm/package.sh $(PY)
+
+# the sdist and the wheel into dist/ (PEP 517, uv build: the sdist, then the wheel from it). The
+# in-tree backend (build_backend/) has Maven build the project's JARs against the pinned Spark
+# (pyproject's pyspark==, the tests' one) into spark_purgatory/jars/ first, so both carry them
+# as package data; the JARs checks-jar made for that Spark are reused. `pip wheel --no-deps .`
+# builds the same wheel
+dist: $(STAMP)
+	rm -rf dist
+	$(VENV)/bin/uv build --quiet --python $(PY) --out-dir dist
+	@ls dist/*.whl dist/*.tar.gz
 
 # a class-data archive of the local driver's JVM (spark_purgatory/runtime/class_data.py; made by
 # spark_purgatory/class_data_dump.py): a small stream run once in a JVM that dumps the classes it
 # loaded; later local sessions map them at start; remade when the JARs, pyspark or java change.
 # An archive serves only the class path it was dumped with: made here for the tests' sessions,
-# with every set a session puts on Spark's class path (not the broker's, which runs apart)
+# with every set a session puts on Spark's class path (not the broker's, which runs apart), into
+# the user's cache ($XDG_CACHE_HOME/spark-purgatory/class-data), where a wheel's first local
+# session makes its own at exit
 class-data: $(STAMP) jars-delta jars-s3a jars-kafka checks-jar
 	@$(PY) -m spark_purgatory.class_data_dump
 
@@ -105,7 +118,7 @@ docs: $(STAMP)
 	$(VENV)/bin/mkdocs serve $(ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check spark_purgatory tests benchmarks jobs notebooks
+	$(VENV)/bin/ruff check spark_purgatory tests benchmarks jobs notebooks build_backend
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_wheel.py $(ARGS)
@@ -115,4 +128,5 @@ bench-spark: $(STAMP)
 	$(PY) benchmarks/bench_operator.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis $(NODE_TOOLS)/node_modules .jars jvm/spark-purgatory/*/target
+	rm -rf $(VENV) .pytest_cache .hypothesis $(NODE_TOOLS)/node_modules .jars jvm/spark-purgatory/*/target \
+	  spark_purgatory/jars dist build

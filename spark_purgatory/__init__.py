@@ -2,8 +2,11 @@
 
 The public surface, from the top down:
 
-* ``session(require=["kafka"])``: a local Spark session with the JVM extras ``make jars``
-  fetched (Spark's Kafka source, Delta's connector, S3A) on its class path.
+* ``session(require=["kafka"])``: a local Spark session with the project's JARs and the JVM
+  extras ``make jars`` fetched (Spark's Kafka source, Delta's connector, S3A) on its class path.
+* ``jar_files()``: the project's own JARs, which the wheel carries, as paths for the sessions
+  the library does not start (``spark-submit --jars``, ``spark.jars``, a cluster library);
+  ``__version__``: the one version (``spark-purgatory --version``).
 * ``read_table(path)``: an output table as an Arrow table, read with delta-rs so that the
   process exits cleanly afterwards (``delta.reading``).
 * ``start(operations, events, output=..., checkpoint=...)`` runs the whole stream into the
@@ -48,7 +51,9 @@ from typing import Any
 from .config import ConfigError, PurgatoryConfig
 from .engine.purgatory import BatchResult, Purgatory
 from .engine.wheel import TimingWheel
+from .runtime.jars import jar_files
 from .state import SegmentStore, load_state, loaded_by, save_state
+from .version import __version__
 
 _SPARK = {
     "session": "runtime.session",
@@ -79,6 +84,8 @@ _SPARK = {
 }
 
 __all__ = [
+    "__version__",
+    "jar_files",
     "BatchResult",
     "ConfigError",
     "Purgatory",
@@ -90,7 +97,6 @@ __all__ = [
     "loaded_by",
     *_SPARK,
 ]
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""The command line: ``spark-purgatory status|pending|at-risk|explain|rescale|upgrade``.
+"""The command line: ``spark-purgatory status|pending|at-risk|explain|rescale|upgrade|jars``.
 
 ``python -m spark_purgatory`` runs it too.
 
@@ -8,6 +8,8 @@
     spark-purgatory pending  --checkpoint CHK [--watermark TS] [--batch-id N] [--limit 50]
     spark-purgatory at-risk  --checkpoint CHK --within 1h [--watermark TS] [--output OUT]
     spark-purgatory explain  --output OUT [--checkpoint CHK] OP_ID [OP_ID ...]
+    spark-purgatory jars     [--format comma|lines|conf|json]
+    spark-purgatory --version
 
 Every command takes ``--conf FILE`` / ``--set KEY=VALUE`` like the job (the same files: the
 state path and ``storage.*`` settings come from them; ``job.master`` picks the local
@@ -18,6 +20,10 @@ document.  Tables are printed with ``rich``.
 ``rescale`` changes a stopped checkpoint's shard count (``spark_purgatory.rescale``; no JVM);
 ``upgrade`` brings a stopped checkpoint to this version's formats (``spark_purgatory.upgrade``;
 no JVM; docs/upgrading.md).
+``jars`` prints the project's own JARs (``spark_purgatory.jar_files``) for the sessions the
+library does not start: comma-separated for ``spark-submit --jars`` and ``spark.jars``, one a
+line for cluster libraries, ``spark.jars=...`` for ``--conf``, or JSON with the Spark they
+were built for.
 
 No command starts a JVM: the checkpoint's logs and the shards' state are read from their
 files (``inspect.pending_table``), the tables with delta-rs.  Spark is started only for a
@@ -41,6 +47,8 @@ from typing import Any
 
 from .config import ConfigError, PurgatoryConfig, read_settings, scrubbed, secret_values
 from .job import split_settings
+from .runtime.jars import built_for, jar_files, jars_hint
+from .version import __version__
 
 __all__ = ["main", "run", "build_parser"]
 
@@ -61,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key")
     common.add_argument("--json", action="store_true", help="JSON for scripts instead of tables")
     parser = argparse.ArgumentParser(prog=_PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"{_PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     status = commands.add_parser(
@@ -94,7 +103,31 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in commands.choices.items():  # --help says which commands need it
         needed = "optional: where to look for pending operations" if name == "explain" else "required"
         command.add_argument("--checkpoint", help=f"the query's checkpoint, a path or URI ({needed})")
+    jars = commands.add_parser("jars", help="the project's JARs: for --jars, spark.jars, cluster libraries")
+    jars.add_argument(
+        "--format",
+        choices=["comma", "lines", "conf", "json"],
+        default="comma",
+        help="comma: --jars/spark.jars (default); lines: one a line; conf: spark.jars=...; json",
+    )
     return parser
+
+
+def _print_jars(form: str) -> int:
+    """``spark-purgatory jars``: the project's JARs in ``form``; 1 with one line without any."""
+    paths = jar_files()
+    if not paths:
+        print(f"{_PROG}: no JARs: {jars_hint()}", file=sys.stderr)
+        return 1
+    if form == "json":
+        print(json.dumps({"jars": paths, "spark": built_for(), "version": __version__}))
+    else:
+        print(
+            {"comma": ",".join(paths), "lines": "\n".join(paths), "conf": "spark.jars=" + ",".join(paths)}[
+                form
+            ]
+        )
+    return 0
 
 
 def _watermark_options(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +163,8 @@ def run() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on a usage error
+    if args.command == "jars":
+        return _print_jars(args.format)
     secrets: tuple[str, ...] = ()
     try:
         secrets = secret_values(read_settings(args.conf, args.set))  # never shown (config.scrubbed)

@@ -68,6 +68,7 @@ SLOW_FIRST = (
     "tests/upgrades/test_corpus.py",  # a job run per checkpoint of the corpus
     "tests/spark/test_quiet_stream.py",
     "tests/docs/test_readme.py",
+    "tests/docs/test_wheel_install.py",  # the wheel built, installed in a fresh venv, one JVM run
     "tests/delta/test_azure_store.py",
     "tests/delta/test_catalog.py",
     # the Connect server's Python worker must connect back within 10 s (Spark's fixed limit):

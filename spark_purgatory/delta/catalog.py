@@ -43,6 +43,7 @@ from .writers import (
     choose_writer,
     delta_classes_available,
     spark_schema,
+    with_options,
 )
 
 __all__ = ["CatalogTables", "CatalogDeltaWriter", "writer_for", "local_catalog"]
@@ -140,7 +141,8 @@ class CatalogDeltaWriter(SparkDeltaWriter):
                 continue
             empty = self.spark.createDataFrame([], spark_schema(name))
             (
-                empty.write.format("delta")
+                with_options(empty.write, self.options)  # the version in the commit (writers.user_metadata)
+                .format("delta")
                 .partitionBy(contract.partition_by)
                 .mode("ignore")  # created meanwhile by another start: keep it
                 .saveAsTable(self.tables.name(name))
@@ -148,7 +150,8 @@ class CatalogDeltaWriter(SparkDeltaWriter):
 
     def _save(self, frame: Any, table: str, app_id: str, version: int) -> None:
         (
-            frame.write.format("delta")
+            with_options(frame.write, self.options)
+            .format("delta")
             .mode("append")
             .option("txnAppId", app_id)
             .option("txnVersion", version)

@@ -20,7 +20,7 @@ import logging
 from typing import Any
 
 from ..contract import TABLES
-from .writers import open_table
+from .writers import commit_properties, open_table
 
 __all__ = ["OWNER", "OWNER_CHECKPOINT", "OutputOwnedError", "check_owner", "claim_tables", "owner_of"]
 
@@ -104,7 +104,9 @@ def _record_owner(writer: Any, table: str, app_id: str, checkpoint: str) -> None
         # makes Spark create its catalog's warehouse directory where the job runs
         try:
             opened = open_table(writer.path(table), writer.storage_options)
-            opened.alter.set_table_properties(properties, raise_if_not_exists=False)
+            opened.alter.set_table_properties(
+                properties, raise_if_not_exists=False, commit_properties=commit_properties()
+            )
             return
         except Exception:
             if spark is None:

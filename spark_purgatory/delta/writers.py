@@ -22,6 +22,13 @@ recorded, so a replayed micro-batch adds nothing twice.
 Every table's schema and partition column come from ``contract.TABLES``; the rows handed to
 a writer are cast to that schema, so a table's columns are what the contract says.
 
+**The version in each commit.**  Every commit either writer makes records the package's
+version in its commit info's ``userMetadata`` (``version.USER_METADATA``,
+``spark-purgatory/0.2.0``): delta-rs through ``CommitProperties(custom_metadata=...)``
+(``commit_properties``), Spark's Delta writer through its ``userMetadata`` write option
+(``user_metadata``), unless the session sets ``spark.databricks.delta.commitInfo.userMetadata``
+itself.  ``DESCRIBE HISTORY`` and delta-rs's ``history()`` show which version wrote what.
+
 **Tables kept open.**  Opening a Delta table reads its last checkpoint and every commit after
 it; with a commit per drain that is up to 100 commit files (a checkpoint every 100 commits by
 default), read three times a drain per table (the accumulator's check of the recorded version,
@@ -49,6 +56,7 @@ from ..contract import TABLES, TableContract
 from ..runtime.jars import DELTA_COORDINATES
 from ..runtime.session import delta_added_locally, delta_classes_available
 from ..storage import Storage, join, location
+from ..version import USER_METADATA
 from .staging import absolute_uri
 
 __all__ = [
@@ -56,6 +64,9 @@ __all__ = [
     "SparkDeltaWriter",
     "WriterChoice",
     "choose_writer",
+    "commit_properties",
+    "user_metadata",
+    "with_options",
     "delta_added_locally",
     "delta_classes_available",
     "maintain_tables",
@@ -67,6 +78,35 @@ log = logging.getLogger(__name__)
 
 #: which writer ``choose_writer`` returns: Spark's Delta source when present, or the one named
 WriterChoice = Literal["auto", "delta-rs", "spark"]
+
+#: the session setting that names a Spark Delta commit's ``userMetadata`` (Delta's own key)
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def commit_properties(**given: Any) -> Any:
+    """delta-rs's ``CommitProperties`` for a commit of the library's: ``given`` (app
+    transactions) and the package's version as the commit info's ``userMetadata``."""
+    from deltalake import CommitProperties
+
+    return CommitProperties(custom_metadata={"userMetadata": USER_METADATA}, **given)
+
+
+def with_options(write: Any, options: dict[str, str]) -> Any:
+    """``write`` (a ``DataFrameWriter``) with each of ``options`` set."""
+    for key, value in options.items():
+        write = write.option(key, value)
+    return write
+
+
+def user_metadata(spark: Any) -> dict[str, str]:
+    """Spark's Delta write options that record the package's version in a commit's info;
+    none where the session names its own (``spark.databricks.delta.commitInfo.userMetadata``:
+    the option would override it)."""
+    try:
+        own = spark.conf.get(USER_METADATA_CONF, None)
+    except Exception:  # noqa: BLE001 - a stand-in session without a conf: record the version
+        own = None
+    return {} if own else {"userMetadata": USER_METADATA}
 
 
 class DeltaRsWriter:
@@ -115,13 +155,14 @@ class DeltaRsWriter:
             mode="ignore",
             partition_by=[contract.partition_by],
             storage_options=self.storage_options,
+            commit_properties=commit_properties(),
         )
         return self.opened.get(path, self.storage_options)
 
     def commit_files(self, table: str, adds: pa.Table, *, app_id: str, version: int) -> None:
         """Commit data files already written (``sender.ADDS`` rows) in one commit with
         ``(app_id, version)``: metadata only, the rows never pass through this process."""
-        from deltalake import CommitProperties, Transaction
+        from deltalake import Transaction
         from deltalake.transaction import AddAction
 
         done = self.committed_version(table, app_id)
@@ -145,11 +186,11 @@ class DeltaRsWriter:
             mode="append",
             schema=contract.schema,
             partition_by=[contract.partition_by],
-            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]),
+            commit_properties=commit_properties(app_transactions=[Transaction(app_id, version)]),
         )
 
     def commit(self, table: str, rows: pa.Table, *, app_id: str, version: int, target_file_size: int) -> None:
-        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake import Transaction, write_deltalake
 
         done = self.committed_version(table, app_id)
         if done is not None and done >= version:
@@ -163,7 +204,7 @@ class DeltaRsWriter:
             partition_by=[contract.partition_by],
             target_file_size=max(int(target_file_size), 1 << 20),
             storage_options=self.storage_options,
-            commit_properties=CommitProperties(
+            commit_properties=commit_properties(
                 app_transactions=[Transaction(app_id=app_id, version=version)]
             ),
         )
@@ -176,6 +217,7 @@ class SparkDeltaWriter:
         self.spark = spark
         self.root = root
         self.storage_options = _options(root, storage, None)  # for reading the log with delta-rs
+        self.options = user_metadata(spark)  # the version in each commit (module docstring)
         self.opened = OpenTables(storage or Storage())
 
     def path(self, table: str) -> str:
@@ -216,14 +258,14 @@ class SparkDeltaWriter:
             self.path(table)
         )
 
-    @staticmethod
-    def _write(frame: Any, table: str) -> Any:
-        return (
+    def _write(self, frame: Any, table: str) -> Any:
+        write = (
             frame.write.format("delta")
             .mode("append")
             .partitionBy(TABLES[table].partition_by)
             .option("mergeSchema", "true")  # a table made by an older contract gains new columns
         )
+        return with_options(write, self.options)
 
 
 @functools.cache
@@ -257,7 +299,9 @@ def _add_missing_columns(table: Any, contract: TableContract) -> None:
     missing = [f for f in contract.schema if f.name not in have]
     if missing:
         log.info("%s: adding columns %s", contract.name, [f.name for f in missing])
-        table.alter.add_columns(Schema.from_arrow(pa.schema(missing)).fields)
+        table.alter.add_columns(
+            Schema.from_arrow(pa.schema(missing)).fields, commit_properties=commit_properties()
+        )
 
 
 class OpenTables:
@@ -362,7 +406,7 @@ def maintain_tables(
             continue
         entry: dict[str, Any] = {}
         if compact:
-            entry["compact"] = table.optimize.compact()
+            entry["compact"] = table.optimize.compact(commit_properties=commit_properties())
         if checkpoint:
             table.create_checkpoint()
             entry["checkpoint_version"] = table.version()

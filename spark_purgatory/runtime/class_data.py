@@ -5,82 +5,243 @@ A local session's JVM spends most of its first seconds loading and verifying Spa
 HotSpot's class-data sharing (AppCDS, JDK 13+) dumps the classes a run loaded into an
 archive (``-XX:ArchiveClassesAtExit``) that later JVMs map at start
 (``-XX:SharedArchiveFile``), so a session and its first jobs start sooner (docs/development.md,
-"Tests").
+"Tests"; docs/performance.md, "The wheel against the checkout").
 
-``make class-data`` (run by ``make test``) writes the archive through the command
-``python -m spark_purgatory.class_data_dump``, ``.jars/class-data/spark.jsa``,
-which runs a small stream of the project's (JSON files in, Delta out through delta-rs) and
-Spark's Delta writer's calls in a JVM that dumps at exit.
-``local_session`` adds it to the driver's options (``java_options``) when it was made for the
-same class path: the archive records the JARs it was dumped with, and HotSpot refuses it when
-the JVM, a JAR or the class path's order changed (the JVM's complaint is silenced: it starts
-as it would without).  Nothing else uses it: clusters, Databricks and your own
+Where: one archive per class path, ``spark-<hash>.jsa`` in the user's cache,
+``$XDG_CACHE_HOME/spark-purgatory/class-data`` (``~/.cache/...`` without it), beside the record
+of what it was made for (``spark-<hash>.json``: the JARs before Spark's with each one's size
+and time, this pyspark, this ``java``).  ``SPARK_PURGATORY_CLASS_DATA`` names another folder,
+or ``off`` for none (no archive used, none made).  Deleting the folder only costs a slower
+start, once.
+
+How it is made:
+
+* **on first use** (``local_session``, ``session_options``): a local session whose class path
+  has no archive yet (or one made for other JARs, another pyspark or ``java``) starts its JVM
+  with ``-XX:ArchiveClassesAtExit``: the JVM dumps the classes the user's own run loaded when
+  it exits (after the Python process, which does not wait for it), and the next local session
+  puts the dump in place and maps it.  One dump at a time per class path: a session that
+  starts while another one's JVM will dump starts without.  So a wheel's first run is as slow as
+  ever and its second starts like the checkout's;
+* by ``make class-data`` (run by ``make test``), through ``python -m
+  spark_purgatory.class_data_dump``: a small stream in a child JVM that dumps at exit, so the
+  tests' first sessions have it (``make_archive``).
+
+A dump counts once the JVM that wrote it has exited and the file starts with HotSpot's
+dynamic-archive magic (the header is written last); HotSpot itself refuses an archive whose
+JVM, JARs or class path changed, or a truncated one (its complaint is silenced: it starts as
+it would without).  Nothing else uses an archive: clusters, Databricks and your own
 ``spark.driver.extraJavaOptions`` start their JVMs as they always do.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import sys
+import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .jars import jars_root
-
-__all__ = ["QUIET", "archive_path", "java_options", "make_archive", "up_to_date"]
+__all__ = [
+    "QUIET",
+    "SWITCH",
+    "FirstUse",
+    "archive_dir",
+    "archive_path",
+    "java_options",
+    "session_options",
+    "make_archive",
+    "up_to_date",
+]
 
 #: HotSpot's own warnings about an archive it cannot use (a JVM or JAR that changed since)
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+#: the environment variable naming the archives' folder, or ``off``
+SWITCH = "SPARK_PURGATORY_CLASS_DATA"
+#: the first bytes of a dynamic archive HotSpot wrote to the end (its header: magic 0xf00baba8)
+_MAGIC = bytes.fromhex("a8ab0bf0")
+#: a dump whose session never said which JVM writes it is given up after this long
+_UNCLAIMED_S = 3600
 
 
-def archive_path() -> Path:
-    """Where ``make class-data`` keeps the archive: ``<jars_root>/class-data/spark.jsa``."""
-    return jars_root() / "class-data" / "spark.jsa"
+def archive_dir() -> Path | None:
+    """The archives' folder (module docstring); None when ``SPARK_PURGATORY_CLASS_DATA=off``."""
+    given = os.environ.get(SWITCH, "").strip()
+    if given.lower() in ("off", "0", "false", "no"):
+        return None
+    if given:
+        return Path(given)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "spark-purgatory" / "class-data"
+
+
+def archive_path(classpath: list[str] | None = None) -> Path | None:
+    """The archive for ``classpath`` (the JARs a local session puts before Spark's; by default
+    ``runtime.jars.spark_jars()``); None when archives are off."""
+    folder = archive_dir()
+    if folder is None:
+        return None
+    if classpath is None:
+        from .jars import spark_jars
+
+        classpath = spark_jars()
+    digest = hashlib.sha256("\n".join(classpath).encode()).hexdigest()[:16]
+    return folder / f"spark-{digest}.jsa"
 
 
 def _record(archive: Path) -> Path:
-    return archive.with_suffix(".classpath.json")
+    return archive.with_suffix(".json")
 
 
-def _recorded(archive: Path) -> dict | None:
-    """What the archive was made for (``_key``), or None without a usable archive."""
+def _read(record: Path) -> dict | None:
     try:
-        recorded = json.loads(_record(archive).read_text())
+        return json.loads(record.read_text())
     except (OSError, ValueError):
         return None
-    return recorded if archive.is_file() else None
+
+
+def _write(record: Path, content: dict) -> None:
+    """``content`` into ``record``, whole or not at all (written beside it, then renamed)."""
+    partial = record.with_name(f"{record.name}.{uuid.uuid4().hex}.partial")
+    partial.write_text(json.dumps(content))
+    os.replace(partial, record)
+
+
+def _java() -> str | None:
+    """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the one on PATH."""
+    if os.environ.get("JAVA_HOME"):
+        return os.path.join(os.environ["JAVA_HOME"], "bin", "java")
+    return shutil.which("java")
+
+
+def _stat(path: str | None) -> list[int] | None:
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return None if st is None else [st.st_size, st.st_mtime_ns]
 
 
 def _key(classpath: list[str]) -> dict:
     """What an archive is valid for: the JARs before Spark's (each as its size and time: a JAR
     rebuilt at the same path, as ``make checks-jar`` does, is another JAR to the JVM, which
-    then does not map the archive), this pyspark, this ``java``."""
-    import subprocess
-
+    then does not map the archive), this pyspark, this ``java`` (its real path, size and time:
+    no process started to ask it)."""
     import pyspark
 
-    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
-    version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr.strip()
-    stats = [[(st := os.stat(j)).st_size, st.st_mtime_ns] if os.path.exists(j) else None for j in classpath]
-    return {"classpath": classpath, "jars": stats, "pyspark": pyspark.__version__, "java": version}
+    java = _java()
+    real = os.path.realpath(java) if java else None
+    return {
+        "classpath": classpath,
+        "jars": [_stat(j) for j in classpath],
+        "pyspark": pyspark.__version__,
+        "java": [real, _stat(real)],
+    }
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that id: alive
+        return True
+    return True
+
+
+def _settle(archive: Path) -> bool:
+    """Put a finished dump for ``archive`` in place, drop the failed ones; True while another
+    session's dump is still to come (its JVM runs, or its session is starting)."""
+    pending = False
+    for record in sorted(archive.parent.glob(f"{archive.stem}.*.json")):
+        dump = record.with_suffix(".dump")
+        claimed = _read(record) or {}
+        pid = claimed.get("jvm")
+        if pid is None and time.time() - claimed.get("created", 0) < _UNCLAIMED_S:
+            pending = True  # a session starting its JVM now
+            continue
+        if pid is not None and _alive(pid):
+            pending = True  # its JVM will dump when it exits
+            continue
+        try:
+            with open(dump, "rb") as made:
+                finished = made.read(len(_MAGIC)) == _MAGIC
+            if finished and "key" in claimed:
+                _record(archive).unlink(missing_ok=True)  # never a record beside another archive
+                os.replace(dump, archive)
+                _write(_record(archive), claimed["key"])
+        except OSError:  # no dump (a JVM killed, or another session took it): nothing to use
+            pass
+        dump.unlink(missing_ok=True)
+        record.unlink(missing_ok=True)
+    return pending
 
 
 def java_options(base: str, classpath: list[str]) -> str:
-    """``base`` plus the archive's options when an archive was dumped with ``classpath``
-    before Spark's own JARs (``spark.driver.extraClassPath``); ``base`` alone otherwise.
+    """``base`` plus the archive's options when there is an archive made for ``classpath``
+    before Spark's own JARs (``spark.driver.extraClassPath``), these JARs, pyspark and
+    ``java``; ``base`` alone otherwise.
 
     >>> java_options("-XX:TieredStopAtLevel=1", ["/no/such.jar"])
     '-XX:TieredStopAtLevel=1'
     """
-    archive = archive_path()
-    recorded = _recorded(archive)
-    if recorded is None or recorded.get("classpath") != classpath:
-        return base
-    return f"{base} -XX:SharedArchiveFile={archive} {QUIET}"
+    return session_options(base, classpath, first_use=False)[0]
+
+
+@dataclass(frozen=True)
+class FirstUse:
+    """A dump the session's JVM makes at exit (``session_options``): ``started`` records which
+    JVM, so that a later session puts the dump in place once that JVM has exited."""
+
+    record: Path
+
+    def started(self, spark: Any) -> None:
+        """Record the JVM of ``spark`` (started by this process with the dump's option);
+        without one (a JVM that was already running), forget the dump."""
+        proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+        try:
+            if proc is None:
+                self.record.unlink(missing_ok=True)
+                return
+            claimed = _read(self.record) or {}
+            _write(self.record, {**claimed, "jvm": proc.pid})  # Spark's launcher execs java
+        except OSError:  # an archive only saves time
+            pass
+
+
+def session_options(
+    base: str, classpath: list[str], *, first_use: bool = True
+) -> tuple[str, FirstUse | None]:
+    """The driver's Java options for a new local JVM with ``classpath`` before Spark's: ``base``
+    and the archive's, or (``first_use``, no archive for this class path, none being dumped)
+    ``base`` and the option that dumps one at exit, with the ``FirstUse`` to tell when the JVM
+    started.  Never fails: without a usable cache folder the options are ``base``."""
+    archive = archive_path(classpath)
+    if archive is None or any(c.isspace() for c in str(archive)):  # Spark splits the options at spaces
+        return base, None
+    try:
+        pending = _settle(archive) if archive.parent.is_dir() else False
+        key = _key(classpath)
+        if archive.is_file() and _read(_record(archive)) == key:
+            return f"{base} -XX:SharedArchiveFile={archive} {QUIET}", None
+        if not first_use or pending:
+            return base, None
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        record = archive.with_name(f"{archive.stem}.{uuid.uuid4().hex[:12]}.json")
+        _write(record, {"key": key, "created": time.time()})
+    except OSError:
+        return base, None
+    return f"{base} -XX:ArchiveClassesAtExit={record.with_suffix('.dump')} {QUIET}", FirstUse(record)
 
 
 def make_archive(archive: Path | None = None) -> Path:
-    """Run a small stream in a JVM that dumps its classes at exit into ``archive``.
+    """Run a small stream in a JVM that dumps its classes at exit into ``archive`` (by default
+    the one for ``spark_jars()``; ``make class-data``).
 
     The JVM must exit normally for the dump: the stream runs in a child process whose session
     is stopped before Python exits.  The archive is written beside its final name and moved
@@ -91,6 +252,8 @@ def make_archive(archive: Path | None = None) -> Path:
     from .jars import spark_jars
 
     archive = archive or archive_path()
+    if archive is None:
+        raise RuntimeError(f"{SWITCH}=off")
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_suffix(".partial")
     partial.unlink(missing_ok=True)
@@ -104,7 +267,7 @@ def make_archive(archive: Path | None = None) -> Path:
         raise RuntimeError(f"no class-data archive ({done.returncode}): {done.stderr[-2000:]}")
     _record(archive).unlink(missing_ok=True)
     os.replace(partial, archive)
-    _record(archive).write_text(json.dumps(_key(spark_jars())))  # the child's class path: the same
+    _write(_record(archive), _key(spark_jars()))  # the child's class path: the same
     return archive
 
 
@@ -112,5 +275,5 @@ def up_to_date(archive: Path | None = None) -> bool:
     """Is there an archive made for this class path, pyspark and ``java``?"""
     from .jars import spark_jars
 
-    recorded = _recorded(archive or archive_path())
-    return recorded is not None and recorded == _key(spark_jars())
+    archive = archive or archive_path()
+    return archive is not None and archive.is_file() and _read(_record(archive)) == _key(spark_jars())

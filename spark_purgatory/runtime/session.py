@@ -22,7 +22,8 @@
   setting from the session the stream was read with, so ``start`` cannot scope it to its
   query: in your own session, set it yourself.  A Parquet file of one row group is read by
   one task whatever the splits;
-* with the project's JAR (``make jars``), the checkpoint file manager
+* with the project's JARs (the wheel's, or ``make checks-jar``'s in a checkout:
+  ``runtime.jars.jar_files``), the checkpoint file manager
   ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles`` for the session's queries: Spark's logs
   under a checkpoint on the local file system renamed in the JVM, where Hadoop's local
   ``FileContext`` starts a ``readlink`` process per file (``runtime.settings.checkpoint_files``);
@@ -37,10 +38,11 @@
   lives seconds to hours, C2's compiler threads compete with its first micro-batch for the
   CPU, and the JVM's share of the job (parsing files, moving Arrow batches) gains little
   from C2's code (docs/troubleshooting.md, "The first micro-batch is slow");
-* with C1 only, the class-data archive ``make class-data`` made for this class path, when there is
-  one (``runtime.class_data``): Spark's classes mapped at start instead of loaded one by one;
-* the project's JVM extras when ``make jars`` fetched them (``runtime.jars.spark_jars``: Delta's
-  connector, hadoop-aws for ``s3a://``, Spark's Kafka source) on the JVM's class path
+* with C1 only, the class-data archive for this class path (``runtime.class_data``): Spark's
+  classes mapped at start instead of loaded one by one; made on first use (the first session
+  of a class path dumps it when its JVM exits, into the user's cache) or by ``make class-data``;
+* the project's own JARs and the JVM extras ``make jars`` fetched (``runtime.jars.spark_jars``:
+  Delta's connector, hadoop-aws for ``s3a://``, Spark's Kafka source) on the JVM's class path
   (``spark.driver.extraClassPath``: in local mode the executors share the driver's JVM; through
   ``spark.jars`` a local session copied them all into its scratch folder at start);
   with the ``delta`` set, Delta's SQL extension and catalog (``DELTA_CONF``) unless ``conf``
@@ -65,7 +67,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from ..config import ConfigError
-from .class_data import java_options
+from .class_data import session_options
 from .jars import SPARK_SETS, jar_paths, jars_root, spark_jars
 from .settings import CHECKPOINT_FILES, LOCAL_CHECKPOINT_FILES
 from .spark_logs import quiet_spark_logs
@@ -227,14 +229,18 @@ def local_session(
     )
     fresh = SparkContext._active_spark_context is None  # a running JVM's class path is fixed
     extras = _extras(jars) if fresh else {}
-    if c1_only:
+    first_use = None
+    if c1_only and fresh and "spark.driver.extraJavaOptions" not in (conf or {}):
         classpath = [p for p in extras.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
-        builder = builder.config("spark.driver.extraJavaOptions", java_options(C1_ONLY, classpath))
+        options, first_use = session_options(C1_ONLY, classpath)  # the class-data archive's too
+        builder = builder.config("spark.driver.extraJavaOptions", options)
     for key, value in extras.items():
         builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if first_use is not None:
+        first_use.started(spark)  # its JVM dumps the archive when it exits
     spark.sparkContext.setLogLevel("ERROR")
     quiet_spark_logs(spark)
     return spark

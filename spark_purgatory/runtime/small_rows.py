@@ -5,7 +5,7 @@ call, a handful however large the batch.  ``DataFrame.toArrow`` on the batch cos
 those rows: Spark starts a second SQL execution inside the micro-batch's own (its plan's
 description and listener events built again) and a socket server to hand the rows over, and
 PySpark reads the schema through Py4J.  The project's sink JAR (``jvm/spark-purgatory/sink``,
-``io.sparkpurgatory.sink.SmallRows``, built into ``.jars/checks`` with the checks) runs the
+``io.sparkpurgatory.sink.SmallRows``, built into the package's ``jars/`` with the checks) runs the
 same physical plan within the micro-batch's execution and returns the rows as JSON text
 through the Py4J call itself (docs/performance.md has the figures).
 

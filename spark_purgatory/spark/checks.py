@@ -6,8 +6,8 @@ the condition read, fourteen reasons in the contract's order; ``routing``: each 
 copies, their shards, roles, peers and keys) are some hundreds of expression nodes that every
 rule walks each time, and that Spark turns into Java source again each time: a large part of
 the driver's time per micro-batch (docs/performance.md).  The project's checks JAR (the
-Maven module ``jvm/spark-purgatory/checks``, built and unit-tested by ``make checks-jar``
-against the pyspark wheel's Spark into ``.jars/checks``) does the same work in a few
+Maven module ``jvm/spark-purgatory/checks``, built and unit-tested against the pyspark
+wheel's Spark into the package's ``jars/`` folder: ``runtime.jars``) does the same work in a few
 functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
 
 * ``OperationChecks`` (typed input): from the columns the SQL reading
@@ -31,12 +31,13 @@ And ``BatchMillis``, not a check: a micro-batch's time (``unix_millis(current_ti
 as an expression that Spark's generated code reads by reference, so the code is the same in
 every micro-batch (``batch_millis``, ``sql_text.latest_ts``).
 
-Beside it in ``.jars/checks``, from the same build (``jvm/spark-purgatory/checkpoint``):
+Beside it in the package's ``jars/`` folder (``runtime.jars.jar_files``: the wheel carries
+them), from the same build (``jvm/spark-purgatory/checkpoint``):
 ``io.sparkpurgatory.checkpoint.LocalCheckpointFiles``, the checkpoint file manager
 ``local_session`` names (``runtime.settings.checkpoint_files``), not a check.
 
 The SQL stays the reference and the fallback: where the JAR is not on the driver's classpath
-(a session built without ``spark.jars``, a cluster without the library, a Spark Connect
+(a cluster whose session refuses ``ADD JAR``, a Spark Connect
 client, or a JAR whose calls are of another version: ``CALLS_VERSION``), ``operation_checks``
 / ``event_checks`` / ``operation_routes`` / ``operation_rows`` / ``event_rows`` /
 ``wake_rows`` / ``batch_millis`` return None and ``sources`` / ``routing`` / ``sql_text``
@@ -56,7 +57,7 @@ from pyspark.sql import types as T
 
 from ..config import InputLimits
 from ..engine.conditions import ALL, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
-from ..runtime.jars import jar_paths
+from ..runtime.jars import jar_paths, jars_hint, spark_notice
 from ..runtime.settings import is_connect
 
 __all__ = [
@@ -288,7 +289,7 @@ def _registered(
     spark: SparkSession, name: str, cls: str, returns: T.DataType, *, quiet: bool = False
 ) -> str | None:
     """``name``, registered for ``cls``; None when the class is not on the driver's classpath
-    and the checkout's JAR cannot be added (``_added``), or the session is a Spark Connect
+    and the package's JARs cannot be added (``_added``), or the session is a Spark Connect
     client, which cannot look (the caller writes SQL)."""
     if not _available(spark, cls, quiet=quiet):
         return None
@@ -308,12 +309,13 @@ def _once(spark: SparkSession, name: str, how: str, register: Callable[[], None]
 
 
 def _available(spark: SparkSession, cls: str, *, quiet: bool) -> bool:
-    """Can ``spark`` call ``cls``: on the driver's class path, or the checkout's JAR added
+    """Can ``spark`` call ``cls``: on the driver's class path, or the package's JARs added
     (``_added``), and not a Spark Connect client, which cannot look?"""
     if is_connect(spark):
         if not quiet:
             _say_sql("a Spark Connect client cannot call them")
         return False
+    _say_spark(spark)
     if not _loadable(spark, cls) and not _added(spark, cls):
         log.debug("%s is not on the classpath: SQL instead", cls)
         if not quiet:
@@ -334,10 +336,21 @@ def _say_sql(why: str) -> None:
     _SAID.add("sql")
     log.warning(
         "spark-purgatory's checks JAR is not in use (%s): inputs are checked and routed by SQL, "
-        "the same rows, more planning per micro-batch (docs/performance.md); build it with "
-        "`make jars` in the checkout, or add spark-purgatory-checks.jar to spark.jars",
+        "the same rows, more planning per micro-batch (docs/performance.md); %s",
         why,
+        jars_hint(),
     )
+
+
+def _say_spark(spark: SparkSession) -> None:
+    """Once per process, at the first start: the one line ``runtime.jars.spark_notice`` has
+    when the session's Spark is not the one the project's JARs were built for."""
+    if "spark" in _SAID:
+        return
+    _SAID.add("spark")
+    notice = spark_notice(spark.version)
+    if notice:
+        log.warning("%s", notice)
 
 
 def _loadable(spark: SparkSession, cls: str) -> bool:
@@ -350,10 +363,12 @@ def _loadable(spark: SparkSession, cls: str) -> bool:
 
 
 def _added(spark: SparkSession, cls: str) -> bool:
-    """A session built without the JAR (``SparkSession.builder`` as it stands) gets it from
-    the checkout's ``.jars/checks`` when ``make jars`` made it there: ``ADD JAR`` puts it on the
-    session's class loader and ships it to the executors.  False when there is none, or the
-    session refuses (a cluster that allows no added JARs)."""
+    """A session built without the project's JARs (``SparkSession.builder`` as it stands)
+    gets them from the package (``runtime.jars.jar_files``: the wheel's package data, or what
+    ``make checks-jar`` built in a checkout): ``ADD JAR`` puts them on the session's class
+    loader and ships them to the executors.  False when there are none (or they do not fit
+    this Spark: ``runtime.jars.fits``), or the session refuses (a cluster that allows no
+    added JARs)."""
     for path in jar_paths("checks"):
         try:
             spark.sql(f"ADD JAR '{path}'")

@@ -33,6 +33,7 @@ import json
 from dataclasses import dataclass
 
 from ..storage import Storage, read_bytes, write_whole
+from ..version import __version__
 
 __all__ = [
     "RECORD",
@@ -55,18 +56,11 @@ __all__ = [
 
 RECORD = "purgatory-version"  # under the checkpoint: the version record
 JOURNAL = "purgatory-upgrade"  # under the checkpoint: an upgrade under way (``spark_purgatory.upgrade``)
-#: the version a checkout without installed metadata reports (a source tree on sys.path)
-_FALLBACK_VERSION = "0.1.0"
 
 
 def package_version() -> str:
-    """This spark-purgatory's version: the installed package's (the one place it is read)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("spark-purgatory")
-    except PackageNotFoundError:
-        return _FALLBACK_VERSION
+    """This spark-purgatory's version (``spark_purgatory.version``, its one place)."""
+    return __version__
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+import spark_purgatory
 from spark_purgatory.config import ConfigError
 from spark_purgatory.contract import OPERATOR_OUTPUT, TABLES
 from spark_purgatory.delta.accumulator import FAULT_POINTS, RecordAccumulator
@@ -360,6 +361,18 @@ def test_app_transaction_version_is_recorded_per_query(tmp_path):
     assert DeltaTable(str(tmp_path / "out" / "outcomes")).transaction_version("query-1") == 21  # 3 x 7
 
 
+def test_every_commit_records_the_version_that_wrote_it(tmp_path):
+    """The table's creation, its rows' commits and its compaction each record the package's
+    version as the commit info's ``userMetadata``, read back through delta-rs's history."""
+    sink = make_sink(tmp_path, Clock(), batch_size=1)
+    for b in range(2):
+        sink.process(output_rows(10, start=b * 10), b)
+    maintain_tables(str(tmp_path / "out"))
+    history = DeltaTable(str(tmp_path / "out" / "outcomes")).history()
+    assert {c["operation"] for c in history} >= {"CREATE TABLE", "WRITE", "OPTIMIZE"}
+    assert {c.get("userMetadata") for c in history} == {f"spark-purgatory/{spark_purgatory.__version__}"}
+
+
 def test_maintenance_compacts_and_checkpoints(tmp_path):
     clock = Clock()
     sink = make_sink(tmp_path, clock, batch_size=1)
@@ -588,6 +601,7 @@ def test_the_spark_delta_writer_reads_the_staged_files_with_the_app_transaction(
     read = [c for c in calls if c[0] == "parquet"][0]
     assert all(p.startswith(str(tmp_path / "staging")) and p.endswith(".parquet") for p in read[1:])
     assert ("option", "txnAppId", "q") in calls and ("option", "txnVersion", 0) in calls
+    assert ("option", "userMetadata", f"spark-purgatory/{spark_purgatory.__version__}") in calls
     assert ("save", str(tmp_path / "out" / "outcomes")) in calls
 
 

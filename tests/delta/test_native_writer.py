@@ -2,7 +2,8 @@
 ``txnVersion``), the writer ``auto`` picks on Databricks and clusters with Delta's connector,
 run for real beside the embedded delta-rs writer.
 
-* the same input through both writers gives the same four tables (chispa);
+* the same input through both writers gives the same four tables (chispa), each commit
+  recording the package's version;
 * Delta itself, not the project, skips a replayed (app id, version);
 * a table begun by one writer is continued by the other, exactly once (the crash tests'
   ``check`` against the Spark-free engine);
@@ -27,6 +28,7 @@ from deltalake import DeltaTable
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.contract import TABLES
 from spark_purgatory.delta.writers import DeltaRsWriter, SparkDeltaWriter
+from spark_purgatory.version import USER_METADATA
 from spark_purgatory.workload import generate, write_json_lines
 from tests.support.crash_harness import check, read_table, reference
 
@@ -94,6 +96,9 @@ def test_native_writer_writes_what_delta_rs_writes(spark, tmp_path):
         outputs[writer] = out
     assert _engines(f"{outputs['spark']}/outcomes") == {"Apache-Spark"}  # Delta's own writer ran
     assert "Apache-Spark" not in _engines(f"{outputs['delta-rs']}/outcomes")
+    for out in outputs.values():  # each commit says which version of the package wrote it
+        recorded = {c.get("userMetadata") for name in TABLES for c in DeltaTable(f"{out}/{name}").history()}
+        assert recorded == {USER_METADATA}, out
     for name in TABLES:
         rs, native = (
             spark.read.format("delta").load(f"{outputs[w]}/{name}").drop(*WHEN[name]) for w in outputs

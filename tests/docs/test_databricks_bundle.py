@@ -182,7 +182,7 @@ def test_wheel_jars_takes_the_wheels_jars_and_replaces_earlier_ones(tmp_path):
         "spark_purgatory/jars/spark-purgatory-sink.jar": b"sink",
         "spark_purgatory/jars/manifest.json": b"{}",
     }
-    _wheel(dist / "spark_purgatory-0.1.0-py3-none-any.whl", members)
+    _wheel(dist / "spark_purgatory-0.2.0-py3-none-any.whl", members)
     done = _wheel_jars(str(dist), str(out))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in out.iterdir()) == ["spark-purgatory-checks.jar", "spark-purgatory-sink.jar"]
@@ -194,7 +194,7 @@ def test_wheel_jars_refuses_in_one_line(tmp_path, case):
     dist = tmp_path / "dist"
     dist.mkdir()
     if case != "no wheel":
-        _wheel(dist / "spark_purgatory-0.1.0-py3-none-any.whl", {"spark_purgatory/__init__.py": b""})
+        _wheel(dist / "spark_purgatory-0.2.0-py3-none-any.whl", {"spark_purgatory/__init__.py": b""})
     if case == "two wheels":
         _wheel(dist / "spark_purgatory-0.2.0-py3-none-any.whl", {"spark_purgatory/__init__.py": b""})
     done = _wheel_jars(str(dist), str(tmp_path / "jars"))

@@ -1,6 +1,6 @@
 """The project's JVM functions give the rows the SQL gives.
 
-``spark.checks``: with ``.jars/checks`` on the classpath (``make checks-jar`` builds it), a typed
+``spark.checks``: with the project's JARs on the classpath (``make checks-jar`` builds them), a typed
 operation's reason and its cleaned keys, condition and members, and any operation's copies
 (shards, roles, peers, keys), come from one function call each instead of some hundreds of
 SQL expression nodes.  The SQL is the reference: random operations (blank and repeated keys,
@@ -176,7 +176,7 @@ def test_a_session_without_the_class_reads_the_checks_as_sql_and_says_so_once(sp
         assert checks.operation_checks(spark) is None
         assert checks.operation_checks(spark) is None
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert len(said) == 1 and "NoSuchChecks" in said[0] and "make jars" in said[0]
+    assert len(said) == 1 and "NoSuchChecks" in said[0] and "`spark-purgatory jars`" in said[0]
     monkeypatch.undo()
     assert checks.operation_checks(spark) == name
     assert checks.operation_routes(spark) == checks.ROUTES[0]

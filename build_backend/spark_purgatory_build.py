@@ -1,0 +1,71 @@
+"""The PEP 517 build backend of spark-purgatory: setuptools', with the project's JARs built first.
+
+The wheel is the product, and its JVM half is three JARs (``jvm/spark-purgatory``: the checks
+and routes as Spark SQL functions, the sink's small rows, the checkpoint file manager) that
+``spark_purgatory/runtime/jars.py`` looks for in the package's own ``jars/`` folder.  Before
+setuptools builds a wheel or an sdist, ``jvm/package.sh --spark VERSION`` builds them there
+with Maven (compiled and unit-tested; skipped when the folder's manifest says they were built
+from these sources for that Spark), so both carry them as package data:
+
+* the Spark is the one the release is tested with: the ``pyspark[...]==X`` pin of the ``dev``
+  extra in ``pyproject.toml``; ``SPARK_PURGATORY_SPARK_VERSION`` builds for another (a
+  cluster's Spark, from the sdist);
+* an sdist holds the JVM sources and the JARs built from them, so a wheel built from it needs
+  no Maven (the manifest's hash matches) unless the Spark version asked for differs;
+* an editable install (``make setup``) builds no JARs: ``make checks-jar`` does, into the same
+  folder, and a checkout without ``mvn`` still installs.
+
+Used through ``[build-system] backend-path`` (an in-tree backend): ``pip wheel .``,
+``uv build`` and ``python -m build`` all run it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import build_meta as _setuptools
+from setuptools.build_meta import *  # noqa: F403 - every other hook is setuptools' own
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10: the build requirements install tomli
+    import tomli as tomllib
+
+#: the project's metadata, beside this backend's folder
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+#: the dev extra's pyspark pin: ``pyspark==4.2.0`` or ``pyspark[connect]==4.2.0``
+_PIN = re.compile(r"^pyspark(\[[^\]]*\])?==(?P<version>[0-9][^;\s]*)")
+
+
+def pinned_spark(pyproject: Path = PYPROJECT) -> str:
+    """The Spark the JARs are built for: ``$SPARK_PURGATORY_SPARK_VERSION``, else the pyspark
+    pin of ``pyproject.toml``'s ``dev`` extra (the release's tests run on it)."""
+    given = os.environ.get("SPARK_PURGATORY_SPARK_VERSION")
+    if given:
+        return given
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    for requirement in extras["dev"]:
+        match = _PIN.match(requirement.replace(" ", ""))
+        if match:
+            return match.group("version")
+    raise RuntimeError("pyproject.toml's dev extra pins no pyspark==VERSION: which Spark are the JARs for?")
+
+
+def _build_jars() -> None:
+    done = subprocess.run(["bash", "jvm/package.sh", "--spark", pinned_spark()], stdout=sys.stderr)
+    if done.returncode != 0:
+        raise RuntimeError("the project's JARs were not built (jvm/package.sh says why, above)")
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):  # noqa: F811
+    _build_jars()
+    return _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
+
+
+def build_sdist(sdist_directory, config_settings=None):  # noqa: F811
+    _build_jars()
+    return _setuptools.build_sdist(sdist_directory, config_settings)

@@ -1,0 +1,138 @@
+"""The wheel is the product: built from this checkout, installed into a fresh venv outside it with
+nothing else, it runs the README's example and the job with the project's JARs in use.
+
+The venv resolves the wheel's requirements as ``pip install`` does: the newest pyspark it allows
+(today 4.2.1), not the tests' pin (4.2.0, the Spark the JARs are built for), so this is also
+the test of the newest 4.2.x (``tests/support/wheel_venv.py``).  One Python process, one JVM,
+in a directory outside the checkout: the README's marked blocks as they stand (a plain
+``SparkSession.builder`` session: the JARs come from the package by ``ADD JAR``), then the
+job's entry point ``python -m spark_purgatory.job`` on more input, on the same session.
+Checked: the README's tables equal the engine's (as ``test_readme.py`` checks them in the
+checkout), the job resolves every operation as the engine does, no "not in use" line, the one
+line about the Spark version exactly when the venv's Spark is not the JARs', and the commands
+``spark-purgatory --version`` and ``spark-purgatory jars`` name the installed package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from deltalake import DeltaTable
+
+import spark_purgatory
+from spark_purgatory import PurgatoryConfig
+from spark_purgatory.runtime.jars import built_for
+from spark_purgatory.testing import assert_outcomes
+from spark_purgatory.version import USER_METADATA
+from spark_purgatory.workload import generate, write_json_lines
+from tests.docs.test_readme import (
+    COMPARED,
+    PREFIX,
+    README,
+    _ms,
+    engine,
+    final_watermark,
+    json_lines,
+    readme_blocks,
+)
+from tests.support.wheel_venv import ROOT, build_wheel, install_wheel, venv_env
+
+pytestmark = [pytest.mark.spark, pytest.mark.jars("checks")]  # the wheel's build needs them built
+
+#: the job's settings in the script (and the engine's for its reference)
+JOB_CONFIG = {"purgatory.shards": "2", "watermark.delay": "5 seconds"}
+
+_JOB = """
+# --- the job, as `python -m spark_purgatory.job` runs it, on the session above
+import pyspark
+from spark_purgatory.job import console
+
+print("PYSPARK", pyspark.__version__)
+code = console({argv!r})
+print("JOB EXIT", code)
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel_python(tmp_path_factory):
+    """The wheel's venv: built and installed once for this module."""
+    where = tmp_path_factory.mktemp("wheel")
+    return install_wheel(build_wheel(where / "dist"), where / "venv")
+
+
+def test_the_installed_wheel_runs_the_readme_and_the_job_with_its_jars(wheel_python, tmp_path):
+    work = tmp_path / "user"  # outside the checkout: nothing of it on the path
+    work.mkdir()
+    assert not str(work).startswith(str(ROOT))
+    job = work / "job"
+    write_json_lines(
+        generate(400, seed=3, ops_per_second=50), f"{job}/input/ops", f"{job}/input/events", files=3
+    )
+    argv = ["--ops-path", f"{job}/input/ops", "--events-path", f"{job}/input/events"]
+    argv += ["--output-path", f"{job}/tables", "--checkpoint-path", f"{job}/checkpoint", "--end-input"]
+    argv += [arg for key, value in JOB_CONFIG.items() for arg in ("--set", f"{key}={value}")]
+    with open(README, encoding="utf-8") as f:
+        blocks = readme_blocks(f.read())
+    readme = work / "readme"
+    script = "\n\n".join(f"# --- readme-test: {name}\n{code}" for name, code in blocks).replace(
+        PREFIX, str(readme)
+    )
+    (work / "user_script.py").write_text(script + _JOB.format(argv=argv), encoding="utf-8")
+    env = venv_env(
+        wheel_python,
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",  # tests share no UI port
+    )
+    done = subprocess.run(
+        [str(wheel_python), "user_script.py"], cwd=work, env=env, capture_output=True, text=True, timeout=900
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and "JOB EXIT 0" in done.stdout, said[-4000:]
+
+    assert "not in use" not in said, [line for line in said.splitlines() if "not in use" in line]
+    pyspark_version = done.stdout.split("PYSPARK ", 1)[1].split()[0]
+    notices = [line for line in said.splitlines() if "spark-purgatory's JARs were built for Spark" in line]
+    if pyspark_version == built_for():
+        assert notices == []
+    else:  # today: pip's newest 4.2.x against the pin the JARs are built for
+        assert len(notices) == 1 and f"this session runs Spark {pyspark_version}: they are used" in notices[0]
+
+    config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")  # the README's
+    streamed = DeltaTable(str(readme / "tables" / "outcomes")).to_pandas()
+    at_the_end = engine(str(readme), config, final_watermark(str(readme / "checkpoint")))
+    assert len(streamed) > 0
+    assert_outcomes(streamed, at_the_end.outcomes(), columns=COMPARED)
+
+    outcomes = DeltaTable(str(job / "tables" / "outcomes"))
+    ops = json_lines(str(job / "input" / "ops"))
+    resolved = engine(str(job), PurgatoryConfig.from_mapping(JOB_CONFIG), _past_every_deadline(ops))
+    assert resolved.pending == 0 and len(outcomes.to_pandas()) == len(ops)
+    assert_outcomes(outcomes.to_pandas(), resolved.outcomes(), columns=COMPARED)
+    assert {c.get("userMetadata") for c in outcomes.history()} == {USER_METADATA}
+
+
+def test_the_installed_commands_name_the_installed_package_and_its_jars(wheel_python, tmp_path):
+    env = venv_env(wheel_python)
+    command = str(wheel_python.parent / "spark-purgatory")
+    version = subprocess.run([command, "--version"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert version.stdout == f"spark-purgatory {spark_purgatory.__version__}\n"
+    printed = subprocess.run(
+        [command, "jars", "--format", "json"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    jars = json.loads(printed.stdout)
+    site = str(wheel_python.parent.parent)
+    names = sorted(os.path.basename(p) for p in jars["jars"])
+    assert names == [
+        "spark-purgatory-checkpoint.jar",
+        "spark-purgatory-checks.jar",
+        "spark-purgatory-sink.jar",
+    ]
+    assert all(p.startswith(site) and os.path.isfile(p) for p in jars["jars"])  # the wheel's package data
+    assert jars["spark"] == built_for()
+
+
+def _past_every_deadline(ops: list[dict]) -> int:
+    return max(_ms(o["ts"]) + int(o["timeout_ms"]) for o in ops) + PurgatoryConfig().tick_ms
