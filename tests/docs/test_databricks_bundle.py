@@ -196,7 +196,7 @@ def test_wheel_jars_refuses_in_one_line(tmp_path, case):
     if case != "no wheel":
         _wheel(dist / "spark_purgatory-0.2.0-py3-none-any.whl", {"spark_purgatory/__init__.py": b""})
     if case == "two wheels":
-        _wheel(dist / "spark_purgatory-0.2.0-py3-none-any.whl", {"spark_purgatory/__init__.py": b""})
+        _wheel(dist / "spark_purgatory-0.1.0-py3-none-any.whl", {"spark_purgatory/__init__.py": b""})
     done = _wheel_jars(str(dist), str(tmp_path / "jars"))
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
     assert ("carries no JAR" in done.stderr) == (case == "no jar")
