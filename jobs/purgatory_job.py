@@ -6,7 +6,8 @@
         [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...]
 
 Everything lives in ``spark_purgatory.job``; see its docstring or ``--help``.  Under
-``spark-submit`` on a cluster, ship the package with ``--py-files spark_purgatory-*.whl``.
+``spark-submit`` on a cluster, ship the wheel under a ``.zip`` name with ``--py-files`` (PySpark puts
+only ``.zip``, ``.egg`` and ``.jar`` files on the executors' path; docs/deployment.md).
 """
 
 import os

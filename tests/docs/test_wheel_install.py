@@ -132,6 +132,14 @@ def test_the_installed_commands_name_the_installed_package_and_its_jars(wheel_py
     ]
     assert all(p.startswith(site) and os.path.isfile(p) for p in jars["jars"])  # the wheel's package data
     assert jars["spark"] == built_for()
+    # the application file spark-submit is given where there is no checkout (spark_purgatory.submit)
+    python = str(wheel_python)
+    application = subprocess.run(
+        [python, "-m", "spark_purgatory.submit"], capture_output=True, text=True, env=env, cwd=tmp_path
+    ).stdout.strip()
+    assert application.startswith(site) and application.endswith("submit.py")
+    usage = subprocess.run([python, application, "--help"], capture_output=True, text=True, env=env)
+    assert usage.returncode == 0 and "--checkpoint-path" in usage.stdout, usage.stderr[-2000:]
 
 
 def _past_every_deadline(ops: list[dict]) -> int:

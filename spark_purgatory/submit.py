@@ -1,0 +1,27 @@
+"""The job as a ``spark-submit`` application file, for an installed wheel (no checkout).
+
+``spark-submit`` runs a Python application from a ``.py`` file it is given; the checkout has
+``jobs/purgatory_job.py``, a ``pip install`` has this module's file.  Ask for its path and
+submit it (docs/deployment.md, "spark-submit")::
+
+    spark-submit --py-files spark_purgatory.zip --jars "$(spark-purgatory jars)" \\
+        "$(python -m spark_purgatory.submit)" --ops-path ... --checkpoint-path ...
+
+``python -m spark_purgatory.submit`` prints the path; the file run as the application (not as
+a module of the package: ``__package__`` is empty) runs the job (``job.console``).
+"""
+
+import os
+import sys
+
+if __name__ == "__main__":
+    if __package__:  # python -m spark_purgatory.submit: where the application file is
+        print(os.path.abspath(__file__))
+    else:  # spark-submit (or python) runs this file: the job
+        # Python put this file's folder, the package's own, first on the path: its modules would
+        # shadow the standard library's (``inspect``) and the package would not be a package
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+        from spark_purgatory.job import console
+
+        sys.exit(console())
