@@ -54,6 +54,11 @@ settings.load_profile("ci")
 TEST_JVM_OPTIONS = f"{C1_ONLY} -XX:+UseSerialGC"
 for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
     os.environ.setdefault(_variable, TEST_JVM_OPTIONS)
+#: the tests' JVMs map the class-data archive ``make class-data`` made and dump none at exit:
+#: a session on another class path (a job told of no JARs, a test's own set) would otherwise
+#: have its JVM dump one on first use, seconds of CPU beside the other tests
+#: (``runtime.class_data``; ``tests/runtime/test_class_data.py`` sets its own)
+os.environ.setdefault("SPARK_PURGATORY_CLASS_DATA", "use")
 
 #: test files (paths from the project's root, as in node ids), slowest first (their slowest
 #: test, ``make test ARGS="--durations=60"``); the others follow in file order

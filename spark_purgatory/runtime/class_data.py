@@ -11,8 +11,9 @@ Where: one archive per class path, ``spark-<hash>.jsa`` in the user's cache,
 ``$XDG_CACHE_HOME/spark-purgatory/class-data`` (``~/.cache/...`` without it), beside the record
 of what it was made for (``spark-<hash>.json``: the JARs before Spark's with each one's size
 and time, this pyspark, this ``java``).  ``SPARK_PURGATORY_CLASS_DATA`` names another folder,
-or ``off`` for none (no archive used, none made).  Deleting the folder only costs a slower
-start, once.
+or ``off`` for none (no archive used, none made), or ``use`` to use the archives there and make
+none on first use (the tests: only ``make class-data`` makes theirs).  Deleting the folder only
+costs a slower start, once.
 
 How it is made:
 
@@ -74,7 +75,7 @@ def archive_dir() -> Path | None:
     given = os.environ.get(SWITCH, "").strip()
     if given.lower() in ("off", "0", "false", "no"):
         return None
-    if given:
+    if given and given.lower() not in ("on", "use"):
         return Path(given)
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(cache) / "spark-purgatory" / "class-data"
@@ -229,7 +230,7 @@ def session_options(
         key = _key(classpath)
         if archive.is_file() and _read(_record(archive)) == key:
             return f"{base} -XX:SharedArchiveFile={archive} {QUIET}", None
-        if not first_use or pending:
+        if not first_use or pending or os.environ.get(SWITCH, "").strip().lower() == "use":
             return base, None
         archive.parent.mkdir(parents=True, exist_ok=True)
         record = archive.with_name(f"{archive.stem}.{uuid.uuid4().hex[:12]}.json")

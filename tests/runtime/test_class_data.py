@@ -104,6 +104,14 @@ def test_a_session_on_a_running_jvm_dumps_nothing(cache):
     assert not first_use.record.exists()
 
 
+def test_use_maps_an_archive_made_and_makes_none(cache, monkeypatch):
+    monkeypatch.setenv(class_data.SWITCH, "use")
+    assert class_data.session_options("-Xbase", [A]) == ("-Xbase", None)  # none made, none to make
+    archive = _archive_made_for([A])
+    assert archive.startswith(str(cache))  # the user's cache still
+    assert class_data.session_options("-Xbase", [A])[0].startswith(f"-Xbase -XX:SharedArchiveFile={archive}")
+
+
 def test_off_uses_and_makes_nothing(cache, monkeypatch):
     monkeypatch.setenv(class_data.SWITCH, "off")
     assert class_data.session_options("-Xbase", [A]) == ("-Xbase", None)
