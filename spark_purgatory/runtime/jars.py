@@ -153,9 +153,10 @@ def spark_notice(spark_version: str) -> str | None:
         line = ".".join(_feature_release(built))
         return f"{said}: they are used (the Spark APIs they call hold within Spark {line}.x)"
     return (
-        f"{said}: they are left out and inputs are read as SQL (the same rows, more planning per "
-        f"micro-batch); build them for this Spark from the sdist: SPARK_PURGATORY_SPARK_VERSION="
-        f"{spark_version} pip wheel spark_purgatory-<version>.tar.gz (needs mvn)"
+        f"{said}: spark-purgatory leaves them out (the Spark APIs they call change between feature "
+        f"releases) and reads its inputs as SQL (the same rows, more planning per micro-batch); "
+        f"build them for this Spark from the sdist: SPARK_PURGATORY_SPARK_VERSION={spark_version} "
+        "pip wheel spark_purgatory-<version>.tar.gz (needs mvn)"
     )
 
 

@@ -46,7 +46,7 @@ def test_a_patch_release_apart_the_jars_are_used_and_said_so_once_a_feature_rele
         "used (the Spark APIs they call hold within Spark 4.2.x)"
     )
     assert not jars.fits("4.1.1")
-    assert "4.1.1: they are left out" in jars.spark_notice("4.1.1")
+    assert "4.1.1: spark-purgatory leaves them out" in jars.spark_notice("4.1.1")
     assert "SPARK_PURGATORY_SPARK_VERSION=4.1.1" in jars.spark_notice("4.1.1")
     monkeypatch.setattr(pyspark, "__version__", "4.1.1")
     assert jars.jar_paths("checks") == [] and len(spark_purgatory.jar_files()) == 2  # printed, not used
