@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .processes import alive
+
 __all__ = [
     "QUIET",
     "SWITCH",
@@ -145,16 +147,6 @@ def _key(classpath: list[str]) -> dict:
     }
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process of that id: alive
-        return True
-    return True
-
-
 def _settle(archive: Path) -> bool:
     """Put a finished dump for ``archive`` in place, drop the failed ones; True while another
     session's dump is still to come (its JVM runs, or its session is starting)."""
@@ -166,7 +158,7 @@ def _settle(archive: Path) -> bool:
         if pid is None and time.time() - claimed.get("created", 0) < _UNCLAIMED_S:
             pending = True  # a session starting its JVM now
             continue
-        if pid is not None and _alive(pid):
+        if pid is not None and alive(pid):
             pending = True  # its JVM will dump when it exits
             continue
         try:

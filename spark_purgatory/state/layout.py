@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from ..config import ConfigError, PurgatoryConfig
+from ..runtime.processes import alive
 from ..storage import Storage, join, listing, read_bytes, remove, write_whole
 from .deltas import directory_of, parsed
 from .pending_counts import PendingRecord
@@ -334,7 +335,7 @@ class RunLease:
         lease = read_json(self.fs, self.path)
         if lease is None:
             return None
-        if lease.get("host") == socket.gethostname() and not _alive(int(lease.get("pid", -1))):
+        if lease.get("host") == socket.gethostname() and not alive(int(lease.get("pid", -1))):
             return None
         renewed = lease.get("renewed") or lease.get("since")
         try:
@@ -356,15 +357,3 @@ class RunLease:
             f"since {lease.get('since')}): {then} (if that driver is gone, wait {LEASE_EXPIRY_S} s "
             f"or delete {join(self.checkpoint, RUNNING)})"
         )
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

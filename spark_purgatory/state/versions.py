@@ -28,12 +28,12 @@ Invariant: a query starts only on a checkpoint whose every format this version r
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from dataclasses import dataclass
 
 from ..storage import Storage, read_bytes, write_whole
 from ..version import __version__
+from .layout import now_text
 
 __all__ = [
     "RECORD",
@@ -160,7 +160,7 @@ def write_record(checkpoint: str, storage: Storage | None = None, *, known: dict
     current, formats = package_version(), current_formats()
     history = list((before or {}).get("history", []))
     if not history or history[-1].get("version") != current:
-        history.append({"version": current, "since": _now()})
+        history.append({"version": current, "since": now_text()})
     record = {"record": 1, "written_by": current, "formats": formats, "history": history}
     fs, root = storage.filesystem(checkpoint)
     body = json.dumps(record, indent=1).encode()
@@ -243,7 +243,3 @@ def _writer(record: dict | None) -> str:
     if record is None:
         return "a spark-purgatory from before version records"
     return f"spark-purgatory {record['written_by']}"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
