@@ -25,7 +25,7 @@ from spark_purgatory.contract import TABLES
 from spark_purgatory.workload import generate, write_json_lines
 from tests.support.cluster import cluster_env, standalone_cluster
 from tests.support.crash_harness import ROOT, check, read_table, reference
-from tests.support.wheel_venv import build_wheel, install_wheel, venv_env
+from tests.support.wheel_venv import build_wheel, install_wheel, uninstall, venv_env
 
 pytestmark = pytest.mark.spark
 
@@ -77,10 +77,7 @@ def submitted_wheel(tmp_path_factory):
     library = where / "cluster-library"
     library.mkdir()
     jars = [shutil.copy(jar, library) for jar in named.split(",")]
-    uv = os.path.join(os.path.dirname(sys.executable), "uv")
-    subprocess.run(
-        [uv, "pip", "uninstall", "--quiet", "--python", str(python), "spark-purgatory"], check=True
-    )
+    uninstall(python, "spark-purgatory")
     return Path(shutil.copy(wheel, where / f"{wheel.stem}.zip")), jars, python
 
 

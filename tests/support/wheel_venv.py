@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["ROOT", "build_wheel", "install_wheel", "venv_env"]
+__all__ = ["ROOT", "build_wheel", "install_wheel", "uninstall", "venv_env"]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: as the Makefile builds pyspark's wheel (only a source archive is published)
@@ -71,6 +71,15 @@ def install_wheel(wheel: Path, venv: Path, *, bytecode: bool = False, also: tupl
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(command[:3])} failed:\n{done.stderr[-4000:]}")
     return python
+
+
+def uninstall(python: Path, package: str) -> None:
+    """Take ``package`` out of ``python``'s venv, its requirements left (a cluster node's
+    Python, which gets the package from ``--py-files``)."""
+    command = [_uv(), "pip", "uninstall", "--quiet", "--python", str(python), package]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_without_venv())
+    if done.returncode != 0:
+        raise RuntimeError(f"uv pip uninstall failed:\n{done.stderr[-4000:]}")
 
 
 def _without_venv() -> dict[str, str]:
