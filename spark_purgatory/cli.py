@@ -132,7 +132,9 @@ def _print_jars(form: str) -> int:
 
 def _watermark_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--watermark", help="count time left from this (ISO-8601 or epoch ms); default: the checkpoint's"
+        "--watermark",
+        help="count time left from this watermark (ISO-8601 or epoch ms); default: the operator's "
+        "clock while a query runs with one, else the checkpoint's watermark",
     )
 
 

@@ -76,6 +76,7 @@ from .delta.writers import WriterChoice
 from .faults import PermanentFault, depended_on, diagnose
 from .handle import PurgatoryQuery, _Totals
 from .handoff import Wake
+from .handoff.clock_record import ClockRecorder
 from .handoff.end_of_input import EndOfInput
 from .handoff.partitions import PartitionWatermarks
 from .handoff.reaper import ExpirationReaper, reaper_for
@@ -278,7 +279,7 @@ def start(
             pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending_counts)
             counts = pending.read()  # every shard's, as the checkpoint's last micro-batch left them
             totals = _Totals(on_batch, pending=sum(counts.values()))
-            reaper = _reaper(spark, cfg, trigger, wake, counts, storage)
+            reaper = _reaper(spark, cfg, trigger, wake, counts, storage, run=(checkpoint, lease.token))
             sink = PurgatorySink(
                 accumulator,
                 writer,
@@ -389,10 +390,17 @@ def _reaper(
     wake: Wake,
     pending: dict[int, int],
     storage: Storage,
+    *,
+    run: tuple[str, str | None],
 ) -> ExpirationReaper | None:
-    """The query's reaper (``handoff.reaper.reaper_for``), if its configuration asks for one.  Over
-    Spark Connect the sink runs in the server, out of its reach: none, said in a warning."""
-    reaper = reaper_for(cfg, trigger, wake.root, pending=pending, storage=storage)
+    """The query's reaper (``handoff.reaper.reaper_for``), if its configuration asks for one,
+    telling the checkpoint's readers how its clock goes (``run``: the checkpoint and the run
+    lease's token; ``handoff.clock_record``).  Over Spark Connect the sink runs in the server,
+    out of its reach: none, said in a warning."""
+    checkpoint, token = run
+    interval = trigger_interval_ms(trigger) or 0
+    recorder = ClockRecorder.under(checkpoint, storage, run=token or "", trigger_ms=interval)
+    reaper = reaper_for(cfg, trigger, wake.root, pending=pending, storage=storage, recorder=recorder)
     if reaper is not None and is_connect(spark):
         log.warning(
             "watermark.idle.timeout / deadline.clock=processing need the sink in this process: "

@@ -66,6 +66,7 @@ from ..config import PurgatoryConfig
 from ..contract import PROPOSED_WATERMARKS, ms_column
 from ..storage import Storage
 from .clock import ClockWatermark
+from .clock_record import ClockRecorder
 from .wake import Wake
 
 __all__ = ["ExpirationReaper", "CLOCK_LINE", "clock_line", "reaper_for"]
@@ -119,6 +120,7 @@ class ExpirationReaper:
         pending: Mapping[int, int] | None = None,
         storage: Storage | None = None,
         now: Callable[[], float] = time.time,
+        recorder: ClockRecorder | None = None,
     ) -> None:
         #: does Spark say its last trigger found nothing to read, and none runs now?
         #: (``PurgatoryQuery`` asks its query.)  The clock's run begins then, or with the
@@ -142,6 +144,9 @@ class ExpirationReaper:
         self._paused = 0
         self._thread: threading.Thread | None = None
         self._last_tick_ms: int | None = None
+        #: writes ``<checkpoint>/purgatory-clock`` for the checkpoint's readers (``clock_record``)
+        self.recorder = recorder
+        self._run_ms: int | None = None  # when this run's reaper started (the processing clock's)
 
     # -- the sink's side ---------------------------------------------------------------------
 
@@ -192,12 +197,34 @@ class ExpirationReaper:
                 # (less the margin) before it applies the clock (module docstring)
                 begun = self.clock.started_ms is not None
                 value = self.clock.advance(now_ms, now_ms - self.margin_ms()) if begun else None
-            if value is None:
-                return None
             before = self.batch_times.get(max(self.batch_times, default=0) - 1)
-        self._post(value, now_ms, cleanup_before=None if before is None else before - _MARGIN_MS)
-        self.posted.append(value)
+            on_clock = self._on_clock_ms()
+        if value is not None:
+            self._post(value, now_ms, cleanup_before=None if before is None else before - _MARGIN_MS)
+            self.posted.append(value)
+        self._record(on_clock, now_ms)
         return value
+
+    def _on_clock_ms(self) -> int | None:
+        """From when the clock follows the wall clock if no input sends another row
+        (``clock_record``): the processing clock always has; None before the run has begun."""
+        if self.clock is None:
+            return self._run_ms
+        last = [seen.last_rows_ms for seen in self.clock.inputs.values()]
+        if self.clock.started_ms is None or None in last:
+            return None
+        return max(last) + self.clock.idle_timeout_ms  # type: ignore[type-var]
+
+    def _record(self, on_clock_ms: int | None, now_ms: int) -> None:
+        """Tell the checkpoint's readers how the clock goes (``handoff.clock_record``)."""
+        if self.recorder is None:
+            return
+        if self.clock is None:
+            lag, idle = 0, 0
+        else:
+            lag = self.margin_ms() + max(self.clock.delays_ms.values(), default=0)
+            idle = self.clock.idle_timeout_ms
+        self.recorder.note(lag_ms=lag, idle_timeout_ms=idle, on_clock_ms=on_clock_ms, now_ms=now_ms)
 
     def _post(self, value: int, now_ms: int, *, cleanup_before: int | None) -> None:
         stamp = max(now_ms, (self._last_tick_ms or -1) + 1)  # a new name: Spark reads a path once
@@ -236,6 +263,10 @@ class ExpirationReaper:
     # -- the thread --------------------------------------------------------------------------
 
     def start(self) -> ExpirationReaper:
+        self._run_ms = int(self.now() * 1000)
+        with self._lock:
+            on_clock = self._on_clock_ms()
+        self._record(on_clock, self._run_ms)  # this run's record before its first tick
         self._thread = threading.Thread(target=self._run, name="purgatory-reaper", daemon=True)
         self._thread.start()
         return self
@@ -275,6 +306,7 @@ def reaper_for(
     pending: Mapping[int, int] | None = None,
     storage: Storage | None = None,
     now: Callable[[], float] = time.time,
+    recorder: ClockRecorder | None = None,
 ) -> ExpirationReaper | None:
     """The reaper a query needs (not started), or None: only a ``processing-time=<interval>``
     query with ``watermark.idle.timeout`` set or ``deadline.clock=processing`` has one."""
@@ -290,4 +322,6 @@ def reaper_for(
     if not processing:
         delays = config.input_delays_ms()
         clock = ClockWatermark(idle_ms, delays)  # type: ignore[arg-type]
-    return ExpirationReaper(wake_root, interval, clock=clock, pending=pending, storage=storage, now=now)
+    return ExpirationReaper(
+        wake_root, interval, clock=clock, pending=pending, storage=storage, now=now, recorder=recorder
+    )

@@ -33,7 +33,8 @@ from ..state import SegmentStore
 from ..state.layout import OPERATOR_STATE
 from ..storage import Storage
 from .checkpoint import InspectError, read_checkpoint
-from .pending_view import WatermarkLike, batch_and_watermark, horizon_ms, inspect_config, shard_chunks
+from .countdown import Countdown
+from .pending_view import WatermarkLike, batch_and_countdown, horizon_ms, inspect_config, shard_chunks
 
 __all__ = ["StateNeedsSpark", "pending_table", "pending_batches", "at_risk_table", "with_progress"]
 
@@ -76,8 +77,8 @@ def at_risk_table(
     config: PurgatoryConfig | None = None,
     watermark: WatermarkLike | None = None,
 ) -> pa.Table:
-    """``at_risk`` without Spark: the pending operations due within ``within`` of the
-    watermark (overdue ones included), earliest deadline first, with ``still_needed`` and
+    """``at_risk`` without Spark: the pending operations whose time left is within ``within``
+    (overdue ones included), earliest deadline first, with ``still_needed`` and
     ``progress_text``.  Arguments and errors as ``pending_table``'s.
 
     Example::
@@ -127,7 +128,7 @@ def pending_batches(
     cfg = inspect_config(checkpoint, config)
     storage = Storage.of(cfg)
     info = read_checkpoint(checkpoint, storage=storage)
-    batch, wm = batch_and_watermark(checkpoint, info, storage, batch_id, watermark)
+    batch, countdown = batch_and_countdown(checkpoint, info, storage, batch_id, watermark)
     unknown = state_files.unknown_format(info.conf)
     if unknown:
         raise StateNeedsSpark(f"its state store is {', '.join(unknown)}, which only Spark reads")
@@ -140,16 +141,16 @@ def pending_batches(
         raise StateNeedsSpark(str(error)) from None
     from ..spark.operator import segment_store
 
-    return _shards(groups, cfg, segment_store(cfg), wm, batch)
+    return _shards(groups, cfg, segment_store(cfg), countdown, batch)
 
 
 def _shards(
     groups: dict[int, state_files.GroupValue],
     config: PurgatoryConfig,
     store: SegmentStore | None,
-    wm: int,
+    countdown: Countdown,
     batch: int,
 ) -> Iterator[pa.RecordBatch]:
     for shard in sorted(groups):
         if groups[shard].state is not None:
-            yield from shard_chunks(groups[shard].state, config, store, wm, batch, shard)
+            yield from shard_chunks(groups[shard].state, config, store, countdown, batch, shard)

@@ -21,9 +21,11 @@ query) fails with ``CANNOT_LOAD_STATE_STORE`` ("Cannot find endpoint:
 StateStoreCoordinator", SPARK-58973).  Touching ``spark.streams`` creates the manager and
 its coordinator, so the read works in any session.
 
-``at_risk(checkpoint, within=...)`` keeps the operations whose deadline falls within the
-horizon of the watermark (overdue ones included: they expire in the next micro-batch),
-earliest deadline first, with how far each is from its condition.
+``at_risk(checkpoint, within=...)`` keeps the operations whose time left is within the
+horizon (overdue ones included: they expire in the next micro-batch), earliest deadline
+first, with how far each is from its condition.  Time left counts on the operator's clock
+while a query runs with one (``inspect.countdown``): during a silence it runs on where
+Spark's watermark stands still.
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from ..config import ConfigError, PurgatoryConfig, parse_interval_ms
 from ..contract import PENDING, PENDING_TIME_COLUMNS
 from ..storage import Storage
 from .checkpoint import CheckpointInfo, InspectError, batch_watermark_ms, read_checkpoint, state_path_of
+from .countdown import Countdown, countdown_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -78,7 +82,9 @@ def pending_operations(
         config: the query's ``PurgatoryConfig`` (for ``purgatory.state.path`` and the
             ``storage.*`` settings); the defaults when None.
         watermark: what ``time_left_ms`` counts from: epoch ms, a datetime or an ISO
-            string; by default the watermark of the batch read (``batchWatermarkMs``).
+            string; by default the operator's clock while a query runs with one (during a
+            silence it runs on where Spark's watermark stands still), else the watermark
+            of the batch read (``inspect.countdown``).
         batch_id: the committed micro-batch to read; the last one when None.
 
     Returns:
@@ -104,7 +110,7 @@ def pending_operations(
     cfg = inspect_config(checkpoint, config)
     storage = Storage.of(cfg)
     info = read_checkpoint(checkpoint, storage=storage)
-    batch, wm = batch_and_watermark(checkpoint, info, storage, batch_id, watermark)
+    batch, countdown = batch_and_countdown(checkpoint, info, storage, batch_id, watermark)
     _ = spark.streams  # creates the state store coordinator (module docstring)
     try:
         state = spark.read.format("statestore").option("batchId", batch).load(checkpoint)
@@ -117,29 +123,27 @@ def pending_operations(
     ):
         raise InspectError(f"not a purgatory checkpoint (its state holds no shard_state): {checkpoint}")
     values = state.select(F.col(_STATE_COLUMN).alias("state"))
-    return values.mapInArrow(_decoder(cfg, wm, batch), from_arrow_schema(PENDING))
+    return values.mapInArrow(_decoder(cfg, countdown, batch), from_arrow_schema(PENDING))
 
 
-def batch_and_watermark(
+def batch_and_countdown(
     checkpoint: str,
     info: CheckpointInfo,
     storage: Storage,
     batch_id: int | None,
     watermark: WatermarkLike | None,
-) -> tuple[int, int]:
-    """The committed micro-batch to read (the last when ``batch_id`` is None) and the
-    watermark ``time_left_ms`` counts from (that batch's when ``watermark`` is None)."""
+) -> tuple[int, Countdown]:
+    """The committed micro-batch to read (the last when ``batch_id`` is None) and how time
+    left counts (``inspect.countdown``): from ``watermark`` when given, else on the operator's
+    clock while a query runs with it, else at the watermark of the batch read."""
     batch = info.last_batch if batch_id is None else int(batch_id)
     if batch is None:
         raise InspectError(f"no committed micro-batch yet: {checkpoint}")
     if watermark is not None:
-        return batch, watermark_ms(watermark)
-    wm = (
-        info.watermark_ms
-        if batch == info.last_batch
-        else batch_watermark_ms(checkpoint, batch, storage=storage)
-    )
-    return batch, 0 if wm is None else wm
+        return batch, Countdown(fixed_ms=watermark_ms(watermark))
+    latest = batch == info.last_batch
+    wm = info.watermark_ms if latest else batch_watermark_ms(checkpoint, batch, storage=storage)
+    return batch, countdown_of(checkpoint, storage, floor_ms=wm, latest=latest)
 
 
 def at_risk(
@@ -151,7 +155,7 @@ def at_risk(
     watermark: WatermarkLike | None = None,
     pending: DataFrame | None = None,
 ) -> DataFrame:
-    """The pending operations whose deadline is within ``within`` of the watermark, earliest
+    """The pending operations whose time left (``time_left_ms``) is within ``within``, earliest
     deadline first, with ``still_needed`` (how much of the goal is missing, in the
     condition's measure) and ``progress_text`` ("2 of 3 sources", "1 of 3 members, missing
     a, c" ...).
@@ -229,7 +233,7 @@ def watermark_ms(value: WatermarkLike) -> int:
     return int(value.timestamp() * 1000)
 
 
-def _decoder(config: PurgatoryConfig, wm: int, batch: int) -> Any:
+def _decoder(config: PurgatoryConfig, countdown: Countdown, batch: int) -> Any:
     """The function each state partition's task runs: load every shard value in it through
     the engine's own loading and yield its pending operations (``shard_chunks``)."""
     from ..spark.operator import segment_store
@@ -240,17 +244,23 @@ def _decoder(config: PurgatoryConfig, wm: int, batch: int) -> Any:
         for record_batch in batches:
             for value in record_batch.column(0).to_pylist():
                 if value is not None:
-                    yield from shard_chunks(value, config, store, wm, batch)
+                    yield from shard_chunks(value, config, store, countdown, batch)
 
     return decode
 
 
 def shard_chunks(
-    value: Any, config: PurgatoryConfig, store: Any, wm: int, batch: int, shard: int | None = None
+    value: Any,
+    config: PurgatoryConfig,
+    store: Any,
+    countdown: Countdown,
+    batch: int,
+    shard: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """One shard group's value (``spark.group_state``) loaded through the engine's own loading
     (``state.load_state``, its segment files from ``store``): its pending operations as
-    ``contract.PENDING`` batches of ``_CHUNK_ROWS``; ``shard`` where the state names none."""
+    ``contract.PENDING`` batches of ``_CHUNK_ROWS``, time left counted by ``countdown`` from
+    the shard's own watermark; ``shard`` where the state names none."""
     from ..engine.inspection import pending_frame
     from ..spark.group_state import shard_bytes
     from ..state import WorkerCache, load_state
@@ -261,8 +271,12 @@ def shard_chunks(
         raise InspectError(f"unreadable state version at batch {batch}: {error}") from None
     if p.shard is None and shard is not None:
         p.shard = shard
-    frame = pending_frame(p, watermark_ms=wm, batch_id=batch)
+    frame = pending_frame(p, batch_id=batch)  # time left from the shard's own watermark
     del p
+    if len(frame):
+        shard_wm = int(frame["watermark"].iloc[0])
+        frame["time_left_ms"] = countdown.time_left(frame["deadline"].to_numpy(np.int64), shard_wm)
+        frame["watermark"] = np.int64(countdown.watermark(shard_wm))
     times = set(PENDING_TIME_COLUMNS)
     for start in range(0, len(frame), _CHUNK_ROWS):
         yield arrow_chunk(frame.iloc[start : start + _CHUNK_ROWS], times)

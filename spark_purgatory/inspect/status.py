@@ -14,7 +14,6 @@ source each figure came from.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ from ..contract import MAX_TS_MS, TABLES
 from ..state.versions import read_record
 from ..storage import Storage, read_bytes
 from .checkpoint import read_checkpoint
+from .countdown import countdown_of, iso_text
 from .pending_table import StateNeedsSpark, pending_batches
 from .pending_view import inspect_config, pending_operations
 from .table_readers import DeltaRsReader, TableReader, table_reader
@@ -76,13 +76,15 @@ def checkpoint_status(
             "path": checkpoint,
             "last_committed_batch": info.last_batch,
             "running_batch": info.running_batch,
-            "watermark": _iso(info.watermark_ms),
+            "watermark": iso_text(info.watermark_ms),
             "watermark_ms": info.watermark_ms,
-            "next_watermark": _iso(info.next_watermark_ms),
-            "batch_time": _iso(info.batch_timestamp_ms),
+            "next_watermark": iso_text(info.next_watermark_ms),
+            "batch_time": iso_text(info.batch_timestamp_ms),
             "groups": info.groups,
             "watermark_policy": info.conf.get("spark.sql.streaming.multipleWatermarkPolicy"),
             "app_id": info.app_id,
+            # how an operation's time left counts now (inspect.countdown)
+            "time_left": countdown_of(checkpoint, storage, floor_ms=info.watermark_ms, latest=True).summary(),
             # who last started on it, and the formats it holds (docs/upgrading.md)
             **_version(checkpoint, storage),
         },
@@ -262,9 +264,3 @@ def _pending_record(checkpoint: str, storage: Storage) -> tuple[int, dict[str, i
         return int(body.get("batch_id", -1)), pending
     except (FileNotFoundError, OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()

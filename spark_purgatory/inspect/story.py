@@ -103,7 +103,8 @@ class OperationStory:
             left, words = p["time_left_ms"] / 1000, p.get("progress_text") or _progress_words(p)
             return (
                 f"{self.op_id}: pending in shard {p['shard']}, {words}, "
-                f"deadline {_iso(p['deadline'])} ({left:g} s left at the watermark of batch {p['batch_id']})"
+                f"deadline {_iso(p['deadline'])} ({left:g} s left by the operator's watermark "
+                f"{_iso(p['watermark'])}; state of batch {p['batch_id']})"
             )
         if self.outcome is not None:
             o = self.outcome

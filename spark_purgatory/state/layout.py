@@ -46,6 +46,7 @@ __all__ = [
     "finish",
     "LAYOUT",
     "RUNNING",
+    "CLOCK_RECORD",
     "STATE_DIR",
     "CheckpointBusyError",
     "LEASE_EXPIRY_S",
@@ -68,6 +69,8 @@ log = logging.getLogger(__name__)
 JOURNAL = "purgatory-rescale"  # under the checkpoint: a rescale under way
 LAYOUT = "purgatory-layout"  # under the checkpoint: the shard count and the rescale history
 RUNNING = "purgatory-running"  # under the checkpoint: a query runs on it (``RunLease``)
+#: under the checkpoint: how the running query's clock goes (``handoff.clock_record``)
+CLOCK_RECORD = "purgatory-clock"
 #: the operator's state directory under the checkpoint (the purgatory is its only stateful operator)
 OPERATOR_STATE = "state/0"
 #: the session setting Spark keeps in the offsets log: the partitions, ``shards + 1``

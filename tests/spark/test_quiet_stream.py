@@ -7,7 +7,10 @@ its deadline passes on the clock plus the delay: one trigger interval (and the r
 listing margin) + the micro-batch's own time + ``linger.ms``;
 without it none expires (Spark's watermark waits for input); the same after a restart
 during the silence, and through Kafka topics.  Rows that then arrive behind the clock are
-``late``.  ``deadline.clock=processing``: deadlines from arrival, on the processing clock.
+``late``.  During the silence, and after the restart, the desk's views (``pending``, ``at-risk``,
+``explain``, the notebook helpers) count time left on the operator's clock: each operation is
+due when its expiry comes, within the bound.  ``deadline.clock=processing``: deadlines from
+arrival, on the processing clock.
 """
 
 from __future__ import annotations
@@ -20,10 +23,20 @@ from datetime import datetime, timezone
 import pytest
 from deltalake import DeltaTable
 
-from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory import (
+    PurgatoryConfig,
+    at_risk,
+    at_risk_table,
+    explain,
+    pending_operations,
+    pending_table,
+    start,
+)
 from spark_purgatory.handle import _waiting_for_data as _quiet
 from spark_purgatory.handle import listed_first
+from spark_purgatory.handoff.clock_record import read_clock_record
 from spark_purgatory.handoff.wake import WAKE_DIRECTORY
+from spark_purgatory.inspect import checkpoint_status
 
 pytestmark = pytest.mark.spark
 
@@ -150,9 +163,46 @@ def _lags(seen: dict[str, float], rows: list[dict], clock_ms: int | None = None)
     return lags
 
 
+def _due_on_the_desk(chk: str, out: str, within: str, spark=None) -> dict[str, dict[str, float]]:
+    """When (epoch s) each of the desk's views says each pending operation is due: the moment
+    it was asked plus its ``time_left_ms``.  The terminal's views (``pending_table``,
+    ``at_risk_table`` within ``within``, ``explain``) and, given a session, the notebook's
+    (``pending_operations``, ``at_risk``)."""
+
+    def due(rows: list[dict], asked: float) -> dict[str, float]:
+        return {r["op_id"]: asked + r["time_left_ms"] / 1000 for r in rows}
+
+    views: dict[str, dict[str, float]] = {}
+    asked = time.time()
+    views["pending"] = due(pending_table(chk).to_pylist(), asked)
+    asked = time.time()
+    views["at-risk"] = due(at_risk_table(chk, within=within).to_pylist(), asked)
+    asked = time.time()
+    stories = explain(sorted(views["pending"]), output=out, checkpoint=chk)
+    views["explain"] = {s.op_id: asked + s.pending["time_left_ms"] / 1000 for s in stories if s.pending}
+    if spark is not None:
+        asked = time.time()
+        views["notebook"] = due(pending_operations(chk, spark=spark).toArrow().to_pylist(), asked)
+        asked = time.time()
+        views["notebook at-risk"] = due(at_risk(chk, within=within, spark=spark).toArrow().to_pylist(), asked)
+    return views
+
+
+def _check_the_desk(
+    views: dict[str, dict[str, float]], seen: dict[str, float], ids: set, bound: float
+) -> None:
+    """Every view lists ``ids``, each due no later than its expiry was seen committed and at most
+    the documented bound before it (the time left is within a trigger of the truth)."""
+    for name, due in views.items():
+        assert set(due) == ids, (name, due)
+        for op_id, at in due.items():
+            assert at <= seen[op_id] + 0.25 and seen[op_id] - at <= bound, (name, op_id, at, seen[op_id])
+
+
 def test_a_quiet_stream_expires_on_the_clock_and_rows_behind_it_are_late(spark, tmp_path):
+    """... and during the silence the desk's views count time left on the operator's clock."""
     data = Input(tmp_path)
-    out = str(tmp_path / "out")
+    out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
     ids = [f"op-{i}" for i in range(6)]
     with _start(spark, tmp_path, _config(watermark_idle_timeout="1 second")) as q:
         _waiting_for_data(q)
@@ -161,6 +211,16 @@ def test_a_quiet_stream_expires_on_the_clock_and_rows_behind_it_are_late(spark, 
         t0 = _now_ms()
         data.operations(ids, t0)
         data.event("k-op-0", t0 + 100)  # completes op-0; then both inputs are silent
+        limit = time.time() + 60
+        while {r["op_id"] for r in pending_table(chk).to_pylist()} != set(ids[1:]):
+            assert time.time() < limit
+            time.sleep(0.1)
+        while (read_clock_record(chk).on_clock_ms or 2**62) > _now_ms():  # the clock has taken over
+            assert time.time() < limit
+            time.sleep(0.1)
+        # Spark's watermark stands at t0 + 100 less the delay: 7.9 s left; the clock says 5 to 6
+        views = _due_on_the_desk(chk, out, within="7s", spark=spark)
+        assert "the operator's clock" in checkpoint_status(chk)["checkpoint"]["time_left"]
         done = lambda rows: len(rows) == len(ids) + 1  # noqa: E731
         seen = _seen(out, "outcomes", done, timeout_s=TIMEOUT_MS / 1000 + 30)
         rows = [r for r in _rows(out, "outcomes") if r["op_id"] != "warm-up"]
@@ -174,6 +234,7 @@ def test_a_quiet_stream_expires_on_the_clock_and_rows_behind_it_are_late(spark, 
         assert q._reaper.margin_ms() == 0
         print(f"expiry lag on a quiet stream (s): {sorted(round(x, 2) for x in lags)}, bound {bound:.2f}")
         assert max(lags) <= bound, lags
+        _check_the_desk(views, seen, set(ids[1:]), bound)
         # a row behind the clock's watermark is late, reported, never dropped
         behind = _now_ms() - 30_000
         data.operations(["op-late"], behind)
@@ -219,6 +280,9 @@ def test_after_a_restart_during_the_silence_the_operations_expire_on_the_clock(s
         assert q.pending == len(ids)  # from the checkpoint: the reaper knows something waits
         _waiting_for_data(q)  # the run has begun: Spark found nothing to read
         began = time.time()
+        # Spark's watermark says 4 s left (the deadlines less the delay); the clock takes over
+        # once the idle timeout has passed since the run began, past every deadline
+        views = _due_on_the_desk(str(tmp_path / "chk"), out, within="3s")
         seen = _seen(out, "outcomes", lambda rows: len(rows) == len(ids), timeout_s=60)
         rows = _rows(out, "outcomes")
         assert sorted(r["op_id"] for r in rows) == ids and {r["status"] for r in rows} == {"expired"}
@@ -227,6 +291,7 @@ def test_after_a_restart_during_the_silence_the_operations_expire_on_the_clock(s
         bound = _bound_s(q)
         print(f"expiry lag after a restart (s): {sorted(round(x, 2) for x in lags)}, bound {bound:.2f}")
         assert max(lags) <= bound, lags
+        _check_the_desk(views, seen, set(ids), bound)
 
 
 def test_deadlines_on_the_processing_clock_run_from_arrival_and_expire_without_input(spark, tmp_path):

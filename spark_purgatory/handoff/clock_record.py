@@ -1,0 +1,120 @@
+"""The clock record: what a running query's clock will do, for the people watching it.
+
+During a silence Spark's watermark stands still (the last rows' event time minus the delay)
+while the operator's clock (``handoff.clock``) runs on: a desk that counts an operation's
+time left from Spark's watermark is told 45 s where one is left.  Only the driver's reaper
+knows how the clock runs, so it writes ``<checkpoint>/purgatory-clock`` (one small JSON
+document) whenever that changes, and the readers of the checkpoint (``inspect.countdown``:
+``pending``, ``at-risk``, ``explain``, the notebook helpers) count from it:
+
+* ``run``: the run lease's token of the query that wrote it (``state.layout.RunLease``): a
+  record of an earlier run says nothing about this one;
+* ``lag_ms``: how far behind the wall clock the operator's clock runs once every input is
+  idle: the largest input delay plus the reaper's listing margin; 0 on the processing clock
+  (``deadline.clock=processing``), where deadlines are wall-clock times already;
+* ``idle_timeout_ms``: ``watermark.idle.timeout`` (0 on the processing clock);
+* ``on_clock_ms``: from when (epoch ms) the clock follows the wall clock if no input sends
+  another row: the latest moment an input last brought rows (or the run began) plus the idle
+  timeout; None before the run has begun (a backlog is still being read);
+* ``trigger_ms``: the query's trigger interval; ``written_ms``: when it was written.
+
+It is written at the reaper's start and then only when a field changes (``on_clock_ms``
+by a trigger interval or more: a record a little behind makes the readers count an
+operation due *earlier*, never later), so a query under load writes it about once a
+micro-batch, and a silent one not at all.  The file is advice for people: the stream never
+reads it, a start never needs it, and a checkpoint without it (an earlier version's, a query
+without the reaper) reads as "no clock": time left counts from Spark's watermark.
+
+Example::
+
+    recorder = ClockRecorder("/chk/purgatory-clock", Storage(), run="3f2a", trigger_ms=1_000)
+    recorder.note(lag_ms=5_000, idle_timeout_ms=30_000, on_clock_ms=None, now_ms=0)  # written
+    recorder.note(lag_ms=5_000, idle_timeout_ms=30_000, on_clock_ms=None, now_ms=9)  # unchanged
+    read_clock_record("/chk").lag_ms      # 5000
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+
+from ..state.layout import CLOCK_RECORD, read_json
+from ..storage import Storage, join, write_whole
+
+__all__ = ["ClockRecord", "ClockRecorder", "read_clock_record"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockRecord:
+    """``<checkpoint>/purgatory-clock`` (the module docstring says what each field means)."""
+
+    run: str
+    lag_ms: int
+    idle_timeout_ms: int
+    on_clock_ms: int | None
+    trigger_ms: int
+    written_ms: int
+
+    @classmethod
+    def parse(cls, document: dict | None) -> ClockRecord | None:
+        """The record in ``document``, or None for anything else (a file cut short, another
+        version's fields): the readers then count from Spark's watermark."""
+        if not isinstance(document, dict):
+            return None
+        try:
+            on_clock = document.get("on_clock_ms")
+            return cls(
+                run=str(document["run"]),
+                lag_ms=int(document["lag_ms"]),
+                idle_timeout_ms=int(document["idle_timeout_ms"]),
+                on_clock_ms=None if on_clock is None else int(on_clock),
+                trigger_ms=int(document["trigger_ms"]),
+                written_ms=int(document["written_ms"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+class ClockRecorder:
+    """Writes one run's record when it changes (the reaper's thread; module docstring)."""
+
+    def __init__(self, path: str, storage: Storage, *, run: str, trigger_ms: int) -> None:
+        self.path, self.storage, self.run, self.trigger_ms = path, storage, run, int(trigger_ms)
+        self._written: ClockRecord | None = None
+
+    @classmethod
+    def under(cls, checkpoint: str, storage: Storage, *, run: str, trigger_ms: int) -> ClockRecorder:
+        return cls(join(checkpoint, CLOCK_RECORD), storage, run=run, trigger_ms=trigger_ms)
+
+    def note(self, *, lag_ms: int, idle_timeout_ms: int, on_clock_ms: int | None, now_ms: int) -> bool:
+        """Write the record if it says something new; True if written.  A store that refuses
+        the write is logged, never raised: the record is advice, the clock must go on."""
+        last = self._written
+        if (
+            last is not None
+            and (last.lag_ms, last.idle_timeout_ms) == (lag_ms, idle_timeout_ms)
+            and (last.on_clock_ms is None) == (on_clock_ms is None)
+            and (on_clock_ms is None or abs(on_clock_ms - last.on_clock_ms) < self.trigger_ms)  # type: ignore[operator]
+        ):
+            return False
+        record = ClockRecord(
+            self.run, int(lag_ms), int(idle_timeout_ms), on_clock_ms, self.trigger_ms, int(now_ms)
+        )
+        body = json.dumps(dataclasses.asdict(record)).encode()
+        try:
+            fs, path = self.storage.filesystem(self.path)
+            write_whole(fs, path, lambda out: out.write(body))
+        except OSError as error:
+            log.warning("could not write the clock record %s: %s", self.path, error)
+            return False
+        self._written = record
+        return True
+
+
+def read_clock_record(checkpoint: str, storage: Storage | None = None) -> ClockRecord | None:
+    """The checkpoint's clock record, None when there is none (or it cannot be read)."""
+    fs, root = (storage or Storage()).filesystem(checkpoint)
+    return ClockRecord.parse(read_json(fs, f"{root}/{CLOCK_RECORD}"))
