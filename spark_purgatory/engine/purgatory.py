@@ -275,10 +275,12 @@ class Purgatory:
             expire_to_ms: where the watermark goes *after* this batch's rows are admitted
                 (the operator's clock on a quiet stream, ``handoff.reaper``): the rows are
                 judged ``late`` against ``watermark_ms``, then the operations due by
-                ``expire_to_ms`` expire.  A shard that hands off across shards (the
-                cross-shard group, a home with operations parked for their verdicts) takes
-                it one call later: relays and verdicts of this batch's rows come in its next
-                call, and must be applied before the expiries they could prevent.
+                ``expire_to_ms`` expire.  The cross-shard group takes it one call later:
+                the relays of this batch's events come in its next call, and must be
+                applied before the expiries they could prevent.  A home with operations
+                parked for their verdicts expires its registered operations at once but
+                reports its events unmatched only up to ``watermark_ms``: a parked
+                operation registered in the next call may still count them.
 
         The result's ``verdicts`` answer ``claims``.  Its ``relay`` holds what this shard's
         stubs relay (``relay.outgoing``) and
@@ -324,11 +326,16 @@ class Purgatory:
             self._t.due = self._t.due[self._t.due < new_from]
         paired = self._t.matches["eseq"][of_stubs & in_window(self._t)]
         until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))
-        later = until > wm and (relayed is not None or self.parked > 0)  # see expire_to_ms
-        reach = wm if later else until
-        self.advance(reach)
+        # see expire_to_ms: the cross-shard group's relays may complete what the clock makes due
+        later = until > wm and relayed is not None
+        # parked operations are registered in the next call and may count the buffered events
+        # then: the events wait for them; the verdicts decide only the parked operations, so
+        # what the clock makes due among the registered ones expires now
+        waiting = until > wm and self.parked > 0
+        self.advance(wm if later else until)
         if held.size:
             self._t.due = np.concatenate([self._t.due, held])
+        reach = wm if later or waiting else until
         unmatched, notes = finalise_events(self._t, reach, paired, self._batch_id)
         self._t.retire(reach)
         if later:  # the next call admits at ``until`` and expires there, after its hand-off

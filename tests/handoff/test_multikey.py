@@ -46,8 +46,9 @@ class Sharded:
         self.unmatched: list[pd.DataFrame] = []
         self.rejected: list[pd.DataFrame] = []
 
-    def step(self, ops=(), events=(), wm: int = 0) -> pd.DataFrame:
-        """One micro-batch; returns its outcomes (every group's)."""
+    def step(self, ops=(), events=(), wm: int = 0, clock: int | None = None) -> pd.DataFrame:
+        """One micro-batch (``clock``: the operator's clock it brings, ``expire_to_ms``);
+        returns its outcomes (every group's)."""
         valid_ops, _ = validate_operations(with_keys(frame(list(ops))), max_timeout_ms=10**9)
         valid_evs, _ = validate_events(frame(list(events)))
         if self.registry is not None:  # an operation whose keys span shards is outside it
@@ -68,6 +69,7 @@ class Sharded:
                 relayed=relayed,
                 claims=claims,
                 verdicts=verdicts,
+                expire_to_ms=clock,
             )
             if shard < self.shards and len(result.relay):
                 self.mailbox.post(shard, self.batch, result.relay)

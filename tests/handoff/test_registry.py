@@ -200,3 +200,20 @@ def test_the_registry_decides_as_the_rule_reads_on_random_copies():
         assert (registered["expire_at"] - 10).tolist() == [
             deadline for _op_id, deadline in expected_registered
         ]
+
+
+def test_a_home_with_an_operation_parked_expires_what_the_clock_makes_due_in_the_same_micro_batch(tmp_path):
+    """Issue 67: a shard whose only input was one new operation, parked for its verdict, used
+    to take the operator's clock one micro-batch late, so an operation due by it expired a
+    micro-batch after the metrics row said its watermark had passed the deadline.  The verdict
+    decides only the parked operation: the registered ones expire at once, while the events
+    wait for the parked one (it may count them once registered)."""
+    c = Sharded(SHARD_OF, 2, str(tmp_path / "mailbox"), registry={"q": 0, "p": 1}.get)
+    assert c.step([op("q", "a", 100, 500)], wm=0).empty  # registered at home: its registry is shard 0
+    # "p" parks in shard 0 (its registry is shard 1); the clock (1000) passes q's deadline (600)
+    now = c.step([op("p", "c", 700, 5_000)], [ev("c", 800)], wm=0, clock=1_000)
+    assert resolved(now) == {"q": ("expired", 600, 0, 0.0)}
+    assert pd.concat(c.unmatched, ignore_index=True).empty  # c's event waits for the parked "p"
+    then = c.step(wm=0)  # the verdict: "p" is registered and counts the event it arrived with
+    assert resolved(then) == {"p": ("completed", 800, 1, 1.0)}
+    assert pd.concat(c.unmatched, ignore_index=True).empty and pd.concat(c.rejected).empty
