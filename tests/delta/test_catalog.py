@@ -76,8 +76,11 @@ def test_a_local_job_with_catalog_names_needs_a_warehouse_and_says_so(tmp_path):
         capture_output=True, text=True, cwd=tmp_path, timeout=120,
     )  # fmt: skip
     assert job.returncode == 2
-    assert job.stderr.strip().splitlines()[-1].endswith("set job.warehouse to the directory where the local "
-                                                         "catalog keeps its tables and metastore")
+    assert (
+        job.stderr.strip()
+        .splitlines()[-1]
+        .endswith("set job.warehouse to the directory where the local catalog keeps its tables and metastore")
+    )
 
 
 @pytest.mark.jars("delta")

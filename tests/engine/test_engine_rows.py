@@ -112,7 +112,6 @@ def test_buffered_events_do_not_share_the_callers_arrays():
     assert r.outcomes[["op_id", "resolved_at"]].values.tolist() == [["o", 6]]
 
 
-
 def test_replay_ends_as_the_stream_would_at_that_watermark():
     ops = [op("a", "k", 0, timeout_ms=100), op("b", "k", 0, timeout_ms=100, condition="count", target=2)]
     events = [ev("k", 40), ev("x", 5)]
