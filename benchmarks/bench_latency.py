@@ -9,7 +9,12 @@ event time = the wall clock at writing (so event time maps to wall time one to o
   timeouts drawn in ``--timeout-min``..``--timeout-max``) and one of the completion events
   due by then (``--complete`` of the operations get one, at a random point of their window);
 * **phase 2, quiet**: both inputs silent; the operations still pending have their deadlines
-  inside it and nothing completes them: they must expire on the operator's clock.
+  inside it and nothing completes them: they must expire on the operator's clock;
+  **trickle** instead (``--configs trickle``, with the idle timeout): the operations silent,
+  the events input writes one file every ``--trickle-gap`` seconds (the completions due by
+  then, else one row no operation waits for; 3.3 s by default, not a multiple of the trigger
+  interval, so the rows fall at every point of it): the input holds the watermark back from
+  each row until its next or until it turns idle, and an expiry waits for whichever comes first.
 
 Each outcome's **lag**: the moment its row was committed to the ``outcomes`` Delta table (its
 commit file's modification time; the table's new commits are read every ``--poll`` seconds)
@@ -20,17 +25,21 @@ minus the moment it became decidable:
 * an expiry: its deadline passing on the wall clock plus the watermark delay (the earliest a
   watermark of "event time read minus the delay" can pass it).
 
-An outcome counts as **load** when it became decidable before the last input was written,
-**quiet** after.  Printed for expiries and completions separately, load and quiet: how many,
+An outcome counts as **load** when it became decidable before phase 1 ended, **quiet** (or
+**trickle**) after.  Printed for expiries and completions separately, by phase: how many,
 p50 / p99 / max lag in seconds, and how many never came.  The query runs once with
-``watermark.idle.timeout`` (``--idle-timeout``) and once without it (``--configs``); without
-it the expiries of the quiet stream never come (Spark's watermark waits for input): the run
-waits ``--give-up`` seconds past the last deadline plus the delay, then counts them missing.
+``watermark.idle.timeout`` (``--idle-timeout``) and once without it (``--configs``; the
+trickle on request); without it the expiries of the quiet stream never come (Spark's
+watermark waits for input): the run waits ``--give-up`` seconds past the last deadline plus
+the delay, then counts them missing.
 The documented bound on the quiet stream (docs/contract.md, the operator's clock): the
 reaper's listing margin (none where Spark lists the wake first, as on a new checkpoint) +
 one trigger interval (a micro-batch when they take longer) + the micro-batch's own time +
 ``linger.ms``; printed beside the figures with the largest micro-batch time of the run
-(Spark's ``triggerExecution``).
+(Spark's ``triggerExecution``).  On a trickle of gap G (docs/contract.md): that bound + one
+trigger interval + min(G, idle timeout + one trigger interval), each interval the largest
+micro-batch time when that is longer: the trickle's next row is read by a micro-batch and
+applied by the next, or the input turns idle after the micro-batch that read its last row.
 
 One warm-up operation, completed end to end before phase 1, keeps the first micro-batches'
 start-up (Python workers, the sender's first job) out of the figures.  The load average is
@@ -40,6 +49,7 @@ printed: the lag is mostly waiting for micro-batches, and a loaded machine makes
     .venv/bin/python benchmarks/bench_latency.py --load-seconds 120 --rate 20
     .venv/bin/python benchmarks/bench_latency.py --source kafka       # topics on a local broker
     .venv/bin/python benchmarks/bench_latency.py --configs idle --trigger 2 --linger-ms 1000
+    .venv/bin/python benchmarks/bench_latency.py --configs idle,trickle --trickle-gap 3.3
 """
 
 from __future__ import annotations
@@ -66,7 +76,8 @@ from spark_purgatory import PurgatoryConfig, start  # noqa: E402
 from spark_purgatory.handle import _waiting_for_data  # noqa: E402
 from spark_purgatory.runtime.session import local_session  # noqa: E402
 
-CONFIGS = ("idle", "none")
+CONFIGS = ("idle", "none", "trickle")
+DEFAULT_CONFIGS = ("idle", "none")
 
 
 def _iso(ms: int) -> str:
@@ -190,9 +201,33 @@ class Result:
     load_end: float = 0.0
 
 
+def _after_load(config: str) -> str:
+    """The name of phase 2 in a config's figures."""
+    return "trickle" if config == "trickle" else "quiet"
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
+
+
+def _write_due(data, ops: list[Op]) -> bool:
+    """Write the completing events due by now (in their operation's window) in one file, if
+    any; whether there were."""
+    now = _now_ms()
+    due = [
+        o
+        for o in ops
+        if o.complete_at is not None
+        and o.event_written is None
+        and o.complete_at <= now / 1000
+        and o.ts_ms < now < o.ts_ms + o.timeout_ms  # in its window, after its operation
+    ]
+    if due:
+        written = data.write("events", [{"key": f"k-{o.op_id}", "ts": _iso(now)} for o in due])
+        for o in due:
+            o.event_written = written
+    return bool(due)
 
 
 def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
@@ -209,7 +244,7 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
         tick_ms=100,
         watermark_delay=f"{args.delay} seconds",
         accumulator_linger_ms=args.linger_ms,
-        watermark_idle_timeout=f"{int(args.idle_timeout * 1000)} ms" if config_name == "idle" else "",
+        watermark_idle_timeout=f"{int(args.idle_timeout * 1000)} ms" if config_name != "none" else "",
     )
     rng = random.Random(args.seed)
     ops: list[Op] = []
@@ -274,27 +309,21 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
                     ],
                 )
                 ops.extend(fresh)
-            now = _now_ms()
-            due = [
-                o
-                for o in ops
-                if o.complete_at is not None
-                and o.event_written is None
-                and o.complete_at <= now / 1000
-                and o.ts_ms < now < o.ts_ms + o.timeout_ms  # in its window, after its operation
-            ]
-            if due:
-                written = data.write("events", [{"key": f"k-{o.op_id}", "ts": _iso(now)} for o in due])
-                for o in due:
-                    o.event_written = written
+            _write_due(data, ops)
             time.sleep(max(0.0, args.file_interval - (time.time() - tick)))
         result.load_end = time.time()
 
-        # phase 2: quiet; wait for every outcome, or give up past the last deadline
+        # phase 2: quiet (or a trickle of events); wait for every outcome, or give up past the
+        # last deadline
         last = max(o.deadline_s for o in ops) + args.delay
         give_up = max(last, result.load_end) + args.give_up
+        trickle = result.load_end if config_name == "trickle" else None
         while time.time() < give_up and len(poller.seen) < len(ops) + 1:
-            time.sleep(0.2)
+            if trickle is not None and time.time() >= trickle:
+                if not _write_due(data, ops):  # a row nobody waits for: the input is not silent
+                    data.write("events", [{"key": "k-trickle", "ts": _iso(_now_ms())}])
+                trickle += args.trickle_gap
+            time.sleep(0.05 if trickle is not None else 0.2)
         poller.halt.set()
         poller.join()
         poller.poll()
@@ -311,7 +340,7 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
         completed = o.event_written is not None
         kind = "completion" if completed else "expiry"
         decidable = o.event_written if completed else o.deadline_s + args.delay
-        phase = "load" if decidable < result.load_end else "quiet"
+        phase = "load" if decidable < result.load_end else _after_load(config_name)
         key = (kind, phase)
         result.lags.setdefault(key, [])
         result.missing.setdefault(key, 0)
@@ -338,9 +367,13 @@ def _table(results: list[Result], args) -> str:
         f"{'p50 s':>8}{'p99 s':>8}{'max s':>8}{'missing':>9}"
     ]
     for r in results:
-        label = f"idle.timeout={args.idle_timeout:g}s" if r.config == "idle" else "no idle timeout"
+        label = {
+            "idle": f"idle.timeout={args.idle_timeout:g}s",
+            "none": "no idle timeout",
+            "trickle": f"trickle every {args.trickle_gap:g}s",
+        }[r.config]
         for kind in ("expiry", "completion"):
-            for phase in ("load", "quiet"):
+            for phase in ("load", _after_load(r.config)):
                 lags = r.lags.get((kind, phase), [])
                 missing = r.missing.get((kind, phase), 0)
                 if not lags and not missing:
@@ -352,19 +385,28 @@ def _table(results: list[Result], args) -> str:
                     else f"{'-':>8}{'-':>8}{'-':>8}"
                 )
                 lines.append(f"{label:<22}{kind:<12}{phase:<7}{len(lags):>6}{figures}{missing:>9}")
-        bound = r.margin_s + max(args.trigger, r.batch_max_s) + r.batch_max_s + args.linger_ms / 1000
+        interval = max(args.trigger, r.batch_max_s)  # a trigger interval, or a micro-batch if longer
+        bound = r.margin_s + interval + r.batch_max_s + args.linger_ms / 1000
         lines.append(
             f"{'':<22}{r.batches} micro-batches, the largest {r.batch_max_s:.2f} s; quiet-stream bound "
             f"margin {r.margin_s:g} s + max(trigger, batch) + batch + linger = {bound:.2f} s; "
             f"wrong status: {r.wrong}"
         )
+        if r.config == "trickle":  # its next row read and applied, or its idle timeout (docstring)
+            waited = min(args.trickle_gap, args.idle_timeout + interval)
+            lines.append(
+                f"{'':<22}trickle bound: quiet-stream bound + max(trigger, batch) + min(gap, idle "
+                f"timeout + max(trigger, batch)) = {bound + interval + waited:.2f} s"
+            )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", choices=("files", "kafka"), default="files")
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="idle, none (comma-separated)")
+    parser.add_argument(
+        "--configs", default=",".join(DEFAULT_CONFIGS), help="idle, none, trickle (comma-separated)"
+    )
     parser.add_argument("--load-seconds", type=float, default=30.0, help="phase 1's length")
     parser.add_argument("--rate", type=float, default=10.0, help="operations per second in phase 1")
     parser.add_argument("--file-interval", type=float, default=0.5, help="seconds between input files")
@@ -374,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger", type=int, default=1, help="processing-time interval, seconds")
     parser.add_argument("--delay", type=int, default=2, help="watermark.delay, seconds")
     parser.add_argument("--idle-timeout", type=float, default=1.0, help="watermark.idle.timeout, seconds")
+    parser.add_argument(
+        "--trickle-gap", type=float, default=3.3, help="seconds between events files, trickle phase"
+    )
     parser.add_argument("--linger-ms", type=int, default=500, help="accumulator.linger.ms")
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--partitions", type=int, default=2, help="Kafka partitions per topic")

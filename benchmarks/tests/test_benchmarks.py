@@ -132,6 +132,23 @@ def test_the_connect_bench_runs_the_job_over_connect_with_the_classic_jobs_outpu
     assert "every run's outputs equal" in out
 
 
+def test_the_latency_bench_expires_every_operation_on_a_trickle_and_prints_its_bound():
+    """``bench_latency.py --configs trickle``, tiny: a live query whose events input keeps
+    trickling after the operations stop expires every operation left (none missing, none of
+    the wrong status), and the report prints the trickle's bound beside its figures."""
+    out = _bench(
+        "bench_latency.py",
+        *("--configs", "trickle", "--load-seconds", "3", "--rate", "5", "--complete", "0.5"),
+        *("--timeout-min", "2", "--timeout-max", "4", "--trickle-gap", "1.5", "--give-up", "120"),
+        timeout=600,
+    )
+    trickle = [line.split() for line in out.splitlines() if line.startswith("trickle every 1.5s")]
+    expiries = next(cells for cells in trickle if cells[3:5] == ["expiry", "trickle"])
+    assert int(expiries[5]) > 0 and expiries[-1] == "0"  # rows, missing
+    assert all(cells[-1] == "0" for cells in trickle)
+    assert "wrong status: 0" in out and "trickle bound: quiet-stream bound" in out
+
+
 def test_the_shard_profile_runs_the_operators_shard_step():
     """``profile_shard.py`` drives the shard step with a stand-in for Spark's GroupState: when
     the step uses more of GroupState, the stand-in must follow (it had not, once)."""
