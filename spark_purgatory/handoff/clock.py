@@ -6,7 +6,9 @@ at all.  Kafka's purgatory expires on the wall clock.  With ``watermark.idle.tim
 this module decides how far the operator's watermark may go *on the clock*:
 
 * an input is **idle** once no micro-batch has brought it a row (a row that moves its
-  watermark: rows rejected at parse do not) for the idle timeout, in processing time.  A
+  watermark: rows rejected at parse do not) for the idle timeout, in processing time (the
+  reaper counts from the trigger that started that micro-batch, and judges as of the
+  trigger its post is for: ``handoff.reaper``).  A
   run starts with every input active as of its start (``begin``: its first micro-batch, or
   the moment Spark found nothing to read): after a restart an input that stays silent is
   idle once the idle timeout has passed since the run started, and a backlog waiting at
@@ -132,12 +134,15 @@ class ClockWatermark:
             if seen.last_rows_ms is not None and now_ms - seen.last_rows_ms >= self.idle_timeout_ms
         }
 
-    def watermark(self, now_ms: int, read_ms: int | None = None) -> int | None:
+    def watermark(
+        self, now_ms: int, read_ms: int | None = None, *, idle_at_ms: int | None = None
+    ) -> int | None:
         """The clock's watermark at ``now_ms``: None while no input is idle (or an active
         input has no watermark yet), the active inputs' minimum while some are idle, the
         processing time minus the largest delay once all are; ``read_ms``: the time up to
-        which the inputs have been read, if earlier than ``now_ms``."""
-        idle = self.idle(now_ms)
+        which the inputs have been read, if earlier than ``now_ms``; ``idle_at_ms``: the
+        moment idleness is judged as of (the trigger the value is for), ``now_ms`` if None."""
+        idle = self.idle(now_ms if idle_at_ms is None else idle_at_ms)
         if not idle:
             return None
         active = [seen.watermark for source, seen in self.inputs.items() if source not in idle]
@@ -146,10 +151,12 @@ class ClockWatermark:
         through = int(now_ms) if read_ms is None else min(int(now_ms), int(read_ms))
         return through - max(self.delays_ms.values())
 
-    def advance(self, now_ms: int, read_ms: int | None = None) -> int | None:
-        """The clock's watermark at ``now_ms`` if it is past every value handed out before
-        (then it is the new one), else None: there is nothing new to post."""
-        value = self.watermark(now_ms, read_ms)
+    def advance(
+        self, now_ms: int, read_ms: int | None = None, *, idle_at_ms: int | None = None
+    ) -> int | None:
+        """The clock's watermark at ``now_ms`` (``watermark``'s arguments) if it is past every
+        value handed out before (then it is the new one), else None: nothing new to post."""
+        value = self.watermark(now_ms, read_ms, idle_at_ms=idle_at_ms)
         if value is None or (self.posted is not None and value <= self.posted):
             return None
         self.posted = value

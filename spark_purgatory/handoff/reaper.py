@@ -177,8 +177,8 @@ class ExpirationReaper:
                 self.batch_times[int(batch_id)] = int(batch_time)
                 for old in [b for b in self.batch_times if b < batch_id - 1]:
                     del self.batch_times[old]
-                if self.clock is not None:
-                    self.clock.observe(int(batch_time), proposed, known)
+                if self.clock is not None:  # as of the trigger that started it (``_idle_at_ms``)
+                    self.clock.observe(self._trigger_of(int(batch_time)), proposed, known)
 
     # -- the clock's side --------------------------------------------------------------------
 
@@ -196,7 +196,8 @@ class ExpirationReaper:
                 # the micro-batch that reads this post admits every row written before it
                 # (less the margin) before it applies the clock (module docstring)
                 begun = self.clock.started_ms is not None
-                value = self.clock.advance(now_ms, now_ms - self.margin_ms()) if begun else None
+                read_ms, idle_at = now_ms - self.margin_ms(), self._idle_at_ms(now_ms)
+                value = self.clock.advance(now_ms, read_ms, idle_at_ms=idle_at) if begun else None
             before = self.batch_times.get(max(self.batch_times, default=0) - 1)
             on_clock = self._on_clock_ms()
         if value is not None:
@@ -204,6 +205,24 @@ class ExpirationReaper:
             self.posted.append(value)
         self._record(on_clock, now_ms)
         return value
+
+    def _trigger_of(self, batch_time_ms: int) -> int:
+        """The trigger that started a micro-batch: Spark's batch time is a few ms (under load a
+        few hundred) after it, on the grid of multiples of the interval."""
+        return batch_time_ms - batch_time_ms % self.interval_ms
+
+    def _idle_at_ms(self, now_ms: int) -> int:
+        """The moment a tick judges idleness as of: the end of its step, which for the tick
+        just before a trigger is that trigger, the start of the micro-batch that reads the
+        post.  Judged at the tick itself, an input whose idle timeout is a multiple of the
+        interval would turn idle a trigger late (the tick comes a tenth of a step early and
+        its last micro-batch's time a little after its trigger)."""
+        step = self._step_ms()
+        return int((now_ms // step + 1) * step)
+
+    def _step_ms(self) -> float:
+        """Ticks divide the trigger interval into steps of at most ``_STEP_MS``."""
+        return self.interval_ms / -(-self.interval_ms // _STEP_MS)
 
     def _on_clock_ms(self) -> int | None:
         """From when the clock follows the wall clock if no input sends another row
@@ -291,7 +310,7 @@ class ExpirationReaper:
         matter when micro-batches take longer than the interval and run back to back: the
         next one then reads a clock posted moments before it starts, not one batch ago."""
         now_ms = self.now() * 1000
-        step = self.interval_ms / -(-self.interval_ms // _STEP_MS)
+        step = self._step_ms()
         due = (now_ms // step + 1) * step - step / 10
         if due <= now_ms:
             due += step

@@ -185,6 +185,22 @@ def test_the_reaper_posts_the_clock_only_while_something_waits(tmp_path):
     assert _lines(root) == [f"clock {value}"]
 
 
+def test_an_idle_timeout_a_multiple_of_the_interval_releases_the_clock_at_its_trigger(tmp_path):
+    """The input's last rows came in the micro-batch of the trigger at 1_000_000 (its batch time
+    40 ms after it); with a 2 s idle timeout and a 1 s interval the input is idle at the trigger
+    at 1_002_000, and the tick just before it (25 ms early) posts the clock for that trigger's
+    micro-batch, not for the next one."""
+    now = Clock(1_000_000)
+    config = PurgatoryConfig(watermark_idle_timeout="2 seconds", watermark_delay="1 second")
+    reaper = reaper_for(config, "processing-time=1s", str(tmp_path / "wake"), pending={0: 1}, now=now)
+    reaper.listed_first = lambda: True
+    reaper.observe(_calls(1_000_040, [1], {"operations": 999_000, "events": 999_000}), 0, {})
+    now.ms = 1_000_975
+    assert reaper.tick() is None  # before the trigger at 1_001_000: a second to go
+    now.ms = 1_001_975
+    assert reaper.tick() == 1_001_975 - 1_000  # for the trigger at 1_002_000: idle by then
+
+
 def test_the_listing_margin_goes_once_spark_says_it_lists_the_wake_first(tmp_path):
     now = Clock(1_000_000)
     config = PurgatoryConfig(watermark_idle_timeout="1 second", watermark_delay="1 second")

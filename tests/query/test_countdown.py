@@ -43,18 +43,19 @@ def test_the_reaper_records_when_its_clock_takes_over_and_writes_only_changes(tm
     reaper.observe(_calls(1_000_500, [1], {"operations": 998_000, "events": 997_000}), 0, {})
     now.ms = 1_000_700
     assert reaper.tick() is None  # nobody idle: nothing posted, but the record now knows
-    assert read_clock_record(chk).on_clock_ms == 1_000_500 + 3_000
+    # from the trigger that started the micro-batch (1_000_000), plus the idle timeout
+    assert read_clock_record(chk).on_clock_ms == 1_000_000 + 3_000
     written = os.stat(os.path.join(chk, CLOCK_RECORD)).st_mtime_ns
-    reaper.observe(_calls(1_001_000, [1], {"operations": 998_500, "events": None}), 1, {})
-    now.ms = 1_001_200
-    reaper.tick()  # the operations' rows moved it by less than a trigger: not written again
+    reaper.observe(_calls(1_000_900, [1], {"operations": 998_500, "events": None}), 1, {})
+    now.ms = 1_000_950
+    reaper.tick()  # a micro-batch of the same trigger: nothing new, not written again
     assert os.stat(os.path.join(chk, CLOCK_RECORD)).st_mtime_ns == written
-    reaper.observe(_calls(1_002_000, [1], {"operations": 999_000, "events": None}), 2, {})
+    reaper.observe(_calls(1_002_040, [1], {"operations": 999_000, "events": None}), 2, {})
     now.ms = 1_002_100
     reaper.tick()
     assert read_clock_record(chk).on_clock_ms == 1_002_000 + 3_000  # a trigger on: written
-    now.ms = 1_005_100  # every input idle: the clock follows the wall clock, the record stays
-    assert reaper.tick() == 1_005_100 - 2_000
+    now.ms = 1_004_980  # the tick before the trigger at 1_005_000: every input idle by then
+    assert reaper.tick() == 1_004_980 - 2_000  # the clock follows the wall clock
     assert read_clock_record(chk).on_clock_ms == 1_005_000
 
 
