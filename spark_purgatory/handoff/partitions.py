@@ -52,7 +52,7 @@ from ..storage import Storage, numbered, read_bytes, write_whole
 
 __all__ = ["PartitionWatermarks", "cap_before", "maxima_text", "read_maxima"]
 
-#: the directory under ``purgatory.state.path`` where the driver posts the inputs' watermarks
+#: a file of the watermarks directory (``StatePath.watermarks``), named by its micro-batch
 _NAME = re.compile(r"^(\d{15})\.json$")
 #: files kept: a replay reads the last or the one before it
 _KEEP = 3
