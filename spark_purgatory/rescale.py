@@ -47,6 +47,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from .checkpoint_paths import Checkpoint
 from .config import PurgatoryConfig
 from .engine.purgatory import Purgatory
 from .engine.wheel import NO_EXPIRATION
@@ -59,8 +60,6 @@ from .spark.key_hash import shards_of
 from .spark.labels import shard_labels, spark_hash_int
 from .state import SegmentStore, load_state, save_state
 from .state.layout import (
-    JOURNAL,
-    OPERATOR_STATE,
     SHUFFLE_PARTITIONS,
     RescaleError,
     RunLease,
@@ -68,7 +67,6 @@ from .state.layout import (
     finish,
     now_text,
     recover,
-    state_path_of,
 )
 from .state.reshard import ReshardError, reshard
 from .state.shard_state import Lineage
@@ -136,17 +134,16 @@ def rescale(
     if old == shards:
         raise RescaleError(f"checkpoint {checkpoint} already runs {shards} shards: nothing to do")
     batch = int(info.last_batch)  # type: ignore[arg-type]
-    fs, root = storage.filesystem(checkpoint)
-    state_path = state_path_of(checkpoint, config.state_path)
-    cfg = PurgatoryConfig(**{**config.__dict__, "shards": old, "state_path": state_path})
+    fs, files = Checkpoint(checkpoint, config.state_path).opened(storage)
+    cfg = PurgatoryConfig(**{**config.__dict__, "shards": old, "state_path": files.state_path})
     store = SegmentStore(
-        state_path,
+        files.state_path,
         segment_rows=cfg.state_segment_rows,
         retain_versions=cfg.state_retain_versions,
         storage=storage,
     )
     _fault("read")
-    values = _read_groups(fs, root, old, batch + 1)
+    values = _read_groups(fs, files, old, batch + 1)
     olds = _load(values, cfg, store, old)
     _in_flight(olds[old], cfg, storage)
     try:
@@ -172,18 +169,18 @@ def rescale(
         ),
         "started_at": now_text(),
     }
-    write_whole(fs, f"{root}/{JOURNAL}", lambda out: out.write(json.dumps(journal).encode()))
+    write_whole(fs, files.rescale_journal, lambda out: out.write(json.dumps(journal).encode()))
     _fault("segments")
     groups = _new_groups(news, store, encoding, info.next_watermark_ms or 0, shards, version)
     _fault("snapshots")
     for partition, entries in groups.items():
-        state_files.write_version(fs, f"{root}/{OPERATOR_STATE}", partition, batch + 2, entries)
+        state_files.write_version(fs, files.operator_state, partition, batch + 2, entries)
     _fault("offsets")
-    _copy_log(fs, f"{root}/offsets", batch, shards + 1)
+    _copy_log(fs, files.offsets, batch, shards + 1)
     _fault("commit")
-    _copy_log(fs, f"{root}/commits", batch, None)  # the switch
+    _copy_log(fs, files.commits, batch, None)  # the switch
     _fault("finish")
-    finish(checkpoint, storage, journal, {s: p.pending for s, p in news.items()})
+    finish(checkpoint, storage, journal, {s: p.pending for s, p in news.items()}, cfg)
     return RescaleResult(
         checkpoint,
         old,
@@ -234,8 +231,8 @@ def _checked(checkpoint: str, storage: Storage) -> Any:
             f"{checkpoint} keeps its state in a format rescale does not know ({', '.join(unknown)}): "
             "it reads Spark's HDFS-backed state store with the lz4 codec only"
         )
-    fs, root = storage.filesystem(checkpoint)
-    operators = [name for name in directories(fs, f"{root}/state") if name.isdigit()]
+    fs, files = Checkpoint(checkpoint).opened(storage)
+    operators = [name for name in directories(fs, files.spark_state) if name.isdigit()]
     if operators != ["0"]:
         raise RescaleError(f"{checkpoint} has stateful operators {operators}: not a purgatory checkpoint")
     return info
@@ -255,10 +252,12 @@ def _in_flight(cross: Purgatory, config: PurgatoryConfig, storage: Storage) -> N
 # -- reading and writing the groups ---------------------------------------------------------------------
 
 
-def _read_groups(fs: pafs.FileSystem, root: str, old: int, version: int) -> dict[int, state_files.GroupValue]:
+def _read_groups(
+    fs: pafs.FileSystem, files: Checkpoint, old: int, version: int
+) -> dict[int, state_files.GroupValue]:
     """Every shard's group value at state ``version``, by shard number."""
     try:
-        return state_files.read_groups(fs, f"{root}/{OPERATOR_STATE}", old + 1, version)
+        return state_files.read_groups(fs, files.operator_state, old + 1, version)
     except state_files.StateFormatError as e:
         raise RescaleError(str(e)) from None
 

@@ -27,15 +27,15 @@ import os
 import uuid
 from typing import Any
 
+from .checkpoint_paths import Checkpoint
 from .config import ConfigError, PurgatoryConfig, parse_interval_ms
-from .storage import Storage, join, write_once
+from .storage import Storage, write_once
 
 __all__ = ["TRIGGERS", "check_trigger", "app_id_of", "trigger_interval", "trigger_interval_ms"]
 
 #: the trigger values ``start`` (and the job's ``--trigger``) accept
 TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
-_ID_FILE = "purgatory-id"  # under the checkpoint: the app id its commits are made under
 
 
 def app_id_of(checkpoint: str, *, storage: Storage | None = None) -> str:
@@ -44,16 +44,16 @@ def app_id_of(checkpoint: str, *, storage: Storage | None = None) -> str:
     Read from ``<checkpoint>/purgatory-id``; a new checkpoint gets a random id, written once
     (the module docstring says why).  ``storage``: the ``storage.*`` settings for a URI.
     """
-    fs, root = (storage or Storage()).filesystem(checkpoint)
+    fs, files = Checkpoint(checkpoint).opened(storage)
     try:  # a checkpoint Spark already ran on, from before the id file: keep its id
-        started = fs.get_file_info(f"{root}/metadata").is_file
+        started = fs.get_file_info(files.spark_metadata).is_file
     except OSError:
         started = False
     if started:
         new = "spark-purgatory-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
     else:
         new = f"spark-purgatory-{uuid.uuid4().hex[:16]}"
-    return write_once(fs, f"{root}/{_ID_FILE}", new.encode()).decode().strip()
+    return write_once(fs, files.app_id, new.encode()).decode().strip()
 
 
 def check_trigger(trigger: str, *, option: str = "trigger") -> None:
@@ -89,10 +89,11 @@ def trigger_interval_ms(trigger: str) -> int | None:
 
 def _with_defaults(config: PurgatoryConfig, checkpoint: str) -> PurgatoryConfig:
     """Big shard state in segment files, and staged rows, next to the checkpoint unless set."""
+    files = Checkpoint(checkpoint, config.state_path)
     return dataclasses.replace(
         config,
-        state_path=config.state_path or join(checkpoint, "purgatory-state"),
-        accumulator_staging_path=config.accumulator_staging_path or join(checkpoint, "accumulator"),
+        state_path=files.state_path,
+        accumulator_staging_path=config.accumulator_staging_path or files.accumulator,
     )
 
 

@@ -35,10 +35,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .checkpoint_paths import Checkpoint
 from .config import PurgatoryConfig
 from .state.layout import RescaleError, RunLease, now_text, recover
 from .state.versions import (
-    JOURNAL,
     IncompatibleCheckpointError,
     check_formats,
     current_formats,
@@ -107,8 +107,8 @@ def upgrade(
     began = time.perf_counter()
     config = config or PurgatoryConfig()
     storage = storage or Storage.of(config)
-    fs, root = storage.filesystem(checkpoint)
-    if not fs.get_file_info(f"{root}/metadata").is_file:
+    fs, files = Checkpoint(checkpoint).opened(storage)
+    if not fs.get_file_info(files.spark_metadata).is_file:
         raise UpgradeError(f"{checkpoint} is not a checkpoint a query ran on: nothing to upgrade")
     try:
         RunLease(checkpoint, storage).check_free()
@@ -135,7 +135,7 @@ def upgrade(
             "done": [],
             "started_at": now_text(),
         }
-        _write_journal(fs, root, journal)
+        _write_journal(fs, files, journal)
     elif journal.get("to_formats") != current:
         raise UpgradeError(
             f"an upgrade of {checkpoint} to other formats ({journal.get('to_formats')}) by spark-purgatory "
@@ -152,9 +152,9 @@ def upgrade(
             name, version = _parsed(step)
             MIGRATIONS[(name, version)](checkpoint, storage, config)
         journal["done"].append(step)
-        _write_journal(fs, root, journal)
+        _write_journal(fs, files, journal)
     _fault("finish")
-    remove(fs, [f"{root}/{JOURNAL}"])
+    remove(fs, [files.upgrade_journal])
     check_formats(checkpoint, storage)  # the switch made: the checkpoint starts now
     return UpgradeResult(
         checkpoint, journal.get("from"), package_version(), tuple(journal["steps"]), resumed, _since(began)
@@ -171,9 +171,9 @@ def _parsed(step: str) -> tuple[str, int]:
     return name, int(version)
 
 
-def _write_journal(fs, root: str, journal: dict) -> None:
+def _write_journal(fs, files: Checkpoint, journal: dict) -> None:
     body = json.dumps(journal).encode()
-    write_whole(fs, f"{root}/{JOURNAL}", lambda out: out.write(body))
+    write_whole(fs, files.upgrade_journal, lambda out: out.write(body))
 
 
 def _since(began: float) -> float:

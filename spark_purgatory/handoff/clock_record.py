@@ -39,8 +39,9 @@ import dataclasses
 import json
 import logging
 
-from ..state.layout import CLOCK_RECORD, read_json
-from ..storage import Storage, join, write_whole
+from ..checkpoint_paths import Checkpoint
+from ..state.layout import read_json
+from ..storage import Storage, write_whole
 
 __all__ = ["ClockRecord", "ClockRecorder", "read_clock_record"]
 
@@ -87,7 +88,7 @@ class ClockRecorder:
 
     @classmethod
     def under(cls, checkpoint: str, storage: Storage, *, run: str, trigger_ms: int) -> ClockRecorder:
-        return cls(join(checkpoint, CLOCK_RECORD), storage, run=run, trigger_ms=trigger_ms)
+        return cls(Checkpoint(checkpoint).clock_record, storage, run=run, trigger_ms=trigger_ms)
 
     def note(self, *, lag_ms: int, idle_timeout_ms: int, on_clock_ms: int | None, now_ms: int) -> bool:
         """Write the record if it says something new; True if written.  A store that refuses
@@ -116,5 +117,5 @@ class ClockRecorder:
 
 def read_clock_record(checkpoint: str, storage: Storage | None = None) -> ClockRecord | None:
     """The checkpoint's clock record, None when there is none (or it cannot be read)."""
-    fs, root = (storage or Storage()).filesystem(checkpoint)
-    return ClockRecord.parse(read_json(fs, f"{root}/{CLOCK_RECORD}"))
+    fs, path = (storage or Storage()).filesystem(Checkpoint(checkpoint).clock_record)
+    return ClockRecord.parse(read_json(fs, path))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..checkpoint_paths import StatePath
 from ..engine.tables import VERDICTS
 from ..storage import Storage
 from .mailbox import Mailbox
@@ -124,4 +125,4 @@ class ShardHandOff:
         """Where the registries post their verdicts for ``home`` (one directory per home, files
         named by (micro-batch, registry shard), read by that home alone)."""
         storage = Storage.of(self._config)
-        return Mailbox.beside(self._config.state_path, storage, name=f"verdicts/{home:06d}", columns=VERDICTS)
+        return Mailbox(StatePath(self._config.state_path).verdicts_for(home), storage, columns=VERDICTS)

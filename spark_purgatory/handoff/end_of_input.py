@@ -20,14 +20,12 @@ import datetime as dt
 import json
 from typing import Any
 
+from ..checkpoint_paths import Checkpoint
 from ..contract import MAX_TS_MS
 from ..storage import Storage, read_bytes, write_whole
 from .wake import Wake, is_end_watermark
 
-__all__ = ["EndOfInput", "InputEndedError", "ENDED_FILE", "end_watermark_ms", "is_end_watermark"]
-
-#: under the checkpoint: the record that its input ended (``EndOfInput.record``)
-ENDED_FILE = "purgatory-ended"
+__all__ = ["EndOfInput", "InputEndedError", "end_watermark_ms", "is_end_watermark"]
 
 
 def end_watermark_ms(max_timeout_ms: int, tick_ms: int, latest_deadline: int | None = None) -> int:
@@ -82,15 +80,15 @@ class EndOfInput:
         batch_id = self.wake.end_batch()
         ended_at = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")
         body = {"batch_id": batch_id, "ended_at": ended_at}
-        fs, root = self.storage.filesystem(self.checkpoint)
-        write_whole(fs, f"{root}/{ENDED_FILE}", lambda out: out.write(json.dumps(body).encode()))
+        fs, path = self.storage.filesystem(Checkpoint(self.checkpoint).end_record)
+        write_whole(fs, path, lambda out: out.write(json.dumps(body).encode()))
         return body
 
     def recorded(self) -> dict[str, Any] | None:
         """The record, or None while the input has not ended."""
-        fs, root = self.storage.filesystem(self.checkpoint)
+        fs, path = self.storage.filesystem(Checkpoint(self.checkpoint).end_record)
         try:
-            return json.loads(read_bytes(fs, f"{root}/{ENDED_FILE}"))
+            return json.loads(read_bytes(fs, path))
         except FileNotFoundError:
             return None
 

@@ -51,10 +51,11 @@ import re
 
 import pandas as pd
 
+from ..checkpoint_paths import StatePath
 from ..engine.frames import empty
 from ..engine.tables import RELAY
 from ..state.codec import frame_bytes, frame_from
-from ..storage import Storage, join, numbered, read_bytes, write_whole
+from ..storage import Storage, numbered, read_bytes, write_whole
 
 __all__ = ["Mailbox"]
 
@@ -79,12 +80,9 @@ class Mailbox:
         self._fs, self._dir = self.storage.filesystem(root)
 
     @classmethod
-    def beside(
-        cls, state_path: str, storage: Storage | None = None, *, name: str = "mailbox", columns: dict = RELAY
-    ) -> Mailbox:
-        """The mailbox ``name`` of the shard state at ``state_path`` (``columns``: what its
-        files hold; the relay's by default, the registry's verdicts: ``engine.registry``)."""
-        return cls(join(state_path, name), storage, columns=columns)
+    def beside(cls, state_path: str, storage: Storage | None = None) -> Mailbox:
+        """The relay mailbox of the shard state at ``state_path``."""
+        return cls(StatePath(state_path).mailbox, storage)
 
     def __getstate__(self) -> dict:  # shipped to executors inside the shard function
         return {"root": self.root, "storage": self.storage, "columns": self.columns}

@@ -47,12 +47,12 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 
-from ..storage import Storage, join, numbered, read_bytes, write_whole
+from ..checkpoint_paths import StatePath
+from ..storage import Storage, numbered, read_bytes, write_whole
 
-__all__ = ["PartitionWatermarks", "WATERMARKS_DIRECTORY", "cap_before", "maxima_text", "read_maxima"]
+__all__ = ["PartitionWatermarks", "cap_before", "maxima_text", "read_maxima"]
 
-#: the directory under ``purgatory.state.path`` where the driver posts the inputs' watermarks
-WATERMARKS_DIRECTORY = "watermarks"
+#: a file of the watermarks directory (``StatePath.watermarks``), named by its micro-batch
 _NAME = re.compile(r"^(\d{15})\.json$")
 #: files kept: a replay reads the last or the one before it
 _KEEP = 3
@@ -106,7 +106,7 @@ class PartitionWatermarks:
     def beside(
         cls, state_path: str, delays_ms: Mapping[str, int], storage: Storage | None = None
     ) -> PartitionWatermarks:
-        return cls(join(state_path, WATERMARKS_DIRECTORY), delays_ms, storage)
+        return cls(StatePath(state_path).watermarks, delays_ms, storage)
 
     def observe(self, batch_key: int, texts: Iterable[str | None]) -> dict[str, int]:
         """Micro-batch ``batch_key``'s shard calls' ``maxima_text``: move the inputs'

@@ -59,22 +59,17 @@ import re
 
 import pyarrow.fs as pafs
 
+from ..checkpoint_paths import Checkpoint, WakeDirectory
 from ..contract import MAX_TS_MS
-from ..storage import Storage, join, listing, numbered, read_bytes, remove, write_once, write_whole
+from ..storage import Storage, listing, numbered, read_bytes, remove, write_once, write_whole
 
-__all__ = ["Wake", "WAKE_DIRECTORY", "WAKE_FIRST", "END_FILE", "END_LINE", "is_end_watermark", "wake_first"]
+__all__ = ["Wake", "END_LINE", "is_end_watermark", "wake_first"]
 
-#: the wake directory's name under the checkpoint
-WAKE_DIRECTORY = "purgatory-wake"
-#: under the checkpoint: the stream reads the wake as its first source (``wake_first``)
-WAKE_FIRST = "purgatory-wake-first"
 _NAME = re.compile(r"^(\d{12})\.txt$")
 #: a clock line's file, named by the time it was posted (``handoff.reaper``)
 _CLOCK_NAME = re.compile(r"^clock-(\d{13})\.txt$")
-#: the end mark's file in the wake directory, and its one line
-END_FILE, END_LINE = "end.txt", "end"
-#: in the wake directory (a name Spark's file listing skips): the micro-batch that applied the end
-_END_BATCH = "_end-batch"
+#: the end mark's one line (its file: ``WakeDirectory.end_mark``)
+END_LINE = "end"
 
 
 def is_end_watermark(watermark_ms: int | None) -> bool:
@@ -90,12 +85,12 @@ def wake_first(checkpoint: str, storage: Storage | None = None) -> bool:
     written then: its first start fixes the order); no on one whose offsets were logged
     before the record existed.
     """
-    fs, root = (storage or Storage()).filesystem(checkpoint)
-    if fs.get_file_info(join(root, WAKE_FIRST)).is_file:
+    fs, files = Checkpoint(checkpoint).opened(storage)
+    if fs.get_file_info(files.wake_first).is_file:
         return True
-    if listing(fs, join(root, "offsets")):
+    if listing(fs, files.offsets):
         return False
-    write_once(fs, join(root, WAKE_FIRST), b"the wake directory is the stream's first source\n")
+    write_once(fs, files.wake_first, b"the wake directory is the stream's first source\n")
     return True
 
 
@@ -135,7 +130,7 @@ class Wake:
         cross_shard: int = -1,
         every_group: bool = False,
     ) -> Wake:
-        root = join(checkpoint, WAKE_DIRECTORY)
+        root = Checkpoint(checkpoint).wake
         return cls(root, storage, cross_shard=cross_shard, every_group=every_group)
 
     def after(self, batch_id: int, *, relayed: bool, shards: set[int], watermark: int | None = None) -> None:
@@ -187,25 +182,25 @@ class Wake:
         (Spark's file source has seen the path)."""
         fs, root = self.storage.filesystem(self.root)
         fs.create_dir(root, recursive=True)
-        write_whole(fs, f"{root}/{END_FILE}", lambda out: out.write(f"{END_LINE}\n".encode()))
+        write_whole(fs, WakeDirectory(root).end_mark, lambda out: out.write(f"{END_LINE}\n".encode()))
 
     def end_posted(self) -> bool:
         """Is the end mark there (declared, applied or about to be)?"""
         fs, root = self.storage.filesystem(self.root)
-        return fs.get_file_info(f"{root}/{END_FILE}").is_file
+        return fs.get_file_info(WakeDirectory(root).end_mark).is_file
 
     def _ended_in(self, batch_id: int) -> None:
         """Keep the first micro-batch whose shards reported the end watermark.  The sink sees
         a micro-batch before Spark commits it, and a replay has the same id, so the file
         names the micro-batch that applied the end also across crashes."""
         fs, root = self.storage.filesystem(self.root)
-        write_once(fs, f"{root}/{_END_BATCH}", str(batch_id).encode())
+        write_once(fs, WakeDirectory(root).end_batch, str(batch_id).encode())
 
     def end_batch(self) -> int | None:
         """The micro-batch that applied the end of input, once the sink has seen it."""
         fs, root = self.storage.filesystem(self.root)
         try:
-            return int(read_bytes(fs, f"{root}/{_END_BATCH}").decode().strip())
+            return int(read_bytes(fs, WakeDirectory(root).end_batch).decode().strip())
         except FileNotFoundError:
             return None
 

@@ -19,13 +19,10 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
-from ..state.layout import STATE_DIR, state_path_of
+from ..checkpoint_paths import Checkpoint
 from ..storage import Storage, listing, read_bytes
 
-__all__ = ["InspectError", "CheckpointInfo", "read_checkpoint", "ID_FILE", "STATE_DIR", "state_path_of"]
-
-#: start() writes the checkpoint's Delta app id here (``query.app_id_of``)
-ID_FILE = "purgatory-id"
+__all__ = ["InspectError", "CheckpointInfo", "read_checkpoint"]
 
 
 class InspectError(ValueError):
@@ -71,22 +68,22 @@ def read_checkpoint(checkpoint: str, *, storage: Storage | None = None) -> Check
         InspectError: no such checkpoint, no streaming query ever ran on it, or it has no
             operator state (not a purgatory checkpoint).
     """
-    fs, root = (storage or Storage()).filesystem(checkpoint)
-    info = fs.get_file_info(root)
+    fs, files = Checkpoint(checkpoint).opened(storage)
+    info = fs.get_file_info(files.path)
     if info.type == pafs.FileType.NotFound:
         raise InspectError(f"no such checkpoint: {checkpoint}")
-    if info.type != pafs.FileType.Directory and not _exists(fs, f"{root}/offsets"):
+    if info.type != pafs.FileType.Directory and not _exists(fs, files.offsets):
         raise InspectError(f"not a checkpoint (a file, not a directory): {checkpoint}")
-    offsets = _batches(fs, f"{root}/offsets")
-    if not offsets and not _exists(fs, f"{root}/metadata"):
+    offsets = _batches(fs, files.offsets)
+    if not offsets and not _exists(fs, files.spark_metadata):
         raise InspectError(f"not a streaming checkpoint (no offsets log): {checkpoint}")
-    if offsets and not _exists(fs, f"{root}/state"):
+    if offsets and not _exists(fs, files.spark_state):
         raise InspectError(f"not a purgatory checkpoint (no operator state under it): {checkpoint}")
-    commits = _batches(fs, f"{root}/commits")
+    commits = _batches(fs, files.commits)
     last = max(commits) if commits else None
     started = max(offsets) if offsets else None
-    meta = _log_entry(fs, f"{root}/offsets/{last}") if last is not None else {}
-    commit = _log_entry(fs, f"{root}/commits/{last}") if last is not None else {}
+    meta = _log_entry(fs, f"{files.offsets}/{last}") if last is not None else {}
+    commit = _log_entry(fs, f"{files.commits}/{last}") if last is not None else {}
     return CheckpointInfo(
         path=checkpoint,
         last_batch=last,
@@ -94,16 +91,16 @@ def read_checkpoint(checkpoint: str, *, storage: Storage | None = None) -> Check
         batch_timestamp_ms=_int(meta.get("batchTimestampMs")),
         next_watermark_ms=_int(commit.get("nextBatchWatermarkMs")),
         running_batch=started if started is not None and (last is None or started > last) else None,
-        app_id=_read_text(fs, f"{root}/{ID_FILE}"),
+        app_id=_read_text(fs, files.app_id),
         conf={k: str(v) for k, v in (meta.get("conf") or {}).items()},
     )
 
 
 def batch_watermark_ms(checkpoint: str, batch: int, *, storage: Storage | None = None) -> int | None:
     """The watermark micro-batch ``batch`` ran with (its offsets entry), None if absent."""
-    fs, root = (storage or Storage()).filesystem(checkpoint)
+    fs, files = Checkpoint(checkpoint).opened(storage)
     try:
-        return _int(_log_entry(fs, f"{root}/offsets/{batch}").get("batchWatermarkMs"))
+        return _int(_log_entry(fs, f"{files.offsets}/{batch}").get("batchWatermarkMs"))
     except (FileNotFoundError, OSError):
         return None
 

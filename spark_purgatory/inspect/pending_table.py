@@ -26,11 +26,11 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..checkpoint_paths import Checkpoint
 from ..config import PurgatoryConfig
 from ..contract import PENDING
 from ..spark import state_files
 from ..state import SegmentStore
-from ..state.layout import OPERATOR_STATE
 from ..storage import Storage
 from .checkpoint import InspectError, read_checkpoint
 from .countdown import Countdown
@@ -134,9 +134,9 @@ def pending_batches(
         raise StateNeedsSpark(f"its state store is {', '.join(unknown)}, which only Spark reads")
     if info.groups is None:
         raise StateNeedsSpark("its offsets log records no shuffle partitions")
-    fs, root = storage.filesystem(checkpoint)
+    fs, files = Checkpoint(checkpoint).opened(storage)
     try:
-        groups = state_files.read_groups(fs, f"{root}/{OPERATOR_STATE}", info.groups, batch + 1)
+        groups = state_files.read_groups(fs, files.operator_state, info.groups, batch + 1)
     except state_files.StateFormatError as error:
         raise StateNeedsSpark(str(error)) from None
     from ..spark.operator import segment_store

@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from ..checkpoint_paths import Checkpoint
 from ..config import ConfigError, PurgatoryConfig, parse_interval_ms
 from ..contract import PENDING, PENDING_TIME_COLUMNS
 from ..storage import Storage
-from .checkpoint import CheckpointInfo, InspectError, batch_watermark_ms, read_checkpoint, state_path_of
+from .checkpoint import CheckpointInfo, InspectError, batch_watermark_ms, read_checkpoint
 from .countdown import Countdown, countdown_of
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def inspect_config(checkpoint: str, config: PurgatoryConfig | None) -> Purgatory
     """The config a query ``start`` ran on ``checkpoint`` used for its state: the shard-state
     path defaults to ``<checkpoint>/purgatory-state``, as ``start`` sets it."""
     config = config or PurgatoryConfig()
-    return dataclasses.replace(config, state_path=state_path_of(checkpoint, config.state_path))
+    return dataclasses.replace(config, state_path=Checkpoint(checkpoint, config.state_path).state_path)
 
 
 def pending_operations(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..checkpoint_paths import Checkpoint, base_name
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS, TABLES
 from ..state.versions import read_record
@@ -37,8 +38,6 @@ __all__ = ["checkpoint_status", "METRICS_TABLE"]
 
 #: the metrics table's name under the output path (written by the query when it has one)
 METRICS_TABLE = "metrics"
-#: the sink's record of each shard's last pending count, under the checkpoint (if written)
-PENDING_RECORD = "purgatory-pending"
 
 
 def checkpoint_status(
@@ -126,7 +125,8 @@ def checkpoint_status(
         recorded = _pending_record(checkpoint, storage)
         if recorded is not None:
             result["pending_by_shard"] = recorded[1]
-            result["pending_from"] = f"{PENDING_RECORD} (batch {recorded[0]})"
+            record = base_name(Checkpoint(checkpoint).pending_record)
+            result["pending_from"] = f"{record} (batch {recorded[0]})"
     if result["pending_by_shard"] is None:
         notes.append("pending by shard not read (no metrics table, state not read)")
     if result["pending_by_shard"] is not None:
@@ -163,14 +163,14 @@ def _version(checkpoint: str, storage: Storage) -> dict[str, Any]:
 def _layout(checkpoint: str, groups: int | None, storage: Storage) -> dict[str, Any]:
     """The shard layout: primaries (the checkpoint's partitions less the cross-shard group),
     each rescale (micro-batch, from, to, when), and a rescale a crash left under way."""
-    from ..state.layout import JOURNAL, layout_of
+    from ..state.layout import layout_of
 
     record = layout_of(checkpoint, storage=storage) or {}
-    fs, root = storage.filesystem(checkpoint)
+    fs, journal = storage.filesystem(Checkpoint(checkpoint).rescale_journal)
     return {
         "shards": None if groups is None else groups - 1,
         "rescales": record.get("history", []),
-        "rescale_under_way": fs.get_file_info(f"{root}/{JOURNAL}").is_file,
+        "rescale_under_way": fs.get_file_info(journal).is_file,
     }
 
 
@@ -255,9 +255,9 @@ def expiry_lag(tables: TableReader) -> dict | None:
 def _pending_record(checkpoint: str, storage: Storage) -> tuple[int, dict[str, int]] | None:
     """``<checkpoint>/purgatory-pending``, the sink's last pending count per shard, if the
     query writes one: ``(batch_id, {shard: pending})``."""
-    fs, root = storage.filesystem(checkpoint)
+    fs, path = storage.filesystem(Checkpoint(checkpoint).pending_record)
     try:
-        body = json.loads(read_bytes(fs, f"{root}/{PENDING_RECORD}"))
+        body = json.loads(read_bytes(fs, path))
         pending = {
             str(shard): int(n) for shard, n in sorted(body["pending"].items(), key=lambda i: int(i[0]))
         }

@@ -40,10 +40,15 @@ import logging
 import re
 from typing import Any
 
+from ..checkpoint_paths import Checkpoint, base_name
+
 __all__ = ["UNACTIONABLE", "quiet_refusal", "quiet_spark_logs"]
 
 log = logging.getLogger(__name__)
 
+#: the wake directory's name (``handoff.wake``) in a path Spark logs (no character a regular
+#: expression reads otherwise)
+_WAKE = base_name(Checkpoint("chk").wake)
 #: the messages dropped, as regular expressions over the whole formatted message
 UNACTIONABLE: tuple[str, ...] = (
     r".*The state for version \d+ doesn't exist in loadedMaps.*",
@@ -51,8 +56,8 @@ UNACTIONABLE: tuple[str, ...] = (
     r".*Disabling AQE since AQE is not supported in stateful workloads.*",
     r".*Truncated the string representation of a plan since it was too large.*",
     r".*Assume no metadata directory\. Error while looking for metadata directory in the path: "
-    r"\S*/purgatory-wake/.*",
-    r".*The directory \S*/purgatory-wake/\S* was not found\. Was it deleted very recently\?.*",
+    rf"\S*/{_WAKE}/.*",
+    rf".*The directory \S*/{_WAKE}/\S* was not found\. Was it deleted very recently\?.*",
 )
 #: marks the JVM whose log4j2 configuration has the filters (a system property)
 _MARK = "spark.purgatory.quietLogs"

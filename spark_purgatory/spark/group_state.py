@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pyspark.sql import types as T
 
+from ..checkpoint_paths import Checkpoint
 from ..state.deltas import is_pointer
 from ..storage import Storage, read_bytes
 
@@ -39,8 +40,6 @@ __all__ = ["StateEncoding", "STATE_ENCODINGS", "state_schema", "to_group_state",
 StateEncoding = Literal["text", "binary"]
 STATE_ENCODINGS: tuple[str, ...] = ("text", "binary")
 _FIELD = "shard_state"
-#: where Spark records operator 0's state schema (partition 0) in a checkpoint
-_SCHEMA_FILE = "state/0/0/_metadata/schema"
 
 
 def state_schema(encoding: StateEncoding) -> T.StructType:
@@ -77,9 +76,9 @@ def encoding_of(checkpoint: str, *, storage: Storage | None = None) -> StateEnco
     """The encoding a query on ``checkpoint`` must keep: ``binary`` where Spark recorded a
     binary ``shard_state`` (a checkpoint started before the text value), else ``text`` (a new
     checkpoint, or one started with text)."""
-    fs, root = (storage or Storage()).filesystem(checkpoint)
+    fs, schema = (storage or Storage()).filesystem(Checkpoint(checkpoint).state_schema)
     try:
-        recorded = read_bytes(fs, f"{root}/{_SCHEMA_FILE}")
+        recorded = read_bytes(fs, schema)
     except (FileNotFoundError, NotADirectoryError):  # Spark has not run on it: a new checkpoint
         return "text"
     # the file holds the key and value schemas as JSON: the field's type follows its name

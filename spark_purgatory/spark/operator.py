@@ -100,6 +100,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from ..checkpoint_paths import StatePath
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..delta.staging import STAGED, ShardStaging
@@ -109,12 +110,12 @@ from ..engine.wheel import NO_EXPIRATION
 from ..handoff.clock import on_arrival
 from ..handoff.door import ShardHandOff
 from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
-from ..handoff.partitions import WATERMARKS_DIRECTORY, cap_before
+from ..handoff.partitions import cap_before
 from ..runtime.worker_heap import freeze_heap
 from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
 from ..state.deltas import is_pointer, pointed
 from ..state.read_ahead import read_ahead
-from ..storage import Storage, join
+from ..storage import Storage
 from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
 from .labels import shard_numbers
 from .output import OUTPUT_SCHEMA, output_rows, output_table, shard_figures, with_timestamps
@@ -376,7 +377,7 @@ def _stateful_shard(
     ``partitioned``: an input comes from Kafka, whose partitions each hold the watermark
     (``handoff.partitions``: the shard runs at most at the value the driver posted)."""
     store = segment_store(config)
-    watermarks = join(config.state_path, WATERMARKS_DIRECTORY) if partitioned and config.state_path else None
+    watermarks = StatePath(config.state_path).watermarks if partitioned and config.state_path else None
     storage = Storage.of(config) if watermarks else None
     handoff = ShardHandOff(config, relays=hands_off(config), registers=registers(config))
     registering = handoff.registers

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..checkpoint_paths import StatePath
+
 __all__ = [
     "MAX_DELTAS",
     "SWEEP_EVERY",
@@ -60,7 +62,8 @@ SWEEP_EVERY = 10
 #: what starts a pointer: never the first byte of an Arrow IPC stream (a whole value) nor a
 #: base64 character (a whole value kept as text)
 _POINTER = b"@"
-DELTAS = "deltas"
+#: the delta files' directory, relative to the state path (``checkpoint_paths.StatePath``)
+DELTAS = StatePath.DELTAS
 
 
 class DeltaName(NamedTuple):

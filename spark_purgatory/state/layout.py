@@ -3,7 +3,8 @@
 Spark fixes a query's shuffle partitions (``shards + 1``: every shard and the cross-shard
 group) in its checkpoint's offsets log, so a checkpoint runs the shard count it was started
 with until ``spark-purgatory rescale`` changes it (``spark_purgatory.rescale``).  Three small
-files under the checkpoint keep what every caller that opens one must respect:
+files under the checkpoint (``checkpoint_paths.Checkpoint`` names them) keep what every caller
+that opens one must respect:
 
 * ``purgatory-layout``: the shard count and the history of rescales (``layout_of``);
 * ``purgatory-rescale``: the journal of a rescale under way; a crash leaves it, and
@@ -32,22 +33,17 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from ..checkpoint_paths import Checkpoint, StatePath
 from ..config import ConfigError, PurgatoryConfig
 from ..runtime.processes import alive
-from ..storage import Storage, join, listing, read_bytes, remove, write_whole
+from ..storage import Storage, listing, read_bytes, remove, write_whole
 from .deltas import directory_of, parsed
 from .pending_counts import PendingRecord
 from .segments import SegmentStore
 
 __all__ = [
-    "JOURNAL",
-    "OPERATOR_STATE",
     "SHUFFLE_PARTITIONS",
     "finish",
-    "LAYOUT",
-    "RUNNING",
-    "CLOCK_RECORD",
-    "STATE_DIR",
     "CheckpointBusyError",
     "LEASE_EXPIRY_S",
     "RescaleError",
@@ -60,23 +56,13 @@ __all__ = [
     "recover",
     "directories",
     "now_text",
-    "state_path_of",
     "with_default_shards",
 ]
 
 log = logging.getLogger(__name__)
 
-JOURNAL = "purgatory-rescale"  # under the checkpoint: a rescale under way
-LAYOUT = "purgatory-layout"  # under the checkpoint: the shard count and the rescale history
-RUNNING = "purgatory-running"  # under the checkpoint: a query runs on it (``RunLease``)
-#: under the checkpoint: how the running query's clock goes (``handoff.clock_record``)
-CLOCK_RECORD = "purgatory-clock"
-#: the operator's state directory under the checkpoint (the purgatory is its only stateful operator)
-OPERATOR_STATE = "state/0"
 #: the session setting Spark keeps in the offsets log: the partitions, ``shards + 1``
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-#: where start() puts the shard-state segments unless ``purgatory.state.path`` says otherwise
-STATE_DIR = "purgatory-state"
 
 
 #: a lease not renewed for this long is stale (its driver is gone); the handle renews it
@@ -93,11 +79,6 @@ class CheckpointBusyError(RuntimeError):
     """``start`` refused: another query runs on the checkpoint (one line, with what to do)."""
 
 
-def state_path_of(checkpoint: str, configured: str = "") -> str:
-    """Where the shard-state segments of a query ``start`` ran are (the config's, or the default)."""
-    return configured or join(checkpoint, STATE_DIR)
-
-
 # -- the journal: recover and finish --------------------------------------------------------------------
 
 
@@ -107,17 +88,17 @@ def recover(
     """Complete or undo a rescale a crash interrupted; returns ``"rolled back"``,
     ``"finished"`` or None (no rescale was under way).  Cheap when there is none: one file."""
     storage = storage or Storage()
-    fs, root = storage.filesystem(checkpoint)
-    journal = read_json(fs, f"{root}/{JOURNAL}")
+    fs, files = Checkpoint(checkpoint, config.state_path if config else "").opened(storage)
+    journal = read_json(fs, files.rescale_journal)
     if journal is None:
         return None
     batch = int(journal["batch"])
-    if fs.get_file_info(f"{root}/commits/{batch}").is_file:
+    if fs.get_file_info(f"{files.commits}/{batch}").is_file:
         finish(checkpoint, storage, journal, None, config)
         return "finished"
     # the old layout is complete: remove what the new one wrote (named by no committed version)
-    remove(fs, [f"{root}/offsets/{batch}", f"{root}/offsets/.{batch}.crc"])
-    operator = f"{root}/{OPERATOR_STATE}"
+    remove(fs, [f"{files.offsets}/{batch}", f"{files.offsets}/.{batch}.crc"])
+    operator = files.operator_state
     for name in directories(fs, operator):
         if name.isdigit():
             version = batch + 1  # the state version micro-batch ``batch`` leaves
@@ -125,13 +106,12 @@ def recover(
             remove(fs, [written, f"{operator}/{name}/.{version}.snapshot.crc"])
             if int(name) > int(journal["from"]) and not listing(fs, f"{operator}/{name}", recursive=True):
                 fs.delete_dir(f"{operator}/{name}")
-    state_path = state_path_of(checkpoint, (config.state_path if config else ""))
-    store = SegmentStore(state_path, storage=storage)
+    store = SegmentStore(files.state_path, storage=storage)
     before = set(journal["segments_before"])
     store.delete([name for name in store.segments() if name not in before])
     if "delta_version" in journal:  # the new shards' delta files (``deltas``)
         store.delete([n for n in store.delta_files() if parsed(n).version >= int(journal["delta_version"])])
-    remove(fs, [f"{root}/{JOURNAL}"])
+    remove(fs, [files.rescale_journal])
     return "rolled back"
 
 
@@ -143,7 +123,7 @@ def finish(
     config: PurgatoryConfig | None = None,
 ) -> None:
     """Step 6 (idempotent): the layout record, the pending record, old files, the journal."""
-    fs, root = storage.filesystem(checkpoint)
+    fs, files = Checkpoint(checkpoint, config.state_path if config else "").opened(storage)
     layout = layout_of(checkpoint, storage=storage) or {"history": []}
     if not any(h.get("batch") == journal["batch"] for h in layout["history"]):
         layout["history"].append(
@@ -155,20 +135,20 @@ def finish(
             }
         )
     layout["shards"] = journal["to"]
-    write_whole(fs, f"{root}/{LAYOUT}", lambda out: out.write(json.dumps(layout).encode()))
+    write_whole(fs, files.layout, lambda out: out.write(json.dumps(layout).encode()))
     if pending is not None:
         PendingRecord.under(checkpoint, storage).write(journal["batch"], {s: n for s, n in pending.items()})
-    state_path = state_path_of(checkpoint, (config.state_path if config else ""))
-    store = SegmentStore(state_path, storage=storage)
+    store = SegmentStore(files.state_path, storage=storage)
     store.delete(journal["old_segments"])
     # the delta files of shard numbers the new layout has not (the others' are swept by it)
     gone = {directory_of(s) for s in range(int(journal["to"]) + 1, int(journal["from"]) + 1)}
     store.delete([name for name in store.delta_files() if name.rsplit("/", 1)[0] in gone])
     # relays all received (refused otherwise), nothing parked: these name the old shards
-    sfs, sroot = storage.filesystem(state_path)
-    remove(sfs, [i.path for i in listing(sfs, f"{sroot}/mailbox")])
-    remove(sfs, [i.path for i in listing(sfs, f"{sroot}/verdicts", recursive=True) if i.is_file])
-    remove(fs, [f"{root}/{JOURNAL}"])
+    sfs, sroot = storage.filesystem(files.state_path)
+    state = StatePath(sroot)
+    remove(sfs, [i.path for i in listing(sfs, state.mailbox)])
+    remove(sfs, [i.path for i in listing(sfs, state.verdicts, recursive=True) if i.is_file])
+    remove(fs, [files.rescale_journal])
 
 
 def check_layout(
@@ -194,11 +174,11 @@ def check_layout(
 def recorded_shards(checkpoint: str, *, storage: Storage | None = None) -> int | None:
     """The shards Spark's last offsets entry records (partitions less the cross-shard group),
     None for a new checkpoint."""
-    fs, root = (storage or Storage()).filesystem(checkpoint)
-    offsets = [int(i.base_name) for i in listing(fs, f"{root}/offsets") if i.base_name.isdigit()]
+    fs, files = Checkpoint(checkpoint).opened(storage)
+    offsets = [int(i.base_name) for i in listing(fs, files.offsets) if i.base_name.isdigit()]
     if not offsets:
         return None
-    lines = read_bytes(fs, f"{root}/offsets/{max(offsets)}").decode("utf-8").split("\n")
+    lines = read_bytes(fs, f"{files.offsets}/{max(offsets)}").decode("utf-8").split("\n")
     recorded = (json.loads(lines[1]).get("conf") or {}).get(SHUFFLE_PARTITIONS) if len(lines) > 1 else None
     return None if recorded is None else int(recorded) - 1
 
@@ -235,8 +215,8 @@ def with_default_shards(config: PurgatoryConfig, spark: Any, checkpoint: str) ->
 def layout_of(checkpoint: str, *, storage: Storage | None = None) -> dict | None:
     """The layout record: ``{"shards": N, "history": [{"batch", "from", "to", "at"}, ...]}``,
     None for a checkpoint never rescaled."""
-    fs, root = (storage or Storage()).filesystem(checkpoint)
-    return read_json(fs, f"{root}/{LAYOUT}")
+    fs, files = Checkpoint(checkpoint).opened(storage)
+    return read_json(fs, files.layout)
 
 
 def directories(fs: pafs.FileSystem, directory: str) -> list[str]:
@@ -274,8 +254,8 @@ class RunLease:
 
     def __init__(self, checkpoint: str, storage: Storage | None = None) -> None:
         self.storage = storage or Storage()
-        fs, root = self.storage.filesystem(checkpoint)
-        self.fs, self.path, self.checkpoint = fs, f"{root}/{RUNNING}", checkpoint
+        fs, files = Checkpoint(checkpoint).opened(self.storage)
+        self.fs, self.path, self.checkpoint = fs, files.lease, checkpoint
         self.token: str | None = None
         self.since: str | None = None
 
@@ -358,5 +338,5 @@ class RunLease:
         return (
             f"a query runs on {self.checkpoint} (driver {lease.get('host')} pid {lease.get('pid')} "
             f"since {lease.get('since')}): {then} (if that driver is gone, wait {LEASE_EXPIRY_S} s "
-            f"or delete {join(self.checkpoint, RUNNING)})"
+            f"or delete {Checkpoint(self.checkpoint).lease})"
         )

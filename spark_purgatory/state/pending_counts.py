@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 
-from ..storage import Storage, join, read_bytes, write_whole
+from ..checkpoint_paths import Checkpoint
+from ..storage import Storage, read_bytes, write_whole
 
 __all__ = ["PendingRecord"]
-
-_FILE = "purgatory-pending"
 
 
 class PendingRecord:
@@ -32,7 +31,7 @@ class PendingRecord:
 
     @classmethod
     def under(cls, checkpoint: str, storage: Storage | None = None) -> PendingRecord:
-        return cls(join(checkpoint, _FILE), storage)
+        return cls(Checkpoint(checkpoint).pending_record, storage)
 
     def read(self) -> dict[int, int]:
         """The last recorded count per shard (empty for a new checkpoint)."""

@@ -24,6 +24,7 @@ from typing import Literal
 
 import pyarrow.fs as pafs
 
+from ..checkpoint_paths import StatePath
 from ..storage import Storage, listing
 from .codec import pack_parts, unpack_parts
 
@@ -120,7 +121,7 @@ class SegmentStore:
 
     def delta_files(self) -> list[str]:
         """Names of every shard's delta files present (``deltas``; for rescale and tests)."""
-        infos = listing(self._fs, f"{self._dir}/deltas", recursive=True)
+        infos = listing(self._fs, StatePath(self._dir).deltas, recursive=True)
         return sorted(i.path[len(self._dir) + 1 :] for i in infos)
 
     def segments(self) -> list[str]:

@@ -18,7 +18,8 @@ starts on a checkpoint:
 * a format newer than this version knows, or a format it does not know: written by a newer
   version, refused;
 * a format older than this version reads as it is: refused until ``upgrade`` migrates it;
-* an upgrade under way (its journal, ``JOURNAL``): refused until ``upgrade`` finishes it.
+* an upgrade under way (its journal, ``<checkpoint>/purgatory-upgrade``): refused until
+  ``upgrade`` finishes it.
 
 Each refusal is ``IncompatibleCheckpointError``: one line naming both versions and what to
 run (the job exits 2 on it, before its session starts).
@@ -31,13 +32,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..checkpoint_paths import Checkpoint
 from ..storage import Storage, read_bytes, write_whole
 from ..version import __version__
 from .layout import now_text
 
 __all__ = [
-    "RECORD",
-    "JOURNAL",
     "Format",
     "FORMATS",
     "BEFORE_RECORD",
@@ -53,9 +53,6 @@ __all__ = [
     "refuse_newer",
     "needed_steps",
 ]
-
-RECORD = "purgatory-version"  # under the checkpoint: the version record
-JOURNAL = "purgatory-upgrade"  # under the checkpoint: an upgrade under way (``spark_purgatory.upgrade``)
 
 
 def package_version() -> str:
@@ -120,18 +117,18 @@ class IncompatibleCheckpointError(RuntimeError):
 
 def read_record(checkpoint: str, storage: Storage | None = None) -> dict | None:
     """The checkpoint's version record, None when it has none."""
-    return _read(checkpoint, RECORD, storage)
+    return _read(Checkpoint(checkpoint).version_record, storage)
 
 
 def read_journal(checkpoint: str, storage: Storage | None = None) -> dict | None:
     """The journal of an upgrade under way, None when none is."""
-    return _read(checkpoint, JOURNAL, storage)
+    return _read(Checkpoint(checkpoint).upgrade_journal, storage)
 
 
-def _read(checkpoint: str, name: str, storage: Storage | None) -> dict | None:
-    fs, root = (storage or Storage()).filesystem(checkpoint)
+def _read(uri: str, storage: Storage | None) -> dict | None:
+    fs, path = (storage or Storage()).filesystem(uri)
     try:
-        return json.loads(read_bytes(fs, f"{root}/{name}"))
+        return json.loads(read_bytes(fs, path))
     except (FileNotFoundError, NotADirectoryError):
         return None
 
@@ -162,9 +159,9 @@ def write_record(checkpoint: str, storage: Storage | None = None, *, known: dict
     if not history or history[-1].get("version") != current:
         history.append({"version": current, "since": now_text()})
     record = {"record": 1, "written_by": current, "formats": formats, "history": history}
-    fs, root = storage.filesystem(checkpoint)
+    fs, path = storage.filesystem(Checkpoint(checkpoint).version_record)
     body = json.dumps(record, indent=1).encode()
-    write_whole(fs, f"{root}/{RECORD}", lambda out: out.write(body))
+    write_whole(fs, path, lambda out: out.write(body))
     return record
 
 

@@ -16,11 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_purgatory import Purgatory, PurgatoryConfig
+from spark_purgatory.checkpoint_paths import Checkpoint
 from spark_purgatory.config import ConfigError
 from spark_purgatory.contract import PROPOSED_WATERMARKS, ms_column
 from spark_purgatory.handoff.clock import ClockWatermark
 from spark_purgatory.handoff.reaper import LISTING_MARGIN_MS, ExpirationReaper, reaper_for
-from spark_purgatory.handoff.wake import WAKE_FIRST, wake_first
+from spark_purgatory.handoff.wake import wake_first
 
 DELAYS = {"operations": 5_000, "events": 5_000}
 
@@ -225,15 +226,13 @@ def test_the_listing_margin_goes_once_spark_says_it_lists_the_wake_first(tmp_pat
 def test_a_checkpoint_keeps_the_source_order_it_began_with(tmp_path):
     new, old = str(tmp_path / "new"), str(tmp_path / "old")
     os.makedirs(new)
-    assert wake_first(new) and os.path.isfile(os.path.join(new, WAKE_FIRST))  # its first start records it
+    assert wake_first(new) and os.path.isfile(Checkpoint(new).wake_first)  # its first start records it
     os.makedirs(os.path.join(new, "offsets"))
     open(os.path.join(new, "offsets", "0"), "w").close()
     assert wake_first(new)  # recorded: its offsets were logged in this order
     os.makedirs(os.path.join(old, "offsets"))
     open(os.path.join(old, "offsets", "0"), "w").close()
-    assert not wake_first(old) and not os.path.exists(
-        os.path.join(old, WAKE_FIRST)
-    )  # begun with the wake last
+    assert not wake_first(old) and not os.path.exists(Checkpoint(old).wake_first)  # begun with the wake last
 
 
 def test_the_reaper_posts_before_each_trigger(tmp_path):

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from spark_purgatory import Purgatory, PurgatoryConfig
+from spark_purgatory.checkpoint_paths import Checkpoint
 from spark_purgatory.config import ConfigError, read_properties
 from spark_purgatory.handoff.end_of_input import (
-    ENDED_FILE,
     EndOfInput,
     InputEndedError,
     end_watermark_ms,
@@ -133,7 +133,7 @@ def test_the_end_record_is_written_whole_and_refuses_a_start_saying_what_to_do(t
     assert wake.end_batch() == 7 and wake.batches() == [7] and wake.owed is None
     record = end.record()
     assert end.recorded() == record and record["batch_id"] == 7
-    assert sorted(os.listdir(tmp_path / "chk")) == [ENDED_FILE, "purgatory-wake"]
+    assert sorted(os.listdir(tmp_path / "chk")) == ["purgatory-ended", "purgatory-wake"]
     with pytest.raises(InputEndedError) as error:
         end.check_open()
     message = str(error.value)
@@ -215,7 +215,7 @@ def test_a_start_on_an_ended_checkpoint_is_refused_and_rows_reaching_it_anyway_a
         _started(spark, root)
     # rows that reach the ended shards anyway (the record gone, e.g. a hand-run stream)
     before = _tables(f"{root}/out")
-    os.remove(f"{root}/chk/{ENDED_FILE}")
+    os.remove(Checkpoint(f"{root}/chk").end_record)
     late = generate(20, seed=9, ops_per_second=100)
     write_json_lines(late, f"{root}/more-ops", f"{root}/more-events", files=1)
     os.replace(f"{root}/more-ops/part-00000.json", f"{root}/ops/part-late.json")

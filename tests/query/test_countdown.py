@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_purgatory import PurgatoryConfig
+from spark_purgatory.checkpoint_paths import Checkpoint
 from spark_purgatory.handoff.clock_record import ClockRecord, ClockRecorder, read_clock_record
 from spark_purgatory.handoff.reaper import reaper_for
 from spark_purgatory.inspect.countdown import Countdown, countdown_of
-from spark_purgatory.state.layout import CLOCK_RECORD, RunLease
+from spark_purgatory.state.layout import RunLease
 from spark_purgatory.storage import Storage
 from tests.handoff.test_clock import Clock, _calls
 
@@ -45,11 +47,11 @@ def test_the_reaper_records_when_its_clock_takes_over_and_writes_only_changes(tm
     assert reaper.tick() is None  # nobody idle: nothing posted, but the record now knows
     # from the trigger that started the micro-batch (1_000_000), plus the idle timeout
     assert read_clock_record(chk).on_clock_ms == 1_000_000 + 3_000
-    written = os.stat(os.path.join(chk, CLOCK_RECORD)).st_mtime_ns
+    written = os.stat(Checkpoint(chk).clock_record).st_mtime_ns
     reaper.observe(_calls(1_000_900, [1], {"operations": 998_500, "events": None}), 1, {})
     now.ms = 1_000_950
     reaper.tick()  # a micro-batch of the same trigger: nothing new, not written again
-    assert os.stat(os.path.join(chk, CLOCK_RECORD)).st_mtime_ns == written
+    assert os.stat(Checkpoint(chk).clock_record).st_mtime_ns == written
     reaper.observe(_calls(1_002_040, [1], {"operations": 999_000, "events": None}), 2, {})
     now.ms = 1_002_100
     reaper.tick()
@@ -99,7 +101,7 @@ def test_a_record_is_read_only_while_its_own_run_holds_the_lease(tmp_path):
 
 
 def test_a_record_cut_short_or_of_another_shape_reads_as_no_clock(tmp_path):
-    path = tmp_path / CLOCK_RECORD
+    path = Path(Checkpoint(str(tmp_path)).clock_record)
     for text in ('{"run": "r", "lag_ms": 1', '{"run": "r"}', "[]"):
         path.write_text(text)
         assert read_clock_record(str(tmp_path)) is None

@@ -14,9 +14,9 @@ import json
 import pytest
 
 from spark_purgatory import PurgatoryConfig
+from spark_purgatory.checkpoint_paths import Checkpoint
 from spark_purgatory.inspect import read_checkpoint
-from spark_purgatory.inspect.checkpoint import ID_FILE
-from spark_purgatory.inspect.status import PENDING_RECORD, checkpoint_status
+from spark_purgatory.inspect.status import checkpoint_status
 from spark_purgatory.spark import state_files
 from spark_purgatory.spark.labels import shard_labels
 from spark_purgatory.storage import Storage
@@ -41,8 +41,9 @@ def _checkpoint(store: S3Store) -> list[state_files.GroupValue]:
     offsets = {"batchWatermarkMs": 61_000, "batchTimestampMs": 70_000, "conf": conf}
     store.put("chk/offsets/4", ("v1\n" + json.dumps(offsets) + '\n{"logOffset":4}').encode())
     store.put("chk/commits/4", ("v1\n" + json.dumps({"nextBatchWatermarkMs": 62_000})).encode())
-    store.put(f"chk/{ID_FILE}", b"spark-purgatory-0123456789abcdef")
-    store.put(f"chk/{PENDING_RECORD}", json.dumps({"batch_id": 4, "pending": {"1": 3, "0": 2}}).encode())
+    files = Checkpoint("chk")
+    store.put(files.app_id, b"spark-purgatory-0123456789abcdef")
+    store.put(files.pending_record, json.dumps({"batch_id": 4, "pending": {"1": 3, "0": 2}}).encode())
     groups = [state_files.GroupValue(label, f"state of {label}", -1) for label in shard_labels(3)]
     fs, root = store.storage.filesystem(store.uri("chk"))
     state_files.write_version(fs, f"{root}/state/0", 0, 5, groups)

@@ -32,10 +32,10 @@ from spark_purgatory import (
     pending_table,
     start,
 )
+from spark_purgatory.checkpoint_paths import Checkpoint
 from spark_purgatory.handle import _waiting_for_data as _quiet
 from spark_purgatory.handle import listed_first
 from spark_purgatory.handoff.clock_record import read_clock_record
-from spark_purgatory.handoff.wake import WAKE_DIRECTORY
 from spark_purgatory.inspect import checkpoint_status
 
 pytestmark = pytest.mark.spark
@@ -230,7 +230,7 @@ def test_a_quiet_stream_expires_on_the_clock_and_rows_behind_it_are_late(spark, 
         assert all(r["resolved_at"] == r["deadline"] for r in rows if r["status"] == "expired")
         lags = _lags(seen, rows)
         bound = _bound_s(q, since=warm)
-        assert listed_first(q.query, str(tmp_path / "chk" / WAKE_DIRECTORY))  # no listing margin
+        assert listed_first(q.query, Checkpoint(str(tmp_path / "chk")).wake)  # no listing margin
         assert q._reaper.margin_ms() == 0
         print(f"expiry lag on a quiet stream (s): {sorted(round(x, 2) for x in lags)}, bound {bound:.2f}")
         assert max(lags) <= bound, lags

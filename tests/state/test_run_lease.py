@@ -9,14 +9,15 @@ import socket
 
 import pytest
 
-from spark_purgatory.state.layout import LEASE_EXPIRY_S, RUNNING, CheckpointBusyError, RescaleError, RunLease
+from spark_purgatory.checkpoint_paths import Checkpoint
+from spark_purgatory.state.layout import LEASE_EXPIRY_S, CheckpointBusyError, RescaleError, RunLease
 
 
 def _lease_of_another_driver(chk, *, age_s: float, host: str = "node-7", pid: int = 4242) -> None:
     renewed = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=age_s)
     body = {"host": host, "pid": pid, "since": "2026-01-01T00:00:00+00:00", "renewed": renewed.isoformat()}
     os.makedirs(chk, exist_ok=True)
-    with open(os.path.join(chk, RUNNING), "w") as f:
+    with open(Checkpoint(chk).lease, "w") as f:
         json.dump(body, f)
 
 

@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from spark_purgatory import cli, job
+from spark_purgatory.checkpoint_paths import Checkpoint
 from spark_purgatory.state import versions
 from spark_purgatory.state.layout import RunLease
 from spark_purgatory.upgrade import FAULT
@@ -68,13 +69,13 @@ def test_upgrade_of_a_checkpoint_from_before_the_record_writes_the_record(checkp
     assert record["formats"] == versions.current_formats()
     assert cli.main(["upgrade", "--checkpoint", chk]) == 0
     assert "is up to date" in capsys.readouterr().out
-    assert not os.path.exists(os.path.join(chk, versions.JOURNAL))
+    assert not os.path.exists(Checkpoint(chk).upgrade_journal)
 
 
 def test_a_newer_versions_checkpoint_is_refused_in_one_line_exit_2(checkpoint, capsys, no_session):
     chk, args = checkpoint
     newer = {**versions.current_formats(), "shard-state": 99}
-    with open(os.path.join(chk, versions.RECORD), "w") as out:
+    with open(Checkpoint(chk).version_record, "w") as out:
         json.dump({"record": 1, "written_by": "9.9.9", "formats": newer, "history": []}, out)
     assert job.main(args) == 2
     line = _one_line(capsys)
