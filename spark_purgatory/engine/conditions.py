@@ -198,9 +198,9 @@ class _Sorted(NamedTuple):
 
 
 def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
-    """any / count / sum / all / quorum: one cumulative measure per operation in event-time order; the
-    operation holds at the first match where the measure reaches its goal.  Matches of
-    ``offset`` operations are left to ``_evaluate_offset``."""
+    """any / count / sum / all / quorum: one cumulative measure per operation in event-time
+    order; the operation holds at the first match where the measure reaches its goal.
+    Matches of ``offset`` operations are left to ``_evaluate_offset``."""
     n_ops, n_rows = len(ops), m.handle.size
     cond = _col(ops, "cond", np.int8)
     target = _col(ops, "target", float)
