@@ -109,11 +109,19 @@ REASONS: dict[str, str] = {
     "bad_timeout_ms": "timeout_ms is not a whole number",
     "negative_timeout": "timeout_ms < 0",
     "timeout_above_max": "timeout_ms > purgatory.max.timeout.ms",
-    "unknown_condition": "condition is not any, count, sum, all or offset",
-    "missing_target": "count, sum and offset need a target",
+    "unknown_condition": "condition is not any, count, sum, all, offset or quorum",
+    "missing_target": "count, sum, offset and quorum need a target",
     "bad_target": "target is not a finite number",
-    "missing_members": "all needs members",
+    "missing_members": "all and quorum need members",
     "too_many_members": "more distinct members than input.max.members",
+    "target_above_members": "a quorum's target is more than its distinct members: it could never hold",
+    "unused_target": (
+        "a target given to a condition that does not use one (any, all); k of named members is quorum"
+    ),
+    "unused_members": (
+        "members given to a condition that does not use them (any, count, sum, offset); "
+        "k of named members is quorum"
+    ),
     "bad_payload": "payload is not a string",
     "bad_value": "value is not a finite number",
     "bad_source": "source is not a string",
@@ -151,6 +159,9 @@ OPERATION_REASONS: tuple[str, ...] = (
     "bad_target",
     "missing_members",
     "too_many_members",
+    "target_above_members",
+    "unused_target",
+    "unused_members",
     "bad_payload",
     "cross_shard_keys",
     "duplicate_op_id",
@@ -418,8 +429,9 @@ OPERATOR_OUTPUT = _operator_output()
 #: returns it: the operation's fields, ``shard`` (the group holding it: a cross-shard
 #: operation's is the cross-shard group), ``progress`` / ``goal`` in the condition's own
 #: measure (``any``: events, ``count``: events or distinct sources, ``sum``: sum of values,
-#: ``all``: members reported, ``offset``: the lowest key's progress), ``offsets`` (per key,
-#: for ``offset``), ``members_missing`` (for ``all``), ``time_left_ms`` (deadline minus
+#: ``all`` and ``quorum``: members reported, ``offset``: the lowest key's progress),
+#: ``offsets`` (per key, for ``offset``), ``members_missing`` (for ``all`` and ``quorum``:
+#: the members not reported yet), ``time_left_ms`` (deadline minus
 #: ``watermark``), and the committed micro-batch whose state was read (``batch_id``)
 PENDING = pa.schema(
     [

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __all__ = ["__version__", "USER_METADATA"]
 
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
 
 #: what each commit of an output table records in its commit info's ``userMetadata`` (Delta's
 #: field for a writer's note, shown by ``DESCRIBE HISTORY`` and delta-rs's ``history()``)

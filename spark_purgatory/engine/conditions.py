@@ -12,7 +12,16 @@ prefix is ``resolved_at``.  Conditions:
 ``sum``     sum of ``value`` >= ``target`` (a missing value counts as 0)
 ``all``     every name in ``members`` reported (as ``source``)
 ``offset``  on every watched key, the running max of ``value`` >= ``target``
+``quorum``  at least ``target`` of the names in ``members`` reported (as ``source``)
 ==========  ===========================================================================
+
+A condition uses the fields ``NEEDS_TARGET`` / ``NEEDS_MEMBERS`` say, and no other: the
+validators reject a row that gives one its condition does not use (``unused_target``,
+``unused_members``), since deciding it without that field would answer a question the
+producer did not ask (``count`` with ``members`` was taken for a quorum and counted every
+source).  ``quorum`` is a condition of its own, not ``count`` with ``members``: a pending
+``count`` operation of an earlier version, its ``members`` stored, keeps counting every
+source.
 
 Invariant: ``evaluate`` is a pure function of the matches it is given; the purgatory hands
 it every match of the operations it evaluates, old and new, so the answer does not depend
@@ -39,20 +48,29 @@ __all__ = [
     "SUM",
     "ALL",
     "OFFSET",
+    "QUORUM",
     "CONDITIONS",
     "CONDITION_NAMES",
     "NEEDS_TARGET",
+    "NEEDS_MEMBERS",
+    "COUNTS_MEMBERS",
     "FLOOR_ESEQ",
     "Evaluation",
     "evaluate",
     "may_hold_unmatched",
 ]
 
-ANY, COUNT, SUM, ALL, OFFSET = 0, 1, 2, 3, 4
-#: condition name -> code used in state
-CONDITIONS = {"any": ANY, "count": COUNT, "sum": SUM, "all": ALL, "offset": OFFSET}
+ANY, COUNT, SUM, ALL, OFFSET, QUORUM = 0, 1, 2, 3, 4, 5
+#: condition name -> code used in state (a code is never reused: a checkpoint keeps it)
+CONDITIONS = {"any": ANY, "count": COUNT, "sum": SUM, "all": ALL, "offset": OFFSET, "quorum": QUORUM}
 CONDITION_NAMES = np.array(list(CONDITIONS), object)
-NEEDS_TARGET = (COUNT, SUM, OFFSET)
+#: the conditions that need a ``target`` (``missing_target``) and use it; no other does
+NEEDS_TARGET = (COUNT, SUM, OFFSET, QUORUM)
+#: the conditions that need ``members`` (``missing_members``) and use them; no other does
+NEEDS_MEMBERS = (ALL, QUORUM)
+#: the one whose target counts members: more than its members could never hold
+#: (``target_above_members``)
+COUNTS_MEMBERS = (QUORUM,)
 #: the ``eseq`` of a match that is a key's *floor* (its progress before the operation, relayed
 #: by a primary shard: ``relay``), not an event: it raises progress, it is not a matched event
 FLOOR_ESEQ = -1
@@ -117,9 +135,15 @@ def _first_occurrence(handle: np.ndarray, labels: np.ndarray, present: np.ndarra
 
 def may_hold_unmatched(cond: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Per operation: can its condition hold with no match yet?  An ``offset`` one can (its
-    keys' progress so far may reach the target), and a ``count`` or ``sum`` with nothing to
-    reach; ``evaluate`` answers no for every other operation without matches."""
-    return (cond == OFFSET) | (((cond == COUNT) | (cond == SUM)) & (target <= 0))
+    keys' progress so far may reach the target), and a ``count``, ``sum`` or ``quorum`` with
+    nothing to reach; ``evaluate`` answers no for every other operation without matches."""
+    return (cond == OFFSET) | (_counts_up(cond) & (target <= 0))
+
+
+def _counts_up(cond: np.ndarray) -> np.ndarray:
+    """The conditions whose measure climbs from 0 to a ``target``: held at once by a target
+    of 0 or less."""
+    return (cond == COUNT) | (cond == SUM) | (cond == QUORUM)
 
 
 def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluation:
@@ -130,7 +154,7 @@ def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluati
             ``target``, ``ts``, ``n_members``.
         matches: every event matching those operations: ``handle``, ``khash`` (the key's
             hash), ``ts``, ``eseq`` (arrival order, the tie-breaker), ``value``, ``source``,
-            ``is_member`` (bool, for ``all``).
+            ``is_member`` (bool, for ``all`` and ``quorum``).
         watch: for ``offset`` operations, one row per (``handle``, ``hash`` of key) with
             ``progress_at_watch``, the key's progress from events finalised before the
             operation arrived (NaN if none).
@@ -174,14 +198,14 @@ class _Sorted(NamedTuple):
 
 
 def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
-    """any / count / sum / all: one cumulative measure per operation in event-time order; the
-    operation holds at the first match where the measure reaches its goal.  Matches of
-    ``offset`` operations are left to ``_evaluate_offset``."""
+    """any / count / sum / all / quorum: one cumulative measure per operation in event-time
+    order; the operation holds at the first match where the measure reaches its goal.
+    Matches of ``offset`` operations are left to ``_evaluate_offset``."""
     n_ops, n_rows = len(ops), m.handle.size
     cond = _col(ops, "cond", np.int8)
     target = _col(ops, "target", float)
-    # operations satisfied with no events at all (count/sum with target <= 0)
-    trivially = ((cond == COUNT) | (cond == SUM)) & (target <= 0)
+    # operations satisfied with no events at all (count/sum/quorum with target <= 0)
+    trivially = _counts_up(cond) & (target <= 0)
     satisfied = trivially.copy()
     resolved_at = _col(ops, "ts", np.int64).copy()
     progress = np.zeros(n_ops, dtype=float)
@@ -190,16 +214,17 @@ def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluati
         return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, np.ones(0, bool))
 
     # each match's step of its operation's measure: any 1, count 1 per source (or sourceless
-    # event), sum its value, all 1 per member reporting first; offset 0 (not counted here)
+    # event), sum its value, all and quorum 1 per member reporting first; offset 0 (not
+    # counted here)
     row_cond = cond[op_pos]
     counted = row_cond != OFFSET
     step = counted.astype(float)
-    is_count, is_all = row_cond == COUNT, row_cond == ALL
-    if is_count.any() or is_all.any():
+    is_count, of_members = row_cond == COUNT, (row_cond == ALL) | (row_cond == QUORUM)
+    if is_count.any() or of_members.any():
         has_source = pd.notna(m.source)
-        first_of_source = _first_occurrence(m.handle, m.source, has_source & (is_count | is_all))
+        first_of_source = _first_occurrence(m.handle, m.source, has_source & (is_count | of_members))
         step[is_count] = (first_of_source | ~has_source)[is_count]
-        step[is_all] = (first_of_source & m.is_member)[is_all]
+        step[of_members] = (first_of_source & m.is_member)[of_members]
     is_sum = row_cond == SUM
     if is_sum.any():
         step[is_sum] = np.nan_to_num(m.value[is_sum], nan=0.0)

@@ -34,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..contract import PENDING_COLUMNS
-from .conditions import ALL, ANY, CONDITION_NAMES, FLOOR_ESEQ, OFFSET, evaluate
+from .conditions import ALL, ANY, CONDITION_NAMES, FLOOR_ESEQ, NEEDS_MEMBERS, OFFSET, evaluate
 from .frames import flatten, hash_strings, rows_where
 from .purgatory import Purgatory
 from .tables import I64_MIN
@@ -105,7 +105,7 @@ def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: in
             "progress": result.progress.astype(float),
             "goal": goal,
             "offsets": _offsets(ops, offset, matches, watch),
-            "members_missing": _members_missing(ops, cond == ALL, pos, matches),
+            "members_missing": _members_missing(ops, np.isin(cond, NEEDS_MEMBERS), pos, matches),
             "time_left_ms": deadline - wm,
             "watermark": np.full(n, wm, dtype=np.int64),
             "batch_id": np.full(n, int(batch_id), dtype=np.int64),
@@ -119,13 +119,17 @@ def with_progress_text(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` (``contract.PENDING`` columns) with how far each operation is from its
     condition: ``still_needed`` (the goal less the progress, in the condition's measure, never
     below 0) and ``progress_text``, in words a person reads at a glance ("2 of 3 sources",
-    "1 of 3 members, missing a, c", "sum 40 of 100", "lowest key at 4 of 10", "matched").
+    "1 of 3 members, missing a, c", "1 of 2 members, yet to report a, c", "sum 40 of 100",
+    "lowest key at 4 of 10", "matched").
 
-    >>> frame = pd.DataFrame({"condition": ["all", "count"], "progress": [1.0, 2.0],
-    ...     "goal": [3.0, 3.0], "matched_events": [1, 2], "distinct_sources": [1, 2],
-    ...     "members_missing": [["a", "c"], None], "offsets": [None, None]})
-    >>> with_progress_text(frame)[["still_needed", "progress_text"]].values.tolist()
-    [[2.0, '1 of 3 members, missing a, c'], [1.0, '2 of 3 sources']]
+    >>> frame = pd.DataFrame({"condition": ["all", "count", "quorum"], "progress": [1.0, 2.0, 1.0],
+    ...     "goal": [3.0, 3.0, 2.0], "matched_events": [1, 2, 2], "distinct_sources": [1, 2, 2],
+    ...     "members_missing": [["a", "c"], None, ["a", "c"]], "offsets": [None, None, None]})
+    >>> for row in with_progress_text(frame)[["still_needed", "progress_text"]].values.tolist():
+    ...     print(row)
+    [2.0, '1 of 3 members, missing a, c']
+    [1.0, '2 of 3 sources']
+    [1.0, '1 of 2 members, yet to report a, c']
     """
     cond = frame["condition"].to_numpy(dtype=object)
     progress = frame["progress"].to_numpy(float)
@@ -138,13 +142,14 @@ def with_progress_text(frame: pd.DataFrame) -> pd.DataFrame:
     lowest = np.array([_lowest(m) for m in frame["offsets"]], dtype=object)
     sources = frame["distinct_sources"].to_numpy(np.int64) > 0
     text = np.select(
-        [cond == "any", cond == "count", cond == "sum", cond == "all", cond == "offset"],
+        [cond == "any", cond == "count", cond == "sum", cond == "all", cond == "offset", cond == "quorum"],
         [
             np.where(frame["matched_events"].to_numpy(np.int64) > 0, "matched", "no event yet"),
             of + np.where(sources, " sources", " events"),
             "sum " + of,
             of + " members, missing " + missing,
             "lowest key at " + lowest + " of " + _number(goal),
+            of + " members, yet to report " + missing,
         ],
         default="",
     )
@@ -205,13 +210,14 @@ def _offsets(
 
 
 def _members_missing(
-    ops: pd.DataFrame, of_all: np.ndarray, pos: np.ndarray, matches: pd.DataFrame
+    ops: pd.DataFrame, of_members: np.ndarray, pos: np.ndarray, matches: pd.DataFrame
 ) -> np.ndarray:
-    """Per ``all`` operation, its members that have not reported yet; None for others."""
+    """Per ``all`` or ``quorum`` operation (``of_members``), its members that have not reported
+    yet; None for others."""
     out = np.full(len(ops), None, dtype=object)
-    if not of_all.any():
+    if not of_members.any():
         return out
-    rows = np.flatnonzero(of_all)
+    rows = np.flatnonzero(of_members)
     lengths, members = flatten(ops["members"].to_numpy(dtype=object)[rows])
     owner = np.repeat(rows, lengths)
     reported = matches["is_member"].to_numpy(bool)

@@ -11,7 +11,11 @@ Bytes are read as UTF-8, an invalid sequence replaced by U+FFFD (as the job's
 ``make_valid_utf8``); a blank line is malformed, as it is for Spark's text reader.  The job
 reads ``ts`` and ``timeout_ms`` as their JSON text, where the numbers ``5`` and ``5.0`` differ
 (``5.0`` is no whole number); a number with a fraction or an exponent there keeps its text,
-since the validator reads a float in a typed frame as whole when it has no fraction.
+since the validator reads a float in a typed frame as whole when it has no fraction.  The
+constants ``NaN``, ``Infinity`` and ``-Infinity`` (which both readers accept) keep their text
+in every field read as a number or a time (``ts``, ``timeout_ms``, ``target``, ``value``): a
+value that is there, and no finite number (``bad_target``, ``bad_value``, ``unused_target``
+...), as Spark reads it, where a float NaN in a frame is a missing value.
 
 Poison records (``config.InputLimits``) are not parsed at all: a line longer than
 ``input.max.record.bytes`` in UTF-8 gets ``record_too_large`` in ``POISON``, one nesting
@@ -55,6 +59,8 @@ STRING_LITERAL = r'"(?:[^"\\]|\\[\s\S])*"'
 _STRINGS = re.compile(STRING_LITERAL)
 #: fields the job reads from their JSON text as whole numbers or times
 _SPELLED_FIELDS = ("ts", "timeout_ms")
+#: fields the job reads as numbers or times: a constant (``NaN``, ``Infinity``) keeps its text
+_NUMBER_FIELDS = (*_SPELLED_FIELDS, "target", "value")
 
 
 #: what JSON counts as white space before a value
@@ -67,13 +73,17 @@ class _Spelled(float):
     text: str
 
 
-def _spelled(text: str) -> float:
-    number = _Spelled(text)
+class _Constant(_Spelled):
+    """``NaN``, ``Infinity`` or ``-Infinity``, with its text."""
+
+
+def _spelled(text: str, kind: type[_Spelled] = _Spelled) -> float:
+    number = kind(text)
     number.text = text
     return number
 
 
-_DECODER = json.JSONDecoder(parse_float=_spelled)
+_DECODER = json.JSONDecoder(parse_float=_spelled, parse_constant=lambda text: _spelled(text, _Constant))
 
 
 def _record(line: str) -> dict | None:
@@ -84,12 +94,16 @@ def _record(line: str) -> dict | None:
         return None
     if not isinstance(record, dict):
         return None
-    return {
-        name: (value.text if name in _SPELLED_FIELDS else float(value))
-        if isinstance(value, _Spelled)
-        else value
-        for name, value in record.items()
-    }
+    return {name: _read(name, value) for name, value in record.items()}
+
+
+def _read(name: str, value: object) -> object:
+    """A field's value as the validator takes it: a number keeps its text where the job
+    reads the text (module docstring), a float elsewhere."""
+    if not isinstance(value, _Spelled):
+        return value
+    spelled = name in _SPELLED_FIELDS or (isinstance(value, _Constant) and name in _NUMBER_FIELDS)
+    return value.text if spelled else float(value)
 
 
 def nested_deeper(text: str, depth: int) -> bool:

@@ -17,7 +17,11 @@ same reason on either path:
   sorted; ``key`` stands for ``keys`` when ``keys`` is absent;
 * ``ts`` is an ISO-8601 timestamp (UTC unless it says otherwise) or whole epoch ms, from
   1970 up to ``contract.MAX_TS_MS``;
-* ``timeout_ms`` is a whole number, ``target`` and ``value`` finite numbers (or their text).
+* ``timeout_ms`` is a whole number, ``target`` and ``value`` finite numbers (or their text);
+* a ``target`` or ``members`` is *given* exactly when the condition that needs it would not
+  find it missing (a null, blank text or NaN ``target``, members that are all blank, are not
+  given); one given to a condition that does not use it (``conditions.NEEDS_TARGET`` /
+  ``NEEDS_MEMBERS``) is ``unused_target`` / ``unused_members``, never ignored.
 
 Typed frames are read by the same rules, with one allowance: a whole float is a whole
 number (pandas turns an int column with gaps into floats), where the JSON text ``5.0`` is not.
@@ -48,7 +52,7 @@ from ..contract import (
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
 )
-from .conditions import ALL, ANY, CONDITIONS, NEEDS_TARGET
+from .conditions import ANY, CONDITIONS, COUNTS_MEMBERS, NEEDS_MEMBERS, NEEDS_TARGET
 from .fields import (
     blanks,
     epoch_ms,
@@ -207,6 +211,9 @@ def validate_operations(
     has_timeout = f["has_timeout"]
     cond = f["cond"]
     needs_target = np.isin(cond, NEEDS_TARGET)
+    needs_members = np.isin(cond, NEEDS_MEMBERS)
+    has_target = ~missing(values_of(ops, "target"), n)
+    has_members = f["n_members"] > 0
     checks = {
         **_poison_checks(ops),
         "malformed_json": malformed(ops),
@@ -220,10 +227,13 @@ def validate_operations(
         "negative_timeout": has_timeout & (f["timeout_ms"] < 0),
         "timeout_above_max": has_timeout & (f["timeout_ms"] > max_timeout_ms),
         "unknown_condition": cond == _UNKNOWN,
-        "missing_target": needs_target & missing(values_of(ops, "target"), n),
+        "missing_target": needs_target & ~has_target,
         "bad_target": needs_target & ~np.isfinite(f["target"]),
-        "missing_members": (cond == ALL) & (f["n_members"] == 0),
+        "missing_members": needs_members & ~has_members,
         "too_many_members": f["n_members"] > limits.members,
+        "target_above_members": np.isin(cond, COUNTS_MEMBERS) & (f["target"] > f["n_members"]),
+        "unused_target": ~needs_target & has_target,
+        "unused_members": ~needs_members & has_members,
         "bad_payload": f["bad_payload"],
     }
     reasons = _first_reasons(checks, OPERATION_REASONS, n)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .conditions import ALL, OFFSET
+from .conditions import NEEDS_MEMBERS, OFFSET
 from .frames import equal_ranges, flatten, hash_strings, search
 from .progress import KeyTable
 from .rows import Rows
@@ -137,17 +137,18 @@ def matches_in_window(ops: Rows, pairs: Rows) -> Rows:
         "eseq": pairs["eseq"][keep],
         "value": pairs["value"][keep].astype(np.float64, copy=False),
         "source": source,
-        "is_member": _is_member(ops, handle, source, cond[keep] == ALL),
+        "is_member": _is_member(ops, handle, source, np.isin(cond[keep], NEEDS_MEMBERS)),
     }
     return Rows(columns, keep.size)
 
 
-def _is_member(ops: Rows, handle: np.ndarray, source: np.ndarray, of_all: np.ndarray) -> np.ndarray:
-    """Per match: is its ``source`` one of the members of its operation (an ``all`` one)?"""
+def _is_member(ops: Rows, handle: np.ndarray, source: np.ndarray, of_members: np.ndarray) -> np.ndarray:
+    """Per match: is its ``source`` one of the members of its operation (an ``all`` or
+    ``quorum`` one: ``of_members``)?"""
     member = np.zeros(handle.size, dtype=bool)
-    if not of_all.any():
+    if not of_members.any():
         return member
-    rows = np.flatnonzero(of_all)
+    rows = np.flatnonzero(of_members)
     lengths, members = flatten(ops["members"][search(ops["handle"], handle[rows])])
     pair = np.repeat(np.arange(rows.size), lengths)
     hit = members == source[rows][pair]

@@ -2,7 +2,7 @@
 
 Spark analyses and optimizes a streaming query's whole plan again in every micro-batch, and
 the operations' checks and routing written as SQL (``sources``: keys and members cleaned,
-the condition read, fourteen reasons in the contract's order; ``routing``: each operation's
+the condition read, seventeen reasons in the contract's order; ``routing``: each operation's
 copies, their shards, roles, peers and keys) are some hundreds of expression nodes that every
 rule walks each time, and that Spark turns into Java source again each time: a large part of
 the driver's time per micro-batch (docs/performance.md).  The project's checks JAR (the
@@ -56,7 +56,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from ..config import InputLimits
-from ..engine.conditions import ALL, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
+from ..engine.conditions import CONDITION_NAMES, CONDITIONS, COUNTS_MEMBERS, NEEDS_MEMBERS, NEEDS_TARGET
 from ..runtime.jars import jar_paths, jars_hint, spark_notice
 from ..runtime.settings import is_connect
 
@@ -166,12 +166,24 @@ WAKE_ROWS = (
 
 
 def condition_names(limits: InputLimits | None = None) -> str:
-    """The condition names as the checks take them: every name, those that need a target,
-    the one that needs members (``engine.conditions``: one source for both readings); then
-    the most keys and members an operation may have (``input.max.keys``, ``input.max.members``)."""
+    """The condition names as the checks take them: every name, those that need (and use) a
+    target, those that need (and use) members (``engine.conditions``: one source for both
+    readings); then the most keys and members an operation may have (``input.max.keys``,
+    ``input.max.members``); then those whose target may not exceed their members."""
     limits = limits or InputLimits()
-    needing = " ".join(str(CONDITION_NAMES[code]) for code in NEEDS_TARGET)
-    return f"{' '.join(CONDITIONS)}|{needing}|{CONDITION_NAMES[ALL]}|{int(limits.keys)}|{int(limits.members)}"
+
+    def names(codes: tuple[int, ...]) -> str:
+        return " ".join(str(CONDITION_NAMES[code]) for code in codes)
+
+    parts = (
+        " ".join(CONDITIONS),
+        names(NEEDS_TARGET),
+        names(NEEDS_MEMBERS),
+        str(int(limits.keys)),
+        str(int(limits.members)),
+        names(COUNTS_MEMBERS),
+    )
+    return "|".join(parts)
 
 
 #: the session settings that record a registered function (``_registered``)
@@ -179,8 +191,11 @@ _REGISTERED = "spark.purgatory.registered"
 
 
 def operation_checks(spark: SparkSession) -> str | None:
-    """The checks' SQL name, registered in ``spark``'s session; None without the JAR."""
-    return _registered(spark, *CHECKS)
+    """The checks' SQL name, registered in ``spark``'s session; None without the JAR, or with
+    a JAR whose checks are of another version (``CALLS_VERSION``: a JAR built before the
+    reasons of this package would accept what they reject)."""
+    name = _registered(spark, *CHECKS)
+    return name if name and _current(spark) else None
 
 
 def event_checks(spark: SparkSession) -> str | None:
@@ -255,7 +270,7 @@ def _static(
 
 
 #: the version of the static calls' signatures this package calls (``StaticCalls.VERSION``)
-CALLS_VERSION = 2
+CALLS_VERSION = 3
 
 
 def _calls(spark: SparkSession, *, quiet: bool) -> bool:

@@ -51,7 +51,7 @@ from ..contract import (
     RAW_TRUNCATED,
     ms_column,
 )
-from ..engine.conditions import ALL, CONDITION_NAMES, CONDITIONS, NEEDS_TARGET
+from ..engine.conditions import CONDITION_NAMES, CONDITIONS, COUNTS_MEMBERS, NEEDS_MEMBERS, NEEDS_TARGET
 from .checks import event_checks, operation_checks
 from .formats import (
     EVENTS_PARQUET_SCHEMA,
@@ -97,7 +97,6 @@ _TEXT_FIELDS = ("op_id", "source", "payload")
 # Every other field is read as text first (Spark keeps the JSON text of numbers and arrays),
 # so a wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
 _CORRUPT = "_corrupt_record"
-_ALL = str(CONDITION_NAMES[ALL])
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
 
 
@@ -285,7 +284,11 @@ def parse_operations(
     if function:
         return operations_checked(df, function, max_timeout_ms, limits)
     fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING, limits)
-    needs_target = sql_in("condition", [str(CONDITION_NAMES[code]) for code in NEEDS_TARGET])
+    needs_target, needs_members, counts_members = (
+        sql_in("condition", [str(CONDITION_NAMES[code]) for code in codes])
+        for codes in (NEEDS_TARGET, NEEDS_MEMBERS, COUNTS_MEMBERS)
+    )
+    n_members = "coalesce(size(members), 0)"
     checks = {
         **_poison_checks(fields),
         "malformed_json": "_malformed",
@@ -301,8 +304,11 @@ def parse_operations(
         "unknown_condition": f"NOT {sql_in('condition', list(CONDITIONS))}",
         "missing_target": f"{needs_target} AND _no_target",
         "bad_target": f"{needs_target} AND {sql_not_finite('target')}",
-        "missing_members": f"condition = '{_ALL}' AND coalesce(size(members), 0) <= 0",
-        "too_many_members": f"coalesce(size(members), 0) > {int(limits.members)}",
+        "missing_members": f"{needs_members} AND {n_members} <= 0",
+        "too_many_members": f"{n_members} > {int(limits.members)}",
+        "target_above_members": f"{counts_members} AND target > {n_members}",
+        "unused_target": f"NOT {needs_target} AND NOT _no_target",
+        "unused_members": f"NOT {needs_members} AND {n_members} > 0",
         "bad_payload": "_bad_payload",
     }
     return _with_reason(fields, checks, OPERATION_REASONS, OPERATION_COLUMNS)

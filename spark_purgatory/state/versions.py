@@ -3,7 +3,7 @@
 ``<checkpoint>/purgatory-version`` is one small JSON file, written whole (``storage.write_whole``)
 by every ``start`` whose check passed, and by ``spark-purgatory upgrade`` as its last step:
 
-    {"record": 1, "written_by": "0.2.0", "formats": {"state-schema": 1, "shard-state": 2, ...},
+    {"record": 1, "written_by": "0.2.0", "formats": {"state-schema": 1, "shard-state": 3, ...},
      "history": [{"version": "0.2.0", "since": "2026-12-01T09:00:00+00:00"}]}
 
 Each persisted format has a version (``FORMATS``); it changes only when a version writes
@@ -84,10 +84,12 @@ FORMATS: dict[str, Format] = {
         ),
         Format(
             "shard-state",
-            2,
+            3,
             1,
             "a shard's value: 1 whole in the group state (with segment files), 2 a pointer to "
-            "its delta files (state.deltas); the value's own format is state.shard_state's",
+            "its delta files (state.deltas), 3 as 2, its operations' conditions possibly "
+            "quorum (engine.conditions), which 2 does not know; the value's own format is "
+            "state.shard_state's",
         ),
         Format(
             "checkpoint-files",

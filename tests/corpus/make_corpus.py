@@ -77,6 +77,15 @@ OPS_1 = [
     rejected(op("no-target", condition="count"), "missing_target"),
     rejected(op("nan-target", condition="sum", target="NaN"), "bad_target"),
     rejected(op("no-members", condition="all"), "missing_members"),
+    op("quorum-1", condition="quorum", target=2, members=["ann", "bo", "cy"]),  # ann and bo; not mallory
+    rejected(op("quorum-no-members", condition="quorum", target=2), "missing_members"),
+    rejected(
+        op("quorum-of-one", condition="quorum", target=2, members=["ann", "ann"]), "target_above_members"
+    ),
+    # a field the condition does not use: rejected, never ignored
+    rejected(op("any-target", target=3), "unused_target"),
+    rejected(op("all-target", condition="all", members=["ann"], target=2), "unused_target"),
+    rejected(op("count-members", condition="count", target=2, members=["ann", "bo"]), "unused_members"),
     rejected(
         json.dumps({"op_id": "ancient", "keys": ["k"], "ts": "1969-12-31T23:59:59Z", "timeout_ms": 5}),
         "bad_ts",
@@ -113,6 +122,9 @@ EVENTS_1 = [
     ev("k-ok-2", 2, source="a", op_id="ok-2"),
     ev("k-ok-2", 3, source="b", op_id="ok-2"),
     ev("k-ok-3", 2, value=4),
+    ev("k-quorum-1", 2, source="ann"),
+    ev("k-quorum-1", 3, source="mallory"),  # no member: matched, never counted towards the 2
+    ev("k-quorum-1", 3, source="bo"),  # the second member: completes quorum-1
     ev("k-big-payload", 3),
     ev("nobody", 2),  # unknown key -> unmatched
     ev("k-ok-1", 3, op_id="ghost"),  # unknown target -> unmatched

@@ -8,7 +8,7 @@ for: distinct sources, sum, each key's offset, the members still missing, time l
 from __future__ import annotations
 
 from spark_purgatory.contract import PENDING_COLUMNS
-from spark_purgatory.engine.inspection import pending_count, pending_frame
+from spark_purgatory.engine.inspection import pending_count, pending_frame, with_progress_text
 from spark_purgatory.state import load_state, save_state
 from tests.handoff.test_multikey import Sharded
 from tests.support.engine_helpers import ev, op, purgatory, step
@@ -49,6 +49,22 @@ def test_each_condition_reports_its_progress_toward_its_goal():
     assert (rows["any-1"].matched_events, rows["any-1"].goal) == (0, 1.0)
     assert rows["any-1"].time_left_ms == 400
     assert rows["any-1"].members_missing is None and rows["any-1"].offsets is None
+
+
+def test_a_pending_quorum_counts_its_members_and_names_those_yet_to_report():
+    """``quorum`` (2 of a, b, c): the members that reported, each once, a stranger's event
+    matched and not counted; ``members_missing`` the members that have not reported, any one
+    of whom completes it; its progress is what its outcome reports when it expires."""
+    p = purgatory()
+    quorum = op("q-1", ["g", "h"], 0, 500, "quorum", target=2.0, members=["a", "b", "c"])
+    events = [ev("g", 10, source="b"), ev("h", 11, source="b"), ev("g", 12, source="stranger")]
+    step(p, [quorum], events, wm=0)
+    row = with_progress_text(pending_frame(p, watermark_ms=100)).iloc[0]
+    assert (row.condition, row.matched_events, row.progress, row.goal) == ("quorum", 3, 1.0, 2.0)
+    assert list(row.members_missing) == ["a", "c"]
+    assert (row.still_needed, row.progress_text) == (1.0, "1 of 2 members, yet to report a, c")
+    expired = step(p, wm=1_000).outcomes.set_index("op_id").loc["q-1"]
+    assert (expired["status"], expired["progress"], expired["matched_events"]) == ("expired", 1.0, 3)
 
 
 def test_the_progress_is_what_the_operation_reports_when_it_expires():

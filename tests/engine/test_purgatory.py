@@ -140,6 +140,28 @@ def test_all_completes_when_every_member_reported():
     assert outcomes(r)["join"]["progress"] == 3
 
 
+def test_quorum_completes_at_its_kth_distinct_member_and_never_on_another_source():
+    """2 of m1, m2, m3 over two keys (their union): m1 twice is one, a stranger never counts,
+    an event targeted at another operation is not this one's; the second member completes it."""
+    p = purgatory()
+    quorum = op("approve", ["exp-1", "exp-1b"], 0, condition="quorum", target=2, members=["m1", "m2", "m3"])
+    step(p, ops=[quorum, op("other", "exp-1", 0)])
+    r = step(
+        p,
+        events=[
+            ev("exp-1", 5, source="m1"),
+            ev("exp-1b", 6, source="m1"),
+            ev("exp-1", 7, source="stranger"),
+            ev("exp-1", 8, source="m3", op_id="other"),
+        ],
+    )
+    assert "approve" not in outcomes(r)
+    r = step(p, events=[ev("exp-1b", 9, source="m3")])
+    done = outcomes(r)["approve"]
+    assert (done["resolved_at"], done["progress"], done["matched_events"], done["condition"]) == (
+        9, 2.0, 4, "quorum")  # fmt: skip
+
+
 def test_offset_completes_on_arrival_when_progress_already_reached():
     p = purgatory()
     step(p, events=[ev("tp-0", 50, value=120.0)], wm=0)
@@ -374,6 +396,31 @@ def test_late_operations_and_events_are_rejected():
         ({"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 1, "condition": "most"}, "unknown_condition"),
         ({"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 1, "condition": "sum"}, "missing_target"),
         ({"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 1, "condition": "all"}, "missing_members"),
+        ({"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 1, "target": 2}, "unused_target"),
+        (
+            {
+                "op_id": "o",
+                "keys": ["k"],
+                "ts": 0,
+                "timeout_ms": 1,
+                "condition": "count",
+                "target": 2,
+                "members": ["a"],
+            },
+            "unused_members",
+        ),
+        (
+            {
+                "op_id": "o",
+                "keys": ["k"],
+                "ts": 0,
+                "timeout_ms": 1,
+                "condition": "quorum",
+                "target": 2,
+                "members": ["a"],
+            },
+            "target_above_members",
+        ),
     ],
 )
 def test_invalid_operations_are_rejected_with_a_reason(row, reason):

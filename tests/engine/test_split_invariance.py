@@ -1,9 +1,10 @@
 """The contract under every split: random workloads, cut into micro-batches at random, against
 the reference model (``reference_model``).
 
-Hypothesis draws operations over a few keys (all five conditions, multi-key ones, repeated
-op_ids, invalid rows), events (targeted or not, with sources and values, some far behind or
-after their operations), an order for each input (event time, or any), cut points for each
+Hypothesis draws operations over a few keys (all six conditions, multi-key ones, repeated
+op_ids, invalid rows: among them fields the condition does not use), events (targeted or
+not, with sources and values, half of them aimed at an operation's keys and window, some far
+behind or after their operations), an order for each input (event time, or any), cut points for each
 input (so operations arrive before, with or after their events, and micro-batches may be
 empty), a watermark delay and whether the input ends.  The watermarks are Spark's
 (``reference_model.spark_watermarks``).  For every draw, ``Purgatory.process`` and the
@@ -43,12 +44,24 @@ END = end_watermark_ms(CONFIG["max_timeout_ms"], CONFIG["tick_ms"])
 # -- workloads ------------------------------------------------------------------------------------
 
 
+CONDITIONS = ("any", "count", "sum", "all", "offset", "quorum")
+#: the invalid operations the generator makes, each with the one reason it must get
+BAD_OPERATIONS = (
+    "negative_timeout",
+    "unknown_condition",
+    "missing_target",
+    "unused_target",
+    "unused_members",
+    "target_above_members",
+)
+
+
 @st.composite
 def operations(draw, n_max: int = 14) -> list[dict]:
     n = draw(st.integers(0, n_max))
     ops = []
     for i in range(n):
-        cond = draw(st.sampled_from(["any", "count", "sum", "all", "offset"]))
+        cond = draw(st.sampled_from(CONDITIONS))
         keys = sorted(set(draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=2))))
         o = {
             "op_id": f"o{draw(st.integers(0, n + 1)) if draw(st.booleans()) and i else i}",  # repeats
@@ -57,11 +70,13 @@ def operations(draw, n_max: int = 14) -> list[dict]:
             "timeout_ms": draw(st.integers(0, 300)),
             "condition": cond,
         }
-        if cond == "all":
+        if cond in ("all", "quorum"):
             o["members"] = sorted(set(draw(st.lists(st.sampled_from(SOURCES), min_size=1, max_size=3))))
-        elif cond != "any":
+        if cond == "quorum":  # k of the members (sometimes 0: held at once); a non-member never counts
+            o["target"] = float(draw(st.integers(1, len(o["members"]))) * (draw(st.integers(0, 5)) > 0))
+        elif cond not in ("any", "all"):
             o["target"] = float(draw(st.integers(0, 3)) * (1 if cond == "count" else 5))
-        bad = draw(st.sampled_from([None] * 12 + ["negative_timeout", "unknown_condition", "missing_target"]))
+        bad = draw(st.sampled_from([None] * 14 + list(BAD_OPERATIONS)))
         if bad == "negative_timeout":
             o["timeout_ms"] = -5
         elif bad == "unknown_condition":
@@ -69,6 +84,15 @@ def operations(draw, n_max: int = 14) -> list[dict]:
         elif bad == "missing_target":
             o["condition"], o["target"] = "count", None
             o.pop("members", None)
+        elif bad == "unused_target":  # a count meant, any or all sent
+            o["condition"], o["target"] = draw(st.sampled_from(["any", "all"])), 2.0
+            o.setdefault("members", ["s0"])
+        elif bad == "unused_members":  # a quorum meant, count (or another) sent
+            o["condition"], o["members"] = draw(st.sampled_from(["count", "sum", "offset"])), ["s0", "s1"]
+            o["target"] = 1.0
+        elif bad == "target_above_members":
+            o["condition"], o["members"] = "quorum", ["s1"]
+            o["target"] = 2.0
         if bad:
             o["_reason"] = bad
         ops.append(o)
@@ -76,15 +100,26 @@ def operations(draw, n_max: int = 14) -> list[dict]:
 
 
 @st.composite
-def events(draw, op_ids: list[str], n_max: int = 24) -> list[dict]:
+def events(draw, ops: list[dict], n_max: int = 24) -> list[dict]:
+    """Events anywhere, and (about half) aimed at an operation: on one of its keys, in its
+    window or at its deadline, from one of its members or any source, so that the draws where
+    a condition is reached (a quorum's k-th member, with a non-member's event among them) are
+    common, not rare."""
     n = draw(st.integers(0, n_max))
+    op_ids = [o["op_id"] for o in ops]
     out = []
     for _ in range(n):
         e = {"key": draw(st.sampled_from(KEYS)), "ts": draw(st.integers(0, 950))}
+        aim = draw(st.sampled_from(ops)) if ops and draw(st.booleans()) else None
+        if aim and aim.get("keys") and aim["timeout_ms"] >= 0:
+            e["key"] = draw(st.sampled_from(aim["keys"]))
+            e["ts"] = aim["ts"] + draw(st.integers(0, aim["timeout_ms"]))
         if draw(st.integers(0, 2)) == 0:
             e["value"] = float(draw(st.integers(0, 12)))
-        if draw(st.integers(0, 2)) == 0:
-            e["source"] = draw(st.sampled_from(SOURCES))
+        members = aim.get("members") if aim else None
+        if members or draw(st.booleans()):  # a source: once for count, for all and quorum if a member
+            pool = members if members and draw(st.integers(0, 2)) else SOURCES  # a non-member too
+            e["source"] = draw(st.sampled_from(pool))
         if op_ids and draw(st.integers(0, 6)) == 0:
             e["op_id"] = draw(st.sampled_from(op_ids))
         if draw(st.integers(0, 25)) == 0:
@@ -106,7 +141,7 @@ def splits(draw, rows: list[dict], ordered: bool, n_batches: int) -> list[list[d
 @st.composite
 def scenarios(draw) -> dict:
     ops = draw(operations())
-    evs = draw(events([o["op_id"] for o in ops]))
+    evs = draw(events(ops))
     ordered = draw(st.booleans())
     n_batches = draw(st.integers(1, 7))
     op_batches = draw(splits(ops, ordered, n_batches))
@@ -338,6 +373,12 @@ def _valid(rows: list[dict]) -> list[dict]:
             {"members": ["a", "b"]},
             [{"ts": 300, "source": "a"}, {"ts": 400, "source": "b"}],
             [{"ts": 200, "source": "b"}],
+        ),
+        (
+            "quorum",
+            {"target": 2, "members": ["a", "b", "c"]},
+            [{"ts": 300, "source": "c"}, {"ts": 400, "source": "a"}],
+            [{"ts": 200, "source": "b"}, {"ts": 250, "source": "x"}],
         ),
     ],
 )

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import EVENT_REASONS, OPERATION_REASONS, REJECTED_COLUMNS
 from spark_purgatory.engine.batch import with_keys
+from spark_purgatory.engine.conditions import NEEDS_MEMBERS, NEEDS_TARGET
 from spark_purgatory.engine.validation import readable, validate_events, validate_operations
 
 CONFIG = PurgatoryConfig()
@@ -140,6 +141,21 @@ def test_an_op_id_that_is_a_number_or_boolean_stands_for_its_text(op_id, expecte
         ({"condition": "offset", "target": math.inf}, "bad_target"),
         ({"condition": "all"}, "missing_members"),
         ({"condition": "all", "members": [" ", None]}, "missing_members"),
+        ({"condition": "quorum", "members": ["m"]}, "missing_target"),
+        ({"condition": "quorum", "target": 1}, "missing_members"),
+        ({"condition": "quorum", "target": 2, "members": ["m", "m", " "]}, "target_above_members"),
+        ({"condition": "quorum", "target": math.inf, "members": ["m"]}, "bad_target"),
+        # a field the condition does not use: rejected, never ignored
+        ({"target": 2}, "unused_target"),
+        ({"condition": "all", "members": ["m"], "target": 2}, "unused_target"),
+        ({"target": "soon"}, "unused_target"),  # given, though no number
+        ({"target": math.inf}, "unused_target"),
+        ({"members": ["m"]}, "unused_members"),
+        ({"members": "m"}, "unused_members"),  # a single string is a one-element list
+        ({"condition": "count", "target": 2, "members": ["m1", "m2"]}, "unused_members"),
+        ({"condition": "sum", "target": 2, "members": ["m"]}, "unused_members"),
+        ({"condition": "offset", "target": 2, "members": ["m"]}, "unused_members"),
+        ({"target": 2, "members": ["m"], "payload": 5}, "unused_target"),  # in the contract's order
         ({"payload": [1]}, "bad_payload"),
         ({"payload": {"a": 1}}, "bad_payload"),
     ],
@@ -186,11 +202,33 @@ def test_a_time_without_an_offset_is_utc_whatever_the_rows_before_it_say():
 
 @pytest.mark.parametrize(
     "condition, code",
-    [(" COUNT ", 1), ("sum", 2), ("all", 3), ("Offset", 4), (None, 0), (math.nan, 0), (_ABSENT, 0)],
+    [
+        (" COUNT ", 1),
+        ("sum", 2),
+        ("all", 3),
+        ("Offset", 4),
+        ("Quorum ", 5),
+        (None, 0),
+        (math.nan, 0),
+        (_ABSENT, 0),
+    ],
 )
 def test_a_condition_is_read_stripped_of_spaces_and_in_lower_case(condition, code):
-    fields = {"condition": condition, "target": 1, "members": ["m"]}
+    fields = {"condition": condition}
+    if code in NEEDS_TARGET:  # only the fields the condition uses: another is rejected
+        fields["target"] = 1
+    if code in NEEDS_MEMBERS:
+        fields["members"] = ["m"]
     assert _one_operation(_operation(**fields))["cond"] == code
+
+
+@pytest.mark.parametrize(
+    "fields", [{"target": None}, {"target": " "}, {"members": []}, {"members": [" ", None]}]
+)
+def test_a_field_without_a_value_is_not_given_to_any_condition(fields):
+    """A null or blank target, members all blank: what a condition that needs them finds
+    missing is no unused field for one that does not (a typed frame has every column)."""
+    assert _one_operation(_operation(**fields))["cond"] == 0
 
 
 @pytest.mark.parametrize("payload, expected", [(None, None), ("5", "5"), ("p", "p"), (" ", " ")])
@@ -210,10 +248,10 @@ def test_a_valid_operation_comes_back_as_the_engine_takes_it():
         keys=["b", "a"],
         ts=10,
         timeout_ms=7,
-        condition="all",
+        condition="quorum",
         members=["m2", " ", "m1", "m2"],
         payload="p",
-        target=3,
+        target=2,
     )
     valid, rejected = validate_operations(pd.DataFrame([record]), max_timeout_ms=MAX_TIMEOUT_MS)
     assert len(rejected) == 0
@@ -222,8 +260,8 @@ def test_a_valid_operation_comes_back_as_the_engine_takes_it():
         "keys": [["b", "a"]],  # in their order
         "ts": [10],
         "deadline": [17],
-        "cond": [3],
-        "target": [3.0],
+        "cond": [5],
+        "target": [2.0],
         "members": [["m1", "m2"]],
         "payload": ["p"],
     }

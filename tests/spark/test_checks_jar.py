@@ -36,7 +36,22 @@ _LISTS = st.one_of(st.none(), st.lists(st.one_of(st.none(), _TEXT), max_size=4))
 _CONDITIONS = st.one_of(
     st.none(),
     st.sampled_from(
-        ["any", "count", "sum", "all", "offset", " COUNT ", "Sum", "\u212aount", "\u0130ll", "most", "", " "]
+        [
+            "any",
+            "count",
+            "sum",
+            "all",
+            "offset",
+            "quorum",
+            " COUNT ",
+            "Sum",
+            " QUORUM",
+            "\u212aount",
+            "\u0130ll",
+            "most",
+            "",
+            " ",
+        ]
     ),
 )
 _TIMES = st.one_of(
@@ -57,7 +72,7 @@ _OPERATIONS = st.tuples(
     _TIMES,
     st.one_of(st.none(), st.sampled_from([-1, 0, 5, 1000, 1001, 10**12])),
     _CONDITIONS,
-    st.one_of(st.none(), st.sampled_from([1.0, 0.0, math.nan, math.inf, -math.inf])),
+    st.one_of(st.none(), st.sampled_from([1.0, 0.0, 2.0, 3.0, math.nan, math.inf, -math.inf])),
     _LISTS,
     st.one_of(st.none(), _TEXT),
 )
@@ -181,7 +196,9 @@ def test_a_session_without_the_class_reads_the_checks_as_sql_and_says_so_once(sp
     assert checks.operation_checks(spark) == name
     assert checks.operation_routes(spark) == checks.ROUTES[0]
     assert checks.event_checks(spark) == checks.EVENT_CHECKS[0]
-    assert checks.condition_names() == "any count sum all offset|count sum offset|all|1000|1000"
+    assert checks.condition_names() == (
+        "any count sum all offset quorum|count sum offset quorum|all quorum|1000|1000|quorum"
+    )
 
 
 def _routed_rows(frame) -> list[tuple]:
@@ -318,8 +335,9 @@ def test_a_jar_built_before_a_static_call_reads_that_input_as_sql(spark, monkeyp
     """``_static`` asks for the called class too: a JAR that has ``StaticCalls`` but not
     ``EventRows`` or ``WakeRows`` (built before them) gives None, and the caller writes the
     SQL, instead of a query that fails when Spark looks the method up; and for the calls'
-    version (``StaticCalls.VERSION``): a JAR whose calls have other signatures gives None
-    for every call."""
+    version (``StaticCalls.VERSION``): a JAR whose calls have other signatures, or whose
+    checks are older (before ``quorum`` and the unused fields' reasons), gives None for every
+    call and for the operations' checks."""
     for spec, function in (("EVENT_ROWS", checks.event_rows), ("WAKE_ROWS", checks.wake_rows)):
         name, _, returns = getattr(checks, spec)
         with monkeypatch.context() as patched:
@@ -327,10 +345,16 @@ def test_a_jar_built_before_a_static_call_reads_that_input_as_sql(spark, monkeyp
             assert function(spark) is None
         assert function(spark) == name
     # a JAR of calls with other signatures (built from older sources): every call is SQL
-    calls = (checks.operation_rows, checks.operation_routes, checks.event_rows, checks.wake_rows)
+    calls = (
+        checks.operation_rows,
+        checks.operation_routes,
+        checks.event_rows,
+        checks.wake_rows,
+        checks.operation_checks,
+    )
     with monkeypatch.context() as patched:
         patched.setattr(checks, "CALLS_VERSION", checks.CALLS_VERSION + 1)
-        assert [call(spark) for call in (*calls, checks.batch_millis)] == [None] * 5
+        assert [call(spark) for call in (*calls, checks.batch_millis)] == [None] * 6
     assert None not in [call(spark) for call in (*calls, checks.batch_millis)]
 
 

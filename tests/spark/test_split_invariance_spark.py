@@ -1,9 +1,10 @@
 """The contract under every split, on Spark: ``start()`` over files cut at random event times.
 
-A random workload over six keys and three shards (all five conditions, multi-key operations
-across shards, a repeated op_id, invalid rows, events before, during and after their
-operations' windows) is written as two inputs in event-time order, each cut into files at
-its own random event times, one file per stream per micro-batch.  With Spark's ``min``
+A random workload over six keys and three shards (all six conditions, multi-key operations
+across shards, a repeated op_id, invalid rows, fields a condition does not use, events
+before, during and after their operations' windows) is written as two inputs in event-time
+order, each cut into files at its own random event times, one file per stream per
+micro-batch.  With Spark's ``min``
 policy no row of an input in event-time order is behind the watermark, so the contract says
 the Delta tables hold exactly what the reference model gives for the whole input in one
 micro-batch, then the end of input (but for the progress of an ``offset`` operation that
@@ -46,7 +47,7 @@ def _workload(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
     """Operations and events in the reference's form (times in ms from T0)."""
     ops = []
     for i in range(36):
-        cond = str(rng.choice(["any", "count", "sum", "all", "offset"]))
+        cond = str(rng.choice(["any", "count", "sum", "all", "offset", "quorum"]))
         keys = sorted(set(rng.choice(KEYS, int(rng.integers(1, 3))).tolist()))
         o = {
             "op_id": f"op-{i}",
@@ -55,9 +56,11 @@ def _workload(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
             "timeout_ms": int(rng.integers(0, 1_500)),
             "condition": cond,
         }
-        if cond == "all":
+        if cond in ("all", "quorum"):
             o["members"] = sorted(set(rng.choice(SOURCES, int(rng.integers(1, 3))).tolist()))
-        elif cond != "any":
+        if cond == "quorum":
+            o["target"] = float(rng.integers(1, len(o["members"]) + 1))
+        elif cond not in ("any", "all"):
             o["target"] = float(rng.integers(0, 3) * (1 if cond == "count" else 5))
         ops.append(o)
     ops.append({**ops[3], "ts": ops[3]["ts"] + 100})  # a repeated op_id: the later one is rejected
@@ -71,6 +74,11 @@ def _workload(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
             "_reason": "negative_timeout",
         }
     )
+    # fields the condition does not use: rejected, not ignored (a quorum meant, count sent)
+    unused = {"keys": ["key-1"], "ts": 60, "timeout_ms": 500, "target": 1.0}
+    ops.append({"op_id": "unused-members", **unused, "condition": "count", "members": ["s0"]})
+    ops.append({"op_id": "unused-target", **unused, "condition": "any"})
+    ops[-2]["_reason"], ops[-1]["_reason"] = "unused_members", "unused_target"
     events = []
     for _ in range(90):
         e = {"key": str(rng.choice(KEYS)), "ts": int(rng.integers(0, 6_000))}

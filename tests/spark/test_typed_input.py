@@ -175,6 +175,13 @@ BAD_OPERATIONS = [
     (_op(condition=" COUNT ", target=2.0, keys=["b", "a", "a"]), None),
     (_op(condition="Sum", target=1.0), None),
     (_op(condition="\u0130ll", members=["r1"]), "unknown_condition"),  # dotted capital I: not "all"
+    (_op(condition="quorum", target=2.0, members=["r2", "r1", "r2"]), None),
+    (_op(condition="quorum", target=2.0, members=["r1", " "]), "target_above_members"),
+    (_op(condition="quorum", members=["r1"]), "missing_target"),
+    (_op(target=1.0), "unused_target"),  # a field the condition does not use: never ignored
+    (_op(condition="all", members=["r1"], target=math.nan), "unused_target"),  # NaN is there
+    (_op(condition="count", target=2.0, members=["r1", "r2"]), "unused_members"),
+    (_op(members=[" "]), None),  # no member given
 ]
 _EVENTS_SCHEMA = "key string, ts timestamp, op_id string, source string, value double"
 

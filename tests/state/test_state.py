@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from spark_purgatory import Purgatory
+from spark_purgatory.engine.inspection import pending_frame
 from spark_purgatory.engine.pending import OPS_ARROW
 from spark_purgatory.state import WORKER_CACHE, SegmentStore, WorkerCache, load_state, loaded_by, save_state
 from spark_purgatory.state.codec import handles_from, pack_parts, table_from, unpack_parts
@@ -210,7 +211,8 @@ def test_the_change_log_lists_what_changed_since_the_last_take():
     assert again.added_from == 3 and again.removed.size == 0 and len(again.resolved) == 0
 
 
-# -- state written by earlier versions (format 2: before the columnar engine; 3: before compact strings)
+# -- state written by earlier versions (format 2: before the columnar engine; 3: before compact
+# strings; 4: spark-purgatory 0.2.0, before quorum)
 
 _CORPUS = Path(__file__).parents[1] / "corpus"
 
@@ -233,7 +235,7 @@ def _go_on(p: Purgatory) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("value", ["value.arrow", "segmented.arrow"])
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_a_state_saved_in_an_earlier_format_loads_and_goes_on_as_it_would_have(version, value, tmp_path):
     corpus = shutil.copytree(_CORPUS / f"state_v{version}", tmp_path / "old")  # a save writes segments there
     scenario = runpy.run_path(str(_CORPUS / "make_state.py"))
@@ -246,6 +248,23 @@ def test_a_state_saved_in_an_earlier_format_loads_and_goes_on_as_it_would_have(v
     assert loaded.pending == stayed.pending > 0
     again = load_state(save_state(loaded, store), loaded.config, store)  # and saves in the new format
     assert _go_on(again) == _go_on(stayed)
+
+
+def test_a_count_operation_with_members_pending_from_0_2_0_keeps_counting_every_source():
+    """0.2.0 accepted ``count`` with ``members`` and counted every source, the members unused
+    (``corpus/state_v4/count_members.arrow``: pending, mallory's event counted).  Continued
+    here it keeps the meaning it was accepted with: the next source completes it, whoever it
+    is; it is not read as a quorum of its members.  The same row sent now is rejected."""
+    loaded = load_state((_CORPUS / "state_v4" / "count_members.arrow").read_bytes(), purgatory().config)
+    pending = pending_frame(loaded)
+    assert pending[["op_id", "condition", "progress"]].values.tolist() == [["count-2", "count", 1.0]]
+    assert list(pending["members"].iat[0]) == ["ann", "bo"]  # stored, as 0.2.0 stored them
+    result = step(loaded, ops=[op("count-3", "k", 20, condition="count", target=2, members=["ann"])],
+                  events=[ev("k", 30, source="cy")], wm=0)  # fmt: skip
+    done = outcomes(result)["count-2"]
+    assert (done["status"], done["resolved_at"], done["matched_events"], done["progress"]) == (
+        "completed", 30, 2, 2.0)  # fmt: skip
+    assert result.rejected[["op_id", "reason"]].values.tolist() == [["count-3", "unused_members"]]
 
 
 def test_a_state_of_an_unknown_format_is_refused_naming_it():

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -83,6 +84,27 @@ def test_a_newer_versions_checkpoint_is_refused_in_one_line_exit_2(checkpoint, c
     assert versions.package_version() in line and "shard-state format 99" in line
     assert cli.main(["upgrade", "--checkpoint", chk]) == 1  # nor does upgrade touch it
     assert "newer than this" in _one_line(capsys)
+
+
+def test_a_checkpoint_this_version_recorded_is_refused_by_a_version_that_knows_no_quorum(
+    checkpoint, monkeypatch
+):
+    """shard-state 3: a shard's value may hold a ``quorum`` operation, which a version of
+    shard-state 2 (0.2.0) cannot decide: its check refuses the checkpoint in one line rather
+    than its workers failing on the condition.  A checkpoint of shard-state 2 is read here as
+    it is: no migration."""
+    chk, _ = checkpoint
+    record = versions.write_record(chk)
+    assert record["formats"]["shard-state"] == 3
+    before_quorum = replace(versions.FORMATS["shard-state"], version=2)
+    with monkeypatch.context() as patched:
+        patched.setitem(versions.FORMATS, "shard-state", before_quorum)
+        with pytest.raises(
+            versions.IncompatibleCheckpointError, match="shard-state format 3, this version reads up to 2"
+        ):
+            versions.check_formats(chk)
+    assert versions.needed_steps({**record, "formats": {**record["formats"], "shard-state": 2}}) == []
+    assert versions.check_formats(chk) == record
 
 
 def test_a_checkpoint_that_needs_a_migration_is_refused_until_upgraded(

@@ -171,7 +171,9 @@ def _decide(o: _Op, events: list[dict], wm: int) -> None:
 
 
 class _Measure:
-    """The cumulative measure of any / count / sum / all, one event at a time."""
+    """The cumulative measure of any / count / sum / all / quorum, one event at a time: the
+    events, the distinct sources (``count``; the sourceless ones each count), the sum of
+    values, the distinct members that reported (``all``, ``quorum``)."""
 
     def __init__(self, o: dict) -> None:
         self.o, self.cond = o, o.get("condition", "any")
@@ -191,7 +193,7 @@ class _Measure:
     def value(self) -> float:
         if self.cond == "sum":
             return self.total
-        if self.cond == "all":
+        if self.cond in ("all", "quorum"):
             return float(len(self.sources))
         return float(self.n)
 
@@ -205,6 +207,8 @@ class _Measure:
             return self.total >= target - abs(target) * 1e-12
         if self.cond == "all":
             return set(self.o["members"]) <= self.sources
+        if self.cond == "quorum":  # k of the named members, each once; a non-member never counts
+            return len(self.sources) >= target
         raise ValueError(self.cond)
 
 

@@ -22,9 +22,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>Arguments (SQL, in order): op_id, keys, key, ts_ms (null when unreadable), ts is null,
  * the latest event time accepted (null: no ts_in_future check), timeout_ms (null when not a
  * whole number), timeout_ms is null, the largest timeout, condition, target, members, and
- * the condition names ("any count sum all offset|count sum offset|all|1000|1000": every name,
- * those that need a target, the one that needs members; then the most distinct keys and
- * members an operation may have, input.max.keys and input.max.members, none when absent).  Returns struct(reason, keys, condition,
+ * the condition names ("any count sum all offset quorum|count sum offset quorum|all
+ * quorum|1000|1000|quorum": every name, those that need and use a target, those that need and
+ * use members; then the most distinct keys and members an operation may have, input.max.keys
+ * and input.max.members, none when absent; then those whose target may not exceed their
+ * distinct members).  A target or members given to a condition that does not use them is
+ * rejected (unused_target, unused_members), never ignored.  Returns struct(reason, keys, condition,
  * members): the first failing check's reason (null when valid), the keys and members with
  * blank items dropped and deduplicated, the keys in their order (a repeated key at its first
  * place, as the outcome shows them), the members sorted (by code point, as Spark sorts
@@ -47,18 +50,20 @@ public final class OperationChecks
     final UTF8String spec;
     final List<UTF8String> all;
     final List<UTF8String> needTarget;
-    final UTF8String needsMembers;
+    final List<UTF8String> needMembers;
     final long maxKeys;
     final long maxMembers;
+    final List<UTF8String> countMembers;
 
     Names(UTF8String spec) {
       String[] parts = spec.toString().split("\\|", -1);
       this.spec = spec.clone(); // a row's text may be a view of memory Spark reuses
       this.all = utf8List(parts[0]);
       this.needTarget = utf8List(parts[1]);
-      this.needsMembers = UTF8String.fromString(parts[2]);
+      this.needMembers = utf8List(parts[2]);
       this.maxKeys = parts.length > 3 ? Long.parseLong(parts[3]) : Long.MAX_VALUE;
       this.maxMembers = parts.length > 4 ? Long.parseLong(parts[4]) : Long.MAX_VALUE;
+      this.countMembers = parts.length > 5 ? utf8List(parts[5]) : new ArrayList<>();
     }
 
     /** A few names: looked up by comparing bytes, cheaper than hashing them in every row. */
@@ -286,6 +291,8 @@ public final class OperationChecks
     List<UTF8String> members = clean(membersColumn, true);
     boolean knownCondition = names.all.contains(cond);
     boolean needsTarget = knownCondition && names.needTarget.contains(cond);
+    boolean needsMembers = knownCondition && names.needMembers.contains(cond);
+    int nMembers = members == null ? 0 : members.size();
     String time = timeReason(noTs, tsMs, latestTs);
     String reason = null;
     if (blank(opId)) {
@@ -310,10 +317,16 @@ public final class OperationChecks
       reason = "missing_target";
     } else if (needsTarget && !Double.isFinite(target)) {
       reason = "bad_target";
-    } else if (cond.equals(names.needsMembers) && (members == null || members.isEmpty())) {
+    } else if (needsMembers && nMembers == 0) {
       reason = "missing_members";
-    } else if (members != null && members.size() > names.maxMembers) {
+    } else if (nMembers > names.maxMembers) {
       reason = "too_many_members";
+    } else if (names.countMembers.contains(cond) && target > nMembers) {
+      reason = "target_above_members";
+    } else if (!needsTarget && target != null) {
+      reason = "unused_target";
+    } else if (!needsMembers && nMembers > 0) {
+      reason = "unused_members";
     }
     return new Checked(reason, keys, cond, members);
   }

@@ -40,12 +40,14 @@ public final class StaticCalls {
   private StaticCalls() {}
 
   /**
-   * The version of the calls' signatures (the methods registered here and {@link BatchMillis}):
-   * raised whenever one changes.  spark_purgatory/spark/checks.py calls a JAR only when its
-   * version is the one it was written for, and reads the input as SQL otherwise: a JAR built
-   * from older sources would register calls whose methods Spark cannot find, and fail the query.
+   * The version of the calls' signatures (the methods registered here and {@link BatchMillis})
+   * and of the checks they and {@link OperationChecks} make: raised whenever one changes (3: the
+   * condition quorum, and the reasons target_above_members, unused_target, unused_members).
+   * spark_purgatory/spark/checks.py calls a JAR only when its version is the one it was written
+   * for, and reads the input as SQL otherwise: a JAR built from older sources would register
+   * calls whose methods Spark cannot find, and fail the query, or check by older rules.
    */
-  public static final int VERSION = 2;
+  public static final int VERSION = 3;
 
   /** The zero that stands for a null of each primitive Java class (a literal of its type). */
   private static final Map<Class<?>, Object> ZEROS =

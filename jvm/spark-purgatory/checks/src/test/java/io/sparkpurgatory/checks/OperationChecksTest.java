@@ -15,8 +15,12 @@ import scala.collection.Seq;
 
 class OperationChecksTest {
 
-  /** spark_purgatory.spark.checks.condition_names(): every name, those needing a target, all. */
-  private static final String NAMES = "any count sum all offset|count sum offset|all";
+  /**
+   * spark_purgatory.spark.checks.condition_names(): every name, those needing (and using) a
+   * target, those needing (and using) members, the limits, the one whose target counts members.
+   */
+  private static final String NAMES =
+      "any count sum all offset quorum|count sum offset quorum|all quorum|1000|1000|quorum";
   private static final long MAX_TIMEOUT = 1000L;
   private static final long LATEST_TS = 1000L;
 
@@ -48,7 +52,7 @@ class OperationChecksTest {
   @Test
   void keysAndMembersAboveTheirLimitsAreRejectedCountedOncePerDistinctItem() {
     Op op = new Op();
-    op.names = NAMES + "|2|3";
+    op.names = NAMES.replace("|1000|1000|", "|2|3|");
     op.keys = seq("a", "b", "a", " ");
     assertNull(op.reason()); // two distinct keys: at the limit
     op.keys = seq("a", "b", "c");
@@ -65,13 +69,13 @@ class OperationChecksTest {
   void aValidOperationHasNoReasonAndItsFieldsCleaned() {
     Op op = new Op();
     op.keys = seq("b", " ", "a", null, "b");
-    op.condition = " COUNT ";
+    op.condition = " QUORUM ";
     op.target = 2.0;
     op.members = seq("r2", "", "r1");
     Row row = op.check();
     assertNull(row.get(0));
     assertEquals(List.of("b", "a"), list(row, 1)); // in their order, each once
-    assertEquals("count", row.getString(2));
+    assertEquals("quorum", row.getString(2));
     assertEquals(List.of("r1", "r2"), list(row, 3));
   }
 
@@ -99,8 +103,12 @@ class OperationChecksTest {
             () -> op.timeoutMs = MAX_TIMEOUT,
             () -> op.condition = "sum",
             () -> op.target = Double.NaN,
-            () -> op.condition = "all", // all needs no target: the NaN no longer counts
-            () -> op.members = seq("r1"));
+            () -> op.target = 2.0,
+            () -> op.condition = "quorum",
+            () -> op.members = seq("r1", " "), // one distinct member, short of the target
+            () -> op.condition = "any", // uses neither the target nor the members
+            () -> op.target = null,
+            () -> op.members = null);
     seen.add(op.reason());
     for (Runnable fix : fixes) {
       fix.run();
@@ -119,15 +127,17 @@ class OperationChecksTest {
             "timeout_above_max",
             "unknown_condition",
             "missing_target",
-            "bad_target",
-            "missing_members"));
+            "bad_target"));
+    expected.add(null); // sum 2
+    expected.addAll(
+        List.of("missing_members", "target_above_members", "unused_target", "unused_members"));
     expected.add(null);
     assertEquals(expected, seen);
   }
 
   @Test
   void aTargetMustBeFiniteForTheConditionsThatNeedOne() {
-    for (String condition : List.of("count", "sum", "offset")) {
+    for (String condition : List.of("count", "sum", "offset", "quorum")) {
       for (double target : new double[] {Double.NaN, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY}) {
         Op op = new Op();
         op.condition = condition;
@@ -137,7 +147,44 @@ class OperationChecksTest {
     }
     Op any = new Op();
     any.target = Double.NaN;
-    assertNull(any.reason());
+    assertEquals("unused_target", any.reason()); // given, though no number: not ignored
+  }
+
+  @Test
+  void aFieldTheConditionDoesNotUseIsRejectedNotIgnored() {
+    for (String condition : List.of("any", "all")) {
+      Op op = new Op();
+      op.condition = condition;
+      op.members = seq("r1");
+      op.target = 1.0;
+      assertEquals("unused_target", op.reason(), condition);
+    }
+    for (String condition : List.of("any", "count", "sum", "offset")) {
+      Op op = new Op();
+      op.condition = condition;
+      op.target = condition.equals("any") ? null : 1.0;
+      op.members = seq("r1");
+      assertEquals("unused_members", op.reason(), condition);
+      op.members = seq(" ", null); // no member given: nothing unused
+      assertNull(op.reason(), condition);
+    }
+  }
+
+  @Test
+  void aQuorumNeedsATargetAndMembersAndNoMoreTargetThanDistinctMembers() {
+    Op op = new Op();
+    op.condition = "quorum";
+    assertEquals("missing_target", op.reason());
+    op.target = 2.0;
+    assertEquals("missing_members", op.reason());
+    op.members = seq("r1", "r1", " ");
+    assertEquals("target_above_members", op.reason());
+    op.members = seq("r1", "r2", "r1");
+    Row row = op.check();
+    assertNull(row.get(0));
+    assertEquals(List.of("r1", "r2"), list(row, 3));
+    op.target = 0.0; // held at once, as count with nothing to reach
+    assertNull(op.reason());
   }
 
   @Test
