@@ -143,7 +143,7 @@ def whole(v: object) -> int | None:
     if _is_missing(v) or isinstance(v, (bool, np.bool_)):
         return None
     if isinstance(v, str):
-        n = int(v) if _WHOLE.match(v) else None
+        n = _int(v) if _WHOLE.match(v) else None
     elif isinstance(v, (int, np.integer)):
         n = int(v)
     elif isinstance(v, (float, np.floating)) and np.isfinite(v) and float(v).is_integer():
@@ -151,6 +151,15 @@ def whole(v: object) -> int | None:
     else:
         return None
     return n if n is not None and _I64[0] <= n <= _I64[1] else None
+
+
+def _int(text: str) -> int | None:
+    """``int`` of text ``_WHOLE`` matched, None where ``int`` refuses it: the pattern's ``\\s``
+    takes the separators U+001C-U+001F, which ``int`` does not strip ("0\\x1f" raised here)."""
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def number(v: object) -> float | None:

@@ -258,3 +258,10 @@ def test_an_operations_keys_keep_their_order_each_at_its_first_place():
 def test_one_item_lists_make_a_list_per_item():
     out = list_fields.one_item_lists(np.array(["a", "b"], dtype=object))
     assert out.shape == (2,) and out.tolist() == [["a"], ["b"]]
+
+
+def test_a_whole_number_with_a_separator_character_is_no_number_and_raises_nothing():
+    """``"0\\x1f"`` raised ``ValueError`` in ``whole`` (the pattern's ``\\s`` takes U+001F,
+    ``int`` does not strip it), so a hostile ``timeout_ms`` stopped the pandas checks."""
+    assert fields.whole("0\x1f") is None and fields.whole(" 7 ") == 7
+    assert fields.wholes(pd.Series(["0\x1f", "5"]), 2)[1].tolist() == [False, True]
