@@ -2,7 +2,7 @@
 
 Spark optimizes a streaming query's whole plan again in every micro-batch; a batch of rules
 runs until no rule changes the plan, so every rule that rewrites it costs a further pass of
-its batch over the whole plan, every micro-batch (docs/performance.md, "eighth round").  A
+its batch over the whole plan, every micro-batch (docs/performance-history.md, "eighth round").  A
 plan built as the optimizer leaves it is optimized in one pass per batch.
 
 This builds the plan ``bench_optimizer.py`` builds (``start_plan``: typed Parquet inputs, the

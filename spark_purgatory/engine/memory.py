@@ -128,7 +128,7 @@ def collector_paused() -> Iterator[None]:
     For code that makes a container per row (a list of keys per operation: lists of text hold
     no cycles): every 700 new containers the collector walks the young ones, every tenth time
     the older ones too, all of them alive, which costs as much as making the lists
-    (docs/performance.md, "The operator's weight, seventh round").  Cyclic garbage made inside
+    (docs/performance-history.md, "The operator's weight, seventh round").  Cyclic garbage made inside
     waits for the next collection; reference counting frees the rest as before.
 
     >>> with collector_paused():

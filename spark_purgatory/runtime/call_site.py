@@ -12,7 +12,7 @@ short form for their job and, when done, *clear* it (``traceback_utils.SCCallSit
 Run from a ``foreachBatch`` function (whose Py4J calls run on the stream thread), that leaves
 the stream thread without a call site for good: every later RDD walks the stream thread's
 deep stack instead (``Utils.getCallSite`` under ``SparkContext.getCallSite`` <- ``RDD.<init>``;
-docs/performance.md, "The stream thread's call site").  ``kept_call_site`` puts the value back
+docs/performance-history.md, "The stream thread's call site").  ``kept_call_site`` puts the value back
 after the function's actions.
 """
 

@@ -13,12 +13,12 @@
   (``spark.python.unix.domain.socket.enabled``, Spark 4.1+), not TCP on loopback: on TCP a
   task's small writes (the function, the Arrow stream's start, its end mark) wait on the
   peer's delayed acknowledgement (Nagle's algorithm with no ``TCP_NODELAY``), so every
-  Python task waited (docs/performance.md, "The Python workers' sockets");
+  Python task waited (docs/performance-history.md, "The Python workers' sockets");
 * a file of a stream's micro-batch read by both cores (``spark.sql.files.openCostInBytes`` at
   ``FILE_OPEN_COST``, not Spark's 4 MB): Spark cuts a text or JSON file, or a Parquet file of
   several row groups, into one split per core once it is bigger than the open cost, so the
   operations' file of a micro-batch is routed on every core instead of one while the other
-  waits (issue 48's idle core; docs/performance.md, sixth round).  A file source reads this
+  waits (issue 48's idle core; docs/performance-history.md, sixth round).  A file source reads this
   setting from the session the stream was read with, so ``start`` cannot scope it to its
   query: in your own session, set it yourself.  A Parquet file of one row group is read by
   one task whatever the splits;

@@ -145,7 +145,7 @@ def optimizer_rules(spark: Any) -> Any:
     anyway.  The other rules find nothing to change in the operator's plan (nor in the
     sink's appends, which run under the same settings) but each walks all of it on every
     trigger.  An optimizer rule never changes a result, only a plan's shape, so leaving any
-    out changes no output row; the plan and the optimizer's time shrink (docs/performance.md,
+    out changes no output row; the plan and the optimizer's time shrink (docs/performance-history.md,
     "A micro-batch on a trickle: its anatomy", and the fifth round).  A rule a Spark version
     lacks is ignored.
     """
@@ -179,7 +179,7 @@ def checkpoint_files(spark: Any, checkpoint: str) -> Any:
     system resolves links before a rename by running the ``readlink`` command (Hadoop 3.5.0,
     ``FileUtil.readLink``): a process started per file.  The FileSystem-based manager
     renames in the JVM; on a local file system both renames are the same POSIX rename
-    (docs/performance.md, "Spark's checkpoint files: a process per rename").  Scoped as
+    (docs/performance-history.md, "Spark's checkpoint files: a process per rename").  Scoped as
     here, the sources' logs keep the default (below).  Other file systems (HDFS, object
     stores) keep Spark's choice; so does a Spark Connect session, which cannot tell where the
     path resolves.

@@ -7,7 +7,7 @@ description and listener events built again) and a socket server to hand the row
 PySpark reads the schema through Py4J.  The project's sink JAR (``jvm/spark-purgatory/sink``,
 ``io.sparkpurgatory.sink.SmallRows``, built into the package's ``jars/`` with the checks) runs the
 same physical plan within the micro-batch's execution and returns the rows as JSON text
-through the Py4J call itself (docs/performance.md has the figures).
+through the Py4J call itself (docs/performance-history.md has the figures).
 
 ``SmallRows()(frame, schema)`` returns None where it cannot be used (a Spark Connect session, a
 session without the JAR, a JAR of another version, a column type the text does not carry),

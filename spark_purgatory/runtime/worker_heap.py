@@ -6,7 +6,7 @@ runs.  A full collection walks every object the collector tracks; in a worker th
 imported pandas, pyarrow, PySpark's SQL modules and the operator, that is ~78,000 objects
 (functions, classes, module dictionaries) that live as long as the process.  The operator's
 micro-batch runs ``shards + 1`` tasks, so a micro-batch paid several walks of objects that can
-never be garbage (docs/performance.md, "The Python workers' heap, and a thin projection for the
+never be garbage (docs/performance-history.md, "The Python workers' heap, and a thin projection for the
 batch's time").
 
 ``freeze_heap()`` (called by the shard step, once per process) collects once, then freezes what is

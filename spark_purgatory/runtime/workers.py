@@ -188,7 +188,7 @@ def end_python_workers(sc: Any) -> list[int]:
     write its goodbye, and PySpark's daemon prints that worker's ``BrokenPipeError``
     traceback on the driver's stderr (since PySpark 4.1,
     ``spark.python.daemon.killWorkerOnFlushFailure``), though nothing failed (some clean stops
-    of the job ended so: docs/performance.md, "eighth round").  A SIGTERM to the daemon first is its
+    of the job ended so: docs/performance-history.md, "eighth round").  A SIGTERM to the daemon first is its
     own shutdown: it ends its workers (SIGHUP) before any socket closes, silently.  Local
     masters on Linux only (the daemon is the driver JVM's child there); elsewhere nothing
     is done.  Only for a process about to exit: Spark does not start the daemon again, so

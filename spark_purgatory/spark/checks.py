@@ -5,7 +5,7 @@ the operations' checks and routing written as SQL (``sources``: keys and members
 the condition read, seventeen reasons in the contract's order; ``routing``: each operation's
 copies, their shards, roles, peers and keys) are some hundreds of expression nodes that every
 rule walks each time, and that Spark turns into Java source again each time: a large part of
-the driver's time per micro-batch (docs/performance.md).  The project's checks JAR (the
+the driver's time per micro-batch (docs/performance-history.md).  The project's checks JAR (the
 Maven module ``jvm/spark-purgatory/checks``, built and unit-tested against the pyspark
 wheel's Spark into the package's ``jars/`` folder: ``runtime.jars``) does the same work in a few
 functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):

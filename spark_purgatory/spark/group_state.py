@@ -11,7 +11,7 @@ Arrow chunk of the group's rows.  Pyrolite pickles a ``byte[]`` as a ``bytearray
 a Latin-1 string it assembles one byte at a time (``Pickler.put_arrayOfPrimitives``), and
 half as many bytes again on the wire.  A string it pickles as UTF-8 in one copy.  So the
 value (``state.save_state``: Arrow IPC, zstd parts) is stored as its base64 text: a third
-larger, but through Spark and back with no per-byte step (docs/performance.md, "Side by
+larger, but through Spark and back with no per-byte step (docs/performance-history.md, "Side by
 side with Spark's alternatives").
 
 A checkpoint keeps the state schema it was started with (Spark checks it at every restart,

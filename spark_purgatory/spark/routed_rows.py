@@ -75,14 +75,14 @@ SIDES = (SOURCE_OPERATIONS, SOURCE_EVENTS, ROLE_WAKE)
 #: ``key``), no members.  Spark's Arrow writer and PySpark's conversion to pandas pay per row
 #: for an array column, even an empty one (a numpy array made for each row), and Spark's
 #: writer more again for a null array; a null string costs neither
-#: (docs/performance.md, "The operator's weight, third round")
+#: (docs/performance-history.md, "The operator's weight, third round")
 LIST_COLUMNS = ("keys", "members")
 
 
 #: the fields that travel in a column of another role's, as (routed column, its fields): no
 #: routed row has both fields of a pair, so an event's source and value, and a rejected row's
 #: reason and raw text, add no column of their own.  Every column costs Spark's Arrow writer
-#: and PySpark's conversion per row, null or not (docs/performance.md, "eighth round")
+#: and PySpark's conversion per row, null or not (docs/performance-history.md, "eighth round")
 SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
     "condition": ("reason", "condition", "source"),  # a rejected row's reason; an operation's; an event's
     "target": ("target", "value"),  # an operation's target; an event's value

@@ -76,7 +76,7 @@ def latest_ts(max_future_ms: int, millis: str | None = None) -> str:
     A stream's ``current_timestamp()`` is the micro-batch's time, which Spark puts into the
     plan as a constant after optimizing it and writes into the Java code it generates: that
     code would differ in every micro-batch and the driver compile the input's whole reading
-    again in each (docs/performance.md, "The checks in JVM functions, and a plan that compiles
+    again in each (docs/performance-history.md, "The checks in JVM functions, and a plan that compiles
     once").  With the checks JAR, ``millis`` names its ``BatchMillis`` function
     (``checks.batch_millis``), which generated code reads by reference: the same code every
     time.  Without it the time is read through a lambda (``transform``), which Spark evaluates
@@ -126,7 +126,7 @@ def latest_passed(df: DataFrame, ts_ms: str) -> list[str]:
     struct and every field) ended up in the projection kept out of generated code.  A
     costly column named twice is not merged (Catalyst's ``CollapseProject`` rule, which
     the scan's planning follows), so ``with_latest``'s projection stays thin
-    (docs/performance.md, "The Python workers' heap, and a thin projection for the batch's time").
+    (docs/performance-history.md, "The Python workers' heap, and a thin projection for the batch's time").
     """
     if LATEST not in df.columns:
         return []
