@@ -326,12 +326,8 @@ class Purgatory:
             self._t.due = self._t.due[self._t.due < new_from]
         paired = self._t.matches["eseq"][of_stubs & in_window(self._t)]
         until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))
-        # see expire_to_ms: the cross-shard group's relays may complete what the clock makes due
-        later = until > wm and relayed is not None
-        # parked operations are registered in the next call and may count the buffered events
-        # then: the events wait for them; the verdicts decide only the parked operations, so
-        # what the clock makes due among the registered ones expires now
-        waiting = until > wm and self.parked > 0
+        later = until > wm and relayed is not None  # the cross-shard group (see expire_to_ms)
+        waiting = until > wm and self.parked > 0  # events wait for the parked (see expire_to_ms)
         self.advance(wm if later else until)
         if held.size:
             self._t.due = np.concatenate([self._t.due, held])

@@ -134,6 +134,19 @@ class ClockWatermark:
             if seen.last_rows_ms is not None and now_ms - seen.last_rows_ms >= self.idle_timeout_ms
         }
 
+    @property
+    def largest_delay_ms(self) -> int:
+        """How far behind the processing time the clock runs once every input is idle."""
+        return max(self.delays_ms.values(), default=0)
+
+    def all_idle_from_ms(self) -> int | None:
+        """When (processing ms) every input is idle if none sends another row (``idle``'s
+        rule); None before the run has begun."""
+        last = [seen.last_rows_ms for seen in self.inputs.values()]
+        if self.started_ms is None or None in last:
+            return None
+        return max(last) + self.idle_timeout_ms  # type: ignore[type-var]
+
     def watermark(
         self, now_ms: int, read_ms: int | None = None, *, idle_at_ms: int | None = None
     ) -> int | None:
@@ -149,7 +162,7 @@ class ClockWatermark:
         if active:
             return None if None in active else min(active)  # type: ignore[type-var]
         through = int(now_ms) if read_ms is None else min(int(now_ms), int(read_ms))
-        return through - max(self.delays_ms.values())
+        return through - self.largest_delay_ms
 
     def advance(
         self, now_ms: int, read_ms: int | None = None, *, idle_at_ms: int | None = None

@@ -217,22 +217,21 @@ class ExpirationReaper:
         post.  Judged at the tick itself, an input whose idle timeout is a multiple of the
         interval would turn idle a trigger late (the tick comes a tenth of a step early and
         its last micro-batch's time a little after its trigger)."""
-        step = self._step_ms()
-        return int((now_ms // step + 1) * step)
+        return int(self._step_end(now_ms))
 
     def _step_ms(self) -> float:
         """Ticks divide the trigger interval into steps of at most ``_STEP_MS``."""
         return self.interval_ms / -(-self.interval_ms // _STEP_MS)
 
+    def _step_end(self, now_ms: float) -> float:
+        """The end of the step ``now_ms`` is in (steps end at multiples of ``_step_ms``)."""
+        step = self._step_ms()
+        return (now_ms // step + 1) * step
+
     def _on_clock_ms(self) -> int | None:
         """From when the clock follows the wall clock if no input sends another row
         (``clock_record``): the processing clock always has; None before the run has begun."""
-        if self.clock is None:
-            return self._run_ms
-        last = [seen.last_rows_ms for seen in self.clock.inputs.values()]
-        if self.clock.started_ms is None or None in last:
-            return None
-        return max(last) + self.clock.idle_timeout_ms  # type: ignore[type-var]
+        return self._run_ms if self.clock is None else self.clock.all_idle_from_ms()
 
     def _record(self, on_clock_ms: int | None, now_ms: int) -> None:
         """Tell the checkpoint's readers how the clock goes (``handoff.clock_record``)."""
@@ -241,7 +240,7 @@ class ExpirationReaper:
         if self.clock is None:
             lag, idle = 0, 0
         else:
-            lag = self.margin_ms() + max(self.clock.delays_ms.values(), default=0)
+            lag = self.margin_ms() + self.clock.largest_delay_ms
             idle = self.clock.idle_timeout_ms
         self.recorder.note(lag_ms=lag, idle_timeout_ms=idle, on_clock_ms=on_clock_ms, now_ms=now_ms)
 
@@ -311,7 +310,7 @@ class ExpirationReaper:
         next one then reads a clock posted moments before it starts, not one batch ago."""
         now_ms = self.now() * 1000
         step = self._step_ms()
-        due = (now_ms // step + 1) * step - step / 10
+        due = self._step_end(now_ms) - step / 10
         if due <= now_ms:
             due += step
         return (due - now_ms) / 1000
