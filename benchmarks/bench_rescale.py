@@ -29,10 +29,10 @@ import pyarrow.fs as pafs
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.engine.purgatory import Purgatory
 from spark_purgatory.rescale import _HDFS, rescale
+from spark_purgatory.shard.labels import shard_labels, spark_hash_int
 from spark_purgatory.spark import state_files
 from spark_purgatory.spark.group_state import to_group_state
 from spark_purgatory.spark.key_hash import shards_of
-from spark_purgatory.spark.labels import shard_labels, spark_hash_int
 from spark_purgatory.state import SegmentStore, save_state
 
 START = 1_767_225_600_000

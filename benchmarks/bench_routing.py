@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from contenders import write_workload
 
     from spark_purgatory.config import PurgatoryConfig
-    from spark_purgatory.spark import operator, routing
+    from spark_purgatory.spark import routing, sources
     from spark_purgatory.spark.typed_columns import operations_read
     from spark_purgatory.testing import spark_session
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         "read_proj": lambda: operations_read(df, config.max_timeout_ms, config.input_limits)[0],
         "route_typed": lambda: routing.route_typed_operations(df, config, **reading),
         "route_sql": lambda: routing.route_operations(
-            operator.parse_operations(df, "auto", **reading), config
+            sources.parse_operations(df, "auto", **reading), config
         ),
     }
     pid = spark._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[attr-defined]

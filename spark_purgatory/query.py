@@ -77,6 +77,7 @@ from .faults import PermanentFault, depended_on, diagnose
 from .handle import PurgatoryQuery, _Totals
 from .handoff import Wake
 from .handoff.clock_record import ClockRecorder
+from .handoff.door import registers
 from .handoff.end_of_input import EndOfInput
 from .handoff.partitions import PartitionWatermarks
 from .handoff.reaper import ExpirationReaper, reaper_for
@@ -91,7 +92,6 @@ from .runtime.settings import (
     state_store,
 )
 from .runtime.staged_sink import staged_rows_writer
-from .spark.routing import registers
 from .startup import (
     TRIGGERS,
     _check_session,

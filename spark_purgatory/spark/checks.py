@@ -105,7 +105,7 @@ EVENT_CHECKS = (
     ),
 )
 #: an operation's copies, from ``ROUTES`` and ``ROWS``: the role as its name's place in
-#: ``routed_rows.ROLES`` (a number: no CASE over the roles in the plan)
+#: ``shard.roles.ROLES`` (a number: no CASE over the roles in the plan)
 _COPIES = T.ArrayType(
     T.StructType(
         [
