@@ -150,9 +150,9 @@ class PurgatoryQuery:
     def exception(self) -> BaseException | None:
         """Why the run failed (Spark's ``StreamingQuery.exception()``), None while it runs or
         when it stopped cleanly.  A micro-batch that started after a stop (``stop``, a signal)
-        was asked for is refused by the driver's step (``STOPPING``) and ends Spark's run with that
-        error; it ran nothing and Spark runs it again at the next start, so it is no failure
-        here, as ``await_termination`` does not raise it."""
+        was asked for is refused by the driver's step (``STOPPING``) and ends Spark's run with
+        that error; it ran nothing and Spark runs it again at the next start, so it is no
+        failure here, as ``await_termination`` does not raise it."""
         error = self.query.exception()
         return None if error is None or self._refused(error) else error
 

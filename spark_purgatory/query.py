@@ -55,9 +55,8 @@ the app id belongs to the checkpoint).
 Over Spark Connect (Databricks shared and serverless compute) the same call works: nothing
 here touches ``sparkContext`` or the JVM on a Connect session.  The driver's step (the sink
 and the control plane) then runs in the server's Python, so the per-batch ``totals`` and
-``pending`` of the handle stay at zero there
-(use ``history``, from the query's progress), and lingered rows wait for the next micro-batch
-or ``stop()``.
+``pending`` of the handle stay at zero there (use ``history``, from the query's progress), and
+lingered rows wait for the next micro-batch or ``stop()``.
 """
 
 from __future__ import annotations
@@ -168,11 +167,11 @@ def start(
             ``delta-rs``, ``spark``, or your own ``TableWriter``.
         name: the streaming query's name (``queryName``).
         on_batch: called after each micro-batch, in the process that runs the driver's step
-            (``driver_step``: after the sink wrote the output), with
-            its figures (a dict): ``batch_id``; ``pending`` (operations not yet resolved,
-            each once, over every shard); the rows it gave: ``completed``, ``expired``,
-            ``unmatched``, ``rejected``; ``relayed`` (rows shards sent to the cross-shard
-            group); ``watermark_ms`` (the operator's), ``operations_watermark_ms`` and
+            (``driver_step``: after the sink wrote the output), with its figures (a dict):
+            ``batch_id``; ``pending`` (operations not yet resolved, each once, over every
+            shard); the rows it gave: ``completed``, ``expired``, ``unmatched``,
+            ``rejected``; ``relayed`` (rows shards sent to the cross-shard group);
+            ``watermark_ms`` (the operator's), ``operations_watermark_ms`` and
             ``events_watermark_ms`` (each input's, None until known); ``staged_bytes``
             (rows waiting in the accumulator); ``committed`` (one dict per table commit).
         on_linger: called with the commits a linger drain made between micro-batches.

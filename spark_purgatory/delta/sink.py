@@ -136,8 +136,7 @@ class PurgatorySink:
             before then are committed at once (``RecordAccumulator.ready``'s ``until_ms``).
 
     ``spark_purgatory.start`` builds and closes the sink; wire it yourself only for your own
-    sink around it (the output alone: no wake, so with the op_id registry or multi-key
-    operations use ``start``)::
+    sink around it (the output alone: ``start`` adds the control plane, ``driver_step``)::
 
         sink = PurgatorySink(RecordAccumulator(f"{chk}/staging", app_id=..., ...), DeltaRsWriter(out))
         query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", chk).start()
