@@ -109,7 +109,8 @@ class Checkpoint:
     @property
     def pending_record(self) -> str:
         """``purgatory-pending``: every shard's pending count as of the last micro-batch,
-        written by the sink after each one (``state.pending_counts.PendingRecord``), read by
+        written by the driver after each one (``handoff.control``,
+        ``state.pending_counts.PendingRecord``), read by
         a restarted query and ``status``."""
         return join(self.path, "purgatory-pending")
 
@@ -142,7 +143,7 @@ class Checkpoint:
     @property
     def wake(self) -> str:
         """``purgatory-wake``: the wake directory, the stream's third input (a text file
-        source): the sink's wake and end files, the reaper's clock lines (``handoff.wake``;
+        source): the driver's wake and end files, the reaper's clock lines (``handoff.wake``;
         its fixed names: ``WakeDirectory``)."""
         return join(self.path, "purgatory-wake")
 
@@ -251,5 +252,5 @@ class WakeDirectory:
     @property
     def end_batch(self) -> str:
         """``_end-batch``: the micro-batch that applied the end of input, written once by the
-        sink (a name Spark's file listing skips: ``Wake.end_batch``)."""
+        driver (a name Spark's file listing skips: ``Wake.end_batch``)."""
         return join(self.path, "_end-batch")

@@ -84,7 +84,7 @@ def purgatory_stream(
             ``json``, ``kafka``, or ``typed`` (``parquet`` and ``delta`` are typed too).
             Typed input with a missing or wrongly typed column raises ``InputSchemaError``
             here, naming the column.
-        wake_path: a directory Spark can read where the sink posts wake files after a
+        wake_path: a directory Spark can read where the driver posts wake files after a
             micro-batch whose shards relayed (``handoff.wake``; ``start`` wires it under the
             checkpoint).  Without it, relayed completions wait for the next micro-batch
             that has input or moves the watermark.  ``wake_first``: read it as the first

@@ -13,7 +13,7 @@
   the micro-batch's watermark has passed; each keeps the value its last call stored;
 * **the wake**: after a micro-batch whose shards posted to the mailbox, the next one brings
   the wake row (``handoff.wake``) to the cross-shard group (every group with the op_id
-  registry), as the sink's wake file does; the end of input brings the end row to every
+  registry), as the driver's wake file does (handoff.control); the end of input brings the end row to every
   group.
 
 Invariant: a group's call sees what it would see on Spark for the same micro-batches (the same
