@@ -13,8 +13,8 @@
   the micro-batch's watermark has passed; each keeps the value its last call stored;
 * **the wake**: after a micro-batch whose shards posted to the mailbox, the next one brings
   the wake row (``handoff.wake``) to the cross-shard group (every group with the op_id
-  registry), as the driver's wake file does (handoff.control); the end of input brings the end row to every
-  group.
+  registry), as the wake file the driver writes does (``handoff.control``); the end of input
+  brings the end row to every group.
 
 Invariant: a group's call sees what it would see on Spark for the same micro-batches (the same
 routed rows, stored value, watermark and the mailbox's files); only the batch times are a
