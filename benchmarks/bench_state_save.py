@@ -26,7 +26,7 @@ import pandas as pd
 
 from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.state import SegmentStore, WorkerCache, load_state, loaded_by, save_state
-from spark_purgatory.state.deltas import pointed
+from spark_purgatory.state.increments import pointed
 
 DAY = 86_400_000
 

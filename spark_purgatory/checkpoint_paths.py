@@ -14,7 +14,7 @@ Families of numbered files are named by the one class that writes and reads them
 directory named here: the wake's ``<batch>.txt`` and ``clock-<ms>.txt`` (``handoff.wake``), the
 mailbox's ``<batch>-<shard>.arrow`` (``handoff.mailbox``), the watermarks'
 ``<batch>.json`` (``handoff.partitions``), the segment and delta files (``state.segments``,
-``state.deltas``), Spark's log entries (named by their micro-batch).
+``state.increments``), Spark's log entries (named by their micro-batch).
 
 Example::
 
@@ -203,13 +203,13 @@ class StatePath:
 
     path: str
 
-    #: the shards' delta files, relative to the state path (``state.deltas``): the group
+    #: the shards' delta files, relative to the state path (``state.increments``): the group
     #: state's pointers name them so
     DELTAS: ClassVar[str] = "deltas"
 
     @property
     def deltas(self) -> str:
-        """``deltas``: the shards' delta files, a directory per shard (``state.deltas``),
+        """``deltas``: the shards' delta files, a directory per shard (``state.increments``),
         written by the shard step's saves, swept by its later saves and by ``rescale``."""
         return join(self.path, self.DELTAS)
 
@@ -227,7 +227,7 @@ class StatePath:
 
     def verdicts_for(self, home: int) -> str:
         """``verdicts/<home>``: the verdicts the registries post for shard ``home``, read by
-        that shard alone (``handoff.door``)."""
+        that shard alone (``handoff.shard_handoff``)."""
         return join(self.verdicts, f"{home:06d}")
 
     @property

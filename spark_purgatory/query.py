@@ -82,10 +82,10 @@ from .handle import PurgatoryQuery, _Totals
 from .handoff import Wake
 from .handoff.clock_record import ClockRecorder
 from .handoff.control import MicroBatchControl
-from .handoff.door import registers
 from .handoff.end_of_input import EndOfInput
 from .handoff.partitions import PartitionWatermarks
 from .handoff.reaper import ExpirationReaper, reaper_for
+from .handoff.shard_handoff import registers
 from .handoff.wake import wake_first
 from .runtime.settings import (
     arrow_records,

@@ -162,7 +162,7 @@ def rescale(
         "to": shards,
         "batch": batch + 1,
         "segments_before": store.segments(),
-        # the new shards' delta files are of this version and later (``state.deltas``)
+        # the new shards' delta files are of this version and later (``state.increments``)
         "delta_version": version,
         "old_segments": sorted(
             {name for p in olds.values() for name, *_ in (p.lineage.segments if p.lineage else [])}

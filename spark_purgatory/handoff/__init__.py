@@ -54,7 +54,7 @@ The operator's clock rides the wake directory too: on a quiet ``processing-time`
 driver's reaper (``reaper``, computing the watermark with ``clock``) posts a clock line that
 every shard applies, so expiries come on time when no row arrives.
 
-Modules: ``door`` (``ShardHandOff``, the shard call's one door: ``receive`` before the engine
+Modules: ``shard_handoff`` (``ShardHandOff``, the shard call's one door: ``receive`` before the engine
 runs, ``post`` after), ``mailbox``, ``wake`` (driver side: asked by ``control`` and the query
 loop), ``end_of_input``, ``clock``, ``reaper``, ``partitions`` and ``control`` (the driver's
 side after each micro-batch, in one call: pending counts, wake, partitions, reaper, totals).
@@ -62,9 +62,9 @@ The algorithms on a shard's tables stay in the engine (``engine.relay``, ``engin
 pure code, tested without files.
 """
 
-from .door import Received, ShardHandOff
 from .end_of_input import EndOfInput, InputEndedError
 from .mailbox import Mailbox
+from .shard_handoff import Received, ShardHandOff
 from .wake import Wake
 
 __all__ = ["EndOfInput", "InputEndedError", "Mailbox", "Received", "ShardHandOff", "Wake"]

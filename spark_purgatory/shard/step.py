@@ -12,7 +12,7 @@ the micro-batch's time.  ``ShardStep`` does everything that call means, in named
    (``handoff.end_of_input``), the batch's time on the processing clock; the operator's clock
    the batch brings (``handoff.reaper``).
 3. **receive**: what other shards posted for this one (relays, verdicts, claims:
-   ``handoff.door``).
+   ``handoff.shard_handoff``).
 4. **process**: the engine's call (``Purgatory.process``).
 5. **post**: what this shard owes others, into the mailbox.
 6. **decide**: keep the state or drop it; the watermark the output reports; when Spark calls
@@ -44,11 +44,11 @@ from ..config import PurgatoryConfig
 from ..engine.purgatory import BatchResult, Purgatory
 from ..engine.wheel import NO_EXPIRATION
 from ..handoff.clock import on_arrival
-from ..handoff.door import Received, ShardHandOff
 from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
 from ..handoff.partitions import cap_before
+from ..handoff.shard_handoff import Received, ShardHandOff
 from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
-from ..state.deltas import is_pointer, pointed
+from ..state.increments import is_pointer, pointed
 from ..state.read_ahead import read_ahead
 from ..storage import Storage
 from .input import claims_of, clock_of, roles_of, split_input
@@ -244,7 +244,7 @@ class ShardStep:
 
     def save(self, p: Purgatory, now: int) -> tuple[bytes, int]:
         """The state's value and the bytes its save wrote: with a store, the delta file of
-        this micro-batch (its time the version) and a pointer to it (``state.deltas``); the
+        this micro-batch (its time the version) and a pointer to it (``state.increments``); the
         engine is parked by it: no use of ``p`` after this."""
         value = save_state(p, self.store, park=self.store is not None, version=now)
         return value, saved_bytes(p)

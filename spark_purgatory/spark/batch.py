@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS
-from ..engine.memory import collector_paused
+from ..engine.collector import collector_paused
 from ..shard.labels import shard_numbers
 from ..shard.step import ShardStep
 from .output import OUTPUT_SCHEMA, with_timestamps

@@ -40,7 +40,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..config import PurgatoryConfig
 from ..delta.staging import STAGED, ShardStaging
-from ..engine.memory import collector_paused
+from ..engine.collector import collector_paused
 from ..runtime.worker_heap import freeze_heap
 from ..shard.input import routed_rows
 from ..shard.labels import shard_numbers

@@ -72,8 +72,8 @@ from ..contract import (
     SOURCE_OPERATIONS,
     ms_column,
 )
-from ..handoff.door import hands_off, registers
 from ..handoff.reaper import CLOCK_LINE
+from ..handoff.shard_handoff import hands_off, registers
 from ..handoff.wake import END_LINE
 from ..shard.labels import shard_labels
 from ..shard.roles import (

@@ -31,7 +31,7 @@ import pandas as pd
 from ..config import PurgatoryConfig
 from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..engine.conditions import CONDITION_NAMES
-from ..handoff.door import hands_off, registers
+from ..handoff.shard_handoff import hands_off, registers
 from ..shard.roles import (
     ROLE_BAD,
     ROLE_CLAIM,

@@ -42,7 +42,7 @@ def test_the_collector_is_paused_inside_and_restored_as_it_was_after():
 
     import pytest
 
-    from spark_purgatory.engine.memory import collector_paused
+    from spark_purgatory.engine.collector import collector_paused
 
     assert gc.isenabled()
     with collector_paused():

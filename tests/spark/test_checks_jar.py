@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_purgatory.config import InputLimits, PurgatoryConfig
-from spark_purgatory.handoff.door import registers
+from spark_purgatory.handoff.shard_handoff import registers
 from spark_purgatory.spark import checks, routing, sources, sql_text
 from spark_purgatory.spark.sources import parse_events, parse_operations
 
