@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import InputLimits
+from ..contract import RECORD_TOO_LARGE, TOO_DEEP
 
 __all__ = [
     "MALFORMED",
@@ -124,9 +125,9 @@ def nested_deeper(text: str, depth: int) -> bool:
 def poison(text: str, limits: InputLimits) -> str | None:
     """The reason a line is poison, never to be parsed (module docstring), else None."""
     if len(text) > limits.record_bytes // 4 and len(text.encode("utf-8")) > limits.record_bytes:
-        return "record_too_large"
+        return RECORD_TOO_LARGE
     if nested_deeper(text, limits.depth):
-        return "too_deep"
+        return TOO_DEEP
     return None
 
 

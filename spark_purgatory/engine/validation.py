@@ -40,6 +40,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from .. import contract as c
 from ..config import InputLimits
 from ..contract import (
     EVENT_COLUMNS,
@@ -47,6 +48,7 @@ from ..contract import (
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     OPERATION_REASONS,
+    POISON_REASONS,
     RAW_KEPT_CHARS,
     RAW_TRUNCATED,
     SOURCE_EVENTS,
@@ -121,7 +123,7 @@ def _rejections(
     bad = reasons != ""
     rows = frame.loc[bad] if bad.any() else frame.iloc[:0]
     raw = raw_json(rows, columns).to_numpy(dtype=object) if len(rows) else np.empty(0, dtype=object)
-    for at in np.flatnonzero(reasons[bad] == "record_too_large"):
+    for at in np.flatnonzero(reasons[bad] == c.RECORD_TOO_LARGE):
         raw[at] = truncated(raw[at])
     return pd.DataFrame(
         {
@@ -142,7 +144,7 @@ def truncated(raw: str) -> str:
 
 def _poison_checks(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     """Lines never parsed (``lines.poison``): too large, or nested too deep."""
-    return {reason: poisoned(frame, reason) for reason in ("record_too_large", "too_deep")}
+    return {reason: poisoned(frame, reason) for reason in POISON_REASONS}
 
 
 def readable(texts: np.ndarray, structured: np.ndarray | None = None) -> np.ndarray:
@@ -162,10 +164,10 @@ def first_keys(keys: np.ndarray) -> np.ndarray:
 def _time_checks(ts: pd.Series | None, ms: np.ndarray, now_ms: int | None, max_future_ms: int | None) -> dict:
     """Missing, unreadable or out-of-range event time, or one too far in the future (off
     unless ``max_future_ms`` is given; ``now_ms`` defaults to the clock)."""
-    checks = {"missing_ts": missing(ts, len(ms)), "bad_ts": np.isnan(ms)}
+    checks = {c.MISSING_TS: missing(ts, len(ms)), c.BAD_TS: np.isnan(ms)}
     if max_future_ms is not None:
         now = time.time() * 1000 if now_ms is None else now_ms
-        checks["ts_in_future"] = ms > now + max_future_ms
+        checks[c.TS_IN_FUTURE] = ms > now + max_future_ms
     return checks
 
 
@@ -216,31 +218,31 @@ def validate_operations(
     has_members = f["n_members"] > 0
     checks = {
         **_poison_checks(ops),
-        "malformed_json": malformed(ops),
-        "missing_op_id": blanks(f["op_id"]),
-        "bad_op_id": f["bad_op_id"],
-        "missing_key": f["n_keys"] == 0,
-        "too_many_keys": f["n_keys"] > limits.keys,
+        c.MALFORMED_JSON: malformed(ops),
+        c.MISSING_OP_ID: blanks(f["op_id"]),
+        c.BAD_OP_ID: f["bad_op_id"],
+        c.MISSING_KEY: f["n_keys"] == 0,
+        c.TOO_MANY_KEYS: f["n_keys"] > limits.keys,
         **_time_checks(values_of(ops, "ts"), f["ts"], now_ms, max_future_ms),
-        "missing_timeout_ms": missing(values_of(ops, "timeout_ms"), n),
-        "bad_timeout_ms": ~has_timeout,
-        "negative_timeout": has_timeout & (f["timeout_ms"] < 0),
-        "timeout_above_max": has_timeout & (f["timeout_ms"] > max_timeout_ms),
-        "unknown_condition": cond == _UNKNOWN,
-        "missing_target": needs_target & ~has_target,
-        "bad_target": needs_target & ~np.isfinite(f["target"]),
-        "missing_members": needs_members & ~has_members,
-        "too_many_members": f["n_members"] > limits.members,
-        "target_above_members": np.isin(cond, COUNTS_MEMBERS) & (f["target"] > f["n_members"]),
-        "unused_target": ~needs_target & has_target,
-        "unused_members": ~needs_members & has_members,
-        "bad_payload": f["bad_payload"],
+        c.MISSING_TIMEOUT_MS: missing(values_of(ops, "timeout_ms"), n),
+        c.BAD_TIMEOUT_MS: ~has_timeout,
+        c.NEGATIVE_TIMEOUT: has_timeout & (f["timeout_ms"] < c.MIN_TIMEOUT_MS),
+        c.TIMEOUT_ABOVE_MAX: has_timeout & (f["timeout_ms"] > max_timeout_ms),
+        c.UNKNOWN_CONDITION: cond == _UNKNOWN,
+        c.MISSING_TARGET: needs_target & ~has_target,
+        c.BAD_TARGET: needs_target & ~np.isfinite(f["target"]),
+        c.MISSING_MEMBERS: needs_members & ~has_members,
+        c.TOO_MANY_MEMBERS: f["n_members"] > limits.members,
+        c.TARGET_ABOVE_MEMBERS: np.isin(cond, COUNTS_MEMBERS) & (f["target"] > f["n_members"]),
+        c.UNUSED_TARGET: ~needs_target & has_target,
+        c.UNUSED_MEMBERS: ~needs_members & has_members,
+        c.BAD_PAYLOAD: f["bad_payload"],
     }
     reasons = _first_reasons(checks, OPERATION_REASONS, n)
     ok = reasons == ""
     bad = ~ok
     columns = [c for c in OPERATION_INPUT.names if c in OPERATION_COLUMNS or c in ops.columns]
-    op_id = readable(f["op_id"][bad], checks["bad_op_id"][bad])
+    op_id = readable(f["op_id"][bad], checks[c.BAD_OP_ID][bad])
     rejected = _rejections(ops, reasons, SOURCE_OPERATIONS, columns, op_id, first_keys(f["keys"][bad]))
     ts = f["ts"][ok].astype(np.int64)
     valid = pd.DataFrame(
@@ -310,12 +312,12 @@ def validate_events(
     bad_source = non_texts(values_of(events, "source"), n)  # a name: a string or nothing
     checks = {
         **_poison_checks(events),
-        "malformed_json": malformed(events),
-        "missing_key": blanks(key),
+        c.MALFORMED_JSON: malformed(events),
+        c.MISSING_KEY: blanks(key),
         **_time_checks(values_of(events, "ts"), ms, now_ms, max_future_ms),
-        "bad_value": given(values_of(events, "value"), n) & ~np.isfinite(value),
-        "bad_op_id": bad_op_id,
-        "bad_source": bad_source,
+        c.BAD_VALUE: given(values_of(events, "value"), n) & ~np.isfinite(value),
+        c.BAD_OP_ID: bad_op_id,
+        c.BAD_SOURCE: bad_source,
     }
     reasons = _first_reasons(checks, EVENT_REASONS, n)
     ok = reasons == ""
