@@ -104,8 +104,10 @@ _TEXT_FIELDS = ("op_id", "source", "payload")
 
 # Every other field is read as text first (Spark keeps the JSON text of numbers and arrays),
 # so a wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
+# JSON as written (RFC 8259), with the constants NaN and Infinity: Spark's reader would also
+# take single-quoted strings, which are no JSON (``malformed_json``, as on every path)
 _CORRUPT = "_corrupt_record"
-_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "allowSingleQuotes": "false"}
 
 
 # Every expression below is Spark SQL text, evaluated in few projections (``selectExpr``):
