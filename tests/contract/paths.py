@@ -161,48 +161,66 @@ def _kafka(spark: SparkSession, cases: list[Case], topic: str) -> DataFrame:
     return spark.createDataFrame(rows, _KAFKA)
 
 
-def _spark_type(name: str, values: list[Any], source: str) -> T.DataType:
-    """A typed column's Spark type, as its values say: the contract's, or another typed input
-    may have (epoch ms as bigint, a timestamp without zone, a double timeout, an int target)."""
-    given = [v for v in values if v is not None]
-    if name == "ts" and given:
-        if all(isinstance(v, int) for v in given):
-            return T.LongType()
-        if all(isinstance(v, dt.datetime) and v.tzinfo is None for v in given):
-            return T.TimestampNTZType()
-    if name == "timeout_ms" and given and all(isinstance(v, float) for v in given):
-        return T.DoubleType()
-    if name in ("target", "value") and given and all(isinstance(v, int) for v in given):
-        return T.IntegerType()
-    contract = c.OPERATION_INPUT if source == c.SOURCE_OPERATIONS else c.EVENT_INPUT
+#: the other types a typed input may have (``spark.schema``), one frame of them per input:
+#: epoch ms as a bigint, a double timeout and an int target; a timestamp without a zone and
+#: an int value
+_LOOSE = {
+    c.SOURCE_OPERATIONS: {"ts": T.LongType(), "timeout_ms": T.DoubleType(), "target": T.IntegerType()},
+    c.SOURCE_EVENTS: {"ts": T.TimestampNTZType(), "value": T.IntegerType()},
+}
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _is_loose(name: str, value: Any) -> bool:
+    """Is ``value`` of one of the other types (``_LOOSE``), not the contract's?"""
+    if name == "ts":
+        return isinstance(value, int) or (isinstance(value, dt.datetime) and value.tzinfo is None)
+    return (name == "timeout_ms" and isinstance(value, float)) or (
+        name in ("target", "value") and isinstance(value, int) and not isinstance(value, bool)
+    )
+
+
+def _loosened(name: str, value: Any, kind: T.DataType) -> Any:
+    """A typed record's value as a column of ``kind`` holds it (the same instant, the same number)."""
+    if value is None or not isinstance(kind, (T.LongType, T.TimestampNTZType, T.DoubleType, T.IntegerType)):
+        return value
+    if isinstance(kind, T.LongType) and isinstance(value, dt.datetime):  # one without a zone is UTC
+        return (value.replace(tzinfo=value.tzinfo or dt.timezone.utc) - _EPOCH) // dt.timedelta(
+            milliseconds=1
+        )
+    if isinstance(kind, T.TimestampNTZType) and isinstance(value, int):
+        return dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=value)
+    if isinstance(kind, T.TimestampNTZType) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if isinstance(kind, T.DoubleType):
+        return float(value)
+    if isinstance(kind, T.IntegerType):
+        assert float(value).is_integer(), (name, value)
+        return int(value)
+    return value
+
+
+def typed_groups(cases: list[Case], source: str) -> list[tuple[list[Case], T.StructType, list[dict]]]:
+    """The typed cases as frames: (cases, schema, their records as it holds them) for the
+    contract's types, and for the others (``_LOOSE``) those cases whose record has such a value."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(contract)[name].dataType
-
-
-def typed_groups(cases: list[Case], source: str) -> list[tuple[list[Case], T.StructType]]:
-    """The typed cases in groups of one schema each (a column has one type), in table order."""
-    contract = c.OPERATION_INPUT if source == c.SOURCE_OPERATIONS else c.EVENT_INPUT
-
-    def signature(case: Case) -> tuple:
-        return tuple(_spark_type(n, [case.record.get(n)], source).simpleString() for n in contract.names)
-
-    groups: dict[tuple, list[Case]] = {}
-    for case in cases:
-        groups.setdefault(signature(case), []).append(case)
+    contract = from_arrow_schema(c.OPERATION_INPUT if source == c.SOURCE_OPERATIONS else c.EVENT_INPUT)
+    loose = T.StructType([T.StructField(f.name, _LOOSE[source].get(f.name, f.dataType)) for f in contract])
     out = []
-    for members in groups.values():
-        fields = [
-            T.StructField(n, _spark_type(n, [k.record.get(n) for k in members], source))
-            for n in contract.names
-        ]
-        out.append((members, T.StructType(fields)))
+    for schema, members in (
+        (contract, [k for k in cases if not any(_is_loose(n, v) for n, v in k.record.items())]),
+        (loose, [k for k in cases if any(_is_loose(n, v) for n, v in k.record.items())]),
+    ):
+        if members:
+            kinds = {f.name: f.dataType for f in schema}
+            records = [{n: _loosened(n, v, kinds[n]) for n, v in k.record.items()} for k in members]
+            out.append((members, schema, records))
     return out
 
 
-def _typed_frame(spark: SparkSession, cases: list[Case], schema: T.StructType) -> DataFrame:
-    rows = [tuple(k.record.get(f.name) for f in schema.fields) for k in cases]
-    return spark.createDataFrame(rows, schema)
+def _typed_frame(spark: SparkSession, records: list[dict], schema: T.StructType) -> DataFrame:
+    return spark.createDataFrame([tuple(r.get(f.name) for f in schema.fields) for r in records], schema)
 
 
 def _readings(
@@ -229,8 +247,8 @@ def _readings(
         ),
         ("kafka", text, parsed_and_routed(_kafka(spark, text, kind), "kafka")),
     ]
-    for group, schema in typed_groups([k for k in cases if runs(k, "typed-sql")], source):
-        df = _typed_frame(spark, group, schema)
+    for group, schema, records in typed_groups([k for k in cases if runs(k, "typed-sql")], source):
+        df = _typed_frame(spark, records, schema)
         with pytest.MonkeyPatch.context() as patched:  # the SQL, as without the JAR
             patched.setattr(sources, "operation_checks", lambda spark: None)
             patched.setattr(sources, "event_checks", lambda spark: None)
@@ -357,12 +375,15 @@ def _case_of(source: str, raw: str | None, names: Iterable[Any], path: str) -> s
 
 
 def _frames(cases: list[Case], source: str) -> list[tuple[list[Case], pd.DataFrame]]:
-    """The typed records as frames, a frame per schema (``typed_groups``), records-only ones too."""
-    groups = typed_groups([k for k in cases if not k.records_only], source)
+    """The typed records as frames, as ``typed_groups`` has them, records-only ones too."""
+    groups = [
+        (group, records)
+        for group, _, records in typed_groups([k for k in cases if not k.records_only], source)
+    ]
     only = [k for k in cases if k.records_only]
     if only:
-        groups.append((only, None))
-    return [(group, pd.DataFrame([k.record for k in group])) for group, _ in groups]
+        groups.append((only, [k.record for k in only]))
+    return [(group, pd.DataFrame(records)) for group, records in groups]
 
 
 def pandas_answers() -> Answers:
