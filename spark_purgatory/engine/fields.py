@@ -76,6 +76,12 @@ def _characters(trim: str) -> str:
 
 
 _NUMBER_BLANKS, _TS_BLANKS = _characters(NUMBER_TRIM), _characters(TS_TRIM)
+#: a text with ``TS_TRIM`` characters at either end (matched whole: ``_full_matches``)
+_EDGES = re.compile(f"[{TS_TRIM}].*|.*[{TS_TRIM}]", re.S)
+#: ``str`` wrapped in a 0-d object array: numpy compares an object array with a type value by
+#: value only so
+_STR = np.empty((), dtype=object)
+_STR[()] = str
 #: an array or an object: no text, no number
 STRUCTURED = (list, tuple, dict, np.ndarray)
 #: below this many values, Arrow's fixed cost per call (tens of µs) exceeds Python's per value
@@ -453,11 +459,15 @@ def _full_matches(strings: np.ndarray, pattern: re.Pattern) -> np.ndarray:
 
 def _stripped(strings: np.ndarray) -> np.ndarray:
     """ISO-8601 texts without the characters around them (``TS_TRIM``), as ``str``: pandas
-    parses ``str`` only, so a subclass is made one."""
+    parses ``str`` only, so a subclass is made one.  Only the texts that have such characters
+    are copied (``_EDGES`` finds them in one pass)."""
+    edged = _full_matches(strings, _EDGES) if len(strings) else np.zeros(0, dtype=bool)
+    other = np.frompyfunc(type, 1, 1)(strings) != _STR
+    strip = np.flatnonzero(edged | other)
+    if not strip.size:
+        return strings
     out = strings.copy()
-    for i, t in enumerate(strings):
-        if type(t) is not str or t[:1] in _TS_BLANKS or t[-1:] in _TS_BLANKS:
-            out[i] = str(t).strip(_TS_BLANKS)
+    out[strip] = [str(t).strip(_TS_BLANKS) for t in strings[strip]]
     return out
 
 
