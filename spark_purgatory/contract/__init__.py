@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from .inputs import *  # noqa: F403 - the input contract, re-exported
+from .inputs import SOURCE_EVENTS, SOURCE_OPERATIONS
 from .inputs import __all__ as _inputs
 from .reasons import *  # noqa: F403 - the reasons, re-exported
 from .reasons import __all__ as _reasons
@@ -42,8 +43,6 @@ __all__ = [
     "GAUGES",
     "GROUP_ROWS",
     "RELAYED",
-    "SOURCE_OPERATIONS",
-    "SOURCE_EVENTS",
     "AFTER_RESOLUTION",
     "NO_OPERATION",
     "TableContract",
@@ -81,8 +80,6 @@ RELAYED = "relayed"
 #: the per-shard gauges of a ``metrics`` row
 GAUGES: tuple[str, ...] = ("pending", "buffered", "watched", GROUP_ROWS, RELAYED)
 
-#: which input a rejected row came from (the ``rejected`` table's ``source`` column)
-SOURCE_OPERATIONS, SOURCE_EVENTS = "operations", "events"
 
 #: why an event is in ``unmatched_events``
 AFTER_RESOLUTION, NO_OPERATION = "after_resolution", "no_operation"

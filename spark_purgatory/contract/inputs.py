@@ -7,8 +7,10 @@ and the condition names from here) and the engine's pandas readers (``engine.val
 ``fields``, ``list_fields``, ``lines``).  Where a reader cannot take a value from here (a Java
 literal), ``tests/contract/test_contract_table.py`` checks it against this module.
 
-**How text is read.**  Spark's own casts are the reference, since the job reads with them;
-the engine's readers follow them to the character:
+**How a value is read.**  Each field has a reading (``READINGS``): an id, any value as its
+text, a string only, a list, a whole number, a number or an event time.  Spark's own casts
+are the reference for text, since the job reads with them; the engine's readers follow them
+to the character:
 
 * a text is *blank* when it is empty or spaces (U+0020) only (``BLANK``: Spark's ``trim``);
   a tab or a no-break space is text;
@@ -40,12 +42,23 @@ from __future__ import annotations
 import pyarrow as pa
 
 __all__ = [
+    "SOURCE_OPERATIONS",
+    "SOURCE_EVENTS",
     "OPERATION_INPUT",
     "EVENT_INPUT",
     "OPERATION_COLUMNS",
     "EVENT_COLUMNS",
     "OPERATION_REQUIRED",
     "EVENT_REQUIRED",
+    "ID",
+    "TEXT",
+    "STRING",
+    "LIST",
+    "WHOLE",
+    "NUMBER",
+    "TIME",
+    "READINGS",
+    "read_as",
     "CONDITIONS",
     "DEFAULT_CONDITION",
     "TARGETED",
@@ -73,6 +86,9 @@ __all__ = [
 ]
 
 # -- fields and types --------------------------------------------------------------------------------
+
+#: the two inputs, as a rejected row names the one it came from (``rejected``'s ``source``)
+SOURCE_OPERATIONS, SOURCE_EVENTS = "operations", "events"
 
 #: the SPEC's operation fields with their Arrow types (``ts`` a timestamp or epoch ms)
 OPERATION_INPUT = pa.schema(
@@ -102,6 +118,40 @@ EVENT_INPUT = pa.schema(
 OPERATION_REQUIRED: tuple[str, ...] = ("op_id", "ts", "timeout_ms")
 #: an event's required fields
 EVENT_REQUIRED: tuple[str, ...] = ("key", "ts")
+#: how a field's JSON value is read (module docstring): ``ID`` a string, or a number or
+#: ``true``/``false`` standing for its text (an array or object is ``bad_<field>``); ``TEXT``
+#: any value as its text (an array or object as its JSON); ``STRING`` a string or nothing (any
+#: other value is ``bad_<field>``: carried as it came, never made text the producer did not
+#: write); ``LIST`` a list of ``TEXT`` items, or one standing for a list of one; ``WHOLE``,
+#: ``NUMBER`` and ``TIME`` as their text says (a JSON number by its own text)
+ID, TEXT, STRING, LIST, WHOLE, NUMBER, TIME = "id", "text", "string", "list", "whole", "number", "time"
+#: each field's reading, by input
+READINGS: dict[str, dict[str, str]] = {
+    SOURCE_OPERATIONS: {
+        "op_id": ID,
+        "key": TEXT,
+        "keys": LIST,
+        "ts": TIME,
+        "timeout_ms": WHOLE,
+        "condition": TEXT,
+        "target": NUMBER,
+        "members": LIST,
+        "payload": STRING,
+    },
+    SOURCE_EVENTS: {"key": TEXT, "ts": TIME, "op_id": ID, "source": STRING, "value": NUMBER},
+}
+
+
+def read_as(*readings: str) -> tuple[str, ...]:
+    """The fields of either input read in one of ``readings``, in the contract's order.
+
+    >>> read_as(ID, STRING)
+    ('op_id', 'payload', 'source')
+    """
+    fields = {**READINGS[SOURCE_OPERATIONS], **READINGS[SOURCE_EVENTS]}
+    return tuple(name for name, reading in fields.items() if reading in readings)
+
+
 #: canonical columns of an operations frame handed to the engine (ts in epoch ms, keys a list)
 OPERATION_COLUMNS = [f.name for f in OPERATION_INPUT if f.name != "key"]
 #: canonical columns of an events frame handed to the engine (ts in epoch ms)

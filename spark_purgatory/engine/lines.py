@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import InputLimits
-from ..contract import RECORD_TOO_LARGE, TOO_DEEP
+from ..contract import NUMBER, RECORD_TOO_LARGE, TIME, TOO_DEEP, WHOLE, read_as
 
 __all__ = [
     "MALFORMED",
@@ -63,9 +63,9 @@ POISON = "_poison"
 STRING_LITERAL = r'"(?:[^"\\]|\\[\s\S])*"'
 _STRINGS = re.compile(STRING_LITERAL)
 #: fields the job reads from their JSON text as whole numbers or times
-_SPELLED_FIELDS = ("ts", "timeout_ms")
+_SPELLED_FIELDS = read_as(TIME, WHOLE)
 #: fields the job reads as numbers or times: a constant (``NaN``, ``Infinity``) keeps its text
-_NUMBER_FIELDS = (*_SPELLED_FIELDS, "target", "value")
+_NUMBER_FIELDS = read_as(TIME, WHOLE, NUMBER)
 
 
 #: what JSON counts as white space before a value

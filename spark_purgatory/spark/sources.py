@@ -47,17 +47,20 @@ from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
     EVENT_REASONS,
+    ID,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     OPERATION_REASONS,
     POISON_REASONS,
     RAW_KEPT_CHARS,
     RAW_TRUNCATED,
+    STRING,
     TARGET_COUNTS_MEMBERS,
     TARGETED,
     TS_TEXT,
     WITH_MEMBERS,
     ms_column,
+    read_as,
 )
 from .checks import event_checks, operation_checks
 from .formats import (
@@ -100,7 +103,7 @@ __all__ = [
 ]
 
 #: fields that must be text: read as variants, so that an array or object is ``bad_<field>``
-_TEXT_FIELDS = ("op_id", "source", "payload")
+_TEXT_FIELDS = read_as(ID, STRING)
 
 # Every other field is read as text first (Spark keeps the JSON text of numbers and arrays),
 # so a wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
@@ -459,7 +462,7 @@ def _plain(text: str) -> str:
 
 
 #: text fields that hold a string or nothing (``bad_<field>`` otherwise, a number included)
-_STRING_ONLY = ("source", "payload")
+_STRING_ONLY = read_as(STRING)
 
 
 def _plain_field(text: str, field: str) -> str:

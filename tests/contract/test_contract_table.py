@@ -167,6 +167,8 @@ def test_the_declarations_are_of_real_stages_and_the_table_covers_every_reason()
     assert {stage for lacks in LACKS.values() for stage in lacks} <= set(c.STAGES)
     assert set(LACKS) == set(PATHS)
     assert {k.reason for k in CASES} - {None} == set(c.REASONS)
+    for source, schema in ((c.SOURCE_OPERATIONS, c.OPERATION_INPUT), (c.SOURCE_EVENTS, c.EVENT_INPUT)):
+        assert list(c.READINGS[source]) == schema.names  # every field has its reading
     # a stage a typed path lacks cannot be written as a typed record at all
     for case in CASES:
         if case.stage in (c.READ,) or (case.stage == c.TYPE and not case.records_only):
