@@ -63,7 +63,7 @@ from .engine.batch import with_keys
 from .engine.fields import texts, values_of
 from .engine.lines import json_lines
 from .engine.list_fields import clean_lists
-from .engine.validation import epoch_ms, raw_json
+from .engine.validation import epoch_ms, record_json
 from .spark.key_hash import shards_of
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ def _with_raw(frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
     a rejected record shows (its fields as JSON), since the lines bring theirs."""
     if not any("raw" in f.columns for f in frames):
         return frames
-    return [f if "raw" in f.columns else f.assign(raw=raw_json(f, list(f.columns))) for f in frames]
+    return [f if "raw" in f.columns else f.assign(raw=record_json(f, list(f.columns))) for f in frames]
 
 
 def _check_readable(to: Time) -> None:

@@ -34,8 +34,10 @@ Invariant: every row comes out either valid or rejected with exactly one reason.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -53,6 +55,9 @@ from ..contract import (
     RAW_TRUNCATED,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
+    TIME,
+    WHOLE,
+    read_as,
 )
 from .conditions import ANY, CONDITIONS, COUNTS_MEMBERS, NEEDS_MEMBERS, NEEDS_TARGET
 from .fields import (
@@ -70,7 +75,15 @@ from .fields import (
 from .lines import malformed, poisoned
 from .list_fields import clean_lists, one_item_lists
 
-__all__ = ["epoch_ms", "raw_json", "readable", "first_keys", "validate_operations", "validate_events"]
+__all__ = [
+    "epoch_ms",
+    "raw_json",
+    "record_json",
+    "readable",
+    "first_keys",
+    "validate_operations",
+    "validate_events",
+]
 
 _NAMES = pd.Index(list(CONDITIONS))
 _CODES = np.array(list(CONDITIONS.values()), dtype=np.int8)
@@ -78,10 +91,10 @@ _UNKNOWN = -1
 
 
 def raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
-    """The record as a person would read it, when the source did not keep its raw text.
-
-    A JSON object of the fields that have a value, in ``columns``' order (a field without
-    one is left out, as Spark's ``to_json`` leaves it out of a typed row's ``raw``).
+    """The fields of a row rejected after it was read (``late``, ``duplicate_op_id``: the
+    engine writes them on every path, docs/contract.md), when the source did not keep its raw
+    text: a JSON object of the fields that have a value, in ``columns``' order.  A record
+    rejected as it is read is written as Spark writes a typed row (``record_json``).
     """
     if "raw" in frame.columns:
         return frame["raw"]
@@ -93,6 +106,80 @@ def raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
         index=frame.index,
         dtype=object,
     )
+
+
+def record_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
+    """A record rejected as it is read, as Spark's ``to_json`` writes a typed row's ``raw``
+    (``spark.typed_columns``), when the source did not keep its raw text: the fields that have
+    a value, in ``columns``' order, without spaces, non-ASCII text as it is, a time as
+    ``2026-01-01T00:00:00.000Z`` (one without a zone without ``Z``), a number as Java writes a
+    double (``1.0E7``; ``"Infinity"``), a whole ``timeout_ms`` or ``ts`` as a whole number (the
+    contract's type; pandas makes an int column with gaps float).  A NaN is a missing value.
+
+    >>> record_json(pd.DataFrame([{"op_id": "é", "ts": pd.Timestamp(0, tz="UTC"), "target": 1e7}]),
+    ...             ["op_id", "ts", "target"]).tolist()
+    ['{"op_id":"é","ts":"1970-01-01T00:00:00.000Z","target":1.0E7}']
+    """
+    if "raw" in frame.columns:
+        return frame["raw"]
+    present = [name for name in columns if name in frame.columns]
+    records = frame[present].to_dict(orient="records") if present else [{}] * len(frame)
+    texts = []
+    for record in records:
+        fields = ((name, _json_text(value, name in _WHOLE_FIELDS)) for name, value in record.items())
+        texts.append("{" + ",".join(f"{json.dumps(n)}:{v}" for n, v in fields if v is not None) + "}")
+    return pd.Series(texts, index=frame.index, dtype=object)
+
+
+#: the fields whose contract type is a whole number (or epoch ms)
+_WHOLE_FIELDS = read_as(WHOLE, TIME)
+
+
+def _json_text(value: object, whole: bool = False) -> str | None:
+    """One value as Spark's ``to_json`` writes it (``record_json``); None when it has none."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "[" + ",".join(_json_text(item) or "null" for item in value) + "]"
+    if isinstance(value, dict):
+        return (
+            "{" + ",".join(f"{json.dumps(str(k))}:{_json_text(v) or 'null'}" for k, v in value.items()) + "}"
+        )
+    if value is None or (not isinstance(value, str) and bool(pd.isna(value))):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return str(int(value)) if whole and float(value).is_integer() else _java_double(float(value))
+    if isinstance(value, (dt.datetime, np.datetime64)):
+        return json.dumps(_spark_time(pd.Timestamp(value)))
+    return json.dumps(value if isinstance(value, str) else str(value), ensure_ascii=False)
+
+
+def _java_double(x: float) -> str:
+    """A number (not NaN: a missing value) as Java's ``Double.toString`` writes it, an
+    infinity quoted, as Jackson writes it."""
+    if np.isinf(x):
+        return '"Infinity"' if x > 0 else '"-Infinity"'
+    if x == 0:
+        return "-0.0" if np.copysign(1.0, x) < 0 else "0.0"
+    sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
+    figures = "".join(map(str, digits))
+    e = len(figures) + int(exponent) - 1  # the exponent of the first figure
+    head = "-" if sign else ""
+    if -3 <= e < 7:  # plain notation, at least one figure after the point
+        if e >= 0:
+            return f"{head}{figures[: e + 1].ljust(e + 1, '0')}.{figures[e + 1 :] or '0'}"
+        return f"{head}0.{'0' * (-e - 1)}{figures}"
+    return f"{head}{figures[0]}.{figures[1:] or '0'}E{e}"
+
+
+def _spark_time(t: pd.Timestamp) -> str:
+    """A time as Spark's ``to_json`` writes it: UTC, milliseconds, ``Z`` (none without a zone)."""
+    zone = t.tzinfo is not None
+    t = t.tz_convert("UTC") if zone else t
+    text = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+    return f"{text}.{t.microsecond // 1000:03d}" + ("Z" if zone else "")
 
 
 # -- the checks, applied in the contract's order ---------------------------------------------------
@@ -122,7 +209,7 @@ def _rejections(
     reason, and its ``op_id`` and ``key`` where they are readable text (``readable``)."""
     bad = reasons != ""
     rows = frame.loc[bad] if bad.any() else frame.iloc[:0]
-    raw = raw_json(rows, columns).to_numpy(dtype=object) if len(rows) else np.empty(0, dtype=object)
+    raw = record_json(rows, columns).to_numpy(dtype=object) if len(rows) else np.empty(0, dtype=object)
     for at in np.flatnonzero(reasons[bad] == c.RECORD_TOO_LARGE):
         raw[at] = truncated(raw[at])
     return pd.DataFrame(

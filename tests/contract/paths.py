@@ -200,17 +200,22 @@ def _loosened(name: str, value: Any, kind: T.DataType) -> Any:
     return value
 
 
+def loose(case: Case) -> bool:
+    """Is the case's typed record one of the other types' frame (``_LOOSE``)?"""
+    return any(_is_loose(name, value) for name, value in case.record.items())
+
+
 def typed_groups(cases: list[Case], source: str) -> list[tuple[list[Case], T.StructType, list[dict]]]:
     """The typed cases as frames: (cases, schema, their records as it holds them) for the
     contract's types, and for the others (``_LOOSE``) those cases whose record has such a value."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     contract = from_arrow_schema(c.OPERATION_INPUT if source == c.SOURCE_OPERATIONS else c.EVENT_INPUT)
-    loose = T.StructType([T.StructField(f.name, _LOOSE[source].get(f.name, f.dataType)) for f in contract])
+    others = T.StructType([T.StructField(f.name, _LOOSE[source].get(f.name, f.dataType)) for f in contract])
     out = []
     for schema, members in (
-        (contract, [k for k in cases if not any(_is_loose(n, v) for n, v in k.record.items())]),
-        (loose, [k for k in cases if any(_is_loose(n, v) for n, v in k.record.items())]),
+        (contract, [k for k in cases if not loose(k)]),
+        (others, [k for k in cases if loose(k)]),
     ):
         if members:
             kinds = {f.name: f.dataType for f in schema}
