@@ -162,7 +162,7 @@ def clean(items: list[str | None] | None, *, keep_order: bool = False) -> list[s
 
 
 def whole(v: object) -> int | None:
-    """A whole number within int64 (``contract.WHOLE_TEXT``: Spark's try_cast AS BIGINT), else None.
+    r"""A whole number within int64 (``contract.WHOLE_TEXT``: Spark's try_cast AS BIGINT), else None.
 
     >>> whole(" 5\x7f"), whole("+5"), whole("\u00a05"), whole("5.0"), whole(5.0)
     (5, 5, None, None, 5)
@@ -182,7 +182,7 @@ def whole(v: object) -> int | None:
 
 
 def number(v: object) -> float | None:
-    """A number (try_cast AS DOUBLE: also its text, ``contract.NUMBER_TEXT`` or one of
+    r"""A number (try_cast AS DOUBLE: also its text, ``contract.NUMBER_TEXT`` or one of
     ``NUMBER_WORDS``), else None.
 
     >>> number(" 1.5d"), number("0x1.8p1"), number("-INF"), number("\u00a05"), number("1_0")
