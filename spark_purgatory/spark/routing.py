@@ -67,6 +67,7 @@ from pyspark.sql import functions as F
 
 from ..config import InputLimits, PurgatoryConfig
 from ..contract import (
+    CROSS_SHARD_KEYS,
     DUPLICATE_OP_ID,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
@@ -203,7 +204,7 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
     ops = parsed_ops.selectExpr("*", f"CASE WHEN size(keys) = 1 THEN {one} ELSE {every} END AS _shards")
     if not config.cross_shard_operations:
         crossing = "reason IS NULL AND size(_shards) > 1"
-        reason = f"CASE WHEN {crossing} THEN 'cross_shard_keys' ELSE reason END"
+        reason = f"CASE WHEN {crossing} THEN '{CROSS_SHARD_KEYS}' ELSE reason END"
         ops = ops.withColumn("reason", F.expr(reason))
     home = f"CASE WHEN size(_shards) > 1 THEN {shards} ELSE get(_shards, 0) END"
     # an operation whose keys span shards is outside the registry (``engine.registry``)

@@ -18,7 +18,7 @@ import pandas as pd
 from ..config import InputLimits
 from ..contract import MAX_TS_MS
 from ..engine.lines import json_lines
-from ..engine.validation import epoch_ms, raw_json
+from ..engine.validation import epoch_ms, record_json
 
 __all__ = ["Rows", "Time"]
 
@@ -77,7 +77,7 @@ def _with_raw(frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
     a rejected record shows (its fields as JSON), since the lines bring theirs."""
     if not any("raw" in f.columns for f in frames):
         return frames
-    return [f if "raw" in f.columns else f.assign(raw=raw_json(f, list(f.columns))) for f in frames]
+    return [f if "raw" in f.columns else f.assign(raw=record_json(f, list(f.columns))) for f in frames]
 
 
 def _check_readable(to: Time) -> None:

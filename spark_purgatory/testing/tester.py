@@ -20,7 +20,7 @@ from ..contract import (
     UNMATCHED_COLUMNS,
     UNMATCHED_EVENTS,
 )
-from ..engine.batch import BatchResult, with_keys
+from ..engine.batch import BatchResult
 from ..engine.purgatory import Purgatory
 from ..engine.validation import epoch_ms, validate_events, validate_operations
 from ..handoff.end_of_input import end_watermark_ms
@@ -162,8 +162,9 @@ class PurgatoryTester:
         operations, events = _collect(_with_raw(self._operations)), _collect(_with_raw(self._events))
         self._operations, self._events = [], []
         config = self.config
+        # ``key`` standing for ``keys`` is the validator's rule (``engine.batch.accepted``)
         ops, bad_ops = validate_operations(
-            with_keys(operations), max_timeout_ms=config.max_timeout_ms, limits=config.input_limits
+            operations, max_timeout_ms=config.max_timeout_ms, limits=config.input_limits
         )
         evs, bad_events = validate_events(events)
         rows = routed(ops, evs, pd.concat([bad_ops, bad_events], ignore_index=True), config)

@@ -437,9 +437,7 @@ def test_a_rejected_record_without_raw_text_is_rendered_as_valid_json_of_its_fie
     r = purgatory().process(pd.DataFrame(rows), None, watermark_ms=0)
     assert r.rejected["reason"].tolist() == ["missing_target"]
     # a field without a value (NaN, None) is left out, as Spark's to_json leaves it out
-    assert r.rejected["raw"].iloc[0] == (
-        '{"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 10, "condition": "sum"}'
-    )
+    assert r.rejected["raw"].iloc[0] == '{"op_id":"o","keys":["k"],"ts":0,"timeout_ms":10,"condition":"sum"}'
 
 
 def test_invalid_events_are_rejected_and_raw_text_is_kept():

@@ -213,7 +213,8 @@ def test_lines_and_records_queued_for_one_step_keep_their_own_raw():
     t.step()
     assert t.rejected()[["raw", "reason"]].values.tolist() == [
         ["nope", "malformed_json"],
-        ['{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": -1}', "negative_timeout"],  # as given
+        # as given, as Spark's to_json writes a typed row (docs/contract.md)
+        ['{"op_id":"a","key":"k","ts":0,"timeout_ms":-1}', "negative_timeout"],
     ]
     with pytest.raises(TypeError, match="not both"):
         t.add_operations(["{}", {"op_id": "b"}])
