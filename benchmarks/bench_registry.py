@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import spark_purgatory
-    from spark_purgatory.engine.frames import hash_strings
+    from spark_purgatory.engine.arrays import hash_strings
     from spark_purgatory.engine.registry import decide
     from spark_purgatory.engine.rows import Rows
 

@@ -34,8 +34,9 @@ from ..contract import (
     SOURCE_OPERATIONS,
     UNMATCHED_COLUMNS,
 )
+from .arrays import hash_strings
 from .conditions import CONDITION_NAMES
-from .frames import concat, empty, hash_strings
+from .frames import concat, empty
 from .list_fields import one_item_lists
 from .rows import Rows
 from .tables import EVENTS, OPS, RELAY, VERDICTS

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .. import contract
-from .frames import run_starts, search
+from .arrays import run_starts, search
 from .rows import Rows
 
 #: what ``evaluate`` reads its columns from: the engine's ``Rows``, or frames (``inspection``)

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..engine.frames import empty, isin, rows_where, stack
+from ..engine.arrays import isin
+from ..engine.frames import empty, rows_where, stack
 from ..engine.pending import OPS_ARROW, WATCH_ARROW, Pending
 from ..engine.tables import OPS, RESOLVED, WATCH, ShardTables
 from .codec import frame_bytes, frame_from, handles_from, table_from

@@ -75,7 +75,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..engine.frames import distinct, empty, stack
+from ..engine.arrays import distinct
+from ..engine.frames import empty, stack
 from ..engine.purgatory import Purgatory
 from ..engine.tables import BIG_TABLES, RESOLVED, SMALL_TABLES, Changes, ShardTables
 from .cache import WORKER_CACHE, WorkerCache
