@@ -16,7 +16,8 @@ Paths (the stages each lacks are declared in ``test_contract_table``):
 * ``batch``: ``purgatory_batch`` over the files (reading, routing, the engine);
 * ``pandas``, ``lines``: the engine's validation of the typed records as a frame, and of the
   JSON lines (``engine.lines``);
-* ``tester-lines``, ``tester-records``: ``PurgatoryTester`` (``Purgatory.process``).
+* ``tester-lines``, ``tester-records``: ``PurgatoryTester`` (routed to its shards, each group's
+  ``ShardStep``).
 """
 
 from __future__ import annotations

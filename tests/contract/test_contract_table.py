@@ -65,12 +65,10 @@ LACKS: dict[str, dict[str, str]] = {
     },
     "tester-lines": {
         c.CLOCK: "PurgatoryTester has no processing time: it skips ts_in_future",
-        c.ROUTING: "PurgatoryTester is one shard: " + _NO_SHARDS,
     },
     "tester-records": {
         c.READ: "records have no text: nothing to be too large, too deep or malformed",
         c.CLOCK: "PurgatoryTester has no processing time: it skips ts_in_future",
-        c.ROUTING: "PurgatoryTester is one shard: " + _NO_SHARDS,
     },
 }
 
