@@ -150,10 +150,10 @@ def test_the_latency_bench_expires_every_operation_on_a_trickle_and_prints_its_b
 
 
 def test_the_shard_profile_runs_the_operators_shard_step():
-    """``profile_shard.py`` drives the shard step with a stand-in for Spark's GroupState: when
-    the step uses more of GroupState, the stand-in must follow (it had not, once)."""
+    """``profile_shard.py`` drives the production shard step (``ShardStep``), staged, with a
+    state store, and prints the phases it times."""
     out = _bench("profile_shard.py", "--ops", "2000", "--batches", "2", "--staged", "--segments", timeout=300)
-    for step in ("shard step", "Purgatory.process", "save_state", "output_table", "staging", "staged output"):
+    for step in ("shard step", "  load", "  process", "  save", "  output", "pandas -> arrow"):
         assert step in out
 
 
