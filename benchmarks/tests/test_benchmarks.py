@@ -1,17 +1,20 @@
-"""The side-by-side benchmark runs end to end at a tiny size, so the harness cannot rot.
+"""Every benchmark runs end to end at a tiny size through the runner, so none can rot.
 
-Speed is not asserted here (benchmarks print measured ratios; see the README); this checks
-that every contender runs on real Spark on every workload, that the job and
-``transformWithStateInPandas`` agree with Spark's join on every completed operation, and that
-the report prints each target beside its figure.
+Speed is not asserted here (benchmarks print measured ratios; docs/performance.md has the
+figures); this checks that each benchmark runs as ``python -m benchmarks NAME`` (no script
+path, nothing of ``tests/``), that the side-by-side one runs every contender on real Spark on
+every workload and that the job and ``transformWithStateInPandas`` agree with Spark's join on
+every completed operation, and that the reports print each target beside its figure.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,11 +23,11 @@ pytestmark = pytest.mark.spark
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _bench(script: str, *args: str, timeout: int = 900) -> str:
-    """Run ``benchmarks/<script>`` with ``args`` in a fresh interpreter; its output, once it
-    has exited 0."""
+def _bench(name: str, *args: str, timeout: int = 900) -> str:
+    """Run ``python -m benchmarks NAME args`` from the project's root in a fresh interpreter;
+    its output, once it has exited 0."""
     run = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", script), *args],
+        [sys.executable, "-m", "benchmarks", name, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -34,6 +37,11 @@ def _bench(script: str, *args: str, timeout: int = 900) -> str:
     return run.stdout
 
 
+def _figures(path: Path) -> dict:
+    """The figures a benchmark wrote with ``--json``."""
+    return json.loads(path.read_text(encoding="utf-8"))["figures"]
+
+
 @pytest.mark.jars("delta")
 def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_path):
     figures_file = tmp_path / "figures.json"
@@ -41,7 +49,7 @@ def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_pa
     # job on the others
     contenders = "floor,stateful,join,job,tws,join-delta,job-native"
     out = _bench(
-        "bench_operator.py",
+        "operator",
         *("--smoke", "--contenders", contenders, "--other-contenders", "floor,join,job"),
         *("--json", str(figures_file)),
     )
@@ -68,7 +76,7 @@ def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_pa
         "job: delta-rs / Spark's Delta writer",
     ):
         assert line in side_by_side
-    results = json.loads(figures_file.read_text())
+    results = _figures(figures_file)
     assert set(results["workloads"]) == {"typed", "skewed", "json"}
     for workload in results["workloads"].values():
         assert workload["figures"]["agree"] == 1.0
@@ -81,17 +89,15 @@ def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_pa
     assert typed_figures["job-native_fewer"] == 0
     assert "job_vs_tws" not in results["workloads"]["json"]["figures"]  # not a contender there
     assert typed_figures["tws_fewer"] == 0
-    assert results["figures"]["scaling"] > 0
+    assert results["scaling_ratio"] > 0
 
 
 def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp_path, monkeypatch, capsys):
-    """``--repeat``: round 1 runs every contender, then round 2 every one again, each on the same
-    files; the ranges pair each round's runs.  The contenders here are stand-ins (no Spark):
-    what a real one returns is checked by the test above."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import bench_operator
-    from contenders import Run
-
+    """``--repeat``: round 1 runs every contender, then round 2 every one again in the reverse
+    order, each on the same files; the ranges pair each round's runs.  The contenders here are
+    stand-ins (no Spark): what a real one returns is checked by the test above."""
+    from benchmarks import bench_operator
+    from benchmarks.contenders import Run
     from spark_purgatory.config import PurgatoryConfig
 
     seconds = {"join-delta": [10.0, 12.0], "job-native": [8.0, 6.0], "job": [5.0, 4.0]}
@@ -112,7 +118,7 @@ def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp
     args = bench_operator._arguments(["--smoke", "--contenders", ",".join(seconds), "--repeat", "2"])
     config, root = PurgatoryConfig(shards=2), str(tmp_path)
     runs, figures, agree = bench_operator.run_workload(None, root, "typed", list(seconds), args, config)
-    assert [name for name, _ in calls] == list(seconds) * 2
+    assert [name for name, _ in calls] == list(seconds) + list(reversed(seconds))
     assert all(listing == ["events", "ops"] for _, listing in calls)
     assert agree and runs["job"].seconds == 4.0  # the last round's runs
     out = capsys.readouterr().out
@@ -127,17 +133,17 @@ def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp
 def test_the_connect_bench_runs_the_job_over_connect_with_the_classic_jobs_outputs():
     """The job handed a remote session (a Connect server on loopback) writes the outcomes,
     unmatched events and rejected rows the classic job writes from the same files."""
-    out = _bench("bench_connect.py", "--ops", "400", "--files", "2", "--contenders", "classic,connect")
-    assert "round 1 connect" in out and "connect / classic:" in out
+    out = _bench("connect", "--ops", "400", "--files", "2", "--contenders", "classic,connect")
+    assert "round 1 connect" in out and "connect / classic, CPU:" in out
     assert "every run's outputs equal" in out
 
 
 def test_the_latency_bench_expires_every_operation_on_a_trickle_and_prints_its_bound():
-    """``bench_latency.py --configs trickle``, tiny: a live query whose events input keeps
+    """``latency --configs trickle``, tiny: a live query whose events input keeps
     trickling after the operations stop expires every operation left (none missing, none of
     the wrong status), and the report prints the trickle's bound beside its figures."""
     out = _bench(
-        "bench_latency.py",
+        "latency",
         *("--configs", "trickle", "--load-seconds", "3", "--rate", "5", "--complete", "0.5"),
         *("--timeout-min", "2", "--timeout-max", "4", "--trickle-gap", "1.5", "--give-up", "120"),
         timeout=600,
@@ -150,37 +156,16 @@ def test_the_latency_bench_expires_every_operation_on_a_trickle_and_prints_its_b
 
 
 def test_the_shard_profile_runs_the_operators_shard_step():
-    """``profile_shard.py`` drives the shard step with a stand-in for Spark's GroupState: when
+    """``profile-shard`` drives the shard step with a stand-in for Spark's GroupState: when
     the step uses more of GroupState, the stand-in must follow (it had not, once)."""
-    out = _bench("profile_shard.py", "--ops", "2000", "--batches", "2", "--staged", "--segments", timeout=300)
+    out = _bench("profile-shard", "--ops", "2000", "--batches", "2", "--staged", "--segments", timeout=300)
     for step in ("shard step", "Purgatory.process", "save_state", "output_table", "staging", "staged output"):
         assert step in out
 
 
-def test_the_state_save_bench_brings_a_parked_shard_forward_and_measures_its_saves():
-    """``bench_state_save.py``: Spark-free; the two worker caches take turns, so loads after
-    the first are brought forward (``caught-up``)."""
-    out = _bench("bench_state_save.py", "--pending", "3000", "--batches", "3", "--batch-ops", "200")
-    assert out.count("caught-up") >= 2 and "save median" in out
-
-
-def test_the_commits_bench_drives_both_writers_through_the_same_micro_batches():
-    """``bench_commits.py``: Spark-free; both writers commit every micro-batch's outcomes once
-    (it checks the tables' row counts itself) and the ratio is printed."""
-    out = _bench("bench_commits.py", "--batches", "4", "--chunk", "2", "--rows", "5", timeout=300)
-    assert "reopened/kept" in out and out.count("x\n") >= 2
-
-
-def test_the_parquet_bench_writes_the_same_outcomes_both_ways():
-    """``bench_parquet.py``: Spark-free; one micro-batch's outcomes, both dictionary layouts."""
-    out = _bench("bench_parquet.py", "--ops", "300", "--runs", "2", timeout=300)
-    assert "outcomes" in out and "few values" in out
-
-
 def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_log():
-    """``bench_batch.anatomy`` on a small event log written here: no Spark, milliseconds."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from bench_batch import anatomy
+    """``bench_trickle.anatomy`` on a small event log written here: no Spark, milliseconds."""
+    from benchmarks.bench_trickle import anatomy
 
     def progress(batch: int, at_ms: int, rows: int, took: dict) -> str:
         stamp = f"2026-01-01T00:00:{at_ms // 1000:02d}.{at_ms % 1000:03d}Z"
@@ -248,10 +233,9 @@ def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_lo
 
 
 def test_the_batch_anatomy_splits_catalysts_rule_time_by_group_and_micro_batch():
-    """``bench_batch.rule_groups`` on a ``RuleExecutor.dumpTimeSpent()`` text (Spark 4.2's
+    """``bench_trickle.rule_groups`` on a ``RuleExecutor.dumpTimeSpent()`` text (Spark 4.2's
     layout), then ``per_batch_rules`` on snapshots: no Spark."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from bench_batch import per_batch_rules, rule_groups
+    from benchmarks.bench_trickle import per_batch_rules, rule_groups
 
     def dump(analysis: int, optimizer: int, delta: int) -> str:
         rows = [
@@ -281,12 +265,12 @@ def test_the_batch_anatomy_splits_catalysts_rule_time_by_group_and_micro_batch()
 
 
 def test_the_pending_workload_leaves_two_thirds_pending_and_memory_counts_the_process_tree(tmp_path):
-    """``bench_pending``: operations in consecutive event-time files, a third confirmed one
-    second later in the same file index; ``procfs.tree_rss_mb`` counts this process at least."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    """``pending``'s workload: operations in consecutive event-time files, a third confirmed one
+    second later in the same file index; ``harness.tree_rss_mb`` counts this process at least."""
     import pyarrow.parquet as pq
-    from bench_pending import DAY_MS, write_workload
-    from procfs import tree_rss_mb
+
+    from benchmarks.bench_pending import DAY_MS, write_workload
+    from benchmarks.harness import tree_rss_mb
 
     ops, events = write_workload(str(tmp_path), files=3, per_file=30)
     assert (ops, events) == (90, 30)
@@ -300,15 +284,14 @@ def test_the_pending_workload_leaves_two_thirds_pending_and_memory_counts_the_pr
 
 
 def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tmp_path):
-    """``procfs.rss_by_kind`` (the soak's memory columns): this process is the Python driver,
+    """``harness.rss_by_kind`` (the soak's memory columns): this process is the Python driver,
     a ``java`` under it the JVM, the Python processes under that the workers; the kinds add
     up to the tree.  The "JVM" here is Python started as ``java`` (argv[0] is what counts)."""
     import signal
     import subprocess
     import time
 
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from procfs import jvm_pid, rss_by_kind, tree_rss_mb
+    from benchmarks.harness import jvm_pid, rss_by_kind, tree_rss_mb
 
     java = tmp_path / "java"
     java.symlink_to(sys.executable)
@@ -334,3 +317,97 @@ def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tm
             os.kill(int(ready.read_text()), signal.SIGKILL)
         jvm.kill()
         jvm.wait()
+
+
+# -- the runner, and each benchmark at a tiny size -------------------------------------------------
+
+
+def test_the_runner_lists_every_benchmark_and_each_one_is_there():
+    """``python -m benchmarks`` names every benchmark with its line; each name's module and
+    function import (a benchmark reaches nothing of ``tests/``, and no module edits
+    ``sys.path``: the runner's package is the only way in)."""
+    import importlib
+
+    from benchmarks.__main__ import BENCHMARKS
+
+    out = _bench("--help")
+    for name, benchmark in BENCHMARKS.items():
+        assert f"  {name} " in out and benchmark.summary in out
+        assert callable(
+            getattr(importlib.import_module(f"benchmarks.{benchmark.module}"), benchmark.function)
+        )
+    for path in sorted(Path(ROOT, "benchmarks").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "sys.path" not in text, path
+        assert not re.search(r"^\s*(from|import) tests\b", text, re.MULTILINE), path
+
+
+def test_the_spark_free_benchmarks_run_and_write_their_figures(tmp_path):
+    """``engine`` (a child process per checkout), ``wheel`` and ``rescale``, tiny: each prints
+    its table and writes its figures as JSON."""
+    engine = _bench("engine", "--pending", "0,1000", "--repeat", "2", "--json", str(tmp_path / "e.json"))
+    assert "| 1,000 |" in engine
+    assert (
+        json.loads((tmp_path / "e.json").read_text())["figures"]["checkouts"][0]["rows"][1]["pending"] == 1000
+    )
+    wheel = _bench("wheel", "--n", "20000", "--repeat", "1", "--json", str(tmp_path / "w.json"))
+    assert (
+        "Kafka linked-list port" in wheel
+        and json.loads((tmp_path / "w.json").read_text())["figures"]["ratio"] > 0
+    )
+    _bench("rescale", "--pending", "2000", "--from", "2", "--to", "3", "--json", str(tmp_path / "r.json"))
+    (done,) = _figures(tmp_path / "r.json")["rescales"]
+    assert (done["from"], done["to"]) == (2, 3) and done["operations_and_stubs"] >= 2000
+
+
+def test_the_pending_bench_runs_each_contender_in_its_own_process(tmp_path):
+    out = _bench(
+        "pending",
+        *("--files", "2", "--per-file", "300", "--repeat", "1", "--contenders", "job,stateful"),
+        *("--sample", "0.2", "--json", str(tmp_path / "p.json")),
+    )
+    assert "job time / the stateful floor's" in out
+    runs = _figures(tmp_path / "p.json")["runs"]
+    assert runs["job"][0]["completed"] == 200 and runs["stateful"][0]["peak_mb"] > 0
+
+
+def test_the_trickle_bench_reads_each_micro_batch_from_the_event_log():
+    out = _bench("trickle", "--smoke", "--contenders", "job,floor")
+    assert "the driver's share" in out and "job - floor, outside jobs" in out
+
+
+@pytest.mark.jars("kafka", "kafka-broker", "delta")
+def test_the_kafka_bench_runs_the_job_and_the_join_on_the_same_topics():
+    out = _bench("kafka", "--ops", "300", "--partitions", "1", "--repeat", "1")
+    assert "join / job, wall time" in out and "the same from every run" in out
+
+
+def test_the_handoff_bench_times_each_layout():
+    out = _bench("handoff", "--ops", "300", "--repeat", "1", "--layouts", "text,floor")
+    assert "floor CPU / text's" in out and "µs CPU per row" in out
+
+
+def test_the_inspect_bench_reads_a_checkpoint_it_built():
+    out = _bench("inspect", "--ops", "500", "--shards", "2", "--files", "2", "--repeat", "1")
+    assert "pending by shard" in out and "at-risk" in out
+
+
+def test_the_startup_benches_time_start_and_its_plan_in_fresh_processes():
+    first = _bench("first-batch", "--repeat", "1")
+    assert "start() / the join, first micro-batch" in first and "target <= 5 s" in first
+    plan = _bench("plan", "--repeat", "1")
+    assert "Py4J calls" in plan
+
+
+def test_the_install_bench_runs_the_job_from_a_venv_and_from_the_checkout():
+    """``install --python``: a venv's Python with the package (here the dev venv's, so no wheel
+    is built) against the checkout's job script."""
+    out = _bench("install", "--python", sys.executable, "--ops", "300", "--files", "2", "--repeat", "1")
+    assert "wheel / checkout, wall" in out and "the same from both" in out and "CHECK FAILED" not in out
+
+
+def test_the_soak_runs_the_job_and_checks_its_outcomes_exactly_once():
+    out = _bench(
+        "soak", "--minutes", "0.4", "--input", "files", "--faults", "", "--rate", "20", "--report", "10"
+    )
+    assert "lost 0, duplicated 0, differing 0" in out
