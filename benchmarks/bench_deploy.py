@@ -14,6 +14,8 @@ import ctypes
 import json
 import os
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -195,7 +197,8 @@ def install(argv: list[str] | None = None) -> int:
     the same completed operations from both, and no "not in use" line in either's log (the line
     about the Spark version is shown once when the wheel's Spark is not the JARs').
 
-    ``--python`` takes a venv's Python where the wheel is installed already instead (no build).
+    ``--python`` takes a venv's Python where the wheel is installed already instead (no build);
+    ``--contenders checkout`` runs the checkout alone (the smoke run's: no wheel at all).
 
         python -m benchmarks install                       # 200k, 3 rounds
         python -m benchmarks install --repeat 5 --pyspark 4.2.0
@@ -208,46 +211,34 @@ def install(argv: list[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--pyspark", help="pin the wheel venv's pyspark (default: as pip resolves it)")
     parser.add_argument("--python", help="a venv's Python with the wheel installed (default: build one)")
+    parser.add_argument("--contenders", default="wheel,checkout", help="of wheel, checkout")
     args = parser.parse_args(argv)
+    names = harness.names(args.contenders)
+    if not names or set(names) - {"wheel", "checkout"}:
+        parser.error(f"contenders of wheel, checkout: {args.contenders!r}")
     from benchmarks.contenders import write_workload
 
     _reap_orphans()
     work = Path(tempfile.mkdtemp(prefix="bench-install-"))
-    if args.python:
-        python = Path(args.python)
-    else:
-        print(f"building the wheel and its venv in {work}", flush=True)
-        pin = (f"pyspark=={args.pyspark}",) if args.pyspark else ()
-        python = install_wheel(
-            build_wheel(work / "dist"), work / "venv", bytecode=True, also=pin
-        )  # as pip does
     files = work / "files"
     workload = write_workload(str(files), args.ops, args.files, fmt="parquet")
-    user = work / "user"  # the wheel runs outside the checkout, with its own cache
-    user.mkdir()
-    versions = subprocess.run(
-        [str(python), "-c", "import pyspark, spark_purgatory as s; print(pyspark.__version__, s.__file__)"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=user,  # not the checkout's package: the installed one
-    ).stdout.split()
     print(
         f"{workload.ops:,} operations + {workload.events:,} events, {args.files} Parquet files per stream, "
-        f"{args.files_per_trigger} per trigger, {args.shards} shards, local[2]; wheel: pyspark {versions[0]} "
-        f"({versions[1]}); load average {os.getloadavg()[0]:.1f} at start",
+        f"{args.files_per_trigger} per trigger, {args.shards} shards, local[2]; "
+        f"load average {os.getloadavg()[0]:.1f} at start",
         flush=True,
     )
-    wheel_env = venv_env(python, XDG_CACHE_HOME=str(work / "cache"))
     contenders = {
-        "wheel": ([str(python), "-m", "spark_purgatory.job"], wheel_env, user),
         "checkout": ([sys.executable, str(ROOT / "jobs" / "purgatory_job.py")], dict(os.environ), ROOT),
     }
-    rounds = harness.Rounds(list(contenders), args.repeat)
+    if "wheel" in names:
+        contenders["wheel"] = _wheel(work, args.python, args.pyspark)
+    contenders = {name: contenders[name] for name in names}
+    rounds = harness.Rounds(names, args.repeat)
     completed: dict[str, set[str]] = {}
     problems: list[str] = []
     # round 0 untimed (the wheel's JVM dumps its class-data archive at exit), then --repeat rounds
-    for number, name in harness.alternated(list(contenders), args.repeat + 1):
+    for number, name in harness.alternated(names, args.repeat + 1):
         out = work / f"out-{name}-{number}"
         command, env, cwd = contenders[name]
         job_args = _job_args(files, out, args.shards, args.files_per_trigger)
@@ -267,26 +258,50 @@ def install(argv: list[str] | None = None) -> int:
             print(f"  {name:<9}{seconds:>7.1f} s {cpu:>7.1f} s CPU   round {number}", flush=True)
         if completed.setdefault(name, done) != done:
             problems.append(f"{name}: another run completed other operations")
-    if completed["wheel"] != completed["checkout"]:
+    if len(set(map(frozenset, completed.values()))) > 1:
         problems.append("the wheel and the checkout completed other operations")
     ratios = rounds.ratios("wheel", "checkout", "seconds")
     cpu_ratios = rounds.ratios("wheel", "checkout", "cpu")
     if ratios:
         print(f"over {args.repeat} rounds, min-max (median):")
         print(rounds.table({"seconds": "wall s", "cpu": "CPU s"}))
-        met = sorted(ratios)[len(ratios) // 2] <= TARGET
-        print(
-            harness.ratio_line(
-                "wheel / checkout, wall", ratios, f"target <= {TARGET}x: {'met' if met else 'MISSED'}"
-            )
-        )
+        verdict = "met" if statistics.median(ratios) <= TARGET else "MISSED"
+        print(harness.ratio_line("wheel / checkout, wall", ratios, f"target <= {TARGET}x: {verdict}"))
         print(harness.ratio_line("wheel / checkout, CPU", cpu_ratios))
-    print(f"completed operations: {len(completed['checkout']):,}, the same from both")
+    if not problems:
+        print(f"completed operations: {len(completed[names[0]]):,}, the same from every run")
     for problem in problems:
         print(f"CHECK FAILED: {problem}")
     figures = {"wheel_vs_checkout": ratios, "wheel_vs_checkout_cpu": cpu_ratios, **rounds.json()}
     harness.write_json(args.json, "install", args, figures)
+    if problems:
+        print(f"kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     return 1 if problems else 0
+
+
+def _wheel(work: Path, python: str | None, pyspark: str | None) -> tuple[list[str], dict[str, str], Path]:
+    """The wheel's contender: its command, environment and working directory (outside the
+    checkout, with a cache of its own); the wheel built and installed into a venv under
+    ``work`` unless ``python`` names a venv's interpreter that has it."""
+    if python is None:
+        print(f"building the wheel and its venv in {work}", flush=True)
+        pin = (f"pyspark=={pyspark}",) if pyspark else ()
+        wheel = build_wheel(work / "dist")
+        python = str(install_wheel(wheel, work / "venv", bytecode=True, also=pin))  # bytecode: as pip does
+    user = work / "user"
+    user.mkdir()
+    versions = subprocess.run(
+        [python, "-c", "import pyspark, spark_purgatory as s; print(pyspark.__version__, s.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=user,  # not the checkout's package: the installed one
+    ).stdout.split()
+    print(f"the wheel: pyspark {versions[0]} ({versions[1]})", flush=True)
+    env = venv_env(Path(python), XDG_CACHE_HOME=str(work / "cache"))
+    return [python, "-m", "spark_purgatory.job"], env, user
 
 
 # -- over Spark Connect ----------------------------------------------------------------------------
@@ -359,6 +374,7 @@ def _connect_child(which: str, root: str, run: str, per_trigger: int, url: str, 
     # the micro-batches from Spark's commit log: over Connect the sink, which counts them for
     # job.run's totals, runs in the server, and the client's totals stay at 0
     commits = [n for n in os.listdir(f"{settings.checkpoint_path}/commits") if n.isdigit()]
+    spark.stop()
     return {"seconds": seconds, "cpu": used, "batches": len(commits), **_outputs(settings.output_path)}
 
 

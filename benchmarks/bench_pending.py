@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 
@@ -131,6 +130,7 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
         else:
             table = pq.read_table(f"{root}/{out}", columns=["op_id", "ekey"])
         run.completed = set(table.filter(table["ekey"].is_valid())["op_id"].to_pylist())
+    spark.stop()
     times = [b["ms"] for b in run.batches if b.get("rows")]
     return {
         "seconds": run.seconds,
@@ -149,24 +149,10 @@ def measure(name: str, root: str, ops: int, events: int, sample_s: float) -> dic
     for old in ("out", "ck-job", "ck-join", "join-out", "ck-join-delta", "join-delta-out", "ck-stateful"):
         shutil.rmtree(f"{root}/{old}", ignore_errors=True)
     argv = ["--child", name, "--root", root, "--ops", str(ops), "--events", str(events)]
-    with harness.child_env() as env:
-        proc = subprocess.Popen(
-            harness.command("pending", argv),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-            cwd=harness.ROOT,
-        )
-        peak = 0.0
-        while proc.poll() is None:
-            peak = max(peak, harness.tree_rss_mb(proc.pid))
-            time.sleep(sample_s)
-    out = proc.stdout.read() if proc.stdout else ""
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    if proc.returncode or not lines:
-        raise SystemExit(f"contender {name} failed ({proc.returncode}): {out[-2000:]}")
-    return {**json.loads(lines[-1]), "peak_mb": peak, "name": name}
+    try:
+        return {**harness.child("pending", argv, sample_s=sample_s), "name": name}
+    except RuntimeError as failed:
+        raise SystemExit(f"contender {name} failed: {failed}") from None
 
 
 #: the printed figures of a run: key, heading

@@ -38,19 +38,34 @@ def _session(conf: dict[str, str], jit: str):
     return spark
 
 
+def _start(inputs: tuple[str, str], root: str, spark, **more):
+    """``start()`` on the case's two inputs, its tables and checkpoint under ``root``, as a
+    new user starts it (2 shards, a 5 s watermark delay); its handle."""
+    from spark_purgatory import PurgatoryConfig, start
+
+    ops_dir, events_dir = inputs
+    config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")
+    return start(
+        ops_dir,
+        events_dir,
+        output=f"{root}/tables",
+        checkpoint=f"{root}/chk",
+        config=config,
+        spark=spark,
+        **more,
+    )
+
+
 # -- first-batch -----------------------------------------------------------------------------------
 
 
 def run_ours(root: str, inputs: tuple[str, str], session: dict, *, warm: bool = True) -> dict:
     """``start()`` on the case, from its call to its first micro-batch done (``--one``)."""
-    from spark_purgatory import PurgatoryConfig, start
-
     if not warm:  # what warming the Python workers at start saves (``runtime.workers``)
         import spark_purgatory.runtime.workers as workers
 
         workers.warm_python_workers = lambda spark, modules=(): None
 
-    ops_dir, events_dir = inputs
     spark = _session(**session)
     done: dict = {}
 
@@ -59,19 +74,12 @@ def run_ours(root: str, inputs: tuple[str, str], session: dict, *, warm: bool = 
         done.setdefault("cpu", harness.cpu_seconds())
 
     cpu0, t0 = harness.cpu_seconds(), time.perf_counter()
-    purgatory = start(
-        ops_dir,
-        events_dir,
-        output=f"{root}/tables",
-        checkpoint=f"{root}/chk",
-        config=PurgatoryConfig(shards=2, watermark_delay="5 seconds"),
-        on_batch=first,
-        spark=spark,
-    )
+    purgatory = _start(inputs, root, spark, on_batch=first)
     started = time.perf_counter()
     purgatory.await_termination()
     purgatory.stop()
     progress = purgatory.query.recentProgress[0]
+    spark.stop()
     return {
         "first_batch_s": done["t"] - t0,
         "cpu_s": done["cpu"] - cpu0,
@@ -118,6 +126,7 @@ def run_join(root: str, inputs: tuple[str, str], session: dict) -> dict:
     )
     started = time.perf_counter()
     query.awaitTermination()
+    spark.stop()
     return {
         "first_batch_s": done["t"] - t0,
         "cpu_s": done["cpu"] - cpu0,
@@ -221,9 +230,6 @@ def run_once(inputs: tuple[str, str]) -> dict:
     """``start()`` once in this process, measured (``--one``)."""
     import py4j.java_gateway as gateway
 
-    from spark_purgatory import PurgatoryConfig, start
-    from spark_purgatory.runtime.session import local_session
-
     calls: collections.Counter = collections.Counter()
     counting = threading.Event()
     send = gateway.GatewayClient.send_command
@@ -234,21 +240,12 @@ def run_once(inputs: tuple[str, str]) -> dict:
         return send(self, command, retry, binary)
 
     gateway.GatewayClient.send_command = counted
-    ops_dir, events_dir = inputs
     with tempfile.TemporaryDirectory() as root:
-        spark = local_session("bench-plan", master="local[2]", shuffle_partitions=3)
-        spark.range(1).count()  # the session is the user's: up before the clock starts
+        spark = _session({}, "c1")
         time.sleep(1)
         jvm0, py0, t0 = harness.jvm_cpu_seconds(), time.process_time(), time.perf_counter()
         counting.set()
-        query = start(
-            ops_dir,
-            events_dir,
-            output=f"{root}/tables",
-            checkpoint=f"{root}/chk",
-            config=PurgatoryConfig(shards=2, watermark_delay="5 seconds"),
-            spark=spark,
-        )
+        query = _start(inputs, root, spark)
         counting.clear()
         figures = {
             "start_s": time.perf_counter() - t0,
@@ -258,6 +255,8 @@ def run_once(inputs: tuple[str, str]) -> dict:
             "jvm_cpu_s": harness.jvm_cpu_seconds() - jvm0,
         }
         query.stop()
+        spark.stop()
+    gateway.GatewayClient.send_command = send
     return figures
 
 

@@ -287,8 +287,8 @@ def _one(name: str, data: str, events_dir: str, args: argparse.Namespace) -> dic
                 if hasattr(record, "sink_ms"):
                     sink[record.sink_ms["batch_id"]] = record.sink_ms
 
-        sink_log = logging.getLogger("spark_purgatory.delta.sink")
-        sink_log.addHandler(Timings())
+        sink_log, timings = logging.getLogger("spark_purgatory.delta.sink"), Timings()
+        sink_log.addHandler(timings)
         sink_log.setLevel(logging.DEBUG)
         settings = JobSettings(
             ops_path=f"{data}/ops",
@@ -300,7 +300,10 @@ def _one(name: str, data: str, events_dir: str, args: argparse.Namespace) -> dic
             writer="delta-rs",
             master="local[2]",
         )
-        run(settings)
+        try:
+            run(settings)
+        finally:
+            sink_log.removeHandler(timings)
     elif name in ("join", "join-parquet"):
         files = _files(data)
         from benchmarks.contenders import join_stream

@@ -10,7 +10,8 @@
 * ``write_json``: the figures with what they were measured on (the command, the commit, the
   machine and its load);
 * ``child``: a benchmark's own run in a fresh process (a fresh JVM, Python workers, a class
-  path), optionally with another checkout's ``spark_purgatory`` (a change's before and after);
+  path), optionally with another checkout's ``spark_purgatory`` (a change's before and after),
+  its memory sampled; in the smoke run (``python -m benchmarks smoke``) in this process;
 * what the benchmarks read of processes from Linux ``/proc``: CPU seconds and resident memory
   of a process tree, by kind (psutil is not a dependency).
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import io
 import json
 import os
 import platform
@@ -31,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -110,12 +114,16 @@ class Rounds:
         """One row per contender, one ``min-max (median)`` cell per figure of ``columns``
         (key: heading)."""
         labels = labels or {}
-        width = max([len(labels.get(n, n)) for n in self.contenders] + [10]) + 2
-        lines = [f"  {'':<{width}}" + "".join(f"{heading:>24}" for heading in columns.values())]
-        for name in self.contenders:
-            cells = [span(self.values(name, key)) for key in columns]
-            lines.append(f"  {labels.get(name, name):<{width}}" + "".join(f"{c:>24}" for c in cells))
-        return "\n".join(lines)
+        rows = [[labels.get(n, n)] + [span(self.values(n, key)) for key in columns] for n in self.contenders]
+        head = ["", *columns.values()]
+        widths = [max(len(row[i]) for row in [head, *rows]) + 2 for i in range(len(head))]
+        lines = [head, *rows]
+        return "\n".join(
+            "  "
+            + row[0].ljust(widths[0])
+            + "".join(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))
+            for row in lines
+        )
 
     def json(self) -> dict:
         return {"repeat": self.repeat, "runs": self.runs}
@@ -200,6 +208,11 @@ def child_env(checkout: str | None = None, env: dict[str, str] | None = None) ->
         yield env
 
 
+#: set (to anything) when the benchmarks' smoke run (``python -m benchmarks smoke``) runs each
+#: child in the parent's process: one JVM for them all, the figures meaningless
+IN_PROCESS = "BENCHMARKS_IN_PROCESS"
+
+
 def child(
     name: str,
     argv: Sequence[str],
@@ -207,17 +220,75 @@ def child(
     checkout: str | None = None,
     timeout: float = 1800,
     env: dict[str, str] | None = None,
+    sample_s: float = 0.0,
 ) -> dict:
     """Run benchmark ``name`` with ``argv`` in a fresh process (a fresh JVM, Python workers,
     class path; ``child_env``'s ``checkout`` and ``env``) and return the JSON object of its
-    last line of output: a child prints its figures so."""
+    last line of output: a child prints its figures so.  With ``sample_s`` the resident
+    memory of the child's process tree is read that often, its peak returned as ``peak_mb``.
+
+    In a smoke run (``IN_PROCESS`` set) the child runs in this process instead, ``env``'s
+    variables set meanwhile."""
+    if os.environ.get(IN_PROCESS):
+        if checkout:
+            raise ValueError("another checkout's package cannot run in this process")
+        return _in_process(name, argv, env, sample_s)
+    peak = 0.0
     with child_env(checkout, env) as environment:
-        done = subprocess.run(
-            command(name, argv), capture_output=True, text=True, env=environment, timeout=timeout, cwd=ROOT
-        )
-    if done.returncode != 0:
-        raise RuntimeError(f"{name} {' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        with subprocess.Popen(
+            command(name, argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+            cwd=ROOT,
+        ) as process:
+            if sample_s:
+                while process.poll() is None:
+                    peak = max(peak, tree_rss_mb(process.pid))
+                    time.sleep(sample_s)
+            try:
+                out, err = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                raise
+    if process.returncode != 0:
+        raise RuntimeError(f"{name} {' '.join(argv)} failed ({process.returncode}):\n{err[-4000:]}")
+    figures = json.loads(out.strip().splitlines()[-1])
+    return {**figures, "peak_mb": peak} if sample_s else figures
+
+
+def _in_process(name: str, argv: Sequence[str], env: dict[str, str] | None, sample_s: float) -> dict:
+    """``child``'s run in this process: stdout captured, ``env``'s changes undone after."""
+    from benchmarks.__main__ import run
+
+    changed = {k: v for k, v in (env or {}).items() if os.environ.get(k) != v}
+    before = {k: os.environ.get(k) for k in changed}
+    os.environ.update(changed)
+    peak, done = [0.0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(sample_s):
+            peak[0] = max(peak[0], tree_rss_mb(os.getpid()))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    if sample_s:
+        sampler.start()
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            status = run(name, list(argv))
+    finally:
+        done.set()
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    if status:
+        raise RuntimeError(f"{name} {' '.join(argv)} exited {status}")
+    figures = json.loads(out.getvalue().strip().splitlines()[-1])
+    return {**figures, "peak_mb": peak[0]} if sample_s else figures
 
 
 # -- processes, from /proc -------------------------------------------------------------------------

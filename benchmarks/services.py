@@ -251,7 +251,7 @@ class FaultyProxy:
             cwd=ROOT,
             env={
                 **os.environ,
-                "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
             },
             stdout=subprocess.PIPE,
             text=True,

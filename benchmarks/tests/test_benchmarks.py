@@ -42,56 +42,6 @@ def _figures(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))["figures"]
 
 
-@pytest.mark.jars("delta")
-def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_path):
-    figures_file = tmp_path / "figures.json"
-    # every contender on the first workload, the Delta writers' too; the floor, the join and the
-    # job on the others
-    contenders = "floor,stateful,join,job,tws,join-delta,job-native"
-    out = _bench(
-        "operator",
-        *("--smoke", "--contenders", contenders, "--other-contenders", "floor,join,job"),
-        *("--json", str(figures_file)),
-    )
-    for contender in (
-        "floor (read, shuffle)",
-        "floor (read, from_json, shuffle)",
-        "stateful floor (no work)",
-        "stream-stream left-outer join",
-        "job (operator + Delta)",
-        "transformWithStateInPandas",
-    ):
-        assert contender in out
-    assert "DISAGREE" not in out
-    for target in ("target <= 1.3x", "target >= 1.5x", "target >= 6.0x", "target <= 2.0x"):
-        assert target in out
-    typed = out[: out.index("\nskewed:")]
-    assert typed.count("0 fewer, 0 more: agree") == 3  # the job on each writer and TWS, against the join
-    side_by_side = typed[typed.index("Delta writers side by side") :]
-    for line in (
-        "join -> Delta (Spark's writer)",
-        "job, Spark's Delta writer",
-        "job (operator + Delta)",
-        "job (delta-rs) / join -> Delta",
-        "job: delta-rs / Spark's Delta writer",
-    ):
-        assert line in side_by_side
-    results = _figures(figures_file)
-    assert set(results["workloads"]) == {"typed", "skewed", "json"}
-    for workload in results["workloads"].values():
-        assert workload["figures"]["agree"] == 1.0
-        assert workload["figures"]["job_fewer"] == 0
-        assert set(workload["figures"]) >= {"job_vs_floor", "job_vs_join"}
-    typed_figures = results["workloads"]["typed"]["figures"]
-    assert {"job_vs_tws", "job_vs_stateful", "job_vs_join_delta", "native_vs_join_delta"} <= set(
-        typed_figures
-    )
-    assert typed_figures["job-native_fewer"] == 0
-    assert "job_vs_tws" not in results["workloads"]["json"]["figures"]  # not a contender there
-    assert typed_figures["tws_fewer"] == 0
-    assert results["scaling_ratio"] > 0
-
-
 def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp_path, monkeypatch, capsys):
     """``--repeat``: round 1 runs every contender, then round 2 every one again in the reverse
     order, each on the same files; the ranges pair each round's runs.  The contenders here are
@@ -128,39 +78,6 @@ def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp
     assert figures["job_vs_join_delta"] == 2.5
     assert "2.00-3.00x (2.50x)" in ranges
     assert "1.50-1.60x (1.55x)" in ranges  # delta-rs / Spark's Delta: 8/5, 6/4
-
-
-def test_the_connect_bench_runs_the_job_over_connect_with_the_classic_jobs_outputs():
-    """The job handed a remote session (a Connect server on loopback) writes the outcomes,
-    unmatched events and rejected rows the classic job writes from the same files."""
-    out = _bench("connect", "--ops", "400", "--files", "2", "--contenders", "classic,connect")
-    assert "round 1 connect" in out and "connect / classic, CPU:" in out
-    assert "every run's outputs equal" in out
-
-
-def test_the_latency_bench_expires_every_operation_on_a_trickle_and_prints_its_bound():
-    """``latency --configs trickle``, tiny: a live query whose events input keeps
-    trickling after the operations stop expires every operation left (none missing, none of
-    the wrong status), and the report prints the trickle's bound beside its figures."""
-    out = _bench(
-        "latency",
-        *("--configs", "trickle", "--load-seconds", "3", "--rate", "5", "--complete", "0.5"),
-        *("--timeout-min", "2", "--timeout-max", "4", "--trickle-gap", "1.5", "--give-up", "120"),
-        timeout=600,
-    )
-    trickle = [line.split() for line in out.splitlines() if line.startswith("trickle every 1.5s")]
-    expiries = next(cells for cells in trickle if cells[3:5] == ["expiry", "trickle"])
-    assert int(expiries[5]) > 0 and expiries[-1] == "0"  # rows, missing
-    assert all(cells[-1] == "0" for cells in trickle)
-    assert "wrong status: 0" in out and "trickle bound: quiet-stream bound" in out
-
-
-def test_the_shard_profile_runs_the_operators_shard_step():
-    """``profile-shard`` drives the shard step with a stand-in for Spark's GroupState: when
-    the step uses more of GroupState, the stand-in must follow (it had not, once)."""
-    out = _bench("profile-shard", "--ops", "2000", "--batches", "2", "--staged", "--segments", timeout=300)
-    for step in ("shard step", "Purgatory.process", "save_state", "output_table", "staging", "staged output"):
-        assert step in out
 
 
 def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_log():
@@ -342,72 +259,131 @@ def test_the_runner_lists_every_benchmark_and_each_one_is_there():
         assert not re.search(r"^\s*(from|import) tests\b", text, re.MULTILINE), path
 
 
-def test_the_spark_free_benchmarks_run_and_write_their_figures(tmp_path):
-    """``engine`` (a child process per checkout), ``wheel`` and ``rescale``, tiny: each prints
-    its table and writes its figures as JSON."""
-    engine = _bench("engine", "--pending", "0,1000", "--repeat", "2", "--json", str(tmp_path / "e.json"))
-    assert "| 1,000 |" in engine
-    assert (
-        json.loads((tmp_path / "e.json").read_text())["figures"]["checkouts"][0]["rows"][1]["pending"] == 1000
-    )
-    wheel = _bench("wheel", "--n", "20000", "--repeat", "1", "--json", str(tmp_path / "w.json"))
-    assert (
-        "Kafka linked-list port" in wheel
-        and json.loads((tmp_path / "w.json").read_text())["figures"]["ratio"] > 0
-    )
-    _bench("rescale", "--pending", "2000", "--from", "2", "--to", "3", "--json", str(tmp_path / "r.json"))
-    (done,) = _figures(tmp_path / "r.json")["rescales"]
-    assert (done["from"], done["to"]) == (2, 3) and done["operations_and_stubs"] >= 2000
+def _smoke(*names: str, figures: Path | None = None, timeout: int = 1800) -> dict[str, str]:
+    """``python -m benchmarks smoke NAMES``: each benchmark's output, by name (its figures
+    into ``figures``/NAME.json when given)."""
+    out = _bench("smoke", *(("--json", str(figures)) if figures else ()), *names, timeout=timeout)
+    parts = re.split(r"^== ([\w-]+)(?![\w:-]).*$", out, flags=re.MULTILINE)  # a run's first line
+    found = dict(zip(parts[1::2], parts[2::2], strict=True))
+    assert set(found) == set(names)
+    for name, text in found.items():
+        assert f"== {name}: ok" in text
+    return found
 
 
-def test_the_pending_bench_runs_each_contender_in_its_own_process(tmp_path):
-    out = _bench(
+def test_the_spark_free_benchmarks_run_one_after_another(tmp_path):
+    """``engine`` (its measuring run in the runner's process), ``wheel``, ``rescale`` and
+    ``profile-shard``, which drives the shard step with a stand-in for Spark's GroupState:
+    when the step uses more of GroupState, the stand-in must follow (it had not, once)."""
+    out = _smoke("engine", "wheel", "rescale", "profile-shard")
+    assert "| 1,000 |" in out["engine"] and "Kafka linked-list port" in out["wheel"]
+    assert '"from": 2, "to": 3' in out["rescale"]
+    for step in ("shard step", "Purgatory.process", "save_state", "output_table", "staging", "staged output"):
+        assert step in out["profile-shard"]
+    _bench("wheel", "--n", "20000", "--repeat", "1", "--json", str(tmp_path / "w.json"))
+    wheel = json.loads((tmp_path / "w.json").read_text(encoding="utf-8"))
+    assert wheel["benchmark"] == "wheel" and wheel["options"]["n"] == 20000 and wheel["figures"]["ratio"] > 0
+
+
+@pytest.mark.jars("delta", "kafka", "kafka-broker")
+def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
+    """The Spark benchmarks, each at its tiny size, their runs in fresh processes made in the
+    runner's.  ``operator`` runs every contender on real Spark on the typed workload, the
+    join and the job on JSON lines, and its scaling series; the job and
+    ``transformWithStateInPandas`` agree with Spark's join on every completed operation, and
+    the report prints each target beside its figure.  ``latency`` on a trickle expires every
+    operation left (none missing, none of the wrong status) and prints the trickle's bound
+    beside its figures; the others print their tables and ratios."""
+    names = (
+        "operator",
         "pending",
-        *("--files", "2", "--per-file", "300", "--repeat", "1", "--contenders", "job,stateful"),
-        *("--sample", "0.2", "--json", str(tmp_path / "p.json")),
+        "trickle",
+        "first-batch",
+        "plan",
+        "connect",
+        "kafka",
+        "inspect",
+        "handoff",
     )
-    assert "job time / the stateful floor's" in out
-    runs = _figures(tmp_path / "p.json")["runs"]
-    assert runs["job"][0]["completed"] == 200 and runs["stateful"][0]["peak_mb"] > 0
+    out = _smoke(*names, "latency", figures=tmp_path)
+    _the_operator_run(out["operator"], _figures(tmp_path / "operator.json"))
+    assert "the job's last micro-batch / its first" in out["pending"]
+    assert "the driver's share" in out["trickle"] and "Catalyst's rules per micro-batch" in out["trickle"]
+    assert "start() / the join, first micro-batch" in out["first-batch"]
+    assert "Py4J calls" in out["plan"]
+    assert "round 1 classic" in out["connect"] and "every run's outputs equal" in out["connect"]
+    assert "join / job, wall time" in out["kafka"] and "the same from every run" in out["kafka"]
+    assert "pending by shard" in out["inspect"] and "at-risk" in out["inspect"]
+    assert "floor CPU / text's" in out["handoff"] and "µs CPU per row" in out["handoff"]
+    latency = out["latency"]
+    trickle = [line.split() for line in latency.splitlines() if line.startswith("trickle every 1.5s")]
+    expiries = next(cells for cells in trickle if cells[3:5] == ["expiry", "trickle"])
+    assert int(expiries[5]) > 0 and expiries[-1] == "0"  # rows, missing
+    assert all(cells[-1] == "0" for cells in trickle)
+    assert "wrong status: 0" in latency and "trickle bound: quiet-stream bound" in latency
+    for name in (*names, "latency"):
+        assert _figures(tmp_path / f"{name}.json") is not None
 
 
-def test_the_trickle_bench_reads_each_micro_batch_from_the_event_log():
-    out = _bench("trickle", "--smoke", "--contenders", "job,floor")
-    assert "the driver's share" in out and "job - floor, outside jobs" in out
+def _the_operator_run(out: str, results: dict) -> None:
+    """``operator``'s report and figures (``smoke``'s options: every contender on the typed
+    workload, the join and the job on JSON lines, the scaling series)."""
+    for contender in (
+        "floor (read, shuffle)",
+        "stateful floor (no work)",
+        "stream-stream left-outer join",
+        "job (operator + Delta)",
+        "transformWithStateInPandas",
+    ):
+        assert contender in out
+    assert "DISAGREE" not in out
+    for target in ("target <= 1.3x", "target >= 1.5x", "target >= 6.0x", "target <= 2.0x"):
+        assert target in out
+    typed = out[: out.index("\njson:")]
+    assert typed.count("0 fewer, 0 more: agree") == 3  # the job on each writer and TWS, against the join
+    side_by_side = typed[typed.index("Delta writers side by side") :]
+    for line in (
+        "join -> Delta (Spark's writer)",
+        "job, Spark's Delta writer",
+        "job (operator + Delta)",
+        "job (delta-rs) / join -> Delta",
+        "job: delta-rs / Spark's Delta writer",
+    ):
+        assert line in side_by_side
+    assert set(results["workloads"]) == {"typed", "json"}
+    for workload in results["workloads"].values():
+        assert workload["figures"]["agree"] == 1.0
+        assert workload["figures"]["job_fewer"] == 0
+        assert "job_vs_join" in workload["figures"]
+    typed_figures = results["workloads"]["typed"]["figures"]
+    assert {
+        "job_vs_floor",
+        "job_vs_tws",
+        "job_vs_stateful",
+        "job_vs_join_delta",
+        "native_vs_join_delta",
+    } <= set(typed_figures)
+    assert typed_figures["job-native_fewer"] == 0
+    assert "job_vs_tws" not in results["workloads"]["json"]["figures"]  # not a contender there
+    assert typed_figures["tws_fewer"] == 0
+    assert results["scaling_ratio"] > 0
 
 
-@pytest.mark.jars("kafka", "kafka-broker", "delta")
-def test_the_kafka_bench_runs_the_job_and_the_join_on_the_same_topics():
-    out = _bench("kafka", "--ops", "300", "--partitions", "1", "--repeat", "1")
-    assert "join / job, wall time" in out and "the same from every run" in out
+def test_the_install_and_soak_benchmarks_run_the_job_as_a_process():
+    """``install``'s untimed run of the checkout's job script as a process (no wheel built: the
+    tests of the wheel run it from its venv); the soak, a few seconds on files without
+    faults, then its end-of-input run and the exactly-once check."""
+    out = _smoke("install", "soak")
+    assert "the same from every run" in out["install"] and "CHECK FAILED" not in out["install"]
+    assert "lost 0, duplicated 0, differing 0" in out["soak"]
 
 
-def test_the_handoff_bench_times_each_layout():
-    out = _bench("handoff", "--ops", "300", "--repeat", "1", "--layouts", "text,floor")
-    assert "floor CPU / text's" in out and "µs CPU per row" in out
+def test_the_services_examples_hold():
+    """The docstring examples of ``benchmarks.services`` (the proxy's reading of a client's
+    ``User-Agent``); the proxy and the store themselves serve ``tests/delta/test_store_faults.py``."""
+    import doctest
 
+    from benchmarks import services
 
-def test_the_inspect_bench_reads_a_checkpoint_it_built():
-    out = _bench("inspect", "--ops", "500", "--shards", "2", "--files", "2", "--repeat", "1")
-    assert "pending by shard" in out and "at-risk" in out
-
-
-def test_the_startup_benches_time_start_and_its_plan_in_fresh_processes():
-    first = _bench("first-batch", "--repeat", "1")
-    assert "start() / the join, first micro-batch" in first and "target <= 5 s" in first
-    plan = _bench("plan", "--repeat", "1")
-    assert "Py4J calls" in plan
-
-
-def test_the_install_bench_runs_the_job_from_a_venv_and_from_the_checkout():
-    """``install --python``: a venv's Python with the package (here the dev venv's, so no wheel
-    is built) against the checkout's job script."""
-    out = _bench("install", "--python", sys.executable, "--ops", "300", "--files", "2", "--repeat", "1")
-    assert "wheel / checkout, wall" in out and "the same from both" in out and "CHECK FAILED" not in out
-
-
-def test_the_soak_runs_the_job_and_checks_its_outcomes_exactly_once():
-    out = _bench(
-        "soak", "--minutes", "0.4", "--input", "files", "--faults", "", "--rate", "20", "--report", "10"
-    )
-    assert "lost 0, duplicated 0, differing 0" in out
+    results = doctest.testmod(services)
+    assert results.attempted > 0 and results.failed == 0
