@@ -387,3 +387,22 @@ def test_the_services_examples_hold():
 
     results = doctest.testmod(services)
     assert results.attempted > 0 and results.failed == 0
+
+
+def test_a_child_with_another_checkout_imports_that_checkouts_package_and_these_benchmarks(tmp_path):
+    """``harness.child_env(checkout)`` (``engine --against``, ``trickle``'s ``job-base``,
+    ``plan --base``): the child imports the other checkout's ``spark_purgatory``, and the
+    benchmarks of this one, even run from this checkout's root."""
+    from benchmarks import harness
+
+    (tmp_path / "spark_purgatory").mkdir()
+    (tmp_path / "spark_purgatory" / "__init__.py").write_text("", encoding="utf-8")
+    where = "import os, benchmarks as b, spark_purgatory as s; print(os.path.realpath(s.__file__))"
+    where += "; print(os.path.realpath(b.__file__))"
+    with harness.child_env(str(tmp_path)) as env:
+        done = subprocess.run(
+            [sys.executable, "-c", where], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+        )
+    package, benchmarks = done.stdout.split()
+    assert Path(package) == tmp_path.resolve() / "spark_purgatory" / "__init__.py"
+    assert Path(benchmarks) == Path(ROOT, "benchmarks", "__init__.py").resolve()
