@@ -21,10 +21,10 @@ import spark_purgatory.rescale as rescaling
 from benchmarks import harness
 from spark_purgatory import PurgatoryConfig
 from spark_purgatory.engine.purgatory import Purgatory
+from spark_purgatory.shard.labels import shard_labels, spark_hash_int
 from spark_purgatory.spark import state_files
 from spark_purgatory.spark.group_state import to_group_state
 from spark_purgatory.spark.key_hash import shards_of
-from spark_purgatory.spark.labels import shard_labels, spark_hash_int
 from spark_purgatory.state import SegmentStore, save_state
 
 DAY_MS = 86_400_000

@@ -1,24 +1,24 @@
 """The routed rows' hand-off to Python: what the shard stage pays per row to give the
 operator its input, for the routed layout as it is and as it was.
 
-The operator's input (``routed_rows.ROUTED_SCHEMA``) crosses from the JVM to the Python workers
+The operator's input (``shard.roles.ROUTED``) crosses from the JVM to the Python workers
 as Arrow and becomes pandas (``applyInPandasWithState``) before the engine sees a row.  This
 times that crossing alone, on the rows of real input: one file of operations and one of
 events (``contenders.write_workload``), routed as a stream routes them
 (``route_typed_operations``, ``route_events``), written once as Parquet; then, per layout,
 the rows read back, shuffled by shard and handed to a Python function that splits them as
-the shard call does (``shard_input.split_input``) and returns nothing.  The layouts
+the shard call does (``shard.input.split_input``) and returns nothing.  The layouts
 (``--layouts``):
 
 * **text**: the routed rows as they are: an operation's keys as JSON text only when it has
-  several (one key in ``key``), its members only when it has any (``routed_rows.LIST_COLUMNS``);
+  several (one key in ``key``), its members only when it has any (``shard.roles.LIST_COLUMNS``);
 * **wide**: the same rows with an event's source and value and a rejected row's reason and
   raw text in columns of their own, as routing sent them before they shared an operation's
-  (``routed_rows.SHARED_COLUMNS``: 18 columns against 14);
+  (``shard.roles.SHARED_COLUMNS``: 18 columns against 14);
 * **arrays**: the wide rows with the two lists as Spark arrays, empty where absent, as
   routing sent them before (the function reads them as they come);
 * **before**: the arrays layout with each row's role and side as strings, as routing sent
-  them before they became numbers (``routed_rows.ROLES``, ``SIDES``): the layout of 5a71613;
+  them before they became numbers (``shard.roles.ROLES``, ``SIDES``): the layout of 5a71613;
 * **floor**: shard, key and event time only: what the stateful floor hands over.
 
 Each layout runs ``--repeat`` times after two warm-up rounds, the layouts alternated (every
@@ -45,7 +45,8 @@ from benchmarks import harness
 from benchmarks.contenders import write_workload
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import SOURCE_OPERATIONS
-from spark_purgatory.spark.routed_rows import (
+from spark_purgatory.shard.input import split_input
+from spark_purgatory.shard.roles import (
     ROLE_BAD,
     ROLE_CLAIM,
     ROLE_EVENT,
@@ -56,7 +57,6 @@ from spark_purgatory.spark.routed_rows import (
     SIDES,
 )
 from spark_purgatory.spark.routing import route_events, route_typed_operations
-from spark_purgatory.spark.shard_input import split_input
 from spark_purgatory.spark.sources import parse_events
 from spark_purgatory.spark.sql_text import sql_string
 from spark_purgatory.testing import spark_session
@@ -77,7 +77,7 @@ def _roles(*names: str) -> str:
 
 _OPS = _roles(ROLE_OPERATION, ROLE_STUB, ROLE_CLAIM)
 _EVENTS, _BAD = _roles(ROLE_EVENT, ROLE_REPLICA), _roles(ROLE_BAD)
-#: the shared columns parted again (``routed_rows.SHARED_COLUMNS``): an operation's fields alone in
+#: the shared columns parted again (``shard.roles.SHARED_COLUMNS``): an operation's fields alone in
 #: theirs, and each other field in a column of its own (``_OWN``)
 _PARTED = {
     "condition": f"CASE WHEN role IN ({_OPS}) THEN condition END AS condition",

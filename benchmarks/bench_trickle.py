@@ -33,8 +33,9 @@ outside any job (the rest).  Printed: medians over the data micro-batches after 
 ``--skip`` (JIT and Python workers warming), then each figure's median over the rounds with
 its range.  And where the driver's share goes (``breakdown``), from the progress's
 ``durationMs`` (planning, offsets, the commit log) and, for the job, the sink's own timings
-(``PurgatorySink.timings``: the batch's rows collected, record, drain and commit, report);
-``other`` is what remains of the wall time (progress reporting, the trigger's bookkeeping).
+(``PurgatorySink.timings``, as ``driver_step`` logs them: the batch's rows collected, record,
+drain and commit, report); ``other`` is what remains of the wall time (progress reporting,
+the trigger's bookkeeping).
 And Catalyst's own time per micro-batch (``RULE_GROUPS``: the analyzer's, the optimizer's and
 the session extensions' rules, from Spark's ``RuleExecutor`` metering, read after each
 micro-batch by a listener): how much of ``planning`` (and of the analysis inside
@@ -287,7 +288,7 @@ def _one(name: str, data: str, events_dir: str, args: argparse.Namespace) -> dic
                 if hasattr(record, "sink_ms"):
                     sink[record.sink_ms["batch_id"]] = record.sink_ms
 
-        sink_log, timings = logging.getLogger("spark_purgatory.delta.sink"), Timings()
+        sink_log, timings = logging.getLogger("spark_purgatory.driver_step"), Timings()
         sink_log.addHandler(timings)
         sink_log.setLevel(logging.DEBUG)
         settings = JobSettings(

@@ -22,7 +22,7 @@ number of files per trigger, to the end of its input (``availableNow``), on loca
   Delta writer (``txnAppId``/``txnVersion``), as ``auto`` does on Databricks;
 * **noop**: the operator alone (``purgatory_stream``) into Spark's ``noop`` sink;
 * **routed**: the operator's input without the operator: the project's parsing and routing
-  (``routed_stream``), the shuffle by shard and every routed column through an identity
+  (``input_stream``), the shuffle by shard and every routed column through an identity
   ``mapInPandas`` (with ``floor`` and ``noop``, it splits the job's time into its steps);
 * **tws**: what a Spark 4 user writes with state: ``transformWithStateInPandas`` grouped by
   the operation's key, a ``StatefulProcessor`` keeping the key's pending operations and
@@ -59,8 +59,9 @@ from benchmarks.harness import cpu_seconds
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import EVENT_INPUT, OPERATION_INPUT
 from spark_purgatory.job import JobSettings, run
+from spark_purgatory.spark.input_stream import input_stream
 from spark_purgatory.spark.metrics import JsonListener
-from spark_purgatory.spark.operator import purgatory_stream, routed_stream
+from spark_purgatory.spark.operator import purgatory_stream
 from spark_purgatory.spark.sources import (
     EVENTS_PARQUET_SCHEMA,
     OPERATIONS_PARQUET_SCHEMA,
@@ -406,7 +407,7 @@ def run_routed(spark: SparkSession, files: Files, config: PurgatoryConfig, per_t
         read_stream(spark, f"{files.root}/{d}", files.fmt, kind=kind, max_files_per_trigger=per_trigger)
         for d, kind in (("ops", "operations"), ("events", "events"))
     )
-    routed = routed_stream(ops, evs, config).repartition("shard")  # as the operator's groupBy
+    routed = input_stream(ops, evs, config).repartition("shard")  # as the operator's groupBy
 
     def identity(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         yield from frames

@@ -273,12 +273,11 @@ def _smoke(*names: str, figures: Path | None = None, timeout: int = 1800) -> dic
 
 def test_the_spark_free_benchmarks_run_one_after_another(tmp_path):
     """``engine`` (its measuring run in the runner's process), ``wheel``, ``rescale`` and
-    ``profile-shard``, which drives the shard step with a stand-in for Spark's GroupState:
-    when the step uses more of GroupState, the stand-in must follow (it had not, once)."""
+    ``profile-shard``, which drives ``ShardStep`` as the operator does and prints its phases."""
     out = _smoke("engine", "wheel", "rescale", "profile-shard")
     assert "| 1,000 |" in out["engine"] and "Kafka linked-list port" in out["wheel"]
     assert '"from": 2, "to": 3' in out["rescale"]
-    for step in ("shard step", "Purgatory.process", "save_state", "output_table", "staging", "staged output"):
+    for step in ("shard step", "    load", "    process", "    save", "    output", "pandas -> arrow"):
         assert step in out["profile-shard"]
     _bench("wheel", "--n", "20000", "--repeat", "1", "--json", str(tmp_path / "w.json"))
     wheel = json.loads((tmp_path / "w.json").read_text(encoding="utf-8"))

@@ -1,13 +1,15 @@
-"""The product contract, declared once: input columns, output tables, rejection reasons.
+"""The product contract, declared once: input fields, rejection reasons, output tables.
 
-Everything else derives from this module: the engine's output frames (``OUTCOME_COLUMNS`` ...),
-the operator's output schema (``OPERATOR_OUTPUT``, turned into a Spark schema by the Spark
-layer), the Delta tables' Arrow schemas (``TABLES``), and the rejection vocabulary that both
-validators (Spark SQL and pandas) speak.  Types are Arrow types, so the module imports
-neither Spark nor Delta and the engine may use it.
+Everything else derives from this package: the readers of the input (Spark SQL, the JVM
+checks, the engine's pandas readers) read a record by ``inputs`` (fields, types, bounds,
+limits, conditions, how text is read) and reject it with ``reasons``; the engine's output
+frames (``OUTCOME_COLUMNS`` ...), the operator's output schema (``OPERATOR_OUTPUT``, turned
+into a Spark schema by the Spark layer) and the Delta tables' Arrow schemas (``TABLES``) are
+declared here.  Types are Arrow types, so the package imports neither Spark nor Delta and
+the engine may use it; its names are all importable from ``spark_purgatory.contract``.
 
 Invariants: a column, a status, a kind or a reason is spelled here and nowhere else; a
-reason means the same thing whichever validator gives it.
+reason means the same thing whichever reader gives it (``tests/contract``).
 
 >>> OUTCOME_COLUMNS[:3]
 ['op_id', 'keys', 'status']
@@ -23,7 +25,15 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from .inputs import *  # noqa: F403 - the input contract, re-exported
+from .inputs import SOURCE_EVENTS, SOURCE_OPERATIONS
+from .inputs import __all__ as _inputs
+from .reasons import *  # noqa: F403 - the reasons, re-exported
+from .reasons import __all__ as _reasons
+
 __all__ = [
+    *_inputs,
+    *_reasons,
     "COMPLETED",
     "EXPIRED",
     "KIND_OUTCOME",
@@ -33,20 +43,8 @@ __all__ = [
     "GAUGES",
     "GROUP_ROWS",
     "RELAYED",
-    "SOURCE_OPERATIONS",
-    "SOURCE_EVENTS",
     "AFTER_RESOLUTION",
     "NO_OPERATION",
-    "REASONS",
-    "LATE",
-    "DUPLICATE_OP_ID",
-    "OPERATION_REASONS",
-    "EVENT_REASONS",
-    "OPERATION_COLUMNS",
-    "EVENT_COLUMNS",
-    "OPERATION_INPUT",
-    "EVENT_INPUT",
-    "MAX_TS_MS",
     "TableContract",
     "OUTCOMES",
     "UNMATCHED_EVENTS",
@@ -82,139 +80,9 @@ RELAYED = "relayed"
 #: the per-shard gauges of a ``metrics`` row
 GAUGES: tuple[str, ...] = ("pending", "buffered", "watched", GROUP_ROWS, RELAYED)
 
-#: which input a rejected row came from (the ``rejected`` table's ``source`` column)
-SOURCE_OPERATIONS, SOURCE_EVENTS = "operations", "events"
 
 #: why an event is in ``unmatched_events``
 AFTER_RESOLUTION, NO_OPERATION = "after_resolution", "no_operation"
-
-# -- rejection reasons -------------------------------------------------------------------------------
-
-#: every reason a row can be rejected for, and what it means to a person reading ``rejected``
-REASONS: dict[str, str] = {
-    "record_too_large": "the record's text is longer than input.max.record.bytes (its raw is truncated)",
-    "too_deep": "the record nests arrays and objects deeper than input.max.depth",
-    "malformed_json": "the record is not a JSON object",
-    "missing_op_id": "no op_id, or an empty one",
-    "bad_op_id": "op_id is not a string",
-    "missing_key": "no key (or keys), or only empty ones",
-    "too_many_keys": "more distinct keys than input.max.keys",
-    "missing_ts": "no ts",
-    "bad_ts": (
-        "ts is neither an ISO-8601 timestamp nor epoch ms, or lies outside 1970-2200 "
-        "(words such as `now` or `today` are not event times)"
-    ),
-    "ts_in_future": "ts lies more than purgatory.max.future.ms ahead of processing time",
-    "missing_timeout_ms": "no timeout_ms",
-    "bad_timeout_ms": "timeout_ms is not a whole number",
-    "negative_timeout": "timeout_ms < 0",
-    "timeout_above_max": "timeout_ms > purgatory.max.timeout.ms",
-    "unknown_condition": "condition is not any, count, sum, all, offset or quorum",
-    "missing_target": "count, sum, offset and quorum need a target",
-    "bad_target": "target is not a finite number",
-    "missing_members": "all and quorum need members",
-    "too_many_members": "more distinct members than input.max.members",
-    "target_above_members": "a quorum's target is more than its distinct members: it could never hold",
-    "unused_target": (
-        "a target given to a condition that does not use one (any, all); k of named members is quorum"
-    ),
-    "unused_members": (
-        "members given to a condition that does not use them (any, count, sum, offset); "
-        "k of named members is quorum"
-    ),
-    "bad_payload": "payload is not a string",
-    "bad_value": "value is not a finite number",
-    "bad_source": "source is not a string",
-    "duplicate_op_id": "an operation with this op_id is pending or was resolved recently",
-    "late": "event time behind the watermark when the row arrived",
-    "cross_shard_keys": "keys span shards and purgatory.cross.shard.operations is off",
-}
-
-#: a ``record_too_large`` row's ``raw``: its first ``RAW_KEPT_CHARS`` characters, then this
-#: note with the record's size in UTF-8 bytes (both readings write the same text)
-RAW_KEPT_CHARS = 1024
-RAW_TRUNCATED = "…[truncated: {bytes} bytes]"
-
-#: the reasons the engine itself gives (the validators give the others)
-LATE, DUPLICATE_OP_ID = "late", "duplicate_op_id"
-
-#: reasons an operation can get, in the order the validators check them (the first one wins)
-OPERATION_REASONS: tuple[str, ...] = (
-    "record_too_large",
-    "too_deep",
-    "malformed_json",
-    "missing_op_id",
-    "bad_op_id",
-    "missing_key",
-    "too_many_keys",
-    "missing_ts",
-    "bad_ts",
-    "ts_in_future",
-    "missing_timeout_ms",
-    "bad_timeout_ms",
-    "negative_timeout",
-    "timeout_above_max",
-    "unknown_condition",
-    "missing_target",
-    "bad_target",
-    "missing_members",
-    "too_many_members",
-    "target_above_members",
-    "unused_target",
-    "unused_members",
-    "bad_payload",
-    "cross_shard_keys",
-    "duplicate_op_id",
-    "late",
-)
-#: reasons an event can get, in the order the validators check them
-EVENT_REASONS: tuple[str, ...] = (
-    "record_too_large",
-    "too_deep",
-    "malformed_json",
-    "missing_key",
-    "missing_ts",
-    "bad_ts",
-    "ts_in_future",
-    "bad_value",
-    "bad_op_id",
-    "bad_source",
-    "late",
-)
-
-# -- input -------------------------------------------------------------------------------------------
-
-#: the SPEC's operation fields with their Arrow types (``ts`` a timestamp or epoch ms)
-OPERATION_INPUT = pa.schema(
-    [
-        ("op_id", pa.string()),
-        ("key", pa.string()),
-        ("keys", pa.list_(pa.string())),
-        ("ts", pa.timestamp("us", tz="UTC")),
-        ("timeout_ms", pa.int64()),
-        ("condition", pa.string()),
-        ("target", pa.float64()),
-        ("members", pa.list_(pa.string())),
-        ("payload", pa.string()),
-    ]
-)
-#: the SPEC's completion-event fields with their Arrow types
-EVENT_INPUT = pa.schema(
-    [
-        ("key", pa.string()),
-        ("ts", pa.timestamp("us", tz="UTC")),
-        ("op_id", pa.string()),
-        ("source", pa.string()),
-        ("value", pa.float64()),
-    ]
-)
-#: event times from 1970 up to (not including) 2200-01-01 are accepted; others are ``bad_ts``
-#: (they would overflow, or are nonsense)
-MAX_TS_MS = 7_258_118_400_000
-#: canonical columns of an operations frame handed to the engine (ts in epoch ms, keys a list)
-OPERATION_COLUMNS = [f.name for f in OPERATION_INPUT if f.name != "key"]
-#: canonical columns of an events frame handed to the engine (ts in epoch ms)
-EVENT_COLUMNS = EVENT_INPUT.names
 
 # -- output tables -----------------------------------------------------------------------------------
 

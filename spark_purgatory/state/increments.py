@@ -1,4 +1,5 @@
-"""Delta files: one small versioned file per save of a shard, and the pointer that names it.
+"""Increments: one small versioned file per save of a shard (a *delta file*, under ``deltas/``),
+and the pointer that names it.  (Not Delta Lake's: that is the ``delta`` package.)
 
 Spark's group state carries only a *pointer* to the shard's state (``@`` and a delta file's
 name, a hundred bytes, whatever the shard holds); the state itself lives in the

@@ -1,4 +1,4 @@
-"""A shard's state in versioned delta files, the group state a pointer to them (``state.deltas``).
+"""A shard's state in versioned delta files, the group state a pointer to them (``state.increments``).
 
 What Spark's group state carries must not grow with the pending operations; a batch replayed
 after a crash must load the version Spark committed, never a later one a crashed attempt
@@ -11,7 +11,7 @@ import pytest
 
 from spark_purgatory import Purgatory
 from spark_purgatory.state import SegmentStore, WorkerCache, load_state, loaded_by, save_state
-from spark_purgatory.state.deltas import MAX_DELTAS, SWEEP_EVERY, is_pointer, parsed, pointed
+from spark_purgatory.state.increments import MAX_DELTAS, SWEEP_EVERY, is_pointer, parsed, pointed
 from tests.support.engine_helpers import ev, op, outcomes, purgatory, step
 
 

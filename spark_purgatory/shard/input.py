@@ -1,13 +1,13 @@
-"""A shard call's input as the engine takes it: the routed rows (``routed_rows.ROUTED_SCHEMA``)
+"""A shard call's input as the engine takes it: the routed rows (``roles.ROUTED``)
 that PySpark hands a group as pandas, split into validated operations, validated events,
 rows rejected at parse, op_id claims and the operator's clock.
 
 Runs in the Python workers, once per shard call: each reader takes the columns it needs as
 numpy arrays, masked per role, and never copies the whole frame.  An operation's keys and
-members come as JSON text only where the row needs a list (``routed_rows.LIST_COLUMNS``): one
+members come as JSON text only where the row needs a list (``roles.LIST_COLUMNS``): one
 key travels in ``key``, no members as null.  An event's source and value, and a rejected
 row's reason and raw text, travel in columns an operation's fields use
-(``routed_rows.SHARED_COLUMNS``).
+(``roles.SHARED_COLUMNS``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..engine.frames import concat
 from ..engine.registry import NO_REGISTRY
 from ..engine.text import lists_of, object_column
 from ..engine.validation import first_keys, readable
-from .routed_rows import (
+from .roles import (
     ROLE_BAD,
     ROLE_CLAIM,
     ROLE_CLOCK,
@@ -42,7 +42,7 @@ __all__ = ["split_input", "claims_of", "routed_rows", "roles_of", "clock_of", "k
 
 _TS_MS = ms_column("ts")
 _SIDE_NAMES = np.array(SIDES, dtype=object)
-#: the roles as the routed rows carry them: their places in ``routed_rows.ROLES`` (one byte a row;
+#: the roles as the routed rows carry them: their places in ``roles.ROLES`` (one byte a row;
 #: compared as numbers, never made names)
 _OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK = (
     ROLES.index(role)
@@ -51,7 +51,7 @@ _OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK = (
 
 
 def roles_of(pdf: pd.DataFrame) -> np.ndarray:
-    """The routed rows' roles, as their places in ``routed_rows.ROLES``."""
+    """The routed rows' roles, as their places in ``roles.ROLES``."""
     return pdf["role"].to_numpy(np.int8)
 
 
@@ -123,7 +123,7 @@ def split_input(
             "key": col("key", is_event),
             "ts": ts[is_event].astype(np.int64),
             "op_id": col("op_id", is_event),
-            "source": col("condition", is_event),  # shared columns (``routed_rows.SHARED_COLUMNS``)
+            "source": col("condition", is_event),  # shared columns (``roles.SHARED_COLUMNS``)
             "value": col("target", is_event, float),
             "replica": role[is_event] == _REPLICA,
         }

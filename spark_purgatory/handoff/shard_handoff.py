@@ -1,6 +1,6 @@
 """The shard call's one door to the hand-off: ``receive`` before the engine runs, ``post`` after.
 
-A shard call (``spark.operator``'s shard step) knows its shard, its micro-batch's key and its
+A shard call (``shard.step.ShardStep``) knows its shard, its micro-batch's key and its
 ``Purgatory``; everything else of the two protocols (module docstring of
 ``spark_purgatory.handoff``) is behind this object: which files a shard reads (relays for the
 cross-shard group, verdicts for a home that parked operations), which it writes (its stubs'
@@ -28,7 +28,30 @@ if TYPE_CHECKING:
     from ..engine.batch import BatchResult
     from ..engine.purgatory import Purgatory
 
-__all__ = ["Received", "ShardHandOff"]
+__all__ = ["Received", "ShardHandOff", "hands_off", "registers"]
+
+
+def hands_off(config: PurgatoryConfig) -> bool:
+    """Do cross-shard operations get their events through the mailbox (else: replicas,
+    ``spark.routing``)?
+
+    By default (``purgatory.cross.shard.handoff=mailbox``) when there is a state path to hold
+    the mailbox.  Relayed pairs are read in the cross-shard group's next call, one
+    micro-batch later; ``handoff.wake`` makes sure a next micro-batch comes.
+    """
+    return (
+        config.cross_shard_operations
+        and config.shards > 1
+        and config.cross_shard_handoff == "mailbox"
+        and bool(config.state_path)
+    )
+
+
+def registers(config: PurgatoryConfig) -> bool:
+    """Is a repeated op_id one operation across shards (``purgatory.dedup.scope=global``, the
+    default; ``engine.registry``)?  It needs several shards and a state path for the
+    verdicts (``query.start`` always sets one)."""
+    return config.dedup_scope == "global" and config.shards > 1 and bool(config.state_path)
 
 
 @dataclass(frozen=True)
@@ -54,8 +77,16 @@ class ShardHandOff:
             the cross-shard group is shard number ``shards``).
         relays: cross-shard operations exist (keys in several shards): stubs relay, the
             cross-shard group receives.
-        registers: op_ids have registries (``spark.routing.registers``): claims and verdicts.
+        registers: op_ids have registries (``registers``): claims and verdicts.
+
+    ``ShardHandOff.of(config)``: as the configuration asks (``hands_off``, ``registers``).
     """
+
+    @classmethod
+    def of(cls, config: PurgatoryConfig) -> ShardHandOff:
+        """The hand-off the configuration asks for: the mailbox's relays when cross-shard
+        operations hand off through it, claims and verdicts when op_ids have registries."""
+        return cls(config, relays=hands_off(config), registers=registers(config))
 
     def __init__(self, config: PurgatoryConfig, *, relays: bool, registers: bool) -> None:
         self.cross = config.shards
