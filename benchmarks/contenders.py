@@ -1,4 +1,5 @@
-"""The contenders of ``bench_operator.py``: the job and Spark's alternatives on the same files.
+"""The contenders: the job and Spark's alternatives on the same files (``operator``, ``pending``,
+``trickle``, ``handoff``, ``install``, ``connect`` and ``inspect`` build on them).
 
 Every contender reads the same two directories (operations, completion events), the same
 number of files per trigger, to the end of its input (``availableNow``), on local[2]:
@@ -49,12 +50,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from procfs import cpu_seconds  # beside this file (sys.path[0])
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
+from benchmarks.harness import cpu_seconds
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import EVENT_INPUT, OPERATION_INPUT
 from spark_purgatory.job import JobSettings, run
@@ -132,13 +133,16 @@ def write_workload(root: str, n_ops: int, files: int, fmt: str = "json", skew_ms
             raise ValueError("skewed workloads are written as Parquet")
         write_json_lines(work, f"{root}/ops", f"{root}/events", files=files)
     else:
-        _write_parquet(root, work.operations, work.events, files, skew_ms)
+        write_parquet(root, work.operations, work.events, files, skew_ms)
     return Files(root, len(work.operations), len(work.events), fmt)
 
 
-def _write_parquet(
-    root: str, operations: pd.DataFrame, events: pd.DataFrame, files: int, skew_ms: int
+def write_parquet(
+    root: str, operations: pd.DataFrame, events: pd.DataFrame, files: int, skew_ms: int = 0
 ) -> None:
+    """Operations and events as typed Parquet files under ``root``/ops and ``root``/events,
+    ``files`` per stream cut at the same event times (the events' ``skew_ms`` further), each
+    file's modification time in their order (file sources take files in that order)."""
     ts = np.concatenate([operations["ts"].to_numpy(), events["ts"].to_numpy()])
     edges = np.linspace(ts.min(), ts.max() + 1, files + 1)
     stamp = time.time() - files

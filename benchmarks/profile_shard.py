@@ -10,12 +10,11 @@ rows from Arrow to pandas (``ArrowBatchTransformer.to_pandas``, in chunks of
 it times them (``ShardResult.timings``: load, process, save, output) and, with
 ``--cprofile``, the functions that cost most.
 
-    .venv/bin/python benchmarks/profile_shard.py --ops 100000 --batches 10 [--staged] [--cprofile 25]
+    python -m benchmarks profile-shard --ops 100000 --batches 10 [--staged] [--cprofile 25]
 """
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import json
 import pstats
@@ -31,6 +30,7 @@ from pyspark.sql.conversion import ArrowBatchTransformer, PandasToArrowConversio
 from pyspark.sql.pandas.types import to_arrow_schema
 
 import spark_purgatory.delta.staging as staging_module
+from benchmarks import harness
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.delta.staging import ShardStaging
 from spark_purgatory.shard.input import routed_rows
@@ -127,8 +127,8 @@ def run(
             PandasToArrowConversion.convert(done.output, out_schema, timezone="UTC", arrow_cast=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser("profile-shard", __doc__, repeat=None)
     parser.add_argument("--ops", type=int, default=100_000, help="operations (all in one shard)")
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--chunk", type=int, default=10_000, help="maxRecordsPerBatch")
@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument("--no-cache", action="store_true", help="every load misses the worker cache")
     parser.add_argument("--staged", action="store_true", help="the shard stages its output (start's path)")
     parser.add_argument("--cprofile", type=int, default=0, help="print the N costliest functions")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     profile = cProfile.Profile() if args.cprofile else None
     with tempfile.TemporaryDirectory() as tmp:
         if profile:
@@ -155,7 +155,5 @@ def main() -> None:
     if profile:
         stats = pstats.Stats(profile).sort_stats("cumulative")
         stats.print_stats(args.cprofile)
-
-
-if __name__ == "__main__":
-    main()
+    harness.write_json(args.json, "profile-shard", args, {"seconds": total, "steps": dict(SECONDS)})
+    return 0

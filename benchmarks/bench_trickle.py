@@ -25,7 +25,7 @@ only as the project's sessions are.  The contenders (``--contenders``):
 
 Each run is a fresh Python process with a fresh session and Spark's event log on
 (``spark.eventLog.enabled``, a temporary directory); the contenders alternate (round 1: each
-once, round 2: each again ...).  From the event log (``anatomy``), per data micro-batch:
+once, round 2: each again in the reverse order ...).  From the event log (``anatomy``), per data micro-batch:
 its wall time (from its trigger's start to the next trigger's start: everything the stream
 thread does for it, progress reporting included), its Spark jobs and stages (stages that
 ran), the time inside Spark jobs (the union of the jobs' spans) and the time on the driver
@@ -33,17 +33,18 @@ outside any job (the rest).  Printed: medians over the data micro-batches after 
 ``--skip`` (JIT and Python workers warming), then each figure's median over the rounds with
 its range.  And where the driver's share goes (``breakdown``), from the progress's
 ``durationMs`` (planning, offsets, the commit log) and, for the job, the sink's own timings
-(``PurgatorySink.timings``: the batch's rows collected, record, drain and commit, report);
-``other`` is what remains of the wall time (progress reporting, the trigger's bookkeeping).
+(``PurgatorySink.timings``, as ``driver_step`` logs them: the batch's rows collected, record,
+drain and commit, report); ``other`` is what remains of the wall time (progress reporting,
+the trigger's bookkeeping).
 And Catalyst's own time per micro-batch (``RULE_GROUPS``: the analyzer's, the optimizer's and
 the session extensions' rules, from Spark's ``RuleExecutor`` metering, read after each
 micro-batch by a listener): how much of ``planning`` (and of the analysis inside
 ``foreachBatch``) is rules re-run over the plan.
 
-    .venv/bin/python benchmarks/bench_batch.py                       # 3 rounds of job, join, floor
-    .venv/bin/python benchmarks/bench_batch.py --repeat 5 --contenders job,join,join-parquet,floor
-    .venv/bin/python benchmarks/bench_batch.py --contenders job-base,job,floor --base ../older-checkout
-    .venv/bin/python benchmarks/bench_batch.py --smoke               # seconds-sized, checks the harness
+    python -m benchmarks trickle                       # 3 rounds of job, join, floor
+    python -m benchmarks trickle --repeat 5 --contenders job,join,join-parquet,floor
+    python -m benchmarks trickle --contenders job-base,job,floor --base ../older-checkout
+    python -m benchmarks trickle --smoke               # seconds-sized, checks the harness
 """
 
 from __future__ import annotations
@@ -57,12 +58,11 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from benchmarks import harness
+
 CONTENDERS = (
     *("job", "job-base", "job-tcp", "job-fc"),
     *("join", "join-parquet"),
@@ -252,9 +252,9 @@ def _rule_clock(spark) -> dict[int, dict[str, float]]:
 # -- one run, in its own process ------------------------------------------------------------------
 
 
-def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespace) -> None:
+def _one(name: str, data: str, events_dir: str, args: argparse.Namespace) -> dict:
     """Run contender ``name`` on the trickle under ``data`` with the event log into
-    ``events_dir``; write the anatomy of its micro-batches to ``out``."""
+    ``events_dir``; the anatomy of its micro-batches."""
     from spark_purgatory.config import PurgatoryConfig
     from spark_purgatory.runtime.session import local_session
 
@@ -288,8 +288,8 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
                 if hasattr(record, "sink_ms"):
                     sink[record.sink_ms["batch_id"]] = record.sink_ms
 
-        sink_log = logging.getLogger("spark_purgatory.delta.sink")
-        sink_log.addHandler(Timings())
+        sink_log, timings = logging.getLogger("spark_purgatory.driver_step"), Timings()
+        sink_log.addHandler(timings)
         sink_log.setLevel(logging.DEBUG)
         settings = JobSettings(
             ops_path=f"{data}/ops",
@@ -301,10 +301,13 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
             writer="delta-rs",
             master="local[2]",
         )
-        run(settings)
+        try:
+            run(settings)
+        finally:
+            sink_log.removeHandler(timings)
     elif name in ("join", "join-parquet"):
         files = _files(data)
-        from contenders import join_stream
+        from benchmarks.contenders import join_stream
 
         joined = join_stream(spark, files, config, 1)
         writer = joined.writeStream.option("checkpointLocation", f"{data}/ck-{name}").trigger(
@@ -321,7 +324,7 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
         query.awaitTermination()
     else:
         files = _files(data)
-        from contenders import run_stateful
+        from benchmarks.contenders import run_stateful
 
         run_stateful(spark, files, config, 1)
     spark.stop()  # the event log is complete once the application ends
@@ -334,15 +337,15 @@ def _one(name: str, data: str, events_dir: str, out: str, args: argparse.Namespa
     rules = per_batch_rules(snapshots)
     for figures in batches:
         figures.update(rules.get(figures["batch"], {}))
-    Path(out).write_text(json.dumps({"batches": batches, "note": note}))
+    return {"batches": batches, "note": note}
 
 
 def _files(data: str):
     """The trickle as ``contenders`` takes it (imported here: the job's run, perhaps of an
     older checkout (``job-base``), needs nothing of it)."""
-    sys.path.insert(0, str(HERE))
-    import contenders
     from pyspark import cloudpickle
+
+    from benchmarks import contenders
 
     cloudpickle.register_pickle_by_value(contenders)  # its no-work step runs in the workers
     return contenders.Files(data, 0, 0, "parquet")
@@ -377,29 +380,20 @@ def _clear(root: str) -> None:
 
 
 def _run(name: str, data: str, scratch: str, args: argparse.Namespace) -> dict:
+    """Contender ``name`` in a fresh process (``job-base``: with the ``--base`` checkout's
+    package); the anatomy of its micro-batches."""
     _clear(data)
     events_dir = tempfile.mkdtemp(prefix="eventlog-", dir=scratch)
-    out = os.path.join(scratch, f"{name}.json")
-    child = [
-        sys.executable,
-        str(HERE / "bench_batch.py"),
-        "--one",
-        name.removesuffix("-base"),  # -tcp and -fc stay: the child's session settings
-        "--data",
-        data,
-    ]
-    child += ["--events-dir", events_dir, "--out", out, "--shards", str(args.shards)]
-    child += ["--watermark-delay", args.watermark_delay]
-    env = dict(os.environ)
-    if name == "job-base":  # the older checkout's package before the installed one
-        env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(args.base), env.get("PYTHONPATH", "")])
-    done = subprocess.run(child, capture_output=True, text=True, cwd=HERE.parent, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    argv = ["--one", name.removesuffix("-base"), "--data", data, "--events-dir", events_dir]  # -tcp, -fc stay
+    argv += ["--shards", str(args.shards), "--watermark-delay", args.watermark_delay]
+    try:
+        result = harness.child("trickle", argv, checkout=args.base if name == "job-base" else None)
+    except RuntimeError as failed:
+        raise SystemExit(f"{name} failed: {failed}") from None
     if os.environ.get("BENCH_EVENTS_KEEP"):  # the event log kept for a closer look at stages and tasks
         shutil.copytree(events_dir, os.path.join(os.environ["BENCH_EVENTS_KEEP"], name), dirs_exist_ok=True)
     shutil.rmtree(events_dir, ignore_errors=True)
-    return json.loads(Path(out).read_text())
+    return result
 
 
 def _range(values: list[float]) -> str:
@@ -474,11 +468,10 @@ def report(runs: dict[str, list[dict]], skip: int) -> dict[str, dict[str, list[f
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser("trickle", __doc__, repeat=3)
     parser.add_argument(
         "--contenders", default="job,join,floor", help=f"comma list of {', '.join(CONTENDERS)}"
     )
-    parser.add_argument("--repeat", type=int, default=3, help="rounds, the contenders alternated")
     parser.add_argument("--ops", type=int, default=4_800, help="operations in all (~70%% confirmed)")
     parser.add_argument("--files", type=int, default=16, help="files per stream (one per micro-batch)")
     parser.add_argument("--skip", type=int, default=3, help="the first data micro-batches left out")
@@ -486,11 +479,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--watermark-delay", default="5 seconds")
     parser.add_argument("--base", help="a checkout of the project for the job-base contender")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: checks the harness")
-    parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a run in its own process (_one)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--events-dir", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke:
         args.ops, args.files, args.skip, args.repeat = 400, 4, 1, 1
@@ -503,15 +494,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING)
     args = _arguments(argv)
     if args.one:
-        _one(args.one, args.data, args.events_dir, args.out, args)
+        print(json.dumps(_one(args.one, args.data, args.events_dir, args)))
         return 0
-    sys.path.insert(0, str(HERE))
-    from contenders import write_workload
+    from benchmarks.contenders import write_workload
 
-    names = args.contenders.split(",")
-    root = tempfile.mkdtemp(prefix="bench-batch-")
+    names = harness.names(args.contenders)
+    root = tempfile.mkdtemp(prefix="bench-trickle-")
     try:
         files = write_workload(f"{root}/trickle", args.ops, args.files, "parquet")
         print(
@@ -522,26 +513,19 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         runs: dict[str, list[dict]] = {name: [] for name in names}
-        for round_no in range(args.repeat):
-            for name in names:
-                result = _run(name, files.root, root, args)
-                runs[name].append(result)
-                s = summary(result["batches"], args.skip) if result["batches"] else {}
-                print(
-                    f"  round {round_no + 1}: {LABELS[name]:<40} {len(result['batches']):>3} data batches, "
-                    f"wall {s.get('wall_ms', float('nan')):5.0f} ms, outside jobs "
-                    f"{s.get('outside_ms', float('nan')):4.0f} ms   load {os.getloadavg()[0]:.1f}"
-                    + (f"   ({result['note']})" if result["note"] else ""),
-                    flush=True,
-                )
+        for round_no, name in harness.alternated(names, args.repeat):
+            result = _run(name, files.root, root, args)
+            runs[name].append(result)
+            s = summary(result["batches"], args.skip) if result["batches"] else {}
+            print(
+                f"  round {round_no + 1}: {LABELS[name]:<40} {len(result['batches']):>3} data batches, "
+                f"wall {s.get('wall_ms', float('nan')):5.0f} ms, outside jobs "
+                f"{s.get('outside_ms', float('nan')):4.0f} ms   load {os.getloadavg()[0]:.1f}"
+                + (f"   ({result['note']})" if result["note"] else ""),
+                flush=True,
+            )
         figures = report(runs, args.skip)
-        if args.json:
-            Path(args.json).write_text(json.dumps(figures | {"runs": runs}, indent=1))
+        harness.write_json(args.json, "trickle", args, figures | {"runs": runs})
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
-
-
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING)
-    sys.exit(main())
