@@ -22,6 +22,7 @@ import numpy as np
 
 from .contract import (
     DEEPEST_MAX_DEPTH,
+    EXPIRED,
     MAX_DEPTH,
     MAX_FUTURE_MS,
     MAX_KEYS,
@@ -140,6 +141,10 @@ class PurgatoryConfig:
     input_max_depth: int = MAX_DEPTH
     input_max_keys: int = MAX_KEYS
     input_max_members: int = MAX_MEMBERS
+    output_kafka_topic: str = ""
+    output_kafka_statuses: str = EXPIRED
+    #: the output topic's producer settings, ``output.kafka.<key>`` without the prefix, sorted
+    output_kafka_settings: tuple = ()
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -213,10 +218,45 @@ class PurgatoryConfig:
             )
         if self.input_max_depth > DEEPEST_MAX_DEPTH:  # deeper: the JSON readers' own limits first
             raise ConfigError(f"input.max.depth must be <= {DEEPEST_MAX_DEPTH}, got {self.input_max_depth}")
+        self._check_output_kafka()
         if self.accumulator_buffer_memory < self.accumulator_batch_size:
             raise ConfigError(
                 "accumulator.buffer.memory must be >= accumulator.batch.size "
                 f"({self.accumulator_buffer_memory} < {self.accumulator_batch_size})"
+            )
+
+    @property
+    def output_kafka_status_list(self) -> tuple[str, ...]:
+        """``output.kafka.statuses`` as names (``expired,completed``: both).
+
+        >>> PurgatoryConfig(output_kafka_statuses="expired, rejected").output_kafka_status_list
+        ('expired', 'rejected')
+        """
+        return tuple(dict.fromkeys(s.strip() for s in self.output_kafka_statuses.split(",") if s.strip()))
+
+    def _check_output_kafka(self) -> None:
+        settings = dict(self.output_kafka_settings)
+        if not self.output_kafka_topic:
+            if settings:
+                raise ConfigError(
+                    f"output.kafka.{next(iter(settings))} is set but output.kafka.topic is not: "
+                    "name the topic the outcomes go to"
+                )
+            return
+        statuses = self.output_kafka_status_list
+        unknown = [s for s in statuses if s not in OUTPUT_KAFKA_STATUSES]
+        if unknown or not statuses:
+            raise ConfigError(
+                f"output.kafka.statuses must name some of {', '.join(OUTPUT_KAFKA_STATUSES)}, "
+                f"got {self.output_kafka_statuses!r}"
+            )
+        if "bootstrap.servers" not in settings:
+            raise ConfigError("output.kafka.topic is set but output.kafka.bootstrap.servers is not")
+        ours = sorted(set(settings) & {"transactional.id", "enable.idempotence"})
+        if ours:
+            raise ConfigError(
+                f"output.kafka.{ours[0]} is the project's own (one transactional producer per "
+                "checkpoint: docs/kafka-output.md)"
             )
 
     def _check_types(self) -> None:
@@ -247,14 +287,20 @@ class PurgatoryConfig:
         the error of an unknown key with this config's, so that its list is complete.
         """
         kwargs: dict[str, object] = {}
+        producer: dict[str, str] = {}
         for key, raw in values.items():
             name = _FIELDS_BY_KEY.get(key)
+            if name is None and key.startswith(_OUTPUT_KAFKA) and len(key) > len(_OUTPUT_KAFKA):
+                producer[key[len(_OUTPUT_KAFKA) :]] = str(raw).strip()
+                continue
             if name is None:
                 allowed = [*cls.keys(), *also_allowed]
                 close = difflib.get_close_matches(key, allowed, n=1)
                 guess = f" (did you mean {close[0]}?)" if close else ""
                 raise ConfigError(f"unknown configuration key {key!r}{guess}; allowed: {', '.join(allowed)}")
             kwargs[name] = _coerce(key, name, raw)
+        if producer:
+            kwargs["output_kafka_settings"] = tuple(sorted(producer.items()))
         return cls(**kwargs)
 
 
@@ -303,7 +349,15 @@ _FIELDS_BY_KEY = {
     "input.max.depth": "input_max_depth",
     "input.max.keys": "input_max_keys",
     "input.max.members": "input_max_members",
+    # the output topic (kafka_output; docs/kafka-output.md): the topic, which outcomes; every
+    # other output.kafka.<key> is the producer's own setting (librdkafka's names)
+    "output.kafka.topic": "output_kafka_topic",
+    "output.kafka.statuses": "output_kafka_statuses",
+    "output.kafka.<producer setting>": "output_kafka_settings",
 }
+_OUTPUT_KAFKA = "output.kafka."
+#: what ``output.kafka.statuses`` may name (``kafka_output.records.STATUSES``)
+OUTPUT_KAFKA_STATUSES = ("expired", "completed", "rejected")
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 #: the smallest value of each number field
 _LOWEST = {
@@ -327,8 +381,8 @@ _LOWEST = {
     "input_max_members": 1,
 }
 #: a field's annotation (text: ``from __future__ import annotations``) -> its type, in words
-_TYPES = {"int": numbers.Integral, "str": str, "bool": (bool, np.bool_)}
-_WORDS = {"int": "an integer", "str": "text", "bool": "true or false (a bool)"}
+_TYPES = {"int": numbers.Integral, "str": str, "bool": (bool, np.bool_), "tuple": tuple}
+_WORDS = {"int": "an integer", "str": "text", "bool": "true or false (a bool)", "tuple": "(key, value) pairs"}
 assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 
@@ -346,6 +400,8 @@ _TEXT_FIELDS = (
     "storage_endpoint",
     "storage_region",
     "storage_s3_conditional_put",
+    "output_kafka_topic",
+    "output_kafka_statuses",
 )
 
 

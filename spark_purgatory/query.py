@@ -87,6 +87,7 @@ from .handoff.partitions import PartitionWatermarks
 from .handoff.reaper import ExpirationReaper, reaper_for
 from .handoff.shard_handoff import registers
 from .handoff.wake import wake_first
+from .kafka_output import topic_output
 from .runtime.settings import (
     arrow_records,
     checkpoint_files,
@@ -292,6 +293,7 @@ def start(
                 writer,
                 staged=staging is not None,
                 trigger_interval_ms=trigger_interval_ms(trigger),
+                topic=topic_output(cfg, app_id, storage),
             )
             control = MicroBatchControl(
                 wake=wake,

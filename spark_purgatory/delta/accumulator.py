@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -255,6 +255,23 @@ class RecordAccumulator:
             )
             for (table, partition), entries in sorted(by_destination.items())
         ]
+
+    def staged_files(self, after: int, tables: Sequence[str]) -> list[tuple[int, list[tuple[str, str]]]]:
+        """Each recorded micro-batch after ``after``, in order, with the staged files of
+        ``tables`` it still has, as ``(table, URI)``: what the output topic reads
+        (``kafka_output.topic``) before a drain takes them."""
+        present = self._present()
+        wanted = set(tables)
+        out = []
+        for manifest in sorted(self._recorded(self.staged_through), key=lambda m: m["batch_id"]):
+            if manifest["batch_id"] > after:
+                files = [
+                    (e["table"], join(self.staging_dir, e["name"]))
+                    for e in manifest["files"]
+                    if e["table"] in wanted and e["name"] in present
+                ]
+                out.append((manifest["batch_id"], files))
+        return out
 
     @property
     def buffered_bytes(self) -> int:

@@ -88,6 +88,7 @@ from ..contract import (
     UNMATCHED_EVENTS,
     ms_column,
 )
+from ..kafka_output.topic import TopicOutput
 from ..runtime.call_site import kept_call_site
 from ..runtime.small_rows import SmallRows
 from .accumulator import RecordAccumulator, TableWriter
@@ -152,8 +153,10 @@ class PurgatorySink:
         clock: Callable[[], float] | None = None,
         staged: bool = False,
         trigger_interval_ms: int | None = None,
+        topic: TopicOutput | None = None,
     ) -> None:
         self.accumulator = accumulator
+        self.topic = topic
         self.trigger_interval_ms = trigger_interval_ms
         self.writer = writer
         self.clock = clock or accumulator.clock
@@ -235,6 +238,7 @@ class PurgatorySink:
         with self._lock:
             if self.last_batch_id is None:
                 return []
+            self._send(self.last_batch_id)
             written = self.accumulator.drain(
                 self.last_batch_id, self.writer, phase=RecordAccumulator.LINGER, tasks=self.tasks
             )
@@ -253,6 +257,7 @@ class PurgatorySink:
             batch_id = self.last_batch_id
             if batch_id is None:
                 batch_id = max(self.accumulator.staged_through, 0)
+            self._send(self.accumulator.staged_through)
             return self.accumulator.flush(batch_id, self.writer, tasks=self.tasks)
 
     def _collect(self, frame: Any) -> pa.Table:
@@ -270,6 +275,7 @@ class PurgatorySink:
         metrics = staged.filter(pc.is_null(staged.column("table")))  # one row per shard call
         staged = pa.concat_tables([staged, self._stage_metrics(metrics, batch_id)])
         self.accumulator.record(batch_id, staged)
+        self._send(batch_id, start=batch_id - 1)
         recorded = time.perf_counter()
         batch_time = pc.max(metrics.column(ms_column("batch_time"))).as_py() if metrics.num_rows else None
         until = None  # Spark's next trigger: no row can be staged before it
@@ -287,6 +293,17 @@ class PurgatorySink:
             "report": round(1000 * (done - drained), 1),
         }
         return Written(batch_id, metrics, figures, dict(self.watermarks or {}))
+
+    def _send(self, through: int, *, start: int | None = None) -> None:
+        """The output topic's records of the recorded micro-batches up to ``through`` it
+        lacks: before any drain, which deletes the staged files they are read from.
+        ``start``: where a topic with no marker yet starts (default: after the last recorded
+        micro-batch; ``TopicOutput.open``)."""
+        if self.topic is None:
+            return
+        if self.topic.sent_through is None:
+            self.topic.open(self.accumulator.staged_through if start is None else start)
+        self.topic.catch_up(self.accumulator.staged_files, through, self.tasks)
 
     def _stage_metrics(self, calls: pa.Table, batch_id: int) -> pa.Table:
         """The batch's ``metrics`` rows, staged with its other rows (so committed exactly once

@@ -1,0 +1,86 @@
+"""The output topic's records: one per outcome (and per rejected row, when asked), built from
+the rows the Delta tables get.
+
+A record's **key** is the outcome's ``op_id`` (UTF-8; a rejected row without a readable
+``op_id`` has no key), its **value** the row as one JSON object with the table's columns
+(``contract.OUTCOMES``, or ``contract.REJECTED``'s for a rejected row), timestamps as ISO-8601
+UTC text with milliseconds (``2026-03-01T12:00:00.250Z``), dates as ``YYYY-MM-DD``, a missing
+value as ``null``; its **headers** name what it is:
+
+* ``purgatory.status``: ``completed``, ``expired`` or ``rejected``;
+* ``purgatory.checkpoint``: the checkpoint's id (``spark-purgatory status`` shows it), so a
+  consumer of a topic several queries write to tells them apart;
+* ``purgatory.batch``: the micro-batch that decided it (decimal text).
+
+``docs/schemas/kafka-outcome.schema.json`` is the value's JSON Schema; ``docs/kafka-output.md``
+the page users read.  Columns are only ever added (as the tables' are), so a consumer should
+ignore names it does not know.
+
+>>> import datetime as dt, pyarrow as pa
+>>> at = dt.datetime(2026, 3, 1, 12, 0, 0, 250000, tzinfo=dt.timezone.utc)
+>>> deadline = pa.array([at], pa.timestamp("us", "UTC"))
+>>> rows = pa.table({"op_id": ["a"], "status": ["expired"], "deadline": deadline})
+>>> [(key, value) for key, value, _ in records(rows, "expired", checkpoint="q1", batch_id=7)]
+[(b'a', b'{"op_id":"a","status":"expired","deadline":"2026-03-01T12:00:00.250Z"}')]
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..contract import COMPLETED, EXPIRED
+
+__all__ = ["REJECTED_STATUS", "STATUSES", "HEADER_STATUS", "HEADER_CHECKPOINT", "HEADER_BATCH", "records"]
+
+#: what ``output.kafka.statuses`` may name: the outcomes' statuses and the rejected rows
+REJECTED_STATUS = "rejected"
+STATUSES = (EXPIRED, COMPLETED, REJECTED_STATUS)
+HEADER_STATUS = "purgatory.status"
+HEADER_CHECKPOINT = "purgatory.checkpoint"
+HEADER_BATCH = "purgatory.batch"
+
+Record = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
+
+
+def records(rows: pa.Table, status: str | None, *, checkpoint: str, batch_id: int) -> Iterator[Record]:
+    """The records of ``rows`` (one table's rows, in its columns): ``(key, value, headers)``.
+
+    ``status``: the header's status for every row (``rejected``); None reads each row's own
+    ``status`` column (the outcomes)."""
+    columns = [_json_ready(rows.column(name)) for name in rows.column_names]
+    names = rows.column_names
+    keys = rows.column("op_id").to_pylist() if "op_id" in names else [None] * rows.num_rows
+    statuses = rows.column("status").to_pylist() if status is None else [status] * rows.num_rows
+    common = [(HEADER_CHECKPOINT, checkpoint.encode()), (HEADER_BATCH, str(batch_id).encode())]
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+    for i in range(rows.num_rows):
+        value = encode(dict(zip(names, (c[i] for c in columns), strict=True))).encode()
+        key = keys[i].encode() if keys[i] is not None else None
+        yield key, value, [(HEADER_STATUS, str(statuses[i]).encode()), *common]
+
+
+def _json_ready(column: pa.ChunkedArray) -> list:
+    """A column's values as JSON takes them: timestamps and dates as ISO-8601 text, a float
+    that is no number (NaN, infinite) as null."""
+    kind = column.type
+    if pa.types.is_timestamp(kind):
+        as_ms = pc.cast(column, pa.timestamp("ms", "UTC"), safe=False)  # emitted_at has µs: cut
+        return [None if ms is None else _iso_ms(ms) for ms in pc.cast(as_ms, pa.int64()).to_pylist()]
+    if pa.types.is_date(kind):
+        return [None if d is None else d.isoformat() for d in column.to_pylist()]
+    if pa.types.is_floating(kind):
+        return [v if v is not None and math.isfinite(v) else None for v in column.to_pylist()]
+    return column.to_pylist()
+
+
+def _iso_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC text with milliseconds and a ``Z``."""
+    seconds, rest = divmod(ms, 1000)
+    at = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=seconds)
+    return f"{at:%Y-%m-%dT%H:%M:%S}.{rest:03d}Z"

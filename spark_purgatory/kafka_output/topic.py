@@ -1,0 +1,78 @@
+"""The driver's side of the output topic: which recorded micro-batches it lacks, and the one
+Spark task that sends them (``producer.send``).
+
+The sink calls ``catch_up`` after it records a micro-batch and before any drain into the
+Delta tables (``delta.sink``): the staged files a send reads are deleted only by drains, so a
+drain never takes the rows of a batch the topic has not had.  Rows never pass through the
+driver: it hands the task the staged files' names, and the task returns one small row.
+
+Where a topic starts: on its first ``open`` (no marker in Kafka yet) the marker is committed
+at the checkpoint's last recorded micro-batch, so the topic gets every outcome decided from
+the next one on, and never those a checkpoint decided before the topic was configured.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from ..contract import OUTCOMES, REJECTED
+from ..storage import Storage
+from .producer import SENT, SENT_DDL, Send, TopicSettings, committed_batch, mark, send
+from .records import REJECTED_STATUS
+
+__all__ = ["TopicOutput"]
+
+log = logging.getLogger(__name__)
+
+#: runs ``fn`` on each item, one task each (``delta.sender.TaskRunner``)
+Tasks = Callable[[Callable[[Any], pa.Table], Sequence[Any], pa.Schema, str], pa.Table]
+#: each recorded micro-batch after a given one, with its staged files of given tables (URIs)
+StagedFiles = Callable[[int, Sequence[str]], list[tuple[int, list[tuple[str, str]]]]]
+
+
+class TopicOutput:
+    """The outcomes of ``settings.statuses`` onto ``settings.topic``, exactly once for
+    read_committed consumers (``producer``'s module docstring)."""
+
+    def __init__(self, settings: TopicSettings, storage: Storage) -> None:
+        self.settings = settings
+        self.storage = storage
+        #: the last micro-batch the topic has had, as far as this driver knows (None: ask Kafka)
+        self.sent_through: int | None = None
+        #: the last send's figures (``SENT``)
+        self.last: dict[str, int | None] = {}
+
+    @property
+    def tables(self) -> list[str]:
+        """The tables whose staged files hold rows for the topic."""
+        wanted = [OUTCOMES.name] if set(self.settings.statuses) - {REJECTED_STATUS} else []
+        return wanted + ([REJECTED.name] if REJECTED_STATUS in self.settings.statuses else [])
+
+    def open(self, staged_through: int) -> int:
+        """Read the marker; on a topic's first use, commit it at ``staged_through``."""
+        done = committed_batch(self.settings)
+        if done is None:
+            mark(self.settings, staged_through)
+            log.info("output topic %s starts after micro-batch %d", self.settings.topic, staged_through)
+            done = staged_through
+        self.sent_through = done
+        return done
+
+    def catch_up(self, staged: StagedFiles, through: int, tasks: Tasks) -> dict[str, int | None]:
+        """Send the recorded micro-batches up to ``through`` the topic lacks, in one task."""
+        if self.sent_through is None:
+            raise RuntimeError("TopicOutput.open first")
+        if through <= self.sent_through:
+            return {}
+        batches = [(b, tuple(files)) for b, files in staged(self.sent_through, self.tables) if b <= through]
+        batches = [(b, files) for b, files in batches if files]
+        if batches:
+            task = Send(self.settings, tuple(batches), self.storage)
+            row = tasks(send, [task], SENT, SENT_DDL).to_pylist()[0]
+            self.last = row
+        self.sent_through = through
+        return self.last if batches else {}

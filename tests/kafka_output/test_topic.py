@@ -1,0 +1,289 @@
+"""The output topic on a real broker (loopback, KRaft), without Spark: the sink's send of each
+recorded micro-batch, read back by ``isolation.level=read_committed`` consumers.
+
+Exactly once is the producer's argument (``kafka_output.producer``): a recorded batch's rows
+never change, a send skips what the marker says the topic has, and each send fences the
+checkpoint's earlier producers.  Here: a replayed micro-batch and a retried send add nothing;
+a producer killed with an open transaction (``kill -9``) leaves nothing a read_committed
+consumer sees, and the next send fences it; a zombie's commit fails; a topic configured on a
+checkpoint that already ran starts after its last recorded micro-batch; the drains into the
+Delta tables never take rows the topic has not had.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from spark_purgatory.config import ConfigError, PurgatoryConfig
+from spark_purgatory.contract import OPERATOR_OUTPUT
+from spark_purgatory.delta.accumulator import RecordAccumulator
+from spark_purgatory.delta.sink import PurgatorySink
+from spark_purgatory.delta.writers import DeltaRsWriter
+from spark_purgatory.kafka_output import TopicOutput, committed_batch, settings_of
+from spark_purgatory.kafka_output.producer import Send, send
+from spark_purgatory.kafka_output.records import HEADER_BATCH, HEADER_CHECKPOINT, HEADER_STATUS
+from spark_purgatory.storage import Storage
+
+pytestmark = pytest.mark.jars("kafka-broker")
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def rows(batch: int, outcomes: list[tuple[str, str]], rejected: int = 0) -> pa.Table:
+    """Operator output rows: one outcome per (op_id, status), ``rejected`` bad lines."""
+    out = [
+        {
+            "kind": "outcome",
+            "op_id": op_id,
+            "keys": [f"k-{op_id}"],
+            "status": status,
+            "op_ts_ms": T0,
+            "deadline_ms": T0 + 1000,
+            "resolved_at_ms": T0 + 1000 + batch,
+            "latency_ms": 1000,
+            "matched_events": 0,
+            "condition": "any",
+            "payload": '{"amount": 3}',
+        }
+        for op_id, status in outcomes
+    ]
+    out += [
+        {"kind": "rejected", "source": "operations", "raw": f"{{bad {i}", "reason": "malformed_json"}
+        for i in range(rejected)
+    ]
+    return pa.Table.from_pylist(out, schema=OPERATOR_OUTPUT)
+
+
+def topic_config(broker, topic: str, statuses: str = "expired,completed,rejected") -> PurgatoryConfig:
+    return PurgatoryConfig.from_mapping(
+        {
+            "output.kafka.topic": topic,
+            "output.kafka.statuses": statuses,
+            "output.kafka.bootstrap.servers": broker.bootstrap_servers,
+            "output.kafka.linger.ms": "5",
+        }
+    )
+
+
+def make_sink(tmp_path, broker, topic: str, *, statuses: str = "expired,completed,rejected", app: str = "q1"):
+    config = topic_config(broker, topic, statuses)
+    accumulator = RecordAccumulator(
+        str(tmp_path / "staging"),
+        app_id=app,
+        batch_size=1,
+        linger_ms=0,
+        buffer_memory=1,
+        clock=lambda: T0 / 1000,
+    )
+    writer = DeltaRsWriter(str(tmp_path / "out"))
+    return PurgatorySink(accumulator, writer, topic=TopicOutput(settings_of(config, app), Storage()))
+
+
+def read_topic(broker, topic: str, *, committed: bool = True) -> list:
+    """Every record of ``topic`` from its start, as a consumer with that isolation level reads it."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+            "enable.auto.commit": "false",
+        }
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        got = []
+        while True:
+            message = consumer.poll(3)
+            if message is None:
+                return got
+            assert message.error() is None, message.error()
+            got.append(message)
+    finally:
+        consumer.close()
+
+
+def summary(messages) -> list[tuple]:
+    return sorted((m.key() or b"", dict(m.headers())[HEADER_STATUS].decode()) for m in messages)
+
+
+def test_each_outcome_of_a_recorded_micro_batch_reaches_read_committed_consumers_once(kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    sink = make_sink(tmp_path, kafka_broker, topic)
+    sink.process(rows(0, [("a", "expired"), ("b", "completed")], rejected=1), 0)
+    sink.process(rows(0, [("a", "expired"), ("b", "completed")], rejected=1), 0)  # a replay
+    sink.process(rows(1, [("c", "expired")]), 1)
+    got = read_topic(kafka_broker, topic)
+    assert summary(got) == [(b"", "rejected"), (b"a", "expired"), (b"b", "completed"), (b"c", "expired")]
+    first = next(m for m in got if m.key() == b"a")
+    headers = dict(first.headers())
+    assert headers[HEADER_STATUS] == b"expired" and headers[HEADER_CHECKPOINT] == b"q1"
+    assert headers[HEADER_BATCH] == b"0"
+    value = json.loads(first.value())
+    assert value["deadline"] == "2026-01-01T00:00:01.000Z" and value["resolved_date"] == "2026-01-01"
+    assert value["keys"] == ["k-a"] and value["payload"] == '{"amount": 3}' and value["batch_id"] == 0
+    assert set(value) == set(DeltaTable(str(tmp_path / "out" / "outcomes")).schema().to_arrow().names)
+    assert committed_batch(sink.topic.settings) == 1
+    # the Delta tables got the same rows, drained after the topic had them
+    assert sorted(DeltaTable(str(tmp_path / "out" / "outcomes")).to_pandas()["op_id"]) == ["a", "b", "c"]
+
+
+def test_only_the_statuses_asked_for_go_to_the_topic(kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    sink = make_sink(tmp_path, kafka_broker, topic, statuses="expired")
+    sink.process(rows(0, [("a", "expired"), ("b", "completed")], rejected=2), 0)
+    assert summary(read_topic(kafka_broker, topic)) == [(b"a", "expired")]
+
+
+def test_a_retried_send_after_its_commit_sends_nothing(kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    sink = make_sink(tmp_path, kafka_broker, topic)
+    sink.accumulator.batch_size = 1 << 30  # nothing drains: the staged files stay
+    sink.accumulator.linger_ms = 1 << 30
+    sink.process(rows(0, [("a", "expired")]), 0)
+    files = sink.accumulator.staged_files(-1, sink.topic.tables)
+    again = send(Send(sink.topic.settings, tuple((b, tuple(f)) for b, f in files), Storage()))
+    assert again.to_pylist() == [{"through": 0, "batches": 0, "records": 0}]
+    assert summary(read_topic(kafka_broker, topic)) == [(b"a", "expired")]
+
+
+KILLED_MID_TRANSACTION = textwrap.dedent(
+    """
+    import sys
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[3]})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(50):
+        producer.produce(sys.argv[2], key=b"half-%d" % i, value=b"{}")
+    producer.flush(30)
+    print("produced", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_send_killed_mid_transaction_leaves_nothing_committed_and_is_fenced_by_the_next(
+    kafka_broker, tmp_path
+):
+    topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    sink = make_sink(tmp_path, kafka_broker, topic, app="killed")
+    sink.process(rows(0, [("a", "expired")]), 0)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            KILLED_MID_TRANSACTION,
+            kafka_broker.bootstrap_servers,
+            topic,
+            sink.topic.settings.transactional_id,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "produced"
+        child.kill()  # kill -9 with its transaction open: its 50 records are in the log
+    finally:
+        child.wait(30)
+        child.stdout.close()
+        child.stdin.close()
+    sink.process(rows(1, [("b", "expired")]), 1)  # init_transactions aborts the dead one's
+    assert summary(read_topic(kafka_broker, topic)) == [(b"a", "expired"), (b"b", "expired")]
+    uncommitted = read_topic(kafka_broker, topic, committed=False)
+    assert (
+        len([m for m in uncommitted if m.key().startswith(b"half-")]) == 50
+    )  # read_uncommitted: at least once
+
+
+def test_a_zombie_producer_cannot_commit_once_a_newer_send_began(kafka_broker, tmp_path):
+    from confluent_kafka import KafkaException, Producer
+
+    topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    sink = make_sink(tmp_path, kafka_broker, topic, app="zombie")
+    zombie = Producer(sink.topic.settings.producer_config())
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, key=b"zombie", value=b"{}")
+    sink.process(rows(0, [("a", "expired")]), 0)  # its init_transactions fences the zombie
+    with pytest.raises(KafkaException) as raised:
+        zombie.commit_transaction(30)
+    assert raised.value.args[0].fatal() or raised.value.args[0].txn_requires_abort()
+    assert summary(read_topic(kafka_broker, topic)) == [(b"a", "expired")]
+
+
+def test_a_topic_configured_on_a_checkpoint_that_ran_starts_after_its_last_recorded_batch(
+    kafka_broker, tmp_path
+):
+    topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    sink = make_sink(tmp_path, kafka_broker, topic, app="late")
+    topic_output, sink.topic = sink.topic, None
+    sink.accumulator.batch_size = 1 << 30  # batch 0 stays staged: still, it was decided before the topic
+    sink.accumulator.linger_ms = 1 << 30
+    sink.process(rows(0, [("before", "expired")]), 0)
+    sink.topic = topic_output
+    sink.process(rows(1, [("after", "expired")]), 1)
+    sink.close()
+    assert summary(read_topic(kafka_broker, topic)) == [(b"after", "expired")]
+    assert committed_batch(topic_output.settings) == 1
+
+
+def test_a_drain_never_takes_rows_the_topic_has_not_had(kafka_broker, tmp_path):
+    """A run that recorded a batch and died before its send: the next run's first drain (a
+    linger drain, the close's flush) sends it first."""
+    topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    sink = make_sink(tmp_path, kafka_broker, topic, app="died")
+    sink.accumulator.batch_size = 1 << 30
+    sink.accumulator.linger_ms = 1 << 30
+    sink.process(rows(0, [("a", "expired")]), 0)
+    staged = sink.accumulator.stage_rows(rows(1, [("b", "expired")]), 1, dt.datetime.now(dt.timezone.utc))
+    sink.accumulator.record(1, staged)  # recorded, then the driver died: never sent
+    restarted = make_sink(tmp_path, kafka_broker, topic, app="died")
+    restarted.last_batch_id = 1
+    restarted.close()  # flushes every staged row into the tables
+    assert summary(read_topic(kafka_broker, topic)) == [(b"a", "expired"), (b"b", "expired")]
+    assert sorted(DeltaTable(str(tmp_path / "out" / "outcomes")).to_pandas()["op_id"]) == ["a", "b"]
+
+
+def test_the_output_topic_keys_are_checked_at_start():
+    with pytest.raises(ConfigError, match="output.kafka.topic is not"):
+        PurgatoryConfig.from_mapping({"output.kafka.bootstrap.servers": "h:9092"})
+    with pytest.raises(ConfigError, match="bootstrap.servers is not"):
+        PurgatoryConfig.from_mapping({"output.kafka.topic": "t"})
+    with pytest.raises(ConfigError, match="statuses must name some of"):
+        PurgatoryConfig.from_mapping(
+            {
+                "output.kafka.topic": "t",
+                "output.kafka.bootstrap.servers": "h:9092",
+                "output.kafka.statuses": "late",
+            }
+        )
+    with pytest.raises(ConfigError, match="transactional.id is the project's own"):
+        PurgatoryConfig.from_mapping(
+            {
+                "output.kafka.topic": "t",
+                "output.kafka.bootstrap.servers": "h:9092",
+                "output.kafka.transactional.id": "x",
+            }
+        )
+    config = PurgatoryConfig.from_mapping(
+        {
+            "output.kafka.topic": "t",
+            "output.kafka.bootstrap.servers": "h:9092",
+            "output.kafka.linger.ms": "20",
+        }
+    )
+    assert config.output_kafka_settings == (("bootstrap.servers", "h:9092"), ("linger.ms", "20"))
+    assert config.output_kafka_status_list == ("expired",)
