@@ -252,6 +252,13 @@ class PurgatoryConfig:
             )
         if "bootstrap.servers" not in settings:
             raise ConfigError("output.kafka.topic is set but output.kafka.bootstrap.servers is not")
+        truststore = settings.get("ssl.truststore.location")
+        if truststore is not None and settings.get("ssl.truststore.type", "").upper() != "PEM":
+            raise ConfigError(
+                "output.kafka.ssl.truststore.location: the output topic's client (librdkafka) reads "
+                "certificates as PEM: set output.kafka.ssl.truststore.type=PEM, or "
+                "output.kafka.ssl.ca.location"
+            )
         ours = sorted(set(settings) & {"transactional.id", "enable.idempotence"})
         if ours:
             raise ConfigError(
@@ -353,7 +360,7 @@ _FIELDS_BY_KEY = {
     # other output.kafka.<key> is the producer's own setting (librdkafka's names)
     "output.kafka.topic": "output_kafka_topic",
     "output.kafka.statuses": "output_kafka_statuses",
-    "output.kafka.<producer setting>": "output_kafka_settings",
+    "output.kafka.*": "output_kafka_settings",
 }
 _OUTPUT_KAFKA = "output.kafka."
 #: what ``output.kafka.statuses`` may name (``kafka_output.records.STATUSES``)

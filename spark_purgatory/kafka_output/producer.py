@@ -31,6 +31,7 @@ every other producer setting) are ``output.kafka.<key>`` keys passed to it as th
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -85,10 +86,11 @@ class TopicSettings:
 
     def producer_config(self) -> dict[str, Any]:
         own = {**_TRANSACTIONS, "transactional.id": self.transactional_id}
-        return {**_DEFAULTS, **dict(self.producer), **own, "logger": log}
+        return {**_DEFAULTS, **librdkafka_settings(dict(self.producer)), **own, "logger": log}
 
     def consumer_config(self) -> dict[str, Any]:
-        connection = {k: v for k, v in self.producer if k.startswith(_CONNECTION)}
+        settings = librdkafka_settings(dict(self.producer))
+        connection = {k: v for k, v in settings.items() if k.startswith(_CONNECTION)}
         return {
             **connection,
             "logger": log,
@@ -96,6 +98,32 @@ class TopicSettings:
             "isolation.level": "read_committed",
             "enable.auto.commit": "false",
         }
+
+
+_JAAS = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
+
+
+def librdkafka_settings(settings: dict[str, str]) -> dict[str, str]:
+    """The producer's settings in librdkafka's names, the Java clients' security keys the
+    inputs use (``kafka.*``) taken as well: ``sasl.jaas.config``'s username and password
+    (PLAIN and SCRAM login modules) become ``sasl.username``/``sasl.password``, a PEM
+    truststore (``ssl.truststore.type=PEM``) becomes ``ssl.ca.location``.
+
+    >>> librdkafka_settings({"sasl.jaas.config": 'x.ScramLoginModule required username="ana" password="pw";',
+    ...                      "ssl.truststore.location": "/ca.pem", "ssl.truststore.type": "PEM"})
+    {'sasl.username': 'ana', 'sasl.password': 'pw', 'ssl.ca.location': '/ca.pem'}
+    """
+    out = dict(settings)
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        found = dict(_JAAS.findall(jaas))
+        for name in ("username", "password"):
+            if name in found:
+                out.setdefault(f"sasl.{name}", found[name])
+    if str(out.get("ssl.truststore.type", "")).upper() == "PEM" and "ssl.truststore.location" in out:
+        out.setdefault("ssl.ca.location", out.pop("ssl.truststore.location"))
+        out.pop("ssl.truststore.type")
+    return out
 
 
 @dataclass(frozen=True)

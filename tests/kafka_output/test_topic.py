@@ -32,6 +32,8 @@ from spark_purgatory.kafka_output import TopicOutput, committed_batch, settings_
 from spark_purgatory.kafka_output.producer import Send, send
 from spark_purgatory.kafka_output.records import HEADER_BATCH, HEADER_CHECKPOINT, HEADER_STATUS
 from spark_purgatory.storage import Storage
+from tests.support.topic_reader import read_topic as read_records
+from tests.support.topic_reader import status_of
 
 pytestmark = pytest.mark.jars("kafka-broker")
 
@@ -89,33 +91,11 @@ def make_sink(tmp_path, broker, topic: str, *, statuses: str = "expired,complete
 
 
 def read_topic(broker, topic: str, *, committed: bool = True) -> list:
-    """Every record of ``topic`` from its start, as a consumer with that isolation level reads it."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap_servers,
-            "group.id": f"reader-{uuid.uuid4().hex}",
-            "isolation.level": "read_committed" if committed else "read_uncommitted",
-            "enable.auto.commit": "false",
-        }
-    )
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        consumer.assign([TopicPartition(topic, 0, low)])
-        got = []
-        while True:
-            message = consumer.poll(3)
-            if message is None:
-                return got
-            assert message.error() is None, message.error()
-            got.append(message)
-    finally:
-        consumer.close()
+    return read_records(broker.bootstrap_servers, topic, committed=committed)
 
 
 def summary(messages) -> list[tuple]:
-    return sorted((m.key() or b"", dict(m.headers())[HEADER_STATUS].decode()) for m in messages)
+    return sorted((m.key() or b"", status_of(m)) for m in messages)
 
 
 def test_each_outcome_of_a_recorded_micro_batch_reaches_read_committed_consumers_once(kafka_broker, tmp_path):

@@ -62,6 +62,7 @@ from spark_purgatory.delta.accumulator import FAULT_POINTS  # noqa: E402
 from spark_purgatory.engine.purgatory import Purgatory  # noqa: E402
 from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
 from tests.support.clean_stops import _commits, _tail, clean_stop  # noqa: E402
+from tests.support.topic_reader import outcomes_of, read_topic, status_of  # noqa: E402
 
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
 FAULTY_JOB = os.path.join(ROOT, "tests", "support", "faulty_job.py")  # the job, killed at a fault point
@@ -180,6 +181,7 @@ def run(
     input_on_store: bool = False,
     extra: dict[str, str] | None = None,
     final_in_process: bool = False,
+    output_topic=None,
 ) -> dict:
     """Kill the job as ``plan`` says, then drain; the tables and the reference to ``check``.
 
@@ -189,6 +191,8 @@ def run(
     over ``SETTINGS`` (the reference reads them too).  ``kafka``: the
     input on two topics of that broker instead of files.  Every job run works in
     ``<root>/cwd``, empty at the start; what it holds at the end is ``cwd_files``.
+    ``output_topic`` (a ``KafkaBroker``): the outcomes and rejected rows also go to a topic of
+    its own there (``output.kafka.*``), read back with ``read_committed`` at the end (``check``).
     ``final_in_process``: the last run (the drain, never killed) is ``job.run`` in this
     process, on its Spark session, as ``test_job`` runs it: a restart from the checkpoint all
     the same, without a JVM of its own to start (on these 2 cores a job run's JVM start and
@@ -199,6 +203,16 @@ def run(
     out, settings, env, storage_options = _placement(root, store)
     settings["job.writer"] = writer  # spark: Delta's own writer (make jars put it on the class path)
     settings.update(extra or {})  # the test's own settings over SETTINGS
+    if output_topic is not None:
+        topic = output_topic.create_topic(f"{os.path.basename(root)}-outcomes", partitions=2)
+        settings.update(
+            {
+                "output.kafka.topic": topic,
+                "output.kafka.bootstrap.servers": output_topic.bootstrap_servers,
+                "output.kafka.statuses": "expired,completed,rejected",
+                "output.kafka.linger.ms": "20",
+            }
+        )
     shutil.rmtree(root, ignore_errors=True)
     staged_in = os.path.join(root, "pending-input")
     # 5% of the operations watch two keys (with 2 shards about half of them span both): their
@@ -311,7 +325,11 @@ def run(
         if final.returncode != 0:
             raise AssertionError(f"final run failed ({final.returncode}): {_tail(f'{log}.err')}")
     final_seconds = round(time.monotonic() - started, 1)
+    topic = None
+    if output_topic is not None:
+        topic = read_topic(output_topic.bootstrap_servers, settings["output.kafka.topic"])
     return {
+        "topic": topic,
         "kills": kills,
         "final_seconds": final_seconds,
         "cwd_files": sorted(os.listdir(cwd)),
@@ -373,6 +391,21 @@ def check(result: dict) -> None:
     assert len(result["tables"]["rejected"]) == result["malformed"], "rejected rows lost or doubled"
     if "metrics" in result["tables"]:  # callers that read only the three others skip it
         check_metrics(result)
+    if result.get("topic") is not None:
+        check_topic(result)
+
+
+def check_topic(result: dict) -> None:
+    """The output topic, read with ``read_committed``: every outcome of the reference once and
+    nothing else, as the table has it to the millisecond; every rejected row once."""
+    records = outcomes_of(result["topic"])
+    op_ids = [op_id for op_id, _, _ in records]
+    assert len(op_ids) == len(set(op_ids)), f"{len(op_ids) - len(set(op_ids))} outcomes twice on the topic"
+    got = {(op_id, status, int(pd.Timestamp(at).value // 1_000_000)) for op_id, status, at in records}
+    expected = {(r.op_id, r.status, int(r.resolved_at)) for r in result["expected_outcomes"].itertuples()}
+    assert got == expected, f"{len(got ^ expected)} outcomes differ on the topic"
+    rejected = [m for m in result["topic"] if status_of(m) == "rejected"]
+    assert len(rejected) == result["malformed"], "rejected records lost or doubled on the topic"
 
 
 def check_metrics(result: dict) -> None:

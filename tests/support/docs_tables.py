@@ -15,7 +15,7 @@ from spark_purgatory.config import _FIELDS_BY_KEY, PurgatoryConfig
 from spark_purgatory.job import _JOB_KEYS
 
 #: keys the job passes through by prefix (Kafka's own), documented as ``prefix.*``
-PASS_THROUGH = ("kafka.*", "source.kafka.*")
+PASS_THROUGH = ("kafka.*", "source.kafka.*", "output.kafka.*")
 
 
 def section(text: str, heading: str) -> str:
