@@ -48,4 +48,14 @@ def settings_of(config: PurgatoryConfig, checkpoint_id: str) -> TopicSettings | 
 def topic_output(config: PurgatoryConfig, checkpoint_id: str, storage: Storage) -> TopicOutput | None:
     """The sink's output topic for a checkpoint (None: no ``output.kafka.topic``)."""
     settings = settings_of(config, checkpoint_id)
-    return TopicOutput(settings, storage) if settings is not None else None
+    if settings is None:
+        return None
+    try:
+        import confluent_kafka  # noqa: F401 - the executors need it too: the same environment
+    except ImportError:
+        from ..config import ConfigError
+
+        raise ConfigError(
+            "output.kafka.topic needs confluent-kafka: pip install 'spark-purgatory[kafka]'"
+        ) from None
+    return TopicOutput(settings, storage)

@@ -15,6 +15,11 @@ one call), ``committed`` included (Delta's ``txnAppId``/``txnVersion`` skips the
 a random moment.  Each writer's other fault points are killed in ``test_crash.py`` (delta-rs,
 files) and ``test_s3a.py`` (Spark's writer, the whole query on s3a): where the input comes from
 changes only what a replay reads, which Spark's offset log decides.
+
+Both tests also write the outcomes and rejected rows to an output topic (``output.kafka.*``,
+``kafka_output``): after the kills, the outage and the stops, a ``read_committed`` consumer of
+the whole topic must see every outcome of the reference once and nothing else
+(``crash_harness.check_topic``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ def test_job_on_kafka_survives_kill_minus_nine_with_exactly_once_outputs(kafka_b
         # (every fault point is still passed in each run's first seconds)
         extra={"accumulator.linger.ms": "6000"} if writer == "spark" else None,
         final_in_process=True,  # the drain after the kills: this worker's session
+        output_topic=kafka_broker,  # the outcomes on a topic too, read back read_committed
     )
     killed_as_planned(result, plan)  # and the SIGINT run stopped cleanly, flushed, exit 0
     check(result)

@@ -1,0 +1,108 @@
+"""The output topic's record format (``kafka_output.records``), without a broker: each value
+valid under the published JSON Schema (``docs/schemas/kafka-outcome.schema.json``), whose
+properties are the tables' columns, timestamps to the millisecond, headers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import jsonschema
+import pyarrow as pa
+import pytest
+
+from spark_purgatory.contract import OUTCOMES, REJECTED
+from spark_purgatory.kafka_output.records import HEADER_BATCH, HEADER_CHECKPOINT, HEADER_STATUS, records
+
+SCHEMA = json.loads(
+    (Path(__file__).parents[2] / "docs" / "schemas" / "kafka-outcome.schema.json").read_text()
+)
+AT = dt.datetime(2026, 3, 1, 12, 5, 0, 7000, tzinfo=dt.timezone.utc)
+
+
+def outcome_rows() -> pa.Table:
+    row = {
+        "op_id": "pay-1",
+        "keys": ["acct-7", "acct-8"],
+        "status": "expired",
+        "op_ts": AT - dt.timedelta(minutes=5),
+        "deadline": AT,
+        "resolved_at": AT,
+        "latency_ms": 300_000,
+        "matched_events": 1,
+        "progress": float("nan"),
+        "condition": "count",
+        "target": 2.0,
+        "payload": '{"amount": "12€"}',
+        "batch_id": 88,
+        "emitted_at": AT + dt.timedelta(microseconds=1_312_999),
+        "resolved_date": AT.date(),
+    }
+    return pa.Table.from_pylist(
+        [row, {**row, "op_id": "pay-2", "status": "completed", "payload": None}], OUTCOMES.schema
+    )
+
+
+def test_the_schemas_properties_are_the_tables_columns():
+    assert list(SCHEMA["$defs"]["outcome"]["properties"]) == OUTCOMES.schema.names
+    assert list(SCHEMA["$defs"]["rejected"]["properties"]) == REJECTED.schema.names
+
+
+def test_an_outcomes_record_is_valid_under_the_schema_to_the_millisecond():
+    (key, value, headers), (key2, value2, headers2) = records(
+        outcome_rows(), None, checkpoint="chk-1", batch_id=88
+    )
+    parsed = json.loads(value)
+    jsonschema.validate(parsed, SCHEMA)
+    assert key == b"pay-1" and key2 == b"pay-2"
+    assert parsed["deadline"] == "2026-03-01T12:05:00.007Z"
+    assert parsed["emitted_at"] == "2026-03-01T12:05:01.319Z"  # microseconds cut, not rounded
+    assert parsed["progress"] is None  # NaN is no JSON number
+    assert parsed["payload"] == '{"amount": "12€"}' and "€" in value.decode()
+    assert dict(headers) == {HEADER_STATUS: b"expired", HEADER_CHECKPOINT: b"chk-1", HEADER_BATCH: b"88"}
+    assert dict(headers2)[HEADER_STATUS] == b"completed" and json.loads(value2)["payload"] is None
+
+
+def test_a_rejected_record_has_no_key_without_a_readable_op_id():
+    rows = pa.Table.from_pylist(
+        [
+            {
+                "source": "operations",
+                "raw": "{not json",
+                "reason": "malformed_json",
+                "batch_id": 3,
+                "rejected_date": AT.date(),
+            },
+            {
+                "source": "events",
+                "raw": '{"key":"k"}',
+                "reason": "bad_ts",
+                "op_id": "x",
+                "key": "k",
+                "batch_id": 3,
+            },
+        ],
+        REJECTED.schema,
+    )
+    (key, value, headers), (key2, _, _) = records(rows, "rejected", checkpoint="chk-1", batch_id=3)
+    jsonschema.validate(json.loads(value), SCHEMA)
+    assert key is None and key2 == b"x" and dict(headers)[HEADER_STATUS] == b"rejected"
+
+
+def test_a_time_before_1970_is_written_as_iso_text_too():
+    rows = pa.table(
+        {
+            "op_id": ["old"],
+            "op_ts": pa.array([dt.datetime(1969, 12, 31, 23, 59, 59, 500000)], pa.timestamp("us", "UTC")),
+        }
+    )
+    ((_, value, _),) = records(rows, "expired", checkpoint="c", batch_id=0)
+    assert json.loads(value)["op_ts"] == "1969-12-31T23:59:59.500Z"
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf")])
+def test_an_infinite_number_is_null(bad):
+    rows = pa.table({"op_id": ["o"], "target": [bad]})
+    ((_, value, _),) = records(rows, "expired", checkpoint="c", batch_id=0)
+    assert json.loads(value)["target"] is None
