@@ -475,6 +475,13 @@ def _print_status(report: dict, as_json: bool) -> None:
         chk.add_row(f"{name} (metrics table, last batch)", _text(value))
     if _lag_text(report.get("expiry_lag")):
         chk.add_row("expiry lag (metrics table)", _lag_text(report["expiry_lag"]))
+    topic = report.get("output_topic")
+    if topic:
+        done = topic["last_committed_batch"]
+        chk.add_row(
+            f"output topic {topic['topic']}",
+            "no micro-batch yet" if done is None else f"through batch {done}",
+        )
     console.print(chk)
     layout = report.get("layout")
     if layout:

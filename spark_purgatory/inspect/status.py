@@ -64,7 +64,9 @@ def checkpoint_status(
     Returns:
         A JSON-ready dict: ``checkpoint``, ``layout`` (the shard count and the rescale
         history, ``spark_purgatory.rescale``), ``last_batch`` (the metrics table's last rows,
-        if any), ``pending_by_shard`` (and ``pending_from``), ``tables``, ``notes``.
+        if any), ``pending_by_shard`` (and ``pending_from``), ``tables``, ``notes``; with
+        ``output.kafka.topic`` in ``config``, ``output_topic`` (the topic and the last
+        micro-batch it committed, ``docs/kafka-output.md``).
     """
     cfg = inspect_config(checkpoint, config)
     storage = Storage.of(cfg)
@@ -131,7 +133,23 @@ def checkpoint_status(
         notes.append("pending by shard not read (no metrics table, state not read)")
     if result["pending_by_shard"] is not None:
         result["pending"] = sum(result["pending_by_shard"].values())
+    if cfg.output_kafka_topic and info.app_id:
+        result["output_topic"] = _output_topic(cfg, info.app_id, notes)
     return result
+
+
+def _output_topic(config: PurgatoryConfig, app_id: str, notes: list[str]) -> dict[str, Any]:
+    """The output topic and the last micro-batch it committed (its marker: ``kafka_output``)."""
+    from ..kafka_output import committed_batch, settings_of
+
+    settings = settings_of(config, app_id)
+    assert settings is not None
+    entry: dict[str, Any] = {"topic": settings.topic, "last_committed_batch": None}
+    try:
+        entry["last_committed_batch"] = committed_batch(settings, timeout_s=10.0)
+    except Exception as error:  # a broker that does not answer: the rest of the status stands
+        notes.append(f"output topic {settings.topic}: its marker not read ({error})")
+    return entry
 
 
 def _pending_in_state(

@@ -135,14 +135,16 @@ class Send:
     storage: Storage
 
 
-def committed_batch(settings: TopicSettings, *, consumer: Any = None) -> int | None:
+def committed_batch(
+    settings: TopicSettings, *, consumer: Any = None, timeout_s: float = _TIMEOUT_S
+) -> int | None:
     """The last micro-batch the topic has (the marker), None if it never had one."""
     from confluent_kafka import Consumer, TopicPartition
 
     own = consumer is None
     consumer = consumer or Consumer(settings.consumer_config())
     try:
-        (found,) = consumer.committed([TopicPartition(settings.topic, 0)], timeout=_TIMEOUT_S)
+        (found,) = consumer.committed([TopicPartition(settings.topic, 0)], timeout=timeout_s)
     finally:
         if own:
             consumer.close()

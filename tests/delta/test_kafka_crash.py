@@ -27,6 +27,9 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
+from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.inspect import checkpoint_status
+from spark_purgatory.kafka_output.records import HEADER_BATCH
 from tests.support.clean_stops import killed_as_planned
 from tests.support.crash_harness import check, run
 
@@ -63,6 +66,11 @@ def test_job_on_kafka_survives_kill_minus_nine_with_exactly_once_outputs(kafka_b
     )
     killed_as_planned(result, plan)  # and the SIGINT run stopped cleanly, flushed, exit 0
     check(result)
+    # the status names the last micro-batch the topic committed: the last its records came from
+    config = PurgatoryConfig.from_mapping(result["topic_settings"])
+    status = checkpoint_status(result["checkpoint"], config=config, state=False)
+    last = max(int(dict(m.headers())[HEADER_BATCH]) for m in result["topic"])
+    assert status["output_topic"]["last_committed_batch"] == last
     if writer == "spark":  # every commit of rows was Delta's own writer's
         history = DeltaTable(f"{root}/out/outcomes").history()
         # the owner's record (delta.ownership) is a properties-only commit, made by delta-rs

@@ -330,6 +330,8 @@ def run(
         topic = read_topic(output_topic.bootstrap_servers, settings["output.kafka.topic"])
     return {
         "topic": topic,
+        "topic_settings": {k: v for k, v in settings.items() if k.startswith("output.kafka.")},
+        "checkpoint": checkpoint,
         "kills": kills,
         "final_seconds": final_seconds,
         "cwd_files": sorted(os.listdir(cwd)),
