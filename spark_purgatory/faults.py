@@ -5,7 +5,8 @@ may pass: a broker restarting, a store answering ``503 SlowDown``, a dropped con
 Some faults do not pass by waiting: a bucket deleted, credentials revoked, a Kafka topic
 deleted.  After a failure the job, and the handle of ``start`` (``await_termination``,
 ``stop``), ask each resource the query depends on, once (``diagnose``): a bucket (or ADLS
-container) of any path on an object store, and the Kafka topics it reads.  One that answers
+container) of any path on an object store, the Kafka topics it reads and the one it writes
+(``output.kafka.topic``).  One that answers
 "no such bucket", "access denied", "no such topic" or "login refused" ends the job at once
 with ``PermanentFault``, one line naming the resource and what to do, instead of restarts
 that would meet the same answer; the handle raises it in place of the failure's own error.
@@ -192,11 +193,11 @@ def depended_on(
     """What ``diagnose`` asks about a query (its ``uris`` and ``kafka``): every path it reads
     or writes, the output (None: catalog tables), the checkpoint, the shard state and the
     staging; and its two inputs (None: given as DataFrames, not asked), as paths, or, read
-    from Kafka, as the topics subscribed with ``kafka_options``.
+    from Kafka, as the topics subscribed with ``kafka_options``; the output topic, if any.
 
     >>> asked = depended_on("s3://b/out", "s3://b/chk", PurgatoryConfig(), ("ops", "evs"), "kafka")
-    >>> asked["uris"], asked["kafka"]
-    (['s3://b/out', 's3://b/chk'], {'subscribe': 'ops,evs'})
+    >>> asked["uris"], asked["kafka"], asked["output_topic"]
+    (['s3://b/out', 's3://b/chk'], {'subscribe': 'ops,evs'}, None)
     """
     uris = [output, checkpoint, config.state_path, config.accumulator_staging_path]
     kafka = None
@@ -204,17 +205,30 @@ def depended_on(
         kafka = {"subscribe": ",".join(inputs), **(kafka_options or {})}
     elif inputs is not None:
         uris += inputs
-    return {"uris": [u for u in uris if u], "kafka": kafka}
+    topic = None
+    if config.output_kafka_topic:  # the output topic (kafka_output): its name and producer settings
+        topic = (config.output_kafka_topic, dict(config.output_kafka_settings))
+    return {"uris": [u for u in uris if u], "kafka": kafka, "output_topic": topic}
 
 
 def diagnose(
-    *, uris: Iterable[str], storage: Storage, spark: Any = None, kafka: dict[str, str] | None = None
+    *,
+    uris: Iterable[str],
+    storage: Storage,
+    spark: Any = None,
+    kafka: dict[str, str] | None = None,
+    output_topic: tuple[str, dict[str, str]] | None = None,
 ) -> PermanentFault | None:
     """After a failed run: the ``PermanentFault`` to end the job with, or None (the fault may
-    pass: the restart policy decides)."""
+    pass: the restart policy decides).  ``output_topic``: the output topic's name and producer
+    settings (``kafka_output.health``)."""
     found = gone_buckets(uris, storage)
     if found is None and kafka is not None and spark is not None:
         found = gone_topics(spark, kafka)
+    if found is None and output_topic is not None:
+        from .kafka_output.health import topic_fault
+
+        found = topic_fault(*output_topic)
     if found is None:
         return None
     return PermanentFault(

@@ -43,7 +43,8 @@ import pyarrow.parquet as pq
 
 from ..contract import OUTCOMES, REJECTED
 from ..storage import Storage
-from .records import REJECTED_STATUS, records
+from .health import TopicGone, topic_fault
+from .records import MAX_RECORD_BYTES, REJECTED_STATUS, records
 
 __all__ = ["TopicSettings", "Send", "SENT", "SENT_DDL", "send", "committed_batch", "mark"]
 
@@ -55,7 +56,7 @@ _TRANSACTIONS = {"enable.idempotence": "true"}
 #: Kafka's Java clients hash keys with murmur2: the same key lands in the same partition
 _DEFAULTS = {"partitioner": "murmur2_random"}
 #: the settings a consumer (the marker's reader) shares with the producer: where and how to connect
-_CONNECTION = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.", "socket.", "broker.")
+CONNECTION = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.", "socket.", "broker.")
 #: how long a transaction's calls may wait for the broker (an outage is ridden out within it)
 _TIMEOUT_S = 120.0
 
@@ -90,7 +91,7 @@ class TopicSettings:
 
     def consumer_config(self) -> dict[str, Any]:
         settings = librdkafka_settings(dict(self.producer))
-        connection = {k: v for k, v in settings.items() if k.startswith(_CONNECTION)}
+        connection = {k: v for k, v in settings.items() if k.startswith(CONNECTION)}
         return {
             **connection,
             "logger": log,
@@ -159,6 +160,9 @@ def send(task: Send) -> pa.Table:
     from confluent_kafka import Consumer, Producer
 
     settings = task.settings
+    gone = topic_fault(settings.topic, dict(settings.producer), timeout_s=30.0)
+    if gone is not None:  # records for a topic that will not come back would wait and fail later
+        raise TopicGone(gone)
     producer = Producer(settings.producer_config())
     consumer = Consumer(settings.consumer_config())
     try:
@@ -212,7 +216,8 @@ def _records_of(task: Send, table: str, uri: str, batch_id: int) -> Iterable:
 
 
 def _about(task: Send, batch_id: int) -> dict:
-    return {"checkpoint": task.settings.checkpoint_id, "batch_id": batch_id}
+    limit = int(dict(task.settings.producer).get("message.max.bytes", MAX_RECORD_BYTES))
+    return {"checkpoint": task.settings.checkpoint_id, "batch_id": batch_id, "max_bytes": limit}
 
 
 def _produce(producer: Any, topic: str, key: bytes | None, value: bytes, headers: list) -> None:

@@ -10,7 +10,10 @@ value as ``null``; its **headers** name what it is:
 * ``purgatory.status``: ``completed``, ``expired`` or ``rejected``;
 * ``purgatory.checkpoint``: the checkpoint's id (``spark-purgatory status`` shows it), so a
   consumer of a topic several queries write to tells them apart;
-* ``purgatory.batch``: the micro-batch that decided it (decimal text).
+* ``purgatory.batch``: the micro-batch that decided it (decimal text);
+* ``purgatory.omitted``, only on a record that would be larger than the producer sends
+  (``message.max.bytes``): the fields it goes without, with their JSON sizes
+  (``payload=1040012``): left ``null`` in the value; the table's row has them.
 
 ``docs/schemas/kafka-outcome.schema.json`` is the value's JSON Schema; ``docs/kafka-output.md``
 the page users read.  Columns are only ever added (as the tables' are), so a consumer should
@@ -36,7 +39,17 @@ import pyarrow.compute as pc
 
 from ..contract import COMPLETED, EXPIRED
 
-__all__ = ["REJECTED_STATUS", "STATUSES", "HEADER_STATUS", "HEADER_CHECKPOINT", "HEADER_BATCH", "records"]
+__all__ = [
+    "REJECTED_STATUS",
+    "STATUSES",
+    "HEADER_STATUS",
+    "HEADER_CHECKPOINT",
+    "HEADER_BATCH",
+    "HEADER_OMITTED",
+    "MAX_RECORD_BYTES",
+    "OMITTABLE",
+    "records",
+]
 
 #: what ``output.kafka.statuses`` may name: the outcomes' statuses and the rejected rows
 REJECTED_STATUS = "rejected"
@@ -44,15 +57,35 @@ STATUSES = (EXPIRED, COMPLETED, REJECTED_STATUS)
 HEADER_STATUS = "purgatory.status"
 HEADER_CHECKPOINT = "purgatory.checkpoint"
 HEADER_BATCH = "purgatory.batch"
+HEADER_OMITTED = "purgatory.omitted"
+#: librdkafka's ``message.max.bytes`` default: the largest record sent as it is
+MAX_RECORD_BYTES = 1_000_000
+#: what a record carries beside its key and value (headers, Kafka's record overhead)
+_ENVELOPE_BYTES = 1024
+#: the fields a record too large goes without, in order: the payload (an outcome's) or the
+#: raw record (a rejected row's), then the keys
+OMITTABLE = ("payload", "raw", "keys")
 
 Record = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
 
 
-def records(rows: pa.Table, status: str | None, *, checkpoint: str, batch_id: int) -> Iterator[Record]:
+def records(
+    rows: pa.Table, status: str | None, *, checkpoint: str, batch_id: int, max_bytes: int = MAX_RECORD_BYTES
+) -> Iterator[Record]:
     """The records of ``rows`` (one table's rows, in its columns): ``(key, value, headers)``.
 
     ``status``: the header's status for every row (``rejected``); None reads each row's own
-    ``status`` column (the outcomes)."""
+    ``status`` column (the outcomes).  ``max_bytes``: the largest record the producer sends
+    (its ``message.max.bytes``); a larger one goes without its biggest texts (``OMITTABLE``:
+    the payload or the raw record, then the keys), each left ``null`` and named in the
+    ``purgatory.omitted`` header with its size: the outcome still reaches its consumers, and
+    the row in the table has it all.
+
+    >>> big = pa.table({"op_id": ["a"], "keys": [["k"]], "payload": ["x" * 5000]})
+    >>> ((_, value, headers),) = records(big, "expired", checkpoint="q", batch_id=0, max_bytes=2048)
+    >>> value, headers[-1]
+    (b'{"op_id":"a","keys":["k"],"payload":null}', ('purgatory.omitted', b'payload=5002'))
+    """
     columns = [_json_ready(rows.column(name)) for name in rows.column_names]
     names = rows.column_names
     keys = rows.column("op_id").to_pylist() if "op_id" in names else [None] * rows.num_rows
@@ -60,9 +93,29 @@ def records(rows: pa.Table, status: str | None, *, checkpoint: str, batch_id: in
     common = [(HEADER_CHECKPOINT, checkpoint.encode()), (HEADER_BATCH, str(batch_id).encode())]
     encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
     for i in range(rows.num_rows):
-        value = encode(dict(zip(names, (c[i] for c in columns), strict=True))).encode()
+        row = dict(zip(names, (c[i] for c in columns), strict=True))
+        value = encode(row).encode()
         key = keys[i].encode() if keys[i] is not None else None
-        yield key, value, [(HEADER_STATUS, str(statuses[i]).encode()), *common]
+        headers = [(HEADER_STATUS, str(statuses[i]).encode()), *common]
+        budget = max_bytes - _ENVELOPE_BYTES - len(key or b"")
+        if len(value) > budget:
+            value, omitted = _without_biggest(row, encode, budget)
+            headers.append((HEADER_OMITTED, omitted.encode()))
+        yield key, value, headers
+
+
+def _without_biggest(row: dict, encode, budget: int) -> tuple[bytes, str]:
+    """``row``'s JSON with its ``OMITTABLE`` fields set to null, in order, until it fits."""
+    omitted = []
+    value = b""
+    for name in OMITTABLE:
+        if row.get(name) is not None:
+            omitted.append(f"{name}={len(encode(row[name]).encode())}")
+            row[name] = None
+            value = encode(row).encode()
+            if len(value) <= budget:
+                break
+    return value or encode(row).encode(), ",".join(omitted)
 
 
 def _json_ready(column: pa.ChunkedArray) -> list:

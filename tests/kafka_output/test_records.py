@@ -106,3 +106,21 @@ def test_an_infinite_number_is_null(bad):
     rows = pa.table({"op_id": ["o"], "target": [bad]})
     ((_, value, _),) = records(rows, "expired", checkpoint="c", batch_id=0)
     assert json.loads(value)["target"] is None
+
+
+def test_a_record_larger_than_the_producer_sends_goes_without_its_payload_and_says_so():
+    rows = outcome_rows().slice(0, 1)
+    rows = rows.set_column(rows.schema.get_field_index("payload"), "payload", pa.array(["p" * 1_040_000]))
+    ((key, value, headers),) = records(rows, None, checkpoint="chk-1", batch_id=88)
+    assert len(value) < 1_000_000 - 1024
+    parsed = json.loads(value)
+    jsonschema.validate(parsed, SCHEMA)
+    assert parsed["payload"] is None and parsed["keys"] == ["acct-7", "acct-8"] and key == b"pay-1"
+    assert dict(headers)["purgatory.omitted"] == b"payload=1040002"
+    # a rejected row's raw text the same way, with the producer's own message.max.bytes
+    bad = pa.Table.from_pylist(
+        [{"source": "operations", "raw": "r" * 5000, "reason": "malformed_json", "batch_id": 1}],
+        REJECTED.schema,
+    )
+    ((_, value, headers),) = records(bad, "rejected", checkpoint="c", batch_id=1, max_bytes=3000)
+    assert json.loads(value)["raw"] is None and dict(headers)["purgatory.omitted"] == b"raw=5002"

@@ -267,3 +267,56 @@ def test_the_output_topic_keys_are_checked_at_start():
     )
     assert config.output_kafka_settings == (("bootstrap.servers", "h:9092"), ("linger.ms", "20"))
     assert config.output_kafka_status_list == ("expired",)
+
+
+def test_an_outcome_with_a_1_mb_payload_reaches_the_topic_without_it_and_the_table_with_it(
+    kafka_broker, tmp_path
+):
+    topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    sink = make_sink(tmp_path, kafka_broker, topic, app="big")
+    big = rows(0, [("big", "expired"), ("small", "expired")])
+    payloads = pa.array(["p" * 1_040_000, '{"amount": 3}'])
+    sink.process(big.set_column(big.schema.get_field_index("payload"), "payload", payloads), 0)
+    got = {m.key(): m for m in read_topic(kafka_broker, topic)}
+    assert json.loads(got[b"big"].value())["payload"] is None
+    assert dict(got[b"big"].headers())["purgatory.omitted"] == b"payload=1040002"
+    assert json.loads(got[b"small"].value())["payload"] == '{"amount": 3}'
+    table = DeltaTable(str(tmp_path / "out" / "outcomes")).to_pandas().set_index("op_id")
+    assert len(table.loc["big", "payload"]) == 1_040_000
+
+
+def test_a_deleted_topic_and_a_refused_login_are_said_in_one_line_a_broker_away_is_not(kafka_broker):
+    from spark_purgatory.kafka_broker import free_port
+    from spark_purgatory.kafka_output.health import topic_fault
+
+    topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    plain = {"bootstrap.servers": kafka_broker.bootstrap_servers}
+    assert topic_fault(topic, plain) is None
+    kafka_broker.delete_topic(topic)
+    servers = kafka_broker.bootstrap_servers
+    assert (
+        topic_fault(topic, plain)
+        == f"the output topic {topic!r} is gone from {servers} (deleted, or never created)"
+    )
+    user = f"out-{uuid.uuid4().hex[:6]}"
+    kafka_broker.add_scram_user(user, "pw-out-1")
+    kept = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    login = {
+        "bootstrap.servers": kafka_broker.sasl_bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.jaas.config": (
+            f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="pw-out-1";'
+        ),
+    }
+    assert topic_fault(kept, login) is None  # the inputs' Java keys, read as librdkafka's
+    kafka_broker.remove_scram_user(user)
+    refused = topic_fault(kept, login)
+    where = kafka_broker.sasl_bootstrap_servers
+    assert refused.startswith(
+        f"Kafka at {where} refuses the output topic's login as {user!r} (SCRAM-SHA-256)"
+    )
+    assert "pw-out-1" not in refused and "\n" not in refused
+    assert (
+        topic_fault(kept, {"bootstrap.servers": f"127.0.0.1:{free_port()}"}, timeout_s=3) is None
+    )  # no answer: may pass

@@ -1,0 +1,68 @@
+"""Is the output topic there, and does the broker take this job's login?  One line when not.
+
+Asked by ``faults.diagnose`` after a failed run (as it asks the buckets and the input topics)
+and by each send before it produces (``producer.send``): a deleted topic or a revoked login
+is said in one line naming the topic or the user, instead of records that would wait for a
+topic that will not come back.  A broker that does not answer is never called gone: that
+may pass (``faults``' invariant).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["TopicGone", "topic_fault"]
+
+#: librdkafka's words for a login or a right the broker refused (SASL, ACLs)
+_REFUSED = re.compile(r"Authentication failed|SASL authentication error|AUTHORIZATION|not authorized", re.I)
+_USERNAME = re.compile(r'\busername\s*=\s*"([^"]*)"')
+
+
+class TopicGone(RuntimeError):
+    """The output topic cannot be written: deleted, or the login refused (its line)."""
+
+
+def topic_fault(topic: str, settings: dict[str, str], *, timeout_s: float = 10.0) -> str | None:
+    """One line when the brokers of ``settings`` (librdkafka's names) have no ``topic`` or
+    refuse the login; None when it is there, or when they do not answer."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from .producer import CONNECTION, librdkafka_settings, log
+
+    errors: list[Any] = []
+    config = {k: v for k, v in librdkafka_settings(settings).items() if k.startswith(CONNECTION)}
+    admin = AdminClient({**config, "error_cb": errors.append, "logger": log})
+    servers = settings.get("bootstrap.servers")
+    try:
+        metadata = admin.list_topics(topic, timeout=timeout_s)
+    except KafkaException as error:
+        errors.append(error.args[0])
+        metadata = None
+    admin.poll(0)  # the errors the client met on the way (a refused login) reach error_cb here
+    refused = [e for e in errors if _REFUSED.search(str(e)) or e.code() == KafkaError._AUTHENTICATION]
+    if refused:
+        return f"Kafka at {servers} refuses the output topic's login{_as_whom(settings)}: {refused[0].str()}"
+    if metadata is None:
+        return None  # no answer: may pass
+    found = metadata.topics.get(topic)
+    if found is None or (found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return f"the output topic {topic!r} is gone from {servers} (deleted, or never created)"
+    if found.error is not None and _REFUSED.search(str(found.error)):
+        return (
+            f"Kafka at {servers} refuses the output topic {topic!r} to this job's login: {found.error.str()}"
+        )
+    return None
+
+
+def _as_whom(settings: dict[str, str]) -> str:
+    """`` as 'user' (MECHANISM)``: which credential to renew (the password is never said)."""
+    user = settings.get("sasl.username")
+    if user is None:
+        found = _USERNAME.search(settings.get("sasl.jaas.config", ""))
+        user = found.group(1) if found else None
+    if user is None:
+        return ""
+    mechanism = settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "PLAIN"
+    return f" as {user!r} ({mechanism})"
