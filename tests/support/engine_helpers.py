@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,15 @@ def step(
 
 def outcomes(result: BatchResult) -> dict[str, dict]:
     return {row["op_id"]: row for row in result.outcomes.to_dict(orient="records")}
+
+
+def stacked(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Calls' frames one after another (``pd.concat``), the empty ones left out (all of them
+    when none has rows).  A call's frame with no rows has all-object columns
+    (``engine.batch.result``); pandas 2 leaves such frames out of the stacked dtypes with a
+    ``FutureWarning``, pandas 3 would let them make every column object."""
+    frames = list(frames)
+    return pd.concat([f for f in frames if len(f)] or frames, ignore_index=True)
 
 
 # -- batch-split invariance against a brute-force reference -------------------------------------
