@@ -71,10 +71,14 @@ _OBJECT_COLUMNS = [
 ]
 _WATERMARK = "watermark"
 
-# PySpark's own serializer concatenates our output frames, whose unused columns are all-NA;
+# PySpark's own serializer concatenates our output frames with its all-NA padding rows;
 # pandas warns about that on every micro-batch in the worker logs.  The result is correct.
+# Only PySpark's concatenation: the same warning from any other module (ours, a user's) shows
 warnings.filterwarnings(
-    "ignore", message="The behavior of DataFrame concatenation with empty", category=FutureWarning
+    "ignore",
+    message="The behavior of DataFrame concatenation with empty",
+    category=FutureWarning,
+    module=r"pyspark\.sql\.pandas\.serializers",
 )
 
 #: a rejected row's columns in the output (``contract.REJECTED``'s, but ``batch_id``)
