@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     tick = os.sysconf("SC_CLK_TCK")
 
     def jvm_cpu_ms() -> float:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) * 1000 / tick
 
     print(

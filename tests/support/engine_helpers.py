@@ -46,9 +46,10 @@ def outcomes(result: BatchResult) -> dict[str, dict]:
 
 def stacked(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Calls' frames one after another (``pd.concat``), the empty ones left out (all of them
-    when none has rows).  A call's frame with no rows has all-object columns
-    (``engine.batch.result``); pandas 2 leaves such frames out of the stacked dtypes with a
-    ``FutureWarning``, pandas 3 would let them make every column object."""
+    when none has rows): the columns keep the dtypes of the frames with rows.  A call's frame
+    with no rows has all-object columns (``engine.batch.result``); stacked with the others,
+    pandas 2 makes the integer columns object and warns (``FutureWarning``) that pandas 3
+    makes every column object."""
     frames = list(frames)
     return pd.concat([f for f in frames if len(f)] or frames, ignore_index=True)
 
