@@ -120,12 +120,14 @@ docs: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check spark_purgatory tests benchmarks jobs notebooks build_backend
 
+# the benchmarks run as `python -m benchmarks NAME` from here (`python -m benchmarks` lists them):
+# the timing wheel against Kafka's, no Spark
 bench: $(STAMP)
-	$(PY) benchmarks/bench_wheel.py $(ARGS)
+	$(PY) -m benchmarks wheel $(ARGS)
 
 # the operator side by side with Spark's alternatives + the scaling series (~15 min at 1M)
 bench-spark: $(STAMP)
-	$(PY) benchmarks/bench_operator.py $(ARGS)
+	$(PY) -m benchmarks operator $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis $(NODE_TOOLS)/node_modules .jars jvm/spark-purgatory/*/target \

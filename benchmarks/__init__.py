@@ -1,2 +1,4 @@
-"""The benchmarks, run as scripts; a package only so that pytest names ``benchmarks.tests`` apart
-from ``tests``."""
+"""The benchmarks: ``python -m benchmarks NAME`` from the project's root (``__main__``: the
+runner and the list of benchmarks), each answering one question about the job's speed or
+memory beside Spark's own answers; ``harness``, ``contenders`` and ``services`` are what they
+share.  The figures live in docs/performance.md, never here."""

@@ -1,56 +1,19 @@
-"""The engine alone: per-call cost against the backlog, per-row cost, memory per pending operation.
+"""The engine without Spark: ``engine``, its cost per call and memory per pending operation;
+``wheel``, its timing wheel against a pure-Python port of Kafka's.
 
-Issue 25's table, on ``Purgatory.process`` without Spark, one shard, ``any`` operations with
-one key each (12-character op_ids and keys, 7-day timeouts), driven as a new user would
-drive it (canonical pandas frames, validated by the engine):
-
-* the shard is filled to each backlog (0, 100k, 1M pending; ``--pending`` adds 5M), then
-* calls of 10, 1,000 and 10,000 operations *plus* as many events are timed; each call's
-  events complete that call's operations (so outcomes are included) and the watermark moves
-  on by a second per call (the wheel advances, the events are finalised), so the backlog
-  stays where it is.  A call's time is the median of ``--repeat`` calls (fewer for the big
-  ones), with their range in brackets; µs per row divides the median by operations +
-  events.
-* memory: ``rss`` is the worker's resident-set growth from before the fill to after it
-  (``gc.collect()`` first; what a Python worker pays, allocator slack included), counted
-  from after the engine's import and a first call of each size (a worker's fixed cost,
-  about 38 MB, which is not the backlog's: counted from before the import, as up to
-  bench_engine of 9e23da1, it adds about 38 bytes per operation at 1M);
-  ``live`` is what ``tracemalloc`` counts as allocated by ``load_state(save_state(p))`` and
-  still alive (numpy and Python objects; the state of a freshly loaded shard), plus the
-  bytes of the memory mappings the load made and kept (``engine.memory``: the big arrays'
-  own mappings, since branch rss, which ``tracemalloc`` does not see); ``value`` is
-  ``len(save_state(p))`` (no segment store: the whole state in the value).  Each divided by
-  the backlog.
-
-``--validated`` validates each call's frames before the timer and passes them as the Spark
-host does (``process(..., validated=True)``: the host validates in Spark SQL), so the
-figures are the engine's own work; by default the engine's pandas validation is included.
-
-``--resolved N`` adds one more row: no operation pending, but N operations completed early
-(their keys retained until their 7-day deadlines, their op_ids for the dedup retention), the
-state a shard reaches when operations complete well before their timeout; 10-row calls timed.
-
-``--against REF`` runs the same measurements for the checkout at REF (a directory with
-``spark_purgatory/``) in a subprocess with REF first on ``PYTHONPATH``, and this checkout in
-another, one after the other, and prints the two side by side with their ratio.  Only the
-public API is used (``Purgatory.process``, ``save_state``, ``load_state``), so any checkout
-since the state layer can be compared.
-
-    .venv/bin/python benchmarks/bench_engine.py                       # this checkout
-    .venv/bin/python benchmarks/bench_engine.py --against /tmp/engine-base
-    .venv/bin/python benchmarks/bench_engine.py --pending 0,100000,1000000,5000000
-    .venv/bin/python benchmarks/bench_engine.py --pending 0 --resolved 1000000 --no-memory
+Both drive the package's public API in this process, no JVM: ``Purgatory.process``,
+``save_state`` / ``load_state``, ``TimingWheel``.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import heapq
 import json
 import os
+import platform
 import statistics
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -58,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from benchmarks import harness
 
 DAY_MS = 86_400_000
 T0 = 1_700_000_000_000  # event time of the first operation (ms)
@@ -202,16 +167,13 @@ def _which() -> str:
 
 
 def _run_checkout(root: str | None, args: argparse.Namespace) -> dict:
-    """``measure`` in a fresh interpreter with ``root`` first on the path (this checkout if None)."""
-    root = root or str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env = dict(os.environ, PYTHONPATH=path)
-    command = [sys.executable, __file__, "--json", "--pending", args.pending, "--repeat", str(args.repeat)]
-    command += ["--resolved", str(args.resolved)] + (["--validated"] if args.validated else [])
+    """``measure`` in a fresh interpreter with the checkout at ``root``'s package (this
+    checkout's if None)."""
+    argv = ["--measure", "--pending", args.pending, "--repeat", str(args.repeat)]
+    argv += ["--resolved", str(args.resolved)] + (["--validated"] if args.validated else [])
     if args.no_memory:
-        command.append("--no-memory")
-    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, check=True, text=True)
-    return json.loads(done.stdout)
+        argv.append("--no-memory")
+    return harness.child("engine", argv, checkout=root)
 
 
 def _fmt_ms(seconds: float | None, span: list[float] | None = None) -> str:
@@ -262,30 +224,289 @@ def render(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def engine(argv: list[str] | None = None) -> int:
+    """The engine alone: per-call cost against the backlog, per-row cost, memory per pending operation.
+
+    Issue 25's table, on ``Purgatory.process`` without Spark, one shard, ``any`` operations with
+    one key each (12-character op_ids and keys, 7-day timeouts), driven as a new user would
+    drive it (canonical pandas frames, validated by the engine):
+
+    * the shard is filled to each backlog (0, 100k, 1M pending; ``--pending`` adds 5M), then
+    * calls of 10, 1,000 and 10,000 operations *plus* as many events are timed; each call's
+      events complete that call's operations (so outcomes are included) and the watermark moves
+      on by a second per call (the wheel advances, the events are finalised), so the backlog
+      stays where it is.  A call's time is the median of ``--repeat`` calls (fewer for the big
+      ones), with their range in brackets; µs per row divides the median by operations +
+      events.
+    * memory: ``rss`` is the worker's resident-set growth from before the fill to after it
+      (``gc.collect()`` first; what a Python worker pays, allocator slack included), counted
+      from after the engine's import and a first call of each size (a worker's fixed cost,
+      about 38 MB, which is not the backlog's: counted from before the import, as up to
+      bench_engine of 9e23da1, it adds about 38 bytes per operation at 1M);
+      ``live`` is what ``tracemalloc`` counts as allocated by ``load_state(save_state(p))`` and
+      still alive (numpy and Python objects; the state of a freshly loaded shard), plus the
+      bytes of the memory mappings the load made and kept (``engine.memory``: the big arrays'
+      own mappings, since branch rss, which ``tracemalloc`` does not see); ``value`` is
+      ``len(save_state(p))`` (no segment store: the whole state in the value).  Each divided by
+      the backlog.
+
+    ``--validated`` validates each call's frames before the timer and passes them as the Spark
+    host does (``process(..., validated=True)``: the host validates in Spark SQL), so the
+    figures are the engine's own work; by default the engine's pandas validation is included.
+
+    ``--resolved N`` adds one more row: no operation pending, but N operations completed early
+    (their keys retained until their 7-day deadlines, their op_ids for the dedup retention), the
+    state a shard reaches when operations complete well before their timeout; 10-row calls timed.
+
+    ``--against REF`` runs the same measurements for the checkout at REF (a directory with
+    ``spark_purgatory/``) in a subprocess with REF first on ``PYTHONPATH``, and this checkout in
+    another, one after the other, and prints the two side by side with their ratio.  Only the
+    public API is used (``Purgatory.process``, ``save_state``, ``load_state``), so any checkout
+    since the state layer can be compared.
+
+        python -m benchmarks engine                       # this checkout
+        python -m benchmarks engine --against /tmp/engine-base
+        python -m benchmarks engine --pending 0,100000,1000000,5000000
+        python -m benchmarks engine --pending 0 --resolved 1000000 --no-memory
+    """
+    parser = harness.parser("engine", engine.__doc__, repeat=20, repeat_help="timed 10-row calls per backlog")
     parser.add_argument("--pending", default="0,100000,1000000", help="backlogs, comma-separated")
-    parser.add_argument("--repeat", type=int, default=20, help="timed 10-row calls per backlog")
     parser.add_argument("--against", metavar="REF", help="another checkout, measured side by side")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory and state-value columns")
     parser.add_argument(
         "--resolved", type=int, default=0, help="also: 10-row calls after N early completions"
     )
     parser.add_argument("--validated", action="store_true", help="frames validated as the Spark host sends")
-    parser.add_argument("--json", action="store_true", help="measure in this process, print JSON")
-    args = parser.parse_args()
-    if args.json:
-        levels = [int(x) for x in args.pending.split(",")]
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # in this process
+    args = parser.parse_args(argv)
+    if args.measure:
+        levels = [int(x) for x in harness.names(args.pending)]
         result = measure(levels, args.repeat, not args.no_memory, args.validated)
         if args.resolved:
             call = measure_resolved(args.resolved, args.repeat, args.validated)
             result["resolved"] = {"n": args.resolved, "call": call}
         print(json.dumps(result))
-        return
+        return 0
     results = [_run_checkout(args.against, args)] if args.against else []
     results.append(_run_checkout(None, args))
     print(render(results))
+    harness.write_json(args.json, "engine", args, {"checkouts": results})
+    return 0
 
 
-if __name__ == "__main__":
-    main()
+# -- the timing wheel ------------------------------------------------------------------------------
+
+
+def workload(n: int, batch: int, timeout: int, step: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    offsets = rng.integers(0, timeout, n)
+    for b, lo in enumerate(range(0, n, batch)):
+        now = b * step
+        ids = np.arange(lo, min(lo + batch, n), dtype=np.int64)
+        yield now, ids, now + offsets[lo : lo + batch], now + step
+
+
+def run_columnar(n, batch, timeout, step, tick, size):
+    from spark_purgatory import TimingWheel
+
+    w = TimingWheel(tick, size, 0)
+    fired = 0
+    start = time.perf_counter()
+    last = 0
+    for _now, ids, deadlines, advance_to in workload(n, batch, timeout, step):
+        fired += int(w.add(ids, deadlines).sum())
+        fired += w.advance(advance_to).size
+        last = advance_to
+    fired += w.advance(last + timeout + tick).size
+    return time.perf_counter() - start, fired
+
+
+def run_kafka_port(n, batch, timeout, step, tick, size):
+    t = SystemTimer(tick, size, 0)
+    start = time.perf_counter()
+    last = 0
+    for _now, ids, deadlines, advance_to in workload(n, batch, timeout, step):
+        for i, d in zip(ids.tolist(), deadlines.tolist(), strict=False):
+            t.add(i, d)
+        t.advance_clock(advance_to)
+        last = advance_to
+    t.advance_clock(last + timeout + tick)
+    return time.perf_counter() - start, len(t.fired)
+
+
+def wheel(argv: list[str] | None = None) -> int:
+    """Vectorised timing wheel vs a pure-Python port of Kafka's linked-list wheel.
+
+    Same workload for both: N timers with deadlines up to TIMEOUT ms ahead, added in batches of
+    BATCH (one micro-batch each), the clock advanced by STEP ms after each batch, then drained.
+    Prints both throughputs (adds + expiries per second) and the ratio.
+
+        python -m benchmarks wheel [--n 1000000] [--batch 10000]
+    """
+    parser = harness.parser("wheel", wheel.__doc__, repeat=3, repeat_help="columnar runs, the best reported")
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--timeout", type=int, default=30_000, help="deadlines up to this many ms ahead")
+    parser.add_argument("--step", type=int, default=300, help="ms the clock advances per batch")
+    parser.add_argument("--tick", type=int, default=100)
+    parser.add_argument("--wheel-size", type=int, default=512)
+    args = parser.parse_args(argv)
+    shape = (args.n, args.batch, args.timeout, args.step, args.tick, args.wheel_size)
+
+    col = min((run_columnar(*shape) for _ in range(args.repeat)), key=lambda r: r[0])
+    ref = run_kafka_port(*shape)
+    assert col[1] == args.n and ref[1] == args.n, (col, ref)
+
+    ops = 2 * args.n  # one add and one expiry per timer
+    col_rate, ref_rate = ops / col[0], ops / ref[0]
+    print(f"machine: {platform.machine()} python {platform.python_version()} numpy {np.__version__}")
+    print(
+        f"workload: {args.n:,} timers, batches of {args.batch:,}, timeouts < {args.timeout} ms, "
+        f"advance {args.step} ms/batch, tick {args.tick} ms, wheel size {args.wheel_size}"
+    )
+    print(f"{'implementation':<34}{'seconds':>10}{'add+expire/s':>16}")
+    print(f"{'columnar wheel (spark_purgatory)':<34}{col[0]:>10.3f}{col_rate:>16,.0f}")
+    print(f"{'Kafka linked-list port (Python)':<34}{ref[0]:>10.3f}{ref_rate:>16,.0f}")
+    print(f"ratio: {col_rate / ref_rate:.1f}x faster   (targets: >= 50x, >= 5,000,000 add+expire/s)")
+    print(
+        f"targets met: ratio {'yes' if col_rate / ref_rate >= 50 else 'NO'}, "
+        f"throughput {'yes' if col_rate >= 5_000_000 else 'NO'}"
+    )
+    figures = {
+        "columnar_s": col[0],
+        "kafka_port_s": ref[0],
+        "columnar_per_s": col_rate,
+        "ratio": col_rate / ref_rate,
+    }
+    harness.write_json(args.json, "wheel", args, figures)
+    return 0
+
+
+# -- Kafka's timer, ported: the baseline -----------------------------------------------------------
+#
+# A plain pure-Python port of Kafka's timer (TimingWheel, TimerTaskList, SystemTimer): linked
+# lists of entries per bucket, a heap of buckets standing in for the DelayQueue, one Python
+# object per task.  Semantics as in Kafka: a task fires when its bucket expires (up to one tick
+# early).
+
+
+class TimerTaskEntry:
+    __slots__ = ("task_id", "expiration_ms", "list", "next", "prev")
+
+    def __init__(self, task_id: int, expiration_ms: int) -> None:
+        self.task_id = task_id
+        self.expiration_ms = expiration_ms
+        self.list: TimerTaskList | None = None
+        self.next: TimerTaskEntry | None = None
+        self.prev: TimerTaskEntry | None = None
+
+    def remove(self) -> None:
+        if self.list is not None:
+            self.list.remove(self)
+
+
+class TimerTaskList:
+    __slots__ = ("root", "expiration", "counter")
+
+    def __init__(self, counter: list[int]) -> None:
+        self.root = TimerTaskEntry(-1, -1)
+        self.root.next = self.root
+        self.root.prev = self.root
+        self.expiration = -1
+        self.counter = counter
+
+    def set_expiration(self, expiration_ms: int) -> bool:
+        changed = self.expiration != expiration_ms
+        self.expiration = expiration_ms
+        return changed
+
+    def add(self, entry: TimerTaskEntry) -> None:
+        tail = self.root.prev
+        entry.next = self.root
+        entry.prev = tail
+        entry.list = self
+        tail.next = entry
+        self.root.prev = entry
+        self.counter[0] += 1
+
+    def remove(self, entry: TimerTaskEntry) -> None:
+        entry.next.prev = entry.prev
+        entry.prev.next = entry.next
+        entry.next = entry.prev = None
+        entry.list = None
+        self.counter[0] -= 1
+
+    def flush(self, reinsert) -> None:
+        head = self.root.next
+        while head is not self.root:
+            self.remove(head)
+            reinsert(head)
+            head = self.root.next
+        self.expiration = -1
+
+    def __lt__(self, other: TimerTaskList) -> bool:
+        return self.expiration < other.expiration
+
+
+class KafkaTimingWheel:
+    def __init__(self, tick_ms: int, wheel_size: int, start_ms: int, counter: list[int], queue: list) -> None:
+        self.tick_ms = tick_ms
+        self.wheel_size = wheel_size
+        self.interval = tick_ms * wheel_size
+        self.counter = counter
+        self.queue = queue
+        self.buckets = [TimerTaskList(counter) for _ in range(wheel_size)]
+        self.current_time = start_ms - start_ms % tick_ms
+        self.overflow: KafkaTimingWheel | None = None
+
+    def add(self, entry: TimerTaskEntry) -> bool:
+        expiration = entry.expiration_ms
+        if expiration < self.current_time + self.tick_ms:
+            return False
+        if expiration < self.current_time + self.interval:
+            virtual_id = expiration // self.tick_ms
+            bucket = self.buckets[virtual_id % self.wheel_size]
+            bucket.add(entry)
+            if bucket.set_expiration(virtual_id * self.tick_ms):
+                heapq.heappush(self.queue, (bucket.expiration, id(bucket), bucket))
+            return True
+        if self.overflow is None:
+            self.overflow = KafkaTimingWheel(
+                self.interval, self.wheel_size, self.current_time, self.counter, self.queue
+            )
+        return self.overflow.add(entry)
+
+    def advance_clock(self, time_ms: int) -> None:
+        if time_ms >= self.current_time + self.tick_ms:
+            self.current_time = time_ms - time_ms % self.tick_ms
+            if self.overflow is not None:
+                self.overflow.advance_clock(self.current_time)
+
+
+class SystemTimer:
+    """Kafka's SystemTimer without threads: advance_clock(to) fires every due bucket."""
+
+    def __init__(self, tick_ms: int, wheel_size: int, start_ms: int) -> None:
+        self.counter = [0]
+        self.queue: list = []
+        self.wheel = KafkaTimingWheel(tick_ms, wheel_size, start_ms, self.counter, self.queue)
+        self.fired: list[int] = []
+
+    def add(self, task_id: int, expiration_ms: int) -> None:
+        self._add_entry(TimerTaskEntry(task_id, expiration_ms))
+
+    def _add_entry(self, entry: TimerTaskEntry) -> None:
+        if not self.wheel.add(entry):
+            self.fired.append(entry.task_id)
+
+    def advance_clock(self, to_ms: int) -> None:
+        queue = self.queue
+        while queue and queue[0][0] <= to_ms:
+            expiration, _, bucket = heapq.heappop(queue)
+            if bucket.expiration != expiration:
+                continue  # stale heap entry: the bucket was reused
+            self.wheel.advance_clock(expiration)
+            bucket.flush(self._add_entry)
+
+    def size(self) -> int:
+        return self.counter[0]

@@ -1,52 +1,52 @@
 """The routed rows' hand-off to Python: what the shard stage pays per row to give the
 operator its input, for the routed layout as it is and as it was.
 
-The operator's input (``routed_rows.ROUTED_SCHEMA``) crosses from the JVM to the Python workers
+The operator's input (``shard.roles.ROUTED``) crosses from the JVM to the Python workers
 as Arrow and becomes pandas (``applyInPandasWithState``) before the engine sees a row.  This
 times that crossing alone, on the rows of real input: one file of operations and one of
 events (``contenders.write_workload``), routed as a stream routes them
 (``route_typed_operations``, ``route_events``), written once as Parquet; then, per layout,
 the rows read back, shuffled by shard and handed to a Python function that splits them as
-the shard call does (``shard_input.split_input``) and returns nothing.  The layouts
+the shard call does (``shard.input.split_input``) and returns nothing.  The layouts
 (``--layouts``):
 
 * **text**: the routed rows as they are: an operation's keys as JSON text only when it has
-  several (one key in ``key``), its members only when it has any (``routed_rows.LIST_COLUMNS``);
+  several (one key in ``key``), its members only when it has any (``shard.roles.LIST_COLUMNS``);
 * **wide**: the same rows with an event's source and value and a rejected row's reason and
   raw text in columns of their own, as routing sent them before they shared an operation's
-  (``routed_rows.SHARED_COLUMNS``: 18 columns against 14);
+  (``shard.roles.SHARED_COLUMNS``: 18 columns against 14);
 * **arrays**: the wide rows with the two lists as Spark arrays, empty where absent, as
   routing sent them before (the function reads them as they come);
 * **before**: the arrays layout with each row's role and side as strings, as routing sent
-  them before they became numbers (``routed_rows.ROLES``, ``SIDES``): the layout of 5a71613;
+  them before they became numbers (``shard.roles.ROLES``, ``SIDES``): the layout of 5a71613;
 * **floor**: shard, key and event time only: what the stateful floor hands over.
 
-Each layout runs ``--runs`` times after two warm-up runs, the layouts alternated; printed:
-wall and CPU (the JVM, its Python workers: ``procfs.cpu_seconds``) per run, medians and
-ranges, and each layout's CPU beside ``text``'s.  CPU is the figure to read on a shared
-machine.
+Each layout runs ``--repeat`` times after two warm-up rounds, the layouts alternated (every
+other round in the reverse order); printed: wall and CPU (the JVM, its Python workers:
+``harness.cpu_seconds``) per layout, medians and ranges, and each layout's CPU beside the
+first's, round by round.  CPU is the figure to read on a shared machine.
 
-    .venv/bin/python benchmarks/bench_handoff.py
-    .venv/bin/python benchmarks/bench_handoff.py --ops 60000 --runs 10 --layouts text,arrays,floor
+    python -m benchmarks handoff
+    python -m benchmarks handoff --ops 60000 --repeat 10 --layouts text,arrays,floor
 """
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
+import shutil
 import statistics
-import sys
 import tempfile
 import time
 
 import pandas as pd
-from contenders import write_workload  # beside this script (sys.path[0])
-from procfs import cpu_seconds
 
+from benchmarks import harness
+from benchmarks.contenders import write_workload
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import SOURCE_OPERATIONS
-from spark_purgatory.spark.routed_rows import (
+from spark_purgatory.shard.input import split_input
+from spark_purgatory.shard.roles import (
     ROLE_BAD,
     ROLE_CLAIM,
     ROLE_EVENT,
@@ -57,7 +57,6 @@ from spark_purgatory.spark.routed_rows import (
     SIDES,
 )
 from spark_purgatory.spark.routing import route_events, route_typed_operations
-from spark_purgatory.spark.shard_input import split_input
 from spark_purgatory.spark.sources import parse_events
 from spark_purgatory.spark.sql_text import sql_string
 from spark_purgatory.testing import spark_session
@@ -78,7 +77,7 @@ def _roles(*names: str) -> str:
 
 _OPS = _roles(ROLE_OPERATION, ROLE_STUB, ROLE_CLAIM)
 _EVENTS, _BAD = _roles(ROLE_EVENT, ROLE_REPLICA), _roles(ROLE_BAD)
-#: the shared columns parted again (``routed_rows.SHARED_COLUMNS``): an operation's fields alone in
+#: the shared columns parted again (``shard.roles.SHARED_COLUMNS``): an operation's fields alone in
 #: theirs, and each other field in a column of its own (``_OWN``)
 _PARTED = {
     "condition": f"CASE WHEN role IN ({_OPS}) THEN condition END AS condition",
@@ -133,20 +132,15 @@ def _layout(rows, layout: str):
     return rows
 
 
-def _ms(seconds: list[float]) -> str:
-    """Median and range in milliseconds."""
-    return (
-        f"{1000 * statistics.median(seconds):6.0f} ms ({1000 * min(seconds):.0f}-{1000 * max(seconds):.0f})"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser("handoff", __doc__, repeat=8)
     parser.add_argument("--ops", type=int, default=60_000, help="operations in the file")
-    parser.add_argument("--runs", type=int, default=8, help="timed runs per layout")
-    parser.add_argument("--layouts", default=",".join(LAYOUTS))
+    parser.add_argument("--layouts", default=",".join(LAYOUTS), help=f"of {', '.join(LAYOUTS)}")
     args = parser.parse_args(argv)
-    layouts = args.layouts.split(",")
+    layouts = harness.names(args.layouts)
+    unknown = set(layouts) - set(LAYOUTS)
+    if unknown:
+        parser.error(f"unknown layouts {sorted(unknown)}")
     root = tempfile.mkdtemp(prefix="bench-handoff-")
     write_workload(root, args.ops, 1, fmt="parquet")
     spark = spark_session()
@@ -166,25 +160,27 @@ def main(argv: list[str] | None = None) -> int:
         name: _layout(rows, name).groupBy("shard").applyInPandas(_consumer(name), "shard int")
         for name in layouts
     }
-    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in layouts}
-    for run in range(args.runs + 2):
-        for name in layouts:
-            wall, cpu = time.perf_counter(), cpu_seconds()
-            plans[name].write.format("noop").mode("overwrite").save()
-            if run >= 2:
-                figures[name].append((time.perf_counter() - wall, cpu_seconds() - cpu))
-    print(f"{count:,} routed rows ({args.ops:,} operations and their events), {args.runs} runs per layout")
-    base = statistics.median(c for _w, c in figures[layouts[0]])
-    for name in layouts:
-        walls, cpus = [w for w, _c in figures[name]], [c for _w, c in figures[name]]
-        print(
-            f"  {name:8s} wall {_ms(walls)}   CPU {_ms(cpus)}"
-            f"   CPU / {layouts[0]}'s {statistics.median(cpus) / base:.2f}x"
-            f"   {1e6 * statistics.median(cpus) / count:.2f} µs CPU per row"
+    for _round, name in harness.alternated(layouts, 2):  # warm-up: code generation, the workers
+        plans[name].write.format("noop").mode("overwrite").save()
+    rounds = harness.Rounds(layouts, args.repeat)
+    for _round, name in rounds:
+        wall, cpu = time.perf_counter(), harness.cpu_seconds()
+        plans[name].write.format("noop").mode("overwrite").save()
+        rounds.add(
+            name,
+            {"wall_ms": 1000 * (time.perf_counter() - wall), "cpu_ms": 1000 * (harness.cpu_seconds() - cpu)},
         )
+    print(f"{count:,} routed rows ({args.ops:,} operations and their events), {args.repeat} runs per layout")
+    print(rounds.table({"wall_ms": "wall ms", "cpu_ms": "CPU ms"}))
+    ratios = {}
+    for name in layouts:
+        cpu = statistics.median(rounds.values(name, "cpu_ms"))
+        print(f"  {name:8s} {1000 * cpu / count:.2f} µs CPU per row")
+        if name != layouts[0]:
+            ratios[f"{name}_cpu_vs_{layouts[0]}"] = rounds.ratios(name, layouts[0], "cpu_ms")
+            print(harness.ratio_line(f"{name} CPU / {layouts[0]}'s", ratios[f"{name}_cpu_vs_{layouts[0]}"]))
+    spark.stop()
+    shutil.rmtree(root, ignore_errors=True)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    harness.write_json(args.json, "handoff", args, {"rows": count, "ratios": ratios, **rounds.json()})
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,35 +8,31 @@ Delta tables through delta-rs).  Both read two topics of ``--partitions`` partit
 broker on loopback (``spark_purgatory.kafka_broker``) holding ``generate_confirmations``'
 orders and confirmations (one event per completed order, the shape the join expresses too),
 from the earliest offsets, ``maxOffsetsPerTrigger`` records per topic and micro-batch, with
-``availableNow``; each from an empty checkpoint, alternated ``--repeat`` times.  Printed per
-run: wall time, rows/s, micro-batches, the median and largest micro-batch time (Spark's
-``triggerExecution``), and the completed orders (which must agree).
+``availableNow``; each from an empty checkpoint, alternated ``--repeat`` times (every other
+round in the reverse order).  Printed per run: wall time, rows/s, micro-batches, the median and
+largest micro-batch time (Spark's ``triggerExecution``), and the completed orders (which must
+agree: the exit status is 1 when they do not); then the join's time over the job's, round by
+round.
 
-    .venv/bin/python benchmarks/bench_kafka.py --ops 200000 --repeat 2
+    python -m benchmarks kafka --ops 200000 --repeat 2
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from pyspark.sql import functions as F
 
-from pyspark.sql import functions as F  # noqa: E402
-
-from spark_purgatory.config import PurgatoryConfig  # noqa: E402
-from spark_purgatory.job import JobSettings, run  # noqa: E402
-from spark_purgatory.kafka_broker import KafkaBroker  # noqa: E402
-from spark_purgatory.runtime.session import local_session  # noqa: E402
-from spark_purgatory.spark.formats import EVENTS_PARQUET_SCHEMA, OPERATIONS_PARQUET_SCHEMA  # noqa: E402
-from spark_purgatory.workload import _json_lines, generate_confirmations  # noqa: E402
+from benchmarks import harness
+from spark_purgatory.config import PurgatoryConfig
+from spark_purgatory.job import JobSettings, run
+from spark_purgatory.kafka_broker import KafkaBroker
+from spark_purgatory.runtime.session import local_session
+from spark_purgatory.spark.formats import EVENTS_PARQUET_SCHEMA, OPERATIONS_PARQUET_SCHEMA
+from spark_purgatory.workload import _json_lines, generate_confirmations
 
 TIMEOUT_MS = 30_000
 
@@ -111,18 +107,22 @@ def run_job(spark, servers: str, topics: dict, options: dict, root: str, config:
     return seconds, times, int((outcomes["status"] == "completed").sum())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+LABELS = {"join": "stream-stream join -> Delta", "job": "job (operator + Delta)"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser("kafka", __doc__)
     parser.add_argument("--ops", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=50_000)
-    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--shards", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     config = PurgatoryConfig(shards=args.shards, watermark_delay="10 seconds", max_timeout_ms=60_000)
     work = generate_confirmations(args.ops, timeout_ms=TIMEOUT_MS)
     rows = len(work.operations) + len(work.events)
     root = tempfile.mkdtemp(prefix="bench-kafka-")
+    rounds = harness.Rounds(["join", "job"], args.repeat)
+    contenders = {"join": run_join, "job": run_job}
     with KafkaBroker() as broker:
         topics = {}
         for kind, frame in (("ops", work.operations), ("events", work.events)):
@@ -140,22 +140,19 @@ def main() -> None:
         }
         spark = local_session("bench-kafka", master="local[2]", shuffle_partitions=args.shards + 1)
         spark.sparkContext.setLogLevel("ERROR")
-        results: dict[str, list] = {"join": [], "job": []}
-        for _round in range(args.repeat):
-            for name, contender in (("join", run_join), ("job", run_job)):
-                for d in (f"{root}/{name}-out", f"{root}/{name}-chk", f"{root}/job-out", f"{root}/job-chk"):
-                    shutil.rmtree(d, ignore_errors=True)
-                seconds, times, completed = contender(
-                    spark, broker.bootstrap_servers, topics, options, root, config
-                )
-                label = "stream-stream join -> Delta" if name == "join" else "job (operator + Delta)"
-                print(_line(label, seconds, rows, times, completed), flush=True)
-                results[name].append({"seconds": seconds, "batches": times, "completed": completed})
-        ratios = [j["seconds"] / o["seconds"] for j, o in zip(results["join"], results["job"], strict=True)]
-        print("join/job wall time: " + ", ".join(f"{r:.2f}x" for r in ratios))
-        print(json.dumps({"ops": args.ops, "ratios": [round(r, 3) for r in ratios]}))
+        for _round, name in rounds:
+            for d in ("join-out", "join-chk", "job-out", "job-chk"):
+                shutil.rmtree(f"{root}/{d}", ignore_errors=True)
+            seconds, times, completed = contenders[name](
+                spark, broker.bootstrap_servers, topics, options, root, config
+            )
+            print(_line(LABELS[name], seconds, rows, times, completed), flush=True)
+            rounds.add(name, {"seconds": seconds, "batches": times, "completed": completed})
+        spark.stop()
     shutil.rmtree(root, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    main()
+    ratios = rounds.ratios("join", "job", "seconds")
+    print(harness.ratio_line("join / job, wall time", ratios))
+    agree = len({run["completed"] for runs in rounds.runs.values() for run in runs}) == 1
+    print("completed orders: " + ("the same from every run" if agree else "DIFFER between runs"))
+    harness.write_json(args.json, "kafka", args, {"join_vs_job": ratios, **rounds.json()})
+    return 0 if agree else 1

@@ -45,21 +45,19 @@ One warm-up operation, completed end to end before phase 1, keeps the first micr
 start-up (Python workers, the sender's first job) out of the figures.  The load average is
 printed: the lag is mostly waiting for micro-batches, and a loaded machine makes them slow.
 
-    .venv/bin/python benchmarks/bench_latency.py                      # files, with and without idle timeout
-    .venv/bin/python benchmarks/bench_latency.py --load-seconds 120 --rate 20
-    .venv/bin/python benchmarks/bench_latency.py --source kafka       # topics on a local broker
-    .venv/bin/python benchmarks/bench_latency.py --configs idle --trigger 2 --linger-ms 1000
-    .venv/bin/python benchmarks/bench_latency.py --configs idle,trickle --trickle-gap 3.3
+    python -m benchmarks latency                      # files, with and without idle timeout
+    python -m benchmarks latency --load-seconds 120 --rate 20
+    python -m benchmarks latency --source kafka       # topics on a local broker
+    python -m benchmarks latency --configs idle --trigger 2 --linger-ms 1000
+    python -m benchmarks latency --configs idle,trickle --trickle-gap 3.3
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -67,14 +65,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import pyarrow.parquet as pq
 
-import pyarrow.parquet as pq  # noqa: E402
-
-from spark_purgatory import PurgatoryConfig, start  # noqa: E402
-from spark_purgatory.handle import _waiting_for_data  # noqa: E402
-from spark_purgatory.runtime.session import local_session  # noqa: E402
+from benchmarks import harness
+from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory.handle import _waiting_for_data
+from spark_purgatory.runtime.session import local_session
 
 CONFIGS = ("idle", "none", "trickle")
 DEFAULT_CONFIGS = ("idle", "none")
@@ -402,7 +398,7 @@ def _table(results: list[Result], args) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser("latency", __doc__, repeat=None)
     parser.add_argument("--source", choices=("files", "kafka"), default="files")
     parser.add_argument(
         "--configs", default=",".join(DEFAULT_CONFIGS), help="idle, none, trickle (comma-separated)"
@@ -468,8 +464,22 @@ def main(argv: list[str] | None = None) -> int:
         "expiry: deadline + delay on the wall clock)"
     )
     print(_table(results, args))
+    harness.write_json(args.json, "latency", args, {"configs": [_figures(r) for r in results]})
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _figures(result: Result) -> dict:
+    """A config's figures as JSON: per outcome kind and phase, how many, p50 / p99 / max lag."""
+    figures: dict = {"config": result.config, "batches": result.batches, "batch_max_s": result.batch_max_s}
+    for (kind, phase), lags in result.lags.items():
+        figures[f"{kind}_{phase}"] = {
+            "rows": len(lags),
+            "missing": result.missing.get((kind, phase), 0),
+            **(
+                {"p50_s": _percentile(lags, 0.5), "p99_s": _percentile(lags, 0.99), "max_s": max(lags)}
+                if lags
+                else {}
+            ),
+        }
+    figures["wrong_status"] = result.wrong
+    return figures

@@ -24,29 +24,28 @@ and checks that the job's completed operations equal the join's matched ones (sk
 fewer), and that ``transformWithStateInPandas`` completes the join's operations on the typed
 workload.  The exit status is 1 when a check fails (a missed speed target only prints).
 ``--repeat N`` runs every contender N times, alternated (round 1: each contender, round 2:
-each again ...), on the same files, and prints each wall time's and ratio's range: on a noisy
-machine one run of each can be 0.98x and the next 1.22x.
+each again in the reverse order ...), on the same files, and prints each wall time's and
+ratio's range: on a noisy machine one run of each can be far from the next.
 
 The scaling series preloads 100k / 1M / 5M pending operations (timeouts of a day, so none
 expire) in one micro-batch, then runs micro-batches of the same size (new operations plus
 events completing preloaded ones) and prints the per-batch time against the pending count
 (<= 2x from 100k to 5M), and the state's size on disk.
 
-    .venv/bin/python benchmarks/bench_operator.py --ops 200000 --scaling ''   # the comparison
-    .venv/bin/python benchmarks/bench_operator.py --ops 1000000 --contenders floor,join,job
-    .venv/bin/python benchmarks/bench_operator.py --workloads typed --contenders join,job --repeat 3
-    .venv/bin/python benchmarks/bench_operator.py --workloads typed --scaling '' \
+    python -m benchmarks operator --ops 200000 --scaling ''   # the comparison
+    python -m benchmarks operator --ops 1000000 --contenders floor,join,job
+    python -m benchmarks operator --workloads typed --contenders join,job --repeat 3
+    python -m benchmarks operator --workloads typed --scaling '' \
         --contenders join-delta,job-native,job --repeat 3          # the Delta writers
-    .venv/bin/python benchmarks/bench_operator.py --workloads '' --scaling 100000,5000000
-    .venv/bin/python benchmarks/bench_operator.py --smoke          # seconds-sized, for CI
-    .venv/bin/python benchmarks/bench_operator.py --jit full       # the JVM's default C1 + C2
+    python -m benchmarks operator --workloads '' --scaling 100000,5000000
+    python -m benchmarks operator --smoke          # seconds-sized, for CI
+    python -m benchmarks operator --jit full       # the JVM's default C1 + C2
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import shutil
 import statistics
@@ -57,10 +56,11 @@ import time
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from contenders import CONTENDERS, Run, timed, write_workload  # beside this script (sys.path[0])
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
+from benchmarks import contenders, harness
+from benchmarks.contenders import CONTENDERS, Run, timed, write_workload
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.runtime.session import local_session
 from spark_purgatory.spark.operator import purgatory_stream
@@ -85,7 +85,7 @@ def _verdict(ok: bool) -> str:
 
 
 def run_workload(
-    spark: SparkSession, root: str, workload: str, contenders: list[str], args, config: PurgatoryConfig
+    spark: SparkSession, root: str, workload: str, names: list[str], args, config: PurgatoryConfig
 ) -> tuple[dict[str, Run], dict[str, float], bool]:
     """Every contender on one workload's files; returns the runs, the ratios and whether the
     completed operations agree."""
@@ -100,16 +100,18 @@ def run_workload(
     )
     rounds: list[dict[str, Run]] = []
     per_round: list[tuple[dict[str, float], bool]] = []  # each round's ratios and agreement
-    for round_no in range(args.repeat):
-        if args.repeat > 1:
+    runs: dict[str, Run] = {}
+    for round_no, name in harness.alternated(names, args.repeat):
+        if not runs and args.repeat > 1:
             print(f"  round {round_no + 1} of {args.repeat}", flush=True)
-        runs: dict[str, Run] = {}
-        for name in contenders:
-            _clear_outputs(files.root)  # each run starts from no checkpoint and no output
-            runs[name] = CONTENDERS[name](spark, files, config, args.files_per_trigger)
-            print(f"  {runs[name].line()}   load {os.getloadavg()[0]:.1f}", flush=True)
-        rounds.append(runs)
-        per_round.append(_ratios(workload, runs))
+        _clear_outputs(files.root)  # each run starts from no checkpoint and no output
+        runs[name] = CONTENDERS[name](spark, files, config, args.files_per_trigger)
+        print(f"  {runs[name].line()}   load {os.getloadavg()[0]:.1f}", flush=True)
+        if len(runs) == len(names):
+            runs = {n: runs[n] for n in names}  # the ratios' order, whatever the round's
+            rounds.append(runs)
+            per_round.append(_ratios(workload, runs))
+            runs = {}
     if len(rounds) > 1:
         _print_ranges(rounds, [figures for figures, _ok in per_round])
     figures = {k: statistics.median(f[k] for f, _ok in per_round) for k in per_round[0][0]}
@@ -133,9 +135,9 @@ def _print_ranges(rounds: list[dict[str, Run]], figures: list[dict[str, float]])
         print(f"    {rounds[0][name].name:<36}{low:6.1f}-{high:.1f} s ({mid:.1f})")
     labels = [(key, label) for key, label, _o, _t in _RATIOS] + [(k, lb) for k, lb, _m, _o in _DELTA_RATIOS]
     for key, label in labels:
-        values = sorted(f[key] for f in figures if key in f)
+        values = [f[key] for f in figures if key in f]
         if values:
-            print(f"    {label:<36}{values[0]:6.2f}-{values[-1]:.2f}x ({statistics.median(values):.2f}x)")
+            print(f"    {label:<36}{harness.span(values, 'x'):>20}")
 
 
 #: the ratios printed per workload: name, label, the contender the job is compared with, target
@@ -320,14 +322,14 @@ def report_scaling(scaling: list[dict]) -> dict[str, float]:
         f"  per-batch time at {scaling[-1]['pending']:,} / at {scaling[0]['pending']:,}: {ratio:.2f}x   "
         f"target <= {TARGETS['scaling']}x: {_verdict(ratio <= TARGETS['scaling'])}"
     )
-    return {"scaling": ratio}
+    return {"scaling_ratio": ratio}
 
 
 # -- the command line --------------------------------------------------------------------------------
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser("operator", __doc__)
     parser.add_argument("--ops", type=int, default=200_000, help="operations per workload")
     parser.add_argument("--files", type=int, default=20, help="files per stream")
     parser.add_argument("--files-per-trigger", type=int, default=2)
@@ -342,12 +344,6 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "runs every contender on the first and fewer on the others",
     )
     parser.add_argument("--warm-ops", type=int, default=20_000, help="an untimed warm-up run first (JIT)")
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="rounds of every contender on the same files, alternated; prints each ratio's range",
-    )
     parser.add_argument("--scaling", default="100000,1000000,5000000", help="pending counts ('' to skip)")
     parser.add_argument("--scaling-batches", type=int, default=5)
     parser.add_argument("--scaling-batch-ops", type=int, default=20_000)
@@ -358,7 +354,6 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="the session's JVM: C1 only (local_session's default) or HotSpot's default C1 + C2",
     )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness runs (CI)")
-    parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.smoke:
         # no warm-up: a JIT's worth of rows is not what a smoke run checks; 500 operations
@@ -367,22 +362,18 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         args.ops, args.files, args.warm_ops = 500, 4, 0
         args.scaling_batches, args.scaling_batch_ops = 2, 500
         args.scaling = "2000,4000" if args.scaling else ""  # --scaling '' still skips it
-    named = set(_names(args.contenders)) | set(_names(args.other_contenders or ""))
-    unknown = named - set(CONTENDERS) or set(_names(args.workloads)) - set(WORKLOADS)
+    named = set(harness.names(args.contenders)) | set(harness.names(args.other_contenders))
+    unknown = named - set(CONTENDERS) or set(harness.names(args.workloads)) - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown contender or workload: {sorted(unknown)}")
     return args
 
 
-def _names(text: str) -> list[str]:
-    return [name for name in text.split(",") if name]
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
-    contenders = _names(args.contenders)
-    # the Python workers cannot import this directory: what contenders.py defines travels by value
-    cloudpickle.register_pickle_by_value(sys.modules[CONTENDERS["tws"].__module__])
+    first = harness.names(args.contenders)
+    # the Python workers cannot import the benchmarks: what contenders defines travels by value
+    cloudpickle.register_pickle_by_value(contenders)
     root = tempfile.mkdtemp(prefix="bench-operator-")
     spark = local_session(
         "bench-operator", master="local[2]", shuffle_partitions=args.shards + 1, c1_only=args.jit == "c1"
@@ -398,13 +389,13 @@ def main(argv: list[str] | None = None) -> int:
         # JVM code generation and Python worker imports: paid here, not by the first contender
         if args.warm_ops:
             warm = write_workload(f"{root}/warm", args.warm_ops, 2, "parquet")
-            for name in contenders:
+            for name in first:
                 CONTENDERS[name](spark, warm, config, 1)
-        results: dict = {"workloads": {}, "figures": {}}
+        results: dict = {"workloads": {}}
         agree = True
-        others = _names(args.other_contenders) if args.other_contenders else contenders
-        for number, workload in enumerate(_names(args.workloads)):
-            names = others if number else contenders
+        others = harness.names(args.other_contenders) if args.other_contenders else first
+        for number, workload in enumerate(harness.names(args.workloads)):
+            names = others if number else first
             runs, figures, ok = run_workload(spark, root, workload, names, args, config)
             agree &= ok
             results["workloads"][workload] = {
@@ -415,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             shutil.rmtree(f"{root}/{workload}", ignore_errors=True)
         scaling = []
-        for n in [int(x) for x in _names(args.scaling)]:
+        for n in [int(x) for x in harness.names(args.scaling)]:
             scaling.append(
                 run_scaling(
                     spark, f"{root}/scale-{n}", n, args.scaling_batches, args.scaling_batch_ops, config
@@ -427,17 +418,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             shutil.rmtree(f"{root}/scale-{n}", ignore_errors=True)
         if scaling:
-            results["figures"].update(report_scaling(scaling))
-            results["scaling"] = scaling
+            results.update(report_scaling(scaling), scaling=scaling)
         print(f"\nload average at the end: {os.getloadavg()}")
-        if args.json:
-            with open(args.json, "w") as out:
-                json.dump(results, out, indent=1)
+        harness.write_json(args.json, "operator", args, results)
         return 0 if agree else 1
     finally:
         shutil.rmtree(root, ignore_errors=True)
         spark.stop()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,7 +8,8 @@ operations grow by two thirds of a file per micro-batch (1.8M operations: 1.2M p
 end).
 
 Each contender runs in a fresh process (``--child``: ``local_session``, local[2], the same
-session settings for each, one file per input per micro-batch, ``availableNow`` to the end):
+session settings for each, one file per input per micro-batch, ``availableNow`` to the end),
+the contenders alternated (``--repeat`` rounds, every other round in the reverse order):
 
 * **job**: the job as users run it (``contenders.run_job``: operator, accumulator, delta-rs);
 * **join**: the stream-stream left-outer join a Spark user writes (``contenders.join_stream``'s
@@ -23,10 +24,11 @@ session settings for each, one file per input per micro-batch, ``availableNow`` 
 The parent samples the resident memory of the child's process tree (driver JVM with its
 executor, Python workers) every ``--sample`` seconds from ``/proc`` and prints per run: wall
 time, the first and last micro-batch's time (``triggerExecution``), the peak resident memory,
-completed operations; then the ranges over ``--repeat`` alternated rounds and the ratios.
+completed operations; then each figure's range over the rounds and the ratios, round by
+round.
 
-    .venv/bin/python benchmarks/bench_pending.py                          # 12 x 150k, 1.2M pending
-    .venv/bin/python benchmarks/bench_pending.py --files 4 --per-file 20000 --repeat 1
+    python -m benchmarks pending                          # 12 x 150k, 1.2M pending
+    python -m benchmarks pending --files 4 --per-file 20000 --repeat 1
 """
 
 from __future__ import annotations
@@ -35,19 +37,14 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-from procfs import tree_rss_mb  # noqa: E402
+from benchmarks import harness
 
 DAY_MS = 86_400_000
 CONTENDERS = ("job", "join", "join-delta", "stateful")
@@ -95,9 +92,9 @@ def write_workload(root: str, files: int, per_file: int) -> tuple[int, int]:
 def child(name: str, root: str, ops: int, events: int) -> dict:
     import dataclasses
 
-    from contenders import Files, run_job, stateful_floor, timed, typed_inputs
     from pyspark.sql import functions as F
 
+    from benchmarks.contenders import Files, run_job, stateful_floor, timed, typed_inputs
     from spark_purgatory import PurgatoryConfig
     from spark_purgatory.runtime.session import local_session
 
@@ -108,10 +105,11 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
         config = dataclasses.replace(config, accumulator_linger_ms=0)
         run = run_job(spark, files, config, 1)
     elif name == "stateful":
-        import contenders
         from pyspark import cloudpickle
 
-        # the Python workers cannot import this directory: the group function travels by value
+        from benchmarks import contenders
+
+        # the Python workers cannot import the benchmarks: the group function travels by value
         cloudpickle.register_pickle_by_value(contenders)
         run = timed(name, files.rows, stateful_floor(spark, files, config, 1), f"{root}/ck-{name}")
     else:
@@ -132,6 +130,7 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
         else:
             table = pq.read_table(f"{root}/{out}", columns=["op_id", "ekey"])
         run.completed = set(table.filter(table["ekey"].is_valid())["op_id"].to_pylist())
+    spark.stop()
     times = [b["ms"] for b in run.batches if b.get("rows")]
     return {
         "seconds": run.seconds,
@@ -149,45 +148,40 @@ def measure(name: str, root: str, ops: int, events: int, sample_s: float) -> dic
     """Run contender ``name`` in a fresh process; sample its tree's resident memory."""
     for old in ("out", "ck-job", "ck-join", "join-out", "ck-join-delta", "join-delta-out", "ck-stateful"):
         shutil.rmtree(f"{root}/{old}", ignore_errors=True)
-    cmd = [
-        sys.executable,
-        __file__,
-        "--child",
-        name,
-        "--root",
-        root,
-        "--ops",
-        str(ops),
-        "--events",
-        str(events),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    peak = 0.0
-    while proc.poll() is None:
-        peak = max(peak, tree_rss_mb(proc.pid))
-        time.sleep(sample_s)
-    out = proc.stdout.read() if proc.stdout else ""
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    if proc.returncode or not lines:
-        raise SystemExit(f"contender {name} failed ({proc.returncode}): {out[-2000:]}")
-    return {**json.loads(lines[-1]), "peak_mb": peak, "name": name}
+    argv = ["--child", name, "--root", root, "--ops", str(ops), "--events", str(events)]
+    try:
+        return {**harness.child("pending", argv, sample_s=sample_s), "name": name}
+    except RuntimeError as failed:
+        raise SystemExit(f"contender {name} failed: {failed}") from None
+
+
+#: the printed figures of a run: key, heading
+COLUMNS = {
+    "seconds": "wall s",
+    "first_s": "first batch s",
+    "last_s": "last batch s",
+    "peak_mb": "peak RSS MB",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser("pending", __doc__, repeat=2)
     parser.add_argument("--files", type=int, default=12)
     parser.add_argument("--per-file", type=int, default=150_000)
-    parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--contenders", default=",".join(CONTENDERS), help=f"of {', '.join(CONTENDERS)}")
     parser.add_argument("--sample", type=float, default=0.5, help="seconds between memory samples")
-    parser.add_argument("--child", choices=CONTENDERS)
-    parser.add_argument("--root")
-    parser.add_argument("--ops", type=int)
-    parser.add_argument("--events", type=int)
+    parser.add_argument("--child", choices=CONTENDERS, help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    parser.add_argument("--ops", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--events", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.root, args.ops, args.events)), flush=True)
         return 0
+    names = harness.names(args.contenders)
+    unknown = set(names) - set(CONTENDERS)
+    if unknown:
+        parser.error(f"unknown contenders {sorted(unknown)}")
     root = tempfile.mkdtemp(prefix="bench-pending-")
     try:
         ops, events = write_workload(root, args.files, args.per_file)
@@ -198,38 +192,37 @@ def main(argv: list[str] | None = None) -> int:
             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
         )
         print(
-            f"{'contender':<11}{'round':>6}{'wall s':>9}{'first batch s':>15}{'last batch s':>14}"
-            f"{'peak RSS MB':>13}{'completed':>11}"
+            f"{'contender':<11}{'round':>6}"
+            + "".join(f"{h:>15}" for h in COLUMNS.values())
+            + f"{'completed':>11}"
         )
-        runs: dict[str, list[dict]] = {}
-        names = [n for n in args.contenders.split(",") if n]
-        for r in range(args.repeat):
-            for name in names if r % 2 == 0 else names[::-1]:  # alternated
-                m = measure(name, root, ops, events, args.sample)
-                runs.setdefault(name, []).append(m)
-                print(
-                    f"{name:<11}{r + 1:>6}{m['seconds']:>9.1f}{(m['first_ms'] or 0) / 1000:>15.2f}"
-                    f"{(m['last_ms'] or 0) / 1000:>14.2f}{m['peak_mb']:>13,.0f}{m['completed']:>11,}",
-                    flush=True,
-                )
-        for join_name in (n for n in _JOIN_SINKS if n in runs and "job" in runs):
-            job, join = runs["job"], runs[join_name]
-            speed = [b["seconds"] / a["seconds"] for a in job for b in join]
-            drift = [a["last_ms"] / a["first_ms"] for a in job if a["first_ms"]]
-            memory = [a["peak_mb"] / b["peak_mb"] for a in job for b in join]
+        rounds = harness.Rounds(names, args.repeat)
+        for number, name in rounds:
+            m = measure(name, root, ops, events, args.sample)
+            m["first_s"], m["last_s"] = ((m[k] or 0) / 1000 for k in ("first_ms", "last_ms"))
+            m["drift"] = m["last_ms"] / m["first_ms"] if m["first_ms"] else None
+            rounds.add(name, m)
             print(
-                f"job vs {join_name}: {min(speed):.2f}-{max(speed):.2f}x faster over the run; the job's "
-                f"last micro-batch {min(drift):.2f}-{max(drift):.2f}x its first; its peak memory "
-                f"{min(memory):.2f}-{max(memory):.2f}x the {join_name}'s"
+                f"{name:<11}{number + 1:>6}"
+                + "".join(f"{m[k]:>15,.2f}" for k in COLUMNS)
+                + f"{m['completed']:>11,}",
+                flush=True,
             )
-        for other in (n for n in ("stateful",) if n in runs):
-            for name in (n for n in ("job", *_JOIN_SINKS) if n in runs):
-                ratio = [a["seconds"] / b["seconds"] for a in runs[name] for b in runs[other]]
-                print(f"{name} time / the stateful floor's: {min(ratio):.2f}-{max(ratio):.2f}x")
+        print(f"\nover {args.repeat} rounds, min-max (median):")
+        print(rounds.table(COLUMNS))
+        ratios = {}
+        for join_name in (n for n in _JOIN_SINKS if n in names and "job" in names):
+            speed = ratios[f"job_vs_{join_name}"] = rounds.ratios(join_name, "job", "seconds")
+            memory = ratios[f"job_vs_{join_name}_memory"] = rounds.ratios("job", join_name, "peak_mb")
+            print(harness.ratio_line(f"job vs {join_name}, throughput (its time / the job's)", speed))
+            print(harness.ratio_line(f"the job's peak memory / the {join_name}'s", memory))
+        if "job" in names:
+            drift = rounds.values("job", "drift")
+            print(f"  the job's last micro-batch / its first: {harness.span(drift, 'x')}")
+        for name in (n for n in ("job", *_JOIN_SINKS) if n in names and "stateful" in names):
+            floor = ratios[f"{name}_vs_stateful"] = rounds.ratios(name, "stateful", "seconds")
+            print(harness.ratio_line(f"{name} time / the stateful floor's", floor))
+        harness.write_json(args.json, "pending", args, {"ratios": ratios, **rounds.json()})
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

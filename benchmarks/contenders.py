@@ -1,4 +1,5 @@
-"""The contenders of ``bench_operator.py``: the job and Spark's alternatives on the same files.
+"""The contenders: the job and Spark's alternatives on the same files (``operator``, ``pending``,
+``trickle``, ``handoff``, ``install``, ``connect`` and ``inspect`` build on them).
 
 Every contender reads the same two directories (operations, completion events), the same
 number of files per trigger, to the end of its input (``availableNow``), on local[2]:
@@ -21,7 +22,7 @@ number of files per trigger, to the end of its input (``availableNow``), on loca
   Delta writer (``txnAppId``/``txnVersion``), as ``auto`` does on Databricks;
 * **noop**: the operator alone (``purgatory_stream``) into Spark's ``noop`` sink;
 * **routed**: the operator's input without the operator: the project's parsing and routing
-  (``routed_stream``), the shuffle by shard and every routed column through an identity
+  (``input_stream``), the shuffle by shard and every routed column through an identity
   ``mapInPandas`` (with ``floor`` and ``noop``, it splits the job's time into its steps);
 * **tws**: what a Spark 4 user writes with state: ``transformWithStateInPandas`` grouped by
   the operation's key, a ``StatefulProcessor`` keeping the key's pending operations and
@@ -49,17 +50,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from procfs import cpu_seconds  # beside this file (sys.path[0])
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
+from benchmarks.harness import cpu_seconds
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import EVENT_INPUT, OPERATION_INPUT
 from spark_purgatory.job import JobSettings, run
+from spark_purgatory.spark.input_stream import input_stream
 from spark_purgatory.spark.metrics import JsonListener
-from spark_purgatory.spark.operator import purgatory_stream, routed_stream
+from spark_purgatory.spark.operator import purgatory_stream
 from spark_purgatory.spark.sources import (
     EVENTS_PARQUET_SCHEMA,
     OPERATIONS_PARQUET_SCHEMA,
@@ -131,13 +133,16 @@ def write_workload(root: str, n_ops: int, files: int, fmt: str = "json", skew_ms
             raise ValueError("skewed workloads are written as Parquet")
         write_json_lines(work, f"{root}/ops", f"{root}/events", files=files)
     else:
-        _write_parquet(root, work.operations, work.events, files, skew_ms)
+        write_parquet(root, work.operations, work.events, files, skew_ms)
     return Files(root, len(work.operations), len(work.events), fmt)
 
 
-def _write_parquet(
-    root: str, operations: pd.DataFrame, events: pd.DataFrame, files: int, skew_ms: int
+def write_parquet(
+    root: str, operations: pd.DataFrame, events: pd.DataFrame, files: int, skew_ms: int = 0
 ) -> None:
+    """Operations and events as typed Parquet files under ``root``/ops and ``root``/events,
+    ``files`` per stream cut at the same event times (the events' ``skew_ms`` further), each
+    file's modification time in their order (file sources take files in that order)."""
     ts = np.concatenate([operations["ts"].to_numpy(), events["ts"].to_numpy()])
     edges = np.linspace(ts.min(), ts.max() + 1, files + 1)
     stamp = time.time() - files
@@ -402,7 +407,7 @@ def run_routed(spark: SparkSession, files: Files, config: PurgatoryConfig, per_t
         read_stream(spark, f"{files.root}/{d}", files.fmt, kind=kind, max_files_per_trigger=per_trigger)
         for d, kind in (("ops", "operations"), ("events", "events"))
     )
-    routed = routed_stream(ops, evs, config).repartition("shard")  # as the operator's groupBy
+    routed = input_stream(ops, evs, config).repartition("shard")  # as the operator's groupBy
 
     def identity(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         yield from frames

@@ -8,8 +8,8 @@ Kafka broker on loopback (``spark_purgatory.kafka_broker.KafkaBroker``, its data
 its restarts) through one idempotent producer that buffers while the broker is away, or to
 files (``--input files``).  The job runs as a subprocess (a process group of its own) with
 ``processing-time=2s``; its output tables and the accumulator's staging go to an
-S3-compatible server (moto) behind the tests' fault-injecting proxy
-(``tests/support/faulty_proxy.py``) when store faults are on, else to local disk.
+S3-compatible server (moto) behind a fault-injecting proxy (``services.S3Store``,
+``services.FaultyProxy``) when store faults are on, else to local disk.
 
 Faults (``--faults``, each switchable; seeded by ``--seed``), one at a time, on average every
 ``--fault-every`` seconds:
@@ -33,12 +33,11 @@ with ``--end-input`` (every operation still pending expires at its deadline), an
 and the split does not matter): how many outcomes are lost, duplicated or differing, and how
 many rows rejected.
 
-    nice -n 10 .venv/bin/python benchmarks/soak.py --minutes 10 --rate 200
+    nice -n 10 .venv/bin/python -m benchmarks soak --minutes 10 --rate 200
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -53,13 +52,15 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.procfs import jvm_pid, rss_by_kind  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import jvm_pid, rss_by_kind
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(harness.ROOT)
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
 FAULTS = ("kill", "broker", "store")
 KINDS = ("python driver", "driver JVM", "python workers")
+#: a report line's figures (memory in MB), as the JSON output names them
+REPORT_COLUMNS = ("t_s", "pending", "state_mb", *KINDS, "heap_committed_mb", "heap_used_mb")
 TOPICS = ("ops", "events")
 
 
@@ -370,8 +371,8 @@ def _options(settings: dict[str, str]) -> list[str]:
     return [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
 
 
-def main() -> None:  # noqa: PLR0915 - one run, told in order
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, told in order
+    parser = harness.parser("soak", __doc__, repeat=None)
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--rate", type=int, default=300, help="operations per second")
     parser.add_argument("--report", type=int, default=30, help="seconds between report lines")
@@ -380,8 +381,8 @@ def main() -> None:  # noqa: PLR0915 - one run, told in order
     parser.add_argument("--fault-every", type=float, default=90, help="mean seconds between faults")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--driver-memory", default="", help="the driver JVM's heap (spark.driver.memory)")
-    args = parser.parse_args()
-    kinds = [f for f in args.faults.split(",") if f]
+    args = parser.parse_args(argv)
+    kinds = harness.names(args.faults)
     if args.input != "kafka" and "broker" in kinds:
         kinds.remove("broker")
         print("no broker faults: the input is files")
@@ -405,9 +406,8 @@ def main() -> None:  # noqa: PLR0915 - one run, told in order
         out = f"{root}/out"
         storage = None
         if "store" in kinds:
+            from benchmarks.services import REGION, FaultyProxy, S3Store
             from spark_purgatory.storage import Storage
-            from tests.support.faulty_proxy import FaultyProxy
-            from tests.support.object_store import REGION, S3Store
 
             store = S3Store(bucket="purgatory-soak", own_process=True)
             proxy = FaultyProxy(store.endpoint, seed=args.seed)
@@ -514,17 +514,25 @@ def main() -> None:  # noqa: PLR0915 - one run, told in order
         )
         if check["code"]:
             print(f"the end-input run exited {check['code']}:\n{check['tail']}")
-        if errors or check["code"] or check["lost"] or check["duplicated"] or check["differing"]:
+        failed = bool(errors or check["code"] or check["lost"] or check["duplicated"] or check["differing"])
+        figures = {
+            "faults": faults.counts,
+            "starts": job.starts,
+            "exits": exits,
+            "restarts": restarts,
+            "errors": len(errors),
+            "report": [dict(zip(REPORT_COLUMNS, row, strict=True)) for row in rows],
+            **{k: v for k, v in check.items() if k != "tail"},
+        }
+        harness.write_json(args.json, "soak", args, figures)
+        if failed:
             print(f"kept: {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
+        return 1 if failed else 0
     finally:
         if job is not None and job.exited() is None:
             job.kill()
         for server in (broker, proxy, store):
             if server is not None:
                 server.stop()
-
-
-if __name__ == "__main__":
-    main()

@@ -66,7 +66,7 @@ _SPARK = {
     "choose_writer": "delta.writers",
     "CatalogTables": "delta.catalog",
     "purgatory_stream": "spark.operator",
-    "purgatory_batch": "spark.operator",
+    "purgatory_batch": "spark.batch",
     "outcomes_of": "spark.output",
     "unmatched_of": "spark.output",
     "rejected_of": "spark.output",

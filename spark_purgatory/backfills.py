@@ -129,7 +129,7 @@ def _operator_rows(
     from pyspark.sql import functions as F
 
     from .runtime.settings import library_plan
-    from .spark.operator import purgatory_batch
+    from .spark.batch import purgatory_batch
     from .spark.sources import read_batch
 
     def source(given: DataFrame | str, kind: str) -> DataFrame:

@@ -14,7 +14,7 @@ Families of numbered files are named by the one class that writes and reads them
 directory named here: the wake's ``<batch>.txt`` and ``clock-<ms>.txt`` (``handoff.wake``), the
 mailbox's ``<batch>-<shard>.arrow`` (``handoff.mailbox``), the watermarks'
 ``<batch>.json`` (``handoff.partitions``), the segment and delta files (``state.segments``,
-``state.deltas``), Spark's log entries (named by their micro-batch).
+``state.increments``), Spark's log entries (named by their micro-batch).
 
 Example::
 
@@ -109,7 +109,8 @@ class Checkpoint:
     @property
     def pending_record(self) -> str:
         """``purgatory-pending``: every shard's pending count as of the last micro-batch,
-        written by the sink after each one (``state.pending_counts.PendingRecord``), read by
+        written by the driver after each one (``handoff.control``,
+        ``state.pending_counts.PendingRecord``), read by
         a restarted query and ``status``."""
         return join(self.path, "purgatory-pending")
 
@@ -142,7 +143,7 @@ class Checkpoint:
     @property
     def wake(self) -> str:
         """``purgatory-wake``: the wake directory, the stream's third input (a text file
-        source): the sink's wake and end files, the reaper's clock lines (``handoff.wake``;
+        source): the driver's wake and end files, the reaper's clock lines (``handoff.wake``;
         its fixed names: ``WakeDirectory``)."""
         return join(self.path, "purgatory-wake")
 
@@ -202,13 +203,13 @@ class StatePath:
 
     path: str
 
-    #: the shards' delta files, relative to the state path (``state.deltas``): the group
+    #: the shards' delta files, relative to the state path (``state.increments``): the group
     #: state's pointers name them so
     DELTAS: ClassVar[str] = "deltas"
 
     @property
     def deltas(self) -> str:
-        """``deltas``: the shards' delta files, a directory per shard (``state.deltas``),
+        """``deltas``: the shards' delta files, a directory per shard (``state.increments``),
         written by the shard step's saves, swept by its later saves and by ``rescale``."""
         return join(self.path, self.DELTAS)
 
@@ -226,7 +227,7 @@ class StatePath:
 
     def verdicts_for(self, home: int) -> str:
         """``verdicts/<home>``: the verdicts the registries post for shard ``home``, read by
-        that shard alone (``handoff.door``)."""
+        that shard alone (``handoff.shard_handoff``)."""
         return join(self.verdicts, f"{home:06d}")
 
     @property
@@ -251,5 +252,5 @@ class WakeDirectory:
     @property
     def end_batch(self) -> str:
         """``_end-batch``: the micro-batch that applied the end of input, written once by the
-        sink (a name Spark's file listing skips: ``Wake.end_batch``)."""
+        driver (a name Spark's file listing skips: ``Wake.end_batch``)."""
         return join(self.path, "_end-batch")

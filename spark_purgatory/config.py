@@ -20,7 +20,17 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .contract import SOURCE_EVENTS, SOURCE_OPERATIONS
+from .contract import (
+    DEEPEST_MAX_DEPTH,
+    MAX_DEPTH,
+    MAX_FUTURE_MS,
+    MAX_KEYS,
+    MAX_MEMBERS,
+    MAX_RECORD_BYTES,
+    MAX_TIMEOUT_MS,
+    SOURCE_EVENTS,
+    SOURCE_OPERATIONS,
+)
 
 __all__ = [
     "ConfigError",
@@ -37,10 +47,6 @@ __all__ = [
 #: files (``auto``), JSON-lines files, Parquet files (typed), a Delta table (typed; needs
 #: Spark's Delta data source), Kafka
 READ_FORMATS = ("auto", "json", "parquet", "delta", "kafka")
-
-
-#: the deepest ``input.max.depth``: Spark's JSON reader refuses deeper records by itself
-MAX_DEPTH = 500
 
 
 class ConfigError(ValueError):
@@ -82,12 +88,13 @@ class InputLimits:
     """How big an input record may be before it is rejected as poison (``input.max.*``): its
     text in UTF-8 bytes (``record_too_large``), its nesting of arrays and objects
     (``too_deep``), an operation's distinct keys (``too_many_keys``) and members
-    (``too_many_members``).  A record's size and depth are those of JSON text only."""
+    (``too_many_members``).  A record's size and depth are those of JSON text only.  The
+    defaults are the contract's (``contract.inputs``)."""
 
-    record_bytes: int = 1024 * 1024
-    depth: int = 32
-    keys: int = 1000
-    members: int = 1000
+    record_bytes: int = MAX_RECORD_BYTES
+    depth: int = MAX_DEPTH
+    keys: int = MAX_KEYS
+    members: int = MAX_MEMBERS
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,7 @@ class PurgatoryConfig:
     tick_ms: int = 100
     wheel_size: int = 512
     shards: int = 2
-    max_timeout_ms: int = 7 * 86_400_000
+    max_timeout_ms: int = MAX_TIMEOUT_MS
     progress_retention_ms: int = 86_400_000
     dedup_retention_ms: int = 600_000
     dedup_scope: str = "global"
@@ -118,7 +125,7 @@ class PurgatoryConfig:
     cross_shard_operations: bool = True
     cross_shard_handoff: str = "mailbox"
     shard_key_delimiter: str = ""
-    max_future_ms: int = 86_400_000
+    max_future_ms: int = MAX_FUTURE_MS
     state_path: str = ""
     state_segment_rows: int = 100_000
     state_retain_versions: int = 100
@@ -129,10 +136,10 @@ class PurgatoryConfig:
     storage_retries: int = 10
     stop_timeout_ms: int = 60_000
     output_take_over: bool = False
-    input_max_record_bytes: int = 1024 * 1024
-    input_max_depth: int = 32
-    input_max_keys: int = 1000
-    input_max_members: int = 1000
+    input_max_record_bytes: int = MAX_RECORD_BYTES
+    input_max_depth: int = MAX_DEPTH
+    input_max_keys: int = MAX_KEYS
+    input_max_members: int = MAX_MEMBERS
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -204,8 +211,8 @@ class PurgatoryConfig:
                 "storage.s3.conditional.put must be etag or empty (a lock configured through "
                 f"delta-rs's AWS_S3_LOCKING_PROVIDER), got {self.storage_s3_conditional_put!r}"
             )
-        if self.input_max_depth > MAX_DEPTH:  # deeper: the JSON readers' own limits come first
-            raise ConfigError(f"input.max.depth must be <= {MAX_DEPTH}, got {self.input_max_depth}")
+        if self.input_max_depth > DEEPEST_MAX_DEPTH:  # deeper: the JSON readers' own limits first
+            raise ConfigError(f"input.max.depth must be <= {DEEPEST_MAX_DEPTH}, got {self.input_max_depth}")
         if self.accumulator_buffer_memory < self.accumulator_batch_size:
             raise ConfigError(
                 "accumulator.buffer.memory must be >= accumulator.batch.size "

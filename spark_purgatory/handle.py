@@ -5,7 +5,8 @@ stops the query between micro-batches and flushes the accumulator like Kafka's p
 ``close()``; ``stop_on_signals`` does the same on SIGTERM and SIGINT; ``await_termination`` adds the
 ``available-now`` runs a run that ended on relays owes (``handoff.wake``); ``end_input`` ends
 the input for good (``handoff.end_of_input``); the figures (``totals``, ``pending``,
-``history``) come from the sink's ``on_batch`` (``_Totals``) and Spark's progress.
+``history``) come from the driver's control plane (``handoff.control``: ``on_batch`` is
+``_Totals``) and Spark's progress.
 
 Invariant: after ``stop()`` returns, every row a committed micro-batch produced is in the
 tables, and the checkpoint's run lease is given back.
@@ -17,8 +18,8 @@ a topic deleted: ``permanent``, which ``start`` sets to ``faults.diagnose``), th
 ``faults.PermanentFault`` and its first line names the resource, as the job says it.
 
 Stopping between micro-batches: Spark's ``StreamingQuery.stop()`` cancels the micro-batch
-under way (its jobs fail inside the sink), so the handle first lets the sink finish
-the batch it runs and refuse the next (``PurgatorySink.hold``, at most
+under way (its jobs fail inside the sink), so the handle first lets the driver's step finish
+the batch it runs and refuse the next (``DriverStep.hold``, at most
 ``query.stop.timeout.ms``), then stops Spark's query while it waits for its next trigger.  A
 signal handler does no more than note the signal: the stop runs on a thread of its own, as
 any Py4J call from a handler would re-enter the connection the main thread is reading.
@@ -34,7 +35,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .delta.accumulator import RecordAccumulator, TableWriter
-from .delta.sink import STOPPING, PurgatorySink
+from .delta.sink import PurgatorySink
+from .driver_step import STOPPING, DriverStep
 from .handoff.end_of_input import EndOfInput
 from .handoff.reaper import ExpirationReaper
 from .runtime.spark_logs import quiet_refusal
@@ -52,12 +54,17 @@ _WAKE_RUNS = 3
 
 
 class PurgatoryQuery:
-    """A running purgatory: the ``StreamingQuery``, its sink, and its figures.
+    """A running purgatory: the ``StreamingQuery``, the driver's half of its micro-batches, and
+    its figures.
 
     Attributes:
         query: Spark's ``StreamingQuery`` (``id``, ``status``, ``exception()`` ...).
-        sink: the ``PurgatorySink`` that takes each micro-batch (``accumulator``, ``writer``),
-            through the sink JAR's ``StagedRowsSink`` or ``foreachBatch``.
+        step: the ``DriverStep`` that takes each micro-batch, through the sink JAR's
+            ``StagedRowsSink`` or ``foreachBatch``: its output (``sink``), then its control
+            plane (``step.control``: the wake, the partitions' watermarks, the reaper, the
+            totals).
+        sink: the ``PurgatorySink`` that writes each micro-batch's output (``accumulator``,
+            ``writer``).
         totals: rows and commits so far, counted in this process: ``batches``,
             ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``; and
             ``pending``, the operations not yet resolved as of the last micro-batch, each
@@ -68,7 +75,7 @@ class PurgatoryQuery:
     def __init__(
         self,
         query: StreamingQuery,
-        sink: PurgatorySink,
+        step: DriverStep,
         totals: _Totals,
         *,
         linger: bool = True,
@@ -99,7 +106,7 @@ class PurgatoryQuery:
         self._stop_timeout_s = stop_timeout_ms / 1000
         self._signalled: int | None = None  # the signal ``stop_on_signals`` noted
         self._signal_watch: threading.Thread | None = None
-        self.sink = sink
+        self.step = step
         self._counted = totals
         self._on_linger = on_linger
         self._stopping = threading.Event()
@@ -112,6 +119,10 @@ class PurgatoryQuery:
             self._timer.start()
 
     # -- figures -----------------------------------------------------------------------------
+
+    @property
+    def sink(self) -> PurgatorySink:
+        return self.step.sink
 
     @property
     def accumulator(self) -> RecordAccumulator:
@@ -130,7 +141,7 @@ class PurgatoryQuery:
         """Operations not yet resolved, as of the last micro-batch, each counted once (a
         cross-shard operation in the cross-shard group, never its stubs; ``state.pending_counts``):
         the count of ``pending_operations``."""
-        return sum(self.sink.pending.values())
+        return sum(self.step.control.pending.values())
 
     @property
     def is_active(self) -> bool:
@@ -139,14 +150,14 @@ class PurgatoryQuery:
     def exception(self) -> BaseException | None:
         """Why the run failed (Spark's ``StreamingQuery.exception()``), None while it runs or
         when it stopped cleanly.  A micro-batch that started after a stop (``stop``, a signal)
-        was asked for is refused by the sink (``STOPPING``) and ends Spark's run with that
-        error; it ran nothing and Spark runs it again at the next start, so it is no failure
-        here, as ``await_termination`` does not raise it."""
+        was asked for is refused by the driver's step (``STOPPING``) and ends Spark's run with
+        that error; it ran nothing and Spark runs it again at the next start, so it is no
+        failure here, as ``await_termination`` does not raise it."""
         error = self.query.exception()
         return None if error is None or self._refused(error) else error
 
     def _refused(self, error: BaseException) -> bool:
-        """Is ``error`` the sink's refusal of a micro-batch triggered after this handle's stop?"""
+        """Is ``error`` the refusal of a micro-batch triggered after this handle's stop?"""
         return self._stopped() and STOPPING in str(error)
 
     @property
@@ -154,7 +165,7 @@ class PurgatoryQuery:
         """Per-micro-batch figures from the query's recent progress (``observe`` metrics)."""
         from .spark.metrics import progress_figures
 
-        pending_by_shard = dict(self.sink.pending_at_start)
+        pending_by_shard = dict(self.step.control.pending_at_start)
         return [progress_figures(p, pending_by_shard) for p in self.query.recentProgress]
 
     @property
@@ -231,7 +242,7 @@ class PurgatoryQuery:
         self._await_runs(None)
         if self._stopped():
             return None
-        self.totals["commits"] += len(self.sink.close())  # committed before it is recorded
+        self.totals["commits"] += len(self.step.close())  # committed before it is recorded
         recorded = self._end.record()
         log.info("input ended after micro-batch %s", recorded["batch_id"])
         return recorded
@@ -268,7 +279,7 @@ class PurgatoryQuery:
 
     def _owes_wake(self) -> bool:
         """Did this run end with relays that no later call of the cross-shard group received?"""
-        wake = self.sink.wake
+        wake = self.step.control.wake
         return (
             self._rerun is not None
             and not (self._closed or self._interrupted)
@@ -334,7 +345,7 @@ class PurgatoryQuery:
         if not self.query.isActive:
             return
         quiet_refusal(self.query)  # a refused batch is no error
-        if not self.sink.hold(self._stop_timeout_s):
+        if not self.step.hold(self._stop_timeout_s):
             log.warning(
                 "a micro-batch still runs after query.stop.timeout.ms: stopping it "
                 "(the next start runs it again)"
@@ -366,7 +377,7 @@ class PurgatoryQuery:
         if self._timer is not None:
             self._timer.join()
         try:
-            flushed = self.sink.close()
+            flushed = self.step.close()
         except Exception as error:  # a bucket gone, credentials refused: said in the first line
             gone = self._gone()
             if gone is not None:
@@ -414,12 +425,12 @@ class PurgatoryQuery:
         the query asked whether it still runs."""
         period = max(0.2, min(1.0, self.sink.accumulator.linger_ms / 4000))
         while not self._stopping.wait(period):
-            if not self.sink.linger_due():
+            if not self.step.linger_due():
                 continue
             if not self.query.isActive:
                 break
             try:
-                committed = self.sink.drain_lingering()
+                committed = self.step.drain_lingering()
             except Exception:  # the next micro-batch or stop() retries; never kill the query
                 log.exception("linger drain failed")
                 continue
@@ -453,9 +464,10 @@ def _waiting_for_data(status: dict) -> bool:
 
 
 class _Totals:
-    """The sink's ``on_batch``: adds each micro-batch's figures up, then calls the user's hook.
+    """The control plane's ``on_batch`` (``handoff.control``): adds each micro-batch's figures
+    up, then calls the user's hook.
 
-    A small picklable object: Spark Connect pickles the sink to run it in the server.
+    A small picklable object: Spark Connect pickles the driver's step to run it in the server.
     """
 
     def __init__(self, then: Callable[[dict], None] | None, *, pending: int = 0) -> None:

@@ -12,16 +12,19 @@ go through it, so they run the same query with the same defaults:
 * a ``RecordAccumulator`` staging under ``<checkpoint>/accumulator`` unless
   ``accumulator.staging.path`` is set, committing under the
   checkpoint's app id (``app_id_of``), through the writer ``choose_writer`` picks, in a
-  ``PurgatorySink`` given each micro-batch's rows by the sink JAR's streaming sink
-  (``runtime.staged_sink``; ``foreachBatch`` without it): the executors stage and write the
-  rows, the driver commits (``delta.sink``); the tables are created empty at start;
+  ``PurgatorySink`` (``delta.sink``: the executors stage and write the rows, the driver
+  commits); the tables are created empty at start;
+* the driver's half of each micro-batch (``driver_step.DriverStep``), given its rows by the
+  sink JAR's streaming sink (``runtime.staged_sink``; ``foreachBatch`` without it): the
+  output through the sink, then the input's control plane (``handoff.control``: pending
+  counts, wake, the Kafka partitions' watermarks, the reaper, the handle's totals);
 * every path a path or a URI (``file://``, ``s3://``, ``s3a://``, ``abfss://``, ``dbfs:/`` ...):
   what the project writes itself goes through ``spark_purgatory.storage`` with the
   ``storage.*`` settings, never relative to the working directory;
 * a linger timer (Kafka's sender): rows that have waited ``linger.ms`` are committed even
   when no micro-batch runs;
 * the wake (``handoff.wake``): ``<checkpoint>/purgatory-wake`` read as a third input, written
-  by the sink after a micro-batch that relayed (the mailbox hand-off), and one more
+  by the control plane after a micro-batch that relayed (the mailbox hand-off), and one more
   ``available-now`` run from ``await_termination`` when a run ends with relays unreceived;
 * the reaper (``handoff.reaper``), for a ``processing-time`` query with ``watermark.idle.timeout`` or
   ``deadline.clock=processing``: a driver thread that, while operations wait, posts the
@@ -50,10 +53,10 @@ Session settings, the trigger and the app id the query commits under are settled
 the app id belongs to the checkpoint).
 
 Over Spark Connect (Databricks shared and serverless compute) the same call works: nothing
-here touches ``sparkContext`` or the JVM on a Connect session.  The sink then runs in the
-server's Python, so the per-batch ``totals`` and ``pending`` of the handle stay at zero there
-(use ``history``, from the query's progress), and lingered rows wait for the next micro-batch
-or ``stop()``.
+here touches ``sparkContext`` or the JVM on a Connect session.  The driver's step (the sink
+and the control plane) then runs in the server's Python, so the per-batch ``totals`` and
+``pending`` of the handle stay at zero there (use ``history``, from the query's progress), and
+lingered rows wait for the next micro-batch or ``stop()``.
 """
 
 from __future__ import annotations
@@ -73,13 +76,16 @@ from .delta.ownership import claim_tables
 from .delta.sink import PurgatorySink
 from .delta.staging import STAGED, ShardStaging, absolute_uri
 from .delta.writers import WriterChoice
+from .driver_step import DriverStep
 from .faults import PermanentFault, depended_on, diagnose
 from .handle import PurgatoryQuery, _Totals
 from .handoff import Wake
 from .handoff.clock_record import ClockRecorder
+from .handoff.control import MicroBatchControl
 from .handoff.end_of_input import EndOfInput
 from .handoff.partitions import PartitionWatermarks
 from .handoff.reaper import ExpirationReaper, reaper_for
+from .handoff.shard_handoff import registers
 from .handoff.wake import wake_first
 from .runtime.settings import (
     arrow_records,
@@ -91,7 +97,6 @@ from .runtime.settings import (
     state_store,
 )
 from .runtime.staged_sink import staged_rows_writer
-from .spark.routing import registers
 from .startup import (
     TRIGGERS,
     _check_session,
@@ -161,11 +166,12 @@ def start(
         writer: ``auto`` (Spark's Delta source when its classes are present, else delta-rs),
             ``delta-rs``, ``spark``, or your own ``TableWriter``.
         name: the streaming query's name (``queryName``).
-        on_batch: called after each micro-batch, in the process that runs the sink, with
-            its figures (a dict): ``batch_id``; ``pending`` (operations not yet resolved,
-            each once, over every shard); the rows it gave: ``completed``, ``expired``,
-            ``unmatched``, ``rejected``; ``relayed`` (rows shards sent to the cross-shard
-            group); ``watermark_ms`` (the operator's), ``operations_watermark_ms`` and
+        on_batch: called after each micro-batch, in the process that runs the driver's step
+            (``driver_step``: after the sink wrote the output), with its figures (a dict):
+            ``batch_id``; ``pending`` (operations not yet resolved, each once, over every
+            shard); the rows it gave: ``completed``, ``expired``, ``unmatched``,
+            ``rejected``; ``relayed`` (rows shards sent to the cross-shard group);
+            ``watermark_ms`` (the operator's), ``operations_watermark_ms`` and
             ``events_watermark_ms`` (each input's, None until known); ``staged_bytes``
             (rows waiting in the accumulator); ``committed`` (one dict per table commit).
         on_linger: called with the commits a linger drain made between micro-batches.
@@ -280,29 +286,33 @@ def start(
             counts = pending.read()  # every shard's, as the checkpoint's last micro-batch left them
             totals = _Totals(on_batch, pending=sum(counts.values()))
             reaper = _reaper(spark, cfg, trigger, wake, counts, storage, run=(checkpoint, lease.token))
+            # each micro-batch on the driver: the output, then the input's control plane
             sink = PurgatorySink(
                 accumulator,
                 writer,
-                on_batch=totals,
-                wake=wake,
                 staged=staging is not None,
-                pending=pending,
-                on_metrics=reaper.observe if reaper is not None else None,
-                partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), storage),
                 trigger_interval_ms=trigger_interval_ms(trigger),
             )
+            control = MicroBatchControl(
+                wake=wake,
+                partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), storage),
+                reaper=reaper,
+                pending=pending,
+                on_batch=totals,
+            )
+            step = DriverStep(sink, control)
 
             # the shards' STAGED rows through a sink of Spark's own kind where the sink JAR is
             # on the driver (runtime.staged_sink), else through foreachBatch: the same rows
             staged_rows = None
             if staging is not None:
-                take = functools.partial(sink.take_staged, spark=spark)
+                take = functools.partial(step.take_staged, spark=spark)
                 staged_rows = staged_rows_writer(
-                    out, STAGED, begin=sink.begin_staged, take=take, abort=sink.end_staged
+                    out, STAGED, begin=step.begin_staged, take=take, abort=step.end_staged
                 )
 
             def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
-                stream = out.writeStream.foreachBatch(sink) if staged_rows is None else staged_rows.stream()
+                stream = out.writeStream.foreachBatch(step) if staged_rows is None else staged_rows.stream()
                 stream = stream.option("checkpointLocation", checkpoint)
                 if name:
                     stream = stream.queryName(name)
@@ -328,7 +338,7 @@ def start(
                 raise
             return PurgatoryQuery(
                 first,
-                sink,
+                step,
                 totals,
                 linger=not is_connect(spark),
                 on_linger=on_linger,
@@ -395,15 +405,16 @@ def _reaper(
 ) -> ExpirationReaper | None:
     """The query's reaper (``handoff.reaper.reaper_for``), if its configuration asks for one,
     telling the checkpoint's readers how its clock goes (``run``: the checkpoint and the run
-    lease's token; ``handoff.clock_record``).  Over Spark Connect the sink runs in the server,
-    out of its reach: none, said in a warning."""
+    lease's token; ``handoff.clock_record``).  Over Spark Connect the driver's step (which
+    tells the reaper each micro-batch) runs in the server, out of its reach: none, said in a
+    warning."""
     checkpoint, token = run
     interval = trigger_interval_ms(trigger) or 0
     recorder = ClockRecorder.under(checkpoint, storage, run=token or "", trigger_ms=interval)
     reaper = reaper_for(cfg, trigger, wake.root, pending=pending, storage=storage, recorder=recorder)
     if reaper is not None and is_connect(spark):
         log.warning(
-            "watermark.idle.timeout / deadline.clock=processing need the sink in this process: "
+            "watermark.idle.timeout / deadline.clock=processing need the driver's step in this process: "
             "not on Spark Connect; expiries wait for input there"
         )
         return None

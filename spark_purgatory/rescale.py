@@ -54,10 +54,10 @@ from .engine.wheel import NO_EXPIRATION
 from .handoff.end_of_input import EndOfInput
 from .handoff.mailbox import Mailbox
 from .inspect.checkpoint import read_checkpoint
+from .shard.labels import shard_labels, spark_hash_int
 from .spark import state_files
 from .spark.group_state import encoding_of, shard_bytes, to_group_state
 from .spark.key_hash import shards_of
-from .spark.labels import shard_labels, spark_hash_int
 from .state import SegmentStore, load_state, save_state
 from .state.layout import (
     SHUFFLE_PARTITIONS,
@@ -162,7 +162,7 @@ def rescale(
         "to": shards,
         "batch": batch + 1,
         "segments_before": store.segments(),
-        # the new shards' delta files are of this version and later (``state.deltas``)
+        # the new shards' delta files are of this version and later (``state.increments``)
         "delta_version": version,
         "old_segments": sorted(
             {name for p in olds.values() for name, *_ in (p.lineage.segments if p.lineage else [])}

@@ -1,7 +1,7 @@
 """What ``start`` settles before it builds the query: the trigger, the session, the app id.
 
 Session settings.  Each shard gets its own partition only when the query has exactly
-``shards + 1`` shuffle partitions (``spark.labels`` explains why); any other count leaves
+``shards + 1`` shuffle partitions (``shard.labels`` explains why); any other count leaves
 partitions idle (200 by default) or makes shards share a task, and
 Spark fixes the count in the checkpoint on the first run.  ``start`` therefore starts the
 query with ``shards + 1`` partitions whatever the session says and restores the session's own

@@ -12,6 +12,11 @@ Four kinds of delayed operation, as in a broker:
 A fraction ``complete_ratio`` of operations receive enough events before their deadline;
 the rest fall short and expire.  Everything is vectorised numpy; times are epoch ms.
 
+Beside them, the simplest purgatory (``generate_confirmations``: orders awaiting one
+confirmation, the shape Spark's stream-stream join can express too) and the payments case a
+new user built (``payments``: card payments awaiting 2 of 3 clearing houses, written as typed
+Parquet by ``write_payments``).
+
 >>> w = generate(n_ops=1000, seed=3)
 >>> sorted(w.operations["condition"].unique())
 ['all', 'count', 'offset', 'sum']
@@ -30,11 +35,24 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .contract import EVENT_COLUMNS
 from .engine.conditions import ALL, CONDITION_NAMES, COUNT, OFFSET, SUM
 
-__all__ = ["START_MS", "Workload", "generate", "generate_confirmations", "write_json_lines"]
+__all__ = [
+    "HOUSES",
+    "PAYMENT_TIMEOUT_MS",
+    "START_MS",
+    "Workload",
+    "generate",
+    "generate_confirmations",
+    "payments",
+    "write_json_lines",
+    "write_parquet_files",
+    "write_payments",
+]
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -350,3 +368,68 @@ def generate_confirmations(
         {"key": keys[done], "ts": ts[done] + delay, "op_id": None, "source": None, "value": np.nan}
     ).sort_values("ts", kind="stable", ignore_index=True)
     return Workload(operations, events, int(done.size))
+
+
+# -- the payments case -----------------------------------------------------------------------------
+
+#: the payments case's clearing houses and timeout
+HOUSES = ("clearing-a", "clearing-b", "clearing-c")
+PAYMENT_TIMEOUT_MS = 30_000
+
+
+def payments(n: int = 360, *, seed: int = 22, start_ms: int = START_MS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The payments case of issue 22, as a new user built it: ``n`` card payments (``count``,
+    target 2) awaiting 2 of 3 clearing houses' confirmations within 30 s, and the
+    confirmations (about two per payment; ``source`` the house).  ``ts`` in epoch ms.
+    """
+    rng = np.random.default_rng(seed)
+    ts = start_ms + np.arange(n, dtype=np.int64) * 500 + rng.integers(0, 400, n)
+    ops = pd.DataFrame(
+        {
+            "op_id": [f"pay-{i:04d}" for i in range(n)],
+            "key": [f"card-{i:04d}" for i in range(n)],
+            "ts": ts,
+            "timeout_ms": np.full(n, PAYMENT_TIMEOUT_MS, dtype=np.int64),
+            "condition": "count",
+            "target": 2.0,
+            "payload": [f'{{"amount": {a}}}' for a in rng.integers(1, 500, n)],
+        }
+    )
+    rows = []
+    for i in range(n):
+        houses = rng.permutation(HOUSES)[: rng.choice([1, 2, 3], p=[0.25, 0.45, 0.3])]
+        for house in houses:
+            rows.append((f"card-{i:04d}", int(ts[i] + rng.integers(0, 40_000)), house))
+    events = pd.DataFrame(rows, columns=["key", "ts", "source"]).sort_values("ts", kind="stable")
+    return ops, events.reset_index(drop=True)
+
+
+def write_parquet_files(
+    frame: pd.DataFrame, directory: str, *, files: int = 4, cuts: tuple[float, ...], unit: str = "us"
+) -> None:
+    """``frame`` as ``files`` Parquet files cut at the quantiles ``cuts`` of its event times
+    (files in time order, increasing mtimes); ``ts`` a UTC timestamp in ``unit``."""
+    os.makedirs(directory, exist_ok=True)
+    edges = np.quantile(frame["ts"], cuts)
+    part_of = np.searchsorted(edges, frame["ts"], side="right") - 1
+    typed = frame.assign(ts=pd.to_datetime(frame["ts"], unit="ms", utc=True))
+    stamp = time.time() - 1000
+    for i in range(files):
+        part = typed[part_of == i]
+        table = pa.Table.from_pandas(part, preserve_index=False)
+        table = table.set_column(
+            table.schema.get_field_index("ts"), "ts", table.column("ts").cast(pa.timestamp(unit, tz="UTC"))
+        )
+        path = os.path.join(directory, f"part-{i:04d}.parquet")
+        pq.write_table(table, path, coerce_timestamps=None if unit == "ns" else unit)
+        os.utime(path, (stamp + i, stamp + i))
+
+
+def write_payments(root: str, *, unit: str = "us") -> tuple[pd.DataFrame, pd.DataFrame, str, str]:
+    """The payments case under ``root`` as typed Parquet, 4 files per stream cut at different
+    event times: (operations, events, their two directories)."""
+    ops, events = payments()
+    ops_dir, events_dir = os.path.join(root, "payments"), os.path.join(root, "confirmations")
+    write_parquet_files(ops, ops_dir, cuts=(0.0, 0.3, 0.55, 0.8), unit=unit)
+    write_parquet_files(events, events_dir, cuts=(0.0, 0.2, 0.5, 0.75), unit=unit)
+    return ops, events, ops_dir, events_dir

@@ -98,6 +98,7 @@ SLOW_FIRST = (
     "tests/state/test_rescale.py",
     "tests/spark/test_watermarks.py",
     "tests/spark/test_typed_input.py",
+    "tests/contract/test_contract_table.py",  # two Spark jobs over the contract table
     "tests/query/test_testing.py",
     "tests/query/test_query.py",
     "tests/state/test_state.py",

@@ -1,17 +1,20 @@
-"""The side-by-side benchmark runs end to end at a tiny size, so the harness cannot rot.
+"""Every benchmark runs end to end at a tiny size through the runner, so none can rot.
 
-Speed is not asserted here (benchmarks print measured ratios; see the README); this checks
-that every contender runs on real Spark on every workload, that the job and
-``transformWithStateInPandas`` agree with Spark's join on every completed operation, and that
-the report prints each target beside its figure.
+Speed is not asserted here (benchmarks print measured ratios; docs/performance.md has the
+figures); this checks that each benchmark runs as ``python -m benchmarks NAME`` (no script
+path, nothing of ``tests/``), that the side-by-side one runs every contender on real Spark on
+every workload and that the job and ``transformWithStateInPandas`` agree with Spark's join on
+every completed operation, and that the reports print each target beside its figure.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,11 +23,11 @@ pytestmark = pytest.mark.spark
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _bench(script: str, *args: str, timeout: int = 900) -> str:
-    """Run ``benchmarks/<script>`` with ``args`` in a fresh interpreter; its output, once it
-    has exited 0."""
+def _bench(name: str, *args: str, timeout: int = 900) -> str:
+    """Run ``python -m benchmarks NAME args`` from the project's root in a fresh interpreter;
+    its output, once it has exited 0."""
     run = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", script), *args],
+        [sys.executable, "-m", "benchmarks", name, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -34,64 +37,17 @@ def _bench(script: str, *args: str, timeout: int = 900) -> str:
     return run.stdout
 
 
-@pytest.mark.jars("delta")
-def test_the_comparison_and_scaling_harness_runs_and_agrees_with_the_join(tmp_path):
-    figures_file = tmp_path / "figures.json"
-    # every contender on the first workload, the Delta writers' too; the floor, the join and the
-    # job on the others
-    contenders = "floor,stateful,join,job,tws,join-delta,job-native"
-    out = _bench(
-        "bench_operator.py",
-        *("--smoke", "--contenders", contenders, "--other-contenders", "floor,join,job"),
-        *("--json", str(figures_file)),
-    )
-    for contender in (
-        "floor (read, shuffle)",
-        "floor (read, from_json, shuffle)",
-        "stateful floor (no work)",
-        "stream-stream left-outer join",
-        "job (operator + Delta)",
-        "transformWithStateInPandas",
-    ):
-        assert contender in out
-    assert "DISAGREE" not in out
-    for target in ("target <= 1.3x", "target >= 1.5x", "target >= 6.0x", "target <= 2.0x"):
-        assert target in out
-    typed = out[: out.index("\nskewed:")]
-    assert typed.count("0 fewer, 0 more: agree") == 3  # the job on each writer and TWS, against the join
-    side_by_side = typed[typed.index("Delta writers side by side") :]
-    for line in (
-        "join -> Delta (Spark's writer)",
-        "job, Spark's Delta writer",
-        "job (operator + Delta)",
-        "job (delta-rs) / join -> Delta",
-        "job: delta-rs / Spark's Delta writer",
-    ):
-        assert line in side_by_side
-    results = json.loads(figures_file.read_text())
-    assert set(results["workloads"]) == {"typed", "skewed", "json"}
-    for workload in results["workloads"].values():
-        assert workload["figures"]["agree"] == 1.0
-        assert workload["figures"]["job_fewer"] == 0
-        assert set(workload["figures"]) >= {"job_vs_floor", "job_vs_join"}
-    typed_figures = results["workloads"]["typed"]["figures"]
-    assert {"job_vs_tws", "job_vs_stateful", "job_vs_join_delta", "native_vs_join_delta"} <= set(
-        typed_figures
-    )
-    assert typed_figures["job-native_fewer"] == 0
-    assert "job_vs_tws" not in results["workloads"]["json"]["figures"]  # not a contender there
-    assert typed_figures["tws_fewer"] == 0
-    assert results["figures"]["scaling"] > 0
+def _figures(path: Path) -> dict:
+    """The figures a benchmark wrote with ``--json``."""
+    return json.loads(path.read_text(encoding="utf-8"))["figures"]
 
 
 def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp_path, monkeypatch, capsys):
-    """``--repeat``: round 1 runs every contender, then round 2 every one again, each on the same
-    files; the ranges pair each round's runs.  The contenders here are stand-ins (no Spark):
-    what a real one returns is checked by the test above."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import bench_operator
-    from contenders import Run
-
+    """``--repeat``: round 1 runs every contender, then round 2 every one again in the reverse
+    order, each on the same files; the ranges pair each round's runs.  The contenders here are
+    stand-ins (no Spark): what a real one returns is checked by the test above."""
+    from benchmarks import bench_operator
+    from benchmarks.contenders import Run
     from spark_purgatory.config import PurgatoryConfig
 
     seconds = {"join-delta": [10.0, 12.0], "job-native": [8.0, 6.0], "job": [5.0, 4.0]}
@@ -112,7 +68,7 @@ def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp
     args = bench_operator._arguments(["--smoke", "--contenders", ",".join(seconds), "--repeat", "2"])
     config, root = PurgatoryConfig(shards=2), str(tmp_path)
     runs, figures, agree = bench_operator.run_workload(None, root, "typed", list(seconds), args, config)
-    assert [name for name, _ in calls] == list(seconds) * 2
+    assert [name for name, _ in calls] == list(seconds) + list(reversed(seconds))
     assert all(listing == ["events", "ops"] for _, listing in calls)
     assert agree and runs["job"].seconds == 4.0  # the last round's runs
     out = capsys.readouterr().out
@@ -124,63 +80,9 @@ def test_repeated_rounds_alternate_the_contenders_and_print_each_ratio_range(tmp
     assert "1.50-1.60x (1.55x)" in ranges  # delta-rs / Spark's Delta: 8/5, 6/4
 
 
-def test_the_connect_bench_runs_the_job_over_connect_with_the_classic_jobs_outputs():
-    """The job handed a remote session (a Connect server on loopback) writes the outcomes,
-    unmatched events and rejected rows the classic job writes from the same files."""
-    out = _bench("bench_connect.py", "--ops", "400", "--files", "2", "--contenders", "classic,connect")
-    assert "round 1 connect" in out and "connect / classic:" in out
-    assert "every run's outputs equal" in out
-
-
-def test_the_latency_bench_expires_every_operation_on_a_trickle_and_prints_its_bound():
-    """``bench_latency.py --configs trickle``, tiny: a live query whose events input keeps
-    trickling after the operations stop expires every operation left (none missing, none of
-    the wrong status), and the report prints the trickle's bound beside its figures."""
-    out = _bench(
-        "bench_latency.py",
-        *("--configs", "trickle", "--load-seconds", "3", "--rate", "5", "--complete", "0.5"),
-        *("--timeout-min", "2", "--timeout-max", "4", "--trickle-gap", "1.5", "--give-up", "120"),
-        timeout=600,
-    )
-    trickle = [line.split() for line in out.splitlines() if line.startswith("trickle every 1.5s")]
-    expiries = next(cells for cells in trickle if cells[3:5] == ["expiry", "trickle"])
-    assert int(expiries[5]) > 0 and expiries[-1] == "0"  # rows, missing
-    assert all(cells[-1] == "0" for cells in trickle)
-    assert "wrong status: 0" in out and "trickle bound: quiet-stream bound" in out
-
-
-def test_the_shard_profile_runs_the_operators_shard_step():
-    """``profile_shard.py`` drives the shard step with a stand-in for Spark's GroupState: when
-    the step uses more of GroupState, the stand-in must follow (it had not, once)."""
-    out = _bench("profile_shard.py", "--ops", "2000", "--batches", "2", "--staged", "--segments", timeout=300)
-    for step in ("shard step", "Purgatory.process", "save_state", "output_table", "staging", "staged output"):
-        assert step in out
-
-
-def test_the_state_save_bench_brings_a_parked_shard_forward_and_measures_its_saves():
-    """``bench_state_save.py``: Spark-free; the two worker caches take turns, so loads after
-    the first are brought forward (``caught-up``)."""
-    out = _bench("bench_state_save.py", "--pending", "3000", "--batches", "3", "--batch-ops", "200")
-    assert out.count("caught-up") >= 2 and "save median" in out
-
-
-def test_the_commits_bench_drives_both_writers_through_the_same_micro_batches():
-    """``bench_commits.py``: Spark-free; both writers commit every micro-batch's outcomes once
-    (it checks the tables' row counts itself) and the ratio is printed."""
-    out = _bench("bench_commits.py", "--batches", "4", "--chunk", "2", "--rows", "5", timeout=300)
-    assert "reopened/kept" in out and out.count("x\n") >= 2
-
-
-def test_the_parquet_bench_writes_the_same_outcomes_both_ways():
-    """``bench_parquet.py``: Spark-free; one micro-batch's outcomes, both dictionary layouts."""
-    out = _bench("bench_parquet.py", "--ops", "300", "--runs", "2", timeout=300)
-    assert "outcomes" in out and "few values" in out
-
-
 def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_log():
-    """``bench_batch.anatomy`` on a small event log written here: no Spark, milliseconds."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from bench_batch import anatomy
+    """``bench_trickle.anatomy`` on a small event log written here: no Spark, milliseconds."""
+    from benchmarks.bench_trickle import anatomy
 
     def progress(batch: int, at_ms: int, rows: int, took: dict) -> str:
         stamp = f"2026-01-01T00:00:{at_ms // 1000:02d}.{at_ms % 1000:03d}Z"
@@ -248,10 +150,9 @@ def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_lo
 
 
 def test_the_batch_anatomy_splits_catalysts_rule_time_by_group_and_micro_batch():
-    """``bench_batch.rule_groups`` on a ``RuleExecutor.dumpTimeSpent()`` text (Spark 4.2's
+    """``bench_trickle.rule_groups`` on a ``RuleExecutor.dumpTimeSpent()`` text (Spark 4.2's
     layout), then ``per_batch_rules`` on snapshots: no Spark."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from bench_batch import per_batch_rules, rule_groups
+    from benchmarks.bench_trickle import per_batch_rules, rule_groups
 
     def dump(analysis: int, optimizer: int, delta: int) -> str:
         rows = [
@@ -281,12 +182,12 @@ def test_the_batch_anatomy_splits_catalysts_rule_time_by_group_and_micro_batch()
 
 
 def test_the_pending_workload_leaves_two_thirds_pending_and_memory_counts_the_process_tree(tmp_path):
-    """``bench_pending``: operations in consecutive event-time files, a third confirmed one
-    second later in the same file index; ``procfs.tree_rss_mb`` counts this process at least."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    """``pending``'s workload: operations in consecutive event-time files, a third confirmed one
+    second later in the same file index; ``harness.tree_rss_mb`` counts this process at least."""
     import pyarrow.parquet as pq
-    from bench_pending import DAY_MS, write_workload
-    from procfs import tree_rss_mb
+
+    from benchmarks.bench_pending import DAY_MS, write_workload
+    from benchmarks.harness import tree_rss_mb
 
     ops, events = write_workload(str(tmp_path), files=3, per_file=30)
     assert (ops, events) == (90, 30)
@@ -300,15 +201,14 @@ def test_the_pending_workload_leaves_two_thirds_pending_and_memory_counts_the_pr
 
 
 def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tmp_path):
-    """``procfs.rss_by_kind`` (the soak's memory columns): this process is the Python driver,
+    """``harness.rss_by_kind`` (the soak's memory columns): this process is the Python driver,
     a ``java`` under it the JVM, the Python processes under that the workers; the kinds add
     up to the tree.  The "JVM" here is Python started as ``java`` (argv[0] is what counts)."""
     import signal
     import subprocess
     import time
 
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from procfs import jvm_pid, rss_by_kind, tree_rss_mb
+    from benchmarks.harness import jvm_pid, rss_by_kind, tree_rss_mb
 
     java = tmp_path / "java"
     java.symlink_to(sys.executable)
@@ -334,3 +234,174 @@ def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tm
             os.kill(int(ready.read_text()), signal.SIGKILL)
         jvm.kill()
         jvm.wait()
+
+
+# -- the runner, and each benchmark at a tiny size -------------------------------------------------
+
+
+def test_the_runner_lists_every_benchmark_and_each_one_is_there():
+    """``python -m benchmarks`` names every benchmark with its line; each name's module and
+    function import (a benchmark reaches nothing of ``tests/``, and no module edits
+    ``sys.path``: the runner's package is the only way in)."""
+    import importlib
+
+    from benchmarks.__main__ import BENCHMARKS
+
+    out = _bench("--help")
+    for name, benchmark in BENCHMARKS.items():
+        assert f"  {name} " in out and benchmark.summary in out
+        assert callable(
+            getattr(importlib.import_module(f"benchmarks.{benchmark.module}"), benchmark.function)
+        )
+    for path in sorted(Path(ROOT, "benchmarks").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "sys.path" not in text, path
+        assert not re.search(r"^\s*(from|import) tests\b", text, re.MULTILINE), path
+
+
+def _smoke(*names: str, figures: Path | None = None, timeout: int = 1800) -> dict[str, str]:
+    """``python -m benchmarks smoke NAMES``: each benchmark's output, by name (its figures
+    into ``figures``/NAME.json when given)."""
+    out = _bench("smoke", *(("--json", str(figures)) if figures else ()), *names, timeout=timeout)
+    parts = re.split(r"^== ([\w-]+)(?![\w:-]).*$", out, flags=re.MULTILINE)  # a run's first line
+    found = dict(zip(parts[1::2], parts[2::2], strict=True))
+    assert set(found) == set(names)
+    for name, text in found.items():
+        assert f"== {name}: ok" in text
+    return found
+
+
+def test_the_spark_free_benchmarks_run_one_after_another(tmp_path):
+    """``engine`` (its measuring run in the runner's process), ``wheel``, ``rescale`` and
+    ``profile-shard``, which drives ``ShardStep`` as the operator does and prints its phases."""
+    out = _smoke("engine", "wheel", "rescale", "profile-shard")
+    assert "| 1,000 |" in out["engine"] and "Kafka linked-list port" in out["wheel"]
+    assert '"from": 2, "to": 3' in out["rescale"]
+    for step in ("shard step", "    load", "    process", "    save", "    output", "pandas -> arrow"):
+        assert step in out["profile-shard"]
+    _bench("wheel", "--n", "20000", "--repeat", "1", "--json", str(tmp_path / "w.json"))
+    wheel = json.loads((tmp_path / "w.json").read_text(encoding="utf-8"))
+    assert wheel["benchmark"] == "wheel" and wheel["options"]["n"] == 20000 and wheel["figures"]["ratio"] > 0
+
+
+@pytest.mark.jars("delta", "kafka", "kafka-broker")
+def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
+    """The Spark benchmarks, each at its tiny size, their runs in fresh processes made in the
+    runner's.  ``operator`` runs every contender on real Spark on the typed workload, the
+    join and the job on JSON lines, and its scaling series; the job and
+    ``transformWithStateInPandas`` agree with Spark's join on every completed operation, and
+    the report prints each target beside its figure.  ``latency`` on a trickle expires every
+    operation left (none missing, none of the wrong status) and prints the trickle's bound
+    beside its figures; the others print their tables and ratios."""
+    names = (
+        "operator",
+        "pending",
+        "trickle",
+        "first-batch",
+        "plan",
+        "connect",
+        "kafka",
+        "inspect",
+        "handoff",
+    )
+    out = _smoke(*names, "latency", figures=tmp_path)
+    _the_operator_run(out["operator"], _figures(tmp_path / "operator.json"))
+    assert "the job's last micro-batch / its first" in out["pending"]
+    assert "the driver's share" in out["trickle"] and "Catalyst's rules per micro-batch" in out["trickle"]
+    assert "start() / the join, first micro-batch" in out["first-batch"]
+    assert "Py4J calls" in out["plan"]
+    assert "round 1 classic" in out["connect"] and "every run's outputs equal" in out["connect"]
+    assert "join / job, wall time" in out["kafka"] and "the same from every run" in out["kafka"]
+    assert "pending by shard" in out["inspect"] and "at-risk" in out["inspect"]
+    assert "floor CPU / text's" in out["handoff"] and "µs CPU per row" in out["handoff"]
+    latency = out["latency"]
+    trickle = [line.split() for line in latency.splitlines() if line.startswith("trickle every 1.5s")]
+    expiries = next(cells for cells in trickle if cells[3:5] == ["expiry", "trickle"])
+    assert int(expiries[5]) > 0 and expiries[-1] == "0"  # rows, missing
+    assert all(cells[-1] == "0" for cells in trickle)
+    assert "wrong status: 0" in latency and "trickle bound: quiet-stream bound" in latency
+    for name in (*names, "latency"):
+        assert _figures(tmp_path / f"{name}.json") is not None
+
+
+def _the_operator_run(out: str, results: dict) -> None:
+    """``operator``'s report and figures (``smoke``'s options: every contender on the typed
+    workload, the join and the job on JSON lines, the scaling series)."""
+    for contender in (
+        "floor (read, shuffle)",
+        "stateful floor (no work)",
+        "stream-stream left-outer join",
+        "job (operator + Delta)",
+        "transformWithStateInPandas",
+    ):
+        assert contender in out
+    assert "DISAGREE" not in out
+    for target in ("target <= 1.3x", "target >= 1.5x", "target >= 6.0x", "target <= 2.0x"):
+        assert target in out
+    typed = out[: out.index("\njson:")]
+    assert typed.count("0 fewer, 0 more: agree") == 3  # the job on each writer and TWS, against the join
+    side_by_side = typed[typed.index("Delta writers side by side") :]
+    for line in (
+        "join -> Delta (Spark's writer)",
+        "job, Spark's Delta writer",
+        "job (operator + Delta)",
+        "job (delta-rs) / join -> Delta",
+        "job: delta-rs / Spark's Delta writer",
+    ):
+        assert line in side_by_side
+    assert set(results["workloads"]) == {"typed", "json"}
+    for workload in results["workloads"].values():
+        assert workload["figures"]["agree"] == 1.0
+        assert workload["figures"]["job_fewer"] == 0
+        assert "job_vs_join" in workload["figures"]
+    typed_figures = results["workloads"]["typed"]["figures"]
+    assert {
+        "job_vs_floor",
+        "job_vs_tws",
+        "job_vs_stateful",
+        "job_vs_join_delta",
+        "native_vs_join_delta",
+    } <= set(typed_figures)
+    assert typed_figures["job-native_fewer"] == 0
+    assert "job_vs_tws" not in results["workloads"]["json"]["figures"]  # not a contender there
+    assert typed_figures["tws_fewer"] == 0
+    assert results["scaling_ratio"] > 0
+
+
+def test_the_install_and_soak_benchmarks_run_the_job_as_a_process():
+    """``install``'s untimed run of the checkout's job script as a process (no wheel built: the
+    tests of the wheel run it from its venv); the soak, a few seconds on files without
+    faults, then its end-of-input run and the exactly-once check."""
+    out = _smoke("install", "soak")
+    assert "the same from every run" in out["install"] and "CHECK FAILED" not in out["install"]
+    assert "lost 0, duplicated 0, differing 0" in out["soak"]
+
+
+def test_the_services_examples_hold():
+    """The docstring examples of ``benchmarks.services`` (the proxy's reading of a client's
+    ``User-Agent``); the proxy and the store themselves serve ``tests/delta/test_store_faults.py``."""
+    import doctest
+
+    from benchmarks import services
+
+    results = doctest.testmod(services)
+    assert results.attempted > 0 and results.failed == 0
+
+
+def test_a_child_with_another_checkout_imports_that_checkouts_package_and_these_benchmarks(tmp_path):
+    """``harness.child_env(checkout)`` (``engine --against``, ``trickle``'s ``job-base``,
+    ``plan --base``): the child imports the other checkout's ``spark_purgatory``, and the
+    benchmarks of this one, even run from this checkout's root."""
+    from benchmarks import harness
+
+    (tmp_path / "spark_purgatory").mkdir()
+    (tmp_path / "spark_purgatory" / "__init__.py").write_text("", encoding="utf-8")
+    where = "import os, benchmarks as b, spark_purgatory as s; print(os.path.realpath(s.__file__))"
+    where += "; print(os.path.realpath(b.__file__))"
+    with harness.child_env(str(tmp_path)) as env:
+        done = subprocess.run(
+            [sys.executable, "-c", where], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+        )
+    package, benchmarks = done.stdout.split()
+    assert Path(package) == tmp_path.resolve() / "spark_purgatory" / "__init__.py"
+    assert Path(benchmarks) == Path(ROOT, "benchmarks", "__init__.py").resolve()

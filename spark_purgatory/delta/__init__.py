@@ -9,7 +9,9 @@
   about ``batch.size`` and their add actions (``SparkTasks`` runs them as one Spark job);
 * ``writers`` -- ``DeltaRsWriter`` and ``SparkDeltaWriter`` (one ``TableWriter`` contract),
   ``choose_writer``, ``maintain_tables``;
-* ``sink`` -- ``PurgatorySink``, the ``foreachBatch`` function (the design, in Kafka's terms).
+* ``sink`` -- ``PurgatorySink``, a micro-batch's output (the design, in Kafka's terms); what the
+  input needs after it is the driver's control plane, not this package's
+  (``handoff.control``, run by ``driver_step.DriverStep``).
 
 Staging and tables may be paths or URIs (``s3://``, ``abfss://``, ``dbfs:/`` ...), reached
 through ``spark_purgatory.storage`` with the ``storage.*`` settings.

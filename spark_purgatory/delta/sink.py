@@ -51,8 +51,15 @@ files that no manifest names, swept at the next record), a drain's data files ar
 until its commit, and a commit already recorded is never made twice.
 
 ``process(rows, batch_id)`` does the same for Arrow rows already in this process (one task,
-this process's sender): tests and users' own loops.  The sink knows the operator only
-through the contract (``contract.OPERATOR_OUTPUT``), never through its Spark schema.
+this process's sender): tests and users' own loops.  The three ways in (``__call__``,
+``take_staged``, ``process``) meet at once (``_after_staging``).  The sink knows the operator
+only through the contract (``contract.OPERATOR_OUTPUT``), never through its Spark schema.
+
+The sink writes the output and nothing else.  What the input needs once a micro-batch's
+output is written (the pending counts, the wake, the Kafka partitions' watermarks, the
+reaper, the totals) is the driver's control plane (``handoff.control``), run after the sink
+returned by ``start``'s ``foreachBatch`` function, ``driver_step.DriverStep``, which also
+refuses micro-batches while the query stops.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -74,66 +82,61 @@ from ..contract import (
     METRICS,
     OPERATOR_OUTPUT,
     OUTCOMES,
-    PARTITION_MAXIMA,
     PROPOSED_WATERMARKS,
     REJECTED,
     RELAYED,
     UNMATCHED_EVENTS,
     ms_column,
 )
-from ..handoff import Wake
-from ..handoff.partitions import PartitionWatermarks
 from ..runtime.call_site import kept_call_site
 from ..runtime.small_rows import SmallRows
-from ..state.pending_counts import PendingRecord
 from .accumulator import RecordAccumulator, TableWriter
 from .reading import table_dataset
 from .sender import SparkTasks, TaskRunner, in_process
 from .staging import STAGED, STAGED_DDL, metrics_rows, split_tables, stage_metrics, stage_task
 from .writers import open_table as _open_table
 
-__all__ = ["PurgatorySink", "STOPPING", "split_tables"]
+__all__ = ["PurgatorySink", "Written", "split_tables"]
 
 log = logging.getLogger(__name__)
 
 _WATERMARK = ms_column("watermark")
 
-#: the error of a micro-batch the sink refused because its query is stopping (``hold``): the
-#: batch did nothing, so the next start runs it; the handle takes it for a clean stop
-STOPPING = "the query is stopping: micro-batch not started"
+
+@dataclass(frozen=True)
+class Written:
+    """A micro-batch the sink took: its staged rows recorded, what was ready committed.  What
+    the driver's control plane reads next (``handoff.control.MicroBatchControl.after``)."""
+
+    batch_id: int
+    #: its metrics rows, one per shard call (``staging.CALL_COLUMNS``)
+    calls: pa.Table
+    #: its figures but ``pending`` (``start``'s ``on_batch`` names them)
+    figures: dict
+    #: each input's watermark after it, as the metrics table holds them (also from earlier runs)
+    watermarks: dict[str, int | None]
 
 
 class PurgatorySink:
-    """Takes each micro-batch (a ``foreachBatch`` function, or ``take_staged``): stage on the
-    executors, drain what is ready.
+    """Takes each micro-batch's output (a ``foreachBatch`` function, or ``take_staged``): stage
+    on the executors, record, drain what is ready.  It writes the output only: what the input
+    needs after a micro-batch (the wake, the Kafka partitions' watermarks, the reaper, the
+    totals) is the driver's control plane (``handoff.control``), which ``start``'s
+    ``foreachBatch`` function (``driver_step.DriverStep``) runs once the sink returned.
 
     Args:
         accumulator: where rows wait for ``batch.size`` / ``linger.ms``.
         writer: ``DeltaRsWriter`` or ``SparkDeltaWriter`` (see ``choose_writer``).
-        on_batch: called with a dict of per-batch figures (``query.start`` names its keys),
-            e.g. to log a progress line.
         clock: seconds since the epoch (for ``emitted_at`` and the rejected date).
-        wake: where to ask for one more micro-batch after one whose shards relayed to the
-            cross-shard group (``handoff.wake``; ``start`` passes ``<checkpoint>/purgatory-wake``).
         staged: the micro-batches are ``STAGED`` rows of shards that staged their own output
             (``staged_stream``, ``start``'s path on a classic session): the sink only records
             and drains them.  False: they are the operator's rows, staged here.
-        pending: where the last pending count of every shard is kept (``state.pending_counts``;
-            ``start`` passes ``<checkpoint>/purgatory-pending``): seeds ``pending`` so that
-            it counts all shards, not only those Spark called since this process started.
-        on_metrics: called after each micro-batch with its shard calls' metrics rows
-            (``staging.CALL_COLUMNS``), its id, each input's watermark and (keyword ``held``)
-            the Kafka inputs' watermarks per partition; ``start`` passes the reaper's
-            (``handoff.reaper.ExpirationReaper.observe``).
-        partitions: the Kafka inputs' watermarks per partition (``handoff.partitions``),
-            moved and posted after each micro-batch for the next; ``start`` passes one when
-            an input is Kafka.
         trigger_interval_ms: the query's ``processing-time`` interval: the next micro-batch
             starts at the next multiple of it at the earliest, so rows whose linger ends
             before then are committed at once (``RecordAccumulator.ready``'s ``until_ms``).
 
     ``spark_purgatory.start`` builds and closes the sink; wire it yourself only for your own
-    sink around it::
+    sink around it (the output alone: ``start`` adds the control plane, ``driver_step``)::
 
         sink = PurgatorySink(RecordAccumulator(f"{chk}/staging", app_id=..., ...), DeltaRsWriter(out))
         query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", chk).start()
@@ -146,33 +149,21 @@ class PurgatorySink:
         accumulator: RecordAccumulator,
         writer: TableWriter,
         *,
-        on_batch: Callable[[dict], None] | None = None,
         clock: Callable[[], float] | None = None,
-        wake: Wake | None = None,
         staged: bool = False,
-        pending: PendingRecord | None = None,
-        on_metrics: Callable[..., None] | None = None,
-        partitions: PartitionWatermarks | None = None,
         trigger_interval_ms: int | None = None,
     ) -> None:
         self.accumulator = accumulator
         self.trigger_interval_ms = trigger_interval_ms
-        self.partitions = partitions
-        self.on_metrics = on_metrics
         self.writer = writer
-        self.on_batch = on_batch
         self.clock = clock or accumulator.clock
         self.last_batch_id: int | None = None
-        self.wake = wake
         self.staged = staged
-        self.pending_record = pending
-        self.pending: dict[int, int] = pending.read() if pending else {}  # shard -> last count
-        self.pending_at_start = dict(self.pending)
         self.watermarks: dict[str, int | None] | None = None  # per input, after the last batch
         self.tasks: TaskRunner = in_process  # the sender's tasks: on the executors once a batch ran
         #: the last micro-batch's milliseconds in the sink, by step: ``collect`` (the batch's one
         #: Spark action and its rows to here), ``record``, ``drain`` (and commit), ``report``
-        #: (figures, pending, wake, ``on_batch``); logged at DEBUG with ``extra={"sink_ms": ...}``
+        #: (its figures; ``DriverStep.timings`` adds the control plane's time)
         self.timings: dict[str, float] = {}
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
         #: when (ms, the accumulator's clock) the oldest staged row will have lingered
@@ -181,39 +172,32 @@ class PurgatorySink:
         self.linger_at_ms: int | None = None
         self._select: bool | None = None  # does the batch need a select to STAGED's columns?
         self._small_rows = SmallRows()  # the batch's rows within its own SQL execution
-        self._holding = False  # the query is stopping: refuse micro-batches (``hold``)
-        #: a micro-batch of the sink JAR's sink has begun (its tasks may run) and not ended;
-        #: ``_ended`` is notified when it ends (``begin_staged``, ``end_staged``)
-        self._begun = False
-        self._ended = threading.Condition()
 
     def __getstate__(self) -> dict:
         # Spark Connect pickles the foreachBatch function to run it in the server's Python
         state = dict(self.__dict__)
         del state["_lock"]
-        del state["_ended"]
         state["tasks"] = in_process
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
-        self._ended = threading.Condition()
 
-    def __call__(self, batch: Any, batch_id: int) -> None:
-        """Stage micro-batch ``batch_id`` on the executors, then drain what is ready."""
+    def __call__(self, batch: Any, batch_id: int) -> Written:
+        """Stage micro-batch ``batch_id`` on the executors, then record and drain what is ready."""
         batch_id = int(batch_id)
         # the batch's actions (toArrow, the drain's tasks) would leave the stream thread
         # without its call site, so that every later RDD walks its stack (``call_site``)
         with self._lock, kept_call_site(batch.sparkSession):
-            began = self._begin(batch.sparkSession, batch_id)
+            self.tasks = SparkTasks(batch.sparkSession)
+            began = time.perf_counter()
             if self.staged:  # the shards staged their rows: only their STAGED rows come here
                 if self._select is None:  # asked once: a select is a Py4J call per column
                     self._select = list(batch.columns) != STAGED.names
                 staged = self._collect(batch.select(*STAGED.names) if self._select else batch)
                 _check_staged_by(staged, batch_id)
-                self._after_staging(staged, batch_id, began)
-                return
+                return self._after_staging(staged, batch_id, began)
             stage = functools.partial(
                 stage_task,
                 batch_id=batch_id,
@@ -223,66 +207,24 @@ class PurgatorySink:
                 write=batch_id > self.accumulator.staged_through,
             )
             frame = batch.select(*OPERATOR_OUTPUT.names).mapInArrow(stage, STAGED_DDL)
-            self._after_staging(self._collect(frame), batch_id, began)
+            return self._after_staging(self._collect(frame), batch_id, began)
 
-    def begin_staged(self) -> None:
-        """A micro-batch of the sink JAR's sink begins, before its tasks run (``start``'s path,
-        ``runtime.staged_sink``): refused while the query stops, as ``__call__`` refuses one."""
-        with self._ended:
-            if self._holding:
-                raise RuntimeError(f"{STOPPING} (the next)")
-            self._begun = True
-
-    def take_staged(self, staged: pa.Table, batch_id: int, spark: Any) -> None:
+    def take_staged(self, staged: pa.Table, batch_id: int, spark: Any) -> Written:
         """Record and drain micro-batch ``batch_id`` given as its ``STAGED`` rows, as
         ``runtime.staged_sink``'s sink hands them over (``start``'s path with the sink JAR,
-        instead of ``foreachBatch``); ``spark``: the session for the drain's tasks.  Taken even
-        while the query stops: it began before (``begin_staged``)."""
-        try:
-            with self._lock, kept_call_site(spark):
-                self.tasks = SparkTasks(spark)
-                began = time.perf_counter()
-                _check_staged_by(staged, batch_id)
-                self._after_staging(staged, batch_id, began)
-        finally:
-            self.end_staged()
-
-    def end_staged(self, batch_id: int | None = None) -> None:
-        """The micro-batch begun (``begin_staged``) is over: taken, or failed (``batch_id``)."""
-        with self._ended:
-            self._begun = False
-            self._ended.notify_all()
-
-    def _begin(self, spark: Any, batch_id: int) -> float:
-        """A micro-batch starts (refused while the query stops): its tasks' session, the time."""
-        if self._holding:
-            raise RuntimeError(f"{STOPPING} ({batch_id})")
-        self.tasks = SparkTasks(spark)
-        return time.perf_counter()
-
-    def hold(self, timeout: float | None) -> bool:
-        """Let the micro-batch under way (or a linger drain) finish, then refuse new ones: what
-        a query stopping between micro-batches needs.  A refused batch raises ``STOPPING``
-        before it does anything (Spark runs it again at the next start).  False when the one
-        under way did not finish within ``timeout`` seconds (it may then be cut short)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        finished = self._lock.acquire(timeout=-1 if timeout is None else timeout)
-        with self._ended:
-            self._holding = True
-        if finished:
-            self._lock.release()
-        # a micro-batch of the sink JAR's sink that began runs its tasks before the sink sees
-        # it, and its commit takes the lock: let it end too (``begin_staged``)
-        with self._ended:
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            ended = self._ended.wait_for(lambda: not self._begun, timeout=left)
-        return finished and ended
+        instead of ``foreachBatch``); ``spark``: the session for the drain's tasks."""
+        with self._lock, kept_call_site(spark):
+            self.tasks = SparkTasks(spark)
+            began = time.perf_counter()
+            _check_staged_by(staged, batch_id)
+            return self._after_staging(staged, batch_id, began)
 
     def process(self, rows: pa.Table, batch_id: int) -> dict:
-        """Stage and drain one micro-batch given as Arrow rows (``contract.OPERATOR_OUTPUT``)."""
+        """Stage and drain one micro-batch given as Arrow rows (``contract.OPERATOR_OUTPUT``);
+        return its figures (``Written.figures``)."""
         with self._lock:
             staged = self.accumulator.stage_rows(rows, batch_id, self._now())
-            return self._after_staging(staged, batch_id)
+            return self._after_staging(staged, batch_id).figures
 
     def drain_lingering(self) -> list[dict]:
         """Commit destinations whose rows have lingered long enough, between micro-batches.
@@ -321,7 +263,9 @@ class PurgatorySink:
     def _now(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc)
 
-    def _after_staging(self, staged: pa.Table, batch_id: int, began: float | None = None) -> dict:
+    def _after_staging(self, staged: pa.Table, batch_id: int, began: float | None = None) -> Written:
+        """Where every way the rows arrive meets: the metrics rows staged, the batch recorded,
+        what is ready drained and committed, the figures."""
         collected = time.perf_counter()
         metrics = staged.filter(pc.is_null(staged.column("table")))  # one row per shard call
         staged = pa.concat_tables([staged, self._stage_metrics(metrics, batch_id)])
@@ -335,17 +279,6 @@ class PurgatorySink:
         drained = time.perf_counter()
         self.last_batch_id = batch_id
         figures = self._figures(staged, metrics, batch_id, written)
-        if self.wake is not None:
-            called = {int(s) for s in metrics.column("shard").to_pylist()}
-            relayed, wm = figures[RELAYED] > 0, figures[_WATERMARK]  # wm: the end of input's too
-            self.wake.after(batch_id, relayed=relayed, shards=called, watermark=wm)
-        held = None
-        if self.partitions is not None and batch_time is not None:
-            held = self.partitions.observe(int(batch_time), metrics.column(PARTITION_MAXIMA).to_pylist())
-        if self.on_metrics is not None:
-            self.on_metrics(metrics, batch_id, dict(self.watermarks or {}), held=held)
-        if self.on_batch:
-            self.on_batch(figures)
         done = time.perf_counter()
         self.timings = {
             "collect": round(1000 * (collected - (began or collected)), 1),
@@ -353,13 +286,7 @@ class PurgatorySink:
             "drain": round(1000 * (drained - recorded), 1),
             "report": round(1000 * (done - drained), 1),
         }
-        log.debug(
-            "micro-batch %s in the sink: %s",
-            batch_id,
-            self.timings,
-            extra={"sink_ms": {"batch_id": batch_id, **self.timings}},
-        )
-        return figures
+        return Written(batch_id, metrics, figures, dict(self.watermarks or {}))
 
     def _stage_metrics(self, calls: pa.Table, batch_id: int) -> pa.Table:
         """The batch's ``metrics`` rows, staged with its other rows (so committed exactly once
@@ -402,12 +329,6 @@ class PurgatorySink:
         }
 
     def _figures(self, staged: pa.Table, metrics: pa.Table, batch_id: int, written: list[dict]) -> dict:
-        for shard, pending in zip(
-            metrics.column("shard").to_pylist(), metrics.column("pending").to_pylist(), strict=True
-        ):
-            self.pending[int(shard)] = int(pending or 0)
-        if self.pending_record is not None and metrics.num_rows:
-            self.pending_record.write(batch_id, self.pending)
         table = staged.column("table")
 
         def total(column: str, name: str) -> int:
@@ -416,7 +337,6 @@ class PurgatorySink:
         wm = pc.max(metrics.column(_WATERMARK)).as_py() if metrics.num_rows else None
         return {
             "batch_id": batch_id,
-            "pending": sum(self.pending.values()),
             "completed": total("completed", OUTCOMES.name),
             "expired": total("expired", OUTCOMES.name),
             "unmatched": total("rows", UNMATCHED_EVENTS.name),

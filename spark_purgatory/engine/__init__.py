@@ -15,8 +15,11 @@ or a filesystem, one concept per module:
   spare capacity, tombstones and hash indexes;
 * ``rows``: ``Rows``, named numpy columns, what a call works on between its input and
   output frames;
-* ``tables`` / ``frames``: the shard's tables, the change log a state layer reads, and the
-  array helpers a call is made of.
+* ``tables``: the shard's tables and the change log a state layer reads;
+* ``arrays``: the array steps a call is made of (sorted searches, joins by hash, membership);
+  ``frames``: the pandas frames of its edges (built, stacked, filtered, concatenated);
+* ``collector``: the garbage collector paused around a call; ``memory``: big arrays in their
+  own mappings, and the allocators' memory handed back after bulk work.
 
 Invariants: every valid operation gets exactly one outcome, never before its condition holds
 or its deadline passes; the engine imports nothing from Spark, Delta or

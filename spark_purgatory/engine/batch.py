@@ -34,8 +34,9 @@ from ..contract import (
     SOURCE_OPERATIONS,
     UNMATCHED_COLUMNS,
 )
+from .arrays import hash_strings
 from .conditions import CONDITION_NAMES
-from .frames import concat, empty, hash_strings
+from .frames import concat, empty
 from .list_fields import one_item_lists
 from .rows import Rows
 from .tables import EVENTS, OPS, RELAY, VERDICTS
@@ -93,8 +94,8 @@ def accepted(
     """The batch's operations and events as the engine takes them (validated here unless the
     host did; ``stub`` and ``replica`` False where absent), and the rows validation rejected."""
     rejected: list[pd.DataFrame] = []
-    if not validated:
-        ops = with_keys(operations)
+    if not validated:  # ``key`` standing for ``keys`` is the validator's rule (a number's text too)
+        ops = operations if operations is not None else pd.DataFrame()
         operations, bad = validate_operations(ops, max_timeout_ms=max_timeout_ms, limits=limits)
         rejected.append(bad)
         events, bad = validate_events(events if events is not None else pd.DataFrame())

@@ -48,7 +48,7 @@ import pandas as pd
 import pyarrow as pa
 
 from . import memory
-from .frames import equal_ranges, expand_ranges, hash_strings, search
+from .arrays import equal_ranges, expand_ranges, hash_strings, search
 from .rows import Rows
 from .text import TextColumn
 

@@ -36,7 +36,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .frames import run_starts, search
+from .. import contract
+from .arrays import run_starts, search
 from .rows import Rows
 
 #: what ``evaluate`` reads its columns from: the engine's ``Rows``, or frames (``inspection``)
@@ -61,16 +62,16 @@ __all__ = [
 ]
 
 ANY, COUNT, SUM, ALL, OFFSET, QUORUM = 0, 1, 2, 3, 4, 5
-#: condition name -> code used in state (a code is never reused: a checkpoint keeps it)
-CONDITIONS = {"any": ANY, "count": COUNT, "sum": SUM, "all": ALL, "offset": OFFSET, "quorum": QUORUM}
+#: condition name (``contract.CONDITIONS``, in its order) -> code used in state (a code is
+#: never reused: a checkpoint keeps it)
+CONDITIONS = dict(zip(contract.CONDITIONS, (ANY, COUNT, SUM, ALL, OFFSET, QUORUM), strict=True))
 CONDITION_NAMES = np.array(list(CONDITIONS), object)
-#: the conditions that need a ``target`` (``missing_target``) and use it; no other does
-NEEDS_TARGET = (COUNT, SUM, OFFSET, QUORUM)
-#: the conditions that need ``members`` (``missing_members``) and use them; no other does
-NEEDS_MEMBERS = (ALL, QUORUM)
-#: the one whose target counts members: more than its members could never hold
-#: (``target_above_members``)
-COUNTS_MEMBERS = (QUORUM,)
+#: the codes of the conditions that need a ``target`` and use it (``contract.TARGETED``)
+NEEDS_TARGET = tuple(CONDITIONS[name] for name in contract.TARGETED)
+#: the codes of the conditions that need ``members`` and use them (``contract.WITH_MEMBERS``)
+NEEDS_MEMBERS = tuple(CONDITIONS[name] for name in contract.WITH_MEMBERS)
+#: the code of the one whose target counts members (``contract.TARGET_COUNTS_MEMBERS``)
+COUNTS_MEMBERS = tuple(CONDITIONS[name] for name in contract.TARGET_COUNTS_MEMBERS)
 #: the ``eseq`` of a match that is a key's *floor* (its progress before the operation, relayed
 #: by a primary shard: ``relay``), not an event: it raises progress, it is not a matched event
 FLOOR_ESEQ = -1

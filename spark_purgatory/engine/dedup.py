@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .arrays import hash_strings, pair_order
 from .columns import Columns
-from .frames import hash_strings, pair_order
 from .rows import Rows
 from .tables import I64_MIN, RESOLVED
 

@@ -26,7 +26,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..contract import MAX_TS_MS
+from ..contract import (
+    EPOCH_MS_TEXT,
+    MAX_TS_MS,
+    MIN_TS_MS,
+    NUMBER_TEXT,
+    NUMBER_TRIM,
+    NUMBER_WORDS,
+    TS_TEXT,
+    TS_TRIM,
+    WHOLE_TEXT,
+    WHOLE_TRIM,
+)
 
 __all__ = [
     "STRUCTURED",
@@ -53,14 +64,26 @@ _I64 = (-(2**63), 2**63 - 1)
 #: what an ISO-8601 time with a UTC offset has, and one without has not: Z, + or a - after
 #: the date (RE2 and Python's re read it alike)
 _OFFSET_MARK = r"(?s)[Zz+]|^.{10,}-"
-_WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
-_EPOCH_MS = re.compile(r"^\s*-?[0-9]+\s*$")
-#: an array or an object: no text, no number
-STRUCTURED = (list, tuple, dict, np.ndarray)
-# numpy compares an object array with a type value by value only when it comes wrapped in a
-# 0-d object array
+#: the contract's texts (``contract.inputs``): a whole number, a number, an event time
+_WHOLE = re.compile(f"[{WHOLE_TRIM}]*({WHOLE_TEXT})[{WHOLE_TRIM}]*")
+_NUMBER = re.compile(f"[{NUMBER_TRIM}]*({NUMBER_TEXT})[{NUMBER_TRIM}]*")
+_EPOCH_MS, _TS = re.compile(EPOCH_MS_TEXT), re.compile(TS_TEXT)
+
+
+def _characters(trim: str) -> str:
+    """The characters of a character class's body (all ASCII), as ``str.strip`` takes them."""
+    return "".join(ch for ch in map(chr, range(128)) if re.fullmatch(f"[{trim}]", ch))
+
+
+_NUMBER_BLANKS, _TS_BLANKS = _characters(NUMBER_TRIM), _characters(TS_TRIM)
+#: a text with ``TS_TRIM`` characters at either end (matched whole: ``_full_matches``)
+_EDGES = re.compile(f"[{TS_TRIM}].*|.*[{TS_TRIM}]", re.S)
+#: ``str`` wrapped in a 0-d object array: numpy compares an object array with a type value by
+#: value only so
 _STR = np.empty((), dtype=object)
 _STR[()] = str
+#: an array or an object: no text, no number
+STRUCTURED = (list, tuple, dict, np.ndarray)
 #: below this many values, Arrow's fixed cost per call (tens of µs) exceeds Python's per value
 SMALL = 128
 _ARROW_ERRORS = (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError)
@@ -139,11 +162,16 @@ def clean(items: list[str | None] | None, *, keep_order: bool = False) -> list[s
 
 
 def whole(v: object) -> int | None:
-    """A whole number within int64 (try_cast AS BIGINT), else None."""
+    r"""A whole number within int64 (``contract.WHOLE_TEXT``: Spark's try_cast AS BIGINT), else None.
+
+    >>> whole(" 5\x7f"), whole("+5"), whole("\u00a05"), whole("5.0"), whole(5.0)
+    (5, 5, None, None, 5)
+    """
     if _is_missing(v) or isinstance(v, (bool, np.bool_)):
         return None
     if isinstance(v, str):
-        n = _int(v) if _WHOLE.match(v) else None
+        match = _WHOLE.fullmatch(v)
+        n = int(match.group(1)) if match else None
     elif isinstance(v, (int, np.integer)):
         n = int(v)
     elif isinstance(v, (float, np.floating)) and np.isfinite(v) and float(v).is_integer():
@@ -153,31 +181,35 @@ def whole(v: object) -> int | None:
     return n if n is not None and _I64[0] <= n <= _I64[1] else None
 
 
-def _int(text: str) -> int | None:
-    """``int`` of text ``_WHOLE`` matched, None where ``int`` refuses it: the pattern's ``\\s``
-    takes the separators U+001C-U+001F, which ``int`` does not strip ("0\\x1f" raised here)."""
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
 def number(v: object) -> float | None:
-    """A number (try_cast AS DOUBLE: also its text, NaN and Infinity), else None."""
+    r"""A number (try_cast AS DOUBLE: also its text, ``contract.NUMBER_TEXT`` or one of
+    ``NUMBER_WORDS``), else None.
+
+    >>> number(" 1.5d"), number("0x1.8p1"), number("-INF"), number("\u00a05"), number("1_0")
+    (1.5, 3.0, -inf, None, None)
+    """
     if _is_missing(v) or isinstance(v, (bool, np.bool_, *STRUCTURED)):
         return None
     if isinstance(v, str):
-        t = v.strip()
-        if "_" in t:  # Python reads 1_000, Spark does not
-            return None
-        try:
-            return float(t)
-        except ValueError:
-            return None
+        return _number_text(v)
     try:
         return float(v)
     except (TypeError, ValueError):
         return None
+
+
+def _number_text(text: str) -> float | None:
+    """A number's text as Spark's cast reads it: Java's ``Double.valueOf``, else one of the
+    contract's words (``NUMBER_WORDS``, in any case)."""
+    match = _NUMBER.fullmatch(text)
+    if match is None:
+        return NUMBER_WORDS.get(text.strip(_NUMBER_BLANKS).lower())
+    body = match.group(1)
+    if body[-1] in "fFdD":  # Java's type suffix
+        body = body[:-1]
+    if "x" in body or "X" in body:
+        return float.fromhex(body)
+    return float(body)  # NaN, Infinity and the decimals read as Java reads them
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -374,10 +406,11 @@ def epoch_ms(column: pd.Series) -> np.ndarray:
     """Event times as epoch ms (float, NaN when unreadable or out of range).
 
     Epoch ms as numbers or digit strings, ISO-8601 strings and datetimes are read, as the Spark
-    parser reads them; the range is [1970, 2200).
+    parser reads them (``contract.inputs``: no time without a date, no zone by name); the
+    range is [1970, 2200).
 
-    >>> epoch_ms(pd.Series([15, "2026-01-01T00:00:15Z", "yesterday", "now"])).tolist()
-    [15.0, 1767225615000.0, nan, nan]
+    >>> epoch_ms(pd.Series([15, "2026-01-01T00:00:15Z", "yesterday", "now", "10:00:00"])).tolist()
+    [15.0, 1767225615000.0, nan, nan, nan]
     """
     kind = _kind(column)
     if kind == "time":
@@ -388,35 +421,54 @@ def epoch_ms(column: pd.Series) -> np.ndarray:
     else:
         ms = _epoch_ms_of_objects(objects_of(column))
     ms = ms.astype(float)
-    ms[(ms < 0) | (ms >= MAX_TS_MS)] = np.nan
+    ms[(ms < MIN_TS_MS) | (ms >= MAX_TS_MS)] = np.nan
     return ms
 
 
 def _epoch_ms_of_objects(values: np.ndarray) -> np.ndarray:
-    """ISO-8601 text parsed by pandas in one call; epoch-ms digits, numbers and datetimes
-    read one by one.  Text whose first and last characters are ASCII letters or digits (the
-    usual ISO time) has no whitespace to strip: Arrow tells its digits from ISO text, as
-    ``_EPOCH_MS`` would; other text is matched by ``_EPOCH_MS`` and stripped by Python."""
+    """Text by its shape (``contract.EPOCH_MS_TEXT``, ``TS_TEXT``; any other is no time):
+    epoch-ms digits read one by one as whole numbers, ISO-8601 times parsed by pandas in one
+    call, their ``TS_TRIM`` characters stripped; numbers and datetimes read one by one."""
     ms = np.full(len(values), np.nan)
     at = np.flatnonzero(is_str(values))
     strings = values[at]
-    clean, digits = _text_shapes(strings)
-    epoch = digits & clean
-    epoch[~clean] = each(lambda t: _EPOCH_MS.match(t) is not None, strings[~clean], bool)
-    iso = at[~epoch]
+    epoch = _full_matches(strings, _EPOCH_MS)
+    iso = _full_matches(strings, _TS) & ~epoch
+    if epoch.any():
+        ms[at[epoch]] = each(_epoch_ms_of, strings[epoch], float)
     other = ~pd.isna(values)
-    other[iso] = False
+    other[at] = False
     if other.any():
         ms[other] = each(_epoch_ms_of, values[other], float)
-    if len(iso):
-        strings, clean = strings[~epoch], clean[~epoch]
-        # pandas parses str only: a str subclass is stripped into one, as text to strip is
-        strip = ~clean | (np.frompyfunc(type, 1, 1)(strings) != _STR)
-        if strip.any():
-            strings = strings.copy()
-            strings[strip] = each(str.strip, strings[strip])
-        ms[iso] = _iso_ms(strings)
+    if iso.any():
+        ms[at[iso]] = _iso_ms(_stripped(strings[iso]))
     return ms
+
+
+def _full_matches(strings: np.ndarray, pattern: re.Pattern) -> np.ndarray:
+    """Which ``str`` values ``pattern`` matches whole (Arrow's RE2 in one pass; Python's
+    ``re`` for text Arrow cannot hold, and for few values)."""
+    if len(strings) >= SMALL:
+        try:
+            arrow = pa.array(strings, type=pa.string())
+            return pc.match_substring_regex(arrow, f"^(?:{pattern.pattern})$").to_numpy(zero_copy_only=False)
+        except _ARROW_ERRORS:
+            pass
+    return each(lambda t: pattern.fullmatch(t) is not None, strings, bool)
+
+
+def _stripped(strings: np.ndarray) -> np.ndarray:
+    """ISO-8601 texts without the characters around them (``TS_TRIM``), as ``str``: pandas
+    parses ``str`` only, so a subclass is made one.  Only the texts that have such characters
+    are copied (``_EDGES`` finds them in one pass)."""
+    edged = _full_matches(strings, _EDGES) if len(strings) else np.zeros(0, dtype=bool)
+    other = np.frompyfunc(type, 1, 1)(strings) != _STR
+    strip = np.flatnonzero(edged | other)
+    if not strip.size:
+        return strings
+    out = strings.copy()
+    out[strip] = [str(t).strip(_TS_BLANKS) for t in strings[strip]]
+    return out
 
 
 def _iso_ms(strings: np.ndarray) -> np.ndarray:
@@ -432,17 +484,10 @@ def _iso_ms(strings: np.ndarray) -> np.ndarray:
     return ms
 
 
-#: words pandas reads as the current time even in ISO-8601 mode; Spark's parser reads none of
-#: them (its special values are for typed literals only), and an event time must not depend
-#: on when it was read
-_CLOCK_WORDS = ("now", "today")
-
-
 def _to_ms(strings: np.ndarray) -> np.ndarray:
     parsed = pd.to_datetime(pd.Series(strings, dtype=object), utc=True, format="ISO8601", errors="coerce")
     ns = parsed.dt.tz_localize(None).to_numpy("datetime64[ns]").astype(np.int64)
-    unread = parsed.isna().to_numpy() | np.isin(strings, _CLOCK_WORDS)
-    return np.where(unread, np.nan, ns // 1_000_000)
+    return np.where(parsed.isna().to_numpy(), np.nan, ns // 1_000_000)
 
 
 def _offset_marks(strings: np.ndarray) -> np.ndarray:
@@ -452,15 +497,3 @@ def _offset_marks(strings: np.ndarray) -> np.ndarray:
         return pc.match_substring_regex(arrow, _OFFSET_MARK).to_numpy(zero_copy_only=False)
     except _ARROW_ERRORS:
         return each(lambda t: re.search(_OFFSET_MARK, t) is not None, strings, bool)
-
-
-def _text_shapes(strings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Which ``str`` values begin and end with an ASCII letter or digit, and which are ASCII
-    digits only (both False where Arrow cannot hold the text)."""
-    try:
-        arrow = pa.array(strings, type=pa.string())
-        first, last = pc.utf8_slice_codeunits(arrow, 0, 1), pc.utf8_slice_codeunits(arrow, -1)
-        clean = pc.and_(pc.ascii_is_alnum(first), pc.ascii_is_alnum(last))
-        return clean.to_numpy(zero_copy_only=False), pc.ascii_is_decimal(arrow).to_numpy(zero_copy_only=False)
-    except _ARROW_ERRORS:
-        return np.zeros(len(strings), dtype=bool), np.zeros(len(strings), dtype=bool)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import progress, relay, relay_tables
-from .frames import isin
+from .arrays import isin
 from .rows import Rows
 from .snapshot import LiveTables
 

@@ -34,8 +34,9 @@ import pandas as pd
 import pyarrow as pa
 
 from ..contract import PENDING_COLUMNS
+from .arrays import flatten, hash_strings
 from .conditions import ALL, ANY, CONDITION_NAMES, FLOOR_ESEQ, NEEDS_MEMBERS, OFFSET, evaluate
-from .frames import flatten, hash_strings, rows_where
+from .frames import rows_where
 from .purgatory import Purgatory
 from .tables import I64_MIN
 

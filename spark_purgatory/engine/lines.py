@@ -22,10 +22,14 @@ Poison records (``config.InputLimits``) are not parsed at all: a line longer tha
 arrays and objects deeper than ``input.max.depth`` (outside its strings) ``too_deep``; Spark's
 reading (``spark.sources``) measures both the same way.
 
+A string's escaped lone surrogate (``"\\ud800"``, not half of a pair) reads as ``?``, as
+Spark's reader reads it.
+
 Invariant: one row per line, in order; a line is malformed exactly when it does not begin
 with a JSON object (what follows the object is ignored, as Spark's reader ignores it).
-Python's JSON reader, like Spark's, accepts ``NaN`` and ``Infinity``; unlike Spark's it
-takes no single-quoted strings (``{'op_id': 'a'}`` is malformed here, read on Spark).
+Python's JSON reader, like Spark's, accepts ``NaN`` and ``Infinity``, and neither takes
+single-quoted strings (``{'op_id': 'a'}`` is malformed: Spark's ``allowSingleQuotes`` is off,
+``spark.sources``).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import InputLimits
+from ..contract import NUMBER, RECORD_TOO_LARGE, TIME, TOO_DEEP, WHOLE, read_as
 
 __all__ = [
     "MALFORMED",
@@ -58,9 +63,9 @@ POISON = "_poison"
 STRING_LITERAL = r'"(?:[^"\\]|\\[\s\S])*"'
 _STRINGS = re.compile(STRING_LITERAL)
 #: fields the job reads from their JSON text as whole numbers or times
-_SPELLED_FIELDS = ("ts", "timeout_ms")
+_SPELLED_FIELDS = read_as(TIME, WHOLE)
 #: fields the job reads as numbers or times: a constant (``NaN``, ``Infinity``) keeps its text
-_NUMBER_FIELDS = (*_SPELLED_FIELDS, "target", "value")
+_NUMBER_FIELDS = read_as(TIME, WHOLE, NUMBER)
 
 
 #: what JSON counts as white space before a value
@@ -94,7 +99,26 @@ def _record(line: str) -> dict | None:
         return None
     if not isinstance(record, dict):
         return None
+    if "\\u" in line:  # an escape may have made a lone surrogate
+        record = _encodable(record)
     return {name: _read(name, value) for name, value in record.items()}
+
+
+#: a UTF-16 surrogate on its own: the escape ``\\ud800`` not part of a pair
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(value: object) -> object:
+    """``value`` with each lone surrogate in its strings replaced by ``?``, as Spark's reader
+    has it (Java's UTF-8 encoder writes ``?`` for a character it cannot encode): no text
+    that UTF-8, and so Arrow, cannot hold."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("?", value)
+    if isinstance(value, list):
+        return [_encodable(item) for item in value]
+    if isinstance(value, dict):
+        return {_encodable(name): _encodable(item) for name, item in value.items()}
+    return value
 
 
 def _read(name: str, value: object) -> object:
@@ -124,9 +148,9 @@ def nested_deeper(text: str, depth: int) -> bool:
 def poison(text: str, limits: InputLimits) -> str | None:
     """The reason a line is poison, never to be parsed (module docstring), else None."""
     if len(text) > limits.record_bytes // 4 and len(text.encode("utf-8")) > limits.record_bytes:
-        return "record_too_large"
+        return RECORD_TOO_LARGE
     if nested_deeper(text, limits.depth):
-        return "too_deep"
+        return TOO_DEEP
     return None
 
 

@@ -19,8 +19,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from .collector import collector_paused
 from .fields import blanks, clean, each, is_str, objects_of, only_text, string_list
-from .memory import collector_paused
 from .text import object_column
 
 __all__ = ["Lists", "clean_lists", "one_item_lists"]

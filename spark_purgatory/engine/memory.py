@@ -33,17 +33,15 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import gc
 import mmap
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 
 __all__ = ["MAPPED_BYTES", "RELEASE_BYTES", "RELEASE_ROWS"]
-__all__ += ["empty", "copy_of", "mapped_bytes", "due", "release", "collector_paused"]
+__all__ += ["empty", "copy_of", "mapped_bytes", "due", "release"]
 
 #: arrays of at least this many bytes get their own mapping: a big table's columns and its
 #: biggest index runs.  A mapping's pages are new, so the first write to each costs a page
@@ -119,26 +117,3 @@ def release() -> None:
     pa.default_memory_pool().release_unused()
     if _TRIM is not None:
         _TRIM(0)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off inside, back as it was after.
-
-    For code that makes a container per row (a list of keys per operation: lists of text hold
-    no cycles): every 700 new containers the collector walks the young ones, every tenth time
-    the older ones too, all of them alive, which costs as much as making the lists
-    (docs/performance-history.md, "The operator's weight, seventh round").  Cyclic garbage made inside
-    waits for the next collection; reference counting frees the rest as before.
-
-    >>> with collector_paused():
-    ...     gc.isenabled()
-    False
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -33,8 +33,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import distinct, flatten, hash_strings
 from .columns import SPARSE, TEXT, Columns
-from .frames import distinct, flatten, hash_strings
 from .rows import Rows
 from .tables import OPS, WATCH
 from .text import lists_of

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
+from .arrays import distinct, run_starts
 from .columns import Columns
-from .frames import distinct, run_starts
 from .rows import Rows
 from .tables import EVENTS, I64_MIN, KEYS
 

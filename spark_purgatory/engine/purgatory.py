@@ -65,10 +65,11 @@ import pandas as pd
 from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
 from . import dedup, memory, registry, relay_tables, watchers
+from .arrays import among, distinct, hash_strings, isin
 from .batch import BatchResult, admit, result
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .finalise import finalise_events, in_window
-from .frames import among, concat, distinct, hash_strings, isin
+from .frames import concat
 from .rows import Rows
 from .snapshot import LiveTables, forward, live_from, plain
 from .tables import EVENTS, I64_MIN, VERDICTS, ChangeLog, Changes, ShardTables, ops_rows

@@ -47,8 +47,8 @@ import pandas as pd
 
 from ..contract import DUPLICATE_OP_ID, SOURCE_OPERATIONS
 from . import dedup
+from .arrays import hash_strings
 from .batch import rejected_rows
-from .frames import hash_strings
 from .rows import Rows
 from .tables import CLAIMS, PARKED, RESOLVED, VERDICTS
 

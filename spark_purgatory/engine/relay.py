@@ -57,8 +57,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from . import watchers
+from .arrays import hash_strings, isin, pairs_in, search
 from .conditions import FLOOR_ESEQ, OFFSET
-from .frames import hash_strings, isin, pairs_in, search
 from .rows import Rows
 from .tables import I64_MIN, MATCHES, RELAY, RELAYED
 

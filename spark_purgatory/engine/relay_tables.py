@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import progress, relay, watchers
-from .frames import distinct, hash_strings
+from .arrays import distinct, hash_strings
 from .rows import Rows
 
 if TYPE_CHECKING:

@@ -28,7 +28,8 @@ import pandas as pd
 import pyarrow as pa
 
 from . import dedup, progress, relay
-from .frames import distinct, empty, hash_strings, isin
+from .arrays import distinct, hash_strings, isin
+from .frames import empty
 from .pending import Pending
 from .rows import Rows
 from .tables import EVENTS, MATCHES, PARKED, RELAYED, RESOLVED, ChangeLog, ShardTables

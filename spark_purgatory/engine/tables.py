@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .frames import distinct, empty
+from .arrays import distinct
+from .frames import empty
 from .rows import Rows
 from .wheel import TimingWheel
 

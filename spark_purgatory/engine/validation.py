@@ -34,12 +34,15 @@ Invariant: every row comes out either valid or rejected with exactly one reason.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
 
+from .. import contract as c
 from ..config import InputLimits
 from ..contract import (
     EVENT_COLUMNS,
@@ -47,10 +50,14 @@ from ..contract import (
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     OPERATION_REASONS,
+    POISON_REASONS,
     RAW_KEPT_CHARS,
     RAW_TRUNCATED,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
+    TIME,
+    WHOLE,
+    read_as,
 )
 from .conditions import ANY, CONDITIONS, COUNTS_MEMBERS, NEEDS_MEMBERS, NEEDS_TARGET
 from .fields import (
@@ -68,7 +75,15 @@ from .fields import (
 from .lines import malformed, poisoned
 from .list_fields import clean_lists, one_item_lists
 
-__all__ = ["epoch_ms", "raw_json", "readable", "first_keys", "validate_operations", "validate_events"]
+__all__ = [
+    "epoch_ms",
+    "raw_json",
+    "record_json",
+    "readable",
+    "first_keys",
+    "validate_operations",
+    "validate_events",
+]
 
 _NAMES = pd.Index(list(CONDITIONS))
 _CODES = np.array(list(CONDITIONS.values()), dtype=np.int8)
@@ -76,10 +91,10 @@ _UNKNOWN = -1
 
 
 def raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
-    """The record as a person would read it, when the source did not keep its raw text.
-
-    A JSON object of the fields that have a value, in ``columns``' order (a field without
-    one is left out, as Spark's ``to_json`` leaves it out of a typed row's ``raw``).
+    """The fields of a row rejected after it was read (``late``, ``duplicate_op_id``: the
+    engine writes them on every path, docs/contract.md), when the source did not keep its raw
+    text: a JSON object of the fields that have a value, in ``columns``' order.  A record
+    rejected as it is read is written as Spark writes a typed row (``record_json``).
     """
     if "raw" in frame.columns:
         return frame["raw"]
@@ -91,6 +106,80 @@ def raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
         index=frame.index,
         dtype=object,
     )
+
+
+def record_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
+    """A record rejected as it is read, as Spark's ``to_json`` writes a typed row's ``raw``
+    (``spark.typed_columns``), when the source did not keep its raw text: the fields that have
+    a value, in ``columns``' order, without spaces, non-ASCII text as it is, a time as
+    ``2026-01-01T00:00:00.000Z`` (one without a zone without ``Z``), a number as Java writes a
+    double (``1.0E7``; ``"Infinity"``), a whole ``timeout_ms`` or ``ts`` as a whole number (the
+    contract's type; pandas makes an int column with gaps float).  A NaN is a missing value.
+
+    >>> record_json(pd.DataFrame([{"op_id": "é", "ts": pd.Timestamp(0, tz="UTC"), "target": 1e7}]),
+    ...             ["op_id", "ts", "target"]).tolist()
+    ['{"op_id":"é","ts":"1970-01-01T00:00:00.000Z","target":1.0E7}']
+    """
+    if "raw" in frame.columns:
+        return frame["raw"]
+    present = [name for name in columns if name in frame.columns]
+    records = frame[present].to_dict(orient="records") if present else [{}] * len(frame)
+    texts = []
+    for record in records:
+        fields = ((name, _json_text(value, name in _WHOLE_FIELDS)) for name, value in record.items())
+        texts.append("{" + ",".join(f"{json.dumps(n)}:{v}" for n, v in fields if v is not None) + "}")
+    return pd.Series(texts, index=frame.index, dtype=object)
+
+
+#: the fields whose contract type is a whole number (or epoch ms)
+_WHOLE_FIELDS = read_as(WHOLE, TIME)
+
+
+def _json_text(value: object, whole: bool = False) -> str | None:
+    """One value as Spark's ``to_json`` writes it (``record_json``); None when it has none."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "[" + ",".join(_json_text(item) or "null" for item in value) + "]"
+    if isinstance(value, dict):
+        return (
+            "{" + ",".join(f"{json.dumps(str(k))}:{_json_text(v) or 'null'}" for k, v in value.items()) + "}"
+        )
+    if value is None or (not isinstance(value, str) and bool(pd.isna(value))):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return str(int(value)) if whole and float(value).is_integer() else _java_double(float(value))
+    if isinstance(value, (dt.datetime, np.datetime64)):
+        return json.dumps(_spark_time(pd.Timestamp(value)))
+    return json.dumps(value if isinstance(value, str) else str(value), ensure_ascii=False)
+
+
+def _java_double(x: float) -> str:
+    """A number (not NaN: a missing value) as Java's ``Double.toString`` writes it, an
+    infinity quoted, as Jackson writes it."""
+    if np.isinf(x):
+        return '"Infinity"' if x > 0 else '"-Infinity"'
+    if x == 0:
+        return "-0.0" if np.copysign(1.0, x) < 0 else "0.0"
+    sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
+    figures = "".join(map(str, digits))
+    e = len(figures) + int(exponent) - 1  # the exponent of the first figure
+    head = "-" if sign else ""
+    if -3 <= e < 7:  # plain notation, at least one figure after the point
+        if e >= 0:
+            return f"{head}{figures[: e + 1].ljust(e + 1, '0')}.{figures[e + 1 :] or '0'}"
+        return f"{head}0.{'0' * (-e - 1)}{figures}"
+    return f"{head}{figures[0]}.{figures[1:] or '0'}E{e}"
+
+
+def _spark_time(t: pd.Timestamp) -> str:
+    """A time as Spark's ``to_json`` writes it: UTC, milliseconds, ``Z`` (none without a zone)."""
+    zone = t.tzinfo is not None
+    t = t.tz_convert("UTC") if zone else t
+    text = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+    return f"{text}.{t.microsecond // 1000:03d}" + ("Z" if zone else "")
 
 
 # -- the checks, applied in the contract's order ---------------------------------------------------
@@ -120,8 +209,8 @@ def _rejections(
     reason, and its ``op_id`` and ``key`` where they are readable text (``readable``)."""
     bad = reasons != ""
     rows = frame.loc[bad] if bad.any() else frame.iloc[:0]
-    raw = raw_json(rows, columns).to_numpy(dtype=object) if len(rows) else np.empty(0, dtype=object)
-    for at in np.flatnonzero(reasons[bad] == "record_too_large"):
+    raw = record_json(rows, columns).to_numpy(dtype=object) if len(rows) else np.empty(0, dtype=object)
+    for at in np.flatnonzero(reasons[bad] == c.RECORD_TOO_LARGE):
         raw[at] = truncated(raw[at])
     return pd.DataFrame(
         {
@@ -142,7 +231,7 @@ def truncated(raw: str) -> str:
 
 def _poison_checks(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     """Lines never parsed (``lines.poison``): too large, or nested too deep."""
-    return {reason: poisoned(frame, reason) for reason in ("record_too_large", "too_deep")}
+    return {reason: poisoned(frame, reason) for reason in POISON_REASONS}
 
 
 def readable(texts: np.ndarray, structured: np.ndarray | None = None) -> np.ndarray:
@@ -162,10 +251,10 @@ def first_keys(keys: np.ndarray) -> np.ndarray:
 def _time_checks(ts: pd.Series | None, ms: np.ndarray, now_ms: int | None, max_future_ms: int | None) -> dict:
     """Missing, unreadable or out-of-range event time, or one too far in the future (off
     unless ``max_future_ms`` is given; ``now_ms`` defaults to the clock)."""
-    checks = {"missing_ts": missing(ts, len(ms)), "bad_ts": np.isnan(ms)}
+    checks = {c.MISSING_TS: missing(ts, len(ms)), c.BAD_TS: np.isnan(ms)}
     if max_future_ms is not None:
         now = time.time() * 1000 if now_ms is None else now_ms
-        checks["ts_in_future"] = ms > now + max_future_ms
+        checks[c.TS_IN_FUTURE] = ms > now + max_future_ms
     return checks
 
 
@@ -216,31 +305,31 @@ def validate_operations(
     has_members = f["n_members"] > 0
     checks = {
         **_poison_checks(ops),
-        "malformed_json": malformed(ops),
-        "missing_op_id": blanks(f["op_id"]),
-        "bad_op_id": f["bad_op_id"],
-        "missing_key": f["n_keys"] == 0,
-        "too_many_keys": f["n_keys"] > limits.keys,
+        c.MALFORMED_JSON: malformed(ops),
+        c.MISSING_OP_ID: blanks(f["op_id"]),
+        c.BAD_OP_ID: f["bad_op_id"],
+        c.MISSING_KEY: f["n_keys"] == 0,
+        c.TOO_MANY_KEYS: f["n_keys"] > limits.keys,
         **_time_checks(values_of(ops, "ts"), f["ts"], now_ms, max_future_ms),
-        "missing_timeout_ms": missing(values_of(ops, "timeout_ms"), n),
-        "bad_timeout_ms": ~has_timeout,
-        "negative_timeout": has_timeout & (f["timeout_ms"] < 0),
-        "timeout_above_max": has_timeout & (f["timeout_ms"] > max_timeout_ms),
-        "unknown_condition": cond == _UNKNOWN,
-        "missing_target": needs_target & ~has_target,
-        "bad_target": needs_target & ~np.isfinite(f["target"]),
-        "missing_members": needs_members & ~has_members,
-        "too_many_members": f["n_members"] > limits.members,
-        "target_above_members": np.isin(cond, COUNTS_MEMBERS) & (f["target"] > f["n_members"]),
-        "unused_target": ~needs_target & has_target,
-        "unused_members": ~needs_members & has_members,
-        "bad_payload": f["bad_payload"],
+        c.MISSING_TIMEOUT_MS: missing(values_of(ops, "timeout_ms"), n),
+        c.BAD_TIMEOUT_MS: ~has_timeout,
+        c.NEGATIVE_TIMEOUT: has_timeout & (f["timeout_ms"] < c.MIN_TIMEOUT_MS),
+        c.TIMEOUT_ABOVE_MAX: has_timeout & (f["timeout_ms"] > max_timeout_ms),
+        c.UNKNOWN_CONDITION: cond == _UNKNOWN,
+        c.MISSING_TARGET: needs_target & ~has_target,
+        c.BAD_TARGET: needs_target & ~np.isfinite(f["target"]),
+        c.MISSING_MEMBERS: needs_members & ~has_members,
+        c.TOO_MANY_MEMBERS: f["n_members"] > limits.members,
+        c.TARGET_ABOVE_MEMBERS: np.isin(cond, COUNTS_MEMBERS) & (f["target"] > f["n_members"]),
+        c.UNUSED_TARGET: ~needs_target & has_target,
+        c.UNUSED_MEMBERS: ~needs_members & has_members,
+        c.BAD_PAYLOAD: f["bad_payload"],
     }
     reasons = _first_reasons(checks, OPERATION_REASONS, n)
     ok = reasons == ""
     bad = ~ok
     columns = [c for c in OPERATION_INPUT.names if c in OPERATION_COLUMNS or c in ops.columns]
-    op_id = readable(f["op_id"][bad], checks["bad_op_id"][bad])
+    op_id = readable(f["op_id"][bad], checks[c.BAD_OP_ID][bad])
     rejected = _rejections(ops, reasons, SOURCE_OPERATIONS, columns, op_id, first_keys(f["keys"][bad]))
     ts = f["ts"][ok].astype(np.int64)
     valid = pd.DataFrame(
@@ -310,12 +399,12 @@ def validate_events(
     bad_source = non_texts(values_of(events, "source"), n)  # a name: a string or nothing
     checks = {
         **_poison_checks(events),
-        "malformed_json": malformed(events),
-        "missing_key": blanks(key),
+        c.MALFORMED_JSON: malformed(events),
+        c.MISSING_KEY: blanks(key),
         **_time_checks(values_of(events, "ts"), ms, now_ms, max_future_ms),
-        "bad_value": given(values_of(events, "value"), n) & ~np.isfinite(value),
-        "bad_op_id": bad_op_id,
-        "bad_source": bad_source,
+        c.BAD_VALUE: given(values_of(events, "value"), n) & ~np.isfinite(value),
+        c.BAD_OP_ID: bad_op_id,
+        c.BAD_SOURCE: bad_source,
     }
     reasons = _first_reasons(checks, EVENT_REASONS, n)
     ok = reasons == ""

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .arrays import equal_ranges, flatten, hash_strings, search
 from .conditions import NEEDS_MEMBERS, OFFSET
-from .frames import equal_ranges, flatten, hash_strings, search
 from .progress import KeyTable
 from .rows import Rows
 from .tables import MATCHES

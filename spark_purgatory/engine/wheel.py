@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from .frames import distinct
+from .arrays import distinct
 
 __all__ = ["TimingWheel", "NO_EXPIRATION"]
 

@@ -30,7 +30,8 @@ shard 1.  In micro-batch N:
    ``verdicts/000000/<N>-000001.arrow`` (``<N>``: the micro-batch's timestamp, the same in
    every task and on a replay).  Group 2 and shard 0, which await files, keep an event-time
    timeout at N's watermark, so the next micro-batch that moves it calls them.
-3. the driver's sink sees that N relayed and writes the wake file ``purgatory-wake/N.txt``.
+3. the driver, once N's output is written, sees that N relayed and writes the wake file
+   ``purgatory-wake/N.txt`` (``control``).
 4. micro-batch N+1 (the wake file, or any input): group 2 receives shard 0's pair, applies it
    as its own match and completes ``o1`` (``resolved_at``: the event's time, one micro-batch
    later, as the contract allows); shard 0 receives the verdict and registers ``o2`` as an
@@ -53,15 +54,17 @@ The operator's clock rides the wake directory too: on a quiet ``processing-time`
 driver's reaper (``reaper``, computing the watermark with ``clock``) posts a clock line that
 every shard applies, so expiries come on time when no row arrives.
 
-Modules: ``door`` (``ShardHandOff``, the shard call's one door: ``receive`` before the engine
-runs, ``post`` after), ``mailbox``, ``wake`` (driver side: asked by the sink and the query
-loop), ``end_of_input``, ``clock`` and ``reaper``.  The algorithms on a shard's tables stay in the engine
-(``engine.relay``, ``engine.registry``): pure code, tested without files.
+Modules: ``shard_handoff`` (``ShardHandOff``, the shard call's one door: ``receive`` before the engine
+runs, ``post`` after), ``mailbox``, ``wake`` (driver side: asked by ``control`` and the query
+loop), ``end_of_input``, ``clock``, ``reaper``, ``partitions`` and ``control`` (the driver's
+side after each micro-batch, in one call: pending counts, wake, partitions, reaper, totals).
+The algorithms on a shard's tables stay in the engine (``engine.relay``, ``engine.registry``):
+pure code, tested without files.
 """
 
-from .door import Received, ShardHandOff
 from .end_of_input import EndOfInput, InputEndedError
 from .mailbox import Mailbox
+from .shard_handoff import Received, ShardHandOff
 from .wake import Wake
 
 __all__ = ["EndOfInput", "InputEndedError", "Mailbox", "Received", "ShardHandOff", "Wake"]

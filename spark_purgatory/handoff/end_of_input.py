@@ -75,7 +75,7 @@ class EndOfInput:
 
     def record(self, *, now: dt.datetime | None = None) -> dict[str, Any]:
         """Record that the input ended; return the record: ``batch_id``, the micro-batch that
-        applied the end (``Wake.end_batch``; None if no sink saw it, e.g. the end ran over
+        applied the end (``Wake.end_batch``; None if no driver saw it, e.g. the end ran over
         Spark Connect in a server that could not write it), and ``ended_at``."""
         batch_id = self.wake.end_batch()
         ended_at = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")

@@ -35,7 +35,7 @@ timeout fires; while it holds pending operations or awaits notices the host sets
 timeout to the current watermark, so it is called in the next micro-batch whose watermark
 moves past it (no-data micro-batches must be on, as ``query.start`` requires).  When no later
 micro-batch would come or move the watermark (both inputs quiet, a stalled watermark under
-``min``, the end of an ``available-now`` run), the sink asks for one (``handoff.wake``): a
+``min``, the end of an ``available-now`` run), the driver asks for one (``handoff.wake``): a
 wake row for the cross-shard group in the next micro-batch.  With nothing pending it still
 wakes when the watermark passes the deadline of an operation it completed (it keeps the
 keys' resolution times until then): a stub that outlived its operation has relayed every

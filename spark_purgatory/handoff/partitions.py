@@ -12,14 +12,14 @@ minimum.  So does this module, across micro-batches:
 * each shard call reports, per input and per Kafka partition (topic and partition as one
   number, ``spark.sources``), the largest event time of its rows (``maxima_text``; the
   metrics row's ``contract.PARTITION_MAXIMA``);
-* after micro-batch N the driver (``PartitionWatermarks.observe``, from the sink) keeps each
+* after micro-batch N the driver (``PartitionWatermarks.observe``, from ``handoff.control``) keeps each
   partition's largest event time so far and moves the input's watermark to
   ``min(largest event time of each partition that sent rows in N) - delay`` (never back);
   a partition that sent nothing in N (idle, or read to its end) holds nothing; it writes
   the inputs' watermarks to ``<purgatory.state.path>/watermarks/<N's key>.json``;
 * every shard call of micro-batch N + 1 reads the file with the largest key below its own
   (``cap_before``) and runs at ``min(Spark's watermark, that value)`` (``operator``): the
-  same value in every shard of the micro-batch, since N's sink wrote it before N + 1 was
+  same value in every shard of the micro-batch, since N's driver wrote it before N + 1 was
   planned.
 
 A micro-batch is named by its timestamp, as the mailbox names it (``handoff.mailbox``): the

@@ -5,9 +5,10 @@ wall clock, so no quiet topic holds a timeout back.  Here Spark runs a micro-bat
 when an input has new rows, and its watermark moves only with rows.  The reaper is the
 driver's thread that closes both gaps for a ``processing-time`` query:
 
-* after each micro-batch the sink hands it the batch's metrics rows (``observe``): the
-  batch time, the watermark each input's rows propose (``handoff.clock.ClockWatermark``'s idle
-  bookkeeping) and what every shard still holds (pending operations, buffered events);
+* after each micro-batch the driver's control plane (``handoff.control``) hands it the
+  batch's metrics rows (``observe``): the batch time, the watermark each input's rows propose
+  (``handoff.clock.ClockWatermark``'s idle bookkeeping) and what every shard still holds
+  (pending operations, buffered events);
 * every 250 ms at most, one tick shortly before each of Spark's triggers (they fire at
   multiples of the interval), it asks the clock for its watermark and, while something
   waits in a shard and the value is new, writes a one-line file ``clock-<posted ms>.txt``
@@ -44,7 +45,7 @@ clock. A query with nothing waiting writes nothing. Replays are exact: Spark's f
 which files a micro-batch read, and a replay reads the same lines. Files are whole or absent
 (``storage.write_whole``); those that a committed micro-batch read go when the next is posted:
 every file written before micro-batch N - 1 started was read by N - 1 or earlier, and N - 1 is
-committed once the sink sees N.
+committed once the driver sees N.
 
 Invariant: the reaper writes only ``clock-*.txt`` files into the wake directory, and only
 while a shard holds something (as of the last micro-batch, or the checkpoint's pending
@@ -106,7 +107,7 @@ class ExpirationReaper:
 
         reaper = ExpirationReaper(wake.root, 1_000, clock=ClockWatermark(...), pending={0: 3})
         reaper.start()          # posts before each trigger while something waits
-        sink = PurgatorySink(..., on_metrics=reaper.observe)   # each batch's metrics rows
+        control = MicroBatchControl(..., reaper=reaper)   # tells it each batch's metrics rows
         ...
         reaper.stop()
     """
@@ -148,7 +149,7 @@ class ExpirationReaper:
         self.recorder = recorder
         self._run_ms: int | None = None  # when this run's reaper started (the processing clock's)
 
-    # -- the sink's side ---------------------------------------------------------------------
+    # -- the control plane's side ------------------------------------------------------------
 
     def observe(
         self,
@@ -159,7 +160,8 @@ class ExpirationReaper:
         held: Mapping[str, int] | None = None,
     ) -> None:
         """Micro-batch ``batch_id``'s metrics rows (one per shard call: ``staging.CALL_COLUMNS``);
-        ``known``: each input's watermark as the sink keeps it (also from earlier runs);
+        ``known``: each input's watermark as the sink keeps it for the metrics table (also
+        from earlier runs);
         ``held``: the Kafka inputs' watermarks per partition (``handoff.partitions``), which
         replace their largest event times: a partition behind holds the clock too."""
         if calls.num_rows == 0:

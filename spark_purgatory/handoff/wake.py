@@ -6,11 +6,12 @@ current watermark while it waits for relays).  Neither is certain after N: both 
 go quiet, or the watermark may stall under ``min`` (the slower input quiet, or behind), and
 an ``available-now`` run may simply end at N.  Relayed completions would then wait for
 whatever input comes next.  Kafka's purgatory has no such gap because its watcher lists are
-checked in place; here the hand-off crosses a micro-batch, so the sink asks for the next one:
+checked in place; here the hand-off crosses a micro-batch, so the driver asks for the next one:
 
-* the sink (``delta.sink``, on the driver) sees in the shards' metrics rows that N relayed
-  (``contract.RELAYED``) and writes a one-line file ``<N>.txt`` into the wake directory
-  (``<checkpoint>/purgatory-wake``, which Spark can read wherever it keeps its checkpoint);
+* the driver's control plane (``handoff.control``), once the sink has written N's output,
+  sees in the shards' metrics rows that N relayed (``contract.RELAYED``) and writes a
+  one-line file ``<N>.txt`` into the wake directory (``<checkpoint>/purgatory-wake``, which
+  Spark can read wherever it keeps its checkpoint), before Spark records N as done;
 * the operator reads that directory as a third input (a text file source without a
   watermark, so it moves no watermark), and routes each line to the cross-shard group only
   (``routing.route_wake``): a wake row carries nothing else;
@@ -18,7 +19,7 @@ checked in place; here the hand-off crosses a micro-batch, so the sink asks for 
   N+1, which calls the cross-shard group: the relayed completions are emitted one
   micro-batch later, as SPEC allows, also when the inputs have gone quiet;
 * ``available-now`` fixes a run's files when it starts, so a file written during the run
-  wakes the *next* run; the sink keeps the first micro-batch whose relays no later call of
+  wakes the *next* run; the driver keeps the first micro-batch whose relays no later call of
   the cross-shard group received (``owed``: a call receives everything relayed before its
   micro-batch), and ``PurgatoryQuery.await_termination`` starts that next run itself when
   the run ends with something owed (one more micro-batch, which reads the wake files).
@@ -32,7 +33,7 @@ checked in place; here the hand-off crosses a micro-batch, so the sink asks for 
   watermark ends on such a no-data micro-batch).
 
 Files are whole or absent (``storage.write_whole``, dot-named while written, which Spark's
-listing skips).  When writing N's file the sink deletes those of batches up to N - 2: Spark
+listing skips).  When writing N's file the driver deletes those of batches up to N - 2: Spark
 planned and ran N - 1, the only batch that could still read them, before N began.  A
 replayed micro-batch writes the same name again; the file source has seen that path, so it
 wakes nothing twice (and waking twice would be harmless: a wake row only calls the group).
@@ -95,7 +96,8 @@ def wake_first(checkpoint: str, storage: Storage | None = None) -> bool:
 
 
 class Wake:
-    """The wake directory: ``post`` after a micro-batch that relayed (the sink, driver side).
+    """The wake directory: ``post`` after a micro-batch that relayed (``handoff.control``, driver
+    side).
 
     Example::
 
@@ -190,14 +192,14 @@ class Wake:
         return fs.get_file_info(WakeDirectory(root).end_mark).is_file
 
     def _ended_in(self, batch_id: int) -> None:
-        """Keep the first micro-batch whose shards reported the end watermark.  The sink sees
+        """Keep the first micro-batch whose shards reported the end watermark.  The driver sees
         a micro-batch before Spark commits it, and a replay has the same id, so the file
         names the micro-batch that applied the end also across crashes."""
         fs, root = self.storage.filesystem(self.root)
         write_once(fs, WakeDirectory(root).end_batch, str(batch_id).encode())
 
     def end_batch(self) -> int | None:
-        """The micro-batch that applied the end of input, once the sink has seen it."""
+        """The micro-batch that applied the end of input, once the driver has seen it."""
         fs, root = self.storage.filesystem(self.root)
         try:
             return int(read_bytes(fs, WakeDirectory(root).end_batch).decode().strip())

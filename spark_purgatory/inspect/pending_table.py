@@ -139,9 +139,8 @@ def pending_batches(
         groups = state_files.read_groups(fs, files.operator_state, info.groups, batch + 1)
     except state_files.StateFormatError as error:
         raise StateNeedsSpark(str(error)) from None
-    from ..spark.operator import segment_store
 
-    return _shards(groups, cfg, segment_store(cfg), countdown, batch)
+    return _shards(groups, cfg, SegmentStore.of(cfg), countdown, batch)
 
 
 def _shards(

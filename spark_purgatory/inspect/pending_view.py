@@ -42,6 +42,7 @@ import pyarrow as pa
 from ..checkpoint_paths import Checkpoint
 from ..config import ConfigError, PurgatoryConfig, parse_interval_ms
 from ..contract import PENDING, PENDING_TIME_COLUMNS
+from ..state import SegmentStore
 from ..storage import Storage
 from .checkpoint import CheckpointInfo, InspectError, batch_watermark_ms, read_checkpoint
 from .countdown import Countdown, countdown_of
@@ -237,9 +238,7 @@ def watermark_ms(value: WatermarkLike) -> int:
 def _decoder(config: PurgatoryConfig, countdown: Countdown, batch: int) -> Any:
     """The function each state partition's task runs: load every shard value in it through
     the engine's own loading and yield its pending operations (``shard_chunks``)."""
-    from ..spark.operator import segment_store
-
-    store = segment_store(config)
+    store = SegmentStore.of(config)
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for record_batch in batches:

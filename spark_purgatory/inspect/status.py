@@ -253,7 +253,7 @@ def expiry_lag(tables: TableReader) -> dict | None:
 
 
 def _pending_record(checkpoint: str, storage: Storage) -> tuple[int, dict[str, int]] | None:
-    """``<checkpoint>/purgatory-pending``, the sink's last pending count per shard, if the
+    """``<checkpoint>/purgatory-pending``, the driver's last pending count per shard, if the
     query writes one: ``(batch_id, {shard: pending})``."""
     fs, path = storage.filesystem(Checkpoint(checkpoint).pending_record)
     try:

@@ -5,7 +5,7 @@ the moment Spark clones the session (a streaming query runs on a clone taken at 
 records shuffle partitions and the state store provider in its checkpoint), then puts the
 session's own values (or their absence) back.  A user's own value always wins where it may
 (``unset``); the shuffle partitions never, since each shard needs its own partition
-(``spark.labels``).
+(``shard.labels``).
 """
 
 from __future__ import annotations

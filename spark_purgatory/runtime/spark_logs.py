@@ -18,7 +18,7 @@ nothing of the person reading them:
   files of the last micro-batch, which the query has already read and forgotten.
 
 And one line of one run: once a handle stops its query between micro-batches, Spark may
-already have begun the next micro-batch, which the sink refuses (``delta.sink.STOPPING``);
+already have begun the next micro-batch, which the driver's step refuses (``driver_step.STOPPING``);
 Spark logs that run as "terminated with error", with the refusal's Python traceback, though
 nothing failed and the next start runs the batch.  ``quiet_refusal(query)`` drops that
 run's "terminated with error" line; the handle reports any other error of that run itself

@@ -16,7 +16,7 @@ are no longer referenced, so only cyclic garbage that existed at the freeze coul
 just collected; what is left is the interpreter's modules and the first call's input).
 
 The shard step also keeps the collector off for the length of its call
-(``engine.memory.collector_paused``): a call makes a container per operation, and the call's
+(``engine.collector.collector_paused``): a call makes a container per operation, and the call's
 cyclic garbage, if any, waits for the collection the daemon runs after the task.
 """
 

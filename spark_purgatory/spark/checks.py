@@ -56,7 +56,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from ..config import InputLimits
-from ..engine.conditions import CONDITION_NAMES, CONDITIONS, COUNTS_MEMBERS, NEEDS_MEMBERS, NEEDS_TARGET
+from ..contract import CONDITIONS, TARGET_COUNTS_MEMBERS, TARGETED, WITH_MEMBERS
 from ..runtime.jars import jar_paths, jars_hint, spark_notice
 from ..runtime.settings import is_connect
 
@@ -105,7 +105,7 @@ EVENT_CHECKS = (
     ),
 )
 #: an operation's copies, from ``ROUTES`` and ``ROWS``: the role as its name's place in
-#: ``routed_rows.ROLES`` (a number: no CASE over the roles in the plan)
+#: ``shard.roles.ROLES`` (a number: no CASE over the roles in the plan)
 _COPIES = T.ArrayType(
     T.StructType(
         [
@@ -167,21 +167,17 @@ WAKE_ROWS = (
 
 def condition_names(limits: InputLimits | None = None) -> str:
     """The condition names as the checks take them: every name, those that need (and use) a
-    target, those that need (and use) members (``engine.conditions``: one source for both
-    readings); then the most keys and members an operation may have (``input.max.keys``,
+    target, those that need (and use) members (``contract.inputs``: one source for every
+    reader); then the most keys and members an operation may have (``input.max.keys``,
     ``input.max.members``); then those whose target may not exceed their members."""
     limits = limits or InputLimits()
-
-    def names(codes: tuple[int, ...]) -> str:
-        return " ".join(str(CONDITION_NAMES[code]) for code in codes)
-
     parts = (
         " ".join(CONDITIONS),
-        names(NEEDS_TARGET),
-        names(NEEDS_MEMBERS),
+        " ".join(TARGETED),
+        " ".join(WITH_MEMBERS),
         str(int(limits.keys)),
         str(int(limits.members)),
-        names(COUNTS_MEMBERS),
+        " ".join(TARGET_COUNTS_MEMBERS),
     )
     return "|".join(parts)
 

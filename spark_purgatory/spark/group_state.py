@@ -2,7 +2,7 @@
 checkpoints) as bytes.
 
 With ``purgatory.state.path`` (what ``start`` sets) the value is a *pointer*, ``@`` and the
-name of the shard's delta file (``state.deltas``), kept as that text: a hundred bytes
+name of the shard's delta file (``state.increments``), kept as that text: a hundred bytes
 whatever the shard holds.  A whole value (no state path, or a checkpoint written before the
 pointers, which loads as it is and gets a pointer at its next save) travels as below.
 
@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pyspark.sql import types as T
 
 from ..checkpoint_paths import Checkpoint
-from ..state.deltas import is_pointer
+from ..state.increments import is_pointer
 from ..storage import Storage, read_bytes
 
 __all__ = ["StateEncoding", "STATE_ENCODINGS", "state_schema", "to_group_state", "shard_bytes", "encoding_of"]
@@ -65,7 +65,7 @@ def shard_bytes(stored: Any) -> bytes:
     >>> shard_bytes(to_group_state(b"@deltas/shard-1/v.l.t.arrow", "text"))
     b'@deltas/shard-1/v.l.t.arrow'
     """
-    if isinstance(stored, str) and stored.startswith("@"):  # a pointer (state.deltas)
+    if isinstance(stored, str) and stored.startswith("@"):  # a pointer (state.increments)
         return stored.encode("ascii")
     if isinstance(stored, str):
         return binascii.a2b_base64(stored)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .xxhash import xxh64
 
-__all__ = ["spark_xxhash64", "shards_of"]
+__all__ = ["spark_xxhash64", "shards_of", "registry_of", "text_shard"]
 
 _SPARK_SEED = 42
 
@@ -26,7 +26,7 @@ def spark_xxhash64(value: str, seed: int = _SPARK_SEED) -> int:
     >>> spark_xxhash64("")
     -7444071767201028348
     """
-    h = xxh64(value.encode("utf-8"), seed)
+    h = xxh64(value.encode("utf-8"), _unsigned(seed))
     return h - (1 << 64) if h >= 1 << 63 else h
 
 
@@ -46,3 +46,25 @@ def shards_of(keys: np.ndarray, shards: int, delimiter: str = "") -> np.ndarray:
             found = memo[shard_key] = spark_xxhash64(shard_key) % shards  # Python's % is pmod
         out[i] = found
     return out
+
+
+def registry_of(op_id: str, shards: int) -> int:
+    """The op_id's registry shard (``engine.registry``) as routing computes it:
+    ``pmod(xxhash64(op_id, 'registry'), shards)``; Spark hashes each argument with the hash
+    of the ones before as its seed.
+
+    >>> registry_of("o2", 2) in (0, 1)
+    True
+    """
+    return spark_xxhash64("registry", spark_xxhash64(op_id)) % shards
+
+
+def text_shard(text: str | None, shards: int) -> int:
+    """The shard of a row rejected at parse: ``pmod(xxhash64(raw), shards)`` (a null hashes
+    to the seed)."""
+    return (_SPARK_SEED if text is None else spark_xxhash64(text)) % shards
+
+
+def _unsigned(value: int) -> int:
+    """A signed long (Spark's seed) as the unsigned 64 bits the XXH64 function takes."""
+    return value + (1 << 64) if value < 0 else value

@@ -15,47 +15,27 @@ rows are exactly the rows of its kind.
 from __future__ import annotations
 
 import warnings
-from typing import NamedTuple
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..contract import (
-    COMPLETED,
-    EXPIRED,
-    GAUGES,
     KIND_METRICS,
     KIND_OUTCOME,
-    KIND_REJECTED,
-    KIND_UNMATCHED,
     METRICS,
     OPERATOR_OUTPUT,
     OUTCOMES,
-    PARTITION_MAXIMA,
-    PROPOSED_WATERMARKS,
     REJECTED,
-    SOURCE_EVENTS,
-    SOURCE_OPERATIONS,
     TABLES,
     UNMATCHED_EVENTS,
     TableContract,
     ms_column,
 )
-from ..engine.purgatory import BatchResult, Purgatory
-from ..handoff.partitions import maxima_text
-from ..handoff.wake import is_end_watermark
-from .routed_rows import ROLE_BAD, ROLE_EVENT, ROLE_OPERATION, ROLE_REPLICA, ROLE_STUB, ROLES, SIDES
 
 __all__ = [
     "OUTPUT_SCHEMA",
-    "shard_figures",
-    "output_rows",
-    "output_table",
     "with_timestamps",
     "outcomes_of",
     "unmatched_of",
@@ -63,13 +43,9 @@ __all__ = [
     "metrics_of",
 ]
 
-#: the operator's output: every kind of row in one schema (times as epoch ms)
+#: the operator's output: every kind of row in one schema (times as epoch ms); a shard call
+#: makes its rows in ``shard.output``
 OUTPUT_SCHEMA: T.StructType = from_arrow_schema(OPERATOR_OUTPUT)
-_OUTPUT_COLUMNS = OUTPUT_SCHEMA.fieldNames()
-_OBJECT_COLUMNS = [
-    f.name for f in OUTPUT_SCHEMA.fields if isinstance(f.dataType, (T.StringType, T.ArrayType))
-]
-_WATERMARK = "watermark"
 
 # PySpark's own serializer concatenates our output frames with its all-NA padding rows;
 # pandas warns about that on every micro-batch in the worker logs.  The result is correct.
@@ -81,265 +57,8 @@ warnings.filterwarnings(
     module=r"pyspark\.sql\.pandas\.serializers",
 )
 
-#: a rejected row's columns in the output (``contract.REJECTED``'s, but ``batch_id``)
-_REJECTED_ROWS = [c for c in REJECTED.engine_columns if c != "batch_id"]
 #: the output's event times, by timestamp name (each travels as ``<name>_ms``)
-_TIME_COLUMNS = [*dict.fromkeys([*(c for t in TABLES.values() for c in t.time_columns), _WATERMARK])]
-_LATENCY_COLUMNS = [c for c in METRICS.schema.names if c.startswith("latency_")]
-#: the percentiles of ``_LATENCY_COLUMNS``, in their order
-_PERCENTILES = (50, 95, 99, 100)
-
-
-# -- in the Python workers: one shard's result as output rows ------------------------------------
-
-
-#: each input's own role and its copies' (stubs, replicas), as the routed rows carry roles:
-#: their places in ``routed_rows.ROLES``
-_INPUT_ROLES = {
-    SOURCE_OPERATIONS: (ROLES.index(ROLE_OPERATION), ROLES.index(ROLE_STUB)),
-    SOURCE_EVENTS: (ROLES.index(ROLE_EVENT), ROLES.index(ROLE_REPLICA)),
-}
-_BAD = ROLES.index(ROLE_BAD)
-
-
-def _ms_names(table: TableContract) -> dict[str, str]:
-    return {name: ms_column(name) for name in table.time_columns}
-
-
-def shard_figures(
-    p: Purgatory,
-    routed: pd.DataFrame,
-    delays_ms: dict[str, int],
-    *,
-    batch_time_ms: int,
-    group_rows: int = 0,
-    relayed: int = 0,
-) -> dict[str, int | str | None]:
-    """What a shard call reports beside its rows, read before its state is saved (and parked):
-    its gauges (``contract.GAUGES``), the micro-batch's processing time, the input rows it got
-    per input (operations or events, rejected-at-parse ones included, stubs and replicas not:
-    summed over the shards they are the input's rows) and the watermark each input's rows
-    propose (largest event time minus that input's delay: ``contract.PROPOSED_WATERMARKS``)
-    and, for Kafka rows, each partition's largest event time (``contract.PARTITION_MAXIMA``).
-
-    ``routed`` is the call's input (``routed_rows.ROUTED_COLUMNS``); ``group_rows``: the rows it
-    handled, relayed ones included; ``relayed``: the rows it posted to the mailbox."""
-    role = routed["role"].to_numpy(np.int8)  # places in ``routed_rows.ROLES`` and ``SIDES``
-    side = routed["side"].to_numpy(np.int8)
-    ts = routed[ms_column("ts")].to_numpy()
-    figures: dict[str, int | str | None] = dict(
-        zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows, relayed), strict=True)
-    )
-    figures[ms_column("batch_time")] = int(batch_time_ms)
-    for source, (own, copy) in _INPUT_ROLES.items():
-        mine = side == SIDES.index(source)
-        figures[f"input_{source}"] = int(np.count_nonzero(mine & ((role == own) | (role == _BAD))))
-        timed = ts[mine & ((role == own) | (role == copy))]
-        proposed = int(np.max(timed)) - delays_ms[source] if len(timed) else None
-        figures[PROPOSED_WATERMARKS[source]] = proposed
-    figures[PARTITION_MAXIMA] = _partition_maxima(routed, role, side, ts)
-    return figures
-
-
-def _partition_maxima(routed: pd.DataFrame, role: np.ndarray, side: np.ndarray, ts: np.ndarray) -> str | None:
-    """The largest event time of the call's Kafka rows per input and partition (``part``),
-    rejected-at-parse rows not counted (``handoff.partitions``); None for files."""
-    if "part" not in routed:
-        return None
-    part = routed["part"].to_numpy(dtype=np.float64, na_value=np.nan)
-    timed = ~np.isnan(part) & (role != _BAD)
-    if not timed.any():
-        return None
-    by_input: dict[str, dict[int, int]] = {}
-    for source in (SOURCE_OPERATIONS, SOURCE_EVENTS):
-        mine = timed & (side == SIDES.index(source))
-        if mine.any():
-            frame = pd.DataFrame({"part": part[mine].astype(np.int64), "ts": ts[mine].astype(np.int64)})
-            largest = frame.groupby("part", sort=True)["ts"].max()
-            by_input[source] = dict(zip(largest.index.tolist(), largest.tolist(), strict=True))
-    return maxima_text(by_input)
-
-
-def output_rows(
-    shard: int,
-    result: BatchResult,
-    bad: pd.DataFrame,
-    figures: dict[str, int | str | None],
-    wm: int,
-    *,
-    state_bytes: int | None = None,
-) -> pd.DataFrame:
-    """A shard's micro-batch as ``OUTPUT_SCHEMA`` rows: its outcomes, unmatched events,
-    rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row:
-    ``figures`` (``shard_figures``), the counts of those rows, the latency percentiles of
-    what completed, the watermark ``wm`` and ``state_bytes`` (what the state's save wrote)."""
-    metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes)
-    gauges = _Part(KIND_METRICS, {name: np.zeros(1, np.int64) for name in GAUGES}, 1)
-    out = _stacked([part for part in [*_row_parts(result, bad), gauges] if part.rows])
-    # the metrics row (the last) carries the figures; exact, not through a float column
-    n = len(out)
-    for name, value in metrics.items():
-        data, mask = np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
-        if value is not None:
-            data[-1], mask[-1] = value, False
-        out[name] = pd.arrays.IntegerArray(data, mask)
-    text = np.full(n, None, dtype=object)
-    text[-1] = maxima
-    out[PARTITION_MAXIMA] = text
-    out["shard"] = np.int32(shard)
-    return out
-
-
-def output_table(
-    shard: int,
-    result: BatchResult,
-    bad: pd.DataFrame,
-    figures: dict[str, int | str | None],
-    wm: int,
-    *,
-    state_bytes: int | None = None,
-) -> pa.Table:
-    """``output_rows`` as an Arrow table of ``contract.OPERATOR_OUTPUT``, for a shard that
-    stages its own rows (``staging.ShardStaging``): each kind's rows converted column by
-    column on their own, a column they lack as Arrow nulls, no frame of every kind stacked
-    in pandas first (its object columns walked for NaN, then converted again)."""
-    metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes)
-    tables = [_arrow_part(part, shard) for part in _row_parts(result, bad) if part.rows]
-    row = {name: [0] for name in GAUGES}  # as ``output_rows``' metrics row: a gauge not given is 0
-    row.update({name: [value] for name, value in metrics.items()}, **{PARTITION_MAXIMA: [maxima]})
-    tables.append(_arrow_part(_Part(KIND_METRICS, row, 1), shard))
-    return pa.concat_tables(tables)
-
-
-class _Part(NamedTuple):
-    """One kind's rows as the output names its columns: each column the array the engine
-    made (no frame copied, renamed or assigned to), and how many rows they are."""
-
-    kind: str
-    columns: dict[str, np.ndarray]
-    rows: int
-
-
-def _part(kind: str, frame: pd.DataFrame, names: dict[str, str] | None = None) -> _Part:
-    """``frame``'s columns (but ``batch_id``, which the writer adds) under their output names."""
-    names = names or {}
-    columns = {names.get(c, c): frame[c].to_numpy() for c in frame.columns if c != "batch_id"}
-    return _Part(kind, columns, len(frame))
-
-
-def _row_parts(result: BatchResult, bad: pd.DataFrame) -> list[_Part]:
-    """The call's rows by kind, in the output's order, with the output's column names."""
-    outcomes = _part(KIND_OUTCOME, result.outcomes, _ms_names(OUTCOMES))
-    return [
-        _Part(KIND_OUTCOME, _with_single_key(outcomes.columns), outcomes.rows),
-        _part(KIND_UNMATCHED, result.unmatched, _ms_names(UNMATCHED_EVENTS)),
-        _part(KIND_REJECTED, result.rejected[_REJECTED_ROWS]),
-        _part(KIND_REJECTED, bad),
-    ]
-
-
-def _call_metrics(
-    result: BatchResult,
-    bad: pd.DataFrame,
-    figures: dict[str, int | str | None],
-    wm: int,
-    state_bytes: int | None,
-) -> tuple[dict[str, int | str | None], str | None]:
-    """The metrics row's figures (all whole numbers or null), and its partition maxima text."""
-    figures = dict(figures)
-    maxima = figures.pop(PARTITION_MAXIMA, None)
-    outcomes = result.outcomes
-    status = outcomes["status"].to_numpy()
-    metrics = {
-        **figures,
-        "completed": result.completed,
-        "expired": result.expired,
-        "unmatched": len(result.unmatched),
-        "rejected": len(result.rejected) + len(bad),
-        **_latencies(outcomes["latency_ms"].to_numpy()[status == COMPLETED]),
-        "expiry_lag_ms": None
-        if is_end_watermark(wm)  # expired because the input ended, not late: no lag to report
-        else _expiry_lag(
-            outcomes["resolved_at"].to_numpy()[status == EXPIRED], figures.get(ms_column("batch_time"))
-        ),
-        ms_column(_WATERMARK): wm,
-        "state_bytes": state_bytes,
-    }
-    return metrics, maxima  # type: ignore[return-value]
-
-
-def _arrow_part(part: _Part, shard: int) -> pa.Table:
-    """One kind's rows in ``OPERATOR_OUTPUT``: its columns as the output types them (NaN
-    and None as null, as ``Table.from_pandas`` reads them), the others null."""
-    n = part.rows
-    columns = []
-    for field in OPERATOR_OUTPUT:
-        if field.name == "kind":
-            column = pa.repeat(pa.scalar(part.kind, field.type), n)
-        elif field.name == "shard":
-            column = pa.repeat(pa.scalar(shard, field.type), n)
-        elif field.name in part.columns:
-            column = pa.array(part.columns[field.name], type=field.type, from_pandas=True)
-        else:
-            column = pa.nulls(n, field.type)
-        columns.append(column)
-    return pa.Table.from_arrays(columns, schema=OPERATOR_OUTPUT)
-
-
-def _latencies(latency: np.ndarray) -> dict[str, int | None]:
-    """Nearest-rank percentiles (a latency that occurred) of the completed outcomes' ``latency``:
-    the ``ceil(q * n)``-th smallest, found by a partial sort (``np.partition``) at the ranks
-    asked for, not a sort of them all.
-
-    >>> _latencies(np.array([30, 10, 20, 40]))
-    {'latency_p50_ms': 20, 'latency_p95_ms': 40, 'latency_p99_ms': 40, 'latency_max_ms': 40}
-    """
-    n = len(latency)
-    if not n:
-        return dict.fromkeys(_LATENCY_COLUMNS)
-    ranks = [max(-(-q * n // 100) - 1, 0) for q in _PERCENTILES]  # ceil(q n / 100), exact in integers
-    values = np.partition(latency.astype(np.int64, copy=False), ranks)[ranks]
-    return {name: int(v) for name, v in zip(_LATENCY_COLUMNS, values, strict=True)}
-
-
-def _expiry_lag(expired: np.ndarray, batch_time_ms: int | str | None) -> int | None:
-    """How long after its deadline, on the processing clock, the call's latest expiry was
-    decided: the micro-batch's time minus the earliest deadline it expired (``expired``: the
-    expiries' ``resolved_at``, which is their deadline); null when it expired nothing.  On a
-    live stream, whose event times follow the wall clock, it is the watermark delay plus what
-    the operator added; on a backlog it is the backlog's age."""
-    if not len(expired) or batch_time_ms is None:
-        return None
-    return int(batch_time_ms) - int(np.min(expired.astype(np.int64)))
-
-
-def _with_single_key(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A single key goes back as a plain string (``key``), like it came (``with_timestamps``);
-    ``keys`` holds only the lists of other lengths."""
-    keys = columns["keys"]
-    single = np.fromiter(map(len, keys), np.int64, count=len(keys)) == 1
-    key = np.full(len(keys), None, dtype=object)
-    key[single] = [k[0] for k in keys[single]]
-    multi = keys.copy()
-    multi[single] = None
-    return {**columns, "key": key, "keys": multi}
-
-
-def _stacked(parts: list[_Part]) -> pd.DataFrame:
-    """The parts one after another in ``OUTPUT_SCHEMA``'s columns, each with its ``kind``,
-    column by column: a column a part lacks is null there (None, or NaN in a number column)."""
-    kinds = np.array([part.kind for part in parts], dtype=object)
-    columns: dict[str, np.ndarray] = {"kind": np.repeat(kinds, [part.rows for part in parts])}
-    for name in _OUTPUT_COLUMNS[1:]:
-        null = None if name in _OBJECT_COLUMNS else np.nan
-        values = np.concatenate(
-            [part.columns[name] if name in part.columns else np.full(part.rows, null) for part in parts]
-        )
-        if null is None:  # Arrow wants None, not NaN, for a missing string or array
-            values = values.astype(object, copy=False)
-            values[pd.isna(values)] = None
-        columns[name] = values
-    return pd.DataFrame(columns, copy=False)
+_TIME_COLUMNS = [*dict.fromkeys([*(c for t in TABLES.values() for c in t.time_columns), "watermark"])]
 
 
 def with_timestamps(out: DataFrame) -> DataFrame:

@@ -1,125 +1,26 @@
-"""The routed row: the one schema every routed row has, the roles it carries, the columns
-roles share, and the projection every route ends in.
+"""The routed row in Spark: its schema as Spark types it and the projection every route ends in.
 
-``routing`` routes each input to its shards and ends each route in ``typed_projection``;
-``shard_input`` reads the rows back in the Python workers.  A routed row is an operation (or
-its stub, or its op_id's claim), an event (or its replica), a row rejected at parse, or a wake,
-end-of-input or clock row (``ROLES``); every column costs Spark's Arrow writer and PySpark's
-conversion per row, null or not, so fields no row has together share a column
-(``SHARED_COLUMNS``) and lists travel as JSON text only where a row needs one
-(``LIST_COLUMNS``).
+``routing`` routes each input to its shards and ends each route in ``typed_projection``; the
+shard step reads the rows back in the Python workers (``shard.input``).  What a routed row
+holds, its roles and the columns roles share are declared Spark-free in ``shard.roles``.
 
 Invariant: every routed row has exactly ``ROUTED_SCHEMA``'s columns, in its order and types.
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..shard.roles import ROUTED
 from .sql_text import literal_column
 
-__all__ = [
-    "ROUTED_SCHEMA",
-    "ROUTED_COLUMNS",
-    "LIST_COLUMNS",
-    "SHARED_COLUMNS",
-    "ROLES",
-    "SIDES",
-    "ROLE_OPERATION",
-    "ROLE_STUB",
-    "ROLE_EVENT",
-    "ROLE_REPLICA",
-    "ROLE_BAD",
-    "ROLE_CLAIM",
-    "ROLE_WAKE",
-    "ROLE_END",
-    "ROLE_CLOCK",
-    "typed_projection",
-    "carries",
-    "first_of",
-]
+__all__ = ["ROUTED_SCHEMA", "typed_projection", "first_of"]
 
-#: a routed row's role (its ``role`` column): what the shard does with it
-ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD = "op", "stub", "event", "replica", "bad"
-#: an operation's claim of its op_id, for the op_id's registry shard (``engine.registry``)
-ROLE_CLAIM = "claim"
-#: a row that only makes Spark call the cross-shard group (``handoff.wake``)
-ROLE_WAKE = "wake"
-#: the end of input, for one shard group (``handoff.wake``): it moves that shard past every deadline
-ROLE_END = "end"
-#: the operator's clock, for one shard group (``handoff.reaper``): its watermark in ``ts_ms``
-ROLE_CLOCK = "clock"
-#: the roles and sides as the routed rows carry them: a small number, its name's place here.
-#: A string column costs the Arrow hand-off a Python string per row, a number nothing
-#: (``shard_input.roles_of``: the shard step compares the numbers)
-ROLES = (
-    ROLE_OPERATION,
-    ROLE_STUB,
-    ROLE_EVENT,
-    ROLE_REPLICA,
-    ROLE_BAD,
-    ROLE_CLAIM,
-    ROLE_WAKE,
-    ROLE_END,
-    ROLE_CLOCK,
-)
-SIDES = (SOURCE_OPERATIONS, SOURCE_EVENTS, ROLE_WAKE)
-
-
-#: the routed columns that hold a list as JSON text, null for the usual rows: one key (in
-#: ``key``), no members.  Spark's Arrow writer and PySpark's conversion to pandas pay per row
-#: for an array column, even an empty one (a numpy array made for each row), and Spark's
-#: writer more again for a null array; a null string costs neither
-#: (docs/performance-history.md, "The operator's weight, third round")
-LIST_COLUMNS = ("keys", "members")
-
-
-#: the fields that travel in a column of another role's, as (routed column, its fields): no
-#: routed row has both fields of a pair, so an event's source and value, and a rejected row's
-#: reason and raw text, add no column of their own.  Every column costs Spark's Arrow writer
-#: and PySpark's conversion per row, null or not (docs/performance-history.md, "eighth round")
-SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "condition": ("reason", "condition", "source"),  # a rejected row's reason; an operation's; an event's
-    "target": ("target", "value"),  # an operation's target; an event's value
-    "payload": ("raw", "payload"),  # a rejected row's raw text; an operation's payload
-}
-
-
-def _routed_schema() -> T.StructType:
-    """``shard``, ``role``, ``side`` (which input; these two as their places in ``ROLES`` and
-    ``SIDES``), ``peer`` (an operation's registry shard, a
-    claim's home: ``engine.registry``), ``part`` (a Kafka record's topic and partition as one
-    number, ``handoff.partitions``; null for files), the operation fields (event time as epoch
-    ms), with an event's and a rejected row's fields in the columns they share
-    (``SHARED_COLUMNS``).  An event carries its key in
-    ``key``; an operation (or stub) with one key too, and its keys as a JSON array in
-    ``keys`` only when it has several; its members as a JSON array in ``members`` only when
-    it has any (``LIST_COLUMNS``, ``_as_routed``)."""
-    shared = {field for fields in SHARED_COLUMNS.values() for field in fields} - set(SHARED_COLUMNS)
-    fields: dict[str, pa.DataType] = {
-        "shard": pa.int32(),
-        "role": pa.string(),
-        "side": pa.string(),
-        "peer": pa.int32(),
-        "part": pa.int64(),
-    }
-    for field in (*OPERATION_INPUT, *EVENT_INPUT):
-        if field.name == "ts":
-            fields[ms_column("ts")] = pa.int64()
-        elif field.name not in shared:
-            fields.setdefault(field.name, field.type)
-    fields.update({name: pa.string() for name in LIST_COLUMNS}, role=pa.int8(), side=pa.int8())
-    return from_arrow_schema(pa.schema(list(fields.items())))
-
-
-#: the operator's input: operations, stubs, events, replicas and rejected-at-parse rows
-ROUTED_SCHEMA: T.StructType = _routed_schema()
-ROUTED_COLUMNS: list[str] = ROUTED_SCHEMA.fieldNames()
+#: the operator's input as Spark types it (``shard.roles.ROUTED``)
+ROUTED_SCHEMA: T.StructType = from_arrow_schema(ROUTED)
 
 
 def typed_projection(rows: DataFrame, values: dict[str, str], labels: list[int]) -> DataFrame:
@@ -165,14 +66,6 @@ def _label_of(spark: SparkSession, labels: list[int], shard: str) -> Column:
     if str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "false":
         label = F.coalesce(label, F.lit(labels[0]))
     return label
-
-
-def carries(side: str, field: str) -> bool:
-    """Does a routed row of ``side`` have ``field`` (every side may have a rejected row's)?"""
-    if field in ("reason", "raw"):
-        return True
-    own = OPERATION_INPUT if side == SOURCE_OPERATIONS else EVENT_INPUT if side == SOURCE_EVENTS else ()
-    return field in {f.name for f in own}
 
 
 def first_of(values: list[str]) -> str:

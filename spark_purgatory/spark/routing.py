@@ -8,7 +8,7 @@ Shape of the operator's input::
 
 **Sharded watchers.**  Rows are routed to ``purgatory.shards`` groups by
 ``pmod(xxhash64(shard key), shards)`` (Kafka shards its WatcherLists by key hash the same
-way); the group key is then replaced by the shard's label (``labels.shard_labels``) so that
+way); the group key is then replaced by the shard's label (``shard.labels.shard_labels``) so that
 each group gets its own Spark partition.  A rejected-at-parse row goes to the shard of its
 raw text, which spreads bad input evenly.
 
@@ -67,16 +67,17 @@ from pyspark.sql import functions as F
 
 from ..config import InputLimits, PurgatoryConfig
 from ..contract import (
+    CROSS_SHARD_KEYS,
     DUPLICATE_OP_ID,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     ms_column,
 )
 from ..handoff.reaper import CLOCK_LINE
+from ..handoff.shard_handoff import hands_off, registers
 from ..handoff.wake import END_LINE
-from .checks import event_rows, operation_routes, operation_rows, wake_rows
-from .labels import shard_labels
-from .routed_rows import (
+from ..shard.labels import shard_labels
+from ..shard.roles import (
     LIST_COLUMNS,
     ROLE_BAD,
     ROLE_CLAIM,
@@ -88,13 +89,12 @@ from .routed_rows import (
     ROLE_STUB,
     ROLE_WAKE,
     ROLES,
-    ROUTED_SCHEMA,
     SHARED_COLUMNS,
     SIDES,
     carries,
-    first_of,
-    typed_projection,
 )
+from .checks import event_rows, operation_routes, operation_rows, wake_rows
+from .routed_rows import ROUTED_SCHEMA, first_of, typed_projection
 from .sql_text import sql_string, with_latest
 from .typed_columns import events_arguments, operations_arguments
 
@@ -105,34 +105,10 @@ __all__ = [
     "route_events",
     "route_typed_events",
     "route_wake",
-    "hands_off",
-    "registers",
 ]
 
 
-def hands_off(config: PurgatoryConfig) -> bool:
-    """Do cross-shard operations get their events through the mailbox (else: replicas)?
-
-    By default (``purgatory.cross.shard.handoff=mailbox``) when there is a state path to hold
-    the mailbox.  Relayed pairs are read in the cross-shard group's next call, one
-    micro-batch later; ``handoff.wake`` makes sure a next micro-batch comes.
-    """
-    return (
-        config.cross_shard_operations
-        and config.shards > 1
-        and config.cross_shard_handoff == "mailbox"
-        and bool(config.state_path)
-    )
-
-
 _TS_SQL = f"`{ms_column('ts')}`"
-
-
-def registers(config: PurgatoryConfig) -> bool:
-    """Is a repeated op_id one operation across shards (``purgatory.dedup.scope=global``, the
-    default; ``engine.registry``)?  It needs several shards and a state path for the
-    verdicts (``query.start`` always sets one)."""
-    return config.dedup_scope == "global" and config.shards > 1 and bool(config.state_path)
 
 
 # Routing is SQL text evaluated in few projections (``selectExpr``), not ``Column`` calls:
@@ -163,12 +139,12 @@ def _as_routed(
 ) -> DataFrame:
     """``rows`` in ``ROUTED_SCHEMA``: the given columns (SQL over ``rows``' columns), then the
     row's own, then nulls; ``raw`` kept only for rejected rows; ``shard`` given as the shard's
-    number and leaving as its label (``labels.shard_labels``), the operator's group key;
+    number and leaving as its label (``shard.labels.shard_labels``), the operator's group key;
     ``role`` given as its name, or (``role_coded``) as its place in ``ROLES``.
 
     The lists (``LIST_COLUMNS``) leave as JSON text, and only where the row needs it: an
     operation's keys when it has more than one (one key leaves in ``key``), its members when
-    it has any (``shard_input.split_input`` reads them back).
+    it has any (``shard.input.split_input`` reads them back).
     """
     own = set(rows.columns)
     labels = [int(label) for label in shard_labels(config.shards + 1)]
@@ -228,7 +204,7 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
     ops = parsed_ops.selectExpr("*", f"CASE WHEN size(keys) = 1 THEN {one} ELSE {every} END AS _shards")
     if not config.cross_shard_operations:
         crossing = "reason IS NULL AND size(_shards) > 1"
-        reason = f"CASE WHEN {crossing} THEN 'cross_shard_keys' ELSE reason END"
+        reason = f"CASE WHEN {crossing} THEN '{CROSS_SHARD_KEYS}' ELSE reason END"
         ops = ops.withColumn("reason", F.expr(reason))
     home = f"CASE WHEN size(_shards) > 1 THEN {shards} ELSE get(_shards, 0) END"
     # an operation whose keys span shards is outside the registry (``engine.registry``)
@@ -473,7 +449,7 @@ def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConf
     of the events whose key a cross-shard operation watches (a left-semi join), so no group
     sees every event; ``ROUTED_SCHEMA`` for all.
 
-    ``shard`` holds the shard's label (``labels.shard_labels``), the group key of the operator.
+    ``shard`` holds the shard's label (``shard.labels.shard_labels``), the group key of the operator.
     A stream routes each input on its own (``route_operations`` / ``route_events``) and
     declares a watermark on each before the union (``operator``).
     """

@@ -20,7 +20,14 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_EVENTS, SOURCE_OPERATIONS
+from ..contract import (
+    EVENT_INPUT,
+    EVENT_REQUIRED,
+    OPERATION_INPUT,
+    OPERATION_REQUIRED,
+    SOURCE_EVENTS,
+    SOURCE_OPERATIONS,
+)
 
 __all__ = ["InputSchemaError", "schema_problems", "check_typed", "check_parquet_schema"]
 
@@ -30,7 +37,7 @@ class InputSchemaError(ValueError):
 
 
 #: the columns a typed input must have (operations also need ``key`` or ``keys``); SPEC § Input
-_REQUIRED = {SOURCE_OPERATIONS: ("op_id", "ts", "timeout_ms"), SOURCE_EVENTS: ("key", "ts")}
+_REQUIRED = {SOURCE_OPERATIONS: OPERATION_REQUIRED, SOURCE_EVENTS: EVENT_REQUIRED}
 CONTRACTS = {SOURCE_OPERATIONS: OPERATION_INPUT, SOURCE_EVENTS: EVENT_INPUT}
 _NUMBER, _WHOLE_NUMBER = (T.NumericType,), (T.IntegralType,)
 

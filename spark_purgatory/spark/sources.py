@@ -39,19 +39,29 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from .. import contract as c
 from ..config import InputLimits
 from ..contract import (
+    CONDITIONS,
+    EPOCH_MS_TEXT,
     EVENT_COLUMNS,
     EVENT_INPUT,
     EVENT_REASONS,
+    ID,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     OPERATION_REASONS,
+    POISON_REASONS,
     RAW_KEPT_CHARS,
     RAW_TRUNCATED,
+    STRING,
+    TARGET_COUNTS_MEMBERS,
+    TARGETED,
+    TS_TEXT,
+    WITH_MEMBERS,
     ms_column,
+    read_as,
 )
-from ..engine.conditions import CONDITION_NAMES, CONDITIONS, COUNTS_MEMBERS, NEEDS_MEMBERS, NEEDS_TARGET
 from .checks import event_checks, operation_checks
 from .formats import (
     EVENTS_PARQUET_SCHEMA,
@@ -75,6 +85,7 @@ from .sql_text import (
     sql_in,
     sql_not_finite,
     sql_string,
+    whole_text,
     with_latest,
 )
 from .typed_columns import event_fields, events_checked, kept_raw, operation_fields, operations_checked
@@ -92,12 +103,14 @@ __all__ = [
 ]
 
 #: fields that must be text: read as variants, so that an array or object is ``bad_<field>``
-_TEXT_FIELDS = ("op_id", "source", "payload")
+_TEXT_FIELDS = read_as(ID, STRING)
 
 # Every other field is read as text first (Spark keeps the JSON text of numbers and arrays),
 # so a wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
+# JSON as written (RFC 8259), with the constants NaN and Infinity: Spark's reader would also
+# take single-quoted strings, which are no JSON (``malformed_json``, as on every path)
 _CORRUPT = "_corrupt_record"
-_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "allowSingleQuotes": "false"}
 
 
 # Every expression below is Spark SQL text, evaluated in few projections (``selectExpr``):
@@ -187,11 +200,13 @@ def _kafka_origin(df: DataFrame) -> str:
 
 
 def _epoch_ms(text: str) -> str:
-    """Epoch ms from an ISO-8601 timestamp or a number of epoch ms; null if neither or out of range."""
-    digits = sql_string(r"^\s*-?[0-9]+\s*$")
+    """Epoch ms from an ISO-8601 timestamp or a number of epoch ms (``contract.TS_TEXT``,
+    ``EPOCH_MS_TEXT``); null if neither or out of range.  Text of another shape is not handed
+    to ``try_to_timestamp``, which reads more: a time without a date (on the day it is read),
+    a zone by name."""
     ms = (
-        f"CASE WHEN {text} RLIKE {digits} THEN try_cast({text} AS BIGINT) "
-        f"ELSE unix_millis(try_to_timestamp({text})) END"
+        f"CASE WHEN {text} RLIKE {whole_text(EPOCH_MS_TEXT)} THEN try_cast({text} AS BIGINT) "
+        f"WHEN {text} RLIKE {whole_text(TS_TEXT)} THEN unix_millis(try_to_timestamp({text})) END"
     )
     return in_range(ms)
 
@@ -205,9 +220,9 @@ def _ts_checks(max_future_ms: int | None) -> dict[str, str]:
     the limit is the fields' ``LATEST`` (``sql_text.with_latest``).
     """
     ts_ms = ms_column("ts")
-    checks = {"missing_ts": "_no_ts", "bad_ts": f"{ts_ms} IS NULL"}
+    checks = {c.MISSING_TS: "_no_ts", c.BAD_TS: f"{ts_ms} IS NULL"}
     if max_future_ms is not None:
-        checks["ts_in_future"] = f"{ts_ms} > `{LATEST}`"
+        checks[c.TS_IN_FUTURE] = f"{ts_ms} > `{LATEST}`"
     return checks
 
 
@@ -233,8 +248,8 @@ def _poison(text: str, limits: InputLimits) -> str:
         f"(_a, _c) -> named_struct('d', _a.d + {step}, 'm', greatest(_a.m, _a.d + {step}))).m"
     )
     return (
-        f"CASE WHEN octet_length({text}) > {int(limits.record_bytes)} THEN 'record_too_large' "
-        f"WHEN {openers} > {depth} AND {running} > {depth} THEN 'too_deep' END"
+        f"CASE WHEN octet_length({text}) > {int(limits.record_bytes)} THEN '{c.RECORD_TOO_LARGE}' "
+        f"WHEN {openers} > {depth} AND {running} > {depth} THEN '{c.TOO_DEEP}' END"
     )
 
 
@@ -242,7 +257,7 @@ def _poison_checks(fields: DataFrame) -> dict[str, str]:
     """The poison checks of JSON text (typed input has no text: none)."""
     if _POISON not in fields.columns:
         return {}
-    return {reason: f"{_POISON} = '{reason}'" for reason in ("record_too_large", "too_deep")}
+    return {reason: f"{_POISON} = '{reason}'" for reason in POISON_REASONS}
 
 
 def _truncated_raw() -> str:
@@ -250,7 +265,7 @@ def _truncated_raw() -> str:
     before, after = RAW_TRUNCATED.split("{bytes}")
     note = f"concat({sql_string(before)}, octet_length(raw), {sql_string(after)})"
     cut = f"concat(substring(raw, 1, {RAW_KEPT_CHARS}), {note})"
-    return f"CASE WHEN reason = 'record_too_large' THEN {cut} ELSE raw END AS raw"
+    return f"CASE WHEN reason = '{c.RECORD_TOO_LARGE}' THEN {cut} ELSE raw END AS raw"
 
 
 def _first_reason(checks: dict[str, str], order: tuple[str, ...]) -> str:
@@ -285,31 +300,30 @@ def parse_operations(
         return operations_checked(df, function, max_timeout_ms, limits)
     fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING, limits)
     needs_target, needs_members, counts_members = (
-        sql_in("condition", [str(CONDITION_NAMES[code]) for code in codes])
-        for codes in (NEEDS_TARGET, NEEDS_MEMBERS, COUNTS_MEMBERS)
+        sql_in("condition", list(names)) for names in (TARGETED, WITH_MEMBERS, TARGET_COUNTS_MEMBERS)
     )
     n_members = "coalesce(size(members), 0)"
     checks = {
         **_poison_checks(fields),
-        "malformed_json": "_malformed",
-        "missing_op_id": sql_blank("op_id"),
-        "bad_op_id": "_bad_op_id",
-        "missing_key": "coalesce(size(keys), 0) <= 0",
-        "too_many_keys": f"size(keys) > {int(limits.keys)}",
+        c.MALFORMED_JSON: "_malformed",
+        c.MISSING_OP_ID: sql_blank("op_id"),
+        c.BAD_OP_ID: "_bad_op_id",
+        c.MISSING_KEY: "coalesce(size(keys), 0) <= 0",
+        c.TOO_MANY_KEYS: f"size(keys) > {int(limits.keys)}",
         **_ts_checks(max_future_ms),
-        "missing_timeout_ms": "_no_timeout",
-        "bad_timeout_ms": "timeout_ms IS NULL",
-        "negative_timeout": "timeout_ms < 0",
-        "timeout_above_max": f"timeout_ms > {int(max_timeout_ms)}",
-        "unknown_condition": f"NOT {sql_in('condition', list(CONDITIONS))}",
-        "missing_target": f"{needs_target} AND _no_target",
-        "bad_target": f"{needs_target} AND {sql_not_finite('target')}",
-        "missing_members": f"{needs_members} AND {n_members} <= 0",
-        "too_many_members": f"{n_members} > {int(limits.members)}",
-        "target_above_members": f"{counts_members} AND target > {n_members}",
-        "unused_target": f"NOT {needs_target} AND NOT _no_target",
-        "unused_members": f"NOT {needs_members} AND {n_members} > 0",
-        "bad_payload": "_bad_payload",
+        c.MISSING_TIMEOUT_MS: "_no_timeout",
+        c.BAD_TIMEOUT_MS: "timeout_ms IS NULL",
+        c.NEGATIVE_TIMEOUT: f"timeout_ms < {int(c.MIN_TIMEOUT_MS)}",
+        c.TIMEOUT_ABOVE_MAX: f"timeout_ms > {int(max_timeout_ms)}",
+        c.UNKNOWN_CONDITION: f"NOT {sql_in('condition', list(CONDITIONS))}",
+        c.MISSING_TARGET: f"{needs_target} AND _no_target",
+        c.BAD_TARGET: f"{needs_target} AND {sql_not_finite('target')}",
+        c.MISSING_MEMBERS: f"{needs_members} AND {n_members} <= 0",
+        c.TOO_MANY_MEMBERS: f"{n_members} > {int(limits.members)}",
+        c.TARGET_ABOVE_MEMBERS: f"{counts_members} AND target > {n_members}",
+        c.UNUSED_TARGET: f"NOT {needs_target} AND NOT _no_target",
+        c.UNUSED_MEMBERS: f"NOT {needs_members} AND {n_members} > 0",
+        c.BAD_PAYLOAD: "_bad_payload",
     }
     return _with_reason(fields, checks, OPERATION_REASONS, OPERATION_COLUMNS)
 
@@ -336,12 +350,12 @@ def parse_events(
     )
     checks = {
         **_poison_checks(fields),
-        "malformed_json": "_malformed",
-        "missing_key": sql_blank("key"),
+        c.MALFORMED_JSON: "_malformed",
+        c.MISSING_KEY: sql_blank("key"),
         **_ts_checks(max_future_ms),
-        "bad_value": f"NOT _no_value AND {sql_not_finite('value')}",
-        "bad_op_id": "_bad_op_id",
-        "bad_source": "_bad_source",
+        c.BAD_VALUE: f"NOT _no_value AND {sql_not_finite('value')}",
+        c.BAD_OP_ID: "_bad_op_id",
+        c.BAD_SOURCE: "_bad_source",
     }
     return _with_reason(fields, checks, EVENT_REASONS, EVENT_COLUMNS)
 
@@ -448,7 +462,7 @@ def _plain(text: str) -> str:
 
 
 #: text fields that hold a string or nothing (``bad_<field>`` otherwise, a number included)
-_STRING_ONLY = ("source", "payload")
+_STRING_ONLY = read_as(STRING)
 
 
 def _plain_field(text: str, field: str) -> str:

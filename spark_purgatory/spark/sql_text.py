@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..contract import MAX_TS_MS, ms_column
-from ..engine.conditions import ANY, CONDITION_NAMES, CONDITIONS
+from ..contract import CONDITIONS, DEFAULT_CONDITION, MAX_TS_MS, MIN_TS_MS, ms_column
 from .checks import batch_millis
 
 if TYPE_CHECKING:
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "sql_string",
     "sql_blank",
+    "whole_text",
     "sql_not_finite",
     "sql_in",
     "in_range",
@@ -35,8 +35,6 @@ __all__ = [
     "parsed_columns",
     "literal_column",
 ]
-
-_ANY = str(CONDITION_NAMES[ANY])
 
 
 def parsed_columns(canonical: list[str]) -> list[str]:
@@ -65,8 +63,8 @@ def clean_keys(items: str) -> str:
 
 
 def in_range(ms: str) -> str:
-    """Epoch ms from 1970 up to ``contract.MAX_TS_MS``, else null (``bad_ts``)."""
-    return f"CASE WHEN ({ms}) >= 0 AND ({ms}) < {int(MAX_TS_MS)} THEN {ms} END"
+    """Epoch ms from ``contract.MIN_TS_MS`` (1970) up to ``MAX_TS_MS``, else null (``bad_ts``)."""
+    return f"CASE WHEN ({ms}) >= {int(MIN_TS_MS)} AND ({ms}) < {int(MAX_TS_MS)} THEN {ms} END"
 
 
 def latest_ts(max_future_ms: int, millis: str | None = None) -> str:
@@ -143,7 +141,7 @@ def condition_name(given: str) -> str:
     the first micro-batch pays (docs/troubleshooting.md, "The first micro-batch is slow").
     """
     capitals = "ABCDEFGHIJKLMNOPQRSTUVWXYZ\u212a"
-    name = f"trim(coalesce({given}, {sql_string(_ANY)}))"
+    name = f"trim(coalesce({given}, {sql_string(DEFAULT_CONDITION)}))"
     # a name already in lower case (nearly all) skips ``translate``, which costs a map
     # look-up and a Java String per character (seen in JFR of the routing stage)
     lowered = f"translate({name}, {sql_string(capitals)}, {sql_string(capitals[:-1].lower() + 'k')})"
@@ -151,7 +149,16 @@ def condition_name(given: str) -> str:
 
 
 def sql_blank(name: str) -> str:
+    """Null or blank text: Spark's ``trim`` trims spaces (U+0020) only, ``contract.BLANK``
+    (``tests/contract`` sends a tab and a no-break space, which are text)."""
     return f"({name} IS NULL OR trim({name}) = '')"
+
+
+def whole_text(pattern: str) -> str:
+    """A Spark SQL literal for ``RLIKE``: the contract's ``pattern`` (``contract.inputs``,
+    written without anchors) matching the whole text (``\\z``: the very end, where Java's
+    ``$`` also matches before a final line terminator)."""
+    return sql_string(f"^(?:{pattern})\\z")
 
 
 def sql_not_finite(name: str) -> str:

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from ..shard.labels import shard_labels
 from ..storage import listing, read_bytes, write_whole
-from .labels import shard_labels
 from .xxhash import xxh32
 
 __all__ = [
@@ -111,7 +111,7 @@ def read_version(fs: pafs.FileSystem, operator_dir: str, partition: int, version
 
 def read_groups(fs: pafs.FileSystem, operator_dir: str, groups: int, version: int) -> dict[int, GroupValue]:
     """Every group's entry at ``version`` by shard number (``groups`` = shards + 1, the
-    cross-shard group last: ``labels.shard_labels``); a partition no group has lived in
+    cross-shard group last: ``shard.labels.shard_labels``); a partition no group has lived in
     reads as none.
 
     Raises:

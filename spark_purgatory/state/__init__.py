@@ -7,7 +7,7 @@ since the last save).  Modules:
 
 * ``shard_state``: ``save_state``, and the segment (LSM) scheme explained; ``shard_load``: ``load_state``;
 * ``segments``: ``SegmentStore``, the directory of immutable segment files;
-* ``deltas``: the delta files, one per save, and the pointer to them a group state holds;
+* ``increments``: the delta files, one per save, and the pointer to them a group state holds;
 * ``cache``: ``WorkerCache``, live shards parked in a Python worker between micro-batches;
 * ``read_ahead``: a worker brings the other shards parked in it forward between its tasks;
 * ``layout``: the checkpoint's shard count, rescale journal and run lease;

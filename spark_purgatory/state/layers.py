@@ -3,7 +3,7 @@
 A *layer* is one Arrow IPC file's (or value's) ``tail_*`` parts: the operations and
 watchers added since the layer before it (rows from a handle on), the handles resolved
 since (``tail_dead``) and the dedup rows added (``tail_resolved``).  Change segments and
-delta files are layers (``shard_state``, ``deltas``); a shard at a version is its base (or
+delta files are layers (``shard_state``, ``increments``); a shard at a version is its base (or
 nothing) with its layers applied in order.  The first delta file of a chain (after a
 compaction: a small shard's full delta file, or the first after a new segment) also records
 the chain it ended and the change since that chain's last file (``chain_record``), so that a
@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..engine.frames import empty, isin, rows_where, stack
+from ..engine.arrays import isin
+from ..engine.frames import empty, rows_where, stack
 from ..engine.pending import OPS_ARROW, WATCH_ARROW, Pending
 from ..engine.tables import OPS, RESOLVED, WATCH, ShardTables
 from .codec import frame_bytes, frame_from, handles_from, table_from

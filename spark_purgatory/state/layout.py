@@ -37,7 +37,7 @@ from ..checkpoint_paths import Checkpoint, StatePath
 from ..config import ConfigError, PurgatoryConfig
 from ..runtime.processes import alive
 from ..storage import Storage, listing, read_bytes, remove, write_whole
-from .deltas import directory_of, parsed
+from .increments import directory_of, parsed
 from .pending_counts import PendingRecord
 from .segments import SegmentStore
 
@@ -109,7 +109,7 @@ def recover(
     store = SegmentStore(files.state_path, storage=storage)
     before = set(journal["segments_before"])
     store.delete([name for name in store.segments() if name not in before])
-    if "delta_version" in journal:  # the new shards' delta files (``deltas``)
+    if "delta_version" in journal:  # the new shards' delta files (``increments``)
         store.delete([n for n in store.delta_files() if parsed(n).version >= int(journal["delta_version"])])
     remove(fs, [files.rescale_journal])
     return "rolled back"

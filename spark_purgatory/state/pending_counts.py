@@ -3,7 +3,8 @@ checkpoint (``<checkpoint>/purgatory-pending``).
 
 Spark calls a shard only when it has input or a timeout due, so a micro-batch reports the
 pending count of the shards it called, and a run that reads nothing new reports none.  The
-sink keeps the last count of every shard and writes it here after each micro-batch; a
+driver's control plane (``handoff.control``) keeps the last count of every shard and writes
+it here after each micro-batch; a
 restarted query starts from it, so ``pending`` (the job's lines, ``PurgatoryQuery.totals``)
 is the count of all shards from the first micro-batch of a run on, and also for a run that
 has no micro-batch at all.

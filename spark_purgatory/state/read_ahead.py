@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from ..config import PurgatoryConfig
 from .cache import WORKER_CACHE, WorkerCache
-from .deltas import DELTAS, directory_of, pointer
+from .increments import DELTAS, directory_of, pointer
 from .segments import SegmentStore
 from .shard_load import load_state
 from .shard_state import Lineage

@@ -44,8 +44,9 @@ import numpy as np
 import pandas as pd
 
 from ..config import PurgatoryConfig
+from ..engine.arrays import hash_strings
 from ..engine.conditions import FLOOR_ESEQ, OFFSET
-from ..engine.frames import empty, hash_strings
+from ..engine.frames import empty
 from ..engine.purgatory import Purgatory
 from ..engine.tables import (
     EVENTS,

@@ -20,13 +20,16 @@ settings.  The job puts it next to the checkpoint by default.
 from __future__ import annotations
 
 import uuid
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow.fs as pafs
 
 from ..checkpoint_paths import StatePath
 from ..storage import Storage, listing
 from .codec import pack_parts, unpack_parts
+
+if TYPE_CHECKING:
+    from ..config import PurgatoryConfig
 
 __all__ = ["SegmentStore"]
 
@@ -66,6 +69,18 @@ class SegmentStore:
         self._fs, self._dir = self.storage.filesystem(root)
         self._made = False
         self._dirs: set[str] = set()
+
+    @classmethod
+    def of(cls, config: PurgatoryConfig) -> SegmentStore | None:
+        """The store ``purgatory.state.path`` asks for, if any."""
+        if not config.state_path:
+            return None
+        return cls(
+            config.state_path,
+            segment_rows=config.state_segment_rows,
+            retain_versions=config.state_retain_versions,
+            storage=Storage.of(config),
+        )
 
     def __getstate__(self) -> dict:  # shipped to executors inside the shard function
         return {k: v for k, v in self.__dict__.items() if k not in ("_fs", "_made", "_dirs")}

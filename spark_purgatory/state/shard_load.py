@@ -24,7 +24,7 @@ from ..engine.tables import RESOLVED, SMALL_TABLES, ShardTables
 from ..engine.wheel import TimingWheel
 from .cache import WORKER_CACHE, WorkerCache
 from .codec import frame_from, handles_from, unpack_parts
-from .deltas import (
+from .increments import (
     DeltaName,
     is_pointer,
     pointed,
@@ -55,7 +55,7 @@ def load_state(
 ) -> Purgatory:
     """Inverse of ``save_state``; ``config`` may differ only in retention and limits.
 
-    A pointer (``deltas``) loads from the ``store``'s files; a whole value (saved without a
+    A pointer (``increments``) loads from the ``store``'s files; a whole value (saved without a
     store, or by a spark-purgatory before the pointers: its next save writes files) from
     itself and the segments it names.  Reads the formats in ``READABLE_VERSIONS``: a value
     saved before the columnar engine (format 2) loads as it is; any other format raises

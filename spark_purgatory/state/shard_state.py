@@ -6,14 +6,14 @@ every micro-batch moves all of it through the state store, the JVM and Arrow, bo
 ``SegmentStore`` (``purgatory.state.path``, which ``start`` always sets) the group state
 holds a *pointer* of a hundred bytes, and the state lives in files the executor writes:
 
-* one small **delta file** per save (``deltas``): the operations added since the last save,
+* one small **delta file** per save (``increments``): the operations added since the last save,
   the handles resolved since (the dead), the dedup rows added since, the small tables
   (matches, key progress, ...) and scalars whole, the buffered events and completed
   operations' windows whole once every ``MAX_DELTAS`` files and as changes between
   (``small_tables``), the list of segment files and the *chain* of delta files since the
   last segment;
 * immutable **segments**, LSM-style: one *base* (every big table) and *change* segments.
-  When a chain reaches ``deltas.MAX_DELTAS`` files or holds more than
+  When a chain reaches ``increments.MAX_DELTAS`` files or holds more than
   ``purgatory.state.segment.rows`` rows, the change since the last segment is written as a
   change segment and the chain starts afresh; when the change segments together hold half
   as many rows as the base, one new base replaces them all (amortised over many
@@ -35,9 +35,9 @@ is not stored (it is rebuilt from the pending deadlines on load).
 
 **Immutable files, versioned pointers.**  A version names the files it extends, so a
 restart from any retained checkpoint version finds them; a replay after a crash loads the
-version Spark committed and never a file of the crashed attempt (``deltas``).  A replaced
+version Spark committed and never a file of the crashed attempt (``increments``).  A replaced
 segment is deleted ``purgatory.state.retain.versions`` saves of its shard later, old delta
-files by the sweep (``deltas``); keep the setting at or above
+files by the sweep (``increments``); keep the setting at or above
 ``spark.sql.streaming.minBatchesToRetain``, Spark's default 100.
 
 **The worker cache** (``cache``).  Each saved version carries a random token and the tokens
@@ -75,12 +75,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..engine.frames import distinct, empty, stack
+from ..engine.arrays import distinct
+from ..engine.frames import empty, stack
 from ..engine.purgatory import Purgatory
 from ..engine.tables import BIG_TABLES, RESOLVED, SMALL_TABLES, Changes, ShardTables
 from .cache import WORKER_CACHE, WorkerCache
 from .codec import frame_bytes, handles_bytes, pack_parts
-from .deltas import (
+from .increments import (
     MAX_DELTAS,
     SWEEP_EVERY,
     delta_name,
@@ -182,7 +183,7 @@ def save_state(
 
     Without ``store`` the value holds everything (Arrow IPC).  With a ``SegmentStore`` the
     state goes to files, a delta file of what changed since the last save and segments
-    for the bulk (``deltas``), and the value is a pointer naming the delta file: its size
+    for the bulk (``increments``), and the value is a pointer naming the delta file: its size
     does not depend on the shard's.  ``version`` (the micro-batch's timestamp) names the
     delta file; it is raised to one more than the last when it is not larger.  ``park``
     leaves ``p`` in the worker cache (``cache``, default this process's) for the next

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..engine.frames import empty, isin, rows_where, stack
+from ..engine.arrays import isin
+from ..engine.frames import empty, rows_where, stack
 from ..engine.purgatory import Purgatory
 from ..engine.tables import EVENTS, SMALL_TABLES, WINDOWS, ShardTables
 from .codec import frame_bytes, frame_from, handles_bytes, handles_from

@@ -87,7 +87,7 @@ FORMATS: dict[str, Format] = {
             3,
             1,
             "a shard's value: 1 whole in the group state (with segment files), 2 a pointer to "
-            "its delta files (state.deltas), 3 as 2, its operations' conditions possibly "
+            "its delta files (state.increments), 3 as 2, its operations' conditions possibly "
             "quorum (engine.conditions), which 2 does not know; the value's own format is "
             "state.shard_state's",
         ),

@@ -673,32 +673,3 @@ def test_staging_in_the_shard_step_needs_a_micro_batch():
 
     with pytest.raises(RuntimeError, match="streaming.sql.batchId"):
         ShardStaging("/tmp/nowhere", None)(output_rows(1), 0)  # type: ignore[arg-type]
-
-
-# -- stopping between micro-batches: the sink JAR's sink (runtime.staged_sink) ------------------------
-
-
-def test_a_stop_waits_for_a_begun_micro_batch_and_refuses_the_next(tmp_path):
-    """A micro-batch of the sink JAR's sink runs its tasks between ``begin_staged`` and its
-    commit: ``hold`` waits for it to end (its commit still taken), then the next is refused
-    before it runs; a timeout ends the wait with False."""
-    import threading
-    import time
-
-    from spark_purgatory.delta.sink import STOPPING
-
-    sink = make_sink(tmp_path, Clock())
-    sink.begin_staged()  # micro-batch 0's tasks run
-    held: list[bool] = []
-    waiting = threading.Thread(target=lambda: held.append(sink.hold(30)))
-    waiting.start()
-    time.sleep(0.2)
-    assert waiting.is_alive() and not held  # the stop waits for the begun micro-batch
-    sink.end_staged(0)  # it failed, or (take_staged) it was taken: it is over
-    waiting.join(5)
-    assert held == [True]
-    with pytest.raises(RuntimeError, match=STOPPING):
-        sink.begin_staged()  # the next one is refused before its tasks run
-    other = make_sink(tmp_path / "other", Clock())
-    other.begin_staged()
-    assert other.hold(0.1) is False  # a micro-batch still running after the timeout

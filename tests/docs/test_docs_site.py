@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from spark_purgatory.contract import EVENT_INPUT, OPERATION_INPUT, REASONS, TABLES
+from spark_purgatory.contract import ALL_REASONS, EVENT_INPUT, OPERATION_INPUT, REASONS, TABLES
 from tests.support.docs_tables import config_table_problems, plain, section, table_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -87,10 +87,10 @@ def test_the_contract_page_shows_each_output_table_as_declared(table):
     assert shown == [(f.name, str(f.type)) for f in TABLES[table].schema]
 
 
-def test_the_contract_page_lists_every_rejection_reason_with_its_meaning():
+def test_the_contract_page_lists_every_rejection_reason_with_its_meaning_and_stage():
     rows = table_rows(section(page("contract.md"), "Rejection reasons"))
-    assert {plain(reason): meaning for reason, meaning in rows} == REASONS
-    assert [plain(reason) for reason, _ in rows] == list(REASONS)
+    assert [(plain(reason), meaning, stage) for reason, meaning, stage in rows] == list(ALL_REASONS)
+    assert [plain(reason) for reason, _, _ in rows] == list(REASONS)
 
 
 # -- the configuration page --------------------------------------------------------------------------

@@ -7,9 +7,10 @@ import pandas as pd
 import pyarrow as pa
 
 from spark_purgatory.engine import memory, text
+from spark_purgatory.engine.arrays import hash_strings, pair_order
 from spark_purgatory.engine.columns import SPARSE, TEXT, Columns, HashIndex
 from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
-from spark_purgatory.engine.frames import empty, hash_strings, pair_order
+from spark_purgatory.engine.frames import empty
 from spark_purgatory.engine.progress import KeyTable, keys_wakeup, retire_keys, touch_keys
 from spark_purgatory.engine.tables import I64_MIN, KEYS, RESOLVED
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from spark_purgatory.engine.frames import among, expand_ranges, isin, pairs_in
+from spark_purgatory.engine.arrays import among, expand_ranges, isin, pairs_in
 from spark_purgatory.engine.rows import Rows
 from tests.support.engine_helpers import ev, op, purgatory, step
 

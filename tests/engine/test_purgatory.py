@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from spark_purgatory.engine import dedup, frames, pending, watchers
+from spark_purgatory.engine import arrays, dedup, pending, watchers
 from spark_purgatory.engine import purgatory as purgatory_module
 from tests.support.engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
 
@@ -359,7 +359,7 @@ def test_a_hash_collision_never_makes_a_wrong_match(monkeypatch):
         return np.zeros(len(values), dtype=np.uint64)
 
     hashing = [m for m in _engine_modules() if hasattr(m, "hash_strings")]
-    assert {frames, pending, watchers, dedup, purgatory_module} <= set(hashing)
+    assert {arrays, pending, watchers, dedup, purgatory_module} <= set(hashing)
     for module in hashing:  # every module of the engine that hashes strings
         monkeypatch.setattr(module, "hash_strings", degenerate)
     assert _collision_run() == honest
@@ -437,9 +437,7 @@ def test_a_rejected_record_without_raw_text_is_rendered_as_valid_json_of_its_fie
     r = purgatory().process(pd.DataFrame(rows), None, watermark_ms=0)
     assert r.rejected["reason"].tolist() == ["missing_target"]
     # a field without a value (NaN, None) is left out, as Spark's to_json leaves it out
-    assert r.rejected["raw"].iloc[0] == (
-        '{"op_id": "o", "keys": ["k"], "ts": 0, "timeout_ms": 10, "condition": "sum"}'
-    )
+    assert r.rejected["raw"].iloc[0] == '{"op_id":"o","keys":["k"],"ts":0,"timeout_ms":10,"condition":"sum"}'
 
 
 def test_invalid_events_are_rejected_and_raw_text_is_kept():

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.handoff.end_of_input import end_watermark_ms
-from spark_purgatory.spark.key_hash import shards_of
+from spark_purgatory.spark.key_hash import registry_of, shards_of
 from spark_purgatory.testing import PurgatoryTester
 from tests.support.engine_helpers import stacked
 from tests.support.reference_model import Batch, Result, run, spark_watermarks
@@ -212,7 +212,7 @@ def run_tester(batches: list[Batch]) -> Result:
         t.step()
     if end:
         t.end_input()
-    pending = set(t.purgatory.pending_operations()["op_id"])
+    pending = set(t.pending_operations()["op_id"])
     return _result(t.outcomes(times="ms"), t.unmatched(times="ms"), t.rejected(), pending)
 
 
@@ -238,12 +238,41 @@ def test_every_split_gives_the_reference_outcomes(scenario):
         assert (r.unmatched["ts"].to_numpy(np.int64) < wm).all()
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@settings(
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    deadline=None,
+    max_examples=max(10, settings.default.max_examples // 6),  # each draw saves state per shard and batch
+)
 @given(scenarios())
 def test_the_tester_gives_the_reference_outcomes(scenario):
-    # the tester keeps, of copies with equal ts, the one in the lower-numbered of Spark's
-    # shards (``purgatory.shards``: 2 here; keys spanning shards: the cross-shard group, 2)
-    assert_same(run_tester(scenario["batches"]), run(scenario["batches"], home=_home_of_two_shards))
+    """The tester runs the production shard step over Spark's two shards and the cross-shard
+    group: of copies with equal ts, the one in the lower-numbered shard is kept (the registry);
+    an operation parked for its op_id's verdict is decided in the wake's micro-batch after its
+    own, which ``step()`` runs (the reference: an empty micro-batch at the same watermark)."""
+    assume(not _registry_limit(scenario["ops"]))
+    batches = [
+        b for batch in scenario["batches"] for b in (batch, *[Batch([], [], batch.watermark)] * _WAKES)
+    ]
+
+    def parks(o: dict) -> bool:
+        home = _home_of_two_shards(o)
+        return home < 2 and registry_of(o["op_id"], 2) != home
+
+    assert_same(run_tester(scenario["batches"]), run(batches, home=_home_of_two_shards, parks=parks))
+
+
+#: the wake's micro-batches a step may add (a verdict taken in, then its relay)
+_WAKES = 2
+
+
+def _registry_limit(ops: list[dict]) -> bool:
+    """Does an op_id belong both to an operation whose keys span shards and to one whose keys
+    do not (the registry's one limit: two outcomes on Spark, docs/contract.md)?"""
+    kinds: dict[str, set] = {}
+    for o in ops:
+        if not o.get("_reason"):
+            kinds.setdefault(o["op_id"], set()).add(_home_of_two_shards(o) == 2)
+    return any(len(k) > 1 for k in kinds.values())
 
 
 def _home_of_two_shards(o: dict) -> int:

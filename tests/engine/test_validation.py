@@ -158,6 +158,9 @@ def test_an_op_id_that_is_a_number_or_boolean_stands_for_its_text(op_id, expecte
         ({"target": 2, "members": ["m"], "payload": 5}, "unused_target"),  # in the contract's order
         ({"payload": [1]}, "bad_payload"),
         ({"payload": {"a": 1}}, "bad_payload"),
+        # a no-break space is text, not white space, to Spark's casts (contract.inputs)
+        ({"ts": "\u00a05"}, "bad_ts"),
+        ({"timeout_ms": "\u00a05\u00a0"}, "bad_timeout_ms"),
     ],
 )
 def test_an_operation_gets_the_reason_of_its_first_failing_check(fields, reason):
@@ -173,10 +176,10 @@ def test_an_operation_gets_the_reason_of_its_first_failing_check(fields, reason)
         ({"ts": "2026-01-01T05:00:00+05:00"}, TS_MS, TS_MS + 5),
         ({"ts": pd.Timestamp(TS)}, TS_MS, TS_MS + 5),
         ({"ts": 5.0}, 5, 10),
-        ({"ts": "\u00a05"}, 5, 10),  # Python's whitespace around digits
+        ({"ts": "\x0b5\r"}, 5, 10),  # Java's white space around digits (contract.EPOCH_MS_TEXT)
         ({"timeout_ms": " 5 "}, 0, 5),
         ({"timeout_ms": 5.0}, 0, 5),  # a whole float is a whole number
-        ({"timeout_ms": "\u00a05\u00a0"}, 0, 5),
+        ({"timeout_ms": "\x005\x7f"}, 0, 5),  # Spark's cast to BIGINT ignores U+0000-U+0020, U+007F
     ],
 )
 def test_event_times_and_timeouts_are_read_to_epoch_ms(fields, ts, deadline):

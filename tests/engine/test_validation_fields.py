@@ -206,14 +206,14 @@ def test_numbers_read_every_value_as_number_does(column):
 
 
 def _epoch_ms_of_one(v: object) -> float:
-    """The rule for one event time: epoch-ms digits or ISO-8601 text, a datetime, a whole
-    number; NaN otherwise and outside [1970, 2200)."""
-    if isinstance(v, str) and not fields._EPOCH_MS.match(v):
-        parsed = pd.to_datetime(
-            pd.Series([v.strip()], dtype=object), utc=True, format="ISO8601", errors="coerce"
-        )
-        clock = v.strip() in ("now", "today")  # pandas' current time: not an event time
-        ms = math.nan if parsed.isna()[0] or clock else parsed[0].value // 1_000_000
+    """The rule for one event time: epoch-ms digits or ISO-8601 text of the contract's shapes
+    (``contract.EPOCH_MS_TEXT``, ``TS_TEXT``), a datetime, a whole number; NaN otherwise and
+    outside [1970, 2200)."""
+    if isinstance(v, str) and not fields._EPOCH_MS.fullmatch(v):
+        text = str(v).strip(fields._TS_BLANKS)
+        parsed = pd.to_datetime(pd.Series([text], dtype=object), utc=True, format="ISO8601", errors="coerce")
+        unread = parsed.isna()[0] or not fields._TS.fullmatch(v)
+        ms = math.nan if unread else parsed[0].value // 1_000_000
     elif isinstance(v, str) or not isinstance(v, (pd.Timestamp, np.datetime64)):
         ms = math.nan if (w := whole(v)) is None else w
     else:
@@ -260,8 +260,10 @@ def test_one_item_lists_make_a_list_per_item():
     assert out.shape == (2,) and out.tolist() == [["a"], ["b"]]
 
 
-def test_a_whole_number_with_a_separator_character_is_no_number_and_raises_nothing():
-    """``"0\\x1f"`` raised ``ValueError`` in ``whole`` (the pattern's ``\\s`` takes U+001F,
-    ``int`` does not strip it), so a hostile ``timeout_ms`` stopped the pandas checks."""
-    assert fields.whole("0\x1f") is None and fields.whole(" 7 ") == 7
-    assert fields.wholes(pd.Series(["0\x1f", "5"]), 2)[1].tolist() == [False, True]
+def test_a_whole_number_among_control_characters_is_read_as_spark_reads_it_and_raises_nothing():
+    """``"0\\x1f"`` raised ``ValueError`` in ``whole`` once (a pattern took U+001F, ``int``
+    did not strip it), so a hostile ``timeout_ms`` stopped the pandas checks.  Spark's cast
+    to BIGINT ignores U+0000-U+0020 and U+007F around the digits (``contract.WHOLE_TRIM``),
+    and nothing else: a no-break space makes the text no number."""
+    assert fields.whole("0\x1f") == 0 and fields.whole(" 7 ") == 7 and fields.whole("\u00a07") is None
+    assert fields.wholes(pd.Series(["0\x1f", "5", "5\u2028"]), 3)[1].tolist() == [True, True, False]

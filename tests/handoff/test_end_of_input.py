@@ -24,7 +24,7 @@ from spark_purgatory.handoff.end_of_input import (
     is_end_watermark,
 )
 from spark_purgatory.handoff.wake import Wake
-from spark_purgatory.spark.routed_rows import ROLE_END, ROLE_WAKE
+from spark_purgatory.shard.roles import ROLE_END, ROLE_WAKE
 from spark_purgatory.workload import generate, write_json_lines
 from tests.support.crash_harness import _job, _job_here, check, read_table
 
@@ -159,8 +159,8 @@ def test_the_job_ends_only_an_available_now_run_and_refuses_an_ended_checkpoint_
 
 @pytest.mark.spark
 def test_the_end_mark_reaches_every_shard_group_and_a_wake_only_the_cross_shard_one(spark):
-    from spark_purgatory.spark.labels import shard_labels
-    from spark_purgatory.spark.routed_rows import ROLES
+    from spark_purgatory.shard.labels import shard_labels
+    from spark_purgatory.shard.roles import ROLES
     from spark_purgatory.spark.routing import route_wake
 
     lines = spark.createDataFrame([("end",), ("12",)], "value string")

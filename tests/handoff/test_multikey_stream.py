@@ -17,7 +17,7 @@ import pytest
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.handoff import Mailbox, Wake
-from spark_purgatory.spark.routed_rows import ROLES
+from spark_purgatory.shard.roles import ROLES
 from spark_purgatory.spark.routing import route
 from spark_purgatory.spark.sources import parse_events, parse_operations
 from tests.spark.test_streaming import _keys_in_different_shards, resolved

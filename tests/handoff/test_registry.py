@@ -142,7 +142,7 @@ def _decided_obviously(own, claims, shard, remembered, claim_remembered):
 def test_the_registry_decides_as_the_rule_reads_on_random_copies():
     import numpy as np
 
-    from spark_purgatory.engine.frames import hash_strings
+    from spark_purgatory.engine.arrays import hash_strings
     from spark_purgatory.engine.registry import decide
     from spark_purgatory.engine.rows import Rows
 

@@ -10,6 +10,8 @@ the query's paths), asked of a real S3-compatible server (moto) on loopback.
 
 from __future__ import annotations
 
+import types
+
 import pytest
 from pyspark.errors import StreamingQueryException
 
@@ -42,7 +44,10 @@ class _FailedQuery:
 
 
 class _Sink:
-    wake = None
+    """The driver's step of a query whose flush may fail (``DriverStep``: its control plane
+    owes no wake)."""
+
+    control = types.SimpleNamespace(wake=None)
 
     def __init__(self, flush_error: Exception | None = None) -> None:
         self.flush_error = flush_error
@@ -115,7 +120,7 @@ def test_a_micro_batch_refused_while_stopping_is_no_failure_but_any_other_error_
     """``PurgatoryQuery.exception``: the sink's refusal of a micro-batch triggered after the
     stop (``STOPPING``, a race between the refusal and Spark's stop) is a clean stop, as
     ``await_termination`` treats it; the same error before any stop, or another error, is not."""
-    from spark_purgatory.delta.sink import STOPPING
+    from spark_purgatory.driver_step import STOPPING
 
     refused = f"[FOREACH_BATCH_USER_FUNCTION_ERROR] ...\nRuntimeError: {STOPPING} (2)\n"
     running = PurgatoryQuery(_RefusedQuery(refused), _Sink(), _Totals(None), linger=False)

@@ -17,8 +17,8 @@ from spark_purgatory import PurgatoryConfig
 from spark_purgatory.checkpoint_paths import Checkpoint
 from spark_purgatory.inspect import read_checkpoint
 from spark_purgatory.inspect.status import checkpoint_status
+from spark_purgatory.shard.labels import shard_labels
 from spark_purgatory.spark import state_files
-from spark_purgatory.spark.labels import shard_labels
 from spark_purgatory.storage import Storage
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.object_store import REGION, S3Store

@@ -15,9 +15,14 @@ from spark_purgatory.config import ConfigError
 from spark_purgatory.delta.accumulator import RecordAccumulator
 from spark_purgatory.delta.sink import PurgatorySink
 from spark_purgatory.delta.writers import DeltaRsWriter
+from spark_purgatory.driver_step import DriverStep
 from spark_purgatory.handle import _Totals
+from spark_purgatory.handoff.control import MicroBatchControl
+from spark_purgatory.handoff.partitions import PartitionWatermarks
+from spark_purgatory.handoff.wake import Wake
 from spark_purgatory.query import app_id_of
 from spark_purgatory.runtime.settings import QUERY_EXCLUDED_RULES
+from spark_purgatory.state.pending_counts import PendingRecord
 from spark_purgatory.workload import generate, write_json_lines
 
 SHUFFLE = "spark.sql.shuffle.partitions"
@@ -95,13 +100,28 @@ def test_start_refuses_settings_that_would_break_the_query_saying_what_to_set(sp
         spark.conf.unset(NO_DATA_BATCHES)
 
 
-def test_the_sink_start_builds_pickles_for_spark_connect(tmp_path):
+def test_the_function_start_gives_foreach_batch_pickles_for_spark_connect(tmp_path):
+    """Over Spark Connect ``foreachBatch`` pickles the driver's step to run it in the server's
+    Python: the sink and the control plane go with it (a Connect query has no reaper)."""
     acc = RecordAccumulator(
         str(tmp_path / "staging"), app_id="q", batch_size=1, linger_ms=1, buffer_memory=1 << 20
     )
-    sink = PurgatorySink(acc, DeltaRsWriter(str(tmp_path / "out")), on_batch=_Totals(None))
-    copy = pickle.loads(pickle.dumps(sink))
-    assert copy.on_batch.totals == sink.on_batch.totals and copy.accumulator.app_id == "q"
+    chk = str(tmp_path / "chk")
+    control = MicroBatchControl(
+        wake=Wake.under(chk, cross_shard=2),
+        partitions=PartitionWatermarks(str(tmp_path / "state" / "watermarks"), {"operations": 1_000}),
+        pending=PendingRecord.under(chk),
+        on_batch=_Totals(None),
+    )
+    step = DriverStep(PurgatorySink(acc, DeltaRsWriter(str(tmp_path / "out"))), control)
+    copy = pickle.loads(pickle.dumps(step))
+    assert (
+        copy.control.on_batch.totals == step.control.on_batch.totals and copy.sink.accumulator.app_id == "q"
+    )
+    assert (copy.control.wake.root, copy.control.partitions.root) == (
+        control.wake.root,
+        control.partitions.root,
+    )
 
 
 def test_the_app_id_belongs_to_the_checkpoint(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -192,13 +193,17 @@ def test_raw_lines_are_read_as_the_job_reads_them_and_a_line_that_is_no_object_i
     t.step()
     assert t.pending == 0 and sorted(t.outcomes()["op_id"]) == ["a", "b"]
     rejected = t.rejected()
-    assert rejected[["source", "raw", "reason", "op_id"]].values.tolist() == [
-        ["operations", "not json", "malformed_json", None],
-        ["operations", "[1, 2]", "malformed_json", None],
-        ["operations", "", "malformed_json", None],
-        ["operations", lines[5], "bad_timeout_ms", "c"],
-        ["events", '{"key": "k", "ts": \ufffd}', "malformed_json", None],
-    ]
+    # in the order of the shards that report them (a rejected row goes to the shard of its text)
+    assert sorted(rejected[["source", "raw", "reason", "op_id"]].values.tolist(), key=str) == sorted(
+        [
+            ["operations", "not json", "malformed_json", None],
+            ["operations", "[1, 2]", "malformed_json", None],
+            ["operations", "", "malformed_json", None],
+            ["operations", lines[5], "bad_timeout_ms", "c"],
+            ["events", '{"key": "k", "ts": \ufffd}', "malformed_json", None],
+        ],
+        key=str,
+    )
 
 
 def test_lines_and_records_queued_for_one_step_keep_their_own_raw():
@@ -208,7 +213,8 @@ def test_lines_and_records_queued_for_one_step_keep_their_own_raw():
     t.step()
     assert t.rejected()[["raw", "reason"]].values.tolist() == [
         ["nope", "malformed_json"],
-        ['{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": -1}', "negative_timeout"],  # as given
+        # as given, as Spark's to_json writes a typed row (docs/contract.md)
+        ['{"op_id":"a","key":"k","ts":0,"timeout_ms":-1}', "negative_timeout"],
     ]
     with pytest.raises(TypeError, match="not both"):
         t.add_operations(["{}", {"op_id": "b"}])
@@ -280,7 +286,7 @@ def test_a_resend_is_accepted_from_the_end_of_the_dedup_retention_on_not_a_milli
 
 def test_config_may_be_given_as_dotted_keys():
     t = PurgatoryTester({"purgatory.tick.ms": 250})
-    assert t.purgatory.config.tick_ms == 250
+    assert t.config.tick_ms == 250
     with pytest.raises(ConfigError, match="purgatory.tick"):
         PurgatoryTester({"purgatory.tick": 250})
 
@@ -391,3 +397,29 @@ def test_assert_outcomes_on_spark_agrees_with_the_harness_and_fails_as_an_assert
         AssertionError, match="'late': resolved_at is 2026-01-01T00:00:10Z, expected 2026-01-01T00:00:11Z"
     ):
         assert_outcomes(iso, moved)
+
+
+def test_a_multi_key_operation_across_shards_completes_through_the_mailbox_and_saved_state(tmp_path):
+    """The tester runs the production shard step: an operation whose keys live in two shards
+    lives in the cross-shard group, its stubs relay each event through the mailbox, and every
+    group's state is saved under the state path and loaded again in the next step."""
+    from spark_purgatory.spark.key_hash import shards_of
+
+    keys = np.array([f"k{i}" for i in range(20)], dtype=object)
+    shard = shards_of(keys, 2)
+    a, b = keys[shard == 0][0], keys[shard == 1][0]
+    state = tmp_path / "state"
+    t = PurgatoryTester({"purgatory.tick.ms": 10, "purgatory.state.path": str(state)})
+    op = {"op_id": "both", "keys": [a, b], "ts": 0, "timeout_ms": 1_000, "condition": "count", "target": 2}
+    t.add_operations([op])
+    t.add_events([{"key": a, "ts": 10}])
+    assert t.step().outcomes.empty
+    assert t.pending == 1 and set(t.shard(2).pending_operations()["op_id"]) == {"both"}
+    assert list(state.glob("mailbox/*")) and list(state.glob("deltas/*/*"))  # relayed, saved
+    t.add_events([{"key": b, "ts": 20}])
+    t.advance_watermark(5)
+    out = t.step().outcomes
+    assert out[["op_id", "status", "resolved_at", "matched_events", "batch_id"]].values.tolist() == [
+        ["both", "completed", 20, 2, 1]
+    ]
+    assert t.pending == 0

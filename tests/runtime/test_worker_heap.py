@@ -42,7 +42,7 @@ def test_the_collector_is_paused_inside_and_restored_as_it_was_after():
 
     import pytest
 
-    from spark_purgatory.engine.memory import collector_paused
+    from spark_purgatory.engine.collector import collector_paused
 
     assert gc.isenabled()
     with collector_paused():
@@ -61,16 +61,16 @@ def test_the_collector_is_paused_inside_and_restored_as_it_was_after():
 
 
 def test_the_shard_step_runs_without_collector_walks_and_gives_the_collector_back():
-    """The stream's shard step (``operator._stateful_shard``) processes its rows with the
-    collector off and leaves it on for the worker's next task."""
+    """The stream's shard step (``operator._stateful_shard``, the adapter of ``ShardStep``)
+    processes its rows with the collector off and leaves it on for the worker's next task."""
     import gc
 
     import pandas as pd
 
     from spark_purgatory import PurgatoryConfig
     from spark_purgatory.engine.purgatory import Purgatory
+    from spark_purgatory.shard.roles import ROUTED_COLUMNS
     from spark_purgatory.spark import operator
-    from spark_purgatory.spark.routed_rows import ROUTED_COLUMNS
 
     class State:  # what the shard step asks of Spark's GroupState
         exists = False

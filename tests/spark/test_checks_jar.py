@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_purgatory.config import InputLimits, PurgatoryConfig
+from spark_purgatory.handoff.shard_handoff import registers
 from spark_purgatory.spark import checks, routing, sources, sql_text
 from spark_purgatory.spark.sources import parse_events, parse_operations
 
@@ -318,7 +319,7 @@ def test_one_call_gives_the_wake_lines_rows_the_sql_gives(spark, monkeypatch, tm
     config = PurgatoryConfig(
         shards=3, state_path=str(tmp_path / "state"), dedup_scope="global" if registry else "shard"
     )
-    assert routing.registers(config) == registry
+    assert registers(config) == registry
     lines = spark.createDataFrame([(line,) for line in _WAKE_LINES], "value string")
     one = routing.route_wake(lines, config)
     assert (

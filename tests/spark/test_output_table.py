@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from spark_purgatory.contract import OPERATOR_OUTPUT, PARTITION_MAXIMA
-from spark_purgatory.spark.output import output_rows, output_table
+from spark_purgatory.shard.output import output_rows, output_table
 from tests.support.engine_helpers import _random_workload, frame, purgatory
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from spark_purgatory import PurgatoryConfig
 from spark_purgatory.spark.formats import read_stream
-from spark_purgatory.spark.operator import routed_stream
+from spark_purgatory.spark.input_stream import input_stream
 
 pytestmark = pytest.mark.spark
 
@@ -67,7 +67,7 @@ def test_the_shard_key_is_never_nullable(spark, tmp_path, kind, ansi):
     for shards in (1, 2, 5):
         config = PurgatoryConfig(shards=shards, state_path=str(tmp_path / "state"))
         with _ansi(spark, ansi):
-            routed = routed_stream(
+            routed = input_stream(
                 operations, events, config, source_format=kind, wake_path=str(tmp_path / "wake")
             )
         key = routed.schema["shard"]

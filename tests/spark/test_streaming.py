@@ -16,8 +16,8 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from spark_purgatory.config import PurgatoryConfig
-from spark_purgatory.spark.labels import shard_labels, spark_hash_int
-from spark_purgatory.spark.operator import purgatory_batch
+from spark_purgatory.shard.labels import shard_labels, spark_hash_int
+from spark_purgatory.spark.batch import purgatory_batch
 from spark_purgatory.spark.output import metrics_of, outcomes_of, unmatched_of
 from spark_purgatory.spark.sources import parse_events, parse_operations, read_batch
 from spark_purgatory.state.segments import SegmentStore

@@ -25,8 +25,9 @@ from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.contract import EVENT_INPUT, OPERATION_INPUT
 from spark_purgatory.job import parse_args
 from spark_purgatory.spark import checks
+from spark_purgatory.spark.batch import purgatory_batch
 from spark_purgatory.spark.key_hash import shards_of
-from spark_purgatory.spark.operator import purgatory_batch, purgatory_stream
+from spark_purgatory.spark.operator import purgatory_stream
 from spark_purgatory.spark.output import outcomes_of, rejected_of
 from spark_purgatory.spark.sources import (
     InputSchemaError,

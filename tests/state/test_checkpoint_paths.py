@@ -45,6 +45,7 @@ SPARK_OWN = {"spark_metadata", "offsets", "commits", "spark_state", "operator_st
 #: ``cross_shard_handoff=mailbox``, the JSON field ``watermarks`` of a record or a report
 OTHER_MEANINGS = {
     ("config.py", "mailbox"),
+    ("handoff/shard_handoff.py", "mailbox"),
     ("spark/routing.py", "mailbox"),
     ("handoff/partitions.py", "watermarks"),
     ("inspect/status.py", "watermarks"),

@@ -16,7 +16,7 @@ import pytest
 
 from spark_purgatory import Purgatory
 from spark_purgatory.state import SegmentStore, WorkerCache, load_state, loaded_by, save_state
-from spark_purgatory.state.deltas import pointed
+from spark_purgatory.state.increments import pointed
 from tests.support.engine_helpers import ev, op, outcomes, purgatory, step
 
 _TABLES = ("ops", "watch", "resolved", "matches", "events", "keys", "windows", "due")

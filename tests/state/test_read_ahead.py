@@ -11,7 +11,7 @@ import pyarrow.fs as pafs
 
 from spark_purgatory import Purgatory
 from spark_purgatory.state import SegmentStore, WorkerCache, load_state, loaded_by, save_state
-from spark_purgatory.state.deltas import directory_of, parsed, pointed, pointer
+from spark_purgatory.state.increments import directory_of, parsed, pointed, pointer
 from spark_purgatory.state.read_ahead import ReadAhead
 from tests.support.engine_helpers import ev, op, outcomes, purgatory, step
 

@@ -36,10 +36,10 @@ from spark_purgatory.cli import main
 from spark_purgatory.engine.purgatory import Purgatory
 from spark_purgatory.handoff.end_of_input import EndOfInput
 from spark_purgatory.rescale import RescaleError, rescale
+from spark_purgatory.shard.labels import shard_labels, spark_hash_int
 from spark_purgatory.spark import state_files
 from spark_purgatory.spark.group_state import shard_bytes, to_group_state
 from spark_purgatory.spark.key_hash import shards_of
-from spark_purgatory.spark.labels import shard_labels, spark_hash_int
 from spark_purgatory.state import SegmentStore, load_state, save_state
 from spark_purgatory.state.layout import RunLease, layout_of, recover
 from spark_purgatory.state.reshard import ReshardError, reshard

@@ -19,7 +19,7 @@ from spark_purgatory.engine.inspection import pending_frame
 from spark_purgatory.engine.pending import OPS_ARROW
 from spark_purgatory.state import WORKER_CACHE, SegmentStore, WorkerCache, load_state, loaded_by, save_state
 from spark_purgatory.state.codec import handles_from, pack_parts, table_from, unpack_parts
-from spark_purgatory.state.deltas import is_pointer, pointed
+from spark_purgatory.state.increments import is_pointer, pointed
 from tests.support.engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
 
 # -- state round trip ---------------------------------------------------------------------------

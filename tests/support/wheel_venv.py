@@ -1,99 +1,10 @@
 """The project as a user gets it: its wheel, built from this checkout, installed with uv into a
-fresh virtual environment outside the checkout, with nothing else (its dependencies resolved as
-pip resolves them: the newest pyspark the wheel allows, not the tests' pin).
-
-``tests/docs/test_wheel_install.py`` (CI) and ``benchmarks/bench_install.py`` build one.  uv's
-cache is the machine's (``~/.cache/uv``, shared with ``make setup``): the packages the dev venv
-has are linked from it, and a pyspark the cache lacks is built once, stored (``make setup``'s
-``--compression=stored``: the same 400 MB of JARs, no zip compression).
+fresh virtual environment outside the checkout, with nothing else (``benchmarks.bench_deploy``'s
+``build_wheel``, ``install_wheel``, ``venv_env``: the ``install`` benchmark builds it the same way).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+from benchmarks.bench_deploy import ROOT, build_wheel, install_wheel, uninstall, venv_env
 
 __all__ = ["ROOT", "build_wheel", "install_wheel", "uninstall", "venv_env"]
-
-ROOT = Path(__file__).resolve().parents[2]
-#: as the Makefile builds pyspark's wheel (only a source archive is published)
-_STORED = "-C--build-option=--compression=stored"
-
-
-def _uv() -> str:
-    return str(Path(sys.executable).parent / "uv")  # make setup installs it into the venv
-
-
-def build_wheel(out: Path) -> Path:
-    """The sdist and, from it, the wheel (``make dist``'s ``uv build``: the in-tree backend,
-    the project's JARs as package data) into ``out``; the wheel's path."""
-    done = subprocess.run(
-        [_uv(), "build", "--quiet", "--python", sys.executable, "--out-dir", str(out), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"uv build failed:\n{done.stderr[-4000:]}")
-    (wheel,) = out.glob("spark_purgatory-*.whl")
-    return wheel
-
-
-def install_wheel(wheel: Path, venv: Path, *, bytecode: bool = False, also: tuple[str, ...] = ()) -> Path:
-    """A new venv at ``venv`` (this Python's version) with ``wheel`` and what it requires, and
-    nothing else; its ``python``.
-
-    ``bytecode``: compile every installed module, as ``pip install`` does by default (uv does
-    not; with ``PYTHONDONTWRITEBYTECODE`` set, as on these machines, each process would compile
-    pandas, pyarrow and pyspark again: what ``make bytecode`` spares the checkout's venv).
-    ``also``: more requirements (``pyspark==4.2.0``: the tests' pin instead of pip's newest).
-    """
-    python = venv / "bin" / "python"
-    compile_all = ["--compile-bytecode"] if bytecode else []
-    for command in (
-        [_uv(), "venv", "--quiet", "--python", sys.executable, str(venv)],
-        [
-            _uv(),
-            "pip",
-            "install",
-            "--quiet",
-            "--python",
-            str(python),
-            _STORED,
-            *compile_all,
-            str(wheel),
-            *also,
-        ],
-    ):
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=_without_venv())
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(command[:3])} failed:\n{done.stderr[-4000:]}")
-    return python
-
-
-def uninstall(python: Path, package: str) -> None:
-    """Take ``package`` out of ``python``'s venv, its requirements left (a cluster node's
-    Python, which gets the package from ``--py-files``)."""
-    command = [_uv(), "pip", "uninstall", "--quiet", "--python", str(python), package]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_without_venv())
-    if done.returncode != 0:
-        raise RuntimeError(f"uv pip uninstall failed:\n{done.stderr[-4000:]}")
-
-
-def _without_venv() -> dict[str, str]:
-    """This environment without the dev venv's traces (an activated venv, the checkout on the path)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
-    dev_bin = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != dev_bin)
-    return env
-
-
-def venv_env(python: Path, **more: str) -> dict[str, str]:
-    """The environment of a shell with the wheel's venv activated: its ``bin`` first on PATH
-    (Spark's Python workers run ``python3`` from there, as in a user's activated venv)."""
-    env = _without_venv()
-    venv = python.parent.parent
-    env.update(VIRTUAL_ENV=str(venv), PATH=os.pathsep.join([str(venv / "bin"), env["PATH"]]), **more)
-    return env

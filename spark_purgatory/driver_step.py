@@ -1,0 +1,175 @@
+"""The driver's half of a micro-batch: the output written, then the input's control plane.
+
+A micro-batch has two halves.  The shards' (``spark.operator``) runs on the executors, one call
+per shard group.  The driver's is this object, ``DriverStep``, the function ``start`` gives
+Spark for each micro-batch (``foreachBatch``, or the sink JAR's committer: ``begin_staged``,
+``take_staged``, ``end_staged``).  It runs two steps, each one object:
+
+1. **the output**: ``delta.sink.PurgatorySink`` records the micro-batch's staged rows (exactly
+   once) and commits what is ready;
+2. **the control plane**: ``handoff.control.MicroBatchControl.after`` counts what is pending,
+   writes the wake file, posts the Kafka partitions' watermarks, tells the reaper, adds up the
+   totals.
+
+Both before Spark records the micro-batch as done: Spark calls ``foreachBatch`` (or the
+committer's ``commit``) once every task of the micro-batch succeeded and plans the next
+micro-batch only once it returns, so what the control plane writes is read by the next
+trigger, after the output it follows.  A replay of a micro-batch runs both steps again, each
+to the same effect (``delta.sink``, ``handoff.control``).
+
+One micro-batch at a time: a micro-batch, a linger drain (the handle's timer) and the final
+flush never overlap (``_lock``).  **Stopping between micro-batches**: Spark's
+``StreamingQuery.stop()`` cancels the micro-batch under way, so the handle first ``hold``\\s
+the step: the micro-batch under way (both halves) finishes, the next is refused before it
+does anything (``STOPPING``: Spark runs it again at the next start).  A micro-batch of the
+sink JAR's sink runs its tasks between ``begin_staged`` and its commit, so a stop waits for
+that too.
+
+Over Spark Connect the function is pickled and runs in the server's Python, both steps with
+it (no lock travels: the server calls it one micro-batch at a time).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from .delta.sink import PurgatorySink, Written
+from .handoff.control import MicroBatchControl
+from .runtime.call_site import kept_call_site
+
+__all__ = ["DriverStep", "STOPPING"]
+
+log = logging.getLogger(__name__)
+
+#: the error of a micro-batch refused because its query is stopping (``hold``): the batch did
+#: nothing, so the next start runs it; the handle takes it for a clean stop
+STOPPING = "the query is stopping: micro-batch not started"
+
+
+class DriverStep:
+    """Each micro-batch on the driver: ``sink`` writes its output, then ``control`` runs the
+    input's control plane (module docstring).
+
+    Args:
+        sink: writes the output (``accumulator``, ``writer``).
+        control: the wake, the partitions' watermarks, the reaper, the totals.
+
+    Example (what ``start`` wires)::
+
+        step = DriverStep(PurgatorySink(accumulator, writer), MicroBatchControl(wake=wake, ...))
+        query = stream.writeStream.foreachBatch(step).option("checkpointLocation", chk).start()
+    """
+
+    def __init__(self, sink: PurgatorySink, control: MicroBatchControl) -> None:
+        self.sink = sink
+        self.control = control
+        #: the last micro-batch's milliseconds on the driver, by step: the sink's ``collect``,
+        #: ``record``, ``drain`` and ``report`` (its figures and the control plane); logged at
+        #: DEBUG with ``extra={"sink_ms": ...}``
+        self.timings: dict[str, float] = {}
+        self._lock = threading.Lock()  # micro-batches, linger drains and the flush never overlap
+        self._holding = False  # the query is stopping: refuse micro-batches (``hold``)
+        #: a micro-batch of the sink JAR's sink has begun (its tasks may run) and not ended;
+        #: ``_ended`` is notified when it ends (``begin_staged``, ``end_staged``)
+        self._begun = False
+        self._ended = threading.Condition()
+
+    def __getstate__(self) -> dict:
+        # Spark Connect pickles the foreachBatch function to run it in the server's Python
+        state = dict(self.__dict__)
+        del state["_lock"]
+        del state["_ended"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._ended = threading.Condition()
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        """``foreachBatch``: micro-batch ``batch_id``'s output, then its control plane;
+        refused while the query stops."""
+        batch_id = int(batch_id)
+        with self._lock, kept_call_site(batch.sparkSession):
+            if self._holding:
+                raise RuntimeError(f"{STOPPING} ({batch_id})")
+            self._control(self.sink(batch, batch_id))
+
+    def begin_staged(self) -> None:
+        """A micro-batch of the sink JAR's sink begins, before its tasks run (``start``'s path,
+        ``runtime.staged_sink``): refused while the query stops, as ``__call__`` refuses one."""
+        with self._ended:
+            if self._holding:
+                raise RuntimeError(f"{STOPPING} (the next)")
+            self._begun = True
+
+    def take_staged(self, staged: pa.Table, batch_id: int, spark: Any) -> None:
+        """The sink JAR's commit: micro-batch ``batch_id``'s ``STAGED`` rows to the sink
+        (``PurgatorySink.take_staged``), then its control plane; ``spark``: the session for
+        the drain's tasks.  Taken even while the query stops: it began before
+        (``begin_staged``)."""
+        try:
+            with self._lock, kept_call_site(spark):
+                self._control(self.sink.take_staged(staged, batch_id, spark))
+        finally:
+            self.end_staged()
+
+    def end_staged(self, batch_id: int | None = None) -> None:
+        """The micro-batch begun (``begin_staged``) is over: taken, or failed (``batch_id``)."""
+        with self._ended:
+            self._begun = False
+            self._ended.notify_all()
+
+    def hold(self, timeout: float | None) -> bool:
+        """Let the micro-batch under way (or a linger drain) finish, then refuse new ones: what
+        a query stopping between micro-batches needs.  A refused batch raises ``STOPPING``
+        before it does anything (Spark runs it again at the next start).  False when the one
+        under way did not finish within ``timeout`` seconds (it may then be cut short)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        finished = self._lock.acquire(timeout=-1 if timeout is None else timeout)
+        with self._ended:
+            self._holding = True
+        if finished:
+            self._lock.release()
+        # a micro-batch of the sink JAR's sink that began runs its tasks before the sink sees
+        # it, and its commit takes the lock: let it end too (``begin_staged``)
+        with self._ended:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            ended = self._ended.wait_for(lambda: not self._begun, timeout=left)
+        return finished and ended
+
+    def drain_lingering(self) -> list[dict]:
+        """The sink's linger drain (``PurgatorySink.drain_lingering``), between micro-batches."""
+        with self._lock:
+            return self.sink.drain_lingering()
+
+    def linger_due(self) -> bool:
+        """Can a linger drain have anything to commit now (``PurgatorySink.linger_due``)?"""
+        return self.sink.linger_due()
+
+    def close(self) -> list[dict]:
+        """Flush everything the sink still holds (``PurgatorySink.close``)."""
+        with self._lock:
+            return self.sink.close()
+
+    def _control(self, written: Written) -> dict:
+        """The control plane of a micro-batch the sink wrote; its figures."""
+        began = time.perf_counter()
+        figures = self.control.after(
+            written.batch_id, written.calls, written.figures, watermarks=written.watermarks
+        )
+        timings = dict(self.sink.timings)
+        timings["report"] = round(timings.get("report", 0.0) + 1000 * (time.perf_counter() - began), 1)
+        self.timings = timings
+        log.debug(
+            "micro-batch %s on the driver: %s",
+            written.batch_id,
+            timings,
+            extra={"sink_ms": {"batch_id": written.batch_id, **timings}},
+        )
+        return figures

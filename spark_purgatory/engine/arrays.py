@@ -1,0 +1,187 @@
+"""The array steps the engine's calls are made of: sorted searches and joins by hash,
+membership, distinct handles, list columns flattened, string hashes.
+
+A call works on numpy arrays (``rows.Rows``).  numpy's own ``isin``, ``unique`` and
+``searchsorted`` on random probes cost more than the sorted versions here on a call's arrays
+(docs/performance-history.md, "The engine's array helpers").
+
+Invariant: no helper loops over rows in Python.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "equal_ranges",
+    "expand_ranges",
+    "search",
+    "hash_strings",
+    "distinct",
+    "run_starts",
+    "flatten",
+    "pairs_in",
+    "pair_order",
+    "among",
+    "isin",
+]
+
+_SORT_ABOVE = 256  # more values than this are searched in sorted order
+
+
+def search(ordered: np.ndarray, values: np.ndarray, side: str = "left") -> np.ndarray:
+    """``np.searchsorted(ordered, values, side)``, many unsorted values searched in sorted
+    order: numpy starts each search where the last one ended, so many random values cost
+    less when sorted first, the sort included.
+
+    >>> search(np.array([1, 3, 5]), np.array([4, 0])).tolist()
+    [2, 0]
+    """
+    if values.size <= _SORT_ABOVE or bool((values[1:] >= values[:-1]).all()):
+        return np.searchsorted(ordered, values, side=side)
+    order = np.argsort(values)
+    at = np.empty(values.size, dtype=np.intp)
+    at[order] = np.searchsorted(ordered, values[order], side=side)
+    return at
+
+
+def equal_ranges(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All (probe index, sorted index) pairs with equal hash, vectorised (a sort-merge join).
+
+    >>> equal_ranges(np.array([1, 3, 3, 7], np.uint64), np.array([3, 5, 7], np.uint64))
+    (array([0, 0, 2]), array([1, 2, 3]))
+    """
+    if probes.size <= _SORT_ABOVE or bool((probes[1:] >= probes[:-1]).all()):
+        lo = np.searchsorted(sorted_hashes, probes, side="left")
+        hi = np.searchsorted(sorted_hashes, probes, side="right")
+    else:  # many unsorted probes: searched in sorted order (``search``), sorted once for both
+        order = np.argsort(probes)
+        ordered = probes[order]
+        lo, hi = np.empty(probes.size, np.intp), np.empty(probes.size, np.intp)
+        lo[order] = np.searchsorted(sorted_hashes, ordered, side="left")
+        hi[order] = np.searchsorted(sorted_hashes, ordered, side="right")
+    return expand_ranges(lo, hi - lo)
+
+
+def expand_ranges(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j) for every j in ``starts[i] .. starts[i] + counts[i] - 1``, in that order.
+
+    >>> expand_ranges(np.array([1, 5]), np.array([2, 1]))
+    (array([0, 0, 1]), array([1, 2, 5]))
+    """
+    total = int(counts.sum())
+    probe_idx = np.repeat(np.arange(counts.size), counts)
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return probe_idx, np.repeat(starts, counts) + offsets
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` for integers, by a stable sort (a radix sort for them): numpy's
+    own unique hashes first, which costs more on the shard's handle arrays.
+
+    >>> distinct(np.array([5, 1, 5, 3])).tolist()
+    [1, 3, 5]
+    """
+    ordered = np.sort(values, kind="stable")
+    return ordered[run_starts(ordered)]
+
+
+def run_starts(ordered: np.ndarray) -> np.ndarray:
+    """Which elements of ``ordered`` (equal values next to each other) start a run of equal
+    values: the first of each distinct value.
+
+    >>> run_starts(np.array([1, 1, 3, 5, 5])).tolist()
+    [True, False, True, True, False]
+    """
+    first = np.empty(ordered.size, dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return first
+
+
+def flatten(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(length of each list, their elements one after another as an object array): a list
+    column exploded without pandas.
+
+    Arrays (what Arrow gives) are joined by ``np.concatenate``, Python lists chained: each
+    way is the faster one on its own kind.
+    """
+    lengths = np.fromiter(map(len, lists), np.int64, count=len(lists))
+    total = int(lengths.sum())
+    if total == 0:
+        return lengths, np.empty(0, dtype=object)
+    if isinstance(lists[0], np.ndarray):
+        return lengths, np.concatenate(lists, dtype=object)
+    return lengths, np.fromiter(itertools.chain.from_iterable(lists), dtype=object, count=total)
+
+
+def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
+    """``np.isin(values, ordered)`` for a sorted ``ordered``: a binary search per value (no
+    sort of both, which is what ``np.isin`` costs on the small arrays of a call).
+
+    >>> among(np.array([4, 1, 9]), np.array([1, 4, 7])).tolist()
+    [True, True, False]
+    """
+    if ordered.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    at = search(ordered, values)
+    at[at == ordered.size] = 0
+    return ordered[at] == values
+
+
+def isin(values: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """``np.isin`` for integers: ``among`` after sorting ``test`` (cheaper than numpy's on
+    the small arrays of a call, and as fast on big ones)."""
+    return among(values, np.sort(test))
+
+
+def pairs_in(a1: np.ndarray, a2: np.ndarray, b1: np.ndarray, b2: np.ndarray) -> np.ndarray:
+    """Per pair ``(a1[i], a2[i])`` of integers: is it among the pairs ``(b1[j], b2[j])``? (A
+    sort of both sets together; exact, whatever the values' range.)
+
+    >>> pairs_in(np.array([1, 1, 2]), np.array([5, 6, 5]), np.array([1, 2]), np.array([6, 6])).tolist()
+    [False, True, False]
+    """
+    n = a1.size
+    if n == 0 or b1.size == 0:
+        return np.zeros(n, dtype=bool)
+    first, second = np.concatenate([a1, b1]), np.concatenate([a2, b2])
+    in_b = np.concatenate([np.zeros(n, bool), np.ones(b1.size, bool)])
+    order = np.lexsort((second, first))
+    f, s = first[order], second[order]
+    start = np.empty(order.size, dtype=bool)
+    start[0] = True
+    start[1:] = (f[1:] != f[:-1]) | (s[1:] != s[:-1])
+    run = np.cumsum(start) - 1
+    has_b = np.zeros(int(run[-1]) + 1, dtype=bool)
+    has_b[run[in_b[order]]] = True
+    found = np.empty(order.size, dtype=bool)
+    found[order] = has_b[run]
+    return found[:n]
+
+
+def pair_order(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The order by ``first``, then ``second``: ``np.lexsort((second, first))``, faster
+    where ``first`` has no repeated value (a state's op_id hashes, key hashes): one
+    ``argsort`` of ``first``, whose order is then the only one.
+
+    >>> pair_order(np.array([3, 1, 2]), np.array([0, 0, 0])).tolist()
+    [1, 2, 0]
+    >>> pair_order(np.array([2, 1, 2]), np.array([9, 0, 5])).tolist()  # a repeated first: lexsort
+    [1, 2, 0]
+    """
+    order = np.argsort(first)
+    ranked = first[order]
+    if ranked.size > 1 and bool((ranked[1:] == ranked[:-1]).any()):
+        return np.lexsort((second, first))
+    return order
+
+
+def hash_strings(values: np.ndarray) -> np.ndarray:
+    """Stable 64-bit hash of strings (pandas' SipHash with its fixed key), for sorted indexes."""
+    if len(values) == 0:
+        return np.empty(0, dtype=np.uint64)
+    return pd.util.hash_array(np.asarray(values, dtype=object), categorize=False)

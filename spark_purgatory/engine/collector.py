@@ -1,0 +1,42 @@
+"""The collector pause: Python's cyclic garbage collector off for a call that makes a container
+per row.
+
+A shard call makes a list of keys per operation, a container each; the collector would walk
+the young ones every 700 and the old ones every tenth time, all alive.  The Spark host pauses
+it around each shard call (``spark.operator``, ``spark.batch``), the engine around its own list
+building (``list_fields``); ``runtime.worker_heap`` keeps the worker's modules out of the
+collections PySpark runs after each task.
+
+Invariant: the collector is back as it was after the block, whatever the block raised.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["collector_paused"]
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off inside, back as it was after.
+
+    For code that makes a container per row (a list of keys per operation: lists of text hold
+    no cycles): every 700 new containers the collector walks the young ones, every tenth time
+    the older ones too, all of them alive, which costs as much as making the lists
+    (docs/performance-history.md, "The operator's weight, seventh round").  Cyclic garbage made inside
+    waits for the next collection; reference counting frees the rest as before.
+
+    >>> with collector_paused():
+    ...     gc.isenabled()
+    False
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -1,0 +1,159 @@
+"""The shard call's one door to the hand-off: ``receive`` before the engine runs, ``post`` after.
+
+A shard call (``shard.step.ShardStep``) knows its shard, its micro-batch's key and its
+``Purgatory``; everything else of the two protocols (module docstring of
+``spark_purgatory.handoff``) is behind this object: which files a shard reads (relays for the
+cross-shard group, verdicts for a home that parked operations), which it writes (its stubs'
+relay, a registry's verdicts for each claiming home), when received files may go, and whether
+the shard must be called again although nothing new arrives for it.
+
+Invariant: a call receives everything posted for it before its micro-batch, and only that; a
+replay of a micro-batch receives the same rows (files go only once a later call received them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ..checkpoint_paths import StatePath
+from ..engine.tables import VERDICTS
+from ..storage import Storage
+from .mailbox import Mailbox
+
+if TYPE_CHECKING:
+    from ..config import PurgatoryConfig
+    from ..engine.batch import BatchResult
+    from ..engine.purgatory import Purgatory
+
+__all__ = ["Received", "ShardHandOff", "hands_off", "registers"]
+
+
+def hands_off(config: PurgatoryConfig) -> bool:
+    """Do cross-shard operations get their events through the mailbox (else: replicas,
+    ``spark.routing``)?
+
+    By default (``purgatory.cross.shard.handoff=mailbox``) when there is a state path to hold
+    the mailbox.  Relayed pairs are read in the cross-shard group's next call, one
+    micro-batch later; ``handoff.wake`` makes sure a next micro-batch comes.
+    """
+    return (
+        config.cross_shard_operations
+        and config.shards > 1
+        and config.cross_shard_handoff == "mailbox"
+        and bool(config.state_path)
+    )
+
+
+def registers(config: PurgatoryConfig) -> bool:
+    """Is a repeated op_id one operation across shards (``purgatory.dedup.scope=global``, the
+    default; ``engine.registry``)?  It needs several shards and a state path for the
+    verdicts (``query.start`` always sets one)."""
+    return config.dedup_scope == "global" and config.shards > 1 and bool(config.state_path)
+
+
+@dataclass(frozen=True)
+class Received:
+    """What a shard call takes in besides its rows: ``Purgatory.process``'s three hand-off
+    arguments, each None when there is nothing for this shard."""
+
+    relayed: pd.DataFrame | None = None
+    claims: pd.DataFrame | None = None
+    verdicts: pd.DataFrame | None = None
+
+    @property
+    def rows(self) -> int:
+        """Relayed rows received: work of the call, as its input rows are."""
+        return 0 if self.relayed is None else len(self.relayed)
+
+
+class ShardHandOff:
+    """The hand-off as one shard call sees it (built once per query, shipped to the executors).
+
+    Args:
+        config: the query's configuration (``state_path``: where the files live; ``shards``:
+            the cross-shard group is shard number ``shards``).
+        relays: cross-shard operations exist (keys in several shards): stubs relay, the
+            cross-shard group receives.
+        registers: op_ids have registries (``registers``): claims and verdicts.
+
+    ``ShardHandOff.of(config)``: as the configuration asks (``hands_off``, ``registers``).
+    """
+
+    @classmethod
+    def of(cls, config: PurgatoryConfig) -> ShardHandOff:
+        """The hand-off the configuration asks for: the mailbox's relays when cross-shard
+        operations hand off through it, claims and verdicts when op_ids have registries."""
+        return cls(config, relays=hands_off(config), registers=registers(config))
+
+    def __init__(self, config: PurgatoryConfig, *, relays: bool, registers: bool) -> None:
+        self.cross = config.shards
+        self.registers = registers
+        self._config = config
+        self._mailbox = Mailbox.beside(config.state_path, Storage.of(config)) if relays else None
+
+    @property
+    def active(self) -> bool:
+        """Does any shard call receive or post (then a call needs its micro-batch's key)?"""
+        return self._mailbox is not None or self.registers
+
+    def receive(self, p: Purgatory, shard: int, batch: int | None, claims: pd.DataFrame | None) -> Received:
+        """Before ``p.process``: the cross-shard group's relays of earlier micro-batches not yet
+        received, and a home's verdicts on what it parked in its last call; ``claims``: the
+        claims routed to this shard in this micro-batch (the host reads them off its rows)."""
+        relayed = None
+        if self._mailbox is not None and shard == self.cross and batch is not None:
+            before = p.relays_through
+            relayed = self._mailbox.collect(before, batch)
+            self._mailbox.clean(before)  # received by an earlier call; a replay needs this one's
+            p.relays_through = max(before, batch - 1)
+        if not self.registers:
+            return Received(relayed=relayed)
+        return Received(relayed=relayed, claims=claims, verdicts=self._verdicts(p, shard))
+
+    def post(self, p: Purgatory, shard: int, batch: int | None, result: BatchResult) -> int:
+        """After ``p.process``: this shard's relay for the cross-shard group, its verdicts for
+        each claiming home, and the micro-batch that parked what it parked; returns the rows
+        posted (a figure of the shard's metrics row)."""
+        posted = 0
+        if self._mailbox is not None and shard != self.cross and len(result.relay):
+            self._mailbox.post(shard, batch, result.relay)  # type: ignore[arg-type]
+            posted += len(result.relay)
+        if len(result.verdicts):  # the homes that claimed receive them in their next call
+            for home, rows in result.verdicts.groupby("home", sort=True):
+                self._verdicts_box(int(home)).post(shard, batch, rows)  # type: ignore[arg-type]
+            posted += len(result.verdicts)
+        if p.parked:
+            p.parked_in = batch  # type: ignore[assignment]
+        return posted
+
+    def keeps(self, shard: int) -> bool:
+        """Must this shard keep its state although it holds nothing?  The cross-shard group
+        does: its ``relays_through`` says which mailbox files it has received."""
+        return self._mailbox is not None and shard == self.cross
+
+    def awaits(self, p: Purgatory, shard: int) -> bool:
+        """Must the shard be called in the next micro-batch although no row may come for it?
+        The cross-shard group while relays or notices are owed to it, a home while it has
+        operations parked for their verdicts."""
+        relays_owed = self.keeps(shard) and bool(p.pending or p.awaited_notices)
+        return relays_owed or bool(p.parked)
+
+    def _verdicts(self, p: Purgatory, shard: int) -> pd.DataFrame | None:
+        """The verdicts on the operations this shard parked in its last call (micro-batch
+        ``p.parked_in``); files of earlier micro-batches go (received already, or left by a
+        state that was dropped with nothing parked: never read again)."""
+        if not p.parked:
+            return None
+        box = self._verdicts_box(shard)
+        verdicts = box.collect(p.parked_in - 1, p.parked_in + 1)
+        box.clean(p.parked_in - 1)
+        return verdicts
+
+    def _verdicts_box(self, home: int) -> Mailbox:
+        """Where the registries post their verdicts for ``home`` (one directory per home, files
+        named by (micro-batch, registry shard), read by that home alone)."""
+        storage = Storage.of(self._config)
+        return Mailbox(StatePath(self._config.state_path).verdicts_for(home), storage, columns=VERDICTS)

@@ -1,0 +1,180 @@
+"""A shard call's input as the engine takes it: the routed rows (``roles.ROUTED``)
+that PySpark hands a group as pandas, split into validated operations, validated events,
+rows rejected at parse, op_id claims and the operator's clock.
+
+Runs in the Python workers, once per shard call: each reader takes the columns it needs as
+numpy arrays, masked per role, and never copies the whole frame.  An operation's keys and
+members come as JSON text only where the row needs a list (``roles.LIST_COLUMNS``): one
+key travels in ``key``, no members as null.  An event's source and value, and a rejected
+row's reason and raw text, travel in columns an operation's fields use
+(``roles.SHARED_COLUMNS``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..contract import SOURCE_OPERATIONS, ms_column
+from ..engine.conditions import CONDITIONS
+from ..engine.frames import concat
+from ..engine.registry import NO_REGISTRY
+from ..engine.text import lists_of, object_column
+from ..engine.validation import first_keys, readable
+from .roles import (
+    ROLE_BAD,
+    ROLE_CLAIM,
+    ROLE_CLOCK,
+    ROLE_EVENT,
+    ROLE_OPERATION,
+    ROLE_REPLICA,
+    ROLE_STUB,
+    ROLES,
+    ROUTED_COLUMNS,
+    SIDES,
+)
+
+__all__ = ["split_input", "claims_of", "routed_rows", "roles_of", "clock_of", "keys_of", "members_of"]
+
+_TS_MS = ms_column("ts")
+_SIDE_NAMES = np.array(SIDES, dtype=object)
+#: the roles as the routed rows carry them: their places in ``roles.ROLES`` (one byte a row;
+#: compared as numbers, never made names)
+_OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK = (
+    ROLES.index(role)
+    for role in (ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD, ROLE_CLAIM, ROLE_CLOCK)
+)
+
+
+def roles_of(pdf: pd.DataFrame) -> np.ndarray:
+    """The routed rows' roles, as their places in ``roles.ROLES``."""
+    return pdf["role"].to_numpy(np.int8)
+
+
+def keys_of(key: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Each operation's keys as a list: its JSON ``keys`` where given, else its one ``key``
+    (none: an empty list, a rejected row's).  The one-key lists are made in C
+    (``text.lists_of``); only the rows with several keys parse JSON.
+
+    >>> keys_of(np.array(["a", None, None], dtype=object),
+    ...         np.array([None, '["b","c"]', None], dtype=object)).tolist()
+    [['a'], ['b', 'c'], []]
+    """
+    listed = pd.notna(keys)
+    one = pd.notna(key) & ~listed
+    out = lists_of(one.astype(np.int64), key[one])
+    if listed.any():
+        out[listed] = object_column([json.loads(text) for text in keys[listed]])
+    return out
+
+
+def members_of(members: np.ndarray) -> np.ndarray:
+    """Each operation's members as a list, None where it has none (absent, as the engine reads it).
+
+    >>> members_of(np.array([None, '["x","y"]'], dtype=object)).tolist()
+    [None, ['x', 'y']]
+    """
+    out = np.full(len(members), None, dtype=object)
+    given = pd.notna(members)
+    if given.any():
+        out[given] = object_column([json.loads(text) for text in members[given]])
+    return out
+
+
+def split_input(
+    pdf: pd.DataFrame, registering: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Routed rows -> (validated operations, validated events, rejected-at-parse rows); with
+    ``registering`` the operations carry their op_id's ``registry`` shard (``registry``).
+
+    Each side takes only its own columns, masked as numpy arrays: selecting the rows of the
+    whole routed frame (``pdf.loc``) copied all its columns three times over."""
+    role = roles_of(pdf)
+    is_op = (role == _OPERATION) | (role == _STUB)
+    ts = pdf[_TS_MS].to_numpy()
+
+    def col(name: str, rows: np.ndarray, dtype: Any = object) -> np.ndarray:
+        return pdf[name].to_numpy(dtype=dtype)[rows]
+
+    op_ts = ts[is_op].astype(np.int64)
+    ops = pd.DataFrame(
+        {
+            "op_id": col("op_id", is_op),
+            "keys": keys_of(col("key", is_op), col("keys", is_op)),
+            "ts": op_ts,
+            "deadline": op_ts + pdf["timeout_ms"].to_numpy()[is_op].astype(np.int64),
+            "cond": pd.Series(col("condition", is_op)).map(CONDITIONS).to_numpy(np.int8),
+            "target": col("target", is_op, float),
+            "members": members_of(col("members", is_op)),
+            "payload": col("payload", is_op),
+            "stub": role[is_op] == _STUB,
+        }
+    )
+    if registering:
+        peer = col("peer", is_op, float)  # null: none given (decided where it is)
+        ops["registry"] = np.where(np.isnan(peer), NO_REGISTRY, peer).astype(np.int64)
+    is_event = (role == _EVENT) | (role == _REPLICA)
+    events = pd.DataFrame(
+        {
+            "key": col("key", is_event),
+            "ts": ts[is_event].astype(np.int64),
+            "op_id": col("op_id", is_event),
+            "source": col("condition", is_event),  # shared columns (``roles.SHARED_COLUMNS``)
+            "value": col("target", is_event, float),
+            "replica": role[is_event] == _REPLICA,
+        }
+    )
+    is_bad = role == _BAD
+    key = col("key", is_bad)
+    side = _SIDE_NAMES[pdf["side"].to_numpy(np.int64)[is_bad]]
+    operation_key = first_keys(keys_of(key, col("keys", is_bad)))  # an operation's; an event's is its key
+    bad = pd.DataFrame(
+        {
+            "source": side,
+            "raw": col("payload", is_bad),
+            "reason": col("condition", is_bad),
+            "op_id": readable(col("op_id", is_bad)),
+            "key": readable(np.where(side == SOURCE_OPERATIONS, operation_key, key)),
+        }
+    )
+    return ops, events, bad
+
+
+def claims_of(pdf: pd.DataFrame) -> pd.DataFrame | None:
+    """The claims among the routed rows (``tables.CLAIMS``), None when there are none."""
+    c = pdf.loc[roles_of(pdf) == _CLAIM]
+    if len(c) == 0:
+        return None
+    ts = c[_TS_MS].to_numpy(np.int64)
+    return pd.DataFrame(
+        {
+            "op_id": c["op_id"].to_numpy(dtype=object),
+            "ts": ts,
+            "deadline": ts + c["timeout_ms"].to_numpy(np.int64),
+            "home": c["peer"].to_numpy(np.int64),
+        }
+    )
+
+
+def routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
+    """A group's input chunks as one frame with ``ROUTED_COLUMNS``, stacked column by column
+    (``frames.concat``: ``pd.concat`` tests every value of the chunks' all-null object
+    columns; docs/performance-history.md, "The shard step").  A single chunk (the common
+    case: a shard's rows fit one chunk of ``settings.arrow_records``) is taken as PySpark
+    made it, the watermark's helper column included: every reader takes its columns by
+    name, and selecting the others copied them all.  Roles and sides stay the numbers routing
+    sent (``roles_of``)."""
+    chunks = [f for f in pdfs if len(f)]
+    if len(chunks) == 1:
+        return chunks[0]
+    return concat([f[ROUTED_COLUMNS] for f in chunks], ROUTED_COLUMNS)
+
+
+def clock_of(pdf: pd.DataFrame) -> int | None:
+    """The operator's clock a clock row (``handoff.reaper``) brings, if any."""
+    clock = pdf[_TS_MS].to_numpy()[roles_of(pdf) == _CLOCK]
+    return int(np.max(clock)) if len(clock) else None

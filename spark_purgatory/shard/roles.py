@@ -1,0 +1,123 @@
+"""The routed row, as the shard step reads it: the roles a row carries, the columns roles
+share, and the one schema every routed row has (Arrow; ``spark.routed_rows`` gives it to
+Spark and ends every route in it).
+
+A routed row is an operation (or its stub, or its op_id's claim), an event (or its replica),
+a row rejected at parse, or a wake, end-of-input or clock row (``ROLES``); every column costs
+Spark's Arrow writer and PySpark's conversion per row, null or not, so fields no row has
+together share a column (``SHARED_COLUMNS``) and lists travel as JSON text only where a row
+needs one (``LIST_COLUMNS``).
+
+Invariant: every routed row has exactly ``ROUTED``'s columns, in its order and types; the
+engine and the shard step need no Spark to read them.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+
+__all__ = [
+    "ROUTED",
+    "ROUTED_COLUMNS",
+    "LIST_COLUMNS",
+    "SHARED_COLUMNS",
+    "ROLES",
+    "SIDES",
+    "ROLE_OPERATION",
+    "ROLE_STUB",
+    "ROLE_EVENT",
+    "ROLE_REPLICA",
+    "ROLE_BAD",
+    "ROLE_CLAIM",
+    "ROLE_WAKE",
+    "ROLE_END",
+    "ROLE_CLOCK",
+    "carries",
+]
+
+#: a routed row's role (its ``role`` column): what the shard does with it
+ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD = "op", "stub", "event", "replica", "bad"
+#: an operation's claim of its op_id, for the op_id's registry shard (``engine.registry``)
+ROLE_CLAIM = "claim"
+#: a row that only makes Spark call the cross-shard group (``handoff.wake``)
+ROLE_WAKE = "wake"
+#: the end of input, for one shard group (``handoff.wake``): it moves that shard past every deadline
+ROLE_END = "end"
+#: the operator's clock, for one shard group (``handoff.reaper``): its watermark in ``ts_ms``
+ROLE_CLOCK = "clock"
+#: the roles and sides as the routed rows carry them: a small number, its name's place here.
+#: A string column costs the Arrow hand-off a Python string per row, a number nothing
+#: (``shard.input.roles_of``: the shard step compares the numbers)
+ROLES = (
+    ROLE_OPERATION,
+    ROLE_STUB,
+    ROLE_EVENT,
+    ROLE_REPLICA,
+    ROLE_BAD,
+    ROLE_CLAIM,
+    ROLE_WAKE,
+    ROLE_END,
+    ROLE_CLOCK,
+)
+SIDES = (SOURCE_OPERATIONS, SOURCE_EVENTS, ROLE_WAKE)
+
+
+#: the routed columns that hold a list as JSON text, null for the usual rows: one key (in
+#: ``key``), no members.  Spark's Arrow writer and PySpark's conversion to pandas pay per row
+#: for an array column, even an empty one (a numpy array made for each row), and Spark's
+#: writer more again for a null array; a null string costs neither
+#: (docs/performance-history.md, "The operator's weight, third round")
+LIST_COLUMNS = ("keys", "members")
+
+
+#: the fields that travel in a column of another role's, as (routed column, its fields): no
+#: routed row has both fields of a pair, so an event's source and value, and a rejected row's
+#: reason and raw text, add no column of their own.  Every column costs Spark's Arrow writer
+#: and PySpark's conversion per row, null or not (docs/performance-history.md, "eighth round")
+SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "condition": ("reason", "condition", "source"),  # a rejected row's reason; an operation's; an event's
+    "target": ("target", "value"),  # an operation's target; an event's value
+    "payload": ("raw", "payload"),  # a rejected row's raw text; an operation's payload
+}
+
+
+def _routed_arrow() -> pa.Schema:
+    """``shard``, ``role``, ``side`` (which input; these two as their places in ``ROLES`` and
+    ``SIDES``), ``peer`` (an operation's registry shard, a
+    claim's home: ``engine.registry``), ``part`` (a Kafka record's topic and partition as one
+    number, ``handoff.partitions``; null for files), the operation fields (event time as epoch
+    ms), with an event's and a rejected row's fields in the columns they share
+    (``SHARED_COLUMNS``).  An event carries its key in
+    ``key``; an operation (or stub) with one key too, and its keys as a JSON array in
+    ``keys`` only when it has several; its members as a JSON array in ``members`` only when
+    it has any (``LIST_COLUMNS``, ``routing._as_routed``)."""
+    shared = {field for fields in SHARED_COLUMNS.values() for field in fields} - set(SHARED_COLUMNS)
+    fields: dict[str, pa.DataType] = {
+        "shard": pa.int32(),
+        "role": pa.string(),
+        "side": pa.string(),
+        "peer": pa.int32(),
+        "part": pa.int64(),
+    }
+    for field in (*OPERATION_INPUT, *EVENT_INPUT):
+        if field.name == "ts":
+            fields[ms_column("ts")] = pa.int64()
+        elif field.name not in shared:
+            fields.setdefault(field.name, field.type)
+    fields.update({name: pa.string() for name in LIST_COLUMNS}, role=pa.int8(), side=pa.int8())
+    return pa.schema(list(fields.items()))
+
+
+#: the operator's input: operations, stubs, events, replicas and rejected-at-parse rows
+ROUTED: pa.Schema = _routed_arrow()
+ROUTED_COLUMNS: list[str] = ROUTED.names
+
+
+def carries(side: str, field: str) -> bool:
+    """Does a routed row of ``side`` have ``field`` (every side may have a rejected row's)?"""
+    if field in ("reason", "raw"):
+        return True
+    own = OPERATION_INPUT if side == SOURCE_OPERATIONS else EVENT_INPUT if side == SOURCE_EVENTS else ()
+    return field in {f.name for f in own}

@@ -1,0 +1,301 @@
+"""One shard's micro-batch, Spark-free: ``ShardStep``, what the operator runs for each shard group.
+
+Spark calls the operator once per shard group per micro-batch (or when the group's timeout
+fires) with the group's routed rows, its stored state and two clocks: Spark's watermark and
+the micro-batch's time.  ``ShardStep`` does everything that call means, in named phases:
+
+1. **load**: the shard's ``Purgatory`` from the stored value (a pointer to its delta file
+   under ``purgatory.state.path``, or a whole value), checked to be this shard's.
+2. **read**: the routed rows split into operations, events, rows rejected at parse and the
+   op_id claims (``shard.input``); the watermark the engine runs at: Spark's, held back to the
+   slowest Kafka partition (``handoff.partitions``), past every deadline at the end of input
+   (``handoff.end_of_input``), the batch's time on the processing clock; the operator's clock
+   the batch brings (``handoff.reaper``).
+3. **receive**: what other shards posted for this one (relays, verdicts, claims:
+   ``handoff.shard_handoff``).
+4. **process**: the engine's call (``Purgatory.process``).
+5. **post**: what this shard owes others, into the mailbox.
+6. **decide**: keep the state or drop it; the watermark the output reports; when Spark calls
+   the shard next (its event-time timeout).
+7. **save**: the state's value (a delta file and its pointer with a store).
+8. **emit**: the output rows (``shard.output``), or, staged, the rows written where they were
+   made and only their ``STAGED`` rows (``delta.staging``).
+
+It owns every decision of the call; ``spark.operator`` only adapts Spark's ``GroupState`` to
+it.  ``PurgatoryTester`` runs the same step over its shards, so the harness users test with
+does the hand-off and the state save production does; benchmarks and profilers call it too.
+
+Invariant: the call's outputs depend only on its inputs (rows, stored value, watermark, batch
+time) and the files under the state path; a replayed micro-batch gives the same ones.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import pandas as pd
+
+from ..checkpoint_paths import StatePath
+from ..config import PurgatoryConfig
+from ..engine.purgatory import BatchResult, Purgatory
+from ..engine.wheel import NO_EXPIRATION
+from ..handoff.clock import on_arrival
+from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
+from ..handoff.partitions import cap_before
+from ..handoff.shard_handoff import Received, ShardHandOff
+from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
+from ..state.increments import is_pointer, pointed
+from ..state.read_ahead import read_ahead
+from ..storage import Storage
+from .input import claims_of, clock_of, roles_of, split_input
+from .output import output_rows, output_table, shard_figures
+from .roles import ROLE_END, ROLES
+
+if TYPE_CHECKING:
+    from ..delta.staging import ShardStaging
+
+__all__ = ["ShardStep", "ShardInput", "ShardResult"]
+
+_END = ROLES.index(ROLE_END)
+
+
+class ShardInput(NamedTuple):
+    """A call's input as the engine takes it (``ShardStep.read``)."""
+
+    operations: pd.DataFrame
+    events: pd.DataFrame
+    bad: pd.DataFrame  # rejected at parse
+    claims: pd.DataFrame | None  # op_id claims for this shard's registry
+    held_ms: int  # Spark's watermark, held back to the slowest Kafka partition's
+    watermark_ms: int  # what the engine runs at
+    expire_to_ms: int | None  # the operator's clock the batch brings
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """What one shard call gives its host.
+
+    ``output``: the call's output rows (``contract.OPERATOR_OUTPUT``; staged: its ``STAGED``
+    rows); ``value``: the state to store, None to drop the shard's state; ``timeout_ms``: the
+    event-time timeout to set (Spark calls the group once its watermark is past it), None for
+    none; ``result``: the engine's rows of the call (times in epoch ms) and ``bad`` the rows
+    rejected at parse, for a host that keeps them (the tester); ``timings``: seconds per phase.
+    """
+
+    shard: int
+    output: pd.DataFrame
+    value: bytes | None
+    timeout_ms: int | None
+    result: BatchResult
+    bad: pd.DataFrame
+    relayed: int
+    timings: dict[str, float]
+    loaded_by: str | None = None
+    pending: int = 0
+    written_bytes: int = 0
+
+
+class ShardStep:
+    """One shard's micro-batch, for a host that keeps each shard's state value between calls.
+
+    ``staging``: stage the output rows where they are made (``delta.staging.ShardStaging``)
+    and return their ``STAGED`` rows; ``partitioned``: an input comes from Kafka, whose
+    partitions each hold the watermark back (``handoff.partitions``: the shard runs at most at
+    the value the driver posted under the state path).
+
+    Example (no Spark: two events and an operation for shard 0 of one, at watermark 0)::
+
+        step = ShardStep(PurgatoryConfig(shards=1))
+        done = step(0, routed, None, watermark_ms=0, batch_time_ms=1_000)
+        stored = done.value  # what the host keeps for the next call
+    """
+
+    def __init__(
+        self,
+        config: PurgatoryConfig,
+        staging: ShardStaging | None = None,
+        *,
+        partitioned: bool = False,
+    ) -> None:
+        self.config = config
+        self.staging = staging
+        self.store = SegmentStore.of(config)
+        kafka = partitioned and config.state_path
+        self._watermarks = StatePath(config.state_path).watermarks if kafka else None
+        self._storage = Storage.of(config) if self._watermarks else None
+        self.handoff = ShardHandOff.of(config)
+        self._delays = config.input_delays_ms()
+        self._processing = config.deadline_clock == "processing"
+
+    def __call__(
+        self,
+        shard: int,
+        rows: pd.DataFrame,
+        stored: bytes | None,
+        *,
+        watermark_ms: int,
+        batch_time_ms: int,
+    ) -> ShardResult:
+        """Run the shard's call: ``rows`` its routed rows (``shard.roles.ROUTED``' columns),
+        ``stored`` the value the last call gave (None: no state yet), ``watermark_ms`` Spark's
+        watermark, ``batch_time_ms`` the micro-batch's time (the mailbox's name for it; larger
+        in each later micro-batch, the same on a replay)."""
+        clock = [time.perf_counter()]
+        p = self.load(shard, stored)
+        clock.append(time.perf_counter())
+        wm, now = int(watermark_ms), int(batch_time_ms)
+        given = self.read(p, rows, wm, now)
+        batch = self._batch_key(now) if self.handoff.active else None
+        received = self.handoff.receive(p, shard, batch, given.claims)
+        result = self.process(p, given, received)
+        posted = self.handoff.post(p, shard, batch, result)
+        handled = len(rows) + received.rows  # relayed rows are work too
+        figures = shard_figures(p, rows, self._delays, batch_time_ms=now, group_rows=handled, relayed=posted)
+        keep, out_wm, timeout = self.decide(p, shard, wm, given.held_ms)
+        clock.append(time.perf_counter())
+        how, pending = loaded_by(p), p.pending
+        value, written = self.save(p, now) if keep else (None, 0)
+        clock.append(time.perf_counter())
+        output = self.emit(shard, result, given.bad, figures, out_wm, written)
+        clock.append(time.perf_counter())
+        phases = ("load", "process", "save", "output")
+        timings = {name: clock[i + 1] - clock[i] for i, name in enumerate(phases)}
+        return ShardResult(
+            shard, output, value, timeout, result, given.bad, posted, timings, how, pending, written
+        )
+
+    def replay(self, shard: int, rows: pd.DataFrame, *, final_watermark_ms: int) -> pd.DataFrame:
+        """Batch mode (``spark.batch.purgatory_batch``): a new shard processes every row at
+        once, then its watermark moves to ``final_watermark_ms`` (``Purgatory.replay``); its
+        output rows."""
+        p = self.load(shard, None)
+        ops, events, bad = split_input(rows)
+        result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)
+        now = int(time.time() * 1000)
+        figures = shard_figures(p, rows, self._delays, batch_time_ms=now, group_rows=len(rows))
+        return output_rows(shard, result, bad, figures, final_watermark_ms)
+
+    # -- the phases -------------------------------------------------------------------------------
+
+    def load(self, shard: int, stored: bytes | None) -> Purgatory:
+        """The shard's engine from its stored value (a new one without), checked to be its own."""
+        p = load_state(stored, self.config, self.store) if stored is not None else Purgatory(self.config)
+        if p.shard not in (None, shard):  # the shard layout changed under this checkpoint
+            raise ValueError(
+                f"the state under shard group {shard} belongs to shard {p.shard}: the checkpoint "
+                "was written with another shard layout; start a new checkpoint"
+            )
+        p.shard = shard
+        return p
+
+    def read(self, p: Purgatory, rows: pd.DataFrame, wm: int, now: int) -> ShardInput:
+        """The call's input split for the engine, the watermark it runs at and the operator's
+        clock it brings."""
+        held = wm if self._watermarks is None else _held(wm, cap_before(self._watermarks, now, self._storage))
+        ops, events, bad = split_input(rows, self.handoff.registers)
+        claims = claims_of(rows) if self.handoff.registers else None
+        # the end of input (handoff.end_of_input): past every deadline, kept from now on by the engine
+        ending = bool((roles_of(rows) == _END).any())
+        engine_wm = _end_watermark(p, self.config) if ending else held
+        # the operator's clock (handoff.reaper): the watermark after this batch's rows are admitted
+        expire_to = None if ending else clock_of(rows)
+        if self._processing:  # deadline.clock=processing: rows at their arrival, the batch's time the clock
+            ops, events, claims = on_arrival(ops, events, claims, now)
+            engine_wm, expire_to = engine_wm if ending else now, None
+        return ShardInput(ops, events, bad, claims, held, engine_wm, expire_to)
+
+    def process(self, p: Purgatory, given: ShardInput, received: Received) -> BatchResult:
+        """The engine's call over the rows and what the shard received."""
+        return p.process(
+            given.operations,
+            given.events,
+            watermark_ms=given.watermark_ms,
+            validated=True,
+            relayed=received.relayed,
+            claims=received.claims,
+            verdicts=received.verdicts,
+            expire_to_ms=given.expire_to_ms,
+        )
+
+    def decide(self, p: Purgatory, shard: int, wm: int, held_ms: int) -> tuple[bool, int, int | None]:
+        """After the engine's call: (keep the state?, the watermark the output reports, the
+        event-time timeout to set or None); ``wm`` Spark's watermark, ``held_ms`` it held back
+        by the Kafka partitions."""
+        ended = is_end_watermark(p.watermark)
+        clocked = p.watermark > wm  # the operator's clock is ahead of Spark's watermark (reaper)
+        # read before p is saved (and parked); behind Spark's when a partition holds it back
+        out_wm = p.watermark if ended or clocked or held_ms < wm else wm
+        # the cross-shard group keeps relays_through (files it received may still be in the
+        # mailbox), an ended shard its end watermark, a clocked one its watermark
+        keep = not (p.is_empty() and not ended and not clocked and not self.handoff.keeps(shard))
+        if not keep:
+            return False, out_wm, None
+        wake = p.next_wakeup()
+        if self.handoff.awaits(p, shard):
+            # called in the next batch that moves the watermark (mailbox, registry's
+            # verdicts; the wake file if none would); Spark wants a timeout > 0
+            wake = min(wake, max(wm, 1) + 1)
+        # Spark fires once the watermark is *past* the timestamp; we are due at wake
+        return True, out_wm, (max(wake - 1, wm) if wake < NO_EXPIRATION else None)
+
+    def save(self, p: Purgatory, now: int) -> tuple[bytes, int]:
+        """The state's value and the bytes its save wrote: with a store, the delta file of
+        this micro-batch (its time the version) and a pointer to it (``state.increments``); the
+        engine is parked by it: no use of ``p`` after this."""
+        value = save_state(p, self.store, park=self.store is not None, version=now)
+        return value, saved_bytes(p)
+
+    def emit(
+        self, shard: int, result: BatchResult, bad: pd.DataFrame, figures: dict, wm: int, written: int
+    ) -> pd.DataFrame:
+        """The call's output rows; staged: written where they were made, their ``STAGED`` rows."""
+        out = (shard, result, bad, figures, wm)
+        if self.staging is None:
+            return output_rows(*out, state_bytes=written)
+        # straight to Arrow: the rows never become one pandas frame (``output_table``)
+        return self.staging(output_table(*out, state_bytes=written), shard).to_pandas()
+
+    def read_ahead(self, done: ShardResult) -> None:
+        """After the host stored the value: forward the other shards' state parked under the
+        same lineage while the worker waits (``state.read_ahead``)."""
+        if done.value is not None and is_pointer(done.value):
+            saved_as = pointed(done.value)
+            read_ahead(self.store, self.config, saved_as.lineage, saved_as.version)
+
+    @staticmethod
+    def log(done: ShardResult) -> None:
+        """One JSON line on the worker's stderr (the executor log): how the state was loaded
+        and what each phase cost (``PURGATORY_STATE_LOG=1``)."""
+        figures = {
+            "shard": done.shard,
+            "loaded_by": done.loaded_by,
+            **{f"{name}_ms": round(seconds * 1000) for name, seconds in done.timings.items()},
+            "value_bytes": len(done.value or b""),
+            "written_bytes": done.written_bytes,
+            "pending": done.pending,
+        }
+        print("purgatory-state " + json.dumps(figures), file=sys.stderr, flush=True)
+
+    @staticmethod
+    def _batch_key(now_ms: int) -> int:
+        """What names this micro-batch in the mailbox: its timestamp ``now_ms`` (Spark's
+        ``batchTimestampMs``): the same in every task of the micro-batch and on its replay (the
+        offset log keeps it), larger in each later one.  Not the batch id: a local property of
+        the stream thread's jobs, which a ``foreachBatch`` over Spark Connect runs from another."""
+        if now_ms < 0:
+            raise RuntimeError("the mailbox hand-off runs only inside a streaming micro-batch")
+        return now_ms
+
+
+def _held(wm: int, cap: int | None) -> int:
+    """Spark's watermark, held back to the slowest Kafka partition's (``handoff.partitions``)."""
+    return wm if cap is None else min(wm, cap)
+
+
+def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:
+    """The shard's watermark at the end of input: past its own deadlines and any valid one."""
+    return end_watermark_ms(config.max_timeout_ms, config.tick_ms, p.latest_deadline())

@@ -1,0 +1,107 @@
+"""The operator's input stream: both inputs parsed and routed to shards, each with its own
+watermark, unioned, with the wake files as a third input.
+
+**A watermark per input.**  Each input declares its own watermark (the largest event time
+seen on it minus ``watermark.delay``, or its ``watermark.delay.operations`` /
+``watermark.delay.events``) before the two are unioned, so the operator works on Spark's
+global watermark, chosen by ``spark.sql.streaming.multipleWatermarkPolicy``: ``min`` by
+default (a stream that runs behind the other never has its rows made late by the faster
+one).  A silent input holds expiries back under ``min`` until the operator's clock takes over
+(``handoff.reaper``); Spark keeps only the global watermark in the checkpoint, so an input
+that has not sent a row in this run of the query holds it where it was (docs/contract.md).
+
+**Nothing dropped by the watermark.**  Spark drops rows behind the watermark before an
+``EventTimeTimeout`` operator sees them.  Each input's watermark is therefore declared on a
+helper column ``ts + L`` with delay ``delay + L`` (L = 100 years, ``LATE_ALLOWANCE_MS``):
+the operator gets the same watermark, but only rows more than 100 years late are dropped by
+Spark; the shard step rejects rows behind the watermark as ``late``.  Rejected-at-parse rows
+carry the epoch as their time, so they never move a watermark and are never dropped.
+
+Invariant: every parsed row reaches the operator (none dropped by Spark's watermark but rows
+a century late); the wake rows move no watermark.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..config import PurgatoryConfig
+from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..shard.roles import ROLE_BAD, ROLES
+from .routing import (
+    route_events,
+    route_operations,
+    route_typed_events,
+    route_typed_operations,
+    route_wake,
+)
+from .sources import SourceFormat, parse_events, parse_operations, source_format_of
+from .sql_text import literal_column
+
+__all__ = ["LATE_ALLOWANCE_MS", "input_stream"]
+
+#: how far behind the watermark a row may be before Spark itself drops it (module docstring)
+LATE_ALLOWANCE_MS = 36_500 * 86_400_000
+
+_TS_MS = ms_column("ts")
+_EVENT_TIME = "_event_time"  # the watermark's helper column (module docstring)
+
+
+def input_stream(
+    operations: DataFrame,
+    events: DataFrame,
+    config: PurgatoryConfig,
+    *,
+    source_format: SourceFormat = "auto",
+    wake_path: str | None = None,
+    wake_first: bool = True,
+) -> DataFrame:
+    """The operator's input: both streams parsed and routed to shards, each with its own
+    watermark declared on ``ts + L`` (module docstring), then unioned; with ``wake_path`` the
+    wake files there (relays owed, the end of input) as another input, the first unless
+    ``wake_first`` is false (a checkpoint's order: ``handoff.wake.wake_first``)."""
+    limits = config.input_limits  # poison records (input.max.*)
+    reading = dict(max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms, limits=limits)
+    routed_ops = None
+    if source_format_of(operations, source_format) == "typed":  # checked and routed in one call
+        routed_ops = route_typed_operations(operations, config, **reading)
+    if routed_ops is None:
+        routed_ops = route_operations(parse_operations(operations, source_format, **reading), config)
+    routed_evs = None
+    if source_format_of(events, source_format) == "typed":
+        routed_evs = route_typed_events(events, config, max_future_ms=config.max_future_ms)
+    if routed_evs is None:
+        parsed = parse_events(events, source_format, max_future_ms=config.max_future_ms, limits=limits)
+        routed_evs = route_events(parsed, config)
+    ops = _with_watermark(routed_ops, config.input_delay_ms(SOURCE_OPERATIONS))
+    evs = _with_watermark(routed_evs, config.input_delay_ms(SOURCE_EVENTS))
+    if not wake_path:
+        return ops.unionByName(evs)
+    # no watermark: wake rows move none; first, Spark asks the wake for its offsets before
+    # the inputs' (``handoff.reaper``: the clock then needs no listing margin).  A union's
+    # columns are its first child's: the helper column says it holds a watermarked time
+    lines = operations.sparkSession.readStream.format("text").load(wake_path)
+    no_time = literal_column(lines.sparkSession, None, "timestamp")  # a typed null, as optimized
+    wake = route_wake(lines, config).withColumn(_EVENT_TIME, no_time)
+    wake = wake.withMetadata(_EVENT_TIME, evs.schema[_EVENT_TIME].metadata)
+    if not wake_first:
+        return ops.unionByName(evs).unionByName(wake)
+    return wake.unionByName(ops).unionByName(evs)
+
+
+def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:
+    """One input's watermark, on the helper column ``ts + L`` with delay ``delay + L``;
+    rows rejected at parse count at the epoch (they move no watermark)."""
+    # L added to the epoch ms, not as an interval to the timestamp: Spark adds a day-time
+    # interval through a ZonedDateTime per row (docs/performance-history.md, "The watermark's
+    # allowance on epoch ms")
+    bad = ROLES.index(ROLE_BAD)  # the routed rows' roles are numbers (``routed_rows.ROLES``)
+    # typed literals (a tinyint role, bigint times) and the allowance in each branch: the
+    # expression as Spark's optimizer leaves it, which it then does not rewrite every micro-batch
+    event_time = F.expr(
+        f"timestamp_millis(CASE WHEN role = {bad}Y THEN {LATE_ALLOWANCE_MS}L "
+        f"ELSE {_TS_MS} + {LATE_ALLOWANCE_MS}L END)"
+    )
+    routed = routed.withColumn(_EVENT_TIME, event_time)
+    return routed.withWatermark(_EVENT_TIME, f"{delay_ms + LATE_ALLOWANCE_MS} milliseconds")

@@ -1,0 +1,58 @@
+"""Test helpers for users' own scenarios: an in-memory harness, ``assert_outcomes``, a session.
+
+Kafka tests its purgatory with a mock timer advanced by hand; Spark 4.2's ``TwsTester``
+drives a stateful processor in memory.  This module gives the purgatory the same:
+
+* ``PurgatoryTester`` feeds operations and events (the SPEC's input contract, as lists of
+  dicts, pandas frames, or raw JSON lines as the job reads them) one micro-batch at a time
+  through the shard step production runs (``shard.step.ShardStep``: routing to shards, the
+  hand-off between them, the state saved and loaded), moves the watermark by hand and keeps
+  the three tables' rows: milliseconds per scenario, no JVM.
+* ``assert_outcomes(actual, expected)`` compares outcomes on a few columns whatever the row
+  order, from a Spark DataFrame, a pandas DataFrame or a list of dicts; times may be ISO-8601
+  strings, datetimes or epoch ms on either side; a difference is an ``AssertionError`` naming
+  the differing cells.
+* ``spark_session()`` and the ``purgatory_spark`` pytest fixture give a local session with
+  the job's settings for tests of the Spark path.
+
+Invariant: the harness runs exactly what a stream's shard groups run (``ShardStep``, on rows
+validated by the contract's rules and routed as Spark routes them) and only keeps the results.
+
+>>> t = PurgatoryTester({"purgatory.tick.ms": 100})
+>>> t.add_operations([{"op_id": "produce-1", "key": "orders-0", "ts": "2026-01-01T00:00:00Z",
+...                    "timeout_ms": 30_000, "condition": "count", "target": 2},
+...                   {"op_id": "produce-2", "key": "orders-1", "ts": "2026-01-01T00:00:05Z",
+...                    "timeout_ms": 30_000}])
+>>> t.add_events([{"key": "orders-0", "ts": "2026-01-01T00:00:12Z", "source": "broker-1"},
+...               {"key": "orders-0", "ts": "2026-01-01T00:00:15Z", "source": "broker-2"}])
+>>> t.step().completed, t.pending
+(1, 1)
+>>> t.advance_watermark("2026-01-01T00:00:40Z")
+>>> t.step().expired, t.pending
+(1, 0)
+>>> assert_outcomes(t.outcomes(), [
+...     {"op_id": "produce-1", "status": "completed", "resolved_at": "2026-01-01T00:00:15Z"},
+...     {"op_id": "produce-2", "status": "expired", "resolved_at": "2026-01-01T00:00:35Z"},
+... ])
+
+Dependencies: the harness and ``assert_outcomes`` need only pandas; the fixture needs pytest,
+and chispa (for your own DataFrame comparisons) comes beside it with the ``testing`` extra
+(``pip install "spark-purgatory[testing]"``) and are imported only when used.
+"""
+
+from __future__ import annotations
+
+from .inputs import Rows, Time
+from .outcomes import Outcomes, assert_outcomes
+from .session import purgatory_spark, spark_session
+from .tester import PurgatoryTester
+
+__all__ = [
+    "Rows",
+    "Outcomes",
+    "Time",
+    "PurgatoryTester",
+    "assert_outcomes",
+    "spark_session",
+    "purgatory_spark",
+]

@@ -1,0 +1,228 @@
+"""Spark's part of a micro-batch, played in-process: routing to shards, one ``ShardStep`` per group.
+
+``PurgatoryTester`` runs every micro-batch through the production shard step
+(``shard.step.ShardStep``); this module is the host around it that Spark is in a stream:
+
+* **routing** (``routed``): each validated operation to its keys' shard, or, keys across
+  shards, to the cross-shard group with a stub in each primary shard of its keys; its op_id's
+  claim to the registry shard when that is not its home; each event to its key's shard (and
+  a replica in the cross-shard group when the hand-off is ``replicas``); a row rejected at
+  parse to one shard, which reports it.  The rows are those ``spark.routing`` sends
+  (``tests/spark/test_local_routing.py`` compares them on Spark);
+* **groups called as Spark calls them**: a group with rows, or one whose event-time timeout
+  the micro-batch's watermark has passed; each keeps the value its last call stored;
+* **the wake**: after a micro-batch whose shards posted to the mailbox, the next one brings
+  the wake row (``handoff.wake``) to the cross-shard group (every group with the op_id
+  registry), as the wake file the driver writes does (``handoff.control``); the end of input
+  brings the end row to every group.
+
+Invariant: a group's call sees what it would see on Spark for the same micro-batches (the same
+routed rows, stored value, watermark and the mailbox's files); only the batch times are a
+counter, not the wall clock.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from ..config import PurgatoryConfig
+from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..engine.conditions import CONDITION_NAMES
+from ..handoff.shard_handoff import hands_off, registers
+from ..shard.roles import (
+    ROLE_BAD,
+    ROLE_CLAIM,
+    ROLE_END,
+    ROLE_EVENT,
+    ROLE_OPERATION,
+    ROLE_REPLICA,
+    ROLE_STUB,
+    ROLE_WAKE,
+    ROLES,
+    ROUTED_COLUMNS,
+    SIDES,
+)
+from ..shard.step import ShardResult, ShardStep
+from ..spark.key_hash import registry_of, shards_of, text_shard
+
+__all__ = ["LocalShards", "routed"]
+
+_TS_MS = ms_column("ts")
+#: the routed columns that hold numbers (the others text)
+_NUMBERS = ("shard", "peer", "part", _TS_MS, "timeout_ms", "target")
+#: a micro-batch's time: a counter in steps of a second (the mailbox's names, state versions)
+_BATCH_STEP_MS = 1_000
+
+
+def routed(
+    operations: pd.DataFrame,
+    events: pd.DataFrame,
+    rejected: pd.DataFrame,
+    config: PurgatoryConfig,
+) -> pd.DataFrame:
+    """Validated ``operations`` and ``events`` (``engine.validation``'s form) and the rows
+    ``rejected`` at parse, routed to shards as ``spark.routing`` routes a stream's input:
+    rows of ``shard.roles.ROUTED``, ``shard`` the shard's number (not its Spark label)."""
+    shards, delimiter = int(config.shards), config.shard_key_delimiter
+    registering = registers(config)
+    rows: list[dict] = []
+    for op in operations.itertuples(index=False):
+        keys = list(op.keys)
+        of_key = shards_of(np.asarray(keys, dtype=object), shards, delimiter)
+        homes = list(dict.fromkeys(of_key.tolist()))  # in the keys' order, as routing's
+        fields = _operation_fields(op)
+        if len(homes) > 1 and not config.cross_shard_operations:
+            raw = op.raw if hasattr(op, "raw") else json.dumps(_record(op))
+            rows.append(_bad(SOURCE_OPERATIONS, "cross_shard_keys", raw, op.op_id, keys[0], shards))
+            continue
+        home = shards if len(homes) > 1 else homes[0]
+        registry = registry_of(op.op_id, shards) if registering and len(homes) == 1 else -1
+        rows.append({**fields, **_keys(keys), "shard": home, "role": ROLE_OPERATION, "peer": registry})
+        if len(homes) > 1:
+            for s in homes:
+                own = [k for k, ks in zip(keys, of_key.tolist(), strict=True) if ks == s]
+                rows.append({**fields, **_keys(own), "shard": s, "role": ROLE_STUB, "peer": None})
+        if registry >= 0 and registry != home:
+            rows.append({**fields, **_keys(keys), "shard": registry, "role": ROLE_CLAIM, "peer": home})
+    replicas = config.cross_shard_operations and shards > 1 and not hands_off(config)
+    if len(events):
+        homes = shards_of(events["key"].to_numpy(dtype=object), shards, delimiter).tolist()
+        for ev, home in zip(events.itertuples(index=False), homes, strict=True):
+            fields = {
+                "side": SOURCE_EVENTS,
+                "key": ev.key,
+                _TS_MS: int(ev.ts),
+                "op_id": ev.op_id,
+                "condition": ev.source,  # the columns an event shares (``roles.SHARED_COLUMNS``)
+                "target": ev.value,
+            }
+            rows.append({**fields, "shard": home, "role": ROLE_EVENT})
+            if replicas:
+                rows.append({**fields, "shard": shards, "role": ROLE_REPLICA})
+    for bad in rejected.itertuples(index=False):
+        rows.append(_bad(bad.source, bad.reason, bad.raw, bad.op_id, bad.key, shards))
+    return _frame(rows)
+
+
+def _operation_fields(op) -> dict:
+    """An operation's routed columns but its shard, role, peer and keys."""
+    members = list(op.members) if op.members is not None else []
+    return {
+        "side": SOURCE_OPERATIONS,
+        "op_id": op.op_id,
+        _TS_MS: int(op.ts),
+        "timeout_ms": int(op.deadline) - int(op.ts),
+        "condition": CONDITION_NAMES[int(op.cond)],
+        "target": op.target,
+        "members": _json(members) if members else None,
+        "payload": op.payload,
+    }
+
+
+def _keys(keys: list[str]) -> dict:
+    """One key in ``key``, several as JSON text in ``keys`` (``roles.LIST_COLUMNS``)."""
+    return {"key": keys[0], "keys": None} if len(keys) == 1 else {"key": None, "keys": _json(keys)}
+
+
+def _json(values: list) -> str:
+    """A list as JSON text, as Spark's ``to_json`` writes it (no spaces)."""
+    return json.dumps(values, separators=(",", ":"), ensure_ascii=False)
+
+
+def _record(op) -> dict:
+    return {
+        "op_id": op.op_id,
+        "keys": list(op.keys),
+        "ts": int(op.ts),
+        "timeout_ms": int(op.deadline - op.ts),
+    }
+
+
+def _bad(side: str, reason: str, raw, op_id, key, shards: int) -> dict:
+    """A row rejected at parse: reported by one shard (the shard of its raw text on Spark;
+    any shard reports it the same, and so the tester)."""
+    return {
+        "shard": text_shard(raw, shards),
+        "role": ROLE_BAD,
+        "side": side,
+        "condition": reason,  # a rejected row's reason and raw text (``roles.SHARED_COLUMNS``)
+        "payload": raw,
+        "op_id": op_id,
+        "key": key,
+        _TS_MS: 0,
+    }
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    """The rows with ``ROUTED_COLUMNS``, roles and sides as their places in ``ROLES``/``SIDES``."""
+    data: dict[str, np.ndarray] = {}
+    for name in ROUTED_COLUMNS:
+        values = [row.get(name) for row in rows]
+        if name == "role":
+            data[name] = np.array([ROLES.index(r) for r in values], dtype=np.int8)
+        elif name == "side":
+            data[name] = np.array([SIDES.index(s) if s is not None else 0 for s in values], dtype=np.int8)
+        elif name in _NUMBERS:  # a null as NaN, as PySpark hands a nullable number column over
+            data[name] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        else:
+            data[name] = np.array(values, dtype=object)
+    return pd.DataFrame(data, copy=False)
+
+
+class LocalShards:
+    """Every shard group of one query, each with the value its last call stored and its
+    timeout, called micro-batch by micro-batch as Spark calls them.
+
+    ``config`` must name a state path (the mailbox, the op_id registry's verdicts and the
+    state's delta files live there, as under a checkpoint)."""
+
+    def __init__(self, config: PurgatoryConfig) -> None:
+        self.config = config
+        self.step = ShardStep(config)
+        self.groups = int(config.shards) + 1  # the primaries and the cross-shard group
+        self.values: dict[int, bytes] = {}
+        self.timeouts: dict[int, int] = {}
+        self.batch_time_ms = 0
+        self.owes_wake = False  # the last micro-batch posted to the mailbox: a wake row is owed
+
+    def run(self, rows: pd.DataFrame, watermark_ms: int, *, end: bool = False) -> list[ShardResult]:
+        """One micro-batch: ``rows`` routed (``routed``) at Spark's watermark ``watermark_ms``;
+        ``end``: the end of input reaches every group.  Returns each called group's result."""
+        self.batch_time_ms += _BATCH_STEP_MS
+        extra = []
+        if end:
+            extra = [{"shard": g, "role": ROLE_END} for g in range(self.groups)]
+        elif self.owes_wake:
+            woken = range(self.groups) if registers(self.config) else [self.groups - 1]
+            extra = [{"shard": g, "role": ROLE_WAKE} for g in woken]
+        if extra:
+            rows = pd.concat([rows, _frame(extra)], ignore_index=True) if len(rows) else _frame(extra)
+        shard_of = rows["shard"].to_numpy(np.int64) if len(rows) else np.zeros(0, np.int64)
+        done = []
+        for group in range(self.groups):
+            mine = rows.loc[shard_of == group].reset_index(drop=True)
+            timeout = self.timeouts.get(group)
+            if not len(mine) and (timeout is None or watermark_ms <= timeout):
+                continue  # Spark calls a group with rows, or one whose timeout passed
+            result = self.step(
+                group,
+                mine,
+                self.values.get(group),
+                watermark_ms=watermark_ms,
+                batch_time_ms=self.batch_time_ms,
+            )
+            if result.value is None:
+                self.values.pop(group, None)
+                self.timeouts.pop(group, None)
+            else:
+                self.values[group] = result.value
+                if result.timeout_ms is None:
+                    self.timeouts.pop(group, None)
+                else:
+                    self.timeouts[group] = result.timeout_ms
+            done.append(result)
+        self.owes_wake = any(r.relayed for r in done)
+        return done
