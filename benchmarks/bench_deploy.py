@@ -378,12 +378,11 @@ def _connect_child(which: str, root: str, run: str, per_trigger: int, url: str, 
     if which == "connect":
         from pyspark.sql import SparkSession
 
-        spark = SparkSession.builder.remote(url).getOrCreate()
-        job._session = lambda _settings: spark  # the remote session, as a notebook's start() has it
+        spark = SparkSession.builder.remote(url).getOrCreate()  # as a notebook's start() has it
     else:
         from spark_purgatory.runtime.session import local_session
 
-        # the session job.run builds (its _session), built here before the clock
+        # the session job.run would build, built here before the clock
         spark = local_session("spark-purgatory", master="local[2]", shuffle_partitions=SHARDS + 1)
     spark.range(1).count()
 
@@ -391,7 +390,7 @@ def _connect_child(which: str, root: str, run: str, per_trigger: int, url: str, 
         return harness.cpu_seconds() + (harness.cpu_seconds(server_pid) if server_pid else 0.0)
 
     cpu0, t0 = cpu(), time.perf_counter()
-    job.run(settings)
+    job.run(settings, spark=spark)
     seconds, used = time.perf_counter() - t0, cpu() - cpu0
     # the micro-batches from Spark's commit log: over Connect the sink, which counts them for
     # job.run's totals, runs in the server, and the client's totals stay at 0
