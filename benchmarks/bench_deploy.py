@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 from benchmarks import harness
@@ -62,45 +63,66 @@ def build_wheel(out: Path) -> Path:
     return wheel
 
 
-def install_wheel(wheel: Path, venv: Path, *, bytecode: bool = False, also: tuple[str, ...] = ()) -> Path:
+def install_wheel(wheel: Path, venv: Path, *, bytecode: bool = True, also: tuple[str, ...] = ()) -> Path:
     """A new venv at ``venv`` (this Python's version) with ``wheel`` and what it requires, and
     nothing else; its ``python``.
 
     ``bytecode``: compile every installed module, as ``pip install`` does by default (uv does
-    not; with ``PYTHONDONTWRITEBYTECODE`` set, as on these machines, each process would compile
-    pandas, pyarrow and pyspark again: what ``make bytecode`` spares the checkout's venv).
+    not; with ``PYTHONDONTWRITEBYTECODE`` set, as on these machines, each process compiles
+    pandas, pyarrow and pyspark again: what ``make bytecode`` spares the checkout's venv).  Once
+    here, about 10 CPU-s; without it ``spark-purgatory --version`` took 23-25 s at a load of 13
+    instead of 4, and each Spark Python worker compiles its imports again.
     ``also``: more requirements (``pyspark==4.2.0``: the tests' pin instead of pip's newest).
+
+    The index is asked which versions are newest (its pages only), and the install is tried from
+    uv's cache alone (``--offline``), those versions pinned: an index that sends no caching
+    headers (this machine's) makes every online install download pyspark's 450 MB source archive
+    and build it again (30-120 s, and 1.4 GB more of uv's cache each time).  What the cache lacks
+    (a newer pyspark than it has built) is installed online as before.
     """
     python = venv / "bin" / "python"
-    compile_all = ["--compile-bytecode"] if bytecode else []
-    for command in (
-        [_uv(), "venv", "--quiet", "--python", sys.executable, str(venv)],
-        [
-            _uv(),
-            "pip",
-            "install",
-            "--quiet",
-            "--python",
-            str(python),
-            _STORED,
-            *compile_all,
-            str(wheel),
-            *also,
-        ],
-    ):
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=_without_venv())
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(command[:3])} failed:\n{done.stderr[-4000:]}")
+    _run([_uv(), "venv", "--quiet", "--python", sys.executable, str(venv)])
+    install = [_uv(), "pip", "install", "--quiet", "--python", str(python), _STORED]
+    install += ["--compile-bytecode"] if bytecode else []
+    newest = _newest([*_requirements(wheel), *also])
+    if _run([*install, "--offline", str(wheel), *newest], check=False).returncode != 0:
+        _run([*install, str(wheel), *also])  # the cache lacks some of them: online
     return python
+
+
+def _requirements(wheel: Path) -> list[str]:
+    """The wheel's own requirements (its METADATA's ``Requires-Dist`` without an extra)."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        lines = archive.read(metadata).decode().splitlines()
+    found = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Requires-Dist:")]
+    return [requirement for requirement in found if "extra ==" not in requirement]
+
+
+def _newest(requirements: list[str]) -> list[str]:
+    """``requirements`` each pinned to the newest version the index has for it (``name==x``):
+    the index's pages alone, no archive fetched (``--no-deps``: no package's metadata needed)."""
+    done = _run(
+        [_uv(), "pip", "compile", "--quiet", "--no-deps", "--no-header", "--no-annotate"]
+        + ["--python", sys.executable, "-"],
+        stdin="\n".join(requirements),
+    )
+    return [line.strip() for line in done.stdout.splitlines() if "==" in line]
+
+
+def _run(command: list[str], *, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        command, input=stdin, capture_output=True, text=True, timeout=900, env=_without_venv()
+    )
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:3])} failed:\n{done.stderr[-4000:]}")
+    return done
 
 
 def uninstall(python: Path, package: str) -> None:
     """Take ``package`` out of ``python``'s venv, its requirements left (a cluster node's
     Python, which gets the package from ``--py-files``)."""
-    command = [_uv(), "pip", "uninstall", "--quiet", "--python", str(python), package]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_without_venv())
-    if done.returncode != 0:
-        raise RuntimeError(f"uv pip uninstall failed:\n{done.stderr[-4000:]}")
+    _run([_uv(), "pip", "uninstall", "--quiet", "--python", str(python), package])
 
 
 def _without_venv() -> dict[str, str]:
@@ -289,7 +311,7 @@ def _wheel(work: Path, python: str | None, pyspark: str | None) -> tuple[list[st
         print(f"building the wheel and its venv in {work}", flush=True)
         pin = (f"pyspark=={pyspark}",) if pyspark else ()
         wheel = build_wheel(work / "dist")
-        python = str(install_wheel(wheel, work / "venv", bytecode=True, also=pin))  # bytecode: as pip does
+        python = str(install_wheel(wheel, work / "venv", also=pin))
     user = work / "user"
     user.mkdir()
     versions = subprocess.run(
@@ -356,12 +378,11 @@ def _connect_child(which: str, root: str, run: str, per_trigger: int, url: str, 
     if which == "connect":
         from pyspark.sql import SparkSession
 
-        spark = SparkSession.builder.remote(url).getOrCreate()
-        job._session = lambda _settings: spark  # the remote session, as a notebook's start() has it
+        spark = SparkSession.builder.remote(url).getOrCreate()  # as a notebook's start() has it
     else:
         from spark_purgatory.runtime.session import local_session
 
-        # the session job.run builds (its _session), built here before the clock
+        # the session job.run would build, built here before the clock
         spark = local_session("spark-purgatory", master="local[2]", shuffle_partitions=SHARDS + 1)
     spark.range(1).count()
 
@@ -369,7 +390,7 @@ def _connect_child(which: str, root: str, run: str, per_trigger: int, url: str, 
         return harness.cpu_seconds() + (harness.cpu_seconds(server_pid) if server_pid else 0.0)
 
     cpu0, t0 = cpu(), time.perf_counter()
-    job.run(settings)
+    job.run(settings, spark=spark)
     seconds, used = time.perf_counter() - t0, cpu() - cpu0
     # the micro-batches from Spark's commit log: over Connect the sink, which counts them for
     # job.run's totals, runs in the server, and the client's totals stay at 0

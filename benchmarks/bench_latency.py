@@ -330,7 +330,7 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
         times = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress]
         result.batch_max_s = max(times, default=0.0)
         result.batches = len(progress)
-        result.margin_s = q._reaper.margin_ms() / 1000 if q._reaper is not None else 0.0
+        result.margin_s = q.clock_margin_ms / 1000
 
     for o in ops:
         completed = o.event_written is not None

@@ -297,6 +297,7 @@ class FaultyProxy:
     def stop(self) -> None:
         self._process.terminate()
         self._process.wait(30)
+        self._process.stdout.close()  # type: ignore[union-attr]
 
 
 class _Faults:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -464,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, told
             if time.time() < next_report:
                 continue
             next_report += args.report
-            text = open(log_path, errors="replace").read()
+            text = pathlib.Path(log_path).read_text(errors="replace")
             lines = re.findall(r"batch +(\d+) .*?pending +([\d,]+)", text)
             pending = int(lines[-1][1].replace(",", "")) if lines else 0
             rss = rss_by_kind(job.process.pid)
@@ -476,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, told
                 f"{row[6]:>5.0f}/{row[7]:<5.0f} {row[5]:>7.0f} {sum(row[3:6]):>6.0f} {len(lines):>7}"
             )
         faults.end()
-        text = open(log_path, errors="replace").read()  # errors while running, before the stop
+        text = pathlib.Path(log_path).read_text(errors="replace")  # errors while running, before the stop
         errors = [line for line in text.splitlines() if " ERROR " in line or "Traceback" in line]
         restarts = len(re.findall(r"restart \d+ of \d+", text))
         feed.finish()

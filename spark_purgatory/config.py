@@ -435,10 +435,10 @@ def _coerce(key: str, name: str, raw: object) -> object:
 def read_properties(path: str) -> dict[str, str]:
     """Read a Kafka-style ``.properties`` file: ``key = value`` lines, ``#`` comments.
 
-    >>> import tempfile, os
-    >>> p = os.path.join(tempfile.mkdtemp(), "x.conf")
-    >>> _ = open(p, "w").write("# local\\npurgatory.shards = 2\\nwatermark.delay=5 seconds\\n")
-    >>> read_properties(p)
+    >>> import pathlib, tempfile
+    >>> p = pathlib.Path(tempfile.mkdtemp(), "x.conf")
+    >>> _ = p.write_text("# local\\npurgatory.shards = 2\\nwatermark.delay=5 seconds\\n")
+    >>> read_properties(str(p))
     {'purgatory.shards': '2', 'watermark.delay': '5 seconds'}
     """
     values: dict[str, str] = {}

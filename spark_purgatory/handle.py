@@ -161,6 +161,12 @@ class PurgatoryQuery:
         return self._stopped() and STOPPING in str(error)
 
     @property
+    def clock_margin_ms(self) -> int:
+        """How far behind its post the operator's clock reads on a quiet stream (0 once Spark
+        lists the wake file first; ``handoff.reaper``'s module docstring), 0 without a clock."""
+        return self._reaper.margin_ms() if self._reaper is not None else 0
+
+    @property
     def history(self) -> list[dict]:
         """Per-micro-batch figures from the query's recent progress (``observe`` metrics)."""
         from .spark.metrics import progress_figures

@@ -275,8 +275,11 @@ def configure_logging(fmt: str, secrets: tuple[str, ...] = ()) -> None:
     root.propagate = False
 
 
-def run(settings: JobSettings) -> dict:
-    """Start the query (``spark_purgatory.start``), run it per the trigger, flush; return the totals."""
+def run(settings: JobSettings, spark=None) -> dict:
+    """Start the query (``spark_purgatory.start``), run it per the trigger, flush; return the totals.
+
+    ``spark``: the session to run on (a notebook's, or a Spark Connect one); by default the job
+    builds its own from ``settings`` (``job.master``, the storage's settings)."""
     from .delta.catalog import writer_for
     from .delta.ownership import check_owner
     from .delta.writers import DeltaRsWriter
@@ -304,7 +307,7 @@ def run(settings: JobSettings) -> dict:
             app_id=app_id,
             checkpoint=settings.checkpoint_path,
         )
-    spark = _session(settings)
+    spark = spark if spark is not None else _session(settings)
     listener = ProgressListener()  # the progress line, one per micro-batch
     # pending counts every shard, also those this run's micro-batches do not call (state.pending)
     listener.pending_by_shard.update(

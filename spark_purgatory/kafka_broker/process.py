@@ -41,6 +41,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -88,6 +89,13 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
     """Linux: SIGKILL this process when the process that started it dies (``PR_SET_PDEATHSIG``)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def _reap_when_it_stops(process: subprocess.Popen) -> None:
+    """A detached broker outlives the process that started it, which waits for it meanwhile
+    in a thread: stopped (``stop_at``), it leaves no zombie behind, and its handle is never
+    dropped while it runs (Python warns of that: ``ResourceWarning``)."""
+    threading.Thread(target=process.wait, name=f"kafka-broker-{process.pid}", daemon=True).start()
 
 
 class KafkaBroker(BrokerClients):
@@ -179,6 +187,8 @@ class KafkaBroker(BrokerClients):
         for attempt in range(_PORT_ATTEMPTS):
             try:
                 self._launch(java, classpath, timeout)
+                if self.detached:
+                    _reap_when_it_stops(self._process)
                 return self
             except KafkaBrokerError as error:
                 # a free port taken by another process before the JVM bound it: new ports

@@ -47,10 +47,14 @@ __all__ = [
 #: makes its rows in ``shard.output``
 OUTPUT_SCHEMA: T.StructType = from_arrow_schema(OPERATOR_OUTPUT)
 
-# PySpark's own serializer concatenates our output frames, whose unused columns are all-NA;
+# PySpark's own serializer concatenates our output frames with its all-NA padding rows;
 # pandas warns about that on every micro-batch in the worker logs.  The result is correct.
+# Only PySpark's concatenation: the same warning from any other module (ours, a user's) shows
 warnings.filterwarnings(
-    "ignore", message="The behavior of DataFrame concatenation with empty", category=FutureWarning
+    "ignore",
+    message="The behavior of DataFrame concatenation with empty",
+    category=FutureWarning,
+    module=r"pyspark\.sql\.pandas\.serializers",
 )
 
 #: the output's event times, by timestamp name (each travels as ``<name>_ms``)

@@ -5,7 +5,9 @@ in-process (``local_shards``)."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import tempfile
+import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -85,10 +87,12 @@ class PurgatoryTester:
             config = PurgatoryConfig()
         elif not isinstance(config, PurgatoryConfig):
             config = PurgatoryConfig.from_mapping(config)
-        self._directory = None
         if not config.state_path:
-            self._directory = tempfile.TemporaryDirectory(prefix="purgatory-tester-")
-            config = dataclasses.replace(config, state_path=self._directory.name)
+            # removed when the tester is (a finalizer: no ResourceWarning for a tester not closed,
+            # as a TemporaryDirectory left to the collector gives)
+            directory = tempfile.mkdtemp(prefix="purgatory-tester-")
+            weakref.finalize(self, shutil.rmtree, directory, ignore_errors=True)
+            config = dataclasses.replace(config, state_path=directory)
         self.config = config
         self._shards = LocalShards(config)
         self._none = Purgatory(config).process(None, None, watermark_ms=0)  # a call's empty rows

@@ -32,6 +32,7 @@ from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.handoff.end_of_input import end_watermark_ms
 from spark_purgatory.spark.key_hash import registry_of, shards_of
 from spark_purgatory.testing import PurgatoryTester
+from tests.support.engine_helpers import stacked
 from tests.support.reference_model import Batch, Result, run, spark_watermarks
 
 KEYS = ["k0", "k1", "k2", "k3"]
@@ -190,7 +191,7 @@ def run_engine(batches: list[Batch]) -> tuple[Result, list[tuple[int, pd.DataFra
     for batch_id, b in enumerate(batches):
         r = p.process(_inputs(b.ops), _inputs(b.events), watermark_ms=b.watermark, batch_id=batch_id)
         results.append((b.watermark, r))
-    cat = lambda name: pd.concat([getattr(r, name) for _, r in results], ignore_index=True)  # noqa: E731
+    cat = lambda name: stacked(getattr(r, name) for _, r in results)  # noqa: E731
     pending = set(p.pending_operations()["op_id"])
     return _result(cat("outcomes"), cat("unmatched"), cat("rejected"), pending), results
 
@@ -366,7 +367,7 @@ def test_every_split_across_shards_gives_the_reference_outcomes(tmp_path_factory
     for _ in range(2):  # verdicts on the last micro-batch's parked operations, then their relays
         outcomes.append(cluster.step((), (), batches[-1].watermark))
     got = _result(
-        pd.concat(outcomes, ignore_index=True),
+        stacked(outcomes),
         pd.concat(cluster.unmatched, ignore_index=True),
         pd.concat(cluster.rejected, ignore_index=True),
         set(),

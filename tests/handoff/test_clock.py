@@ -8,6 +8,7 @@ in ``test_quiet_stream.py``.
 from __future__ import annotations
 
 import os
+import pathlib
 
 import pandas as pd
 import pyarrow as pa
@@ -144,7 +145,7 @@ def _calls(batch_time: int, pending: list[int], proposed: dict[str, int | None],
 
 
 def _lines(root: str) -> list[str]:
-    return [open(os.path.join(root, n)).read().strip() for n in sorted(os.listdir(root))]
+    return [pathlib.Path(root, n).read_text().strip() for n in sorted(os.listdir(root))]
 
 
 def test_the_reaper_needs_a_processing_time_trigger_and_a_reason(tmp_path):

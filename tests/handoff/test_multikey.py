@@ -22,7 +22,7 @@ from spark_purgatory.engine.purgatory import Purgatory
 from spark_purgatory.engine.validation import validate_events, validate_operations
 from spark_purgatory.handoff import Mailbox, Wake
 from spark_purgatory.state import load_state, save_state
-from tests.support.engine_helpers import ev, frame, op
+from tests.support.engine_helpers import ev, frame, op, stacked
 
 SETTINGS = {"tick_ms": 10, "wheel_size": 8}
 
@@ -79,7 +79,7 @@ class Sharded:
             self.verdicts.append(result.verdicts)
             self.states[shard] = save_state(p)
         self.batch += 1
-        return pd.concat(outcomes, ignore_index=True)
+        return stacked(outcomes)
 
     def _home(self, ops: pd.DataFrame) -> pd.Series:
         shards_of = ops["keys"].map(lambda keys: sorted({self.shard_of[k] for k in keys}))
@@ -116,7 +116,7 @@ class Sharded:
 def one_purgatory(batches: list[tuple[list, list, int]], table: str = "outcomes") -> pd.DataFrame:
     p = Purgatory(PurgatoryConfig(**SETTINGS))
     out = [getattr(p.process(frame(o), frame(e), watermark_ms=wm), table) for o, e, wm in batches]
-    return pd.concat(out, ignore_index=True)
+    return stacked(out)
 
 
 def reported(unmatched: pd.DataFrame) -> list[tuple]:
@@ -144,7 +144,7 @@ def run(tmp_path, batches, shard_of, shards=2) -> pd.DataFrame:
 def run_cluster(tmp_path, batches, shard_of, shards=2) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Outcomes and unmatched events of the sharded run."""
     cluster = Sharded(shard_of, shards, str(tmp_path / "mailbox"))
-    outcomes = pd.concat([cluster.step(o, e, wm) for o, e, wm in batches], ignore_index=True)
+    outcomes = stacked(cluster.step(o, e, wm) for o, e, wm in batches)
     return outcomes, pd.concat(cluster.unmatched, ignore_index=True)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tests.handoff.test_multikey import Sharded, one_purgatory, resolved
-from tests.support.engine_helpers import ev, op
+from tests.support.engine_helpers import ev, op, stacked
 
 #: keys a and c live in shard 0, b and d in shard 1
 SHARD_OF = {"a": 0, "b": 1, "c": 0, "d": 1}
@@ -33,7 +33,7 @@ def test_an_op_id_repeated_with_keys_in_another_shard_later_is_rejected(tmp_path
     first = c.step([op("x", "a", 100, 500)], [ev("a", 150)], wm=0)  # parked in shard 0
     second = c.step([op("x", "b", 200, 500)], [ev("b", 250)], wm=100)  # shard 1 refuses it at once
     third = c.step((), (), wm=200)
-    outcomes = pd.concat([first, second, third], ignore_index=True)
+    outcomes = stacked([first, second, third])
     assert resolved(outcomes) == {"x": ("completed", 150, 1, 1.0)}
     assert rejected(c) == [("x", "b", "duplicate_op_id")]
 
@@ -42,7 +42,7 @@ def test_an_op_id_repeated_with_keys_in_another_shard_in_the_same_micro_batch_ke
     c = cluster(tmp_path)
     ops = [op("x", "b", 120, 500), op("x", "a", 100, 500)]  # a's copy is earlier in event time
     outcomes = [c.step(ops, [ev("a", 150), ev("b", 160)], wm=0), c.step((), (), wm=0)]
-    assert resolved(pd.concat(outcomes, ignore_index=True)) == {"x": ("completed", 150, 1, 1.0)}
+    assert resolved(stacked(outcomes)) == {"x": ("completed", 150, 1, 1.0)}
     assert rejected(c) == [("x", "b", "duplicate_op_id")]
     # the event the refused copy would have matched is reported as one purgatory reports it
     unmatched = pd.concat(c.unmatched, ignore_index=True)
@@ -99,7 +99,7 @@ def test_a_refused_copys_stubs_add_nothing_to_the_operation_it_repeats(tmp_path)
         c.step((), (), wm=400),
         c.step((), (), wm=400),
     ]
-    assert resolved(pd.concat(outcomes, ignore_index=True)) == {"m": ("expired", 300, 2, 2.0)}
+    assert resolved(stacked(outcomes)) == {"m": ("expired", 300, 2, 2.0)}
     assert rejected(c) == [("m", "k0", "duplicate_op_id")]
     unmatched = pd.concat(c.unmatched, ignore_index=True)
     assert sorted(zip(unmatched["key"], unmatched["ts"], unmatched["reason"], strict=True)) == [

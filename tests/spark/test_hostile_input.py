@@ -15,7 +15,7 @@ import time
 import pytest
 
 from spark_purgatory.config import PurgatoryConfig
-from tests.support.stream_helpers import Files, run_stream
+from tests.support.stream_helpers import Files, replicas_warning, run_stream
 
 pytestmark = pytest.mark.spark
 CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "corpus")
@@ -32,7 +32,8 @@ def test_hostile_corpus_is_fully_accounted_for(spark, tmp_path):
     with open(os.path.join(CORPUS, "expected.json"), encoding="utf-8") as f:
         expected = json.load(f)
 
-    run = run_stream(spark, files, PurgatoryConfig(shards=2, watermark_delay="1 second"))
+    with replicas_warning():
+        run = run_stream(spark, files, PurgatoryConfig(shards=2, watermark_delay="1 second"))
 
     rejected_ops = run.rejected[run.rejected["source"] == "operations"]
     rejected_events = run.rejected[run.rejected["source"] == "events"]

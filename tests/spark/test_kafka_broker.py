@@ -55,6 +55,7 @@ def test_the_broker_dies_with_the_process_that_started_it_even_on_kill_minus_nin
     assert _alive(broker_pid)
     owner.send_signal(signal.SIGKILL)
     owner.wait()
+    owner.stdout.close()
     deadline = time.monotonic() + 30
     while _alive(broker_pid) and time.monotonic() < deadline:
         time.sleep(0.1)

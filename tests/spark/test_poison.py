@@ -22,7 +22,7 @@ import pytest
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.spark.sources import parse_operations
 from spark_purgatory.testing import PurgatoryTester
-from tests.support.stream_helpers import Files, run_stream
+from tests.support.stream_helpers import Files, replicas_warning, run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -58,7 +58,8 @@ def test_poison_records_are_rejected_with_their_reasons_and_the_stream_carries_o
     files.add(valid[1:], events)
     files.add([], [json.dumps({"key": "pad", "ts": _TS.format(59)})])  # moves the watermark
 
-    run = run_stream(spark, files, PurgatoryConfig(shards=2, watermark_delay="1 second"))
+    with replicas_warning():
+        run = run_stream(spark, files, PurgatoryConfig(shards=2, watermark_delay="1 second"))
 
     reasons = dict(zip(run.rejected["op_id"].fillna(""), run.rejected["reason"], strict=True))
     by_reason = {reason: raw for raw, reason in zip(run.rejected["raw"], run.rejected["reason"], strict=True)}

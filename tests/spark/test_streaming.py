@@ -22,7 +22,7 @@ from spark_purgatory.spark.output import metrics_of, outcomes_of, unmatched_of
 from spark_purgatory.spark.sources import parse_events, parse_operations, read_batch
 from spark_purgatory.state.segments import SegmentStore
 from spark_purgatory.workload import generate, write_json_lines
-from tests.support.stream_helpers import T0, Files, ev, op, run_stream
+from tests.support.stream_helpers import T0, Files, ev, op, replicas_warning, run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -117,7 +117,8 @@ def test_late_rows_are_rejected_not_dropped(spark, tmp_path):
     files = Files(str(tmp_path))
     files.add(ops=[op("a", "k", 10_000)], events=[ev("k", 20_000)])
     files.add(ops=[op("late-op", "k", 1_000)], events=[ev("k", 500), ev("k", 30_000)])
-    run = run_stream(spark, files, CONFIG)
+    with replicas_warning():
+        run = run_stream(spark, files, CONFIG)
     late = run.rejected[run.rejected["reason"] == "late"]
     assert sorted(late["source"]) == ["events", "operations"]
     assert json.loads(late[late["source"] == "operations"]["raw"].iloc[0])["op_id"] == "late-op"
@@ -166,7 +167,8 @@ def test_multi_key_operations_across_shards(spark, tmp_path):
         events=[ev(a, 1100), ev(b, 1200), ev(c, 1100, value=7), ev(d, 1300, value=5), ev(d, 1250, value=1)],
     )
     files.add(ops=[op("pad-op", "pad-op-key", 9000, 60_000)], events=[ev("pad", 9000)])  # both inputs on
-    run = run_stream(spark, files, config)
+    with replicas_warning():
+        run = run_stream(spark, files, config)
     assert resolved(run) == {
         "mk-count": ("completed", 1200),
         "mk-offset": ("completed", 1300),
@@ -183,7 +185,8 @@ def test_batch_mode_gives_the_stream_outcomes(spark, tmp_path):
     write_json_lines(work, ops_dir, ev_dir, files=6)
     files = Files(str(tmp_path))
     config = PurgatoryConfig(shards=3, watermark_delay="2 seconds")
-    run = run_stream(spark, files, config)
+    with replicas_warning():
+        run = run_stream(spark, files, config)
     assert len(run.rejected) == 0
     final = max(run.watermarks.values())
     batch = purgatory_batch(

@@ -38,7 +38,7 @@ from spark_purgatory.spark.sources import (
     source_format_of,
 )
 from spark_purgatory.workload import generate, write_json_lines
-from tests.support.stream_helpers import T0, Files, run_stream
+from tests.support.stream_helpers import T0, Files, replicas_warning, run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -69,7 +69,8 @@ def test_parquet_stream_gives_the_json_outcomes(spark, tmp_path):
     json_ops, json_events = str(tmp_path / "json-ops"), str(tmp_path / "json-events")
     write_json_lines(work, json_ops, json_events, files=3)
 
-    run = run_stream(spark, files, CONFIG, fmt="parquet")
+    with replicas_warning():
+        run = run_stream(spark, files, CONFIG, fmt="parquet")
 
     assert len(run.rejected) == 0 and len(run.outcomes) > 100
     # the micro-batch's time (ts_in_future): with the checks JAR, read by generated code

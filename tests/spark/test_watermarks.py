@@ -15,7 +15,7 @@ import pytest
 
 from spark_purgatory.config import ConfigError, PurgatoryConfig
 from spark_purgatory.engine.purgatory import Purgatory
-from tests.support.stream_helpers import T0, Files, ev, op, run_stream
+from tests.support.stream_helpers import T0, Files, ev, op, replicas_warning, run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -92,7 +92,8 @@ def test_skewed_streams_lose_no_operation_under_min(spark, tmp_path):
     _write(files, ops, events)
     assert spark.conf.get(POLICY, "min") == "min"
 
-    run = run_stream(spark, files, CONFIG)
+    with replicas_warning():
+        run = run_stream(spark, files, CONFIG)
 
     assert len(run.rejected) == 0  # in particular no `late` row: stragglers are within the delay
     final = max(run.watermarks.values())
@@ -116,7 +117,8 @@ def test_max_policy_is_honoured(spark, tmp_path):
     _write(files, ops, events)
     spark.conf.set(POLICY, "max")
     try:
-        run = run_stream(spark, files, CONFIG)
+        with replicas_warning():
+            run = run_stream(spark, files, CONFIG)
     finally:
         spark.conf.unset(POLICY)
     late = run.rejected[(run.rejected["reason"] == "late") & (run.rejected["source"] == "operations")]

@@ -45,6 +45,7 @@ from spark_purgatory.state.layout import RunLease, layout_of, recover
 from spark_purgatory.state.reshard import ReshardError, reshard
 from tests.engine.test_split_invariance import _result, _valid, scenarios
 from tests.handoff.test_multikey import Sharded, reported, resolved
+from tests.support.engine_helpers import stacked
 from tests.support.reference_model import Batch, Result, run
 
 KEYS = ["k0", "k1", "k2", "k3"]
@@ -104,7 +105,7 @@ def _run(steps: list[tuple[Batch, int]], root: str) -> Result:
     for _ in range(2):  # verdicts on the last micro-batch's parked operations, then their relays
         outcomes.append(cluster.step((), (), steps[-1][0].watermark))
     return _result(
-        pd.concat(outcomes, ignore_index=True),
+        stacked(outcomes),
         pd.concat(cluster.unmatched, ignore_index=True),
         pd.concat(cluster.rejected, ignore_index=True),
         set(),
@@ -290,7 +291,7 @@ def _finish_run(cluster: Rescalable, outcomes: list, work: list, start: int) -> 
     for _ in range(3):
         outcomes.append(cluster.step((), (), 10_000))
     return (
-        resolved(pd.concat(outcomes, ignore_index=True)),
+        resolved(stacked(outcomes)),
         reported(pd.concat(cluster.unmatched, ignore_index=True)),
         len(pd.concat(cluster.rejected, ignore_index=True)),
     )

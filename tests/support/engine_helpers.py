@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,16 @@ def step(
 
 def outcomes(result: BatchResult) -> dict[str, dict]:
     return {row["op_id"]: row for row in result.outcomes.to_dict(orient="records")}
+
+
+def stacked(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Calls' frames one after another (``pd.concat``), the empty ones left out (all of them
+    when none has rows): the columns keep the dtypes of the frames with rows.  A call's frame
+    with no rows has all-object columns (``engine.batch.result``); stacked with the others,
+    pandas 2 makes the integer columns object and warns (``FutureWarning``) that pandas 3
+    makes every column object."""
+    frames = list(frames)
+    return pd.concat([f for f in frames if len(f)] or frames, ignore_index=True)
 
 
 # -- batch-split invariance against a brute-force reference -------------------------------------

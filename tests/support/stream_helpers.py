@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pandas as pd
+import pytest
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.spark.operator import purgatory_stream
@@ -82,6 +83,12 @@ class Run:
     watermarks: dict[int, int] = field(default_factory=dict)  # batch id -> watermark (ms)
     progress: list[dict] = field(default_factory=list)
     plan: str = ""  # the last micro-batch's physical plan
+
+
+def replicas_warning() -> pytest.WarningsChecker:
+    """Expects what a stream says when, without ``purgatory.state.path``, its multi-key
+    operations may span shards: each event gets a replica (``spark.routing``)."""
+    return pytest.warns(RuntimeWarning, match="purgatory.state.path is not set")
 
 
 def run_stream(spark, files: Files, config: PurgatoryConfig, fmt: str = "json") -> Run:
