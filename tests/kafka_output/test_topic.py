@@ -38,6 +38,7 @@ from tests.support.topic_reader import status_of
 pytestmark = pytest.mark.jars("kafka-broker")
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 def rows(batch: int, outcomes: list[tuple[str, str]], rejected: int = 0) -> pa.Table:
@@ -305,9 +306,7 @@ def test_a_deleted_topic_and_a_refused_login_are_said_in_one_line_a_broker_away_
         "bootstrap.servers": kafka_broker.sasl_bootstrap_servers,
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "SCRAM-SHA-256",
-        "sasl.jaas.config": (
-            f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="pw-out-1";'
-        ),
+        "sasl.jaas.config": f'{SCRAM} required username="{user}" password="pw-out-1";',
     }
     assert topic_fault(kept, login) is None  # the inputs' Java keys, read as librdkafka's
     kafka_broker.remove_scram_user(user)
