@@ -7,7 +7,9 @@ malformed lines among them, each input file's lines in order, spread over the pa
 runs the streaming job on the topics through Spark's Kafka source
 (``--source-format kafka``, ``maxOffsetsPerTrigger`` records per topic and micro-batch),
 ends the input, stops the broker, and prints the same summary and writes the same plots as
-``make demo``.
+``make demo``.  The expiries also go to a third topic (``output.kafka.topic``: the output
+topic, ``docs/kafka-output.md``), where a ``read_committed`` consumer in this process prints
+them as they come, then counts them against the table.
 
     python -m spark_purgatory.demo_kafka [--ops 30000] [--out demo-output/kafka] [--partitions 3]
 """
@@ -17,14 +19,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
+import time
 
 import pandas as pd
 
 from .demo import demo_input, report, run_job
 from .kafka_broker import KafkaBroker
 
-#: the demo's two topics
+#: the demo's two topics, and the output topic the expiries go to
 OPERATIONS_TOPIC, EVENTS_TOPIC = "purgatory-operations", "purgatory-events"
+OUTCOMES_TOPIC = "purgatory-expired"
+#: how many expiries the consumer prints one by one (then a count every few seconds)
+PRINTED = 8
 
 
 def run_pipeline(
@@ -39,7 +46,12 @@ def run_pipeline(
             lines = _lines(f"{inputs}/{kind}")
             broker.produce(topic, lines, partitions=[i % partitions for i in range(len(lines))])
             print(f"produced {len(lines):,} records to {topic} ({partitions} partitions)")
+        broker.create_topic(OUTCOMES_TOPIC, partitions=partitions)
+        consumer = ExpiryPrinter(broker.bootstrap_servers, OUTCOMES_TOPIC)
+        consumer.start()
         args = [
+            *("--set", f"output.kafka.topic={OUTCOMES_TOPIC}"),
+            *("--set", f"output.kafka.bootstrap.servers={broker.bootstrap_servers}"),
             *("--ops-path", OPERATIONS_TOPIC, "--events-path", EVENTS_TOPIC, "--source-format", "kafka"),
             *("--output-path", tables, "--checkpoint-path", chk),
             *("--set", f"kafka.bootstrap.servers={broker.bootstrap_servers}"),
@@ -48,7 +60,66 @@ def run_pipeline(
             *("--set", "purgatory.shards=2", "--set", "watermark.delay=5 seconds"),
             "--end-input",  # a bounded input: nothing stays pending (docs/end-of-input.md)
         ]
-        return run_job(args, work, tables, chk)
+        try:
+            result = run_job(args, work, tables, chk)
+        finally:
+            seen = consumer.finish()
+        expired = result["frames"].get("outcomes", pd.DataFrame({"status": []}))
+        in_table = int((expired["status"] == "expired").sum())
+        print(
+            f"the consumer of {OUTCOMES_TOPIC} saw {seen:,} expiries (read_committed); "
+            f"in the table: {in_table:,}"
+        )
+        return result
+
+
+class ExpiryPrinter(threading.Thread):
+    """A ``read_committed`` consumer of the output topic, printing expiries as they come."""
+
+    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+        super().__init__(name="expiry-printer", daemon=True)
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "group.id": "demo-on-call",
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        self.consumer.subscribe([topic])
+        self.seen = 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        said = time.monotonic()
+        while not self.stopping.is_set():
+            message = self.consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            self.seen += 1
+            if self.seen <= PRINTED:
+                outcome = json.loads(message.value())
+                print(
+                    f"  [on call] {outcome['op_id']} expired at {outcome['deadline']} "
+                    f"(micro-batch {outcome['batch_id']}, keys {', '.join(outcome['keys'])})"
+                )
+            elif time.monotonic() - said > 5:
+                print(f"  [on call] {self.seen:,} expiries so far")
+                said = time.monotonic()
+
+    def finish(self, quiet_s: float = 3.0) -> int:
+        """Read what is left (nothing new for ``quiet_s``), stop; how many expiries came."""
+        last, count = time.monotonic(), self.seen
+        while time.monotonic() - last < quiet_s:
+            time.sleep(0.5)
+            if self.seen != count:
+                last, count = time.monotonic(), self.seen
+        self.stopping.set()
+        self.join()
+        self.consumer.close()
+        return self.seen
 
 
 def _lines(directory: str) -> list[bytes]:

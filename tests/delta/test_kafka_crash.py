@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.jars("kafka", "kafka-broker")]
 
 #: each writer's kills, in order
 PLANS = {
-    "delta-rs": ["random", "signal=INT", "outage=30", "fault=written:1"],
+    "delta-rs": ["random", "signal=INT", "outage=60", "fault=written:1"],
     "spark": ["fault=manifest:1", "fault=staged:2", "fault=committed:1", "random"],
 }
 
