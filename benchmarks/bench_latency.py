@@ -65,6 +65,7 @@ printed: the lag is mostly waiting for micro-batches, and a loaded machine makes
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shutil
@@ -140,6 +141,21 @@ class KafkaInput:
         return time.time()
 
 
+class SinkSteps(logging.Handler):
+    """Each micro-batch's ``record`` step in the sink, as ``driver_step`` logs it
+    (``PurgatorySink.timings``): the batch recorded, then the output topic's send, its Spark
+    job included."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.record_ms: dict[int, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        steps = getattr(record, "sink_ms", None)
+        if steps is not None:
+            self.record_ms[steps["batch_id"]] = steps["record"]
+
+
 @dataclass
 class Op:
     op_id: str
@@ -170,6 +186,7 @@ class Result:
     duplicates: int = 0  # records of an op_id the topic had already given
     split: dict[str, float] = field(default_factory=dict)  # the topic's lag by part, medians
     load: tuple[float, float] = (0.0, 0.0)  # 1-minute load average when the run began, ended
+    record_ms: list[float] = field(default_factory=list)  # the sink's record step, per micro-batch
     batch_max_s: float = 0.0
     margin_s: float = 0.0  # the reaper's listing margin (``ExpirationReaper.margin_ms``)
     when: list[tuple[float, float, str]] = field(default_factory=list)  # decidable, committed, kind
@@ -236,6 +253,10 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
     result = Result(config_name, load=(os.getloadavg()[0], 0.0))
     poller = Poller(os.path.join(out, "outcomes"), args.poll)
     outputs = [poller] if reader is None else [poller, reader]
+    steps, sink_log = SinkSteps(), logging.getLogger("spark_purgatory.driver_step")
+    level = sink_log.level
+    sink_log.addHandler(steps)
+    sink_log.setLevel(logging.DEBUG)
     ops_src, events_src = data.sources()
     with start(
         ops_src,
@@ -324,6 +345,9 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
         result.batch_max_s = max(times, default=0.0)
         result.batches = len(progress)
         result.margin_s = q.clock_margin_ms / 1000
+    sink_log.removeHandler(steps)
+    sink_log.setLevel(level)
+    result.record_ms = [ms for batch, ms in sorted(steps.record_ms.items()) if batch >= first_batch]
     result.load = (result.load[0], os.getloadavg()[0])
 
     result.table = _lags(ops, poller, args, result)
@@ -433,6 +457,11 @@ def _table(results: list[Result], args) -> str:
             lines.append(
                 f"{'':<22}topic, medians: {split}; wrong status: {r.topic.wrong}, duplicates: {r.duplicates}"
             )
+            if r.record_ms:
+                lines.append(
+                    f"{'':<22}the sink's record step (the send and its Spark job in it): median "
+                    f"{_percentile(r.record_ms, 0.5):.0f} ms, max {max(r.record_ms):.0f} ms"
+                )
     return "\n".join(lines)
 
 
@@ -536,4 +565,6 @@ def _figures(result: Result) -> dict:
     if result.topic is not None:
         figures["topic_duplicates"] = result.duplicates
         figures["topic_split_p50_s"] = result.split
+    if result.record_ms:
+        figures["record_ms_p50"] = _percentile(result.record_ms, 0.5)
     return figures

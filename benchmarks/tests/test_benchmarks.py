@@ -348,6 +348,7 @@ def test_latency_reads_the_output_topic_beside_the_table(tmp_path):
     assert figures["topic_duplicates"] == 0
     assert set(figures["topic_split_p50_s"]) == {"decided", "produced", "received"}
     assert "trigger 0.5 s" in out and "topic, medians: decided" in out and "load average" in out
+    assert "the sink's record step" in out and figures["record_ms_p50"] > 0
 
 
 def _the_operator_run(out: str, results: dict) -> None:
