@@ -66,6 +66,7 @@ SLOW_FIRST = (
     "benchmarks/tests/test_benchmarks.py",
     "tests/delta/test_crash.py",
     "tests/delta/test_kafka_crash.py",
+    "tests/kafka_output/test_topic_crash.py",  # six job runs, five killed
     "tests/kafka_output/test_topic_job.py",  # two job runs per test: a fault, then a start after
     "tests/delta/test_native_writer.py",
     "tests/delta/test_s3a.py",
