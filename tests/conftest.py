@@ -66,6 +66,8 @@ SLOW_FIRST = (
     "benchmarks/tests/test_benchmarks.py",
     "tests/delta/test_crash.py",
     "tests/delta/test_kafka_crash.py",
+    "tests/kafka_output/test_topic_crash.py",  # six job runs, five killed
+    "tests/kafka_output/test_topic_job.py",  # two job runs per test: a fault, then a start after
     "tests/delta/test_native_writer.py",
     "tests/delta/test_s3a.py",
     "tests/handoff/test_end_of_input.py",
@@ -81,6 +83,7 @@ SLOW_FIRST = (
     "tests/spark/test_distributed.py",
     "tests/query/test_first_hour.py",
     "tests/spark/test_kafka_broker.py",  # a broker started twice on its data
+    "tests/kafka_output/test_topic.py",  # a broker, transactions
     "tests/delta/test_reading.py",  # twenty fresh interpreters
     "tests/query/test_job.py",
     "tests/spark/test_poison.py",

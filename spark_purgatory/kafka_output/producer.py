@@ -156,18 +156,42 @@ def committed_batch(
     settings: TopicSettings, *, consumer: Any = None, timeout_s: float = _TIMEOUT_S
 ) -> int | None:
     """The last micro-batch the topic has (the marker), None if it never had one."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     own = consumer is None
     consumer = consumer or Consumer(settings.consumer_config())
+    deadline = time.monotonic() + timeout_s
     try:
-        (found,) = consumer.committed([TopicPartition(settings.topic, 0)], timeout=timeout_s)
+        while True:  # a coordinator moving or still loading answers with an error that passes
+            try:
+                (found,) = consumer.committed([TopicPartition(settings.topic, 0)], timeout=timeout_s)
+                break
+            except KafkaException as error:
+                if not _passes(error.args[0]) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         if own:
             consumer.close()
     if found.error is not None:
         raise RuntimeError(f"output topic {settings.topic}: cannot read the marker: {found.error}")
     return found.offset - 1 if found.offset >= 0 else None
+
+
+def _passes(error: Any) -> bool:
+    """Does waiting help?  The client's own flag, or a group coordinator moving or loading
+    (``NOT_COORDINATOR`` is not flagged retriable on a committed-offsets fetch)."""
+    from confluent_kafka import KafkaError
+
+    moving = (
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    )
+    return error.retriable() or error.code() in moving
 
 
 class _Clients:

@@ -1,6 +1,6 @@
 """kill -9 the job while it reads Kafka topics and writes Delta; exactly once after.  And two
 runs that must end cleanly: one stopped by Ctrl-C (SIGINT to its process group), one whose
-broker answers nobody for 30 s mid-run (``KafkaBroker.pause``: the query rides it out and
+broker answers nobody for 60 s mid-run (``KafkaBroker.pause``: the query rides it out and
 commits the input produced after it; ``tests/support/clean_stops.py``).
 
 ``crash_harness.run`` with ``kafka``: each share of the input is produced to two topics on the
