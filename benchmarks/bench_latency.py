@@ -31,8 +31,10 @@ statuses ``expired,completed``, on the local broker ``--source kafka`` uses too)
 wall time it receives each ``op_id``: the **topic's lag** is that minus the moment it became
 decidable, printed beside the table's.  A line per config splits the topic's lag (medians):
 decidable to the operator's decision (the row's ``emitted_at``), that to the record handed to
-the producer (its ``CreateTime``: the send's Spark job and producer set-up), that to its
-receipt (the rest of the send, the transaction's commit, the consumer's fetch).
+the producer (its ``CreateTime``: the rest of the micro-batch, the send's Spark job and its
+set-up), that to its receipt (the rest of the send, the transaction's commit, the consumer's
+fetch).  The sink's ``record`` step per micro-batch (``driver_step``'s timings: the send and its
+Spark job in it) is printed too.
 
 An outcome counts as **load** when it became decidable before phase 1 ended, **quiet** (or
 **trickle**) after.  Printed for expiries and completions separately, by phase: how many,
