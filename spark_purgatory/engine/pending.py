@@ -95,6 +95,7 @@ class Pending:
         self._watch = Columns(_WATCH_STORED, hashed={"hash": "key"})
         self._members = Columns(_MEMBERS)
         self._payloads = Columns(_PAYLOADS)
+        self._recent: Rows | None = None  # the rows ``add`` was given this call (``recent``)
         if isinstance(ops, pa.Table):
             self._load_arrow(ops, watch)
             return
@@ -150,20 +151,45 @@ class Pending:
 
     # -- changes -------------------------------------------------------------------------------
 
-    def add(self, ops: Rows, watch: Rows) -> None:
+    def add(self, ops: Rows, watch: Rows, *, recent: bool = False) -> None:
         """Register operations (``HELD`` columns: ``OPS`` and the op_ids' hashes; handles above
-        every pending one) and their watchers (``WATCH`` columns, in handle order)."""
+        every pending one) and their watchers (``WATCH`` columns, in handle order).
+
+        ``recent``: keep ``ops`` (they have their ``keys``) to answer ``rows`` for them until
+        ``forget_recent``, instead of reading them back from the columns (the op_id's text
+        made a Python string again, its hash computed again): a call's operations are most of
+        what it reads and resolves, its operations and events often arriving together."""
         self._ops.append(ops)
         self._watch.append(watch)
-        with_members = np.flatnonzero(ops["n_members"] > 0)
+        some = ops["n_members"] > 0
+        with_members = np.flatnonzero(some)
         if with_members.size:
             lengths, members = flatten(ops["members"][with_members])
             handles = np.repeat(ops["handle"][with_members], lengths)
             self._members.append({"handle": handles, "member": members})
         payload = ops["payload"]
-        present = np.flatnonzero(pd.notna(payload))
-        if present.size:
-            self._payloads.append({"handle": ops["handle"][present], "payload": payload[present]})
+        present = pd.notna(payload)
+        if present.any():
+            at = np.flatnonzero(present)
+            self._payloads.append({"handle": ops["handle"][at], "payload": payload[at]})
+        if recent:
+            self._remember(ops, some, present)
+
+    def _remember(self, ops: Rows, some: np.ndarray, present: np.ndarray) -> None:
+        """Keep ``ops`` as ``rows`` gives them: members and payload None where there are none."""
+        if not some.all():
+            ops = ops.assign(members=np.where(some, ops["members"], None))
+        if not present.all():
+            ops = ops.assign(payload=np.where(present, ops["payload"], None))
+        ops = ops.select(HELD)
+        recent = self._recent
+        if recent is not None and len(recent) and int(recent["handle"][-1]) + 1 == int(ops["handle"][0]):
+            ops = recent.stack(ops)
+        self._recent = ops
+
+    def forget_recent(self) -> None:
+        """Drop what ``add(..., recent=True)`` kept (at the end of a call)."""
+        self._recent = None
 
     def remove(self, handles: np.ndarray) -> None:
         """Drop these pending operations (distinct handles) and their watchers."""
@@ -177,8 +203,22 @@ class Pending:
 
     def rows(self, handles: np.ndarray, *, keys: bool = False) -> Rows:
         """The ``HELD`` rows of these pending operations, in handle order, once each; without
-        ``keys`` unless asked (``with_keys``)."""
-        return self._held(self._ops.positions(distinct(handles)), keys)
+        ``keys`` unless asked (``with_keys``).  Those ``add`` kept (``recent``) come as they were
+        given, with their keys and op_id hashes (``ohash``): all of them when every row asked
+        for is one of those."""
+        handles = distinct(handles)
+        recent = self._recent
+        if recent is None or not len(recent) or not handles.size:
+            return self._held(self._ops.positions(handles), keys)
+        first = int(recent["handle"][0])
+        if handles[-1] < first or handles[-1] >= first + len(recent):  # none, or some added since
+            return self._held(self._ops.positions(handles), keys)
+        cut = int(np.searchsorted(handles, first))
+        new = recent.take(handles[cut:] - first)
+        if cut == 0:
+            return new
+        old = self._held(self._ops.positions(handles[:cut]), keys)
+        return Rows.concat([old, new], dict.fromkeys(old.columns))
 
     def with_keys(self, rows: Rows) -> Rows:
         """``rows`` of pending operations (sorted by handle) with their ``keys``, if missing."""
