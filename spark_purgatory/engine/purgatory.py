@@ -205,6 +205,7 @@ class Purgatory:
         """Replace the whole state by ``tables`` (``snapshot.live_from``); the change log
         restarts: every row counts as added."""
         self._t: LiveTables = live_from(tables, self.config, self._changes)
+        self._unscheduled_from: int | None = None  # handles from here on wait for the wheel
 
     def forward(
         self, to: ShardTables, added: tuple, removed: np.ndarray, resolved: pd.DataFrame, **windows: Any
@@ -378,6 +379,7 @@ class Purgatory:
         satisfied by the buffered events or their keys' progress."""
         self._try_complete(self._watch_operations(ops))
         self._t.pending.forget_recent()
+        self._schedule()
 
     def check_and_complete(self, events: Rows) -> None:
         """Buffer a batch of admitted events and complete the operations they satisfy."""
@@ -394,9 +396,13 @@ class Purgatory:
         watch = watchers.watch_rows(new_ops, self._t.keys)
         self._t.pending.add(new_ops, watch, recent=True)
 
-        already = self._t.wheel.add(handles, new_ops["deadline"])
+        # the wheel takes them when time next moves (``_schedule``): those resolved before
+        # never enter it, nor leave it by a tombstone
+        already = new_ops["deadline"] <= self._t.wheel.current_time_ms
         if already.any():
             self._t.due = np.concatenate([self._t.due, handles[already]])
+        if self._unscheduled_from is None:
+            self._unscheduled_from = int(handles[0])
 
         touched = _NO_HANDLES
         if len(self._t.events):
@@ -443,6 +449,7 @@ class Purgatory:
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached
         (the timer's expiry: ``_on_expiration``, which force-completes them)."""
+        self._schedule()
         self._t.watermark = max(int(watermark_ms), self._t.watermark)
         expired = self._t.wheel.advance(self._t.watermark)
         if self._t.due.size:
@@ -454,6 +461,16 @@ class Purgatory:
         expired = expired[self._t.pending.contains(expired)]
         if expired.size:
             self._on_expiration(expired)
+
+    def _schedule(self) -> None:
+        """Put the operations registered since the wheel last moved and still pending on the
+        wheel (those already due at registration wait in ``due``)."""
+        if self._unscheduled_from is None:
+            return
+        handles, deadlines = self._t.pending.deadlines(since=self._unscheduled_from)
+        self._unscheduled_from = None
+        timed = deadlines > self._t.wheel.current_time_ms
+        self._t.wheel.add(handles[timed], deadlines[timed])
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
         """Kafka's ``cancelForKey``: drop the pending operations watching any of ``keys``.
@@ -553,12 +570,13 @@ class Purgatory:
     def _cancel(self, handles: np.ndarray, rows: Rows) -> None:
         """Operations resolved before their deadline leave the timer; the events of their
         windows that nothing counts are ``after_resolution`` from now on (``windows``)."""
+        timed = handles  # on the wheel: neither due at registration nor waiting (``_schedule``)
+        if self._unscheduled_from is not None:
+            timed = timed[timed < self._unscheduled_from]
         if self._t.due.size:  # added already past their deadline: never on the wheel
-            due = isin(handles, self._t.due)
+            timed = timed[~isin(timed, self._t.due)]
             self._t.due = self._t.due[~among(self._t.due, handles)]
-            self._t.wheel.cancel(handles[~due])
-        else:
-            self._t.wheel.cancel(handles)
+        self._t.wheel.cancel(timed)
         watch = self._t.pending.watch_rows(handles, ["hash", "handle"])  # in handle order, as rows
         at = np.searchsorted(rows["handle"], watch["handle"])
         real = ~rows["stub"][at]  # a stub's events are its operation's to report (``relay``)

@@ -92,7 +92,7 @@ class _IdCounts:
     """
 
     def __init__(self, ids: np.ndarray = _EMPTY) -> None:
-        self._runs: list[tuple[np.ndarray, np.ndarray]] = []
+        self._runs: list[tuple[np.ndarray, np.ndarray | None]] = []  # counts None: all 1
         self.add(ids)
 
     @property
@@ -107,27 +107,37 @@ class _IdCounts:
         self._runs.append(_summed(ids, np.full(ids.size, count, np.int32)))
         while len(self._runs) > 1 and 2 * self._runs[-1][0].size >= self._runs[-2][0].size:
             (a, ca), (b, cb) = self._runs[-2:]
-            self._runs[-2:] = [_summed(np.concatenate([a, b]), np.concatenate([ca, cb]))]
+            counts = [np.ones(r.size, np.int32) if c is None else c for r, c in ((a, ca), (b, cb))]
+            self._runs[-2:] = [_summed(np.concatenate([a, b]), np.concatenate(counts))]
             if self._runs[-1][0].size == 0:
                 self._runs.pop()
 
     def contains(self, ids: np.ndarray) -> np.ndarray:
-        """Per id: is its count above 0?"""
+        """Per id: is its count above 0?  (Where no count is below 0, as in the tombstones:
+        is it in a run.)"""
+        if all(counts is None for _, counts in self._runs):
+            found = np.zeros(ids.size, dtype=bool)
+            for run, _ in self._runs:
+                at = np.minimum(np.searchsorted(run, ids), run.size - 1)
+                found |= run[at] == ids
+            return found
         total = np.zeros(ids.size, dtype=np.int64)
         for run, counts in self._runs:
             at = np.minimum(np.searchsorted(run, ids), run.size - 1)
-            total += np.where(run[at] == ids, counts[at], 0)
+            total += np.where(run[at] == ids, 1 if counts is None else counts[at], 0)
         return total > 0
 
 
-def _summed(ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct ids, sorted; the sum of their counts), the ids whose sum is 0 left out."""
+def _summed(ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(distinct ids, sorted; the sum of their counts, None when each is 1), the ids whose sum
+    is 0 left out."""
     order = np.argsort(ids, kind="stable")  # a radix sort; timsort-like on sorted runs
     ids, counts = ids[order], counts[order]
     starts = np.flatnonzero(run_starts(ids))
     ids, counts = ids[starts], np.add.reduceat(counts, starts) if starts.size else counts
     keep = counts != 0
-    return (ids, counts) if keep.all() else (ids[keep], counts[keep])
+    ids, counts = (ids, counts) if keep.all() else (ids[keep], counts[keep])
+    return ids, None if (counts == 1).all() else counts  # None: every count 1
 
 
 class _Run:
