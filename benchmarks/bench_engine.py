@@ -262,16 +262,25 @@ def engine(argv: list[str] | None = None) -> int:
     ``spark_purgatory/``) in a subprocess with REF first on ``PYTHONPATH``, and this checkout in
     another, one after the other, and prints the two side by side with their ratio.  Only the
     public API is used (``Purgatory.process``, ``save_state``, ``load_state``), so any checkout
-    since the state layer can be compared.
+    since the state layer can be compared.  ``--rounds N`` repeats that N times, the order
+    alternated (REF first in odd rounds, this checkout in even ones), and ends with each
+    ratio's range over the rounds and the machine's load average in each.
 
         python -m benchmarks engine                       # this checkout
         python -m benchmarks engine --against /tmp/engine-base
+        python -m benchmarks engine --against /tmp/engine-base --rounds 2 --validated --no-memory
         python -m benchmarks engine --pending 0,100000,1000000,5000000
         python -m benchmarks engine --pending 0 --resolved 1000000 --no-memory
     """
     parser = harness.parser("engine", engine.__doc__, repeat=20, repeat_help="timed 10-row calls per backlog")
     parser.add_argument("--pending", default="0,100000,1000000", help="backlogs, comma-separated")
     parser.add_argument("--against", metavar="REF", help="another checkout, measured side by side")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --against: rounds, the two alternated (REF first in odd ones)",
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the memory and state-value columns")
     parser.add_argument(
         "--resolved", type=int, default=0, help="also: 10-row calls after N early completions"
@@ -287,11 +296,48 @@ def engine(argv: list[str] | None = None) -> int:
             result["resolved"] = {"n": args.resolved, "call": call}
         print(json.dumps(result))
         return 0
-    results = [_run_checkout(args.against, args)] if args.against else []
-    results.append(_run_checkout(None, args))
-    print(render(results))
-    harness.write_json(args.json, "engine", args, {"checkouts": results})
+    if not args.against:
+        results = [_run_checkout(None, args)]
+        print(render(results))
+        harness.write_json(args.json, "engine", args, {"checkouts": results})
+        return 0
+    rounds = []
+    for number in range(args.rounds):  # alternated: REF first in odd rounds, this checkout in even
+        order = [args.against, None] if number % 2 == 0 else [None, args.against]
+        load = os.getloadavg()[0]
+        ran = {root: _run_checkout(root, args) for root in order}
+        pair = [ran[args.against], ran[None]]
+        rounds.append({"load_before": load, "load_after": os.getloadavg()[0], "checkouts": pair})
+        print(
+            f"\nround {number + 1} (first: {'REF' if number % 2 == 0 else 'this'}, load average {load:.1f})"
+        )
+        print(render(pair))
+    if len(rounds) > 1:
+        print(render_rounds(rounds))
+    harness.write_json(args.json, "engine", args, {"checkouts": rounds[-1]["checkouts"], "rounds": rounds})
     return 0
+
+
+def render_rounds(rounds: list[dict]) -> str:
+    """The ratios (this checkout / REF) as ranges over the rounds, with each round's load."""
+    loads = ", ".join(f"{r['load_before']:.1f}-{r['load_after']:.1f}" for r in rounds)
+    lines = [f"\nratio this / REF over {len(rounds)} rounds (load average per round: {loads})"]
+    lines.append("| pending | 10 + 10 | 1,000 + 1,000 | 10,000 + 10,000 | µs/row @10k, REF -> this |")
+    lines.append("|---|---|---|---|---|")
+    for i, row in enumerate(rounds[0]["checkouts"][0]["rows"]):
+        cells = []
+        for size in ("10", "1000", "10000"):
+            ratios = [
+                r["checkouts"][1]["rows"][i]["calls"][size] / r["checkouts"][0]["rows"][i]["calls"][size]
+                for r in rounds
+            ]
+            cells.append(f"{min(ratios):.2f}-{max(ratios):.2f}x")
+        per_row = [
+            [r["checkouts"][k]["rows"][i]["calls"]["10000"] / 20_000 * 1e6 for r in rounds] for k in (0, 1)
+        ]
+        spans = " -> ".join(f"{min(v):.2f}-{max(v):.2f}" for v in per_row)
+        lines.append(f"| {row['pending']:,} | " + " | ".join(cells) + f" | {spans} |")
+    return "\n".join(lines)
 
 
 # -- the timing wheel ------------------------------------------------------------------------------

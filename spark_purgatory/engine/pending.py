@@ -329,7 +329,7 @@ class Pending:
         """The watcher rows of these pending operations (sorted handles), in handle order."""
         if self._all_recent(handles):
             watch = self._recent_watch
-            return watch.take(equal_ranges(watch["handle"], handles)[1]).select(columns)
+            return watch.select(columns).take(equal_ranges(watch["handle"], handles)[1])
         return self._watch.rows(self._watch.ranges(handles)[1], columns)
 
     def by_op_id(self, op_ids: np.ndarray, hashes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
