@@ -79,6 +79,7 @@ class Driver:
         self.validated = validated
         self.next_id = 0  # ids below are used
         self.clock = T0  # event time of the next call's operations
+        self.cpu_s = 0.0  # CPU seconds of this process in the last call (``call``)
         self.p.process(None, None, watermark_ms=T0 - 1_000)
 
     def fill(self, pending: int) -> None:
@@ -101,9 +102,10 @@ class Driver:
 
             ops = validate_operations(with_keys(ops), max_timeout_ms=self.p.config.max_timeout_ms)[0]
             evs = validate_events(evs)[0]
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = self.p.process(ops, evs, watermark_ms=wm, validated=self.validated)
         took = time.perf_counter() - start
+        self.cpu_s = time.process_time() - cpu
         if len(out.outcomes) != n or len(out.rejected):
             got = f"{len(out.outcomes)} outcomes, {len(out.rejected)} rejected"
             raise AssertionError(f"expected {n} outcomes, got {got}")
@@ -135,13 +137,17 @@ def measure(pending_levels: list[int], repeat: int, memory: bool, validated: boo
         start = time.perf_counter()
         d.fill(pending)
         fill_s = time.perf_counter() - start
-        row: dict = {"pending": pending, "fill_s": fill_s, "calls": {}, "ranges": {}}
+        row: dict = {"pending": pending, "fill_s": fill_s, "calls": {}, "ranges": {}, "cpu": {}}
         for size in SIZES:
             reps = max(3, repeat // max(1, size // 1_000)) if size > 10 else repeat
             d.call(size)  # warm
-            times = [d.call(size) for _ in range(reps)]
+            times, cpu = [], []
+            for _ in range(reps):
+                times.append(d.call(size))
+                cpu.append(d.cpu_s)
             row["calls"][str(size)] = statistics.median(times)
             row["ranges"][str(size)] = [min(times), max(times)]
+            row["cpu"][str(size)] = statistics.median(cpu)
         if memory and pending:
             gc.collect()
             row["rss_bytes"] = _rss() - rss0
@@ -184,23 +190,29 @@ def _fmt_ms(seconds: float | None, span: list[float] | None = None) -> str:
     return text if span is None else f"{text} ({span[0] * 1e3:,.1f}-{span[1] * 1e3:,.1f})"
 
 
+def _cpu_per_row(cpu: float | None) -> str:
+    """A 10,000 + 10,000 call's CPU seconds (this process's: a loaded machine stretches wall
+    time more) as µs per row; empty for a result without it."""
+    return "" if cpu is None else f"{cpu / 20_000 * 1e6:.2f}"
+
+
 def render(results: list[dict]) -> str:
     """The issue's table, one block per checkout, then the ratios (first / each other)."""
     lines = []
     for result in results:
         lines.append(f"\n{result['checkout']}")
         lines.append(
-            "| pending | 10 + 10 | 1,000 + 1,000 | 10,000 + 10,000 | µs/row @10k "
+            "| pending | 10 + 10 | 1,000 + 1,000 | 10,000 + 10,000 | µs/row @10k | CPU µs/row @10k "
             "| mem rss B/op | mem live B/op | value B/op |"
         )
-        lines.append("|---|---|---|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         for row in result["rows"]:
             c, r = row["calls"], row.get("ranges", {})
             per_op = {k: row[k] / row["pending"] if row.get(k) else None for k in _MEMORY}
             cells = " | ".join(_fmt_ms(c[s], r.get(s)) for s in ("10", "1000", "10000"))
             lines.append(
                 f"| {row['pending']:,} | {cells} "
-                f"| {c['10000'] / 20_000 * 1e6:.1f} "
+                f"| {c['10000'] / 20_000 * 1e6:.1f} | {_cpu_per_row(row.get('cpu', {}).get('10000'))} "
                 + " ".join(f"| {'' if v is None else f'{v:,.0f}'}" for v in per_op.values())
                 + " |"
             )
@@ -319,25 +331,40 @@ def engine(argv: list[str] | None = None) -> int:
 
 
 def render_rounds(rounds: list[dict]) -> str:
-    """The ratios (this checkout / REF) as ranges over the rounds, with each round's load."""
+    """The ratios (this checkout / REF) as ranges over the rounds, with each round's load; the
+    10,000-row calls' µs per row, wall and CPU, as REF's range -> this one's."""
     loads = ", ".join(f"{r['load_before']:.1f}-{r['load_after']:.1f}" for r in rounds)
     lines = [f"\nratio this / REF over {len(rounds)} rounds (load average per round: {loads})"]
-    lines.append("| pending | 10 + 10 | 1,000 + 1,000 | 10,000 + 10,000 | µs/row @10k, REF -> this |")
-    lines.append("|---|---|---|---|---|")
+    lines.append(
+        "| pending | 10 + 10 | 1,000 + 1,000 | 10,000 + 10,000 | CPU @10k "
+        "| µs/row @10k, REF -> this | CPU µs/row @10k, REF -> this |"
+    )
+    lines.append("|---|---|---|---|---|---|---|")
     for i, row in enumerate(rounds[0]["checkouts"][0]["rows"]):
-        cells = []
-        for size in ("10", "1000", "10000"):
-            ratios = [
-                r["checkouts"][1]["rows"][i]["calls"][size] / r["checkouts"][0]["rows"][i]["calls"][size]
-                for r in rounds
-            ]
-            cells.append(f"{min(ratios):.2f}-{max(ratios):.2f}x")
-        per_row = [
-            [r["checkouts"][k]["rows"][i]["calls"]["10000"] / 20_000 * 1e6 for r in rounds] for k in (0, 1)
-        ]
-        spans = " -> ".join(f"{min(v):.2f}-{max(v):.2f}" for v in per_row)
-        lines.append(f"| {row['pending']:,} | " + " | ".join(cells) + f" | {spans} |")
+        pairs = [(r["checkouts"][0]["rows"][i], r["checkouts"][1]["rows"][i]) for r in rounds]
+        sizes = {
+            size: [(a["calls"][size], b["calls"][size]) for a, b in pairs] for size in ("10", "1000", "10000")
+        }
+        cpu = [(a.get("cpu", {}).get("10000"), b.get("cpu", {}).get("10000")) for a, b in pairs]
+        has_cpu = all(a is not None and b is not None for a, b in cpu)
+        cells = [_ratio_span(sizes[size]) for size in sizes]
+        cells.append(_ratio_span(cpu) if has_cpu else "")
+        cells.append(_span_pair(sizes["10000"]))
+        cells.append(_span_pair(cpu) if has_cpu else "")
+        lines.append(f"| {row['pending']:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _ratio_span(pairs: list[tuple[float, float]]) -> str:
+    """The range of b / a over (a, b) pairs, as ``0.61-0.70x``."""
+    ratios = [b / a for a, b in pairs]
+    return f"{min(ratios):.2f}-{max(ratios):.2f}x"
+
+
+def _span_pair(pairs: list[tuple[float, float]]) -> str:
+    """A 10,000 + 10,000 call's seconds over (REF, this) pairs as µs per row, ``a-b -> c-d``."""
+    per_row = [[pair[k] / 20_000 * 1e6 for pair in pairs] for k in (0, 1)]
+    return " -> ".join(f"{min(v):.2f}-{max(v):.2f}" for v in per_row)
 
 
 # -- the timing wheel ------------------------------------------------------------------------------
