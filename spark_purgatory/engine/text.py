@@ -40,7 +40,7 @@ def as_text(values: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.Array:
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     if not isinstance(values, pa.Array):
         values = np.asarray(values, dtype=object)
-        try:  # text and None: the plain conversion, half the cost of pandas' (which checks NaN)
+        try:  # text and None: the plain conversion, cheaper than pandas' NaN check (engine-internals.md)
             values = pa.array(values, type=pa.string())
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # a float NaN among them: null, as pandas reads it
             values = pa.array(values, type=pa.string(), from_pandas=True)

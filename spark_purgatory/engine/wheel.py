@@ -307,7 +307,7 @@ class TimingWheel:
             costs O(batch log² pending) per ``add``, ``cancel`` and ``advance``; re-adding an
             id still pending purges the cancelled entries first (O(pending)).  (Kept as one
             sorted array, rebuilt by ``np.union1d`` / ``setdiff1d`` on every change, it made
-            the default wheel quadratic: 1M timers in batches of 10k took 31 s, not 0.06.)
+            the default wheel quadratic: docs/performance-history.md, issue 65.)
 
     Ids are opaque int64 handles chosen by the caller.
 
