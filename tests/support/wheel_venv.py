@@ -49,13 +49,15 @@ def build_wheel(out: Path) -> Path:
     return wheel
 
 
-def install_wheel(wheel: Path, venv: Path, *, bytecode: bool = False, also: tuple[str, ...] = ()) -> Path:
+def install_wheel(wheel: Path, venv: Path, *, bytecode: bool = True, also: tuple[str, ...] = ()) -> Path:
     """A new venv at ``venv`` (this Python's version) with ``wheel`` and what it requires, and
     nothing else; its ``python``.
 
     ``bytecode``: compile every installed module, as ``pip install`` does by default (uv does
-    not; with ``PYTHONDONTWRITEBYTECODE`` set, as on these machines, each process would compile
-    pandas, pyarrow and pyspark again: what ``make bytecode`` spares the checkout's venv).
+    not; with ``PYTHONDONTWRITEBYTECODE`` set, as on these machines, each process compiles
+    pandas, pyarrow and pyspark again: what ``make bytecode`` spares the checkout's venv).  Once
+    here, about 10 CPU-s; without it ``spark-purgatory --version`` took 23-25 s at a load of 13
+    instead of 4, and each Spark Python worker compiles its imports again.
     ``also``: more requirements (``pyspark==4.2.0``: the tests' pin instead of pip's newest).
     """
     python = venv / "bin" / "python"
