@@ -30,12 +30,13 @@ every other producer setting) are ``output.kafka.<key>`` keys passed to it as th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,6 +60,7 @@ _DEFAULTS = {"partitioner": "murmur2_random"}
 CONNECTION = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.", "socket.", "broker.")
 #: how long a transaction's calls may wait for the broker (an outage is ridden out within it)
 _TIMEOUT_S = 120.0
+T = TypeVar("T")
 
 #: what a send task returns: one row
 SENT = pa.schema([("through", pa.int64()), ("batches", pa.int64()), ("records", pa.int64())])
@@ -90,10 +92,8 @@ class TopicSettings:
         return {**_DEFAULTS, **librdkafka_settings(dict(self.producer)), **own, "logger": log}
 
     def consumer_config(self) -> dict[str, Any]:
-        settings = librdkafka_settings(dict(self.producer))
-        connection = {k: v for k, v in settings.items() if k.startswith(CONNECTION)}
         return {
-            **connection,
+            **connection_settings(dict(self.producer)),
             "logger": log,
             "group.id": self.marker_group,
             "isolation.level": "read_committed",
@@ -127,6 +127,12 @@ def librdkafka_settings(settings: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def connection_settings(settings: dict[str, str]) -> dict[str, str]:
+    """Where and how to connect, of the producer's settings (librdkafka's names): what the
+    marker's consumer and the topic's health check share with the producer."""
+    return {k: v for k, v in librdkafka_settings(settings).items() if k.startswith(CONNECTION)}
+
+
 @dataclass(frozen=True)
 class Send:
     """One send task: the micro-batches after the marker, each with its staged files' URIs."""
@@ -140,26 +146,37 @@ def committed_batch(
     settings: TopicSettings, *, consumer: Any = None, timeout_s: float = _TIMEOUT_S
 ) -> int | None:
     """The last micro-batch the topic has (the marker), None if it never had one."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     own = consumer is None
     consumer = consumer or Consumer(settings.consumer_config())
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:  # a coordinator moving or still loading answers with an error that passes
-            try:
-                (found,) = consumer.committed([TopicPartition(settings.topic, 0)], timeout=timeout_s)
-                break
-            except KafkaException as error:
-                if not _passes(error.args[0]) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+    try:  # a coordinator moving or still loading answers with an error that passes
+        (found,) = _retried(
+            lambda: consumer.committed([TopicPartition(settings.topic, 0)], timeout=timeout_s),
+            _passes,
+            timeout_s,
+        )
     finally:
         if own:
             consumer.close()
     if found.error is not None:
         raise RuntimeError(f"output topic {settings.topic}: cannot read the marker: {found.error}")
     return found.offset - 1 if found.offset >= 0 else None
+
+
+def _retried(call: Callable[[], T], passes: Callable[[Any], bool], timeout_s: float) -> T:
+    """``call()``, again after a pause while it fails with an error ``passes`` lets pass, for
+    up to ``timeout_s``; then (or on another error) its ``KafkaException`` is raised."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except KafkaException as error:
+            if not passes(error.args[0]) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _passes(error: Any) -> bool:
@@ -181,16 +198,12 @@ def _passes(error: Any) -> bool:
 def send(task: Send) -> pa.Table:
     """Send the task's micro-batches after the marker in one transaction (see the module
     docstring); its ``SENT`` row: the marker after it, the batches and records it sent."""
-    from confluent_kafka import Consumer, Producer
 
     settings = task.settings
     gone = topic_fault(settings.topic, dict(settings.producer), timeout_s=30.0)
     if gone is not None:  # records for a topic that will not come back would wait and fail later
         raise TopicGone(gone)
-    producer = Producer(settings.producer_config())
-    consumer = Consumer(settings.consumer_config())
-    try:
-        producer.init_transactions(_TIMEOUT_S)  # fences earlier producers, aborts what they left open
+    with _transactional(settings) as (producer, consumer):
         done = committed_batch(settings, consumer=consumer)
         todo = [(b, files) for b, files in task.batches if done is None or b > done]
         if not todo:
@@ -205,23 +218,29 @@ def send(task: Send) -> pa.Table:
         through = todo[-1][0]
         _commit(producer, consumer, settings, through)
         return _sent(through, len(todo), count)
-    finally:
-        producer.flush(0)
-        consumer.close()
 
 
 def mark(settings: TopicSettings, batch_id: int) -> None:
     """Commit the marker alone at ``batch_id`` (a transaction without records): where a topic
-    configured on a running checkpoint starts, or a batch that had nothing for it."""
+    with no marker yet starts (``topic.TopicOutput.open``)."""
+    with _transactional(settings) as (producer, consumer):
+        producer.begin_transaction()
+        _commit(producer, consumer, settings, batch_id)
+
+
+@contextlib.contextmanager
+def _transactional(settings: TopicSettings) -> Iterator[tuple[Any, Any]]:
+    """The checkpoint's transactional producer, its transactions initialised (which fences
+    earlier producers and aborts what they left open), and the marker's consumer."""
     from confluent_kafka import Consumer, Producer
 
     producer = Producer(settings.producer_config())
     consumer = Consumer(settings.consumer_config())
     try:
         producer.init_transactions(_TIMEOUT_S)
-        producer.begin_transaction()
-        _commit(producer, consumer, settings, batch_id)
+        yield producer, consumer
     finally:
+        producer.flush(0)
         consumer.close()
 
 
@@ -262,14 +281,7 @@ def _commit(producer: Any, consumer: Any, settings: TopicSettings, batch_id: int
     marker = TopicPartition(settings.topic, 0, batch_id + 1, f"batch {batch_id}")
     try:
         producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), _TIMEOUT_S)
-        deadline = time.monotonic() + _TIMEOUT_S
-        while True:
-            try:
-                producer.commit_transaction(_TIMEOUT_S)
-                return
-            except KafkaException as error:
-                if not error.args[0].retriable() or time.monotonic() > deadline:
-                    raise
+        _retried(lambda: producer.commit_transaction(_TIMEOUT_S), lambda e: e.retriable(), _TIMEOUT_S)
     except KafkaException as error:
         if error.args[0].txn_requires_abort():
             producer.abort_transaction(_TIMEOUT_S)
