@@ -79,6 +79,7 @@ class Driver:
         self.validated = validated
         self.next_id = 0  # ids below are used
         self.clock = T0  # event time of the next call's operations
+        self.cpu_s = 0.0  # CPU seconds of this process in the last call (``call``)
         self.p.process(None, None, watermark_ms=T0 - 1_000)
 
     def fill(self, pending: int) -> None:
@@ -101,9 +102,10 @@ class Driver:
 
             ops = validate_operations(with_keys(ops), max_timeout_ms=self.p.config.max_timeout_ms)[0]
             evs = validate_events(evs)[0]
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = self.p.process(ops, evs, watermark_ms=wm, validated=self.validated)
         took = time.perf_counter() - start
+        self.cpu_s = time.process_time() - cpu
         if len(out.outcomes) != n or len(out.rejected):
             got = f"{len(out.outcomes)} outcomes, {len(out.rejected)} rejected"
             raise AssertionError(f"expected {n} outcomes, got {got}")
@@ -135,13 +137,17 @@ def measure(pending_levels: list[int], repeat: int, memory: bool, validated: boo
         start = time.perf_counter()
         d.fill(pending)
         fill_s = time.perf_counter() - start
-        row: dict = {"pending": pending, "fill_s": fill_s, "calls": {}, "ranges": {}}
+        row: dict = {"pending": pending, "fill_s": fill_s, "calls": {}, "ranges": {}, "cpu": {}}
         for size in SIZES:
             reps = max(3, repeat // max(1, size // 1_000)) if size > 10 else repeat
             d.call(size)  # warm
-            times = [d.call(size) for _ in range(reps)]
+            times, cpu = [], []
+            for _ in range(reps):
+                times.append(d.call(size))
+                cpu.append(d.cpu_s)
             row["calls"][str(size)] = statistics.median(times)
             row["ranges"][str(size)] = [min(times), max(times)]
+            row["cpu"][str(size)] = statistics.median(cpu)
         if memory and pending:
             gc.collect()
             row["rss_bytes"] = _rss() - rss0
@@ -184,23 +190,29 @@ def _fmt_ms(seconds: float | None, span: list[float] | None = None) -> str:
     return text if span is None else f"{text} ({span[0] * 1e3:,.1f}-{span[1] * 1e3:,.1f})"
 
 
+def _cpu_per_row(cpu: float | None) -> str:
+    """A 10,000 + 10,000 call's CPU seconds (this process's: a loaded machine stretches wall
+    time more) as µs per row; empty for a result without it."""
+    return "" if cpu is None else f"{cpu / 20_000 * 1e6:.2f}"
+
+
 def render(results: list[dict]) -> str:
     """The issue's table, one block per checkout, then the ratios (first / each other)."""
     lines = []
     for result in results:
         lines.append(f"\n{result['checkout']}")
         lines.append(
-            "| pending | 10 + 10 | 1,000 + 1,000 | 10,000 + 10,000 | µs/row @10k "
+            "| pending | 10 + 10 | 1,000 + 1,000 | 10,000 + 10,000 | µs/row @10k | CPU µs/row @10k "
             "| mem rss B/op | mem live B/op | value B/op |"
         )
-        lines.append("|---|---|---|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         for row in result["rows"]:
             c, r = row["calls"], row.get("ranges", {})
             per_op = {k: row[k] / row["pending"] if row.get(k) else None for k in _MEMORY}
             cells = " | ".join(_fmt_ms(c[s], r.get(s)) for s in ("10", "1000", "10000"))
             lines.append(
                 f"| {row['pending']:,} | {cells} "
-                f"| {c['10000'] / 20_000 * 1e6:.1f} "
+                f"| {c['10000'] / 20_000 * 1e6:.1f} | {_cpu_per_row(row.get('cpu', {}).get('10000'))} "
                 + " ".join(f"| {'' if v is None else f'{v:,.0f}'}" for v in per_op.values())
                 + " |"
             )
@@ -262,16 +274,25 @@ def engine(argv: list[str] | None = None) -> int:
     ``spark_purgatory/``) in a subprocess with REF first on ``PYTHONPATH``, and this checkout in
     another, one after the other, and prints the two side by side with their ratio.  Only the
     public API is used (``Purgatory.process``, ``save_state``, ``load_state``), so any checkout
-    since the state layer can be compared.
+    since the state layer can be compared.  ``--rounds N`` repeats that N times, the order
+    alternated (REF first in odd rounds, this checkout in even ones), and ends with each
+    ratio's range over the rounds and the machine's load average in each.
 
         python -m benchmarks engine                       # this checkout
         python -m benchmarks engine --against /tmp/engine-base
+        python -m benchmarks engine --against /tmp/engine-base --rounds 2 --validated --no-memory
         python -m benchmarks engine --pending 0,100000,1000000,5000000
         python -m benchmarks engine --pending 0 --resolved 1000000 --no-memory
     """
     parser = harness.parser("engine", engine.__doc__, repeat=20, repeat_help="timed 10-row calls per backlog")
     parser.add_argument("--pending", default="0,100000,1000000", help="backlogs, comma-separated")
     parser.add_argument("--against", metavar="REF", help="another checkout, measured side by side")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --against: rounds, the two alternated (REF first in odd ones)",
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the memory and state-value columns")
     parser.add_argument(
         "--resolved", type=int, default=0, help="also: 10-row calls after N early completions"
@@ -287,11 +308,63 @@ def engine(argv: list[str] | None = None) -> int:
             result["resolved"] = {"n": args.resolved, "call": call}
         print(json.dumps(result))
         return 0
-    results = [_run_checkout(args.against, args)] if args.against else []
-    results.append(_run_checkout(None, args))
-    print(render(results))
-    harness.write_json(args.json, "engine", args, {"checkouts": results})
+    if not args.against:
+        results = [_run_checkout(None, args)]
+        print(render(results))
+        harness.write_json(args.json, "engine", args, {"checkouts": results})
+        return 0
+    rounds = []
+    for number in range(args.rounds):  # alternated: REF first in odd rounds, this checkout in even
+        order = [args.against, None] if number % 2 == 0 else [None, args.against]
+        load = os.getloadavg()[0]
+        ran = {root: _run_checkout(root, args) for root in order}
+        pair = [ran[args.against], ran[None]]
+        rounds.append({"load_before": load, "load_after": os.getloadavg()[0], "checkouts": pair})
+        print(
+            f"\nround {number + 1} (first: {'REF' if number % 2 == 0 else 'this'}, load average {load:.1f})"
+        )
+        print(render(pair))
+    if len(rounds) > 1:
+        print(render_rounds(rounds))
+    harness.write_json(args.json, "engine", args, {"checkouts": rounds[-1]["checkouts"], "rounds": rounds})
     return 0
+
+
+def render_rounds(rounds: list[dict]) -> str:
+    """The ratios (this checkout / REF) as ranges over the rounds, with each round's load; the
+    10,000-row calls' µs per row, wall and CPU, as REF's range -> this one's."""
+    loads = ", ".join(f"{r['load_before']:.1f}-{r['load_after']:.1f}" for r in rounds)
+    lines = [f"\nratio this / REF over {len(rounds)} rounds (load average per round: {loads})"]
+    lines.append(
+        "| pending | 10 + 10 | 1,000 + 1,000 | 10,000 + 10,000 | CPU @10k "
+        "| µs/row @10k, REF -> this | CPU µs/row @10k, REF -> this |"
+    )
+    lines.append("|---|---|---|---|---|---|---|")
+    for i, row in enumerate(rounds[0]["checkouts"][0]["rows"]):
+        pairs = [(r["checkouts"][0]["rows"][i], r["checkouts"][1]["rows"][i]) for r in rounds]
+        sizes = {
+            size: [(a["calls"][size], b["calls"][size]) for a, b in pairs] for size in ("10", "1000", "10000")
+        }
+        cpu = [(a.get("cpu", {}).get("10000"), b.get("cpu", {}).get("10000")) for a, b in pairs]
+        has_cpu = all(a is not None and b is not None for a, b in cpu)
+        cells = [_ratio_span(sizes[size]) for size in sizes]
+        cells.append(_ratio_span(cpu) if has_cpu else "")
+        cells.append(_span_pair(sizes["10000"]))
+        cells.append(_span_pair(cpu) if has_cpu else "")
+        lines.append(f"| {row['pending']:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _ratio_span(pairs: list[tuple[float, float]]) -> str:
+    """The range of b / a over (a, b) pairs, as ``0.61-0.70x``."""
+    ratios = [b / a for a, b in pairs]
+    return f"{min(ratios):.2f}-{max(ratios):.2f}x"
+
+
+def _span_pair(pairs: list[tuple[float, float]]) -> str:
+    """A 10,000 + 10,000 call's seconds over (REF, this) pairs as µs per row, ``a-b -> c-d``."""
+    per_row = [[pair[k] / 20_000 * 1e6 for pair in pairs] for k in (0, 1)]
+    return " -> ".join(f"{min(v):.2f}-{max(v):.2f}" for v in per_row)
 
 
 # -- the timing wheel ------------------------------------------------------------------------------
@@ -306,10 +379,12 @@ def workload(n: int, batch: int, timeout: int, step: int, seed: int = 1):
         yield now, ids, now + offsets[lo : lo + batch], now + step
 
 
-def run_columnar(n, batch, timeout, step, tick, size):
+def run_columnar(n, batch, timeout, step, tick, size, fresh_ids=True):
+    """The columnar wheel; ``fresh_ids``: as the purgatory makes it (no record of its ids),
+    else as ``TimingWheel``'s default (the pending ids recorded: an id may be added again)."""
     from spark_purgatory import TimingWheel
 
-    w = TimingWheel(tick, size, 0)
+    w = TimingWheel(tick, size, 0, fresh_ids=fresh_ids)
     fired = 0
     start = time.perf_counter()
     last = 0
@@ -339,7 +414,9 @@ def wheel(argv: list[str] | None = None) -> int:
 
     Same workload for both: N timers with deadlines up to TIMEOUT ms ahead, added in batches of
     BATCH (one micro-batch each), the clock advanced by STEP ms after each batch, then drained.
-    Prints both throughputs (adds + expiries per second) and the ratio.
+    Prints both throughputs (adds + expiries per second) and the ratio; the columnar wheel as
+    the purgatory makes it (``fresh_ids``: each id added once), and beside it as
+    ``TimingWheel``'s default (the pending ids recorded, so that an id may be added again).
 
         python -m benchmarks wheel [--n 1000000] [--batch 10000]
     """
@@ -354,8 +431,9 @@ def wheel(argv: list[str] | None = None) -> int:
     shape = (args.n, args.batch, args.timeout, args.step, args.tick, args.wheel_size)
 
     col = min((run_columnar(*shape) for _ in range(args.repeat)), key=lambda r: r[0])
+    recorded = min((run_columnar(*shape, fresh_ids=False) for _ in range(args.repeat)), key=lambda r: r[0])
     ref = run_kafka_port(*shape)
-    assert col[1] == args.n and ref[1] == args.n, (col, ref)
+    assert col[1] == args.n and recorded[1] == args.n and ref[1] == args.n, (col, recorded, ref)
 
     ops = 2 * args.n  # one add and one expiry per timer
     col_rate, ref_rate = ops / col[0], ops / ref[0]
@@ -366,6 +444,7 @@ def wheel(argv: list[str] | None = None) -> int:
     )
     print(f"{'implementation':<34}{'seconds':>10}{'add+expire/s':>16}")
     print(f"{'columnar wheel (spark_purgatory)':<34}{col[0]:>10.3f}{col_rate:>16,.0f}")
+    print(f"{'  same, ids recorded (default)':<34}{recorded[0]:>10.3f}{ops / recorded[0]:>16,.0f}")
     print(f"{'Kafka linked-list port (Python)':<34}{ref[0]:>10.3f}{ref_rate:>16,.0f}")
     print(f"ratio: {col_rate / ref_rate:.1f}x faster   (targets: >= 50x, >= 5,000,000 add+expire/s)")
     print(
@@ -374,6 +453,7 @@ def wheel(argv: list[str] | None = None) -> int:
     )
     figures = {
         "columnar_s": col[0],
+        "recorded_s": recorded[0],
         "kafka_port_s": ref[0],
         "columnar_per_s": col_rate,
         "ratio": col_rate / ref_rate,

@@ -21,8 +21,10 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from .contract import (
+    COMPLETED,
     DEEPEST_MAX_DEPTH,
     EXPIRED,
+    KIND_REJECTED,
     MAX_DEPTH,
     MAX_FUTURE_MS,
     MAX_KEYS,
@@ -363,8 +365,8 @@ _FIELDS_BY_KEY = {
     "output.kafka.*": "output_kafka_settings",
 }
 _OUTPUT_KAFKA = "output.kafka."
-#: what ``output.kafka.statuses`` may name (``kafka_output.records.STATUSES``)
-OUTPUT_KAFKA_STATUSES = ("expired", "completed", "rejected")
+#: what ``output.kafka.statuses`` may name: the outcomes' statuses and the rejected rows
+OUTPUT_KAFKA_STATUSES = (EXPIRED, COMPLETED, KIND_REJECTED)
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 #: the smallest value of each number field
 _LOWEST = {

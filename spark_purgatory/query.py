@@ -64,7 +64,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
@@ -133,7 +133,7 @@ def start(
     *,
     output: str | CatalogTables,
     checkpoint: str,
-    config: PurgatoryConfig | None = None,
+    config: PurgatoryConfig | Mapping[str, object] | None = None,
     trigger: str = "available-now",
     source_format: SourceFormat = "auto",
     writer: WriterChoice | TableWriter = "auto",
@@ -156,7 +156,8 @@ def start(
             in the session's catalog, ``main.purgatory.outcomes`` ...; Spark's Delta writer).
         checkpoint: Spark's checkpoint; it holds the app id, and (unless configured) the
             accumulator's staging and the shard state live under it.
-        config: ``PurgatoryConfig``; the defaults when None, with the checkpoint's shard
+        config: ``PurgatoryConfig``, or its dotted keys (``{"output.kafka.topic": "alerts",
+            ...}``: ``PurgatoryConfig.from_mapping``); the defaults when None, with the checkpoint's shard
             count, or for a new checkpoint the session's parallelism (logged:
             ``state.layout.default_shards``).
         trigger: ``available-now`` (process what is there, then stop) or
@@ -211,6 +212,8 @@ def start(
             purgatory.await_termination()        # available-now: returns when input is done
         print(purgatory.totals, purgatory.history[-1])
     """
+    if config is not None and not isinstance(config, PurgatoryConfig):
+        config = PurgatoryConfig.from_mapping(config)  # dotted keys, as --set and .conf files give them
     cfg = _with_defaults(config or PurgatoryConfig(), checkpoint)
     check_trigger(trigger)
     if end_of_input and trigger != "available-now":

@@ -36,7 +36,8 @@ A hash only finds candidates: the caller confirms every candidate on the strings
 comparison and can never make a wrong match.
 
 Invariants: the occupied ``handle`` column is non-decreasing; ``len(table)`` counts the live
-rows; every live row is in its table's indexes exactly once.
+rows; when an index is read, every live row is in it exactly once (rows enter the indexes at
+the first read after their append, ``Columns``).
 """
 
 from __future__ import annotations
@@ -177,6 +178,11 @@ class Columns:
             ``append`` takes them, reads recompute a few rows' hashes from their strings
             and take many from the index (``hashes``).
 
+    Appended rows enter the indexes when a read next needs them (``_index_appended``), those
+    still alive then only: a table rarely looked up (the resolved windows) pays for no index
+    it does not read, and the operations a call registers and resolves at once (their events
+    came with them) are never indexed.
+
     Positions (row numbers) are valid until the next ``compact``; handles always.
     """
 
@@ -196,6 +202,8 @@ class Columns:
         self._live = 0
         self._hashed = dict(hashed or {})
         self._indexes = {name: HashIndex() for name in (*indexed, *self._hashed)}
+        self._indexed_to = 0  # the rows from this position on are in no index yet
+        self._unindexed: dict[str, list[np.ndarray]] = {name: [] for name in self._hashed}  # their hashes
 
     # -- sizes and reads -----------------------------------------------------------------------
 
@@ -229,6 +237,7 @@ class Columns:
             return self._cols[name][positions]
         if 16 * len(positions) < self._n:
             return hash_strings(self.text(self._hashed[name], positions))
+        self._index_appended()
         return self._indexes[name].hashes_at(positions, self._n)
 
     @property
@@ -236,6 +245,7 @@ class Columns:
         """Bytes the occupied rows take (columns, text, alive flags and indexes; no spare room)."""
         fixed = sum(col.itemsize for col in self._cols.values()) + 1
         runs = sum(h.nbytes + r.nbytes for index in self._indexes.values() for h, r in index._runs)
+        runs += sum(h.nbytes for waiting in self._unindexed.values() for h in waiting)
         sparse = sum(s.nbytes for s in self._sparse.values())
         return self._n * fixed + sum(t.nbytes_used for t in self._texts.values()) + runs + sparse
 
@@ -280,6 +290,7 @@ class Columns:
         probe hash: candidates, which the caller confirms on the strings."""
         if self._live == 0 or probes.size == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
+        self._index_appended()
         probe, pos = self._indexes[index].lookup(probes)
         live = self.alive[pos]
         return probe[live], pos[live]
@@ -320,10 +331,26 @@ class Columns:
             sparse.append(start, np.asarray(columns[name], np.float64))
         self._alive[start:end] = True
         self._n, self._live = end, self._live + m
-        positions = np.arange(start, end, dtype=np.int64)
+        for name, waiting in self._unindexed.items():
+            waiting.append(np.asarray(columns[name], np.uint64))
+        return np.arange(start, end, dtype=np.int64)
+
+    def _index_appended(self) -> None:
+        """Index the rows appended since the indexes were last read, those alive now (one run
+        an index for all of them)."""
+        start, end = self._indexed_to, self._n
+        if start == end:
+            return
+        live = np.flatnonzero(self._alive[start:end])
         for name, index in self._indexes.items():
-            index.add(np.asarray(columns[name], np.uint64), positions)
-        return positions
+            waiting = self._unindexed.get(name)
+            if waiting is None:
+                hashes = self._cols[name][start + live]
+            else:
+                hashes = (waiting[0] if len(waiting) == 1 else np.concatenate(waiting))[live]
+                waiting.clear()
+            index.add(hashes, start + live)
+        self._indexed_to = end
 
     def kill(self, positions: np.ndarray) -> None:
         """Tombstone the live rows at ``positions`` (distinct); compacts when due."""
@@ -337,6 +364,7 @@ class Columns:
 
     def compact(self) -> None:
         """Move the live rows down, in order, dropping the tombstones; indexes follow."""
+        self._index_appended()
         keep = self.live_positions()
         moved = np.full(self._n, -1, np.int64)
         moved[keep] = np.arange(keep.size, dtype=np.int64)
@@ -351,6 +379,7 @@ class Columns:
             sparse.compact(moved)
         self._alive[:k] = True
         self._alive[k : self._n] = False
+        self._indexed_to = k
         self._n = k
         for index in self._indexes.values():
             index.remap(moved)

@@ -163,10 +163,9 @@ def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluati
     handles = _col(ops, "handle", np.int64)
     if not _is_sorted(handles):
         raise ValueError("evaluate() needs ops sorted by unique handle")
-    if len(matches):
+    order: np.ndarray | slice = slice(None)  # already in order: one match per operation at most
+    if not _is_sorted(_col(matches, "handle", np.int64)):
         order = np.lexsort((_col(matches, "eseq"), _col(matches, "ts"), _col(matches, "handle")))
-    else:
-        order = np.empty(0, dtype=np.int64)
     m = _Sorted(
         _col(matches, "handle", np.int64)[order],
         _col(matches, "ts", np.int64)[order],

@@ -329,12 +329,22 @@ def non_texts(column: pd.Series | None, n: int) -> np.ndarray:
     return ~pd.isna(values) & ~is_str(values)
 
 
+def _arrow_text(strings: np.ndarray) -> pa.Array:
+    """Text and None (or NaN) as an Arrow string array, None and NaN null: the plain
+    conversion first, pandas' only where it refuses (a NaN): pandas' NaN check costs more,
+    most where there are None (docs/engine-internals.md, "What a call does not redo")."""
+    try:
+        return pa.array(strings, type=pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a float NaN: null, as pandas reads it
+        return pa.array(strings, type=pa.string(), from_pandas=True)
+
+
 def blanks(strings: np.ndarray) -> np.ndarray:
     """Which texts (an object array of str or None) are ``blank``: None, or spaces only."""
     if len(strings) < SMALL:
         return each(lambda t: not isinstance(t, str) or blank(t), strings, bool)
     try:
-        arrow = pa.array(strings, type=pa.string(), from_pandas=True)  # None, NaN: null
+        arrow = _arrow_text(strings)
         return pc.equal(pc.utf8_trim(arrow, " "), "").fill_null(True).to_numpy(zero_copy_only=False)
     except _ARROW_ERRORS:  # text Arrow cannot hold (a lone surrogate)
         out = pd.isna(strings)

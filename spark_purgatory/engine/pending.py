@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrays import distinct, flatten, hash_strings
+from .arrays import distinct, equal_ranges, flatten, hash_strings
 from .columns import SPARSE, TEXT, Columns
 from .rows import Rows
 from .tables import OPS, WATCH
@@ -95,6 +95,8 @@ class Pending:
         self._watch = Columns(_WATCH_STORED, hashed={"hash": "key"})
         self._members = Columns(_MEMBERS)
         self._payloads = Columns(_PAYLOADS)
+        self._recent: Rows | None = None  # the rows ``add`` was given this call (``recent``)
+        self._recent_watch: Rows | None = None  # ... and their watchers
         if isinstance(ops, pa.Table):
             self._load_arrow(ops, watch)
             return
@@ -150,20 +152,55 @@ class Pending:
 
     # -- changes -------------------------------------------------------------------------------
 
-    def add(self, ops: Rows, watch: Rows) -> None:
+    def add(self, ops: Rows, watch: Rows, *, recent: bool = False) -> None:
         """Register operations (``HELD`` columns: ``OPS`` and the op_ids' hashes; handles above
-        every pending one) and their watchers (``WATCH`` columns, in handle order)."""
+        every pending one) and their watchers (``WATCH`` columns, in handle order).
+
+        ``recent``: keep ``ops`` (they have their ``keys``) and ``watch`` to answer ``rows``
+        and ``watch_rows`` for them until ``forget_recent``, instead of reading them back from
+        the columns (the op_id's text made a Python string again, hashes computed again): a
+        call's operations are most of what it reads and resolves, its operations and events
+        often arriving together."""
         self._ops.append(ops)
         self._watch.append(watch)
-        with_members = np.flatnonzero(ops["n_members"] > 0)
+        some = ops["n_members"] > 0
+        with_members = np.flatnonzero(some)
         if with_members.size:
             lengths, members = flatten(ops["members"][with_members])
             handles = np.repeat(ops["handle"][with_members], lengths)
             self._members.append({"handle": handles, "member": members})
         payload = ops["payload"]
-        present = np.flatnonzero(pd.notna(payload))
-        if present.size:
-            self._payloads.append({"handle": ops["handle"][present], "payload": payload[present]})
+        present = pd.notna(payload)
+        if present.any():
+            at = np.flatnonzero(present)
+            self._payloads.append({"handle": ops["handle"][at], "payload": payload[at]})
+        if recent:
+            self._remember(ops, watch, some, present)
+
+    def _remember(self, ops: Rows, watch: Rows, some: np.ndarray, present: np.ndarray) -> None:
+        """Keep ``ops`` as ``rows`` gives them: members and payload None where there are none."""
+        if not some.all():
+            ops = ops.assign(members=np.where(some, ops["members"], None))
+        if not present.all():
+            ops = ops.assign(payload=np.where(present, ops["payload"], None))
+        ops = ops.select(HELD)
+        watch = watch.select(WATCH)
+        recent = self._recent
+        if recent is not None and len(recent) and int(recent["handle"][-1]) + 1 == int(ops["handle"][0]):
+            ops, watch = recent.stack(ops), self._recent_watch.stack(watch)
+        self._recent, self._recent_watch = ops, watch
+
+    def forget_recent(self) -> None:
+        """Drop what ``add(..., recent=True)`` kept (at the end of a call)."""
+        self._recent = self._recent_watch = None
+
+    def _all_recent(self, handles: np.ndarray) -> bool:
+        """Are these handles (sorted) all of operations ``add`` kept?"""
+        recent = self._recent
+        if recent is None or not len(recent) or not handles.size:
+            return False
+        first = int(recent["handle"][0])
+        return first <= handles[0] and handles[-1] < first + len(recent)
 
     def remove(self, handles: np.ndarray) -> None:
         """Drop these pending operations (distinct handles) and their watchers."""
@@ -177,8 +214,22 @@ class Pending:
 
     def rows(self, handles: np.ndarray, *, keys: bool = False) -> Rows:
         """The ``HELD`` rows of these pending operations, in handle order, once each; without
-        ``keys`` unless asked (``with_keys``)."""
-        return self._held(self._ops.positions(distinct(handles)), keys)
+        ``keys`` unless asked (``with_keys``).  Those ``add`` kept (``recent``) come as they were
+        given, with their keys and op_id hashes (``ohash``): all of them when every row asked
+        for is one of those."""
+        handles = distinct(handles)
+        recent = self._recent
+        if recent is None or not len(recent) or not handles.size:
+            return self._held(self._ops.positions(handles), keys)
+        first = int(recent["handle"][0])
+        if handles[-1] < first or handles[-1] >= first + len(recent):  # none, or some added since
+            return self._held(self._ops.positions(handles), keys)
+        cut = int(np.searchsorted(handles, first))
+        new = recent.take(handles[cut:] - first)
+        if cut == 0:
+            return new
+        old = self._held(self._ops.positions(handles[:cut]), keys)
+        return Rows.concat([old, new], dict.fromkeys(old.columns))
 
     def with_keys(self, rows: Rows) -> Rows:
         """``rows`` of pending operations (sorted by handle) with their ``keys``, if missing."""
@@ -262,9 +313,10 @@ class Pending:
         """Per (pending) handle: its operation's ``name`` (an ``OPS`` column)."""
         return self._ops.column(name)[self._ops.positions(handles)]
 
-    def deadlines(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every pending operation's handle and deadline, in handle order."""
-        pos = self._ops.live_positions()
+    def deadlines(self, since: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every pending operation's handle and deadline (``since``: from that handle on), in
+        handle order."""
+        pos = self._ops.live_positions() if since is None else self._ops.since(since)
         return self._ops.column("handle")[pos], self._ops.column("deadline")[pos]
 
     def latest_deadline(self) -> int | None:
@@ -274,7 +326,10 @@ class Pending:
         return int(self._ops.column("deadline")[self._ops.alive].max())
 
     def watch_rows(self, handles: np.ndarray, columns: list[str]) -> Rows:
-        """The watcher rows of these pending operations, in handle order."""
+        """The watcher rows of these pending operations (sorted handles), in handle order."""
+        if self._all_recent(handles):
+            watch = self._recent_watch
+            return watch.select(columns).take(equal_ranges(watch["handle"], handles)[1])
         return self._watch.rows(self._watch.ranges(handles)[1], columns)
 
     def by_op_id(self, op_ids: np.ndarray, hashes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -67,6 +67,7 @@ from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UN
 from . import dedup, memory, registry, relay_tables, watchers
 from .arrays import among, distinct, hash_strings, isin
 from .batch import BatchResult, admit, result
+from .collector import collector_paused
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .finalise import finalise_events, in_window
 from .frames import concat
@@ -204,6 +205,7 @@ class Purgatory:
         """Replace the whole state by ``tables`` (``snapshot.live_from``); the change log
         restarts: every row counts as added."""
         self._t: LiveTables = live_from(tables, self.config, self._changes)
+        self._unscheduled_from: int | None = None  # handles from here on wait for the wheel
 
     def forward(
         self, to: ShardTables, added: tuple, removed: np.ndarray, resolved: pd.DataFrame, **windows: Any
@@ -287,62 +289,68 @@ class Purgatory:
         stubs relay (``relay.outgoing``) and
         the notices of the events they matched that became final (``relay.notices``).
         """
-        self._batch_id = int(batch_id)
-        wm = max(int(watermark_ms), self._t.watermark)
-        self._outcomes = []
-        new_from, new_eseq_from = self._t.next_handle, self._t.next_eseq
-        self._t.forget_resolved(wm)
-        ops, evs, rejected = admit(
-            operations,
-            events,
-            wm,
-            validated,
-            self.config.max_timeout_ms,
-            self._t.resolved,
-            self._t.pending,
-            self.config.input_limits,
-        )
+        # a container per reported row (its keys' list): the collector would walk them all,
+        # alive, every 700 (``collector``); the Spark host pauses it around the whole shard call
+        with collector_paused():
+            self._batch_id = int(batch_id)
+            wm = max(int(watermark_ms), self._t.watermark)
+            self._outcomes = []
+            new_from, new_eseq_from = self._t.next_handle, self._t.next_eseq
+            self._t.forget_resolved(wm)
+            ops, evs, rejected = admit(
+                operations,
+                events,
+                wm,
+                validated,
+                self.config.max_timeout_ms,
+                self._t.resolved,
+                self._t.pending,
+                self.config.input_limits,
+            )
 
-        ops, released, refused, answers = registry.settle(
-            self._t, self.shard, self.config, ops, claims, verdicts, wm
-        )
-        rejected += refused
-        # parked operations the registry released arrived earlier: registered before this call's
-        # events and relays, decided with this call's operations (``registry``)
-        early = self._watch_operations(released)
-        noticed = relay_tables.receive(
-            self._t, None if relayed is None else Rows.of(relayed), self._batch_id, self._try_complete
-        )
-        # the batch's events are buffered and matched before its operations are registered, and
-        # every operation touched is decided once, against all of them: an operation is decided
-        # against every event of its micro-batch and of the buffer, in event time
-        touched = self._watch_events(evs)
-        early = early[self._t.pending.contains(early)]  # the relay may have completed some
-        self._try_complete(np.concatenate([early, touched, self._watch_operations(ops)]))
-        of_stubs = relay_tables.of_stubs(self._t)
-        handed_on = relay_tables.outgoing(self._t, new_from, new_eseq_from, of_stubs, bool(ops["stub"].any()))
-        # the cross-shard group: operations due on arrival wait one call for their stubs' relay
-        held = self._t.due[self._t.due >= new_from] if relayed is not None else _NO_HANDLES
-        if held.size:
-            self._t.due = self._t.due[self._t.due < new_from]
-        paired = self._t.matches["eseq"][of_stubs & in_window(self._t)]
-        until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))
-        later = until > wm and relayed is not None  # the cross-shard group (see expire_to_ms)
-        waiting = until > wm and self.parked > 0  # events wait for the parked (see expire_to_ms)
-        self.advance(wm if later else until)
-        if held.size:
-            self._t.due = np.concatenate([self._t.due, held])
-        reach = wm if later or waiting else until
-        unmatched, notes = finalise_events(self._t, reach, paired, self._batch_id)
-        self._t.retire(reach)
-        if later:  # the next call admits at ``until`` and expires there, after its hand-off
-            self._t.watermark = until
-        outcomes, self._outcomes = self._outcomes, []
-        if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
-            memory.release()  # bulk work: its temporaries back to the system
-        out = result(outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), self._batch_id)
-        out.verdicts = answers.to_frame(VERDICTS)
-        return out
+            ops, released, refused, answers = registry.settle(
+                self._t, self.shard, self.config, ops, claims, verdicts, wm
+            )
+            rejected += refused
+            # parked operations the registry released arrived earlier: registered before this call's
+            # events and relays, decided with this call's operations (``registry``)
+            early = self._watch_operations(released)
+            noticed = relay_tables.receive(
+                self._t, None if relayed is None else Rows.of(relayed), self._batch_id, self._try_complete
+            )
+            # the batch's events are buffered and matched before its operations are registered, and
+            # every operation touched is decided once, against all of them: an operation is decided
+            # against every event of its micro-batch and of the buffer, in event time
+            touched = self._watch_events(evs)
+            early = early[self._t.pending.contains(early)]  # the relay may have completed some
+            self._try_complete(np.concatenate([early, touched, self._watch_operations(ops)]))
+            of_stubs = relay_tables.of_stubs(self._t)
+            handed_on = relay_tables.outgoing(
+                self._t, new_from, new_eseq_from, of_stubs, bool(ops["stub"].any())
+            )
+            # the cross-shard group: operations due on arrival wait one call for their stubs' relay
+            held = self._t.due[self._t.due >= new_from] if relayed is not None else _NO_HANDLES
+            if held.size:
+                self._t.due = self._t.due[self._t.due < new_from]
+            paired = self._t.matches["eseq"][of_stubs & in_window(self._t)]
+            until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))
+            later = until > wm and relayed is not None  # the cross-shard group (see expire_to_ms)
+            waiting = until > wm and self.parked > 0  # events wait for the parked (see expire_to_ms)
+            self.advance(wm if later else until)
+            if held.size:
+                self._t.due = np.concatenate([self._t.due, held])
+            reach = wm if later or waiting else until
+            unmatched, notes = finalise_events(self._t, reach, paired, self._batch_id)
+            self._t.retire(reach)
+            if later:  # the next call admits at ``until`` and expires there, after its hand-off
+                self._t.watermark = until
+            outcomes, self._outcomes = self._outcomes, []
+            self._t.pending.forget_recent()
+            if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
+                memory.release()  # bulk work: its temporaries back to the system
+            out = result(outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), self._batch_id)
+            out.verdicts = answers.to_frame(VERDICTS)
+            return out
 
     def replay(
         self,
@@ -370,6 +378,8 @@ class Purgatory:
         """Register admitted operations (``batch.admit``); complete at once those already
         satisfied by the buffered events or their keys' progress."""
         self._try_complete(self._watch_operations(ops))
+        self._t.pending.forget_recent()
+        self._schedule()
 
     def check_and_complete(self, events: Rows) -> None:
         """Buffer a batch of admitted events and complete the operations they satisfy."""
@@ -384,11 +394,15 @@ class Purgatory:
         self._t.next_handle += len(new_ops)
         handles = new_ops["handle"]
         watch = watchers.watch_rows(new_ops, self._t.keys)
-        self._t.pending.add(new_ops, watch)
+        self._t.pending.add(new_ops, watch, recent=True)
 
-        already = self._t.wheel.add(handles, new_ops["deadline"])
+        # the wheel takes them when time next moves (``_schedule``): those resolved before
+        # never enter it, nor leave it by a tombstone
+        already = new_ops["deadline"] <= self._t.wheel.current_time_ms
         if already.any():
             self._t.due = np.concatenate([self._t.due, handles[already]])
+        if self._unscheduled_from is None:
+            self._unscheduled_from = int(handles[0])
 
         touched = _NO_HANDLES
         if len(self._t.events):
@@ -435,6 +449,7 @@ class Purgatory:
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached
         (the timer's expiry: ``_on_expiration``, which force-completes them)."""
+        self._schedule()
         self._t.watermark = max(int(watermark_ms), self._t.watermark)
         expired = self._t.wheel.advance(self._t.watermark)
         if self._t.due.size:
@@ -446,6 +461,16 @@ class Purgatory:
         expired = expired[self._t.pending.contains(expired)]
         if expired.size:
             self._on_expiration(expired)
+
+    def _schedule(self) -> None:
+        """Put the operations registered since the wheel last moved and still pending on the
+        wheel (those already due at registration wait in ``due``)."""
+        if self._unscheduled_from is None:
+            return
+        handles, deadlines = self._t.pending.deadlines(since=self._unscheduled_from)
+        self._unscheduled_from = None
+        timed = deadlines > self._t.wheel.current_time_ms
+        self._t.wheel.add(handles[timed], deadlines[timed])
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
         """Kafka's ``cancelForKey``: drop the pending operations watching any of ``keys``.
@@ -459,6 +484,8 @@ class Purgatory:
         if handles.size == 0:
             return []
         rows = self._t.pending.rows(handles)
+        if "ohash" not in rows:
+            rows = rows.assign(ohash=hash_strings(rows["op_id"].astype(object, copy=False)))
         self._cancel(handles, rows)
         self._purge(handles, rows)
         return rows["op_id"].tolist()
@@ -482,6 +509,8 @@ class Purgatory:
         done = handles[ok]
         self._t.mark_used(result.eseq[result.used & among(result.handle, done)])
         rows = ops.where(ok)
+        if "ohash" not in rows:  # once, for the windows (``_cancel``) and the dedup (``_purge``)
+            rows = rows.assign(ohash=hash_strings(rows["op_id"].astype(object, copy=False)))
         self._cancel(done, rows)
         at, matched, reached = result.resolved_at[ok], result.matched[ok], result.progress[ok]
         self._force_complete(done, rows, COMPLETED, at, matched, reached)
@@ -541,17 +570,18 @@ class Purgatory:
     def _cancel(self, handles: np.ndarray, rows: Rows) -> None:
         """Operations resolved before their deadline leave the timer; the events of their
         windows that nothing counts are ``after_resolution`` from now on (``windows``)."""
+        timed = handles  # on the wheel: neither due at registration nor waiting (``_schedule``)
+        if self._unscheduled_from is not None:
+            timed = timed[timed < self._unscheduled_from]
         if self._t.due.size:  # added already past their deadline: never on the wheel
-            due = isin(handles, self._t.due)
+            timed = timed[~isin(timed, self._t.due)]
             self._t.due = self._t.due[~among(self._t.due, handles)]
-            self._t.wheel.cancel(handles[~due])
-        else:
-            self._t.wheel.cancel(handles)
+        self._t.wheel.cancel(timed)
         watch = self._t.pending.watch_rows(handles, ["hash", "handle"])  # in handle order, as rows
         at = np.searchsorted(rows["handle"], watch["handle"])
         real = ~rows["stub"][at]  # a stub's events are its operation's to report (``relay``)
         if real.any():
-            ohash = rows["ohash"] if "ohash" in rows else hash_strings(rows["op_id"].astype(object))
+            ohash = rows["ohash"]  # ``_try_complete`` and ``cancel_for_key`` give it
             at = at[real]
             self._t.windows.add(watch["hash"][real], ohash[at], rows["ts"][at], rows["deadline"][at])
 

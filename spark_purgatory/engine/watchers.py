@@ -55,15 +55,14 @@ def _by_key(watch: Rows, events: Rows) -> Rows:
     """``PAIR`` rows of the watch rows and the events (with their keys' hashes, ``khash``) on
     the same key, by a hash join: watch rows in order, each with its key's events in order."""
     w_hash, e_hash = watch["hash"], events["khash"]
-    order = np.argsort(e_hash)
+    # stable: the events of a hash stay in order, so the pairs come by watch row (each probe's
+    # range in turn, ``equal_ranges``), then event: no sort of the pairs
+    order = np.argsort(e_hash, kind="stable")
     w_row, at = equal_ranges(e_hash[order], w_hash)
     e_row = order[at]
     w_key = watch["key"]
     same = w_key[w_row] == events["key"][e_row]
     w_row, e_row = w_row[same], e_row[same]
-    if w_row.size > 1:  # by watch row, then event
-        pair = np.argsort(w_row * np.int64(len(events)) + e_row)
-        w_row, e_row = w_row[pair], e_row[pair]
     columns = {"handle": watch["handle"][w_row], "khash": w_hash[w_row], "key": w_key[w_row]}
     columns.update({c: events[c][e_row] for c in PAIR[3:]})
     return Rows(columns, w_row.size)

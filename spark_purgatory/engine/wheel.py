@@ -35,7 +35,7 @@ What is different here:
   unlink cheaply, so ``cancel`` records a tombstone; tombstoned entries are dropped when their
   bucket is flushed, and all buckets are compacted once tombstones outnumber live entries
   (Kafka's purgatory purges watchers on the same amortised rule).  The tombstones are an
-  ``_IdSet``: sorted runs merged geometrically, so a cancel costs what it cancels, not what
+  ``_IdCounts``: sorted runs merged geometrically, so a cancel costs what it cancels, not what
   was cancelled before (a sorted array re-sorted on every cancel cost O(tombstones)).
 
 Invariants: every live entry sits in exactly one bucket of one level; ``advance(t)`` returns
@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from .arrays import distinct
+from .arrays import distinct, run_starts
 
 __all__ = ["TimingWheel", "NO_EXPIRATION"]
 
@@ -78,35 +78,66 @@ def _as_i64(values: object) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
 
 
-class _IdSet:
-    """A set of int64 ids as sorted runs merged geometrically (``columns.HashIndex``'s
-    scheme): ``add`` and ``contains`` cost O(batch * log² n).  Ids are never removed one by
-    one: the owner clears the set (``TimingWheel.purge``)."""
+class _IdCounts:
+    """A multiset of int64 ids, as sorted runs of (distinct id, count) merged geometrically
+    (``columns.HashIndex``'s scheme): ``add`` and ``contains`` cost O(batch * log² n), never
+    O(n).  A count may be negative: adding an id with -1 takes it out again, and a merge
+    drops the ids whose counts cancel, so a set that ids enter and leave (the ids pending
+    without ``fresh_ids``) stays as big as what is in it, up to the runs not merged yet.
+
+    >>> s = _IdCounts(np.array([3, 1]))
+    >>> s.add(np.array([3]), -1)
+    >>> s.contains(np.array([1, 3, 7])).tolist()
+    [True, False, False]
+    """
 
     def __init__(self, ids: np.ndarray = _EMPTY) -> None:
-        self._runs: list[np.ndarray] = []
+        self._runs: list[tuple[np.ndarray, np.ndarray | None]] = []  # counts None: all 1
         self.add(ids)
 
     @property
     def size(self) -> int:
-        return sum(run.size for run in self._runs)
+        """Entries held (ids of the unmerged runs counted once per run)."""
+        return sum(run.size for run, _ in self._runs)
 
-    def ids(self) -> np.ndarray:
-        return distinct(np.concatenate([_EMPTY, *self._runs]))
-
-    def add(self, ids: np.ndarray) -> None:
+    def add(self, ids: np.ndarray, count: int = 1) -> None:
+        """Add ``count`` to each of ``ids`` (an id given twice: twice)."""
         if ids.size == 0:
             return
-        self._runs.append(distinct(ids))
-        while len(self._runs) > 1 and 2 * self._runs[-1].size >= self._runs[-2].size:
-            self._runs[-2:] = [distinct(np.concatenate(self._runs[-2:]))]  # timsort: linear
+        self._runs.append(_summed(ids, np.full(ids.size, count, np.int32)))
+        while len(self._runs) > 1 and 2 * self._runs[-1][0].size >= self._runs[-2][0].size:
+            (a, ca), (b, cb) = self._runs[-2:]
+            counts = [np.ones(r.size, np.int32) if c is None else c for r, c in ((a, ca), (b, cb))]
+            self._runs[-2:] = [_summed(np.concatenate([a, b]), np.concatenate(counts))]
+            if self._runs[-1][0].size == 0:
+                self._runs.pop()
 
     def contains(self, ids: np.ndarray) -> np.ndarray:
-        found = np.zeros(ids.size, dtype=bool)
-        for run in self._runs:
+        """Per id: is its count above 0?  (Where no count is below 0, as in the tombstones:
+        is it in a run.)"""
+        if all(counts is None for _, counts in self._runs):
+            found = np.zeros(ids.size, dtype=bool)
+            for run, _ in self._runs:
+                at = np.minimum(np.searchsorted(run, ids), run.size - 1)
+                found |= run[at] == ids
+            return found
+        total = np.zeros(ids.size, dtype=np.int64)
+        for run, counts in self._runs:
             at = np.minimum(np.searchsorted(run, ids), run.size - 1)
-            found |= run[at] == ids
-        return found
+            total += np.where(run[at] == ids, 1 if counts is None else counts[at], 0)
+        return total > 0
+
+
+def _summed(ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(distinct ids, sorted; the sum of their counts, None when each is 1), the ids whose sum
+    is 0 left out."""
+    order = np.argsort(ids, kind="stable")  # a radix sort; timsort-like on sorted runs
+    ids, counts = ids[order], counts[order]
+    starts = np.flatnonzero(run_starts(ids))
+    ids, counts = ids[starts], np.add.reduceat(counts, starts) if starts.size else counts
+    keep = counts != 0
+    ids, counts = (ids, counts) if keep.all() else (ids[keep], counts[keep])
+    return ids, None if (counts == 1).all() else counts  # None: every count 1
 
 
 class _Run:
@@ -272,8 +303,11 @@ class TimingWheel:
             pending or after a cancel or its expiry: the new deadline replaces the old one (as
             Kafka's ``TimerTaskList.add`` moves an entry), so each pending id fires once, at
             the deadline it was last given; cancelling an id that is not pending does nothing;
-            ``size`` counts pending ids.  That record costs O(pending) per ``add``, ``cancel``
-            and ``advance`` that changes it.
+            ``size`` counts pending ids.  That record (the pending ids, an ``_IdCounts``)
+            costs O(batch log² pending) per ``add``, ``cancel`` and ``advance``; re-adding an
+            id still pending purges the cancelled entries first (O(pending)).  (Kept as one
+            sorted array, rebuilt by ``np.union1d`` / ``setdiff1d`` on every change, it made
+            the default wheel quadratic: docs/performance-history.md, issue 65.)
 
     Ids are opaque int64 handles chosen by the caller.
 
@@ -296,11 +330,11 @@ class TimingWheel:
         self._levels: list[_Level] = [
             _Level(self.tick_ms, self.wheel_size, self._now - self._now % self.tick_ms)
         ]
-        self._tombstones = _IdSet()  # ids cancelled (some may have left their bucket since)
+        self._tombstones = _IdCounts()  # ids cancelled (some may have left their bucket since)
         self._dead = 0  # tombstoned entries still in a bucket
         self._entries = 0  # entries physically held, tombstoned ones included
         self.fresh_ids = bool(fresh_ids)
-        self._held = _EMPTY  # without fresh ids: the pending ids, sorted
+        self._held = _IdCounts()  # without fresh ids: the pending ids
 
     # -- Kafka's vocabulary ------------------------------------------------------------------
 
@@ -350,7 +384,7 @@ class TimingWheel:
             self._insert(ids, deadlines)
         if self.fresh_ids:
             return expired
-        self._held = np.union1d(self._held, ids[~expired])
+        self._held.add(ids[~expired])
         answer = np.zeros(given, dtype=bool)
         answer[last] = expired
         return answer
@@ -360,7 +394,7 @@ class TimingWheel:
         the pending entries of those ids leave the wheel (their new deadline replaces them)."""
         _, last_rev = np.unique(ids[::-1], return_index=True)
         last = np.sort(ids.size - 1 - last_rev)
-        again = ids[last][np.isin(ids[last], self._held)]
+        again = ids[last][self._held.contains(ids[last])]
         if again.size:
             self.cancel(again)
             self.purge()
@@ -371,9 +405,9 @@ class TimingWheel:
         not pending is ignored, unless the wheel was promised ``fresh_ids``)."""
         ids = _as_i64(ids)
         if not self.fresh_ids:
-            ids = np.unique(ids)
-            ids = ids[np.isin(ids, self._held, assume_unique=True)]
-            self._held = np.setdiff1d(self._held, ids, assume_unique=True)
+            ids = distinct(ids)
+            ids = ids[self._held.contains(ids)]
+            self._held.add(ids, -1)
         if ids.size == 0:
             return
         self._tombstones.add(ids)
@@ -410,7 +444,7 @@ class TimingWheel:
             self._insert(ids[~due], deadlines[~due])
             ids = ids[due]
         if not self.fresh_ids and ids.size:
-            self._held = np.setdiff1d(self._held, ids)
+            self._held.add(ids, -1)  # each pending once: its entry left the wheel
         return ids
 
     def next_expiration(self) -> int:
@@ -436,7 +470,7 @@ class TimingWheel:
         tombstones = self._tombstones
         for level in self._levels:
             level.filter(lambda ids: ~tombstones.contains(ids))
-        self._tombstones, self._dead = _IdSet(), 0
+        self._tombstones, self._dead = _IdCounts(), 0
         self._entries = sum(level.entry_count() for level in self._levels)
 
     # -- serialisation -----------------------------------------------------------------------
@@ -486,7 +520,7 @@ class TimingWheel:
         ids = table.column("id").to_numpy()
         deadlines = table.column("deadline").to_numpy()
         levels = table.column("level").to_numpy()
-        wheel._tombstones = _IdSet(ids[levels < 0])
+        wheel._tombstones = _IdCounts(ids[levels < 0])
         for index, level in enumerate(wheel._levels):
             at = levels == index
             if not at.any():
@@ -496,7 +530,7 @@ class TimingWheel:
         wheel._entries = int((levels >= 0).sum())
         wheel._dead = int(wheel._tombstones.contains(ids[levels >= 0]).sum())
         if not fresh:
-            wheel._held = np.unique(wheel.pending()[0])
+            wheel._held = _IdCounts(distinct(wheel.pending()[0]))
         return wheel
 
     # -- internals ---------------------------------------------------------------------------

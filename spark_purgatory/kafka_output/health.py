@@ -16,7 +16,6 @@ __all__ = ["TopicGone", "topic_fault"]
 
 #: librdkafka's words for a login or a right the broker refused (SASL, ACLs)
 _REFUSED = re.compile(r"Authentication failed|SASL authentication error|AUTHORIZATION|not authorized", re.I)
-_USERNAME = re.compile(r'\busername\s*=\s*"([^"]*)"')
 
 
 class TopicGone(RuntimeError):
@@ -29,11 +28,10 @@ def topic_fault(topic: str, settings: dict[str, str], *, timeout_s: float = 10.0
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from .producer import CONNECTION, librdkafka_settings, log
+    from .producer import connection_settings, log
 
     errors: list[Any] = []
-    config = {k: v for k, v in librdkafka_settings(settings).items() if k.startswith(CONNECTION)}
-    admin = AdminClient({**config, "error_cb": errors.append, "logger": log})
+    admin = AdminClient({**connection_settings(settings), "error_cb": errors.append, "logger": log})
     servers = settings.get("bootstrap.servers")
     try:
         metadata = admin.list_topics(topic, timeout=timeout_s)
@@ -58,10 +56,9 @@ def topic_fault(topic: str, settings: dict[str, str], *, timeout_s: float = 10.0
 
 def _as_whom(settings: dict[str, str]) -> str:
     """`` as 'user' (MECHANISM)``: which credential to renew (the password is never said)."""
-    user = settings.get("sasl.username")
-    if user is None:
-        found = _USERNAME.search(settings.get("sasl.jaas.config", ""))
-        user = found.group(1) if found else None
+    from .producer import librdkafka_settings
+
+    user = librdkafka_settings(settings).get("sasl.username")  # sasl.jaas.config's too
     if user is None:
         return ""
     mechanism = settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "PLAIN"

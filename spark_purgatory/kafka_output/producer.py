@@ -24,34 +24,19 @@ Exactly once for ``isolation.level=read_committed`` consumers rests on three fac
 
 A ``read_uncommitted`` consumer also sees aborted records: at least once for it.
 
-**One producer per process, kept across sends.**  ``init_transactions`` and the marker's read
-are round trips to the coordinators that a send would pay every micro-batch; instead each
-process (a Python worker, or the driver for in-process sends) keeps the producer of a
-``transactional.id`` after a send that committed, with the marker that commit set, and the
-next send of that id uses both: ``init_transactions`` once per process, no marker read.  It
-stays exactly once because a transactional producer may run one transaction after another,
-and a kept producer that was not fenced is the newest of its ``transactional.id``: since its
-``init_transactions`` (which read the marker, and aborted what any earlier one left open) only
-it could commit, so the marker is the one it last committed.  If another process's producer
-of the id initialised since (another Python worker's send, a new job, ``mark``), the kept one
-is fenced: the broker refuses its records and its commit (a fatal error), nothing of it
-becomes visible, and the send starts again once with a fresh producer, as above (its
-``init_transactions`` fences the other in turn and aborts what it left open; the marker is
-read).  A producer is kept only after a commit: any other end of a send closes it.
-
 The records go through librdkafka's own accumulator: ``batch.size`` and ``linger.ms`` (and
 every other producer setting) are ``output.kafka.<key>`` keys passed to it as they are.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -75,6 +60,7 @@ _DEFAULTS = {"partitioner": "murmur2_random"}
 CONNECTION = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.", "socket.", "broker.")
 #: how long a transaction's calls may wait for the broker (an outage is ridden out within it)
 _TIMEOUT_S = 120.0
+T = TypeVar("T")
 
 #: what a send task returns: one row
 SENT = pa.schema([("through", pa.int64()), ("batches", pa.int64()), ("records", pa.int64())])
@@ -106,10 +92,8 @@ class TopicSettings:
         return {**_DEFAULTS, **librdkafka_settings(dict(self.producer)), **own, "logger": log}
 
     def consumer_config(self) -> dict[str, Any]:
-        settings = librdkafka_settings(dict(self.producer))
-        connection = {k: v for k, v in settings.items() if k.startswith(CONNECTION)}
         return {
-            **connection,
+            **connection_settings(dict(self.producer)),
             "logger": log,
             "group.id": self.marker_group,
             "isolation.level": "read_committed",
@@ -143,6 +127,12 @@ def librdkafka_settings(settings: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def connection_settings(settings: dict[str, str]) -> dict[str, str]:
+    """Where and how to connect, of the producer's settings (librdkafka's names): what the
+    marker's consumer and the topic's health check share with the producer."""
+    return {k: v for k, v in librdkafka_settings(settings).items() if k.startswith(CONNECTION)}
+
+
 @dataclass(frozen=True)
 class Send:
     """One send task: the micro-batches after the marker, each with its staged files' URIs."""
@@ -156,26 +146,37 @@ def committed_batch(
     settings: TopicSettings, *, consumer: Any = None, timeout_s: float = _TIMEOUT_S
 ) -> int | None:
     """The last micro-batch the topic has (the marker), None if it never had one."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     own = consumer is None
     consumer = consumer or Consumer(settings.consumer_config())
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:  # a coordinator moving or still loading answers with an error that passes
-            try:
-                (found,) = consumer.committed([TopicPartition(settings.topic, 0)], timeout=timeout_s)
-                break
-            except KafkaException as error:
-                if not _passes(error.args[0]) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+    try:  # a coordinator moving or still loading answers with an error that passes
+        (found,) = _retried(
+            lambda: consumer.committed([TopicPartition(settings.topic, 0)], timeout=timeout_s),
+            _passes,
+            timeout_s,
+        )
     finally:
         if own:
             consumer.close()
     if found.error is not None:
         raise RuntimeError(f"output topic {settings.topic}: cannot read the marker: {found.error}")
     return found.offset - 1 if found.offset >= 0 else None
+
+
+def _retried(call: Callable[[], T], passes: Callable[[Any], bool], timeout_s: float) -> T:
+    """``call()``, again after a pause while it fails with an error ``passes`` lets pass, for
+    up to ``timeout_s``; then (or on another error) its ``KafkaException`` is raised."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except KafkaException as error:
+            if not passes(error.args[0]) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _passes(error: Any) -> bool:
@@ -194,140 +195,53 @@ def _passes(error: Any) -> bool:
     return error.retriable() or error.code() in moving
 
 
-class _Clients:
-    """A ``transactional.id``'s producer in this process, the consumer whose group metadata its
-    transactions commit the marker with, and the marker as this producer knows it
-    (``through``: read after its ``init_transactions``, then each of its commits)."""
-
-    def __init__(self, settings: TopicSettings) -> None:
-        from confluent_kafka import Consumer, Producer
-
-        self.settings = settings
-        self.producer = Producer(settings.producer_config())
-        self.consumer = Consumer(settings.consumer_config())
-        self.through: int | None = None
-
-    def start(self) -> None:
-        """Fence every earlier producer of the id, abort what they left open, read the marker."""
-        self.producer.init_transactions(_TIMEOUT_S)
-        self.through = committed_batch(self.settings, consumer=self.consumer)
-
-    def close(self) -> None:
-        from confluent_kafka import KafkaException
-
-        try:
-            self.producer.flush(0)  # the callbacks due (librdkafka's lines); a fenced one raises
-        except KafkaException:
-            pass
-        finally:
-            self.consumer.close()
-
-
-#: each ``transactional.id``'s kept producer in this process (the module docstring)
-_KEPT: dict[str, _Clients] = {}
-_KEPT_LOCK = threading.Lock()
-
-
-def _take(settings: TopicSettings) -> _Clients | None:
-    """This process's kept producer of ``settings`` (None: there is none), taken out while a
-    send uses it; one kept for other settings of the id is closed."""
-    with _KEPT_LOCK:
-        kept = _KEPT.pop(settings.transactional_id, None)
-    if kept is not None and kept.settings != settings:
-        kept.close()
-        return None
-    return kept
-
-
-def _keep(clients: _Clients) -> None:
-    with _KEPT_LOCK:
-        earlier = _KEPT.get(clients.settings.transactional_id)
-        _KEPT[clients.settings.transactional_id] = clients
-    if earlier is not None:
-        earlier.close()
-
-
 def send(task: Send) -> pa.Table:
     """Send the task's micro-batches after the marker in one transaction (see the module
     docstring); its ``SENT`` row: the marker after it, the batches and records it sent."""
-    from confluent_kafka import KafkaException
 
     settings = task.settings
     gone = topic_fault(settings.topic, dict(settings.producer), timeout_s=30.0)
     if gone is not None:  # records for a topic that will not come back would wait and fail later
         raise TopicGone(gone)
-    kept = _take(settings)
-    if kept is not None:
-        try:
-            return _send_with(kept, task)
-        except KafkaException as error:
-            kept.close()
-            if not _fenced(error.args[0]):
-                raise
-            log.info("the kept producer of %s was fenced: a fresh one", settings.transactional_id)
-        except BaseException:
-            kept.close()
-            raise
-    clients = _Clients(settings)
-    try:
-        clients.start()
-        return _send_with(clients, task)
-    except BaseException:
-        clients.close()
-        raise
-
-
-def _fenced(error: Any) -> bool:
-    """Is ``error`` a producer's fencing (a newer one of its ``transactional.id``)?  A fenced
-    producer's calls fail fatally; ``produce`` says so as ``_FATAL``."""
-    from confluent_kafka import KafkaError
-
-    fencing = (
-        KafkaError._FENCED,
-        KafkaError._FATAL,
-        KafkaError.PRODUCER_FENCED,
-        KafkaError.INVALID_PRODUCER_EPOCH,
-    )
-    return error.fatal() or error.code() in fencing
-
-
-def _send_with(clients: _Clients, task: Send) -> pa.Table:
-    """The task's batches after ``clients.through`` in one transaction; ``clients`` kept after
-    its commit (or when there was nothing to send)."""
-    settings, producer = task.settings, clients.producer
-    done = clients.through
-    todo = [(b, files) for b, files in task.batches if done is None or b > done]
-    if not todo:
-        _keep(clients)
-        return _sent(done, 0, 0)
-    producer.begin_transaction()
-    count = 0
-    for batch_id, files in todo:
-        for table, uri in files:
-            for key, value, headers in _records_of(task, table, uri, batch_id):
-                _produce(producer, settings.topic, key, value, headers)
-                count += 1
-    through = todo[-1][0]
-    _commit(producer, clients.consumer, settings, through)
-    clients.through = through
-    _keep(clients)
-    return _sent(through, len(todo), count)
+    with _transactional(settings) as (producer, consumer):
+        done = committed_batch(settings, consumer=consumer)
+        todo = [(b, files) for b, files in task.batches if done is None or b > done]
+        if not todo:
+            return _sent(done, 0, 0)
+        producer.begin_transaction()
+        count = 0
+        for batch_id, files in todo:
+            for table, uri in files:
+                for key, value, headers in _records_of(task, table, uri, batch_id):
+                    _produce(producer, settings.topic, key, value, headers)
+                    count += 1
+        through = todo[-1][0]
+        _commit(producer, consumer, settings, through)
+        return _sent(through, len(todo), count)
 
 
 def mark(settings: TopicSettings, batch_id: int) -> None:
     """Commit the marker alone at ``batch_id`` (a transaction without records): where a topic
-    configured on a running checkpoint starts, or a batch that had nothing for it.  Its
-    producer fences this process's kept one (closed here)."""
-    kept = _take(settings)
-    if kept is not None:
-        kept.close()
-    clients = _Clients(settings)
+    with no marker yet starts (``topic.TopicOutput.open``)."""
+    with _transactional(settings) as (producer, consumer):
+        producer.begin_transaction()
+        _commit(producer, consumer, settings, batch_id)
+
+
+@contextlib.contextmanager
+def _transactional(settings: TopicSettings) -> Iterator[tuple[Any, Any]]:
+    """The checkpoint's transactional producer, its transactions initialised (which fences
+    earlier producers and aborts what they left open), and the marker's consumer."""
+    from confluent_kafka import Consumer, Producer
+
+    producer = Producer(settings.producer_config())
+    consumer = Consumer(settings.consumer_config())
     try:
-        clients.producer.init_transactions(_TIMEOUT_S)
-        clients.producer.begin_transaction()
-        _commit(clients.producer, clients.consumer, settings, batch_id)
+        producer.init_transactions(_TIMEOUT_S)
+        yield producer, consumer
     finally:
-        clients.close()
+        producer.flush(0)
+        consumer.close()
 
 
 def _records_of(task: Send, table: str, uri: str, batch_id: int) -> Iterable:
@@ -367,14 +281,7 @@ def _commit(producer: Any, consumer: Any, settings: TopicSettings, batch_id: int
     marker = TopicPartition(settings.topic, 0, batch_id + 1, f"batch {batch_id}")
     try:
         producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), _TIMEOUT_S)
-        deadline = time.monotonic() + _TIMEOUT_S
-        while True:
-            try:
-                producer.commit_transaction(_TIMEOUT_S)
-                return
-            except KafkaException as error:
-                if not error.args[0].retriable() or time.monotonic() > deadline:
-                    raise
+        _retried(lambda: producer.commit_transaction(_TIMEOUT_S), lambda e: e.retriable(), _TIMEOUT_S)
     except KafkaException as error:
         if error.args[0].txn_requires_abort():
             producer.abort_transaction(_TIMEOUT_S)

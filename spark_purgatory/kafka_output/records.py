@@ -37,7 +37,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..contract import COMPLETED, EXPIRED
+from ..config import OUTPUT_KAFKA_STATUSES
+from ..contract import KIND_REJECTED
 
 __all__ = [
     "REJECTED_STATUS",
@@ -52,8 +53,8 @@ __all__ = [
 ]
 
 #: what ``output.kafka.statuses`` may name: the outcomes' statuses and the rejected rows
-REJECTED_STATUS = "rejected"
-STATUSES = (EXPIRED, COMPLETED, REJECTED_STATUS)
+STATUSES = OUTPUT_KAFKA_STATUSES
+REJECTED_STATUS = KIND_REJECTED
 HEADER_STATUS = "purgatory.status"
 HEADER_CHECKPOINT = "purgatory.checkpoint"
 HEADER_BATCH = "purgatory.batch"

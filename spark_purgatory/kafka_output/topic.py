@@ -43,8 +43,6 @@ class TopicOutput:
         self.storage = storage
         #: the last micro-batch the topic has had, as far as this driver knows (None: ask Kafka)
         self.sent_through: int | None = None
-        #: the last send's figures (``SENT``)
-        self.last: dict[str, int | None] = {}
 
     @property
     def tables(self) -> list[str]:
@@ -63,16 +61,17 @@ class TopicOutput:
         return done
 
     def catch_up(self, staged: StagedFiles, through: int, tasks: Tasks) -> dict[str, int | None]:
-        """Send the recorded micro-batches up to ``through`` the topic lacks, in one task."""
+        """Send the recorded micro-batches up to ``through`` the topic lacks, in one task; its
+        ``SENT`` row (empty when there was nothing to send)."""
         if self.sent_through is None:
             raise RuntimeError("TopicOutput.open first")
         if through <= self.sent_through:
             return {}
         batches = [(b, tuple(files)) for b, files in staged(self.sent_through, self.tables) if b <= through]
         batches = [(b, files) for b, files in batches if files]
+        row: dict[str, int | None] = {}
         if batches:
             task = Send(self.settings, tuple(batches), self.storage)
             row = tasks(send, [task], SENT, SENT_DDL).to_pylist()[0]
-            self.last = row
         self.sent_through = through
-        return self.last if batches else {}
+        return row

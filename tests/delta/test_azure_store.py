@@ -30,6 +30,9 @@ from tests.support.object_store import check_segment_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ADLS = "abfss://box@acct.dfs.core.windows.net/run/state"
+#: where the ADLS job is killed: delta-rs's kill at this point of the crash tests' plans
+#: (``test_crash.test_the_plans_kill_at_every_fault_point``)
+KILL = "committed:1"
 
 
 def test_an_adls_uri_is_its_account_container_and_path(monkeypatch):
@@ -163,7 +166,7 @@ def _exactly_once(azurite, root: str, *, n_ops: int, fault: str = "") -> list[st
 def test_the_job_on_adls_killed_after_a_commit_then_restarted_gives_exactly_once(azurite, tmp_path):
     """Tables, state and staging on ADLS; kill -9 after a Delta commit, before the staged rows
     are cleared: the restart commits nothing twice, and nothing went to a local path."""
-    keys = _exactly_once(azurite, str(tmp_path / "crash"), n_ops=400, fault="committed:1")
+    keys = _exactly_once(azurite, str(tmp_path / "crash"), n_ops=400, fault=KILL)
     assert any(k.startswith("crash/state/") for k in keys), "segment files on Azurite"
     versions = [k for k in keys if k.startswith("crash/out/outcomes/_delta_log/0") and k.endswith(".json")]
     # commits go on past version 1 (Azurite before 3.37 ignored List Blobs' startFrom, which

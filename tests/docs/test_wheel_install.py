@@ -7,10 +7,12 @@ the test of the newest 4.2.x (``tests/support/wheel_venv.py``).  One Python proc
 in a directory outside the checkout: the README's marked blocks as they stand (a plain
 ``SparkSession.builder`` session: the JARs come from the package by ``ADD JAR``), then the
 job's entry point ``python -m spark_purgatory.job`` on more input, on the same session.
-Checked: the README's tables equal the engine's (as ``test_readme.py`` checks them in the
-checkout), the job resolves every operation as the engine does, no "not in use" line, the one
-line about the Spark version exactly when the venv's Spark is not the JARs', and the commands
-``spark-purgatory --version`` and ``spark-purgatory jars`` name the installed package.
+Checked: the README's tables equal the engine's (the stream's at its final watermark, with
+some operations still waiting; the backfill's once every deadline has passed: the README's
+examples run here, as a user pastes them after ``pip install``; ``test_readme.py`` checks the
+README's text), the job resolves every operation as the engine does, no "not in use" line,
+the one line about the Spark version exactly when the venv's Spark is not the JARs', and the
+commands ``spark-purgatory --version`` and ``spark-purgatory jars`` name the installed package.
 """
 
 from __future__ import annotations
@@ -100,11 +102,19 @@ def test_the_installed_wheel_runs_the_readme_and_the_job_with_its_jars(wheel_pyt
     else:  # today: pip's newest 4.2.x against the pin the JARs are built for
         assert len(notices) == 1 and f"this session runs Spark {pyspark_version}: they are used" in notices[0]
 
+    # the README's tables: the stream's (start) equal the engine's at its final watermark, read
+    # from the checkpoint's offset log; the batch's (backfill) once every deadline has passed
     config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")  # the README's
     streamed = DeltaTable(str(readme / "tables" / "outcomes")).to_pandas()
     at_the_end = engine(str(readme), config, final_watermark(str(readme / "checkpoint")))
-    assert len(streamed) > 0
+    assert len(streamed) > 0 and at_the_end.pending > 0, "the stream should end with some still waiting"
     assert_outcomes(streamed, at_the_end.outcomes(), columns=COMPARED)
+    backfilled = DeltaTable(str(readme / "backfill" / "outcomes")).to_pandas()
+    resolved = engine(str(readme), config, _past_every_deadline(json_lines(str(readme / "input" / "ops"))))
+    assert resolved.pending == 0
+    assert_outcomes(backfilled, resolved.outcomes(), columns=COMPARED)
+    unmatched = DeltaTable(str(readme / "backfill" / "unmatched_events")).to_pandas()
+    assert len(unmatched) == len(resolved.unmatched())
 
     outcomes = DeltaTable(str(job / "tables" / "outcomes"))
     ops = json_lines(str(job / "input" / "ops"))

@@ -5,8 +5,7 @@ Exactly once is the producer's argument (``kafka_output.producer``): a recorded 
 never change, a send skips what the marker says the topic has, and each send fences the
 checkpoint's earlier producers.  Here: a replayed micro-batch and a retried send add nothing;
 a producer killed with an open transaction (``kill -9``) leaves nothing a read_committed
-consumer sees, and the next send fences it (the producer this process kept from its send
-before was fenced by it: the send starts afresh); a zombie's commit fails; a topic configured on a
+consumer sees, and the next send fences it; a zombie's commit fails; a topic configured on a
 checkpoint that already ran starts after its last recorded micro-batch; the drains into the
 Delta tables never take rows the topic has not had.
 """
@@ -182,9 +181,7 @@ def test_a_send_killed_mid_transaction_leaves_nothing_committed_and_is_fenced_by
         child.wait(30)
         child.stdout.close()
         child.stdin.close()
-    # this process kept batch 0's producer, which the child fenced: the send finds it fenced
-    # and starts afresh, whose init_transactions aborts the dead one's transaction
-    sink.process(rows(1, [("b", "expired")]), 1)
+    sink.process(rows(1, [("b", "expired")]), 1)  # init_transactions aborts the dead one's
     assert summary(read_topic(kafka_broker, topic)) == [(b"a", "expired"), (b"b", "expired")]
     uncommitted = read_topic(kafka_broker, topic, committed=False)
     assert (
