@@ -84,16 +84,29 @@ class _QuietFencing(logging.Filter):
 
 log.addFilter(_QuietFencing())
 
-#: connect to every broker the metadata names at once: librdkafka looks for the transaction
-#: (and group) coordinator as soon as it starts, and when that broker's connection is not up
-#: yet it looks again only after 500 ms (a quarter to a third of fresh producers paid it)
-_EAGER = {"enable.sparse.connections": "false"}
+#: every client connects at once, to every broker the metadata names: librdkafka looks for a
+#: transaction (or group) coordinator as soon as it starts and, when that broker's connection
+#: is not up yet, looks again only after 500 ms (a quarter to a third of fresh producers paid
+#: it); and a fresh client's first connection waits for ``reconnect.backoff.ms`` (100 by
+#: default: 50 ms of the topic's check), which still grows to ``reconnect.backoff.max.ms``
+#: while a broker stays away.  The user's settings override both.
+_EAGER = {"enable.sparse.connections": "false", "reconnect.backoff.ms": "10"}
 #: the producer's settings that are ours, whatever the configuration says
 _TRANSACTIONS = {"enable.idempotence": "true"}
 #: Kafka's Java clients hash keys with murmur2: the same key lands in the same partition
 _DEFAULTS = {"partitioner": "murmur2_random", **_EAGER}
 #: the settings a consumer (the marker's reader) shares with the producer: where and how to connect
-CONNECTION = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.", "socket.", "broker.")
+CONNECTION = (
+    "bootstrap.servers",
+    "security.protocol",
+    "sasl.",
+    "ssl.",
+    "client.",
+    "socket.",
+    "broker.",
+    "reconnect.",
+    "enable.sparse.connections",
+)
 #: how long a transaction's calls may wait for the broker (an outage is ridden out within it)
 _TIMEOUT_S = 120.0
 #: how long a fresh producer waits for its first connection before it initialises anyway
@@ -131,7 +144,6 @@ class TopicSettings:
 
     def consumer_config(self) -> dict[str, Any]:
         return {
-            **_EAGER,
             **connection_settings(dict(self.producer)),
             "logger": log,
             "group.id": self.marker_group,
@@ -169,7 +181,8 @@ def librdkafka_settings(settings: dict[str, str]) -> dict[str, str]:
 def connection_settings(settings: dict[str, str]) -> dict[str, str]:
     """Where and how to connect, of the producer's settings (librdkafka's names): what the
     marker's consumer and the topic's health check share with the producer."""
-    return {k: v for k, v in librdkafka_settings(settings).items() if k.startswith(CONNECTION)}
+    own = {k: v for k, v in librdkafka_settings(settings).items() if k.startswith(CONNECTION)}
+    return {**_EAGER, **own}
 
 
 @dataclass(frozen=True)
