@@ -13,8 +13,7 @@ import pandas as pd
 import pytest
 
 from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from spark_purgatory.engine import arrays, dedup, pending, watchers
-from spark_purgatory.engine import purgatory as purgatory_module
+from spark_purgatory.engine import arrays, dedup, delayed, pending, watchers
 from tests.support.engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
 
 # -- Kafka's DelayedOperationTest --------------------------------------------------------------
@@ -359,7 +358,7 @@ def test_a_hash_collision_never_makes_a_wrong_match(monkeypatch):
         return np.zeros(len(values), dtype=np.uint64)
 
     hashing = [m for m in _engine_modules() if hasattr(m, "hash_strings")]
-    assert {arrays, pending, watchers, dedup, purgatory_module} <= set(hashing)
+    assert {arrays, pending, watchers, dedup, delayed} <= set(hashing)
     for module in hashing:  # every module of the engine that hashes strings
         monkeypatch.setattr(module, "hash_strings", degenerate)
     assert _collision_run() == honest
