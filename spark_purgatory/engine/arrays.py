@@ -149,6 +149,9 @@ def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
     """
     if ordered.size == 0 or values.size == 0:
         return np.zeros(values.size, dtype=bool)
+    dense = _in_range(values, ordered, int(ordered[0]), int(ordered[-1]))
+    if dense is not None:
+        return dense
     at = search(ordered, values)
     at[at == ordered.size] = 0
     return ordered[at] == values
@@ -156,8 +159,34 @@ def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
 
 def isin(values: np.ndarray, test: np.ndarray) -> np.ndarray:
     """``np.isin`` for integers: ``among`` after sorting ``test`` (cheaper than numpy's on
-    the small arrays of a call, and as fast on big ones)."""
+    the small arrays of a call, and as fast on big ones), or a mask over ``test``'s range."""
+    if test.size and values.size:
+        dense = _in_range(values, test, int(test.min()), int(test.max()))
+        if dense is not None:
+            return dense
     return among(values, np.sort(test))
+
+
+def _in_range(values: np.ndarray, test: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
+    """``np.isin(values, test)`` by a mask over ``lo .. hi`` (``test``'s range) where that range
+    is small against the arrays (a call's handles and eseqs: mostly consecutive): no sort, no
+    search; None where it is not (or the values are not signed integers).
+
+    >>> _in_range(np.array([3, 9, 5, -1]), np.array([5, 3, 6]), 3, 6).tolist()
+    [True, False, True, False]
+    """
+    if values.dtype.kind != "i" or test.dtype.kind != "i":
+        return None
+    span = hi - lo + 1
+    if span > 4 * (values.size + test.size):
+        return None
+    mask = np.zeros(span, dtype=bool)
+    mask[test - lo] = True
+    at = values - lo
+    inside = (at >= 0) & (at < span)
+    found = np.zeros(values.size, dtype=bool)
+    found[inside] = mask[at[inside]]
+    return found
 
 
 def pairs_in(a1: np.ndarray, a2: np.ndarray, b1: np.ndarray, b2: np.ndarray) -> np.ndarray:
