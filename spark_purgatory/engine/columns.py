@@ -81,7 +81,8 @@ class _Filter:
     def __init__(self, hashes: np.ndarray) -> None:
         slots = 1 << max(6, int(self.SLOTS_PER_HASH * hashes.size - 1).bit_length())
         self._mask = np.uint64(slots - 1)
-        marked = np.zeros(slots, bool)
+        marked = memory.empty(slots, bool)  # a big one mapped: back to the system whole
+        marked.fill(False)
         marked[hashes.astype(np.uint64, copy=False) & self._mask] = True
         self._bits = np.packbits(marked, bitorder="little")
 

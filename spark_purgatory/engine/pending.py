@@ -237,10 +237,12 @@ class Pending:
         alive = self._recent_alive[cut:]
         if not alive.any():
             return
-        ops = recent.take(np.arange(cut, len(recent))[alive])
         at = int(np.searchsorted(watch["handle"], start))
-        w_alive = alive[watch["handle"][at:] - start]
-        self._append(ops, watch.take(np.arange(at, len(watch))[w_alive]))
+        if cut or not alive.all():  # not every kept row: copies of those still pending
+            w_alive = alive[watch["handle"][at:] - start]
+            recent = recent.take(np.arange(cut, len(recent))[alive])
+            watch = watch.take(np.arange(at, len(watch))[w_alive])
+        self._append(recent, watch)
 
     def _recent_cut(self, handles: np.ndarray) -> int:
         """How many of these handles (sorted) come before the kept operations (``recent``):
