@@ -385,6 +385,8 @@ class Columns:
         if start == end:
             return
         live = np.flatnonzero(self._alive[start:end])
+        if live.size >= memory.RELEASE_ROWS:  # a backlog's rows (a load, a fill): bulk work
+            memory.bulk(live.size)
         for name, index in self._indexes.items():
             waiting = self._unindexed.get(name)
             if waiting is None:
