@@ -22,9 +22,9 @@ pending.  These two structures make it cost what the batch touches:
   O(b log² n) (a ``searchsorted`` per run), whatever is pending.  Dead rows stay in their
   runs until the table compacts; a lookup skips them through ``alive``; a compaction maps
   each run's rows to their new positions, which keeps every run sorted (no re-sort).
-  Each run has a filter (a one-hash Bloom filter, ``_Filter``: a bit per slot, about four
-  slots per hash, set from its hashes' low bits): a probe whose bit is clear is not in the
-  run, and only the others are searched.  Most probes of a call miss most runs (a new
+  Each run has a filter (a Bloom filter, ``_Filter``: a bit per slot, about eight slots a
+  hash, two set by each): a probe with a clear slot is not in the run, and only the others
+  are searched.  Most probes of a call miss most runs (a new
   op_id is in no run, an event's key in one), and a bit costs a gather where a search in a
   big run costs cache misses; a compaction keeps the filters (they may then pass more than
   they hold, never fewer).
@@ -71,19 +71,22 @@ GROWTH = 1.5  #: a full table's capacity is multiplied by this (numeric and text
 
 
 class _Filter:
-    """A run's filter: a bit per slot, the slot of a hash its low bits, set for the run's
-    hashes (``SLOTS_PER_HASH`` slots a hash, rounded up to a power of two: at most about a
-    fifth of the probes a run does not hold pass, for a quarter to half a byte a hash)."""
+    """A run's filter (a Bloom filter with two probes): a bit per slot, each hash setting the
+    slots of its low bits and of its bits from 32 on, ``SLOTS_PER_HASH`` slots a hash rounded
+    up to a power of two: about one probe in twenty that the run does not hold passes, for
+    one to two bytes a hash."""
 
-    SLOTS_PER_HASH = 4
+    SLOTS_PER_HASH = 8
     __slots__ = ("_bits", "_mask")
 
     def __init__(self, hashes: np.ndarray) -> None:
         slots = 1 << max(6, int(self.SLOTS_PER_HASH * hashes.size - 1).bit_length())
         self._mask = np.uint64(slots - 1)
+        hashes = hashes.astype(np.uint64, copy=False)
         marked = memory.empty(slots, bool)  # a big one mapped: back to the system whole
         marked.fill(False)
-        marked[hashes.astype(np.uint64, copy=False) & self._mask] = True
+        marked[hashes & self._mask] = True
+        marked[(hashes >> _SECOND) & self._mask] = True
         self._bits = np.packbits(marked, bitorder="little")
 
     @property
@@ -91,10 +94,18 @@ class _Filter:
         return self._bits.nbytes
 
     def passing(self, probes: np.ndarray) -> np.ndarray:
-        """The indexes of the probes whose slot is set (the others are not in the run)."""
-        slot = probes.astype(np.uint64, copy=False) & self._mask
-        byte = self._bits[slot >> np.uint64(3)]
-        return np.flatnonzero((byte >> (slot & np.uint64(7)).astype(np.uint8)) & np.uint8(1))
+        """The indexes of the probes whose two slots are set (the others are not in the run)."""
+        probes = probes.astype(np.uint64, copy=False)
+        first = np.flatnonzero(self._set(probes & self._mask))
+        return first[self._set((probes[first] >> _SECOND) & self._mask)]
+
+    def _set(self, slots: np.ndarray) -> np.ndarray:
+        return ((self._bits[slots >> np.uint64(3)] >> (slots & np.uint64(7)).astype(np.uint8)) & 1).astype(
+            bool
+        )
+
+
+_SECOND = np.uint64(32)  # a filter's second slot: a hash's bits from here on
 
 
 class HashIndex:
