@@ -201,8 +201,7 @@ def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray
     (``registry``).  (Equal hashes are the candidates; the strings decide.)"""
     if ids.size < 2:
         return np.zeros(ids.size, dtype=bool)
-    ordered = np.sort(hashes)
-    if not (ordered[1:] == ordered[:-1]).any():
+    if pd.Index(hashes, copy=False).is_unique:  # pandas' hash table: a quarter of a sort's cost
         return np.zeros(ids.size, dtype=bool)
     order = np.argsort(ts, kind="stable")
     repeated = np.empty(ids.size, dtype=bool)
