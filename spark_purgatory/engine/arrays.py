@@ -70,19 +70,21 @@ def equal_ranges(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
 def equal_pairs(build: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """All (probe index, ``build`` index) pairs with equal hash, by probe, then by ``build``
     index: a join of two of a call's arrays.  Where ``build``'s hashes are distinct (one event
-    per key, one operation per op_id: the common case) a hash join (pandas' hash table, about
-    a tenth of the sort-merge's cost on 10k rows), else a sort-merge join (``equal_ranges``).
+    per key, one operation per op_id: the common case) and many, a hash join (pandas' hash
+    table, about a tenth of the sort-merge's cost on 10k rows), else a sort-merge join
+    (``equal_ranges``).
 
     >>> equal_pairs(np.array([7, 3, 5], np.uint64), np.array([5, 1, 7, 5], np.uint64))
     (array([0, 2, 3]), array([2, 0, 2]))
     >>> equal_pairs(np.array([7, 5, 5], np.uint64), np.array([5, 7], np.uint64))
     (array([0, 0, 1]), array([1, 2, 0]))
     """
-    index = pd.Index(build, copy=False)
-    if index.is_unique:
-        at = index.get_indexer(probes)
-        probe = np.flatnonzero(at >= 0)
-        return probe, at[probe]
+    if build.size > _SORT_ABOVE:  # a hash table's set-up costs more than a small sort
+        index = pd.Index(build, copy=False)
+        if index.is_unique:
+            at = index.get_indexer(probes)
+            probe = np.flatnonzero(at >= 0)
+            return probe, at[probe]
     order = np.argsort(build, kind="stable")  # the rows of a hash stay in order
     probe, at = equal_ranges(build[order], probes)
     return probe, order[at]
