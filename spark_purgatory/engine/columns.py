@@ -144,9 +144,9 @@ class HashIndex:
 
         Per run its filter passes the probes it may hold; one ``searchsorted`` finds which of
         them it does, and only those are searched again for their last equal hash (a run holds
-        several rows of a hash: a key many operations watch).  Many probes are sorted first: a
-        search then starts where the last one ended, which costs less than searching in random
-        order in a big run."""
+        several rows of a hash: a key many operations watch).  Many candidates are sorted first:
+        a search then starts where the last one ended, which costs less than searching in
+        random order in a big run."""
         found_probe, found_row = [], []
         for hashes, rows, bloom in self._runs:
             candidates = bloom.passing(probes)

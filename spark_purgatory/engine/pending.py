@@ -378,10 +378,11 @@ class Pending:
         start = self._unregistered_from
         if start is None:
             return self._ops.contains(handles)
-        kept = handles >= start
+        first = int(self._recent["handle"][0])
+        kept = (handles >= start) & (handles < first + len(self._recent))
         pending = np.zeros(handles.size, bool)
         pending[~kept] = self._ops.contains(handles[~kept])
-        pending[kept] = self._recent_alive[handles[kept] - int(self._recent["handle"][0])]
+        pending[kept] = self._recent_alive[handles[kept] - first]
         return pending
 
     def stub(self, handles: np.ndarray) -> np.ndarray:
