@@ -71,8 +71,8 @@ def equal_pairs(build: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.n
     """All (probe index, ``build`` index) pairs with equal hash, by probe, then by ``build``
     index: a join of two of a call's arrays.  Where ``build``'s hashes are distinct (one event
     per key, one operation per op_id: the common case) and many, a hash join (pandas' hash
-    table, about a tenth of the sort-merge's cost on 10k rows), else a sort-merge join
-    (``equal_ranges``).
+    table: cheaper than sorting a call's arrays, docs/engine-internals.md), else a sort-merge
+    join (``equal_ranges``).
 
     >>> equal_pairs(np.array([7, 3, 5], np.uint64), np.array([5, 1, 7, 5], np.uint64))
     (array([0, 2, 3]), array([2, 0, 2]))

@@ -201,7 +201,7 @@ def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray
     (``registry``).  (Equal hashes are the candidates; the strings decide.)"""
     if ids.size < 2:
         return np.zeros(ids.size, dtype=bool)
-    if ids.size > 256:  # many: pandas' hash table, a quarter of a sort's cost
+    if ids.size > 256:  # many: pandas' hash table, cheaper than a sort (engine-internals.md)
         distinct = pd.Index(hashes, copy=False).is_unique
     else:
         ordered = np.sort(hashes)
