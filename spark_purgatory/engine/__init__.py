@@ -3,7 +3,9 @@
 Plain numpy code (pandas where frames come in and go out) that runs without Spark, Delta
 or a filesystem, one concept per module:
 
-* ``purgatory``: ``Purgatory``, Kafka's operations (try_complete_else_watch,
+* ``purgatory``: ``Purgatory``, a shard's engine as its host sees it: one call per micro-batch
+  (``process``), its sizes, and what a state layer reads and gives back;
+* ``delayed``: ``DelayedOperations``, Kafka's operations (try_complete_else_watch,
   check_and_complete, advance, force_complete / on_complete, purge) over whole micro-batches;
 * ``wheel``: ``TimingWheel``, Kafka's hierarchical timing wheel, advanced by the watermark;
 * ``conditions``: when an operation's condition holds, and at which event time;

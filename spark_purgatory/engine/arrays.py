@@ -17,6 +17,7 @@ import pandas as pd
 
 __all__ = [
     "equal_ranges",
+    "equal_pairs",
     "expand_ranges",
     "search",
     "hash_strings",
@@ -64,6 +65,29 @@ def equal_ranges(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
         lo[order] = np.searchsorted(sorted_hashes, ordered, side="left")
         hi[order] = np.searchsorted(sorted_hashes, ordered, side="right")
     return expand_ranges(lo, hi - lo)
+
+
+def equal_pairs(build: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All (probe index, ``build`` index) pairs with equal hash, by probe, then by ``build``
+    index: a join of two of a call's arrays.  Where ``build``'s hashes are distinct (one event
+    per key, one operation per op_id: the common case) and many, a hash join (pandas' hash
+    table: cheaper than sorting a call's arrays, docs/engine-internals.md), else a sort-merge
+    join (``equal_ranges``).
+
+    >>> equal_pairs(np.array([7, 3, 5], np.uint64), np.array([5, 1, 7, 5], np.uint64))
+    (array([0, 2, 3]), array([2, 0, 2]))
+    >>> equal_pairs(np.array([7, 5, 5], np.uint64), np.array([5, 7], np.uint64))
+    (array([0, 0, 1]), array([1, 2, 0]))
+    """
+    if build.size > _SORT_ABOVE:  # a hash table's set-up costs more than a small sort
+        index = pd.Index(build, copy=False)
+        if index.is_unique:
+            at = index.get_indexer(probes)
+            probe = np.flatnonzero(at >= 0)
+            return probe, at[probe]
+    order = np.argsort(build, kind="stable")  # the rows of a hash stay in order
+    probe, at = equal_ranges(build[order], probes)
+    return probe, order[at]
 
 
 def expand_ranges(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,6 +151,9 @@ def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
     """
     if ordered.size == 0 or values.size == 0:
         return np.zeros(values.size, dtype=bool)
+    dense = _in_range(values, ordered, int(ordered[0]), int(ordered[-1]))
+    if dense is not None:
+        return dense
     at = search(ordered, values)
     at[at == ordered.size] = 0
     return ordered[at] == values
@@ -134,8 +161,34 @@ def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
 
 def isin(values: np.ndarray, test: np.ndarray) -> np.ndarray:
     """``np.isin`` for integers: ``among`` after sorting ``test`` (cheaper than numpy's on
-    the small arrays of a call, and as fast on big ones)."""
+    the small arrays of a call, and as fast on big ones), or a mask over ``test``'s range."""
+    if test.size and values.size:
+        dense = _in_range(values, test, int(test.min()), int(test.max()))
+        if dense is not None:
+            return dense
     return among(values, np.sort(test))
+
+
+def _in_range(values: np.ndarray, test: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
+    """``np.isin(values, test)`` by a mask over ``lo .. hi`` (``test``'s range) where that range
+    is small against the arrays (a call's handles and eseqs: mostly consecutive): no sort, no
+    search; None where it is not (or the values are not signed integers).
+
+    >>> _in_range(np.array([3, 9, 5, -1]), np.array([5, 3, 6]), 3, 6).tolist()
+    [True, False, True, False]
+    """
+    if values.dtype.kind != "i" or test.dtype.kind != "i":
+        return None
+    span = hi - lo + 1
+    if span > 4 * (values.size + test.size):
+        return None
+    mask = np.zeros(span, dtype=bool)
+    mask[test - lo] = True
+    at = values - lo
+    inside = (at >= 0) & (at < span)
+    found = np.zeros(values.size, dtype=bool)
+    found[inside] = mask[at[inside]]
+    return found
 
 
 def pairs_in(a1: np.ndarray, a2: np.ndarray, b1: np.ndarray, b2: np.ndarray) -> np.ndarray:

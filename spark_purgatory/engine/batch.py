@@ -201,8 +201,12 @@ def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray
     (``registry``).  (Equal hashes are the candidates; the strings decide.)"""
     if ids.size < 2:
         return np.zeros(ids.size, dtype=bool)
-    ordered = np.sort(hashes)
-    if not (ordered[1:] == ordered[:-1]).any():
+    if ids.size > 256:  # many: pandas' hash table, cheaper than a sort (engine-internals.md)
+        distinct = pd.Index(hashes, copy=False).is_unique
+    else:
+        ordered = np.sort(hashes)
+        distinct = not (ordered[1:] == ordered[:-1]).any()
+    if distinct:
         return np.zeros(ids.size, dtype=bool)
     order = np.argsort(ts, kind="stable")
     repeated = np.empty(ids.size, dtype=bool)

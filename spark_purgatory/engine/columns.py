@@ -22,6 +22,12 @@ pending.  These two structures make it cost what the batch touches:
   O(b log² n) (a ``searchsorted`` per run), whatever is pending.  Dead rows stay in their
   runs until the table compacts; a lookup skips them through ``alive``; a compaction maps
   each run's rows to their new positions, which keeps every run sorted (no re-sort).
+  Each run has a filter (a Bloom filter, ``_Filter``: a bit per slot, about eight slots a
+  hash, two set by each): a probe with a clear slot is not in the run, and only the others
+  are searched.  Most probes of a call miss most runs (a new
+  op_id is in no run, an event's key in one), and a bit costs a gather where a search in a
+  big run costs cache misses; a compaction keeps the filters (they may then pass more than
+  they hold, never fewer).
 
 Worked example: appending batches of 8, 8, 16 rows gives runs [8] -> [8, 8] -> merged [16]
 -> [16, 16] -> merged [32]; a 33rd row makes [32, 1].  A lookup of 10 hashes is then two
@@ -64,14 +70,57 @@ SPARSE = "sparse"  #: the dtype of a float64 column that stores only its non-NaN
 GROWTH = 1.5  #: a full table's capacity is multiplied by this (numeric and text columns alike)
 
 
+class _Filter:
+    """A run's filter (a Bloom filter with two probes): a bit per slot, each hash setting the
+    slots of its low bits and of its bits from 32 on, ``SLOTS_PER_HASH`` slots a hash rounded
+    up to a power of two: about one probe in twenty that the run does not hold passes, for
+    one to two bytes a hash."""
+
+    SLOTS_PER_HASH = 8
+    __slots__ = ("_bits", "_mask")
+
+    def __init__(self, hashes: np.ndarray) -> None:
+        slots = 1 << max(6, int(self.SLOTS_PER_HASH * hashes.size - 1).bit_length())
+        self._mask = np.uint64(slots - 1)
+        hashes = hashes.astype(np.uint64, copy=False)
+        marked = memory.empty(slots, bool)  # a big one mapped: back to the system whole
+        marked.fill(False)
+        marked[hashes & self._mask] = True
+        marked[(hashes >> _SECOND) & self._mask] = True
+        self._bits = np.packbits(marked, bitorder="little")
+
+    @property
+    def nbytes(self) -> int:
+        return self._bits.nbytes
+
+    def passing(self, probes: np.ndarray) -> np.ndarray:
+        """The indexes of the probes whose two slots are set (the others are not in the run)."""
+        probes = probes.astype(np.uint64, copy=False)
+        first = np.flatnonzero(self._set(probes & self._mask))
+        return first[self._set((probes[first] >> _SECOND) & self._mask)]
+
+    def _set(self, slots: np.ndarray) -> np.ndarray:
+        return ((self._bits[slots >> np.uint64(3)] >> (slots & np.uint64(7)).astype(np.uint8)) & 1).astype(
+            bool
+        )
+
+
+_SECOND = np.uint64(32)  # a filter's second slot: a hash's bits from here on
+
+
 class HashIndex:
     """64-bit hashes -> row positions, as geometrically merged sorted runs (see module)."""
 
     def __init__(self) -> None:
-        self._runs: list[tuple[np.ndarray, np.ndarray]] = []
+        self._runs: list[tuple[np.ndarray, np.ndarray, _Filter]] = []
 
     def __len__(self) -> int:
-        return sum(h.size for h, _ in self._runs)
+        return sum(h.size for h, _, _ in self._runs)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the runs (hashes, rows and filters)."""
+        return sum(h.nbytes + r.nbytes + f.nbytes for h, r, f in self._runs)
 
     @property
     def runs(self) -> int:
@@ -82,36 +131,36 @@ class HashIndex:
         if hashes.size == 0:
             return
         order = np.argsort(hashes)  # the order of equal hashes is nobody's business
-        self._runs.append((_taken(hashes, order), _taken(_narrow(rows), order)))
+        self._runs.append(_run(_taken(hashes, order), _taken(_narrow(rows), order)))
         while len(self._runs) > 1 and 2 * self._runs[-1][0].size >= self._runs[-2][0].size:
-            (h1, r1), (h2, r2) = self._runs[-2], self._runs[-1]
+            (h1, r1, _), (h2, r2, _) = self._runs[-2], self._runs[-1]
             hashes, rows = np.concatenate([h1, h2]), np.concatenate([r1, r2])
             order = np.argsort(hashes, kind="stable")  # timsort: two sorted runs, linear
-            self._runs[-2:] = [(_taken(hashes, order), _taken(rows, order))]
+            self._runs[-2:] = [_run(_taken(hashes, order), _taken(rows, order))]
 
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every (index into ``probes``, row) with an equal hash, dead rows included, in no
         particular order.
 
-        Per run one ``searchsorted`` finds the probes it holds; only those are searched again
-        for their last equal hash (a run holds several rows of a hash: a key many operations
-        watch).  Many probes are sorted first: a search then starts where the last one ended,
-        which costs less than searching in random order in a big run."""
-        if probes.size > _SORT_PROBES:
-            order = np.argsort(probes)
-            probe, row = self._lookup(probes[order])
-            return order[probe], row
-        return self._lookup(probes)
-
-    def _lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        Per run its filter passes the probes it may hold; one ``searchsorted`` finds which of
+        them it does, and only those are searched again for their last equal hash (a run holds
+        several rows of a hash: a key many operations watch).  Many candidates are sorted first:
+        a search then starts where the last one ended, which costs less than searching in
+        random order in a big run."""
         found_probe, found_row = [], []
-        for hashes, rows in self._runs:
-            lo = np.searchsorted(hashes, probes)
-            hit = np.flatnonzero(hashes[np.minimum(lo, hashes.size - 1)] == probes)
+        for hashes, rows, bloom in self._runs:
+            candidates = bloom.passing(probes)
+            if candidates.size == 0:
+                continue
+            if candidates.size > _SORT_PROBES:
+                candidates = candidates[np.argsort(probes[candidates])]
+            some = probes[candidates]
+            lo = np.searchsorted(hashes, some)
+            hit = np.flatnonzero(hashes[np.minimum(lo, hashes.size - 1)] == some)
             if hit.size == 0:
                 continue
-            lo = lo[hit]
-            counts = np.searchsorted(hashes, probes[hit], side="right") - lo
+            lo, some, hit = lo[hit], some[hit], candidates[hit]
+            counts = np.searchsorted(hashes, some, side="right") - lo
             if (counts == 1).all():
                 found_probe.append(hit)
                 found_row.append(rows[lo])
@@ -128,11 +177,11 @@ class HashIndex:
     def remap(self, moved: np.ndarray) -> None:
         """Rows moved: ``moved[old]`` is the new position, -1 for a dropped row."""
         runs = []
-        for hashes, rows in self._runs:
+        for hashes, rows, bloom in self._runs:
             new = moved[rows]
             keep = new >= 0
-            if keep.any():
-                runs.append((memory.copy_of(hashes[keep]), memory.copy_of(_narrow(new[keep]))))
+            if keep.any():  # the filter still passes every hash kept (and some dropped)
+                runs.append((memory.copy_of(hashes[keep]), memory.copy_of(_narrow(new[keep])), bloom))
         self._runs = runs
 
     def hashes_at(self, positions: np.ndarray, occupied: int) -> np.ndarray:
@@ -142,15 +191,20 @@ class HashIndex:
             return np.empty(0, np.uint64)
         if 4 * positions.size >= occupied:  # most rows: invert every run
             inverse = np.zeros(occupied, np.uint64)
-            for hashes, rows in self._runs:
+            for hashes, rows, _ in self._runs:
                 inverse[rows] = hashes
             return inverse[positions]
         lo, hi = int(positions.min()), int(positions.max()) + 1
         inverse = np.zeros(hi - lo, np.uint64)
-        for hashes, rows in self._runs:
+        for hashes, rows, _ in self._runs:
             at = np.flatnonzero((rows >= lo) & (rows < hi))
             inverse[rows[at] - lo] = hashes[at]
         return inverse[positions - lo]
+
+
+def _run(hashes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Filter]:
+    """A run: its hashes (sorted), their rows and its filter."""
+    return hashes, rows, _Filter(hashes)
 
 
 def _taken(values: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -244,7 +298,7 @@ class Columns:
     def nbytes(self) -> int:
         """Bytes the occupied rows take (columns, text, alive flags and indexes; no spare room)."""
         fixed = sum(col.itemsize for col in self._cols.values()) + 1
-        runs = sum(h.nbytes + r.nbytes for index in self._indexes.values() for h, r in index._runs)
+        runs = sum(index.nbytes for index in self._indexes.values())
         runs += sum(h.nbytes for waiting in self._unindexed.values() for h in waiting)
         sparse = sum(s.nbytes for s in self._sparse.values())
         return self._n * fixed + sum(t.nbytes_used for t in self._texts.values()) + runs + sparse
@@ -342,6 +396,8 @@ class Columns:
         if start == end:
             return
         live = np.flatnonzero(self._alive[start:end])
+        if live.size >= memory.RELEASE_ROWS:  # a backlog's rows (a load, a fill): bulk work
+            memory.bulk(live.size)
         for name, index in self._indexes.items():
             waiting = self._unindexed.get(name)
             if waiting is None:

@@ -21,9 +21,10 @@ A call's temporaries (sort orders, merged runs, the host's frames) are ``malloc`
 Arrow's; freed, they stay with the allocators, at the size of the biggest call so far.
 ``release`` hands that back (Arrow's pool ``release_unused``; glibc's ``malloc_trim``,
 where there is a glibc, which walks the heap, so ``Purgatory.process`` calls it only after a
-call that did bulk work: ``due``).  The count of
-bytes mapped since the last release is the process's, as the allocators are; so is the
-count of bytes mapped now (``mapped_bytes``: ``tracemalloc`` does not see mappings).
+call that did bulk work: ``due``: many rows taken, many bytes mapped, or a step that worked
+on a backlog's rows at once, ``bulk``, such as the first index of a fill's rows).  The counts
+of bytes mapped and of bulk rows since the last release are the process's, as the allocators
+are; so is the count of bytes mapped now (``mapped_bytes``: ``tracemalloc`` does not see mappings).
 
 Invariant: an array from ``empty`` behaves as ``np.empty``'s (writable, C-contiguous,
 uninitialised but for mappings, which read as zeros); it owns its mapping through ``base``.
@@ -41,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 __all__ = ["MAPPED_BYTES", "RELEASE_BYTES", "RELEASE_ROWS"]
-__all__ += ["empty", "copy_of", "mapped_bytes", "due", "release"]
+__all__ += ["empty", "copy_of", "mapped_bytes", "bulk", "due", "release"]
 
 #: arrays of at least this many bytes get their own mapping: a big table's columns and its
 #: biggest index runs.  A mapping's pages are new, so the first write to each costs a page
@@ -55,6 +56,7 @@ RELEASE_BYTES = 32 * 1024 * 1024
 RELEASE_ROWS = 32_768
 
 _mapped = 0  # bytes mapped since the last ``release``
+_bulk = 0  # rows of bulk work inside calls since the last ``release`` (``bulk``)
 _live = 0  # bytes in mappings not yet unmapped
 
 
@@ -104,16 +106,23 @@ def copy_of(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def bulk(rows: int) -> None:
+    """A step of a call worked on ``rows`` rows of a table at once (an index built for a
+    backlog's rows on its first read): the call's temporaries were that big (``due``)."""
+    global _bulk
+    _bulk += rows
+
+
 def due(rows: int) -> bool:
     """Whether a call that took ``rows`` rows should ``release`` (see the module docstring)."""
-    return rows >= RELEASE_ROWS or _mapped >= RELEASE_BYTES
+    return rows + _bulk >= RELEASE_ROWS or _mapped >= RELEASE_BYTES
 
 
 def release() -> None:
     """Hand the allocators' free memory back to the operating system (Arrow's pool, and
     glibc's heap where there is one)."""
-    global _mapped
-    _mapped = 0
+    global _mapped, _bulk
+    _mapped = _bulk = 0
     pa.default_memory_pool().release_unused()
     if _TRIM is not None:
         _TRIM(0)

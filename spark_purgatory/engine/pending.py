@@ -97,6 +97,10 @@ class Pending:
         self._payloads = Columns(_PAYLOADS)
         self._recent: Rows | None = None  # the rows ``add`` was given this call (``recent``)
         self._recent_watch: Rows | None = None  # ... and their watchers
+        # those of them from this handle on are in no column yet (``_register``); per recent
+        # row, is it still pending (``remove`` before registration)
+        self._unregistered_from: int | None = None
+        self._recent_alive = np.empty(0, bool)
         if isinstance(ops, pa.Table):
             self._load_arrow(ops, watch)
             return
@@ -114,6 +118,7 @@ class Pending:
 
     def _load_arrow(self, ops: pa.Table, watch: pa.Table) -> None:
         """Load ``OPS_ARROW`` and ``WATCH_ARROW`` tables: no Python object per row."""
+        self._register()
         ops, watch = _by_handle(ops), _by_handle(watch)
         self._ops.append({c: _column(ops, c) for c in (*_STORED, "ohash")})
         self._watch.append({c: _column(watch, c) for c in WATCH})
@@ -130,12 +135,14 @@ class Pending:
 
     def __len__(self) -> int:
         """Pending operations."""
+        self._register()
         return len(self._ops)
 
     @property
     def stubs(self) -> int:
         """Pending stubs: copies a cross-shard operation leaves in the shards of its keys
         (``relay``), which count nothing and report nothing."""
+        self._register()
         if len(self._ops) == 0:
             return 0
         return int(self._ops.column("stub")[self._ops.alive].sum())
@@ -143,11 +150,13 @@ class Pending:
     @property
     def watched(self) -> int:
         """Watcher rows, one per (operation, key)."""
+        self._register()
         return len(self._watch)
 
     @property
     def nbytes(self) -> int:
         """Bytes the pending operations and watchers take (their rows and indexes)."""
+        self._register()
         return sum(t.nbytes for t in (self._ops, self._watch, self._members, self._payloads))
 
     # -- changes -------------------------------------------------------------------------------
@@ -160,11 +169,22 @@ class Pending:
         and ``watch_rows`` for them until ``forget_recent``, instead of reading them back from
         the columns (the op_id's text made a Python string again, hashes computed again): a
         call's operations are most of what it reads and resolves, its operations and events
-        often arriving together."""
+        often arriving together.  They enter the columns only when a read needs them there
+        (``_register``), those still pending then: an operation that completes in the call
+        that registers it (Kafka's ``tryCompleteElseWatch`` completing at once) is never
+        appended and tombstoned."""
+        if recent:
+            self._remember(ops, watch)
+            return
+        self._register()
+        self._append(ops, watch)
+
+    def _append(self, ops: Rows, watch: Rows) -> None:
+        """Append operations (``HELD``, handles above every row of the columns) and their
+        watchers to the columns."""
         self._ops.append(ops)
         self._watch.append(watch)
-        some = ops["n_members"] > 0
-        with_members = np.flatnonzero(some)
+        with_members = np.flatnonzero(ops["n_members"] > 0)
         if with_members.size:
             lengths, members = flatten(ops["members"][with_members])
             handles = np.repeat(ops["handle"][with_members], lengths)
@@ -174,25 +194,63 @@ class Pending:
         if present.any():
             at = np.flatnonzero(present)
             self._payloads.append({"handle": ops["handle"][at], "payload": payload[at]})
-        if recent:
-            self._remember(ops, watch, some, present)
 
-    def _remember(self, ops: Rows, watch: Rows, some: np.ndarray, present: np.ndarray) -> None:
-        """Keep ``ops`` as ``rows`` gives them: members and payload None where there are none."""
+    def _remember(self, ops: Rows, watch: Rows) -> None:
+        """Keep ``ops`` as ``rows`` gives them (members and payload None where there are none),
+        not in the columns yet; a batch that does not follow the kept one replaces it (the kept
+        one registered first)."""
+        some, present = ops["n_members"] > 0, pd.notna(ops["payload"])
         if not some.all():
             ops = ops.assign(members=np.where(some, ops["members"], None))
         if not present.all():
             ops = ops.assign(payload=np.where(present, ops["payload"], None))
         ops = ops.select(HELD)
         watch = watch.select(WATCH)
+        first = int(ops["handle"][0])
+        alive = np.ones(len(ops), bool)
         recent = self._recent
-        if recent is not None and len(recent) and int(recent["handle"][-1]) + 1 == int(ops["handle"][0]):
+        if recent is not None and len(recent) and int(recent["handle"][-1]) + 1 == first:
             ops, watch = recent.stack(ops), self._recent_watch.stack(watch)
-        self._recent, self._recent_watch = ops, watch
+            alive = np.concatenate([self._recent_alive, alive])
+        else:
+            self._register()
+        if self._unregistered_from is None:
+            self._unregistered_from = first
+        self._recent, self._recent_watch, self._recent_alive = ops, watch, alive
 
     def forget_recent(self) -> None:
-        """Drop what ``add(..., recent=True)`` kept (at the end of a call)."""
+        """Drop what ``add(..., recent=True)`` kept (at the end of a call), those still pending
+        registered first."""
+        self._register()
         self._recent = self._recent_watch = None
+        self._recent_alive = np.empty(0, bool)
+
+    def _register(self) -> None:
+        """Append the kept operations not in the columns yet and still pending, and their
+        watchers, to the columns (before a read of the columns, or a batch not kept)."""
+        start = self._unregistered_from
+        if start is None:
+            return
+        self._unregistered_from = None
+        recent, watch = self._recent, self._recent_watch
+        cut = start - int(recent["handle"][0])
+        alive = self._recent_alive[cut:]
+        if not alive.any():
+            return
+        at = int(np.searchsorted(watch["handle"], start))
+        if cut or not alive.all():  # not every kept row: copies of those still pending
+            w_alive = alive[watch["handle"][at:] - start]
+            recent = recent.take(np.arange(cut, len(recent))[alive])
+            watch = watch.take(np.arange(at, len(watch))[w_alive])
+        self._append(recent, watch)
+
+    def _recent_cut(self, handles: np.ndarray) -> int:
+        """How many of these handles (sorted) come before the kept operations (``recent``):
+        those are read from the columns, the others from what ``add`` kept."""
+        recent = self._recent
+        if recent is None or not len(recent) or not handles.size:
+            return handles.size
+        return int(np.searchsorted(handles, int(recent["handle"][0])))
 
     def _all_recent(self, handles: np.ndarray) -> bool:
         """Are these handles (sorted) all of operations ``add`` kept?"""
@@ -203,7 +261,14 @@ class Pending:
         return first <= handles[0] and handles[-1] < first + len(recent)
 
     def remove(self, handles: np.ndarray) -> None:
-        """Drop these pending operations (distinct handles) and their watchers."""
+        """Drop these pending operations (distinct handles) and their watchers; those kept but
+        not in the columns yet only leave what ``add`` kept (``_register`` skips them)."""
+        start = self._unregistered_from
+        if start is not None:
+            kept = handles >= start
+            if kept.any():
+                self._recent_alive[handles[kept] - int(self._recent["handle"][0])] = False
+                handles = handles[~kept]
         self._ops.kill(self._ops.positions(handles))
         self._watch.kill(self._watch.ranges(handles)[1])
         for side in (self._members, self._payloads):
@@ -235,10 +300,14 @@ class Pending:
         """``rows`` of pending operations (sorted by handle) with their ``keys``, if missing."""
         if "keys" in rows:
             return rows
-        probe, at = self._watch.ranges(rows["handle"])
-        return rows.assign(
-            keys=lists_of(np.bincount(probe, minlength=len(rows)), self._watch.text("key", at))
-        )
+        handles = rows["handle"]
+        cut = self._recent_cut(handles)
+        probe, at = self._watch.ranges(handles[:cut])
+        keys = lists_of(np.bincount(probe, minlength=cut), self._watch.text("key", at))
+        if cut < handles.size:  # the kept operations' own lists
+            first = int(self._recent["handle"][0])
+            keys = np.concatenate([keys, self._recent["keys"][handles[cut:] - first]])
+        return rows.assign(keys=keys)
 
     def _held(self, positions: np.ndarray, keys: bool) -> Rows:
         """The ``HELD`` rows at these positions of the operations (in handle order)."""
@@ -261,6 +330,7 @@ class Pending:
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Every pending operation and watcher, as ``OPS`` and ``WATCH`` frames in handle order."""
+        self._register()
         ops = self._held(self._ops.live_positions(), keys=True)
         return ops.to_frame(list(OPS)), self._watch.frame(columns=list(WATCH))
 
@@ -268,6 +338,7 @@ class Pending:
         """The pending operations and watchers (those registered from handle ``since`` on, or
         all) as ``OPS_ARROW`` and ``WATCH_ARROW`` tables in handle order: the state layer's
         form, strings copied as bytes, never as Python objects."""
+        self._register()
         ops_pos = self._ops.live_positions() if since is None else self._ops.since(since)
         watch_pos = self._watch.live_positions() if since is None else self._watch.since(since)
         handles = self._ops.column("handle")[ops_pos]
@@ -299,11 +370,20 @@ class Pending:
 
     def since(self, handle: int) -> tuple[Rows, Rows]:
         """The operations (``HELD``) and watchers registered from ``handle`` on (still pending)."""
+        self._register()
         return self._held(self._ops.since(handle), False), self._watch.rows(self._watch.since(handle))
 
     def contains(self, handles: np.ndarray) -> np.ndarray:
         """Per handle: is that operation pending?"""
-        return self._ops.contains(handles)
+        start = self._unregistered_from
+        if start is None:
+            return self._ops.contains(handles)
+        first = int(self._recent["handle"][0])
+        kept = (handles >= start) & (handles < first + len(self._recent))
+        pending = np.zeros(handles.size, bool)
+        pending[~kept] = self._ops.contains(handles[~kept])
+        pending[kept] = self._recent_alive[handles[kept] - first]
+        return pending
 
     def stub(self, handles: np.ndarray) -> np.ndarray:
         """Per (pending) handle: is the operation a stub?"""
@@ -311,16 +391,26 @@ class Pending:
 
     def column(self, name: str, handles: np.ndarray) -> np.ndarray:
         """Per (pending) handle: its operation's ``name`` (an ``OPS`` column)."""
-        return self._ops.column(name)[self._ops.positions(handles)]
+        start = self._unregistered_from
+        if start is None:
+            return self._ops.column(name)[self._ops.positions(handles)]
+        kept = handles >= start
+        recent = self._recent[name]
+        values = np.empty(handles.size, recent.dtype)
+        values[~kept] = self._ops.column(name)[self._ops.positions(handles[~kept])]
+        values[kept] = recent[handles[kept] - int(self._recent["handle"][0])]
+        return values
 
     def deadlines(self, since: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Every pending operation's handle and deadline (``since``: from that handle on), in
         handle order."""
+        self._register()
         pos = self._ops.live_positions() if since is None else self._ops.since(since)
         return self._ops.column("handle")[pos], self._ops.column("deadline")[pos]
 
     def latest_deadline(self) -> int | None:
         """The latest deadline of a pending operation (None if none)."""
+        self._register()
         if len(self._ops) == 0:
             return None
         return int(self._ops.column("deadline")[self._ops.alive].max())
@@ -330,11 +420,18 @@ class Pending:
         if self._all_recent(handles):
             watch = self._recent_watch
             return watch.select(columns).take(equal_ranges(watch["handle"], handles)[1])
-        return self._watch.rows(self._watch.ranges(handles)[1], columns)
+        cut = self._recent_cut(handles)
+        old = self._watch.rows(self._watch.ranges(handles[:cut])[1], columns)
+        if cut == handles.size:
+            return old
+        watch = self._recent_watch.select(columns)
+        new = watch.take(equal_ranges(watch["handle"], handles[cut:])[1])
+        return Rows.concat([old, new], dict.fromkeys(columns))
 
     def by_op_id(self, op_ids: np.ndarray, hashes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(index into ``op_ids``, handle) of the pending operations with these op_ids, in
         ``op_ids`` order (``hashes``: the op_ids' ``hash_strings``, if the caller has them)."""
+        self._register()
         if len(self._ops) == 0 or len(op_ids) == 0:
             return _EMPTY, _EMPTY
         hashes = hash_strings(op_ids) if hashes is None else hashes
@@ -351,6 +448,7 @@ class Pending:
     def watchers_of(self, keys: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(index into ``keys``, handle) for every pending operation watching each key (Kafka's
         ``Watchers`` of the key), by key then handle (``hashes``: the keys' hashes)."""
+        self._register()
         if len(self._watch) == 0 or len(keys) == 0:
             return _EMPTY, _EMPTY
         probe, pos = self._watch.lookup("hash", hashes)

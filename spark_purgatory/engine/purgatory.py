@@ -1,22 +1,10 @@
 """The per-shard purgatory: Kafka's DelayedOperationPurgatory for event time, on columns.
 
-Kafka parks a ``DelayedOperation`` that cannot complete yet in a purgatory: it is watched under
-its keys (``Watchers``) and scheduled on a timing wheel.  ``tryCompleteElseWatch`` completes an
-operation at once if it can; ``checkAndComplete(key)`` re-tries the operations watching a key
-when something happens to it; the timer's expiry calls ``forceComplete`` and then
-``onExpiration``; ``forceComplete`` calls ``onComplete`` exactly once; ``purge`` drops
-completed operations from the watcher lists.  This module keeps that vocabulary, but every
-step takes a whole micro-batch of operations or events at once:
+``Purgatory`` is a shard's engine as its host sees it: one call per micro-batch
+(``process``), the sizes a host reports, and what a state layer reads and gives back.
+Kafka's operations themselves, batched (``try_complete_else_watch``, ``check_and_complete``,
+``advance``, ``force_complete`` / ``on_complete``, ``purge``), are ``delayed``'s.
 
-* ``try_complete_else_watch(ops)`` registers operations; each is matched against the events
-  still buffered (events may arrive before their operation) and against the key's ``offset``
-  progress, and completes at once if its condition already holds.
-* ``check_and_complete(events)`` matches a batch of events against the watchers
-  (``watchers``) and completes whatever became true (``conditions.evaluate``).
-* ``advance(watermark)`` moves the timing wheel to the watermark; operations whose deadline
-  it reached expire (``_on_expiration``).
-* ``_force_complete`` resolves operations: ``_on_complete`` reports each one, ``_purge``
-  then removes it from every table, so nothing can report it twice.
 * ``process(ops, events, watermark_ms=...)`` does all of it in the right order: the batch's
   events are buffered and matched first, its operations registered against every buffered
   event, and each operation touched decided once, against all of them (so an operation's
@@ -33,9 +21,7 @@ updated in place, never rebuilt: the pending operations and their watchers are a
 rows in handle order, with hash indexes by op_id and by key, ``columns.HashIndex``: sorted
 runs merged geometrically); retained key progress is a ``progress.KeyTable`` and remembered resolved
 op_ids a ``dedup.ResolvedTable`` (the same structure, forgetting deferred to bulk sweeps);
-the wheel's tombstones are sorted runs too.  A key or op_id is looked up by its 64-bit hash,
-computed once per batch, and every candidate is confirmed on the strings.  What a call reads
-of them is the rows its batch touches (``Pending.rows``).
+the wheel's tombstones are sorted runs too.
 
 **No pandas inside a call.**  A call works on ``rows.Rows`` (named numpy columns): the rows
 it touches, its matches and outcomes, and the small tables (``matches``, buffered ``events``
@@ -43,8 +29,9 @@ with their keys' hashes, ``relayed``).  pandas stays at the edges: ``batch.admit
 host's frames, ``batch.result`` builds the returned ones, ``tables()`` / ``load_tables``
 convert for the state layer (``snapshot``).  Read accessors: ``pending_operations()``, ``tables()``.
 
-**One set of tables.**  A shard holds one ``snapshot.LiveTables``, handed to the two hand-off
-protocols as functions of it (``relay_tables``, ``registry.settle``): no mixin, no copy.
+**One set of tables.**  A shard holds one ``snapshot.LiveTables``, handed to Kafka's
+operations (``delayed.DelayedOperations``) and to the two hand-off protocols as functions of
+it (``relay_tables``, ``registry.settle``): no mixin, no copy.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
@@ -63,23 +50,20 @@ import numpy as np
 import pandas as pd
 
 from ..config import PurgatoryConfig
-from ..contract import COMPLETED, EXPIRED, OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from . import dedup, memory, registry, relay_tables, watchers
-from .arrays import among, distinct, hash_strings, isin
+from ..contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
+from . import memory, registry, relay_tables
 from .batch import BatchResult, admit, result
 from .collector import collector_paused
-from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
+from .delayed import DelayedOperations
 from .finalise import finalise_events, in_window
 from .frames import concat
 from .rows import Rows
 from .snapshot import LiveTables, forward, live_from, plain
-from .tables import EVENTS, I64_MIN, VERDICTS, ChangeLog, Changes, ShardTables, ops_rows
+from .tables import EVENTS, I64_MIN, VERDICTS, ChangeLog, Changes, ShardTables
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
 
-#: the buffered events as held: ``EVENTS`` and each key's 64-bit hash
-_EVENTS_HELD = {**EVENTS, "khash": "uint64"}
 _NO_HANDLES = np.empty(0, dtype=np.int64)
 
 
@@ -119,9 +103,14 @@ class Purgatory:
         tables.watermark = int(start_ms)
         tick, size = self.config.tick_ms, self.config.wheel_size
         tables.wheel = TimingWheel(tick, size, max(start_ms, 0), fresh_ids=True)
-        self.load_tables(tables)
-        self._outcomes: list[Rows] = []
-        self._batch_id = 0
+        self._delayed = DelayedOperations(
+            live_from(tables, self.config, self._changes), self.config, self._changes
+        )
+
+    @property
+    def _t(self) -> LiveTables:
+        """The shard's live tables (``snapshot.LiveTables``), which Kafka's operations work on."""
+        return self._delayed.t
 
     # -- sizes (for metrics and tests) ---------------------------------------------------------
 
@@ -163,7 +152,8 @@ class Purgatory:
     def config(self, config: PurgatoryConfig) -> None:
         """A loaded state may get another config (``load_state``): the key table follows."""
         self._config = config
-        if hasattr(self, "_t"):
+        if hasattr(self, "_delayed"):
+            self._delayed.config = config
             self._t.keys.retention_ms = config.progress_retention_ms
 
     @property
@@ -204,8 +194,7 @@ class Purgatory:
     def load_tables(self, tables: ShardTables) -> None:
         """Replace the whole state by ``tables`` (``snapshot.live_from``); the change log
         restarts: every row counts as added."""
-        self._t: LiveTables = live_from(tables, self.config, self._changes)
-        self._unscheduled_from: int | None = None  # handles from here on wait for the wheel
+        self._delayed.load(live_from(tables, self.config, self._changes))
 
     def forward(
         self, to: ShardTables, added: tuple, removed: np.ndarray, resolved: pd.DataFrame, **windows: Any
@@ -292,9 +281,10 @@ class Purgatory:
         # a container per reported row (its keys' list): the collector would walk them all,
         # alive, every 700 (``collector``); the Spark host pauses it around the whole shard call
         with collector_paused():
-            self._batch_id = int(batch_id)
+            delayed = self._delayed
+            delayed.batch_id = int(batch_id)
             wm = max(int(watermark_ms), self._t.watermark)
-            self._outcomes = []
+            delayed.outcomes = []
             new_from, new_eseq_from = self._t.next_handle, self._t.next_eseq
             self._t.forget_resolved(wm)
             ops, evs, rejected = admit(
@@ -314,16 +304,16 @@ class Purgatory:
             rejected += refused
             # parked operations the registry released arrived earlier: registered before this call's
             # events and relays, decided with this call's operations (``registry``)
-            early = self._watch_operations(released)
+            early = delayed.watch_operations(released)
             noticed = relay_tables.receive(
-                self._t, None if relayed is None else Rows.of(relayed), self._batch_id, self._try_complete
+                self._t, None if relayed is None else Rows.of(relayed), delayed.batch_id, delayed.try_complete
             )
             # the batch's events are buffered and matched before its operations are registered, and
             # every operation touched is decided once, against all of them: an operation is decided
             # against every event of its micro-batch and of the buffer, in event time
-            touched = self._watch_events(evs)
+            touched = delayed.watch_events(evs)
             early = early[self._t.pending.contains(early)]  # the relay may have completed some
-            self._try_complete(np.concatenate([early, touched, self._watch_operations(ops)]))
+            delayed.try_complete(np.concatenate([early, touched, delayed.watch_operations(ops)]))
             of_stubs = relay_tables.of_stubs(self._t)
             handed_on = relay_tables.outgoing(
                 self._t, new_from, new_eseq_from, of_stubs, bool(ops["stub"].any())
@@ -340,15 +330,17 @@ class Purgatory:
             if held.size:
                 self._t.due = np.concatenate([self._t.due, held])
             reach = wm if later or waiting else until
-            unmatched, notes = finalise_events(self._t, reach, paired, self._batch_id)
+            unmatched, notes = finalise_events(self._t, reach, paired, delayed.batch_id)
             self._t.retire(reach)
             if later:  # the next call admits at ``until`` and expires there, after its hand-off
                 self._t.watermark = until
-            outcomes, self._outcomes = self._outcomes, []
+            outcomes = delayed.take_outcomes()
             self._t.pending.forget_recent()
             if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
                 memory.release()  # bulk work: its temporaries back to the system
-            out = result(outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), self._batch_id)
+            out = result(
+                outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), delayed.batch_id
+            )
             out.verdicts = answers.to_frame(VERDICTS)
             return out
 
@@ -372,105 +364,20 @@ class Purgatory:
             concat([first.rejected, last.rejected], REJECTED_COLUMNS),
         )
 
-    # -- Kafka's operations, batched -----------------------------------------------------------
+    # -- Kafka's operations, batched (``delayed``) ---------------------------------------------
 
     def try_complete_else_watch(self, ops: Rows) -> None:
         """Register admitted operations (``batch.admit``); complete at once those already
         satisfied by the buffered events or their keys' progress."""
-        self._try_complete(self._watch_operations(ops))
-        self._t.pending.forget_recent()
-        self._schedule()
+        self._delayed.try_complete_else_watch(ops)
 
     def check_and_complete(self, events: Rows) -> None:
         """Buffer a batch of admitted events and complete the operations they satisfy."""
-        self._try_complete(self._watch_events(events))
-
-    def _watch_operations(self, ops: Rows) -> np.ndarray:
-        """Register admitted operations, matched against every buffered event (untargeted ones
-        by key, targeted by op_id); return the handles of those that may hold now."""
-        if len(ops) == 0:
-            return _NO_HANDLES
-        new_ops = ops_rows(ops, self._t.next_handle)
-        self._t.next_handle += len(new_ops)
-        handles = new_ops["handle"]
-        watch = watchers.watch_rows(new_ops, self._t.keys)
-        self._t.pending.add(new_ops, watch, recent=True)
-
-        # the wheel takes them when time next moves (``_schedule``): those resolved before
-        # never enter it, nor leave it by a tombstone
-        already = new_ops["deadline"] <= self._t.wheel.current_time_ms
-        if already.any():
-            self._t.due = np.concatenate([self._t.due, handles[already]])
-        if self._unscheduled_from is None:
-            self._unscheduled_from = int(handles[0])
-
-        touched = _NO_HANDLES
-        if len(self._t.events):
-            pairs = watchers.buffered_pairs(new_ops, new_ops["ohash"], watch, self._t.events)
-            if len(pairs):
-                touched = self._add_matches(pairs, new_ops)[0]
-        ready = may_hold_unmatched(new_ops["cond"], new_ops["target"]) | among(handles, touched)
-        return handles[ready & ~new_ops["stub"]]  # stubs never complete
-
-    def _watch_events(self, events: Rows) -> np.ndarray:
-        """Buffer a batch of admitted events and match them to the pending operations' watchers;
-        return the handles of the operations they touched."""
-        n = len(events)
-        if n == 0:
-            return _NO_HANDLES
-        eseq = np.arange(self._t.next_eseq, self._t.next_eseq + n, dtype=np.int64)
-        self._t.next_eseq += n
-        keys = events["key"].astype(object, copy=False)
-        khash = hash_strings(keys)  # once: the watchers' lookup, the matches and finalising need it
-        fields = {c: events[c] for c in ("ts", "op_id", "source", "value", "replica")}
-        evs = Rows({"eseq": eseq, "key": keys, **fields, "used": False, "khash": khash}, n)
-        evs = evs.cast(_EVENTS_HELD, copy=True)  # buffered: never the caller's arrays
-        self._t.events = self._t.events.stack(evs)
-        if self._t.pending.watched == 0:
-            return _NO_HANDLES
-        op_ids = evs["op_id"]
-        targeted = pd.notna(op_ids)
-        # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
-        untargeted = np.flatnonzero(~targeted)
-        ev_idx, handles = self._t.pending.watchers_of(keys[untargeted], khash[untargeted])
-        idx = untargeted[ev_idx]
-        if targeted.any():
-            # targeted events: straight to their operation, if it is pending and watches the key
-            targeted = np.flatnonzero(targeted)
-            probe, t_handles = self._t.pending.by_op_id(op_ids[targeted])
-            t_idx = targeted[probe]
-            hit = watchers.watching(self._t.pending.rows(t_handles, keys=True), t_handles, keys[t_idx])
-            idx, handles = np.concatenate([idx, t_idx[hit]]), np.concatenate([handles, t_handles[hit]])
-        if idx.size == 0:
-            return _NO_HANDLES
-        pairs = {c: evs[c][idx] for c in watchers.PAIR[1:]}
-        return self._add_matches(Rows({"handle": handles, **pairs}, idx.size))[0]
+        self._delayed.check_and_complete(events)
 
     def advance(self, watermark_ms: int) -> None:
-        """Move the wheel to the watermark; expire the operations whose deadline it reached
-        (the timer's expiry: ``_on_expiration``, which force-completes them)."""
-        self._schedule()
-        self._t.watermark = max(int(watermark_ms), self._t.watermark)
-        expired = self._t.wheel.advance(self._t.watermark)
-        if self._t.due.size:
-            expired = np.concatenate([self._t.due, expired])
-            self._t.due = _NO_HANDLES
-        if expired.size == 0:
-            return
-        expired = distinct(expired)
-        expired = expired[self._t.pending.contains(expired)]
-        if expired.size:
-            self._on_expiration(expired)
-
-    def _schedule(self) -> None:
-        """Put the operations registered since the wheel last moved and still pending on the
-        wheel (those already due at registration wait in ``due``)."""
-        if self._unscheduled_from is None:
-            return
-        handles, deadlines = self._t.pending.deadlines(since=self._unscheduled_from)
-        self._unscheduled_from = None
-        timed = deadlines > self._t.wheel.current_time_ms
-        self._t.wheel.add(handles[timed], deadlines[timed])
+        """Move the wheel to the watermark; expire the operations whose deadline it reached."""
+        self._delayed.advance(watermark_ms)
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
         """Kafka's ``cancelForKey``: drop the pending operations watching any of ``keys``.
@@ -479,153 +386,4 @@ class Purgatory:
         partition); their op_ids still count as resolved for duplicate detection.  Returns
         the cancelled op_ids.
         """
-        keys_array = np.asarray(keys, dtype=object)
-        handles = distinct(self._t.pending.watchers_of(keys_array, hash_strings(keys_array))[1])
-        if handles.size == 0:
-            return []
-        rows = self._t.pending.rows(handles)
-        if "ohash" not in rows:
-            rows = rows.assign(ohash=hash_strings(rows["op_id"].astype(object, copy=False)))
-        self._cancel(handles, rows)
-        self._purge(handles, rows)
-        return rows["op_id"].tolist()
-
-    def _try_complete(self, handles: np.ndarray, ops: Rows | None = None) -> None:
-        """Kafka's ``tryComplete`` for these operations: force-complete those whose condition
-        holds, at the event time it became true.  ``ops``: their rows, if the caller has them
-        (then ``handles`` are theirs: sorted, distinct, no stubs)."""
-        if handles.size == 0:
-            return
-        if ops is None:
-            handles = distinct(handles)
-            handles = handles[~self._t.pending.stub(handles)]  # stubs never complete
-            if handles.size == 0:
-                return
-            ops = self._t.pending.rows(handles)
-        result = self._evaluate(handles, ops)
-        ok = result.satisfied
-        if not ok.any():
-            return
-        done = handles[ok]
-        self._t.mark_used(result.eseq[result.used & among(result.handle, done)])
-        rows = ops.where(ok)
-        if "ohash" not in rows:  # once, for the windows (``_cancel``) and the dedup (``_purge``)
-            rows = rows.assign(ohash=hash_strings(rows["op_id"].astype(object, copy=False)))
-        self._cancel(done, rows)
-        at, matched, reached = result.resolved_at[ok], result.matched[ok], result.progress[ok]
-        self._force_complete(done, rows, COMPLETED, at, matched, reached)
-
-    def _on_expiration(self, expired: np.ndarray) -> None:
-        """The timer fired for these operations (sorted, distinct): report them expired at
-        their deadline, with the progress they made."""
-        rows = self._t.pending.rows(expired)
-        result = self._evaluate(expired, rows)
-        # a stub counts nothing: whether its events are used is the cross-shard group's to say
-        stub = rows["stub"]
-        counted = result.used if not stub.any() else result.used & ~among(result.handle, expired[stub])
-        counted = result.eseq[counted]
-        self._t.mark_used(counted)
-        self._force_complete(expired, rows, EXPIRED, rows["deadline"], result.matched, result.progress)
-
-    def _force_complete(
-        self,
-        handles: np.ndarray,
-        rows: Rows,
-        status: str,
-        resolved_at: np.ndarray,
-        matched: np.ndarray,
-        reached: np.ndarray,
-    ) -> None:
-        """Kafka's ``forceComplete``: ``on_complete`` reports the operations (``rows``, in
-        handle order; stubs report nothing), then ``purge`` removes them from every table, so
-        each is reported exactly once."""
-        real = ~rows["stub"]
-        if real.any():
-            resolved = rows.assign(resolved_at=resolved_at, matched=matched, reached=reached)
-            self._on_complete(resolved.where(real), status)
-        self._purge(handles, rows)
-
-    def _on_complete(self, rows: Rows, status: str) -> None:
-        """Kafka's ``onComplete``: the outcome rows of resolved operations (``OUTCOME_COLUMNS``);
-        ``rows`` carry each one's ``resolved_at``, ``matched`` events and ``reached`` progress."""
-        rows = self._t.pending.with_keys(rows)  # still pending: ``purge`` follows
-        op_ts, resolved_at = rows["ts"], rows["resolved_at"].astype(np.int64, copy=False)
-        columns = {
-            "op_id": rows["op_id"],
-            "keys": rows["keys"],
-            "status": status,
-            "op_ts": op_ts,
-            "deadline": rows["deadline"],
-            "resolved_at": resolved_at,
-            "latency_ms": resolved_at - op_ts,
-            "matched_events": rows["matched"].astype(np.int64, copy=False),
-            "progress": rows["reached"].astype(float, copy=False),
-            "condition": CONDITION_NAMES[rows["cond"]],
-            "target": rows["target"],
-            "payload": rows["payload"],
-            "batch_id": np.int64(self._batch_id),
-        }
-        self._outcomes.append(Rows(columns, len(rows)))
-
-    def _cancel(self, handles: np.ndarray, rows: Rows) -> None:
-        """Operations resolved before their deadline leave the timer; the events of their
-        windows that nothing counts are ``after_resolution`` from now on (``windows``)."""
-        timed = handles  # on the wheel: neither due at registration nor waiting (``_schedule``)
-        if self._unscheduled_from is not None:
-            timed = timed[timed < self._unscheduled_from]
-        if self._t.due.size:  # added already past their deadline: never on the wheel
-            timed = timed[~isin(timed, self._t.due)]
-            self._t.due = self._t.due[~among(self._t.due, handles)]
-        self._t.wheel.cancel(timed)
-        watch = self._t.pending.watch_rows(handles, ["hash", "handle"])  # in handle order, as rows
-        at = np.searchsorted(rows["handle"], watch["handle"])
-        real = ~rows["stub"][at]  # a stub's events are its operation's to report (``relay``)
-        if real.any():
-            ohash = rows["ohash"]  # ``_try_complete`` and ``cancel_for_key`` give it
-            at = at[real]
-            self._t.windows.add(watch["hash"][real], ohash[at], rows["ts"][at], rows["deadline"][at])
-
-    def _purge(self, handles: np.ndarray, rows: Rows) -> None:
-        """Kafka's ``purge``: resolved operations (``handles``, sorted; ``rows``, theirs) leave
-        the watchers, the match table and the pending op_ids at once; their op_ids are
-        remembered for duplicate detection."""
-        self._changes.removed(handles)
-        self._t.pending.remove(handles)
-        if len(self._t.matches):
-            self._t.matches = self._t.matches.where(~among(self._t.matches["handle"], handles))
-        # a stub's op_id belongs to its original, which remembers it
-        real = rows.where(~rows["stub"])
-        if len(real):
-            resolved = dedup.resolved_rows(
-                real["op_id"],
-                real["deadline"],
-                self._t.watermark,
-                self.config.dedup_retention_ms,
-                real["ohash"] if "ohash" in real else None,  # new operations carry theirs
-            )
-            self._changes.resolved(resolved)
-            self._t.resolved.add(resolved)
-
-    # -- internals -----------------------------------------------------------------------------
-
-    def _add_matches(self, pairs: Rows, ops: Rows | None = None) -> tuple[np.ndarray, Rows]:
-        """Keep the (event, operation) pairs (``watchers.PAIR``) inside the operation's window;
-        return the touched handles (sorted) and the rows of the pairs' operations (``ops``, if
-        the caller has them: rows of at least those operations, sorted by handle)."""
-        if ops is None:
-            ops = self._t.pending.rows(pairs["handle"])
-        new = watchers.matches_in_window(ops, pairs)
-        if len(new) == 0:
-            return _NO_HANDLES, ops
-        self._t.matches = self._t.matches.stack(new)
-        return distinct(new["handle"]), ops
-
-    def _evaluate(self, handles: np.ndarray, ops: Rows) -> Evaluation:
-        """``conditions.evaluate`` for these (sorted) handles, whose rows are ``ops``."""
-        matches = self._t.matches
-        if len(matches):
-            matches = matches.where(among(matches["handle"], handles))
-        watch = None
-        if (ops["cond"] == OFFSET).any():
-            watch = self._t.pending.watch_rows(handles, ["handle", "hash", "progress_at_watch"])
-        return evaluate(ops, matches, watch)
+        return self._delayed.cancel_for_key(keys)

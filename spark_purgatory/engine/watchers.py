@@ -3,8 +3,8 @@
 Kafka keeps a ``Watchers`` list per key and walks it on ``checkAndComplete(key)``.  Here a
 watch row is one (operation, key) with the key's 64-bit hash (``watch_rows``); the pending
 operations' watch rows are indexed by that hash (``pending.Pending.watchers_of``), and the
-buffered events a new operation meets are found by a hash join (``buffered_pairs``: two
-``searchsorted`` calls, ``equal_ranges``).  Equal hashes are always confirmed on the key
+buffered events a new operation meets are found by a hash join (``buffered_pairs``,
+``arrays.equal_pairs``).  Equal hashes are always confirmed on the key
 strings.  An event found for an operation becomes a *match* if it lies in the operation's
 window (``matches_in_window``).
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .arrays import equal_ranges, flatten, hash_strings, search
+from .arrays import equal_pairs, flatten, hash_strings, search
 from .conditions import NEEDS_MEMBERS, OFFSET
 from .progress import KeyTable
 from .rows import Rows
@@ -54,12 +54,8 @@ def watch_rows(new_ops: Rows, key_table: KeyTable) -> Rows:
 def _by_key(watch: Rows, events: Rows) -> Rows:
     """``PAIR`` rows of the watch rows and the events (with their keys' hashes, ``khash``) on
     the same key, by a hash join: watch rows in order, each with its key's events in order."""
-    w_hash, e_hash = watch["hash"], events["khash"]
-    # stable: the events of a hash stay in order, so the pairs come by watch row (each probe's
-    # range in turn, ``equal_ranges``), then event: no sort of the pairs
-    order = np.argsort(e_hash, kind="stable")
-    w_row, at = equal_ranges(e_hash[order], w_hash)
-    e_row = order[at]
+    w_hash = watch["hash"]
+    w_row, e_row = equal_pairs(events["khash"], w_hash)  # by watch row, then event
     w_key = watch["key"]
     same = w_key[w_row] == events["key"][e_row]
     w_row, e_row = w_row[same], e_row[same]
@@ -80,10 +76,8 @@ def buffered_pairs(new_ops: Rows, ohash: np.ndarray, watch: Rows, buffered: Rows
     untargeted = _by_key(watch, buffered.where(~targeted))
     # by op_id: each new operation (in order) with the buffered events naming it (in order)
     t_rows = np.flatnonzero(targeted)
-    t_hash = hash_strings(op_id[t_rows])
-    order = np.argsort(t_hash, kind="stable")
-    o_row, at = equal_ranges(t_hash[order], ohash)
-    e_row = t_rows[order[at]]
+    o_row, at = equal_pairs(hash_strings(op_id[t_rows]), ohash)
+    e_row = t_rows[at]
     same = new_ops["op_id"][o_row] == op_id[e_row]
     o_row, e_row = o_row[same], e_row[same]
     handle, key = new_ops["handle"][o_row], buffered["key"][e_row]

@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 
 from spark_purgatory.engine import memory, text
-from spark_purgatory.engine.arrays import hash_strings, pair_order
+from spark_purgatory.engine.arrays import equal_pairs, hash_strings, pair_order
 from spark_purgatory.engine.columns import SPARSE, TEXT, Columns, HashIndex
 from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
 from spark_purgatory.engine.frames import empty
@@ -77,6 +77,38 @@ def test_the_hash_index_keeps_few_runs_and_finds_every_equal_hash():
     assert probe.tolist() == [0] * found.size
     assert len(index) == rows
     assert found.size == sum(int((np.arange(s) % 5 == 2).sum()) for s in sizes)
+
+
+def test_a_runs_filter_passes_every_hash_it_holds_and_few_others():
+    """A lookup searches a run only for the probes its filter passes: none it holds may be
+    stopped (or a pending op_id would be missed), and most it does not hold are."""
+    rng = np.random.default_rng(7)
+    held = rng.integers(0, 2**63, 50_000, dtype=np.int64).view(np.uint64) * np.uint64(2)
+    index = HashIndex()
+    index.add(held, np.arange(held.size, dtype=np.int64))
+    bloom = index._runs[0][2]
+    assert np.array_equal(bloom.passing(held), np.arange(held.size))
+    others = rng.integers(0, 2**63, 50_000, dtype=np.int64).view(np.uint64)
+    assert bloom.passing(others).size < 0.1 * others.size
+    probes = np.concatenate([others[:1000], held[::50]])  # found through the filter, whatever order
+    probe, row = index.lookup(rng.permutation(probes))
+    assert sorted(held[row].tolist()) == sorted(held[::50].tolist())
+
+
+def test_equal_pairs_is_the_sort_merge_join_with_and_without_repeated_hashes():
+    rng = np.random.default_rng(3)
+    for build_range in (10_000_000, 50):  # distinct hashes (the hash join), then repeated ones
+        build = rng.integers(0, build_range, 2_000).astype(np.uint64)
+        if build_range > 2_000:
+            build = np.unique(build)[rng.permutation(np.unique(build).size)]
+        probes = np.concatenate([build[rng.integers(0, build.size, 1_500)], rng.integers(0, 99, 500)]).astype(
+            np.uint64
+        )
+        expected = sorted(
+            (i, j) for i, p in enumerate(probes.tolist()) for j in np.flatnonzero(build == p).tolist()
+        )
+        probe, at = equal_pairs(build, probes)
+        assert list(zip(probe.tolist(), at.tolist(), strict=True)) == expected
 
 
 def test_the_key_table_answers_as_the_frame_it_replaces():

@@ -13,8 +13,7 @@ import pandas as pd
 import pytest
 
 from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from spark_purgatory.engine import arrays, dedup, pending, watchers
-from spark_purgatory.engine import purgatory as purgatory_module
+from spark_purgatory.engine import arrays, dedup, delayed, pending, watchers
 from tests.support.engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
 
 # -- Kafka's DelayedOperationTest --------------------------------------------------------------
@@ -359,7 +358,7 @@ def test_a_hash_collision_never_makes_a_wrong_match(monkeypatch):
         return np.zeros(len(values), dtype=np.uint64)
 
     hashing = [m for m in _engine_modules() if hasattr(m, "hash_strings")]
-    assert {arrays, pending, watchers, dedup, purgatory_module} <= set(hashing)
+    assert {arrays, pending, watchers, dedup, delayed} <= set(hashing)
     for module in hashing:  # every module of the engine that hashes strings
         monkeypatch.setattr(module, "hash_strings", degenerate)
     assert _collision_run() == honest
@@ -630,6 +629,30 @@ def test_a_pending_operation_with_one_key_is_held_in_under_105_bytes():
     # and nothing of them is a Python string: what a call reads is made for it
     back = p.pending_operations().set_index("op_id").loc[["o00000000007", "o00000000019"]]
     assert back["keys"].map(list).tolist() == [["k00000000007"], ["k00000000019"]]
+
+
+def test_operations_completed_in_the_call_that_registers_them_never_enter_the_columns():
+    """Kafka's tryCompleteElseWatch: an operation whose events came with it completes before
+    it is watched.  Its rows are read from what the call was given and never appended to the
+    pending columns (nor tombstoned there); the operations left pending are, whole, and an
+    older operation completed in the same call reports its keys as the new ones do."""
+    p = purgatory()
+    step(p, [op("old", ["k0", "k9"], 0, 500)])
+    events = [ev("ka", 10), ev("k0", 11), ev("kb", 12, source="s")]
+    new = [op("a", "ka", 5, 500), op("b", ["kb", "kx"], 5, 500, payload="p"), op("c", ["kc", "kd"], 5, 500)]
+    done = outcomes(step(p, new, events))
+    assert {k: (v["status"], list(v["keys"])) for k, v in done.items()} == {
+        "old": ("completed", ["k0", "k9"]),
+        "a": ("completed", ["ka"]),
+        "b": ("completed", ["kb", "kx"]),
+    }
+    assert done["b"]["payload"] == "p" and done["a"]["resolved_at"] == 10
+    columns = p._t.pending._ops  # "old" appended then resolved, "c" appended: a and b never
+    assert columns.occupied == 2 and len(columns) == 1
+    assert p.pending == 1 and p.watched == 2
+    left = p.pending_operations()
+    assert left["op_id"].tolist() == ["c"] and list(left["keys"][0]) == ["kc", "kd"]
+    assert outcomes(step(p, [], [ev("kd", 20)]))["c"]["resolved_at"] == 20
 
 
 def test_latest_deadline_is_that_of_the_latest_pending_operation():
