@@ -245,9 +245,9 @@ class SparkTasks:
     """The tasks as one Spark job with one task per item.
 
     On a classic session an RDD of the items' indexes, each task's table pickled back: a job
-    without SQL planning or Arrow batches (a send of the output topic, a drain's data files,
-    once every micro-batch), 35 ms a job against 55 for the DataFrame path (measured on a
-    local[2] session).  On Spark Connect, which has no RDDs, ``mapInArrow`` over ``range``.
+    without SQL planning or Arrow batches, for jobs run once every micro-batch (a send of the
+    output topic, a drain's data files; the time saved: docs/performance-history.md).  On
+    Spark Connect, which has no RDDs, ``mapInArrow`` over ``range``.
     """
 
     def __init__(self, spark: Any) -> None:

@@ -86,10 +86,10 @@ log.addFilter(_QuietFencing())
 
 #: every client connects at once, to every broker the metadata names: librdkafka looks for a
 #: transaction (or group) coordinator as soon as it starts and, when that broker's connection
-#: is not up yet, looks again only after 500 ms (a quarter to a third of fresh producers paid
-#: it); and a fresh client's first connection waits for ``reconnect.backoff.ms`` (100 by
-#: default: 50 ms of the topic's check), which still grows to ``reconnect.backoff.max.ms``
-#: while a broker stays away.  The user's settings override both.
+#: is not up yet, looks again only on a 500 ms timer; and a fresh client's first connection
+#: waits for ``reconnect.backoff.ms`` (100 by default), which still grows to
+#: ``reconnect.backoff.max.ms`` while a broker stays away (how often it cost what:
+#: docs/performance-history.md).  The user's settings override both.
 _EAGER = {"enable.sparse.connections": "false", "reconnect.backoff.ms": "10"}
 #: the producer's settings that are ours, whatever the configuration says
 _TRANSACTIONS = {"enable.idempotence": "true"}
