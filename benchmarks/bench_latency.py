@@ -25,6 +25,17 @@ minus the moment it became decidable:
 * an expiry: its deadline passing on the wall clock plus the watermark delay (the earliest a
   watermark of "event time read minus the delay" can pass it).
 
+With ``--output kafka`` the outcomes also go to an output topic (``output.kafka.topic``,
+statuses ``expired,completed``, on the local broker ``--source kafka`` uses too), and a
+``read_committed`` consumer of it (a thread here, Kafka's default fetch settings) notes the
+wall time it receives each ``op_id``: the **topic's lag** is that minus the moment it became
+decidable, printed beside the table's.  A line per config splits the topic's lag (medians):
+decidable to the operator's decision (the row's ``emitted_at``), that to the record handed to
+the producer (its ``CreateTime``: the rest of the micro-batch, the send's Spark job and its
+set-up), that to its receipt (the rest of the send, the transaction's commit, the consumer's
+fetch).  The sink's ``record`` step per micro-batch (``driver_step``'s timings: the send and its
+Spark job in it) is printed too.
+
 An outcome counts as **load** when it became decidable before phase 1 ended, **quiet** (or
 **trickle**) after.  Printed for expiries and completions separately, by phase: how many,
 p50 / p99 / max lag in seconds, and how many never came.  The query runs once with
@@ -50,24 +61,23 @@ printed: the lag is mostly waiting for micro-batches, and a loaded machine makes
     python -m benchmarks latency --source kafka       # topics on a local broker
     python -m benchmarks latency --configs idle --trigger 2 --linger-ms 1000
     python -m benchmarks latency --configs idle,trickle --trickle-gap 3.3
+    python -m benchmarks latency --configs idle --output kafka --trigger 0.5   # the topic too
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shutil
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from urllib.parse import unquote
-
-import pyarrow.parquet as pq
 
 from benchmarks import harness
+from benchmarks.arrivals import Poller, TopicReader
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.handle import _waiting_for_data
 from spark_purgatory.runtime.session import local_session
@@ -133,42 +143,19 @@ class KafkaInput:
         return time.time()
 
 
-class Poller(threading.Thread):
-    """Reads the new commits of the ``outcomes`` table every ``interval`` seconds; keeps each
-    op_id's row and the moment its commit was made (the commit file's modification time: the
-    table is local, and a Delta commit is the moment its log file is in place)."""
+class SinkSteps(logging.Handler):
+    """Each micro-batch's ``record`` step in the sink, as ``driver_step`` logs it
+    (``PurgatorySink.timings``): the batch recorded, then the output topic's send, its Spark
+    job included."""
 
-    def __init__(self, path: str, interval: float) -> None:
-        super().__init__(daemon=True)
-        self.path, self.interval = path, interval
-        self.seen: dict[str, float] = {}
-        self.rows: dict[str, dict] = {}
-        self.version = -1
-        self.halt = threading.Event()
+    def __init__(self) -> None:
+        super().__init__()
+        self.record_ms: dict[int, float] = {}
 
-    def poll(self) -> None:
-        while True:
-            commit = os.path.join(self.path, "_delta_log", f"{self.version + 1:020d}.json")
-            try:
-                committed = os.stat(commit).st_mtime
-                with open(commit, encoding="utf-8") as f:
-                    actions = [json.loads(line) for line in f if line.strip()]
-            except FileNotFoundError:
-                return
-            for action in actions:
-                if "add" not in action:
-                    continue
-                data = os.path.join(self.path, unquote(action["add"]["path"]))
-                for row in pq.read_table(data, columns=["op_id", "status"]).to_pylist():
-                    if row["op_id"] not in self.seen:
-                        self.seen[row["op_id"]] = committed
-                        self.rows[row["op_id"]] = row
-            self.version += 1
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            self.poll()
-            time.sleep(self.interval)
+    def emit(self, record: logging.LogRecord) -> None:
+        steps = getattr(record, "sink_ms", None)
+        if steps is not None:
+            self.record_ms[steps["batch_id"]] = steps["record"]
 
 
 @dataclass
@@ -185,11 +172,23 @@ class Op:
 
 
 @dataclass
-class Result:
-    config: str
+class Lags:
+    """One output's lags (the table's, or the topic's), by outcome kind and phase."""
+
     lags: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     missing: dict[tuple[str, str], int] = field(default_factory=dict)
     wrong: int = 0
+
+
+@dataclass
+class Result:
+    config: str
+    table: Lags = field(default_factory=Lags)  # committed to the outcomes table
+    topic: Lags | None = None  # ``--output kafka``: received by the read_committed consumer
+    duplicates: int = 0  # records of an op_id the topic had already given
+    split: dict[str, float] = field(default_factory=dict)  # the topic's lag by part, medians
+    load: tuple[float, float] = (0.0, 0.0)  # 1-minute load average when the run began, ended
+    record_ms: list[float] = field(default_factory=list)  # the sink's record step, per micro-batch
     batch_max_s: float = 0.0
     margin_s: float = 0.0  # the reaper's listing margin (``ExpirationReaper.margin_ms``)
     when: list[tuple[float, float, str]] = field(default_factory=list)  # decidable, committed, kind
@@ -227,25 +226,39 @@ def _write_due(data, ops: list[Op]) -> bool:
 
 
 def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
+    """One config's live query; ``broker``: the local broker of ``--source kafka`` and
+    ``--output kafka``."""
     root = os.path.join(work, config_name)
     os.makedirs(root)
-    data = (
-        KafkaInput(broker, f"{config_name}-{int(time.time())}", args.partitions)
-        if broker
-        else FileInput(root)
-    )
+    tag = f"{config_name}-{int(time.time())}"
+    data = KafkaInput(broker, tag, args.partitions) if args.source == "kafka" else FileInput(root)
     out = os.path.join(root, "out")
+    topic, reader = {}, None
+    if args.output == "kafka":
+        name = broker.create_topic(f"latency-{tag}-outcomes", partitions=args.partitions)
+        topic = {
+            "output_kafka_topic": name,
+            "output_kafka_statuses": "expired,completed",
+            "output_kafka_settings": (("bootstrap.servers", broker.bootstrap_servers),),
+        }
+        reader = TopicReader(broker.bootstrap_servers, name, args.partitions)
     config = PurgatoryConfig(
         shards=args.shards,
         tick_ms=100,
         watermark_delay=f"{args.delay} seconds",
         accumulator_linger_ms=args.linger_ms,
         watermark_idle_timeout=f"{int(args.idle_timeout * 1000)} ms" if config_name != "none" else "",
+        **topic,
     )
     rng = random.Random(args.seed)
     ops: list[Op] = []
-    result = Result(config_name)
+    result = Result(config_name, load=(os.getloadavg()[0], 0.0))
     poller = Poller(os.path.join(out, "outcomes"), args.poll)
+    outputs = [poller] if reader is None else [poller, reader]
+    steps, sink_log = SinkSteps(), logging.getLogger("spark_purgatory.driver_step")
+    level = sink_log.level
+    sink_log.addHandler(steps)
+    sink_log.setLevel(logging.DEBUG)
     ops_src, events_src = data.sources()
     with start(
         ops_src,
@@ -253,7 +266,7 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
         output=out,
         checkpoint=os.path.join(root, "chk"),
         config=config,
-        trigger=f"processing-time={args.trigger}s",
+        trigger=f"processing-time={round(args.trigger * 1000)} milliseconds",
         spark=spark,
         **data.start_options(),
     ) as q:
@@ -262,12 +275,13 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
             if time.time() > limit:
                 raise RuntimeError(f"the query did not start: {q.query.status}")
             time.sleep(0.2)
-        poller.start()
+        for output in outputs:
+            output.start()
         now = _now_ms()  # warm-up: the first micro-batches are not the clock's
         data.write("ops", [{"op_id": "warm-up", "key": "k-warm-up", "ts": _iso(now), "timeout_ms": 120_000}])
         data.write("events", [{"key": "k-warm-up", "ts": _iso(now)}])
         limit = time.time() + 180
-        while "warm-up" not in poller.seen:
+        while any("warm-up" not in output.seen for output in outputs):
             if time.time() > limit:
                 raise RuntimeError("the warm-up operation was not committed in 180 s")
             time.sleep(0.1)
@@ -314,7 +328,7 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
         last = max(o.deadline_s for o in ops) + args.delay
         give_up = max(last, result.load_end) + args.give_up
         trickle = result.load_end if config_name == "trickle" else None
-        while time.time() < give_up and len(poller.seen) < len(ops) + 1:
+        while time.time() < give_up and any(len(output.seen) < len(ops) + 1 for output in outputs):
             if trickle is not None and time.time() >= trickle:
                 if not _write_due(data, ops):  # a row nobody waits for: the input is not silent
                     data.write("events", [{"key": "k-trickle", "ts": _iso(_now_ms())}])
@@ -323,6 +337,8 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
         poller.halt.set()
         poller.join()
         poller.poll()
+        if reader is not None:
+            reader.stop()
         progress = [p for p in q.query.recentProgress if p["batchId"] >= first_batch]
         if os.environ.get("BENCH_PROGRESS"):  # each micro-batch's durations, for a closer look
             with open(f"{os.environ['BENCH_PROGRESS']}-{config_name}.json", "w", encoding="utf-8") as f:
@@ -331,24 +347,19 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
         result.batch_max_s = max(times, default=0.0)
         result.batches = len(progress)
         result.margin_s = q.clock_margin_ms / 1000
+    sink_log.removeHandler(steps)
+    sink_log.setLevel(level)
+    result.record_ms = [ms for batch, ms in sorted(steps.record_ms.items()) if batch >= first_batch]
+    result.load = (result.load[0], os.getloadavg()[0])
 
-    for o in ops:
-        completed = o.event_written is not None
-        kind = "completion" if completed else "expiry"
-        decidable = o.event_written if completed else o.deadline_s + args.delay
-        phase = "load" if decidable < result.load_end else _after_load(config_name)
-        key = (kind, phase)
-        result.lags.setdefault(key, [])
-        result.missing.setdefault(key, 0)
-        row = poller.rows.get(o.op_id)
-        if row is None:
-            result.missing[key] += 1
-            continue
-        if row["status"] != ("completed" if completed else "expired"):
-            result.wrong += 1
-            continue
-        result.lags[key].append(poller.seen[o.op_id] - decidable)
-        result.when.append((decidable, poller.seen[o.op_id], kind))
+    result.table = _lags(ops, poller, args, result)
+    result.when = [
+        (_decidable(o, args), poller.seen[o.op_id], _kind(o)) for o in ops if o.op_id in poller.seen
+    ]
+    if reader is not None:
+        result.topic = _lags(ops, reader, args, result)
+        result.duplicates = reader.duplicates
+        result.split = _split(ops, reader, args)
     if os.environ.get("BENCH_PROGRESS"):  # each outcome's moments, beside the micro-batches'
         with open(f"{os.environ['BENCH_PROGRESS']}-{config_name}-lags.json", "w", encoding="utf-8") as f:
             json.dump({"load_end": result.load_end, "outcomes": sorted(result.when)}, f)
@@ -357,11 +368,65 @@ def run_once(spark, args, config_name: str, work: str, broker=None) -> Result:
     return result
 
 
+def _kind(op: Op) -> str:
+    return "completion" if op.event_written is not None else "expiry"
+
+
+def _decidable(op: Op, args) -> float:
+    """When ``op``'s outcome became decidable: its event written, or deadline + delay passed."""
+    return op.event_written if op.event_written is not None else op.deadline_s + args.delay
+
+
+def _lags(ops: list[Op], seen_by, args, result: Result) -> Lags:
+    """Each operation's lag in one output (``seen_by``: a ``Poller`` or a ``TopicReader``)."""
+    out = Lags()
+    for o in ops:
+        kind, decidable = _kind(o), _decidable(o, args)
+        phase = "load" if decidable < result.load_end else _after_load(result.config)
+        key = (kind, phase)
+        out.lags.setdefault(key, [])
+        out.missing.setdefault(key, 0)
+        row = seen_by.rows.get(o.op_id)
+        if row is None:
+            out.missing[key] += 1
+        elif row["status"] != ("completed" if kind == "completion" else "expired"):
+            out.wrong += 1
+        else:
+            out.lags[key].append(seen_by.seen[o.op_id] - decidable)
+    return out
+
+
+#: the topic's lag in parts (``_split``)
+SPLIT = ("decided", "produced", "received")
+
+
+def _split(ops: list[Op], reader: TopicReader, args) -> dict[str, float]:
+    """The topic's lag in three parts, medians in seconds: decidable to the row's
+    ``emitted_at`` (the operator's micro-batch), that to the record's ``CreateTime`` (handed
+    to the producer: the send's job and set-up), that to its receipt (commit and fetch)."""
+    parts: dict[str, list[float]] = {"decided": [], "produced": [], "received": []}
+    for o in ops:
+        row = reader.rows.get(o.op_id)
+        if row is None:
+            continue
+        parts["decided"].append(row["emitted"] - _decidable(o, args))
+        parts["produced"].append(row["created"] - row["emitted"])
+        parts["received"].append(reader.seen[o.op_id] - row["created"])
+    return {name: _percentile(values, 0.5) for name, values in parts.items() if values}
+
+
+def _cells(lags: list[float], missing: int) -> str:
+    """p50 / p99 / max and missing, in the table's columns."""
+    if not lags:
+        return f"{'-':>8}{'-':>8}{'-':>8}{missing:>9}"
+    return f"{_percentile(lags, 0.5):>8.2f}{_percentile(lags, 0.99):>8.2f}{max(lags):>8.2f}{missing:>9}"
+
+
 def _table(results: list[Result], args) -> str:
-    lines = [
-        f"{'config':<22}{'outcome':<12}{'phase':<7}{'rows':>6}"
-        f"{'p50 s':>8}{'p99 s':>8}{'max s':>8}{'missing':>9}"
-    ]
+    """Each config's lags by outcome and phase: the table's, then the topic's when there is one."""
+    topic = any(r.topic is not None for r in results)
+    head = f"{'p50 s':>8}{'p99 s':>8}{'max s':>8}{'missing':>9}"
+    lines = [f"{'config':<22}{'outcome':<12}{'phase':<7}{'rows':>6}{head}" + (f"   topic:{head}" * topic)]
     for r in results:
         label = {
             "idle": f"idle.timeout={args.idle_timeout:g}s",
@@ -370,23 +435,18 @@ def _table(results: list[Result], args) -> str:
         }[r.config]
         for kind in ("expiry", "completion"):
             for phase in ("load", _after_load(r.config)):
-                lags = r.lags.get((kind, phase), [])
-                missing = r.missing.get((kind, phase), 0)
-                if not lags and not missing:
-                    lines.append(f"{label:<22}{kind:<12}{phase:<7}{0:>6}{'-':>8}{'-':>8}{'-':>8}{0:>9}")
-                    continue
-                figures = (
-                    f"{_percentile(lags, 0.5):>8.2f}{_percentile(lags, 0.99):>8.2f}{max(lags):>8.2f}"
-                    if lags
-                    else f"{'-':>8}{'-':>8}{'-':>8}"
-                )
-                lines.append(f"{label:<22}{kind:<12}{phase:<7}{len(lags):>6}{figures}{missing:>9}")
+                key = (kind, phase)
+                lags, missing = r.table.lags.get(key, []), r.table.missing.get(key, 0)
+                line = f"{label:<22}{kind:<12}{phase:<7}{len(lags):>6}{_cells(lags, missing)}"
+                if r.topic is not None:
+                    line += f"{'':<9}{_cells(r.topic.lags.get(key, []), r.topic.missing.get(key, 0))}"
+                lines.append(line)
         interval = max(args.trigger, r.batch_max_s)  # a trigger interval, or a micro-batch if longer
         bound = r.margin_s + interval + r.batch_max_s + args.linger_ms / 1000
         lines.append(
             f"{'':<22}{r.batches} micro-batches, the largest {r.batch_max_s:.2f} s; quiet-stream bound "
             f"margin {r.margin_s:g} s + max(trigger, batch) + batch + linger = {bound:.2f} s; "
-            f"wrong status: {r.wrong}"
+            f"wrong status: {r.table.wrong}; load average {r.load[0]:.1f} before, {r.load[1]:.1f} after"
         )
         if r.config == "trickle":  # its next row read and applied, or its idle timeout (docstring)
             waited = min(args.trickle_gap, args.idle_timeout + interval)
@@ -394,12 +454,28 @@ def _table(results: list[Result], args) -> str:
                 f"{'':<22}trickle bound: quiet-stream bound + max(trigger, batch) + min(gap, idle "
                 f"timeout + max(trigger, batch)) = {bound + interval + waited:.2f} s"
             )
+        if r.topic is not None:
+            split = " + ".join(f"{name} {r.split.get(name, float('nan')):.2f} s" for name in SPLIT)
+            lines.append(
+                f"{'':<22}topic, medians: {split}; wrong status: {r.topic.wrong}, duplicates: {r.duplicates}"
+            )
+            if r.record_ms:
+                lines.append(
+                    f"{'':<22}the sink's record step (the send and its Spark job in it): median "
+                    f"{_percentile(r.record_ms, 0.5):.0f} ms, max {max(r.record_ms):.0f} ms"
+                )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = harness.parser("latency", __doc__, repeat=None)
     parser.add_argument("--source", choices=("files", "kafka"), default="files")
+    parser.add_argument(
+        "--output",
+        choices=("delta", "kafka"),
+        default="delta",
+        help="kafka: an output topic too, read by a read_committed consumer",
+    )
     parser.add_argument(
         "--configs", default=",".join(DEFAULT_CONFIGS), help="idle, none, trickle (comma-separated)"
     )
@@ -409,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--complete", type=float, default=0.7, help="share of operations completed")
     parser.add_argument("--timeout-min", type=float, default=3.0, help="seconds")
     parser.add_argument("--timeout-max", type=float, default=10.0, help="seconds")
-    parser.add_argument("--trigger", type=int, default=1, help="processing-time interval, seconds")
+    parser.add_argument("--trigger", type=float, default=1.0, help="processing-time interval, seconds")
     parser.add_argument("--delay", type=int, default=2, help="watermark.delay, seconds")
     parser.add_argument("--idle-timeout", type=float, default=1.0, help="watermark.idle.timeout, seconds")
     parser.add_argument(
@@ -438,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_session("bench-latency", master="local[2]", shuffle_partitions=args.shards + 1)
     results = []
     try:
-        if args.source == "kafka":
+        if "kafka" in (args.source, args.output):
             from spark_purgatory.kafka_broker import KafkaBroker
 
             broker = KafkaBroker(data_dir=os.path.join(work, "broker")).start()
@@ -453,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
     print(
-        f"source {args.source}, trigger {args.trigger} s, delay {args.delay} s, linger {args.linger_ms} ms, "
+        f"source {args.source}, output {args.output}, trigger {args.trigger:g} s, delay {args.delay} s, "
+        f"linger {args.linger_ms} ms, "
         f"{args.rate:g} ops/s for {args.load_seconds:g} s "
         f"(timeouts {args.timeout_min:g}-{args.timeout_max:g} s, "
         f"{args.complete:.0%} completed), {os.cpu_count()} CPUs, load average "
@@ -462,6 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "lag = committed to outcomes - decidable (completion: its event written; "
         "expiry: deadline + delay on the wall clock)"
+        + ("; topic: received by the read_committed consumer - decidable" if args.output == "kafka" else "")
     )
     print(_table(results, args))
     harness.write_json(args.json, "latency", args, {"configs": [_figures(r) for r in results]})
@@ -469,17 +547,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _figures(result: Result) -> dict:
-    """A config's figures as JSON: per outcome kind and phase, how many, p50 / p99 / max lag."""
+    """A config's figures as JSON: per outcome kind and phase, how many, p50 / p99 / max lag
+    (``topic_``: the topic's)."""
     figures: dict = {"config": result.config, "batches": result.batches, "batch_max_s": result.batch_max_s}
-    for (kind, phase), lags in result.lags.items():
-        figures[f"{kind}_{phase}"] = {
-            "rows": len(lags),
-            "missing": result.missing.get((kind, phase), 0),
-            **(
-                {"p50_s": _percentile(lags, 0.5), "p99_s": _percentile(lags, 0.99), "max_s": max(lags)}
-                if lags
-                else {}
-            ),
-        }
-    figures["wrong_status"] = result.wrong
+    figures["load"] = list(result.load)
+    outputs = [("", result.table)] + ([("topic_", result.topic)] if result.topic is not None else [])
+    for prefix, out in outputs:
+        for (kind, phase), lags in out.lags.items():
+            figures[f"{prefix}{kind}_{phase}"] = {
+                "rows": len(lags),
+                "missing": out.missing.get((kind, phase), 0),
+                **(
+                    {"p50_s": _percentile(lags, 0.5), "p99_s": _percentile(lags, 0.99), "max_s": max(lags)}
+                    if lags
+                    else {}
+                ),
+            }
+        figures[f"{prefix}wrong_status"] = out.wrong
+    if result.topic is not None:
+        figures["topic_duplicates"] = result.duplicates
+        figures["topic_split_p50_s"] = result.split
+    if result.record_ms:
+        figures["record_ms_p50"] = _percentile(result.record_ms, 0.5)
     return figures

@@ -324,6 +324,33 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
         assert _figures(tmp_path / f"{name}.json") is not None
 
 
+@pytest.mark.jars("delta", "kafka-broker")
+def test_latency_reads_the_output_topic_beside_the_table(tmp_path):
+    """``latency --output kafka`` at a fractional trigger: a read_committed consumer of the
+    output topic receives every outcome the table commits, once and of the right status, and
+    the report prints the topic's lags beside the table's with where they go."""
+    path = tmp_path / "latency.json"
+    out = _bench(
+        "latency",
+        *("--output", "kafka", "--configs", "idle", "--trigger", "0.5", "--load-seconds", "3"),
+        *("--rate", "5", "--complete", "0.5", "--timeout-min", "2", "--timeout-max", "4"),
+        *("--give-up", "120", "--json", str(path)),
+    )
+    (figures,) = _figures(path)["configs"]
+    rows = {}
+    for output in ("", "topic_"):
+        kinds = (f"{output}expiry_", f"{output}completion_")
+        phases = {k[len(output) :]: v for k, v in figures.items() if k.startswith(kinds)}
+        assert all(p["missing"] == 0 for p in phases.values()), phases
+        assert figures[f"{output}wrong_status"] == 0
+        rows[output] = {k: p["rows"] for k, p in phases.items()}
+    assert rows["topic_"] == rows[""] and sum(rows[""].values()) > 0
+    assert figures["topic_duplicates"] == 0
+    assert set(figures["topic_split_p50_s"]) == {"decided", "produced", "received"}
+    assert "trigger 0.5 s" in out and "topic, medians: decided" in out and "load average" in out
+    assert "the sink's record step" in out and figures["record_ms_p50"] > 0
+
+
 def _the_operator_run(out: str, results: dict) -> None:
     """``operator``'s report and figures (``smoke``'s options: every contender on the typed
     workload, the join and the job on JSON lines, the scaling series)."""

@@ -242,9 +242,12 @@ def in_process(fn: Callable[[T], pa.Table], items: Sequence[T], schema: pa.Schem
 
 
 class SparkTasks:
-    """The tasks as one Spark job with one task per item (``mapInArrow`` over ``range``).
+    """The tasks as one Spark job with one task per item.
 
-    Works on classic and Connect sessions alike: only the DataFrame API is used.
+    On a classic session an RDD of the items' indexes, each task's table pickled back: a job
+    without SQL planning or Arrow batches, for jobs run once every micro-batch (a send of the
+    output topic, a drain's data files; the time saved: docs/performance-history.md).  On
+    Spark Connect, which has no RDDs, ``mapInArrow`` over ``range``.
     """
 
     def __init__(self, spark: Any) -> None:
@@ -256,6 +259,12 @@ class SparkTasks:
         if not items:
             return schema.empty_table()
         chosen = list(items)
+        context = _spark_context(self.spark)
+        if context is not None:
+            tables = (
+                context.parallelize(range(len(chosen)), len(chosen)).map(lambda i: fn(chosen[i])).collect()
+            )
+            return pa.concat_tables([t.cast(schema) for t in tables])
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
@@ -266,3 +275,13 @@ class SparkTasks:
         if hasattr(frame, "toArrow"):
             return frame.toArrow().cast(schema)
         return pa.Table.from_pandas(frame.toPandas(), schema=schema, preserve_index=False)
+
+
+def _spark_context(spark: Any) -> Any:
+    """The session's ``SparkContext``, or None on Spark Connect (which has none)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None
+    try:
+        return spark.sparkContext
+    except Exception:  # a session kind without one
+        return None

@@ -24,17 +24,35 @@ Exactly once for ``isolation.level=read_committed`` consumers rests on three fac
 
 A ``read_uncommitted`` consumer also sees aborted records: at least once for it.
 
+**One producer per process, kept across sends.**  ``init_transactions`` and the marker's read
+are round trips to the coordinators that a send would pay every micro-batch; instead each
+process (a Python worker, or the driver for in-process sends) keeps the producer of a
+``transactional.id`` after a send that committed, with the marker that commit set, and the
+next send of that id uses both: ``init_transactions`` once per process, no marker read.  It
+stays exactly once because a transactional producer may run one transaction after another,
+and a kept producer that was not fenced is the newest of its ``transactional.id``: since its
+``init_transactions`` (which read the marker, and aborted what any earlier one left open) only
+it could commit, so the marker is the one it last committed.  If another process's producer
+of the id initialised since (another Python worker's send, a new job, ``mark``), the kept one
+is fenced: the broker refuses it, nothing of it becomes visible, and the send starts again
+once with a fresh producer, as above (its ``init_transactions`` fences the other in turn and
+aborts what it left open; the marker is read).  A transaction adds its marker before its
+records, so a fenced producer learns it in one round trip, before it has produced anything.
+A producer is kept only after a commit: any other end of a send closes it.  Fencing is how
+the design works, so librdkafka's lines about it are logged at INFO (``_QuietFencing``).
+
 The records go through librdkafka's own accumulator: ``batch.size`` and ``linger.ms`` (and
 every other producer setting) are ``output.kafka.<key>`` keys passed to it as they are.
 """
 
 from __future__ import annotations
 
-import contextlib
+import concurrent.futures
 import logging
 import re
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -52,14 +70,47 @@ __all__ = ["TopicSettings", "Send", "SENT", "SENT_DDL", "send", "committed_batch
 #: librdkafka's own lines (a coordinator still loading, a broker gone for a while), as records
 log = logging.getLogger(__name__)
 
+
+class _QuietFencing(logging.Filter):
+    """librdkafka's lines about a producer fenced by a newer one of its ``transactional.id``
+    (logged as fatal errors) at INFO: a kept producer fenced by another worker's send is the
+    design at work (the module docstring), not a fault to alarm anyone with."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO and "fenced by a newer instance" in record.getMessage():
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+log.addFilter(_QuietFencing())
+
+#: every client connects at once, to every broker the metadata names: librdkafka looks for a
+#: transaction (or group) coordinator as soon as it starts and, when that broker's connection
+#: is not up yet, looks again only on a 500 ms timer; and a fresh client's first connection
+#: waits for ``reconnect.backoff.ms`` (100 by default), which still grows to
+#: ``reconnect.backoff.max.ms`` while a broker stays away (how often it cost what:
+#: docs/performance-history.md).  The user's settings override both.
+_EAGER = {"enable.sparse.connections": "false", "reconnect.backoff.ms": "10"}
 #: the producer's settings that are ours, whatever the configuration says
 _TRANSACTIONS = {"enable.idempotence": "true"}
 #: Kafka's Java clients hash keys with murmur2: the same key lands in the same partition
-_DEFAULTS = {"partitioner": "murmur2_random"}
+_DEFAULTS = {"partitioner": "murmur2_random", **_EAGER}
 #: the settings a consumer (the marker's reader) shares with the producer: where and how to connect
-CONNECTION = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.", "socket.", "broker.")
+CONNECTION = (
+    "bootstrap.servers",
+    "security.protocol",
+    "sasl.",
+    "ssl.",
+    "client.",
+    "socket.",
+    "broker.",
+    "reconnect.",
+    "enable.sparse.connections",
+)
 #: how long a transaction's calls may wait for the broker (an outage is ridden out within it)
 _TIMEOUT_S = 120.0
+#: how long a fresh producer waits for its first connection before it initialises anyway
+_WARM_UP_S = 10.0
 T = TypeVar("T")
 
 #: what a send task returns: one row
@@ -130,7 +181,8 @@ def librdkafka_settings(settings: dict[str, str]) -> dict[str, str]:
 def connection_settings(settings: dict[str, str]) -> dict[str, str]:
     """Where and how to connect, of the producer's settings (librdkafka's names): what the
     marker's consumer and the topic's health check share with the producer."""
-    return {k: v for k, v in librdkafka_settings(settings).items() if k.startswith(CONNECTION)}
+    own = {k: v for k, v in librdkafka_settings(settings).items() if k.startswith(CONNECTION)}
+    return {**_EAGER, **own}
 
 
 @dataclass(frozen=True)
@@ -195,53 +247,169 @@ def _passes(error: Any) -> bool:
     return error.retriable() or error.code() in moving
 
 
+class _Clients:
+    """A ``transactional.id``'s producer in this process, the consumer whose group metadata its
+    transactions commit the marker with, and the marker as this producer knows it
+    (``through``: read after its ``init_transactions``, then set by each of its commits)."""
+
+    def __init__(self, settings: TopicSettings) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        self.settings = settings
+        self.producer = Producer(settings.producer_config())
+        self.consumer = Consumer(settings.consumer_config())
+        self.through: int | None = None
+
+    def start(self, *, read_marker: bool = True) -> None:
+        """Fence every earlier producer of the id and abort what they left open (``init_transactions``),
+        then read the marker.  The producer first connects (a metadata request, and with it
+        every broker: ``_EAGER``), so that its coordinator's connection is up when it asks."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self.producer.list_topics(self.settings.topic, timeout=_WARM_UP_S)
+        except KafkaException:
+            pass  # no answer yet: init_transactions waits for the brokers itself
+        self.producer.init_transactions(_TIMEOUT_S)
+        if read_marker:
+            self.through = committed_batch(self.settings, consumer=self.consumer)
+
+    def close(self) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self.producer.flush(0)  # the callbacks due (librdkafka's lines); a fenced one raises
+        except KafkaException:
+            pass
+        finally:
+            self.consumer.close()
+
+
+#: each ``transactional.id``'s kept producer in this process (the module docstring)
+_KEPT: dict[str, _Clients] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def _take(settings: TopicSettings) -> _Clients | None:
+    """This process's kept producer of ``settings`` (None: there is none), taken out while a
+    send uses it; one kept for other settings of the id is closed."""
+    with _KEPT_LOCK:
+        kept = _KEPT.pop(settings.transactional_id, None)
+    if kept is not None and kept.settings != settings:
+        kept.close()
+        return None
+    return kept
+
+
+def _keep(clients: _Clients) -> None:
+    with _KEPT_LOCK:
+        earlier = _KEPT.get(clients.settings.transactional_id)
+        _KEPT[clients.settings.transactional_id] = clients
+    if earlier is not None:
+        earlier.close()
+
+
 def send(task: Send) -> pa.Table:
     """Send the task's micro-batches after the marker in one transaction (see the module
-    docstring); its ``SENT`` row: the marker after it, the batches and records it sent."""
+    docstring); its ``SENT`` row: the marker after it, the batches and records it sent.
+
+    The topic's check (a deleted topic, a refused login: ``health.topic_fault``) runs beside
+    the send, on a client of its own (a kept producer's connection would not see a revoked
+    login), and is waited for before the commit: records for a topic that will not come back
+    would wait and fail later."""
+    from confluent_kafka import KafkaException
 
     settings = task.settings
-    gone = topic_fault(settings.topic, dict(settings.producer), timeout_s=30.0)
-    if gone is not None:  # records for a topic that will not come back would wait and fail later
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="topic-check") as pool:
+        check = pool.submit(topic_fault, settings.topic, dict(settings.producer), timeout_s=30.0)
+        kept = _take(settings)
+        if kept is not None:
+            try:
+                return _send_with(kept, task, check)
+            except KafkaException as error:
+                kept.close()
+                if not _fenced(error.args[0]):
+                    raise
+                log.info("the kept producer of %s was fenced: a fresh one", settings.transactional_id)
+            except BaseException:
+                kept.close()
+                raise
+        clients = _Clients(settings)
+        try:
+            clients.start()
+            return _send_with(clients, task, check)
+        except BaseException:
+            clients.close()
+            raise
+
+
+def _fenced(error: Any) -> bool:
+    """Is ``error`` a producer's fencing (a newer one of its ``transactional.id``)?  A fenced
+    producer's calls fail fatally; ``produce`` says so as ``_FATAL``."""
+    from confluent_kafka import KafkaError
+
+    fencing = (
+        KafkaError._FENCED,
+        KafkaError._FATAL,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    )
+    return error.fatal() or error.code() in fencing
+
+
+def _send_with(clients: _Clients, task: Send, check: concurrent.futures.Future) -> pa.Table:
+    """The task's batches after ``clients.through`` in one transaction, the marker first (a
+    fenced kept producer learns it in one round trip, before any record); ``clients`` kept
+    after its commit (or when there was nothing to send)."""
+    settings, producer = task.settings, clients.producer
+    done = clients.through
+    todo = [(b, files) for b, files in task.batches if done is None or b > done]
+    if not todo:
+        _healthy(check)
+        _keep(clients)
+        return _sent(done, 0, 0)
+    through = todo[-1][0]
+    producer.begin_transaction()
+    _add_marker(producer, clients.consumer, settings, through)
+    count = 0
+    for batch_id, files in todo:
+        for table, uri in files:
+            for key, value, headers in _records_of(task, table, uri, batch_id):
+                _produce(producer, settings.topic, key, value, headers)
+                count += 1
+    try:
+        _healthy(check)
+    except TopicGone:
+        producer.abort_transaction(_TIMEOUT_S)
+        raise
+    _commit(producer)
+    clients.through = through
+    _keep(clients)
+    return _sent(through, len(todo), count)
+
+
+def _healthy(check: concurrent.futures.Future) -> None:
+    """Wait for the topic's check; ``TopicGone`` with its line when it found a fault."""
+    gone = check.result()
+    if gone is not None:
         raise TopicGone(gone)
-    with _transactional(settings) as (producer, consumer):
-        done = committed_batch(settings, consumer=consumer)
-        todo = [(b, files) for b, files in task.batches if done is None or b > done]
-        if not todo:
-            return _sent(done, 0, 0)
-        producer.begin_transaction()
-        count = 0
-        for batch_id, files in todo:
-            for table, uri in files:
-                for key, value, headers in _records_of(task, table, uri, batch_id):
-                    _produce(producer, settings.topic, key, value, headers)
-                    count += 1
-        through = todo[-1][0]
-        _commit(producer, consumer, settings, through)
-        return _sent(through, len(todo), count)
 
 
 def mark(settings: TopicSettings, batch_id: int) -> None:
     """Commit the marker alone at ``batch_id`` (a transaction without records): where a topic
-    with no marker yet starts (``topic.TopicOutput.open``)."""
-    with _transactional(settings) as (producer, consumer):
-        producer.begin_transaction()
-        _commit(producer, consumer, settings, batch_id)
-
-
-@contextlib.contextmanager
-def _transactional(settings: TopicSettings) -> Iterator[tuple[Any, Any]]:
-    """The checkpoint's transactional producer, its transactions initialised (which fences
-    earlier producers and aborts what they left open), and the marker's consumer."""
-    from confluent_kafka import Consumer, Producer
-
-    producer = Producer(settings.producer_config())
-    consumer = Consumer(settings.consumer_config())
+    with no marker yet starts (``topic.TopicOutput.open``).  Its producer fences this
+    process's kept one (closed here)."""
+    kept = _take(settings)
+    if kept is not None:
+        kept.close()
+    clients = _Clients(settings)
     try:
-        producer.init_transactions(_TIMEOUT_S)
-        yield producer, consumer
+        clients.start(read_marker=False)
+        clients.producer.begin_transaction()
+        _add_marker(clients.producer, clients.consumer, settings, batch_id)
+        _commit(clients.producer)
     finally:
-        producer.flush(0)
-        consumer.close()
+        clients.close()
 
 
 def _records_of(task: Send, table: str, uri: str, batch_id: int) -> Iterable:
@@ -273,15 +441,37 @@ def _produce(producer: Any, topic: str, key: bytes | None, value: bytes, headers
             producer.poll(0.05)
 
 
-def _commit(producer: Any, consumer: Any, settings: TopicSettings, batch_id: int) -> None:
-    """The marker into the open transaction, then its commit (retried while the broker says
-    it may pass; aborted, and the error raised, when the transaction cannot commit)."""
-    from confluent_kafka import KafkaException, TopicPartition
+def _add_marker(producer: Any, consumer: Any, settings: TopicSettings, batch_id: int) -> None:
+    """The marker (``batch_id + 1`` on partition 0 for the checkpoint's group) into the open
+    transaction: committed with its records or not at all."""
+    from confluent_kafka import TopicPartition
 
     marker = TopicPartition(settings.topic, 0, batch_id + 1, f"batch {batch_id}")
+    _aborting(
+        producer,
+        lambda: producer.send_offsets_to_transaction(
+            [marker], consumer.consumer_group_metadata(), _TIMEOUT_S
+        ),
+    )
+
+
+def _commit(producer: Any) -> None:
+    """Commit the open transaction (retried while the broker says it may pass)."""
+    _aborting(
+        producer,
+        lambda: _retried(
+            lambda: producer.commit_transaction(_TIMEOUT_S), lambda e: e.retriable(), _TIMEOUT_S
+        ),
+    )
+
+
+def _aborting(producer: Any, call: Callable[[], Any]) -> None:
+    """``call()``; when it fails and the transaction cannot go on, the transaction is aborted
+    and the error raised."""
+    from confluent_kafka import KafkaException
+
     try:
-        producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), _TIMEOUT_S)
-        _retried(lambda: producer.commit_transaction(_TIMEOUT_S), lambda e: e.retriable(), _TIMEOUT_S)
+        call()
     except KafkaException as error:
         if error.args[0].txn_requires_abort():
             producer.abort_transaction(_TIMEOUT_S)

@@ -5,7 +5,8 @@ Exactly once is the producer's argument (``kafka_output.producer``): a recorded 
 never change, a send skips what the marker says the topic has, and each send fences the
 checkpoint's earlier producers.  Here: a replayed micro-batch and a retried send add nothing;
 a producer killed with an open transaction (``kill -9``) leaves nothing a read_committed
-consumer sees, and the next send fences it; a zombie's commit fails; a topic configured on a
+consumer sees, and the next send fences it; a kept producer another worker's send fenced
+starts afresh; a zombie's commit fails; a topic configured on a
 checkpoint that already ran starts after its last recorded micro-batch; the drains into the
 Delta tables never take rows the topic has not had.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import subprocess
 import sys
 import textwrap
@@ -187,6 +189,30 @@ def test_a_send_killed_mid_transaction_leaves_nothing_committed_and_is_fenced_by
     assert (
         len([m for m in uncommitted if m.key().startswith(b"half-")]) == 50
     )  # read_uncommitted: at least once
+
+
+def test_a_kept_producer_fenced_by_another_workers_send_sends_afresh_before_producing_anything(
+    kafka_broker, tmp_path, caplog
+):
+    """Each process keeps its producer between sends; the send task may land on another
+    Python worker, whose producer of the same ``transactional.id`` fences the kept one."""
+    from spark_purgatory.kafka_output import producer
+
+    caplog.set_level(logging.DEBUG, logger=producer.log.name)
+    topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
+    sink = make_sink(tmp_path, kafka_broker, topic, app="workers")
+    sink.process(rows(0, [("a", "expired")]), 0)
+    kept = producer._KEPT[sink.topic.settings.transactional_id]
+    other = producer._Clients(sink.topic.settings)  # another worker's send: it fences the kept one
+    other.start()
+    other.close()
+    sink.process(rows(1, [("b", "expired")]), 1)
+    assert producer._KEPT[sink.topic.settings.transactional_id] is not kept  # started afresh
+    assert summary(read_topic(kafka_broker, topic)) == [(b"a", "expired"), (b"b", "expired")]
+    # the marker goes first: the fenced producer learnt it before it produced a record
+    assert summary(read_topic(kafka_broker, topic, committed=False)) == [(b"a", "expired"), (b"b", "expired")]
+    fenced = [r for r in caplog.records if "fenced" in r.getMessage()]
+    assert fenced and all(r.levelno <= logging.INFO for r in fenced)
 
 
 def test_a_zombie_producer_cannot_commit_once_a_newer_send_began(kafka_broker, tmp_path):
