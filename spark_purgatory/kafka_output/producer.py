@@ -47,7 +47,6 @@ every other producer setting) are ``output.kafka.<key>`` keys passed to it as th
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import re
 import threading
@@ -313,34 +312,34 @@ def send(task: Send) -> pa.Table:
     """Send the task's micro-batches after the marker in one transaction (see the module
     docstring); its ``SENT`` row: the marker after it, the batches and records it sent.
 
-    The topic's check (a deleted topic, a refused login: ``health.topic_fault``) runs beside
-    the send, on a client of its own (a kept producer's connection would not see a revoked
-    login), and is waited for before the commit: records for a topic that will not come back
-    would wait and fail later."""
+    The topic is checked first (a deleted topic, a refused login: ``health.topic_fault``), on
+    a client of its own: a kept producer's connection would not see a revoked login, and its
+    calls would wait out their timeouts for a topic or a login that will not come back."""
     from confluent_kafka import KafkaException
 
     settings = task.settings
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="topic-check") as pool:
-        check = pool.submit(topic_fault, settings.topic, dict(settings.producer), timeout_s=30.0)
-        kept = _take(settings)
-        if kept is not None:
-            try:
-                return _send_with(kept, task, check)
-            except KafkaException as error:
-                kept.close()
-                if not _fenced(error.args[0]):
-                    raise
-                log.info("the kept producer of %s was fenced: a fresh one", settings.transactional_id)
-            except BaseException:
-                kept.close()
-                raise
-        clients = _Clients(settings)
+    gone = topic_fault(settings.topic, dict(settings.producer), timeout_s=30.0)
+    if gone is not None:
+        raise TopicGone(gone)
+    kept = _take(settings)
+    if kept is not None:
         try:
-            clients.start()
-            return _send_with(clients, task, check)
+            return _send_with(kept, task)
+        except KafkaException as error:
+            kept.close()
+            if not _fenced(error.args[0]):
+                raise
+            log.info("the kept producer of %s was fenced: a fresh one", settings.transactional_id)
         except BaseException:
-            clients.close()
+            kept.close()
             raise
+    clients = _Clients(settings)
+    try:
+        clients.start()
+        return _send_with(clients, task)
+    except BaseException:
+        clients.close()
+        raise
 
 
 def _fenced(error: Any) -> bool:
@@ -357,7 +356,7 @@ def _fenced(error: Any) -> bool:
     return error.fatal() or error.code() in fencing
 
 
-def _send_with(clients: _Clients, task: Send, check: concurrent.futures.Future) -> pa.Table:
+def _send_with(clients: _Clients, task: Send) -> pa.Table:
     """The task's batches after ``clients.through`` in one transaction, the marker first (a
     fenced kept producer learns it in one round trip, before any record); ``clients`` kept
     after its commit (or when there was nothing to send)."""
@@ -365,7 +364,6 @@ def _send_with(clients: _Clients, task: Send, check: concurrent.futures.Future) 
     done = clients.through
     todo = [(b, files) for b, files in task.batches if done is None or b > done]
     if not todo:
-        _healthy(check)
         _keep(clients)
         return _sent(done, 0, 0)
     through = todo[-1][0]
@@ -377,22 +375,10 @@ def _send_with(clients: _Clients, task: Send, check: concurrent.futures.Future) 
             for key, value, headers in _records_of(task, table, uri, batch_id):
                 _produce(producer, settings.topic, key, value, headers)
                 count += 1
-    try:
-        _healthy(check)
-    except TopicGone:
-        producer.abort_transaction(_TIMEOUT_S)
-        raise
     _commit(producer)
     clients.through = through
     _keep(clients)
     return _sent(through, len(todo), count)
-
-
-def _healthy(check: concurrent.futures.Future) -> None:
-    """Wait for the topic's check; ``TopicGone`` with its line when it found a fault."""
-    gone = check.result()
-    if gone is not None:
-        raise TopicGone(gone)
 
 
 def mark(settings: TopicSettings, batch_id: int) -> None:
