@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..contract import TABLES
+from ..runtime.settings import is_connect
 from ..storage import Storage, WholeFile
 
 __all__ = [
@@ -259,11 +260,8 @@ class SparkTasks:
         if not items:
             return schema.empty_table()
         chosen = list(items)
-        context = _spark_context(self.spark)
-        if context is not None:
-            tables = (
-                context.parallelize(range(len(chosen)), len(chosen)).map(lambda i: fn(chosen[i])).collect()
-            )
+        if not is_connect(self.spark):
+            tables = self.spark.sparkContext.parallelize(chosen, len(chosen)).map(fn).collect()
             return pa.concat_tables([t.cast(schema) for t in tables])
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -275,13 +273,3 @@ class SparkTasks:
         if hasattr(frame, "toArrow"):
             return frame.toArrow().cast(schema)
         return pa.Table.from_pandas(frame.toPandas(), schema=schema, preserve_index=False)
-
-
-def _spark_context(spark: Any) -> Any:
-    """The session's ``SparkContext``, or None on Spark Connect (which has none)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        return None
-    try:
-        return spark.sparkContext
-    except Exception:  # a session kind without one
-        return None
