@@ -154,10 +154,11 @@ def _string_list(text: str) -> str:
     A JSON object (Spark hands its text to a string field) is not a key: null.
     """
     trimmed = f"trim({text})"
+    # an object is none by the CASE's own null: a typed null in a branch is a cast the
+    # optimizer folds in every micro-batch (``sql_text.sql_filled``)
     return (
         f"CASE WHEN startswith({trimmed}, '[') THEN from_json({text}, 'array<string>') "
-        f"WHEN startswith({trimmed}, '{{') THEN CAST(NULL AS ARRAY<STRING>) "
-        f"WHEN {sql_filled(text)} THEN array({text}) END"
+        f"WHEN NOT startswith({trimmed}, '{{') AND {sql_filled(text)} THEN array({text}) END"
     )
 
 
