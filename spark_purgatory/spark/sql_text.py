@@ -162,9 +162,9 @@ def sql_filled(name: str) -> str:
     leaves ``NOT sql_blank``: a stream's plan is optimized again in every micro-batch, and a
     rewrite the optimizer makes there (here De Morgan's, by ``BooleanSimplification``) costs
     its batch of rules another pass over the whole plan (``routed_rows.typed_projection``).
-    The reading's SQL below is written so for the same reason: no literal of another type
-    than its comparison's, no cast of a constant, no ``IN`` of one value, no ``NOT`` of an
-    ``OR``."""
+    The JSON reading's SQL (``sources``, and the helpers here) is written so for the same
+    reason: no literal of another type than its comparison's, no cast of a constant, no
+    ``IN`` of one value, no ``NOT`` of an ``OR`` (``tests/spark/test_sql_text.py``)."""
     return f"({name} IS NOT NULL AND NOT (trim({name}) = ''))"
 
 
