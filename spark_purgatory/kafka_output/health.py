@@ -8,7 +8,7 @@ may pass (``faults``' invariant).
 
 A refused login is said as soon as the broker refuses it: the metadata request that would
 answer never comes (librdkafka retries the login until the call's timeout), so the check
-asks in short steps and looks at the errors the client met after each.
+asks in growing steps and looks at the errors the client met after each.
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ __all__ = ["TopicGone", "topic_fault"]
 
 #: librdkafka's words for a login or a right the broker refused (SASL, ACLs)
 _REFUSED = re.compile(r"Authentication failed|SASL authentication error|AUTHORIZATION|not authorized", re.I)
-#: how long the check waits for the metadata before it looks at the client's errors again
+#: how long the check first waits for the metadata before it looks at the client's errors again;
+#: each wait after it twice as long (a broker slow to answer still answers within one), up to
+#: ``_MAX_STEP_S``
 _STEP_S = 0.25
+_MAX_STEP_S = 4.0
 
 
 class TopicGone(RuntimeError):
@@ -40,11 +43,11 @@ def topic_fault(topic: str, settings: dict[str, str], *, timeout_s: float = 10.0
     errors: list[Any] = []
     admin = AdminClient({**connection_settings(settings), "error_cb": errors.append, "logger": log})
     servers = settings.get("bootstrap.servers")
-    deadline, metadata, ended = time.monotonic() + timeout_s, None, False
+    deadline, metadata, ended, step = time.monotonic() + timeout_s, None, False, _STEP_S
     while True:
         try:
-            step = max(0.0, min(_STEP_S, deadline - time.monotonic()))
-            metadata = admin.list_topics(topic, timeout=step)
+            wait, step = max(0.0, min(step, deadline - time.monotonic())), min(2 * step, _MAX_STEP_S)
+            metadata = admin.list_topics(topic, timeout=wait)
         except KafkaException as error:  # no answer within the step (no broker connected: _TRANSPORT)
             ended = error.args[0].code() not in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
             if ended:  # another error of the call's own: as one call would, no metadata
