@@ -64,12 +64,12 @@ os.environ.setdefault("SPARK_PURGATORY_CLASS_DATA", "use")
 #: test, ``make test ARGS="--durations=60"``); the others follow in file order
 SLOW_FIRST = (
     "benchmarks/tests/test_benchmarks.py",
+    "tests/delta/test_s3a.py",  # two job runs, the whole query through S3A and a proxy's 503s
+    "tests/delta/test_kafka_crash.py",  # a 60 s broker outage among the kills
     "tests/delta/test_crash.py",
-    "tests/delta/test_kafka_crash.py",
     "tests/kafka_output/test_topic_crash.py",  # six job runs, five killed
-    "tests/kafka_output/test_topic_job.py",  # two job runs per test: a fault, then a start after
+    "tests/delta/test_catalog.py",
     "tests/delta/test_native_writer.py",
-    "tests/delta/test_s3a.py",
     "tests/handoff/test_end_of_input.py",
     "tests/spark/test_kafka.py",
     "tests/upgrades/test_corpus.py",  # a job run per checkpoint of the corpus
@@ -77,11 +77,11 @@ SLOW_FIRST = (
     "tests/docs/test_readme.py",
     "tests/docs/test_wheel_install.py",  # the wheel built, installed in a fresh venv, one JVM run
     "tests/delta/test_azure_store.py",
-    "tests/delta/test_catalog.py",
     # the Connect server's Python worker must connect back within 10 s (Spark's fixed limit):
     # not while the crash tests start their JVMs (it missed it twice at a load of 17-20)
     "tests/spark/test_distributed.py",
     "tests/query/test_first_hour.py",
+    "tests/kafka_output/test_topic_job.py",  # two job runs per test: a fault, then a start after
     "tests/spark/test_kafka_broker.py",  # a broker started twice on its data
     "tests/kafka_output/test_topic.py",  # a broker, transactions
     "tests/delta/test_reading.py",  # twenty fresh interpreters
