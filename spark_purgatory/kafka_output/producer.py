@@ -314,9 +314,10 @@ def send(task: Send) -> pa.Table:
 
     The topic is checked first (a deleted topic, a refused login: ``health.topic_fault``), on
     a client of its own: a kept producer's connection would not see a revoked login, and its
-    calls would wait out their timeouts for a topic or a login that will not come back.  Then
-    this process's kept producer is closed too: it could send nothing more, and would go on
-    retrying a refused login (a line on stderr each time) until the process ends."""
+    calls would wait out their timeouts for a topic or a login that will not come back.  When
+    the check finds either, this process's kept producer is closed too: it could send nothing
+    more, and would go on retrying a refused login (a line on stderr each time) until the
+    process ends."""
     from confluent_kafka import KafkaException
 
     settings = task.settings
