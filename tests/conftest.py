@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 
 import pytest
 from hypothesis import settings
@@ -116,18 +117,25 @@ if _moved:  # a file renamed or moved would otherwise lose its place in the orde
     raise RuntimeError(f"tests/conftest.py: SLOW_FIRST names files that are not there: {_moved}")
 
 
+#: a test or fixture of the file asks for this file's ``kafka_broker`` (module-scoped, below)
+_USES_BROKER = re.compile(r'def \w+\([^)]*\bkafka_broker\b|getfixturevalue\("kafka_broker"\)')
+
+
 @functools.cache
 def shares_module_fixture(path: str) -> bool:
     """Does the file at ``path`` (a node id's, from the project's root) define a module-scoped
-    fixture (a server, a site build, a checkpoint its tests read)?  Its tests then run together
-    on one worker: pytest tears a module fixture down whenever a worker goes on to another
-    file's test and builds it again on return (``test_inspect``'s checkpoint was built ten
-    times in one run, two JVM minutes each).  Doctests of the package's modules: no."""
+    fixture (a server, a site build, a checkpoint its tests read), or use this conftest's
+    ``kafka_broker``?  Its tests then run together on one worker: pytest tears a module fixture
+    down whenever a worker goes on to another file's test and builds it again on return
+    (``test_inspect``'s checkpoint was built ten times in one run, two JVM minutes each), and
+    each worker that runs a test of the file builds its own (a broker per worker).  Doctests
+    of the package's modules: no."""
     try:
         with open(os.path.join(_ROOT, path), encoding="utf-8") as f:
-            return 'scope="module"' in f.read()
+            text = f.read()
     except OSError:
         return False
+    return 'scope="module"' in text or _USES_BROKER.search(text) is not None
 
 
 @pytest.fixture(scope="session")
