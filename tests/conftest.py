@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 
 import pytest
 from hypothesis import settings
@@ -64,12 +65,12 @@ os.environ.setdefault("SPARK_PURGATORY_CLASS_DATA", "use")
 #: test, ``make test ARGS="--durations=60"``); the others follow in file order
 SLOW_FIRST = (
     "benchmarks/tests/test_benchmarks.py",
+    "tests/delta/test_s3a.py",  # two job runs, the whole query through S3A and a proxy's 503s
+    "tests/delta/test_kafka_crash.py",  # a 60 s broker outage among the kills
     "tests/delta/test_crash.py",
-    "tests/delta/test_kafka_crash.py",
     "tests/kafka_output/test_topic_crash.py",  # six job runs, five killed
-    "tests/kafka_output/test_topic_job.py",  # two job runs per test: a fault, then a start after
+    "tests/delta/test_catalog.py",
     "tests/delta/test_native_writer.py",
-    "tests/delta/test_s3a.py",
     "tests/handoff/test_end_of_input.py",
     "tests/spark/test_kafka.py",
     "tests/upgrades/test_corpus.py",  # a job run per checkpoint of the corpus
@@ -77,11 +78,11 @@ SLOW_FIRST = (
     "tests/docs/test_readme.py",
     "tests/docs/test_wheel_install.py",  # the wheel built, installed in a fresh venv, one JVM run
     "tests/delta/test_azure_store.py",
-    "tests/delta/test_catalog.py",
     # the Connect server's Python worker must connect back within 10 s (Spark's fixed limit):
     # not while the crash tests start their JVMs (it missed it twice at a load of 17-20)
     "tests/spark/test_distributed.py",
     "tests/query/test_first_hour.py",
+    "tests/kafka_output/test_topic_job.py",  # two job runs per test: a fault, then a start after
     "tests/spark/test_kafka_broker.py",  # a broker started twice on its data
     "tests/kafka_output/test_topic.py",  # a broker, transactions
     "tests/delta/test_reading.py",  # twenty fresh interpreters
@@ -116,18 +117,25 @@ if _moved:  # a file renamed or moved would otherwise lose its place in the orde
     raise RuntimeError(f"tests/conftest.py: SLOW_FIRST names files that are not there: {_moved}")
 
 
+#: a test or fixture of the file asks for this file's ``kafka_broker`` (module-scoped, below)
+_USES_BROKER = re.compile(r'def \w+\([^)]*\bkafka_broker\b|getfixturevalue\("kafka_broker"\)')
+
+
 @functools.cache
 def shares_module_fixture(path: str) -> bool:
     """Does the file at ``path`` (a node id's, from the project's root) define a module-scoped
-    fixture (a server, a site build, a checkpoint its tests read)?  Its tests then run together
-    on one worker: pytest tears a module fixture down whenever a worker goes on to another
-    file's test and builds it again on return (``test_inspect``'s checkpoint was built ten
-    times in one run, two JVM minutes each).  Doctests of the package's modules: no."""
+    fixture (a server, a site build, a checkpoint its tests read), or use this conftest's
+    ``kafka_broker``?  Its tests then run together on one worker: pytest tears a module fixture
+    down whenever a worker goes on to another file's test and builds it again on return
+    (``test_inspect``'s checkpoint was built ten times in one run, two JVM minutes each), and
+    each worker that runs a test of the file builds its own (a broker per worker).  Doctests
+    of the package's modules: no."""
     try:
         with open(os.path.join(_ROOT, path), encoding="utf-8") as f:
-            return 'scope="module"' in f.read()
+            text = f.read()
     except OSError:
         return False
+    return 'scope="module"' in text or _USES_BROKER.search(text) is not None
 
 
 @pytest.fixture(scope="session")

@@ -5,17 +5,27 @@ and by each send before it produces (``producer.send``): a deleted topic or a re
 is said in one line naming the topic or the user, instead of records that would wait for a
 topic that will not come back.  A broker that does not answer is never called gone: that
 may pass (``faults``' invariant).
+
+A refused login is said as soon as the broker refuses it: the metadata request that would
+answer never comes (librdkafka retries the login until the call's timeout), so the check
+asks in growing steps and looks at the errors the client met after each.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 __all__ = ["TopicGone", "topic_fault"]
 
 #: librdkafka's words for a login or a right the broker refused (SASL, ACLs)
 _REFUSED = re.compile(r"Authentication failed|SASL authentication error|AUTHORIZATION|not authorized", re.I)
+#: how long the check first waits for the metadata before it looks at the client's errors again;
+#: each wait after it twice as long (a broker slow to answer still answers within one), up to
+#: ``_MAX_STEP_S``
+_STEP_S = 0.25
+_MAX_STEP_S = 4.0
 
 
 class TopicGone(RuntimeError):
@@ -33,13 +43,19 @@ def topic_fault(topic: str, settings: dict[str, str], *, timeout_s: float = 10.0
     errors: list[Any] = []
     admin = AdminClient({**connection_settings(settings), "error_cb": errors.append, "logger": log})
     servers = settings.get("bootstrap.servers")
-    try:
-        metadata = admin.list_topics(topic, timeout=timeout_s)
-    except KafkaException as error:
-        errors.append(error.args[0])
-        metadata = None
-    admin.poll(0)  # the errors the client met on the way (a refused login) reach error_cb here
-    refused = [e for e in errors if _REFUSED.search(str(e)) or e.code() == KafkaError._AUTHENTICATION]
+    deadline, metadata, ended, step = time.monotonic() + timeout_s, None, False, _STEP_S
+    while True:
+        try:
+            wait, step = max(0.0, min(step, deadline - time.monotonic())), min(2 * step, _MAX_STEP_S)
+            metadata = admin.list_topics(topic, timeout=wait)
+        except KafkaException as error:  # no answer within the step (no broker connected: _TRANSPORT)
+            ended = error.args[0].code() not in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+            if ended:  # another error of the call's own: as one call would, no metadata
+                errors.append(error.args[0])
+        admin.poll(0)  # the errors the client met on the way (a refused login) reach error_cb here
+        refused = [e for e in errors if _REFUSED.search(str(e)) or e.code() == KafkaError._AUTHENTICATION]
+        if metadata is not None or refused or ended or time.monotonic() >= deadline:
+            break
     if refused:
         return f"Kafka at {servers} refuses the output topic's login{_as_whom(settings)}: {refused[0].str()}"
     if metadata is None:

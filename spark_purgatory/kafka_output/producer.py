@@ -314,12 +314,18 @@ def send(task: Send) -> pa.Table:
 
     The topic is checked first (a deleted topic, a refused login: ``health.topic_fault``), on
     a client of its own: a kept producer's connection would not see a revoked login, and its
-    calls would wait out their timeouts for a topic or a login that will not come back."""
+    calls would wait out their timeouts for a topic or a login that will not come back.  When
+    the check finds either, this process's kept producer is closed too: it could send nothing
+    more, and would go on retrying a refused login (a line on stderr each time) until the
+    process ends."""
     from confluent_kafka import KafkaException
 
     settings = task.settings
     gone = topic_fault(settings.topic, dict(settings.producer), timeout_s=30.0)
     if gone is not None:
+        kept = _take(settings)
+        if kept is not None:
+            kept.close()
         raise TopicGone(gone)
     kept = _take(settings)
     if kept is not None:

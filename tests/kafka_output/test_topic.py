@@ -336,7 +336,7 @@ def test_a_deleted_topic_and_a_refused_login_are_said_in_one_line_a_broker_away_
     }
     assert topic_fault(kept, login) is None  # the inputs' Java keys, read as librdkafka's
     kafka_broker.remove_scram_user(user)
-    refused = topic_fault(kept, login)
+    refused = topic_fault(kept, login, timeout_s=300)  # said when refused, not after the timeout
     where = kafka_broker.sasl_bootstrap_servers
     assert refused.startswith(
         f"Kafka at {where} refuses the output topic's login as {user!r} (SCRAM-SHA-256)"

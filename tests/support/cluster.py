@@ -9,10 +9,12 @@ starts the same server).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
 from collections.abc import Iterator
+from urllib.request import urlopen
 
 from benchmarks.services import cluster_env, connect_server, spark_home, wait_for_port
 from spark_purgatory.kafka_broker import free_port
@@ -25,7 +27,7 @@ def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
     """A standalone master and ``workers`` one-core workers; yields the master URL."""
     os.makedirs(workdir, exist_ok=True)
     env = cluster_env(workdir)
-    port = free_port()
+    port, ui_port = free_port(), free_port()
     log = open(os.path.join(workdir, "cluster.log"), "w")  # noqa: SIM115 - closed below
     spark_class = os.path.join(spark_home(), "bin", "spark-class")
     processes = [
@@ -38,7 +40,7 @@ def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
                 "--port",
                 str(port),
                 "--webui-port",
-                str(free_port()),
+                str(ui_port),
             ],
             env=env,
             stdout=log,
@@ -69,7 +71,7 @@ def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
                     stderr=subprocess.STDOUT,
                 )
             )
-        time.sleep(5)  # workers register with the master
+        _wait_for_workers(ui_port, workers, processes)
         yield url
     finally:
         for p in reversed(processes):
@@ -80,3 +82,22 @@ def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 p.kill()
         log.close()
+
+
+def _wait_for_workers(
+    ui_port: int, workers: int, processes: list[subprocess.Popen], timeout: float = 120
+) -> None:
+    """Until the master lists ``workers`` workers alive (its web UI's ``/json``), so the tests'
+    applications get their executors at once."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ended = [p for p in processes if p.poll() is not None]
+        if ended:
+            raise RuntimeError(f"a cluster process exited with {ended[0].returncode}")
+        with contextlib.suppress(OSError, ValueError):
+            with urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as answer:
+                state = json.load(answer)
+            if sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE") >= workers:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"{workers} workers did not register with the master within {timeout} s")
