@@ -21,7 +21,10 @@ def test_an_expiry_comes_in_the_micro_batch_whose_rows_pass_its_deadline(spark, 
     files.add(ops=[op("a", "k", 0, 1_000)], events=[ev("j", 100)])  # a: due at 1 s
     # the second file's rows on a's key bring the watermark to 5 s - 2 s, past a's deadline
     files.add(ops=[op("b", "k", 5_000, 1_000)], events=[ev("k", 7_000)])
-    run = run_stream(spark, files, PurgatoryConfig(shards=2, tick_ms=100, watermark_delay="2 seconds"))
+    config = PurgatoryConfig(
+        shards=2, tick_ms=100, watermark_delay="2 seconds", state_path=str(tmp_path / "state")
+    )
+    run = run_stream(spark, files, config)
 
     outcomes = run.outcomes.set_index("op_id")
     # Spark's watermark in the second micro-batch is the first file's (0 s - 2 s): a expires
