@@ -272,7 +272,9 @@ class Purgatory:
                 applied before the expiries they could prevent.  A home with operations
                 parked for their verdicts expires its registered operations at once but
                 reports its events unmatched only up to ``watermark_ms``: a parked
-                operation registered in the next call may still count them.
+                operation registered in the next call may still count them; such a home
+                whose stubs hold one of those events moves one call later, as the cross-shard
+                group does (the stub's pairing must outlive the event's wait).
 
         The result's ``verdicts`` answer ``claims``.  Its ``relay`` holds what this shard's
         stubs relay (``relay.outgoing``) and
@@ -326,6 +328,9 @@ class Purgatory:
             until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))
             later = until > wm and relayed is not None  # the cross-shard group (see expire_to_ms)
             waiting = until > wm and self.parked > 0  # events wait for the parked (see expire_to_ms)
+            # a stub due by ``until`` whose matched event waits would take its pairing with it (the
+            # notice owed to the cross-shard group when the event is final): go on one call later
+            later = later or (waiting and _strands_pairs(self._t, of_stubs, wm, until))
             self.advance(wm if later else until)
             if held.size:
                 self._t.due = np.concatenate([self._t.due, held])
@@ -387,3 +392,14 @@ class Purgatory:
         the cancelled op_ids.
         """
         return self._delayed.cancel_for_key(keys)
+
+
+def _strands_pairs(t: LiveTables, of_stubs: np.ndarray, wm: int, until: int) -> bool:
+    """Would moving to ``until`` expire a stub whose matched event stays in the buffer (at or
+    after ``wm``, where a home waiting for its parked operations stops reporting)?"""
+    if not of_stubs.any():
+        return False
+    waits = of_stubs & (t.matches["ts"] >= wm)
+    if not waits.any():
+        return False
+    return bool((t.pending.column("deadline", t.matches["handle"][waits]) <= until).any())

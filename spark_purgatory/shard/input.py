@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..contract import SOURCE_OPERATIONS, ms_column
+from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..engine.conditions import CONDITIONS
 from ..engine.frames import concat
 from ..engine.registry import NO_REGISTRY
@@ -38,7 +38,18 @@ from .roles import (
     SIDES,
 )
 
-__all__ = ["split_input", "claims_of", "routed_rows", "roles_of", "clock_of", "keys_of", "members_of"]
+__all__ = [
+    "split_input",
+    "claims_of",
+    "routed_rows",
+    "roles_of",
+    "clock_of",
+    "proposed_watermarks",
+    "batch_watermark",
+    "INPUT_ROLES",
+    "keys_of",
+    "members_of",
+]
 
 _TS_MS = ms_column("ts")
 _SIDE_NAMES = np.array(SIDES, dtype=object)
@@ -48,6 +59,11 @@ _OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK = (
     ROLES.index(role)
     for role in (ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD, ROLE_CLAIM, ROLE_CLOCK)
 )
+
+
+#: each input's own role and its copies' (stubs, replicas): the rows whose event time went
+#: through that input's watermark on Spark (``spark.input_stream``)
+INPUT_ROLES = {SOURCE_OPERATIONS: (_OPERATION, _STUB), SOURCE_EVENTS: (_EVENT, _REPLICA)}
 
 
 def roles_of(pdf: pd.DataFrame) -> np.ndarray:
@@ -178,3 +194,46 @@ def clock_of(pdf: pd.DataFrame) -> int | None:
     """The operator's clock a clock row (``handoff.reaper``) brings, if any."""
     clock = pdf[_TS_MS].to_numpy()[roles_of(pdf) == _CLOCK]
     return int(np.max(clock)) if len(clock) else None
+
+
+def proposed_watermarks(pdf: pd.DataFrame, delays_ms: dict[str, int]) -> dict[str, int | None]:
+    """The watermark each input's rows in the call propose: their largest event time minus
+    that input's delay (None: no row of it).  Only rows whose time Spark's watermark saw count:
+    operations and events and their copies, not rows rejected at parse (they stand at the epoch
+    there) nor the wake's rows.
+
+    >>> times = [5_000, 9_000, 7_000, 99_000]  # an operation, two events, a row rejected at parse
+    >>> rows = pd.DataFrame({"role": [0, 2, 2, 4], "side": [0, 1, 1, 1], "ts_ms": times})
+    >>> proposed_watermarks(rows, {"operations": 1_000, "events": 2_000})
+    {'operations': 4000, 'events': 7000}
+    """
+    role, side = roles_of(pdf), pdf["side"].to_numpy(np.int8)
+    ts = pdf[_TS_MS].to_numpy()
+    proposed: dict[str, int | None] = {}
+    for source, (own, copy) in INPUT_ROLES.items():
+        timed = ts[(side == SIDES.index(source)) & ((role == own) | (role == copy))]
+        proposed[source] = int(np.max(timed)) - delays_ms[source] if len(timed) else None
+    return proposed
+
+
+def batch_watermark(proposed: dict[str, int | None]) -> int | None:
+    """How far the operator's watermark may go inside the micro-batch whose rows (of one shard)
+    ``proposed`` these watermarks (``proposed_watermarks``): the smallest of them, None unless
+    both inputs sent the shard a row.
+
+    Spark applies a micro-batch's watermark in the *next* micro-batch: it computes, after the
+    batch, each input's largest event time minus its delay over *every* row of the batch, and
+    takes the smallest (policy ``min``) or the largest (``max``) of the two, never moving back.
+    Each of those is at least what this shard's rows of the input propose, so the smallest of
+    the shard's proposals is at most the watermark Spark will run the next micro-batch at,
+    under either policy.  A shard that moves there after admitting its rows (``Purgatory.
+    process``'s ``expire_to_ms``) expires in this micro-batch what the next one would, and
+    makes late only rows the next one's watermark makes late in every shard.
+
+    >>> batch_watermark({"operations": 4_000, "events": 7_000})
+    4000
+    >>> batch_watermark({"operations": 4_000, "events": None}) is None
+    True
+    """
+    values = list(proposed.values())
+    return None if any(v is None for v in values) else min(v for v in values if v is not None)

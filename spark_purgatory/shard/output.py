@@ -40,7 +40,8 @@ from ..contract import (
 from ..engine.purgatory import BatchResult, Purgatory
 from ..handoff.partitions import maxima_text
 from ..handoff.wake import is_end_watermark
-from .roles import ROLE_BAD, ROLE_EVENT, ROLE_OPERATION, ROLE_REPLICA, ROLE_STUB, ROLES, SIDES
+from .input import INPUT_ROLES, proposed_watermarks
+from .roles import ROLE_BAD, ROLES, SIDES
 
 __all__ = ["shard_figures", "output_rows", "output_table"]
 
@@ -53,14 +54,6 @@ _REJECTED_ROWS = [c for c in REJECTED.engine_columns if c != "batch_id"]
 _LATENCY_COLUMNS = [c for c in METRICS.schema.names if c.startswith("latency_")]
 #: the percentiles of ``_LATENCY_COLUMNS``, in their order
 _PERCENTILES = (50, 95, 99, 100)
-
-
-#: each input's own role and its copies' (stubs, replicas), as the routed rows carry roles:
-#: their places in ``routed_rows.ROLES``
-_INPUT_ROLES = {
-    SOURCE_OPERATIONS: (ROLES.index(ROLE_OPERATION), ROLES.index(ROLE_STUB)),
-    SOURCE_EVENTS: (ROLES.index(ROLE_EVENT), ROLES.index(ROLE_REPLICA)),
-}
 _BAD = ROLES.index(ROLE_BAD)
 
 
@@ -76,6 +69,7 @@ def shard_figures(
     batch_time_ms: int,
     group_rows: int = 0,
     relayed: int = 0,
+    proposed: dict[str, int | None] | None = None,
 ) -> dict[str, int | str | None]:
     """What a shard call reports beside its rows, read before its state is saved (and parked):
     its gauges (``contract.GAUGES``), the micro-batch's processing time, the input rows it got
@@ -85,7 +79,8 @@ def shard_figures(
     and, for Kafka rows, each partition's largest event time (``contract.PARTITION_MAXIMA``).
 
     ``routed`` is the call's input (``routed_rows.ROUTED_COLUMNS``); ``group_rows``: the rows it
-    handled, relayed ones included; ``relayed``: the rows it posted to the mailbox."""
+    handled, relayed ones included; ``relayed``: the rows it posted to the mailbox; ``proposed``:
+    the watermarks ``input.proposed_watermarks`` gave, when the caller has them."""
     role = routed["role"].to_numpy(np.int8)  # places in ``routed_rows.ROLES`` and ``SIDES``
     side = routed["side"].to_numpy(np.int8)
     ts = routed[ms_column("ts")].to_numpy()
@@ -93,12 +88,11 @@ def shard_figures(
         zip(GAUGES, (p.pending, p.buffered_events, p.watched, group_rows, relayed), strict=True)
     )
     figures[ms_column("batch_time")] = int(batch_time_ms)
-    for source, (own, copy) in _INPUT_ROLES.items():
+    proposed = proposed_watermarks(routed, delays_ms) if proposed is None else proposed
+    for source, (own, _copy) in INPUT_ROLES.items():
         mine = side == SIDES.index(source)
         figures[f"input_{source}"] = int(np.count_nonzero(mine & ((role == own) | (role == _BAD))))
-        timed = ts[mine & ((role == own) | (role == copy))]
-        proposed = int(np.max(timed)) - delays_ms[source] if len(timed) else None
-        figures[PROPOSED_WATERMARKS[source]] = proposed
+        figures[PROPOSED_WATERMARKS[source]] = proposed[source]
     figures[PARTITION_MAXIMA] = _partition_maxima(routed, role, side, ts)
     return figures
 

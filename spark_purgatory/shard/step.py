@@ -9,8 +9,10 @@ the micro-batch's time.  ``ShardStep`` does everything that call means, in named
 2. **read**: the routed rows split into operations, events, rows rejected at parse and the
    op_id claims (``shard.input``); the watermark the engine runs at: Spark's, held back to the
    slowest Kafka partition (``handoff.partitions``), past every deadline at the end of input
-   (``handoff.end_of_input``), the batch's time on the processing clock; the operator's clock
-   the batch brings (``handoff.reaper``).
+   (``handoff.end_of_input``), the batch's time on the processing clock; where the watermark
+   goes once the rows are admitted: the watermark the batch's own rows bring
+   (``input.batch_watermark``: Spark would apply it in the next micro-batch) or the operator's
+   clock the batch brings (``handoff.reaper``), whichever is further.
 3. **receive**: what other shards posted for this one (relays, verdicts, claims:
    ``handoff.shard_handoff``).
 4. **process**: the engine's call (``Purgatory.process``).
@@ -51,7 +53,7 @@ from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
 from ..state.increments import is_pointer, pointed
 from ..state.read_ahead import read_ahead
 from ..storage import Storage
-from .input import claims_of, clock_of, roles_of, split_input
+from .input import batch_watermark, claims_of, clock_of, proposed_watermarks, roles_of, split_input
 from .output import output_rows, output_table, shard_figures
 from .roles import ROLE_END, ROLES
 
@@ -72,7 +74,8 @@ class ShardInput(NamedTuple):
     claims: pd.DataFrame | None  # op_id claims for this shard's registry
     held_ms: int  # Spark's watermark, held back to the slowest Kafka partition's
     watermark_ms: int  # what the engine runs at
-    expire_to_ms: int | None  # the operator's clock the batch brings
+    expire_to_ms: int | None  # where it goes after the rows: the batch's own watermark or the clock
+    proposed: dict[str, int | None]  # the watermark each input's rows propose
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,10 @@ class ShardStep:
     ``staging``: stage the output rows where they are made (``delta.staging.ShardStaging``)
     and return their ``STAGED`` rows; ``partitioned``: an input comes from Kafka, whose
     partitions each hold the watermark back (``handoff.partitions``: the shard runs at most at
-    the value the driver posted under the state path).
+    the value the driver posted under the state path).  ``batch_watermark``: move, once the
+    rows are admitted, to the watermark they bring (``input.batch_watermark``), so an expiry
+    their event times make due comes in their micro-batch, not the next; a host whose watermark
+    does not follow the rows (a hand-moved one, as ``PurgatoryTester``'s) turns it off.
 
     Example (no Spark: two events and an operation for shard 0 of one, at watermark 0)::
 
@@ -120,6 +126,7 @@ class ShardStep:
         staging: ShardStaging | None = None,
         *,
         partitioned: bool = False,
+        batch_watermark: bool = True,
     ) -> None:
         self.config = config
         self.staging = staging
@@ -130,6 +137,9 @@ class ShardStep:
         self.handoff = ShardHandOff.of(config)
         self._delays = config.input_delays_ms()
         self._processing = config.deadline_clock == "processing"
+        # the rows' own watermark needs Spark's to follow them; a Kafka partition's hold may be
+        # below what a shard's rows propose (another shard may hold its slow partition's rows)
+        self._batch_watermark = batch_watermark and self._watermarks is None
 
     def __call__(
         self,
@@ -154,7 +164,15 @@ class ShardStep:
         result = self.process(p, given, received)
         posted = self.handoff.post(p, shard, batch, result)
         handled = len(rows) + received.rows  # relayed rows are work too
-        figures = shard_figures(p, rows, self._delays, batch_time_ms=now, group_rows=handled, relayed=posted)
+        figures = shard_figures(
+            p,
+            rows,
+            self._delays,
+            batch_time_ms=now,
+            group_rows=handled,
+            relayed=posted,
+            proposed=given.proposed,
+        )
         keep, out_wm, timeout = self.decide(p, shard, wm, given.held_ms)
         clock.append(time.perf_counter())
         how, pending = loaded_by(p), p.pending
@@ -201,12 +219,22 @@ class ShardStep:
         # the end of input (handoff.end_of_input): past every deadline, kept from now on by the engine
         ending = bool((roles_of(rows) == _END).any())
         engine_wm = _end_watermark(p, self.config) if ending else held
-        # the operator's clock (handoff.reaper): the watermark after this batch's rows are admitted
-        expire_to = None if ending else clock_of(rows)
+        # the watermark after this batch's rows are admitted: the one they bring (Spark applies
+        # it in the next micro-batch) or the operator's clock (handoff.reaper), the further
+        proposed = proposed_watermarks(rows, self._delays)
+        expire_to = None if ending else _further(clock_of(rows), self._brought(proposed, held))
         if self._processing:  # deadline.clock=processing: rows at their arrival, the batch's time the clock
             ops, events, claims = on_arrival(ops, events, claims, now)
             engine_wm, expire_to = engine_wm if ending else now, None
-        return ShardInput(ops, events, bad, claims, held, engine_wm, expire_to)
+        return ShardInput(ops, events, bad, claims, held, engine_wm, expire_to, proposed)
+
+    def _brought(self, proposed: dict[str, int | None], held: int) -> int | None:
+        """The watermark the call's rows bring (``input.batch_watermark``) where it is ahead of
+        the one the call runs at; None where it is not, or where it is not used."""
+        if not self._batch_watermark:
+            return None
+        brought = batch_watermark(proposed)
+        return brought if brought is not None and brought > held else None
 
     def process(self, p: Purgatory, given: ShardInput, received: Received) -> BatchResult:
         """The engine's call over the rows and what the shard received."""
@@ -289,6 +317,11 @@ class ShardStep:
         if now_ms < 0:
             raise RuntimeError("the mailbox hand-off runs only inside a streaming micro-batch")
         return now_ms
+
+
+def _further(a: int | None, b: int | None) -> int | None:
+    """The larger of two optional watermarks."""
+    return b if a is None else a if b is None else max(a, b)
 
 
 def _held(wm: int, cap: int | None) -> int:

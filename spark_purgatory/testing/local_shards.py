@@ -177,11 +177,15 @@ class LocalShards:
     timeout, called micro-batch by micro-batch as Spark calls them.
 
     ``config`` must name a state path (the mailbox, the op_id registry's verdicts and the
-    state's delta files live there, as under a checkpoint)."""
+    state's delta files live there, as under a checkpoint).  ``batch_watermark``: the shards
+    move to the watermark each micro-batch's rows bring once they are admitted, as on Spark
+    (``ShardStep``); that needs each ``run``'s watermark to be the one Spark computes from the
+    rows before it (at least their largest event time minus the delay, per input), so a host
+    that moves the watermark by hand leaves it off."""
 
-    def __init__(self, config: PurgatoryConfig) -> None:
+    def __init__(self, config: PurgatoryConfig, *, batch_watermark: bool = False) -> None:
         self.config = config
-        self.step = ShardStep(config)
+        self.step = ShardStep(config, batch_watermark=batch_watermark)
         self.groups = int(config.shards) + 1  # the primaries and the cross-shard group
         self.values: dict[int, bytes] = {}
         self.timeouts: dict[int, int] = {}

@@ -57,8 +57,9 @@ class PurgatoryTester:
     what depends on shards comes out as on Spark: a cross-shard operation's completion by a
     relayed event is emitted one ``step()`` later (the next micro-batch), ``cross_shard_keys``
     and ``purgatory.dedup.scope`` act as they do there.  What it does not show: the
-    ``ts_in_future`` check, which needs processing time, and the operator's clock on a quiet
-    stream (move the watermark by hand).
+    ``ts_in_future`` check, which needs processing time, the operator's clock on a quiet
+    stream and the watermark a micro-batch's rows bring inside it (``ShardStep``'s
+    ``batch_watermark``): the watermark is the one moved by hand.
 
     Results accumulate across batches: ``outcomes()``, ``unmatched()`` and ``rejected()``
     return every row so far with the SPEC's columns (``batch_id`` is the step's number, from
@@ -94,7 +95,7 @@ class PurgatoryTester:
             weakref.finalize(self, shutil.rmtree, directory, ignore_errors=True)
             config = dataclasses.replace(config, state_path=directory)
         self.config = config
-        self._shards = LocalShards(config)
+        self._shards = LocalShards(config)  # the watermark moved by hand: not the rows' own
         self._none = Purgatory(config).process(None, None, watermark_ms=0)  # a call's empty rows
         self._watermark = 0  # Spark's first micro-batch runs at watermark 0
         self._operations: list[pd.DataFrame] = []

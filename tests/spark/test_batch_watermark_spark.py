@@ -1,0 +1,34 @@
+"""On Spark: an expiry comes in the micro-batch whose rows move the watermark past its deadline.
+
+Spark computes a micro-batch's watermark from its rows after it and applies it in the next
+micro-batch; the shard step moves, once the rows are admitted, to the watermark they bring
+(``shard.input.batch_watermark``), so the operation expires one micro-batch sooner, with the
+same outcome (``tests/handoff/test_batch_watermark.py`` checks the outcomes on every split).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_purgatory.config import PurgatoryConfig
+from tests.support.stream_helpers import T0, Files, ev, op, run_stream
+
+pytestmark = pytest.mark.spark
+
+
+def test_an_expiry_comes_in_the_micro_batch_whose_rows_pass_its_deadline(spark, tmp_path):
+    files = Files(str(tmp_path))
+    files.add(ops=[op("a", "k", 0, 1_000)], events=[ev("j", 100)])  # a: due at 1 s
+    # the second file's rows on a's key bring the watermark to 5 s - 2 s, past a's deadline
+    files.add(ops=[op("b", "k", 5_000, 1_000)], events=[ev("k", 7_000)])
+    config = PurgatoryConfig(
+        shards=2, tick_ms=100, watermark_delay="2 seconds", state_path=str(tmp_path / "state")
+    )
+    run = run_stream(spark, files, config)
+
+    outcomes = run.outcomes.set_index("op_id")
+    # Spark's watermark in the second micro-batch is the first file's (0 s - 2 s): a expires
+    # there, not in the micro-batch after it, and the operator's watermark says where it went
+    assert outcomes.loc["a", ["status", "batch_id"]].tolist() == ["expired", 1]
+    assert run.watermarks[1] == T0 + 3_000
+    assert "b" not in outcomes.index  # due at 6 s: pending at the end of the run
