@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrays import distinct, equal_ranges, flatten, hash_strings
+from .arrays import distinct, flatten, hash_strings, isin
 from .columns import SPARSE, TEXT, Columns
 from .rows import Rows
 from .tables import OPS, WATCH
@@ -408,12 +408,13 @@ class Pending:
         return int(self._ops.column("deadline")[self._ops.alive].max())
 
     def watch_rows(self, handles: np.ndarray, columns: list[str]) -> Rows:
-        """The watcher rows of these pending operations (sorted handles), in handle order."""
+        """The watcher rows of these pending operations (sorted, distinct handles), in handle
+        order."""
         cut = self._recent_cut(handles)
         if cut == handles.size:
             return self._watch.rows(self._watch.ranges(handles)[1], columns)
         watch = self._recent_watch.select(columns)
-        new = watch.take(equal_ranges(watch["handle"], handles[cut:])[1])
+        new = watch.take(isin(watch["handle"], handles[cut:]))  # a mask: the kept rows are in order
         if cut == 0:
             return new
         old = self._watch.rows(self._watch.ranges(handles[:cut])[1], columns)
