@@ -143,20 +143,28 @@ def run_starts(ordered: np.ndarray) -> np.ndarray:
     return first
 
 
-def flatten(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def flatten(lists: np.ndarray, *, nonempty: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(length of each list, their elements one after another as an object array): a list
-    column exploded without pandas.
+    column exploded without pandas.  ``nonempty``: every list holds an item (an operation's
+    keys), so as many items as lists means one each, and no length is asked for.
 
     Arrays (what Arrow gives) are joined by ``np.concatenate``, Python lists chained: each
     way is the faster one on its own kind.
+
+    >>> flatten(np.array([["a"], ["b", "c"], []], dtype=object))[0].tolist()
+    [1, 2, 0]
     """
-    lengths = np.fromiter(map(len, lists), np.int64, count=len(lists))
-    total = int(lengths.sum())
-    if total == 0:
-        return lengths, np.empty(0, dtype=object)
-    if isinstance(lists[0], np.ndarray):
+    n = len(lists)
+    if n and isinstance(lists[0], np.ndarray):
+        lengths = np.fromiter(map(len, lists), np.int64, count=n)
+        if int(lengths.sum()) == 0:
+            return lengths, np.empty(0, dtype=object)
         return lengths, np.concatenate(lists, dtype=object)
-    return lengths, np.fromiter(itertools.chain.from_iterable(lists), dtype=object, count=total)
+    items = lists.tolist()  # a list's iteration costs less than an object array's
+    flat = np.fromiter(itertools.chain.from_iterable(items), dtype=object)
+    if nonempty and flat.size == n:
+        return np.ones(n, np.int64), flat
+    return np.fromiter(map(len, items), np.int64, count=n), flat
 
 
 def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
