@@ -65,9 +65,6 @@ _MIN_CAPACITY = 64
 _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)
 _SORT_PROBES = 256  # more probes than this are sorted before a lookup
-#: an index's newest runs merge, this many at once, when they are within this factor of each
-#: other's size (``HashIndex.add``)
-FANOUT = 4
 TEXT = "text"  #: the dtype of a ``TextColumn``
 SPARSE = "sparse"  #: the dtype of a float64 column that stores only its non-NaN rows (``_Sparse``)
 GROWTH = 1.5  #: a full table's capacity is multiplied by this (numeric and text columns alike)
@@ -135,13 +132,11 @@ class HashIndex:
             return
         order = np.argsort(hashes)  # the order of equal hashes is nobody's business
         self._runs.append(_run(_taken(hashes, order), _taken(_narrow(rows), order)))
-        runs = self._runs
-        while len(runs) >= FANOUT and runs[-FANOUT][0].size < FANOUT * runs[-1][0].size:
-            merged = runs[-FANOUT:]
-            hashes = np.concatenate([h for h, _, _ in merged])
-            rows = np.concatenate([r for _, r, _ in merged])
-            order = np.argsort(hashes, kind="stable")  # timsort: merges the sorted runs it finds
-            runs[-FANOUT:] = [_run(_taken(hashes, order), _taken(rows, order))]
+        while len(self._runs) > 1 and 2 * self._runs[-1][0].size >= self._runs[-2][0].size:
+            (h1, r1, _), (h2, r2, _) = self._runs[-2], self._runs[-1]
+            hashes, rows = np.concatenate([h1, h2]), np.concatenate([r1, r2])
+            order = np.argsort(hashes, kind="stable")  # timsort: two sorted runs, linear
+            self._runs[-2:] = [_run(_taken(hashes, order), _taken(rows, order))]
 
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every (index into ``probes``, row) with an equal hash, dead rows included, in no

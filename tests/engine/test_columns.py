@@ -69,7 +69,7 @@ def test_ranges_find_every_row_of_a_handle_and_since_the_newest():
 
 
 def test_the_hash_index_keeps_few_runs_and_finds_every_equal_hash():
-    index, sizes = HashIndex(), [8, 8, 16, 1, 1, 2, 100, 3, 3, 3]
+    index, sizes = HashIndex(), [8, 8, 16, 1, 1, 2, 100, 3, 3, 3, *[10] * 70]
     rows = 0
     for size in sizes:
         index.add(np.arange(size, dtype=np.uint64) % 5, np.arange(rows, rows + size, dtype=np.int64))
