@@ -45,7 +45,9 @@ events completing preloaded ones) and prints the per-batch time against the pend
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import logging
 import os
 import shutil
 import statistics
@@ -59,10 +61,11 @@ import pyarrow.parquet as pq
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
-from benchmarks import contenders, harness
+from benchmarks import bench_trickle, contenders, harness
 from benchmarks.contenders import CONTENDERS, Run, timed, write_workload
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.runtime.session import local_session
+from spark_purgatory.spark.metrics import JsonListener
 from spark_purgatory.spark.operator import purgatory_stream
 from spark_purgatory.spark.sources import read_stream
 from spark_purgatory.workload import START_MS
@@ -101,19 +104,26 @@ def run_workload(
     rounds: list[dict[str, Run]] = []
     per_round: list[tuple[dict[str, float], bool]] = []  # each round's ratios and agreement
     runs: dict[str, Run] = {}
+    driver: dict[str, dict[str, float]] = {}  # this round's driver phases by contender
+    driver_rounds: list[dict[str, dict[str, float]]] = []
     for round_no, name in harness.alternated(names, args.repeat):
         if not runs and args.repeat > 1:
             print(f"  round {round_no + 1} of {args.repeat}", flush=True)
         _clear_outputs(files.root)  # each run starts from no checkpoint and no output
-        runs[name] = CONTENDERS[name](spark, files, config, args.files_per_trigger)
+        with _driver_phases(spark) as phases:
+            runs[name] = CONTENDERS[name](spark, files, config, args.files_per_trigger)
         print(f"  {runs[name].line()}   load {os.getloadavg()[0]:.1f}", flush=True)
+        driver[name] = phases.medians()
+        print(f"    driver ms a micro-batch (median): {_phase_line(driver[name])}", flush=True)
         if len(runs) == len(names):
             runs = {n: runs[n] for n in names}  # the ratios' order, whatever the round's
             rounds.append(runs)
             per_round.append(_ratios(workload, runs))
-            runs = {}
+            driver_rounds.append(driver)
+            runs, driver = {}, {}
     if len(rounds) > 1:
         _print_ranges(rounds, [figures for figures, _ok in per_round])
+    _print_phases(driver_rounds)
     figures = {k: statistics.median(f[k] for f, _ok in per_round) for k in per_round[0][0]}
     return rounds[-1], figures, all(ok for _f, ok in per_round)
 
@@ -220,6 +230,138 @@ def _delta_writers(runs: dict[str, Run], figures: dict[str, float]) -> None:
 
 def _line(label: str, value: float, cpu: float, target: str, ok: bool) -> None:
     print(f"    {label:<26}{value:7.2f}x (CPU {cpu:.2f}x)   target {target}x: {_verdict(ok)}")
+
+
+# -- the driver's share of a micro-batch -------------------------------------------------------------
+
+#: Spark's phases of a micro-batch (a progress's ``durationMs``), as printed; ``outside``: the
+#: trigger less ``addBatch`` (planning, offsets, the logs: the driver's alone)
+PHASES = (
+    "queryPlanning",
+    "getBatch",
+    "latestOffset",
+    "walCommit",
+    "commitOffsets",
+    "addBatch",
+    "triggerExecution",
+)
+#: Catalyst's rule time (ms) and the Java sources compiled, a micro-batch (``bench_trickle``'s clocks)
+CLOCKS = ("rules", "compiled")
+#: the job's own steps inside ``addBatch`` (``DriverStep.timings``, logged per micro-batch)
+SINK_STEPS = ("collect", "record", "drain", "report")
+_SHORT = {"queryPlanning": "planning", "triggerExecution": "trigger", "commitOffsets": "commit"}
+
+
+class _Phases(JsonListener):
+    """Each data micro-batch's ``durationMs`` of the queries started while registered, and the
+    job's sink steps (``driver_step``'s DEBUG record of each micro-batch, ``sink_ms``)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        super().__init__()
+        self.batches: list[dict[str, float]] = []
+        self.sink: list[dict[str, float]] = []
+        jvm = spark.sparkContext._jvm
+        self._rules = jvm.org.apache.spark.sql.catalyst.rules.RuleExecutor
+        self._compiled = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+        self._clock = self._clocks()
+
+    def _clocks(self) -> dict[str, float]:
+        """Catalyst's rule time so far (all groups, ms) and the Java sources compiled so far."""
+        rules = sum(bench_trickle.rule_groups(self._rules.dumpTimeSpent()).values())
+        return {"rules": rules, "compiled": float(self._compiled.getCount())}
+
+    def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's names
+        pass
+
+    def onQueryProgress(self, event) -> None:  # noqa: N802
+        p = event.progress
+        clock, before = self._clocks(), self._clock
+        self._clock = clock
+        if p.numInputRows:
+            phases = {k: float(v) for k, v in p.durationMs.items()}
+            self.batches.append(phases | {k: clock[k] - before[k] for k in clock})
+
+    def onQueryIdle(self, event) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: N802
+        pass
+
+    def medians(self) -> dict[str, float]:
+        """Each phase's median over the micro-batches after the first (which plans and
+        compiles everything once), ``outside`` and the sink's steps with them."""
+        batches = self.batches[1:] or self.batches
+        out = {k: statistics.median(b.get(k, 0.0) for b in batches) for k in PHASES if batches}
+        if batches:
+            out.update({k: statistics.median(b[k] for b in batches) for k in CLOCKS})
+            out["outside"] = statistics.median(
+                b.get("triggerExecution", 0) - b.get("addBatch", 0) for b in batches
+            )
+        sink = self.sink[1:] or self.sink
+        out.update({k: statistics.median(s.get(k, 0.0) for s in sink) for k in SINK_STEPS if sink})
+        return out
+
+
+class _SinkSteps(logging.Handler):
+    def __init__(self, into: list[dict[str, float]]) -> None:
+        super().__init__(logging.DEBUG)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        steps = getattr(record, "sink_ms", None)
+        if steps:
+            self.into.append({k: float(v) for k, v in steps.items() if k != "batch_id"})
+
+
+@contextlib.contextmanager
+def _driver_phases(spark: SparkSession):
+    """The driver's phases of the micro-batches run within (``_Phases``)."""
+    phases = _Phases(spark)
+    logger = logging.getLogger("spark_purgatory.driver_step")
+    handler, level = _SinkSteps(phases.sink), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    spark.streams.addListener(phases)
+    try:
+        yield phases
+    finally:
+        spark.streams.removeListener(phases)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _phase_line(phases: dict[str, float]) -> str:
+    keys = (*PHASES, "outside", *CLOCKS, *SINK_STEPS)
+    return ", ".join(f"{_SHORT.get(k, k)} {phases[k]:.0f}" for k in keys if k in phases)
+
+
+def _print_phases(rounds: list[dict[str, dict[str, float]]]) -> None:
+    """Each contender's driver phases over the rounds (min-max of the medians), and the job's
+    excess over the stateful floor's in each."""
+    if not rounds:
+        return
+    print("  driver ms a micro-batch over the rounds (min-max of each run's median):")
+    for name in rounds[0]:
+        keys = [k for k in (*PHASES, "outside", *CLOCKS, *SINK_STEPS) if k in rounds[0][name]]
+        spans = ", ".join(
+            f"{_SHORT.get(k, k)} {harness.span([r[name][k] for r in rounds], digits=0)}" for k in keys
+        )
+        print(f"    {name:<10}{spans}")
+    if all("job" in r and "stateful" in r for r in rounds):
+        for k in (
+            "queryPlanning",
+            "getBatch",
+            "latestOffset",
+            "walCommit",
+            "outside",
+            "rules",
+            "triggerExecution",
+        ):
+            over = [r["job"][k] - r["stateful"][k] for r in rounds if k in r["job"] and k in r["stateful"]]
+            if over:
+                print(
+                    f"    job - stateful floor, {_SHORT.get(k, k):<14}{harness.span(over, ' ms', digits=0)}"
+                )
 
 
 # -- scaling with pending operations ---------------------------------------------------------------

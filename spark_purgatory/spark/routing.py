@@ -323,12 +323,16 @@ def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas
     """Events: to their key's shard by a plain projection; with ``replicas`` also a copy of
     each in the cross-shard group (the stream's fallback without a mailbox)."""
     bad = _sql_bad_shard(config.shards)
+    # the role by its number: a CASE over the roles' names of a CASE of two names is what the
+    # optimizer rewrites (in every micro-batch of a stream) into this
+    event, rejected = ROLES.index(ROLE_EVENT), ROLES.index(ROLE_BAD)
     home = _as_routed(
         parsed_events,
         SOURCE_EVENTS,
         config,
         shard=f"CASE WHEN reason IS NULL THEN {_sql_shard_of('key', config)} ELSE {bad} END",
-        role=f"CASE WHEN reason IS NULL THEN '{ROLE_EVENT}' ELSE '{ROLE_BAD}' END",
+        role=f"CASE WHEN reason IS NULL THEN {event}Y ELSE {rejected}Y END",
+        role_coded=True,
     )
     if not replicas:
         return home

@@ -82,6 +82,7 @@ from .sql_text import (
     parsed_columns,
     present,
     sql_blank,
+    sql_filled,
     sql_in,
     sql_not_finite,
     sql_string,
@@ -153,10 +154,11 @@ def _string_list(text: str) -> str:
     A JSON object (Spark hands its text to a string field) is not a key: null.
     """
     trimmed = f"trim({text})"
+    # an object is none by the CASE's own null: a typed null in a branch is a cast the
+    # optimizer folds in every micro-batch (``sql_text.sql_filled``)
     return (
         f"CASE WHEN startswith({trimmed}, '[') THEN from_json({text}, 'array<string>') "
-        f"WHEN startswith({trimmed}, '{{') THEN CAST(NULL AS ARRAY<STRING>) "
-        f"WHEN NOT {sql_blank(text)} THEN array({text}) END"
+        f"WHEN NOT startswith({trimmed}, '{{') AND {sql_filled(text)} THEN array({text}) END"
     )
 
 
@@ -263,7 +265,8 @@ def _poison_checks(fields: DataFrame) -> dict[str, str]:
 def _truncated_raw() -> str:
     """``raw``, a ``record_too_large`` record's cut as ``validation.truncated`` cuts it."""
     before, after = RAW_TRUNCATED.split("{bytes}")
-    note = f"concat({sql_string(before)}, octet_length(raw), {sql_string(after)})"
+    # one concat: a concat inside another is flattened by the optimizer in every micro-batch
+    note = f"{sql_string(before)}, octet_length(raw), {sql_string(after)}"
     cut = f"concat(substring(raw, 1, {RAW_KEPT_CHARS}), {note})"
     return f"CASE WHEN reason = '{c.RECORD_TOO_LARGE}' THEN {cut} ELSE raw END AS raw"
 
@@ -274,7 +277,8 @@ def _first_reason(checks: dict[str, str], order: tuple[str, ...]) -> str:
     if unknown:
         raise ValueError(f"checks for reasons outside the contract's order: {sorted(unknown)}")
     whens = " ".join(f"WHEN {checks[reason]} THEN '{reason}'" for reason in order if reason in checks)
-    return f"CAST(CASE {whens} END AS STRING)"
+    # a CASE of string literals is a string: a cast of it the optimizer drops in every micro-batch
+    return f"CASE {whens} END" if whens else "CAST(NULL AS STRING)"
 
 
 def parse_operations(
@@ -313,8 +317,8 @@ def parse_operations(
         **_ts_checks(max_future_ms),
         c.MISSING_TIMEOUT_MS: "_no_timeout",
         c.BAD_TIMEOUT_MS: "timeout_ms IS NULL",
-        c.NEGATIVE_TIMEOUT: f"timeout_ms < {int(c.MIN_TIMEOUT_MS)}",
-        c.TIMEOUT_ABOVE_MAX: f"timeout_ms > {int(max_timeout_ms)}",
+        c.NEGATIVE_TIMEOUT: f"timeout_ms < {int(c.MIN_TIMEOUT_MS)}L",
+        c.TIMEOUT_ABOVE_MAX: f"timeout_ms > {int(max_timeout_ms)}L",
         c.UNKNOWN_CONDITION: f"NOT {sql_in('condition', list(CONDITIONS))}",
         c.MISSING_TARGET: f"{needs_target} AND _no_target",
         c.BAD_TARGET: f"{needs_target} AND {sql_not_finite('target')}",
@@ -443,7 +447,8 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading, limits: InputLimits
     plain += [_plain_field(_get("t", f), f) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]
     rows = rows.selectExpr("raw", *carried, "t", " AND ".join(f"({p})" for p in plain) + " AS _plain")
     lenient = _from_json(reading.lenient_schema)
-    lenient = f"CASE WHEN _plain OR {_POISON} IS NOT NULL THEN NULL ELSE {lenient} END AS j"
+    # null elsewhere, without the typed null of an ELSE (a cast the optimizer folds)
+    lenient = f"CASE WHEN NOT _plain AND {_POISON} IS NULL THEN {lenient} END AS j"
     rows = rows.selectExpr("raw", *carried, "t", "_plain", lenient)
     fast, slow = reading.typed("t"), reading.lenient("j")
     return rows.selectExpr(
@@ -457,8 +462,10 @@ def _plain(text: str) -> str:
     """Text the typed reading gives exactly as the lenient one does: null, or not the JSON text
     of an array, an object or a non-integer number (whose spelling the two readings differ on)."""
     first = f"substring({text}, 1, 1)"
-    number = f"({first} RLIKE '[-0-9]' AND ({text} RLIKE '[.eE]' OR length({text}) > 18))"
-    return f"({text} IS NULL OR NOT ({first} IN ('[', '{{') OR {number}))"
+    # NOT (first IN ('[', '{') OR (first RLIKE '[-0-9]' AND (text RLIKE '[.eE]' OR length > 18))),
+    # written as the optimizer leaves it (De Morgan's: ``sql_text.sql_filled``)
+    not_number = f"(NOT ({first} RLIKE '[-0-9]') OR (NOT ({text} RLIKE '[.eE]') AND length({text}) <= 18))"
+    return f"({text} IS NULL OR (NOT ({first} IN ('[', '{{')) AND {not_number}))"
 
 
 #: text fields that hold a string or nothing (``bad_<field>`` otherwise, a number included)
@@ -537,9 +544,9 @@ def _typed_event(t: str) -> dict[str, str]:
         "key": _get(t, "key"),
         "_no_ts": sql_blank(_get(t, "ts")),
         ms_column("ts"): _epoch_ms(_get(t, "ts")),
-        "op_id": f"CASE WHEN NOT {sql_blank(op_id)} THEN {op_id} END",
+        "op_id": f"CASE WHEN {sql_filled(op_id)} THEN {op_id} END",
         "_bad_op_id": "false",
-        "source": f"CASE WHEN NOT {sql_blank(source)} THEN {source} END",
+        "source": f"CASE WHEN {sql_filled(source)} THEN {source} END",
         "_bad_source": "false",
         "_no_value": f"{_get(t, 'value')} IS NULL",
         "value": _get(t, "value"),
@@ -553,9 +560,9 @@ def _lenient_event(j: str) -> dict[str, str]:
         "key": _get(j, "key"),
         "_no_ts": sql_blank(_get(j, "ts")),
         ms_column("ts"): _epoch_ms(_get(j, "ts")),
-        "op_id": f"CASE WHEN NOT {sql_blank(op_id)} THEN {op_id} END",
+        "op_id": f"CASE WHEN {sql_filled(op_id)} THEN {op_id} END",
         "_bad_op_id": _structured(j, "op_id"),
-        "source": f"CASE WHEN NOT {sql_blank(source)} THEN {source} END",
+        "source": f"CASE WHEN {sql_filled(source)} THEN {source} END",
         "_bad_source": _not_string(j, "source"),
         "_no_value": f"{_get(j, 'value')} IS NULL",
         "value": f"try_cast({_get(j, 'value')} AS DOUBLE)",

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "sql_string",
     "sql_blank",
+    "sql_filled",
     "whole_text",
     "sql_not_finite",
     "sql_in",
@@ -49,9 +50,11 @@ def clean_list(items: str, *, keep_order: bool = False) -> str:
     A list of one item (nearly every operation's keys) or none is read without the lambda:
     Spark evaluates higher-order functions row by row outside generated code.
     """
-    full = f"array_distinct(filter({items}, _i -> NOT {sql_blank('_i')}))"
+    full = f"array_distinct(filter({items}, _i -> {sql_filled('_i')}))"
     full = full if keep_order else f"array_sort({full})"
-    single = f"CASE WHEN {sql_blank(f'get({items}, 0)')} THEN CAST(array() AS ARRAY<STRING>) ELSE {items} END"
+    # the empty list as none of ``items`` (``slice``): a cast of ``array()`` is a constant
+    # the optimizer folds in every micro-batch (``sql_filled``)
+    single = f"CASE WHEN {sql_blank(f'get({items}, 0)')} THEN slice({items}, 1, 0) ELSE {items} END"
     n = f"size({items})"
     return f"CASE WHEN {n} = 0 THEN {items} WHEN {n} = 1 THEN {single} ELSE {full} END"
 
@@ -64,7 +67,7 @@ def clean_keys(items: str) -> str:
 
 def in_range(ms: str) -> str:
     """Epoch ms from ``contract.MIN_TS_MS`` (1970) up to ``MAX_TS_MS``, else null (``bad_ts``)."""
-    return f"CASE WHEN ({ms}) >= {int(MIN_TS_MS)} AND ({ms}) < {int(MAX_TS_MS)} THEN {ms} END"
+    return f"CASE WHEN ({ms}) >= {int(MIN_TS_MS)}L AND ({ms}) < {int(MAX_TS_MS)}L THEN {ms} END"
 
 
 def latest_ts(max_future_ms: int, millis: str | None = None) -> str:
@@ -154,6 +157,17 @@ def sql_blank(name: str) -> str:
     return f"({name} IS NULL OR trim({name}) = '')"
 
 
+def sql_filled(name: str) -> str:
+    """Text neither null nor blank (``sql_blank``'s negation), written as Spark's optimizer
+    leaves ``NOT sql_blank``: a stream's plan is optimized again in every micro-batch, and a
+    rewrite the optimizer makes there (here De Morgan's, by ``BooleanSimplification``) costs
+    its batch of rules another pass over the whole plan (``routed_rows.typed_projection``).
+    The JSON reading's SQL (``sources``, and the helpers here) is written so for the same
+    reason: no literal of another type than its comparison's, no cast of a constant, no
+    ``IN`` of one value, no ``NOT`` of an ``OR`` (``tests/spark/test_sql_text.py``)."""
+    return f"({name} IS NOT NULL AND NOT (trim({name}) = ''))"
+
+
 def whole_text(pattern: str) -> str:
     """A Spark SQL literal for ``RLIKE``: the contract's ``pattern`` (``contract.inputs``,
     written without anchors) matching the whole text (``\\z``: the very end, where Java's
@@ -162,10 +176,18 @@ def whole_text(pattern: str) -> str:
 
 
 def sql_not_finite(name: str) -> str:
-    return f"({name} IS NULL OR isnan({name}) OR abs({name}) = double('Infinity'))"
+    # infinite: above the largest double (a literal; ``double('Infinity')`` is a cast)
+    return f"({name} IS NULL OR isnan({name}) OR abs({name}) > {_LARGEST_DOUBLE})"
+
+
+#: ``Double.MAX_VALUE`` as a Spark SQL double literal
+_LARGEST_DOUBLE = "1.7976931348623157E308D"
 
 
 def sql_in(name: str, values: list[str]) -> str:
+    """``name`` among ``values``; ``=`` for one value (what the optimizer makes of it)."""
+    if len(values) == 1:
+        return f"{name} = {sql_string(str(values[0]))}"
     return f"{name} IN ({', '.join(sql_string(str(v)) for v in values)})"
 
 
@@ -176,7 +198,7 @@ def sql_string(value: str) -> str:
 
 def present(field: str) -> str:
     """An array of the one string ``field`` unless it is blank (else null)."""
-    return f"CASE WHEN NOT {sql_blank(field)} THEN array({field}) END"
+    return f"CASE WHEN {sql_filled(field)} THEN array({field}) END"
 
 
 def literal_column(spark: Any, value: list[int] | None, ddl: str) -> Any:

@@ -42,7 +42,7 @@ from .sql_text import (
     latest_passed,
     parsed_columns,
     present,
-    sql_blank,
+    sql_filled,
     sql_string,
 )
 
@@ -228,9 +228,9 @@ def event_fields(df: DataFrame) -> DataFrame:
         "key": c["key"],
         "_no_ts": f"{c['ts']} IS NULL",
         ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
-        "op_id": f"CASE WHEN NOT {sql_blank(c['op_id'])} THEN {c['op_id']} END",
+        "op_id": f"CASE WHEN {sql_filled(c['op_id'])} THEN {c['op_id']} END",
         "_bad_op_id": "false",
-        "source": f"CASE WHEN NOT {sql_blank(c['source'])} THEN {c['source']} END",
+        "source": f"CASE WHEN {sql_filled(c['source'])} THEN {c['source']} END",
         "_bad_source": "false",
         "_no_value": f"{c['value']} IS NULL",
         "value": _double(c["value"], _type_of(df, "value")),
