@@ -18,6 +18,7 @@ import pandas as pd
 __all__ = [
     "equal_ranges",
     "equal_pairs",
+    "all_distinct",
     "expand_ranges",
     "search",
     "hash_strings",
@@ -30,7 +31,10 @@ __all__ = [
     "isin",
 ]
 
-_SORT_ABOVE = 256  # more values than this are searched in sorted order
+_SORT_ABOVE = 256  # more probes than this are searched in sorted order (``search``)
+#: more values than this are told distinct, or joined, by pandas' hash table: below, its
+#: set-up costs more than a sort (docs/engine-internals.md)
+_HASH_TABLE_ABOVE = 256
 
 
 def search(ordered: np.ndarray, values: np.ndarray, side: str = "left") -> np.ndarray:
@@ -79,7 +83,7 @@ def equal_pairs(build: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.n
     >>> equal_pairs(np.array([7, 5, 5], np.uint64), np.array([5, 7], np.uint64))
     (array([0, 0, 1]), array([1, 2, 0]))
     """
-    if build.size > _SORT_ABOVE:  # a hash table's set-up costs more than a small sort
+    if build.size > _HASH_TABLE_ABOVE:
         index = pd.Index(build, copy=False)
         if index.is_unique:
             at = index.get_indexer(probes)
@@ -88,6 +92,19 @@ def equal_pairs(build: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.n
     order = np.argsort(build, kind="stable")  # the rows of a hash stay in order
     probe, at = equal_ranges(build[order], probes)
     return probe, order[at]
+
+
+def all_distinct(values: np.ndarray) -> bool:
+    """Are these values (a call's hashes) all different?  By pandas' hash table for many,
+    a sort for few.
+
+    >>> all_distinct(np.array([3, 1, 2], np.uint64)), all_distinct(np.array([3, 1, 3], np.uint64))
+    (True, False)
+    """
+    if values.size > _HASH_TABLE_ABOVE:
+        return bool(pd.Index(values, copy=False).is_unique)
+    ordered = np.sort(values)
+    return not bool((ordered[1:] == ordered[:-1]).any())
 
 
 def expand_ranges(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -126,20 +143,28 @@ def run_starts(ordered: np.ndarray) -> np.ndarray:
     return first
 
 
-def flatten(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def flatten(lists: np.ndarray, *, nonempty: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(length of each list, their elements one after another as an object array): a list
-    column exploded without pandas.
+    column exploded without pandas.  ``nonempty``: every list holds an item (an operation's
+    keys), so as many items as lists means one each, and no length is asked for.
 
     Arrays (what Arrow gives) are joined by ``np.concatenate``, Python lists chained: each
     way is the faster one on its own kind.
+
+    >>> flatten(np.array([["a"], ["b", "c"], []], dtype=object))[0].tolist()
+    [1, 2, 0]
     """
-    lengths = np.fromiter(map(len, lists), np.int64, count=len(lists))
-    total = int(lengths.sum())
-    if total == 0:
-        return lengths, np.empty(0, dtype=object)
-    if isinstance(lists[0], np.ndarray):
+    n = len(lists)
+    if n and isinstance(lists[0], np.ndarray):
+        lengths = np.fromiter(map(len, lists), np.int64, count=n)
+        if int(lengths.sum()) == 0:
+            return lengths, np.empty(0, dtype=object)
         return lengths, np.concatenate(lists, dtype=object)
-    return lengths, np.fromiter(itertools.chain.from_iterable(lists), dtype=object, count=total)
+    items = lists.tolist()  # a list's iteration costs less than an object array's
+    flat = np.fromiter(itertools.chain.from_iterable(items), dtype=object)
+    if nonempty and flat.size == n:
+        return np.ones(n, np.int64), flat
+    return np.fromiter(map(len, items), np.int64, count=n), flat
 
 
 def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:

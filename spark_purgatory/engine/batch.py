@@ -34,7 +34,7 @@ from ..contract import (
     SOURCE_OPERATIONS,
     UNMATCHED_COLUMNS,
 )
-from .arrays import hash_strings
+from .arrays import all_distinct, hash_strings
 from .conditions import CONDITION_NAMES
 from .frames import concat, empty
 from .list_fields import one_item_lists
@@ -201,12 +201,7 @@ def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray
     (``registry``).  (Equal hashes are the candidates; the strings decide.)"""
     if ids.size < 2:
         return np.zeros(ids.size, dtype=bool)
-    if ids.size > 256:  # many: pandas' hash table, cheaper than a sort (engine-internals.md)
-        distinct = pd.Index(hashes, copy=False).is_unique
-    else:
-        ordered = np.sort(hashes)
-        distinct = not (ordered[1:] == ordered[:-1]).any()
-    if distinct:
+    if all_distinct(hashes):
         return np.zeros(ids.size, dtype=bool)
     order = np.argsort(ts, kind="stable")
     repeated = np.empty(ids.size, dtype=bool)

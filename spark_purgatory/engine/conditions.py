@@ -177,6 +177,8 @@ def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluati
     op_pos = np.searchsorted(handles, m.handle)
     cond = _col(ops, "cond", np.int8)
 
+    if m.handle.size and bool((cond == ANY).all()):  # the usual batch: no measure to accumulate
+        return _evaluate_any(_col(ops, "ts", np.int64), m, op_pos)
     out = _evaluate_cumulative(ops, m, op_pos)
     if (cond == OFFSET).any():
         if watch is None:
@@ -255,6 +257,20 @@ def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluati
         matched = np.bincount(of_op, minlength=n_ops).astype(np.int64)
     progress = np.where(cond == ANY, matched.astype(float), progress)
     return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, used)
+
+
+def _evaluate_any(ts: np.ndarray, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
+    """Every operation ``any`` (``ts``: theirs): what ``_evaluate_cumulative`` decides for
+    them, without its measures.  An operation with a match holds at its first one (matches
+    sorted by handle, ts, eseq), the only one it uses and counts."""
+    first = run_starts(m.handle)
+    at = op_pos[first]
+    satisfied = np.zeros(ts.size, dtype=bool)
+    satisfied[at] = True
+    resolved_at = ts.copy()
+    resolved_at[at] = m.ts[first]
+    matched = satisfied.astype(np.int64)
+    return Evaluation(satisfied, resolved_at, matched.astype(float), matched, m.handle, m.eseq, first)
 
 
 class _KeyGroups(NamedTuple):

@@ -126,7 +126,8 @@ class DelayedOperations:
         khash = hash_strings(keys)  # once: the watchers' lookup, the matches and finalising need it
         fields = {c: events[c] for c in ("ts", "op_id", "source", "value", "replica")}
         evs = Rows({"eseq": eseq, "key": keys, **fields, "used": False, "khash": khash}, n)
-        evs = evs.cast(_EVENTS_HELD, copy=True)  # buffered: never the caller's arrays
+        # buffered: never the caller's arrays (``stack`` onto buffered events copies them anyway)
+        evs = evs.cast(_EVENTS_HELD, copy=len(self.t.events) == 0)
         self.t.events = self.t.events.stack(evs)
         if self.t.pending.watched == 0:
             return _NO_HANDLES

@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrays import distinct, equal_ranges, flatten, hash_strings
+from .arrays import distinct, flatten, hash_strings, isin
 from .columns import SPARSE, TEXT, Columns
 from .rows import Rows
 from .tables import OPS, WATCH
@@ -117,8 +117,10 @@ class Pending:
         self._load_arrow(ops, watch)
 
     def _load_arrow(self, ops: pa.Table, watch: pa.Table) -> None:
-        """Load ``OPS_ARROW`` and ``WATCH_ARROW`` tables: no Python object per row."""
-        self._register()
+        """Load ``OPS_ARROW`` and ``WATCH_ARROW`` tables: no Python object per row.  What
+        ``add`` kept is forgotten (``_recent_cut``: every handle from the kept batch's first on
+        is of that batch)."""
+        self.forget_recent()
         ops, watch = _by_handle(ops), _by_handle(watch)
         self._ops.append({c: _column(ops, c) for c in (*_STORED, "ohash")})
         self._watch.append({c: _column(watch, c) for c in WATCH})
@@ -172,11 +174,12 @@ class Pending:
         often arriving together.  They enter the columns only when a read needs them there
         (``_register``), those still pending then: an operation that completes in the call
         that registers it (Kafka's ``tryCompleteElseWatch`` completing at once) is never
-        appended and tombstoned."""
+        appended and tombstoned.  Without ``recent``, what was kept is forgotten (registered
+        first): every handle from the kept batch's first on is one of its (``_recent_cut``)."""
         if recent:
             self._remember(ops, watch)
             return
-        self._register()
+        self.forget_recent()
         self._append(ops, watch)
 
     def _append(self, ops: Rows, watch: Rows) -> None:
@@ -246,19 +249,12 @@ class Pending:
 
     def _recent_cut(self, handles: np.ndarray) -> int:
         """How many of these handles (sorted) come before the kept operations (``recent``):
-        those are read from the columns, the others from what ``add`` kept."""
+        those are read from the columns, the others from what ``add`` kept (every handle from
+        its first on is one of its: a batch ``add`` does not keep forgets them)."""
         recent = self._recent
         if recent is None or not len(recent) or not handles.size:
             return handles.size
         return int(np.searchsorted(handles, int(recent["handle"][0])))
-
-    def _all_recent(self, handles: np.ndarray) -> bool:
-        """Are these handles (sorted) all of operations ``add`` kept?"""
-        recent = self._recent
-        if recent is None or not len(recent) or not handles.size:
-            return False
-        first = int(recent["handle"][0])
-        return first <= handles[0] and handles[-1] < first + len(recent)
 
     def remove(self, handles: np.ndarray) -> None:
         """Drop these pending operations (distinct handles) and their watchers; those kept but
@@ -283,14 +279,10 @@ class Pending:
         given, with their keys and op_id hashes (``ohash``): all of them when every row asked
         for is one of those."""
         handles = distinct(handles)
-        recent = self._recent
-        if recent is None or not len(recent) or not handles.size:
+        cut = self._recent_cut(handles)
+        if cut == handles.size:
             return self._held(self._ops.positions(handles), keys)
-        first = int(recent["handle"][0])
-        if handles[-1] < first or handles[-1] >= first + len(recent):  # none, or some added since
-            return self._held(self._ops.positions(handles), keys)
-        cut = int(np.searchsorted(handles, first))
-        new = recent.take(handles[cut:] - first)
+        new = self._recent.take(handles[cut:] - int(self._recent["handle"][0]))
         if cut == 0:
             return new
         old = self._held(self._ops.positions(handles[:cut]), keys)
@@ -416,16 +408,16 @@ class Pending:
         return int(self._ops.column("deadline")[self._ops.alive].max())
 
     def watch_rows(self, handles: np.ndarray, columns: list[str]) -> Rows:
-        """The watcher rows of these pending operations (sorted handles), in handle order."""
-        if self._all_recent(handles):
-            watch = self._recent_watch
-            return watch.select(columns).take(equal_ranges(watch["handle"], handles)[1])
+        """The watcher rows of these pending operations (sorted, distinct handles), in handle
+        order."""
         cut = self._recent_cut(handles)
-        old = self._watch.rows(self._watch.ranges(handles[:cut])[1], columns)
         if cut == handles.size:
-            return old
+            return self._watch.rows(self._watch.ranges(handles)[1], columns)
         watch = self._recent_watch.select(columns)
-        new = watch.take(equal_ranges(watch["handle"], handles[cut:])[1])
+        new = watch.take(isin(watch["handle"], handles[cut:]))  # a mask: the kept rows are in order
+        if cut == 0:
+            return new
+        old = self._watch.rows(self._watch.ranges(handles[:cut])[1], columns)
         return Rows.concat([old, new], dict.fromkeys(columns))
 
     def by_op_id(self, op_ids: np.ndarray, hashes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

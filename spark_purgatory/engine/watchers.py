@@ -36,7 +36,7 @@ def watch_rows(new_ops: Rows, key_table: KeyTable) -> Rows:
     """The watch rows of newly registered operations (``handle``, ``keys``, ``cond``), one per
     (operation, key) in their order; an ``offset`` operation records each key's progress so
     far (``key_table``) as it starts watching.  Every valid operation has a key (validation)."""
-    lengths, key = flatten(new_ops["keys"])
+    lengths, key = flatten(new_ops["keys"], nonempty=True)
     khash = hash_strings(key)
     progress = np.full(key.size, np.nan)
     offset = np.repeat(new_ops["cond"] == OFFSET, lengths)

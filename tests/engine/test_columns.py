@@ -7,12 +7,14 @@ import pandas as pd
 import pyarrow as pa
 
 from spark_purgatory.engine import memory, text
-from spark_purgatory.engine.arrays import equal_pairs, hash_strings, pair_order
+from spark_purgatory.engine.arrays import all_distinct, equal_pairs, hash_strings, pair_order
 from spark_purgatory.engine.columns import SPARSE, TEXT, Columns, HashIndex
 from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
 from spark_purgatory.engine.frames import empty
+from spark_purgatory.engine.pending import Pending
 from spark_purgatory.engine.progress import KeyTable, keys_wakeup, retire_keys, touch_keys
-from spark_purgatory.engine.tables import I64_MIN, KEYS, RESOLVED
+from spark_purgatory.engine.rows import Rows
+from spark_purgatory.engine.tables import I64_MIN, KEYS, OPS, RESOLVED, WATCH
 
 _DTYPES = {"handle": "int64", "hash": "uint64", "name": "object"}
 
@@ -67,7 +69,7 @@ def test_ranges_find_every_row_of_a_handle_and_since_the_newest():
 
 
 def test_the_hash_index_keeps_few_runs_and_finds_every_equal_hash():
-    index, sizes = HashIndex(), [8, 8, 16, 1, 1, 2, 100, 3, 3, 3]
+    index, sizes = HashIndex(), [8, 8, 16, 1, 1, 2, 100, 3, 3, 3, *[10] * 70]
     rows = 0
     for size in sizes:
         index.add(np.arange(size, dtype=np.uint64) % 5, np.arange(rows, rows + size, dtype=np.int64))
@@ -109,6 +111,16 @@ def test_equal_pairs_is_the_sort_merge_join_with_and_without_repeated_hashes():
         )
         probe, at = equal_pairs(build, probes)
         assert list(zip(probe.tolist(), at.tolist(), strict=True)) == expected
+
+
+def test_all_distinct_tells_repeats_few_or_many():
+    rng = np.random.default_rng(4)
+    for n in (0, 1, 2, 200, 256, 257, 5_000):  # a sort, then pandas' hash table
+        values = rng.permutation(n).astype(np.uint64)
+        assert all_distinct(values)
+        if n > 1:
+            values[-1] = values[int(rng.integers(0, n - 1))]
+            assert not all_distinct(values)
 
 
 def test_the_key_table_answers_as_the_frame_it_replaces():
@@ -264,3 +276,73 @@ def test_the_pair_order_is_lexsorts_with_and_without_repeated_first_values():
         first = rng.integers(0, span, n, dtype=np.int64).view(np.uint64)
         second = rng.integers(-(2**40), 2**40, n, dtype=np.int64)
         assert pair_order(first, second).tolist() == np.lexsort((second, first)).tolist()
+
+
+def _pending_batch(first: int, n: int) -> tuple[Rows, Rows]:
+    """``n`` operations from handle ``first`` on (two keys each, members on every other), and
+    their watchers, as ``Pending.add`` takes them."""
+    handles = np.arange(first, first + n, dtype=np.int64)
+    op_id = np.array([f"op-{h}" for h in handles], dtype=object)
+    keys = np.empty(n, dtype=object)
+    keys[:] = [[f"k{h % 3}", f"j{h}"] for h in handles]
+    members = np.empty(n, dtype=object)
+    members[:] = [[f"m{h}"] if h % 2 else [] for h in handles]
+    ops = Rows(
+        {
+            "handle": handles,
+            "op_id": op_id,
+            "keys": keys,
+            "ts": handles * 10,
+            "deadline": handles * 10 + 1000,
+            "cond": np.zeros(n, np.int8),
+            "target": np.full(n, np.nan),
+            "members": members,
+            "payload": np.full(n, None, dtype=object),
+            "n_members": (handles % 2).astype(np.int64),
+            "stub": np.zeros(n, bool),
+            "ohash": hash_strings(op_id),
+        },
+        n,
+    )
+    key = np.array([k for ks in keys for k in ks], dtype=object)
+    watch = Rows(
+        {
+            "hash": hash_strings(key),
+            "key": key,
+            "handle": np.repeat(handles, 2),
+            "progress_at_watch": np.full(key.size, np.nan),
+        },
+        key.size,
+    )
+    return ops, watch
+
+
+def test_pending_reads_alike_whether_operations_were_kept_registered_or_both():
+    """A batch kept (``add(recent=True)``) then one that is not: every read across the three
+    batches answers as from the columns alone (the second batch forgets the kept one)."""
+    no_ops, no_watch = Rows.empty(OPS).to_frame(), Rows.empty(WATCH).to_frame()
+    kept, plain = Pending(no_ops, no_watch), Pending(no_ops, no_watch)
+    for first, recent in ((0, False), (5, True), (9, False)):
+        ops, watch = _pending_batch(first, 4 if first else 5)
+        kept.add(ops, watch, recent=recent)
+        plain.add(ops, watch)
+    kept.remove(np.array([6], np.int64))
+    plain.remove(np.array([6], np.int64))
+    for asked in ([1, 4], [5, 7], [7, 10], [2, 8, 12], [9, 11]):
+        handles = np.array(asked, np.int64)
+        want = plain.rows(handles, keys=True)
+        got = kept.rows(handles, keys=True)
+        for name in ("handle", "op_id", "keys", "members", "n_members", "ts"):
+            assert [_plain(v) for v in got[name]] == [_plain(v) for v in want[name]], (asked, name)
+        bare = kept.rows(handles).select(["handle"])
+        assert kept.with_keys(bare)["keys"].tolist() == [list(k) for k in want["keys"]]
+        columns = ["handle", "key", "hash"]
+        watch = kept.watch_rows(handles, columns).to_frame()
+        assert watch.equals(plain.watch_rows(handles, columns).to_frame())
+    assert kept.contains(np.arange(14)).tolist() == plain.contains(np.arange(14)).tolist()
+    assert len(kept) == len(plain) == 12
+
+
+def _plain(value: object) -> object:
+    """A cell as a comparable value (lists and arrays as lists)."""
+    return list(value) if isinstance(value, (list, np.ndarray)) else value

@@ -9,6 +9,7 @@ import pytest
 
 from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
 from spark_purgatory.engine.arrays import among, expand_ranges, isin, pairs_in
+from spark_purgatory.engine.conditions import COUNT, evaluate
 from spark_purgatory.engine.rows import Rows
 from tests.support.engine_helpers import ev, op, purgatory, step
 
@@ -125,3 +126,40 @@ def test_replay_ends_as_the_stream_would_at_that_watermark():
     ]
     pd.testing.assert_frame_equal(replayed.outcomes, streamed)
     assert replayed.unmatched[["key", "reason"]].values.tolist() == [["x", "no_operation"]]
+
+
+def test_an_all_any_batch_is_evaluated_as_the_general_measures_evaluate_it():
+    """``conditions.evaluate`` takes a short way when every operation is ``any``; with one
+    ``count`` operation more (no matches: it changes nothing for the others) it takes the
+    general one: both decide the ``any`` operations alike, matches in any order."""
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n, k = int(rng.integers(1, 12)), int(rng.integers(1, 30))
+        ops = {
+            "handle": np.sort(rng.choice(100, n, replace=False)).astype(np.int64),
+            "cond": np.zeros(n, np.int8),
+            "target": np.full(n, np.nan),
+            "ts": rng.integers(0, 50, n).astype(np.int64),
+            "n_members": np.zeros(n, np.int64),
+        }
+        matches = Rows(
+            {
+                "handle": rng.choice(ops["handle"], k).astype(np.int64),
+                "khash": rng.integers(0, 5, k).astype(np.uint64),
+                "ts": rng.integers(0, 60, k).astype(np.int64),
+                "eseq": rng.permutation(k).astype(np.int64),
+                "value": np.full(k, np.nan),
+                "source": np.full(k, None, dtype=object),
+                "is_member": np.zeros(k, bool),
+            },
+            k,
+        )
+        short = evaluate(Rows(ops, n), matches)
+        with_count = {c: np.append(v, v[-1:]) for c, v in ops.items()}
+        with_count["handle"][-1] = 1_000
+        with_count["cond"][-1], with_count["target"][-1] = COUNT, 5.0
+        general = evaluate(Rows(with_count, n + 1), matches)
+        for name in ("satisfied", "resolved_at", "progress", "matched"):
+            assert getattr(short, name).tolist() == getattr(general, name)[:n].tolist(), name
+        for name in ("handle", "eseq", "used"):
+            assert getattr(short, name).tolist() == getattr(general, name).tolist(), name
