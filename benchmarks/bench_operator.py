@@ -265,6 +265,13 @@ class _Phases(JsonListener):
         self._compiled = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
         self._clock = self._clocks()
 
+    @classmethod
+    def none(cls) -> _Phases:
+        """Phases that saw no micro-batch (``medians`` is empty)."""
+        phases = cls.__new__(cls)
+        phases.batches, phases.sink = [], []
+        return phases
+
     def _clocks(self) -> dict[str, float]:
         """Catalyst's rule time so far (all groups, ms) and the Java sources compiled so far."""
         rules = sum(bench_trickle.rule_groups(self._rules.dumpTimeSpent()).values())
@@ -315,7 +322,11 @@ class _SinkSteps(logging.Handler):
 
 @contextlib.contextmanager
 def _driver_phases(spark: SparkSession):
-    """The driver's phases of the micro-batches run within (``_Phases``)."""
+    """The driver's phases of the micro-batches run within (``_Phases``); none without a
+    session (the unit tests' stand-in contenders run none)."""
+    if spark is None:
+        yield _Phases.none()
+        return
     phases = _Phases(spark)
     logger = logging.getLogger("spark_purgatory.driver_step")
     handler, level = _SinkSteps(phases.sink), logger.level
