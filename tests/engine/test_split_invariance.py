@@ -249,35 +249,42 @@ def test_the_tester_gives_the_reference_outcomes(scenario):
     group: of copies with equal ts, the one in the lower-numbered shard is kept (the registry);
     an operation parked for its op_id's verdict is decided in the wake's micro-batch after its
     own, which ``step()`` runs (the reference: an empty micro-batch at the same watermark)."""
-    assume(not _registry_limit(scenario["ops"]))
-    batches = [
-        b for batch in scenario["batches"] for b in (batch, *[Batch([], [], batch.watermark)] * _WAKES)
-    ]
-
-    def parks(o: dict) -> bool:
-        home = _home_of_two_shards(o)
-        return home < 2 and registry_of(o["op_id"], 2) != home
-
-    assert_same(run_tester(scenario["batches"]), run(batches, home=_home_of_two_shards, parks=parks))
+    assume(not _registry_limit(scenario["ops"], 2))
+    assert_same(run_tester(scenario["batches"]), reference_with_wakes(scenario, 2))
 
 
 #: the wake's micro-batches a step may add (a verdict taken in, then its relay)
 _WAKES = 2
 
 
-def _registry_limit(ops: list[dict]) -> bool:
+def reference_with_wakes(scenario: dict, shards: int) -> Result:
+    """The reference's results over ``shards`` shards and the cross-shard group, each
+    micro-batch followed by the wake's at its watermark."""
+    batches = [
+        b for batch in scenario["batches"] for b in (batch, *[Batch([], [], batch.watermark)] * _WAKES)
+    ]
+
+    def parks(o: dict) -> bool:  # waits for its op_id's registry (``engine.registry``)
+        home = home_of(o, shards)
+        return home < shards and registry_of(o["op_id"], shards) != home
+
+    return run(batches, home=lambda o: home_of(o, shards), parks=parks)
+
+
+def _registry_limit(ops: list[dict], shards: int) -> bool:
     """Does an op_id belong both to an operation whose keys span shards and to one whose keys
     do not (the registry's one limit: two outcomes on Spark, docs/contract.md)?"""
     kinds: dict[str, set] = {}
     for o in ops:
         if not o.get("_reason"):
-            kinds.setdefault(o["op_id"], set()).add(_home_of_two_shards(o) == 2)
+            kinds.setdefault(o["op_id"], set()).add(home_of(o, shards) == shards)
     return any(len(k) > 1 for k in kinds.values())
 
 
-def _home_of_two_shards(o: dict) -> int:
-    shards = set(shards_of(np.array(o["keys"], dtype=object), 2).tolist())
-    return shards.pop() if len(shards) == 1 else 2
+def home_of(o: dict, shards: int) -> int:
+    """The group an operation lives in: its keys' shard, or the cross-shard group (``shards``)."""
+    homes = set(shards_of(np.array(o["keys"], dtype=object), shards).tolist())
+    return homes.pop() if len(homes) == 1 else shards
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)

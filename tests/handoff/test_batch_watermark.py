@@ -22,18 +22,19 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.engine.validation import validate_events, validate_operations
-from spark_purgatory.spark.key_hash import registry_of, shards_of
 from spark_purgatory.testing.local_shards import LocalShards, routed
 from tests.engine.test_split_invariance import (
     _WAKES,
     CONFIG,
     _inputs,
+    _registry_limit,
     _result,
     assert_same,
+    reference_with_wakes,
     scenarios,
 )
 from tests.support.engine_helpers import stacked
-from tests.support.reference_model import Batch, run, spark_watermarks
+from tests.support.reference_model import Batch, spark_watermarks
 
 _SLOW = dict(
     suppress_health_check=[
@@ -103,35 +104,6 @@ def _stream(
     return {"result": result, "batch_of": batch_of, "outcomes": outcomes}, marks
 
 
-def _home(o: dict, shards: int) -> int:
-    """The group an operation lives in: its keys' shard, or the cross-shard group (``shards``)."""
-    homes = set(shards_of(np.array(o["keys"], dtype=object), shards).tolist())
-    return homes.pop() if len(homes) == 1 else shards
-
-
-def _reference(scenario: dict, shards: int):
-    """The reference's results, each micro-batch followed by the wake's at its watermark."""
-    batches = [
-        b for batch in scenario["batches"] for b in (batch, *[Batch([], [], batch.watermark)] * _WAKES)
-    ]
-
-    def parks(o: dict) -> bool:  # waits for its op_id's registry (``engine.registry``)
-        home = _home(o, shards)
-        return home < shards and registry_of(o["op_id"], shards) != home
-
-    return run(batches, home=lambda o: _home(o, shards), parks=parks)
-
-
-def _registry_limit(ops: list[dict], shards: int) -> bool:
-    """Does an op_id belong both to an operation whose keys span shards and to one whose keys
-    do not (the registry's one limit: two outcomes on Spark, docs/contract.md)?"""
-    kinds: dict[str, set] = {}
-    for o in ops:
-        if not o.get("_reason"):
-            kinds.setdefault(o["op_id"], set()).add(_home(o, shards) == shards)
-    return any(len(k) > 1 for k in kinds.values())
-
-
 def _next_watermarks(scenario: dict) -> list[int]:
     """The watermark Spark runs the micro-batch after each at: the next one's (the scenario's
     last micro-batch has no rows: its own; the end's is past every deadline)."""
@@ -148,7 +120,7 @@ def test_three_shards_give_the_reference_outcomes_with_no_expiry_before_the_next
     relays, parked operations and their registries' verdicts as on Spark."""
     assume(not _registry_limit(scenario["ops"], 3))
     got, _ = _stream(scenario, 3, str(tmp_path_factory.mktemp("state")))
-    assert_same(got["result"], _reference(scenario, 3))
+    assert_same(got["result"], reference_with_wakes(scenario, 3))
     _assert_none_early(got, scenario)
 
 
@@ -158,7 +130,7 @@ def test_one_shard_expires_in_the_micro_batch_whose_rows_pass_the_deadline(tmp_p
     """One shard sees every row: an operation expires in the micro-batch whose rows bring a
     watermark at its deadline (or whose own watermark is there), not the next."""
     got, marks = _stream(scenario, 1, str(tmp_path_factory.mktemp("state")))
-    assert_same(got["result"], _reference(scenario, 1))
+    assert_same(got["result"], reference_with_wakes(scenario, 1))
     _assert_none_early(got, scenario)
     delays = scenario["delays"]
     brought = []  # each micro-batch's watermark once its rows are admitted
@@ -250,5 +222,5 @@ def test_a_stub_holding_an_event_that_waits_for_a_parked_operation_keeps_its_pai
     scenario["batches"].append(Batch([], [], scenario["batches"][-1].watermark))
     scenario.update(delays=delays, end=False, ops=ops)
     got, _ = _stream(scenario, 3, str(tmp_path), config=SPLIT_CONFIG)
-    assert_same(got["result"], _reference(scenario, 3))
+    assert_same(got["result"], reference_with_wakes(scenario, 3))
     assert got["result"].unmatched and any(s == "expired" for s, *_ in got["result"].outcomes.values())
