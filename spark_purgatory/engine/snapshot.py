@@ -130,8 +130,9 @@ def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None) -> Sh
     out of the engine's columns (in handle order; ``arrow``: as ``pending.OPS_ARROW`` and
     ``WATCH_ARROW`` tables, with no Python string made), the small tables as they are
     (read them, never modify them).  ``since`` (with ``arrow``): only the operations and
-    watchers registered from that handle on, and no dedup rows (``take_changes`` lists
-    the new ones): what a save that extends segment files needs."""
+    watchers registered from that handle on, no dedup rows (``take_changes`` lists
+    the new ones) and the windows in the order they came, not sorted: what a save that
+    extends segment files needs (it writes the windows whole only now and then)."""
     if since is not None and not arrow:
         raise ValueError("tables(since=...) gives Arrow tables: pass arrow=True")
     ops, watch = t.pending.arrow(since) if arrow else t.pending.frames()
@@ -143,7 +144,7 @@ def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None) -> Sh
         events=t.events.to_frame(EVENTS),
         keys=t.keys.frame(),
         relayed=t.relayed.to_frame(RELAYED),
-        windows=t.windows.frame(),
+        windows=t.windows.frame() if since is None else t.windows.added(0),  # no sort
         parked=t.parked.to_frame(PARKED),
         due=t.due,
         watermark=t.watermark,

@@ -27,6 +27,7 @@ __all__ = [
     "table_from",
     "handles_bytes",
     "handles_from",
+    "spliced",
 ]
 
 #: a part's buffers: zstd (Arrow's default level) keeps what does not compress (hashes,
@@ -49,13 +50,14 @@ def unpack_parts(data: bytes | pa.Buffer) -> tuple[dict[str, bytes], dict[str, s
     return parts, meta  # type: ignore[return-value]
 
 
-def frame_bytes(frame: pd.DataFrame | pa.Table) -> bytes:
+def frame_bytes(frame: pd.DataFrame | pa.Table, start: int = 0) -> bytes:
     """The frame (or Arrow table, as it is) as a compressed Arrow IPC stream, each column of a
     frame converted as ``Table.from_pandas`` would (NaN as null, object columns typed by their
-    values), without its pandas metadata, which ``frame_from`` never reads."""
+    values), without its pandas metadata, which ``frame_from`` never reads; ``start``: only
+    the rows from that position on (of a frame: no sliced frame made)."""
     if isinstance(frame, pa.Table):
-        return _stream_bytes(frame)
-    columns = {name: pa.array(frame[name].to_numpy(), from_pandas=True) for name in frame.columns}
+        return _stream_bytes(frame.slice(start) if start else frame)
+    columns = {name: pa.array(frame[name].to_numpy()[start:], from_pandas=True) for name in frame.columns}
     return _stream_bytes(pa.table(columns))
 
 
@@ -65,6 +67,31 @@ def _stream_bytes(table: pa.Table, options: pa.ipc.IpcWriteOptions | None = _PAR
     with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
+
+
+#: the end of an Arrow IPC stream (a continuation marker and a zero length)
+_END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def spliced(streams: list[bytes | pa.Buffer]) -> bytes | None:
+    """Encoded tables (``frame_bytes``'s) of one schema as one stream holding all their rows,
+    in order, without decoding or compressing them again: the first stream's schema, every
+    stream's record batches as they are (their compressed buffers), the end of the stream.
+    None when their schemas differ (the caller encodes the rows itself)."""
+    schema, messages = None, []
+    for data in streams:
+        reader = pa.ipc.MessageReader.open_stream(pa.py_buffer(data) if isinstance(data, bytes) else data)
+        for message in reader:
+            if message.type != "schema":
+                messages.append(message.serialize())
+            elif schema is None:
+                schema = pa.ipc.read_schema(message)
+                messages.append(message.serialize())
+            elif not pa.ipc.read_schema(message).equals(schema):
+                return None
+    if schema is None:
+        return None
+    return b"".join([*(m.to_pybytes() for m in messages), _END_OF_STREAM])
 
 
 def frame_from(data: bytes, dtypes: dict[str, str]) -> pd.DataFrame:
@@ -100,7 +127,9 @@ def table_from(data: bytes, schema: pa.Schema) -> pa.Table:
 
 
 def handles_bytes(handles: np.ndarray) -> bytes:
-    return frame_bytes(pd.DataFrame({"handle": handles}))
+    """Handles (or eseqs) as a one-column ``handle`` table, as ``frame_bytes`` writes a frame
+    of them (no frame made)."""
+    return _stream_bytes(pa.table({"handle": pa.array(np.asarray(handles, np.int64))}))
 
 
 def handles_from(data: bytes) -> np.ndarray:

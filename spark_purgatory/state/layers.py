@@ -26,7 +26,7 @@ from ..engine.arrays import isin
 from ..engine.frames import empty, rows_where, stack
 from ..engine.pending import OPS_ARROW, WATCH_ARROW, Pending
 from ..engine.tables import OPS, RESOLVED, WATCH, ShardTables
-from .codec import frame_bytes, frame_from, handles_from, table_from
+from .codec import frame_from, handles_from, table_from
 
 __all__ = [
     "TAILS",
@@ -100,13 +100,14 @@ def rows_of(frames: dict) -> int:
 # -- the first delta file of a chain, and the change it records since the chain before ---------------
 
 
-def chain_record(chain: list[tuple[str, int]], layer: dict) -> tuple[dict, dict[str, str]]:
+def chain_record(chain: list[tuple[str, int]], tail: dict[str, bytes]) -> tuple[dict, dict[str, str]]:
     """What the first delta file of a chain (written after a compaction: a full delta file,
     or the first after a new segment) records beside its own parts: the chain it ended
-    (``chain``, names and rows, the file before it last) and ``layer``, the change since
-    that file (``ops``, ``watch`` Arrow tables, ``dead`` and ``resolved`` frames).  Parts
-    and metadata to add to the file (``chain_before``, ``change_before`` read them back)."""
-    parts = {f"{_BEFORE}{name}": frame_bytes(table) for name, table in layer.items()}
+    (``chain``, names and rows, the file before it last) and ``tail``, the change since
+    that file (the ``ops``, ``watch``, ``dead`` and ``resolved`` tables encoded by
+    ``codec.frame_bytes``).  Parts and metadata to add to the file (``chain_before``,
+    ``change_before`` read them back)."""
+    parts = {f"{_BEFORE}{name}": data for name, data in tail.items()}
     return parts, {_CHAIN_BEFORE: json.dumps(chain)}
 
 

@@ -247,6 +247,7 @@ def _lineage_at(lineage: Lineage, changes: list[dict], meta: dict[str, str], *, 
     lineage.chain = [(name, int(rows)) for name, rows in json.loads(meta["chain"])]
     lineage.version, lineage.written = int(meta["version"]), int(meta["written"])
     lineage.small_chain = small_chain(meta)
+    lineage.tails = None  # the chain's files were written elsewhere: a compaction reads the shard
 
 
 def _bring_forward(
@@ -339,6 +340,7 @@ def _set_small(p: Purgatory, t: ShardTables, parts: dict, meta: dict[str, str]) 
     if "segments" in meta:
         lineage.saves = int(meta["saves"])
         lineage.graveyard = [(name, int(at)) for name, at in json.loads(meta["graveyard"])]
+        lineage.base_dead = int(meta["base_dead"]) if "base_dead" in meta else None  # absent before
 
 
 def _segments_of(meta: dict[str, str]) -> list[Segment]:

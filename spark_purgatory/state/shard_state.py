@@ -80,7 +80,7 @@ from ..engine.frames import empty, stack
 from ..engine.purgatory import Purgatory
 from ..engine.tables import BIG_TABLES, RESOLVED, SMALL_TABLES, Changes, ShardTables
 from .cache import WORKER_CACHE, WorkerCache
-from .codec import frame_bytes, handles_bytes, pack_parts
+from .codec import frame_bytes, handles_bytes, pack_parts, spliced
 from .increments import (
     MAX_DELTAS,
     SWEEP_EVERY,
@@ -114,6 +114,8 @@ STATE_VERSION = 4
 READABLE_VERSIONS = ("2", "3", "4")
 #: how far back a version lists its ancestors
 _ANCESTRY = 64
+#: the most change segments after a base (``_rebase_due``): what a rebuild reads, in files
+MAX_CHANGE_SEGMENTS = 16
 
 
 class Segment(NamedTuple):
@@ -144,6 +146,12 @@ class Lineage:
     saved_bytes: int = 0  # the size of what the last save wrote (the delta file, or the value)
     small: SmallMark | None = None  # the events and windows the last delta file left (``small_tables``)
     small_chain: list[str] = field(default_factory=list)  # its small chain
+    # the encoded ``tail_*`` parts of each file of the chain, when this object wrote them all
+    # since the last segment (a change segment is then spliced from them: ``_compact``)
+    tails: list[dict[str, bytes]] | None = None
+    # handles resolved since the base was written (rows the segments hold in vain); None:
+    # not known (a version written before this count)
+    base_dead: int | None = None
 
     def record(self, changes: Changes) -> None:
         """Add the engine's changes since the last save to the change since the last segment."""
@@ -218,15 +226,20 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     if lineage.segments:
         lineage.record(changes)
         lineage.saves += 1
+        if lineage.base_dead is not None:
+            lineage.base_dead += len(changes.removed)
     since = changes.added_from  # the last save's next handle: rows from there on are new
     t = p.tables(arrow=True, since=since)
     layer = {"ops": t.ops, "watch": t.watch, "dead": _handles(changes.removed), "resolved": changes.resolved}
-    chain_rows = sum(rows for _name, rows in lineage.chain) + rows_of(layer)
+    tail = _encoded(layer)
+    # the chain's change: its first file's rows are a small shard's every row (its "base")
+    chain_rows = sum(rows for _name, rows in lineage.chain[1:]) + rows_of(layer)
     record: tuple[dict, dict[str, str]] = ({}, {})
     if not lineage.chain or len(lineage.chain) >= MAX_DELTAS or chain_rows > store.segment_rows:
         if lineage.chain:  # the new chain's first file records how it follows the last one
-            record = chain_record(lineage.chain, layer)
-        t, layer, since = _compact(p, lineage, store)
+            record = chain_record(lineage.chain, tail)
+        t, layer, since = _compact(p, lineage, store, t, tail, rows_of(layer))
+        tail = _encoded(layer)
         lineage.chain = []
     if lineage.segments:
         _collect(lineage, store)
@@ -234,6 +247,7 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     lineage.version = max(int(version or 0), lineage.version + 1)
     name = delta_name(p.shard, lineage.version, lineage.id, lineage.token)
     lineage.chain.append((name, rows_of(layer)))
+    lineage.tails = None if lineage.tails is None else [*lineage.tails, tail]
     lineage.written += 1
     meta.update(
         wheel_now=str(t.wheel_now),
@@ -248,12 +262,14 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
             saves=str(lineage.saves),
             graveyard=json.dumps(lineage.graveyard),
         )
+        if lineage.base_dead is not None:
+            meta["base_dead"] = str(lineage.base_dead)
     # the events and windows whole once every MAX_DELTAS files, their change in between
     mark = lineage.small if 0 < len(lineage.small_chain) < MAX_DELTAS else None
     parts, whole, lineage.small = small_parts(p, t, mark)
     lineage.small_chain = [name] if whole else [*lineage.small_chain, name]
     meta[SMALL_CHAIN] = json.dumps(lineage.small_chain)
-    parts.update({f"tail_{k}": frame_bytes(v) for k, v in layer.items()})
+    parts.update({f"tail_{k}": v for k, v in tail.items()})
     parts.update(record[0])
     meta.update(record[1])
     data = pack_parts(parts, meta)
@@ -265,24 +281,47 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     return pointer(name)
 
 
-def _compact(p: Purgatory, lineage: Lineage, store: SegmentStore) -> tuple[ShardTables, dict, int]:
+def _encoded(layer: dict) -> dict[str, bytes]:
+    """A layer's tables (and its ``dead`` handles) encoded, by name: a delta file's
+    ``tail_*`` parts."""
+    return {
+        name: handles_bytes(table) if isinstance(table, np.ndarray) else frame_bytes(table)
+        for name, table in layer.items()
+    }
+
+
+def _compact(
+    p: Purgatory, lineage: Lineage, store: SegmentStore, t: ShardTables, tail: dict[str, bytes], rows: int
+) -> tuple[ShardTables, dict, int]:
     """Start the delta chain afresh: the change since the last segment written as a change
     segment (or a new base, when the changes hold half the base's rows), or, for a shard
     with no segment and fewer than ``segment_rows`` rows, every row in one full delta.
-    Returns the shard's tables, the new chain's first layer and the handle it starts from."""
+    ``t``, ``tail`` and ``rows``: this save's tables (from its ``since``), its change encoded
+    and that change's rows.  Returns the shard's tables, the new chain's first layer and the
+    handle it starts from.
+
+    A change segment costs what changed, not a new encoding of it: when this object wrote
+    every file of the chain (``Lineage.tails``), it is their ``tail_*`` parts and this
+    save's spliced (``codec.spliced``): the rows added since the last segment, those of them
+    resolved since among them (every load drops the rows of the handles its layers resolved,
+    ``layers.combined``).  Otherwise the rows alive now are read from the shard again."""
     if lineage.segments:
-        t = p.tables(arrow=True, since=lineage.segments[-1].next_handle)
-        change = _change(t, lineage)
-        # changes pile up until they hold half the base's rows; then one new base replaces them
-        rebase = sum(s.rows for s in lineage.segments[1:]) + rows_of(change) > lineage.segments[0].rows // 2
-        if rebase:
-            t = p.tables(arrow=True)  # a new base: every pending row
-        _write_segment(t, lineage, store, None if rebase else change)
+        tails = _tails_of(lineage)
+        rows += sum(r for _name, r in lineage.chain)
+        rebase = _rebase_due(p, lineage, rows)
+        change = None if rebase or tails is None else _spliced([*tails, tail])
+        if change is not None:
+            _write_parts(lineage, store, change, t.next_handle, rows)
+        else:
+            whole = p.tables(arrow=True, since=None if rebase else lineage.segments[-1].next_handle)
+            _write_segment(whole, lineage, store, None if rebase else _change(whole, lineage))
     else:
-        t = p.tables(arrow=True)
-        if sum(len(getattr(t, name)) for name in BIG_TABLES) < store.segment_rows:
-            return t, {"ops": t.ops, "watch": t.watch, "dead": _handles(), "resolved": t.resolved}, 0
-        _write_segment(t, lineage, store, None)
+        whole = p.tables(arrow=True)
+        if sum(len(getattr(whole, name)) for name in BIG_TABLES) < store.segment_rows:
+            lineage.tails = None
+            full = {"ops": whole.ops, "watch": whole.watch, "dead": _handles(), "resolved": whole.resolved}
+            return whole, full, 0
+        _write_segment(whole, lineage, store, None)
     nothing = {
         "ops": t.ops.slice(0, 0),
         "watch": t.watch.slice(0, 0),
@@ -292,8 +331,43 @@ def _compact(p: Purgatory, lineage: Lineage, store: SegmentStore) -> tuple[Shard
     return t, nothing, lineage.segments[-1].next_handle
 
 
-def _handles(handles: np.ndarray | None = None) -> pd.DataFrame:
-    return pd.DataFrame({"handle": np.empty(0, np.int64) if handles is None else handles})
+def _rebase_due(p: Purgatory, lineage: Lineage, rows: int) -> bool:
+    """Is a new base due, rather than one more change segment of ``rows`` rows?
+
+    A new base costs every pending row, and buys a load that reads no resolved operation's
+    rows and fewer files.  So it comes when the operations resolved since the last base
+    outnumber half the pending ones (the segments then hold a third of their rows in vain),
+    or when there are ``MAX_CHANGE_SEGMENTS`` change segments: amortised over the
+    micro-batches that made the change, never for growth alone (a growing shard's change
+    segments are read by a load as its base would be).  Without that count (a version
+    written before it) as before: when the changes hold half the base's rows."""
+    if len(lineage.segments) > MAX_CHANGE_SEGMENTS:
+        return True
+    if lineage.base_dead is None:
+        return sum(s.rows for s in lineage.segments[1:]) + rows > lineage.segments[0].rows // 2
+    return lineage.base_dead > p.pending // 2
+
+
+def _tails_of(lineage: Lineage) -> list[dict[str, bytes]] | None:
+    """The encoded parts of every file of the chain, when this object wrote them all."""
+    tails = lineage.tails
+    return tails if tails is not None and len(tails) == len(lineage.chain) else None
+
+
+def _spliced(tails: list[dict[str, bytes]]) -> dict[str, bytes] | None:
+    """Consecutive layers' encoded parts as one layer's (``codec.spliced``); None when a
+    part's schemas differ."""
+    change = {}
+    for name in tails[-1]:
+        data = spliced([tail[name] for tail in tails])
+        if data is None:
+            return None
+        change[f"tail_{name}"] = data
+    return change
+
+
+def _handles(handles: np.ndarray | None = None) -> np.ndarray:
+    return np.empty(0, np.int64) if handles is None else handles
 
 
 def _scalars(p: Purgatory, t: ShardTables, lineage: Lineage) -> dict[str, str]:
@@ -328,7 +402,7 @@ def _change(t: ShardTables, lineage: Lineage) -> dict:
     since = lineage.segments[-1].next_handle
     change: dict = {name: _from_handle(getattr(t, name), since) for name in TAILS}
     dead = distinct(np.concatenate([np.empty(0, np.int64), *lineage.dead]))
-    change["dead"] = pd.DataFrame({"handle": dead[dead < since]})
+    change["dead"] = dead[dead < since]
     new = empty(RESOLVED)
     for rows in lineage.resolved:
         new = stack(new, rows)
@@ -350,8 +424,24 @@ def _write_segment(t: ShardTables, lineage: Lineage, store: SegmentStore, change
         lineage.segments = []
     else:
         frames = {f"tail_{k}": v for k, v in change.items()}
-    parts = {k: frame_bytes(v) for k, v in frames.items()}
+    parts = _encoded(frames)
+    _write_parts(lineage, store, parts, t.next_handle, rows_of(frames), base=change is None)
+
+
+def _write_parts(
+    lineage: Lineage,
+    store: SegmentStore,
+    parts: dict[str, bytes],
+    next_handle: int,
+    rows: int,
+    *,
+    base: bool = False,
+) -> None:
+    """Write a segment of encoded ``parts``, a base or a change after the last segment; the
+    change since the last segment starts afresh."""
     meta = {"lineage": lineage.id, "format": str(STATE_VERSION)}
-    name = store.write("change" if change is not None else "base", parts, meta)
-    lineage.segments.append(Segment(name, t.next_handle, rows_of(frames)))
-    lineage.dead, lineage.resolved = [], []
+    name = store.write("base" if base else "change", parts, meta)
+    if base:
+        lineage.base_dead = 0
+    lineage.segments.append(Segment(name, next_handle, rows))
+    lineage.dead, lineage.resolved, lineage.tails = [], [], []

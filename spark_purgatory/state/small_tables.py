@@ -102,7 +102,7 @@ def _events_change(events: pd.DataFrame, now: SmallMark, since: SmallMark) -> di
     if np.any(was_used & ~now.used[old]):
         return None
     return {
-        "events_new": frame_bytes(events.iloc[int(np.count_nonzero(old)) :]),
+        "events_new": frame_bytes(events, int(np.count_nonzero(old))),
         "events_gone": handles_bytes(since.eseq[~isin(since.eseq, now.eseq)]),
         "events_used": handles_bytes(now.eseq[old][now.used[old] & ~was_used]),
     }

@@ -15,8 +15,11 @@ import json
 import pytest
 
 from spark_purgatory import Purgatory
+from spark_purgatory.engine.pending import OPS_ARROW
 from spark_purgatory.state import SegmentStore, WorkerCache, load_state, loaded_by, save_state
+from spark_purgatory.state.codec import handles_from, table_from
 from spark_purgatory.state.increments import pointed
+from spark_purgatory.state.shard_state import MAX_CHANGE_SEGMENTS
 from tests.support.engine_helpers import ev, op, outcomes, purgatory, step
 
 _TABLES = ("ops", "watch", "resolved", "matches", "events", "keys", "windows", "due")
@@ -154,7 +157,7 @@ def test_across_a_rewrite_a_crashed_attempts_version_or_a_swept_chain_is_rebuilt
     replay = load_state(committed, p.config, store, cache=worker_b)  # the retry, on worker B
     assert loaded_by(replay) == "rebuilt"
     values = []
-    for b in range(1, 8):
+    for b in range(1, 12):  # more files than a chain holds (MAX_DELTAS): a rewrite
         step(replay, **_batch(replay, b))
         value = save_state(replay, store, version=b + 1, park=True, cache=worker_b)
         replay = load_state(value, p.config, store, cache=worker_b)
@@ -164,10 +167,10 @@ def test_across_a_rewrite_a_crashed_attempts_version_or_a_swept_chain_is_rebuilt
     assert crashed is not attempt and loaded_by(crashed) == "rebuilt"
     _assert_same(crashed, store, value, "crashed")
     # worker A parks this version; B runs on across a rewrite; the earlier chain is swept
-    parked = save_state(crashed, store, version=10, park=True, cache=worker_a)
+    parked = save_state(crashed, store, version=20, park=True, cache=worker_a)
     value = parked
     other = load_state(value, p.config, store, cache=worker_b)
-    for b in range(11, 16):
+    for b in range(21, 33):
         step(other, **_batch(other, b))
         value = save_state(other, store, version=b, park=True, cache=worker_b)
         other = load_state(value, p.config, store, cache=worker_b)
@@ -177,3 +180,68 @@ def test_across_a_rewrite_a_crashed_attempts_version_or_a_swept_chain_is_rebuilt
     swept = load_state(value, p.config, store, cache=worker_a)
     assert swept is not crashed and loaded_by(swept) == "rebuilt"
     _assert_same(swept, store, value, "swept")
+
+
+def test_one_worker_keeping_the_shard_splices_its_change_segments_and_they_load_as_the_live_shard(tmp_path):
+    """A worker that keeps the shard (every load ``exact``) writes its change segments from
+    the chain's delta files as they are (``codec.spliced``): such a segment holds rows its own
+    dead handles drop.  Every version rebuilt from the files holds what the live shard holds,
+    and goes on alike."""
+    store = SegmentStore(str(tmp_path), segment_rows=400, retain_versions=50)
+    worker = WorkerCache()
+    alone, p = _grown(), _grown()
+    value = save_state(p, store, version=1, park=True, cache=worker)
+    for b in range(1, 30):
+        p = load_state(value, p.config, store, cache=worker)
+        assert loaded_by(p) == "exact", b
+        if b > 1:
+            _assert_same(p, store, value, b)
+        batch = _batch(p, b, size=40)
+        assert _resolved(step(p, **batch)) == _resolved(step(alone, **batch)), b
+        value = save_state(p, store, version=b + 1, park=True, cache=worker)
+    changes = [store.read(name)[0] for name in store.segments() if name.startswith("change-")]
+    spliced = [
+        parts
+        for parts in changes
+        if set(table_from(parts["tail_ops"], OPS_ARROW)["handle"].to_pylist())
+        & set(handles_from(parts["tail_dead"]).tolist())
+    ]
+    assert len(changes) >= 3 and spliced  # change segments, some spliced with rows their dead drop
+    rebuilt = load_state(value, p.config, store, cache=WorkerCache())
+    last = {"ops": [op("x", "k3", 3_000)], "events": [ev("k4", 3_050), ev("k2", 3_060)], "wm": 3_500}
+    assert _resolved(step(rebuilt, **last)) == _resolved(step(p, **last)) == _resolved(step(alone, **last))
+    assert rebuilt.pending == p.pending == alone.pending > 20
+
+
+def test_a_new_base_comes_for_resolved_operations_or_many_change_segments_not_for_growth(tmp_path):
+    """A shard that only grows writes change segments, and a new base only once they are
+    ``MAX_CHANGE_SEGMENTS``; once more operations resolved since the base than half those
+    pending, the next compaction writes a new base.  Every version rebuilt goes on as the
+    live shard does."""
+    store = SegmentStore(str(tmp_path), segment_rows=100, retain_versions=50)
+    worker = WorkerCache()
+    p, versions = purgatory(), []
+
+    def save(b: int) -> list:
+        value = save_state(p, store, version=b, park=True, cache=worker)
+        versions.append(value)
+        return json.loads(store.read(pointed(value).name)[1]["segments"])
+
+    for b in range(1, MAX_CHANGE_SEGMENTS + 2):  # a compaction every save: 60 operations > 100 rows
+        step(p, ops=[op(f"g{b}-{i}", f"k{b}-{i}", 10 * b, timeout_ms=10**7) for i in range(60)], wm=10 * b)
+        segments = save(b)
+    assert len(segments) == MAX_CHANGE_SEGMENTS + 1  # the base, no new one for growth
+    step(p, ops=[op(f"g-last{i}", f"k-last{i}", 500, timeout_ms=10**7) for i in range(60)], wm=500)
+    after = save(100)
+    assert len(after) == 1 and after[0][0] != segments[0][0]  # too many change segments: a new base
+    step(p, ops=[op(f"g-more{i}", f"k-more{i}", 600, timeout_ms=10**7) for i in range(60)], wm=600)
+    base = save(101)[0][0]
+    assert base == after[0][0]
+    # resolve two thirds of the operations: the next compaction writes a new base
+    step(p, events=[ev(f"k{b}-{i}", 1_000) for b in range(1, 13) for i in range(60)], wm=1_000)
+    assert p.pending < 500
+    assert save(102)[0][0] != base
+    for value in versions[-3:]:
+        rebuilt = load_state(value, p.config, store, cache=WorkerCache())
+        batch = {"events": [ev(f"k{b}-0", 2_000) for b in range(13, 18)], "wm": 2_000}
+        assert len(outcomes(step(rebuilt, **batch))) == 5
