@@ -27,8 +27,14 @@ time, the first and last micro-batch's time (``triggerExecution``), the peak res
 completed operations; then each figure's range over the rounds and the ratios, round by
 round.
 
+With ``PURGATORY_STATE_LOG=1`` the job's shard calls log how their state was loaded and
+what each phase cost (``ShardStep.log``, on the Python workers' stderr): the child sends its
+stderr to a file and the parent prints, per job run, how the calls loaded and the
+distribution of their ``save_ms`` and ``load_ms``.
+
     python -m benchmarks pending                          # 12 x 150k, 1.2M pending
     python -m benchmarks pending --files 4 --per-file 20000 --repeat 1
+    PURGATORY_STATE_LOG=1 python -m benchmarks pending --contenders job --repeat 1 [--checkout ../main]
 """
 
 from __future__ import annotations
@@ -89,8 +95,17 @@ def write_workload(root: str, files: int, per_file: int) -> tuple[int, int]:
 # -- the child: one contender in its own process -------------------------------------------------------
 
 
+#: the shard calls' log lines (``PURGATORY_STATE_LOG``), and where a child writes its stderr
+_STATE_LINE, _STATE_LOG = "purgatory-state ", "state-{name}.log"
+
+
 def child(name: str, root: str, ops: int, events: int) -> dict:
     import dataclasses
+
+    if os.environ.get("PURGATORY_STATE_LOG") and not os.environ.get(harness.IN_PROCESS):
+        # the workers inherit this process's stderr: keep it in a file the parent reads
+        log = os.open(f"{root}/{_STATE_LOG.format(name=name)}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(log, 2)
 
     from pyspark.sql import functions as F
 
@@ -144,13 +159,47 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
 # -- the parent ---------------------------------------------------------------------------------------
 
 
-def measure(name: str, root: str, ops: int, events: int, sample_s: float) -> dict:
-    """Run contender ``name`` in a fresh process; sample its tree's resident memory."""
+def state_calls(root: str, name: str) -> str | None:
+    """The shard calls' state figures a child logged (``PURGATORY_STATE_LOG``), summed up:
+    how they loaded, and ``save_ms`` and ``load_ms`` by percentile; None without a log."""
+    path = f"{root}/{_STATE_LOG.format(name=name)}"
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        calls = [
+            json.loads(line[line.index(_STATE_LINE) + len(_STATE_LINE) :])
+            for line in lines
+            if _STATE_LINE in line
+        ]
+    if not calls:
+        return f"  {name}: no shard call logged"
+    loads: dict[str, int] = {}
+    for call in calls:
+        loads[call["loaded_by"]] = loads.get(call["loaded_by"], 0) + 1
+    out = [
+        f"  {name}: {len(calls)} shard calls, loaded "
+        + ", ".join(f"{k} {v}" for k, v in sorted(loads.items()))
+    ]
+    for phase in ("save_ms", "load_ms"):
+        ms = np.array([call.get(phase, 0) for call in calls], float)
+        p50, p90 = np.percentile(ms, [50, 90])
+        spread = f"median {p50:.0f}, p90 {p90:.0f}, max {ms.max():.0f}"
+        out.append(f"    {phase}: {spread}, in call order {ms.astype(int).tolist()}")
+    return "\n".join(out)
+
+
+def measure(
+    name: str, root: str, ops: int, events: int, sample_s: float, checkout: str | None = None
+) -> dict:
+    """Run contender ``name`` in a fresh process (``checkout``: with that checkout's
+    ``spark_purgatory``); sample its tree's resident memory."""
     for old in ("out", "ck-job", "ck-join", "join-out", "ck-join-delta", "join-delta-out", "ck-stateful"):
         shutil.rmtree(f"{root}/{old}", ignore_errors=True)
+    if os.path.exists(f"{root}/{_STATE_LOG.format(name=name)}"):
+        os.remove(f"{root}/{_STATE_LOG.format(name=name)}")
     argv = ["--child", name, "--root", root, "--ops", str(ops), "--events", str(events)]
     try:
-        return {**harness.child("pending", argv, sample_s=sample_s), "name": name}
+        return {**harness.child("pending", argv, sample_s=sample_s, checkout=checkout), "name": name}
     except RuntimeError as failed:
         raise SystemExit(f"contender {name} failed: {failed}") from None
 
@@ -170,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-file", type=int, default=150_000)
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help=f"of {', '.join(CONTENDERS)}")
     parser.add_argument("--sample", type=float, default=0.5, help="seconds between memory samples")
+    parser.add_argument("--checkout", help="run the contenders on another checkout's spark_purgatory")
     parser.add_argument("--child", choices=CONTENDERS, help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--ops", type=int, help=argparse.SUPPRESS)
@@ -198,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         rounds = harness.Rounds(names, args.repeat)
         for number, name in rounds:
-            m = measure(name, root, ops, events, args.sample)
+            m = measure(name, root, ops, events, args.sample, args.checkout)
             m["first_s"], m["last_s"] = ((m[k] or 0) / 1000 for k in ("first_ms", "last_ms"))
             m["drift"] = m["last_ms"] / m["first_ms"] if m["first_ms"] else None
             rounds.add(name, m)
@@ -208,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                 + f"{m['completed']:>11,}",
                 flush=True,
             )
+            calls = state_calls(root, name)
+            if calls:
+                print(calls, flush=True)
         print(f"\nover {args.repeat} rounds, min-max (median):")
         print(rounds.table(COLUMNS))
         ratios = {}

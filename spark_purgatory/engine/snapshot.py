@@ -32,7 +32,7 @@ from .arrays import distinct, hash_strings, isin
 from .frames import empty
 from .pending import Pending
 from .rows import Rows
-from .tables import EVENTS, MATCHES, PARKED, RELAYED, RESOLVED, ChangeLog, ShardTables
+from .tables import EVENTS, MATCHES, PARKED, RELAYED, RESOLVED, WINDOWS, ChangeLog, ShardTables
 from .wheel import TimingWheel
 from .windows import ResolvedWindows
 
@@ -131,8 +131,9 @@ def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None) -> Sh
     ``WATCH_ARROW`` tables, with no Python string made), the small tables as they are
     (read them, never modify them).  ``since`` (with ``arrow``): only the operations and
     watchers registered from that handle on, no dedup rows (``take_changes`` lists
-    the new ones) and the windows in the order they came, not sorted: what a save that
-    extends segment files needs (it writes the windows whole only now and then)."""
+    the new ones) and no windows (``Purgatory.windows_added`` gives those added since a
+    mark, or all): what a save that extends segment files needs (it writes the windows
+    whole only now and then)."""
     if since is not None and not arrow:
         raise ValueError("tables(since=...) gives Arrow tables: pass arrow=True")
     ops, watch = t.pending.arrow(since) if arrow else t.pending.frames()
@@ -144,7 +145,7 @@ def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None) -> Sh
         events=t.events.to_frame(EVENTS),
         keys=t.keys.frame(),
         relayed=t.relayed.to_frame(RELAYED),
-        windows=t.windows.frame() if since is None else t.windows.added(0),  # no sort
+        windows=t.windows.frame() if since is None else empty(WINDOWS),
         parked=t.parked.to_frame(PARKED),
         due=t.due,
         watermark=t.watermark,

@@ -13,12 +13,15 @@ holds a *pointer* of a hundred bytes, and the state lives in files the executor 
   (``small_tables``), the list of segment files and the *chain* of delta files since the
   last segment;
 * immutable **segments**, LSM-style: one *base* (every big table) and *change* segments.
-  When a chain reaches ``increments.MAX_DELTAS`` files or holds more than
-  ``purgatory.state.segment.rows`` rows, the change since the last segment is written as a
-  change segment and the chain starts afresh; when the change segments together hold half
-  as many rows as the base, one new base replaces them all (amortised over many
-  micro-batches).  A shard below ``segment.rows`` rows has no segment: its chain starts with
-  one *full* delta file holding every row, rewritten when the chain is compacted.
+  When a chain reaches ``increments.MAX_DELTAS`` files or its files after the first hold
+  more than ``purgatory.state.segment.rows`` rows, the change since the last segment is
+  written as a change segment, spliced from the chain's files as they were written (no
+  row read or encoded again), and the chain starts afresh; when the operations resolved
+  since the base outnumber half the pending ones, or after ``MAX_CHANGE_SEGMENTS`` change
+  segments, one new base replaces them all (amortised over many micro-batches; a shard
+  that only grows writes no new base for its growth).  A shard below ``segment.rows`` rows
+  has no segment: its chain starts with one *full* delta file holding every row, rewritten
+  when the chain is compacted.
 
 What changed is read from the engine's change log (``Purgatory.take_changes``), taken at
 every save; the engine itself writes nothing.  A save reads only the rows registered since

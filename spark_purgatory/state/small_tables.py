@@ -74,13 +74,13 @@ def small_parts(
     """The small tables' parts of a delta file: every table whole when ``since`` is None (or
     the change cannot be told), else the events and windows as their change since
     ``since``, the other tables whole; whether they are whole, and the mark of what was
-    written."""
+    written.  The windows are ``p``'s (``Purgatory.windows_added``), never ``t``'s."""
     parts = {name: frame_bytes(getattr(t, name)) for name in SMALL_TABLES if name not in _CHANGING}
     parts["due"] = handles_bytes(t.due)
     mark = small_mark(p, t.events, t.next_eseq)
     change = None if since is None else _events_change(t.events, mark, since)
-    if change is None:
-        parts.update(events=frame_bytes(t.events), windows=frame_bytes(t.windows))
+    if change is None:  # every window the shard keeps, in the order they came (``t``'s may be none)
+        parts.update(events=frame_bytes(t.events), windows=frame_bytes(p.windows_added(0)[0]))
         return parts, True, mark
     windows, _ = p.windows_added(since.windows)
     parts.update(change)
