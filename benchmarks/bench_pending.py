@@ -159,6 +159,19 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
 # -- the parent ---------------------------------------------------------------------------------------
 
 
+def _logged(line: str) -> list[dict]:
+    """The shard calls' figures on a line of a child's stderr (two workers' lines may share
+    one: each figure is read from its marker on; a cut one is left out)."""
+    found, at = [], line.find(_STATE_LINE)
+    while at >= 0:
+        try:
+            found.append(json.JSONDecoder().raw_decode(line, at + len(_STATE_LINE))[0])
+        except ValueError:
+            pass
+        at = line.find(_STATE_LINE, at + 1)
+    return found
+
+
 def state_calls(root: str, name: str) -> str | None:
     """The shard calls' state figures a child logged (``PURGATORY_STATE_LOG``), summed up:
     how they loaded, and ``save_ms`` and ``load_ms`` by percentile; None without a log."""
@@ -166,11 +179,7 @@ def state_calls(root: str, name: str) -> str | None:
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8", errors="replace") as lines:
-        calls = [
-            json.loads(line[line.index(_STATE_LINE) + len(_STATE_LINE) :])
-            for line in lines
-            if _STATE_LINE in line
-        ]
+        calls = [call for line in lines for call in _logged(line)]
     if not calls:
         return f"  {name}: no shard call logged"
     loads: dict[str, int] = {}

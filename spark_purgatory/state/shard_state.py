@@ -297,7 +297,7 @@ def _compact(
     p: Purgatory, lineage: Lineage, store: SegmentStore, t: ShardTables, tail: dict[str, bytes], rows: int
 ) -> tuple[ShardTables, dict, int]:
     """Start the delta chain afresh: the change since the last segment written as a change
-    segment (or a new base, when the changes hold half the base's rows), or, for a shard
+    segment (or a new base, when one is due: ``_rebase_due``), or, for a shard
     with no segment and fewer than ``segment_rows`` rows, every row in one full delta.
     ``t``, ``tail`` and ``rows``: this save's tables (from its ``since``), its change encoded
     and that change's rows.  Returns the shard's tables, the new chain's first layer and the
