@@ -35,6 +35,10 @@ distribution of their ``save_ms`` and ``load_ms``.
     python -m benchmarks pending                          # 12 x 150k, 1.2M pending
     python -m benchmarks pending --files 4 --per-file 20000 --repeat 1
     PURGATORY_STATE_LOG=1 python -m benchmarks pending --contenders job --repeat 1 [--checkout ../main]
+    python -m benchmarks pending --saves --repeat 2 [--checkout ../main]   # no Spark
+
+``--saves`` times the job's state saves alone on one shard's half of the same files, without
+Spark (``saves_child``): the CPU each save takes, call by call, as pending operations grow.
 """
 
 from __future__ import annotations
@@ -156,6 +160,69 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
     }
 
 
+# -- the state saves alone ----------------------------------------------------------------------------
+
+
+def saves_child(root: str, files: int, per_file: int) -> dict:
+    """The job's state saves on one shard of the workload, without Spark: the engine takes a
+    shard's share of each file (half of it, as with two shards), ``save_state`` writes it to a
+    ``SegmentStore`` and the worker cache hands it back, as in a steady stream; returns each
+    save's CPU time (process time: Arrow's compression threads included), in ms."""
+    import pandas as pd
+
+    from spark_purgatory import Purgatory, PurgatoryConfig
+    from spark_purgatory.state import SegmentStore, WorkerCache, load_state, save_state
+
+    config = PurgatoryConfig(shards=1, watermark_delay="10 seconds", cross_shard_operations=False)
+    p, cache, store, saves = Purgatory(config), WorkerCache(), SegmentStore(f"{root}/state"), []
+    t0 = int(time.time() * 1000) - DAY_MS
+    for f in range(files):
+        ids = np.arange(f * per_file, (f + 1) * per_file, 2)  # the shard's half
+        ts = t0 + ids * 10
+        ops = pd.DataFrame(
+            {
+                "op_id": [f"o{i}" for i in ids],
+                "keys": [[f"k{i}"] for i in ids],
+                "ts": ts,
+                "timeout_ms": DAY_MS,
+            }
+        )
+        confirmed = ids % 3 == 0
+        events = pd.DataFrame({"key": [f"k{i}" for i in ids[confirmed]], "ts": ts[confirmed] + 1_000})
+        p.process(ops, events, watermark_ms=int(ts[0]) - 10_000)
+        start = time.process_time()
+        value = save_state(p, store, park=True, cache=cache, version=f + 1)
+        saves.append((time.process_time() - start) * 1000)
+        p = load_state(value, config, store, cache=cache)
+    return {"saves_ms": saves, "pending": p.pending}
+
+
+def measure_saves(args: argparse.Namespace) -> None:
+    """``--saves``: each checkout's saves (this one, and ``--checkout``'s), alternated."""
+    checkouts = [None, args.checkout] if args.checkout else [None]
+    print(f"state saves alone, one of two shards, {args.files} files of {args.per_file:,} operations")
+    for number in range(args.repeat):
+        for checkout in checkouts if number % 2 == 0 else checkouts[::-1]:
+            with tempfile.TemporaryDirectory(prefix="bench-saves-") as root:
+                argv = [
+                    "--saves-child",
+                    "--root",
+                    root,
+                    "--files",
+                    str(args.files),
+                    "--per-file",
+                    str(args.per_file),
+                ]
+                out = harness.child("pending", argv, checkout=checkout)
+            ms = np.array(out["saves_ms"])
+            print(
+                f"  {checkout or 'this checkout'} (load {os.getloadavg()[0]:.1f}): total {ms.sum():.0f} ms, "
+                f"median {np.median(ms):.0f}, max {ms.max():.0f}, {out['pending']:,} pending; "
+                f"in order {np.round(ms).astype(int).tolist()}",
+                flush=True,
+            )
+
+
 # -- the parent ---------------------------------------------------------------------------------------
 
 
@@ -229,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help=f"of {', '.join(CONTENDERS)}")
     parser.add_argument("--sample", type=float, default=0.5, help="seconds between memory samples")
     parser.add_argument("--checkout", help="run the contenders on another checkout's spark_purgatory")
+    parser.add_argument("--saves", action="store_true", help="the job's state saves alone, without Spark")
+    parser.add_argument("--saves-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child", choices=CONTENDERS, help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--ops", type=int, help=argparse.SUPPRESS)
@@ -236,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.root, args.ops, args.events)), flush=True)
+        return 0
+    if args.saves_child:
+        print(json.dumps(saves_child(args.root, args.files, args.per_file)), flush=True)
+        return 0
+    if args.saves:
+        measure_saves(args)
         return 0
     names = harness.names(args.contenders)
     unknown = set(names) - set(CONTENDERS)
