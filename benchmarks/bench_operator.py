@@ -61,7 +61,7 @@ import pyarrow.parquet as pq
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
-from benchmarks import bench_trickle, contenders, harness
+from benchmarks import bench_stages, bench_trickle, contenders, harness
 from benchmarks.contenders import CONTENDERS, Run, timed, write_workload
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.runtime.session import local_session
@@ -506,6 +506,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         default="c1",
         help="the session's JVM: C1 only (local_session's default) or HotSpot's default C1 + C2",
     )
+    parser.add_argument(
+        "--event-log",
+        help="a directory for Spark's event log (one file for the whole run): every stage's and task's "
+        "times, read per contender and micro-batch by `python -m benchmarks stages DIR`",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness runs (CI)")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -529,7 +534,11 @@ def main(argv: list[str] | None = None) -> int:
     cloudpickle.register_pickle_by_value(contenders)
     root = tempfile.mkdtemp(prefix="bench-operator-")
     spark = local_session(
-        "bench-operator", master="local[2]", shuffle_partitions=args.shards + 1, c1_only=args.jit == "c1"
+        "bench-operator",
+        master="local[2]",
+        shuffle_partitions=args.shards + 1,
+        c1_only=args.jit == "c1",
+        conf=bench_stages.event_log_conf(args.event_log) if args.event_log else None,
     )
     config = PurgatoryConfig(shards=args.shards, cross_shard_operations=False, max_timeout_ms=60_000)
     print(

@@ -149,6 +149,66 @@ def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_lo
     assert (second["collect_ms"], second["commit_log_ms"], second["other_ms"]) == (100, 20, 180)
 
 
+def test_the_stages_reader_splits_a_micro_batch_into_its_stages_and_shard_tasks():
+    """``bench_stages.micro_batches`` on a small event log written here: a run's micro-batch
+    with its routing stage and its stateful stage (two shard tasks and the idle group's);
+    another run's stages stay apart; a batch without input rows is left out."""
+    from benchmarks.bench_stages import _PROGRESS, micro_batches
+
+    def job(job_id, run, batch, stages):
+        props = {"spark.jobGroup.id": run, "streaming.sql.batchId": str(batch), "sql.streaming.queryId": "q"}
+        return {"Event": "SparkListenerJobStart", "Job ID": job_id, "Stage IDs": stages, "Properties": props}
+
+    def stage(stage_id, scopes, begin, end):
+        rdds = [{"RDD ID": i, "Name": n, "Scope": json.dumps({"name": n})} for i, n in enumerate(scopes)]
+        info = {"Stage ID": stage_id, "RDD Info": rdds, "Submission Time": begin, "Completion Time": end}
+        return {"Event": "SparkListenerStageCompleted", "Stage Info": info}
+
+    def task(stage_id, ms, cpu_ms, rows=0, py_ms=0):
+        sql = [
+            {"Name": "records read", "Update": str(rows)},
+            {"Name": "time to execute Python code", "Update": str(py_ms)},
+        ]
+        info = {"Launch Time": 1000, "Finish Time": 1000 + ms, "Accumulables": sql if rows else []}
+        metrics = {"Executor CPU Time": cpu_ms * 1_000_000, "Executor Deserialize CPU Time": 0}
+        return {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": stage_id,
+            "Task Info": info,
+            "Task Metrics": metrics,
+        }
+
+    def progress(run, batch, rows, add_ms, at):
+        p = {"runId": run, "batchId": batch, "numInputRows": rows, "durationMs": {"addBatch": add_ms}}
+        return {"Event": _PROGRESS, "progress": {**p, "timestamp": at}}
+
+    events = [
+        job(1, "r1", 0, [1, 2]),
+        task(1, 40, 30),
+        task(1, 50, 20),
+        stage(1, ["Scan parquet", "WholeStageCodegen (1)", "Exchange"], 0, 60),
+        task(2, 300, 90, rows=1000, py_ms=200),
+        task(2, 250, 70, rows=900, py_ms=150),
+        task(2, 45, 10),
+        stage(2, ["Exchange", "FlatMapGroupsInPandasWithState"], 60, 400),
+        progress("r1", 0, 1900, 450, "2026-01-01T00:00:01.000Z"),
+        job(2, "r1", 1, [3]),
+        stage(3, ["Scan text", "Exchange"], 0, 10),
+        progress("r1", 1, 0, 20, "2026-01-01T00:00:02.000Z"),
+        job(3, "r2", 0, [4]),
+        task(4, 500, 100, rows=10, py_ms=400),
+        stage(4, ["Exchange", "FlatMapGroupsInPandasWithState"], 0, 500),
+        progress("r2", 0, 10, 520, "2026-01-01T00:00:03.000Z"),
+    ]
+    runs = micro_batches([json.dumps(e) for e in events])
+    assert list(runs) == ["run1", "run2"] and len(runs["run1"]) == 1
+    first = runs["run1"][0]
+    assert (first["add_ms"], first["route_ms"], first["route_cpu"]) == (450, 60, 50)
+    assert (first["state_ms"], first["busy"], first["busy_max_ms"], first["idle_ms"]) == (340, 2, 300, 45)
+    assert (first["jvm_cpu"], first["py_ms"]) == (80, 175)
+    assert runs["run2"][0]["busy_max_ms"] == 500 and runs["run2"][0]["idle_ms"] == 0
+
+
 def test_the_batch_anatomy_splits_catalysts_rule_time_by_group_and_micro_batch():
     """``bench_trickle.rule_groups`` on a ``RuleExecutor.dumpTimeSpent()`` text (Spark 4.2's
     layout), then ``per_batch_rules`` on snapshots: no Spark."""
