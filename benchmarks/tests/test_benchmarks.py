@@ -363,6 +363,7 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
         "kafka",
         "inspect",
         "handoff",
+        "stages",
     )
     out = _smoke(*names, "latency", figures=tmp_path)
     _the_operator_run(out["operator"], _figures(tmp_path / "operator.json"))
@@ -374,6 +375,7 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
     assert "join / job, wall time" in out["kafka"] and "the same from every run" in out["kafka"]
     assert "pending by shard" in out["inspect"] and "at-risk" in out["inspect"]
     assert "floor CPU / text's" in out["handoff"] and "µs CPU per row" in out["handoff"]
+    assert "stateful, routed rows (no work)" in out["stages"] and "busy_max_ms" in out["stages"]
     latency = out["latency"]
     trickle = [line.split() for line in latency.splitlines() if line.startswith("trickle every 1.5s")]
     expiries = next(cells for cells in trickle if cells[3:5] == ["expiry", "trickle"])
