@@ -7,25 +7,27 @@ the warm-up's come first) is told by its run id, in the order they started.  Per
 with input, from Spark's own records:
 
 * ``add_ms``: the progress's ``addBatch`` (the micro-batch's Spark jobs and its sink);
-* ``route``: the stage that reads and routes the input and writes the shuffle: its span
-  (submission to completion), its tasks' summed executor CPU (``route_cpu``);
-* ``state``: the stateful stage (``FlatMapGroupsInPandasWithState``): its span; its tasks
-  that read rows (the shards'; ``busy``): the longest one's duration, and per task the JVM's
-  executor CPU (``jvm_cpu``: the shuffle read, Spark's Arrow writer, the state store) and
-  PySpark's ``time to execute Python code`` (``py_ms``: the worker's reading of the rows, the
-  group function and the output's writing, from the worker's first read of the input; the
-  JVM feeds it as it goes); the task that read no rows (the cross-shard group's, or the
-  floor's empty group; ``idle``): its duration.
+* ``route_ms``, ``route_cpu``: the stage that reads and routes the input and writes the
+  shuffle: its span (submission to completion) and its tasks' summed executor CPU;
+* ``state_ms``: the stateful stage's (``FlatMapGroupsInPandasWithState``) span; of its tasks
+  that read rows (the shards'; ``busy`` of them), ``busy_max_ms`` the longest one's duration,
+  and per task ``jvm_cpu`` the JVM's executor CPU (the shuffle read, the sort by group,
+  Spark's Arrow writer, the state store) and ``py_ms`` PySpark's ``time to execute Python
+  code`` (the worker's reading of the rows, the group function and the output's writing: it
+  runs from the worker's first read of the input, so it includes waiting for the JVM to
+  feed it); ``idle_ms``: the task that read no rows (the cross-shard group's, or the floor's
+  empty partition), its duration.
 
 Printed: each run's medians over its micro-batches after the first ``--skip``; with
 ``--stages`` also every stage kind's summed task figures and SQL metrics.  The Python
-worker's own split of ``py_ms`` (the hand-off's wait, the shard step, the output) is in the
-job's stderr with ``PURGATORY_STATE_LOG=1`` (``purgatory-task`` lines, ``spark.operator``).
+worker's own split of a shard task (when its function was called, the shard step, the output)
+is in the job's stderr with ``PURGATORY_STATE_LOG=1`` (``purgatory-task`` lines,
+``spark.operator``).
 
-    python -m benchmarks operator --workloads typed --contenders stateful,job --scaling '' \\
-        --repeat 1 --event-log /tmp/ev
+    python -m benchmarks operator --workloads typed --contenders stateful,stateful-routed,job \\
+        --scaling '' --repeat 2 --event-log /tmp/ev
     python -m benchmarks stages /tmp/ev
-    python -m benchmarks stages          # runs the operator benchmark as above, then reads its log
+    python -m benchmarks stages          # one round of those contenders run here, then read
 """
 
 from __future__ import annotations
