@@ -110,9 +110,11 @@ def run_workload(
         if not runs and args.repeat > 1:
             print(f"  round {round_no + 1} of {args.repeat}", flush=True)
         _clear_outputs(files.root)  # each run starts from no checkpoint and no output
+        before = harness.cpu_by_kind()
         with _driver_phases(spark) as phases:
             runs[name] = CONTENDERS[name](spark, files, config, args.files_per_trigger)
         print(f"  {runs[name].line()}   load {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"    CPU by process: {_cpu_line(before, harness.cpu_by_kind())}", flush=True)
         driver[name] = phases.medians()
         print(f"    driver ms a micro-batch (median): {_phase_line(driver[name])}", flush=True)
         if len(runs) == len(names):
@@ -126,6 +128,16 @@ def run_workload(
     _print_phases(driver_rounds)
     figures = {k: statistics.median(f[k] for f, _ok in per_round) for k in per_round[0][0]}
     return rounds[-1], figures, all(ok for _f, ok in per_round)
+
+
+def _cpu_line(before: dict[str, float], after: dict[str, float]) -> str:
+    """Each kind of process's CPU seconds between two ``harness.cpu_by_kind`` readings: the
+    driver's Python (the sink's steps, delta-rs), the JVM (the driver and the executors'
+    threads: local mode), the Python workers (the group function, PySpark's conversions)."""
+    used = {kind: after[kind] - before.get(kind, 0.0) for kind in after}
+    return ", ".join(
+        f"{kind} {seconds:.1f} s" for kind, seconds in used.items() if kind != "other" or seconds
+    )
 
 
 def _clear_outputs(root: str) -> None:

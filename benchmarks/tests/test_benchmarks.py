@@ -263,18 +263,22 @@ def test_the_pending_workload_leaves_two_thirds_pending_and_memory_counts_the_pr
 def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tmp_path):
     """``harness.rss_by_kind`` (the soak's memory columns): this process is the Python driver,
     a ``java`` under it the JVM, the Python processes under that the workers; the kinds add
-    up to the tree.  The "JVM" here is Python started as ``java`` (argv[0] is what counts)."""
+    up to the tree.  ``cpu_by_kind`` (``operator``'s CPU by process) by the same kinds: the
+    worker's busy loop counts as the workers', and the kinds add up to ``cpu_seconds``.  The
+    "JVM" here is Python started as ``java`` (argv[0] is what counts)."""
     import signal
     import subprocess
     import time
 
-    from benchmarks.harness import jvm_pid, rss_by_kind, tree_rss_mb
+    from benchmarks.harness import cpu_by_kind, cpu_seconds, jvm_pid, rss_by_kind, tree_rss_mb
 
     java = tmp_path / "java"
     java.symlink_to(sys.executable)
     ready = tmp_path / "worker-pid"
     worker = (
-        f"import os, pathlib, time; pathlib.Path({str(ready)!r}).write_text(str(os.getpid())); time.sleep(60)"
+        "import os, pathlib, time\nbegan = time.process_time()\n"
+        "while time.process_time() - began < 0.4: pass\n"
+        f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid())); time.sleep(60)"
     )
     # the worker by Python's own name (``sys.executable`` under the "java" link is the link)
     starts = (
@@ -289,6 +293,9 @@ def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tm
         assert jvm_pid(os.getpid()) == jvm.pid
         assert kinds["python driver"] > 10 and kinds["driver JVM"] > 1 and kinds["python workers"] > 1, kinds
         assert abs(sum(kinds.values()) - tree_rss_mb(os.getpid())) < 50  # the same tree, moments apart
+        cpu = cpu_by_kind()
+        assert cpu["python workers"] >= 0.35 and cpu["python driver"] > 0, cpu
+        assert abs(sum(cpu.values()) - cpu_seconds()) < 0.2
     finally:
         if ready.exists() and ready.read_text():
             os.kill(int(ready.read_text()), signal.SIGKILL)
