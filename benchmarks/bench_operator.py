@@ -110,11 +110,13 @@ def run_workload(
         if not runs and args.repeat > 1:
             print(f"  round {round_no + 1} of {args.repeat}", flush=True)
         _clear_outputs(files.root)  # each run starts from no checkpoint and no output
-        before = harness.cpu_by_kind()
+        before, threads = harness.cpu_by_kind(), harness.worker_threads_cpu()
         with _driver_phases(spark) as phases:
             runs[name] = CONTENDERS[name](spark, files, config, args.files_per_trigger)
         print(f"  {runs[name].line()}   load {os.getloadavg()[0]:.1f}", flush=True)
-        print(f"    CPU by process: {_cpu_line(before, harness.cpu_by_kind())}", flush=True)
+        cpu = _cpu_line(before, harness.cpu_by_kind())
+        threads = max(harness.worker_threads_cpu() - threads, 0.0)  # a worker that ended takes its own
+        print(f"    CPU by process: {cpu} (of which {threads:.1f} s beside their main threads)", flush=True)
         driver[name] = phases.medians()
         print(f"    driver ms a micro-batch (median): {_phase_line(driver[name])}", flush=True)
         if len(runs) == len(names):

@@ -373,6 +373,33 @@ def cpu_by_kind(root: int | None = None) -> dict[str, float]:
     )
 
 
+def worker_threads_cpu(root: int | None = None) -> float:
+    """CPU seconds the Python workers under ``root`` (this process by default) spent in threads
+    other than their main one (a state read-ahead, Arrow's pools): each worker's own CPU less
+    its main thread's (``/proc/PID/task/PID``); threads that ended count too."""
+    tick = os.sysconf("SC_CLK_TCK")
+    root = os.getpid() if root is None else root
+    processes = _processes()
+    children = _children(processes)
+    total, todo = 0.0, [(root, False)]
+    while todo:
+        pid, under_jvm = todo.pop()
+        if pid not in processes:
+            continue
+        command = _cmdline(pid).split(b"\0")[0] if pid != root else b""
+        worker = under_jvm and b"python" in command
+        if worker:
+            try:
+                with open(f"/proc/{pid}/task/{pid}/stat", "rb") as f:
+                    main = f.read().rsplit(b")", 1)[1].split()
+                own = processes[pid]
+                total += (int(own[11]) + int(own[12]) - int(main[11]) - int(main[12])) / tick
+            except OSError:  # gone meanwhile
+                pass
+        todo += [(child, under_jvm or command.endswith(b"java")) for child in children.get(pid, [])]
+    return total
+
+
 def rss_by_kind(root: int) -> dict[str, float]:
     """Resident memory (MB) of process ``root`` and everything under it, by kind: ``python
     driver`` (``root``, the job's own Python), ``driver JVM`` (a ``java`` process under it:

@@ -264,20 +264,29 @@ def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tm
     """``harness.rss_by_kind`` (the soak's memory columns): this process is the Python driver,
     a ``java`` under it the JVM, the Python processes under that the workers; the kinds add
     up to the tree.  ``cpu_by_kind`` (``operator``'s CPU by process) by the same kinds: the
-    worker's busy loop counts as the workers', and the kinds add up to ``cpu_seconds``.  The
+    worker's busy loop counts as the workers', and as theirs beside the main thread
+    (``worker_threads_cpu``: it runs in a thread), and the kinds add up to ``cpu_seconds``.  The
     "JVM" here is Python started as ``java`` (argv[0] is what counts)."""
     import signal
     import subprocess
     import time
 
-    from benchmarks.harness import cpu_by_kind, cpu_seconds, jvm_pid, rss_by_kind, tree_rss_mb
+    from benchmarks.harness import (
+        cpu_by_kind,
+        cpu_seconds,
+        jvm_pid,
+        rss_by_kind,
+        tree_rss_mb,
+        worker_threads_cpu,
+    )
 
     java = tmp_path / "java"
     java.symlink_to(sys.executable)
     ready = tmp_path / "worker-pid"
     worker = (
-        "import os, pathlib, time\nbegan = time.process_time()\n"
-        "while time.process_time() - began < 0.4: pass\n"
+        "import os, pathlib, threading, time\nbegan = time.process_time()\n"
+        "def spin():\n    while time.process_time() - began < 0.4: pass\n"
+        "spinner = threading.Thread(target=spin); spinner.start(); spinner.join()\n"
         f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid())); time.sleep(60)"
     )
     # the worker by Python's own name (``sys.executable`` under the "java" link is the link)
@@ -296,6 +305,7 @@ def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tm
         cpu = cpu_by_kind()
         assert cpu["python workers"] >= 0.35 and cpu["python driver"] > 0, cpu
         assert abs(sum(cpu.values()) - cpu_seconds()) < 0.2
+        assert worker_threads_cpu() >= 0.35  # the worker's loop ran in a thread of its own
     finally:
         if ready.exists() and ready.read_text():
             os.kill(int(ready.read_text()), signal.SIGKILL)
