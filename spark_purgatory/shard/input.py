@@ -49,6 +49,7 @@ __all__ = [
     "INPUT_ROLES",
     "keys_of",
     "members_of",
+    "condition_codes",
 ]
 
 _TS_MS = ms_column("ts")
@@ -101,6 +102,20 @@ def members_of(members: np.ndarray) -> np.ndarray:
     return out
 
 
+def condition_codes(names: np.ndarray) -> np.ndarray:
+    """Condition names (``contract.CONDITIONS``) as the engine's codes (``conditions.CONDITIONS``).
+
+    The distinct names are found first (``pd.factorize``: Python's own string hash, no
+    pandas ``Series.map`` over a frame of them) and only those looked up: a batch has a few.
+    A name outside the contract (the routed rows are validated: none) is a ``KeyError``.
+
+    >>> condition_codes(np.array(["any", "count", "any"], dtype=object)).tolist()
+    [0, 1, 0]
+    """
+    codes, names = pd.factorize(names, use_na_sentinel=False)
+    return np.array([CONDITIONS[name] for name in names], np.int8)[codes]
+
+
 def split_input(
     pdf: pd.DataFrame, registering: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -123,12 +138,13 @@ def split_input(
             "keys": keys_of(col("key", is_op), col("keys", is_op)),
             "ts": op_ts,
             "deadline": op_ts + pdf["timeout_ms"].to_numpy()[is_op].astype(np.int64),
-            "cond": pd.Series(col("condition", is_op)).map(CONDITIONS).to_numpy(np.int8),
+            "cond": condition_codes(col("condition", is_op)),
             "target": col("target", is_op, float),
             "members": members_of(col("members", is_op)),
             "payload": col("payload", is_op),
             "stub": role[is_op] == _STUB,
-        }
+        },
+        copy=False,  # fresh arrays: no block to consolidate them into (a copy of every value)
     )
     if registering:
         peer = col("peer", is_op, float)  # null: none given (decided where it is)
@@ -142,7 +158,8 @@ def split_input(
             "source": col("condition", is_event),  # shared columns (``roles.SHARED_COLUMNS``)
             "value": col("target", is_event, float),
             "replica": role[is_event] == _REPLICA,
-        }
+        },
+        copy=False,
     )
     is_bad = role == _BAD
     key = col("key", is_bad)
@@ -155,7 +172,8 @@ def split_input(
             "reason": col("condition", is_bad),
             "op_id": readable(col("op_id", is_bad)),
             "key": readable(np.where(side == SOURCE_OPERATIONS, operation_key, key)),
-        }
+        },
+        copy=False,
     )
     return ops, events, bad
 
@@ -172,7 +190,8 @@ def claims_of(pdf: pd.DataFrame) -> pd.DataFrame | None:
             "ts": ts,
             "deadline": ts + c["timeout_ms"].to_numpy(np.int64),
             "home": c["peer"].to_numpy(np.int64),
-        }
+        },
+        copy=False,
     )
 
 
