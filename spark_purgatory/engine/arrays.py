@@ -259,7 +259,7 @@ def pair_order(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return order
 
 
-def hash_strings(values: np.ndarray | pa.Array) -> np.ndarray:
+def hash_strings(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Stable 64-bit hash of strings (pandas' SipHash with its fixed key), for sorted indexes.
 
     The value is part of what a shard saves (key progress and remembered op_ids are kept by

@@ -112,8 +112,8 @@ def condition_codes(names: np.ndarray) -> np.ndarray:
     >>> condition_codes(np.array(["any", "count", "any"], dtype=object)).tolist()
     [0, 1, 0]
     """
-    codes, names = pd.factorize(names, use_na_sentinel=False)
-    return np.array([CONDITIONS[name] for name in names], np.int8)[codes]
+    at, distinct = pd.factorize(names, use_na_sentinel=False)
+    return np.array([CONDITIONS[name] for name in distinct], np.int8)[at]
 
 
 def split_input(
