@@ -266,8 +266,9 @@ def hash_strings(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
     hash only), so it is pandas' hash of each string's UTF-8 bytes, whatever the strings come
     as.  Python ``str`` are encoded one by one (pandas' own loop); an Arrow string array (text
     the engine keeps, ``text.TextColumn``) already holds those bytes: they are handed to the
-    same hash as ``bytes``, without encoding (half the cost, and no ``str`` made for a
-    rehash).  Either way a null is hashed as pandas hashes None.
+    same hash as ``bytes``, without encoding and without a ``str`` made for a rehash
+    (docs/performance-history.md, "The engine per row, fourth step").  Either way a null is
+    hashed as pandas hashes None.
 
     >>> h = hash_strings(np.array(["ab", "ç"], dtype=object))
     >>> bool((h == hash_strings(pa.array(["ab", "ç"]))).all())
