@@ -59,7 +59,16 @@ _SIDE_NAMES = np.array(SIDES, dtype=object)
 #: compared as numbers, never made names)
 _OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK, _MARK = (
     ROLES.index(role)
-    for role in (ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD, ROLE_CLAIM, ROLE_CLOCK, ROLE_MARK)
+    for role in (
+        ROLE_OPERATION,
+        ROLE_STUB,
+        ROLE_EVENT,
+        ROLE_REPLICA,
+        ROLE_BAD,
+        ROLE_CLAIM,
+        ROLE_CLOCK,
+        ROLE_MARK,
+    )
 )
 
 

@@ -101,7 +101,10 @@ def input_stream(
     no_time = literal_column(lines.sparkSession, None, "timestamp")  # a typed null, as optimized
     wake = route_wake(lines, config).withColumn(_EVENT_TIME, no_time)
     wake = wake.withMetadata(_EVENT_TIME, evs.schema[_EVENT_TIME].metadata)
-    rows = ops.unionByName(evs).unionByName(wake) if not wake_first else wake.unionByName(ops).unionByName(evs)
+    if wake_first:
+        rows = wake.unionByName(ops).unionByName(evs)
+    else:
+        rows = ops.unionByName(evs).unionByName(wake)
     return _marked(rows, config) if marking else rows
 
 
