@@ -92,19 +92,16 @@ def input_stream(
     evs = _with_watermark(routed_evs, config.input_delay_ms(SOURCE_EVENTS))
     kafka = any(source_format_of(df, source_format) == "kafka" for df in (operations, events))
     marking = not kafka and config.deadline_clock != "processing"
-    if not wake_path:
-        return _marked(ops.unionByName(evs), config) if marking else ops.unionByName(evs)
-    # no watermark: wake rows move none; first, Spark asks the wake for its offsets before
-    # the inputs' (``handoff.reaper``: the clock then needs no listing margin).  A union's
-    # columns are its first child's: the helper column says it holds a watermarked time
-    lines = operations.sparkSession.readStream.format("text").load(wake_path)
-    no_time = literal_column(lines.sparkSession, None, "timestamp")  # a typed null, as optimized
-    wake = route_wake(lines, config).withColumn(_EVENT_TIME, no_time)
-    wake = wake.withMetadata(_EVENT_TIME, evs.schema[_EVENT_TIME].metadata)
-    if wake_first:
-        rows = wake.unionByName(ops).unionByName(evs)
-    else:
-        rows = ops.unionByName(evs).unionByName(wake)
+    rows = ops.unionByName(evs)
+    if wake_path:
+        # no watermark: wake rows move none; first, Spark asks the wake for its offsets before
+        # the inputs' (``handoff.reaper``: the clock then needs no listing margin).  A union's
+        # columns are its first child's: the helper column says it holds a watermarked time
+        lines = operations.sparkSession.readStream.format("text").load(wake_path)
+        no_time = literal_column(lines.sparkSession, None, "timestamp")  # a typed null, as optimized
+        wake = route_wake(lines, config).withColumn(_EVENT_TIME, no_time)
+        wake = wake.withMetadata(_EVENT_TIME, evs.schema[_EVENT_TIME].metadata)
+        rows = wake.unionByName(ops).unionByName(evs) if wake_first else rows.unionByName(wake)
     return _marked(rows, config) if marking else rows
 
 
