@@ -60,6 +60,13 @@ BENCHMARKS: dict[str, Benchmark] = {
         "a trickle's micro-batch from Spark's event log: the job beside the join and the stateful floor",
         "--smoke --contenders job",
     ),
+    "stages": Benchmark(
+        "bench_stages",
+        "main",
+        "a benchmark's event log (operator --event-log DIR) per micro-batch: each stage's span, the shard "
+        "tasks' JVM CPU and Python time, the cross-shard group's task",
+        "--operator \"--smoke --workloads typed --contenders stateful,stateful-routed,job --scaling ''\"",
+    ),
     "kafka": Benchmark(
         "bench_kafka",
         "main",

@@ -61,7 +61,7 @@ import pyarrow.parquet as pq
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
-from benchmarks import bench_trickle, contenders, harness
+from benchmarks import bench_stages, bench_trickle, contenders, harness
 from benchmarks.contenders import CONTENDERS, Run, timed, write_workload
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.runtime.session import local_session
@@ -110,9 +110,13 @@ def run_workload(
         if not runs and args.repeat > 1:
             print(f"  round {round_no + 1} of {args.repeat}", flush=True)
         _clear_outputs(files.root)  # each run starts from no checkpoint and no output
+        before, threads = harness.cpu_by_kind(), harness.worker_threads_cpu()
         with _driver_phases(spark) as phases:
             runs[name] = CONTENDERS[name](spark, files, config, args.files_per_trigger)
         print(f"  {runs[name].line()}   load {os.getloadavg()[0]:.1f}", flush=True)
+        cpu = _cpu_line(before, harness.cpu_by_kind())
+        threads = max(harness.worker_threads_cpu() - threads, 0.0)  # a worker that ended takes its own
+        print(f"    CPU by process: {cpu} (of which {threads:.1f} s beside their main threads)", flush=True)
         driver[name] = phases.medians()
         print(f"    driver ms a micro-batch (median): {_phase_line(driver[name])}", flush=True)
         if len(runs) == len(names):
@@ -126,6 +130,16 @@ def run_workload(
     _print_phases(driver_rounds)
     figures = {k: statistics.median(f[k] for f, _ok in per_round) for k in per_round[0][0]}
     return rounds[-1], figures, all(ok for _f, ok in per_round)
+
+
+def _cpu_line(before: dict[str, float], after: dict[str, float]) -> str:
+    """Each kind of process's CPU seconds between two ``harness.cpu_by_kind`` readings: the
+    driver's Python (the sink's steps, delta-rs), the JVM (the driver and the executors'
+    threads: local mode), the Python workers (the group function, PySpark's conversions)."""
+    used = {kind: after[kind] - before.get(kind, 0.0) for kind in after}
+    return ", ".join(
+        f"{kind} {seconds:.1f} s" for kind, seconds in used.items() if kind != "other" or seconds
+    )
 
 
 def _clear_outputs(root: str) -> None:
@@ -506,6 +520,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         default="c1",
         help="the session's JVM: C1 only (local_session's default) or HotSpot's default C1 + C2",
     )
+    parser.add_argument(
+        "--event-log",
+        help="a directory for Spark's event log (one file for the whole run): every stage's and task's "
+        "times, read per contender and micro-batch by `python -m benchmarks stages DIR`",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness runs (CI)")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -529,7 +548,11 @@ def main(argv: list[str] | None = None) -> int:
     cloudpickle.register_pickle_by_value(contenders)
     root = tempfile.mkdtemp(prefix="bench-operator-")
     spark = local_session(
-        "bench-operator", master="local[2]", shuffle_partitions=args.shards + 1, c1_only=args.jit == "c1"
+        "bench-operator",
+        master="local[2]",
+        shuffle_partitions=args.shards + 1,
+        c1_only=args.jit == "c1",
+        conf=bench_stages.event_log_conf(args.event_log) if args.event_log else None,
     )
     config = PurgatoryConfig(shards=args.shards, cross_shard_operations=False, max_timeout_ms=60_000)
     print(

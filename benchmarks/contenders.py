@@ -24,6 +24,10 @@ number of files per trigger, to the end of its input (``availableNow``), on loca
 * **routed**: the operator's input without the operator: the project's parsing and routing
   (``input_stream``), the shuffle by shard and every routed column through an identity
   ``mapInPandas`` (with ``floor`` and ``noop``, it splits the job's time into its steps);
+* **stateful-routed**: the operator's input (``input_stream``: its parsing, routing and op_id
+  claims) grouped by shard into ``applyInPandasWithState``, the group's rows taken and
+  nothing done: between ``stateful`` and ``job``, it splits the job's excess over the
+  stateful floor into the routed rows' cost and the shard step's;
 * **tws**: what a Spark 4 user writes with state: ``transformWithStateInPandas`` grouped by
   the operation's key, a ``StatefulProcessor`` keeping the key's pending operations and
   buffered events in ``ListState``, an event-time timer at each deadline, timeMode
@@ -416,6 +420,36 @@ def run_routed(spark: SparkSession, files: Files, config: PurgatoryConfig, per_t
     return timed("parse, route, shuffle (no state)", files.rows, stream, f"{files.root}/ck-routed")
 
 
+def _consume_step(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+    """The ``stateful-routed`` contender's group function: the rows taken as the shard step
+    takes them (one frame), none back, a few bytes of state."""
+    for _frame in frames:
+        pass
+    state.update((b"-",))
+    state.setTimeoutTimestamp(max(int(state.getCurrentWatermarkMs()), 0) + 86_400_000)
+    yield pd.DataFrame({"shard": pd.Series([], dtype=np.int32)})
+
+
+def run_stateful_routed(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
+    """The operator's input (parsing, routing, a watermark per input: ``input_stream``) into
+    ``applyInPandasWithState`` grouped by shard as the operator's, whose function takes the
+    rows and does nothing (``_consume_step``): the job less the shard step's Python work and
+    its output; against ``stateful``, what the routed rows cost (their routing, their
+    columns, the op_id claims)."""
+    ops, evs = (
+        read_stream(spark, f"{files.root}/{d}", files.fmt, kind=kind, max_files_per_trigger=per_trigger)
+        for d, kind in (("ops", "operations"), ("events", "events"))
+    )
+    # a state path, as the job's (``query.start``): the op_id claims are routed as the job's are
+    config = dataclasses.replace(config, state_path=f"{files.root}/state-stateful-routed")
+    stream = (
+        input_stream(ops, evs, config)
+        .groupBy("shard")
+        .applyInPandasWithState(_consume_step, "shard int", "v binary", "append", "EventTimeTimeout")
+    )
+    return timed("stateful, routed rows (no work)", files.rows, stream, f"{files.root}/ck-stateful-routed")
+
+
 _TWS_OUTPUT = "op_id string, status string, resolved_at_ms long"
 _TWS_PENDING = "op_id string, ts_ms long, deadline_ms long"
 _TWS_EVENTS = "ts_ms long"
@@ -528,6 +562,7 @@ CONTENDERS = {
     "floor": run_floor,
     "stateful": run_stateful,
     "routed": run_routed,
+    "stateful-routed": run_stateful_routed,
     "noop": run_noop,
     "join": run_join,
     "job": run_job,

@@ -35,7 +35,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -362,15 +362,59 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+def cpu_by_kind(root: int | None = None) -> dict[str, float]:
+    """CPU seconds (user + system, and the reaped children's) used so far by process ``root``
+    (this one by default) and everything under it, by ``rss_by_kind``'s kinds: the driver's
+    Python, its JVM, the Python workers; a process that ended meanwhile counts in its
+    parent's reaped children."""
+    tick = os.sysconf("SC_CLK_TCK")
+    return _by_kind(
+        os.getpid() if root is None else root, lambda fields: sum(int(f) for f in fields[11:15]) / tick
+    )
+
+
+def worker_threads_cpu(root: int | None = None) -> float:
+    """CPU seconds the Python workers under ``root`` (this process by default) spent in threads
+    other than their main one (a state read-ahead, Arrow's pools): each worker's own CPU less
+    its main thread's (``/proc/PID/task/PID``); threads that ended count too."""
+    tick = os.sysconf("SC_CLK_TCK")
+    root = os.getpid() if root is None else root
+    processes = _processes()
+    children = _children(processes)
+    total, todo = 0.0, [(root, False)]
+    while todo:
+        pid, under_jvm = todo.pop()
+        if pid not in processes:
+            continue
+        command = _cmdline(pid).split(b"\0")[0] if pid != root else b""
+        worker = under_jvm and b"python" in command
+        if worker:
+            try:
+                with open(f"/proc/{pid}/task/{pid}/stat", "rb") as f:
+                    main = f.read().rsplit(b")", 1)[1].split()
+                own = processes[pid]
+                total += (int(own[11]) + int(own[12]) - int(main[11]) - int(main[12])) / tick
+            except OSError:  # gone meanwhile
+                pass
+        todo += [(child, under_jvm or command.endswith(b"java")) for child in children.get(pid, [])]
+    return total
+
+
 def rss_by_kind(root: int) -> dict[str, float]:
     """Resident memory (MB) of process ``root`` and everything under it, by kind: ``python
     driver`` (``root``, the job's own Python), ``driver JVM`` (a ``java`` process under it:
     ``spark-submit`` execs it), ``python workers`` (every Python process under the JVM: the
     worker daemon and the workers it forks) and ``other``; a process that ends meanwhile
     counts nothing."""
+    page_mb = os.sysconf("SC_PAGE_SIZE") / 2**20
+    return _by_kind(root, lambda fields: int(fields[21]) * page_mb)  # rss, the 24th field of stat
+
+
+def _by_kind(root: int, figure: Callable[[list], float]) -> dict[str, float]:
+    """``figure`` of each process's ``/proc`` stat fields, summed by kind under ``root``
+    (``rss_by_kind``)."""
     processes = _processes()
     children = _children(processes)
-    page_mb = os.sysconf("SC_PAGE_SIZE") / 2**20
     kinds = dict.fromkeys(("python driver", "driver JVM", "python workers", "other"), 0.0)
     todo = [(root, "python driver")]
     while todo:
@@ -385,7 +429,7 @@ def rss_by_kind(root: int) -> dict[str, float]:
                 kind = "python workers" if b"python" in command else "other"
             else:
                 kind = "other"
-        kinds[kind] += int(processes[pid][21]) * page_mb  # rss, the 24th field of stat
+        kinds[kind] += figure(processes[pid])
         todo += [(child, kind) for child in children.get(pid, [])]
     return kinds
 

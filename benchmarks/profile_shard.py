@@ -6,9 +6,10 @@ the routing module routes it, one shard, micro-batch after micro-batch, with the
 a per-input watermark would give.  Around it, the hand-over PySpark itself does: the routed
 rows from Arrow to pandas (``ArrowBatchTransformer.to_pandas``, in chunks of
 ``spark.sql.execution.arrow.maxRecordsPerBatch``) and the output rows back to Arrow
-(``PandasToArrowConversion.convert``).  Prints seconds per step, the shard step's phases as
-it times them (``ShardResult.timings``: load, process, save, output) and, with
-``--cprofile``, the functions that cost most.
+(``PandasToArrowConversion.convert``).  The shard step runs with Python's cyclic collector
+paused, as the operator runs it (``spark.operator``: a container per operation).  Prints
+seconds per step, the shard step's phases as it times them (``ShardResult.timings``: load,
+process, save, output) and, with ``--cprofile``, the functions that cost most.
 
     python -m benchmarks profile-shard --ops 100000 --batches 10 [--staged] [--cprofile 25]
 """
@@ -33,6 +34,7 @@ import spark_purgatory.delta.staging as staging_module
 from benchmarks import harness
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.delta.staging import ShardStaging
+from spark_purgatory.engine.collector import collector_paused
 from spark_purgatory.shard.input import routed_rows
 from spark_purgatory.shard.roles import ROLE_EVENT, ROLE_OPERATION, ROLES, SIDES
 from spark_purgatory.shard.step import ShardStep
@@ -116,7 +118,7 @@ def run(
                 frames.append(pd.concat(series, axis=1))
         if not cached:  # as when Spark hands the shard to another Python worker
             WORKER_CACHE.clear()
-        with step("shard step"):
+        with step("shard step"), collector_paused():  # as ``spark.operator``'s shard_step runs it
             done = shard_step(
                 0, routed_rows(iter(frames)), value, watermark_ms=wm, batch_time_ms=batch_id + 1
             )

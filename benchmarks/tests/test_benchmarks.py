@@ -149,6 +149,66 @@ def test_the_batch_anatomy_reads_wall_jobs_and_the_driver_share_from_an_event_lo
     assert (second["collect_ms"], second["commit_log_ms"], second["other_ms"]) == (100, 20, 180)
 
 
+def test_the_stages_reader_splits_a_micro_batch_into_its_stages_and_shard_tasks():
+    """``bench_stages.micro_batches`` on a small event log written here: a run's micro-batch
+    with its routing stage and its stateful stage (two shard tasks and the idle group's);
+    another run's stages stay apart; a batch without input rows is left out."""
+    from benchmarks.bench_stages import _PROGRESS, micro_batches
+
+    def job(job_id, run, batch, stages):
+        props = {"spark.jobGroup.id": run, "streaming.sql.batchId": str(batch), "sql.streaming.queryId": "q"}
+        return {"Event": "SparkListenerJobStart", "Job ID": job_id, "Stage IDs": stages, "Properties": props}
+
+    def stage(stage_id, scopes, begin, end):
+        rdds = [{"RDD ID": i, "Name": n, "Scope": json.dumps({"name": n})} for i, n in enumerate(scopes)]
+        info = {"Stage ID": stage_id, "RDD Info": rdds, "Submission Time": begin, "Completion Time": end}
+        return {"Event": "SparkListenerStageCompleted", "Stage Info": info}
+
+    def task(stage_id, ms, cpu_ms, rows=0, py_ms=0):
+        sql = [
+            {"Name": "records read", "Update": str(rows)},
+            {"Name": "time to execute Python code", "Update": str(py_ms)},
+        ]
+        info = {"Launch Time": 1000, "Finish Time": 1000 + ms, "Accumulables": sql if rows else []}
+        metrics = {"Executor CPU Time": cpu_ms * 1_000_000, "Executor Deserialize CPU Time": 0}
+        return {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": stage_id,
+            "Task Info": info,
+            "Task Metrics": metrics,
+        }
+
+    def progress(run, batch, rows, add_ms, at):
+        p = {"runId": run, "batchId": batch, "numInputRows": rows, "durationMs": {"addBatch": add_ms}}
+        return {"Event": _PROGRESS, "progress": {**p, "timestamp": at}}
+
+    events = [
+        job(1, "r1", 0, [1, 2]),
+        task(1, 40, 30),
+        task(1, 50, 20),
+        stage(1, ["Scan parquet", "WholeStageCodegen (1)", "Exchange"], 0, 60),
+        task(2, 300, 90, rows=1000, py_ms=200),
+        task(2, 250, 70, rows=900, py_ms=150),
+        task(2, 45, 10),
+        stage(2, ["Exchange", "FlatMapGroupsInPandasWithState"], 60, 400),
+        progress("r1", 0, 1900, 450, "2026-01-01T00:00:01.000Z"),
+        job(2, "r1", 1, [3]),
+        stage(3, ["Scan text", "Exchange"], 0, 10),
+        progress("r1", 1, 0, 20, "2026-01-01T00:00:02.000Z"),
+        job(3, "r2", 0, [4]),
+        task(4, 500, 100, rows=10, py_ms=400),
+        stage(4, ["Exchange", "FlatMapGroupsInPandasWithState"], 0, 500),
+        progress("r2", 0, 10, 520, "2026-01-01T00:00:03.000Z"),
+    ]
+    runs = micro_batches([json.dumps(e) for e in events])
+    assert list(runs) == ["run1", "run2"] and len(runs["run1"]) == 1
+    first = runs["run1"][0]
+    assert (first["add_ms"], first["route_ms"], first["route_cpu"]) == (450, 60, 50)
+    assert (first["state_ms"], first["busy"], first["busy_max_ms"], first["idle_ms"]) == (340, 2, 300, 45)
+    assert (first["jvm_cpu"], first["py_ms"]) == (80, 175)
+    assert runs["run2"][0]["busy_max_ms"] == 500 and runs["run2"][0]["idle_ms"] == 0
+
+
 def test_the_batch_anatomy_splits_catalysts_rule_time_by_group_and_micro_batch():
     """``bench_trickle.rule_groups`` on a ``RuleExecutor.dumpTimeSpent()`` text (Spark 4.2's
     layout), then ``per_batch_rules`` on snapshots: no Spark."""
@@ -203,18 +263,31 @@ def test_the_pending_workload_leaves_two_thirds_pending_and_memory_counts_the_pr
 def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tmp_path):
     """``harness.rss_by_kind`` (the soak's memory columns): this process is the Python driver,
     a ``java`` under it the JVM, the Python processes under that the workers; the kinds add
-    up to the tree.  The "JVM" here is Python started as ``java`` (argv[0] is what counts)."""
+    up to the tree.  ``cpu_by_kind`` (``operator``'s CPU by process) by the same kinds: the
+    worker's busy loop counts as the workers', and as theirs beside the main thread
+    (``worker_threads_cpu``: it runs in a thread), and the kinds add up to ``cpu_seconds``.  The
+    "JVM" here is Python started as ``java`` (argv[0] is what counts)."""
     import signal
     import subprocess
     import time
 
-    from benchmarks.harness import jvm_pid, rss_by_kind, tree_rss_mb
+    from benchmarks.harness import (
+        cpu_by_kind,
+        cpu_seconds,
+        jvm_pid,
+        rss_by_kind,
+        tree_rss_mb,
+        worker_threads_cpu,
+    )
 
     java = tmp_path / "java"
     java.symlink_to(sys.executable)
     ready = tmp_path / "worker-pid"
     worker = (
-        f"import os, pathlib, time; pathlib.Path({str(ready)!r}).write_text(str(os.getpid())); time.sleep(60)"
+        "import os, pathlib, threading, time\nbegan = time.process_time()\n"
+        "def spin():\n    while time.process_time() - began < 0.4: pass\n"
+        "spinner = threading.Thread(target=spin); spinner.start(); spinner.join()\n"
+        f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid())); time.sleep(60)"
     )
     # the worker by Python's own name (``sys.executable`` under the "java" link is the link)
     starts = (
@@ -229,6 +302,10 @@ def test_memory_by_kind_tells_the_driver_the_jvm_and_its_python_workers_apart(tm
         assert jvm_pid(os.getpid()) == jvm.pid
         assert kinds["python driver"] > 10 and kinds["driver JVM"] > 1 and kinds["python workers"] > 1, kinds
         assert abs(sum(kinds.values()) - tree_rss_mb(os.getpid())) < 50  # the same tree, moments apart
+        cpu = cpu_by_kind()
+        assert cpu["python workers"] >= 0.35 and cpu["python driver"] > 0, cpu
+        assert abs(sum(cpu.values()) - cpu_seconds()) < 0.2
+        assert worker_threads_cpu() >= 0.35  # the worker's loop ran in a thread of its own
     finally:
         if ready.exists() and ready.read_text():
             os.kill(int(ready.read_text()), signal.SIGKILL)
@@ -303,6 +380,7 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
         "kafka",
         "inspect",
         "handoff",
+        "stages",
     )
     out = _smoke(*names, "latency", figures=tmp_path)
     _the_operator_run(out["operator"], _figures(tmp_path / "operator.json"))
@@ -314,6 +392,7 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
     assert "join / job, wall time" in out["kafka"] and "the same from every run" in out["kafka"]
     assert "pending by shard" in out["inspect"] and "at-risk" in out["inspect"]
     assert "floor CPU / text's" in out["handoff"] and "µs CPU per row" in out["handoff"]
+    assert "stateful, routed rows (no work)" in out["stages"] and "busy_max_ms" in out["stages"]
     latency = out["latency"]
     trickle = [line.split() for line in latency.splitlines() if line.startswith("trickle every 1.5s")]
     expiries = next(cells for cells in trickle if cells[3:5] == ["expiry", "trickle"])

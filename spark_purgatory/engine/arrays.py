@@ -14,6 +14,7 @@ import itertools
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 __all__ = [
     "equal_ranges",
@@ -258,8 +259,31 @@ def pair_order(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return order
 
 
-def hash_strings(values: np.ndarray) -> np.ndarray:
-    """Stable 64-bit hash of strings (pandas' SipHash with its fixed key), for sorted indexes."""
+def hash_strings(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Stable 64-bit hash of strings (pandas' SipHash with its fixed key), for sorted indexes.
+
+    The value is part of what a shard saves (key progress and remembered op_ids are kept by
+    hash only), so it is pandas' hash of each string's UTF-8 bytes, whatever the strings come
+    as.  Python ``str`` are encoded one by one (pandas' own loop); an Arrow string array (text
+    the engine keeps, ``text.TextColumn``) already holds those bytes: they are handed to the
+    same hash as ``bytes``, without encoding and without a ``str`` made for a rehash
+    (docs/performance-history.md, "The engine per row, fourth step").  Either way a null is
+    hashed as pandas hashes None.
+
+    >>> h = hash_strings(np.array(["ab", "ç"], dtype=object))
+    >>> bool((h == hash_strings(pa.array(["ab", "ç"]))).all())
+    True
+    """
     if len(values) == 0:
         return np.empty(0, dtype=np.uint64)
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = _utf8_bytes(values)
     return pd.util.hash_array(np.asarray(values, dtype=object), categorize=False)
+
+
+def _utf8_bytes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An Arrow string array's rows as ``bytes`` (None for a null), in an object array."""
+    target = pa.large_binary() if pa.types.is_large_string(values.type) else pa.binary()
+    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        values = values.cast(target)  # the same buffers, read as bytes
+    return values.to_numpy(zero_copy_only=False)

@@ -289,8 +289,8 @@ class Columns:
         rows hashed again from their strings (O(rows)), many read from the index (O(table))."""
         if name in self._cols:
             return self._cols[name][positions]
-        if 16 * len(positions) < self._n:
-            return hash_strings(self.text(self._hashed[name], positions))
+        if 16 * len(positions) < self._n:  # from the stored UTF-8: no Python string made
+            return hash_strings(self.arrow(self._hashed[name], positions))
         self._index_appended()
         return self._indexes[name].hashes_at(positions, self._n)
 

@@ -30,6 +30,7 @@ from .roles import (
     ROLE_CLAIM,
     ROLE_CLOCK,
     ROLE_EVENT,
+    ROLE_MARK,
     ROLE_OPERATION,
     ROLE_REPLICA,
     ROLE_STUB,
@@ -46,18 +47,29 @@ __all__ = [
     "clock_of",
     "proposed_watermarks",
     "batch_watermark",
+    "marks_in",
     "INPUT_ROLES",
     "keys_of",
     "members_of",
+    "condition_codes",
 ]
 
 _TS_MS = ms_column("ts")
 _SIDE_NAMES = np.array(SIDES, dtype=object)
 #: the roles as the routed rows carry them: their places in ``roles.ROLES`` (one byte a row;
 #: compared as numbers, never made names)
-_OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK = (
+_OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK, _MARK = (
     ROLES.index(role)
-    for role in (ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD, ROLE_CLAIM, ROLE_CLOCK)
+    for role in (
+        ROLE_OPERATION,
+        ROLE_STUB,
+        ROLE_EVENT,
+        ROLE_REPLICA,
+        ROLE_BAD,
+        ROLE_CLAIM,
+        ROLE_CLOCK,
+        ROLE_MARK,
+    )
 )
 
 
@@ -101,6 +113,20 @@ def members_of(members: np.ndarray) -> np.ndarray:
     return out
 
 
+def condition_codes(names: np.ndarray) -> np.ndarray:
+    """Condition names (``contract.CONDITIONS``) as the engine's codes (``conditions.CONDITIONS``).
+
+    The distinct names are found first (``pd.factorize``: Python's own string hash, no
+    pandas ``Series.map`` over a frame of them) and only those looked up: a batch has a few.
+    A name outside the contract (the routed rows are validated: none) is a ``KeyError``.
+
+    >>> condition_codes(np.array(["any", "count", "any"], dtype=object)).tolist()
+    [0, 1, 0]
+    """
+    at, distinct = pd.factorize(names, use_na_sentinel=False)
+    return np.array([CONDITIONS[name] for name in distinct], np.int8)[at]
+
+
 def split_input(
     pdf: pd.DataFrame, registering: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -123,12 +149,13 @@ def split_input(
             "keys": keys_of(col("key", is_op), col("keys", is_op)),
             "ts": op_ts,
             "deadline": op_ts + pdf["timeout_ms"].to_numpy()[is_op].astype(np.int64),
-            "cond": pd.Series(col("condition", is_op)).map(CONDITIONS).to_numpy(np.int8),
+            "cond": condition_codes(col("condition", is_op)),
             "target": col("target", is_op, float),
             "members": members_of(col("members", is_op)),
             "payload": col("payload", is_op),
             "stub": role[is_op] == _STUB,
-        }
+        },
+        copy=False,  # fresh arrays: no block to consolidate them into (a copy of every value)
     )
     if registering:
         peer = col("peer", is_op, float)  # null: none given (decided where it is)
@@ -142,7 +169,8 @@ def split_input(
             "source": col("condition", is_event),  # shared columns (``roles.SHARED_COLUMNS``)
             "value": col("target", is_event, float),
             "replica": role[is_event] == _REPLICA,
-        }
+        },
+        copy=False,
     )
     is_bad = role == _BAD
     key = col("key", is_bad)
@@ -155,7 +183,8 @@ def split_input(
             "reason": col("condition", is_bad),
             "op_id": readable(col("op_id", is_bad)),
             "key": readable(np.where(side == SOURCE_OPERATIONS, operation_key, key)),
-        }
+        },
+        copy=False,
     )
     return ops, events, bad
 
@@ -172,7 +201,8 @@ def claims_of(pdf: pd.DataFrame) -> pd.DataFrame | None:
             "ts": ts,
             "deadline": ts + c["timeout_ms"].to_numpy(np.int64),
             "home": c["peer"].to_numpy(np.int64),
-        }
+        },
+        copy=False,
     )
 
 
@@ -200,20 +230,30 @@ def proposed_watermarks(pdf: pd.DataFrame, delays_ms: dict[str, int]) -> dict[st
     """The watermark each input's rows in the call propose: their largest event time minus
     that input's delay (None: no row of it).  Only rows whose time Spark's watermark saw count:
     operations and events and their copies, not rows rejected at parse (they stand at the epoch
-    there) nor the wake's rows.
+    there) nor the wake's rows; and the input's marks, its largest time in each Spark partition
+    of the micro-batch (``roles.ROLE_MARK``, ``spark.input_stream``), which make the proposal
+    the one Spark computes over every shard's rows.
 
     >>> times = [5_000, 9_000, 7_000, 99_000]  # an operation, two events, a row rejected at parse
     >>> rows = pd.DataFrame({"role": [0, 2, 2, 4], "side": [0, 1, 1, 1], "ts_ms": times})
     >>> proposed_watermarks(rows, {"operations": 1_000, "events": 2_000})
     {'operations': 4000, 'events': 7000}
+    >>> marked = pd.concat([rows, pd.DataFrame({"role": [9], "side": [1], "ts_ms": [12_000]})])
+    >>> proposed_watermarks(marked, {"operations": 1_000, "events": 2_000})  # another shard's event
+    {'operations': 4000, 'events': 10000}
     """
     role, side = roles_of(pdf), pdf["side"].to_numpy(np.int8)
     ts = pdf[_TS_MS].to_numpy()
     proposed: dict[str, int | None] = {}
     for source, (own, copy) in INPUT_ROLES.items():
-        timed = ts[(side == SIDES.index(source)) & ((role == own) | (role == copy))]
+        timed = ts[(side == SIDES.index(source)) & ((role == own) | (role == copy) | (role == _MARK))]
         proposed[source] = int(np.max(timed)) - delays_ms[source] if len(timed) else None
     return proposed
+
+
+def marks_in(pdf: pd.DataFrame) -> int:
+    """How many of the routed rows are marks (``roles.ROLE_MARK``): rows of no input."""
+    return int(np.count_nonzero(roles_of(pdf) == _MARK))
 
 
 def batch_watermark(proposed: dict[str, int | None]) -> int | None:

@@ -34,6 +34,7 @@ __all__ = [
     "ROLE_WAKE",
     "ROLE_END",
     "ROLE_CLOCK",
+    "ROLE_MARK",
     "carries",
 ]
 
@@ -47,6 +48,9 @@ ROLE_WAKE = "wake"
 ROLE_END = "end"
 #: the operator's clock, for one shard group (``handoff.reaper``): its watermark in ``ts_ms``
 ROLE_CLOCK = "clock"
+#: an input's largest event time in one Spark partition of the micro-batch, for every shard group
+#: (``spark.input_stream``'s marks): in ``ts_ms``, the input in ``side``
+ROLE_MARK = "mark"
 #: the roles and sides as the routed rows carry them: a small number, its name's place here.
 #: A string column costs the Arrow hand-off a Python string per row, a number nothing
 #: (``shard.input.roles_of``: the shard step compares the numbers)
@@ -60,6 +64,7 @@ ROLES = (
     ROLE_WAKE,
     ROLE_END,
     ROLE_CLOCK,
+    ROLE_MARK,
 )
 SIDES = (SOURCE_OPERATIONS, SOURCE_EVENTS, ROLE_WAKE)
 

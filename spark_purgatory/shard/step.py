@@ -53,7 +53,15 @@ from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
 from ..state.increments import is_pointer, pointed
 from ..state.read_ahead import read_ahead
 from ..storage import Storage
-from .input import batch_watermark, claims_of, clock_of, proposed_watermarks, roles_of, split_input
+from .input import (
+    batch_watermark,
+    claims_of,
+    clock_of,
+    marks_in,
+    proposed_watermarks,
+    roles_of,
+    split_input,
+)
 from .output import output_rows, output_table, shard_figures
 from .roles import ROLE_END, ROLES
 
@@ -163,7 +171,7 @@ class ShardStep:
         received = self.handoff.receive(p, shard, batch, given.claims)
         result = self.process(p, given, received)
         posted = self.handoff.post(p, shard, batch, result)
-        handled = len(rows) + received.rows  # relayed rows are work too
+        handled = len(rows) - marks_in(rows) + received.rows  # relayed rows are work too, marks not
         figures = shard_figures(
             p,
             rows,

@@ -27,6 +27,9 @@ functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
   a Java object and its result back, row by row, which cost more than the checks (the
   three ``...Rows`` and ``OperationRoutes`` are such calls).
 
+And ``BatchMarks``, not a check: a generator that passes the routed rows through and ends each
+Spark partition with every input's largest event time there, for every primary shard
+(``batch_marks``, ``input_stream``: the watermark Spark applies next, known in the micro-batch).
 And ``BatchMillis``, not a check: a micro-batch's time (``unix_millis(current_timestamp())``)
 as an expression that Spark's generated code reads by reference, so the code is the same in
 every micro-batch (``batch_millis``, ``sql_text.latest_ts``).
@@ -75,6 +78,7 @@ __all__ = [
     "operation_routes",
     "condition_names",
     "batch_millis",
+    "batch_marks",
 ]
 
 log = logging.getLogger(__name__)
@@ -234,6 +238,28 @@ def batch_millis(spark: SparkSession) -> str | None:
     def register() -> None:
         registry = spark._jsparkSession.sessionState().functionRegistry()  # type: ignore[attr-defined]
         spark._jvm.io.sparkpurgatory.checks.BatchMillis.register(registry, name)  # type: ignore[attr-defined]
+
+    return _once(spark, name, cls, register)
+
+
+#: the routed rows with each input's largest event time per partition for every shard group
+#: (``batch_marks``): (SQL name, class)
+BATCH_MARKS = ("spark_purgatory_batch_marks", "io.sparkpurgatory.checks.BatchMarks")
+
+
+def batch_marks(spark: SparkSession) -> str | None:
+    """The SQL name of ``BatchMarks``, a generator registered in ``spark``'s session: the
+    routed rows as they are, and at the end of each Spark partition one ``mark`` row per input
+    and shard group with that input's largest event time there (``input_stream``); None
+    without the JAR (or one built before it): the shards then move as far as their own rows
+    say (``shard.input.batch_watermark``)."""
+    name, cls = BATCH_MARKS
+    if not _calls(spark, quiet=True) or not _loadable(spark, cls):
+        return None
+
+    def register() -> None:
+        registry = spark._jsparkSession.sessionState().functionRegistry()  # type: ignore[attr-defined]
+        spark._jvm.io.sparkpurgatory.checks.BatchMarks.register(registry, name)  # type: ignore[attr-defined]
 
     return _once(spark, name, cls, register)
 

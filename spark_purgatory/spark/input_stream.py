@@ -17,8 +17,20 @@ the operator gets the same watermark, but only rows more than 100 years late are
 Spark; the shard step rejects rows behind the watermark as ``late``.  Rejected-at-parse rows
 carry the epoch as their time, so they never move a watermark and are never dropped.
 
+**Marks: Spark's next watermark inside the micro-batch.**  Spark applies the watermark a
+micro-batch's rows propose only in the next micro-batch; a shard moves there once it has admitted
+its rows (``shard.input.batch_watermark``), but its own rows show only its part of each input.
+With the project's JAR (``checks.batch_marks``), each Spark partition of the unioned rows ends with
+a ``mark`` row per input and primary shard, the input's largest event time over the partition's
+rows that its watermark saw (rows rejected at parse not counted): so each shard learns both
+inputs' largest times over the whole micro-batch, which are what Spark computes its next
+watermark from.  Not with an input from Kafka (a partition holds the watermark back:
+``handoff.partitions``) nor on the processing clock (``deadline.clock``), where the shard does not
+move to the rows' watermark.
+
 Invariant: every parsed row reaches the operator (none dropped by Spark's watermark but rows
-a century late); the wake rows move no watermark.
+a century late); the wake rows move no watermark; a mark's time is at most its input's largest
+event time in the micro-batch.
 """
 
 from __future__ import annotations
@@ -28,7 +40,9 @@ from pyspark.sql import functions as F
 
 from ..config import PurgatoryConfig
 from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
-from ..shard.roles import ROLE_BAD, ROLES
+from ..shard.labels import shard_labels
+from ..shard.roles import ROLE_BAD, ROLE_MARK, ROLES, SIDES
+from .checks import batch_marks
 from .routing import (
     route_events,
     route_operations,
@@ -76,18 +90,34 @@ def input_stream(
         routed_evs = route_events(parsed, config)
     ops = _with_watermark(routed_ops, config.input_delay_ms(SOURCE_OPERATIONS))
     evs = _with_watermark(routed_evs, config.input_delay_ms(SOURCE_EVENTS))
-    if not wake_path:
-        return ops.unionByName(evs)
-    # no watermark: wake rows move none; first, Spark asks the wake for its offsets before
-    # the inputs' (``handoff.reaper``: the clock then needs no listing margin).  A union's
-    # columns are its first child's: the helper column says it holds a watermarked time
-    lines = operations.sparkSession.readStream.format("text").load(wake_path)
-    no_time = literal_column(lines.sparkSession, None, "timestamp")  # a typed null, as optimized
-    wake = route_wake(lines, config).withColumn(_EVENT_TIME, no_time)
-    wake = wake.withMetadata(_EVENT_TIME, evs.schema[_EVENT_TIME].metadata)
-    if not wake_first:
-        return ops.unionByName(evs).unionByName(wake)
-    return wake.unionByName(ops).unionByName(evs)
+    kafka = any(source_format_of(df, source_format) == "kafka" for df in (operations, events))
+    marking = not kafka and config.deadline_clock != "processing"
+    rows = ops.unionByName(evs)
+    if wake_path:
+        # no watermark: wake rows move none; first, Spark asks the wake for its offsets before
+        # the inputs' (``handoff.reaper``: the clock then needs no listing margin).  A union's
+        # columns are its first child's: the helper column says it holds a watermarked time
+        lines = operations.sparkSession.readStream.format("text").load(wake_path)
+        no_time = literal_column(lines.sparkSession, None, "timestamp")  # a typed null, as optimized
+        wake = route_wake(lines, config).withColumn(_EVENT_TIME, no_time)
+        wake = wake.withMetadata(_EVENT_TIME, evs.schema[_EVENT_TIME].metadata)
+        rows = wake.unionByName(ops).unionByName(evs) if wake_first else rows.unionByName(wake)
+    return _marked(rows, config) if marking else rows
+
+
+def _marked(rows: DataFrame, config: PurgatoryConfig) -> DataFrame:
+    """``rows`` and, at the end of each Spark partition, its marks (module docstring); ``rows``
+    as they are without the JAR's generator."""
+    function = batch_marks(rows.sparkSession)
+    if not function:
+        return rows
+    # the primary shards': the cross-shard group moves a call after its relays (``Purgatory.process``)
+    labels = ", ".join(str(int(label)) for label in shard_labels(config.shards + 1)[: config.shards])
+    mark, bad = ROLES.index(ROLE_MARK), ROLES.index(ROLE_BAD)
+    inputs = SIDES.index(SOURCE_EVENTS) + 1  # sides 0 and 1 are the inputs, the wake's after them
+    columns = ", ".join(f"`{name}`" for name in rows.columns)
+    call = f"{function}(array({labels}), {mark}Y, {bad}Y, {inputs}, {columns})"
+    return rows.selectExpr(f"{call} AS ({columns})")
 
 
 def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:

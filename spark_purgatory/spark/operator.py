@@ -29,7 +29,10 @@ micro-batch (or timeout).
 
 from __future__ import annotations
 
+import json
 import os
+import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,8 +59,11 @@ __all__ = [
     "staged_stream",
 ]
 
-#: PURGATORY_STATE_LOG=1: each shard call logs how its state was loaded and what it cost
+#: PURGATORY_STATE_LOG=1: each shard call logs how its state was loaded and what it cost, and
+#: the task's time around it (``_log_task``)
 _STATE_LOG = bool(os.environ.get("PURGATORY_STATE_LOG"))
+#: the spans ``_log_task`` reports, between the clock's readings
+_TASK_SPANS = ("input", "step", "output", "after")
 
 #: what the operator returns when its shards stage their own output (``staged_stream``)
 STAGED_SCHEMA: T.StructType = from_arrow_schema(STAGED)
@@ -175,17 +181,22 @@ def _stateful_shard(
     numbers = shard_numbers(config.shards + 1)
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        clock, cpu, began = [time.perf_counter()], time.process_time(), time.time()
         freeze_heap()  # the worker's modules out of the collections PySpark runs after each task
         with collector_paused():  # a container per operation: no collector walks during the call
             stored = shard_bytes(state.get[0]) if state.exists else None
+            rows = routed_rows(pdfs)
+            clock.append(time.perf_counter())
             done = step(
                 numbers[int(key[0])],
-                routed_rows(pdfs),
+                rows,
                 stored,
                 watermark_ms=int(state.getCurrentWatermarkMs()),
                 batch_time_ms=int(state.getCurrentProcessingTimeMs()),  # the micro-batch's time
             )
+            clock.append(time.perf_counter())
             yield done.output
+            clock.append(time.perf_counter())
             if done.value is None:
                 state.remove()
                 return
@@ -195,5 +206,23 @@ def _stateful_shard(
             if done.timeout_ms is not None:
                 state.setTimeoutTimestamp(done.timeout_ms)
             step.read_ahead(done)
+            if _STATE_LOG:
+                _log_task(len(rows), began, [*clock, time.perf_counter()], time.process_time() - cpu)
 
     return shard_step
+
+
+def _log_task(rows: int, began_s: float, clock: list[float], cpu_s: float) -> None:
+    """One JSON line on the worker's stderr per shard call (``PURGATORY_STATE_LOG=1``): where
+    the group function's time went, beside Spark's records of the task (``benchmarks
+    stages``).  ``input``: the routed rows gathered (PySpark reads and converts the first
+    chunk before the function is called, the rest here); ``step``: the shard step;
+    ``output``: its rows handed back; ``after``: the state stored; ``cpu``: the worker's CPU
+    for all of it; ``began_ms``: when the function was called (epoch ms, as the event log's
+    task launch times: the rows' hand-off into the worker is the span between them)."""
+    spans = {
+        f"{name}_ms": round((b - a) * 1000)
+        for name, a, b in zip(_TASK_SPANS, clock[:-1], clock[1:], strict=True)
+    }
+    figures = {"rows": rows, "began_ms": round(began_s * 1000), **spans, "cpu_ms": round(cpu_s * 1000)}
+    print("purgatory-task " + json.dumps(figures), file=sys.stderr, flush=True)

@@ -14,7 +14,10 @@
 * **the wake**: after a micro-batch whose shards posted to the mailbox, the next one brings
   the wake row (``handoff.wake``) to the cross-shard group (every group with the op_id
   registry), as the wake file the driver writes does (``handoff.control``); the end of input
-  brings the end row to every group.
+  brings the end row to every group;
+* **the marks** (``spark.input_stream``), where the shards move to their rows' watermark: each
+  input's largest event time over the micro-batch's rows, for every primary shard, as the JAR's
+  generator sends them from every Spark partition.
 
 Invariant: a group's call sees what it would see on Spark for the same micro-batches (the same
 routed rows, stored value, watermark and the mailbox's files); only the batch times are a
@@ -37,6 +40,7 @@ from ..shard.roles import (
     ROLE_CLAIM,
     ROLE_END,
     ROLE_EVENT,
+    ROLE_MARK,
     ROLE_OPERATION,
     ROLE_REPLICA,
     ROLE_STUB,
@@ -172,6 +176,21 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(data, copy=False)
 
 
+def _marks(rows: pd.DataFrame, shards: int) -> list[dict]:
+    """Each input's largest event time over ``rows`` (rows rejected at parse not counted), as a
+    mark for every primary shard: what the JAR's generator sends from a micro-batch's partitions."""
+    role, side = rows["role"].to_numpy(np.int8), rows["side"].to_numpy(np.int8)
+    ts = rows[_TS_MS].to_numpy(np.float64)
+    timed = (role != ROLES.index(ROLE_BAD)) & ~np.isnan(ts)
+    out = []
+    for source in (SOURCE_OPERATIONS, SOURCE_EVENTS):
+        mine = timed & (side == SIDES.index(source))
+        if mine.any():
+            latest = int(ts[mine].max())
+            out += [{"shard": g, "role": ROLE_MARK, "side": source, _TS_MS: latest} for g in range(shards)]
+    return out
+
+
 class LocalShards:
     """Every shard group of one query, each with the value its last call stored and its
     timeout, called micro-batch by micro-batch as Spark calls them.
@@ -181,11 +200,13 @@ class LocalShards:
     move to the watermark each micro-batch's rows bring once they are admitted, as on Spark
     (``ShardStep``); that needs each ``run``'s watermark to be the one Spark computes from the
     rows before it (at least their largest event time minus the delay, per input), so a host
-    that moves the watermark by hand leaves it off."""
+    that moves the watermark by hand leaves it off; each micro-batch then brings every primary
+    shard the marks of both inputs, as the project's JAR does on Spark."""
 
     def __init__(self, config: PurgatoryConfig, *, batch_watermark: bool = False) -> None:
         self.config = config
         self.step = ShardStep(config, batch_watermark=batch_watermark)
+        self.marks = batch_watermark
         self.groups = int(config.shards) + 1  # the primaries and the cross-shard group
         self.values: dict[int, bytes] = {}
         self.timeouts: dict[int, int] = {}
@@ -202,6 +223,8 @@ class LocalShards:
         elif self.owes_wake:
             woken = range(self.groups) if registers(self.config) else [self.groups - 1]
             extra = [{"shard": g, "role": ROLE_WAKE} for g in woken]
+        if self.marks and len(rows):
+            extra += _marks(rows, int(self.config.shards))
         if extra:
             rows = pd.concat([rows, _frame(extra)], ignore_index=True) if len(rows) else _frame(extra)
         shard_of = rows["shard"].to_numpy(np.int64) if len(rows) else np.zeros(0, np.int64)

@@ -208,6 +208,33 @@ def test_text_columns_keep_any_string_through_appends_removals_and_compactions()
     assert table.occupied < 2 * max(len(table), 1024)  # compactions happened
 
 
+def test_strings_hash_alike_as_python_strings_and_as_arrow_text():
+    """What a shard saves holds hashes (key progress, remembered op_ids): the text the engine
+    keeps as Arrow must hash as the same strings do as ``str``, pandas' SipHash of their UTF-8."""
+    rng = np.random.default_rng(5)
+    alphabet = ["a", "Z", "0", "-", " ", "\x00", "ç", "é", "中", "😀", "\u200b"]
+    strings = [""] + ["".join(rng.choice(alphabet, int(rng.integers(0, 40)))) for _ in range(2_000)]
+    objects = np.array(strings, dtype=object)
+    expected = pd.util.hash_array(objects, categorize=False)
+    assert hash_strings(objects).tolist() == expected.tolist()
+    for arrow in (
+        pa.array(strings, pa.string()),
+        pa.array(strings, pa.large_string()),
+        pa.chunked_array([strings[:700], strings[700:]], pa.string()),
+        pa.array(strings, pa.string()).slice(3),  # an offset into the buffers
+    ):
+        assert (
+            hash_strings(arrow).tolist()
+            == pd.util.hash_array(np.array(arrow.to_pylist(), dtype=object), categorize=False).tolist()
+        )
+    with_null = pa.array(["x", None], pa.string())
+    assert hash_strings(with_null).tolist() == hash_strings(np.array(["x", None], dtype=object)).tolist()
+    table = Columns({"handle": "int64", "key": TEXT}, hashed={"kh": "key"})
+    table.append({"handle": np.arange(len(strings), dtype=np.int64), "key": objects, "kh": expected})
+    few = np.array([0, 5, 17, 1_999])  # few rows: hashed again from the stored text
+    assert table.hashes("kh", few).tolist() == expected[few].tolist()
+
+
 def test_text_offsets_widen_to_64_bits_past_their_32_bit_range(monkeypatch):
     monkeypatch.setattr(text, "_I32_MAX", 100)  # as if 100 bytes were 2 GiB
     column = text.TextColumn()

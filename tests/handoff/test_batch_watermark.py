@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.engine.validation import validate_events, validate_operations
+from spark_purgatory.spark.key_hash import registry_of
 from spark_purgatory.testing.local_shards import LocalShards, routed
 from tests.engine.test_split_invariance import (
     _WAKES,
@@ -30,6 +31,7 @@ from tests.engine.test_split_invariance import (
     _registry_limit,
     _result,
     assert_same,
+    home_of,
     reference_with_wakes,
     scenarios,
 )
@@ -132,6 +134,35 @@ def test_one_shard_expires_in_the_micro_batch_whose_rows_pass_the_deadline(tmp_p
     got, marks = _stream(scenario, 1, str(tmp_path_factory.mktemp("state")))
     assert_same(got["result"], reference_with_wakes(scenario, 1))
     _assert_none_early(got, scenario)
+    _assert_in_time(got, scenario, marks, lambda op_id: True)
+
+
+@settings(**_SLOW)
+@given(scenario=scenarios())
+def test_three_shards_told_by_the_marks_expire_in_the_micro_batch_whose_rows_pass_the_deadline(
+    tmp_path_factory, scenario
+):
+    """Three shards, each seeing its own rows and the marks (both inputs' largest event times
+    over the whole micro-batch, ``spark.input_stream``): an operation of one shard expires in
+    the micro-batch whose rows, in any shard, bring a watermark at its deadline.  Not counted:
+    an operation across shards (it lives in the cross-shard group, which moves a call after its
+    relays) and one parked for its op_id registry's verdict (registered a call later)."""
+    assume(not _registry_limit(scenario["ops"], 3))
+    got, marks = _stream(scenario, 3, str(tmp_path_factory.mktemp("state")))
+    assert_same(got["result"], reference_with_wakes(scenario, 3))
+    _assert_none_early(got, scenario)
+    homes = {o["op_id"]: home_of(o, 3) for b in scenario["batches"] for o in b.ops if not o.get("_reason")}
+
+    def counted(op_id: str) -> bool:
+        return homes[op_id] < 3 and registry_of(op_id, 3) == homes[op_id]
+
+    _assert_in_time(got, scenario, marks, counted)
+
+
+def _assert_in_time(got: dict, scenario: dict, marks: list[int], counted) -> None:
+    """Every expired operation ``counted`` (by op_id) expired no later than the micro-batch whose
+    rows brought a watermark at its deadline (or whose own watermark was there), or the one it
+    arrived in."""
     delays = scenario["delays"]
     brought = []  # each micro-batch's watermark once its rows are admitted
     for b, wm in zip(scenario["batches"], marks, strict=True):
@@ -143,7 +174,7 @@ def test_one_shard_expires_in_the_micro_batch_whose_rows_pass_the_deadline(tmp_p
     outcomes = got["outcomes"]
     for o in outcomes.loc[outcomes["status"] == "expired"].itertuples():
         due = next((n for n, w in enumerate(brought) if w >= o.deadline), None)
-        if due is not None:
+        if due is not None and counted(o.op_id):
             arrived = _arrival(scenario, o.op_id)
             assert o.batch <= max(due, arrived), (o.op_id, o.deadline, o.batch, brought)
 

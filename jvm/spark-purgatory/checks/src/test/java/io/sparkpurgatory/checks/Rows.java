@@ -26,7 +26,7 @@ final class Rows {
 
   /** The roles in the order of spark_purgatory/spark/routing.py's ROLES: a copy carries its place. */
   static final String[] ROLES = {
-    "op", "stub", "event", "replica", "bad", "claim", "wake", "end", "clock"
+    "op", "stub", "event", "replica", "bad", "claim", "wake", "end", "clock", "mark"
   };
 
   /** A sequence of strings as Spark passes an array of strings to a static call (null: null). */
