@@ -41,6 +41,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from benchmarks.harness import write_json
+
 __all__ = ["event_log_conf", "micro_batches", "main"]
 
 _PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
@@ -214,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip", type=int, default=1, help="micro-batches left out at each run's start")
     parser.add_argument("--stages", action="store_true", help="also each stage kind's summed figures")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures to this file, as JSON")
     args = parser.parse_args(argv)
     if args.directory:
         lines = read_log(args.directory)
@@ -226,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         if status:
             return status
         print()
-    report(micro_batches(lines), args.skip)
+    runs = micro_batches(lines)
+    report(runs, args.skip)
+    write_json(args.json, "stages", args, {"micro_batches": runs})
     if args.stages:
         for run, kinds in stage_kinds(lines).items():
             print(f"\n{run}")
