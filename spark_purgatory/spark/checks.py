@@ -30,6 +30,7 @@ functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
 And ``BatchMarks``, not a check: a generator that passes the routed rows through and ends each
 Spark partition with every input's largest event time there, for every primary shard
 (``batch_marks``, ``input_stream``: the watermark Spark applies next, known in the micro-batch).
+
 And ``BatchMillis``, not a check: a micro-batch's time (``unix_millis(current_timestamp())``)
 as an expression that Spark's generated code reads by reference, so the code is the same in
 every micro-batch (``batch_millis``, ``sql_text.latest_ts``).

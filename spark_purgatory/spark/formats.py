@@ -44,6 +44,7 @@ __all__ = [
     "SourceFormat",
     "SourceFormatError",
     "source_format_of",
+    "from_kafka",
     "format_of_path",
     "formats_of",
     "OPERATIONS_PARQUET_SCHEMA",
@@ -91,6 +92,16 @@ def source_format_of(df: DataFrame, fmt: SourceFormat = "auto") -> str:
     if names == {"value"}:
         return "json" if isinstance(df.schema["value"].dataType, T.StringType) else "kafka"
     return "kafka" if _KAFKA_COLUMNS <= names else "typed"
+
+
+def from_kafka(operations: DataFrame, events: DataFrame, fmt: SourceFormat = "auto") -> bool:
+    """Does an input come from Kafka (``source_format_of``)?  Its watermark is then held back
+    per partition (``handoff.partitions``), not moved by the rows' own.
+
+    >>> from_kafka(None, None, "json"), from_kafka(None, None, "kafka")
+    (False, True)
+    """
+    return any(source_format_of(df, fmt) == "kafka" for df in (operations, events))
 
 
 # -- a path's format, told by its files -------------------------------------------------------------

@@ -43,6 +43,7 @@ from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..shard.labels import shard_labels
 from ..shard.roles import ROLE_BAD, ROLE_MARK, ROLES, SIDES
 from .checks import batch_marks
+from .formats import from_kafka
 from .routing import (
     route_events,
     route_operations,
@@ -90,8 +91,7 @@ def input_stream(
         routed_evs = route_events(parsed, config)
     ops = _with_watermark(routed_ops, config.input_delay_ms(SOURCE_OPERATIONS))
     evs = _with_watermark(routed_evs, config.input_delay_ms(SOURCE_EVENTS))
-    kafka = any(source_format_of(df, source_format) == "kafka" for df in (operations, events))
-    marking = not kafka and config.deadline_clock != "processing"
+    marking = not from_kafka(operations, events, source_format) and config.deadline_clock != "processing"
     rows = ops.unionByName(evs)
     if wake_path:
         # no watermark: wake rows move none; first, Spark asks the wake for its offsets before

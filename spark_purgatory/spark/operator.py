@@ -48,10 +48,11 @@ from ..runtime.worker_heap import freeze_heap
 from ..shard.input import routed_rows
 from ..shard.labels import shard_numbers
 from ..shard.step import ShardStep
+from .formats import from_kafka
 from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
 from .input_stream import input_stream
 from .output import OUTPUT_SCHEMA, with_timestamps
-from .sources import SourceFormat, source_format_of
+from .sources import SourceFormat
 
 __all__ = [
     "OUTPUT_SCHEMA",
@@ -120,7 +121,7 @@ def purgatory_stream(
         operations, events, config, source_format=source_format, wake_path=wake_path, wake_first=wake_first
     )
     step = _stateful_shard(
-        config, encoding=state_encoding, partitioned=_from_kafka(operations, events, source_format)
+        config, encoding=state_encoding, partitioned=from_kafka(operations, events, source_format)
     )
     return with_timestamps(_grouped(routed, step, OUTPUT_SCHEMA, state_encoding))
 
@@ -147,14 +148,9 @@ def staged_stream(
     routed = input_stream(
         operations, events, config, source_format=source_format, wake_path=wake_path, wake_first=wake_first
     )
-    partitioned = _from_kafka(operations, events, source_format)
+    partitioned = from_kafka(operations, events, source_format)
     step = _stateful_shard(config, staging, encoding=state_encoding, partitioned=partitioned)
     return _grouped(routed, step, STAGED_SCHEMA, state_encoding)
-
-
-def _from_kafka(operations: DataFrame, events: DataFrame, source_format: SourceFormat) -> bool:
-    """Does an input come from Kafka (a watermark per partition: ``handoff.partitions``)?"""
-    return any(source_format_of(df, source_format) == "kafka" for df in (operations, events))
 
 
 def _grouped(routed: DataFrame, step: Any, schema: T.StructType, encoding: StateEncoding) -> DataFrame:

@@ -80,12 +80,14 @@ public final class BatchMarks extends Expression
   private final int role;
   private final int side;
   private final int ts;
+  /** A mark's values before it is set: null, or a zero where a column is never null. */
+  private final Object[] blank;
+  /** Are the columns the input row's own, in its order (the bound plan: a row passes as it is)? */
+  private final boolean passes;
   private Seq<Enumeration.Value> nodePatterns;
 
   /** This partition's marks so far (an instance per task: Spark deserializes the plan in each). */
   private transient PartitionMarks partition;
-  /** Whether the columns are the input row's own (known once the plan is bound). */
-  private transient Boolean passes;
 
   BatchMarks(
       Seq<Expression> children, int[] labels, byte markRole, byte badRole, int inputs,
@@ -100,6 +102,12 @@ public final class BatchMarks extends Expression
     this.role = schema.fieldIndex(ROLE);
     this.side = schema.fieldIndex(SIDE);
     this.ts = schema.fieldIndex(TS_MS);
+    StructField[] fields = schema.fields();
+    this.blank = new Object[fields.length];
+    for (int i = 0; i < fields.length; i++) {
+      blank[i] = fields[i].nullable() ? null : zero(fields[i].dataType());
+    }
+    this.passes = passesThrough(children);
     Generator.$init$(this);
     CodegenFallback.$init$(this);
   }
@@ -149,11 +157,11 @@ public final class BatchMarks extends Expression
   /** The row itself (after the plan is bound, the columns are the input's, in its order). */
   @Override
   public IterableOnce<InternalRow> eval(InternalRow input) {
-    if (passes == null) {
-      passes = passesThrough();
-    }
     InternalRow row = passes ? input : evaluated(input);
-    note(row);
+    if (partition == null) {
+      partition = new PartitionMarks(labels, markRole, badRole, inputs, shard, role, side, ts, blank);
+    }
+    partition.note(row);
     return Iterator$.MODULE$.single(row);
   }
 
@@ -162,18 +170,6 @@ public final class BatchMarks extends Expression
   public IterableOnce<InternalRow> terminate() {
     List<InternalRow> marks = partition == null ? List.of() : partition.marks();
     return CollectionConverters.asScala(marks.iterator());
-  }
-
-  private void note(InternalRow row) {
-    if (partition == null) {
-      StructField[] fields = schema.fields();
-      Object[] blank = new Object[fields.length];
-      for (int i = 0; i < fields.length; i++) {
-        blank[i] = fields[i].nullable() ? null : zero(fields[i].dataType());
-      }
-      partition = new PartitionMarks(labels, markRole, badRole, inputs, shard, role, side, ts, blank);
-    }
-    partition.note(row);
   }
 
   /** A value of a column that is never null, for a mark, which has none of its own. */
@@ -194,8 +190,8 @@ public final class BatchMarks extends Expression
     throw new IllegalArgumentException("a routed column of type " + type.simpleString());
   }
 
-  /** Are the columns the input row's own, in its order (the bound plan's case)? */
-  private boolean passesThrough() {
+  /** Are {@code children} the input row's own columns, in its order (the bound plan's case)? */
+  private static boolean passesThrough(Seq<Expression> children) {
     int i = 0;
     for (Expression child : CollectionConverters.asJava(children)) {
       if (!(child instanceof BoundReference) || ((BoundReference) child).ordinal() != i) {
