@@ -26,7 +26,8 @@ and renamed; an object store's put is atomic); a retried ``stage_task`` attempt 
 names the first attempt wrote, so it overwrites rather than adds, and a shard call writes
 names no other call writes, so only the manifest decides which files count.  ``bytes`` is the Parquet data
 size of the file (its column chunks, without the footer): the accumulator counts
-``batch.size`` in the bytes of the files it will write, and those are Parquet too.
+``batch.size`` in the bytes of the files it will write, and those are Parquet too (with the
+statistics a staged file goes without: a few hundred bytes a column chunk more).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,12 +110,24 @@ STAGED_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'big
 # -- operator rows -> table rows ------------------------------------------------------------------
 
 
+_US_A_DAY = 86_400_000_000
+
+
 def _date(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
-    return pc.cast(pc.cast(ts, _TS), pa.date32())
+    """The UTC dates of timestamps: whole days since the epoch, floored, in numpy when none is
+    null (Arrow's cast goes through the calendar, ten times the cost)."""
+    if ts.null_count:
+        return pc.cast(pc.cast(ts, _TS), pa.date32())
+    us = pc.cast(pc.cast(ts, _TS), pa.int64()).to_numpy()
+    return pa.array((us // _US_A_DAY).astype(np.int32), pa.date32())
 
 
 def _from_ms(values: pa.ChunkedArray) -> pa.ChunkedArray:
-    return pc.cast(pc.multiply(pc.cast(values, pa.int64()), 1000), pa.timestamp("us")).cast(_TS)
+    """Epoch milliseconds as UTC timestamps: microseconds, each chunk's int64 buffer viewed as times."""
+    us = pc.multiply(pc.cast(values, pa.int64()), 1000)
+    if isinstance(us, pa.Array):
+        return us.view(_TS)
+    return pa.chunked_array([chunk.view(_TS) for chunk in us.chunks], _TS)
 
 
 def _table_rows(table: TableContract, rows: pa.Table, batch_id: int, now: dt.datetime) -> pa.Table:
@@ -148,7 +161,11 @@ def _repeat(value: Any, type_: pa.DataType, n: int) -> pa.Array:
 
 
 def _keys_of(rows: pa.Table) -> pa.ChunkedArray:
-    """An outcome's ``keys``: a single key travels as ``key`` (``output._with_single_key``)."""
+    """An outcome's ``keys``: a single key travels as ``key`` (``output._with_single_key``),
+    unless the rows were staged where they were made (``output.output_parts``: every list in
+    ``keys``, none missing)."""
+    if rows.column("keys").null_count == 0:
+        return rows.column("keys")
     keys, key = rows.column("keys").combine_chunks(), rows.column("key").combine_chunks()
     single = pa.ListArray.from_arrays(pa.array(np.arange(len(key) + 1, dtype=np.int32)), key)
     return pa.chunked_array([pc.if_else(pc.is_null(keys), single, keys)])
@@ -159,13 +176,18 @@ def split_tables(rows: pa.Table, batch_id: int, now: dt.datetime) -> dict[str, p
 
     ``metrics`` comes back empty: its rows need every shard call of the micro-batch, so the
     sink makes them (``metrics_rows``) from the calls' ``STAGED`` rows."""
+    filled = dict(_split(_by_kind(rows), batch_id, now))
+    return {name: filled[name] if name in filled else t.schema.empty_table() for name, t in TABLES.items()}
+
+
+def _by_kind(rows: pa.Table) -> dict[str, pa.Table]:
+    """Operator rows by their ``kind``, of the kinds they have: rows all of one kind (a shard's
+    part, ``output.output_parts``) as they are, without a copy through a filter."""
     kind = rows.column("kind")
-    return {
-        name: _table_rows(table, rows.filter(pc.equal(kind, table.kind)), batch_id, now)
-        if table is not METRICS
-        else table.schema.empty_table()
-        for name, table in TABLES.items()
-    }
+    kinds = pc.unique(kind).to_pylist() if rows.num_rows else []
+    if len(kinds) == 1:
+        return {kinds[0]: rows}
+    return {k: rows.filter(pc.equal(kind, k)) for k in kinds}
 
 
 def metrics_rows(
@@ -217,9 +239,13 @@ def metrics_rows(
 
 
 def _by_partition(name: str, rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
-    """A table's rows per partition value (a date, as ISO text)."""
+    """A table's rows per partition value (a date, as ISO text); rows of one date as they are."""
     dates = rows.column(TABLES[name].partition_by)
-    for value in pc.unique(dates).to_pylist():
+    values = pc.unique(dates).to_pylist()
+    if len(values) == 1:
+        yield values[0].isoformat(), rows
+        return
+    for value in values:
         yield value.isoformat(), rows.filter(pc.equal(dates, pa.scalar(value, pa.date32())))
 
 
@@ -280,6 +306,13 @@ def stage_rows(
     return pa.Table.from_batches(list(out), schema=STAGED)
 
 
+def _split(kinds: dict[str, pa.Table], batch_id: int, now: dt.datetime) -> Iterator[tuple[str, pa.Table]]:
+    """``split_tables`` of rows already by kind (``_by_kind``): the tables they fill, by name."""
+    for name, table in TABLES.items():
+        if table is not METRICS and table.kind in kinds:
+            yield name, _table_rows(table, kinds[table.kind], batch_id, now)
+
+
 def _stage(
     parts: Iterable[pa.Table],
     name: Callable[[str, str], str],
@@ -297,8 +330,10 @@ def _stage(
     metrics = []
     try:
         for rows in parts:
-            metrics.append(rows.filter(pc.equal(rows.column("kind"), KIND_METRICS)))
-            for table_name, table in split_tables(rows, batch_id, now).items():
+            kinds = _by_kind(rows)
+            if KIND_METRICS in kinds:
+                metrics.append(kinds[KIND_METRICS])
+            for table_name, table in _split(kinds, batch_id, now):
                 if table.num_rows == 0:
                     continue
                 for partition, part in _by_partition(table_name, table):
@@ -332,8 +367,9 @@ class ShardStaging:
     staging_dir: str
     storage: Storage
 
-    def __call__(self, rows: pa.Table, shard: int) -> pa.Table:
-        """Stage one shard call's operator rows (``contract.OPERATOR_OUTPUT``); return ``STAGED``."""
+    def __call__(self, rows: pa.Table | Sequence[pa.Table], shard: int) -> pa.Table:
+        """Stage one shard call's operator rows (``contract.OPERATOR_OUTPUT``: one table, or
+        its parts, ``output.output_parts``); return ``STAGED``."""
         batch_id = micro_batch_id()
         token = uuid.uuid4().hex[:12]
 
@@ -342,7 +378,7 @@ class ShardStaging:
 
         now = dt.datetime.now(dt.timezone.utc)
         return _stage(
-            [rows],
+            [rows] if isinstance(rows, pa.Table) else rows,
             name,
             batch_id=batch_id,
             now=now,
@@ -407,8 +443,13 @@ class StagedFile:
         if self._out is None:
             return
         if self._writer is None:
+            # no statistics: a staged file is read whole (the sender, Spark's commit_staged),
+            # never filtered; the data files written from it have Delta's (``sender.stats_json``)
             self._writer = pq.ParquetWriter(
-                self._out.stream, rows.schema, use_dictionary=dictionary_columns(rows.schema)
+                self._out.stream,
+                rows.schema,
+                use_dictionary=dictionary_columns(rows.schema),
+                write_statistics=False,
             )
         self._writer.write_table(rows)
 
@@ -434,16 +475,10 @@ class StagedFile:
 
 
 def _staged_rows(staged: list[dict], metrics: list[pa.Table]) -> pa.Table:
-    files = pa.Table.from_pylist(staged, schema=STAGED)
-    if not metrics:
-        return files
-    m = pa.concat_tables(metrics)
-    gauges = pa.table({name: pc.cast(m.column(name), pa.int64()) for name in CALL_COLUMNS})
-    gauges = gauges.append_column(PARTITION_MAXIMA, pc.cast(m.column(PARTITION_MAXIMA), pa.string()))
-    for field in STAGED:
-        if field.name not in gauges.column_names:
-            gauges = gauges.append_column(field, pa.nulls(gauges.num_rows, field.type))
-    return pa.concat_tables([files, gauges.select(STAGED.names)])
+    """The ``STAGED`` rows of the files, then of the operator's metrics rows (``CALL_COLUMNS``
+    and their partition maxima): a few rows, made from Python values at once."""
+    calls = [m.select([*CALL_COLUMNS, PARTITION_MAXIMA]).to_pylist() for m in metrics]
+    return pa.Table.from_pylist([*staged, *(row for rows in calls for row in rows)], schema=STAGED)
 
 
 def data_bytes(metadata: pq.FileMetaData) -> int:

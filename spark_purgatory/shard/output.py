@@ -2,9 +2,9 @@
 row, in the operator's one output schema (``contract.OPERATOR_OUTPUT``).
 
 Runs in the Python workers, once per shard call (``shard.step``): the rows leave as a pandas
-frame PySpark hands to Spark (``output_rows``) or as an Arrow table a shard stages itself
-(``output_table``); ``spark.output`` gives the schema to Spark and splits a micro-batch into
-the contract's tables.
+frame PySpark hands to Spark (``output_rows``) or as Arrow tables, one per kind, a shard stages
+itself (``output_parts``; ``output_table`` is them as one table, as ``output_rows`` has them);
+``spark.output`` gives the schema to Spark and splits a micro-batch into the contract's tables.
 
 Invariants: every column comes from the contract; the metrics row is a call's last.
 """
@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..contract import (
     COMPLETED,
@@ -43,7 +44,7 @@ from ..handoff.wake import is_end_watermark
 from .input import INPUT_ROLES, proposed_watermarks
 from .roles import ROLE_BAD, ROLES, SIDES
 
-__all__ = ["shard_figures", "output_rows", "output_table"]
+__all__ = ["shard_figures", "output_rows", "output_parts", "output_table"]
 
 _OUTPUT_COLUMNS = OPERATOR_OUTPUT.names
 #: the columns pandas holds as objects (strings and lists): a missing value is None there
@@ -55,6 +56,11 @@ _LATENCY_COLUMNS = [c for c in METRICS.schema.names if c.startswith("latency_")]
 #: the percentiles of ``_LATENCY_COLUMNS``, in their order
 _PERCENTILES = (50, 95, 99, 100)
 _BAD = ROLES.index(ROLE_BAD)
+#: the text columns of a few distinct values (an outcome's status and condition, a rejected
+#: row's source and reason): converted to Arrow by value, not string by string (``_few_texts``)
+_FEW_TEXTS = frozenset({"status", "condition", "source", "reason"})
+#: most distinct values ``_few_texts`` looks for before it converts string by string
+_MOST_TEXTS = 8
 
 
 def _ms_names(table: TableContract) -> dict[str, str]:
@@ -129,9 +135,12 @@ def output_rows(
     rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row:
     ``figures`` (``shard_figures``), the counts of those rows, the latency percentiles of
     what completed, the watermark ``wm`` and ``state_bytes`` (what the state's save wrote)."""
-    metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes)
+    metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes, _Status.of(result.outcomes))
     gauges = _Part(KIND_METRICS, {name: np.zeros(1, np.int64) for name in GAUGES}, 1)
-    out = _stacked([part for part in [*_row_parts(result, bad), gauges] if part.rows])
+    outcomes, *others = _row_parts(result, bad)
+    if outcomes.rows:
+        outcomes = outcomes._replace(columns=_with_single_key(outcomes.columns))
+    out = _stacked([part for part in [outcomes, *others, gauges] if part.rows])
     # the metrics row (the last) carries the figures; exact, not through a float column
     n = len(out)
     for name, value in metrics.items():
@@ -146,6 +155,30 @@ def output_rows(
     return out
 
 
+def output_parts(
+    shard: int,
+    result: BatchResult,
+    bad: pd.DataFrame,
+    figures: dict[str, int | str | None],
+    wm: int,
+    *,
+    state_bytes: int | None = None,
+) -> list[pa.Table]:
+    """``output_rows``' rows as Arrow tables of ``contract.OPERATOR_OUTPUT``, one per kind of
+    row that has any (the metrics row's last), for a shard that stages its own rows
+    (``staging.ShardStaging``): each kind's columns converted on their own, a column it lacks
+    as Arrow nulls; no frame of every kind stacked in pandas, no table to split by kind again.
+    An outcome's keys are all in ``keys``, one key or several, as the ``outcomes`` table holds
+    them (``output_rows`` sends a single key as ``key``: ``output_table``)."""
+    status = _Status.of(result.outcomes)
+    metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes, status)
+    tables = [_arrow_part(part, shard, status) for part in _row_parts(result, bad) if part.rows]
+    row = {"kind": KIND_METRICS, "shard": shard, **dict.fromkeys(GAUGES, 0)}  # a gauge not given is 0
+    row.update(metrics, **{PARTITION_MAXIMA: maxima})  # as ``output_rows``' metrics row
+    tables.append(pa.Table.from_pylist([row], schema=OPERATOR_OUTPUT))
+    return tables
+
+
 def output_table(
     shard: int,
     result: BatchResult,
@@ -155,16 +188,10 @@ def output_table(
     *,
     state_bytes: int | None = None,
 ) -> pa.Table:
-    """``output_rows`` as an Arrow table of ``contract.OPERATOR_OUTPUT``, for a shard that
-    stages its own rows (``staging.ShardStaging``): each kind's rows converted column by
-    column on their own, a column they lack as Arrow nulls, no frame of every kind stacked
-    in pandas first (its object columns walked for NaN, then converted again)."""
-    metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes)
-    tables = [_arrow_part(part, shard) for part in _row_parts(result, bad) if part.rows]
-    row = {name: [0] for name in GAUGES}  # as ``output_rows``' metrics row: a gauge not given is 0
-    row.update({name: [value] for name, value in metrics.items()}, **{PARTITION_MAXIMA: [maxima]})
-    tables.append(_arrow_part(_Part(KIND_METRICS, row, 1), shard))
-    return pa.concat_tables(tables)
+    """``output_rows`` as one Arrow table of ``contract.OPERATOR_OUTPUT``: ``output_parts``
+    stacked, a single key moved to ``key`` as ``output_rows`` sends it."""
+    parts = output_parts(shard, result, bad, figures, wm, state_bytes=state_bytes)
+    return pa.concat_tables([_single_key(part) if _kind(part) == KIND_OUTCOME else part for part in parts])
 
 
 class _Part(NamedTuple):
@@ -176,22 +203,43 @@ class _Part(NamedTuple):
     rows: int
 
 
-def _part(kind: str, frame: pd.DataFrame, names: dict[str, str] | None = None) -> _Part:
-    """``frame``'s columns (but ``batch_id``, which the writer adds) under their output names."""
+def _part(
+    kind: str, frame: pd.DataFrame, names: dict[str, str] | None = None, columns: list[str] | None = None
+) -> _Part:
+    """``frame``'s ``columns`` (all but ``batch_id``, which the writer adds, by default) under
+    their output names; none of a frame without rows (the usual unmatched and rejected)."""
+    if not len(frame):
+        return _Part(kind, {}, 0)
     names = names or {}
-    columns = {names.get(c, c): frame[c].to_numpy() for c in frame.columns if c != "batch_id"}
-    return _Part(kind, columns, len(frame))
+    taken = [c for c in frame.columns if c != "batch_id"] if columns is None else columns
+    return _Part(kind, {names.get(c, c): frame[c].to_numpy() for c in taken}, len(frame))
 
 
 def _row_parts(result: BatchResult, bad: pd.DataFrame) -> list[_Part]:
-    """The call's rows by kind, in the output's order, with the output's column names."""
-    outcomes = _part(KIND_OUTCOME, result.outcomes, _ms_names(OUTCOMES))
+    """The call's rows by kind, in the output's order, with the output's column names (an
+    outcome's keys all in ``keys``)."""
     return [
-        _Part(KIND_OUTCOME, _with_single_key(outcomes.columns), outcomes.rows),
+        _part(KIND_OUTCOME, result.outcomes, _ms_names(OUTCOMES)),
         _part(KIND_UNMATCHED, result.unmatched, _ms_names(UNMATCHED_EVENTS)),
-        _part(KIND_REJECTED, result.rejected[_REJECTED_ROWS]),
+        _part(KIND_REJECTED, result.rejected, columns=_REJECTED_ROWS),
         _part(KIND_REJECTED, bad),
     ]
+
+
+class _Status(NamedTuple):
+    """Which outcomes of a call completed and which expired: one pass over its ``status``
+    (and one over those not completed), for its counts, its latencies and its Arrow column."""
+
+    completed: np.ndarray
+    expired: np.ndarray
+
+    @classmethod
+    def of(cls, outcomes: pd.DataFrame) -> _Status:
+        status = outcomes["status"].to_numpy()
+        completed = status == COMPLETED
+        expired = ~completed
+        expired[expired] = status[expired] == EXPIRED  # the others only: most completed
+        return cls(completed, expired)
 
 
 def _call_metrics(
@@ -200,23 +248,23 @@ def _call_metrics(
     figures: dict[str, int | str | None],
     wm: int,
     state_bytes: int | None,
+    status: _Status,
 ) -> tuple[dict[str, int | str | None], str | None]:
     """The metrics row's figures (all whole numbers or null), and its partition maxima text."""
     figures = dict(figures)
     maxima = figures.pop(PARTITION_MAXIMA, None)
     outcomes = result.outcomes
-    status = outcomes["status"].to_numpy()
     metrics = {
         **figures,
-        "completed": result.completed,
-        "expired": result.expired,
+        "completed": int(np.count_nonzero(status.completed)),
+        "expired": int(np.count_nonzero(status.expired)),
         "unmatched": len(result.unmatched),
         "rejected": len(result.rejected) + len(bad),
-        **_latencies(outcomes["latency_ms"].to_numpy()[status == COMPLETED]),
+        **_latencies(outcomes["latency_ms"].to_numpy()[status.completed]),
         "expiry_lag_ms": None
         if is_end_watermark(wm)  # expired because the input ended, not late: no lag to report
         else _expiry_lag(
-            outcomes["resolved_at"].to_numpy()[status == EXPIRED], figures.get(ms_column("batch_time"))
+            outcomes["resolved_at"].to_numpy()[status.expired], figures.get(ms_column("batch_time"))
         ),
         ms_column(_WATERMARK): wm,
         "state_bytes": state_bytes,
@@ -224,9 +272,10 @@ def _call_metrics(
     return metrics, maxima  # type: ignore[return-value]
 
 
-def _arrow_part(part: _Part, shard: int) -> pa.Table:
+def _arrow_part(part: _Part, shard: int, status: _Status | None = None) -> pa.Table:
     """One kind's rows in ``OPERATOR_OUTPUT``: its columns as the output types them (NaN
-    and None as null, as ``Table.from_pandas`` reads them), the others null."""
+    and None as null, as ``Table.from_pandas`` reads them), the others null; an outcome's
+    ``status`` from the masks the call found (``_Status``)."""
     n = part.rows
     columns = []
     for field in OPERATOR_OUTPUT:
@@ -234,12 +283,56 @@ def _arrow_part(part: _Part, shard: int) -> pa.Table:
             column = pa.repeat(pa.scalar(part.kind, field.type), n)
         elif field.name == "shard":
             column = pa.repeat(pa.scalar(shard, field.type), n)
+        elif field.name == "status" and status is not None and part.kind == KIND_OUTCOME:
+            column = _status_text(part.columns[field.name], status)
         elif field.name in part.columns:
-            column = pa.array(part.columns[field.name], type=field.type, from_pandas=True)
+            column = _arrow(part.columns[field.name], field)
         else:
             column = pa.nulls(n, field.type)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=OPERATOR_OUTPUT)
+
+
+def _arrow(values: np.ndarray | pa.Array | pa.ChunkedArray, field: pa.Field) -> pa.Array | pa.ChunkedArray:
+    """One column as ``field`` types it: Arrow already (an engine that keeps its text as
+    Arrow) cast if need be; a few-valued text column by value (``_few_texts``); else
+    converted, NaN and None as null."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values if values.type == field.type else values.cast(field.type)
+    if field.name in _FEW_TEXTS and values.dtype == object:
+        return _few_texts(values)
+    return pa.array(values, type=field.type, from_pandas=True)
+
+
+def _status_text(values: np.ndarray, status: _Status) -> pa.Array:
+    """The outcomes' ``status`` as Arrow from the masks ``_Status`` found: each row one of
+    the two statuses' text (a status neither, which the engine never gives, the plain way)."""
+    if not (status.completed | status.expired).all():
+        return pa.array(values, type=pa.string(), from_pandas=True)
+    return pa.array([COMPLETED, EXPIRED], pa.string()).take(status.expired.view(np.int8))
+
+
+def _few_texts(values: np.ndarray) -> pa.Array:
+    """An object column of a few distinct strings as an Arrow string array: each distinct
+    value found by one comparison over the column and the result gathered from them (a
+    ``take``), not a conversion per row; a column of more values (up to ``_MOST_TEXTS``
+    looked for), or of other than strings (None, NaN), the plain way."""
+    n = len(values)
+    codes = np.zeros(n, np.int8)
+    left = np.ones(n, dtype=bool)
+    found: list[str] = []
+    while n:
+        first = int(np.argmax(left))
+        value = values[first]
+        if len(found) == _MOST_TEXTS or not isinstance(value, str):
+            return pa.array(values, type=pa.string(), from_pandas=True)
+        same = values == value
+        codes[same] = len(found)
+        found.append(value)
+        left &= ~same
+        if not left.any():
+            break
+    return pa.array(found, pa.string()).take(codes)
 
 
 def _latencies(latency: np.ndarray) -> dict[str, int | None]:
@@ -279,6 +372,22 @@ def _with_single_key(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     multi = keys.copy()
     multi[single] = None
     return {**columns, "key": key, "keys": multi}
+
+
+def _single_key(outcomes: pa.Table) -> pa.Table:
+    """``_with_single_key`` on an outcome part in Arrow: a single key in ``key``, only the
+    lists of other lengths left in ``keys``."""
+    keys = outcomes.column("keys").combine_chunks()
+    single = pc.equal(pc.list_value_length(keys), 1)
+    key = pc.replace_with_mask(pa.nulls(len(keys), pa.string()), single, pc.list_flatten(keys.filter(single)))
+    multi = pc.if_else(single, pa.scalar(None, keys.type), keys)
+    at = outcomes.schema.get_field_index
+    return outcomes.set_column(at("key"), "key", key).set_column(at("keys"), "keys", multi)
+
+
+def _kind(part: pa.Table) -> str:
+    """The kind of the rows of a part ``output_parts`` made (all of one kind)."""
+    return part.column("kind")[0].as_py()
 
 
 def _stacked(parts: list[_Part]) -> pd.DataFrame:

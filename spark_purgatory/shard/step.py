@@ -62,7 +62,7 @@ from .input import (
     roles_of,
     split_input,
 )
-from .output import output_rows, output_table, shard_figures
+from .output import output_parts, output_rows, shard_figures
 from .roles import ROLE_END, ROLES
 
 if TYPE_CHECKING:
@@ -289,8 +289,8 @@ class ShardStep:
         out = (shard, result, bad, figures, wm)
         if self.staging is None:
             return output_rows(*out, state_bytes=written)
-        # straight to Arrow: the rows never become one pandas frame (``output_table``)
-        return self.staging(output_table(*out, state_bytes=written), shard).to_pandas()
+        # straight to Arrow, by kind: the rows never become one pandas frame (``output_parts``)
+        return self.staging(output_parts(*out, state_bytes=written), shard).to_pandas()
 
     def read_ahead(self, done: ShardResult) -> None:
         """After the host stored the value: forward the other shards' state parked under the

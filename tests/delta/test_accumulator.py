@@ -653,7 +653,7 @@ def test_a_replayed_batch_the_shards_stage_again_is_committed_once(tmp_path, mon
     them, so even a batch drained in part (its outcomes committed, its unmatched event still
     staged) gets no row twice; the next batch's record sweeps the replay's files."""
     clock = Clock()
-    sink = make_sink(tmp_path, clock, batch_size=2_000)  # 40 outcomes fill it, 1 unmatched does not
+    sink = make_sink(tmp_path, clock, batch_size=1_500)  # 40 outcomes fill it, 1 unmatched does not
     acc, writer = sink.accumulator, sink.writer
     first = output_rows(40, n_unmatched=1)
     acc.record(0, shard_staged(acc, monkeypatch, 0, first))
