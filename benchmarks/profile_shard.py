@@ -9,16 +9,28 @@ rows from Arrow to pandas (``ArrowBatchTransformer.to_pandas``, in chunks of
 (``PandasToArrowConversion.convert``).  The shard step runs with Python's cyclic collector
 paused, as the operator runs it (``spark.operator``: a container per operation).  Prints
 seconds per step, the shard step's phases as it times them (``ShardResult.timings``: load,
-process, save, output) and, with ``--cprofile``, the functions that cost most.
+process, save, output) with the CPU seconds of each beside them (the process's, all its
+threads: the load, save and output phases are the step's ``load``, ``save`` and ``emit``, the
+process phase the rest of the step) and, with ``--cprofile``, the functions that cost most
+(``--cprofile-phase``: of that phase only, by their own CPU time).
+
+With ``--checkout`` each round runs this checkout and another one's ``spark_purgatory``
+(a change's before and after) in a fresh process each, alternated, and prints their CPU
+milliseconds a call by phase and the load beside each.
 
     python -m benchmarks profile-shard --ops 100000 --batches 10 [--staged] [--cprofile 25]
+    python -m benchmarks profile-shard --ops 200000 --batches 10 --segments --staged \
+        --checkout ../main --repeat 2
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import json
+import os
 import pstats
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -46,6 +58,10 @@ from spark_purgatory.storage import Storage
 from spark_purgatory.workload import generate_confirmations
 
 SECONDS: dict[str, float] = defaultdict(float)
+#: CPU seconds of the shard step's phases (``TimedStep``)
+CPU: dict[str, float] = defaultdict(float)
+#: the shard step's phases, as ``ShardResult.timings`` names them
+PHASES = ("load", "process", "save", "output")
 
 
 @contextmanager
@@ -53,6 +69,55 @@ def step(name: str):
     start = time.perf_counter()
     yield
     SECONDS[name] += time.perf_counter() - start
+
+
+class TimedStep(ShardStep):
+    """The shard step with the CPU seconds of its phases counted (``CPU``): its ``load``,
+    ``save`` and ``emit`` (the output phase) each, the process phase the rest of the call;
+    ``profile`` (a cProfile) on during the phase named ``profiled`` only."""
+
+    profile: cProfile.Profile | None = None
+    profiled = ""
+
+    def __call__(self, *args, **kwargs):
+        start = time.process_time()
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            CPU["step"] += time.process_time() - start
+
+    def load(self, *args, **kwargs):
+        with self._phase("load"):
+            return super().load(*args, **kwargs)
+
+    def save(self, *args, **kwargs):
+        with self._phase("save"):
+            return super().save(*args, **kwargs)
+
+    def emit(self, *args, **kwargs):
+        with self._phase("output"):
+            return super().emit(*args, **kwargs)
+
+    @contextmanager
+    def _phase(self, name: str):
+        profile = self.profile if name == self.profiled else None
+        start = time.process_time()
+        if profile:
+            profile.enable()
+        try:
+            yield
+        finally:
+            if profile:
+                profile.disable()
+            CPU[name] += time.process_time() - start
+
+
+def cpu_by_phase() -> dict[str, float]:
+    """CPU seconds by phase of the shard step (``PHASES``), process the step's rest."""
+    return {
+        **{name: CPU[name] for name in PHASES if name != "process"},
+        "process": CPU["step"] - sum(CPU[name] for name in PHASES if name != "process"),
+    }
 
 
 def routed_batches(n_ops: int, batches: int, delay_ms: int) -> list[tuple[pa.Table, int]]:
@@ -103,10 +168,13 @@ def run(
     state_path: str | None,
     cached: bool = True,
     staged: str | None = None,
+    profile: cProfile.Profile | None = None,
+    profiled: str = "",
 ) -> None:
     config = PurgatoryConfig(shards=1, cross_shard_operations=False, state_path=state_path or "")
     staging = ShardStaging(staged, Storage()) if staged else None
-    shard_step = ShardStep(config, staging)
+    shard_step = TimedStep(config, staging)
+    shard_step.profile, shard_step.profiled = profile, profiled
     value = None
     out_schema = STAGED_SCHEMA if staged else OUTPUT_SCHEMA
     for batch_id, (table, wm) in enumerate(routed_batches(n_ops, batches, config.watermark_delay_ms)):
@@ -130,7 +198,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.parser("profile-shard", __doc__, repeat=None)
+    parser = harness.parser("profile-shard", __doc__, repeat=1, repeat_help="rounds with --checkout")
     parser.add_argument("--ops", type=int, default=100_000, help="operations (all in one shard)")
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--chunk", type=int, default=10_000, help="maxRecordsPerBatch")
@@ -138,24 +206,92 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cache", action="store_true", help="every load misses the worker cache")
     parser.add_argument("--staged", action="store_true", help="the shard stages its output (start's path)")
     parser.add_argument("--cprofile", type=int, default=0, help="print the N costliest functions")
+    parser.add_argument(
+        "--cprofile-phase", choices=("load", "save", "output"), help="profile only this phase"
+    )
+    parser.add_argument("--checkout", help="also run another checkout's spark_purgatory, alternated")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    profile = cProfile.Profile() if args.cprofile else None
+    if args.checkout:
+        return compare(args, argv if argv is not None else sys.argv[1:])
+    # a phase's profile counts CPU (the phases are compared by it), the whole run's wall time
+    timer = time.process_time if args.cprofile_phase else time.perf_counter
+    profile = cProfile.Profile(timer) if args.cprofile else None
     with tempfile.TemporaryDirectory() as tmp:
-        if profile:
+        if profile and not args.cprofile_phase:
             profile.enable()
         start = time.perf_counter()
         state = f"{tmp}/state" if args.segments else None
         staged = f"{tmp}/staging" if args.staged else None
-        run(args.ops, args.batches, args.chunk, state, cached=not args.no_cache, staged=staged)
+        run(
+            args.ops,
+            args.batches,
+            args.chunk,
+            state,
+            cached=not args.no_cache,
+            staged=staged,
+            profile=profile,
+            profiled=args.cprofile_phase or "",
+        )
         total = time.perf_counter() - start
-        if profile:
+        if profile and not args.cprofile_phase:
             profile.disable()
+    cpu = cpu_by_phase()
+    figures = {"seconds": total, "steps": dict(SECONDS), "cpu": cpu, "calls": args.batches}
+    if args.child:
+        print(json.dumps(figures))
+        return 0
     print(f"{args.ops:,} operations, {args.batches} micro-batches, one shard: {total:.2f} s")
-    phases = ["  load", "  process", "  save", "  output"]  # ``ShardResult.timings``
-    for name in ["arrow -> pandas (input)", "shard step", *phases, "pandas -> arrow (output)"]:
-        print(f"  {name:<28}{SECONDS[name]:7.2f} s")
+    print(f"  {'':<28}{'wall':>7}  {'CPU':>6}")
+    for name in [
+        "arrow -> pandas (input)",
+        "shard step",
+        *(f"  {p}" for p in PHASES),
+        "pandas -> arrow (output)",
+    ]:
+        phase = name.strip()
+        used = f"{cpu[phase]:6.2f} s" if phase in cpu else ""
+        print(f"  {name:<28}{SECONDS[name]:7.2f} s{used:>9}")
     if profile:
-        stats = pstats.Stats(profile).sort_stats("cumulative")
+        stats = pstats.Stats(profile).sort_stats("tottime" if args.cprofile_phase else "cumulative")
         stats.print_stats(args.cprofile)
-    harness.write_json(args.json, "profile-shard", args, {"seconds": total, "steps": dict(SECONDS)})
+    harness.write_json(args.json, "profile-shard", args, figures)
     return 0
+
+
+def compare(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--checkout``: this checkout and the other one, alternated round by round, each in a
+    fresh process; the CPU milliseconds a call of each phase."""
+    own = [a for a in _without(argv, "--checkout", "--repeat", "--json", "--cprofile", "--cprofile-phase")]
+    checkouts = [None, args.checkout]
+    runs: dict[str, list[dict]] = defaultdict(list)
+    print(f"profile-shard {' '.join(own)}: CPU ms a call by phase (wall of the step beside)")
+    for number in range(args.repeat):
+        for checkout in checkouts if number % 2 == 0 else checkouts[::-1]:
+            load = os.getloadavg()[0]
+            out = harness.child("profile-shard", [*own, "--child"], checkout=checkout)
+            name = checkout or "this checkout"
+            runs[name].append({**out, "load": load})
+            ms = {p: 1000 * out["cpu"][p] / out["calls"] for p in PHASES}
+            step_ms = 1000 * out["steps"]["shard step"] / out["calls"]
+            print(
+                f"  {name:<16} (load {load:4.1f}): "
+                + ", ".join(f"{p} {ms[p]:5.1f}" for p in PHASES)
+                + f"; step wall {step_ms:5.1f}",
+                flush=True,
+            )
+    harness.write_json(args.json, "profile-shard", args, {"runs": dict(runs)})
+    return 0
+
+
+def _without(argv: list[str], *options: str) -> list[str]:
+    """``argv`` without ``options`` and their values (``--x v`` or ``--x=v``)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in options:
+            skip = True
+        elif not arg.startswith(tuple(f"{o}=" for o in options)):
+            out.append(arg)
+    return out
