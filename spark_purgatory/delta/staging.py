@@ -184,10 +184,12 @@ def _by_kind(rows: pa.Table) -> dict[str, pa.Table]:
     """Operator rows by their ``kind``, of the kinds they have: rows all of one kind (a shard's
     part, ``output.output_parts``) as they are, without a copy through a filter."""
     kind = rows.column("kind")
-    kinds = pc.unique(kind).to_pylist() if rows.num_rows else []
-    if len(kinds) == 1:
-        return {kinds[0]: rows}
-    return {k: rows.filter(pc.equal(kind, k)) for k in kinds}
+    if not rows.num_rows:
+        return {}
+    first = kind[0].as_py()
+    if kind.null_count == 0 and pc.all(pc.equal(kind, first)).as_py():  # no hash table for one kind
+        return {first: rows}
+    return {k: rows.filter(pc.equal(kind, k)) for k in pc.unique(kind).to_pylist()}
 
 
 def metrics_rows(

@@ -332,6 +332,8 @@ def _few_texts(values: np.ndarray) -> pa.Array:
         left &= ~same
         if not left.any():
             break
+    if len(found) == 1:  # one value (an outcome's condition, mostly): no gather
+        return pa.repeat(pa.scalar(found[0], pa.string()), n)
     return pa.array(found, pa.string()).take(codes)
 
 
