@@ -326,7 +326,10 @@ def _few_texts(values: np.ndarray) -> pa.Array:
         value = values[first]
         if len(found) == _MOST_TEXTS or not isinstance(value, str):
             return pa.array(values, type=pa.string(), from_pandas=True)
-        same = values == value
+        try:
+            same = np.asarray(values == value, dtype=bool)
+        except TypeError:  # a missing value that compares as missing (pandas' NA)
+            return pa.array(values, type=pa.string(), from_pandas=True)
         codes[same] = len(found)
         found.append(value)
         left &= ~same
