@@ -13,7 +13,6 @@ import datetime as dt
 import types
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -23,6 +22,7 @@ from spark_purgatory.delta import staging
 from spark_purgatory.delta.staging import STAGED, ShardStaging, stage_rows
 from spark_purgatory.shard.output import output_parts, output_rows
 from spark_purgatory.storage import Storage
+from tests.spark.test_output_table import _bad  # rows rejected at parse
 from tests.support.engine_helpers import _random_workload, frame, purgatory
 
 DAY_MS = 86_400_000
@@ -36,19 +36,6 @@ class _Now(dt.datetime):
     @classmethod
     def now(cls, tz: dt.tzinfo | None = None) -> dt.datetime:
         return NOW
-
-
-def _bad(rng: np.random.Generator, n: int) -> pd.DataFrame:
-    """Rows rejected at parse, as ``shard_input.split_input`` gives them."""
-    return pd.DataFrame(
-        {
-            "source": rng.choice(["operations", "events"], n).astype(object),
-            "raw": [f'{{"x": {i}}}' for i in range(n)],
-            "reason": ["bad_json"] * n,
-            "op_id": [None if i % 2 else f"b{i}" for i in range(n)],
-            "key": [f"k{i}" if i % 3 else None for i in range(n)],
-        }
-    )
 
 
 def _files(root, staged: pa.Table) -> dict[tuple[str, str], pa.Table]:
