@@ -115,7 +115,7 @@ _US_A_DAY = 86_400_000_000
 
 def _date(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
     """The UTC dates of timestamps: whole days since the epoch, floored, in numpy when none is
-    null (Arrow's cast goes through the calendar, ten times the cost)."""
+    null (Arrow's cast goes through the calendar: docs/performance-history.md)."""
     if ts.null_count:
         return pc.cast(pc.cast(ts, _TS), pa.date32())
     us = pc.cast(pc.cast(ts, _TS), pa.int64()).to_numpy()
