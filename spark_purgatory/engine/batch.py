@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BatchResult",
     "VALID_OPERATIONS",
+    "KEY_HINTS",
     "VALID_EVENTS",
     "accepted",
     "admit",
@@ -59,6 +60,10 @@ __all__ = [
 
 #: what ``process(..., validated=True)`` takes: the ops table without the engine's own columns
 VALID_OPERATIONS = {k: v for k, v in OPS.items() if k not in ("handle", "n_members")}
+#: what a host that validated the operations may add, to spare the engine a pass over their
+#: lists: ``one_key`` (every operation has exactly one key, this one: its ``keys`` is that
+#: key's list) and ``n_members`` (each ``members`` list's length, 0 for none)
+KEY_HINTS = {"one_key": "object", "n_members": "int64"}
 #: ... and the events it takes
 VALID_EVENTS = {k: v for k, v in EVENTS.items() if k not in ("eseq", "used")}
 

@@ -213,7 +213,7 @@ class DelayedOperations:
         self.t.mark_used(result.eseq[result.used & among(result.handle, done)])
         rows = ops.where(ok)
         if "ohash" not in rows:  # once, for the windows (``_cancel``) and the dedup (``_purge``)
-            rows = rows.assign(ohash=hash_strings(rows["op_id"].astype(object, copy=False)))
+            rows = rows.assign(ohash=self.t.pending.ohash(done))
         self._cancel(done, rows)
         at, matched, reached = result.resolved_at[ok], result.matched[ok], result.progress[ok]
         self._force_complete(done, rows, COMPLETED, at, matched, reached)
@@ -222,6 +222,8 @@ class DelayedOperations:
         """The timer fired for these operations (sorted, distinct): report them expired at
         their deadline, with the progress they made."""
         rows = self.t.pending.rows(expired)
+        if "ohash" not in rows:  # for the dedup (``_purge``): no op_id hashed again
+            rows = rows.assign(ohash=self.t.pending.ohash(expired))
         result = self._evaluate(expired, rows)
         # a stub counts nothing: whether its events are used is the cross-shard group's to say
         stub = rows["stub"]

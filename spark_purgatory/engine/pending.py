@@ -393,6 +393,19 @@ class Pending:
         values[kept] = recent[handles[kept] - int(self._recent["handle"][0])]
         return values
 
+    def ohash(self, handles: np.ndarray) -> np.ndarray:
+        """Per (pending) handle: its op_id's hash (``hash_strings``), as ``add`` was given it:
+        from what ``add`` kept, or from the op_id index (``Columns.hashes``: many rows read from
+        the index, a few hashed again from their UTF-8 bytes); no Python string is made."""
+        start = self._unregistered_from
+        if start is None:
+            return self._ops.hashes("ohash", self._ops.positions(handles))
+        kept = handles >= start
+        values = np.empty(handles.size, np.uint64)
+        values[~kept] = self._ops.hashes("ohash", self._ops.positions(handles[~kept]))
+        values[kept] = self._recent["ohash"][handles[kept] - int(self._recent["handle"][0])]
+        return values
+
     def deadlines(self, since: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Every pending operation's handle and deadline (``since``: from that handle on), in
         handle order."""

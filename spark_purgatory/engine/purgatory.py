@@ -252,7 +252,8 @@ class Purgatory:
                 instead of ``timeout_ms`` and ``condition``), as the Spark host sends them.
                 They may also carry ``stub`` (operations) and ``replica`` (events) flags:
                 copies of an operation or event that the host sends to a second shard, which
-                count there but never report (their original does).
+                count there but never report (their original does), and the
+                ``batch.KEY_HINTS`` (``one_key``, ``n_members``) that spare a pass over lists.
             relayed: what primary shards relayed to this shard, the cross-shard group
                 (``tables.RELAY`` rows with the ``batch`` and ``sender`` that made them;
                 ``relay``).  They become matches of the operations they name, batch by

@@ -35,8 +35,13 @@ _NO_MATCHES = Rows.empty(MATCHES)
 def watch_rows(new_ops: Rows, key_table: KeyTable) -> Rows:
     """The watch rows of newly registered operations (``handle``, ``keys``, ``cond``), one per
     (operation, key) in their order; an ``offset`` operation records each key's progress so
-    far (``key_table``) as it starts watching.  Every valid operation has a key (validation)."""
-    lengths, key = flatten(new_ops["keys"], nonempty=True)
+    far (``key_table``) as it starts watching.  Every valid operation has a key (validation);
+    one each where the host said so (``one_key``, ``batch.KEY_HINTS``): the lists not walked."""
+    one_key = new_ops.get("one_key")
+    if one_key is not None:
+        lengths, key = np.ones(len(new_ops), np.int64), one_key
+    else:
+        lengths, key = flatten(new_ops["keys"], nonempty=True)
     khash = hash_strings(key)
     progress = np.full(key.size, np.nan)
     offset = np.repeat(new_ops["cond"] == OFFSET, lengths)
