@@ -30,6 +30,7 @@ __all__ = [
     "pair_order",
     "among",
     "isin",
+    "present",
 ]
 
 _SORT_ABOVE = 256  # more probes than this are searched in sorted order (``search``)
@@ -287,3 +288,23 @@ def _utf8_bytes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         values = values.cast(target)  # the same buffers, read as bytes
     return values.to_numpy(zero_copy_only=False)
+
+
+def present(values: np.ndarray) -> np.ndarray:
+    """``pd.notna`` of an object column (text, None, NaN), with its usual cases told at once:
+    all null (an event's op_id, an operation's payload: one scan of a list for None, a
+    pointer test a row) or all text (one type check a row); ``pd.notna`` checks each value
+    for every kind of missing.
+
+    >>> present(np.array([None, None], dtype=object)).tolist()
+    [False, False]
+    >>> present(np.array(["a", float("nan"), None], dtype=object)).tolist()
+    [True, False, False]
+    """
+    n = len(values)
+    if n and values.dtype == object:
+        if values[0] is None and values[-1] is None and values.tolist().count(None) == n:
+            return np.zeros(n, bool)
+        if isinstance(values[0], str) and pd.api.types.infer_dtype(values, skipna=False) == "string":
+            return np.ones(n, bool)
+    return pd.notna(values)

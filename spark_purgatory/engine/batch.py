@@ -221,11 +221,17 @@ _NO_REJECTED = {**{name: object for name in REJECTED_COLUMNS[:-1]}, "batch_id": 
 
 
 def result(
-    outcomes: list[Rows], unmatched: Rows, rejected: list[pd.DataFrame], relay: Rows, batch_id: int
+    outcomes: list[Rows],
+    unmatched: Rows,
+    rejected: list[pd.DataFrame],
+    relay: Rows,
+    batch_id: int,
+    verdicts: Rows | None = None,
 ) -> BatchResult:
     """A call's ``BatchResult``: the outcome rows (``Purgatory._on_complete``'s), the
-    ``unmatched_events`` rows, the rejected rows (without ``batch_id``) and the relay, as the
-    frames the host takes; the only frames a call builds besides the rejected ones."""
+    ``unmatched_events`` rows, the rejected rows (without ``batch_id``), the relay and the
+    registry's verdicts, as the frames the host takes; the only frames a call builds besides
+    the rejected ones."""
     rejected = [r for r in rejected if len(r)]
     if rejected:
         rej = concat(rejected, REJECTED_COLUMNS[:-1])
@@ -238,4 +244,5 @@ def result(
         unmatched.to_frame(UNMATCHED_COLUMNS),
         rej,
         relay.to_frame(RELAY),
+        (verdicts if verdicts is not None else Rows.empty(VERDICTS)).to_frame(VERDICTS),
     )

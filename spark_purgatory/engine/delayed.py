@@ -31,12 +31,11 @@ remembered for duplicate detection (``dedup``); every removal is in the change l
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED
 from . import dedup, watchers
-from .arrays import among, distinct, hash_strings, isin
+from .arrays import among, distinct, hash_strings, isin, present
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .rows import Rows
 from .snapshot import LiveTables
@@ -132,7 +131,7 @@ class DelayedOperations:
         if self.t.pending.watched == 0:
             return _NO_HANDLES
         op_ids = evs["op_id"]
-        targeted = pd.notna(op_ids)
+        targeted = present(op_ids)
         # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
         untargeted = np.flatnonzero(~targeted)
         ev_idx, handles = self.t.pending.watchers_of(keys[untargeted], khash[untargeted])

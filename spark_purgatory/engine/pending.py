@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrays import distinct, flatten, hash_strings, isin
+from .arrays import distinct, flatten, hash_strings, isin, present
 from .columns import SPARSE, TEXT, Columns
 from .rows import Rows
 from .tables import OPS, WATCH
@@ -193,20 +193,22 @@ class Pending:
             handles = np.repeat(ops["handle"][with_members], lengths)
             self._members.append({"handle": handles, "member": members})
         payload = ops["payload"]
-        present = pd.notna(payload)
-        if present.any():
-            at = np.flatnonzero(present)
+        has_payload = present(payload)
+        if has_payload.any():
+            at = np.flatnonzero(has_payload)
             self._payloads.append({"handle": ops["handle"][at], "payload": payload[at]})
 
     def _remember(self, ops: Rows, watch: Rows) -> None:
         """Keep ``ops`` as ``rows`` gives them (members and payload None where there are none),
         not in the columns yet; a batch that does not follow the kept one replaces it (the kept
         one registered first)."""
-        some, present = ops["n_members"] > 0, pd.notna(ops["payload"])
-        if not some.all():
+        some, has_payload = ops["n_members"] > 0, present(ops["payload"])
+        if not some.any():  # no members: none made from the lists
+            ops = ops.assign(members=np.full(len(ops), None, dtype=object))
+        elif not some.all():
             ops = ops.assign(members=np.where(some, ops["members"], None))
-        if not present.all():
-            ops = ops.assign(payload=np.where(present, ops["payload"], None))
+        if not has_payload.all():
+            ops = ops.assign(payload=np.where(has_payload, ops["payload"], None))
         ops = ops.select(HELD)
         watch = watch.select(WATCH)
         first = int(ops["handle"][0])

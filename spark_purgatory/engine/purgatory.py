@@ -59,7 +59,7 @@ from .finalise import finalise_events, in_window
 from .frames import concat
 from .rows import Rows
 from .snapshot import LiveTables, forward, live_from, plain
-from .tables import EVENTS, I64_MIN, VERDICTS, ChangeLog, Changes, ShardTables
+from .tables import EVENTS, I64_MIN, ChangeLog, Changes, ShardTables
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
@@ -344,11 +344,14 @@ class Purgatory:
             self._t.pending.forget_recent()
             if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
                 memory.release()  # bulk work: its temporaries back to the system
-            out = result(
-                outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), delayed.batch_id
+            return result(
+                outcomes,
+                noticed.stack(unmatched),
+                rejected,
+                handed_on.stack(notes),
+                delayed.batch_id,
+                answers,
             )
-            out.verdicts = answers.to_frame(VERDICTS)
-            return out
 
     def replay(
         self,

@@ -16,9 +16,8 @@ key, the event is in its window (``o.ts <= e.ts < o.deadline``, or before ``o.ts
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from .arrays import equal_pairs, flatten, hash_strings, search
+from .arrays import equal_pairs, flatten, hash_strings, present, search
 from .conditions import NEEDS_MEMBERS, OFFSET
 from .progress import KeyTable
 from .rows import Rows
@@ -75,7 +74,7 @@ def buffered_pairs(new_ops: Rows, ohash: np.ndarray, watch: Rows, buffered: Rows
     watches (``watch``: its watch rows), targeted ones by op_id if the operation watches
     their key."""
     op_id = buffered["op_id"]
-    targeted = pd.notna(op_id)
+    targeted = present(op_id)
     if not targeted.any():
         return _by_key(watch, buffered)
     untargeted = _by_key(watch, buffered.where(~targeted))
@@ -115,7 +114,7 @@ def matches_in_window(ops: Rows, pairs: Rows) -> Rows:
     cond = ops["cond"][pos]
     ts = pairs["ts"]
     target_id = pairs["op_id"]
-    untargeted = pd.isna(target_id)
+    untargeted = ~present(target_id)
     # offset counts a key's progress from before the operation; targeted events never do
     ok = (ts < ops["deadline"][pos]) & ((ts >= ops["ts"][pos]) | ((cond == OFFSET) & untargeted))
     if not untargeted.all():

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..engine.arrays import present
 from ..engine.conditions import CONDITIONS
 from ..engine.frames import concat, empty
 from ..engine.registry import NO_REGISTRY
@@ -96,8 +97,8 @@ def keys_of(key: np.ndarray, keys: np.ndarray) -> np.ndarray:
     ...         np.array([None, '["b","c"]', None], dtype=object)).tolist()
     [['a'], ['b', 'c'], []]
     """
-    listed = _given(keys)
-    one = _given(key) & ~listed
+    listed = present(keys)
+    one = present(key) & ~listed
     out = lists_of(one.astype(np.int64), key[one])
     if listed.any():
         out[listed] = object_column([json.loads(text) for text in keys[listed]])
@@ -111,7 +112,7 @@ def members_of(members: np.ndarray) -> np.ndarray:
     [None, ['x', 'y']]
     """
     out = np.full(len(members), None, dtype=object)
-    given = _given(members)
+    given = present(members)
     if given.any():
         out[given] = object_column([json.loads(text) for text in members[given]])
     return out
@@ -144,9 +145,10 @@ def split_input(
     ``registering`` the operations carry their op_id's ``registry`` shard (``registry``).
 
     Each side takes only its own columns, masked as numpy arrays: selecting the rows of the
-    whole routed frame (``pdf.loc``) copied all its columns three times over."""
+    whole routed frame (``pdf.loc``) copied all its columns three times over.  The rows are
+    found once per side (positions: a mask would be counted again for every column)."""
     role = roles_of(pdf)
-    is_op = (role == _OPERATION) | (role == _STUB)
+    is_op = np.flatnonzero((role == _OPERATION) | (role == _STUB))
     ts = pdf[_TS_MS].to_numpy()
 
     def col(name: str, rows: np.ndarray, dtype: Any = object) -> np.ndarray:
@@ -168,14 +170,14 @@ def split_input(
         # what the engine would count again from the lists (``batch.KEY_HINTS``)
         "n_members": _lengths(members),
     }
-    if key.size and not _given(keys).any() and _given(key).all():  # one key each, as routing sends it
+    if key.size and not present(keys).any() and present(key).all():  # one key each, as routing sends it
         columns["one_key"] = key
     # fresh arrays: no block to consolidate them into (a copy of every value)
     ops = pd.DataFrame(columns, copy=False)
     if registering:
         peer = col("peer", is_op, float)  # null: none given (decided where it is)
         ops["registry"] = np.where(np.isnan(peer), NO_REGISTRY, peer).astype(np.int64)
-    is_event = (role == _EVENT) | (role == _REPLICA)
+    is_event = np.flatnonzero((role == _EVENT) | (role == _REPLICA))
     events = pd.DataFrame(
         {
             "key": col("key", is_event),
@@ -206,16 +208,10 @@ def split_input(
     return ops, events, bad
 
 
-def _given(values: np.ndarray) -> np.ndarray:
-    """Which of a routed text column's values are given: Arrow's conversion makes a null None
-    (one pointer test a row, where ``pd.notna`` checks each value for every kind of missing)."""
-    return np.not_equal(values, None)
-
-
 def _lengths(lists: np.ndarray) -> np.ndarray:
     """Each list's length, 0 for None (``members_of``'s lists: only the given ones visited)."""
     lengths = np.zeros(len(lists), np.int64)
-    given = np.flatnonzero(_given(lists))
+    given = np.flatnonzero(present(lists))
     if given.size:
         lengths[given] = np.fromiter(map(len, lists[given]), np.int64, count=given.size)
     return lengths

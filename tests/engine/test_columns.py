@@ -181,6 +181,46 @@ def test_the_resolved_table_answers_as_the_frame_it_replaces():
         assert table.wakeup() == (int(model["expire_at"].min()) + 1 if len(model) else None)
 
 
+def test_the_resolved_tables_earliest_expiry_asked_now_and_then_is_the_models():
+    """``wakeup`` keeps its answer between calls (lowered by adds, dropped by a retirement that
+    forgets it): asked at random moments, it is still the earliest remembered ``expire_at``."""
+    table, model = ResolvedTable(), empty(RESOLVED)
+    rng = np.random.default_rng(21)
+    wm = 0
+    for _ in range(400):
+        ids = np.array([f"o{i}" for i in rng.integers(0, 40, int(rng.integers(0, 6)))], dtype=object)
+        rows = resolved_rows(ids, wm + rng.integers(-5, 40, ids.size), wm, int(rng.integers(0, 20)))
+        table.add(rows)
+        model = pd.concat([model, rows.to_frame()], ignore_index=True) if len(rows) else model
+        if rng.random() < 0.4:
+            wm += int(rng.integers(0, 12))
+            table.retire(wm)
+            model = model.loc[model["expire_at"] > wm]
+        if rng.random() < 0.3:
+            assert table.wakeup() == (int(model["expire_at"].min()) + 1 if len(model) else None)
+
+
+def test_a_tables_kept_positions_and_ranges_follow_its_changes():
+    """The last ``positions`` / ``ranges`` answer is kept until an append, a removal or a
+    compaction, and handed out read-only."""
+    table = _table()
+    table.append(_rows(np.array([1, 1, 2, 4, 4, 4], dtype=np.int64)))
+    asked = np.array([4, 1], dtype=np.int64)
+    first = table.ranges(asked)
+    assert table.ranges(asked.copy())[1] is first[1]  # the same handles: the kept answer
+    assert not first[1].flags.writeable
+    table.kill(np.array([3]))  # the first row of handle 4
+    assert sorted(table.ranges(asked)[1].tolist()) == [0, 1, 4, 5]
+    assert table.positions(np.array([2], dtype=np.int64)).tolist() == [2]
+    table.append(_rows(np.array([5, 6], dtype=np.int64)))
+    assert table.positions(np.array([2, 6], dtype=np.int64)).tolist() == [2, 7]
+    for _ in range(3):  # compactions move the rows: the kept answers go with them
+        table.append(_rows(np.arange(10, 1500, dtype=np.int64)))
+        table.kill(table.positions(np.arange(10, 1500, dtype=np.int64)))
+    assert table.positions(np.array([2, 6], dtype=np.int64)).tolist() == [2, 6]
+    assert sorted(table.ranges(np.array([1], dtype=np.int64))[1].tolist()) == [0, 1]
+
+
 # -- compact text ---------------------------------------------------------------------------------
 
 
