@@ -31,6 +31,7 @@ __all__ = [
     "among",
     "isin",
     "present",
+    "tie_order",
 ]
 
 _SORT_ABOVE = 256  # more probes than this are searched in sorted order (``search``)
@@ -308,3 +309,26 @@ def present(values: np.ndarray) -> np.ndarray:
         if isinstance(values[0], str) and pd.api.types.infer_dtype(values, skipna=False) == "string":
             return np.ones(n, bool)
     return pd.notna(values)
+
+
+def tie_order(first: np.ndarray, *then: np.ndarray) -> np.ndarray:
+    """``np.lexsort((*reversed(then), first))``: the order by ``first``, ties by ``then`` in
+    turn, with the later keys sorted only where ``first`` repeats: one stable ``argsort``
+    where it does not (a call's matches, one per operation mostly), where ``lexsort`` sorts
+    the whole arrays once per key.
+
+    >>> tie_order(np.array([3, 1, 3, 2]), np.array([9, 0, 5, 0])).tolist()
+    [1, 3, 2, 0]
+    """
+    order = np.argsort(first, kind="stable")
+    ranked = first[order]
+    same = ranked[1:] == ranked[:-1]
+    if not then or not same.any():
+        return order
+    tied = np.zeros(ranked.size, dtype=bool)  # the sorted places of repeated firsts
+    tied[1:] |= same
+    tied[:-1] |= same
+    at = np.flatnonzero(tied)
+    rows = order[at]  # their groups lie together, in ``first`` order: sorted again among them
+    order[at] = rows[np.lexsort((*(k[rows] for k in reversed(then)), first[rows]))]
+    return order

@@ -284,7 +284,11 @@ class Pending:
         cut = self._recent_cut(handles)
         if cut == handles.size:
             return self._held(self._ops.positions(handles), keys)
-        new = self._recent.take(handles[cut:] - int(self._recent["handle"][0]))
+        recent = self._recent
+        if handles.size - cut == len(recent):  # every kept row (distinct, sorted): no copy
+            new = recent
+        else:
+            new = recent.take(handles[cut:] - int(recent["handle"][0]))
         if cut == 0:
             return new
         old = self._held(self._ops.positions(handles[:cut]), keys)

@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 
 from spark_purgatory.engine import memory, text
-from spark_purgatory.engine.arrays import all_distinct, equal_pairs, hash_strings, pair_order
+from spark_purgatory.engine.arrays import all_distinct, equal_pairs, hash_strings, pair_order, tie_order
 from spark_purgatory.engine.columns import SPARSE, TEXT, Columns, HashIndex
 from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
 from spark_purgatory.engine.frames import empty
@@ -413,3 +413,12 @@ def test_pending_reads_alike_whether_operations_were_kept_registered_or_both():
 def _plain(value: object) -> object:
     """A cell as a comparable value (lists and arrays as lists)."""
     return list(value) if isinstance(value, (list, np.ndarray)) else value
+
+
+def test_the_tie_order_is_lexsorts_with_and_without_ties():
+    rng = np.random.default_rng(3)
+    for n, span in ((0, 1), (1, 1), (50, 1_000), (400, 60), (400, 5)):
+        first = rng.integers(0, span, n)
+        ts, seq = rng.integers(0, 4, n), rng.permutation(n)
+        assert tie_order(first, ts, seq).tolist() == np.lexsort((seq, ts, first)).tolist()
+        assert tie_order(first).tolist() == np.argsort(first, kind="stable").tolist()
