@@ -315,9 +315,12 @@ class DelayedOperations:
     def _add_matches(self, pairs: Rows, ops: Rows | None = None) -> tuple[np.ndarray, Rows]:
         """Keep the (event, operation) pairs (``watchers.PAIR``) inside the operation's window;
         return the touched handles (sorted) and the rows of the pairs' operations (``ops``, if
-        the caller has them: rows of at least those operations, sorted by handle)."""
-        if ops is None:
-            ops = self.t.pending.rows(pairs["handle"])
+        the caller has them: rows of at least those operations, sorted by handle; read here,
+        their numbers at least, ``Pending.rows(..., text=False)``)."""
+        if ops is None:  # numbers only unless the check reads the op_ids (targeted) or members
+            ops = self.t.pending.rows(pairs["handle"], text=False)
+            if "op_id" not in ops and (present(pairs["op_id"]).any() or watchers.needs_members(ops)):
+                ops = self.t.pending.rows(pairs["handle"])
         new = watchers.matches_in_window(ops, pairs)
         if len(new) == 0:
             return _NO_HANDLES, ops

@@ -39,10 +39,12 @@ from .rows import Rows
 from .tables import OPS, WATCH
 from .text import lists_of
 
-__all__ = ["Pending", "HELD", "OPS_ARROW", "WATCH_ARROW"]
+__all__ = ["Pending", "HELD", "NUMBERS", "OPS_ARROW", "WATCH_ARROW"]
 
 #: the pending operations as read (``rows``): ``OPS`` and each op_id's 64-bit hash
 HELD = {**OPS, "ohash": "uint64"}
+#: what ``rows(..., text=False)`` reads of the stored operations: no text
+NUMBERS = ["handle", "ts", "deadline", "cond", "target", "stub"]
 #: the pending operations as stored (keys in the watchers, members and payloads aside; the
 #: op_id's hash in its index only; a target only where there is one)
 _STORED = {
@@ -275,14 +277,18 @@ class Pending:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def rows(self, handles: np.ndarray, *, keys: bool = False) -> Rows:
+    def rows(self, handles: np.ndarray, *, keys: bool = False, text: bool = True) -> Rows:
         """The ``HELD`` rows of these pending operations, in handle order, once each; without
         ``keys`` unless asked (``with_keys``).  Those ``add`` kept (``recent``) come as they were
         given, with their keys and op_id hashes (``ohash``): all of them when every row asked
-        for is one of those."""
+        for is one of those.  Without ``text``, the rows read from the columns have their
+        numbers only (``NUMBERS``: no op_id, members or payload made Python objects), for a step
+        that reads no more (a window check)."""
         handles = distinct(handles)
         cut = self._recent_cut(handles)
         if cut == handles.size:
+            if not text:
+                return self._ops.rows(self._ops.positions(handles), NUMBERS)
             return self._held(self._ops.positions(handles), keys)
         recent = self._recent
         if handles.size - cut == len(recent):  # every kept row (distinct, sorted): no copy
@@ -291,7 +297,8 @@ class Pending:
             new = recent.take(handles[cut:] - int(recent["handle"][0]))
         if cut == 0:
             return new
-        old = self._held(self._ops.positions(handles[:cut]), keys)
+        positions = self._ops.positions(handles[:cut])
+        old = self._held(positions, keys) if text else self._ops.rows(positions, NUMBERS)
         return Rows.concat([old, new], dict.fromkeys(old.columns))
 
     def with_keys(self, rows: Rows) -> Rows:

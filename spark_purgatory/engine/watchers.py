@@ -23,7 +23,7 @@ from .progress import KeyTable
 from .rows import Rows
 from .tables import MATCHES
 
-__all__ = ["PAIR", "watch_rows", "buffered_pairs", "watching", "matches_in_window"]
+__all__ = ["PAIR", "watch_rows", "buffered_pairs", "watching", "matches_in_window", "needs_members"]
 
 #: an (event, operation) pair before the window check: the event's fields, the ``handle`` of
 #: the operation and the key's hash
@@ -137,6 +137,12 @@ def matches_in_window(ops: Rows, pairs: Rows) -> Rows:
         "is_member": _is_member(ops, handle, source, np.isin(cond[keep], NEEDS_MEMBERS)),
     }
     return Rows(columns, keep.size)
+
+
+def needs_members(ops: Rows) -> bool:
+    """Does the window check of these operations' matches read their members (``all`` or
+    ``quorum`` operations among them)?"""
+    return bool(np.isin(ops["cond"], NEEDS_MEMBERS).any())
 
 
 def _is_member(ops: Rows, handle: np.ndarray, source: np.ndarray, of_members: np.ndarray) -> np.ndarray:

@@ -99,6 +99,8 @@ def keys_of(key: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """
     listed = present(keys)
     one = present(key) & ~listed
+    if one.all():  # one key each: the usual batch, no gather of the keys first
+        return lists_of(np.ones(len(key), np.int64), key)
     out = lists_of(one.astype(np.int64), key[one])
     if listed.any():
         out[listed] = object_column([json.loads(text) for text in keys[listed]])
