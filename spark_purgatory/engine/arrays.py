@@ -24,6 +24,7 @@ __all__ = [
     "search",
     "hash_strings",
     "distinct",
+    "distinct_at",
     "run_starts",
     "flatten",
     "pairs_in",
@@ -131,6 +132,22 @@ def distinct(values: np.ndarray) -> np.ndarray:
     """
     ordered = np.sort(values, kind="stable")
     return ordered[run_starts(ordered)]
+
+
+def distinct_at(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``distinct(values)`` and where each value is in it (``np.unique``'s inverse), by one
+    stable sort: a step that reads the distinct rows and then places each value among them
+    sorts once, where a ``distinct`` and a ``search`` sorted twice.
+
+    >>> [a.tolist() for a in distinct_at(np.array([5, 1, 5, 3]))]
+    [[1, 3, 5], [2, 0, 2, 1]]
+    """
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    first = run_starts(ordered)
+    at = np.empty(values.size, dtype=np.intp)
+    at[order] = np.cumsum(first) - 1
+    return ordered[first], at
 
 
 def run_starts(ordered: np.ndarray) -> np.ndarray:

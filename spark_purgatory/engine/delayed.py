@@ -35,7 +35,7 @@ import numpy as np
 from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED
 from . import dedup, watchers
-from .arrays import among, distinct, hash_strings, isin, present
+from .arrays import among, distinct, distinct_at, hash_strings, isin, present
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .rows import Rows
 from .snapshot import LiveTables
@@ -317,11 +317,13 @@ class DelayedOperations:
         return the touched handles (sorted) and the rows of the pairs' operations (``ops``, if
         the caller has them: rows of at least those operations, sorted by handle; read here,
         their numbers at least, ``Pending.rows(..., text=False)``)."""
+        at = None
         if ops is None:  # numbers only unless the check reads the op_ids (targeted) or members
-            ops = self.t.pending.rows(pairs["handle"], text=False)
+            handles, at = distinct_at(pairs["handle"])  # one sort: the rows and each pair's row
+            ops = self.t.pending.rows(handles, text=False)
             if "op_id" not in ops and (present(pairs["op_id"]).any() or watchers.needs_members(ops)):
-                ops = self.t.pending.rows(pairs["handle"])
-        new = watchers.matches_in_window(ops, pairs)
+                ops = self.t.pending.rows(handles)
+        new = watchers.matches_in_window(ops, pairs, at)
         if len(new) == 0:
             return _NO_HANDLES, ops
         self.t.matches = self.t.matches.stack(new)

@@ -104,13 +104,14 @@ def watching(ops: Rows, handles: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return np.bincount(pair[hit], minlength=handles.size) > 0
 
 
-def matches_in_window(ops: Rows, pairs: Rows) -> Rows:
+def matches_in_window(ops: Rows, pairs: Rows, at: np.ndarray | None = None) -> Rows:
     """The (event, operation) ``pairs`` (``PAIR`` rows; ``khash`` optional) inside the
-    operation's window, as match rows (``ops``: the operations' rows, sorted by handle)."""
+    operation's window, as match rows (``ops``: the operations' rows, sorted by handle;
+    ``at``: each pair's row of ``ops``, if the caller has it)."""
     if len(pairs) == 0:
         return _NO_MATCHES
     handle = pairs["handle"]
-    pos = search(ops["handle"], handle)
+    pos = search(ops["handle"], handle) if at is None else at
     cond = ops["cond"][pos]
     ts = pairs["ts"]
     target_id = pairs["op_id"]
