@@ -65,6 +65,7 @@ _MIN_CAPACITY = 64
 _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)
 _SORT_PROBES = 256  # more probes than this are sorted before a lookup
+_KEEP_MAX = 1 << 17  # answers for more handles than this are not kept (``Columns._keep``)
 TEXT = "text"  #: the dtype of a ``TextColumn``
 SPARSE = "sparse"  #: the dtype of a float64 column that stores only its non-NaN rows (``_Sparse``)
 GROWTH = 1.5  #: a full table's capacity is multiplied by this (numeric and text columns alike)
@@ -242,7 +243,8 @@ class Columns:
     The last ``positions`` and ``ranges`` asked for are kept until the table next changes
     (an append, a removal, a compaction): a call's steps ask for the same handles' rows
     several times (the resolved operations' rows, watchers and removal), and each answer is
-    a binary search over the whole handle column.  The kept answers are read-only.
+    a binary search over the whole handle column.  The kept answers are read-only; those
+    for a backlog's handles (a save's reads) are not kept.
     """
 
     def __init__(
@@ -337,6 +339,8 @@ class Columns:
         return kept[1]
 
     def _keep(self, kind: str, handles: np.ndarray, *answer: np.ndarray) -> tuple[np.ndarray, ...]:
+        if handles.size > _KEEP_MAX:  # a read of a backlog (a save): its arrays not held on to
+            return answer
         for values in answer:
             values.flags.writeable = False
         self._kept[kind] = (handles.copy(), answer)
