@@ -157,21 +157,27 @@ def test_the_key_table_answers_as_the_frame_it_replaces():
             assert table.wakeup() == keys_wakeup(model, retention)
 
 
-def test_the_resolved_table_answers_as_the_frame_it_replaces():
-    """``ResolvedTable`` (forgetting deferred) against a ``RESOLVED`` frame that gains rows and
-    drops those whose ``expire_at`` each retirement reached."""
+def _resolved_steps(seed: int, steps: int, ids: int, retire: float):
+    """A ``ResolvedTable`` and the ``RESOLVED`` frame it replaces (gaining rows, dropping those
+    whose ``expire_at`` each retirement reached), after each of ``steps`` random steps."""
     table, model = ResolvedTable(), empty(RESOLVED)
-    rng = np.random.default_rng(8)
+    rng = np.random.default_rng(seed)
     wm = 0
-    for _ in range(300):
-        ids = np.array([f"o{i}" for i in rng.integers(0, 60, int(rng.integers(0, 9)))], dtype=object)
-        rows = resolved_rows(ids, wm + rng.integers(-5, 40, ids.size), wm, int(rng.integers(0, 20)))
+    for _ in range(steps):
+        named = np.array([f"o{i}" for i in rng.integers(0, ids, int(rng.integers(0, 9)))], dtype=object)
+        rows = resolved_rows(named, wm + rng.integers(-5, 40, named.size), wm, int(rng.integers(0, 20)))
         table.add(rows)
         model = pd.concat([model, rows.to_frame()], ignore_index=True) if len(rows) else model
-        if rng.random() < 0.5:
+        if rng.random() < retire:
             wm += int(rng.integers(0, 15))
             table.retire(wm)
             model = model.loc[model["expire_at"] > wm]
+        yield table, model, rng
+
+
+def test_the_resolved_table_answers_as_the_frame_it_replaces():
+    """``ResolvedTable`` (forgetting deferred) against the frame it replaces."""
+    for table, model, _ in _resolved_steps(8, 300, 60, 0.5):
         asked = np.array([f"o{i}" for i in range(60)], dtype=object)
         hashes = hash_strings(asked)
         assert table.contains(hashes).tolist() == np.isin(hashes, model["hash"].to_numpy(np.uint64)).tolist()
@@ -184,18 +190,7 @@ def test_the_resolved_table_answers_as_the_frame_it_replaces():
 def test_the_resolved_tables_earliest_expiry_asked_now_and_then_is_the_models():
     """``wakeup`` keeps its answer between calls (lowered by adds, dropped by a retirement that
     forgets it): asked at random moments, it is still the earliest remembered ``expire_at``."""
-    table, model = ResolvedTable(), empty(RESOLVED)
-    rng = np.random.default_rng(21)
-    wm = 0
-    for _ in range(400):
-        ids = np.array([f"o{i}" for i in rng.integers(0, 40, int(rng.integers(0, 6)))], dtype=object)
-        rows = resolved_rows(ids, wm + rng.integers(-5, 40, ids.size), wm, int(rng.integers(0, 20)))
-        table.add(rows)
-        model = pd.concat([model, rows.to_frame()], ignore_index=True) if len(rows) else model
-        if rng.random() < 0.4:
-            wm += int(rng.integers(0, 12))
-            table.retire(wm)
-            model = model.loc[model["expire_at"] > wm]
+    for table, model, rng in _resolved_steps(21, 400, 40, 0.4):
         if rng.random() < 0.3:
             assert table.wakeup() == (int(model["expire_at"].min()) + 1 if len(model) else None)
 
