@@ -259,7 +259,13 @@ def start(
                 )
                 end_of_input = trigger == "available-now"
             # always read (even without the mailbox hand-off): the end of input comes through it
-            wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards, every_group=registers(cfg))
+            wake = Wake.under(
+                checkpoint,
+                storage,
+                cross_shard=cfg.shards,
+                every_group=registers(cfg),
+                cross_shard_home=cfg.cross_shard_operations,
+            )
             wake.create()
             wake.first = wake_first(checkpoint, storage)  # the source order the checkpoint began with
             # on a classic session the shards stage their own rows (delta.staging.ShardStaging)

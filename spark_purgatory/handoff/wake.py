@@ -107,7 +107,13 @@ class Wake:
     """
 
     def __init__(
-        self, root: str, storage: Storage | None = None, *, cross_shard: int = -1, every_group: bool = False
+        self,
+        root: str,
+        storage: Storage | None = None,
+        *,
+        cross_shard: int = -1,
+        every_group: bool = False,
+        cross_shard_home: bool = True,
     ) -> None:
         self.root = root
         self.storage = storage or Storage()
@@ -115,6 +121,12 @@ class Wake:
         #: the op_id registry's verdicts go to any shard (``engine.registry``): a wake calls
         #: every group, and what is owed is received once every group ran
         self.every_group = every_group
+        #: the groups that receive what is posted: the cross-shard group its relays; with the
+        #: registry, every home of an operation too, which the cross-shard group is only
+        #: where cross-shard operations are allowed (``cross_shard_home``; else it never
+        #: claims, and a micro-batch that calls every primary shard owes nothing)
+        primaries = set(range(cross_shard)) if every_group else set()
+        self.receivers = primaries | ({cross_shard} if cross_shard_home or not every_group else set())
         #: the first micro-batch (in this process) whose relays no later call of the
         #: cross-shard group has received: an ``available-now`` run ending with it set owes a run
         self.owed: int | None = None
@@ -131,9 +143,12 @@ class Wake:
         *,
         cross_shard: int = -1,
         every_group: bool = False,
+        cross_shard_home: bool = True,
     ) -> Wake:
         root = Checkpoint(checkpoint).wake
-        return cls(root, storage, cross_shard=cross_shard, every_group=every_group)
+        return cls(
+            root, storage, cross_shard=cross_shard, every_group=every_group, cross_shard_home=cross_shard_home
+        )
 
     def after(self, batch_id: int, *, relayed: bool, shards: set[int], watermark: int | None = None) -> None:
         """Micro-batch ``batch_id`` ran the ``shards`` given (its metrics rows); ``relayed``:
@@ -145,9 +160,8 @@ class Wake:
         (the receivers' timeouts fired: module docstring; with a margin of 2 ms)."""
         if is_end_watermark(watermark):
             self._ended_in(batch_id)
-        receivers = set(range(self.cross_shard + 1)) if self.every_group else {self.cross_shard}
         timed_out = None not in (watermark, self._relayed_at) and watermark > max(self._relayed_at, 1) + 1  # type: ignore[type-var]
-        if receivers <= shards or timed_out:
+        if self.receivers <= shards or timed_out:
             self.owed = None
         if relayed:
             self.post(batch_id)

@@ -450,6 +450,24 @@ def test_the_wake_owes_nothing_once_the_watermark_passed_the_receivers_timeouts(
     assert wake.owed is None
 
 
+def test_without_cross_shard_operations_the_registry_owes_nothing_once_every_primary_ran(tmp_path):
+    """With ``purgatory.cross.shard.operations=false`` the cross-shard group is no operation's
+    home, so it never awaits a verdict: a micro-batch that calls every primary shard receives
+    what the registries posted, and an ``available-now`` run ending on it owes no run (the
+    group is still a receiver while cross-shard operations are allowed: test above)."""
+    wake = Wake(str(tmp_path / "wake"), cross_shard=2, every_group=True, cross_shard_home=False)
+    wake.after(0, relayed=True, shards={0, 1}, watermark=1000)  # verdicts of 0's claims
+    assert wake.owed == 0
+    wake.after(1, relayed=False, shards={1}, watermark=1000)  # home 0 not called yet
+    assert wake.owed == 0
+    wake.after(2, relayed=False, shards={0, 1}, watermark=1000)  # group 2 not called: received
+    assert wake.owed is None
+    allowed = Wake(str(tmp_path / "wake-allowed"), cross_shard=2, every_group=True)
+    allowed.after(0, relayed=True, shards={0, 1}, watermark=1000)
+    allowed.after(1, relayed=False, shards={0, 1}, watermark=1000)
+    assert allowed.owed == 0  # the cross-shard group may be a home: it must run
+
+
 def test_a_mailbox_created_while_the_cross_shard_group_lists_it_is_listed_again(tmp_path):
     """A race a clean clone's run hit (a new checkpoint, two tasks at once): the cross-shard
     group lists the mailbox as a primary shard creates it with its first relay.  Arrow's local
