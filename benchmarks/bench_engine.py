@@ -101,6 +101,7 @@ class Driver:
             from spark_purgatory.engine.validation import validate_events, validate_operations
 
             ops = validate_operations(with_keys(ops), max_timeout_ms=self.p.config.max_timeout_ms)[0]
+            ops = _hinted(ops)
             evs = validate_events(evs)[0]
         start, cpu = time.perf_counter(), time.process_time()
         out = self.p.process(ops, evs, watermark_ms=wm, validated=self.validated)
@@ -110,6 +111,19 @@ class Driver:
             got = f"{len(out.outcomes)} outcomes, {len(out.rejected)} rejected"
             raise AssertionError(f"expected {n} outcomes, got {got}")
         return took
+
+
+def _hinted(ops: pd.DataFrame) -> pd.DataFrame:
+    """Validated operations with the hints the Spark host's split gives (``shard.input.
+    split_input``; ``engine.batch.KEY_HINTS``): each list's member count, and the one key of
+    each operation where every one has exactly one.  A checkout whose engine does not read
+    them takes them as extra columns."""
+    keys = ops["keys"].tolist()
+    n_members = np.array([0 if m is None else len(m) for m in ops["members"].tolist()], np.int64)
+    hints = {"n_members": n_members}
+    if all(len(k) == 1 for k in keys):
+        hints["one_key"] = np.array([k[0] for k in keys], dtype=object)
+    return ops.assign(**hints)
 
 
 def measure_resolved(resolved: int, repeat: int, validated: bool) -> float:
@@ -263,8 +277,9 @@ def engine(argv: list[str] | None = None) -> int:
       the backlog.
 
     ``--validated`` validates each call's frames before the timer and passes them as the Spark
-    host does (``process(..., validated=True)``: the host validates in Spark SQL), so the
-    figures are the engine's own work; by default the engine's pandas validation is included.
+    host does (``process(..., validated=True)``: the host validates in Spark SQL, and its split
+    adds the key hints, ``engine.batch.KEY_HINTS``), so the figures are the engine's own work;
+    by default the engine's pandas validation is included.
 
     ``--resolved N`` adds one more row: no operation pending, but N operations completed early
     (their keys retained until their 7-day deadlines, their op_ids for the dedup retention), the

@@ -167,14 +167,15 @@ def saves_child(root: str, files: int, per_file: int) -> dict:
     """The job's state saves on one shard of the workload, without Spark: the engine takes a
     shard's share of each file (half of it, as with two shards), ``save_state`` writes it to a
     ``SegmentStore`` and the worker cache hands it back, as in a steady stream; returns each
-    save's CPU time (process time: Arrow's compression threads included), in ms."""
+    save's CPU time (process time: Arrow's compression threads included) and its main
+    thread's (the worker's thread the shard call runs on), in ms."""
     import pandas as pd
 
     from spark_purgatory import Purgatory, PurgatoryConfig
     from spark_purgatory.state import SegmentStore, WorkerCache, load_state, save_state
 
     config = PurgatoryConfig(shards=1, watermark_delay="10 seconds", cross_shard_operations=False)
-    p, cache, store, saves = Purgatory(config), WorkerCache(), SegmentStore(f"{root}/state"), []
+    p, cache, store, saves, threads = Purgatory(config), WorkerCache(), SegmentStore(f"{root}/state"), [], []
     t0 = int(time.time() * 1000) - DAY_MS
     for f in range(files):
         ids = np.arange(f * per_file, (f + 1) * per_file, 2)  # the shard's half
@@ -190,11 +191,12 @@ def saves_child(root: str, files: int, per_file: int) -> dict:
         confirmed = ids % 3 == 0
         events = pd.DataFrame({"key": [f"k{i}" for i in ids[confirmed]], "ts": ts[confirmed] + 1_000})
         p.process(ops, events, watermark_ms=int(ts[0]) - 10_000)
-        start = time.process_time()
+        start, thread = time.process_time(), time.thread_time()
         value = save_state(p, store, park=True, cache=cache, version=f + 1)
         saves.append((time.process_time() - start) * 1000)
+        threads.append((time.thread_time() - thread) * 1000)
         p = load_state(value, config, store, cache=cache)
-    return {"saves_ms": saves, "pending": p.pending}
+    return {"saves_ms": saves, "thread_ms": threads, "pending": p.pending}
 
 
 def measure_saves(args: argparse.Namespace) -> None:
@@ -215,9 +217,11 @@ def measure_saves(args: argparse.Namespace) -> None:
                 ]
                 out = harness.child("pending", argv, checkout=checkout)
             ms = np.array(out["saves_ms"])
+            thread = f", main thread {sum(out['thread_ms']):.0f} ms" if "thread_ms" in out else ""
             print(
-                f"  {checkout or 'this checkout'} (load {os.getloadavg()[0]:.1f}): total {ms.sum():.0f} ms, "
-                f"median {np.median(ms):.0f}, max {ms.max():.0f}, {out['pending']:,} pending; "
+                f"  {checkout or 'this checkout'} (load {os.getloadavg()[0]:.1f}): "
+                f"total {ms.sum():.0f} ms{thread}, median {np.median(ms):.0f}, max {ms.max():.0f}, "
+                f"{out['pending']:,} pending; "
                 f"in order {np.round(ms).astype(int).tolist()}",
                 flush=True,
             )

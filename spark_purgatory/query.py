@@ -85,7 +85,7 @@ from .handoff.control import MicroBatchControl
 from .handoff.end_of_input import EndOfInput
 from .handoff.partitions import PartitionWatermarks
 from .handoff.reaper import ExpirationReaper, reaper_for
-from .handoff.shard_handoff import registers
+from .handoff.shard_handoff import hands_off, registers
 from .handoff.wake import wake_first
 from .kafka_output import topic_output
 from .runtime.settings import (
@@ -259,7 +259,13 @@ def start(
                 )
                 end_of_input = trigger == "available-now"
             # always read (even without the mailbox hand-off): the end of input comes through it
-            wake = Wake.under(checkpoint, storage, cross_shard=cfg.shards, every_group=registers(cfg))
+            wake = Wake.under(
+                checkpoint,
+                storage,
+                cross_shard=cfg.shards,
+                every_group=registers(cfg),
+                relays=hands_off(cfg),
+            )
             wake.create()
             wake.first = wake_first(checkpoint, storage)  # the source order the checkpoint began with
             # on a classic session the shards stage their own rows (delta.staging.ShardStaging)

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BatchResult",
     "VALID_OPERATIONS",
+    "KEY_HINTS",
     "VALID_EVENTS",
     "accepted",
     "admit",
@@ -59,6 +60,10 @@ __all__ = [
 
 #: what ``process(..., validated=True)`` takes: the ops table without the engine's own columns
 VALID_OPERATIONS = {k: v for k, v in OPS.items() if k not in ("handle", "n_members")}
+#: what a host that validated the operations may add, to spare the engine a pass over their
+#: lists: ``one_key`` (every operation has exactly one key, this one: its ``keys`` is that
+#: key's list) and ``n_members`` (each ``members`` list's length, 0 for none)
+KEY_HINTS = {"one_key": "object", "n_members": "int64"}
 #: ... and the events it takes
 VALID_EVENTS = {k: v for k, v in EVENTS.items() if k not in ("eseq", "used")}
 
@@ -216,11 +221,17 @@ _NO_REJECTED = {**{name: object for name in REJECTED_COLUMNS[:-1]}, "batch_id": 
 
 
 def result(
-    outcomes: list[Rows], unmatched: Rows, rejected: list[pd.DataFrame], relay: Rows, batch_id: int
+    outcomes: list[Rows],
+    unmatched: Rows,
+    rejected: list[pd.DataFrame],
+    relay: Rows,
+    batch_id: int,
+    verdicts: Rows | None = None,
 ) -> BatchResult:
     """A call's ``BatchResult``: the outcome rows (``Purgatory._on_complete``'s), the
-    ``unmatched_events`` rows, the rejected rows (without ``batch_id``) and the relay, as the
-    frames the host takes; the only frames a call builds besides the rejected ones."""
+    ``unmatched_events`` rows, the rejected rows (without ``batch_id``), the relay and the
+    registry's verdicts, as the frames the host takes; the only frames a call builds besides
+    the rejected ones."""
     rejected = [r for r in rejected if len(r)]
     if rejected:
         rej = concat(rejected, REJECTED_COLUMNS[:-1])
@@ -233,4 +244,5 @@ def result(
         unmatched.to_frame(UNMATCHED_COLUMNS),
         rej,
         relay.to_frame(RELAY),
+        (verdicts if verdicts is not None else Rows.empty(VERDICTS)).to_frame(VERDICTS),
     )

@@ -65,6 +65,7 @@ _MIN_CAPACITY = 64
 _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)
 _SORT_PROBES = 256  # more probes than this are sorted before a lookup
+_KEEP_MAX = 1 << 17  # answers for more handles than this are not kept (``Columns._keep``)
 TEXT = "text"  #: the dtype of a ``TextColumn``
 SPARSE = "sparse"  #: the dtype of a float64 column that stores only its non-NaN rows (``_Sparse``)
 GROWTH = 1.5  #: a full table's capacity is multiplied by this (numeric and text columns alike)
@@ -238,6 +239,12 @@ class Columns:
     came with them) are never indexed.
 
     Positions (row numbers) are valid until the next ``compact``; handles always.
+
+    The last ``positions`` and ``ranges`` asked for are kept until the table next changes
+    (an append, a removal, a compaction): a call's steps ask for the same handles' rows
+    several times (the resolved operations' rows, watchers and removal), and each answer is
+    a binary search over the whole handle column.  The kept answers are read-only; those
+    for a backlog's handles (a save's reads) are not kept.
     """
 
     def __init__(
@@ -258,6 +265,7 @@ class Columns:
         self._indexes = {name: HashIndex() for name in (*indexed, *self._hashed)}
         self._indexed_to = 0  # the rows from this position on are in no index yet
         self._unindexed: dict[str, list[np.ndarray]] = {name: [] for name in self._hashed}  # their hashes
+        self._kept: dict[str, tuple[np.ndarray, tuple[np.ndarray, ...]]] = {}  # the last answers
 
     # -- sizes and reads -----------------------------------------------------------------------
 
@@ -318,7 +326,25 @@ class Columns:
     def positions(self, handles: np.ndarray) -> np.ndarray:
         """The positions of these handles (sorted or not; each the handle of exactly one live
         row: a table of unique handles, such as the pending operations)."""
-        return search(self.column("handle"), handles)
+        kept = self._kept_answer("positions", handles)
+        if kept is not None:
+            return kept[0]
+        return self._keep("positions", handles, search(self.column("handle"), handles))[0]
+
+    def _kept_answer(self, kind: str, handles: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """The answer kept for ``kind`` if it was asked of the same handles since the last change."""
+        kept = self._kept.get(kind)
+        if kept is None or kept[0].shape != handles.shape or not np.array_equal(kept[0], handles):
+            return None
+        return kept[1]
+
+    def _keep(self, kind: str, handles: np.ndarray, *answer: np.ndarray) -> tuple[np.ndarray, ...]:
+        if handles.size > _KEEP_MAX:  # a read of a backlog (a save): its arrays not held on to
+            return answer
+        for values in answer:
+            values.flags.writeable = False
+        self._kept[kind] = (handles.copy(), answer)
+        return answer
 
     def contains(self, handles: np.ndarray) -> np.ndarray:
         """Per handle: is there a live row with it?"""
@@ -330,9 +356,13 @@ class Columns:
     def ranges(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every (index into ``handles``, live position) with that handle (several rows per
         handle allowed, such as an operation's watchers)."""
+        kept = self._kept_answer("ranges", handles)
+        if kept is not None:
+            return kept[0], kept[1]
         probe, pos = equal_ranges(self.column("handle"), handles)
         live = self.alive[pos]
-        return probe[live], pos[live]
+        probe, pos = self._keep("ranges", handles, probe[live], pos[live])
+        return probe, pos
 
     def since(self, handle: int) -> np.ndarray:
         """The live positions of the rows with a handle >= ``handle`` (the newest rows)."""
@@ -375,6 +405,7 @@ class Columns:
         m = len(columns["handle"])
         if m == 0:
             return np.empty(0, np.int64)
+        self._kept.clear()
         self._reserve(self._n + m)
         start, end = self._n, self._n + m
         for name, col in self._cols.items():
@@ -412,6 +443,7 @@ class Columns:
         """Tombstone the live rows at ``positions`` (distinct); compacts when due."""
         if positions.size == 0:
             return
+        self._kept.clear()
         self._alive[positions] = False
         self._live -= positions.size
         dead = self._n - self._live
@@ -420,6 +452,7 @@ class Columns:
 
     def compact(self) -> None:
         """Move the live rows down, in order, dropping the tombstones; indexes follow."""
+        self._kept.clear()
         self._index_appended()
         keep = self.live_positions()
         moved = np.full(self._n, -1, np.int64)

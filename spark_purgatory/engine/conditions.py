@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .. import contract
-from .arrays import run_starts, search
+from .arrays import run_starts, search, tie_order
 from .rows import Rows
 
 #: what ``evaluate`` reads its columns from: the engine's ``Rows``, or frames (``inspection``)
@@ -165,7 +165,7 @@ def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluati
         raise ValueError("evaluate() needs ops sorted by unique handle")
     order: np.ndarray | slice = slice(None)  # already in order: one match per operation at most
     if not _is_sorted(_col(matches, "handle", np.int64)):
-        order = np.lexsort((_col(matches, "eseq"), _col(matches, "ts"), _col(matches, "handle")))
+        order = tie_order(_col(matches, "handle"), _col(matches, "ts"), _col(matches, "eseq"))
     m = _Sorted(
         _col(matches, "handle", np.int64)[order],
         _col(matches, "ts", np.int64)[order],

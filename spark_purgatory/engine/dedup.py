@@ -58,6 +58,11 @@ class ResolvedTable:
         self._retired_wm = I64_MIN
         self._next_sweep = I64_MIN
         self._swept = 0
+        # the earliest ``expire_at`` remembered, once asked (``wakeup``), kept until a
+        # retirement forgets it: adding rows only lowers it, a retirement only forgets rows
+        # at or below its watermark (a read of every row per call otherwise)
+        self._earliest: int | None = None
+        self._earliest_known = False
         if frame is not None and len(frame):
             self.add(frame)
 
@@ -73,6 +78,9 @@ class ResolvedTable:
         self._next += n
         columns = {c: np.asarray(rows[c]) for c in RESOLVED}
         self._rows.append({**columns, "handle": handles, "epoch": np.full(n, self._epoch, np.int64)})
+        if self._earliest_known:
+            added = int(columns["expire_at"].min())
+            self._earliest = added if self._earliest is None else min(self._earliest, added)
 
     def contains(self, hashes: np.ndarray) -> np.ndarray:
         """Per op_id hash: was such an op_id resolved within the retention?"""
@@ -90,15 +98,20 @@ class ResolvedTable:
 
     def wakeup(self) -> int | None:
         """The earliest watermark that forgets a remembered row (None if none)."""
-        pos = self._rows.live_positions()
-        pos = pos[self._remembered(pos)]
-        return int(self._rows.column("expire_at")[pos].min()) + 1 if pos.size else None
+        if not self._earliest_known:
+            pos = self._rows.live_positions()
+            pos = pos[self._remembered(pos)]
+            self._earliest = int(self._rows.column("expire_at")[pos].min()) if pos.size else None
+            self._earliest_known = True
+        return None if self._earliest is None else self._earliest + 1
 
     def retire(self, watermark: int) -> None:
         """Forget the rows whose ``expire_at`` the watermark reached (logically now, the rows
         in bulk)."""
         self._retired_wm = max(self._retired_wm, int(watermark))
         self._epoch += 1
+        if self._earliest is not None and self._earliest <= self._retired_wm:
+            self._earliest_known = False  # the earliest row is forgotten now
         grown = len(self._rows) >= 2 * max(self._swept, 1024)
         if len(self._rows) == 0 or (self._retired_wm < self._next_sweep and not grown):
             return

@@ -31,12 +31,11 @@ remembered for duplicate detection (``dedup``); every removal is in the change l
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED
 from . import dedup, watchers
-from .arrays import among, distinct, hash_strings, isin
+from .arrays import among, distinct, distinct_at, hash_strings, isin, present
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .rows import Rows
 from .snapshot import LiveTables
@@ -132,7 +131,7 @@ class DelayedOperations:
         if self.t.pending.watched == 0:
             return _NO_HANDLES
         op_ids = evs["op_id"]
-        targeted = pd.notna(op_ids)
+        targeted = present(op_ids)
         # untargeted events: every watcher of the key (Kafka's checkAndComplete(key))
         untargeted = np.flatnonzero(~targeted)
         ev_idx, handles = self.t.pending.watchers_of(keys[untargeted], khash[untargeted])
@@ -213,7 +212,7 @@ class DelayedOperations:
         self.t.mark_used(result.eseq[result.used & among(result.handle, done)])
         rows = ops.where(ok)
         if "ohash" not in rows:  # once, for the windows (``_cancel``) and the dedup (``_purge``)
-            rows = rows.assign(ohash=hash_strings(rows["op_id"].astype(object, copy=False)))
+            rows = rows.assign(ohash=self.t.pending.ohash(done))
         self._cancel(done, rows)
         at, matched, reached = result.resolved_at[ok], result.matched[ok], result.progress[ok]
         self._force_complete(done, rows, COMPLETED, at, matched, reached)
@@ -222,6 +221,8 @@ class DelayedOperations:
         """The timer fired for these operations (sorted, distinct): report them expired at
         their deadline, with the progress they made."""
         rows = self.t.pending.rows(expired)
+        if "ohash" not in rows:  # for the dedup (``_purge``): no op_id hashed again
+            rows = rows.assign(ohash=self.t.pending.ohash(expired))
         result = self._evaluate(expired, rows)
         # a stub counts nothing: whether its events are used is the cross-shard group's to say
         stub = rows["stub"]
@@ -314,10 +315,15 @@ class DelayedOperations:
     def _add_matches(self, pairs: Rows, ops: Rows | None = None) -> tuple[np.ndarray, Rows]:
         """Keep the (event, operation) pairs (``watchers.PAIR``) inside the operation's window;
         return the touched handles (sorted) and the rows of the pairs' operations (``ops``, if
-        the caller has them: rows of at least those operations, sorted by handle)."""
-        if ops is None:
-            ops = self.t.pending.rows(pairs["handle"])
-        new = watchers.matches_in_window(ops, pairs)
+        the caller has them: rows of at least those operations, sorted by handle; read here,
+        their numbers at least, ``Pending.rows(..., text=False)``)."""
+        at = None
+        if ops is None:  # numbers only unless the check reads the op_ids (targeted) or members
+            handles, at = distinct_at(pairs["handle"])  # one sort: the rows and each pair's row
+            ops = self.t.pending.rows(handles, text=False)
+            if "op_id" not in ops and (present(pairs["op_id"]).any() or watchers.needs_members(ops)):
+                ops = self.t.pending.rows(handles)
+        new = watchers.matches_in_window(ops, pairs, at)
         if len(new) == 0:
             return _NO_HANDLES, ops
         self.t.matches = self.t.matches.stack(new)

@@ -33,16 +33,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrays import distinct, flatten, hash_strings, isin
+from .arrays import distinct, flatten, hash_strings, isin, present
 from .columns import SPARSE, TEXT, Columns
 from .rows import Rows
 from .tables import OPS, WATCH
 from .text import lists_of
 
-__all__ = ["Pending", "HELD", "OPS_ARROW", "WATCH_ARROW"]
+__all__ = ["Pending", "HELD", "NUMBERS", "OPS_ARROW", "WATCH_ARROW"]
 
 #: the pending operations as read (``rows``): ``OPS`` and each op_id's 64-bit hash
 HELD = {**OPS, "ohash": "uint64"}
+#: what ``rows(..., text=False)`` reads of the stored operations: no text
+NUMBERS = ["handle", "ts", "deadline", "cond", "target", "stub"]
 #: the pending operations as stored (keys in the watchers, members and payloads aside; the
 #: op_id's hash in its index only; a target only where there is one)
 _STORED = {
@@ -193,20 +195,22 @@ class Pending:
             handles = np.repeat(ops["handle"][with_members], lengths)
             self._members.append({"handle": handles, "member": members})
         payload = ops["payload"]
-        present = pd.notna(payload)
-        if present.any():
-            at = np.flatnonzero(present)
+        has_payload = present(payload)
+        if has_payload.any():
+            at = np.flatnonzero(has_payload)
             self._payloads.append({"handle": ops["handle"][at], "payload": payload[at]})
 
     def _remember(self, ops: Rows, watch: Rows) -> None:
         """Keep ``ops`` as ``rows`` gives them (members and payload None where there are none),
         not in the columns yet; a batch that does not follow the kept one replaces it (the kept
         one registered first)."""
-        some, present = ops["n_members"] > 0, pd.notna(ops["payload"])
-        if not some.all():
+        some, has_payload = ops["n_members"] > 0, present(ops["payload"])
+        if not some.any():  # no members: none made from the lists
+            ops = ops.assign(members=np.full(len(ops), None, dtype=object))
+        elif not some.all():
             ops = ops.assign(members=np.where(some, ops["members"], None))
-        if not present.all():
-            ops = ops.assign(payload=np.where(present, ops["payload"], None))
+        if not has_payload.all():
+            ops = ops.assign(payload=np.where(has_payload, ops["payload"], None))
         ops = ops.select(HELD)
         watch = watch.select(WATCH)
         first = int(ops["handle"][0])
@@ -273,19 +277,28 @@ class Pending:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def rows(self, handles: np.ndarray, *, keys: bool = False) -> Rows:
+    def rows(self, handles: np.ndarray, *, keys: bool = False, text: bool = True) -> Rows:
         """The ``HELD`` rows of these pending operations, in handle order, once each; without
         ``keys`` unless asked (``with_keys``).  Those ``add`` kept (``recent``) come as they were
         given, with their keys and op_id hashes (``ohash``): all of them when every row asked
-        for is one of those."""
+        for is one of those.  Without ``text``, the rows read from the columns have their
+        numbers only (``NUMBERS``: no op_id, members or payload made Python objects), for a step
+        that reads no more (a window check)."""
         handles = distinct(handles)
         cut = self._recent_cut(handles)
         if cut == handles.size:
+            if not text:
+                return self._ops.rows(self._ops.positions(handles), NUMBERS)
             return self._held(self._ops.positions(handles), keys)
-        new = self._recent.take(handles[cut:] - int(self._recent["handle"][0]))
+        recent = self._recent
+        if handles.size - cut == len(recent):  # every kept row (distinct, sorted): no copy
+            new = recent
+        else:
+            new = recent.take(handles[cut:] - int(recent["handle"][0]))
         if cut == 0:
             return new
-        old = self._held(self._ops.positions(handles[:cut]), keys)
+        positions = self._ops.positions(handles[:cut])
+        old = self._held(positions, keys) if text else self._ops.rows(positions, NUMBERS)
         return Rows.concat([old, new], dict.fromkeys(old.columns))
 
     def with_keys(self, rows: Rows) -> Rows:
@@ -391,6 +404,19 @@ class Pending:
         values = np.empty(handles.size, recent.dtype)
         values[~kept] = self._ops.column(name)[self._ops.positions(handles[~kept])]
         values[kept] = recent[handles[kept] - int(self._recent["handle"][0])]
+        return values
+
+    def ohash(self, handles: np.ndarray) -> np.ndarray:
+        """Per (pending) handle: its op_id's hash (``hash_strings``), as ``add`` was given it:
+        from what ``add`` kept, or from the op_id index (``Columns.hashes``: many rows read from
+        the index, a few hashed again from their UTF-8 bytes); no Python string is made."""
+        start = self._unregistered_from
+        if start is None:
+            return self._ops.hashes("ohash", self._ops.positions(handles))
+        kept = handles >= start
+        values = np.empty(handles.size, np.uint64)
+        values[~kept] = self._ops.hashes("ohash", self._ops.positions(handles[~kept]))
+        values[kept] = self._recent["ohash"][handles[kept] - int(self._recent["handle"][0])]
         return values
 
     def deadlines(self, since: int | None = None) -> tuple[np.ndarray, np.ndarray]:

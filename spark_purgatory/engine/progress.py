@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
-from .arrays import distinct, run_starts
+from .arrays import distinct, present, run_starts
 from .columns import Columns
 from .rows import Rows
 from .tables import EVENTS, I64_MIN, KEYS
@@ -105,7 +105,7 @@ def final_progress(keys: KeyTable, final: Rows) -> None:
     """Raise ``keys``' offset progress by the final events' (with their keys' hashes,
     ``khash``) untargeted values."""
     value = final["value"]
-    untargeted = np.flatnonzero(pd.isna(final["op_id"]) & ~np.isnan(value))
+    untargeted = np.flatnonzero(~present(final["op_id"]) & ~np.isnan(value))
     if untargeted.size == 0:
         return
     keys.touch(final["khash"][untargeted], progress=value[untargeted], last_event_ts=final["ts"][untargeted])

@@ -59,7 +59,7 @@ from .finalise import finalise_events, in_window
 from .frames import concat
 from .rows import Rows
 from .snapshot import LiveTables, forward, live_from, plain
-from .tables import EVENTS, I64_MIN, VERDICTS, ChangeLog, Changes, ShardTables
+from .tables import EVENTS, I64_MIN, ChangeLog, Changes, ShardTables
 from .wheel import TimingWheel
 
 __all__ = ["BatchResult", "Purgatory"]
@@ -252,7 +252,8 @@ class Purgatory:
                 instead of ``timeout_ms`` and ``condition``), as the Spark host sends them.
                 They may also carry ``stub`` (operations) and ``replica`` (events) flags:
                 copies of an operation or event that the host sends to a second shard, which
-                count there but never report (their original does).
+                count there but never report (their original does), and the
+                ``batch.KEY_HINTS`` (``one_key``, ``n_members``) that spare a pass over lists.
             relayed: what primary shards relayed to this shard, the cross-shard group
                 (``tables.RELAY`` rows with the ``batch`` and ``sender`` that made them;
                 ``relay``).  They become matches of the operations they name, batch by
@@ -343,11 +344,14 @@ class Purgatory:
             self._t.pending.forget_recent()
             if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
                 memory.release()  # bulk work: its temporaries back to the system
-            out = result(
-                outcomes, noticed.stack(unmatched), rejected, handed_on.stack(notes), delayed.batch_id
+            return result(
+                outcomes,
+                noticed.stack(unmatched),
+                rejected,
+                handed_on.stack(notes),
+                delayed.batch_id,
+                answers,
             )
-            out.verdicts = answers.to_frame(VERDICTS)
-            return out
 
     def replay(
         self,

@@ -203,8 +203,10 @@ class ShardTables:
 
 def ops_rows(ops: Rows, first_handle: int) -> Rows:
     """Validated operations as rows of ``ops`` (and their op_ids' hashes, ``ohash``, which
-    ``ops`` carries), with handles from ``first_handle`` on."""
+    ``ops`` carries), with handles from ``first_handle`` on; the host's ``KEY_HINTS`` where
+    it gave them (``n_members`` then not counted again)."""
     n = len(ops)
+    n_members = ops.get("n_members")
     columns = {
         "handle": np.arange(first_handle, first_handle + n, dtype=np.int64),
         "op_id": ops["op_id"],
@@ -215,10 +217,14 @@ def ops_rows(ops: Rows, first_handle: int) -> Rows:
         "target": ops["target"].astype(float, copy=False),
         "members": ops["members"],
         "payload": ops["payload"],
-        "n_members": _lengths(ops["members"]),
+        "n_members": _lengths(ops["members"])
+        if n_members is None
+        else n_members.astype(np.int64, copy=False),
         "stub": ops["stub"].astype(bool, copy=False),
         "ohash": ops["ohash"],
     }
+    if "one_key" in ops:
+        columns["one_key"] = ops["one_key"]
     return Rows(columns, n)
 
 

@@ -16,15 +16,14 @@ key, the event is in its window (``o.ts <= e.ts < o.deadline``, or before ``o.ts
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from .arrays import equal_pairs, flatten, hash_strings, search
+from .arrays import equal_pairs, flatten, hash_strings, present, search
 from .conditions import NEEDS_MEMBERS, OFFSET
 from .progress import KeyTable
 from .rows import Rows
 from .tables import MATCHES
 
-__all__ = ["PAIR", "watch_rows", "buffered_pairs", "watching", "matches_in_window"]
+__all__ = ["PAIR", "watch_rows", "buffered_pairs", "watching", "matches_in_window", "needs_members"]
 
 #: an (event, operation) pair before the window check: the event's fields, the ``handle`` of
 #: the operation and the key's hash
@@ -35,8 +34,13 @@ _NO_MATCHES = Rows.empty(MATCHES)
 def watch_rows(new_ops: Rows, key_table: KeyTable) -> Rows:
     """The watch rows of newly registered operations (``handle``, ``keys``, ``cond``), one per
     (operation, key) in their order; an ``offset`` operation records each key's progress so
-    far (``key_table``) as it starts watching.  Every valid operation has a key (validation)."""
-    lengths, key = flatten(new_ops["keys"], nonempty=True)
+    far (``key_table``) as it starts watching.  Every valid operation has a key (validation);
+    one each where the host said so (``one_key``, ``batch.KEY_HINTS``): the lists not walked."""
+    one_key = new_ops.get("one_key")
+    if one_key is not None:
+        lengths, key = np.ones(len(new_ops), np.int64), one_key
+    else:
+        lengths, key = flatten(new_ops["keys"], nonempty=True)
     khash = hash_strings(key)
     progress = np.full(key.size, np.nan)
     offset = np.repeat(new_ops["cond"] == OFFSET, lengths)
@@ -70,7 +74,7 @@ def buffered_pairs(new_ops: Rows, ohash: np.ndarray, watch: Rows, buffered: Rows
     watches (``watch``: its watch rows), targeted ones by op_id if the operation watches
     their key."""
     op_id = buffered["op_id"]
-    targeted = pd.notna(op_id)
+    targeted = present(op_id)
     if not targeted.any():
         return _by_key(watch, buffered)
     untargeted = _by_key(watch, buffered.where(~targeted))
@@ -100,17 +104,18 @@ def watching(ops: Rows, handles: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return np.bincount(pair[hit], minlength=handles.size) > 0
 
 
-def matches_in_window(ops: Rows, pairs: Rows) -> Rows:
+def matches_in_window(ops: Rows, pairs: Rows, at: np.ndarray | None = None) -> Rows:
     """The (event, operation) ``pairs`` (``PAIR`` rows; ``khash`` optional) inside the
-    operation's window, as match rows (``ops``: the operations' rows, sorted by handle)."""
+    operation's window, as match rows (``ops``: the operations' rows, sorted by handle;
+    ``at``: each pair's row of ``ops``, if the caller has it)."""
     if len(pairs) == 0:
         return _NO_MATCHES
     handle = pairs["handle"]
-    pos = search(ops["handle"], handle)
+    pos = search(ops["handle"], handle) if at is None else at
     cond = ops["cond"][pos]
     ts = pairs["ts"]
     target_id = pairs["op_id"]
-    untargeted = pd.isna(target_id)
+    untargeted = ~present(target_id)
     # offset counts a key's progress from before the operation; targeted events never do
     ok = (ts < ops["deadline"][pos]) & ((ts >= ops["ts"][pos]) | ((cond == OFFSET) & untargeted))
     if not untargeted.all():
@@ -133,6 +138,12 @@ def matches_in_window(ops: Rows, pairs: Rows) -> Rows:
         "is_member": _is_member(ops, handle, source, np.isin(cond[keep], NEEDS_MEMBERS)),
     }
     return Rows(columns, keep.size)
+
+
+def needs_members(ops: Rows) -> bool:
+    """Does the window check of these operations' matches read their members (``all`` or
+    ``quorum`` operations among them)?"""
+    return bool(np.isin(ops["cond"], NEEDS_MEMBERS).any())
 
 
 def _is_member(ops: Rows, handle: np.ndarray, source: np.ndarray, of_members: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .arrays import distinct, hash_strings, pair_order
+from .arrays import distinct, hash_strings, pair_order, present
 from .columns import Columns
 from .rows import Rows
 from .tables import I64_MIN, WINDOWS
@@ -69,8 +69,9 @@ class ResolvedWindows:
         if len(lost) == 0 or len(self._rows) == 0:
             return out
         targets = lost["op_id"]
-        targeted = np.flatnonzero(pd.notna(targets))
-        untargeted = np.flatnonzero(pd.isna(targets))
+        given = present(targets)
+        targeted = np.flatnonzero(given)
+        untargeted = np.flatnonzero(~given)
         if untargeted.size:
             out[untargeted] = self._by_key(lost["khash"][untargeted], lost["ts"][untargeted])
         if targeted.size:

@@ -107,16 +107,30 @@ class Wake:
     """
 
     def __init__(
-        self, root: str, storage: Storage | None = None, *, cross_shard: int = -1, every_group: bool = False
+        self,
+        root: str,
+        storage: Storage | None = None,
+        *,
+        cross_shard: int = -1,
+        every_group: bool = False,
+        relays: bool = True,
     ) -> None:
         self.root = root
         self.storage = storage or Storage()
         self.cross_shard = cross_shard  # the cross-shard group's shard number
         #: the op_id registry's verdicts go to any shard (``engine.registry``): a wake calls
-        #: every group, and what is owed is received once every group ran
+        #: every group
         self.every_group = every_group
-        #: the first micro-batch (in this process) whose relays no later call of the
-        #: cross-shard group has received: an ``available-now`` run ending with it set owes a run
+        #: the cross-shard group may be relayed to (cross-shard operations through the
+        #: mailbox, ``shard_handoff.hands_off``); else only verdicts are posted
+        self.relays = relays or not every_group
+        #: the groups that have not been called since something was posted for them: the
+        #: cross-shard group after a relay; with the registry, every group the relaying
+        #: micro-batch called (the homes that claimed then: a registry answers each claim in
+        #: the micro-batch it comes in, and a home parks only in a call of its own)
+        self._waiting: set[int] = set()
+        #: the first micro-batch (in this process) whose posts some receiver has not taken
+        #: since: an ``available-now`` run ending with it set owes a run
         self.owed: int | None = None
         #: is the wake the stream's first source (``wake_first``: ``start`` asks the checkpoint)?
         self.first = True
@@ -131,27 +145,33 @@ class Wake:
         *,
         cross_shard: int = -1,
         every_group: bool = False,
+        relays: bool = True,
     ) -> Wake:
         root = Checkpoint(checkpoint).wake
-        return cls(root, storage, cross_shard=cross_shard, every_group=every_group)
+        return cls(root, storage, cross_shard=cross_shard, every_group=every_group, relays=relays)
 
     def after(self, batch_id: int, *, relayed: bool, shards: set[int], watermark: int | None = None) -> None:
         """Micro-batch ``batch_id`` ran the ``shards`` given (its metrics rows); ``relayed``:
-        some posted to the mailbox.  A call of the cross-shard group received everything
-        relayed before it; relays of this batch need a later call, so post a wake file.
-        ``watermark``: the largest its shards reported; the end watermark the first time
-        names the micro-batch that applied the end of input (kept: ``end_batch``).  Received
-        once every receiver ran, or once the watermark passed the last relaying micro-batch's
-        (the receivers' timeouts fired: module docstring; with a margin of 2 ms)."""
+        some posted to the mailbox.  A call of a group received everything posted for it
+        before its micro-batch; what this batch posted needs a later call, so post a wake
+        file.  ``watermark``: the largest its shards reported; the end watermark the first
+        time names the micro-batch that applied the end of input (kept: ``end_batch``).
+        Received once every receiver ran since, or once the watermark passed the last
+        relaying micro-batch's (the receivers' timeouts fired: module docstring; with a
+        margin of 2 ms)."""
         if is_end_watermark(watermark):
             self._ended_in(batch_id)
-        receivers = set(range(self.cross_shard + 1)) if self.every_group else {self.cross_shard}
         timed_out = None not in (watermark, self._relayed_at) and watermark > max(self._relayed_at, 1) + 1  # type: ignore[type-var]
-        if receivers <= shards or timed_out:
+        self._waiting = set() if timed_out else self._waiting - shards
+        if not self._waiting:
             self.owed = None
         if relayed:
             self.post(batch_id)
             self._relayed_at = watermark
+            if self.relays:
+                self._waiting.add(self.cross_shard)
+            if self.every_group:
+                self._waiting |= shards
             if self.owed is None:
                 self.owed = batch_id
 

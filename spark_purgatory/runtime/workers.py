@@ -120,11 +120,13 @@ def advise_unix_sockets(spark: Any) -> bool:
     first time in a process, say at INFO what to set (module docstring).  False on Spark
     Connect, whose workers are the server's."""
     sc = _context(spark)
-    if sc is None or not hasattr(sc, "getConf"):
+    if sc is None or not hasattr(sc, "_conf"):
         return False
     from .session import UNIX_SOCKETS
 
-    if str(sc.getConf().get(UNIX_SOCKETS, "false")).lower() == "true":
+    # the context's own settings, one key read (``getConf`` copies every setting, two round
+    # trips each)
+    if str(sc._conf.get(UNIX_SOCKETS, "false")).lower() == "true":
         return False
     if not _ADVISED.is_set():
         _ADVISED.set()

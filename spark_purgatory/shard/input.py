@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
+from ..engine.arrays import present
 from ..engine.conditions import CONDITIONS
-from ..engine.frames import concat
+from ..engine.frames import concat, empty
 from ..engine.registry import NO_REGISTRY
 from ..engine.text import lists_of, object_column
 from ..engine.validation import first_keys, readable
@@ -73,6 +74,10 @@ _OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK, _MARK = (
 )
 
 
+#: the rows rejected at parse, as ``split_input`` gives them
+_BAD_COLUMNS = dict.fromkeys(("source", "raw", "reason", "op_id", "key"), "object")
+
+
 #: each input's own role and its copies' (stubs, replicas): the rows whose event time went
 #: through that input's watermark on Spark (``spark.input_stream``)
 INPUT_ROLES = {SOURCE_OPERATIONS: (_OPERATION, _STUB), SOURCE_EVENTS: (_EVENT, _REPLICA)}
@@ -92,8 +97,10 @@ def keys_of(key: np.ndarray, keys: np.ndarray) -> np.ndarray:
     ...         np.array([None, '["b","c"]', None], dtype=object)).tolist()
     [['a'], ['b', 'c'], []]
     """
-    listed = pd.notna(keys)
-    one = pd.notna(key) & ~listed
+    listed = present(keys)
+    one = present(key) & ~listed
+    if one.all():  # one key each: the usual batch, no gather of the keys first
+        return lists_of(np.ones(len(key), np.int64), key)
     out = lists_of(one.astype(np.int64), key[one])
     if listed.any():
         out[listed] = object_column([json.loads(text) for text in keys[listed]])
@@ -107,7 +114,7 @@ def members_of(members: np.ndarray) -> np.ndarray:
     [None, ['x', 'y']]
     """
     out = np.full(len(members), None, dtype=object)
-    given = pd.notna(members)
+    given = present(members)
     if given.any():
         out[given] = object_column([json.loads(text) for text in members[given]])
     return out
@@ -118,11 +125,17 @@ def condition_codes(names: np.ndarray) -> np.ndarray:
 
     The distinct names are found first (``pd.factorize``: Python's own string hash, no
     pandas ``Series.map`` over a frame of them) and only those looked up: a batch has a few.
+    A batch of one condition (the usual one) is told by one comparison with its first name
+    (Arrow's conversion gives equal strings one object: a pointer test a row), not factorised.
     A name outside the contract (the routed rows are validated: none) is a ``KeyError``.
 
     >>> condition_codes(np.array(["any", "count", "any"], dtype=object)).tolist()
     [0, 1, 0]
+    >>> condition_codes(np.array(["count", "count"], dtype=object)).tolist()
+    [1, 1]
     """
+    if names.size and isinstance(names[0], str) and bool((names == names[0]).all()):
+        return np.full(names.size, CONDITIONS[names[0]], np.int8)
     at, distinct = pd.factorize(names, use_na_sentinel=False)
     return np.array([CONDITIONS[name] for name in distinct], np.int8)[at]
 
@@ -134,33 +147,39 @@ def split_input(
     ``registering`` the operations carry their op_id's ``registry`` shard (``registry``).
 
     Each side takes only its own columns, masked as numpy arrays: selecting the rows of the
-    whole routed frame (``pdf.loc``) copied all its columns three times over."""
+    whole routed frame (``pdf.loc``) copied all its columns three times over.  The rows are
+    found once per side (positions: a mask would be counted again for every column)."""
     role = roles_of(pdf)
-    is_op = (role == _OPERATION) | (role == _STUB)
+    is_op = np.flatnonzero((role == _OPERATION) | (role == _STUB))
     ts = pdf[_TS_MS].to_numpy()
 
     def col(name: str, rows: np.ndarray, dtype: Any = object) -> np.ndarray:
         return pdf[name].to_numpy(dtype=dtype)[rows]
 
     op_ts = ts[is_op].astype(np.int64)
-    ops = pd.DataFrame(
-        {
-            "op_id": col("op_id", is_op),
-            "keys": keys_of(col("key", is_op), col("keys", is_op)),
-            "ts": op_ts,
-            "deadline": op_ts + pdf["timeout_ms"].to_numpy()[is_op].astype(np.int64),
-            "cond": condition_codes(col("condition", is_op)),
-            "target": col("target", is_op, float),
-            "members": members_of(col("members", is_op)),
-            "payload": col("payload", is_op),
-            "stub": role[is_op] == _STUB,
-        },
-        copy=False,  # fresh arrays: no block to consolidate them into (a copy of every value)
-    )
+    key, keys = col("key", is_op), col("keys", is_op)
+    members = members_of(col("members", is_op))
+    columns = {
+        "op_id": col("op_id", is_op),
+        "keys": keys_of(key, keys),
+        "ts": op_ts,
+        "deadline": op_ts + pdf["timeout_ms"].to_numpy()[is_op].astype(np.int64),
+        "cond": condition_codes(col("condition", is_op)),
+        "target": col("target", is_op, float),
+        "members": members,
+        "payload": col("payload", is_op),
+        "stub": role[is_op] == _STUB,
+        # what the engine would count again from the lists (``batch.KEY_HINTS``)
+        "n_members": _lengths(members),
+    }
+    if key.size and not present(keys).any() and present(key).all():  # one key each, as routing sends it
+        columns["one_key"] = key
+    # fresh arrays: no block to consolidate them into (a copy of every value)
+    ops = pd.DataFrame(columns, copy=False)
     if registering:
         peer = col("peer", is_op, float)  # null: none given (decided where it is)
         ops["registry"] = np.where(np.isnan(peer), NO_REGISTRY, peer).astype(np.int64)
-    is_event = (role == _EVENT) | (role == _REPLICA)
+    is_event = np.flatnonzero((role == _EVENT) | (role == _REPLICA))
     events = pd.DataFrame(
         {
             "key": col("key", is_event),
@@ -173,6 +192,8 @@ def split_input(
         copy=False,
     )
     is_bad = role == _BAD
+    if not is_bad.any():  # the usual call: no row rejected at parse
+        return ops, events, empty(_BAD_COLUMNS)
     key = col("key", is_bad)
     side = _SIDE_NAMES[pdf["side"].to_numpy(np.int64)[is_bad]]
     operation_key = first_keys(keys_of(key, col("keys", is_bad)))  # an operation's; an event's is its key
@@ -187,6 +208,15 @@ def split_input(
         copy=False,
     )
     return ops, events, bad
+
+
+def _lengths(lists: np.ndarray) -> np.ndarray:
+    """Each list's length, 0 for None (``members_of``'s lists: only the given ones visited)."""
+    lengths = np.zeros(len(lists), np.int64)
+    given = np.flatnonzero(present(lists))
+    if given.size:
+        lengths[given] = np.fromiter(map(len, lists[given]), np.int64, count=given.size)
+    return lengths
 
 
 def claims_of(pdf: pd.DataFrame) -> pd.DataFrame | None:

@@ -63,6 +63,7 @@ from ..config import InputLimits
 from ..contract import CONDITIONS, TARGET_COUNTS_MEMBERS, TARGETED, WITH_MEMBERS
 from ..runtime.jars import jar_paths, jars_hint, spark_notice
 from ..runtime.settings import is_connect
+from .per_client import kept
 
 __all__ = [
     "CHECKS",
@@ -306,10 +307,13 @@ def _current(spark: SparkSession) -> bool:
     """Are the JAR's static calls those this package calls (``CALLS_VERSION``)?  A JAR built
     from older sources registers calls whose methods Spark cannot find, which would fail the
     query: the input is read as SQL instead, and the log says why."""
-    try:
-        found = spark._jvm.io.sparkpurgatory.checks.StaticCalls.VERSION  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - a JAR built before the version: not current
-        found = None
+    versions = kept(spark._jvm, "static calls' version")  # type: ignore[attr-defined]
+    if "found" not in versions:  # a loaded class keeps its version: asked once per JVM
+        try:
+            versions["found"] = spark._jvm.io.sparkpurgatory.checks.StaticCalls.VERSION  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - a JAR built before the version: not current (ask again)
+            pass
+    found = versions.get("found")
     if found == CALLS_VERSION:
         return True
     if "version" not in _SAID:
@@ -392,11 +396,18 @@ def _say_spark(spark: SparkSession) -> None:
 
 
 def _loadable(spark: SparkSession, cls: str) -> bool:
+    """Does the driver's class loader find ``cls``?  Asked of the JVM once per class while
+    it does not (``ADD JAR`` may bring it), and a class found stays found: kept per JVM
+    (``per_client``), since every route's plan asks (a round trip per dotted part)."""
     jvm = spark._jvm  # type: ignore[attr-defined]
+    found = kept(jvm, "loadable classes")
+    if cls in found:
+        return True
     try:
         jvm.java.lang.Class.forName(cls, False, jvm.Thread.currentThread().getContextClassLoader())
     except Exception:  # py4j wraps ClassNotFoundException
         return False
+    found[cls] = True
     return True
 
 

@@ -10,7 +10,7 @@ pointers, which loads as it is and gets a pointer at its next save) travels as b
 Arrow chunk of the group's rows.  Pyrolite pickles a ``byte[]`` as a ``bytearray`` built from
 a Latin-1 string it assembles one byte at a time (``Pickler.put_arrayOfPrimitives``), and
 half as many bytes again on the wire.  A string it pickles as UTF-8 in one copy.  So the
-value (``state.save_state``: Arrow IPC, zstd parts) is stored as its base64 text: a third
+value (``state.save_state``: Arrow IPC, LZ4 parts) is stored as its base64 text: a third
 larger, but through Spark and back with no per-byte step (docs/performance-history.md, "Side by
 side with Spark's alternatives").
 

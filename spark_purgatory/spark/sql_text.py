@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..contract import CONDITIONS, DEFAULT_CONDITION, MAX_TS_MS, MIN_TS_MS, ms_column
 from .checks import batch_millis
+from .per_client import kept
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -225,15 +226,27 @@ def literal_column(spark: Any, value: list[int] | None, ddl: str) -> Any:
         return F.expr(f"array({', '.join(f'CAST({int(item)} AS {element})' for item in value)})")
     from pyspark.sql.classic.column import Column
 
+    # built once per JVM (``per_client``): a plan's projections name a typed null for every
+    # column an input has none of, and each route the same shard labels, four or more round
+    # trips each to build; a literal is an immutable expression, so one serves every projection
+    literals = kept(jvm, "literals")
+    key = (ddl, None if value is None else tuple(int(item) for item in value))
+    if key not in literals:
+        literals[key] = _jvm_literal(spark, jvm, value, ddl)
+    return Column(literals[key])
+
+
+def _jvm_literal(spark: Any, jvm: Any, value: list[int] | None, ddl: str) -> Any:
+    """``literal_column``'s JVM ``Column``, built."""
     literal, data_type, expression_utils = _literal_classes(jvm)
     if value is None:
-        return Column(expression_utils.column(literal.create(None, data_type.fromDDL(ddl))))
+        return expression_utils.column(literal.create(None, data_type.fromDDL(ddl)))
     items = spark.sparkContext._gateway.new_array(jvm.int, len(value))
     for i, item in enumerate(value):
         items[i] = int(item)
     element = data_type.fromDDL(_element_ddl(ddl)).json()
     no_nulls = data_type.fromJson(f'{{"type":"array","elementType":{element},"containsNull":false}}')
-    return Column(expression_utils.column(literal.create(items, no_nulls)))
+    return expression_utils.column(literal.create(items, no_nulls))
 
 
 def _element_ddl(ddl: str) -> str:
@@ -243,22 +256,14 @@ def _element_ddl(ddl: str) -> str:
     return ddl[len("array<") : -1]
 
 
-#: the JVM classes ``literal_column`` calls, per Py4J gateway client: each name looked up
-#: through ``jvm.org.apache...`` is a round trip per dotted part, and a plan's projections
-#: make a literal for every null column of every input
-_LITERAL_CLASSES: dict[int, tuple[Any, tuple[Any, Any, Any]]] = {}
-
-
 def _literal_classes(jvm: Any) -> tuple[Any, Any, Any]:
     """Spark's ``Literal``, ``DataType`` and ``ExpressionUtils`` classes in ``jvm``, looked up
-    once per gateway client (a new session's JVM is a new client)."""
-    client = jvm._gateway_client
-    held = _LITERAL_CLASSES.get(id(client))
-    if held is None or held[0] is not client:
-        classes = (
+    once per gateway client (``per_client``: each dotted name is a round trip per part)."""
+    classes = kept(jvm, "literal classes")
+    if not classes:
+        classes["all"] = (
             jvm.org.apache.spark.sql.catalyst.expressions.Literal,
             jvm.org.apache.spark.sql.types.DataType,
             jvm.org.apache.spark.sql.classic.ExpressionUtils,
         )
-        held = _LITERAL_CLASSES[id(client)] = (client, classes)
-    return held[1]
+    return classes["all"]

@@ -1,11 +1,14 @@
 """Arrow IPC encoding of the state layer's pieces: frames, and named parts with metadata.
 
 A shard's state value and every segment file are one Arrow IPC stream of named binary
-parts (``pack_parts``) with string metadata; each part is itself an Arrow IPC stream of one
-table (``frame_bytes``), its buffers compressed with zstd (format 4 on; Arrow's reader
-decompresses whatever it reads).  The pending operations and their watchers are Arrow
-tables already (``pending.OPS_ARROW``): their strings go from the engine's buffers to the
-value as bytes, no Python object made on either side (``table_from``).
+parts (``pack_parts``, or ``write_parts`` straight into a file) with string metadata; each
+part is itself an Arrow IPC stream of one table (``frame_bytes``), its buffers compressed
+with LZ4 (format 4 on; Arrow's reader decompresses whatever codec it reads, so parts written
+with zstd before load as they did, and these load in a version that wrote zstd).  The
+pending operations and their watchers are Arrow tables already (``pending.OPS_ARROW``):
+their strings go from the engine's buffers to the value as bytes, no Python object made on
+either side (``table_from``).  An encoded part is an Arrow buffer (``Encoded``), copied
+only into the stream that holds it.
 
 Invariant: ``frame_from(frame_bytes(f), dtypes)`` gives back ``f``'s rows and dtypes (list
 columns come back as numpy arrays, which the engine accepts).
@@ -20,7 +23,9 @@ import pyarrow as pa
 from ..engine.frames import empty
 
 __all__ = [
+    "Encoded",
     "pack_parts",
+    "write_parts",
     "unpack_parts",
     "frame_bytes",
     "frame_from",
@@ -30,54 +35,131 @@ __all__ = [
     "spliced",
 ]
 
-#: a part's buffers: zstd (Arrow's default level) keeps what does not compress (hashes,
-#: random ids) as it is and shrinks what does (handles, times, offsets, similar ids)
-_PART_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
+#: an encoded part or stream: Arrow's buffer as written (or read), or bytes
+Encoded = bytes | pa.Buffer
+
+#: a part's buffers: LZ4 rather than zstd, which shrinks them more but costs a save more in
+#: CPU than the bytes it spares cost to write (docs/performance-history.md, "The state
+#: save's CPU, second step")
+_PART_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
-def pack_parts(parts: dict[str, bytes], meta: dict[str, str]) -> bytes:
+def pack_parts(parts: dict[str, Encoded], meta: dict[str, str]) -> bytes:
     """Named binary parts and string metadata as one Arrow IPC stream."""
-    table = pa.table({"part": list(parts), "data": pa.array(list(parts.values()), pa.binary())})
-    return _stream_bytes(table.replace_schema_metadata(meta), None)  # the parts are compressed
+    sink = pa.BufferOutputStream()
+    write_parts(sink, parts, meta)
+    return sink.getvalue().to_pybytes()
 
 
-def unpack_parts(data: bytes | pa.Buffer) -> tuple[dict[str, bytes], dict[str, str]]:
-    """Inverse of ``pack_parts``."""
+def write_parts(sink: pa.NativeFile, parts: dict[str, Encoded], meta: dict[str, str]) -> int:
+    """``pack_parts``'s stream written into ``sink`` (an open output file); the bytes written.
+
+    Each part is a record batch of its own holding the part's buffer as it is: the parts
+    are copied once, into ``sink``, never joined in memory first (a reader reads the stream
+    as one table, whatever its batches).  The metadata counts them (``_COUNT``, before any):
+    ``unpack_parts`` refuses a stream with fewer, one read while it is being written."""
+    start = sink.tell()
+    schema = _PARTS.with_metadata({**meta, _COUNT: str(len(parts))})
+    with pa.ipc.new_stream(sink, schema) as writer:  # the parts are compressed
+        for name, data in parts.items():
+            writer.write_batch(pa.record_batch([pa.array([name], pa.string()), _binary(data)], schema=_PARTS))
+    return sink.tell() - start
+
+
+#: the stream of named parts: a name and its bytes a row
+_PARTS = pa.schema([("part", pa.string()), ("data", pa.binary())])
+#: the metadata key of how many parts a stream holds (``write_parts``)
+_COUNT = "codec.parts"
+
+
+def _binary(data: Encoded) -> pa.Array:
+    """One binary value holding ``data`` without a copy."""
+    buffer = pa.py_buffer(data) if isinstance(data, bytes) else data
+    if buffer.size > np.iinfo(np.int32).max:
+        raise ValueError(f"a state part of {buffer.size} bytes: more than an Arrow binary value holds")
+    offsets = pa.py_buffer(np.array([0, buffer.size], np.int32))
+    return pa.Array.from_buffers(pa.binary(), 1, [None, offsets, buffer])
+
+
+def unpack_parts(data: Encoded) -> tuple[dict[str, pa.Buffer], dict[str, str]]:
+    """Inverse of ``pack_parts``; a ValueError for a stream that holds fewer parts than it
+    counts (a file read while it is being written, or cut short)."""
     table = pa.ipc.open_stream(data).read_all()
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     column = table.column("data")
     parts = {name: column[i].as_buffer() for i, name in enumerate(table.column("part").to_pylist())}
+    count = meta.pop(_COUNT, None)  # none in a stream written before the count
+    if count is not None and len(parts) != int(count):
+        raise ValueError(f"a state stream of {count} parts holds {len(parts)}: incomplete")
     return parts, meta  # type: ignore[return-value]
 
 
-def frame_bytes(frame: pd.DataFrame | pa.Table, start: int = 0) -> bytes:
+def frame_bytes(frame: pd.DataFrame | pa.Table, start: int = 0) -> pa.Buffer:
     """The frame (or Arrow table, as it is) as a compressed Arrow IPC stream, each column of a
     frame converted as ``Table.from_pandas`` would (NaN as null, object columns typed by their
     values), without its pandas metadata, which ``frame_from`` never reads; ``start``: only
-    the rows from that position on (of a frame: no sliced frame made)."""
+    the rows from that position on (of a frame: no sliced frame made).  An empty one's
+    stream is encoded once per schema (the small tables are mostly empty, saved every time)."""
     if isinstance(frame, pa.Table):
-        return _stream_bytes(frame.slice(start) if start else frame)
+        table = frame.slice(start) if start else frame
+        return _empty(table.schema) if table.num_rows == 0 else _stream_bytes(table)
     columns = {name: pa.array(frame[name].to_numpy()[start:], from_pandas=True) for name in frame.columns}
-    return _stream_bytes(pa.table(columns))
+    table = pa.table(columns)
+    return _empty(table.schema) if table.num_rows == 0 else _stream_bytes(table)
 
 
-def _stream_bytes(table: pa.Table, options: pa.ipc.IpcWriteOptions | None = _PART_OPTIONS) -> bytes:
+def _stream_bytes(table: pa.Table) -> pa.Buffer:
     # Arrow's own growing buffer, not io.BytesIO: faster for a state value of megabytes
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=_PART_OPTIONS) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()
+
+
+#: each schema's empty stream (a handful of schemas: the state's tables)
+_EMPTY: dict[pa.Schema, pa.Buffer] = {}
+
+
+def _empty(schema: pa.Schema) -> pa.Buffer:
+    data = _EMPTY.get(schema)
+    if data is None:
+        data = _EMPTY[schema] = _stream_bytes(schema.empty_table())
+    return data
 
 
 #: the end of an Arrow IPC stream (a continuation marker and a zero length)
 _END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
 
-def spliced(streams: list[bytes | pa.Buffer]) -> bytes | None:
+def spliced(streams: list[Encoded]) -> bytes | None:
     """Encoded tables (``frame_bytes``'s) of one schema as one stream holding all their rows,
     in order, without decoding or compressing them again: the first stream's schema, every
     stream's record batches as they are (their compressed buffers), the end of the stream.
-    None when their schemas differ (the caller encodes the rows itself)."""
+    None when their schemas differ (the caller encodes the rows itself).
+
+    Each stream is cut where its messages are (its schema message, first, says its own
+    length): the bytes of its record batches are copied once, into the result."""
+    views = [memoryview(data).cast("B") for data in streams]
+    cuts = [_schema_end(view) for view in views]
+    if not views or None in cuts or any(bytes(v[-8:]) != _END_OF_STREAM for v in views):
+        return _spliced_messages(streams)  # not as ``frame_bytes`` writes them: message by message
+    first = views[0][: cuts[0]]
+    if any(view[:cut] != first for view, cut in zip(views, cuts, strict=True)):
+        return _spliced_messages(streams)  # the schemas may still be equal, written otherwise
+    return b"".join([first, *(view[cut:-8] for view, cut in zip(views, cuts, strict=True)), _END_OF_STREAM])
+
+
+def _schema_end(stream: memoryview) -> int | None:
+    """Where a stream's schema message ends (a continuation marker, the length of its
+    metadata, the metadata; no body); None when it does not start so."""
+    if len(stream) < 16 or stream[:4] != b"\xff\xff\xff\xff":
+        return None
+    end = 8 + int.from_bytes(stream[4:8], "little")
+    return end if end <= len(stream) - 8 else None
+
+
+def _spliced_messages(streams: list[Encoded]) -> bytes | None:
+    """``spliced`` message by message (each read and serialized again)."""
     schema, messages = None, []
     for data in streams:
         reader = pa.ipc.MessageReader.open_stream(pa.py_buffer(data) if isinstance(data, bytes) else data)
@@ -94,7 +176,7 @@ def spliced(streams: list[bytes | pa.Buffer]) -> bytes | None:
     return b"".join([*(m.to_pybytes() for m in messages), _END_OF_STREAM])
 
 
-def frame_from(data: bytes, dtypes: dict[str, str]) -> pd.DataFrame:
+def frame_from(data: Encoded, dtypes: dict[str, str]) -> pd.DataFrame:
     """Inverse of ``frame_bytes``; list columns come back as numpy arrays (fine for the engine).
 
     Column by column, straight into ``dtypes``: no intermediate frame to cast and select.
@@ -119,18 +201,18 @@ def _absent(dtype: str, n: int) -> np.ndarray:
     return np.zeros(n, dtype=dtype)
 
 
-def table_from(data: bytes, schema: pa.Schema) -> pa.Table:
+def table_from(data: Encoded, schema: pa.Schema) -> pa.Table:
     """Inverse of ``frame_bytes`` for an Arrow table of ``schema`` (as Arrow: no frame, no
     Python object per value)."""
     table = pa.ipc.open_stream(data).read_all()
     return table if table.schema.equals(schema) else table.select(schema.names).cast(schema)
 
 
-def handles_bytes(handles: np.ndarray) -> bytes:
+def handles_bytes(handles: np.ndarray) -> pa.Buffer:
     """Handles (or eseqs) as a one-column ``handle`` table, as ``frame_bytes`` writes a frame
     of them (no frame made)."""
-    return _stream_bytes(pa.table({"handle": pa.array(np.asarray(handles, np.int64))}))
+    return frame_bytes(pa.table({"handle": pa.array(np.asarray(handles, np.int64))}))
 
 
-def handles_from(data: bytes) -> np.ndarray:
+def handles_from(data: Encoded) -> np.ndarray:
     return frame_from(data, {"handle": "int64"})["handle"].to_numpy(np.int64)

@@ -15,9 +15,9 @@ name, a hundred bytes, whatever the shard holds); the state itself lives in the
   ``MAX_DELTAS`` files; the save that would make it longer (or whose chain's files after
   its first hold more than ``segment.rows`` rows) compacts it: a change segment or a new
   base, or, for a small shard, one full delta.  The new chain's first file also names the
-  chain it ended and holds that save's change since it (``layers.chain_record``): a shard
-  live at a version of an earlier chain is brought forward across the compaction by
-  changes alone.
+  chain it ended and holds that save's change since it, or names the change segment that
+  holds exactly that change (``layers.chain_record``): a shard live at a version of an
+  earlier chain is brought forward across the compaction by changes alone.
 
 **Versions decide, files never do.**  A delta file's version is the micro-batch's timestamp
 (the same on a replay, larger in every later micro-batch) or, outside a stream, one more

@@ -17,6 +17,7 @@ when the last layer was written, for ``t`` the tables right below handle ``since
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,7 @@ from ..engine.arrays import isin
 from ..engine.frames import empty, rows_where, stack
 from ..engine.pending import OPS_ARROW, WATCH_ARROW, Pending
 from ..engine.tables import OPS, RESOLVED, WATCH, ShardTables
-from .codec import frame_from, handles_from, table_from
+from .codec import Encoded, frame_from, handles_from, table_from
 
 __all__ = [
     "TAILS",
@@ -43,8 +44,9 @@ __all__ = [
 
 #: the big tables whose rows carry a handle
 TAILS = ("ops", "watch")
-#: the first delta file of a chain: the metadata naming the chain it ended, its change since (parts)
-_CHAIN_BEFORE, _BEFORE = "chain_before", "before_"
+#: the first delta file of a chain: the metadata naming the chain it ended, its change since (parts);
+#: or the metadata naming that chain and the change segment holding that change (``chain_record``)
+_CHAIN_BEFORE, _BEFORE, _BEFORE_IN = "chain_before", "before_", "chain_before_in"
 
 
 def pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.Table, pa.Table]:
@@ -100,13 +102,22 @@ def rows_of(frames: dict) -> int:
 # -- the first delta file of a chain, and the change it records since the chain before ---------------
 
 
-def chain_record(chain: list[tuple[str, int]], tail: dict[str, bytes]) -> tuple[dict, dict[str, str]]:
+def chain_record(
+    chain: list[tuple[str, int]], tail: dict[str, Encoded], segment: str | None = None
+) -> tuple[dict, dict[str, str]]:
     """What the first delta file of a chain (written after a compaction: a full delta file,
     or the first after a new segment) records beside its own parts: the chain it ended
     (``chain``, names and rows, the file before it last) and ``tail``, the change since
     that file (the ``ops``, ``watch``, ``dead`` and ``resolved`` tables encoded by
     ``codec.frame_bytes``).  Parts and metadata to add to the file (``chain_before``,
-    ``change_before`` read them back)."""
+    ``change_before`` read them back).
+
+    ``segment``: a change segment whose layer is that change exactly (spliced from the
+    ended chain's files, which held no rows, and ``tail``): it is named instead of the change
+    being written a second time.  A version that knows no such name sees no record, and
+    brings a live shard forward from its segments, or rebuilds it."""
+    if segment is not None:
+        return {}, {_BEFORE_IN: json.dumps({"chain": chain, "segment": segment})}
     parts = {f"{_BEFORE}{name}": data for name, data in tail.items()}
     return parts, {_CHAIN_BEFORE: json.dumps(chain)}
 
@@ -114,14 +125,21 @@ def chain_record(chain: list[tuple[str, int]], tail: dict[str, bytes]) -> tuple[
 def chain_before(meta: dict[str, str]) -> list[tuple[str, int]] | None:
     """The chain the first delta file of a chain ended (``chain_record``); None: it records
     none (a shard's first save, a file written before this record)."""
-    if _CHAIN_BEFORE not in meta:
+    if _CHAIN_BEFORE in meta:
+        chain = json.loads(meta[_CHAIN_BEFORE])
+    elif _BEFORE_IN in meta:
+        chain = json.loads(meta[_BEFORE_IN])["chain"]
+    else:
         return None
-    return [(name, int(rows)) for name, rows in json.loads(meta[_CHAIN_BEFORE])]
+    return [(name, int(rows)) for name, rows in chain]
 
 
-def change_before(parts: dict, meta: dict[str, str]) -> dict:
+def change_before(parts: dict, meta: dict[str, str], read: Callable[[str], tuple[dict, dict]]) -> dict:
     """The change (``layer_of``'s) the first delta file of a chain records since the last
-    file of the chain it ended (``chain_record``)."""
+    file of the chain it ended (``chain_record``): its ``before_*`` parts, or the change
+    segment it names (``read``: a file of the store by name)."""
+    if _BEFORE_IN in meta:
+        return layer_of(*read(json.loads(meta[_BEFORE_IN])["segment"]))
     return layer_of(parts, meta, _BEFORE)
 
 

@@ -17,8 +17,9 @@ loader itself (``load_state``), and parks it again: the next load of that shard 
 Only the speed changes.  A load takes a parked object as its version only when the object's
 token is the one the committed pointer names; a delta file of an attempt that failed has a
 token no pointer names, and that load rebuilds, as it would have.  A file is read only once
-whole: a delta file is one Arrow IPC record batch, so one read while it is being written
-fails or holds no parts, and the thread tries again.  Anything that fails leaves the shard
+whole: a delta file's stream counts its parts before any (``codec.write_parts``), so one
+read while it is being written fails, or holds no parts (a file written before that count:
+one record batch), and the thread tries again.  Anything that fails leaves the shard
 out of the cache (the next load rebuilds).  Stores on this machine's file system only (a
 local disk, a FUSE mount): the wait is a directory listing every few milliseconds, which on
 an object store would be a request each.

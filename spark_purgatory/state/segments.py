@@ -22,11 +22,12 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Literal
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..checkpoint_paths import StatePath
 from ..storage import Storage, listing
-from .codec import pack_parts, unpack_parts
+from .codec import Encoded, unpack_parts, write_parts
 
 if TYPE_CHECKING:
     from ..config import PurgatoryConfig
@@ -93,24 +94,25 @@ class SegmentStore:
             storage=state["storage"],
         )
 
-    def write(self, kind: SegmentKind, parts: dict[str, bytes], meta: dict[str, str]) -> str:
+    def write(self, kind: SegmentKind, parts: dict[str, Encoded], meta: dict[str, str]) -> str:
         """Write a new immutable segment file; returns its name (relative to the root)."""
         if not self._made:
             self._fs.create_dir(self._dir, recursive=True)
             self._made = True
         name = f"{kind}-{uuid.uuid4().hex}.arrow"
         with self._fs.open_output_stream(f"{self._dir}/{name}") as out:
-            out.write(pack_parts(parts, meta))
+            write_parts(out, parts, meta)
         return name
 
-    def write_named(self, name: str, data: bytes) -> None:
-        """Write a file under a name the caller made unique (a delta file, ``deltas``)."""
+    def write_named(self, name: str, parts: dict[str, Encoded], meta: dict[str, str]) -> int:
+        """Write a file of named parts (``codec.write_parts``) under a name the caller made
+        unique (a delta file, ``deltas``); the bytes written."""
         directory = f"{self._dir}/{name.rsplit('/', 1)[0]}"
         if directory not in self._dirs:
             self._fs.create_dir(directory, recursive=True)
             self._dirs.add(directory)
         with self._fs.open_output_stream(f"{self._dir}/{name}") as out:
-            out.write(data)
+            return write_parts(out, parts, meta)
 
     def names_under(self, directory: str) -> list[str]:
         """The files in a subdirectory of the root, named relative to the root."""
@@ -123,7 +125,7 @@ class SegmentStore:
             return None
         return f"{self._dir}/{directory}"
 
-    def read(self, name: str) -> tuple[dict[str, bytes], dict[str, str]]:
+    def read(self, name: str) -> tuple[dict[str, pa.Buffer], dict[str, str]]:
         with self._fs.open_input_file(f"{self._dir}/{name}") as f:
             return unpack_parts(f.read_buffer())
 

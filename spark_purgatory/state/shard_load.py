@@ -196,7 +196,7 @@ def _changes_since(
             before = chain_before(head[1])
             if before is None:
                 return None
-            change = change_before(*head)
+            change = change_before(*head, read)
             # of a chain's first file only the change it records is decoded
             spent += rows_of(change) + sum(int(rows) for _name, rows in chain[1:])
             if spent > budget:

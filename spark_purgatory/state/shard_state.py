@@ -17,7 +17,7 @@ holds a *pointer* of a hundred bytes, and the state lives in files the executor 
   more than ``purgatory.state.segment.rows`` rows, the change since the last segment is
   written as a change segment, spliced from the chain's files as they were written (no
   row read or encoded again), and the chain starts afresh; when the operations resolved
-  since the base outnumber half the pending ones, or after ``MAX_CHANGE_SEGMENTS`` change
+  since the base outnumber the pending ones, or after ``MAX_CHANGE_SEGMENTS`` change
   segments, one new base replaces them all (amortised over many micro-batches; a shard
   that only grows writes no new base for its growth).  A shard below ``segment.rows`` rows
   has no segment: its chain starts with one *full* delta file holding every row, rewritten
@@ -33,7 +33,7 @@ next save writes files.
 
 **Compact.**  The pending operations and their watchers are stored as the engine holds them,
 Arrow tables of UTF-8 strings and numbers (``pending.OPS_ARROW``, ``WATCH_ARROW``; an
-operation's keys are its watchers'), every part zstd-compressed (``codec``); the timing wheel
+operation's keys are its watchers'), every part compressed (LZ4: ``codec``); the timing wheel
 is not stored (it is rebuilt from the pending deadlines on load).
 
 **Immutable files, versioned pointers.**  A version names the files it extends, so a
@@ -52,7 +52,8 @@ claims a parked object of the same lineage:
   (``caught-up``): the delta files after it on the same chain, or, across compactions, those
   after it on its chain and, for each chain since, the change its first file records since
   the chain before (a compaction's first file names the chain it ended and holds the
-  batch's change beside its own parts) and its other files; when those records are missing
+  batch's change beside its own parts, or names the change segment that is that change
+  exactly) and its other files; when those records are missing
   (files written before them) or swept, from its last segment, the change segments written
   in between and the chain; whenever the changes hold more rows than a rebuild reads, it
   rebuilds instead;
@@ -83,7 +84,7 @@ from ..engine.frames import empty, stack
 from ..engine.purgatory import Purgatory
 from ..engine.tables import BIG_TABLES, RESOLVED, SMALL_TABLES, Changes, ShardTables
 from .cache import WORKER_CACHE, WorkerCache
-from .codec import frame_bytes, handles_bytes, pack_parts, spliced
+from .codec import Encoded, frame_bytes, handles_bytes, pack_parts, spliced
 from .increments import (
     MAX_DELTAS,
     SWEEP_EVERY,
@@ -109,9 +110,10 @@ __all__ = [
 #: the format of a state value and of segment files.  3: the pending op_ids are no longer a
 #: table of their own (``seen``: the engine indexes ``ops`` by op_id hash instead).  4: the
 #: pending operations and watchers as Arrow tables (no keys in ``ops``: the watchers have
-#: them; the op_ids' hashes kept), zstd-compressed parts, no timing wheel.  Values and
-#: segments of formats 2 and 3 still load (converted as they are read; format 2's ``seen``
-#: parts are ignored); any other format is refused with an error naming it.
+#: them; the op_ids' hashes kept), compressed parts (zstd, now LZ4: Arrow reads either), no
+#: timing wheel.  Values and segments of formats 2 and 3 still load (converted as they are
+#: read; format 2's ``seen`` parts are ignored); any other format is refused with an error
+#: naming it.
 STATE_VERSION = 4
 #: the formats ``load_state`` reads
 READABLE_VERSIONS = ("2", "3", "4")
@@ -151,7 +153,7 @@ class Lineage:
     small_chain: list[str] = field(default_factory=list)  # its small chain
     # the encoded ``tail_*`` parts of each file of the chain, when this object wrote them all
     # since the last segment (a change segment is then spliced from them: ``_compact``)
-    tails: list[dict[str, bytes]] | None = None
+    tails: list[dict[str, Encoded]] | None = None
     # handles resolved since the base was written (rows the segments hold in vain); None:
     # not known (a version written before this count)
     base_dead: int | None = None
@@ -217,7 +219,7 @@ def save_state(
     return data
 
 
-def _small_parts(t: ShardTables) -> dict[str, bytes]:
+def _small_parts(t: ShardTables) -> dict[str, Encoded]:
     parts = {name: frame_bytes(getattr(t, name)) for name in SMALL_TABLES}
     parts["due"] = handles_bytes(t.due)
     return parts
@@ -239,9 +241,11 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     chain_rows = sum(rows for _name, rows in lineage.chain[1:]) + rows_of(layer)
     record: tuple[dict, dict[str, str]] = ({}, {})
     if not lineage.chain or len(lineage.chain) >= MAX_DELTAS or chain_rows > store.segment_rows:
-        if lineage.chain:  # the new chain's first file records how it follows the last one
-            record = chain_record(lineage.chain, tail)
-        t, layer, since = _compact(p, lineage, store, t, tail, rows_of(layer))
+        ended = lineage.chain
+        t, layer, since, spliced_as = _compact(p, lineage, store, t, tail, rows_of(layer))
+        if ended:  # the new chain's first file records how it follows the last one
+            alone = spliced_as if all(rows == 0 for _name, rows in ended) else None
+            record = chain_record(ended, tail, alone)  # alone: the change segment is this change
         tail = _encoded(layer)
         lineage.chain = []
     if lineage.segments:
@@ -275,16 +279,14 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     parts.update({f"tail_{k}": v for k, v in tail.items()})
     parts.update(record[0])
     meta.update(record[1])
-    data = pack_parts(parts, meta)
-    store.write_named(name, data)
-    lineage.saved_bytes = len(data)
+    lineage.saved_bytes = store.write_named(name, parts, meta)
     if lineage.written % SWEEP_EVERY == 0:
         directory = directory_of(p.shard)
         store.delete(expired(store.names_under(directory), store.retain_versions + MAX_DELTAS))
     return pointer(name)
 
 
-def _encoded(layer: dict) -> dict[str, bytes]:
+def _encoded(layer: dict) -> dict[str, Encoded]:
     """A layer's tables (and its ``dead`` handles) encoded, by name: a delta file's
     ``tail_*`` parts."""
     return {
@@ -294,20 +296,21 @@ def _encoded(layer: dict) -> dict[str, bytes]:
 
 
 def _compact(
-    p: Purgatory, lineage: Lineage, store: SegmentStore, t: ShardTables, tail: dict[str, bytes], rows: int
-) -> tuple[ShardTables, dict, int]:
+    p: Purgatory, lineage: Lineage, store: SegmentStore, t: ShardTables, tail: dict[str, Encoded], rows: int
+) -> tuple[ShardTables, dict, int, str | None]:
     """Start the delta chain afresh: the change since the last segment written as a change
     segment (or a new base, when one is due: ``_rebase_due``), or, for a shard
     with no segment and fewer than ``segment_rows`` rows, every row in one full delta.
     ``t``, ``tail`` and ``rows``: this save's tables (from its ``since``), its change encoded
-    and that change's rows.  Returns the shard's tables, the new chain's first layer and the
-    handle it starts from.
+    and that change's rows.  Returns the shard's tables, the new chain's first layer, the
+    handle it starts from, and the name of the change segment when it was spliced (else None).
 
     A change segment costs what changed, not a new encoding of it: when this object wrote
     every file of the chain (``Lineage.tails``), it is their ``tail_*`` parts and this
     save's spliced (``codec.spliced``): the rows added since the last segment, those of them
     resolved since among them (every load drops the rows of the handles its layers resolved,
     ``layers.combined``).  Otherwise the rows alive now are read from the shard again."""
+    spliced_as = None
     if lineage.segments:
         tails = _tails_of(lineage)
         rows += sum(r for _name, r in lineage.chain)
@@ -315,6 +318,7 @@ def _compact(
         change = None if rebase or tails is None else _spliced([*tails, tail])
         if change is not None:
             _write_parts(lineage, store, change, t.next_handle, rows)
+            spliced_as = lineage.segments[-1].name
         else:
             whole = p.tables(arrow=True, since=None if rebase else lineage.segments[-1].next_handle)
             _write_segment(whole, lineage, store, None if rebase else _change(whole, lineage))
@@ -323,7 +327,7 @@ def _compact(
         if sum(len(getattr(whole, name)) for name in BIG_TABLES) < store.segment_rows:
             lineage.tails = None
             full = {"ops": whole.ops, "watch": whole.watch, "dead": _handles(), "resolved": whole.resolved}
-            return whole, full, 0
+            return whole, full, 0, None
         _write_segment(whole, lineage, store, None)
     nothing = {
         "ops": t.ops.slice(0, 0),
@@ -331,33 +335,35 @@ def _compact(
         "dead": _handles(),
         "resolved": empty(RESOLVED),
     }
-    return t, nothing, lineage.segments[-1].next_handle
+    return t, nothing, lineage.segments[-1].next_handle, spliced_as
 
 
 def _rebase_due(p: Purgatory, lineage: Lineage, rows: int) -> bool:
     """Is a new base due, rather than one more change segment of ``rows`` rows?
 
-    A new base costs every pending row, and buys a load that reads no resolved operation's
-    rows and fewer files.  So it comes when the operations resolved since the last base
-    outnumber half the pending ones (the segments then hold a third of their rows in vain),
-    or when there are ``MAX_CHANGE_SEGMENTS`` change segments: amortised over the
-    micro-batches that made the change, never for growth alone (a growing shard's change
-    segments are read by a load as its base would be).  Without that count (a version
-    written before it) as before: when the changes hold half the base's rows."""
+    A new base costs every pending row, and buys a load that rebuilds reading no resolved
+    operation's rows, and fewer files.  So it comes when the operations resolved since the
+    last base outnumber the pending ones (the segments then hold more than half their
+    operations in vain: a rebuild reads at most about twice the rows it keeps, and a shard
+    whose operations resolve within a micro-batch or two writes a base every other
+    compaction, not every one), or when there are ``MAX_CHANGE_SEGMENTS`` change segments:
+    amortised over the micro-batches that made the change, never for growth alone (a growing
+    shard's change segments are read by a load as its base would be).  Without that count (a
+    version written before it) as before: when the changes hold half the base's rows."""
     if len(lineage.segments) > MAX_CHANGE_SEGMENTS:
         return True
     if lineage.base_dead is None:
         return sum(s.rows for s in lineage.segments[1:]) + rows > lineage.segments[0].rows // 2
-    return lineage.base_dead > p.pending // 2
+    return lineage.base_dead > p.pending
 
 
-def _tails_of(lineage: Lineage) -> list[dict[str, bytes]] | None:
+def _tails_of(lineage: Lineage) -> list[dict[str, Encoded]] | None:
     """The encoded parts of every file of the chain, when this object wrote them all."""
     tails = lineage.tails
     return tails if tails is not None and len(tails) == len(lineage.chain) else None
 
 
-def _spliced(tails: list[dict[str, bytes]]) -> dict[str, bytes] | None:
+def _spliced(tails: list[dict[str, Encoded]]) -> dict[str, Encoded] | None:
     """Consecutive layers' encoded parts as one layer's (``codec.spliced``); None when a
     part's schemas differ."""
     change = {}
@@ -434,7 +440,7 @@ def _write_segment(t: ShardTables, lineage: Lineage, store: SegmentStore, change
 def _write_parts(
     lineage: Lineage,
     store: SegmentStore,
-    parts: dict[str, bytes],
+    parts: dict[str, Encoded],
     next_handle: int,
     rows: int,
     *,

@@ -38,7 +38,7 @@ from ..engine.arrays import isin
 from ..engine.frames import empty, rows_where, stack
 from ..engine.purgatory import Purgatory
 from ..engine.tables import EVENTS, SMALL_TABLES, WINDOWS, ShardTables
-from .codec import frame_bytes, frame_from, handles_bytes, handles_from
+from .codec import Encoded, frame_bytes, frame_from, handles_bytes, handles_from
 
 __all__ = ["SMALL_CHAIN", "SmallMark", "small_mark", "small_parts", "small_chain", "small_tables"]
 
@@ -70,7 +70,7 @@ def small_mark(p: Purgatory, events: pd.DataFrame, next_eseq: int) -> SmallMark:
 
 def small_parts(
     p: Purgatory, t: ShardTables, since: SmallMark | None
-) -> tuple[dict[str, bytes], bool, SmallMark]:
+) -> tuple[dict[str, Encoded], bool, SmallMark]:
     """The small tables' parts of a delta file: every table whole when ``since`` is None (or
     the change cannot be told), else the events and windows as their change since
     ``since``, the other tables whole; whether they are whole, and the mark of what was
@@ -88,7 +88,7 @@ def small_parts(
     return parts, False, mark
 
 
-def _events_change(events: pd.DataFrame, now: SmallMark, since: SmallMark) -> dict[str, bytes] | None:
+def _events_change(events: pd.DataFrame, now: SmallMark, since: SmallMark) -> dict[str, Encoded] | None:
     """The events' change from ``since`` to ``now`` as parts; None when it cannot be told
     (eseqs out of order, a flag unset): the caller writes them whole."""
     if np.any(np.diff(now.eseq) <= 0) or np.any(np.diff(since.eseq) <= 0):

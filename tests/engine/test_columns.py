@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 
 from spark_purgatory.engine import memory, text
-from spark_purgatory.engine.arrays import all_distinct, equal_pairs, hash_strings, pair_order
+from spark_purgatory.engine.arrays import all_distinct, equal_pairs, hash_strings, pair_order, tie_order
 from spark_purgatory.engine.columns import SPARSE, TEXT, Columns, HashIndex
 from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
 from spark_purgatory.engine.frames import empty
@@ -157,21 +157,27 @@ def test_the_key_table_answers_as_the_frame_it_replaces():
             assert table.wakeup() == keys_wakeup(model, retention)
 
 
-def test_the_resolved_table_answers_as_the_frame_it_replaces():
-    """``ResolvedTable`` (forgetting deferred) against a ``RESOLVED`` frame that gains rows and
-    drops those whose ``expire_at`` each retirement reached."""
+def _resolved_steps(seed: int, steps: int, ids: int, retire: float):
+    """A ``ResolvedTable`` and the ``RESOLVED`` frame it replaces (gaining rows, dropping those
+    whose ``expire_at`` each retirement reached), after each of ``steps`` random steps."""
     table, model = ResolvedTable(), empty(RESOLVED)
-    rng = np.random.default_rng(8)
+    rng = np.random.default_rng(seed)
     wm = 0
-    for _ in range(300):
-        ids = np.array([f"o{i}" for i in rng.integers(0, 60, int(rng.integers(0, 9)))], dtype=object)
-        rows = resolved_rows(ids, wm + rng.integers(-5, 40, ids.size), wm, int(rng.integers(0, 20)))
+    for _ in range(steps):
+        named = np.array([f"o{i}" for i in rng.integers(0, ids, int(rng.integers(0, 9)))], dtype=object)
+        rows = resolved_rows(named, wm + rng.integers(-5, 40, named.size), wm, int(rng.integers(0, 20)))
         table.add(rows)
         model = pd.concat([model, rows.to_frame()], ignore_index=True) if len(rows) else model
-        if rng.random() < 0.5:
+        if rng.random() < retire:
             wm += int(rng.integers(0, 15))
             table.retire(wm)
             model = model.loc[model["expire_at"] > wm]
+        yield table, model, rng
+
+
+def test_the_resolved_table_answers_as_the_frame_it_replaces():
+    """``ResolvedTable`` (forgetting deferred) against the frame it replaces."""
+    for table, model, _ in _resolved_steps(8, 300, 60, 0.5):
         asked = np.array([f"o{i}" for i in range(60)], dtype=object)
         hashes = hash_strings(asked)
         assert table.contains(hashes).tolist() == np.isin(hashes, model["hash"].to_numpy(np.uint64)).tolist()
@@ -179,6 +185,35 @@ def test_the_resolved_table_answers_as_the_frame_it_replaces():
         expected = model.sort_values(["hash", "expire_at"]).astype(str).values.tolist()
         assert table.frame().astype(str).values.tolist() == expected
         assert table.wakeup() == (int(model["expire_at"].min()) + 1 if len(model) else None)
+
+
+def test_the_resolved_tables_earliest_expiry_asked_now_and_then_is_the_models():
+    """``wakeup`` keeps its answer between calls (lowered by adds, dropped by a retirement that
+    forgets it): asked at random moments, it is still the earliest remembered ``expire_at``."""
+    for table, model, rng in _resolved_steps(21, 400, 40, 0.4):
+        if rng.random() < 0.3:
+            assert table.wakeup() == (int(model["expire_at"].min()) + 1 if len(model) else None)
+
+
+def test_a_tables_kept_positions_and_ranges_follow_its_changes():
+    """The last ``positions`` / ``ranges`` answer is kept until an append, a removal or a
+    compaction, and handed out read-only."""
+    table = _table()
+    table.append(_rows(np.array([1, 1, 2, 4, 4, 4], dtype=np.int64)))
+    asked = np.array([4, 1], dtype=np.int64)
+    first = table.ranges(asked)
+    assert table.ranges(asked.copy())[1] is first[1]  # the same handles: the kept answer
+    assert not first[1].flags.writeable
+    table.kill(np.array([3]))  # the first row of handle 4
+    assert sorted(table.ranges(asked)[1].tolist()) == [0, 1, 4, 5]
+    assert table.positions(np.array([2], dtype=np.int64)).tolist() == [2]
+    table.append(_rows(np.array([5, 6], dtype=np.int64)))
+    assert table.positions(np.array([2, 6], dtype=np.int64)).tolist() == [2, 7]
+    for _ in range(3):  # compactions move the rows: the kept answers go with them
+        table.append(_rows(np.arange(10, 1500, dtype=np.int64)))
+        table.kill(table.positions(np.arange(10, 1500, dtype=np.int64)))
+    assert table.positions(np.array([2, 6], dtype=np.int64)).tolist() == [2, 6]
+    assert sorted(table.ranges(np.array([1], dtype=np.int64))[1].tolist()) == [0, 1]
 
 
 # -- compact text ---------------------------------------------------------------------------------
@@ -373,3 +408,12 @@ def test_pending_reads_alike_whether_operations_were_kept_registered_or_both():
 def _plain(value: object) -> object:
     """A cell as a comparable value (lists and arrays as lists)."""
     return list(value) if isinstance(value, (list, np.ndarray)) else value
+
+
+def test_the_tie_order_is_lexsorts_with_and_without_ties():
+    rng = np.random.default_rng(3)
+    for n, span in ((0, 1), (1, 1), (50, 1_000), (400, 60), (400, 5)):
+        first = rng.integers(0, span, n)
+        ts, seq = rng.integers(0, 4, n), rng.permutation(n)
+        assert tie_order(first, ts, seq).tolist() == np.lexsort((seq, ts, first)).tolist()
+        assert tie_order(first).tolist() == np.argsort(first, kind="stable").tolist()

@@ -664,3 +664,47 @@ def test_latest_deadline_is_that_of_the_latest_pending_operation():
     assert p.latest_deadline() == 100
     step(p, [], [], 1_000)  # the rest expire
     assert p.latest_deadline() is None
+
+
+def test_the_hosts_key_hints_change_no_outcome():
+    """Validated operations with the Spark host's hints (``batch.KEY_HINTS``: each one's only
+    key, its member count) give the same rows, call after call, as without them: late and
+    duplicate rows, completions in the call and later, expiries, a member condition."""
+    ops = [
+        validated_op("a", ["k1"], 0, 100),
+        validated_op("b", ["k2"], 5, 300),
+        {**validated_op("c", ["k3"], 5, 300), "cond": 3, "members": ["m1", "m2"]},  # all
+        validated_op("a", ["k1"], 6, 100),  # a duplicate op_id
+        validated_op("late", ["k1"], -50, 100),
+    ]
+    later = [validated_op("d", ["k2"], 40, 400), validated_op("e", ["k4"], 45, 90)]
+    evs = [validated_ev("k1", 20), {**validated_ev("k3", 30), "source": "m1"}]
+    later_evs = [validated_ev("k2", 50), {**validated_ev("k3", 60), "source": "m2"}, validated_ev("k4", 95)]
+
+    def hinted(rows: list[dict]) -> pd.DataFrame:
+        frame = pd.DataFrame(rows)
+        n_members = [0 if m is None else len(m) for m in frame["members"]]
+        return frame.assign(one_key=[k[0] for k in frame["keys"]], n_members=n_members)
+
+    def run(hints: bool) -> list:
+        p, got = purgatory(), []
+        frame = hinted if hints else pd.DataFrame
+        for o, e, wm in ((ops, evs, 0), (later, later_evs, 10), ([], [], 500)):
+            r = p.process(
+                frame(o) if o else None, pd.DataFrame(e) if e else None, watermark_ms=wm, validated=True
+            )
+            got.append([f.astype(str).values.tolist() for f in (r.outcomes, r.unmatched, r.rejected)])
+        return got
+
+    plain, with_hints = run(False), run(True)
+    assert with_hints == plain
+    outcomes = [row for call in plain for row in call[0]]
+    assert {(row[0], row[2]) for row in outcomes} == {
+        ("a", "completed"),
+        ("b", "completed"),
+        ("c", "completed"),
+        ("d", "completed"),
+        ("e", "expired"),  # its event came after its deadline: unmatched
+    }
+    assert [row[0] for call in plain for row in call[1]] == ["k4"]
+    assert [row[2] for call in plain for row in call[2]] == ["late", "duplicate_op_id"]

@@ -450,6 +450,30 @@ def test_the_wake_owes_nothing_once_the_watermark_passed_the_receivers_timeouts(
     assert wake.owed is None
 
 
+def test_registry_verdicts_are_owed_to_the_groups_their_micro_batch_called(tmp_path):
+    """A registry answers each claim in the micro-batch it comes in, and a home parks only in
+    a call of its own: a micro-batch's verdicts are received once every group it called ran
+    again.  Without relays through the mailbox (``purgatory.cross.shard.operations=false``, or
+    replicas) the cross-shard group is waited for only where it was called (a home then);
+    with them it is waited for after every post (test above)."""
+    wake = Wake(str(tmp_path / "wake"), cross_shard=2, every_group=True, relays=False)
+    wake.after(0, relayed=True, shards={0, 1}, watermark=1000)  # verdicts for 0's and 1's claims
+    assert wake.owed == 0
+    wake.after(1, relayed=False, shards={1}, watermark=1000)  # home 0 not called yet
+    assert wake.owed == 0
+    wake.after(2, relayed=False, shards={0}, watermark=1000)  # both ran since: group 2 never waited
+    assert wake.owed is None
+    wake.after(3, relayed=True, shards={0, 2}, watermark=1000)  # the cross-shard group, a home here
+    wake.after(4, relayed=False, shards={0, 1}, watermark=1000)
+    assert wake.owed == 3
+    wake.after(5, relayed=False, shards={2}, watermark=1000)
+    assert wake.owed is None
+    relaying = Wake(str(tmp_path / "wake-relays"), cross_shard=2, every_group=True)
+    relaying.after(0, relayed=True, shards={0, 1}, watermark=1000)
+    relaying.after(1, relayed=False, shards={0, 1}, watermark=1000)
+    assert relaying.owed == 0  # a relay may be for the cross-shard group: it must run
+
+
 def test_a_mailbox_created_while_the_cross_shard_group_lists_it_is_listed_again(tmp_path):
     """A race a clean clone's run hit (a new checkpoint, two tasks at once): the cross-shard
     group lists the mailbox as a primary shard creates it with its first relay.  Arrow's local

@@ -541,9 +541,7 @@ def test_start_names_the_socket_setting_where_the_workers_use_tcp(spark, caplog)
 
     class Session:  # the one thing the advice reads: the context's settings
         class sparkContext:  # noqa: N801 - PySpark's attribute name
-            @staticmethod
-            def getConf():  # noqa: N802
-                return Conf
+            _conf = Conf
 
     workers._ADVISED.clear()
     with caplog.at_level(logging.INFO, logger="spark_purgatory.runtime.workers"):

@@ -1,5 +1,5 @@
-"""``sql_text.literal_column``: typed literals the optimizer leaves as they are, their JVM
-classes looked up once per Py4J gateway client; and the JSON reading's SQL, which the
+"""``sql_text.literal_column``: typed literals the optimizer leaves as they are, built once
+per Py4J gateway client (``per_client``); and the JSON reading's SQL, which the
 optimizer leaves as written."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pyspark.sql import types as T
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.shard.roles import ROLE_BAD, ROLES
-from spark_purgatory.spark import sql_text
+from spark_purgatory.spark import per_client, sql_text
 from spark_purgatory.spark.input_stream import input_stream
 
 
@@ -24,16 +24,23 @@ def test_literals_are_typed_values_and_their_classes_are_looked_up_once_per_clie
     assert frame.schema["labels"].dataType == T.ArrayType(T.IntegerType(), containsNull=False)
     assert frame.collect()[0].asDict() == {"none": None, "labels": [2, 0, 1]}
 
-    client = spark._jvm._gateway_client
-    held = sql_text._LITERAL_CLASSES[id(client)]
-    assert held[0] is client
-    sql_text.literal_column(spark, None, "string")
-    assert sql_text._LITERAL_CLASSES[id(client)] is held  # no second lookup for this client
+    # the classes and each literal are built once per JVM and serve every projection, twice
+    # in one too
+    classes = sql_text._literal_classes(spark._jvm)
+    assert sql_text._literal_classes(spark._jvm) is classes
+    null = sql_text.literal_column(spark, None, "string")
+    assert null._jc is sql_text.literal_column(spark, None, "string")._jc
+    labels = sql_text.literal_column(spark, [2, 0, 1], "array<int>")
+    assert labels._jc is sql_text.literal_column(spark, [2, 0, 1], "array<int>")._jc
+    assert labels._jc is not sql_text.literal_column(spark, [0, 1], "array<int>")._jc
+    twice = spark.range(1).select(null.alias("a"), null.alias("b"), labels.alias("c"))
+    assert [f.dataType for f in twice.schema][:2] == [T.StringType(), T.StringType()]
+    assert twice.collect()[0].asDict() == {"a": None, "b": None, "c": [2, 0, 1]}
 
 
-def test_another_client_looks_the_classes_up_again():
-    """A client whose id was seen before, but which is not the one held (a new session's
-    JVM), gets its own classes."""
+def test_what_is_kept_per_client_is_served_to_that_client_only():
+    """A client whose id was seen before, but which is not the one that asked (a new
+    session's JVM), gets nothing of the other's."""
 
     class Client:
         pass
@@ -41,19 +48,15 @@ def test_another_client_looks_the_classes_up_again():
     class Jvm:
         def __init__(self, client: Client) -> None:
             self._gateway_client = client
-            self.org = self  # org.apache.spark.sql... resolves to this object's attributes
-            self.apache = self.spark = self.sql = self.catalyst = self.expressions = self
-            self.types = self.classic = self
-            self.Literal = ("Literal", client)
-            self.DataType = ("DataType", client)
-            self.ExpressionUtils = ("ExpressionUtils", client)
 
     first, second = Client(), Client()
-    assert sql_text._literal_classes(Jvm(first))[0] == ("Literal", first)
-    sql_text._LITERAL_CLASSES[id(second)] = sql_text._LITERAL_CLASSES.pop(id(first))  # a reused id
-    assert sql_text._literal_classes(Jvm(second))[0] == ("Literal", second)
-    assert sql_text._LITERAL_CLASSES[id(second)][0] is second
-    del sql_text._LITERAL_CLASSES[id(second)]
+    per_client.kept(Jvm(first), "test")["x"] = 1
+    assert per_client.kept(Jvm(first), "test") == {"x": 1}
+    assert per_client.kept(Jvm(first), "other") == {}
+    key = ("test", id(first))
+    per_client._KEPT[("test", id(second))] = per_client._KEPT.pop(key)  # a reused id
+    assert per_client.kept(Jvm(second), "test") == {}
+    del per_client._KEPT[("test", id(second))]
 
 
 #: the optimizer's rules that rewrite an expression in place (not the plan's shape): each

@@ -275,7 +275,7 @@ def test_a_state_of_an_unknown_format_is_refused_naming_it():
 
 
 def test_a_state_value_costs_under_100_bytes_a_pending_operation():
-    """Format 4 stores the engine's compact columns as Arrow, zstd-compressed: 20k pending
+    """Format 4 stores the engine's compact columns as Arrow, compressed: 20k pending
     operations with 12-character op_ids and keys and one key each."""
     p = purgatory()
     ids = [f"o{i:011d}" for i in range(20_000)]
