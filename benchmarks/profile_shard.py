@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
 def compare(args: argparse.Namespace, argv: list[str]) -> int:
     """``--checkout``: this checkout and the other one, alternated round by round, each in a
     fresh process; the CPU milliseconds a call of each phase."""
-    own = [a for a in _without(argv, "--checkout", "--repeat", "--json", "--cprofile", "--cprofile-phase")]
+    own = _without(argv, "--checkout", "--repeat", "--json", "--cprofile", "--cprofile-phase")
     checkouts = [None, args.checkout]
     runs: dict[str, list[dict]] = defaultdict(list)
     print(f"profile-shard {' '.join(own)}: CPU ms a call by phase (wall of the step beside)")
