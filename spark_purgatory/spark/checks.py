@@ -54,6 +54,7 @@ Invariant: a row gets the same reason, fields and copies from either reading.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 from pyspark.sql import SparkSession
@@ -396,18 +397,20 @@ def _say_spark(spark: SparkSession) -> None:
 
 
 def _loadable(spark: SparkSession, cls: str) -> bool:
-    """Does the driver's class loader find ``cls``?  Asked of the JVM once per class while
-    it does not (``ADD JAR`` may bring it), and a class found stays found: kept per JVM
-    (``per_client``), since every route's plan asks (a round trip per dotted part)."""
+    """Does the driver's class loader find ``cls``?  Asked of the JVM while it does not
+    (``ADD JAR`` may bring it), and a class found stays found: kept per JVM (``per_client``)
+    and Python thread (Py4J pins each to a JVM thread, whose context class loader is the one
+    asked, and ``ADD JAR`` sets only its own), since every route's plan asks (a round trip
+    per dotted part)."""
     jvm = spark._jvm  # type: ignore[attr-defined]
-    found = kept(jvm, "loadable classes")
-    if cls in found:
+    found, key = kept(jvm, "loadable classes"), (threading.get_ident(), cls)
+    if key in found:
         return True
     try:
         jvm.java.lang.Class.forName(cls, False, jvm.Thread.currentThread().getContextClassLoader())
     except Exception:  # py4j wraps ClassNotFoundException
         return False
-    found[cls] = True
+    found[key] = True
     return True
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import threading
 import warnings
 
 import pytest
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 from spark_purgatory.config import InputLimits, PurgatoryConfig
 from spark_purgatory.handoff.shard_handoff import registers
-from spark_purgatory.spark import checks, routing, sources, sql_text
+from spark_purgatory.spark import checks, per_client, routing, sources, sql_text
 from spark_purgatory.spark.sources import parse_events, parse_operations
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("checks")]
@@ -410,3 +411,25 @@ def test_the_batch_time_is_read_by_generated_code_that_is_the_same_in_every_micr
     code = spark._jvm.org.apache.spark.sql.execution.debug.package.codegenString(plan)
     assert "batchMillis" in code  # the time, by reference ...
     assert not re.findall(r"\b1[0-9]{12}L\b", code)  # ... and no epoch milliseconds written in
+
+
+def test_a_class_found_is_kept_for_the_thread_that_asked(spark):
+    """``_loadable`` keeps a class it found, per JVM and Python thread (``ADD JAR`` sets the
+    context class loader of the asking thread's JVM thread only): another thread asks the
+    JVM itself, and a class not found is asked again next time."""
+    cls = checks.CHECKS[1]
+    assert checks._loadable(spark, cls)
+    found = per_client.kept(spark._jvm, "loadable classes")
+    assert (threading.get_ident(), cls) in found
+    other: list[tuple[bool, int]] = []
+
+    def ask() -> None:
+        other.append((checks._loadable(spark, cls), threading.get_ident()))
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    thread.join()
+    assert other[0][0] and (other[0][1], cls) in found
+    missing = "io.sparkpurgatory.checks.NoSuchClass"
+    assert not checks._loadable(spark, missing)
+    assert all(name != missing for _, name in found)
