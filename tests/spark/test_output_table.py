@@ -1,5 +1,5 @@
-"""``output_parts`` (a staging shard's rows straight to Arrow, by kind), stacked, gives exactly
-the rows of ``output_rows`` converted as PySpark converts them, on random engine results: outcomes of
+"""``output_table`` (a staging shard's rows straight to Arrow) gives exactly the rows of
+``output_rows`` converted as PySpark converts them, on random engine results: outcomes of
 every condition with one key and several, unmatched events, rows the engine rejects, rows
 rejected at parse, and the metrics row with its nulls.  No Spark session: both run in the
 Python workers."""
@@ -9,11 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 
-from spark_purgatory.contract import KIND_OUTCOME, OPERATOR_OUTPUT, PARTITION_MAXIMA
-from spark_purgatory.shard.output import output_parts, output_rows
+from spark_purgatory.contract import OPERATOR_OUTPUT, PARTITION_MAXIMA
+from spark_purgatory.shard.output import output_rows, output_table
 from tests.support.engine_helpers import _random_workload, frame, purgatory
 
 
@@ -31,7 +30,7 @@ def _bad(rng: np.random.Generator, n: int) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("trial", range(6))
-def test_output_parts_are_output_rows_as_arrow(trial):
+def test_output_table_is_output_rows_as_arrow(trial):
     rng = np.random.default_rng(trial)
     ops, events = _random_workload(rng)
     ops += [{"op_id": "no-key", "keys": [], "ts": 5, "timeout_ms": 10, "condition": "any"}]
@@ -57,7 +56,7 @@ def test_output_parts_are_output_rows_as_arrow(trial):
             schema=OPERATOR_OUTPUT,
             preserve_index=False,
         )
-        got = _stacked(output_parts(3, result, bad, figures, wm, **kwargs))
+        got = output_table(3, result, bad, figures, wm, **kwargs)
         assert got.schema.equals(OPERATOR_OUTPUT)
         assert not _diff(got, expected), (i, _diff(got, expected))
         seen["several keys"] += sum(len(k) > 1 for k in result.outcomes["keys"])
@@ -67,21 +66,6 @@ def test_output_parts_are_output_rows_as_arrow(trial):
             got.num_rows == len(result.outcomes) + len(result.unmatched) + len(result.rejected) + len(bad) + 1
         )
     assert all(seen.values()), seen  # every kind of row was compared
-
-
-def _stacked(parts: list[pa.Table]) -> pa.Table:
-    """``output_parts`` as one table, as ``output_rows`` has the rows: an outcome's single key
-    in ``key``, only the lists of other lengths left in ``keys``."""
-    return pa.concat_tables([_single_key(p) if p["kind"][0].as_py() == KIND_OUTCOME else p for p in parts])
-
-
-def _single_key(outcomes: pa.Table) -> pa.Table:
-    keys = outcomes.column("keys").combine_chunks()
-    single = pc.equal(pc.list_value_length(keys), 1)
-    key = pc.replace_with_mask(pa.nulls(len(keys), pa.string()), single, pc.list_flatten(keys.filter(single)))
-    multi = pc.if_else(single, pa.scalar(None, keys.type), keys)
-    at = outcomes.schema.get_field_index
-    return outcomes.set_column(at("key"), "key", key).set_column(at("keys"), "keys", multi)
 
 
 def _diff(got: pa.Table, expected: pa.Table) -> list[str]:
