@@ -32,7 +32,6 @@ __all__ = [
     "among",
     "isin",
     "present",
-    "list_lengths",
     "tie_order",
 ]
 
@@ -327,27 +326,6 @@ def present(values: np.ndarray) -> np.ndarray:
         if isinstance(values[0], str) and pd.api.types.infer_dtype(values, skipna=False) == "string":
             return np.ones(n, bool)
     return pd.notna(values)
-
-
-def list_lengths(lists: np.ndarray) -> np.ndarray:
-    """The length of each list of an object column, 0 for a missing one (None or NaN): one
-    pass when every row is a list (validation gives [] for none), else only the present
-    lists visited (most operations have no members).  Lists may be numpy arrays (a loaded
-    state's): ``pd.isna`` tells them from missing values, ``present``'s count of None cannot.
-
-    >>> list_lengths(np.array([["a"], None, ["b", "c"]], dtype=object)).tolist()
-    [1, 0, 2]
-    >>> list_lengths(np.array([None, np.array(["a", "b"]), None], dtype=object)).tolist()
-    [0, 2, 0]
-    """
-    try:
-        return np.fromiter(map(len, lists), np.int64, count=len(lists))
-    except TypeError:  # some missing
-        lengths = np.zeros(len(lists), np.int64)
-        given = np.flatnonzero(~pd.isna(lists))
-        if given.size:
-            lengths[given] = np.fromiter(map(len, lists[given]), np.int64, count=given.size)
-        return lengths
 
 
 def tie_order(first: np.ndarray, *then: np.ndarray) -> np.ndarray:

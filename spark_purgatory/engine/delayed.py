@@ -320,8 +320,8 @@ class DelayedOperations:
         at = None
         if ops is None:  # numbers only unless the check reads the op_ids (targeted) or members
             handles, at = distinct_at(pairs["handle"])  # one sort: the rows and each pair's row
-            ops = self.t.pending.rows(handles, text=bool(present(pairs["op_id"]).any()))
-            if "op_id" not in ops and watchers.needs_members(ops):  # read again only for members
+            ops = self.t.pending.rows(handles, text=False)
+            if "op_id" not in ops and (present(pairs["op_id"]).any() or watchers.needs_members(ops)):
                 ops = self.t.pending.rows(handles)
         new = watchers.matches_in_window(ops, pairs, at)
         if len(new) == 0:
