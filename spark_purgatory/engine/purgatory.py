@@ -162,6 +162,13 @@ class Purgatory:
         return len(self._t.parked)
 
     @property
+    def held(self) -> int:
+        """Operations due on arrival that the cross-shard group holds for one call, until
+        the stubs' relay of their micro-batch is in (``process``): that call must come even
+        when no shard relays and the watermark stalls (``handoff.wake``)."""
+        return len(self._t.due)
+
+    @property
     def awaited_notices(self) -> int:
         """Relayed pairs whose event's notice the cross-shard group still waits for (``relay``)."""
         return len(self._t.relayed)

@@ -116,7 +116,8 @@ class ShardHandOff:
     def post(self, p: Purgatory, shard: int, batch: int | None, result: BatchResult) -> int:
         """After ``p.process``: this shard's relay for the cross-shard group, its verdicts for
         each claiming home, and the micro-batch that parked what it parked; returns the rows
-        posted (a figure of the shard's metrics row)."""
+        posted (a figure of the shard's metrics row, which asks the driver for a wake), for
+        the cross-shard group the operations it holds for the next call's relays."""
         posted = 0
         if self._mailbox is not None and shard != self.cross and len(result.relay):
             self._mailbox.post(shard, batch, result.relay)  # type: ignore[arg-type]
@@ -127,6 +128,10 @@ class ShardHandOff:
             posted += len(result.verdicts)
         if p.parked:
             p.parked_in = batch  # type: ignore[assignment]
+        if self._mailbox is not None and shard == self.cross:
+            # operations due on arrival wait for this micro-batch's relays: ask for the next
+            # one as a relay does, also when no shard relayed and the watermark stalls
+            posted += p.held
         return posted
 
     def keeps(self, shard: int) -> bool:

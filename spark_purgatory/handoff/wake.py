@@ -9,7 +9,8 @@ whatever input comes next.  Kafka's purgatory has no such gap because its watche
 checked in place; here the hand-off crosses a micro-batch, so the driver asks for the next one:
 
 * the driver's control plane (``handoff.control``), once the sink has written N's output,
-  sees in the shards' metrics rows that N relayed (``contract.RELAYED``) and writes a
+  sees in the shards' metrics rows that N relayed (``contract.RELAYED``: in the cross-shard
+  group's row, the operations due on arrival it holds for N's relays) and writes a
   one-line file ``<N>.txt`` into the wake directory (``<checkpoint>/purgatory-wake``, which
   Spark can read wherever it keeps its checkpoint), before Spark records N as done;
 * the operator reads that directory as a third input (a text file source without a

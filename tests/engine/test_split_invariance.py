@@ -450,6 +450,21 @@ def test_an_operation_is_decided_against_the_events_of_its_own_micro_batch_too(
     )
 
 
+def test_a_cross_shard_operation_due_on_arrival_expires_in_the_wake_micro_batch():
+    """Keys in both shards, ``timeout_ms`` 0 at the watermark: the cross-shard group holds it
+    for its stubs' relay, which nothing posts, and the watermark stalls.  Holding it asks for
+    the wake's micro-batch (its ``relayed`` figure), where it expires at its deadline; without
+    that it waited for the watermark to move (a Hypothesis draw found it)."""
+    t = PurgatoryTester({"purgatory.tick.ms": 10})
+    keys = ["k0", "k1"]
+    assert len(set(shards_of(np.array(keys, dtype=object), 2).tolist())) == 2
+    t.add_operations([{"op_id": "a", "keys": keys, "ts": 0, "timeout_ms": 0}])
+    first = t.step()
+    assert first.outcomes[["op_id", "status"]].values.tolist() == [["a", "expired"]]
+    assert t.outcome("a")["resolved_at"] == pd.Timestamp(0, unit="ms", tz="UTC")
+    assert t.pending == 0
+
+
 def test_the_issues_repro_completes_at_200():
     t = PurgatoryTester({"purgatory.tick.ms": 10})
     t.add_events([{"key": "k", "ts": 300}])
