@@ -80,15 +80,17 @@ class DelayedOperations:
         satisfied by the buffered events or their keys' progress."""
         self.try_complete(self.watch_operations(ops))
         self.t.pending.forget_recent()
-        self._schedule()
+        self.schedule()
 
     def check_and_complete(self, events: Rows) -> None:
         """Buffer a batch of admitted events and complete the operations they satisfy."""
         self.try_complete(self.watch_events(events))
 
-    def watch_operations(self, ops: Rows) -> np.ndarray:
+    def watch_operations(self, ops: Rows, due_by: int | None = None) -> np.ndarray:
         """Register admitted operations, matched against every buffered event (untargeted ones
-        by key, targeted by op_id); return the handles of those that may hold now."""
+        by key, targeted by op_id); return the handles of those that may hold now.
+        ``due_by``: the call's watermark, when operations due by it must wait in ``due`` (the
+        cross-shard group holds them, ``Purgatory.process``) although the wheel is behind it."""
         if len(ops) == 0:
             return _NO_HANDLES
         new_ops = ops_rows(ops, self.t.next_handle)
@@ -97,9 +99,10 @@ class DelayedOperations:
         watch = watchers.watch_rows(new_ops, self.t.keys)
         self.t.pending.add(new_ops, watch, recent=True)
 
-        # the wheel takes them when time next moves (``_schedule``): those resolved before
+        # the wheel takes them when time next moves (``schedule``): those resolved before
         # never enter it, nor leave it by a tombstone
-        already = new_ops["deadline"] <= self.t.wheel.current_time_ms
+        now = self.t.wheel.current_time_ms if due_by is None else max(self.t.wheel.current_time_ms, due_by)
+        already = new_ops["deadline"] <= now
         if already.any():
             self.t.due = np.concatenate([self.t.due, handles[already]])
         if self._unscheduled_from is None:
@@ -151,7 +154,7 @@ class DelayedOperations:
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached
         (the timer's expiry: ``_on_expiration``, which force-completes them)."""
-        self._schedule()
+        self.schedule()
         self.t.watermark = max(int(watermark_ms), self.t.watermark)
         expired = self.t.wheel.advance(self.t.watermark)
         if self.t.due.size:
@@ -164,7 +167,7 @@ class DelayedOperations:
         if expired.size:
             self._on_expiration(expired)
 
-    def _schedule(self) -> None:
+    def schedule(self) -> None:
         """Put the operations registered since the wheel last moved and still pending on the
         wheel (those already due at registration wait in ``due``)."""
         if self._unscheduled_from is None:
@@ -172,6 +175,8 @@ class DelayedOperations:
         handles, deadlines = self.t.pending.deadlines(since=self._unscheduled_from)
         self._unscheduled_from = None
         timed = deadlines > self.t.wheel.current_time_ms
+        if self.t.due.size:  # due at registration, ahead of the wheel (``due_by``): never on it
+            timed &= ~isin(handles, self.t.due)
         self.t.wheel.add(handles[timed], deadlines[timed])
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
@@ -274,7 +279,7 @@ class DelayedOperations:
     def _cancel(self, handles: np.ndarray, rows: Rows) -> None:
         """Operations resolved before their deadline leave the timer; the events of their
         windows that nothing counts are ``after_resolution`` from now on (``windows``)."""
-        timed = handles  # on the wheel: neither due at registration nor waiting (``_schedule``)
+        timed = handles  # on the wheel: neither due at registration nor waiting (``schedule``)
         if self._unscheduled_from is not None:
             timed = timed[timed < self._unscheduled_from]
         if self.t.due.size:  # added already past their deadline: never on the wheel

@@ -323,7 +323,10 @@ class Purgatory:
             # against every event of its micro-batch and of the buffer, in event time
             touched = delayed.watch_events(evs)
             early = early[self._t.pending.contains(early)]  # the relay may have completed some
-            delayed.try_complete(np.concatenate([early, touched, delayed.watch_operations(ops)]))
+            # the cross-shard group holds what is due by ``wm`` on arrival (below), also where its
+            # wheel is behind ``wm`` (its first call, or one after the watermark moved without it)
+            arriving = delayed.watch_operations(ops, due_by=wm if relayed is not None else None)
+            delayed.try_complete(np.concatenate([early, touched, arriving]))
             of_stubs = relay_tables.of_stubs(self._t)
             handed_on = relay_tables.outgoing(
                 self._t, new_from, new_eseq_from, of_stubs, bool(ops["stub"].any())
@@ -331,6 +334,7 @@ class Purgatory:
             # the cross-shard group: operations due on arrival wait one call for their stubs' relay
             held = self._t.due[self._t.due >= new_from] if relayed is not None else _NO_HANDLES
             if held.size:
+                delayed.schedule()  # the others go on the wheel now: these stay off it
                 self._t.due = self._t.due[self._t.due < new_from]
             paired = self._t.matches["eseq"][of_stubs & in_window(self._t)]
             until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))

@@ -19,7 +19,9 @@ for every pair, and ``W_M <= o.deadline`` for a floor.  o expires in the first c
 cross-shard group whose watermark ``W_N >= o.deadline``: for a pair ``W_M < W_N``, so
 M < N and the pair was collected, before the wheel moved, in that very call or earlier.
 For a floor M = N is possible (timeout 0, the operation arriving at the watermark, due on
-arrival): the cross-shard group holds an operation due on arrival until its next call.
+arrival): the cross-shard group holds an operation due by its call's watermark on arrival
+until its next call (due by the watermark, not by its wheel, which lags in a first call), and
+its metrics row's ``relayed`` counts it, so the driver asks for that call (``handoff.wake``).
 
 **Exactly once.**  ``collect`` reads the files of batches ``(after, before)``; the caller
 keeps ``after`` (the last batch received, ``Purgatory.relays_through``) in the group state,

@@ -465,6 +465,20 @@ def test_a_cross_shard_operation_due_on_arrival_expires_in_the_wake_micro_batch(
     assert t.pending == 0
 
 
+def test_an_offset_operation_due_on_arrival_waits_for_its_floors_where_the_wheel_is_behind():
+    """The cross-shard group's first call comes at watermark 50, its wheel still at 0: the
+    operation (``timeout_ms`` 0 at 50) is due by the call's watermark, not yet the wheel's,
+    and waits all the same for its stubs' floors (the keys' progress: 5 and 6), which
+    complete it at 50.  Expiring it on arrival reported it expired."""
+    x = {"op_id": "x", "keys": ["k0", "k1"], "ts": 50, "timeout_ms": 0, "condition": "offset", "target": 5.0}
+    evs = [{"key": "k0", "ts": 10, "value": 5.0}, {"key": "k1", "ts": 20, "value": 6.0}]
+    batches = [Batch([], evs, 0), Batch([], [], 50), Batch([x], [], 50), Batch([], [], 60)]
+    scenario = {"ops": [x], "events": evs, "batches": batches}
+    expected = reference_with_wakes(scenario, 2)
+    assert expected.outcomes == {"x": ("completed", 50, 0, 5.0)}
+    assert_same(run_tester(batches), expected)
+
+
 def test_the_issues_repro_completes_at_200():
     t = PurgatoryTester({"purgatory.tick.ms": 10})
     t.add_events([{"key": "k", "ts": 300}])

@@ -12,12 +12,14 @@ import dataclasses
 import os
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.handoff import Mailbox, Wake
 from spark_purgatory.shard.roles import ROLES
+from spark_purgatory.spark.key_hash import registry_of, shards_of
 from spark_purgatory.spark.routing import route
 from spark_purgatory.spark.sources import parse_events, parse_operations
 from tests.spark.test_streaming import _keys_in_different_shards, resolved
@@ -182,6 +184,26 @@ def test_an_available_now_run_ending_on_relays_runs_once_more(spark, tmp_path):
     assert _completed(tmp_path) == {"mk": ("completed", 5200)}
     # 0: the registry's verdict on "pad", parked in its home for a call (engine.registry); 1: mk's relays
     assert Wake.under(files.checkpoint).batches() == [0, 1]
+
+
+def test_an_operation_held_for_a_relay_nobody_posts_expires_in_the_run_after(spark, tmp_path):
+    """Keys in two shards, ``timeout_ms`` 0 at the watermark (4000): due on arrival, held by
+    the cross-shard group (in its first call, its wheel behind the watermark) for its stubs'
+    relay of the micro-batch, which has nothing to relay; the watermark stalls.  The group's
+    ``relayed`` figure asks for the wake all the same."""
+    a, b = _keys_in_different_shards(spark, 4, 2)
+    home = int(shards_of(np.array(["pad-op-key"], dtype=object), 4)[0])
+    # an op_id whose registry is its home: no verdict is posted, whose wake would call every group
+    pad = next(f"pad-{i}" for i in range(100) if registry_of(f"pad-{i}", 4) == home)
+    files = Files(str(tmp_path))
+    files.add(ops=[op(pad, "pad-op-key", 9000, 60_000)], events=[ev("pad", 9000)])
+    files.add(ops=[op("due", [a, b], 4000, 0)], events=[])
+    with _started(spark, files, tmp_path, "available-now") as purgatory:
+        first = purgatory.query.runId
+        purgatory.await_termination()
+        assert purgatory.query.runId != first  # the wake's run
+    assert _completed(tmp_path) == {"due": ("expired", 4000)}
+    assert Wake.under(files.checkpoint).batches() == [1]  # asked for by the held operation alone
 
 
 def test_relays_reach_the_cross_shard_group_when_both_inputs_go_quiet(spark, tmp_path):
