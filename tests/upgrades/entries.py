@@ -188,6 +188,22 @@ ENTRIES: tuple[Entry, ...] = (
         continuation=Run((4, 5), end_input=True),
         seed=53,
     ),
+    Entry(
+        name="files-lz4-chains",
+        writer="d1d93c8",
+        description=(
+            "JSON files, 2 shards, three available-now runs, written by main at d1d93c8: the state "
+            "files of issue 65's save (LZ4 parts, their count in the metadata, change segments "
+            "spliced from the chain, a chain's first file naming its change segment), several "
+            "compactions a shard; operations pending at the stop"
+        ),
+        source="json",
+        settings=dict(_COMMON),
+        runs=(Run((0, 1)), Run((2,)), Run((3,))),
+        continuation=Run((4, 5), end_input=True),
+        seed=71,
+        expects=("pending", "segments"),
+    ),
 )
 
 
