@@ -3,7 +3,7 @@ row, in the operator's one output schema (``contract.OPERATOR_OUTPUT``).
 
 Runs in the Python workers, once per shard call (``shard.step``): the rows leave as a pandas
 frame PySpark hands to Spark (``output_rows``) or as Arrow tables, one per kind, a shard stages
-itself (``output_parts``; ``output_table`` is them as one table, as ``output_rows`` has them);
+itself (``output_parts``);
 ``spark.output`` gives the schema to Spark and splits a micro-batch into the contract's tables.
 
 Invariants: every column comes from the contract; the metrics row is a call's last.
@@ -16,7 +16,6 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..contract import (
     COMPLETED,
@@ -44,7 +43,7 @@ from ..handoff.wake import is_end_watermark
 from .input import INPUT_ROLES, proposed_watermarks
 from .roles import ROLE_BAD, ROLES, SIDES
 
-__all__ = ["shard_figures", "output_rows", "output_parts", "output_table"]
+__all__ = ["shard_figures", "output_rows", "output_parts"]
 
 _OUTPUT_COLUMNS = OPERATOR_OUTPUT.names
 #: the columns pandas holds as objects (strings and lists): a missing value is None there
@@ -169,7 +168,7 @@ def output_parts(
     (``staging.ShardStaging``): each kind's columns converted on their own, a column it lacks
     as Arrow nulls; no frame of every kind stacked in pandas, no table to split by kind again.
     An outcome's keys are all in ``keys``, one key or several, as the ``outcomes`` table holds
-    them (``output_rows`` sends a single key as ``key``: ``output_table``)."""
+    them (``output_rows`` sends a single key as ``key``)."""
     status = _Status.of(result.outcomes)
     metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes, status)
     tables = [_arrow_part(part, shard, status) for part in _row_parts(result, bad) if part.rows]
@@ -177,21 +176,6 @@ def output_parts(
     row.update(metrics, **{PARTITION_MAXIMA: maxima})  # as ``output_rows``' metrics row
     tables.append(pa.Table.from_pylist([row], schema=OPERATOR_OUTPUT))
     return tables
-
-
-def output_table(
-    shard: int,
-    result: BatchResult,
-    bad: pd.DataFrame,
-    figures: dict[str, int | str | None],
-    wm: int,
-    *,
-    state_bytes: int | None = None,
-) -> pa.Table:
-    """``output_rows`` as one Arrow table of ``contract.OPERATOR_OUTPUT``: ``output_parts``
-    stacked, a single key moved to ``key`` as ``output_rows`` sends it."""
-    parts = output_parts(shard, result, bad, figures, wm, state_bytes=state_bytes)
-    return pa.concat_tables([_single_key(part) if _kind(part) == KIND_OUTCOME else part for part in parts])
 
 
 class _Part(NamedTuple):
@@ -293,12 +277,9 @@ def _arrow_part(part: _Part, shard: int, status: _Status | None = None) -> pa.Ta
     return pa.Table.from_arrays(columns, schema=OPERATOR_OUTPUT)
 
 
-def _arrow(values: np.ndarray | pa.Array | pa.ChunkedArray, field: pa.Field) -> pa.Array | pa.ChunkedArray:
-    """One column as ``field`` types it: Arrow already (an engine that keeps its text as
-    Arrow) cast if need be; a few-valued text column by value (``_few_texts``); else
-    converted, NaN and None as null."""
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return values if values.type == field.type else values.cast(field.type)
+def _arrow(values: np.ndarray, field: pa.Field) -> pa.Array:
+    """One column as ``field`` types it: a few-valued text column by value (``_few_texts``);
+    else converted, NaN and None as null."""
     if field.name in _FEW_TEXTS and values.dtype == object:
         return _few_texts(values)
     return pa.array(values, type=field.type, from_pandas=True)
@@ -377,22 +358,6 @@ def _with_single_key(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     multi = keys.copy()
     multi[single] = None
     return {**columns, "key": key, "keys": multi}
-
-
-def _single_key(outcomes: pa.Table) -> pa.Table:
-    """``_with_single_key`` on an outcome part in Arrow: a single key in ``key``, only the
-    lists of other lengths left in ``keys``."""
-    keys = outcomes.column("keys").combine_chunks()
-    single = pc.equal(pc.list_value_length(keys), 1)
-    key = pc.replace_with_mask(pa.nulls(len(keys), pa.string()), single, pc.list_flatten(keys.filter(single)))
-    multi = pc.if_else(single, pa.scalar(None, keys.type), keys)
-    at = outcomes.schema.get_field_index
-    return outcomes.set_column(at("key"), "key", key).set_column(at("keys"), "keys", multi)
-
-
-def _kind(part: pa.Table) -> str:
-    """The kind of the rows of a part ``output_parts`` made (all of one kind)."""
-    return part.column("kind")[0].as_py()
 
 
 def _stacked(parts: list[_Part]) -> pd.DataFrame:

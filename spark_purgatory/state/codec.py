@@ -102,9 +102,9 @@ def frame_bytes(frame: pd.DataFrame | pa.Table, start: int = 0) -> pa.Buffer:
     stream is encoded once per schema (the small tables are mostly empty, saved every time)."""
     if isinstance(frame, pa.Table):
         table = frame.slice(start) if start else frame
-        return _empty(table.schema) if table.num_rows == 0 else _stream_bytes(table)
-    columns = {name: pa.array(frame[name].to_numpy()[start:], from_pandas=True) for name in frame.columns}
-    table = pa.table(columns)
+    else:
+        columns = {name: pa.array(frame[name].to_numpy()[start:], from_pandas=True) for name in frame.columns}
+        table = pa.table(columns)
     return _empty(table.schema) if table.num_rows == 0 else _stream_bytes(table)
 
 

@@ -1,5 +1,5 @@
-"""``output_table`` (a staging shard's rows straight to Arrow) gives exactly the rows of
-``output_rows`` converted as PySpark converts them, on random engine results: outcomes of
+"""``output_parts`` (a staging shard's rows straight to Arrow, by kind), stacked, gives exactly
+the rows of ``output_rows`` converted as PySpark converts them, on random engine results: outcomes of
 every condition with one key and several, unmatched events, rows the engine rejects, rows
 rejected at parse, and the metrics row with its nulls.  No Spark session: both run in the
 Python workers."""
@@ -9,11 +9,30 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
-from spark_purgatory.contract import OPERATOR_OUTPUT, PARTITION_MAXIMA
-from spark_purgatory.shard.output import output_rows, output_table
+from spark_purgatory.contract import KIND_OUTCOME, OPERATOR_OUTPUT, PARTITION_MAXIMA
+from spark_purgatory.shard.output import output_parts, output_rows
 from tests.support.engine_helpers import _random_workload, frame, purgatory
+
+
+def output_table(*call, state_bytes: int | None = None) -> pa.Table:
+    """``output_parts`` stacked, a single key moved to ``key`` as ``output_rows`` sends it
+    (the ``outcomes`` table holds every outcome's keys in ``keys``)."""
+    parts = output_parts(*call, state_bytes=state_bytes)
+    outcome = [p.column("kind")[0].as_py() == KIND_OUTCOME for p in parts]
+    return pa.concat_tables([_single_key(p) if o else p for p, o in zip(parts, outcome, strict=True)])
+
+
+def _single_key(outcomes: pa.Table) -> pa.Table:
+    """A single key in ``key``, only the lists of other lengths left in ``keys``."""
+    keys = outcomes.column("keys").combine_chunks()
+    single = pc.equal(pc.list_value_length(keys), 1)
+    key = pc.replace_with_mask(pa.nulls(len(keys), pa.string()), single, pc.list_flatten(keys.filter(single)))
+    multi = pc.if_else(single, pa.scalar(None, keys.type), keys)
+    at = outcomes.schema.get_field_index
+    return outcomes.set_column(at("key"), "key", key).set_column(at("keys"), "keys", multi)
 
 
 def _bad(rng: np.random.Generator, n: int) -> pd.DataFrame:
