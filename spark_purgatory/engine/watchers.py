@@ -60,10 +60,11 @@ def _by_key(watch: Rows, events: Rows) -> Rows:
     the same key, by a hash join: watch rows in order, each with its key's events in order."""
     w_hash = watch["hash"]
     w_row, e_row = equal_pairs(events["khash"], w_hash)  # by watch row, then event
-    w_key = watch["key"]
-    same = w_key[w_row] == events["key"][e_row]
-    w_row, e_row = w_row[same], e_row[same]
-    columns = {"handle": watch["handle"][w_row], "khash": w_hash[w_row], "key": w_key[w_row]}
+    key = watch["key"][w_row]
+    same = key == events["key"][e_row]
+    if not same.all():  # a hash collision: the strings differ
+        w_row, e_row, key = w_row[same], e_row[same], key[same]
+    columns = {"handle": watch["handle"][w_row], "khash": w_hash[w_row], "key": key}
     columns.update({c: events[c][e_row] for c in PAIR[3:]})
     return Rows(columns, w_row.size)
 
