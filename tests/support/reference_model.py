@@ -24,7 +24,8 @@ The rules, as ``docs/contract.md`` states them:
 3. At the end of each micro-batch, an operation whose condition holds over the matching
    events *that have arrived so far* completes; ``resolved_at`` is the earliest event time
    at which those events make it true.  The matched events are the ones up to and including
-   the crossing event in (ts, arrival) order; ``progress`` is the measure there (for
+   the crossing event in (ts, arrival) order (arrival: micro-batch by micro-batch, each one's
+   events shard by shard, ``run``'s ``shard``); ``progress`` is the measure there (for
    ``offset``, the crossing is the reaching event of the key that reached the target last,
    or none when that key had reached it before o.ts).  Else, when
    the watermark has reached its deadline, it expires at its deadline with every matching
@@ -80,11 +81,13 @@ class _Op:
     decided_from: int = 0  # the micro-batch from which it is decided (``parks``: the next one)
 
 
-def run(batches: list[Batch], home=lambda o: 0, parks=lambda o: False) -> Result:
+def run(batches: list[Batch], home=lambda o: 0, parks=lambda o: False, shard=lambda e: 0) -> Result:
     """Every micro-batch in order; see the module docstring for the rules.  ``home``: the
     shard an operation lives in (rule 1's tie between copies of one micro-batch); ``parks``:
     whether an admitted operation waits for its registry's verdict (rule 3: it is decided
-    from the next micro-batch on, as if it arrived there, but was never late)."""
+    from the next micro-batch on, as if it arrived there, but was never late); ``shard``: an
+    event's shard, the arrival order of a micro-batch's events (rule 3's tie between events
+    of equal time): a cross-shard operation takes them as its stubs relay them, shard by shard."""
     ops: dict[str, _Op] = {}
     events: list[dict] = []  # admitted events, in arrival order
     rejected: list[tuple] = []
@@ -105,13 +108,15 @@ def run(batches: list[Batch], home=lambda o: 0, parks=lambda o: False) -> Result
                 rejected.append(("operations", "duplicate_op_id", o["op_id"], key))
             else:
                 ops[o["op_id"]] = _Op(o, o["ts"] + o["timeout_ms"], decided_from=n + parks(o))
+        admitted = []
         for e in batch.events:
             if e.get("_reason"):
                 rejected.append(("events", e["_reason"], e.get("op_id"), e.get("key")))
             elif e["ts"] < wm:
                 rejected.append(("events", "late", e.get("op_id"), e["key"]))
             else:
-                events.append(e)
+                admitted.append(e)
+        events += sorted(admitted, key=shard)  # stable: input order within a shard
         for o in ops.values():
             if o.status == "pending" and o.decided_from <= n:
                 _decide(o, events, wm)
