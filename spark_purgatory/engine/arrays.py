@@ -18,6 +18,7 @@ import pyarrow as pa
 
 __all__ = [
     "equal_ranges",
+    "list_lengths",
     "equal_pairs",
     "all_distinct",
     "expand_ranges",
@@ -306,6 +307,24 @@ def _utf8_bytes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         values = values.cast(target)  # the same buffers, read as bytes
     return values.to_numpy(zero_copy_only=False)
+
+
+def list_lengths(lists: np.ndarray) -> np.ndarray:
+    """The length of each list (or array) in an object column, 0 for a missing one (None or
+    NaN): one pass when every row has one (validation gives ``[]`` for none), else only the
+    present ones visited (most operations have no members).  ``pd.isna``, not ``present``:
+    a loaded state's lists are numpy arrays, which ``present``'s count of None cannot compare.
+
+    >>> list_lengths(np.array([["a", "b"], None, []], dtype=object)).tolist()
+    [2, 0, 0]
+    """
+    try:
+        return np.fromiter(map(len, lists), np.int64, count=len(lists))
+    except TypeError:  # some missing
+        lengths = np.zeros(len(lists), np.int64)
+        given = np.flatnonzero(~pd.isna(lists))
+        lengths[given] = np.fromiter(map(len, lists[given]), np.int64, count=given.size)
+        return lengths
 
 
 def present(values: np.ndarray) -> np.ndarray:

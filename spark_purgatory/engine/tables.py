@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .arrays import distinct
+from .arrays import distinct, list_lengths
 from .frames import empty
 from .rows import Rows
 from .wheel import TimingWheel
@@ -217,7 +217,7 @@ def ops_rows(ops: Rows, first_handle: int) -> Rows:
         "target": ops["target"].astype(float, copy=False),
         "members": ops["members"],
         "payload": ops["payload"],
-        "n_members": _lengths(ops["members"])
+        "n_members": list_lengths(ops["members"])
         if n_members is None
         else n_members.astype(np.int64, copy=False),
         "stub": ops["stub"].astype(bool, copy=False),
@@ -226,18 +226,6 @@ def ops_rows(ops: Rows, first_handle: int) -> Rows:
     if "one_key" in ops:
         columns["one_key"] = ops["one_key"]
     return Rows(columns, n)
-
-
-def _lengths(lists: np.ndarray) -> np.ndarray:
-    """The length of each list, 0 for a missing one (None or NaN); only present lists are
-    visited (most operations have no members)."""
-    try:  # every row a list (validation gives [] for none): one pass
-        return np.fromiter(map(len, lists), np.int64, count=len(lists))
-    except TypeError:  # some missing
-        lengths = np.zeros(len(lists), dtype=np.int64)
-        present = np.flatnonzero(~pd.isna(lists))
-        lengths[present] = np.fromiter(map(len, lists[present]), np.int64, count=present.size)
-        return lengths
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
-from ..engine.arrays import present
+from ..engine.arrays import list_lengths, present
 from ..engine.conditions import CONDITIONS
 from ..engine.frames import concat, empty
 from ..engine.registry import NO_REGISTRY
@@ -170,7 +170,7 @@ def split_input(
         "payload": col("payload", is_op),
         "stub": role[is_op] == _STUB,
         # what the engine would count again from the lists (``batch.KEY_HINTS``)
-        "n_members": _lengths(members),
+        "n_members": list_lengths(members),
     }
     if key.size and not present(keys).any() and present(key).all():  # one key each, as routing sends it
         columns["one_key"] = key
@@ -208,15 +208,6 @@ def split_input(
         copy=False,
     )
     return ops, events, bad
-
-
-def _lengths(lists: np.ndarray) -> np.ndarray:
-    """Each list's length, 0 for None (``members_of``'s lists: only the given ones visited)."""
-    lengths = np.zeros(len(lists), np.int64)
-    given = np.flatnonzero(present(lists))
-    if given.size:
-        lengths[given] = np.fromiter(map(len, lists[given]), np.int64, count=given.size)
-    return lengths
 
 
 def claims_of(pdf: pd.DataFrame) -> pd.DataFrame | None:
