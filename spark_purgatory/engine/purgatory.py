@@ -193,10 +193,11 @@ class Purgatory:
 
     # -- what a state layer reads and gives back (``snapshot``) --------------------------------
 
-    def tables(self, *, arrow: bool = False, since: int | None = None) -> ShardTables:
+    def tables(self, *, arrow: bool = False, since: int | None = None, small: bool = True) -> ShardTables:
         """The whole state as plain tables (``snapshot.plain``: frames, or Arrow tables with
-        ``arrow``; ``since``: only what was registered from that handle on)."""
-        return plain(self._t, arrow=arrow, since=since)
+        ``arrow``; ``since``: only what was registered from that handle on; ``small`` False:
+        the big tables only)."""
+        return plain(self._t, arrow=arrow, since=since, small=small)
 
     def load_tables(self, tables: ShardTables) -> None:
         """Replace the whole state by ``tables`` (``snapshot.live_from``); the change log

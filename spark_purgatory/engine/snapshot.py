@@ -32,7 +32,7 @@ from .arrays import distinct, hash_strings, isin
 from .frames import empty
 from .pending import Pending
 from .rows import Rows
-from .tables import EVENTS, MATCHES, PARKED, RELAYED, RESOLVED, WINDOWS, ChangeLog, ShardTables
+from .tables import EVENTS, MATCHES, PARKED, RELAYED, RESOLVED, SMALL_TABLES, WINDOWS, ChangeLog, ShardTables
 from .wheel import TimingWheel
 from .windows import ResolvedWindows
 
@@ -125,7 +125,7 @@ class LiveTables:
         self.windows.retire(wm)
 
 
-def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None) -> ShardTables:
+def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None, small: bool = True) -> ShardTables:
     """The whole state as plain tables: the pending operations and their watchers copied
     out of the engine's columns (in handle order; ``arrow``: as ``pending.OPS_ARROW`` and
     ``WATCH_ARROW`` tables, with no Python string made), the small tables as they are
@@ -133,20 +133,27 @@ def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None) -> Sh
     watchers registered from that handle on, no dedup rows (``take_changes`` lists
     the new ones) and no windows (``Purgatory.windows_added`` gives those added since a
     mark, or all): what a save that extends segment files needs (it writes the windows
-    whole only now and then)."""
+    whole only now and then).  ``small`` False: the big tables only (``BIG_TABLES``), the
+    small ones empty: what a compaction writes, without copying or sorting the rest."""
     if since is not None and not arrow:
         raise ValueError("tables(since=...) gives Arrow tables: pass arrow=True")
     ops, watch = t.pending.arrow(since) if arrow else t.pending.frames()
+    if small:
+        tables = {
+            "matches": t.matches.to_frame(MATCHES),
+            "events": t.events.to_frame(EVENTS),
+            "keys": t.keys.frame(),
+            "relayed": t.relayed.to_frame(RELAYED),
+            "windows": t.windows.frame() if since is None else empty(WINDOWS),
+            "parked": t.parked.to_frame(PARKED),
+        }
+    else:
+        tables = {name: empty(dtypes) for name, dtypes in SMALL_TABLES.items()}
     return ShardTables(
         ops=ops,
         watch=watch,
         resolved=t.resolved.frame() if since is None else empty(RESOLVED),
-        matches=t.matches.to_frame(MATCHES),
-        events=t.events.to_frame(EVENTS),
-        keys=t.keys.frame(),
-        relayed=t.relayed.to_frame(RELAYED),
-        windows=t.windows.frame() if since is None else empty(WINDOWS),
-        parked=t.parked.to_frame(PARKED),
+        **tables,
         due=t.due,
         watermark=t.watermark,
         next_handle=t.next_handle,

@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -236,18 +236,20 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
     since = changes.added_from  # the last save's next handle: rows from there on are new
     t = p.tables(arrow=True, since=since)
     layer = {"ops": t.ops, "watch": t.watch, "dead": _handles(changes.removed), "resolved": changes.resolved}
-    tail = _encoded(layer)
     # the chain's change: its first file's rows are a small shard's every row (its "base")
     chain_rows = sum(rows for _name, rows in lineage.chain[1:]) + rows_of(layer)
     record: tuple[dict, dict[str, str]] = ({}, {})
     if not lineage.chain or len(lineage.chain) >= MAX_DELTAS or chain_rows > store.segment_rows:
         ended = lineage.chain
+        # the batch's change encoded only when a part is made of it: the ended chain's
+        # record, a splice; a lineage's first save writes its every row, no change
+        tail = _encoded(layer) if ended or lineage.segments else {}
         t, layer, since, spliced_as = _compact(p, lineage, store, t, tail, rows_of(layer))
         if ended:  # the new chain's first file records how it follows the last one
             alone = spliced_as if all(rows == 0 for _name, rows in ended) else None
             record = chain_record(ended, tail, alone)  # alone: the change segment is this change
-        tail = _encoded(layer)
         lineage.chain = []
+    tail = _encoded(layer)
     if lineage.segments:
         _collect(lineage, store)
     meta = _scalars(p, t, lineage)
@@ -302,7 +304,9 @@ def _compact(
     segment (or a new base, when one is due: ``_rebase_due``), or, for a shard
     with no segment and fewer than ``segment_rows`` rows, every row in one full delta.
     ``t``, ``tail`` and ``rows``: this save's tables (from its ``since``), its change encoded
-    and that change's rows.  Returns the shard's tables, the new chain's first layer, the
+    (none on a lineage's first save: nothing is made of it) and that change's rows.  It
+    reads the big tables again only (``Purgatory.tables(small=False)``): ``t``'s small
+    tables are the same moment's.  Returns the shard's tables, the new chain's first layer, the
     handle it starts from, and the name of the change segment when it was spliced (else None).
 
     A change segment costs what changed, not a new encoding of it: when this object wrote
@@ -320,14 +324,16 @@ def _compact(
             _write_parts(lineage, store, change, t.next_handle, rows)
             spliced_as = lineage.segments[-1].name
         else:
-            whole = p.tables(arrow=True, since=None if rebase else lineage.segments[-1].next_handle)
+            since = None if rebase else lineage.segments[-1].next_handle
+            whole = p.tables(arrow=True, since=since, small=False)
             _write_segment(whole, lineage, store, None if rebase else _change(whole, lineage))
     else:
-        whole = p.tables(arrow=True)
+        whole = p.tables(arrow=True, small=False)
         if sum(len(getattr(whole, name)) for name in BIG_TABLES) < store.segment_rows:
             lineage.tails = None
             full = {"ops": whole.ops, "watch": whole.watch, "dead": _handles(), "resolved": whole.resolved}
-            return whole, full, 0, None
+            # ``t``'s small tables (the same moment's), ``whole``'s big ones
+            return replace(t, ops=whole.ops, watch=whole.watch, resolved=whole.resolved), full, 0, None
         _write_segment(whole, lineage, store, None)
     nothing = {
         "ops": t.ops.slice(0, 0),

@@ -211,6 +211,21 @@ def test_the_change_log_lists_what_changed_since_the_last_take():
     assert again.added_from == 3 and again.removed.size == 0 and len(again.resolved) == 0
 
 
+def test_a_read_of_the_big_tables_alone_leaves_the_small_ones_empty():
+    p = purgatory()
+    step(p, ops=[op("a", "k", 0), op("b", "k2", 0, timeout_ms=5)], events=[ev("k", 5), ev("q", 9)], wm=1)
+    whole, big = p.tables(arrow=True), p.tables(arrow=True, small=False)
+    for name in ("ops", "watch"):
+        assert getattr(big, name).equals(getattr(whole, name))
+    pd.testing.assert_frame_equal(big.resolved, whole.resolved)
+    assert len(whole.events)  # something the big read leaves out
+    for name in ("matches", "events", "keys", "relayed", "windows", "parked"):
+        assert len(getattr(big, name)) == 0
+        assert list(getattr(big, name).columns) == list(getattr(whole, name).columns)
+    for scalar in ("next_handle", "next_eseq", "watermark", "retired_wm"):
+        assert getattr(big, scalar) == getattr(whole, scalar)
+
+
 # -- state written by earlier versions (format 2: before the columnar engine; 3: before compact
 # strings; 4: spark-purgatory 0.2.0, before quorum)
 
