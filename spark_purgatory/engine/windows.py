@@ -127,9 +127,8 @@ class ResolvedWindows:
 
     def added(self, mark: int) -> pd.DataFrame:
         """The windows remembered from ``mark`` on and still kept, in the order they came."""
-        pos = self._rows.live_positions()
-        pos = pos[(self._rows.column("handle")[pos] >= mark) & self._kept(pos)]
-        return self._rows.frame(pos, list(WINDOWS))
+        pos = self._rows.since(mark)  # the newest rows only (handles grow with the rows)
+        return self._rows.frame(pos[self._kept(pos)], list(WINDOWS))
 
     def wakeup(self) -> int | None:
         """None: forgetting a window changes no answer, so it never needs a micro-batch."""
