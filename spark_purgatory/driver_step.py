@@ -109,7 +109,7 @@ class DriverStep:
             self._begun = True
 
     def take_staged(self, staged: pa.Table, batch_id: int, spark: Any) -> None:
-        """The sink JAR's commit: micro-batch ``batch_id``'s ``STAGED`` rows to the sink
+        """The sink JAR's commit: micro-batch ``batch_id``'s ``STAGED`` rows (``SENT``) to the sink
         (``PurgatorySink.take_staged``), then its control plane; ``spark``: the session for
         the drain's tasks.  Taken even while the query stops: it began before
         (``begin_staged``)."""

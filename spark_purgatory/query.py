@@ -73,8 +73,9 @@ from .config import ConfigError, PurgatoryConfig
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.catalog import CatalogTables, writer_for
 from .delta.ownership import claim_tables
+from .delta.sent import SENT
 from .delta.sink import PurgatorySink
-from .delta.staging import STAGED, ShardStaging, absolute_uri
+from .delta.staging import ShardStaging, absolute_uri
 from .delta.writers import WriterChoice
 from .driver_step import DriverStep
 from .faults import PermanentFault, depended_on, diagnose
@@ -313,13 +314,13 @@ def start(
             )
             step = DriverStep(sink, control)
 
-            # the shards' STAGED rows through a sink of Spark's own kind where the sink JAR is
+            # the shards' STAGED rows (as SENT) through a sink of Spark's own kind where the sink JAR is
             # on the driver (runtime.staged_sink), else through foreachBatch: the same rows
             staged_rows = None
             if staging is not None:
                 take = functools.partial(step.take_staged, spark=spark)
                 staged_rows = staged_rows_writer(
-                    out, STAGED, begin=step.begin_staged, take=take, abort=step.end_staged
+                    out, SENT, begin=step.begin_staged, take=take, abort=step.end_staged
                 )
 
             def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
@@ -444,7 +445,7 @@ def _operator(
     kafka_options: dict[str, str] | None = None,
 ) -> Any:
     """The operator's output stream, with the ``purgatory`` observed metrics attached; with
-    ``staging``, the shards stage their own rows and the stream carries ``STAGED`` rows."""
+    ``staging``, the shards stage their own rows and the stream carries ``STAGED`` rows (``SENT``)."""
     from .spark.formats import formats_of, read_stream
     from .spark.metrics import observe_purgatory
     from .spark.operator import purgatory_stream, staged_stream

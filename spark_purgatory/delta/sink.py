@@ -94,6 +94,7 @@ from ..runtime.small_rows import SmallRows
 from .accumulator import RecordAccumulator, TableWriter
 from .reading import table_dataset
 from .sender import SparkTasks, TaskRunner, in_process
+from .sent import SENT, widened
 from .staging import STAGED, STAGED_DDL, metrics_rows, split_tables, stage_metrics, stage_task
 from .writers import open_table as _open_table
 
@@ -195,10 +196,10 @@ class PurgatorySink:
         with self._lock, kept_call_site(batch.sparkSession):
             self.tasks = SparkTasks(batch.sparkSession)
             began = time.perf_counter()
-            if self.staged:  # the shards staged their rows: only their STAGED rows come here
+            if self.staged:  # the shards staged their rows: only their STAGED rows come here (SENT)
                 if self._select is None:  # asked once: a select is a Py4J call per column
-                    self._select = list(batch.columns) != STAGED.names
-                staged = self._collect(batch.select(*STAGED.names) if self._select else batch)
+                    self._select = list(batch.columns) != SENT.names
+                staged = widened(self._collect(batch.select(*SENT.names) if self._select else batch, SENT))
                 _check_staged_by(staged, batch_id)
                 return self._after_staging(staged, batch_id, began)
             stage = functools.partial(
@@ -210,15 +211,17 @@ class PurgatorySink:
                 write=batch_id > self.accumulator.staged_through,
             )
             frame = batch.select(*OPERATOR_OUTPUT.names).mapInArrow(stage, STAGED_DDL)
-            return self._after_staging(self._collect(frame), batch_id, began)
+            return self._after_staging(self._collect(frame, STAGED), batch_id, began)
 
-    def take_staged(self, staged: pa.Table, batch_id: int, spark: Any) -> Written:
-        """Record and drain micro-batch ``batch_id`` given as its ``STAGED`` rows, as
-        ``runtime.staged_sink``'s sink hands them over (``start``'s path with the sink JAR,
-        instead of ``foreachBatch``); ``spark``: the session for the drain's tasks."""
+    def take_staged(self, sent: pa.Table, batch_id: int, spark: Any) -> Written:
+        """Record and drain micro-batch ``batch_id`` given as its ``STAGED`` rows as the shards
+        send them (``sent.SENT``), as ``runtime.staged_sink``'s sink hands them over (``start``'s
+        path with the sink JAR, instead of ``foreachBatch``); ``spark``: the session for the
+        drain's tasks."""
         with self._lock, kept_call_site(spark):
             self.tasks = SparkTasks(spark)
             began = time.perf_counter()
+            staged = widened(sent)
             _check_staged_by(staged, batch_id)
             return self._after_staging(staged, batch_id, began)
 
@@ -260,10 +263,10 @@ class PurgatorySink:
             self._send(self.accumulator.staged_through)
             return self.accumulator.flush(batch_id, self.writer, tasks=self.tasks)
 
-    def _collect(self, frame: Any) -> pa.Table:
-        """The batch's ``STAGED`` rows: the micro-batch's one action."""
-        staged = self._small_rows(frame, STAGED)
-        return staged if staged is not None else _to_arrow(frame).cast(STAGED)
+    def _collect(self, frame: Any, schema: pa.Schema) -> pa.Table:
+        """The batch's small rows (``STAGED``, or ``SENT``): the micro-batch's one action."""
+        rows = self._small_rows(frame, schema)
+        return rows if rows is not None else _to_arrow(frame, schema).cast(schema)
 
     def _now(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc)
@@ -416,8 +419,8 @@ def _check_staged_by(staged: pa.Table, batch_id: int) -> None:
             raise RuntimeError(f"micro-batch {batch_id} got a file staged for another batch: {name}")
 
 
-def _to_arrow(frame: Any) -> pa.Table:
+def _to_arrow(frame: Any, schema: pa.Schema) -> pa.Table:
     """A (small) DataFrame as Arrow (``toArrow`` where available, else via pandas)."""
     if hasattr(frame, "toArrow"):
         return frame.toArrow()
-    return pa.Table.from_pandas(frame.toPandas(), schema=STAGED, preserve_index=False)
+    return pa.Table.from_pandas(frame.toPandas(), schema=schema, preserve_index=False)

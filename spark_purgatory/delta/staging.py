@@ -289,7 +289,7 @@ def stage_task(
     staged = _stage(
         tables, name, batch_id=batch_id, now=now, staging_dir=staging_dir, storage=storage, write=write
     )
-    yield from staged.to_batches()
+    yield from pa.Table.from_pylist(staged, schema=STAGED).to_batches()
 
 
 def stage_rows(
@@ -324,9 +324,10 @@ def _stage(
     staging_dir: str,
     storage: Storage,
     write: bool,
-) -> pa.Table:
+) -> list[dict]:
     """Split operator rows into table rows and stage them, one file per destination named by
-    ``name(table, partition)``; return the ``STAGED`` rows (files, then metrics rows)."""
+    ``name(table, partition)``; return the ``STAGED`` rows (files, then metrics rows) as
+    Python values."""
     fs, root = storage.filesystem(staging_dir)
     files: dict[tuple[str, str], StagedFile] = {}
     metrics = []
@@ -372,6 +373,11 @@ class ShardStaging:
     def __call__(self, rows: pa.Table | Sequence[pa.Table], shard: int) -> pa.Table:
         """Stage one shard call's operator rows (``contract.OPERATOR_OUTPUT``: one table, or
         its parts, ``output.output_parts``); return ``STAGED``."""
+        return pa.Table.from_pylist(self.stage(rows, shard), schema=STAGED)
+
+    def stage(self, rows: pa.Table | Sequence[pa.Table], shard: int) -> list[dict]:
+        """``__call__``'s ``STAGED`` rows as Python values, a dict a row (what the shard step
+        sends on: ``sent.as_sent``)."""
         batch_id = micro_batch_id()
         token = uuid.uuid4().hex[:12]
 
@@ -476,11 +482,11 @@ class StagedFile:
             self._out.abort()
 
 
-def _staged_rows(staged: list[dict], metrics: list[pa.Table]) -> pa.Table:
+def _staged_rows(staged: list[dict], metrics: list[pa.Table]) -> list[dict]:
     """The ``STAGED`` rows of the files, then of the operator's metrics rows (``CALL_COLUMNS``
-    and their partition maxima): a few rows, made from Python values at once."""
+    and their partition maxima): a few rows, as Python values."""
     calls = [m.select([*CALL_COLUMNS, PARTITION_MAXIMA]).to_pylist() for m in metrics]
-    return pa.Table.from_pylist([*staged, *(row for rows in calls for row in rows)], schema=STAGED)
+    return [*staged, *(row for rows in calls for row in rows)]
 
 
 def data_bytes(metadata: pq.FileMetaData) -> int:

@@ -81,9 +81,10 @@ class _Filter:
 
     A run's hashes come sorted, so their top bits rise with them: the second slots are set in
     order, through the cache, where slots of any other bits would land at random (the
-    build's cost: docs/performance-history.md, "The engine per row, sixth step").  The slots are computed on the hashes' bits read as int64 (a
-    view), with which numpy indexes as they are, where uint64 slots were converted to its
-    index type at every gather and scatter; masked to the slot count, they are the same."""
+    build's cost: docs/performance-history.md, "The engine per row, sixth step").  The slots
+    are computed on the hashes' bits read as int64 (a view), with which numpy indexes as they
+    are, where uint64 slots were converted to its index type at every gather and scatter;
+    masked to the slot count, they are the same."""
 
     SLOTS_PER_HASH = 8
     __slots__ = ("_bits", "_mask", "_top")

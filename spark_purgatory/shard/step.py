@@ -21,7 +21,7 @@ the micro-batch's time.  ``ShardStep`` does everything that call means, in named
    the shard next (its event-time timeout).
 7. **save**: the state's value (a delta file and its pointer with a store).
 8. **emit**: the output rows (``shard.output``), or, staged, the rows written where they were
-   made and only their ``STAGED`` rows (``delta.staging``).
+   made and only their ``STAGED`` rows, sent narrower (``delta.staging``, ``delta.sent``).
 
 It owns every decision of the call; ``spark.operator`` only adapts Spark's ``GroupState`` to
 it.  ``PurgatoryTester`` runs the same step over its shards, so the harness users test with
@@ -43,6 +43,7 @@ import pandas as pd
 
 from ..checkpoint_paths import StatePath
 from ..config import PurgatoryConfig
+from ..delta.sent import as_sent
 from ..engine.purgatory import BatchResult, Purgatory
 from ..engine.wheel import NO_EXPIRATION
 from ..handoff.clock import on_arrival
@@ -91,10 +92,11 @@ class ShardResult:
     """What one shard call gives its host.
 
     ``output``: the call's output rows (``contract.OPERATOR_OUTPUT``; staged: its ``STAGED``
-    rows); ``value``: the state to store, None to drop the shard's state; ``timeout_ms``: the
-    event-time timeout to set (Spark calls the group once its watermark is past it), None for
-    none; ``result``: the engine's rows of the call (times in epoch ms) and ``bad`` the rows
-    rejected at parse, for a host that keeps them (the tester); ``timings``: seconds per phase.
+    rows as ``delta.sent.SENT``); ``value``: the state to store, None to drop the shard's
+    state; ``timeout_ms``: the event-time timeout to set (Spark calls the group once its
+    watermark is past it), None for none; ``result``: the engine's rows of the call (times in
+    epoch ms) and ``bad`` the rows rejected at parse, for a host that keeps them (the tester);
+    ``timings``: seconds per phase.
     """
 
     shard: int
@@ -289,8 +291,9 @@ class ShardStep:
         out = (shard, result, bad, figures, wm)
         if self.staging is None:
             return output_rows(*out, state_bytes=written)
-        # straight to Arrow, by kind: the rows never become one pandas frame (``output_parts``)
-        return self.staging(output_parts(*out, state_bytes=written), shard).to_pandas()
+        # straight to Arrow, by kind: the rows never become one pandas frame (``output_parts``);
+        # their STAGED rows go to Spark narrower (``delta.sent``: PySpark converts column by column)
+        return as_sent(self.staging.stage(output_parts(*out, state_bytes=written), shard))
 
     def read_ahead(self, done: ShardResult) -> None:
         """After the host stored the value: forward the other shards' state parked under the

@@ -21,7 +21,7 @@ micro-batch (``handoff.wake``).
 
 **Staged output.**  ``staged_stream`` (``start``'s path on a classic session) is the same
 operator whose shard step stages its output rows itself (``delta.staging.ShardStaging``) and
-yields only their ``STAGED`` rows, so the rows never cross into the JVM.
+yields only their ``STAGED`` rows (as ``delta.sent.SENT``), so the rows never cross into the JVM.
 
 Invariant: the shard step is the only place Spark hands rows to the engine, once per shard per
 micro-batch (or timeout).
@@ -42,7 +42,8 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..config import PurgatoryConfig
-from ..delta.staging import STAGED, ShardStaging
+from ..delta.sent import SENT
+from ..delta.staging import ShardStaging
 from ..engine.collector import collector_paused
 from ..runtime.worker_heap import freeze_heap
 from ..shard.input import routed_rows
@@ -66,8 +67,9 @@ _STATE_LOG = bool(os.environ.get("PURGATORY_STATE_LOG"))
 #: the spans ``_log_task`` reports, between the clock's readings
 _TASK_SPANS = ("input", "step", "output", "after")
 
-#: what the operator returns when its shards stage their own output (``staged_stream``)
-STAGED_SCHEMA: T.StructType = from_arrow_schema(STAGED)
+#: what the operator returns when its shards stage their own output (``staged_stream``):
+#: their ``STAGED`` rows, as ``delta.sent`` narrows them
+STAGED_SCHEMA: T.StructType = from_arrow_schema(SENT)
 
 
 def purgatory_stream(
@@ -140,9 +142,9 @@ def staged_stream(
     """``purgatory_stream`` whose shards stage their own output (``start``'s path).
 
     Each shard call writes its table rows where it produced them (``delta.staging.ShardStaging``)
-    and returns only ``STAGED`` rows: one per staged file and its metrics row.  A
-    ``PurgatorySink(..., staged=True)`` records and drains them; the output rows never cross
-    into the JVM.  Needs the micro-batch id in the tasks, which a classic session's
+    and returns only ``STAGED`` rows, narrowed (``delta.sent.SENT``): one per staged file and
+    its metrics row.  A ``PurgatorySink(..., staged=True)`` records and drains them; the output
+    rows never cross into the JVM.  Needs the micro-batch id in the tasks, which a classic session's
     ``foreachBatch`` has and a Spark Connect one has not (``start`` chooses).
     """
     routed = input_stream(
