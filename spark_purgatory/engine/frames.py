@@ -46,23 +46,30 @@ def rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
 
 
 def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    """The non-empty ``frames`` one after another; an empty frame of ``columns`` if none.
+    """The non-empty ``frames``' ``columns``, one frame after another; an empty frame of
+    ``columns`` if none.  A frame may hold other columns too: they are left behind (a Spark
+    input chunk carries the watermark's helper column).
 
-    Frames of the same columns and plain numpy dtypes are stacked column by column:
-    ``pd.concat`` tests every value of an all-null object column (a Spark input chunk has
-    many) to decide how to fill it, which costs more than the copy itself.
+    Frames whose ``columns`` have plain numpy dtypes are stacked column by column, straight
+    from each frame (no selection copied first): ``pd.concat`` tests every value of an
+    all-null object column (a Spark input chunk has many) to decide how to fill it, which
+    costs more than the copy itself.
     """
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
     if len(frames) == 1:
-        return frames[0].reset_index(drop=True)
-    names = list(frames[0].columns)
-    if all(list(f.columns) == names and _plain(f) for f in frames):
-        return pd.DataFrame({c: np.concatenate([f[c].to_numpy() for f in frames]) for c in names}, copy=False)
-    return pd.concat(frames, ignore_index=True)
+        only = frames[0]
+        return (only if list(only.columns) == list(columns) else only[columns]).reset_index(drop=True)
+    if all(_plain(f, columns) for f in frames):
+        stacked = {c: np.concatenate([f[c].to_numpy() for f in frames]) for c in columns}
+        return pd.DataFrame(stacked, copy=False)
+    return pd.concat([f[columns] for f in frames], ignore_index=True)
 
 
-def _plain(frame: pd.DataFrame) -> bool:
-    """Every column a plain numpy array (no pandas extension dtype, no duplicate names)."""
-    return frame.columns.is_unique and all(isinstance(t, np.dtype) for t in frame.dtypes)
+def _plain(frame: pd.DataFrame, columns: list[str]) -> bool:
+    """Each of ``columns`` in ``frame`` once, as a plain numpy array (no pandas extension
+    dtype)."""
+    dtypes = frame.dtypes
+    plain = (c in dtypes.index and isinstance(dtypes[c], np.dtype) for c in columns)
+    return frame.columns.is_unique and all(plain)

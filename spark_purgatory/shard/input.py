@@ -238,7 +238,7 @@ def routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
     chunks = [f for f in pdfs if len(f)]
     if len(chunks) == 1:
         return chunks[0]
-    return concat([f[ROUTED_COLUMNS] for f in chunks], ROUTED_COLUMNS)
+    return concat(chunks, ROUTED_COLUMNS)  # only these columns, taken from each chunk
 
 
 def clock_of(pdf: pd.DataFrame) -> int | None:
