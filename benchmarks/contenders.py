@@ -318,10 +318,14 @@ def run_join_delta(spark: SparkSession, files: Files, config: PurgatoryConfig, p
 
 class _BatchTimes(JsonListener):
     """Each micro-batch's time (``triggerExecution``) of the queries started while registered
-    (a ``JsonListener``: the job's contender carries no heavier a listener than its own)."""
+    (a ``JsonListener``: the job's contender carries no heavier a listener than its own), with
+    its rows from all sources (``rows``) and from the sources reading ``inputs`` (``input_rows``:
+    not the job's wake files, whose run after the last file reads only a relay or the end of
+    input)."""
 
-    def __init__(self) -> None:
+    def __init__(self, inputs: tuple[str, ...] = ()) -> None:
         self.batches: list[dict] = []
+        self.inputs = inputs
 
     def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's names
         pass
@@ -330,13 +334,18 @@ class _BatchTimes(JsonListener):
         p = event.progress
         if p.numInputRows or p.durationMs.get("addBatch"):
             ms = p.durationMs.get("triggerExecution", 0)
-            self.batches.append({"batch": p.batchId, "rows": p.numInputRows, "ms": ms})
+            read = sum(source.numInputRows for source in p.sources if self._reads_input(source.description))
+            self.batches.append({"batch": p.batchId, "rows": p.numInputRows, "input_rows": read, "ms": ms})
 
     def onQueryIdle(self, event) -> None:  # noqa: N802
         pass
 
     def onQueryTerminated(self, event) -> None:  # noqa: N802
         pass
+
+    def _reads_input(self, description: str) -> bool:
+        """Does the source ``description`` (``FileStreamSource[file:/...]``) read one of ``inputs``?"""
+        return any(path in description for path in self.inputs)
 
 
 def run_job(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> Run:
@@ -379,7 +388,7 @@ def _job(
         writer=writer,
         master="local[2]",
     )
-    times = _BatchTimes()
+    times = _BatchTimes(inputs=(settings.ops_path, settings.events_path))
     spark.streams.addListener(times)
     start, cpu = time.perf_counter(), cpu_seconds()
     try:
