@@ -19,7 +19,11 @@ the contenders alternated (``--repeat`` rounds, every other round in the reverse
 * **stateful**: the stateful floor, ``applyInPandasWithState`` doing nothing on both inputs'
   keys and times into Spark's ``noop`` sink (``contenders.stateful_floor``): what moving these
   rows through Spark's stateful Python operator costs on this host, the part of the job no
-  operator built on it can cut.
+  operator built on it can cut;
+* **stateful-routed**: the job's routed rows (its parsing, routing, op_id claims and marks)
+  through the same operator doing nothing (``contenders.run_stateful_routed``): against
+  ``stateful``, what the routed rows cost; against ``job``, what the shard step's work and its
+  output cost.
 
 The parent samples the resident memory of the child's process tree (driver JVM with its
 executor, Python workers) every ``--sample`` seconds from ``/proc`` and prints per run: wall
@@ -57,7 +61,7 @@ import pyarrow.parquet as pq
 from benchmarks import harness
 
 DAY_MS = 86_400_000
-CONTENDERS = ("job", "join", "join-delta", "stateful")
+CONTENDERS = ("job", "join", "join-delta", "stateful", "stateful-routed")
 #: where each join contender writes, and in what format
 _JOIN_SINKS = {"join": ("parquet", "join-out"), "join-delta": ("delta", "join-delta-out")}
 
@@ -113,7 +117,7 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
 
     from pyspark.sql import functions as F
 
-    from benchmarks.contenders import Files, run_job, stateful_floor, timed, typed_inputs
+    from benchmarks.contenders import Files, run_job, run_stateful_routed, stateful_floor, timed, typed_inputs
     from spark_purgatory import PurgatoryConfig
     from spark_purgatory.runtime.session import local_session
 
@@ -123,14 +127,17 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
     if name == "job":
         config = dataclasses.replace(config, accumulator_linger_ms=0)
         run = run_job(spark, files, config, 1)
-    elif name == "stateful":
+    elif name in ("stateful", "stateful-routed"):
         from pyspark import cloudpickle
 
         from benchmarks import contenders
 
         # the Python workers cannot import the benchmarks: the group function travels by value
         cloudpickle.register_pickle_by_value(contenders)
-        run = timed(name, files.rows, stateful_floor(spark, files, config, 1), f"{root}/ck-{name}")
+        if name == "stateful":
+            run = timed(name, files.rows, stateful_floor(spark, files, config, 1), f"{root}/ck-{name}")
+        else:
+            run = run_stateful_routed(spark, files, config, 1)
     else:
         ops_in, evs_in = typed_inputs(spark, files, 1)
         o = ops_in.select("op_id", F.col("key").alias("okey"), F.col("ts").alias("ots"))
@@ -274,7 +281,8 @@ def measure(
 ) -> dict:
     """Run contender ``name`` in a fresh process (``checkout``: with that checkout's
     ``spark_purgatory``); sample its tree's resident memory."""
-    for old in ("out", "ck-job", "ck-join", "join-out", "ck-join-delta", "join-delta-out", "ck-stateful"):
+    old_dirs = ("out", "ck-job", "ck-join", "join-out", "ck-join-delta", "join-delta-out", "ck-stateful")
+    for old in (*old_dirs, "ck-stateful-routed", "state-stateful-routed"):
         shutil.rmtree(f"{root}/{old}", ignore_errors=True)
     if os.path.exists(f"{root}/{_STATE_LOG.format(name=name)}"):
         os.remove(f"{root}/{_STATE_LOG.format(name=name)}")
@@ -361,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         if "job" in names:
             drift = rounds.values("job", "drift")
             print(f"  the job's last micro-batch / its first: {harness.span(drift, 'x')}")
-        for name in (n for n in ("job", *_JOIN_SINKS) if n in names and "stateful" in names):
+        beside_floor = ("job", "stateful-routed", *_JOIN_SINKS)
+        for name in (n for n in beside_floor if n in names and "stateful" in names):
             floor = ratios[f"{name}_vs_stateful"] = rounds.ratios(name, "stateful", "seconds")
             print(harness.ratio_line(f"{name} time / the stateful floor's", floor))
         harness.write_json(args.json, "pending", args, {"ratios": ratios, **rounds.json()})
