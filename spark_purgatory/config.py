@@ -99,6 +99,18 @@ class InputLimits:
     keys: int = MAX_KEYS
     members: int = MAX_MEMBERS
 
+    def bounds(self, max_timeout_ms: int | None = None, max_future_ms: int | None = None) -> dict:
+        """The limits as the checks name them (``contract.rules.LIMITS``: a key whose value is
+        None turns its check off)."""
+        return {
+            "input.max.record.bytes": int(self.record_bytes),
+            "input.max.depth": int(self.depth),
+            "input.max.keys": int(self.keys),
+            "input.max.members": int(self.members),
+            "purgatory.max.timeout.ms": None if max_timeout_ms is None else int(max_timeout_ms),
+            "purgatory.max.future.ms": None if max_future_ms is None else int(max_future_ms),
+        }
+
 
 @dataclass(frozen=True)
 class PurgatoryConfig:

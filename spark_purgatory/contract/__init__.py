@@ -30,10 +30,13 @@ from .inputs import SOURCE_EVENTS, SOURCE_OPERATIONS
 from .inputs import __all__ as _inputs
 from .reasons import *  # noqa: F403 - the reasons, re-exported
 from .reasons import __all__ as _reasons
+from .rules import *  # noqa: F403 - the checks, re-exported
+from .rules import __all__ as _rules
 
 __all__ = [
     *_inputs,
     *_reasons,
+    *_rules,
     "COMPLETED",
     "EXPIRED",
     "KIND_OUTCOME",

@@ -83,6 +83,7 @@ __all__ = [
     "EPOCH_MS_TEXT",
     "TS_TRIM",
     "TS_TEXT",
+    "STRING_LITERAL",
 ]
 
 # -- fields and types --------------------------------------------------------------------------------
@@ -231,3 +232,7 @@ _OFFSET = "(?:Z|[+-](?:0[0-9]|1[0-7])(?::?[0-5][0-9])?|[+-]18(?::?00)?)"
 _TIME = f"[T ](?:[0-9]{{2}}|[0-9]{{1,2}}:[0-9]{{1,2}}(?::[0-9]{{1,2}}(?:\\.[0-9]+)?(?: ?{_OFFSET})?)?)"
 #: an ISO-8601 event time (module docstring), with the characters ``TS_TRIM`` around it
 TS_TEXT = f"[{TS_TRIM}]*[0-9]{{4}}-[0-9]{{1,2}}(?:-[0-9]{{1,2}}(?:{_TIME})?)?[{TS_TRIM}]*"
+#: a JSON string literal, quotes and escapes included, in possessive form (the same matches
+#: as the plain one, without the stack a backtracking repetition takes on a long string in
+#: Java's regular expressions; Python reads it too)
+STRING_LITERAL = r'"(?:[^"\\]++|\\[\s\S])*+"'

@@ -16,8 +16,9 @@ is about, which says which inputs can give it and which readers decide it:
 ``WATERMARK``   the watermark when the row arrives: the engine, after reading
 ==============  ============================================================================
 
-The readers check in the order of ``OPERATION_REASONS`` / ``EVENT_REASONS``; the first check
-that fails gives the reason.  ``tests/contract/test_contract_table.py`` sends a case for
+The readers check in the order of ``rules.OPERATION_CHECKS`` / ``EVENT_CHECKS`` (the reasons
+in that order: ``OPERATION_REASONS`` / ``EVENT_REASONS``); the first check that fails gives
+the reason.  ``tests/contract/test_contract_table.py`` sends a case for
 every reason through every reader and requires the same reason from each, or the path's
 declared reason why it cannot give it.
 
@@ -70,8 +71,6 @@ __all__ = [
     "REASONS",
     "STAGE_OF",
     "POISON_REASONS",
-    "OPERATION_REASONS",
-    "EVENT_REASONS",
     "RAW_KEPT_CHARS",
     "RAW_TRUNCATED",
 ]
@@ -130,7 +129,8 @@ DUPLICATE_OP_ID = "duplicate_op_id"
 LATE = "late"
 CROSS_SHARD_KEYS = "cross_shard_keys"
 
-#: every reason, in the order of the contract page's table
+#: every reason, in the order of the contract page's table: an operation's in the order they
+#: apply (``rules.OPERATION_CHECKS``), an event's own after ``bad_payload``
 ALL_REASONS: tuple[Reason, ...] = (
     Reason(
         RECORD_TOO_LARGE,
@@ -179,9 +179,9 @@ ALL_REASONS: tuple[Reason, ...] = (
     Reason(BAD_PAYLOAD, "payload is not a string", TYPE),
     Reason(BAD_VALUE, "value is not a finite number", FIELD),
     Reason(BAD_SOURCE, "source is not a string", TYPE),
-    Reason(DUPLICATE_OP_ID, "an operation with this op_id is pending or was resolved recently", REGISTRY),
-    Reason(LATE, "event time behind the watermark when the row arrived", WATERMARK),
     Reason(CROSS_SHARD_KEYS, "keys span shards and purgatory.cross.shard.operations is off", ROUTING),
+    Reason(LATE, "event time behind the watermark when the row arrived", WATERMARK),
+    Reason(DUPLICATE_OP_ID, "an operation with this op_id is pending or was resolved recently", REGISTRY),
 )
 
 #: every reason a row can be rejected for, and what it means to a person reading ``rejected``
@@ -195,47 +195,3 @@ POISON_REASONS: tuple[str, ...] = (RECORD_TOO_LARGE, TOO_DEEP)
 #: note with the record's size in UTF-8 bytes (both readings write the same text)
 RAW_KEPT_CHARS = 1024
 RAW_TRUNCATED = "…[truncated: {bytes} bytes]"
-
-#: reasons an operation can get, in the order the readers check them (the first one wins)
-OPERATION_REASONS: tuple[str, ...] = (
-    RECORD_TOO_LARGE,
-    TOO_DEEP,
-    MALFORMED_JSON,
-    MISSING_OP_ID,
-    BAD_OP_ID,
-    MISSING_KEY,
-    TOO_MANY_KEYS,
-    MISSING_TS,
-    BAD_TS,
-    TS_IN_FUTURE,
-    MISSING_TIMEOUT_MS,
-    BAD_TIMEOUT_MS,
-    NEGATIVE_TIMEOUT,
-    TIMEOUT_ABOVE_MAX,
-    UNKNOWN_CONDITION,
-    MISSING_TARGET,
-    BAD_TARGET,
-    MISSING_MEMBERS,
-    TOO_MANY_MEMBERS,
-    TARGET_ABOVE_MEMBERS,
-    UNUSED_TARGET,
-    UNUSED_MEMBERS,
-    BAD_PAYLOAD,
-    CROSS_SHARD_KEYS,
-    DUPLICATE_OP_ID,
-    LATE,
-)
-#: reasons an event can get, in the order the readers check them
-EVENT_REASONS: tuple[str, ...] = (
-    RECORD_TOO_LARGE,
-    TOO_DEEP,
-    MALFORMED_JSON,
-    MISSING_KEY,
-    MISSING_TS,
-    BAD_TS,
-    TS_IN_FUTURE,
-    BAD_VALUE,
-    BAD_OP_ID,
-    BAD_SOURCE,
-    LATE,
-)

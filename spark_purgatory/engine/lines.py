@@ -5,7 +5,7 @@ record's ``value``) and rejects a line that is not a JSON object as ``malformed_
 before any field is read (``spark.sources``).  ``json_lines`` turns lines into the frame the
 engine's own validation takes (``validation``), so that ``PurgatoryTester`` rejects a line
 for the job's reasons: every field as the JSON gave it, the line as ``raw``, and
-``MALFORMED`` set where the line is no JSON object (it has no fields).
+``contract.MALFORMED_COLUMN`` set where the line is no JSON object (it has no fields).
 
 Bytes are read as UTF-8, an invalid sequence replaced by U+FFFD (as the job's
 ``make_valid_utf8``); a blank line is malformed, as it is for Spark's text reader.  The job
@@ -18,8 +18,8 @@ value that is there, and no finite number (``bad_target``, ``bad_value``, ``unus
 ...), as Spark reads it, where a float NaN in a frame is a missing value.
 
 Poison records (``config.InputLimits``) are not parsed at all: a line longer than
-``input.max.record.bytes`` in UTF-8 gets ``record_too_large`` in ``POISON``, one nesting
-arrays and objects deeper than ``input.max.depth`` (outside its strings) ``too_deep``; Spark's
+``input.max.record.bytes`` in UTF-8 gets ``record_too_large`` in ``contract.POISON_COLUMN``,
+one nesting arrays and objects deeper than ``input.max.depth`` (outside its strings) ``too_deep``; Spark's
 reading (``spark.sources``) measures both the same way.
 
 A string's escaped lone surrogate (``"\\ud800"``, not half of a pair) reads as ``?``, as
@@ -42,12 +42,19 @@ import numpy as np
 import pandas as pd
 
 from ..config import InputLimits
-from ..contract import NUMBER, RECORD_TOO_LARGE, TIME, TOO_DEEP, WHOLE, read_as
+from ..contract import (
+    MALFORMED_COLUMN,
+    NUMBER,
+    POISON_COLUMN,
+    RECORD_TOO_LARGE,
+    STRING_LITERAL,
+    TIME,
+    TOO_DEEP,
+    WHOLE,
+    read_as,
+)
 
 __all__ = [
-    "MALFORMED",
-    "POISON",
-    "STRING_LITERAL",
     "json_lines",
     "malformed",
     "nested_deeper",
@@ -55,12 +62,6 @@ __all__ = [
     "poisoned",
 ]
 
-#: the column that marks a line that is not a JSON object (``malformed_json``)
-MALFORMED = "_malformed"
-#: the column that names a poison line's reason (``record_too_large``, ``too_deep``), else None
-POISON = "_poison"
-#: a JSON string literal, quotes and escapes included (Spark's reading uses the same pattern)
-STRING_LITERAL = r'"(?:[^"\\]|\\[\s\S])*"'
 _STRINGS = re.compile(STRING_LITERAL)
 #: fields the job reads from their JSON text as whole numbers or times
 _SPELLED_FIELDS = read_as(TIME, WHOLE)
@@ -156,8 +157,8 @@ def poison(text: str, limits: InputLimits) -> str | None:
 
 def json_lines(lines: Iterable[str | bytes], *, limits: InputLimits | None = None) -> pd.DataFrame:
     """One row per line: its fields (object columns, values as JSON gave them), ``raw`` (the
-    line's text), ``MALFORMED`` and ``POISON`` (a poison line is not parsed: ``limits``, the
-    defaults when None).
+    line's text), ``MALFORMED_COLUMN`` and ``POISON_COLUMN`` (a poison line is not parsed:
+    ``limits``, the defaults when None).
 
     >>> f = json_lines(['{"op_id": "a", "ts": 5.0}', b"not json"])
     >>> f[["op_id", "ts", "raw", "_malformed"]].values.tolist()
@@ -172,20 +173,20 @@ def json_lines(lines: Iterable[str | bytes], *, limits: InputLimits | None = Non
     records = [_record(text) if bad is None else None for text, bad in zip(texts, poisoned, strict=True)]
     frame = pd.DataFrame([r or {} for r in records], index=pd.RangeIndex(len(texts)), dtype=object)
     frame["raw"] = np.array(texts, dtype=object)
-    frame[MALFORMED] = np.array([r is None for r in records], dtype=bool)
-    frame[POISON] = np.array(poisoned, dtype=object)
+    frame[MALFORMED_COLUMN] = np.array([r is None for r in records], dtype=bool)
+    frame[POISON_COLUMN] = np.array(poisoned, dtype=object)
     return frame
 
 
 def poisoned(frame: pd.DataFrame, reason: str) -> np.ndarray:
     """Which rows are poison lines of ``reason`` (none when the frame came otherwise)."""
-    if POISON not in frame.columns:
+    if POISON_COLUMN not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
-    return frame[POISON].eq(reason).to_numpy()
+    return frame[POISON_COLUMN].eq(reason).to_numpy()
 
 
 def malformed(frame: pd.DataFrame) -> np.ndarray:
     """Which rows are lines that were no JSON object (none when the frame came otherwise)."""
-    if MALFORMED not in frame.columns:
+    if MALFORMED_COLUMN not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
-    return frame[MALFORMED].eq(True).to_numpy()  # rows that came otherwise: NaN
+    return frame[MALFORMED_COLUMN].eq(True).to_numpy()  # rows that came otherwise: NaN

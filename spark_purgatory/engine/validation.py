@@ -45,21 +45,20 @@ import pandas as pd
 from .. import contract as c
 from ..config import InputLimits
 from ..contract import (
+    EVENT_CHECKS,
     EVENT_COLUMNS,
-    EVENT_REASONS,
+    OPERATION_CHECKS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
-    OPERATION_REASONS,
-    POISON_REASONS,
-    RAW_KEPT_CHARS,
-    RAW_TRUNCATED,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     TIME,
     WHOLE,
+    first_reason,
     read_as,
+    truncated,
 )
-from .conditions import ANY, CONDITIONS, COUNTS_MEMBERS, NEEDS_MEMBERS, NEEDS_TARGET
+from .conditions import ANY, CONDITIONS
 from .fields import (
     blanks,
     epoch_ms,
@@ -185,16 +184,69 @@ def _spark_time(t: pd.Timestamp) -> str:
 # -- the checks, applied in the contract's order ---------------------------------------------------
 
 
-def _first_reasons(checks: dict[str, np.ndarray], order: tuple[str, ...], n: int) -> np.ndarray:
-    """Per row, the first reason in ``order`` whose check failed ("" when none did)."""
-    unknown = set(checks) - set(order)
-    if unknown:
-        raise ValueError(f"checks for reasons outside the contract's order: {sorted(unknown)}")
-    reasons = np.full(n, "", dtype=object)
-    for reason in reversed(order):
-        if reason in checks:
-            reasons[np.asarray(checks[reason], dtype=bool)] = reason
-    return reasons
+class _Checks:
+    """The pandas reader of the contract's checks (``contract.rules``): each test a boolean
+    array over the frame's rows, from the fields as this module reads them: ``no`` (absent),
+    ``wrong`` (a JSON type the field cannot have), ``value``, ``null`` (no value of its type)
+    and ``count`` (a list field's items)."""
+
+    def __init__(self, frame: pd.DataFrame, now_ms: int | None = None, cond: np.ndarray | None = None):
+        self.frame, self.n, self.now_ms, self.cond = frame, len(frame), now_ms, cond
+        self.no: dict[str, np.ndarray] = {}
+        self.wrong: dict[str, np.ndarray] = {}
+        self.value: dict[str, np.ndarray] = {}
+        self.null: dict[str, np.ndarray] = {}
+        self.count: dict[str, np.ndarray] = {}
+
+    def poison(self, field: str, reason: str) -> np.ndarray:
+        return poisoned(self.frame, reason)
+
+    def malformed(self, field: str, bound: None) -> np.ndarray:
+        return malformed(self.frame)
+
+    def absent(self, field: str, bound: None) -> np.ndarray:
+        return self.no[field]
+
+    def wrong_type(self, field: str, bound: None) -> np.ndarray:
+        return self.wrong[field]
+
+    def unreadable(self, field: str, bound: None) -> np.ndarray:
+        return ~self.no[field] & self.null[field]
+
+    def not_finite(self, field: str, bound: None) -> np.ndarray:
+        return ~self.no[field] & ~np.isfinite(self.value[field])
+
+    def below(self, field: str, bound: int) -> np.ndarray:
+        return ~self.null[field] & (self.value[field] < bound)
+
+    def above(self, field: str, bound: int | str) -> np.ndarray:
+        limit = self.count[bound] if isinstance(bound, str) else bound
+        return ~self.null[field] & (self.value[field] > limit)
+
+    def more(self, field: str, bound: int) -> np.ndarray:
+        return self.count[field] > bound
+
+    def future(self, field: str, bound: int) -> np.ndarray:
+        now = time.time() * 1000 if self.now_ms is None else self.now_ms
+        return self.value[field] > now + bound
+
+    def unknown(self, field: str, names: tuple[str, ...]) -> np.ndarray:
+        return self.cond == _UNKNOWN
+
+    def given(self, field: str, bound: None) -> np.ndarray:
+        return ~self.no[field]
+
+    def among(self, names: tuple[str, ...]) -> np.ndarray:
+        return np.isin(self.cond, [CONDITIONS[name] for name in names])
+
+    def both(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a & b
+
+    def first(self, pairs: list[tuple[str, np.ndarray]]) -> np.ndarray:
+        reasons = np.full(self.n, "", dtype=object)
+        for reason, failed in reversed(pairs):
+            reasons[np.asarray(failed, dtype=bool)] = reason
+        return reasons
 
 
 def _rejections(
@@ -224,16 +276,6 @@ def _rejections(
     )
 
 
-def truncated(raw: str) -> str:
-    """A ``record_too_large`` record's ``raw``: its start and its size (``contract.RAW_TRUNCATED``)."""
-    return raw[:RAW_KEPT_CHARS] + RAW_TRUNCATED.format(bytes=len(raw.encode("utf-8")))
-
-
-def _poison_checks(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Lines never parsed (``lines.poison``): too large, or nested too deep."""
-    return {reason: poisoned(frame, reason) for reason in POISON_REASONS}
-
-
 def readable(texts: np.ndarray, structured: np.ndarray | None = None) -> np.ndarray:
     """Text values as ``rejected`` shows them: None where blank (or an array or object)."""
     out = np.array(texts, dtype=object)  # a copy
@@ -246,16 +288,6 @@ def readable(texts: np.ndarray, structured: np.ndarray | None = None) -> np.ndar
 def first_keys(keys: np.ndarray) -> np.ndarray:
     """An operation's key for ``rejected``: the first of its keys, None if none."""
     return np.array([k[0] if len(k) else None for k in keys], dtype=object)
-
-
-def _time_checks(ts: pd.Series | None, ms: np.ndarray, now_ms: int | None, max_future_ms: int | None) -> dict:
-    """Missing, unreadable or out-of-range event time, or one too far in the future (off
-    unless ``max_future_ms`` is given; ``now_ms`` defaults to the clock)."""
-    checks = {c.MISSING_TS: missing(ts, len(ms)), c.BAD_TS: np.isnan(ms)}
-    if max_future_ms is not None:
-        now = time.time() * 1000 if now_ms is None else now_ms
-        checks[c.TS_IN_FUTURE] = ms > now + max_future_ms
-    return checks
 
 
 def _event_times(frame: pd.DataFrame) -> np.ndarray:
@@ -297,39 +329,25 @@ def validate_operations(
     limits = limits or InputLimits()
     f = _read_operations(ops)
     n = len(ops)
-    has_timeout = f["has_timeout"]
     cond = f["cond"]
-    needs_target = np.isin(cond, NEEDS_TARGET)
-    needs_members = np.isin(cond, NEEDS_MEMBERS)
-    has_target = ~missing(values_of(ops, "target"), n)
-    has_members = f["n_members"] > 0
-    checks = {
-        **_poison_checks(ops),
-        c.MALFORMED_JSON: malformed(ops),
-        c.MISSING_OP_ID: blanks(f["op_id"]),
-        c.BAD_OP_ID: f["bad_op_id"],
-        c.MISSING_KEY: f["n_keys"] == 0,
-        c.TOO_MANY_KEYS: f["n_keys"] > limits.keys,
-        **_time_checks(values_of(ops, "ts"), f["ts"], now_ms, max_future_ms),
-        c.MISSING_TIMEOUT_MS: missing(values_of(ops, "timeout_ms"), n),
-        c.BAD_TIMEOUT_MS: ~has_timeout,
-        c.NEGATIVE_TIMEOUT: has_timeout & (f["timeout_ms"] < c.MIN_TIMEOUT_MS),
-        c.TIMEOUT_ABOVE_MAX: has_timeout & (f["timeout_ms"] > max_timeout_ms),
-        c.UNKNOWN_CONDITION: cond == _UNKNOWN,
-        c.MISSING_TARGET: needs_target & ~has_target,
-        c.BAD_TARGET: needs_target & ~np.isfinite(f["target"]),
-        c.MISSING_MEMBERS: needs_members & ~has_members,
-        c.TOO_MANY_MEMBERS: f["n_members"] > limits.members,
-        c.TARGET_ABOVE_MEMBERS: np.isin(cond, COUNTS_MEMBERS) & (f["target"] > f["n_members"]),
-        c.UNUSED_TARGET: ~needs_target & has_target,
-        c.UNUSED_MEMBERS: ~needs_members & has_members,
-        c.BAD_PAYLOAD: f["bad_payload"],
+    checks = _Checks(ops, now_ms, cond)
+    checks.no = {
+        "op_id": blanks(f["op_id"]),
+        "keys": f["n_keys"] == 0,
+        "ts": missing(values_of(ops, "ts"), n),
+        "timeout_ms": missing(values_of(ops, "timeout_ms"), n),
+        "target": missing(values_of(ops, "target"), n),
+        "members": f["n_members"] == 0,
     }
-    reasons = _first_reasons(checks, OPERATION_REASONS, n)
+    checks.wrong = {"op_id": f["bad_op_id"], "payload": f["bad_payload"]}
+    checks.value = {"ts": f["ts"], "timeout_ms": f["timeout_ms"], "target": f["target"]}
+    checks.null = {"ts": np.isnan(f["ts"]), "timeout_ms": ~f["has_timeout"], "target": np.isnan(f["target"])}
+    checks.count = {"keys": f["n_keys"], "members": f["n_members"]}
+    reasons = first_reason(OPERATION_CHECKS, checks, limits.bounds(max_timeout_ms, max_future_ms))
     ok = reasons == ""
     bad = ~ok
     columns = [c for c in OPERATION_INPUT.names if c in OPERATION_COLUMNS or c in ops.columns]
-    op_id = readable(f["op_id"][bad], checks[c.BAD_OP_ID][bad])
+    op_id = readable(f["op_id"][bad], f["bad_op_id"][bad])
     rejected = _rejections(ops, reasons, SOURCE_OPERATIONS, columns, op_id, first_keys(f["keys"][bad]))
     ts = f["ts"][ok].astype(np.int64)
     valid = pd.DataFrame(
@@ -397,16 +415,15 @@ def validate_events(
     op_id, bad_op_id = texts(values_of(events, "op_id"), n)
     source, _ = texts(values_of(events, "source"), n)
     bad_source = non_texts(values_of(events, "source"), n)  # a name: a string or nothing
-    checks = {
-        **_poison_checks(events),
-        c.MALFORMED_JSON: malformed(events),
-        c.MISSING_KEY: blanks(key),
-        **_time_checks(values_of(events, "ts"), ms, now_ms, max_future_ms),
-        c.BAD_VALUE: given(values_of(events, "value"), n) & ~np.isfinite(value),
-        c.BAD_OP_ID: bad_op_id,
-        c.BAD_SOURCE: bad_source,
+    checks = _Checks(events, now_ms)
+    checks.no = {
+        "key": blanks(key),
+        "ts": missing(values_of(events, "ts"), n),
+        "value": ~given(values_of(events, "value"), n),
     }
-    reasons = _first_reasons(checks, EVENT_REASONS, n)
+    checks.wrong = {"op_id": bad_op_id, "source": bad_source}
+    checks.value, checks.null = {"ts": ms, "value": value}, {"ts": np.isnan(ms)}
+    reasons = first_reason(EVENT_CHECKS, checks, InputLimits().bounds(None, max_future_ms))
     ok = reasons == ""
     bad = ~ok
     rejected = _rejections(

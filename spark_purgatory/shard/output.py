@@ -86,7 +86,7 @@ def shard_figures(
     ``routed`` is the call's input (``routed_rows.ROUTED_COLUMNS``); ``group_rows``: the rows it
     handled, relayed ones included; ``relayed``: the rows it posted to the mailbox; ``proposed``:
     the watermarks ``input.proposed_watermarks`` gave, when the caller has them."""
-    role = routed["role"].to_numpy(np.int8)  # places in ``routed_rows.ROLES`` and ``SIDES``
+    role = routed["role"].to_numpy(np.int8)  # places in ``roles.ROLES`` and ``SIDES``
     side = routed["side"].to_numpy(np.int8)
     ts = routed[ms_column("ts")].to_numpy()
     figures: dict[str, int | str | None] = dict(

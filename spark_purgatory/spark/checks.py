@@ -2,7 +2,7 @@
 
 Spark analyses and optimizes a streaming query's whole plan again in every micro-batch, and
 the operations' checks and routing written as SQL (``sources``: keys and members cleaned,
-the condition read, seventeen reasons in the contract's order; ``routing``: each operation's
+the condition read, the contract's checks in their order; ``routing``: each operation's
 copies, their shards, roles, peers and keys) are some hundreds of expression nodes that every
 rule walks each time, and that Spark turns into Java source again each time: a large part of
 the driver's time per micro-batch (docs/performance-history.md).  The project's checks JAR (the
@@ -61,7 +61,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from ..config import InputLimits
-from ..contract import CONDITIONS, TARGET_COUNTS_MEMBERS, TARGETED, WITH_MEMBERS
+from ..contract import OPERATION_CHECKS, table_text
 from ..runtime.jars import jar_paths, jars_hint, spark_notice
 from ..runtime.settings import is_connect
 from .per_client import kept
@@ -79,7 +79,7 @@ __all__ = [
     "WAKE_ROWS",
     "wake_rows",
     "operation_routes",
-    "condition_names",
+    "checks_table",
     "batch_millis",
     "batch_marks",
 ]
@@ -172,21 +172,12 @@ WAKE_ROWS = (
 )
 
 
-def condition_names(limits: InputLimits | None = None) -> str:
-    """The condition names as the checks take them: every name, those that need (and use) a
-    target, those that need (and use) members (``contract.inputs``: one source for every
-    reader); then the most keys and members an operation may have (``input.max.keys``,
-    ``input.max.members``); then those whose target may not exceed their members."""
-    limits = limits or InputLimits()
-    parts = (
-        " ".join(CONDITIONS),
-        " ".join(TARGETED),
-        " ".join(WITH_MEMBERS),
-        str(int(limits.keys)),
-        str(int(limits.members)),
-        " ".join(TARGET_COUNTS_MEMBERS),
-    )
-    return "|".join(parts)
+def checks_table(max_timeout_ms: int, limits: InputLimits | None = None) -> str:
+    """The operations' checks as ``OperationChecks`` and ``OperationRows`` read them: the
+    contract's declaration (``contract.rules.table_text``) with the limits of this query
+    (``input.max.keys``, ``input.max.members``, ``purgatory.max.timeout.ms``; the latest event
+    time accepted comes with each row)."""
+    return table_text(OPERATION_CHECKS, (limits or InputLimits()).bounds(max_timeout_ms))
 
 
 #: the session settings that record a registered function (``_registered``)
@@ -295,7 +286,7 @@ def _static(
 
 
 #: the version of the static calls' signatures this package calls (``StaticCalls.VERSION``)
-CALLS_VERSION = 3
+CALLS_VERSION = 4
 
 
 def _calls(spark: SparkSession, *, quiet: bool) -> bool:

@@ -126,7 +126,7 @@ def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:
     # L added to the epoch ms, not as an interval to the timestamp: Spark adds a day-time
     # interval through a ZonedDateTime per row (docs/performance-history.md, "The watermark's
     # allowance on epoch ms")
-    bad = ROLES.index(ROLE_BAD)  # the routed rows' roles are numbers (``routed_rows.ROLES``)
+    bad = ROLES.index(ROLE_BAD)  # the routed rows' roles are numbers (``shard.roles.ROLES``)
     # typed literals (a tinyint role, bigint times) and the allowance in each branch: the
     # expression as Spark's optimizer leaves it, which it then does not rewrite every micro-batch
     event_time = F.expr(

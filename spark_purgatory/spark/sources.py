@@ -42,23 +42,22 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from .. import contract as c
 from ..config import InputLimits
 from ..contract import (
-    CONDITIONS,
     EPOCH_MS_TEXT,
+    EVENT_CHECKS,
     EVENT_COLUMNS,
     EVENT_INPUT,
-    EVENT_REASONS,
     ID,
+    OPERATION_CHECKS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
-    OPERATION_REASONS,
-    POISON_REASONS,
+    POISON_COLUMN,
     RAW_KEPT_CHARS,
     RAW_TRUNCATED,
     STRING,
-    TARGET_COUNTS_MEMBERS,
-    TARGETED,
+    STRING_LITERAL,
     TS_TEXT,
-    WITH_MEMBERS,
+    Check,
+    first_reason,
     ms_column,
     read_as,
 )
@@ -213,26 +212,6 @@ def _epoch_ms(text: str) -> str:
     return in_range(ms)
 
 
-def _ts_checks(max_future_ms: int | None) -> dict[str, str]:
-    """Missing, unreadable or out-of-range event time, or one too far in the future.
-
-    One far-future row would move the watermark and expire every pending operation, so rows
-    more than ``purgatory.max.future.ms`` ahead of the micro-batch's processing time are
-    rejected (``current_timestamp()`` is fixed per micro-batch, so a replay decides alike);
-    the limit is the fields' ``LATEST`` (``sql_text.with_latest``).
-    """
-    ts_ms = ms_column("ts")
-    checks = {c.MISSING_TS: "_no_ts", c.BAD_TS: f"{ts_ms} IS NULL"}
-    if max_future_ms is not None:
-        checks[c.TS_IN_FUTURE] = f"{ts_ms} > `{LATEST}`"
-    return checks
-
-
-#: the reason a JSON record is poison and not parsed (``record_too_large``, ``too_deep``)
-_POISON = "_poison"
-#: ``engine.lines.STRING_LITERAL`` for Java's regular expressions, possessive (the same
-#: matches, without the stack a backtracking repetition takes on a long string)
-_STRING_LITERAL = r'"(?:[^"\\]++|\\[\s\S])*+"'
 _NOT_BRACKET = r"[^\[\]{}]"
 
 
@@ -242,7 +221,7 @@ def _poison(text: str, limits: InputLimits) -> str:
     for a record with more opening brackets than the limit), else null."""
     depth = int(limits.depth)
     openers = f"(length({text}) - length(translate({text}, '[{{', '')))"
-    strings = f"regexp_replace({text}, {sql_string(_STRING_LITERAL)}, '')"
+    strings = f"regexp_replace({text}, {sql_string(STRING_LITERAL)}, '')"
     brackets = f"regexp_replace({strings}, {sql_string(_NOT_BRACKET)}, '')"
     step = "IF(_c IN ('[', '{'), 1, -1)"
     running = (
@@ -255,15 +234,8 @@ def _poison(text: str, limits: InputLimits) -> str:
     )
 
 
-def _poison_checks(fields: DataFrame) -> dict[str, str]:
-    """The poison checks of JSON text (typed input has no text: none)."""
-    if _POISON not in fields.columns:
-        return {}
-    return {reason: f"{_POISON} = '{reason}'" for reason in POISON_REASONS}
-
-
 def _truncated_raw() -> str:
-    """``raw``, a ``record_too_large`` record's cut as ``validation.truncated`` cuts it."""
+    """``raw``, a ``record_too_large`` record's cut as ``contract.truncated`` cuts it."""
     before, after = RAW_TRUNCATED.split("{bytes}")
     # one concat: a concat inside another is flattened by the optimizer in every micro-batch
     note = f"{sql_string(before)}, octet_length(raw), {sql_string(after)}"
@@ -271,14 +243,72 @@ def _truncated_raw() -> str:
     return f"CASE WHEN reason = '{c.RECORD_TOO_LARGE}' THEN {cut} ELSE raw END AS raw"
 
 
-def _first_reason(checks: dict[str, str], order: tuple[str, ...]) -> str:
-    """The first reason in ``order`` (the contract's) whose check holds; null if none does."""
-    unknown = set(checks) - set(order)
-    if unknown:
-        raise ValueError(f"checks for reasons outside the contract's order: {sorted(unknown)}")
-    whens = " ".join(f"WHEN {checks[reason]} THEN '{reason}'" for reason in order if reason in checks)
-    # a CASE of string literals is a string: a cast of it the optimizer drops in every micro-batch
-    return f"CASE {whens} END" if whens else "CAST(NULL AS STRING)"
+class _Checks:
+    """The SQL reader of the contract's checks (``contract.rules``): each test SQL text over
+    the columns a reading gives (``_no_<field>``: absent; ``_bad_<field>``: a JSON type the
+    field cannot have; the event time as ``ts_ms``)."""
+
+    _ABSENT = {
+        "op_id": sql_blank("op_id"),
+        "key": sql_blank("key"),
+        "keys": "coalesce(size(keys), 0) <= 0",
+        "members": "coalesce(size(members), 0) <= 0",
+    }
+    #: a list field's length; and a field's presence, written as the optimizer leaves it
+    _COUNT = {"keys": "size(keys)", "members": "coalesce(size(members), 0)"}
+    _GIVEN = {"members": "coalesce(size(members), 0) > 0"}
+    #: an event time's column: epoch ms
+    _TIMES = {"ts": ms_column("ts")}
+
+    def __init__(self, columns: list[str]):
+        self.text = POISON_COLUMN in columns
+
+    def poison(self, field: str, reason: str) -> str | None:
+        return f"{POISON_COLUMN} = '{reason}'" if self.text else None
+
+    def malformed(self, field: str, bound: None) -> str:
+        return "_malformed"
+
+    def absent(self, field: str, bound: None) -> str:
+        return self._ABSENT.get(field, f"_no_{field}")
+
+    def wrong_type(self, field: str, bound: None) -> str:
+        return f"_bad_{field}"
+
+    def unreadable(self, field: str, bound: None) -> str:
+        return f"`{self._TIMES.get(field, field)}` IS NULL"
+
+    def not_finite(self, field: str, bound: None) -> str:
+        return f"{self.given(field, None)} AND {sql_not_finite(field)}"
+
+    def below(self, field: str, bound: int) -> str:
+        return f"{field} < {int(bound)}L"
+
+    def above(self, field: str, bound: int | str) -> str:
+        return f"{field} > {self._COUNT[bound] if isinstance(bound, str) else f'{int(bound)}L'}"
+
+    def more(self, field: str, bound: int) -> str:
+        return f"{self._COUNT[field]} > {int(bound)}"
+
+    def future(self, field: str, bound: int) -> str:
+        return f"`{self._TIMES[field]}` > `{LATEST}`"  # the limit is in ``LATEST``: ``with_latest``
+
+    def unknown(self, field: str, names: tuple[str, ...]) -> str:
+        return f"NOT {sql_in(field, list(names))}"
+
+    def given(self, field: str, bound: None) -> str:
+        return self._GIVEN.get(field, f"NOT _no_{field}")
+
+    def among(self, names: tuple[str, ...]) -> str:
+        return sql_in("condition", list(names))
+
+    def both(self, a: str, b: str) -> str:
+        return f"{a} AND {b}"
+
+    def first(self, pairs: list[tuple[str, str]]) -> str:
+        whens = " ".join(f"WHEN {test} THEN '{reason}'" for reason, test in pairs)
+        # a CASE of string literals is a string: a cast of it the optimizer drops in every micro-batch
+        return f"CASE {whens} END" if whens else "CAST(NULL AS STRING)"
 
 
 def parse_operations(
@@ -303,33 +333,8 @@ def parse_operations(
     if function:
         return operations_checked(df, function, max_timeout_ms, limits)
     fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING, limits)
-    needs_target, needs_members, counts_members = (
-        sql_in("condition", list(names)) for names in (TARGETED, WITH_MEMBERS, TARGET_COUNTS_MEMBERS)
-    )
-    n_members = "coalesce(size(members), 0)"
-    checks = {
-        **_poison_checks(fields),
-        c.MALFORMED_JSON: "_malformed",
-        c.MISSING_OP_ID: sql_blank("op_id"),
-        c.BAD_OP_ID: "_bad_op_id",
-        c.MISSING_KEY: "coalesce(size(keys), 0) <= 0",
-        c.TOO_MANY_KEYS: f"size(keys) > {int(limits.keys)}",
-        **_ts_checks(max_future_ms),
-        c.MISSING_TIMEOUT_MS: "_no_timeout",
-        c.BAD_TIMEOUT_MS: "timeout_ms IS NULL",
-        c.NEGATIVE_TIMEOUT: f"timeout_ms < {int(c.MIN_TIMEOUT_MS)}L",
-        c.TIMEOUT_ABOVE_MAX: f"timeout_ms > {int(max_timeout_ms)}L",
-        c.UNKNOWN_CONDITION: f"NOT {sql_in('condition', list(CONDITIONS))}",
-        c.MISSING_TARGET: f"{needs_target} AND _no_target",
-        c.BAD_TARGET: f"{needs_target} AND {sql_not_finite('target')}",
-        c.MISSING_MEMBERS: f"{needs_members} AND {n_members} <= 0",
-        c.TOO_MANY_MEMBERS: f"{n_members} > {int(limits.members)}",
-        c.TARGET_ABOVE_MEMBERS: f"{counts_members} AND target > {n_members}",
-        c.UNUSED_TARGET: f"NOT {needs_target} AND NOT _no_target",
-        c.UNUSED_MEMBERS: f"NOT {needs_members} AND {n_members} > 0",
-        c.BAD_PAYLOAD: "_bad_payload",
-    }
-    return _with_reason(fields, checks, OPERATION_REASONS, OPERATION_COLUMNS)
+    bounds = limits.bounds(max_timeout_ms, max_future_ms)
+    return _with_reason(fields, OPERATION_CHECKS, bounds, OPERATION_COLUMNS)
 
 
 def parse_events(
@@ -352,24 +357,18 @@ def parse_events(
     fields = (
         event_fields(df) if fmt == "typed" else _json_fields(df, fmt, _EVENT_READING, limits or InputLimits())
     )
-    checks = {
-        **_poison_checks(fields),
-        c.MALFORMED_JSON: "_malformed",
-        c.MISSING_KEY: sql_blank("key"),
-        **_ts_checks(max_future_ms),
-        c.BAD_VALUE: f"NOT _no_value AND {sql_not_finite('value')}",
-        c.BAD_OP_ID: "_bad_op_id",
-        c.BAD_SOURCE: "_bad_source",
-    }
-    return _with_reason(fields, checks, EVENT_REASONS, EVENT_COLUMNS)
+    bounds = InputLimits().bounds(None, max_future_ms)
+    return _with_reason(fields, EVENT_CHECKS, bounds, EVENT_COLUMNS)
 
 
 def _with_reason(
-    fields: DataFrame, checks: dict[str, str], order: tuple[str, ...], canonical: list[str]
+    fields: DataFrame, checks: tuple[Check, ...], bounds: dict, canonical: list[str]
 ) -> DataFrame:
-    """The parsed rows with their reason; typed input gets its ``raw`` text only when rejected."""
-    out = fields.selectExpr("*", f"{_first_reason(checks, order)} AS reason")
-    if _POISON in fields.columns:  # a record too large keeps its start and its size in ``raw``
+    """The parsed rows with the first of ``checks`` that fails as their reason (``bounds``:
+    the limits' values); typed input gets its ``raw`` text only when rejected."""
+    reason = first_reason(checks, _Checks(fields.columns), bounds)
+    out = fields.selectExpr("*", f"{reason} AS reason")
+    if POISON_COLUMN in fields.columns:  # a record too large keeps its start and its size in ``raw``
         out = out.selectExpr(*[_truncated_raw() if c == "raw" else f"`{c}`" for c in out.columns])
     # an op_id that is an array or object is none (``rejected``'s op_id, as the pandas validator)
     columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
@@ -424,7 +423,7 @@ def _from_json(schema: T.StructType) -> str:
     """``raw`` read with ``schema``, a malformed line kept in ``_corrupt_record``; a poison
     record is not read (null)."""
     options = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in _JSON_OPTIONS.items())
-    text = f"CASE WHEN {_POISON} IS NULL THEN raw END"
+    text = f"CASE WHEN {POISON_COLUMN} IS NULL THEN raw END"
     return f"from_json({text}, {sql_string(schema.simpleString())}, map({options}))"
 
 
@@ -440,15 +439,15 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading, limits: InputLimits
     text = _raw(df, fmt)
     carried = [_KAFKA] if fmt == "kafka" else []
     carried += latest_carried(df)  # for the checks (``_ts_checks``)
-    text = text.selectExpr("raw", *carried, f"{_poison('raw', limits)} AS {_POISON}")
-    carried.append(_POISON)
+    text = text.selectExpr("raw", *carried, f"{_poison('raw', limits)} AS {POISON_COLUMN}")
+    carried.append(POISON_COLUMN)
     rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t")
     plain = [f"t IS NOT NULL AND {_get('t', _CORRUPT)} IS NULL"]
     plain += [_plain_field(_get("t", f), f) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]
     rows = rows.selectExpr("raw", *carried, "t", " AND ".join(f"({p})" for p in plain) + " AS _plain")
     lenient = _from_json(reading.lenient_schema)
     # null elsewhere, without the typed null of an ELSE (a cast the optimizer folds)
-    lenient = f"CASE WHEN NOT _plain AND {_POISON} IS NULL THEN {lenient} END AS j"
+    lenient = f"CASE WHEN NOT _plain AND {POISON_COLUMN} IS NULL THEN {lenient} END AS j"
     rows = rows.selectExpr("raw", *carried, "t", "_plain", lenient)
     fast, slow = reading.typed("t"), reading.lenient("j")
     return rows.selectExpr(
@@ -506,7 +505,7 @@ def _typed_operation(t: str) -> dict[str, str]:
         "keys": clean_keys(keys),
         "_no_ts": sql_blank(_get(t, "ts")),
         ms_column("ts"): _epoch_ms(_get(t, "ts")),
-        "_no_timeout": f"{_get(t, 'timeout_ms')} IS NULL",
+        "_no_timeout_ms": f"{_get(t, 'timeout_ms')} IS NULL",
         "timeout_ms": _get(t, "timeout_ms"),
         "condition": condition_name(_get(t, "condition")),
         "_no_target": f"{_get(t, 'target')} IS NULL",
@@ -526,7 +525,7 @@ def _lenient_operation(j: str) -> dict[str, str]:
         "keys": clean_keys(keys),
         "_no_ts": sql_blank(_get(j, "ts")),
         ms_column("ts"): _epoch_ms(_get(j, "ts")),
-        "_no_timeout": sql_blank(_get(j, "timeout_ms")),
+        "_no_timeout_ms": sql_blank(_get(j, "timeout_ms")),
         "timeout_ms": f"try_cast({_get(j, 'timeout_ms')} AS BIGINT)",
         "condition": condition_name(_get(j, "condition")),
         "_no_target": sql_blank(_get(j, "target")),

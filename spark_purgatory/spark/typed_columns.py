@@ -31,7 +31,7 @@ from ..contract import (
     SOURCE_OPERATIONS,
     ms_column,
 )
-from .checks import condition_names
+from .checks import checks_table
 from .schema import check_typed
 from .sql_text import (
     LATEST,
@@ -70,7 +70,7 @@ def operation_fields(df: DataFrame) -> DataFrame:
         "keys": clean_keys(keys),
         "_no_ts": f"{c['ts']} IS NULL",
         ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
-        "_no_timeout": f"{c['timeout_ms']} IS NULL",
+        "_no_timeout_ms": f"{c['timeout_ms']} IS NULL",
         "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
         "condition": condition_name(c["condition"]),
         "_no_target": f"{c['target']} IS NULL",
@@ -87,8 +87,8 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int, limits
     """Typed operations checked by the JVM function ``function`` (``checks``): the event
     time and timeout read as ``operation_fields`` reads them, then one call for the
     reason and the cleaned keys (in their order), condition and members (the latest event
-    time accepted: ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it).  The keys'
-    and members' limits travel with the condition names (``checks.condition_names``)."""
+    time accepted: ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it).  The checks
+    travel as the contract's table (``checks.checks_table``)."""
     read, arguments = operations_read(df, max_timeout_ms, limits)
     return _checked(read, f"{function}({arguments})", OPERATION_COLUMNS, ("keys", "condition", "members"))
 
@@ -105,16 +105,16 @@ def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> 
         f"{c['keys']} AS _keys",
         f"{c['key']} AS _key",
         *_event_time(df, c),
-        f"{c['timeout_ms']} IS NULL AS _no_timeout",
+        f"{c['timeout_ms']} IS NULL AS _no_timeout_ms",
         f"{fields['timeout_ms']} AS timeout_ms",
         f"{c['condition']} AS _condition",
         f"{fields['target']} AS target",
         f"{c['members']} AS _members",
         f"{fields['payload']} AS payload",
     )
-    names, latest = sql_string(condition_names(limits)), _latest(df)
+    names, latest = sql_string(checks_table(max_timeout_ms, limits)), _latest(df)
     arguments = (
-        f"op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout, "
+        f"op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout_ms, "
         f"{int(max_timeout_ms)}L, _condition, target, _members, {names}"
     )
     return read, arguments
@@ -131,7 +131,7 @@ def operations_arguments(
     routed fields read as they are (op_id, the whole-number timeout, target, payload)."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
     fields = _operation_fields(df, c)
-    names = sql_string(condition_names(limits))
+    names = sql_string(checks_table(max_timeout_ms, limits))
     arguments = (
         f"{c['op_id']}, {c['keys']}, {c['key']}, {_epoch_ms_read(c['ts'], _type_of(df, 'ts'))}, "
         f"{int(MAX_TS_MS)}L, {_latest(df)}, {fields['timeout_ms']}, "

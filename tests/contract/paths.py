@@ -36,9 +36,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_purgatory import contract as c
+from spark_purgatory.contract import truncated
 from spark_purgatory.engine.conditions import CONDITION_NAMES
 from spark_purgatory.engine.lines import json_lines
-from spark_purgatory.engine.validation import truncated, validate_events, validate_operations
+from spark_purgatory.engine.validation import validate_events, validate_operations
 from spark_purgatory.shard.input import roles_of, split_input
 from spark_purgatory.shard.roles import ROLE_BAD, ROLE_EVENT, ROLE_OPERATION, ROLES
 from spark_purgatory.spark import checks, sources

@@ -17,6 +17,7 @@ path's answer by that name, or by the line for records that have no readable nam
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from dataclasses import dataclass, field
@@ -80,6 +81,9 @@ class Case:
     #: (``SAME``: none): its NaN is a missing value (docs/contract.md, "Operations")
     in_frames: Any = SAME
     identities: tuple[str, ...] = field(default=())
+    #: a record two checks fail (``PAIRS``): both reasons, in the contract's order (the first
+    #: is ``reason``; a path that does not run its stage gives the second)
+    reasons: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -457,4 +461,109 @@ EVENTS: list[Case] = [
 ]
 # fmt: on
 
-CASES: list[Case] = OPERATIONS + EVENTS
+
+# -- pairs: every two reasons one record can have, the first in the contract's order -------------------
+#
+# Each reason's change to a valid record (``op``'s, ``ev``'s): its fields (``ABSENT`` leaves
+# one out, and a condition is named where a check depends on it, so that two changes that set
+# it differently do not make one record), the typed record's values where the JSON text's do
+# not fit a typed column as they are (``_JSON``: the change has no typed record), the row a
+# path that does not run its stage reads, and whether it is sent behind the watermark.  Two
+# changes make one record when the fields they share have the same values.
+
+_JSON: Any = object()
+_HALF = "2026-01-01T00:00:00.5Z"  # after ``plain``'s time, before ``LATE_WATERMARK_MS``
+_HALF_ROW = {"ts": TS_MS + 500, "deadline": TS_MS + 1000}
+
+
+def _change(fields: dict, typed: Any = None, row: dict | None = None, late: bool = False) -> dict:
+    return {"fields": fields, "typed": typed or {}, "row": row or {}, "late": late}
+
+
+_OPERATION_CHANGES: dict[str, Any] = {
+    c.RECORD_TOO_LARGE: lambda n: _change({"payload": "x" * 2100}, _JSON),
+    c.TOO_DEEP: lambda n: _change({"payload": [[[[[[1]]]]]]}, _JSON),
+    c.MISSING_OP_ID: lambda n: _change({"op_id": ABSENT}),
+    c.BAD_OP_ID: lambda n: _change({"op_id": [1]}, _JSON),
+    c.MISSING_KEY: lambda n: _change({"key": " ", "keys": ABSENT}),
+    c.TOO_MANY_KEYS: lambda n: _change({"key": ABSENT, "keys": [f"k:{n}-{i}" for i in range(5)]}),
+    c.MISSING_TS: lambda n: _change({"ts": ABSENT}),
+    c.BAD_TS: lambda n: _change({"ts": "now"}, _JSON),
+    c.TS_IN_FUTURE: lambda n: _change(
+        {"ts": FUTURE}, {"ts": FUTURE_DT}, {"ts": 4_102_444_800_000, "deadline": 4_102_444_800_500}
+    ),
+    c.MISSING_TIMEOUT_MS: lambda n: _change({"timeout_ms": ABSENT}),
+    c.BAD_TIMEOUT_MS: lambda n: _change({"timeout_ms": "5.0"}, _JSON),
+    c.NEGATIVE_TIMEOUT: lambda n: _change({"timeout_ms": -1}),
+    c.TIMEOUT_ABOVE_MAX: lambda n: _change({"timeout_ms": MAX_TIMEOUT_MS + 1}),
+    c.UNKNOWN_CONDITION: lambda n: _change({"condition": "most"}),
+    c.MISSING_TARGET: lambda n: _change({"condition": "count", "target": ABSENT}),
+    c.BAD_TARGET: lambda n: _change({"condition": "count", "target": float("-inf")}),
+    c.MISSING_MEMBERS: lambda n: _change({"condition": "all", "members": ABSENT}),
+    c.TOO_MANY_MEMBERS: lambda n: _change({"members": ["1", "2", "3", "4", "5"]}),
+    c.TARGET_ABOVE_MEMBERS: lambda n: _change({"condition": "quorum", "target": 3, "members": ["m", "n"]}),
+    c.UNUSED_TARGET: lambda n: _change({"condition": "any", "target": 1}),
+    c.UNUSED_MEMBERS: lambda n: _change({"condition": "any", "members": ["m1"]}),
+    c.BAD_PAYLOAD: lambda n: _change({"payload": [1]}, _JSON),
+    c.CROSS_SHARD_KEYS: lambda n: _change(
+        {"key": ABSENT, "keys": [f"a:{n}", f"b:{n}"]}, row={"keys": (f"a:{n}", f"b:{n}")}
+    ),
+    c.LATE: lambda n: _change(
+        {"ts": _HALF}, {"ts": TS_DT + dt.timedelta(milliseconds=500)}, _HALF_ROW, late=True
+    ),
+    c.DUPLICATE_OP_ID: lambda n: _change(
+        {"op_id": "plain", "ts": _HALF},
+        {"ts": TS_DT + dt.timedelta(milliseconds=500)},
+        {"op_id": "plain", **_HALF_ROW},
+    ),
+}
+_EVENT_CHANGES: dict[str, Any] = {
+    c.RECORD_TOO_LARGE: lambda n: _change({"source": "x" * 2100}, _JSON),
+    c.TOO_DEEP: lambda n: _change({"value": [[[[[[1]]]]]]}, _JSON),
+    c.MISSING_KEY: lambda n: _change({"key": "  ", "op_id": n}),
+    c.MISSING_TS: lambda n: _change({"ts": ABSENT}),
+    c.BAD_TS: lambda n: _change({"ts": "now"}, _JSON),
+    c.TS_IN_FUTURE: lambda n: _change({"ts": FUTURE}, {"ts": FUTURE_DT}, {"ts": 4_102_444_800_000}),
+    c.BAD_VALUE: lambda n: _change({"value": float("inf")}),
+    c.BAD_OP_ID: lambda n: _change({"op_id": [1]}, _JSON),
+    c.BAD_SOURCE: lambda n: _change({"source": False}, _JSON),
+    c.LATE: lambda n: _change({"ts": TS}, late=True),
+}
+
+
+def _pair(first: str, second: str, source: str) -> Case | None:
+    """The record both changes make, or None when they set a field differently."""
+    operations = source == c.SOURCE_OPERATIONS
+    name = f"pair-{first}-{second}"
+    changes = _OPERATION_CHANGES if operations else _EVENT_CHANGES
+    a, b = changes[first](name), changes[second](name)
+    shared = set(a["fields"]) & set(b["fields"])
+    if any(a["fields"][f] != b["fields"][f] for f in shared):
+        return None
+    fields = {**a["fields"], **b["fields"]}
+    if a["typed"] is _JSON or b["typed"] is _JSON:
+        typed = None
+    else:
+        overrides = {**a["typed"], **b["typed"], **{f: None for f, v in fields.items() if v is ABSENT}}
+        typed = _typed(_without_absent({k: v for k, v in fields.items() if k not in overrides}), source)
+        typed = None if typed is None else {**typed, **overrides}
+    options = {"typed": typed, "row": {**a["row"], **b["row"]}, "late": a["late"] or b["late"]}
+    case = (op if operations else ev)(name, first, **fields, **options)
+    if typed is not None and not set(case.identities) - {"plain"}:
+        case = dataclasses.replace(case, record=None)  # a typed row of no name of its own cannot be found
+    return dataclasses.replace(case, reasons=(first, second))
+
+
+def _pairs(source: str, order: tuple[str, ...]) -> list[Case]:
+    changes = _OPERATION_CHANGES if source == c.SOURCE_OPERATIONS else _EVENT_CHANGES
+    drawn = [r for r in order if r in changes]
+    pairs = (_pair(a, b, source) for i, a in enumerate(drawn) for b in drawn[i + 1 :])
+    return [p for p in pairs if p is not None]
+
+
+#: every two reasons one record can have, each pair one record (``_pair``)
+PAIRS: list[Case] = _pairs(c.SOURCE_OPERATIONS, c.OPERATION_REASONS) + _pairs(
+    c.SOURCE_EVENTS, c.EVENT_REASONS
+)
+
+CASES: list[Case] = OPERATIONS + EVENTS + PAIRS

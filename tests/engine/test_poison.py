@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_purgatory.config import ConfigError, PurgatoryConfig
+from spark_purgatory.contract import STRING_LITERAL
 from spark_purgatory.engine.fields import epoch_ms
-from spark_purgatory.engine.lines import STRING_LITERAL, nested_deeper
+from spark_purgatory.engine.lines import nested_deeper
 from spark_purgatory.testing import PurgatoryTester
 
 _TS = "2026-01-01T00:00:00Z"
@@ -101,14 +102,14 @@ def test_times_past_2262_are_out_of_range_not_an_overflow():
         t.advance_watermark(dt.datetime(9999, 1, 1))
 
 
-#: Spark's reading uses the possessive form of ``STRING_LITERAL`` (``spark.sources``)
-_POSSESSIVE = re.compile(r'"(?:[^"\\]++|\\[\s\S])*+"')
+#: the plain form of the contract's possessive ``STRING_LITERAL``: the same matches
+_PLAIN = re.compile(r'"(?:[^"\\]|\\[\s\S])*"')
 
 
 @given(st.text(alphabet='[]{}"\\ ax\n', max_size=60), st.integers(0, 6))
 def test_the_depth_is_measured_alike_by_both_patterns(text, depth):
-    assert re.sub(STRING_LITERAL, "", text) == _POSSESSIVE.sub("", text)
-    brackets = [c for c in _POSSESSIVE.sub("", text) if c in "[]{}"]
+    assert re.sub(STRING_LITERAL, "", text) == _PLAIN.sub("", text)
+    brackets = [c for c in re.sub(STRING_LITERAL, "", text) if c in "[]{}"]
     running = deepest = 0
     for c in brackets:
         running += 1 if c in "[{" else -1

@@ -16,6 +16,7 @@ import math
 import re
 import threading
 import warnings
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 
 from spark_purgatory.config import InputLimits, PurgatoryConfig
 from spark_purgatory.handoff.shard_handoff import registers
+from spark_purgatory.shard.roles import ROLE_OPERATION, ROLES
 from spark_purgatory.spark import checks, per_client, routing, sources, sql_text
 from spark_purgatory.spark.sources import parse_events, parse_operations
 
@@ -198,8 +200,10 @@ def test_a_session_without_the_class_reads_the_checks_as_sql_and_says_so_once(sp
     assert checks.operation_checks(spark) == name
     assert checks.operation_routes(spark) == checks.ROUTES[0]
     assert checks.event_checks(spark) == checks.EVENT_CHECKS[0]
-    assert checks.condition_names() == (
-        "any count sum all offset quorum|count sum offset quorum|all quorum|1000|1000|quorum"
+    table = checks.checks_table(1000).split("\n")  # the contract's checks a typed row can fail
+    assert (
+        table[0] == "missing_op_id\tabsent\top_id\t-\t-"
+        and "timeout_above_max\tabove\ttimeout_ms\t1000\t-" in table
     )
 
 
@@ -433,3 +437,18 @@ def test_a_class_found_is_kept_for_the_thread_that_asked(spark):
     missing = "io.sparkpurgatory.checks.NoSuchClass"
     assert not checks._loadable(spark, missing)
     assert all(name != missing for _, name in found)
+
+
+def test_the_java_role_numbers_are_the_places_of_the_roles_declared_in_python():
+    """``OperationRoutes``' role numbers (a copy's role, as the routed rows carry it) are the
+    places of their names in ``shard.roles.ROLES``, the one declaration."""
+    java = (_CHECKS / "OperationRoutes.java").read_text()
+    numbers = dict(re.findall(r"static final byte ([A-Z]+) = (\d+);", java))
+    names = {"OP": ROLE_OPERATION, **{name: name.lower() for name in numbers if name != "OP"}}
+    assert numbers and {name: int(n) for name, n in numbers.items()} == {
+        name: ROLES.index(names[name]) for name in numbers
+    }
+
+
+#: the checks' Java sources
+_CHECKS = Path(__file__).parents[2] / "jvm/spark-purgatory/checks/src/main/java/io/sparkpurgatory/checks"

@@ -18,7 +18,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * op_id, source, the shard count, the shard key delimiter (null: the whole key); each arrives
  * as (is null, value).  Returns struct(reason, op_id, source, ts_ms, shard, role): the reason
  * (null when valid), op_id and source (null where blank), the event time (null when out of
- * range), the key's shard, and the role as its place in routing.py's ROLES (event, or bad
+ * range), the key's shard, and the role as its place in shard/roles.py's ROLES (event, or bad
  * for a rejected row, whose shard is -1: its raw text is rendered after the call, only for
  * rejected rows, and the caller hashes it).
  */

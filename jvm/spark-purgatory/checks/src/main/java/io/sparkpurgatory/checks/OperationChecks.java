@@ -16,22 +16,20 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * A typed operation's checks in one function: what spark_purgatory/spark/sources.py (with
  * typed_columns.py and sql_text.py) writes as SQL for typed input (its cleaning of keys and
- * members, its reading of the condition, the reasons in the contract's order), for Catalyst
+ * members, its reading of the condition, the contract's checks in their order), for Catalyst
  * one expression node instead of some hundreds that it optimizes again in every micro-batch.
  *
  * <p>Arguments (SQL, in order): op_id, keys, key, ts_ms (null when unreadable), ts is null,
  * the latest event time accepted (null: no ts_in_future check), timeout_ms (null when not a
- * whole number), timeout_ms is null, the largest timeout, condition, target, members, and
- * the condition names ("any count sum all offset quorum|count sum offset quorum|all
- * quorum|1000|1000|quorum": every name, those that need and use a target, those that need and
- * use members; then the most distinct keys and members an operation may have, input.max.keys
- * and input.max.members, none when absent; then those whose target may not exceed their
- * distinct members).  A target or members given to a condition that does not use them is
- * rejected (unused_target, unused_members), never ignored.  Returns struct(reason, keys, condition,
- * members): the first failing check's reason (null when valid), the keys and members with
- * blank items dropped and deduplicated, the keys in their order (a repeated key at its first
- * place, as the outcome shows them), the members sorted (by code point, as Spark sorts
- * strings), the condition trimmed and in lower case (absent: any).
+ * whole number), timeout_ms is null, the largest timeout (unused: the checks' table holds
+ * it), condition, target, members, and the checks: spark_purgatory.contract.rules.table_text,
+ * the contract's declaration of the checks with their limits resolved, one check a line
+ * ("reason test field bound when", tab-separated), read once per text ({@link Rules}) and
+ * interpreted in its order: the first check that fails gives the reason.  Returns
+ * struct(reason, keys, condition, members): that reason (null when valid), the keys and
+ * members with blank items dropped and deduplicated, the keys in their order (a repeated key
+ * at its first place, as the outcome shows them), the members sorted (by code point, as Spark
+ * sorts strings), the condition trimmed and in lower case (absent: any).
  *
  * <p>Strings are trimmed of spaces (U+0020) only, as Spark's trim; a condition name is lowered
  * for the ASCII capitals and the Kelvin sign only, as sql_text.condition_name does.
@@ -45,46 +43,82 @@ public final class OperationChecks
   private static final long serialVersionUID = 1L;
   private static final UTF8String ANY = UTF8String.fromString("any");
 
-  /** The condition names, read once from their text (immutable: tasks may share them). */
-  static final class Names {
-    final UTF8String spec;
-    final List<UTF8String> all;
-    final List<UTF8String> needTarget;
-    final List<UTF8String> needMembers;
-    final long maxKeys;
-    final long maxMembers;
-    final List<UTF8String> countMembers;
+  /** One check of the table: its reason, test, field, bound and conditions (null: any). */
+  static final class Rule {
+    final String reason;
+    final String test;
+    final String field;
+    /** The test and the field, as {@link #check} tells them apart ({@code KNOWN}). */
+    final String kind;
+    final long bound;
+    final String boundField;
+    final List<UTF8String> when;
 
-    Names(UTF8String spec) {
-      String[] parts = spec.toString().split("\\|", -1);
-      this.spec = spec.clone(); // a row's text may be a view of memory Spark reuses
-      this.all = utf8List(parts[0]);
-      this.needTarget = utf8List(parts[1]);
-      this.needMembers = utf8List(parts[2]);
-      this.maxKeys = parts.length > 3 ? Long.parseLong(parts[3]) : Long.MAX_VALUE;
-      this.maxMembers = parts.length > 4 ? Long.parseLong(parts[4]) : Long.MAX_VALUE;
-      this.countMembers = parts.length > 5 ? utf8List(parts[5]) : new ArrayList<>();
-    }
-
-    /** A few names: looked up by comparing bytes, cheaper than hashing them in every row. */
-    private static List<UTF8String> utf8List(String spaced) {
-      List<UTF8String> out = new ArrayList<>();
-      for (String name : spaced.split(" ")) {
-        out.add(UTF8String.fromString(name));
+    Rule(String line) {
+      String[] parts = line.split("\t", -1);
+      if (parts.length != 5) {
+        throw new IllegalArgumentException("a check is five fields, tab-separated: " + line);
       }
-      return out;
+      reason = parts[0];
+      test = parts[1];
+      field = parts[2];
+      kind = test + " " + field;
+      boolean number = parts[3].matches("-?[0-9]+");
+      bound = number ? Long.parseLong(parts[3]) : 0L;
+      boundField = number || parts[3].equals("-") ? null : parts[3];
+      when = parts[4].equals("-") ? null : utf8List(parts[4]);
+      if (!KNOWN.contains(kind)) {
+        throw new IllegalArgumentException("a check these functions cannot make: " + line);
+      }
     }
   }
 
-  /** The names last read (one text per query: read again only when it changes). */
-  private static volatile Names names;
+  /** The tests of each field these functions can make (the arguments they get). */
+  private static final Set<String> KNOWN =
+      Set.of(
+          "absent op_id", "absent keys", "more keys", "absent ts", "unreadable ts", "future ts",
+          "absent timeout_ms", "unreadable timeout_ms", "below timeout_ms", "above timeout_ms",
+          "unknown condition", "absent target", "not_finite target", "above target",
+          "given target", "absent members", "more members", "given members");
 
-  /** The names that {@code spec} gives (a literal: the same object in every row). */
-  static Names names(UTF8String spec) {
-    Names known = names;
+  /** The checks, read once from their text (immutable: tasks may share them). */
+  static final class Rules {
+    final UTF8String spec;
+    final List<Rule> checks = new ArrayList<>();
+    final List<UTF8String> conditions;
+
+    Rules(UTF8String spec) {
+      this.spec = spec.clone(); // a row's text may be a view of memory Spark reuses
+      List<UTF8String> names = new ArrayList<>();
+      for (String line : spec.toString().split("\n")) {
+        Rule rule = new Rule(line);
+        checks.add(rule);
+        if (rule.test.equals("unknown")) {
+          names = utf8List(line.split("\t", -1)[3]);
+        }
+      }
+      this.conditions = names;
+    }
+  }
+
+  /** A few names: looked up by comparing bytes, cheaper than hashing them in every row. */
+  private static List<UTF8String> utf8List(String spaced) {
+    List<UTF8String> out = new ArrayList<>();
+    for (String name : spaced.split(" ")) {
+      out.add(UTF8String.fromString(name));
+    }
+    return out;
+  }
+
+  /** The checks last read (one text per query: read again only when it changes). */
+  private static volatile Rules rules;
+
+  /** The checks that {@code spec} gives (a literal: the same object in every row). */
+  static Rules rules(UTF8String spec) {
+    Rules known = rules;
     if (known == null || (known.spec != spec && !known.spec.equals(spec))) {
-      known = new Names(spec);
-      names = known;
+      known = new Rules(spec);
+      rules = known;
     }
     return known;
   }
@@ -105,7 +139,7 @@ public final class OperationChecks
   }
 
   /**
-   * The event time's reason, shared by operations and events (sources._ts_checks in SQL):
+   * The event time's reason, for events (contract.rules' ts checks):
    * missing, unreadable or out of range, or later than the latest accepted; null when none.
    */
   static String timeReason(Boolean noTs, Long tsMs, Long latestTs) {
@@ -224,11 +258,10 @@ public final class OperationChecks
       String conditionGiven,
       Double target,
       Seq<String> membersColumn,
-      String conditionNames) {
+      String checks) {
     Checked checked =
         check(utf8(opId), utf8(keysColumn), utf8(key), tsMs, noTs, latestTs, timeoutMs, noTimeout,
-            maxTimeoutMs, utf8(conditionGiven), target, utf8(membersColumn),
-            names(utf8(conditionNames)));
+            utf8(conditionGiven), target, utf8(membersColumn), rules(utf8(checks)));
     return RowFactory.create(
         checked.reason, texts(checked.keys), text(checked.condition), texts(checked.members));
   }
@@ -273,11 +306,10 @@ public final class OperationChecks
       Long latestTs,
       Long timeoutMs,
       Boolean noTimeout,
-      Long maxTimeoutMs,
       UTF8String conditionGiven,
       Double target,
       List<UTF8String> membersColumn,
-      Names names) {
+      Rules rules) {
     List<UTF8String> keys;
     if (keysColumn != null) {
       keys = clean(keysColumn, false);
@@ -287,47 +319,43 @@ public final class OperationChecks
     } else {
       keys = null;
     }
-    UTF8String cond = condition(conditionGiven, names.all);
+    UTF8String cond = condition(conditionGiven, rules.conditions);
     List<UTF8String> members = clean(membersColumn, true);
-    boolean knownCondition = names.all.contains(cond);
-    boolean needsTarget = knownCondition && names.needTarget.contains(cond);
-    boolean needsMembers = knownCondition && names.needMembers.contains(cond);
+    boolean known = rules.conditions.contains(cond);
+    int nKeys = keys == null ? 0 : keys.size();
     int nMembers = members == null ? 0 : members.size();
-    String time = timeReason(noTs, tsMs, latestTs);
-    String reason = null;
-    if (blank(opId)) {
-      reason = "missing_op_id";
-    } else if (keys == null || keys.isEmpty()) {
-      reason = "missing_key";
-    } else if (keys.size() > names.maxKeys) {
-      reason = "too_many_keys";
-    } else if (time != null) {
-      reason = time;
-    } else if (Boolean.TRUE.equals(noTimeout)) {
-      reason = "missing_timeout_ms";
-    } else if (timeoutMs == null) {
-      reason = "bad_timeout_ms";
-    } else if (timeoutMs < 0) {
-      reason = "negative_timeout";
-    } else if (timeoutMs > maxTimeoutMs) {
-      reason = "timeout_above_max";
-    } else if (!knownCondition) {
-      reason = "unknown_condition";
-    } else if (needsTarget && target == null) {
-      reason = "missing_target";
-    } else if (needsTarget && !Double.isFinite(target)) {
-      reason = "bad_target";
-    } else if (needsMembers && nMembers == 0) {
-      reason = "missing_members";
-    } else if (nMembers > names.maxMembers) {
-      reason = "too_many_members";
-    } else if (names.countMembers.contains(cond) && target > nMembers) {
-      reason = "target_above_members";
-    } else if (!needsTarget && target != null) {
-      reason = "unused_target";
-    } else if (!needsMembers && nMembers > 0) {
-      reason = "unused_members";
+    for (Rule rule : rules.checks) {
+      if (rule.when != null && !(known && rule.when.contains(cond))) {
+        continue;
+      }
+      boolean fails;
+      switch (rule.kind) {
+        case "absent op_id": fails = blank(opId); break;
+        case "absent keys": fails = nKeys == 0; break;
+        case "more keys": fails = nKeys > rule.bound; break;
+        case "absent ts": fails = Boolean.TRUE.equals(noTs); break;
+        case "unreadable ts": fails = tsMs == null; break;
+        case "future ts": fails = latestTs != null && tsMs != null && tsMs > latestTs; break;
+        case "absent timeout_ms": fails = Boolean.TRUE.equals(noTimeout); break;
+        case "unreadable timeout_ms": fails = timeoutMs == null; break;
+        case "below timeout_ms": fails = timeoutMs != null && timeoutMs < rule.bound; break;
+        case "above timeout_ms": fails = timeoutMs != null && timeoutMs > rule.bound; break;
+        case "unknown condition": fails = !known; break;
+        case "absent target": fails = target == null; break;
+        case "not_finite target": fails = target != null && !Double.isFinite(target); break;
+        case "above target":
+          fails = target != null && target > (rule.boundField != null ? nMembers : rule.bound);
+          break;
+        case "given target": fails = target != null; break;
+        case "absent members": fails = nMembers == 0; break;
+        case "more members": fails = nMembers > rule.bound; break;
+        case "given members": fails = nMembers > 0; break;
+        default: throw new IllegalStateException("no such check: " + rule.kind);
+      }
+      if (fails) {
+        return new Checked(rule.reason, keys, cond, members);
+      }
     }
-    return new Checked(reason, keys, cond, members);
+    return new Checked(null, keys, cond, members);
   }
 }

@@ -36,9 +36,10 @@ public final class OperationRoutes {
   private static final long SEED = 42L;
   private static final UTF8String REGISTRY = UTF8String.fromString("registry");
   /**
-   * A copy's role as the routed rows carry it: its name's place in spark_purgatory/spark/
-   * routing.py's ROLES (op, stub, event, replica, bad, claim, ...), a number where a name
-   * would cost the plan a CASE over every role.
+   * A copy's role as the routed rows carry it: its name's place in spark_purgatory/shard/
+   * roles.py's ROLES (op, stub, event, replica, bad, claim, ...), a number where a name would
+   * cost the plan a CASE over every role.  ROLES is the declaration: tests/spark/
+   * test_checks_jar.py requires each number here to be its name's place there.
    */
   static final byte OP = 0;
   static final byte STUB = 1;

@@ -58,8 +58,8 @@ public final class OperationRows {
       double target,
       boolean membersNull,
       ArrayData membersGiven,
-      boolean conditionNamesNull,
-      UTF8String conditionNames,
+      boolean checksNull,
+      UTF8String checks,
       boolean shardCountNull,
       int shardCount,
       boolean delimiterNull,
@@ -79,8 +79,8 @@ public final class OperationRows {
         OperationChecks.check(
             opId, list(keysColumn), key, tsMs, tsReadNull,
             latestTsNull ? null : latestTs, timeoutMsNull ? null : timeoutMs,
-            !noTimeoutNull && noTimeout, maxTimeoutMsNull ? null : maxTimeoutMs, condition,
-            targetNull ? null : target, list(membersColumn), OperationChecks.names(conditionNames));
+            !noTimeoutNull && noTimeout, condition, targetNull ? null : target,
+            list(membersColumn), OperationChecks.rules(checks));
     OperationRoutes.Routed routed =
         OperationRoutes.routes(
             checked.keys == null ? new ArrayList<>() : checked.keys, opId, checked.reason, UNKNOWN,

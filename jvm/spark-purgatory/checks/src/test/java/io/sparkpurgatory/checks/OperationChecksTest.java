@@ -15,12 +15,8 @@ import scala.collection.Seq;
 
 class OperationChecksTest {
 
-  /**
-   * spark_purgatory.spark.checks.condition_names(): every name, those needing (and using) a
-   * target, those needing (and using) members, the limits, the one whose target counts members.
-   */
-  private static final String NAMES =
-      "any count sum all offset quorum|count sum offset quorum|all quorum|1000|1000|quorum";
+  /** The contract's checks (a fixture: {@link Rows#CHECKS}). */
+  private static final String NAMES = Rows.CHECKS;
   private static final long MAX_TIMEOUT = 1000L;
   private static final long LATEST_TS = 1000L;
 
@@ -52,7 +48,7 @@ class OperationChecksTest {
   @Test
   void keysAndMembersAboveTheirLimitsAreRejectedCountedOncePerDistinctItem() {
     Op op = new Op();
-    op.names = NAMES.replace("|1000|1000|", "|2|3|");
+    op.names = NAMES.replace("keys\t1000", "keys\t2").replace("members\t1000", "members\t3");
     op.keys = seq("a", "b", "a", " ");
     assertNull(op.reason()); // two distinct keys: at the limit
     op.keys = seq("a", "b", "c");
@@ -241,13 +237,24 @@ class OperationChecksTest {
   }
 
   @Test
-  void theConditionNamesAreReadFromTheirTextNotAssumed() {
+  void theChecksAreReadFromTheirTextNotAssumed() {
     OperationChecks checks = new OperationChecks(); // one instance: its cache must follow the text
     Row usual = checks.call("o1", null, "k", 1L, false, null, 1L, false, 10L, "any", null, null, NAMES);
     assertNull(usual.get(0));
     Row other =
-        checks.call("o1", null, "k", 1L, false, null, 1L, false, 10L, "any", null, null, "any wait|any|wait");
+        checks.call("o1", null, "k", 1L, false, null, 1L, false, 10L, "any", null, null, OTHER);
     assertEquals("missing_target", other.getString(0));
+  }
+
+  /** Other checks: other condition names, one of them needing a target. */
+  private static final String OTHER =
+      "unknown_condition\tunknown\tcondition\tany wait\t-\nmissing_target\tabsent\ttarget\t-\tany";
+
+  @Test
+  void aCheckTheFunctionsCannotMakeIsRefusedWhenRead() {
+    org.junit.jupiter.api.Assertions.assertThrows(
+        IllegalArgumentException.class,
+        () -> OperationChecks.rules(OperationChecks.utf8("bad_warn_ms\tbelow\twarn_ms\t1\t-")));
   }
 
   @Test

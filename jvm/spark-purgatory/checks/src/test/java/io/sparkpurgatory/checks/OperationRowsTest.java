@@ -16,8 +16,7 @@ import org.junit.jupiter.api.Test;
 /** Shards as in OperationRoutesTest: with 4 shards "a" is in 0, "b" in 3; "o2"'s registry is 1. */
 class OperationRowsTest {
 
-  private static final String NAMES =
-      "any count sum all offset quorum|count sum offset quorum|all quorum|1000|1000|quorum";
+  private static final String NAMES = Rows.CHECKS;
 
   /** The call as Spark makes it: internal values, each primitive as (is null, value). */
   private static InternalRow rows(ArrayData keys, String opId, Long timeoutMs, boolean crossShard) {

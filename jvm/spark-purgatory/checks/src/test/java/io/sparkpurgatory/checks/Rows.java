@@ -19,12 +19,39 @@ final class Rows {
 
   private Rows() {}
 
+  /**
+   * The contract's checks as spark_purgatory.contract.rules.table_text renders them, with the
+   * default limits and a largest timeout of 1000 (a fixture: the functions read whatever
+   * table they are handed; the Python contract tests hand them the declaration itself).
+   */
+  static final String CHECKS =
+      String.join(
+          "\n",
+          "missing_op_id\tabsent\top_id\t-\t-",
+          "missing_key\tabsent\tkeys\t-\t-",
+          "too_many_keys\tmore\tkeys\t1000\t-",
+          "missing_ts\tabsent\tts\t-\t-",
+          "bad_ts\tunreadable\tts\t-\t-",
+          "ts_in_future\tfuture\tts\t-\t-",
+          "missing_timeout_ms\tabsent\ttimeout_ms\t-\t-",
+          "bad_timeout_ms\tunreadable\ttimeout_ms\t-\t-",
+          "negative_timeout\tbelow\ttimeout_ms\t0\t-",
+          "timeout_above_max\tabove\ttimeout_ms\t1000\t-",
+          "unknown_condition\tunknown\tcondition\tany count sum all offset quorum\t-",
+          "missing_target\tabsent\ttarget\t-\tcount sum offset quorum",
+          "bad_target\tnot_finite\ttarget\t-\tcount sum offset quorum",
+          "missing_members\tabsent\tmembers\t-\tall quorum",
+          "too_many_members\tmore\tmembers\t1000\t-",
+          "target_above_members\tabove\ttarget\tmembers\tquorum",
+          "unused_target\tgiven\ttarget\t-\tany all",
+          "unused_members\tgiven\tmembers\t-\tany count sum offset");
+
   /** A Scala sequence, as Spark passes an array column to a Java UDF. */
   static Seq<String> seq(String... items) {
     return CollectionConverters.asScala(Arrays.asList(items));
   }
 
-  /** The roles in the order of spark_purgatory/spark/routing.py's ROLES: a copy carries its place. */
+  /** The roles in the order of spark_purgatory/shard/roles.py's ROLES: a copy carries its place. */
   static final String[] ROLES = {
     "op", "stub", "event", "replica", "bad", "claim", "wake", "end", "clock", "mark"
   };
