@@ -42,6 +42,7 @@ __all__ = [
     "RECORD_TOO_LARGE",
     "TOO_DEEP",
     "MALFORMED_JSON",
+    "MISSPELLED_FIELD",
     "MISSING_OP_ID",
     "BAD_OP_ID",
     "MISSING_KEY",
@@ -103,6 +104,7 @@ class Reason(NamedTuple):
 RECORD_TOO_LARGE = "record_too_large"
 TOO_DEEP = "too_deep"
 MALFORMED_JSON = "malformed_json"
+MISSPELLED_FIELD = "misspelled_field"
 MISSING_OP_ID = "missing_op_id"
 BAD_OP_ID = "bad_op_id"
 MISSING_KEY = "missing_key"
@@ -139,6 +141,11 @@ ALL_REASONS: tuple[Reason, ...] = (
     ),
     Reason(TOO_DEEP, "the record nests arrays and objects deeper than input.max.depth", READ),
     Reason(MALFORMED_JSON, "the record is not a JSON object", READ),
+    Reason(
+        MISSPELLED_FIELD,
+        "a field the contract does not know, a small edit away from one it does (condtion, timout_ms)",
+        TYPE,
+    ),
     Reason(MISSING_OP_ID, "no op_id, or an empty one", FIELD),
     Reason(BAD_OP_ID, "op_id is not a string", TYPE),
     Reason(MISSING_KEY, "no key (or keys), or only empty ones", FIELD),

@@ -8,6 +8,8 @@ fields:
 ==============  ============================================================================
 ``poison``      the record's text is poison (its reason: too large, too deep): JSON text only
 ``malformed``   the record's text is no JSON object: JSON text only
+``misspelled``  the record has a field the contract does not know that ``resembles`` one it
+                does: JSON text and records (a typed input's columns are checked at start)
 ``absent``      the field has no value (null; blank text; a list without a non-blank item)
 ``wrong_type``  the field holds a JSON type it cannot have (JSON, records): typed columns never
 ``unreadable``  the field is given and its text reads as no value of its type
@@ -42,6 +44,7 @@ from .inputs import CONDITIONS, MIN_TIMEOUT_MS, TARGET_COUNTS_MEMBERS, TARGETED,
 __all__ = [
     "POISON",
     "MALFORMED",
+    "MISSPELLED",
     "ABSENT",
     "WRONG_TYPE",
     "UNREADABLE",
@@ -66,17 +69,18 @@ __all__ = [
     "POISON_COLUMN",
     "MALFORMED_COLUMN",
     "truncated",
+    "MIN_MISSPELLED",
+    "MAX_EDITS",
+    "resembles",
 ]
 
 # -- the tests (module docstring) ----------------------------------------------------------------------
 
 #: every test a check may name
-_WORDS = (
-    "poison malformed absent wrong_type unreadable not_finite below above more future unknown given after"
-)
-TESTS: tuple[str, ...] = tuple(_WORDS.split())
-POISON, MALFORMED, ABSENT, WRONG_TYPE, UNREADABLE, NOT_FINITE, BELOW = TESTS[:7]
-ABOVE, MORE, FUTURE, UNKNOWN, GIVEN, AFTER = TESTS[7:]
+_WORDS = "poison malformed misspelled absent wrong_type unreadable not_finite below above more future unknown"
+TESTS: tuple[str, ...] = (*_WORDS.split(), "given", "after")
+POISON, MALFORMED, MISSPELLED, ABSENT, WRONG_TYPE, UNREADABLE, NOT_FINITE, BELOW = TESTS[:8]
+ABOVE, MORE, FUTURE, UNKNOWN, GIVEN, AFTER = TESTS[8:]
 
 #: the bounds that are settings: each configuration key a check may name (``config``)
 LIMITS: tuple[str, ...] = (
@@ -108,6 +112,7 @@ _READ_CHECKS = (
     Check(r.RECORD_TOO_LARGE, "", POISON, "input.max.record.bytes"),
     Check(r.TOO_DEEP, "", POISON, "input.max.depth"),
     Check(r.MALFORMED_JSON, "", MALFORMED),
+    Check(r.MISSPELLED_FIELD, "", MISSPELLED),
 )
 _TIME_CHECKS = (
     Check(r.MISSING_TS, "ts", ABSENT),
@@ -209,7 +214,7 @@ def table_text(checks: tuple[Check, ...], limits: Mapping[str, int | None]) -> s
     fail (its text's, its types') and those decided after reading are left out."""
     lines = []
     for check in checks:
-        if check.test in (POISON, MALFORMED, WRONG_TYPE, AFTER):
+        if check.test in (POISON, MALFORMED, MISSPELLED, WRONG_TYPE, AFTER):
             continue
         bound = (
             limits.get(check.bound) if isinstance(check.bound, str) and check.bound in LIMITS else check.bound
@@ -232,3 +237,38 @@ def truncated(raw: str) -> str:
     """A ``record_too_large`` record's ``raw``: its first ``RAW_KEPT_CHARS`` characters, then
     ``RAW_TRUNCATED`` with its size in UTF-8 bytes (the SQL readers cut it alike)."""
     return raw[: r.RAW_KEPT_CHARS] + r.RAW_TRUNCATED.format(bytes=len(raw.encode("utf-8")))
+
+
+# -- unknown fields -------------------------------------------------------------------------------------
+#
+# A field the contract does not know is ignored (a producer may send more than this operator
+# reads), unless it is a small edit away from one it knows: a misspelled ``condtion: "all"``
+# would otherwise quietly be an ``any``.  A small edit: a name of ``MIN_MISSPELLED`` characters
+# or more, at most ``MAX_EDITS`` single-character insertions, deletions or substitutions from
+# a field of the same input (Levenshtein's distance, case counted: Spark's ``levenshtein``).
+
+MIN_MISSPELLED, MAX_EDITS = 5, 2
+
+
+def resembles(name: str, known: tuple[str, ...]) -> str | None:
+    """The field of ``known`` that ``name`` is a small edit away from (above), else None.
+
+    >>> resembles("condtion", ("condition", "target")), resembles("OP_ID", ("op_id",))
+    ('condition', None)
+    """
+    if len(name) < MIN_MISSPELLED or name in known:
+        return None
+    for field in known:
+        if abs(len(field) - len(name)) <= MAX_EDITS and _distance(name, field) <= MAX_EDITS:
+            return field
+    return None
+
+
+def _distance(a: str, b: str) -> int:
+    """Levenshtein's distance between ``a`` and ``b``."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        diagonal, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (x != y))
+    return row[-1]

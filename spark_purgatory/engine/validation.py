@@ -50,12 +50,14 @@ from ..contract import (
     OPERATION_CHECKS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
+    READINGS,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     TIME,
     WHOLE,
     first_reason,
     read_as,
+    resembles,
     truncated,
 )
 from .conditions import ANY, CONDITIONS
@@ -190,8 +192,9 @@ class _Checks:
     ``wrong`` (a JSON type the field cannot have), ``value``, ``null`` (no value of its type)
     and ``count`` (a list field's items)."""
 
-    def __init__(self, frame: pd.DataFrame, now_ms: int | None = None, cond: np.ndarray | None = None):
+    def __init__(self, frame: pd.DataFrame, source: str, now_ms: int | None, cond: np.ndarray | None = None):
         self.frame, self.n, self.now_ms, self.cond = frame, len(frame), now_ms, cond
+        self.known = tuple(READINGS[source])
         self.no: dict[str, np.ndarray] = {}
         self.wrong: dict[str, np.ndarray] = {}
         self.value: dict[str, np.ndarray] = {}
@@ -203,6 +206,13 @@ class _Checks:
 
     def malformed(self, field: str, bound: None) -> np.ndarray:
         return malformed(self.frame)
+
+    def misspelled(self, field: str, bound: None) -> np.ndarray:
+        out = np.zeros(self.n, dtype=bool)
+        for name in self.frame.columns:
+            if isinstance(name, str) and resembles(name, self.known):
+                out |= given(self.frame[name], self.n)
+        return out
 
     def absent(self, field: str, bound: None) -> np.ndarray:
         return self.no[field]
@@ -330,7 +340,7 @@ def validate_operations(
     f = _read_operations(ops)
     n = len(ops)
     cond = f["cond"]
-    checks = _Checks(ops, now_ms, cond)
+    checks = _Checks(ops, SOURCE_OPERATIONS, now_ms, cond)
     checks.no = {
         "op_id": blanks(f["op_id"]),
         "keys": f["n_keys"] == 0,
@@ -415,7 +425,7 @@ def validate_events(
     op_id, bad_op_id = texts(values_of(events, "op_id"), n)
     source, _ = texts(values_of(events, "source"), n)
     bad_source = non_texts(values_of(events, "source"), n)  # a name: a string or nothing
-    checks = _Checks(events, now_ms)
+    checks = _Checks(events, SOURCE_EVENTS, now_ms)
     checks.no = {
         "key": blanks(key),
         "ts": missing(values_of(events, "ts"), n),

@@ -27,6 +27,7 @@ from ..contract import (
     OPERATION_REQUIRED,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
+    resembles,
 )
 
 __all__ = ["InputSchemaError", "schema_problems", "check_typed", "check_parquet_schema"]
@@ -56,7 +57,8 @@ def _accepted(arrow_type: pa.DataType) -> tuple[tuple[type, ...], str]:
 
 
 def schema_problems(df: DataFrame, source: str) -> list[str]:
-    """What keeps ``df`` from being a typed ``source`` input: missing or wrongly typed columns."""
+    """What keeps ``df`` from being a typed ``source`` input: missing, wrongly typed or
+    misspelled columns."""
     types = {f.name: f.dataType for f in df.schema.fields}
     contract = CONTRACTS[source]
     problems = [
@@ -74,11 +76,15 @@ def schema_problems(df: DataFrame, source: str) -> list[str]:
             wrong = True
         if wrong:
             problems.append(f"column {field.name!r} is {given.simpleString()}, expected {expected}")
+    for name in types:  # a misspelled field would be ignored: refused (``contract.resembles``)
+        near = resembles(name, tuple(contract.names))
+        if near:
+            problems.append(f"column {name!r} is no field of the contract; did you mean {near!r}?")
     return problems
 
 
 def check_typed(df: DataFrame, source: str) -> None:
-    """Raise ``InputSchemaError`` naming every missing or wrongly typed column of ``df``."""
+    """Raise ``InputSchemaError`` naming every missing, wrongly typed or misspelled column of ``df``."""
     problems = schema_problems(df, source)
     if problems:
         raise InputSchemaError(f"{source} input: " + "; ".join(problems) + f" (columns: {df.columns})")

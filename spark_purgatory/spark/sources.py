@@ -47,12 +47,17 @@ from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
     ID,
+    MAX_EDITS,
+    MIN_MISSPELLED,
     OPERATION_CHECKS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     POISON_COLUMN,
     RAW_KEPT_CHARS,
     RAW_TRUNCATED,
+    READINGS,
+    SOURCE_EVENTS,
+    SOURCE_OPERATIONS,
     STRING,
     STRING_LITERAL,
     TS_TEXT,
@@ -269,6 +274,9 @@ class _Checks:
     def malformed(self, field: str, bound: None) -> str:
         return "_malformed"
 
+    def misspelled(self, field: str, bound: None) -> str | None:
+        return "_misspelled" if self.text else None
+
     def absent(self, field: str, bound: None) -> str:
         return self._ABSENT.get(field, f"_no_{field}")
 
@@ -413,6 +421,7 @@ class _Reading(NamedTuple):
     """How one input's JSON lines are read: each reading's schema and fields (SQL over the
     reading's struct)."""
 
+    known: tuple[str, ...]
     typed_schema: T.StructType
     typed: Callable[[str], dict[str, str]]
     lenient_schema: T.StructType
@@ -441,7 +450,9 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading, limits: InputLimits
     carried += latest_carried(df)  # for the checks (``_ts_checks``)
     text = text.selectExpr("raw", *carried, f"{_poison('raw', limits)} AS {POISON_COLUMN}")
     carried.append(POISON_COLUMN)
-    rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t")
+    misspelled = f"{_misspelled(reading.known)} AS _misspelled"
+    rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t", misspelled)
+    carried.append("_misspelled")
     plain = [f"t IS NOT NULL AND {_get('t', _CORRUPT)} IS NULL"]
     plain += [_plain_field(_get("t", f), f) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]
     rows = rows.selectExpr("raw", *carried, "t", " AND ".join(f"({p})" for p in plain) + " AS _plain")
@@ -455,6 +466,22 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading, limits: InputLimits
         *carried,
         *[f"CASE WHEN _plain THEN {fast[name]} ELSE {slow[name]} END AS `{name}`" for name in fast],
     )
+
+
+def _misspelled(known: tuple[str, ...]) -> str:
+    """SQL: does the line name a field the contract does not know that ``contract.resembles``
+    one it knows?  Its names are read (each text of five characters or more before a colon)
+    only for a line where such a name that is no known field stands."""
+    names = "|".join(known)
+    near = f'"(?!(?:{names})"[\\t\\n\\r ]*:)[^"\\\\]{{{MIN_MISSPELLED},}}"[\\t\\n\\r ]*:'
+    # the names before a colon, outside strings (an escaped quote is no name's end): a JSON
+    # reader of the names would refuse a line with NaN, or fail on a name given twice
+    name = f'"([^"\\\\]{{{MIN_MISSPELLED},}})"[\\t\\n\\r ]*:'
+    fields = f"regexp_extract_all(raw, {sql_string(name)}, 1)"
+    close = f"exists(array({', '.join(map(sql_string, known))}), _n -> levenshtein(_f, _n, {MAX_EDITS}) >= 0)"
+    unknown = f"length(_f) >= {MIN_MISSPELLED} AND NOT {sql_in('_f', list(known))}"
+    test = f"coalesce(exists({fields}, _f -> {unknown} AND {close}), false)"
+    return f"CASE WHEN {POISON_COLUMN} IS NULL AND raw RLIKE {sql_string(near)} THEN {test} ELSE false END"
 
 
 def _plain(text: str) -> str:
@@ -569,6 +596,16 @@ def _lenient_event(j: str) -> dict[str, str]:
 
 
 _OPERATION_READING = _Reading(
-    _typed_json_schema(OPERATION_INPUT), _typed_operation, _OPS_JSON, _lenient_operation
+    tuple(READINGS[SOURCE_OPERATIONS]),
+    _typed_json_schema(OPERATION_INPUT),
+    _typed_operation,
+    _OPS_JSON,
+    _lenient_operation,
 )
-_EVENT_READING = _Reading(_typed_json_schema(EVENT_INPUT), _typed_event, _EVENTS_JSON, _lenient_event)
+_EVENT_READING = _Reading(
+    tuple(READINGS[SOURCE_EVENTS]),
+    _typed_json_schema(EVENT_INPUT),
+    _typed_event,
+    _EVENTS_JSON,
+    _lenient_event,
+)

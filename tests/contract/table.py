@@ -320,6 +320,12 @@ OPERATIONS: list[Case] = [
     op("target-overflow", c.BAD_TARGET, typed=None,
        line='{"op_id": "target-overflow", "key": "k:target-overflow", "ts": 5, "timeout_ms": 5,'
             ' "condition": "sum", "target": 1e400}'),
+    # -- unknown fields: ignored, unless a small edit away from a known one (contract.resembles) --------
+    op("unknown-field", extra="x", typed=None),
+    op("unknown-short-field", kye="x", typed=None),  # four characters: too short to be a misspelling
+    op("unknown-far-field", conditions_met="all", typed=None),
+    op("misspelled-condition", c.MISSPELLED_FIELD, condtion="all", typed=None),
+    op("misspelled-timeout", c.MISSPELLED_FIELD, timout_ms=5, typed={"timout_ms": 5}, records_only=True),
     # -- each field's reasons -------------------------------------------------------------------------
     op("no-op-id", c.MISSING_OP_ID, op_id=ABSENT),
     op("op-id-blank", c.MISSING_OP_ID, op_id="  "),
@@ -436,6 +442,8 @@ EVENTS: list[Case] = [
     raw("not-json", c.SOURCE_EVENTS, c.MALFORMED_JSON, " not json"),
     ev("too-large", c.RECORD_TOO_LARGE, source="x" * 2100, typed=None),
     ev("too-deep", c.TOO_DEEP, value=[[[[[[1]]]]]], typed=None),
+    ev("misspelled-value", c.MISSPELLED_FIELD, valeu=1, typed=None),
+    ev("misspelled-source", c.MISSPELLED_FIELD, sourse="s", typed={"sourse": "s"}, records_only=True),
     ev("no-key", c.MISSING_KEY, key=ABSENT, op_id="no-key"),
     ev("key-blank", c.MISSING_KEY, key="  ", op_id="key-blank"),
     ev("no-ts", c.MISSING_TS, ts=ABSENT, typed={"ts": None}),
@@ -483,6 +491,7 @@ def _change(fields: dict, typed: Any = None, row: dict | None = None, late: bool
 _OPERATION_CHANGES: dict[str, Any] = {
     c.RECORD_TOO_LARGE: lambda n: _change({"payload": "x" * 2100}, _JSON),
     c.TOO_DEEP: lambda n: _change({"payload": [[[[[[1]]]]]]}, _JSON),
+    c.MISSPELLED_FIELD: lambda n: _change({"condtion": "all"}, _JSON),
     c.MISSING_OP_ID: lambda n: _change({"op_id": ABSENT}),
     c.BAD_OP_ID: lambda n: _change({"op_id": [1]}, _JSON),
     c.MISSING_KEY: lambda n: _change({"key": " ", "keys": ABSENT}),
@@ -520,6 +529,7 @@ _OPERATION_CHANGES: dict[str, Any] = {
 _EVENT_CHANGES: dict[str, Any] = {
     c.RECORD_TOO_LARGE: lambda n: _change({"source": "x" * 2100}, _JSON),
     c.TOO_DEEP: lambda n: _change({"value": [[[[[[1]]]]]]}, _JSON),
+    c.MISSPELLED_FIELD: lambda n: _change({"sourse": "s"}, _JSON),
     c.MISSING_KEY: lambda n: _change({"key": "  ", "op_id": n}),
     c.MISSING_TS: lambda n: _change({"ts": ABSENT}),
     c.BAD_TS: lambda n: _change({"ts": "now"}, _JSON),

@@ -135,6 +135,15 @@ def test_wrong_or_missing_columns_fail_at_start(spark, tmp_path):
     bad_ts = spark.createDataFrame([("k", "2026-01-01")], "key string, ts string")
     with pytest.raises(InputSchemaError, match=r"'ts' is string, expected timestamp"):
         parse_events(bad_ts)
+    misspelled = spark.createDataFrame(
+        [("a", "k", T0, 5, "all")], "op_id string, key string, ts long, timeout_ms long, condtion string"
+    )
+    with pytest.raises(
+        InputSchemaError, match=r"column 'condtion' is no field of the contract; did you mean 'condition'"
+    ):
+        parse_operations(misspelled, max_timeout_ms=10)
+    other = spark.createDataFrame([("k", T0, "crm")], "key string, ts long, source_system string")
+    parse_events(other)  # a column the contract does not know, and no misspelling: ignored
 
 
 _TS = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
