@@ -2,8 +2,8 @@
 
 ``jobs/purgatory_job.py`` is its entry point for ``python`` and ``spark-submit``; the demo
 and the tests call ``parse_args`` / ``run`` directly.  ``run`` is a thin shell around
-``spark_purgatory.start`` (the one call notebooks use too): it adds the session, the
-sources, the progress and commit log lines, and stopping on SIGTERM/SIGINT.
+``spark_purgatory.start`` (the one call notebooks use too): it adds the early refusals, the
+session, the progress and commit log lines, the restarts, and stopping on SIGTERM/SIGINT.
 
     python jobs/purgatory_job.py --ops-path DIR --events-path DIR \\
         (--output-path DIR | --output-tables SCHEMA) --checkpoint-path DIR \\
