@@ -129,12 +129,21 @@ def test_a_circle_inside_a_folder_is_found(tmp_path, monkeypatch):
     assert _circles_in_folders("pkg") == [["pkg.a", "pkg.b"]]
 
 
-def test_the_tests_import_nothing_from_the_benchmarks():
+@pytest.mark.parametrize(
+    ("importer", "never"),
+    [
+        ("tests", {"benchmarks"}),
+        ("testbed", {"tests", "benchmarks"}),
+        ("spark_purgatory", {"tests", "benchmarks", "testbed"}),
+    ],
+)
+def test_each_top_folder_imports_only_what_lies_below_it(importer, never):
     """``tests/`` and ``benchmarks/`` share what they both need through ``testbed/``: a test
-    never depends on a benchmark's code."""
+    never depends on a benchmark's code, the testbed on neither, and the package (the wheel)
+    on none of the three."""
     found = {}
-    for path in (ROOT / "tests").rglob("*.py"):
-        names = sorted(name for name in _imported(path) if name.split(".")[0] == "benchmarks")
+    for path in (ROOT / importer).rglob("*.py"):
+        names = sorted(name for name in _imported(path) if name.split(".")[0] in never)
         if names:
             found[str(path.relative_to(ROOT))] = names
     assert found == {}
