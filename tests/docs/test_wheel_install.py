@@ -3,7 +3,7 @@ nothing else, it runs the README's example and the job with the project's JARs i
 
 The venv resolves the wheel's requirements as ``pip install`` does: the newest pyspark it allows
 (today 4.2.1), not the tests' pin (4.2.0, the Spark the JARs are built for), so this is also
-the test of the newest 4.2.x (``tests/support/wheel_venv.py``).  One Python process, one JVM,
+the test of the newest 4.2.x (``testbed.wheel``).  One Python process, one JVM,
 in a directory outside the checkout: the README's marked blocks as they stand (a plain
 ``SparkSession.builder`` session: the JARs come from the package by ``ADD JAR``), then the
 job's entry point ``python -m spark_purgatory.job`` on more input, on the same session.
@@ -30,6 +30,7 @@ from spark_purgatory.runtime.jars import built_for, fits
 from spark_purgatory.testing import assert_outcomes
 from spark_purgatory.version import USER_METADATA
 from spark_purgatory.workload import generate, write_json_lines
+from testbed.wheel import ROOT, build_wheel, install_wheel, venv_env
 from tests.docs.test_readme import (
     COMPARED,
     PREFIX,
@@ -40,7 +41,6 @@ from tests.docs.test_readme import (
     json_lines,
     readme_blocks,
 )
-from tests.support.wheel_venv import ROOT, build_wheel, install_wheel, venv_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("checks")]  # the wheel's build needs them built
 
