@@ -38,8 +38,40 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
-from . import reasons as r
 from .inputs import CONDITIONS, MIN_TIMEOUT_MS, TARGET_COUNTS_MEMBERS, TARGETED, WITH_MEMBERS
+from .reasons import (
+    BAD_OP_ID,
+    BAD_PAYLOAD,
+    BAD_SOURCE,
+    BAD_TARGET,
+    BAD_TIMEOUT_MS,
+    BAD_TS,
+    BAD_VALUE,
+    CROSS_SHARD_KEYS,
+    DUPLICATE_OP_ID,
+    LATE,
+    MALFORMED_JSON,
+    MISSING_KEY,
+    MISSING_MEMBERS,
+    MISSING_OP_ID,
+    MISSING_TARGET,
+    MISSING_TIMEOUT_MS,
+    MISSING_TS,
+    MISSPELLED_FIELD,
+    NEGATIVE_TIMEOUT,
+    RAW_KEPT_CHARS,
+    RAW_TRUNCATED,
+    RECORD_TOO_LARGE,
+    TARGET_ABOVE_MEMBERS,
+    TIMEOUT_ABOVE_MAX,
+    TOO_DEEP,
+    TOO_MANY_KEYS,
+    TOO_MANY_MEMBERS,
+    TS_IN_FUTURE,
+    UNKNOWN_CONDITION,
+    UNUSED_MEMBERS,
+    UNUSED_TARGET,
+)
 
 __all__ = [
     "POISON",
@@ -109,54 +141,54 @@ def _others(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 _READ_CHECKS = (
-    Check(r.RECORD_TOO_LARGE, "", POISON, "input.max.record.bytes"),
-    Check(r.TOO_DEEP, "", POISON, "input.max.depth"),
-    Check(r.MALFORMED_JSON, "", MALFORMED),
-    Check(r.MISSPELLED_FIELD, "", MISSPELLED),
+    Check(RECORD_TOO_LARGE, "", POISON, "input.max.record.bytes"),
+    Check(TOO_DEEP, "", POISON, "input.max.depth"),
+    Check(MALFORMED_JSON, "", MALFORMED),
+    Check(MISSPELLED_FIELD, "", MISSPELLED),
 )
 _TIME_CHECKS = (
-    Check(r.MISSING_TS, "ts", ABSENT),
-    Check(r.BAD_TS, "ts", UNREADABLE),
-    Check(r.TS_IN_FUTURE, "ts", FUTURE, "purgatory.max.future.ms"),
+    Check(MISSING_TS, "ts", ABSENT),
+    Check(BAD_TS, "ts", UNREADABLE),
+    Check(TS_IN_FUTURE, "ts", FUTURE, "purgatory.max.future.ms"),
 )
 
 #: an operation's checks, in the order they apply
 OPERATION_CHECKS: tuple[Check, ...] = (
     *_READ_CHECKS,
-    Check(r.MISSING_OP_ID, "op_id", ABSENT),
-    Check(r.BAD_OP_ID, "op_id", WRONG_TYPE),
-    Check(r.MISSING_KEY, "keys", ABSENT),
-    Check(r.TOO_MANY_KEYS, "keys", MORE, "input.max.keys"),
+    Check(MISSING_OP_ID, "op_id", ABSENT),
+    Check(BAD_OP_ID, "op_id", WRONG_TYPE),
+    Check(MISSING_KEY, "keys", ABSENT),
+    Check(TOO_MANY_KEYS, "keys", MORE, "input.max.keys"),
     *_TIME_CHECKS,
-    Check(r.MISSING_TIMEOUT_MS, "timeout_ms", ABSENT),
-    Check(r.BAD_TIMEOUT_MS, "timeout_ms", UNREADABLE),
-    Check(r.NEGATIVE_TIMEOUT, "timeout_ms", BELOW, MIN_TIMEOUT_MS),
-    Check(r.TIMEOUT_ABOVE_MAX, "timeout_ms", ABOVE, "purgatory.max.timeout.ms"),
-    Check(r.UNKNOWN_CONDITION, "condition", UNKNOWN, CONDITIONS),
-    Check(r.MISSING_TARGET, "target", ABSENT, when=TARGETED),
-    Check(r.BAD_TARGET, "target", NOT_FINITE, when=TARGETED),
-    Check(r.MISSING_MEMBERS, "members", ABSENT, when=WITH_MEMBERS),
-    Check(r.TOO_MANY_MEMBERS, "members", MORE, "input.max.members"),
-    Check(r.TARGET_ABOVE_MEMBERS, "target", ABOVE, "members", when=TARGET_COUNTS_MEMBERS),
-    Check(r.UNUSED_TARGET, "target", GIVEN, when=_others(TARGETED)),
-    Check(r.UNUSED_MEMBERS, "members", GIVEN, when=_others(WITH_MEMBERS)),
-    Check(r.BAD_PAYLOAD, "payload", WRONG_TYPE),
-    Check(r.CROSS_SHARD_KEYS, "keys", AFTER),
+    Check(MISSING_TIMEOUT_MS, "timeout_ms", ABSENT),
+    Check(BAD_TIMEOUT_MS, "timeout_ms", UNREADABLE),
+    Check(NEGATIVE_TIMEOUT, "timeout_ms", BELOW, MIN_TIMEOUT_MS),
+    Check(TIMEOUT_ABOVE_MAX, "timeout_ms", ABOVE, "purgatory.max.timeout.ms"),
+    Check(UNKNOWN_CONDITION, "condition", UNKNOWN, CONDITIONS),
+    Check(MISSING_TARGET, "target", ABSENT, when=TARGETED),
+    Check(BAD_TARGET, "target", NOT_FINITE, when=TARGETED),
+    Check(MISSING_MEMBERS, "members", ABSENT, when=WITH_MEMBERS),
+    Check(TOO_MANY_MEMBERS, "members", MORE, "input.max.members"),
+    Check(TARGET_ABOVE_MEMBERS, "target", ABOVE, "members", when=TARGET_COUNTS_MEMBERS),
+    Check(UNUSED_TARGET, "target", GIVEN, when=_others(TARGETED)),
+    Check(UNUSED_MEMBERS, "members", GIVEN, when=_others(WITH_MEMBERS)),
+    Check(BAD_PAYLOAD, "payload", WRONG_TYPE),
+    Check(CROSS_SHARD_KEYS, "keys", AFTER),
     # the watermark before the registry: a shard judges lateness on arrival, by its own
     # watermark alone; only an operation it admits is looked up by op_id, across shards too
     # (``engine.registry``), so a late repeat is ``late`` on every path, however many shards
-    Check(r.LATE, "ts", AFTER),
-    Check(r.DUPLICATE_OP_ID, "op_id", AFTER),
+    Check(LATE, "ts", AFTER),
+    Check(DUPLICATE_OP_ID, "op_id", AFTER),
 )
 #: a completion event's checks, in the order they apply
 EVENT_CHECKS: tuple[Check, ...] = (
     *_READ_CHECKS,
-    Check(r.MISSING_KEY, "key", ABSENT),
+    Check(MISSING_KEY, "key", ABSENT),
     *_TIME_CHECKS,
-    Check(r.BAD_VALUE, "value", NOT_FINITE),
-    Check(r.BAD_OP_ID, "op_id", WRONG_TYPE),
-    Check(r.BAD_SOURCE, "source", WRONG_TYPE),
-    Check(r.LATE, "ts", AFTER),
+    Check(BAD_VALUE, "value", NOT_FINITE),
+    Check(BAD_OP_ID, "op_id", WRONG_TYPE),
+    Check(BAD_SOURCE, "source", WRONG_TYPE),
+    Check(LATE, "ts", AFTER),
 )
 
 
@@ -236,7 +268,7 @@ MALFORMED_COLUMN = "_malformed"
 def truncated(raw: str) -> str:
     """A ``record_too_large`` record's ``raw``: its first ``RAW_KEPT_CHARS`` characters, then
     ``RAW_TRUNCATED`` with its size in UTF-8 bytes (the SQL readers cut it alike)."""
-    return raw[: r.RAW_KEPT_CHARS] + r.RAW_TRUNCATED.format(bytes=len(raw.encode("utf-8")))
+    return raw[:RAW_KEPT_CHARS] + RAW_TRUNCATED.format(bytes=len(raw.encode("utf-8")))
 
 
 # -- unknown fields -------------------------------------------------------------------------------------
