@@ -333,7 +333,7 @@ def start(
                 else:
                     stream = stream.trigger(processingTime=trigger_interval(trigger))
                 with (
-                    shuffle_partitions(spark, cfg.shards + 1),
+                    shuffle_partitions(spark, cfg.groups),
                     state_store(spark),
                     arrow_records(spark),
                     optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (runtime.settings)

@@ -69,7 +69,7 @@ from .roles import ROLE_END, ROLES
 if TYPE_CHECKING:
     from ..delta.staging import ShardStaging
 
-__all__ = ["ShardStep", "ShardInput", "ShardResult"]
+__all__ = ["Decision", "ShardStep", "ShardInput", "ShardResult", "decide"]
 
 _END = ROLES.index(ROLE_END)
 
@@ -85,6 +85,15 @@ class ShardInput(NamedTuple):
     watermark_ms: int  # what the engine runs at
     expire_to_ms: int | None  # where it goes after the rows: the batch's own watermark or the clock
     proposed: dict[str, int | None]  # the watermark each input's rows propose
+
+
+class Decision(NamedTuple):
+    """What a shard keeps after a call (``decide``): ``keep`` its state (else Spark drops it),
+    the ``watermark_ms`` its output reports, the event-time ``timeout_ms`` to set (None: none)."""
+
+    keep: bool
+    watermark_ms: int
+    timeout_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -256,26 +265,9 @@ class ShardStep:
             expire_to_ms=given.expire_to_ms,
         )
 
-    def decide(self, p: Purgatory, shard: int, wm: int, held_ms: int) -> tuple[bool, int, int | None]:
-        """After the engine's call: (keep the state?, the watermark the output reports, the
-        event-time timeout to set or None); ``wm`` Spark's watermark, ``held_ms`` it held back
-        by the Kafka partitions."""
-        ended = is_end_watermark(p.watermark)
-        clocked = p.watermark > wm  # the operator's clock is ahead of Spark's watermark (reaper)
-        # read before p is saved (and parked); behind Spark's when a partition holds it back
-        out_wm = p.watermark if ended or clocked or held_ms < wm else wm
-        # the cross-shard group keeps relays_through (files it received may still be in the
-        # mailbox), an ended shard its end watermark, a clocked one its watermark
-        keep = not (p.is_empty() and not ended and not clocked and not self.handoff.keeps(shard))
-        if not keep:
-            return False, out_wm, None
-        wake = p.next_wakeup()
-        if self.handoff.awaits(p, shard):
-            # called in the next batch that moves the watermark (mailbox, registry's
-            # verdicts; the wake file if none would); Spark wants a timeout > 0
-            wake = min(wake, max(wm, 1) + 1)
-        # Spark fires once the watermark is *past* the timestamp; we are due at wake
-        return True, out_wm, (max(wake - 1, wm) if wake < NO_EXPIRATION else None)
+    def decide(self, p: Purgatory, shard: int, wm: int, held_ms: int) -> Decision:
+        """After the engine's call: what the shard keeps (``decide``)."""
+        return decide(p, shard, wm, held_ms, self.handoff)
 
     def save(self, p: Purgatory, now: int) -> tuple[bytes, int]:
         """The state's value and the bytes its save wrote: with a store, the delta file of
@@ -340,3 +332,27 @@ def _held(wm: int, cap: int | None) -> int:
 def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:
     """The shard's watermark at the end of input: past its own deadlines and any valid one."""
     return end_watermark_ms(config.max_timeout_ms, config.tick_ms, p.latest_deadline())
+
+
+def decide(p: Purgatory, shard: int, wm: int, held_ms: int, handoff: ShardHandOff) -> Decision:
+    """What shard ``shard`` keeps after the engine's call, the one owner of that decision
+    (``ShardStep`` after each call, ``rescale`` for the shards it writes); ``wm`` Spark's
+    watermark, ``held_ms`` it held back by the Kafka partitions.
+
+    An empty primary shard goes, unless its input ended (it keeps the end watermark, so a row
+    that comes afterwards is ``late``) or the operator's clock moved it past Spark's
+    (``handoff.reaper``: it keeps that watermark); the cross-shard group stays while it relays
+    (its ``relays_through`` names the mailbox files it received).  Spark fires the timeout
+    once its watermark is *past* it: the shard is due at its next wake-up, or in the next
+    micro-batch while hand-off files are owed to it (``ShardHandOff.awaits``).
+    """
+    ended = is_end_watermark(p.watermark)
+    clocked = p.watermark > wm  # the operator's clock is ahead of Spark's watermark (reaper)
+    # read before p is saved (and parked); behind Spark's when a partition holds it back
+    out_wm = p.watermark if ended or clocked or held_ms < wm else wm
+    if p.is_empty() and not ended and not clocked and not handoff.keeps(shard):
+        return Decision(False, out_wm, None)
+    wake = p.next_wakeup()
+    if handoff.awaits(p, shard):  # Spark wants a timeout > 0
+        wake = min(wake, max(wm, 1) + 1)
+    return Decision(True, out_wm, max(wake - 1, wm) if wake < NO_EXPIRATION else None)
