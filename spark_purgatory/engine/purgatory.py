@@ -3,37 +3,17 @@
 ``Purgatory`` is a shard's engine as its host sees it: one call per micro-batch
 (``process``), the sizes a host reports, and what a state layer reads and gives back.
 Kafka's operations themselves, batched (watch and ``try_complete``, ``advance``,
-``force_complete`` / ``on_complete``, ``purge``), are ``delayed``'s.
-
-``process(ops, events, watermark_ms=...)`` runs them in named phases: ``_admit`` (late,
-duplicate and invalid rows rejected), the registry's ``settle`` (one outcome per op_id across
-shards), ``_try_complete_else_watch`` (Kafka's tryCompleteElseWatch and checkAndComplete:
-everything watched first, each operation touched decided once, against all of it, so its
-outcome does not depend on whether its events came before it or with it), the stubs' relay
-(``relay_tables.outgoing``) and the cross-shard group's ``_hold``, the watermark policy
-(``_clock``), ``_advance_clock`` (expiry) and ``_finalise`` (the events the watermark passed:
-``progress``; an unmatched one's reason from the completed operations' windows,
-``windows``); it returns the rows for the ``outcomes``, ``unmatched_events`` and
-``rejected`` tables, and what its stubs relay to the cross-shard group (``relay``), which
-takes it as ``process(..., relayed=...)``.
+``force_complete`` / ``on_complete``, ``purge``), are ``delayed``'s; ``process`` calls them
+in named phases, each operation touched decided once against every event of the call and
+the buffer (so its outcome does not depend on whether its events came before it or with it).
 
 **Cost follows the batch, not the backlog.**  The tables that grow with the backlog are
-updated in place, never rebuilt: the pending operations and their watchers are a
-``pending.Pending`` (``columns.Columns``: numpy columns with spare capacity and tombstones,
-rows in handle order, with hash indexes by op_id and by key, ``columns.HashIndex``: sorted
-runs merged geometrically); retained key progress is a ``progress.KeyTable`` and remembered resolved
-op_ids a ``dedup.ResolvedTable`` (the same structure, forgetting deferred to bulk sweeps);
-the wheel's tombstones are sorted runs too.
-
-**No pandas inside a call.**  A call works on ``rows.Rows`` (named numpy columns): the rows
-it touches, its matches and outcomes, and the small tables (``matches``, buffered ``events``
-with their keys' hashes, ``relayed``).  pandas stays at the edges: ``batch.admit`` takes the
-host's frames, ``batch.result`` builds the returned ones, ``tables()`` / ``load_tables``
-convert for the state layer (``snapshot``).  Read accessors: ``pending_operations()``, ``tables()``.
-
-**One set of tables.**  A shard holds one ``snapshot.LiveTables``, handed to Kafka's
-operations (``delayed.DelayedOperations``) and to the two hand-off protocols as functions of
-it (``relay_tables``, ``registry.settle``): no mixin, no copy.
+updated in place, never rebuilt (``pending.Pending``, ``progress.KeyTable``,
+``dedup.ResolvedTable``: columns with spare capacity, tombstones and hash indexes).  A call
+works on ``rows.Rows`` (named numpy columns); pandas stays at the edges (``batch.admit``,
+``batch.result``, ``tables()`` / ``load_tables`` for the state layer, ``snapshot``).  A shard
+holds one ``snapshot.LiveTables``, handed to Kafka's operations and to the two hand-off
+protocols (``relay_tables``, ``registry.settle``) as functions of it: no mixin, no copy.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never

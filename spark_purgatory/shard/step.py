@@ -3,29 +3,18 @@
 Spark calls the operator once per shard group per micro-batch (or when the group's timeout
 fires) with the group's routed rows, its stored state and two clocks: Spark's watermark and
 the micro-batch's time.  ``ShardStep`` does everything that call means, in named phases:
+**load** the shard's ``Purgatory`` (checked to be this shard's); **read** the routed rows
+(``shard.input``) and the watermark the engine runs at (Spark's, held back to the slowest
+Kafka partition, past every deadline at the end of input, the batch's time on the processing
+clock) and the one it moves to once the rows are admitted (the rows' own or the operator's
+clock, the further); **receive** what other shards posted for it (``handoff.shard_handoff``);
+**process** (``Purgatory.process``); **post** what it owes others; **decide** what it keeps
+(``decide``: the state, the reported watermark, the event-time timeout); **save**; **emit**
+the output rows (``shard.output``), or, staged, only their ``STAGED`` rows.
 
-1. **load**: the shard's ``Purgatory`` from the stored value (a pointer to its delta file
-   under ``purgatory.state.path``, or a whole value), checked to be this shard's.
-2. **read**: the routed rows split into operations, events, rows rejected at parse and the
-   op_id claims (``shard.input``); the watermark the engine runs at: Spark's, held back to the
-   slowest Kafka partition (``handoff.partitions``), past every deadline at the end of input
-   (``handoff.end_of_input``), the batch's time on the processing clock; where the watermark
-   goes once the rows are admitted: the watermark the batch's own rows bring
-   (``input.batch_watermark``: Spark would apply it in the next micro-batch) or the operator's
-   clock the batch brings (``handoff.reaper``), whichever is further.
-3. **receive**: what other shards posted for this one (relays, verdicts, claims:
-   ``handoff.shard_handoff``).
-4. **process**: the engine's call (``Purgatory.process``).
-5. **post**: what this shard owes others, into the mailbox.
-6. **decide**: keep the state or drop it; the watermark the output reports; when Spark calls
-   the shard next (its event-time timeout).
-7. **save**: the state's value (a delta file and its pointer with a store).
-8. **emit**: the output rows (``shard.output``), or, staged, the rows written where they were
-   made and only their ``STAGED`` rows, sent narrower (``delta.staging``, ``delta.sent``).
-
-It owns every decision of the call; ``spark.operator`` only adapts Spark's ``GroupState`` to
-it.  ``PurgatoryTester`` runs the same step over its shards, so the harness users test with
-does the hand-off and the state save production does; benchmarks and profilers call it too.
+It owns every decision of the call; ``spark.group_state``'s adapter only moves Spark's
+``GroupState`` in and out, for the operator and the tester alike (``testing.local_shards``);
+``rescale`` keeps its new shards through ``decide`` too.
 
 Invariant: the call's outputs depend only on its inputs (rows, stored value, watermark, batch
 time) and the files under the state path; a replayed micro-batch gives the same ones.
