@@ -226,7 +226,8 @@ class ShardStep:
         claims = claims_of(rows) if self.handoff.registers else None
         # the end of input (handoff.end_of_input): past every deadline, kept from now on by the engine
         ending = bool((roles_of(rows) == _END).any())
-        engine_wm = _end_watermark(p, self.config) if ending else held
+        cfg = self.config
+        engine_wm = end_watermark_ms(cfg.max_timeout_ms, cfg.tick_ms, p.latest_deadline()) if ending else held
         # the watermark after this batch's rows are admitted: the one they bring (Spark applies
         # it in the next micro-batch) or the operator's clock (handoff.reaper), the further
         proposed = proposed_watermarks(rows, self._delays)
@@ -316,11 +317,6 @@ def _further(a: int | None, b: int | None) -> int | None:
 def _held(wm: int, cap: int | None) -> int:
     """Spark's watermark, held back to the slowest Kafka partition's (``handoff.partitions``)."""
     return wm if cap is None else min(wm, cap)
-
-
-def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:
-    """The shard's watermark at the end of input: past its own deadlines and any valid one."""
-    return end_watermark_ms(config.max_timeout_ms, config.tick_ms, p.latest_deadline())
 
 
 def decide(p: Purgatory, shard: int, wm: int, held_ms: int, handoff: ShardHandOff) -> Decision:
