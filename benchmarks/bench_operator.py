@@ -61,7 +61,7 @@ import pyarrow.parquet as pq
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
-from benchmarks import bench_stages, bench_trickle, contenders, harness
+from benchmarks import bench_trickle, contenders, harness
 from benchmarks.contenders import CONTENDERS, Run, timed, write_workload
 from spark_purgatory.config import PurgatoryConfig
 from spark_purgatory.runtime.session import local_session
@@ -552,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         master="local[2]",
         shuffle_partitions=args.shards + 1,
         c1_only=args.jit == "c1",
-        conf=bench_stages.event_log_conf(args.event_log) if args.event_log else None,
+        conf=harness.event_log_conf(args.event_log) if args.event_log else None,
     )
     config = PurgatoryConfig(shards=args.shards, cross_shard_operations=False, max_timeout_ms=60_000)
     print(

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from benchmarks.harness import write_json
 
-__all__ = ["event_log_conf", "micro_batches", "main"]
+__all__ = ["micro_batches", "main"]
 
 _PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 _STATEFUL = "FlatMapGroupsInPandasWithState"
@@ -60,17 +60,6 @@ FIGURES = (
     "py_ms",
     "idle_ms",
 )
-
-
-def event_log_conf(directory: str) -> dict[str, str]:
-    """A session's settings for one uncompressed event log file under ``directory``."""
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    return {
-        "spark.eventLog.enabled": "true",
-        "spark.eventLog.dir": Path(directory).resolve().as_uri(),
-        "spark.eventLog.compress": "false",
-        "spark.eventLog.rolling.enabled": "false",
-    }
 
 
 def _scopes(info: dict) -> list[str]:
@@ -221,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.directory:
         lines = read_log(args.directory)
     else:
-        from benchmarks import bench_operator  # it names event_log_conf: imported here, not at the top
+        from benchmarks import bench_operator
 
         with tempfile.TemporaryDirectory(prefix="stages-") as directory:
             status = bench_operator.main([*shlex.split(args.operator), "--event-log", directory])

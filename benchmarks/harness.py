@@ -260,7 +260,7 @@ def child(
 
 def _in_process(name: str, argv: Sequence[str], env: dict[str, str] | None, sample_s: float) -> dict:
     """``child``'s run in this process: stdout captured, ``env``'s changes undone after."""
-    from benchmarks.__main__ import run
+    from benchmarks.registry import run
 
     changed = {k: v for k, v in (env or {}).items() if os.environ.get(k) != v}
     before = {k: os.environ.get(k) for k in changed}
@@ -445,3 +445,14 @@ def jvm_pid(root: int) -> int | None:
             return pid
         todo += children.get(pid, [])
     return None
+
+
+def event_log_conf(directory: str) -> dict[str, str]:
+    """A session's settings for one uncompressed event log file under ``directory``."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": Path(directory).resolve().as_uri(),
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.rolling.enabled": "false",
+    }

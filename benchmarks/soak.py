@@ -8,8 +8,8 @@ Kafka broker on loopback (``spark_purgatory.kafka_broker.KafkaBroker``, its data
 its restarts) through one idempotent producer that buffers while the broker is away, or to
 files (``--input files``).  The job runs as a subprocess (a process group of its own) with
 ``processing-time=2s``; its output tables and the accumulator's staging go to an
-S3-compatible server (moto) behind a fault-injecting proxy (``services.S3Store``,
-``services.FaultyProxy``) when store faults are on, else to local disk.
+S3-compatible server (moto) behind a fault-injecting proxy (``testbed.services.S3Store``,
+``testbed.services.FaultyProxy``) when store faults are on, else to local disk.
 
 Faults (``--faults``, each switchable; seeded by ``--seed``), one at a time, on average every
 ``--fault-every`` seconds:
@@ -406,8 +406,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, told
         out = f"{root}/out"
         storage = None
         if "store" in kinds:
-            from benchmarks.services import REGION, FaultyProxy, S3Store
             from spark_purgatory.storage import Storage
+            from testbed.services import REGION, FaultyProxy, S3Store
 
             store = S3Store(bucket="purgatory-soak", own_process=True)
             proxy = FaultyProxy(store.endpoint, seed=args.seed)

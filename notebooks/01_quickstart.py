@@ -10,7 +10,7 @@
 # MAGIC ## Before you run it: the platform's rules
 # MAGIC * **Install from a wheel.** `spark-purgatory` is not on PyPI: build the wheel with
 # MAGIC   `make dist` in the repository (it carries the project's JARs), upload it to a Unity
-# MAGIC   Catalog volume (`databricks fs cp dist/spark_purgatory-0.2.0-py3-none-any.whl
+# MAGIC   Catalog volume (`databricks fs cp dist/spark_purgatory-0.3.0.dev0-py3-none-any.whl
 # MAGIC   dbfs:/Volumes/main/default/spark_purgatory/wheels/`) and put its path, or the folder
 # MAGIC   that holds it (the newest `spark_purgatory-*.whl` there is taken), in the `wheel` widget;
 # MAGIC   the next cells `%pip install` it into this notebook and restart Python.  (Or attach the
@@ -38,7 +38,7 @@ import glob
 import os
 
 dbutils.widgets.text(
-    "wheel", "/Volumes/main/default/spark_purgatory/wheels/spark_purgatory-0.2.0-py3-none-any.whl", "Wheel"
+    "wheel", "/Volumes/main/default/spark_purgatory/wheels/spark_purgatory-0.3.0.dev0-py3-none-any.whl", "Wheel"
 )
 dbutils.widgets.text("operations", "3000", "Operations to generate")
 dbutils.widgets.text("base_path", "/Volumes/main/default/spark_purgatory/quickstart", "Base path (a volume)")

@@ -23,6 +23,10 @@ Example::
     chk.state.mailbox                # 's3a://bucket/chk/purgatory-state/mailbox'
     fs, files = chk.opened(Storage())
     files.layout                     # 'bucket/chk/purgatory-layout', a path inside ``fs``
+    opened = chk.open_on(Storage())  # the same as one value (``fs``, ``files``, ``given``)
+
+``start`` opens its checkpoint once, with its state path, and hands the ``OpenCheckpoint`` down;
+a reader given a path opens it itself (``open_checkpoint``).
 
 Invariant: every name here is the one earlier versions wrote: a checkpoint they left keeps
 working (``tests/upgrades``); a new file takes a new name, never an old one's.
@@ -37,7 +41,7 @@ import pyarrow.fs as pafs
 
 from .storage import Storage, join
 
-__all__ = ["Checkpoint", "StatePath", "WakeDirectory", "base_name"]
+__all__ = ["Checkpoint", "OpenCheckpoint", "StatePath", "WakeDirectory", "base_name", "open_checkpoint"]
 
 
 def base_name(path: str) -> str:
@@ -73,6 +77,12 @@ class Checkpoint:
         stays as it was (a URI: it may be on another store)."""
         fs, root = (storage or Storage()).filesystem(self.path)
         return fs, Checkpoint(root, self.state_path)
+
+    def open_on(self, storage: Storage | None = None) -> OpenCheckpoint:
+        """This checkpoint opened once (``opened`` as one value), to hand down."""
+        storage = storage or Storage()
+        fs, files = self.opened(storage)
+        return OpenCheckpoint(self, fs, files, storage)
 
     @property
     def state(self) -> StatePath:
@@ -194,6 +204,33 @@ class Checkpoint:
         """``state/0/0/_metadata/schema``: the state schemas Spark recorded for the operator
         (partition 0), read for the group state's encoding (``spark.group_state``)."""
         return join(self.operator_state, "0", "_metadata", "schema")
+
+
+@dataclass(frozen=True)
+class OpenCheckpoint:
+    """A checkpoint opened once: its paths as given (``given``: URIs, with its state path), the
+    filesystem they are on (``fs``), the same paths inside it (``files``), and the ``storage.*``
+    settings that opened it (for the state path, which may be on another store)."""
+
+    given: Checkpoint
+    fs: pafs.FileSystem
+    files: Checkpoint
+    storage: Storage
+
+    @property
+    def path(self) -> str:
+        """The checkpoint as the user gave it (what Spark's ``checkpointLocation`` gets)."""
+        return self.given.path
+
+
+def open_checkpoint(
+    checkpoint: str | OpenCheckpoint, storage: Storage | None = None, state_path: str = ""
+) -> OpenCheckpoint:
+    """``checkpoint`` as an ``OpenCheckpoint``: as it is when opened already (then ``storage``
+    and its state path are its own), else opened with ``state_path`` (empty: the default)."""
+    if isinstance(checkpoint, OpenCheckpoint):
+        return checkpoint
+    return Checkpoint(checkpoint, state_path).open_on(storage)
 
 
 @dataclass(frozen=True)

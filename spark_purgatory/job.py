@@ -2,8 +2,8 @@
 
 ``jobs/purgatory_job.py`` is its entry point for ``python`` and ``spark-submit``; the demo
 and the tests call ``parse_args`` / ``run`` directly.  ``run`` is a thin shell around
-``spark_purgatory.start`` (the one call notebooks use too): it adds the session, the
-sources, the progress and commit log lines, and stopping on SIGTERM/SIGINT.
+``spark_purgatory.start`` (the one call notebooks use too): it adds the early refusals, the
+session, the progress and commit log lines, the restarts, and stopping on SIGTERM/SIGINT.
 
     python jobs/purgatory_job.py --ops-path DIR --events-path DIR \\
         (--output-path DIR | --output-tables SCHEMA) --checkpoint-path DIR \\
@@ -51,7 +51,9 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from typing import Any
 
+from .checkpoint_paths import Checkpoint, OpenCheckpoint
 from .config import (
     READ_FORMATS,
     ConfigError,
@@ -66,6 +68,8 @@ from .faults import EXIT_DONE, EXIT_FAILED, EXIT_REFUSED
 from .handoff.end_of_input import EndOfInput, InputEndedError
 from .query import TRIGGERS, check_trigger
 from .restarts import Attempt, RestartPolicy, run_restarting
+from .startup import app_id_of
+from .storage import Storage
 
 log = logging.getLogger("spark_purgatory.job")
 
@@ -224,7 +228,7 @@ def _session(settings: JobSettings):
     """The submitted session under spark-submit; a local session with good defaults otherwise."""
     from .delta.catalog import local_catalog
     from .runtime.session import local_session
-    from .storage import Storage, storage_session_conf
+    from .storage import storage_session_conf
 
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit / pyspark
         from pyspark.sql import SparkSession
@@ -281,72 +285,103 @@ def run(settings: JobSettings, spark=None) -> dict:
 
     ``spark``: the session to run on (a notebook's, or a Spark Connect one); by default the job
     builds its own from ``settings`` (``job.master``, the storage's settings)."""
-    from .delta.catalog import writer_for
+    from .faults import PermanentFault
+    from .spark.errors import MicroBatchError
+
+    chk = _refuse_early(settings)
+    spark = spark if spark is not None else _session(settings)
+    attempts = _Attempts(settings, spark, chk)
+    try:
+        run_restarting(
+            attempts.once, settings.restart, interrupted=attempts.interrupted, permanent=attempts.permanent
+        )
+    except (ConfigError, PermanentFault, MicroBatchError):  # said in one line; failures were asked
+        raise
+    except Exception as error:  # a start or a flush that failed: is something gone?
+        fatal = attempts.permanent(error)
+        if fatal is not None:
+            raise fatal from error
+        raise
+    finally:
+        spark.streams.removeListener(attempts.listener)
+    totals = attempts.totals()
+    log.info("done: %s", " ".join(f"{k}={v}" for k, v in totals.items()))
+    return totals
+
+
+def _refuse_early(settings: JobSettings) -> OpenCheckpoint:
+    """The job's checkpoint, opened; refused at once, before a session starts, for what
+    ``start`` would refuse later: a newer version's or one that needs ``spark-purgatory
+    upgrade`` (docs/upgrading.md), an ended one (docs/end-of-input.md), one another query runs
+    on, or output tables of another checkpoint (catalog tables: in ``start``)."""
     from .delta.ownership import check_owner
     from .delta.writers import DeltaRsWriter
-    from .faults import CannotPass, PermanentFault, cannot_pass, depended_on, diagnose
-    from .query import app_id_of, start
-    from .spark.errors import MicroBatchError, first_cause
-    from .spark.metrics import ProgressListener
     from .state.layout import RunLease
-    from .state.pending_counts import PendingRecord
     from .state.versions import check_formats
-    from .storage import Storage
 
-    # refused at once, before a session starts: a checkpoint of a newer version or one that
-    # needs `spark-purgatory upgrade` (docs/upgrading.md), an ended checkpoint
-    # (docs/end-of-input.md), one another query runs on, output tables of another checkpoint
-    # (catalog tables: in start)
-    storage = Storage.of(settings.config)
-    check_formats(settings.checkpoint_path, storage)
-    EndOfInput(settings.checkpoint_path, storage).check_open()
-    RunLease(settings.checkpoint_path, storage).check_unheld()
-    if settings.output_path and not settings.config.output_take_over:
-        app_id = app_id_of(settings.checkpoint_path, storage=storage)
-        check_owner(
-            DeltaRsWriter(settings.output_path, storage=storage),
-            app_id=app_id,
-            checkpoint=settings.checkpoint_path,
-        )
-    spark = spark if spark is not None else _session(settings)
-    listener = ProgressListener()  # the progress line, one per micro-batch
-    # pending counts every shard, also those this run's micro-batches do not call (state.pending)
-    listener.pending_by_shard.update(
-        PendingRecord.under(settings.checkpoint_path, Storage.of(settings.config)).read()
-    )
-    spark.streams.addListener(listener)
-    if not settings.shards_configured:  # the checkpoint's count, or the session's parallelism
-        from .state.layout import with_default_shards
+    config = settings.config
+    chk = Checkpoint(settings.checkpoint_path, config.state_path).open_on(Storage.of(config))
+    check_formats(chk)
+    EndOfInput(chk.path, chk.storage).check_open()
+    RunLease(chk).check_unheld()
+    if settings.output_path and not config.output_take_over:
+        writer = DeltaRsWriter(settings.output_path, storage=chk.storage)
+        check_owner(writer, app_id=app_id_of(chk), checkpoint=chk.path)
+    return chk
 
-        config = with_default_shards(settings.config, spark, settings.checkpoint_path)
-        settings = dataclasses.replace(settings, config=config)
-    output = settings.output_tables or settings.output_path
-    writer = writer_for(spark, output, prefer=settings.writer, storage=Storage.of(settings.config))
-    log.info("writer: %s, output %s, checkpoint %s", type(writer).__name__, output, settings.checkpoint_path)
-    interrupted = threading.Event()  # a signal between two attempts ends the job
-    runs: list = []
 
-    def once() -> Attempt:
+class _Attempts:
+    """The job's runs of ``start`` on one session, as the restart policy calls them
+    (``restarts.run_restarting``): ``once`` starts and runs the query, ``permanent`` says
+    whether an error may pass; the progress listener logs a line per micro-batch."""
+
+    def __init__(self, settings: JobSettings, spark: Any, chk: OpenCheckpoint) -> None:
+        from .spark.metrics import ProgressListener
+        from .state.pending_counts import PendingRecord
+
+        if not settings.shards_configured:  # the checkpoint's count, or the session's parallelism
+            from .state.layout import with_default_shards
+
+            config = with_default_shards(settings.config, spark, chk)
+            settings = dataclasses.replace(settings, config=config)
+        self.settings, self.spark, self.storage = settings, spark, chk.storage
+        self.output = settings.output_tables or settings.output_path
+        self.listener = ProgressListener()  # the progress line, one per micro-batch
+        # pending counts every shard, also those this run's micro-batches do not call (state.pending)
+        self.listener.pending_by_shard.update(PendingRecord.under(chk.path, chk.storage).read())
+        spark.streams.addListener(self.listener)
+        self.interrupted = threading.Event()  # a signal between two attempts ends the job
+        self.runs: list = []
+
+    def once(self) -> Attempt:
+        """One start, run until done, stopped and flushed: the restart policy's attempt."""
+        from .query import start
+        from .spark.errors import MicroBatchError, first_cause
+
+        settings = self.settings
         purgatory = start(
-            *_sources(spark, settings),
-            output=output,
+            settings.ops_path,
+            settings.events_path,
+            output=self.output,
             checkpoint=settings.checkpoint_path,
             config=settings.config,
             trigger=settings.trigger,
-            source_format=settings.source_format,
-            writer=writer,
+            source_format=settings.source_format,  # type: ignore[arg-type]
+            writer=settings.writer,  # type: ignore[arg-type]
             on_batch=_log_commits,
             on_linger=_log_lingered,
+            spark=self.spark,
             end_of_input=settings.end_input,
+            kafka_options=settings.kafka_options,
         )
-        runs.append(purgatory)
+        self.runs.append(purgatory)
         purgatory.stop_on_signals()  # SIGTERM, SIGINT: stop between micro-batches, then flush below
         error = None
         try:
             purgatory.await_termination()
         except MicroBatchError as failed:  # the restart policy decides (spark_purgatory.restarts)
             error = failed
-        _await_last_progress(purgatory.query, listener)
+        _await_last_progress(purgatory.query, self.listener)
         try:
             flushed = purgatory.stop()  # linger no longer: flush what is staged (Kafka's close())
         except Exception as failed:  # after a failure: what is staged waits for the next start
@@ -358,10 +393,14 @@ def run(settings: JobSettings, spark=None) -> dict:
             log.info("flushed %s rows=%s partitions=%s", c["table"], c["rows"], c["partitions"])
         signalled = purgatory.signalled is not None
         if error is not None and not signalled:  # a signal in the pause ends the job cleanly
-            _note_signals(interrupted)
+            _note_signals(self.interrupted)
         return Attempt(error, progressed=purgatory.totals["batches"] > 0, signalled=signalled)
 
-    def permanent(error: BaseException) -> PermanentFault | CannotPass | None:  # spark_purgatory.faults
+    def permanent(self, error: BaseException) -> Any:
+        """The error that ends the job at once (``faults``), or None when a restart may help."""
+        from .faults import PermanentFault, cannot_pass, depended_on, diagnose
+
+        settings = self.settings
         # an error that says by itself no restart fixes it (a state schema the checkpoint
         # refuses, an analysis error, a class missing) ends the job at once
         never = cannot_pass(error, settings.checkpoint_path)
@@ -380,46 +419,12 @@ def run(settings: JobSettings, spark=None) -> dict:
             settings.source_format,
             settings.kafka_options,
         )
-        return diagnose(**asked, storage=storage, spark=spark)
+        return diagnose(**asked, storage=self.storage, spark=self.spark)
 
-    try:
-        run_restarting(once, settings.restart, interrupted=interrupted, permanent=permanent)
-    except (ConfigError, PermanentFault, MicroBatchError):  # said in one line; failures were asked
-        raise
-    except Exception as error:  # a start or a flush that failed: is something gone?
-        fatal = permanent(error)
-        if fatal is not None:
-            raise fatal from error
-        raise
-    finally:
-        spark.streams.removeListener(listener)
-    purgatory = runs[-1]
-    totals = {**purgatory.totals, "pending": purgatory.pending}  # as this run's shards reported it
-    log.info("done: %s", " ".join(f"{k}={v}" for k, v in totals.items()))
-    return totals
-
-
-def _sources(spark, settings: JobSettings) -> tuple:
-    """The operations and events streams, read as ``--source-format`` says (``auto``: as the
-    files say, ``spark.formats``)."""
-    from .spark.formats import formats_of, read_stream
-    from .storage import Storage
-
-    storage = Storage.of(settings.config)
-    paths = (settings.ops_path, settings.events_path)
-    told = formats_of(list(paths), settings.source_format, storage=storage)
-    return tuple(
-        read_stream(
-            spark,
-            path,
-            fmt,
-            kind=kind,
-            storage=storage,
-            max_files_per_trigger=settings.config.source_max_files_per_trigger,
-            kafka_options=settings.kafka_options,
-        )
-        for path, fmt, kind in zip(paths, told, ("operations", "events"), strict=True)
-    )
+    def totals(self) -> dict:
+        """The last run's totals, with every shard's pending count as its shards reported it."""
+        purgatory = self.runs[-1]
+        return {**purgatory.totals, "pending": purgatory.pending}
 
 
 def _log_commits(figures: dict) -> None:

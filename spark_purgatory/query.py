@@ -3,54 +3,29 @@
 ``start`` is to this project what ``KafkaProducer`` plus its sender thread is to Kafka: it
 builds the whole pipeline and returns a handle, ``PurgatoryQuery``, whose ``stop()`` flushes
 like the producer's ``close()``.  The job, the demo, the notebooks and the Connect test all
-go through it, so they run the same query with the same defaults:
+go through it, so they run the same query with the same defaults.  It reads as its steps:
 
-* the operator (``purgatory_stream``) over the two sources, with the ``purgatory`` observed
-  metrics attached (``observe_purgatory``);
-* shard state in segment files beside the checkpoint (``<checkpoint>/purgatory-state``)
-  unless ``purgatory.state.path`` is set;
-* a ``RecordAccumulator`` staging under ``<checkpoint>/accumulator`` unless
-  ``accumulator.staging.path`` is set, committing under the
-  checkpoint's app id (``app_id_of``), through the writer ``choose_writer`` picks, in a
-  ``PurgatorySink`` (``delta.sink``: the executors stage and write the rows, the driver
-  commits); the tables are created empty at start;
-* the driver's half of each micro-batch (``driver_step.DriverStep``), given its rows by the
-  sink JAR's streaming sink (``runtime.staged_sink``; ``foreachBatch`` without it): the
-  output through the sink, then the input's control plane (``handoff.control``: pending
-  counts, wake, the Kafka partitions' watermarks, the reaper, the handle's totals);
-* every path a path or a URI (``file://``, ``s3://``, ``s3a://``, ``abfss://``, ``dbfs:/`` ...):
-  what the project writes itself goes through ``spark_purgatory.storage`` with the
-  ``storage.*`` settings, never relative to the working directory;
-* a linger timer (Kafka's sender): rows that have waited ``linger.ms`` are committed even
-  when no micro-batch runs;
-* the wake (``handoff.wake``): ``<checkpoint>/purgatory-wake`` read as a third input, written
-  by the control plane after a micro-batch that relayed (the mailbox hand-off), and one more
-  ``available-now`` run from ``await_termination`` when a run ends with relays unreceived;
-* the reaper (``handoff.reaper``), for a ``processing-time`` query with ``watermark.idle.timeout`` or
-  ``deadline.clock=processing``: a driver thread that, while operations wait, posts the
-  operator's clock into the wake directory before each trigger, so the purgatory runs and
-  expires on the clock when no input has rows; stopped by ``stop()``;
-* the end of input (``end_input``, ``start(..., end_of_input=True)``): the end mark in the
-  wake directory, one run that applies it, and the record ``<checkpoint>/purgatory-ended``,
-  on which ``start`` refuses to run again (``docs/end-of-input.md``);
-* the version record (``state.versions``): ``<checkpoint>/purgatory-version`` names the
-  version that last started on the checkpoint and the formats it holds; ``start`` refuses a
-  newer version's checkpoint, or one that needs ``spark-purgatory upgrade``, before it
-  touches it (``docs/upgrading.md``);
-* ``spark.sql.shuffle.partitions = purgatory.shards + 1`` for this query (``startup``),
-  Spark's HDFS-backed state store unless the session names one (``runtime.settings.state_store``), and
-  Arrow batches of 50,000 rows to the shards unless the session sets
-  ``spark.sql.execution.arrow.maxRecordsPerBatch`` (``runtime.settings.arrow_records``), and
-  Catalyst's ``InferFiltersFromGenerate`` and rules for what its plan never holds left out
-  (``runtime.settings.optimizer_rules``: the plan Spark re-optimizes each micro-batch is
-  smaller and each trigger walks it fewer times), and, for a
-  checkpoint on the local file system, Spark's FileSystem-based checkpoint file manager
-  unless the session names one (``runtime.settings.checkpoint_files``: Hadoop's local
-  ``FileContext`` starts a ``readlink`` process per rename).
+1. **settled**: the configuration, the trigger and the session; the checkpoint opened once,
+   with its state path (``<checkpoint>/purgatory-state`` unless ``purgatory.state.path``
+   says otherwise): every later step reads and writes it through that ``OpenCheckpoint``;
+2. **opened**: a checkpoint this version cannot run on refused in one line (a newer
+   version's, one that needs ``spark-purgatory upgrade``, an ended one, another shard count,
+   one another query holds), its lease taken, this version recorded, the wake directory (the
+   stream's third input) made;
+3. **operator**: the purgatory stream over the two inputs, with its observed metrics;
+4. **sink**: the writer, its tables created empty and claimed for this checkpoint, the
+   ``RecordAccumulator`` staging under ``<checkpoint>/accumulator`` unless
+   ``accumulator.staging.path`` is set and committing under the checkpoint's app id, the
+   output topic when one is configured;
+5. **control**: the input's side of each micro-batch (pending counts, the wake, the Kafka
+   partitions' watermarks, the reaper of a processing-time query on the clock);
+6. **started**: the stream started with the query's own session settings (its shuffle
+   partitions, state store, Arrow batch size, optimizer rules and checkpoint file manager,
+   each scoped to this query: ``runtime.settings``), and the handle.
 
-Session settings, the trigger and the app id the query commits under are settled first
-(``startup``: why ``shards + 1`` shuffle partitions, which session settings are refused, why
-the app id belongs to the checkpoint).
+Every path may be a URI (``s3://``, ``abfss://``, ``dbfs:/`` ...): what the project writes
+itself goes through ``storage`` with the ``storage.*`` settings, never relative to the
+working directory.
 
 Over Spark Connect (Databricks shared and serverless compute) the same call works: nothing
 here touches ``sparkContext`` or the JVM on a Connect session.  The driver's step (the sink
@@ -65,10 +40,12 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
+from .checkpoint_paths import Checkpoint, OpenCheckpoint
 from .config import ConfigError, PurgatoryConfig
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.catalog import CatalogTables, writer_for
@@ -98,17 +75,19 @@ from .runtime.settings import (
     shuffle_partitions,
     state_store,
 )
+from .runtime.spark_logs import quiet_spark_logs
 from .runtime.staged_sink import staged_rows_writer
+from .runtime.workers import advise_unix_sockets, use_project_python, warm_python_workers
 from .startup import (
     TRIGGERS,
+    Trigger,
     _check_session,
     _session_of,
     _with_defaults,
     app_id_of,
     check_trigger,
-    trigger_interval,
-    trigger_interval_ms,
 )
+from .state.layout import RunLease, check_layout, with_default_shards
 from .state.pending_counts import PendingRecord
 from .state.versions import check_formats, write_record
 from .storage import Storage
@@ -117,7 +96,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from .spark.group_state import StateEncoding
     from .spark.sources import SourceFormat
 
 __all__ = ["PurgatoryQuery", "start", "TRIGGERS", "check_trigger", "app_id_of"]
@@ -213,162 +191,269 @@ def start(
             purgatory.await_termination()        # available-now: returns when input is done
         print(purgatory.totals, purgatory.history[-1])
     """
-    if config is not None and not isinstance(config, PurgatoryConfig):
-        config = PurgatoryConfig.from_mapping(config)  # dotted keys, as --set and .conf files give them
-    cfg = _with_defaults(config or PurgatoryConfig(), checkpoint)
-    check_trigger(trigger)
-    if end_of_input and trigger != "available-now":
-        raise ConfigError(
-            f"end_of_input needs trigger available-now, got {trigger!r}; "
-            "on a running query call end_input() instead"
-        )
-    spark = spark or _session_of(operations, events)
-    if config is None:  # no configuration: the checkpoint's shards, or the session's parallelism
-        from .state.layout import with_default_shards
-
-        cfg = with_default_shards(cfg, spark, checkpoint)
-    _check_session(spark)
-    from .runtime.spark_logs import quiet_spark_logs
-    from .runtime.workers import advise_unix_sockets, use_project_python, warm_python_workers
-
-    quiet_spark_logs(spark)  # no WARN lines a user cannot act on (runtime.spark_logs)
-    from .spark.group_state import encoding_of
-
-    use_project_python(spark)  # the workers must import the project (runtime.workers)
-    advise_unix_sockets(spark)  # TCP to the workers makes each task wait (runtime.session)
-    # while the query is built: the first micro-batch's workers, with the shard step's modules
-    warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
-    storage = Storage.of(cfg)
-    with _removed_if_failed(checkpoint, storage):  # a failed start leaves no new checkpoint
-        # a checkpoint of a newer version, or one that needs ``spark-purgatory upgrade``, is
-        # refused before anything touches it (state.versions)
-        record = check_formats(checkpoint, storage)
-        end = EndOfInput(checkpoint, storage)
-        end.check_open()
-        from .state.layout import RunLease, check_layout
-
-        check_layout(
-            checkpoint, cfg.shards, storage=storage, config=cfg
-        )  # and completes an interrupted rescale
-        lease = RunLease(checkpoint, storage)  # a second start and ``rescale`` refuse while it is held
-        lease.take()
-        with lease.given_back_on_error():  # nothing runs: the next start may take it
-            write_record(checkpoint, storage, known=record)  # this version, and its formats
-            if end.declared() and not end_of_input:
-                log.warning(
-                    "checkpoint %s: its end of input was declared, not recorded: completing it", checkpoint
-                )
-                end_of_input = trigger == "available-now"
-            # always read (even without the mailbox hand-off): the end of input comes through it
-            wake = Wake.under(
-                checkpoint,
-                storage,
-                cross_shard=cfg.shards,
-                every_group=registers(cfg),
-                relays=hands_off(cfg),
-            )
-            wake.create()
-            wake.first = wake_first(checkpoint, storage)  # the source order the checkpoint began with
-            # on a classic session the shards stage their own rows (delta.staging.ShardStaging)
-            staging_uri = absolute_uri(cfg.accumulator_staging_path)
-            staging = None if is_connect(spark) else ShardStaging(staging_uri, storage)
-            # a checkpoint keeps the group state's schema it began with (spark.group_state)
-            encoding = encoding_of(checkpoint, storage=storage)
-            with library_plan():  # no call-site capture for the library's own plan (settings)
-                out = _operator(
-                    spark, operations, events, cfg, source_format, wake, staging, encoding, kafka_options
-                )
-            if isinstance(writer, str):
-                writer = writer_for(spark, output, prefer=writer, storage=storage)
-            if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
-                writer.create_tables()
-            app_id = app_id_of(checkpoint, storage=storage)
-            # one writer per output: the tables name their checkpoint (delta.ownership)
-            claim_tables(writer, app_id=app_id, checkpoint=checkpoint, take_over=cfg.output_take_over)
-            accumulator = RecordAccumulator(
-                cfg.accumulator_staging_path,
-                app_id=app_id,
-                batch_size=cfg.accumulator_batch_size,
-                linger_ms=cfg.accumulator_linger_ms,
-                buffer_memory=cfg.accumulator_buffer_memory,
-                storage=storage,
-            )
-            pending = PendingRecord.under(checkpoint, storage)  # every shard's count (state.pending_counts)
-            counts = pending.read()  # every shard's, as the checkpoint's last micro-batch left them
-            totals = _Totals(on_batch, pending=sum(counts.values()))
-            reaper = _reaper(spark, cfg, trigger, wake, counts, storage, run=(checkpoint, lease.token))
-            # each micro-batch on the driver: the output, then the input's control plane
-            sink = PurgatorySink(
-                accumulator,
-                writer,
-                staged=staging is not None,
-                trigger_interval_ms=trigger_interval_ms(trigger),
-                topic=topic_output(cfg, app_id, storage),
-            )
-            control = MicroBatchControl(
-                wake=wake,
-                partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), storage),
-                reaper=reaper,
-                pending=pending,
-                on_batch=totals,
-            )
-            step = DriverStep(sink, control)
-
-            # the shards' STAGED rows (as SENT) through a sink of Spark's own kind where the sink JAR is
-            # on the driver (runtime.staged_sink), else through foreachBatch: the same rows
-            staged_rows = None
-            if staging is not None:
-                take = functools.partial(step.take_staged, spark=spark)
-                staged_rows = staged_rows_writer(
-                    out, SENT, begin=step.begin_staged, take=take, abort=step.end_staged
-                )
-
-            def run(available_now: bool = trigger == "available-now") -> StreamingQuery:
-                stream = out.writeStream.foreachBatch(step) if staged_rows is None else staged_rows.stream()
-                stream = stream.option("checkpointLocation", checkpoint)
-                if name:
-                    stream = stream.queryName(name)
-                if available_now:
-                    stream = stream.trigger(availableNow=True)
-                else:
-                    stream = stream.trigger(processingTime=trigger_interval(trigger))
-                with (
-                    shuffle_partitions(spark, cfg.groups),
-                    state_store(spark),
-                    arrow_records(spark),
-                    optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (runtime.settings)
-                    checkpoint_files(spark, checkpoint),  # no process started per rename (runtime.settings)
-                ):
-                    return stream.start()
-
-            release = staged_rows.forget if staged_rows is not None else None
-            try:
-                first = run()
-            except BaseException:
-                if release is not None:  # a start that failed keeps no committer in the driver
-                    release()
-                raise
+    spark, cfg, chk, trig = _settled(operations, events, checkpoint, config, trigger, end_of_input, spark)
+    with _removed_if_failed(chk):  # a failed start leaves no new checkpoint
+        opened = _opened(chk, cfg, trig, end_of_input)
+        with opened.lease.given_back_on_error():  # nothing runs: the next start may take it
+            out, staging = _operator(spark, operations, events, cfg, source_format, opened, kafka_options)
+            sink = _sink(spark, output, writer, cfg, trig, chk, staging)
+            control, totals, reaper = _control(spark, cfg, trig, opened, on_batch)
+            step = DriverStep(sink, control)  # each micro-batch on the driver: the output, then the input
+            first, run, release = _started(spark, out, step, cfg, trig, name, chk, staging)
             return PurgatoryQuery(
                 first,
                 step,
                 totals,
                 linger=not is_connect(spark),
                 on_linger=on_linger,
-                rerun=run if trigger == "available-now" else None,
-                end=end,
-                end_of_input=end_of_input,
+                rerun=run if trig.available_now else None,
+                end=opened.end,
+                end_of_input=opened.end_of_input,
                 run_available_now=functools.partial(run, True),
-                lease=lease,
+                lease=opened.lease,
                 reaper=reaper,
                 stop_timeout_ms=cfg.stop_timeout_ms,
                 release=release,
                 permanent=_asked_after_failure(
-                    spark, operations, events, output, checkpoint, cfg, storage, source_format, kafka_options
+                    spark,
+                    operations,
+                    events,
+                    output,
+                    chk.path,
+                    cfg,
+                    chk.storage,
+                    source_format,
+                    kafka_options,
                 ),
             )
 
 
 # -- the steps of start ------------------------------------------------------------------------------
+
+
+def _settled(
+    operations: DataFrame | str,
+    events: DataFrame | str,
+    checkpoint: str,
+    config: PurgatoryConfig | Mapping[str, object] | None,
+    trigger: str,
+    end_of_input: bool,
+    spark: SparkSession | None,
+) -> tuple[SparkSession, PurgatoryConfig, OpenCheckpoint, Trigger]:
+    """Step 1 (module docstring): the configuration (without one, the checkpoint's shards or
+    the session's parallelism), the trigger, the session and its Python workers, and the
+    checkpoint opened once."""
+    configured = config is not None
+    if configured and not isinstance(config, PurgatoryConfig):
+        config = PurgatoryConfig.from_mapping(config)  # dotted keys, as --set and .conf files give them
+    cfg = _with_defaults(config or PurgatoryConfig(), checkpoint)
+    trig = Trigger.parse(trigger)
+    if end_of_input and not trig.available_now:
+        raise ConfigError(
+            f"end_of_input needs trigger available-now, got {trigger!r}; "
+            "on a running query call end_input() instead"
+        )
+    spark = spark or _session_of(operations, events)
+    _check_session(spark)
+    chk = Checkpoint(checkpoint, cfg.state_path).open_on(Storage.of(cfg))
+    if not configured:  # the checkpoint's shards, or the session's parallelism
+        cfg = with_default_shards(cfg, spark, chk)
+    quiet_spark_logs(spark)  # no WARN lines a user cannot act on (runtime.spark_logs)
+    use_project_python(spark)  # the workers must import the project (runtime.workers)
+    advise_unix_sockets(spark)  # TCP to the workers makes each task wait (runtime.session)
+    # while the query is built: the first micro-batch's workers, with the shard step's modules
+    warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
+    return spark, cfg, chk, trig
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """The checkpoint as one start holds it: opened, its lease taken, this version recorded,
+    its wake directory ready (``end_of_input``: the run ends the input, as asked, or because
+    an earlier end was declared and not recorded)."""
+
+    checkpoint: OpenCheckpoint
+    lease: RunLease
+    end: EndOfInput
+    wake: Wake
+    end_of_input: bool
+
+
+def _opened(chk: OpenCheckpoint, cfg: PurgatoryConfig, trigger: Trigger, end_of_input: bool) -> _Opened:
+    """Step 2: the refusals, each before anything touches the checkpoint (an interrupted
+    rescale is completed first), then the lease, the version record and the wake."""
+    record = check_formats(chk)
+    end = EndOfInput(chk.path, chk.storage)
+    end.check_open()
+    check_layout(chk, cfg.shards)
+    lease = RunLease(chk)  # a second start and ``rescale`` refuse while it is held
+    lease.take()
+    with lease.given_back_on_error():
+        write_record(chk, known=record)  # this version, and its formats
+        if end.declared() and not end_of_input:
+            log.warning("checkpoint %s: its end of input was declared, not recorded: completing it", chk.path)
+            end_of_input = trigger.available_now
+        # always read (even without the mailbox hand-off): the end of input comes through it
+        wake = Wake.under(
+            chk.path, chk.storage, cross_shard=cfg.shards, every_group=registers(cfg), relays=hands_off(cfg)
+        )
+        wake.create()
+        wake.first = wake_first(chk)  # the source order the checkpoint began with
+    return _Opened(chk, lease, end, wake, end_of_input)
+
+
+def _operator(
+    spark: Any,
+    operations: Any,
+    events: Any,
+    cfg: PurgatoryConfig,
+    source_format: str,
+    opened: _Opened,
+    kafka_options: dict[str, str] | None = None,
+) -> tuple[Any, ShardStaging | None]:
+    """Step 3: the operator's stream and, on a classic session, the shards' staging (they stage
+    their own rows and the stream carries ``STAGED`` rows: ``SENT``)."""
+    from .spark.formats import formats_of, read_stream
+    from .spark.group_state import encoding_of
+    from .spark.metrics import observe_purgatory
+    from .spark.operator import purgatory_stream, staged_stream
+
+    storage = opened.checkpoint.storage
+    staging = None if is_connect(spark) else ShardStaging(absolute_uri(cfg.accumulator_staging_path), storage)
+    options = {
+        "source_format": source_format,
+        "wake_path": opened.wake.root,
+        "wake_first": opened.wake.first,
+        # a checkpoint keeps the group state's schema it began with (spark.group_state)
+        "state_encoding": encoding_of(opened.checkpoint),
+    }
+    paths = [given for given in (operations, events) if isinstance(given, str)]
+    told = dict(zip(paths, formats_of(paths, source_format, storage=storage), strict=True))  # by the files
+
+    def source(given: Any, kind: str) -> Any:
+        if not isinstance(given, str):
+            return given
+        return read_stream(
+            spark,
+            given,
+            told[given],
+            kind=kind,
+            max_files_per_trigger=cfg.source_max_files_per_trigger,
+            kafka_options=kafka_options,
+            storage=storage,
+        )
+
+    with library_plan():  # no call-site capture for the library's own plan (runtime.settings)
+        ops, evs = source(operations, "operations"), source(events, "events")
+        if staging is None:
+            out = purgatory_stream(ops, evs, cfg, **options)
+        else:
+            out = staged_stream(ops, evs, cfg, staging, **options)
+        return observe_purgatory(out), staging
+
+
+def _sink(
+    spark: Any,
+    output: str | CatalogTables,
+    writer: WriterChoice | TableWriter,
+    cfg: PurgatoryConfig,
+    trigger: Trigger,
+    chk: OpenCheckpoint,
+    staging: ShardStaging | None,
+) -> PurgatorySink:
+    """Step 4: the output's half of the driver's step (one writer per output:
+    ``delta.ownership``)."""
+    if isinstance(writer, str):
+        writer = writer_for(spark, output, prefer=writer, storage=chk.storage)
+        log.info("writer: %s, output %s, checkpoint %s", type(writer).__name__, output, chk.path)
+    if hasattr(writer, "create_tables"):  # every table exists from the start, rows or not
+        writer.create_tables()
+    app_id = app_id_of(chk)
+    claim_tables(writer, app_id=app_id, checkpoint=chk.path, take_over=cfg.output_take_over)
+    accumulator = RecordAccumulator(
+        cfg.accumulator_staging_path,
+        app_id=app_id,
+        batch_size=cfg.accumulator_batch_size,
+        linger_ms=cfg.accumulator_linger_ms,
+        buffer_memory=cfg.accumulator_buffer_memory,
+        storage=chk.storage,
+    )
+    return PurgatorySink(
+        accumulator,
+        writer,
+        staged=staging is not None,
+        trigger_interval_ms=trigger.interval_ms,
+        topic=topic_output(cfg, app_id, chk.storage),
+    )
+
+
+def _control(
+    spark: Any,
+    cfg: PurgatoryConfig,
+    trigger: Trigger,
+    opened: _Opened,
+    on_batch: Callable[[dict], None] | None,
+) -> tuple[MicroBatchControl, _Totals, ExpirationReaper | None]:
+    """Step 5: the input's half of the driver's step, from every shard's pending count as the
+    checkpoint's last micro-batch left them, and the handle's totals, which it feeds."""
+    chk = opened.checkpoint
+    pending = PendingRecord.under(chk.path, chk.storage)  # every shard's count (state.pending_counts)
+    counts = pending.read()
+    totals = _Totals(on_batch, pending=sum(counts.values()))
+    reaper = _reaper(spark, cfg, trigger, opened, counts)
+    control = MicroBatchControl(
+        wake=opened.wake,
+        partitions=PartitionWatermarks.beside(cfg.state_path, cfg.input_delays_ms(), chk.storage),
+        reaper=reaper,
+        pending=pending,
+        on_batch=totals,
+    )
+    return control, totals, reaper
+
+
+def _started(
+    spark: Any,
+    out: Any,
+    step: DriverStep,
+    cfg: PurgatoryConfig,
+    trigger: Trigger,
+    name: str | None,
+    chk: OpenCheckpoint,
+    staging: ShardStaging | None,
+) -> tuple[StreamingQuery, Callable[..., StreamingQuery], Callable[[], None] | None]:
+    """Step 6: the stream's first run, the function that starts it again (as
+    ``await_termination`` and ``end_input`` ask) and what releases the sink's committer.  The
+    rows go through the sink JAR's sink where it is on the driver, else ``foreachBatch``."""
+    staged_rows = None
+    if staging is not None:
+        take = functools.partial(step.take_staged, spark=spark)
+        staged_rows = staged_rows_writer(out, SENT, begin=step.begin_staged, take=take, abort=step.end_staged)
+
+    def run(available_now: bool = trigger.available_now) -> StreamingQuery:
+        stream = out.writeStream.foreachBatch(step) if staged_rows is None else staged_rows.stream()
+        stream = stream.option("checkpointLocation", chk.path)
+        if name:
+            stream = stream.queryName(name)
+        if available_now:
+            stream = stream.trigger(availableNow=True)
+        else:
+            stream = stream.trigger(processingTime=trigger.interval)
+        with (
+            shuffle_partitions(spark, cfg.groups),
+            state_store(spark),
+            arrow_records(spark),
+            optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (runtime.settings)
+            checkpoint_files(spark, chk.path),  # no process started per rename (runtime.settings)
+        ):
+            return stream.start()
+
+    release = staged_rows.forget if staged_rows is not None else None
+    try:
+        return run(), run, release
+    except BaseException:
+        if release is not None:  # a start that failed keeps no committer in the driver
+            release()
+        raise
 
 
 def _asked_after_failure(
@@ -391,39 +476,33 @@ def _asked_after_failure(
 
 
 @contextlib.contextmanager
-def _removed_if_failed(checkpoint: str, storage: Storage) -> Iterator[None]:
+def _removed_if_failed(chk: OpenCheckpoint) -> Iterator[None]:
     """A ``start`` that fails (a missing Kafka source, a broker that does not answer, a bad
     input ...) removes the checkpoint directory it created; one that was there is kept."""
-    fs, root = storage.filesystem(checkpoint)
-    new = fs.get_file_info(root).type == pafs.FileType.NotFound
+    new = chk.fs.get_file_info(chk.files.path).type == pafs.FileType.NotFound
     try:
         yield
     except BaseException:
         if new:
             with contextlib.suppress(OSError):
-                fs.delete_dir(root)
+                chk.fs.delete_dir(chk.files.path)
         raise
 
 
 def _reaper(
-    spark: Any,
-    cfg: PurgatoryConfig,
-    trigger: str,
-    wake: Wake,
-    pending: dict[int, int],
-    storage: Storage,
-    *,
-    run: tuple[str, str | None],
+    spark: Any, cfg: PurgatoryConfig, trigger: Trigger, opened: _Opened, pending: dict[int, int]
 ) -> ExpirationReaper | None:
     """The query's reaper (``handoff.reaper.reaper_for``), if its configuration asks for one,
-    telling the checkpoint's readers how its clock goes (``run``: the checkpoint and the run
-    lease's token; ``handoff.clock_record``).  Over Spark Connect the driver's step (which
-    tells the reaper each micro-batch) runs in the server, out of its reach: none, said in a
-    warning."""
-    checkpoint, token = run
-    interval = trigger_interval_ms(trigger) or 0
-    recorder = ClockRecorder.under(checkpoint, storage, run=token or "", trigger_ms=interval)
-    reaper = reaper_for(cfg, trigger, wake.root, pending=pending, storage=storage, recorder=recorder)
+    telling the checkpoint's readers how its clock goes (the run is the lease's token;
+    ``handoff.clock_record``).  Over Spark Connect the driver's step (which tells the reaper
+    each micro-batch) runs in the server, out of its reach: none, said in a warning."""
+    chk, interval = opened.checkpoint, trigger.interval_ms
+    recorder = ClockRecorder.under(
+        chk.path, chk.storage, run=opened.lease.token or "", trigger_ms=interval or 0
+    )
+    reaper = reaper_for(
+        cfg, interval, opened.wake.root, pending=pending, storage=chk.storage, recorder=recorder
+    )
     if reaper is not None and is_connect(spark):
         log.warning(
             "watermark.idle.timeout / deadline.clock=processing need the driver's step in this process: "
@@ -431,49 +510,3 @@ def _reaper(
         )
         return None
     return reaper
-
-
-def _operator(
-    spark: Any,
-    operations: Any,
-    events: Any,
-    cfg: PurgatoryConfig,
-    source_format: str,
-    wake: Wake | None,
-    staging: ShardStaging | None,
-    encoding: StateEncoding,
-    kafka_options: dict[str, str] | None = None,
-) -> Any:
-    """The operator's output stream, with the ``purgatory`` observed metrics attached; with
-    ``staging``, the shards stage their own rows and the stream carries ``STAGED`` rows (``SENT``)."""
-    from .spark.formats import formats_of, read_stream
-    from .spark.metrics import observe_purgatory
-    from .spark.operator import purgatory_stream, staged_stream
-
-    storage = Storage.of(cfg)
-    paths = [given for given in (operations, events) if isinstance(given, str)]
-    told = dict(zip(paths, formats_of(paths, source_format, storage=storage), strict=True))  # by the files
-
-    def source(given: Any, kind: str) -> Any:
-        if not isinstance(given, str):
-            return given
-        return read_stream(
-            spark,
-            given,
-            told[given],
-            kind=kind,
-            max_files_per_trigger=cfg.source_max_files_per_trigger,
-            kafka_options=kafka_options,
-            storage=storage,
-        )
-
-    ops, evs = source(operations, "operations"), source(events, "events")
-    wake_path = wake.root if wake is not None else None
-    options = {"source_format": source_format, "wake_path": wake_path, "state_encoding": encoding}
-    if wake is not None:
-        options["wake_first"] = wake.first
-    if staging is None:
-        out = purgatory_stream(ops, evs, cfg, **options)
-    else:
-        out = staged_stream(ops, evs, cfg, staging, **options)
-    return observe_purgatory(out)

@@ -25,66 +25,75 @@ import dataclasses
 import hashlib
 import os
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from .checkpoint_paths import Checkpoint
+from .checkpoint_paths import Checkpoint, OpenCheckpoint, open_checkpoint
 from .config import ConfigError, PurgatoryConfig, parse_interval_ms
 from .storage import Storage, write_once
 
-__all__ = ["TRIGGERS", "check_trigger", "app_id_of", "trigger_interval", "trigger_interval_ms"]
+__all__ = ["TRIGGERS", "Trigger", "check_trigger", "app_id_of"]
 
 #: the trigger values ``start`` (and the job's ``--trigger``) accept
 TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
-def app_id_of(checkpoint: str, *, storage: Storage | None = None) -> str:
+def app_id_of(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> str:
     """The Delta app id of the query on ``checkpoint``: held by the checkpoint, never by the host.
 
     Read from ``<checkpoint>/purgatory-id``; a new checkpoint gets a random id, written once
     (the module docstring says why).  ``storage``: the ``storage.*`` settings for a URI.
     """
-    fs, files = Checkpoint(checkpoint).opened(storage)
+    chk = open_checkpoint(checkpoint, storage)
+    fs, files = chk.fs, chk.files
     try:  # a checkpoint Spark already ran on, from before the id file: keep its id
         started = fs.get_file_info(files.spark_metadata).is_file
     except OSError:
         started = False
     if started:
-        new = "spark-purgatory-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
+        new = "spark-purgatory-" + hashlib.sha1(os.path.abspath(chk.path).encode()).hexdigest()[:12]
     else:
         new = f"spark-purgatory-{uuid.uuid4().hex[:16]}"
     return write_once(fs, files.app_id, new.encode()).decode().strip()
 
 
-def check_trigger(trigger: str, *, option: str = "trigger") -> None:
-    """Raise ``ConfigError`` (naming ``option``) unless ``trigger`` is one of ``TRIGGERS``."""
-    if trigger == "available-now":
-        return
-    if trigger.startswith("processing-time="):
-        trigger_interval_ms(trigger)
-        return
-    raise ConfigError(f"{option} must be {TRIGGERS}, got {trigger!r}")
+@dataclass(frozen=True)
+class Trigger:
+    """A trigger as ``start`` takes it (``TRIGGERS``), read once and handed down: ``interval``
+    is Spark's processing-time interval, ``interval_ms`` the same in ms (what the sink's
+    linger and the reaper go by); both None for ``available-now``.
 
-
-def trigger_interval(trigger: str) -> str:
-    """``processing-time=10s`` -> ``10 seconds`` (Spark interval strings pass through)."""
-    value = trigger.split("=", 1)[1].strip()
-    return f"{value[:-1]} seconds" if value.endswith("s") and value[:-1].isdigit() else value
-
-
-def trigger_interval_ms(trigger: str) -> int | None:
-    """A ``processing-time=<interval>`` trigger's interval in ms; None for ``available-now``
-    (raises ``ConfigError`` for an interval that does not parse).  The one reading of it: the
-    reaper's and the sink's interval are this.
-
-    >>> trigger_interval_ms("processing-time=10s"), trigger_interval_ms("processing-time=2 minutes")
-    (10000, 120000)
-    >>> trigger_interval_ms("available-now") is None
+    >>> Trigger.parse("processing-time=10s"), Trigger.parse("processing-time=2 minutes").interval_ms
+    (Trigger(interval='10 seconds', interval_ms=10000), 120000)
+    >>> Trigger.parse("available-now").available_now
     True
     """
-    if not trigger.startswith("processing-time="):
-        return None
-    return parse_interval_ms(trigger_interval(trigger))
+
+    interval: str | None
+    interval_ms: int | None
+
+    @property
+    def available_now(self) -> bool:
+        return self.interval is None
+
+    @classmethod
+    def parse(cls, trigger: str, *, option: str = "trigger") -> Trigger:
+        """``trigger`` read; ``ConfigError`` (naming ``option``) unless it is one of ``TRIGGERS``
+        with an interval that parses.  ``processing-time=10s`` is Spark's ``10 seconds``;
+        other Spark interval strings pass through."""
+        if trigger == "available-now":
+            return cls(None, None)
+        if not trigger.startswith("processing-time="):
+            raise ConfigError(f"{option} must be {TRIGGERS}, got {trigger!r}")
+        value = trigger.split("=", 1)[1].strip()
+        interval = f"{value[:-1]} seconds" if value.endswith("s") and value[:-1].isdigit() else value
+        return cls(interval, parse_interval_ms(interval))
+
+
+def check_trigger(trigger: str, *, option: str = "trigger") -> None:
+    """Raise ``ConfigError`` (naming ``option``) unless ``trigger`` is one of ``TRIGGERS``."""
+    Trigger.parse(trigger, option=option)
 
 
 def _with_defaults(config: PurgatoryConfig, checkpoint: str) -> PurgatoryConfig:

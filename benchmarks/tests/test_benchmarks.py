@@ -483,17 +483,6 @@ def test_the_install_and_soak_benchmarks_run_the_job_as_a_process():
     assert "lost 0, duplicated 0, differing 0" in out["soak"]
 
 
-def test_the_services_examples_hold():
-    """The docstring examples of ``benchmarks.services`` (the proxy's reading of a client's
-    ``User-Agent``); the proxy and the store themselves serve ``tests/delta/test_store_faults.py``."""
-    import doctest
-
-    from benchmarks import services
-
-    results = doctest.testmod(services)
-    assert results.attempted > 0 and results.failed == 0
-
-
 def test_a_child_with_another_checkout_imports_that_checkouts_package_and_these_benchmarks(tmp_path):
     """``harness.child_env(checkout)`` (``engine --against``, ``trickle``'s ``job-base``,
     ``plan --base``): the child imports the other checkout's ``spark_purgatory``, and the

@@ -320,7 +320,7 @@ class ExpirationReaper:
 
 def reaper_for(
     config: PurgatoryConfig,
-    trigger: str,
+    interval_ms: int | None,
     wake_root: str,
     *,
     pending: Mapping[int, int] | None = None,
@@ -329,13 +329,11 @@ def reaper_for(
     recorder: ClockRecorder | None = None,
 ) -> ExpirationReaper | None:
     """The reaper a query needs (not started), or None: only a ``processing-time=<interval>``
-    query with ``watermark.idle.timeout`` set or ``deadline.clock=processing`` has one."""
-    from ..startup import trigger_interval_ms
-
+    query (``interval_ms``; None for ``available-now``: ``startup.Trigger``) with
+    ``watermark.idle.timeout`` set or ``deadline.clock=processing`` has one."""
     idle_ms = config.watermark_idle_timeout_ms
     processing = config.deadline_clock == "processing"
-    interval = trigger_interval_ms(trigger)
-    if interval is None or (idle_ms is None and not processing):
+    if interval_ms is None or (idle_ms is None and not processing):
         return None
 
     clock = None
@@ -343,5 +341,5 @@ def reaper_for(
         delays = config.input_delays_ms()
         clock = ClockWatermark(idle_ms, delays)  # type: ignore[arg-type]
     return ExpirationReaper(
-        wake_root, interval, clock=clock, pending=pending, storage=storage, now=now, recorder=recorder
+        wake_root, interval_ms, clock=clock, pending=pending, storage=storage, now=now, recorder=recorder
     )

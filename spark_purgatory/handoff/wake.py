@@ -61,7 +61,7 @@ import re
 
 import pyarrow.fs as pafs
 
-from ..checkpoint_paths import Checkpoint, WakeDirectory
+from ..checkpoint_paths import Checkpoint, OpenCheckpoint, WakeDirectory, open_checkpoint
 from ..contract import MAX_TS_MS
 from ..storage import Storage, listing, numbered, read_bytes, remove, write_once, write_whole
 
@@ -80,14 +80,15 @@ def is_end_watermark(watermark_ms: int | None) -> bool:
     return watermark_ms is not None and int(watermark_ms) >= MAX_TS_MS
 
 
-def wake_first(checkpoint: str, storage: Storage | None = None) -> bool:
+def wake_first(checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> bool:
     """Does the query on ``checkpoint`` read the wake as its first source (module docstring)?
 
     Yes on a checkpoint with the record, or with no micro-batch logged yet (the record is
     written then: its first start fixes the order); no on one whose offsets were logged
     before the record existed.
     """
-    fs, files = Checkpoint(checkpoint).opened(storage)
+    chk = open_checkpoint(checkpoint, storage)
+    fs, files = chk.fs, chk.files
     if fs.get_file_info(files.wake_first).is_file:
         return True
     if listing(fs, files.offsets):

@@ -13,11 +13,17 @@ asks in growing steps and looks at the errors the client met after each.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from typing import Any
 
+from .client_settings import connection_settings, librdkafka_settings
+
 __all__ = ["TopicGone", "topic_fault"]
+
+#: the admin client's own lines (librdkafka's), as records
+log = logging.getLogger(__name__)
 
 #: librdkafka's words for a login or a right the broker refused (SASL, ACLs)
 _REFUSED = re.compile(r"Authentication failed|SASL authentication error|AUTHORIZATION|not authorized", re.I)
@@ -37,8 +43,6 @@ def topic_fault(topic: str, settings: dict[str, str], *, timeout_s: float = 10.0
     refuse the login; None when it is there, or when they do not answer."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
-
-    from .producer import connection_settings, log
 
     errors: list[Any] = []
     admin = AdminClient({**connection_settings(settings), "error_cb": errors.append, "logger": log})
@@ -72,8 +76,6 @@ def topic_fault(topic: str, settings: dict[str, str], *, timeout_s: float = 10.0
 
 def _as_whom(settings: dict[str, str]) -> str:
     """`` as 'user' (MECHANISM)``: which credential to renew (the password is never said)."""
-    from .producer import librdkafka_settings
-
     user = librdkafka_settings(settings).get("sasl.username")  # sasl.jaas.config's too
     if user is None:
         return ""

@@ -48,7 +48,6 @@ every other producer setting) are ``output.kafka.<key>`` keys passed to it as th
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -61,6 +60,7 @@ import pyarrow.parquet as pq
 
 from ..contract import OUTCOMES, REJECTED
 from ..storage import Storage
+from .client_settings import EAGER, connection_settings, librdkafka_settings
 from .health import TopicGone, topic_fault
 from .records import MAX_RECORD_BYTES, REJECTED_STATUS, records
 
@@ -83,29 +83,10 @@ class _QuietFencing(logging.Filter):
 
 log.addFilter(_QuietFencing())
 
-#: every client connects at once, to every broker the metadata names: librdkafka looks for a
-#: transaction (or group) coordinator as soon as it starts and, when that broker's connection
-#: is not up yet, looks again only on a 500 ms timer; and a fresh client's first connection
-#: waits for ``reconnect.backoff.ms`` (100 by default), which still grows to
-#: ``reconnect.backoff.max.ms`` while a broker stays away (how often it cost what:
-#: docs/performance-history.md).  The user's settings override both.
-_EAGER = {"enable.sparse.connections": "false", "reconnect.backoff.ms": "10"}
 #: the producer's settings that are ours, whatever the configuration says
 _TRANSACTIONS = {"enable.idempotence": "true"}
 #: Kafka's Java clients hash keys with murmur2: the same key lands in the same partition
-_DEFAULTS = {"partitioner": "murmur2_random", **_EAGER}
-#: the settings a consumer (the marker's reader) shares with the producer: where and how to connect
-CONNECTION = (
-    "bootstrap.servers",
-    "security.protocol",
-    "sasl.",
-    "ssl.",
-    "client.",
-    "socket.",
-    "broker.",
-    "reconnect.",
-    "enable.sparse.connections",
-)
+_DEFAULTS = {"partitioner": "murmur2_random", **EAGER}
 #: how long a transaction's calls may wait for the broker (an outage is ridden out within it)
 _TIMEOUT_S = 120.0
 #: how long a fresh producer waits for its first connection before it initialises anyway
@@ -149,39 +130,6 @@ class TopicSettings:
             "isolation.level": "read_committed",
             "enable.auto.commit": "false",
         }
-
-
-_JAAS = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
-
-
-def librdkafka_settings(settings: dict[str, str]) -> dict[str, str]:
-    """The producer's settings in librdkafka's names, the Java clients' security keys the
-    inputs use (``kafka.*``) taken as well: ``sasl.jaas.config``'s username and password
-    (PLAIN and SCRAM login modules) become ``sasl.username``/``sasl.password``, a PEM
-    truststore (``ssl.truststore.type=PEM``) becomes ``ssl.ca.location``.
-
-    >>> librdkafka_settings({"sasl.jaas.config": 'x.ScramLoginModule required username="ana" password="pw";',
-    ...                      "ssl.truststore.location": "/ca.pem", "ssl.truststore.type": "PEM"})
-    {'sasl.username': 'ana', 'sasl.password': 'pw', 'ssl.ca.location': '/ca.pem'}
-    """
-    out = dict(settings)
-    jaas = out.pop("sasl.jaas.config", None)
-    if jaas is not None:
-        found = dict(_JAAS.findall(jaas))
-        for name in ("username", "password"):
-            if name in found:
-                out.setdefault(f"sasl.{name}", found[name])
-    if str(out.get("ssl.truststore.type", "")).upper() == "PEM" and "ssl.truststore.location" in out:
-        out.setdefault("ssl.ca.location", out.pop("ssl.truststore.location"))
-        out.pop("ssl.truststore.type")
-    return out
-
-
-def connection_settings(settings: dict[str, str]) -> dict[str, str]:
-    """Where and how to connect, of the producer's settings (librdkafka's names): what the
-    marker's consumer and the topic's health check share with the producer."""
-    own = {k: v for k, v in librdkafka_settings(settings).items() if k.startswith(CONNECTION)}
-    return {**_EAGER, **own}
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ from pyspark.sql import types as T
 
 from ..config import InputLimits
 from ..contract import CONDITIONS, TARGET_COUNTS_MEMBERS, TARGETED, WITH_MEMBERS
-from ..runtime.jars import jar_paths, jars_hint, spark_notice
+from ..runtime.jars import fits, jar_paths, jars_hint, spark_notice
 from ..runtime.settings import is_connect
 from .per_client import kept
 
@@ -387,13 +387,14 @@ def _say_sql(why: str) -> None:
 
 def _say_spark(spark: SparkSession) -> None:
     """Once per process, at the first start: the one line ``runtime.jars.spark_notice`` has
-    when the session's Spark is not the one the project's JARs were built for."""
+    when the session's Spark is not the one the project's JARs were built for; a warning only
+    when the JARs are left out (a patch release apart is INFO: nothing for the user to do)."""
     if "spark" in _SAID:
         return
     _SAID.add("spark")
     notice = spark_notice(spark.version)
     if notice:
-        log.warning("%s", notice)
+        log.log(logging.INFO if fits(spark.version) else logging.WARNING, "%s", notice)
 
 
 def _loadable(spark: SparkSession, cls: str) -> bool:

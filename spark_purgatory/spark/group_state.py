@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import types as T
 
-from ..checkpoint_paths import Checkpoint
+from ..checkpoint_paths import OpenCheckpoint, open_checkpoint
 from ..state.increments import is_pointer
 from ..storage import Storage, read_bytes
 
@@ -108,13 +108,13 @@ def keep_group(state: Any, done: ShardResult, encoding: StateEncoding) -> bool:
     return True
 
 
-def encoding_of(checkpoint: str, *, storage: Storage | None = None) -> StateEncoding:
+def encoding_of(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> StateEncoding:
     """The encoding a query on ``checkpoint`` must keep: ``binary`` where Spark recorded a
     binary ``shard_state`` (a checkpoint started before the text value), else ``text`` (a new
     checkpoint, or one started with text)."""
-    fs, schema = (storage or Storage()).filesystem(Checkpoint(checkpoint).state_schema)
+    chk = open_checkpoint(checkpoint, storage)
     try:
-        recorded = read_bytes(fs, schema)
+        recorded = read_bytes(chk.fs, chk.files.state_schema)
     except (FileNotFoundError, NotADirectoryError):  # Spark has not run on it: a new checkpoint
         return "text"
     # the file holds the key and value schemas as JSON: the field's type follows its name

@@ -33,7 +33,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from ..checkpoint_paths import Checkpoint, StatePath
+from ..checkpoint_paths import Checkpoint, OpenCheckpoint, StatePath, open_checkpoint
 from ..config import ConfigError, PurgatoryConfig
 from ..runtime.processes import alive
 from ..storage import Storage, listing, read_bytes, remove, write_whole
@@ -83,18 +83,19 @@ class CheckpointBusyError(RuntimeError):
 
 
 def recover(
-    checkpoint: str, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
+    checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
 ) -> str | None:
     """Complete or undo a rescale a crash interrupted; returns ``"rolled back"``,
-    ``"finished"`` or None (no rescale was under way).  Cheap when there is none: one file."""
-    storage = storage or Storage()
-    fs, files = Checkpoint(checkpoint, config.state_path if config else "").opened(storage)
+    ``"finished"`` or None (no rescale was under way).  Cheap when there is none: one file.
+    ``config``: the state path of a checkpoint given by its path."""
+    chk = open_checkpoint(checkpoint, storage, config.state_path if config else "")
+    fs, files, storage = chk.fs, chk.files, chk.storage
     journal = read_json(fs, files.rescale_journal)
     if journal is None:
         return None
     batch = int(journal["batch"])
     if fs.get_file_info(f"{files.commits}/{batch}").is_file:
-        finish(checkpoint, storage, journal, None, config)
+        finish(chk, storage, journal, None, config)
         return "finished"
     # the old layout is complete: remove what the new one wrote (named by no committed version)
     remove(fs, [f"{files.offsets}/{batch}", f"{files.offsets}/.{batch}.crc"])
@@ -116,15 +117,16 @@ def recover(
 
 
 def finish(
-    checkpoint: str,
+    checkpoint: str | OpenCheckpoint,
     storage: Storage,
     journal: dict,
     pending: dict[int, int] | None,
     config: PurgatoryConfig | None = None,
 ) -> None:
     """Step 6 (idempotent): the layout record, the pending record, old files, the journal."""
-    fs, files = Checkpoint(checkpoint, config.state_path if config else "").opened(storage)
-    layout = layout_of(checkpoint, storage=storage) or {"history": []}
+    chk = open_checkpoint(checkpoint, storage, config.state_path if config else "")
+    fs, files = chk.fs, chk.files
+    layout = layout_of(chk) or {"history": []}
     if not any(h.get("batch") == journal["batch"] for h in layout["history"]):
         layout["history"].append(
             {
@@ -137,7 +139,7 @@ def finish(
     layout["shards"] = journal["to"]
     write_whole(fs, files.layout, lambda out: out.write(json.dumps(layout).encode()))
     if pending is not None:
-        PendingRecord.under(checkpoint, storage).write(journal["batch"], {s: n for s, n in pending.items()})
+        PendingRecord.under(chk.path, storage).write(journal["batch"], {s: n for s, n in pending.items()})
     store = SegmentStore(files.state_path, storage=storage)
     store.delete(journal["old_segments"])
     # the delta files of shard numbers the new layout has not (the others' are swept by it)
@@ -151,18 +153,16 @@ def finish(
     remove(fs, [files.rescale_journal])
 
 
-def check_layout(
-    checkpoint: str, shards: int, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
-) -> None:
+def check_layout(checkpoint: OpenCheckpoint, shards: int) -> None:
     """Before a query starts on ``checkpoint``: finish or undo a rescale a crash interrupted
     (``recover``), then refuse ``shards`` other than the checkpoint's, in one line
     (``ConfigError``): Spark would keep the checkpoint's partitions and the shard groups
     would not match their state."""
-    storage = storage or Storage()
-    recover(checkpoint, storage=storage, config=config)
-    recorded = recorded_shards(checkpoint, storage=storage)
+    recover(checkpoint)
+    recorded = recorded_shards(checkpoint)
     if recorded is not None and recorded != shards:
-        layout = layout_of(checkpoint, storage=storage)
+        layout = layout_of(checkpoint)
+        checkpoint = checkpoint.path  # type: ignore[assignment] - as the user named it, below
         since = f" since its rescale at micro-batch {layout['history'][-1]['batch']}" if layout else ""
         raise ConfigError(
             f"checkpoint {checkpoint} runs {recorded} shards{since}, not purgatory.shards={shards}: "
@@ -171,10 +171,11 @@ def check_layout(
         )
 
 
-def recorded_shards(checkpoint: str, *, storage: Storage | None = None) -> int | None:
+def recorded_shards(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> int | None:
     """The shards Spark's last offsets entry records (partitions less the cross-shard group),
     None for a new checkpoint."""
-    fs, files = Checkpoint(checkpoint).opened(storage)
+    chk = open_checkpoint(checkpoint, storage)
+    fs, files = chk.fs, chk.files
     offsets = [int(i.base_name) for i in listing(fs, files.offsets) if i.base_name.isdigit()]
     if not offsets:
         return None
@@ -183,7 +184,7 @@ def recorded_shards(checkpoint: str, *, storage: Storage | None = None) -> int |
     return None if recorded is None else int(recorded) - 1
 
 
-def default_shards(spark: Any, checkpoint: str, *, storage: Storage | None = None) -> int:
+def default_shards(spark: Any, checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> int:
     """The shard count when none is configured: the checkpoint's, or for a new checkpoint the
     session's parallelism (``spark.default.parallelism``, else the cores of the executors:
     about one shard per core), said in one log line."""
@@ -200,23 +201,25 @@ def default_shards(spark: Any, checkpoint: str, *, storage: Storage | None = Non
         "parallelism, about one per executor core); set purgatory.shards to choose, "
         "`spark-purgatory rescale` to change it later",
         shards,
-        checkpoint,
+        checkpoint.path if isinstance(checkpoint, OpenCheckpoint) else checkpoint,
     )
     return shards
 
 
-def with_default_shards(config: PurgatoryConfig, spark: Any, checkpoint: str) -> PurgatoryConfig:
+def with_default_shards(
+    config: PurgatoryConfig, spark: Any, checkpoint: str | OpenCheckpoint
+) -> PurgatoryConfig:
     """``config`` with ``default_shards``' count: for a caller whose configuration left
     ``purgatory.shards`` out (``start(config=None)``, the job without the key)."""
     shards = default_shards(spark, checkpoint, storage=Storage.of(config))
     return dataclasses.replace(config, shards=shards)
 
 
-def layout_of(checkpoint: str, *, storage: Storage | None = None) -> dict | None:
+def layout_of(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> dict | None:
     """The layout record: ``{"shards": N, "history": [{"batch", "from", "to", "at"}, ...]}``,
     None for a checkpoint never rescaled."""
-    fs, files = Checkpoint(checkpoint).opened(storage)
-    return read_json(fs, files.layout)
+    chk = open_checkpoint(checkpoint, storage)
+    return read_json(chk.fs, chk.files.layout)
 
 
 def directories(fs: pafs.FileSystem, directory: str) -> list[str]:
@@ -252,10 +255,9 @@ class RunLease:
     read on a store without conditional writes.
     """
 
-    def __init__(self, checkpoint: str, storage: Storage | None = None) -> None:
-        self.storage = storage or Storage()
-        fs, files = Checkpoint(checkpoint).opened(self.storage)
-        self.fs, self.path, self.checkpoint = fs, files.lease, checkpoint
+    def __init__(self, checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> None:
+        chk = open_checkpoint(checkpoint, storage)
+        self.storage, self.fs, self.path, self.checkpoint = chk.storage, chk.fs, chk.files.lease, chk.path
         self.token: str | None = None
         self.since: str | None = None
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..checkpoint_paths import Checkpoint
+from ..checkpoint_paths import OpenCheckpoint, open_checkpoint
 from ..storage import Storage, read_bytes, write_whole
 from ..version import __version__
 from .layout import now_text
@@ -117,20 +117,21 @@ class IncompatibleCheckpointError(RuntimeError):
     ``spark-purgatory upgrade``, one an upgrade is under way on): one line, with what to run."""
 
 
-def read_record(checkpoint: str, storage: Storage | None = None) -> dict | None:
+def read_record(checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> dict | None:
     """The checkpoint's version record, None when it has none."""
-    return _read(Checkpoint(checkpoint).version_record, storage)
+    chk = open_checkpoint(checkpoint, storage)
+    return _read(chk, chk.files.version_record)
 
 
-def read_journal(checkpoint: str, storage: Storage | None = None) -> dict | None:
+def read_journal(checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> dict | None:
     """The journal of an upgrade under way, None when none is."""
-    return _read(Checkpoint(checkpoint).upgrade_journal, storage)
+    chk = open_checkpoint(checkpoint, storage)
+    return _read(chk, chk.files.upgrade_journal)
 
 
-def _read(uri: str, storage: Storage | None) -> dict | None:
-    fs, path = (storage or Storage()).filesystem(uri)
+def _read(chk: OpenCheckpoint, path: str) -> dict | None:
     try:
-        return json.loads(read_bytes(fs, path))
+        return json.loads(read_bytes(chk.fs, path))
     except (FileNotFoundError, NotADirectoryError):
         return None
 
@@ -149,11 +150,13 @@ def is_current(record: dict | None) -> bool:
     )
 
 
-def write_record(checkpoint: str, storage: Storage | None = None, *, known: dict | None = None) -> dict:
+def write_record(
+    checkpoint: str | OpenCheckpoint, storage: Storage | None = None, *, known: dict | None = None
+) -> dict:
     """Record this version and its formats (``known``: the record read before, if it was);
     nothing is written when the record says so already.  Returns the record."""
-    storage = storage or Storage()
-    before = known if known is not None else read_record(checkpoint, storage)
+    chk = open_checkpoint(checkpoint, storage)
+    before = known if known is not None else read_record(chk)
     if is_current(before):
         return before  # type: ignore[return-value]
     current, formats = package_version(), current_formats()
@@ -161,18 +164,17 @@ def write_record(checkpoint: str, storage: Storage | None = None, *, known: dict
     if not history or history[-1].get("version") != current:
         history.append({"version": current, "since": now_text()})
     record = {"record": 1, "written_by": current, "formats": formats, "history": history}
-    fs, path = storage.filesystem(Checkpoint(checkpoint).version_record)
     body = json.dumps(record, indent=1).encode()
-    write_whole(fs, path, lambda out: out.write(body))
+    write_whole(chk.fs, chk.files.version_record, lambda out: out.write(body))
     return record
 
 
-def check_formats(checkpoint: str, storage: Storage | None = None) -> dict | None:
+def check_formats(checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> dict | None:
     """Refuse, in one line (``IncompatibleCheckpointError``), a checkpoint this version cannot
     start on (module docstring); returns its record (None: no record)."""
-    storage = storage or Storage()
-    record = read_record(checkpoint, storage)
-    journal = read_journal(checkpoint, storage)
+    chk = open_checkpoint(checkpoint, storage)
+    checkpoint = chk.path
+    record, journal = read_record(chk), read_journal(chk)
     if journal is not None:
         raise IncompatibleCheckpointError(
             f"an upgrade of checkpoint {checkpoint} by spark-purgatory {journal.get('by', '?')} was "

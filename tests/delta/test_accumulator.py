@@ -545,7 +545,9 @@ def test_every_table_exists_from_the_start_with_its_schema(tmp_path):
     for name, contract in TABLES.items():
         table = DeltaTable(str(tmp_path / "out" / name))
         assert table.metadata().partition_columns == [contract.partition_by]
-        assert table.to_pyarrow_table().num_rows == 0 and table.version() == 0
+        read = table.to_pyarrow_table()
+        assert read.schema == contract.schema, name  # every column, in order, of its type
+        assert read.num_rows == 0 and table.version() == 0
 
 
 def test_a_writer_of_rows_gets_the_staged_rows(tmp_path):

@@ -223,3 +223,39 @@ def test_the_readme_shows_what_make_demo_prints(tmp_path):
         assert DeltaTable(str(tables / table)).to_pyarrow_table().num_rows > 0, table
     for png in ("latency_histogram.png", "outcomes_over_time.png"):
         assert (tables / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+#: a wheel or sdist named in the docs: ``spark_purgatory-VERSION-py3-none-any.whl`` or ``...tar.gz``
+_DIST_NAME = re.compile(r"spark_purgatory-([0-9][\w.+]*?)(?:-py3-none-any\.whl|\.tar\.gz)")
+
+
+def test_every_wheel_the_docs_install_is_the_version_the_build_makes():
+    """A user pastes these lines after ``make dist``: a name from an earlier release is a
+    file that is not there.  The build names its files after ``__version__`` normalised
+    (PEP 440, as setuptools writes it)."""
+    from packaging.version import Version
+
+    from spark_purgatory import __version__
+
+    built = str(Version(__version__))
+    paths = [README] + glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)
+    paths += glob.glob(os.path.join(ROOT, "notebooks", "*.py"))
+    named = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for version in _DIST_NAME.findall(f.read()):
+                named.setdefault(version, []).append(os.path.relpath(path, ROOT))
+    assert built in named, "the README's install line names no wheel"
+    assert set(named) == {built}, {v: sorted(set(p)) for v, p in named.items() if v != built}
+
+
+def test_the_readme_documents_every_extra():
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        extras = set(tomllib.load(f)["project"]["optional-dependencies"])
+    with open(README, encoding="utf-8") as f:
+        install = section(f.read(), "Install")
+    first_cells = re.findall(r"^\| ([^|]+) \|", install, re.M)
+    rows = {name for cell in first_cells for name in re.findall(r"`([\w-]+)`", cell)}
+    assert extras <= rows, f"extras the README's Install table does not name: {sorted(extras - rows)}"

@@ -151,16 +151,16 @@ def _lines(root: str) -> list[str]:
 def test_the_reaper_needs_a_processing_time_trigger_and_a_reason(tmp_path):
     root = str(tmp_path / "wake")
     idle = PurgatoryConfig(watermark_idle_timeout="1 second")
-    assert reaper_for(PurgatoryConfig(), "processing-time=1s", root) is None  # off: no thread, no file
-    assert reaper_for(idle, "available-now", root) is None
-    assert reaper_for(idle, "processing-time=1s", root).clock is not None
+    assert reaper_for(PurgatoryConfig(), 1_000, root) is None  # off: no thread, no file
+    assert reaper_for(idle, None, root) is None
+    assert reaper_for(idle, 1_000, root).clock is not None
 
 
 def test_the_reaper_posts_the_clock_only_while_something_waits(tmp_path):
     root = str(tmp_path / "wake")
     now = Clock(1_000_000)
     config = PurgatoryConfig(watermark_idle_timeout="2 seconds", watermark_delay="1 second")
-    reaper = reaper_for(config, "processing-time=1s", root, pending={0: 0, 1: 0}, now=now)
+    reaper = reaper_for(config, 1_000, root, pending={0: 0, 1: 0}, now=now)
     reaper.observe(_calls(1_000_100, [2, 0], {"operations": 990_000, "events": None}), 0, {})
     now.ms = 1_001_500
     assert reaper.tick() is None  # the operations are not idle yet
@@ -194,7 +194,7 @@ def test_an_idle_timeout_a_multiple_of_the_interval_releases_the_clock_at_its_tr
     micro-batch, not for the next one."""
     now = Clock(1_000_000)
     config = PurgatoryConfig(watermark_idle_timeout="2 seconds", watermark_delay="1 second")
-    reaper = reaper_for(config, "processing-time=1s", str(tmp_path / "wake"), pending={0: 1}, now=now)
+    reaper = reaper_for(config, 1_000, str(tmp_path / "wake"), pending={0: 1}, now=now)
     reaper.listed_first = lambda: True
     reaper.observe(_calls(1_000_040, [1], {"operations": 999_000, "events": 999_000}), 0, {})
     now.ms = 1_000_975
@@ -207,7 +207,7 @@ def test_the_listing_margin_goes_once_spark_says_it_lists_the_wake_first(tmp_pat
     now = Clock(1_000_000)
     config = PurgatoryConfig(watermark_idle_timeout="1 second", watermark_delay="1 second")
     answers = {"first": None}
-    reaper = reaper_for(config, "processing-time=1s", str(tmp_path / "wake"), pending={0: 1}, now=now)
+    reaper = reaper_for(config, 1_000, str(tmp_path / "wake"), pending={0: 1}, now=now)
     reaper.listed_first = lambda: answers["first"]
     reaper.quiet = lambda: True  # the run has begun
     reaper.observe(_calls(1_000_000, [1], {}), 0, {})
@@ -219,7 +219,7 @@ def test_the_listing_margin_goes_once_spark_says_it_lists_the_wake_first(tmp_pat
     answers["first"] = False  # asked once: Spark's order of sources is fixed for the run
     now.ms = 1_004_000
     assert reaper.tick() == 1_004_000 - 1_000
-    last = reaper_for(config, "processing-time=1s", str(tmp_path / "other"), pending={0: 1}, now=now)
+    last = reaper_for(config, 1_000, str(tmp_path / "other"), pending={0: 1}, now=now)
     last.listed_first = lambda: False  # the inputs are listed before the wake: the margin stays
     assert last.margin_ms() == LISTING_MARGIN_MS
 
@@ -358,10 +358,10 @@ def test_deadline_clock_is_event_or_processing_and_processing_has_a_reaper(tmp_p
     with pytest.raises(ConfigError, match="deadline.clock must be event or processing"):
         PurgatoryConfig.from_mapping({"deadline.clock": "wall"})
     config = PurgatoryConfig(deadline_clock="processing")
-    reaper = reaper_for(config, "processing-time=500ms", str(tmp_path / "wake"))
+    reaper = reaper_for(config, 500, str(tmp_path / "wake"))
     assert reaper.clock is None and reaper.interval_ms == 500
     now = Clock(1_000_000)
-    reaper = reaper_for(config, "processing-time=1s", str(tmp_path / "wake"), pending={0: 1}, now=now)
+    reaper = reaper_for(config, 1_000, str(tmp_path / "wake"), pending={0: 1}, now=now)
     assert reaper.tick() == 1_000_000 and reaper.tick() is None  # a micro-batch per tick at most
     now.ms += 250
     assert reaper.tick() == 1_000_250

@@ -28,9 +28,7 @@ from tests.handoff.test_clock import Clock, _calls
 def _reaper(chk: str, now: Clock, token: str = "run-1", **config):
     config = PurgatoryConfig(watermark_idle_timeout="3 seconds", watermark_delay="2 seconds", **config)
     recorder = ClockRecorder.under(chk, Storage(), run=token, trigger_ms=1_000)
-    reaper = reaper_for(
-        config, "processing-time=1s", f"{chk}/wake", pending={0: 1}, now=now, recorder=recorder
-    )
+    reaper = reaper_for(config, 1_000, f"{chk}/wake", pending={0: 1}, now=now, recorder=recorder)
     reaper.listed_first = lambda: True  # no listing margin: the lag is the delay
     return reaper
 

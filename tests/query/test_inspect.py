@@ -181,8 +181,9 @@ def test_pending_table_reads_the_same_rows_from_the_files_without_spark(made, wh
 
 
 def test_at_risk_table_equals_spark_at_risk(spark, made):
+    fields = ["op_id", "time_left_ms", "still_needed", "progress_text"]
+    found = {}
     for within in ("10s", "1h"):
-        fields = ["op_id", "time_left_ms", "still_needed", "progress_text"]
         spark_rows = [
             tuple(r) for r in at_risk(made.checkpoint, within=within, spark=spark).select(fields).collect()
         ]
@@ -190,6 +191,10 @@ def test_at_risk_table_equals_spark_at_risk(spark, made):
             tuple(r[f] for f in fields) for r in at_risk_table(made.checkpoint, within=within).to_pylist()
         ]
         assert table_rows == spark_rows
+        found[within] = [row[0] for row in table_rows]
+    # rows were compared: the narrow horizon's two, and the wide one's more
+    assert found["10s"] == ["soon-1", "soon-2"]
+    assert set(found["10s"]) < set(found["1h"])
 
 
 def test_a_cross_shard_operation_appears_once_from_the_cross_shard_group(spark, made):

@@ -5,6 +5,8 @@ No JVM starts here (``tests/docs/test_wheel_install.py`` runs them from an insta
 from __future__ import annotations
 
 import json
+import logging
+from types import SimpleNamespace
 
 import pyspark
 import pytest
@@ -50,6 +52,22 @@ def test_a_patch_release_apart_the_jars_are_used_and_said_so_once_a_feature_rele
     assert "SPARK_PURGATORY_SPARK_VERSION=4.1.1" in jars.spark_notice("4.1.1")
     monkeypatch.setattr(pyspark, "__version__", "4.1.1")
     assert jars.jar_paths("checks") == [] and len(spark_purgatory.jar_files()) == 2  # printed, not used
+
+
+@pytest.mark.parametrize("session, level", [("4.2.1", logging.INFO), ("4.1.1", logging.WARNING)])
+def test_the_spark_line_is_a_warning_only_when_the_jars_are_left_out(
+    tmp_path, monkeypatch, caplog, session, level
+):
+    from spark_purgatory.spark import checks
+
+    monkeypatch.setattr(jars, "PACKAGE_JARS", tmp_path / "jars")
+    _built(tmp_path / "jars", "4.2.0")
+    monkeypatch.setattr(checks, "_SAID", set())
+    caplog.set_level(logging.DEBUG, logger=checks.log.name)
+    for _ in range(2):  # the first start says it, the next ones do not
+        checks._say_spark(SimpleNamespace(version=session))
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if "were built for Spark" in r.getMessage()]
+    assert said == [(level, jars.spark_notice(session))]
 
 
 def test_the_jars_command_prints_them_for_jars_spark_jars_and_cluster_libraries(

@@ -23,9 +23,9 @@ import pytest
 from spark_purgatory.config import PurgatoryConfig, read_properties
 from spark_purgatory.contract import TABLES
 from spark_purgatory.workload import generate, write_json_lines
+from testbed.wheel import build_wheel, install_wheel, uninstall, venv_env
 from tests.support.cluster import cluster_env, standalone_cluster
 from tests.support.crash_harness import ROOT, check, read_table, reference
-from tests.support.wheel_venv import build_wheel, install_wheel, uninstall, venv_env
 
 pytestmark = pytest.mark.spark
 

@@ -148,12 +148,12 @@ def _kafka_poison(value: str | None) -> bool:
 
 def test_a_rejected_record_names_its_topic_partition_and_offset(spark, kafka_broker, through_both):
     _work, runs = through_both
-    rejected = runs["kafka"]["rejected"]
-    for row in rejected.itertuples():
-        record = json.loads(row.raw)
-        if _kafka_poison(record.get("value")):  # the poison records: test above
-            continue
-        assert record["topic"] == f"contract-{'ops' if row.source == 'operations' else 'events'}"
+    records = [(row.source, json.loads(row.raw)) for row in runs["kafka"]["rejected"].itertuples()]
+    # the poison records are the test above's; the others are the malformed lines files give too
+    named = [(source, record) for source, record in records if not _kafka_poison(record.get("value"))]
+    assert len(named) == 8
+    for source, record in named:
+        assert record["topic"] == f"contract-{'ops' if source == 'operations' else 'events'}"
         # Spark's Kafka source reads that one record back from where the row says it is
         offsets = {record["topic"]: {str(record["partition"]): record["offset"]}}
         until = {record["topic"]: {str(record["partition"]): record["offset"] + 1}}

@@ -2,7 +2,7 @@
 
 Both come from the pyspark package itself (``spark-class``, ``spark-submit`` and the bundled
 Spark Connect JAR), so CI needs nothing beyond the project's own dependencies.  The Connect
-server and the cluster's environment are ``benchmarks.services``' (the Connect benchmark
+server and the cluster's environment are ``testbed.services``' (the Connect benchmark
 starts the same server).
 """
 
@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from urllib.request import urlopen
 
-from benchmarks.services import cluster_env, connect_server, spark_home, wait_for_port
 from spark_purgatory.kafka_broker import free_port
+from testbed.services import cluster_env, connect_server, spark_home, wait_for_port
 
 __all__ = ["cluster_env", "connect_server", "free_port", "standalone_cluster"]
 

@@ -1,10 +1,10 @@
 """The tests' S3-compatible object store on loopback: moto's server, one bucket
-(``benchmarks.services.S3Store``, which the soak starts too), and a check of segment files on it.
+(``testbed.services.S3Store``, which the soak starts too), and a check of segment files on it.
 """
 
 from __future__ import annotations
 
-from benchmarks.services import BUCKET, ENV, REGION, S3Store
+from testbed.services import BUCKET, ENV, REGION, S3Store
 
 __all__ = ["BUCKET", "ENV", "REGION", "S3Store", "check_segment_files"]
 

@@ -1,9 +1,9 @@
-"""Servers on loopback the benchmarks run beside the job, shared with the tests: an
-S3-compatible object store (``S3Store``, moto's server), a fault-injecting proxy in front of
+"""Servers on loopback the tests and the benchmarks run beside the job: an S3-compatible
+object store (``S3Store``, moto's server), a fault-injecting proxy in front of
 it (``FaultyProxy``) and pyspark's Spark Connect server (``connect_server``).
 
 Each comes from the project's own dependencies (moto, pyspark's bundled Connect JAR), so CI
-needs nothing more; each binds a free port on 127.0.0.1.  ``tests/support`` uses them too.
+needs nothing more; each binds a free port on 127.0.0.1.
 
 **The store.** ``S3Store()`` starts ``moto.server.ThreadedMotoServer`` on 127.0.0.1 and creates a
 bucket; the project reaches it the way a user reaches MinIO or S3: our ``storage.*`` keys
@@ -32,7 +32,7 @@ the AWS SDK for Java).  ``injected`` counts the faults given, by client (from it
 ``User-Agent``: ``delta-rs``, ``pyarrow``, ``s3a``, ``other``), so a caller can tell that each
 writer met them.
 
-The proxy runs in a process of its own (``python -m benchmarks.services``), told what to do
+The proxy runs in a process of its own (``python -m testbed.services``), told what to do
 through requests to ``/_faulty/...`` on its own port: a client that holds the GIL while it
 waits for the store (delta-rs's ``alter.set_table_properties`` does) would otherwise stop a
 proxy in the caller's process from answering it.  For the same reason the store behind it runs
@@ -247,7 +247,7 @@ class FaultyProxy:
         from spark_purgatory.kafka_broker import die_with_parent
 
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.services", "--target", target, "--seed", str(seed)],
+            [sys.executable, "-m", "testbed.services", "--target", target, "--seed", str(seed)],
             cwd=ROOT,
             env={
                 **os.environ,
