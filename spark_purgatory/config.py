@@ -161,6 +161,17 @@ class PurgatoryConfig:
     output_kafka_settings: tuple = ()
 
     @property
+    def groups(self) -> int:
+        """The shard groups: one per primary shard and the cross-shard group (number
+        ``shards``).  Also the query's ``spark.sql.shuffle.partitions``, a partition per group
+        (``shard.labels``), which Spark fixes in the checkpoint.
+
+        >>> PurgatoryConfig(shards=8).groups
+        9
+        """
+        return self.shards + 1
+
+    @property
     def watermark_delay_ms(self) -> int:
         return parse_interval_ms(self.watermark_delay)
 

@@ -230,7 +230,6 @@ def _session(settings: JobSettings):
     from .runtime.session import local_session
     from .storage import storage_session_conf
 
-    shards = settings.config.shards
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit / pyspark
         from pyspark.sql import SparkSession
 
@@ -249,7 +248,9 @@ def _session(settings: JobSettings):
                 "directory where the local catalog keeps its tables and metastore"
             )
         conf.update(local_catalog(settings.warehouse))
-    return local_session("spark-purgatory", master=settings.master, shuffle_partitions=shards + 1, conf=conf)
+    return local_session(
+        "spark-purgatory", master=settings.master, shuffle_partitions=config.groups, conf=conf
+    )
 
 
 class _StdoutHandler(logging.StreamHandler):

@@ -439,7 +439,7 @@ def _started(
         else:
             stream = stream.trigger(processingTime=trigger.interval)
         with (
-            shuffle_partitions(spark, cfg.shards + 1),
+            shuffle_partitions(spark, cfg.groups),
             state_store(spark),
             arrow_records(spark),
             optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (runtime.settings)

@@ -1,6 +1,6 @@
 """Rescale a stopped checkpoint: its shards, ``S`` -> ``N``, with every pending operation kept.
 
-Spark fixes a query's shuffle partitions (``shards + 1``) in its checkpoint, and the shard
+Spark fixes a query's shuffle partitions (``PurgatoryConfig.groups``) in its checkpoint, and the shard
 state lives in Spark's state store (each shard group's value: ``state.shard_state``) and in
 segment files beside it.  ``rescale`` rewrites both as a new micro-batch of the checkpoint,
 with no JVM (Spark's own offline repartition cannot: ``spark.state_files`` says why):
@@ -19,8 +19,8 @@ with no JVM (Spark's own offline repartition cannot: ``spark.state_files`` says 
    them (``key_hash.shards_of``).
 4. **Write the new layout beside the old**: a journal (``purgatory-rescale``), the new shards'
    segment files (new names), each new partition's state at version K + 2 (a snapshot file:
-   what micro-batch K + 1 leaves), then the offsets entry K + 1 (K's offsets, ``shards + 1``
-   partitions).
+   what micro-batch K + 1 leaves: the groups the shard step keeps, ``shard.step.decide``), then
+   the offsets entry K + 1 (K's offsets, the new layout's partitions).
 5. **Switch**, atomically: the commit entry K + 1.  Spark starts the next run after K + 1:
    the new layout, the same input offsets, the same watermark.
 6. **Finish**: the layout record (``purgatory-layout``: shards and history), the pending
@@ -50,11 +50,12 @@ import pyarrow.fs as pafs
 from .checkpoint_paths import Checkpoint
 from .config import PurgatoryConfig
 from .engine.purgatory import Purgatory
-from .engine.wheel import NO_EXPIRATION
 from .handoff.end_of_input import EndOfInput
 from .handoff.mailbox import Mailbox
+from .handoff.shard_handoff import ShardHandOff
 from .inspect.checkpoint import read_checkpoint
 from .shard.labels import shard_labels, spark_hash_int
+from .shard.step import decide
 from .spark import state_files
 from .spark.group_state import encoding_of, shard_bytes, to_group_state
 from .spark.key_hash import shards_of
@@ -143,16 +144,12 @@ def rescale(
         storage=storage,
     )
     _fault("read")
-    values = _read_groups(fs, files, old, batch + 1)
-    olds = _load(values, cfg, store, old)
+    values = _read_groups(fs, files, cfg.groups, batch + 1)
+    olds = _load(values, cfg, store)
     _in_flight(olds[old], cfg, storage)
+    new_cfg = PurgatoryConfig(**{**cfg.__dict__, "shards": shards})
     try:
-        news = reshard(
-            olds,
-            shards,
-            lambda keys: shards_of(keys, shards, cfg.shard_key_delimiter),
-            PurgatoryConfig(**{**cfg.__dict__, "shards": shards}),
-        )
+        news = reshard(olds, shards, lambda keys: shards_of(keys, shards, cfg.shard_key_delimiter), new_cfg)
     except ReshardError as e:
         raise RescaleError(str(e)) from None
     encoding = encoding_of(checkpoint, storage=storage)
@@ -171,12 +168,12 @@ def rescale(
     }
     write_whole(fs, files.rescale_journal, lambda out: out.write(json.dumps(journal).encode()))
     _fault("segments")
-    groups = _new_groups(news, store, encoding, info.next_watermark_ms or 0, shards, version)
+    groups = _new_groups(news, new_cfg, store, encoding, info.next_watermark_ms or 0, version)
     _fault("snapshots")
     for partition, entries in groups.items():
         state_files.write_version(fs, files.operator_state, partition, batch + 2, entries)
     _fault("offsets")
-    _copy_log(fs, files.offsets, batch, shards + 1)
+    _copy_log(fs, files.offsets, batch, new_cfg.groups)
     _fault("commit")
     _copy_log(fs, files.commits, batch, None)  # the switch
     _fault("finish")
@@ -253,20 +250,19 @@ def _in_flight(cross: Purgatory, config: PurgatoryConfig, storage: Storage) -> N
 
 
 def _read_groups(
-    fs: pafs.FileSystem, files: Checkpoint, old: int, version: int
+    fs: pafs.FileSystem, files: Checkpoint, groups: int, version: int
 ) -> dict[int, state_files.GroupValue]:
     """Every shard's group value at state ``version``, by shard number."""
     try:
-        return state_files.read_groups(fs, files.operator_state, old + 1, version)
+        return state_files.read_groups(fs, files.operator_state, groups, version)
     except state_files.StateFormatError as e:
         raise RescaleError(str(e)) from None
 
 
-def _load(
-    values: dict[int, state_files.GroupValue], config: PurgatoryConfig, store: SegmentStore, old: int
-) -> dict:
+def _load(values: dict[int, state_files.GroupValue], config: PurgatoryConfig, store: SegmentStore) -> dict:
+    """The old shards' engines (a group without a value: an empty one)."""
     shards: dict[int, Purgatory] = {}
-    for s in range(old + 1):
+    for s in range(config.groups):
         g = values.get(s)
         if g is None or g.state is None:
             p = Purgatory(config)
@@ -281,23 +277,29 @@ def _load(
 
 
 def _new_groups(
-    news: dict[int, Purgatory], store: SegmentStore, encoding: Any, watermark: int, shards: int, version: int
+    news: dict[int, Purgatory],
+    config: PurgatoryConfig,
+    store: SegmentStore,
+    encoding: Any,
+    watermark: int,
+    version: int,
 ) -> dict[int, list[state_files.GroupValue]]:
-    """Each new partition's entries: the new shards saved (their segment files written), under
-    the labels of ``shards + 1`` groups, with the timeouts the shard step would set."""
-    labels = shard_labels(shards + 1)
-    groups: dict[int, list[state_files.GroupValue]] = {p: [] for p in range(shards + 1)}
+    """Each new partition's entries: the new shards the shard step keeps at ``watermark``, the
+    one the next micro-batch runs at (``shard.step.decide``: an empty primary goes unless its
+    input ended or the operator's clock moved it), saved (their segment files written), under
+    their groups' labels, with the timeouts the step sets."""
+    handoff = ShardHandOff.of(config)
+    labels = shard_labels(config.groups)
+    groups: dict[int, list[state_files.GroupValue]] = {p: [] for p in range(config.groups)}
     for s, p in news.items():
-        cross = s == shards
-        if p.is_empty() and not cross:
-            continue  # as the shard step: an empty primary keeps no state
-        wake = p.next_wakeup()
-        if cross and (p.pending or p.awaited_notices):
-            wake = min(wake, max(watermark, 1) + 1)
-        timeout = max(wake - 1, watermark) if wake < NO_EXPIRATION else state_files.NO_TIMEOUT
+        keep, _, timeout = decide(p, s, watermark, watermark, handoff)
+        if not keep:
+            continue
         value = to_group_state(save_state(p, store, version=version), encoding)
-        label = labels[s]
-        groups[spark_hash_int(label) % (shards + 1)].append(state_files.GroupValue(label, value, timeout))
+        timeout = state_files.NO_TIMEOUT if timeout is None else timeout
+        groups[spark_hash_int(labels[s]) % config.groups].append(
+            state_files.GroupValue(labels[s], value, timeout)
+        )
     return groups
 
 

@@ -5,8 +5,9 @@ or a filesystem, one concept per module:
 
 * ``purgatory``: ``Purgatory``, a shard's engine as its host sees it: one call per micro-batch
   (``process``), its sizes, and what a state layer reads and gives back;
-* ``delayed``: ``DelayedOperations``, Kafka's operations (try_complete_else_watch,
-  check_and_complete, advance, force_complete / on_complete, purge) over whole micro-batches;
+* ``delayed``: ``DelayedOperations``, Kafka's operations (tryCompleteElseWatch and
+  checkAndComplete as watch, then try_complete; advance, force_complete / on_complete, purge)
+  over whole micro-batches;
 * ``wheel``: ``TimingWheel``, Kafka's hierarchical timing wheel, advanced by the watermark;
 * ``conditions``: when an operation's condition holds, and at which event time;
 * ``watchers``: Kafka's Watchers as a hash-join index of (key, operation);

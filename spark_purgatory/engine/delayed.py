@@ -8,11 +8,12 @@ when something happens to it; the timer's expiry calls ``forceComplete`` and the
 completed operations from the watcher lists.  ``DelayedOperations`` keeps that vocabulary, but
 every step takes a whole micro-batch of operations or events at once:
 
-* ``try_complete_else_watch(ops)`` registers operations; each is matched against the events
-  still buffered (events may arrive before their operation) and against the key's ``offset``
-  progress, and completes at once if its condition already holds.
-* ``check_and_complete(events)`` matches a batch of events against the watchers
-  (``watchers``) and completes whatever became true (``conditions.evaluate``).
+* tryCompleteElseWatch and checkAndComplete, split in their two halves so a call decides
+  each operation once: ``watch_operations(ops)`` registers operations, each matched against
+  the events still buffered (events may arrive before their operation) and the key's
+  ``offset`` progress; ``watch_events(events)`` buffers events and matches them to the
+  watchers (``watchers``); ``try_complete(handles)`` then completes the operations touched
+  whose condition holds (``conditions.evaluate``).
 * ``advance(watermark)`` moves the timing wheel to the watermark; operations whose deadline
   it reached expire (``_on_expiration``).
 * ``_force_complete`` resolves operations: ``_on_complete`` reports each one, ``_purge``
@@ -74,17 +75,6 @@ class DelayedOperations:
         return outcomes
 
     # -- Kafka's operations, batched -----------------------------------------------------------
-
-    def try_complete_else_watch(self, ops: Rows) -> None:
-        """Register admitted operations (``batch.admit``); complete at once those already
-        satisfied by the buffered events or their keys' progress."""
-        self.try_complete(self.watch_operations(ops))
-        self.t.pending.forget_recent()
-        self.schedule()
-
-    def check_and_complete(self, events: Rows) -> None:
-        """Buffer a batch of admitted events and complete the operations they satisfy."""
-        self.try_complete(self.watch_events(events))
 
     def watch_operations(self, ops: Rows, due_by: int | None = None) -> np.ndarray:
         """Register admitted operations, matched against every buffered event (untargeted ones

@@ -2,36 +2,18 @@
 
 ``Purgatory`` is a shard's engine as its host sees it: one call per micro-batch
 (``process``), the sizes a host reports, and what a state layer reads and gives back.
-Kafka's operations themselves, batched (``try_complete_else_watch``, ``check_and_complete``,
-``advance``, ``force_complete`` / ``on_complete``, ``purge``), are ``delayed``'s.
-
-* ``process(ops, events, watermark_ms=...)`` does all of it in the right order: the batch's
-  events are buffered and matched first, its operations registered against every buffered
-  event, and each operation touched decided once, against all of them (so an operation's
-  outcome does not depend on whether its events came before it or with it); then it expires
-  what the watermark reached, finalises the events the watermark passed (``progress``; an
-  unmatched one's reason from the completed operations' windows, ``windows``), and returns
-  the rows for the ``outcomes``,
-  ``unmatched_events`` and ``rejected`` tables, and what its stubs relay to the cross-shard
-  group (``relay``), which takes it as ``process(..., relayed=...)``.
+Kafka's operations themselves, batched (watch and ``try_complete``, ``advance``,
+``force_complete`` / ``on_complete``, ``purge``), are ``delayed``'s; ``process`` calls them
+in named phases, each operation touched decided once against every event of the call and
+the buffer (so its outcome does not depend on whether its events came before it or with it).
 
 **Cost follows the batch, not the backlog.**  The tables that grow with the backlog are
-updated in place, never rebuilt: the pending operations and their watchers are a
-``pending.Pending`` (``columns.Columns``: numpy columns with spare capacity and tombstones,
-rows in handle order, with hash indexes by op_id and by key, ``columns.HashIndex``: sorted
-runs merged geometrically); retained key progress is a ``progress.KeyTable`` and remembered resolved
-op_ids a ``dedup.ResolvedTable`` (the same structure, forgetting deferred to bulk sweeps);
-the wheel's tombstones are sorted runs too.
-
-**No pandas inside a call.**  A call works on ``rows.Rows`` (named numpy columns): the rows
-it touches, its matches and outcomes, and the small tables (``matches``, buffered ``events``
-with their keys' hashes, ``relayed``).  pandas stays at the edges: ``batch.admit`` takes the
-host's frames, ``batch.result`` builds the returned ones, ``tables()`` / ``load_tables``
-convert for the state layer (``snapshot``).  Read accessors: ``pending_operations()``, ``tables()``.
-
-**One set of tables.**  A shard holds one ``snapshot.LiveTables``, handed to Kafka's
-operations (``delayed.DelayedOperations``) and to the two hand-off protocols as functions of
-it (``relay_tables``, ``registry.settle``): no mixin, no copy.
+updated in place, never rebuilt (``pending.Pending``, ``progress.KeyTable``,
+``dedup.ResolvedTable``: columns with spare capacity, tombstones and hash indexes).  A call
+works on ``rows.Rows`` (named numpy columns); pandas stays at the edges (``batch.admit``,
+``batch.result``, ``tables()`` / ``load_tables`` for the state layer, ``snapshot``).  A shard
+holds one ``snapshot.LiveTables``, handed to Kafka's operations and to the two hand-off
+protocols (``relay_tables``, ``registry.settle``) as functions of it: no mixin, no copy.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
@@ -44,7 +26,7 @@ a state layer (``spark_purgatory.state``) store it.  All times are epoch millise
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -276,14 +258,7 @@ class Purgatory:
             expire_to_ms: where the watermark goes *after* this batch's rows are admitted
                 (the operator's clock on a quiet stream, ``handoff.reaper``): the rows are
                 judged ``late`` against ``watermark_ms``, then the operations due by
-                ``expire_to_ms`` expire.  The cross-shard group takes it one call later:
-                the relays of this batch's events come in its next call, and must be
-                applied before the expiries they could prevent.  A home with operations
-                parked for their verdicts expires its registered operations at once but
-                reports its events unmatched only up to ``watermark_ms``: a parked
-                operation registered in the next call may still count them; such a home
-                whose stubs hold one of those events moves one call later, as the cross-shard
-                group does (the stub's pairing must outlive the event's wait).
+                ``expire_to_ms`` expire, but where a hand-off still owes something (``_clock``).
 
         The result's ``verdicts`` answer ``claims``.  Its ``relay`` holds what this shard's
         stubs relay (``relay.outgoing``) and
@@ -292,78 +267,95 @@ class Purgatory:
         # a container per reported row (its keys' list): the collector would walk them all,
         # alive, every 700 (``collector``); the Spark host pauses it around the whole shard call
         with collector_paused():
-            delayed = self._delayed
-            delayed.batch_id = int(batch_id)
-            wm = max(int(watermark_ms), self._t.watermark)
-            delayed.outcomes = []
-            new_from, new_eseq_from = self._t.next_handle, self._t.next_eseq
-            self._t.forget_resolved(wm)
-            ops, evs, rejected = admit(
-                operations,
-                events,
-                wm,
-                validated,
-                self.config.max_timeout_ms,
-                self._t.resolved,
-                self._t.pending,
-                self.config.input_limits,
-            )
-
+            cross = relayed is not None  # the cross-shard group: it takes relays
+            wm, added_from = self._begin(watermark_ms, batch_id)
+            ops, evs, rejected = self._admit(operations, events, wm, validated)
             ops, released, refused, answers = registry.settle(
                 self._t, self.shard, self.config, ops, claims, verdicts, wm
             )
-            rejected += refused
-            # parked operations the registry released arrived earlier: registered before this call's
-            # events and relays, decided with this call's operations (``registry``)
-            early = delayed.watch_operations(released)
-            noticed = relay_tables.receive(
-                self._t, None if relayed is None else Rows.of(relayed), delayed.batch_id, delayed.try_complete
-            )
-            # the batch's events are buffered and matched before its operations are registered, and
-            # every operation touched is decided once, against all of them: an operation is decided
-            # against every event of its micro-batch and of the buffer, in event time
-            touched = delayed.watch_events(evs)
-            early = early[self._t.pending.contains(early)]  # the relay may have completed some
-            # the cross-shard group holds what is due by ``wm`` on arrival (below), also where its
-            # wheel is behind ``wm`` (its first call, or one after the watermark moved without it)
-            arriving = delayed.watch_operations(ops, due_by=wm if relayed is not None else None)
-            delayed.try_complete(np.concatenate([early, touched, arriving]))
+            noticed = self._try_complete_else_watch(released, relayed, evs, ops, wm if cross else None)
             of_stubs = relay_tables.of_stubs(self._t)
-            handed_on = relay_tables.outgoing(
-                self._t, new_from, new_eseq_from, of_stubs, bool(ops["stub"].any())
-            )
-            # the cross-shard group: operations due on arrival wait one call for their stubs' relay
-            held = self._t.due[self._t.due >= new_from] if relayed is not None else _NO_HANDLES
-            if held.size:
-                delayed.schedule()  # the others go on the wheel now: these stay off it
-                self._t.due = self._t.due[self._t.due < new_from]
+            handed_on = relay_tables.outgoing(self._t, *added_from, of_stubs, bool(ops["stub"].any()))
+            held = self._hold(added_from[0]) if cross else _NO_HANDLES
             paired = self._t.matches["eseq"][of_stubs & in_window(self._t)]
-            until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))
-            later = until > wm and relayed is not None  # the cross-shard group (see expire_to_ms)
-            waiting = until > wm and self.parked > 0  # events wait for the parked (see expire_to_ms)
-            # a stub due by ``until`` whose matched event waits would take its pairing with it (the
-            # notice owed to the cross-shard group when the event is final): go on one call later
-            later = later or (waiting and _strands_pairs(self._t, of_stubs, wm, until))
-            self.advance(wm if later else until)
-            if held.size:
-                self._t.due = np.concatenate([self._t.due, held])
-            reach = wm if later or waiting else until
-            unmatched, notes = finalise_events(self._t, reach, paired, delayed.batch_id)
-            self._t.retire(reach)
-            if later:  # the next call admits at ``until`` and expires there, after its hand-off
-                self._t.watermark = until
-            outcomes = delayed.take_outcomes()
-            self._t.pending.forget_recent()
-            if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
-                memory.release()  # bulk work: its temporaries back to the system
-            return result(
-                outcomes,
-                noticed.stack(unmatched),
-                rejected,
-                handed_on.stack(notes),
-                delayed.batch_id,
-                answers,
-            )
+            clock = _clock(self._t, wm, expire_to_ms, of_stubs, cross=cross, parked=self.parked > 0)
+            self._advance_clock(clock.expire, held)
+            unmatched, notes = self._finalise(clock, paired)
+            self._release_memory(operations, events, relayed)
+            outcomes = self._delayed.take_outcomes()
+            unmatched, relay = noticed.stack(unmatched), handed_on.stack(notes)
+            return result(outcomes, unmatched, rejected + refused, relay, self._delayed.batch_id, answers)
+
+    # -- the call's phases -----------------------------------------------------------------------
+
+    def _begin(self, watermark_ms: int, batch_id: int) -> tuple[int, tuple[int, int]]:
+        """The call's watermark (the engine's never moves back) and where what it adds begins
+        (the next handle and event number)."""
+        self._delayed.batch_id = int(batch_id)
+        self._delayed.outcomes = []
+        return max(int(watermark_ms), self._t.watermark), (self._t.next_handle, self._t.next_eseq)
+
+    def _admit(
+        self, operations: pd.DataFrame | None, events: pd.DataFrame | None, wm: int, validated: bool
+    ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
+        """The call's rows as the engine takes them (``batch.admit``): late, duplicate and
+        invalid rows rejected, against the op_ids remembered until ``wm``."""
+        t, config = self._t, self.config
+        t.forget_resolved(wm)
+        limits, max_timeout_ms = config.input_limits, config.max_timeout_ms
+        return admit(operations, events, wm, validated, max_timeout_ms, t.resolved, t.pending, limits)
+
+    def _try_complete_else_watch(
+        self, released: Rows, relayed: pd.DataFrame | None, evs: Rows, ops: Rows, due_by: int | None
+    ) -> Rows:
+        """Kafka's tryCompleteElseWatch for the call's operations and checkAndComplete for its
+        events, decided once: everything is watched first (the operations the registry
+        released, which arrived earlier; the relays, which may complete some of them; the
+        events, matched to every watcher of their key; the new operations, matched to every
+        buffered event), then each operation touched is tried once, against all of them.  So
+        an operation's outcome does not depend on whether its events came before it or with
+        it.  ``due_by``: the cross-shard group's watermark, by which an arriving operation is
+        due on arrival (``_hold``).  Returns the relays' notices (``relay_tables.receive``)."""
+        delayed = self._delayed
+        early = delayed.watch_operations(released)
+        relays = None if relayed is None else Rows.of(relayed)
+        noticed = relay_tables.receive(self._t, relays, delayed.batch_id, delayed.try_complete)
+        touched = delayed.watch_events(evs)
+        early = early[self._t.pending.contains(early)]  # the relay may have completed some
+        arriving = delayed.watch_operations(ops, due_by=due_by)
+        delayed.try_complete(np.concatenate([early, touched, arriving]))
+        return noticed
+
+    def _hold(self, added_from: int) -> np.ndarray:
+        """The cross-shard group holds the operations due on arrival for one call, until the
+        stubs' relay of their micro-batch is in; the others go on the wheel now."""
+        held = self._t.due[self._t.due >= added_from]
+        if held.size:
+            self._delayed.schedule()
+            self._t.due = self._t.due[self._t.due < added_from]
+        return held
+
+    def _advance_clock(self, to: int, held: np.ndarray) -> None:
+        """Kafka's advanceClock: the wheel moves to ``to`` and what it reached expires
+        (onExpiration, forceComplete -> onComplete, purge: ``delayed``); ``held`` stay due."""
+        self.advance(to)
+        if held.size:
+            self._t.due = np.concatenate([self._t.due, held])
+
+    def _finalise(self, clock: _Clock, paired: np.ndarray) -> tuple[Rows, Rows]:
+        """The events final by ``clock.final`` leave the buffer (``finalise``: unmatched ones
+        reported, the stubs' pairs noticed); the shard ends the call at ``clock.until``."""
+        unmatched, notes = finalise_events(self._t, clock.final, paired, self._delayed.batch_id)
+        self._t.retire(clock.final)
+        self._t.watermark = max(self._t.watermark, clock.until)  # the next call admits there
+        self._t.pending.forget_recent()
+        return unmatched, notes
+
+    @staticmethod
+    def _release_memory(*frames: pd.DataFrame | None) -> None:
+        """After bulk work, its temporaries back to the system (``memory``)."""
+        if memory.due(sum(0 if f is None else len(f) for f in frames)):
+            memory.release()
 
     def replay(
         self,
@@ -385,29 +377,41 @@ class Purgatory:
             concat([first.rejected, last.rejected], REJECTED_COLUMNS),
         )
 
-    # -- Kafka's operations, batched (``delayed``) ---------------------------------------------
-
-    def try_complete_else_watch(self, ops: Rows) -> None:
-        """Register admitted operations (``batch.admit``); complete at once those already
-        satisfied by the buffered events or their keys' progress."""
-        self._delayed.try_complete_else_watch(ops)
-
-    def check_and_complete(self, events: Rows) -> None:
-        """Buffer a batch of admitted events and complete the operations they satisfy."""
-        self._delayed.check_and_complete(events)
+    # -- Kafka's operations outside a call (``delayed``) ---------------------------------------
 
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached."""
         self._delayed.advance(watermark_ms)
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
-        """Kafka's ``cancelForKey``: drop the pending operations watching any of ``keys``.
-
-        No outcome is emitted for them (the caller decided their fate, e.g. a deleted
-        partition); their op_ids still count as resolved for duplicate detection.  Returns
-        the cancelled op_ids.
-        """
+        """Kafka's ``cancelForKey``, no outcome emitted (``DelayedOperations.cancel_for_key``)."""
         return self._delayed.cancel_for_key(keys)
+
+
+class _Clock(NamedTuple):
+    """Where a call's watermark takes the shard (``process``'s ``expire_to_ms``): operations
+    due by ``expire`` expire, events final by ``final`` are finalised, and the next call
+    starts at ``until``."""
+
+    expire: int
+    final: int
+    until: int
+
+
+def _clock(
+    t: LiveTables, wm: int, expire_to_ms: int | None, of_stubs: np.ndarray, *, cross: bool, parked: bool
+) -> _Clock:
+    """The call's watermark policy: ``wm`` for the rows, then ``expire_to_ms`` (the operator's
+    clock or the rows' own watermark) for what is due, except where a hand-off still owes
+    something that could change an outcome.  The cross-shard group moves one call later (the
+    relays of this call's events come in its next call and must be applied before the expiries
+    they could prevent); a home with operations parked for their verdicts expires at once but
+    finalises events only up to ``wm`` (a parked operation may still count them), and moves
+    one call later too where a stub due by then would take its pairing with it."""
+    until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))
+    waiting = until > wm and parked
+    later = until > wm and cross or (waiting and _strands_pairs(t, of_stubs, wm, until))
+    return _Clock(wm if later else until, wm if later or waiting else until, until)
 
 
 def _strands_pairs(t: LiveTables, of_stubs: np.ndarray, wm: int, until: int) -> bool:

@@ -14,6 +14,7 @@ replay of a micro-batch receives the same rows (files go only once a later call 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -90,21 +91,27 @@ class ShardHandOff:
 
     def __init__(self, config: PurgatoryConfig, *, relays: bool, registers: bool) -> None:
         self.cross = config.shards
+        self.relays = relays
         self.registers = registers
         self._config = config
-        self._mailbox = Mailbox.beside(config.state_path, Storage.of(config)) if relays else None
+
+    @cached_property
+    def _mailbox(self) -> Mailbox:
+        """The relays' mailbox (``relays`` only), opened at first use: what a shard keeps is
+        decided without it (``keeps``, ``awaits``)."""
+        return Mailbox.beside(self._config.state_path, Storage.of(self._config))
 
     @property
     def active(self) -> bool:
         """Does any shard call receive or post (then a call needs its micro-batch's key)?"""
-        return self._mailbox is not None or self.registers
+        return self.relays or self.registers
 
     def receive(self, p: Purgatory, shard: int, batch: int | None, claims: pd.DataFrame | None) -> Received:
         """Before ``p.process``: the cross-shard group's relays of earlier micro-batches not yet
         received, and a home's verdicts on what it parked in its last call; ``claims``: the
         claims routed to this shard in this micro-batch (the host reads them off its rows)."""
         relayed = None
-        if self._mailbox is not None and shard == self.cross and batch is not None:
+        if self.relays and shard == self.cross and batch is not None:
             before = p.relays_through
             relayed = self._mailbox.collect(before, batch)
             self._mailbox.clean(before)  # received by an earlier call; a replay needs this one's
@@ -119,7 +126,7 @@ class ShardHandOff:
         posted (a figure of the shard's metrics row, which asks the driver for a wake), for
         the cross-shard group the operations it holds for the next call's relays."""
         posted = 0
-        if self._mailbox is not None and shard != self.cross and len(result.relay):
+        if self.relays and shard != self.cross and len(result.relay):
             self._mailbox.post(shard, batch, result.relay)  # type: ignore[arg-type]
             posted += len(result.relay)
         if len(result.verdicts):  # the homes that claimed receive them in their next call
@@ -128,7 +135,7 @@ class ShardHandOff:
             posted += len(result.verdicts)
         if p.parked:
             p.parked_in = batch  # type: ignore[assignment]
-        if self._mailbox is not None and shard == self.cross:
+        if self.keeps(shard):
             # operations due on arrival wait for this micro-batch's relays: ask for the next
             # one as a relay does, also when no shard relayed and the watermark stalls
             posted += p.held
@@ -137,7 +144,7 @@ class ShardHandOff:
     def keeps(self, shard: int) -> bool:
         """Must this shard keep its state although it holds nothing?  The cross-shard group
         does: its ``relays_through`` says which mailbox files it has received."""
-        return self._mailbox is not None and shard == self.cross
+        return self.relays and shard == self.cross
 
     def awaits(self, p: Purgatory, shard: int) -> bool:
         """Must the shard be called in the next micro-batch although no row may come for it?

@@ -56,7 +56,7 @@ class CheckpointInfo:
 
     @property
     def groups(self) -> int | None:
-        """State partitions (``purgatory.shards + 1`` for a query ``start`` began)."""
+        """State partitions (``PurgatoryConfig.groups`` for a query ``start`` began)."""
         value = self.conf.get("spark.sql.shuffle.partitions")
         return int(value) if value else None
 

@@ -5,7 +5,7 @@
 * a local master binds loopback (``SPARK_LOCAL_IP=127.0.0.1`` unless set): nothing listens
   beyond the machine, and Spark does not warn that the host name resolves to loopback;
 * UTC session time zone, small shuffle partition count (state is per shard, so
-  ``purgatory.shards + 1`` partitions is plenty), no UI, quiet logs;
+  a partition per shard group, ``PurgatoryConfig.groups``, is plenty), no UI, quiet logs;
 * no DataFrame call-site capture (``spark.python.sql.dataFrameDebugging.enabled=false``):
   PySpark otherwise makes extra JVM calls around every ``Column`` function, and the
   operator's plan has thousands (its errors then name no Python line of the library);

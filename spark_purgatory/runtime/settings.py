@@ -70,7 +70,7 @@ def shuffle_partitions(spark: Any, partitions: int) -> Any:
     previous = spark.conf.get(_SHUFFLE_PARTITIONS, None)
     if previous is not None and previous != str(partitions):
         log.info(
-            "%s=%s in this session; this query uses purgatory.shards + 1 = %s",
+            "%s=%s in this session; this query uses a partition per shard group: %s",
             _SHUFFLE_PARTITIONS,
             previous,
             partitions,

@@ -5,7 +5,7 @@ daemon (``pyspark/daemon.py``, pyspark 4.2.0) calls ``gc.collect()`` after every
 runs.  A full collection walks every object the collector tracks; in a worker that has
 imported pandas, pyarrow, PySpark's SQL modules and the operator, that is ~78,000 objects
 (functions, classes, module dictionaries) that live as long as the process.  The operator's
-micro-batch runs ``shards + 1`` tasks, so a micro-batch paid several walks of objects that can
+micro-batch runs a task per shard group, so a micro-batch paid several walks of objects that can
 never be garbage (docs/performance-history.md, "The Python workers' heap, and a thin projection for the
 batch's time").
 

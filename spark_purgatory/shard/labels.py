@@ -44,7 +44,7 @@ def shard_labels(groups: int, partitions: int | None = None) -> list[int]:
     partitions (when ``groups <= partitions``; otherwise as evenly as it can).
 
     ``partitions`` defaults to ``groups``: the job sets ``spark.sql.shuffle.partitions`` to
-    ``purgatory.shards + 1``, the primary shards plus the cross-shard group.
+    ``PurgatoryConfig.groups``, the primary shards plus the cross-shard group.
 
     >>> shard_labels(3, 4), shard_labels(8, 9)
     ([0, 2, 6], [0, 1, 2, 6, 8, 11, 15, 20])

@@ -3,29 +3,18 @@
 Spark calls the operator once per shard group per micro-batch (or when the group's timeout
 fires) with the group's routed rows, its stored state and two clocks: Spark's watermark and
 the micro-batch's time.  ``ShardStep`` does everything that call means, in named phases:
+**load** the shard's ``Purgatory`` (checked to be this shard's); **read** the routed rows
+(``shard.input``) and the watermark the engine runs at (Spark's, held back to the slowest
+Kafka partition, past every deadline at the end of input, the batch's time on the processing
+clock) and the one it moves to once the rows are admitted (the rows' own or the operator's
+clock, the further); **receive** what other shards posted for it (``handoff.shard_handoff``);
+**process** (``Purgatory.process``); **post** what it owes others; **decide** what it keeps
+(``decide``: the state, the reported watermark, the event-time timeout); **save**; **emit**
+the output rows (``shard.output``), or, staged, only their ``STAGED`` rows.
 
-1. **load**: the shard's ``Purgatory`` from the stored value (a pointer to its delta file
-   under ``purgatory.state.path``, or a whole value), checked to be this shard's.
-2. **read**: the routed rows split into operations, events, rows rejected at parse and the
-   op_id claims (``shard.input``); the watermark the engine runs at: Spark's, held back to the
-   slowest Kafka partition (``handoff.partitions``), past every deadline at the end of input
-   (``handoff.end_of_input``), the batch's time on the processing clock; where the watermark
-   goes once the rows are admitted: the watermark the batch's own rows bring
-   (``input.batch_watermark``: Spark would apply it in the next micro-batch) or the operator's
-   clock the batch brings (``handoff.reaper``), whichever is further.
-3. **receive**: what other shards posted for this one (relays, verdicts, claims:
-   ``handoff.shard_handoff``).
-4. **process**: the engine's call (``Purgatory.process``).
-5. **post**: what this shard owes others, into the mailbox.
-6. **decide**: keep the state or drop it; the watermark the output reports; when Spark calls
-   the shard next (its event-time timeout).
-7. **save**: the state's value (a delta file and its pointer with a store).
-8. **emit**: the output rows (``shard.output``), or, staged, the rows written where they were
-   made and only their ``STAGED`` rows, sent narrower (``delta.staging``, ``delta.sent``).
-
-It owns every decision of the call; ``spark.operator`` only adapts Spark's ``GroupState`` to
-it.  ``PurgatoryTester`` runs the same step over its shards, so the harness users test with
-does the hand-off and the state save production does; benchmarks and profilers call it too.
+It owns every decision of the call; ``spark.group_state``'s adapter only moves Spark's
+``GroupState`` in and out, for the operator and the tester alike (``testing.local_shards``);
+``rescale`` keeps its new shards through ``decide`` too.
 
 Invariant: the call's outputs depend only on its inputs (rows, stored value, watermark, batch
 time) and the files under the state path; a replayed micro-batch gives the same ones.
@@ -69,7 +58,7 @@ from .roles import ROLE_END, ROLES
 if TYPE_CHECKING:
     from ..delta.staging import ShardStaging
 
-__all__ = ["ShardStep", "ShardInput", "ShardResult"]
+__all__ = ["Decision", "ShardStep", "ShardInput", "ShardResult", "decide"]
 
 _END = ROLES.index(ROLE_END)
 
@@ -85,6 +74,15 @@ class ShardInput(NamedTuple):
     watermark_ms: int  # what the engine runs at
     expire_to_ms: int | None  # where it goes after the rows: the batch's own watermark or the clock
     proposed: dict[str, int | None]  # the watermark each input's rows propose
+
+
+class Decision(NamedTuple):
+    """What a shard keeps after a call (``decide``): ``keep`` its state (else Spark drops it),
+    the ``watermark_ms`` its output reports, the event-time ``timeout_ms`` to set (None: none)."""
+
+    keep: bool
+    watermark_ms: int
+    timeout_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -228,7 +226,8 @@ class ShardStep:
         claims = claims_of(rows) if self.handoff.registers else None
         # the end of input (handoff.end_of_input): past every deadline, kept from now on by the engine
         ending = bool((roles_of(rows) == _END).any())
-        engine_wm = _end_watermark(p, self.config) if ending else held
+        cfg = self.config
+        engine_wm = end_watermark_ms(cfg.max_timeout_ms, cfg.tick_ms, p.latest_deadline()) if ending else held
         # the watermark after this batch's rows are admitted: the one they bring (Spark applies
         # it in the next micro-batch) or the operator's clock (handoff.reaper), the further
         proposed = proposed_watermarks(rows, self._delays)
@@ -256,26 +255,9 @@ class ShardStep:
             expire_to_ms=given.expire_to_ms,
         )
 
-    def decide(self, p: Purgatory, shard: int, wm: int, held_ms: int) -> tuple[bool, int, int | None]:
-        """After the engine's call: (keep the state?, the watermark the output reports, the
-        event-time timeout to set or None); ``wm`` Spark's watermark, ``held_ms`` it held back
-        by the Kafka partitions."""
-        ended = is_end_watermark(p.watermark)
-        clocked = p.watermark > wm  # the operator's clock is ahead of Spark's watermark (reaper)
-        # read before p is saved (and parked); behind Spark's when a partition holds it back
-        out_wm = p.watermark if ended or clocked or held_ms < wm else wm
-        # the cross-shard group keeps relays_through (files it received may still be in the
-        # mailbox), an ended shard its end watermark, a clocked one its watermark
-        keep = not (p.is_empty() and not ended and not clocked and not self.handoff.keeps(shard))
-        if not keep:
-            return False, out_wm, None
-        wake = p.next_wakeup()
-        if self.handoff.awaits(p, shard):
-            # called in the next batch that moves the watermark (mailbox, registry's
-            # verdicts; the wake file if none would); Spark wants a timeout > 0
-            wake = min(wake, max(wm, 1) + 1)
-        # Spark fires once the watermark is *past* the timestamp; we are due at wake
-        return True, out_wm, (max(wake - 1, wm) if wake < NO_EXPIRATION else None)
+    def decide(self, p: Purgatory, shard: int, wm: int, held_ms: int) -> Decision:
+        """After the engine's call: what the shard keeps (``decide``)."""
+        return decide(p, shard, wm, held_ms, self.handoff)
 
     def save(self, p: Purgatory, now: int) -> tuple[bytes, int]:
         """The state's value and the bytes its save wrote: with a store, the delta file of
@@ -337,6 +319,25 @@ def _held(wm: int, cap: int | None) -> int:
     return wm if cap is None else min(wm, cap)
 
 
-def _end_watermark(p: Purgatory, config: PurgatoryConfig) -> int:
-    """The shard's watermark at the end of input: past its own deadlines and any valid one."""
-    return end_watermark_ms(config.max_timeout_ms, config.tick_ms, p.latest_deadline())
+def decide(p: Purgatory, shard: int, wm: int, held_ms: int, handoff: ShardHandOff) -> Decision:
+    """What shard ``shard`` keeps after the engine's call, the one owner of that decision
+    (``ShardStep`` after each call, ``rescale`` for the shards it writes); ``wm`` Spark's
+    watermark, ``held_ms`` it held back by the Kafka partitions.
+
+    An empty primary shard goes, unless its input ended (it keeps the end watermark, so a row
+    that comes afterwards is ``late``) or the operator's clock moved it past Spark's
+    (``handoff.reaper``: it keeps that watermark); the cross-shard group stays while it relays
+    (its ``relays_through`` names the mailbox files it received).  Spark fires the timeout
+    once its watermark is *past* it: the shard is due at its next wake-up, or in the next
+    micro-batch while hand-off files are owed to it (``ShardHandOff.awaits``).
+    """
+    ended = is_end_watermark(p.watermark)
+    clocked = p.watermark > wm  # the operator's clock is ahead of Spark's watermark (reaper)
+    # read before p is saved (and parked); behind Spark's when a partition holds it back
+    out_wm = p.watermark if ended or clocked or held_ms < wm else wm
+    if p.is_empty() and not ended and not clocked and not handoff.keeps(shard):
+        return Decision(False, out_wm, None)
+    wake = p.next_wakeup()
+    if handoff.awaits(p, shard):  # Spark wants a timeout > 0
+        wake = min(wake, max(wm, 1) + 1)
+    return Decision(True, out_wm, max(wake - 1, wm) if wake < NO_EXPIRATION else None)

@@ -12,8 +12,8 @@ import pandas as pd
 from pyspark.sql import DataFrame
 
 from ..config import PurgatoryConfig
-from ..contract import MAX_TS_MS
 from ..engine.collector import collector_paused
+from ..handoff.end_of_input import end_watermark_ms
 from ..shard.labels import shard_numbers
 from ..shard.step import ShardStep
 from .output import OUTPUT_SCHEMA, with_timestamps
@@ -33,10 +33,10 @@ def purgatory_batch(
 ) -> DataFrame:
     """The same engine on static DataFrames: process everything, then move the watermark.
 
-    ``final_watermark_ms`` defaults to "everything resolved": a wheel tick past every
-    deadline a valid operation can have (event times end before ``contract.MAX_TS_MS``,
-    timeouts at ``purgatory.max.timeout.ms``).  For input without late rows the outcomes
-    equal the stream's at the same final watermark.
+    ``final_watermark_ms`` defaults to "everything resolved": the end of input's watermark
+    (``handoff.end_of_input.end_watermark_ms``), past every deadline a valid operation can
+    have.  For input without late rows the outcomes equal the stream's at the same final
+    watermark.
     """
     config = config or PurgatoryConfig()
     limits = config.input_limits
@@ -46,7 +46,7 @@ def purgatory_batch(
     parsed_events = parse_events(events, source_format, limits=limits)  # a backfill: no future-time check
     routed = route(parsed_ops, parsed_events, config)
     if final_watermark_ms is None:
-        final_watermark_ms = MAX_TS_MS + config.max_timeout_ms + config.tick_ms
+        final_watermark_ms = end_watermark_ms(config.max_timeout_ms, config.tick_ms)
     final = int(final_watermark_ms)
     out = routed.groupBy("shard").applyInPandas(_batch_shard(config, final), OUTPUT_SCHEMA)
     return with_timestamps(out)
@@ -54,7 +54,7 @@ def purgatory_batch(
 
 def _batch_shard(config: PurgatoryConfig, final_watermark_ms: int):
     step = ShardStep(config)
-    numbers = shard_numbers(config.shards + 1)
+    numbers = shard_numbers(config.groups)
 
     def shard_all(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
         with collector_paused():  # as the stream's shard step

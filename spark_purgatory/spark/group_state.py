@@ -20,13 +20,19 @@ and binary and string are not compatible), so a query started before the text va
 schema the checkpoint recorded, and ``query.start`` passes it on.  Both load the same way
 (``shard_bytes``), and ``inspect`` reads either.
 
+**The adapter.**  A shard call meets Spark's ``GroupState`` in two places, both here:
+``call_group`` reads the value the group stored and Spark's two clocks into one
+``ShardStep`` call, ``keep_group`` writes what the step decided back (its value and timeout,
+or the state removed).  The operator runs them on Spark's ``GroupState``, the tester
+(``testing.local_shards``) on its in-process one.
+
 Invariant: ``shard_bytes(to_group_state(v, encoding)) == v`` for either encoding.
 """
 
 from __future__ import annotations
 
 import binascii
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import types as T
 
@@ -34,7 +40,13 @@ from ..checkpoint_paths import OpenCheckpoint, open_checkpoint
 from ..state.increments import is_pointer
 from ..storage import Storage, read_bytes
 
-__all__ = ["StateEncoding", "STATE_ENCODINGS", "state_schema", "to_group_state", "shard_bytes", "encoding_of"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..shard.step import ShardResult, ShardStep
+
+__all__ = ["StateEncoding", "STATE_ENCODINGS", "call_group", "encoding_of", "keep_group", "shard_bytes"]
+__all__ += ["state_schema", "to_group_state"]
 
 #: how the value is stored in the group state: ``text`` (base64, new checkpoints) or ``binary``
 StateEncoding = Literal["text", "binary"]
@@ -70,6 +82,30 @@ def shard_bytes(stored: Any) -> bytes:
     if isinstance(stored, str):
         return binascii.a2b_base64(stored)
     return bytes(stored)
+
+
+def call_group(step: ShardStep, shard: int, rows: pd.DataFrame, state: Any) -> ShardResult:
+    """One ``ShardStep`` call for the group whose ``GroupState`` is ``state``: the value it
+    stored (none: a new shard), Spark's watermark and the micro-batch's time."""
+    return step(
+        shard,
+        rows,
+        shard_bytes(state.get[0]) if state.exists else None,
+        watermark_ms=int(state.getCurrentWatermarkMs()),
+        batch_time_ms=int(state.getCurrentProcessingTimeMs()),  # the micro-batch's time
+    )
+
+
+def keep_group(state: Any, done: ShardResult, encoding: StateEncoding) -> bool:
+    """What the step decided (``shard.step.decide``) into the group's ``GroupState``: its value
+    and event-time timeout, or the state removed (then False)."""
+    if done.value is None:
+        state.remove()
+        return False
+    state.update((to_group_state(done.value, encoding),))
+    if done.timeout_ms is not None:
+        state.setTimeoutTimestamp(done.timeout_ms)
+    return True
 
 
 def encoding_of(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> StateEncoding:

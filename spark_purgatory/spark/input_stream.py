@@ -112,7 +112,7 @@ def _marked(rows: DataFrame, config: PurgatoryConfig) -> DataFrame:
     if not function:
         return rows
     # the primary shards': the cross-shard group moves a call after its relays (``Purgatory.process``)
-    labels = ", ".join(str(int(label)) for label in shard_labels(config.shards + 1)[: config.shards])
+    labels = ", ".join(str(int(label)) for label in shard_labels(config.groups)[: config.shards])
     mark, bad = ROLES.index(ROLE_MARK), ROLES.index(ROLE_BAD)
     inputs = SIDES.index(SOURCE_EVENTS) + 1  # sides 0 and 1 are the inputs, the wake's after them
     columns = ", ".join(f"`{name}`" for name in rows.columns)

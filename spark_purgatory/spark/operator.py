@@ -5,8 +5,8 @@ declares a watermark on each, unions them and groups by shard into the shard ste
 is one stream of rows with a ``kind`` column (``output``).  ``batch.purgatory_batch`` runs the
 same parsing, routing and step on static DataFrames.  This module is the Spark host: each group's
 call is one ``shard.step.ShardStep`` call, which owns every decision (what the shard keeps,
-the watermark it reports, when it is called next); the adapter here only moves Spark's
-``GroupState`` in and out.
+the watermark it reports, when it is called next); the adapter (``group_state.call_group``,
+``keep_group``) only moves Spark's ``GroupState`` in and out.
 
 **One group per shard.**  Each group's state is one value: that shard's ``Purgatory``
 (watchers, timing wheel, key progress, buffered events).  The group's event-time timeout is
@@ -50,7 +50,7 @@ from ..shard.input import routed_rows
 from ..shard.labels import shard_numbers
 from ..shard.step import ShardStep
 from .formats import from_kafka
-from .group_state import StateEncoding, shard_bytes, state_schema, to_group_state
+from .group_state import StateEncoding, call_group, keep_group, state_schema
 from .input_stream import input_stream
 from .output import OUTPUT_SCHEMA, with_timestamps
 from .sources import SourceFormat
@@ -176,33 +176,22 @@ def _stateful_shard(
     ``GroupState`` in, one ``ShardStep`` call, ``GroupState`` out (``encoding``: how the value
     is kept there, ``group_state``)."""
     step = ShardStep(config, staging, partitioned=partitioned)
-    numbers = shard_numbers(config.shards + 1)
+    numbers = shard_numbers(config.groups)
 
     def shard_step(key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         clock, cpu, began = [time.perf_counter()], time.process_time(), time.time()
         freeze_heap()  # the worker's modules out of the collections PySpark runs after each task
         with collector_paused():  # a container per operation: no collector walks during the call
-            stored = shard_bytes(state.get[0]) if state.exists else None
             rows = routed_rows(pdfs)
             clock.append(time.perf_counter())
-            done = step(
-                numbers[int(key[0])],
-                rows,
-                stored,
-                watermark_ms=int(state.getCurrentWatermarkMs()),
-                batch_time_ms=int(state.getCurrentProcessingTimeMs()),  # the micro-batch's time
-            )
+            done = call_group(step, numbers[int(key[0])], rows, state)
             clock.append(time.perf_counter())
             yield done.output
             clock.append(time.perf_counter())
-            if done.value is None:
-                state.remove()
+            if not keep_group(state, done, encoding):
                 return
-            state.update((to_group_state(done.value, encoding),))
             if _STATE_LOG:
                 step.log(done)
-            if done.timeout_ms is not None:
-                state.setTimeoutTimestamp(done.timeout_ms)
             step.read_ahead(done)
             if _STATE_LOG:
                 _log_task(len(rows), began, [*clock, time.perf_counter()], time.process_time() - cpu)

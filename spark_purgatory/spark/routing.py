@@ -147,7 +147,7 @@ def _as_routed(
     it has any (``shard.input.split_input`` reads them back).
     """
     own = set(rows.columns)
-    labels = [int(label) for label in shard_labels(config.shards + 1)]
+    labels = [int(label) for label in shard_labels(config.groups)]
 
     def given(name: str) -> str:
         if name in columns:

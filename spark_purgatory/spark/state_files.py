@@ -110,7 +110,7 @@ def read_version(fs: pafs.FileSystem, operator_dir: str, partition: int, version
 
 
 def read_groups(fs: pafs.FileSystem, operator_dir: str, groups: int, version: int) -> dict[int, GroupValue]:
-    """Every group's entry at ``version`` by shard number (``groups`` = shards + 1, the
+    """Every group's entry at ``version`` by shard number (``PurgatoryConfig.groups``, the
     cross-shard group last: ``shard.labels.shard_labels``); a partition no group has lived in
     reads as none.
 

@@ -1,8 +1,8 @@
 """A checkpoint's layout: its shard count, the rescale journal, and the lease of a running query.
 
-Spark fixes a query's shuffle partitions (``shards + 1``: every shard and the cross-shard
-group) in its checkpoint's offsets log, so a checkpoint runs the shard count it was started
-with until ``spark-purgatory rescale`` changes it (``spark_purgatory.rescale``).  Three small
+Spark fixes a query's shuffle partitions (``PurgatoryConfig.groups``: every shard and the
+cross-shard group) in its checkpoint's offsets log, so a checkpoint runs the shard count it was
+started with until ``spark-purgatory rescale`` changes it (``spark_purgatory.rescale``).  Three small
 files under the checkpoint (``checkpoint_paths.Checkpoint`` names them) keep what every caller
 that opens one must respect:
 
@@ -61,7 +61,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: the session setting Spark keeps in the offsets log: the partitions, ``shards + 1``
+#: the session setting Spark keeps in the offsets log: the partitions, ``PurgatoryConfig.groups``
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 

@@ -10,7 +10,9 @@
   parse to one shard, which reports it.  The rows are those ``spark.routing`` sends
   (``tests/spark/test_local_routing.py`` compares them on Spark);
 * **groups called as Spark calls them**: a group with rows, or one whose event-time timeout
-  the micro-batch's watermark has passed; each keeps the value its last call stored;
+  the micro-batch's watermark has passed, through the operator's own adapter
+  (``spark.group_state.call_group`` / ``keep_group``) on an in-process ``GroupState``
+  (``LocalGroupState``): each keeps the value and timeout its last call stored;
 * **the wake**: after a micro-batch whose shards posted to the mailbox, the next one brings
   the wake row (``handoff.wake``) to the cross-shard group (every group with the op_id
   registry), as the wake file the driver writes does (``handoff.control``); the end of input
@@ -50,9 +52,10 @@ from ..shard.roles import (
     SIDES,
 )
 from ..shard.step import ShardResult, ShardStep
+from ..spark.group_state import call_group, keep_group, shard_bytes
 from ..spark.key_hash import registry_of, shards_of, text_shard
 
-__all__ = ["LocalShards", "routed"]
+__all__ = ["LocalGroupState", "LocalShards", "routed"]
 
 _TS_MS = ms_column("ts")
 #: the routed columns that hold numbers (the others text)
@@ -191,6 +194,49 @@ def _marks(rows: pd.DataFrame, shards: int) -> list[dict]:
     return out
 
 
+class LocalGroupState:
+    """One group's state in process, as Spark's ``GroupState`` shows it to a call: the value
+    its last call stored and the two clocks.  As on Spark, a timeout lasts until the next
+    call, which sets its own or none."""
+
+    def __init__(self) -> None:
+        self.value: str | bytes | None = None
+        self.timeout_ms: int | None = None
+        self._clocks = (0, 0)
+
+    def due(self, watermark_ms: int) -> bool:
+        """Has the micro-batch's watermark passed the group's timeout (Spark calls it then)?"""
+        return self.timeout_ms is not None and watermark_ms > self.timeout_ms
+
+    def called(self, watermark_ms: int, batch_time_ms: int) -> LocalGroupState:
+        """The state as a call at these clocks sees it."""
+        self._clocks, self.timeout_ms = (watermark_ms, batch_time_ms), None
+        return self
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple:
+        return (self.value,)
+
+    def getCurrentWatermarkMs(self) -> int:
+        return self._clocks[0]
+
+    def getCurrentProcessingTimeMs(self) -> int:
+        return self._clocks[1]
+
+    def update(self, value: tuple) -> None:
+        self.value = value[0]
+
+    def remove(self) -> None:
+        self.value, self.timeout_ms = None, None
+
+    def setTimeoutTimestamp(self, timestamp_ms: int) -> None:
+        self.timeout_ms = int(timestamp_ms)
+
+
 class LocalShards:
     """Every shard group of one query, each with the value its last call stored and its
     timeout, called micro-batch by micro-batch as Spark calls them.
@@ -207,9 +253,8 @@ class LocalShards:
         self.config = config
         self.step = ShardStep(config, batch_watermark=batch_watermark)
         self.marks = batch_watermark
-        self.groups = int(config.shards) + 1  # the primaries and the cross-shard group
-        self.values: dict[int, bytes] = {}
-        self.timeouts: dict[int, int] = {}
+        self.groups = config.groups
+        self.states = {group: LocalGroupState() for group in range(self.groups)}
         self.batch_time_ms = 0
         self.owes_wake = False  # the last micro-batch posted to the mailbox: a wake row is owed
 
@@ -229,27 +274,17 @@ class LocalShards:
             rows = pd.concat([rows, _frame(extra)], ignore_index=True) if len(rows) else _frame(extra)
         shard_of = rows["shard"].to_numpy(np.int64) if len(rows) else np.zeros(0, np.int64)
         done = []
-        for group in range(self.groups):
+        for group, state in self.states.items():
             mine = rows.loc[shard_of == group].reset_index(drop=True)
-            timeout = self.timeouts.get(group)
-            if not len(mine) and (timeout is None or watermark_ms <= timeout):
+            if not len(mine) and not state.due(watermark_ms):
                 continue  # Spark calls a group with rows, or one whose timeout passed
-            result = self.step(
-                group,
-                mine,
-                self.values.get(group),
-                watermark_ms=watermark_ms,
-                batch_time_ms=self.batch_time_ms,
-            )
-            if result.value is None:
-                self.values.pop(group, None)
-                self.timeouts.pop(group, None)
-            else:
-                self.values[group] = result.value
-                if result.timeout_ms is None:
-                    self.timeouts.pop(group, None)
-                else:
-                    self.timeouts[group] = result.timeout_ms
+            result = call_group(self.step, group, mine, state.called(watermark_ms, self.batch_time_ms))
+            keep_group(state, result, "text")
             done.append(result)
         self.owes_wake = any(r.relayed for r in done)
         return done
+
+    @property
+    def values(self) -> dict[int, bytes]:
+        """The value each group's last call stored (groups without state left out)."""
+        return {g: shard_bytes(state.value) for g, state in self.states.items() if state.value is not None}

@@ -22,7 +22,7 @@ def spark_session(
 ) -> SparkSession:
     """A local session for tests, with the job's settings (``runtime.session.local_session``):
     the workers on this interpreter, UTC, quiet logs, and
-    ``purgatory.shards + 1`` shuffle partitions so each shard gets its own partition.
+    a shuffle partition per shard group (``PurgatoryConfig.groups``).
 
     Example::
 
@@ -31,8 +31,8 @@ def spark_session(
     """
     from ..runtime.session import local_session
 
-    shards = (config or PurgatoryConfig()).shards
-    return local_session(app_name, master=master, shuffle_partitions=shards + 1, conf=dict(conf or {}))
+    groups = (config or PurgatoryConfig()).groups
+    return local_session(app_name, master=master, shuffle_partitions=groups, conf=dict(conf or {}))
 
 
 def _purgatory_spark() -> Iterator[SparkSession]:

@@ -71,18 +71,7 @@ def test_the_shard_step_runs_without_collector_walks_and_gives_the_collector_bac
     from spark_purgatory.engine.purgatory import Purgatory
     from spark_purgatory.shard.roles import ROUTED_COLUMNS
     from spark_purgatory.spark import operator
-
-    class State:  # what the shard step asks of Spark's GroupState
-        exists = False
-
-        def getCurrentWatermarkMs(self) -> int:
-            return 0
-
-        def getCurrentProcessingTimeMs(self) -> int:
-            return 1_000
-
-        def remove(self) -> None:
-            pass
+    from spark_purgatory.testing.local_shards import LocalGroupState
 
     seen = []
     process = Purgatory.process
@@ -95,7 +84,7 @@ def test_the_shard_step_runs_without_collector_walks_and_gives_the_collector_bac
     rows = pd.DataFrame({name: pd.Series([], dtype=object) for name in ROUTED_COLUMNS})
     Purgatory.process = watched
     try:
-        out = list(step((0,), iter([rows]), State()))
+        out = list(step((0,), iter([rows]), LocalGroupState().called(0, 1_000)))
     finally:
         Purgatory.process = process
     assert seen == [False]

@@ -237,7 +237,7 @@ def _write_checkpoint(cluster: Rescalable, root, watermark: int, batch: int = 4)
     """What a stopped query leaves after micro-batch ``batch``: its offsets and commits entries
     and each shard group's value in Spark's state store (the groups' labels, their timeouts)."""
     conf = {
-        "spark.sql.shuffle.partitions": str(cluster.shards + 1),
+        "spark.sql.shuffle.partitions": str(cluster.config.groups),
         "spark.sql.streaming.stateStore.providerClass": state_files.HDFS_PROVIDER,
         "spark.sql.streaming.stateStore.compression.codec": "lz4",
         "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "2",
@@ -249,12 +249,12 @@ def _write_checkpoint(cluster: Rescalable, root, watermark: int, batch: int = 4)
         (root / log).mkdir(parents=True, exist_ok=True)
         tail = '\n{"logOffset":3}' if log == "offsets" else ""
         (root / log / str(batch)).write_text("v1\n" + json.dumps(meta) + tail)
-    labels = shard_labels(cluster.shards + 1)
+    labels = shard_labels(cluster.config.groups)
     fs = pafs.LocalFileSystem()
-    groups = {p: [] for p in range(cluster.shards + 1)}
+    groups = {p: [] for p in range(cluster.config.groups)}
     for s, value in cluster.states.items():
         g = state_files.GroupValue(labels[s], to_group_state(value, "text"), -1)
-        groups[spark_hash_int(labels[s]) % (cluster.shards + 1)].append(g)
+        groups[spark_hash_int(labels[s]) % cluster.config.groups].append(g)
     for p, entries in groups.items():
         state_files.write_version(fs, f"{root}/state/0", p, batch + 1, entries)  # batch N leaves N + 1
 
@@ -262,11 +262,11 @@ def _write_checkpoint(cluster: Rescalable, root, watermark: int, batch: int = 4)
 def _read_back(cluster: Rescalable, root, shards: int, batch: int) -> None:
     """The shards as the next run loads them: ``cluster`` continues on them."""
     fs = pafs.LocalFileSystem()
-    numbers = {label: n for n, label in enumerate(shard_labels(shards + 1))}
     config = cluster.config.__class__(**{**cluster.config.__dict__, "shards": shards})
+    numbers = {label: n for n, label in enumerate(shard_labels(config.groups))}
     store = SegmentStore(str(root / "purgatory-state"))
-    states = {s: save_state(Purgatory(config)) for s in range(shards + 1)}
-    for p in range(shards + 1):
+    states = {s: save_state(Purgatory(config)) for s in range(config.groups)}
+    for p in range(config.groups):
         for g in state_files.read_version(fs, f"{root}/state/0", p, batch + 1):
             states[numbers[g.label]] = save_state(load_state(shard_bytes(g.state), config, store))
     mapping = shard_of(shards)
@@ -441,3 +441,53 @@ def test_shards_rescaled_away_leave_no_delta_files_and_the_rest_continue(tmp_pat
     assert {name.split("/")[1] for name in store.delta_files()} <= {"shard-0", "shard-1", "shard-2"}
     _read_back(cluster, tmp_path / "chk", 2, done.batch)
     assert _finish_run(cluster, outcomes, work, 4) == expected
+
+
+# -- what a rescale keeps: what the shard step keeps ------------------------------------------------------
+
+
+def _groups_at(root, config, version: int) -> dict[int, tuple[Purgatory, int]]:
+    """Each shard group Spark's state holds at ``version``: its engine and its timeout."""
+    fs = pafs.LocalFileSystem()
+    numbers = {label: n for n, label in enumerate(shard_labels(config.groups))}
+    store = SegmentStore(str(root / "purgatory-state"))
+    out = {}
+    for p in range(config.groups):
+        for g in state_files.read_version(fs, f"{root}/state/0", p, version):
+            out[numbers[g.label]] = (load_state(shard_bytes(g.state), config, store), g.timeout_ms)
+    return out
+
+
+@pytest.mark.parametrize("situation", ["ended", "clocked", "neither"])
+def test_an_empty_shard_survives_a_rescale_as_the_shard_step_keeps_it(tmp_path, situation):
+    """A primary shard holding nothing keeps its state through a micro-batch when its input
+    ended (the end watermark) or the operator's clock moved it past Spark's watermark
+    (``shard.step.decide``); the shards a rescale makes of it keep it the same way, with the
+    same timeout; an empty shard with neither goes in both."""
+    from types import SimpleNamespace
+
+    from spark_purgatory.config import PurgatoryConfig
+    from spark_purgatory.handoff.end_of_input import end_watermark_ms
+    from spark_purgatory.shard.step import ShardStep
+    from spark_purgatory.testing.local_shards import routed
+
+    spark_wm = 5_000
+    chk = tmp_path / "chk"
+    config = PurgatoryConfig(shards=2, state_path=str(chk / "purgatory-state"))
+    own = {"ended": end_watermark_ms(config.max_timeout_ms, config.tick_ms), "clocked": 9_000}
+    shard_wm = own.get(situation, spark_wm)
+    states = {0: save_state(Purgatory(config, start_ms=shard_wm)), 1: save_state(Purgatory(config))}
+    states[2] = save_state(Purgatory(config))  # the cross-shard group
+    # the shard step, called on the empty shard at Spark's watermark: it keeps it or drops it
+    nothing = routed(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), config)
+    stepped = ShardStep(config)(0, nothing, states[0], watermark_ms=spark_wm, batch_time_ms=1_000)
+    kept = stepped.value is not None
+    assert kept == (situation != "neither")
+    _write_checkpoint(SimpleNamespace(config=config, states=states), chk, spark_wm)
+    rescale(str(chk), 3, config=config)
+    groups = _groups_at(chk, PurgatoryConfig(**{**config.__dict__, "shards": 3}), 6)
+    assert sorted(groups) == ([0, 1, 2, 3] if kept else [3])  # the cross-shard group stays (mailbox)
+    for shard in range(3 if kept else 0):  # every new primary takes the old primaries' watermark
+        p, timeout = groups[shard]
+        assert (p.is_empty(), p.watermark, timeout) == (True, shard_wm, state_files.NO_TIMEOUT)
+    assert stepped.timeout_ms is None
