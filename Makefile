@@ -114,8 +114,9 @@ TEST_WORKERS ?= 3
 setup:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target $(AZURITE) class-data bytecode jars-kafka-broker
 
+# every run prints its 15 slowest tests (a --durations in ARGS replaces it: the last one counts)
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(ARGS)
 
 # the deep property search (Hypothesis's nightly profile: 5,000 draws a property; tests/conftest.py)
 nightly: $(STAMP)
