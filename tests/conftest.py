@@ -64,11 +64,10 @@ os.environ.setdefault("SPARK_PURGATORY_CLASS_DATA", "use")
 #: test files (paths from the project's root, as in node ids), slowest first (their slowest
 #: test, ``make test ARGS="--durations=60"``); the others follow in file order
 SLOW_FIRST = (
+    "tests/delta/test_crash.py",  # nine job runs (delta-rs on files, the topic on), six killed
+    "tests/delta/test_kafka_crash.py",  # seven job runs (Spark's writer on Kafka), a 60 s broker outage
     "benchmarks/tests/test_benchmarks.py",
     "tests/delta/test_s3a.py",  # two job runs, the whole query through S3A and a proxy's 503s
-    "tests/delta/test_kafka_crash.py",  # a 60 s broker outage among the kills
-    "tests/delta/test_crash.py",
-    "tests/kafka_output/test_topic_crash.py",  # six job runs, five killed
     "tests/delta/test_catalog.py",
     "tests/delta/test_native_writer.py",
     "tests/handoff/test_end_of_input.py",
