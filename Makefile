@@ -114,12 +114,17 @@ TEST_WORKERS ?= 3
 setup:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target $(AZURITE) class-data bytecode jars-kafka-broker
 
+# every run prints its 15 slowest tests (a --durations in ARGS replaces it: the last one counts)
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(ARGS)
 
-# the deep property search (Hypothesis's nightly profile: 5,000 draws a property; tests/conftest.py)
-nightly: $(STAMP)
+# the deep property search (Hypothesis's nightly profile: 5,000 draws a property; tests/conftest.py),
+# then longer kill -9 plans than CI's (tests/delta/test_crash.py): ten kills drawn from the fault
+# points and random moments on files, six on Kafka topics, the outcomes on an output topic too
+nightly: $(STAMP) jars-kafka jars-kafka-broker checks-jar bytecode
 	$(PY) -m pytest tests/engine/test_split_invariance.py tests/engine/test_wheel.py --hypothesis-profile=nightly -n $(TEST_WORKERS) $(ARGS)
+	$(PY) tests/support/crash_harness.py --kills 10 --topic --root /tmp/purgatory-crash-files
+	$(PY) tests/support/crash_harness.py --kills 6 --kafka --topic --root /tmp/purgatory-crash-kafka
 
 # the documentation site on http://127.0.0.1:8000 (mkdocs.yml); CI builds it strictly in tests/docs/test_docs_site.py
 docs: $(STAMP)

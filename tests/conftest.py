@@ -64,20 +64,19 @@ os.environ.setdefault("SPARK_PURGATORY_CLASS_DATA", "use")
 #: test files (paths from the project's root, as in node ids), slowest first (their slowest
 #: test, ``make test ARGS="--durations=60"``); the others follow in file order
 SLOW_FIRST = (
-    "benchmarks/tests/test_benchmarks.py",
+    "tests/delta/test_kafka_crash.py",  # six job runs (Spark's writer on Kafka), a 60 s broker outage
+    "tests/delta/test_crash.py",  # eight job runs (delta-rs on files, the topic on), six killed
+    "benchmarks/tests/test_benchmarks.py",  # the Spark benchmarks' smoke run in one JVM
     "tests/delta/test_s3a.py",  # two job runs, the whole query through S3A and a proxy's 503s
-    "tests/delta/test_kafka_crash.py",  # a 60 s broker outage among the kills
-    "tests/delta/test_crash.py",
-    "tests/kafka_output/test_topic_crash.py",  # six job runs, five killed
     "tests/delta/test_catalog.py",
-    "tests/delta/test_native_writer.py",
+    "tests/delta/test_azure_store.py",  # the ADLS job killed, then restarted
+    "tests/docs/test_readme.py",
+    "tests/docs/test_wheel_install.py",  # the wheel built, installed in a fresh venv, one JVM run
     "tests/handoff/test_end_of_input.py",
+    "tests/delta/test_native_writer.py",
     "tests/spark/test_kafka.py",
     "tests/upgrades/test_corpus.py",  # a job run per checkpoint of the corpus
     "tests/spark/test_quiet_stream.py",
-    "tests/docs/test_readme.py",
-    "tests/docs/test_wheel_install.py",  # the wheel built, installed in a fresh venv, one JVM run
-    "tests/delta/test_azure_store.py",
     # the Connect server's Python worker must connect back within 10 s (Spark's fixed limit):
     # not while the crash tests start their JVMs (it missed it twice at a load of 17-20)
     "tests/spark/test_distributed.py",

@@ -367,54 +367,50 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
     runner's.  ``operator`` runs every contender on real Spark on the typed workload, the
     join and the job on JSON lines, and its scaling series; the job and
     ``transformWithStateInPandas`` agree with Spark's join on every completed operation, and
-    the report prints each target beside its figure.  ``latency`` on a trickle expires every
-    operation left (none missing, none of the wrong status) and prints the trickle's bound
-    beside its figures; the others print their tables and ratios."""
-    names = (
-        "operator",
-        "pending",
-        "trickle",
-        "first-batch",
-        "plan",
-        "connect",
-        "kafka",
-        "inspect",
-        "handoff",
-        "stages",
-    )
-    out = _smoke(*names, "latency", figures=tmp_path)
+    the report prints each target beside its figure; the others print their tables and ratios.
+
+    ``latency`` is not here: ``test_latency_on_a_trickle_reads_the_output_topic_beside_the_table``
+    runs it once for the trickle and the topic.  Nor is ``connect``'s run: its smoke ran its
+    classic contender alone, a job in a fresh local process, which ``install``'s smoke run
+    (``test_the_install_and_soak_benchmarks_run_the_job_as_a_process``) and the job's tests are
+    too; its command line, workload and report run here without a round, and the job over
+    Spark Connect is ``tests/spark/test_distributed.py``'s."""
+    names = ("operator", "pending", "trickle", "first-batch", "plan", "kafka", "inspect", "handoff", "stages")
+    out = _smoke(*names, figures=tmp_path)
     _the_operator_run(out["operator"], _figures(tmp_path / "operator.json"))
     assert "the job's last micro-batch / its first" in out["pending"]
     assert "the driver's share" in out["trickle"] and "Catalyst's rules per micro-batch" in out["trickle"]
     assert "start() / the join, first micro-batch" in out["first-batch"]
     assert "Py4J calls" in out["plan"]
-    assert "round 1 classic" in out["connect"] and "every run's outputs equal" in out["connect"]
     assert "join / job, wall time" in out["kafka"] and "the same from every run" in out["kafka"]
     assert "pending by shard" in out["inspect"] and "at-risk" in out["inspect"]
     assert "floor CPU / text's" in out["handoff"] and "µs CPU per row" in out["handoff"]
     assert "stateful, routed rows (no work)" in out["stages"] and "busy_max_ms" in out["stages"]
-    latency = out["latency"]
-    trickle = [line.split() for line in latency.splitlines() if line.startswith("trickle every 1.5s")]
-    expiries = next(cells for cells in trickle if cells[3:5] == ["expiry", "trickle"])
-    assert int(expiries[5]) > 0 and expiries[-1] == "0"  # rows, missing
-    assert all(cells[-1] == "0" for cells in trickle)
-    assert "wrong status: 0" in latency and "trickle bound: quiet-stream bound" in latency
-    for name in (*names, "latency"):
+    for name in names:
         assert _figures(tmp_path / f"{name}.json") is not None
+    report = _bench("connect", "--ops", "400", "--files", "2", "--contenders", "classic", "--repeat", "0")
+    assert "400 operations" in report and "every run's outputs equal" in report
 
 
 @pytest.mark.jars("delta", "kafka-broker")
-def test_latency_reads_the_output_topic_beside_the_table(tmp_path):
-    """``latency --output kafka`` at a fractional trigger: a read_committed consumer of the
-    output topic receives every outcome the table commits, once and of the right status, and
-    the report prints the topic's lags beside the table's with where they go."""
+def test_latency_on_a_trickle_reads_the_output_topic_beside_the_table(tmp_path):
+    """``latency`` on a trickle with ``--output kafka`` at a fractional trigger, one run: the
+    trickle expires every operation left (none missing from the table or the topic, none of
+    the wrong status) and prints the trickle's bound beside its figures; a read_committed
+    consumer of the output topic receives every outcome the table commits, once and of the
+    right status, and the report prints the topic's lags beside the table's with where they go."""
     path = tmp_path / "latency.json"
     out = _bench(
         "latency",
-        *("--output", "kafka", "--configs", "idle", "--trigger", "0.5", "--load-seconds", "3"),
+        *("--output", "kafka", "--configs", "trickle", "--trigger", "0.5", "--load-seconds", "3"),
         *("--rate", "5", "--complete", "0.5", "--timeout-min", "2", "--timeout-max", "4"),
-        *("--give-up", "120", "--json", str(path)),
+        *("--trickle-gap", "1.5", "--give-up", "120", "--json", str(path)),
     )
+    trickle = [line.split() for line in out.splitlines() if line.startswith("trickle every 1.5s")]
+    expiries = next(cells for cells in trickle if cells[3:5] == ["expiry", "trickle"])
+    assert int(expiries[5]) > 0  # rows
+    assert trickle and all(cells[9] == "0" and cells[-1] == "0" for cells in trickle)  # missing: table, topic
+    assert "wrong status: 0" in out and "trickle bound: quiet-stream bound" in out
     (figures,) = _figures(path)["configs"]
     rows = {}
     for output in ("", "topic_"):

@@ -1,8 +1,25 @@
-"""kill -9 the job at each accumulator fault point; exactly once after.  And a clean stop:
-SIGTERM (here, files) and SIGINT (``test_kafka_crash.py``, Kafka) stop a run between
-micro-batches, flush what lingers and exit 0 (``stopped_cleanly``); the next run continues.
-And a transient fault (``restart=``: a micro-batch raises once, as an object store's 503
-would) is ridden out by the job's restart policy (``spark_purgatory.restarts``) in the run.
+"""kill -9 the job at each accumulator fault point and at random moments; exactly once after, in
+the Delta tables and on the output topic.  And runs that must end cleanly: SIGTERM (here,
+files) and SIGINT (``test_kafka_crash.py``, Kafka) stop a run between micro-batches, flush what
+lingers and exit 0 (``stopped_cleanly``); a transient fault (``restart=``: a micro-batch raises
+once, as an object store's 503 would) is ridden out by the job's restart policy
+(``spark_purgatory.restarts``) in the run; a broker that answers nobody for 60 s
+(``outage=``, ``test_kafka_crash.py``) is ridden out by the query.
+
+One plan per output (``PLANS``): the Delta tables written by delta-rs (the embedded default,
+here, on files) and by Spark's own Delta writer (``job.writer=spark``, in
+``test_kafka_crash.py``, on Kafka topics); each run of both also produces the outcomes and
+rejected rows to an output topic (``output.kafka.*``), whose whole content a ``read_committed``
+consumer must find exactly once after every kill (``crash_harness.check_topic``).  Each job run
+costs a JVM's start, so each fault point is killed once per writer across the crash tests
+(``test_the_plans_kill_at_every_fault_point``): delta-rs here at ``manifest``, ``staged``,
+``staging``, ``written`` and at ``committed`` in ``test_azure_store.py`` with its tables, state
+and staging on ADLS (Azurite); Spark's writer on Kafka at ``manifest``, ``staged``,
+``committed`` and at ``staging`` in ``tests/delta/test_s3a.py`` with the whole query on an
+S3-compatible store.  A random kill falls a random 0-5 s after the run committed a micro-batch
+of its own: inside a send's transaction to the topic, between a send and the drain that
+follows it, in a drain, between micro-batches.  Where the input comes from changes only what a
+replay reads, which Spark's source log decides: files here, topics in the other.
 
 The fault points (``FAULT_POINTS``) include the two the executors' writes add: after a
 batch's staged files are written but before the driver records them, and after a drain's
@@ -10,18 +27,8 @@ data files are written but before their commit.
 
 ``check`` includes the ``metrics`` table: one row per (micro-batch, shard) that ran, none
 twice after the kills, its counts adding up to the other tables and to the input.
-
-Each job run costs a JVM's start, so every fault point is killed once per writer across the
-crash tests, not once per test (``PLANS``, ``test_kafka_crash.PLANS`` and
-``test_azure_store.KILL``, checked by ``test_the_plans_kill_at_every_fault_point``): delta-rs
-(the embedded default) here with everything on the local disk, in ``test_kafka_crash.py`` on
-Kafka input (at a random moment after a committed micro-batch too) and after a commit in
-``test_azure_store.py`` with its tables, state and staging on ADLS (Azurite); Spark's own Delta
-writer (``job.writer=spark``) in ``test_kafka_crash.py`` and in ``tests/delta/test_s3a.py`` with
-the whole query (input, Spark's checkpoint, state, staging, tables) on an S3-compatible store
-(moto on loopback).
 ``tests/delta/test_object_store.py`` crashes the accumulator at every point on S3 in-process, and
-``crash_harness.py`` (``--s3``, ``--kills``) runs longer plans.
+``crash_harness.py`` (``--s3``, ``--kafka``, ``--kills``) runs longer plans.
 """
 
 from __future__ import annotations
@@ -30,19 +37,31 @@ import pytest
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
 from tests.delta.test_azure_store import KILL as ADLS_KILL
-from tests.delta.test_kafka_crash import PLANS as KAFKA_PLANS
 from tests.support.clean_stops import killed_as_planned
-from tests.support.crash_harness import check, run
+from tests.support.crash_harness import check, check_topic_status, run
 
-#: the kills of each test, in order: with ``KAFKA_PLANS`` and ``ADLS_KILL`` every fault point
-#: once per writer, and a random one per writer; "s3" is Spark's Delta writer on s3a (``test_s3a.py``)
+#: each output's runs, in order (``crash_harness.run``'s plan): every fault point its writer
+#: passes (with ``ADLS_KILL`` and ``PLANS["s3"]``), the clean stops and random kills.  "delta-rs"
+#: is this file's (files), "spark" ``test_kafka_crash.py``'s (Kafka topics), "s3" ``test_s3a.py``'s
+#: (Spark's writer, the whole query on s3a)
 PLANS = {
-    "local": [
+    "delta-rs": [
         "fault=manifest:1",
         "signal=TERM",
         "fault=staged:2",
+        "random",
         "restart=staged:2",
         "fault=staging:2",
+        "fault=written:1",
+        "random",
+    ],
+    "spark": [
+        "fault=manifest:1",
+        "fault=staged:2",
+        "signal=INT",
+        "fault=committed:1",
+        "outage=60",
+        "random",
     ],
     "s3": ["fault=staging:2"],
 }
@@ -53,16 +72,21 @@ def _points(plan: list[str]) -> list[str]:
 
 
 def test_the_plans_kill_at_every_fault_point():
-    delta_rs = _points(PLANS["local"]) + _points(KAFKA_PLANS["delta-rs"]) + _points([f"fault={ADLS_KILL}"])
+    delta_rs = _points(PLANS["delta-rs"]) + _points([f"fault={ADLS_KILL}"])
     assert sorted(delta_rs) == sorted(FAULT_POINTS)  # each once
-    native = _points(PLANS["s3"]) + _points(KAFKA_PLANS["spark"])  # Spark's Delta writer: no "written"
+    native = _points(PLANS["s3"]) + _points(PLANS["spark"])  # Spark's Delta writer: no "written"
     assert sorted(native) == sorted(set(FAULT_POINTS) - {"written"})  # each once
-    assert KAFKA_PLANS["spark"][-1] == KAFKA_PLANS["delta-rs"][0] == "random"
+    # and in each plan a random kill and its clean stops: SIGTERM and a restart on files,
+    # Ctrl-C and a broker outage on Kafka
+    stops = {"delta-rs": ("signal=TERM", "restart="), "spark": ("signal=INT", "outage=")}
+    for output, plan in ((o, PLANS[o]) for o in stops):
+        assert "random" in plan and all(any(s.startswith(stop) for s in plan) for stop in stops[output])
 
 
 @pytest.mark.spark
-def test_job_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
-    plan = PLANS["local"]
+@pytest.mark.jars("kafka-broker")
+def test_job_survives_kill_minus_nine_with_exactly_once_outputs(kafka_broker, tmp_path):
+    plan = PLANS["delta-rs"]
     result = run(
         str(tmp_path / "crash"),
         n_ops=1000,
@@ -70,7 +94,11 @@ def test_job_survives_kill_minus_nine_with_exactly_once_outputs(tmp_path):
         plan=plan,
         feed_seconds=2.0,
         seed=3,
-        final_in_process=True,
+        writer="delta-rs",
+        final_in_process=True,  # the drain after the kills: this worker's session
+        output_topic=kafka_broker,  # the outcomes on a topic too, read back read_committed
     )
-    killed_as_planned(result, plan)
-    check(result)
+    killed_as_planned(result, plan)  # and the stops stopped cleanly, the restart rode its fault out
+    check(result)  # the tables, then the topic (check_topic)
+    assert result["topic"], "no record reached the topic"
+    check_topic_status(result)

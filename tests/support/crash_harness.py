@@ -1,8 +1,8 @@
 """Kill the job with SIGKILL again and again on a steady input; check exactly-once at the end.
 
-Used by ``tests/delta/test_crash.py`` (fixed plans: between its two tests one kill at each
-accumulator fault point, plus a random one in each) and runnable on its own for longer
-randomised runs (``--plan`` for a fixed one):
+Used by the crash tests (``tests/delta/test_crash.py``'s ``PLANS``: one plan per output, every
+accumulator fault point killed once per writer, random kills and clean stops among them) and
+runnable on its own for longer randomised runs (``--plan`` for a fixed one):
 
     .venv/bin/python tests/support/crash_harness.py --kills 10 --ops 3000
 
@@ -410,6 +410,18 @@ def check_topic(result: dict) -> None:
     assert len(rejected) == result["malformed"], "rejected records lost or doubled on the topic"
 
 
+def check_topic_status(result: dict) -> None:
+    """The checkpoint's status (``spark-purgatory status``) names the last micro-batch the output
+    topic committed: the last its records came from."""
+    from spark_purgatory.inspect import checkpoint_status
+    from spark_purgatory.kafka_output.records import HEADER_BATCH
+
+    config = PurgatoryConfig.from_mapping(result["topic_settings"])
+    status = checkpoint_status(result["checkpoint"], config=config, state=False)
+    last = max(int(dict(m.headers())[HEADER_BATCH]) for m in result["topic"])
+    assert status["output_topic"]["last_committed_batch"] == last
+
+
 def check_metrics(result: dict) -> None:
     """The ``metrics`` table: one row per (micro-batch, shard) that ran, none twice, adding up
     to the other tables and to the input (each micro-batch's rows counted once, kills or not)."""
@@ -441,6 +453,9 @@ def main() -> None:
     parser.add_argument("--root", default="/tmp/purgatory-crash")
     parser.add_argument("--s3", action="store_true", help="tables, staging and segments on moto's S3")
     parser.add_argument("--kafka", action="store_true", help="the input in two topics on a Kafka broker")
+    parser.add_argument(
+        "--topic", action="store_true", help="the outcomes on an output topic too, read back read_committed"
+    )
     parser.add_argument("--plan", default="", help="comma list of steps, e.g. fault=written:1,random")
     parser.add_argument("--writer", default="auto", choices=["auto", "delta-rs", "spark"], help="job.writer")
     args = parser.parse_args()
@@ -452,15 +467,16 @@ def main() -> None:
         plan = [rng.choice([*points, "random", "random"]) for _ in range(args.kills)]
     started = time.time()
     files = max(args.files, 2 * (args.kills + 1))
-    store = kafka = None
+    store = kafka = broker = None
     if args.s3:
         from tests.support.object_store import S3Store
 
         store = S3Store()
-    if args.kafka:
+    if args.kafka or args.topic:
         from spark_purgatory.kafka_broker import KafkaBroker
 
-        kafka = KafkaBroker().start()
+        broker = KafkaBroker().start()
+        kafka = broker if args.kafka else None
     try:
         result = run(
             args.root,
@@ -472,12 +488,13 @@ def main() -> None:
             store=store,
             kafka=kafka,
             writer=args.writer,
+            output_topic=broker if args.topic else None,
         )
     finally:
         if store is not None:
             store.stop()
-        if kafka is not None:
-            kafka.stop()
+        if broker is not None:
+            broker.stop()
     check(result)
     killed = sum(1 for k in result["kills"] if k["returncode"] == -9 and k["reached"])
     print(
