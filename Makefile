@@ -131,7 +131,7 @@ docs: $(STAMP)
 	$(VENV)/bin/mkdocs serve $(ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check spark_purgatory tests benchmarks jobs notebooks build_backend
+	$(VENV)/bin/ruff check spark_purgatory tests benchmarks testbed jobs notebooks build_backend
 
 # the benchmarks run as `python -m benchmarks NAME` from here (`python -m benchmarks` lists them):
 # the timing wheel against Kafka's, no Spark
