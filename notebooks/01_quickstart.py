@@ -38,7 +38,8 @@ import glob
 import os
 
 dbutils.widgets.text(
-    "wheel", "/Volumes/main/default/spark_purgatory/wheels/spark_purgatory-0.3.0.dev0-py3-none-any.whl", "Wheel"
+    "wheel", "/Volumes/main/default/spark_purgatory/wheels/spark_purgatory-0.3.0.dev0-py3-none-any.whl",
+    "Wheel",
 )
 dbutils.widgets.text("operations", "3000", "Operations to generate")
 dbutils.widgets.text("base_path", "/Volumes/main/default/spark_purgatory/quickstart", "Base path (a volume)")

@@ -16,7 +16,8 @@
 # COMMAND ----------
 
 dbutils.widgets.text(
-    "wheel", "/Volumes/main/default/spark_purgatory/wheels/spark_purgatory-0.3.0.dev0-py3-none-any.whl", "Wheel"
+    "wheel", "/Volumes/main/default/spark_purgatory/wheels/spark_purgatory-0.3.0.dev0-py3-none-any.whl",
+    "Wheel",
 )
 dbutils.widgets.text("base_path", "/Volumes/main/default/spark_purgatory/operate", "Base path (a volume)")
 dbutils.widgets.dropdown("trigger", "processing-time", ["processing-time", "available-now"], "Trigger")
