@@ -43,15 +43,33 @@ public final class OperationChecks
   private static final long serialVersionUID = 1L;
   private static final UTF8String ANY = UTF8String.fromString("any");
 
-  /** One check of the table: its reason, test, field, bound and conditions (null: any). */
+  /** What a check tests: its test and field, as the table names them ("absent op_id"). */
+  enum Kind {
+    ABSENT_OP_ID, ABSENT_KEYS, MORE_KEYS, ABSENT_TS, UNREADABLE_TS, FUTURE_TS, ABSENT_TIMEOUT_MS,
+    UNREADABLE_TIMEOUT_MS, BELOW_TIMEOUT_MS, ABOVE_TIMEOUT_MS, UNKNOWN_CONDITION, ABSENT_TARGET,
+    NOT_FINITE_TARGET, ABOVE_TARGET, GIVEN_TARGET, ABSENT_MEMBERS, MORE_MEMBERS, GIVEN_MEMBERS;
+
+    /** The kind of {@code test} on {@code field}, or null where these functions make none. */
+    static Kind of(String test, String field) {
+      String name = (test + "_" + field).toUpperCase(java.util.Locale.ROOT);
+      for (Kind kind : values()) {
+        if (kind.name().equals(name)) {
+          return kind;
+        }
+      }
+      return null;
+    }
+  }
+
+  /** One check of the table: its reason, kind, bound and conditions (null: any). */
   static final class Rule {
     final String reason;
-    final String test;
-    final String field;
-    /** The test and the field, as {@link #check} tells them apart ({@code KNOWN}). */
-    final String kind;
+    final Kind kind;
+    /** The bound as the table gives it: a number, another field, names, or "-" (none). */
+    final String boundText;
     final long bound;
-    final String boundField;
+    /** Is the bound another field (above target: the members' count)? */
+    final boolean boundIsField;
     final List<UTF8String> when;
 
     Rule(String line) {
@@ -60,26 +78,17 @@ public final class OperationChecks
         throw new IllegalArgumentException("a check is five fields, tab-separated: " + line);
       }
       reason = parts[0];
-      test = parts[1];
-      field = parts[2];
-      kind = test + " " + field;
-      boolean number = parts[3].matches("-?[0-9]+");
-      bound = number ? Long.parseLong(parts[3]) : 0L;
-      boundField = number || parts[3].equals("-") ? null : parts[3];
-      when = parts[4].equals("-") ? null : utf8List(parts[4]);
-      if (!KNOWN.contains(kind)) {
+      kind = Kind.of(parts[1], parts[2]);
+      if (kind == null) {
         throw new IllegalArgumentException("a check these functions cannot make: " + line);
       }
+      boundText = parts[3];
+      boolean number = boundText.matches("-?[0-9]+");
+      bound = number ? Long.parseLong(boundText) : 0L;
+      boundIsField = !number && !boundText.equals("-");
+      when = parts[4].equals("-") ? null : utf8List(parts[4]);
     }
   }
-
-  /** The tests of each field these functions can make (the arguments they get). */
-  private static final Set<String> KNOWN =
-      Set.of(
-          "absent op_id", "absent keys", "more keys", "absent ts", "unreadable ts", "future ts",
-          "absent timeout_ms", "unreadable timeout_ms", "below timeout_ms", "above timeout_ms",
-          "unknown condition", "absent target", "not_finite target", "above target",
-          "given target", "absent members", "more members", "given members");
 
   /** The checks, read once from their text (immutable: tasks may share them). */
   static final class Rules {
@@ -93,8 +102,8 @@ public final class OperationChecks
       for (String line : spec.toString().split("\n")) {
         Rule rule = new Rule(line);
         checks.add(rule);
-        if (rule.test.equals("unknown")) {
-          names = utf8List(line.split("\t", -1)[3]);
+        if (rule.kind == Kind.UNKNOWN_CONDITION) {
+          names = utf8List(rule.boundText);
         }
       }
       this.conditions = names;
@@ -330,26 +339,26 @@ public final class OperationChecks
       }
       boolean fails;
       switch (rule.kind) {
-        case "absent op_id": fails = blank(opId); break;
-        case "absent keys": fails = nKeys == 0; break;
-        case "more keys": fails = nKeys > rule.bound; break;
-        case "absent ts": fails = Boolean.TRUE.equals(noTs); break;
-        case "unreadable ts": fails = tsMs == null; break;
-        case "future ts": fails = latestTs != null && tsMs != null && tsMs > latestTs; break;
-        case "absent timeout_ms": fails = Boolean.TRUE.equals(noTimeout); break;
-        case "unreadable timeout_ms": fails = timeoutMs == null; break;
-        case "below timeout_ms": fails = timeoutMs != null && timeoutMs < rule.bound; break;
-        case "above timeout_ms": fails = timeoutMs != null && timeoutMs > rule.bound; break;
-        case "unknown condition": fails = !known; break;
-        case "absent target": fails = target == null; break;
-        case "not_finite target": fails = target != null && !Double.isFinite(target); break;
-        case "above target":
-          fails = target != null && target > (rule.boundField != null ? nMembers : rule.bound);
+        case ABSENT_OP_ID: fails = blank(opId); break;
+        case ABSENT_KEYS: fails = nKeys == 0; break;
+        case MORE_KEYS: fails = nKeys > rule.bound; break;
+        case ABSENT_TS: fails = Boolean.TRUE.equals(noTs); break;
+        case UNREADABLE_TS: fails = tsMs == null; break;
+        case FUTURE_TS: fails = latestTs != null && tsMs != null && tsMs > latestTs; break;
+        case ABSENT_TIMEOUT_MS: fails = Boolean.TRUE.equals(noTimeout); break;
+        case UNREADABLE_TIMEOUT_MS: fails = timeoutMs == null; break;
+        case BELOW_TIMEOUT_MS: fails = timeoutMs != null && timeoutMs < rule.bound; break;
+        case ABOVE_TIMEOUT_MS: fails = timeoutMs != null && timeoutMs > rule.bound; break;
+        case UNKNOWN_CONDITION: fails = !known; break;
+        case ABSENT_TARGET: fails = target == null; break;
+        case NOT_FINITE_TARGET: fails = target != null && !Double.isFinite(target); break;
+        case ABOVE_TARGET:
+          fails = target != null && target > (rule.boundIsField ? nMembers : rule.bound);
           break;
-        case "given target": fails = target != null; break;
-        case "absent members": fails = nMembers == 0; break;
-        case "more members": fails = nMembers > rule.bound; break;
-        case "given members": fails = nMembers > 0; break;
+        case GIVEN_TARGET: fails = target != null; break;
+        case ABSENT_MEMBERS: fails = nMembers == 0; break;
+        case MORE_MEMBERS: fails = nMembers > rule.bound; break;
+        case GIVEN_MEMBERS: fails = nMembers > 0; break;
         default: throw new IllegalStateException("no such check: " + rule.kind);
       }
       if (fails) {
