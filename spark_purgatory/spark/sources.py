@@ -47,8 +47,6 @@ from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
     ID,
-    MAX_EDITS,
-    MIN_MISSPELLED,
     OPERATION_CHECKS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
@@ -76,8 +74,8 @@ from .formats import (
     source_format_of,
 )
 from .schema import InputSchemaError
+from .sql_checks import SqlChecks, misspelled
 from .sql_text import (
-    LATEST,
     clean_keys,
     clean_list,
     condition_name,
@@ -87,8 +85,6 @@ from .sql_text import (
     present,
     sql_blank,
     sql_filled,
-    sql_in,
-    sql_not_finite,
     sql_string,
     whole_text,
     with_latest,
@@ -248,77 +244,6 @@ def _truncated_raw() -> str:
     return f"CASE WHEN reason = '{c.RECORD_TOO_LARGE}' THEN {cut} ELSE raw END AS raw"
 
 
-class _Checks:
-    """The SQL reader of the contract's checks (``contract.rules``): each test SQL text over
-    the columns a reading gives (``_no_<field>``: absent; ``_bad_<field>``: a JSON type the
-    field cannot have; the event time as ``ts_ms``)."""
-
-    _ABSENT = {
-        "op_id": sql_blank("op_id"),
-        "key": sql_blank("key"),
-        "keys": "coalesce(size(keys), 0) <= 0",
-        "members": "coalesce(size(members), 0) <= 0",
-    }
-    #: a list field's length; and a field's presence, written as the optimizer leaves it
-    _COUNT = {"keys": "size(keys)", "members": "coalesce(size(members), 0)"}
-    _GIVEN = {"members": "coalesce(size(members), 0) > 0"}
-    #: an event time's column: epoch ms
-    _TIMES = {"ts": ms_column("ts")}
-
-    def __init__(self, columns: list[str]):
-        self.text = POISON_COLUMN in columns
-
-    def poison(self, field: str, reason: str) -> str | None:
-        return f"{POISON_COLUMN} = '{reason}'" if self.text else None
-
-    def malformed(self, field: str, bound: None) -> str:
-        return "_malformed"
-
-    def misspelled(self, field: str, bound: None) -> str | None:
-        return "_misspelled" if self.text else None
-
-    def absent(self, field: str, bound: None) -> str:
-        return self._ABSENT.get(field, f"_no_{field}")
-
-    def wrong_type(self, field: str, bound: None) -> str:
-        return f"_bad_{field}"
-
-    def unreadable(self, field: str, bound: None) -> str:
-        return f"`{self._TIMES.get(field, field)}` IS NULL"
-
-    def not_finite(self, field: str, bound: None) -> str:
-        return f"{self.given(field, None)} AND {sql_not_finite(field)}"
-
-    def below(self, field: str, bound: int) -> str:
-        return f"{field} < {int(bound)}L"
-
-    def above(self, field: str, bound: int | str) -> str:
-        return f"{field} > {self._COUNT[bound] if isinstance(bound, str) else f'{int(bound)}L'}"
-
-    def more(self, field: str, bound: int) -> str:
-        return f"{self._COUNT[field]} > {int(bound)}"
-
-    def future(self, field: str, bound: int) -> str:
-        return f"`{self._TIMES[field]}` > `{LATEST}`"  # the limit is in ``LATEST``: ``with_latest``
-
-    def unknown(self, field: str, names: tuple[str, ...]) -> str:
-        return f"NOT {sql_in(field, list(names))}"
-
-    def given(self, field: str, bound: None) -> str:
-        return self._GIVEN.get(field, f"NOT _no_{field}")
-
-    def among(self, names: tuple[str, ...]) -> str:
-        return sql_in("condition", list(names))
-
-    def both(self, a: str, b: str) -> str:
-        return f"{a} AND {b}"
-
-    def first(self, pairs: list[tuple[str, str]]) -> str:
-        whens = " ".join(f"WHEN {test} THEN '{reason}'" for reason, test in pairs)
-        # a CASE of string literals is a string: a cast of it the optimizer drops in every micro-batch
-        return f"CASE {whens} END" if whens else "CAST(NULL AS STRING)"
-
-
 def parse_operations(
     df: DataFrame,
     fmt: SourceFormat = "auto",
@@ -374,7 +299,7 @@ def _with_reason(
 ) -> DataFrame:
     """The parsed rows with the first of ``checks`` that fails as their reason (``bounds``:
     the limits' values); typed input gets its ``raw`` text only when rejected."""
-    reason = first_reason(checks, _Checks(fields.columns), bounds)
+    reason = first_reason(checks, SqlChecks(fields.columns), bounds)
     out = fields.selectExpr("*", f"{reason} AS reason")
     if POISON_COLUMN in fields.columns:  # a record too large keeps its start and its size in ``raw``
         out = out.selectExpr(*[_truncated_raw() if c == "raw" else f"`{c}`" for c in out.columns])
@@ -447,11 +372,11 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading, limits: InputLimits
     reading as one column")."""
     text = _raw(df, fmt)
     carried = [_KAFKA] if fmt == "kafka" else []
-    carried += latest_carried(df)  # for the checks (``_ts_checks``)
+    carried += latest_carried(df)  # for the future-time check (``sql_checks``)
     text = text.selectExpr("raw", *carried, f"{_poison('raw', limits)} AS {POISON_COLUMN}")
     carried.append(POISON_COLUMN)
-    misspelled = f"{_misspelled(reading.known)} AS _misspelled"
-    rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t", misspelled)
+    named = f"{misspelled(reading.known)} AS _misspelled"
+    rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t", named)
     carried.append("_misspelled")
     plain = [f"t IS NOT NULL AND {_get('t', _CORRUPT)} IS NULL"]
     plain += [_plain_field(_get("t", f), f) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]
@@ -466,22 +391,6 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading, limits: InputLimits
         *carried,
         *[f"CASE WHEN _plain THEN {fast[name]} ELSE {slow[name]} END AS `{name}`" for name in fast],
     )
-
-
-def _misspelled(known: tuple[str, ...]) -> str:
-    """SQL: does the line name a field the contract does not know that ``contract.resembles``
-    one it knows?  Its names are read (each text of five characters or more before a colon)
-    only for a line where such a name that is no known field stands."""
-    names = "|".join(known)
-    near = f'"(?!(?:{names})"[\\t\\n\\r ]*:)[^"\\\\]{{{MIN_MISSPELLED},}}"[\\t\\n\\r ]*:'
-    # the names before a colon, outside strings (an escaped quote is no name's end): a JSON
-    # reader of the names would refuse a line with NaN, or fail on a name given twice
-    name = f'"([^"\\\\]{{{MIN_MISSPELLED},}})"[\\t\\n\\r ]*:'
-    fields = f"regexp_extract_all(raw, {sql_string(name)}, 1)"
-    close = f"exists(array({', '.join(map(sql_string, known))}), _n -> levenshtein(_f, _n, {MAX_EDITS}) >= 0)"
-    unknown = f"length(_f) >= {MIN_MISSPELLED} AND NOT {sql_in('_f', list(known))}"
-    test = f"coalesce(exists({fields}, _f -> {unknown} AND {close}), false)"
-    return f"CASE WHEN {POISON_COLUMN} IS NULL AND raw RLIKE {sql_string(near)} THEN {test} ELSE false END"
 
 
 def _plain(text: str) -> str:
