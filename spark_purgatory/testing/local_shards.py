@@ -279,7 +279,7 @@ class LocalShards:
             if not len(mine) and not state.due(watermark_ms):
                 continue  # Spark calls a group with rows, or one whose timeout passed
             result = call_group(self.step, group, mine, state.called(watermark_ms, self.batch_time_ms))
-            keep_group(state, result, "text")
+            keep_group(state, result, "binary")  # in process: the bytes as they are, no base64
             done.append(result)
         self.owes_wake = any(r.relayed for r in done)
         return done
