@@ -162,12 +162,12 @@ def check_layout(checkpoint: OpenCheckpoint, shards: int) -> None:
     recorded = recorded_shards(checkpoint)
     if recorded is not None and recorded != shards:
         layout = layout_of(checkpoint)
-        checkpoint = checkpoint.path  # type: ignore[assignment] - as the user named it, below
+        named = checkpoint.path  # as the user named it
         since = f" since its rescale at micro-batch {layout['history'][-1]['batch']}" if layout else ""
         raise ConfigError(
-            f"checkpoint {checkpoint} runs {recorded} shards{since}, not purgatory.shards={shards}: "
+            f"checkpoint {named} runs {recorded} shards{since}, not purgatory.shards={shards}: "
             f"set purgatory.shards={recorded}, or stop and run "
-            f"`spark-purgatory rescale --checkpoint {checkpoint} --shards {shards}`"
+            f"`spark-purgatory rescale --checkpoint {named} --shards {shards}`"
         )
 
 
