@@ -79,8 +79,9 @@ def test_the_plans_kill_at_every_fault_point():
     # and in each plan a random kill and its clean stops: SIGTERM and a restart on files,
     # Ctrl-C and a broker outage on Kafka
     stops = {"delta-rs": ("signal=TERM", "restart="), "spark": ("signal=INT", "outage=")}
-    for output, plan in ((o, PLANS[o]) for o in stops):
-        assert "random" in plan and all(any(s.startswith(stop) for s in plan) for stop in stops[output])
+    for output, needed in stops.items():
+        plan = PLANS[output]
+        assert "random" in plan and all(any(s.startswith(stop) for s in plan) for stop in needed)
 
 
 @pytest.mark.spark
