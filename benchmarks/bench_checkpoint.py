@@ -140,7 +140,9 @@ def inspect(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", help="build the checkpoint here and keep it (reused if it is there)")
     args = parser.parse_args(argv)
     root = args.keep or tempfile.mkdtemp(prefix="bench-inspect-")
-    spark = local_session("bench-inspect", master="local[2]", shuffle_partitions=args.shards + 1)
+    spark = local_session(
+        "bench-inspect", master="local[2]", shuffle_partitions=PurgatoryConfig(shards=args.shards).groups
+    )
     try:
         if args.keep and os.path.isdir(f"{root}/chk"):  # a fresh process on a kept checkpoint:
             chk, built = f"{root}/chk", None  # fresh JVM and Python workers, as the CLI has

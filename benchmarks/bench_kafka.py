@@ -138,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
             "startingOffsets": "earliest",
             "maxOffsetsPerTrigger": str(args.max_offsets_per_trigger),
         }
-        spark = local_session("bench-kafka", master="local[2]", shuffle_partitions=args.shards + 1)
+        spark = local_session(
+            "bench-kafka", master="local[2]", shuffle_partitions=PurgatoryConfig(shards=args.shards).groups
+        )
         spark.sparkContext.setLogLevel("ERROR")
         for _round, name in rounds:
             for d in ("join-out", "join-chk", "job-out", "job-chk"):

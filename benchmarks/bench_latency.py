@@ -511,7 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     broker = None
     work = tempfile.mkdtemp(prefix="bench-latency-")
-    spark = local_session("bench-latency", master="local[2]", shuffle_partitions=args.shards + 1)
+    spark = local_session(
+        "bench-latency", master="local[2]", shuffle_partitions=PurgatoryConfig(shards=args.shards).groups
+    )
     results = []
     try:
         if "kafka" in (args.source, args.output):

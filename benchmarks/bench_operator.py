@@ -550,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_session(
         "bench-operator",
         master="local[2]",
-        shuffle_partitions=args.shards + 1,
+        shuffle_partitions=PurgatoryConfig(shards=args.shards).groups,
         c1_only=args.jit == "c1",
         conf=harness.event_log_conf(args.event_log) if args.event_log else None,
     )

@@ -122,7 +122,7 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
     from spark_purgatory.runtime.session import local_session
 
     config = PurgatoryConfig(shards=2, watermark_delay="10 seconds")
-    spark = local_session("bench-pending", master="local[2]", shuffle_partitions=config.shards + 1)
+    spark = local_session("bench-pending", master="local[2]", shuffle_partitions=config.groups)
     files = Files(root, ops, events, "parquet")
     if name == "job":
         config = dataclasses.replace(config, accumulator_linger_ms=0)

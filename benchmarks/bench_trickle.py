@@ -272,7 +272,12 @@ def _one(name: str, data: str, events_dir: str, args: argparse.Namespace) -> dic
 
         conf[CHECKPOINT_FILES] = FILE_CONTEXT_FILES
         name = name.removesuffix("-fc")
-    spark = local_session("bench-batch", master="local[2]", shuffle_partitions=args.shards + 1, conf=conf)
+    spark = local_session(
+        "bench-batch",
+        master="local[2]",
+        shuffle_partitions=PurgatoryConfig(shards=args.shards).groups,
+        conf=conf,
+    )
     spark.sparkContext.setLogLevel("ERROR")
     config = PurgatoryConfig(
         shards=args.shards, watermark_delay=args.watermark_delay, source_max_files_per_trigger=1

@@ -247,9 +247,9 @@ def _no_work_step(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator
 
 def stateful_floor(spark: SparkSession, files: Files, config: PurgatoryConfig, per_trigger: int) -> DataFrame:
     """``applyInPandasWithState`` doing nothing (``_no_work_step``) over both typed inputs,
-    grouped by key hash into ``shards + 1`` groups, a watermark per input."""
+    grouped by key hash into ``config.groups`` groups, a watermark per input."""
     ops, evs = typed_inputs(spark, files, per_trigger)
-    groups = F.pmod(F.xxhash64("key"), F.lit(config.shards + 1)).cast("int").alias("group")
+    groups = F.pmod(F.xxhash64("key"), F.lit(config.groups)).cast("int").alias("group")
     sides = [
         frame.select(key, "ts").withWatermark("ts", config.watermark_delay).select(groups, "key", "ts")
         for frame, key in ((ops, F.coalesce("key", F.col("keys")[0]).alias("key")), (evs, F.col("key")))

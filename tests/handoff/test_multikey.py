@@ -38,7 +38,7 @@ class Sharded:
     def __init__(self, shard_of: dict[str, int], shards: int, root: str, registry=None) -> None:
         self.config = PurgatoryConfig(shards=shards, **SETTINGS)
         self.shard_of, self.shards = shard_of, shards
-        self.states = {s: save_state(Purgatory(self.config)) for s in range(shards + 1)}
+        self.states = {s: save_state(Purgatory(self.config)) for s in range(self.config.groups)}
         self.mailbox = Mailbox(root)
         self.registry = registry
         self.verdicts: list[pd.DataFrame] = []  # the last micro-batch's, for the next
@@ -56,7 +56,7 @@ class Sharded:
             valid_ops = valid_ops.assign(registry=registry.astype("int64"))
         verdicts = pd.concat(self.verdicts, ignore_index=True) if self.verdicts else None
         self.verdicts, outcomes = [], []
-        for shard in range(self.shards + 1):
+        for shard in range(self.config.groups):
             p = load_state(self.states[shard], self.config)
             p.shard = shard
             mine_ops, mine_evs, relayed = self._input(shard, valid_ops, valid_evs, p)

@@ -72,7 +72,7 @@ def test_start_applies_the_job_defaults_and_leaving_the_block_stops_and_flushes(
     assert q.accumulator.destinations() == []  # stop() flushed everything
     assert q.stop() == []  # a second stop does nothing
     # the job's defaults: one shuffle partition per shard group, state and staging beside the checkpoint
-    assert q.query.lastProgress["stateOperators"][0]["numShufflePartitions"] == config.shards + 1
+    assert q.query.lastProgress["stateOperators"][0]["numShufflePartitions"] == config.groups
     assert os.listdir(os.path.join(chk, "purgatory-state"))
     assert q.accumulator.staging_dir == os.path.join(chk, "accumulator")
     outcomes = DeltaTable(os.path.join(out, "outcomes"))

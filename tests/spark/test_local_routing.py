@@ -90,7 +90,7 @@ def test_the_testers_routing_gives_the_rows_spark_routes(spark, tmp_path, settin
         routing.route_events(parsed_events, config)
     )
     spark_rows = on_spark.toPandas()
-    numbers = shard_numbers(config.shards + 1)
+    numbers = shard_numbers(config.groups)
     spark_rows["shard"] = spark_rows["shard"].map(numbers)  # Spark's group labels, as numbers
 
     names = ["op_id", "keys", "ts", "timeout_ms", "condition", "target"]
