@@ -1,15 +1,8 @@
 """One micro-batch at the engine's edge: the input it accepts and the rows it returns.
 
-``Purgatory.process`` takes operations and events either canonical (validated here, with
-``engine.validation``) or already validated by the host (``VALID_OPERATIONS`` /
-``VALID_EVENTS``), and returns a ``BatchResult`` with the three output tables' engine
-columns (``contract``).
-
 Invariant: a row rejected as it is read keeps the record as it came (its raw text, else its
 fields as JSON); one rejected after validation (``late``, ``duplicate_op_id``) has the fields
-the operator read, as JSON, as on Spark, whose shards get no valid row's text
-(``docs/contract.md``, the ``rejected`` table); each carries exactly one reason from
-``contract.REASONS``.
+the operator read, as JSON, as on Spark; each carries exactly one reason.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""The collector pause: Python's cyclic garbage collector off for a call that makes a container
-per row.
-
-A shard call makes a list of keys per operation, a container each; the collector would walk
-the young ones every 700 and the old ones every tenth time, all alive.  The Spark host pauses
-it around each shard call (``spark.operator``, ``spark.batch``), the engine around its own list
-building (``list_fields``); ``runtime.worker_heap`` keeps the worker's modules out of the
-collections PySpark runs after each task.
+"""The collector pause: Python's cyclic garbage collector off around code that makes a
+container per row.
 
 Invariant: the collector is back as it was after the block, whatever the block raised.
 """

@@ -1,17 +1,11 @@
-"""Op_id memory: which op_ids are pending or were resolved recently (``duplicate_op_id``).
+"""Op_id memory: which op_ids were resolved recently (``duplicate_op_id``).
 
-Pending op_ids are the pending operations' own, indexed by hash (``Purgatory``'s op_id
-index; strings confirm, so a hash collision never merges two operations).  ``ResolvedTable``
-holds the hashes of op_ids resolved within ``purgatory.dedup.retention.ms`` of event time,
-with the watermark at which each is forgotten (no strings: it can be large), in
-``columns.Columns`` indexed by hash: adding and looking up cost what the batch touches.
-Forgetting is logical, as ``progress.KeyTable``'s: ``retire(wm)`` records the watermark, a row
-counts as forgotten once a retirement passed its ``expire_at``, and the rows are dropped in
-bulk when an eighth of them are due.
+``ResolvedTable`` holds the hashes of op_ids resolved within ``purgatory.dedup.retention.ms``,
+with the watermark at which each is forgotten.  Forgetting is logical, as in
+``progress.KeyTable``.
 
 Invariant: an op_id is accepted at most once while it is pending or remembered as resolved;
-a resolved op_id may be refused by a hash collision (rare, conservative), never a pending
-one mistaken.
+a hash collision may refuse a new op_id, never admit a second copy.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """How the pandas validator reads a field, a whole column at a time.
 
-A field is read as text, a list of text, a whole number, a number or an event time, by the
-rules of ``engine.validation``'s docstring (Spark's JSON reader and casts).  Those rules are
-written once, per value (``text``, ``string_list``, ``whole``, ``number``); the column readers
-here give the same answer for every value, but read the columns Parquet, Arrow and Spark hand
-over — ``str`` objects, int64, float64, timestamps, lists of ``str`` — with numpy and Arrow in
-a few passes, and hand only the odd values (a number standing for its text, ``true``, an
-object, a string in a list field, ...) to the per-value reading.
+A field is read as text, a list of text, a whole number, a number or an event time, by
+Spark's JSON reader's and casts' rules, written once per value (``text``, ``string_list``,
+``whole``, ``number``).  The column readers give the same answers, reading typed columns
+with numpy and Arrow and handing only the odd values to the per-value reading.
 
-Lists of text (``keys``, ``members``) are read by ``engine.list_fields``.
-
-Invariant: for every value, the column reader and the per-value reading agree
-(``tests/engine/test_validation_fields.py`` checks each reader against the per-value rules on typed,
-text, list and mixed columns, with and without the small-column path).
+Invariant: for every value, the column reader and the per-value reading agree.
 """
 
 from __future__ import annotations

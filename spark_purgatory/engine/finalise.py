@@ -1,14 +1,11 @@
 """Events the watermark has passed: folded into key progress, reported, or handed on.
 
-An event waits in a shard's buffer while an operation that arrives later could still count
-it (its ``ts`` not yet behind the watermark).  Once the watermark passes it, no future
-operation can (such an operation would be ``late``): the event's value goes into its key's
-progress (``progress.final_progress``, for ``offset`` operations that come later), and an
-event nothing counted becomes an ``unmatched_events`` row, unless a stub matched it, in which
-case the cross-shard group reports it when the stub's notice arrives (``relay.notices``).
+Once the watermark passes an event, no future operation can count it: its value goes into
+its key's progress, and an event nothing counted becomes an ``unmatched_events`` row, unless
+a stub matched it (then the cross-shard group reports it on the stub's notice).
 
-Invariant: every buffered event leaves the buffer exactly once, by exactly one of those three
-doors, the first time the watermark is past its ``ts``.
+Invariant: every buffered event leaves the buffer exactly once, the first time the watermark
+is past its ``ts``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The pandas helpers of the engine's edges: build, stack, filter and concatenate frames (the
-state layer's tables, the frames a call returns, the host's input chunks).
-
-``pd.concat`` and ``.loc`` inspect object columns value by value; these copy column by column
-where the frames allow it (docs/performance-history.md, "The engine's array helpers").  The
-array steps a call is made of are ``arrays``.
+"""The pandas helpers of the engine's edges: frames built, stacked, filtered, concatenated
+column by column (``pd.concat`` and ``.loc`` inspect object columns value by value).
 
 Invariant: no helper loops over rows in Python.
 """

@@ -1,18 +1,12 @@
 """Inspection: a shard's pending operations, with the progress each has made, as one frame.
 
-An operator asks a purgatory "what is waiting, and how far is each from its condition?"
-(Kafka answers only with counts: ``PurgatorySize``).  ``pending_frame(p)`` answers it for one
-loaded ``Purgatory``: one row per pending operation with the ``contract.PENDING`` columns
-(times as epoch ms), its progress measured by the engine's own ``conditions.evaluate``, so
-the figures are the ones the operation would report if it expired now.
+``pending_frame(p)`` answers "what is waiting, and how far is each from its condition?" for
+one loaded ``Purgatory``: one row per pending operation (``contract.PENDING`` columns), its
+progress measured by ``conditions.evaluate``, so the figures are the ones the operation
+would report if it expired now.
 
-This module is the one place outside the engine's own modules that reads the engine's
-tables (``ops``, ``matches``, ``watch``), so a change of those tables is adapted here once.
-The Spark layer (``spark_purgatory.inspect``) calls it on the executors, one shard at a time.
-
-Invariants: a stub (a primary shard's watcher of a cross-shard operation) is never a row:
-the cross-shard group holds the operation and reports it, once, with the progress its group
-holds; the frame is a pure function of the state (reading it changes nothing).
+Invariants: a stub is never a row (the cross-shard group reports its operation); the frame
+is a pure function of the state.
 
 >>> import pandas as pd
 >>> from spark_purgatory import Purgatory

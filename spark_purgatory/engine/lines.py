@@ -1,35 +1,15 @@
 """JSON lines as the job reads them, without Spark: each line's fields and its text.
 
-The job reads operations and events as JSON text (files, one record per line; a Kafka
-record's ``value``) and rejects a line that is not a JSON object as ``malformed_json``
-before any field is read (``spark.sources``).  ``json_lines`` turns lines into the frame the
-engine's own validation takes (``validation``), so that ``PurgatoryTester`` rejects a line
-for the job's reasons: every field as the JSON gave it, the line as ``raw``, and
-``contract.MALFORMED_COLUMN`` set where the line is no JSON object (it has no fields).
-
-Bytes are read as UTF-8, an invalid sequence replaced by U+FFFD (as the job's
-``make_valid_utf8``); a blank line is malformed, as it is for Spark's text reader.  The job
-reads ``ts`` and ``timeout_ms`` as their JSON text, where the numbers ``5`` and ``5.0`` differ
-(``5.0`` is no whole number); a number with a fraction or an exponent there keeps its text,
-since the validator reads a float in a typed frame as whole when it has no fraction.  The
-constants ``NaN``, ``Infinity`` and ``-Infinity`` (which both readers accept) keep their text
-in every field read as a number or a time (``ts``, ``timeout_ms``, ``target``, ``value``): a
-value that is there, and no finite number (``bad_target``, ``bad_value``, ``unused_target``
-...), as Spark reads it, where a float NaN in a frame is a missing value.
-
-Poison records (``config.InputLimits``) are not parsed at all: a line longer than
-``input.max.record.bytes`` in UTF-8 gets ``record_too_large`` in ``contract.POISON_COLUMN``,
-one nesting arrays and objects deeper than ``input.max.depth`` (outside its strings) ``too_deep``; Spark's
-reading (``spark.sources``) measures both the same way.
-
-A string's escaped lone surrogate (``"\\ud800"``, not half of a pair) reads as ``?``, as
-Spark's reader reads it.
+``json_lines`` turns lines into the frame the engine's validation takes, so that
+``PurgatoryTester`` rejects a line for the job's reasons: every field as the JSON gave it,
+the line as ``raw``, ``contract.MALFORMED_COLUMN`` where the line is no JSON object, and
+``contract.POISON_COLUMN`` where it is too large or too deep to parse.  As Spark's reader:
+invalid UTF-8 becomes U+FFFD, a blank line is malformed, an escaped lone surrogate reads as
+``?``, ``NaN`` and ``Infinity`` are accepted and single quotes are not.  A number with a
+fraction or exponent, or a constant, keeps its text where the job reads a field's text.
 
 Invariant: one row per line, in order; a line is malformed exactly when it does not begin
-with a JSON object (what follows the object is ignored, as Spark's reader ignores it).
-Python's JSON reader, like Spark's, accepts ``NaN`` and ``Infinity``, and neither takes
-single-quoted strings (``{'op_id': 'a'}`` is malformed: Spark's ``allowSingleQuotes`` is off,
-``spark.sources``).
+with a JSON object (what follows the object is ignored).
 """
 
 from __future__ import annotations

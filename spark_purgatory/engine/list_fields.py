@@ -1,14 +1,9 @@
 """How the pandas validator reads a list field (``keys``, ``members``), a column at a time.
 
-A list field's value is read by ``engine.fields.string_list`` and cleaned by ``clean``
-(blanks dropped, repeats dropped, sorted unless the order is kept).  Parquet and Arrow hand
-over lists of ``str`` (as ``list`` or 1-d object arrays); those are cleaned here in a few
-numpy passes over all their items at once, one step per list length rather than per row,
-and every other value (text, a number, an object, a list with items that are not text) goes
-to the per-value reading.
+Lists of ``str`` are cleaned in a few numpy passes, one step per list length; every other
+value goes to the per-value reading (``fields.string_list`` and ``clean``).
 
-Invariant: for every value, ``clean_lists`` gives what ``clean(string_list(value))`` gives
-(``tests/engine/test_validation_fields.py``).
+Invariant: for every value, ``clean_lists`` gives what ``clean(string_list(value))`` gives.
 """
 
 from __future__ import annotations

@@ -1,33 +1,14 @@
 """Storage for the big tables' arrays: large ones in their own anonymous memory mappings.
 
-A shard's tables hold millions of rows in arrays with spare capacity (``columns.Columns``,
-``text.TextColumn``) and in sorted index runs that merges replace (``columns.HashIndex``).
-Allocated by ``malloc``, an array of some megabytes lands in the process heap once glibc's
-*dynamic* mmap threshold has risen (it rises to the size of any mapped block freed, up to
-32 MiB): its spare capacity may then sit on pages an earlier array already touched, and
-when it is freed its pages stay in the heap, resident, until something reuses or trims
-them, so a worker's RSS grew well past what its rows hold (docs/engine-internals.md, "The
-worker's memory").
+A big array from ``malloc`` may land in the heap, and when freed its pages stay resident.
+``empty`` gives an array of at least ``MAPPED_BYTES`` its own anonymous mapping instead:
+pages never written cost address space only, so spare capacity is free until rows fill it,
+and when the array goes the whole mapping goes back to the operating system.  Smaller
+arrays are numpy's as usual.  ``release`` hands the allocators' free memory back (Arrow's
+pool, glibc's ``malloc_trim``) after a call that did bulk work (``due``).
 
-``empty`` gives an array of at least ``MAPPED_BYTES`` its own anonymous mapping instead
-(``mmap``, standard library, any platform): pages that were never written cost address
-space only, so spare capacity is free until rows fill it, and when the array goes (a
-resize, a merge, a compaction) the whole mapping goes back to the operating system at once.
-No process-wide allocator setting is changed.  Smaller arrays are numpy's as usual: a new
-mapping's pages fault on their first write, which reused heap pages do not, and small
-arrays are remade often (small tables growing, index runs merged on most calls).
-
-A call's temporaries (sort orders, merged runs, the host's frames) are ``malloc``'s and
-Arrow's; freed, they stay with the allocators, at the size of the biggest call so far.
-``release`` hands that back (Arrow's pool ``release_unused``; glibc's ``malloc_trim``,
-where there is a glibc, which walks the heap, so ``Purgatory.process`` calls it only after a
-call that did bulk work: ``due``: many rows taken, many bytes mapped, or a step that worked
-on a backlog's rows at once, ``bulk``, such as the first index of a fill's rows).  The counts
-of bytes mapped and of bulk rows since the last release are the process's, as the allocators
-are; so is the count of bytes mapped now (``mapped_bytes``: ``tracemalloc`` does not see mappings).
-
-Invariant: an array from ``empty`` behaves as ``np.empty``'s (writable, C-contiguous,
-uninitialised but for mappings, which read as zeros); it owns its mapping through ``base``.
+Invariant: an array from ``empty`` behaves as ``np.empty``'s (writable, C-contiguous); it
+owns its mapping through ``base``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """Key progress and event finalisation: what the watermark settles about keys and events.
 
-Events are buffered until the watermark passes them, since an operation may still arrive
-for them.  Once passed, an event is *final*:
+Once the watermark passes an event, it is *final*: an untargeted event's ``value`` feeds its
+key's offset progress (the running max, kept ``purgatory.progress.retention.ms`` after the
+key's last such event), and an event no operation counted is reported in
+``unmatched_events`` (``unmatched_rows``).
 
-* an untargeted event with a ``value`` feeds its key's offset progress (the running max of
-  values, kept ``purgatory.progress.retention.ms`` after the key's last such event), which
-  ``offset`` operations arriving later start from;
-* an event no operation counted is reported in ``unmatched_events``: ``after_resolution``
-  if it lies in the window of an operation that completed without it (``windows``), else
-  ``no_operation``.  An event a stub matched is the cross-shard group's to report, on its
-  primary's notice (``relay``; ``unmatched_rows``).
+``KeyTable`` holds the keys in ``columns.Columns`` indexed by key hash and updates them in
+place.  Retirement is logical: ``retire(wm)`` records the watermark, and a row counts as
+forgotten once a retirement passed it with no touch since; the rows are dropped in bulk,
+when at least an eighth of them are due.
 
-Keys are many: a key with offset progress is kept for the progress retention after its last
-event.  ``KeyTable`` holds them in
-``columns.Columns`` indexed by key hash and updates them in place, so a call costs what it
-touches.  Retirement is *logical*: ``retire(wm)`` only records the watermark, and a row counts
-as forgotten once a retirement passed it (``retire_keys``' rule: its progress older than the
-retention and its resolution time reached) with no touch since; the rows themselves are
-dropped in bulk, when at least an eighth of them are due (O(1) amortised per key).
-
-Invariants: every valid event is finalised exactly once; a key is retained while either its
-progress or its resolution time can still matter, and forgotten after.
+Invariant: a key is retained while its progress or its resolution time can still matter.
 """
 
 from __future__ import annotations

@@ -1,41 +1,21 @@
 """The op_id registry: one outcome per op_id across shards, with no funnel.
 
-An operation is watched where its keys live, its *home* shard (``purgatory`` is per shard);
-duplicate op_ids are caught there (``batch.admit``), so a repeated op_id whose keys hash to
-another shard would get a second outcome.  Kafka never meets this: a broker's purgatory holds
-every key it watches.  Here each op_id also has a *registry* shard, chosen by the op_id's
-hash as a key's shard is by the key's (the host computes it: ``registry`` on each operation),
-and the registry decides which copy of an op_id is the one:
+Duplicate op_ids are caught at an operation's *home* shard (where its keys live), so a
+repeated op_id whose keys hash to another shard would get a second outcome.  Each op_id also
+has a *registry* shard, chosen by the op_id's hash, which decides which copy is the one:
 
-* an operation whose registry is its home is decided at once, in the call it arrives in;
-* any other operation is *parked* at its home for one call, and the host hands its registry
-  a *claim* (op_id, ts, deadline, home) in the same micro-batch;
-* the registry decides every op_id it owns in the call the claims (and its own copies) come
-  in: an op_id it remembers (pending there, or registered or resolved within
-  ``purgatory.dedup.retention.ms``) is refused; otherwise, of that micro-batch's copies, the
-  one with the earliest ``ts`` wins, then the one of the lowest home shard (within a home,
-  the first in input order: ``batch.admit``);
-* it answers each claiming home with a *verdict* (op_id, home, ok) and remembers a winning
-  claim for the retention after the later of its deadline and the watermark (as a resolved
-  op_id is remembered: ``dedup``); the home receives the verdicts in its next call and
-  admits its parked operations as operations of that call, or rejects them
-  ``duplicate_op_id``.
+* an operation whose registry is its home is decided in the call it arrives in;
+* any other is *parked* at its home for one call, and its registry gets a *claim*;
+* the registry refuses an op_id it remembers; otherwise, of the micro-batch's copies, the
+  earliest ``ts`` wins, then the lowest home shard, then input order;
+* it answers each claiming home with a *verdict*, received in the home's next call.
 
-**Why a parked operation loses nothing.**  It was not late: its ``ts`` is at least the
-watermark of the call that parked it, so every event it can match (``ts >= o.ts``) is still
-buffered at the home's next call, where it is registered with that call's operations, after
-the call's events are buffered and before any is finalised: it is decided against every event
-of its window in event time, as if it had been registered on arrival (same ``resolved_at``,
-matched events and progress).  Its expiry cannot come earlier either: the wheel first sees it
-in that call.  What changes is *when*: an operation completing on arrival is emitted one
-micro-batch later, as a cross-shard operation's outcome is.
-
-Cost: a claim per operation whose registry is not its home, a verdict back; the registry of
-an op_id sees only the copies of the op_ids it owns, so no group sees every operation.
+A parked operation loses nothing: its ``ts`` is at least the watermark of the call that
+parked it, so every event it can match is still buffered at the next call, where it is
+decided as if registered on arrival; only its outcome may come one micro-batch later.
 
 Invariant: of the valid copies of an op_id arriving while it is remembered nowhere, exactly one
-is admitted, in any shard; the others are rejected ``duplicate_op_id`` (a hash collision in the
-registry's memory may refuse a new op_id, never admit a second copy).
+is admitted, in any shard (a hash collision may refuse a new op_id, never admit a second copy).
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
 """A shard's side of the cross-shard hand-off (``relay``), on the shard's live tables.
 
-A primary shard's stubs watch a cross-shard operation's keys and report nothing; what they
-match goes out as the relay (``outgoing``).  The cross-shard group takes the relayed pairs
-and floors in (``receive``) as matches of its own, step by step, each evaluated as it was
-where it was made.  ``relay`` holds the algorithm; these functions only read and write the
-shard's tables for it (``snapshot.LiveTables``, passed in), so ``purgatory`` keeps Kafka's
-operations and this one concept lives here.
-
 Invariant: nothing here holds state of its own; every table read or written is the one passed.
 """
 

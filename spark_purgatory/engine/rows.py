@@ -1,16 +1,10 @@
 """``Rows``: a table as named numpy columns of one length, the engine's working unit.
 
-Everything a call moves between the engine's steps (the rows its batch touches, the matches
-it makes, the outcomes it reports) and the small tables it keeps (``matches``, buffered
-``events``, ``relayed``) are ``Rows``: a dict of numpy arrays and a row count.  A pandas
-frame costs tens of microseconds to build and several to read a column from; a call makes
-dozens of them, so a 10-row call cost milliseconds whatever it did.  ``Rows`` costs what a
-dict costs; pandas is left to the engine's edges (``Purgatory.process`` takes frames in and
-hands frames out; ``Purgatory.tables`` and ``load_tables`` convert for the state layer).
+A call's steps pass ``Rows`` (a dict of arrays and a row count) rather than pandas frames,
+which cost far more to build and read; pandas stays at the engine's edges.
 
 Invariants: every column has ``len(rows)`` elements; a ``Rows`` is never modified in place
-once built (``assign``, ``take``, ``where`` and ``stack`` make new ones that may share
-columns), so sharing columns between them, or with a frame, is safe.
+once built, so sharing columns between them, or with a frame, is safe.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """A shard's live tables, and the plain form a state layer reads and gives back.
 
-``LiveTables`` is everything a shard holds between calls, as the engine holds it: one object
-that ``Purgatory`` owns and hands to the two hand-off protocols (``handoff``, ``registry``),
-so none of them reaches into another's attributes.
-
-The engine persists nothing (Kafka's purgatory does not either).  A state layer
-(``spark_purgatory.state``) reads the whole shard as plain tables (``tables``), puts a
-shard back from them (``load_tables``), and between the two asks what the big tables gained
-and lost (``take_changes``), so it can store only that.  The pending operations and their
-watchers come out as frames for people and tests, or as Arrow tables for storage
-(``tables(arrow=True)``: strings copied as bytes, never as Python objects); ``since`` gives
-only the rows registered from a handle on, what a save with segment files writes, so such a
-save costs what changed, not what is pending.  ``forward`` brings a live shard to a later
-version by what changed in between, so a worker that ran an earlier version catches up
-at the cost of the change.
+``LiveTables`` is everything a shard holds between calls, one object handed to Kafka's
+operations and the hand-off protocols.  A state layer reads the whole shard as plain tables
+(``plain``: frames, or Arrow tables for storage; ``since``: only the rows registered from a
+handle on), puts a shard back from them (``live_from``), or brings a live shard forward to a
+later version by what changed in between (``forward``), at the cost of the change.
 
 Invariant: ``live_from(plain(t))`` (either form) behaves exactly as the shard did.
 """

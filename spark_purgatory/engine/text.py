@@ -1,22 +1,12 @@
-"""Compact text columns: the shard's strings as one UTF-8 buffer and offsets (Arrow's layout).
+"""Compact text columns: strings as one UTF-8 buffer and offsets (Arrow's layout).
 
-A pending operation's op_id, its keys, its members and its payload were Python ``str``
-objects in numpy object arrays: an object header per string, plus a pointer, plus a list
-object per operation for its keys and another for its members: most of a shard's memory per
-operation (docs/engine-internals.md, "Compact strings").  A
-``TextColumn`` keeps the same strings as Arrow does: their UTF-8 bytes one after another in
-one ``uint8`` buffer and, per row, where each ends (``offsets``; int32 until the buffer
-passes 2 GiB, then int64).  A string costs its bytes and one offset.
-
-Rows are appended at the end (the buffer and the offsets grow by half when full, as
-``columns.Columns`` do: amortised O(1) per byte) and taken by position through Arrow
-(``take``: C++, no Python object per row); a column is rewritten only by ``compact``, which
-keeps the rows asked for, in order (its table's compaction).  Python strings are made only
-for rows that leave the engine or that a call compares (``objects``), never for the column.
+A ``TextColumn`` costs a string's bytes and one offset, where a Python ``str`` in an object
+array costs an object each.  Rows are appended at the end (growing by half when full) and
+taken by position through Arrow; Python strings are made only for the rows a call compares
+or hands out (``objects``).
 
 Invariants: ``offsets[0] == 0`` and the offsets never decrease; row ``i`` is
-``data[offsets[i]:offsets[i + 1]]``; a column holds no nulls (a missing value is a missing
-row of its table: ``pending.Pending``'s members and payloads).
+``data[offsets[i]:offsets[i + 1]]``; a column holds no nulls.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Kafka's Watchers: which pending operations watch which keys, and which events match them.
 
-Kafka keeps a ``Watchers`` list per key and walks it on ``checkAndComplete(key)``.  Here a
-watch row is one (operation, key) with the key's 64-bit hash (``watch_rows``); the pending
-operations' watch rows are indexed by that hash (``pending.Pending.watchers_of``), and the
-buffered events a new operation meets are found by a hash join (``buffered_pairs``,
-``arrays.equal_pairs``).  Equal hashes are always confirmed on the key
-strings.  An event found for an operation becomes a *match* if it lies in the operation's
-window (``matches_in_window``).
+A watch row is one (operation, key) with the key's 64-bit hash; events meet watchers by a
+hash join, always confirmed on the key strings.
 
 Invariants: a pair (event, operation) is a match only if the operation watches the event's
 key, the event is in its window (``o.ts <= e.ts < o.deadline``, or before ``o.ts`` for

@@ -1,29 +1,16 @@
 """Resolved windows: why an event nothing counted is ``after_resolution`` or ``no_operation``.
 
-An event that no operation counted is reported once the watermark passes it.  Its reason is
-``after_resolution`` exactly when it lies in the window of an operation that could have
-counted it and was completed without it: an operation watching the event's key (for a
-targeted event, the operation it names), with ``o.ts <= e.ts < o.deadline``.  Anything
-else, an event before every operation on its key or after their deadlines included, is
-``no_operation``.  Only *completed* operations matter: an expired operation counted every
-event of its window, and no event of it can come later (it would be behind the watermark).
-
-``ResolvedWindows`` keeps one row per (completed operation, watched key): the key's hash,
-the op_id's hash and the window, in ``columns.Columns`` indexed by key hash and by op_id
-hash, so a lookup costs the windows of the keys (or op_ids) looked up.  A window can hold no
-future event once the watermark reaches its end: ``retire(wm)`` forgets it then (logically
-at once, the rows in bulk when an eighth are due, as ``dedup`` and ``progress`` do).
+An unmatched event is ``after_resolution`` exactly when it lies in the window of a
+*completed* operation that could have counted it: one watching the event's key (for a
+targeted event, the one it names), with ``o.ts <= e.ts < o.deadline``; else
+``no_operation``.  (An expired operation counted every event of its window.)
 
 Worked example: ``a`` watches ``k`` over [100, 1100) and completes at 300.  An event on ``k``
-at 500 is ``after_resolution``; one at 50 is ``no_operation`` (no operation's window holds
-it), and so is one at 1200.
+at 500 is ``after_resolution``; one at 50 is ``no_operation``, and so is one at 1200.
 
-Keys and op_ids are compared by their 64-bit hashes only (no strings are kept): a collision,
-about 2^-64 a pair, could only change an unmatched event's reason, never an outcome.
-
-Invariant: ``covers`` answers from the windows whose end is past the last retirement's
-watermark; every event it is asked about lies at or after that watermark's predecessor
-(events are finalised before the retirement of the same call).
+``ResolvedWindows`` keeps one row per (completed operation, watched key) by hash only: a
+collision could change an unmatched event's reason, never an outcome.  A window is forgotten
+once the watermark reaches its end (the rows in bulk, when an eighth are due).
 """
 
 from __future__ import annotations
