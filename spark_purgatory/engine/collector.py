@@ -15,13 +15,8 @@ __all__ = ["collector_paused"]
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off inside, back as it was after.
-
-    For code that makes a container per row (a list of keys per operation: lists of text hold
-    no cycles): every 700 new containers the collector walks the young ones, every tenth time
-    the older ones too, all of them alive, which costs as much as making the lists
-    (docs/performance-history.md, "The operator's weight, seventh round").  Cyclic garbage made inside
-    waits for the next collection; reference counting frees the rest as before.
+    """Python's cyclic garbage collector off inside, back as it was after: a container per
+    row would make it walk them all, alive, every 700.  Cyclic garbage made inside waits.
 
     >>> with collector_paused():
     ...     gc.isenabled()

@@ -28,33 +28,27 @@ def resolved_rows(
     retention_ms: int,
     hashes: np.ndarray | None = None,
 ) -> Rows:
-    """Dedup rows (``RESOLVED``) for resolved op_ids: remembered for ``retention_ms`` of event
-    time after the later of their deadline and the watermark (``hashes``: the op_ids'
-    ``hash_strings``, if the caller has them)."""
+    """Dedup rows (``RESOLVED``) for resolved op_ids: remembered for ``retention_ms`` after the
+    later of their deadline and the watermark."""
     until = np.maximum(watermark, deadlines) + retention_ms
     hashes = hash_strings(op_ids) if hashes is None else hashes
     return Rows({"hash": hashes, "expire_at": until.astype(np.int64, copy=False)}, len(op_ids))
 
 
 class ResolvedTable:
-    """Op_ids resolved within the dedup retention (``tables.RESOLVED`` rows), by hash.
-
-    The same answers as a ``RESOLVED`` frame that gains ``resolved_rows`` and loses, at each
-    retirement, the rows whose ``expire_at`` the watermark reached (see the module docstring).
-    """
+    """Op_ids resolved within the dedup retention (``tables.RESOLVED`` rows), by hash; a
+    retirement forgets the rows whose ``expire_at`` the watermark reached."""
 
     _COLUMNS = {**RESOLVED, "handle": "int64", "epoch": "int64"}
 
     def __init__(self, frame: pd.DataFrame | Rows | None = None) -> None:
         self._rows = Columns(self._COLUMNS, indexed=("hash",))
         self._next = 0  # the next row's handle
-        self._epoch = 0  # retirements so far; a row's ``epoch``: the count when it was added
+        self._epoch = 0  # retirements so far, as of each row's add
         self._retired_wm = I64_MIN
         self._next_sweep = I64_MIN
         self._swept = 0
-        # the earliest ``expire_at`` remembered, once asked (``wakeup``), kept until a
-        # retirement forgets it: adding rows only lowers it, a retirement only forgets rows
-        # at or below its watermark (a read of every row per call otherwise)
+        # the earliest ``expire_at`` remembered, once asked, kept until a retirement forgets it
         self._earliest: int | None = None
         self._earliest_known = False
         if frame is not None and len(frame):
@@ -100,12 +94,11 @@ class ResolvedTable:
         return None if self._earliest is None else self._earliest + 1
 
     def retire(self, watermark: int) -> None:
-        """Forget the rows whose ``expire_at`` the watermark reached (logically now, the rows
-        in bulk)."""
+        """Forget the rows whose ``expire_at`` the watermark reached (the rows in bulk)."""
         self._retired_wm = max(self._retired_wm, int(watermark))
         self._epoch += 1
         if self._earliest is not None and self._earliest <= self._retired_wm:
-            self._earliest_known = False  # the earliest row is forgotten now
+            self._earliest_known = False
         grown = len(self._rows) >= 2 * max(self._swept, 1024)
         if len(self._rows) == 0 or (self._retired_wm < self._next_sweep and not grown):
             return

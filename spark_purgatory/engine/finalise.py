@@ -23,17 +23,15 @@ _NO_HANDLES = np.empty(0, dtype=np.int64)
 
 
 def in_window(t: LiveTables) -> np.ndarray:
-    """Which ``matches`` lie in their operation's window (the others: an ``offset``
-    operation's key progress from before it, which it does not count as matched)."""
+    """Which ``matches`` lie in their operation's window (not an ``offset`` key's earlier progress)."""
     if len(t.matches) == 0:
         return np.zeros(0, dtype=bool)
     return t.matches["ts"] >= t.pending.column("ts", t.matches["handle"])
 
 
 def finalise_events(t: LiveTables, wm: int, paired: np.ndarray, batch_id: int) -> tuple[Rows, Rows]:
-    """Take the events behind ``wm`` out of the buffer: fold them into key progress and
-    return (the ``unmatched_events`` rows of those nothing counted, the notices of those a
-    stub matched: ``paired``, their ``eseq``)."""
+    """Take the events behind ``wm`` out of the buffer into key progress; return the
+    ``unmatched_events`` rows of those nothing counted and the notices of the ``paired`` ones."""
     evs = t.events
     done = evs["ts"] < wm
     if not done.any():
@@ -41,7 +39,7 @@ def finalise_events(t: LiveTables, wm: int, paired: np.ndarray, batch_id: int) -
     final = evs.where(done)
     t.events = evs.where(~done)
     eseq = final["eseq"]
-    # a pending operation of this shard holds it: it counts (it is before any later crossing)
+    # held by a pending operation of this shard: it counts
     used = final["used"]
     if len(t.matches):
         used = used | isin(eseq, t.matches["eseq"][~relay_tables.of_stubs(t) & in_window(t)])

@@ -38,7 +38,7 @@ __all__ = ["pending_frame", "pending_count", "with_progress_text"]
 
 
 def pending_count(p: Purgatory) -> int:
-    """Pending operations this shard reports (its stubs excluded)."""
+    """Pending operations this shard reports (stubs excluded)."""
     return int((~p.tables().ops["stub"].to_numpy(bool)).sum())
 
 
@@ -51,8 +51,7 @@ def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: in
         batch_id: the micro-batch whose state ``p`` is, written to every row.
 
     Returns:
-        One row per pending operation (stubs excluded), in handle (arrival) order; times
-        (``ts``, ``deadline``, ``watermark``) as epoch ms.
+        One row per pending operation (stubs excluded), in arrival order; times as epoch ms.
     """
     t = p.tables()
     ops = rows_where(t.ops, ~t.ops["stub"].to_numpy(bool)).reset_index(drop=True)
@@ -69,7 +68,7 @@ def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: in
     result = evaluate(ops, matches, watch)
 
     pos = np.searchsorted(handles, matches["handle"].to_numpy(np.int64))
-    event = matches["eseq"].to_numpy(np.int64) != FLOOR_ESEQ  # a floor is a key's progress, no event
+    event = matches["eseq"].to_numpy(np.int64) != FLOOR_ESEQ
     values = np.nan_to_num(matches["value"].to_numpy(float), nan=0.0)
     value_sum = np.bincount(pos[event], weights=values[event], minlength=len(ops))
     wm = t.watermark if watermark_ms is None else int(watermark_ms)
@@ -112,10 +111,8 @@ def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: in
 
 def with_progress_text(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` (``contract.PENDING`` columns) with how far each operation is from its
-    condition: ``still_needed`` (the goal less the progress, in the condition's measure, never
-    below 0) and ``progress_text``, in words a person reads at a glance ("2 of 3 sources",
-    "1 of 3 members, missing a, c", "1 of 2 members, yet to report a, c", "sum 40 of 100",
-    "lowest key at 4 of 10", "matched").
+    condition: ``still_needed`` (the goal less the progress, never below 0) and
+    ``progress_text``, in words.
 
     >>> frame = pd.DataFrame({"condition": ["all", "count", "quorum"], "progress": [1.0, 2.0, 1.0],
     ...     "goal": [3.0, 3.0, 2.0], "matched_events": [1, 2, 2], "distinct_sources": [1, 2, 2],
@@ -161,7 +158,7 @@ def _lowest(offsets: object) -> str:
     """The lowest offset of an operation's keys ("none" before any)."""
     if offsets is None:
         return "none"
-    pairs = offsets.items() if isinstance(offsets, dict) else offsets  # Spark gives a dict, Arrow pairs
+    pairs = offsets.items() if isinstance(offsets, dict) else offsets  # Spark: a dict; Arrow: pairs
     values = [v for _, v in pairs if v is not None]  # type: ignore[union-attr]
     return _number(np.array([min(values)]))[0] if values else "none"
 
@@ -178,8 +175,7 @@ def _distinct_sources(n_ops: int, pos: np.ndarray, source: np.ndarray) -> np.nda
 def _offsets(
     ops: pd.DataFrame, offset: np.ndarray, matches: pd.DataFrame, watch: pd.DataFrame | None
 ) -> np.ndarray:
-    """Per ``offset`` operation, each watched key's highest offset so far (its progress when
-    the operation arrived, raised by the matched events and relayed floors); None for others."""
+    """Per ``offset`` operation, each watched key's highest offset so far; None for others."""
     out = np.full(len(ops), None, dtype=object)
     if watch is None or len(watch) == 0:
         return out
@@ -207,8 +203,7 @@ def _offsets(
 def _members_missing(
     ops: pd.DataFrame, of_members: np.ndarray, pos: np.ndarray, matches: pd.DataFrame
 ) -> np.ndarray:
-    """Per ``all`` or ``quorum`` operation (``of_members``), its members that have not reported
-    yet; None for others."""
+    """Per ``all`` or ``quorum`` operation, its members that have not reported yet; None for others."""
     out = np.full(len(ops), None, dtype=object)
     if not of_members.any():
         return out

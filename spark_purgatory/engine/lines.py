@@ -45,10 +45,8 @@ __all__ = [
 _STRINGS = re.compile(STRING_LITERAL)
 #: fields the job reads from their JSON text as whole numbers or times
 _SPELLED_FIELDS = read_as(TIME, WHOLE)
-#: fields the job reads as numbers or times: a constant (``NaN``, ``Infinity``) keeps its text
+#: fields where a constant (``NaN``, ``Infinity``) keeps its text
 _NUMBER_FIELDS = read_as(TIME, WHOLE, NUMBER)
-
-
 #: what JSON counts as white space before a value
 _BLANK = " \t\n\r"
 
@@ -90,9 +88,8 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _encodable(value: object) -> object:
-    """``value`` with each lone surrogate in its strings replaced by ``?``, as Spark's reader
-    has it (Java's UTF-8 encoder writes ``?`` for a character it cannot encode): no text
-    that UTF-8, and so Arrow, cannot hold."""
+    """``value`` with each lone surrogate in its strings replaced by ``?``, as Java's UTF-8
+    encoder writes it."""
     if isinstance(value, str):
         return _LONE_SURROGATE.sub("?", value)
     if isinstance(value, list):
@@ -103,8 +100,8 @@ def _encodable(value: object) -> object:
 
 
 def _read(name: str, value: object) -> object:
-    """A field's value as the validator takes it: a number keeps its text where the job
-    reads the text (module docstring), a float elsewhere."""
+    """A field's value as the validator takes it: a number keeps its text where the job reads
+    the text, a float elsewhere."""
     if not isinstance(value, _Spelled):
         return value
     spelled = name in _SPELLED_FIELDS or (isinstance(value, _Constant) and name in _NUMBER_FIELDS)
@@ -113,12 +110,12 @@ def _read(name: str, value: object) -> object:
 
 def nested_deeper(text: str, depth: int) -> bool:
     """Does ``text`` nest arrays and objects deeper than ``depth``?  Brackets inside strings do
-    not count; unbalanced text is measured all the same (the deepest running count).
+    not count.
 
     >>> nested_deeper('{"a": [[1]], "b": "[[[["}', 3), nested_deeper('{"a": [[1]]}', 2)
     (False, True)
     """
-    if text.count("[") + text.count("{") <= depth:  # too few openers: the common case, cheap
+    if text.count("[") + text.count("{") <= depth:
         return False
     brackets = np.frombuffer(_STRINGS.sub("", text).encode("utf-8"), dtype=np.uint8)
     steps = np.isin(brackets, (ord("["), ord("{"))).astype(np.int64)
@@ -127,7 +124,7 @@ def nested_deeper(text: str, depth: int) -> bool:
 
 
 def poison(text: str, limits: InputLimits) -> str | None:
-    """The reason a line is poison, never to be parsed (module docstring), else None."""
+    """The reason a line is poison, never to be parsed (``record_too_large``, ``too_deep``)."""
     if len(text) > limits.record_bytes // 4 and len(text.encode("utf-8")) > limits.record_bytes:
         return RECORD_TOO_LARGE
     if nested_deeper(text, limits.depth):
@@ -136,9 +133,8 @@ def poison(text: str, limits: InputLimits) -> str | None:
 
 
 def json_lines(lines: Iterable[str | bytes], *, limits: InputLimits | None = None) -> pd.DataFrame:
-    """One row per line: its fields (object columns, values as JSON gave them), ``raw`` (the
-    line's text), ``MALFORMED_COLUMN`` and ``POISON_COLUMN`` (a poison line is not parsed:
-    ``limits``, the defaults when None).
+    """One row per line: its fields, ``raw``, ``MALFORMED_COLUMN`` and ``POISON_COLUMN``
+    (``limits``: the defaults when None).
 
     >>> f = json_lines(['{"op_id": "a", "ts": 5.0}', b"not json"])
     >>> f[["op_id", "ts", "raw", "_malformed"]].values.tolist()
@@ -159,14 +155,14 @@ def json_lines(lines: Iterable[str | bytes], *, limits: InputLimits | None = Non
 
 
 def poisoned(frame: pd.DataFrame, reason: str) -> np.ndarray:
-    """Which rows are poison lines of ``reason`` (none when the frame came otherwise)."""
+    """Which rows are poison lines of ``reason``."""
     if POISON_COLUMN not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
     return frame[POISON_COLUMN].eq(reason).to_numpy()
 
 
 def malformed(frame: pd.DataFrame) -> np.ndarray:
-    """Which rows are lines that were no JSON object (none when the frame came otherwise)."""
+    """Which rows are lines that were no JSON object."""
     if MALFORMED_COLUMN not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
     return frame[MALFORMED_COLUMN].eq(True).to_numpy()  # rows that came otherwise: NaN

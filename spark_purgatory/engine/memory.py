@@ -25,15 +25,11 @@ import pyarrow as pa
 __all__ = ["MAPPED_BYTES", "RELEASE_BYTES", "RELEASE_ROWS"]
 __all__ += ["empty", "copy_of", "mapped_bytes", "bulk", "due", "release"]
 
-#: arrays of at least this many bytes get their own mapping: a big table's columns and its
-#: biggest index runs.  A mapping's pages are new, so the first write to each costs a page
-#: fault, which the heap's reused pages do not: smaller arrays (small tables growing, index
-#: runs merged on most calls) stay in the heap, where that churn is cheap.
+#: arrays of at least this many bytes get their own mapping (a new mapping's pages fault on
+#: first write: smaller arrays, remade often, stay in the heap)
 MAPPED_BYTES = 4 * 1024 * 1024
-#: ``due`` once this many bytes were mapped since the last release (a big table grew,
-#: compacted or merged an index run: its temporaries were about as big)...
+#: ``due`` once this many bytes were mapped since the last release, or a call took this many rows
 RELEASE_BYTES = 32 * 1024 * 1024
-#: ... or a call took this many rows (operations and events: its frames' temporaries)
 RELEASE_ROWS = 32_768
 
 _mapped = 0  # bytes mapped since the last ``release``
@@ -42,8 +38,7 @@ _live = 0  # bytes in mappings not yet unmapped
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None (macOS, musl, Windows: their allocators return freed
-    memory themselves, or have no such call)."""
+    """glibc's ``malloc_trim``, or None where there is none."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         return libc.malloc_trim
@@ -75,8 +70,7 @@ def _unmapped(nbytes: int) -> None:
 
 
 def mapped_bytes() -> int:
-    """Bytes in the mappings of arrays alive now (their capacity: pages never written
-    included, which cost no memory)."""
+    """Bytes in the mappings of arrays alive now (pages never written included)."""
     return _live
 
 
@@ -88,20 +82,18 @@ def copy_of(values: np.ndarray) -> np.ndarray:
 
 
 def bulk(rows: int) -> None:
-    """A step of a call worked on ``rows`` rows of a table at once (an index built for a
-    backlog's rows on its first read): the call's temporaries were that big (``due``)."""
+    """A step of a call worked on ``rows`` rows of a table at once (counts towards ``due``)."""
     global _bulk
     _bulk += rows
 
 
 def due(rows: int) -> bool:
-    """Whether a call that took ``rows`` rows should ``release`` (see the module docstring)."""
+    """Whether a call that took ``rows`` rows should ``release``."""
     return rows + _bulk >= RELEASE_ROWS or _mapped >= RELEASE_BYTES
 
 
 def release() -> None:
-    """Hand the allocators' free memory back to the operating system (Arrow's pool, and
-    glibc's heap where there is one)."""
+    """Hand the allocators' free memory back to the operating system."""
     global _mapped, _bulk
     _mapped = _bulk = 0
     pa.default_memory_pool().release_unused()

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NO_REGISTRY", "away", "claims_of", "decide", "release", "settle"]
 
-#: an operation's ``registry`` when the host gives none: decided where it is (one purgatory)
+#: an operation's ``registry`` when the host gives none: decided where it is
 NO_REGISTRY = -1
 
 
@@ -60,28 +60,16 @@ def decide(
     watermark: int,
     retention_ms: int,
 ) -> tuple[np.ndarray, Rows, Rows]:
-    """The registry's decisions for one call.
+    """The registry's decisions for one call, on this shard's own admitted operations
+    (``own``, in input order) and other homes' ``claims``; ``remembered`` /
+    ``claim_remembered``: per row, is its op_id remembered here already?
 
-    Args:
-        own: this shard's admitted operations whose registry it is (``op_id``, ``ohash``,
-            ``ts``, ``deadline``), in input order.
-        claims: other homes' claims (``CLAIMS`` rows) for op_ids this shard registers.
-        shard: this shard's number (its own copies' home).
-        remembered: per ``own`` row, is its op_id remembered here already (pending or within
-            the retention)?  (``batch.admit`` refused those; passed for symmetry: usually False.)
-        claim_remembered: the same per claim.
-        watermark, retention_ms: a winning claim is remembered until the retention after the
-            later of its deadline and the watermark.
-
-    Returns:
-        per ``own`` row, whether it is admitted; the verdicts for the claiming homes
-        (``VERDICTS`` rows, one per (op_id, home)); the ``RESOLVED`` rows to remember the
-        winning claims by.
+    Returns per ``own`` row whether it is admitted, the ``VERDICTS`` for the claiming homes
+    (one per (op_id, home)), and the ``RESOLVED`` rows that remember the winning claims.
     """
     n_own, n_claims = len(own), len(claims)
     if n_claims == 0:
         return ~remembered, Rows.empty(VERDICTS), Rows.empty(RESOLVED)
-    # every copy's op_id as a number (one pass over the strings), then numpy on the numbers
     op_ids = np.concatenate([own["op_id"].astype(object), claims["op_id"].astype(object)])
     codes, uniques = pd.factorize(op_ids, use_na_sentinel=False)
     ts = np.concatenate([own["ts"], claims["ts"]]).astype(np.int64)
@@ -116,10 +104,8 @@ def decide(
 
 def release(parked: Rows, verdicts: Rows | None, shard: int) -> tuple[Rows, Rows, Rows]:
     """The parked operations, given the verdicts addressed here: (admitted, refused, still
-    parked).  ``verdicts`` None: none received yet, all stay parked.  A parked operation the
-    verdicts received do not name is admitted: its registry saw it late (only a watermark
-    that differs between shards, never Spark's, can do that), and an operation without an
-    outcome would be worse than a second copy."""
+    parked); ``verdicts`` None: all stay parked.  One the verdicts do not name is admitted:
+    an operation without an outcome would be worse than a second copy."""
     if len(parked) == 0:
         return parked, parked, parked
     if verdicts is None:
@@ -141,7 +127,6 @@ def claims_of(claims: pd.DataFrame | None) -> Rows:
     return Rows.of(claims[list(CLAIMS)], CLAIMS)
 
 
-#: what a parked operation keeps, and what registering needs of it (``tables.ops_rows``)
 _REGISTERED = [*PARKED, "ohash"]
 
 
@@ -154,10 +139,9 @@ def settle(
     verdicts: pd.DataFrame | None,
     wm: int,
 ) -> tuple[Rows, Rows, list[pd.DataFrame], Rows]:
-    """One call's registry work on the admitted operations ``ops``: returns the operations
-    to register now, the parked ones released by their verdicts (to register first: they
-    arrived in an earlier call), the rows rejected ``duplicate_op_id``, and this shard's
-    verdicts for the homes that claimed its op_ids."""
+    """One call's registry work on the admitted ``ops``: the operations to register now, the
+    parked ones released (to register first), the rows rejected ``duplicate_op_id``, and this
+    shard's verdicts on the claims of its op_ids."""
     rejected: list[pd.DataFrame] = []
     answers = None if verdicts is None else Rows.of(verdicts, VERDICTS)
     released, refused, still = release(t.parked, answers, -1 if shard is None else shard)

@@ -35,11 +35,7 @@ __all__ = ["LiveTables", "live_from", "forward", "plain"]
 
 @dataclass
 class LiveTables:
-    """A shard's tables between calls (``Purgatory`` owns one; ``tables.ShardTables`` is their
-    plain form): the pending operations and their watchers, remembered resolved op_ids,
-    matches, buffered events (with their keys' hashes), relayed pairs awaiting notices, key
-    progress, resolution windows, parked operations, operations due, the wheel, the
-    watermarks and the next handle and event sequence number, and the change log."""
+    """A shard's tables between calls (``tables.ShardTables`` is their plain form)."""
 
     pending: Pending
     resolved: dedup.ResolvedTable
@@ -58,10 +54,8 @@ class LiveTables:
     changes: ChangeLog
 
     def next_expiration(self) -> int:
-        """Earliest pending deadline (for the GroupState timeout), ``NO_EXPIRATION`` if none.
-
-        Buffered events also need the watermark to pass them, so their earliest time counts.
-        """
+        """Earliest pending deadline or buffered event's time the watermark must pass
+        (``NO_EXPIRATION`` if none)."""
         times = [self.wheel.next_expiration()]
         if len(self.due):
             times.append(self.watermark)
@@ -70,8 +64,7 @@ class LiveTables:
         return min(times)
 
     def next_wakeup(self) -> int:
-        """When this shard next has work even without input: an expiry, an event to finalise,
-        or retained progress / dedup entries to forget (``NO_EXPIRATION`` if never)."""
+        """When this shard next has work even without input (``NO_EXPIRATION`` if never)."""
         times = [self.next_expiration()]
         keys_wakeup = self.keys.wakeup()
         if keys_wakeup is not None:
@@ -90,12 +83,12 @@ class LiveTables:
             or len(self.relayed)
             or len(self.windows)
             or len(self.parked)
-            or len(self.resolved)  # last: these two count
+            or len(self.resolved)  # last: these two count their rows
             or len(self.keys)
         )
 
     def mark_used(self, eseqs: np.ndarray) -> None:
-        """Operations of this shard counted these events (here, or relayed: ``relay.absorb``)."""
+        """Operations of this shard counted these events (buffered or relayed)."""
         if eseqs.size and len(self.events):
             hit = isin(self.events["eseq"], eseqs)
             if hit.any():
@@ -103,9 +96,8 @@ class LiveTables:
         self.relayed = relay.absorb(self.relayed, eseqs)
 
     def forget_resolved(self, wm: int) -> None:
-        """Forget the resolved op_ids whose dedup retention this micro-batch's watermark
-        reached, before its operations are admitted: a re-send is judged at the watermark of
-        the micro-batch it arrives in (docs/contract.md), not at the previous one's."""
+        """Forget the resolved op_ids whose retention ``wm`` reached, before a call admits its
+        operations: a re-send is judged at its own micro-batch's watermark."""
         self.resolved.retire(wm)
 
     def retire(self, wm: int) -> None:
@@ -117,15 +109,10 @@ class LiveTables:
 
 
 def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None, small: bool = True) -> ShardTables:
-    """The whole state as plain tables: the pending operations and their watchers copied
-    out of the engine's columns (in handle order; ``arrow``: as ``pending.OPS_ARROW`` and
-    ``WATCH_ARROW`` tables, with no Python string made), the small tables as they are
-    (read them, never modify them).  ``since`` (with ``arrow``): only the operations and
-    watchers registered from that handle on, no dedup rows (``take_changes`` lists
-    the new ones) and no windows (``Purgatory.windows_added`` gives those added since a
-    mark, or all): what a save that extends segment files needs (it writes the windows
-    whole only now and then).  ``small`` False: the big tables only (``BIG_TABLES``), the
-    small ones empty: what a compaction writes, without copying or sorting the rest."""
+    """The whole state as plain tables (read them, never modify them): the pending operations
+    and watchers in handle order, as frames or (``arrow``) as ``OPS_ARROW`` / ``WATCH_ARROW``
+    tables.  ``since`` (with ``arrow``): only the operations and watchers registered from
+    that handle on, and no dedup rows or windows.  ``small`` False: the small tables empty."""
     if since is not None and not arrow:
         raise ValueError("tables(since=...) gives Arrow tables: pass arrow=True")
     ops, watch = t.pending.arrow(since) if arrow else t.pending.frames()
@@ -156,9 +143,8 @@ def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None, small
 
 
 def live_from(t: ShardTables, config: PurgatoryConfig, changes: ChangeLog) -> LiveTables:
-    """The live tables of plain ``t`` (``ops`` and ``watch`` in any order, frames or Arrow
-    tables); a ``wheel`` of None is rebuilt from the pending deadlines.  ``changes`` restarts:
-    every row counts as added."""
+    """The live tables of plain ``t`` (frames or Arrow tables); a ``wheel`` of None is rebuilt
+    from the pending deadlines.  ``changes`` restarts: every row counts as added."""
     pending = Pending(t.ops, t.watch)
     due = t.due
     wheel = t.wheel
@@ -193,18 +179,15 @@ def forward(
     *,
     windows_added: pd.DataFrame | None = None,
 ) -> bool:
-    """Bring ``live`` forward to a later version of the same shard, given what changed in
-    between: the operations and watchers ``added`` (``OPS_ARROW``, ``WATCH_ARROW``; handles
-    above every pending one, alive in the later version), the handles ``removed``, the dedup
-    rows added, and the later version's small tables, scalars and ``due`` (``to``'s big tables
-    are not read).  Costs the change, not the pending operations.  False when the timing
-    wheel disagrees with ``to``: ``live`` is then unusable (load the version whole).
+    """Bring ``live`` forward to a later version ``to`` of the same shard, given what changed in
+    between: the operations and watchers ``added`` (``OPS_ARROW``, ``WATCH_ARROW``), the
+    handles ``removed``, the dedup rows added, and ``to``'s small tables and scalars (its big
+    tables are not read).  False when the timing wheel disagrees with ``to``: ``live`` is then
+    unusable.  With ``windows_added``, the live windows gain those instead of taking
+    ``to.windows``.
 
-    The wheel keeps its invariant, every pending operation not due: the removed ones and those
-    due now leave it, the added ones not due join it, and its clock moves to ``to``'s
-    without a single expiry (an operation alive and not due in the later version has a later
-    deadline).  With ``windows_added`` (``WINDOWS`` rows) the completed operations' windows
-    are the live ones and those, retired at ``to``'s watermark, and ``to.windows`` is not read."""
+    The wheel keeps every pending operation not due, and moves to ``to``'s clock without a
+    single expiry (an operation alive and not due in ``to`` has a later deadline)."""
     ops, watch = added
     leaving = distinct(np.concatenate([removed, to.due]).astype(np.int64))
     leaving = leaving[live.pending.contains(leaving) & ~isin(leaving, live.due)]
@@ -226,7 +209,7 @@ def forward(
     windows = live.windows
     for name, table in _small(to, config).items():
         setattr(live, name, table)
-    if windows_added is not None:  # the live windows, and the change
+    if windows_added is not None:
         w = {c: windows_added[c].to_numpy() for c in ("khash", "ohash", "start", "end")}
         windows.add(w["khash"], w["ohash"], w["start"], w["end"])
         windows.retire(to.retired_wm)

@@ -21,18 +21,18 @@ __all__ = ["TextColumn", "as_text", "lists_of", "object_column"]
 _MIN_ROWS = 64
 _MIN_BYTES = 1024
 _I32_MAX = np.iinfo(np.int32).max
-_GROWTH = 1.5  # as ``columns.GROWTH`` (not imported: ``columns`` imports this module)
+_GROWTH = 1.5  # as ``columns.GROWTH``
 
 
 def as_text(values: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Strings (an object array of ``str``, or an Arrow string array) as one Arrow string array."""
+    """Strings (``str`` objects or an Arrow string array) as one Arrow string array."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     if not isinstance(values, pa.Array):
         values = np.asarray(values, dtype=object)
-        try:  # text and None: the plain conversion, cheaper than pandas' NaN check (engine-internals.md)
+        try:  # the plain conversion, cheaper than pandas' NaN check
             values = pa.array(values, type=pa.string())
-        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a float NaN among them: null, as pandas reads it
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a float NaN: null, as pandas reads it
             values = pa.array(values, type=pa.string(), from_pandas=True)
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
@@ -42,7 +42,7 @@ def as_text(values: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def _buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """An Arrow string array's offsets (its own rows only, from 0) and the bytes they index."""
+    """An Arrow string array's offsets (from 0) and the bytes they index."""
     width = np.int64 if pa.types.is_large_string(values.type) else np.int32
     _, offsets_buf, data_buf = values.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=width)[values.offset : values.offset + len(values) + 1]
@@ -54,7 +54,7 @@ def _buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 class TextColumn:
-    """Strings in Arrow's layout with spare capacity (see the module docstring).
+    """Strings in Arrow's layout with spare capacity.
 
     >>> t = TextColumn()
     >>> t.append(np.array(["ab", "", "çd"], dtype=object))
@@ -74,7 +74,7 @@ class TextColumn:
 
     @property
     def nbytes_used(self) -> int:
-        """Bytes the rows occupy (their text and offsets; spare capacity not counted)."""
+        """Bytes the rows occupy (no spare capacity)."""
         return int(self._offsets[self._n]) + (self._n + 1) * self._offsets.itemsize
 
     def append(self, values: np.ndarray | pa.Array | pa.ChunkedArray) -> None:
@@ -101,12 +101,11 @@ class TextColumn:
             width, n, [None, pa.py_buffer(self._offsets[: n + 1]), pa.py_buffer(self._data[:end])]
         )
         if positions is None:
-            return view.take(pa.array(np.arange(n, dtype=np.int64)))  # a copy: the view is ours
+            return view.take(pa.array(np.arange(n, dtype=np.int64)))  # a copy
         return view.take(pa.array(np.asarray(positions, dtype=np.int64)))
 
     def objects(self, positions: np.ndarray) -> np.ndarray:
-        """The rows at ``positions`` as Python ``str`` (an object array): for the few rows a
-        call compares or hands out."""
+        """The rows at ``positions`` as Python ``str`` (an object array)."""
         if len(positions) == 0:
             return np.empty(0, dtype=object)
         return self.arrow(positions).to_numpy(zero_copy_only=False)
@@ -141,10 +140,8 @@ class TextColumn:
 
 
 def lists_of(lengths: np.ndarray, flat: np.ndarray) -> np.ndarray:
-    """An object array of Python lists: row ``i`` the next ``lengths[i]`` items of ``flat``.
-
-    One ``tolist`` per distinct length (operations have one key, or a few), not a Python
-    step per row.
+    """An object array of Python lists: row ``i`` the next ``lengths[i]`` items of ``flat``
+    (one ``tolist`` per distinct length).
 
     >>> lists_of(np.array([1, 0, 2]), np.array(["a", "b", "c"], dtype=object)).tolist()
     [['a'], [], ['b', 'c']]
@@ -168,6 +165,6 @@ def _empties(n: int) -> list[list]:
 
 
 def object_column(values: list) -> np.ndarray:
-    """Python objects (lists among them) as a one-dimensional object array: ``np.array`` would
-    make a list of equal-length lists a two-dimensional one."""
+    """Python objects (lists among them) as a one-dimensional object array (``np.array`` would
+    make equal-length lists two-dimensional)."""
     return np.fromiter(values, dtype=object, count=len(values))

@@ -44,14 +44,13 @@ class ResolvedWindows:
 
     def add(self, khash: np.ndarray, ohash: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
         """Remember the windows [start, end) of completed operations (one row per watched key)."""
-        keep = end > np.maximum(start, self._retired_wm)  # an empty or passed window holds nothing
+        keep = end > np.maximum(start, self._retired_wm)
         if keep.any():
             self._append({"khash": khash[keep], "ohash": ohash[keep], "start": start[keep], "end": end[keep]})
 
     def covers(self, lost: Rows) -> np.ndarray:
-        """Per event (``khash``, ``ts``, ``op_id``): does a completed operation's window hold it?
-        Untargeted events look at every window of their key, targeted ones at their own
-        operation's windows on that key."""
+        """Per event (``khash``, ``ts``, ``op_id``): does a completed operation's window hold it
+        (for a targeted event, the window of the operation it names)?"""
         out = np.zeros(len(lost), dtype=bool)
         if len(lost) == 0 or len(self._rows) == 0:
             return out
@@ -76,10 +75,9 @@ class ResolvedWindows:
         return out
 
     def _by_key(self, khash: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        """Per (key hash, time): is it inside a window of its key?  The windows of the keys
-        asked and the asked times are sorted together by (key, time), a window before a time
-        it starts at; a time is covered when the latest end among its key's windows before it
-        lies after it (a running max of the ends, per key)."""
+        """Per (key hash, time): is it inside a window of its key?  Windows and times sorted
+        together by (key, time): a time is covered when the running max of its key's window
+        ends before it lies after it."""
         _, pos = self._rows.lookup("khash", np.unique(khash))
         pos = pos[self._kept(pos)]
         out = np.zeros(khash.size, dtype=bool)
@@ -93,7 +91,6 @@ class ResolvedWindows:
             (np.r_[np.zeros(n_w, np.int8), np.ones(khash.size, np.int8)], np.r_[w_start, ts], key)
         )
         is_window = order < n_w
-        # the running max of the ends, restarted at each key, in that order
         ends = np.where(is_window, np.r_[w_end, np.zeros(khash.size, np.int64)][order], I64_MIN)
         reach = pd.Series(ends).groupby(key[order]).cummax().to_numpy()
         asked = order[~is_window] - n_w
@@ -109,20 +106,16 @@ class ResolvedWindows:
 
     @property
     def mark(self) -> int:
-        """Where the windows remembered from now on start (``added``)."""
+        """The mark from which ``added`` gives the windows remembered from now on."""
         return self._next
 
     def added(self, mark: int) -> pd.DataFrame:
         """The windows remembered from ``mark`` on and still kept, in the order they came."""
-        pos = self._rows.since(mark)  # the newest rows only (handles grow with the rows)
+        pos = self._rows.since(mark)
         return self._rows.frame(pos[self._kept(pos)], list(WINDOWS))
 
-    def wakeup(self) -> int | None:
-        """None: forgetting a window changes no answer, so it never needs a micro-batch."""
-        return None
-
     def retire(self, watermark: int) -> None:
-        """Forget the windows the watermark reached the end of (no event can fall in them now)."""
+        """Forget the windows whose end the watermark reached."""
         self._retired_wm = max(self._retired_wm, int(watermark))
         if len(self._rows) == 0 or self._retired_wm < self._next_sweep:
             return
