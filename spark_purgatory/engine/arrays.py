@@ -273,7 +273,6 @@ def hash_strings(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def _utf8_bytes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """An Arrow string array's rows as ``bytes`` (None for a null), in an object array."""
     target = pa.large_binary() if pa.types.is_large_string(values.type) else pa.binary()
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         values = values.cast(target)  # the same buffers, read as bytes

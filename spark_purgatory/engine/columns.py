@@ -38,11 +38,12 @@ from .arrays import equal_ranges, expand_ranges, hash_strings, search
 from .rows import Rows
 from .text import TextColumn
 
-__all__ = ["Columns", "HashIndex"]
+__all__ = ["Columns", "HashIndex", "Retiring"]
 
 _MIN_CAPACITY = 64
 _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)
+_I64_MIN = int(np.iinfo(np.int64).min)
 _SORT_PROBES = 256  # more probes than this are sorted before a lookup
 _KEEP_MAX = 1 << 17  # answers for more handles than this are not kept (``Columns._keep``)
 TEXT = "text"  #: the dtype of a ``TextColumn``
@@ -187,12 +188,10 @@ class HashIndex:
 
 
 def _run(hashes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Filter]:
-    """A run: its hashes (sorted), their rows and its filter."""
     return hashes, rows, _Filter(hashes)
 
 
 def _taken(values: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``values[order]``, in ``memory.empty`` storage."""
     return np.take(values, order, out=memory.empty(order.size, values.dtype))
 
 
@@ -255,11 +254,9 @@ class Columns:
         return self._cols[name][: self._n]
 
     def text(self, name: str, positions: np.ndarray) -> np.ndarray:
-        """The rows at ``positions`` of a text column, as Python strings (an object array)."""
         return self._texts[name].objects(positions)
 
     def arrow(self, name: str, positions: np.ndarray) -> pa.Array:
-        """The rows at ``positions`` of a column as an Arrow array (text without Python strings)."""
         if name in self._texts:
             return self._texts[name].arrow(positions)
         return pa.array(self._get(name, positions))
@@ -284,11 +281,6 @@ class Columns:
         return self._n * fixed + sum(t.nbytes_used for t in self._texts.values()) + runs + sparse
 
     @property
-    def capacity(self) -> int:
-        """Rows the numeric columns have room for (spare room included)."""
-        return self._alive.size
-
-    @property
     def alive(self) -> np.ndarray:
         return self._alive[: self._n]
 
@@ -303,7 +295,6 @@ class Columns:
         return self._keep("positions", handles, search(self.column("handle"), handles))[0]
 
     def _kept_answer(self, kind: str, handles: np.ndarray) -> tuple[np.ndarray, ...] | None:
-        """The answer kept for ``kind`` if asked of the same handles since the last change."""
         kept = self._kept.get(kind)
         if kept is None or kept[0].shape != handles.shape or not np.array_equal(kept[0], handles):
             return None
@@ -318,7 +309,6 @@ class Columns:
         return answer
 
     def contains(self, handles: np.ndarray) -> np.ndarray:
-        """Per handle: is there a live row with it?"""
         if self._n == 0 or handles.size == 0:
             return np.zeros(handles.size, bool)
         pos = np.minimum(self.positions(handles), self._n - 1)
@@ -350,7 +340,6 @@ class Columns:
         return probe[live], pos[live]
 
     def frame(self, positions: np.ndarray | None = None, columns: list[str] | None = None) -> pd.DataFrame:
-        """The rows at ``positions`` (default: every live row, in handle order) as a frame."""
         return self.rows(positions, columns).to_frame()
 
     def rows(self, positions: np.ndarray | None = None, columns: list[str] | None = None) -> Rows:
@@ -448,7 +437,6 @@ class Columns:
             self._resize(max(rows, int(GROWTH * self._alive.size)))
 
     def _resize(self, capacity: int) -> None:
-        """New storage (``memory.empty``: spare room costs nothing until written)."""
         for name, col in self._cols.items():
             new = memory.empty(capacity, col.dtype)
             new[: self._n] = col[: self._n]
@@ -503,8 +491,57 @@ class _Sparse:
         self._n = keep.size
 
 
+class Retiring:
+    """A ``Columns`` table whose rows a retirement watermark forgets: logically at once (each
+    subclass's ``_remembered``), physically in bulk once the watermark reaches the ``_due``
+    time of an eighth of the rows left (or, with ``regrow``, once they doubled).  With
+    ``epochs``, a row added or touched since the last retirement is remembered."""
+
+    def __init__(
+        self, dtypes: Mapping[str, str], indexed: tuple[str, ...], *, epochs: bool, regrow: bool
+    ) -> None:
+        self._epochs, self._regrow = epochs, regrow
+        self._rows = Columns({**dtypes, "handle": "int64", **({"epoch": "int64"} if epochs else {})}, indexed)
+        self._next = 0  # the next row's handle
+        self._epoch = 0  # retirements so far
+        self._retired_wm = _I64_MIN
+        self._next_sweep = _I64_MIN
+        self._swept = 0  # rows left by the last sweep
+
+    def __len__(self) -> int:
+        return int(self._remembered(self._rows.live_positions()).sum()) if len(self._rows) else 0
+
+    def _append(self, columns: Mapping[str, np.ndarray]) -> None:
+        n = len(next(iter(columns.values())))
+        extra = {"epoch": np.full(n, self._epoch, np.int64)} if self._epochs else {}
+        self._rows.append(
+            {**columns, "handle": np.arange(self._next, self._next + n, dtype=np.int64), **extra}
+        )
+        self._next += n
+
+    def retire(self, watermark: int) -> None:
+        """Forget the rows ``watermark`` makes useless (logically now, the rows in bulk)."""
+        self._retired_wm = max(self._retired_wm, int(watermark))
+        self._epoch += 1
+        grown = self._regrow and len(self._rows) >= 2 * max(self._swept, 1024)
+        if len(self._rows) == 0 or (self._retired_wm < self._next_sweep and not grown):
+            return
+        pos = self._rows.live_positions()
+        forgotten = ~self._remembered(pos)
+        due = self._due(pos[~forgotten])  # before the kill, which may move rows
+        self._rows.kill(pos[forgotten])
+        self._swept = due.size
+        self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8]) if due.size else _I64_MIN
+
+    def _remembered(self, pos: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _due(self, pos: np.ndarray) -> np.ndarray:
+        """The last watermark at which each row is still remembered."""
+        raise NotImplementedError
+
+
 def _grown(values: np.ndarray, n: int, capacity: int) -> np.ndarray:
-    """``values``' first ``n`` elements in new storage of ``capacity``."""
     new = memory.empty(capacity, values.dtype)
     new[:n] = values[:n]
     return new

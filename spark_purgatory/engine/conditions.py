@@ -81,13 +81,7 @@ class Evaluation:
 
 def _group_starts(group: np.ndarray) -> np.ndarray:
     """Index of the first row of each run of equal values in a sorted array, per row."""
-    n = group.size
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    new = np.empty(n, dtype=bool)
-    new[0] = True
-    new[1:] = group[1:] != group[:-1]
-    return np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    return np.maximum.accumulate(np.where(run_starts(group), np.arange(group.size), 0))
 
 
 def _grouped_cumsum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -124,7 +118,6 @@ def may_hold_unmatched(cond: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 
 def _counts_up(cond: np.ndarray) -> np.ndarray:
-    """The conditions whose measure climbs from 0 to a ``target``."""
     return (cond == COUNT) | (cond == SUM) | (cond == QUORUM)
 
 
@@ -169,8 +162,6 @@ def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluati
 
 
 class _Sorted(NamedTuple):
-    """Match columns sorted by (handle, ts, eseq)."""
-
     handle: np.ndarray
     ts: np.ndarray
     eseq: np.ndarray
@@ -382,7 +373,6 @@ def _offset_outcomes(
 
 
 def _col(table, name: str, dtype=None) -> np.ndarray:
-    """A column of ``table`` (``Rows`` or a pandas frame) as a numpy array."""
     return np.asarray(table[name], dtype=dtype)
 
 

@@ -45,12 +45,10 @@ class DelayedOperations:
         self.load(t)
 
     def load(self, t: LiveTables) -> None:
-        """Work on ``t`` from now on (a state loaded whole)."""
         self.t = t
         self._unscheduled_from: int | None = None  # handles from here on wait for the wheel
 
     def take_outcomes(self) -> list[Rows]:
-        """The outcome rows reported since the last take."""
         outcomes, self.outcomes = self.outcomes, []
         return outcomes
 
@@ -217,7 +215,6 @@ class DelayedOperations:
         self._purge(handles, rows)
 
     def _on_complete(self, rows: Rows, status: str) -> None:
-        """Kafka's ``onComplete``: the outcome rows of resolved operations."""
         rows = self.t.pending.with_keys(rows)  # still pending: ``purge`` follows
         op_ts, resolved_at = rows["ts"], rows["resolved_at"].astype(np.int64, copy=False)
         columns = {
@@ -294,7 +291,6 @@ class DelayedOperations:
         return distinct(new["handle"]), ops
 
     def _evaluate(self, handles: np.ndarray, ops: Rows) -> Evaluation:
-        """``conditions.evaluate`` for these (sorted) handles."""
         matches = self.t.matches
         if len(matches):
             matches = matches.where(among(matches["handle"], handles))

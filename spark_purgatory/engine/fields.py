@@ -255,7 +255,6 @@ def _floats(column: pd.Series) -> np.ndarray:
 
 
 def _na(column: pd.Series) -> np.ndarray:
-    """Which values of a typed column are missing."""
     dtype = column.dtype
     if isinstance(dtype, np.dtype) and dtype.kind in "iub":
         return np.zeros(len(column), dtype=bool)
@@ -473,7 +472,6 @@ def _to_ms(strings: np.ndarray) -> np.ndarray:
 
 
 def _offset_marks(strings: np.ndarray) -> np.ndarray:
-    """Which ``str`` values may end in a UTC offset (``_OFFSET_MARK``)."""
     try:
         arrow = pa.array(strings, type=pa.string())
         return pc.match_substring_regex(arrow, _OFFSET_MARK).to_numpy(zero_copy_only=False)

@@ -13,7 +13,6 @@ __all__ = ["empty", "stack", "rows_where", "concat"]
 
 
 def empty(columns: dict[str, str]) -> pd.DataFrame:
-    """A frame with no rows and the given column dtypes."""
     return pd.DataFrame({name: np.empty(0, dtype=dtype) for name, dtype in columns.items()}, copy=False)
 
 
@@ -52,7 +51,6 @@ def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
 
 
 def _plain(frame: pd.DataFrame, columns: list[str]) -> bool:
-    """Each of ``columns`` in ``frame`` once, with a numpy dtype."""
     dtypes = frame.dtypes
     plain = (c in dtypes.index and isinstance(dtypes[c], np.dtype) for c in columns)
     return frame.columns.is_unique and all(plain)

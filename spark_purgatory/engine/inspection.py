@@ -155,7 +155,6 @@ def _number(values: np.ndarray) -> np.ndarray:
 
 
 def _lowest(offsets: object) -> str:
-    """The lowest offset of an operation's keys ("none" before any)."""
     if offsets is None:
         return "none"
     pairs = offsets.items() if isinstance(offsets, dict) else offsets  # Spark: a dict; Arrow: pairs
@@ -164,7 +163,6 @@ def _lowest(offsets: object) -> str:
 
 
 def _distinct_sources(n_ops: int, pos: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """Per operation, the distinct non-null sources among its matched events."""
     present = pd.notna(source)
     if not present.any():
         return np.zeros(n_ops, dtype=np.int64)

@@ -155,14 +155,12 @@ def json_lines(lines: Iterable[str | bytes], *, limits: InputLimits | None = Non
 
 
 def poisoned(frame: pd.DataFrame, reason: str) -> np.ndarray:
-    """Which rows are poison lines of ``reason``."""
     if POISON_COLUMN not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
     return frame[POISON_COLUMN].eq(reason).to_numpy()
 
 
 def malformed(frame: pd.DataFrame) -> np.ndarray:
-    """Which rows are lines that were no JSON object."""
     if MALFORMED_COLUMN not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
     return frame[MALFORMED_COLUMN].eq(True).to_numpy()  # rows that came otherwise: NaN

@@ -38,7 +38,6 @@ _live = 0  # bytes in mappings not yet unmapped
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None where there is none."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         return libc.malloc_trim
@@ -75,7 +74,6 @@ def mapped_bytes() -> int:
 
 
 def copy_of(values: np.ndarray) -> np.ndarray:
-    """A copy of a one-dimensional array in storage from ``empty``."""
     out = empty(values.size, values.dtype)
     out[...] = values
     return out

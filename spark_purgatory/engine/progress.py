@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
 from .arrays import distinct, present, run_starts
-from .columns import Columns
+from .columns import Retiring
 from .rows import Rows
 from .tables import EVENTS, I64_MIN, KEYS
 
@@ -28,22 +28,6 @@ __all__ = ["KeyTable", "final_progress", "unmatched_rows", "empty_unmatched", "U
 
 #: an unmatched event's own fields (the columns before ``reason`` and ``batch_id``)
 _EVENT_FIELDS = UNMATCHED_COLUMNS[: UNMATCHED_COLUMNS.index("reason")]
-
-
-def _updates(
-    khash: np.ndarray,
-    progress: np.ndarray | None,
-    last_event_ts: np.ndarray | None,
-    resolved_until: np.ndarray | None,
-) -> dict[str, np.ndarray]:
-    """``KEYS`` columns of key updates (a column not given: the value that changes nothing)."""
-    n = len(khash)
-    return {
-        "khash": np.asarray(khash).astype(np.uint64, copy=False),
-        "progress": progress if progress is not None else np.full(n, np.nan),
-        "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, I64_MIN),
-        "resolved_until": resolved_until if resolved_until is not None else np.full(n, I64_MIN),
-    }
 
 
 def _per_key(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -93,7 +77,7 @@ def empty_unmatched() -> Rows:
 _MAXIMA = (("progress", np.fmax), ("last_event_ts", np.maximum), ("resolved_until", np.maximum))
 
 
-class KeyTable:
+class KeyTable(Retiring):
     """Per-key offset progress and resolution times (``tables.KEYS``), by key hash, in place.
 
     A key is forgotten once the watermark passed both its progress retention
@@ -101,24 +85,13 @@ class KeyTable:
     rows (unique ``khash``).
     """
 
-    _COLUMNS = {**KEYS, "handle": "int64", "epoch": "int64"}
-
     def __init__(self, retention_ms: int, frame: pd.DataFrame | None = None) -> None:
+        super().__init__(KEYS, ("khash",), epochs=True, regrow=True)
         self.retention_ms = int(retention_ms)
-        self._rows = Columns(self._COLUMNS, indexed=("khash",))
-        self._next = 0  # the next row's handle (rows append in handle order)
-        self._epoch = 0  # retirements so far; a row's ``epoch``: the count at its last touch
-        self._retired_wm = I64_MIN  # the watermark of the last retirement
-        self._next_sweep = I64_MIN  # drop forgotten rows once the watermark reaches this
-        self._swept = 0  # rows left by the last sweep: twice as many make the next one due
         if frame is not None and len(frame):
             self._append({c: frame[c].to_numpy() for c in KEYS})
 
-    def __len__(self) -> int:
-        return int(self._remembered(self._rows.live_positions()).sum()) if len(self._rows) else 0
-
     def frame(self, khash: np.ndarray | None = None) -> pd.DataFrame:
-        """The retained keys (``KEYS`` columns), all of them or those among ``khash``."""
         if khash is None:
             pos = self._rows.live_positions()
         else:
@@ -144,7 +117,15 @@ class KeyTable:
         """Raise these keys' columns to the given values (running maxima)."""
         if len(khash) == 0:
             return
-        update = _per_key(_updates(khash, progress, last_event_ts, resolved_until))
+        n = len(khash)  # a column not given: the value that changes nothing
+        update = _per_key(
+            {
+                "khash": np.asarray(khash).astype(np.uint64, copy=False),
+                "progress": progress if progress is not None else np.full(n, np.nan),
+                "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, I64_MIN),
+                "resolved_until": resolved_until if resolved_until is not None else np.full(n, I64_MIN),
+            }
+        )
         new_hash = update["khash"]
         probe, pos = self._rows.lookup("khash", new_hash)
         fresh = np.ones(new_hash.size, bool)
@@ -159,31 +140,13 @@ class KeyTable:
         if fresh.any():
             self._append({c: update[c][fresh] for c in KEYS})
 
-    def retire(self, watermark: int) -> None:
-        """Forget the keys ``watermark`` makes useless (logically now, the rows in bulk)."""
-        self._retired_wm = max(self._retired_wm, int(watermark))
-        self._epoch += 1
-        grown = len(self._rows) >= 2 * max(self._swept, 1024)
-        if len(self._rows) == 0 or (self._retired_wm < self._next_sweep and not grown):
-            return
-        pos = self._rows.live_positions()
-        forgotten = ~self._remembered(pos)
-        due = self.retire_times(pos[~forgotten])  # before the kill, which may move rows
-        self._rows.kill(pos[forgotten])
-        self._swept = due.size
-        if due.size:
-            self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8])
-        else:
-            self._next_sweep = I64_MIN
-
     def wakeup(self) -> int | None:
         """The earliest watermark that forgets a retained key (None if none)."""
         pos = self._rows.live_positions()
         pos = pos[self._remembered(pos)]
-        return int(self.retire_times(pos).min()) + 1 if pos.size else None
+        return int(self._due(pos).min()) + 1 if pos.size else None
 
-    def retire_times(self, pos: np.ndarray) -> np.ndarray:
-        """The last watermark at which each row is still retained."""
+    def _due(self, pos: np.ndarray) -> np.ndarray:
         last = self._rows.column("last_event_ts")[pos]
         progress_until = np.where(last > I64_MIN, last + self.retention_ms, I64_MIN)
         return np.maximum(progress_until, self._rows.column("resolved_until")[pos])
@@ -197,9 +160,3 @@ class KeyTable:
         else:
             keep[:] = True
         return keep | (self._rows.column("epoch")[pos] == self._epoch)
-
-    def _append(self, columns: dict[str, np.ndarray]) -> None:
-        n = len(columns["khash"])
-        handles = np.arange(self._next, self._next + n, dtype=np.int64)
-        self._next += n
-        self._rows.append({**columns, "handle": handles, "epoch": np.full(n, self._epoch, np.int64)})

@@ -258,9 +258,8 @@ class Purgatory:
     def _admit(
         self, operations: pd.DataFrame | None, events: pd.DataFrame | None, wm: int, validated: bool
     ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
-        """The call's rows as the engine takes them (``batch.admit``)."""
         t, config = self._t, self.config
-        t.forget_resolved(wm)
+        t.resolved.retire(wm)  # a re-send is judged at its own micro-batch's watermark
         limits, max_timeout_ms = config.input_limits, config.max_timeout_ms
         return admit(operations, events, wm, validated, max_timeout_ms, t.resolved, t.pending, limits)
 
@@ -305,7 +304,6 @@ class Purgatory:
 
     @staticmethod
     def _release_memory(*frames: pd.DataFrame | None) -> None:
-        """After bulk work, its temporaries back to the system."""
         if memory.due(sum(0 if f is None else len(f) for f in frames)):
             memory.release()
 

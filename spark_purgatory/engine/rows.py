@@ -123,7 +123,6 @@ class Rows:
         return Rows._made({c: self._cols[c] for c in names}, self._n)
 
     def assign(self, **columns: Any) -> Rows:
-        """These rows with columns added or replaced (arrays, or scalars broadcast)."""
         cols = dict(self._cols)
         for name, values in columns.items():
             cols[name] = values if isinstance(values, np.ndarray) else _full(self._n, values)

@@ -65,14 +65,8 @@ class LiveTables:
 
     def next_wakeup(self) -> int:
         """When this shard next has work even without input (``NO_EXPIRATION`` if never)."""
-        times = [self.next_expiration()]
-        keys_wakeup = self.keys.wakeup()
-        if keys_wakeup is not None:
-            times.append(keys_wakeup)
-        resolved_wakeup = self.resolved.wakeup()
-        if resolved_wakeup is not None:
-            times.append(resolved_wakeup)
-        return min(times)
+        times = [self.next_expiration(), self.keys.wakeup(), self.resolved.wakeup()]
+        return min(t for t in times if t is not None)
 
     def is_empty(self) -> bool:
         """Nothing pending, buffered or retained: the state can be dropped."""
@@ -94,11 +88,6 @@ class LiveTables:
             if hit.any():
                 self.events = self.events.assign(used=self.events["used"] | hit)
         self.relayed = relay.absorb(self.relayed, eseqs)
-
-    def forget_resolved(self, wm: int) -> None:
-        """Forget the resolved op_ids whose retention ``wm`` reached, before a call admits its
-        operations: a re-send is judged at its own micro-batch's watermark."""
-        self.resolved.retire(wm)
 
     def retire(self, wm: int) -> None:
         """Drop what the watermark made useless: old key progress, old dedup entries."""
@@ -218,7 +207,6 @@ def forward(
 
 
 def _small(t: ShardTables, config: PurgatoryConfig) -> dict:
-    """The small tables of plain ``t`` as the engine holds them."""
     events = Rows.of(t.events, EVENTS)
     return {
         "matches": Rows.of(t.matches, MATCHES),

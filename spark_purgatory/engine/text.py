@@ -105,7 +105,6 @@ class TextColumn:
         return view.take(pa.array(np.asarray(positions, dtype=np.int64)))
 
     def objects(self, positions: np.ndarray) -> np.ndarray:
-        """The rows at ``positions`` as Python ``str`` (an object array)."""
         if len(positions) == 0:
             return np.empty(0, dtype=object)
         return self.arrow(positions).to_numpy(zero_copy_only=False)

@@ -133,7 +133,6 @@ def needs_members(ops: Rows) -> bool:
 
 
 def _is_member(ops: Rows, handle: np.ndarray, source: np.ndarray, of_members: np.ndarray) -> np.ndarray:
-    """Per match: is its ``source`` one of its operation's members?"""
     member = np.zeros(handle.size, dtype=bool)
     if not of_members.any():
         return member

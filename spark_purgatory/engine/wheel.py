@@ -157,7 +157,6 @@ class _Run:
         return self.head(self.size)
 
     def head(self, cut: int) -> np.ndarray:
-        """The first ``cut`` ids (int64)."""
         return self.offsets[:cut].astype(np.int64) + self.base
 
     def tail(self, cut: int) -> _Run:
@@ -194,7 +193,6 @@ class _Level:
             self.current = time_ms - time_ms % self.tick
 
     def place(self, ids: np.ndarray, deadlines: np.ndarray) -> None:
-        """Add entries that fit this level as one run sorted by bucket start."""
         starts = deadlines - deadlines % self.tick
         if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
             slots = (starts - self.current) // self.tick
@@ -217,7 +215,6 @@ class _Level:
         self.runs = [*keep, _Run(ids, deadlines[order])]
 
     def starts(self, deadlines: np.ndarray) -> np.ndarray:
-        """The start of each deadline's bucket."""
         return deadlines - deadlines % self.tick
 
     def _cut(self, run: _Run, time_ms: int) -> int:
@@ -253,7 +250,6 @@ class _Level:
         return best
 
     def filter(self, keep_ids) -> None:
-        """Keep only entries for which ``keep_ids(ids)`` is True."""
         kept = []
         for run in self.runs:
             live = keep_ids(run.ids)
@@ -262,9 +258,6 @@ class _Level:
             elif live.any():
                 kept.append(run.where(live))
         self.runs = kept
-
-    def entry_count(self) -> int:
-        return sum(run.size for run in self.runs)
 
 
 class TimingWheel:
@@ -419,17 +412,15 @@ class TimingWheel:
         return best
 
     def pending(self) -> tuple[np.ndarray, np.ndarray]:
-        """All pending (ids, deadlines), in no particular order."""
         ids, deadlines, _, _ = self._flatten()
         return self._drop_cancelled(ids, deadlines, consume=False)
 
     def purge(self) -> None:
-        """Drop cancelled entries from every bucket now."""
         tombstones = self._tombstones
         for level in self._levels:
             level.filter(lambda ids: ~tombstones.contains(ids))
         self._tombstones, self._dead = _IdCounts(), 0
-        self._entries = sum(level.entry_count() for level in self._levels)
+        self._entries = sum(run.size for level in self._levels for run in level.runs)
 
     # -- serialisation -----------------------------------------------------------------------
 

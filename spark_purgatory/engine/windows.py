@@ -19,34 +19,26 @@ import numpy as np
 import pandas as pd
 
 from .arrays import distinct, hash_strings, pair_order, present
-from .columns import Columns
+from .columns import Retiring
 from .rows import Rows
 from .tables import I64_MIN, WINDOWS
 
 __all__ = ["ResolvedWindows"]
 
 
-class ResolvedWindows:
+class ResolvedWindows(Retiring):
     """Windows of completed operations, per watched key (``tables.WINDOWS`` rows)."""
 
-    _COLUMNS = {**WINDOWS, "handle": "int64"}
-
     def __init__(self, frame: pd.DataFrame | None = None) -> None:
-        self._rows = Columns(self._COLUMNS, indexed=("khash", "ohash"))
-        self._next = 0
-        self._retired_wm = I64_MIN
-        self._next_sweep = I64_MIN
+        super().__init__(WINDOWS, ("khash", "ohash"), epochs=False, regrow=False)
         if frame is not None and len(frame):
-            self._append({c: frame[c].to_numpy() for c in WINDOWS})
-
-    def __len__(self) -> int:
-        return int(self._kept(self._rows.live_positions()).sum()) if len(self._rows) else 0
+            self._add({c: frame[c].to_numpy() for c in WINDOWS})
 
     def add(self, khash: np.ndarray, ohash: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
         """Remember the windows [start, end) of completed operations (one row per watched key)."""
         keep = end > np.maximum(start, self._retired_wm)
         if keep.any():
-            self._append({"khash": khash[keep], "ohash": ohash[keep], "start": start[keep], "end": end[keep]})
+            self._add({"khash": khash[keep], "ohash": ohash[keep], "start": start[keep], "end": end[keep]})
 
     def covers(self, lost: Rows) -> np.ndarray:
         """Per event (``khash``, ``ts``, ``op_id``): does a completed operation's window hold it
@@ -63,7 +55,7 @@ class ResolvedWindows:
         if targeted.size:
             ohash = hash_strings(targets[targeted].astype(object))
             probe, pos = self._rows.lookup("ohash", ohash)
-            pos_ok = self._kept(pos)
+            pos_ok = self._remembered(pos)
             probe, pos = probe[pos_ok], pos[pos_ok]
             ts = lost["ts"][targeted][probe]
             hit = (
@@ -79,7 +71,7 @@ class ResolvedWindows:
         together by (key, time): a time is covered when the running max of its key's window
         ends before it lies after it."""
         _, pos = self._rows.lookup("khash", np.unique(khash))
-        pos = pos[self._kept(pos)]
+        pos = pos[self._remembered(pos)]
         out = np.zeros(khash.size, dtype=bool)
         if pos.size == 0:
             return out
@@ -98,9 +90,8 @@ class ResolvedWindows:
         return out
 
     def frame(self) -> pd.DataFrame:
-        """The remembered windows (``WINDOWS`` columns), by key hash then start."""
         pos = self._rows.live_positions()
-        pos = pos[self._kept(pos)]
+        pos = pos[self._remembered(pos)]
         order = pair_order(self._rows.column("khash")[pos], self._rows.column("start")[pos])
         return self._rows.frame(pos[order], list(WINDOWS))
 
@@ -112,25 +103,13 @@ class ResolvedWindows:
     def added(self, mark: int) -> pd.DataFrame:
         """The windows remembered from ``mark`` on and still kept, in the order they came."""
         pos = self._rows.since(mark)
-        return self._rows.frame(pos[self._kept(pos)], list(WINDOWS))
+        return self._rows.frame(pos[self._remembered(pos)], list(WINDOWS))
 
-    def retire(self, watermark: int) -> None:
-        """Forget the windows whose end the watermark reached."""
-        self._retired_wm = max(self._retired_wm, int(watermark))
-        if len(self._rows) == 0 or self._retired_wm < self._next_sweep:
-            return
-        pos = self._rows.live_positions()
-        gone = ~self._kept(pos)
-        due = self._rows.column("end")[pos[~gone]]
-        self._rows.kill(pos[gone])
-        self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8]) if due.size else I64_MIN
-
-    def _kept(self, pos: np.ndarray) -> np.ndarray:
+    def _remembered(self, pos: np.ndarray) -> np.ndarray:
         return self._rows.column("end")[pos] > self._retired_wm
 
-    def _append(self, columns: dict[str, np.ndarray]) -> None:
-        n = len(columns["khash"])
-        handles = np.arange(self._next, self._next + n, dtype=np.int64)
-        self._next += n
-        cast = {c: np.asarray(columns[c], dtype=t) for c, t in WINDOWS.items()}
-        self._rows.append({**cast, "handle": handles})
+    def _due(self, pos: np.ndarray) -> np.ndarray:
+        return self._rows.column("end")[pos]
+
+    def _add(self, columns: dict[str, np.ndarray]) -> None:
+        self._append({c: np.asarray(columns[c], dtype=t) for c, t in WINDOWS.items()})
