@@ -88,8 +88,7 @@ def accepted(
     max_timeout_ms: int,
     limits: InputLimits | None = None,
 ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
-    """The batch's operations and events as the engine takes them (validated here unless the
-    host did), and the rows validation rejected."""
+    """The batch's rows as the engine takes them (validated unless the host did), and the rejected."""
     rejected: list[pd.DataFrame] = []
     if not validated:
         ops = operations if operations is not None else pd.DataFrame()
@@ -101,8 +100,7 @@ def accepted(
 
 
 def _taken(frame: pd.DataFrame | None, dtypes: dict[str, str], copy_flag: str) -> Rows:
-    """A valid input frame's columns, ``copy_flag`` False where absent.  A valid row's ``raw``
-    is dropped: the Spark host's shards never get it either."""
+    """A valid frame's columns, ``copy_flag`` False where absent, ``raw`` dropped (as on Spark)."""
     if frame is None or len(frame) == 0:
         return Rows.empty(dtypes)
     rows = Rows.of(frame.drop(columns="raw") if "raw" in frame.columns else frame)
@@ -181,8 +179,7 @@ def admit(
 
 
 def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray:
-    """Per op_id: is another copy in the batch the one kept (the earliest ``ts``, then the
-    first, as the registry decides across shards)?"""
+    """Per op_id: is another copy in the batch kept (the earliest ``ts``, then the first)?"""
     if ids.size < 2:
         return np.zeros(ids.size, dtype=bool)
     if all_distinct(hashes):

@@ -170,8 +170,7 @@ class HashIndex:
         self._runs = runs
 
     def hashes_at(self, positions: np.ndarray, occupied: int) -> np.ndarray:
-        """The hash each of these rows (distinct, below ``occupied``) is indexed under: one pass
-        over every run, for reads of many rows at once."""
+        """The hash each of these rows (distinct, below ``occupied``) is indexed under."""
         if positions.size == 0:
             return np.empty(0, np.uint64)
         if 4 * positions.size >= occupied:  # most rows: invert every run
@@ -212,10 +211,9 @@ class Columns:
         hashed: indexed hash columns kept in their index only, each the ``hash_strings`` of a
             text column (``{"ohash": "op_id"}``).
 
-    Appended rows enter the indexes when a read next needs them, those still alive then only.
-    Positions are valid until the next ``compact``; handles always.  The last ``positions``
-    and ``ranges`` answers are kept, read-only, until the table next changes: a call asks for
-    the same handles several times.
+    Appended rows enter the indexes when a read next needs them.  Positions are valid until
+    the next ``compact``; handles always.  The last ``positions`` and ``ranges`` answers are
+    kept, read-only, until the table next changes.
     """
 
     def __init__(
@@ -262,8 +260,7 @@ class Columns:
         return pa.array(self._get(name, positions))
 
     def hashes(self, name: str, positions: np.ndarray) -> np.ndarray:
-        """The rows at ``positions`` (distinct) of an indexed hash column, stored or not: a few
-        rows hashed again from their strings, many read from the index."""
+        """The rows at ``positions`` (distinct) of an indexed hash column, stored or not."""
         if name in self._cols:
             return self._cols[name][positions]
         if 16 * len(positions) < self._n:
@@ -330,8 +327,7 @@ class Columns:
         return start + np.flatnonzero(self._alive[start : self._n])
 
     def lookup(self, index: str, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(index into ``probes``, live position) for every row whose ``index`` column equals a
-        probe hash: candidates, which the caller confirms."""
+        """(index into ``probes``, live position) of every candidate row with a probe's hash."""
         if self._live == 0 or probes.size == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
         self._index_appended()
@@ -447,8 +443,7 @@ class Columns:
 
 
 class _Sparse:
-    """A float64 column that is mostly NaN: only the other rows, as (position, value) pairs in
-    position order, with spare capacity; a read is one ``searchsorted``."""
+    """A float64 column that is mostly NaN: only the other rows, as (position, value) pairs."""
 
     __slots__ = ("_pos", "_val", "_n")
 

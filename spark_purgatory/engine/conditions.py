@@ -122,17 +122,9 @@ def _counts_up(cond: np.ndarray) -> np.ndarray:
 
 
 def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluation:
-    """Decide, for each operation, whether and when its condition holds.
-
-    Args:
-        ops: one row per operation, sorted by ``handle`` (unique int64): ``cond``,
-            ``target``, ``ts``, ``n_members``.
-        matches: every event matching those operations: ``handle``, ``khash`` (the key's
-            hash), ``ts``, ``eseq`` (arrival order, the tie-breaker), ``value``, ``source``,
-            ``is_member`` (bool, for ``all`` and ``quorum``).
-        watch: for ``offset`` operations, one row per (``handle``, ``hash`` of key) with
-            ``progress_at_watch`` (NaN if none).
-    """
+    """Decide, for each operation (``ops``, sorted by unique ``handle``), whether and when its
+    condition holds, from all its ``matches`` (``eseq``: arrival order, the tie-breaker) and,
+    for ``offset`` operations, each watched key's ``progress_at_watch`` (``watch``)."""
     handles = _col(ops, "handle", np.int64)
     if not _is_sorted(handles):
         raise ValueError("evaluate() needs ops sorted by unique handle")
@@ -171,8 +163,7 @@ class _Sorted(NamedTuple):
 
 
 def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
-    """Every condition but ``offset``: one cumulative measure per operation in event-time
-    order; the operation holds at the first match where it reaches its goal."""
+    """Every condition but ``offset``: the first match where a cumulative measure reaches its goal."""
     n_ops, n_rows = len(ops), m.handle.size
     cond = _col(ops, "cond", np.int8)
     target = _col(ops, "target", float)
@@ -240,8 +231,7 @@ def _evaluate_any(ts: np.ndarray, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
 
 
 class _KeyGroups(NamedTuple):
-    """One group per (offset operation, watched key): its operation and floor, and which
-    group each offset match belongs to."""
+    """One group per (offset operation, watched key), and each offset match's group."""
 
     op: np.ndarray  # position of the group's operation in ``handles``
     floor: np.ndarray  # the key's progress when the operation was watched (NaN: none)
@@ -257,8 +247,7 @@ def _evaluate_offset(
     watch: Table,
     out: Evaluation,
 ) -> None:
-    """Offset: a key reaches the target at the earliest event with value >= target (or at
-    o.ts if its progress was already there); the operation holds once every key has."""
+    """Offset: the operation holds once every key's running max reached the target."""
     handles, cond = _col(ops, "handle", np.int64), _col(ops, "cond", np.int8)
     target, op_ts = _col(ops, "target", float), _col(ops, "ts", np.int64)
     g = _offset_groups(handles, cond, op_pos, m_khash, watch)
@@ -269,8 +258,7 @@ def _evaluate_offset(
 def _offset_groups(
     handles: np.ndarray, cond: np.ndarray, op_pos: np.ndarray, m_khash: np.ndarray, watch: Table
 ) -> _KeyGroups:
-    """Sort the offset operations' watch rows and their matches together, watch row first, so
-    each (operation, key) is one run starting at its watch row."""
+    """Each (operation, key) as one run of its watch row, then its matches."""
     w_handle = _col(watch, "handle", np.int64)
     w_pos = search(handles, w_handle)
     at = np.minimum(w_pos, handles.size - 1)

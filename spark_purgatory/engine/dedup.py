@@ -28,16 +28,14 @@ def resolved_rows(
     retention_ms: int,
     hashes: np.ndarray | None = None,
 ) -> Rows:
-    """Dedup rows (``RESOLVED``) for resolved op_ids: remembered for ``retention_ms`` after the
-    later of their deadline and the watermark."""
+    """Dedup rows for resolved op_ids: kept ``retention_ms`` past their deadline or the watermark."""
     until = np.maximum(watermark, deadlines) + retention_ms
     hashes = hash_strings(op_ids) if hashes is None else hashes
     return Rows({"hash": hashes, "expire_at": until.astype(np.int64, copy=False)}, len(op_ids))
 
 
 class ResolvedTable(Retiring):
-    """Op_ids resolved within the dedup retention (``tables.RESOLVED`` rows), by hash; a
-    retirement forgets the rows whose ``expire_at`` the watermark reached."""
+    """Op_ids resolved within the dedup retention (``tables.RESOLVED`` rows), by hash."""
 
     def __init__(self, frame: pd.DataFrame | Rows | None = None) -> None:
         super().__init__(RESOLVED, ("hash",), epochs=True, regrow=True)

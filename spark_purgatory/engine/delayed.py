@@ -34,8 +34,7 @@ _NO_HANDLES = np.empty(0, dtype=np.int64)
 
 
 class DelayedOperations:
-    """Kafka's operations over one shard's live tables (``t``), batched; ``outcomes`` collects
-    the outcome rows until the call takes them, ``batch_id`` written to each."""
+    """Kafka's operations over one shard's live tables (``t``), batched."""
 
     def __init__(self, t: LiveTables, config: PurgatoryConfig, changes: ChangeLog) -> None:
         self.config = config
@@ -83,8 +82,7 @@ class DelayedOperations:
         return handles[ready & ~new_ops["stub"]]  # stubs never complete
 
     def watch_events(self, events: Rows) -> np.ndarray:
-        """Buffer a batch of admitted events and match them to the pending operations' watchers;
-        return the handles of the operations they touched."""
+        """Buffer admitted events and match them to the watchers; return the handles they touched."""
         n = len(events)
         if n == 0:
             return _NO_HANDLES
@@ -133,8 +131,7 @@ class DelayedOperations:
             self._on_expiration(expired)
 
     def schedule(self) -> None:
-        """Put the operations registered since the wheel last moved, still pending and not
-        due, on the wheel."""
+        """Put the operations registered since the wheel last moved, pending and not due, on it."""
         if self._unscheduled_from is None:
             return
         handles, deadlines = self.t.pending.deadlines(since=self._unscheduled_from)
@@ -206,8 +203,7 @@ class DelayedOperations:
         matched: np.ndarray,
         reached: np.ndarray,
     ) -> None:
-        """Kafka's ``forceComplete``: ``on_complete`` reports the operations (stubs not), then
-        ``purge`` removes them."""
+        """Kafka's ``forceComplete``: report the operations (stubs not), then ``purge`` them."""
         real = ~rows["stub"]
         if real.any():
             resolved = rows.assign(resolved_at=resolved_at, matched=matched, reached=reached)
@@ -235,8 +231,7 @@ class DelayedOperations:
         self.outcomes.append(Rows(columns, len(rows)))
 
     def _cancel(self, handles: np.ndarray, rows: Rows) -> None:
-        """Operations resolved before their deadline leave the timer; their windows are
-        remembered (``windows``)."""
+        """Operations resolved before their deadline leave the timer; their windows are kept."""
         timed = handles  # those on the wheel
         if self._unscheduled_from is not None:
             timed = timed[timed < self._unscheduled_from]
@@ -253,8 +248,7 @@ class DelayedOperations:
             self.t.windows.add(watch["hash"][real], ohash[at], rows["ts"][at], rows["deadline"][at])
 
     def _purge(self, handles: np.ndarray, rows: Rows) -> None:
-        """Kafka's ``purge``: resolved operations leave every table; their op_ids are
-        remembered for duplicate detection."""
+        """Kafka's ``purge``: resolved operations leave every table; their op_ids are remembered."""
         self.changes.removed(handles)
         self.t.pending.remove(handles)
         if len(self.t.matches):

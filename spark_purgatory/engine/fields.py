@@ -75,7 +75,7 @@ _STR = np.empty((), dtype=object)
 _STR[()] = str
 #: an array or an object: no text, no number
 STRUCTURED = (list, tuple, dict, np.ndarray)
-#: below this many values, Arrow's fixed cost per call (tens of µs) exceeds Python's per value
+#: below this many values, Arrow's fixed cost per call exceeds Python's per value
 SMALL = 128
 _ARROW_ERRORS = (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError)
 
@@ -144,8 +144,7 @@ def string_list(v: object) -> list[str | None] | None:
 
 
 def clean(items: list[str | None] | None, *, keep_order: bool = False) -> list[str]:
-    """Blank items dropped, deduplicated, sorted (``keep_order``: in their order, each at
-    its first place)."""
+    """Blank items dropped, deduplicated, sorted (``keep_order``: each at its first place)."""
     if keep_order:
         return list(dict.fromkeys(i for i in items if not blank(i))) if items else []
     return sorted({i for i in items if not blank(i)}) if items else []
@@ -283,8 +282,7 @@ def each(fn, values: np.ndarray, dtype=object) -> np.ndarray:
 
 
 def texts(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each value's ``text`` (an object array of str or None) and whether it is an array or
-    object (``STRUCTURED``)."""
+    """Each value's ``text`` and whether it is an array or object (``STRUCTURED``)."""
     structured = np.zeros(n, dtype=bool)
     if column is None:
         return np.full(n, None, dtype=object), structured
@@ -429,8 +427,7 @@ def _epoch_ms_of_objects(values: np.ndarray) -> np.ndarray:
 
 
 def _full_matches(strings: np.ndarray, pattern: re.Pattern) -> np.ndarray:
-    """Which ``str`` values ``pattern`` matches whole (Arrow's RE2, or Python's ``re`` for
-    few values and text Arrow cannot hold)."""
+    """Which ``str`` values ``pattern`` matches whole."""
     if len(strings) >= SMALL:
         try:
             arrow = pa.array(strings, type=pa.string())
@@ -441,8 +438,7 @@ def _full_matches(strings: np.ndarray, pattern: re.Pattern) -> np.ndarray:
 
 
 def _stripped(strings: np.ndarray) -> np.ndarray:
-    """ISO-8601 texts without the ``TS_TRIM`` characters around them, as plain ``str`` (all
-    pandas parses)."""
+    """ISO-8601 texts without the ``TS_TRIM`` characters around them, as plain ``str``."""
     edged = _full_matches(strings, _EDGES) if len(strings) else np.zeros(0, dtype=bool)
     other = np.frompyfunc(type, 1, 1)(strings) != _STR
     strip = np.flatnonzero(edged | other)

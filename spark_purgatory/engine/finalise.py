@@ -35,7 +35,7 @@ def finalise_events(t: LiveTables, wm: int, paired: np.ndarray, batch_id: int) -
     evs = t.events
     done = evs["ts"] < wm
     if not done.any():
-        return progress.empty_unmatched(), relay.notices(evs.take(_NO_HANDLES), done[:0])
+        return Rows.empty(progress.UNMATCHED), relay.notices(evs.take(_NO_HANDLES), done[:0])
     final = evs.where(done)
     t.events = evs.where(~done)
     eseq = final["eseq"]
@@ -50,5 +50,5 @@ def finalise_events(t: LiveTables, wm: int, paired: np.ndarray, batch_id: int) -
     notes = relay.notices(paired_final, used[relayed], t.windows.covers(paired_final))
     lost = final.where(~used & ~relayed & mine)
     if len(lost) == 0:
-        return progress.empty_unmatched(), notes
+        return Rows.empty(progress.UNMATCHED), notes
     return progress.unmatched_rows(lost, t.windows.covers(lost), batch_id), notes

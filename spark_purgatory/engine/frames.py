@@ -36,8 +36,7 @@ def rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
 
 
 def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    """The non-empty ``frames``' ``columns`` (others left behind), one frame after another;
-    an empty frame of ``columns`` if none.  Plain numpy columns are stacked directly."""
+    """The non-empty ``frames``' ``columns`` (others left behind), one after another."""
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})

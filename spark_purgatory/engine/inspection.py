@@ -1,9 +1,7 @@
 """Inspection: a shard's pending operations, with the progress each has made, as one frame.
 
-``pending_frame(p)`` answers "what is waiting, and how far is each from its condition?" for
-one loaded ``Purgatory``: one row per pending operation (``contract.PENDING`` columns), its
-progress measured by ``conditions.evaluate``, so the figures are the ones the operation
-would report if it expired now.
+``pending_frame(p)``: one row per pending operation (``contract.PENDING`` columns), its
+progress what the operation would report if it expired now (``conditions.evaluate``).
 
 Invariants: a stub is never a row (the cross-shard group reports its operation); the frame
 is a pure function of the state.

@@ -1,12 +1,10 @@
 """JSON lines as the job reads them, without Spark: each line's fields and its text.
 
 ``json_lines`` turns lines into the frame the engine's validation takes, so that
-``PurgatoryTester`` rejects a line for the job's reasons: every field as the JSON gave it,
-the line as ``raw``, ``contract.MALFORMED_COLUMN`` where the line is no JSON object, and
-``contract.POISON_COLUMN`` where it is too large or too deep to parse.  As Spark's reader:
-invalid UTF-8 becomes U+FFFD, a blank line is malformed, an escaped lone surrogate reads as
-``?``, ``NaN`` and ``Infinity`` are accepted and single quotes are not.  A number with a
-fraction or exponent, or a constant, keeps its text where the job reads a field's text.
+``PurgatoryTester`` rejects a line for the job's reasons.  As Spark's reader: invalid UTF-8
+becomes U+FFFD, a blank line is malformed, an escaped lone surrogate reads as ``?``, ``NaN``
+and ``Infinity`` are accepted and single quotes are not.  A number with a fraction or
+exponent, or a constant, keeps its text where the job reads a field's text.
 
 Invariant: one row per line, in order; a line is malformed exactly when it does not begin
 with a JSON object (what follows the object is ignored).
@@ -88,8 +86,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _encodable(value: object) -> object:
-    """``value`` with each lone surrogate in its strings replaced by ``?``, as Java's UTF-8
-    encoder writes it."""
+    """``value`` with each lone surrogate replaced by ``?``, as Java's UTF-8 encoder writes it."""
     if isinstance(value, str):
         return _LONE_SURROGATE.sub("?", value)
     if isinstance(value, list):
@@ -100,8 +97,7 @@ def _encodable(value: object) -> object:
 
 
 def _read(name: str, value: object) -> object:
-    """A field's value as the validator takes it: a number keeps its text where the job reads
-    the text, a float elsewhere."""
+    """A number keeps its text where the job reads the field's text, a float elsewhere."""
     if not isinstance(value, _Spelled):
         return value
     spelled = name in _SPELLED_FIELDS or (isinstance(value, _Constant) and name in _NUMBER_FIELDS)

@@ -31,8 +31,7 @@ def one_item_lists(items: np.ndarray) -> np.ndarray:
 
 
 def _lists_of(rows: np.ndarray) -> np.ndarray:
-    """The rows of a 2-d object array as a 1-d object array of lists (no collector runs:
-    lists of text hold no cycles)."""
+    """The rows of a 2-d object array as a 1-d object array of lists."""
     with collector_paused():
         return object_column(rows.tolist())
 
@@ -47,8 +46,7 @@ class Lists(NamedTuple):
 
 
 def clean_lists(column: pd.Series | None, n: int, *, keep_order: bool = False) -> Lists:
-    """Each value as a ``clean`` list: lists and arrays of ``str`` in a few passes over the
-    column, other values one by one."""
+    """Each value as a ``clean`` list (lists of ``str`` in a few passes, others one by one)."""
     out = np.empty(n, dtype=object)
     listed = np.zeros(n, dtype=bool)
     lengths = np.zeros(n, dtype=np.intp)
@@ -88,8 +86,7 @@ def _lists_and_arrays(values: np.ndarray, types: np.ndarray) -> tuple[np.ndarray
 def _clean_text_lists(
     lists: np.ndarray, keep_order: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``clean`` of each list and its length, and whether all its items are ``str`` or missing
-    (the others are left to the per-value reading)."""
+    """``clean`` of each list, its length, and whether all its items are ``str`` or missing."""
     m = len(lists)
     lengths = np.fromiter(map(len, lists), dtype=np.intp, count=m)
     if isinstance(lists[0], np.ndarray):

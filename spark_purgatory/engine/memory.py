@@ -1,11 +1,9 @@
 """Storage for the big tables' arrays: large ones in their own anonymous memory mappings.
 
-A big array from ``malloc`` may land in the heap, and when freed its pages stay resident.
-``empty`` gives an array of at least ``MAPPED_BYTES`` its own anonymous mapping instead:
-pages never written cost address space only, so spare capacity is free until rows fill it,
-and when the array goes the whole mapping goes back to the operating system.  Smaller
-arrays are numpy's as usual.  ``release`` hands the allocators' free memory back (Arrow's
-pool, glibc's ``malloc_trim``) after a call that did bulk work (``due``).
+A big array from ``malloc`` may land in the heap, where its pages stay resident once freed.
+``empty`` gives one of at least ``MAPPED_BYTES`` its own anonymous mapping: pages never
+written cost nothing, and the whole mapping goes back to the system with the array.
+``release`` hands the allocators' free memory back after a call that did bulk work (``due``).
 
 Invariant: an array from ``empty`` behaves as ``np.empty``'s (writable, C-contiguous); it
 owns its mapping through ``base``.
@@ -49,8 +47,7 @@ _TRIM = _malloc_trim()
 
 
 def empty(n: int, dtype: np.dtype | str) -> np.ndarray:
-    """An uninitialised array of ``n`` elements; one of ``MAPPED_BYTES`` or more in its own
-    anonymous mapping."""
+    """An uninitialised array; one of ``MAPPED_BYTES`` or more in its own anonymous mapping."""
     dtype = np.dtype(dtype)
     nbytes = n * dtype.itemsize
     if nbytes < MAPPED_BYTES or dtype.hasobject:

@@ -24,7 +24,7 @@ from .columns import Retiring
 from .rows import Rows
 from .tables import EVENTS, I64_MIN, KEYS
 
-__all__ = ["KeyTable", "final_progress", "unmatched_rows", "empty_unmatched", "UNMATCHED"]
+__all__ = ["KeyTable", "final_progress", "unmatched_rows", "UNMATCHED"]
 
 #: an unmatched event's own fields (the columns before ``reason`` and ``batch_id``)
 _EVENT_FIELDS = UNMATCHED_COLUMNS[: UNMATCHED_COLUMNS.index("reason")]
@@ -58,8 +58,7 @@ def final_progress(keys: KeyTable, final: Rows) -> None:
 
 
 def unmatched_rows(lost: Rows, after: np.ndarray, batch_id: int) -> Rows:
-    """``unmatched_events`` rows for final events nothing counted; ``after``, per event: did a
-    completed operation's window hold it?"""
+    """``unmatched_events`` rows; ``after``: per event, did a completed operation's window hold it?"""
     reason = np.where(after, AFTER_RESOLUTION, NO_OPERATION).astype(object)
     out = lost.cast({n: EVENTS[n] for n in _EVENT_FIELDS})
     return out.assign(reason=reason, batch_id=np.full(len(lost), batch_id, np.int64))
@@ -67,10 +66,6 @@ def unmatched_rows(lost: Rows, after: np.ndarray, batch_id: int) -> Rows:
 
 #: ``unmatched_events``' engine columns
 UNMATCHED = {**{name: EVENTS[name] for name in _EVENT_FIELDS}, "reason": "object", "batch_id": "int64"}
-
-
-def empty_unmatched() -> Rows:
-    return Rows.empty(UNMATCHED)
 
 
 #: how ``touch`` combines a retained key's columns with new values

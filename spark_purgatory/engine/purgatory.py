@@ -86,8 +86,7 @@ class Purgatory:
 
     @property
     def pending(self) -> int:
-        """Operations waiting for their condition or deadline (Kafka's ``delayed``), stubs not
-        counted."""
+        """Operations waiting for their condition or deadline (Kafka's ``delayed``), not stubs."""
         return len(self._t.pending) - self._t.pending.stubs
 
     @property
@@ -127,8 +126,7 @@ class Purgatory:
 
     @property
     def held(self) -> int:
-        """Operations due on arrival that the cross-shard group holds for one call, until the
-        stubs' relay of their micro-batch is in: that call must come even if nothing else does."""
+        """Operations due on arrival the cross-shard group holds for one call (a call it needs)."""
         return len(self._t.due)
 
     @property
@@ -165,13 +163,11 @@ class Purgatory:
     def forward(
         self, to: ShardTables, added: tuple, removed: np.ndarray, resolved: pd.DataFrame, **windows: Any
     ) -> bool:
-        """Bring the state forward to ``to`` by what changed since (``snapshot.forward``);
-        False: it could not, and the state must be loaded whole."""
+        """Bring the state forward to ``to`` (``snapshot.forward``); False: load it whole."""
         return forward(self._t, to, added, removed, resolved, self.config, **windows)
 
     def windows_added(self, mark: int | None = None) -> tuple[pd.DataFrame | None, int]:
-        """The windows remembered since ``mark`` (one this returned before; None: none asked)
-        and the mark now."""
+        """The windows remembered since ``mark`` (None: none asked), and the mark now."""
         windows = self._t.windows
         return (None if mark is None else windows.added(mark)), windows.mark
 
@@ -266,10 +262,8 @@ class Purgatory:
     def _try_complete_else_watch(
         self, released: Rows, relayed: pd.DataFrame | None, evs: Rows, ops: Rows, due_by: int | None
     ) -> Rows:
-        """Kafka's tryCompleteElseWatch and checkAndComplete, decided once: everything is
-        watched first (released operations, relays, events, new operations), then each
-        operation touched is tried once.  ``due_by``: the cross-shard group's watermark, by
-        which an arriving operation is due (``_hold``).  Returns the relays' unmatched rows."""
+        """Kafka's tryCompleteElseWatch and checkAndComplete: everything is watched first, then
+        each operation touched is tried once.  Returns the relays' unmatched rows."""
         delayed = self._delayed
         early = delayed.watch_operations(released)
         relays = None if relayed is None else Rows.of(relayed)
@@ -315,10 +309,7 @@ class Purgatory:
         final_watermark_ms: int,
         validated: bool = False,
     ) -> BatchResult:
-        """Everything at once, then the watermark moved to ``final_watermark_ms`` (backfills).
-
-        For input without late rows this is what a stream ends with at that watermark.
-        """
+        """Everything at once, then the watermark moved to ``final_watermark_ms`` (backfills)."""
         first = self.process(operations, events, watermark_ms=0, validated=validated)
         last = self.process(None, None, watermark_ms=final_watermark_ms, validated=validated)
         return BatchResult(
@@ -334,14 +325,12 @@ class Purgatory:
         self._delayed.advance(watermark_ms)
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
-        """Kafka's ``cancelForKey``: drop the operations watching ``keys``, no outcome emitted;
-        returns their op_ids."""
+        """Kafka's ``cancelForKey``: drop the operations watching ``keys``; returns their op_ids."""
         return self._delayed.cancel_for_key(keys)
 
 
 class _Clock(NamedTuple):
-    """Where a call's watermark takes the shard: operations due by ``expire`` expire, events
-    before ``final`` are finalised, and the next call starts at ``until``."""
+    """Where a call takes the shard: expiries by ``expire``, events final before ``final``, then ``until``."""
 
     expire: int
     final: int

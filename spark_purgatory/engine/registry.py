@@ -60,13 +60,9 @@ def decide(
     watermark: int,
     retention_ms: int,
 ) -> tuple[np.ndarray, Rows, Rows]:
-    """The registry's decisions for one call, on this shard's own admitted operations
-    (``own``, in input order) and other homes' ``claims``; ``remembered`` /
-    ``claim_remembered``: per row, is its op_id remembered here already?
-
-    Returns per ``own`` row whether it is admitted, the ``VERDICTS`` for the claiming homes
-    (one per (op_id, home)), and the ``RESOLVED`` rows that remember the winning claims.
-    """
+    """The registry's decisions on its own admitted operations and other homes' ``claims``:
+    per ``own`` row whether it is admitted, the ``VERDICTS`` for the claiming homes, and the
+    ``RESOLVED`` rows that remember the winning claims."""
     n_own, n_claims = len(own), len(claims)
     if n_claims == 0:
         return ~remembered, Rows.empty(VERDICTS), Rows.empty(RESOLVED)

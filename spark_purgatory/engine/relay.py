@@ -53,34 +53,29 @@ REGISTRATION, ARRIVAL, FINAL = 0, 1, 2
 _STAGES = 3
 #: no relay rows
 NOTHING = Rows.empty(RELAY)
-_NONE = NOTHING
 
 
 def outgoing(
     ops: Rows, watch: Rows, matches: Rows, events: Rows, *, new_from: int, new_eseq_from: int
 ) -> Rows:
-    """The relay rows of this batch: stub matches made in it and new ``offset`` stubs' floors.
-
-    ``ops``: the rows (sorted by handle) of the operations of ``matches`` and of those
-    registered from ``new_from`` on, whose watchers are ``watch``; ``new_eseq_from``: the
-    batch's first event sequence number.
-    """
+    """The relay rows of this batch (its first handle ``new_from``, first event
+    ``new_eseq_from``): stub matches made in it and new ``offset`` stubs' floors."""
     parts = [_pairs(ops, matches, events, new_from, new_eseq_from), _floors(ops, watch, new_from)]
     return Rows.concat(parts, RELAY).cast(RELAY)
 
 
 def _pairs(ops: Rows, matches: Rows, events: Rows, new_from: int, new_eseq_from: int) -> Rows:
     if len(matches) == 0:
-        return _NONE
+        return NOTHING
     handle, eseq = matches["handle"], matches["eseq"]
     new = (handle >= new_from) | (eseq >= new_eseq_from)
     if not new.any():
-        return _NONE
+        return NOTHING
     handle, eseq = handle[new], eseq[new]
     at = search(ops["handle"], handle)
     stub = ops["stub"][at]
     if not stub.any():
-        return _NONE
+        return NOTHING
     eseq, at = eseq[stub], at[stub]
     row = search(events["eseq"], eseq)
     ts = events["ts"][row]
@@ -107,7 +102,7 @@ def _floors(ops: Rows, watch: Rows, new_from: int) -> Rows:
     """The floors of the ``offset`` stubs registered from ``new_from`` on (keys with progress)."""
     new = (ops["handle"] >= new_from) & ops["stub"] & (ops["cond"] == OFFSET)
     if not new.any():
-        return _NONE
+        return NOTHING
     handles = ops["handle"][new]
     rows = np.flatnonzero(isin(watch["handle"], handles) & ~np.isnan(watch["progress_at_watch"]))
     at = search(handles, watch["handle"][rows])
@@ -131,7 +126,7 @@ def notices(final: Rows, counted: np.ndarray, covered: np.ndarray | None = None)
     """The notices of paired events that became final: whether an operation of this shard
     ``counted`` each, and whether a window of one of its completed operations ``covered`` it."""
     if len(final) == 0:
-        return _NONE
+        return NOTHING
     columns = {
         "for_op": None,
         "key": final["key"],
@@ -168,15 +163,9 @@ def matches_of(
     eseq_from: int,
     spurious: np.ndarray | None = None,
 ) -> tuple[Rows, Rows]:
-    """Relay rows (pairs and floors, with their ``sender``) as match rows of the pending
-    operations they name, and the ``RELAYED`` record of every pair (its notice is awaited even
-    when its operation is gone).  Pairs get sequence numbers from ``eseq_from`` on.
-
-    ``named``: (row of ``rows``, handle) of the rows whose ``for_op`` is pending; ``ops``:
-    those operations' rows, sorted by handle.  ``spurious``: per row, whether its stub belongs
-    to no operation held here (a refused duplicate's).  A floor is a match without an event
-    (``FLOOR_ESEQ``).
-    """
+    """Relay rows as match rows of the pending operations they name (``named``: row, handle;
+    ``ops``: theirs), and the ``RELAYED`` record of every pair, whose notice is awaited even
+    when its operation is gone (``spurious``: its stub belongs to no operation held here)."""
     if len(rows) == 0:
         return Rows.empty(MATCHES), Rows.empty(RELAYED)
     is_pair = ~rows["floor"].astype(bool)

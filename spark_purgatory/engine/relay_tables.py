@@ -31,8 +31,7 @@ def of_stubs(t: LiveTables) -> np.ndarray:
 def outgoing(
     t: LiveTables, new_from: int, new_eseq_from: int, stub_matches: np.ndarray, new_stubs: bool
 ) -> Rows:
-    """``relay.outgoing`` on the rows it reads (``stub_matches``: ``of_stubs(t)``;
-    ``new_stubs``: whether this batch registered a stub)."""
+    """``relay.outgoing`` on the rows it reads (``stub_matches``: ``of_stubs(t)``)."""
     if not new_stubs and not stub_matches.any():
         return relay.NOTHING
     held = t.matches["handle"]
@@ -45,9 +44,8 @@ def outgoing(
 def receive(
     t: LiveTables, relayed: Rows | None, batch_id: int, try_complete: Callable[[np.ndarray], None]
 ) -> Rows:
-    """Relayed pairs and floors as matches, step by step, each evaluated as where it was made;
-    returns the ``unmatched_events`` rows of the noticed events nothing counted."""
-    lost = progress.empty_unmatched()
+    """Relayed rows as matches, step by step; returns the noticed events nothing counted."""
+    lost = Rows.empty(progress.UNMATCHED)
     for rows in relay.steps(relayed):
         if rows["stage"][0] == relay.FINAL:
             pending = t.matches["eseq"]

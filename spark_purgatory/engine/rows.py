@@ -154,8 +154,7 @@ _EMPTY_FRAMES: dict[tuple, pd.DataFrame] = {}
 
 
 def _arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """A frame's columns as numpy arrays, without building a Series per column (pandas'
-    ``_get_column_array`` where it has one and the names are unique)."""
+    """A frame's columns as numpy arrays, without building a Series per column."""
     get = getattr(frame, "_get_column_array", None)
     if get is None or not frame.columns.is_unique:
         return {name: frame[name].to_numpy() for name in frame.columns}

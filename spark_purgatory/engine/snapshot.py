@@ -1,10 +1,8 @@
 """A shard's live tables, and the plain form a state layer reads and gives back.
 
-``LiveTables`` is everything a shard holds between calls, one object handed to Kafka's
-operations and the hand-off protocols.  A state layer reads the whole shard as plain tables
-(``plain``: frames, or Arrow tables for storage; ``since``: only the rows registered from a
-handle on), puts a shard back from them (``live_from``), or brings a live shard forward to a
-later version by what changed in between (``forward``), at the cost of the change.
+``LiveTables`` is everything a shard holds between calls.  A state layer reads it as plain
+tables (``plain``), puts a shard back from them (``live_from``), or brings a live shard
+forward to a later version by what changed in between (``forward``).
 
 Invariant: ``live_from(plain(t))`` (either form) behaves exactly as the shard did.
 """
@@ -54,8 +52,7 @@ class LiveTables:
     changes: ChangeLog
 
     def next_expiration(self) -> int:
-        """Earliest pending deadline or buffered event's time the watermark must pass
-        (``NO_EXPIRATION`` if none)."""
+        """When the watermark must next move for work to happen (``NO_EXPIRATION``: never)."""
         times = [self.wheel.next_expiration()]
         if len(self.due):
             times.append(self.watermark)
@@ -98,10 +95,9 @@ class LiveTables:
 
 
 def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None, small: bool = True) -> ShardTables:
-    """The whole state as plain tables (read them, never modify them): the pending operations
-    and watchers in handle order, as frames or (``arrow``) as ``OPS_ARROW`` / ``WATCH_ARROW``
-    tables.  ``since`` (with ``arrow``): only the operations and watchers registered from
-    that handle on, and no dedup rows or windows.  ``small`` False: the small tables empty."""
+    """The whole state as plain tables, to read only: frames, or Arrow tables (``arrow``) of
+    the operations registered from handle ``since`` on (no dedup rows or windows then);
+    ``small`` False: the small tables empty."""
     if since is not None and not arrow:
         raise ValueError("tables(since=...) gives Arrow tables: pass arrow=True")
     ops, watch = t.pending.arrow(since) if arrow else t.pending.frames()
@@ -168,15 +164,10 @@ def forward(
     *,
     windows_added: pd.DataFrame | None = None,
 ) -> bool:
-    """Bring ``live`` forward to a later version ``to`` of the same shard, given what changed in
-    between: the operations and watchers ``added`` (``OPS_ARROW``, ``WATCH_ARROW``), the
-    handles ``removed``, the dedup rows added, and ``to``'s small tables and scalars (its big
-    tables are not read).  False when the timing wheel disagrees with ``to``: ``live`` is then
-    unusable.  With ``windows_added``, the live windows gain those instead of taking
-    ``to.windows``.
-
-    The wheel keeps every pending operation not due, and moves to ``to``'s clock without a
-    single expiry (an operation alive and not due in ``to`` has a later deadline)."""
+    """Bring ``live`` forward to a later version ``to`` of the same shard by what changed in
+    between (operations and watchers ``added``, handles ``removed``, dedup rows ``resolved``,
+    ``windows_added`` if given) and ``to``'s small tables.  The wheel moves to ``to``'s clock
+    without a single expiry; False when it disagrees with ``to`` (``live`` is then unusable)."""
     ops, watch = added
     leaving = distinct(np.concatenate([removed, to.due]).astype(np.int64))
     leaving = leaving[live.pending.contains(leaving) & ~isin(leaving, live.due)]

@@ -1,9 +1,8 @@
 """Compact text columns: strings as one UTF-8 buffer and offsets (Arrow's layout).
 
-A ``TextColumn`` costs a string's bytes and one offset, where a Python ``str`` in an object
-array costs an object each.  Rows are appended at the end (growing by half when full) and
-taken by position through Arrow; Python strings are made only for the rows a call compares
-or hands out (``objects``).
+A ``TextColumn`` costs a string's bytes and one offset, not a Python object.  Rows are
+appended at the end and taken by position through Arrow; Python strings are made only for
+the rows a call compares or hands out (``objects``).
 
 Invariants: ``offsets[0] == 0`` and the offsets never decrease; row ``i`` is
 ``data[offsets[i]:offsets[i + 1]]``; a column holds no nulls.
@@ -164,6 +163,5 @@ def _empties(n: int) -> list[list]:
 
 
 def object_column(values: list) -> np.ndarray:
-    """Python objects (lists among them) as a one-dimensional object array (``np.array`` would
-    make equal-length lists two-dimensional)."""
+    """Python objects (lists among them) as a one-dimensional object array."""
     return np.fromiter(values, dtype=object, count=len(values))

@@ -93,8 +93,7 @@ def watching(ops: Rows, handles: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 
 def matches_in_window(ops: Rows, pairs: Rows, at: np.ndarray | None = None) -> Rows:
-    """The ``pairs`` inside their operation's window, as match rows (``ops``: sorted by
-    handle; ``at``: each pair's row of ``ops``, if the caller has it)."""
+    """The ``pairs`` inside their operation's window (``ops``: sorted by handle), as match rows."""
     if len(pairs) == 0:
         return _NO_MATCHES
     handle = pairs["handle"]

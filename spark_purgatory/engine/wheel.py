@@ -16,18 +16,12 @@ does not fit level 0 or 1, so it lands in level 2's bucket [400, 800).  When tim
 bucket [440, 460).  At 440 that bucket is flushed and 450 drops into level 0's bucket
 [450, 451); at 450 it expires.  Each entry is moved at most once per level.
 
-What is different here:
-
-* **Columnar.**  An entry is an ``int64`` id and an ``int64`` deadline.  Each ``add`` stores
-  its entries per level as one *run* sorted by bucket start, so a bucket is a slice of each
-  run; Python loops run over levels and runs only.
-* **Never early.**  Kafka may fire a task up to one tick before its expiration.  Here an entry
-  expires exactly when ``advance(t)`` is called with ``t >= deadline``: an event that
-  completes the operation could still arrive until then.
-* **Event time.**  ``advance(to_ms)`` is driven by the watermark, not a DelayQueue thread;
-  all buckets due are flushed in one pass, top level first.
-* **Lazy cancel.**  ``cancel`` records a tombstone; tombstoned entries are dropped when their
-  bucket is flushed, and all buckets are compacted once tombstones outnumber live entries.
+What is different here: entries are columns (an ``int64`` id and deadline), each ``add``
+storing its entries per level as one *run* sorted by bucket start, so a bucket is a slice of
+each run.  An entry expires exactly when ``advance(t)`` reaches its deadline, never a tick
+early (an event that completes the operation could still arrive), and ``advance`` is driven
+by the watermark, not a thread.  ``cancel`` records a tombstone; tombstoned entries are
+dropped when their bucket is flushed, or all at once when they outnumber live entries.
 
 Invariants: every live entry sits in exactly one bucket of one level; ``advance(t)`` returns
 exactly the live entries with ``deadline <= t``, each once; an entry never expires before its
@@ -70,9 +64,8 @@ def _as_i64(values: object) -> np.ndarray:
 
 
 class _IdCounts:
-    """A multiset of int64 ids, as sorted runs of (distinct id, count) merged geometrically:
-    ``add`` and ``contains`` cost O(batch * log² n).  Adding an id with -1 takes it out again;
-    a merge drops the ids whose counts cancel.
+    """A multiset of int64 ids, as sorted runs of (distinct id, count) merged geometrically;
+    adding an id with -1 takes it out again.
 
     >>> s = _IdCounts(np.array([3, 1]))
     >>> s.add(np.array([3]), -1)
@@ -218,8 +211,7 @@ class _Level:
         return deadlines - deadlines % self.tick
 
     def _cut(self, run: _Run, time_ms: int) -> int:
-        """How many entries of ``run`` lie in buckets starting at or before ``time_ms`` (their
-        deadlines are below the next bucket boundary: a prefix of the run)."""
+        """How many entries of ``run`` (a prefix) lie in buckets starting at or before ``time_ms``."""
         boundary = time_ms - time_ms % self.tick + self.tick
         if boundary > _I64_MAX:
             return run.size
@@ -347,8 +339,7 @@ class TimingWheel:
         return answer
 
     def _replacing(self, ids: np.ndarray) -> np.ndarray:
-        """The positions of each id's last occurrence in ``ids``; those ids' pending entries
-        leave the wheel."""
+        """Each id's last position in ``ids``; those ids' pending entries leave the wheel."""
         _, last_rev = np.unique(ids[::-1], return_index=True)
         last = np.sort(ids.size - 1 - last_rev)
         again = ids[last][self._held.contains(ids[last])]
@@ -358,8 +349,7 @@ class TimingWheel:
         return last
 
     def cancel(self, ids: object) -> None:
-        """Cancel pending entries: they will never be returned by ``advance`` (an id that is
-        not pending is ignored, unless the wheel was promised ``fresh_ids``)."""
+        """Cancel pending entries: ``advance`` will never return them."""
         ids = _as_i64(ids)
         if not self.fresh_ids:
             ids = distinct(ids)
@@ -402,8 +392,7 @@ class TimingWheel:
         return ids
 
     def next_expiration(self) -> int:
-        """Smallest pending deadline (``NO_EXPIRATION`` when empty); cancelled entries may
-        make it earlier, never later."""
+        """Smallest pending deadline (``NO_EXPIRATION`` if none); early, never late, if some cancelled."""
         best = NO_EXPIRATION
         for level in self._levels:
             low = level.first_bucket_min_deadline()
@@ -518,18 +507,11 @@ class TimingWheel:
         return ids[~dead], deadlines[~dead]
 
     def _flatten(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        parts_ids, parts_deadlines, parts_levels, parts_starts = [_EMPTY], [_EMPTY], [], []
-        parts_levels.append(np.empty(0, np.int8))
-        parts_starts.append(_EMPTY)
+        """Every entry's (id, deadline, level, bucket start), tombstoned ones included."""
+        parts = [(_EMPTY, _EMPTY, np.empty(0, np.int8), _EMPTY)]
         for index, level in enumerate(self._levels):
             for run in level.runs:
-                parts_ids.append(run.ids)
-                parts_deadlines.append(run.deadlines)
-                parts_levels.append(np.full(run.size, index, np.int8))
-                parts_starts.append(level.starts(run.deadlines))
-        return (
-            np.concatenate(parts_ids),
-            np.concatenate(parts_deadlines),
-            np.concatenate(parts_levels),
-            np.concatenate(parts_starts),
-        )
+                levels = np.full(run.size, index, np.int8)
+                parts.append((run.ids, run.deadlines, levels, level.starts(run.deadlines)))
+        ids, deadlines, levels, starts = (np.concatenate(column) for column in zip(*parts, strict=True))
+        return ids, deadlines, levels, starts

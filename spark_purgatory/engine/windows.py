@@ -41,8 +41,7 @@ class ResolvedWindows(Retiring):
             self._add({"khash": khash[keep], "ohash": ohash[keep], "start": start[keep], "end": end[keep]})
 
     def covers(self, lost: Rows) -> np.ndarray:
-        """Per event (``khash``, ``ts``, ``op_id``): does a completed operation's window hold it
-        (for a targeted event, the window of the operation it names)?"""
+        """Per event: does a completed operation's window (a targeted event's: its own) hold it?"""
         out = np.zeros(len(lost), dtype=bool)
         if len(lost) == 0 or len(self._rows) == 0:
             return out
