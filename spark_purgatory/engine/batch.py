@@ -153,9 +153,8 @@ def admit(
     pending: Pending,
     limits: InputLimits | None = None,
 ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
-    """What a shard takes of a batch at watermark ``wm``: rows behind it rejected ``late``,
-    op_ids ``pending``, ``resolved`` or twice in the batch rejected ``duplicate_op_id``.
-    Returns the admitted operations (with ``ohash``), the admitted events and the rejected rows."""
+    """What a shard admits at watermark ``wm`` (operations with ``ohash``, events) and rejects
+    (``late``; an op_id pending, resolved or twice in the batch: ``duplicate_op_id``)."""
     ops, evs, rejected = accepted(operations, events, validated, max_timeout_ms, limits)
     # stubs and replicas are copies: their original reports lateness and duplicates
     stub = ops["stub"].astype(bool, copy=False)

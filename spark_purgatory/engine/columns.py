@@ -52,9 +52,8 @@ GROWTH = 1.5  #: a full table's capacity is multiplied by this (numeric and text
 
 
 class _Filter:
-    """A run's Bloom filter with two probes: each hash sets the slots of its low bits and of
-    its top bits (a run's hashes are sorted, so the second slots are set in order, through the
-    cache).  About one probe in twenty that the run does not hold passes."""
+    """A run's Bloom filter: each hash sets the slots of its low bits and of its top bits (set
+    in order, as a run's hashes are sorted)."""
 
     SLOTS_PER_HASH = 8
     __slots__ = ("_bits", "_mask", "_top")
@@ -130,8 +129,7 @@ class HashIndex:
 
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every (index into ``probes``, row) with an equal hash, dead rows included, in no
-        particular order.  Per run, only the probes its filter passes are searched; many are
-        sorted first (a search then starts where the last one ended)."""
+        particular order; per run, only the probes its filter passes are searched."""
         found_probe, found_row = [], []
         for hashes, rows, bloom in self._runs:
             candidates = bloom.passing(probes)

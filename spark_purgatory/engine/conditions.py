@@ -284,9 +284,8 @@ def _offset_groups(
 def _per_key_progress(
     g: _KeyGroups, target: np.ndarray, op_ts: np.ndarray, m: _Sorted
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per group: the best progress seen, when the key reached the target (o.ts at the
-    earliest), the ``eseq`` of the event that reached it (``FLOOR_ESEQ`` if before o.ts),
-    and whether it did."""
+    """Per group: the best progress seen, when (o.ts at the earliest) and by which ``eseq``
+    (``FLOOR_ESEQ`` if before o.ts) the key reached the target, and whether it did."""
     value, ts = m.value[g.rows], m.ts[g.rows]
     g_target = target[g.op]
     best = g.floor.copy()
@@ -318,9 +317,8 @@ def _offset_outcomes(
     op_pos: np.ndarray,
     out: Evaluation,
 ) -> None:
-    """An operation holds once every key reached the target, at the latest key's time; its
-    progress is the lowest key's, and the events that count are those of its window, up to
-    the crossing."""
+    """An operation holds at its latest key's time; its progress is the lowest key's, and the
+    events that count are those of its window up to the crossing."""
     reach_at, crossing, reached = reach
     n_ops = len(ops)
     n_keys = np.bincount(g.op, minlength=n_ops)

@@ -142,9 +142,8 @@ class DelayedOperations:
         self.t.wheel.add(handles[timed], deadlines[timed])
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
-        """Kafka's ``cancelForKey``: drop the pending operations watching any of ``keys``, no
-        outcome emitted (their op_ids still count as resolved); returns their op_ids.
-        """
+        """Kafka's ``cancelForKey``: drop the operations watching ``keys``, no outcome emitted
+        (their op_ids still count as resolved); returns their op_ids."""
         keys_array = np.asarray(keys, dtype=object)
         handles = distinct(self.t.pending.watchers_of(keys_array, hash_strings(keys_array))[1])
         if handles.size == 0:
@@ -157,9 +156,8 @@ class DelayedOperations:
         return rows["op_id"].tolist()
 
     def try_complete(self, handles: np.ndarray, ops: Rows | None = None) -> None:
-        """Kafka's ``tryComplete``: force-complete those whose condition holds, at the event
-        time it became true.  ``ops``: their rows, if the caller has them (then ``handles``
-        are sorted, distinct, no stubs)."""
+        """Kafka's ``tryComplete``: force-complete those whose condition holds.  ``ops``: their
+        rows, if the caller has them (then ``handles`` are sorted, distinct, no stubs)."""
         if handles.size == 0:
             return
         if ops is None:
@@ -269,9 +267,8 @@ class DelayedOperations:
     # -- internals -----------------------------------------------------------------------------
 
     def _add_matches(self, pairs: Rows, ops: Rows | None = None) -> tuple[np.ndarray, Rows]:
-        """Keep the (event, operation) pairs inside the operation's window as matches; return
-        the touched handles (sorted) and the pairs' operations' rows (``ops``, if the caller
-        has them, sorted by handle)."""
+        """Keep the pairs inside their operation's window as matches; return the touched
+        handles and the pairs' operations' rows (``ops``, if the caller has them)."""
         at = None
         if ops is None:  # numbers only unless the check reads the op_ids (targeted) or members
             handles, at = distinct_at(pairs["handle"])

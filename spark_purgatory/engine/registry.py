@@ -135,9 +135,8 @@ def settle(
     verdicts: pd.DataFrame | None,
     wm: int,
 ) -> tuple[Rows, Rows, list[pd.DataFrame], Rows]:
-    """One call's registry work on the admitted ``ops``: the operations to register now, the
-    parked ones released (to register first), the rows rejected ``duplicate_op_id``, and this
-    shard's verdicts on the claims of its op_ids."""
+    """One call's registry work: the operations to register now, the parked ones released (to
+    register first), the rows rejected ``duplicate_op_id``, and the verdicts on the claims."""
     rejected: list[pd.DataFrame] = []
     answers = None if verdicts is None else Rows.of(verdicts, VERDICTS)
     released, refused, still = release(t.parked, answers, -1 if shard is None else shard)

@@ -144,9 +144,8 @@ def notices(final: Rows, counted: np.ndarray, covered: np.ndarray | None = None)
 
 
 def steps(relayed: Rows | None) -> Iterator[Rows]:
-    """Relay rows (with their ``batch``) in the order they were made: per batch, its pairs and
-    floors of both stages as one step (the primary decided them at once, in event time),
-    then its notices."""
+    """Relay rows in the order they were made: per ``batch``, its pairs and floors of both
+    stages as one step (the primary decided them at once), then its notices."""
     if relayed is None or len(relayed) == 0:
         return
     rows = relayed.take(np.lexsort((relayed["stage"], relayed["batch"])))
@@ -218,10 +217,8 @@ def absorb(relayed: Rows, eseqs: np.ndarray) -> Rows:
 
 
 def decide(notes: Rows, relayed: Rows, pending: np.ndarray) -> tuple[Rows, np.ndarray, Rows]:
-    """The cross-shard group's answer to notices: the notices of the events nothing counted,
-    whether each is ``after_resolution``, and ``relayed`` without the noticed events.
-    ``pending``: the ``eseq`` of the matches the pending operations hold.  An event only
-    ``spurious`` pairs name gets the sender's own reason (``covered``)."""
+    """The notices of the events nothing counted, whether each is ``after_resolution`` (an
+    event only ``spurious`` pairs name: the sender's ``covered``), and ``relayed`` without them."""
     sender, sender_eseq = notes["sender"].astype(np.int64), notes["sender_eseq"].astype(np.int64)
     held = np.flatnonzero(relayed["absorbed"] | isin(relayed["eseq"], pending))
     used = pairs_in(sender, sender_eseq, relayed["sender"][held], relayed["sender_eseq"][held])
