@@ -1,9 +1,6 @@
 """The array steps the engine's calls are made of: sorted searches and joins by hash,
-membership, distinct handles, list columns flattened, string hashes.
-
-A call works on numpy arrays (``rows.Rows``).  numpy's own ``isin``, ``unique`` and
-``searchsorted`` on random probes cost more than the sorted versions here on a call's arrays
-(docs/performance-history.md, "The engine's array helpers").
+membership, distinct values, list columns flattened, string hashes (cheaper than numpy's own
+``isin``, ``unique`` and ``searchsorted`` on a call's arrays).
 
 Invariant: no helper loops over rows in Python.
 """
@@ -37,15 +34,12 @@ __all__ = [
 ]
 
 _SORT_ABOVE = 256  # more probes than this are searched in sorted order (``search``)
-#: more values than this are told distinct, or joined, by pandas' hash table: below, its
-#: set-up costs more than a sort (docs/engine-internals.md)
-_HASH_TABLE_ABOVE = 256
+_HASH_TABLE_ABOVE = 256  # below this many values, pandas' hash table costs more than a sort
 
 
 def search(ordered: np.ndarray, values: np.ndarray, side: str = "left") -> np.ndarray:
     """``np.searchsorted(ordered, values, side)``, many unsorted values searched in sorted
-    order: numpy starts each search where the last one ended, so many random values cost
-    less when sorted first, the sort included.
+    order (numpy starts each search where the last one ended).
 
     >>> search(np.array([1, 3, 5]), np.array([4, 0])).tolist()
     [2, 0]
@@ -67,7 +61,7 @@ def equal_ranges(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
     if probes.size <= _SORT_ABOVE or bool((probes[1:] >= probes[:-1]).all()):
         lo = np.searchsorted(sorted_hashes, probes, side="left")
         hi = np.searchsorted(sorted_hashes, probes, side="right")
-    else:  # many unsorted probes: searched in sorted order (``search``), sorted once for both
+    else:  # many unsorted probes: sorted once for both searches
         order = np.argsort(probes)
         ordered = probes[order]
         lo, hi = np.empty(probes.size, np.intp), np.empty(probes.size, np.intp)
@@ -78,10 +72,7 @@ def equal_ranges(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
 
 def equal_pairs(build: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """All (probe index, ``build`` index) pairs with equal hash, by probe, then by ``build``
-    index: a join of two of a call's arrays.  Where ``build``'s hashes are distinct (one event
-    per key, one operation per op_id: the common case) and many, a hash join (pandas' hash
-    table: cheaper than sorting a call's arrays, docs/engine-internals.md), else a sort-merge
-    join (``equal_ranges``).
+    index: a hash join where ``build``'s hashes are many and distinct, else a sort-merge join.
 
     >>> equal_pairs(np.array([7, 3, 5], np.uint64), np.array([5, 1, 7, 5], np.uint64))
     (array([0, 2, 3]), array([2, 0, 2]))
@@ -100,8 +91,7 @@ def equal_pairs(build: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def all_distinct(values: np.ndarray) -> bool:
-    """Are these values (a call's hashes) all different?  By pandas' hash table for many,
-    a sort for few.
+    """Are these values all different?
 
     >>> all_distinct(np.array([3, 1, 2], np.uint64)), all_distinct(np.array([3, 1, 3], np.uint64))
     (True, False)
@@ -125,8 +115,7 @@ def expand_ranges(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, n
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` for integers, by a stable sort (a radix sort for them): numpy's
-    own unique hashes first, which costs more on the shard's handle arrays.
+    """``np.unique(values)`` for integers, by a stable (radix) sort.
 
     >>> distinct(np.array([5, 1, 5, 3])).tolist()
     [1, 3, 5]
@@ -137,8 +126,7 @@ def distinct(values: np.ndarray) -> np.ndarray:
 
 def distinct_at(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``distinct(values)`` and where each value is in it (``np.unique``'s inverse), by one
-    stable sort: a step that reads the distinct rows and then places each value among them
-    sorts once, where a ``distinct`` and a ``search`` sorted twice.
+    stable sort.
 
     >>> [a.tolist() for a in distinct_at(np.array([5, 1, 5, 3]))]
     [[1, 3, 5], [2, 0, 2, 1]]
@@ -152,8 +140,7 @@ def distinct_at(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_starts(ordered: np.ndarray) -> np.ndarray:
-    """Which elements of ``ordered`` (equal values next to each other) start a run of equal
-    values: the first of each distinct value.
+    """Which elements of ``ordered`` (equal values together) start a run of equal values.
 
     >>> run_starts(np.array([1, 1, 3, 5, 5])).tolist()
     [True, False, True, True, False]
@@ -165,12 +152,8 @@ def run_starts(ordered: np.ndarray) -> np.ndarray:
 
 
 def flatten(lists: np.ndarray, *, nonempty: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(length of each list, their elements one after another as an object array): a list
-    column exploded without pandas.  ``nonempty``: every list holds an item (an operation's
-    keys), so as many items as lists means one each, and no length is asked for.
-
-    Arrays (what Arrow gives) are joined by ``np.concatenate``, Python lists chained: each
-    way is the faster one on its own kind.
+    """(length of each list, their elements one after another as an object array).
+    ``nonempty``: every list holds an item, so as many items as lists means one each.
 
     >>> flatten(np.array([["a"], ["b", "c"], []], dtype=object))[0].tolist()
     [1, 2, 0]
@@ -181,7 +164,7 @@ def flatten(lists: np.ndarray, *, nonempty: bool = False) -> tuple[np.ndarray, n
         if int(lengths.sum()) == 0:
             return lengths, np.empty(0, dtype=object)
         return lengths, np.concatenate(lists, dtype=object)
-    items = lists.tolist()  # a list's iteration costs less than an object array's
+    items = lists.tolist()
     flat = np.fromiter(itertools.chain.from_iterable(items), dtype=object)
     if nonempty and flat.size == n:
         return np.ones(n, np.int64), flat
@@ -189,8 +172,7 @@ def flatten(lists: np.ndarray, *, nonempty: bool = False) -> tuple[np.ndarray, n
 
 
 def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
-    """``np.isin(values, ordered)`` for a sorted ``ordered``: a binary search per value (no
-    sort of both, which is what ``np.isin`` costs on the small arrays of a call).
+    """``np.isin(values, ordered)`` for a sorted ``ordered``: a binary search per value.
 
     >>> among(np.array([4, 1, 9]), np.array([1, 4, 7])).tolist()
     [True, True, False]
@@ -206,8 +188,7 @@ def among(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
 
 
 def isin(values: np.ndarray, test: np.ndarray) -> np.ndarray:
-    """``np.isin`` for integers: ``among`` after sorting ``test`` (cheaper than numpy's on
-    the small arrays of a call, and as fast on big ones), or a mask over ``test``'s range."""
+    """``np.isin`` for integers: ``among`` after sorting ``test``, or a mask over its range."""
     if test.size and values.size:
         dense = _in_range(values, test, int(test.min()), int(test.max()))
         if dense is not None:
@@ -217,8 +198,7 @@ def isin(values: np.ndarray, test: np.ndarray) -> np.ndarray:
 
 def _in_range(values: np.ndarray, test: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
     """``np.isin(values, test)`` by a mask over ``lo .. hi`` (``test``'s range) where that range
-    is small against the arrays (a call's handles and eseqs: mostly consecutive): no sort, no
-    search; None where it is not (or the values are not signed integers).
+    is small against the arrays; None where it is not (or the values are not signed integers).
 
     >>> _in_range(np.array([3, 9, 5, -1]), np.array([5, 3, 6]), 3, 6).tolist()
     [True, False, True, False]
@@ -238,8 +218,7 @@ def _in_range(values: np.ndarray, test: np.ndarray, lo: int, hi: int) -> np.ndar
 
 
 def pairs_in(a1: np.ndarray, a2: np.ndarray, b1: np.ndarray, b2: np.ndarray) -> np.ndarray:
-    """Per pair ``(a1[i], a2[i])`` of integers: is it among the pairs ``(b1[j], b2[j])``? (A
-    sort of both sets together; exact, whatever the values' range.)
+    """Per pair ``(a1[i], a2[i])`` of integers: is it among the pairs ``(b1[j], b2[j])``?
 
     >>> pairs_in(np.array([1, 1, 2]), np.array([5, 6, 5]), np.array([1, 2]), np.array([6, 6])).tolist()
     [False, True, False]
@@ -263,9 +242,7 @@ def pairs_in(a1: np.ndarray, a2: np.ndarray, b1: np.ndarray, b2: np.ndarray) -> 
 
 
 def pair_order(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """The order by ``first``, then ``second``: ``np.lexsort((second, first))``, faster
-    where ``first`` has no repeated value (a state's op_id hashes, key hashes): one
-    ``argsort`` of ``first``, whose order is then the only one.
+    """``np.lexsort((second, first))``, one ``argsort`` where ``first`` has no repeated value.
 
     >>> pair_order(np.array([3, 1, 2]), np.array([0, 0, 0])).tolist()
     [1, 2, 0]
@@ -280,15 +257,9 @@ def pair_order(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 
 def hash_strings(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """Stable 64-bit hash of strings (pandas' SipHash with its fixed key), for sorted indexes.
-
-    The value is part of what a shard saves (key progress and remembered op_ids are kept by
-    hash only), so it is pandas' hash of each string's UTF-8 bytes, whatever the strings come
-    as.  Python ``str`` are encoded one by one (pandas' own loop); an Arrow string array (text
-    the engine keeps, ``text.TextColumn``) already holds those bytes: they are handed to the
-    same hash as ``bytes``, without encoding and without a ``str`` made for a rehash
-    (docs/performance-history.md, "The engine per row, fourth step").  Either way a null is
-    hashed as pandas hashes None.
+    """Stable 64-bit hash of strings: pandas' SipHash of each string's UTF-8 bytes, whether
+    they come as ``str`` or as an Arrow string array (a null hashes as None).  The value is
+    part of what a shard saves: it must never change.
 
     >>> h = hash_strings(np.array(["ab", "ç"], dtype=object))
     >>> bool((h == hash_strings(pa.array(["ab", "ç"]))).all())
@@ -302,7 +273,6 @@ def hash_strings(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def _utf8_bytes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """An Arrow string array's rows as ``bytes`` (None for a null), in an object array."""
     target = pa.large_binary() if pa.types.is_large_string(values.type) else pa.binary()
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         values = values.cast(target)  # the same buffers, read as bytes
@@ -311,9 +281,7 @@ def _utf8_bytes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 def list_lengths(lists: np.ndarray) -> np.ndarray:
     """The length of each list (or array) in an object column, 0 for a missing one (None or
-    NaN): one pass when every row has one (validation gives ``[]`` for none), else only the
-    present ones visited (most operations have no members).  ``pd.isna``, not ``present``:
-    a loaded state's lists are numpy arrays, which ``present``'s count of None cannot compare.
+    NaN).
 
     >>> list_lengths(np.array([["a", "b"], None, []], dtype=object)).tolist()
     [2, 0, 0]
@@ -328,10 +296,7 @@ def list_lengths(lists: np.ndarray) -> np.ndarray:
 
 
 def present(values: np.ndarray) -> np.ndarray:
-    """``pd.notna`` of an object column (text, None, NaN), with its usual cases told at once:
-    all null (an event's op_id, an operation's payload: one scan of a list for None, a
-    pointer test a row) or all text (one type check a row); ``pd.notna`` checks each value
-    for every kind of missing.
+    """``pd.notna`` of an object column, its usual cases (all None, all text) told at once.
 
     >>> present(np.array([None, None], dtype=object)).tolist()
     [False, False]
@@ -348,10 +313,8 @@ def present(values: np.ndarray) -> np.ndarray:
 
 
 def tie_order(first: np.ndarray, *then: np.ndarray) -> np.ndarray:
-    """``np.lexsort((*reversed(then), first))``: the order by ``first``, ties by ``then`` in
-    turn, with the later keys sorted only where ``first`` repeats: one stable ``argsort``
-    where it does not (a call's matches, one per operation mostly), where ``lexsort`` sorts
-    the whole arrays once per key.
+    """``np.lexsort((*reversed(then), first))``, the later keys sorted only where ``first``
+    repeats.
 
     >>> tie_order(np.array([3, 1, 3, 2]), np.array([9, 0, 5, 0])).tolist()
     [1, 3, 2, 0]
@@ -361,10 +324,10 @@ def tie_order(first: np.ndarray, *then: np.ndarray) -> np.ndarray:
     same = ranked[1:] == ranked[:-1]
     if not then or not same.any():
         return order
-    tied = np.zeros(ranked.size, dtype=bool)  # the sorted places of repeated firsts
+    tied = np.zeros(ranked.size, dtype=bool)
     tied[1:] |= same
     tied[:-1] |= same
     at = np.flatnonzero(tied)
-    rows = order[at]  # their groups lie together, in ``first`` order: sorted again among them
+    rows = order[at]
     order[at] = rows[np.lexsort((*(k[rows] for k in reversed(then)), first[rows]))]
     return order

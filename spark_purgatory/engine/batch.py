@@ -1,15 +1,8 @@
 """One micro-batch at the engine's edge: the input it accepts and the rows it returns.
 
-``Purgatory.process`` takes operations and events either canonical (validated here, with
-``engine.validation``) or already validated by the host (``VALID_OPERATIONS`` /
-``VALID_EVENTS``), and returns a ``BatchResult`` with the three output tables' engine
-columns (``contract``).
-
 Invariant: a row rejected as it is read keeps the record as it came (its raw text, else its
 fields as JSON); one rejected after validation (``late``, ``duplicate_op_id``) has the fields
-the operator read, as JSON, as on Spark, whose shards get no valid row's text
-(``docs/contract.md``, the ``rejected`` table); each carries exactly one reason from
-``contract.REASONS``.
+the operator read, as JSON, as on Spark; each carries exactly one reason.
 """
 
 from __future__ import annotations
@@ -36,6 +29,7 @@ from ..contract import (
 )
 from .arrays import all_distinct, hash_strings
 from .conditions import CONDITION_NAMES
+from .fields import is_str
 from .frames import concat, empty
 from .list_fields import one_item_lists
 from .rows import Rows
@@ -58,26 +52,24 @@ __all__ = [
     "result",
 ]
 
-#: what ``process(..., validated=True)`` takes: the ops table without the engine's own columns
+#: what ``process(..., validated=True)`` takes
 VALID_OPERATIONS = {k: v for k, v in OPS.items() if k not in ("handle", "n_members")}
-#: what a host that validated the operations may add, to spare the engine a pass over their
-#: lists: ``one_key`` (every operation has exactly one key, this one: its ``keys`` is that
-#: key's list) and ``n_members`` (each ``members`` list's length, 0 for none)
+#: what a host that validated the operations may add to spare a pass over their lists:
+#: ``one_key`` (every operation has this one key) and ``n_members`` (0 for none)
 KEY_HINTS = {"one_key": "object", "n_members": "int64"}
-#: ... and the events it takes
 VALID_EVENTS = {k: v for k, v in EVENTS.items() if k not in ("eseq", "used")}
 
 
 @dataclass
 class BatchResult:
-    """Rows produced by one ``Purgatory.process`` call, with the SPEC's columns (times in ms)."""
+    """Rows produced by one ``Purgatory.process`` call (times in ms)."""
 
     outcomes: pd.DataFrame
     unmatched: pd.DataFrame
     rejected: pd.DataFrame
-    #: what a primary shard's stubs hand on to the cross-shard group (``tables.RELAY``)
+    #: what a primary shard's stubs hand on to the cross-shard group
     relay: pd.DataFrame = field(default_factory=lambda: empty(RELAY))
-    #: the registry's verdicts on other shards' claims of its op_ids (``tables.VERDICTS``)
+    #: the registry's verdicts on other shards' claims of its op_ids
     verdicts: pd.DataFrame = field(default_factory=lambda: empty(VERDICTS))
 
     @property
@@ -96,10 +88,9 @@ def accepted(
     max_timeout_ms: int,
     limits: InputLimits | None = None,
 ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
-    """The batch's operations and events as the engine takes them (validated here unless the
-    host did; ``stub`` and ``replica`` False where absent), and the rows validation rejected."""
+    """The batch's rows as the engine takes them (validated unless the host did), and the rejected."""
     rejected: list[pd.DataFrame] = []
-    if not validated:  # ``key`` standing for ``keys`` is the validator's rule (a number's text too)
+    if not validated:
         ops = operations if operations is not None else pd.DataFrame()
         operations, bad = validate_operations(ops, max_timeout_ms=max_timeout_ms, limits=limits)
         rejected.append(bad)
@@ -109,10 +100,7 @@ def accepted(
 
 
 def _taken(frame: pd.DataFrame | None, dtypes: dict[str, str], copy_flag: str) -> Rows:
-    """A valid input frame's columns (the fields a rejected row shows), with ``copy_flag``
-    False where the host sent none.  A valid row's ``raw`` text is not kept: the Spark host's
-    routing does not carry it to the shards either, so a row rejected after validation
-    (``late``, ``duplicate_op_id``) shows the fields the operator read on either path."""
+    """A valid frame's columns, ``copy_flag`` False where absent, ``raw`` dropped (as on Spark)."""
     if frame is None or len(frame) == 0:
         return Rows.empty(dtypes)
     rows = Rows.of(frame.drop(columns="raw") if "raw" in frame.columns else frame)
@@ -120,25 +108,17 @@ def _taken(frame: pd.DataFrame | None, dtypes: dict[str, str], copy_flag: str) -
 
 
 def with_keys(ops: pd.DataFrame | None) -> pd.DataFrame:
-    """Accept a single ``key`` column as shorthand for ``keys``: where ``keys`` is missing, a
-    text ``key`` becomes the one-element list ``[key]`` (anything else stays missing)."""
+    """A text ``key`` column as shorthand for ``keys``: ``[key]`` where ``keys`` is missing."""
     if ops is None:
         return pd.DataFrame()
     if "key" not in ops.columns:
         return ops
     key = ops["key"].to_numpy(dtype=object)
     keys = ops["keys"].to_numpy(dtype=object) if "keys" in ops.columns else np.full(len(ops), None, object)
-    take = pd.isna(keys) & _is_text(key)
+    take = pd.isna(keys) & is_str(key)
     keys = keys.copy()
     keys[take] = one_item_lists(key[take])
     return ops.drop(columns="key").assign(keys=keys)
-
-
-def _is_text(values: np.ndarray) -> np.ndarray:
-    """Which values are ``str``: one C pass when the column is text (the usual case)."""
-    if pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
-        return ~pd.isna(values)
-    return np.fromiter((isinstance(v, str) for v in values), dtype=bool, count=len(values))
 
 
 def rejected_rows(source: str, rows: pd.DataFrame | Rows, reason: str) -> pd.DataFrame:
@@ -154,7 +134,7 @@ def rejected_rows(source: str, rows: pd.DataFrame | Rows, reason: str) -> pd.Dat
             members=np.where([m is not None and len(m) > 0 for m in members], members, None),  # [] is none
         )
     raw = raw_json(rows, columns) if len(rows) else pd.Series([], dtype=object)
-    if source == SOURCE_OPERATIONS:  # valid rows: op_id text, keys in order (rejected's op_id, key)
+    if source == SOURCE_OPERATIONS:
         op_id, key = rows["op_id"].to_numpy(dtype=object), first_keys(rows["keys"].to_numpy(dtype=object))
     else:
         op_id, key = rows["op_id"].to_numpy(dtype=object), rows["key"].to_numpy(dtype=object)
@@ -173,11 +153,8 @@ def admit(
     pending: Pending,
     limits: InputLimits | None = None,
 ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
-    """What a shard takes of a batch at watermark ``wm``: the input validated (unless the host
-    did), rows behind the watermark rejected ``late`` and op_ids already ``pending`` or
-    ``resolved`` (or twice in the batch) rejected ``duplicate_op_id``.  Returns the admitted
-    operations (with their op_ids' hashes, ``ohash``), the admitted events and the rejected
-    rows."""
+    """What a shard admits at watermark ``wm`` (operations with ``ohash``, events) and rejects
+    (``late``; an op_id pending, resolved or twice in the batch: ``duplicate_op_id``)."""
     ops, evs, rejected = accepted(operations, events, validated, max_timeout_ms, limits)
     # stubs and replicas are copies: their original reports lateness and duplicates
     stub = ops["stub"].astype(bool, copy=False)
@@ -186,7 +163,7 @@ def admit(
         rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.where(late & ~stub), LATE))
         ops, stub = ops.where(~late), stub[~late]
     ids = ops["op_id"].astype(object, copy=False)
-    ohash = hash_strings(ids)  # once: the lookups here and the op_id index both need it
+    ohash = hash_strings(ids)
     dup = _repeated(ids, ohash, ops["ts"]) | resolved.contains(ohash)
     dup[pending.by_op_id(ids, ohash)[0]] = True
     if dup.any():
@@ -201,9 +178,7 @@ def admit(
 
 
 def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray:
-    """Per op_id: is another copy in the batch the one kept?  Of several, the earliest ``ts``
-    is kept, then the first in input order: the rule the registry applies across shards
-    (``registry``).  (Equal hashes are the candidates; the strings decide.)"""
+    """Per op_id: is another copy in the batch kept (the earliest ``ts``, then the first)?"""
     if ids.size < 2:
         return np.zeros(ids.size, dtype=bool)
     if all_distinct(hashes):
@@ -214,8 +189,7 @@ def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray
     return repeated
 
 
-#: the returned frames' columns when nothing was reported (all object, as ``frames.concat``
-#: of nothing gives; ``rejected``'s ``batch_id`` an integer)
+#: the returned frames' columns when nothing was reported (as ``frames.concat`` of nothing)
 _NO_OUTCOMES = {name: object for name in OUTCOME_COLUMNS}
 _NO_REJECTED = {**{name: object for name in REJECTED_COLUMNS[:-1]}, "batch_id": np.int64}
 
@@ -228,10 +202,7 @@ def result(
     batch_id: int,
     verdicts: Rows | None = None,
 ) -> BatchResult:
-    """A call's ``BatchResult``: the outcome rows (``Purgatory._on_complete``'s), the
-    ``unmatched_events`` rows, the rejected rows (without ``batch_id``), the relay and the
-    registry's verdicts, as the frames the host takes; the only frames a call builds besides
-    the rejected ones."""
+    """A call's ``BatchResult`` from its rows (the rejected ones without ``batch_id``)."""
     rejected = [r for r in rejected if len(r)]
     if rejected:
         rej = concat(rejected, REJECTED_COLUMNS[:-1])

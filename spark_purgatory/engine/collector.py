@@ -1,11 +1,5 @@
-"""The collector pause: Python's cyclic garbage collector off for a call that makes a container
-per row.
-
-A shard call makes a list of keys per operation, a container each; the collector would walk
-the young ones every 700 and the old ones every tenth time, all alive.  The Spark host pauses
-it around each shard call (``spark.operator``, ``spark.batch``), the engine around its own list
-building (``list_fields``); ``runtime.worker_heap`` keeps the worker's modules out of the
-collections PySpark runs after each task.
+"""The collector pause: Python's cyclic garbage collector off around code that makes a
+container per row.
 
 Invariant: the collector is back as it was after the block, whatever the block raised.
 """
@@ -21,13 +15,8 @@ __all__ = ["collector_paused"]
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off inside, back as it was after.
-
-    For code that makes a container per row (a list of keys per operation: lists of text hold
-    no cycles): every 700 new containers the collector walks the young ones, every tenth time
-    the older ones too, all of them alive, which costs as much as making the lists
-    (docs/performance-history.md, "The operator's weight, seventh round").  Cyclic garbage made inside
-    waits for the next collection; reference counting frees the rest as before.
+    """Python's cyclic garbage collector off inside, back as it was after: a container per
+    row would make it walk them all, alive, every 700.  Cyclic garbage made inside waits.
 
     >>> with collector_paused():
     ...     gc.isenabled()

@@ -1,51 +1,28 @@
 """Columnar tables with spare capacity and tombstones, and a hash index of sorted runs.
 
-The shard's big tables (its pending operations and their watchers) change by a batch per
-micro-batch while holding millions of rows.  Rebuilt on every call (concatenated on append,
-every row masked on removal, sorted arrays re-inserted), they made a call cost what is
-pending.  These two structures make it cost what the batch touches:
+The shard's big tables change by a batch per micro-batch while holding millions of rows;
+these two structures make a call cost what the batch touches, not what is pending:
 
 * ``Columns``: numpy columns with spare capacity.  Rows are appended in increasing
-  ``handle`` order (handles only grow), so the handle column of the occupied rows stays
-  sorted and ``searchsorted`` finds a handle's rows, dead ones included.  An append that
-  does not fit grows the capacity by half (``GROWTH``: amortised O(1) per row, and at most a
-  third of a table spare; a big table's arrays are ``storage``'s, whose spare pages cost no
-  memory until written); a removal clears the row's
-  ``alive`` flag (a tombstone).  When dead rows pass half of the occupied ones the table is
-  compacted: live rows move down in order, which keeps the handles sorted.  A compaction
-  costs O(rows) once per O(rows) removals: O(1) amortised per removal.
-* ``HashIndex``: 64-bit hash -> row, for lookups by key or by op_id.  A list of runs, each
-  sorted by hash, merged geometrically (a binary counter, like an LSM tree): an inserted
-  batch is a new run; while the newest run is at least half the size of the one before, the
-  two merge (all the runs a batch merges with at once: one ``argsort(kind="stable")``, a
-  timsort, nearly linear on sorted runs, and one filter, where pairwise merges made each
-  intermediate run and its filter).  So there
-  are O(log n) runs, a row takes part in O(log n) merges, and a batch of b lookups costs
-  O(b log² n) (a ``searchsorted`` per run), whatever is pending.  Dead rows stay in their
-  runs until the table compacts; a lookup skips them through ``alive``; a compaction maps
-  each run's rows to their new positions, which keeps every run sorted (no re-sort).
-  Each run has a filter (a Bloom filter, ``_Filter``: a bit per slot, about eight slots a
-  hash, two set by each): a probe with a clear slot is not in the run, and only the others
-  are searched.  Most probes of a call miss most runs (a new
-  op_id is in no run, an event's key in one), and a bit costs a gather where a search in a
-  big run costs cache misses; a compaction keeps the filters (they may then pass more than
-  they hold, never fewer).
+  ``handle`` order, so the handle column stays sorted and ``searchsorted`` finds a handle's
+  rows.  A full table grows by half (``GROWTH``: amortised O(1) per row); a removal clears
+  the row's ``alive`` flag (a tombstone); when dead rows pass half of the occupied ones the
+  live rows move down in order (O(1) amortised per removal).
+* ``HashIndex``: 64-bit hash -> row, as runs sorted by hash merged geometrically (a binary
+  counter, like an LSM tree): an inserted batch is a new run, and while the newest run is at
+  least half the size of the one before, the two merge.  So there are O(log n) runs and a
+  batch of b lookups costs O(b log² n).  Each run has a Bloom filter (``_Filter``), so a
+  probe searches only the runs that may hold it.  A compaction maps each run's rows to their
+  new positions, which keeps every run sorted.
 
 Worked example: appending batches of 8, 8, 16 rows gives runs [8] -> [8, 8] -> merged [16]
--> [16, 16] -> merged [32]; a 33rd row makes [32, 1].  A lookup of 10 hashes is then two
-``searchsorted`` of 10 probes.
+-> [16, 16] -> merged [32]; a 33rd row makes [32, 1].
 
-Text columns (dtype ``"text"``) are ``text.TextColumn``s: UTF-8 bytes and offsets, no Python
-object per row.  ``rows`` and ``text`` make Python strings of just the rows asked for;
-``arrow`` hands them on as Arrow arrays (the state layer) without making any.
-
-A hash only finds candidates: the caller confirms every candidate on the strings
-(``Columns.lookup`` returns candidates, ``equal_strings`` confirms), so a collision costs a
-comparison and can never make a wrong match.
+A hash only finds candidates: the caller confirms them on the strings, so a collision costs
+a comparison and never makes a wrong match.
 
 Invariants: the occupied ``handle`` column is non-decreasing; ``len(table)`` counts the live
-rows; when an index is read, every live row is in it exactly once (rows enter the indexes at
-the first read after their append, ``Columns``).
+rows; when an index is read, every live row is in it exactly once.
 """
 
 from __future__ import annotations
@@ -61,11 +38,12 @@ from .arrays import equal_ranges, expand_ranges, hash_strings, search
 from .rows import Rows
 from .text import TextColumn
 
-__all__ = ["Columns", "HashIndex"]
+__all__ = ["Columns", "HashIndex", "Retiring"]
 
 _MIN_CAPACITY = 64
 _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)
+_I64_MIN = int(np.iinfo(np.int64).min)
 _SORT_PROBES = 256  # more probes than this are sorted before a lookup
 _KEEP_MAX = 1 << 17  # answers for more handles than this are not kept (``Columns._keep``)
 TEXT = "text"  #: the dtype of a ``TextColumn``
@@ -74,17 +52,8 @@ GROWTH = 1.5  #: a full table's capacity is multiplied by this (numeric and text
 
 
 class _Filter:
-    """A run's filter (a Bloom filter with two probes): a bit per slot, each hash setting the
-    slots of its low bits and of its top bits, ``SLOTS_PER_HASH`` slots a hash rounded up to
-    a power of two: about one probe in twenty that the run does not hold passes, for one to
-    two bytes a hash.
-
-    A run's hashes come sorted, so their top bits rise with them: the second slots are set in
-    order, through the cache, where slots of any other bits would land at random (the
-    build's cost: docs/performance-history.md, "The engine per row, sixth step").  The slots
-    are computed on the hashes' bits read as int64 (a view), with which numpy indexes as they
-    are, where uint64 slots were converted to its index type at every gather and scatter;
-    masked to the slot count, they are the same."""
+    """A run's Bloom filter: each hash sets the slots of its low bits and of its top bits (set
+    in order, as a run's hashes are sorted)."""
 
     SLOTS_PER_HASH = 8
     __slots__ = ("_bits", "_mask", "_top")
@@ -94,7 +63,7 @@ class _Filter:
         self._mask = slots - 1
         self._top = 64 - (slots.bit_length() - 1)  # a hash shifted by this: its top bits
         hashes = _signed(hashes)
-        marked = memory.empty(slots, bool)  # a big one mapped: back to the system whole
+        marked = memory.empty(slots, bool)
         marked.fill(False)
         marked[hashes & self._mask] = True
         marked[(hashes >> self._top) & self._mask] = True  # masked: int64's shift keeps the sign
@@ -118,7 +87,7 @@ _BIT = np.array([1 << i for i in range(8)], np.uint8)  # a slot's bit in its byt
 
 
 def _signed(hashes: np.ndarray) -> np.ndarray:
-    """64-bit hashes as int64, the same bits (a view; slots masked from them are the same)."""
+    """64-bit hashes as int64, the same bits (numpy indexes with int64 as it is)."""
     return hashes.view(np.int64) if hashes.dtype.itemsize == 8 else hashes.astype(np.int64)
 
 
@@ -133,7 +102,7 @@ class HashIndex:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the runs (hashes, rows and filters)."""
+        """Bytes of the runs and their filters."""
         return sum(h.nbytes + r.nbytes + f.nbytes for h, r, f in self._runs)
 
     @property
@@ -144,12 +113,9 @@ class HashIndex:
         """Index ``rows`` under ``hashes`` (one run, then merges while the sizes call for it)."""
         if hashes.size == 0:
             return
-        order = np.argsort(hashes)  # the order of equal hashes is nobody's business
+        order = np.argsort(hashes)
         hashes, rows = _taken(hashes, order), _taken(_narrow(rows), order)
-        # the runs the new one merges with: while the newest is at least half the one before,
-        # the two merge (a binary counter); all of them at once, as one stable sort of the runs
-        # in order (timsort: linear-ish on sorted runs) gives the pairwise merges' result
-        # without their intermediate runs and filters
+        # every run the new one merges with, merged at once by one stable sort
         first, size = len(self._runs), hashes.size
         while first > 0 and 2 * size >= self._runs[first - 1][0].size:
             first -= 1
@@ -163,13 +129,7 @@ class HashIndex:
 
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every (index into ``probes``, row) with an equal hash, dead rows included, in no
-        particular order.
-
-        Per run its filter passes the probes it may hold; one ``searchsorted`` finds which of
-        them it does, and only those are searched again for their last equal hash (a run holds
-        several rows of a hash: a key many operations watch).  Many candidates are sorted first:
-        a search then starts where the last one ended, which costs less than searching in
-        random order in a big run."""
+        particular order; per run, only the probes its filter passes are searched."""
         found_probe, found_row = [], []
         for hashes, rows, bloom in self._runs:
             candidates = bloom.passing(probes)
@@ -208,8 +168,7 @@ class HashIndex:
         self._runs = runs
 
     def hashes_at(self, positions: np.ndarray, occupied: int) -> np.ndarray:
-        """The hash each of these rows (distinct, below ``occupied``) is indexed under: one pass
-        over every run, O(indexed rows), for reads of many rows at once such as a save."""
+        """The hash each of these rows (distinct, below ``occupied``) is indexed under."""
         if positions.size == 0:
             return np.empty(0, np.uint64)
         if 4 * positions.size >= occupied:  # most rows: invert every run
@@ -226,12 +185,10 @@ class HashIndex:
 
 
 def _run(hashes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Filter]:
-    """A run: its hashes (sorted), their rows and its filter."""
     return hashes, rows, _Filter(hashes)
 
 
 def _taken(values: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``values[order]``, in storage that a big run gives back whole when it goes."""
     return np.take(values, order, out=memory.empty(order.size, values.dtype))
 
 
@@ -246,27 +203,15 @@ class Columns:
     """A table of numpy columns with spare capacity and tombstones, rows in handle order.
 
     Args:
-        dtypes: the columns and their numpy dtypes (or ``"text"``: a ``TextColumn``;
-            ``"sparse"``: float64 mostly NaN, only the other rows stored); one of them must be
-            ``handle`` (int64).
-        indexed: columns of uint64 hashes (in ``dtypes``) to keep a ``HashIndex`` on.
+        dtypes: the columns and their numpy dtypes, ``"text"`` (a ``TextColumn``) or
+            ``"sparse"`` (float64 mostly NaN, ``_Sparse``); one must be ``handle`` (int64).
+        indexed: columns of uint64 hashes to keep a ``HashIndex`` on.
         hashed: indexed hash columns kept in their index only, each the ``hash_strings`` of a
-            text column (``{"ohash": "op_id"}``): 8 bytes a row less than a stored column;
-            ``append`` takes them, reads recompute a few rows' hashes from their strings
-            and take many from the index (``hashes``).
+            text column (``{"ohash": "op_id"}``).
 
-    Appended rows enter the indexes when a read next needs them (``_index_appended``), those
-    still alive then only: a table rarely looked up (the resolved windows) pays for no index
-    it does not read, and the operations a call registers and resolves at once (their events
-    came with them) are never indexed.
-
-    Positions (row numbers) are valid until the next ``compact``; handles always.
-
-    The last ``positions`` and ``ranges`` asked for are kept until the table next changes
-    (an append, a removal, a compaction): a call's steps ask for the same handles' rows
-    several times (the resolved operations' rows, watchers and removal), and each answer is
-    a binary search over the whole handle column.  The kept answers are read-only; those
-    for a backlog's handles (a save's reads) are not kept.
+    Appended rows enter the indexes when a read next needs them.  Positions are valid until
+    the next ``compact``; handles always.  The last ``positions`` and ``ranges`` answers are
+    kept, read-only, until the table next changes.
     """
 
     def __init__(
@@ -305,38 +250,30 @@ class Columns:
         return self._cols[name][: self._n]
 
     def text(self, name: str, positions: np.ndarray) -> np.ndarray:
-        """The rows at ``positions`` of a text column, as Python strings (an object array)."""
         return self._texts[name].objects(positions)
 
     def arrow(self, name: str, positions: np.ndarray) -> pa.Array:
-        """The rows at ``positions`` of a column as an Arrow array (text without Python strings)."""
         if name in self._texts:
             return self._texts[name].arrow(positions)
         return pa.array(self._get(name, positions))
 
     def hashes(self, name: str, positions: np.ndarray) -> np.ndarray:
-        """The rows at ``positions`` (distinct) of an indexed hash column, stored or not: a few
-        rows hashed again from their strings (O(rows)), many read from the index (O(table))."""
+        """The rows at ``positions`` (distinct) of an indexed hash column, stored or not."""
         if name in self._cols:
             return self._cols[name][positions]
-        if 16 * len(positions) < self._n:  # from the stored UTF-8: no Python string made
+        if 16 * len(positions) < self._n:
             return hash_strings(self.arrow(self._hashed[name], positions))
         self._index_appended()
         return self._indexes[name].hashes_at(positions, self._n)
 
     @property
     def nbytes(self) -> int:
-        """Bytes the occupied rows take (columns, text, alive flags and indexes; no spare room)."""
+        """Bytes the occupied rows take, indexes included (no spare room)."""
         fixed = sum(col.itemsize for col in self._cols.values()) + 1
         runs = sum(index.nbytes for index in self._indexes.values())
         runs += sum(h.nbytes for waiting in self._unindexed.values() for h in waiting)
         sparse = sum(s.nbytes for s in self._sparse.values())
         return self._n * fixed + sum(t.nbytes_used for t in self._texts.values()) + runs + sparse
-
-    @property
-    def capacity(self) -> int:
-        """Rows the numeric columns have room for (spare room included)."""
-        return self._alive.size
 
     @property
     def alive(self) -> np.ndarray:
@@ -346,22 +283,20 @@ class Columns:
         return np.flatnonzero(self.alive)
 
     def positions(self, handles: np.ndarray) -> np.ndarray:
-        """The positions of these handles (sorted or not; each the handle of exactly one live
-        row: a table of unique handles, such as the pending operations)."""
+        """The positions of these handles (each the handle of exactly one live row)."""
         kept = self._kept_answer("positions", handles)
         if kept is not None:
             return kept[0]
         return self._keep("positions", handles, search(self.column("handle"), handles))[0]
 
     def _kept_answer(self, kind: str, handles: np.ndarray) -> tuple[np.ndarray, ...] | None:
-        """The answer kept for ``kind`` if it was asked of the same handles since the last change."""
         kept = self._kept.get(kind)
         if kept is None or kept[0].shape != handles.shape or not np.array_equal(kept[0], handles):
             return None
         return kept[1]
 
     def _keep(self, kind: str, handles: np.ndarray, *answer: np.ndarray) -> tuple[np.ndarray, ...]:
-        if handles.size > _KEEP_MAX:  # a read of a backlog (a save): its arrays not held on to
+        if handles.size > _KEEP_MAX:  # a read of a backlog: not held on to
             return answer
         for values in answer:
             values.flags.writeable = False
@@ -369,15 +304,13 @@ class Columns:
         return answer
 
     def contains(self, handles: np.ndarray) -> np.ndarray:
-        """Per handle: is there a live row with it?"""
         if self._n == 0 or handles.size == 0:
             return np.zeros(handles.size, bool)
         pos = np.minimum(self.positions(handles), self._n - 1)
         return (self.column("handle")[pos] == handles) & self.alive[pos]
 
     def ranges(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every (index into ``handles``, live position) with that handle (several rows per
-        handle allowed, such as an operation's watchers)."""
+        """Every (index into ``handles``, live position) with that handle (several rows each)."""
         kept = self._kept_answer("ranges", handles)
         if kept is not None:
             return kept[0], kept[1]
@@ -392,8 +325,7 @@ class Columns:
         return start + np.flatnonzero(self._alive[start : self._n])
 
     def lookup(self, index: str, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(index into ``probes``, live position) for every row whose ``index`` column equals a
-        probe hash: candidates, which the caller confirms on the strings."""
+        """(index into ``probes``, live position) of every candidate row with a probe's hash."""
         if self._live == 0 or probes.size == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
         self._index_appended()
@@ -402,12 +334,10 @@ class Columns:
         return probe[live], pos[live]
 
     def frame(self, positions: np.ndarray | None = None, columns: list[str] | None = None) -> pd.DataFrame:
-        """The rows at ``positions`` (default: every live row, in handle order) as a frame."""
         return self.rows(positions, columns).to_frame()
 
     def rows(self, positions: np.ndarray | None = None, columns: list[str] | None = None) -> Rows:
-        """The rows at ``positions`` (default: every live row, in handle order), copied out
-        (text as Python strings)."""
+        """The rows at ``positions`` (default: every live row), copied out."""
         positions = self.live_positions() if positions is None else positions
         names = columns if columns is not None else self.dtypes
         cols = {c: self.text(c, positions) if c in self._texts else self._get(c, positions) for c in names}
@@ -443,13 +373,12 @@ class Columns:
         return np.arange(start, end, dtype=np.int64)
 
     def _index_appended(self) -> None:
-        """Index the rows appended since the indexes were last read, those alive now (one run
-        an index for all of them)."""
+        """Index the rows appended since the indexes were last read, those alive now."""
         start, end = self._indexed_to, self._n
         if start == end:
             return
         live = np.flatnonzero(self._alive[start:end])
-        if live.size >= memory.RELEASE_ROWS:  # a backlog's rows (a load, a fill): bulk work
+        if live.size >= memory.RELEASE_ROWS:
             memory.bulk(live.size)
         for name, index in self._indexes.items():
             waiting = self._unindexed.get(name)
@@ -502,7 +431,6 @@ class Columns:
             self._resize(max(rows, int(GROWTH * self._alive.size)))
 
     def _resize(self, capacity: int) -> None:
-        """New storage (``memory.empty``: spare room costs no memory until rows fill it)."""
         for name, col in self._cols.items():
             new = memory.empty(capacity, col.dtype)
             new[: self._n] = col[: self._n]
@@ -513,10 +441,7 @@ class Columns:
 
 
 class _Sparse:
-    """A float64 column that is mostly NaN (``progress_at_watch`` but for ``offset``
-    operations, ``target`` but for counted conditions): only the other rows, as (position,
-    value) pairs in position order, with spare capacity.  Appends come in position order,
-    so the pairs stay sorted; a read is one ``searchsorted``; a compaction maps positions."""
+    """A float64 column that is mostly NaN: only the other rows, as (position, value) pairs."""
 
     __slots__ = ("_pos", "_val", "_n")
 
@@ -552,7 +477,6 @@ class _Sparse:
         return out
 
     def compact(self, moved: np.ndarray) -> None:
-        """Rows moved (``moved[old]``: the new position, -1 for a dropped row)."""
         new = moved[self._pos[: self._n]]
         keep = np.flatnonzero(new >= 0)
         self._val[: keep.size] = self._val[keep]
@@ -560,8 +484,57 @@ class _Sparse:
         self._n = keep.size
 
 
+class Retiring:
+    """A ``Columns`` table whose rows a retirement watermark forgets: logically at once (each
+    subclass's ``_remembered``), physically in bulk once the watermark reaches the ``_due``
+    time of an eighth of the rows left (or, with ``regrow``, once they doubled).  With
+    ``epochs``, a row added or touched since the last retirement is remembered."""
+
+    def __init__(
+        self, dtypes: Mapping[str, str], indexed: tuple[str, ...], *, epochs: bool, regrow: bool
+    ) -> None:
+        self._epochs, self._regrow = epochs, regrow
+        self._rows = Columns({**dtypes, "handle": "int64", **({"epoch": "int64"} if epochs else {})}, indexed)
+        self._next = 0  # the next row's handle
+        self._epoch = 0  # retirements so far
+        self._retired_wm = _I64_MIN
+        self._next_sweep = _I64_MIN
+        self._swept = 0  # rows left by the last sweep
+
+    def __len__(self) -> int:
+        return int(self._remembered(self._rows.live_positions()).sum()) if len(self._rows) else 0
+
+    def _append(self, columns: Mapping[str, np.ndarray]) -> None:
+        n = len(next(iter(columns.values())))
+        extra = {"epoch": np.full(n, self._epoch, np.int64)} if self._epochs else {}
+        self._rows.append(
+            {**columns, "handle": np.arange(self._next, self._next + n, dtype=np.int64), **extra}
+        )
+        self._next += n
+
+    def retire(self, watermark: int) -> None:
+        """Forget the rows ``watermark`` makes useless (logically now, the rows in bulk)."""
+        self._retired_wm = max(self._retired_wm, int(watermark))
+        self._epoch += 1
+        grown = self._regrow and len(self._rows) >= 2 * max(self._swept, 1024)
+        if len(self._rows) == 0 or (self._retired_wm < self._next_sweep and not grown):
+            return
+        pos = self._rows.live_positions()
+        forgotten = ~self._remembered(pos)
+        due = self._due(pos[~forgotten])  # before the kill, which may move rows
+        self._rows.kill(pos[forgotten])
+        self._swept = due.size
+        self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8]) if due.size else _I64_MIN
+
+    def _remembered(self, pos: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _due(self, pos: np.ndarray) -> np.ndarray:
+        """The last watermark at which each row is still remembered."""
+        raise NotImplementedError
+
+
 def _grown(values: np.ndarray, n: int, capacity: int) -> np.ndarray:
-    """``values``' first ``n`` elements in new storage of ``capacity``."""
     new = memory.empty(capacity, values.dtype)
     new[:n] = values[:n]
     return new

@@ -1,10 +1,8 @@
 """Completion conditions: deciding, vectorised, when an operation's condition holds.
 
 An operation completes at the earliest *event time* at which its condition holds over the
-events that match it (which events match is ``watchers.matches_in_window``'s rule).  Events can
-arrive in any order, so ``evaluate`` sorts each operation's matches by event time and finds
-the first prefix that satisfies the condition; the event time of the last event in that
-prefix is ``resolved_at``.  Conditions:
+events that match it: ``evaluate`` sorts each operation's matches by event time and finds the
+first prefix that satisfies the condition; its last event's time is ``resolved_at``.
 
 ==========  ===========================================================================
 ``any``     one matching event
@@ -15,17 +13,11 @@ prefix is ``resolved_at``.  Conditions:
 ``quorum``  at least ``target`` of the names in ``members`` reported (as ``source``)
 ==========  ===========================================================================
 
-A condition uses the fields ``NEEDS_TARGET`` / ``NEEDS_MEMBERS`` say, and no other: the
-validators reject a row that gives one its condition does not use (``unused_target``,
-``unused_members``), since deciding it without that field would answer a question the
-producer did not ask (``count`` with ``members`` was taken for a quorum and counted every
-source).  ``quorum`` is a condition of its own, not ``count`` with ``members``: a pending
-``count`` operation of an earlier version, its ``members`` stored, keeps counting every
-source.
+A condition uses the fields ``NEEDS_TARGET`` / ``NEEDS_MEMBERS`` say, and no other.
 
-Invariant: ``evaluate`` is a pure function of the matches it is given; the purgatory hands
-it every match of the operations it evaluates, old and new, so the answer does not depend
-on how events were split into micro-batches.
+Invariant: ``evaluate`` is a pure function of the matches it is given; given every match of
+the operations it evaluates, its answer does not depend on how events were split into
+micro-batches.
 """
 
 from __future__ import annotations
@@ -54,7 +46,6 @@ __all__ = [
     "CONDITION_NAMES",
     "NEEDS_TARGET",
     "NEEDS_MEMBERS",
-    "COUNTS_MEMBERS",
     "FLOOR_ESEQ",
     "Evaluation",
     "evaluate",
@@ -62,28 +53,21 @@ __all__ = [
 ]
 
 ANY, COUNT, SUM, ALL, OFFSET, QUORUM = 0, 1, 2, 3, 4, 5
-#: condition name (``contract.CONDITIONS``, in its order) -> code used in state (a code is
-#: never reused: a checkpoint keeps it)
+#: condition name -> code used in state (a code is never reused: a checkpoint keeps it)
 CONDITIONS = dict(zip(contract.CONDITIONS, (ANY, COUNT, SUM, ALL, OFFSET, QUORUM), strict=True))
 CONDITION_NAMES = np.array(list(CONDITIONS), object)
-#: the codes of the conditions that need a ``target`` and use it (``contract.TARGETED``)
 NEEDS_TARGET = tuple(CONDITIONS[name] for name in contract.TARGETED)
-#: the codes of the conditions that need ``members`` and use them (``contract.WITH_MEMBERS``)
 NEEDS_MEMBERS = tuple(CONDITIONS[name] for name in contract.WITH_MEMBERS)
-#: the code of the one whose target counts members (``contract.TARGET_COUNTS_MEMBERS``)
-COUNTS_MEMBERS = tuple(CONDITIONS[name] for name in contract.TARGET_COUNTS_MEMBERS)
 #: the ``eseq`` of a match that is a key's *floor* (its progress before the operation, relayed
-#: by a primary shard: ``relay``), not an event: it raises progress, it is not a matched event
+#: by a primary shard), not an event: it raises progress, it is not a matched event
 FLOOR_ESEQ = -1
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Result of ``evaluate``: per operation (aligned with ``ops``) and per sorted match.
-
-    Matches are sorted by (handle, ts, eseq); ``handle``/``eseq`` give that order.  ``used``
-    is True for the events that made a satisfied operation true (the prefix up to its
-    crossing event) and for every match of an unsatisfied one.
+    """Result of ``evaluate``: per operation (aligned with ``ops``) and per match, sorted by
+    (handle, ts, eseq).  ``used``: the prefix up to a satisfied operation's crossing event,
+    and every match of an unsatisfied one.
     """
 
     satisfied: np.ndarray  # bool per op
@@ -97,13 +81,7 @@ class Evaluation:
 
 def _group_starts(group: np.ndarray) -> np.ndarray:
     """Index of the first row of each run of equal values in a sorted array, per row."""
-    n = group.size
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    new = np.empty(n, dtype=bool)
-    new[0] = True
-    new[1:] = group[1:] != group[:-1]
-    return np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    return np.maximum.accumulate(np.where(run_starts(group), np.arange(group.size), 0))
 
 
 def _grouped_cumsum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -135,31 +113,18 @@ def _first_occurrence(handle: np.ndarray, labels: np.ndarray, present: np.ndarra
 
 
 def may_hold_unmatched(cond: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Per operation: can its condition hold with no match yet?  An ``offset`` one can (its
-    keys' progress so far may reach the target), and a ``count``, ``sum`` or ``quorum`` with
-    nothing to reach; ``evaluate`` answers no for every other operation without matches."""
+    """Per operation: can its condition hold with no match yet (``offset``, or nothing to reach)?"""
     return (cond == OFFSET) | (_counts_up(cond) & (target <= 0))
 
 
 def _counts_up(cond: np.ndarray) -> np.ndarray:
-    """The conditions whose measure climbs from 0 to a ``target``: held at once by a target
-    of 0 or less."""
     return (cond == COUNT) | (cond == SUM) | (cond == QUORUM)
 
 
 def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluation:
-    """Decide, for each operation, whether and when its condition holds.
-
-    Args:
-        ops: one row per operation, sorted by ``handle`` (unique int64): ``cond``,
-            ``target``, ``ts``, ``n_members``.
-        matches: every event matching those operations: ``handle``, ``khash`` (the key's
-            hash), ``ts``, ``eseq`` (arrival order, the tie-breaker), ``value``, ``source``,
-            ``is_member`` (bool, for ``all`` and ``quorum``).
-        watch: for ``offset`` operations, one row per (``handle``, ``hash`` of key) with
-            ``progress_at_watch``, the key's progress from events finalised before the
-            operation arrived (NaN if none).
-    """
+    """Decide, for each operation (``ops``, sorted by unique ``handle``), whether and when its
+    condition holds, from all its ``matches`` (``eseq``: arrival order, the tie-breaker) and,
+    for ``offset`` operations, each watched key's ``progress_at_watch`` (``watch``)."""
     handles = _col(ops, "handle", np.int64)
     if not _is_sorted(handles):
         raise ValueError("evaluate() needs ops sorted by unique handle")
@@ -189,8 +154,6 @@ def evaluate(ops: Table, matches: Table, watch: Table | None = None) -> Evaluati
 
 
 class _Sorted(NamedTuple):
-    """Match columns sorted by (handle, ts, eseq)."""
-
     handle: np.ndarray
     ts: np.ndarray
     eseq: np.ndarray
@@ -200,13 +163,10 @@ class _Sorted(NamedTuple):
 
 
 def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
-    """any / count / sum / all / quorum: one cumulative measure per operation in event-time
-    order; the operation holds at the first match where the measure reaches its goal.
-    Matches of ``offset`` operations are left to ``_evaluate_offset``."""
+    """Every condition but ``offset``: the first match where a cumulative measure reaches its goal."""
     n_ops, n_rows = len(ops), m.handle.size
     cond = _col(ops, "cond", np.int8)
     target = _col(ops, "target", float)
-    # operations satisfied with no events at all (count/sum/quorum with target <= 0)
     trivially = _counts_up(cond) & (target <= 0)
     satisfied = trivially.copy()
     resolved_at = _col(ops, "ts", np.int64).copy()
@@ -215,9 +175,8 @@ def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluati
     if n_rows == 0:
         return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, np.ones(0, bool))
 
-    # each match's step of its operation's measure: any 1, count 1 per source (or sourceless
-    # event), sum its value, all and quorum 1 per member reporting first; offset 0 (not
-    # counted here)
+    # each match's step: any 1, count 1 per source (or sourceless event), sum its value,
+    # all and quorum 1 per member reporting first; offset 0
     row_cond = cond[op_pos]
     counted = row_cond != OFFSET
     step = counted.astype(float)
@@ -260,9 +219,7 @@ def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluati
 
 
 def _evaluate_any(ts: np.ndarray, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
-    """Every operation ``any`` (``ts``: theirs): what ``_evaluate_cumulative`` decides for
-    them, without its measures.  An operation with a match holds at its first one (matches
-    sorted by handle, ts, eseq), the only one it uses and counts."""
+    """Every operation ``any``: each with a match holds at its first one."""
     first = run_starts(m.handle)
     at = op_pos[first]
     satisfied = np.zeros(ts.size, dtype=bool)
@@ -274,8 +231,7 @@ def _evaluate_any(ts: np.ndarray, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
 
 
 class _KeyGroups(NamedTuple):
-    """One group per (offset operation, watched key): its operation and floor, and which
-    group each offset match belongs to."""
+    """One group per (offset operation, watched key), and each offset match's group."""
 
     op: np.ndarray  # position of the group's operation in ``handles``
     floor: np.ndarray  # the key's progress when the operation was watched (NaN: none)
@@ -291,12 +247,7 @@ def _evaluate_offset(
     watch: Table,
     out: Evaluation,
 ) -> None:
-    """Offset: a key reaches the target at the earliest event with value >= target (or at
-    o.ts if its progress was already there); the operation holds once every key has.
-
-    The running max first reaches the target exactly at the earliest such event, so no
-    per-event history is needed beyond the matches themselves.
-    """
+    """Offset: the operation holds once every key's running max reached the target."""
     handles, cond = _col(ops, "handle", np.int64), _col(ops, "cond", np.int8)
     target, op_ts = _col(ops, "target", float), _col(ops, "ts", np.int64)
     g = _offset_groups(handles, cond, op_pos, m_khash, watch)
@@ -307,8 +258,7 @@ def _evaluate_offset(
 def _offset_groups(
     handles: np.ndarray, cond: np.ndarray, op_pos: np.ndarray, m_khash: np.ndarray, watch: Table
 ) -> _KeyGroups:
-    """Sort the offset operations' watch rows and their matches together, watch row first, so
-    each (operation, key) is one run starting at its watch row."""
+    """Each (operation, key) as one run of its watch row, then its matches."""
     w_handle = _col(watch, "handle", np.int64)
     w_pos = search(handles, w_handle)
     at = np.minimum(w_pos, handles.size - 1)
@@ -334,9 +284,8 @@ def _offset_groups(
 def _per_key_progress(
     g: _KeyGroups, target: np.ndarray, op_ts: np.ndarray, m: _Sorted
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per group: the best progress seen, when the key reached the target (at o.ts at the
-    earliest) and the ``eseq`` of the event that reached it there (``FLOOR_ESEQ`` when it was
-    reached before o.ts, by the floor or an earlier event), and whether it did."""
+    """Per group: the best progress seen, when (o.ts at the earliest) and by which ``eseq``
+    (``FLOOR_ESEQ`` if before o.ts) the key reached the target, and whether it did."""
     value, ts = m.value[g.rows], m.ts[g.rows]
     g_target = target[g.op]
     best = g.floor.copy()
@@ -368,10 +317,8 @@ def _offset_outcomes(
     op_pos: np.ndarray,
     out: Evaluation,
 ) -> None:
-    """An operation holds once every key reached the target, at the latest key's time; its
-    *crossing* is that key's reaching event (in (ts, eseq) order; none when reached by
-    progress from before the operation).  Its progress is the lowest key's up to the
-    crossing; the events that count are those of its window up to the crossing."""
+    """An operation holds at its latest key's time; its progress is the lowest key's, and the
+    events that count are those of its window up to the crossing."""
     reach_at, crossing, reached = reach
     n_ops = len(ops)
     n_keys = np.bincount(g.op, minlength=n_ops)
@@ -412,13 +359,11 @@ def _offset_outcomes(
 
 
 def _col(table, name: str, dtype=None) -> np.ndarray:
-    """A column of ``table`` (``Rows`` or a pandas frame) as a numpy array."""
     return np.asarray(table[name], dtype=dtype)
 
 
 def _epsilon(goal: np.ndarray) -> np.ndarray:
-    """Tolerance for float sums (0.1 + 0.2 >= 0.3 should hold); NaN for a NaN goal, which no
-    comparison reaches either way."""
+    """Tolerance for float sums (0.1 + 0.2 >= 0.3 should hold)."""
     return np.abs(goal) * 1e-12
 
 

@@ -1,17 +1,11 @@
-"""Op_id memory: which op_ids are pending or were resolved recently (``duplicate_op_id``).
+"""Op_id memory: which op_ids were resolved recently (``duplicate_op_id``).
 
-Pending op_ids are the pending operations' own, indexed by hash (``Purgatory``'s op_id
-index; strings confirm, so a hash collision never merges two operations).  ``ResolvedTable``
-holds the hashes of op_ids resolved within ``purgatory.dedup.retention.ms`` of event time,
-with the watermark at which each is forgotten (no strings: it can be large), in
-``columns.Columns`` indexed by hash: adding and looking up cost what the batch touches.
-Forgetting is logical, as ``progress.KeyTable``'s: ``retire(wm)`` records the watermark, a row
-counts as forgotten once a retirement passed its ``expire_at``, and the rows are dropped in
-bulk when an eighth of them are due.
+``ResolvedTable`` holds the hashes of op_ids resolved within ``purgatory.dedup.retention.ms``,
+with the watermark at which each is forgotten.  Forgetting is logical, as in
+``progress.KeyTable``.
 
 Invariant: an op_id is accepted at most once while it is pending or remembered as resolved;
-a resolved op_id may be refused by a hash collision (rare, conservative), never a pending
-one mistaken.
+a hash collision may refuse a new op_id, never admit a second copy.
 """
 
 from __future__ import annotations
@@ -20,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from .arrays import hash_strings, pair_order
-from .columns import Columns
+from .columns import Retiring
 from .rows import Rows
-from .tables import I64_MIN, RESOLVED
+from .tables import RESOLVED
 
 __all__ = ["ResolvedTable", "resolved_rows"]
 
@@ -34,56 +28,33 @@ def resolved_rows(
     retention_ms: int,
     hashes: np.ndarray | None = None,
 ) -> Rows:
-    """Dedup rows (``RESOLVED``) for resolved op_ids: remembered for ``retention_ms`` of event
-    time after the later of their deadline and the watermark (``hashes``: the op_ids'
-    ``hash_strings``, if the caller has them)."""
+    """Dedup rows for resolved op_ids: kept ``retention_ms`` past their deadline or the watermark."""
     until = np.maximum(watermark, deadlines) + retention_ms
     hashes = hash_strings(op_ids) if hashes is None else hashes
     return Rows({"hash": hashes, "expire_at": until.astype(np.int64, copy=False)}, len(op_ids))
 
 
-class ResolvedTable:
-    """Op_ids resolved within the dedup retention (``tables.RESOLVED`` rows), by hash.
-
-    The same answers as a ``RESOLVED`` frame that gains ``resolved_rows`` and loses, at each
-    retirement, the rows whose ``expire_at`` the watermark reached (see the module docstring).
-    """
-
-    _COLUMNS = {**RESOLVED, "handle": "int64", "epoch": "int64"}
+class ResolvedTable(Retiring):
+    """Op_ids resolved within the dedup retention (``tables.RESOLVED`` rows), by hash."""
 
     def __init__(self, frame: pd.DataFrame | Rows | None = None) -> None:
-        self._rows = Columns(self._COLUMNS, indexed=("hash",))
-        self._next = 0  # the next row's handle
-        self._epoch = 0  # retirements so far; a row's ``epoch``: the count when it was added
-        self._retired_wm = I64_MIN
-        self._next_sweep = I64_MIN
-        self._swept = 0
-        # the earliest ``expire_at`` remembered, once asked (``wakeup``), kept until a
-        # retirement forgets it: adding rows only lowers it, a retirement only forgets rows
-        # at or below its watermark (a read of every row per call otherwise)
+        super().__init__(RESOLVED, ("hash",), epochs=True, regrow=True)
+        # the earliest ``expire_at`` remembered, once asked, kept until a retirement forgets it
         self._earliest: int | None = None
         self._earliest_known = False
         if frame is not None and len(frame):
             self.add(frame)
 
-    def __len__(self) -> int:
-        return int(self._remembered(self._rows.live_positions()).sum()) if len(self._rows) else 0
-
     def add(self, rows: pd.DataFrame | Rows) -> None:
-        """Remember these ``resolved_rows`` (``RESOLVED`` columns)."""
-        n = len(rows)
-        if n == 0:
+        if len(rows) == 0:
             return
-        handles = np.arange(self._next, self._next + n, dtype=np.int64)
-        self._next += n
         columns = {c: np.asarray(rows[c]) for c in RESOLVED}
-        self._rows.append({**columns, "handle": handles, "epoch": np.full(n, self._epoch, np.int64)})
+        self._append(columns)
         if self._earliest_known:
             added = int(columns["expire_at"].min())
             self._earliest = added if self._earliest is None else min(self._earliest, added)
 
     def contains(self, hashes: np.ndarray) -> np.ndarray:
-        """Per op_id hash: was such an op_id resolved within the retention?"""
         probe, pos = self._rows.lookup("hash", np.asarray(hashes, np.uint64))
         found = np.zeros(len(hashes), dtype=bool)
         found[probe[self._remembered(pos)]] = True
@@ -106,21 +77,12 @@ class ResolvedTable:
         return None if self._earliest is None else self._earliest + 1
 
     def retire(self, watermark: int) -> None:
-        """Forget the rows whose ``expire_at`` the watermark reached (logically now, the rows
-        in bulk)."""
-        self._retired_wm = max(self._retired_wm, int(watermark))
-        self._epoch += 1
-        if self._earliest is not None and self._earliest <= self._retired_wm:
-            self._earliest_known = False  # the earliest row is forgotten now
-        grown = len(self._rows) >= 2 * max(self._swept, 1024)
-        if len(self._rows) == 0 or (self._retired_wm < self._next_sweep and not grown):
-            return
-        pos = self._rows.live_positions()
-        forgotten = ~self._remembered(pos)
-        due = self._rows.column("expire_at")[pos[~forgotten]]  # before the kill moves rows
-        self._rows.kill(pos[forgotten])
-        self._swept = due.size
-        self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8]) if due.size else I64_MIN
+        if self._earliest is not None and self._earliest <= max(self._retired_wm, int(watermark)):
+            self._earliest_known = False
+        super().retire(watermark)
+
+    def _due(self, pos: np.ndarray) -> np.ndarray:
+        return self._rows.column("expire_at")[pos]
 
     def _remembered(self, pos: np.ndarray) -> np.ndarray:
         keep = self._rows.column("expire_at")[pos] > self._retired_wm

@@ -1,32 +1,17 @@
 """Kafka's delayed-operation purgatory operations, batched, over one shard's live tables.
 
-Kafka parks a ``DelayedOperation`` that cannot complete yet in a purgatory: it is watched under
-its keys (``Watchers``) and scheduled on a timing wheel.  ``tryCompleteElseWatch`` completes an
-operation at once if it can; ``checkAndComplete(key)`` re-tries the operations watching a key
-when something happens to it; the timer's expiry calls ``forceComplete`` and then
-``onExpiration``; ``forceComplete`` calls ``onComplete`` exactly once; ``purge`` drops
-completed operations from the watcher lists.  ``DelayedOperations`` keeps that vocabulary, but
-every step takes a whole micro-batch of operations or events at once:
-
-* tryCompleteElseWatch and checkAndComplete, split in their two halves so a call decides
-  each operation once: ``watch_operations(ops)`` registers operations, each matched against
-  the events still buffered (events may arrive before their operation) and the key's
-  ``offset`` progress; ``watch_events(events)`` buffers events and matches them to the
-  watchers (``watchers``); ``try_complete(handles)`` then completes the operations touched
-  whose condition holds (``conditions.evaluate``).
-* ``advance(watermark)`` moves the timing wheel to the watermark; operations whose deadline
-  it reached expire (``_on_expiration``).
-* ``_force_complete`` resolves operations: ``_on_complete`` reports each one, ``_purge``
-  then removes it from every table, so nothing can report it twice.
-
-The order a micro-batch runs them in is the call's (``purgatory.Purgatory.process``).  A key
-or op_id is looked up by its 64-bit hash, computed once per batch, and every candidate is
-confirmed on the strings.  What a step reads of the big tables is the rows its batch touches
-(``Pending.rows``), as ``rows.Rows``: no pandas here.
+Kafka's ``tryCompleteElseWatch`` completes an operation at once if it can, else watches it
+under its keys and schedules it on the timing wheel; ``checkAndComplete(key)`` re-tries the
+operations watching a key; the timer's expiry calls ``forceComplete``, which calls
+``onComplete`` exactly once; ``purge`` drops completed operations from the watchers.
+``DelayedOperations`` keeps that vocabulary, each step taking a whole micro-batch, and splits
+the first two in halves so a call decides each operation once: ``watch_operations`` and
+``watch_events`` match, then ``try_complete`` completes the operations touched whose
+condition holds.
 
 Invariants: a resolved operation is reported once (``_on_complete``, stubs never) and leaves
 nothing behind in the watchers, the wheel or the match table (``_purge``); its op_id is
-remembered for duplicate detection (``dedup``); every removal is in the change log.
+remembered for duplicate detection; every removal is in the change log.
 """
 
 from __future__ import annotations
@@ -44,18 +29,12 @@ from .tables import EVENTS, ChangeLog, ops_rows
 
 __all__ = ["DelayedOperations"]
 
-#: the buffered events as held: ``EVENTS`` and each key's 64-bit hash
 _EVENTS_HELD = {**EVENTS, "khash": "uint64"}
 _NO_HANDLES = np.empty(0, dtype=np.int64)
 
 
 class DelayedOperations:
-    """Kafka's operations over one shard's live tables (``t``), batched.
-
-    ``outcomes`` collects the outcome rows (``_on_complete``) until the call takes them;
-    ``batch_id`` is written to each.  ``changes`` outlives every load of the tables: the state
-    layer takes from it (``Purgatory.take_changes``).
-    """
+    """Kafka's operations over one shard's live tables (``t``), batched."""
 
     def __init__(self, t: LiveTables, config: PurgatoryConfig, changes: ChangeLog) -> None:
         self.config = config
@@ -65,22 +44,19 @@ class DelayedOperations:
         self.load(t)
 
     def load(self, t: LiveTables) -> None:
-        """Work on ``t`` from now on (a state loaded whole)."""
         self.t = t
         self._unscheduled_from: int | None = None  # handles from here on wait for the wheel
 
     def take_outcomes(self) -> list[Rows]:
-        """The outcome rows reported since the last take."""
         outcomes, self.outcomes = self.outcomes, []
         return outcomes
 
     # -- Kafka's operations, batched -----------------------------------------------------------
 
     def watch_operations(self, ops: Rows, due_by: int | None = None) -> np.ndarray:
-        """Register admitted operations, matched against every buffered event (untargeted ones
-        by key, targeted by op_id); return the handles of those that may hold now.
-        ``due_by``: the call's watermark, when operations due by it must wait in ``due`` (the
-        cross-shard group holds them, ``Purgatory.process``) although the wheel is behind it."""
+        """Register admitted operations, matched against every buffered event; return the
+        handles of those that may hold now.  ``due_by``: operations due by it wait in ``due``
+        although the wheel is behind it."""
         if len(ops) == 0:
             return _NO_HANDLES
         new_ops = ops_rows(ops, self.t.next_handle)
@@ -89,8 +65,7 @@ class DelayedOperations:
         watch = watchers.watch_rows(new_ops, self.t.keys)
         self.t.pending.add(new_ops, watch, recent=True)
 
-        # the wheel takes them when time next moves (``schedule``): those resolved before
-        # never enter it, nor leave it by a tombstone
+        # the wheel takes them when time next moves: those resolved before never enter it
         now = self.t.wheel.current_time_ms if due_by is None else max(self.t.wheel.current_time_ms, due_by)
         already = new_ops["deadline"] <= now
         if already.any():
@@ -107,18 +82,17 @@ class DelayedOperations:
         return handles[ready & ~new_ops["stub"]]  # stubs never complete
 
     def watch_events(self, events: Rows) -> np.ndarray:
-        """Buffer a batch of admitted events and match them to the pending operations' watchers;
-        return the handles of the operations they touched."""
+        """Buffer admitted events and match them to the watchers; return the handles they touched."""
         n = len(events)
         if n == 0:
             return _NO_HANDLES
         eseq = np.arange(self.t.next_eseq, self.t.next_eseq + n, dtype=np.int64)
         self.t.next_eseq += n
         keys = events["key"].astype(object, copy=False)
-        khash = hash_strings(keys)  # once: the watchers' lookup, the matches and finalising need it
+        khash = hash_strings(keys)
         fields = {c: events[c] for c in ("ts", "op_id", "source", "value", "replica")}
         evs = Rows({"eseq": eseq, "key": keys, **fields, "used": False, "khash": khash}, n)
-        # buffered: never the caller's arrays (``stack`` onto buffered events copies them anyway)
+        # buffered: never the caller's arrays
         evs = evs.cast(_EVENTS_HELD, copy=len(self.t.events) == 0)
         self.t.events = self.t.events.stack(evs)
         if self.t.pending.watched == 0:
@@ -142,8 +116,7 @@ class DelayedOperations:
         return self._add_matches(Rows({"handle": handles, **pairs}, idx.size))[0]
 
     def advance(self, watermark_ms: int) -> None:
-        """Move the wheel to the watermark; expire the operations whose deadline it reached
-        (the timer's expiry: ``_on_expiration``, which force-completes them)."""
+        """Move the wheel to the watermark; expire the operations whose deadline it reached."""
         self.schedule()
         self.t.watermark = max(int(watermark_ms), self.t.watermark)
         expired = self.t.wheel.advance(self.t.watermark)
@@ -158,24 +131,19 @@ class DelayedOperations:
             self._on_expiration(expired)
 
     def schedule(self) -> None:
-        """Put the operations registered since the wheel last moved and still pending on the
-        wheel (those already due at registration wait in ``due``)."""
+        """Put the operations registered since the wheel last moved, pending and not due, on it."""
         if self._unscheduled_from is None:
             return
         handles, deadlines = self.t.pending.deadlines(since=self._unscheduled_from)
         self._unscheduled_from = None
         timed = deadlines > self.t.wheel.current_time_ms
-        if self.t.due.size:  # due at registration, ahead of the wheel (``due_by``): never on it
+        if self.t.due.size:
             timed &= ~isin(handles, self.t.due)
         self.t.wheel.add(handles[timed], deadlines[timed])
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
-        """Kafka's ``cancelForKey``: drop the pending operations watching any of ``keys``.
-
-        No outcome is emitted for them (the caller decided their fate, e.g. a deleted
-        partition); their op_ids still count as resolved for duplicate detection.  Returns
-        the cancelled op_ids.
-        """
+        """Kafka's ``cancelForKey``: drop the operations watching ``keys``, no outcome emitted
+        (their op_ids still count as resolved); returns their op_ids."""
         keys_array = np.asarray(keys, dtype=object)
         handles = distinct(self.t.pending.watchers_of(keys_array, hash_strings(keys_array))[1])
         if handles.size == 0:
@@ -188,9 +156,8 @@ class DelayedOperations:
         return rows["op_id"].tolist()
 
     def try_complete(self, handles: np.ndarray, ops: Rows | None = None) -> None:
-        """Kafka's ``tryComplete`` for these operations: force-complete those whose condition
-        holds, at the event time it became true.  ``ops``: their rows, if the caller has them
-        (then ``handles`` are theirs: sorted, distinct, no stubs)."""
+        """Kafka's ``tryComplete``: force-complete those whose condition holds.  ``ops``: their
+        rows, if the caller has them (then ``handles`` are sorted, distinct, no stubs)."""
         if handles.size == 0:
             return
         if ops is None:
@@ -206,20 +173,19 @@ class DelayedOperations:
         done = handles[ok]
         self.t.mark_used(result.eseq[result.used & among(result.handle, done)])
         rows = ops.where(ok)
-        if "ohash" not in rows:  # once, for the windows (``_cancel``) and the dedup (``_purge``)
+        if "ohash" not in rows:
             rows = rows.assign(ohash=self.t.pending.ohash(done))
         self._cancel(done, rows)
         at, matched, reached = result.resolved_at[ok], result.matched[ok], result.progress[ok]
         self._force_complete(done, rows, COMPLETED, at, matched, reached)
 
     def _on_expiration(self, expired: np.ndarray) -> None:
-        """The timer fired for these operations (sorted, distinct): report them expired at
-        their deadline, with the progress they made."""
+        """The timer fired for these operations (sorted, distinct): expired at their deadline."""
         rows = self.t.pending.rows(expired)
-        if "ohash" not in rows:  # for the dedup (``_purge``): no op_id hashed again
+        if "ohash" not in rows:
             rows = rows.assign(ohash=self.t.pending.ohash(expired))
         result = self._evaluate(expired, rows)
-        # a stub counts nothing: whether its events are used is the cross-shard group's to say
+        # a stub counts nothing: the cross-shard group says whether its events are used
         stub = rows["stub"]
         counted = result.used if not stub.any() else result.used & ~among(result.handle, expired[stub])
         counted = result.eseq[counted]
@@ -235,9 +201,7 @@ class DelayedOperations:
         matched: np.ndarray,
         reached: np.ndarray,
     ) -> None:
-        """Kafka's ``forceComplete``: ``on_complete`` reports the operations (``rows``, in
-        handle order; stubs report nothing), then ``purge`` removes them from every table, so
-        each is reported exactly once."""
+        """Kafka's ``forceComplete``: report the operations (stubs not), then ``purge`` them."""
         real = ~rows["stub"]
         if real.any():
             resolved = rows.assign(resolved_at=resolved_at, matched=matched, reached=reached)
@@ -245,8 +209,6 @@ class DelayedOperations:
         self._purge(handles, rows)
 
     def _on_complete(self, rows: Rows, status: str) -> None:
-        """Kafka's ``onComplete``: the outcome rows of resolved operations (``OUTCOME_COLUMNS``);
-        ``rows`` carry each one's ``resolved_at``, ``matched`` events and ``reached`` progress."""
         rows = self.t.pending.with_keys(rows)  # still pending: ``purge`` follows
         op_ts, resolved_at = rows["ts"], rows["resolved_at"].astype(np.int64, copy=False)
         columns = {
@@ -267,27 +229,24 @@ class DelayedOperations:
         self.outcomes.append(Rows(columns, len(rows)))
 
     def _cancel(self, handles: np.ndarray, rows: Rows) -> None:
-        """Operations resolved before their deadline leave the timer; the events of their
-        windows that nothing counts are ``after_resolution`` from now on (``windows``)."""
-        timed = handles  # on the wheel: neither due at registration nor waiting (``schedule``)
+        """Operations resolved before their deadline leave the timer; their windows are kept."""
+        timed = handles  # those on the wheel
         if self._unscheduled_from is not None:
             timed = timed[timed < self._unscheduled_from]
-        if self.t.due.size:  # added already past their deadline: never on the wheel
+        if self.t.due.size:
             timed = timed[~isin(timed, self.t.due)]
             self.t.due = self.t.due[~among(self.t.due, handles)]
         self.t.wheel.cancel(timed)
-        watch = self.t.pending.watch_rows(handles, ["hash", "handle"])  # in handle order, as rows
+        watch = self.t.pending.watch_rows(handles, ["hash", "handle"])
         at = np.searchsorted(rows["handle"], watch["handle"])
-        real = ~rows["stub"][at]  # a stub's events are its operation's to report (``relay``)
+        real = ~rows["stub"][at]
         if real.any():
-            ohash = rows["ohash"]  # ``_try_complete`` and ``cancel_for_key`` give it
+            ohash = rows["ohash"]
             at = at[real]
             self.t.windows.add(watch["hash"][real], ohash[at], rows["ts"][at], rows["deadline"][at])
 
     def _purge(self, handles: np.ndarray, rows: Rows) -> None:
-        """Kafka's ``purge``: resolved operations (``handles``, sorted; ``rows``, theirs) leave
-        the watchers, the match table and the pending op_ids at once; their op_ids are
-        remembered for duplicate detection."""
+        """Kafka's ``purge``: resolved operations leave every table; their op_ids are remembered."""
         self.changes.removed(handles)
         self.t.pending.remove(handles)
         if len(self.t.matches):
@@ -300,7 +259,7 @@ class DelayedOperations:
                 real["deadline"],
                 self.t.watermark,
                 self.config.dedup_retention_ms,
-                real["ohash"] if "ohash" in real else None,  # new operations carry theirs
+                real["ohash"] if "ohash" in real else None,
             )
             self.changes.resolved(resolved)
             self.t.resolved.add(resolved)
@@ -308,13 +267,11 @@ class DelayedOperations:
     # -- internals -----------------------------------------------------------------------------
 
     def _add_matches(self, pairs: Rows, ops: Rows | None = None) -> tuple[np.ndarray, Rows]:
-        """Keep the (event, operation) pairs (``watchers.PAIR``) inside the operation's window;
-        return the touched handles (sorted) and the rows of the pairs' operations (``ops``, if
-        the caller has them: rows of at least those operations, sorted by handle; read here,
-        their numbers at least, ``Pending.rows(..., text=False)``)."""
+        """Keep the pairs inside their operation's window as matches; return the touched
+        handles and the pairs' operations' rows (``ops``, if the caller has them)."""
         at = None
         if ops is None:  # numbers only unless the check reads the op_ids (targeted) or members
-            handles, at = distinct_at(pairs["handle"])  # one sort: the rows and each pair's row
+            handles, at = distinct_at(pairs["handle"])
             ops = self.t.pending.rows(handles, text=False)
             if "op_id" not in ops and (present(pairs["op_id"]).any() or watchers.needs_members(ops)):
                 ops = self.t.pending.rows(handles)
@@ -325,7 +282,6 @@ class DelayedOperations:
         return distinct(new["handle"]), ops
 
     def _evaluate(self, handles: np.ndarray, ops: Rows) -> Evaluation:
-        """``conditions.evaluate`` for these (sorted) handles, whose rows are ``ops``."""
         matches = self.t.matches
         if len(matches):
             matches = matches.where(among(matches["handle"], handles))

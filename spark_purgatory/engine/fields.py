@@ -1,18 +1,11 @@
 """How the pandas validator reads a field, a whole column at a time.
 
-A field is read as text, a list of text, a whole number, a number or an event time, by the
-rules of ``engine.validation``'s docstring (Spark's JSON reader and casts).  Those rules are
-written once, per value (``text``, ``string_list``, ``whole``, ``number``); the column readers
-here give the same answer for every value, but read the columns Parquet, Arrow and Spark hand
-over — ``str`` objects, int64, float64, timestamps, lists of ``str`` — with numpy and Arrow in
-a few passes, and hand only the odd values (a number standing for its text, ``true``, an
-object, a string in a list field, ...) to the per-value reading.
+A field is read as text, a list of text, a whole number, a number or an event time, by
+Spark's JSON reader's and casts' rules, written once per value (``text``, ``string_list``,
+``whole``, ``number``).  The column readers give the same answers, reading typed columns
+with numpy and Arrow and handing only the odd values to the per-value reading.
 
-Lists of text (``keys``, ``members``) are read by ``engine.list_fields``.
-
-Invariant: for every value, the column reader and the per-value reading agree
-(``tests/engine/test_validation_fields.py`` checks each reader against the per-value rules on typed,
-text, list and mixed columns, with and without the small-column path).
+Invariant: for every value, the column reader and the per-value reading agree.
 """
 
 from __future__ import annotations
@@ -38,6 +31,7 @@ from ..contract import (
     WHOLE_TEXT,
     WHOLE_TRIM,
 )
+from .text import as_text
 
 __all__ = [
     "STRUCTURED",
@@ -61,30 +55,27 @@ __all__ = [
 ]
 
 _I64 = (-(2**63), 2**63 - 1)
-#: what an ISO-8601 time with a UTC offset has, and one without has not: Z, + or a - after
-#: the date (RE2 and Python's re read it alike)
+#: what an ISO-8601 time with a UTC offset has: Z, + or a - after the date
 _OFFSET_MARK = r"(?s)[Zz+]|^.{10,}-"
-#: the contract's texts (``contract.inputs``): a whole number, a number, an event time
 _WHOLE = re.compile(f"[{WHOLE_TRIM}]*({WHOLE_TEXT})[{WHOLE_TRIM}]*")
 _NUMBER = re.compile(f"[{NUMBER_TRIM}]*({NUMBER_TEXT})[{NUMBER_TRIM}]*")
 _EPOCH_MS, _TS = re.compile(EPOCH_MS_TEXT), re.compile(TS_TEXT)
 
 
 def _characters(trim: str) -> str:
-    """The characters of a character class's body (all ASCII), as ``str.strip`` takes them."""
+    """The characters of an ASCII character class's body, as ``str.strip`` takes them."""
     return "".join(ch for ch in map(chr, range(128)) if re.fullmatch(f"[{trim}]", ch))
 
 
 _NUMBER_BLANKS, _TS_BLANKS = _characters(NUMBER_TRIM), _characters(TS_TRIM)
-#: a text with ``TS_TRIM`` characters at either end (matched whole: ``_full_matches``)
+#: a text with ``TS_TRIM`` characters at either end
 _EDGES = re.compile(f"[{TS_TRIM}].*|.*[{TS_TRIM}]", re.S)
-#: ``str`` wrapped in a 0-d object array: numpy compares an object array with a type value by
-#: value only so
+#: ``str`` in a 0-d object array: numpy compares an object array with a type by value only so
 _STR = np.empty((), dtype=object)
 _STR[()] = str
 #: an array or an object: no text, no number
 STRUCTURED = (list, tuple, dict, np.ndarray)
-#: below this many values, Arrow's fixed cost per call (tens of µs) exceeds Python's per value
+#: below this many values, Arrow's fixed cost per call exceeds Python's per value
 SMALL = 128
 _ARROW_ERRORS = (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError)
 
@@ -134,8 +125,7 @@ def blank(t: str | None) -> bool:
 
 def string_list(v: object) -> list[str | None] | None:
     """Spark's reading of a list field: an array's items as text, a single value as a
-    one-element list; an object, or a string that is not a JSON array but looks like one, is
-    no list at all (None)."""
+    one-element list; an object, or a string that looks like a JSON array but is not one: None."""
     if _is_missing(v) or isinstance(v, dict):
         return None
     if isinstance(v, (list, tuple, np.ndarray)):
@@ -154,8 +144,7 @@ def string_list(v: object) -> list[str | None] | None:
 
 
 def clean(items: list[str | None] | None, *, keep_order: bool = False) -> list[str]:
-    """Blank items dropped, deduplicated, sorted (``keep_order``: in their order, each at
-    its first place)."""
+    """Blank items dropped, deduplicated, sorted (``keep_order``: each at its first place)."""
     if keep_order:
         return list(dict.fromkeys(i for i in items if not blank(i))) if items else []
     return sorted({i for i in items if not blank(i)}) if items else []
@@ -199,8 +188,8 @@ def number(v: object) -> float | None:
 
 
 def _number_text(text: str) -> float | None:
-    """A number's text as Spark's cast reads it: Java's ``Double.valueOf``, else one of the
-    contract's words (``NUMBER_WORDS``, in any case)."""
+    """A number's text as Spark's cast reads it: Java's ``Double.valueOf``, else one of
+    ``NUMBER_WORDS``, in any case."""
     match = _NUMBER.fullmatch(text)
     if match is None:
         return NUMBER_WORDS.get(text.strip(_NUMBER_BLANKS).lower())
@@ -258,14 +247,13 @@ def objects_of(column: pd.Series) -> np.ndarray:
 
 
 def _floats(column: pd.Series) -> np.ndarray:
-    """An int or float column as float64, NaN where missing (a new array)."""
+    """An int or float column as a new float64 array, NaN where missing."""
     if isinstance(column.dtype, np.dtype):
         return column.to_numpy().astype(float)
     return column.to_numpy(dtype=float, na_value=np.nan)
 
 
 def _na(column: pd.Series) -> np.ndarray:
-    """Which values of a typed column are missing."""
     dtype = column.dtype
     if isinstance(dtype, np.dtype) and dtype.kind in "iub":
         return np.zeros(len(column), dtype=bool)
@@ -294,8 +282,7 @@ def each(fn, values: np.ndarray, dtype=object) -> np.ndarray:
 
 
 def texts(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each value's ``text`` (an object array of str or None) and whether it is an array or
-    object (``STRUCTURED``)."""
+    """Each value's ``text`` and whether it is an array or object (``STRUCTURED``)."""
     structured = np.zeros(n, dtype=bool)
     if column is None:
         return np.full(n, None, dtype=object), structured
@@ -318,9 +305,7 @@ def texts(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def non_texts(column: pd.Series | None, n: int) -> np.ndarray:
-    """Which values are present but no string (a number, ``true``/``false``, an array or an
-    object): what a field carried as it came (``payload``, ``source``) rejects, where an
-    id's number stands for its text (``texts``)."""
+    """Which values are present but no string (a number, a boolean, an array or an object)."""
     if column is None:
         return np.zeros(n, dtype=bool)
     if _kind(column) != "object":
@@ -329,22 +314,12 @@ def non_texts(column: pd.Series | None, n: int) -> np.ndarray:
     return ~pd.isna(values) & ~is_str(values)
 
 
-def _arrow_text(strings: np.ndarray) -> pa.Array:
-    """Text and None (or NaN) as an Arrow string array, None and NaN null: the plain
-    conversion first, pandas' only where it refuses (a NaN): pandas' NaN check costs more,
-    most where there are None (docs/engine-internals.md, "What a call does not redo")."""
-    try:
-        return pa.array(strings, type=pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a float NaN: null, as pandas reads it
-        return pa.array(strings, type=pa.string(), from_pandas=True)
-
-
 def blanks(strings: np.ndarray) -> np.ndarray:
     """Which texts (an object array of str or None) are ``blank``: None, or spaces only."""
     if len(strings) < SMALL:
         return each(lambda t: not isinstance(t, str) or blank(t), strings, bool)
     try:
-        arrow = _arrow_text(strings)
+        arrow = as_text(strings)
         return pc.equal(pc.utf8_trim(arrow, " "), "").fill_null(True).to_numpy(zero_copy_only=False)
     except _ARROW_ERRORS:  # text Arrow cannot hold (a lone surrogate)
         out = pd.isna(strings)
@@ -413,11 +388,8 @@ def numbers(column: pd.Series | None, n: int) -> np.ndarray:
 
 
 def epoch_ms(column: pd.Series) -> np.ndarray:
-    """Event times as epoch ms (float, NaN when unreadable or out of range).
-
-    Epoch ms as numbers or digit strings, ISO-8601 strings and datetimes are read, as the Spark
-    parser reads them (``contract.inputs``: no time without a date, no zone by name); the
-    range is [1970, 2200).
+    """Event times as epoch ms (float, NaN when unreadable or out of [1970, 2200)): epoch ms as
+    numbers or digits, ISO-8601 text and datetimes, as Spark reads them.
 
     >>> epoch_ms(pd.Series([15, "2026-01-01T00:00:15Z", "yesterday", "now", "10:00:00"])).tolist()
     [15.0, 1767225615000.0, nan, nan, nan]
@@ -436,9 +408,8 @@ def epoch_ms(column: pd.Series) -> np.ndarray:
 
 
 def _epoch_ms_of_objects(values: np.ndarray) -> np.ndarray:
-    """Text by its shape (``contract.EPOCH_MS_TEXT``, ``TS_TEXT``; any other is no time):
-    epoch-ms digits read one by one as whole numbers, ISO-8601 times parsed by pandas in one
-    call, their ``TS_TRIM`` characters stripped; numbers and datetimes read one by one."""
+    """Text by its shape (``EPOCH_MS_TEXT``, ``TS_TEXT``; any other is no time), ISO-8601
+    times parsed by pandas in one call; other values one by one."""
     ms = np.full(len(values), np.nan)
     at = np.flatnonzero(is_str(values))
     strings = values[at]
@@ -456,8 +427,7 @@ def _epoch_ms_of_objects(values: np.ndarray) -> np.ndarray:
 
 
 def _full_matches(strings: np.ndarray, pattern: re.Pattern) -> np.ndarray:
-    """Which ``str`` values ``pattern`` matches whole (Arrow's RE2 in one pass; Python's
-    ``re`` for text Arrow cannot hold, and for few values)."""
+    """Which ``str`` values ``pattern`` matches whole."""
     if len(strings) >= SMALL:
         try:
             arrow = pa.array(strings, type=pa.string())
@@ -468,9 +438,7 @@ def _full_matches(strings: np.ndarray, pattern: re.Pattern) -> np.ndarray:
 
 
 def _stripped(strings: np.ndarray) -> np.ndarray:
-    """ISO-8601 texts without the characters around them (``TS_TRIM``), as ``str``: pandas
-    parses ``str`` only, so a subclass is made one.  Only the texts that have such characters
-    are copied (``_EDGES`` finds them in one pass)."""
+    """ISO-8601 texts without the ``TS_TRIM`` characters around them, as plain ``str``."""
     edged = _full_matches(strings, _EDGES) if len(strings) else np.zeros(0, dtype=bool)
     other = np.frompyfunc(type, 1, 1)(strings) != _STR
     strip = np.flatnonzero(edged | other)
@@ -482,10 +450,9 @@ def _stripped(strings: np.ndarray) -> np.ndarray:
 
 
 def _iso_ms(strings: np.ndarray) -> np.ndarray:
-    """Epoch ms of ISO-8601 ``str`` values (NaN where pandas cannot read one), each read as
-    if alone: pandas reads a time without an offset in the offset of the last time before it
-    in the same call that had one, so times that may carry an offset (a ``Z``, a ``+``, or a
-    ``-`` after the date) and those that cannot are parsed in separate calls."""
+    """Epoch ms of ISO-8601 ``str`` values (NaN where unreadable), each read as if alone:
+    pandas reads a time without an offset in the offset of an earlier one in the same call,
+    so times with and without a possible offset are parsed in separate calls."""
     marked = _offset_marks(strings)
     if marked.all() or not marked.any():
         return _to_ms(strings)
@@ -501,7 +468,6 @@ def _to_ms(strings: np.ndarray) -> np.ndarray:
 
 
 def _offset_marks(strings: np.ndarray) -> np.ndarray:
-    """Which ``str`` values may end in a UTC offset (``_OFFSET_MARK``)."""
     try:
         arrow = pa.array(strings, type=pa.string())
         return pc.match_substring_regex(arrow, _OFFSET_MARK).to_numpy(zero_copy_only=False)

@@ -1,14 +1,11 @@
 """Events the watermark has passed: folded into key progress, reported, or handed on.
 
-An event waits in a shard's buffer while an operation that arrives later could still count
-it (its ``ts`` not yet behind the watermark).  Once the watermark passes it, no future
-operation can (such an operation would be ``late``): the event's value goes into its key's
-progress (``progress.final_progress``, for ``offset`` operations that come later), and an
-event nothing counted becomes an ``unmatched_events`` row, unless a stub matched it, in which
-case the cross-shard group reports it when the stub's notice arrives (``relay.notices``).
+Once the watermark passes an event, no future operation can count it: its value goes into
+its key's progress, and an event nothing counted becomes an ``unmatched_events`` row, unless
+a stub matched it (then the cross-shard group reports it on the stub's notice).
 
-Invariant: every buffered event leaves the buffer exactly once, by exactly one of those three
-doors, the first time the watermark is past its ``ts``.
+Invariant: every buffered event leaves the buffer exactly once, the first time the watermark
+is past its ``ts``.
 """
 
 from __future__ import annotations
@@ -26,25 +23,23 @@ _NO_HANDLES = np.empty(0, dtype=np.int64)
 
 
 def in_window(t: LiveTables) -> np.ndarray:
-    """Which ``matches`` lie in their operation's window (the others: an ``offset``
-    operation's key progress from before it, which it does not count as matched)."""
+    """Which ``matches`` lie in their operation's window (not an ``offset`` key's earlier progress)."""
     if len(t.matches) == 0:
         return np.zeros(0, dtype=bool)
     return t.matches["ts"] >= t.pending.column("ts", t.matches["handle"])
 
 
 def finalise_events(t: LiveTables, wm: int, paired: np.ndarray, batch_id: int) -> tuple[Rows, Rows]:
-    """Take the events behind ``wm`` out of the buffer: fold them into key progress and
-    return (the ``unmatched_events`` rows of those nothing counted, the notices of those a
-    stub matched: ``paired``, their ``eseq``)."""
+    """Take the events behind ``wm`` out of the buffer into key progress; return the
+    ``unmatched_events`` rows of those nothing counted and the notices of the ``paired`` ones."""
     evs = t.events
     done = evs["ts"] < wm
     if not done.any():
-        return progress.empty_unmatched(), relay.notices(evs.take(_NO_HANDLES), done[:0])
+        return Rows.empty(progress.UNMATCHED), relay.notices(evs.take(_NO_HANDLES), done[:0])
     final = evs.where(done)
     t.events = evs.where(~done)
     eseq = final["eseq"]
-    # a pending operation of this shard holds it: it counts (it is before any later crossing)
+    # held by a pending operation of this shard: it counts
     used = final["used"]
     if len(t.matches):
         used = used | isin(eseq, t.matches["eseq"][~relay_tables.of_stubs(t) & in_window(t)])
@@ -55,5 +50,5 @@ def finalise_events(t: LiveTables, wm: int, paired: np.ndarray, batch_id: int) -
     notes = relay.notices(paired_final, used[relayed], t.windows.covers(paired_final))
     lost = final.where(~used & ~relayed & mine)
     if len(lost) == 0:
-        return progress.empty_unmatched(), notes
+        return Rows.empty(progress.UNMATCHED), notes
     return progress.unmatched_rows(lost, t.windows.covers(lost), batch_id), notes

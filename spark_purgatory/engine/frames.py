@@ -1,9 +1,5 @@
-"""The pandas helpers of the engine's edges: build, stack, filter and concatenate frames (the
-state layer's tables, the frames a call returns, the host's input chunks).
-
-``pd.concat`` and ``.loc`` inspect object columns value by value; these copy column by column
-where the frames allow it (docs/performance-history.md, "The engine's array helpers").  The
-array steps a call is made of are ``arrays``.
+"""The pandas helpers of the engine's edges: frames built, stacked, filtered, concatenated
+column by column (``pd.concat`` and ``.loc`` inspect object columns value by value).
 
 Invariant: no helper loops over rows in Python.
 """
@@ -17,17 +13,11 @@ __all__ = ["empty", "stack", "rows_where", "concat"]
 
 
 def empty(columns: dict[str, str]) -> pd.DataFrame:
-    """A frame with no rows and the given column dtypes (numpy arrays: cheaper than empty
-    Series, and shards build many)."""
     return pd.DataFrame({name: np.empty(0, dtype=dtype) for name, dtype in columns.items()}, copy=False)
 
 
 def stack(top: pd.DataFrame, bottom: pd.DataFrame) -> pd.DataFrame:
-    """Rows of ``top`` then ``bottom`` (same columns), column by column.
-
-    ``pd.concat`` inspects object columns value by value to decide on missing-value
-    handling; state tables append every batch, so they stack numpy columns directly.
-    """
+    """Rows of ``top`` then ``bottom`` (same columns), column by column."""
     if len(bottom) == 0:
         return top
     if len(top) == 0:
@@ -41,20 +31,12 @@ def rows_where(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
     """``frame.loc[keep]`` with a fresh index, column by column (cheaper on big tables)."""
     if keep.all():
         return frame
-    rows = np.flatnonzero(keep)  # once: a boolean mask would be scanned again for every column
+    rows = np.flatnonzero(keep)
     return pd.DataFrame({c: frame[c].to_numpy()[rows] for c in frame.columns}, copy=False)
 
 
 def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    """The non-empty ``frames``' ``columns``, one frame after another; an empty frame of
-    ``columns`` if none.  A frame may hold other columns too: they are left behind (a Spark
-    input chunk carries the watermark's helper column).
-
-    Frames whose ``columns`` have plain numpy dtypes are stacked column by column, straight
-    from each frame (no selection copied first): ``pd.concat`` tests every value of an
-    all-null object column (a Spark input chunk has many) to decide how to fill it, which
-    costs more than the copy itself.
-    """
+    """The non-empty ``frames``' ``columns`` (others left behind), one after another."""
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
@@ -68,8 +50,6 @@ def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
 
 
 def _plain(frame: pd.DataFrame, columns: list[str]) -> bool:
-    """Each of ``columns`` in ``frame`` once, as a plain numpy array (no pandas extension
-    dtype)."""
     dtypes = frame.dtypes
     plain = (c in dtypes.index and isinstance(dtypes[c], np.dtype) for c in columns)
     return frame.columns.is_unique and all(plain)

@@ -1,18 +1,10 @@
 """Inspection: a shard's pending operations, with the progress each has made, as one frame.
 
-An operator asks a purgatory "what is waiting, and how far is each from its condition?"
-(Kafka answers only with counts: ``PurgatorySize``).  ``pending_frame(p)`` answers it for one
-loaded ``Purgatory``: one row per pending operation with the ``contract.PENDING`` columns
-(times as epoch ms), its progress measured by the engine's own ``conditions.evaluate``, so
-the figures are the ones the operation would report if it expired now.
+``pending_frame(p)``: one row per pending operation (``contract.PENDING`` columns), its
+progress what the operation would report if it expired now (``conditions.evaluate``).
 
-This module is the one place outside the engine's own modules that reads the engine's
-tables (``ops``, ``matches``, ``watch``), so a change of those tables is adapted here once.
-The Spark layer (``spark_purgatory.inspect``) calls it on the executors, one shard at a time.
-
-Invariants: a stub (a primary shard's watcher of a cross-shard operation) is never a row:
-the cross-shard group holds the operation and reports it, once, with the progress its group
-holds; the frame is a pure function of the state (reading it changes nothing).
+Invariants: a stub is never a row (the cross-shard group reports its operation); the frame
+is a pure function of the state.
 
 >>> import pandas as pd
 >>> from spark_purgatory import Purgatory
@@ -44,7 +36,7 @@ __all__ = ["pending_frame", "pending_count", "with_progress_text"]
 
 
 def pending_count(p: Purgatory) -> int:
-    """Pending operations this shard reports (its stubs excluded)."""
+    """Pending operations this shard reports (stubs excluded)."""
     return int((~p.tables().ops["stub"].to_numpy(bool)).sum())
 
 
@@ -57,8 +49,7 @@ def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: in
         batch_id: the micro-batch whose state ``p`` is, written to every row.
 
     Returns:
-        One row per pending operation (stubs excluded), in handle (arrival) order; times
-        (``ts``, ``deadline``, ``watermark``) as epoch ms.
+        One row per pending operation (stubs excluded), in arrival order; times as epoch ms.
     """
     t = p.tables()
     ops = rows_where(t.ops, ~t.ops["stub"].to_numpy(bool)).reset_index(drop=True)
@@ -75,7 +66,7 @@ def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: in
     result = evaluate(ops, matches, watch)
 
     pos = np.searchsorted(handles, matches["handle"].to_numpy(np.int64))
-    event = matches["eseq"].to_numpy(np.int64) != FLOOR_ESEQ  # a floor is a key's progress, no event
+    event = matches["eseq"].to_numpy(np.int64) != FLOOR_ESEQ
     values = np.nan_to_num(matches["value"].to_numpy(float), nan=0.0)
     value_sum = np.bincount(pos[event], weights=values[event], minlength=len(ops))
     wm = t.watermark if watermark_ms is None else int(watermark_ms)
@@ -118,10 +109,8 @@ def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: in
 
 def with_progress_text(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` (``contract.PENDING`` columns) with how far each operation is from its
-    condition: ``still_needed`` (the goal less the progress, in the condition's measure, never
-    below 0) and ``progress_text``, in words a person reads at a glance ("2 of 3 sources",
-    "1 of 3 members, missing a, c", "1 of 2 members, yet to report a, c", "sum 40 of 100",
-    "lowest key at 4 of 10", "matched").
+    condition: ``still_needed`` (the goal less the progress, never below 0) and
+    ``progress_text``, in words.
 
     >>> frame = pd.DataFrame({"condition": ["all", "count", "quorum"], "progress": [1.0, 2.0, 1.0],
     ...     "goal": [3.0, 3.0, 2.0], "matched_events": [1, 2, 2], "distinct_sources": [1, 2, 2],
@@ -164,16 +153,14 @@ def _number(values: np.ndarray) -> np.ndarray:
 
 
 def _lowest(offsets: object) -> str:
-    """The lowest offset of an operation's keys ("none" before any)."""
     if offsets is None:
         return "none"
-    pairs = offsets.items() if isinstance(offsets, dict) else offsets  # Spark gives a dict, Arrow pairs
+    pairs = offsets.items() if isinstance(offsets, dict) else offsets  # Spark: a dict; Arrow: pairs
     values = [v for _, v in pairs if v is not None]  # type: ignore[union-attr]
     return _number(np.array([min(values)]))[0] if values else "none"
 
 
 def _distinct_sources(n_ops: int, pos: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """Per operation, the distinct non-null sources among its matched events."""
     present = pd.notna(source)
     if not present.any():
         return np.zeros(n_ops, dtype=np.int64)
@@ -184,8 +171,7 @@ def _distinct_sources(n_ops: int, pos: np.ndarray, source: np.ndarray) -> np.nda
 def _offsets(
     ops: pd.DataFrame, offset: np.ndarray, matches: pd.DataFrame, watch: pd.DataFrame | None
 ) -> np.ndarray:
-    """Per ``offset`` operation, each watched key's highest offset so far (its progress when
-    the operation arrived, raised by the matched events and relayed floors); None for others."""
+    """Per ``offset`` operation, each watched key's highest offset so far; None for others."""
     out = np.full(len(ops), None, dtype=object)
     if watch is None or len(watch) == 0:
         return out
@@ -213,8 +199,7 @@ def _offsets(
 def _members_missing(
     ops: pd.DataFrame, of_members: np.ndarray, pos: np.ndarray, matches: pd.DataFrame
 ) -> np.ndarray:
-    """Per ``all`` or ``quorum`` operation (``of_members``), its members that have not reported
-    yet; None for others."""
+    """Per ``all`` or ``quorum`` operation, its members that have not reported yet; None for others."""
     out = np.full(len(ops), None, dtype=object)
     if not of_members.any():
         return out

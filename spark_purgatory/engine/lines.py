@@ -1,35 +1,13 @@
 """JSON lines as the job reads them, without Spark: each line's fields and its text.
 
-The job reads operations and events as JSON text (files, one record per line; a Kafka
-record's ``value``) and rejects a line that is not a JSON object as ``malformed_json``
-before any field is read (``spark.sources``).  ``json_lines`` turns lines into the frame the
-engine's own validation takes (``validation``), so that ``PurgatoryTester`` rejects a line
-for the job's reasons: every field as the JSON gave it, the line as ``raw``, and
-``contract.MALFORMED_COLUMN`` set where the line is no JSON object (it has no fields).
-
-Bytes are read as UTF-8, an invalid sequence replaced by U+FFFD (as the job's
-``make_valid_utf8``); a blank line is malformed, as it is for Spark's text reader.  The job
-reads ``ts`` and ``timeout_ms`` as their JSON text, where the numbers ``5`` and ``5.0`` differ
-(``5.0`` is no whole number); a number with a fraction or an exponent there keeps its text,
-since the validator reads a float in a typed frame as whole when it has no fraction.  The
-constants ``NaN``, ``Infinity`` and ``-Infinity`` (which both readers accept) keep their text
-in every field read as a number or a time (``ts``, ``timeout_ms``, ``target``, ``value``): a
-value that is there, and no finite number (``bad_target``, ``bad_value``, ``unused_target``
-...), as Spark reads it, where a float NaN in a frame is a missing value.
-
-Poison records (``config.InputLimits``) are not parsed at all: a line longer than
-``input.max.record.bytes`` in UTF-8 gets ``record_too_large`` in ``contract.POISON_COLUMN``,
-one nesting arrays and objects deeper than ``input.max.depth`` (outside its strings) ``too_deep``; Spark's
-reading (``spark.sources``) measures both the same way.
-
-A string's escaped lone surrogate (``"\\ud800"``, not half of a pair) reads as ``?``, as
-Spark's reader reads it.
+``json_lines`` turns lines into the frame the engine's validation takes, so that
+``PurgatoryTester`` rejects a line for the job's reasons.  As Spark's reader: invalid UTF-8
+becomes U+FFFD, a blank line is malformed, an escaped lone surrogate reads as ``?``, ``NaN``
+and ``Infinity`` are accepted and single quotes are not.  A number with a fraction or
+exponent, or a constant, keeps its text where the job reads a field's text.
 
 Invariant: one row per line, in order; a line is malformed exactly when it does not begin
-with a JSON object (what follows the object is ignored, as Spark's reader ignores it).
-Python's JSON reader, like Spark's, accepts ``NaN`` and ``Infinity``, and neither takes
-single-quoted strings (``{'op_id': 'a'}`` is malformed: Spark's ``allowSingleQuotes`` is off,
-``spark.sources``).
+with a JSON object (what follows the object is ignored).
 """
 
 from __future__ import annotations
@@ -65,10 +43,8 @@ __all__ = [
 _STRINGS = re.compile(STRING_LITERAL)
 #: fields the job reads from their JSON text as whole numbers or times
 _SPELLED_FIELDS = read_as(TIME, WHOLE)
-#: fields the job reads as numbers or times: a constant (``NaN``, ``Infinity``) keeps its text
+#: fields where a constant (``NaN``, ``Infinity``) keeps its text
 _NUMBER_FIELDS = read_as(TIME, WHOLE, NUMBER)
-
-
 #: what JSON counts as white space before a value
 _BLANK = " \t\n\r"
 
@@ -110,9 +86,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _encodable(value: object) -> object:
-    """``value`` with each lone surrogate in its strings replaced by ``?``, as Spark's reader
-    has it (Java's UTF-8 encoder writes ``?`` for a character it cannot encode): no text
-    that UTF-8, and so Arrow, cannot hold."""
+    """``value`` with each lone surrogate replaced by ``?``, as Java's UTF-8 encoder writes it."""
     if isinstance(value, str):
         return _LONE_SURROGATE.sub("?", value)
     if isinstance(value, list):
@@ -123,8 +97,7 @@ def _encodable(value: object) -> object:
 
 
 def _read(name: str, value: object) -> object:
-    """A field's value as the validator takes it: a number keeps its text where the job
-    reads the text (module docstring), a float elsewhere."""
+    """A number keeps its text where the job reads the field's text, a float elsewhere."""
     if not isinstance(value, _Spelled):
         return value
     spelled = name in _SPELLED_FIELDS or (isinstance(value, _Constant) and name in _NUMBER_FIELDS)
@@ -133,12 +106,12 @@ def _read(name: str, value: object) -> object:
 
 def nested_deeper(text: str, depth: int) -> bool:
     """Does ``text`` nest arrays and objects deeper than ``depth``?  Brackets inside strings do
-    not count; unbalanced text is measured all the same (the deepest running count).
+    not count.
 
     >>> nested_deeper('{"a": [[1]], "b": "[[[["}', 3), nested_deeper('{"a": [[1]]}', 2)
     (False, True)
     """
-    if text.count("[") + text.count("{") <= depth:  # too few openers: the common case, cheap
+    if text.count("[") + text.count("{") <= depth:
         return False
     brackets = np.frombuffer(_STRINGS.sub("", text).encode("utf-8"), dtype=np.uint8)
     steps = np.isin(brackets, (ord("["), ord("{"))).astype(np.int64)
@@ -147,7 +120,7 @@ def nested_deeper(text: str, depth: int) -> bool:
 
 
 def poison(text: str, limits: InputLimits) -> str | None:
-    """The reason a line is poison, never to be parsed (module docstring), else None."""
+    """The reason a line is poison, never to be parsed (``record_too_large``, ``too_deep``)."""
     if len(text) > limits.record_bytes // 4 and len(text.encode("utf-8")) > limits.record_bytes:
         return RECORD_TOO_LARGE
     if nested_deeper(text, limits.depth):
@@ -156,9 +129,8 @@ def poison(text: str, limits: InputLimits) -> str | None:
 
 
 def json_lines(lines: Iterable[str | bytes], *, limits: InputLimits | None = None) -> pd.DataFrame:
-    """One row per line: its fields (object columns, values as JSON gave them), ``raw`` (the
-    line's text), ``MALFORMED_COLUMN`` and ``POISON_COLUMN`` (a poison line is not parsed:
-    ``limits``, the defaults when None).
+    """One row per line: its fields, ``raw``, ``MALFORMED_COLUMN`` and ``POISON_COLUMN``
+    (``limits``: the defaults when None).
 
     >>> f = json_lines(['{"op_id": "a", "ts": 5.0}', b"not json"])
     >>> f[["op_id", "ts", "raw", "_malformed"]].values.tolist()
@@ -179,14 +151,12 @@ def json_lines(lines: Iterable[str | bytes], *, limits: InputLimits | None = Non
 
 
 def poisoned(frame: pd.DataFrame, reason: str) -> np.ndarray:
-    """Which rows are poison lines of ``reason`` (none when the frame came otherwise)."""
     if POISON_COLUMN not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
     return frame[POISON_COLUMN].eq(reason).to_numpy()
 
 
 def malformed(frame: pd.DataFrame) -> np.ndarray:
-    """Which rows are lines that were no JSON object (none when the frame came otherwise)."""
     if MALFORMED_COLUMN not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
     return frame[MALFORMED_COLUMN].eq(True).to_numpy()  # rows that came otherwise: NaN

@@ -1,14 +1,9 @@
 """How the pandas validator reads a list field (``keys``, ``members``), a column at a time.
 
-A list field's value is read by ``engine.fields.string_list`` and cleaned by ``clean``
-(blanks dropped, repeats dropped, sorted unless the order is kept).  Parquet and Arrow hand
-over lists of ``str`` (as ``list`` or 1-d object arrays); those are cleaned here in a few
-numpy passes over all their items at once, one step per list length rather than per row,
-and every other value (text, a number, an object, a list with items that are not text) goes
-to the per-value reading.
+Lists of ``str`` are cleaned in a few numpy passes, one step per list length; every other
+value goes to the per-value reading (``fields.string_list`` and ``clean``).
 
-Invariant: for every value, ``clean_lists`` gives what ``clean(string_list(value))`` gives
-(``tests/engine/test_validation_fields.py``).
+Invariant: for every value, ``clean_lists`` gives what ``clean(string_list(value))`` gives.
 """
 
 from __future__ import annotations
@@ -25,8 +20,7 @@ from .text import object_column
 
 __all__ = ["Lists", "clean_lists", "one_item_lists"]
 
-# numpy compares an object array with a type (or a dtype) value by value only when it comes
-# wrapped in a 0-d object array
+# numpy compares an object array with a type by value only when it is in a 0-d object array
 _LIST, _NDARRAY, _OBJECT = (np.empty((), dtype=object) for _ in range(3))
 _LIST[()], _NDARRAY[()], _OBJECT[()] = list, np.ndarray, np.dtype(object)
 
@@ -37,31 +31,22 @@ def one_item_lists(items: np.ndarray) -> np.ndarray:
 
 
 def _lists_of(rows: np.ndarray) -> np.ndarray:
-    """The rows of a 2-d object array as a 1-d object array of lists.
-
-    The cyclic garbage collector is paused meanwhile: lists of text hold no cycles, and
-    making one per row would otherwise start collections that walk every object the process
-    holds (docs/performance-history.md, "The engine's array helpers")."""
+    """The rows of a 2-d object array as a 1-d object array of lists."""
     with collector_paused():
         return object_column(rows.tolist())
 
 
 class Lists(NamedTuple):
-    """A list field read a column at a time."""
+    """A list field read a column at a time: each ``clean`` list, whether the value was a list
+    at all (else ``key`` may stand for it), and each list's length."""
 
-    #: each value's ``clean`` list (a 1-d object array of lists)
     lists: np.ndarray
-    #: whether the value was a list at all (``string_list`` is not None: else ``key`` may
-    #: stand for it)
     listed: np.ndarray
-    #: each clean list's length
     lengths: np.ndarray
 
 
 def clean_lists(column: pd.Series | None, n: int, *, keep_order: bool = False) -> Lists:
-    """Each value as a ``clean`` list (``keep_order``: as ``clean``'s): lists and arrays of
-    ``str`` in a few passes over the column, other values (text, a number, an object, items
-    that are not text) one by one."""
+    """Each value as a ``clean`` list (lists of ``str`` in a few passes, others one by one)."""
     out = np.empty(n, dtype=object)
     listed = np.zeros(n, dtype=bool)
     lengths = np.zeros(n, dtype=np.intp)
@@ -76,7 +61,7 @@ def clean_lists(column: pd.Series | None, n: int, *, keep_order: bool = False) -
                 rows, cleaned, sizes = (x[text_only] for x in (rows, cleaned, sizes))
                 out[rows], lengths[rows], listed[rows] = cleaned, sizes, True
         odd = np.flatnonzero(~listed)
-        odd = odd[~pd.isna(values[odd])]  # a missing value is no list: [] as it stands
+        odd = odd[~pd.isna(values[odd])]  # a missing value is no list
         if len(odd):
             read = each(string_list, values[odd])
             listed[odd] = read != None  # noqa: E711 (elementwise)
@@ -89,8 +74,7 @@ def clean_lists(column: pd.Series | None, n: int, *, keep_order: bool = False) -
 
 
 def _lists_and_arrays(values: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows holding a ``list``, and those holding a 1-d object array (what Arrow makes of
-    a list column); other arrays (of numpy text, numbers, several dimensions) are odd."""
+    """The rows holding a ``list``, and those holding a 1-d object array (Arrow's lists)."""
     lists = np.flatnonzero(types == _LIST)
     arrays = np.flatnonzero(types == _NDARRAY)
     if len(arrays):
@@ -102,12 +86,10 @@ def _lists_and_arrays(values: np.ndarray, types: np.ndarray) -> tuple[np.ndarray
 def _clean_text_lists(
     lists: np.ndarray, keep_order: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``clean`` of each list (all ``list``, or all 1-d object arrays) and its length, and
-    whether all its items are ``str`` or missing (where some item is not, the list is left
-    to the per-value reading)."""
+    """``clean`` of each list, its length, and whether all its items are ``str`` or missing."""
     m = len(lists)
     lengths = np.fromiter(map(len, lists), dtype=np.intp, count=m)
-    if isinstance(lists[0], np.ndarray):  # their items as they are, in one copy
+    if isinstance(lists[0], np.ndarray):
         items = np.concatenate(list(lists))
     else:
         items = np.fromiter(chain.from_iterable(lists), dtype=object, count=int(lengths.sum()))
@@ -126,20 +108,19 @@ def _clean_text_lists(
     if (lengths > 1).any():
         items, lengths = (_first_unique if keep_order else _sorted_unique)(items, lengths)
     out = np.empty(m, dtype=object)
-    if (lengths == 1).all():  # one item each, the usual case
+    if (lengths == 1).all():
         out[:] = _lists_of(items.reshape(-1, 1))
         return out, lengths, text_only
     starts = np.cumsum(lengths) - lengths
-    for size in np.unique(lengths):  # one step per list length, not per row
+    for size in np.unique(lengths):
         rows = np.flatnonzero(lengths == size)
         out[rows] = _lists_of(items[starts[rows, None] + np.arange(size)])
     return out, lengths, text_only
 
 
 def _first_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each list's items (consecutive runs of ``lengths``) in their order, a repeated item
-    kept at its first place: the lists of one length sorted together (stably, so the first
-    copy of an item comes first) only to find the repeats."""
+    """Each list's items (runs of ``lengths``) in their order, a repeated item kept at its
+    first place (the lists of one length sorted together, stably, to find the repeats)."""
     repeat = np.zeros(len(items), dtype=bool)
     starts = np.cumsum(lengths) - lengths
     for size in np.unique(lengths[lengths > 1]):
@@ -155,8 +136,7 @@ def _first_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, n
 
 
 def _sorted_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each list's items (consecutive runs of ``lengths``) sorted, duplicates dropped: the
-    lists of one length sorted together as the rows of a matrix."""
+    """Each list's items (runs of ``lengths``) sorted, duplicates dropped."""
     items = items.copy()
     repeat = np.zeros(len(items), dtype=bool)
     starts = np.cumsum(lengths) - lengths

@@ -1,33 +1,12 @@
 """Storage for the big tables' arrays: large ones in their own anonymous memory mappings.
 
-A shard's tables hold millions of rows in arrays with spare capacity (``columns.Columns``,
-``text.TextColumn``) and in sorted index runs that merges replace (``columns.HashIndex``).
-Allocated by ``malloc``, an array of some megabytes lands in the process heap once glibc's
-*dynamic* mmap threshold has risen (it rises to the size of any mapped block freed, up to
-32 MiB): its spare capacity may then sit on pages an earlier array already touched, and
-when it is freed its pages stay in the heap, resident, until something reuses or trims
-them, so a worker's RSS grew well past what its rows hold (docs/engine-internals.md, "The
-worker's memory").
+A big array from ``malloc`` may land in the heap, where its pages stay resident once freed.
+``empty`` gives one of at least ``MAPPED_BYTES`` its own anonymous mapping: pages never
+written cost nothing, and the whole mapping goes back to the system with the array.
+``release`` hands the allocators' free memory back after a call that did bulk work (``due``).
 
-``empty`` gives an array of at least ``MAPPED_BYTES`` its own anonymous mapping instead
-(``mmap``, standard library, any platform): pages that were never written cost address
-space only, so spare capacity is free until rows fill it, and when the array goes (a
-resize, a merge, a compaction) the whole mapping goes back to the operating system at once.
-No process-wide allocator setting is changed.  Smaller arrays are numpy's as usual: a new
-mapping's pages fault on their first write, which reused heap pages do not, and small
-arrays are remade often (small tables growing, index runs merged on most calls).
-
-A call's temporaries (sort orders, merged runs, the host's frames) are ``malloc``'s and
-Arrow's; freed, they stay with the allocators, at the size of the biggest call so far.
-``release`` hands that back (Arrow's pool ``release_unused``; glibc's ``malloc_trim``,
-where there is a glibc, which walks the heap, so ``Purgatory.process`` calls it only after a
-call that did bulk work: ``due``: many rows taken, many bytes mapped, or a step that worked
-on a backlog's rows at once, ``bulk``, such as the first index of a fill's rows).  The counts
-of bytes mapped and of bulk rows since the last release are the process's, as the allocators
-are; so is the count of bytes mapped now (``mapped_bytes``: ``tracemalloc`` does not see mappings).
-
-Invariant: an array from ``empty`` behaves as ``np.empty``'s (writable, C-contiguous,
-uninitialised but for mappings, which read as zeros); it owns its mapping through ``base``.
+Invariant: an array from ``empty`` behaves as ``np.empty``'s (writable, C-contiguous); it
+owns its mapping through ``base``.
 """
 
 from __future__ import annotations
@@ -44,15 +23,11 @@ import pyarrow as pa
 __all__ = ["MAPPED_BYTES", "RELEASE_BYTES", "RELEASE_ROWS"]
 __all__ += ["empty", "copy_of", "mapped_bytes", "bulk", "due", "release"]
 
-#: arrays of at least this many bytes get their own mapping: a big table's columns and its
-#: biggest index runs.  A mapping's pages are new, so the first write to each costs a page
-#: fault, which the heap's reused pages do not: smaller arrays (small tables growing, index
-#: runs merged on most calls) stay in the heap, where that churn is cheap.
+#: arrays of at least this many bytes get their own mapping (a new mapping's pages fault on
+#: first write: smaller arrays, remade often, stay in the heap)
 MAPPED_BYTES = 4 * 1024 * 1024
-#: ``due`` once this many bytes were mapped since the last release (a big table grew,
-#: compacted or merged an index run: its temporaries were about as big)...
+#: ``due`` once this many bytes were mapped since the last release, or a call took this many rows
 RELEASE_BYTES = 32 * 1024 * 1024
-#: ... or a call took this many rows (operations and events: its frames' temporaries)
 RELEASE_ROWS = 32_768
 
 _mapped = 0  # bytes mapped since the last ``release``
@@ -61,8 +36,6 @@ _live = 0  # bytes in mappings not yet unmapped
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None (macOS, musl, Windows: their allocators return freed
-    memory themselves, or have no such call)."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         return libc.malloc_trim
@@ -74,8 +47,7 @@ _TRIM = _malloc_trim()
 
 
 def empty(n: int, dtype: np.dtype | str) -> np.ndarray:
-    """An uninitialised array of ``n`` elements; one of ``MAPPED_BYTES`` or more in its own
-    anonymous mapping."""
+    """An uninitialised array; one of ``MAPPED_BYTES`` or more in its own anonymous mapping."""
     dtype = np.dtype(dtype)
     nbytes = n * dtype.itemsize
     if nbytes < MAPPED_BYTES or dtype.hasobject:
@@ -94,33 +66,29 @@ def _unmapped(nbytes: int) -> None:
 
 
 def mapped_bytes() -> int:
-    """Bytes in the mappings of arrays alive now (their capacity: pages never written
-    included, which cost no memory)."""
+    """Bytes in the mappings of arrays alive now (pages never written included)."""
     return _live
 
 
 def copy_of(values: np.ndarray) -> np.ndarray:
-    """A copy of a one-dimensional array in storage from ``empty``."""
     out = empty(values.size, values.dtype)
     out[...] = values
     return out
 
 
 def bulk(rows: int) -> None:
-    """A step of a call worked on ``rows`` rows of a table at once (an index built for a
-    backlog's rows on its first read): the call's temporaries were that big (``due``)."""
+    """A step of a call worked on ``rows`` rows of a table at once (counts towards ``due``)."""
     global _bulk
     _bulk += rows
 
 
 def due(rows: int) -> bool:
-    """Whether a call that took ``rows`` rows should ``release`` (see the module docstring)."""
+    """Whether a call that took ``rows`` rows should ``release``."""
     return rows + _bulk >= RELEASE_ROWS or _mapped >= RELEASE_BYTES
 
 
 def release() -> None:
-    """Hand the allocators' free memory back to the operating system (Arrow's pool, and
-    glibc's heap where there is one)."""
+    """Hand the allocators' free memory back to the operating system."""
     global _mapped, _bulk
     _mapped = _bulk = 0
     pa.default_memory_pool().release_unused()

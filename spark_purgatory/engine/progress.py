@@ -1,26 +1,16 @@
 """Key progress and event finalisation: what the watermark settles about keys and events.
 
-Events are buffered until the watermark passes them, since an operation may still arrive
-for them.  Once passed, an event is *final*:
+Once the watermark passes an event, it is *final*: an untargeted event's ``value`` feeds its
+key's offset progress (the running max, kept ``purgatory.progress.retention.ms`` after the
+key's last such event), and an event no operation counted is reported in
+``unmatched_events`` (``unmatched_rows``).
 
-* an untargeted event with a ``value`` feeds its key's offset progress (the running max of
-  values, kept ``purgatory.progress.retention.ms`` after the key's last such event), which
-  ``offset`` operations arriving later start from;
-* an event no operation counted is reported in ``unmatched_events``: ``after_resolution``
-  if it lies in the window of an operation that completed without it (``windows``), else
-  ``no_operation``.  An event a stub matched is the cross-shard group's to report, on its
-  primary's notice (``relay``; ``unmatched_rows``).
+``KeyTable`` holds the keys in ``columns.Columns`` indexed by key hash and updates them in
+place.  Retirement is logical: ``retire(wm)`` records the watermark, and a row counts as
+forgotten once a retirement passed it with no touch since; the rows are dropped in bulk,
+when at least an eighth of them are due.
 
-Keys are many: a key with offset progress is kept for the progress retention after its last
-event.  ``KeyTable`` holds them in
-``columns.Columns`` indexed by key hash and updates them in place, so a call costs what it
-touches.  Retirement is *logical*: ``retire(wm)`` only records the watermark, and a row counts
-as forgotten once a retirement passed it (``retire_keys``' rule: its progress older than the
-retention and its resolution time reached) with no touch since; the rows themselves are
-dropped in bulk, when at least an eighth of them are due (O(1) amortised per key).
-
-Invariants: every valid event is finalised exactly once; a key is retained while either its
-progress or its resolution time can still matter, and forgotten after.
+Invariant: a key is retained while its progress or its resolution time can still matter.
 """
 
 from __future__ import annotations
@@ -30,64 +20,21 @@ import pandas as pd
 
 from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
 from .arrays import distinct, present, run_starts
-from .columns import Columns
+from .columns import Retiring
 from .rows import Rows
 from .tables import EVENTS, I64_MIN, KEYS
 
-__all__ = [
-    "KeyTable",
-    "touch_keys",
-    "final_progress",
-    "unmatched_rows",
-    "retire_keys",
-    "keys_wakeup",
-    "empty_unmatched",
-    "UNMATCHED",
-]
+__all__ = ["KeyTable", "final_progress", "unmatched_rows", "UNMATCHED"]
 
 #: an unmatched event's own fields (the columns before ``reason`` and ``batch_id``)
 _EVENT_FIELDS = UNMATCHED_COLUMNS[: UNMATCHED_COLUMNS.index("reason")]
-
-
-def touch_keys(
-    keys: pd.DataFrame,
-    khash: np.ndarray,
-    *,
-    progress: np.ndarray | None = None,
-    last_event_ts: np.ndarray | None = None,
-    resolved_until: np.ndarray | None = None,
-) -> pd.DataFrame:
-    """``keys`` with these keys' columns raised to the given values (each a running max).
-
-    Keys keep their order, new ones follow in the order given (a ``groupby(sort=False)``),
-    each column the max of its rows (``progress`` the max of its non-NaN values).
-    """
-    update = _updates(khash, progress, last_event_ts, resolved_until)
-    rows = {c: np.concatenate([keys[c].to_numpy(), update[c]]).astype(t) for c, t in KEYS.items()}
-    return pd.DataFrame(_per_key(rows), copy=False)
-
-
-def _updates(
-    khash: np.ndarray,
-    progress: np.ndarray | None,
-    last_event_ts: np.ndarray | None,
-    resolved_until: np.ndarray | None,
-) -> dict[str, np.ndarray]:
-    """``KEYS`` columns of key updates (a column not given: the value that changes nothing)."""
-    n = len(khash)
-    return {
-        "khash": np.asarray(khash).astype(np.uint64, copy=False),
-        "progress": progress if progress is not None else np.full(n, np.nan),
-        "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, I64_MIN),
-        "resolved_until": resolved_until if resolved_until is not None else np.full(n, I64_MIN),
-    }
 
 
 def _per_key(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``KEYS`` rows combined per key (running maxima), keys in the order of their first row."""
     if rows["khash"].size < 2:
         return rows
-    order = np.argsort(rows["khash"])  # a key's rows together
+    order = np.argsort(rows["khash"])
     khash = rows["khash"][order]
     first = run_starts(khash)
     if first.all():  # no key twice (the usual case): the rows as they are
@@ -102,8 +49,7 @@ def _per_key(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def final_progress(keys: KeyTable, final: Rows) -> None:
-    """Raise ``keys``' offset progress by the final events' (with their keys' hashes,
-    ``khash``) untargeted values."""
+    """Raise ``keys``' offset progress by the final events' untargeted values."""
     value = final["value"]
     untargeted = np.flatnonzero(~present(final["op_id"]) & ~np.isnan(value))
     if untargeted.size == 0:
@@ -112,76 +58,35 @@ def final_progress(keys: KeyTable, final: Rows) -> None:
 
 
 def unmatched_rows(lost: Rows, after: np.ndarray, batch_id: int) -> Rows:
-    """``unmatched_events`` rows for final events nothing counted, with their reason:
-    ``after``, per event, whether a completed operation's window held it (``windows``)."""
-    return _reported(lost, np.where(after, AFTER_RESOLUTION, NO_OPERATION).astype(object), batch_id)
-
-
-def _reported(lost: Rows, reason: np.ndarray, batch_id: int) -> Rows:
+    """``unmatched_events`` rows; ``after``: per event, did a completed operation's window hold it?"""
+    reason = np.where(after, AFTER_RESOLUTION, NO_OPERATION).astype(object)
     out = lost.cast({n: EVENTS[n] for n in _EVENT_FIELDS})
     return out.assign(reason=reason, batch_id=np.full(len(lost), batch_id, np.int64))
-
-
-def retire_keys(keys: pd.DataFrame, watermark: int, progress_retention_ms: int) -> pd.DataFrame:
-    """Forget keys whose progress retention and resolution time the watermark both passed."""
-    if len(keys) == 0:
-        return keys
-    keep = (keys["last_event_ts"].to_numpy(np.int64) > watermark - progress_retention_ms) | (
-        keys["resolved_until"].to_numpy(np.int64) > watermark
-    )
-    return keys.loc[keep].reset_index(drop=True)
-
-
-def keys_wakeup(keys: pd.DataFrame, progress_retention_ms: int) -> int:
-    """The earliest watermark at which ``retire_keys`` forgets a key (``keys`` not empty)."""
-    last = keys["last_event_ts"].to_numpy(np.int64)
-    progress_until = np.where(last > I64_MIN, last + progress_retention_ms, I64_MIN)
-    retire = np.maximum(progress_until, keys["resolved_until"].to_numpy(np.int64))
-    return int(retire.min()) + 1
 
 
 #: ``unmatched_events``' engine columns
 UNMATCHED = {**{name: EVENTS[name] for name in _EVENT_FIELDS}, "reason": "object", "batch_id": "int64"}
 
 
-def empty_unmatched() -> Rows:
-    return Rows.empty(UNMATCHED)
-
-
 #: how ``touch`` combines a retained key's columns with new values
 _MAXIMA = (("progress", np.fmax), ("last_event_ts", np.maximum), ("resolved_until", np.maximum))
 
 
-class KeyTable:
+class KeyTable(Retiring):
     """Per-key offset progress and resolution times (``tables.KEYS``), by key hash, in place.
 
-    The same answers as a ``KEYS`` frame updated with ``touch_keys`` and ``retire_keys`` (see
-    the module docstring for how retirement is deferred).
-
-    Args:
-        retention_ms: ``purgatory.progress.retention.ms``.
-        frame: initial rows (``KEYS`` columns, unique ``khash``).
+    A key is forgotten once the watermark passed both its progress retention
+    (``retention_ms`` after its last event) and its ``resolved_until``.  ``frame``: initial
+    rows (unique ``khash``).
     """
 
-    _COLUMNS = {**KEYS, "handle": "int64", "epoch": "int64"}
-
     def __init__(self, retention_ms: int, frame: pd.DataFrame | None = None) -> None:
+        super().__init__(KEYS, ("khash",), epochs=True, regrow=True)
         self.retention_ms = int(retention_ms)
-        self._rows = Columns(self._COLUMNS, indexed=("khash",))
-        self._next = 0  # the next row's handle (rows append in handle order)
-        self._epoch = 0  # retirements so far; a row's ``epoch``: the count at its last touch
-        self._retired_wm = I64_MIN  # the watermark of the last retirement
-        self._next_sweep = I64_MIN  # drop forgotten rows once the watermark reaches this
-        self._swept = 0  # rows left by the last sweep: twice as many make the next one due
         if frame is not None and len(frame):
             self._append({c: frame[c].to_numpy() for c in KEYS})
 
-    def __len__(self) -> int:
-        """Keys retained (not forgotten)."""
-        return int(self._remembered(self._rows.live_positions()).sum()) if len(self._rows) else 0
-
     def frame(self, khash: np.ndarray | None = None) -> pd.DataFrame:
-        """The retained keys (``KEYS`` columns), all of them or those among ``khash``."""
         if khash is None:
             pos = self._rows.live_positions()
         else:
@@ -204,11 +109,18 @@ class KeyTable:
         last_event_ts: np.ndarray | None = None,
         resolved_until: np.ndarray | None = None,
     ) -> None:
-        """``touch_keys``: raise these keys' columns to the given values (running maxima)."""
+        """Raise these keys' columns to the given values (running maxima)."""
         if len(khash) == 0:
             return
-        # one row per key, in the order of first appearance
-        update = _per_key(_updates(khash, progress, last_event_ts, resolved_until))
+        n = len(khash)  # a column not given: the value that changes nothing
+        update = _per_key(
+            {
+                "khash": np.asarray(khash).astype(np.uint64, copy=False),
+                "progress": progress if progress is not None else np.full(n, np.nan),
+                "last_event_ts": last_event_ts if last_event_ts is not None else np.full(n, I64_MIN),
+                "resolved_until": resolved_until if resolved_until is not None else np.full(n, I64_MIN),
+            }
+        )
         new_hash = update["khash"]
         probe, pos = self._rows.lookup("khash", new_hash)
         fresh = np.ones(new_hash.size, bool)
@@ -223,49 +135,23 @@ class KeyTable:
         if fresh.any():
             self._append({c: update[c][fresh] for c in KEYS})
 
-    def retire(self, watermark: int) -> None:
-        """``retire_keys`` at ``watermark``: forget the keys it makes useless (logically now,
-        physically in bulk)."""
-        self._retired_wm = max(self._retired_wm, int(watermark))
-        self._epoch += 1
-        grown = len(self._rows) >= 2 * max(self._swept, 1024)  # short-lived keys piling up
-        if len(self._rows) == 0 or (self._retired_wm < self._next_sweep and not grown):
-            return
-        pos = self._rows.live_positions()
-        forgotten = ~self._remembered(pos)
-        due = self.retire_times(pos[~forgotten])  # before the kill, which may move rows
-        self._rows.kill(pos[forgotten])
-        # the next sweep when an eighth of the rows left are due
-        self._swept = due.size
-        if due.size:
-            self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8])
-        else:
-            self._next_sweep = I64_MIN
-
     def wakeup(self) -> int | None:
-        """``keys_wakeup``: the earliest watermark that forgets a retained key (None if none)."""
+        """The earliest watermark that forgets a retained key (None if none)."""
         pos = self._rows.live_positions()
         pos = pos[self._remembered(pos)]
-        return int(self.retire_times(pos).min()) + 1 if pos.size else None
+        return int(self._due(pos).min()) + 1 if pos.size else None
 
-    def retire_times(self, pos: np.ndarray) -> np.ndarray:
-        """The watermark from which each row is forgotten (``keys_wakeup``'s rule, less one)."""
+    def _due(self, pos: np.ndarray) -> np.ndarray:
         last = self._rows.column("last_event_ts")[pos]
         progress_until = np.where(last > I64_MIN, last + self.retention_ms, I64_MIN)
         return np.maximum(progress_until, self._rows.column("resolved_until")[pos])
 
     def _remembered(self, pos: np.ndarray) -> np.ndarray:
-        """Per row: not forgotten by a retirement since its last touch (``retire_keys``' keep)."""
+        """Per row: not forgotten by a retirement since its last touch."""
         wm = self._retired_wm
         keep = self._rows.column("resolved_until")[pos] > wm
-        if wm - self.retention_ms >= I64_MIN:  # below that every progress is recent enough
+        if wm - self.retention_ms >= I64_MIN:
             keep |= self._rows.column("last_event_ts")[pos] > wm - self.retention_ms
         else:
             keep[:] = True
         return keep | (self._rows.column("epoch")[pos] == self._epoch)
-
-    def _append(self, columns: dict[str, np.ndarray]) -> None:
-        n = len(columns["khash"])
-        handles = np.arange(self._next, self._next + n, dtype=np.int64)
-        self._next += n
-        self._rows.append({**columns, "handle": handles, "epoch": np.full(n, self._epoch, np.int64)})

@@ -1,27 +1,15 @@
 """The per-shard purgatory: Kafka's DelayedOperationPurgatory for event time, on columns.
 
-``Purgatory`` is a shard's engine as its host sees it: one call per micro-batch
-(``process``), the sizes a host reports, and what a state layer reads and gives back.
-Kafka's operations themselves, batched (watch and ``try_complete``, ``advance``,
-``force_complete`` / ``on_complete``, ``purge``), are ``delayed``'s; ``process`` calls them
-in named phases, each operation touched decided once against every event of the call and
-the buffer (so its outcome does not depend on whether its events came before it or with it).
-
-**Cost follows the batch, not the backlog.**  The tables that grow with the backlog are
-updated in place, never rebuilt (``pending.Pending``, ``progress.KeyTable``,
-``dedup.ResolvedTable``: columns with spare capacity, tombstones and hash indexes).  A call
-works on ``rows.Rows`` (named numpy columns); pandas stays at the edges (``batch.admit``,
-``batch.result``, ``tables()`` / ``load_tables`` for the state layer, ``snapshot``).  A shard
-holds one ``snapshot.LiveTables``, handed to Kafka's operations and to the two hand-off
-protocols (``relay_tables``, ``registry.settle``) as functions of it: no mixin, no copy.
+``Purgatory`` is a shard's engine as its host sees it: one ``process`` call per micro-batch,
+the sizes a host reports, and what a state layer reads and gives back.  A call decides each
+operation it touches once, against every event of the call and of the buffer, so an outcome
+does not depend on whether its events came before the operation or with it.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
-earlier); a resolved operation leaves nothing behind in the watchers, the wheel or the
-match table; every valid event is eventually either counted by an operation or reported in
-``unmatched_events`` (an event a stub matched by the cross-shard group, on its notice:
-``relay``).  The engine persists nothing: ``tables()`` and ``take_changes()`` let
-a state layer (``spark_purgatory.state``) store it.  All times are epoch milliseconds (int64).
+earlier); a resolved operation leaves nothing behind in the watchers, the wheel or the match
+table; every valid event is eventually counted by an operation or reported in
+``unmatched_events``.  The engine persists nothing.  All times are epoch milliseconds.
 """
 
 from __future__ import annotations
@@ -70,15 +58,12 @@ class Purgatory:
 
     def __init__(self, config: PurgatoryConfig | None = None, *, start_ms: int = I64_MIN) -> None:
         self.config = config or PurgatoryConfig()
-        #: the host's shard number, kept with the state (the Spark host checks it on load)
+        # the host's, kept with the state; the engine never reads them
         self.shard: int | None = None
-        #: what the state layer keeps with this shard between saves; the engine never reads it
         self.lineage: Any = None
-        #: the host's, kept with the state: the last micro-batch whose relays this shard has
-        #: received (the cross-shard group's; ``relay``)
+        #: the last micro-batch whose relays this shard has received
         self.relays_through: int = -1
-        #: the host's, kept with the state: the micro-batch whose call parked the operations
-        #: parked now, whose verdicts the next call receives (``registry``)
+        #: the micro-batch whose call parked the operations parked now
         self.parked_in: int = -1
         self._changes = ChangeLog()  # outlives every load: the state layer takes from it
         tables = ShardTables.empty()
@@ -91,7 +76,6 @@ class Purgatory:
 
     @property
     def _t(self) -> LiveTables:
-        """The shard's live tables (``snapshot.LiveTables``), which Kafka's operations work on."""
         return self._delayed.t
 
     # -- sizes (for metrics and tests) ---------------------------------------------------------
@@ -102,15 +86,12 @@ class Purgatory:
 
     @property
     def pending(self) -> int:
-        """Operations waiting for their condition or their deadline, each counted once (Kafka's
-        ``delayed``): a cross-shard operation counts in the cross-shard group, never in the
-        shards where its stubs watch its keys (``stubs``)."""
+        """Operations waiting for their condition or deadline (Kafka's ``delayed``), not stubs."""
         return len(self._t.pending) - self._t.pending.stubs
 
     @property
     def stubs(self) -> int:
-        """Stubs held here: watchers of cross-shard operations, which live until their
-        operation's deadline, also after it completed (``relay``); not ``pending``."""
+        """Stubs held here: watchers of cross-shard operations, kept until their deadline."""
         return self._t.pending.stubs
 
     @property
@@ -132,7 +113,7 @@ class Purgatory:
 
     @config.setter
     def config(self, config: PurgatoryConfig) -> None:
-        """A loaded state may get another config (``load_state``): the key table follows."""
+        """A loaded state may get another config: the key table follows."""
         self._config = config
         if hasattr(self, "_delayed"):
             self._delayed.config = config
@@ -140,24 +121,21 @@ class Purgatory:
 
     @property
     def parked(self) -> int:
-        """Operations parked here until their registry's verdict (``registry``)."""
+        """Operations parked here until their registry's verdict."""
         return len(self._t.parked)
 
     @property
     def held(self) -> int:
-        """Operations due on arrival that the cross-shard group holds for one call, until
-        the stubs' relay of their micro-batch is in (``process``): that call must come even
-        when no shard relays and the watermark stalls (``handoff.wake``)."""
+        """Operations due on arrival the cross-shard group holds for one call (a call it needs)."""
         return len(self._t.due)
 
     @property
     def awaited_notices(self) -> int:
-        """Relayed pairs whose event's notice the cross-shard group still waits for (``relay``)."""
+        """Relayed pairs whose event's notice the cross-shard group still waits for."""
         return len(self._t.relayed)
 
     def next_expiration(self) -> int:
-        """Earliest pending deadline or buffered event's time past which the watermark must
-        move (for the GroupState timeout), ``NO_EXPIRATION`` if none."""
+        """When the watermark must next move for work to happen (``NO_EXPIRATION``: never)."""
         return self._t.next_expiration()
 
     def next_wakeup(self) -> int:
@@ -165,37 +143,31 @@ class Purgatory:
         return self._t.next_wakeup()
 
     def latest_deadline(self) -> int | None:
-        """The latest deadline of a pending operation (None if none): one pass over the
-        deadline column, no row copied out (the end of input waits for it)."""
+        """The latest deadline of a pending operation (None if none)."""
         return self._t.pending.latest_deadline()
 
     def is_empty(self) -> bool:
         """Nothing pending, buffered or retained: the state can be dropped."""
         return self._t.is_empty()
 
-    # -- what a state layer reads and gives back (``snapshot``) --------------------------------
+    # -- what a state layer reads and gives back ------------------------------------------------
 
     def tables(self, *, arrow: bool = False, since: int | None = None, small: bool = True) -> ShardTables:
-        """The whole state as plain tables (``snapshot.plain``: frames, or Arrow tables with
-        ``arrow``; ``since``: only what was registered from that handle on; ``small`` False:
-        the big tables only)."""
+        """The whole state as plain tables (``snapshot.plain``)."""
         return plain(self._t, arrow=arrow, since=since, small=small)
 
     def load_tables(self, tables: ShardTables) -> None:
-        """Replace the whole state by ``tables`` (``snapshot.live_from``); the change log
-        restarts: every row counts as added."""
+        """Replace the whole state by ``tables``; every row counts as added in the change log."""
         self._delayed.load(live_from(tables, self.config, self._changes))
 
     def forward(
         self, to: ShardTables, added: tuple, removed: np.ndarray, resolved: pd.DataFrame, **windows: Any
     ) -> bool:
-        """Bring the state forward to ``to`` by what changed since (``snapshot.forward``; its
-        ``windows_added``); False: it could not, and the state must be loaded whole."""
+        """Bring the state forward to ``to`` (``snapshot.forward``); False: load it whole."""
         return forward(self._t, to, added, removed, resolved, self.config, **windows)
 
     def windows_added(self, mark: int | None = None) -> tuple[pd.DataFrame | None, int]:
-        """The completed operations' windows remembered since ``mark`` (a mark this returned
-        before; None: none asked), in the order they came, and the mark now."""
+        """The windows remembered since ``mark`` (None: none asked), and the mark now."""
         windows = self._t.windows
         return (None if mark is None else windows.added(mark)), windows.mark
 
@@ -204,7 +176,7 @@ class Purgatory:
         return self._t.events.to_frame(EVENTS)
 
     def take_changes(self) -> Changes:
-        """What the big tables gained and lost since the last call (see ``tables.Changes``)."""
+        """What the big tables gained and lost since the last call."""
         return self._changes.take(self._t.next_handle, self._t.resolved.frame)
 
     def pending_operations(self) -> pd.DataFrame:
@@ -229,44 +201,29 @@ class Purgatory:
         """Run one micro-batch: register operations, apply events, expire, report.
 
         Args:
-            operations: canonical operations (``op_id``, ``keys`` or ``key``, ``ts`` and
-                ``timeout_ms`` in ms, ``condition``, ``target``, ``members``, ``payload``,
-                optional ``raw``).
-            events: canonical completion events (``key``, ``ts`` in ms, ``op_id``,
-                ``source``, ``value``, optional ``raw``).
-            watermark_ms: the event-time watermark of this micro-batch.  Input older than
-                it is rejected as ``late``; operations whose deadline it reached expire.
+            operations: canonical operations (``op_id``, ``keys`` or ``key``, ``ts``,
+                ``timeout_ms``, ``condition``, ``target``, ``members``, ``payload``, ``raw``).
+            events: canonical events (``key``, ``ts``, ``op_id``, ``source``, ``value``, ``raw``).
+            watermark_ms: this micro-batch's watermark: older input is ``late``, operations
+                whose deadline it reached expire.
             batch_id: written to every output row.
-            validated: the frames are already validated, in the form ``validate_operations``
-                / ``validate_events`` return (``deadline`` and condition code ``cond``
-                instead of ``timeout_ms`` and ``condition``), as the Spark host sends them.
-                They may also carry ``stub`` (operations) and ``replica`` (events) flags:
-                copies of an operation or event that the host sends to a second shard, which
-                count there but never report (their original does), and the
-                ``batch.KEY_HINTS`` (``one_key``, ``n_members``) that spare a pass over lists.
-            relayed: what primary shards relayed to this shard, the cross-shard group
-                (``tables.RELAY`` rows with the ``batch`` and ``sender`` that made them;
-                ``relay``).  They become matches of the operations they name, batch by
-                batch, before this batch's operations, events and expiries; a notice of
-                an event nothing counted makes it an ``unmatched_events`` row.
+            validated: the frames are already validated (``validate_operations`` /
+                ``validate_events``' form), with optional ``stub`` / ``replica`` flags (copies
+                that count here but never report) and ``batch.KEY_HINTS``.
+            relayed: the pairs, floors and notices primary shards relayed to the cross-shard
+                group (``tables.RELAY`` rows with ``batch`` and ``sender``; ``relay``).
             claims: other shards' claims of op_ids this shard is the registry of
-                (``tables.CLAIMS``; ``registry``); validated operations may carry
-                ``registry``, their op_id's registry shard: one other than ``shard`` parks
-                the operation until its verdict.
+                (``tables.CLAIMS``; ``registry``).
             verdicts: the registries' verdicts on the operations parked here
-                (``tables.VERDICTS``), received in the call after the one that parked them.
-            expire_to_ms: where the watermark goes *after* this batch's rows are admitted
-                (the operator's clock on a quiet stream, ``handoff.reaper``): the rows are
-                judged ``late`` against ``watermark_ms``, then the operations due by
-                ``expire_to_ms`` expire, but where a hand-off still owes something (``_clock``).
+                (``tables.VERDICTS``).
+            expire_to_ms: where the watermark goes after this batch's rows are admitted (the
+                operator's clock on a quiet stream), except where a hand-off still owes
+                something (``_clock``).
 
-        The result's ``verdicts`` answer ``claims``.  Its ``relay`` holds what this shard's
-        stubs relay (``relay.outgoing``) and
-        the notices of the events they matched that became final (``relay.notices``).
+        The result's ``verdicts`` answer ``claims``; its ``relay`` holds what this shard's
+        stubs relay.
         """
-        # a container per reported row (its keys' list): the collector would walk them all,
-        # alive, every 700 (``collector``); the Spark host pauses it around the whole shard call
-        with collector_paused():
+        with collector_paused():  # a list per reported row: nothing for the collector to find
             cross = relayed is not None  # the cross-shard group: it takes relays
             wm, added_from = self._begin(watermark_ms, batch_id)
             ops, evs, rejected = self._admit(operations, events, wm, validated)
@@ -289,8 +246,7 @@ class Purgatory:
     # -- the call's phases -----------------------------------------------------------------------
 
     def _begin(self, watermark_ms: int, batch_id: int) -> tuple[int, tuple[int, int]]:
-        """The call's watermark (the engine's never moves back) and where what it adds begins
-        (the next handle and event number)."""
+        """The call's watermark (never moving back) and the first handle and event number it adds."""
         self._delayed.batch_id = int(batch_id)
         self._delayed.outcomes = []
         return max(int(watermark_ms), self._t.watermark), (self._t.next_handle, self._t.next_eseq)
@@ -298,24 +254,16 @@ class Purgatory:
     def _admit(
         self, operations: pd.DataFrame | None, events: pd.DataFrame | None, wm: int, validated: bool
     ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
-        """The call's rows as the engine takes them (``batch.admit``): late, duplicate and
-        invalid rows rejected, against the op_ids remembered until ``wm``."""
         t, config = self._t, self.config
-        t.forget_resolved(wm)
+        t.resolved.retire(wm)  # a re-send is judged at its own micro-batch's watermark
         limits, max_timeout_ms = config.input_limits, config.max_timeout_ms
         return admit(operations, events, wm, validated, max_timeout_ms, t.resolved, t.pending, limits)
 
     def _try_complete_else_watch(
         self, released: Rows, relayed: pd.DataFrame | None, evs: Rows, ops: Rows, due_by: int | None
     ) -> Rows:
-        """Kafka's tryCompleteElseWatch for the call's operations and checkAndComplete for its
-        events, decided once: everything is watched first (the operations the registry
-        released, which arrived earlier; the relays, which may complete some of them; the
-        events, matched to every watcher of their key; the new operations, matched to every
-        buffered event), then each operation touched is tried once, against all of them.  So
-        an operation's outcome does not depend on whether its events came before it or with
-        it.  ``due_by``: the cross-shard group's watermark, by which an arriving operation is
-        due on arrival (``_hold``).  Returns the relays' notices (``relay_tables.receive``)."""
+        """Kafka's tryCompleteElseWatch and checkAndComplete: everything is watched first, then
+        each operation touched is tried once.  Returns the relays' unmatched rows."""
         delayed = self._delayed
         early = delayed.watch_operations(released)
         relays = None if relayed is None else Rows.of(relayed)
@@ -327,8 +275,7 @@ class Purgatory:
         return noticed
 
     def _hold(self, added_from: int) -> np.ndarray:
-        """The cross-shard group holds the operations due on arrival for one call, until the
-        stubs' relay of their micro-batch is in; the others go on the wheel now."""
+        """The operations due on arrival, held for one call (the others go on the wheel now)."""
         held = self._t.due[self._t.due >= added_from]
         if held.size:
             self._delayed.schedule()
@@ -336,15 +283,13 @@ class Purgatory:
         return held
 
     def _advance_clock(self, to: int, held: np.ndarray) -> None:
-        """Kafka's advanceClock: the wheel moves to ``to`` and what it reached expires
-        (onExpiration, forceComplete -> onComplete, purge: ``delayed``); ``held`` stay due."""
+        """Kafka's advanceClock: what the wheel reaches by ``to`` expires; ``held`` stay due."""
         self.advance(to)
         if held.size:
             self._t.due = np.concatenate([self._t.due, held])
 
     def _finalise(self, clock: _Clock, paired: np.ndarray) -> tuple[Rows, Rows]:
-        """The events final by ``clock.final`` leave the buffer (``finalise``: unmatched ones
-        reported, the stubs' pairs noticed); the shard ends the call at ``clock.until``."""
+        """The events final by ``clock.final`` leave the buffer; the call ends at ``clock.until``."""
         unmatched, notes = finalise_events(self._t, clock.final, paired, self._delayed.batch_id)
         self._t.retire(clock.final)
         self._t.watermark = max(self._t.watermark, clock.until)  # the next call admits there
@@ -353,7 +298,6 @@ class Purgatory:
 
     @staticmethod
     def _release_memory(*frames: pd.DataFrame | None) -> None:
-        """After bulk work, its temporaries back to the system (``memory``)."""
         if memory.due(sum(0 if f is None else len(f) for f in frames)):
             memory.release()
 
@@ -365,10 +309,7 @@ class Purgatory:
         final_watermark_ms: int,
         validated: bool = False,
     ) -> BatchResult:
-        """Everything at once, then the watermark moved to ``final_watermark_ms`` (backfills).
-
-        For input without late rows this is what a stream ends with at that watermark.
-        """
+        """Everything at once, then the watermark moved to ``final_watermark_ms`` (backfills)."""
         first = self.process(operations, events, watermark_ms=0, validated=validated)
         last = self.process(None, None, watermark_ms=final_watermark_ms, validated=validated)
         return BatchResult(
@@ -384,14 +325,12 @@ class Purgatory:
         self._delayed.advance(watermark_ms)
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
-        """Kafka's ``cancelForKey``, no outcome emitted (``DelayedOperations.cancel_for_key``)."""
+        """Kafka's ``cancelForKey``: drop the operations watching ``keys``; returns their op_ids."""
         return self._delayed.cancel_for_key(keys)
 
 
 class _Clock(NamedTuple):
-    """Where a call's watermark takes the shard (``process``'s ``expire_to_ms``): operations
-    due by ``expire`` expire, events final by ``final`` are finalised, and the next call
-    starts at ``until``."""
+    """Where a call takes the shard: expiries by ``expire``, events final before ``final``, then ``until``."""
 
     expire: int
     final: int
@@ -401,13 +340,12 @@ class _Clock(NamedTuple):
 def _clock(
     t: LiveTables, wm: int, expire_to_ms: int | None, of_stubs: np.ndarray, *, cross: bool, parked: bool
 ) -> _Clock:
-    """The call's watermark policy: ``wm`` for the rows, then ``expire_to_ms`` (the operator's
-    clock or the rows' own watermark) for what is due, except where a hand-off still owes
-    something that could change an outcome.  The cross-shard group moves one call later (the
-    relays of this call's events come in its next call and must be applied before the expiries
-    they could prevent); a home with operations parked for their verdicts expires at once but
-    finalises events only up to ``wm`` (a parked operation may still count them), and moves
-    one call later too where a stub due by then would take its pairing with it."""
+    """The call's watermark policy: ``wm`` for the rows, then ``expire_to_ms`` for what is due,
+    except where a hand-off still owes something that could change an outcome.  The
+    cross-shard group moves one call later (this call's relays come in its next call, before
+    the expiries they could prevent); a home with parked operations finalises events only up to
+    ``wm`` (a parked operation may still count them), and moves one call later where a stub
+    due by then would take its pairing with it."""
     until = wm if expire_to_ms is None else max(wm, int(expire_to_ms))
     waiting = until > wm and parked
     later = until > wm and cross or (waiting and _strands_pairs(t, of_stubs, wm, until))
@@ -415,8 +353,7 @@ def _clock(
 
 
 def _strands_pairs(t: LiveTables, of_stubs: np.ndarray, wm: int, until: int) -> bool:
-    """Would moving to ``until`` expire a stub whose matched event stays in the buffer (at or
-    after ``wm``, where a home waiting for its parked operations stops reporting)?"""
+    """Would moving to ``until`` expire a stub whose matched event stays buffered (at or after ``wm``)?"""
     if not of_stubs.any():
         return False
     waits = of_stubs & (t.matches["ts"] >= wm)

@@ -1,41 +1,21 @@
 """The op_id registry: one outcome per op_id across shards, with no funnel.
 
-An operation is watched where its keys live, its *home* shard (``purgatory`` is per shard);
-duplicate op_ids are caught there (``batch.admit``), so a repeated op_id whose keys hash to
-another shard would get a second outcome.  Kafka never meets this: a broker's purgatory holds
-every key it watches.  Here each op_id also has a *registry* shard, chosen by the op_id's
-hash as a key's shard is by the key's (the host computes it: ``registry`` on each operation),
-and the registry decides which copy of an op_id is the one:
+Duplicate op_ids are caught at an operation's *home* shard (where its keys live), so a
+repeated op_id whose keys hash to another shard would get a second outcome.  Each op_id also
+has a *registry* shard, chosen by the op_id's hash, which decides which copy is the one:
 
-* an operation whose registry is its home is decided at once, in the call it arrives in;
-* any other operation is *parked* at its home for one call, and the host hands its registry
-  a *claim* (op_id, ts, deadline, home) in the same micro-batch;
-* the registry decides every op_id it owns in the call the claims (and its own copies) come
-  in: an op_id it remembers (pending there, or registered or resolved within
-  ``purgatory.dedup.retention.ms``) is refused; otherwise, of that micro-batch's copies, the
-  one with the earliest ``ts`` wins, then the one of the lowest home shard (within a home,
-  the first in input order: ``batch.admit``);
-* it answers each claiming home with a *verdict* (op_id, home, ok) and remembers a winning
-  claim for the retention after the later of its deadline and the watermark (as a resolved
-  op_id is remembered: ``dedup``); the home receives the verdicts in its next call and
-  admits its parked operations as operations of that call, or rejects them
-  ``duplicate_op_id``.
+* an operation whose registry is its home is decided in the call it arrives in;
+* any other is *parked* at its home for one call, and its registry gets a *claim*;
+* the registry refuses an op_id it remembers; otherwise, of the micro-batch's copies, the
+  earliest ``ts`` wins, then the lowest home shard, then input order;
+* it answers each claiming home with a *verdict*, received in the home's next call.
 
-**Why a parked operation loses nothing.**  It was not late: its ``ts`` is at least the
-watermark of the call that parked it, so every event it can match (``ts >= o.ts``) is still
-buffered at the home's next call, where it is registered with that call's operations, after
-the call's events are buffered and before any is finalised: it is decided against every event
-of its window in event time, as if it had been registered on arrival (same ``resolved_at``,
-matched events and progress).  Its expiry cannot come earlier either: the wheel first sees it
-in that call.  What changes is *when*: an operation completing on arrival is emitted one
-micro-batch later, as a cross-shard operation's outcome is.
-
-Cost: a claim per operation whose registry is not its home, a verdict back; the registry of
-an op_id sees only the copies of the op_ids it owns, so no group sees every operation.
+A parked operation loses nothing: its ``ts`` is at least the watermark of the call that
+parked it, so every event it can match is still buffered at the next call, where it is
+decided as if registered on arrival; only its outcome may come one micro-batch later.
 
 Invariant: of the valid copies of an op_id arriving while it is remembered nowhere, exactly one
-is admitted, in any shard; the others are rejected ``duplicate_op_id`` (a hash collision in the
-registry's memory may refuse a new op_id, never admit a second copy).
+is admitted, in any shard (a hash collision may refuse a new op_id, never admit a second copy).
 """
 
 from __future__ import annotations
@@ -58,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NO_REGISTRY", "away", "claims_of", "decide", "release", "settle"]
 
-#: an operation's ``registry`` when the host gives none: decided where it is (one purgatory)
+#: an operation's ``registry`` when the host gives none: decided where it is
 NO_REGISTRY = -1
 
 
@@ -80,28 +60,12 @@ def decide(
     watermark: int,
     retention_ms: int,
 ) -> tuple[np.ndarray, Rows, Rows]:
-    """The registry's decisions for one call.
-
-    Args:
-        own: this shard's admitted operations whose registry it is (``op_id``, ``ohash``,
-            ``ts``, ``deadline``), in input order.
-        claims: other homes' claims (``CLAIMS`` rows) for op_ids this shard registers.
-        shard: this shard's number (its own copies' home).
-        remembered: per ``own`` row, is its op_id remembered here already (pending or within
-            the retention)?  (``batch.admit`` refused those; passed for symmetry: usually False.)
-        claim_remembered: the same per claim.
-        watermark, retention_ms: a winning claim is remembered until the retention after the
-            later of its deadline and the watermark.
-
-    Returns:
-        per ``own`` row, whether it is admitted; the verdicts for the claiming homes
-        (``VERDICTS`` rows, one per (op_id, home)); the ``RESOLVED`` rows to remember the
-        winning claims by.
-    """
+    """The registry's decisions on its own admitted operations and other homes' ``claims``:
+    per ``own`` row whether it is admitted, the ``VERDICTS`` for the claiming homes, and the
+    ``RESOLVED`` rows that remember the winning claims."""
     n_own, n_claims = len(own), len(claims)
     if n_claims == 0:
         return ~remembered, Rows.empty(VERDICTS), Rows.empty(RESOLVED)
-    # every copy's op_id as a number (one pass over the strings), then numpy on the numbers
     op_ids = np.concatenate([own["op_id"].astype(object), claims["op_id"].astype(object)])
     codes, uniques = pd.factorize(op_ids, use_na_sentinel=False)
     ts = np.concatenate([own["ts"], claims["ts"]]).astype(np.int64)
@@ -136,10 +100,8 @@ def decide(
 
 def release(parked: Rows, verdicts: Rows | None, shard: int) -> tuple[Rows, Rows, Rows]:
     """The parked operations, given the verdicts addressed here: (admitted, refused, still
-    parked).  ``verdicts`` None: none received yet, all stay parked.  A parked operation the
-    verdicts received do not name is admitted: its registry saw it late (only a watermark
-    that differs between shards, never Spark's, can do that), and an operation without an
-    outcome would be worse than a second copy."""
+    parked); ``verdicts`` None: all stay parked.  One the verdicts do not name is admitted:
+    an operation without an outcome would be worse than a second copy."""
     if len(parked) == 0:
         return parked, parked, parked
     if verdicts is None:
@@ -161,7 +123,6 @@ def claims_of(claims: pd.DataFrame | None) -> Rows:
     return Rows.of(claims[list(CLAIMS)], CLAIMS)
 
 
-#: what a parked operation keeps, and what registering needs of it (``tables.ops_rows``)
 _REGISTERED = [*PARKED, "ohash"]
 
 
@@ -174,10 +135,8 @@ def settle(
     verdicts: pd.DataFrame | None,
     wm: int,
 ) -> tuple[Rows, Rows, list[pd.DataFrame], Rows]:
-    """One call's registry work on the admitted operations ``ops``: returns the operations
-    to register now, the parked ones released by their verdicts (to register first: they
-    arrived in an earlier call), the rows rejected ``duplicate_op_id``, and this shard's
-    verdicts for the homes that claimed its op_ids."""
+    """One call's registry work: the operations to register now, the parked ones released (to
+    register first), the rows rejected ``duplicate_op_id``, and the verdicts on the claims."""
     rejected: list[pd.DataFrame] = []
     answers = None if verdicts is None else Rows.of(verdicts, VERDICTS)
     released, refused, still = release(t.parked, answers, -1 if shard is None else shard)

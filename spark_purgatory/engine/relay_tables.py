@@ -1,12 +1,5 @@
 """A shard's side of the cross-shard hand-off (``relay``), on the shard's live tables.
 
-A primary shard's stubs watch a cross-shard operation's keys and report nothing; what they
-match goes out as the relay (``outgoing``).  The cross-shard group takes the relayed pairs
-and floors in (``receive``) as matches of its own, step by step, each evaluated as it was
-where it was made.  ``relay`` holds the algorithm; these functions only read and write the
-shard's tables for it (``snapshot.LiveTables``, passed in), so ``purgatory`` keeps Kafka's
-operations and this one concept lives here.
-
 Invariant: nothing here holds state of its own; every table read or written is the one passed.
 """
 
@@ -38,10 +31,7 @@ def of_stubs(t: LiveTables) -> np.ndarray:
 def outgoing(
     t: LiveTables, new_from: int, new_eseq_from: int, stub_matches: np.ndarray, new_stubs: bool
 ) -> Rows:
-    """``relay.outgoing`` on the rows it reads: the operations of matches and the
-    operations (and their watchers) registered from ``new_from`` on.  ``stub_matches``:
-    ``of_stubs(t)``; ``new_stubs``: whether this batch registered a stub (without either
-    there is nothing to relay, and nothing is read)."""
+    """``relay.outgoing`` on the rows it reads (``stub_matches``: ``of_stubs(t)``)."""
     if not new_stubs and not stub_matches.any():
         return relay.NOTHING
     held = t.matches["handle"]
@@ -54,10 +44,8 @@ def outgoing(
 def receive(
     t: LiveTables, relayed: Rows | None, batch_id: int, try_complete: Callable[[np.ndarray], None]
 ) -> Rows:
-    """Relayed pairs and floors as matches, step by step (``relay.steps``), each step
-    evaluated as it was where the pairs were made; returns the ``unmatched_events`` rows
-    of the noticed events nothing counted (``relay.decide``)."""
-    lost = progress.empty_unmatched()
+    """Relayed rows as matches, step by step; returns the noticed events nothing counted."""
+    lost = Rows.empty(progress.UNMATCHED)
     for rows in relay.steps(relayed):
         if rows["stage"][0] == relay.FINAL:
             pending = t.matches["eseq"]
@@ -66,13 +54,11 @@ def receive(
             continue
         for_op = rows["for_op"].astype(object, copy=False)
         named = t.pending.by_op_id(for_op)
-        # only the stubs of the operation held here: a repeated op_id's copy, refused here
-        # as a duplicate, may have left stubs on keys the operation does not watch
+        # only the keys the operation held here watches: a refused copy may have left stubs
         held = t.pending.rows(named[1], keys=True)
         watched = watchers.watching(held, named[1], rows["key"][named[0]])
         named = (named[0][watched], named[1][watched])
-        # a pair of no pending operation: its stub outlived an operation completed here
-        # (a window of it holds the pair), or it is a refused copy's
+        # a pair of no pending operation and no window here is a refused copy's
         ours = np.zeros(len(rows), dtype=bool)
         ours[named[0]] = True
         mine = Rows({"khash": hash_strings(rows["key"]), "ts": rows["ts"], "op_id": for_op}, len(rows))

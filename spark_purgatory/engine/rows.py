@@ -1,16 +1,10 @@
 """``Rows``: a table as named numpy columns of one length, the engine's working unit.
 
-Everything a call moves between the engine's steps (the rows its batch touches, the matches
-it makes, the outcomes it reports) and the small tables it keeps (``matches``, buffered
-``events``, ``relayed``) are ``Rows``: a dict of numpy arrays and a row count.  A pandas
-frame costs tens of microseconds to build and several to read a column from; a call makes
-dozens of them, so a 10-row call cost milliseconds whatever it did.  ``Rows`` costs what a
-dict costs; pandas is left to the engine's edges (``Purgatory.process`` takes frames in and
-hands frames out; ``Purgatory.tables`` and ``load_tables`` convert for the state layer).
+A call's steps pass ``Rows`` (a dict of arrays and a row count) rather than pandas frames,
+which cost far more to build and read; pandas stays at the engine's edges.
 
 Invariants: every column has ``len(rows)`` elements; a ``Rows`` is never modified in place
-once built (``assign``, ``take``, ``where`` and ``stack`` make new ones that may share
-columns), so sharing columns between them, or with a frame, is safe.
+once built, so sharing columns between them, or with a frame, is safe.
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ __all__ = ["Rows"]
 
 
 class Rows:
-    """Named numpy columns of equal length (see the module docstring).
+    """Named numpy columns of equal length.
 
     >>> r = Rows({"a": np.array([1, 2, 3]), "b": np.array(["x", "y", "z"], dtype=object)})
     >>> len(r), r.columns
@@ -37,8 +31,7 @@ class Rows:
     __slots__ = ("_cols", "_n")
 
     def __init__(self, columns: Mapping[str, Any], n: int | None = None) -> None:
-        """``columns``: arrays (or scalars, broadcast to ``n`` rows; ``n`` is then needed
-        unless an array gives it)."""
+        """``columns``: arrays, or scalars broadcast to ``n`` rows."""
         if n is None:
             n = next((len(v) for v in columns.values() if isinstance(v, np.ndarray)), 0)
         cols = {}
@@ -53,7 +46,7 @@ class Rows:
 
     @classmethod
     def _made(cls, cols: dict[str, np.ndarray], n: int) -> Rows:
-        """Rows of arrays already checked (every one ``n`` long): the internal constructor."""
+        """Rows of arrays already ``n`` long."""
         rows = object.__new__(cls)
         rows._cols = cols
         rows._n = n
@@ -65,8 +58,7 @@ class Rows:
 
     @classmethod
     def of(cls, frame: pd.DataFrame | Rows, dtypes: Mapping[str, Any] | None = None) -> Rows:
-        """A frame's columns (those of ``dtypes``, cast to them; every column without), as
-        arrays shared with the frame where no cast is needed."""
+        """A frame's columns (those of ``dtypes``, cast to them), shared where not cast."""
         if isinstance(frame, Rows):
             return frame.cast(dtypes) if dtypes is not None else frame
         arrays = _arrays(frame)
@@ -100,10 +92,9 @@ class Rows:
         return self._cols.get(name, default)
 
     def to_frame(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
-        """A pandas frame of these columns (or ``columns``, in that order; a missing one is a
-        ``KeyError``), with a fresh ``RangeIndex`` (given: pandas need not infer one)."""
+        """A pandas frame of these columns (or ``columns``, in that order)."""
         names = list(self._cols if columns is None else columns)
-        if self._n == 0:  # the usual unmatched, rejected and relay: a copy of a template
+        if self._n == 0:  # a copy of a template
             schema = tuple((c, self._cols[c].dtype) for c in names)
             template = _EMPTY_FRAMES.get(schema)
             if template is None:
@@ -119,7 +110,7 @@ class Rows:
     def take(self, rows: np.ndarray) -> Rows:
         """The rows at these positions (or where a boolean mask is True), in that order."""
         if rows.dtype == bool:
-            rows = np.flatnonzero(rows)  # once: a mask would be scanned again per column
+            rows = np.flatnonzero(rows)
         return Rows._made({c: v[rows] for c, v in self._cols.items()}, rows.size)
 
     def where(self, keep: np.ndarray) -> Rows:
@@ -132,7 +123,6 @@ class Rows:
         return Rows._made({c: self._cols[c] for c in names}, self._n)
 
     def assign(self, **columns: Any) -> Rows:
-        """These rows with columns added or replaced (arrays, or scalars broadcast)."""
         cols = dict(self._cols)
         for name, values in columns.items():
             cols[name] = values if isinstance(values, np.ndarray) else _full(self._n, values)
@@ -159,19 +149,12 @@ class Rows:
         return Rows._made(cols, sum(p._n for p in parts))
 
 
-#: empty frames by their columns and dtypes, copied for every empty output (cheaper than
-#: building one: pandas checks each column)
+#: empty frames by their columns and dtypes (a copy is cheaper than building one)
 _EMPTY_FRAMES: dict[tuple, pd.DataFrame] = {}
 
 
 def _arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """A frame's columns as numpy arrays, without a Series per column.
-
-    ``frame[name]`` builds (and caches) a Series, most of the cost of reading a column from
-    a fresh frame, which a small call's input frames pay in full.  pandas' own
-    ``DataFrame._get_column_array`` gives the column's array directly; where a pandas
-    version lacks it (or column names repeat) the public way is taken.
-    """
+    """A frame's columns as numpy arrays, without building a Series per column."""
     get = getattr(frame, "_get_column_array", None)
     if get is None or not frame.columns.is_unique:
         return {name: frame[name].to_numpy() for name in frame.columns}

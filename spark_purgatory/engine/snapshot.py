@@ -1,19 +1,8 @@
 """A shard's live tables, and the plain form a state layer reads and gives back.
 
-``LiveTables`` is everything a shard holds between calls, as the engine holds it: one object
-that ``Purgatory`` owns and hands to the two hand-off protocols (``handoff``, ``registry``),
-so none of them reaches into another's attributes.
-
-The engine persists nothing (Kafka's purgatory does not either).  A state layer
-(``spark_purgatory.state``) reads the whole shard as plain tables (``tables``), puts a
-shard back from them (``load_tables``), and between the two asks what the big tables gained
-and lost (``take_changes``), so it can store only that.  The pending operations and their
-watchers come out as frames for people and tests, or as Arrow tables for storage
-(``tables(arrow=True)``: strings copied as bytes, never as Python objects); ``since`` gives
-only the rows registered from a handle on, what a save with segment files writes, so such a
-save costs what changed, not what is pending.  ``forward`` brings a live shard to a later
-version by what changed in between, so a worker that ran an earlier version catches up
-at the cost of the change.
+``LiveTables`` is everything a shard holds between calls.  A state layer reads it as plain
+tables (``plain``), puts a shard back from them (``live_from``), or brings a live shard
+forward to a later version by what changed in between (``forward``).
 
 Invariant: ``live_from(plain(t))`` (either form) behaves exactly as the shard did.
 """
@@ -44,11 +33,7 @@ __all__ = ["LiveTables", "live_from", "forward", "plain"]
 
 @dataclass
 class LiveTables:
-    """A shard's tables between calls (``Purgatory`` owns one; ``tables.ShardTables`` is their
-    plain form): the pending operations and their watchers, remembered resolved op_ids,
-    matches, buffered events (with their keys' hashes), relayed pairs awaiting notices, key
-    progress, resolution windows, parked operations, operations due, the wheel, the
-    watermarks and the next handle and event sequence number, and the change log."""
+    """A shard's tables between calls (``tables.ShardTables`` is their plain form)."""
 
     pending: Pending
     resolved: dedup.ResolvedTable
@@ -67,10 +52,7 @@ class LiveTables:
     changes: ChangeLog
 
     def next_expiration(self) -> int:
-        """Earliest pending deadline (for the GroupState timeout), ``NO_EXPIRATION`` if none.
-
-        Buffered events also need the watermark to pass them, so their earliest time counts.
-        """
+        """When the watermark must next move for work to happen (``NO_EXPIRATION``: never)."""
         times = [self.wheel.next_expiration()]
         if len(self.due):
             times.append(self.watermark)
@@ -79,16 +61,9 @@ class LiveTables:
         return min(times)
 
     def next_wakeup(self) -> int:
-        """When this shard next has work even without input: an expiry, an event to finalise,
-        or retained progress / dedup entries to forget (``NO_EXPIRATION`` if never)."""
-        times = [self.next_expiration()]
-        keys_wakeup = self.keys.wakeup()
-        if keys_wakeup is not None:
-            times.append(keys_wakeup)
-        resolved_wakeup = self.resolved.wakeup()
-        if resolved_wakeup is not None:
-            times.append(resolved_wakeup)
-        return min(times)
+        """When this shard next has work even without input (``NO_EXPIRATION`` if never)."""
+        times = [self.next_expiration(), self.keys.wakeup(), self.resolved.wakeup()]
+        return min(t for t in times if t is not None)
 
     def is_empty(self) -> bool:
         """Nothing pending, buffered or retained: the state can be dropped."""
@@ -99,23 +74,17 @@ class LiveTables:
             or len(self.relayed)
             or len(self.windows)
             or len(self.parked)
-            or len(self.resolved)  # last: these two count
+            or len(self.resolved)  # last: these two count their rows
             or len(self.keys)
         )
 
     def mark_used(self, eseqs: np.ndarray) -> None:
-        """Operations of this shard counted these events (here, or relayed: ``relay.absorb``)."""
+        """Operations of this shard counted these events (buffered or relayed)."""
         if eseqs.size and len(self.events):
             hit = isin(self.events["eseq"], eseqs)
             if hit.any():
                 self.events = self.events.assign(used=self.events["used"] | hit)
         self.relayed = relay.absorb(self.relayed, eseqs)
-
-    def forget_resolved(self, wm: int) -> None:
-        """Forget the resolved op_ids whose dedup retention this micro-batch's watermark
-        reached, before its operations are admitted: a re-send is judged at the watermark of
-        the micro-batch it arrives in (docs/contract.md), not at the previous one's."""
-        self.resolved.retire(wm)
 
     def retire(self, wm: int) -> None:
         """Drop what the watermark made useless: old key progress, old dedup entries."""
@@ -126,15 +95,9 @@ class LiveTables:
 
 
 def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None, small: bool = True) -> ShardTables:
-    """The whole state as plain tables: the pending operations and their watchers copied
-    out of the engine's columns (in handle order; ``arrow``: as ``pending.OPS_ARROW`` and
-    ``WATCH_ARROW`` tables, with no Python string made), the small tables as they are
-    (read them, never modify them).  ``since`` (with ``arrow``): only the operations and
-    watchers registered from that handle on, no dedup rows (``take_changes`` lists
-    the new ones) and no windows (``Purgatory.windows_added`` gives those added since a
-    mark, or all): what a save that extends segment files needs (it writes the windows
-    whole only now and then).  ``small`` False: the big tables only (``BIG_TABLES``), the
-    small ones empty: what a compaction writes, without copying or sorting the rest."""
+    """The whole state as plain tables, to read only: frames, or Arrow tables (``arrow``) of
+    the operations registered from handle ``since`` on (no dedup rows or windows then);
+    ``small`` False: the small tables empty."""
     if since is not None and not arrow:
         raise ValueError("tables(since=...) gives Arrow tables: pass arrow=True")
     ops, watch = t.pending.arrow(since) if arrow else t.pending.frames()
@@ -165,9 +128,8 @@ def plain(t: LiveTables, *, arrow: bool = False, since: int | None = None, small
 
 
 def live_from(t: ShardTables, config: PurgatoryConfig, changes: ChangeLog) -> LiveTables:
-    """The live tables of plain ``t`` (``ops`` and ``watch`` in any order, frames or Arrow
-    tables); a ``wheel`` of None is rebuilt from the pending deadlines.  ``changes`` restarts:
-    every row counts as added."""
+    """The live tables of plain ``t`` (frames or Arrow tables); a ``wheel`` of None is rebuilt
+    from the pending deadlines.  ``changes`` restarts: every row counts as added."""
     pending = Pending(t.ops, t.watch)
     due = t.due
     wheel = t.wheel
@@ -202,18 +164,10 @@ def forward(
     *,
     windows_added: pd.DataFrame | None = None,
 ) -> bool:
-    """Bring ``live`` forward to a later version of the same shard, given what changed in
-    between: the operations and watchers ``added`` (``OPS_ARROW``, ``WATCH_ARROW``; handles
-    above every pending one, alive in the later version), the handles ``removed``, the dedup
-    rows added, and the later version's small tables, scalars and ``due`` (``to``'s big tables
-    are not read).  Costs the change, not the pending operations.  False when the timing
-    wheel disagrees with ``to``: ``live`` is then unusable (load the version whole).
-
-    The wheel keeps its invariant, every pending operation not due: the removed ones and those
-    due now leave it, the added ones not due join it, and its clock moves to ``to``'s
-    without a single expiry (an operation alive and not due in the later version has a later
-    deadline).  With ``windows_added`` (``WINDOWS`` rows) the completed operations' windows
-    are the live ones and those, retired at ``to``'s watermark, and ``to.windows`` is not read."""
+    """Bring ``live`` forward to a later version ``to`` of the same shard by what changed in
+    between (operations and watchers ``added``, handles ``removed``, dedup rows ``resolved``,
+    ``windows_added`` if given) and ``to``'s small tables.  The wheel moves to ``to``'s clock
+    without a single expiry; False when it disagrees with ``to`` (``live`` is then unusable)."""
     ops, watch = added
     leaving = distinct(np.concatenate([removed, to.due]).astype(np.int64))
     leaving = leaving[live.pending.contains(leaving) & ~isin(leaving, live.due)]
@@ -235,7 +189,7 @@ def forward(
     windows = live.windows
     for name, table in _small(to, config).items():
         setattr(live, name, table)
-    if windows_added is not None:  # the live windows, and the change
+    if windows_added is not None:
         w = {c: windows_added[c].to_numpy() for c in ("khash", "ohash", "start", "end")}
         windows.add(w["khash"], w["ohash"], w["start"], w["end"])
         windows.retire(to.retired_wm)
@@ -244,7 +198,6 @@ def forward(
 
 
 def _small(t: ShardTables, config: PurgatoryConfig) -> dict:
-    """The small tables of plain ``t`` as the engine holds them."""
     events = Rows.of(t.events, EVENTS)
     return {
         "matches": Rows.of(t.matches, MATCHES),

@@ -1,22 +1,11 @@
-"""Compact text columns: the shard's strings as one UTF-8 buffer and offsets (Arrow's layout).
+"""Compact text columns: strings as one UTF-8 buffer and offsets (Arrow's layout).
 
-A pending operation's op_id, its keys, its members and its payload were Python ``str``
-objects in numpy object arrays: an object header per string, plus a pointer, plus a list
-object per operation for its keys and another for its members: most of a shard's memory per
-operation (docs/engine-internals.md, "Compact strings").  A
-``TextColumn`` keeps the same strings as Arrow does: their UTF-8 bytes one after another in
-one ``uint8`` buffer and, per row, where each ends (``offsets``; int32 until the buffer
-passes 2 GiB, then int64).  A string costs its bytes and one offset.
-
-Rows are appended at the end (the buffer and the offsets grow by half when full, as
-``columns.Columns`` do: amortised O(1) per byte) and taken by position through Arrow
-(``take``: C++, no Python object per row); a column is rewritten only by ``compact``, which
-keeps the rows asked for, in order (its table's compaction).  Python strings are made only
-for rows that leave the engine or that a call compares (``objects``), never for the column.
+A ``TextColumn`` costs a string's bytes and one offset, not a Python object.  Rows are
+appended at the end and taken by position through Arrow; Python strings are made only for
+the rows a call compares or hands out (``objects``).
 
 Invariants: ``offsets[0] == 0`` and the offsets never decrease; row ``i`` is
-``data[offsets[i]:offsets[i + 1]]``; a column holds no nulls (a missing value is a missing
-row of its table: ``pending.Pending``'s members and payloads).
+``data[offsets[i]:offsets[i + 1]]``; a column holds no nulls.
 """
 
 from __future__ import annotations
@@ -31,18 +20,18 @@ __all__ = ["TextColumn", "as_text", "lists_of", "object_column"]
 _MIN_ROWS = 64
 _MIN_BYTES = 1024
 _I32_MAX = np.iinfo(np.int32).max
-_GROWTH = 1.5  # as ``columns.GROWTH`` (not imported: ``columns`` imports this module)
+_GROWTH = 1.5  # as ``columns.GROWTH``
 
 
 def as_text(values: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Strings (an object array of ``str``, or an Arrow string array) as one Arrow string array."""
+    """Strings (``str`` objects or an Arrow string array) as one Arrow string array."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     if not isinstance(values, pa.Array):
         values = np.asarray(values, dtype=object)
-        try:  # text and None: the plain conversion, cheaper than pandas' NaN check (engine-internals.md)
+        try:  # the plain conversion, cheaper than pandas' NaN check
             values = pa.array(values, type=pa.string())
-        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a float NaN among them: null, as pandas reads it
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a float NaN: null, as pandas reads it
             values = pa.array(values, type=pa.string(), from_pandas=True)
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
@@ -52,7 +41,7 @@ def as_text(values: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def _buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """An Arrow string array's offsets (its own rows only, from 0) and the bytes they index."""
+    """An Arrow string array's offsets (from 0) and the bytes they index."""
     width = np.int64 if pa.types.is_large_string(values.type) else np.int32
     _, offsets_buf, data_buf = values.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=width)[values.offset : values.offset + len(values) + 1]
@@ -64,7 +53,7 @@ def _buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 class TextColumn:
-    """Strings in Arrow's layout with spare capacity (see the module docstring).
+    """Strings in Arrow's layout with spare capacity.
 
     >>> t = TextColumn()
     >>> t.append(np.array(["ab", "", "çd"], dtype=object))
@@ -84,7 +73,7 @@ class TextColumn:
 
     @property
     def nbytes_used(self) -> int:
-        """Bytes the rows occupy (their text and offsets; spare capacity not counted)."""
+        """Bytes the rows occupy (no spare capacity)."""
         return int(self._offsets[self._n]) + (self._n + 1) * self._offsets.itemsize
 
     def append(self, values: np.ndarray | pa.Array | pa.ChunkedArray) -> None:
@@ -111,12 +100,10 @@ class TextColumn:
             width, n, [None, pa.py_buffer(self._offsets[: n + 1]), pa.py_buffer(self._data[:end])]
         )
         if positions is None:
-            return view.take(pa.array(np.arange(n, dtype=np.int64)))  # a copy: the view is ours
+            return view.take(pa.array(np.arange(n, dtype=np.int64)))  # a copy
         return view.take(pa.array(np.asarray(positions, dtype=np.int64)))
 
     def objects(self, positions: np.ndarray) -> np.ndarray:
-        """The rows at ``positions`` as Python ``str`` (an object array): for the few rows a
-        call compares or hands out."""
         if len(positions) == 0:
             return np.empty(0, dtype=object)
         return self.arrow(positions).to_numpy(zero_copy_only=False)
@@ -151,10 +138,8 @@ class TextColumn:
 
 
 def lists_of(lengths: np.ndarray, flat: np.ndarray) -> np.ndarray:
-    """An object array of Python lists: row ``i`` the next ``lengths[i]`` items of ``flat``.
-
-    One ``tolist`` per distinct length (operations have one key, or a few), not a Python
-    step per row.
+    """An object array of Python lists: row ``i`` the next ``lengths[i]`` items of ``flat``
+    (one ``tolist`` per distinct length).
 
     >>> lists_of(np.array([1, 0, 2]), np.array(["a", "b", "c"], dtype=object)).tolist()
     [['a'], [], ['b', 'c']]
@@ -178,6 +163,5 @@ def _empties(n: int) -> list[list]:
 
 
 def object_column(values: list) -> np.ndarray:
-    """Python objects (lists among them) as a one-dimensional object array: ``np.array`` would
-    make a list of equal-length lists a two-dimensional one."""
+    """Python objects (lists among them) as a one-dimensional object array."""
     return np.fromiter(values, dtype=object, count=len(values))

@@ -1,12 +1,7 @@
 """Kafka's Watchers: which pending operations watch which keys, and which events match them.
 
-Kafka keeps a ``Watchers`` list per key and walks it on ``checkAndComplete(key)``.  Here a
-watch row is one (operation, key) with the key's 64-bit hash (``watch_rows``); the pending
-operations' watch rows are indexed by that hash (``pending.Pending.watchers_of``), and the
-buffered events a new operation meets are found by a hash join (``buffered_pairs``,
-``arrays.equal_pairs``).  Equal hashes are always confirmed on the key
-strings.  An event found for an operation becomes a *match* if it lies in the operation's
-window (``matches_in_window``).
+A watch row is one (operation, key) with the key's 64-bit hash; events meet watchers by a
+hash join, always confirmed on the key strings.
 
 Invariants: a pair (event, operation) is a match only if the operation watches the event's
 key, the event is in its window (``o.ts <= e.ts < o.deadline``, or before ``o.ts`` for
@@ -25,17 +20,14 @@ from .tables import MATCHES
 
 __all__ = ["PAIR", "watch_rows", "buffered_pairs", "watching", "matches_in_window", "needs_members"]
 
-#: an (event, operation) pair before the window check: the event's fields, the ``handle`` of
-#: the operation and the key's hash
+#: an (event, operation) pair before the window check
 PAIR = ("handle", "khash", "key", "ts", "eseq", "op_id", "source", "value")
 _NO_MATCHES = Rows.empty(MATCHES)
 
 
 def watch_rows(new_ops: Rows, key_table: KeyTable) -> Rows:
-    """The watch rows of newly registered operations (``handle``, ``keys``, ``cond``), one per
-    (operation, key) in their order; an ``offset`` operation records each key's progress so
-    far (``key_table``) as it starts watching.  Every valid operation has a key (validation);
-    one each where the host said so (``one_key``, ``batch.KEY_HINTS``): the lists not walked."""
+    """The watch rows of newly registered operations, one per (operation, key) in their
+    order; an ``offset`` operation records each key's progress so far (``key_table``)."""
     one_key = new_ops.get("one_key")
     if one_key is not None:
         lengths, key = np.ones(len(new_ops), np.int64), one_key
@@ -56,13 +48,12 @@ def watch_rows(new_ops: Rows, key_table: KeyTable) -> Rows:
 
 
 def _by_key(watch: Rows, events: Rows) -> Rows:
-    """``PAIR`` rows of the watch rows and the events (with their keys' hashes, ``khash``) on
-    the same key, by a hash join: watch rows in order, each with its key's events in order."""
+    """``PAIR`` rows of the watch rows and the events on the same key, by watch row then event."""
     w_hash = watch["hash"]
     w_row, e_row = equal_pairs(events["khash"], w_hash)  # by watch row, then event
     key = watch["key"][w_row]
     same = key == events["key"][e_row]
-    if not same.all():  # a hash collision: the strings differ
+    if not same.all():  # a hash collision
         w_row, e_row, key = w_row[same], e_row[same], key[same]
     columns = {"handle": watch["handle"][w_row], "khash": w_hash[w_row], "key": key}
     columns.update({c: events[c][e_row] for c in PAIR[3:]})
@@ -70,16 +61,13 @@ def _by_key(watch: Rows, events: Rows) -> Rows:
 
 
 def buffered_pairs(new_ops: Rows, ohash: np.ndarray, watch: Rows, buffered: Rows) -> Rows:
-    """``PAIR`` rows of buffered events and newly registered operations (``ohash``: their
-    op_ids' hashes), before the window check: untargeted events by a key the operation
-    watches (``watch``: its watch rows), targeted ones by op_id if the operation watches
-    their key."""
+    """``PAIR`` rows of buffered events and newly registered operations: untargeted events by
+    a key the operation watches, targeted ones by op_id if it watches their key."""
     op_id = buffered["op_id"]
     targeted = present(op_id)
     if not targeted.any():
         return _by_key(watch, buffered)
     untargeted = _by_key(watch, buffered.where(~targeted))
-    # by op_id: each new operation (in order) with the buffered events naming it (in order)
     t_rows = np.flatnonzero(targeted)
     o_row, at = equal_pairs(hash_strings(op_id[t_rows]), ohash)
     e_row = t_rows[at]
@@ -94,8 +82,7 @@ def buffered_pairs(new_ops: Rows, ohash: np.ndarray, watch: Rows, buffered: Rows
 
 
 def watching(ops: Rows, handles: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """For each (handle, key) pair: does that pending operation (a row of ``ops``, sorted by
-    handle) watch that key?"""
+    """For each (handle, key) pair: does that operation (of ``ops``, by handle) watch that key?"""
     if handles.size == 0:
         return np.zeros(0, dtype=bool)
     pos = search(ops["handle"], handles)
@@ -106,9 +93,7 @@ def watching(ops: Rows, handles: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 
 def matches_in_window(ops: Rows, pairs: Rows, at: np.ndarray | None = None) -> Rows:
-    """The (event, operation) ``pairs`` (``PAIR`` rows; ``khash`` optional) inside the
-    operation's window, as match rows (``ops``: the operations' rows, sorted by handle;
-    ``at``: each pair's row of ``ops``, if the caller has it)."""
+    """The ``pairs`` inside their operation's window (``ops``: sorted by handle), as match rows."""
     if len(pairs) == 0:
         return _NO_MATCHES
     handle = pairs["handle"]
@@ -142,14 +127,11 @@ def matches_in_window(ops: Rows, pairs: Rows, at: np.ndarray | None = None) -> R
 
 
 def needs_members(ops: Rows) -> bool:
-    """Does the window check of these operations' matches read their members (``all`` or
-    ``quorum`` operations among them)?"""
+    """Does the window check of these operations' matches read their members?"""
     return bool(np.isin(ops["cond"], NEEDS_MEMBERS).any())
 
 
 def _is_member(ops: Rows, handle: np.ndarray, source: np.ndarray, of_members: np.ndarray) -> np.ndarray:
-    """Per match: is its ``source`` one of the members of its operation (an ``all`` or
-    ``quorum`` one: ``of_members``)?"""
     member = np.zeros(handle.size, dtype=bool)
     if not of_members.any():
         return member

@@ -16,27 +16,12 @@ does not fit level 0 or 1, so it lands in level 2's bucket [400, 800).  When tim
 bucket [440, 460).  At 440 that bucket is flushed and 450 drops into level 0's bucket
 [450, 451); at 450 it expires.  Each entry is moved at most once per level.
 
-What is different here:
-
-* **Columnar.**  An entry is an ``int64`` id and an ``int64`` deadline (ms).  Each ``add``
-  stores its entries per level as one *run* sorted by bucket start, so a bucket is a slice
-  of each run; ``add``, ``cancel`` and ``advance`` take and return arrays, and every
-  per-entry step is vectorised.  Python loops run over levels and runs only.  A run holds
-  its ids as 32-bit offsets from its smallest one while they fit (12 bytes an entry).
-* **Never early.**  Kafka fires a task when its *bucket* expires, so a task can run up to one
-  tick before its expiration, and ``add`` treats anything inside the current tick as already
-  expired.  Here an entry expires exactly when ``advance(t)`` is called with ``t >= deadline``:
-  event-time outcomes must not be emitted while an event that completes the operation could
-  still arrive.  Entries inside the current tick wait in the current level-0 bucket.
-* **Event time, not a clock.**  ``advance(to_ms)`` is driven by the caller (the watermark);
-  there is no DelayQueue thread.  All buckets due at ``to_ms`` are flushed in one pass, top
-  level first, so cascaded entries are placed with respect to the final time.
-* **Lazy cancel.**  Kafka unlinks a cancelled entry from its list.  Columnar buckets cannot
-  unlink cheaply, so ``cancel`` records a tombstone; tombstoned entries are dropped when their
-  bucket is flushed, and all buckets are compacted once tombstones outnumber live entries
-  (Kafka's purgatory purges watchers on the same amortised rule).  The tombstones are an
-  ``_IdCounts``: sorted runs merged geometrically, so a cancel costs what it cancels, not what
-  was cancelled before (a sorted array re-sorted on every cancel cost O(tombstones)).
+What is different here: entries are columns (an ``int64`` id and deadline), each ``add``
+storing its entries per level as one *run* sorted by bucket start, so a bucket is a slice of
+each run.  An entry expires exactly when ``advance(t)`` reaches its deadline, never a tick
+early (an event that completes the operation could still arrive), and ``advance`` is driven
+by the watermark, not a thread.  ``cancel`` records a tombstone; tombstoned entries are
+dropped when their bucket is flushed, or all at once when they outnumber live entries.
 
 Invariants: every live entry sits in exactly one bucket of one level; ``advance(t)`` returns
 exactly the live entries with ``deadline <= t``, each once; an entry never expires before its
@@ -79,11 +64,8 @@ def _as_i64(values: object) -> np.ndarray:
 
 
 class _IdCounts:
-    """A multiset of int64 ids, as sorted runs of (distinct id, count) merged geometrically
-    (``columns.HashIndex``'s scheme): ``add`` and ``contains`` cost O(batch * log² n), never
-    O(n).  A count may be negative: adding an id with -1 takes it out again, and a merge
-    drops the ids whose counts cancel, so a set that ids enter and leave (the ids pending
-    without ``fresh_ids``) stays as big as what is in it, up to the runs not merged yet.
+    """A multiset of int64 ids, as sorted runs of (distinct id, count) merged geometrically;
+    adding an id with -1 takes it out again.
 
     >>> s = _IdCounts(np.array([3, 1]))
     >>> s.add(np.array([3]), -1)
@@ -97,7 +79,6 @@ class _IdCounts:
 
     @property
     def size(self) -> int:
-        """Entries held (ids of the unmerged runs counted once per run)."""
         return sum(run.size for run, _ in self._runs)
 
     def add(self, ids: np.ndarray, count: int = 1) -> None:
@@ -113,8 +94,7 @@ class _IdCounts:
                 self._runs.pop()
 
     def contains(self, ids: np.ndarray) -> np.ndarray:
-        """Per id: is its count above 0?  (Where no count is below 0, as in the tombstones:
-        is it in a run.)"""
+        """Per id: is its count above 0?"""
         if all(counts is None for _, counts in self._runs):
             found = np.zeros(ids.size, dtype=bool)
             for run, _ in self._runs:
@@ -129,9 +109,8 @@ class _IdCounts:
 
 
 def _summed(ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """(distinct ids, sorted; the sum of their counts, None when each is 1), the ids whose sum
-    is 0 left out."""
-    order = np.argsort(ids, kind="stable")  # a radix sort; timsort-like on sorted runs
+    """(distinct ids, sorted; the sum of their counts, None when each is 1), zero sums left out."""
+    order = np.argsort(ids, kind="stable")
     ids, counts = ids[order], counts[order]
     starts = np.flatnonzero(run_starts(ids))
     ids, counts = ids[starts], np.add.reduceat(counts, starts) if starts.size else counts
@@ -143,11 +122,9 @@ def _summed(ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray
 class _Run:
     """Entries of one level sorted by bucket start: a bucket is a contiguous slice of a run.
 
-    The bucket starts are not kept (8 bytes an entry): a bucket's start is its deadlines'
-    multiple of the level's tick, so "deadline below a bucket boundary" is true for a prefix
-    of the run, which a binary search on the deadlines finds (``_Level._cut``).  The ids are
-    kept as uint32 offsets from the run's smallest id while they span less than 2^32 (the
-    purgatory's handles are consecutive numbers: 4 bytes an entry less), else as they are."""
+    Bucket starts are not kept: "deadline below a bucket boundary" holds for a prefix of the
+    run, which a binary search on the deadlines finds (``_Level._cut``).  Ids are kept as
+    uint32 offsets from the run's smallest while they span less than 2^32."""
 
     __slots__ = ("base", "offsets", "deadlines")
 
@@ -155,11 +132,10 @@ class _Run:
         if base is None:  # ids as given: narrowed if they fit
             base = int(ids.min()) if ids.size else 0
             if ids.size and int(ids.max()) - base <= _U32_MAX:
-                # modulo 2^32 in uint32 directly (no int64 temporary): exact, as the span fits
                 ids = np.subtract(ids, base & _U32_MAX, dtype=np.uint32, casting="unsafe")
             else:
                 base = 0
-        self.base, self.offsets, self.deadlines = base, ids, deadlines  # ``ids``: offsets here
+        self.base, self.offsets, self.deadlines = base, ids, deadlines
 
     @property
     def size(self) -> int:
@@ -174,7 +150,6 @@ class _Run:
         return self.head(self.size)
 
     def head(self, cut: int) -> np.ndarray:
-        """The first ``cut`` ids (int64)."""
         return self.offsets[:cut].astype(np.int64) + self.base
 
     def tail(self, cut: int) -> _Run:
@@ -187,13 +162,9 @@ class _Run:
 
 @dataclass
 class _Level:
-    """One wheel of the hierarchy: ``wheel_size`` buckets of ``tick`` ms each.
-
-    Kafka keeps one linked list per bucket.  Here each ``add`` appends one *run*: its entries
-    sorted by bucket start (a radix sort on the slot number), so a bucket is a slice of each
-    run and flushing every due bucket is one ``searchsorted`` per run.  Runs are merged when
-    there are more than ``MAX_RUNS``, which bounds the per-advance Python work.
-    """
+    """One wheel of the hierarchy: ``wheel_size`` buckets of ``tick`` ms each, as runs
+    (flushing every due bucket is one ``searchsorted`` per run); runs are merged when there
+    are more than ``MAX_RUNS``."""
 
     MAX_RUNS = 16
 
@@ -215,10 +186,8 @@ class _Level:
             self.current = time_ms - time_ms % self.tick
 
     def place(self, ids: np.ndarray, deadlines: np.ndarray) -> None:
-        """Add entries that fit this level as one run sorted by bucket start."""
         starts = deadlines - deadlines % self.tick
         if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
-            # slot numbers fit in int16 for usual wheel sizes: numpy sorts those by radix
             slots = (starts - self.current) // self.tick
             slots = slots.astype(np.int16) if self.wheel_size < 32_000 else slots
             order = np.argsort(slots, kind="stable")
@@ -228,23 +197,21 @@ class _Level:
             self.merge_runs()
 
     def merge_runs(self) -> None:
-        """Merge the smaller half of the runs (tiered, like an LSM tree: O(log n) per entry)."""
+        """Merge the smaller half of the runs (tiered: O(log n) merges per entry)."""
         if len(self.runs) < 2:
             return
         self.runs.sort(key=lambda r: r.size, reverse=True)
         keep, merge = self.runs[: len(self.runs) // 2], self.runs[len(self.runs) // 2 :]
         deadlines = np.concatenate([r.deadlines for r in merge])
-        order = np.argsort(self.starts(deadlines), kind="stable")  # timsort: linear-ish on sorted runs
+        order = np.argsort(self.starts(deadlines), kind="stable")
         ids = np.concatenate([r.ids for r in merge])[order]
         self.runs = [*keep, _Run(ids, deadlines[order])]
 
     def starts(self, deadlines: np.ndarray) -> np.ndarray:
-        """The start of each deadline's bucket."""
         return deadlines - deadlines % self.tick
 
     def _cut(self, run: _Run, time_ms: int) -> int:
-        """How many entries of ``run`` lie in buckets starting at or before ``time_ms`` (their
-        deadlines are below the next bucket boundary: a prefix of the run)."""
+        """How many entries of ``run`` (a prefix) lie in buckets starting at or before ``time_ms``."""
         boundary = time_ms - time_ms % self.tick + self.tick
         if boundary > _I64_MAX:
             return run.size
@@ -275,7 +242,6 @@ class _Level:
         return best
 
     def filter(self, keep_ids) -> None:
-        """Keep only entries for which ``keep_ids(ids)`` is True."""
         kept = []
         for run in self.runs:
             live = keep_ids(run.ids)
@@ -285,9 +251,6 @@ class _Level:
                 kept.append(run.where(live))
         self.runs = kept
 
-    def entry_count(self) -> int:
-        return sum(run.size for run in self.runs)
-
 
 class TimingWheel:
     """A hierarchical timing wheel over int64 ids and int64 deadlines (ms), vectorised.
@@ -296,20 +259,10 @@ class TimingWheel:
         tick_ms: width of a level-0 bucket in ms (Kafka's ``tickMs``).
         wheel_size: buckets per level (Kafka's ``wheelSize``).
         start_ms: initial time; deadlines at or before it count as already expired.
-
-        fresh_ids: the caller promises that an id is never added twice and only pending ids are
-            cancelled (the purgatory hands out fresh handles): the wheel then keeps no record
-            of its ids.  Without that promise (the default) an id may be added again, while
-            pending or after a cancel or its expiry: the new deadline replaces the old one (as
-            Kafka's ``TimerTaskList.add`` moves an entry), so each pending id fires once, at
-            the deadline it was last given; cancelling an id that is not pending does nothing;
-            ``size`` counts pending ids.  That record (the pending ids, an ``_IdCounts``)
-            costs O(batch log² pending) per ``add``, ``cancel`` and ``advance``; re-adding an
-            id still pending purges the cancelled entries first (O(pending)).  (Kept as one
-            sorted array, rebuilt by ``np.union1d`` / ``setdiff1d`` on every change, it made
-            the default wheel quadratic: docs/performance-history.md, issue 65.)
-
-    Ids are opaque int64 handles chosen by the caller.
+        fresh_ids: the caller promises that an id is never added twice and only pending ids
+            are cancelled: the wheel keeps no record of its ids.  Without it, re-adding an id
+            replaces its deadline (as Kafka's ``TimerTaskList.add`` moves an entry) and
+            cancelling an id that is not pending does nothing.
 
     >>> w = TimingWheel(tick_ms=10, wheel_size=5, start_ms=0)
     >>> w.add([1], [100]).tolist(); w.cancel([1]); w.add([1], [50]).tolist()
@@ -340,32 +293,28 @@ class TimingWheel:
 
     @property
     def current_time_ms(self) -> int:
-        """The time of the last ``advance`` (exact, not truncated to the tick)."""
+        """The time of the last ``advance`` (not truncated to the tick)."""
         return self._now
 
     @property
     def levels(self) -> int:
-        """Number of wheels in the hierarchy (1 + overflow wheels created so far)."""
         return len(self._levels)
 
     def level_times(self) -> list[int]:
-        """Each level's current time, truncated to that level's tick (Kafka's currentTimeMs)."""
+        """Each level's current time, truncated to its tick (Kafka's currentTimeMs)."""
         return [level.current for level in self._levels]
 
     def size(self) -> int:
-        """Number of pending (added, not expired, not cancelled) entries."""
+        """Pending entries (added, not expired, not cancelled)."""
         return self._entries - self._dead
 
     def __len__(self) -> int:
         return self.size()
 
     def add(self, ids: object, deadlines: object) -> np.ndarray:
-        """Schedule entries; return a boolean mask of those already expired (not added).
-
-        Like Kafka's ``TimingWheel.add`` returning false, an already-expired entry is left to
-        the caller: ``deadline <= current_time_ms`` means the deadline has passed and the
-        caller should expire it now.  Without ``fresh_ids``, an id given twice in one call
-        keeps its last deadline (its earlier occurrences answer False: replaced).
+        """Schedule entries; return a mask of those already expired (``deadline <=
+        current_time_ms``: not added, the caller expires them), as Kafka's ``add`` returns
+        false.  Without ``fresh_ids``, an id given twice keeps its last deadline.
         """
         ids, deadlines = _as_i64(ids), _as_i64(deadlines)
         if ids.shape != deadlines.shape:
@@ -390,8 +339,7 @@ class TimingWheel:
         return answer
 
     def _replacing(self, ids: np.ndarray) -> np.ndarray:
-        """Without fresh ids: the positions of each id's last occurrence in ``ids`` (sorted);
-        the pending entries of those ids leave the wheel (their new deadline replaces them)."""
+        """Each id's last position in ``ids``; those ids' pending entries leave the wheel."""
         _, last_rev = np.unique(ids[::-1], return_index=True)
         last = np.sort(ids.size - 1 - last_rev)
         again = ids[last][self._held.contains(ids[last])]
@@ -401,8 +349,7 @@ class TimingWheel:
         return last
 
     def cancel(self, ids: object) -> None:
-        """Cancel pending entries: they will never be returned by ``advance`` (an id that is
-        not pending is ignored, unless the wheel was promised ``fresh_ids``)."""
+        """Cancel pending entries: ``advance`` will never return them."""
         ids = _as_i64(ids)
         if not self.fresh_ids:
             ids = distinct(ids)
@@ -416,11 +363,8 @@ class TimingWheel:
             self.purge()
 
     def advance(self, to_ms: int) -> np.ndarray:
-        """Move time to ``to_ms`` and return the ids whose deadline is <= to_ms, each once.
-
-        Time never moves backwards; an earlier ``to_ms`` is a no-op.  Every bucket due at
-        ``to_ms`` is flushed: entries past their deadline expire, the rest cascade into a
-        finer level (Kafka's ``bucket.flush(addTimerTaskEntry)``).
+        """Move time to ``to_ms`` (never backwards) and return the ids whose deadline is
+        <= to_ms, each once; the rest of each flushed bucket cascades into a finer level.
         """
         to_ms = int(to_ms)
         if to_ms < self._now:
@@ -448,11 +392,7 @@ class TimingWheel:
         return ids
 
     def next_expiration(self) -> int:
-        """Smallest pending deadline (``NO_EXPIRATION`` when empty); for GroupState timeouts.
-
-        Exact up to cancelled entries, which may make it earlier, never later: waking up early
-        costs an empty ``advance``; waking up late would delay an expiry.
-        """
+        """Smallest pending deadline (``NO_EXPIRATION`` if none); early, never late, if some cancelled."""
         best = NO_EXPIRATION
         for level in self._levels:
             low = level.first_bucket_min_deadline()
@@ -461,17 +401,15 @@ class TimingWheel:
         return best
 
     def pending(self) -> tuple[np.ndarray, np.ndarray]:
-        """All pending (ids, deadlines), in no particular order."""
         ids, deadlines, _, _ = self._flatten()
         return self._drop_cancelled(ids, deadlines, consume=False)
 
     def purge(self) -> None:
-        """Drop cancelled entries from every bucket now (normally done lazily)."""
         tombstones = self._tombstones
         for level in self._levels:
             level.filter(lambda ids: ~tombstones.contains(ids))
         self._tombstones, self._dead = _IdCounts(), 0
-        self._entries = sum(level.entry_count() for level in self._levels)
+        self._entries = sum(run.size for level in self._levels for run in level.runs)
 
     # -- serialisation -----------------------------------------------------------------------
 
@@ -509,7 +447,7 @@ class TimingWheel:
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
         if meta.get("format") != str(_FORMAT_VERSION):
             raise ValueError(f"unsupported timing wheel format {meta.get('format')!r}")
-        fresh = meta.get("fresh_ids", "1") == "1"  # before the record, only the purgatory's were saved
+        fresh = meta.get("fresh_ids", "1") == "1"  # older states saved only fresh-id wheels
         wheel = cls(int(meta["tick_ms"]), int(meta["wheel_size"]), int(meta["now"]), fresh_ids=fresh)
         times = [int(t) for t in meta["level_times"].split(",")]
         wheel._levels = []
@@ -542,10 +480,9 @@ class TimingWheel:
         self._entries += ids.size
         index = 0
         while ids.size:
-            if index == len(self._levels):
+            if index == len(self._levels):  # the overflow wheel, at the lower one's time
                 lower = self._levels[-1]
                 tick = min(lower.interval, _I64_MAX)
-                # Kafka creates the overflow wheel at the lower wheel's current time.
                 self._levels.append(_Level(tick, self.wheel_size, lower.current - lower.current % tick))
             level = self._levels[index]
             fits = deadlines < level.horizon()
@@ -570,18 +507,11 @@ class TimingWheel:
         return ids[~dead], deadlines[~dead]
 
     def _flatten(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        parts_ids, parts_deadlines, parts_levels, parts_starts = [_EMPTY], [_EMPTY], [], []
-        parts_levels.append(np.empty(0, np.int8))
-        parts_starts.append(_EMPTY)
+        """Every entry's (id, deadline, level, bucket start), tombstoned ones included."""
+        parts = [(_EMPTY, _EMPTY, np.empty(0, np.int8), _EMPTY)]
         for index, level in enumerate(self._levels):
             for run in level.runs:
-                parts_ids.append(run.ids)
-                parts_deadlines.append(run.deadlines)
-                parts_levels.append(np.full(run.size, index, np.int8))
-                parts_starts.append(level.starts(run.deadlines))
-        return (
-            np.concatenate(parts_ids),
-            np.concatenate(parts_deadlines),
-            np.concatenate(parts_levels),
-            np.concatenate(parts_starts),
-        )
+                levels = np.full(run.size, index, np.int8)
+                parts.append((run.ids, run.deadlines, levels, level.starts(run.deadlines)))
+        ids, deadlines, levels, starts = (np.concatenate(column) for column in zip(*parts, strict=True))
+        return ids, deadlines, levels, starts

@@ -1,29 +1,16 @@
 """Resolved windows: why an event nothing counted is ``after_resolution`` or ``no_operation``.
 
-An event that no operation counted is reported once the watermark passes it.  Its reason is
-``after_resolution`` exactly when it lies in the window of an operation that could have
-counted it and was completed without it: an operation watching the event's key (for a
-targeted event, the operation it names), with ``o.ts <= e.ts < o.deadline``.  Anything
-else, an event before every operation on its key or after their deadlines included, is
-``no_operation``.  Only *completed* operations matter: an expired operation counted every
-event of its window, and no event of it can come later (it would be behind the watermark).
-
-``ResolvedWindows`` keeps one row per (completed operation, watched key): the key's hash,
-the op_id's hash and the window, in ``columns.Columns`` indexed by key hash and by op_id
-hash, so a lookup costs the windows of the keys (or op_ids) looked up.  A window can hold no
-future event once the watermark reaches its end: ``retire(wm)`` forgets it then (logically
-at once, the rows in bulk when an eighth are due, as ``dedup`` and ``progress`` do).
+An unmatched event is ``after_resolution`` exactly when it lies in the window of a
+*completed* operation that could have counted it: one watching the event's key (for a
+targeted event, the one it names), with ``o.ts <= e.ts < o.deadline``; else
+``no_operation``.  (An expired operation counted every event of its window.)
 
 Worked example: ``a`` watches ``k`` over [100, 1100) and completes at 300.  An event on ``k``
-at 500 is ``after_resolution``; one at 50 is ``no_operation`` (no operation's window holds
-it), and so is one at 1200.
+at 500 is ``after_resolution``; one at 50 is ``no_operation``, and so is one at 1200.
 
-Keys and op_ids are compared by their 64-bit hashes only (no strings are kept): a collision,
-about 2^-64 a pair, could only change an unmatched event's reason, never an outcome.
-
-Invariant: ``covers`` answers from the windows whose end is past the last retirement's
-watermark; every event it is asked about lies at or after that watermark's predecessor
-(events are finalised before the retirement of the same call).
+``ResolvedWindows`` keeps one row per (completed operation, watched key) by hash only: a
+collision could change an unmatched event's reason, never an outcome.  A window is forgotten
+once the watermark reaches its end (the rows in bulk, when an eighth are due).
 """
 
 from __future__ import annotations
@@ -32,39 +19,29 @@ import numpy as np
 import pandas as pd
 
 from .arrays import distinct, hash_strings, pair_order, present
-from .columns import Columns
+from .columns import Retiring
 from .rows import Rows
 from .tables import I64_MIN, WINDOWS
 
 __all__ = ["ResolvedWindows"]
 
 
-class ResolvedWindows:
+class ResolvedWindows(Retiring):
     """Windows of completed operations, per watched key (``tables.WINDOWS`` rows)."""
 
-    _COLUMNS = {**WINDOWS, "handle": "int64"}
-
     def __init__(self, frame: pd.DataFrame | None = None) -> None:
-        self._rows = Columns(self._COLUMNS, indexed=("khash", "ohash"))
-        self._next = 0
-        self._retired_wm = I64_MIN
-        self._next_sweep = I64_MIN
+        super().__init__(WINDOWS, ("khash", "ohash"), epochs=False, regrow=False)
         if frame is not None and len(frame):
-            self._append({c: frame[c].to_numpy() for c in WINDOWS})
-
-    def __len__(self) -> int:
-        return int(self._kept(self._rows.live_positions()).sum()) if len(self._rows) else 0
+            self._add({c: frame[c].to_numpy() for c in WINDOWS})
 
     def add(self, khash: np.ndarray, ohash: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
         """Remember the windows [start, end) of completed operations (one row per watched key)."""
-        keep = end > np.maximum(start, self._retired_wm)  # an empty or passed window holds nothing
+        keep = end > np.maximum(start, self._retired_wm)
         if keep.any():
-            self._append({"khash": khash[keep], "ohash": ohash[keep], "start": start[keep], "end": end[keep]})
+            self._add({"khash": khash[keep], "ohash": ohash[keep], "start": start[keep], "end": end[keep]})
 
     def covers(self, lost: Rows) -> np.ndarray:
-        """Per event (``khash``, ``ts``, ``op_id``): does a completed operation's window hold it?
-        Untargeted events look at every window of their key, targeted ones at their own
-        operation's windows on that key."""
+        """Per event: does a completed operation's window (a targeted event's: its own) hold it?"""
         out = np.zeros(len(lost), dtype=bool)
         if len(lost) == 0 or len(self._rows) == 0:
             return out
@@ -77,7 +54,7 @@ class ResolvedWindows:
         if targeted.size:
             ohash = hash_strings(targets[targeted].astype(object))
             probe, pos = self._rows.lookup("ohash", ohash)
-            pos_ok = self._kept(pos)
+            pos_ok = self._remembered(pos)
             probe, pos = probe[pos_ok], pos[pos_ok]
             ts = lost["ts"][targeted][probe]
             hit = (
@@ -89,12 +66,11 @@ class ResolvedWindows:
         return out
 
     def _by_key(self, khash: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        """Per (key hash, time): is it inside a window of its key?  The windows of the keys
-        asked and the asked times are sorted together by (key, time), a window before a time
-        it starts at; a time is covered when the latest end among its key's windows before it
-        lies after it (a running max of the ends, per key)."""
+        """Per (key hash, time): is it inside a window of its key?  Windows and times sorted
+        together by (key, time): a time is covered when the running max of its key's window
+        ends before it lies after it."""
         _, pos = self._rows.lookup("khash", np.unique(khash))
-        pos = pos[self._kept(pos)]
+        pos = pos[self._remembered(pos)]
         out = np.zeros(khash.size, dtype=bool)
         if pos.size == 0:
             return out
@@ -106,7 +82,6 @@ class ResolvedWindows:
             (np.r_[np.zeros(n_w, np.int8), np.ones(khash.size, np.int8)], np.r_[w_start, ts], key)
         )
         is_window = order < n_w
-        # the running max of the ends, restarted at each key, in that order
         ends = np.where(is_window, np.r_[w_end, np.zeros(khash.size, np.int64)][order], I64_MIN)
         reach = pd.Series(ends).groupby(key[order]).cummax().to_numpy()
         asked = order[~is_window] - n_w
@@ -114,43 +89,26 @@ class ResolvedWindows:
         return out
 
     def frame(self) -> pd.DataFrame:
-        """The remembered windows (``WINDOWS`` columns), by key hash then start."""
         pos = self._rows.live_positions()
-        pos = pos[self._kept(pos)]
+        pos = pos[self._remembered(pos)]
         order = pair_order(self._rows.column("khash")[pos], self._rows.column("start")[pos])
         return self._rows.frame(pos[order], list(WINDOWS))
 
     @property
     def mark(self) -> int:
-        """Where the windows remembered from now on start (``added``)."""
+        """The mark from which ``added`` gives the windows remembered from now on."""
         return self._next
 
     def added(self, mark: int) -> pd.DataFrame:
         """The windows remembered from ``mark`` on and still kept, in the order they came."""
-        pos = self._rows.since(mark)  # the newest rows only (handles grow with the rows)
-        return self._rows.frame(pos[self._kept(pos)], list(WINDOWS))
+        pos = self._rows.since(mark)
+        return self._rows.frame(pos[self._remembered(pos)], list(WINDOWS))
 
-    def wakeup(self) -> int | None:
-        """None: forgetting a window changes no answer, so it never needs a micro-batch."""
-        return None
-
-    def retire(self, watermark: int) -> None:
-        """Forget the windows the watermark reached the end of (no event can fall in them now)."""
-        self._retired_wm = max(self._retired_wm, int(watermark))
-        if len(self._rows) == 0 or self._retired_wm < self._next_sweep:
-            return
-        pos = self._rows.live_positions()
-        gone = ~self._kept(pos)
-        due = self._rows.column("end")[pos[~gone]]
-        self._rows.kill(pos[gone])
-        self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8]) if due.size else I64_MIN
-
-    def _kept(self, pos: np.ndarray) -> np.ndarray:
+    def _remembered(self, pos: np.ndarray) -> np.ndarray:
         return self._rows.column("end")[pos] > self._retired_wm
 
-    def _append(self, columns: dict[str, np.ndarray]) -> None:
-        n = len(columns["khash"])
-        handles = np.arange(self._next, self._next + n, dtype=np.int64)
-        self._next += n
-        cast = {c: np.asarray(columns[c], dtype=t) for c, t in WINDOWS.items()}
-        self._rows.append({**cast, "handle": handles})
+    def _due(self, pos: np.ndarray) -> np.ndarray:
+        return self._rows.column("end")[pos]
+
+    def _add(self, columns: dict[str, np.ndarray]) -> None:
+        self._append({c: np.asarray(columns[c], dtype=t) for c, t in WINDOWS.items()})

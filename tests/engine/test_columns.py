@@ -12,7 +12,7 @@ from spark_purgatory.engine.columns import SPARSE, TEXT, Columns, HashIndex
 from spark_purgatory.engine.dedup import ResolvedTable, resolved_rows
 from spark_purgatory.engine.frames import empty
 from spark_purgatory.engine.pending import Pending
-from spark_purgatory.engine.progress import KeyTable, keys_wakeup, retire_keys, touch_keys
+from spark_purgatory.engine.progress import KeyTable
 from spark_purgatory.engine.rows import Rows
 from spark_purgatory.engine.tables import I64_MIN, KEYS, OPS, RESOLVED, WATCH
 
@@ -123,9 +123,29 @@ def test_all_distinct_tells_repeats_few_or_many():
             assert not all_distinct(values)
 
 
+def _touch_keys(keys: pd.DataFrame, khash: np.ndarray, **columns: np.ndarray) -> pd.DataFrame:
+    """The key frame with these keys' columns raised to the given values (running maxima)."""
+    update = pd.DataFrame({"khash": khash, **columns})
+    both = pd.concat([keys, update], ignore_index=True) if len(keys) else update
+    return both.groupby("khash", sort=False, as_index=False).max()[list(KEYS)]
+
+
+def _retire_keys(keys: pd.DataFrame, watermark: int, retention: int) -> pd.DataFrame:
+    """The keys whose progress retention or resolution time the watermark has not passed."""
+    keep = (keys["last_event_ts"] > watermark - retention) | (keys["resolved_until"] > watermark)
+    return keys.loc[keep].reset_index(drop=True)
+
+
+def _keys_wakeup(keys: pd.DataFrame, retention: int) -> int:
+    """The earliest watermark at which ``_retire_keys`` forgets a key."""
+    last = keys["last_event_ts"].to_numpy(np.int64)
+    progress_until = np.where(last > I64_MIN, last + retention, I64_MIN)
+    return int(np.maximum(progress_until, keys["resolved_until"].to_numpy(np.int64)).min()) + 1
+
+
 def test_the_key_table_answers_as_the_frame_it_replaces():
-    """``KeyTable`` (in place, retirement deferred) against ``touch_keys`` / ``retire_keys`` on a
-    frame, through random touches and retirements."""
+    """``KeyTable`` (in place, retirement deferred) against a plain key frame, through random
+    touches and retirements."""
     retention = 50
     table, model = KeyTable(retention), empty(KEYS)
     rng = np.random.default_rng(3)
@@ -140,11 +160,11 @@ def test_the_key_table_answers_as_the_frame_it_replaces():
             "resolved_until": np.where(rng.random(n) < 0.5, wm + rng.integers(-10, 80, n), I64_MIN),
         }
         table.touch(khash, **columns)
-        model = touch_keys(model, khash, **columns)
+        model = _touch_keys(model, khash, **columns)
         if rng.random() < 0.5:
             wm += int(rng.integers(0, 40))
             table.retire(wm)
-            model = retire_keys(model, wm, retention)
+            model = _retire_keys(model, wm, retention)
         by_hash = ["khash"]
         mine = table.frame().sort_values(by_hash).reset_index(drop=True)
         assert mine.astype(str).values.tolist() == model.sort_values(by_hash).astype(str).values.tolist()
@@ -154,7 +174,7 @@ def test_the_key_table_answers_as_the_frame_it_replaces():
             set(probe.tolist()) & set(model["khash"].tolist())
         )
         if len(model):
-            assert table.wakeup() == keys_wakeup(model, retention)
+            assert table.wakeup() == _keys_wakeup(model, retention)
 
 
 def _resolved_steps(seed: int, steps: int, ids: int, retire: float):
