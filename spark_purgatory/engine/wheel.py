@@ -132,6 +132,7 @@ class _Run:
         if base is None:  # ids as given: narrowed if they fit
             base = int(ids.min()) if ids.size else 0
             if ids.size and int(ids.max()) - base <= _U32_MAX:
+                # modulo 2^32 in uint32 directly, no int64 temporary: exact, as the span fits
                 ids = np.subtract(ids, base & _U32_MAX, dtype=np.uint32, casting="unsafe")
             else:
                 base = 0
@@ -188,7 +189,7 @@ class _Level:
     def place(self, ids: np.ndarray, deadlines: np.ndarray) -> None:
         starts = deadlines - deadlines % self.tick
         if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
-            slots = (starts - self.current) // self.tick
+            slots = (starts - self.current) // self.tick  # numpy sorts int16 by radix
             slots = slots.astype(np.int16) if self.wheel_size < 32_000 else slots
             order = np.argsort(slots, kind="stable")
             ids, deadlines = ids[order], deadlines[order]
