@@ -46,9 +46,8 @@ __all__ = [
     "secret_values",
 ]
 
-#: how a source path is read (``job.source.format``, ``spark.formats.read_stream``): told by its
-#: files (``auto``), JSON-lines files, Parquet files (typed), a Delta table (typed; needs
-#: Spark's Delta data source), Kafka
+#: how a source path is read (``job.source.format``): told by its files (``auto``), JSON-lines
+#: files, Parquet files, a Delta table, Kafka
 READ_FORMATS = ("auto", "json", "parquet", "delta", "kafka")
 
 
@@ -89,10 +88,8 @@ def parse_interval_ms(text: str) -> int:
 @dataclass(frozen=True)
 class InputLimits:
     """How big an input record may be before it is rejected as poison (``input.max.*``): its
-    text in UTF-8 bytes (``record_too_large``), its nesting of arrays and objects
-    (``too_deep``), an operation's distinct keys (``too_many_keys``) and members
-    (``too_many_members``).  A record's size and depth are those of JSON text only.  The
-    defaults are the contract's (``contract.inputs``)."""
+    text in UTF-8 bytes, its nesting of arrays and objects (JSON text only), an operation's
+    distinct keys and members."""
 
     record_bytes: int = MAX_RECORD_BYTES
     depth: int = MAX_DEPTH
@@ -100,8 +97,7 @@ class InputLimits:
     members: int = MAX_MEMBERS
 
     def bounds(self, max_timeout_ms: int | None = None, max_future_ms: int | None = None) -> dict:
-        """The limits as the checks name them (``contract.rules.LIMITS``: a key whose value is
-        None turns its check off)."""
+        """The limits as the checks name them (None turns a check off)."""
         return {
             "input.max.record.bytes": int(self.record_bytes),
             "input.max.depth": int(self.depth),
@@ -163,13 +159,22 @@ class PurgatoryConfig:
     @property
     def groups(self) -> int:
         """The shard groups: one per primary shard and the cross-shard group (number
-        ``shards``).  Also the query's ``spark.sql.shuffle.partitions``, a partition per group
-        (``shard.labels``), which Spark fixes in the checkpoint.
+        ``shards``).  Also the query's ``spark.sql.shuffle.partitions``, which Spark fixes in
+        the checkpoint.
 
         >>> PurgatoryConfig(shards=8).groups
         9
         """
         return self.shards + 1
+
+    @staticmethod
+    def shards_in(groups: int) -> int:
+        """The primary shards of a layout of ``groups`` shard groups (the inverse of ``groups``).
+
+        >>> PurgatoryConfig.shards_in(PurgatoryConfig(shards=8).groups)
+        8
+        """
+        return groups - 1
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -418,29 +423,13 @@ _WORDS = {"int": "an integer", "str": "text", "bool": "true or false (a bool)", 
 assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 
-_TEXT_FIELDS = (
-    "dedup_scope",
-    "shard_key_delimiter",
-    "cross_shard_handoff",
-    "watermark_delay",
-    "watermark_delay_operations",
-    "watermark_delay_events",
-    "watermark_idle_timeout",
-    "deadline_clock",
-    "state_path",
-    "accumulator_staging_path",
-    "storage_endpoint",
-    "storage_region",
-    "storage_s3_conditional_put",
-    "output_kafka_topic",
-    "output_kafka_statuses",
-)
+_FIELD_TYPES = {f.name: f.type for f in fields(PurgatoryConfig)}
 
 
 def _coerce(key: str, name: str, raw: object) -> object:
-    if name in _TEXT_FIELDS:
+    if _FIELD_TYPES[name] == "str":
         return str(raw).strip()
-    if name in ("cross_shard_operations", "storage_allow_http", "output_take_over"):
+    if _FIELD_TYPES[name] == "bool":
         if isinstance(raw, bool):
             return raw
         text = str(raw).strip().lower()
@@ -508,9 +497,8 @@ def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]
 
 # -- secrets ------------------------------------------------------------------------------------------
 
-#: keys whose values are credentials (``kafka.sasl.jaas.config``, ``kafka.ssl.*.password``,
-#: ``fs.s3a.secret.key``, ``fs.azure.account.key.*``, session tokens, SAS): never printed,
-#: logged or written by the job or the command line
+#: keys whose values are credentials: never printed, logged or written by the job or the
+#: command line
 SECRET_KEY = re.compile(r"secret|passw|jaas|token|credential|account\.key|\bsas\b|private", re.IGNORECASE)
 _QUOTED_PASSWORD = re.compile(r'(password\s*=\s*)"[^"]*"', re.IGNORECASE)
 _HIDDEN = "****"
