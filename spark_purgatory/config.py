@@ -221,18 +221,13 @@ class PurgatoryConfig:
         for name, low in _LOWEST.items():
             if getattr(self, name) < low:
                 raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= {low}, got {getattr(self, name)}")
-        for name in ("watermark_delay", "watermark_delay_operations", "watermark_delay_events"):
+        for name in (f.name for f in fields(self) if f.name.startswith("watermark_")):  # intervals
             value = getattr(self, name)
             if value or name == "watermark_delay":
                 try:
                     parse_interval_ms(value)
                 except ConfigError as error:
                     raise ConfigError(f"{_KEYS_BY_FIELD[name]}: {error}") from None
-        if self.watermark_idle_timeout:
-            try:
-                parse_interval_ms(self.watermark_idle_timeout)
-            except ConfigError as error:
-                raise ConfigError(f"watermark.idle.timeout: {error}") from None
         if self.deadline_clock not in ("event", "processing"):
             raise ConfigError(f"deadline.clock must be event or processing, got {self.deadline_clock!r}")
         if self.dedup_scope not in ("global", "shard"):

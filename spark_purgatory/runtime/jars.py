@@ -32,7 +32,6 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = [
-    "SETS",
     "SPARK_SETS",
     "PACKAGE_JARS",
     "jar_files",
@@ -46,10 +45,7 @@ __all__ = [
     "DELTA_COORDINATES",
 ]
 
-#: every set ``make jars`` fetches (one ``jvm/<set>/pom.xml`` each)
-SETS = ("delta", "s3a", "kafka", "kafka-broker")
-#: the sets a local session puts on Spark's classpath when they are there (``checks`` is
-#: compiled, not fetched: ``SETS`` are the Maven ones)
+#: the sets a local session puts on Spark's classpath when they are there
 SPARK_SETS = ("delta", "s3a", "kafka", "checks")
 #: Delta's connector for the pyspark the project is tested with (``jvm/delta/pom.xml``): what
 #: a cluster adds with ``--packages`` or a cluster library
@@ -162,8 +158,8 @@ def jar_paths(set_name: str) -> list[str]:
     """The JAR files of one set, sorted; empty when the set was not fetched.
 
     Args:
-        set_name: one of ``SETS`` (``"delta"``, ``"s3a"``, ``"kafka"``, ``"kafka-broker"``),
-            or ``"checks"``: the project's own (``jar_files``).
+        set_name: ``"delta"``, ``"s3a"``, ``"kafka"``, ``"kafka-broker"``, or ``"checks"``: the
+            project's own (``jar_files``).
 
     A set counts only once ``make jars`` finished copying it (its ``.stamp``).
     """
