@@ -353,14 +353,11 @@ class _LazySession:
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(width=max(120, _terminal_width()), soft_wrap=False)
-
-
-def _terminal_width() -> int:
     try:
-        return os.get_terminal_size().columns
+        width = os.get_terminal_size().columns
     except OSError:
-        return 160
+        width = 160
+    return Console(width=max(120, width), soft_wrap=False)
 
 
 def _print_table(table: Any, as_json: bool, limit: int, shown: list[str], title: str) -> None:

@@ -115,19 +115,18 @@ def start(
         checkpoint: Spark's checkpoint; it holds the app id, and (unless configured) the
             accumulator's staging and the shard state live under it.
         config: ``PurgatoryConfig``, or its dotted keys (``{"output.kafka.topic": "alerts",
-            ...}``: ``PurgatoryConfig.from_mapping``); the defaults when None, with the checkpoint's shard
-            count, or for a new checkpoint the session's parallelism (logged:
-            ``state.layout.default_shards``).
+            ...}``); the defaults when None, with the checkpoint's shard count, or for a new
+            checkpoint the session's parallelism (logged).
         trigger: ``available-now`` (process what is there, then stop) or
             ``processing-time=<interval>`` (e.g. ``processing-time=10s``).
         source_format: how paths are read (``json``, ``parquet``, ``delta``, ``kafka``) and
             inputs parsed; ``auto``: a path by its files (Parquet, JSON lines, a Delta
-            table's ``_delta_log``; ``spark.formats``), a DataFrame by its schema.
+            table's ``_delta_log``), a DataFrame by its schema.
         writer: ``auto`` (Spark's Delta source when its classes are present, else delta-rs),
             ``delta-rs``, ``spark``, or your own ``TableWriter``.
         name: the streaming query's name (``queryName``).
         on_batch: called after each micro-batch, in the process that runs the driver's step
-            (``driver_step``: after the sink wrote the output), with its figures (a dict):
+            (after the sink wrote the output), with its figures (a dict):
             ``batch_id``; ``pending`` (operations not yet resolved, each once, over every
             shard); the rows it gave: ``completed``, ``expired``, ``unmatched``,
             ``rejected``; ``relayed`` (rows shards sent to the cross-shard group);
@@ -154,11 +153,11 @@ def start(
             the key and what to set; Python workers that cannot import the project
             (``spark.pyspark.python`` / ``PYSPARK_PYTHON``).
         InputEndedError: the checkpoint's input ended (``end_input``): use a new one.
-        CheckpointBusyError: another query runs on the checkpoint (``state.layout.RunLease``).
+        CheckpointBusyError: another query runs on the checkpoint.
         IncompatibleCheckpointError: the checkpoint was written by a newer version, or needs
-            ``spark-purgatory upgrade`` first (``state.versions``, docs/upgrading.md).
+            ``spark-purgatory upgrade`` first (docs/upgrading.md).
         OutputOwnedError: the output tables belong to another checkpoint's query and
-            ``output.take.over`` is off (``delta.ownership``).
+            ``output.take.over`` is off.
         ValueError: an unknown writer name, or no session to read paths with.
 
     Example (a notebook, where ``spark`` is the session)::

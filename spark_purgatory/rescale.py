@@ -138,7 +138,10 @@ def rescale(
         storage=storage,
     )
     _fault("read")
-    values = _read_groups(fs, files, cfg.groups, batch + 1)
+    try:
+        values = state_files.read_groups(fs, files.operator_state, cfg.groups, batch + 1)
+    except state_files.StateFormatError as e:
+        raise RescaleError(str(e)) from None
     olds = _load(values, cfg, store)
     _in_flight(olds[old], cfg, storage)
     new_cfg = PurgatoryConfig(**{**cfg.__dict__, "shards": shards})
@@ -241,16 +244,6 @@ def _in_flight(cross: Purgatory, config: PurgatoryConfig, storage: Storage) -> N
 
 
 # -- reading and writing the groups ---------------------------------------------------------------------
-
-
-def _read_groups(
-    fs: pafs.FileSystem, files: Checkpoint, groups: int, version: int
-) -> dict[int, state_files.GroupValue]:
-    """Every shard's group value at state ``version``, by shard number."""
-    try:
-        return state_files.read_groups(fs, files.operator_state, groups, version)
-    except state_files.StateFormatError as e:
-        raise RescaleError(str(e)) from None
 
 
 def _load(values: dict[int, state_files.GroupValue], config: PurgatoryConfig, store: SegmentStore) -> dict:

@@ -58,8 +58,7 @@ FAULT = "PURGATORY_UPGRADE_FAULT"
 RECORD_STEP = "record"
 
 #: A migration: ``(format, version) -> step`` brings that format from ``version`` to
-#: ``version + 1`` on a stopped checkpoint, idempotently (``step(checkpoint, storage, config)``).
-#: None today: every format this version writes, it also reads as 6e49991 wrote it.
+#: ``version + 1`` on a stopped checkpoint, idempotently.  None today.
 Migration = Callable[[str, Storage, PurgatoryConfig], None]
 MIGRATIONS: dict[tuple[str, int], Migration] = {}
 
