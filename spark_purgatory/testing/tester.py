@@ -57,14 +57,10 @@ class PurgatoryTester:
     moved by hand.
 
     Results accumulate across batches: ``outcomes()``, ``unmatched()`` and ``rejected()``
-    return every row so far with the SPEC's columns (``batch_id`` is the step's number, from
+    return every row so far with the tables' columns (``batch_id`` is the step's number, from
     0).  Event times come back as UTC Timestamps, as in the Delta tables (``times="ms"`` for
     the engine's epoch ms).  ``shard(n)`` loads one shard's engine as its last step stored
     it, for what the harness does not show (``t.shard(0).watched``).
-
-    Raw lines are taken as the job takes a file's lines or Kafka values: each is parsed as
-    JSON (bytes as UTF-8) and validated by the contract's rules, so a line that is no JSON
-    object is rejected ``malformed_json`` with the line as ``raw``.
 
     >>> t = PurgatoryTester({"purgatory.tick.ms": 10})
     >>> t.add_operations([{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 100}])
@@ -102,7 +98,8 @@ class PurgatoryTester:
     def add_operations(self, rows: Rows) -> None:
         """Queue operations for the next ``step()``: ``op_id``, ``key`` or ``keys``, ``ts``,
         ``timeout_ms``, optional ``condition``, ``target``, ``members``, ``payload``; as
-        records (dicts, a frame) or as JSON lines (str or bytes, as the job reads them).
+        records (dicts, a frame) or as JSON lines (str or bytes, as the job reads them: a line
+        that is no JSON object is rejected ``malformed_json`` with the line as ``raw``).
 
         >>> t = PurgatoryTester()
         >>> t.add_operations(['{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 10}', 'not json'])
