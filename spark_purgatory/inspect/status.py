@@ -54,15 +54,13 @@ def checkpoint_status(
             that ``start`` keeps is read from its files, without Spark.
         config: the query's ``PurgatoryConfig`` (state path, ``storage.*`` settings).
         state: count pending operations from the state; False: from the shards' last
-            metrics rows or pending record.  Either counts an operation once (a cross-shard
-            operation in the cross-shard group, never its stubs).
+            metrics rows or pending record.  Either counts an operation once.
 
     Returns:
         A JSON-ready dict: ``checkpoint``, ``layout`` (the shard count and the rescale
-        history, ``spark_purgatory.rescale``), ``last_batch`` (the metrics table's last rows,
-        if any), ``pending_by_shard`` (and ``pending_from``), ``tables``, ``notes``; with
-        ``output.kafka.topic`` in ``config``, ``output_topic`` (the topic and the last
-        micro-batch it committed, ``docs/kafka-output.md``).
+        history), ``last_batch`` (the metrics table's last rows, if any), ``pending_by_shard``
+        (and ``pending_from``), ``tables``, ``notes``; with ``output.kafka.topic`` in
+        ``config``, ``output_topic`` (the topic and the last micro-batch it committed).
     """
     cfg = inspect_config(checkpoint, config)
     storage = Storage.of(cfg)
@@ -80,7 +78,7 @@ def checkpoint_status(
             "groups": info.groups,
             "watermark_policy": info.conf.get("spark.sql.streaming.multipleWatermarkPolicy"),
             "app_id": info.app_id,
-            # how an operation's time left counts now (inspect.countdown)
+            # how an operation's time left counts now
             "time_left": countdown_of(checkpoint, storage, floor_ms=info.watermark_ms, latest=True).summary(),
             # who last started on it, and the formats it holds (docs/upgrading.md)
             **_version(checkpoint, storage),
