@@ -336,6 +336,7 @@ class PurgatoryConfig:
         return cls(**kwargs)
 
 
+#: each dotted key (docs/configuration.md says what it does) -> its field
 _FIELDS_BY_KEY = {
     "purgatory.tick.ms": "tick_ms",
     "purgatory.wheel.size": "wheel_size",
@@ -343,46 +344,35 @@ _FIELDS_BY_KEY = {
     "purgatory.max.timeout.ms": "max_timeout_ms",
     "purgatory.progress.retention.ms": "progress_retention_ms",
     "purgatory.dedup.retention.ms": "dedup_retention_ms",
-    # global: a repeated op_id is one operation whichever shard its keys hash to (engine.registry)
     "purgatory.dedup.scope": "dedup_scope",
     "watermark.delay": "watermark_delay",
     "watermark.delay.operations": "watermark_delay_operations",
     "watermark.delay.events": "watermark_delay_events",
-    # an input silent this long stops holding the watermark back (clock, reaper); "" = never
     "watermark.idle.timeout": "watermark_idle_timeout",
-    # event: deadline = ts + timeout_ms; processing: arrival (the micro-batch's start) + timeout_ms
     "deadline.clock": "deadline_clock",
     "accumulator.batch.size": "accumulator_batch_size",
     "accumulator.linger.ms": "accumulator_linger_ms",
     "accumulator.buffer.memory": "accumulator_buffer_memory",
-    "accumulator.staging.path": "accumulator_staging_path",  # default: <checkpoint>/accumulator
+    "accumulator.staging.path": "accumulator_staging_path",
     "source.max.files.per.trigger": "source_max_files_per_trigger",
     "purgatory.cross.shard.operations": "cross_shard_operations",
-    # a key is sharded by its part before the first delimiter ("" = the whole key): co-location
     "purgatory.shard.key.delimiter": "shard_key_delimiter",
     "purgatory.cross.shard.handoff": "cross_shard_handoff",
     "purgatory.max.future.ms": "max_future_ms",
     "purgatory.state.path": "state_path",
     "purgatory.state.segment.rows": "state_segment_rows",
     "purgatory.state.retain.versions": "state_retain_versions",
-    # where the project writes its own files (spark_purgatory.storage)
     "storage.endpoint": "storage_endpoint",
     "storage.region": "storage_region",
     "storage.allow.http": "storage_allow_http",
     "storage.s3.conditional.put": "storage_s3_conditional_put",
-    # how often a request the store answered with an error that may pass (503 SlowDown, 500) is sent again
     "storage.retries": "storage_retries",
-    # how long a stop (stop(), SIGTERM, SIGINT) lets the micro-batch under way finish
     "query.stop.timeout.ms": "stop_timeout_ms",
-    # the output tables belong to another checkpoint: make them this one's (delta.ownership)
     "output.take.over": "output_take_over",
-    # poison records: above a limit a record is rejected with its own reason (contract.REASONS)
     "input.max.record.bytes": "input_max_record_bytes",
     "input.max.depth": "input_max_depth",
     "input.max.keys": "input_max_keys",
     "input.max.members": "input_max_members",
-    # the output topic (kafka_output; docs/kafka-output.md): the topic, which outcomes; every
-    # other output.kafka.<key> is the producer's own setting (librdkafka's names)
     "output.kafka.topic": "output_kafka_topic",
     "output.kafka.statuses": "output_kafka_statuses",
     "output.kafka.*": "output_kafka_settings",
