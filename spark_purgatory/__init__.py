@@ -4,11 +4,9 @@ The public surface, from the top down:
 
 * ``session(require=["kafka"])``: a local Spark session with the project's JARs and the JVM
   extras ``make jars`` fetched (Spark's Kafka source, Delta's connector, S3A) on its class path.
-* ``jar_files()``: the project's own JARs, which the wheel carries, as paths for the sessions
-  the library does not start (``spark-submit --jars``, ``spark.jars``, a cluster library);
-  ``__version__``: the one version (``spark-purgatory --version``).
-* ``read_table(path)``: an output table as an Arrow table, read with delta-rs so that the
-  process exits cleanly afterwards (``delta.reading``).
+* ``jar_files()``: the project's own JARs, as paths for the sessions the library does not
+  start; ``__version__``: the one version.
+* ``read_table(path)``: an output table as an Arrow table, read with delta-rs.
 * ``start(operations, events, output=..., checkpoint=...)`` runs the whole stream into the
   three Delta tables (``outcomes``, ``unmatched_events``, ``rejected``) and returns a
   ``PurgatoryQuery``; ``backfill(operations, events, output=...)`` writes the same tables from
@@ -22,10 +20,9 @@ The public surface, from the top down:
   ``BatchResult``), ``TimingWheel``, ``PurgatoryConfig`` (``ConfigError`` names a bad key),
   and shard state as one binary value (``save_state`` / ``load_state``, ``SegmentStore``,
   ``loaded_by``).
-* Day-2 questions (``spark_purgatory.inspect``, and the ``spark-purgatory`` command line):
-  ``pending_operations`` (a checkpoint's pending operations with their progress, as a
-  DataFrame; ``pending_table``: as an Arrow table, without a JVM), ``at_risk``
-  (``at_risk_table``), ``explain`` (where an op_id is) and ``checkpoint_status``.
+* Day-2 questions (also the ``spark-purgatory`` command line): ``pending_operations`` (as a
+  DataFrame; ``pending_table``: Arrow, without a JVM), ``at_risk`` (``at_risk_table``),
+  ``explain`` (where an op_id is) and ``checkpoint_status``.
 * ``spark_purgatory.testing``: ``PurgatoryTester``, ``assert_outcomes``, ``spark_session``
   and the ``purgatory_spark`` fixture for users' own tests.
 

@@ -2,21 +2,18 @@
 
 ``backfill(operations, events, output=...)`` runs ``purgatory_batch`` over static input (for
 a replay, a late-arriving day, or a first load before the stream takes over) and writes its
-``outcomes``, ``unmatched_events`` and ``rejected`` rows through the stream's own pieces:
-``delta.sink.split_tables`` turns the operator's rows into table rows and a writer from
-``delta.writers.choose_writer`` commits each table, so the tables' columns and partitions are
-``contract.TABLES``'s whichever mode wrote them.
+rows through the stream's own pieces, so the tables' columns and partitions are the same
+whichever mode wrote them.
 
 Invariant (idempotence): each table gets at most one commit per ``(app_id, batch_id)``, and
 that commit records the app transaction ``(app_id, version=batch_id)``.  A rerun with the same
 app id and batch id adds nothing (a table that already recorded the version is skipped, and
 when all three have, the Spark job does not even run), so a backfill that failed half-way is
-simply run again.  The app id is ``BACKFILL_APP_ID`` unless given: fixed, not derived from a
-path, because a backfill has no checkpoint to own an identity; it differs from every stream's
-app id (``query.app_id_of``: ``spark-purgatory-<hash of the checkpoint>``), so a backfill and
-a stream can write to the same tables without skipping each other's commits.  Versions only
-grow per app id: give successive backfills into the same tables growing ``batch_id`` values
-(a lower one than the table recorded is skipped as already done), or each its own ``app_id``.
+simply run again.  The app id is ``BACKFILL_APP_ID`` unless given, since a backfill has no
+checkpoint to own an identity; it differs from every stream's app id (``startup.app_id_of``),
+so a backfill and a stream can write to the same tables without skipping each other's
+commits.  Versions only grow per app id: give successive backfills into the same tables
+growing ``batch_id`` values, or each its own ``app_id``.
 """
 
 from __future__ import annotations
@@ -135,7 +132,7 @@ def _operator_rows(
     def source(given: DataFrame | str, kind: str) -> DataFrame:
         return read_batch(spark, given, source_format, kind=kind) if isinstance(given, str) else given
 
-    with library_plan():  # no call-site capture for the library's own plan (runtime.settings)
+    with library_plan():
         out = purgatory_batch(
             source(operations, "operations"),
             source(events, "events"),

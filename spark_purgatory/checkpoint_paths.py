@@ -2,19 +2,11 @@
 state path and its wake directory, written once, here.
 
 A query's checkpoint holds Spark's own logs and state, and beside them the project's small
-records (the app id, the layout, the lease, the version record ...), the wake directory (a
-third input of the stream) and, unless ``purgatory.state.path`` says otherwise, the state path
-(the shard-state segments, the hand-off's mailbox, the registry's verdicts, the Kafka
-partitions' watermarks).  ``Checkpoint`` is that tree as a value: one property per file or
-directory, each saying what it is and who writes it; every module that reads or writes one
-asks it instead of joining a name of its own, so a name is spelled in this module alone
-(``tests/state/test_checkpoint_paths.py`` greps the package for it).
-
-Families of numbered files are named by the one class that writes and reads them, inside the
-directory named here: the wake's ``<batch>.txt`` and ``clock-<ms>.txt`` (``handoff.wake``), the
-mailbox's ``<batch>-<shard>.arrow`` (``handoff.mailbox``), the watermarks'
-``<batch>.json`` (``handoff.partitions``), the segment and delta files (``state.segments``,
-``state.increments``), Spark's log entries (named by their micro-batch).
+records, the wake directory (a third input of the stream) and, unless
+``purgatory.state.path`` says otherwise, the state path.  ``Checkpoint`` is that tree as a
+value, one property per file or directory, so a name is spelled in this module alone
+(``tests/state/test_checkpoint_paths.py`` greps the package for it).  Families of numbered
+files are named by the one class that writes and reads them, inside a directory named here.
 
 Example::
 
@@ -24,9 +16,6 @@ Example::
     fs, files = chk.opened(Storage())
     files.layout                     # 'bucket/chk/purgatory-layout', a path inside ``fs``
     opened = chk.open_on(Storage())  # the same as one value (``fs``, ``files``, ``given``)
-
-``start`` opens its checkpoint once, with its state path, and hands the ``OpenCheckpoint`` down;
-a reader given a path opens it itself (``open_checkpoint``).
 
 Invariant: every name here is the one earlier versions wrote: a checkpoint they left keeps
 working (``tests/upgrades``); a new file takes a new name, never an old one's.
@@ -60,8 +49,7 @@ class Checkpoint:
     Args:
         path: the checkpoint, a path or URI as the user gave it (after ``opened``: the path
             inside its filesystem).
-        state_path: ``purgatory.state.path``; empty: the default, ``<checkpoint>/purgatory-state``
-            (``start`` puts it there unless configured).
+        state_path: ``purgatory.state.path``; empty: ``<checkpoint>/purgatory-state``.
     """
 
     path: str
@@ -93,80 +81,67 @@ class Checkpoint:
 
     @property
     def app_id(self) -> str:
-        """``purgatory-id``: the Delta app id the query's commits are made under, written once
-        when the checkpoint is new (``startup.app_id_of``), read by ``inspect``."""
+        """``purgatory-id``: the Delta app id the query's commits are made under."""
         return join(self.path, "purgatory-id")
 
     @property
     def layout(self) -> str:
-        """``purgatory-layout``: the shard count and the history of rescales (JSON), written
-        when a rescale finishes (``state.layout.finish``), read by ``layout_of``."""
+        """``purgatory-layout``: the shard count and the history of rescales (JSON)."""
         return join(self.path, "purgatory-layout")
 
     @property
     def rescale_journal(self) -> str:
-        """``purgatory-rescale``: the journal of a rescale under way, written by ``rescale``
-        before its first change and removed by ``state.layout.finish``/``recover``."""
+        """``purgatory-rescale``: the journal of a rescale under way."""
         return join(self.path, "purgatory-rescale")
 
     @property
     def lease(self) -> str:
-        """``purgatory-running``: the lease of the query running on the checkpoint (host, pid,
-        token, renewed), taken by ``start``, renewed by the handle, given back by ``stop``
-        (``state.layout.RunLease``)."""
+        """``purgatory-running``: the lease of the query running on the checkpoint."""
         return join(self.path, "purgatory-running")
 
     @property
     def pending_record(self) -> str:
-        """``purgatory-pending``: every shard's pending count as of the last micro-batch,
-        written by the driver after each one (``handoff.control``,
-        ``state.pending_counts.PendingRecord``), read by
-        a restarted query and ``status``."""
+        """``purgatory-pending``: every shard's pending count as of the last micro-batch."""
         return join(self.path, "purgatory-pending")
 
     @property
     def end_record(self) -> str:
-        """``purgatory-ended``: the record that the input ended (its micro-batch and time),
-        written once the run that applied the end committed (``handoff.end_of_input``);
+        """``purgatory-ended``: the record that the input ended (its micro-batch and time);
         ``start`` refuses a checkpoint that has it."""
         return join(self.path, "purgatory-ended")
 
     @property
     def clock_record(self) -> str:
-        """``purgatory-clock``: how the running query's clock goes (its lag, from when it
-        follows the wall clock), written by the reaper when that changes, read by the
-        countdowns of ``pending``/``at-risk``/``explain`` (``handoff.clock_record``)."""
+        """``purgatory-clock``: how the running query's clock goes, for the countdowns."""
         return join(self.path, "purgatory-clock")
 
     @property
     def version_record(self) -> str:
         """``purgatory-version``: the spark-purgatory that last started on the checkpoint and
-        the formats it holds, written by ``start`` and ``upgrade`` (``state.versions``)."""
+        the formats it holds."""
         return join(self.path, "purgatory-version")
 
     @property
     def upgrade_journal(self) -> str:
-        """``purgatory-upgrade``: the journal of an upgrade under way, written and removed by
-        ``upgrade``; ``start`` refuses while it is there (``state.versions``)."""
+        """``purgatory-upgrade``: the journal of an upgrade under way; ``start`` refuses while
+        it is there."""
         return join(self.path, "purgatory-upgrade")
 
     @property
     def wake(self) -> str:
         """``purgatory-wake``: the wake directory, the stream's third input (a text file
-        source): the driver's wake and end files, the reaper's clock lines (``handoff.wake``;
-        its fixed names: ``WakeDirectory``)."""
+        source)."""
         return join(self.path, "purgatory-wake")
 
     @property
     def wake_first(self) -> str:
-        """``purgatory-wake-first``: the stream reads the wake as its first source, written
-        once by the first ``start`` of a new checkpoint (``handoff.wake.wake_first``)."""
+        """``purgatory-wake-first``: the stream reads the wake as its first source."""
         return join(self.path, "purgatory-wake-first")
 
     @property
     def accumulator(self) -> str:
-        """``accumulator``: where the ``RecordAccumulator`` stages rows for the output tables
-        unless ``purgatory.accumulator.staging.path`` says otherwise (``start``'s default)."""
+        """``accumulator``: where the ``RecordAccumulator`` stages rows unless
+        ``purgatory.accumulator.staging.path`` says otherwise."""
         return join(self.path, "accumulator")
 
     # -- Spark's own, which the project reads (and ``rescale`` writes) ---------------------
@@ -178,14 +153,12 @@ class Checkpoint:
 
     @property
     def offsets(self) -> str:
-        """``offsets``: Spark's offsets log, an entry per micro-batch started (its watermark,
-        its session settings such as the shuffle partitions); ``rescale`` adds one."""
+        """``offsets``: Spark's offsets log, an entry per micro-batch started."""
         return join(self.path, "offsets")
 
     @property
     def commits(self) -> str:
-        """``commits``: Spark's commits log, an entry per micro-batch finished; ``rescale``
-        adds one (the switch to the new layout)."""
+        """``commits``: Spark's commits log, an entry per micro-batch finished."""
         return join(self.path, "commits")
 
     @property
@@ -196,21 +169,20 @@ class Checkpoint:
     @property
     def operator_state(self) -> str:
         """``state/0``: the purgatory's state (its only stateful operator), a directory per
-        partition; ``rescale`` writes its new versions (``spark.state_files``)."""
+        partition."""
         return join(self.spark_state, "0")
 
     @property
     def state_schema(self) -> str:
-        """``state/0/0/_metadata/schema``: the state schemas Spark recorded for the operator
-        (partition 0), read for the group state's encoding (``spark.group_state``)."""
+        """``state/0/0/_metadata/schema``: the state schemas Spark recorded for the operator."""
         return join(self.operator_state, "0", "_metadata", "schema")
 
 
 @dataclass(frozen=True)
 class OpenCheckpoint:
-    """A checkpoint opened once: its paths as given (``given``: URIs, with its state path), the
-    filesystem they are on (``fs``), the same paths inside it (``files``), and the ``storage.*``
-    settings that opened it (for the state path, which may be on another store)."""
+    """A checkpoint opened once: its paths as given (``given``), the filesystem they are on
+    (``fs``), the same paths inside it (``files``), and the settings that opened it (for the
+    state path, which may be on another store)."""
 
     given: Checkpoint
     fs: pafs.FileSystem
@@ -235,59 +207,53 @@ def open_checkpoint(
 
 @dataclass(frozen=True)
 class StatePath:
-    """The state path (``purgatory.state.path``): the shard-state segment files at its root
-    (``state.segments``) and the directories below."""
+    """The state path: the shard-state segment files at its root and the directories below."""
 
     path: str
 
-    #: the shards' delta files, relative to the state path (``state.increments``): the group
-    #: state's pointers name them so
+    #: the shards' delta files, relative to the state path, as the group state's pointers
+    #: name them
     DELTAS: ClassVar[str] = "deltas"
 
     @property
     def deltas(self) -> str:
-        """``deltas``: the shards' delta files, a directory per shard (``state.increments``),
-        written by the shard step's saves, swept by its later saves and by ``rescale``."""
+        """``deltas``: the shards' delta files, a directory per shard."""
         return join(self.path, self.DELTAS)
 
     @property
     def mailbox(self) -> str:
-        """``mailbox``: the relay files the primary shards post for the cross-shard group
-        (``handoff.mailbox``); emptied by ``rescale``."""
+        """``mailbox``: the relay files the primary shards post for the cross-shard group."""
         return join(self.path, "mailbox")
 
     @property
     def verdicts(self) -> str:
-        """``verdicts``: the op_id registries' verdicts, a directory per home shard
-        (``verdicts_for``); emptied by ``rescale``."""
+        """``verdicts``: the op_id registries' verdicts, a directory per home shard."""
         return join(self.path, "verdicts")
 
     def verdicts_for(self, home: int) -> str:
-        """``verdicts/<home>``: the verdicts the registries post for shard ``home``, read by
-        that shard alone (``handoff.shard_handoff``)."""
+        """``verdicts/<home>``: the verdicts the registries post for shard ``home``."""
         return join(self.verdicts, f"{home:06d}")
 
     @property
     def watermarks(self) -> str:
         """``watermarks``: the Kafka inputs' watermarks the driver posts after each
-        micro-batch, read by the shards of the next (``handoff.partitions``)."""
+        micro-batch, for the shards of the next."""
         return join(self.path, "watermarks")
 
 
 @dataclass(frozen=True)
 class WakeDirectory:
-    """The wake directory's fixed names (``Checkpoint.wake``; ``handoff.wake``)."""
+    """The wake directory's fixed names."""
 
     path: str
 
     @property
     def end_mark(self) -> str:
-        """``end.txt``: the end mark, one line ``end`` that every shard group receives,
-        written by ``Wake.end`` when the input is declared ended (``handoff.end_of_input``)."""
+        """``end.txt``: the end mark, one line ``end`` that every shard group receives."""
         return join(self.path, "end.txt")
 
     @property
     def end_batch(self) -> str:
-        """``_end-batch``: the micro-batch that applied the end of input, written once by the
-        driver (a name Spark's file listing skips: ``Wake.end_batch``)."""
+        """``_end-batch``: the micro-batch that applied the end of input (a name Spark's file
+        listing skips)."""
         return join(self.path, "_end-batch")

@@ -1,9 +1,8 @@
 """``make class-data``: dump the class-data archive of the local driver's JVM.
 
 A command, not a module the package depends on: it runs a small stream through ``start`` in a
-JVM that dumps the classes it loaded at exit (``runtime.class_data`` says what the archive is
-for and when a session uses it).  ``python -m spark_purgatory.class_data_dump`` (re)makes the
-archive unless it is up to date; ``--dump FILE`` is the child process that dumps.
+JVM that dumps the classes it loaded at exit.  ``python -m spark_purgatory.class_data_dump``
+(re)makes the archive unless it is up to date; ``--dump FILE`` is the child process that dumps.
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ def _dump(into: str) -> None:
     twice, the table read back), a clean stop.
 
     Spark's Delta writer is exercised by its calls, not by a second stream: the stream's
-    classes are the same, and a second stream only made the dump longer
-    (docs/performance-history.md, "The class-data dump")."""
+    classes are the same."""
     from .query import start
     from .runtime.jars import spark_jars
     from .runtime.session import C1_ONLY, local_session

@@ -11,25 +11,13 @@
     spark-purgatory jars     [--format comma|lines|conf|json]
     spark-purgatory --version
 
-Every command takes ``--conf FILE`` / ``--set KEY=VALUE`` like the job (the same files: the
-state path and ``storage.*`` settings come from them; ``job.master`` picks the local
-master), and ``--json`` for scripts: ``pending`` and ``at-risk`` print one JSON object per
-operation (JSON lines, streamed: fine for a million), ``status`` and ``explain`` one JSON
-document.  Tables are printed with ``rich``.
-
-``rescale`` changes a stopped checkpoint's shard count (``spark_purgatory.rescale``; no JVM);
-``upgrade`` brings a stopped checkpoint to this version's formats (``spark_purgatory.upgrade``;
-no JVM; docs/upgrading.md).
-``jars`` prints the project's own JARs (``spark_purgatory.jar_files``) for the sessions the
-library does not start: comma-separated for ``spark-submit --jars`` and ``spark.jars``, one a
-line for cluster libraries, ``spark.jars=...`` for ``--conf``, or JSON with the Spark they
-were built for.
+Every command takes ``--conf FILE`` / ``--set KEY=VALUE`` like the job, and ``--json`` for
+scripts: ``pending`` and ``at-risk`` print JSON lines, streamed, ``status`` and ``explain``
+one JSON document.
 
 No command starts a JVM: the checkpoint's logs and the shards' state are read from their
-files (``inspect.pending_table``), the tables with delta-rs.  Spark is started only for a
-state store only Spark reads (RocksDB, another codec: said in one line on stderr), or when
-run by ``spark-submit`` (the submitted session's Delta source reads the tables).
-``--no-state`` (``status``, ``explain``) reads only the logs and the tables.
+files, the tables with delta-rs.  Spark is started only for a state store only Spark reads
+(said in one line on stderr), or when run by ``spark-submit``.
 
 Exit codes: 0 done; 1 the question cannot be answered (no such checkpoint, not a purgatory
 checkpoint, unreadable state version), one line on stderr; 2 a usage or configuration error.
@@ -142,11 +130,8 @@ def run() -> None:
     """The ``spark-purgatory`` command and ``python -m spark_purgatory``: ``main``, then exit.
 
     After a JVM-free command, with everything written, the process exits without the
-    interpreter's finalisation, where a native thread (pyarrow's or delta-rs's) once aborted it
-    after the output ("terminate called without an active exception", exit -6, in a loaded test
-    run); with a session running, its local Python workers are ended
-    (``runtime.workers.end_python_workers``) and Python exits as usual (Spark stops the JVM
-    it started).
+    interpreter's finalisation, where a native thread (pyarrow's or delta-rs's) may abort it;
+    with a session running, its local Python workers are ended and Python exits as usual.
     """
     import os
 
@@ -169,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         return _print_jars(args.format)
     secrets: tuple[str, ...] = ()
     try:
-        secrets = secret_values(read_settings(args.conf, args.set))  # never shown (config.scrubbed)
+        secrets = secret_values(read_settings(args.conf, args.set))  # never shown
         config, master = _settings(args.conf, args.set)
         return _run(args, config, master)
     except (ConfigError, _UsageError) as error:
@@ -368,14 +353,11 @@ class _LazySession:
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(width=max(120, _terminal_width()), soft_wrap=False)
-
-
-def _terminal_width() -> int:
     try:
-        return os.get_terminal_size().columns
+        width = os.get_terminal_size().columns
     except OSError:
-        return 160
+        width = 160
+    return Console(width=max(120, width), soft_wrap=False)
 
 
 def _print_table(table: Any, as_json: bool, limit: int, shown: list[str], title: str) -> None:
@@ -417,12 +399,9 @@ def _print_rows(rows: list[dict], total: int, shown: list[str], title: str) -> N
 
 
 def _print_json_lines(frame: Any) -> None:
-    """Every row as a JSON line, in order, never the whole frame in this process.
-
-    On a local master Spark's own JSON writer writes the lines (its part files are in the
-    frame's order) and they are copied out, far sooner than turning each row into a Python
-    dict (docs/performance-history.md, "Pending operations as JSON lines").  Elsewhere the
-    rows come one partition at a time (``toLocalIterator``)."""
+    """Every row as a JSON line, in order, never the whole frame in this process: on a local
+    master Spark's own JSON writer writes the lines (far sooner than a Python dict per row),
+    elsewhere the rows come one partition at a time."""
     if str(frame.sparkSession.conf.get("spark.master", "")).startswith("local"):
         import glob
         import shutil
@@ -450,7 +429,7 @@ _STATUS_METRICS = (
 
 
 def _lag_text(lag: dict | None) -> str | None:
-    """``status``/``at-risk``'s line on the expiry lag (``inspect.status.expiry_lag``)."""
+    """``status``/``at-risk``'s line on the expiry lag."""
     if not lag:
         return None
     return (

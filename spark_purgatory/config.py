@@ -46,9 +46,8 @@ __all__ = [
     "secret_values",
 ]
 
-#: how a source path is read (``job.source.format``, ``spark.formats.read_stream``): told by its
-#: files (``auto``), JSON-lines files, Parquet files (typed), a Delta table (typed; needs
-#: Spark's Delta data source), Kafka
+#: how a source path is read (``job.source.format``): told by its files (``auto``), JSON-lines
+#: files, Parquet files, a Delta table, Kafka
 READ_FORMATS = ("auto", "json", "parquet", "delta", "kafka")
 
 
@@ -89,10 +88,8 @@ def parse_interval_ms(text: str) -> int:
 @dataclass(frozen=True)
 class InputLimits:
     """How big an input record may be before it is rejected as poison (``input.max.*``): its
-    text in UTF-8 bytes (``record_too_large``), its nesting of arrays and objects
-    (``too_deep``), an operation's distinct keys (``too_many_keys``) and members
-    (``too_many_members``).  A record's size and depth are those of JSON text only.  The
-    defaults are the contract's (``contract.inputs``)."""
+    text in UTF-8 bytes, its nesting of arrays and objects (JSON text only), an operation's
+    distinct keys and members."""
 
     record_bytes: int = MAX_RECORD_BYTES
     depth: int = MAX_DEPTH
@@ -100,8 +97,7 @@ class InputLimits:
     members: int = MAX_MEMBERS
 
     def bounds(self, max_timeout_ms: int | None = None, max_future_ms: int | None = None) -> dict:
-        """The limits as the checks name them (``contract.rules.LIMITS``: a key whose value is
-        None turns its check off)."""
+        """The limits as the checks name them (None turns a check off)."""
         return {
             "input.max.record.bytes": int(self.record_bytes),
             "input.max.depth": int(self.depth),
@@ -163,13 +159,22 @@ class PurgatoryConfig:
     @property
     def groups(self) -> int:
         """The shard groups: one per primary shard and the cross-shard group (number
-        ``shards``).  Also the query's ``spark.sql.shuffle.partitions``, a partition per group
-        (``shard.labels``), which Spark fixes in the checkpoint.
+        ``shards``).  Also the query's ``spark.sql.shuffle.partitions``, which Spark fixes in
+        the checkpoint.
 
         >>> PurgatoryConfig(shards=8).groups
         9
         """
         return self.shards + 1
+
+    @staticmethod
+    def shards_in(groups: int) -> int:
+        """The primary shards of a layout of ``groups`` shard groups (the inverse of ``groups``).
+
+        >>> PurgatoryConfig.shards_in(PurgatoryConfig(shards=8).groups)
+        8
+        """
+        return groups - 1
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -216,18 +221,13 @@ class PurgatoryConfig:
         for name, low in _LOWEST.items():
             if getattr(self, name) < low:
                 raise ConfigError(f"{_KEYS_BY_FIELD[name]} must be >= {low}, got {getattr(self, name)}")
-        for name in ("watermark_delay", "watermark_delay_operations", "watermark_delay_events"):
+        for name in (f.name for f in fields(self) if f.name.startswith("watermark_")):  # intervals
             value = getattr(self, name)
             if value or name == "watermark_delay":
                 try:
                     parse_interval_ms(value)
                 except ConfigError as error:
                     raise ConfigError(f"{_KEYS_BY_FIELD[name]}: {error}") from None
-        if self.watermark_idle_timeout:
-            try:
-                parse_interval_ms(self.watermark_idle_timeout)
-            except ConfigError as error:
-                raise ConfigError(f"watermark.idle.timeout: {error}") from None
         if self.deadline_clock not in ("event", "processing"):
             raise ConfigError(f"deadline.clock must be event or processing, got {self.deadline_clock!r}")
         if self.dedup_scope not in ("global", "shard"):
@@ -336,6 +336,7 @@ class PurgatoryConfig:
         return cls(**kwargs)
 
 
+#: each dotted key (docs/configuration.md says what it does) -> its field
 _FIELDS_BY_KEY = {
     "purgatory.tick.ms": "tick_ms",
     "purgatory.wheel.size": "wheel_size",
@@ -343,46 +344,35 @@ _FIELDS_BY_KEY = {
     "purgatory.max.timeout.ms": "max_timeout_ms",
     "purgatory.progress.retention.ms": "progress_retention_ms",
     "purgatory.dedup.retention.ms": "dedup_retention_ms",
-    # global: a repeated op_id is one operation whichever shard its keys hash to (engine.registry)
     "purgatory.dedup.scope": "dedup_scope",
     "watermark.delay": "watermark_delay",
     "watermark.delay.operations": "watermark_delay_operations",
     "watermark.delay.events": "watermark_delay_events",
-    # an input silent this long stops holding the watermark back (clock, reaper); "" = never
     "watermark.idle.timeout": "watermark_idle_timeout",
-    # event: deadline = ts + timeout_ms; processing: arrival (the micro-batch's start) + timeout_ms
     "deadline.clock": "deadline_clock",
     "accumulator.batch.size": "accumulator_batch_size",
     "accumulator.linger.ms": "accumulator_linger_ms",
     "accumulator.buffer.memory": "accumulator_buffer_memory",
-    "accumulator.staging.path": "accumulator_staging_path",  # default: <checkpoint>/accumulator
+    "accumulator.staging.path": "accumulator_staging_path",
     "source.max.files.per.trigger": "source_max_files_per_trigger",
     "purgatory.cross.shard.operations": "cross_shard_operations",
-    # a key is sharded by its part before the first delimiter ("" = the whole key): co-location
     "purgatory.shard.key.delimiter": "shard_key_delimiter",
     "purgatory.cross.shard.handoff": "cross_shard_handoff",
     "purgatory.max.future.ms": "max_future_ms",
     "purgatory.state.path": "state_path",
     "purgatory.state.segment.rows": "state_segment_rows",
     "purgatory.state.retain.versions": "state_retain_versions",
-    # where the project writes its own files (spark_purgatory.storage)
     "storage.endpoint": "storage_endpoint",
     "storage.region": "storage_region",
     "storage.allow.http": "storage_allow_http",
     "storage.s3.conditional.put": "storage_s3_conditional_put",
-    # how often a request the store answered with an error that may pass (503 SlowDown, 500) is sent again
     "storage.retries": "storage_retries",
-    # how long a stop (stop(), SIGTERM, SIGINT) lets the micro-batch under way finish
     "query.stop.timeout.ms": "stop_timeout_ms",
-    # the output tables belong to another checkpoint: make them this one's (delta.ownership)
     "output.take.over": "output_take_over",
-    # poison records: above a limit a record is rejected with its own reason (contract.REASONS)
     "input.max.record.bytes": "input_max_record_bytes",
     "input.max.depth": "input_max_depth",
     "input.max.keys": "input_max_keys",
     "input.max.members": "input_max_members",
-    # the output topic (kafka_output; docs/kafka-output.md): the topic, which outcomes; every
-    # other output.kafka.<key> is the producer's own setting (librdkafka's names)
     "output.kafka.topic": "output_kafka_topic",
     "output.kafka.statuses": "output_kafka_statuses",
     "output.kafka.*": "output_kafka_settings",
@@ -418,29 +408,13 @@ _WORDS = {"int": "an integer", "str": "text", "bool": "true or false (a bool)", 
 assert set(_KEYS_BY_FIELD) == {f.name for f in fields(PurgatoryConfig)}
 
 
-_TEXT_FIELDS = (
-    "dedup_scope",
-    "shard_key_delimiter",
-    "cross_shard_handoff",
-    "watermark_delay",
-    "watermark_delay_operations",
-    "watermark_delay_events",
-    "watermark_idle_timeout",
-    "deadline_clock",
-    "state_path",
-    "accumulator_staging_path",
-    "storage_endpoint",
-    "storage_region",
-    "storage_s3_conditional_put",
-    "output_kafka_topic",
-    "output_kafka_statuses",
-)
+_FIELD_TYPES = {f.name: f.type for f in fields(PurgatoryConfig)}
 
 
 def _coerce(key: str, name: str, raw: object) -> object:
-    if name in _TEXT_FIELDS:
+    if _FIELD_TYPES[name] == "str":
         return str(raw).strip()
-    if name in ("cross_shard_operations", "storage_allow_http", "output_take_over"):
+    if _FIELD_TYPES[name] == "bool":
         if isinstance(raw, bool):
             return raw
         text = str(raw).strip().lower()
@@ -508,9 +482,8 @@ def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]
 
 # -- secrets ------------------------------------------------------------------------------------------
 
-#: keys whose values are credentials (``kafka.sasl.jaas.config``, ``kafka.ssl.*.password``,
-#: ``fs.s3a.secret.key``, ``fs.azure.account.key.*``, session tokens, SAS): never printed,
-#: logged or written by the job or the command line
+#: keys whose values are credentials: never printed, logged or written by the job or the
+#: command line
 SECRET_KEY = re.compile(r"secret|passw|jaas|token|credential|account\.key|\bsas\b|private", re.IGNORECASE)
 _QUOTED_PASSWORD = re.compile(r'(password\s*=\s*)"[^"]*"', re.IGNORECASE)
 _HIDDEN = "****"

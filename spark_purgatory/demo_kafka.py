@@ -1,15 +1,11 @@
 """The demo through Kafka: the same workload produced to two topics on a real broker.
 
-``make demo-kafka`` starts a Kafka broker on loopback (``kafka_broker.KafkaBroker``, from the
-JARs ``make jars`` fetched), creates two topics of ``--partitions`` partitions, produces the
-demo's JSON lines to them (the operations to one, the completion events to the other, the
-malformed lines among them, each input file's lines in order, spread over the partitions),
-runs the streaming job on the topics through Spark's Kafka source
-(``--source-format kafka``, ``maxOffsetsPerTrigger`` records per topic and micro-batch),
-ends the input, stops the broker, and prints the same summary and writes the same plots as
-``make demo``.  The expiries also go to a third topic (``output.kafka.topic``: the output
-topic, ``docs/kafka-output.md``), where a ``read_committed`` consumer in this process prints
-them as they come, then counts them against the table.
+``make demo-kafka`` starts a Kafka broker on loopback, produces the demo's JSON lines to two
+topics (the operations to one, the completion events to the other), runs the streaming job on
+them through Spark's Kafka source, ends the input, stops the broker, and prints the same
+summary and writes the same plots as ``make demo``.  The expiries also go to the output topic,
+where a ``read_committed`` consumer in this process prints them as they come, then counts them
+against the table.
 
     python -m spark_purgatory.demo_kafka [--ops 30000] [--out demo-output/kafka] [--partitions 3]
 """

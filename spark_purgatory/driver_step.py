@@ -1,32 +1,16 @@
 """The driver's half of a micro-batch: the output written, then the input's control plane.
 
-A micro-batch has two halves.  The shards' (``spark.operator``) runs on the executors, one call
-per shard group.  The driver's is this object, ``DriverStep``, the function ``start`` gives
-Spark for each micro-batch (``foreachBatch``, or the sink JAR's committer: ``begin_staged``,
-``take_staged``, ``end_staged``).  It runs two steps, each one object:
+The shards' half runs on the executors, one call per shard group.  The driver's is
+``DriverStep``, the function ``start`` gives Spark for each micro-batch (``foreachBatch``,
+or the sink JAR's committer).  It runs the output (the sink records the staged rows exactly
+once and commits what is ready), then the control plane, both before Spark records the
+micro-batch as done, so what the control plane writes is read by the next trigger, after
+the output it follows.  A replay runs both again, to the same effect.
 
-1. **the output**: ``delta.sink.PurgatorySink`` records the micro-batch's staged rows (exactly
-   once) and commits what is ready;
-2. **the control plane**: ``handoff.control.MicroBatchControl.after`` counts what is pending,
-   writes the wake file, posts the Kafka partitions' watermarks, tells the reaper, adds up the
-   totals.
-
-Both before Spark records the micro-batch as done: Spark calls ``foreachBatch`` (or the
-committer's ``commit``) once every task of the micro-batch succeeded and plans the next
-micro-batch only once it returns, so what the control plane writes is read by the next
-trigger, after the output it follows.  A replay of a micro-batch runs both steps again, each
-to the same effect (``delta.sink``, ``handoff.control``).
-
-One micro-batch at a time: a micro-batch, a linger drain (the handle's timer) and the final
-flush never overlap (``_lock``).  **Stopping between micro-batches**: Spark's
-``StreamingQuery.stop()`` cancels the micro-batch under way, so the handle first ``hold``\\s
-the step: the micro-batch under way (both halves) finishes, the next is refused before it
-does anything (``STOPPING``: Spark runs it again at the next start).  A micro-batch of the
-sink JAR's sink runs its tasks between ``begin_staged`` and its commit, so a stop waits for
-that too.
-
-Over Spark Connect the function is pickled and runs in the server's Python, both steps with
-it (no lock travels: the server calls it one micro-batch at a time).
+One micro-batch at a time: a micro-batch, a linger drain and the final flush never overlap.
+To stop between micro-batches the handle ``hold``\\s the step: the micro-batch under way
+finishes, the next is refused before it does anything (``STOPPING``).  Over Spark Connect
+the step is pickled and runs in the server's Python (no lock travels).
 """
 
 from __future__ import annotations
@@ -53,7 +37,7 @@ STOPPING = "the query is stopping: micro-batch not started"
 
 class DriverStep:
     """Each micro-batch on the driver: ``sink`` writes its output, then ``control`` runs the
-    input's control plane (module docstring).
+    input's control plane.
 
     Args:
         sink: writes the output (``accumulator``, ``writer``).
@@ -68,9 +52,8 @@ class DriverStep:
     def __init__(self, sink: PurgatorySink, control: MicroBatchControl) -> None:
         self.sink = sink
         self.control = control
-        #: the last micro-batch's milliseconds on the driver, by step: the sink's ``collect``,
-        #: ``record``, ``drain`` and ``report`` (its figures and the control plane); logged at
-        #: DEBUG with ``extra={"sink_ms": ...}``
+        #: the last micro-batch's milliseconds on the driver, by step; logged at DEBUG with
+        #: ``extra={"sink_ms": ...}``
         self.timings: dict[str, float] = {}
         self._lock = threading.Lock()  # micro-batches, linger drains and the flush never overlap
         self._holding = False  # the query is stopping: refuse micro-batches (``hold``)
@@ -101,18 +84,16 @@ class DriverStep:
             self._control(self.sink(batch, batch_id))
 
     def begin_staged(self) -> None:
-        """A micro-batch of the sink JAR's sink begins, before its tasks run (``start``'s path,
-        ``runtime.staged_sink``): refused while the query stops, as ``__call__`` refuses one."""
+        """A micro-batch of the sink JAR's sink begins, before its tasks run: refused while the
+        query stops."""
         with self._ended:
             if self._holding:
                 raise RuntimeError(f"{STOPPING} (the next)")
             self._begun = True
 
     def take_staged(self, staged: pa.Table, batch_id: int, spark: Any) -> None:
-        """The sink JAR's commit: micro-batch ``batch_id``'s ``STAGED`` rows (``SENT``) to the sink
-        (``PurgatorySink.take_staged``), then its control plane; ``spark``: the session for
-        the drain's tasks.  Taken even while the query stops: it began before
-        (``begin_staged``)."""
+        """The sink JAR's commit: micro-batch ``batch_id``'s ``STAGED`` rows to the sink, then
+        its control plane.  Taken even while the query stops: it began before."""
         try:
             with self._lock, kept_call_site(spark):
                 self._control(self.sink.take_staged(staged, batch_id, spark))
@@ -126,10 +107,9 @@ class DriverStep:
             self._ended.notify_all()
 
     def hold(self, timeout: float | None) -> bool:
-        """Let the micro-batch under way (or a linger drain) finish, then refuse new ones: what
-        a query stopping between micro-batches needs.  A refused batch raises ``STOPPING``
-        before it does anything (Spark runs it again at the next start).  False when the one
-        under way did not finish within ``timeout`` seconds (it may then be cut short)."""
+        """Let the micro-batch under way (or a linger drain) finish, then refuse new ones with
+        ``STOPPING``.  False when the one under way did not finish within ``timeout`` seconds
+        (it may then be cut short)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         finished = self._lock.acquire(timeout=-1 if timeout is None else timeout)
         with self._ended:
@@ -144,16 +124,16 @@ class DriverStep:
         return finished and ended
 
     def drain_lingering(self) -> list[dict]:
-        """The sink's linger drain (``PurgatorySink.drain_lingering``), between micro-batches."""
+        """The sink's linger drain, between micro-batches."""
         with self._lock:
             return self.sink.drain_lingering()
 
     def linger_due(self) -> bool:
-        """Can a linger drain have anything to commit now (``PurgatorySink.linger_due``)?"""
+        """Can a linger drain have anything to commit now?"""
         return self.sink.linger_due()
 
     def close(self) -> list[dict]:
-        """Flush everything the sink still holds (``PurgatorySink.close``)."""
+        """Flush everything the sink still holds."""
         with self._lock:
             return self.sink.close()
 

@@ -1,27 +1,18 @@
 """Permanent faults: something a failed run needs is gone, said in one line.
 
-A run that fails is started again by the job's restart policy (``restarts``) when the fault
-may pass: a broker restarting, a store answering ``503 SlowDown``, a dropped connection.
-Some faults do not pass by waiting: a bucket deleted, credentials revoked, a Kafka topic
-deleted.  After a failure the job, and the handle of ``start`` (``await_termination``,
-``stop``), ask each resource the query depends on, once (``diagnose``): a bucket (or ADLS
-container) of any path on an object store, the Kafka topics it reads and the one it writes
-(``output.kafka.topic``).  One that answers
-"no such bucket", "access denied", "no such topic" or "login refused" ends the job at once
-with ``PermanentFault``, one line naming the resource and what to do, instead of restarts
-that would meet the same answer; the handle raises it in place of the failure's own error.
+A run that fails is started again by the job's restart policy when the fault may pass: a
+broker restarting, a store answering ``503 SlowDown``, a dropped connection.  Some faults do
+not pass by waiting: a bucket deleted, credentials revoked, a Kafka topic deleted.  After a
+failure the job and the handle of ``start`` ask each resource the query depends on, once
+(``diagnose``); one that answers "no such bucket", "access denied", "no such topic" or
+"login refused" ends the job at once with ``PermanentFault``, one line naming the resource
+and what to do.  Asking changes nothing: a start after the fix continues from the
+checkpoint, exactly once.
 
-Asking changes nothing: the failed run stopped between micro-batches like any stop, so a
-start after the fix continues from the checkpoint, exactly once (what was staged but not
-committed is committed then).
-
-Errors that cannot pass (``cannot_pass``): some failures say by themselves that no restart
-changes them, whatever the resources answer: Spark refusing the checkpoint's state for this
-query (``STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE`` and its kin: a checkpoint another version
-wrote, or a query changed under its checkpoint), an analysis error (a table, a column or a
-path Spark cannot resolve), a class missing from the class path (``ClassNotFoundException``,
-``NoClassDefFoundError``, a data source Spark cannot find).  The job ends on them at once,
-one line, exit code 2 (the checkpoint) or 3 (the deployment), never a restart (``job``).
+Some failures say by themselves that no restart changes them (``cannot_pass``): Spark
+refusing the checkpoint's state for this query, an analysis error, a class missing from the
+class path.  The job ends on them at once with exit code 2 (the checkpoint) or 3 (the
+deployment).
 
 Invariant: a resource that does not answer (a timeout, a 503, a broker away) is never called
 gone: that is a fault that may pass, left to the restart policy.
@@ -59,18 +50,11 @@ _REFUSED = re.compile(
 
 
 class PermanentFault(MicroBatchError):
-    """A failed run's cause that no restart fixes; the message is one line naming it.
-
-    A ``MicroBatchError``: what ``PurgatoryQuery.await_termination`` raises for a micro-batch
-    that failed on it (``start``'s handle asks ``diagnose`` after a failure, as the job does).
-    """
+    """A failed run's cause that no restart fixes; the message is one line naming it."""
 
 
-#: the job's exit codes (docs/deployment.md, "Exit codes"): done; failed (restarts spent on a
-#: fault that may pass, or something the query needs is gone: a bucket, a topic, credentials);
-#: refused (the configuration, the input's schema, the checkpoint: in use, ended, another's
-#: tables, a newer version's, one that needs ``spark-purgatory upgrade``, state Spark refuses
-#: for this query); a deployment no restart fixes (an analysis error, a class missing)
+#: the job's exit codes (docs/deployment.md, "Exit codes"): done; failed (restarts spent, or
+#: something the query needs is gone); refused at start; a deployment no restart fixes
 EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, EXIT_BROKEN = 0, 1, 2, 3
 
 
@@ -97,8 +81,7 @@ _ANALYSIS = re.compile(r"[A-Za-z]*AnalysisException\b")
 
 
 def cannot_pass(error: BaseException, checkpoint: str = "") -> CannotPass | None:
-    """The ``CannotPass`` that ``error`` (a failed run's, or a start's) is, or None: the error
-    and its causes say it cannot pass (module docstring), whatever the resources answer."""
+    """The ``CannotPass`` that ``error`` (a failed run's, or a start's) is, or None."""
     text = _told(error)
     cause = first_cause(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if _STATE_DOES_NOT_FIT.search(text):
@@ -190,10 +173,9 @@ def depended_on(
     source_format: str,
     kafka_options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """What ``diagnose`` asks about a query (its ``uris`` and ``kafka``): every path it reads
-    or writes, the output (None: catalog tables), the checkpoint, the shard state and the
-    staging; and its two inputs (None: given as DataFrames, not asked), as paths, or, read
-    from Kafka, as the topics subscribed with ``kafka_options``; the output topic, if any.
+    """What ``diagnose`` asks about a query: every path it reads or writes (``output`` None:
+    catalog tables; ``inputs`` None: DataFrames, not asked), its Kafka inputs' topics, and the
+    output topic, if any.
 
     >>> asked = depended_on("s3://b/out", "s3://b/chk", PurgatoryConfig(), ("ops", "evs"), "kafka")
     >>> asked["uris"], asked["kafka"], asked["output_topic"]
@@ -206,7 +188,7 @@ def depended_on(
     elif inputs is not None:
         uris += inputs
     topic = None
-    if config.output_kafka_topic:  # the output topic (kafka_output): its name and producer settings
+    if config.output_kafka_topic:
         topic = (config.output_kafka_topic, dict(config.output_kafka_settings))
     return {"uris": [u for u in uris if u], "kafka": kafka, "output_topic": topic}
 
@@ -220,8 +202,7 @@ def diagnose(
     output_topic: tuple[str, dict[str, str]] | None = None,
 ) -> PermanentFault | None:
     """After a failed run: the ``PermanentFault`` to end the job with, or None (the fault may
-    pass: the restart policy decides).  ``output_topic``: the output topic's name and producer
-    settings (``kafka_output.health``)."""
+    pass).  ``output_topic``: the output topic's name and producer settings."""
     found = gone_buckets(uris, storage)
     if found is None and kafka is not None and spark is not None:
         found = gone_topics(spark, kafka)

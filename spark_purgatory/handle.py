@@ -1,28 +1,18 @@
 """The handle ``start`` returns: ``PurgatoryQuery``, a running purgatory and its figures.
 
-What ``start`` builds (``spark_purgatory.query``) runs until the handle stops it: ``stop()``
-stops the query between micro-batches and flushes the accumulator like Kafka's producer's
-``close()``; ``stop_on_signals`` does the same on SIGTERM and SIGINT; ``await_termination`` adds the
-``available-now`` runs a run that ended on relays owes (``handoff.wake``); ``end_input`` ends
-the input for good (``handoff.end_of_input``); the figures (``totals``, ``pending``,
-``history``) come from the driver's control plane (``handoff.control``: ``on_batch`` is
-``_Totals``) and Spark's progress.
+``stop()`` stops the query between micro-batches and flushes the accumulator like Kafka's
+producer's ``close()``.  Invariant: after ``stop()`` returns, every row a committed
+micro-batch produced is in the tables, and the checkpoint's run lease is given back.
 
-Invariant: after ``stop()`` returns, every row a committed micro-batch produced is in the
-tables, and the checkpoint's run lease is given back.
-
-A query that fails is raised from ``await_termination`` (and a flush that fails from
-``stop()``) with its cause in the first line (``spark.errors.MicroBatchError``); when the
-cause is something gone that no restart brings back (a bucket deleted, credentials refused,
-a topic deleted: ``permanent``, which ``start`` sets to ``faults.diagnose``), the error is
-``faults.PermanentFault`` and its first line names the resource, as the job says it.
+A failed query is raised from ``await_termination`` (a failed flush from ``stop()``) with its
+cause in the first line; when the cause is something no restart brings back (a bucket
+deleted, credentials refused), the error is ``faults.PermanentFault`` naming the resource.
 
 Stopping between micro-batches: Spark's ``StreamingQuery.stop()`` cancels the micro-batch
-under way (its jobs fail inside the sink), so the handle first lets the driver's step finish
-the batch it runs and refuse the next (``DriverStep.hold``, at most
-``query.stop.timeout.ms``), then stops Spark's query while it waits for its next trigger.  A
-signal handler does no more than note the signal: the stop runs on a thread of its own, as
-any Py4J call from a handler would re-enter the connection the main thread is reading.
+under way, so the handle first lets the driver's step finish the batch it runs and refuse
+the next (at most ``query.stop.timeout.ms``), then stops Spark's query.  A signal handler
+only notes the signal: a Py4J call from a handler would re-enter the connection the main
+thread is reading.
 """
 
 from __future__ import annotations
@@ -59,17 +49,13 @@ class PurgatoryQuery:
 
     Attributes:
         query: Spark's ``StreamingQuery`` (``id``, ``status``, ``exception()`` ...).
-        step: the ``DriverStep`` that takes each micro-batch, through the sink JAR's
-            ``StagedRowsSink`` or ``foreachBatch``: its output (``sink``), then its control
-            plane (``step.control``: the wake, the partitions' watermarks, the reaper, the
-            totals).
+        step: the ``DriverStep`` that takes each micro-batch: its output (``sink``), then
+            its control plane (``step.control``).
         sink: the ``PurgatorySink`` that writes each micro-batch's output (``accumulator``,
             ``writer``).
         totals: rows and commits so far, counted in this process: ``batches``,
             ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``; and
-            ``pending``, the operations not yet resolved as of the last micro-batch, each
-            once (a cross-shard operation's stubs are not counted; ``state.pending_counts``; at
-            start, as the checkpoint's last micro-batch left them).
+            ``pending``, the operations not yet resolved as of the last micro-batch.
     """
 
     def __init__(
@@ -138,9 +124,7 @@ class PurgatoryQuery:
 
     @property
     def pending(self) -> int:
-        """Operations not yet resolved, as of the last micro-batch, each counted once (a
-        cross-shard operation in the cross-shard group, never its stubs; ``state.pending_counts``):
-        the count of ``pending_operations``."""
+        """Operations not yet resolved, as of the last micro-batch, each counted once."""
         return sum(self.step.control.pending.values())
 
     @property
@@ -149,10 +133,8 @@ class PurgatoryQuery:
 
     def exception(self) -> BaseException | None:
         """Why the run failed (Spark's ``StreamingQuery.exception()``), None while it runs or
-        when it stopped cleanly.  A micro-batch that started after a stop (``stop``, a signal)
-        was asked for is refused by the driver's step (``STOPPING``) and ends Spark's run with
-        that error; it ran nothing and Spark runs it again at the next start, so it is no
-        failure here, as ``await_termination`` does not raise it."""
+        when it stopped cleanly.  A micro-batch refused because a stop was asked ran nothing
+        and runs again at the next start: no failure."""
         error = self.query.exception()
         return None if error is None or self._refused(error) else error
 
@@ -162,8 +144,8 @@ class PurgatoryQuery:
 
     @property
     def clock_margin_ms(self) -> int:
-        """How far behind its post the operator's clock reads on a quiet stream (0 once Spark
-        lists the wake file first; ``handoff.reaper``'s module docstring), 0 without a clock."""
+        """How far behind its post the operator's clock reads on a quiet stream, 0 without a
+        clock."""
         return self._reaper.margin_ms() if self._reaper is not None else 0
 
     @property
@@ -186,9 +168,9 @@ class PurgatoryQuery:
         """Wait for the query to end (``available-now``: when the input present is done).
 
         An ``available-now`` run that ends with relays the cross-shard group has not received
-        is followed by one more run, which reads the wake files (``handoff.wake``): the
-        relayed completions come out before this returns.  ``query`` is then the new run.
-        Started with ``end_of_input=True``, the input is then ended (``end_input``).
+        is followed by one more run, so the relayed completions come out before this returns
+        (``query`` is then the new run).  Started with ``end_of_input=True``, the input is then
+        ended (``end_input``).
         """
         ended = self._await_runs(timeout)
         if ended is not False and self._end_of_input and not self._stopped():
@@ -209,24 +191,17 @@ class PurgatoryQuery:
     def end_input(self) -> dict | None:
         """End the input: every operation still pending resolves, and the checkpoint is closed.
 
-        The input present is processed first (an ``available-now`` run to its end; a
-        processing-time query until it has caught up, then stopped).  Then the end mark goes
-        into the wake directory and one ``available-now`` run applies it: each shard moves
-        past every deadline, so what is pending expires at its deadline (``resolved_at`` =
-        deadline) and every buffered event that counted for nothing goes to
-        ``unmatched_events``; a row read in that run or later is rejected as ``late``.  The
-        output is committed, then the end is recorded in ``<checkpoint>/purgatory-ended``,
-        on which ``start`` refuses to run again (``docs/end-of-input.md``).
-
-        Exactly once: the end run is an ordinary micro-batch (same tables, same app
-        transactions); after a crash, the next ``available-now`` ``start`` on the checkpoint
-        finishes the end (the end mark is kept).
+        The input present is processed first, then one ``available-now`` run moves each shard
+        past every deadline: what is pending expires at its deadline and every buffered event
+        that counted for nothing goes to ``unmatched_events``; a row read then or later is
+        rejected as ``late``.  The output is committed, then the end is recorded, and
+        ``start`` refuses the checkpoint from then on (``docs/end-of-input.md``).  After a
+        crash, the next ``available-now`` ``start`` finishes the end.
 
         Returns:
-            The record: ``batch_id`` (the micro-batch that applied the end) and
-            ``ended_at``; the existing
-            record when the input had ended already; None when the query was stopped or
-            interrupted before the end was recorded (run again to finish it).
+            The record: ``batch_id`` (the micro-batch that applied the end) and ``ended_at``;
+            the existing record when the input had ended already; None when the query was
+            stopped before the end was recorded (run again to finish it).
         """
         if self._end is None or self._run_available_now is None:
             raise RuntimeError("end_input() needs a query from spark_purgatory.start()")
@@ -258,7 +233,7 @@ class PurgatoryQuery:
 
     def _await(self, timeout: float | None) -> bool | None:
         """Spark's wait; a failed micro-batch is re-raised with its first cause in the first
-        line (``spark.errors``), Spark's error chained."""
+        line."""
         from pyspark.errors import StreamingQueryException
 
         from .spark.errors import micro_batch_error
@@ -303,11 +278,10 @@ class PurgatoryQuery:
         self._stop_between_batches()
 
     def stop_on_signals(self, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> PurgatoryQuery:
-        """On the first of ``signals`` (SIGTERM and SIGINT: what Kubernetes, YARN and a
-        terminal send), stop the query between micro-batches (``interrupt``): a waiting
-        ``await_termination`` returns, and ``stop()`` (or leaving the ``with`` block) then
-        flushes.  A second signal gets the handler that was there before (Ctrl-C twice: a
-        ``KeyboardInterrupt``).  Call it from the main thread; returns the handle::
+        """On the first of ``signals``, stop the query between micro-batches (``interrupt``):
+        a waiting ``await_termination`` returns, and ``stop()`` then flushes.  A second signal
+        gets the handler that was there before (Ctrl-C twice: a ``KeyboardInterrupt``).  Call
+        it from the main thread; returns the handle::
 
             with start(...).stop_on_signals() as purgatory:
                 purgatory.await_termination()      # returns on SIGTERM / Ctrl-C
@@ -345,9 +319,9 @@ class PurgatoryQuery:
                 return
 
     def _stop_between_batches(self) -> None:
-        """Let the micro-batch under way finish, refuse the next, stop Spark's query (see the
-        module docstring); a batch still running after ``query.stop.timeout.ms`` is cut short
-        (its input is read again at the next start: exactly once all the same)."""
+        """Let the micro-batch under way finish, refuse the next, stop Spark's query; a batch
+        still running after ``query.stop.timeout.ms`` is cut short (it runs again at the next
+        start)."""
         if not self.query.isActive:
             return
         quiet_refusal(self.query)  # a refused batch is no error
@@ -424,11 +398,8 @@ class PurgatoryQuery:
                 return
 
     def _linger(self) -> None:
-        """Kafka's sender: lingered rows go out even when the input is quiet.
-
-        Light while micro-batches run: no Py4J call and no look at the staging until the
-        sink's oldest staged row has lingered (``PurgatorySink.linger_due``); only then is
-        the query asked whether it still runs."""
+        """Kafka's sender: lingered rows go out even when the input is quiet.  No Py4J call
+        until the oldest staged row has lingered."""
         period = max(0.2, min(1.0, self.sink.accumulator.linger_ms / 4000))
         while not self._stopping.wait(period):
             if not self.step.linger_due():
@@ -470,11 +441,8 @@ def _waiting_for_data(status: dict) -> bool:
 
 
 class _Totals:
-    """The control plane's ``on_batch`` (``handoff.control``): adds each micro-batch's figures
-    up, then calls the user's hook.
-
-    A small picklable object: Spark Connect pickles the driver's step to run it in the server.
-    """
+    """Adds each micro-batch's figures up, then calls the user's hook.  Picklable: Spark
+    Connect pickles the driver's step to run it in the server."""
 
     def __init__(self, then: Callable[[dict], None] | None, *, pending: int = 0) -> None:
         self.totals = {"batches": 0, **dict.fromkeys(_COUNTED, 0), "commits": 0, "pending": pending}

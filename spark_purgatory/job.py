@@ -1,9 +1,8 @@
 """The streaming job: operations + completion events in, Delta tables out.
 
-``jobs/purgatory_job.py`` is its entry point for ``python`` and ``spark-submit``; the demo
-and the tests call ``parse_args`` / ``run`` directly.  ``run`` is a thin shell around
-``spark_purgatory.start`` (the one call notebooks use too): it adds the early refusals, the
-session, the progress and commit log lines, the restarts, and stopping on SIGTERM/SIGINT.
+``jobs/purgatory_job.py`` is its entry point for ``python`` and ``spark-submit``.  ``run`` is
+a thin shell around ``spark_purgatory.start``: it adds the early refusals, the session, the
+progress and commit log lines, the restarts, and stopping on SIGTERM/SIGINT.
 
     python jobs/purgatory_job.py --ops-path DIR --events-path DIR \\
         (--output-path DIR | --output-tables SCHEMA) --checkpoint-path DIR \\
@@ -11,32 +10,14 @@ session, the progress and commit log lines, the restarts, and stopping on SIGTER
         [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...] \\
         [--end-input]
 
-The same file runs under ``spark-submit`` (it then uses the submitted session).  With
-``--trigger available-now`` it processes what is there, flushes the accumulator and exits 0;
-run it again after new files arrive and it continues from the checkpoint.  ``--end-input``
-(available-now only) then ends the input: every pending operation resolves, and the
-checkpoint takes no more runs (``docs/end-of-input.md``).  Output tables
-(``outcomes``, ``unmatched_events``, ``rejected``) are written with delta-rs, or with Spark's
-Delta data source when its classes are on the classpath (``job.writer = auto``).
-``--output-tables main.purgatory`` writes them as tables of the session's catalog instead
-(``main.purgatory.outcomes`` ...; ``main.ops.payments_{table}`` for a prefix; Spark's Delta
-writer only: ``delta.catalog``); a plain ``python`` run then keeps its catalog in
-``job.warehouse``.
+With ``--trigger available-now`` it processes what is there, flushes the accumulator and
+exits 0; run it again after new files arrive and it continues from the checkpoint.
+Configuration: the keys of ``PurgatoryConfig`` plus the job's own (``job.*``, ``kafka.*``,
+``source.kafka.*``: docs/configuration.md), from ``--conf`` files (in order) then ``--set``.
 
-Configuration: the keys of ``PurgatoryConfig`` plus ``job.trigger``, ``job.source.format``,
-``job.writer`` (auto|delta-rs|spark), ``job.master`` and ``job.warehouse`` (for plain
-``python`` runs: a local directory for the catalog's tables and metastore),
-``job.log.format`` (text|json), ``kafka.*`` (Kafka consumer configs, passed as they are, e.g.
-``kafka.bootstrap.servers``) and ``source.kafka.*`` (other Kafka source options, e.g.
-``source.kafka.startingOffsets``), from ``--conf`` files (in order) then ``--set``.
-Unknown keys and bad values stop the job at start-up with the key and what is allowed.
-
-Exit codes (``faults.EXIT_*``): 0 done; 1 the query failed (restarts spent on a fault that
-may pass, or something it needs is gone: a bucket, a topic, credentials); 2 refused (the
-configuration, the input's schema, the checkpoint: in use, ended, another's tables, written
-by a newer version, in need of ``spark-purgatory upgrade``, or state Spark refuses for this
-query); 3 a deployment no restart fixes (an analysis error, a class missing from the class
-path).  Every one but 0 is one line on standard error; 2 and 3 come without a restart.
+Exit codes (``faults.EXIT_*``): 0 done; 1 the query failed (restarts spent, or something it
+needs is gone); 2 refused at start; 3 a deployment no restart fixes.  Every one but 0 is one
+line on standard error; 2 and 3 come without a restart.
 """
 
 from __future__ import annotations
@@ -131,10 +112,10 @@ class JobSettings:
     warehouse: str = ""
     kafka_options: dict[str, str] = field(default_factory=dict)
     end_input: bool = False
-    #: ``purgatory.shards`` was given (``--conf``/``--set``); else the checkpoint's count, or
-    #: for a new checkpoint the session's parallelism (``state.layout.default_shards``)
+    #: ``purgatory.shards`` was given; else the checkpoint's count, or for a new checkpoint the
+    #: session's parallelism
     shards_configured: bool = True
-    #: the values of the credential keys given (``config.secret_values``): never shown
+    #: the values of the credential keys given: never shown
     secrets: tuple[str, ...] = ()
     restart: RestartPolicy = field(default_factory=RestartPolicy)
 
@@ -236,7 +217,7 @@ def _session(settings: JobSettings):
         spark = SparkSession.builder.appName("spark-purgatory").getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         return spark
-    # Spark's own s3a:// gets the storage.* settings too (Storage.hadoop_settings)
+    # Spark's own s3a:// gets the storage.* settings too
     config = settings.config
     uris = [settings.ops_path, settings.events_path, settings.output_path, settings.checkpoint_path]
     uris += [config.state_path, config.accumulator_staging_path]
@@ -281,10 +262,9 @@ def configure_logging(fmt: str, secrets: tuple[str, ...] = ()) -> None:
 
 
 def run(settings: JobSettings, spark=None) -> dict:
-    """Start the query (``spark_purgatory.start``), run it per the trigger, flush; return the totals.
+    """Start the query, run it per the trigger, flush; return the totals.
 
-    ``spark``: the session to run on (a notebook's, or a Spark Connect one); by default the job
-    builds its own from ``settings`` (``job.master``, the storage's settings)."""
+    ``spark``: the session to run on; by default the job builds its own from ``settings``."""
     from .faults import PermanentFault
     from .spark.errors import MicroBatchError
 
@@ -310,10 +290,8 @@ def run(settings: JobSettings, spark=None) -> dict:
 
 
 def _refuse_early(settings: JobSettings) -> OpenCheckpoint:
-    """The job's checkpoint, opened; refused at once, before a session starts, for what
-    ``start`` would refuse later: a newer version's or one that needs ``spark-purgatory
-    upgrade`` (docs/upgrading.md), an ended one (docs/end-of-input.md), one another query runs
-    on, or output tables of another checkpoint (catalog tables: in ``start``)."""
+    """The job's checkpoint, opened; refused before a session starts for what ``start`` would
+    refuse later (catalog tables' owner: in ``start``)."""
     from .delta.ownership import check_owner
     from .delta.writers import DeltaRsWriter
     from .state.layout import RunLease
@@ -331,15 +309,14 @@ def _refuse_early(settings: JobSettings) -> OpenCheckpoint:
 
 
 class _Attempts:
-    """The job's runs of ``start`` on one session, as the restart policy calls them
-    (``restarts.run_restarting``): ``once`` starts and runs the query, ``permanent`` says
-    whether an error may pass; the progress listener logs a line per micro-batch."""
+    """The job's runs of ``start`` on one session, as the restart policy calls them: ``once``
+    starts and runs the query, ``permanent`` says whether an error may pass."""
 
     def __init__(self, settings: JobSettings, spark: Any, chk: OpenCheckpoint) -> None:
         from .spark.metrics import ProgressListener
         from .state.pending_counts import PendingRecord
 
-        if not settings.shards_configured:  # the checkpoint's count, or the session's parallelism
+        if not settings.shards_configured:
             from .state.layout import with_default_shards
 
             config = with_default_shards(settings.config, spark, chk)
@@ -347,7 +324,7 @@ class _Attempts:
         self.settings, self.spark, self.storage = settings, spark, chk.storage
         self.output = settings.output_tables or settings.output_path
         self.listener = ProgressListener()  # the progress line, one per micro-batch
-        # pending counts every shard, also those this run's micro-batches do not call (state.pending)
+        # every shard's pending count, also those this run's micro-batches do not call
         self.listener.pending_by_shard.update(PendingRecord.under(chk.path, chk.storage).read())
         spark.streams.addListener(self.listener)
         self.interrupted = threading.Event()  # a signal between two attempts ends the job
@@ -379,7 +356,7 @@ class _Attempts:
         error = None
         try:
             purgatory.await_termination()
-        except MicroBatchError as failed:  # the restart policy decides (spark_purgatory.restarts)
+        except MicroBatchError as failed:  # the restart policy decides
             error = failed
         _await_last_progress(purgatory.query, self.listener)
         try:
@@ -397,7 +374,7 @@ class _Attempts:
         return Attempt(error, progressed=purgatory.totals["batches"] > 0, signalled=signalled)
 
     def permanent(self, error: BaseException) -> Any:
-        """The error that ends the job at once (``faults``), or None when a restart may help."""
+        """The error that ends the job at once, or None when a restart may help."""
         from .faults import PermanentFault, cannot_pass, depended_on, diagnose
 
         settings = self.settings
@@ -492,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, InputSchemaError) as error:  # found at start: one line says what to do
         say(f"{type(error).__name__}: {error}")
         return EXIT_REFUSED
-    except CannotPass as error:  # no restart fixes it: ended at once (spark_purgatory.faults)
+    except CannotPass as error:  # no restart fixes it: ended at once
         say(f"error: {error}".splitlines()[0])
         return error.exit_code
     except PermanentFault as error:  # something the query needs is gone: no restart helps
@@ -508,10 +485,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console(argv: list[str] | None = None) -> int:
-    """``main`` as a process's entry point (``jobs/purgatory_job.py``, ``python -m
-    spark_purgatory.job``): then the local Python workers ended before the interpreter exits
-    (``runtime.workers.end_python_workers``: a clean stop prints no worker's traceback).
-    Never call it where the session lives on: its next Python task would find no worker."""
+    """``main`` as a process's entry point: the local Python workers are ended before the
+    interpreter exits, so a clean stop prints no worker's traceback.  Never call it where the
+    session lives on: its next Python task would find no worker."""
     try:
         return main(argv)
     finally:
@@ -523,10 +499,8 @@ def console(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """The ``spark-purgatory-job`` console script (a Databricks wheel task's entry point):
-    ``console`` whose failure is raised as ``SystemExit`` with the job's exit code, so a caller
-    that runs the entry point as a function and ignores what it returns (Databricks' wheel task
-    does not ``sys.exit`` with it) still sees the run fail; success returns normally."""
+    """The ``spark-purgatory-job`` console script: a failure is raised as ``SystemExit`` with
+    the job's exit code, since Databricks' wheel task ignores what the entry point returns."""
     code = console()
     if code:
         raise SystemExit(code)

@@ -2,36 +2,15 @@
 
 ``start`` is to this project what ``KafkaProducer`` plus its sender thread is to Kafka: it
 builds the whole pipeline and returns a handle, ``PurgatoryQuery``, whose ``stop()`` flushes
-like the producer's ``close()``.  The job, the demo, the notebooks and the Connect test all
-go through it, so they run the same query with the same defaults.  It reads as its steps:
+like the producer's ``close()``.  The job, the demo and the notebooks all go through it.  Its
+steps: the settings and the checkpoint, opened once; the refusals, the lease and the wake;
+the operator's stream; the sink; the control plane; the stream started with its session
+settings scoped to this query.
 
-1. **settled**: the configuration, the trigger and the session; the checkpoint opened once,
-   with its state path (``<checkpoint>/purgatory-state`` unless ``purgatory.state.path``
-   says otherwise): every later step reads and writes it through that ``OpenCheckpoint``;
-2. **opened**: a checkpoint this version cannot run on refused in one line (a newer
-   version's, one that needs ``spark-purgatory upgrade``, an ended one, another shard count,
-   one another query holds), its lease taken, this version recorded, the wake directory (the
-   stream's third input) made;
-3. **operator**: the purgatory stream over the two inputs, with its observed metrics;
-4. **sink**: the writer, its tables created empty and claimed for this checkpoint, the
-   ``RecordAccumulator`` staging under ``<checkpoint>/accumulator`` unless
-   ``accumulator.staging.path`` is set and committing under the checkpoint's app id, the
-   output topic when one is configured;
-5. **control**: the input's side of each micro-batch (pending counts, the wake, the Kafka
-   partitions' watermarks, the reaper of a processing-time query on the clock);
-6. **started**: the stream started with the query's own session settings (its shuffle
-   partitions, state store, Arrow batch size, optimizer rules and checkpoint file manager,
-   each scoped to this query: ``runtime.settings``), and the handle.
-
-Every path may be a URI (``s3://``, ``abfss://``, ``dbfs:/`` ...): what the project writes
-itself goes through ``storage`` with the ``storage.*`` settings, never relative to the
-working directory.
-
-Over Spark Connect (Databricks shared and serverless compute) the same call works: nothing
-here touches ``sparkContext`` or the JVM on a Connect session.  The driver's step (the sink
-and the control plane) then runs in the server's Python, so the per-batch ``totals`` and
-``pending`` of the handle stay at zero there (use ``history``, from the query's progress), and
-lingered rows wait for the next micro-batch or ``stop()``.
+Over Spark Connect the same call works: nothing here touches ``sparkContext`` or the JVM.
+The driver's step then runs in the server's Python, so the handle's ``totals`` and
+``pending`` stay at zero there (use ``history``), and lingered rows wait for the next
+micro-batch or ``stop()``.
 """
 
 from __future__ import annotations
@@ -136,19 +115,18 @@ def start(
         checkpoint: Spark's checkpoint; it holds the app id, and (unless configured) the
             accumulator's staging and the shard state live under it.
         config: ``PurgatoryConfig``, or its dotted keys (``{"output.kafka.topic": "alerts",
-            ...}``: ``PurgatoryConfig.from_mapping``); the defaults when None, with the checkpoint's shard
-            count, or for a new checkpoint the session's parallelism (logged:
-            ``state.layout.default_shards``).
+            ...}``); the defaults when None, with the checkpoint's shard count, or for a new
+            checkpoint the session's parallelism (logged).
         trigger: ``available-now`` (process what is there, then stop) or
             ``processing-time=<interval>`` (e.g. ``processing-time=10s``).
         source_format: how paths are read (``json``, ``parquet``, ``delta``, ``kafka``) and
             inputs parsed; ``auto``: a path by its files (Parquet, JSON lines, a Delta
-            table's ``_delta_log``; ``spark.formats``), a DataFrame by its schema.
+            table's ``_delta_log``), a DataFrame by its schema.
         writer: ``auto`` (Spark's Delta source when its classes are present, else delta-rs),
             ``delta-rs``, ``spark``, or your own ``TableWriter``.
         name: the streaming query's name (``queryName``).
         on_batch: called after each micro-batch, in the process that runs the driver's step
-            (``driver_step``: after the sink wrote the output), with its figures (a dict):
+            (after the sink wrote the output), with its figures (a dict):
             ``batch_id``; ``pending`` (operations not yet resolved, each once, over every
             shard); the rows it gave: ``completed``, ``expired``, ``unmatched``,
             ``rejected``; ``relayed`` (rows shards sent to the cross-shard group);
@@ -175,11 +153,11 @@ def start(
             the key and what to set; Python workers that cannot import the project
             (``spark.pyspark.python`` / ``PYSPARK_PYTHON``).
         InputEndedError: the checkpoint's input ended (``end_input``): use a new one.
-        CheckpointBusyError: another query runs on the checkpoint (``state.layout.RunLease``).
+        CheckpointBusyError: another query runs on the checkpoint.
         IncompatibleCheckpointError: the checkpoint was written by a newer version, or needs
-            ``spark-purgatory upgrade`` first (``state.versions``, docs/upgrading.md).
+            ``spark-purgatory upgrade`` first (docs/upgrading.md).
         OutputOwnedError: the output tables belong to another checkpoint's query and
-            ``output.take.over`` is off (``delta.ownership``).
+            ``output.take.over`` is off.
         ValueError: an unknown writer name, or no session to read paths with.
 
     Example (a notebook, where ``spark`` is the session)::
@@ -240,9 +218,8 @@ def _settled(
     end_of_input: bool,
     spark: SparkSession | None,
 ) -> tuple[SparkSession, PurgatoryConfig, OpenCheckpoint, Trigger]:
-    """Step 1 (module docstring): the configuration (without one, the checkpoint's shards or
-    the session's parallelism), the trigger, the session and its Python workers, and the
-    checkpoint opened once."""
+    """The configuration (without one, the checkpoint's shards or the session's parallelism),
+    the trigger, the session and its Python workers, and the checkpoint opened once."""
     configured = config is not None
     if configured and not isinstance(config, PurgatoryConfig):
         config = PurgatoryConfig.from_mapping(config)  # dotted keys, as --set and .conf files give them
@@ -258,9 +235,9 @@ def _settled(
     chk = Checkpoint(checkpoint, cfg.state_path).open_on(Storage.of(cfg))
     if not configured:  # the checkpoint's shards, or the session's parallelism
         cfg = with_default_shards(cfg, spark, chk)
-    quiet_spark_logs(spark)  # no WARN lines a user cannot act on (runtime.spark_logs)
-    use_project_python(spark)  # the workers must import the project (runtime.workers)
-    advise_unix_sockets(spark)  # TCP to the workers makes each task wait (runtime.session)
+    quiet_spark_logs(spark)
+    use_project_python(spark)
+    advise_unix_sockets(spark)
     # while the query is built: the first micro-batch's workers, with the shard step's modules
     warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
     return spark, cfg, chk, trig
@@ -280,8 +257,8 @@ class _Opened:
 
 
 def _opened(chk: OpenCheckpoint, cfg: PurgatoryConfig, trigger: Trigger, end_of_input: bool) -> _Opened:
-    """Step 2: the refusals, each before anything touches the checkpoint (an interrupted
-    rescale is completed first), then the lease, the version record and the wake."""
+    """The refusals, each before anything touches the checkpoint, then the lease, the version
+    record and the wake."""
     record = check_formats(chk)
     end = EndOfInput(chk.path, chk.storage)
     end.check_open()
@@ -311,8 +288,8 @@ def _operator(
     opened: _Opened,
     kafka_options: dict[str, str] | None = None,
 ) -> tuple[Any, ShardStaging | None]:
-    """Step 3: the operator's stream and, on a classic session, the shards' staging (they stage
-    their own rows and the stream carries ``STAGED`` rows: ``SENT``)."""
+    """The operator's stream and, on a classic session, the shards' staging (they stage their
+    own rows and the stream carries ``STAGED`` rows)."""
     from .spark.formats import formats_of, read_stream
     from .spark.group_state import encoding_of
     from .spark.metrics import observe_purgatory
@@ -324,7 +301,7 @@ def _operator(
         "source_format": source_format,
         "wake_path": opened.wake.root,
         "wake_first": opened.wake.first,
-        # a checkpoint keeps the group state's schema it began with (spark.group_state)
+        # a checkpoint keeps the group state's schema it began with
         "state_encoding": encoding_of(opened.checkpoint),
     }
     paths = [given for given in (operations, events) if isinstance(given, str)]
@@ -343,7 +320,7 @@ def _operator(
             storage=storage,
         )
 
-    with library_plan():  # no call-site capture for the library's own plan (runtime.settings)
+    with library_plan():
         ops, evs = source(operations, "operations"), source(events, "events")
         if staging is None:
             out = purgatory_stream(ops, evs, cfg, **options)
@@ -361,8 +338,7 @@ def _sink(
     chk: OpenCheckpoint,
     staging: ShardStaging | None,
 ) -> PurgatorySink:
-    """Step 4: the output's half of the driver's step (one writer per output:
-    ``delta.ownership``)."""
+    """The output's half of the driver's step, its tables claimed for this checkpoint."""
     if isinstance(writer, str):
         writer = writer_for(spark, output, prefer=writer, storage=chk.storage)
         log.info("writer: %s, output %s, checkpoint %s", type(writer).__name__, output, chk.path)
@@ -394,10 +370,10 @@ def _control(
     opened: _Opened,
     on_batch: Callable[[dict], None] | None,
 ) -> tuple[MicroBatchControl, _Totals, ExpirationReaper | None]:
-    """Step 5: the input's half of the driver's step, from every shard's pending count as the
-    checkpoint's last micro-batch left them, and the handle's totals, which it feeds."""
+    """The input's half of the driver's step, from every shard's pending count as the last
+    micro-batch left them, and the handle's totals, which it feeds."""
     chk = opened.checkpoint
-    pending = PendingRecord.under(chk.path, chk.storage)  # every shard's count (state.pending_counts)
+    pending = PendingRecord.under(chk.path, chk.storage)
     counts = pending.read()
     totals = _Totals(on_batch, pending=sum(counts.values()))
     reaper = _reaper(spark, cfg, trigger, opened, counts)
@@ -421,9 +397,8 @@ def _started(
     chk: OpenCheckpoint,
     staging: ShardStaging | None,
 ) -> tuple[StreamingQuery, Callable[..., StreamingQuery], Callable[[], None] | None]:
-    """Step 6: the stream's first run, the function that starts it again (as
-    ``await_termination`` and ``end_input`` ask) and what releases the sink's committer.  The
-    rows go through the sink JAR's sink where it is on the driver, else ``foreachBatch``."""
+    """The stream's first run, the function that starts it again (``await_termination`` and
+    ``end_input``) and what releases the sink's committer."""
     staged_rows = None
     if staging is not None:
         take = functools.partial(step.take_staged, spark=spark)
@@ -442,8 +417,8 @@ def _started(
             shuffle_partitions(spark, cfg.groups),
             state_store(spark),
             arrow_records(spark),
-            optimizer_rules(spark),  # a plan Spark re-optimizes each micro-batch (runtime.settings)
-            checkpoint_files(spark, chk.path),  # no process started per rename (runtime.settings)
+            optimizer_rules(spark),
+            checkpoint_files(spark, chk.path),
         ):
             return stream.start()
 
@@ -467,8 +442,8 @@ def _asked_after_failure(
     source_format: SourceFormat,
     kafka_options: dict[str, str] | None,
 ) -> Callable[[], PermanentFault | None]:
-    """What the handle asks after a failure (``faults.diagnose``): what the query depends on
-    (``faults.depended_on``), its inputs only when given by name."""
+    """What the handle asks after a failure: what the query depends on, its inputs only when
+    given by name."""
     inputs = (operations, events) if isinstance(operations, str) and isinstance(events, str) else None
     where = output if isinstance(output, str) else None
     asked = depended_on(where, checkpoint, cfg, inputs, source_format, kafka_options)
@@ -492,10 +467,8 @@ def _removed_if_failed(chk: OpenCheckpoint) -> Iterator[None]:
 def _reaper(
     spark: Any, cfg: PurgatoryConfig, trigger: Trigger, opened: _Opened, pending: dict[int, int]
 ) -> ExpirationReaper | None:
-    """The query's reaper (``handoff.reaper.reaper_for``), if its configuration asks for one,
-    telling the checkpoint's readers how its clock goes (the run is the lease's token;
-    ``handoff.clock_record``).  Over Spark Connect the driver's step (which tells the reaper
-    each micro-batch) runs in the server, out of its reach: none, said in a warning."""
+    """The query's reaper, if its configuration asks for one.  Over Spark Connect the driver's
+    step runs in the server, out of its reach: none, said in a warning."""
     chk, interval = opened.checkpoint, trigger.interval_ms
     recorder = ClockRecorder.under(
         chk.path, chk.storage, run=opened.lease.token or "", trigger_ms=interval or 0

@@ -1,39 +1,33 @@
 """Rescale a stopped checkpoint: its shards, ``S`` -> ``N``, with every pending operation kept.
 
-Spark fixes a query's shuffle partitions (``PurgatoryConfig.groups``) in its checkpoint, and the shard
-state lives in Spark's state store (each shard group's value: ``state.shard_state``) and in
-segment files beside it.  ``rescale`` rewrites both as a new micro-batch of the checkpoint,
-with no JVM (Spark's own offline repartition cannot: ``spark.state_files`` says why):
+Spark fixes a query's shuffle partitions (``PurgatoryConfig.groups``) in its checkpoint, and the
+shard state lives in Spark's state store and in segment files beside it.  ``rescale`` rewrites
+both as a new micro-batch of the checkpoint, with no JVM:
 
 1. **Refuse** what it cannot do safely, each with one line (``RescaleError``): a query
-   running on the checkpoint (``RunLease``), a checkpoint of a newer version or one that
-   needs ``spark-purgatory upgrade`` (``state.versions``), an uncommitted last micro-batch, input that
-   has ended, a state format it does not know (not Spark's HDFS-backed store with the lz4
-   codec, not ``flatMapGroupsWithState`` state format 2, a shard value of an unknown format),
-   relays or parked operations in flight (``state.reshard``; one ``available-now`` run
+   running on the checkpoint, a checkpoint of a newer version or one that needs
+   ``spark-purgatory upgrade``, an uncommitted last micro-batch, input that has ended, a state
+   format it does not know, relays or parked operations in flight (one ``available-now`` run
    settles them).
 2. **Read** every shard group's value as the last committed micro-batch K left it (state
-   version K + 1: Spark's micro-batch N reads version N and writes N + 1;
-   ``state_files.read_version``) and load the shards (``state.load_state``).
-3. **Reshard** them (``state.reshard``, Spark-free), keys sent where ``routing`` will send
-   them (``key_hash.shards_of``).
-4. **Write the new layout beside the old**: a journal (``purgatory-rescale``), the new shards'
-   segment files (new names), each new partition's state at version K + 2 (a snapshot file:
-   what micro-batch K + 1 leaves: the groups the shard step keeps, ``shard.step.decide``), then
-   the offsets entry K + 1 (K's offsets, the new layout's partitions).
+   version K + 1: Spark's micro-batch N reads version N and writes N + 1) and load the shards.
+3. **Reshard** them, keys sent where the routing will send them.
+4. **Write the new layout beside the old**: a journal, the new shards' segment files (new
+   names), each new partition's state at version K + 2 (what micro-batch K + 1 leaves: the
+   groups the shard step keeps), then the offsets entry K + 1 (K's offsets, the new layout's
+   partitions).
 5. **Switch**, atomically: the commit entry K + 1.  Spark starts the next run after K + 1:
    the new layout, the same input offsets, the same watermark.
-6. **Finish**: the layout record (``purgatory-layout``: shards and history), the pending
-   record, the old shards' segment files, received mailbox and verdict files, the journal.
+6. **Finish**: the layout record, the pending record, the old shards' segment files,
+   received mailbox and verdict files, the journal.
 
-**A crash anywhere** (kill -9) leaves the journal.  ``recover`` (``start`` and every
-``rescale`` call it first) finds it: without the commit entry K + 1 the old layout is
-complete, and it deletes what step 4 wrote (the new files are named by no committed
-version); with it the new layout is complete, and it finishes step 6.  Either way the
-checkpoint runs on exactly one layout.
+**A crash anywhere** leaves the journal.  ``recover`` (``start`` and every ``rescale`` call it
+first) finds it: without the commit entry K + 1 it deletes what step 4 wrote (named by no
+committed version); with it, it finishes step 6.  Either way the checkpoint runs on exactly
+one layout.
 
 Invariant: the run after ``rescale`` gives the outcomes, unmatched events and rejects the run
-without it would have given (``tests/state/test_rescale.py``, ``tests/query/test_rescale_spark.py``).
+without it would have given.
 """
 
 from __future__ import annotations
@@ -131,7 +125,7 @@ def rescale(
         raise RescaleError(f"--shards must be at least 1, got {shards}")
     recover(checkpoint, storage=storage, config=config)
     info = _checked(checkpoint, storage)
-    old = int(info.conf[SHUFFLE_PARTITIONS]) - 1
+    old = PurgatoryConfig.shards_in(int(info.conf[SHUFFLE_PARTITIONS]))
     if old == shards:
         raise RescaleError(f"checkpoint {checkpoint} already runs {shards} shards: nothing to do")
     batch = int(info.last_batch)  # type: ignore[arg-type]
@@ -144,7 +138,10 @@ def rescale(
         storage=storage,
     )
     _fault("read")
-    values = _read_groups(fs, files, cfg.groups, batch + 1)
+    try:
+        values = state_files.read_groups(fs, files.operator_state, cfg.groups, batch + 1)
+    except state_files.StateFormatError as e:
+        raise RescaleError(str(e)) from None
     olds = _load(values, cfg, store)
     _in_flight(olds[old], cfg, storage)
     new_cfg = PurgatoryConfig(**{**cfg.__dict__, "shards": shards})
@@ -249,16 +246,6 @@ def _in_flight(cross: Purgatory, config: PurgatoryConfig, storage: Storage) -> N
 # -- reading and writing the groups ---------------------------------------------------------------------
 
 
-def _read_groups(
-    fs: pafs.FileSystem, files: Checkpoint, groups: int, version: int
-) -> dict[int, state_files.GroupValue]:
-    """Every shard's group value at state ``version``, by shard number."""
-    try:
-        return state_files.read_groups(fs, files.operator_state, groups, version)
-    except state_files.StateFormatError as e:
-        raise RescaleError(str(e)) from None
-
-
 def _load(values: dict[int, state_files.GroupValue], config: PurgatoryConfig, store: SegmentStore) -> dict:
     """The old shards' engines (a group without a value: an empty one)."""
     shards: dict[int, Purgatory] = {}
@@ -285,9 +272,8 @@ def _new_groups(
     version: int,
 ) -> dict[int, list[state_files.GroupValue]]:
     """Each new partition's entries: the new shards the shard step keeps at ``watermark``, the
-    one the next micro-batch runs at (``shard.step.decide``: an empty primary goes unless its
-    input ended or the operator's clock moved it), saved (their segment files written), under
-    their groups' labels, with the timeouts the step sets."""
+    one the next micro-batch runs at, saved, under their groups' labels, with the timeouts the
+    step sets."""
     handoff = ShardHandOff.of(config)
     labels = shard_labels(config.groups)
     groups: dict[int, list[state_files.GroupValue]] = {p: [] for p in range(config.groups)}

@@ -2,16 +2,12 @@
 number of times, with a growing pause (Flink's fixed-attempts restart strategy with
 exponential backoff; Kafka's ``retries`` / ``retry.backoff.ms``).
 
-A failure while running (a micro-batch that raised: a broker that went away, an object store
-answering 503, a transient error of any kind) stops the query, flushes what committed
-micro-batches staged, waits, and starts again from the checkpoint: exactly once holds as for
-any restart.  After ``job.restart.attempts`` failures in a row the last one ends the job with
-one line naming its cause (``spark.errors``); a failure found at start (a configuration, a
-schema, a missing topic) is never retried, nor one that ``permanent`` finds no restart can
-fix (a bucket or a topic deleted, credentials revoked: ``spark_purgatory.faults``).
-``job.restart.attempts=0`` switches it off.  A run that made progress (a micro-batch
-committed since its start) resets the count, so a stream that fails once a day is restarted
-every day.
+A failure while running stops the query, flushes what committed micro-batches staged, waits,
+and starts again from the checkpoint: exactly once holds as for any restart.  After
+``job.restart.attempts`` failures in a row the last one ends the job with one line naming its
+cause; a failure found at start is never retried, nor one that ``permanent`` finds no restart
+can fix.  ``job.restart.attempts=0`` switches it off.  A run that made progress resets the
+count, so a stream that fails once a day is restarted every day.
 
 Invariant: no more than ``attempts`` restarts in a row without a committed micro-batch.
 """

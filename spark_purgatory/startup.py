@@ -1,22 +1,10 @@
 """What ``start`` settles before it builds the query: the trigger, the session, the app id.
 
-Session settings.  Each shard gets its own partition only when the query has exactly
-``shards + 1`` shuffle partitions (``shard.labels`` explains why); any other count leaves
-partitions idle (200 by default) or makes shards share a task, and
-Spark fixes the count in the checkpoint on the first run.  ``start`` therefore starts the
-query with ``shards + 1`` partitions whatever the session says and restores the session's own
-value (or its absence) right after, so the user's other queries are untouched; to change the
-parallelism, change ``purgatory.shards``.  A query restarted from a checkpoint keeps the count
-Spark recorded there.  A session that would break the query is refused with what to set:
-``spark.sql.streaming.noDataMicroBatches.enabled=false`` would leave expiries waiting for new
-input (an ``available-now`` run would end without expiring what its final watermark passed).
-
 Identity.  Output commits are made idempotent under an app id (Delta's app transactions).
-It belongs to the checkpoint, like Spark's own offsets: ``app_id_of`` reads it from
-``<checkpoint>/purgatory-id``, written once when the checkpoint is new, so a driver
-restarted on another host or in another directory commits a replayed micro-batch under the
-same id, and the table skips it.  (A checkpoint from before the id file keeps the id it
-committed under, the hash of its absolute path.)
+It belongs to the checkpoint, like Spark's own offsets: written once when the checkpoint is
+new, so a driver restarted on another host or in another directory commits a replayed
+micro-batch under the same id, and the table skips it.  (A checkpoint from before the id
+file keeps the id it committed under, the hash of its absolute path.)
 """
 
 from __future__ import annotations
@@ -42,8 +30,8 @@ _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 def app_id_of(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> str:
     """The Delta app id of the query on ``checkpoint``: held by the checkpoint, never by the host.
 
-    Read from ``<checkpoint>/purgatory-id``; a new checkpoint gets a random id, written once
-    (the module docstring says why).  ``storage``: the ``storage.*`` settings for a URI.
+    A new checkpoint gets a random id, written once.  ``storage``: the ``storage.*`` settings
+    for a URI.
     """
     chk = open_checkpoint(checkpoint, storage)
     fs, files = chk.fs, chk.files
@@ -119,7 +107,8 @@ def _session_of(operations: Any, events: Any) -> Any:
 
 
 def _check_session(spark: Any) -> None:
-    """Refuse settings that would break the query, saying what to set (module docstring)."""
+    """Refuse settings that would break the query, saying what to set: without no-data
+    micro-batches, expiries would wait for new input."""
     if str(spark.conf.get(_NO_DATA_BATCHES, "true")).lower() == "false":
         raise ConfigError(
             f"{_NO_DATA_BATCHES} is false: expiries would wait for new input; "

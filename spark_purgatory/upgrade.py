@@ -7,21 +7,18 @@ applies them, as ``rescale`` changes a layout: with no JVM, on a stopped checkpo
 resumable after a crash at any point.
 
 1. **Refuse** what it cannot do, each with one line (``UpgradeError``): a query running on
-   the checkpoint (``RunLease``), a checkpoint written by a newer version, one no query ran on,
-   an interrupted upgrade by a version with other formats.
-2. **Journal** the steps (``purgatory-upgrade``): one per migration (``MIGRATIONS``: a format,
-   from one version to the next), then ``record``, the version record's own write.
+   the checkpoint, a checkpoint written by a newer version, one no query ran on, an
+   interrupted upgrade by a version with other formats.
+2. **Journal** the steps: one per migration (``MIGRATIONS``), then ``record``, the version
+   record's own write.
 3. **Apply** each step not yet done, noting it in the journal after it.  A step is
    idempotent: a crash in the middle of one repeats it whole.
-4. **Switch**: the ``record`` step writes the record (``state.versions.write_record``);
-   then the journal is removed.
+4. **Switch**: the ``record`` step writes the record; then the journal is removed.
 
-While the journal is there ``start`` refuses the checkpoint (``check_formats``): no query runs
-on a half-migrated checkpoint.  Running ``upgrade`` again resumes from the journal.
-
-Today no format needs a migration (docs/upgrading.md): ``upgrade`` of a checkpoint written
-before the version record (6e49991, main until the record) writes the record, its one step.
-``tests/state/test_upgrade.py`` drives the mechanism with a synthetic format change.
+While the journal is there ``start`` refuses the checkpoint: no query runs on a half-migrated
+checkpoint.  Running ``upgrade`` again resumes from the journal.  Today no format needs a
+migration: ``upgrade`` of a checkpoint written before the version record writes the record,
+its one step.
 
 Invariant: the record names the new formats only once every migration step is done.
 """
@@ -61,8 +58,7 @@ FAULT = "PURGATORY_UPGRADE_FAULT"
 RECORD_STEP = "record"
 
 #: A migration: ``(format, version) -> step`` brings that format from ``version`` to
-#: ``version + 1`` on a stopped checkpoint, idempotently (``step(checkpoint, storage, config)``).
-#: None today: every format this version writes, it also reads as 6e49991 wrote it.
+#: ``version + 1`` on a stopped checkpoint, idempotently.  None today.
 Migration = Callable[[str, Storage, PurgatoryConfig], None]
 MIGRATIONS: dict[tuple[str, int], Migration] = {}
 

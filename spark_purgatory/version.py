@@ -1,10 +1,7 @@
 """spark-purgatory's version, in one place.
 
-``pyproject.toml`` reads it for the wheel's metadata (a dynamic version), and the code reads it
-from here wherever the package runs: an installed wheel, a checkout, a wheel shipped with
-``--py-files`` (where no package metadata may be found).  ``spark-purgatory --version`` prints
-it; every commit to an output table records it (``USER_METADATA``, the commit info's
-``userMetadata``).
+``pyproject.toml`` reads it for the wheel's metadata, and the code reads it from here wherever
+the package runs, also with ``--py-files`` (where no package metadata may be found).
 """
 
 from __future__ import annotations

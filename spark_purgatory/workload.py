@@ -214,24 +214,12 @@ def _join(d: _Draft, join: np.ndarray) -> None:
 
 def _offset(d: _Draft, offset: np.ndarray, start_ms: int) -> None:
     """The partition's high watermark must reach a target offset: it grows ~100 offsets/s and
-    a wait asks for a little more.  Short ones see progress one below target; keys are
-    shared, so the running max may still complete them (as in a real partition)."""
+    a wait asks for a little more.  Short ones see progress one below target (untargeted: keys
+    are shared, so the running max may still complete them, as in a real partition)."""
     reach = ((d.ts[offset] - start_ms) / 10.0 + d.rng.integers(50, 1_000, offset.size)).astype(float).round()
     d.target[offset] = reach
-    if offset.size:
-        delay = d.rng.uniform(0, 0.9 * d.timeout_ms, offset.size).astype(np.int64)
-        value = np.where(d.completes[offset], reach, reach - 1)
-        d.events.append(
-            pd.DataFrame(
-                {
-                    "key": d.keys[offset],
-                    "ts": d.ts[offset] + delay,
-                    "op_id": None,
-                    "source": "leader",
-                    "value": value,
-                }
-            )
-        )
+    value = np.where(d.completes[offset], reach, reach - 1)
+    d.add_events(offset, np.ones(offset.size, dtype=np.int64), op_id=None, source="leader", value=value)
 
 
 def _numbered(prefix: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:

@@ -1,17 +1,16 @@
 """Day-2 questions about a running (or stopped) purgatory, answered from what it leaves behind.
 
 * ``pending_operations(checkpoint)``: the pending operations as a DataFrame, with their
-  progress (``pending_view``; decoded on the executors by the engine's own state loading);
-* ``pending_table(checkpoint)``: the same rows as an Arrow table, read from the
-  checkpoint's files in this process, without a JVM (``pending_table``);
+  progress;
+* ``pending_table(checkpoint)``: the same rows as an Arrow table, without a JVM;
 * ``at_risk(checkpoint, within="1h")`` (a DataFrame) and ``at_risk_table`` (Arrow, no JVM):
   the ones due within a horizon, earliest first, with how far each is from its condition;
-* ``explain(op_ids, output=..., checkpoint=...)``: where each op_id is (``story``);
+* ``explain(op_ids, output=..., checkpoint=...)``: where each op_id is;
 * ``checkpoint_status(checkpoint, output=...)``: the last committed micro-batch, watermark,
-  pending by shard, table sizes (``status``);
-* ``read_checkpoint``: Spark's offsets and commits logs, without Spark (``checkpoint``).
+  pending by shard, table sizes;
+* ``read_checkpoint``: Spark's offsets and commits logs, without Spark.
 
-The command line (``spark_purgatory.cli``) prints the same answers.
+The command line prints the same answers.
 """
 
 from .checkpoint import CheckpointInfo, InspectError, read_checkpoint

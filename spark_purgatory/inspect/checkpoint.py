@@ -1,12 +1,10 @@
 """What a streaming checkpoint says without Spark: its last committed micro-batch and watermark.
 
 Spark keeps two write-ahead logs in a checkpoint: ``offsets/<batch>`` (written when a
-micro-batch starts: a version line, then JSON metadata with ``batchWatermarkMs``,
-``batchTimestampMs`` and the session settings the query keeps, then one line per source) and
-``commits/<batch>`` (written when it has finished).  The last *committed* batch is the one
-whose state a reader may trust: a batch with an offsets entry and no commit may still be
-running, or be replayed after a crash.  ``read_checkpoint`` reads both logs with pyarrow's
-filesystems (``storage``), so it works on any URI the project writes to and needs no JVM.
+micro-batch starts: a version line, then JSON metadata with the watermark and the session
+settings the query keeps, then one line per source) and ``commits/<batch>`` (written when it
+has finished).  The last *committed* batch is the one whose state a reader may trust: a batch
+with an offsets entry and no commit may still be running, or be replayed after a crash.
 
 Invariant: errors are one line that names the path and the problem (``InspectError``); the
 command line prints them as they are.

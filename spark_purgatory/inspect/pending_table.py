@@ -1,22 +1,14 @@
 """The pending operations of a checkpoint read from its files, without a JVM: ``pending_table``.
 
-``pending_operations`` (``pending_view``) asks Spark's state data source, which costs a JVM
-start (seconds) before the first row.  The operator's state is small and its format stable
-(``spark.state_files`` reads and writes it for ``rescale``), so the questions a person types
-(``spark-purgatory pending``, ``at-risk``, ``status``, ``explain``) read it directly: each
-shard group's value at the last committed micro-batch K (state version K + 1: micro-batch N
-reads version N and writes N + 1) from the HDFS-backed store's files, through the engine's
-own loading (``state.load_state``, segment files included) and ``engine.inspection``'s
-``pending_frame``, one shard at a time.
+``pending_operations`` asks Spark's state data source, which costs a JVM start before the
+first row.  The operator's state is small and its format stable, so the questions a person
+types read it directly: each shard group's value at the last committed micro-batch from the
+HDFS-backed store's files, through the engine's own loading, one shard at a time.  A
+checkpoint kept otherwise (RocksDB, another codec) raises ``StateNeedsSpark``, whose one line
+says why; the caller then asks Spark if it has a session.
 
-It reads what ``start`` writes: Spark's HDFS-backed store with the lz4 codec and state format
-2 (what the offsets log records).  A checkpoint kept otherwise (RocksDB, another codec) raises
-``StateNeedsSpark``, whose one line says why; the caller then asks Spark
-(``pending_operations``) if it has a session.
-
-Invariant: the rows are ``pending_operations``'s rows for the same batch and watermark
-(``tests/query/test_inspect.py`` compares the two), in shard order, each shard's in arrival
-order.
+Invariant: the rows are ``pending_operations``'s rows for the same batch and watermark, in
+shard order, each shard's in arrival order.
 """
 
 from __future__ import annotations

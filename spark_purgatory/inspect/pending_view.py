@@ -1,31 +1,15 @@
 """The pending operations of a checkpoint as a Spark DataFrame, and the ones at risk.
 
 ``pending_operations(checkpoint)`` reads the operator's group state with Spark's state data
-source (``spark.read.format("statestore")``, Spark 4.0+: one row per group, its value the
-shard's binary state) at the checkpoint's last *committed* micro-batch, and decodes each
-shard on the executors (``mapInArrow``: one task per state partition) through the engine's
-own loading, ``state.load_state`` with the query's ``SegmentStore`` (segment files
-included), then ``engine.inspection.pending_frame``.  Nothing is collected to the driver: a
-shard's operations stream out of its task in Arrow batches, so memory is bounded by the
-largest shard, and the frame follows any change of the state format with the engine.
-
-Works on a stopped query and beside a running one: the batch read is the last one the
-commits log holds when the call is made (a later commit does not change the result), and
-every row says which (``batch_id``).  A running query in the same session never lends
-this read its parked shards (a private worker cache: ``state.cache``).
-
-**The state store coordinator.**  On Spark 4.2 the HDFS-backed state store reports each
-load to the ``StateStoreCoordinator``, an endpoint that exists only once the session's
-``StreamingQueryManager`` does; a fresh session (a CLI, a notebook that has started no
-query) fails with ``CANNOT_LOAD_STATE_STORE`` ("Cannot find endpoint:
-StateStoreCoordinator", SPARK-58973).  Touching ``spark.streams`` creates the manager and
-its coordinator, so the read works in any session.
+source at the checkpoint's last *committed* micro-batch, and decodes each shard on the
+executors through the engine's own loading.  Nothing is collected to the driver, so memory
+is bounded by the largest shard, and the frame follows any change of the state format with
+the engine.  Works on a stopped query and beside a running one: every row says which batch
+it read (``batch_id``).
 
 ``at_risk(checkpoint, within=...)`` keeps the operations whose time left is within the
-horizon (overdue ones included: they expire in the next micro-batch), earliest deadline
-first, with how far each is from its condition.  Time left counts on the operator's clock
-while a query runs with one (``inspect.countdown``): during a silence it runs on where
-Spark's watermark stands still.
+horizon (overdue ones included), earliest deadline first, with how far each is from its
+condition.
 """
 
 from __future__ import annotations
@@ -84,9 +68,8 @@ def pending_operations(
         config: the query's ``PurgatoryConfig`` (for ``purgatory.state.path`` and the
             ``storage.*`` settings); the defaults when None.
         watermark: what ``time_left_ms`` counts from: epoch ms, a datetime or an ISO
-            string; by default the operator's clock while a query runs with one (during a
-            silence it runs on where Spark's watermark stands still), else the watermark
-            of the batch read (``inspect.countdown``).
+            string; by default the operator's clock while a query runs with one, else the
+            watermark of the batch read.
         batch_id: the committed micro-batch to read; the last one when None.
 
     Returns:
@@ -113,7 +96,9 @@ def pending_operations(
     storage = Storage.of(cfg)
     info = read_checkpoint(checkpoint, storage=storage)
     batch, countdown = batch_and_countdown(checkpoint, info, storage, batch_id, watermark)
-    _ = spark.streams  # creates the state store coordinator (module docstring)
+    # a fresh session has no StateStoreCoordinator until its StreamingQueryManager exists, and
+    # the state store's load fails without one (SPARK-58973)
+    _ = spark.streams
     try:
         state = spark.read.format("statestore").option("batchId", batch).load(checkpoint)
     except Exception as error:  # the reader checks the checkpoint's metadata when planning
@@ -136,8 +121,8 @@ def batch_and_countdown(
     watermark: WatermarkLike | None,
 ) -> tuple[int, Countdown]:
     """The committed micro-batch to read (the last when ``batch_id`` is None) and how time
-    left counts (``inspect.countdown``): from ``watermark`` when given, else on the operator's
-    clock while a query runs with it, else at the watermark of the batch read."""
+    left counts: from ``watermark`` when given, else on the operator's clock while a query
+    runs with it, else at the watermark of the batch read."""
     batch = info.last_batch if batch_id is None else int(batch_id)
     if batch is None:
         raise InspectError(f"no committed micro-batch yet: {checkpoint}")
@@ -236,8 +221,8 @@ def watermark_ms(value: WatermarkLike) -> int:
 
 
 def _decoder(config: PurgatoryConfig, countdown: Countdown, batch: int) -> Any:
-    """The function each state partition's task runs: load every shard value in it through
-    the engine's own loading and yield its pending operations (``shard_chunks``)."""
+    """The function each state partition's task runs: every shard value in it as pending
+    operations."""
     store = SegmentStore.of(config)
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -257,10 +242,9 @@ def shard_chunks(
     batch: int,
     shard: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """One shard group's value (``spark.group_state``) loaded through the engine's own loading
-    (``state.load_state``, its segment files from ``store``): its pending operations as
-    ``contract.PENDING`` batches of ``_CHUNK_ROWS``, time left counted by ``countdown`` from
-    the shard's own watermark; ``shard`` where the state names none."""
+    """One shard group's value loaded through the engine's own loading: its pending operations
+    as ``contract.PENDING`` batches, time left counted by ``countdown`` from the shard's own
+    watermark; ``shard`` where the state names none."""
     from ..engine.inspection import pending_frame
     from ..spark.group_state import shard_bytes
     from ..state import WorkerCache, load_state

@@ -1,15 +1,11 @@
 """How a purgatory query is running, from what it leaves behind: ``checkpoint_status``.
 
 The driver's progress lines and ``observe`` metrics are gone when it restarts; what stays is
-the checkpoint (Spark's offsets and commits logs: the last committed micro-batch, its
-global watermark), the output tables (row counts from the Delta log, the last micro-batch
-each table committed under the query's app id) and, when the query writes it, the
-``metrics`` table (one row per micro-batch and shard: pending per shard, each input's
-watermark ...), whose last micro-batch is the freshest picture.  The pending operations
-per shard are counted from the state's files (``pending_table``: no JVM; Spark's state data
-source only for a state store only Spark reads), and each input's own watermark comes from
-the metrics table: Spark's checkpoint keeps only the global one.  The result says which
-source each figure came from.
+the checkpoint (the last committed micro-batch, its global watermark), the output tables
+(row counts, the last micro-batch each table committed under the query's app id) and the
+``metrics`` table, whose last micro-batch is the freshest picture (each input's own
+watermark: Spark's checkpoint keeps only the global one).  The pending operations per shard
+are counted from the state's files.  The result says which source each figure came from.
 """
 
 from __future__ import annotations
@@ -58,15 +54,13 @@ def checkpoint_status(
             that ``start`` keeps is read from its files, without Spark.
         config: the query's ``PurgatoryConfig`` (state path, ``storage.*`` settings).
         state: count pending operations from the state; False: from the shards' last
-            metrics rows or pending record.  Either counts an operation once (a cross-shard
-            operation in the cross-shard group, never its stubs).
+            metrics rows or pending record.  Either counts an operation once.
 
     Returns:
         A JSON-ready dict: ``checkpoint``, ``layout`` (the shard count and the rescale
-        history, ``spark_purgatory.rescale``), ``last_batch`` (the metrics table's last rows,
-        if any), ``pending_by_shard`` (and ``pending_from``), ``tables``, ``notes``; with
-        ``output.kafka.topic`` in ``config``, ``output_topic`` (the topic and the last
-        micro-batch it committed, ``docs/kafka-output.md``).
+        history), ``last_batch`` (the metrics table's last rows, if any), ``pending_by_shard``
+        (and ``pending_from``), ``tables``, ``notes``; with ``output.kafka.topic`` in
+        ``config``, ``output_topic`` (the topic and the last micro-batch it committed).
     """
     cfg = inspect_config(checkpoint, config)
     storage = Storage.of(cfg)
@@ -84,7 +78,7 @@ def checkpoint_status(
             "groups": info.groups,
             "watermark_policy": info.conf.get("spark.sql.streaming.multipleWatermarkPolicy"),
             "app_id": info.app_id,
-            # how an operation's time left counts now (inspect.countdown)
+            # how an operation's time left counts now
             "time_left": countdown_of(checkpoint, storage, floor_ms=info.watermark_ms, latest=True).summary(),
             # who last started on it, and the formats it holds (docs/upgrading.md)
             **_version(checkpoint, storage),
@@ -186,7 +180,7 @@ def _layout(checkpoint: str, groups: int | None, storage: Storage) -> dict[str, 
     record = layout_of(checkpoint, storage=storage) or {}
     fs, journal = storage.filesystem(Checkpoint(checkpoint).rescale_journal)
     return {
-        "shards": None if groups is None else groups - 1,
+        "shards": None if groups is None else PurgatoryConfig.shards_in(groups),
         "rescales": record.get("history", []),
         "rescale_under_way": fs.get_file_info(journal).is_file,
     }

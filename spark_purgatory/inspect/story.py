@@ -3,23 +3,19 @@
 "Order 4711 has no outcome. Where is it?"  ``explain(["order-4711"], output=..., checkpoint=...)``
 looks in every place an operation or its events can be, and says for each op_id:
 
-* **pending** (with its progress: ``inspect.pending_view``), read from the checkpoint's state;
+* **pending** (with its progress), read from the checkpoint's state;
 * **resolved**: its ``outcomes`` row (``completed`` or ``expired``);
 * **rejected**: its ``rejected`` rows with the reason and the raw record; a second operation
   with the same op_id is a **duplicate** (``duplicate_op_id``) and does not change the
   first one's fate;
 * its **events that matched nothing**: ``unmatched_events`` rows of its keys (or targeted at
-  it) from its ``ts`` up to one timeout (at least an hour) past its deadline
-  (``after_resolution``: they came
-  after it completed; ``no_operation``: e.g. after it expired), and the events of its keys
-  rejected ``late`` (behind the watermark when they arrived) in the same window.
+  it) from its ``ts`` up to one timeout (at least an hour) past its deadline, and the events
+  of its keys rejected ``late`` in the same window.
 
-The ``rejected`` table gets ``op_id`` and ``key`` columns in newer releases; for a table
-without them the raw record is searched for the op_id or key, then parsed to confirm it.
-Tables are read by ``tables.table_reader`` (delta-rs unless a session with Delta's
-classes is given); the pending state is read from the checkpoint's files (``pending_table``,
-no JVM; Spark only for a state store only Spark reads), and is skipped when no checkpoint (or
-``state=False``) is given.
+A ``rejected`` table written without the ``op_id`` and ``key`` columns is searched in its raw
+records.  The pending state is read from the checkpoint's files (no JVM; Spark only for a
+state store only Spark reads), and is skipped when no checkpoint (or ``state=False``) is
+given.
 
 Invariant: an op_id is ``pending`` or has an outcome, not both, but for an op_id sent again
 after ``purgatory.dedup.retention.ms`` (a new operation: ``pending``, with the earlier
@@ -144,7 +140,7 @@ def explain(
             None) and, when Delta's classes are on its classpath, for the tables.
         config: the query's ``PurgatoryConfig`` (state path, ``storage.*`` settings).
         state: look in the checkpoint's state for op_ids that have no outcome.
-        reader: the tables' reader (``tables.table_reader`` when None).
+        reader: the tables' reader (``table_reader`` when None).
 
     Example::
 

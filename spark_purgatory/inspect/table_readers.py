@@ -1,13 +1,10 @@
 """Reading rows of the output tables for a question: by column value, or by raw text.
 
-Two readers, one interface (``TableReader``): delta-rs (``deltalake``, in this process, no
-JVM) and Spark's Delta data source.  ``table_reader`` picks Spark when a session is given
-and Delta's classes are on its classpath (a Databricks cluster, where the tables may only be
-reachable with the cluster's credentials), delta-rs otherwise.  Why delta-rs is the default:
-the questions asked here (``explain``, ``status``) look up a handful of rows, which delta-rs
-answers with file skipping from the Delta log's statistics in well under a second, while the
-command line would otherwise start a JVM for a lookup; and this project's default writer is
-delta-rs, so its tables are always readable that way.
+Two readers, one interface (``TableReader``): delta-rs (in this process, no JVM) and Spark's
+Delta data source.  ``table_reader`` picks Spark when a session is given and Delta's classes
+are on its classpath (a Databricks cluster, where the tables may only be reachable with the
+cluster's credentials), delta-rs otherwise: the questions asked here look up a handful of
+rows, which delta-rs answers with file skipping, without starting a JVM.
 
 Invariant: a table that does not exist yet reads as no rows (``exists`` tells the caller).
 """

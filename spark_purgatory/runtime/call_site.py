@@ -1,19 +1,11 @@
 """The stream thread's call site, kept across a ``foreachBatch`` function's Spark actions.
 
-Spark names every RDD by a call site: the thread's local property ``callSite.short`` (and
-``callSite.long``) where set, else one it computes by walking the thread's Java stack and
-matching each frame's class against a pattern (``Utils.getCallSite``).  A streaming query's
-thread sets the property once, when it starts, to where the query was started; every RDD a
-micro-batch makes (its plan is turned into RDDs before ``foreachBatch`` is called, a dozen
-per micro-batch for the operator) then takes that value.
-
-PySpark's actions (``toArrow``, ``collect``, ``toPandas``, an RDD's ``collect``) set the
-short form for their job and, when done, *clear* it (``traceback_utils.SCCallSiteSync``).
-Run from a ``foreachBatch`` function (whose Py4J calls run on the stream thread), that leaves
-the stream thread without a call site for good: every later RDD walks the stream thread's
-deep stack instead (``Utils.getCallSite`` under ``SparkContext.getCallSite`` <- ``RDD.<init>``;
-docs/performance-history.md, "The stream thread's call site").  ``kept_call_site`` puts the value back
-after the function's actions.
+Spark names every RDD by a call site: the thread's local property ``callSite.short`` where
+set, else one it computes by walking the thread's Java stack.  A streaming query's thread sets
+the property once, when it starts.  PySpark's actions set it for their job and, when done,
+*clear* it: run from a ``foreachBatch`` function, that leaves the stream thread without a call
+site for good, and every later RDD walks its deep stack instead.  ``kept_call_site`` puts the
+value back after the function's actions.
 """
 
 from __future__ import annotations

@@ -1,38 +1,22 @@
 """A class-data archive for the local driver's JVM: Spark's classes mapped, not loaded.
 
-A local session's JVM spends most of its first seconds loading and verifying Spark's classes
-(about 20,000 of them before a stream's first micro-batch), the same ones on every start.
-HotSpot's class-data sharing (AppCDS, JDK 13+) dumps the classes a run loaded into an
-archive (``-XX:ArchiveClassesAtExit``) that later JVMs map at start
-(``-XX:SharedArchiveFile``), so a session and its first jobs start sooner (docs/development.md,
-"Tests"; docs/performance.md, "The wheel against the checkout").
+A local session's JVM spends most of its first seconds loading and verifying Spark's classes,
+the same ones on every start.  HotSpot's class-data sharing dumps the classes a run loaded
+into an archive (``-XX:ArchiveClassesAtExit``) that later JVMs map at start
+(``-XX:SharedArchiveFile``).
 
-Where: one archive per class path, ``spark-<hash>.jsa`` in the user's cache,
-``$XDG_CACHE_HOME/spark-purgatory/class-data`` (``~/.cache/...`` without it), beside the record
-of what it was made for (``spark-<hash>.json``: the JARs before Spark's with each one's size
-and time, this pyspark, this ``java``).  ``SPARK_PURGATORY_CLASS_DATA`` names another folder,
-or ``off`` for none (no archive used, none made), or ``use`` to use the archives there and make
-none on first use (the tests: only ``make class-data`` makes theirs).  Deleting the folder only
-costs a slower start, once.
+One archive per class path, ``spark-<hash>.jsa`` in ``$XDG_CACHE_HOME/spark-purgatory/class-data``
+(``~/.cache/...`` without it), beside the record of what it was made for (the JARs before
+Spark's, this pyspark, this ``java``).  ``SPARK_PURGATORY_CLASS_DATA`` names another folder,
+or ``off`` for none, or ``use`` to use the archives there and make none on first use.
+Deleting the folder only costs a slower start, once.
 
-How it is made:
-
-* **on first use** (``local_session``, ``session_options``): a local session whose class path
-  has no archive yet (or one made for other JARs, another pyspark or ``java``) starts its JVM
-  with ``-XX:ArchiveClassesAtExit``: the JVM dumps the classes the user's own run loaded when
-  it exits (after the Python process, which does not wait for it), and the next local session
-  puts the dump in place and maps it.  One dump at a time per class path: a session that
-  starts while another one's JVM will dump starts without.  So a wheel's first run is as slow as
-  ever and its second starts like the checkout's;
-* by ``make class-data`` (run by ``make test``), through ``python -m
-  spark_purgatory.class_data_dump``: a small stream in a child JVM that dumps at exit, so the
-  tests' first sessions have it (``make_archive``).
-
-A dump counts once the JVM that wrote it has exited and the file starts with HotSpot's
-dynamic-archive magic (the header is written last); HotSpot itself refuses an archive whose
-JVM, JARs or class path changed, or a truncated one (its complaint is silenced: it starts as
-it would without).  Nothing else uses an archive: clusters, Databricks and your own
-``spark.driver.extraJavaOptions`` start their JVMs as they always do.
+It is made on first use (a session without one starts its JVM with the dump option, and the
+next session puts the dump in place; one dump at a time per class path), or by
+``make class-data`` (``make_archive``).  A dump counts once the JVM that wrote it has exited
+and the file starts with HotSpot's dynamic-archive magic (the header is written last);
+HotSpot itself refuses an archive whose JVM, JARs or class path changed (its complaint is
+silenced).  Clusters, Databricks and your own ``spark.driver.extraJavaOptions`` never use one.
 """
 
 from __future__ import annotations
@@ -73,7 +57,7 @@ _UNCLAIMED_S = 3600
 
 
 def archive_dir() -> Path | None:
-    """The archives' folder (module docstring); None when ``SPARK_PURGATORY_CLASS_DATA=off``."""
+    """The archives' folder; None when ``SPARK_PURGATORY_CLASS_DATA=off``."""
     given = os.environ.get(SWITCH, "").strip()
     if given.lower() in ("off", "0", "false", "no"):
         return None
@@ -132,9 +116,7 @@ def _stat(path: str | None) -> list[int] | None:
 
 def _key(classpath: list[str]) -> dict:
     """What an archive is valid for: the JARs before Spark's (each as its size and time: a JAR
-    rebuilt at the same path, as ``make checks-jar`` does, is another JAR to the JVM, which
-    then does not map the archive), this pyspark, this ``java`` (its real path, size and time:
-    no process started to ask it)."""
+    rebuilt at the same path is another JAR to the JVM), this pyspark, this ``java``."""
     import pyspark
 
     java = _java()
@@ -233,13 +215,8 @@ def session_options(
 
 
 def make_archive(archive: Path | None = None) -> Path:
-    """Run a small stream in a JVM that dumps its classes at exit into ``archive`` (by default
-    the one for ``spark_jars()``; ``make class-data``).
-
-    The JVM must exit normally for the dump: the stream runs in a child process whose session
-    is stopped before Python exits.  The archive is written beside its final name and moved
-    into place with the record of its class path, so a half-written one is never used.
-    """
+    """Run a small stream in a child JVM that dumps its classes at exit into ``archive`` (by
+    default the one for ``spark_jars()``), moved into place once whole."""
     import subprocess
 
     from .jars import spark_jars

@@ -1,41 +1,23 @@
 """The JVM extras: JAR sets the project declares in ``jvm/<set>/pom.xml`` and ``make jars`` fetches.
 
-Each set is a pinned Maven file; ``make jars`` (run by ``make test`` and ``make demo``) copies
-its JARs and their runtime dependencies into ``.jars/<set>/`` with ``mvn
-dependency:copy-dependencies``.  The sets:
+Each set is a pinned Maven file whose JARs and runtime dependencies ``make jars`` copies into
+``.jars/<set>/``: ``delta`` (Delta's Spark connector), ``s3a`` (hadoop-aws at the pyspark
+wheel's Hadoop), ``kafka`` (Spark's Kafka source and sink), ``kafka-broker`` (a broker the
+tests and the demo start with plain ``java``; never on Spark's classpath).  ``checks`` is not
+fetched: it is the project's own JARs (``jar_files``).
 
-* ``delta``: Delta Lake's Spark connector (``io.delta:delta-spark_2.13``), for the native
-  ``format("delta")`` writer and Delta's SQL extension and catalog;
-* ``s3a``: ``org.apache.hadoop:hadoop-aws`` at the Hadoop inside the pyspark wheel, with the
-  AWS SDK v2 bundle, for ``s3a://`` paths in Spark itself (checkpoints, ``spark.read``);
-* ``kafka``: Spark's Kafka source and sink (``org.apache.spark:spark-sql-kafka-0-10_2.13``);
-* ``kafka-broker``: an Apache Kafka broker (``org.apache.kafka:kafka_2.13``) the tests and the
-  demo start on loopback with plain ``java``; never on Spark's classpath;
-* ``checks``: not fetched, the project's own JARs (``jar_files``), built by ``mvn package``
-  from the Maven module ``jvm/spark-purgatory`` (``jvm/package.sh``): a typed operation's
-  checks in one JVM function (``spark.checks``), the checkpoint file manager of local sessions
-  (``runtime.settings.checkpoint_files``) and the sink's small rows (``runtime.small_rows``).
+The project's own JARs live in the package's ``jars/`` folder (``PACKAGE_JARS``), as the
+wheel's package data or built there by ``make checks-jar`` in a checkout, beside a
+``manifest.json`` (written last) that names them and the Spark they were compiled against.
+They call Spark's internal APIs, which hold within a feature release, not across: JARs built
+for another ``major.minor`` than the running pyspark's are left out (``fits``), and the
+library then reads its inputs with SQL.
 
-The project's own JARs live in one place, the package's ``jars/`` folder (``PACKAGE_JARS``):
-the wheel carries them there as package data (``make dist`` builds them with Maven against
-the Spark the wheel is for), and in a checkout ``make checks-jar`` builds them into the same
-folder, so an installed wheel and an editable checkout find them the same way.  Beside them,
-``manifest.json`` (written last: a folder without it holds no usable JAR) names the JARs and
-the Spark they were compiled against (``built_for``).  They call Spark's internal APIs
-(Catalyst's expressions, the streaming sink's interfaces), which hold within a feature release
-(4.2.x), not across: JARs built for another ``major.minor`` than the running pyspark's are
-left out (``fits``), the library then reading its inputs with SQL, and ``spark_notice`` is the
-one line said at start when the versions differ at all.
-
-Where a fetched set is looked for: ``$SPARK_PURGATORY_JARS/<set>`` when that variable is set
-(a deployment that keeps its JARs elsewhere), else ``.jars/<set>`` of the source checkout the
-package runs from.  A set that is not there is an empty list, never an error: the embedded
-default (delta-rs) needs no JVM JARs.
-
-``spark_jars()`` is what a local session puts on Spark's classpath: the ``SPARK_SETS`` found,
-less the JARs the pyspark wheel already ships under another version (Delta's pom pulls in
-Hadoop, Parquet, Jackson, Scala and logging JARs that Spark has; two versions of one
-library on a classpath is a bug waiting for a class that moved).
+A fetched set is looked for in ``$SPARK_PURGATORY_JARS/<set>``, else ``.jars/<set>`` of the
+checkout.  A set that is not there is an empty list, never an error: the default writer
+(delta-rs) needs no JVM JARs.  ``spark_jars()`` leaves out the JARs pyspark already ships
+under another version: two versions of one library on a classpath is a bug waiting for a
+class that moved.
 
 >>> jar_paths("no-such-set")
 []
@@ -50,7 +32,6 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = [
-    "SETS",
     "SPARK_SETS",
     "PACKAGE_JARS",
     "jar_files",
@@ -64,10 +45,7 @@ __all__ = [
     "DELTA_COORDINATES",
 ]
 
-#: every set ``make jars`` fetches (one ``jvm/<set>/pom.xml`` each)
-SETS = ("delta", "s3a", "kafka", "kafka-broker")
-#: the sets a local session puts on Spark's classpath when they are there (``checks`` is
-#: compiled, not fetched: ``SETS`` are the Maven ones)
+#: the sets a local session puts on Spark's classpath when they are there
 SPARK_SETS = ("delta", "s3a", "kafka", "checks")
 #: Delta's connector for the pyspark the project is tested with (``jvm/delta/pom.xml``): what
 #: a cluster adds with ``--packages`` or a cluster library
@@ -78,7 +56,7 @@ DELTA_COORDINATES = "io.delta:delta-spark_2.13:4.4.0"
 _VERSIONED = re.compile(r"^(?P<artifact>.+?)-\d+\.\d[^/]*\.jar$")
 
 
-#: the package's own folder of the project's JARs (module docstring): package data of the wheel
+#: the package's own folder of the project's JARs: package data of the wheel
 PACKAGE_JARS = Path(__file__).resolve().parents[1] / "jars"
 #: the build's record beside the JARs: ``{"jars": [names], "spark": version, "sources": hash}``
 MANIFEST = "manifest.json"
@@ -94,16 +72,12 @@ def _manifest() -> dict:
 
 def jar_files() -> list[str]:
     """The project's own JARs, as absolute paths: what a cluster or ``spark-submit`` adds for
-    the JVM half of spark-purgatory (the checks and routes as Spark SQL functions, the sink's
-    small rows, the checkpoint file manager).
+    the JVM half of spark-purgatory.
 
-    They come with the wheel (package data, built against the Spark of the pyspark the
-    release is tested with); in a checkout, ``make checks-jar`` builds them.  Empty when there
-    are none (a checkout without ``mvn``): the library then reads its inputs with SQL, the
-    same rows with more planning per micro-batch.  A local session
-    (``spark_purgatory.session``) and ``start`` on a plain ``SparkSession.builder`` session
-    use them by themselves; this is for the sessions the library does not start.  The
-    command ``spark-purgatory jars`` prints the same paths.
+    They come with the wheel; in a checkout, ``make checks-jar`` builds them.  Empty when
+    there are none: the library then reads its inputs with SQL, the same rows with more
+    planning per micro-batch.  ``spark_purgatory.session`` uses them by itself; this is for
+    the sessions the library does not start (``spark-purgatory jars`` prints the same).
 
     Example::
 
@@ -184,13 +158,12 @@ def jar_paths(set_name: str) -> list[str]:
     """The JAR files of one set, sorted; empty when the set was not fetched.
 
     Args:
-        set_name: one of ``SETS`` (``"delta"``, ``"s3a"``, ``"kafka"``, ``"kafka-broker"``),
-            or ``"checks"``: the project's own (``jar_files``).
+        set_name: ``"delta"``, ``"s3a"``, ``"kafka"``, ``"kafka-broker"``, or ``"checks"``: the
+            project's own (``jar_files``).
 
-    A set counts only once ``make jars`` finished copying it (its ``.stamp`` is there), so
-    an interrupted fetch never puts half a set on a classpath.
+    A set counts only once ``make jars`` finished copying it (its ``.stamp``).
     """
-    if set_name == "checks":  # left out where they do not fit this pyspark (module docstring)
+    if set_name == "checks":
         import pyspark
 
         return sorted(jar_files()) if fits(pyspark.__version__) else []

@@ -1,9 +1,7 @@
 """Whether a process of this host still runs, asked by its id (signal 0: nothing is sent).
 
 Two records of the project name a process of this host and stand only while it runs: a
-checkpoint's run lease (``state.layout.RunLease``: a driver on this host that died leaves it
-free) and a class-data dump a local session's JVM writes when it exits
-(``runtime.class_data``: put in place once that JVM is gone).
+checkpoint's run lease and a class-data dump a local session's JVM writes when it exits.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The session settings a purgatory query starts with, restored for the user's other queries.
 
 ``start`` starts its query inside these context managers: each sets what the query needs for
-the moment Spark clones the session (a streaming query runs on a clone taken at start, and
-records shuffle partitions and the state store provider in its checkpoint), then puts the
-session's own values (or their absence) back.  A user's own value always wins where it may
-(``unset``); the shuffle partitions never, since each shard needs its own partition
-(``shard.labels``).
+the moment Spark clones the session, then puts the session's own values back.  A user's own
+value always wins where it may (``unset``); the shuffle partitions never, since each shard
+group needs its own partition.
 """
 
 from __future__ import annotations
@@ -46,12 +44,9 @@ _SHARD_CHUNK_ROWS = 50_000
 
 @contextmanager
 def started_with(spark: Any, settings: dict[str, str]) -> Iterator[None]:
-    """Start the query with ``settings``, then restore the session's values (or their absence).
-
-    A streaming query runs on a clone of the session taken when it starts (and records the
-    shuffle partitions and the state store provider in its checkpoint), so the restored
-    values never reach it.
-    """
+    """Start the query with ``settings``, then restore the session's values (or their absence):
+    a streaming query runs on a clone of the session taken when it starts, so the restored
+    values never reach it."""
     previous = {key: spark.conf.get(key, None) for key in settings}  # None: not set explicitly
     for key, value in settings.items():
         spark.conf.set(key, value)
@@ -66,7 +61,7 @@ def started_with(spark: Any, settings: dict[str, str]) -> Iterator[None]:
 
 
 def shuffle_partitions(spark: Any, partitions: int) -> Any:
-    """Start the query with ``partitions`` shuffle partitions (module docstring)."""
+    """Start the query with ``partitions`` shuffle partitions."""
     previous = spark.conf.get(_SHUFFLE_PARTITIONS, None)
     if previous is not None and previous != str(partitions):
         log.info(
@@ -82,13 +77,10 @@ def state_store(spark: Any) -> Any:
     """Start the query on Spark's HDFS-backed state store unless the session names a provider;
     a session that names RocksDB gets changelog checkpointing unless it says otherwise.
 
-    The operator keeps one small value per shard group (the shard state lives in segment
-    files), so the store costs its commit per partition per micro-batch: RocksDB's
-    checkpoint of the whole store costs more than HDFS's delta file, and changelog
-    checkpointing brings it down to HDFS's (docs/performance-history.md, "The hand-off and
-    the state store").  Spark records the provider in the checkpoint at
-    the first start and a restarted query keeps it whatever the session says, so a
-    checkpoint keeps the store it began with (both checkpointing modes read each other's).
+    The operator keeps one small value per shard group, so the store costs its commit per
+    partition per micro-batch, and RocksDB's full checkpoint costs more than HDFS's delta file
+    unless it writes changelogs.  Spark records the provider in the checkpoint at the first
+    start, so a checkpoint keeps the store it began with.
     """
     provider = spark.conf.get(_STATE_STORE, None)
     if provider is None:
@@ -102,11 +94,9 @@ def arrow_records(spark: Any) -> Any:
     """Start the query with Arrow batches of ``_SHARD_CHUNK_ROWS`` rows unless the session sets
     ``spark.sql.execution.arrow.maxRecordsPerBatch``.
 
-    A shard step takes its whole micro-batch at once (it stacks the chunks), so Spark's
-    10,000-row chunks only add per-chunk work on both sides of the hand-off
-    (docs/performance-history.md, "50,000-row Arrow batches to the shards").  The chunk is
-    what the JVM holds per task while handing rows over, so a session with large payloads
-    may set a smaller one.
+    A shard step takes its whole micro-batch at once, so smaller chunks only add per-chunk
+    work.  The chunk is what the JVM holds per task while handing rows over, so a session
+    with large payloads may set a smaller one.
     """
     return started_with(spark, unset(spark, {_ARROW_RECORDS: str(_SHARD_CHUNK_ROWS)}))
 
@@ -115,11 +105,8 @@ _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 _CATALYST = "org.apache.spark.sql.catalyst.optimizer."
 _SOURCES = "org.apache.spark.sql.execution.datasources."
 _DELTA = "org.apache.spark.sql.delta."
-#: what ``optimizer_rules`` leaves out: Catalyst's ``InferFiltersFromGenerate`` (its docstring),
-#: then rules for what the operator's plan never holds, each walking the whole plan every
-#: micro-batch to change nothing: Delta's (its commands' metrics, Z-order's partition ids, and
-#: its batch scans of a table's log: a stream reads a Delta input through files of its own),
-#: Catalyst's for struct fields updated, one-row subqueries, variant columns and nested fields
+#: what ``optimizer_rules`` leaves out: Catalyst's ``InferFiltersFromGenerate``, then rules for
+#: what the operator's plan never holds, each walking the whole plan every micro-batch
 QUERY_EXCLUDED_RULES: tuple[str, ...] = (
     _CATALYST + "InferFiltersFromGenerate",
     _DELTA + "metric.OptimizeConditionalIncrementMetric",
@@ -137,17 +124,12 @@ def optimizer_rules(spark: Any) -> Any:
     own ``spark.sql.optimizer.excludedRules`` kept beside them).
 
     Spark optimizes a streaming query's whole plan again in every micro-batch.  For the
-    routing's ``posexplode`` of each operation's copies (``spark.routing``) Catalyst's
-    ``InferFiltersFromGenerate`` infers ``size(_copies) > 0``, and predicate push-down then
-    inlines the copies' expression, with the validation and shard expressions under it, into
-    a filter over the scan: a large condition that every later rule walks (Spark's scan rules
-    each walk it again) and every row evaluates.  The filter only drops rows the explode drops
-    anyway.  The other rules find nothing to change in the operator's plan (nor in the
-    sink's appends, which run under the same settings) but each walks all of it on every
-    trigger.  An optimizer rule never changes a result, only a plan's shape, so leaving any
-    out changes no output row; the plan and the optimizer's time shrink (docs/performance-history.md,
-    "A micro-batch on a trickle: its anatomy", and the fifth round).  A rule a Spark version
-    lacks is ignored.
+    routing's ``posexplode`` of each operation's copies, ``InferFiltersFromGenerate`` infers
+    ``size(_copies) > 0`` and push-down inlines the copies' whole expression into a filter
+    over the scan, which every later rule walks and every row evaluates, to drop only rows
+    the explode drops anyway.  The other rules find nothing to change but walk the plan on
+    every trigger.  An optimizer rule never changes a result, so no output row changes.  A
+    rule a Spark version lacks is ignored.
     """
     rules = [r.strip() for r in (spark.conf.get(_EXCLUDED_RULES, None) or "").split(",") if r.strip()]
     missing = [rule for rule in QUERY_EXCLUDED_RULES if rule not in rules]
@@ -163,9 +145,8 @@ CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
 FILE_SYSTEM_FILES = _CHECKPOINTING + "FileSystemBasedCheckpointFileManager"
 #: Spark's default manager, through Hadoop's ``FileContext``
 FILE_CONTEXT_FILES = _CHECKPOINTING + "FileContextBasedCheckpointFileManager"
-#: the project's JAR's manager (``jvm/spark-purgatory/checkpoint``): ``FILE_SYSTEM_FILES`` for
-#: local paths, Spark's own choice for any other, so a session may name it for all its queries
-#: (``local_session``)
+#: the project's JAR's manager: ``FILE_SYSTEM_FILES`` for local paths, Spark's own choice for
+#: any other, so a session may name it for all its queries
 LOCAL_CHECKPOINT_FILES = "io.sparkpurgatory.checkpoint.LocalCheckpointFiles"
 
 
@@ -173,22 +154,13 @@ def checkpoint_files(spark: Any, checkpoint: str) -> Any:
     """Start a query whose checkpoint is on the local file system with Spark's FileSystem-based
     checkpoint file manager, unless the session names a manager.
 
-    Spark writes its own logs under the checkpoint every micro-batch (each file source's log,
-    the offsets, the commit, the state store's delta files), each as a temporary file renamed
-    into place.  Its default manager goes through Hadoop's ``FileContext``, whose local file
-    system resolves links before a rename by running the ``readlink`` command (Hadoop 3.5.0,
-    ``FileUtil.readLink``): a process started per file.  The FileSystem-based manager
-    renames in the JVM; on a local file system both renames are the same POSIX rename
-    (docs/performance-history.md, "Spark's checkpoint files: a process per rename").  Scoped as
-    here, the sources' logs keep the default (below).  Other file systems (HDFS, object
-    stores) keep Spark's choice; so does a Spark Connect session, which cannot tell where the
-    path resolves.
-
-    Scoped to ``start``, the setting reaches the logs Spark creates for the query (offsets,
-    commits, state store), not the file sources' own logs: a source is made later, in the
-    stream's thread, with the session it was read with.  ``local_session`` therefore names
-    ``LOCAL_CHECKPOINT_FILES`` for the whole session where the project's JAR is on the class
-    path: the FileSystem-based manager for local paths, Spark's own choice for others.
+    Spark renames a temporary file into place for each log entry it writes every
+    micro-batch.  Its default manager goes through Hadoop's ``FileContext``, whose local file
+    system runs the ``readlink`` command before a rename: a process per file.  The
+    FileSystem-based manager renames in the JVM, the same POSIX rename.  Other file systems
+    and Spark Connect keep Spark's choice.  Scoped to ``start``, this reaches the offsets,
+    commits and state store, not the file sources' own logs (a source is made later, with the
+    session it was read with): ``local_session`` names ``LOCAL_CHECKPOINT_FILES`` for those.
     """
     if spark.conf.get(CHECKPOINT_FILES, None) is not None or not on_local_files(spark, checkpoint):
         return started_with(spark, {})
@@ -223,14 +195,11 @@ def unset(spark: Any, defaults: dict[str, str]) -> dict[str, str]:
 def library_plan() -> Iterator[None]:
     """Build the library's own query plan without PySpark's call-site capture.
 
-    With ``spark.python.sql.dataFrameDebugging.enabled`` (on by default in a plain
-    ``SparkSession.builder`` session) every ``Column`` function makes more py4j round
-    trips to record its Python call site; the operator's plan has thousands of them
-    (docs/performance-history.md, "Call-site capture and the plan's Py4J calls"), and the
-    call sites would name this library's lines, not the user's.  PySpark caches the setting in
-    ``pyspark.errors.utils._enable_debugging_cache``; this switches the cache off while the
-    plan is built and puts it back after, so the user's own DataFrames keep their call sites.
-    Spark Connect sessions are untouched (they record no call site over py4j).
+    With ``spark.python.sql.dataFrameDebugging.enabled`` (on by default) every ``Column``
+    function makes more py4j round trips to record its call site, and the operator's plan
+    has thousands, whose call sites would name this library's lines anyway.  This switches
+    PySpark's cached setting off while the plan is built and back after, so the user's own
+    DataFrames keep their call sites.
     """
     try:
         from pyspark.errors import utils

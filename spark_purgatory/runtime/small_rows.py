@@ -1,13 +1,10 @@
 """A micro-batch's few result rows into the driver's Python, without a second SQL execution.
 
-The ``foreachBatch`` sink needs its micro-batch's rows: a row per staged file and per shard
-call, a handful however large the batch.  ``DataFrame.toArrow`` on the batch costs more than
-those rows: Spark starts a second SQL execution inside the micro-batch's own (its plan's
-description and listener events built again) and a socket server to hand the rows over, and
-PySpark reads the schema through Py4J.  The project's sink JAR (``jvm/spark-purgatory/sink``,
-``io.sparkpurgatory.sink.SmallRows``, built into the package's ``jars/`` with the checks) runs the
-same physical plan within the micro-batch's execution and returns the rows as JSON text
-through the Py4J call itself (docs/performance-history.md has the figures).
+The ``foreachBatch`` sink needs its micro-batch's rows: a handful however large the batch.
+``DataFrame.toArrow`` costs more than those rows: Spark starts a second SQL execution inside
+the micro-batch's own and a socket server to hand the rows over.  The project's sink JAR's
+``SmallRows`` runs the same physical plan within the micro-batch's execution and returns the
+rows as JSON text through the Py4J call itself.
 
 ``SmallRows()(frame, schema)`` returns None where it cannot be used (a Spark Connect session, a
 session without the JAR, a JAR of another version, a column type the text does not carry),

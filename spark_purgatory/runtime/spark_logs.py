@@ -1,34 +1,16 @@
 """Spark's log lines that a user of ``start()`` cannot act on, filtered out of the driver's log.
 
 A purgatory query makes Spark say, at WARN, things that are true of every such query and ask
-nothing of the person reading them:
-
-* ``HDFSBackedStateStoreProvider``: "The state for version N doesn't exist in loadedMaps.
-  Reading snapshot file and delta files if needed": once per state partition at every
-  (re)start, the store reading its files as it always does after a restart;
-* ``ResolveWriteToStream``: "spark.sql.adaptive.enabled is not supported in streaming
-  DataFrames/Datasets and will be disabled", and ``MicroBatchExecution``: "Disabling AQE
-  since AQE is not supported in stateful workloads": Spark turning off for the query what
-  it never uses in streaming;
-* ``SparkStringUtils``: "Truncated the string representation of a plan since it was too
-  large": the operator's plan is large, and nothing reads its string;
-* ``FileStreamSink`` "Assume no metadata directory" (with a Java stack trace) and
-  ``HadoopFSUtils`` "... was not found. Was it deleted very recently?" for a file of the
-  checkpoint's wake directory (``handoff.wake``): at a restart Spark looks again at the wake
-  files of the last micro-batch, which the query has already read and forgotten.
-
-And one line of one run: once a handle stops its query between micro-batches, Spark may
-already have begun the next micro-batch, which the driver's step refuses (``driver_step.STOPPING``);
-Spark logs that run as "terminated with error", with the refusal's Python traceback, though
-nothing failed and the next start runs the batch.  ``quiet_refusal(query)`` drops that
-run's "terminated with error" line; the handle reports any other error of that run itself
-(``PurgatoryQuery``: a failed micro-batch is raised with its first cause).
+nothing of the person reading them (``UNACTIONABLE``: the state store reading its files after
+a restart, AQE turned off for streaming, a large plan's string truncated, the wake files of
+the last micro-batch looked at again after a restart).  And one line of one run: once a handle
+stops its query between micro-batches, Spark may already have begun the next micro-batch,
+which the driver's step refuses; Spark logs that run as "terminated with error", though
+nothing failed.  ``quiet_refusal(query)`` drops that line.
 
 ``quiet_spark_logs(spark)`` adds one log4j2 ``RegexFilter`` per message to the driver JVM's
-root logger configuration (DENY on a match, NEUTRAL otherwise), so every other line of those
-classes, and everything else Spark logs, is printed as before.  It is idempotent, needs a
-classic session (a Spark Connect client has no JVM handle: nothing to do), and never fails
-the caller.
+root logger configuration, so every other line is printed as before.  It is idempotent, needs
+a classic session, and never fails the caller.
 
 Invariant: only the messages listed in ``UNACTIONABLE`` are dropped, and the line of a run
 its handle is stopping.

@@ -2,26 +2,18 @@
 
 ``start``'s shards stage their output rows themselves; what the driver's sink needs of a
 micro-batch is a row per staged file and per shard call.  Through ``foreachBatch`` those rows
-cost more than they are: Spark analyses the micro-batch's plan again as a new DataFrame, calls
-the Python function through Py4J, and the function's one action (``small_rows``) prepares the
-physical plan again before it runs it.  The project's sink JAR has
-``io.sparkpurgatory.sink.StagedRowsSink``, a streaming sink written as Spark's own ``noop`` is:
-each task's rows travel in its commit message (Spark's own writer of its memory sink, so no
-class of the JAR runs on an executor), and the driver's commit hands them, as one JSON text of
+cost more than they are: Spark analyses and plans the micro-batch again.  The project's sink
+JAR has ``StagedRowsSink``, a streaming sink written as Spark's own ``noop`` is: each task's
+rows travel in its commit message, and the driver's commit hands them, as one JSON text of
 columns, to a ``BatchCommitter`` implemented here and called back through Py4J.  Spark calls
-that commit once every task of the micro-batch succeeded and before it records the micro-batch
-as done, as it calls a ``foreachBatch`` function; a committer that raises fails the micro-batch.
-The committer also hears of each micro-batch as its write begins, before any task runs
-(``begin``: where a stopping query refuses it, as a ``foreachBatch`` function refuses one before
-it runs a job), and of one that failed after it began (``abort``).
+that commit once every task succeeded and before it records the micro-batch as done, as it
+calls a ``foreachBatch`` function; a committer that raises fails the micro-batch.  The
+committer also hears of each micro-batch as its write begins (``begin``, where a stopping
+query refuses it) and of one that failed after it began (``abort``).
 
-``staged_rows_writer(frame, schema, begin=..., take=..., abort=...)`` gives ``frame``'s
-``writeStream`` into that sink (``StagedRowsWriter.stream()``), with ``begin()``, then
-``take(rows, batch_id)`` (``rows``: an Arrow table of ``schema``) or ``abort(batch_id)`` called
-for each micro-batch, or None where it cannot be used (a Spark Connect
-session, a driver without the JAR or with one of another version, a column type the text does
-not carry): the caller uses ``foreachBatch``, with the same rows.  ``StagedRowsWriter.forget()``
-drops the driver's reference to the committer once its query is over.
+Where the sink cannot be used (Spark Connect, a driver without the JAR or with one of
+another version, a column type the text does not carry), ``staged_rows_writer`` is None and
+the caller uses ``foreachBatch``, with the same rows.
 """
 
 from __future__ import annotations
@@ -114,9 +106,9 @@ def staged_rows_writer(
     abort: Callable[[int], None] = _nothing,
 ) -> StagedRowsWriter | None:
     """``frame``'s writer into ``StagedRowsSink``: ``begin()`` as each micro-batch's write
-    begins, then ``take(rows, batch_id)`` with its rows or ``abort(batch_id)`` (module
-    docstring); None where the sink cannot be used here.  Registers the committer in the
-    driver: ``forget()`` it once the query is over."""
+    begins, then ``take(rows, batch_id)`` with its rows (an Arrow table of ``schema``) or
+    ``abort(batch_id)``; None where the sink cannot be used here.  Registers the committer in
+    the driver: ``forget()`` it once the query is over."""
     spark = frame.sparkSession
     names = list(frame.columns)
     if is_connect(spark) or sorted(names) != sorted(schema.names):

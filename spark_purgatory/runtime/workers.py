@@ -1,34 +1,15 @@
 """Spark's Python workers: make sure they run an interpreter that has the project.
 
-The operator runs inside Spark's Python workers, which Spark starts with its own choice of
-interpreter: ``PYSPARK_PYTHON`` when the driver process started with it, else ``python3``
-from the ``PATH``.  A script run as ``.venv/bin/python example.py`` without activating the
-virtual environment thus gets workers on the system's ``python3``, without pyarrow, and the
-first micro-batch fails after a minute with ``ModuleNotFoundError`` inside a plan dump.  A
-``spark.pyspark.python`` set on a plain ``SparkSession.builder`` does not help either: PySpark
-reads only the environment variable when it creates the context.
+Spark starts its Python workers with ``PYSPARK_PYTHON`` when the driver process started with
+it, else ``python3`` from the ``PATH``: a script run as ``.venv/bin/python example.py``
+without activating the environment gets workers without pyarrow, and the first micro-batch
+fails after a minute inside a plan dump.  A ``spark.pyspark.python`` set on a plain
+``SparkSession.builder`` does not help either: PySpark reads only the environment variable.
 
-``use_project_python`` (called by ``start``, so by the job too) therefore, on a classic
-session:
-
-* on a local master, honours ``spark.pyspark.python`` when the session sets it and the
-  context ignored it, and with neither set gives the workers the driver's interpreter
-  (``sys.executable``), which has the project since it imported it;
-* checks that the interpreter it ends with imports ``spark_purgatory``, ``pyarrow`` and
-  ``pandas`` (on a local master, where the workers' interpreter is this machine's; once per
-  interpreter per process), and otherwise stops with a one-line ``ConfigError`` naming the
-  settings and the interpreter to use.
-
-``end_python_workers`` (called by the job before it exits) ends the local Python workers'
-daemon, so that the context's stop at the JVM's exit prints no worker's traceback.
-
-On a cluster the executors' interpreter is the cluster's business (it is set when the
-cluster starts); Spark Connect has no context here.  Nothing is changed there.
-
-``advise_unix_sockets`` (called by ``start``) logs, once per process, when the context talks
-to its Python workers over TCP (``spark.python.unix.domain.socket.enabled`` unset or false,
-Spark 4.1+): each Python task then waits on delayed acknowledgements
-(``runtime.session``); the setting is the context's, so it can only be named, not changed.
+So on a local master ``use_project_python`` honours ``spark.pyspark.python``, or with neither
+set gives the workers the driver's interpreter, and checks that the interpreter imports the
+project, or stops with a one-line ``ConfigError``.  On a cluster the executors' interpreter
+is the cluster's business; Spark Connect has no context here.
 """
 
 from __future__ import annotations
@@ -56,7 +37,7 @@ _NEEDED = ("spark_purgatory", "pyarrow", "pandas")
 
 def use_project_python(spark: Any) -> str | None:
     """The interpreter Spark's Python workers will run (None where this cannot be told: Spark
-    Connect); fixed or checked as the module docstring says.
+    Connect), fixed or checked on a local master.
 
     Raises:
         ConfigError: the workers' interpreter cannot import the project, pyarrow or pandas.
@@ -116,16 +97,15 @@ def _missing(python: str, pythonpath: str) -> str | None:
 
 
 def advise_unix_sockets(spark: Any) -> bool:
-    """True when the session's Python workers talk to the JVM over TCP (Spark's default); the
-    first time in a process, say at INFO what to set (module docstring).  False on Spark
-    Connect, whose workers are the server's."""
+    """True when the session's Python workers talk to the JVM over TCP (Spark's default), where
+    each task waits on delayed acknowledgements; the first time in a process, say at INFO what
+    to set (the context's setting: it can only be named, not changed).  False on Spark Connect."""
     sc = _context(spark)
     if sc is None or not hasattr(sc, "_conf"):
         return False
     from .session import UNIX_SOCKETS
 
-    # the context's own settings, one key read (``getConf`` copies every setting, two round
-    # trips each)
+    # one key read: ``getConf`` copies every setting
     if str(sc._conf.get(UNIX_SOCKETS, "false")).lower() == "true":
         return False
     if not _ADVISED.is_set():
@@ -145,13 +125,10 @@ def warm_python_workers(spark: Any, modules: tuple[str, ...] = ()) -> threading.
     """Start, in the background, the Python workers the first micro-batch will use, each
     having imported ``modules`` (the caller's: the shard step's, for ``start``).
 
-    A new local session has no Python worker yet: the first micro-batch forks one per task
-    slot, and each imports pandas, pyarrow and the operator's modules after Spark has
-    planned the batch (docs/performance-history.md, "The Python workers' start").  Spark
-    reuses its workers (``spark.python.worker.reuse``, on by default), so a tiny job that imports the
-    same modules while ``start`` builds the query (seconds of py4j calls on the driver)
-    hands the first micro-batch warm workers.  Local masters only (on a cluster the
-    executors are not the driver's to warm); any failure is the first micro-batch's to
+    A new local session has no Python worker yet: the first micro-batch forks them and each
+    imports the operator's modules after Spark has planned the batch.  Spark reuses its
+    workers, so a tiny job that imports them while ``start`` builds the query hands the first
+    micro-batch warm workers.  Local masters only; any failure is the first micro-batch's to
     report, never this.
     """
     sc = _context(spark)
@@ -185,16 +162,11 @@ def end_python_workers(sc: Any) -> list[int]:
     """End the local Python workers of the SparkContext ``sc`` (None: nothing runs) before the
     process exits; the pids of the daemons ended.  Never fails.
 
-    At the JVM's exit Spark stops its context: it closes the sockets of its idle Python
-    workers, then ends their daemon.  A worker that sees its socket close first fails to
-    write its goodbye, and PySpark's daemon prints that worker's ``BrokenPipeError``
-    traceback on the driver's stderr (since PySpark 4.1,
-    ``spark.python.daemon.killWorkerOnFlushFailure``), though nothing failed (some clean stops
-    of the job ended so: docs/performance-history.md, "eighth round").  A SIGTERM to the daemon first is its
-    own shutdown: it ends its workers (SIGHUP) before any socket closes, silently.  Local
-    masters on Linux only (the daemon is the driver JVM's child there); elsewhere nothing
-    is done.  Only for a process about to exit: Spark does not start the daemon again, so
-    the context's next Python task would fail ("Stream closed").
+    At the JVM's exit Spark closes its idle workers' sockets, then ends their daemon; a worker
+    that sees its socket close first prints a ``BrokenPipeError`` traceback on the driver's
+    stderr, though nothing failed.  A SIGTERM to the daemon first ends its workers before any
+    socket closes, silently.  Local masters on Linux only.  Only for a process about to exit:
+    Spark does not start the daemon again.
     """
     if sc is None or not str(getattr(sc, "master", "")).startswith("local"):
         return []

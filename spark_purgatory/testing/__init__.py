@@ -3,11 +3,9 @@
 Kafka tests its purgatory with a mock timer advanced by hand; Spark 4.2's ``TwsTester``
 drives a stateful processor in memory.  This module gives the purgatory the same:
 
-* ``PurgatoryTester`` feeds operations and events (the SPEC's input contract, as lists of
-  dicts, pandas frames, or raw JSON lines as the job reads them) one micro-batch at a time
-  through the shard step production runs (``shard.step.ShardStep``: routing to shards, the
-  hand-off between them, the state saved and loaded), moves the watermark by hand and keeps
-  the three tables' rows: milliseconds per scenario, no JVM.
+* ``PurgatoryTester`` feeds operations and events (lists of dicts, pandas frames, or raw
+  JSON lines) one micro-batch at a time through the shard step production runs, moves the
+  watermark by hand and keeps the three tables' rows: milliseconds per scenario, no JVM.
 * ``assert_outcomes(actual, expected)`` compares outcomes on a few columns whatever the row
   order, from a Spark DataFrame, a pandas DataFrame or a list of dicts; times may be ISO-8601
   strings, datetimes or epoch ms on either side; a difference is an ``AssertionError`` naming
@@ -15,8 +13,8 @@ drives a stateful processor in memory.  This module gives the purgatory the same
 * ``spark_session()`` and the ``purgatory_spark`` pytest fixture give a local session with
   the job's settings for tests of the Spark path.
 
-Invariant: the harness runs exactly what a stream's shard groups run (``ShardStep``, on rows
-validated by the contract's rules and routed as Spark routes them) and only keeps the results.
+Invariant: the harness runs exactly what a stream's shard groups run and only keeps the
+results.
 
 >>> t = PurgatoryTester({"purgatory.tick.ms": 100})
 >>> t.add_operations([{"op_id": "produce-1", "key": "orders-0", "ts": "2026-01-01T00:00:00Z",

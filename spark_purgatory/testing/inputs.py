@@ -1,9 +1,8 @@
 """The tester's input and times: rows as records or JSON lines, event times in any accepted form.
 
 ``PurgatoryTester`` takes operations and events as a pandas frame, a list of dicts or JSON
-lines (read as the job reads a file's lines or Kafka values, ``engine.lines``), and times as
-epoch ms, ISO-8601 text or datetimes; it gives times back as UTC Timestamps, as the Delta
-tables hold them.
+lines (read as the job reads them), and times as epoch ms, ISO-8601 text or datetimes; it
+gives times back as UTC Timestamps, as the Delta tables hold them.
 """
 
 from __future__ import annotations
@@ -30,9 +29,8 @@ Time: TypeAlias = "int | str | datetime"
 def _utc(ms: Any) -> pd.DatetimeIndex:
     """Epoch ms (float64, NaN for none) as UTC Timestamps, NaT for NaN, through int64.
 
-    Not ``pd.to_datetime(floats, unit="ms")``: with a NaN among the floats, pandas 2.3 now and
-    then rounds uninitialised values and raises ``FloatingPointError`` ("overflow encountered
-    in multiply"; seen in ``tests/engine/test_validation_fields.py``'s own use of it).
+    Not ``pd.to_datetime(floats, unit="ms")``: with a NaN among the floats, pandas now and then
+    raises ``FloatingPointError`` ("overflow encountered in multiply").
 
     >>> list(_utc([1767225615000.0, float("nan"), 0.5]).astype(str))
     ['2026-01-01 00:00:15+00:00', 'NaT', '1970-01-01 00:00:00.000500+00:00']

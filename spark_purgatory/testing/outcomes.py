@@ -38,10 +38,9 @@ def assert_outcomes(
             the others (a Spark timestamp is read as its instant, whatever the session's time
             zone).
 
-    A Spark DataFrame's compared columns are collected (outcomes in a test are few), so every
-    form is compared the same way.  A difference raises ``AssertionError`` (what
-    ``pytest.raises(AssertionError)`` and pytest's own report expect), naming each ``op_id``
-    that differs and the differing cells:
+    A Spark DataFrame's compared columns are collected (outcomes in a test are few).  A
+    difference raises ``AssertionError`` naming each ``op_id`` that differs and the differing
+    cells:
 
     >>> assert_outcomes([{"op_id": "a", "status": "completed", "resolved_at": 15_000}],
     ...                 [{"op_id": "a", "status": "expired", "resolved_at": "1970-01-01T00:00:30Z"}])

@@ -20,9 +20,8 @@ def spark_session(
     master: str = "local[2]",
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A local session for tests, with the job's settings (``runtime.session.local_session``):
-    the workers on this interpreter, UTC, quiet logs, and
-    a shuffle partition per shard group (``PurgatoryConfig.groups``).
+    """A local session for tests, with the job's settings: the workers on this interpreter,
+    UTC, quiet logs, and a shuffle partition per shard group.
 
     Example::
 

@@ -1,6 +1,5 @@
 """``PurgatoryTester``: the purgatory driven by hand in memory, a micro-batch per ``step()``,
-through the production shard step (``shard.step.ShardStep``) and Spark's routing played
-in-process (``local_shards``)."""
+through the production shard step and Spark's routing played in-process."""
 
 from __future__ import annotations
 
@@ -48,28 +47,20 @@ class PurgatoryTester:
     before moving the watermark past input you queued.  Like ``TwsTester``, the watermark does
     not follow the event times by itself.
 
-    Each ``step()`` is what a stream's micro-batch does, without Spark: the input is validated
-    by the contract's rules, routed to ``purgatory.shards`` shards and the cross-shard group
-    as Spark routes it, and each group Spark would call runs ``shard.step.ShardStep``, the
-    shard step production runs: its state saved and loaded again between steps (delta files
-    under ``purgatory.state.path``, a temporary directory unless given), multi-key operations
-    across shards through the mailbox, one outcome per ``op_id`` through the registry.  So
-    what depends on shards comes out as on Spark: a cross-shard operation's completion by a
-    relayed event is emitted one ``step()`` later (the next micro-batch), ``cross_shard_keys``
-    and ``purgatory.dedup.scope`` act as they do there.  What it does not show: the
+    Each ``step()`` is what a stream's micro-batch does, without Spark: the input validated by
+    the contract's rules, routed to the shard groups as Spark routes it, and each group's
+    production shard step run, its state saved and loaded again between steps.  So what
+    depends on shards comes out as on Spark: a cross-shard operation's completion by a
+    relayed event is emitted one ``step()`` later.  What it does not show: the
     ``ts_in_future`` check, which needs processing time, the operator's clock on a quiet
-    stream and the watermark a micro-batch's rows bring inside it (``ShardStep``'s
-    ``batch_watermark``): the watermark is the one moved by hand.
+    stream and the watermark a micro-batch's rows bring inside it: the watermark is the one
+    moved by hand.
 
     Results accumulate across batches: ``outcomes()``, ``unmatched()`` and ``rejected()``
-    return every row so far with the SPEC's columns (``batch_id`` is the step's number, from
+    return every row so far with the tables' columns (``batch_id`` is the step's number, from
     0).  Event times come back as UTC Timestamps, as in the Delta tables (``times="ms"`` for
     the engine's epoch ms).  ``shard(n)`` loads one shard's engine as its last step stored
     it, for what the harness does not show (``t.shard(0).watched``).
-
-    Raw lines are taken as the job takes a file's lines or Kafka values: each is parsed as
-    JSON (bytes as UTF-8) and validated by the contract's rules, so a line that is no JSON
-    object is rejected ``malformed_json`` with the line as ``raw``.
 
     >>> t = PurgatoryTester({"purgatory.tick.ms": 10})
     >>> t.add_operations([{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 100}])
@@ -107,7 +98,8 @@ class PurgatoryTester:
     def add_operations(self, rows: Rows) -> None:
         """Queue operations for the next ``step()``: ``op_id``, ``key`` or ``keys``, ``ts``,
         ``timeout_ms``, optional ``condition``, ``target``, ``members``, ``payload``; as
-        records (dicts, a frame) or as JSON lines (str or bytes, as the job reads them).
+        records (dicts, a frame) or as JSON lines (str or bytes, as the job reads them: a line
+        that is no JSON object is rejected ``malformed_json`` with the line as ``raw``).
 
         >>> t = PurgatoryTester()
         >>> t.add_operations(['{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 10}', 'not json'])
@@ -138,9 +130,7 @@ class PurgatoryTester:
 
     def step(self) -> BatchResult:
         """Run the micro-batch of the queued input at the current watermark, then, as a stream
-        does, the micro-batches the wake asks for after it (``handoff.wake``: what one shard
-        posted for another, a relayed completion or an op_id's verdict, is taken in by the next
-        micro-batch), with no input at the same watermark.
+        does, the micro-batches with no input that take in what one shard posted for another.
 
         Returns the rows of these micro-batches as the engine gives them (times in epoch ms);
         each micro-batch has its own ``batch_id``.
@@ -167,7 +157,6 @@ class PurgatoryTester:
         operations, events = _collect(_with_raw(self._operations)), _collect(_with_raw(self._events))
         self._operations, self._events = [], []
         config = self.config
-        # ``key`` standing for ``keys`` is the validator's rule (``engine.batch.accepted``)
         ops, bad_ops = validate_operations(
             operations, max_timeout_ms=config.max_timeout_ms, limits=config.input_limits
         )
@@ -190,7 +179,6 @@ class PurgatoryTester:
         if self._operations or self._events:
             self.step()
         deadlines = [d for d in (p.latest_deadline() for p in self._engines()) if d is not None]
-        # each group moves past its own deadlines (``ShardStep.read``)
         result = self._settled(self._run(len(self._batches), end=True))
         config = self.config
         end = end_watermark_ms(config.max_timeout_ms, config.tick_ms, max(deadlines, default=None))
@@ -198,8 +186,8 @@ class PurgatoryTester:
         return result
 
     def _stacked(self, done: list[ShardResult], batch_id: int) -> BatchResult:
-        """The groups' rows of one micro-batch as one ``BatchResult`` (``batch_id`` the step's):
-        the engine's rows and those rejected at parse (``ShardResult.bad``)."""
+        """The groups' rows of one micro-batch as one ``BatchResult``, with those rejected at
+        parse."""
         none = self._none
 
         def stacked(frames: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
