@@ -227,10 +227,10 @@ def build_stopped(chk: str, pending: int, shards: int, multi_key: float, seed: i
     ops["home"] = home
     config = PurgatoryConfig(shards=shards, state_path=os.path.join(chk, "purgatory-state"))
     store = SegmentStore(config.state_path, segment_rows=config.state_segment_rows)
-    labels = shard_labels(shards + 1)
-    groups: dict[int, list] = {p: [] for p in range(shards + 1)}
+    labels = shard_labels(config.groups)
+    groups: dict[int, list] = {p: [] for p in range(config.groups)}
     no_events = pd.DataFrame({"key": [], "ts": []})
-    for s in range(shards + 1):
+    for s in range(config.groups):
         p = Purgatory(config)
         p.shard = s
         mine = ops.loc[ops["home"] == s].drop(columns=["home"])
@@ -244,14 +244,14 @@ def build_stopped(chk: str, pending: int, shards: int, multi_key: float, seed: i
                 pd.concat([mine.assign(stub=False), stubs], ignore_index=True), no_events, watermark_ms=START
             )
         value = to_group_state(save_state(p, store), "text")
-        groups[spark_hash_int(labels[s]) % (shards + 1)].append(
+        groups[spark_hash_int(labels[s]) % config.groups].append(
             state_files.GroupValue(labels[s], value, START)
         )
     fs = pafs.LocalFileSystem()
     for partition, entries in groups.items():
         state_files.write_version(fs, f"{chk}/state/0", partition, 1, entries)  # batch 0 leaves version 1
     conf = {
-        "spark.sql.shuffle.partitions": str(shards + 1),
+        "spark.sql.shuffle.partitions": str(config.groups),
         "spark.sql.streaming.stateStore.providerClass": state_files.HDFS_PROVIDER,
         "spark.sql.streaming.stateStore.compression.codec": "lz4",
         "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "2",

@@ -13,7 +13,7 @@ only as the project's sessions are.  The contenders (``--contenders``):
 * **join-parquet**: the same join into Spark's Parquet file sink (the issue's first table);
 * **job-base**: the job as the checkout at ``--base`` has it (its package first on
   ``PYTHONPATH``), alternated with this one's: a change's before and after in the same rounds;
-* **floor**: ``applyInPandasWithState`` doing nothing (2 inputs, ``shards + 1`` groups,
+* **floor**: ``applyInPandasWithState`` doing nothing (2 inputs, ``config.groups`` groups,
   ``EventTimeTimeout``; ``contenders.run_stateful``): what any stateful Python operator pays;
 * **job-tcp**, **floor-tcp**: the job and the floor with PySpark's Python workers on TCP
   sockets, Spark's default (``spark.python.unix.domain.socket.enabled=false``; every other

@@ -8,7 +8,7 @@ number of files per trigger, to the end of its input (``availableNow``), on loca
   (JSON: the text and one ``from_json`` with the input contract's typed schema), shuffle by
   key, hand key and event time to Python (an identity ``mapInPandas``), ``noop`` sink;
 * **stateful**: the floor's rows through Spark's stateful Python operator doing nothing: a
-  watermark on each input, the union grouped into ``shards + 1`` groups as the operator's,
+  watermark on each input, the union grouped into ``config.groups`` groups as the operator's,
   ``applyInPandasWithState`` (``EventTimeTimeout``, the HDFS state store) handing each
   group's rows back and storing a few bytes: what any stateful operator in Python pays on
   these rows before it does any work;
