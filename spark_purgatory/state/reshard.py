@@ -1,39 +1,30 @@
 """Resharding: the shards of a stopped purgatory as ``S`` primaries become ``N``, losing nothing.
 
-Routing sends a key to ``shard_of(key)`` (``pmod(xxhash64(key), shards)``), an operation to
-the shard of its keys, or to the cross-shard group (number ``shards``) with a *stub* in each
-primary of its keys (``engine.relay``).  ``reshard`` takes every shard's ``Purgatory`` and
-gives the ``N + 1`` that a run routed by the new ``shard_of`` would hold, table by table:
+Routing sends a key to ``shard_of(key)``, an operation to the shard of its keys, or to the
+cross-shard group (number ``shards``) with a *stub* in each primary of its keys.
+``reshard`` gives the ``N + 1`` shards that a run routed by the new ``shard_of`` would hold,
+table by table:
 
-* **buffered events** go to their key's new shard, keeping their order (each key's events
-  all come from one old shard, whose arrival order ``eseq`` they keep); their sequence
-  numbers are renumbered there, together with those the pending matches name, so a
-  match still names its event;
+* **buffered events** go to their key's new shard in their old order; their sequence numbers
+  are renumbered there, together with those the pending matches name;
 * **pending operations** whose keys all land in one new shard move there with their watchers
   and matches (new handles); one whose keys now span shards becomes *cross-shard*: it moves
-  to the cross-shard group (its matches taken there as relayed pairs would have been: an
-  ``offset`` operation's watch-time progress and events before it as floors) and leaves a
+  to the cross-shard group (its matches taken as relayed pairs would have been) and leaves a
   stub in each new primary of its keys, holding the matches of the events still buffered
-  there, whose notices the cross-shard group now awaits (``RELAYED``);
-* **stubs** of the cross-shard operations follow their keys (the fragments of one operation
-  landing in one shard become one stub); the cross-shard group's operations stay; its record
-  of relayed pairs awaiting notices is renamed to the events' new (shard, eseq);
-* **key progress and completed windows** are kept by key hash only (no key strings), so
-  every new primary gets all of them (a shard only ever looks up the keys routed to it; of
-  copies of a key left by an earlier reshard the most advanced wins);
-* **remembered op_ids** (the dedup memory, and the registry's) are kept by hash only, so
-  every new shard gets their union, plus the op_id of every pending operation (remembered as
-  the registry remembers a winning claim): a copy arriving later is refused wherever its
-  new registry or home is, as the old registry would have refused it.
+  there, whose notices the cross-shard group now awaits;
+* **stubs** follow their keys (the fragments of one operation landing in one shard become one
+  stub); the cross-shard group's records of relayed pairs are renamed to the events' new
+  (shard, eseq);
+* **key progress, completed windows and remembered op_ids** are kept by hash only, so every
+  new shard gets all of them (of copies of a key the most advanced wins), plus the op_id of
+  every pending operation, remembered as the registry remembers a winning claim.
 
-What ``reshard`` refuses (``ReshardError``, one line): operations parked for their registry's
-verdict (``engine.registry``), and events held by the cross-shard group (the ``replicas``
-hand-off).  Relays and verdicts still in the mailbox are the caller's to check
-(``rescale``): they name old shards.
+``ReshardError`` refuses operations parked for their registry's verdict and events held by
+the cross-shard group (the ``replicas`` hand-off); relays and verdicts still in the mailbox
+are the caller's to check.
 
 Invariant: run after ``reshard``, the shards give the outcomes, unmatched events and rejected
-rows the old shards would have given (``tests/state/test_rescale.py`` checks it against runs never
-resharded).
+rows the old shards would have given (``tests/state/test_rescale.py``).
 """
 
 from __future__ import annotations
