@@ -1,15 +1,12 @@
 """One writer per output: the tables record the checkpoint whose query writes them.
 
 Delta's app transactions make a replayed micro-batch a no-op only under the same app id, and
-the app id belongs to the checkpoint (``startup.app_id_of``).  A second job on another
-checkpoint but the same tables would commit every outcome a second time under its own id.  So
-each table records its owner in its Delta table properties: ``purgatory.owner`` (the owning
-checkpoint's app id) and ``purgatory.owner.checkpoint`` (that checkpoint, for the message).
-``claim_tables`` runs at every start: a table without an owner (new, or made before owners
-were recorded) becomes this checkpoint's; a table owned by another checkpoint refuses the
-start in one line (``OutputOwnedError``) unless the caller takes the output over on purpose
-(``output.take.over``, the job's ``--take-over-output``: the old checkpoint's query must be
-gone for good).  Catalog tables the same, through ``ALTER TABLE ... SET TBLPROPERTIES``.
+the app id belongs to the checkpoint: a second job on another checkpoint but the same tables
+would commit every outcome a second time.  So each table records its owner in its Delta
+table properties (``OWNER``, ``OWNER_CHECKPOINT``).  ``claim_tables`` runs at every start: a
+table without an owner becomes this checkpoint's; a table owned by another checkpoint refuses
+the start in one line (``OutputOwnedError``) unless the caller takes the output over on
+purpose (``output.take.over``).
 
 Invariant: after ``claim_tables`` returns, every table names this checkpoint as its owner.
 """
