@@ -1,10 +1,7 @@
 """What a client does on the loopback broker: topics, SCRAM users and records.
 
 ``BrokerClients`` is the half of ``KafkaBroker`` that talks to a running broker through
-``confluent-kafka`` (Confluent's client over librdkafka; the ``dev`` and ``demo`` extras) on
-its ``PLAINTEXT`` listener: create and delete topics, make SCRAM users for the SASL
-listeners, produce records.  The process itself (format, start, stop) is
-``kafka_broker.process``.
+``confluent-kafka`` on its ``PLAINTEXT`` listener.
 
 Invariant: each call returns once the broker has done it (a topic listed or gone, every
 record acknowledged by the one replica), so a test's next step sees it.
@@ -65,9 +62,7 @@ class BrokerClients:
             future.result(timeout)
 
     def remove_scram_user(self, user: str, *, timeout: float = 30.0) -> None:
-        """Revoke ``user``'s SCRAM-SHA-256 credential: its next login is refused (a
-        connection open now is refused at its next re-authentication,
-        ``connections.max.reauth.ms``)."""
+        """Revoke ``user``'s SCRAM-SHA-256 credential: its next login is refused."""
         from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
 
         futures = self.admin().alter_user_scram_credentials(

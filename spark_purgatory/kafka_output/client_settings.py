@@ -13,11 +13,9 @@ import re
 __all__ = ["CONNECTION", "EAGER", "connection_settings", "librdkafka_settings"]
 
 #: every client connects at once, to every broker the metadata names: librdkafka looks for a
-#: transaction (or group) coordinator as soon as it starts and, when that broker's connection
-#: is not up yet, looks again only on a 500 ms timer; and a fresh client's first connection
-#: waits for ``reconnect.backoff.ms`` (100 by default), which still grows to
-#: ``reconnect.backoff.max.ms`` while a broker stays away (how often it cost what:
-#: docs/performance-history.md).  The user's settings override both.
+#: coordinator as soon as it starts and, when that broker's connection is not up yet, looks
+#: again only on a timer; and a fresh client's first connection waits ``reconnect.backoff.ms``
+#: (docs/performance-history.md).  The user's settings override both.
 EAGER = {"enable.sparse.connections": "false", "reconnect.backoff.ms": "10"}
 #: the settings a consumer (the marker's reader) shares with the producer: where and how to connect
 CONNECTION = (
