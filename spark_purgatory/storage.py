@@ -84,18 +84,8 @@ def join(uri: str, *parts: str) -> str:
 class Storage:
     """The ``storage.*`` settings, for pyarrow's filesystems and delta-rs's storage options.
 
-    Args:
-        endpoint: the object store's endpoint (``storage.endpoint``): S3-compatible, e.g.
-            MinIO's, else ``AWS_ENDPOINT_URL`` or AWS itself; for ADLS the account's blob
-            service URL, else ``AZURE_STORAGE_ENDPOINT`` or Azure itself.
-        region: the bucket's region (``storage.region``); else ``AWS_REGION``.
-        allow_http: talk plain HTTP to the endpoint (``storage.allow.http``).
-        s3_conditional_put: delta-rs's S3 commit safety (``storage.s3.conditional.put``):
-            ``etag`` or empty (see the module docstring).
-        retries: how often a request the store answered with an error that may pass (``503
-            SlowDown``, a 500, a dropped connection) is sent again, with a growing pause
-            (``storage.retries``): pyarrow's AWS retry strategy (exponential pauses), delta-rs's
-            ``max_retries`` (S3 and ADLS) and Spark's S3A SDK retries (``fs.s3a.attempts.maximum``).
+    Each field is the ``storage.*`` key of its name (docs/configuration.md); ``retries`` goes
+    to pyarrow's AWS retry strategy, delta-rs's ``max_retries`` and Spark's S3A retries.
 
     >>> Storage(endpoint="http://127.0.0.1:9000", allow_http=True).delta_options("s3a://b/t")["AWS_ENDPOINT_URL"]
     'http://127.0.0.1:9000'
@@ -193,15 +183,9 @@ class Storage:
         >>> Storage().hadoop_settings("s3a://bucket/chk"), Storage().hadoop_settings("/local/chk")
         ({'fs.s3a.attempts.maximum': '10'}, {})
         """
-        settings: dict[str, str] = {}
-        for uri in uris:
-            where = location(uri)
-            if where.startswith("s3://"):
-                settings.update(self._s3a_settings())
-        return settings
-
-    def _s3a_settings(self) -> dict[str, str]:
-        settings: dict[str, str] = {"fs.s3a.attempts.maximum": str(self.retries)}
+        if not any(location(uri).startswith("s3://") for uri in uris):
+            return {}
+        settings = {"fs.s3a.attempts.maximum": str(self.retries)}
         if self.endpoint:
             settings["fs.s3a.endpoint"] = self.endpoint
             settings["fs.s3a.path.style.access"] = "true"

@@ -1,23 +1,14 @@
 """RecordAccumulator: Kafka's producer batching, applied to Delta commits from micro-batches.
 
-Kafka's producer sends a partition's batch when it is full (``batch.size``), when its oldest
-record has waited ``linger.ms``, on ``flush()``/``close()``, or when the buffer pool
-(``buffer.memory``) is exhausted.  A query that appends each micro-batch to a Delta table
-instead writes one small file per partition per trigger.  This module puts the producer's
-rule between the micro-batches and the tables.
-
-* A **destination** is ``(table, partition)``; each holds the rows staged for it.
-* The rows are staged **where they are**, by the Spark tasks (``staging``).  The accumulator
-  is the driver's **bookkeeping**: ``record(batch_id, staged)`` writes the batch's staged
-  manifest, deletes files no manifest names (a failed task attempt's, or a crashed run's),
-  and then advances ``staged_through`` (the last micro-batch fully staged).
-* ``ready()`` is Kafka's: a destination is ready when its staged Parquet bytes reach
-  ``batch.size``, when its oldest row has waited ``linger.ms`` (or would have before any more
-  rows can come: ``until_ms``), on flush, or (``buffer.memory`` exceeded) when it is among
-  the largest destinations whose drain brings the total back under the limit.
-* ``drain`` is the sender: the ready destinations become data files in one small job
-  (``sender``), and the driver commits each table's add actions in **one commit** carrying
-  an app transaction ``(app_id, version)``, then deletes the staged files.
+A query that appends each micro-batch to a Delta table writes one small file per partition
+per trigger.  This module puts Kafka's producer rule between the micro-batches and the
+tables: a **destination** ``(table, partition)`` is drained when its staged Parquet bytes
+reach ``batch.size``, when its oldest row has waited ``linger.ms``, on flush, or when
+``buffer.memory`` is exceeded (``ready``).  The rows are staged where they are, by the Spark
+tasks; the accumulator is the driver's bookkeeping: ``record`` writes the batch's staged
+manifest, deletes files no manifest names, and advances ``staged_through``.  ``drain``
+commits each table's ready rows in **one commit** carrying an app transaction
+``(app_id, version)``, then deletes the staged files.
 
 Exactly once, across crashes (the invariant of this module): the version of a drain is
 ``3 * batch_id + phase``: 0 inside micro-batch ``batch_id``, 1 for a linger drain between

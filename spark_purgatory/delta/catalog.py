@@ -5,12 +5,11 @@ A Databricks user names tables, not paths.  ``CatalogTables`` names the four out
 path, with an optional prefix for a schema they share with others.  The job's
 ``--output-tables`` takes the same as text: ``main.purgatory`` or ``main.ops.payments_{table}``.
 
-``CatalogDeltaWriter`` is Spark's Delta writer by name: ``create_tables`` creates the schema
-and each missing table (managed, empty, with the contract's schema and partitioning), commits
-append with ``saveAsTable`` and ``txnAppId``/``txnVersion``.  The last version an app id
-recorded is read from the table's location, so the driver must reach the table's storage.
-delta-rs has no catalog, and writing files at a table's location would skip the catalog's
-permissions and lineage, so ``writer_for`` refuses it in one line.
+``CatalogDeltaWriter`` is Spark's Delta writer by name (``saveAsTable`` with
+``txnAppId``/``txnVersion``); the last version an app id recorded is read from the table's
+location, so the driver must reach the table's storage.  delta-rs has no catalog, and
+writing at a table's location would skip the catalog's permissions, so ``writer_for``
+refuses it.
 
 Invariant: a table is only ever written through its name; its location is only read.
 """

@@ -42,16 +42,15 @@ def owner_of(writer: Any, table: str) -> tuple[str, str] | None:
     return configuration[OWNER], configuration.get(OWNER_CHECKPOINT, "?")
 
 
-def check_owner(writer: Any, *, app_id: str, checkpoint: str) -> dict[str, tuple[str, str] | None]:
-    """Raise ``OutputOwnedError`` if a table ``writer`` writes belongs to a checkpoint other
-    than ``app_id``'s; else return the tables not recorded as this one's (owner None)."""
-    others = {}
-    for table in TABLES:
-        owner = owner_of(writer, table)
-        if owner is None or owner[0] != app_id:
-            others[table] = owner
+def check_owner(
+    writer: Any, *, app_id: str, checkpoint: str, take_over: bool = False
+) -> dict[str, tuple[str, str] | None]:
+    """The tables ``writer`` writes not recorded as ``app_id``'s, with their owners; raise
+    ``OutputOwnedError`` if one belongs to another checkpoint, unless ``take_over``."""
+    owners = {table: owner_of(writer, table) for table in TABLES}
+    others = {table: owner for table, owner in owners.items() if owner is None or owner[0] != app_id}
     taken = {table: owner for table, owner in others.items() if owner is not None}
-    if taken:
+    if taken and not take_over:
         raise OutputOwnedError(_refusal(writer, taken, checkpoint))
     return others
 
@@ -62,11 +61,7 @@ def claim_tables(writer: Any, *, app_id: str, checkpoint: str, take_over: bool =
     with no table paths (your own ``TableWriter``) is left alone."""
     if not hasattr(writer, "path") or not hasattr(writer, "storage_options"):
         return
-    if take_over:
-        others = {t: owner_of(writer, t) for t in TABLES}
-        others = {t: owner for t, owner in others.items() if owner is None or owner[0] != app_id}
-    else:
-        others = check_owner(writer, app_id=app_id, checkpoint=checkpoint)
+    others = check_owner(writer, app_id=app_id, checkpoint=checkpoint, take_over=take_over)
     for table, owner in others.items():
         if owner is not None:
             shown = _shown(writer, table)

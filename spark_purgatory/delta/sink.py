@@ -10,22 +10,12 @@ Tables (under the output path), with the columns ``contract.TABLES`` declares:
   every call of the batch) and staged as one more file of the batch before ``record``, so it
   is committed exactly once with the batch's other rows (``docs/metrics.md``).
 
-No output row passes through the driver.  Kafka's producer is the model:
-
-* **the producers are the executors**: the shard step stages its own output
-  (``staging.ShardStaging``), or, with ``staged=False`` (the operator's own rows, or Spark
-  Connect), the sink runs ``staging.stage_task`` over the batch; either way only one small
-  ``STAGED`` row per file (and per shard call) reaches the driver, collected with the
-  micro-batch's one action (a second would run the stateful operator again);
-* **the accumulator is the driver's bookkeeping**: the staged manifest, ``staged_through``
-  and what is ready;
-* **the sender is a second small Spark job** per drain (``sender``), whose data files the
-  driver commits in one commit per table with the app transaction.
-
-Exactly once is the accumulator's argument.  ``process`` does the same for Arrow rows already
-in this process (tests, users' own loops); the three ways in (``__call__``, ``take_staged``,
-``process``) meet in ``_after_staging``.  The sink writes the output and nothing else: what
-the input needs after a micro-batch is ``handoff.control``'s.
+No output row passes through the driver: the shard step stages its own output, or, with
+``staged=False``, the sink runs ``staging.stage_task`` over the batch; either way only one
+small ``STAGED`` row per file (and per shard call) reaches the driver, collected with the
+micro-batch's one action (a second would run the stateful operator again).  Exactly once is
+the accumulator's argument.  The three ways in (``__call__``, ``take_staged``, ``process``)
+meet in ``_after_staging``.  The sink writes the output and nothing else.
 """
 
 from __future__ import annotations

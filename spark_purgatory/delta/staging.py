@@ -6,12 +6,10 @@ its event times arrive as epoch ms and become timestamps, and the writer's colum
 ``batch_id``, ``emitted_at`` (now) and the date partition (the date of the table's last
 event-time column, or of now for a table without one).
 
-``stage_task`` is what one Spark task of a micro-batch runs (``mapInArrow``): it writes, per
-destination ``(table, partition)``, one staged Parquet file named for ``(batch_id, task)``
-and returns one small ``STAGED`` row per file and per shard call's metrics row.
-``ShardStaging`` is the same inside the shard step, so the rows never cross into the JVM.
-The ``metrics`` table's rows need every call of the micro-batch, so the sink makes them
-(``metrics_rows``) and stages them as one more file (``stage_metrics``).
+``stage_task`` (one Spark task, ``mapInArrow``) and ``ShardStaging`` (inside the shard step,
+so the rows never cross into the JVM) write one staged Parquet file per destination
+``(table, partition)`` and return one small ``STAGED`` row per file and per shard call's
+metrics row.  The sink makes the ``metrics`` rows (``metrics_rows``): they need every call.
 
 Invariants: a staged file is whole or absent; a retried ``stage_task`` attempt writes the
 names the first attempt wrote, and a shard call writes names no other call writes, so only
@@ -368,18 +366,13 @@ class ShardStaging:
 
 def stage_metrics(rows: pa.Table, *, batch_id: int, staging_dir: str, storage: Storage) -> pa.Table:
     """Stage the ``metrics`` rows the sink made: one file per partition; their ``STAGED`` rows."""
-
-    def name(table: str, partition: str) -> str:
-        return staged_name(table, partition, batch_id, 0, "sink")
-
     fs, root = storage.filesystem(staging_dir)
-    files = [
-        StagedFile(fs, f"{root}/{name(METRICS.name, partition)}", name(METRICS.name, partition), True)
-        for partition, _ in _by_partition(METRICS.name, rows)
-    ]
+    files: list[StagedFile] = []
     try:
-        for f, (_, part) in zip(files, _by_partition(METRICS.name, rows), strict=True):
-            f.write(part)
+        for partition, part in _by_partition(METRICS.name, rows):
+            name = staged_name(METRICS.name, partition, batch_id, 0, "sink")
+            files.append(StagedFile(fs, f"{root}/{name}", name, True))
+            files[-1].write(part)
         return pa.Table.from_pylist([f.close() for f in files], schema=STAGED)
     except BaseException:
         for f in files:

@@ -13,10 +13,8 @@ recorded, so a replayed micro-batch adds nothing twice.
   ``choose_writer`` picks it when Delta's classes are on the session's classpath (detected at
   run time, never assumed).  The recorded version is read with delta-rs in both cases.
 
-Every commit records the package's version as its commit info's ``userMetadata``
-(``version.USER_METADATA``), unless the session sets its own.  Each writer keeps the tables it
-opened (``OpenTables``) and brings one up to date before each use, so what a drain reads
-follows what changed, not the log's length since its last checkpoint.
+Every commit records the package's version as its commit info's ``userMetadata``, unless the
+session sets its own.  Each writer keeps the tables it opened up to date (``OpenTables``).
 """
 
 from __future__ import annotations

@@ -16,10 +16,8 @@ module decides how far the operator's watermark may go *on the clock*:
   shards admit that micro-batch's rows before they move to the clock, so a row that reached
   its input within its delay is never ``late``, however long it waited to be read.
 
-The value only grows (``advance``), and the engines never move back.  The trade-off, in
-``docs/contract.md``: a row that arrives behind the clock is ``late`` in ``rejected``, never
-dropped.  With ``deadline.clock=processing`` every row's time is its arrival instead
-(``on_arrival``).
+The value only grows (``advance``).  A row that arrives behind the clock is ``late`` in
+``rejected``, never dropped (``docs/contract.md``).
 
 Example (delay 5 s, idle timeout 30 s, the run started at t = 0)::
 

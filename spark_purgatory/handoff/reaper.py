@@ -1,20 +1,13 @@
 """The expiration reaper: micro-batches on the clock while something waits.
 
 Kafka's purgatory has an ``ExpiredOperationReaper`` thread that advances its timer on the
-wall clock.  Here Spark runs a micro-batch only when an input has new rows, and its watermark
-moves only with rows.  The reaper is the driver's thread that closes both gaps for a
-``processing-time`` query:
-
-* after each micro-batch it is handed the batch's metrics rows (``observe``): the batch time,
-  the watermark each input's rows propose, and what every shard still holds;
-* one tick shortly before each of Spark's triggers (and every 250 ms at most) it asks the
-  clock for its watermark and, while something waits in a shard and the value is new, writes
-  ``clock-<posted ms>.txt`` (line ``clock <watermark ms>``) into the wake directory;
-* routing sends that line to *every* shard group, so the trigger runs a micro-batch even when
-  no input has rows; each shard admits that micro-batch's rows at Spark's watermark, then
-  moves to the clock and expires what is due;
-* with ``deadline.clock=processing`` it only asks for a micro-batch per interval while
-  something waits (its line's value is the posting time).
+wall clock; here Spark runs a micro-batch only when an input has new rows.  The reaper is
+the driver's thread for a ``processing-time`` query: one tick shortly before each of Spark's
+triggers it asks the clock (``clock``) for its watermark and, while something waits in a
+shard and the value is new, writes ``clock-<posted ms>.txt`` (line ``clock <watermark ms>``)
+into the wake directory.  Routing sends that line to every shard group, so the trigger runs
+a micro-batch even when no input has rows; each shard admits that micro-batch's rows at
+Spark's watermark, then moves to the clock and expires what is due.
 
 **Why no row that arrived within its delay is late.**  A value posted at time t is t minus
 the largest delay.  Spark lists its sources one after the other, the wake directory first
@@ -24,10 +17,7 @@ that listing, so its event time, if it arrived within its delay, is past the val
 Spark lists the wake last (``listed_first``) the value is t less ``LISTING_MARGIN_MS`` minus
 the delay.
 
-An expiry due by the clock is therefore committed within one trigger interval after its
-deadline passes on the clock plus the delay (docs/contract.md).  Replays are exact: Spark's
-file source logs which files a micro-batch read.  Files are whole or absent; those a committed
-micro-batch read go when the next is posted.
+Replays are exact: Spark's file source logs which files a micro-batch read.
 
 Invariant: the reaper writes only ``clock-*.txt`` files into the wake directory, and only
 while a shard holds something.

@@ -6,30 +6,22 @@ after N: the inputs may go quiet, the watermark may stall under ``min``, an ``av
 run may end at N.  So the driver asks for the next micro-batch:
 
 * once the sink has written N's output, the driver sees in the shards' metrics rows that N
-  relayed (``contract.RELAYED``) and writes ``<N>.txt`` into the wake directory
-  (``<checkpoint>/purgatory-wake``), before Spark records N as done;
-* the operator reads that directory as a third input (a text source without a watermark)
-  and routes each line to the receivers only: a wake row carries nothing else;
-* a processing-time trigger finds the new file and runs micro-batch N+1;
+  relayed (``contract.RELAYED``) and writes ``<N>.txt`` into the wake directory before Spark
+  records N as done; the operator reads that directory as a third input and routes each line
+  to the receivers only, so a processing-time trigger runs micro-batch N+1;
 * ``available-now`` fixes a run's files when it starts, so a file written during the run
   wakes the *next* run: the driver keeps the first micro-batch whose posts no later call
-  received (``owed``), and ``PurgatoryQuery.await_termination`` starts one more run when
-  the run ends with something owed.  Within a run, every receiver keeps an event-time
-  timeout at its micro-batch's watermark, so a later micro-batch whose watermark passed the
-  relaying one's called every receiver: nothing is owed (``Wake.after``).
+  received (``owed``), and ``PurgatoryQuery.await_termination`` starts one more run.  Within
+  a run, every receiver keeps an event-time timeout at its micro-batch's watermark, so a
+  later micro-batch whose watermark passed the relaying one's called every receiver.
 
-Files are whole or absent (dot-named while written, which Spark's listing skips).  Writing
-N's file deletes those of batches up to N - 2: N - 1, the only batch that could still read
-them, ran before N began.  A replay writes the same name again, which the file source has
-seen, so it wakes nothing twice.
+Writing N's file deletes those of batches up to N - 2 (N - 1, the only batch that could still
+read them, ran before N began).  A replay writes the same name again, which the file source
+has seen, so it wakes nothing twice.
 
-**The wake is the stream's first source** on a checkpoint begun since the operator's clock
-needed it (``wake_first``): Spark asks its sources for offsets in the plan's order, so a
-clock line posted before a micro-batch's wake listing is read with every input row written
-before it.  Spark keeps offsets by source number, so a checkpoint keeps the order it began
-with.
-
-The end mark (``end``) and the reaper's clock lines ride the same directory.
+The wake is the stream's first source on a checkpoint begun since the operator's clock
+needed it (``wake_first``; ``reaper`` says why).  The end mark and the clock lines ride the
+same directory.
 
 Invariant: wake rows never reach the engine; they only make Spark call a shard group.
 """

@@ -7,10 +7,8 @@ Starting is what Kafka's own scripts do::
     java -cp JARS kafka.tools.StorageTool format -t CLUSTER_ID -c server.properties --standalone
     java -cp JARS kafka.Kafka server.properties
 
-Topics are never created on a client's request (``auto.create.topics.enable=false``): a
-deleted topic stays deleted, which is what a reader of a deleted topic must be told.  With a
-``data_dir`` given, the storage is formatted once and later starts run on it, on the ports it
-was formatted with (the KRaft quorum records its controller's address).
+With a ``data_dir`` given, the storage is formatted once and later starts run on it, on the
+ports it was formatted with (the KRaft quorum records its controller's address).
 
 Invariant: a broker this module started does not outlive its owner: ``stop()`` (also on
 leaving a ``with`` block and at exit) ends it, and on Linux the JVM dies with the process
@@ -91,14 +89,12 @@ class KafkaBroker(BrokerClients):
     """One Kafka node (broker + KRaft controller) on 127.0.0.1, from the pinned JARs.
 
     Args:
-        jars: the classpath; by default the ``kafka-broker`` set (``runtime.jars.jar_paths``).
-        data_dir: where its log directories, configuration and log file go; a new temporary
-            directory (removed by ``stop``) when None.
-        java: the ``java`` executable; ``$JAVA_HOME/bin/java`` or ``java`` on the PATH by
-            default.
-        properties: extra ``server.properties`` entries (e.g. ``{"num.partitions": "3"}``).
-        detached: the broker outlives this process (no parent-death signal, not stopped at
-            exit; ``stop_at(data_dir)`` ends it); needs ``data_dir``.
+        jars: the classpath; by default the ``kafka-broker`` set.
+        data_dir: where its logs, configuration and data go; a temporary directory (removed
+            by ``stop``) when None.
+        java: the ``java`` executable; ``$JAVA_HOME/bin/java`` or ``java`` by default.
+        properties: extra ``server.properties`` entries.
+        detached: the broker outlives this process (``stop_at(data_dir)`` ends it).
         sasl: also a ``SASL_PLAINTEXT`` listener (``sasl_bootstrap_servers``) whose clients
             log in with SCRAM-SHA-256 as a user ``add_scram_user`` made.
         tls: also a ``SASL_SSL`` listener (``sasl_ssl_bootstrap_servers``): SCRAM-SHA-256

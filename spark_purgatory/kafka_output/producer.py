@@ -18,18 +18,13 @@ Exactly once for ``isolation.level=read_committed`` consumers rests on three fac
 
 A ``read_uncommitted`` consumer also sees aborted records: at least once for it.
 
-**One producer per process, kept across sends.**  Each process keeps the producer of a
-``transactional.id`` after a send that committed, with the marker that commit set, so
-``init_transactions`` and the marker's read are paid once per process.  It stays exactly once
-because a kept producer that was not fenced is the newest of its ``transactional.id``: only
-it could commit since, so the marker is the one it last committed.  If another process's
-producer of the id initialised since, the kept one is fenced: nothing of it becomes visible,
-and the send starts again once with a fresh producer.  A transaction adds its marker before
-its records, so a fenced producer learns it before it has produced anything.  Fencing is how
-the design works, so librdkafka's lines about it are logged at INFO (``_QuietFencing``).
-
-The records go through librdkafka's own accumulator: ``batch.size``, ``linger.ms`` and every
-other producer setting are ``output.kafka.<key>`` keys passed to it as they are.
+**One producer per process, kept across sends**, with the marker its last commit set, so
+``init_transactions`` and the marker's read are paid once per process.  A kept producer that
+was not fenced is the newest of its ``transactional.id``, so the marker is the one it last
+committed.  If another process's producer of the id initialised since, the kept one is
+fenced: nothing of it becomes visible, and the send starts again with a fresh producer.  A
+transaction adds its marker before its records, so a fenced producer learns it before it
+has produced anything.
 """
 
 from __future__ import annotations

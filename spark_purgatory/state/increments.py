@@ -13,9 +13,8 @@ committed for the batch before (never a file a crashed attempt wrote: no committ
 names those) and writes its own files under new names, so files are written once.
 
 **Retention.**  Every ``SWEEP_EVERY`` saves a shard deletes its files older than its newest
-``retain.versions + MAX_DELTAS`` versions: a shard saves at most once per micro-batch, so
-the pointers Spark retains and their chains are among them.  Files of failed attempts and of
-ended lineages go the same way.
+``retain.versions + MAX_DELTAS`` versions (at most one save per micro-batch: the pointers
+Spark retains and their chains are among them).
 
 Invariant: a pointer names one file, and the chain in that file names only files of
 versions at or below its own.

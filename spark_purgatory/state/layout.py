@@ -1,9 +1,8 @@
 """A checkpoint's layout: its shard count, the rescale journal, and the lease of a running query.
 
-Spark fixes a query's shuffle partitions (every shard and the cross-shard group) in its
-checkpoint's offsets log, so a checkpoint runs the shard count it was started with until
-``spark-purgatory rescale`` changes it.  Three small files under the checkpoint keep what
-every caller that opens one must respect:
+Spark fixes a query's shuffle partitions in its checkpoint's offsets log, so a checkpoint
+runs the shard count it was started with until ``spark-purgatory rescale`` changes it.
+Three small files under the checkpoint:
 
 * ``purgatory-layout``: the shard count and the history of rescales (``layout_of``);
 * ``purgatory-rescale``: the journal of a rescale under way, which ``recover`` completes or

@@ -1,19 +1,14 @@
 """Read-ahead: a Python worker brings the other shards parked in it forward between tasks.
 
-PySpark hands a task whichever Python worker has waited longest, not the worker that served
-the same shard before, so a load often finds an older version parked and *catches up* on
-the task's critical path.  After a shard call the worker idles while the driver commits the
-micro-batch; the read-ahead uses that time.  For every other shard of the same store parked
-here at an older version, a thread waits for the delta file that shard writes in the same
-micro-batch, takes the parked object (``WorkerCache.take``), brings it forward through
-``load_state`` and parks it again: the next load of that shard here is ``exact``.  A load of
-a shard the read-ahead holds waits for it (``WorkerCache.claim``).
+PySpark hands a task whichever Python worker has waited longest, so a load often finds an
+older version parked and catches up on the task's critical path.  After a shard call the
+worker idles while the driver commits; meanwhile a thread waits for the delta file each
+other shard parked here writes in the same micro-batch, and brings that shard forward
+through ``load_state``: its next load here is ``exact``.
 
 Only the speed changes: a load takes a parked object only when its token is the one the
-committed pointer names, a file being written fails to read (its parts are counted first:
-``codec.write_parts``) and is tried again, and anything that fails leaves the shard out of
-the cache.  Local stores only (a local disk, a FUSE mount): the wait is a directory listing
-every few milliseconds.
+committed pointer names, and anything that fails leaves the shard out of the cache.  Local
+stores only: the wait is a directory listing every few milliseconds.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """Resharding: the shards of a stopped purgatory as ``S`` primaries become ``N``, losing nothing.
 
-Routing sends a key to ``shard_of(key)``, an operation to the shard of its keys, or to the
-cross-shard group (number ``shards``) with a *stub* in each primary of its keys.
 ``reshard`` gives the ``N + 1`` shards that a run routed by the new ``shard_of`` would hold,
 table by table:
 

@@ -20,16 +20,10 @@ a hundred bytes, and the state lives in files the executor writes:
   delta file holding every row.
 
 What changed comes from the engine's change log (``Purgatory.take_changes``), so a save costs
-what the batch changed, however many operations are pending; only a compaction reads more.
-A value saved without a store holds the state itself.  The pending operations and watchers
-are stored as the engine's Arrow tables, every part LZ4-compressed (``codec``); the timing
-wheel is rebuilt from the pending deadlines on load.
-
-**Immutable files, versioned pointers.**  A version names the files it extends, so a restart
-from any retained checkpoint version finds them; a replay after a crash loads the version
-Spark committed and never a file of the crashed attempt.  A replaced segment is deleted
-``purgatory.state.retain.versions`` saves later; keep that at or above
-``spark.sql.streaming.minBatchesToRetain``.
+what the batch changed; only a compaction reads more.  A value saved without a store holds
+the state itself.  The timing wheel is rebuilt from the pending deadlines on load.  A
+replaced segment is deleted ``purgatory.state.retain.versions`` saves later; keep that at or
+above ``spark.sql.streaming.minBatchesToRetain``.
 
 **The worker cache** (``cache``).  Each saved version carries a random token and the tokens
 of the versions it descends from, under the shard's lineage id.  A load that claims a parked

@@ -8,11 +8,9 @@ check passed and by ``spark-purgatory upgrade`` as its last step:
 
 Each persisted format has a version (``FORMATS``); it changes only when a version writes
 what an older one cannot read, or no longer reads what an older one wrote (then the
-checkpoint needs ``spark-purgatory upgrade``).  Adding a nullable column, or a file an older
-version does not know, changes nothing.  ``check_formats`` refuses, in one line
-(``IncompatibleCheckpointError``), a checkpoint with a format newer than this version knows,
-one older than it reads as it is, or an upgrade under way.  A checkpoint without a record
-has the first version of each format (``BEFORE_RECORD``).
+checkpoint needs ``spark-purgatory upgrade``).  ``check_formats`` refuses a checkpoint with a
+format newer than this version knows, one older than it reads as it is, or an upgrade under
+way.  A checkpoint without a record has the first version of each format.
 
 Invariant: a query starts only on a checkpoint whose every format this version reads.
 """
