@@ -7,12 +7,8 @@ which both see a path through ``location``.  ``Storage`` carries the ``storage.*
 both; anything it leaves unset comes from the standard ``AWS_*`` and ``AZURE_STORAGE_*``
 environment variables.
 
-S3 has no atomic rename, so delta-rs refuses to commit there unless a lock or conditional
-writes are configured: ``storage.s3.conditional.put = etag`` (the default) has a commit file
-written only if absent; set it empty to configure a DynamoDB lock through delta-rs's own
-``AWS_S3_LOCKING_PROVIDER`` variables instead.  Azure has conditional writes, so delta-rs
-needs no lock there; ``storage.endpoint`` is then the account's blob service URL (Azurite's
-is path-style, ``http://127.0.0.1:10000/devstoreaccount1``).
+S3 has no atomic rename, so delta-rs commits there only with conditional writes
+(``storage.s3.conditional.put = etag``, the default) or a lock; Azure has conditional writes.
 
 Invariants: nothing is resolved against the working directory except a plain relative path
 the user gave; a file written with ``write_once`` is never replaced.
@@ -375,9 +371,8 @@ def write_whole(fs: pafs.FileSystem, path: str, write: Callable[[Any], None]) ->
 
 
 def listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> list[pafs.FileInfo]:
-    """The files under ``directory`` (none if it does not exist).  Listed again when another
-    task creates the directory meanwhile (Arrow's local listing then raises
-    ``FileNotFoundError``)."""
+    """The files under ``directory`` (none if it does not exist; listed again when another
+    task creates it meanwhile)."""
     selector = pafs.FileSelector(directory, recursive=recursive, allow_not_found=True)
     for attempt in range(3):
         try:

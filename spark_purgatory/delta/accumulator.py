@@ -18,8 +18,7 @@ recovery (on open and before every drain) deletes the staged files of a manifest
 version the table already recorded (committed, crash before clean-up) and otherwise leaves
 them staged (data files of a drain that never committed are invisible garbage).  A drain
 whose version a table already recorded skips that table, and a replayed micro-batch is not
-staged twice (``batch_id <= staged_through``: ``record`` ignores it).  The crash tests kill
-the process at each of ``FAULT_POINTS`` through ``fault_hook``.
+staged twice (``record`` ignores it).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The driver's sink: the operator's output rows into the Delta tables.
 
-Tables (under the output path), with the columns ``contract.TABLES`` declares:
-
-* ``outcomes`` partitioned by ``resolved_date`` (the date of ``resolved_at``),
-* ``unmatched_events`` partitioned by ``event_date`` (the date of the event's ``ts``),
-* ``rejected`` partitioned by ``rejected_date`` (the date the row was rejected),
-* ``metrics`` partitioned by ``metrics_date`` (the date of the micro-batch's ``batch_time``):
-  one row per shard call, made here from the calls' metrics rows (two of its columns need
-  every call of the batch) and staged as one more file of the batch before ``record``, so it
-  is committed exactly once with the batch's other rows (``docs/metrics.md``).
+The tables, their columns and partitions are ``contract.TABLES``'.  The ``metrics`` rows, one
+per shard call, are made here (two of their columns need every call of the batch) and staged
+as one more file of the batch before ``record``, so they are committed exactly once with the
+batch's other rows.
 
 No output row passes through the driver: the shard step stages its own output, or, with
 ``staged=False``, the sink runs ``staging.stage_task`` over the batch; either way only one

@@ -13,8 +13,7 @@ metrics row.  The sink makes the ``metrics`` rows (``metrics_rows``): they need 
 
 Invariants: a staged file is whole or absent; a retried ``stage_task`` attempt writes the
 names the first attempt wrote, and a shard call writes names no other call writes, so only
-the manifest decides which files count.  ``bytes`` is the Parquet data size of the file (its
-column chunks, without the footer), as the accumulator counts ``batch.size``.
+the manifest decides which files count.
 """
 
 from __future__ import annotations

@@ -54,8 +54,7 @@ class ClockRecord:
 
     @classmethod
     def parse(cls, document: dict | None) -> ClockRecord | None:
-        """The record in ``document``, or None for anything else (a file cut short, another
-        version's fields)."""
+        """The record in ``document``, or None for anything else (a file cut short)."""
         if not isinstance(document, dict):
             return None
         try:

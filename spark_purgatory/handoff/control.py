@@ -90,8 +90,7 @@ class MicroBatchControl:
         return figures
 
     def _count_pending(self, batch_id: int, calls: pa.Table) -> int:
-        """Every shard's pending count: the shards called report theirs, the others keep
-        their last."""
+        """Every shard's pending count: the shards called report theirs, the others keep theirs."""
         shards, counts = calls.column("shard").to_pylist(), calls.column("pending").to_pylist()
         for shard, pending in zip(shards, counts, strict=True):
             self.pending[int(shard)] = int(pending or 0)

@@ -71,8 +71,7 @@ def read_maxima(texts: Iterable[str | None]) -> dict[str, dict[str, int]]:
 
 
 class PartitionWatermarks:
-    """The driver's side: each partition's largest event time, each input's watermark, the
-    files the shards read (module docstring)."""
+    """The driver's side: each partition's largest event time, each input's watermark."""
 
     def __init__(self, root: str, delays_ms: Mapping[str, int], storage: Storage | None = None) -> None:
         self.root = root
@@ -91,8 +90,7 @@ class PartitionWatermarks:
         return cls(StatePath(state_path).watermarks, delays_ms, storage)
 
     def observe(self, batch_key: int, texts: Iterable[str | None]) -> dict[str, int]:
-        """Move the inputs' watermarks by micro-batch ``batch_key``'s ``maxima_text``, post
-        them for the next micro-batch; return them."""
+        """Move the inputs' watermarks by micro-batch ``batch_key``'s maxima, post them."""
         batch = read_maxima(texts)
         if not batch:  # no Kafka rows (file inputs: never; no file is read or written)
             return dict(self.watermarks)

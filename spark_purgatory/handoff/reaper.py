@@ -162,8 +162,7 @@ class ExpirationReaper:
         return value
 
     def _trigger_of(self, batch_time_ms: int) -> int:
-        """The trigger that started a micro-batch: Spark's batch time is a little after it,
-        on the grid of multiples of the interval."""
+        """The trigger (a multiple of the interval) that started a micro-batch."""
         return batch_time_ms - batch_time_ms % self.interval_ms
 
     def _step_ms(self) -> float:

@@ -122,8 +122,7 @@ class ShardHandOff:
         return posted
 
     def keeps(self, shard: int) -> bool:
-        """Must this shard keep its state although it holds nothing?  The cross-shard group
-        does (its ``relays_through``)."""
+        """Must this shard keep its state although it holds nothing (its ``relays_through``)?"""
         return self.relays and shard == self.cross
 
     def awaits(self, p: Purgatory, shard: int) -> bool:
@@ -134,8 +133,7 @@ class ShardHandOff:
         return relays_owed or bool(p.parked)
 
     def _verdicts(self, p: Purgatory, shard: int) -> pd.DataFrame | None:
-        """The verdicts on what this shard parked in micro-batch ``p.parked_in``; files of
-        earlier micro-batches go (never read again)."""
+        """The verdicts on what this shard parked in micro-batch ``p.parked_in``."""
         if not p.parked:
             return None
         box = self._verdicts_box(shard)

@@ -157,8 +157,7 @@ class Wake:
         return fs.get_file_info(WakeDirectory(root).end_mark).is_file
 
     def _ended_in(self, batch_id: int) -> None:
-        """Keep the first micro-batch whose shards reported the end watermark (a replay has
-        the same id, so this holds across crashes)."""
+        """Keep the first micro-batch whose shards reported the end watermark."""
         fs, root = self.storage.filesystem(self.root)
         write_once(fs, WakeDirectory(root).end_batch, str(batch_id).encode())
 

@@ -139,8 +139,7 @@ def spliced(streams: list[Encoded]) -> bytes | None:
 
 
 def _schema_end(stream: memoryview) -> int | None:
-    """Where a stream's schema message ends (a continuation marker, the length of its
-    metadata, the metadata; no body); None when it does not start so."""
+    """Where a stream's schema message ends; None when it does not start with one."""
     if len(stream) < 16 or stream[:4] != b"\xff\xff\xff\xff":
         return None
     end = 8 + int.from_bytes(stream[4:8], "little")

@@ -7,10 +7,9 @@ is ``shard_state``'s) and the *chain*: the names of the delta files since the la
 or full delta.  A chain is at most ``MAX_DELTAS`` files.
 
 **Versions decide, files never do.**  A delta file's version is the micro-batch's timestamp
-(the same on a replay, larger in every later micro-batch) or, outside a stream, one more
-than the last; its token is new at every save.  A replayed batch loads the pointer Spark
-committed for the batch before (never a file a crashed attempt wrote: no committed pointer
-names those) and writes its own files under new names, so files are written once.
+(or, outside a stream, one more than the last); its token is new at every save.  A replayed
+batch loads the pointer Spark committed for the batch before (never a file a crashed attempt
+wrote) and writes its own files under new names, so files are written once.
 
 **Retention.**  Every ``SWEEP_EVERY`` saves a shard deletes its files older than its newest
 ``retain.versions + MAX_DELTAS`` versions (at most one save per micro-batch: the pointers

@@ -68,13 +68,13 @@ def layer_of(parts: dict, meta: dict[str, str], prefix: str = "tail_") -> dict:
 
 
 def change_of(layers: list[tuple[dict, dict[str, str]]]) -> dict:
-    """Consecutive changes (``tail_*`` parts and their metadata, oldest first) as one: their
-    new rows, less the handles any of them resolved, and all those handles."""
+    """Consecutive layers (parts and metadata, oldest first) as one change (``combined``)."""
     return combined([layer_of(parts, meta) for parts, meta in layers])
 
 
 def combined(changes: list[dict]) -> dict:
-    """Consecutive changes (``layer_of``'s, oldest first) as one (``change_of``)."""
+    """Consecutive changes (oldest first) as one: their new rows, less the handles any of
+    them resolved, and all those handles."""
     dead = np.concatenate([np.empty(0, np.int64), *(c["dead"] for c in changes)])
     change: dict = {"dead": dead}
     for name in TAILS:
@@ -131,8 +131,7 @@ def change_before(parts: dict, meta: dict[str, str], read: Callable[[str], tuple
 
 
 def apply_change(t: ShardTables, since: int, replaced: list[pd.DataFrame], change: dict) -> None:
-    """Replace the big tables' rows from handle ``since`` on, and the dedup rows ``replaced``,
-    by ``change`` (``change_of``)."""
+    """Replace the big tables' rows from handle ``since`` on, and the dedup rows ``replaced``."""
     for name in TAILS:
         table = getattr(t, name)
         h = table.column("handle").to_numpy()

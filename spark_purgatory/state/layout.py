@@ -164,8 +164,7 @@ def check_layout(checkpoint: OpenCheckpoint, shards: int) -> None:
 
 
 def recorded_shards(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> int | None:
-    """The shards Spark's last offsets entry records (partitions less the cross-shard group),
-    None for a new checkpoint."""
+    """The shards Spark's last offsets entry records, None for a new checkpoint."""
     chk = open_checkpoint(checkpoint, storage)
     fs, files = chk.fs, chk.files
     offsets = [int(i.base_name) for i in listing(fs, files.offsets) if i.base_name.isdigit()]
@@ -266,8 +265,7 @@ class RunLease:
             raise CheckpointBusyError(self._busy(holder, "a second query on it is refused"))
 
     def renew(self) -> bool:
-        """Note that the query still runs (a lease deleted by hand is written again); False,
-        and nothing written, if another query took it after it went stale."""
+        """Note that the query still runs; False if another query took it after it went stale."""
         if self.token is None:
             return False
         read = read_json(self.fs, self.path)

@@ -65,8 +65,7 @@ class ReadAhead:
     def after_call(
         self, store: SegmentStore | None, config: PurgatoryConfig | None, lineage: str, version: int
     ) -> None:
-        """A shard of ``store`` just saved ``version`` of ``lineage`` and parked it here: bring
-        the other shards of ``store`` parked here forward to the same micro-batch."""
+        """``lineage`` just saved and parked ``version``: bring the others forward to it."""
         if store is None or store.local_directory(DELTAS) is None:
             return
         until = time.monotonic() + self.patience
@@ -90,8 +89,7 @@ class ReadAhead:
                 self._thread.start()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait until nothing is left to bring forward (every file found, or waited for long
-        enough); False when ``timeout`` seconds passed first."""
+        """Wait until nothing is left to bring forward; False when ``timeout`` passed first."""
         with self._lock:
             thread = self._thread
         if thread is not None:

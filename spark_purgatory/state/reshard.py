@@ -28,6 +28,7 @@ rows the old shards would have given (``tests/state/test_rescale.py``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -139,8 +140,7 @@ def _events(primaries: list[ShardTables], shard_of: ShardOf) -> pd.DataFrame:
 def _pending(
     primaries: list[ShardTables], shard_of: ShardOf
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The primaries' pending operations, watchers and matches, each with its ``old`` shard;
-    each watcher with its key's ``new`` shard."""
+    """The primaries' pending operations, watchers and matches with their ``old`` shard."""
 
     def gather(name: str, dtypes: dict) -> pd.DataFrame:
         frames = [getattr(t, name).assign(old=s) for s, t in enumerate(primaries) if len(getattr(t, name))]
@@ -178,8 +178,7 @@ class _Builder:
         self.matches.append(matches.merge(key, on=["old", "old_handle"]))
 
     def tables(self, shared: dict, watermark: int, primaries: list[ShardTables]) -> ShardTables:
-        """The new primary's tables; ``seqs`` keeps its renumbering: (``old``, ``eseq``) ->
-        ``new_eseq``."""
+        """The new primary's tables; ``seqs`` keeps its renumbering of events."""
         t = ShardTables.empty()
         events = _stack(self.events, {**EVENTS, "old": "int64"})
         matches = _stack(self.matches, {**MATCHES, "old": "int64"})
@@ -215,8 +214,7 @@ def _renumbered(frame: pd.DataFrame, seqs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _place_events(events: pd.DataFrame, new: dict[int, _Builder]) -> None:
-    """Each buffered event to its key's new shard; its new sequence number there
-    (``new_eseq``), which the cross-shard group's records of relayed pairs take too."""
+    """Each buffered event to its key's new shard."""
     if len(events) == 0:
         return
     events.sort_values(["new", "old", "eseq"], inplace=True, kind="stable")
@@ -235,8 +233,7 @@ def _place_operations(
     new: dict[int, _Builder],
     cross: _CrossBuilder,
 ) -> None:
-    """Operations to their new home, stubs to their keys' shards, and the operations whose
-    keys now span shards to the cross-shard group (with their stubs)."""
+    """Operations to their new home, stubs to their keys' shards, the rest cross-shard."""
     if len(ops) == 0:
         return
     ops = ops.rename(columns={"handle": "old_handle"})
@@ -412,30 +409,23 @@ class _CrossBuilder:
                 ],
                 ignore_index=True,
             )
-        return ShardTables(
+        return replace(  # its events, keys, windows, parked operations and clocks stay
+            t,
             ops=pd.concat([t.ops, *self.ops], ignore_index=True)[list(OPS)].astype(OPS),
             watch=pd.concat([t.watch, *self.watch], ignore_index=True)[list(WATCH)].astype(WATCH),
             resolved=shared["resolved"],
             matches=pd.concat([t.matches, *self.matches], ignore_index=True)[list(MATCHES)].astype(MATCHES),
-            events=t.events,
-            keys=t.keys,
             relayed=relayed[list(RELAYED)].astype(RELAYED),
-            windows=t.windows,
-            parked=t.parked,
             due=np.empty(0, np.int64),
-            watermark=t.watermark,
             next_handle=self.next_handle,
             next_eseq=self.next_eseq,
-            retired_wm=t.retired_wm,
             wheel=None,
-            wheel_now=t.wheel_now,
         )
 
 
 def _renamed_senders(relayed: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     """The cross-shard group's records of pairs awaiting notices, under their events' new
-    (shard, eseq).  Each such event is still buffered in its sender (its notice comes when it
-    becomes final there)."""
+    (shard, eseq)."""
     named = relayed.merge(
         events[["old", "eseq", "new", "new_eseq"]],
         left_on=["sender", "sender_eseq"],
@@ -456,9 +446,7 @@ def _renamed_senders(relayed: pd.DataFrame, events: pd.DataFrame) -> pd.DataFram
 
 
 def _shared(tables: dict[int, ShardTables], ops: pd.DataFrame, retention_ms: int) -> dict:
-    """The tables kept by hash only, which every new shard gets whole: key progress and
-    completed windows (the primaries'), remembered op_ids (every shard's, and the pending
-    operations' own)."""
+    """The tables kept by hash only, which every new shard gets whole (module docstring)."""
     primaries = [t for s, t in tables.items() if s < len(tables) - 1]
     keys = _stack([t.keys for t in primaries], KEYS)
     if len(keys):  # copies of a key from an earlier reshard: the owner's is the most advanced
@@ -481,8 +469,7 @@ def _shared(tables: dict[int, ShardTables], ops: pd.DataFrame, retention_ms: int
 
 def _pending_memory(ops: pd.DataFrame, tables: dict[int, ShardTables], retention_ms: int) -> pd.DataFrame:
     """Dedup rows for pending operations, as the registry remembers a winning claim
-    (``dedup.resolved_rows``: the later of the deadline and the watermark, plus the
-    retention)."""
+    (``dedup.resolved_rows``)."""
     watermark = max(t.watermark for t in tables.values())
     until = np.maximum(ops["deadline"].to_numpy(np.int64), watermark) + int(retention_ms)
     return pd.DataFrame({"hash": hash_strings(ops["op_id"].to_numpy(object)), "expire_at": until})

@@ -98,8 +98,7 @@ class SegmentStore:
         return name
 
     def write_named(self, name: str, parts: dict[str, Encoded], meta: dict[str, str]) -> int:
-        """Write a file of named parts under a name the caller made unique (a delta file);
-        the bytes written."""
+        """Write a file of named parts under a name the caller made unique; the bytes written."""
         directory = f"{self._dir}/{name.rsplit('/', 1)[0]}"
         if directory not in self._dirs:
             self._fs.create_dir(directory, recursive=True)
@@ -112,8 +111,7 @@ class SegmentStore:
         return [f"{directory}/{i.base_name}" for i in listing(self._fs, f"{self._dir}/{directory}")]
 
     def local_directory(self, directory: str) -> str | None:
-        """A subdirectory of the root as a path of this machine's file system; None when the
-        store is not on it (an object store, HDFS)."""
+        """A subdirectory of the root as a local path; None when the store is not local."""
         if not isinstance(self._fs, pafs.LocalFileSystem):
             return None
         return f"{self._dir}/{directory}"

@@ -220,8 +220,7 @@ def _forward(
 
 
 def _lineage_at(lineage: Lineage, changes: list[dict], meta: dict[str, str], *, afresh: bool = False) -> None:
-    """The lineage at the delta file ``meta``, having applied ``changes`` (since its version,
-    or, ``afresh``, since its last segment)."""
+    """The lineage at the delta file ``meta``, having applied ``changes``."""
     if afresh:
         lineage.dead, lineage.resolved = [], []
     if lineage.segments:

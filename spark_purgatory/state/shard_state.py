@@ -7,23 +7,19 @@ a hundred bytes, and the state lives in files the executor writes:
 
 * one small **delta file** per save (``increments``): the operations added since the last
   save, the handles resolved since (the dead), the dedup rows added since, the small tables
-  and scalars whole (the buffered events and completed windows as changes between, whole once
-  every ``MAX_DELTAS`` files: ``small_tables``), the list of segment files and the *chain* of
-  delta files since the last segment;
+  (``small_tables``) and scalars, the list of segment files and the *chain* of delta files
+  since the last segment;
 * immutable **segments**, LSM-style: one *base* (every big table) and *change* segments.
-  When a chain reaches ``MAX_DELTAS`` files or its files after the first hold more than
-  ``purgatory.state.segment.rows`` rows, the change since the last segment is written as a
-  change segment, spliced from the chain's files as they were written (no row encoded again),
-  and the chain starts afresh; when the operations resolved since the base outnumber the
-  pending ones, or after ``MAX_CHANGE_SEGMENTS`` change segments, one new base replaces them
-  all.  A shard below ``segment.rows`` rows has no segment: its chain starts with one *full*
-  delta file holding every row.
+  When a chain reaches ``MAX_DELTAS`` files or ``purgatory.state.segment.rows`` rows, the
+  change since the last segment is written as a change segment, spliced from the chain's
+  files as they were written, and the chain starts afresh; when the operations resolved since
+  the base outnumber the pending ones, or after ``MAX_CHANGE_SEGMENTS`` change segments, one
+  new base replaces them all.  A shard below ``segment.rows`` rows has no segment: its chain
+  starts with one *full* delta file holding every row.
 
 What changed comes from the engine's change log (``Purgatory.take_changes``), so a save costs
 what the batch changed; only a compaction reads more.  A value saved without a store holds
-the state itself.  The timing wheel is rebuilt from the pending deadlines on load.  A
-replaced segment is deleted ``purgatory.state.retain.versions`` saves later; keep that at or
-above ``spark.sql.streaming.minBatchesToRetain``.
+the state itself.  The timing wheel is rebuilt from the pending deadlines on load.
 
 **The worker cache** (``cache``).  Each saved version carries a random token and the tokens
 of the versions it descends from, under the shard's lineage id.  A load that claims a parked
@@ -243,8 +239,7 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
 
 
 def _encoded(layer: dict) -> dict[str, Encoded]:
-    """A layer's tables (and its ``dead`` handles) encoded, by name: a delta file's
-    ``tail_*`` parts."""
+    """A layer's tables (and its ``dead`` handles) encoded, by name."""
     return {
         name: handles_bytes(table) if isinstance(table, np.ndarray) else frame_bytes(table)
         for name, table in layer.items()
@@ -316,8 +311,7 @@ def _tails_of(lineage: Lineage) -> list[dict[str, Encoded]] | None:
 
 
 def _spliced(tails: list[dict[str, Encoded]]) -> dict[str, Encoded] | None:
-    """Consecutive layers' encoded parts as one layer's (``codec.spliced``); None when a
-    part's schemas differ."""
+    """Consecutive layers' encoded parts as one layer's; None when a part's schemas differ."""
     change = {}
     for name in tails[-1]:
         data = spliced([tail[name] for tail in tails])

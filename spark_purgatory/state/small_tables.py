@@ -1,9 +1,8 @@
 """The small tables in delta files: whole in one file, as changes in the next ones.
 
 Two of a shard's "small" tables grow with a busy shard's traffic: the buffered events and the
-windows of completed operations.  Written whole by every save, they would make a save cost
-the shard's size rather than its batch.  So a delta file holds them whole once every
-``MAX_DELTAS`` files of a shard, and in the files after it what changed since the file before:
+windows of completed operations.  So a delta file holds them whole once every ``MAX_DELTAS``
+files of a shard, and in the files after it what changed since the file before:
 
 * **events**: the rows from the last save's ``next_eseq`` on (a lineage's eseqs only grow),
   the eseqs that left, the eseqs newly ``used`` (never unset);
@@ -81,8 +80,7 @@ def small_parts(
 
 
 def _events_change(events: pd.DataFrame, now: SmallMark, since: SmallMark) -> dict[str, Encoded] | None:
-    """The events' change from ``since`` to ``now`` as parts; None when it cannot be told
-    (eseqs out of order, a flag unset): the caller writes them whole."""
+    """The events' change from ``since`` to ``now`` as parts; None when it cannot be told."""
     if np.any(np.diff(now.eseq) <= 0) or np.any(np.diff(since.eseq) <= 0):
         return None
     old = now.eseq < since.next_eseq

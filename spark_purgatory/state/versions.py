@@ -101,8 +101,7 @@ BEFORE_RECORD: dict[str, int] = dict.fromkeys(FORMATS, 1)
 
 
 class IncompatibleCheckpointError(RuntimeError):
-    """A checkpoint this version cannot start on (a newer version's, one that needs
-    ``spark-purgatory upgrade``, one an upgrade is under way on): one line, with what to run."""
+    """A checkpoint this version cannot start on: one line, with what to run."""
 
 
 def read_record(checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> dict | None:
@@ -158,8 +157,7 @@ def write_record(
 
 
 def check_formats(checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> dict | None:
-    """Refuse a checkpoint this version cannot start on (module docstring); returns its
-    record (None: no record)."""
+    """Refuse a checkpoint this version cannot start on; its record (None: no record)."""
     chk = open_checkpoint(checkpoint, storage)
     checkpoint = chk.path
     record, journal = read_record(chk), read_journal(chk)
