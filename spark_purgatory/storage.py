@@ -326,8 +326,8 @@ def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
 
 
 class WholeFile:
-    """An output stream whose file readers see whole or not at all: locally written to a
-    temporary name, synced and renamed; on an object store put in place (a put is atomic)."""
+    """An output stream whose file readers see whole or not at all (locally a temporary
+    name, synced and renamed; on an object store a put, which is atomic)."""
 
     def __init__(self, fs: pafs.FileSystem, path: str) -> None:
         self.fs, self.path = fs, path

@@ -223,8 +223,8 @@ class RecordAccumulator:
         ]
 
     def staged_files(self, after: int, tables: Sequence[str]) -> list[tuple[int, list[tuple[str, str]]]]:
-        """Each recorded micro-batch after ``after``, in order, with the staged files of
-        ``tables`` it still has, as ``(table, URI)``: what the output topic reads."""
+        """Each recorded micro-batch after ``after`` with its staged ``(table, URI)`` files of
+        ``tables``: what the output topic reads."""
         present = self._present()
         wanted = set(tables)
         out = []

@@ -23,8 +23,7 @@ __all__ = ["read_table", "table_dataset"]
 
 
 def table_dataset(table: Any, path: str, storage: Storage | None = None) -> pads.Dataset:
-    """``table`` (a ``DeltaTable`` at ``path``) as a pyarrow dataset read through pyarrow's
-    own filesystem for ``path``, never delta-rs's Python handler (module docstring)."""
+    """``table`` (a ``DeltaTable`` at ``path``) as a dataset read through pyarrow's own filesystem."""
     fs, root = (storage or Storage()).filesystem(path)
     return table.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(root, fs))
 

@@ -64,8 +64,7 @@ _FEW_VALUES = frozenset(
 
 
 def dictionary_columns(schema: pa.Schema) -> list[str]:
-    """The columns of ``schema`` a Parquet file of the output dictionary-encodes (``_FEW_VALUES``
-    and the date partition columns)."""
+    """The columns of ``schema`` a Parquet file of the output dictionary-encodes."""
     return [f.name for f in schema if f.name in _FEW_VALUES or pa.types.is_date(f.type)]
 
 

@@ -22,8 +22,7 @@ from .staging import STAGED
 
 __all__ = ["SENT", "SENT_COLUMNS", "OTHERS", "as_sent", "widened"]
 
-#: ``STAGED``'s columns ``SENT`` keeps as they are: what Spark reads of the rows
-#: (``spark.metrics._observe_staged``)
+#: ``STAGED``'s columns ``SENT`` keeps as they are: what Spark's observed metrics read
 SENT_COLUMNS: tuple[str, ...] = (
     "table",
     "rows",

@@ -169,8 +169,7 @@ class PurgatorySink:
             return self._after_staging(staged, batch_id, began)
 
     def process(self, rows: pa.Table, batch_id: int) -> dict:
-        """Stage and drain one micro-batch given as Arrow rows (``contract.OPERATOR_OUTPUT``);
-        return its figures (``Written.figures``)."""
+        """Stage and drain one micro-batch given as operator rows; return its figures."""
         with self._lock:
             staged = self.accumulator.stage_rows(rows, batch_id, self._now())
             return self._after_staging(staged, batch_id).figures
@@ -211,8 +210,7 @@ class PurgatorySink:
         return dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc)
 
     def _after_staging(self, staged: pa.Table, batch_id: int, began: float | None = None) -> Written:
-        """Where every way the rows arrive meets: the metrics rows staged, the batch recorded,
-        what is ready drained and committed, the figures."""
+        """Where every way in meets: metrics staged, the batch recorded, what is ready drained."""
         collected = time.perf_counter()
         metrics = staged.filter(pc.is_null(staged.column("table")))  # one row per shard call
         staged = pa.concat_tables([staged, self._stage_metrics(metrics, batch_id)])
@@ -259,8 +257,7 @@ class PurgatorySink:
         return stage_metrics(rows, batch_id=batch_id, staging_dir=acc.staging_dir, storage=acc.storage)
 
     def _recorded_watermarks(self, batch_id: int) -> dict[str, int | None]:
-        """Each input's watermark after the batches before ``batch_id``, from the metrics rows
-        committed or still staged (a restart's starting point)."""
+        """Each input's watermark after the batches before ``batch_id`` (committed or staged)."""
         columns = [f"{source}_watermark" for source in PROPOSED_WATERMARKS]
         parts = []
         path = getattr(self.writer, "path", None)

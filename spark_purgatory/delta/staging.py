@@ -74,8 +74,7 @@ CALL_COLUMNS: tuple[str, ...] = (
     *PROPOSED_WATERMARKS.values(),
 )
 #: what a staging task returns: a row per staged file (``table`` set: its counts) or per
-#: shard call (``table`` null: its metrics row, ``CALL_COLUMNS``; ``completed`` and
-#: ``expired`` are then the call's)
+#: shard call (``table`` null: its metrics row, ``CALL_COLUMNS``)
 STAGED = pa.schema(
     [
         ("table", pa.string()),
@@ -100,8 +99,7 @@ _US_A_DAY = 86_400_000_000
 
 
 def _date(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """The UTC dates of timestamps, in numpy when none is null (Arrow's cast goes through the
-    calendar)."""
+    """The UTC dates of timestamps (in numpy when none is null: Arrow's cast is slower)."""
     if ts.null_count:
         return pc.cast(pc.cast(ts, _TS), pa.date32())
     us = pc.cast(pc.cast(ts, _TS), pa.int64()).to_numpy()
@@ -299,8 +297,7 @@ def _stage(
     storage: Storage,
     write: bool,
 ) -> list[dict]:
-    """Split operator rows into table rows and stage them, one file per destination named by
-    ``name(table, partition)``; return the ``STAGED`` rows as Python values."""
+    """Stage operator rows, one file per destination; the ``STAGED`` rows as Python values."""
     fs, root = storage.filesystem(staging_dir)
     files: dict[tuple[str, str], StagedFile] = {}
     metrics = []

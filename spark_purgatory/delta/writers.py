@@ -112,8 +112,7 @@ class DeltaRsWriter:
             _add_missing_columns(self._table(name), TABLES[name])
 
     def _table(self, name: str, *, fresh: bool = True) -> Any:
-        """Table ``name``, created if it is not there yet; ``fresh=False``: as last brought up
-        to date (a commit right after ``committed_version`` read it)."""
+        """Table ``name``, created if it is not there yet; ``fresh=False``: as last read."""
         from deltalake import DeltaTable
 
         path = self.path(name)
@@ -291,8 +290,7 @@ class OpenTables:
         return {"storage": self.storage, "_open": {}, "_logs": {}}
 
     def _look(self, path: str, table: Any) -> str:
-        """``current``, ``behind`` (commits after the version ``table`` holds) or ``gone``
-        (that version's commit file is not there)."""
+        """``current``, ``behind`` or ``gone`` (the version ``table`` holds is not there)."""
         import pyarrow.fs as pafs
 
         if path not in self._logs:  # made once: on AWS without a region, making it asks for one
@@ -306,8 +304,7 @@ class OpenTables:
         return "current" if following.type == pafs.FileType.NotFound else "behind"
 
     def get(self, path: str, storage_options: dict[str, str] | None, *, fresh: bool = True) -> Any:
-        """The table at ``path`` with every commit up to now (None if there is none yet);
-        ``fresh=False``: as it was last brought up to date."""
+        """The table at ``path`` up to date (None if there is none); ``fresh=False``: as last read."""
         table = self._open.get(path)
         if table is not None:
             if not fresh:

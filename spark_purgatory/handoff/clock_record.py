@@ -83,8 +83,8 @@ class ClockRecorder:
         return cls(Checkpoint(checkpoint).clock_record, storage, run=run, trigger_ms=trigger_ms)
 
     def note(self, *, lag_ms: int, idle_timeout_ms: int, on_clock_ms: int | None, now_ms: int) -> bool:
-        """Write the record if it says something new; True if written.  A store that refuses
-        the write is logged, never raised: the record is advice, the clock must go on."""
+        """Write the record if it says something new; True if written (a refused write is
+        logged, never raised: the record is advice)."""
         last = self._written
         if (
             last is not None

@@ -5,14 +5,10 @@ driver does in one call, ``MicroBatchControl.after``, once the sink returned, in
 the pending counts (``state.pending_counts``), the wake (``wake``), the Kafka partitions'
 watermarks (``partitions``), the reaper (``reaper``), then the totals (``on_batch``).
 
-Why then: the micro-batch's output is recorded and Spark has not yet recorded the
-micro-batch as done, so it has not planned the next: a file written here is read by the next
-trigger, never sooner.  A replayed micro-batch comes through again with the same rows, and
-each step repeats to the same effect (the same wake file name, the same partitions file key,
-the same pending counts).
-
-Over Spark Connect the ``foreachBatch`` function runs in the server's Python: the control
-plane goes with it (pickled), and there is no reaper.
+Why then: the output is recorded and Spark has not yet planned the next micro-batch, so a
+file written here is read by the next trigger, never sooner.  A replayed micro-batch comes
+through again with the same rows, and each step repeats to the same effect.  Over Spark
+Connect the control plane runs pickled in the server's Python, without the reaper.
 
 Invariant: nothing here writes output rows, and nothing in the sink touches the input's
 control files.

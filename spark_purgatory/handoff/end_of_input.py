@@ -1,10 +1,9 @@
 """The end of input: the end mark every shard applies, and the checkpoint's record of it.
 
-``Wake.end`` writes the end mark, which routing sends to *every* shard group.  A shard that
-receives it processes its micro-batch at ``end_watermark_ms``, past every deadline it holds
-and any a valid operation can have, so everything pending expires at its deadline and every
-buffered event is reported; the engine keeps that watermark, so a row that reaches the shard
-afterwards is ``late`` (``docs/end-of-input.md``).
+``Wake.end`` writes the end mark, which routing sends to *every* shard group: the shard
+processes its micro-batch at ``end_watermark_ms``, so everything pending expires at its
+deadline and every buffered event is reported; a row that comes afterwards is ``late``
+(``docs/end-of-input.md``).
 
 Invariant: a checkpoint whose end is recorded (``<checkpoint>/purgatory-ended``) never runs
 again (``EndOfInput.check_open``); one whose end is declared but not recorded is completed by

@@ -126,9 +126,8 @@ _caps: dict[tuple[str, int], int | None] = {}  # (root, batch key) -> cap, in th
 
 
 def cap_before(root: str, batch_key: int, storage: Storage | None = None) -> int | None:
-    """The watermark the driver posted for micro-batch ``batch_key``: the smallest of the
-    inputs' watermarks in the file with the largest key below it; None before the first.
-    The shard calls of one micro-batch in one worker read it once."""
+    """The watermark the driver posted for micro-batch ``batch_key`` (the smallest input's),
+    read once per worker; None before the first."""
     cached = (root, int(batch_key))
     if cached not in _caps:
         found = _latest(storage or Storage(), root, before=int(batch_key))

@@ -126,9 +126,8 @@ class ShardHandOff:
         return self.relays and shard == self.cross
 
     def awaits(self, p: Purgatory, shard: int) -> bool:
-        """Must the shard be called in the next micro-batch although no row may come for it?
-        The cross-shard group while relays or notices are owed to it, a home while it has
-        operations parked for their verdicts."""
+        """Must the shard be called in the next micro-batch although no row may come for it
+        (relays or notices owed to the cross-shard group, operations parked at a home)?"""
         relays_owed = self.keeps(shard) and bool(p.pending or p.awaited_notices)
         return relays_owed or bool(p.parked)
 

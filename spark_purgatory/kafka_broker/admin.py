@@ -39,9 +39,8 @@ class BrokerClients:
     def create_topic(
         self, name: str, partitions: int = 1, *, config: dict[str, str] | None = None, timeout: float = 30.0
     ) -> str:
-        """Create ``name`` with ``partitions`` partitions (replication factor 1) and the topic
-        ``config`` given (e.g. ``{"retention.ms": "-1"}`` for records with old timestamps,
-        which the broker's retention would delete); return it."""
+        """Create ``name`` with ``partitions`` partitions and the topic ``config`` given (e.g.
+        ``{"retention.ms": "-1"}`` for records with old timestamps); return it."""
         from confluent_kafka.admin import NewTopic
 
         topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})
@@ -86,11 +85,8 @@ class BrokerClients:
         keys: Sequence[str | bytes | None] | None = None,
         headers: dict[str, str] | None = None,
     ) -> int:
-        """Write ``values`` to ``topic`` in order and wait until the broker has them all.
-
-        ``partitions``: one partition for all, one per value, or None for the producer's
-        partitioner (by key).  Returns the number of records written.
-        """
+        """Write ``values`` to ``topic`` in order and wait until the broker has them all;
+        ``partitions``: one for all, one per value, or None (by key).  Returns the count."""
         from confluent_kafka import Producer
 
         producer = Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 20, "acks": "all"})

@@ -45,8 +45,7 @@ _LISTENERS = ("PLAINTEXT", "CONTROLLER", "SASL_PLAINTEXT", "SASL_SSL")
 _PROTOCOLS = {"CONTROLLER": "PLAINTEXT"}
 #: the ``jvm/`` set the broker runs from (``runtime.jars.jar_paths``)
 BROKER_JARS = "kafka-broker"
-#: the broker's heap and compiler: a test or demo broker handles a few MB; C1 only, as the
-#: tests' Spark JVMs (``runtime.session.C1_ONLY``), so it takes little CPU from them
+#: a small heap and C1 only, as the tests' Spark JVMs: it takes little CPU from them
 _JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 _START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
@@ -354,8 +353,7 @@ class KafkaBroker(BrokerClients):
         return path
 
     def _wait_until_serving(self, timeout: float) -> None:
-        """Until the broker answers a metadata request (its listener accepts only once it has
-        caught up with the controller's metadata)."""
+        """Until the broker answers a metadata request."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self._process is not None

@@ -1,10 +1,9 @@
 """The ``SASL_SSL`` listener's certificates: a certificate authority of the broker's own.
 
-``KafkaBroker(tls=True)`` serves SCRAM over TLS with a server certificate signed by a
-self-signed CA made here, at the broker's first start, in its data directory: ``ca.pem`` (what
-a client trusts) and ``broker.pem`` (the broker's key and certificate chain), PEM files Kafka
-reads without a password.  The certificate names 127.0.0.1 and localhost, so a client's
-hostname check passes as on a real cluster.  The CA's private key is never written.
+``KafkaBroker(tls=True)`` serves SCRAM over TLS with a certificate for 127.0.0.1 and
+localhost signed by a CA made at the broker's first start, in its data directory:
+``ca.pem`` (what a client trusts) and ``broker.pem`` (the broker's key and chain).  The CA's
+private key is never written.
 
 Invariant: a kept data directory keeps its certificates (a restart serves the same ones,
 so a truststore made from ``ca.pem`` stays valid).

@@ -1,12 +1,9 @@
 """Is the output topic there, and does the broker take this job's login?  One line when not.
 
-A deleted topic or a revoked login is said in one line naming the topic or the user, instead
-of records that would wait for a topic that will not come back.  A broker that does not
-answer is never called gone: that may pass.
-
-A refused login is said as soon as the broker refuses it: the metadata request would never
-answer (librdkafka retries the login until the call's timeout), so the check asks in growing
-steps and looks at the errors the client met after each.
+A deleted topic or a revoked login is said in one line naming the topic or the user; a
+broker that does not answer is never called gone (that may pass).  A refused login never
+answers the metadata request (librdkafka retries it), so the check asks in growing steps
+and looks at the errors the client met after each.
 """
 
 from __future__ import annotations

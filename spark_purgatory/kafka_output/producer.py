@@ -146,7 +146,7 @@ def committed_batch(
 
 def _retried(call: Callable[[], T], passes: Callable[[Any], bool], timeout_s: float) -> T:
     """``call()``, again after a pause while it fails with an error ``passes`` lets pass, for
-    up to ``timeout_s``; then (or on another error) its ``KafkaException`` is raised."""
+    up to ``timeout_s``."""
     from confluent_kafka import KafkaException
 
     deadline = time.monotonic() + timeout_s
@@ -377,8 +377,7 @@ def _commit(producer: Any) -> None:
 
 
 def _aborting(producer: Any, call: Callable[[], Any]) -> None:
-    """``call()``; when it fails and the transaction cannot go on, the transaction is aborted
-    and the error raised."""
+    """``call()``; the transaction aborted when it fails and cannot go on."""
     from confluent_kafka import KafkaException
 
     try:

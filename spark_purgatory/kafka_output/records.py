@@ -68,12 +68,10 @@ def records(
 ) -> Iterator[Record]:
     """The records of ``rows`` (one table's rows, in its columns): ``(key, value, headers)``.
 
-    ``status``: the header's status for every row (``rejected``); None reads each row's own
-    ``status`` column (the outcomes).  ``max_bytes``: the largest record the producer sends
-    (its ``message.max.bytes``); a larger one goes without its biggest texts (``OMITTABLE``:
-    the payload or the raw record, then the keys), each left ``null`` and named in the
-    ``purgatory.omitted`` header with its size: the outcome still reaches its consumers, and
-    the row in the table has it all.
+    ``status``: the header's status for every row; None reads each row's ``status``.  A record
+    larger than ``max_bytes`` (``message.max.bytes``) goes without its biggest texts
+    (``OMITTABLE``), each left ``null`` and named in the ``purgatory.omitted`` header: the
+    outcome still reaches its consumers, and the row in the table has it all.
 
     >>> big = pa.table({"op_id": ["a"], "keys": [["k"]], "payload": ["x" * 5000]})
     >>> ((_, value, headers),) = records(big, "expired", checkpoint="q", batch_id=0, max_bytes=2048)

@@ -1,11 +1,10 @@
 """The driver's side of the output topic: which recorded micro-batches it lacks, and the one
 Spark task that sends them (``producer.send``).
 
-The sink calls ``catch_up`` after it records a micro-batch and before any drain: the staged
-files a send reads are deleted only by drains.  The driver hands the task the staged files'
-names, and the task returns one small row.  On a topic's first ``open`` (no marker yet) the
-marker is committed at the checkpoint's last recorded micro-batch, so the topic gets every
-outcome decided from the next one on.
+The sink calls ``catch_up`` after it records a micro-batch and before any drain deletes the
+staged files a send reads.  On a topic's first ``open`` (no marker yet) the marker is
+committed at the checkpoint's last recorded micro-batch: the topic gets the outcomes from
+the next one on.
 """
 
 from __future__ import annotations

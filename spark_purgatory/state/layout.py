@@ -59,8 +59,7 @@ log = logging.getLogger(__name__)
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
-#: a lease not renewed for this long is stale (its driver is gone); the handle renews it
-#: every ``LEASE_RENEW_S``
+#: a lease not renewed for this long is stale; the handle renews it every ``LEASE_RENEW_S``
 LEASE_EXPIRY_S = 60
 LEASE_RENEW_S = 15
 
@@ -79,9 +78,8 @@ class CheckpointBusyError(RuntimeError):
 def recover(
     checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
 ) -> str | None:
-    """Complete or undo a rescale a crash interrupted; returns ``"rolled back"``,
-    ``"finished"`` or None (no rescale was under way).  Cheap when there is none: one file.
-    ``config``: the state path of a checkpoint given by its path."""
+    """Complete or undo a rescale a crash interrupted: ``"rolled back"``, ``"finished"`` or
+    None (none was under way); ``config``: the state path of a checkpoint given by its path."""
     chk = open_checkpoint(checkpoint, storage, config.state_path if config else "")
     fs, files, storage = chk.fs, chk.files, chk.storage
     journal = read_json(fs, files.rescale_journal)

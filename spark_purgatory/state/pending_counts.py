@@ -1,9 +1,8 @@
 """The pending count of every shard, as of the last micro-batch: ``<checkpoint>/purgatory-pending``.
 
-Spark calls a shard only when it has input or a timeout due, so a micro-batch reports the
-counts of the shards it called.  The driver keeps the last count of every shard and writes it
-here after each micro-batch; a restarted query starts from it, so ``pending`` counts all
-shards from a run's start.
+Spark calls a shard only when it has input or a timeout due, so the driver keeps the last
+count of every shard and writes it here after each micro-batch; a restarted query starts
+from it.
 
 Invariant: a missing or unreadable record means "no shard has reported yet", never an error.
 """

@@ -17,9 +17,7 @@ table by table:
   new shard gets all of them (of copies of a key the most advanced wins), plus the op_id of
   every pending operation, remembered as the registry remembers a winning claim.
 
-``ReshardError`` refuses operations parked for their registry's verdict and events held by
-the cross-shard group (the ``replicas`` hand-off); relays and verdicts still in the mailbox
-are the caller's to check.
+Relays and verdicts still in the mailbox are the caller's to check.
 
 Invariant: run after ``reshard``, the shards give the outcomes, unmatched events and rejected
 rows the old shards would have given (``tests/state/test_rescale.py``).
@@ -77,7 +75,8 @@ def reshard(
         config: the new shards' configuration (the old cross-shard group's by default).
 
     Raises:
-        ReshardError: parked operations, or events in the cross-shard group.
+        ReshardError: operations parked for their registry's verdict, or events in the
+            cross-shard group (the ``replicas`` hand-off).
     """
     old = len(shards) - 1
     if sorted(shards) != list(range(old + 1)) or new_shards < 1:

@@ -5,9 +5,8 @@ checkpoint: ``base-<uuid>.arrow`` holds every big table of a shard, ``change-<uu
 what changed since the segment before it (``shard_state``), and ``deltas/`` each shard's
 delta files (``increments``).
 
-Invariants: a name is never reused and a file never rewritten, so a state version that
-names a file always reads the same bytes; a file is deleted only by the shard whose
-lineage wrote it, once no retained version names it.
+Invariants: a name is never reused and a file never rewritten; a file is deleted only by
+the shard whose lineage wrote it, once no retained version names it.
 """
 
 from __future__ import annotations
