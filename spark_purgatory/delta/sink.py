@@ -112,12 +112,10 @@ class PurgatorySink:
         self.staged = staged
         self.watermarks: dict[str, int | None] | None = None  # per input, after the last batch
         self.tasks: TaskRunner = in_process  # the sender's tasks: on the executors once a batch ran
-        #: the last micro-batch's milliseconds in the sink, by step: ``collect``, ``record``,
-        #: ``drain`` (and commit), ``report``
+        #: the last micro-batch's milliseconds in the sink, by step
         self.timings: dict[str, float] = {}
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
-        #: when (ms) the oldest staged row will have lingered ``linger.ms``, so that the
-        #: linger timer looks at the staging only when a drain can be due
+        #: when (ms) the oldest staged row will have lingered ``linger.ms`` (``linger_due``)
         self.linger_at_ms: int | None = None
         self._select: bool | None = None  # does the batch need a select to STAGED's columns?
         self._small_rows = SmallRows()  # the batch's rows within its own SQL execution

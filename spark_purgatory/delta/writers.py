@@ -276,10 +276,9 @@ def _add_missing_columns(table: Any, contract: TableContract) -> None:
 class OpenTables:
     """The Delta tables a writer opened, by path, each brought up to date before it is used.
 
-    Up to date costs one look at two files of the log: a table whose next commit file is not
-    there holds every commit already; if it is, the table reads the new commits; if the
-    commit file of the version it holds is gone too, it is opened afresh.  Not shared between
-    threads (a writer's commits are serialized by its sink); pickled empty."""
+    Up to date costs one look at two files of the log: the next commit file (if there, the
+    table reads the new commits) and the one of the version it holds (if gone, the table is
+    opened afresh).  Not shared between threads; pickled empty."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage

@@ -60,7 +60,7 @@ class ReadAhead:
         self._wanted: dict[str, _Wanted] = {}  # by lineage
         self._thread: threading.Thread | None = None
         self._stores: dict[str, set[str]] = {}  # lineages seen per store root
-        self.forwarded = 0  # shards brought forward (for tests and figures)
+        self.forwarded = 0  # shards brought forward
 
     def after_call(
         self, store: SegmentStore | None, config: PurgatoryConfig | None, lineage: str, version: int
