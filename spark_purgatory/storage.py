@@ -1,41 +1,17 @@
 """Where the project writes its own files: every path a URI, one mapping, one set of settings.
 
-Paths (checkpoint, output tables, accumulator staging, shard-state segments) may be plain
-paths or URIs -- ``file://``, ``s3://``, ``s3a://``, ``gs://``, ``abfss://``, ``dbfs:/``,
-``/Volumes/...``.  Spark reads them itself; what the project writes itself goes through
-pyarrow's filesystems (staging, segments, the checkpoint's id file) and delta-rs (tables),
-and both see a path the same way, through ``location``: Hadoop's ``s3a://`` is ``s3://``,
-``dbfs:/x`` is the FUSE path ``/dbfs/x`` (``dbfs:/Volumes/x`` is ``/Volumes/x``), ``file:/x``
-is ``/x``.
+Paths (checkpoint, output tables, staging, shard state) may be plain paths or URIs
+(``s3://``, ``s3a://``, ``gs://``, ``abfss://``, ``dbfs:/``, ``/Volumes/...``).  Spark reads
+them itself; what the project writes itself goes through pyarrow's filesystems and delta-rs,
+which both see a path through ``location``.  ``Storage`` carries the ``storage.*`` keys to
+both; anything it leaves unset comes from the standard ``AWS_*`` and ``AZURE_STORAGE_*``
+environment variables.
 
-``Storage`` carries our ``storage.*`` keys (endpoint, region, plain HTTP, delta-rs's S3
-commit safety) to both; anything it leaves unset comes from the standard environment
-variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
-``AWS_ENDPOINT_URL``, ...; ``AZURE_STORAGE_ACCOUNT_NAME``, ``AZURE_STORAGE_ACCOUNT_KEY``,
-``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_STORAGE_ENDPOINT``), which delta-rs reads itself and
-pyarrow through ``filesystem``.
+S3 has no atomic rename, so delta-rs commits there only with conditional writes
+(``storage.s3.conditional.put = etag``, the default) or a lock; Azure has conditional writes.
 
 Invariants: nothing is resolved against the working directory except a plain relative path
 the user gave; a file written with ``write_once`` is never replaced.
-
-S3 commit safety: S3 has no atomic rename, so delta-rs refuses to commit there unless a lock
-or conditional writes are configured.  ``storage.s3.conditional.put = etag`` (the default)
-passes delta-rs ``conditional_put=etag``: a commit file is written only if absent (S3's
-conditional writes; run here against moto's server, see ``tests/delta/test_object_store.py``); set
-it empty to configure a DynamoDB lock through delta-rs's own ``AWS_S3_LOCKING_PROVIDER``
-variables instead.
-
-ADLS: ``abfss://container@account.dfs.core.windows.net/path`` (Hadoop's spelling) and
-``az://container/path`` (the account from ``AZURE_STORAGE_ACCOUNT_NAME`` or the endpoint).
-pyarrow's ``AzureFileSystem`` gets the account, the key or SAS token from the environment (else
-Azure's default credential chain: managed identity, ``AZURE_CLIENT_ID``/``AZURE_TENANT_ID``
-...), and the endpoint.  ``storage.endpoint`` is then the account's blob service URL, as in
-an Azure connection string's ``BlobEndpoint``: ``https://account.blob.core.windows.net`` or,
-path-style, Azurite's ``http://127.0.0.1:10000/devstoreaccount1``.  delta-rs speaks the blob
-API to both kinds of account and commits with a put that fails if the file exists (Azure
-has conditional writes), so no lock is needed.  Azurite has no hierarchical namespace and no
-dfs endpoint: a path-style endpoint serves pyarrow as both blob and dfs endpoint (run here
-against Azurite, see ``tests/delta/test_azure_store.py``).
 """
 
 from __future__ import annotations
@@ -104,18 +80,8 @@ def join(uri: str, *parts: str) -> str:
 class Storage:
     """The ``storage.*`` settings, for pyarrow's filesystems and delta-rs's storage options.
 
-    Args:
-        endpoint: the object store's endpoint (``storage.endpoint``): S3-compatible, e.g.
-            MinIO's, else ``AWS_ENDPOINT_URL`` or AWS itself; for ADLS the account's blob
-            service URL, else ``AZURE_STORAGE_ENDPOINT`` or Azure itself.
-        region: the bucket's region (``storage.region``); else ``AWS_REGION``.
-        allow_http: talk plain HTTP to the endpoint (``storage.allow.http``).
-        s3_conditional_put: delta-rs's S3 commit safety (``storage.s3.conditional.put``):
-            ``etag`` or empty (see the module docstring).
-        retries: how often a request the store answered with an error that may pass (``503
-            SlowDown``, a 500, a dropped connection) is sent again, with a growing pause
-            (``storage.retries``): pyarrow's AWS retry strategy (exponential pauses), delta-rs's
-            ``max_retries`` (S3 and ADLS) and Spark's S3A SDK retries (``fs.s3a.attempts.maximum``).
+    Each field is the ``storage.*`` key of its name (docs/configuration.md); ``retries`` goes
+    to pyarrow's AWS retry strategy, delta-rs's ``max_retries`` and Spark's S3A retries.
 
     >>> Storage(endpoint="http://127.0.0.1:9000", allow_http=True).delta_options("s3a://b/t")["AWS_ENDPOINT_URL"]
     'http://127.0.0.1:9000'
@@ -154,13 +120,8 @@ class Storage:
 
     def _s3_filesystem(self, where: str) -> tuple[pafs.S3FileSystem, str]:
         """pyarrow's S3 filesystem from our settings (and the AWS variables for what they leave
-        open), with our retries; the path is ``bucket/key``.
-
-        The endpoint: ``storage.endpoint``, else ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``
-        as given.  The region: ``storage.region``; else the AWS SDK's (``AWS_REGION``, the
-        profile) when an endpoint is set, else the bucket's own, asked of AWS, as pyarrow's
-        ``FileSystem.from_uri`` does.  Credentials: the SDK's chain (the variables, the profile,
-        the instance's role).
+        open), with our retries; the path is ``bucket/key``.  Without a region or an endpoint,
+        the bucket's own region, asked of AWS, as ``FileSystem.from_uri`` does.
 
         >>> fs, path = Storage(endpoint="http://127.0.0.1:9000", region="eu-west-1").filesystem("s3a://b/chk/")
         >>> path, fs.region, fs.__reduce__()[1][0]["endpoint_override"], fs.__reduce__()[1][0]["scheme"]
@@ -179,8 +140,7 @@ class Storage:
             options["region"] = self.region
         elif "endpoint_override" not in options:  # AWS itself: the bucket's region
             options["region"] = pafs.resolve_s3_region(path.split("/", 1)[0])
-        # AWS's exponential pauses from a few milliseconds; the "standard" strategy's start
-        # much longer (docs/operating.md, "When the world misbehaves")
+        # AWS's exponential pauses, which start shorter than the "standard" strategy's
         strategy = pafs.AwsDefaultS3RetryStrategy(max_attempts=self.retries + 1)
         return pafs.S3FileSystem(**options, retry_strategy=strategy), path
 
@@ -207,17 +167,10 @@ class Storage:
         return {k: v for k, v in options.items() if v}
 
     def hadoop_settings(self, *uris: str) -> dict[str, str]:
-        """The same settings for Spark's own file system at ``uris`` (Hadoop's S3A: the
-        checkpoint, Spark's reads, Delta's writes), as session keys:
-        ``spark.conf.set(key, value)`` on a running session (before its first access to the
-        store), or ``spark.hadoop.<key>`` when building one (``storage_session_conf``).
-
-        S3 (``s3a://``): a custom endpoint (MinIO, moto) addressed path-style, as pyarrow and
-        delta-rs do; the credentials from S3A's own chain (``AWS_ACCESS_KEY_ID`` ... in the
-        JVM's environment, ``fs.s3a.access.key``, instance profiles).
-
-        ADLS (``abfss://``): nothing yet; ABFS reads its own ``fs.azure.*`` keys (see
-        ``docs/deployment.md``, "ADLS").
+        """The same settings for Spark's own file system at ``uris`` (Hadoop's S3A), as session
+        keys (``spark.hadoop.<key>`` when building a session: ``storage_session_conf``): a
+        custom endpoint addressed path-style, as pyarrow and delta-rs do.  ADLS: nothing; ABFS
+        reads its own ``fs.azure.*`` keys (``docs/deployment.md``).
 
         >>> moto = Storage(endpoint="http://127.0.0.1:9000", region="us-east-1", allow_http=True)
         >>> sorted(moto.hadoop_settings("s3a://bucket/chk"))  # doctest: +NORMALIZE_WHITESPACE
@@ -226,15 +179,9 @@ class Storage:
         >>> Storage().hadoop_settings("s3a://bucket/chk"), Storage().hadoop_settings("/local/chk")
         ({'fs.s3a.attempts.maximum': '10'}, {})
         """
-        settings: dict[str, str] = {}
-        for uri in uris:
-            where = location(uri)
-            if where.startswith("s3://"):
-                settings.update(self._s3a_settings())
-        return settings
-
-    def _s3a_settings(self) -> dict[str, str]:
-        settings: dict[str, str] = {"fs.s3a.attempts.maximum": str(self.retries)}
+        if not any(location(uri).startswith("s3://") for uri in uris):
+            return {}
+        settings = {"fs.s3a.attempts.maximum": str(self.retries)}
         if self.endpoint:
             settings["fs.s3a.endpoint"] = self.endpoint
             settings["fs.s3a.path.style.access"] = "true"
@@ -248,10 +195,8 @@ class Storage:
         return self.endpoint or os.environ.get("AZURE_STORAGE_ENDPOINT", "")
 
     def _azure_address(self, where: str) -> tuple[str, str, str]:
-        """(container, account, path) of an ``abfss://`` or ``az://`` URI ("" for no account).
-
-        The account: the URI's host (``abfss://container@account.dfs.core.windows.net``), else
-        ``AZURE_STORAGE_ACCOUNT_NAME``, else a path-style endpoint's path (Azurite's).
+        """(container, account, path) of an ``abfss://`` or ``az://`` URI; the account is the
+        URI's host, else ``AZURE_STORAGE_ACCOUNT_NAME``, else a path-style endpoint's path.
 
         >>> Storage()._azure_address("abfss://c@acct.dfs.core.windows.net/a/b")
         ('c', 'acct', 'a/b')
@@ -283,10 +228,8 @@ class Storage:
         return fs, f"{container}/{path}".rstrip("/")
 
     def _blob_service(self, account: str) -> dict[str, str]:
-        """The endpoint as pyarrow's authorities (none: Azure's own, ``account.blob.core.windows.net``).
-
-        pyarrow puts the account before an authority starting with ``.`` and after any other
-        (path-style).  Azurite serves no dfs endpoint: its blob endpoint stands for both.
+        """The endpoint as pyarrow's authorities (none: Azure's own).  pyarrow puts the account
+        before an authority starting with ``.``; Azurite's blob endpoint stands for dfs too.
 
         >>> azurite = Storage(endpoint="http://127.0.0.1:10000/devstoreaccount1")
         >>> azurite._blob_service("devstoreaccount1")["blob_storage_authority"]
@@ -318,10 +261,8 @@ class Storage:
 
 
 def storage_session_conf(storage: Storage, uris: Iterable[str]) -> dict[str, str]:
-    """``Storage.hadoop_settings`` for ``uris`` as the configuration of a session being built
-    (the job's local session): ``spark.hadoop.<key>``; and ``s3://`` read by S3A too, as
-    Databricks and EMR read ``s3://`` with their own file systems (plain Hadoop knows only
-    ``s3a://``)."""
+    """``Storage.hadoop_settings`` for ``uris`` as a session's ``spark.hadoop.<key>`` settings,
+    and ``s3://`` read by S3A too (plain Hadoop knows only ``s3a://``)."""
     settings = {**storage.hadoop_settings(*uris), "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
     return {f"spark.hadoop.{k}": v for k, v in settings.items()}
 
@@ -338,13 +279,9 @@ _READ_ATTEMPTS, _PAUSE_S = 11, 0.025
 
 
 def read_bytes(fs: pafs.FileSystem, path: str, limit: int | None = None) -> bytes:
-    """The whole file at ``path`` (its first ``limit`` bytes), read again (with growing
-    pauses) while the store answers with an error that may pass (``_TRANSIENT``);
-    ``FileNotFoundError`` when there is none.
-
-    Every small file (or head of a file) the project reads itself is read through here:
-    pyarrow's own retries miss a ``503 SlowDown`` to a small read (``_TRANSIENT``'s note).
-    """
+    """The whole file at ``path`` (its first ``limit`` bytes), read again with growing pauses
+    while the store answers with an error that may pass (pyarrow's own retries miss those:
+    ``_TRANSIENT``); ``FileNotFoundError`` when there is none."""
     for attempt in range(_READ_ATTEMPTS):
         try:
             with fs.open_input_stream(path) as f:
@@ -389,8 +326,8 @@ def write_once(fs: pafs.FileSystem, path: str, data: bytes) -> bytes:
 
 
 class WholeFile:
-    """An output stream whose file readers see whole or not at all: locally written to a
-    temporary name, synced and renamed; on an object store put in place (a put is atomic)."""
+    """An output stream whose file readers see whole or not at all (locally a temporary
+    name, synced and renamed; on an object store a put, which is atomic)."""
 
     def __init__(self, fs: pafs.FileSystem, path: str) -> None:
         self.fs, self.path = fs, path
@@ -434,14 +371,8 @@ def write_whole(fs: pafs.FileSystem, path: str, write: Callable[[Any], None]) ->
 
 
 def listing(fs: pafs.FileSystem, directory: str, *, recursive: bool = False) -> list[pafs.FileInfo]:
-    """The files under ``directory`` (none if it does not exist).
-
-    A directory created (or a subdirectory removed) while it is listed is listed again:
-    Arrow's local listing fails on a missing directory, then looks whether it exists, and
-    raises ``FileNotFoundError`` when another task (a shard posting its first relay to the
-    mailbox) created it in between.  The second listing is as true as the first would have
-    been, a moment later.
-    """
+    """The files under ``directory`` (none if it does not exist; listed again when another
+    task creates it meanwhile)."""
     selector = pafs.FileSelector(directory, recursive=recursive, allow_not_found=True)
     for attempt in range(3):
         try:

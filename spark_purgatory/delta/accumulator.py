@@ -1,52 +1,24 @@
 """RecordAccumulator: Kafka's producer batching, applied to Delta commits from micro-batches.
 
-Kafka's producer appends records to a per-partition deque of batches and sends a batch when
-it is full (``batch.size``), when its oldest record has waited ``linger.ms``, on
-``flush()``/``close()``, or when the buffer pool (``buffer.memory``) is exhausted.  A
-streaming query that appends each micro-batch to a Delta table instead writes one small file
-per partition per trigger: a trickle stream leaves thousands of tiny files.  This module puts
-the producer's rule between the micro-batches and the tables.
-
-* A **destination** is ``(table, partition)``; each holds the rows staged for it.
-* The rows are staged **where they are**: each Spark task of a micro-batch writes its rows
-  per destination to a staged Parquet file (``staging.stage_task``).  The accumulator is the
-  driver's **bookkeeping**: ``record(batch_id, staged)`` writes the batch's staged manifest
-  (the files the successful tasks reported, their bytes and rows, when they were staged),
-  deletes files no manifest names (a failed task attempt's, or a crashed run's), and then
-  advances ``staged_through`` (the last micro-batch fully staged).  ``append`` and
-  ``mark_staged`` do the same for rows already in this process.
-* ``ready()`` is Kafka's ``ready()``: a destination is ready when its staged bytes reach
-  ``batch.size``, when its oldest staged row has waited ``linger.ms`` (or would have before any
-  more rows can come: ``until_ms``, the next micro-batch's earliest start, for a query whose
-  triggers are spaced further apart than ``linger.ms``; waiting would gather nothing), when
-  everything is being flushed, or (``buffer.memory`` exceeded) when it is among the largest
-  destinations whose drain brings the total back under the limit.  Staged bytes are Parquet data
-  bytes, so ``batch.size`` is counted in the bytes of the files that will be written.
-* ``drain(batch_id, writer, tasks=...)`` is the sender: the ready destinations become data
-  files in one small job (``sender``: one task per destination, on the executors), and the
-  driver commits each table's add actions in **one commit** carrying an app transaction
-  ``(app_id, version)``, then deletes the staged files.  Only file names, sizes and
-  statistics pass through the driver.
+A query that appends each micro-batch to a Delta table writes one small file per partition
+per trigger.  This module puts Kafka's producer rule between the micro-batches and the
+tables: a **destination** ``(table, partition)`` is drained when its staged Parquet bytes
+reach ``batch.size``, when its oldest row has waited ``linger.ms``, on flush, or when
+``buffer.memory`` is exceeded (``ready``).  The rows are staged where they are, by the Spark
+tasks; the accumulator is the driver's bookkeeping: ``record`` writes the batch's staged
+manifest, deletes files no manifest names, and advances ``staged_through``.  ``drain``
+commits each table's ready rows in **one commit** carrying an app transaction
+``(app_id, version)``, then deletes the staged files.
 
 Exactly once, across crashes (the invariant of this module): the version of a drain is
-``3 * batch_id + phase``: phase 0 for the drain inside micro-batch ``batch_id``, 1 for a
-linger drain between that batch and the next (Kafka's sender does not wait for new records to
-send a lingered batch; ``drain_lingering``), 2 for the flush on close, so versions only grow.
-Before writing data files, the drain writes a manifest listing the staged files it covers;
-recovery (on open and before every drain) deletes, per table, the staged files of a manifest
-whose version the table already recorded (committed, crash before clean-up) and otherwise
-leaves them staged (data files written for a drain that never committed are invisible
-garbage).  A drain whose version a table already recorded skips that table (a replayed
-micro-batch), and a replayed micro-batch is not staged twice (``batch_id <= staged_through``:
-``record`` ignores it; the sink's staging tasks only count, and shards that stage their own
-output write names no manifest holds, which the next ``record`` sweeps).  Nothing staged is
-lost, nothing is committed twice.  The crash tests kill the process at each of
-``FAULT_POINTS`` through ``fault_hook`` (a test-only argument).
-
-The staging directory may be a path or a URI (``s3://``, ``abfss://``, ``dbfs:/`` ...): files
-go through pyarrow's filesystems (``spark_purgatory.storage``), and every staged file or
-manifest is whole or absent (``storage.WholeFile``).  The clock is injectable, so tests never
-sleep.
+``3 * batch_id + phase``: 0 inside micro-batch ``batch_id``, 1 for a linger drain between
+that batch and the next (``drain_lingering``), 2 for the flush on close, so versions only
+grow.  Before writing data files, a drain writes a manifest of the staged files it covers;
+recovery (on open and before every drain) deletes the staged files of a manifest whose
+version the table already recorded (committed, crash before clean-up) and otherwise leaves
+them staged (data files of a drain that never committed are invisible garbage).  A drain
+whose version a table already recorded skips that table, and a replayed micro-batch is not
+staged twice (``record`` ignores it).
 """
 
 from __future__ import annotations
@@ -92,9 +64,9 @@ class Destination:
 class TableWriter(Protocol):
     """Commits rows to one table with an idempotency token (Delta's app transactions).
 
-    A writer may also offer ``commit_files`` (executors write the data files: ``DeltaRsWriter``)
-    or ``commit_staged`` (its engine reads the staged files: ``SparkDeltaWriter``); otherwise
-    the drain reads the staged rows in the driver and calls ``commit``.
+    A writer may also offer ``commit_files`` (executors write the data files) or
+    ``commit_staged`` (its engine reads the staged files); otherwise the drain reads the
+    staged rows in the driver and calls ``commit``.
     """
 
     def committed_version(self, table: str, app_id: str) -> int | None:
@@ -122,9 +94,8 @@ class RecordAccumulator:
         clock: seconds since the epoch; ``time.time`` by default.
         storage: the ``storage.*`` settings for a URI staging directory (the environment's
             when None).
-        fault_hook: for crash tests only (``tests/support/faulty_job.py`` kills the process in it):
-            called with each of ``FAULT_POINTS`` as the accumulator passes it.  None in
-            production.
+        fault_hook: for crash tests only: called with each of ``FAULT_POINTS`` as the
+            accumulator passes it.
 
     Example:
 
@@ -186,10 +157,8 @@ class RecordAccumulator:
             return -1
 
     def record(self, batch_id: int, staged: pa.Table) -> None:
-        """Record micro-batch ``batch_id`` as staged: its files (``staging.STAGED`` rows).
-
-        A batch at or below ``staged_through`` is a replay and is ignored.
-        """
+        """Record micro-batch ``batch_id`` as staged: its files (``staging.STAGED`` rows); a
+        replay (at or below ``staged_through``) is ignored."""
         self._fault_point("staging")
         if batch_id <= self.staged_through:
             return
@@ -205,11 +174,8 @@ class RecordAccumulator:
         write_whole(self._fs, f"{self._root}/{_STAGED_THROUGH}", lambda f: f.write(str(batch_id).encode()))
 
     def append(self, batch_id: int, table: str, partition: str, rows: pa.Table) -> None:
-        """Stage ``rows`` for ``(table, partition)`` from this process (no Spark task).
-
-        Call ``mark_staged(batch_id)`` once every destination of the batch is appended; a
-        destination appended twice for one batch keeps the last rows (a restaged batch).
-        """
+        """Stage ``rows`` for ``(table, partition)`` from this process; ``mark_staged`` records
+        the batch.  A destination appended twice for one batch keeps the last rows."""
         if batch_id <= self.staged_through or rows.num_rows == 0:
             return
         self._appended.setdefault(batch_id, {})[(table, partition)] = rows
@@ -257,9 +223,8 @@ class RecordAccumulator:
         ]
 
     def staged_files(self, after: int, tables: Sequence[str]) -> list[tuple[int, list[tuple[str, str]]]]:
-        """Each recorded micro-batch after ``after``, in order, with the staged files of
-        ``tables`` it still has, as ``(table, URI)``: what the output topic reads
-        (``kafka_output.topic``) before a drain takes them."""
+        """Each recorded micro-batch after ``after`` with its staged ``(table, URI)`` files of
+        ``tables``: what the output topic reads."""
         present = self._present()
         wanted = set(tables)
         out = []
@@ -314,11 +279,8 @@ class RecordAccumulator:
         until_ms: int | None = None,
     ) -> list[dict]:
         """Commit every ready destination (one commit per table); return what was written.
-
-        ``tasks`` runs the sender's tasks (``sender.SparkTasks`` on executors; in this
-        process by default); ``until_ms``: when the next rows can come at the earliest
-        (``ready``).
-        """
+        ``tasks`` runs the sender's tasks (in this process by default); ``until_ms``: when
+        the next rows can come at the earliest (``ready``)."""
         self.recover(writer)
         version = 3 * int(batch_id) + phase
         by_table: dict[str, list[tuple[Destination, str]]] = {}

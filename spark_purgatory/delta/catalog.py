@@ -1,28 +1,15 @@
 """Output tables named in the session's catalog (``schema.table``, ``catalog.schema.table``).
 
-A Databricks user names tables, not paths: ``main.purgatory.outcomes``.  ``CatalogTables``
-names the four output tables (``outcomes``, ``unmatched_events``, ``rejected``, ``metrics``)
-as ``<schema>.<prefix><table>``: one schema for the query's tables, like one directory for
-them under a path, with an optional prefix for a schema the tables share with others
-(``main.ops`` and ``payments_``: ``main.ops.payments_outcomes`` ...).  The schema is one
-part (``purgatory``, in the session's current catalog) or two (``main.purgatory``, or
-``spark_catalog.purgatory`` for Spark's own session catalog).  The job's
-``--output-tables`` takes the same as text: ``main.purgatory`` or
-``main.ops.payments_{table}``.
+A Databricks user names tables, not paths.  ``CatalogTables`` names the four output tables
+``<schema>.<prefix><table>``: one schema for the query's tables, like one directory under a
+path, with an optional prefix for a schema they share with others.  The job's
+``--output-tables`` takes the same as text: ``main.purgatory`` or ``main.ops.payments_{table}``.
 
-``CatalogDeltaWriter`` is Spark's Delta writer (``SparkDeltaWriter``) by name:
-``create_tables`` creates the schema when it is missing and each missing table (empty, with
-the contract's schema and partitioning: a managed table, in the schema's location), then
-resolves each table's location; commits append with ``saveAsTable`` and
-``txnAppId``/``txnVersion``, which Delta honours by name as by path (a replayed version
-adds nothing).  The last version an app id recorded is read from the table's location (as
-for a path), so the driver must reach the table's storage: a local warehouse, or an
-object store through the ``storage.*`` settings.
-
-delta-rs cannot write a catalog table: it has no catalog.  Resolving the table's location
-and writing the files there would skip the catalog (its permissions, its lineage, Unity
-Catalog's managed storage), so ``writer_for`` refuses that in one line instead, as it does
-``auto`` on a session without Delta's classes.
+``CatalogDeltaWriter`` is Spark's Delta writer by name (``saveAsTable`` with
+``txnAppId``/``txnVersion``); the last version an app id recorded is read from the table's
+location, so the driver must reach the table's storage.  delta-rs has no catalog, and
+writing at a table's location would skip the catalog's permissions, so ``writer_for``
+refuses it.
 
 Invariant: a table is only ever written through its name; its location is only read.
 """
@@ -191,14 +178,9 @@ def writer_for(
 
 def local_catalog(warehouse: str) -> dict[str, str]:
     """A local session's settings for a catalog that outlives it: Spark's Hive metastore in
-    an embedded Derby database and the managed tables, all under the local directory
-    ``warehouse`` (never the working directory, Derby's default for its database and log).
-
-    A local session's own catalog is in memory: a restarted job would find its tables'
-    directories but not their names (Delta then refuses to create them again over files).
-    Clusters and Databricks have their catalog already; this is for plain ``python`` runs
-    (the job's ``job.warehouse``) and tests.
-    """
+    an embedded Derby database and the managed tables, all under ``warehouse`` (never the
+    working directory).  A local session's own catalog is in memory: a restarted job would
+    find its tables' directories but not their names (``job.warehouse``, tests)."""
     import os
 
     from ..runtime.class_data import java_options

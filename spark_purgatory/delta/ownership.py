@@ -1,15 +1,12 @@
 """One writer per output: the tables record the checkpoint whose query writes them.
 
 Delta's app transactions make a replayed micro-batch a no-op only under the same app id, and
-the app id belongs to the checkpoint (``startup.app_id_of``).  A second job on another
-checkpoint but the same tables would commit every outcome a second time under its own id.  So
-each table records its owner in its Delta table properties: ``purgatory.owner`` (the owning
-checkpoint's app id) and ``purgatory.owner.checkpoint`` (that checkpoint, for the message).
-``claim_tables`` runs at every start: a table without an owner (new, or made before owners
-were recorded) becomes this checkpoint's; a table owned by another checkpoint refuses the
-start in one line (``OutputOwnedError``) unless the caller takes the output over on purpose
-(``output.take.over``, the job's ``--take-over-output``: the old checkpoint's query must be
-gone for good).  Catalog tables the same, through ``ALTER TABLE ... SET TBLPROPERTIES``.
+the app id belongs to the checkpoint: a second job on another checkpoint but the same tables
+would commit every outcome a second time.  So each table records its owner in its Delta
+table properties (``OWNER``, ``OWNER_CHECKPOINT``).  ``claim_tables`` runs at every start: a
+table without an owner becomes this checkpoint's; a table owned by another checkpoint refuses
+the start in one line (``OutputOwnedError``) unless the caller takes the output over on
+purpose (``output.take.over``).
 
 Invariant: after ``claim_tables`` returns, every table names this checkpoint as its owner.
 """
@@ -45,16 +42,15 @@ def owner_of(writer: Any, table: str) -> tuple[str, str] | None:
     return configuration[OWNER], configuration.get(OWNER_CHECKPOINT, "?")
 
 
-def check_owner(writer: Any, *, app_id: str, checkpoint: str) -> dict[str, tuple[str, str] | None]:
-    """Raise ``OutputOwnedError`` if a table ``writer`` writes belongs to a checkpoint other
-    than ``app_id``'s; else return the tables not recorded as this one's (owner None)."""
-    others = {}
-    for table in TABLES:
-        owner = owner_of(writer, table)
-        if owner is None or owner[0] != app_id:
-            others[table] = owner
+def check_owner(
+    writer: Any, *, app_id: str, checkpoint: str, take_over: bool = False
+) -> dict[str, tuple[str, str] | None]:
+    """The tables ``writer`` writes not recorded as ``app_id``'s, with their owners; raise
+    ``OutputOwnedError`` if one belongs to another checkpoint, unless ``take_over``."""
+    owners = {table: owner_of(writer, table) for table in TABLES}
+    others = {table: owner for table, owner in owners.items() if owner is None or owner[0] != app_id}
     taken = {table: owner for table, owner in others.items() if owner is not None}
-    if taken:
+    if taken and not take_over:
         raise OutputOwnedError(_refusal(writer, taken, checkpoint))
     return others
 
@@ -65,11 +61,7 @@ def claim_tables(writer: Any, *, app_id: str, checkpoint: str, take_over: bool =
     with no table paths (your own ``TableWriter``) is left alone."""
     if not hasattr(writer, "path") or not hasattr(writer, "storage_options"):
         return
-    if take_over:
-        others = {t: owner_of(writer, t) for t in TABLES}
-        others = {t: owner for t, owner in others.items() if owner is None or owner[0] != app_id}
-    else:
-        others = check_owner(writer, app_id=app_id, checkpoint=checkpoint)
+    others = check_owner(writer, app_id=app_id, checkpoint=checkpoint, take_over=take_over)
     for table, owner in others.items():
         if owner is not None:
             shown = _shown(writer, table)

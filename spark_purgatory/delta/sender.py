@@ -1,13 +1,9 @@
 """The sender's tasks: a ready destination's staged files become Delta data files, on an executor.
 
-Kafka's sender ships ready batches; here a drain ships its ready destinations as one small
-Spark job (``SparkTasks``; ``in_process`` without Spark), one task per destination.  A task
-(``write_data_files``) reads the destination's staged Parquet files and writes Parquet data
-files of about ``batch.size`` (``DataFileTask.rows_per_file``) into the table's partition
-directory, then returns each file's
-Delta add action (``ADDS``: path relative to the table, size, partition values, statistics
-with ``numRecords``).  It commits nothing: the driver commits the add actions of a table in
-one Delta commit (``DeltaRsWriter.commit_files``).
+A drain ships its ready destinations as one small Spark job (``SparkTasks``; ``in_process``
+without Spark), one task per destination.  A task (``write_data_files``) writes Parquet data
+files of about ``batch.size`` into the table's partition directory and returns each file's
+Delta add action (``ADDS``); it commits nothing.
 
 Invariants: a data file's name is fixed by ``(app id, drain version, destination, sequence)``,
 so a retried task, or the same drain after a crash, overwrites the files it wrote before;
@@ -44,6 +40,7 @@ __all__ = [
     "in_process",
     "SparkTasks",
     "dictionary_columns",
+    "to_arrow",
 ]
 
 #: what a sender task returns: one add action per data file written
@@ -60,17 +57,14 @@ ADDS = pa.schema(
 ADDS_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'bigint'}" for f in ADDS)
 
 #: the output tables' columns of few distinct values, dictionary-encoded in every Parquet file
-#: the job writes (staged and data files); the others (op ids, keys, payloads, times) are
-#: written plain: a dictionary of unique values is built, found too big and dropped, for
-#: nothing but time and bytes
+#: the job writes; for the others a dictionary would be built, found too big and dropped
 _FEW_VALUES = frozenset(
     {"status", "condition", "source", "reason", "batch_id", "matched_events", "progress", "target"}
 )
 
 
 def dictionary_columns(schema: pa.Schema) -> list[str]:
-    """The columns of ``schema`` a Parquet file of the output dictionary-encodes (``_FEW_VALUES``
-    and the date partition columns)."""
+    """The columns of ``schema`` a Parquet file of the output dictionary-encodes."""
     return [f.name for f in schema if f.name in _FEW_VALUES or pa.types.is_date(f.type)]
 
 
@@ -98,12 +92,8 @@ class DataFileTask:
 
     @property
     def rows_per_file(self) -> int:
-        """Rows per data file: the staged bytes in ``round(bytes / target)`` equal files.
-
-        A destination drained as full holds between one and two ``batch.size`` (it became
-        full in the last micro-batch), so its files are close to ``batch.size`` rather than
-        one full file and a small rest; a lingered or flushed one is one smaller file.
-        """
+        """Rows per data file: the staged bytes in ``round(bytes / target)`` equal files (a
+        full destination holds one to two ``batch.size``: not one full file and a small rest)."""
         files = max(1, round(self.nbytes / self.target_size))
         return max(1, math.ceil(self.rows / files))
 
@@ -140,9 +130,8 @@ def write_data_files(task: DataFileTask) -> pa.Table:
 
 
 def _staged_batches(src: Any, root: str, task: DataFileTask, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The staged rows in pieces of 1/_GROUPS of a data file (its row groups; bounded memory),
-    in the table's columns (a file staged by an earlier version lacks those added since:
-    ``TableContract.conformed``)."""
+    """The staged rows in pieces of 1/_GROUPS of a data file (bounded memory), in the table's
+    columns (a file staged by an earlier version lacks those added since)."""
     rows = max(1024, math.ceil(task.rows_per_file / _GROUPS))
     contract = TABLES[task.table]
     for name in task.staged:
@@ -243,13 +232,8 @@ def in_process(fn: Callable[[T], pa.Table], items: Sequence[T], schema: pa.Schem
 
 
 class SparkTasks:
-    """The tasks as one Spark job with one task per item.
-
-    On a classic session an RDD of the items' indexes, each task's table pickled back: a job
-    without SQL planning or Arrow batches, for jobs run once every micro-batch (a send of the
-    output topic, a drain's data files; the time saved: docs/performance-history.md).  On
-    Spark Connect, which has no RDDs, ``mapInArrow`` over ``range``.
-    """
+    """The tasks as one Spark job with one task per item: on a classic session an RDD (no SQL
+    planning, no Arrow batches), on Spark Connect ``mapInArrow`` over ``range``."""
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark
@@ -269,7 +253,11 @@ class SparkTasks:
                 for i in batch.column(0).to_pylist():
                     yield from fn(chosen[i]).to_batches()
 
-        frame = self.spark.range(0, len(chosen), 1, len(chosen)).mapInArrow(run, ddl)
-        if hasattr(frame, "toArrow"):
-            return frame.toArrow().cast(schema)
-        return pa.Table.from_pandas(frame.toPandas(), schema=schema, preserve_index=False)
+        return to_arrow(self.spark.range(0, len(chosen), 1, len(chosen)).mapInArrow(run, ddl), schema)
+
+
+def to_arrow(frame: Any, schema: pa.Schema) -> pa.Table:
+    """A (small) DataFrame as Arrow in ``schema`` (``toArrow`` where available, else via pandas)."""
+    if hasattr(frame, "toArrow"):
+        return frame.toArrow().cast(schema)
+    return pa.Table.from_pandas(frame.toPandas(), schema=schema, preserve_index=False)

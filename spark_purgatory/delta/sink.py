@@ -1,65 +1,16 @@
 """The driver's sink: the operator's output rows into the Delta tables.
 
-Tables (under the output path), with the columns ``contract.TABLES`` declares:
+The tables, their columns and partitions are ``contract.TABLES``'.  The ``metrics`` rows, one
+per shard call, are made here (two of their columns need every call of the batch) and staged
+as one more file of the batch before ``record``, so they are committed exactly once with the
+batch's other rows.
 
-* ``outcomes`` partitioned by ``resolved_date`` (the date of ``resolved_at``),
-* ``unmatched_events`` partitioned by ``event_date`` (the date of the event's ``ts``),
-* ``rejected`` partitioned by ``rejected_date`` (the date the row was rejected),
-* ``metrics`` partitioned by ``metrics_date`` (the date of the micro-batch's ``batch_time``):
-  one row per shard call, made here from the calls' metrics rows (``staging.metrics_rows``:
-  each input's watermark and the busiest share need every call of the batch) and staged as
-  one more file of the batch before ``record``, so it is committed exactly once with the
-  batch's other rows (``docs/metrics.md``).
-
-Where the rows go: no output row passes through the driver.  Kafka's producer is the model:
-records are batched where they are produced, and the sender ships only ready batches while
-the producer keeps the bookkeeping.  In those terms:
-
-* **the producers are the executors**.  On ``start``'s path (a classic session) the shard
-  step itself stages its output (``staging.ShardStaging``, ``operator.staged_stream``): each
-  shard call splits its rows into table rows and writes them per destination
-  ``(table, partition)`` to one staged Parquet file under the staging directory (a URI
-  every executor reaches), named for ``(batch_id, shard)`` and a token of the call's own,
-  and returns only one small row per file (destination, name, bytes, rows, outcome counts)
-  and its metrics row; the output rows never cross into the JVM.  With ``staged=False``
-  (the operator's own rows: ``purgatory_stream``, or a Spark Connect session, whose
-  ``foreachBatch`` tasks do not know their micro-batch id) the sink runs
-  ``batch.mapInArrow`` with ``staging.stage_task`` instead, named for ``(batch_id, task
-  partition)``, so a retried attempt overwrites its own file.  Either way only the small
-  rows reach the driver.  On ``start``'s path with the sink JAR on the driver they are the
-  rows of a sink of Spark's own kind (``runtime.staged_sink``: the tasks' commit messages,
-  handed to ``take_staged`` by the driver's commit through one Py4J call); else the sink is a
-  ``foreachBatch`` function (``__call__``) and reads them with the micro-batch's one action on
-  its DataFrame (a second would run the stateful operator again):
-  ``runtime.small_rows.SmallRows`` where the JAR is on the driver, else ``toArrow``;
-* **the accumulator is the driver's bookkeeping**: it records the files in the batch's
-  staged manifest, deletes files no manifest names (failed attempts), moves
-  ``staged_through``, and decides what is ready (``batch.size`` in Parquet bytes,
-  ``linger.ms``, also on a quiet stream through ``drain_lingering``, ``buffer.memory``,
-  everything on ``close``);
-* **the sender is a second small Spark job** per drain (``sender.SparkTasks``): one task per
-  ready destination reads its staged files and writes Parquet data files of about
-  ``batch.size`` into the table's partition directory, returning each file's add action.
-  The driver commits each table's add actions in one commit with the app transaction
-  (``DeltaRsWriter.commit_files``: ``DeltaTable.create_write_transaction``, metadata only).
-  Where Delta is on the classpath, ``SparkDeltaWriter.commit_staged`` has Delta's own
-  writer (``txnAppId``/``txnVersion``) read the staged files instead.
-
-Exactly once stays the accumulator's argument (see ``accumulator``): the first staging of a
-micro-batch is the one recorded (a replay's tasks only count, and a replay's shards write
-files that no manifest names, swept at the next record), a drain's data files are invisible
-until its commit, and a commit already recorded is never made twice.
-
-``process(rows, batch_id)`` does the same for Arrow rows already in this process (one task,
-this process's sender): tests and users' own loops.  The three ways in (``__call__``,
-``take_staged``, ``process``) meet at once (``_after_staging``).  The sink knows the operator
-only through the contract (``contract.OPERATOR_OUTPUT``), never through its Spark schema.
-
-The sink writes the output and nothing else.  What the input needs once a micro-batch's
-output is written (the pending counts, the wake, the Kafka partitions' watermarks, the
-reaper, the totals) is the driver's control plane (``handoff.control``), run after the sink
-returned by ``start``'s ``foreachBatch`` function, ``driver_step.DriverStep``, which also
-refuses micro-batches while the query stops.
+No output row passes through the driver: the shard step stages its own output, or, with
+``staged=False``, the sink runs ``staging.stage_task`` over the batch; either way only one
+small ``STAGED`` row per file (and per shard call) reaches the driver, collected with the
+micro-batch's one action (a second would run the stateful operator again).  Exactly once is
+the accumulator's argument.  The three ways in (``__call__``, ``take_staged``, ``process``)
+meet in ``_after_staging``.  The sink writes the output and nothing else.
 """
 
 from __future__ import annotations
@@ -93,7 +44,7 @@ from ..runtime.call_site import kept_call_site
 from ..runtime.small_rows import SmallRows
 from .accumulator import RecordAccumulator, TableWriter
 from .reading import table_dataset
-from .sender import SparkTasks, TaskRunner, in_process
+from .sender import SparkTasks, TaskRunner, in_process, to_arrow
 from .sent import SENT, widened
 from .staging import STAGED, STAGED_DDL, metrics_rows, split_tables, stage_metrics, stage_task
 from .writers import open_table as _open_table
@@ -107,8 +58,7 @@ _WATERMARK = ms_column("watermark")
 
 @dataclass(frozen=True)
 class Written:
-    """A micro-batch the sink took: its staged rows recorded, what was ready committed.  What
-    the driver's control plane reads next (``handoff.control.MicroBatchControl.after``)."""
+    """A micro-batch the sink took: what the driver's control plane reads next."""
 
     batch_id: int
     #: its metrics rows, one per shard call (``staging.CALL_COLUMNS``)
@@ -121,10 +71,7 @@ class Written:
 
 class PurgatorySink:
     """Takes each micro-batch's output (a ``foreachBatch`` function, or ``take_staged``): stage
-    on the executors, record, drain what is ready.  It writes the output only: what the input
-    needs after a micro-batch (the wake, the Kafka partitions' watermarks, the reaper, the
-    totals) is the driver's control plane (``handoff.control``), which ``start``'s
-    ``foreachBatch`` function (``driver_step.DriverStep``) runs once the sink returned.
+    on the executors, record, drain what is ready.
 
     Args:
         accumulator: where rows wait for ``batch.size`` / ``linger.ms``.
@@ -133,12 +80,12 @@ class PurgatorySink:
         staged: the micro-batches are ``STAGED`` rows of shards that staged their own output
             (``staged_stream``, ``start``'s path on a classic session): the sink only records
             and drains them.  False: they are the operator's rows, staged here.
-        trigger_interval_ms: the query's ``processing-time`` interval: the next micro-batch
-            starts at the next multiple of it at the earliest, so rows whose linger ends
-            before then are committed at once (``RecordAccumulator.ready``'s ``until_ms``).
+        trigger_interval_ms: the query's ``processing-time`` interval: rows whose linger ends
+            before the next trigger are committed at once.
+        topic: the output topic, sent each recorded micro-batch before any drain.
 
     ``spark_purgatory.start`` builds and closes the sink; wire it yourself only for your own
-    sink around it (the output alone: ``start`` adds the control plane, ``driver_step``)::
+    sink around it (the output alone)::
 
         sink = PurgatorySink(RecordAccumulator(f"{chk}/staging", app_id=..., ...), DeltaRsWriter(out))
         query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", chk).start()
@@ -165,14 +112,10 @@ class PurgatorySink:
         self.staged = staged
         self.watermarks: dict[str, int | None] | None = None  # per input, after the last batch
         self.tasks: TaskRunner = in_process  # the sender's tasks: on the executors once a batch ran
-        #: the last micro-batch's milliseconds in the sink, by step: ``collect`` (the batch's one
-        #: Spark action and its rows to here), ``record``, ``drain`` (and commit), ``report``
-        #: (its figures; ``DriverStep.timings`` adds the control plane's time)
+        #: the last micro-batch's milliseconds in the sink, by step
         self.timings: dict[str, float] = {}
         self._lock = threading.Lock()  # micro-batches and linger drains never overlap
-        #: when (ms, the accumulator's clock) the oldest staged row will have lingered
-        #: ``linger.ms``: set after each micro-batch and drain, so that the linger timer looks
-        #: at the staging only when a drain can be due (``linger_due``)
+        #: when (ms) the oldest staged row will have lingered ``linger.ms`` (``linger_due``)
         self.linger_at_ms: int | None = None
         self._select: bool | None = None  # does the batch need a select to STAGED's columns?
         self._small_rows = SmallRows()  # the batch's rows within its own SQL execution
@@ -214,10 +157,8 @@ class PurgatorySink:
             return self._after_staging(self._collect(frame, STAGED), batch_id, began)
 
     def take_staged(self, sent: pa.Table, batch_id: int, spark: Any) -> Written:
-        """Record and drain micro-batch ``batch_id`` given as its ``STAGED`` rows as the shards
-        send them (``sent.SENT``), as ``runtime.staged_sink``'s sink hands them over (``start``'s
-        path with the sink JAR, instead of ``foreachBatch``); ``spark``: the session for the
-        drain's tasks."""
+        """Record and drain micro-batch ``batch_id`` given as the shards' ``sent.SENT`` rows (a
+        sink of Spark's own kind hands them over); ``spark``: the session for the drain's tasks."""
         with self._lock, kept_call_site(spark):
             self.tasks = SparkTasks(spark)
             began = time.perf_counter()
@@ -226,18 +167,14 @@ class PurgatorySink:
             return self._after_staging(staged, batch_id, began)
 
     def process(self, rows: pa.Table, batch_id: int) -> dict:
-        """Stage and drain one micro-batch given as Arrow rows (``contract.OPERATOR_OUTPUT``);
-        return its figures (``Written.figures``)."""
+        """Stage and drain one micro-batch given as operator rows; return its figures."""
         with self._lock:
             staged = self.accumulator.stage_rows(rows, batch_id, self._now())
             return self._after_staging(staged, batch_id).figures
 
     def drain_lingering(self) -> list[dict]:
-        """Commit destinations whose rows have lingered long enough, between micro-batches.
-
-        A quiet stream runs no micro-batch, so without this rows would wait past linger.ms
-        for the next input; ``start`` calls it from a timer (Kafka's sender thread).
-        """
+        """Commit destinations whose rows have lingered long enough, between micro-batches (a
+        quiet stream runs none); ``start`` calls it from a timer, as Kafka's sender thread."""
         with self._lock:
             if self.last_batch_id is None:
                 return []
@@ -249,8 +186,7 @@ class PurgatorySink:
             return written
 
     def linger_due(self) -> bool:
-        """Can a linger drain have anything to commit now?  (No look at the staging: the
-        time was noted after the last micro-batch or drain.)"""
+        """Can a linger drain have anything to commit now (no look at the staging)?"""
         due = self.linger_at_ms
         return due is not None and self.last_batch_id is not None and self.clock() * 1000 >= due
 
@@ -266,14 +202,13 @@ class PurgatorySink:
     def _collect(self, frame: Any, schema: pa.Schema) -> pa.Table:
         """The batch's small rows (``STAGED``, or ``SENT``): the micro-batch's one action."""
         rows = self._small_rows(frame, schema)
-        return rows if rows is not None else _to_arrow(frame, schema).cast(schema)
+        return rows if rows is not None else to_arrow(frame, schema)
 
     def _now(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc)
 
     def _after_staging(self, staged: pa.Table, batch_id: int, began: float | None = None) -> Written:
-        """Where every way the rows arrive meets: the metrics rows staged, the batch recorded,
-        what is ready drained and committed, the figures."""
+        """Where every way in meets: metrics staged, the batch recorded, what is ready drained."""
         collected = time.perf_counter()
         metrics = staged.filter(pc.is_null(staged.column("table")))  # one row per shard call
         staged = pa.concat_tables([staged, self._stage_metrics(metrics, batch_id)])
@@ -299,9 +234,8 @@ class PurgatorySink:
 
     def _send(self, through: int, *, start: int | None = None) -> None:
         """The output topic's records of the recorded micro-batches up to ``through`` it
-        lacks: before any drain, which deletes the staged files they are read from.
-        ``start``: where a topic with no marker yet starts (default: after the last recorded
-        micro-batch; ``TopicOutput.open``)."""
+        lacks, before any drain deletes their staged files; ``start``: where a topic with no
+        marker yet starts (default: the last recorded micro-batch)."""
         if self.topic is None:
             return
         if self.topic.sent_through is None:
@@ -309,9 +243,9 @@ class PurgatorySink:
         self.topic.catch_up(self.accumulator.staged_files, through, self.tasks)
 
     def _stage_metrics(self, calls: pa.Table, batch_id: int) -> pa.Table:
-        """The batch's ``metrics`` rows, staged with its other rows (so committed exactly once
-        like them): nothing for a batch no shard ran in, or a replay already recorded (its
-        calls still move the inputs' watermarks, which this sink keeps between batches)."""
+        """The batch's ``metrics`` rows, staged with its other rows: nothing for a batch no
+        shard ran in, or a replay already recorded (its calls still move the inputs'
+        watermarks, which this sink keeps between batches)."""
         if self.watermarks is None:
             self.watermarks = self._recorded_watermarks(batch_id)
         rows = metrics_rows(calls, batch_id, self._now(), self.watermarks)
@@ -321,8 +255,7 @@ class PurgatorySink:
         return stage_metrics(rows, batch_id=batch_id, staging_dir=acc.staging_dir, storage=acc.storage)
 
     def _recorded_watermarks(self, batch_id: int) -> dict[str, int | None]:
-        """Each input's watermark after the batches before ``batch_id``, from the metrics rows
-        recorded so far: committed to the table, or still staged (a restart's starting point)."""
+        """Each input's watermark after the batches before ``batch_id`` (committed or staged)."""
         columns = [f"{source}_watermark" for source in PROPOSED_WATERMARKS]
         parts = []
         path = getattr(self.writer, "path", None)
@@ -377,9 +310,8 @@ class PurgatorySink:
 
 
 def _highest_ms(parts: list[pa.Table], batch_id: int, column: str) -> int | None:
-    """The largest time in ``column`` of the rows before ``batch_id``, as epoch ms.  Parts mix
-    time types: a file Spark's writer wrote holds INT96 times, which read back without a time
-    zone, while the staged files and delta-rs's statistics say UTC; all of them are UTC."""
+    """The largest time in ``column`` of the rows before ``batch_id``, as epoch ms (a file
+    Spark's writer wrote holds INT96 times without a time zone: all are UTC)."""
     highest = None
     for part in parts:
         times = part.filter(pc.less(part.column("batch_id"), batch_id)).column(column)
@@ -390,9 +322,9 @@ def _highest_ms(parts: list[pa.Table], batch_id: int, column: str) -> int | None
 
 
 def _committed(table: Any, dataset: pads.Dataset, batch_id: int, columns: list[str]) -> list[pa.Table]:
-    """The largest ``columns`` of the committed metrics rows before ``batch_id``, read from the
-    files' statistics where a file lies wholly before it (the log only: a restart need not
-    read a long-running table), else from the file (a replayed batch committed with others)."""
+    """The largest ``columns`` of the committed metrics rows before ``batch_id``, from the
+    files' statistics where a file lies wholly before it (a restart need not read a
+    long-running table), else from the file."""
     actions = pa.table(table.get_add_actions(flatten=True))
     stats = [f"max.{c}" for c in ["batch_id", *columns]]
     if actions.num_rows == 0:
@@ -417,10 +349,3 @@ def _check_staged_by(staged: pa.Table, batch_id: int) -> None:
     for name in staged.column("name").drop_null().to_pylist():
         if not name.rsplit("/", 1)[-1].startswith(prefix):
             raise RuntimeError(f"micro-batch {batch_id} got a file staged for another batch: {name}")
-
-
-def _to_arrow(frame: Any, schema: pa.Schema) -> pa.Table:
-    """A (small) DataFrame as Arrow (``toArrow`` where available, else via pandas)."""
-    if hasattr(frame, "toArrow"):
-        return frame.toArrow()
-    return pa.Table.from_pandas(frame.toPandas(), schema=schema, preserve_index=False)

@@ -2,32 +2,18 @@
 
 ``split_tables`` is the one place rows become table rows, and it knows no table by name: a
 table's engine columns are copied from the operator's output (``contract.OPERATOR_OUTPUT``),
-its event times arrive as epoch ms (``contract.ms_column``) and become timestamps, and the
-writer's columns are added: ``batch_id``, ``emitted_at`` (now) and the date partition, which
-is the date of the table's last event-time column, or of now for a table without one.
+its event times arrive as epoch ms and become timestamps, and the writer's columns are added:
+``batch_id``, ``emitted_at`` (now) and the date partition (the date of the table's last
+event-time column, or of now for a table without one).
 
-``stage_task`` is what one Spark task of a micro-batch runs (``mapInArrow``; ``stage_rows``
-is the same for rows already in this process): it splits its rows and writes, per
-destination ``(table, partition)``, one staged Parquet file named for ``(batch_id, task)``
-under ``<staging>/<table>/<partition>/``.  It returns one small row per file (``STAGED``:
-table, partition, name, bytes, rows and the outcome counts) and one per ``metrics`` row of
-the operator; nothing else leaves the task.  ``ShardStaging`` is the same inside the shard
-step itself (``start``'s path): the operator's rows are staged by the Python worker that
-produced them and never cross into the JVM at all.
+``stage_task`` (one Spark task, ``mapInArrow``) and ``ShardStaging`` (inside the shard step,
+so the rows never cross into the JVM) write one staged Parquet file per destination
+``(table, partition)`` and return one small ``STAGED`` row per file and per shard call's
+metrics row.  The sink makes the ``metrics`` rows (``metrics_rows``): they need every call.
 
-The ``metrics`` table is the exception to "rows become table rows here": a shard call's
-metrics row travels to the driver as its ``STAGED`` row (``CALL_COLUMNS``), because two of
-the table's columns need every call of the micro-batch (each input's watermark, the busiest
-share).  The sink makes the rows (``metrics_rows``) and stages them as one more file of the
-batch (``stage_metrics``) before recording it, so they are committed like the others.
-
-Invariants: a staged file is whole or absent (a local file is written to a temporary name
-and renamed; an object store's put is atomic); a retried ``stage_task`` attempt writes the
-names the first attempt wrote, so it overwrites rather than adds, and a shard call writes
-names no other call writes, so only the manifest decides which files count.  ``bytes`` is the Parquet data
-size of the file (its column chunks, without the footer): the accumulator counts
-``batch.size`` in the bytes of the files it will write, and those are Parquet too (with the
-statistics a staged file goes without: a few hundred bytes a column chunk more).
+Invariants: a staged file is whole or absent; a retried ``stage_task`` attempt writes the
+names the first attempt wrote, and a shard call writes names no other call writes, so only
+the manifest decides which files count.
 """
 
 from __future__ import annotations
@@ -88,8 +74,7 @@ CALL_COLUMNS: tuple[str, ...] = (
     *PROPOSED_WATERMARKS.values(),
 )
 #: what a staging task returns: a row per staged file (``table`` set: its counts) or per
-#: shard call (``table`` null: its metrics row, ``CALL_COLUMNS``; ``completed`` and
-#: ``expired`` are then the call's)
+#: shard call (``table`` null: its metrics row, ``CALL_COLUMNS``)
 STAGED = pa.schema(
     [
         ("table", pa.string()),
@@ -114,8 +99,7 @@ _US_A_DAY = 86_400_000_000
 
 
 def _date(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """The UTC dates of timestamps: whole days since the epoch, floored, in numpy when none is
-    null (Arrow's cast goes through the calendar: docs/performance-history.md)."""
+    """The UTC dates of timestamps (in numpy when none is null: Arrow's cast is slower)."""
     if ts.null_count:
         return pc.cast(pc.cast(ts, _TS), pa.date32())
     us = pc.cast(pc.cast(ts, _TS), pa.int64()).to_numpy()
@@ -155,15 +139,12 @@ def _table_rows(table: TableContract, rows: pa.Table, batch_id: int, now: dt.dat
 
 
 def _repeat(value: Any, type_: pa.DataType, n: int) -> pa.Array:
-    """``value`` ``n`` times: one scalar repeated, not a list of ``n`` Python objects (each
-    a conversion, a zoned time's the slowest)."""
+    """``value`` ``n`` times: one scalar repeated, not ``n`` Python objects."""
     return pa.repeat(pa.scalar(value, type=type_), n)
 
 
 def _keys_of(rows: pa.Table) -> pa.ChunkedArray:
-    """An outcome's ``keys``: a single key travels as ``key`` (``output._with_single_key``),
-    unless the rows were staged where they were made (``output.output_parts``: every list in
-    ``keys``, none missing)."""
+    """An outcome's ``keys``: a single key may travel as ``key`` (``keys`` null)."""
     if rows.column("keys").null_count == 0:
         return rows.column("keys")
     keys, key = rows.column("keys").combine_chunks(), rows.column("key").combine_chunks()
@@ -172,17 +153,14 @@ def _keys_of(rows: pa.Table) -> pa.ChunkedArray:
 
 
 def split_tables(rows: pa.Table, batch_id: int, now: dt.datetime) -> dict[str, pa.Table]:
-    """The operator's output rows (``contract.OPERATOR_OUTPUT``) as the tables' rows, by name.
-
-    ``metrics`` comes back empty: its rows need every shard call of the micro-batch, so the
-    sink makes them (``metrics_rows``) from the calls' ``STAGED`` rows."""
+    """The operator's output rows (``contract.OPERATOR_OUTPUT``) as the tables' rows, by name
+    (``metrics`` empty: the sink makes those rows)."""
     filled = dict(_split(_by_kind(rows), batch_id, now))
     return {name: filled[name] if name in filled else t.schema.empty_table() for name, t in TABLES.items()}
 
 
 def _by_kind(rows: pa.Table) -> dict[str, pa.Table]:
-    """Operator rows by their ``kind``, of the kinds they have: rows all of one kind (a shard's
-    part, ``output.output_parts``) as they are, without a copy through a filter."""
+    """Operator rows by their ``kind``; rows all of one kind as they are, without a copy."""
     kind = rows.column("kind")
     if not rows.num_rows:
         return {}
@@ -195,14 +173,11 @@ def _by_kind(rows: pa.Table) -> dict[str, pa.Table]:
 def metrics_rows(
     calls: pa.Table, batch_id: int, now: dt.datetime, watermarks: dict[str, int | None]
 ) -> pa.Table:
-    """The ``metrics`` table's rows of micro-batch ``batch_id`` from its shard calls' ``STAGED``
-    rows (``table`` null), one per call.
+    """The ``metrics`` table's rows of micro-batch ``batch_id``, one per shard call.
 
-    ``watermarks`` is each input's watermark before this batch (by input, epoch ms; None
-    until the input has sent a row); it is moved to the running maximum of the watermarks
-    the calls propose, which is what Spark's watermark of the input is after this batch (the
-    largest event time seen on it minus its delay) and what the rows carry.  A batch time
-    the calls lack (rows made outside a micro-batch) is ``now``.
+    ``watermarks`` (each input's, epoch ms; None until the input sent a row) is moved to the
+    running maximum of the watermarks the calls propose, as Spark's is after this batch, and
+    the rows carry it.  A batch time the calls lack is ``now``.
     """
     n = calls.num_rows
     for source, column in PROPOSED_WATERMARKS.items():
@@ -256,7 +231,7 @@ def _by_partition(name: str, rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
 
 def staged_name(table: str, partition: str, batch_id: int, task: int, token: str = "") -> str:
     """Where a task stages a destination's rows, relative to the staging directory (``task``:
-    the staging task's partition, or the shard with that call's own ``token``: ``ShardStaging``)."""
+    the staging task's partition, or the shard with its call's own ``token``)."""
     suffix = f"-{token}" if token else ""
     return f"{table}/{safe(partition)}/{batch_id:020d}-{task:05d}{suffix}.parquet"
 
@@ -272,10 +247,7 @@ def stage_task(
     task: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stage one task's operator rows (``mapInArrow``); yield its ``STAGED`` rows.
-
-    ``write=False`` (a replayed micro-batch, already staged) only counts: the rows were
-    staged, and may be committed and deleted, so writing them again would add them twice.
-    """
+    ``write=False`` (a replay, already staged and maybe committed) only counts."""
     if task is None:
         from pyspark import TaskContext
 
@@ -325,9 +297,7 @@ def _stage(
     storage: Storage,
     write: bool,
 ) -> list[dict]:
-    """Split operator rows into table rows and stage them, one file per destination named by
-    ``name(table, partition)``; return the ``STAGED`` rows (files, then metrics rows) as
-    Python values."""
+    """Stage operator rows, one file per destination; the ``STAGED`` rows as Python values."""
     fs, root = storage.filesystem(staging_dir)
     files: dict[tuple[str, str], StagedFile] = {}
     metrics = []
@@ -354,30 +324,24 @@ def _stage(
 
 @dataclass(frozen=True)
 class ShardStaging:
-    """The shard step's own staging (``start``'s path): a shard call's output rows become
-    staged files where they are produced, and only its ``STAGED`` rows go on to the sink.
+    """The shard step's own staging: a shard call's output rows become staged files where
+    they are produced, and only its ``STAGED`` rows go on to the sink.
 
-    Without it the rows cross from the Python worker into the JVM and out again to the
-    sink's staging tasks (``stage_task``); staged here, they cross neither way.  A call
-    names its files ``<batch>-<shard>-<token>``, the token fresh per call, so no manifest
-    ever names the files of a call the driver did not take: a failed task attempt's, or a
-    replayed micro-batch's (the accumulator records the first staging of a batch only and
-    ignores a replay's rows; the next ``record`` sweeps their files, see ``accumulator``).
-    The micro-batch id is the one Spark gives the batch's jobs (``streaming.sql.batchId``,
-    a local property every task sees), so a file's ``batch_id`` column is the sink's.
+    A call names its files ``<batch>-<shard>-<token>``, the token fresh per call, so no
+    manifest names the files of a call the driver did not take (a failed attempt's, a
+    replay's: the next ``record`` sweeps them).  The micro-batch id is Spark's local property
+    ``streaming.sql.batchId``, so a file's ``batch_id`` column is the sink's.
     """
 
     staging_dir: str
     storage: Storage
 
     def __call__(self, rows: pa.Table | Sequence[pa.Table], shard: int) -> pa.Table:
-        """Stage one shard call's operator rows (``contract.OPERATOR_OUTPUT``: one table, or
-        its parts, ``output.output_parts``); return ``STAGED``."""
+        """Stage one shard call's operator rows (one table, or its parts); return ``STAGED``."""
         return pa.Table.from_pylist(self.stage(rows, shard), schema=STAGED)
 
     def stage(self, rows: pa.Table | Sequence[pa.Table], shard: int) -> list[dict]:
-        """``__call__``'s ``STAGED`` rows as Python values, a dict a row (what the shard step
-        sends on: ``sent.as_sent``)."""
+        """``__call__``'s ``STAGED`` rows as Python values, a dict a row."""
         batch_id = micro_batch_id()
         token = uuid.uuid4().hex[:12]
 
@@ -397,20 +361,14 @@ class ShardStaging:
 
 
 def stage_metrics(rows: pa.Table, *, batch_id: int, staging_dir: str, storage: Storage) -> pa.Table:
-    """Stage the ``metrics`` rows the sink made (``metrics_rows``): one file per partition,
-    named for the batch and the sink; return their ``STAGED`` rows."""
-
-    def name(table: str, partition: str) -> str:
-        return staged_name(table, partition, batch_id, 0, "sink")
-
+    """Stage the ``metrics`` rows the sink made: one file per partition; their ``STAGED`` rows."""
     fs, root = storage.filesystem(staging_dir)
-    files = [
-        StagedFile(fs, f"{root}/{name(METRICS.name, partition)}", name(METRICS.name, partition), True)
-        for partition, _ in _by_partition(METRICS.name, rows)
-    ]
+    files: list[StagedFile] = []
     try:
-        for f, (_, part) in zip(files, _by_partition(METRICS.name, rows), strict=True):
-            f.write(part)
+        for partition, part in _by_partition(METRICS.name, rows):
+            name = staged_name(METRICS.name, partition, batch_id, 0, "sink")
+            files.append(StagedFile(fs, f"{root}/{name}", name, True))
+            files[-1].write(part)
         return pa.Table.from_pylist([f.close() for f in files], schema=STAGED)
     except BaseException:
         for f in files:
@@ -451,8 +409,7 @@ class StagedFile:
         if self._out is None:
             return
         if self._writer is None:
-            # no statistics: a staged file is read whole (the sender, Spark's commit_staged),
-            # never filtered; the data files written from it have Delta's (``sender.stats_json``)
+            # no statistics: a staged file is read whole, never filtered
             self._writer = pq.ParquetWriter(
                 self._out.stream,
                 rows.schema,
@@ -483,8 +440,7 @@ class StagedFile:
 
 
 def _staged_rows(staged: list[dict], metrics: list[pa.Table]) -> list[dict]:
-    """The ``STAGED`` rows of the files, then of the operator's metrics rows (``CALL_COLUMNS``
-    and their partition maxima): a few rows, as Python values."""
+    """The ``STAGED`` rows of the files, then of the operator's metrics rows."""
     calls = [m.select([*CALL_COLUMNS, PARTITION_MAXIMA]).to_pylist() for m in metrics]
     return [*staged, *(row for rows in calls for row in rows)]
 
@@ -498,12 +454,12 @@ def data_bytes(metadata: pq.FileMetaData) -> int:
     )
 
 
-# -- files: whole or absent, listings, removal ---------------------------------------------------------
+# -- paths ---------------------------------------------------------------------------------------------
 
 
 def absolute_uri(uri: str) -> str:
-    """``uri`` as every process resolves it alike: a relative plain path made absolute here,
-    in the driver, since executors run in other working directories; URIs as given."""
+    """``uri`` as every process resolves it alike: a relative plain path made absolute here
+    (executors run in other working directories); URIs as given."""
     where = location(uri)
     return uri if "://" in where or os.path.isabs(where) else os.path.abspath(where)
 

@@ -4,42 +4,17 @@ Two writers, one contract (``accumulator.TableWriter``): commit in one Delta com
 records an app transaction ``(app_id, version)``, and say which version an app id last
 recorded, so a replayed micro-batch adds nothing twice.
 
-* ``DeltaRsWriter`` (the embedded default): the accumulator's drain has the executors write
-  the data files (``sender``) and ``commit_files`` commits their add actions, metadata only,
-  with ``DeltaTable.create_write_transaction(..., commit_properties=CommitProperties(
-  app_transactions=[Transaction(app_id, version)]))``.  ``commit`` writes rows given in this
-  process with ``write_deltalake`` and the same app transaction (backfills).  Both skip a
-  version the table already recorded (``DeltaTable.transaction_version``: delta-rs itself
-  does not).  ``create_tables`` creates the empty tables with their schemas and partitioning
-  (``start`` calls it, so every table exists even before its first row).
+* ``DeltaRsWriter`` (the embedded default): the executors write the data files (``sender``)
+  and ``commit_files`` commits their add actions, metadata only; ``commit`` writes rows given
+  in this process (backfills).  Both skip a version the table already recorded (delta-rs
+  itself does not).
 * ``SparkDeltaWriter`` (clusters, Databricks): ``df.write.format("delta")`` with
-  ``txnAppId``/``txnVersion``, Delta's own idempotent-write options; ``commit_staged``
-  writes from a DataFrame over the staged files, so the rows stay on the executors.  Chosen
-  by ``choose_writer`` when the environment puts Delta's classes on the session's classpath
-  (detected at run time, never assumed), or when asked for by name.  The recorded version
-  is read with delta-rs in both cases (the log format is the same).
+  ``txnAppId``/``txnVersion``; ``commit_staged`` reads the staged files on the executors.
+  ``choose_writer`` picks it when Delta's classes are on the session's classpath (detected at
+  run time, never assumed).  The recorded version is read with delta-rs in both cases.
 
-Every table's schema and partition column come from ``contract.TABLES``; the rows handed to
-a writer are cast to that schema, so a table's columns are what the contract says.
-
-**The version in each commit.**  Every commit either writer makes records the package's
-version in its commit info's ``userMetadata`` (``version.USER_METADATA``,
-``spark-purgatory/0.2.0``): delta-rs through ``CommitProperties(custom_metadata=...)``
-(``commit_properties``), Spark's Delta writer through its ``userMetadata`` write option
-(``user_metadata``), unless the session sets ``spark.databricks.delta.commitInfo.userMetadata``
-itself.  ``DESCRIBE HISTORY`` and delta-rs's ``history()`` show which version wrote what.
-
-**Tables kept open.**  Opening a Delta table reads its last checkpoint and every commit after
-it; with a commit per drain that is up to 100 commit files (a checkpoint every 100 commits by
-default), read three times a drain per table (the accumulator's check of the recorded version,
-``commit_files``' own, and the commit).  Each writer keeps the tables it opened
-(``OpenTables``) and brings one up to date before each use (``update_incremental``: only the
-commits since it last looked), so what a drain reads follows what changed, not the log's
-length since the last checkpoint.
-
-The output root may be a path or a URI: delta-rs gets it through ``storage.location`` with
-the ``storage.*`` settings as storage options (on S3 these include ``conditional_put=etag``,
-delta-rs's commit safety there: see ``spark_purgatory.storage``); Spark gets it as given.
+Every commit records the package's version as its commit info's ``userMetadata``, unless the
+session sets its own.  Each writer keeps the tables it opened up to date (``OpenTables``).
 """
 
 from __future__ import annotations
@@ -84,8 +59,7 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def commit_properties(**given: Any) -> Any:
-    """delta-rs's ``CommitProperties`` for a commit of the library's: ``given`` (app
-    transactions) and the package's version as the commit info's ``userMetadata``."""
+    """delta-rs's ``CommitProperties``: ``given`` and the package's version as ``userMetadata``."""
     from deltalake import CommitProperties
 
     return CommitProperties(custom_metadata={"userMetadata": USER_METADATA}, **given)
@@ -100,8 +74,7 @@ def with_options(write: Any, options: dict[str, str]) -> Any:
 
 def user_metadata(spark: Any) -> dict[str, str]:
     """Spark's Delta write options that record the package's version in a commit's info;
-    none where the session names its own (``spark.databricks.delta.commitInfo.userMetadata``:
-    the option would override it)."""
+    none where the session names its own (the option would override it)."""
     try:
         own = spark.conf.get(USER_METADATA_CONF, None)
     except Exception:  # noqa: BLE001 - a stand-in session without a conf: record the version
@@ -134,14 +107,12 @@ class DeltaRsWriter:
 
     def create_tables(self) -> None:
         """Create every table that is not there yet, empty, with its schema and partitioning;
-        a table made by an older contract gets the columns it lacks (``rejected``'s ``op_id``
-        and ``key``), so its old rows read them as null."""
+        a table made by an older contract gets the columns it lacks (null in its old rows)."""
         for name in TABLES:
             _add_missing_columns(self._table(name), TABLES[name])
 
     def _table(self, name: str, *, fresh: bool = True) -> Any:
-        """Table ``name``, created if it is not there yet; ``fresh=False``: as last brought up
-        to date (a commit right after ``committed_version`` read it)."""
+        """Table ``name``, created if it is not there yet; ``fresh=False``: as last read."""
         from deltalake import DeltaTable
 
         path = self.path(name)
@@ -227,9 +198,7 @@ class SparkDeltaWriter:
         return self.opened.recorded_version(self.path(table), app_id, self.storage_options)
 
     def create_tables(self) -> None:
-        """Create every table that is not there yet, empty, with its schema and partitioning
-        (an empty append: Delta's commit of the table's metadata); a table made by an older
-        contract gets the columns it lacks (the same empty append, merging the schema)."""
+        """``DeltaRsWriter.create_tables``, by an empty append (merging the schema)."""
         for name, contract in TABLES.items():
             table = open_table(self.path(name), self.storage_options)
             have = set() if table is None else set(table.schema().to_arrow().names)
@@ -248,7 +217,7 @@ class SparkDeltaWriter:
         self, table: str, staged: list[str], *, app_id: str, version: int, target_file_size: int
     ) -> None:
         """Append the staged Parquet files' rows: Spark reads them on the executors, with the
-        contract's schema (inferring it from the files' footers cost a Spark job a commit)."""
+        contract's schema (inferring it from the footers costs a Spark job)."""
         self._save(self.spark.read.schema(spark_schema(table)).parquet(*staged), table, app_id, version)
 
     def _save(self, frame: Any, table: str, app_id: str, version: int) -> None:
@@ -305,15 +274,11 @@ def _add_missing_columns(table: Any, contract: TableContract) -> None:
 
 
 class OpenTables:
-    """The Delta tables a writer opened, by path, each brought up to date before it is used
-    (the module docstring, "Tables kept open").
+    """The Delta tables a writer opened, by path, each brought up to date before it is used.
 
-    Up to date costs one look at two files of the log (the Delta protocol's names): a table
-    whose next commit file (``_delta_log/<version + 1>.json``) is not there holds every commit
-    already, also right after a commit of its own; if it is, the table reads the new commits;
-    if the commit file of the version it holds is gone too (the table removed, or its log
-    cleaned up long since), it is opened afresh.  Not shared between threads: a writer's
-    commits are serialized by its sink.  Pickled empty (Spark Connect pickles the sink)."""
+    Up to date costs one look at two files of the log: the next commit file (if there, the
+    table reads the new commits) and the one of the version it holds (if gone, the table is
+    opened afresh).  Not shared between threads; pickled empty."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -324,8 +289,7 @@ class OpenTables:
         return {"storage": self.storage, "_open": {}, "_logs": {}}
 
     def _look(self, path: str, table: Any) -> str:
-        """``current``, ``behind`` (commits after the version ``table`` holds) or ``gone``
-        (that version's commit file is not there)."""
+        """``current``, ``behind`` or ``gone`` (the version ``table`` holds is not there)."""
         import pyarrow.fs as pafs
 
         if path not in self._logs:  # made once: on AWS without a region, making it asks for one
@@ -339,8 +303,7 @@ class OpenTables:
         return "current" if following.type == pafs.FileType.NotFound else "behind"
 
     def get(self, path: str, storage_options: dict[str, str] | None, *, fresh: bool = True) -> Any:
-        """The table at ``path`` with every commit up to now (None if there is none yet);
-        ``fresh=False``: as it was last brought up to date."""
+        """The table at ``path`` up to date (None if there is none); ``fresh=False``: as last read."""
         table = self._open.get(path)
         if table is not None:
             if not fresh:
@@ -371,10 +334,15 @@ def choose_writer(
     """The writer ``prefer`` names; for ``"auto"``, Spark's when the environment provides Delta.
 
     ``"auto"`` picks ``SparkDeltaWriter`` when Delta's classes are on the session's class path
-    (``delta_classes_available``: Databricks, a cluster with Delta's connector, a session
-    started with ``--packages io.delta:...``) and ``DeltaRsWriter`` otherwise, including a
-    ``local_session`` whose Delta JARs ``make jars`` fetched (``delta_added_locally``): the
-    embedded default does not depend on whether the machine had ``mvn``.
+    (Databricks, a cluster with Delta's connector, ``--packages io.delta:...``) and
+    ``DeltaRsWriter`` otherwise, also for a local session whose Delta JARs ``make jars``
+    fetched: the embedded default does not depend on whether the machine had ``mvn``.
+
+    Args:
+        spark: the session.
+        root: where the tables live (a path or a URI).
+        prefer: ``auto``, ``delta-rs`` or ``spark``.
+        storage: the ``storage.*`` settings (the environment's when None).
 
     Raises:
         ConfigError: ``prefer="spark"`` in a session without Delta's classes (one line naming

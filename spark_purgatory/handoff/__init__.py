@@ -11,12 +11,11 @@ shard group, and two things need a second shard's answer:
   *registry* shard is not its home is *parked* at home for one call while a *claim* goes to
   the registry, which answers with a *verdict* (admit, or ``duplicate_op_id``).
 
-Both travel the same way: files beside the shard state, one per (micro-batch, sender), written
-by the sender in micro-batch N (``mailbox.Mailbox``) and read by the receiver in its first
-call after N.  A receiver is called when rows come for it or its event-time timeout fires;
-when neither would come (quiet inputs, the end of an ``available-now`` run), the driver asks
-for one more micro-batch through the wake directory (``wake.Wake``), which the stream reads
-as a third input.  The end of input rides the same directory (``end_of_input``).
+Both travel as files beside the shard state, one per (micro-batch, sender), written in
+micro-batch N (``Mailbox``) and read by the receiver in its first call after N.  When no row
+or timeout would call the receiver, the driver asks for one more micro-batch through the wake
+directory (``Wake``), which the stream reads as a third input; the end of input and the
+operator's clock ride the same directory.
 
 **A worked example.**  Two shards and the cross-shard group 2; ``o1`` watches keys ``a``
 (shard 0) and ``b`` (shard 1), ``o2`` watches ``c`` (shard 0) and its op_id's registry is
@@ -24,18 +23,14 @@ shard 1.  In micro-batch N:
 
 1. routing sends ``o1`` to group 2 and a stub of it to shards 0 and 1; ``o2`` to shard 0 and a
    claim ``(o2, ts, deadline, home 0)`` to shard 1; an event on ``a`` goes to shard 0.
-2. shard 0 (``ShardHandOff.receive``: nothing yet) parks ``o2``, its stub of ``o1`` matches the
-   event; ``ShardHandOff.post`` writes the pair to ``mailbox/<N>-000000.arrow`` and records
-   ``parked_in = N``.  Shard 1 decides the claim and posts the verdict
-   ``verdicts/000000/<N>-000001.arrow`` (``<N>``: the micro-batch's timestamp, the same in
-   every task and on a replay).  Group 2 and shard 0, which await files, keep an event-time
-   timeout at N's watermark, so the next micro-batch that moves it calls them.
-3. the driver, once N's output is written, sees that N relayed and writes the wake file
-   ``purgatory-wake/N.txt`` (``control``).
-4. micro-batch N+1 (the wake file, or any input): group 2 receives shard 0's pair, applies it
-   as its own match and completes ``o1`` (``resolved_at``: the event's time, one micro-batch
-   later, as the contract allows); shard 0 receives the verdict and registers ``o2`` as an
-   operation of this call, against every event of its window still buffered.
+2. shard 0 parks ``o2`` and its stub of ``o1`` matches the event; it posts the pair to
+   ``mailbox/<N>-000000.arrow``.  Shard 1 decides the claim and posts the verdict to
+   ``verdicts/000000/<N>-000001.arrow``.  Group 2 and shard 0, which await files, keep an
+   event-time timeout at N's watermark, so the next micro-batch that moves it calls them.
+3. the driver, once N's output is written, sees that N relayed and writes the wake file.
+4. in micro-batch N+1 group 2 receives the pair and completes ``o1`` (``resolved_at``: the
+   event's time, one micro-batch later, as the contract allows); shard 0 receives the verdict
+   and registers ``o2`` against every event of its window still buffered.
 5. when the watermark passes the event, shard 0 relays its notice; group 2 records it as
    counted, so the event is never reported in ``unmatched_events``.
 
@@ -44,22 +39,9 @@ Invariants:
 * a receiver gets every file posted for it before its micro-batch, exactly once: it keeps the
   last micro-batch it received in its state (committed with the micro-batch), files go only
   once a *later* call received them, and a replay receives the same files again;
-* expiry never overtakes a relay: a pair is written in a micro-batch whose watermark is below
-  its operation's deadline, so the group receives it before its wheel reaches that deadline
-  (``mailbox`` proves it);
+* expiry never overtakes a relay (``mailbox`` proves it);
 * a parked operation loses no event: its ``ts`` is at or past the watermark that parked it, so
-  every event it can match is still buffered at the next call (``engine.registry``).
-
-The operator's clock rides the wake directory too: on a quiet ``processing-time`` stream the
-driver's reaper (``reaper``, computing the watermark with ``clock``) posts a clock line that
-every shard applies, so expiries come on time when no row arrives.
-
-Modules: ``shard_handoff`` (``ShardHandOff``, the shard call's one door: ``receive`` before the engine
-runs, ``post`` after), ``mailbox``, ``wake`` (driver side: asked by ``control`` and the query
-loop), ``end_of_input``, ``clock``, ``reaper``, ``partitions`` and ``control`` (the driver's
-side after each micro-batch, in one call: pending counts, wake, partitions, reaper, totals).
-The algorithms on a shard's tables stay in the engine (``engine.relay``, ``engine.registry``):
-pure code, tested without files.
+  every event it can match is still buffered at the next call.
 """
 
 from .end_of_input import EndOfInput, InputEndedError

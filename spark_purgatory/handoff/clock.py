@@ -1,39 +1,23 @@
 """The operator's clock: where the watermark may go when inputs fall silent.
 
-Spark's watermark moves only when rows arrive, and under the ``min`` policy an input that
-sends nothing holds it where its last row left it; with every input silent no expiry comes
-at all.  Kafka's purgatory expires on the wall clock.  With ``watermark.idle.timeout`` set,
-this module decides how far the operator's watermark may go *on the clock*:
+Spark's watermark moves only when rows arrive, so with every input silent no expiry comes;
+Kafka's purgatory expires on the wall clock.  With ``watermark.idle.timeout`` set, this
+module decides how far the operator's watermark may go *on the clock*:
 
-* an input is **idle** once no micro-batch has brought it a row (a row that moves its
-  watermark: rows rejected at parse do not) for the idle timeout, in processing time (the
-  reaper counts from the trigger that started that micro-batch, and judges as of the
-  trigger its post is for: ``handoff.reaper``).  A
-  run starts with every input active as of its start (``begin``: its first micro-batch, or
-  the moment Spark found nothing to read): after a restart an input that stays silent is
-  idle once the idle timeout has passed since the run started, and a backlog waiting at
-  the start is read before any input can count as idle;
+* an input is **idle** once no micro-batch has brought it a row that moves its watermark for
+  the idle timeout, in processing time.  A run starts with every input active as of its
+  start (``begin``), so a backlog waiting at the start is read before any input counts as
+  idle;
 * while no input is idle the clock says nothing (``None``): Spark's watermark rules;
-* while some inputs are idle and others are not, the clock is the minimum of the active
-  inputs' watermarks (each one's largest event time minus its delay): the idle ones no
-  longer hold it back (Flink's ``withIdleness``);
-* once **every** input is idle, the clock is the processing time *up to which the inputs
-  are read* by the micro-batch that applies it (``read_ms``: the reaper passes the posting time,
-  less a listing margin where Spark lists the wake last) minus the largest input delay: the
-  watermark follows the wall clock, never past what it allows.  The shards admit that
-  micro-batch's rows before they move to the clock (``Purgatory.process``'s ``expire_to_ms``),
-  so a row that reached its input within its delay is never ``late``, however long it then
-  waited for a micro-batch to read it (docs/performance-history.md, "The operator's clock: read
-  time, not now", and ``handoff.reaper``).
+* while some inputs are idle, the clock is the minimum of the active inputs' watermarks: the
+  idle ones no longer hold it back (Flink's ``withIdleness``);
+* once **every** input is idle, the clock is the processing time up to which the inputs are
+  read by the micro-batch that applies it (``read_ms``) minus the largest input delay.  The
+  shards admit that micro-batch's rows before they move to the clock, so a row that reached
+  its input within its delay is never ``late``, however long it waited to be read.
 
-The value only grows (``ClockWatermark.advance``): the shards move to ``max(Spark's watermark,
-the clock)`` after admitting their rows, and their engines never move back (``handoff.reaper``
-posts it; ``operator.shard_step`` applies it). The trade-off, written in ``docs/contract.md``:
-a row that arrives behind the clock (an input that wakes up with a backlog, a producer whose
-rows took longer than the delay) is ``late`` in ``rejected``, never dropped.
-
-With ``deadline.clock=processing`` the shards run on the processing clock instead: every
-row's time is its arrival (``on_arrival``), and the clock is the micro-batch's start.
+The value only grows (``advance``).  A row that arrives behind the clock is ``late`` in
+``rejected``, never dropped (``docs/contract.md``).
 
 Example (delay 5 s, idle timeout 30 s, the run started at t = 0)::
 
@@ -58,8 +42,7 @@ __all__ = ["ClockWatermark", "InputActivity", "on_arrival"]
 
 @dataclass
 class InputActivity:
-    """One input as the clock sees it: when (processing ms) a micro-batch last brought it
-    rows, and its watermark (largest event time minus its delay; None before any row)."""
+    """When (processing ms) a micro-batch last brought an input rows, and its watermark."""
 
     last_rows_ms: int | None = None
     watermark: int | None = None
@@ -68,12 +51,8 @@ class InputActivity:
 class ClockWatermark:
     """Idle bookkeeping per input, and the clock's watermark from it (module docstring).
 
-    Args:
-        idle_timeout_ms: how long an input may send nothing before it stops holding the
-            watermark back.
-        delays_ms: each input's watermark delay (``PurgatoryConfig.input_delay_ms``).
-        started_ms: when this run started (processing ms): every input counts as active
-            as of then; None: not yet (``begin``, or the first ``observe``).
+    ``started_ms``: when this run started (processing ms); None: at ``begin`` or the first
+    ``observe``.
     """
 
     def __init__(
@@ -91,8 +70,7 @@ class ClockWatermark:
             self.begin(started_ms)
 
     def begin(self, started_ms: int) -> None:
-        """The run has started: an input that sends nothing from now on is idle after the
-        timeout (a second call changes nothing)."""
+        """The run has started (a second call changes nothing)."""
         if self.started_ms is not None:
             return
         self.started_ms = int(started_ms)
@@ -107,9 +85,7 @@ class ClockWatermark:
         known: Mapping[str, int | None] | None = None,
     ) -> None:
         """A micro-batch ran at ``batch_time_ms``; ``proposed``: the watermark each input's
-        rows of that batch propose (None: the input brought no row); ``known``: each input's
-        watermark as the sink keeps it (also from runs before this one), when it knows.
-        The first micro-batch seen begins the run."""
+        rows propose (None: no row); ``known``: each input's watermark as the sink keeps it."""
         self.begin(batch_time_ms)
         for source, value in (known or {}).items():
             self._raise(source, value)
@@ -126,8 +102,7 @@ class ClockWatermark:
             seen.watermark = int(value) if seen.watermark is None else max(seen.watermark, int(value))
 
     def idle(self, now_ms: int) -> set[str]:
-        """The inputs that have sent nothing for the idle timeout as of ``now_ms`` (none
-        before the run has begun)."""
+        """The inputs that have sent nothing for the idle timeout as of ``now_ms``."""
         return {
             source
             for source, seen in self.inputs.items()
@@ -150,11 +125,9 @@ class ClockWatermark:
     def watermark(
         self, now_ms: int, read_ms: int | None = None, *, idle_at_ms: int | None = None
     ) -> int | None:
-        """The clock's watermark at ``now_ms``: None while no input is idle (or an active
-        input has no watermark yet), the active inputs' minimum while some are idle, the
-        processing time minus the largest delay once all are; ``read_ms``: the time up to
-        which the inputs have been read, if earlier than ``now_ms``; ``idle_at_ms``: the
-        moment idleness is judged as of (the trigger the value is for), ``now_ms`` if None."""
+        """The clock's watermark at ``now_ms`` (module docstring); ``read_ms``: the time up to
+        which the inputs have been read; ``idle_at_ms``: the moment idleness is judged as of
+        (``now_ms`` if None)."""
         idle = self.idle(now_ms if idle_at_ms is None else idle_at_ms)
         if not idle:
             return None
@@ -167,8 +140,7 @@ class ClockWatermark:
     def advance(
         self, now_ms: int, read_ms: int | None = None, *, idle_at_ms: int | None = None
     ) -> int | None:
-        """The clock's watermark at ``now_ms`` (``watermark``'s arguments) if it is past every
-        value handed out before (then it is the new one), else None: nothing new to post."""
+        """``watermark`` if it is past every value handed out before, else None."""
         value = self.watermark(now_ms, read_ms, idle_at_ms=idle_at_ms)
         if value is None or (self.posted is not None and value <= self.posted):
             return None
@@ -181,12 +153,10 @@ def on_arrival(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
     """``deadline.clock=processing``: a shard's validated rows as of their arrival.
 
-    Every row's time becomes ``arrival_ms`` (the micro-batch's start, Spark's batch timestamp:
-    the same in every shard of the micro-batch and on its replay), an operation's deadline
-    its arrival plus its timeout; the shard then runs at ``arrival_ms`` as its watermark, so
-    nothing is ``late`` and an operation expires in the first micro-batch that starts at or
-    after its deadline (Kafka's request timeouts, on the wall clock).  Columns as the shard
-    step gives them (``shard_input.split_input``, ``shard_input.claims_of``); the frames are copied."""
+    Every row's time becomes ``arrival_ms`` (Spark's batch timestamp: the same in every shard
+    and on a replay), an operation's deadline its arrival plus its timeout; the shard then
+    runs at ``arrival_ms``, so nothing is ``late`` and an operation expires in the first
+    micro-batch that starts at or after its deadline.  The frames are copied."""
     arrival = np.int64(arrival_ms)
 
     def rebased(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,29 +1,22 @@
 """The clock record: what a running query's clock will do, for the people watching it.
 
-During a silence Spark's watermark stands still (the last rows' event time minus the delay)
-while the operator's clock (``handoff.clock``) runs on: a desk that counts an operation's
-time left from Spark's watermark is told 45 s where one is left.  Only the driver's reaper
-knows how the clock runs, so it writes ``<checkpoint>/purgatory-clock`` (one small JSON
-document) whenever that changes, and the readers of the checkpoint (``inspect.countdown``:
-``pending``, ``at-risk``, ``explain``, the notebook helpers) count from it:
+During a silence Spark's watermark stands still while the operator's clock (``clock``) runs
+on, so time left counted from Spark's watermark would be wrong.  The driver's reaper writes
+``<checkpoint>/purgatory-clock`` (one small JSON document) whenever that changes, and the
+checkpoint's readers (``inspect.countdown``) count from it:
 
-* ``run``: the run lease's token of the query that wrote it (``state.layout.RunLease``): a
-  record of an earlier run says nothing about this one;
+* ``run``: the run lease's token of the query that wrote it (a record of an earlier run says
+  nothing about this one);
 * ``lag_ms``: how far behind the wall clock the operator's clock runs once every input is
-  idle: the largest input delay plus the reaper's listing margin; 0 on the processing clock
-  (``deadline.clock=processing``), where deadlines are wall-clock times already;
+  idle (the largest input delay plus the reaper's listing margin; 0 on the processing clock);
 * ``idle_timeout_ms``: ``watermark.idle.timeout`` (0 on the processing clock);
 * ``on_clock_ms``: from when (epoch ms) the clock follows the wall clock if no input sends
-  another row: the latest moment an input last brought rows (or the run began) plus the idle
-  timeout; None before the run has begun (a backlog is still being read);
+  another row; None before the run has begun;
 * ``trigger_ms``: the query's trigger interval; ``written_ms``: when it was written.
 
-It is written at the reaper's start and then only when a field changes (``on_clock_ms``
-by a trigger interval or more: a record a little behind makes the readers count an
-operation due *earlier*, never later), so a query under load writes it about once a
-micro-batch, and a silent one not at all.  The file is advice for people: the stream never
-reads it, a start never needs it, and a checkpoint without it (an earlier version's, a query
-without the reaper) reads as "no clock": time left counts from Spark's watermark.
+It is rewritten only when a field changes (``on_clock_ms`` by a trigger interval or more: a
+record a little behind makes readers count an operation due earlier, never later).  The
+file is advice: the stream never reads it, and a checkpoint without it reads as "no clock".
 
 Example::
 
@@ -50,7 +43,7 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class ClockRecord:
-    """``<checkpoint>/purgatory-clock`` (the module docstring says what each field means)."""
+    """``<checkpoint>/purgatory-clock`` (module docstring)."""
 
     run: str
     lag_ms: int
@@ -61,8 +54,7 @@ class ClockRecord:
 
     @classmethod
     def parse(cls, document: dict | None) -> ClockRecord | None:
-        """The record in ``document``, or None for anything else (a file cut short, another
-        version's fields): the readers then count from Spark's watermark."""
+        """The record in ``document``, or None for anything else (a file cut short)."""
         if not isinstance(document, dict):
             return None
         try:
@@ -80,7 +72,7 @@ class ClockRecord:
 
 
 class ClockRecorder:
-    """Writes one run's record when it changes (the reaper's thread; module docstring)."""
+    """Writes one run's record when it changes (the reaper's thread)."""
 
     def __init__(self, path: str, storage: Storage, *, run: str, trigger_ms: int) -> None:
         self.path, self.storage, self.run, self.trigger_ms = path, storage, run, int(trigger_ms)
@@ -91,8 +83,8 @@ class ClockRecorder:
         return cls(Checkpoint(checkpoint).clock_record, storage, run=run, trigger_ms=trigger_ms)
 
     def note(self, *, lag_ms: int, idle_timeout_ms: int, on_clock_ms: int | None, now_ms: int) -> bool:
-        """Write the record if it says something new; True if written.  A store that refuses
-        the write is logged, never raised: the record is advice, the clock must go on."""
+        """Write the record if it says something new; True if written (a refused write is
+        logged, never raised: the record is advice)."""
         last = self._written
         if (
             last is not None

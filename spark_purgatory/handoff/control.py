@@ -1,40 +1,17 @@
 """The input's control plane after a micro-batch: what the driver tells the next one.
 
-The sink (``delta.sink``) writes a micro-batch's output: it records the staged rows and commits
-what is ready.  What the *input* needs from that micro-batch is another matter, which the driver
-handles in one call, ``MicroBatchControl.after``, made by the driver's half of the micro-batch
-(``spark_purgatory.driver_step.DriverStep``) once the sink returned, in this order:
+The sink writes a micro-batch's output; what the *input* needs from that micro-batch the
+driver does in one call, ``MicroBatchControl.after``, once the sink returned, in this order:
+the pending counts (``state.pending_counts``), the wake (``wake``), the Kafka partitions'
+watermarks (``partitions``), the reaper (``reaper``), then the totals (``on_batch``).
 
-1. **pending** (``state.pending_counts``): the shards Spark called report their pending counts;
-   the last count of every shard is kept and written to ``<checkpoint>/purgatory-pending``;
-2. **the wake** (``handoff.wake``): a wake file when the micro-batch relayed, the first micro-batch
-   whose relays are still owed, the micro-batch that applied the end of input;
-3. **the Kafka partitions' watermarks** (``handoff.partitions``): moved, and posted for the
-   next micro-batch's shards;
-4. **the reaper** (``handoff.reaper``): the micro-batch's metrics rows, for the operator's clock
-   (what waits in each shard, each input's proposed watermark);
-5. **the totals** (``on_batch``: ``PurgatoryQuery``'s totals, then the user's hook), with the
-   micro-batch's figures, ``pending`` among them.
-
-Why then: the output of the micro-batch is recorded (exactly once) and what was ready is
-committed, and Spark has not yet recorded the micro-batch as done, so it has not planned the
-next: a wake file or a partitions file written here is read by the next trigger, never sooner.
-A replayed micro-batch (the driver died before Spark recorded it) comes through again with the
-same rows, and each step repeats to the same effect: the same wake file name (Spark's file
-source has seen it), the same partitions file key, the same pending counts.
-
-Over Spark Connect the ``foreachBatch`` function runs in the server's Python: the control
-plane goes with it (pickled), so the wake and partitions files are written there; the totals
-count there, and there is no reaper (``query.start`` says so).
+Why then: the output is recorded and Spark has not yet planned the next micro-batch, so a
+file written here is read by the next trigger, never sooner.  A replayed micro-batch comes
+through again with the same rows, and each step repeats to the same effect.  Over Spark
+Connect the control plane runs pickled in the server's Python, without the reaper.
 
 Invariant: nothing here writes output rows, and nothing in the sink touches the input's
 control files.
-
-Example (what ``start`` wires)::
-
-    control = MicroBatchControl(wake=wake, partitions=partitions, reaper=reaper,
-                                pending=PendingRecord.under(checkpoint), on_batch=totals)
-    figures = control.after(batch_id, calls, figures, watermarks=watermarks)
 """
 
 from __future__ import annotations
@@ -59,23 +36,9 @@ _WATERMARK = ms_column("watermark")
 class MicroBatchControl:
     """The driver's control plane of each micro-batch (module docstring); each part optional.
 
-    Args:
-        wake: where to ask for one more micro-batch after one whose shards relayed
-            (``handoff.wake``; ``start`` passes ``<checkpoint>/purgatory-wake``).
-        partitions: the Kafka inputs' watermarks per partition (``handoff.partitions``);
-            ``start`` passes one beside the shard state.
-        reaper: the operator's clock (``handoff.reaper``), for a ``processing-time`` query
-            with ``watermark.idle.timeout`` or ``deadline.clock=processing``.
-        pending: where the last pending count of every shard is kept
-            (``state.pending_counts``; ``start`` passes ``<checkpoint>/purgatory-pending``):
-            seeds ``pending`` so that it counts all shards, not only those Spark called since
-            this process started.
-        on_batch: called last with the micro-batch's figures (a dict, ``start`` names its
-            keys), e.g. the handle's totals.
-
-    Attributes:
-        pending: every shard's pending count as of the last micro-batch (shard -> count).
-        pending_at_start: the same as the checkpoint's record held it at start.
+    ``pending`` (the record) seeds ``self.pending``, every shard's pending count, so that it
+    counts all shards, not only those Spark called since this process started; ``on_batch``
+    is called last with the micro-batch's figures.
     """
 
     def __init__(
@@ -103,20 +66,10 @@ class MicroBatchControl:
         *,
         watermarks: Mapping[str, int | None],
     ) -> dict:
-        """Micro-batch ``batch_id``'s output is recorded and committed as far as ready: run
-        the control plane (module docstring, in that order) and return its figures.
-
-        Args:
-            batch_id: Spark's id of the micro-batch.
-            calls: its metrics rows, one per shard call (``staging.CALL_COLUMNS``).
-            figures: the sink's figures of it (``batch_id``, the rows by table, ``relayed``,
-                ``watermark_ms``, each input's watermark, ``staged_bytes``, ``committed``).
-            watermarks: each input's watermark as the sink keeps it (also from earlier runs).
-
-        Returns:
-            ``figures`` with ``pending`` (every shard's, each operation once), as ``on_batch``
-            got them.
-        """
+        """Run the control plane after micro-batch ``batch_id``'s output is recorded;
+        ``calls``: its metrics rows (``staging.CALL_COLUMNS``); ``figures``: the sink's;
+        ``watermarks``: each input's as the sink keeps it.  Returns ``figures`` with
+        ``pending``, as ``on_batch`` got them."""
         figures = {"batch_id": batch_id, "pending": self._count_pending(batch_id, calls), **figures}
         if self.wake is not None:
             called = {int(s) for s in calls.column("shard").to_pylist()}
@@ -133,8 +86,7 @@ class MicroBatchControl:
         return figures
 
     def _count_pending(self, batch_id: int, calls: pa.Table) -> int:
-        """Every shard's pending count after this micro-batch: the shards called report
-        theirs, the others keep their last; recorded beside the checkpoint."""
+        """Every shard's pending count: the shards called report theirs, the others keep theirs."""
         shards, counts = calls.column("shard").to_pylist(), calls.column("pending").to_pylist()
         for shard, pending in zip(shards, counts, strict=True):
             self.pending[int(shard)] = int(pending or 0)

@@ -1,17 +1,13 @@
 """The end of input: the end mark every shard applies, and the checkpoint's record of it.
 
-**The end of input** rides the same directory (``docs/end-of-input.md``): ``Wake.end``
-writes the end mark ``end.txt``, whose line ``routing.route_wake`` sends to *every* shard
-group, the cross-shard one included.  A shard that receives it processes its micro-batch at
-``end_watermark_ms``, past every deadline it holds and any a valid operation can have, so
-everything pending expires at its deadline and every buffered event is reported; the engine
-keeps that watermark (it never moves back), so a row that reaches the shard afterwards is
-``late``.  ``EndOfInput`` keeps the checkpoint's side: the declaration (the end mark) and,
-once the run that applied it is done and its output committed, the record
-``<checkpoint>/purgatory-ended`` on which ``start`` refuses to run again.
+``Wake.end`` writes the end mark, which routing sends to *every* shard group: the shard
+processes its micro-batch at ``end_watermark_ms``, so everything pending expires at its
+deadline and every buffered event is reported; a row that comes afterwards is ``late``
+(``docs/end-of-input.md``).
 
-Invariant: a checkpoint whose end is recorded never runs again (``EndOfInput.check_open``);
-one whose end is declared but not recorded is completed by the next ``start``.
+Invariant: a checkpoint whose end is recorded (``<checkpoint>/purgatory-ended``) never runs
+again (``EndOfInput.check_open``); one whose end is declared but not recorded is completed by
+the next ``start``.
 """
 
 from __future__ import annotations
@@ -29,10 +25,8 @@ __all__ = ["EndOfInput", "InputEndedError", "end_watermark_ms", "is_end_watermar
 
 
 def end_watermark_ms(max_timeout_ms: int, tick_ms: int, latest_deadline: int | None = None) -> int:
-    """The watermark a shard moves to at the end of input: a wheel tick past every deadline,
-    those it holds (``latest_deadline``) and any a valid operation can have (event times end
-    before ``contract.MAX_TS_MS``; timeouts at ``purgatory.max.timeout.ms``).  Still a valid
-    timestamp (year 2200 and a few days), so the metrics row that carries it is too."""
+    """A wheel tick past every deadline, those a shard holds (``latest_deadline``) and any a
+    valid operation can have; still a valid timestamp, so the metrics row that carries it is."""
     latest = MAX_TS_MS + int(max_timeout_ms)
     if latest_deadline is not None:
         latest = max(latest, int(latest_deadline))
@@ -44,21 +38,9 @@ class InputEndedError(RuntimeError):
 
 
 class EndOfInput:
-    """A checkpoint's end of input: declared (the end mark in its wake directory), then
-    recorded (``<checkpoint>/purgatory-ended``, a small JSON file written whole).
-
-    ``PurgatoryQuery.end_input`` declares, runs the micro-batch that applies it (and any the
-    relays then owe), commits the output, and only then records; a crash anywhere before the
-    record leaves a declared, unrecorded checkpoint, which the next ``start`` completes.
-
-    Example::
-
-        end = EndOfInput("/chk")
-        end.declare()              # the end mark: the next micro-batch ends every shard
-        ...                        # an available-now run applies it
-        end.record()               # {"batch_id": 12, "ended_at": "..."}: 12 applied it
-        end.check_open()           # raises InputEndedError from now on
-    """
+    """A checkpoint's end of input: declared (the end mark), then recorded once the run that
+    applied it committed its output (``PurgatoryQuery.end_input``); a crash before the record
+    leaves a declared, unrecorded checkpoint, which the next ``start`` completes."""
 
     def __init__(self, checkpoint: str, storage: Storage | None = None) -> None:
         self.checkpoint = checkpoint
@@ -75,8 +57,7 @@ class EndOfInput:
 
     def record(self, *, now: dt.datetime | None = None) -> dict[str, Any]:
         """Record that the input ended; return the record: ``batch_id``, the micro-batch that
-        applied the end (``Wake.end_batch``; None if no driver saw it, e.g. the end ran over
-        Spark Connect in a server that could not write it), and ``ended_at``."""
+        applied the end (None if no driver saw it), and ``ended_at``."""
         batch_id = self.wake.end_batch()
         ended_at = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")
         body = {"batch_id": batch_id, "ended_at": ended_at}

@@ -1,34 +1,22 @@
 """A watermark per Kafka partition: a backlog read at any cap judges what the uncapped run judges.
 
-Spark keeps one watermark per input: the largest event time read on it, over all its
-partitions together, minus the delay.  Its Kafka source cuts a capped micro-batch
-(``maxOffsetsPerTrigger``) in proportion to each partition's backlog, not to its event times,
-so a topic partitioned by key, whose partitions fill at different rates, is read with its
-partitions far apart in event time: one partition's rows at 100 s move the watermark to
-85 s (delay 15 s) while another's rows of 57 s to 100 s are still to be read, and each of
-them is ``late``.  Flink's Kafka source keeps a watermark per partition and takes the
-minimum.  So does this module, across micro-batches:
+Spark keeps one watermark per input over all its partitions, and its Kafka source cuts a
+capped micro-batch (``maxOffsetsPerTrigger``) by backlog, not by event time: a topic whose
+partitions fill at different rates is read with its partitions far apart in event time, and
+the rows of the slow partition would be ``late``.  Like Flink's Kafka source, this module
+keeps a watermark per partition and takes the minimum, across micro-batches:
 
-* each shard call reports, per input and per Kafka partition (topic and partition as one
-  number, ``spark.sources``), the largest event time of its rows (``maxima_text``; the
-  metrics row's ``contract.PARTITION_MAXIMA``);
-* after micro-batch N the driver (``PartitionWatermarks.observe``, from ``handoff.control``) keeps each
-  partition's largest event time so far and moves the input's watermark to
-  ``min(largest event time of each partition that sent rows in N) - delay`` (never back);
-  a partition that sent nothing in N (idle, or read to its end) holds nothing; it writes
-  the inputs' watermarks to ``<purgatory.state.path>/watermarks/<N's key>.json``;
-* every shard call of micro-batch N + 1 reads the file with the largest key below its own
-  (``cap_before``) and runs at ``min(Spark's watermark, that value)`` (``operator``): the
-  same value in every shard of the micro-batch, since N's driver wrote it before N + 1 was
-  planned.
+* each shard call reports its largest event time per (input, Kafka partition)
+  (``maxima_text``, the metrics row's ``contract.PARTITION_MAXIMA``);
+* after micro-batch N the driver (``PartitionWatermarks.observe``) keeps each partition's
+  largest event time so far and moves the input's watermark to ``min(largest event time of
+  each partition that sent rows in N) - delay`` (never back), written to
+  ``<purgatory.state.path>/watermarks/<N's key>.json``;
+* every shard call of micro-batch N + 1 runs at ``min(Spark's watermark, cap_before(...))``:
+  the same value in every shard, since N's driver wrote it before N + 1 was planned.
 
-A micro-batch is named by its timestamp, as the mailbox names it (``handoff.mailbox``): the
-same in all its tasks and on its replay.  A replayed micro-batch reads the file it read the
-first time (the files of the micro-batches after it are rewritten by their own replays with
-the same content: the same rows, the same earlier file), and the driver, after a restart,
-starts from the file before the first micro-batch it sees.  The files of all but the last
-few micro-batches go as new ones are written: a replay reads only the last or the one
-before.
+A micro-batch is keyed by its timestamp, so a replay reads the file it read the first time;
+the files of all but the last few micro-batches are deleted as new ones are written.
 
 Example (delay 15 s; partitions 1 and 2 of the operations' topic)::
 
@@ -83,14 +71,7 @@ def read_maxima(texts: Iterable[str | None]) -> dict[str, dict[str, int]]:
 
 
 class PartitionWatermarks:
-    """The driver's side: each partition's largest event time, each input's watermark, the
-    files the shards read (module docstring).
-
-    Args:
-        root: the directory (``<purgatory.state.path>/watermarks``).
-        delays_ms: each input's watermark delay (``PurgatoryConfig.input_delays_ms``).
-        storage: for the files.
-    """
+    """The driver's side: each partition's largest event time, each input's watermark."""
 
     def __init__(self, root: str, delays_ms: Mapping[str, int], storage: Storage | None = None) -> None:
         self.root = root
@@ -109,8 +90,7 @@ class PartitionWatermarks:
         return cls(StatePath(state_path).watermarks, delays_ms, storage)
 
     def observe(self, batch_key: int, texts: Iterable[str | None]) -> dict[str, int]:
-        """Micro-batch ``batch_key``'s shard calls' ``maxima_text``: move the inputs'
-        watermarks, post them for the next micro-batch; return them (input -> ms)."""
+        """Move the inputs' watermarks by micro-batch ``batch_key``'s maxima, post them."""
         batch = read_maxima(texts)
         if not batch:  # no Kafka rows (file inputs: never; no file is read or written)
             return dict(self.watermarks)
@@ -146,9 +126,8 @@ _caps: dict[tuple[str, int], int | None] = {}  # (root, batch key) -> cap, in th
 
 
 def cap_before(root: str, batch_key: int, storage: Storage | None = None) -> int | None:
-    """The watermark the driver posted for micro-batch ``batch_key``: the smallest of the
-    inputs' watermarks in the file with the largest key below it; None before the first.
-    The shard calls of one micro-batch in one worker read it once."""
+    """The watermark the driver posted for micro-batch ``batch_key`` (the smallest input's),
+    read once per worker; None before the first."""
     cached = (root, int(batch_key))
     if cached not in _caps:
         found = _latest(storage or Storage(), root, before=int(batch_key))

@@ -1,55 +1,26 @@
 """The expiration reaper: micro-batches on the clock while something waits.
 
 Kafka's purgatory has an ``ExpiredOperationReaper`` thread that advances its timer on the
-wall clock, so no quiet topic holds a timeout back.  Here Spark runs a micro-batch only
-when an input has new rows, and its watermark moves only with rows.  The reaper is the
-driver's thread that closes both gaps for a ``processing-time`` query:
+wall clock; here Spark runs a micro-batch only when an input has new rows.  The reaper is
+the driver's thread for a ``processing-time`` query: one tick shortly before each of Spark's
+triggers it asks the clock (``clock``) for its watermark and, while something waits in a
+shard and the value is new, writes ``clock-<posted ms>.txt`` (line ``clock <watermark ms>``)
+into the wake directory.  Routing sends that line to every shard group, so the trigger runs
+a micro-batch even when no input has rows; each shard admits that micro-batch's rows at
+Spark's watermark, then moves to the clock and expires what is due.
 
-* after each micro-batch the driver's control plane (``handoff.control``) hands it the
-  batch's metrics rows (``observe``): the batch time, the watermark each input's rows propose
-  (``handoff.clock.ClockWatermark``'s idle bookkeeping) and what every shard still holds
-  (pending operations, buffered events);
-* every 250 ms at most, one tick shortly before each of Spark's triggers (they fire at
-  multiples of the interval), it asks the clock for its watermark and, while something
-  waits in a shard and the value is new, writes a one-line file ``clock-<posted ms>.txt``
-  (line ``clock <watermark ms>``) into the wake directory (``handoff.wake``), which the
-  stream reads as a third input;
-* ``routing.route_wake`` sends that line to *every* shard group (role ``clock``), so the
-  trigger finds new input and runs a micro-batch even when no input has rows; each shard
-  admits that micro-batch's rows at Spark's watermark, then moves to the clock and expires
-  what is due (``Purgatory.process``'s ``expire_to_ms``; ``operator.shard_step``).  The
-  engine never moves its watermark back, and a shard that holds nothing keeps its state
-  while its watermark is ahead of Spark's, so later rows behind the clock are ``late`` in
-  every shard;
-* with ``deadline.clock=processing`` the shards run on the micro-batch's processing time
-  (``operator``): the reaper then only asks for a micro-batch per interval while something
-  waits (its line's value is the posting time).
+**Why no row that arrived within its delay is late.**  A value posted at time t is t minus
+the largest delay.  Spark lists its sources one after the other, the wake directory first
+(``wake.wake_first``), so the micro-batch that reads the post lists every input after t and
+admits every row it reads before it applies the clock; a row read later was written after
+that listing, so its event time, if it arrived within its delay, is past the value.  Where
+Spark lists the wake last (``listed_first``) the value is t less ``LISTING_MARGIN_MS`` minus
+the delay.
 
-**Why no row that arrived within its delay is late.**  A value posted at time t is the
-processing time t minus the largest delay.  Spark asks its sources for offsets one after
-the other, the wake directory first (``handoff.wake.wake_first``), so the micro-batch that
-reads the post lists every input after t, and it admits every row it reads before it
-applies the clock; a row read later was written after that listing, so its event time, if
-it arrived within its delay, is past the value.  On a checkpoint begun with the wake last
-(or wherever Spark does not say it lists the wake first: ``listed_first``) the inputs are
-listed before the wake, and the value is t less ``LISTING_MARGIN_MS`` minus the delay.
-(The clock once followed the time up to which the inputs had been read, because it was
-applied before the rows were admitted: a second trigger interval of lag.)
-
-An expiry due by the clock is therefore committed within one trigger interval after its deadline
-passes on the clock plus the delay (and the margin, where there is one: the tick just before the
-next trigger posts it, that trigger's micro-batch applies it; docs/contract.md), plus that
-micro-batch's own time and ``accumulator.linger.ms``; an operation of the cross-shard group
-(keys in several shards) one micro-batch later, after the relays of the batch that moved the
-clock. A query with nothing waiting writes nothing. Replays are exact: Spark's file source logs
-which files a micro-batch read, and a replay reads the same lines. Files are whole or absent
-(``storage.write_whole``); those that a committed micro-batch read go when the next is posted:
-every file written before micro-batch N - 1 started was read by N - 1 or earlier, and N - 1 is
-committed once the driver sees N.
+Replays are exact: Spark's file source logs which files a micro-batch read.
 
 Invariant: the reaper writes only ``clock-*.txt`` files into the wake directory, and only
-while a shard holds something (as of the last micro-batch, or the checkpoint's pending
-record at start).
+while a shard holds something.
 """
 
 from __future__ import annotations
@@ -81,8 +52,7 @@ _MARGIN_MS = 1_000
 #: the longest step between two ticks (``ExpirationReaper._until_next_s``)
 _STEP_MS = 250
 #: how far behind its post a clock line's value reads when Spark lists the inputs before the
-#: wake directory: a row written between the inputs' listing and the wake's is read one
-#: micro-batch after the clock it was written before (module docstring)
+#: wake directory (module docstring)
 LISTING_MARGIN_MS = 500
 
 
@@ -94,22 +64,9 @@ def clock_line(watermark_ms: int) -> str:
 class ExpirationReaper:
     """The driver's clock thread for one query (module docstring).
 
-    Args:
-        wake_root: the wake directory (``handoff.wake.Wake.root``).
-        interval_ms: the query's trigger interval.
-        clock: the idle bookkeeping (``watermark.idle.timeout``); None with processing-time
-            deadlines, where a tick only asks for a micro-batch.
-        pending: every shard's pending count as the checkpoint left it (``state.pending_counts``).
-        storage: for the files.
-        now: seconds since the epoch (tests drive it).
-
-    Example::
-
-        reaper = ExpirationReaper(wake.root, 1_000, clock=ClockWatermark(...), pending={0: 3})
-        reaper.start()          # posts before each trigger while something waits
-        control = MicroBatchControl(..., reaper=reaper)   # tells it each batch's metrics rows
-        ...
-        reaper.stop()
+    ``clock``: the idle bookkeeping; None with processing-time deadlines, where a tick only
+    asks for a micro-batch.  ``pending``: every shard's pending count as the checkpoint left
+    it.  ``now``: seconds since the epoch (tests drive it).
     """
 
     def __init__(
@@ -123,13 +80,10 @@ class ExpirationReaper:
         now: Callable[[], float] = time.time,
         recorder: ClockRecorder | None = None,
     ) -> None:
-        #: does Spark say its last trigger found nothing to read, and none runs now?
-        #: (``PurgatoryQuery`` asks its query.)  The clock's run begins then, or with the
-        #: first micro-batch: a backlog waiting at the start is read before any input can
-        #: count as idle; and the inputs have been read through Spark's trigger before last
+        #: does Spark say its last trigger found nothing to read, and none runs now?  The
+        #: clock's run begins then, or with the first micro-batch
         self.quiet: Callable[[], bool] = lambda: False
-        #: does Spark ask the wake directory for offsets before every input?  None while it
-        #: cannot tell (``PurgatoryQuery`` asks its query once its sources are resolved)
+        #: does Spark ask the wake directory for offsets before every input?  None: unknown
         self.listed_first: Callable[[], bool | None] = lambda: None
         self._margin_ms: int | None = None  # 0 or LISTING_MARGIN_MS, once Spark told
         self.wake = Wake(wake_root, storage)  # the directory's files are the wake's
@@ -145,7 +99,6 @@ class ExpirationReaper:
         self._paused = 0
         self._thread: threading.Thread | None = None
         self._last_tick_ms: int | None = None
-        #: writes ``<checkpoint>/purgatory-clock`` for the checkpoint's readers (``clock_record``)
         self.recorder = recorder
         self._run_ms: int | None = None  # when this run's reaper started (the processing clock's)
 
@@ -159,11 +112,9 @@ class ExpirationReaper:
         *,
         held: Mapping[str, int] | None = None,
     ) -> None:
-        """Micro-batch ``batch_id``'s metrics rows (one per shard call: ``staging.CALL_COLUMNS``);
-        ``known``: each input's watermark as the sink keeps it for the metrics table (also
-        from earlier runs);
-        ``held``: the Kafka inputs' watermarks per partition (``handoff.partitions``), which
-        replace their largest event times: a partition behind holds the clock too."""
+        """Micro-batch ``batch_id``'s metrics rows; ``known``: each input's watermark as the
+        sink keeps it; ``held``: the Kafka inputs' watermarks per partition, which replace
+        their largest event times (a partition behind holds the clock too)."""
         if calls.num_rows == 0:
             return
         batch_time = pc.max(calls.column(ms_column("batch_time"))).as_py()
@@ -179,7 +130,7 @@ class ExpirationReaper:
                 self.batch_times[int(batch_id)] = int(batch_time)
                 for old in [b for b in self.batch_times if b < batch_id - 1]:
                     del self.batch_times[old]
-                if self.clock is not None:  # as of the trigger that started it (``_idle_at_ms``)
+                if self.clock is not None:  # as of the trigger that started it
                     self.clock.observe(self._trigger_of(int(batch_time)), proposed, known)
 
     # -- the clock's side --------------------------------------------------------------------
@@ -198,7 +149,9 @@ class ExpirationReaper:
                 # the micro-batch that reads this post admits every row written before it
                 # (less the margin) before it applies the clock (module docstring)
                 begun = self.clock.started_ms is not None
-                read_ms, idle_at = now_ms - self.margin_ms(), self._idle_at_ms(now_ms)
+                # idleness as of the end of this tick's step, for the tick just before a
+                # trigger that trigger (judged at the tick, an input would turn idle late)
+                read_ms, idle_at = now_ms - self.margin_ms(), int(self._step_end(now_ms))
                 value = self.clock.advance(now_ms, read_ms, idle_at_ms=idle_at) if begun else None
             before = self.batch_times.get(max(self.batch_times, default=0) - 1)
             on_clock = self._on_clock_ms()
@@ -209,34 +162,24 @@ class ExpirationReaper:
         return value
 
     def _trigger_of(self, batch_time_ms: int) -> int:
-        """The trigger that started a micro-batch: Spark's batch time is a few ms (under load a
-        few hundred) after it, on the grid of multiples of the interval."""
+        """The trigger (a multiple of the interval) that started a micro-batch."""
         return batch_time_ms - batch_time_ms % self.interval_ms
-
-    def _idle_at_ms(self, now_ms: int) -> int:
-        """The moment a tick judges idleness as of: the end of its step, which for the tick
-        just before a trigger is that trigger, the start of the micro-batch that reads the
-        post.  Judged at the tick itself, an input whose idle timeout is a multiple of the
-        interval would turn idle a trigger late (the tick comes a tenth of a step early and
-        its last micro-batch's time a little after its trigger)."""
-        return int(self._step_end(now_ms))
 
     def _step_ms(self) -> float:
         """Ticks divide the trigger interval into steps of at most ``_STEP_MS``."""
         return self.interval_ms / -(-self.interval_ms // _STEP_MS)
 
     def _step_end(self, now_ms: float) -> float:
-        """The end of the step ``now_ms`` is in (steps end at multiples of ``_step_ms``)."""
+        """The end of the step ``now_ms`` is in."""
         step = self._step_ms()
         return (now_ms // step + 1) * step
 
     def _on_clock_ms(self) -> int | None:
-        """From when the clock follows the wall clock if no input sends another row
-        (``clock_record``): the processing clock always has; None before the run has begun."""
+        """``ClockRecord.on_clock_ms``."""
         return self._run_ms if self.clock is None else self.clock.all_idle_from_ms()
 
     def _record(self, on_clock_ms: int | None, now_ms: int) -> None:
-        """Tell the checkpoint's readers how the clock goes (``handoff.clock_record``)."""
+        """Tell the checkpoint's readers how the clock goes (``clock_record``)."""
         if self.recorder is None:
             return
         if self.clock is None:
@@ -252,8 +195,7 @@ class ExpirationReaper:
         self.wake.post_clock(clock_line(value), stamp, forget_before_ms=cleanup_before)
 
     def margin_ms(self) -> int:
-        """How far behind its post a clock value reads: nothing once Spark says it lists the
-        wake first, ``LISTING_MARGIN_MS`` otherwise and until it says (module docstring)."""
+        """0 once Spark says it lists the wake first, else ``LISTING_MARGIN_MS``."""
         if self._margin_ms is None:
             try:
                 first = self.listed_first()
@@ -305,11 +247,9 @@ class ExpirationReaper:
                 log.exception("the reaper could not post the clock")
 
     def _until_next_s(self) -> float:
-        """Seconds to the next tick.  Ticks divide the trigger interval into steps of at most
-        250 ms, each a margin (a tenth of a step) before its end, so one tick falls just
-        before each of Spark's triggers (at multiples of the interval); the steps between
-        matter when micro-batches take longer than the interval and run back to back: the
-        next one then reads a clock posted moments before it starts, not one batch ago."""
+        """Seconds to the next tick: a tenth of a step before the step's end, so one tick
+        falls just before each of Spark's triggers; the steps between matter when
+        micro-batches run back to back (the next reads a clock posted moments before it)."""
         now_ms = self.now() * 1000
         step = self._step_ms()
         due = self._step_end(now_ms) - step / 10
@@ -328,9 +268,8 @@ def reaper_for(
     now: Callable[[], float] = time.time,
     recorder: ClockRecorder | None = None,
 ) -> ExpirationReaper | None:
-    """The reaper a query needs (not started), or None: only a ``processing-time=<interval>``
-    query (``interval_ms``; None for ``available-now``: ``startup.Trigger``) with
-    ``watermark.idle.timeout`` set or ``deadline.clock=processing`` has one."""
+    """The reaper a query needs (not started), or None: only a ``processing-time`` query
+    (``interval_ms``) with ``watermark.idle.timeout`` set or ``deadline.clock=processing``."""
     idle_ms = config.watermark_idle_timeout_ms
     processing = config.deadline_clock == "processing"
     if interval_ms is None or (idle_ms is None and not processing):

@@ -1,11 +1,8 @@
 """The shard call's one door to the hand-off: ``receive`` before the engine runs, ``post`` after.
 
-A shard call (``shard.step.ShardStep``) knows its shard, its micro-batch's key and its
-``Purgatory``; everything else of the two protocols (module docstring of
-``spark_purgatory.handoff``) is behind this object: which files a shard reads (relays for the
-cross-shard group, verdicts for a home that parked operations), which it writes (its stubs'
-relay, a registry's verdicts for each claiming home), when received files may go, and whether
-the shard must be called again although nothing new arrives for it.
+Behind it: which files a shard reads (relays for the cross-shard group, verdicts for a home
+that parked operations), which it writes, when received files may go, and whether the shard
+must be called again although nothing new arrives for it.
 
 Invariant: a call receives everything posted for it before its micro-batch, and only that; a
 replay of a micro-batch receives the same rows (files go only once a later call received them).
@@ -33,13 +30,8 @@ __all__ = ["Received", "ShardHandOff", "hands_off", "registers"]
 
 
 def hands_off(config: PurgatoryConfig) -> bool:
-    """Do cross-shard operations get their events through the mailbox (else: replicas,
-    ``spark.routing``)?
-
-    By default (``purgatory.cross.shard.handoff=mailbox``) when there is a state path to hold
-    the mailbox.  Relayed pairs are read in the cross-shard group's next call, one
-    micro-batch later; ``handoff.wake`` makes sure a next micro-batch comes.
-    """
+    """Do cross-shard operations get their events through the mailbox (else: replicas)?  By
+    default, when there is a state path to hold the mailbox."""
     return (
         config.cross_shard_operations
         and config.shards > 1
@@ -49,16 +41,14 @@ def hands_off(config: PurgatoryConfig) -> bool:
 
 
 def registers(config: PurgatoryConfig) -> bool:
-    """Is a repeated op_id one operation across shards (``purgatory.dedup.scope=global``, the
-    default; ``engine.registry``)?  It needs several shards and a state path for the
-    verdicts (``query.start`` always sets one)."""
+    """Is a repeated op_id one operation across shards (``purgatory.dedup.scope=global``)?  It
+    needs several shards and a state path for the verdicts."""
     return config.dedup_scope == "global" and config.shards > 1 and bool(config.state_path)
 
 
 @dataclass(frozen=True)
 class Received:
-    """What a shard call takes in besides its rows: ``Purgatory.process``'s three hand-off
-    arguments, each None when there is nothing for this shard."""
+    """``Purgatory.process``'s three hand-off arguments, each None when there is nothing."""
 
     relayed: pd.DataFrame | None = None
     claims: pd.DataFrame | None = None
@@ -73,20 +63,12 @@ class Received:
 class ShardHandOff:
     """The hand-off as one shard call sees it (built once per query, shipped to the executors).
 
-    Args:
-        config: the query's configuration (``state_path``: where the files live; ``shards``:
-            the cross-shard group is shard number ``shards``).
-        relays: cross-shard operations exist (keys in several shards): stubs relay, the
-            cross-shard group receives.
-        registers: op_ids have registries (``registers``): claims and verdicts.
-
-    ``ShardHandOff.of(config)``: as the configuration asks (``hands_off``, ``registers``).
+    ``relays``: stubs relay to the cross-shard group; ``registers``: claims and verdicts.
     """
 
     @classmethod
     def of(cls, config: PurgatoryConfig) -> ShardHandOff:
-        """The hand-off the configuration asks for: the mailbox's relays when cross-shard
-        operations hand off through it, claims and verdicts when op_ids have registries."""
+        """The hand-off the configuration asks for (``hands_off``, ``registers``)."""
         return cls(config, relays=hands_off(config), registers=registers(config))
 
     def __init__(self, config: PurgatoryConfig, *, relays: bool, registers: bool) -> None:
@@ -97,8 +79,7 @@ class ShardHandOff:
 
     @cached_property
     def _mailbox(self) -> Mailbox:
-        """The relays' mailbox (``relays`` only), opened at first use: what a shard keeps is
-        decided without it (``keeps``, ``awaits``)."""
+        """The relays' mailbox, opened at first use."""
         return Mailbox.beside(self._config.state_path, Storage.of(self._config))
 
     @property
@@ -107,9 +88,8 @@ class ShardHandOff:
         return self.relays or self.registers
 
     def receive(self, p: Purgatory, shard: int, batch: int | None, claims: pd.DataFrame | None) -> Received:
-        """Before ``p.process``: the cross-shard group's relays of earlier micro-batches not yet
-        received, and a home's verdicts on what it parked in its last call; ``claims``: the
-        claims routed to this shard in this micro-batch (the host reads them off its rows)."""
+        """Before ``p.process``: the cross-shard group's relays not yet received, and a home's
+        verdicts on what it parked in its last call; ``claims``: those routed to this shard."""
         relayed = None
         if self.relays and shard == self.cross and batch is not None:
             before = p.relays_through
@@ -121,10 +101,10 @@ class ShardHandOff:
         return Received(relayed=relayed, claims=claims, verdicts=self._verdicts(p, shard))
 
     def post(self, p: Purgatory, shard: int, batch: int | None, result: BatchResult) -> int:
-        """After ``p.process``: this shard's relay for the cross-shard group, its verdicts for
-        each claiming home, and the micro-batch that parked what it parked; returns the rows
-        posted (a figure of the shard's metrics row, which asks the driver for a wake), for
-        the cross-shard group the operations it holds for the next call's relays."""
+        """After ``p.process``: this shard's relay, its verdicts for each claiming home, and
+        the micro-batch that parked what it parked; returns the rows posted (the metrics
+        row's ``relayed``, which asks the driver for a wake), for the cross-shard group the
+        operations it holds for the next call's relays."""
         posted = 0
         if self.relays and shard != self.cross and len(result.relay):
             self._mailbox.post(shard, batch, result.relay)  # type: ignore[arg-type]
@@ -142,21 +122,17 @@ class ShardHandOff:
         return posted
 
     def keeps(self, shard: int) -> bool:
-        """Must this shard keep its state although it holds nothing?  The cross-shard group
-        does: its ``relays_through`` says which mailbox files it has received."""
+        """Must this shard keep its state although it holds nothing (its ``relays_through``)?"""
         return self.relays and shard == self.cross
 
     def awaits(self, p: Purgatory, shard: int) -> bool:
-        """Must the shard be called in the next micro-batch although no row may come for it?
-        The cross-shard group while relays or notices are owed to it, a home while it has
-        operations parked for their verdicts."""
+        """Must the shard be called in the next micro-batch although no row may come for it
+        (relays or notices owed to the cross-shard group, operations parked at a home)?"""
         relays_owed = self.keeps(shard) and bool(p.pending or p.awaited_notices)
         return relays_owed or bool(p.parked)
 
     def _verdicts(self, p: Purgatory, shard: int) -> pd.DataFrame | None:
-        """The verdicts on the operations this shard parked in its last call (micro-batch
-        ``p.parked_in``); files of earlier micro-batches go (received already, or left by a
-        state that was dropped with nothing parked: never read again)."""
+        """The verdicts on what this shard parked in micro-batch ``p.parked_in``."""
         if not p.parked:
             return None
         box = self._verdicts_box(shard)
@@ -165,7 +141,6 @@ class ShardHandOff:
         return verdicts
 
     def _verdicts_box(self, home: int) -> Mailbox:
-        """Where the registries post their verdicts for ``home`` (one directory per home, files
-        named by (micro-batch, registry shard), read by that home alone)."""
+        """Where the registries post their verdicts for ``home`` (a directory per home)."""
         storage = Storage.of(self._config)
         return Mailbox(StatePath(self._config.state_path).verdicts_for(home), storage, columns=VERDICTS)

@@ -1,63 +1,35 @@
-"""The wake: one more micro-batch after one whose primary shards relayed to the mailbox.
+"""The wake: one more micro-batch after one whose shards posted for another shard.
 
-The cross-shard group receives micro-batch N's relays (``handoff.mailbox``) in its next call,
-and Spark calls it only when it has input rows or the watermark moves past its timeout (the
-current watermark while it waits for relays).  Neither is certain after N: both inputs may
-go quiet, or the watermark may stall under ``min`` (the slower input quiet, or behind), and
-an ``available-now`` run may simply end at N.  Relayed completions would then wait for
-whatever input comes next.  Kafka's purgatory has no such gap because its watcher lists are
-checked in place; here the hand-off crosses a micro-batch, so the driver asks for the next one:
+The cross-shard group receives micro-batch N's relays in its next call, and Spark calls it
+only when it has input rows or the watermark moves past its timeout.  Neither is certain
+after N: the inputs may go quiet, the watermark may stall under ``min``, an ``available-now``
+run may end at N.  So the driver asks for the next micro-batch:
 
-* the driver's control plane (``handoff.control``), once the sink has written N's output,
-  sees in the shards' metrics rows that N relayed (``contract.RELAYED``: in the cross-shard
-  group's row, the operations due on arrival it holds for N's relays) and writes a
-  one-line file ``<N>.txt`` into the wake directory (``<checkpoint>/purgatory-wake``, which
-  Spark can read wherever it keeps its checkpoint), before Spark records N as done;
-* the operator reads that directory as a third input (a text file source without a
-  watermark, so it moves no watermark), and routes each line to the cross-shard group only
-  (``routing.route_wake``): a wake row carries nothing else;
-* with a processing-time trigger the next trigger finds the new file and runs micro-batch
-  N+1, which calls the cross-shard group: the relayed completions are emitted one
-  micro-batch later, as SPEC allows, also when the inputs have gone quiet;
+* once the sink has written N's output, the driver sees in the shards' metrics rows that N
+  relayed (``contract.RELAYED``) and writes ``<N>.txt`` into the wake directory before Spark
+  records N as done; the operator reads that directory as a third input and routes each line
+  to the receivers only, so a processing-time trigger runs micro-batch N+1;
 * ``available-now`` fixes a run's files when it starts, so a file written during the run
-  wakes the *next* run; the driver keeps the first micro-batch whose relays no later call of
-  the cross-shard group received (``owed``: a call receives everything relayed before its
-  micro-batch), and ``PurgatoryQuery.await_termination`` starts that next run itself when
-  the run ends with something owed (one more micro-batch, which reads the wake files).
-  Within a run, the group is called when it has input or the watermark moves: every group
-  with something to receive (the cross-shard group awaiting relays, a shard that parked
-  operations for the registry's verdicts) keeps an event-time timeout at its micro-batch's
-  watermark (``operator.shard_step``), and Spark calls a group once the watermark is past
-  its timeout.  So a later micro-batch whose watermark passed the relaying micro-batch's
-  called every receiver (``Wake.after`` waits for 2 ms past it, a margin): nothing is owed,
-  and no run is added (an ``available-now`` run whose last data micro-batch moved the
-  watermark ends on such a no-data micro-batch).
+  wakes the *next* run: the driver keeps the first micro-batch whose posts no later call
+  received (``owed``), and ``PurgatoryQuery.await_termination`` starts one more run.  Within
+  a run, every receiver keeps an event-time timeout at its micro-batch's watermark, so a
+  later micro-batch whose watermark passed the relaying one's called every receiver.
 
-Files are whole or absent (``storage.write_whole``, dot-named while written, which Spark's
-listing skips).  When writing N's file the driver deletes those of batches up to N - 2: Spark
-planned and ran N - 1, the only batch that could still read them, before N began.  A
-replayed micro-batch writes the same name again; the file source has seen that path, so it
-wakes nothing twice (and waking twice would be harmless: a wake row only calls the group).
+Writing N's file deletes those of batches up to N - 2 (N - 1, the only batch that could still
+read them, ran before N began).  A replay writes the same name again, which the file source
+has seen, so it wakes nothing twice.
 
-**The wake is the stream's first source** on a checkpoint begun since the operator's clock
-needed it (``wake_first``): Spark asks its sources for offsets one after the other in the
-plan's order, so a clock line posted before a micro-batch's wake listing is read with every
-input row written before it (``handoff.reaper`` then needs no listing margin).  Spark numbers
-sources in that order and keeps their offsets by number, so a checkpoint keeps the order it
-began with; one begun with the wake last (no ``purgatory-wake-first`` record, offsets logged)
-keeps it, and its clock keeps the margin.
+The wake is the stream's first source on a checkpoint begun since the operator's clock
+needed it (``wake_first``; ``reaper`` says why).  The end mark and the clock lines ride the
+same directory.
 
-**The end of input** rides the same directory: ``Wake.end`` writes the end mark ``end.txt``,
-whose line ``routing.route_wake`` sends to *every* shard group (``handoff.end_of_input``).
-
-Invariant: wake rows never reach the engine (``shard_input.split_input`` takes operations,
-events and rejected rows by role); they only make Spark call a shard group (the end mark:
-with the end watermark).
+Invariant: wake rows never reach the engine; they only make Spark call a shard group.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pyarrow.fs as pafs
 
@@ -81,12 +53,9 @@ def is_end_watermark(watermark_ms: int | None) -> bool:
 
 
 def wake_first(checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> bool:
-    """Does the query on ``checkpoint`` read the wake as its first source (module docstring)?
-
-    Yes on a checkpoint with the record, or with no micro-batch logged yet (the record is
-    written then: its first start fixes the order); no on one whose offsets were logged
-    before the record existed.
-    """
+    """Does the query on ``checkpoint`` read the wake as its first source?  Yes with the
+    record, or with no micro-batch logged yet (the record is written then); no on one whose
+    offsets were logged before the record existed."""
     chk = open_checkpoint(checkpoint, storage)
     fs, files = chk.fs, chk.files
     if fs.get_file_info(files.wake_first).is_file:
@@ -98,15 +67,7 @@ def wake_first(checkpoint: str | OpenCheckpoint, storage: Storage | None = None)
 
 
 class Wake:
-    """The wake directory: ``post`` after a micro-batch that relayed (``handoff.control``, driver
-    side).
-
-    Example::
-
-        wake = Wake.under("/chk")
-        wake.post(7)                 # micro-batch 7 relayed: wake the cross-shard group
-        wake.batches()               # [7]
-    """
+    """The wake directory, driver side."""
 
     def __init__(
         self,
@@ -120,47 +81,31 @@ class Wake:
         self.root = root
         self.storage = storage or Storage()
         self.cross_shard = cross_shard  # the cross-shard group's shard number
-        #: the op_id registry's verdicts go to any shard (``engine.registry``): a wake calls
-        #: every group
+        #: the op_id registry's verdicts go to any shard: a wake calls every group
         self.every_group = every_group
-        #: the cross-shard group may be relayed to (cross-shard operations through the
-        #: mailbox, ``shard_handoff.hands_off``); else only verdicts are posted
+        #: the cross-shard group may be relayed to; else only verdicts are posted
         self.relays = relays or not every_group
-        #: the groups that have not been called since something was posted for them: the
-        #: cross-shard group after a relay; with the registry, every group the relaying
-        #: micro-batch called (the homes that claimed then: a registry answers each claim in
-        #: the micro-batch it comes in, and a home parks only in a call of its own)
+        #: the groups not called since something was posted for them: the cross-shard group
+        #: after a relay; with the registry, every group the relaying micro-batch called
         self._waiting: set[int] = set()
-        #: the first micro-batch (in this process) whose posts some receiver has not taken
-        #: since: an ``available-now`` run ending with it set owes a run
+        #: the first micro-batch whose posts some receiver has not taken since
         self.owed: int | None = None
-        #: is the wake the stream's first source (``wake_first``: ``start`` asks the checkpoint)?
+        #: is the wake the stream's first source (``wake_first``)?
         self.first = True
-        #: the watermark of the last micro-batch that relayed (module docstring)
+        #: the watermark of the last micro-batch that relayed
         self._relayed_at: int | None = None
 
     @classmethod
-    def under(
-        cls,
-        checkpoint: str,
-        storage: Storage | None = None,
-        *,
-        cross_shard: int = -1,
-        every_group: bool = False,
-        relays: bool = True,
-    ) -> Wake:
-        root = Checkpoint(checkpoint).wake
-        return cls(root, storage, cross_shard=cross_shard, every_group=every_group, relays=relays)
+    def under(cls, checkpoint: str, storage: Storage | None = None, **options: Any) -> Wake:
+        """The wake directory of ``checkpoint`` (``options``: ``__init__``'s)."""
+        return cls(Checkpoint(checkpoint).wake, storage, **options)
 
     def after(self, batch_id: int, *, relayed: bool, shards: set[int], watermark: int | None = None) -> None:
-        """Micro-batch ``batch_id`` ran the ``shards`` given (its metrics rows); ``relayed``:
-        some posted to the mailbox.  A call of a group received everything posted for it
-        before its micro-batch; what this batch posted needs a later call, so post a wake
-        file.  ``watermark``: the largest its shards reported; the end watermark the first
-        time names the micro-batch that applied the end of input (kept: ``end_batch``).
-        Received once every receiver ran since, or once the watermark passed the last
-        relaying micro-batch's (the receivers' timeouts fired: module docstring; with a
-        margin of 2 ms)."""
+        """Micro-batch ``batch_id`` ran ``shards``; ``relayed``: some posted for another
+        shard, so post a wake file.  ``watermark``: the largest its shards reported (the end
+        watermark names the micro-batch that applied the end of input).  What was posted is
+        received once every receiver ran since, or once the watermark passed the relaying
+        micro-batch's by 2 ms (the receivers' timeouts fired)."""
         if is_end_watermark(watermark):
             self._ended_in(batch_id)
         timed_out = None not in (watermark, self._relayed_at) and watermark > max(self._relayed_at, 1) + 1  # type: ignore[type-var]
@@ -190,9 +135,8 @@ class Wake:
         remove(fs, [f"{root}/{name}" for batch, name in self._files(fs, root) if batch <= batch_id - 2])
 
     def post_clock(self, line: str, posted_ms: int, *, forget_before_ms: int | None = None) -> None:
-        """Write a clock line (``handoff.reaper.clock_line``) as ``clock-<posted_ms>.txt``
-        (a new name for every post: Spark's file source reads a path once), and forget the
-        clock files posted before ``forget_before_ms`` (read by committed micro-batches)."""
+        """Write a clock line as ``clock-<posted_ms>.txt`` (a new name every post: Spark's
+        file source reads a path once); forget those posted before ``forget_before_ms``."""
         fs, root = self.storage.filesystem(self.root)
         fs.create_dir(root, recursive=True)
         write_whole(fs, f"{root}/clock-{posted_ms:013d}.txt", lambda out: out.write(f"{line}\n".encode()))
@@ -201,9 +145,8 @@ class Wake:
             remove(fs, [f"{root}/{name}" for name in old])
 
     def end(self) -> None:
-        """Write the end mark (``end.txt``): the next micro-batch ends every shard's input.
-        Written whole, under a fixed name: writing it again after a crash wakes nothing twice
-        (Spark's file source has seen the path)."""
+        """Write the end mark: the next micro-batch ends every shard's input (a fixed name:
+        written again after a crash, it wakes nothing twice)."""
         fs, root = self.storage.filesystem(self.root)
         fs.create_dir(root, recursive=True)
         write_whole(fs, WakeDirectory(root).end_mark, lambda out: out.write(f"{END_LINE}\n".encode()))
@@ -214,9 +157,7 @@ class Wake:
         return fs.get_file_info(WakeDirectory(root).end_mark).is_file
 
     def _ended_in(self, batch_id: int) -> None:
-        """Keep the first micro-batch whose shards reported the end watermark.  The driver sees
-        a micro-batch before Spark commits it, and a replay has the same id, so the file
-        names the micro-batch that applied the end also across crashes."""
+        """Keep the first micro-batch whose shards reported the end watermark."""
         fs, root = self.storage.filesystem(self.root)
         write_once(fs, WakeDirectory(root).end_batch, str(batch_id).encode())
 

@@ -1,13 +1,8 @@
 """A real Apache Kafka broker on loopback, started from the project's pinned JARs.
 
 The tests and ``make demo-kafka`` read topics through Spark's Kafka source from a real broker,
-not a stand-in: one Kafka 4 node in KRaft mode on 127.0.0.1.  Three parts:
-
-- ``process``: ``KafkaBroker``, the JVM itself (format, start, pause, stop; it never outlives
-  the process that started it unless ``detached``);
-- ``admin``: what a client does on it (topics, SCRAM users, records: ``BrokerClients``);
-- ``tls``: the self-signed certificate authority of its ``SASL_SSL`` listener;
-- ``terminal``: ``python -m spark_purgatory.kafka_broker start|topic|status|stop --data DIR``.
+not a stand-in: one Kafka 4 node in KRaft mode on 127.0.0.1 (``process``), its clients
+(``admin``), its TLS certificates (``tls``) and a command line (``terminal``).
 
 Example::
 

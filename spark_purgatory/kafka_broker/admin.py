@@ -1,10 +1,7 @@
 """What a client does on the loopback broker: topics, SCRAM users and records.
 
 ``BrokerClients`` is the half of ``KafkaBroker`` that talks to a running broker through
-``confluent-kafka`` (Confluent's client over librdkafka; the ``dev`` and ``demo`` extras) on
-its ``PLAINTEXT`` listener: create and delete topics, make SCRAM users for the SASL
-listeners, produce records.  The process itself (format, start, stop) is
-``kafka_broker.process``.
+``confluent-kafka`` on its ``PLAINTEXT`` listener.
 
 Invariant: each call returns once the broker has done it (a topic listed or gone, every
 record acknowledged by the one replica), so a test's next step sees it.
@@ -42,9 +39,8 @@ class BrokerClients:
     def create_topic(
         self, name: str, partitions: int = 1, *, config: dict[str, str] | None = None, timeout: float = 30.0
     ) -> str:
-        """Create ``name`` with ``partitions`` partitions (replication factor 1) and the topic
-        ``config`` given (e.g. ``{"retention.ms": "-1"}`` for records with old timestamps,
-        which the broker's retention would delete); return it."""
+        """Create ``name`` with ``partitions`` partitions and the topic ``config`` given (e.g.
+        ``{"retention.ms": "-1"}`` for records with old timestamps); return it."""
         from confluent_kafka.admin import NewTopic
 
         topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})
@@ -65,9 +61,7 @@ class BrokerClients:
             future.result(timeout)
 
     def remove_scram_user(self, user: str, *, timeout: float = 30.0) -> None:
-        """Revoke ``user``'s SCRAM-SHA-256 credential: its next login is refused (a
-        connection open now is refused at its next re-authentication,
-        ``connections.max.reauth.ms``)."""
+        """Revoke ``user``'s SCRAM-SHA-256 credential: its next login is refused."""
         from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
 
         futures = self.admin().alter_user_scram_credentials(
@@ -91,11 +85,8 @@ class BrokerClients:
         keys: Sequence[str | bytes | None] | None = None,
         headers: dict[str, str] | None = None,
     ) -> int:
-        """Write ``values`` to ``topic`` in order and wait until the broker has them all.
-
-        ``partitions``: one partition for all, one per value, or None for the producer's
-        partitioner (by key).  Returns the number of records written.
-        """
+        """Write ``values`` to ``topic`` in order and wait until the broker has them all;
+        ``partitions``: one for all, one per value, or None (by key).  Returns the count."""
         from confluent_kafka import Producer
 
         producer = Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 20, "acks": "all"})

@@ -1,31 +1,19 @@
 """The broker's process: one Kafka 4 node in KRaft mode, started from the pinned JARs.
 
 Broker and controller in one JVM, on 127.0.0.1 only, with free ports and a data directory of
-its own.  No tarball and no ZooKeeper (Kafka 4 removed it, and Spark's own
-``KafkaTestUtils`` still needs it): the JARs are the ``kafka-broker`` set of ``jvm/``
-(``org.apache.kafka:kafka_2.13`` and its runtime dependencies), fetched by ``make jars``
-into ``.jars/kafka-broker``.  Starting is what Kafka's own scripts do::
+its own; the JARs are the ``kafka-broker`` set of ``jvm/`` that ``make jars`` fetches.
+Starting is what Kafka's own scripts do::
 
     java -cp JARS kafka.tools.StorageTool format -t CLUSTER_ID -c server.properties --standalone
     java -cp JARS kafka.Kafka server.properties
 
-``--standalone`` formats the node as a single-voter dynamic quorum (the controller is found
-through ``controller.quorum.bootstrap.servers``; ``controller.quorum.voters`` must then be
-unset).  Replication factors are 1 and topics are never created on a client's request
-(``auto.create.topics.enable=false``): a topic that is deleted stays deleted, which is what a
-reader of a deleted topic must be told.
+With a ``data_dir`` given, the storage is formatted once and later starts run on it, on the
+ports it was formatted with (the KRaft quorum records its controller's address).
 
-Invariant: a broker this module started does not outlive its owner.  ``stop()`` (also on
-leaving a ``with`` block and at interpreter exit) ends it, SIGTERM then SIGKILL; and on Linux
-the JVM is started with a parent-death signal, so it dies with the process that started it
-even when that process is killed with SIGKILL.  The one exception is asked for by name:
-``detached=True`` (the command line's ``start``, ``kafka_broker.terminal``), a broker for a
-person trying things, which keeps running after the command and keeps its data between starts.
-
-**A broker that keeps its data** (``data_dir`` given): its storage is formatted once, and a
-later start on the same directory runs on it, on the ports it was formatted with (the KRaft
-quorum records its controller's address), so topics, records and consumer offsets survive
-a stop.
+Invariant: a broker this module started does not outlive its owner: ``stop()`` (also on
+leaving a ``with`` block and at exit) ends it, and on Linux the JVM dies with the process
+that started it even when that one is killed.  The exception is asked for by name:
+``detached=True``, a broker for a person trying things.
 """
 
 from __future__ import annotations
@@ -57,8 +45,7 @@ _LISTENERS = ("PLAINTEXT", "CONTROLLER", "SASL_PLAINTEXT", "SASL_SSL")
 _PROTOCOLS = {"CONTROLLER": "PLAINTEXT"}
 #: the ``jvm/`` set the broker runs from (``runtime.jars.jar_paths``)
 BROKER_JARS = "kafka-broker"
-#: the broker's heap and compiler: a test or demo broker handles a few MB; C1 only, as the
-#: tests' Spark JVMs (``runtime.session.C1_ONLY``), so it takes little CPU from them
+#: a small heap and C1 only, as the tests' Spark JVMs: it takes little CPU from them
 _JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 _START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
@@ -92,9 +79,8 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
 
 
 def _reap_when_it_stops(process: subprocess.Popen) -> None:
-    """A detached broker outlives the process that started it, which waits for it meanwhile
-    in a thread: stopped (``stop_at``), it leaves no zombie behind, and its handle is never
-    dropped while it runs (Python warns of that: ``ResourceWarning``)."""
+    """Wait for a detached broker in a thread: stopped, it leaves no zombie behind, and its
+    handle is never dropped while it runs."""
     threading.Thread(target=process.wait, name=f"kafka-broker-{process.pid}", daemon=True).start()
 
 
@@ -102,19 +88,16 @@ class KafkaBroker(BrokerClients):
     """One Kafka node (broker + KRaft controller) on 127.0.0.1, from the pinned JARs.
 
     Args:
-        jars: the classpath; by default the ``kafka-broker`` set (``runtime.jars.jar_paths``).
-        data_dir: where its log directories, configuration and log file go; a new temporary
-            directory (removed by ``stop``) when None.
-        java: the ``java`` executable; ``$JAVA_HOME/bin/java`` or ``java`` on the PATH by
-            default.
-        properties: extra ``server.properties`` entries (e.g. ``{"num.partitions": "3"}``).
-        detached: the broker outlives this process (no parent-death signal, not stopped at
-            exit; ``stop_at(data_dir)`` ends it); needs ``data_dir``.
+        jars: the classpath; by default the ``kafka-broker`` set.
+        data_dir: where its logs, configuration and data go; a temporary directory (removed
+            by ``stop``) when None.
+        java: the ``java`` executable; ``$JAVA_HOME/bin/java`` or ``java`` by default.
+        properties: extra ``server.properties`` entries.
+        detached: the broker outlives this process (``stop_at(data_dir)`` ends it).
         sasl: also a ``SASL_PLAINTEXT`` listener (``sasl_bootstrap_servers``) whose clients
             log in with SCRAM-SHA-256 as a user ``add_scram_user`` made.
         tls: also a ``SASL_SSL`` listener (``sasl_ssl_bootstrap_servers``): SCRAM-SHA-256
-            over TLS, its certificate signed by a CA of the broker's own, whose certificate
-            clients trust (``certificates.ca_file``, PEM; ``kafka_broker.tls``).
+            over TLS, clients trusting ``certificates.ca_file``.
     """
 
     def __init__(
@@ -203,8 +186,7 @@ class KafkaBroker(BrokerClients):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _launch(self, java: str, classpath: str, timeout: float) -> None:
-        """Format a fresh storage for new ports (the quorum's voter is recorded with its port),
-        start the JVM, wait until it serves."""
+        """Format a fresh storage for new ports, start the JVM, wait until it serves."""
         assert self.data_dir is not None
         config = self.data_dir / "server.properties"
         base = [java, *_JVM_OPTIONS, f"-Dlog4j2.configurationFile={self._log4j()}", "-cp", classpath]
@@ -255,8 +237,7 @@ class KafkaBroker(BrokerClients):
             (self.data_dir / PID_FILE).write_text(f"{self._process.pid}\n")
 
     def formatted_ports(self) -> dict[str, int] | None:
-        """The ports of a storage formatted before in a kept ``data_dir``, by listener name
-        (``PLAINTEXT``, ``CONTROLLER``, and ``SASL_PLAINTEXT``, ``SASL_SSL`` if it has them);
+        """The ports of a storage formatted before in a kept ``data_dir``, by listener name;
         None for a new directory (or one this module did not format)."""
         assert self.data_dir is not None
         config = self.data_dir / "server.properties"
@@ -372,8 +353,7 @@ class KafkaBroker(BrokerClients):
         return path
 
     def _wait_until_serving(self, timeout: float) -> None:
-        """Until the broker answers a metadata request (its listener accepts only once it has
-        caught up with the controller's metadata)."""
+        """Until the broker answers a metadata request."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self._process is not None
@@ -412,8 +392,8 @@ class KafkaBroker(BrokerClients):
         return self._process is not None and self._process.poll() is None
 
     def pause(self) -> None:
-        """Freeze the broker (SIGSTOP): it answers nobody until ``resume``, as a broker behind
-        a network blip or in a long pause (its connections stay open, requests time out)."""
+        """Freeze the broker (SIGSTOP) until ``resume``: its connections stay open, requests
+        time out."""
         if self.running:
             os.killpg(self._process.pid, signal.SIGSTOP)  # type: ignore[union-attr]
 

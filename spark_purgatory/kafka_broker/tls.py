@@ -1,16 +1,9 @@
 """The ``SASL_SSL`` listener's certificates: a certificate authority of the broker's own.
 
-``KafkaBroker(tls=True)`` serves SCRAM over TLS with a server certificate signed by a
-self-signed CA made here, at the broker's first start, in its data directory: ``ca.pem``
-(the CA's certificate, what a client trusts) and ``broker.pem`` (the broker's private key
-and certificate chain).  Both are PEM files, which Kafka reads without a password on either
-side: the broker's ``ssl.keystore.type=PEM``, a client's ``ssl.truststore.type=PEM`` with
-``ssl.truststore.location`` (Java clients, Spark's Kafka source) or ``ssl.ca.location``
-(librdkafka).  The certificate names 127.0.0.1 and localhost, so a client's hostname check
-(``ssl.endpoint.identification.algorithm=https``, Kafka's default) passes as it would on a
-real cluster.
-
-Made with ``cryptography`` (in the ``dev`` extra); the CA's private key is never written.
+``KafkaBroker(tls=True)`` serves SCRAM over TLS with a certificate for 127.0.0.1 and
+localhost signed by a CA made at the broker's first start, in its data directory:
+``ca.pem`` (what a client trusts) and ``broker.pem`` (the broker's key and chain).  The CA's
+private key is never written.
 
 Invariant: a kept data directory keeps its certificates (a restart serves the same ones,
 so a truststore made from ``ca.pem`` stays valid).
@@ -38,9 +31,7 @@ class BrokerCertificates:
     keystore_file: Path  #: the broker's key and certificate chain (``ssl.keystore.location``)
 
     def pkcs12_truststore(self, path: str | Path, password: str) -> Path:
-        """The CA's certificate in a PKCS12 truststore at ``path``, as a Java client's
-        ``ssl.truststore.type=PKCS12`` reads it with ``ssl.truststore.password``: what a
-        cluster whose clients keep a password-protected truststore hands out."""
+        """The CA's certificate in a password-protected PKCS12 truststore at ``path``."""
         from cryptography import x509
         from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
 

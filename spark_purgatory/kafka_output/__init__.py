@@ -1,15 +1,9 @@
 """The output topic: the outcomes on a Kafka topic beside the Delta tables, exactly once for
 ``isolation.level=read_committed`` consumers (``docs/kafka-output.md``).
 
-* ``records``: a record's key, value (the row as JSON) and headers;
-* ``producer``: one Kafka transaction per send, the micro-batch marker in it (the argument
-  for exactly once is its module docstring);
-* ``client_settings``: the clients' settings in librdkafka's names; ``health``: is the topic
-  there, and does the broker take the login (one line when not);
-* ``topic``: the driver's side, which micro-batches the topic lacks.
-
 The Delta tables stay the record of truth: the topic gets the rows they get, read from the
-same staged files, before a drain takes them.
+same staged files before a drain takes them.  The argument for exactly once is
+``producer``'s module docstring.
 """
 
 from __future__ import annotations

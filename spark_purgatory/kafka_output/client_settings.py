@@ -12,12 +12,8 @@ import re
 
 __all__ = ["CONNECTION", "EAGER", "connection_settings", "librdkafka_settings"]
 
-#: every client connects at once, to every broker the metadata names: librdkafka looks for a
-#: transaction (or group) coordinator as soon as it starts and, when that broker's connection
-#: is not up yet, looks again only on a 500 ms timer; and a fresh client's first connection
-#: waits for ``reconnect.backoff.ms`` (100 by default), which still grows to
-#: ``reconnect.backoff.max.ms`` while a broker stays away (how often it cost what:
-#: docs/performance-history.md).  The user's settings override both.
+#: every client connects at once, to every broker the metadata names (librdkafka looks for a
+#: coordinator at once, and again only on a timer); the user's settings override both
 EAGER = {"enable.sparse.connections": "false", "reconnect.backoff.ms": "10"}
 #: the settings a consumer (the marker's reader) shares with the producer: where and how to connect
 CONNECTION = (
@@ -58,7 +54,6 @@ def librdkafka_settings(settings: dict[str, str]) -> dict[str, str]:
 
 
 def connection_settings(settings: dict[str, str]) -> dict[str, str]:
-    """Where and how to connect, of the producer's settings (librdkafka's names): what the
-    marker's consumer and the topic's health check share with the producer."""
+    """Where and how to connect, of the producer's settings: what every client of the topic shares."""
     own = {k: v for k, v in librdkafka_settings(settings).items() if k.startswith(CONNECTION)}
     return {**EAGER, **own}

@@ -1,14 +1,9 @@
 """Is the output topic there, and does the broker take this job's login?  One line when not.
 
-Asked by ``faults.diagnose`` after a failed run (as it asks the buckets and the input topics)
-and by each send before it produces (``producer.send``): a deleted topic or a revoked login
-is said in one line naming the topic or the user, instead of records that would wait for a
-topic that will not come back.  A broker that does not answer is never called gone: that
-may pass (``faults``' invariant).
-
-A refused login is said as soon as the broker refuses it: the metadata request that would
-answer never comes (librdkafka retries the login until the call's timeout), so the check
-asks in growing steps and looks at the errors the client met after each.
+A deleted topic or a revoked login is said in one line naming the topic or the user; a
+broker that does not answer is never called gone (that may pass).  A refused login never
+answers the metadata request (librdkafka retries it), so the check asks in growing steps
+and looks at the errors the client met after each.
 """
 
 from __future__ import annotations
@@ -27,9 +22,8 @@ log = logging.getLogger(__name__)
 
 #: librdkafka's words for a login or a right the broker refused (SASL, ACLs)
 _REFUSED = re.compile(r"Authentication failed|SASL authentication error|AUTHORIZATION|not authorized", re.I)
-#: how long the check first waits for the metadata before it looks at the client's errors again;
-#: each wait after it twice as long (a broker slow to answer still answers within one), up to
-#: ``_MAX_STEP_S``
+#: the check's first wait for the metadata before it looks at the client's errors; each wait
+#: after it twice as long, up to ``_MAX_STEP_S``
 _STEP_S = 0.25
 _MAX_STEP_S = 4.0
 

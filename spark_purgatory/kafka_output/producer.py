@@ -1,48 +1,30 @@
 """The output topic's producer: one Kafka transaction per send, the micro-batch in it.
 
 A **send** covers the recorded micro-batches the topic has not had yet: their staged files
-(the rows the Delta tables get, ``delta.staging``) are read where the task runs, each row of
-a status the topic takes becomes a record (``records``), and the transaction that carries
-them also commits **the marker**: the offset ``batch_id + 1`` of the checkpoint's own
-consumer group (``spark-purgatory-<checkpoint id>``) on the output topic's partition 0, with
-``batch <id>`` as its metadata, through ``send_offsets_to_transaction``.  Records and marker
-are visible together or not at all.
+are read where the task runs, each row of a status the topic takes becomes a record
+(``records``), and the transaction that carries them also commits **the marker**: the offset
+``batch_id + 1`` of the checkpoint's own consumer group on the topic's partition 0, through
+``send_offsets_to_transaction``.  Records and marker are visible together or not at all.
 
 Exactly once for ``isolation.level=read_committed`` consumers rests on three facts:
 
-* the rows of a recorded micro-batch never change (``delta.accumulator``: the first staging
-  recorded is the one; a replay's rows are swept), so a send of batch N always carries the
-  same records;
-* a send reads the marker after ``init_transactions``, with ``isolation.level=
-  read_committed`` (Kafka then waits for a pending transactional offset: KIP-447), and skips
-  every batch at or below it: a task retried after its transaction committed, a replayed
-  micro-batch, a restarted job send nothing twice;
-* one ``transactional.id`` per checkpoint (``spark-purgatory-<checkpoint id>``): a send's
-  ``init_transactions`` fences every earlier producer of the checkpoint (a zombie task, a
-  killed job's executor) and aborts its open transaction, so nothing half sent ever becomes
-  visible.
+* the rows of a recorded micro-batch never change (the first staging recorded is the one),
+  so a send of batch N always carries the same records;
+* a send reads the marker after ``init_transactions``, with ``read_committed`` (Kafka then
+  waits for a pending transactional offset: KIP-447), and skips every batch at or below it:
+  a retried task, a replayed micro-batch, a restarted job send nothing twice;
+* one ``transactional.id`` per checkpoint: a send's ``init_transactions`` fences every
+  earlier producer of the checkpoint and aborts its open transaction.
 
 A ``read_uncommitted`` consumer also sees aborted records: at least once for it.
 
-**One producer per process, kept across sends.**  ``init_transactions`` and the marker's read
-are round trips to the coordinators that a send would pay every micro-batch; instead each
-process (a Python worker, or the driver for in-process sends) keeps the producer of a
-``transactional.id`` after a send that committed, with the marker that commit set, and the
-next send of that id uses both: ``init_transactions`` once per process, no marker read.  It
-stays exactly once because a transactional producer may run one transaction after another,
-and a kept producer that was not fenced is the newest of its ``transactional.id``: since its
-``init_transactions`` (which read the marker, and aborted what any earlier one left open) only
-it could commit, so the marker is the one it last committed.  If another process's producer
-of the id initialised since (another Python worker's send, a new job, ``mark``), the kept one
-is fenced: the broker refuses it, nothing of it becomes visible, and the send starts again
-once with a fresh producer, as above (its ``init_transactions`` fences the other in turn and
-aborts what it left open; the marker is read).  A transaction adds its marker before its
-records, so a fenced producer learns it in one round trip, before it has produced anything.
-A producer is kept only after a commit: any other end of a send closes it.  Fencing is how
-the design works, so librdkafka's lines about it are logged at INFO (``_QuietFencing``).
-
-The records go through librdkafka's own accumulator: ``batch.size`` and ``linger.ms`` (and
-every other producer setting) are ``output.kafka.<key>`` keys passed to it as they are.
+**One producer per process, kept across sends**, with the marker its last commit set, so
+``init_transactions`` and the marker's read are paid once per process.  A kept producer that
+was not fenced is the newest of its ``transactional.id``, so the marker is the one it last
+committed.  If another process's producer of the id initialised since, the kept one is
+fenced: nothing of it becomes visible, and the send starts again with a fresh producer.  A
+transaction adds its marker before its records, so a fenced producer learns it before it
+has produced anything.
 """
 
 from __future__ import annotations
@@ -71,9 +53,8 @@ log = logging.getLogger(__name__)
 
 
 class _QuietFencing(logging.Filter):
-    """librdkafka's lines about a producer fenced by a newer one of its ``transactional.id``
-    (logged as fatal errors) at INFO: a kept producer fenced by another worker's send is the
-    design at work (the module docstring), not a fault to alarm anyone with."""
+    """librdkafka's lines about a fenced producer (logged as fatal errors) at INFO: the design
+    at work (module docstring), not a fault."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno > logging.INFO and "fenced by a newer instance" in record.getMessage():
@@ -165,7 +146,7 @@ def committed_batch(
 
 def _retried(call: Callable[[], T], passes: Callable[[Any], bool], timeout_s: float) -> T:
     """``call()``, again after a pause while it fails with an error ``passes`` lets pass, for
-    up to ``timeout_s``; then (or on another error) its ``KafkaException`` is raised."""
+    up to ``timeout_s``."""
     from confluent_kafka import KafkaException
 
     deadline = time.monotonic() + timeout_s
@@ -179,8 +160,8 @@ def _retried(call: Callable[[], T], passes: Callable[[Any], bool], timeout_s: fl
 
 
 def _passes(error: Any) -> bool:
-    """Does waiting help?  The client's own flag, or a group coordinator moving or loading
-    (``NOT_COORDINATOR`` is not flagged retriable on a committed-offsets fetch)."""
+    """Does waiting help?  The client's flag, or a group coordinator moving or loading
+    (not flagged retriable on a committed-offsets fetch)."""
     from confluent_kafka import KafkaError
 
     moving = (
@@ -196,8 +177,7 @@ def _passes(error: Any) -> bool:
 
 class _Clients:
     """A ``transactional.id``'s producer in this process, the consumer whose group metadata its
-    transactions commit the marker with, and the marker as this producer knows it
-    (``through``: read after its ``init_transactions``, then set by each of its commits)."""
+    transactions commit the marker with, and the marker as this producer knows it."""
 
     def __init__(self, settings: TopicSettings) -> None:
         from confluent_kafka import Consumer, Producer
@@ -208,9 +188,8 @@ class _Clients:
         self.through: int | None = None
 
     def start(self, *, read_marker: bool = True) -> None:
-        """Fence every earlier producer of the id and abort what they left open (``init_transactions``),
-        then read the marker.  The producer first connects (a metadata request, and with it
-        every broker: ``_EAGER``), so that its coordinator's connection is up when it asks."""
+        """Fence every earlier producer of the id and abort what they left open, then read the
+        marker.  The producer connects first, so that its coordinator's connection is up."""
         from confluent_kafka import KafkaException
 
         try:
@@ -238,8 +217,8 @@ _KEPT_LOCK = threading.Lock()
 
 
 def _take(settings: TopicSettings) -> _Clients | None:
-    """This process's kept producer of ``settings`` (None: there is none), taken out while a
-    send uses it; one kept for other settings of the id is closed."""
+    """This process's kept producer of ``settings``, taken out while a send uses it; one kept
+    for other settings of the id is closed."""
     with _KEPT_LOCK:
         kept = _KEPT.pop(settings.transactional_id, None)
     if kept is not None and kept.settings != settings:
@@ -257,15 +236,11 @@ def _keep(clients: _Clients) -> None:
 
 
 def send(task: Send) -> pa.Table:
-    """Send the task's micro-batches after the marker in one transaction (see the module
-    docstring); its ``SENT`` row: the marker after it, the batches and records it sent.
+    """Send the task's micro-batches after the marker in one transaction; its ``SENT`` row.
 
-    The topic is checked first (a deleted topic, a refused login: ``health.topic_fault``), on
-    a client of its own: a kept producer's connection would not see a revoked login, and its
-    calls would wait out their timeouts for a topic or a login that will not come back.  When
-    the check finds either, this process's kept producer is closed too: it could send nothing
-    more, and would go on retrying a refused login (a line on stderr each time) until the
-    process ends."""
+    The topic is checked first, on a client of its own (a kept producer's connection would
+    not see a revoked login): a deleted topic or a refused login raises ``TopicGone`` and
+    closes the kept producer, which would go on retrying."""
     from confluent_kafka import KafkaException
 
     settings = task.settings
@@ -297,8 +272,7 @@ def send(task: Send) -> pa.Table:
 
 
 def _fenced(error: Any) -> bool:
-    """Is ``error`` a producer's fencing (a newer one of its ``transactional.id``)?  A fenced
-    producer's calls fail fatally; ``produce`` says so as ``_FATAL``."""
+    """Is ``error`` a producer's fencing (a newer one of its ``transactional.id``)?"""
     from confluent_kafka import KafkaError
 
     fencing = (
@@ -311,9 +285,8 @@ def _fenced(error: Any) -> bool:
 
 
 def _send_with(clients: _Clients, task: Send) -> pa.Table:
-    """The task's batches after ``clients.through`` in one transaction, the marker first (a
-    fenced kept producer learns it in one round trip, before any record); ``clients`` kept
-    after its commit (or when there was nothing to send)."""
+    """The task's batches after ``clients.through`` in one transaction, the marker first;
+    ``clients`` kept after its commit (or when there was nothing to send)."""
     settings, producer = task.settings, clients.producer
     done = clients.through
     todo = [(b, files) for b, files in task.batches if done is None or b > done]
@@ -336,9 +309,7 @@ def _send_with(clients: _Clients, task: Send) -> pa.Table:
 
 
 def mark(settings: TopicSettings, batch_id: int) -> None:
-    """Commit the marker alone at ``batch_id`` (a transaction without records): where a topic
-    with no marker yet starts (``topic.TopicOutput.open``).  Its producer fences this
-    process's kept one (closed here)."""
+    """Commit the marker alone at ``batch_id``: where a topic with no marker yet starts."""
     kept = _take(settings)
     if kept is not None:
         kept.close()
@@ -406,8 +377,7 @@ def _commit(producer: Any) -> None:
 
 
 def _aborting(producer: Any, call: Callable[[], Any]) -> None:
-    """``call()``; when it fails and the transaction cannot go on, the transaction is aborted
-    and the error raised."""
+    """``call()``; the transaction aborted when it fails and cannot go on."""
     from confluent_kafka import KafkaException
 
     try:

@@ -1,23 +1,16 @@
 """The output topic's records: one per outcome (and per rejected row, when asked), built from
 the rows the Delta tables get.
 
-A record's **key** is the outcome's ``op_id`` (UTF-8; a rejected row without a readable
-``op_id`` has no key), its **value** the row as one JSON object with the table's columns
-(``contract.OUTCOMES``, or ``contract.REJECTED``'s for a rejected row), timestamps as ISO-8601
-UTC text with milliseconds (``2026-03-01T12:00:00.250Z``), dates as ``YYYY-MM-DD``, a missing
-value as ``null``; its **headers** name what it is:
+A record's **key** is the outcome's ``op_id`` (UTF-8; none for a rejected row without one),
+its **value** the row as one JSON object with the table's columns, timestamps as ISO-8601 UTC
+text with milliseconds, dates as ``YYYY-MM-DD``, a missing value as ``null``; its
+**headers**: ``purgatory.status`` (``completed``, ``expired`` or ``rejected``),
+``purgatory.checkpoint`` (the checkpoint's id), ``purgatory.batch`` (the micro-batch that
+decided it), and, only on a record too large for ``message.max.bytes``, ``purgatory.omitted``
+(the fields left ``null``, with their JSON sizes).
 
-* ``purgatory.status``: ``completed``, ``expired`` or ``rejected``;
-* ``purgatory.checkpoint``: the checkpoint's id (``spark-purgatory status`` shows it), so a
-  consumer of a topic several queries write to tells them apart;
-* ``purgatory.batch``: the micro-batch that decided it (decimal text);
-* ``purgatory.omitted``, only on a record that would be larger than the producer sends
-  (``message.max.bytes``): the fields it goes without, with their JSON sizes
-  (``payload=1040012``): left ``null`` in the value; the table's row has them.
-
-``docs/schemas/kafka-outcome.schema.json`` is the value's JSON Schema; ``docs/kafka-output.md``
-the page users read.  Columns are only ever added (as the tables' are), so a consumer should
-ignore names it does not know.
+``docs/schemas/kafka-outcome.schema.json`` is the value's JSON Schema.  Columns are only ever
+added, so a consumer should ignore names it does not know.
 
 >>> import datetime as dt, pyarrow as pa
 >>> at = dt.datetime(2026, 3, 1, 12, 0, 0, 250000, tzinfo=dt.timezone.utc)
@@ -75,12 +68,10 @@ def records(
 ) -> Iterator[Record]:
     """The records of ``rows`` (one table's rows, in its columns): ``(key, value, headers)``.
 
-    ``status``: the header's status for every row (``rejected``); None reads each row's own
-    ``status`` column (the outcomes).  ``max_bytes``: the largest record the producer sends
-    (its ``message.max.bytes``); a larger one goes without its biggest texts (``OMITTABLE``:
-    the payload or the raw record, then the keys), each left ``null`` and named in the
-    ``purgatory.omitted`` header with its size: the outcome still reaches its consumers, and
-    the row in the table has it all.
+    ``status``: the header's status for every row; None reads each row's ``status``.  A record
+    larger than ``max_bytes`` (``message.max.bytes``) goes without its biggest texts
+    (``OMITTABLE``), each left ``null`` and named in the ``purgatory.omitted`` header: the
+    outcome still reaches its consumers, and the row in the table has it all.
 
     >>> big = pa.table({"op_id": ["a"], "keys": [["k"]], "payload": ["x" * 5000]})
     >>> ((_, value, headers),) = records(big, "expired", checkpoint="q", batch_id=0, max_bytes=2048)

@@ -1,14 +1,10 @@
 """The driver's side of the output topic: which recorded micro-batches it lacks, and the one
 Spark task that sends them (``producer.send``).
 
-The sink calls ``catch_up`` after it records a micro-batch and before any drain into the
-Delta tables (``delta.sink``): the staged files a send reads are deleted only by drains, so a
-drain never takes the rows of a batch the topic has not had.  Rows never pass through the
-driver: it hands the task the staged files' names, and the task returns one small row.
-
-Where a topic starts: on its first ``open`` (no marker in Kafka yet) the marker is committed
-at the checkpoint's last recorded micro-batch, so the topic gets every outcome decided from
-the next one on, and never those a checkpoint decided before the topic was configured.
+The sink calls ``catch_up`` after it records a micro-batch and before any drain deletes the
+staged files a send reads.  On a topic's first ``open`` (no marker yet) the marker is
+committed at the checkpoint's last recorded micro-batch: the topic gets the outcomes from
+the next one on.
 """
 
 from __future__ import annotations
@@ -36,7 +32,7 @@ StagedFiles = Callable[[int, Sequence[str]], list[tuple[int, list[tuple[str, str
 
 class TopicOutput:
     """The outcomes of ``settings.statuses`` onto ``settings.topic``, exactly once for
-    read_committed consumers (``producer``'s module docstring)."""
+    read_committed consumers."""
 
     def __init__(self, settings: TopicSettings, storage: Storage) -> None:
         self.settings = settings
@@ -62,7 +58,7 @@ class TopicOutput:
 
     def catch_up(self, staged: StagedFiles, through: int, tasks: Tasks) -> dict[str, int | None]:
         """Send the recorded micro-batches up to ``through`` the topic lacks, in one task; its
-        ``SENT`` row (empty when there was nothing to send)."""
+        ``SENT`` row (empty when nothing was sent)."""
         if self.sent_through is None:
             raise RuntimeError("TopicOutput.open first")
         if through <= self.sent_through:

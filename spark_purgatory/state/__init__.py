@@ -1,21 +1,9 @@
 """Shard state: a ``Purgatory`` to and from one binary value, segment files, the worker cache.
 
-The engine (``spark_purgatory.engine``) persists nothing; this package stores it.  It reads
-the engine through two small interfaces: ``Purgatory.tables()`` / ``load_tables`` (the whole
-state as plain tables) and ``Purgatory.take_changes()`` (what the big tables gained and lost
-since the last save).  Modules:
-
-* ``shard_state``: ``save_state``, and the segment (LSM) scheme explained; ``shard_load``: ``load_state``;
-* ``segments``: ``SegmentStore``, the directory of immutable segment files;
-* ``increments``: the delta files, one per save, and the pointer to them a group state holds;
-* ``cache``: ``WorkerCache``, live shards parked in a Python worker between micro-batches;
-* ``read_ahead``: a worker brings the other shards parked in it forward between its tasks;
-* ``layout``: the checkpoint's shard count, rescale journal and run lease;
-* ``codec``: Arrow IPC encoding of frames and named parts;
-* ``reshard``: a stopped checkpoint's shards split or merged (``spark_purgatory.rescale``);
-* ``pending_counts``: the pending operations per shard after each micro-batch.
-
-The cross-shard hand-off's files (mailbox, wake) are ``spark_purgatory.handoff``'s.
+The engine persists nothing; this package stores it, reading the engine through two small
+interfaces: ``Purgatory.tables()`` / ``load_tables`` (the whole state as plain tables) and
+``Purgatory.take_changes()`` (what the big tables gained and lost since the last save).
+``shard_state`` explains the files, ``shard_load`` the three ways back.
 
 Invariant: a loaded state behaves exactly as the saved one would have, whether it came from
 the value alone, from segment files, or from the worker cache.

@@ -1,12 +1,10 @@
 """The worker cache: live shards parked in a Python worker between micro-batches.
 
 Spark reuses Python workers between micro-batches.  After a shard saves its state it may
-*park* its live ``Purgatory`` here, under its lineage (one entry per shard history), tagged
-with the token of the version it saved.  The next load of that shard in this worker
-*claims* it: the loader decides whether the object is that version, an ancestor it can bring
-forward, or neither (see ``shard_state``).  Between tasks the worker's read-ahead
-(``read_ahead``) may *take* a parked shard to bring it forward and park it again; a claim
-of that lineage meanwhile waits for it to come back.
+*park* its live ``Purgatory`` here, under its lineage, tagged with the token of the version
+it saved; the next load of that shard in this worker *claims* it and decides whether it can
+use it (``shard_load``).  The read-ahead may *take* a parked shard to bring it forward and
+park it again; a claim of that lineage meanwhile waits for it.
 
 Invariant: a parked object is taken out on claim (or take), so a failed task attempt (or
 read-ahead) leaves nothing half-changed behind: the cache changes the speed, never the result.
@@ -22,10 +20,8 @@ __all__ = ["WorkerCache", "WORKER_CACHE"]
 
 
 class WorkerCache:
-    """At most ``entries`` parked shards, the least recently parked evicted first.
-
-    ``wait``: the longest a claim waits, in seconds, for a lineage the read-ahead has taken
-    (it then finds nothing parked, and the load rebuilds)."""
+    """At most ``entries`` parked shards, the least recently parked evicted first; ``wait``:
+    the longest a claim waits (seconds) for a lineage the read-ahead has taken."""
 
     def __init__(self, entries: int = 64, *, wait: float = 60.0) -> None:
         self.entries = entries
@@ -40,8 +36,7 @@ class WorkerCache:
             self._put(lineage, token, obj)
 
     def claim(self, lineage: str) -> Any | None:
-        """The object parked for ``lineage``, taken out of the cache (the caller checks its
-        version); waits while the read-ahead holds the lineage."""
+        """The object parked for ``lineage``, taken out (waits while the read-ahead holds it)."""
         with self._changed:
             self._changed.wait_for(lambda: lineage not in self._taken, timeout=self.wait)
             entry = self._parked.pop(lineage, None)
@@ -54,8 +49,7 @@ class WorkerCache:
 
     def take(self, lineage: str, token: str) -> Any | None:
         """The object parked for ``lineage`` when it is still the version ``token``, taken out
-        for the read-ahead: claims of the lineage wait until ``give_back``.  None when it is
-        not (claimed or parked again since)."""
+        for the read-ahead (claims wait until ``give_back``); else None."""
         with self._changed:
             entry = self._parked.get(lineage)
             if entry is None or entry[0] != token or lineage in self._taken:
@@ -65,8 +59,7 @@ class WorkerCache:
             return entry[1]
 
     def give_back(self, lineage: str, token: str | None = None, obj: Any = None) -> None:
-        """End the read-ahead's hold of ``lineage``: ``obj`` parked as the version ``token``,
-        or nothing (it could not be brought forward)."""
+        """End the read-ahead's hold of ``lineage``, parking ``obj`` (if any) as ``token``."""
         with self._changed:
             self._taken.discard(lineage)
             if obj is not None and token is not None:

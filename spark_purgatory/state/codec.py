@@ -1,14 +1,10 @@
 """Arrow IPC encoding of the state layer's pieces: frames, and named parts with metadata.
 
-A shard's state value and every segment file are one Arrow IPC stream of named binary
-parts (``pack_parts``, or ``write_parts`` straight into a file) with string metadata; each
-part is itself an Arrow IPC stream of one table (``frame_bytes``), its buffers compressed
-with LZ4 (format 4 on; Arrow's reader decompresses whatever codec it reads, so parts written
-with zstd before load as they did, and these load in a version that wrote zstd).  The
-pending operations and their watchers are Arrow tables already (``pending.OPS_ARROW``):
-their strings go from the engine's buffers to the value as bytes, no Python object made on
-either side (``table_from``).  An encoded part is an Arrow buffer (``Encoded``), copied
-only into the stream that holds it.
+A state value and every segment or delta file is one Arrow IPC stream of named binary parts
+(``pack_parts``, or ``write_parts`` straight into a file) with string metadata; each part is
+itself an Arrow IPC stream of one table (``frame_bytes``), its buffers LZ4-compressed
+(Arrow's reader decompresses whatever codec it reads, so older zstd parts still load).  An
+encoded part is an Arrow buffer (``Encoded``), copied only into the stream that holds it.
 
 Invariant: ``frame_from(frame_bytes(f), dtypes)`` gives back ``f``'s rows and dtypes (list
 columns come back as numpy arrays, which the engine accepts).
@@ -38,9 +34,8 @@ __all__ = [
 #: an encoded part or stream: Arrow's buffer as written (or read), or bytes
 Encoded = bytes | pa.Buffer
 
-#: a part's buffers: LZ4 rather than zstd, which shrinks them more but costs a save more in
-#: CPU than the bytes it spares cost to write (docs/performance-history.md, "The state
-#: save's CPU, second step")
+#: a part's buffers: LZ4 rather than zstd, whose CPU costs a save more than the bytes it
+#: spares (docs/performance-history.md)
 _PART_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
@@ -52,12 +47,11 @@ def pack_parts(parts: dict[str, Encoded], meta: dict[str, str]) -> bytes:
 
 
 def write_parts(sink: pa.NativeFile, parts: dict[str, Encoded], meta: dict[str, str]) -> int:
-    """``pack_parts``'s stream written into ``sink`` (an open output file); the bytes written.
+    """``pack_parts``'s stream written into ``sink``; the bytes written.
 
-    Each part is a record batch of its own holding the part's buffer as it is: the parts
-    are copied once, into ``sink``, never joined in memory first (a reader reads the stream
-    as one table, whatever its batches).  The metadata counts them (``_COUNT``, before any):
-    ``unpack_parts`` refuses a stream with fewer, one read while it is being written."""
+    Each part is a record batch of its own holding the part's buffer as it is (copied once,
+    into ``sink``).  The metadata counts them before any: ``unpack_parts`` refuses a stream
+    with fewer, one read while it is being written."""
     start = sink.tell()
     schema = _PARTS.with_metadata({**meta, _COUNT: str(len(parts))})
     with pa.ipc.new_stream(sink, schema) as writer:  # the parts are compressed
@@ -83,7 +77,7 @@ def _binary(data: Encoded) -> pa.Array:
 
 def unpack_parts(data: Encoded) -> tuple[dict[str, pa.Buffer], dict[str, str]]:
     """Inverse of ``pack_parts``; a ValueError for a stream that holds fewer parts than it
-    counts (a file read while it is being written, or cut short)."""
+    counts (read while being written, or cut short)."""
     table = pa.ipc.open_stream(data).read_all()
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     column = table.column("data")
@@ -95,11 +89,9 @@ def unpack_parts(data: Encoded) -> tuple[dict[str, pa.Buffer], dict[str, str]]:
 
 
 def frame_bytes(frame: pd.DataFrame | pa.Table, start: int = 0) -> pa.Buffer:
-    """The frame (or Arrow table, as it is) as a compressed Arrow IPC stream, each column of a
-    frame converted as ``Table.from_pandas`` would (NaN as null, object columns typed by their
-    values), without its pandas metadata, which ``frame_from`` never reads; ``start``: only
-    the rows from that position on (of a frame: no sliced frame made).  An empty one's
-    stream is encoded once per schema (the small tables are mostly empty, saved every time)."""
+    """The frame (or Arrow table) as a compressed Arrow IPC stream, without pandas metadata;
+    ``start``: only the rows from that position on.  An empty one's stream is encoded once
+    per schema (the small tables are mostly empty, saved every time)."""
     if isinstance(frame, pa.Table):
         table = frame.slice(start) if start else frame
     else:
@@ -133,12 +125,9 @@ _END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
 def spliced(streams: list[Encoded]) -> bytes | None:
     """Encoded tables (``frame_bytes``'s) of one schema as one stream holding all their rows,
-    in order, without decoding or compressing them again: the first stream's schema, every
-    stream's record batches as they are (their compressed buffers), the end of the stream.
-    None when their schemas differ (the caller encodes the rows itself).
-
-    Each stream is cut where its messages are (its schema message, first, says its own
-    length): the bytes of its record batches are copied once, into the result."""
+    in order, without decoding or compressing them again: the first stream's schema message,
+    every stream's record batches as they are, the end of the stream.  None when their
+    schemas differ."""
     views = [memoryview(data).cast("B") for data in streams]
     cuts = [_schema_end(view) for view in views]
     if not views or None in cuts or any(bytes(v[-8:]) != _END_OF_STREAM for v in views):
@@ -150,8 +139,7 @@ def spliced(streams: list[Encoded]) -> bytes | None:
 
 
 def _schema_end(stream: memoryview) -> int | None:
-    """Where a stream's schema message ends (a continuation marker, the length of its
-    metadata, the metadata; no body); None when it does not start so."""
+    """Where a stream's schema message ends; None when it does not start with one."""
     if len(stream) < 16 or stream[:4] != b"\xff\xff\xff\xff":
         return None
     end = 8 + int.from_bytes(stream[4:8], "little")
@@ -177,10 +165,7 @@ def _spliced_messages(streams: list[Encoded]) -> bytes | None:
 
 
 def frame_from(data: Encoded, dtypes: dict[str, str]) -> pd.DataFrame:
-    """Inverse of ``frame_bytes``; list columns come back as numpy arrays (fine for the engine).
-
-    Column by column, straight into ``dtypes``: no intermediate frame to cast and select.
-    """
+    """Inverse of ``frame_bytes``, column by column straight into ``dtypes``."""
     table = pa.ipc.open_stream(data).read_all()
     if table.num_rows == 0:
         return empty(dtypes)
@@ -202,15 +187,13 @@ def _absent(dtype: str, n: int) -> np.ndarray:
 
 
 def table_from(data: Encoded, schema: pa.Schema) -> pa.Table:
-    """Inverse of ``frame_bytes`` for an Arrow table of ``schema`` (as Arrow: no frame, no
-    Python object per value)."""
+    """Inverse of ``frame_bytes`` for an Arrow table of ``schema`` (no frame made)."""
     table = pa.ipc.open_stream(data).read_all()
     return table if table.schema.equals(schema) else table.select(schema.names).cast(schema)
 
 
 def handles_bytes(handles: np.ndarray) -> pa.Buffer:
-    """Handles (or eseqs) as a one-column ``handle`` table, as ``frame_bytes`` writes a frame
-    of them (no frame made)."""
+    """Handles (or eseqs) as a one-column ``handle`` table."""
     return frame_bytes(pa.table({"handle": pa.array(np.asarray(handles, np.int64))}))
 
 

@@ -1,37 +1,19 @@
 """Increments: one small versioned file per save of a shard (a *delta file*, under ``deltas/``),
 and the pointer that names it.  (Not Delta Lake's: that is the ``delta`` package.)
 
-Spark's group state carries only a *pointer* to the shard's state (``@`` and a delta file's
-name, a hundred bytes, whatever the shard holds); the state itself lives in the
-``SegmentStore`` beside the segment files, written by the executor that ran the shard:
-
-* **segments** (``base-*``, ``change-*``): the bulk, immutable (``shard_state``);
-* **delta files** (``deltas/<shard>/<version>.<lineage>.<token>.arrow``): what one save
-  changed since the save before it (operations and watchers added, handles resolved, dedup
-  rows added), the small tables and scalars whole (the buffered events and windows whole
-  once every ``MAX_DELTAS`` files, as changes between: ``small_tables``), and the
-  *chain*: the names of the delta files since the last segment (or since the last full
-  delta, which holds every row of a shard too small for segments).  A chain is at most
-  ``MAX_DELTAS`` files; the save that would make it longer (or whose chain's files after
-  its first hold more than ``segment.rows`` rows) compacts it: a change segment or a new
-  base, or, for a small shard, one full delta.  The new chain's first file also names the
-  chain it ended and holds that save's change since it, or names the change segment that
-  holds exactly that change (``layers.chain_record``): a shard live at a version of an
-  earlier chain is brought forward across the compaction by changes alone.
+Spark's group state carries only a *pointer* (``@`` and a delta file's name); the delta file
+``deltas/<shard>/<version>.<lineage>.<token>.arrow`` holds what one save changed (its layout
+is ``shard_state``'s) and the *chain*: the names of the delta files since the last segment
+or full delta.  A chain is at most ``MAX_DELTAS`` files.
 
 **Versions decide, files never do.**  A delta file's version is the micro-batch's timestamp
-(the same on a replay, larger in every later micro-batch) or, outside a stream, one more
-than the last; its token is new at every save.  A batch replayed after a crash loads the
-pointer Spark committed for the batch before (never a file a crashed attempt wrote: those
-carry other tokens, and no committed pointer names them) and writes its own files under
-new names.  So files are written once and never overwritten, on a local disk or an object
-store alike.
+(or, outside a stream, one more than the last); its token is new at every save.  A replayed
+batch loads the pointer Spark committed for the batch before (never a file a crashed attempt
+wrote) and writes its own files under new names, so files are written once.
 
-**Retention.**  Every ``SWEEP_EVERY`` saves a shard lists its directory and deletes the
-files older than its newest ``retain.versions + MAX_DELTAS`` versions: a shard saves at most
-once per micro-batch, so the pointers of the last ``retain.versions`` micro-batches (Spark's
-``minBatchesToRetain``) and their chains are among them.  Files of failed attempts and of
-shard histories that ended (a shard that emptied starts a new lineage) go the same way.
+**Retention.**  Every ``SWEEP_EVERY`` saves a shard deletes its files older than its newest
+``retain.versions + MAX_DELTAS`` versions (at most one save per micro-batch: the pointers
+Spark retains and their chains are among them).
 
 Invariant: a pointer names one file, and the chain in that file names only files of
 versions at or below its own.
@@ -56,8 +38,8 @@ __all__ = [
     "pointed",
 ]
 
-#: the longest chain of delta files a load may read before the next segment (Spark's own
-#: HDFS state store writes a snapshot every ten deltas, ``minDeltasForSnapshot``)
+#: the longest chain of delta files a load may read (Spark's HDFS state store snapshots
+#: every ten deltas, ``minDeltasForSnapshot``)
 MAX_DELTAS = 10
 #: saves between two sweeps of a shard's delta directory (a listing each)
 SWEEP_EVERY = 10

@@ -1,14 +1,11 @@
 """Changes as layers: consecutive changes of a shard's big tables combined, and applied.
 
-A *layer* is one Arrow IPC file's (or value's) ``tail_*`` parts: the operations and
-watchers added since the layer before it (rows from a handle on), the handles resolved
-since (``tail_dead``) and the dedup rows added (``tail_resolved``).  Change segments and
-delta files are layers (``shard_state``, ``increments``); a shard at a version is its base (or
-nothing) with its layers applied in order.  The first delta file of a chain (after a
-compaction: a small shard's full delta file, or the first after a new segment) also records
-the chain it ended and the change since that chain's last file (``chain_record``), so that a
-live shard at a version of that chain can be brought forward across the compaction by
-changes alone (``shard_load``).
+A *layer* is one file's (or value's) ``tail_*`` parts: the operations and watchers added
+since the layer before it (rows from a handle on), the handles resolved since
+(``tail_dead``) and the dedup rows added (``tail_resolved``).  A shard at a version is its
+base (or nothing) with its layers applied in order.  The first delta file of a chain also
+records the chain it ended and the change since (``chain_record``), so that a live shard at
+a version of that chain can be brought forward across the compaction by changes alone.
 
 Invariant: ``apply_change(t, since, [], change_of(layers))`` gives the tables the shard had
 when the last layer was written, for ``t`` the tables right below handle ``since``.
@@ -51,8 +48,7 @@ _CHAIN_BEFORE, _BEFORE, _BEFORE_IN = "chain_before", "before_", "chain_before_in
 
 def pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.Table, pa.Table]:
     """The ``ops`` and ``watch`` parts (``prefix``: "" or "tail_") of a value or segment as
-    ``OPS_ARROW`` and ``WATCH_ARROW`` tables; those of formats 2 and 3 (frames, with the keys
-    in ``ops`` and the watchers by hash; a segment's ``meta`` then names no format) converted."""
+    ``OPS_ARROW`` and ``WATCH_ARROW`` tables (formats 2 and 3 converted)."""
     ops, watch = parts[f"{prefix}ops"], parts[f"{prefix}watch"]
     if meta.get("format") in ("2", "3") or "format" not in meta:
         return Pending(frame_from(ops, OPS), frame_from(watch, WATCH)).arrow()
@@ -60,9 +56,8 @@ def pending_tables(parts: dict, prefix: str, meta: dict[str, str]) -> tuple[pa.T
 
 
 def layer_of(parts: dict, meta: dict[str, str], prefix: str = "tail_") -> dict:
-    """One layer's change: the rows it added (``OPS_ARROW``, ``WATCH_ARROW``), the handles it
-    resolved (``dead``) and the dedup rows it added (``resolved``); ``prefix``: its parts'
-    ("tail_", or a chain's first file's record of the change before it: ``change_before``)."""
+    """One layer's change: the rows it added (``ops``, ``watch``), the handles it resolved
+    (``dead``) and the dedup rows it added (``resolved``), from its ``prefix`` parts."""
     ops, watch = pending_tables(parts, prefix, meta)
     return {
         "ops": ops,
@@ -73,13 +68,13 @@ def layer_of(parts: dict, meta: dict[str, str], prefix: str = "tail_") -> dict:
 
 
 def change_of(layers: list[tuple[dict, dict[str, str]]]) -> dict:
-    """Consecutive changes (``tail_*`` parts and their metadata, oldest first) as one: their
-    new rows, less the handles any of them resolved, and all those handles."""
+    """Consecutive layers (parts and metadata, oldest first) as one change (``combined``)."""
     return combined([layer_of(parts, meta) for parts, meta in layers])
 
 
 def combined(changes: list[dict]) -> dict:
-    """Consecutive changes (``layer_of``'s, oldest first) as one (``change_of``)."""
+    """Consecutive changes (oldest first) as one: their new rows, less the handles any of
+    them resolved, and all those handles."""
     dead = np.concatenate([np.empty(0, np.int64), *(c["dead"] for c in changes)])
     change: dict = {"dead": dead}
     for name in TAILS:
@@ -105,17 +100,11 @@ def rows_of(frames: dict) -> int:
 def chain_record(
     chain: list[tuple[str, int]], tail: dict[str, Encoded], segment: str | None = None
 ) -> tuple[dict, dict[str, str]]:
-    """What the first delta file of a chain (written after a compaction: a full delta file,
-    or the first after a new segment) records beside its own parts: the chain it ended
-    (``chain``, names and rows, the file before it last) and ``tail``, the change since
-    that file (the ``ops``, ``watch``, ``dead`` and ``resolved`` tables encoded by
-    ``codec.frame_bytes``).  Parts and metadata to add to the file (``chain_before``,
-    ``change_before`` read them back).
-
-    ``segment``: a change segment whose layer is that change exactly (spliced from the
-    ended chain's files, which held no rows, and ``tail``): it is named instead of the change
-    being written a second time.  A version that knows no such name sees no record, and
-    brings a live shard forward from its segments, or rebuilds it."""
+    """What the first delta file of a chain records beside its own parts: the chain it
+    ended (``chain``, names and rows) and ``tail``, the change since its last file (encoded
+    tables).  Parts and metadata to add to the file (``chain_before``, ``change_before`` read
+    them back).  ``segment``: a change segment holding exactly that change, named instead of
+    the change being written a second time."""
     if segment is not None:
         return {}, {_BEFORE_IN: json.dumps({"chain": chain, "segment": segment})}
     parts = {f"{_BEFORE}{name}": data for name, data in tail.items()}
@@ -123,8 +112,7 @@ def chain_record(
 
 
 def chain_before(meta: dict[str, str]) -> list[tuple[str, int]] | None:
-    """The chain the first delta file of a chain ended (``chain_record``); None: it records
-    none (a shard's first save, a file written before this record)."""
+    """The chain the first delta file of a chain ended (``chain_record``); None: none."""
     if _CHAIN_BEFORE in meta:
         chain = json.loads(meta[_CHAIN_BEFORE])
     elif _BEFORE_IN in meta:
@@ -135,17 +123,15 @@ def chain_before(meta: dict[str, str]) -> list[tuple[str, int]] | None:
 
 
 def change_before(parts: dict, meta: dict[str, str], read: Callable[[str], tuple[dict, dict]]) -> dict:
-    """The change (``layer_of``'s) the first delta file of a chain records since the last
-    file of the chain it ended (``chain_record``): its ``before_*`` parts, or the change
-    segment it names (``read``: a file of the store by name)."""
+    """The change the first delta file of a chain records (``chain_record``): its
+    ``before_*`` parts, or the change segment it names (``read``: a file by name)."""
     if _BEFORE_IN in meta:
         return layer_of(*read(json.loads(meta[_BEFORE_IN])["segment"]))
     return layer_of(parts, meta, _BEFORE)
 
 
 def apply_change(t: ShardTables, since: int, replaced: list[pd.DataFrame], change: dict) -> None:
-    """Replace the big tables' rows from handle ``since`` on, and the dedup rows ``replaced``,
-    by ``change`` (``change_of``)."""
+    """Replace the big tables' rows from handle ``since`` on, and the dedup rows ``replaced``."""
     for name in TAILS:
         table = getattr(t, name)
         h = table.column("handle").to_numpy()

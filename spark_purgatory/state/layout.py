@@ -1,19 +1,13 @@
 """A checkpoint's layout: its shard count, the rescale journal, and the lease of a running query.
 
-Spark fixes a query's shuffle partitions (``PurgatoryConfig.groups``: every shard and the
-cross-shard group) in its checkpoint's offsets log, so a checkpoint runs the shard count it was
-started with until ``spark-purgatory rescale`` changes it (``spark_purgatory.rescale``).  Three small
-files under the checkpoint (``checkpoint_paths.Checkpoint`` names them) keep what every caller
-that opens one must respect:
+Spark fixes a query's shuffle partitions in its checkpoint's offsets log, so a checkpoint
+runs the shard count it was started with until ``spark-purgatory rescale`` changes it.
+Three small files under the checkpoint:
 
 * ``purgatory-layout``: the shard count and the history of rescales (``layout_of``);
-* ``purgatory-rescale``: the journal of a rescale under way; a crash leaves it, and
-  ``recover`` (which ``check_layout`` calls before every start) completes or undoes it;
-* ``purgatory-running``: the lease of the query running on it (``RunLease``): ``start``
-  refuses a second query on the checkpoint while it is held, and ``rescale`` refuses to work
-  under it.
-
-``start``, the job, ``rescale`` and the inspection commands all read them here.
+* ``purgatory-rescale``: the journal of a rescale under way, which ``recover`` completes or
+  undoes after a crash;
+* ``purgatory-running``: the lease of the query running on it (``RunLease``).
 
 Invariant: after ``recover`` the checkpoint is on exactly one layout (the old one, complete,
 or the new one, finished), whatever step a crash interrupted.
@@ -65,8 +59,7 @@ log = logging.getLogger(__name__)
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
-#: a lease not renewed for this long is stale (its driver is gone); the handle renews it
-#: every ``LEASE_RENEW_S``
+#: a lease not renewed for this long is stale; the handle renews it every ``LEASE_RENEW_S``
 LEASE_EXPIRY_S = 60
 LEASE_RENEW_S = 15
 
@@ -85,9 +78,8 @@ class CheckpointBusyError(RuntimeError):
 def recover(
     checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None, config: PurgatoryConfig | None = None
 ) -> str | None:
-    """Complete or undo a rescale a crash interrupted; returns ``"rolled back"``,
-    ``"finished"`` or None (no rescale was under way).  Cheap when there is none: one file.
-    ``config``: the state path of a checkpoint given by its path."""
+    """Complete or undo a rescale a crash interrupted: ``"rolled back"``, ``"finished"`` or
+    None (none was under way); ``config``: the state path of a checkpoint given by its path."""
     chk = open_checkpoint(checkpoint, storage, config.state_path if config else "")
     fs, files, storage = chk.fs, chk.files, chk.storage
     journal = read_json(fs, files.rescale_journal)
@@ -154,10 +146,8 @@ def finish(
 
 
 def check_layout(checkpoint: OpenCheckpoint, shards: int) -> None:
-    """Before a query starts on ``checkpoint``: finish or undo a rescale a crash interrupted
-    (``recover``), then refuse ``shards`` other than the checkpoint's, in one line
-    (``ConfigError``): Spark would keep the checkpoint's partitions and the shard groups
-    would not match their state."""
+    """Before a query starts: ``recover``, then refuse ``shards`` other than the checkpoint's
+    (``ConfigError``): Spark would keep the checkpoint's partitions."""
     recover(checkpoint)
     recorded = recorded_shards(checkpoint)
     if recorded is not None and recorded != shards:
@@ -172,8 +162,7 @@ def check_layout(checkpoint: OpenCheckpoint, shards: int) -> None:
 
 
 def recorded_shards(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> int | None:
-    """The shards Spark's last offsets entry records (partitions less the cross-shard group),
-    None for a new checkpoint."""
+    """The shards Spark's last offsets entry records, None for a new checkpoint."""
     chk = open_checkpoint(checkpoint, storage)
     fs, files = chk.fs, chk.files
     offsets = [int(i.base_name) for i in listing(fs, files.offsets) if i.base_name.isdigit()]
@@ -186,8 +175,7 @@ def recorded_shards(checkpoint: str | OpenCheckpoint, *, storage: Storage | None
 
 def default_shards(spark: Any, checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> int:
     """The shard count when none is configured: the checkpoint's, or for a new checkpoint the
-    session's parallelism (``spark.default.parallelism``, else the cores of the executors:
-    about one shard per core), said in one log line."""
+    session's parallelism (about one shard per core), said in one log line."""
     recorded = recorded_shards(checkpoint, storage=storage)
     if recorded is not None:
         return recorded
@@ -209,8 +197,7 @@ def default_shards(spark: Any, checkpoint: str | OpenCheckpoint, *, storage: Sto
 def with_default_shards(
     config: PurgatoryConfig, spark: Any, checkpoint: str | OpenCheckpoint
 ) -> PurgatoryConfig:
-    """``config`` with ``default_shards``' count: for a caller whose configuration left
-    ``purgatory.shards`` out (``start(config=None)``, the job without the key)."""
+    """``config`` with ``default_shards``' count (``purgatory.shards`` left out)."""
     shards = default_shards(spark, checkpoint, storage=Storage.of(config))
     return dataclasses.replace(config, shards=shards)
 
@@ -248,11 +235,9 @@ class RunLease:
     it, the handle renews it every ``LEASE_RENEW_S``, ``stop`` gives it back).
 
     A lease is live while it is renewed within ``LEASE_EXPIRY_S`` and, on this host, its
-    process is alive: a killed driver's lease is stale at once on its host, after the expiry
-    elsewhere (a driver restarted on another node waits at most that long).  ``take`` refuses
-    a live lease of another query; two starts racing for a free lease are told apart by
-    reading it back (the last writer keeps it), which leaves a window only as wide as that
-    read on a store without conditional writes.
+    process is alive.  Two starts racing for a free lease are told apart by reading it back
+    (the last writer keeps it): a window as wide as that read on a store without
+    conditional writes.
     """
 
     def __init__(self, checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> None:
@@ -278,8 +263,7 @@ class RunLease:
             raise CheckpointBusyError(self._busy(holder, "a second query on it is refused"))
 
     def renew(self) -> bool:
-        """Note that the query still runs (a lease deleted by hand is written again); False,
-        and nothing written, if another query took it after it went stale."""
+        """Note that the query still runs; False if another query took it after it went stale."""
         if self.token is None:
             return False
         read = read_json(self.fs, self.path)

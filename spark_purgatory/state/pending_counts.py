@@ -1,16 +1,10 @@
-"""The pending count of every shard, as of the last micro-batch: a small record beside the
-checkpoint (``<checkpoint>/purgatory-pending``).
+"""The pending count of every shard, as of the last micro-batch: ``<checkpoint>/purgatory-pending``.
 
-Spark calls a shard only when it has input or a timeout due, so a micro-batch reports the
-pending count of the shards it called, and a run that reads nothing new reports none.  The
-driver's control plane (``handoff.control``) keeps the last count of every shard and writes
-it here after each micro-batch; a
-restarted query starts from it, so ``pending`` (the job's lines, ``PurgatoryQuery.totals``)
-is the count of all shards from the first micro-batch of a run on, and also for a run that
-has no micro-batch at all.
+Spark calls a shard only when it has input or a timeout due, so the driver keeps the last
+count of every shard and writes it here after each micro-batch; a restarted query starts
+from it.
 
-Invariant: the record is written whole (``storage.write_whole``); a missing or unreadable
-record means "no shard has reported yet" (a new checkpoint), never an error.
+Invariant: a missing or unreadable record means "no shard has reported yet", never an error.
 """
 
 from __future__ import annotations

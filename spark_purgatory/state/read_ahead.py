@@ -1,28 +1,14 @@
 """Read-ahead: a Python worker brings the other shards parked in it forward between tasks.
 
-PySpark hands a task whichever Python worker has waited longest, not the worker that served
-the same shard before.  So a shard often runs in a worker whose cache holds an older version
-of it (the worker served it two micro-batches ago, and another worker since): the load then
-*catches up* (``shard_load``: reads the delta files written since and applies them), on the
-task's critical path.  With two shards on two workers that is about every other load.
+PySpark hands a task whichever Python worker has waited longest, so a load often finds an
+older version parked and catches up on the task's critical path.  After a shard call the
+worker idles while the driver commits; meanwhile a thread waits for the delta file each
+other shard parked here writes in the same micro-batch, and brings that shard forward
+through ``load_state``: its next load here is ``exact``.
 
-After a shard call the worker waits for its next task while the driver plans and commits
-the micro-batch: a core idles.  The read-ahead uses it.  For every other shard of the same
-store parked in this worker at an older version, a thread waits for the delta file that
-shard writes in the same micro-batch (its version is the micro-batch's time, ``deltas``),
-takes the parked object (``WorkerCache.take``), brings it forward to that file through the
-loader itself (``load_state``), and parks it again: the next load of that shard here is
-``exact``.  A load of a shard the read-ahead holds waits for it (``WorkerCache.claim``).
-
-Only the speed changes.  A load takes a parked object as its version only when the object's
-token is the one the committed pointer names; a delta file of an attempt that failed has a
-token no pointer names, and that load rebuilds, as it would have.  A file is read only once
-whole: a delta file's stream counts its parts before any (``codec.write_parts``), so one
-read while it is being written fails, or holds no parts (a file written before that count:
-one record batch), and the thread tries again.  Anything that fails leaves the shard
-out of the cache (the next load rebuilds).  Stores on this machine's file system only (a
-local disk, a FUSE mount): the wait is a directory listing every few milliseconds, which on
-an object store would be a request each.
+Only the speed changes: a load takes a parked object only when its token is the one the
+committed pointer names, and anything that fails leaves the shard out of the cache.  Local
+stores only: the wait is a directory listing every few milliseconds.
 """
 
 from __future__ import annotations
@@ -61,9 +47,8 @@ class _Wanted:
 class ReadAhead:
     """One worker's read-ahead: ``after_call`` after each shard call; one thread at a time.
 
-    ``patience``: how long, in seconds, a shard's file of the micro-batch is waited for (a
-    shard Spark did not call in the micro-batch writes none); ``poll``: seconds between two
-    looks at a directory."""
+    ``patience``: seconds a shard's file of the micro-batch is waited for (a shard Spark did
+    not call writes none); ``poll``: seconds between two looks at a directory."""
 
     def __init__(
         self, cache: WorkerCache | None = None, *, patience: float = 30.0, poll: float = 0.005
@@ -75,13 +60,12 @@ class ReadAhead:
         self._wanted: dict[str, _Wanted] = {}  # by lineage
         self._thread: threading.Thread | None = None
         self._stores: dict[str, set[str]] = {}  # lineages seen per store root
-        self.forwarded = 0  # shards brought forward (for tests and figures)
+        self.forwarded = 0  # shards brought forward
 
     def after_call(
         self, store: SegmentStore | None, config: PurgatoryConfig | None, lineage: str, version: int
     ) -> None:
-        """A shard of ``store`` just saved ``version`` of ``lineage`` and parked it here: bring
-        the other shards of ``store`` parked here forward to the same micro-batch."""
+        """``lineage`` just saved and parked ``version``: bring the others forward to it."""
         if store is None or store.local_directory(DELTAS) is None:
             return
         until = time.monotonic() + self.patience
@@ -105,8 +89,7 @@ class ReadAhead:
                 self._thread.start()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait until nothing is left to bring forward (every file found, or waited for long
-        enough); False when ``timeout`` seconds passed first."""
+        """Wait until nothing is left to bring forward; False when ``timeout`` passed first."""
         with self._lock:
             thread = self._thread
         if thread is not None:
@@ -132,8 +115,7 @@ class ReadAhead:
             time.sleep(self.poll)
 
     def _forward(self, lineage: str, want: _Wanted, name: str) -> bool:
-        """Bring the parked shard forward to the delta file ``name``; True when done with it
-        (brought forward, or no longer parked as the version wanted)."""
+        """Bring the parked shard forward to the delta file ``name``; True when done with it."""
         try:
             parts, _meta = want.store.read(name)
         except Exception:  # noqa: BLE001 - not readable yet (being written): try again
@@ -158,8 +140,7 @@ class ReadAhead:
 
 
 def _found(want: _Wanted) -> str | None:
-    """The delta file (relative to the store's root) of the version and lineage wanted, if
-    it is there."""
+    """The delta file of the version and lineage wanted, if it is there."""
     try:
         names = os.listdir(want.local)
     except OSError:
@@ -177,6 +158,6 @@ READ_AHEAD = ReadAhead()
 def read_ahead(
     store: SegmentStore | None, config: PurgatoryConfig | None, lineage: str, version: int
 ) -> None:
-    """``READ_AHEAD.after_call``: what the shard step calls after each call (a function, so
-    that the step's closure names it, not the worker's object with its threads and locks)."""
+    """``READ_AHEAD.after_call`` (a function, so that the shard step's closure does not
+    pickle the worker's object with its threads and locks)."""
     READ_AHEAD.after_call(store, config, lineage, version)

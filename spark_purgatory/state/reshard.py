@@ -1,44 +1,32 @@
 """Resharding: the shards of a stopped purgatory as ``S`` primaries become ``N``, losing nothing.
 
-Routing sends a key to ``shard_of(key)`` (``pmod(xxhash64(key), shards)``), an operation to
-the shard of its keys, or to the cross-shard group (number ``shards``) with a *stub* in each
-primary of its keys (``engine.relay``).  ``reshard`` takes every shard's ``Purgatory`` and
-gives the ``N + 1`` that a run routed by the new ``shard_of`` would hold, table by table:
+``reshard`` gives the ``N + 1`` shards that a run routed by the new ``shard_of`` would hold,
+table by table:
 
-* **buffered events** go to their key's new shard, keeping their order (each key's events
-  all come from one old shard, whose arrival order ``eseq`` they keep); their sequence
-  numbers are renumbered there, together with those the pending matches name, so a
-  match still names its event;
+* **buffered events** go to their key's new shard in their old order; their sequence numbers
+  are renumbered there, together with those the pending matches name;
 * **pending operations** whose keys all land in one new shard move there with their watchers
   and matches (new handles); one whose keys now span shards becomes *cross-shard*: it moves
-  to the cross-shard group (its matches taken there as relayed pairs would have been: an
-  ``offset`` operation's watch-time progress and events before it as floors) and leaves a
+  to the cross-shard group (its matches taken as relayed pairs would have been) and leaves a
   stub in each new primary of its keys, holding the matches of the events still buffered
-  there, whose notices the cross-shard group now awaits (``RELAYED``);
-* **stubs** of the cross-shard operations follow their keys (the fragments of one operation
-  landing in one shard become one stub); the cross-shard group's operations stay; its record
-  of relayed pairs awaiting notices is renamed to the events' new (shard, eseq);
-* **key progress and completed windows** are kept by key hash only (no key strings), so
-  every new primary gets all of them (a shard only ever looks up the keys routed to it; of
-  copies of a key left by an earlier reshard the most advanced wins);
-* **remembered op_ids** (the dedup memory, and the registry's) are kept by hash only, so
-  every new shard gets their union, plus the op_id of every pending operation (remembered as
-  the registry remembers a winning claim): a copy arriving later is refused wherever its
-  new registry or home is, as the old registry would have refused it.
+  there, whose notices the cross-shard group now awaits;
+* **stubs** follow their keys (the fragments of one operation landing in one shard become one
+  stub); the cross-shard group's records of relayed pairs are renamed to the events' new
+  (shard, eseq);
+* **key progress, completed windows and remembered op_ids** are kept by hash only, so every
+  new shard gets all of them (of copies of a key the most advanced wins), plus the op_id of
+  every pending operation, remembered as the registry remembers a winning claim.
 
-What ``reshard`` refuses (``ReshardError``, one line): operations parked for their registry's
-verdict (``engine.registry``), and events held by the cross-shard group (the ``replicas``
-hand-off).  Relays and verdicts still in the mailbox are the caller's to check
-(``rescale``): they name old shards.
+Relays and verdicts still in the mailbox are the caller's to check.
 
 Invariant: run after ``reshard``, the shards give the outcomes, unmatched events and rejected
-rows the old shards would have given (``tests/state/test_rescale.py`` checks it against runs never
-resharded).
+rows the old shards would have given (``tests/state/test_rescale.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -87,7 +75,8 @@ def reshard(
         config: the new shards' configuration (the old cross-shard group's by default).
 
     Raises:
-        ReshardError: parked operations, or events in the cross-shard group.
+        ReshardError: operations parked for their registry's verdict, or events in the
+            cross-shard group (the ``replicas`` hand-off).
     """
     old = len(shards) - 1
     if sorted(shards) != list(range(old + 1)) or new_shards < 1:
@@ -150,8 +139,7 @@ def _events(primaries: list[ShardTables], shard_of: ShardOf) -> pd.DataFrame:
 def _pending(
     primaries: list[ShardTables], shard_of: ShardOf
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The primaries' pending operations, watchers and matches, each with its ``old`` shard;
-    each watcher with its key's ``new`` shard."""
+    """The primaries' pending operations, watchers and matches with their ``old`` shard."""
 
     def gather(name: str, dtypes: dict) -> pd.DataFrame:
         frames = [getattr(t, name).assign(old=s) for s, t in enumerate(primaries) if len(getattr(t, name))]
@@ -189,8 +177,7 @@ class _Builder:
         self.matches.append(matches.merge(key, on=["old", "old_handle"]))
 
     def tables(self, shared: dict, watermark: int, primaries: list[ShardTables]) -> ShardTables:
-        """The new primary's tables; ``seqs`` keeps its renumbering: (``old``, ``eseq``) ->
-        ``new_eseq``."""
+        """The new primary's tables; ``seqs`` keeps its renumbering of events."""
         t = ShardTables.empty()
         events = _stack(self.events, {**EVENTS, "old": "int64"})
         matches = _stack(self.matches, {**MATCHES, "old": "int64"})
@@ -226,8 +213,7 @@ def _renumbered(frame: pd.DataFrame, seqs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _place_events(events: pd.DataFrame, new: dict[int, _Builder]) -> None:
-    """Each buffered event to its key's new shard; its new sequence number there
-    (``new_eseq``), which the cross-shard group's records of relayed pairs take too."""
+    """Each buffered event to its key's new shard."""
     if len(events) == 0:
         return
     events.sort_values(["new", "old", "eseq"], inplace=True, kind="stable")
@@ -246,8 +232,7 @@ def _place_operations(
     new: dict[int, _Builder],
     cross: _CrossBuilder,
 ) -> None:
-    """Operations to their new home, stubs to their keys' shards, and the operations whose
-    keys now span shards to the cross-shard group (with their stubs)."""
+    """Operations to their new home, stubs to their keys' shards, the rest cross-shard."""
     if len(ops) == 0:
         return
     ops = ops.rename(columns={"handle": "old_handle"})
@@ -423,30 +408,23 @@ class _CrossBuilder:
                 ],
                 ignore_index=True,
             )
-        return ShardTables(
+        return replace(  # its events, keys, windows, parked operations and clocks stay
+            t,
             ops=pd.concat([t.ops, *self.ops], ignore_index=True)[list(OPS)].astype(OPS),
             watch=pd.concat([t.watch, *self.watch], ignore_index=True)[list(WATCH)].astype(WATCH),
             resolved=shared["resolved"],
             matches=pd.concat([t.matches, *self.matches], ignore_index=True)[list(MATCHES)].astype(MATCHES),
-            events=t.events,
-            keys=t.keys,
             relayed=relayed[list(RELAYED)].astype(RELAYED),
-            windows=t.windows,
-            parked=t.parked,
             due=np.empty(0, np.int64),
-            watermark=t.watermark,
             next_handle=self.next_handle,
             next_eseq=self.next_eseq,
-            retired_wm=t.retired_wm,
             wheel=None,
-            wheel_now=t.wheel_now,
         )
 
 
 def _renamed_senders(relayed: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     """The cross-shard group's records of pairs awaiting notices, under their events' new
-    (shard, eseq).  Each such event is still buffered in its sender (its notice comes when it
-    becomes final there)."""
+    (shard, eseq)."""
     named = relayed.merge(
         events[["old", "eseq", "new", "new_eseq"]],
         left_on=["sender", "sender_eseq"],
@@ -467,9 +445,7 @@ def _renamed_senders(relayed: pd.DataFrame, events: pd.DataFrame) -> pd.DataFram
 
 
 def _shared(tables: dict[int, ShardTables], ops: pd.DataFrame, retention_ms: int) -> dict:
-    """The tables kept by hash only, which every new shard gets whole: key progress and
-    completed windows (the primaries'), remembered op_ids (every shard's, and the pending
-    operations' own)."""
+    """The tables kept by hash only, which every new shard gets whole (module docstring)."""
     primaries = [t for s, t in tables.items() if s < len(tables) - 1]
     keys = _stack([t.keys for t in primaries], KEYS)
     if len(keys):  # copies of a key from an earlier reshard: the owner's is the most advanced
@@ -492,8 +468,7 @@ def _shared(tables: dict[int, ShardTables], ops: pd.DataFrame, retention_ms: int
 
 def _pending_memory(ops: pd.DataFrame, tables: dict[int, ShardTables], retention_ms: int) -> pd.DataFrame:
     """Dedup rows for pending operations, as the registry remembers a winning claim
-    (``dedup.resolved_rows``: the later of the deadline and the watermark, plus the
-    retention)."""
+    (``dedup.resolved_rows``)."""
     watermark = max(t.watermark for t in tables.values())
     until = np.maximum(ops["deadline"].to_numpy(np.int64), watermark) + int(retention_ms)
     return pd.DataFrame({"hash": hash_strings(ops["op_id"].to_numpy(object)), "expire_at": until})

@@ -1,20 +1,12 @@
 """Segment files: immutable Arrow IPC files where shards keep the bulk of their state.
 
-A ``SegmentStore`` is a directory (or filesystem URI) of segment files, each written once
-and never modified: ``base-<uuid>.arrow`` holds every big table of a shard,
-``change-<uuid>.arrow`` what changed since the segment before it (how they are combined is
-``shard_state``'s business).  Under ``deltas/`` each shard keeps its small versioned delta
-files, one per save (``deltas``).  The store also knows the sizes that shape the segments
-(``segment_rows``, ``retain_versions``).
+A ``SegmentStore`` is a directory (or filesystem URI) reachable from every executor, like the
+checkpoint: ``base-<uuid>.arrow`` holds every big table of a shard, ``change-<uuid>.arrow``
+what changed since the segment before it (``shard_state``), and ``deltas/`` each shard's
+delta files (``increments``).
 
-Invariants: a name is never reused and a file never rewritten, so a state version that
-names a file always reads the same bytes; a file is deleted only by the shard whose
-lineage wrote it, once no retained version names it.
-
-The path must be reachable from every executor, like the checkpoint: a local or FUSE path
-(``/dbfs/...``, ``/Volumes/...``) or a URI (``s3://``, ``s3a://``, ``gs://``, ``abfs://``,
-``hdfs://``, ``dbfs:/``), opened through ``spark_purgatory.storage`` with the ``storage.*``
-settings.  The job puts it next to the checkpoint by default.
+Invariants: a name is never reused and a file never rewritten; a file is deleted only by
+the shard whose lineage wrote it, once no retained version names it.
 """
 
 from __future__ import annotations
@@ -43,15 +35,15 @@ class SegmentStore:
 
     Args:
         root: directory (or filesystem URI) for the segment files.
-        segment_rows: rows of change a state value holds before they go to a segment file;
-            a shard whose state has fewer rows than this keeps everything in the value.
+        segment_rows: rows of change a chain of delta files holds before they go to a
+            segment file; a shard with fewer rows has no segment.
         retain_versions: saves of a shard after which a replaced segment file is deleted.
-        storage: the ``storage.*`` settings (endpoint, region ...); the environment's when None.
+        storage: the ``storage.*`` settings; the environment's when None.
 
     Example::
 
         store = SegmentStore("/chk/purgatory-state", segment_rows=100_000)
-        blob = save_state(purgatory, store)          # small: segment names and a change
+        blob = save_state(purgatory, store)          # a pointer to its delta file
         again = load_state(blob, config, store)
     """
 
@@ -105,8 +97,7 @@ class SegmentStore:
         return name
 
     def write_named(self, name: str, parts: dict[str, Encoded], meta: dict[str, str]) -> int:
-        """Write a file of named parts (``codec.write_parts``) under a name the caller made
-        unique (a delta file, ``deltas``); the bytes written."""
+        """Write a file of named parts under a name the caller made unique; the bytes written."""
         directory = f"{self._dir}/{name.rsplit('/', 1)[0]}"
         if directory not in self._dirs:
             self._fs.create_dir(directory, recursive=True)
@@ -119,8 +110,7 @@ class SegmentStore:
         return [f"{directory}/{i.base_name}" for i in listing(self._fs, f"{self._dir}/{directory}")]
 
     def local_directory(self, directory: str) -> str | None:
-        """A subdirectory of the root as a path of this machine's file system; None when the
-        store is not on it (an object store, HDFS)."""
+        """A subdirectory of the root as a local path; None when the store is not local."""
         if not isinstance(self._fs, pafs.LocalFileSystem):
             return None
         return f"{self._dir}/{directory}"
@@ -137,7 +127,7 @@ class SegmentStore:
                 pass
 
     def delta_files(self) -> list[str]:
-        """Names of every shard's delta files present (``deltas``; for rescale and tests)."""
+        """Names of every shard's delta files present."""
         infos = listing(self._fs, StatePath(self._dir).deltas, recursive=True)
         return sorted(i.path[len(self._dir) + 1 :] for i in infos)
 

@@ -1,11 +1,8 @@
 """A shard's state loaded: ``load_state``, the inverse of ``shard_state.save_state``.
 
 Three ways to a live ``Purgatory`` (``shard_state`` explains the files and the worker cache):
-the same worker's parked object (``exact``), a parked ancestor brought forward by the delta
-files or change segments written since (``caught-up``), or the segments and the chain read
-afresh (``rebuilt``).  A whole value (saved without a store, or before the pointers) loads
-as it always did.  Formats ``READABLE_VERSIONS`` load; any other is refused with an error
-naming it.
+the same worker's parked object (``exact``), a parked ancestor brought forward by the files
+written since (``caught-up``), or the segments and the chain read afresh (``rebuilt``).
 """
 
 from __future__ import annotations
@@ -55,16 +52,9 @@ def load_state(
 ) -> Purgatory:
     """Inverse of ``save_state``; ``config`` may differ only in retention and limits.
 
-    A pointer (``increments``) loads from the ``store``'s files; a whole value (saved without a
-    store, or by a spark-purgatory before the pointers: its next save writes files) from
-    itself and the segments it names.  Reads the formats in ``READABLE_VERSIONS``: a value
-    saved before the columnar engine (format 2) loads as it is; any other format raises
-    ``ValueError`` naming its format and what to do.
-
-    A shard parked in the worker cache is taken back when it is this exact version (no file
-    read), or brought forward when it is an ancestor of this version (only the files
-    written since are read); anything else is rebuilt from the files.  ``loaded_by(p)``
-    tells which.
+    A pointer loads from the ``store``'s files, a whole value from itself (and the segments
+    it names).  A format outside ``READABLE_VERSIONS`` raises ``ValueError`` naming it and
+    what to do.  ``loaded_by(p)`` tells which way it was loaded.
     """
     cache = cache or WORKER_CACHE
     if is_pointer(data):
@@ -144,10 +134,8 @@ def _reader(store: SegmentStore, name: str, file: tuple[dict, dict]) -> Callable
 
 def _catch_up(p: Purgatory, loaded: tuple[dict, dict], read: Callable, store: SegmentStore) -> bool:
     """Bring the parked ``p`` forward to the version of the delta file ``loaded`` when it is
-    an ancestor: by the changes since its version, on the same chain or across compactions
-    (``_changes_since``), or else, an ancestor on earlier segments, back to its last segment
-    and forward; False: it is not one (or could not be brought forward: ``p`` is then
-    unusable)."""
+    an ancestor: by the changes since its version (``_changes_since``), or else back to its
+    last segment and forward; False: it is not one, or could not be (``p`` is then unusable)."""
     lineage = p.lineage
     parts, meta = loaded
     last = lineage.chain[-1][0] if lineage.chain else None
@@ -170,13 +158,12 @@ def _changes_since(
 ) -> tuple[list[dict], int | None] | None:
     """The changes (``layers.layer_of``'s, oldest first) from the delta file ``last``, the
     version a parked shard on ``segments`` holds, to the version of the delta file ``meta``:
-    the files after ``last`` on its chain; or, across compactions, those after it on an
-    earlier chain, then for each later chain the change its first file records since the
-    chain before (``layers.chain_record``) and its other files.  With them, None when they
-    are all on ``meta``'s chain (the shard's change since its last segment goes on), else
-    the index of the first of them that is (that change starts afresh).  None when ``last``
-    is on none of those chains, a file is gone (swept), or the changes hold more rows than a
-    rebuild reads (``meta``'s segments and chain)."""
+    the files after ``last`` on its chain, or, across compactions, those after it on an
+    earlier chain, then for each later chain the change its first file records
+    (``layers.chain_record``) and its other files.  With them, None when they are all on
+    ``meta``'s chain, else the index of the first that is (the change since the last segment
+    starts afresh there).  None when ``last`` is on none of those chains, a file is swept,
+    or the changes hold more rows than a rebuild reads."""
     chain = json.loads(meta["chain"])
     budget = sum(s.rows for s in _segments_in(meta)) + sum(int(rows) for _name, rows in chain)
     newer: list[list[dict]] = []  # the changes of each later chain, newest first
@@ -211,9 +198,8 @@ def _forward(
     p: Purgatory, changes: list[dict], own: int | None, loaded: tuple[dict, dict], read: Callable, since: str
 ) -> bool:
     """Bring the live ``p``, at the version of the delta file ``since``, forward by
-    ``changes`` to the version of the delta file ``loaded``, at the cost of what they changed
-    (``Purgatory.forward``; ``own``: ``_changes_since``'s); False: it could not (``p`` is then
-    unusable)."""
+    ``changes`` to the version of ``loaded`` (``own``: ``_changes_since``'s); False: it could
+    not (``p`` is then unusable)."""
     parts, meta = loaded
     change = combined(changes)
     to = ShardTables.empty()
@@ -234,9 +220,7 @@ def _forward(
 
 
 def _lineage_at(lineage: Lineage, changes: list[dict], meta: dict[str, str], *, afresh: bool = False) -> None:
-    """The lineage at the delta file ``meta``, having applied ``changes`` (those of its
-    chain's files since the lineage's version, or, ``afresh``, since its last segment): its
-    change since the last segment, its chain, its clocks."""
+    """The lineage at the delta file ``meta``, having applied ``changes``."""
     if afresh:
         lineage.dead, lineage.resolved = [], []
     if lineage.segments:
@@ -260,10 +244,9 @@ def _bring_forward(
     read: Callable[[str], tuple[dict, dict]],
 ) -> None:
     """Bring ``p``, whose big tables ``t`` are right below handle ``since``, forward to the
-    version of the last delta file of ``deltas``: apply ``layers`` (change segments, delta
-    files, oldest first, that file last), having dropped the dedup rows ``replaced`` (they
-    come again); ``deltas``: those of the layers that the lineage records as its change
-    since its last segment; ``read``: delta files by name (the small chain's)."""
+    version of the last of ``deltas``: apply ``layers`` (change segments and delta files,
+    oldest first), having dropped the dedup rows ``replaced`` (they come again); ``deltas``:
+    the layers the lineage records as its change since its last segment."""
     lineage = p.lineage
     parts, meta = deltas[-1]
     changes = [layer_of(*layer) for layer in layers]
@@ -286,8 +269,7 @@ def _segments_in(meta: dict[str, str]) -> list[Segment]:
 def _rebuild(
     parts: dict, meta: dict[str, str], config: PurgatoryConfig | None, store: SegmentStore | None
 ) -> Purgatory:
-    """A whole value (no pointer): the state itself, or (before the pointers) the change
-    since the segments it names."""
+    """A whole value: the state itself, or (older versions) the change since its segments."""
     p = Purgatory(config)
     p.lineage = Lineage(loaded_by="rebuilt")
     t = ShardTables.empty()

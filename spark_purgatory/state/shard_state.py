@@ -1,68 +1,35 @@
 """A shard's state saved: ``save_state`` (its inverse, ``load_state``, is ``shard_load``'s).
 
-A shard's ``Purgatory`` grows with its pending operations.  Stored whole in the group state,
-every micro-batch moves all of it through the state store, the JVM and Arrow, both ways
-(docs/performance-history.md, "A shard's whole state in the group state").  With a
-``SegmentStore`` (``purgatory.state.path``, which ``start`` always sets) the group state
-holds a *pointer* of a hundred bytes, and the state lives in files the executor writes:
+A shard's ``Purgatory`` grows with its pending operations; stored whole in the group state,
+every micro-batch would move all of it through the state store.  With a ``SegmentStore``
+(``purgatory.state.path``, which ``start`` always sets) the group state holds a *pointer* of
+a hundred bytes, and the state lives in files the executor writes:
 
-* one small **delta file** per save (``increments``): the operations added since the last save,
-  the handles resolved since (the dead), the dedup rows added since, the small tables
-  (matches, key progress, ...) and scalars whole, the buffered events and completed
-  operations' windows whole once every ``MAX_DELTAS`` files and as changes between
-  (``small_tables``), the list of segment files and the *chain* of delta files since the
-  last segment;
+* one small **delta file** per save (``increments``): the operations added since the last
+  save, the handles resolved since (the dead), the dedup rows added since, the small tables
+  (``small_tables``) and scalars, the list of segment files and the *chain* of delta files
+  since the last segment;
 * immutable **segments**, LSM-style: one *base* (every big table) and *change* segments.
-  When a chain reaches ``increments.MAX_DELTAS`` files or its files after the first hold
-  more than ``purgatory.state.segment.rows`` rows, the change since the last segment is
-  written as a change segment, spliced from the chain's files as they were written (no
-  row read or encoded again), and the chain starts afresh; when the operations resolved
-  since the base outnumber the pending ones, or after ``MAX_CHANGE_SEGMENTS`` change
-  segments, one new base replaces them all (amortised over many micro-batches; a shard
-  that only grows writes no new base for its growth).  A shard below ``segment.rows`` rows
-  has no segment: its chain starts with one *full* delta file holding every row, rewritten
-  when the chain is compacted.
+  When a chain reaches ``MAX_DELTAS`` files or ``purgatory.state.segment.rows`` rows, the
+  change since the last segment is written as a change segment, spliced from the chain's
+  files as they were written, and the chain starts afresh; when the operations resolved since
+  the base outnumber the pending ones, or after ``MAX_CHANGE_SEGMENTS`` change segments, one
+  new base replaces them all.  A shard below ``segment.rows`` rows has no segment: its chain
+  starts with one *full* delta file holding every row.
 
-What changed is read from the engine's change log (``Purgatory.take_changes``), taken at
-every save; the engine itself writes nothing.  A save reads only the rows registered since
-the last save (``Purgatory.tables(arrow=True, since=...)``), so it costs what the batch
-changed, however many operations are pending; only a compaction reads more.  Without a
-store (or in a checkpoint written before the pointers) the value holds the state itself,
-or the change since the segments it names; such a value loads as it always did, and its
-next save writes files.
-
-**Compact.**  The pending operations and their watchers are stored as the engine holds them,
-Arrow tables of UTF-8 strings and numbers (``pending.OPS_ARROW``, ``WATCH_ARROW``; an
-operation's keys are its watchers'), every part compressed (LZ4: ``codec``); the timing wheel
-is not stored (it is rebuilt from the pending deadlines on load).
-
-**Immutable files, versioned pointers.**  A version names the files it extends, so a
-restart from any retained checkpoint version finds them; a replay after a crash loads the
-version Spark committed and never a file of the crashed attempt (``increments``).  A replaced
-segment is deleted ``purgatory.state.retain.versions`` saves of its shard later, old delta
-files by the sweep (``increments``); keep the setting at or above
-``spark.sql.streaming.minBatchesToRetain``, Spark's default 100.
+What changed comes from the engine's change log (``Purgatory.take_changes``), so a save costs
+what the batch changed; only a compaction reads more.  A value saved without a store holds
+the state itself.  The timing wheel is rebuilt from the pending deadlines on load.
 
 **The worker cache** (``cache``).  Each saved version carries a random token and the tokens
-of the versions it descends from (its ancestry), under the shard's lineage id.  A load that
-claims a parked object of the same lineage:
+of the versions it descends from, under the shard's lineage id.  A load that claims a parked
+object of the same lineage:
 
 * finds the same token: takes the object back, no file read (``exact``);
-* finds an ancestor (another worker ran the shard since): applies only what changed since
-  (``caught-up``): the delta files after it on the same chain, or, across compactions, those
-  after it on its chain and, for each chain since, the change its first file records since
-  the chain before (a compaction's first file names the chain it ended and holds the
-  batch's change beside its own parts, or names the change segment that is that change
-  exactly) and its other files; when those records are missing
-  (files written before them) or swept, from its last segment, the change segments written
-  in between and the chain; whenever the changes hold more rows than a rebuild reads, it
-  rebuilds instead;
-* otherwise (a sibling from a failed attempt, another shard, nothing parked): rebuilds from
-  the segments and the chain (``rebuilt``).
-
-Between its tasks a worker brings the other shards parked in it forward to the files their
-workers write in the same micro-batch (``read_ahead``), so that a worker taking over a shard
-it served before mostly finds the exact version.
+* finds an ancestor: applies only the delta files (or, across compactions, the changes each
+  chain's first file records: ``layers.chain_record``) written since (``caught-up``), or
+  rebuilds when those are gone or hold more rows than a rebuild reads;
+* otherwise rebuilds from the segments and the chain (``rebuilt``).
 
 Invariant: ``load_state(save_state(p))`` behaves exactly as ``p`` would, whichever of the
 three ways it was loaded.
@@ -82,7 +49,7 @@ import pyarrow as pa
 from ..engine.arrays import distinct
 from ..engine.frames import empty, stack
 from ..engine.purgatory import Purgatory
-from ..engine.tables import BIG_TABLES, RESOLVED, SMALL_TABLES, Changes, ShardTables
+from ..engine.tables import BIG_TABLES, RESOLVED, SMALL_TABLES, ShardTables
 from .cache import WORKER_CACHE, WorkerCache
 from .codec import Encoded, frame_bytes, handles_bytes, pack_parts, spliced
 from .increments import (
@@ -107,13 +74,9 @@ __all__ = [
     "READABLE_VERSIONS",
 ]
 
-#: the format of a state value and of segment files.  3: the pending op_ids are no longer a
-#: table of their own (``seen``: the engine indexes ``ops`` by op_id hash instead).  4: the
-#: pending operations and watchers as Arrow tables (no keys in ``ops``: the watchers have
-#: them; the op_ids' hashes kept), compressed parts (zstd, now LZ4: Arrow reads either), no
-#: timing wheel.  Values and segments of formats 2 and 3 still load (converted as they are
-#: read; format 2's ``seen`` parts are ignored); any other format is refused with an error
-#: naming it.
+#: the format of a state value and of segment files: 3 has no ``seen`` table; 4 holds the
+#: pending operations and watchers as Arrow tables (no keys in ``ops``), compressed parts, no
+#: timing wheel.  Formats 2 and 3 still load, converted as they are read.
 STATE_VERSION = 4
 #: the formats ``load_state`` reads
 READABLE_VERSIONS = ("2", "3", "4")
@@ -152,16 +115,9 @@ class Lineage:
     small: SmallMark | None = None  # the events and windows the last delta file left (``small_tables``)
     small_chain: list[str] = field(default_factory=list)  # its small chain
     # the encoded ``tail_*`` parts of each file of the chain, when this object wrote them all
-    # since the last segment (a change segment is then spliced from them: ``_compact``)
     tails: list[dict[str, Encoded]] | None = None
-    # handles resolved since the base was written (rows the segments hold in vain); None:
-    # not known (a version written before this count)
+    # handles resolved since the base was written; None: not known (an older version)
     base_dead: int | None = None
-
-    def record(self, changes: Changes) -> None:
-        """Add the engine's changes since the last save to the change since the last segment."""
-        self.dead.append(changes.removed)
-        self.resolved.append(changes.resolved)
 
 
 def loaded_by(p: Purgatory) -> str:
@@ -175,12 +131,6 @@ def saved_bytes(p: Purgatory) -> int:
     return p.lineage.saved_bytes if isinstance(p.lineage, Lineage) else 0
 
 
-def _lineage_of(p: Purgatory) -> Lineage:
-    if not isinstance(p.lineage, Lineage):
-        p.lineage = Lineage()
-    return p.lineage
-
-
 # -- save -------------------------------------------------------------------------------------------
 
 
@@ -192,17 +142,16 @@ def save_state(
     cache: WorkerCache | None = None,
     version: int | None = None,
 ) -> bytes:
-    """The shard state for a Spark group state: the whole state, or a pointer to its files.
+    """The shard state for a Spark group state: the whole state (without ``store``), or a
+    pointer to its files (module docstring).
 
-    Without ``store`` the value holds everything (Arrow IPC).  With a ``SegmentStore`` the
-    state goes to files, a delta file of what changed since the last save and segments
-    for the bulk (``increments``), and the value is a pointer naming the delta file: its size
-    does not depend on the shard's.  ``version`` (the micro-batch's timestamp) names the
-    delta file; it is raised to one more than the last when it is not larger.  ``park``
-    leaves ``p`` in the worker cache (``cache``, default this process's) for the next
-    ``load_state`` of this version; the caller must not change ``p`` afterwards.
+    ``version`` (the micro-batch's timestamp) names the delta file; it is raised to one more
+    than the last when it is not larger.  ``park`` leaves ``p`` in the worker cache for the
+    next ``load_state`` of this version; the caller must not change ``p`` afterwards.
     """
-    lineage = _lineage_of(p)
+    if not isinstance(p.lineage, Lineage):
+        p.lineage = Lineage()
+    lineage = p.lineage
     if store is None:
         p.take_changes()
         t = p.tables(arrow=True)
@@ -228,8 +177,9 @@ def _small_parts(t: ShardTables) -> dict[str, Encoded]:
 def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: int | None) -> bytes:
     """Write this save's delta file (compacting the chain first when it is due); its pointer."""
     changes = p.take_changes()
-    if lineage.segments:
-        lineage.record(changes)
+    if lineage.segments:  # the change since the last segment grows
+        lineage.dead.append(changes.removed)
+        lineage.resolved.append(changes.resolved)
         lineage.saves += 1
         if lineage.base_dead is not None:
             lineage.base_dead += len(changes.removed)
@@ -289,8 +239,7 @@ def _save_version(p: Purgatory, lineage: Lineage, store: SegmentStore, version: 
 
 
 def _encoded(layer: dict) -> dict[str, Encoded]:
-    """A layer's tables (and its ``dead`` handles) encoded, by name: a delta file's
-    ``tail_*`` parts."""
+    """A layer's tables (and its ``dead`` handles) encoded, by name."""
     return {
         name: handles_bytes(table) if isinstance(table, np.ndarray) else frame_bytes(table)
         for name, table in layer.items()
@@ -301,19 +250,15 @@ def _compact(
     p: Purgatory, lineage: Lineage, store: SegmentStore, t: ShardTables, tail: dict[str, Encoded], rows: int
 ) -> tuple[ShardTables, dict, int, str | None]:
     """Start the delta chain afresh: the change since the last segment written as a change
-    segment (or a new base, when one is due: ``_rebase_due``), or, for a shard
-    with no segment and fewer than ``segment_rows`` rows, every row in one full delta.
-    ``t``, ``tail`` and ``rows``: this save's tables (from its ``since``), its change encoded
-    (none on a lineage's first save: nothing is made of it) and that change's rows.  It
-    reads the big tables again only (``Purgatory.tables(small=False)``): ``t``'s small
-    tables are the same moment's.  Returns the shard's tables, the new chain's first layer, the
-    handle it starts from, and the name of the change segment when it was spliced (else None).
+    segment (or a new base, when one is due), or, for a shard with no segment and fewer than
+    ``segment_rows`` rows, every row in one full delta.  ``t``, ``tail`` and ``rows``: this
+    save's tables, its change encoded and that change's rows.  Returns the shard's tables, the
+    new chain's first layer, the handle it starts from, and the name of the change segment
+    when it was spliced (else None).
 
-    A change segment costs what changed, not a new encoding of it: when this object wrote
-    every file of the chain (``Lineage.tails``), it is their ``tail_*`` parts and this
-    save's spliced (``codec.spliced``): the rows added since the last segment, those of them
-    resolved since among them (every load drops the rows of the handles its layers resolved,
-    ``layers.combined``).  Otherwise the rows alive now are read from the shard again."""
+    When this object wrote every file of the chain (``Lineage.tails``), the change segment is
+    their ``tail_*`` parts and this save's spliced (``codec.spliced``), resolved rows among
+    them (every load drops them); otherwise the rows alive now are read from the shard."""
     spliced_as = None
     if lineage.segments:
         tails = _tails_of(lineage)
@@ -347,15 +292,11 @@ def _compact(
 def _rebase_due(p: Purgatory, lineage: Lineage, rows: int) -> bool:
     """Is a new base due, rather than one more change segment of ``rows`` rows?
 
-    A new base costs every pending row, and buys a load that rebuilds reading no resolved
-    operation's rows, and fewer files.  So it comes when the operations resolved since the
-    last base outnumber the pending ones (the segments then hold more than half their
-    operations in vain: a rebuild reads at most about twice the rows it keeps, and a shard
-    whose operations resolve within a micro-batch or two writes a base every other
-    compaction, not every one), or when there are ``MAX_CHANGE_SEGMENTS`` change segments:
-    amortised over the micro-batches that made the change, never for growth alone (a growing
-    shard's change segments are read by a load as its base would be).  Without that count (a
-    version written before it) as before: when the changes hold half the base's rows."""
+    A new base costs every pending row and buys a rebuild that reads no resolved operation's
+    rows.  So it comes when the operations resolved since the last base outnumber the pending
+    ones (a rebuild then reads at most about twice the rows it keeps), or after
+    ``MAX_CHANGE_SEGMENTS`` change segments; never for growth alone.  Without that count (an
+    older version) when the changes hold half the base's rows."""
     if len(lineage.segments) > MAX_CHANGE_SEGMENTS:
         return True
     if lineage.base_dead is None:
@@ -370,8 +311,7 @@ def _tails_of(lineage: Lineage) -> list[dict[str, Encoded]] | None:
 
 
 def _spliced(tails: list[dict[str, Encoded]]) -> dict[str, Encoded] | None:
-    """Consecutive layers' encoded parts as one layer's (``codec.spliced``); None when a
-    part's schemas differ."""
+    """Consecutive layers' encoded parts as one layer's; None when a part's schemas differ."""
     change = {}
     for name in tails[-1]:
         data = spliced([tail[name] for tail in tails])
@@ -431,8 +371,7 @@ def _from_handle(table: pa.Table, since: int) -> pa.Table:
 
 
 def _write_segment(t: ShardTables, lineage: Lineage, store: SegmentStore, change: dict | None) -> None:
-    """Write ``change`` as a change segment, or (None) every big table as a new base segment,
-    which replaces all earlier segments."""
+    """Write ``change`` as a change segment, or (None) every big table as a new base."""
     if change is None:
         frames = {name: getattr(t, name) for name in BIG_TABLES}
         lineage.graveyard += [(s.name, lineage.saves) for s in lineage.segments]
@@ -452,8 +391,7 @@ def _write_parts(
     *,
     base: bool = False,
 ) -> None:
-    """Write a segment of encoded ``parts``, a base or a change after the last segment; the
-    change since the last segment starts afresh."""
+    """Write a segment of encoded ``parts``; the change since the last segment starts afresh."""
     meta = {"lineage": lineage.id, "format": str(STATE_VERSION)}
     name = store.write("base" if base else "change", parts, meta)
     if base:

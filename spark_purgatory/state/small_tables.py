@@ -1,25 +1,17 @@
 """The small tables in delta files: whole in one file, as changes in the next ones.
 
-Two of a shard's "small" tables grow with a busy shard's traffic: the buffered events (events
-the watermark has not passed yet, by ``eseq``) and the windows of completed operations (kept
-until the watermark passes their end).  Written whole by every save, they made a save cost
-the shard's size rather than its batch.  So a delta file (``deltas``) holds them whole once
-every ``deltas.MAX_DELTAS`` files of a shard, and in the files after it what changed since
-the file before:
+Two of a shard's "small" tables grow with a busy shard's traffic: the buffered events and the
+windows of completed operations.  So a delta file holds them whole once every ``MAX_DELTAS``
+files of a shard, and in the files after it what changed since the file before:
 
 * **events**: the rows from the last save's ``next_eseq`` on (a lineage's eseqs only grow),
-  the eseqs that left (finalised), the eseqs newly ``used`` (never unset);
+  the eseqs that left, the eseqs newly ``used`` (never unset);
 * **windows**: the rows remembered since the last save (``Purgatory.windows_added``); those
-  the watermark has since passed are dropped on load (``end`` at or below the file's
-  ``retired_wm``, as the engine drops them).
+  at or below the file's ``retired_wm`` are dropped on load, as the engine drops them.
 
 Each file names its *small chain* (metadata ``small_chain``): the files from the last one
-holding them whole to itself.  It runs on across the compactions of the big tables' chain,
-which come as often as a busy shard adds ``segment.rows`` rows; a file that names none (a
-whole value, any file written before this scheme) holds both whole.  The other small tables
-(matches, key progress, relayed pairs, parked operations) and the scalars stay whole in
-every file.  A load applies the small chain in order, from its first file or from the live
-shard it brings forward (at the version of one of its files).
+holding them whole to itself, running on across the big tables' compactions; a file that
+names none holds both whole.  The other small tables and the scalars stay whole in every file.
 
 Invariant: the events and windows of a small chain's files, applied in order, are those the
 shard held when its last file was written.
@@ -72,9 +64,8 @@ def small_parts(
     p: Purgatory, t: ShardTables, since: SmallMark | None
 ) -> tuple[dict[str, Encoded], bool, SmallMark]:
     """The small tables' parts of a delta file: every table whole when ``since`` is None (or
-    the change cannot be told), else the events and windows as their change since
-    ``since``, the other tables whole; whether they are whole, and the mark of what was
-    written.  The windows are ``p``'s (``Purgatory.windows_added``), never ``t``'s."""
+    the change cannot be told), else the events and windows as their change since ``since``;
+    whether they are whole, and the mark of what was written.  The windows are ``p``'s."""
     parts = {name: frame_bytes(getattr(t, name)) for name in SMALL_TABLES if name not in _CHANGING}
     parts["due"] = handles_bytes(t.due)
     mark = small_mark(p, t.events, t.next_eseq)
@@ -89,8 +80,7 @@ def small_parts(
 
 
 def _events_change(events: pd.DataFrame, now: SmallMark, since: SmallMark) -> dict[str, Encoded] | None:
-    """The events' change from ``since`` to ``now`` as parts; None when it cannot be told
-    (eseqs out of order, a flag unset): the caller writes them whole."""
+    """The events' change from ``since`` to ``now`` as parts; None when it cannot be told."""
     if np.any(np.diff(now.eseq) <= 0) or np.any(np.diff(since.eseq) <= 0):
         return None
     old = now.eseq < since.next_eseq
@@ -126,11 +116,9 @@ def small_tables(
     since: str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
     """The events and windows of the delta file ``(parts, meta)``: its small chain's first
-    file's, with the changes of the files after it (``read`` by name) applied; and False.
-    With ``live_events`` and ``since`` (a file of that chain whose version the live shard
-    holds): the live shard's events with the changes after ``since``, the windows added
-    since, and True (the live windows stay: ``Purgatory.forward``).  Windows the file's
-    ``retired_wm`` passed are dropped."""
+    file's with the later files' changes applied, and False.  With ``live_events`` and
+    ``since`` (the chain's file the live shard holds): the live events with the changes
+    after ``since``, the windows added since, and True."""
     chain = small_chain(meta)
     if not chain:  # whole here
         return frame_from(parts["events"], EVENTS), frame_from(parts["windows"], WINDOWS), False

@@ -1,28 +1,16 @@
 """A checkpoint's version record: the spark-purgatory that wrote it and the formats it holds.
 
-``<checkpoint>/purgatory-version`` is one small JSON file, written whole (``storage.write_whole``)
-by every ``start`` whose check passed, and by ``spark-purgatory upgrade`` as its last step:
+``<checkpoint>/purgatory-version`` is one small JSON file, written by every ``start`` whose
+check passed and by ``spark-purgatory upgrade`` as its last step:
 
     {"record": 1, "written_by": "0.2.0", "formats": {"state-schema": 1, "shard-state": 3, ...},
      "history": [{"version": "0.2.0", "since": "2026-12-01T09:00:00+00:00"}]}
 
 Each persisted format has a version (``FORMATS``); it changes only when a version writes
-what an older one cannot read (then a version before the change must refuse the checkpoint),
-or reads no longer what an older one wrote (then the checkpoint needs a migration,
-``MIGRATIONS``, applied by ``spark-purgatory upgrade``).  Adding a nullable column to a table,
-or a file an older version does not know, changes nothing.  ``check_formats``, before a query
-starts on a checkpoint:
-
-* no record: a new checkpoint, or one written before the record (6e49991, and main until this
-  record): its formats are taken as the first versions of each (``BEFORE_RECORD``);
-* a format newer than this version knows, or a format it does not know: written by a newer
-  version, refused;
-* a format older than this version reads as it is: refused until ``upgrade`` migrates it;
-* an upgrade under way (its journal, ``<checkpoint>/purgatory-upgrade``): refused until
-  ``upgrade`` finishes it.
-
-Each refusal is ``IncompatibleCheckpointError``: one line naming both versions and what to
-run (the job exits 2 on it, before its session starts).
+what an older one cannot read, or no longer reads what an older one wrote (then the
+checkpoint needs ``spark-purgatory upgrade``).  ``check_formats`` refuses a checkpoint with a
+format newer than this version knows, one older than it reads as it is, or an upgrade under
+way.  A checkpoint without a record has the first version of each format.
 
 Invariant: a query starts only on a checkpoint whose every format this version reads.
 """
@@ -108,13 +96,12 @@ FORMATS: dict[str, Format] = {
         ),
     )
 }
-#: the formats of a checkpoint written before the record (6e49991 and later, until the record)
+#: the formats of a checkpoint written before the record
 BEFORE_RECORD: dict[str, int] = dict.fromkeys(FORMATS, 1)
 
 
 class IncompatibleCheckpointError(RuntimeError):
-    """A checkpoint this version cannot start on (a newer version's, one that needs
-    ``spark-purgatory upgrade``, one an upgrade is under way on): one line, with what to run."""
+    """A checkpoint this version cannot start on: one line, with what to run."""
 
 
 def read_record(checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> dict | None:
@@ -170,8 +157,7 @@ def write_record(
 
 
 def check_formats(checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> dict | None:
-    """Refuse, in one line (``IncompatibleCheckpointError``), a checkpoint this version cannot
-    start on (module docstring); returns its record (None: no record)."""
+    """Refuse a checkpoint this version cannot start on; its record (None: no record)."""
     chk = open_checkpoint(checkpoint, storage)
     checkpoint = chk.path
     record, journal = read_record(chk), read_journal(chk)
