@@ -1,12 +1,9 @@
 """The product contract, declared once: input fields, rejection reasons, output tables.
 
-Everything else derives from this package: the readers of the input (Spark SQL, the JVM
-checks, the engine's pandas readers) read a record by ``inputs`` (fields, types, bounds,
-limits, conditions, how text is read) and reject it with ``reasons``; the engine's output
-frames (``OUTCOME_COLUMNS`` ...), the operator's output schema (``OPERATOR_OUTPUT``, turned
-into a Spark schema by the Spark layer) and the Delta tables' Arrow schemas (``TABLES``) are
-declared here.  Types are Arrow types, so the package imports neither Spark nor Delta and
-the engine may use it; its names are all importable from ``spark_purgatory.contract``.
+The readers of the input read a record by ``inputs`` and check it by ``rules``, rejecting it
+with ``reasons``; the engine's output frames, the operator's output schema
+(``OPERATOR_OUTPUT``) and the Delta tables' schemas (``TABLES``) are declared here.  Types
+are Arrow types, so the engine may use the package without Spark.
 
 Invariants: a column, a status, a kind or a reason is spelled here and nowhere else; a
 reason means the same thing whichever reader gives it (``tests/contract``).
@@ -271,9 +268,8 @@ def ms_column(name: str) -> str:
 
 def _operator_output() -> pa.Schema:
     """One schema for every kind of row: ``kind``, ``shard``, the tables' engine columns
-    (event times as ``<name>_ms`` int64, no ``batch_id``: the sink knows it), the per-shard
-    gauges of ``metrics`` rows, the watermarks they propose (``PROPOSED_WATERMARKS``) and
-    their Kafka partitions' largest event times (``PARTITION_MAXIMA``)."""
+    (event times as ``<name>_ms`` int64, no ``batch_id``), the per-shard gauges, the proposed
+    watermarks and the Kafka partitions' largest event times."""
     fields: dict[str, pa.DataType] = {"kind": pa.string(), "shard": pa.int32()}
     for table in TABLES.values():
         for field in table.schema:

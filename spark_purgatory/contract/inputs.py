@@ -1,11 +1,9 @@
 """The input contract: the fields of operations and events, their types, bounds and limits,
 the conditions, and how a field's text is read.
 
-Every reader of the input reads a record by these declarations: Spark SQL (``spark.sources``,
-``typed_columns``, ``sql_text``), the JVM checks (``spark.checks``, which receive the limits
-and the condition names from here) and the engine's pandas readers (``engine.validation``,
-``fields``, ``list_fields``, ``lines``).  Where a reader cannot take a value from here (a Java
-literal), ``tests/contract/test_contract_table.py`` checks it against this module.
+Every reader of the input (Spark SQL, the JVM checks, the engine's pandas readers) reads a
+record by these declarations; where one cannot take a value from here (a Java literal),
+``tests/contract`` checks it against this module.
 
 **How a value is read.**  Each field has a reading (``READINGS``): an id, any value as its
 text, a string only, a list, a whole number, a number or an event time.  Spark's own casts

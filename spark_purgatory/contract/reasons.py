@@ -16,11 +16,8 @@ is about, which says which inputs can give it and which readers decide it:
 ``WATERMARK``   the watermark when the row arrives: the engine, after reading
 ==============  ============================================================================
 
-The readers check in the order of ``rules.OPERATION_CHECKS`` / ``EVENT_CHECKS`` (the reasons
-in that order: ``OPERATION_REASONS`` / ``EVENT_REASONS``); the first check that fails gives
-the reason.  ``tests/contract/test_contract_table.py`` sends a case for
-every reason through every reader and requires the same reason from each, or the path's
-declared reason why it cannot give it.
+The readers check in the order of ``rules.OPERATION_CHECKS`` / ``EVENT_CHECKS``; the first
+check that fails gives the reason.
 
 Invariant: a reason means the same thing whichever reader gives it.
 """
