@@ -68,7 +68,6 @@ __all__ = [
     "ALL_REASONS",
     "REASONS",
     "STAGE_OF",
-    "POISON_REASONS",
     "RAW_KEPT_CHARS",
     "RAW_TRUNCATED",
 ]
@@ -192,8 +191,6 @@ ALL_REASONS: tuple[Reason, ...] = (
 REASONS: dict[str, str] = {r.name: r.meaning for r in ALL_REASONS}
 #: each reason's stage (module docstring)
 STAGE_OF: dict[str, str] = {r.name: r.stage for r in ALL_REASONS}
-#: the reasons a record gets before it is parsed at all (``input.max.record.bytes``, ``input.max.depth``)
-POISON_REASONS: tuple[str, ...] = (RECORD_TOO_LARGE, TOO_DEEP)
 
 #: a ``record_too_large`` row's ``raw``: its first ``RAW_KEPT_CHARS`` characters, then this
 #: note with the record's size in UTF-8 bytes (both readings write the same text)

@@ -221,17 +221,13 @@ def _routed_by(function: str, parsed_ops: DataFrame, config: PurgatoryConfig, re
     routes = parsed_ops.selectExpr(*kept, f"{call} AS _route").selectExpr(
         *kept, "_route.reason AS reason", "_route.copies AS _copies"
     )
-    rows = routes.selectExpr(*kept, "reason", "inline_outer(_copies)")
-    return _as_routed(
-        rows,
-        SOURCE_OPERATIONS,
-        config,
-        shard="_shard",
-        role="_role",
-        role_coded=True,
-        keys="_keys",
-        peer="_peer",
-    )
+    return _copies_routed(routes.selectExpr(*kept, "reason", "inline_outer(_copies)"), config, "_shard")
+
+
+def _copies_routed(rows: DataFrame, config: PurgatoryConfig, shard: str) -> DataFrame:
+    """An operation's copies as a JVM call gives them (``_role``, ``_keys``, ``_peer``), routed."""
+    copies = {"role": "_role", "keys": "_keys", "peer": "_peer"}
+    return _as_routed(rows, SOURCE_OPERATIONS, config, shard=shard, role_coded=True, **copies)
 
 
 def route_typed_operations(
@@ -266,16 +262,7 @@ def route_typed_operations(
     # never empty, so ``inline_outer`` is ``inline`` without the filter Spark would infer and
     # push down to the scan (a second call of the function)
     rows = fields.selectExpr(*columns, "inline_outer(_copies)")
-    return _as_routed(
-        rows,
-        SOURCE_OPERATIONS,
-        config,
-        shard=_shard_or_bad("_shard", config),
-        role="_role",
-        role_coded=True,
-        keys="_keys",
-        peer="_peer",
-    )
+    return _copies_routed(rows, config, _shard_or_bad("_shard", config))
 
 
 def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool) -> DataFrame:
