@@ -93,7 +93,7 @@ class Pending:
         self._unregistered_from: int | None = None
         self._recent_alive = np.empty(0, bool)
         if isinstance(ops, pa.Table):
-            self._load_arrow(ops, watch)
+            self.append_arrow(ops, watch)
             return
         ops = Rows.of(ops, OPS).take(np.argsort(ops["handle"].to_numpy(np.int64), kind="stable"))
         # an operation's watchers in the order of its keys (a frame of format 2 or 3 kept them
@@ -104,11 +104,7 @@ class Pending:
 
     def append_arrow(self, ops: pa.Table, watch: pa.Table) -> None:
         """Register ``OPS_ARROW`` operations (handles above every pending one) and their
-        ``WATCH_ARROW`` watchers: no Python object per row."""
-        self._load_arrow(ops, watch)
-
-    def _load_arrow(self, ops: pa.Table, watch: pa.Table) -> None:
-        """Load ``OPS_ARROW`` and ``WATCH_ARROW`` tables (what ``add`` kept forgotten first)."""
+        ``WATCH_ARROW`` watchers, no Python object per row (what ``add`` kept forgotten first)."""
         self.forget_recent()
         ops, watch = _by_handle(ops), _by_handle(watch)
         self._ops.append({c: _column(ops, c) for c in (*_STORED, "ohash")})

@@ -42,10 +42,11 @@ from ..contract import (
     SOURCE_OPERATIONS,
     STRING,
     STRING_LITERAL,
+    TIME,
     TS_TEXT,
+    WHOLE,
     Check,
     first_reason,
-    ms_column,
     read_as,
 )
 from .checks import event_checks, operation_checks
@@ -60,13 +61,10 @@ from .formats import (
 from .schema import InputSchemaError
 from .sql_checks import SqlChecks, misspelled
 from .sql_text import (
-    clean_keys,
-    clean_list,
-    condition_name,
+    FieldReading,
     in_range,
     latest_carried,
     parsed_columns,
-    present,
     sql_blank,
     sql_filled,
     sql_string,
@@ -104,10 +102,6 @@ def _json_schema(contract: pa.Schema) -> T.StructType:
         for name in [*contract.names, _CORRUPT]
     ]
     return T.StructType(fields)
-
-
-_OPS_JSON = _json_schema(OPERATION_INPUT)
-_EVENTS_JSON = _json_schema(EVENT_INPUT)
 
 
 def _get(struct: str, field: str) -> str:
@@ -384,89 +378,57 @@ def _typed_json_schema(contract: pa.Schema) -> T.StructType:
     return T.StructType([*fields, T.StructField(_CORRUPT, T.StringType())])
 
 
-def _typed_operation(t: str) -> dict[str, str]:
-    keys = f"coalesce({_get(t, 'keys')}, {present(_get(t, 'key'))})"
-    return {
-        "_malformed": "false",
-        "op_id": _get(t, "op_id"),
-        "_bad_op_id": "false",
-        "keys": clean_keys(keys),
-        "_no_ts": sql_blank(_get(t, "ts")),
-        ms_column("ts"): _epoch_ms(_get(t, "ts")),
-        "_no_timeout_ms": f"{_get(t, 'timeout_ms')} IS NULL",
-        "timeout_ms": _get(t, "timeout_ms"),
-        "condition": condition_name(_get(t, "condition")),
-        "_no_target": f"{_get(t, 'target')} IS NULL",
-        "target": _get(t, "target"),
-        "members": clean_list(_get(t, "members")),
-        "payload": _get(t, "payload"),
-        "_bad_payload": "false",
-    }
+class _TypedJson(FieldReading):
+    """The typed reading of the JSON struct ``struct``: the event time as text."""
+
+    def __init__(self, struct: str):
+        self.struct = struct
+
+    def field(self, name: str) -> str:
+        return _get(self.struct, name)
+
+    def absent(self, name: str, reading: str) -> str:
+        return sql_blank(self.field(name)) if reading == TIME else super().absent(name, reading)
+
+    def value(self, name: str, reading: str) -> str:
+        return _epoch_ms(self.field(name)) if reading == TIME else self.field(name)
 
 
-def _lenient_operation(j: str) -> dict[str, str]:
-    keys = f"coalesce({_string_list(_get(j, 'keys'))}, {present(_get(j, 'key'))})"
-    return {
-        "_malformed": f"({j} IS NULL OR {_get(j, _CORRUPT)} IS NOT NULL)",
-        "op_id": _text(j, "op_id"),
-        "_bad_op_id": _structured(j, "op_id"),
-        "keys": clean_keys(keys),
-        "_no_ts": sql_blank(_get(j, "ts")),
-        ms_column("ts"): _epoch_ms(_get(j, "ts")),
-        "_no_timeout_ms": sql_blank(_get(j, "timeout_ms")),
-        "timeout_ms": f"try_cast({_get(j, 'timeout_ms')} AS BIGINT)",
-        "condition": condition_name(_get(j, "condition")),
-        "_no_target": sql_blank(_get(j, "target")),
-        "target": f"try_cast({_get(j, 'target')} AS DOUBLE)",
-        "members": clean_list(_string_list(_get(j, "members"))),
-        "payload": _text(j, "payload"),
-        "_bad_payload": _not_string(j, "payload"),
-    }
+class _LenientJson(_TypedJson):
+    """The lenient reading of the JSON struct ``struct``: every field as its text."""
+
+    @property
+    def malformed(self) -> str:  # type: ignore[override]
+        return f"({self.struct} IS NULL OR {_get(self.struct, _CORRUPT)} IS NOT NULL)"
+
+    def text(self, name: str) -> str:
+        return _text(self.struct, name)
+
+    def wrong(self, name: str, reading: str) -> str:
+        return _structured(self.struct, name) if reading == ID else _not_string(self.struct, name)
+
+    def listed(self, name: str) -> str:
+        return _string_list(self.field(name))
+
+    def absent(self, name: str, reading: str) -> str:
+        # a blank value is ``bad_value``, a blank target ``missing_target`` (as in pandas)
+        return f"{self.field(name)} IS NULL" if name == "value" else sql_blank(self.field(name))
+
+    def value(self, name: str, reading: str) -> str:
+        if reading == TIME:
+            return _epoch_ms(self.field(name))
+        return f"try_cast({self.field(name)} AS {'BIGINT' if reading == WHOLE else 'DOUBLE'})"
 
 
-def _typed_event(t: str) -> dict[str, str]:
-    op_id, source = _get(t, "op_id"), _get(t, "source")
-    return {
-        "_malformed": "false",
-        "key": _get(t, "key"),
-        "_no_ts": sql_blank(_get(t, "ts")),
-        ms_column("ts"): _epoch_ms(_get(t, "ts")),
-        "op_id": f"CASE WHEN {sql_filled(op_id)} THEN {op_id} END",
-        "_bad_op_id": "false",
-        "source": f"CASE WHEN {sql_filled(source)} THEN {source} END",
-        "_bad_source": "false",
-        "_no_value": f"{_get(t, 'value')} IS NULL",
-        "value": _get(t, "value"),
-    }
+def _json_reading(source: str, contract: pa.Schema) -> _Reading:
+    return _Reading(
+        tuple(READINGS[source]),
+        _typed_json_schema(contract),
+        lambda t: _TypedJson(t).fields(source),
+        _json_schema(contract),
+        lambda j: _LenientJson(j).fields(source),
+    )
 
 
-def _lenient_event(j: str) -> dict[str, str]:
-    op_id, source = _text(j, "op_id"), _text(j, "source")
-    return {
-        "_malformed": f"({j} IS NULL OR {_get(j, _CORRUPT)} IS NOT NULL)",
-        "key": _get(j, "key"),
-        "_no_ts": sql_blank(_get(j, "ts")),
-        ms_column("ts"): _epoch_ms(_get(j, "ts")),
-        "op_id": f"CASE WHEN {sql_filled(op_id)} THEN {op_id} END",
-        "_bad_op_id": _structured(j, "op_id"),
-        "source": f"CASE WHEN {sql_filled(source)} THEN {source} END",
-        "_bad_source": _not_string(j, "source"),
-        "_no_value": f"{_get(j, 'value')} IS NULL",
-        "value": f"try_cast({_get(j, 'value')} AS DOUBLE)",
-    }
-
-
-_OPERATION_READING = _Reading(
-    tuple(READINGS[SOURCE_OPERATIONS]),
-    _typed_json_schema(OPERATION_INPUT),
-    _typed_operation,
-    _OPS_JSON,
-    _lenient_operation,
-)
-_EVENT_READING = _Reading(
-    tuple(READINGS[SOURCE_EVENTS]),
-    _typed_json_schema(EVENT_INPUT),
-    _typed_event,
-    _EVENTS_JSON,
-    _lenient_event,
-)
+_OPERATION_READING = _json_reading(SOURCE_OPERATIONS, OPERATION_INPUT)
+_EVENT_READING = _json_reading(SOURCE_EVENTS, EVENT_INPUT)

@@ -9,7 +9,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..contract import CONDITIONS, DEFAULT_CONDITION, MAX_TS_MS, MIN_TS_MS, ms_column
+from ..contract import (
+    CONDITIONS,
+    DEFAULT_CONDITION,
+    ID,
+    LIST,
+    MAX_TS_MS,
+    MIN_TS_MS,
+    READINGS,
+    SOURCE_OPERATIONS,
+    STRING,
+    TEXT,
+    TIME,
+    ms_column,
+)
 from .checks import batch_millis
 from .per_client import kept
 
@@ -35,7 +48,62 @@ __all__ = [
     "condition_name",
     "parsed_columns",
     "literal_column",
+    "FieldReading",
 ]
+
+
+class FieldReading:
+    """How one reading of the input gives a field as SQL (``field``: the field as read); the
+    defaults are a typed reading's, whose fields hold a value of their type or null.
+    ``fields`` builds every field the checks read from these, by the contract's readings."""
+
+    malformed = "false"
+
+    def field(self, name: str) -> str:
+        raise NotImplementedError
+
+    def text(self, name: str) -> str:
+        return self.field(name)
+
+    def wrong(self, name: str, reading: str) -> str:
+        """The field holds a JSON type its reading does not take (``_bad_<field>``)."""
+        return "false"
+
+    def listed(self, name: str) -> str:
+        return self.field(name)
+
+    def absent(self, name: str, reading: str) -> str:
+        return f"{self.field(name)} IS NULL"
+
+    def value(self, name: str, reading: str) -> str:
+        return self.field(name)
+
+    def fields(self, source: str) -> dict[str, str]:
+        """Each field of ``source`` (``contract.READINGS``) as the checks read it, with its
+        ``_no_<field>`` or ``_bad_<field>`` where they ask (``sql_checks``)."""
+        out = {"_malformed": self.malformed}
+        for name, reading in READINGS[source].items():
+            if reading in (ID, STRING):
+                text = self.text(name)
+                # an event's op_id and source are none where blank; an operation's op_id is
+                # required (``missing_op_id``) and its payload carried as it came
+                if source != SOURCE_OPERATIONS:
+                    text = f"CASE WHEN {sql_filled(text)} THEN {text} END"
+                out[name] = text
+                out[f"_bad_{name}"] = self.wrong(name, reading)
+            elif name == "keys":  # ``key`` stands for ``keys``
+                out[name] = clean_keys(f"coalesce({self.listed(name)}, {present(self.field('key'))})")
+            elif reading == LIST:
+                out[name] = clean_list(self.listed(name))
+            elif name == "condition":
+                out[name] = condition_name(self.field(name))
+            elif reading == TEXT:
+                if source != SOURCE_OPERATIONS:  # an operation's key is read in ``keys``
+                    out[name] = self.field(name)
+            else:
+                out[f"_no_{name}"] = self.absent(name, reading)
+                out[ms_column(name) if reading == TIME else name] = self.value(name, reading)
+        return out
 
 
 def parsed_columns(canonical: list[str]) -> list[str]:

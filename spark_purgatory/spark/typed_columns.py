@@ -21,24 +21,23 @@ from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
     MAX_TS_MS,
+    NUMBER,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
+    TIME,
+    WHOLE,
     ms_column,
 )
 from .checks import checks_table
 from .schema import check_typed
 from .sql_text import (
     LATEST,
-    clean_keys,
-    clean_list,
-    condition_name,
+    FieldReading,
     in_range,
     latest_passed,
     parsed_columns,
-    present,
-    sql_filled,
     sql_string,
 )
 
@@ -56,25 +55,31 @@ __all__ = [
 
 def operation_fields(df: DataFrame) -> DataFrame:
     """Each operation field from typed columns (checked first: ``InputSchemaError``)."""
-    c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
-    keys = f"coalesce({c['keys']}, {present(c['key'])})"
-    fields = {
-        "_record": _record(df, OPERATION_INPUT),
-        "_malformed": "false",
-        "op_id": c["op_id"],
-        "_bad_op_id": "false",
-        "keys": clean_keys(keys),
-        "_no_ts": f"{c['ts']} IS NULL",
-        ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
-        "_no_timeout_ms": f"{c['timeout_ms']} IS NULL",
-        "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
-        "condition": condition_name(c["condition"]),
-        "_no_target": f"{c['target']} IS NULL",
-        "target": _double(c["target"], _type_of(df, "target")),
-        "members": clean_list(c["members"]),
-        "payload": c["payload"],
-        "_bad_payload": "false",
-    }
+    return _fields(df, OPERATION_INPUT, SOURCE_OPERATIONS)
+
+
+def event_fields(df: DataFrame) -> DataFrame:
+    """Each event field from typed columns (checked first: ``InputSchemaError``)."""
+    return _fields(df, EVENT_INPUT, SOURCE_EVENTS)
+
+
+class _Columns(FieldReading):
+    """The typed columns of ``df`` (``c``: ``_typed_columns``), each number of its own type."""
+
+    def __init__(self, df: DataFrame, c: dict[str, str]):
+        self.df, self.c = df, c
+
+    def field(self, name: str) -> str:
+        return self.c[name]
+
+    def value(self, name: str, reading: str) -> str:
+        read = {TIME: _typed_epoch_ms, WHOLE: _typed_whole, NUMBER: _double}[reading]
+        return read(self.c[name], _type_of(self.df, name))
+
+
+def _fields(df: DataFrame, contract: pa.Schema, source: str) -> DataFrame:
+    c = _typed_columns(df, contract, source)
+    fields = {"_record": _record(df, contract), **_Columns(df, c).fields(source)}
     latest = latest_passed(df, fields[ms_column("ts")])
     return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()], *latest)
 
@@ -198,26 +203,6 @@ def kept_raw(reason: str, operations: bool, keys: str = "keys") -> str:
     operation with several keys also when valid, since routing may still reject it
     (``cross_shard_keys``)."""
     return f"({reason} IS NOT NULL OR size({keys}) > 1)" if operations else f"{reason} IS NOT NULL"
-
-
-def event_fields(df: DataFrame) -> DataFrame:
-    """Each event field from typed columns (checked first: ``InputSchemaError``)."""
-    c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
-    fields = {
-        "_record": _record(df, EVENT_INPUT),
-        "_malformed": "false",
-        "key": c["key"],
-        "_no_ts": f"{c['ts']} IS NULL",
-        ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
-        "op_id": f"CASE WHEN {sql_filled(c['op_id'])} THEN {c['op_id']} END",
-        "_bad_op_id": "false",
-        "source": f"CASE WHEN {sql_filled(c['source'])} THEN {c['source']} END",
-        "_bad_source": "false",
-        "_no_value": f"{c['value']} IS NULL",
-        "value": _double(c["value"], _type_of(df, "value")),
-    }
-    latest = latest_passed(df, fields[ms_column("ts")])
-    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()], *latest)
 
 
 def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str, str]:
