@@ -54,88 +54,51 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_TEXTS = T.ArrayType(T.StringType())
+_TEXT, _TEXTS = T.StringType(), T.ArrayType(T.StringType())
+_INT, _LONG, _BYTE = T.IntegerType(), T.LongType(), T.ByteType()
+
+
+def _struct(**fields: T.DataType) -> T.StructType:
+    return T.StructType([T.StructField(name, kind) for name, kind in fields.items()])
+
+
+_PACKAGE = "io.sparkpurgatory.checks"
 #: (SQL name, class, return type) of each function (``jvm/spark-purgatory/checks``)
 CHECKS = (
     "spark_purgatory_operation_checks",
-    "io.sparkpurgatory.checks.OperationChecks",
-    T.StructType(
-        [
-            T.StructField("reason", T.StringType()),
-            T.StructField("keys", _TEXTS),
-            T.StructField("condition", T.StringType()),
-            T.StructField("members", _TEXTS),
-        ]
-    ),
+    f"{_PACKAGE}.OperationChecks",
+    _struct(reason=_TEXT, keys=_TEXTS, condition=_TEXT, members=_TEXTS),
 )
 EVENT_CHECKS = (
     "spark_purgatory_event_checks",
-    "io.sparkpurgatory.checks.EventChecks",
-    T.StructType(
-        [
-            T.StructField("reason", T.StringType()),
-            T.StructField("op_id", T.StringType()),
-            T.StructField("source", T.StringType()),
-        ]
-    ),
+    f"{_PACKAGE}.EventChecks",
+    _struct(reason=_TEXT, op_id=_TEXT, source=_TEXT),
 )
 #: an operation's copies, from ``ROUTES`` and ``ROWS``: the role as its name's place in
 #: ``shard.roles.ROLES`` (a number: no CASE over the roles in the plan)
-_COPIES = T.ArrayType(
-    T.StructType(
-        [
-            T.StructField("_shard", T.IntegerType()),
-            T.StructField("_role", T.ByteType()),
-            T.StructField("_peer", T.IntegerType()),
-            T.StructField("_keys", _TEXTS),
-        ]
-    )
-)
+_COPIES = T.ArrayType(_struct(_shard=_INT, _role=_BYTE, _peer=_INT, _keys=_TEXTS))
 ROUTES = (
     "spark_purgatory_operation_routes",
-    "io.sparkpurgatory.checks.OperationRoutes",
-    T.StructType([T.StructField("reason", T.StringType()), T.StructField("copies", _COPIES)]),
+    f"{_PACKAGE}.OperationRoutes",
+    _struct(reason=_TEXT, copies=_COPIES),
 )
 ROWS = (
     "spark_purgatory_operation_rows",
-    "io.sparkpurgatory.checks.OperationRows",
-    T.StructType(
-        [
-            T.StructField("reason", T.StringType()),
-            T.StructField("condition", T.StringType()),
-            T.StructField("members", _TEXTS),
-            T.StructField("copies", _COPIES),
-            T.StructField("ts_ms", T.LongType()),
-        ]
-    ),
+    f"{_PACKAGE}.OperationRows",
+    _struct(reason=_TEXT, condition=_TEXT, members=_TEXTS, copies=_COPIES, ts_ms=_LONG),
 )
 #: a typed event checked and routed: the checks' fields, the event time (null out of range),
 #: the key's shard (-1 for a rejected row) and the role's number
 EVENT_ROWS = (
     "spark_purgatory_event_rows",
-    "io.sparkpurgatory.checks.EventRows",
-    T.StructType(
-        [
-            *EVENT_CHECKS[2].fields,
-            T.StructField("ts_ms", T.LongType()),
-            T.StructField("shard", T.IntegerType()),
-            T.StructField("role", T.ByteType()),
-        ]
-    ),
+    f"{_PACKAGE}.EventRows",
+    T.StructType([*EVENT_CHECKS[2].fields, *_struct(ts_ms=_LONG, shard=_INT, role=_BYTE).fields]),
 )
 #: a wake line's rows (``routing.route_wake``): each (shard, role's number, clock's watermark)
 WAKE_ROWS = (
     "spark_purgatory_wake_rows",
-    "io.sparkpurgatory.checks.WakeRows",
-    T.ArrayType(
-        T.StructType(
-            [
-                T.StructField("_shard", T.IntegerType()),
-                T.StructField("_role", T.ByteType()),
-                T.StructField("_clock", T.LongType()),
-            ]
-        )
-    ),
+    f"{_PACKAGE}.WakeRows",
+    T.ArrayType(_struct(_shard=_INT, _role=_BYTE, _clock=_LONG)),
 )
 
 
@@ -167,7 +130,7 @@ def operation_routes(spark: SparkSession) -> str | None:
 
 
 #: what registers the static calls
-_STATIC = "io.sparkpurgatory.checks.StaticCalls"
+_STATIC = f"{_PACKAGE}.StaticCalls"
 
 
 def operation_rows(spark: SparkSession) -> str | None:
@@ -176,9 +139,9 @@ def operation_rows(spark: SparkSession) -> str | None:
 
 
 #: (SQL name, class) of the micro-batch's time for generated code
-BATCH_MILLIS = ("spark_purgatory_batch_millis", "io.sparkpurgatory.checks.BatchMillis")
+BATCH_MILLIS = ("spark_purgatory_batch_millis", f"{_PACKAGE}.BatchMillis")
 #: (SQL name, class) of the generator that ends each Spark partition with the inputs' marks
-BATCH_MARKS = ("spark_purgatory_batch_marks", "io.sparkpurgatory.checks.BatchMarks")
+BATCH_MARKS = ("spark_purgatory_batch_marks", f"{_PACKAGE}.BatchMarks")
 
 
 def batch_millis(spark: SparkSession) -> str | None:
