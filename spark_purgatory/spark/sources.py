@@ -15,9 +15,6 @@ reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
-
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
@@ -29,11 +26,9 @@ from ..contract import (
     EPOCH_MS_TEXT,
     EVENT_CHECKS,
     EVENT_COLUMNS,
-    EVENT_INPUT,
     ID,
     OPERATION_CHECKS,
     OPERATION_COLUMNS,
-    OPERATION_INPUT,
     POISON_COLUMN,
     RAW_KEPT_CHARS,
     RAW_TRUNCATED,
@@ -58,7 +53,7 @@ from .formats import (
     read_stream,
     source_format_of,
 )
-from .schema import InputSchemaError
+from .schema import CONTRACTS, InputSchemaError
 from .sql_checks import SqlChecks, misspelled
 from .sql_text import (
     FieldReading,
@@ -227,7 +222,7 @@ def parse_operations(
     df = with_latest(df, max_future_ms)
     if function:
         return operations_checked(df, function, max_timeout_ms, limits)
-    fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING, limits)
+    fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, SOURCE_OPERATIONS, limits)
     bounds = limits.bounds(max_timeout_ms, max_future_ms)
     return _with_reason(fields, OPERATION_CHECKS, bounds, OPERATION_COLUMNS)
 
@@ -246,7 +241,7 @@ def parse_events(
     if function:
         return events_checked(df, function)
     fields = (
-        event_fields(df) if fmt == "typed" else _json_fields(df, fmt, _EVENT_READING, limits or InputLimits())
+        event_fields(df) if fmt == "typed" else _json_fields(df, fmt, SOURCE_EVENTS, limits or InputLimits())
     )
     bounds = InputLimits().bounds(None, max_future_ms)
     return _with_reason(fields, EVENT_CHECKS, bounds, EVENT_COLUMNS)
@@ -296,16 +291,6 @@ def _kafka_raw(fields: DataFrame) -> str:
 # -- JSON text: files, Kafka values ------------------------------------------------------------------
 
 
-class _Reading(NamedTuple):
-    """How one input's JSON lines are read: each reading's schema and fields (SQL over its struct)."""
-
-    known: tuple[str, ...]
-    typed_schema: T.StructType
-    typed: Callable[[str], dict[str, str]]
-    lenient_schema: T.StructType
-    lenient: Callable[[str], dict[str, str]]
-
-
 def _from_json(schema: T.StructType) -> str:
     """``raw`` read with ``schema``, a malformed line kept in ``_corrupt_record``; a poison
     record is not read (null)."""
@@ -314,7 +299,7 @@ def _from_json(schema: T.StructType) -> str:
     return f"from_json({text}, {sql_string(schema.simpleString())}, map({options}))"
 
 
-def _json_fields(df: DataFrame, fmt: str, reading: _Reading, limits: InputLimits) -> DataFrame:
+def _json_fields(df: DataFrame, fmt: str, source: str, limits: InputLimits) -> DataFrame:
     """``raw`` and each field as the checks expect it, from the typed reading where the line
     allows it (``_plain``), else from the lenient one: a column of its own, read only for
     the lines that need it and named by each field (inline copies made the plan much larger)."""
@@ -323,17 +308,18 @@ def _json_fields(df: DataFrame, fmt: str, reading: _Reading, limits: InputLimits
     carried += latest_carried(df)  # for the future-time check (``sql_checks``)
     text = text.selectExpr("raw", *carried, f"{_poison('raw', limits)} AS {POISON_COLUMN}")
     carried.append(POISON_COLUMN)
-    named = f"{misspelled(reading.known)} AS _misspelled"
-    rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t", named)
+    typed_schema, lenient_schema = _JSON_SCHEMAS[source]
+    named = f"{misspelled(tuple(READINGS[source]))} AS _misspelled"
+    rows = text.selectExpr("raw", *carried, f"{_from_json(typed_schema)} AS t", named)
     carried.append("_misspelled")
     plain = [f"t IS NOT NULL AND {_get('t', _CORRUPT)} IS NULL"]
-    plain += [_plain_field(_get("t", f), f) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]
+    plain += [_plain_field(_get("t", f), f) for f in _TEXT_FIELDS if f in typed_schema.fieldNames()]
     rows = rows.selectExpr("raw", *carried, "t", " AND ".join(f"({p})" for p in plain) + " AS _plain")
-    lenient = _from_json(reading.lenient_schema)
+    lenient = _from_json(lenient_schema)
     # null elsewhere, without the typed null of an ELSE (a cast the optimizer folds)
     lenient = f"CASE WHEN NOT _plain AND {POISON_COLUMN} IS NULL THEN {lenient} END AS j"
     rows = rows.selectExpr("raw", *carried, "t", "_plain", lenient)
-    fast, slow = reading.typed("t"), reading.lenient("j")
+    fast, slow = _TypedJson("t").fields(source), _LenientJson("j").fields(source)
     return rows.selectExpr(
         "raw",
         *carried,
@@ -420,15 +406,5 @@ class _LenientJson(_TypedJson):
         return f"try_cast({self.field(name)} AS {'BIGINT' if reading == WHOLE else 'DOUBLE'})"
 
 
-def _json_reading(source: str, contract: pa.Schema) -> _Reading:
-    return _Reading(
-        tuple(READINGS[source]),
-        _typed_json_schema(contract),
-        lambda t: _TypedJson(t).fields(source),
-        _json_schema(contract),
-        lambda j: _LenientJson(j).fields(source),
-    )
-
-
-_OPERATION_READING = _json_reading(SOURCE_OPERATIONS, OPERATION_INPUT)
-_EVENT_READING = _json_reading(SOURCE_EVENTS, EVENT_INPUT)
+#: each input's JSON schemas: the typed reading's and the lenient one's
+_JSON_SCHEMAS = {source: (_typed_json_schema(c), _json_schema(c)) for source, c in CONTRACTS.items()}
