@@ -14,7 +14,7 @@ Invariant: a path is read in the format its files have, or not at all.
 from __future__ import annotations
 
 import logging
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -286,10 +286,17 @@ def read_stream(
         return spark.readStream.format("kafka").options(**options).load()
     if fmt not in ("json", "parquet", "delta", "auto"):
         raise ConfigError(f"unknown source format {fmt!r}; allowed: auto, json, parquet, delta, kafka")
-    fmt = formats_of([path], fmt, storage=storage)[0]
     reader = spark.readStream
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+    return _load(spark, reader, path, fmt, kind, storage)
+
+
+def _load(
+    spark: SparkSession, reader: Any, path: str, fmt: str, kind: str, storage: Storage | None
+) -> DataFrame:
+    """``path`` loaded by ``reader`` (a stream's or a batch's) in the format its files have."""
+    fmt = formats_of([path], fmt, storage=storage)[0]
     if fmt == "json":
         return reader.format("text").load(path)
     if fmt == "parquet":
@@ -414,10 +421,4 @@ def read_batch(
     """The static counterpart of ``read_stream`` (for replays and backfills)."""
     if fmt not in ("json", "parquet", "delta", "auto"):
         raise ConfigError(f"batch reads support auto, json, parquet and delta, not {fmt!r}")
-    fmt = formats_of([path], fmt, storage=storage)[0]
-    if fmt == "json":
-        return spark.read.format("text").load(path)
-    if fmt == "parquet":
-        return spark.read.schema(_parquet_schema(spark, path, kind, storage)).parquet(path)
-    _require_delta(spark)
-    return spark.read.format("delta").load(path)
+    return _load(spark, spark.read, path, fmt, kind, storage)
