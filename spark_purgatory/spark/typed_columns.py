@@ -45,7 +45,6 @@ __all__ = [
     "operation_fields",
     "event_fields",
     "operations_checked",
-    "operations_read",
     "operations_arguments",
     "events_checked",
     "events_arguments",
@@ -88,13 +87,6 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int, limits
     """Typed operations checked by the JVM function ``function``: one call for the reason and
     the cleaned keys, condition and members, the other fields read as ``operation_fields``
     reads them."""
-    read, arguments = operations_read(df, max_timeout_ms, limits)
-    return _checked(read, f"{function}({arguments})", OPERATION_COLUMNS, ("keys", "condition", "members"))
-
-
-def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> tuple[DataFrame, str]:
-    """The projection that reads typed operations for the JVM checks, and the checks'
-    arguments over its columns."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
     fields = _operation_fields(df, c)
     ts_ms = ms_column("ts")
@@ -116,7 +108,7 @@ def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> 
         f"op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout_ms, "
         f"{int(max_timeout_ms)}L, _condition, target, _members, {names}"
     )
-    return read, arguments
+    return _checked(read, f"{function}({arguments})", OPERATION_COLUMNS, ("keys", "condition", "members"))
 
 
 def operations_arguments(
