@@ -197,12 +197,9 @@ REJECTED = TableContract(
     partition_by="rejected_date",
     time_columns=(),
 )
-#: one row per micro-batch and shard call, for charts and SQL alerts (docs/metrics.md).  The
-#: shard fills the columns up to ``batch_id`` (its gauges after the call, counts of what the
-#: call emitted, latency percentiles of what it completed, its state value's size); the sink
-#: adds the columns that need every shard of the batch (``SINK_METRICS``): each input's
-#: watermark and the busiest group's share, then ``emitted_at`` and the date partition (the
-#: date of ``batch_time``, the micro-batch's processing time).
+#: one row per micro-batch and shard call, for charts and SQL alerts (docs/metrics.md): the
+#: shard fills the columns up to ``batch_id``, the sink those that need every shard of the
+#: batch (``SINK_METRICS``), ``emitted_at`` and the date partition (of ``batch_time``).
 METRICS = TableContract(
     "metrics",
     KIND_METRICS,
@@ -292,14 +289,10 @@ OPERATOR_OUTPUT = _operator_output()
 
 # -- pending operations (read from a checkpoint: ``spark_purgatory.inspect``) -----------------------
 
-#: one row per pending operation with its progress so far, as ``inspect.pending_operations``
-#: returns it: the operation's fields, ``shard`` (the group holding it: a cross-shard
-#: operation's is the cross-shard group), ``progress`` / ``goal`` in the condition's own
-#: measure (``any``: events, ``count``: events or distinct sources, ``sum``: sum of values,
-#: ``all`` and ``quorum``: members reported, ``offset``: the lowest key's progress),
-#: ``offsets`` (per key, for ``offset``), ``members_missing`` (for ``all`` and ``quorum``:
-#: the members not reported yet), ``time_left_ms`` (deadline minus
-#: ``watermark``), and the committed micro-batch whose state was read (``batch_id``)
+#: one row per pending operation with its progress so far (``inspect.pending_operations``):
+#: ``progress`` / ``goal`` in the condition's own measure (docs/operating.md), ``offsets`` per
+#: key for ``offset``, ``members_missing`` for ``all`` and ``quorum``, ``time_left_ms`` to
+#: the deadline from ``watermark``, and the micro-batch whose state was read (``batch_id``)
 PENDING = pa.schema(
     [
         ("op_id", pa.string()),
