@@ -104,27 +104,6 @@ def _get(struct: str, field: str) -> str:
     return f"{struct}[{sql_string(field)}]"
 
 
-def _text(j: str, field: str) -> str:
-    """A text field of the lenient reading as a string (a number or boolean as its JSON text)."""
-    return f"variant_get({_get(j, field)}, '$', 'string')"
-
-
-def _structured(j: str, field: str) -> str:
-    """The field of the lenient reading holds a JSON array or object."""
-    return f"coalesce(schema_of_variant({_get(j, field)}) RLIKE '^(ARRAY|OBJECT)', false)"
-
-
-def _string_list(text: str) -> str:
-    """A JSON array of strings, or a single string standing for a one-element list (an
-    object: null)."""
-    trimmed = f"trim({text})"
-    # an object is null by the CASE's own null (a typed null is a cast folded every batch)
-    return (
-        f"CASE WHEN startswith({trimmed}, '[') THEN from_json({text}, 'array<string>') "
-        f"WHEN NOT startswith({trimmed}, '{{') AND {sql_filled(text)} THEN array({text}) END"
-    )
-
-
 def _raw(df: DataFrame, fmt: str) -> DataFrame:
     """The column ``raw``, the record's text; for Kafka also ``_kafka``, where it came from."""
     # invalid UTF-8 (replaced by U+FFFD) would otherwise fail the Arrow hand-over to Python
@@ -350,11 +329,6 @@ def _plain_field(text: str, field: str) -> str:
     return f"({_plain(text)} AND NOT coalesce({number}, false))"
 
 
-def _not_string(j: str, field: str) -> str:
-    """The field of the lenient reading holds anything but a string (or null)."""
-    return f"coalesce(schema_of_variant({_get(j, field)}) NOT IN ('STRING', 'VOID'), false)"
-
-
 def _typed_json_schema(contract: pa.Schema) -> T.StructType:
     """The contract's Spark types, the event time as text (a number there is epoch ms)."""
     fields = [
@@ -388,13 +362,24 @@ class _LenientJson(_TypedJson):
         return f"({self.struct} IS NULL OR {_get(self.struct, _CORRUPT)} IS NOT NULL)"
 
     def text(self, name: str) -> str:
-        return _text(self.struct, name)
+        """A text field as a string: a number or boolean as its JSON text."""
+        return f"variant_get({self.field(name)}, '$', 'string')"
 
     def wrong(self, name: str, reading: str) -> str:
-        return _structured(self.struct, name) if reading == ID else _not_string(self.struct, name)
+        """An ``ID`` that is an array or object; a ``STRING`` that is anything but a string."""
+        kind = f"schema_of_variant({self.field(name)})"
+        wrong = f"{kind} RLIKE '^(ARRAY|OBJECT)'" if reading == ID else f"{kind} NOT IN ('STRING', 'VOID')"
+        return f"coalesce({wrong}, false)"
 
     def listed(self, name: str) -> str:
-        return _string_list(self.field(name))
+        """A JSON array of strings, or a single string standing for a list of one (an object:
+        null, by the CASE's own null: a typed null is a cast the optimizer folds every batch)."""
+        text = self.field(name)
+        trimmed = f"trim({text})"
+        return (
+            f"CASE WHEN startswith({trimmed}, '[') THEN from_json({text}, 'array<string>') "
+            f"WHEN NOT startswith({trimmed}, '{{') AND {sql_filled(text)} THEN array({text}) END"
+        )
 
     def absent(self, name: str, reading: str) -> str:
         # a blank value is ``bad_value``, a blank target ``missing_target`` (as in pandas)
