@@ -43,8 +43,6 @@ __all__ = [
     "latest_carried",
     "latest_passed",
     "clean_list",
-    "clean_keys",
-    "present",
     "condition_name",
     "parsed_columns",
     "literal_column",
@@ -91,8 +89,10 @@ class FieldReading:
                     text = f"CASE WHEN {sql_filled(text)} THEN {text} END"
                 out[name] = text
                 out[f"_bad_{name}"] = self.wrong(name, reading)
-            elif name == "keys":  # ``key`` stands for ``keys``
-                out[name] = clean_keys(f"coalesce({self.listed(name)}, {present(self.field('key'))})")
+            elif name == "keys":  # ``key`` stands for ``keys``; the keys keep their order
+                key = self.field("key")
+                given = f"CASE WHEN {sql_filled(key)} THEN array({key}) END"
+                out[name] = clean_list(f"coalesce({self.listed(name)}, {given})", keep_order=True)
             elif reading == LIST:
                 out[name] = clean_list(self.listed(name))
             elif name == "condition":
@@ -122,11 +122,6 @@ def clean_list(items: str, *, keep_order: bool = False) -> str:
     single = f"CASE WHEN {sql_blank(f'get({items}, 0)')} THEN slice({items}, 1, 0) ELSE {items} END"
     n = f"size({items})"
     return f"CASE WHEN {n} = 0 THEN {items} WHEN {n} = 1 THEN {single} ELSE {full} END"
-
-
-def clean_keys(items: str) -> str:
-    """An operation's keys: blank items dropped, deduplicated, in their order."""
-    return clean_list(items, keep_order=True)
 
 
 def in_range(ms: str) -> str:
@@ -238,11 +233,6 @@ def sql_in(name: str, values: list[str]) -> str:
 def sql_string(value: str) -> str:
     """``value`` as a Spark SQL string literal."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def present(field: str) -> str:
-    """An array of the one string ``field`` unless it is blank (else null)."""
-    return f"CASE WHEN {sql_filled(field)} THEN array({field}) END"
 
 
 def literal_column(spark: Any, value: list[int] | None, ddl: str) -> Any:
