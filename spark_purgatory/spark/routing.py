@@ -265,9 +265,13 @@ def route_typed_operations(
     return _copies_routed(rows, config, _shard_or_bad("_shard", config))
 
 
-def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool) -> DataFrame:
-    """Events: to their key's shard by a plain projection; with ``replicas`` also a copy of
-    each in the cross-shard group (the stream's fallback without a mailbox)."""
+def route_events(
+    parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool | None = None
+) -> DataFrame:
+    """The events input routed to their key's shard (its rejected rows too), in
+    ``ROUTED_SCHEMA``; with ``replicas`` also a copy of each in the cross-shard group (by
+    default a stream's choice: every event without a mailbox, module docstring)."""
+    replicas = _replicating(config) if replicas is None else replicas
     bad = _sql_bad_shard(config.shards)
     # the role by its number: what the optimizer would rewrite a named role into, every batch
     event, rejected = ROLES.index(ROLE_EVENT), ROLES.index(ROLE_BAD)
@@ -302,12 +306,6 @@ def _cross_shard_keys(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFra
 def route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """The operations input routed (operations, stubs, its rejected rows), in ``ROUTED_SCHEMA``."""
     return _route_operations(parsed_ops, config)
-
-
-def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """The events input of a stream routed (events, its rejected rows; replicas of every
-    event without a mailbox: module docstring), in ``ROUTED_SCHEMA``."""
-    return _route_events(parsed_events, config, replicas=_replicating(config))
 
 
 def _replicating(config: PurgatoryConfig) -> bool:
@@ -389,7 +387,7 @@ def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
 def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """Static input routed in one call (batch mode): operations, stubs, events, and replicas
     of the events whose key a cross-shard operation watches, in ``ROUTED_SCHEMA``."""
-    events = _route_events(parsed_events, config, replicas=False)
+    events = route_events(parsed_events, config, replicas=False)
     if config.dedup_scope == "global" and config.shards > 1:
         parsed_ops = _repeats_rejected(parsed_ops, config)
     if config.cross_shard_operations and config.shards > 1:
