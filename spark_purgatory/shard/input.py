@@ -33,6 +33,7 @@ from .roles import (
     ROLE_STUB,
     ROLES,
     ROUTED_COLUMNS,
+    SHARED_IN,
     SIDES,
 )
 
@@ -169,8 +170,8 @@ def split_input(
             "key": col("key", is_event),
             "ts": ts[is_event].astype(np.int64),
             "op_id": col("op_id", is_event),
-            "source": col("condition", is_event),  # shared columns (``roles.SHARED_COLUMNS``)
-            "value": col("target", is_event, float),
+            "source": col(SHARED_IN["source"], is_event),
+            "value": col(SHARED_IN["value"], is_event, float),
             "replica": role[is_event] == _REPLICA,
         },
         copy=False,
@@ -184,8 +185,8 @@ def split_input(
     bad = pd.DataFrame(
         {
             "source": side,
-            "raw": col("payload", is_bad),
-            "reason": col("condition", is_bad),
+            "raw": col(SHARED_IN["raw"], is_bad),
+            "reason": col(SHARED_IN["reason"], is_bad),
             "op_id": readable(col("op_id", is_bad)),
             "key": readable(np.where(side == SOURCE_OPERATIONS, operation_key, key)),
         },

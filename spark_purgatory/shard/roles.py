@@ -21,6 +21,7 @@ __all__ = [
     "ROUTED_COLUMNS",
     "LIST_COLUMNS",
     "SHARED_COLUMNS",
+    "SHARED_IN",
     "ROLES",
     "SIDES",
     "ROLE_OPERATION",
@@ -78,6 +79,8 @@ SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
     "target": ("target", "value"),  # an operation's target; an event's value
     "payload": ("raw", "payload"),  # a rejected row's raw text; an operation's payload
 }
+#: the routed column each shared field travels in
+SHARED_IN: dict[str, str] = {field: column for column, fields in SHARED_COLUMNS.items() for field in fields}
 
 
 def _routed_arrow() -> pa.Schema:

@@ -38,6 +38,7 @@ from ..shard.roles import (
     ROLES,
     ROUTED,
     ROUTED_COLUMNS,
+    SHARED_IN,
     SIDES,
 )
 from ..shard.step import ShardResult, ShardStep
@@ -91,8 +92,8 @@ def routed(
                 "key": ev.key,
                 _TS_MS: int(ev.ts),
                 "op_id": ev.op_id,
-                "condition": ev.source,  # the columns an event shares (``roles.SHARED_COLUMNS``)
-                "target": ev.value,
+                SHARED_IN["source"]: ev.source,
+                SHARED_IN["value"]: ev.value,
             }
             rows.append({**fields, "shard": home, "role": ROLE_EVENT})
             if replicas:
@@ -142,8 +143,8 @@ def _bad(side: str, reason: str, raw, op_id, key, shards: int) -> dict:
         "shard": text_shard(raw, shards),
         "role": ROLE_BAD,
         "side": side,
-        "condition": reason,  # a rejected row's reason and raw text (``roles.SHARED_COLUMNS``)
-        "payload": raw,
+        SHARED_IN["reason"]: reason,
+        SHARED_IN["raw"]: raw,
         "op_id": op_id,
         "key": key,
         _TS_MS: 0,
