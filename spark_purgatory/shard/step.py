@@ -217,16 +217,12 @@ class ShardStep:
         # the watermark after this batch's rows are admitted: the one they bring (Spark applies
         # it in the next micro-batch) or the operator's clock (handoff.reaper), the further
         proposed = proposed_watermarks(rows, self._delays)
-        expire_to = None if ending else _further(clock_of(rows), self._brought(proposed))
+        brought = batch_watermark(proposed) if self._batch_watermark else None
+        expire_to = None if ending else _further(clock_of(rows), brought)
         if self._processing:  # deadline.clock=processing: rows at their arrival, the batch's time the clock
             ops, events, claims = on_arrival(ops, events, claims, now)
             engine_wm, expire_to = engine_wm if ending else now, None
         return ShardInput(ops, events, bad, claims, held, engine_wm, expire_to, proposed)
-
-    def _brought(self, proposed: dict[str, int | None]) -> int | None:
-        """The watermark the call's rows bring (``input.batch_watermark``); None where it is
-        not used.  One behind the call's own changes nothing: the engine never moves back."""
-        return batch_watermark(proposed) if self._batch_watermark else None
 
     def process(self, p: Purgatory, given: ShardInput, received: Received) -> BatchResult:
         """The engine's call over the rows and what the shard received."""
