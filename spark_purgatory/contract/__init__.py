@@ -1,12 +1,9 @@
 """The product contract, declared once: input fields, rejection reasons, output tables.
 
-Everything else derives from this package: the readers of the input (Spark SQL, the JVM
-checks, the engine's pandas readers) read a record by ``inputs`` (fields, types, bounds,
-limits, conditions, how text is read) and reject it with ``reasons``; the engine's output
-frames (``OUTCOME_COLUMNS`` ...), the operator's output schema (``OPERATOR_OUTPUT``, turned
-into a Spark schema by the Spark layer) and the Delta tables' Arrow schemas (``TABLES``) are
-declared here.  Types are Arrow types, so the package imports neither Spark nor Delta and
-the engine may use it; its names are all importable from ``spark_purgatory.contract``.
+The readers of the input read a record by ``inputs`` and check it by ``rules``, rejecting it
+with ``reasons``; the engine's output frames, the operator's output schema
+(``OPERATOR_OUTPUT``) and the Delta tables' schemas (``TABLES``) are declared here.  Types
+are Arrow types, so the engine may use the package without Spark.
 
 Invariants: a column, a status, a kind or a reason is spelled here and nowhere else; a
 reason means the same thing whichever reader gives it (``tests/contract``).
@@ -200,12 +197,9 @@ REJECTED = TableContract(
     partition_by="rejected_date",
     time_columns=(),
 )
-#: one row per micro-batch and shard call, for charts and SQL alerts (docs/metrics.md).  The
-#: shard fills the columns up to ``batch_id`` (its gauges after the call, counts of what the
-#: call emitted, latency percentiles of what it completed, its state value's size); the sink
-#: adds the columns that need every shard of the batch (``SINK_METRICS``): each input's
-#: watermark and the busiest group's share, then ``emitted_at`` and the date partition (the
-#: date of ``batch_time``, the micro-batch's processing time).
+#: one row per micro-batch and shard call, for charts and SQL alerts (docs/metrics.md): the
+#: shard fills the columns up to ``batch_id``, the sink those that need every shard of the
+#: batch (``SINK_METRICS``), ``emitted_at`` and the date partition (of ``batch_time``).
 METRICS = TableContract(
     "metrics",
     KIND_METRICS,
@@ -271,9 +265,8 @@ def ms_column(name: str) -> str:
 
 def _operator_output() -> pa.Schema:
     """One schema for every kind of row: ``kind``, ``shard``, the tables' engine columns
-    (event times as ``<name>_ms`` int64, no ``batch_id``: the sink knows it), the per-shard
-    gauges of ``metrics`` rows, the watermarks they propose (``PROPOSED_WATERMARKS``) and
-    their Kafka partitions' largest event times (``PARTITION_MAXIMA``)."""
+    (event times as ``<name>_ms`` int64, no ``batch_id``), the per-shard gauges, the proposed
+    watermarks and the Kafka partitions' largest event times."""
     fields: dict[str, pa.DataType] = {"kind": pa.string(), "shard": pa.int32()}
     for table in TABLES.values():
         for field in table.schema:
@@ -296,14 +289,10 @@ OPERATOR_OUTPUT = _operator_output()
 
 # -- pending operations (read from a checkpoint: ``spark_purgatory.inspect``) -----------------------
 
-#: one row per pending operation with its progress so far, as ``inspect.pending_operations``
-#: returns it: the operation's fields, ``shard`` (the group holding it: a cross-shard
-#: operation's is the cross-shard group), ``progress`` / ``goal`` in the condition's own
-#: measure (``any``: events, ``count``: events or distinct sources, ``sum``: sum of values,
-#: ``all`` and ``quorum``: members reported, ``offset``: the lowest key's progress),
-#: ``offsets`` (per key, for ``offset``), ``members_missing`` (for ``all`` and ``quorum``:
-#: the members not reported yet), ``time_left_ms`` (deadline minus
-#: ``watermark``), and the committed micro-batch whose state was read (``batch_id``)
+#: one row per pending operation with its progress so far (``inspect.pending_operations``):
+#: ``progress`` / ``goal`` in the condition's own measure (docs/operating.md), ``offsets`` per
+#: key for ``offset``, ``members_missing`` for ``all`` and ``quorum``, ``time_left_ms`` to
+#: the deadline from ``watermark``, and the micro-batch whose state was read (``batch_id``)
 PENDING = pa.schema(
     [
         ("op_id", pa.string()),

@@ -1,11 +1,9 @@
 """The input contract: the fields of operations and events, their types, bounds and limits,
 the conditions, and how a field's text is read.
 
-Every reader of the input reads a record by these declarations: Spark SQL (``spark.sources``,
-``typed_columns``, ``sql_text``), the JVM checks (``spark.checks``, which receive the limits
-and the condition names from here) and the engine's pandas readers (``engine.validation``,
-``fields``, ``list_fields``, ``lines``).  Where a reader cannot take a value from here (a Java
-literal), ``tests/contract/test_contract_table.py`` checks it against this module.
+Every reader of the input (Spark SQL, the JVM checks, the engine's pandas readers) reads a
+record by these declarations; where one cannot take a value from here (a Java literal),
+``tests/contract`` checks it against this module.
 
 **How a value is read.**  Each field has a reading (``READINGS``): an id, any value as its
 text, a string only, a list, a whole number, a number or an event time.  Spark's own casts
@@ -119,12 +117,10 @@ EVENT_INPUT = pa.schema(
 OPERATION_REQUIRED: tuple[str, ...] = ("op_id", "ts", "timeout_ms")
 #: an event's required fields
 EVENT_REQUIRED: tuple[str, ...] = ("key", "ts")
-#: how a field's JSON value is read (module docstring): ``ID`` a string, or a number or
-#: ``true``/``false`` standing for its text (an array or object is ``bad_<field>``); ``TEXT``
-#: any value as its text (an array or object as its JSON); ``STRING`` a string or nothing (any
-#: other value is ``bad_<field>``: carried as it came, never made text the producer did not
-#: write); ``LIST`` a list of ``TEXT`` items, or one standing for a list of one; ``WHOLE``,
-#: ``NUMBER`` and ``TIME`` as their text says (a JSON number by its own text)
+#: how a field's JSON value is read: ``ID`` a string, or a number or boolean standing for its
+#: text (an array or object is ``bad_<field>``); ``TEXT`` any value as its text; ``STRING`` a
+#: string or nothing (else ``bad_<field>``); ``LIST`` a list of ``TEXT`` items, or one standing
+#: for a list of one; ``WHOLE``, ``NUMBER`` and ``TIME`` as their text says (module docstring)
 ID, TEXT, STRING, LIST, WHOLE, NUMBER, TIME = "id", "text", "string", "list", "whole", "number", "time"
 #: each field's reading, by input
 READINGS: dict[str, dict[str, str]] = {
@@ -160,8 +156,7 @@ EVENT_COLUMNS = EVENT_INPUT.names
 
 # -- conditions --------------------------------------------------------------------------------------
 
-#: the conditions an operation may name, trimmed of spaces and in any case of the ASCII
-#: letters (``engine.conditions`` gives each its code, in this order)
+#: the conditions an operation may name, trimmed, in any case (``engine.conditions``: their codes)
 CONDITIONS: tuple[str, ...] = ("any", "count", "sum", "all", "offset", "quorum")
 #: an operation's condition when it names none
 DEFAULT_CONDITION = "any"
@@ -232,7 +227,6 @@ _OFFSET = "(?:Z|[+-](?:0[0-9]|1[0-7])(?::?[0-5][0-9])?|[+-]18(?::?00)?)"
 _TIME = f"[T ](?:[0-9]{{2}}|[0-9]{{1,2}}:[0-9]{{1,2}}(?::[0-9]{{1,2}}(?:\\.[0-9]+)?(?: ?{_OFFSET})?)?)"
 #: an ISO-8601 event time (module docstring), with the characters ``TS_TRIM`` around it
 TS_TEXT = f"[{TS_TRIM}]*[0-9]{{4}}-[0-9]{{1,2}}(?:-[0-9]{{1,2}}(?:{_TIME})?)?[{TS_TRIM}]*"
-#: a JSON string literal, quotes and escapes included, in possessive form (the same matches
-#: as the plain one, without the stack a backtracking repetition takes on a long string in
-#: Java's regular expressions; Python reads it too)
+#: a JSON string literal, quotes and escapes included, in possessive form (no backtracking
+#: stack on a long string in Java's regular expressions)
 STRING_LITERAL = r'"(?:[^"\\]++|\\[\s\S])*+"'

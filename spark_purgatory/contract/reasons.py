@@ -16,11 +16,8 @@ is about, which says which inputs can give it and which readers decide it:
 ``WATERMARK``   the watermark when the row arrives: the engine, after reading
 ==============  ============================================================================
 
-The readers check in the order of ``rules.OPERATION_CHECKS`` / ``EVENT_CHECKS`` (the reasons
-in that order: ``OPERATION_REASONS`` / ``EVENT_REASONS``); the first check that fails gives
-the reason.  ``tests/contract/test_contract_table.py`` sends a case for
-every reason through every reader and requires the same reason from each, or the path's
-declared reason why it cannot give it.
+The readers check in the order of ``rules.OPERATION_CHECKS`` / ``EVENT_CHECKS``; the first
+check that fails gives the reason.
 
 Invariant: a reason means the same thing whichever reader gives it.
 """
@@ -71,7 +68,6 @@ __all__ = [
     "ALL_REASONS",
     "REASONS",
     "STAGE_OF",
-    "POISON_REASONS",
     "RAW_KEPT_CHARS",
     "RAW_TRUNCATED",
 ]
@@ -195,8 +191,6 @@ ALL_REASONS: tuple[Reason, ...] = (
 REASONS: dict[str, str] = {r.name: r.meaning for r in ALL_REASONS}
 #: each reason's stage (module docstring)
 STAGE_OF: dict[str, str] = {r.name: r.stage for r in ALL_REASONS}
-#: the reasons a record gets before it is parsed at all (``input.max.record.bytes``, ``input.max.depth``)
-POISON_REASONS: tuple[str, ...] = (RECORD_TOO_LARGE, TOO_DEEP)
 
 #: a ``record_too_large`` row's ``raw``: its first ``RAW_KEPT_CHARS`` characters, then this
 #: note with the record's size in UTF-8 bytes (both readings write the same text)

@@ -26,9 +26,8 @@ fields:
 
 A bound is a number, a configuration key (``LIMITS``: its value comes with the reader's
 settings) or another field.  ``when`` names the conditions a check applies to (None: every
-one).  The SQL readers (``spark.sources``, ``spark.typed_columns``), the pandas validator
-(``engine.validation``) and the JVM checks (``spark.checks`` hands them ``table_text``, the
-declaration with its limits resolved, at start) interpret these rows; none spells the order.
+one).  The SQL, pandas and JVM readers interpret these rows (the JVM's as ``table_text``);
+none spells the order.
 
 Invariant: the order of the checks is the order the contract page states, and the only one.
 """
@@ -203,11 +202,10 @@ EVENT_REASONS = _reasons(EVENT_CHECKS)
 
 
 class Reader(Protocol):
-    """What a reader implements to interpret the checks (``first_reason``): a method per test
-    (``TESTS``, but ``after``), each ``(field, bound)`` -> the reader's predicate, or None
-    where the reader cannot give it (no text, no clock); ``among`` (the condition is one of
-    the names), ``both`` (a conjunction) and ``first`` (the first reason whose predicate
-    holds, in the pairs' order; none when none does)."""
+    """What a reader implements to interpret the checks: a method per test (``TESTS``, but
+    ``after``), each ``(field, bound)`` -> the reader's predicate, or None where it cannot
+    give it; ``among`` (the condition is one of the names), ``both`` (a conjunction) and
+    ``first`` (the first reason whose predicate holds; none when none does)."""
 
     def among(self, names: tuple[str, ...]) -> Any: ...
 

@@ -1,25 +1,16 @@
 """The pending operations and their watchers, indexed by handle, op_id and key.
 
 Kafka's purgatory keeps its operations in ``Watchers`` lists, one per key.  Here one
-``Pending`` holds every pending operation and every (operation, key) watcher of a shard,
-in ``columns.Columns``: rows in handle order, appended and tombstoned in place, with a
-``columns.HashIndex`` on the op_id hash and one on the key hash.  Every read takes a batch
-of handles, op_ids or keys and costs what it touches; what the matching and condition code
-reads comes out as ``rows.Rows`` of just those rows, in handle order (``rows``: the
-``HELD`` columns), which ``watchers``, ``conditions`` and ``relay`` take as they would take
-the whole table.
+``Pending`` holds every pending operation and every (operation, key) watcher of a shard, in
+``columns.Columns``: rows in handle order, appended and tombstoned in place, indexed by the
+op_id hash and the key hash.  Every read takes a batch of handles, op_ids or keys, costs
+what it touches, and gives ``rows.Rows`` of just those rows in handle order.
 
-**Compact.**  Strings are ``text.TextColumn``s (UTF-8 bytes and offsets), and what most
-operations lack takes no room: an operation's keys are its watchers' keys (in its order),
-so the operations hold none; its members and its payload are rows of two side tables
-(``members``: one row per (operation, member); ``payloads``: one per operation that has
-one).  ``rows`` puts the ``OPS`` columns back together (lists of members, a payload or
-None) for the rows asked for only, and their lists of keys when asked (``with_keys``: the
-outcomes and targeted events need them, most reads do not).  The op_id's and the key's
-hashes live in their indexes only (``Columns(..., hashed=...)``), a target and a progress at
-watch only where there is one (sparse columns), so a pending operation with one key, no
-members and no payload holds only fixed-width cells (its watcher, its index entries, its
-timer entry; docs/engine-internals.md, "The worker's memory").
+**Compact.**  Strings are UTF-8 bytes and offsets, and what most operations lack takes no
+room: an operation's keys are its watchers' keys, its members and payload rows of two side
+tables, the hashes live in their indexes only, a target and a progress at watch only where
+there is one; ``rows`` puts the ``OPS`` columns back together for the rows asked for
+(docs/engine-internals.md, "The worker's memory").
 
 Invariants: an operation's rows (its own, its watchers', its members' and its payload's)
 are all live or all gone; an op_id or key found by hash is confirmed on the string before it
@@ -61,25 +52,23 @@ _STORED = {
 _WATCH_STORED = {"key": TEXT, "handle": "int64", "progress_at_watch": SPARSE}
 _MEMBERS = {"handle": "int64", "member": TEXT}
 _PAYLOADS = {"handle": "int64", "payload": TEXT}
+
+
+def _arrow(dtypes: dict[str, str]) -> pa.Schema:
+    """The Arrow schema of these engine columns: text as strings, ``members`` a list of them."""
+
+    def of(name: str, dtype: str) -> pa.DataType:
+        if dtype != "object":
+            return pa.from_numpy_dtype(np.dtype(dtype))
+        return pa.list_(pa.string()) if name == "members" else pa.string()
+
+    return pa.schema([(name, of(name, dtype)) for name, dtype in dtypes.items()])
+
+
 #: the Arrow form of the pending operations (``arrow`` / ``Pending(...)``): ``_STORED`` with
-#: their members (a list) and payload (null for none); the keys are the watchers'
-OPS_ARROW = pa.schema(
-    [
-        ("handle", pa.int64()),
-        ("op_id", pa.string()),
-        ("ts", pa.int64()),
-        ("deadline", pa.int64()),
-        ("cond", pa.int8()),
-        ("target", pa.float64()),
-        ("stub", pa.bool_()),
-        ("ohash", pa.uint64()),
-        ("members", pa.list_(pa.string())),
-        ("payload", pa.string()),
-    ]
-)
-WATCH_ARROW = pa.schema(
-    [("hash", pa.uint64()), ("key", pa.string()), ("handle", pa.int64()), ("progress_at_watch", pa.float64())]
-)
+#: their members and payload (null for none); the keys are the watchers'
+OPS_ARROW = _arrow({name: HELD[name] for name in (*_STORED, "ohash", "members", "payload")})
+WATCH_ARROW = _arrow(WATCH)
 _EMPTY = np.empty(0, np.int64)
 
 
@@ -104,7 +93,7 @@ class Pending:
         self._unregistered_from: int | None = None
         self._recent_alive = np.empty(0, bool)
         if isinstance(ops, pa.Table):
-            self._load_arrow(ops, watch)
+            self.append_arrow(ops, watch)
             return
         ops = Rows.of(ops, OPS).take(np.argsort(ops["handle"].to_numpy(np.int64), kind="stable"))
         # an operation's watchers in the order of its keys (a frame of format 2 or 3 kept them
@@ -115,13 +104,7 @@ class Pending:
 
     def append_arrow(self, ops: pa.Table, watch: pa.Table) -> None:
         """Register ``OPS_ARROW`` operations (handles above every pending one) and their
-        ``WATCH_ARROW`` watchers: no Python object per row."""
-        self._load_arrow(ops, watch)
-
-    def _load_arrow(self, ops: pa.Table, watch: pa.Table) -> None:
-        """Load ``OPS_ARROW`` and ``WATCH_ARROW`` tables: no Python object per row.  What
-        ``add`` kept is forgotten (``_recent_cut``: every handle from the kept batch's first on
-        is of that batch)."""
+        ``WATCH_ARROW`` watchers, no Python object per row (what ``add`` kept forgotten first)."""
         self.forget_recent()
         ops, watch = _by_handle(ops), _by_handle(watch)
         self._ops.append({c: _column(ops, c) for c in (*_STORED, "ohash")})
@@ -166,18 +149,15 @@ class Pending:
     # -- changes -------------------------------------------------------------------------------
 
     def add(self, ops: Rows, watch: Rows, *, recent: bool = False) -> None:
-        """Register operations (``HELD`` columns: ``OPS`` and the op_ids' hashes; handles above
-        every pending one) and their watchers (``WATCH`` columns, in handle order).
+        """Register operations (``HELD`` columns; handles above every pending one) and their
+        watchers (``WATCH`` columns, in handle order).
 
-        ``recent``: keep ``ops`` (they have their ``keys``) and ``watch`` to answer ``rows``
-        and ``watch_rows`` for them until ``forget_recent``, instead of reading them back from
-        the columns (the op_id's text made a Python string again, hashes computed again): a
-        call's operations are most of what it reads and resolves, its operations and events
-        often arriving together.  They enter the columns only when a read needs them there
-        (``_register``), those still pending then: an operation that completes in the call
-        that registers it (Kafka's ``tryCompleteElseWatch`` completing at once) is never
-        appended and tombstoned.  Without ``recent``, what was kept is forgotten (registered
-        first): every handle from the kept batch's first on is one of its (``_recent_cut``)."""
+        ``recent``: keep ``ops`` and ``watch`` as given to answer reads of them until
+        ``forget_recent``, instead of reading them back from the columns: a call's operations
+        are most of what it reads.  They enter the columns only when a read needs them there
+        (``_register``), those still pending then, so an operation that completes in the call
+        that registers it is never appended and tombstoned.  Without ``recent``, what was
+        kept is registered and forgotten first."""
         if recent:
             self._remember(ops, watch)
             return
@@ -201,9 +181,8 @@ class Pending:
             self._payloads.append({"handle": ops["handle"][at], "payload": payload[at]})
 
     def _remember(self, ops: Rows, watch: Rows) -> None:
-        """Keep ``ops`` as ``rows`` gives them (members and payload None where there are none),
-        not in the columns yet; a batch that does not follow the kept one replaces it (the kept
-        one registered first)."""
+        """Keep ``ops`` as ``rows`` gives them, not in the columns yet; a batch that does not
+        follow the kept one replaces it (the kept one registered first)."""
         some, has_payload = ops["n_members"] > 0, present(ops["payload"])
         if not some.any():  # no members: none made from the lists
             ops = ops.assign(members=np.full(len(ops), None, dtype=object))
@@ -252,9 +231,8 @@ class Pending:
         self._append(recent, watch)
 
     def _recent_cut(self, handles: np.ndarray) -> int:
-        """How many of these handles (sorted) come before the kept operations (``recent``):
-        those are read from the columns, the others from what ``add`` kept (every handle from
-        its first on is one of its: a batch ``add`` does not keep forgets them)."""
+        """How many of these handles (sorted) come before the kept operations: those are read
+        from the columns, the others from what ``add`` kept."""
         recent = self._recent
         if recent is None or not len(recent) or not handles.size:
             return handles.size
@@ -279,11 +257,8 @@ class Pending:
 
     def rows(self, handles: np.ndarray, *, keys: bool = False, text: bool = True) -> Rows:
         """The ``HELD`` rows of these pending operations, in handle order, once each; without
-        ``keys`` unless asked (``with_keys``).  Those ``add`` kept (``recent``) come as they were
-        given, with their keys and op_id hashes (``ohash``): all of them when every row asked
-        for is one of those.  Without ``text``, the rows read from the columns have their
-        numbers only (``NUMBERS``: no op_id, members or payload made Python objects), for a step
-        that reads no more (a window check)."""
+        ``keys`` unless asked.  Those ``add`` kept come as they were given.  Without ``text``,
+        the rows read from the columns have their ``NUMBERS`` only."""
         handles = distinct(handles)
         cut = self._recent_cut(handles)
         if cut == handles.size:
@@ -342,7 +317,7 @@ class Pending:
     def arrow(self, since: int | None = None) -> tuple[pa.Table, pa.Table]:
         """The pending operations and watchers (those registered from handle ``since`` on, or
         all) as ``OPS_ARROW`` and ``WATCH_ARROW`` tables in handle order: the state layer's
-        form, strings copied as bytes, never as Python objects."""
+        form, no Python object per row."""
         self._register()
         ops_pos = self._ops.live_positions() if since is None else self._ops.since(since)
         watch_pos = self._watch.live_positions() if since is None else self._watch.since(since)
@@ -407,9 +382,8 @@ class Pending:
         return values
 
     def ohash(self, handles: np.ndarray) -> np.ndarray:
-        """Per (pending) handle: its op_id's hash (``hash_strings``), as ``add`` was given it:
-        from what ``add`` kept, or from the op_id index (``Columns.hashes``: many rows read from
-        the index, a few hashed again from their UTF-8 bytes); no Python string is made."""
+        """Per (pending) handle: its op_id's hash, from what ``add`` kept or from the op_id
+        index; no Python string is made."""
         start = self._unregistered_from
         if start is None:
             return self._ops.hashes("ohash", self._ops.positions(handles))

@@ -1,25 +1,12 @@
 """The shard's tables, their columns, and the two views the state layer gets of them.
 
-A ``Purgatory`` keeps three tables that grow with the pending operations (``BIG_TABLES``):
-``ops`` (one row per pending operation, by ``handle``), ``watch`` (Kafka's Watchers: one
-row per (operation, key)) and ``resolved`` (op_ids resolved within the dedup retention, by
-64-bit hash).  Inside the engine ``ops`` and ``watch`` are ``columns.Columns`` (numpy columns
-with spare capacity and tombstones, indexed by op_id and by key hash); outside, as here,
-they are plain frames in handle order.  Six tables stay small (``SMALL_TABLES``):
-``matches`` (events matched to pending operations), ``events`` (events the watermark has
-not passed yet), ``keys`` (per-key offset progress), ``relayed`` (the cross-shard group's:
-relayed events whose notice has not come yet, ``relay``) and ``windows`` (completed
-operations' windows the watermark has not passed, ``windows``) and ``parked`` (operations
-waiting one call for their op_id's registry, ``registry``); inside
-the engine they are ``rows.Rows``.  The pending op_ids are the ``ops`` table's own, indexed
-by hash: there is no separate table of them.
+Three tables grow with the pending operations (``BIG_TABLES``: ``ops``, ``watch``,
+``resolved``); the others stay small (``SMALL_TABLES``).  Inside the engine they are
+``columns.Columns`` and ``rows.Rows``; outside, as here, plain frames in handle order.
 
-The engine persists nothing.  A persistence layer reads:
-
-* ``ShardTables``: every table and counter, and the timing wheel, at once
-  (``Purgatory.tables()`` / ``Purgatory.load_tables``);
-* ``Changes``: what the big tables gained and lost since it last asked
-  (``Purgatory.take_changes()``), so it can store only that.
+The engine persists nothing.  A persistence layer reads ``ShardTables`` (every table and
+counter, and the timing wheel, at once) or ``Changes`` (what the big tables gained and lost
+since it last asked), so it can store only that.
 
 Invariants: a row of ``ops``, ``watch`` and ``matches`` belongs to one pending operation,
 named by its ``handle``; handles only grow, so "added since" is "handle >= the next handle
@@ -102,14 +89,10 @@ EVENTS = {
     "replica": "bool",
 }
 #: what a primary shard hands on to the cross-shard group (``relay``): each (event, stub)
-#: match made in a batch, the stub named by its operation (``for_op``) and the event by its
-#: fields and its ``sender_eseq`` (its ``eseq`` in the sending shard); ``stage`` 0 when the
-#: event was buffered before its stub came (the operation's registration), 1 when the event
-#: is new; ``floor`` rows carry a key's progress instead of an event (``value``; ``ts``,
-#: ``op_id``, ``source`` and ``sender_eseq`` unused); ``stage`` 2 rows are *notices*: a paired
-#: event became final in the sender, ``counted`` if one of the sender's own operations
-#: counted it (``for_op`` unused) and ``covered`` if a window of one of the sender's own
-#: completed operations holds it (``windows``: the reason the sender would give)
+#: match, the stub named by its operation (``for_op``), the event by its fields and its
+#: ``eseq`` in the sender; ``stage`` 0 when the event was buffered before its stub came, 1
+#: when new, 2 for a *notice* (the event became final in the sender: ``counted`` by one of its
+#: operations, ``covered`` by one of its windows); ``floor`` rows carry a key's progress in ``value``
 RELAY = {
     "for_op": "object",
     "key": "object",
@@ -131,8 +114,7 @@ RELAY = {
 #: its event's reason is the sender's, ``relay.decide``)
 RELAYED = {"sender": "int64", "sender_eseq": "int64", "eseq": "int64", "absorbed": "bool", "spurious": "bool"}
 #: per key (by 64-bit hash): offset progress (running max of its finalised untargeted values)
-#: and the last such event's time; ``resolved_until`` is kept for states written before the
-#: ``windows`` table (it said until when the key's events were after_resolution), never set now
+#: and the last such event's time; ``resolved_until``: in old states only, never set now
 KEYS = {"khash": "uint64", "progress": "float64", "last_event_ts": "int64", "resolved_until": "int64"}
 #: the windows of completed operations, one row per (operation, watched key), until the
 #: watermark passes their end: an event nothing counted inside one is ``after_resolution``
@@ -202,9 +184,8 @@ class ShardTables:
 
 
 def ops_rows(ops: Rows, first_handle: int) -> Rows:
-    """Validated operations as rows of ``ops`` (and their op_ids' hashes, ``ohash``, which
-    ``ops`` carries), with handles from ``first_handle`` on; the host's ``KEY_HINTS`` where
-    it gave them (``n_members`` then not counted again)."""
+    """Validated operations as rows of ``ops`` (with ``ohash``), handles from ``first_handle``
+    on; ``n_members`` counted only where the host did not give it."""
     n = len(ops)
     n_members = ops.get("n_members")
     columns = {
@@ -244,10 +225,8 @@ class Changes:
 
 
 class ChangeLog:
-    """The engine's record of ``Changes``, reset by ``take``.
-
-    Until the first ``take`` every row counts as added (``added_from`` 0), so a shard whose
-    state nobody stores records nothing: the log costs memory only for its readers.
+    """The engine's record of ``Changes``, reset by ``take``; until the first ``take`` every
+    row counts as added, so a log nobody reads costs nothing.
     """
 
     def __init__(self) -> None:

@@ -1,33 +1,12 @@
 """Validation of operation and event frames in pandas: valid rows, or a reason.
 
-The engine validates what it is handed unless the host already did (``validated=True``);
-the Spark host validates in Spark SQL (``spark.sources``).  Both read a record the same way
-and check the same things in the same order, the order of ``contract.OPERATION_REASONS`` /
-``contract.EVENT_REASONS`` (the first failing check gives the reason), so a row gets the
-same reason on either path:
-
-* an id (``op_id``, ``key``, a key or member in a list) holds a string; a number or
-  ``true``/``false`` stands for its text, as Spark's JSON reader reads it; an array or object
-  in ``op_id`` is ``bad_op_id``;
-* ``payload`` (carried to the outcome unchanged) and ``source`` hold a string or nothing:
-  anything else, a number included, is ``bad_payload`` / ``bad_source``;
-* ``keys`` and ``members`` are lists of text (a single string is a one-element list), blank
-  items dropped and deduplicated; the keys keep their order (a repeated key at its first
-  place: the outcome's ``keys``, and ``rejected``'s ``key`` is the first), the members are
-  sorted; ``key`` stands for ``keys`` when ``keys`` is absent;
-* ``ts`` is an ISO-8601 timestamp (UTC unless it says otherwise) or whole epoch ms, from
-  1970 up to ``contract.MAX_TS_MS``;
-* ``timeout_ms`` is a whole number, ``target`` and ``value`` finite numbers (or their text);
-* a ``target`` or ``members`` is *given* exactly when the condition that needs it would not
-  find it missing (a null, blank text or NaN ``target``, members that are all blank, are not
-  given); one given to a condition that does not use it (``conditions.NEEDS_TARGET`` /
-  ``NEEDS_MEMBERS``) is ``unused_target`` / ``unused_members``, never ignored.
-
-Typed frames are read by the same rules, with one allowance: a whole float is a whole
-number (pandas turns an int column with gaps into floats), where the JSON text ``5.0`` is not.
-``engine.fields`` reads the fields a column at a time (numpy and Arrow for the typed columns
-Parquet and Spark hand over, the per-value rules for odd values only); this module applies
-the checks and builds the two frames.
+The engine validates what it is handed unless the host already did (``validated=True``).
+A field is read as ``contract.inputs`` says (``engine.fields`` reads a column at a time) and
+checked by ``contract.rules`` in its order, so a row gets the same reason as on the Spark
+path.  The keys keep their order (a repeated key at its first place), the members are
+sorted; ``key`` stands for ``keys`` when ``keys`` is absent.  Typed frames get one
+allowance: a whole float is a whole number (pandas turns an int column with gaps into
+floats), where the JSON text ``5.0`` is not.
 
 Invariant: every row comes out either valid or rejected with exactly one reason.
 """
@@ -92,10 +71,9 @@ _UNKNOWN = -1
 
 
 def raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
-    """The fields of a row rejected after it was read (``late``, ``duplicate_op_id``: the
-    engine writes them on every path, docs/contract.md), when the source did not keep its raw
-    text: a JSON object of the fields that have a value, in ``columns``' order.  A record
-    rejected as it is read is written as Spark writes a typed row (``record_json``).
+    """The ``raw`` of a row rejected after it was read (``late``, ``duplicate_op_id``) when
+    the source kept no raw text: a JSON object of the fields that have a value, in
+    ``columns``' order.
     """
     if "raw" in frame.columns:
         return frame["raw"]
@@ -110,12 +88,10 @@ def raw_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
 
 
 def record_json(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
-    """A record rejected as it is read, as Spark's ``to_json`` writes a typed row's ``raw``
-    (``spark.typed_columns``), when the source did not keep its raw text: the fields that have
-    a value, in ``columns``' order, without spaces, non-ASCII text as it is, a time as
-    ``2026-01-01T00:00:00.000Z`` (one without a zone without ``Z``), a number as Java writes a
-    double (``1.0E7``; ``"Infinity"``), a whole ``timeout_ms`` or ``ts`` as a whole number (the
-    contract's type; pandas makes an int column with gaps float).  A NaN is a missing value.
+    """A record rejected as it is read, as Spark's ``to_json`` writes a typed row's ``raw``,
+    when the source kept no raw text: the fields that have a value, in ``columns``' order, a
+    time in UTC milliseconds, a number as Java writes a double, a whole ``timeout_ms`` or
+    ``ts`` as a whole number; a NaN is a missing value.
 
     >>> record_json(pd.DataFrame([{"op_id": "é", "ts": pd.Timestamp(0, tz="UTC"), "target": 1e7}]),
     ...             ["op_id", "ts", "target"]).tolist()
@@ -187,10 +163,9 @@ def _spark_time(t: pd.Timestamp) -> str:
 
 
 class _Checks:
-    """The pandas reader of the contract's checks (``contract.rules``): each test a boolean
-    array over the frame's rows, from the fields as this module reads them: ``no`` (absent),
-    ``wrong`` (a JSON type the field cannot have), ``value``, ``null`` (no value of its type)
-    and ``count`` (a list field's items)."""
+    """The pandas reader of the contract's checks: each test a boolean array over the rows,
+    from the fields as read: ``no`` (absent), ``wrong`` (a JSON type the field cannot have),
+    ``value``, ``null`` (no value of its type) and ``count`` (a list field's items)."""
 
     def __init__(self, frame: pd.DataFrame, source: str, now_ms: int | None, cond: np.ndarray | None = None):
         self.frame, self.n, self.now_ms, self.cond = frame, len(frame), now_ms, cond
@@ -267,8 +242,8 @@ def _rejections(
     op_id: np.ndarray,
     key: np.ndarray,
 ) -> pd.DataFrame:
-    """The rejected rows (``contract.REJECTED``) from the rejected rows' values: the record, its
-    reason, and its ``op_id`` and ``key`` where they are readable text (``readable``)."""
+    """The rejected rows (``contract.REJECTED``): the record, its reason, its ``op_id`` and
+    ``key``."""
     bad = reasons != ""
     rows = frame.loc[bad] if bad.any() else frame.iloc[:0]
     raw = record_json(rows, columns).to_numpy(dtype=object) if len(rows) else np.empty(0, dtype=object)
@@ -327,14 +302,10 @@ def validate_operations(
     max_future_ms: int | None = None,
     limits: InputLimits | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Split operations into (valid, rejected rows with a reason).
-
-    Expects the SPEC's operation fields (``keys`` a list, or ``key``; missing optional
-    columns are allowed) and an optional ``raw`` column; ``ts`` may be epoch ms, a timestamp
-    or ISO-8601 text.  Valid rows come back with ``keys`` deduplicated in their order, ``ts`` in
-    epoch ms, condition code ``cond`` and ``deadline = ts + timeout_ms``.  ``max_future_ms``
-    turns on ``ts_in_future`` (relative to ``now_ms``, default the clock); ``limits`` bound the
-    keys and members (the defaults when None).
+    """Split operations (the contract's fields, optional ones may be missing, and an optional
+    ``raw``) into (valid, rejected rows with a reason).  Valid rows have ``ts`` in epoch ms,
+    condition code ``cond`` and ``deadline``.  ``max_future_ms`` turns on ``ts_in_future``
+    (relative to ``now_ms``, default the clock); ``limits``: the defaults when None.
     """
     limits = limits or InputLimits()
     f = _read_operations(ops)
@@ -413,11 +384,8 @@ def _read_operations(ops: pd.DataFrame) -> dict:
 def validate_events(
     events: pd.DataFrame, *, now_ms: int | None = None, max_future_ms: int | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Split completion events into (valid, rejected rows with a reason).
-
-    Expects the SPEC's event fields and an optional ``raw`` column; ``ts`` as for
-    ``validate_operations``, and so is ``max_future_ms``.
-    """
+    """Split completion events into (valid, rejected rows with a reason), as
+    ``validate_operations``."""
     n = len(events)
     key, _ = texts(values_of(events, "key"), n)
     ms = _event_times(events)

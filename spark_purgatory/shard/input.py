@@ -1,13 +1,9 @@
-"""A shard call's input as the engine takes it: the routed rows (``roles.ROUTED``)
-that PySpark hands a group as pandas, split into validated operations, validated events,
-rows rejected at parse, op_id claims and the operator's clock.
+"""A shard call's input as the engine takes it: the routed rows (``roles.ROUTED``) split
+into validated operations, validated events, rows rejected at parse, op_id claims and the
+operator's clock.
 
-Runs in the Python workers, once per shard call: each reader takes the columns it needs as
-numpy arrays, masked per role, and never copies the whole frame.  An operation's keys and
-members come as JSON text only where the row needs a list (``roles.LIST_COLUMNS``): one
-key travels in ``key``, no members as null.  An event's source and value, and a rejected
-row's reason and raw text, travel in columns an operation's fields use
-(``roles.SHARED_COLUMNS``).
+Each reader takes the columns it needs as numpy arrays, masked per role, and never copies
+the whole frame.
 """
 
 from __future__ import annotations
@@ -37,6 +33,7 @@ from .roles import (
     ROLE_STUB,
     ROLES,
     ROUTED_COLUMNS,
+    SHARED_IN,
     SIDES,
 )
 
@@ -57,8 +54,7 @@ __all__ = [
 
 _TS_MS = ms_column("ts")
 _SIDE_NAMES = np.array(SIDES, dtype=object)
-#: the roles as the routed rows carry them: their places in ``roles.ROLES`` (one byte a row;
-#: compared as numbers, never made names)
+#: the roles as the routed rows carry them: their places in ``roles.ROLES``
 _OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK, _MARK = (
     ROLES.index(role)
     for role in (
@@ -78,8 +74,7 @@ _OPERATION, _STUB, _EVENT, _REPLICA, _BAD, _CLAIM, _CLOCK, _MARK = (
 _BAD_COLUMNS = dict.fromkeys(("source", "raw", "reason", "op_id", "key"), "object")
 
 
-#: each input's own role and its copies' (stubs, replicas): the rows whose event time went
-#: through that input's watermark on Spark (``spark.input_stream``)
+#: each input's own role and its copies': the rows whose time went through its watermark
 INPUT_ROLES = {SOURCE_OPERATIONS: (_OPERATION, _STUB), SOURCE_EVENTS: (_EVENT, _REPLICA)}
 
 
@@ -90,8 +85,7 @@ def roles_of(pdf: pd.DataFrame) -> np.ndarray:
 
 def keys_of(key: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Each operation's keys as a list: its JSON ``keys`` where given, else its one ``key``
-    (none: an empty list, a rejected row's).  The one-key lists are made in C
-    (``text.lists_of``); only the rows with several keys parse JSON.
+    (none: an empty list); only the rows with several keys parse JSON.
 
     >>> keys_of(np.array(["a", None, None], dtype=object),
     ...         np.array([None, '["b","c"]', None], dtype=object)).tolist()
@@ -121,13 +115,8 @@ def members_of(members: np.ndarray) -> np.ndarray:
 
 
 def condition_codes(names: np.ndarray) -> np.ndarray:
-    """Condition names (``contract.CONDITIONS``) as the engine's codes (``conditions.CONDITIONS``).
-
-    The distinct names are found first (``pd.factorize``: Python's own string hash, no
-    pandas ``Series.map`` over a frame of them) and only those looked up: a batch has a few.
-    A batch of one condition (the usual one) is told by one comparison with its first name
-    (Arrow's conversion gives equal strings one object: a pointer test a row), not factorised.
-    A name outside the contract (the routed rows are validated: none) is a ``KeyError``.
+    """Condition names as the engine's codes (``conditions.CONDITIONS``), looked up once per
+    distinct name; a name outside the contract (never: the rows are validated) is a ``KeyError``.
 
     >>> condition_codes(np.array(["any", "count", "any"], dtype=object)).tolist()
     [0, 1, 0]
@@ -144,11 +133,7 @@ def split_input(
     pdf: pd.DataFrame, registering: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Routed rows -> (validated operations, validated events, rejected-at-parse rows); with
-    ``registering`` the operations carry their op_id's ``registry`` shard (``registry``).
-
-    Each side takes only its own columns, masked as numpy arrays: selecting the rows of the
-    whole routed frame (``pdf.loc``) copied all its columns three times over.  The rows are
-    found once per side (positions: a mask would be counted again for every column)."""
+    ``registering`` the operations carry their op_id's ``registry`` shard."""
     role = roles_of(pdf)
     is_op = np.flatnonzero((role == _OPERATION) | (role == _STUB))
     ts = pdf[_TS_MS].to_numpy()
@@ -185,8 +170,8 @@ def split_input(
             "key": col("key", is_event),
             "ts": ts[is_event].astype(np.int64),
             "op_id": col("op_id", is_event),
-            "source": col("condition", is_event),  # shared columns (``roles.SHARED_COLUMNS``)
-            "value": col("target", is_event, float),
+            "source": col(SHARED_IN["source"], is_event),
+            "value": col(SHARED_IN["value"], is_event, float),
             "replica": role[is_event] == _REPLICA,
         },
         copy=False,
@@ -200,8 +185,8 @@ def split_input(
     bad = pd.DataFrame(
         {
             "source": side,
-            "raw": col("payload", is_bad),
-            "reason": col("condition", is_bad),
+            "raw": col(SHARED_IN["raw"], is_bad),
+            "reason": col(SHARED_IN["reason"], is_bad),
             "op_id": readable(col("op_id", is_bad)),
             "key": readable(np.where(side == SOURCE_OPERATIONS, operation_key, key)),
         },
@@ -229,12 +214,8 @@ def claims_of(pdf: pd.DataFrame) -> pd.DataFrame | None:
 
 def routed_rows(pdfs: Iterator[pd.DataFrame]) -> pd.DataFrame:
     """A group's input chunks as one frame with ``ROUTED_COLUMNS``, stacked column by column
-    (``frames.concat``: ``pd.concat`` tests every value of the chunks' all-null object
-    columns; docs/performance-history.md, "The shard step").  A single chunk (the common
-    case: a shard's rows fit one chunk of ``settings.arrow_records``) is taken as PySpark
-    made it, the watermark's helper column included: every reader takes its columns by
-    name, and selecting the others copied them all.  Roles and sides stay the numbers routing
-    sent (``roles_of``)."""
+    (``pd.concat`` tests every value of all-null object columns); a single chunk as PySpark
+    made it (every reader takes its columns by name)."""
     chunks = [f for f in pdfs if len(f)]
     if len(chunks) == 1:
         return chunks[0]
@@ -249,11 +230,8 @@ def clock_of(pdf: pd.DataFrame) -> int | None:
 
 def proposed_watermarks(pdf: pd.DataFrame, delays_ms: dict[str, int]) -> dict[str, int | None]:
     """The watermark each input's rows in the call propose: their largest event time minus
-    that input's delay (None: no row of it).  Only rows whose time Spark's watermark saw count:
-    operations and events and their copies, not rows rejected at parse (they stand at the epoch
-    there) nor the wake's rows; and the input's marks, its largest time in each Spark partition
-    of the micro-batch (``roles.ROLE_MARK``, ``spark.input_stream``), which make the proposal
-    the one Spark computes over every shard's rows.
+    that input's delay (None: no row of it).  Only rows whose time Spark's watermark saw count,
+    and the input's marks, which make the proposal the one Spark computes over every shard.
 
     >>> times = [5_000, 9_000, 7_000, 99_000]  # an operation, two events, a row rejected at parse
     >>> rows = pd.DataFrame({"role": [0, 2, 2, 4], "side": [0, 1, 1, 1], "ts_ms": times})
@@ -282,14 +260,12 @@ def batch_watermark(proposed: dict[str, int | None]) -> int | None:
     ``proposed`` these watermarks (``proposed_watermarks``): the smallest of them, None unless
     both inputs sent the shard a row.
 
-    Spark applies a micro-batch's watermark in the *next* micro-batch: it computes, after the
-    batch, each input's largest event time minus its delay over *every* row of the batch, and
-    takes the smallest (policy ``min``) or the largest (``max``) of the two, never moving back.
-    Each of those is at least what this shard's rows of the input propose, so the smallest of
-    the shard's proposals is at most the watermark Spark will run the next micro-batch at,
-    under either policy.  A shard that moves there after admitting its rows (``Purgatory.
-    process``'s ``expire_to_ms``) expires in this micro-batch what the next one would, and
-    makes late only rows the next one's watermark makes late in every shard.
+    Spark applies a micro-batch's watermark in the next one: per input the largest event
+    time minus its delay over *every* row, then the smallest or largest of the two (``min`` /
+    ``max``), never moving back.  Each is at least this shard's proposal, so the smallest
+    proposal is at most Spark's next watermark under either policy: a shard that moves there
+    after admitting its rows expires now what the next micro-batch would, and makes late only
+    rows the next one makes late in every shard.
 
     >>> batch_watermark({"operations": 4_000, "events": 7_000})
     4000

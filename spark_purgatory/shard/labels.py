@@ -1,11 +1,8 @@
 """Shard labels: group-key values that Spark's hash partitioner sends to distinct partitions.
 
-The operator groups its input by shard.  Spark places a group in partition
-``pmod(hash(key), spark.sql.shuffle.partitions)`` with Murmur3_x86_32 (seed 42); with the
-shard numbers themselves as keys, 8 shards on 9 partitions land in only 4 partitions (5 in
-one: a single task runs them one after the other).  ``shard_labels`` therefore picks, for
-each shard, a label whose hash lands in a least-loaded partition, using a port of Spark's
-hash of an int (``spark_hash_int``).
+Spark places a group in partition ``pmod(hash(key), spark.sql.shuffle.partitions)``; with the
+shard numbers as keys, several shards share a partition (and a task).  ``shard_labels`` picks
+for each shard a label whose hash lands in a least-loaded partition.
 
 Invariant: the labels depend only on the number of groups and partitions, so they are the
 same on every restart from a checkpoint (the state under a label stays that shard's).
@@ -41,10 +38,8 @@ def spark_hash_int(value: int, seed: int = 42) -> int:
 
 def shard_labels(groups: int, partitions: int | None = None) -> list[int]:
     """Group-key values, one per shard group, that Spark's hash partitioning sends to distinct
-    partitions (when ``groups <= partitions``; otherwise as evenly as it can).
-
-    ``partitions`` defaults to ``groups``: the job sets ``spark.sql.shuffle.partitions`` to
-    ``PurgatoryConfig.groups``, the primary shards plus the cross-shard group.
+    partitions (when ``groups <= partitions``); ``partitions`` defaults to ``groups``, as the
+    job sets ``spark.sql.shuffle.partitions``.
 
     >>> shard_labels(3, 4), shard_labels(8, 9)
     ([0, 2, 6], [0, 1, 2, 6, 8, 11, 15, 20])

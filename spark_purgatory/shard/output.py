@@ -1,10 +1,8 @@
 """One shard call's output rows: its outcomes, unmatched events, rejected rows and one metrics
 row, in the operator's one output schema (``contract.OPERATOR_OUTPUT``).
 
-Runs in the Python workers, once per shard call (``shard.step``): the rows leave as a pandas
-frame PySpark hands to Spark (``output_rows``) or as Arrow tables, one per kind, a shard stages
-itself (``output_parts``);
-``spark.output`` gives the schema to Spark and splits a micro-batch into the contract's tables.
+The rows leave as a pandas frame PySpark hands to Spark (``output_rows``), or as Arrow
+tables, one per kind, for a shard that stages them itself (``output_parts``).
 
 Invariants: every column comes from the contract; the metrics row is a call's last.
 """
@@ -76,16 +74,13 @@ def shard_figures(
     relayed: int = 0,
     proposed: dict[str, int | None] | None = None,
 ) -> dict[str, int | str | None]:
-    """What a shard call reports beside its rows, read before its state is saved (and parked):
-    its gauges (``contract.GAUGES``), the micro-batch's processing time, the input rows it got
-    per input (operations or events, rejected-at-parse ones included, stubs and replicas not:
-    summed over the shards they are the input's rows) and the watermark each input's rows
-    propose (largest event time minus that input's delay: ``contract.PROPOSED_WATERMARKS``)
-    and, for Kafka rows, each partition's largest event time (``contract.PARTITION_MAXIMA``).
+    """What a shard call reports beside its rows, read before its state is saved: its gauges,
+    the micro-batch's time, the input rows it got per input (rows rejected at parse included,
+    stubs and replicas not, so they sum over the shards), the watermark each input's rows
+    propose and, for Kafka rows, each partition's largest event time.
 
-    ``routed`` is the call's input (``routed_rows.ROUTED_COLUMNS``); ``group_rows``: the rows it
-    handled, relayed ones included; ``relayed``: the rows it posted to the mailbox; ``proposed``:
-    the watermarks ``input.proposed_watermarks`` gave, when the caller has them."""
+    ``group_rows``: the rows it handled, relayed ones included; ``relayed``: the rows it posted
+    to the mailbox; ``proposed``: ``input.proposed_watermarks``, when the caller has them."""
     role = routed["role"].to_numpy(np.int8)  # places in ``roles.ROLES`` and ``SIDES``
     side = routed["side"].to_numpy(np.int8)
     ts = routed[ms_column("ts")].to_numpy()
@@ -103,8 +98,8 @@ def shard_figures(
 
 
 def _partition_maxima(routed: pd.DataFrame, role: np.ndarray, side: np.ndarray, ts: np.ndarray) -> str | None:
-    """The largest event time of the call's Kafka rows per input and partition (``part``),
-    rejected-at-parse rows not counted (``handoff.partitions``); None for files."""
+    """The largest event time of the call's Kafka rows per input and partition, rows rejected
+    at parse not counted; None for files."""
     if "part" not in routed:
         return None
     part = routed["part"].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -131,9 +126,8 @@ def output_rows(
     state_bytes: int | None = None,
 ) -> pd.DataFrame:
     """A shard's micro-batch as ``OUTPUT_SCHEMA`` rows: its outcomes, unmatched events,
-    rejected rows (the engine's and ``bad``, those rejected at parse) and one metrics row:
-    ``figures`` (``shard_figures``), the counts of those rows, the latency percentiles of
-    what completed, the watermark ``wm`` and ``state_bytes`` (what the state's save wrote)."""
+    rejected rows (the engine's and ``bad``) and one metrics row (``figures``, the counts,
+    the latency percentiles, the watermark ``wm`` and ``state_bytes``)."""
     metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes, _Status.of(result.outcomes))
     gauges = _Part(KIND_METRICS, {name: np.zeros(1, np.int64) for name in GAUGES}, 1)
     outcomes, *others = _row_parts(result, bad)
@@ -163,12 +157,9 @@ def output_parts(
     *,
     state_bytes: int | None = None,
 ) -> list[pa.Table]:
-    """``output_rows``' rows as Arrow tables of ``contract.OPERATOR_OUTPUT``, one per kind of
-    row that has any (the metrics row's last), for a shard that stages its own rows
-    (``staging.ShardStaging``): each kind's columns converted on their own, a column it lacks
-    as Arrow nulls; no frame of every kind stacked in pandas, no table to split by kind again.
-    An outcome's keys are all in ``keys``, one key or several, as the ``outcomes`` table holds
-    them (``output_rows`` sends a single key as ``key``)."""
+    """``output_rows``' rows as Arrow tables of ``OPERATOR_OUTPUT``, one per kind that has any
+    (the metrics row's last), each converted on its own; an outcome's keys all in ``keys``, as
+    the ``outcomes`` table holds them."""
     status = _Status.of(result.outcomes)
     metrics, maxima = _call_metrics(result, bad, figures, wm, state_bytes, status)
     tables = [_arrow_part(part, shard, status) for part in _row_parts(result, bad) if part.rows]
@@ -179,8 +170,7 @@ def output_parts(
 
 
 class _Part(NamedTuple):
-    """One kind's rows as the output names its columns: each column the array the engine
-    made (no frame copied, renamed or assigned to), and how many rows they are."""
+    """One kind's rows as the output names its columns (the engine's arrays, not copied)."""
 
     kind: str
     columns: dict[str, np.ndarray]
@@ -211,8 +201,8 @@ def _row_parts(result: BatchResult, bad: pd.DataFrame) -> list[_Part]:
 
 
 class _Status(NamedTuple):
-    """Which outcomes of a call completed and which expired: one pass over its ``status``
-    (and one over those not completed), for its counts, its latencies and its Arrow column."""
+    """Which outcomes of a call completed and which expired, found once for its counts, its
+    latencies and its Arrow column."""
 
     completed: np.ndarray
     expired: np.ndarray
@@ -257,9 +247,8 @@ def _call_metrics(
 
 
 def _arrow_part(part: _Part, shard: int, status: _Status | None = None) -> pa.Table:
-    """One kind's rows in ``OPERATOR_OUTPUT``: its columns as the output types them (NaN
-    and None as null, as ``Table.from_pandas`` reads them), the others null; an outcome's
-    ``status`` from the masks the call found (``_Status``)."""
+    """One kind's rows in ``OPERATOR_OUTPUT``: its columns typed (NaN and None as null), the
+    others null."""
     n = part.rows
     columns = []
     for field in OPERATOR_OUTPUT:
@@ -286,18 +275,15 @@ def _arrow(values: np.ndarray, field: pa.Field) -> pa.Array:
 
 
 def _status_text(values: np.ndarray, status: _Status) -> pa.Array:
-    """The outcomes' ``status`` as Arrow from the masks ``_Status`` found: each row one of
-    the two statuses' text (a status neither, which the engine never gives, the plain way)."""
+    """The outcomes' ``status`` as Arrow from the masks ``_Status`` found."""
     if not (status.completed | status.expired).all():
         return pa.array(values, type=pa.string(), from_pandas=True)
     return pa.array([COMPLETED, EXPIRED], pa.string()).take(status.expired.view(np.int8))
 
 
 def _few_texts(values: np.ndarray) -> pa.Array:
-    """An object column of a few distinct strings as an Arrow string array: each distinct
-    value found by one comparison over the column and the result gathered from them (a
-    ``take``), not a conversion per row; a column of more values (up to ``_MOST_TEXTS``
-    looked for), or of other than strings (None, NaN), the plain way."""
+    """An object column of a few distinct strings as an Arrow string array, gathered from its
+    distinct values, not converted per row; other columns the plain way."""
     n = len(values)
     codes = np.zeros(n, np.int8)
     left = np.ones(n, dtype=bool)
@@ -322,9 +308,8 @@ def _few_texts(values: np.ndarray) -> pa.Array:
 
 
 def _latencies(latency: np.ndarray) -> dict[str, int | None]:
-    """Nearest-rank percentiles (a latency that occurred) of the completed outcomes' ``latency``:
-    the ``ceil(q * n)``-th smallest, found by a partial sort (``np.partition``) at the ranks
-    asked for, not a sort of them all.
+    """Nearest-rank percentiles (a latency that occurred) of the completed outcomes' ``latency``,
+    by a partial sort.
 
     >>> _latencies(np.array([30, 10, 20, 40]))
     {'latency_p50_ms': 20, 'latency_p95_ms': 40, 'latency_p99_ms': 40, 'latency_max_ms': 40}
@@ -339,18 +324,15 @@ def _latencies(latency: np.ndarray) -> dict[str, int | None]:
 
 def _expiry_lag(expired: np.ndarray, batch_time_ms: int | str | None) -> int | None:
     """How long after its deadline, on the processing clock, the call's latest expiry was
-    decided: the micro-batch's time minus the earliest deadline it expired (``expired``: the
-    expiries' ``resolved_at``, which is their deadline); null when it expired nothing.  On a
-    live stream, whose event times follow the wall clock, it is the watermark delay plus what
-    the operator added; on a backlog it is the backlog's age."""
+    decided: the micro-batch's time minus the earliest deadline it expired (``expired``: their
+    ``resolved_at``); null when it expired nothing."""
     if not len(expired) or batch_time_ms is None:
         return None
     return int(batch_time_ms) - int(np.min(expired.astype(np.int64)))
 
 
 def _with_single_key(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A single key goes back as a plain string (``key``), like it came (``with_timestamps``);
-    ``keys`` holds only the lists of other lengths."""
+    """A single key goes back in ``key``; ``keys`` holds only the lists of other lengths."""
     keys = columns["keys"]
     single = np.fromiter(map(len, keys), np.int64, count=len(keys)) == 1
     key = np.full(len(keys), None, dtype=object)
@@ -361,8 +343,8 @@ def _with_single_key(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _stacked(parts: list[_Part]) -> pd.DataFrame:
-    """The parts one after another in ``OUTPUT_SCHEMA``'s columns, each with its ``kind``,
-    column by column: a column a part lacks is null there (None, or NaN in a number column)."""
+    """The parts one after another in ``OUTPUT_SCHEMA``'s columns, each with its ``kind``; a
+    column a part lacks is null there."""
     kinds = np.array([part.kind for part in parts], dtype=object)
     columns: dict[str, np.ndarray] = {"kind": np.repeat(kinds, [part.rows for part in parts])}
     for name in _OUTPUT_COLUMNS[1:]:

@@ -2,11 +2,9 @@
 share, and the one schema every routed row has (Arrow; ``spark.routed_rows`` gives it to
 Spark and ends every route in it).
 
-A routed row is an operation (or its stub, or its op_id's claim), an event (or its replica),
-a row rejected at parse, or a wake, end-of-input or clock row (``ROLES``); every column costs
-Spark's Arrow writer and PySpark's conversion per row, null or not, so fields no row has
-together share a column (``SHARED_COLUMNS``) and lists travel as JSON text only where a row
-needs one (``LIST_COLUMNS``).
+Every column costs Spark's Arrow writer and PySpark's conversion per row, null or not, so
+fields no row has together share a column (``SHARED_COLUMNS``) and lists travel as JSON text
+only where a row needs one (``LIST_COLUMNS``).
 
 Invariant: every routed row has exactly ``ROUTED``'s columns, in its order and types; the
 engine and the shard step need no Spark to read them.
@@ -23,6 +21,7 @@ __all__ = [
     "ROUTED_COLUMNS",
     "LIST_COLUMNS",
     "SHARED_COLUMNS",
+    "SHARED_IN",
     "ROLES",
     "SIDES",
     "ROLE_OPERATION",
@@ -51,9 +50,8 @@ ROLE_CLOCK = "clock"
 #: an input's largest event time in one Spark partition of the micro-batch, for every shard group
 #: (``spark.input_stream``'s marks): in ``ts_ms``, the input in ``side``
 ROLE_MARK = "mark"
-#: the roles and sides as the routed rows carry them: a small number, its name's place here.
-#: A string column costs the Arrow hand-off a Python string per row, a number nothing
-#: (``shard.input.roles_of``: the shard step compares the numbers)
+#: the roles and sides as the routed rows carry them: a small number, its name's place here
+#: (a string column costs the Arrow hand-off a Python string per row)
 ROLES = (
     ROLE_OPERATION,
     ROLE_STUB,
@@ -69,35 +67,27 @@ ROLES = (
 SIDES = (SOURCE_OPERATIONS, SOURCE_EVENTS, ROLE_WAKE)
 
 
-#: the routed columns that hold a list as JSON text, null for the usual rows: one key (in
-#: ``key``), no members.  Spark's Arrow writer and PySpark's conversion to pandas pay per row
-#: for an array column, even an empty one (a numpy array made for each row), and Spark's
-#: writer more again for a null array; a null string costs neither
-#: (docs/performance-history.md, "The operator's weight, third round")
+#: the routed columns that hold a list as JSON text, null for the usual rows (one key, in
+#: ``key``; no members): an array column costs per row even when empty, a null string not
 LIST_COLUMNS = ("keys", "members")
 
 
 #: the fields that travel in a column of another role's, as (routed column, its fields): no
-#: routed row has both fields of a pair, so an event's source and value, and a rejected row's
-#: reason and raw text, add no column of their own.  Every column costs Spark's Arrow writer
-#: and PySpark's conversion per row, null or not (docs/performance-history.md, "eighth round")
+#: routed row has two of them
 SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
     "condition": ("reason", "condition", "source"),  # a rejected row's reason; an operation's; an event's
     "target": ("target", "value"),  # an operation's target; an event's value
     "payload": ("raw", "payload"),  # a rejected row's raw text; an operation's payload
 }
+#: the routed column each shared field travels in
+SHARED_IN: dict[str, str] = {field: column for column, fields in SHARED_COLUMNS.items() for field in fields}
 
 
 def _routed_arrow() -> pa.Schema:
-    """``shard``, ``role``, ``side`` (which input; these two as their places in ``ROLES`` and
-    ``SIDES``), ``peer`` (an operation's registry shard, a
-    claim's home: ``engine.registry``), ``part`` (a Kafka record's topic and partition as one
-    number, ``handoff.partitions``; null for files), the operation fields (event time as epoch
-    ms), with an event's and a rejected row's fields in the columns they share
-    (``SHARED_COLUMNS``).  An event carries its key in
-    ``key``; an operation (or stub) with one key too, and its keys as a JSON array in
-    ``keys`` only when it has several; its members as a JSON array in ``members`` only when
-    it has any (``LIST_COLUMNS``, ``routing._as_routed``)."""
+    """``shard``, ``role``, ``side`` (these two as their places in ``ROLES`` and ``SIDES``),
+    ``peer`` (an operation's registry shard, a claim's home), ``part`` (a Kafka record's
+    topic and partition as one number; null for files), then the input fields (event time as
+    epoch ms), shared (``SHARED_COLUMNS``) and lists as text (``LIST_COLUMNS``)."""
     shared = {field for fields in SHARED_COLUMNS.values() for field in fields} - set(SHARED_COLUMNS)
     fields: dict[str, pa.DataType] = {
         "shard": pa.int32(),

@@ -1,20 +1,12 @@
 """One shard's micro-batch, Spark-free: ``ShardStep``, what the operator runs for each shard group.
 
 Spark calls the operator once per shard group per micro-batch (or when the group's timeout
-fires) with the group's routed rows, its stored state and two clocks: Spark's watermark and
-the micro-batch's time.  ``ShardStep`` does everything that call means, in named phases:
-**load** the shard's ``Purgatory`` (checked to be this shard's); **read** the routed rows
-(``shard.input``) and the watermark the engine runs at (Spark's, held back to the slowest
-Kafka partition, past every deadline at the end of input, the batch's time on the processing
-clock) and the one it moves to once the rows are admitted (the rows' own or the operator's
-clock, the further); **receive** what other shards posted for it (``handoff.shard_handoff``);
-**process** (``Purgatory.process``); **post** what it owes others; **decide** what it keeps
-(``decide``: the state, the reported watermark, the event-time timeout); **save**; **emit**
-the output rows (``shard.output``), or, staged, only their ``STAGED`` rows.
-
-It owns every decision of the call; ``spark.group_state``'s adapter only moves Spark's
-``GroupState`` in and out, for the operator and the tester alike (``testing.local_shards``);
-``rescale`` keeps its new shards through ``decide`` too.
+fires) with the group's routed rows, its stored state, Spark's watermark and the micro-batch's
+time.  ``ShardStep`` does everything that call means, in named phases: **load** the shard's
+``Purgatory``; **read** the rows and the watermarks the engine runs at and moves to;
+**receive** what other shards posted for it; **process**; **post** what it owes others;
+**decide** what it keeps; **save**; **emit** the output rows.  It owns every decision of the
+call, for the operator, the tester and ``rescale`` alike.
 
 Invariant: the call's outputs depend only on its inputs (rows, stored value, watermark, batch
 time) and the files under the state path; a replayed micro-batch gives the same ones.
@@ -89,12 +81,10 @@ class Decision(NamedTuple):
 class ShardResult:
     """What one shard call gives its host.
 
-    ``output``: the call's output rows (``contract.OPERATOR_OUTPUT``; staged: its ``STAGED``
-    rows as ``delta.sent.SENT``); ``value``: the state to store, None to drop the shard's
-    state; ``timeout_ms``: the event-time timeout to set (Spark calls the group once its
-    watermark is past it), None for none; ``result``: the engine's rows of the call (times in
-    epoch ms) and ``bad`` the rows rejected at parse, for a host that keeps them (the tester);
-    ``timings``: seconds per phase.
+    ``output``: the call's output rows (``contract.OPERATOR_OUTPUT``, or staged its ``STAGED``
+    rows); ``value``: the state to store, None to drop it; ``timeout_ms``: the event-time
+    timeout to set, None for none; ``result`` and ``bad``: the engine's rows and the rows
+    rejected at parse, for a host that keeps them; ``timings``: seconds per phase.
     """
 
     shard: int
@@ -113,13 +103,11 @@ class ShardResult:
 class ShardStep:
     """One shard's micro-batch, for a host that keeps each shard's state value between calls.
 
-    ``staging``: stage the output rows where they are made (``delta.staging.ShardStaging``)
-    and return their ``STAGED`` rows; ``partitioned``: an input comes from Kafka, whose
-    partitions each hold the watermark back (``handoff.partitions``: the shard runs at most at
-    the value the driver posted under the state path).  ``batch_watermark``: move, once the
-    rows are admitted, to the watermark they bring (``input.batch_watermark``), so an expiry
-    their event times make due comes in their micro-batch, not the next; a host whose watermark
-    does not follow the rows (a hand-moved one, as ``PurgatoryTester``'s) turns it off.
+    ``staging``: stage the output rows where they are made and return their ``STAGED`` rows;
+    ``partitioned``: an input comes from Kafka, whose partitions hold the watermark back
+    (``handoff.partitions``).  ``batch_watermark``: move, once the rows are admitted, to the
+    watermark they bring, so an expiry they make due comes in their micro-batch; a host whose
+    watermark does not follow the rows (a hand-moved one) turns it off.
 
     Example (no Spark: two events and an operation for shard 0 of one, at watermark 0)::
 
@@ -158,10 +146,9 @@ class ShardStep:
         watermark_ms: int,
         batch_time_ms: int,
     ) -> ShardResult:
-        """Run the shard's call: ``rows`` its routed rows (``shard.roles.ROUTED``' columns),
-        ``stored`` the value the last call gave (None: no state yet), ``watermark_ms`` Spark's
-        watermark, ``batch_time_ms`` the micro-batch's time (the mailbox's name for it; larger
-        in each later micro-batch, the same on a replay)."""
+        """Run the shard's call: ``rows`` its routed rows, ``stored`` the value the last call
+        gave (None: no state yet), ``watermark_ms`` Spark's watermark, ``batch_time_ms`` the
+        micro-batch's time (larger in each later micro-batch, the same on a replay)."""
         clock = [time.perf_counter()]
         p = self.load(shard, stored)
         clock.append(time.perf_counter())
@@ -195,9 +182,8 @@ class ShardStep:
         )
 
     def replay(self, shard: int, rows: pd.DataFrame, *, final_watermark_ms: int) -> pd.DataFrame:
-        """Batch mode (``spark.batch.purgatory_batch``): a new shard processes every row at
-        once, then its watermark moves to ``final_watermark_ms`` (``Purgatory.replay``); its
-        output rows."""
+        """Batch mode: a new shard processes every row at once, then its watermark moves to
+        ``final_watermark_ms``; its output rows."""
         p = self.load(shard, None)
         ops, events, bad = split_input(rows)
         result = p.replay(ops, events, final_watermark_ms=final_watermark_ms, validated=True)
@@ -231,16 +217,12 @@ class ShardStep:
         # the watermark after this batch's rows are admitted: the one they bring (Spark applies
         # it in the next micro-batch) or the operator's clock (handoff.reaper), the further
         proposed = proposed_watermarks(rows, self._delays)
-        expire_to = None if ending else _further(clock_of(rows), self._brought(proposed))
+        brought = batch_watermark(proposed) if self._batch_watermark else None
+        expire_to = None if ending else _further(clock_of(rows), brought)
         if self._processing:  # deadline.clock=processing: rows at their arrival, the batch's time the clock
             ops, events, claims = on_arrival(ops, events, claims, now)
             engine_wm, expire_to = engine_wm if ending else now, None
         return ShardInput(ops, events, bad, claims, held, engine_wm, expire_to, proposed)
-
-    def _brought(self, proposed: dict[str, int | None]) -> int | None:
-        """The watermark the call's rows bring (``input.batch_watermark``); None where it is
-        not used.  One behind the call's own changes nothing: the engine never moves back."""
-        return batch_watermark(proposed) if self._batch_watermark else None
 
     def process(self, p: Purgatory, given: ShardInput, received: Received) -> BatchResult:
         """The engine's call over the rows and what the shard received."""
@@ -260,9 +242,8 @@ class ShardStep:
         return decide(p, shard, wm, held_ms, self.handoff)
 
     def save(self, p: Purgatory, now: int) -> tuple[bytes, int]:
-        """The state's value and the bytes its save wrote: with a store, the delta file of
-        this micro-batch (its time the version) and a pointer to it (``state.increments``); the
-        engine is parked by it: no use of ``p`` after this."""
+        """The state's value and the bytes its save wrote; the engine is parked by it: no use
+        of ``p`` after this."""
         value = save_state(p, self.store, park=self.store is not None, version=now)
         return value, saved_bytes(p)
 
@@ -273,8 +254,7 @@ class ShardStep:
         out = (shard, result, bad, figures, wm)
         if self.staging is None:
             return output_rows(*out, state_bytes=written)
-        # straight to Arrow, by kind: the rows never become one pandas frame (``output_parts``);
-        # their STAGED rows go to Spark narrower (``delta.sent``: PySpark converts column by column)
+        # straight to Arrow, by kind: the rows never become one pandas frame
         return as_sent(self.staging.stage(output_parts(*out, state_bytes=written), shard))
 
     def read_ahead(self, done: ShardResult) -> None:
@@ -300,10 +280,8 @@ class ShardStep:
 
     @staticmethod
     def _batch_key(now_ms: int) -> int:
-        """What names this micro-batch in the mailbox: its timestamp ``now_ms`` (Spark's
-        ``batchTimestampMs``): the same in every task of the micro-batch and on its replay (the
-        offset log keeps it), larger in each later one.  Not the batch id: a local property of
-        the stream thread's jobs, which a ``foreachBatch`` over Spark Connect runs from another."""
+        """What names this micro-batch in the mailbox: its timestamp (the same in every task and
+        on its replay, larger in each later one); the batch id is not seen over Spark Connect."""
         if now_ms < 0:
             raise RuntimeError("the mailbox hand-off runs only inside a streaming micro-batch")
         return now_ms
@@ -320,9 +298,8 @@ def _held(wm: int, cap: int | None) -> int:
 
 
 def decide(p: Purgatory, shard: int, wm: int, held_ms: int, handoff: ShardHandOff) -> Decision:
-    """What shard ``shard`` keeps after the engine's call, the one owner of that decision
-    (``ShardStep`` after each call, ``rescale`` for the shards it writes); ``wm`` Spark's
-    watermark, ``held_ms`` it held back by the Kafka partitions.
+    """What shard ``shard`` keeps after the engine's call, the one owner of that decision;
+    ``wm`` Spark's watermark, ``held_ms`` it held back by the Kafka partitions.
 
     An empty primary shard goes, unless its input ended (it keeps the end watermark, so a row
     that comes afterwards is ``late``) or the operator's clock moved it past Spark's

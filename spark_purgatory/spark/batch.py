@@ -33,10 +33,13 @@ def purgatory_batch(
 ) -> DataFrame:
     """The same engine on static DataFrames: process everything, then move the watermark.
 
-    ``final_watermark_ms`` defaults to "everything resolved": the end of input's watermark
-    (``handoff.end_of_input.end_watermark_ms``), past every deadline a valid operation can
-    have.  For input without late rows the outcomes equal the stream's at the same final
-    watermark.
+    Args:
+        operations: the operations, as for ``purgatory_stream``.
+        events: the completion events, likewise.
+        config: the operator's settings (``PurgatoryConfig``).
+        source_format: as for ``purgatory_stream``.
+        final_watermark_ms: the watermark moved to at the end; by default the end of input's,
+            past every deadline a valid operation can have.
     """
     config = config or PurgatoryConfig()
     limits = config.input_limits

@@ -1,52 +1,20 @@
-"""An operation's checks and routes as JVM functions, when the project's JAR is on the classpath.
+"""The input's checks and routes as JVM functions, when the project's JAR is on the classpath.
 
-Spark analyses and optimizes a streaming query's whole plan again in every micro-batch, and
-the operations' checks and routing written as SQL (``sources``: keys and members cleaned,
-the condition read, the contract's checks in their order; ``routing``: each operation's
-copies, their shards, roles, peers and keys) are some hundreds of expression nodes that every
-rule walks each time, and that Spark turns into Java source again each time: a large part of
-the driver's time per micro-batch (docs/performance-history.md).  The project's checks JAR (the
-Maven module ``jvm/spark-purgatory/checks``, built and unit-tested against the pyspark
-wheel's Spark into the package's ``jars/`` folder: ``runtime.jars``) does the same work in a few
-functions, one node each for Catalyst (package ``io.sparkpurgatory.checks``):
+Spark optimizes a streaming query's whole plan again in every micro-batch, and the checks and
+routing written as SQL are some hundreds of expression nodes each time.  The checks JAR
+(``jvm/spark-purgatory/checks``, package ``io.sparkpurgatory.checks``) does the same work in
+a few functions, one node each: ``OperationChecks`` and ``EventChecks`` (typed input's
+reasons and cleaned fields), ``OperationRoutes`` (an operation's copies), ``OperationRows``
+and ``EventRows`` (checks and routes in one call), ``WakeRows`` (a wake line's rows).  The
+routes and rows are static methods Spark calls from its generated code on its own values
+(registered by ``StaticCalls`` as a ``StaticInvoke``), not Java UDFs, which convert every
+argument and result row by row.  Two helpers that are not checks: ``BatchMarks`` (each
+input's largest event time per Spark partition, ``input_stream``) and ``BatchMillis`` (the
+micro-batch's time, read by reference so the generated code stays the same).
 
-* ``OperationChecks`` (typed input): from the columns the SQL reading
-  computes first (the event time in epoch ms, the whole-number timeout), the reason and the
-  cleaned keys, condition and members;
-* ``EventChecks`` (typed input): a completion event's reason, and its op_id
-  and source read as absent where blank;
-* ``OperationRoutes`` (any input): from the parsed keys, op_id, reason and
-  raw text, the reason (``cross_shard_keys`` where such operations are off) and the copies;
-* ``OperationRows`` (typed input, a stream's routing): the two before in one call, the
-  checks' arguments then the routes' (``routing.route_typed_operations``); ``EventRows``
-  the same for a typed event (its checks and its key's shard, ``routing.route_typed_events``),
-  and ``WakeRows`` a wake line's rows (``routing.route_wake``).  Not a Java UDF
-  but a static method that Spark calls from its generated code on its own values
-  (``UTF8String``, ``ArrayData``, numbers; an ``InternalRow`` back), registered by
-  ``StaticCalls`` as a Catalyst ``StaticInvoke``: a Java UDF has each argument converted to
-  a Java object and its result back, row by row, which cost more than the checks (the
-  three ``...Rows`` and ``OperationRoutes`` are such calls).
-
-And ``BatchMarks``, not a check: a generator that passes the routed rows through and ends each
-Spark partition with every input's largest event time there, for every primary shard
-(``batch_marks``, ``input_stream``: the watermark Spark applies next, known in the micro-batch).
-
-And ``BatchMillis``, not a check: a micro-batch's time (``unix_millis(current_timestamp())``)
-as an expression that Spark's generated code reads by reference, so the code is the same in
-every micro-batch (``batch_millis``, ``sql_text.latest_ts``).
-
-Beside it in the package's ``jars/`` folder (``runtime.jars.jar_files``: the wheel carries
-them), from the same build (``jvm/spark-purgatory/checkpoint``):
-``io.sparkpurgatory.checkpoint.LocalCheckpointFiles``, the checkpoint file manager
-``local_session`` names (``runtime.settings.checkpoint_files``), not a check.
-
-The SQL stays the reference and the fallback: where the JAR is not on the driver's classpath
-(a cluster whose session refuses ``ADD JAR``, a Spark Connect
-client, or a JAR whose calls are of another version: ``CALLS_VERSION``), ``operation_checks``
-/ ``event_checks`` / ``operation_routes`` / ``operation_rows`` / ``event_rows`` /
-``wake_rows`` / ``batch_millis`` return None and ``sources`` / ``routing`` / ``sql_text``
-build the SQL.  Both give the same rows
-(``tests/spark/test_checks_jar.py`` runs both on random input).
+Each getter returns the function's SQL name, or None where the JAR cannot serve (not on the
+class path and not addable, Spark Connect, or calls of another ``CALLS_VERSION``): the
+caller then writes the SQL, which is the reference and gives the same rows.
 
 Invariant: a row gets the same reason, fields and copies from either reading.
 """
@@ -86,97 +54,57 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_TEXTS = T.ArrayType(T.StringType())
+_TEXT, _TEXTS = T.StringType(), T.ArrayType(T.StringType())
+_INT, _LONG, _BYTE = T.IntegerType(), T.LongType(), T.ByteType()
+
+
+def _struct(**fields: T.DataType) -> T.StructType:
+    return T.StructType([T.StructField(name, kind) for name, kind in fields.items()])
+
+
+_PACKAGE = "io.sparkpurgatory.checks"
 #: (SQL name, class, return type) of each function (``jvm/spark-purgatory/checks``)
 CHECKS = (
     "spark_purgatory_operation_checks",
-    "io.sparkpurgatory.checks.OperationChecks",
-    T.StructType(
-        [
-            T.StructField("reason", T.StringType()),
-            T.StructField("keys", _TEXTS),
-            T.StructField("condition", T.StringType()),
-            T.StructField("members", _TEXTS),
-        ]
-    ),
+    f"{_PACKAGE}.OperationChecks",
+    _struct(reason=_TEXT, keys=_TEXTS, condition=_TEXT, members=_TEXTS),
 )
 EVENT_CHECKS = (
     "spark_purgatory_event_checks",
-    "io.sparkpurgatory.checks.EventChecks",
-    T.StructType(
-        [
-            T.StructField("reason", T.StringType()),
-            T.StructField("op_id", T.StringType()),
-            T.StructField("source", T.StringType()),
-        ]
-    ),
+    f"{_PACKAGE}.EventChecks",
+    _struct(reason=_TEXT, op_id=_TEXT, source=_TEXT),
 )
 #: an operation's copies, from ``ROUTES`` and ``ROWS``: the role as its name's place in
 #: ``shard.roles.ROLES`` (a number: no CASE over the roles in the plan)
-_COPIES = T.ArrayType(
-    T.StructType(
-        [
-            T.StructField("_shard", T.IntegerType()),
-            T.StructField("_role", T.ByteType()),
-            T.StructField("_peer", T.IntegerType()),
-            T.StructField("_keys", _TEXTS),
-        ]
-    )
-)
+_COPIES = T.ArrayType(_struct(_shard=_INT, _role=_BYTE, _peer=_INT, _keys=_TEXTS))
 ROUTES = (
     "spark_purgatory_operation_routes",
-    "io.sparkpurgatory.checks.OperationRoutes",
-    T.StructType([T.StructField("reason", T.StringType()), T.StructField("copies", _COPIES)]),
+    f"{_PACKAGE}.OperationRoutes",
+    _struct(reason=_TEXT, copies=_COPIES),
 )
 ROWS = (
     "spark_purgatory_operation_rows",
-    "io.sparkpurgatory.checks.OperationRows",
-    T.StructType(
-        [
-            T.StructField("reason", T.StringType()),
-            T.StructField("condition", T.StringType()),
-            T.StructField("members", _TEXTS),
-            T.StructField("copies", _COPIES),
-            T.StructField("ts_ms", T.LongType()),
-        ]
-    ),
+    f"{_PACKAGE}.OperationRows",
+    _struct(reason=_TEXT, condition=_TEXT, members=_TEXTS, copies=_COPIES, ts_ms=_LONG),
 )
-#: a typed event checked and routed (``routing.route_typed_events``): the checks' reason,
-#: op_id and source, the event time (epoch ms, null out of range), the key's shard (-1 for a
-#: rejected row) and the role's number
+#: a typed event checked and routed: the checks' fields, the event time (null out of range),
+#: the key's shard (-1 for a rejected row) and the role's number
 EVENT_ROWS = (
     "spark_purgatory_event_rows",
-    "io.sparkpurgatory.checks.EventRows",
-    T.StructType(
-        [
-            *EVENT_CHECKS[2].fields,
-            T.StructField("ts_ms", T.LongType()),
-            T.StructField("shard", T.IntegerType()),
-            T.StructField("role", T.ByteType()),
-        ]
-    ),
+    f"{_PACKAGE}.EventRows",
+    T.StructType([*EVENT_CHECKS[2].fields, *_struct(ts_ms=_LONG, shard=_INT, role=_BYTE).fields]),
 )
 #: a wake line's rows (``routing.route_wake``): each (shard, role's number, clock's watermark)
 WAKE_ROWS = (
     "spark_purgatory_wake_rows",
-    "io.sparkpurgatory.checks.WakeRows",
-    T.ArrayType(
-        T.StructType(
-            [
-                T.StructField("_shard", T.IntegerType()),
-                T.StructField("_role", T.ByteType()),
-                T.StructField("_clock", T.LongType()),
-            ]
-        )
-    ),
+    f"{_PACKAGE}.WakeRows",
+    T.ArrayType(_struct(_shard=_INT, _role=_BYTE, _clock=_LONG)),
 )
 
 
 def checks_table(max_timeout_ms: int, limits: InputLimits | None = None) -> str:
-    """The operations' checks as ``OperationChecks`` and ``OperationRows`` read them: the
-    contract's declaration (``contract.rules.table_text``) with the limits of this query
-    (``input.max.keys``, ``input.max.members``, ``purgatory.max.timeout.ms``; the latest event
-    time accepted comes with each row)."""
+    """The operations' checks as the JVM reads them: the contract's table with this query's
+    limits (the latest event time accepted comes with each row)."""
     return table_text(OPERATION_CHECKS, (limits or InputLimits()).bounds(max_timeout_ms))
 
 
@@ -186,8 +114,7 @@ _REGISTERED = "spark.purgatory.registered"
 
 def operation_checks(spark: SparkSession) -> str | None:
     """The checks' SQL name, registered in ``spark``'s session; None without the JAR, or with
-    a JAR whose checks are of another version (``CALLS_VERSION``: a JAR built before the
-    reasons of this package would accept what they reject)."""
+    a JAR of another ``CALLS_VERSION`` (it would accept what this package rejects)."""
     name = _registered(spark, *CHECKS)
     return name if name and _current(spark) else None
 
@@ -198,62 +125,46 @@ def event_checks(spark: SparkSession) -> str | None:
 
 
 def operation_routes(spark: SparkSession) -> str | None:
-    """The routes' SQL name, registered in ``spark``'s session as a call on Spark's own values
-    (``_STATIC``); None without the JAR."""
+    """The routes' SQL name (a static call); None without the JAR."""
     return _static(spark, *ROUTES, "route")
 
 
-#: what registers ``ROWS``: a static method called from Spark's generated code on Spark's own
-#: values (a Catalyst ``StaticInvoke``), where a Java UDF converts every argument to a Java
-#: object and the result back, row by row
-_STATIC = "io.sparkpurgatory.checks.StaticCalls"
+#: what registers the static calls
+_STATIC = f"{_PACKAGE}.StaticCalls"
 
 
 def operation_rows(spark: SparkSession) -> str | None:
-    """The checks-and-routes function's SQL name, registered in ``spark``'s session as a call
-    on Spark's own values (``_STATIC``); None without the JAR (or a JAR built before it)."""
+    """The checks-and-routes function's SQL name (a static call); None without the JAR."""
     return _static(spark, *ROWS, "rows", quiet=True)  # the two functions serve without it
 
 
-#: the micro-batch's time for generated code (``batch_millis``): (SQL name, class)
-BATCH_MILLIS = ("spark_purgatory_batch_millis", "io.sparkpurgatory.checks.BatchMillis")
+#: (SQL name, class) of the micro-batch's time for generated code
+BATCH_MILLIS = ("spark_purgatory_batch_millis", f"{_PACKAGE}.BatchMillis")
+#: (SQL name, class) of the generator that ends each Spark partition with the inputs' marks
+BATCH_MARKS = ("spark_purgatory_batch_marks", f"{_PACKAGE}.BatchMarks")
 
 
 def batch_millis(spark: SparkSession) -> str | None:
-    """The SQL name of ``BatchMillis(millis)``, registered in ``spark``'s session: its argument
-    (a micro-batch's time) read by Spark's generated code from the code's references, so the
-    code is the same in every micro-batch (Spark compiles it once) and no projection leaves
-    generated code to hide the time (``sql_text.latest_ts``); None without the JAR (or one
-    built before it)."""
-    name, cls = BATCH_MILLIS
-    if not _calls(spark, quiet=True):
-        return None
-
-    def register() -> None:
-        registry = spark._jsparkSession.sessionState().functionRegistry()  # type: ignore[attr-defined]
-        spark._jvm.io.sparkpurgatory.checks.BatchMillis.register(registry, name)  # type: ignore[attr-defined]
-
-    return _once(spark, name, cls, register)
-
-
-#: the routed rows with each input's largest event time per partition for every shard group
-#: (``batch_marks``): (SQL name, class)
-BATCH_MARKS = ("spark_purgatory_batch_marks", "io.sparkpurgatory.checks.BatchMarks")
+    """The SQL name of ``BatchMillis(millis)``: the micro-batch's time, read by the generated
+    code by reference, so the code is the same in every micro-batch; None without the JAR."""
+    return _self_registering(spark, *BATCH_MILLIS)
 
 
 def batch_marks(spark: SparkSession) -> str | None:
-    """The SQL name of ``BatchMarks``, a generator registered in ``spark``'s session: the
-    routed rows as they are, and at the end of each Spark partition one ``mark`` row per input
-    and shard group with that input's largest event time there (``input_stream``); None
-    without the JAR (or one built before it): the shards then move as far as their own rows
-    say (``shard.input.batch_watermark``)."""
-    name, cls = BATCH_MARKS
+    """The SQL name of ``BatchMarks``: a generator that passes the routed rows through and
+    ends each Spark partition with one ``mark`` row per input and shard group; None without
+    the JAR (the shards then move as far as their own rows say)."""
+    return _self_registering(spark, *BATCH_MARKS)
+
+
+def _self_registering(spark: SparkSession, name: str, cls: str) -> str | None:
+    """``name``, registered by ``cls``'s own ``register``; None without the JAR."""
     if not _calls(spark, quiet=True) or not _loadable(spark, cls):
         return None
 
     def register() -> None:
         registry = spark._jsparkSession.sessionState().functionRegistry()  # type: ignore[attr-defined]
-        spark._jvm.io.sparkpurgatory.checks.BatchMarks.register(registry, name)  # type: ignore[attr-defined]
+        getattr(spark._jvm.io.sparkpurgatory.checks, cls.rsplit(".", 1)[1]).register(registry, name)  # type: ignore[attr-defined]
 
     return _once(spark, name, cls, register)
 
@@ -271,9 +182,7 @@ def wake_rows(spark: SparkSession) -> str | None:
 def _static(
     spark: SparkSession, name: str, cls: str, returns: T.DataType, method: str, *, quiet: bool = False
 ) -> str | None:
-    """``name``, registered as calls of ``cls``'s static ``method`` by ``_STATIC``; None as
-    ``_registered`` (or with a JAR built before ``_STATIC`` or ``cls``, or for calls of other
-    signatures: ``_current``)."""
+    """``name``, registered as calls of ``cls``'s static ``method``; None without the JAR."""
     if not _calls(spark, quiet=quiet) or not _loadable(spark, cls):
         return None
 
@@ -290,15 +199,13 @@ CALLS_VERSION = 4
 
 
 def _calls(spark: SparkSession, *, quiet: bool) -> bool:
-    """Can ``spark`` call the JAR's static calls and ``BatchMillis``: ``_STATIC`` there
-    (``_available``) and of the version this package calls (``_current``)?"""
+    """Can ``spark`` call the JAR's static calls, of the version this package calls?"""
     return _available(spark, _STATIC, quiet=quiet) and _current(spark)
 
 
 def _current(spark: SparkSession) -> bool:
-    """Are the JAR's static calls those this package calls (``CALLS_VERSION``)?  A JAR built
-    from older sources registers calls whose methods Spark cannot find, which would fail the
-    query: the input is read as SQL instead, and the log says why."""
+    """Are the JAR's static calls of ``CALLS_VERSION``?  Older calls would fail the query:
+    the input is read as SQL instead, and the log says why."""
     versions = kept(spark._jvm, "static calls' version")  # type: ignore[attr-defined]
     if "found" not in versions:  # a loaded class keeps its version: asked once per JVM
         try:
@@ -322,19 +229,15 @@ def _current(spark: SparkSession) -> bool:
 def _registered(
     spark: SparkSession, name: str, cls: str, returns: T.DataType, *, quiet: bool = False
 ) -> str | None:
-    """``name``, registered for ``cls``; None when the class is not on the driver's classpath
-    and the package's JARs cannot be added (``_added``), or the session is a Spark Connect
-    client, which cannot look (the caller writes SQL)."""
+    """``name``, registered as a Java UDF of ``cls``; None when ``cls`` is not available."""
     if not _available(spark, cls, quiet=quiet):
         return None
     return _once(spark, name, cls, lambda: spark.udf.registerJavaFunction(name, cls, returns))
 
 
 def _once(spark: SparkSession, name: str, how: str, register: Callable[[], None]) -> str:
-    """``name``, registered by ``register`` once per session and way (``how``: the class
-    registered, or ``_STATIC``): a second start() would replace it, and Spark warns that it
-    did (the session's catalog is not asked: that would create spark-warehouse/ in the
-    working directory)."""
+    """``name``, registered by ``register`` once per session and way (``how``): Spark warns
+    when a function is replaced (its catalog is not asked: that creates spark-warehouse/)."""
     marker = f"{_REGISTERED}.{name}"
     if spark.conf.get(marker, None) != how:
         register()
@@ -363,8 +266,7 @@ _SAID: set[str] = set()
 
 
 def _say_sql(why: str) -> None:
-    """One warning per process that the checks and routes run as SQL: the job gives the same
-    rows, with a plan Spark optimizes longer in every micro-batch."""
+    """One warning per process that the checks and routes run as SQL."""
     if "sql" in _SAID:
         return
     _SAID.add("sql")
@@ -377,9 +279,8 @@ def _say_sql(why: str) -> None:
 
 
 def _say_spark(spark: SparkSession) -> None:
-    """Once per process, at the first start: the one line ``runtime.jars.spark_notice`` has
-    when the session's Spark is not the one the project's JARs were built for; a warning only
-    when the JARs are left out (a patch release apart is INFO: nothing for the user to do)."""
+    """Once per process: ``runtime.jars.spark_notice`` when the session's Spark is not the JARs'
+    (a warning only when the JARs are left out)."""
     if "spark" in _SAID:
         return
     _SAID.add("spark")
@@ -389,11 +290,9 @@ def _say_spark(spark: SparkSession) -> None:
 
 
 def _loadable(spark: SparkSession, cls: str) -> bool:
-    """Does the driver's class loader find ``cls``?  Asked of the JVM while it does not
-    (``ADD JAR`` may bring it), and a class found stays found: kept per JVM (``per_client``)
-    and Python thread (Py4J pins each to a JVM thread, whose context class loader is the one
-    asked, and ``ADD JAR`` sets only its own), since every route's plan asks (a round trip
-    per dotted part)."""
+    """Does the driver's class loader find ``cls``?  A class found stays found, kept per JVM
+    and Python thread (Py4J pins each to a JVM thread, whose context class loader ``ADD JAR``
+    sets); one not found is asked again."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     found, key = kept(jvm, "loadable classes"), (threading.get_ident(), cls)
     if key in found:
@@ -407,12 +306,8 @@ def _loadable(spark: SparkSession, cls: str) -> bool:
 
 
 def _added(spark: SparkSession, cls: str) -> bool:
-    """A session built without the project's JARs (``SparkSession.builder`` as it stands)
-    gets them from the package (``runtime.jars.jar_files``: the wheel's package data, or what
-    ``make checks-jar`` built in a checkout): ``ADD JAR`` puts them on the session's class
-    loader and ships them to the executors.  False when there are none (or they do not fit
-    this Spark: ``runtime.jars.fits``), or the session refuses (a cluster that allows no
-    added JARs)."""
+    """``ADD JAR`` of the package's JARs for a session built without them; False when there
+    are none that fit this Spark, or the session refuses."""
     for path in jar_paths("checks"):
         try:
             spark.sql(f"ADD JAR '{path}'")

@@ -1,11 +1,8 @@
 """Errors from a micro-batch, told by their first cause.
 
-A micro-batch that fails reaches the driver as Spark's ``StreamingQueryException``: tens of
-thousands of characters of nested wrappers (``STREAM_FAILED``, ``FOREACH_BATCH_USER_FUNCTION_ERROR``,
-the py4j proxy's traceback, JVM stack traces) with the cause somewhere in the middle (a
-Parquet column of the wrong type, a Python worker's ``ModuleNotFoundError``).
-``first_cause`` finds it; ``MicroBatchError`` puts it in its first line and keeps Spark's
-error chained (``__cause__``) for the full story.
+A micro-batch that fails reaches the driver as nested wrappers and stack traces with the
+cause somewhere in the middle.  ``first_cause`` finds it; ``MicroBatchError`` puts it in its
+first line and keeps Spark's error chained (``__cause__``).
 
 Where the cause is, in order:
 

@@ -1,23 +1,12 @@
 """Formats: what a source holds, told by its files (a path) or its schema (a DataFrame).
 
-A path given to ``start`` or the job is a directory of files (or a URI of one: ``file://``,
-``s3://`` ..., listed through ``spark_purgatory.storage``).  With ``source_format="auto"``
-its format is told by what is there, never assumed:
-
-* a ``_delta_log`` directory: a Delta table (``delta``);
-* files starting with Parquet's magic ``PAR1``: Parquet (``parquet``, typed columns);
-* UTF-8 text without NUL bytes (or a compressed file Spark's text reader opens, by its
-  extension): JSON lines (``json``);
-* anything else (other binary files, or files of several formats) is refused with
-  ``SourceFormatError``, saying what was found and which ``source_format`` to pass.
-
-Hidden files (``_`` or ``.`` first, which Spark's file sources skip) are not looked at.  An
-empty or missing directory has no format yet: it takes the other input's (``formats_of``),
-or JSON lines when both are empty (a warning says so).  A format given explicitly is checked
-against the files the same way, so Parquet is never parsed as JSON text.
-
-A DataFrame's format is told by its schema (``source_format_of``): one string ``value``
-column is JSON text, Kafka's source schema is Kafka, anything else typed columns.
+A path (a directory, or a URI of one) is told by what is there, never assumed: a
+``_delta_log`` directory is Delta, files starting with ``PAR1`` Parquet, UTF-8 text (or a
+compressed file Spark's text reader opens) JSON lines; anything else is refused with
+``SourceFormatError`` saying which ``source_format`` to pass.  Hidden files are not looked at.
+An empty directory takes the other input's format, or JSON lines when both are empty.  A
+format given explicitly is checked against the files the same way.  A DataFrame's format is
+told by its schema (``source_format_of``).
 
 Invariant: a path is read in the format its files have, or not at all.
 """
@@ -25,7 +14,7 @@ Invariant: a path is read in the format its files have, or not at all.
 from __future__ import annotations
 
 import logging
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -119,11 +108,8 @@ def _visible(info: pafs.FileInfo) -> bool:
 
 
 def _sniff(fs: pafs.FileSystem, path: str) -> str:
-    """One file's format from its first bytes (and, for compressed text, its name).
-
-    JSON lines may hold a few bad lines (invalid UTF-8, NUL bytes: they become ``rejected``
-    rows), so a file is text when most lines of its head are clean text; Parquet is told
-    exactly, by its magic."""
+    """One file's format from its first bytes (and, for compressed text, its name): text when
+    most lines of its head are clean text (a few bad lines become ``rejected`` rows)."""
     if path.endswith(_COMPRESSED):
         return "json"
     head = read_bytes(fs, path, _SNIFF_BYTES)  # retried: a 503 to a small read (storage)
@@ -191,11 +177,9 @@ def _refuse(path: str, found: Found, asked: str) -> SourceFormatError:
 
 
 def check_path_format(path: str, fmt: str, *, storage: Storage | None = None) -> str:
-    """The format to read ``path`` with: ``fmt``, or for ``auto`` the one its files have.
-
-    Raises ``SourceFormatError`` when the files are of another format than ``fmt`` (Parquet
-    asked to be read as JSON text, ...), or for ``auto`` of none this project reads.  An
-    empty directory is ``empty`` for ``auto`` (``formats_of`` decides) and ``fmt`` otherwise.
+    """The format to read ``path`` with: ``fmt``, or for ``auto`` the one its files have
+    (``empty`` for an empty directory); ``SourceFormatError`` when the files are of another
+    format than ``fmt``, or for ``auto`` of none this project reads.
     """
     if fmt == "kafka":
         return fmt
@@ -238,12 +222,8 @@ EVENTS_PARQUET_SCHEMA: T.StructType = from_arrow_schema(EVENT_INPUT)
 
 def _parquet_schema(spark: SparkSession, path: str, kind: str, storage: Storage | None) -> T.StructType:
     """The files' own schema when there are files (a wrong type then fails at start), else the
-    contract's.  Types Spark cannot read are refused first (``schema.check_parquet_schema``).
-
-    The schema is the first file's footer, read here with pyarrow: what Spark's own inference
-    reads too (without ``mergeSchema``), minus the Spark job it runs for it (seconds before
-    the first micro-batch on a busy machine).  Columns outside the contract that Spark
-    cannot type are left out (they are never read)."""
+    contract's: the first file's footer, as Spark's inference reads it, without the Spark job
+    it runs.  Columns outside the contract that Spark cannot type are left out."""
     contract = OPERATIONS_PARQUET_SCHEMA if kind == SOURCE_OPERATIONS else EVENTS_PARQUET_SCHEMA
     found = format_of_path(path, storage=storage)
     if found.format != "parquet":
@@ -296,9 +276,8 @@ def read_stream(
     kafka_options: dict[str, str] | None = None,
     storage: Storage | None = None,
 ) -> DataFrame:
-    """A streaming DataFrame over ``path``: a directory of JSON-lines (``json``) or Parquet
-    files, a Delta table (``delta``, when Spark's Delta data source is available), or a Kafka
-    topic; ``auto`` reads the format the files have (module docstring)."""
+    """A streaming DataFrame over ``path``: JSON lines, Parquet, a Delta table or a Kafka topic
+    (``auto``: the format the files have)."""
     if fmt == "kafka":
         options = {**KAFKA_DEFAULTS, **(kafka_options or {})}
         if not _KAFKA_SUBSCRIPTIONS & set(options):  # else the user's assign/subscribePattern
@@ -307,10 +286,17 @@ def read_stream(
         return spark.readStream.format("kafka").options(**options).load()
     if fmt not in ("json", "parquet", "delta", "auto"):
         raise ConfigError(f"unknown source format {fmt!r}; allowed: auto, json, parquet, delta, kafka")
-    fmt = formats_of([path], fmt, storage=storage)[0]
     reader = spark.readStream
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+    return _load(spark, reader, path, fmt, kind, storage)
+
+
+def _load(
+    spark: SparkSession, reader: Any, path: str, fmt: str, kind: str, storage: Storage | None
+) -> DataFrame:
+    """``path`` loaded by ``reader`` (a stream's or a batch's) in the format its files have."""
+    fmt = formats_of([path], fmt, storage=storage)[0]
     if fmt == "json":
         return reader.format("text").load(path)
     if fmt == "parquet":
@@ -321,13 +307,8 @@ def read_stream(
 
 # -- Kafka topics ------------------------------------------------------------------------------------
 
-#: Kafka source options the operator sets unless given.  ``fetch.max.wait.ms``: a consumer
-#: that read to the end of a partition has already sent its next fetch, which the broker
-#: holds until data comes or this wait ends; the next micro-batch's task, reusing the pooled
-#: consumer, waits for that answer before its own fetch.  Kafka's default (500 ms) then adds
-#: up to half a second to every micro-batch of a live stream; a consumer in Spark's pool
-#: fetches only inside a task, so a short wait costs no busy polling
-#: (docs/performance.md, "Kafka's held fetch")
+#: Kafka source options the operator sets unless given: the next micro-batch's task waits
+#: for the fetch the broker holds this long (docs/performance.md, "Kafka's held fetch")
 KAFKA_DEFAULTS = {"kafka.fetch.max.wait.ms": "10"}
 #: the Kafka source's ways to name what it reads (exactly one is given)
 _KAFKA_SUBSCRIPTIONS = {"subscribe", "subscribePattern", "assign"}
@@ -348,14 +329,8 @@ def _jvm(spark: SparkSession):
 
 def check_kafka_source(spark: SparkSession, options: dict[str, str]) -> None:
     """Before a query reads Kafka: Spark's Kafka source is on the classpath, the brokers answer,
-    and each subscribed topic exists; else ``ConfigError`` in one line.
-
-    Spark's source does not say these things itself: against an unreachable broker it
-    retries for minutes without a word, and a topic that does not exist (or was deleted)
-    fails the first micro-batch with ``UnknownTopicOrPartitionException``, naming no topic.
-    The check asks the brokers with Kafka's own ``Admin`` client in the driver, with the
-    ``kafka.*`` settings the source has (security included).  On Spark Connect (no driver JVM
-    here) it is skipped.
+    and each subscribed topic exists; else ``ConfigError`` in one line (Spark's source retries
+    an unreachable broker for minutes, and names no missing topic).  Skipped on Spark Connect.
     """
     jvm = _jvm(spark)
     if jvm is None:
@@ -398,9 +373,8 @@ class KafkaLoginRefused(ConfigError):
 
 
 def kafka_topics(spark: SparkSession, options: dict[str, str]) -> set[str]:
-    """The topics the brokers of ``options`` list, asked with Kafka's own ``Admin`` client in
-    the driver with the source's ``kafka.*`` settings (security included); ``ConfigError`` in
-    one line when they do not answer within ``kafka.default.api.timeout.ms``,
+    """The topics the brokers list, asked by Kafka's ``Admin`` client with the source's
+    ``kafka.*`` settings; ``ConfigError`` when they do not answer in time,
     ``KafkaLoginRefused`` when they refuse the login."""
     jvm = _jvm(spark)
     servers = options.get("kafka.bootstrap.servers")
@@ -447,10 +421,4 @@ def read_batch(
     """The static counterpart of ``read_stream`` (for replays and backfills)."""
     if fmt not in ("json", "parquet", "delta", "auto"):
         raise ConfigError(f"batch reads support auto, json, parquet and delta, not {fmt!r}")
-    fmt = formats_of([path], fmt, storage=storage)[0]
-    if fmt == "json":
-        return spark.read.format("text").load(path)
-    if fmt == "parquet":
-        return spark.read.schema(_parquet_schema(spark, path, kind, storage)).parquet(path)
-    _require_delta(spark)
-    return spark.read.format("delta").load(path)
+    return _load(spark, spark.read, path, fmt, kind, storage)

@@ -1,30 +1,14 @@
 """How a shard's state value travels through Spark's group state: as text, or (old
 checkpoints) as bytes.
 
-With ``purgatory.state.path`` (what ``start`` sets) the value is a *pointer*, ``@`` and the
-name of the shard's delta file (``state.increments``), kept as that text: a hundred bytes
-whatever the shard holds.  A whole value (no state path, or a checkpoint written before the
-pointers, which loads as it is and gets a pointer at its next save) travels as below.
+With ``purgatory.state.path`` the value is a *pointer*, ``@`` and the name of the shard's
+delta file (``state.increments``), kept as that text.  A whole value is stored as base64
+text: Pyrolite pickles a ``byte[]`` one byte at a time, a string in one copy.  A checkpoint
+keeps the state schema it was started with, so one started by 0.1.0 (binary) keeps its
+binary value (``encoding_of``); both load the same way (``shard_bytes``).
 
-``applyInPandasWithState`` hands each group's state to Python pickled by Pyrolite, once per
-Arrow chunk of the group's rows.  Pyrolite pickles a ``byte[]`` as a ``bytearray`` built from
-a Latin-1 string it assembles one byte at a time (``Pickler.put_arrayOfPrimitives``), and
-half as many bytes again on the wire.  A string it pickles as UTF-8 in one copy.  So the
-value (``state.save_state``: Arrow IPC, LZ4 parts) is stored as its base64 text: a third
-larger, but through Spark and back with no per-byte step (docs/performance-history.md, "Side by
-side with Spark's alternatives").
-
-A checkpoint keeps the state schema it was started with (Spark checks it at every restart,
-and binary and string are not compatible), so a query started before the text value
-(spark-purgatory 0.1.0 wrote binary) keeps its binary value: ``encoding_of`` reads the
-schema the checkpoint recorded, and ``query.start`` passes it on.  Both load the same way
-(``shard_bytes``), and ``inspect`` reads either.
-
-**The adapter.**  A shard call meets Spark's ``GroupState`` in two places, both here:
-``call_group`` reads the value the group stored and Spark's two clocks into one
-``ShardStep`` call, ``keep_group`` writes what the step decided back (its value and timeout,
-or the state removed).  The operator runs them on Spark's ``GroupState``, the tester
-(``testing.local_shards``) on its in-process one.
+``call_group`` and ``keep_group`` are the only places a shard call meets a ``GroupState``
+(Spark's, or the tester's in-process one).
 
 Invariant: ``shard_bytes(to_group_state(v, encoding)) == v`` for either encoding.
 """
@@ -97,8 +81,8 @@ def call_group(step: ShardStep, shard: int, rows: pd.DataFrame, state: Any) -> S
 
 
 def keep_group(state: Any, done: ShardResult, encoding: StateEncoding) -> bool:
-    """What the step decided (``shard.step.decide``) into the group's ``GroupState``: its value
-    and event-time timeout, or the state removed (then False)."""
+    """What the step decided into the group's ``GroupState``: its value and event-time
+    timeout, or the state removed (then False)."""
     if done.value is None:
         state.remove()
         return False
@@ -110,8 +94,7 @@ def keep_group(state: Any, done: ShardResult, encoding: StateEncoding) -> bool:
 
 def encoding_of(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> StateEncoding:
     """The encoding a query on ``checkpoint`` must keep: ``binary`` where Spark recorded a
-    binary ``shard_state`` (a checkpoint started before the text value), else ``text`` (a new
-    checkpoint, or one started with text)."""
+    binary ``shard_state``, else ``text``."""
     chk = open_checkpoint(checkpoint, storage)
     try:
         recorded = read_bytes(chk.fs, chk.files.state_schema)

@@ -1,32 +1,21 @@
 """The operator's input stream: both inputs parsed and routed to shards, each with its own
 watermark, unioned, with the wake files as a third input.
 
-**A watermark per input.**  Each input declares its own watermark (the largest event time
-seen on it minus ``watermark.delay``, or its ``watermark.delay.operations`` /
-``watermark.delay.events``) before the two are unioned, so the operator works on Spark's
-global watermark, chosen by ``spark.sql.streaming.multipleWatermarkPolicy``: ``min`` by
-default (a stream that runs behind the other never has its rows made late by the faster
-one).  A silent input holds expiries back under ``min`` until the operator's clock takes over
-(``handoff.reaper``); Spark keeps only the global watermark in the checkpoint, so an input
-that has not sent a row in this run of the query holds it where it was (docs/contract.md).
+**A watermark per input.**  Each input declares its own watermark before the union, so the
+operator works on Spark's global watermark (``multipleWatermarkPolicy``, ``min`` by default:
+a stream that runs behind never has its rows made late by the faster one).
 
 **Nothing dropped by the watermark.**  Spark drops rows behind the watermark before an
-``EventTimeTimeout`` operator sees them.  Each input's watermark is therefore declared on a
-helper column ``ts + L`` with delay ``delay + L`` (L = 100 years, ``LATE_ALLOWANCE_MS``):
-the operator gets the same watermark, but only rows more than 100 years late are dropped by
-Spark; the shard step rejects rows behind the watermark as ``late``.  Rejected-at-parse rows
-carry the epoch as their time, so they never move a watermark and are never dropped.
+``EventTimeTimeout`` operator sees them, so each watermark is declared on a helper column
+``ts + L`` with delay ``delay + L`` (``LATE_ALLOWANCE_MS``, a century): the same watermark,
+and the shard step rejects late rows as ``late`` itself.  Rows rejected at parse carry the
+epoch as their time: they move no watermark and are never dropped.
 
-**Marks: Spark's next watermark inside the micro-batch.**  Spark applies the watermark a
-micro-batch's rows propose only in the next micro-batch; a shard moves there once it has admitted
-its rows (``shard.input.batch_watermark``), but its own rows show only its part of each input.
-With the project's JAR (``checks.batch_marks``), each Spark partition of the unioned rows ends with
-a ``mark`` row per input and primary shard, the input's largest event time over the partition's
-rows that its watermark saw (rows rejected at parse not counted): so each shard learns both
-inputs' largest times over the whole micro-batch, which are what Spark computes its next
-watermark from.  Not with an input from Kafka (a partition holds the watermark back:
-``handoff.partitions``) nor on the processing clock (``deadline.clock``), where the shard does not
-move to the rows' watermark.
+**Marks.**  Spark applies the watermark a micro-batch proposes only in the next one.  With
+the project's JAR (``checks.batch_marks``) each Spark partition ends with a ``mark`` row per
+input and primary shard, the input's largest event time there, so each shard learns what
+Spark computes its next watermark from (``shard.input.batch_watermark``).  Not with Kafka
+input (``handoff.partitions``) nor on the processing clock.
 
 Invariant: every parsed row reaches the operator (none dropped by Spark's watermark but rows
 a century late); the wake rows move no watermark; a mark's time is at most its input's largest
@@ -72,10 +61,9 @@ def input_stream(
     wake_path: str | None = None,
     wake_first: bool = True,
 ) -> DataFrame:
-    """The operator's input: both streams parsed and routed to shards, each with its own
-    watermark declared on ``ts + L`` (module docstring), then unioned; with ``wake_path`` the
-    wake files there (relays owed, the end of input) as another input, the first unless
-    ``wake_first`` is false (a checkpoint's order: ``handoff.wake.wake_first``)."""
+    """The operator's input: both streams parsed and routed, each with its own watermark,
+    then unioned; with ``wake_path`` the wake files as another input, the first unless
+    ``wake_first`` is false."""
     limits = config.input_limits  # poison records (input.max.*)
     reading = dict(max_timeout_ms=config.max_timeout_ms, max_future_ms=config.max_future_ms, limits=limits)
     routed_ops = None
@@ -123,12 +111,9 @@ def _marked(rows: DataFrame, config: PurgatoryConfig) -> DataFrame:
 def _with_watermark(routed: DataFrame, delay_ms: int) -> DataFrame:
     """One input's watermark, on the helper column ``ts + L`` with delay ``delay + L``;
     rows rejected at parse count at the epoch (they move no watermark)."""
-    # L added to the epoch ms, not as an interval to the timestamp: Spark adds a day-time
-    # interval through a ZonedDateTime per row (docs/performance-history.md, "The watermark's
-    # allowance on epoch ms")
-    bad = ROLES.index(ROLE_BAD)  # the routed rows' roles are numbers (``shard.roles.ROLES``)
-    # typed literals (a tinyint role, bigint times) and the allowance in each branch: the
-    # expression as Spark's optimizer leaves it, which it then does not rewrite every micro-batch
+    # L added to the epoch ms: an interval added to a timestamp costs a ZonedDateTime per row;
+    # typed literals in each branch, as the optimizer leaves them
+    bad = ROLES.index(ROLE_BAD)
     event_time = F.expr(
         f"timestamp_millis(CASE WHEN role = {bad}Y THEN {LATE_ALLOWANCE_MS}L "
         f"ELSE {_TS_MS} + {LATE_ALLOWANCE_MS}L END)"

@@ -1,10 +1,7 @@
 """Routing's hash, in Python: the shard Spark's ``pmod(xxhash64(shard key), shards)`` gives a key.
 
-``routing`` sends each key to ``pmod(xxhash64(shard key), shards)`` in Spark SQL (XXH64 of
-the UTF-8 bytes, seed 42, as a signed long).  ``rescale`` must send every key it moves to
-the shard that routing will send its next rows to, without a JVM, so this is the same
-function: standard XXH64, then Spark's ``pmod``.  ``tests/query/test_rescale_spark.py`` checks it
-against Spark's own for the keys it routes.
+``rescale`` and the tester must send a key where routing sends it, without a JVM: XXH64 of
+the UTF-8 bytes, seed 42, as a signed long, then Spark's ``pmod``.
 
 Invariant: ``shards_of(keys, n, d)[i] == pmod(xxhash64(shard key of keys[i]), n)`` in Spark.
 """

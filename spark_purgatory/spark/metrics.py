@@ -1,23 +1,9 @@
 """Per-micro-batch figures, through Spark's own channels: ``observe`` and a query listener.
 
-``observe_purgatory(out)`` attaches named metrics (``purgatory``) to the operator's output:
-completed, expired, unmatched and rejected rows, the watermark, each running shard's
-pending count, and the input rows of the busiest shard call and of all (``max_group_rows``,
-``group_rows_total``).  They arrive in every ``StreamingQueryProgress.observedMetrics``, so users'
-own ``StreamingQueryListener``\\ s see them too.  ``ProgressListener`` turns them into one
-line per micro-batch (batch id, input rows, pending, completed, expired, unmatched,
-rejected, watermark, rows/s) plus a structured log record.
-
-Cheap on the driver: PySpark hands a Python listener each progress rebuilt from the JVM's
-object field by field (``StreamingQueryProgress.fromJObject``: hundreds of Py4J round trips
-per micro-batch, a Java exception converted on each absent optional field, and as many
-proxies for Py4J's finalizer to release), on the same cores and the same GIL as the next
-micro-batch's driver work.  ``JsonListener`` (``ProgressListener``'s base) receives the
-same ``QueryProgressEvent`` parsed from the progress's one JSON string instead (two round
-trips), as Spark Connect's listeners do; users' own listeners are untouched.
-
-Idle shards are not called in a micro-batch, so pending is the sum of each shard's last
-report.
+``observe_purgatory(out)`` attaches named metrics (``purgatory``) to the operator's output;
+they arrive in every ``StreamingQueryProgress.observedMetrics``, so users' own listeners see
+them too.  ``ProgressListener`` turns them into one line per micro-batch plus a structured
+log record.  Idle shards are not called, so pending is the sum of each shard's last report.
 """
 
 from __future__ import annotations
@@ -88,12 +74,8 @@ def observe_purgatory(out: DataFrame) -> DataFrame:
 
 
 def _observe_staged(out: DataFrame) -> DataFrame:
-    """The same metrics from ``STAGED`` rows: counted per staged file, gauges per shard call.
-
-    SQL text (``start``'s path): a ``Column`` per call is a py4j round trip while the query
-    is built, and these metrics were 170 of them.  Written as the optimizer leaves them (the
-    columns are bigints, their sums and zero too): Spark optimizes the plan in every
-    micro-batch, and every rewrite it makes costs it another pass over the whole plan."""
+    """The same metrics from ``STAGED`` rows: counted per staged file, gauges per shard call;
+    SQL text written as the optimizer leaves it (``sql_text.sql_filled``)."""
 
     def total(column: str, cond: str) -> str:
         return f"coalesce(sum(CASE WHEN {cond} THEN `{column}` END), 0L)"
@@ -167,12 +149,10 @@ def format_line(f: dict) -> str:
 class JsonListener(StreamingQueryListener):
     """A ``StreamingQueryListener`` whose progress events arrive parsed from one JSON string.
 
-    Subclass it as you would ``StreamingQueryListener`` and register it with
-    ``spark.streams.addListener``: ``onQueryProgress`` gets the same ``QueryProgressEvent``
-    (``StreamingQueryProgress.fromJson``, the form ``StreamingQuery.lastProgress`` and Spark
-    Connect's listeners already have), read in two Py4J round trips instead of a few hundred
-    (the module docstring says why that matters).  The other events are small and come as
-    PySpark builds them.  Over Spark Connect the server sends JSON anyway: nothing changes.
+    Subclass it as you would ``StreamingQueryListener``: ``onQueryProgress`` gets the same
+    ``QueryProgressEvent``, read in two Py4J round trips instead of the hundreds PySpark's
+    field-by-field rebuild takes on the driver's GIL every micro-batch.  Over Spark Connect
+    the server sends JSON anyway.
     """
 
     @property

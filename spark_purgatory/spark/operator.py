@@ -1,27 +1,17 @@
 """The operator: the purgatory as one ``applyInPandasWithState`` over the routed streams.
 
-``purgatory_stream`` parses both inputs (``sources``), routes them to shards (``routing``),
-declares a watermark on each, unions them and groups by shard into the shard step; the output
-is one stream of rows with a ``kind`` column (``output``).  ``batch.purgatory_batch`` runs the
-same parsing, routing and step on static DataFrames.  This module is the Spark host: each group's
-call is one ``shard.step.ShardStep`` call, which owns every decision (what the shard keeps,
-the watermark it reports, when it is called next); the adapter (``group_state.call_group``,
-``keep_group``) only moves Spark's ``GroupState`` in and out.
+The routed input (``input_stream``) is grouped by shard; each group's call is one
+``shard.step.ShardStep`` call, which owns every decision (what the shard keeps, the watermark
+it reports, when it is called next); ``group_state`` only moves Spark's ``GroupState`` in and
+out.  The output is one stream of rows with a ``kind`` column (``output``).
 
-**One group per shard.**  Each group's state is one value: that shard's ``Purgatory``
-(watchers, timing wheel, key progress, buffered events).  The group's event-time timeout is
-the shard's next wake-up, so Spark calls the shard exactly when the watermark makes something
-due.  Grouping by shard instead of by key is what makes this fast: Spark scans state rows and
-calls Python once per *shard* per micro-batch, not once per key.  Multi-key operations across
-shards and one outcome per op_id travel between shard calls through files beside the state
-(``handoff``); a third input, the wake files, makes Spark call a shard that owes a
-micro-batch (``handoff.wake``).
-
-**A watermark per input** and nothing dropped by Spark's: ``input_stream``.
+**One group per shard.**  Each group's state is one value, that shard's ``Purgatory``, and
+its event-time timeout is the shard's next wake-up.  Grouping by shard, not by key, is what
+makes this fast: Spark calls Python once per *shard* per micro-batch, not once per key.
 
 **Staged output.**  ``staged_stream`` (``start``'s path on a classic session) is the same
-operator whose shard step stages its output rows itself (``delta.staging.ShardStaging``) and
-yields only their ``STAGED`` rows (as ``delta.sent.SENT``), so the rows never cross into the JVM.
+operator whose shard step stages its output rows itself and yields only their ``STAGED``
+rows, so the rows never cross into the JVM.
 
 Invariant: the shard step is the only place Spark hands rows to the engine, once per shard per
 micro-batch (or timeout).
@@ -93,14 +83,12 @@ def purgatory_stream(
             ``json``, ``kafka``, or ``typed`` (``parquet`` and ``delta`` are typed too).
             Typed input with a missing or wrongly typed column raises ``InputSchemaError``
             here, naming the column.
-        wake_path: a directory Spark can read where the driver posts wake files after a
-            micro-batch whose shards relayed (``handoff.wake``; ``start`` wires it under the
-            checkpoint).  Without it, relayed completions wait for the next micro-batch
-            that has input or moves the watermark.  ``wake_first``: read it as the first
-            source (the order a checkpoint began with: ``handoff.wake.wake_first``).
+        wake_path: a directory where the driver posts wake files after a micro-batch whose
+            shards relayed (``handoff.wake``).  Without it, relayed completions wait for the
+            next micro-batch that has input or moves the watermark.
+        wake_first: read the wake files as the first source (the order a checkpoint began with).
         state_encoding: how the shard state is kept in Spark's group state: ``text`` (the
-            default) or ``binary``, which a checkpoint started by spark-purgatory 0.1.0
-            recorded and must keep (``group_state``; ``start`` tells it by the checkpoint).
+            default) or ``binary``, which a checkpoint started by 0.1.0 keeps (``group_state``).
 
     Returns:
         A streaming DataFrame with ``OUTPUT_SCHEMA`` plus timestamps; split each micro-batch
@@ -139,13 +127,9 @@ def staged_stream(
     wake_first: bool = True,
     state_encoding: StateEncoding = "text",
 ) -> DataFrame:
-    """``purgatory_stream`` whose shards stage their own output (``start``'s path).
-
-    Each shard call writes its table rows where it produced them (``delta.staging.ShardStaging``)
-    and returns only ``STAGED`` rows, narrowed (``delta.sent.SENT``): one per staged file and
-    its metrics row.  A ``PurgatorySink(..., staged=True)`` records and drains them; the output
-    rows never cross into the JVM.  Needs the micro-batch id in the tasks, which a classic session's
-    ``foreachBatch`` has and a Spark Connect one has not (``start`` chooses).
+    """``purgatory_stream`` whose shards stage their own output and return only ``STAGED``
+    rows (``delta.sent.SENT``), for a ``PurgatorySink(..., staged=True)``.  Needs the
+    micro-batch id in the tasks: a classic session, not Spark Connect.
     """
     routed = input_stream(
         operations, events, config, source_format=source_format, wake_path=wake_path, wake_first=wake_first
@@ -173,8 +157,7 @@ def _stateful_shard(
     partitioned: bool = False,
 ):
     """The function Spark calls once per shard group per micro-batch (and on its timeout):
-    ``GroupState`` in, one ``ShardStep`` call, ``GroupState`` out (``encoding``: how the value
-    is kept there, ``group_state``)."""
+    ``GroupState`` in, one ``ShardStep`` call, ``GroupState`` out."""
     step = ShardStep(config, staging, partitioned=partitioned)
     numbers = shard_numbers(config.groups)
 
@@ -200,13 +183,9 @@ def _stateful_shard(
 
 
 def _log_task(rows: int, began_s: float, clock: list[float], cpu_s: float) -> None:
-    """One JSON line on the worker's stderr per shard call (``PURGATORY_STATE_LOG=1``): where
-    the group function's time went, beside Spark's records of the task (``benchmarks
-    stages``).  ``input``: the routed rows gathered (PySpark reads and converts the first
-    chunk before the function is called, the rest here); ``step``: the shard step;
-    ``output``: its rows handed back; ``after``: the state stored; ``cpu``: the worker's CPU
-    for all of it; ``began_ms``: when the function was called (epoch ms, as the event log's
-    task launch times: the rows' hand-off into the worker is the span between them)."""
+    """One JSON line on the worker's stderr per shard call (``PURGATORY_STATE_LOG=1``): the
+    ``_TASK_SPANS`` of the group function, its CPU, and when it was called (epoch ms, to set
+    beside the event log's task launch times)."""
     spans = {
         f"{name}_ms": round((b - a) * 1000)
         for name, a, b in zip(_TASK_SPANS, clock[:-1], clock[1:], strict=True)

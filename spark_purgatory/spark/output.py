@@ -1,12 +1,9 @@
 """The operator's output: one row schema for every kind of row, and its split into the tables.
 
-**One operator, one output.**  After an ``EventTimeTimeout`` operator Spark allows no further
-stateful operator, so outcomes, unmatched events, rejected rows and per-shard metrics leave
-the operator as one stream with a ``kind`` column (``OUTPUT_SCHEMA``, from
-``contract.OPERATOR_OUTPUT``).  Event times travel as epoch ms (``<name>_ms``) and get their
-timestamp twins on the stream (``with_timestamps``); ``outcomes_of`` / ``unmatched_of`` /
-``rejected_of`` split a micro-batch (in ``foreachBatch``) into the three tables of
-``contract.TABLES``.
+After an ``EventTimeTimeout`` operator Spark allows no further stateful operator, so every
+kind of row leaves the operator as one stream with a ``kind`` column (``OUTPUT_SCHEMA``).
+Event times travel as epoch ms (``<name>_ms``) and get their timestamp twins on the stream
+(``with_timestamps``); ``*_of`` split a micro-batch into the tables of ``contract.TABLES``.
 
 Invariants: every column of the output and of the tables comes from the contract; a table's
 rows are exactly the rows of its kind.
@@ -43,13 +40,11 @@ __all__ = [
     "metrics_of",
 ]
 
-#: the operator's output: every kind of row in one schema (times as epoch ms); a shard call
-#: makes its rows in ``shard.output``
+#: the operator's output: every kind of row in one schema (times as epoch ms)
 OUTPUT_SCHEMA: T.StructType = from_arrow_schema(OPERATOR_OUTPUT)
 
-# PySpark's own serializer concatenates our output frames with its all-NA padding rows;
-# pandas warns about that on every micro-batch in the worker logs.  The result is correct.
-# Only PySpark's concatenation: the same warning from any other module (ours, a user's) shows
+# PySpark's serializer concatenates our frames with all-NA padding rows, and pandas warns on
+# every micro-batch; only that module's warning is silenced
 warnings.filterwarnings(
     "ignore",
     message="The behavior of DataFrame concatenation with empty",
@@ -63,10 +58,8 @@ _TIME_COLUMNS = [*dict.fromkeys([*(c for t in TABLES.values() for c in t.time_co
 
 def with_timestamps(out: DataFrame) -> DataFrame:
     """The operator's rows with each ``<name>_ms`` also as the timestamp ``<name>``, and an
-    outcome's single ``key`` back in ``keys``.
-
-    One ``withColumns`` of SQL text: a ``withColumn`` per column is a new DataFrame each (its
-    analysis, and Py4J round trips for every ``Column`` call) while the query is built."""
+    outcome's single ``key`` back in ``keys`` (one ``withColumns``: each ``withColumn`` is
+    analysed again)."""
     outcome = f"kind = '{KIND_OUTCOME}'"
     columns = {
         "keys": f"CASE WHEN {outcome} AND keys IS NULL THEN array(key) ELSE keys END",
@@ -89,15 +82,18 @@ def _writer_column(table: TableContract, name: str, batch_id: int | None) -> Col
     return column.alias(name)
 
 
-def _table_of(batch: DataFrame, table: TableContract, batch_id: int | None) -> DataFrame:
-    rows = batch.where(F.col("kind") == table.kind)
-    engine = [
+def _engine_columns(table: TableContract) -> list[Column]:
+    """The table's columns the engine fills but ``batch_id``, event times as timestamps."""
+    return [
         F.timestamp_millis(F.col(ms_column(c))).alias(c) if c in table.time_columns else F.col(c)
         for c in table.engine_columns
         if c != "batch_id"
     ]
+
+
+def _table_of(batch: DataFrame, table: TableContract, batch_id: int | None) -> DataFrame:
     writer = [_writer_column(table, c, batch_id) for c in ["batch_id", *table.writer_columns]]
-    return rows.select(*engine, *writer)
+    return batch.where(F.col("kind") == table.kind).select(*_engine_columns(table), *writer)
 
 
 def outcomes_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
@@ -117,13 +113,6 @@ def rejected_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
 
 def metrics_of(batch: DataFrame, batch_id: int | None = None) -> DataFrame:
     """The metrics rows of a micro-batch, one per shard that ran: the ``metrics`` table's
-    columns a shard fills (``contract.METRICS``, up to ``batch_id``).  The sink adds the
-    others (each input's watermark, the busiest group's share), which need every shard of
-    the batch and the batches before it."""
+    columns up to ``batch_id`` (the sink adds the others, which need every shard)."""
     rows = batch.where(F.col("kind") == KIND_METRICS)
-    engine = [
-        F.timestamp_millis(F.col(ms_column(c))).alias(c) if c in METRICS.time_columns else F.col(c)
-        for c in METRICS.engine_columns
-        if c != "batch_id"
-    ]
-    return rows.select(*engine, F.lit(batch_id).cast("long").alias("batch_id"))
+    return rows.select(*_engine_columns(METRICS), F.lit(batch_id).cast("long").alias("batch_id"))

@@ -1,10 +1,8 @@
 """What the driver keeps per Py4J gateway client: JVM lookups made once, not per plan.
 
-Every name a plan-building step resolves through ``spark._jvm`` (a class, a literal, whether
-a class loads) is a round trip to the JVM per dotted part, and ``start`` builds several
-projections that ask the same things.  What a JVM answers once stays true for that JVM, so
-it is kept here, under the client that asked: a new session's JVM is a new client and asks
-again (an old client's id may be reused by a new one: the client itself is compared).
+Every name resolved through ``spark._jvm`` is a round trip per dotted part.  What a JVM
+answers once stays true for it, so it is kept under the client that asked (the client
+itself compared: an old client's id may be reused).
 
 Invariant: a value is only ever served to the client it was made with.
 """

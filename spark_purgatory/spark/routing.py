@@ -6,52 +6,28 @@ Shape of the operator's input::
                                                             +-> union -> groupBy(shard)
     events ----> parse -> route_events -----> watermark --+       .applyInPandasWithState
 
-**Sharded watchers.**  Rows are routed to ``purgatory.shards`` groups by
-``pmod(xxhash64(shard key), shards)`` (Kafka shards its WatcherLists by key hash the same
-way); the group key is then replaced by the shard's label (``shard.labels.shard_labels``) so that
-each group gets its own Spark partition.  A rejected-at-parse row goes to the shard of its
-raw text, which spreads bad input evenly.
+**Sharded watchers.**  Rows go to ``purgatory.shards`` groups by
+``pmod(xxhash64(shard key), shards)``, as Kafka shards its WatcherLists by key hash; the
+group key is the shard's label (``shard.labels``), so each group gets its own Spark
+partition.  A row rejected at parse goes to the shard of its raw text.  The shard key is the
+key, or with ``purgatory.shard.key.delimiter`` set its part before the first delimiter
+(``order-7:payment`` and ``order-7:shipment`` share a shard).
 
-**Co-location.**  The shard key is the key itself, or with ``purgatory.shard.key.delimiter``
-set (e.g. ``:``) the key's part before the first delimiter: ``order-7:payment`` and
-``order-7:shipment`` go to the shard of ``order-7``, operations and events alike.  A
-multi-key operation whose keys share a shard key is an ordinary single-shard operation.
+**Across shards.**  An operation whose keys span shards lives in the cross-shard group
+(number ``shards``) and leaves in each primary shard of its keys a *stub*: a watcher that
+never completes, marks the events it matches as matched and hands them on through the
+mailbox (``engine.relay``), so only events a cross-shard operation can count travel.
+``purgatory.cross.shard.operations=false`` rejects such operations (``cross_shard_keys``).
+Without a mailbox (no ``purgatory.state.path``, or ``purgatory.cross.shard.handoff=replicas``)
+the cross-shard group gets a *replica* of every event instead; static input (``route``)
+sends replicas only of events a cross-shard operation watches.
 
-**Multi-key operations across shards.**  An operation whose keys span shards is
-*cross-shard*: it lives in an extra group, the cross-shard group (number ``shards``), and
-in each primary shard of its keys it leaves a *stub*: a watcher that never completes and
-reports nothing, which marks the events it matches as matched (the primary alone reports
-unmatched events) and hands them on to the cross-shard group through the mailbox beside the
-shard state (``engine.relay``, ``handoff.mailbox``).  So events go only to their home shard,
-and only events a cross-shard operation can count travel on: cost follows the cross-shard
-operations, not the event rate.  A stub lives until its operation's deadline.  Set
-``purgatory.cross.shard.operations=false`` to reject such operations (``cross_shard_keys``).
+**One outcome per op_id.**  A single-shard operation carries its op_id's registry shard in
+``peer``; when that is not its home, a *claim* copy goes to the registry (``engine.registry``).
 
-**One outcome per op_id** (``registers``, ``engine.registry``).  Each single-shard
-operation also carries its op_id's registry shard (``pmod(xxhash64(op_id, 'registry'),
-shards)``, in ``peer``); when that is not its home, a *claim* copy (role ``claim``, ``peer``:
-the home) goes to the registry, which decides which copy of the op_id is the one.
-
-Without ``purgatory.state.path`` there is no shared place for a mailbox: the stream then
-falls back to *replicas*, a copy of every event in the cross-shard group (which then sees
-every event: the funnel the mailbox avoids; ``query.start`` always sets the state path).
-Static input (``route``, batch mode) processes everything in one call per group, so there
-a replica is sent only for the events whose key some cross-shard operation watches.
-
-``purgatory.cross.shard.handoff=replicas`` chooses the replicas even with a state path.
-A stream with the mailbox may have a third input, the wake files (``route_wake``,
-``handoff.wake``): rows that only make Spark call the cross-shard group; the end mark there
-(the end of input) becomes one row for every shard group.
-
-**As a JVM function.**  With the project's JAR on the class path (``checks``), an operation's
-copies, roles, peers and keys come from one call of
-``io.sparkpurgatory.checks.OperationRoutes`` and an ``inline``, instead of the SQL below (some
-hundreds of expression nodes Spark optimizes again in every micro-batch); the SQL is the
-reference and the fallback, and gives the same rows.  A stream's typed operations and
-events are checked and routed by one call each (``route_typed_operations``,
-``OperationRows``; ``route_typed_events``, ``EventRows``), their ``raw`` rendered after it
-for the rejected rows alone, and the wake lines' rows come from one call (``route_wake``,
-``WakeRows``).
+With the project's JAR on the class path (``checks``) the copies come from one JVM call each
+instead of the SQL here (hundreds of expression nodes Spark optimizes again every
+micro-batch); the SQL is the reference and the fallback, and gives the same rows.
 
 Invariant: every parsed row leaves routing at least once, in the one schema
 ``ROUTED_SCHEMA``: an operation (or its stubs), an event (or its replica), or a bad row
@@ -110,10 +86,8 @@ __all__ = [
 
 _TS_SQL = f"`{ms_column('ts')}`"
 
-
-# Routing is SQL text evaluated in few projections (``selectExpr``), not ``Column`` calls:
-# each ``Column`` call is a py4j round trip when the query is built, and routing's were a
-# third of the calls ``start()`` made before its first micro-batch (1,100 of 3,232).
+# SQL text in few projections, not ``Column`` calls: each of those is a Py4J round trip
+# while the query is built.
 
 
 def _sql_shard_of(key: str, config: PurgatoryConfig) -> str:
@@ -138,13 +112,9 @@ def _as_routed(
     rows: DataFrame, side: str, config: PurgatoryConfig, *, role_coded: bool = False, **columns: str
 ) -> DataFrame:
     """``rows`` in ``ROUTED_SCHEMA``: the given columns (SQL over ``rows``' columns), then the
-    row's own, then nulls; ``raw`` kept only for rejected rows; ``shard`` given as the shard's
-    number and leaving as its label (``shard.labels.shard_labels``), the operator's group key;
-    ``role`` given as its name, or (``role_coded``) as its place in ``ROLES``.
-
-    The lists (``LIST_COLUMNS``) leave as JSON text, and only where the row needs it: an
-    operation's keys when it has more than one (one key leaves in ``key``), its members when
-    it has any (``shard.input.split_input`` reads them back).
+    row's own, then nulls; ``raw`` kept only for rejected rows; ``shard`` given as a number,
+    leaving as its label; ``role`` given as its name, or (``role_coded``) as its place in
+    ``ROLES``.  Lists leave as JSON text only where needed (``roles.LIST_COLUMNS``).
     """
     own = set(rows.columns)
     labels = [int(label) for label in shard_labels(config.groups)]
@@ -186,12 +156,9 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
     with the op_id registry (``registers``) a claim for the op_id's registry shard when that
     is not the operation's home.
 
-    Each row becomes its copies by one ``posexplode`` of a list of shard numbers: the first
-    copy is the operation itself (in its shard, the cross-shard group, or, rejected, the
-    shard of its raw text), then its stubs, then its claim.  A filter and a union would scan
-    (and parse) the input once per branch; a list of plain numbers costs less than one of
-    structs that carry each copy's keys (docs/performance-history.md, "Routing by a
-    ``posexplode`` of shard numbers").
+    Each row becomes its copies by one ``posexplode`` of a list of shard numbers (the
+    operation, then its stubs, then its claim): a filter and a union would scan the input
+    once per branch.
     """
     registering = claims and registers(config)
     function = operation_routes(parsed_ops.sparkSession)
@@ -234,15 +201,13 @@ def _route_operations(parsed_ops: DataFrame, config: PurgatoryConfig, *, claims:
 
 
 def _routes_settings(config: PurgatoryConfig, registering: bool) -> str:
-    """The routes' last arguments (``checks``): shards, shard key delimiter, cross-shard
-    operations allowed, the op_id registry on."""
+    """The routes' last arguments (``checks``)."""
     crossing = str(bool(config.cross_shard_operations)).lower()
     return f"{_shards_sql(config)}, {crossing}, {str(registering).lower()}"
 
 
 def _shards_sql(config: PurgatoryConfig) -> str:
-    """The shard count and the shard key delimiter (null: the whole key) as a JVM call's
-    arguments (``checks``)."""
+    """The shard count and the shard key delimiter (null: the whole key) as JVM arguments."""
     delimiter = config.shard_key_delimiter
     return f"{int(config.shards)}, {sql_string(delimiter) if delimiter else 'CAST(NULL AS STRING)'}"
 
@@ -256,17 +221,13 @@ def _routed_by(function: str, parsed_ops: DataFrame, config: PurgatoryConfig, re
     routes = parsed_ops.selectExpr(*kept, f"{call} AS _route").selectExpr(
         *kept, "_route.reason AS reason", "_route.copies AS _copies"
     )
-    rows = routes.selectExpr(*kept, "reason", "inline_outer(_copies)")
-    return _as_routed(
-        rows,
-        SOURCE_OPERATIONS,
-        config,
-        shard="_shard",
-        role="_role",
-        role_coded=True,
-        keys="_keys",
-        peer="_peer",
-    )
+    return _copies_routed(routes.selectExpr(*kept, "reason", "inline_outer(_copies)"), config, "_shard")
+
+
+def _copies_routed(rows: DataFrame, config: PurgatoryConfig, shard: str) -> DataFrame:
+    """An operation's copies as a JVM call gives them (``_role``, ``_keys``, ``_peer``), routed."""
+    copies = {"role": "_role", "keys": "_keys", "peer": "_peer"}
+    return _as_routed(rows, SOURCE_OPERATIONS, config, shard=shard, role_coded=True, **copies)
 
 
 def route_typed_operations(
@@ -277,22 +238,17 @@ def route_typed_operations(
     max_future_ms: int | None,
     limits: InputLimits,
 ) -> DataFrame | None:
-    """Typed operations checked and routed by one JVM call (``checks.ROWS``): the rows of
-    ``route_operations(parse_operations(df))`` in two projections and an ``inline_outer``, for the
-    plan Spark optimizes in every micro-batch; None without the function (the caller
-    parses, then routes).  A rejected row's ``raw`` (its record as JSON) is rendered after
-    the call, before its copy is made, and its shard is that text's, as ``route_operations``
-    gives it."""
+    """Typed operations checked and routed by one JVM call: the rows of
+    ``route_operations(parse_operations(df))``; None without the function (the caller parses,
+    then routes).  A rejected row's ``raw`` is rendered after the call, and its shard is
+    that text's."""
     function = operation_rows(df.sparkSession)
     if not function:
         return None
     df = with_latest(df, max_future_ms)
     kept, record, arguments, read = operations_arguments(df, max_timeout_ms, limits)
     call = f"{function}({arguments}, {_routes_settings(config, registers(config))})"
-    # the call's fields, and a rejected row's record as JSON, taken before the copies are made:
-    # each copy Spark makes carries (and copies) only what it needs, not the call's whole
-    # result nor the record (a projection of its own, which Spark does not merge into the
-    # call's: the call is named more than once and costs more than a column)
+    # taken before the copies are made, so each copy carries only what it needs
     fields = df.selectExpr(*kept, f"{call} AS _rows").selectExpr(
         *[sql if sql in (name, f"`{name}`") else f"{sql} AS {name}" for name, sql in read.items()],
         f"_rows.{_TS_SQL} AS {_TS_SQL}",
@@ -303,28 +259,21 @@ def route_typed_operations(
         f"CASE WHEN _rows.reason IS NOT NULL THEN to_json({record}) END AS raw",
     )
     columns = [*read, _TS_SQL, "reason", "condition", "members", "raw"]
-    # every row has a copy, so ``inline_outer`` gives the rows ``inline`` gives; over a column,
-    # ``inline`` would have Spark infer a filter (copies not empty) and push it down to the
-    # scan, where it calls the function a second time, outside generated code
+    # never empty, so ``inline_outer`` is ``inline`` without the filter Spark would infer and
+    # push down to the scan (a second call of the function)
     rows = fields.selectExpr(*columns, "inline_outer(_copies)")
-    return _as_routed(
-        rows,
-        SOURCE_OPERATIONS,
-        config,
-        shard=_shard_or_bad("_shard", config),
-        role="_role",
-        role_coded=True,
-        keys="_keys",
-        peer="_peer",
-    )
+    return _copies_routed(rows, config, _shard_or_bad("_shard", config))
 
 
-def _route_events(parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool) -> DataFrame:
-    """Events: to their key's shard by a plain projection; with ``replicas`` also a copy of
-    each in the cross-shard group (the stream's fallback without a mailbox)."""
+def route_events(
+    parsed_events: DataFrame, config: PurgatoryConfig, *, replicas: bool | None = None
+) -> DataFrame:
+    """The events input routed to their key's shard (its rejected rows too), in
+    ``ROUTED_SCHEMA``; with ``replicas`` also a copy of each in the cross-shard group (by
+    default a stream's choice: every event without a mailbox, module docstring)."""
+    replicas = _replicating(config) if replicas is None else replicas
     bad = _sql_bad_shard(config.shards)
-    # the role by its number: a CASE over the roles' names of a CASE of two names is what the
-    # optimizer rewrites (in every micro-batch of a stream) into this
+    # the role by its number: what the optimizer would rewrite a named role into, every batch
     event, rejected = ROLES.index(ROLE_EVENT), ROLES.index(ROLE_BAD)
     home = _as_routed(
         parsed_events,
@@ -359,12 +308,6 @@ def route_operations(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFram
     return _route_operations(parsed_ops, config)
 
 
-def route_events(parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """The events input of a stream routed (events, its rejected rows; replicas of every
-    event without a mailbox: module docstring), in ``ROUTED_SCHEMA``."""
-    return _route_events(parsed_events, config, replicas=_replicating(config))
-
-
 def _replicating(config: PurgatoryConfig) -> bool:
     """Does a stream's events input send a replica of every event (no mailbox: module
     docstring)?  Said once a stream when the mailbox was asked for."""
@@ -383,12 +326,8 @@ def _replicating(config: PurgatoryConfig) -> bool:
 def route_typed_events(
     df: DataFrame, config: PurgatoryConfig, *, max_future_ms: int | None
 ) -> DataFrame | None:
-    """Typed events checked and routed by one JVM call (``checks.EVENT_ROWS``: the reason,
-    op_id and source, the event time, the key's shard, the role), straight from the input's
-    columns: the rows of ``route_events(parse_events(df))``; None without the function (the
-    caller parses, then routes).  As ``route_typed_operations``, a rejected row's ``raw`` is
-    rendered after the call (a projection of its own: its shard is that text's); replicas
-    (no mailbox) are made by the SQL, from the same reading."""
+    """Typed events checked and routed by one JVM call, as ``route_typed_operations``: the
+    rows of ``route_events(parse_events(df))``; None without the function."""
     function = event_rows(df.sparkSession)
     if not function:
         return None
@@ -414,13 +353,10 @@ def route_typed_events(
 
 
 def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """The wake input (``handoff.wake``), in ``ROUTED_SCHEMA`` with nothing but role and shard:
-    a wake line is a row for the cross-shard group only (for every group with the op_id
-    registry, ``registers``); the end mark (``handoff.wake.END_LINE``)
-    one ``ROLE_END`` row for every shard group, 0 to ``shards`` (the cross-shard one); a clock
-    line (``handoff.reaper.clock_line``) one ``ROLE_CLOCK`` row for every group, its watermark
-    in ``ts_ms``.  With the project's JAR the rows come from one call (``checks.WAKE_ROWS``)
-    and an ``inline_outer``; the SQL below gives the same rows."""
+    """The wake input (``handoff.wake``) in ``ROUTED_SCHEMA``: a wake line is a row for the
+    cross-shard group (for every group with the op_id registry); the end mark one
+    ``ROLE_END`` row for every group; a clock line one ``ROLE_CLOCK`` row for every group,
+    its watermark in ``ts_ms``.  The JVM call, when there is one, gives the same rows."""
     function = wake_rows(lines.sparkSession)
     if function:
         marks = f"{sql_string(END_LINE)}, {sql_string(CLOCK_LINE)}"
@@ -450,14 +386,8 @@ def route_wake(lines: DataFrame, config: PurgatoryConfig) -> DataFrame:
 
 def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConfig) -> DataFrame:
     """Static input routed in one call (batch mode): operations, stubs, events, and replicas
-    of the events whose key a cross-shard operation watches (a left-semi join), so no group
-    sees every event; ``ROUTED_SCHEMA`` for all.
-
-    ``shard`` holds the shard's label (``shard.labels.shard_labels``), the group key of the operator.
-    A stream routes each input on its own (``route_operations`` / ``route_events``) and
-    declares a watermark on each before the union (``operator``).
-    """
-    events = _route_events(parsed_events, config, replicas=False)
+    of the events whose key a cross-shard operation watches, in ``ROUTED_SCHEMA``."""
+    events = route_events(parsed_events, config, replicas=False)
     if config.dedup_scope == "global" and config.shards > 1:
         parsed_ops = _repeats_rejected(parsed_ops, config)
     if config.cross_shard_operations and config.shards > 1:
@@ -469,11 +399,10 @@ def route(parsed_ops: DataFrame, parsed_events: DataFrame, config: PurgatoryConf
 
 
 def _repeats_rejected(parsed_ops: DataFrame, config: PurgatoryConfig) -> DataFrame:
-    """Static input: every copy of a repeated op_id but one rejected ``duplicate_op_id``
-    before routing, whichever shard its keys hash to (a stream's registry does this across
-    micro-batches: ``engine.registry``).  The one kept is the registry's choice for copies
-    of one micro-batch: the earliest ``ts``, then the lowest home shard, then input order;
-    copies whose keys span shards are checked among themselves, as the cross-shard group does."""
+    """Static input: every copy of a repeated op_id but one rejected ``duplicate_op_id``,
+    whichever shard its keys hash to; the one kept is the registry's choice (the earliest
+    ``ts``, then the lowest home shard, then input order), and copies whose keys span shards
+    are checked among themselves, as the cross-shard group does."""
     shards = int(config.shards)
     every = f"array_distinct(transform(keys, _k -> {_sql_shard_of('_k', config)}))"
     home = f"CASE WHEN size({every}) > 1 THEN {shards} ELSE {_sql_shard_of('get(keys, 0)', config)} END"

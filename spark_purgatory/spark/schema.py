@@ -1,15 +1,8 @@
 """Input schemas: what a typed input must look like, checked when the query is built.
 
-A typed input (Parquet, a Delta table stream, any DataFrame with the input contract's
-columns) is validated row by row in Spark SQL (``sources``), but a column that is missing or
-of a type the operator cannot read would fail every row, or fail the first micro-batch deep
-inside Spark.  So the schema is checked first, and ``InputSchemaError`` names each column,
-what it is and what to do: at start, not in the first micro-batch.
-
-Parquet files are checked twice: the Spark schema (as for any DataFrame) and, before Spark
-reads them, the files' own Arrow schema, for types Spark cannot read at all (nanosecond
-timestamps, which pandas writes by default: Spark's reader fails on them only when the
-first micro-batch reads the file).
+A column missing or of a type the operator cannot read would fail every row, or the first
+micro-batch deep inside Spark, so ``InputSchemaError`` names each such column at start.
+Parquet files are also checked for types Spark cannot read at all (nanosecond timestamps).
 
 Invariant: an input that passes these checks never fails a micro-batch for its types.
 """
@@ -91,12 +84,8 @@ def check_typed(df: DataFrame, source: str) -> None:
 
 
 def check_parquet_schema(schema: pa.Schema, source: str, where: str) -> None:
-    """Refuse Parquet columns of the contract that Spark cannot read, saying how to write them.
-
-    Spark reads Parquet timestamps in micro- or milliseconds; a ``TIMESTAMP(NANOS)`` column
-    (what pandas' ``to_parquet`` writes for ``datetime64[ns]``) fails the micro-batch that
-    reads it with ``PARQUET_COLUMN_DATA_TYPE_MISMATCH``.
-    """
+    """Refuse Parquet columns of the contract that Spark cannot read (nanosecond timestamps),
+    saying how to write them."""
     problems = []
     for name in CONTRACTS[source].names:
         if name not in schema.names:

@@ -1,38 +1,19 @@
-"""Sources: read operations and completion events, parse them, and say why a row is bad.
+"""Sources: parse operations and completion events in Spark SQL, and say why a row is bad.
 
-Two readers feed one set of checks.  **JSON text** (JSON-lines files read as text, so a
-malformed line keeps its exact bytes; Kafka records' ``value``) is parsed with ``from_json``
-and each field read as the pandas validator reads it: a line that fits the contract's types is
-read once with them (the cheap *typed reading*), any other line field by field as text (the
-*lenient reading*), with the same result for a line either could read.  **Typed columns**
-(Parquet, a Delta table stream, Auto Loader, the rate source, a Kafka value the user parsed:
-any DataFrame whose columns follow the input contract with Spark types) are read as they are,
-without a JSON round trip; their schema is checked when the query is built (``schema``), so a
-missing required column or a column of the wrong type raises ``InputSchemaError`` naming it,
-and only a rejected row is rendered to JSON (``to_json``) for its ``raw`` (``typed_columns``;
-with the project's JAR on the class path a typed row is checked by one JVM function,
-``checks``).  ``source_format="auto"`` tells the two apart by the schema; a path's format is told by its
-files (``formats``, which also reads the sources).  Parsing and validation are Spark
-SQL expressions (``sql_text``; no Python per row); each row comes out with the canonical columns, its
-``raw`` text and a ``reason`` that is null for valid rows and otherwise names the first
-problem.
-
-The checks are those of the pandas validator (``engine.validation``, whose docstring says how
-a field is read), in the order of ``contract.OPERATION_REASONS`` / ``EVENT_REASONS``: a row
-gets the same reason on either path and from either reader (a typed column cannot hold a
-wrong JSON type, so ``malformed_json`` and ``bad_<field>`` for text fields never arise
-there).  In JSON, ``op_id``, ``source`` and ``payload`` are read as variants, to tell a
-string or number (its text, for ``op_id``) from an array or object (``bad_op_id``), and a
-string from anything else in ``source`` and ``payload`` (``bad_<field>``).
+Two readers feed one set of checks (``contract.rules``).  **JSON text** (JSON-lines files
+read as text, so a malformed line keeps its bytes; Kafka records' ``value``): a line that fits
+the contract's types is read once with them (the cheap *typed reading*), any other field by
+field as text (the *lenient reading*), with the same result for a line either could read.
+**Typed columns** (Parquet, Delta, any DataFrame with the contract's columns) are read as
+they are (``typed_columns``).  ``source_format="auto"`` tells the two apart by the schema.
+Each row comes out with the canonical columns, its ``raw`` text and a ``reason``: null when
+valid, else the first check that fails, as the pandas validator would give it.
 
 Invariant: parsing never drops a row; a row that cannot be understood becomes a row with a
 reason.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import NamedTuple
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -45,11 +26,9 @@ from ..contract import (
     EPOCH_MS_TEXT,
     EVENT_CHECKS,
     EVENT_COLUMNS,
-    EVENT_INPUT,
     ID,
     OPERATION_CHECKS,
     OPERATION_COLUMNS,
-    OPERATION_INPUT,
     POISON_COLUMN,
     RAW_KEPT_CHARS,
     RAW_TRUNCATED,
@@ -58,10 +37,11 @@ from ..contract import (
     SOURCE_OPERATIONS,
     STRING,
     STRING_LITERAL,
+    TIME,
     TS_TEXT,
+    WHOLE,
     Check,
     first_reason,
-    ms_column,
     read_as,
 )
 from .checks import event_checks, operation_checks
@@ -73,16 +53,13 @@ from .formats import (
     read_stream,
     source_format_of,
 )
-from .schema import InputSchemaError
+from .schema import CONTRACTS, InputSchemaError
 from .sql_checks import SqlChecks, misspelled
 from .sql_text import (
-    clean_keys,
-    clean_list,
-    condition_name,
+    FieldReading,
     in_range,
     latest_carried,
     parsed_columns,
-    present,
     sql_blank,
     sql_filled,
     sql_string,
@@ -106,18 +83,12 @@ __all__ = [
 #: fields that must be text: read as variants, so that an array or object is ``bad_<field>``
 _TEXT_FIELDS = read_as(ID, STRING)
 
-# Every other field is read as text first (Spark keeps the JSON text of numbers and arrays),
-# so a wrong type becomes a reason instead of a failed query; only broken JSON is "corrupt".
-# JSON as written (RFC 8259), with the constants NaN and Infinity: Spark's reader would also
-# take single-quoted strings, which are no JSON (``malformed_json``, as on every path)
+# Every other field is read as text, so a wrong type becomes a reason, not a failed query.
+# Single-quoted strings are no JSON (``malformed_json``, as on every path).
 _CORRUPT = "_corrupt_record"
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "allowSingleQuotes": "false"}
 
-
-# Every expression below is Spark SQL text, evaluated in few projections (``selectExpr``):
-# a ``Column`` call is a Py4J round trip (two for a function) while the query is built, and
-# the readings built of them were most of the calls ``start()`` made (the JSON reading alone
-# about 1,500).  The text gives Catalyst the same expressions the ``Column`` calls gave.
+# SQL text in few projections, not ``Column`` calls (a Py4J round trip each at build time).
 
 
 def _json_schema(contract: pa.Schema) -> T.StructType:
@@ -128,38 +99,9 @@ def _json_schema(contract: pa.Schema) -> T.StructType:
     return T.StructType(fields)
 
 
-_OPS_JSON = _json_schema(OPERATION_INPUT)
-_EVENTS_JSON = _json_schema(EVENT_INPUT)
-
-
 def _get(struct: str, field: str) -> str:
     """The field ``field`` of the struct expression ``struct`` (``struct[field]`` as a ``Column``)."""
     return f"{struct}[{sql_string(field)}]"
-
-
-def _text(j: str, field: str) -> str:
-    """A text field (``_TEXT_FIELDS``) of the lenient reading as a string: a number or boolean
-    as its JSON text."""
-    return f"variant_get({_get(j, field)}, '$', 'string')"
-
-
-def _structured(j: str, field: str) -> str:
-    """The field of the lenient reading holds a JSON array or object."""
-    return f"coalesce(schema_of_variant({_get(j, field)}) RLIKE '^(ARRAY|OBJECT)', false)"
-
-
-def _string_list(text: str) -> str:
-    """A JSON array of strings, or a single string standing for a one-element list.
-
-    A JSON object (Spark hands its text to a string field) is not a key: null.
-    """
-    trimmed = f"trim({text})"
-    # an object is none by the CASE's own null: a typed null in a branch is a cast the
-    # optimizer folds in every micro-batch (``sql_text.sql_filled``)
-    return (
-        f"CASE WHEN startswith({trimmed}, '[') THEN from_json({text}, 'array<string>') "
-        f"WHEN NOT startswith({trimmed}, '{{') AND {sql_filled(text)} THEN array({text}) END"
-    )
 
 
 def _raw(df: DataFrame, fmt: str) -> DataFrame:
@@ -202,10 +144,8 @@ def _kafka_origin(df: DataFrame) -> str:
 
 
 def _epoch_ms(text: str) -> str:
-    """Epoch ms from an ISO-8601 timestamp or a number of epoch ms (``contract.TS_TEXT``,
-    ``EPOCH_MS_TEXT``); null if neither or out of range.  Text of another shape is not handed
-    to ``try_to_timestamp``, which reads more: a time without a date (on the day it is read),
-    a zone by name."""
+    """Epoch ms from ``contract.TS_TEXT`` or ``EPOCH_MS_TEXT`` text; null if neither or out of
+    range (``try_to_timestamp`` alone reads more: a time without a date, a zone by name)."""
     ms = (
         f"CASE WHEN {text} RLIKE {whole_text(EPOCH_MS_TEXT)} THEN try_cast({text} AS BIGINT) "
         f"WHEN {text} RLIKE {whole_text(TS_TEXT)} THEN unix_millis(try_to_timestamp({text})) END"
@@ -217,9 +157,8 @@ _NOT_BRACKET = r"[^\[\]{}]"
 
 
 def _poison(text: str, limits: InputLimits) -> str:
-    """SQL for ``engine.lines.poison``: the record's UTF-8 bytes above the limit, else its
-    nesting of arrays and objects outside its strings deeper than the limit (measured only
-    for a record with more opening brackets than the limit), else null."""
+    """SQL for ``engine.lines.poison``'s reason (measuring the depth only for a record with
+    more opening brackets than the limit), else null."""
     depth = int(limits.depth)
     openers = f"(length({text}) - length(translate({text}, '[{{', '')))"
     strings = f"regexp_replace({text}, {sql_string(STRING_LITERAL)}, '')"
@@ -252,12 +191,9 @@ def parse_operations(
     max_future_ms: int | None = None,
     limits: InputLimits | None = None,
 ) -> DataFrame:
-    """Canonical operations with ``raw`` and ``reason`` (null when valid).
-
-    Columns: op_id, keys (distinct, in their order), ts_ms, timeout_ms, condition (lower case), target,
-    members (sorted distinct), payload, raw, reason.  Typed input is checked here, so a
-    missing or wrongly typed column raises ``InputSchemaError`` before the query starts.
-    ``limits``: the poison-record limits (``input.max.*``; the defaults when None).
+    """Canonical operations (``contract.OPERATION_COLUMNS``, ``ts`` as ``ts_ms``) with ``raw``
+    and ``reason`` (null when valid).  Typed input with a missing or wrongly typed column
+    raises ``InputSchemaError`` here.  ``limits``: ``input.max.*`` (the defaults when None).
     """
     limits = limits or InputLimits()
     fmt = source_format_of(df, fmt)
@@ -265,7 +201,7 @@ def parse_operations(
     df = with_latest(df, max_future_ms)
     if function:
         return operations_checked(df, function, max_timeout_ms, limits)
-    fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, _OPERATION_READING, limits)
+    fields = operation_fields(df) if fmt == "typed" else _json_fields(df, fmt, SOURCE_OPERATIONS, limits)
     bounds = limits.bounds(max_timeout_ms, max_future_ms)
     return _with_reason(fields, OPERATION_CHECKS, bounds, OPERATION_COLUMNS)
 
@@ -277,18 +213,14 @@ def parse_events(
     max_future_ms: int | None = None,
     limits: InputLimits | None = None,
 ) -> DataFrame:
-    """Canonical completion events with ``raw`` and ``reason`` (null when valid).
-
-    Columns: key, ts_ms, op_id, source, value, raw, reason.  Typed input as for
-    ``parse_operations``.
-    """
+    """Canonical completion events with ``raw`` and ``reason``, as ``parse_operations``."""
     fmt = source_format_of(df, fmt)
     function = event_checks(df.sparkSession) if fmt == "typed" else None
     df = with_latest(df, max_future_ms)
     if function:
         return events_checked(df, function)
     fields = (
-        event_fields(df) if fmt == "typed" else _json_fields(df, fmt, _EVENT_READING, limits or InputLimits())
+        event_fields(df) if fmt == "typed" else _json_fields(df, fmt, SOURCE_EVENTS, limits or InputLimits())
     )
     bounds = InputLimits().bounds(None, max_future_ms)
     return _with_reason(fields, EVENT_CHECKS, bounds, EVENT_COLUMNS)
@@ -315,18 +247,17 @@ def _with_reason(
 
 
 def _kafka_partition(fields: DataFrame) -> str:
-    """SQL for a Kafka record's topic and partition as one number (``handoff.partitions``: a
-    watermark per partition): the topic's hash in the high bits, the partition in the low
-    20; below 2^52, so exact in the float column pandas makes of a column with nulls."""
+    """SQL for a Kafka record's topic and partition as one number (``handoff.partitions``):
+    the topic's hash in the high bits, the partition in the low 20; below 2^52, so exact in
+    the float column pandas makes of a column with nulls."""
     have = set(fields.schema[_KAFKA].dataType.fieldNames())
     topic = f"CAST(hash({_KAFKA}.topic) AS BIGINT) + 2147483648" if "topic" in have else "0"
     return f"({topic}) * 1048576 + {_KAFKA}.`partition`"
 
 
 def _kafka_raw(fields: DataFrame) -> str:
-    """SQL for a rejected Kafka record's ``raw``: the record as one JSON object, its value
-    as text in the source's column order (``{"topic": ..., "partition": ..., "offset": ...,
-    "timestamp": ..., "key": ..., "value": ...}``)."""
+    """SQL for a rejected Kafka record's ``raw``: the record as one JSON object, its value as
+    text, in ``KAFKA_RECORD_FIELDS`` order."""
     have = set(fields.schema[_KAFKA].dataType.fieldNames())
     parts = [
         f"'{name}', " + ("raw" if name == "value" else f"{_KAFKA}.`{name}`")
@@ -337,20 +268,6 @@ def _kafka_raw(fields: DataFrame) -> str:
 
 
 # -- JSON text: files, Kafka values ------------------------------------------------------------------
-#
-# The typed reading (the contract's types, the event time as text) costs a quarter of the
-# lenient one; ``when`` evaluates the lenient reading only for lines the typed one cannot take.
-
-
-class _Reading(NamedTuple):
-    """How one input's JSON lines are read: each reading's schema and fields (SQL over the
-    reading's struct)."""
-
-    known: tuple[str, ...]
-    typed_schema: T.StructType
-    typed: Callable[[str], dict[str, str]]
-    lenient_schema: T.StructType
-    lenient: Callable[[str], dict[str, str]]
 
 
 def _from_json(schema: T.StructType) -> str:
@@ -361,31 +278,27 @@ def _from_json(schema: T.StructType) -> str:
     return f"from_json({text}, {sql_string(schema.simpleString())}, map({options}))"
 
 
-def _json_fields(df: DataFrame, fmt: str, reading: _Reading, limits: InputLimits) -> DataFrame:
+def _json_fields(df: DataFrame, fmt: str, source: str, limits: InputLimits) -> DataFrame:
     """``raw`` and each field as the checks expect it, from the typed reading where the line
-    allows it (``_plain``), else from the lenient one.
-
-    The lenient reading is a column of its own, null where the typed one serves: it is read
-    only for the lines that need it, and each field names it instead of repeating it: inline,
-    its copies made the job's plan, which Spark analyses at start and optimizes again in
-    every micro-batch, much larger (docs/performance-history.md, "The lenient JSON
-    reading as one column")."""
+    allows it (``_plain``), else from the lenient one: a column of its own, read only for
+    the lines that need it and named by each field (inline copies made the plan much larger)."""
     text = _raw(df, fmt)
     carried = [_KAFKA] if fmt == "kafka" else []
     carried += latest_carried(df)  # for the future-time check (``sql_checks``)
     text = text.selectExpr("raw", *carried, f"{_poison('raw', limits)} AS {POISON_COLUMN}")
     carried.append(POISON_COLUMN)
-    named = f"{misspelled(reading.known)} AS _misspelled"
-    rows = text.selectExpr("raw", *carried, f"{_from_json(reading.typed_schema)} AS t", named)
+    typed_schema, lenient_schema = _JSON_SCHEMAS[source]
+    named = f"{misspelled(tuple(READINGS[source]))} AS _misspelled"
+    rows = text.selectExpr("raw", *carried, f"{_from_json(typed_schema)} AS t", named)
     carried.append("_misspelled")
     plain = [f"t IS NOT NULL AND {_get('t', _CORRUPT)} IS NULL"]
-    plain += [_plain_field(_get("t", f), f) for f in _TEXT_FIELDS if f in reading.typed_schema.fieldNames()]
+    plain += [_plain_field(_get("t", f), f) for f in _TEXT_FIELDS if f in typed_schema.fieldNames()]
     rows = rows.selectExpr("raw", *carried, "t", " AND ".join(f"({p})" for p in plain) + " AS _plain")
-    lenient = _from_json(reading.lenient_schema)
+    lenient = _from_json(lenient_schema)
     # null elsewhere, without the typed null of an ELSE (a cast the optimizer folds)
     lenient = f"CASE WHEN NOT _plain AND {POISON_COLUMN} IS NULL THEN {lenient} END AS j"
     rows = rows.selectExpr("raw", *carried, "t", "_plain", lenient)
-    fast, slow = reading.typed("t"), reading.lenient("j")
+    fast, slow = _TypedJson("t").fields(source), _LenientJson("j").fields(source)
     return rows.selectExpr(
         "raw",
         *carried,
@@ -398,7 +311,7 @@ def _plain(text: str) -> str:
     of an array, an object or a non-integer number (whose spelling the two readings differ on)."""
     first = f"substring({text}, 1, 1)"
     # NOT (first IN ('[', '{') OR (first RLIKE '[-0-9]' AND (text RLIKE '[.eE]' OR length > 18))),
-    # written as the optimizer leaves it (De Morgan's: ``sql_text.sql_filled``)
+    # as the optimizer would rewrite it
     not_number = f"(NOT ({first} RLIKE '[-0-9]') OR (NOT ({text} RLIKE '[.eE]') AND length({text}) <= 18))"
     return f"({text} IS NULL OR (NOT ({first} IN ('[', '{{')) AND {not_number}))"
 
@@ -408,19 +321,12 @@ _STRING_ONLY = read_as(STRING)
 
 
 def _plain_field(text: str, field: str) -> str:
-    """``_plain`` for the text field ``field``; for a field that must be a string
-    (``_STRING_ONLY``) also not the text of a number or a boolean: the typed reading gives a
-    JSON number the same text as a string of its digits, so only the lenient one tells them
-    apart (a string such as ``"12"`` is read there too, with the same result)."""
+    """``_plain`` for the text field ``field``; for a string-only field also not the text of a
+    number or boolean, which only the lenient reading tells from a string of its digits."""
     if field not in _STRING_ONLY:
         return _plain(text)
     number = f"({text} RLIKE '^-?[0-9]' OR {text} IN ('true', 'false'))"
     return f"({_plain(text)} AND NOT coalesce({number}, false))"
-
-
-def _not_string(j: str, field: str) -> str:
-    """The field of the lenient reading holds anything but a string (or null)."""
-    return f"coalesce(schema_of_variant({_get(j, field)}) NOT IN ('STRING', 'VOID'), false)"
 
 
 def _typed_json_schema(contract: pa.Schema) -> T.StructType:
@@ -432,89 +338,58 @@ def _typed_json_schema(contract: pa.Schema) -> T.StructType:
     return T.StructType([*fields, T.StructField(_CORRUPT, T.StringType())])
 
 
-def _typed_operation(t: str) -> dict[str, str]:
-    keys = f"coalesce({_get(t, 'keys')}, {present(_get(t, 'key'))})"
-    return {
-        "_malformed": "false",
-        "op_id": _get(t, "op_id"),
-        "_bad_op_id": "false",
-        "keys": clean_keys(keys),
-        "_no_ts": sql_blank(_get(t, "ts")),
-        ms_column("ts"): _epoch_ms(_get(t, "ts")),
-        "_no_timeout_ms": f"{_get(t, 'timeout_ms')} IS NULL",
-        "timeout_ms": _get(t, "timeout_ms"),
-        "condition": condition_name(_get(t, "condition")),
-        "_no_target": f"{_get(t, 'target')} IS NULL",
-        "target": _get(t, "target"),
-        "members": clean_list(_get(t, "members")),
-        "payload": _get(t, "payload"),
-        "_bad_payload": "false",
-    }
+class _TypedJson(FieldReading):
+    """The typed reading of the JSON struct ``struct``: the event time as text."""
+
+    def __init__(self, struct: str):
+        self.struct = struct
+
+    def field(self, name: str) -> str:
+        return _get(self.struct, name)
+
+    def absent(self, name: str, reading: str) -> str:
+        return sql_blank(self.field(name)) if reading == TIME else super().absent(name, reading)
+
+    def value(self, name: str, reading: str) -> str:
+        return _epoch_ms(self.field(name)) if reading == TIME else self.field(name)
 
 
-def _lenient_operation(j: str) -> dict[str, str]:
-    keys = f"coalesce({_string_list(_get(j, 'keys'))}, {present(_get(j, 'key'))})"
-    return {
-        "_malformed": f"({j} IS NULL OR {_get(j, _CORRUPT)} IS NOT NULL)",
-        "op_id": _text(j, "op_id"),
-        "_bad_op_id": _structured(j, "op_id"),
-        "keys": clean_keys(keys),
-        "_no_ts": sql_blank(_get(j, "ts")),
-        ms_column("ts"): _epoch_ms(_get(j, "ts")),
-        "_no_timeout_ms": sql_blank(_get(j, "timeout_ms")),
-        "timeout_ms": f"try_cast({_get(j, 'timeout_ms')} AS BIGINT)",
-        "condition": condition_name(_get(j, "condition")),
-        "_no_target": sql_blank(_get(j, "target")),
-        "target": f"try_cast({_get(j, 'target')} AS DOUBLE)",
-        "members": clean_list(_string_list(_get(j, "members"))),
-        "payload": _text(j, "payload"),
-        "_bad_payload": _not_string(j, "payload"),
-    }
+class _LenientJson(_TypedJson):
+    """The lenient reading of the JSON struct ``struct``: every field as its text."""
+
+    @property
+    def malformed(self) -> str:  # type: ignore[override]
+        return f"({self.struct} IS NULL OR {_get(self.struct, _CORRUPT)} IS NOT NULL)"
+
+    def text(self, name: str) -> str:
+        """A text field as a string: a number or boolean as its JSON text."""
+        return f"variant_get({self.field(name)}, '$', 'string')"
+
+    def wrong(self, name: str, reading: str) -> str:
+        """An ``ID`` that is an array or object; a ``STRING`` that is anything but a string."""
+        kind = f"schema_of_variant({self.field(name)})"
+        wrong = f"{kind} RLIKE '^(ARRAY|OBJECT)'" if reading == ID else f"{kind} NOT IN ('STRING', 'VOID')"
+        return f"coalesce({wrong}, false)"
+
+    def listed(self, name: str) -> str:
+        """A JSON array of strings, or a single string standing for a list of one (an object:
+        null, by the CASE's own null: a typed null is a cast the optimizer folds every batch)."""
+        text = self.field(name)
+        trimmed = f"trim({text})"
+        return (
+            f"CASE WHEN startswith({trimmed}, '[') THEN from_json({text}, 'array<string>') "
+            f"WHEN NOT startswith({trimmed}, '{{') AND {sql_filled(text)} THEN array({text}) END"
+        )
+
+    def absent(self, name: str, reading: str) -> str:
+        # a blank value is ``bad_value``, a blank target ``missing_target`` (as in pandas)
+        return f"{self.field(name)} IS NULL" if name == "value" else sql_blank(self.field(name))
+
+    def value(self, name: str, reading: str) -> str:
+        if reading == TIME:
+            return _epoch_ms(self.field(name))
+        return f"try_cast({self.field(name)} AS {'BIGINT' if reading == WHOLE else 'DOUBLE'})"
 
 
-def _typed_event(t: str) -> dict[str, str]:
-    op_id, source = _get(t, "op_id"), _get(t, "source")
-    return {
-        "_malformed": "false",
-        "key": _get(t, "key"),
-        "_no_ts": sql_blank(_get(t, "ts")),
-        ms_column("ts"): _epoch_ms(_get(t, "ts")),
-        "op_id": f"CASE WHEN {sql_filled(op_id)} THEN {op_id} END",
-        "_bad_op_id": "false",
-        "source": f"CASE WHEN {sql_filled(source)} THEN {source} END",
-        "_bad_source": "false",
-        "_no_value": f"{_get(t, 'value')} IS NULL",
-        "value": _get(t, "value"),
-    }
-
-
-def _lenient_event(j: str) -> dict[str, str]:
-    op_id, source = _text(j, "op_id"), _text(j, "source")
-    return {
-        "_malformed": f"({j} IS NULL OR {_get(j, _CORRUPT)} IS NOT NULL)",
-        "key": _get(j, "key"),
-        "_no_ts": sql_blank(_get(j, "ts")),
-        ms_column("ts"): _epoch_ms(_get(j, "ts")),
-        "op_id": f"CASE WHEN {sql_filled(op_id)} THEN {op_id} END",
-        "_bad_op_id": _structured(j, "op_id"),
-        "source": f"CASE WHEN {sql_filled(source)} THEN {source} END",
-        "_bad_source": _not_string(j, "source"),
-        "_no_value": f"{_get(j, 'value')} IS NULL",
-        "value": f"try_cast({_get(j, 'value')} AS DOUBLE)",
-    }
-
-
-_OPERATION_READING = _Reading(
-    tuple(READINGS[SOURCE_OPERATIONS]),
-    _typed_json_schema(OPERATION_INPUT),
-    _typed_operation,
-    _OPS_JSON,
-    _lenient_operation,
-)
-_EVENT_READING = _Reading(
-    tuple(READINGS[SOURCE_EVENTS]),
-    _typed_json_schema(EVENT_INPUT),
-    _typed_event,
-    _EVENTS_JSON,
-    _lenient_event,
-)
+#: each input's JSON schemas: the typed reading's and the lenient one's
+_JSON_SCHEMAS = {source: (_typed_json_schema(c), _json_schema(c)) for source, c in CONTRACTS.items()}

@@ -1,6 +1,5 @@
-"""The contract's checks as Spark SQL text: the SQL reader of ``contract.rules``
-(``SqlChecks``, whose ``first`` is one ``CASE``) and a JSON line's misspelled-field test
-(``misspelled``), over the columns ``sources`` and ``typed_columns`` read.
+"""The contract's checks as Spark SQL text (``SqlChecks``, whose ``first`` is one ``CASE``)
+and a JSON line's misspelled-field test.
 
 Invariant: each test means what the pandas reader's test of the same name means
 (``engine.validation``): a row gets the same reason on either path.
@@ -15,9 +14,8 @@ __all__ = ["SqlChecks", "misspelled"]
 
 
 class SqlChecks:
-    """The SQL reader of the contract's checks (``contract.rules``): each test SQL text over
-    the columns a reading gives (``_no_<field>``: absent; ``_bad_<field>``: a JSON type the
-    field cannot have; the event time as ``ts_ms``)."""
+    """The SQL reader of the contract's checks: each test SQL text over the columns a reading
+    gives (``_no_<field>``: absent; ``_bad_<field>``: a JSON type the field cannot have)."""
 
     _ABSENT = {
         "op_id": sql_blank("op_id"),

@@ -2,15 +2,27 @@
 condition's name, the event time's range and the latest event time a micro-batch accepts.
 
 Each function returns Spark SQL text over the expressions it is given (``selectExpr``: one
-Py4J call per projection, not one per ``Column`` function); ``sources`` (JSON text, Kafka)
-and ``typed_columns`` (typed input) build their readings from these.
+Py4J call per projection, not one per ``Column`` function).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..contract import CONDITIONS, DEFAULT_CONDITION, MAX_TS_MS, MIN_TS_MS, ms_column
+from ..contract import (
+    CONDITIONS,
+    DEFAULT_CONDITION,
+    ID,
+    LIST,
+    MAX_TS_MS,
+    MIN_TS_MS,
+    READINGS,
+    SOURCE_OPERATIONS,
+    STRING,
+    TEXT,
+    TIME,
+    ms_column,
+)
 from .checks import batch_millis
 from .per_client import kept
 
@@ -31,12 +43,67 @@ __all__ = [
     "latest_carried",
     "latest_passed",
     "clean_list",
-    "clean_keys",
-    "present",
     "condition_name",
     "parsed_columns",
     "literal_column",
+    "FieldReading",
 ]
+
+
+class FieldReading:
+    """How one reading of the input gives a field as SQL (``field``: the field as read); the
+    defaults are a typed reading's, whose fields hold a value of their type or null.
+    ``fields`` builds every field the checks read from these, by the contract's readings."""
+
+    malformed = "false"
+
+    def field(self, name: str) -> str:
+        raise NotImplementedError
+
+    def text(self, name: str) -> str:
+        return self.field(name)
+
+    def wrong(self, name: str, reading: str) -> str:
+        """The field holds a JSON type its reading does not take (``_bad_<field>``)."""
+        return "false"
+
+    def listed(self, name: str) -> str:
+        return self.field(name)
+
+    def absent(self, name: str, reading: str) -> str:
+        return f"{self.field(name)} IS NULL"
+
+    def value(self, name: str, reading: str) -> str:
+        return self.field(name)
+
+    def fields(self, source: str) -> dict[str, str]:
+        """Each field of ``source`` (``contract.READINGS``) as the checks read it, with its
+        ``_no_<field>`` or ``_bad_<field>`` where they ask (``sql_checks``)."""
+        out = {"_malformed": self.malformed}
+        for name, reading in READINGS[source].items():
+            if reading in (ID, STRING):
+                text = self.text(name)
+                # an event's op_id and source are none where blank; an operation's op_id is
+                # required (``missing_op_id``) and its payload carried as it came
+                if source != SOURCE_OPERATIONS:
+                    text = f"CASE WHEN {sql_filled(text)} THEN {text} END"
+                out[name] = text
+                out[f"_bad_{name}"] = self.wrong(name, reading)
+            elif name == "keys":  # ``key`` stands for ``keys``; the keys keep their order
+                key = self.field("key")
+                given = f"CASE WHEN {sql_filled(key)} THEN array({key}) END"
+                out[name] = clean_list(f"coalesce({self.listed(name)}, {given})", keep_order=True)
+            elif reading == LIST:
+                out[name] = clean_list(self.listed(name))
+            elif name == "condition":
+                out[name] = condition_name(self.field(name))
+            elif reading == TEXT:
+                if source != SOURCE_OPERATIONS:  # an operation's key is read in ``keys``
+                    out[name] = self.field(name)
+            else:
+                out[f"_no_{name}"] = self.absent(name, reading)
+                out[ms_column(name) if reading == TIME else name] = self.value(name, reading)
+        return out
 
 
 def parsed_columns(canonical: list[str]) -> list[str]:
@@ -46,24 +113,15 @@ def parsed_columns(canonical: list[str]) -> list[str]:
 
 def clean_list(items: str, *, keep_order: bool = False) -> str:
     """Blank items dropped, deduplicated, sorted (``keep_order``: in their order, a repeated
-    item at its first place, as ``array_distinct`` keeps it).
-
-    A list of one item (nearly every operation's keys) or none is read without the lambda:
-    Spark evaluates higher-order functions row by row outside generated code.
+    item at its first place).  A list of one item or none is read without the lambda, which
+    Spark evaluates outside generated code.
     """
     full = f"array_distinct(filter({items}, _i -> {sql_filled('_i')}))"
     full = full if keep_order else f"array_sort({full})"
-    # the empty list as none of ``items`` (``slice``): a cast of ``array()`` is a constant
-    # the optimizer folds in every micro-batch (``sql_filled``)
+    # the empty list as none of ``items`` (``slice``), not a cast the optimizer would fold
     single = f"CASE WHEN {sql_blank(f'get({items}, 0)')} THEN slice({items}, 1, 0) ELSE {items} END"
     n = f"size({items})"
     return f"CASE WHEN {n} = 0 THEN {items} WHEN {n} = 1 THEN {single} ELSE {full} END"
-
-
-def clean_keys(items: str) -> str:
-    """An operation's keys: blank items dropped, deduplicated, in their order (a repeated
-    key at its first place; ``array_distinct`` keeps the first), as the outcome shows them."""
-    return clean_list(items, keep_order=True)
 
 
 def in_range(ms: str) -> str:
@@ -75,14 +133,10 @@ def latest_ts(max_future_ms: int, millis: str | None = None) -> str:
     """The latest event time a micro-batch accepts, epoch ms: its processing time plus
     ``max_future_ms``.
 
-    A stream's ``current_timestamp()`` is the micro-batch's time, which Spark puts into the
-    plan as a constant after optimizing it and writes into the Java code it generates: that
-    code would differ in every micro-batch and the driver compile the input's whole reading
-    again in each (docs/performance-history.md, "The checks in JVM functions, and a plan that compiles
-    once").  With the checks JAR, ``millis`` names its ``BatchMillis`` function
-    (``checks.batch_millis``), which generated code reads by reference: the same code every
-    time.  Without it the time is read through a lambda (``transform``), which Spark evaluates
-    outside generated code, and which keeps its whole projection out of it (``with_latest``).
+    ``current_timestamp()`` becomes a constant in the generated code, which would then differ
+    and be compiled again in every micro-batch.  ``millis`` (``checks.batch_millis``) reads
+    it by reference instead; without it the time is read through a lambda, which Spark
+    evaluates outside generated code.
     """
     if millis:
         return f"({millis}(unix_millis(current_timestamp())) + {int(max_future_ms)}L)"
@@ -96,13 +150,9 @@ LATEST = "_purgatory_latest_ms"
 
 def with_latest(df: DataFrame, max_future_ms: int | None) -> DataFrame:
     """``df`` with ``LATEST`` (``latest_ts``) beside its own columns; ``df`` itself when no
-    event time is too far ahead (``max_future_ms`` None).
-
-    A projection of its own, right above the input's read, which the reading above it
-    names through ``latest_carried`` or ``latest_passed``.  Without the checks JAR it holds
-    a lambda, and Spark keeps a projection that holds one out of whole-stage code generation:
-    rows cross it one by one as rows, so it should hold the lambda and the input's columns,
-    nothing more.
+    event time is too far ahead (``max_future_ms`` None).  A projection of its own: without
+    the checks JAR it holds a lambda, which keeps it out of generated code, so it holds
+    nothing else.
     """
     if max_future_ms is None:
         return df
@@ -117,18 +167,11 @@ def latest_carried(df: DataFrame) -> list[str]:
 
 def latest_passed(df: DataFrame, ts_ms: str) -> list[str]:
     """``LATEST`` where the event time ``ts_ms`` is past it, null elsewhere, as a projection
-    of ``df`` (nothing when ``df`` has none): all the checks need (``ts_ms > LATEST`` holds
-    on the same rows).
+    of ``df`` (nothing when ``df`` has none): all the checks need.
 
-    Named twice on purpose, for the lambda's reading (no checks JAR: ``latest_ts``; with it
-    every projection is generated code and this changes nothing).  When Spark plans the
-    micro-batch, the micro-batch's time in
-    ``LATEST`` is a constant, and a projection over the input that names a column of the
-    one below it once is merged into it; merged, the input's whole reading (its record
-    struct and every field) ended up in the projection kept out of generated code.  A
-    costly column named twice is not merged (Catalyst's ``CollapseProject`` rule, which
-    the scan's planning follows), so ``with_latest``'s projection stays thin
-    (docs/performance-history.md, "The Python workers' heap, and a thin projection for the batch's time").
+    ``LATEST`` is named twice on purpose: Catalyst's ``CollapseProject`` does not merge a
+    costly column named twice, so the input's whole reading stays out of ``with_latest``'s
+    projection, which runs outside generated code without the checks JAR.
     """
     if LATEST not in df.columns:
         return []
@@ -138,41 +181,36 @@ def latest_passed(df: DataFrame, ts_ms: str) -> list[str]:
 def condition_name(given: str) -> str:
     """The condition's name, trimmed and in lower case (``any`` when absent).
 
-    Lower case by ``translate`` of the ASCII capitals (and the Kelvin sign, the one other
-    character whose lower case is an ASCII letter), not ``lower``: every condition name is
-    ASCII, so a name is valid after the one exactly when it is after the other, and Spark's
-    ``lower`` builds ICU's case-mapping tables in the first task that evaluates it, a cost
-    the first micro-batch pays (docs/troubleshooting.md, "The first micro-batch is slow").
+    Lower case by ``translate`` of the ASCII capitals and the Kelvin sign (the one other
+    character whose lower case is an ASCII letter), not ``lower``, which builds ICU's tables
+    in the first task (docs/troubleshooting.md, "The first micro-batch is slow").
     """
     capitals = "ABCDEFGHIJKLMNOPQRSTUVWXYZ\u212a"
     name = f"trim(coalesce({given}, {sql_string(DEFAULT_CONDITION)}))"
-    # a name already in lower case (nearly all) skips ``translate``, which costs a map
-    # look-up and a Java String per character (seen in JFR of the routing stage)
+    # a name already in lower case (nearly all) skips ``translate``'s cost per character
     lowered = f"translate({name}, {sql_string(capitals)}, {sql_string(capitals[:-1].lower() + 'k')})"
     return f"CASE WHEN {sql_in(name, list(CONDITIONS))} THEN {name} ELSE {lowered} END"
 
 
 def sql_blank(name: str) -> str:
-    """Null or blank text: Spark's ``trim`` trims spaces (U+0020) only, ``contract.BLANK``
-    (``tests/contract`` sends a tab and a no-break space, which are text)."""
+    """Null or blank text (``contract.BLANK``: Spark's ``trim`` trims spaces only)."""
     return f"({name} IS NULL OR trim({name}) = '')"
 
 
 def sql_filled(name: str) -> str:
-    """Text neither null nor blank (``sql_blank``'s negation), written as Spark's optimizer
-    leaves ``NOT sql_blank``: a stream's plan is optimized again in every micro-batch, and a
-    rewrite the optimizer makes there (here De Morgan's, by ``BooleanSimplification``) costs
-    its batch of rules another pass over the whole plan (``routed_rows.typed_projection``).
-    The JSON reading's SQL (``sources``, and the helpers here) is written so for the same
-    reason: no literal of another type than its comparison's, no cast of a constant, no
-    ``IN`` of one value, no ``NOT`` of an ``OR`` (``tests/spark/test_sql_text.py``)."""
+    """Text neither null nor blank, written as Spark's optimizer leaves ``NOT sql_blank``.
+
+    A stream's plan is optimized again in every micro-batch, and each rewrite the optimizer
+    makes costs its batch of rules another pass over the whole plan.  So the input's SQL is
+    written as the optimizer leaves it: no literal of another type than its comparison's, no
+    cast of a constant, no ``IN`` of one value, no ``NOT`` of an ``OR``
+    (``tests/spark/test_sql_text.py``)."""
     return f"({name} IS NOT NULL AND NOT (trim({name}) = ''))"
 
 
 def whole_text(pattern: str) -> str:
-    """A Spark SQL literal for ``RLIKE``: the contract's ``pattern`` (``contract.inputs``,
-    written without anchors) matching the whole text (``\\z``: the very end, where Java's
-    ``$`` also matches before a final line terminator)."""
+    """A Spark SQL literal for ``RLIKE``: the contract's ``pattern`` matching the whole text
+    (``\\z``: Java's ``$`` also matches before a final line terminator)."""
     return sql_string(f"^(?:{pattern})\\z")
 
 
@@ -197,24 +235,13 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def present(field: str) -> str:
-    """An array of the one string ``field`` unless it is blank (else null)."""
-    return f"CASE WHEN {sql_filled(field)} THEN array({field}) END"
-
-
 def literal_column(spark: Any, value: list[int] | None, ddl: str) -> Any:
-    """``value`` (None, or a list of ints) as a literal ``Column`` of the Spark type ``ddl``
-    (for a list, ``array<...>``: its elements are never null, and the type says so).
+    """``value`` (None, or a list of ints) as a literal ``Column`` of the Spark type ``ddl``.
 
-    SQL text has no typed null nor a literal array: ``CAST(NULL AS BIGINT)`` and ``array(0,
-    1)`` are expressions that Spark's optimizer folds into literals, and a stream's plan is
-    optimized again in every micro-batch, where each such rewrite costs another pass of the
-    optimizer's batch over the whole plan.  The literal itself is what the optimizer leaves.
-    On Spark Connect (no JVM in this process) the column is that SQL, the same value.
-
-    A list's type has ``containsNull = false``, as ``array(0, 1)``'s has: ``element_at`` of it
-    at a non-null index is then non-null (ANSI mode), which keeps the operator's state key
-    ``shard`` non-nullable, as checkpoints recorded it (``routed_rows.typed_projection``).
+    SQL text has no typed null nor literal array, only expressions the optimizer folds into
+    literals every micro-batch (``sql_filled``); on Spark Connect the column is that SQL.  A
+    list's type has ``containsNull = false``, as ``array(0, 1)``'s has, which keeps the
+    operator's state key ``shard`` non-nullable, as checkpoints recorded it.
     """
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
@@ -226,9 +253,7 @@ def literal_column(spark: Any, value: list[int] | None, ddl: str) -> Any:
         return F.expr(f"array({', '.join(f'CAST({int(item)} AS {element})' for item in value)})")
     from pyspark.sql.classic.column import Column
 
-    # built once per JVM (``per_client``): a plan's projections name a typed null for every
-    # column an input has none of, and each route the same shard labels, four or more round
-    # trips each to build; a literal is an immutable expression, so one serves every projection
+    # built once per JVM: a literal is immutable, so one serves every projection
     literals = kept(jvm, "literals")
     key = (ddl, None if value is None else tuple(int(item) for item in value))
     if key not in literals:
@@ -257,8 +282,7 @@ def _element_ddl(ddl: str) -> str:
 
 
 def _literal_classes(jvm: Any) -> tuple[Any, Any, Any]:
-    """Spark's ``Literal``, ``DataType`` and ``ExpressionUtils`` classes in ``jvm``, looked up
-    once per gateway client (``per_client``: each dotted name is a round trip per part)."""
+    """Spark's ``Literal``, ``DataType`` and ``ExpressionUtils`` classes, looked up once per client."""
     classes = kept(jvm, "literal classes")
     if not classes:
         classes["all"] = (

@@ -1,13 +1,9 @@
 """Spark's HDFS-backed state store of the operator, read and written without a JVM.
 
-``rescale`` must read every shard group's value as of the last committed micro-batch and
-write the new groups' values as the next version.  Spark's own offline repartition
-(``spark._streamingCheckpointManager.repartition``, in pyspark 4.2.0) does not do it: it
-moves the *same* keys to a new partition count (our group keys are shard labels, which
-change with the count, and the values must be re-split), it refuses the HDFS-backed store
-that ``start`` uses (``STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER``, measured
-on 4.2.0) and, having refused, leaves an uncommitted batch that stops the query from
-starting again.  The format is small and stable, so this module reads and writes it:
+``rescale`` reads every shard group's value as of the last committed micro-batch and writes
+the new groups' values as the next version.  Spark's own offline repartition cannot: it
+keeps the *same* keys (ours are shard labels, which change with the count), and refuses the
+HDFS-backed store.  The format is small and stable:
 
 * ``state/0/<partition>/<version>.delta`` and ``.snapshot``: a compressed stream of records
   ``[key size][key][value size][value]`` (big-endian ints; a value size of -1 removes the
@@ -110,9 +106,8 @@ def read_version(fs: pafs.FileSystem, operator_dir: str, partition: int, version
 
 
 def read_groups(fs: pafs.FileSystem, operator_dir: str, groups: int, version: int) -> dict[int, GroupValue]:
-    """Every group's entry at ``version`` by shard number (``PurgatoryConfig.groups``, the
-    cross-shard group last: ``shard.labels.shard_labels``); a partition no group has lived in
-    reads as none.
+    """Every group's entry at ``version`` by shard number (the cross-shard group last); a
+    partition no group has lived in reads as none.
 
     Raises:
         StateFormatError: a missing version, a file or a group label this module does not know.

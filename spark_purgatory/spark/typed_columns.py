@@ -1,14 +1,10 @@
 """Typed input: Parquet, a Delta table stream, any DataFrame with the input contract's columns.
 
 Read as they are, without a JSON round trip: the schema is checked when the query is built
-(``schema.check_typed``: a missing or wrongly typed column raises ``InputSchemaError``), and
-only a rejected row is rendered to JSON (``to_json``) for its ``raw``.  Three readings with
-the same rows: SQL (``operation_fields`` / ``event_fields``, then ``sources``' checks); with
-the project's JAR on the class path, the JVM checks (``operations_checked`` /
-``events_checked``: ``checks``), one expression node each for the plan Spark optimizes
-again in every micro-batch; and, a stream's, the calls that check and route at once,
-straight from the input's columns (``operations_arguments`` / ``events_arguments``, for
-``routing.route_typed_operations`` / ``route_typed_events``).
+(``InputSchemaError``), and only a rejected row is rendered to JSON for its ``raw``.  Three
+readings give the same rows: SQL (``*_fields``, then the SQL checks); the JVM checks
+(``*_checked``), one expression node each; and the JVM calls that check and route at once
+(``*_arguments``, for ``routing``).
 
 Invariant: a typed row gets the reason, and the fields, that its JSON text would get.
 """
@@ -25,24 +21,23 @@ from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
     MAX_TS_MS,
+    NUMBER,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
+    TIME,
+    WHOLE,
     ms_column,
 )
 from .checks import checks_table
 from .schema import check_typed
 from .sql_text import (
     LATEST,
-    clean_keys,
-    clean_list,
-    condition_name,
+    FieldReading,
     in_range,
     latest_passed,
     parsed_columns,
-    present,
-    sql_filled,
     sql_string,
 )
 
@@ -50,7 +45,6 @@ __all__ = [
     "operation_fields",
     "event_fields",
     "operations_checked",
-    "operations_read",
     "operations_arguments",
     "events_checked",
     "events_arguments",
@@ -60,42 +54,39 @@ __all__ = [
 
 def operation_fields(df: DataFrame) -> DataFrame:
     """Each operation field from typed columns (checked first: ``InputSchemaError``)."""
-    c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
-    keys = f"coalesce({c['keys']}, {present(c['key'])})"
-    fields = {
-        "_record": _record(df, OPERATION_INPUT),
-        "_malformed": "false",
-        "op_id": c["op_id"],
-        "_bad_op_id": "false",
-        "keys": clean_keys(keys),
-        "_no_ts": f"{c['ts']} IS NULL",
-        ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
-        "_no_timeout_ms": f"{c['timeout_ms']} IS NULL",
-        "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
-        "condition": condition_name(c["condition"]),
-        "_no_target": f"{c['target']} IS NULL",
-        "target": _double(c["target"], _type_of(df, "target")),
-        "members": clean_list(c["members"]),
-        "payload": c["payload"],
-        "_bad_payload": "false",
-    }
+    return _fields(df, OPERATION_INPUT, SOURCE_OPERATIONS)
+
+
+def event_fields(df: DataFrame) -> DataFrame:
+    """Each event field from typed columns (checked first: ``InputSchemaError``)."""
+    return _fields(df, EVENT_INPUT, SOURCE_EVENTS)
+
+
+class _Columns(FieldReading):
+    """The typed columns of ``df`` (``c``: ``_typed_columns``), each number of its own type."""
+
+    def __init__(self, df: DataFrame, c: dict[str, str]):
+        self.df, self.c = df, c
+
+    def field(self, name: str) -> str:
+        return self.c[name]
+
+    def value(self, name: str, reading: str) -> str:
+        read = {TIME: _typed_epoch_ms, WHOLE: _typed_whole, NUMBER: _double}[reading]
+        return read(self.c[name], _type_of(self.df, name))
+
+
+def _fields(df: DataFrame, contract: pa.Schema, source: str) -> DataFrame:
+    c = _typed_columns(df, contract, source)
+    fields = {"_record": _record(df, contract), **_Columns(df, c).fields(source)}
     latest = latest_passed(df, fields[ms_column("ts")])
     return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()], *latest)
 
 
 def operations_checked(df: DataFrame, function: str, max_timeout_ms: int, limits: InputLimits) -> DataFrame:
-    """Typed operations checked by the JVM function ``function`` (``checks``): the event
-    time and timeout read as ``operation_fields`` reads them, then one call for the
-    reason and the cleaned keys (in their order), condition and members (the latest event
-    time accepted: ``df``'s ``LATEST``, ``sql_text.with_latest``; none without it).  The checks
-    travel as the contract's table (``checks.checks_table``)."""
-    read, arguments = operations_read(df, max_timeout_ms, limits)
-    return _checked(read, f"{function}({arguments})", OPERATION_COLUMNS, ("keys", "condition", "members"))
-
-
-def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> tuple[DataFrame, str]:
-    """Typed operations read for the JVM checks (``operations_checked``): the projection
-    that reads them, and the checks' arguments over its columns."""
+    """Typed operations checked by the JVM function ``function``: one call for the reason and
+    the cleaned keys, condition and members, the other fields read as ``operation_fields``
+    reads them."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
     fields = _operation_fields(df, c)
     ts_ms = ms_column("ts")
@@ -117,18 +108,15 @@ def operations_read(df: DataFrame, max_timeout_ms: int, limits: InputLimits) -> 
         f"op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout_ms, "
         f"{int(max_timeout_ms)}L, _condition, target, _members, {names}"
     )
-    return read, arguments
+    return _checked(read, f"{function}({arguments})", OPERATION_COLUMNS, ("keys", "condition", "members"))
 
 
 def operations_arguments(
     df: DataFrame, max_timeout_ms: int, limits: InputLimits
 ) -> tuple[list[str], str, str, dict[str, str]]:
-    """Typed operations as the JVM check-and-route call reads them
-    (``routing.route_typed_operations``), straight from ``df``'s columns, as
-    ``events_arguments``: the contract's columns ``df`` has, the record of a row, the call's
-    checks arguments (the event time as read, which the call checks for its range, and the
-    range's end where ``operations_read`` gives the time checked and its absence), and the
-    routed fields read as they are (op_id, the whole-number timeout, target, payload)."""
+    """Typed operations as the JVM check-and-route call reads them, straight from ``df``'s
+    columns: the contract's columns ``df`` has, a row's record, the call's arguments (the
+    event time unchecked, with the range's end), and the fields routed as read."""
     c = _typed_columns(df, OPERATION_INPUT, SOURCE_OPERATIONS)
     fields = _operation_fields(df, c)
     names = sql_string(checks_table(max_timeout_ms, limits))
@@ -142,8 +130,7 @@ def operations_arguments(
 
 
 def _operation_fields(df: DataFrame, c: dict[str, str]) -> dict[str, str]:
-    """The fields both JVM readings take as they are read (``c``: ``_typed_columns``): op_id,
-    the whole-number timeout, the target as a double, payload."""
+    """The operation fields every typed reading takes as they are read."""
     return {
         "op_id": c["op_id"],
         "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
@@ -153,9 +140,8 @@ def _operation_fields(df: DataFrame, c: dict[str, str]) -> dict[str, str]:
 
 
 def events_checked(df: DataFrame, function: str) -> DataFrame:
-    """Typed events checked by the JVM function ``function`` (``checks``): the event time
-    read as ``event_fields`` reads it, then one call for the reason, op_id and source (the
-    latest event time accepted as for ``operations_checked``)."""
+    """Typed events checked by the JVM function ``function``, as ``operations_checked``: one
+    call for the reason, op_id and source."""
     c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
     ts_ms = ms_column("ts")
     read = df.selectExpr(
@@ -171,12 +157,7 @@ def events_checked(df: DataFrame, function: str) -> DataFrame:
 
 
 def events_arguments(df: DataFrame) -> tuple[list[str], str, str]:
-    """Typed events as the JVM check-and-route call reads them (``routing.route_typed_events``),
-    straight from ``df``'s columns: the contract's columns ``df`` has, the record of a row
-    (for a rejected row's ``raw``, over those columns), and the call's first arguments (key,
-    the event time in epoch ms as read, which the call checks for its range, the range's end,
-    the latest time accepted, value, op_id, source).  ``LATEST`` goes to the call as it is
-    (``sql_text.with_latest``: generated code, with the JAR that has this call)."""
+    """Typed events as the JVM check-and-route call reads them, as ``operations_arguments``."""
     c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
     ts_read = _epoch_ms_read(c["ts"], _type_of(df, "ts"))
     arguments = (
@@ -187,8 +168,8 @@ def events_arguments(df: DataFrame) -> tuple[list[str], str, str]:
 
 
 def _event_time(df: DataFrame, c: dict[str, str]) -> list[str]:
-    """The event time as both functions read it: absent (``_no_ts``), as epoch ms, and the
-    latest time accepted where the row's is past it (``sql_text.latest_passed``)."""
+    """The event time as both JVM checks read it: absent, as epoch ms, and past the latest
+    time accepted."""
     ts_read = _typed_epoch_ms(c["ts"], _type_of(df, "ts"))
     return [f"{c['ts']} IS NULL AS _no_ts", f"{ts_read} AS `{ms_column('ts')}`", *latest_passed(df, ts_read)]
 
@@ -199,8 +180,7 @@ def _latest(df: DataFrame) -> str:
 
 
 def _checked(read: DataFrame, call: str, canonical: list[str], fields: tuple[str, ...]) -> DataFrame:
-    """The parsed columns from the function's result (``_checked``): its reason and
-    ``fields``, the rest as read; ``raw`` rendered only where ``kept_raw`` says."""
+    """The parsed columns: the call's reason and ``fields``, the rest as read."""
     checked = read.selectExpr("*", f"{call} AS _checked")
     columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
     for name in (*fields, "reason"):
@@ -211,39 +191,15 @@ def _checked(read: DataFrame, call: str, canonical: list[str], fields: tuple[str
 
 
 def kept_raw(reason: str, operations: bool, keys: str = "keys") -> str:
-    """When a typed row is rendered to JSON for its ``raw``: when it is rejected, and for an
-    operation with several keys also when valid, since routing may reject it after parsing
-    (``cross_shard_keys``, with cross-shard operations switched off) and then shows its
-    record; routing keeps ``raw`` of rejected rows only.  One ``to_json`` per multi-key
-    operation: few in most workloads."""
+    """When a typed row is rendered to JSON for its ``raw``: when rejected, and for an
+    operation with several keys also when valid, since routing may still reject it
+    (``cross_shard_keys``)."""
     return f"({reason} IS NOT NULL OR size({keys}) > 1)" if operations else f"{reason} IS NOT NULL"
 
 
-def event_fields(df: DataFrame) -> DataFrame:
-    """Each event field from typed columns (checked first: ``InputSchemaError``)."""
-    c = _typed_columns(df, EVENT_INPUT, SOURCE_EVENTS)
-    fields = {
-        "_record": _record(df, EVENT_INPUT),
-        "_malformed": "false",
-        "key": c["key"],
-        "_no_ts": f"{c['ts']} IS NULL",
-        ms_column("ts"): _typed_epoch_ms(c["ts"], _type_of(df, "ts")),
-        "op_id": f"CASE WHEN {sql_filled(c['op_id'])} THEN {c['op_id']} END",
-        "_bad_op_id": "false",
-        "source": f"CASE WHEN {sql_filled(c['source'])} THEN {c['source']} END",
-        "_bad_source": "false",
-        "_no_value": f"{c['value']} IS NULL",
-        "value": _double(c["value"], _type_of(df, "value")),
-    }
-    latest = latest_passed(df, fields[ms_column("ts")])
-    return df.selectExpr(*[f"{sql} AS `{name}`" for name, sql in fields.items()], *latest)
-
-
 def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str, str]:
-    """The contract's columns of a typed input (null where an optional one is absent), as SQL.
-
-    Raises ``InputSchemaError`` naming every missing or wrongly typed column: at start, not in
-    the first micro-batch."""
+    """The contract's columns of a typed input (null where an optional one is absent), as SQL;
+    ``InputSchemaError`` naming every missing or wrongly typed column."""
     check_typed(df, source)
     spark_types = from_arrow_schema(contract)
     have = set(df.columns)
@@ -282,16 +238,16 @@ def _epoch_ms_read(ts: str, spark_type: T.DataType | None) -> str:
 
 
 def _double(number: str, spark_type: T.DataType | None) -> str:
-    """A number as a double: a double column as it is (a cast of a double to itself is a
-    rewrite Spark's optimizer makes again in every micro-batch)."""
+    """A number as a double (a double column as it is: the optimizer would drop the cast
+    again every batch)."""
     if spark_type is None or isinstance(spark_type, T.DoubleType):  # absent: a typed null already
         return number
     return f"CAST({number} AS DOUBLE)"
 
 
 def _typed_whole(number: str, spark_type: T.DataType | None) -> str:
-    """A whole number within bigint: integers as they are, a fraction's whole values (pandas'
-    allowance, ``engine.validation``); null otherwise (``bad_timeout_ms``)."""
+    """A whole number within bigint: integers, and a float's whole values (as pandas reads
+    them); null otherwise."""
     if spark_type is None or isinstance(spark_type, T.LongType):  # absent: a typed null already
         return number
     if isinstance(spark_type, T.IntegralType):

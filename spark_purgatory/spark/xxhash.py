@@ -1,12 +1,8 @@
 """xxHash in Python: XXH64, as Spark's ``xxhash64`` computes it, and XXH32, lz4-java's checksum.
 
-Routing sends a key to ``pmod(xxhash64(key), shards)`` and Spark's state files checksum their
-lz4 blocks with XXH32; ``rescale`` must reproduce both without a JVM (``key_hash``,
-``state_files``).  The two variants share one shape: four lanes take the input a stripe at a
-time (32 bytes for XXH64, 16 for XXH32), converge into one accumulator, which takes the tail
-and is avalanched.  ``_stripes`` is that common part; each variant keeps its own tail and
-avalanche, as the reference implementation does.  A Python loop over an input's words: for
-keys and small blocks, never for rows.
+``rescale`` reproduces both without a JVM.  The two variants share one shape: four lanes
+over stripes (``_stripes``), converged into one accumulator that takes the tail and is
+avalanched.  A Python loop over words: for keys and small blocks, never for rows.
 
 Invariant: standard XXH64 and XXH32 (the reference test vectors below).
 

@@ -1,25 +1,12 @@
 """Spark's part of a micro-batch, played in-process: routing to shards, one ``ShardStep`` per group.
 
-``PurgatoryTester`` runs every micro-batch through the production shard step
-(``shard.step.ShardStep``); this module is the host around it that Spark is in a stream:
-
-* **routing** (``routed``): each validated operation to its keys' shard, or, keys across
-  shards, to the cross-shard group with a stub in each primary shard of its keys; its op_id's
-  claim to the registry shard when that is not its home; each event to its key's shard (and
-  a replica in the cross-shard group when the hand-off is ``replicas``); a row rejected at
-  parse to one shard, which reports it.  The rows are those ``spark.routing`` sends
-  (``tests/spark/test_local_routing.py`` compares them on Spark);
-* **groups called as Spark calls them**: a group with rows, or one whose event-time timeout
-  the micro-batch's watermark has passed, through the operator's own adapter
-  (``spark.group_state.call_group`` / ``keep_group``) on an in-process ``GroupState``
-  (``LocalGroupState``): each keeps the value and timeout its last call stored;
-* **the wake**: after a micro-batch whose shards posted to the mailbox, the next one brings
-  the wake row (``handoff.wake``) to the cross-shard group (every group with the op_id
-  registry), as the wake file the driver writes does (``handoff.control``); the end of input
-  brings the end row to every group;
-* **the marks** (``spark.input_stream``), where the shards move to their rows' watermark: each
-  input's largest event time over the micro-batch's rows, for every primary shard, as the JAR's
-  generator sends them from every Spark partition.
+``PurgatoryTester`` runs every micro-batch through the production shard step; this module is
+the host around it that Spark is in a stream: **routing** (``routed``: the rows
+``spark.routing`` sends, compared on Spark by ``tests/spark/test_local_routing.py``);
+**groups called as Spark calls them** (a group with rows, or one whose timeout the watermark
+passed, through ``spark.group_state``'s adapter on a ``LocalGroupState``); **the wake** row
+after a micro-batch whose shards posted to the mailbox, and the end row at the end of input;
+and **the marks** the JAR's generator sends, where the shards move to their rows' watermark.
 
 Invariant: a group's call sees what it would see on Spark for the same micro-batches (the same
 routed rows, stored value, watermark and the mailbox's files); only the batch times are a
@@ -32,6 +19,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..config import PurgatoryConfig
 from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
@@ -48,7 +36,9 @@ from ..shard.roles import (
     ROLE_STUB,
     ROLE_WAKE,
     ROLES,
+    ROUTED,
     ROUTED_COLUMNS,
+    SHARED_IN,
     SIDES,
 )
 from ..shard.step import ShardResult, ShardStep
@@ -59,7 +49,7 @@ __all__ = ["LocalGroupState", "LocalShards", "routed"]
 
 _TS_MS = ms_column("ts")
 #: the routed columns that hold numbers (the others text)
-_NUMBERS = ("shard", "peer", "part", _TS_MS, "timeout_ms", "target")
+_NUMBERS = {f.name for f in ROUTED if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)}
 #: a micro-batch's time: a counter in steps of a second (the mailbox's names, state versions)
 _BATCH_STEP_MS = 1_000
 
@@ -70,9 +60,8 @@ def routed(
     rejected: pd.DataFrame,
     config: PurgatoryConfig,
 ) -> pd.DataFrame:
-    """Validated ``operations`` and ``events`` (``engine.validation``'s form) and the rows
-    ``rejected`` at parse, routed to shards as ``spark.routing`` routes a stream's input:
-    rows of ``shard.roles.ROUTED``, ``shard`` the shard's number (not its Spark label)."""
+    """Validated ``operations`` and ``events`` and the rows ``rejected`` at parse, routed as
+    ``spark.routing`` routes a stream's input (``shard`` the number, not its Spark label)."""
     shards, delimiter = int(config.shards), config.shard_key_delimiter
     registering = registers(config)
     rows: list[dict] = []
@@ -103,8 +92,8 @@ def routed(
                 "key": ev.key,
                 _TS_MS: int(ev.ts),
                 "op_id": ev.op_id,
-                "condition": ev.source,  # the columns an event shares (``roles.SHARED_COLUMNS``)
-                "target": ev.value,
+                SHARED_IN["source"]: ev.source,
+                SHARED_IN["value"]: ev.value,
             }
             rows.append({**fields, "shard": home, "role": ROLE_EVENT})
             if replicas:
@@ -149,14 +138,13 @@ def _record(op) -> dict:
 
 
 def _bad(side: str, reason: str, raw, op_id, key, shards: int) -> dict:
-    """A row rejected at parse: reported by one shard (the shard of its raw text on Spark;
-    any shard reports it the same, and so the tester)."""
+    """A row rejected at parse, for the shard of its raw text."""
     return {
         "shard": text_shard(raw, shards),
         "role": ROLE_BAD,
         "side": side,
-        "condition": reason,  # a rejected row's reason and raw text (``roles.SHARED_COLUMNS``)
-        "payload": raw,
+        SHARED_IN["reason"]: reason,
+        SHARED_IN["raw"]: raw,
         "op_id": op_id,
         "key": key,
         _TS_MS: 0,
@@ -181,7 +169,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
 
 def _marks(rows: pd.DataFrame, shards: int) -> list[dict]:
     """Each input's largest event time over ``rows`` (rows rejected at parse not counted), as a
-    mark for every primary shard: what the JAR's generator sends from a micro-batch's partitions."""
+    mark for every primary shard."""
     role, side = rows["role"].to_numpy(np.int8), rows["side"].to_numpy(np.int8)
     ts = rows[_TS_MS].to_numpy(np.float64)
     timed = (role != ROLES.index(ROLE_BAD)) & ~np.isnan(ts)
@@ -241,13 +229,10 @@ class LocalShards:
     """Every shard group of one query, each with the value its last call stored and its
     timeout, called micro-batch by micro-batch as Spark calls them.
 
-    ``config`` must name a state path (the mailbox, the op_id registry's verdicts and the
-    state's delta files live there, as under a checkpoint).  ``batch_watermark``: the shards
-    move to the watermark each micro-batch's rows bring once they are admitted, as on Spark
-    (``ShardStep``); that needs each ``run``'s watermark to be the one Spark computes from the
-    rows before it (at least their largest event time minus the delay, per input), so a host
-    that moves the watermark by hand leaves it off; each micro-batch then brings every primary
-    shard the marks of both inputs, as the project's JAR does on Spark."""
+    ``config`` must name a state path (the mailbox and the state's files live there).
+    ``batch_watermark``: the shards move to the watermark each micro-batch's rows bring, as on
+    Spark; that needs each ``run``'s watermark to be the one Spark computes from the rows
+    before it, so a host that moves the watermark by hand leaves it off."""
 
     def __init__(self, config: PurgatoryConfig, *, batch_watermark: bool = False) -> None:
         self.config = config
