@@ -120,16 +120,21 @@ def pytest_runtest_protocol(item, nextitem):
         f.write(json.dumps(record) + "\n")
 
 
+def records(folder: Path = _OUT) -> list[dict]:
+    """Every test's record of a run, each worker's."""
+    return [json.loads(line) for path in folder.glob("*.jsonl") for line in path.read_text().splitlines()]
+
+
 def summary(folder: Path = _OUT, top: int = 25) -> str:
     """The run's CPU in all, then the files and the tests that cost most."""
-    records = [json.loads(line) for path in folder.glob("*.jsonl") for line in path.read_text().splitlines()]
+    rows = records(folder)
     by_file = collections.Counter()
-    for record in records:
+    for record in rows:
         by_file[record["test"].split("::")[0]] += record["cpu"]
-    lines = [f"{len(records)} tests, {sum(r['cpu'] for r in records):,.0f} CPU-s", "", "CPU-s  file"]
+    lines = [f"{len(rows)} tests, {sum(r['cpu'] for r in rows):,.0f} CPU-s", "", "CPU-s  file"]
     lines += [f"{cpu:5.0f}  {name}" for name, cpu in by_file.most_common(top)]
     lines += ["", "CPU-s  wall-s  test"]
-    for record in sorted(records, key=lambda r: -r["cpu"])[:top]:
+    for record in sorted(rows, key=lambda r: -r["cpu"])[:top]:
         lines.append(f"{record['cpu']:5.0f}  {record['wall']:6.0f}  {record['test']}")
     return "\n".join(lines)
 

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.support.cpu_by_test import summary
+from tests.support.cpu_by_test import records, summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -30,11 +30,7 @@ def test_a_childs_cpu_is_charged_to_the_test_that_started_it(tmp_path):
     plugin = ["-p", "tests.support.cpu_by_test", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)]
     command = [sys.executable, "-m", "pytest", "-q", "-n", "0", *plugin, "test_burn.py"]
     subprocess.run(command, check=True, env=env, cwd=tmp_path, capture_output=True)
-    report = summary(out)
-    charged = {
-        line.split()[-1].split("::")[-1]: float(line.split()[0])
-        for line in report.splitlines()
-        if "::" in line
-    }
-    assert charged["test_burns_in_a_child"] >= 1.2, report
-    assert charged["test_idles"] < 0.5, report
+    charged = {record["test"].split("::")[-1]: record["cpu"] for record in records(out)}
+    assert charged["test_burns_in_a_child"] >= 1.2, charged
+    assert charged["test_idles"] < 0.5, charged
+    assert "test_burn.py::test_burns_in_a_child" in summary(out)
