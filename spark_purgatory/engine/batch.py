@@ -179,9 +179,7 @@ def admit(
 
 def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """Per op_id: is another copy in the batch kept (the earliest ``ts``, then the first)?"""
-    if ids.size < 2:
-        return np.zeros(ids.size, dtype=bool)
-    if all_distinct(hashes):
+    if ids.size < 2 or all_distinct(hashes):
         return np.zeros(ids.size, dtype=bool)
     order = np.argsort(ts, kind="stable")
     repeated = np.empty(ids.size, dtype=bool)

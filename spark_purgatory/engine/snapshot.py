@@ -1,8 +1,6 @@
 """A shard's live tables, and the plain form a state layer reads and gives back.
 
-``LiveTables`` is everything a shard holds between calls.  A state layer reads it as plain
-tables (``plain``), puts a shard back from them (``live_from``), or brings a live shard
-forward to a later version by what changed in between (``forward``).
+``LiveTables`` is everything a shard holds between calls.
 
 Invariant: ``live_from(plain(t))`` (either form) behaves exactly as the shard did.
 """

@@ -45,11 +45,8 @@ def _buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     width = np.int64 if pa.types.is_large_string(values.type) else np.int32
     _, offsets_buf, data_buf = values.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=width)[values.offset : values.offset + len(values) + 1]
-    first, last = int(offsets[0]), int(offsets[-1])
-    if data_buf is None:
-        return offsets - offsets[0], np.empty(0, np.uint8)
-    data = np.frombuffer(data_buf, dtype=np.uint8)[first:last]
-    return offsets - offsets[0], data
+    data = np.empty(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, dtype=np.uint8)
+    return offsets - offsets[0], data[int(offsets[0]) : int(offsets[-1])]
 
 
 class TextColumn:

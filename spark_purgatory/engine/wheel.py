@@ -199,8 +199,6 @@ class _Level:
 
     def merge_runs(self) -> None:
         """Merge the smaller half of the runs (tiered: O(log n) merges per entry)."""
-        if len(self.runs) < 2:
-            return
         self.runs.sort(key=lambda r: r.size, reverse=True)
         keep, merge = self.runs[: len(self.runs) // 2], self.runs[len(self.runs) // 2 :]
         deadlines = np.concatenate([r.deadlines for r in merge])

@@ -92,7 +92,6 @@ def checkpoint_status(
         "tables": {},
         "notes": notes,
     }
-    tables = None
     gauges = None
     if output:
         tables = reader or table_reader(output, spark=spark, storage=storage)

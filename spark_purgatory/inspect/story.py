@@ -1,21 +1,9 @@
 """One operation's story: where each of a few op_ids is, and what happened to its events.
 
-"Order 4711 has no outcome. Where is it?"  ``explain(["order-4711"], output=..., checkpoint=...)``
-looks in every place an operation or its events can be, and says for each op_id:
-
-* **pending** (with its progress), read from the checkpoint's state;
-* **resolved**: its ``outcomes`` row (``completed`` or ``expired``);
-* **rejected**: its ``rejected`` rows with the reason and the raw record; a second operation
-  with the same op_id is a **duplicate** (``duplicate_op_id``) and does not change the
-  first one's fate;
-* its **events that matched nothing**: ``unmatched_events`` rows of its keys (or targeted at
-  it) from its ``ts`` up to one timeout (at least an hour) past its deadline, and the events
-  of its keys rejected ``late`` in the same window.
-
-A ``rejected`` table written without the ``op_id`` and ``key`` columns is searched in its raw
-records.  The pending state is read from the checkpoint's files (no JVM; Spark only for a
-state store only Spark reads), and is skipped when no checkpoint (or ``state=False``) is
-given.
+"Order 4711 has no outcome. Where is it?"  ``explain`` looks in every place an operation or
+its events can be: the checkpoint's pending state, ``outcomes``, ``rejected`` (searched in
+its raw records when the table was written without the ``op_id`` and ``key`` columns) and
+the events of its keys that matched nothing or came late (``OperationStory``).
 
 Invariant: an op_id is ``pending`` or has an outcome, not both, but for an op_id sent again
 after ``purgatory.dedup.retention.ms`` (a new operation: ``pending``, with the earlier

@@ -1,5 +1,4 @@
-"""``assert_outcomes``: two sets of outcomes compared on a few columns, whatever their row order
-and whichever form each side has (a Spark DataFrame, a pandas DataFrame, a list of dicts)."""
+"""``assert_outcomes``: two sets of outcomes compared on a few columns, whatever their form."""
 
 from __future__ import annotations
 
