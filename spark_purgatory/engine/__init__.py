@@ -3,7 +3,6 @@
 Plain numpy code (pandas where frames come in and go out) that runs without Spark, Delta or
 a filesystem.
 
-Invariants: every valid operation gets exactly one outcome, never before its condition holds
-or its deadline passes; the engine imports nothing from Spark, Delta or
-``spark_purgatory.state``: persistence reads it (``Purgatory.tables``, ``take_changes``).
+Invariant: the engine imports nothing from Spark, Delta or ``spark_purgatory.state``:
+persistence reads it (``Purgatory.tables``, ``take_changes``).
 """

@@ -1,14 +1,12 @@
 """The per-shard purgatory: Kafka's DelayedOperationPurgatory for event time, on columns.
 
-``Purgatory`` is a shard's engine as its host sees it: one ``process`` call per micro-batch,
-the sizes a host reports, and what a state layer reads and gives back.  A call decides each
-operation it touches once, against every event of the call and of the buffer, so an outcome
-does not depend on whether its events came before the operation or with it.
+``Purgatory`` is a shard's engine as its host sees it.  A call decides each operation it
+touches once, against every event of the call and of the buffer, so an outcome does not
+depend on whether its events came before the operation or with it.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
-earlier); a resolved operation leaves nothing behind in the watchers, the wheel or the match
-table; every valid event is eventually counted by an operation or reported in
+earlier); every valid event is eventually counted by an operation or reported in
 ``unmatched_events``.  The engine persists nothing.  All times are epoch milliseconds.
 """
 
@@ -219,9 +217,6 @@ class Purgatory:
             expire_to_ms: where the watermark goes after this batch's rows are admitted (the
                 operator's clock on a quiet stream), except where a hand-off still owes
                 something (``_clock``).
-
-        The result's ``verdicts`` answer ``claims``; its ``relay`` holds what this shard's
-        stubs relay.
         """
         with collector_paused():  # a list per reported row: nothing for the collector to find
             cross = relayed is not None  # the cross-shard group: it takes relays
@@ -325,7 +320,8 @@ class Purgatory:
         self._delayed.advance(watermark_ms)
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
-        """Kafka's ``cancelForKey``: drop the operations watching ``keys``; returns their op_ids."""
+        """Kafka's ``cancelForKey``: drop the operations watching ``keys``, no outcome emitted
+        (their op_ids still count as resolved); returns their op_ids."""
         return self._delayed.cancel_for_key(keys)
 
 

@@ -142,12 +142,12 @@ def explain(
     stories = {op_id: OperationStory(op_id) for op_id in ids}
     _outcomes(tables, stories)
     _rejections(tables, stories)
-    unresolved = [s.op_id for s in stories.values() if s.outcome is None]
     if checkpoint and state:  # resolved ones too: an op_id re-sent past the dedup retention
         _pending(checkpoint, spark, cfg, stories, ids)
-    elif unresolved:
-        for op_id in unresolved:
-            stories[op_id].notes.append("the pending state was not read (no checkpoint given)")
+    else:
+        for story in stories.values():
+            if story.outcome is None:
+                story.notes.append("the pending state was not read (no checkpoint given)")
     for story in stories.values():
         story.state = _state_of(story)
         if story.pending is not None and story.outcome is not None:
@@ -360,10 +360,6 @@ def _iso(value: Any) -> str:
 
 
 def _json_value(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
     if isinstance(value, pa.Scalar):
         return value.as_py()
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return str(value)
+    return list(value) if isinstance(value, (list, tuple)) else _iso(value)
