@@ -221,7 +221,7 @@ class Purgatory:
         with collector_paused():  # a list per reported row: nothing for the collector to find
             cross = relayed is not None  # the cross-shard group: it takes relays
             wm, added_from = self._begin(watermark_ms, batch_id)
-            ops, evs, rejected = self._admit(operations, events, wm, validated)
+            ops, evs, rejected = admit(operations, events, wm, validated, self.config, self._t)
             ops, released, refused, answers = registry.settle(
                 self._t, self.shard, self.config, ops, claims, verdicts, wm
             )
@@ -233,7 +233,8 @@ class Purgatory:
             clock = _clock(self._t, wm, expire_to_ms, of_stubs, cross=cross, parked=self.parked > 0)
             self._advance_clock(clock.expire, held)
             unmatched, notes = self._finalise(clock, paired)
-            self._release_memory(operations, events, relayed)
+            if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
+                memory.release()
             outcomes = self._delayed.take_outcomes()
             unmatched, relay = noticed.stack(unmatched), handed_on.stack(notes)
             return result(outcomes, unmatched, rejected + refused, relay, self._delayed.batch_id, answers)
@@ -245,14 +246,6 @@ class Purgatory:
         self._delayed.batch_id = int(batch_id)
         self._delayed.outcomes = []
         return max(int(watermark_ms), self._t.watermark), (self._t.next_handle, self._t.next_eseq)
-
-    def _admit(
-        self, operations: pd.DataFrame | None, events: pd.DataFrame | None, wm: int, validated: bool
-    ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
-        t, config = self._t, self.config
-        t.resolved.retire(wm)  # a re-send is judged at its own micro-batch's watermark
-        limits, max_timeout_ms = config.input_limits, config.max_timeout_ms
-        return admit(operations, events, wm, validated, max_timeout_ms, t.resolved, t.pending, limits)
 
     def _try_complete_else_watch(
         self, released: Rows, relayed: pd.DataFrame | None, evs: Rows, ops: Rows, due_by: int | None
@@ -290,11 +283,6 @@ class Purgatory:
         self._t.watermark = max(self._t.watermark, clock.until)  # the next call admits there
         self._t.pending.forget_recent()
         return unmatched, notes
-
-    @staticmethod
-    def _release_memory(*frames: pd.DataFrame | None) -> None:
-        if memory.due(sum(0 if f is None else len(f) for f in frames)):
-            memory.release()
 
     def replay(
         self,
