@@ -96,8 +96,7 @@ class TextColumn:
         view = pa.Array.from_buffers(
             width, n, [None, pa.py_buffer(self._offsets[: n + 1]), pa.py_buffer(self._data[:end])]
         )
-        if positions is None:
-            return view.take(pa.array(np.arange(n, dtype=np.int64)))  # a copy
+        positions = np.arange(n) if positions is None else positions  # all of them: still a copy
         return view.take(pa.array(np.asarray(positions, dtype=np.int64)))
 
     def objects(self, positions: np.ndarray) -> np.ndarray:

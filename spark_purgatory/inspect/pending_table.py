@@ -4,8 +4,7 @@
 first row.  The operator's state is small and its format stable, so the questions a person
 types read it directly: each shard group's value at the last committed micro-batch from the
 HDFS-backed store's files, through the engine's own loading, one shard at a time.  A
-checkpoint kept otherwise (RocksDB, another codec) raises ``StateNeedsSpark``, whose one line
-says why; the caller then asks Spark if it has a session.
+checkpoint kept otherwise (RocksDB, another codec) raises ``StateNeedsSpark``.
 
 Invariant: the rows are ``pending_operations``'s rows for the same batch and watermark, in
 shard order, each shard's in arrival order.
