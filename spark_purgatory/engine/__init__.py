@@ -1,11 +1,8 @@
 """The engine: Kafka's delayed-operation purgatory and timing wheel, for event time, on columns.
 
 Plain numpy code (pandas where frames come in and go out) that runs without Spark, Delta or
-a filesystem.  ``purgatory.Purgatory`` is a shard's engine; ``delayed`` holds Kafka's
-operations, batched; ``wheel`` the timing wheel; ``conditions`` when an operation holds;
-``watchers`` which operations watch which keys.
+a filesystem.
 
-Invariants: every valid operation gets exactly one outcome, never before its condition holds
-or its deadline passes; the engine imports nothing from Spark, Delta or
-``spark_purgatory.state``: persistence reads it (``Purgatory.tables``, ``take_changes``).
+Invariant: the engine imports nothing from Spark, Delta or ``spark_purgatory.state``:
+persistence reads it (``Purgatory.tables``, ``take_changes``).
 """

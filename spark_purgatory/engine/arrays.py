@@ -268,15 +268,11 @@ def hash_strings(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
     if len(values) == 0:
         return np.empty(0, dtype=np.uint64)
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        values = _utf8_bytes(values)
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            binary = pa.large_binary() if pa.types.is_large_string(values.type) else pa.binary()
+            values = values.cast(binary)  # the same buffers, read as bytes
+        values = values.to_numpy(zero_copy_only=False)
     return pd.util.hash_array(np.asarray(values, dtype=object), categorize=False)
-
-
-def _utf8_bytes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    target = pa.large_binary() if pa.types.is_large_string(values.type) else pa.binary()
-    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-        values = values.cast(target)  # the same buffers, read as bytes
-    return values.to_numpy(zero_copy_only=False)
 
 
 def list_lengths(lists: np.ndarray) -> np.ndarray:

@@ -37,8 +37,8 @@ from .tables import EVENTS, OPS, RELAY, VERDICTS
 from .validation import first_keys, raw_json, validate_events, validate_operations
 
 if TYPE_CHECKING:
-    from .dedup import ResolvedTable
-    from .pending import Pending
+    from ..config import PurgatoryConfig
+    from .snapshot import LiveTables
 
 __all__ = [
     "BatchResult",
@@ -148,14 +148,13 @@ def admit(
     events: pd.DataFrame | None,
     wm: int,
     validated: bool,
-    max_timeout_ms: int,
-    resolved: ResolvedTable,
-    pending: Pending,
-    limits: InputLimits | None = None,
+    config: PurgatoryConfig,
+    t: LiveTables,
 ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
     """What a shard admits at watermark ``wm`` (operations with ``ohash``, events) and rejects
     (``late``; an op_id pending, resolved or twice in the batch: ``duplicate_op_id``)."""
-    ops, evs, rejected = accepted(operations, events, validated, max_timeout_ms, limits)
+    t.resolved.retire(wm)  # a re-send is judged at its own micro-batch's watermark
+    ops, evs, rejected = accepted(operations, events, validated, config.max_timeout_ms, config.input_limits)
     # stubs and replicas are copies: their original reports lateness and duplicates
     stub = ops["stub"].astype(bool, copy=False)
     late = ops["ts"] < wm
@@ -164,8 +163,8 @@ def admit(
         ops, stub = ops.where(~late), stub[~late]
     ids = ops["op_id"].astype(object, copy=False)
     ohash = hash_strings(ids)
-    dup = _repeated(ids, ohash, ops["ts"]) | resolved.contains(ohash)
-    dup[pending.by_op_id(ids, ohash)[0]] = True
+    dup = _repeated(ids, ohash, ops["ts"]) | t.resolved.contains(ohash)
+    dup[t.pending.by_op_id(ids, ohash)[0]] = True
     if dup.any():
         rejected.append(rejected_rows(SOURCE_OPERATIONS, ops.where(dup & ~stub), DUPLICATE_OP_ID))
         ops, ohash = ops.where(~dup), ohash[~dup]
@@ -179,9 +178,7 @@ def admit(
 
 def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """Per op_id: is another copy in the batch kept (the earliest ``ts``, then the first)?"""
-    if ids.size < 2:
-        return np.zeros(ids.size, dtype=bool)
-    if all_distinct(hashes):
+    if ids.size < 2 or all_distinct(hashes):
         return np.zeros(ids.size, dtype=bool)
     order = np.argsort(ts, kind="stable")
     repeated = np.empty(ids.size, dtype=bool)

@@ -1,8 +1,5 @@
 """The collector pause: Python's cyclic garbage collector off around code that makes a
-container per row.
-
-Invariant: the collector is back as it was after the block, whatever the block raised.
-"""
+container per row."""
 
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ class HashIndex:
             rows = np.concatenate([*(r for _, r, _ in self._runs[first:]), rows])
             order = np.argsort(hashes, kind="stable")
             hashes, rows = _taken(hashes, order), _taken(rows, order)
-        self._runs[first:] = [_run(hashes, rows)]
+        self._runs[first:] = [(hashes, rows, _Filter(hashes))]
 
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every (index into ``probes``, row) with an equal hash, dead rows included, in no
@@ -182,10 +182,6 @@ class HashIndex:
             at = np.flatnonzero((rows >= lo) & (rows < hi))
             inverse[rows[at] - lo] = hashes[at]
         return inverse[positions - lo]
-
-
-def _run(hashes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Filter]:
-    return hashes, rows, _Filter(hashes)
 
 
 def _taken(values: np.ndarray, order: np.ndarray) -> np.ndarray:

@@ -1,8 +1,7 @@
 """Op_id memory: which op_ids were resolved recently (``duplicate_op_id``).
 
 ``ResolvedTable`` holds the hashes of op_ids resolved within ``purgatory.dedup.retention.ms``,
-with the watermark at which each is forgotten.  Forgetting is logical, as in
-``progress.KeyTable``.
+with the watermark at which each is forgotten (``columns.Retiring``).
 
 Invariant: an op_id is accepted at most once while it is pending or remembered as resolved;
 a hash collision may refuse a new op_id, never admit a second copy.

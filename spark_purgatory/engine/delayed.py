@@ -116,7 +116,6 @@ class DelayedOperations:
         return self._add_matches(Rows({"handle": handles, **pairs}, idx.size))[0]
 
     def advance(self, watermark_ms: int) -> None:
-        """Move the wheel to the watermark; expire the operations whose deadline it reached."""
         self.schedule()
         self.t.watermark = max(int(watermark_ms), self.t.watermark)
         expired = self.t.wheel.advance(self.t.watermark)
@@ -142,8 +141,6 @@ class DelayedOperations:
         self.t.wheel.add(handles[timed], deadlines[timed])
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
-        """Kafka's ``cancelForKey``: drop the operations watching ``keys``, no outcome emitted
-        (their op_ids still count as resolved); returns their op_ids."""
         keys_array = np.asarray(keys, dtype=object)
         handles = distinct(self.t.pending.watchers_of(keys_array, hash_strings(keys_array))[1])
         if handles.size == 0:

@@ -427,7 +427,6 @@ def _epoch_ms_of_objects(values: np.ndarray) -> np.ndarray:
 
 
 def _full_matches(strings: np.ndarray, pattern: re.Pattern) -> np.ndarray:
-    """Which ``str`` values ``pattern`` matches whole."""
     if len(strings) >= SMALL:
         try:
             arrow = pa.array(strings, type=pa.string())

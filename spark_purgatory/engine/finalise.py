@@ -1,8 +1,6 @@
-"""Events the watermark has passed: folded into key progress, reported, or handed on.
-
-Once the watermark passes an event, no future operation can count it: its value goes into
-its key's progress, and an event nothing counted becomes an ``unmatched_events`` row, unless
-a stub matched it (then the cross-shard group reports it on the stub's notice).
+"""Events the watermark has passed, which no future operation can count: their values go
+into their keys' progress, and an event nothing counted becomes an ``unmatched_events`` row,
+unless a stub matched it (then the cross-shard group reports it on the stub's notice).
 
 Invariant: every buffered event leaves the buffer exactly once, the first time the watermark
 is past its ``ts``.

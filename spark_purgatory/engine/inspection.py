@@ -1,8 +1,5 @@
 """Inspection: a shard's pending operations, with the progress each has made, as one frame.
 
-``pending_frame(p)``: one row per pending operation (``contract.PENDING`` columns), its
-progress what the operation would report if it expired now (``conditions.evaluate``).
-
 Invariants: a stub is never a row (the cross-shard group reports its operation); the frame
 is a pure function of the state.
 
@@ -41,7 +38,8 @@ def pending_count(p: Purgatory) -> int:
 
 
 def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: int = -1) -> pd.DataFrame:
-    """The pending operations of ``p`` with their progress (``contract.PENDING`` columns).
+    """The pending operations of ``p`` (``contract.PENDING`` columns), each with the progress it
+    would report if it expired now.
 
     Args:
         p: a shard's purgatory, e.g. from ``load_state``.

@@ -1,10 +1,9 @@
 """JSON lines as the job reads them, without Spark: each line's fields and its text.
 
-``json_lines`` turns lines into the frame the engine's validation takes, so that
-``PurgatoryTester`` rejects a line for the job's reasons.  As Spark's reader: invalid UTF-8
-becomes U+FFFD, a blank line is malformed, an escaped lone surrogate reads as ``?``, ``NaN``
-and ``Infinity`` are accepted and single quotes are not.  A number with a fraction or
-exponent, or a constant, keeps its text where the job reads a field's text.
+As Spark's reader: invalid UTF-8 becomes U+FFFD, a blank line is malformed, an escaped lone
+surrogate reads as ``?``, ``NaN`` and ``Infinity`` are accepted and single quotes are not.  A
+number with a fraction or exponent, or a constant, keeps its text where the job reads a
+field's text.
 
 Invariant: one row per line, in order; a line is malformed exactly when it does not begin
 with a JSON object (what follows the object is ignored).

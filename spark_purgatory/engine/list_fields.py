@@ -16,7 +16,7 @@ import pandas as pd
 
 from .collector import collector_paused
 from .fields import blanks, clean, each, is_str, objects_of, only_text, string_list
-from .text import object_column
+from .text import lists_of, object_column
 
 __all__ = ["Lists", "clean_lists", "one_item_lists"]
 
@@ -106,44 +106,29 @@ def _clean_text_lists(
         items = items[keep]
         lengths = np.bincount(parent[keep], minlength=m)
     if (lengths > 1).any():
-        items, lengths = (_first_unique if keep_order else _sorted_unique)(items, lengths)
-    out = np.empty(m, dtype=object)
-    if (lengths == 1).all():
-        out[:] = _lists_of(items.reshape(-1, 1))
-        return out, lengths, text_only
-    starts = np.cumsum(lengths) - lengths
-    for size in np.unique(lengths):
-        rows = np.flatnonzero(lengths == size)
-        out[rows] = _lists_of(items[starts[rows, None] + np.arange(size)])
-    return out, lengths, text_only
+        items, lengths = _unique(items, lengths, keep_order)
+    with collector_paused():
+        return lists_of(lengths, items), lengths, text_only
 
 
-def _first_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each list's items (runs of ``lengths``) in their order, a repeated item kept at its
-    first place (the lists of one length sorted together, stably, to find the repeats)."""
+def _unique(items: np.ndarray, lengths: np.ndarray, keep_order: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each list's items (runs of ``lengths``, in an array of the caller's making) without
+    repeats: sorted, or with ``keep_order`` each at its first place (the lists of one length
+    sorted together, stably, to find the repeats)."""
     repeat = np.zeros(len(items), dtype=bool)
     starts = np.cumsum(lengths) - lengths
     for size in np.unique(lengths[lengths > 1]):
         at = starts[lengths == size, None] + np.arange(size)
-        block = items[at]
-        order = np.argsort(block, axis=1, kind="stable")
-        ordered = np.take_along_axis(block, order, axis=1)
-        again = np.zeros(block.shape, dtype=bool)
-        np.put_along_axis(again, order[:, 1:], ordered[:, 1:] == ordered[:, :-1], axis=1)
-        repeat[at] = again
-    parent = np.repeat(np.arange(len(lengths)), lengths)
-    return items[~repeat], np.bincount(parent[~repeat], minlength=len(lengths))
-
-
-def _sorted_unique(items: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each list's items (runs of ``lengths``) sorted, duplicates dropped."""
-    items = items.copy()
-    repeat = np.zeros(len(items), dtype=bool)
-    starts = np.cumsum(lengths) - lengths
-    for size in np.unique(lengths[lengths > 1]):
-        at = starts[lengths == size, None] + np.arange(size)
-        rows = np.sort(items[at], axis=1)  # Python's order of str, as ``sorted``
-        items[at] = rows
-        repeat[at[:, 1:]] = rows[:, 1:] == rows[:, :-1]
+        if keep_order:
+            block = items[at]
+            order = np.argsort(block, axis=1, kind="stable")
+            ordered = np.take_along_axis(block, order, axis=1)
+            again = np.zeros(block.shape, dtype=bool)
+            np.put_along_axis(again, order[:, 1:], ordered[:, 1:] == ordered[:, :-1], axis=1)
+            repeat[at] = again
+        else:
+            rows = np.sort(items[at], axis=1)  # Python's order of str, as ``sorted``
+            items[at] = rows
+            repeat[at[:, 1:]] = rows[:, 1:] == rows[:, :-1]
     parent = np.repeat(np.arange(len(lengths)), lengths)
     return items[~repeat], np.bincount(parent[~repeat], minlength=len(lengths))

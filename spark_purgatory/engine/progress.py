@@ -1,14 +1,7 @@
-"""Key progress and event finalisation: what the watermark settles about keys and events.
+"""Key progress, and the rows of final events nothing counted (``finalise``).
 
-Once the watermark passes an event, it is *final*: an untargeted event's ``value`` feeds its
-key's offset progress (the running max, kept ``purgatory.progress.retention.ms`` after the
-key's last such event), and an event no operation counted is reported in
-``unmatched_events`` (``unmatched_rows``).
-
-``KeyTable`` holds the keys in ``columns.Columns`` indexed by key hash and updates them in
-place.  Retirement is logical: ``retire(wm)`` records the watermark, and a row counts as
-forgotten once a retirement passed it with no touch since; the rows are dropped in bulk,
-when at least an eighth of them are due.
+A final untargeted event's ``value`` feeds its key's offset progress: the running max, kept
+``purgatory.progress.retention.ms`` after the key's last such event.
 
 Invariant: a key is retained while its progress or its resolution time can still matter.
 """

@@ -1,14 +1,12 @@
 """The per-shard purgatory: Kafka's DelayedOperationPurgatory for event time, on columns.
 
-``Purgatory`` is a shard's engine as its host sees it: one ``process`` call per micro-batch,
-the sizes a host reports, and what a state layer reads and gives back.  A call decides each
-operation it touches once, against every event of the call and of the buffer, so an outcome
-does not depend on whether its events came before the operation or with it.
+``Purgatory`` is a shard's engine as its host sees it.  A call decides each operation it
+touches once, against every event of the call and of the buffer, so an outcome does not
+depend on whether its events came before the operation or with it.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
-earlier); a resolved operation leaves nothing behind in the watchers, the wheel or the match
-table; every valid event is eventually counted by an operation or reported in
+earlier); every valid event is eventually counted by an operation or reported in
 ``unmatched_events``.  The engine persists nothing.  All times are epoch milliseconds.
 """
 
@@ -219,14 +217,11 @@ class Purgatory:
             expire_to_ms: where the watermark goes after this batch's rows are admitted (the
                 operator's clock on a quiet stream), except where a hand-off still owes
                 something (``_clock``).
-
-        The result's ``verdicts`` answer ``claims``; its ``relay`` holds what this shard's
-        stubs relay.
         """
         with collector_paused():  # a list per reported row: nothing for the collector to find
             cross = relayed is not None  # the cross-shard group: it takes relays
             wm, added_from = self._begin(watermark_ms, batch_id)
-            ops, evs, rejected = self._admit(operations, events, wm, validated)
+            ops, evs, rejected = admit(operations, events, wm, validated, self.config, self._t)
             ops, released, refused, answers = registry.settle(
                 self._t, self.shard, self.config, ops, claims, verdicts, wm
             )
@@ -238,7 +233,8 @@ class Purgatory:
             clock = _clock(self._t, wm, expire_to_ms, of_stubs, cross=cross, parked=self.parked > 0)
             self._advance_clock(clock.expire, held)
             unmatched, notes = self._finalise(clock, paired)
-            self._release_memory(operations, events, relayed)
+            if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
+                memory.release()
             outcomes = self._delayed.take_outcomes()
             unmatched, relay = noticed.stack(unmatched), handed_on.stack(notes)
             return result(outcomes, unmatched, rejected + refused, relay, self._delayed.batch_id, answers)
@@ -250,14 +246,6 @@ class Purgatory:
         self._delayed.batch_id = int(batch_id)
         self._delayed.outcomes = []
         return max(int(watermark_ms), self._t.watermark), (self._t.next_handle, self._t.next_eseq)
-
-    def _admit(
-        self, operations: pd.DataFrame | None, events: pd.DataFrame | None, wm: int, validated: bool
-    ) -> tuple[Rows, Rows, list[pd.DataFrame]]:
-        t, config = self._t, self.config
-        t.resolved.retire(wm)  # a re-send is judged at its own micro-batch's watermark
-        limits, max_timeout_ms = config.input_limits, config.max_timeout_ms
-        return admit(operations, events, wm, validated, max_timeout_ms, t.resolved, t.pending, limits)
 
     def _try_complete_else_watch(
         self, released: Rows, relayed: pd.DataFrame | None, evs: Rows, ops: Rows, due_by: int | None
@@ -296,11 +284,6 @@ class Purgatory:
         self._t.pending.forget_recent()
         return unmatched, notes
 
-    @staticmethod
-    def _release_memory(*frames: pd.DataFrame | None) -> None:
-        if memory.due(sum(0 if f is None else len(f) for f in frames)):
-            memory.release()
-
     def replay(
         self,
         operations: pd.DataFrame | None,
@@ -325,7 +308,8 @@ class Purgatory:
         self._delayed.advance(watermark_ms)
 
     def cancel_for_key(self, keys: list[str]) -> list[str]:
-        """Kafka's ``cancelForKey``: drop the operations watching ``keys``; returns their op_ids."""
+        """Kafka's ``cancelForKey``: drop the operations watching ``keys``, no outcome emitted
+        (their op_ids still count as resolved); returns their op_ids."""
         return self._delayed.cancel_for_key(keys)
 
 

@@ -53,6 +53,8 @@ REGISTRATION, ARRIVAL, FINAL = 0, 1, 2
 _STAGES = 3
 #: no relay rows
 NOTHING = Rows.empty(RELAY)
+#: a relay row's fields where its kind leaves them unsaid
+_UNSAID = {"for_op": None, "op_id": None, "source": None, "floor": False, "counted": False, "covered": False}
 
 
 def outgoing(
@@ -92,10 +94,8 @@ def _pairs(ops: Rows, matches: Rows, events: Rows, new_from: int, new_eseq_from:
         "stage": np.where(eseq >= new_eseq_from, ARRIVAL, REGISTRATION).astype(np.int8),
         "floor": floor,
         "sender_eseq": np.where(floor, FLOOR_ESEQ, eseq),
-        "counted": False,
-        "covered": False,
     }
-    return Rows(columns, eseq.size)
+    return Rows({**_UNSAID, **columns}, eseq.size)
 
 
 def _floors(ops: Rows, watch: Rows, new_from: int) -> Rows:
@@ -110,16 +110,12 @@ def _floors(ops: Rows, watch: Rows, new_from: int) -> Rows:
         "for_op": ops["op_id"][new][at],
         "key": watch["key"][rows],
         "ts": I64_MIN,
-        "op_id": None,
-        "source": None,
         "value": watch["progress_at_watch"][rows],
         "stage": np.int8(REGISTRATION),
         "floor": True,
         "sender_eseq": np.int64(FLOOR_ESEQ),
-        "counted": False,
-        "covered": False,
     }
-    return Rows(columns, rows.size)
+    return Rows({**_UNSAID, **columns}, rows.size)
 
 
 def notices(final: Rows, counted: np.ndarray, covered: np.ndarray | None = None) -> Rows:
@@ -128,19 +124,17 @@ def notices(final: Rows, counted: np.ndarray, covered: np.ndarray | None = None)
     if len(final) == 0:
         return NOTHING
     columns = {
-        "for_op": None,
         "key": final["key"],
         "ts": final["ts"],
         "op_id": final["op_id"],
         "source": final["source"],
         "value": final["value"],
         "stage": np.int8(FINAL),
-        "floor": False,
         "sender_eseq": final["eseq"],
         "counted": np.asarray(counted, bool),
         "covered": np.zeros(len(final), bool) if covered is None else np.asarray(covered, bool),
     }
-    return Rows(columns, len(final)).cast(RELAY)
+    return Rows({**_UNSAID, **columns}, len(final)).cast(RELAY)
 
 
 def steps(relayed: Rows | None) -> Iterator[Rows]:

@@ -34,12 +34,7 @@ class Rows:
         """``columns``: arrays, or scalars broadcast to ``n`` rows."""
         if n is None:
             n = next((len(v) for v in columns.values() if isinstance(v, np.ndarray)), 0)
-        cols = {}
-        for name, values in columns.items():
-            if not isinstance(values, np.ndarray):
-                values = _full(n, values)
-            cols[name] = values
-        self._cols = cols
+        self._cols = {c: v if isinstance(v, np.ndarray) else _full(n, v) for c, v in columns.items()}
         self._n = int(n)
 
     # -- building ------------------------------------------------------------------------------
@@ -123,10 +118,7 @@ class Rows:
         return Rows._made({c: self._cols[c] for c in names}, self._n)
 
     def assign(self, **columns: Any) -> Rows:
-        cols = dict(self._cols)
-        for name, values in columns.items():
-            cols[name] = values if isinstance(values, np.ndarray) else _full(self._n, values)
-        return Rows._made(cols, self._n)
+        return Rows({**self._cols, **columns}, self._n)
 
     def stack(self, other: Rows) -> Rows:
         """These rows then ``other``'s (the columns of these)."""

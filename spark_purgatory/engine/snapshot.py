@@ -1,8 +1,6 @@
 """A shard's live tables, and the plain form a state layer reads and gives back.
 
-``LiveTables`` is everything a shard holds between calls.  A state layer reads it as plain
-tables (``plain``), puts a shard back from them (``live_from``), or brings a live shard
-forward to a later version by what changed in between (``forward``).
+``LiveTables`` is everything a shard holds between calls.
 
 Invariant: ``live_from(plain(t))`` (either form) behaves exactly as the shard did.
 """
@@ -52,7 +50,6 @@ class LiveTables:
     changes: ChangeLog
 
     def next_expiration(self) -> int:
-        """When the watermark must next move for work to happen (``NO_EXPIRATION``: never)."""
         times = [self.wheel.next_expiration()]
         if len(self.due):
             times.append(self.watermark)
@@ -61,12 +58,10 @@ class LiveTables:
         return min(times)
 
     def next_wakeup(self) -> int:
-        """When this shard next has work even without input (``NO_EXPIRATION`` if never)."""
         times = [self.next_expiration(), self.keys.wakeup(), self.resolved.wakeup()]
         return min(t for t in times if t is not None)
 
     def is_empty(self) -> bool:
-        """Nothing pending, buffered or retained: the state can be dropped."""
         return not (
             len(self.pending)
             or len(self.events)

@@ -45,11 +45,8 @@ def _buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     width = np.int64 if pa.types.is_large_string(values.type) else np.int32
     _, offsets_buf, data_buf = values.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=width)[values.offset : values.offset + len(values) + 1]
-    first, last = int(offsets[0]), int(offsets[-1])
-    if data_buf is None:
-        return offsets - offsets[0], np.empty(0, np.uint8)
-    data = np.frombuffer(data_buf, dtype=np.uint8)[first:last]
-    return offsets - offsets[0], data
+    data = np.empty(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, dtype=np.uint8)
+    return offsets - offsets[0], data[int(offsets[0]) : int(offsets[-1])]
 
 
 class TextColumn:
@@ -99,8 +96,7 @@ class TextColumn:
         view = pa.Array.from_buffers(
             width, n, [None, pa.py_buffer(self._offsets[: n + 1]), pa.py_buffer(self._data[:end])]
         )
-        if positions is None:
-            return view.take(pa.array(np.arange(n, dtype=np.int64)))  # a copy
+        positions = np.arange(n) if positions is None else positions  # all of them: still a copy
         return view.take(pa.array(np.asarray(positions, dtype=np.int64)))
 
     def objects(self, positions: np.ndarray) -> np.ndarray:

@@ -18,14 +18,13 @@ bucket [440, 460).  At 440 that bucket is flushed and 450 drops into level 0's b
 
 What is different here: entries are columns (an ``int64`` id and deadline), each ``add``
 storing its entries per level as one *run* sorted by bucket start, so a bucket is a slice of
-each run.  An entry expires exactly when ``advance(t)`` reaches its deadline, never a tick
-early (an event that completes the operation could still arrive), and ``advance`` is driven
-by the watermark, not a thread.  ``cancel`` records a tombstone; tombstoned entries are
-dropped when their bucket is flushed, or all at once when they outnumber live entries.
+each run; ``advance`` is driven by the watermark, not a thread.  ``cancel`` records a
+tombstone; tombstoned entries are dropped when their bucket is flushed, or all at once when
+they outnumber live entries.
 
 Invariants: every live entry sits in exactly one bucket of one level; ``advance(t)`` returns
 exactly the live entries with ``deadline <= t``, each once; an entry never expires before its
-deadline.
+deadline, not even a tick early (an event that completes the operation could still arrive).
 
 Example:
 
@@ -199,8 +198,6 @@ class _Level:
 
     def merge_runs(self) -> None:
         """Merge the smaller half of the runs (tiered: O(log n) merges per entry)."""
-        if len(self.runs) < 2:
-            return
         self.runs.sort(key=lambda r: r.size, reverse=True)
         keep, merge = self.runs[: len(self.runs) // 2], self.runs[len(self.runs) // 2 :]
         deadlines = np.concatenate([r.deadlines for r in merge])

@@ -5,9 +5,6 @@ micro-batch starts: a version line, then JSON metadata with the watermark and th
 settings the query keeps, then one line per source) and ``commits/<batch>`` (written when it
 has finished).  The last *committed* batch is the one whose state a reader may trust: a batch
 with an offsets entry and no commit may still be running, or be replayed after a crash.
-
-Invariant: errors are one line that names the path and the problem (``InspectError``); the
-command line prints them as they are.
 """
 
 from __future__ import annotations
@@ -25,7 +22,8 @@ __all__ = ["InspectError", "CheckpointInfo", "read_checkpoint"]
 
 class InspectError(ValueError):
     """A checkpoint or table cannot be inspected: no such path, not a purgatory checkpoint,
-    a state version this release cannot read.  The message is one line."""
+    a state version this release cannot read.  The message is one line that names the path
+    and the problem; the command line prints it as it is."""
 
 
 @dataclass(frozen=True)

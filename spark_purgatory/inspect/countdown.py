@@ -102,9 +102,7 @@ class Countdown:
 
 def iso_text(ms: int | None) -> str | None:
     """Epoch ms as ISO-8601 UTC text (None stays None)."""
-    if ms is None:
-        return None
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
+    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
 
 
 def countdown_of(

@@ -4,8 +4,7 @@
 first row.  The operator's state is small and its format stable, so the questions a person
 types read it directly: each shard group's value at the last committed micro-batch from the
 HDFS-backed store's files, through the engine's own loading, one shard at a time.  A
-checkpoint kept otherwise (RocksDB, another codec) raises ``StateNeedsSpark``, whose one line
-says why; the caller then asks Spark if it has a session.
+checkpoint kept otherwise (RocksDB, another codec) raises ``StateNeedsSpark``.
 
 Invariant: the rows are ``pending_operations``'s rows for the same batch and watermark, in
 shard order, each shard's in arrival order.
@@ -23,10 +22,9 @@ from ..config import PurgatoryConfig
 from ..contract import PENDING
 from ..spark import state_files
 from ..state import SegmentStore
-from ..storage import Storage
-from .checkpoint import InspectError, read_checkpoint
+from .checkpoint import InspectError
 from .countdown import Countdown
-from .pending_view import WatermarkLike, batch_and_countdown, horizon_ms, inspect_config, shard_chunks
+from .pending_view import WatermarkLike, horizon_ms, shard_chunks, state_to_read
 
 __all__ = ["StateNeedsSpark", "pending_table", "pending_batches", "at_risk_table", "with_progress"]
 
@@ -69,9 +67,8 @@ def at_risk_table(
     config: PurgatoryConfig | None = None,
     watermark: WatermarkLike | None = None,
 ) -> pa.Table:
-    """``at_risk`` without Spark: the pending operations whose time left is within ``within``
-    (overdue ones included), earliest deadline first, with ``still_needed`` and
-    ``progress_text``.  Arguments and errors as ``pending_table``'s.
+    """``at_risk`` without Spark: its rows, in its order.  ``within`` as ``at_risk``'s; the
+    other arguments and the errors as ``pending_table``'s.
 
     Example::
 
@@ -117,10 +114,7 @@ def pending_batches(
 
     The checkpoint is checked before the first batch is asked for: a wrong path or a state
     only Spark reads raises here, not part-way through."""
-    cfg = inspect_config(checkpoint, config)
-    storage = Storage.of(cfg)
-    info = read_checkpoint(checkpoint, storage=storage)
-    batch, countdown = batch_and_countdown(checkpoint, info, storage, batch_id, watermark)
+    cfg, storage, info, batch, countdown = state_to_read(checkpoint, config, batch_id, watermark)
     unknown = state_files.unknown_format(info.conf)
     if unknown:
         raise StateNeedsSpark(f"its state store is {', '.join(unknown)}, which only Spark reads")

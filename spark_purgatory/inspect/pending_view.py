@@ -6,10 +6,6 @@ executors through the engine's own loading.  Nothing is collected to the driver,
 is bounded by the largest shard, and the frame follows any change of the state format with
 the engine.  Works on a stopped query and beside a running one: every row says which batch
 it read (``batch_id``).
-
-``at_risk(checkpoint, within=...)`` keeps the operations whose time left is within the
-horizon (overdue ones included), earliest deadline first, with how far each is from its
-condition.
 """
 
 from __future__ import annotations
@@ -92,10 +88,7 @@ def pending_operations(
     spark = spark or SparkSession.getActiveSession()
     if spark is None:
         raise InspectError("no active Spark session: pass spark=...")
-    cfg = inspect_config(checkpoint, config)
-    storage = Storage.of(cfg)
-    info = read_checkpoint(checkpoint, storage=storage)
-    batch, countdown = batch_and_countdown(checkpoint, info, storage, batch_id, watermark)
+    cfg, _, _, batch, countdown = state_to_read(checkpoint, config, batch_id, watermark)
     # a fresh session has no StateStoreCoordinator until its StreamingQueryManager exists, and
     # the state store's load fails without one (SPARK-58973)
     _ = spark.streams
@@ -113,24 +106,22 @@ def pending_operations(
     return values.mapInArrow(_decoder(cfg, countdown, batch), from_arrow_schema(PENDING))
 
 
-def batch_and_countdown(
-    checkpoint: str,
-    info: CheckpointInfo,
-    storage: Storage,
-    batch_id: int | None,
-    watermark: WatermarkLike | None,
-) -> tuple[int, Countdown]:
-    """The committed micro-batch to read (the last when ``batch_id`` is None) and how time
-    left counts: from ``watermark`` when given, else on the operator's clock while a query
-    runs with it, else at the watermark of the batch read."""
+def state_to_read(
+    checkpoint: str, config: PurgatoryConfig | None, batch_id: int | None, watermark: WatermarkLike | None
+) -> tuple[PurgatoryConfig, Storage, CheckpointInfo, int, Countdown]:
+    """The config and storage ``checkpoint``'s state is read with, its logs, the committed
+    micro-batch to read (the last when ``batch_id`` is None) and how time left counts on it."""
+    cfg = inspect_config(checkpoint, config)
+    storage = Storage.of(cfg)
+    info = read_checkpoint(checkpoint, storage=storage)
     batch = info.last_batch if batch_id is None else int(batch_id)
     if batch is None:
         raise InspectError(f"no committed micro-batch yet: {checkpoint}")
     if watermark is not None:
-        return batch, Countdown(fixed_ms=watermark_ms(watermark))
+        return cfg, storage, info, batch, Countdown(fixed_ms=watermark_ms(watermark))
     latest = batch == info.last_batch
     wm = info.watermark_ms if latest else batch_watermark_ms(checkpoint, batch, storage=storage)
-    return batch, countdown_of(checkpoint, storage, floor_ms=wm, latest=latest)
+    return cfg, storage, info, batch, countdown_of(checkpoint, storage, floor_ms=wm, latest=latest)
 
 
 def at_risk(
@@ -142,10 +133,10 @@ def at_risk(
     watermark: WatermarkLike | None = None,
     pending: DataFrame | None = None,
 ) -> DataFrame:
-    """The pending operations whose time left (``time_left_ms``) is within ``within``, earliest
-    deadline first, with ``still_needed`` (how much of the goal is missing, in the
-    condition's measure) and ``progress_text`` ("2 of 3 sources", "1 of 3 members, missing
-    a, c" ...).
+    """The pending operations whose time left (``time_left_ms``) is within ``within`` (overdue
+    ones included), earliest deadline first, with ``still_needed`` (how much of the goal is
+    missing, in the condition's measure) and ``progress_text`` ("2 of 3 sources", "1 of 3
+    members, missing a, c" ...).
 
     Args:
         within: the horizon: ms, ``"10s"``, ``"15m"``, ``"1h"``, ``"2d"`` or a Spark

@@ -92,7 +92,6 @@ def checkpoint_status(
         "tables": {},
         "notes": notes,
     }
-    tables = None
     gauges = None
     if output:
         tables = reader or table_reader(output, spark=spark, storage=storage)
@@ -125,7 +124,7 @@ def checkpoint_status(
             result["pending_from"] = f"{record} (batch {recorded[0]})"
     if result["pending_by_shard"] is None:
         notes.append("pending by shard not read (no metrics table, state not read)")
-    if result["pending_by_shard"] is not None:
+    else:
         result["pending"] = sum(result["pending_by_shard"].values())
     if cfg.output_kafka_topic and info.app_id:
         result["output_topic"] = _output_topic(cfg, info.app_id, notes)

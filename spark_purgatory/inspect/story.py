@@ -1,21 +1,9 @@
 """One operation's story: where each of a few op_ids is, and what happened to its events.
 
-"Order 4711 has no outcome. Where is it?"  ``explain(["order-4711"], output=..., checkpoint=...)``
-looks in every place an operation or its events can be, and says for each op_id:
-
-* **pending** (with its progress), read from the checkpoint's state;
-* **resolved**: its ``outcomes`` row (``completed`` or ``expired``);
-* **rejected**: its ``rejected`` rows with the reason and the raw record; a second operation
-  with the same op_id is a **duplicate** (``duplicate_op_id``) and does not change the
-  first one's fate;
-* its **events that matched nothing**: ``unmatched_events`` rows of its keys (or targeted at
-  it) from its ``ts`` up to one timeout (at least an hour) past its deadline, and the events
-  of its keys rejected ``late`` in the same window.
-
-A ``rejected`` table written without the ``op_id`` and ``key`` columns is searched in its raw
-records.  The pending state is read from the checkpoint's files (no JVM; Spark only for a
-state store only Spark reads), and is skipped when no checkpoint (or ``state=False``) is
-given.
+"Order 4711 has no outcome. Where is it?"  ``explain`` looks in every place an operation or
+its events can be: the checkpoint's pending state, ``outcomes``, ``rejected`` (searched in
+its raw records when the table was written without the ``op_id`` and ``key`` columns) and
+the events of its keys that matched nothing or came late (``OperationStory``).
 
 Invariant: an op_id is ``pending`` or has an outcome, not both, but for an op_id sent again
 after ``purgatory.dedup.retention.ms`` (a new operation: ``pending``, with the earlier
@@ -154,12 +142,12 @@ def explain(
     stories = {op_id: OperationStory(op_id) for op_id in ids}
     _outcomes(tables, stories)
     _rejections(tables, stories)
-    unresolved = [s.op_id for s in stories.values() if s.outcome is None]
     if checkpoint and state:  # resolved ones too: an op_id re-sent past the dedup retention
         _pending(checkpoint, spark, cfg, stories, ids)
-    elif unresolved:
-        for op_id in unresolved:
-            stories[op_id].notes.append("the pending state was not read (no checkpoint given)")
+    else:
+        for story in stories.values():
+            if story.outcome is None:
+                story.notes.append("the pending state was not read (no checkpoint given)")
     for story in stories.values():
         story.state = _state_of(story)
         if story.pending is not None and story.outcome is not None:
@@ -372,10 +360,6 @@ def _iso(value: Any) -> str:
 
 
 def _json_value(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
     if isinstance(value, pa.Scalar):
         return value.as_py()
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return str(value)
+    return list(value) if isinstance(value, (list, tuple)) else _iso(value)

@@ -78,14 +78,11 @@ class DeltaRsReader:
         return self._where(table, ds.field(column).isin(values))
 
     def rows_containing(self, table: str, column: str, needles: list[str], where: dict[str, str]) -> pa.Table:
-        expression = None
+        expression = ds.scalar(False)
         for needle in needles:
-            hit = pc.match_substring(ds.field(column), needle)
-            expression = hit if expression is None else expression | hit
+            expression = expression | pc.match_substring(ds.field(column), needle)
         for name, value in where.items():
-            expression = (
-                (ds.field(name) == value) if expression is None else expression & (ds.field(name) == value)
-            )
+            expression = expression & (ds.field(name) == value)
         return self._where(table, expression)
 
     def row_count(self, table: str) -> int | None:

@@ -1,17 +1,10 @@
 """Test helpers for users' own scenarios: an in-memory harness, ``assert_outcomes``, a session.
 
 Kafka tests its purgatory with a mock timer advanced by hand; Spark 4.2's ``TwsTester``
-drives a stateful processor in memory.  This module gives the purgatory the same:
-
-* ``PurgatoryTester`` feeds operations and events (lists of dicts, pandas frames, or raw
-  JSON lines) one micro-batch at a time through the shard step production runs, moves the
-  watermark by hand and keeps the three tables' rows: milliseconds per scenario, no JVM.
-* ``assert_outcomes(actual, expected)`` compares outcomes on a few columns whatever the row
-  order, from a Spark DataFrame, a pandas DataFrame or a list of dicts; times may be ISO-8601
-  strings, datetimes or epoch ms on either side; a difference is an ``AssertionError`` naming
-  the differing cells.
-* ``spark_session()`` and the ``purgatory_spark`` pytest fixture give a local session with
-  the job's settings for tests of the Spark path.
+drives a stateful processor in memory.  ``PurgatoryTester`` gives the purgatory the same,
+through the shard step production runs: milliseconds per scenario, no JVM.
+``assert_outcomes`` compares outcomes whatever their row order and form; ``spark_session()``
+and the ``purgatory_spark`` pytest fixture give a local session for tests of the Spark path.
 
 Invariant: the harness runs exactly what a stream's shard groups run and only keeps the
 results.

@@ -1,9 +1,5 @@
-"""The tester's input and times: rows as records or JSON lines, event times in any accepted form.
-
-``PurgatoryTester`` takes operations and events as a pandas frame, a list of dicts or JSON
-lines (read as the job reads them), and times as epoch ms, ISO-8601 text or datetimes; it
-gives times back as UTC Timestamps, as the Delta tables hold them.
-"""
+"""The tester's input and times: rows as records or JSON lines, event times in any accepted
+form in, UTC Timestamps out (as the Delta tables hold them)."""
 
 from __future__ import annotations
 

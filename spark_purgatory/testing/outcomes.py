@@ -1,5 +1,4 @@
-"""``assert_outcomes``: two sets of outcomes compared on a few columns, whatever their row order
-and whichever form each side has (a Spark DataFrame, a pandas DataFrame, a list of dicts)."""
+"""``assert_outcomes``: two sets of outcomes compared on a few columns, whatever their form."""
 
 from __future__ import annotations
 
@@ -127,7 +126,7 @@ def _differences(actual: pd.DataFrame, expected: pd.DataFrame, columns: list[str
             problems += [
                 (op_id, f"{c} is {_show(a[c])}, expected {_show(e[c])}")
                 for c in others
-                if not _same(a[c], e[c])
+                if _plain(a[c]) != _plain(e[c])
             ]
     return problems
 
@@ -149,7 +148,3 @@ def _plain(value: object) -> object:
     if value is None or value is pd.NaT or (isinstance(value, float) and np.isnan(value)):
         return None
     return value.item() if isinstance(value, np.generic) else value
-
-
-def _same(a: object, b: object) -> bool:
-    return _plain(a) == _plain(b)

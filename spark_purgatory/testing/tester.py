@@ -41,11 +41,9 @@ class PurgatoryTester:
     """The purgatory driven by hand, one micro-batch per ``step()``, through the production
     shard step.
 
-    ``add_operations`` and ``add_events`` queue input; ``advance_watermark`` sets the
-    watermark of the next micro-batch; ``step()`` runs the queued input at that watermark.  As
-    in a Spark micro-batch, input behind the batch's watermark is rejected as ``late``: step
-    before moving the watermark past input you queued.  Like ``TwsTester``, the watermark does
-    not follow the event times by itself.
+    As in a Spark micro-batch, input behind the batch's watermark is rejected as ``late``:
+    ``step()`` before ``advance_watermark`` moves it past input you queued.  Like
+    ``TwsTester``, the watermark does not follow the event times by itself.
 
     Each ``step()`` is what a stream's micro-batch does, without Spark: the input validated by
     the contract's rules, routed to the shard groups as Spark routes it, and each group's
@@ -56,11 +54,9 @@ class PurgatoryTester:
     stream and the watermark a micro-batch's rows bring inside it: the watermark is the one
     moved by hand.
 
-    Results accumulate across batches: ``outcomes()``, ``unmatched()`` and ``rejected()``
-    return every row so far with the tables' columns (``batch_id`` is the step's number, from
-    0).  Event times come back as UTC Timestamps, as in the Delta tables (``times="ms"`` for
-    the engine's epoch ms).  ``shard(n)`` loads one shard's engine as its last step stored
-    it, for what the harness does not show (``t.shard(0).watched``).
+    Results accumulate across steps (``batch_id`` is the step's number, from 0), event times
+    as UTC Timestamps as in the Delta tables; ``shard(n)`` shows what the harness does not
+    (``t.shard(0).watched``).
 
     >>> t = PurgatoryTester({"purgatory.tick.ms": 10})
     >>> t.add_operations([{"op_id": "a", "key": "k", "ts": 0, "timeout_ms": 100}])
@@ -132,8 +128,8 @@ class PurgatoryTester:
         """Run the micro-batch of the queued input at the current watermark, then, as a stream
         does, the micro-batches with no input that take in what one shard posted for another.
 
-        Returns the rows of these micro-batches as the engine gives them (times in epoch ms);
-        each micro-batch has its own ``batch_id``.
+        Returns their rows as the engine gives them (times in epoch ms), under the step's
+        ``batch_id``.
         """
         return self._settled(self._run(len(self._batches), end=False))
 
