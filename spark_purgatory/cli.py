@@ -133,8 +133,6 @@ def run() -> None:
     interpreter's finalisation, where a native thread (pyarrow's or delta-rs's) may abort it;
     with a session running, its local Python workers are ended and Python exits as usual.
     """
-    import os
-
     code = main()
     pyspark = sys.modules.get("pyspark")
     if pyspark is None or pyspark.SparkContext._active_spark_context is None:
@@ -154,22 +152,16 @@ def main(argv: list[str] | None = None) -> int:
         return _print_jars(args.format)
     secrets: tuple[str, ...] = ()
     try:
-        secrets = secret_values(read_settings(args.conf, args.set))  # never shown
-        config, master = _settings(args.conf, args.set)
-        return _run(args, config, master)
+        values = read_settings(args.conf, args.set)
+        secrets = secret_values(values)  # never shown
+        job, _kafka, config = split_settings(values)  # an unknown key is refused as the job refuses it
+        return _run(args, config, job["job.master"])
     except (ConfigError, _UsageError) as error:
         print(scrubbed(f"{_PROG}: error: {error}", secrets), file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - the one line a person reads instead of a trace
         print(scrubbed(f"{_PROG}: {_one_line(error)}", secrets), file=sys.stderr)
         return 1
-
-
-def _settings(conf: list[str], sets: list[str]) -> tuple[PurgatoryConfig, str]:
-    """The engine's config and the master from the job's files and overrides, checked as the
-    job checks them (an unknown key is refused the same way)."""
-    job, _kafka, config = split_settings(read_settings(conf, sets))  # the job's keys and checks
-    return config, job["job.master"]
 
 
 def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:

@@ -453,17 +453,6 @@ def read_properties(path: str) -> dict[str, str]:
     return values
 
 
-def parse_overrides(pairs: list[str]) -> dict[str, str]:
-    """``--set KEY=VALUE`` arguments as a mapping (the last one wins)."""
-    values: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
-        values[key.strip()] = value.strip()
-    return values
-
-
 def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]:
     """The ``--conf FILE`` files in order, then the ``--set KEY=VALUE`` overrides (the last one
     wins): what the job and the command line both read their keys from.
@@ -476,7 +465,11 @@ def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]
         if not os.path.exists(path):
             raise ConfigError(f"--conf {path}: no such file")
         values.update(read_properties(path))
-    values.update(parse_overrides(overrides))
+    for pair in overrides:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
+        values[key.strip()] = value.strip()
     return values
 
 

@@ -1,18 +1,11 @@
 """The handle ``start`` returns: ``PurgatoryQuery``, a running purgatory and its figures.
 
-``stop()`` stops the query between micro-batches and flushes the accumulator like Kafka's
-producer's ``close()``.  Invariant: after ``stop()`` returns, every row a committed
-micro-batch produced is in the tables, and the checkpoint's run lease is given back.
+Invariant: after ``stop()`` returns, every row a committed micro-batch produced is in the
+tables, and the checkpoint's run lease is given back.
 
 A failed query is raised from ``await_termination`` (a failed flush from ``stop()``) with its
 cause in the first line; when the cause is something no restart brings back (a bucket
 deleted, credentials refused), the error is ``faults.PermanentFault`` naming the resource.
-
-Stopping between micro-batches: Spark's ``StreamingQuery.stop()`` cancels the micro-batch
-under way, so the handle first lets the driver's step finish the batch it runs and refuse
-the next (at most ``query.stop.timeout.ms``), then stops Spark's query.  A signal handler
-only notes the signal: a Py4J call from a handler would re-enter the connection the main
-thread is reading.
 """
 
 from __future__ import annotations
@@ -263,7 +256,7 @@ class PurgatoryQuery:
         wake = self.step.control.wake
         return (
             self._rerun is not None
-            and not (self._closed or self._interrupted)
+            and not self._stopped()
             and self.query.exception() is None
             and wake is not None
             and wake.owed is not None
@@ -319,9 +312,9 @@ class PurgatoryQuery:
                 return
 
     def _stop_between_batches(self) -> None:
-        """Let the micro-batch under way finish, refuse the next, stop Spark's query; a batch
-        still running after ``query.stop.timeout.ms`` is cut short (it runs again at the next
-        start)."""
+        """Let the micro-batch under way finish, refuse the next, then stop Spark's query (whose
+        own ``stop()`` cancels the micro-batch under way); a batch still running after
+        ``query.stop.timeout.ms`` is cut short (it runs again at the next start)."""
         if not self.query.isActive:
             return
         quiet_refusal(self.query)  # a refused batch is no error

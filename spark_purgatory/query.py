@@ -2,10 +2,7 @@
 
 ``start`` is to this project what ``KafkaProducer`` plus its sender thread is to Kafka: it
 builds the whole pipeline and returns a handle, ``PurgatoryQuery``, whose ``stop()`` flushes
-like the producer's ``close()``.  The job, the demo and the notebooks all go through it.  Its
-steps: the settings and the checkpoint, opened once; the refusals, the lease and the wake;
-the operator's stream; the sink; the control plane; the stream started with its session
-settings scoped to this query.
+like the producer's ``close()``.
 
 Over Spark Connect the same call works: nothing here touches ``sparkContext`` or the JVM.
 The driver's step then runs in the server's Python, so the handle's ``totals`` and
@@ -34,7 +31,7 @@ from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, absolute_uri
 from .delta.writers import WriterChoice
 from .driver_step import DriverStep
-from .faults import PermanentFault, depended_on, diagnose
+from .faults import depended_on, diagnose
 from .handle import PurgatoryQuery, _Totals
 from .handoff import Wake
 from .handoff.clock_record import ClockRecorder
@@ -170,6 +167,10 @@ def start(
         print(purgatory.totals, purgatory.history[-1])
     """
     spark, cfg, chk, trig = _settled(operations, events, checkpoint, config, trigger, end_of_input, spark)
+    # what the handle asks after a failure: what the query depends on, its inputs when named
+    inputs = (operations, events) if isinstance(operations, str) and isinstance(events, str) else None
+    where = output if isinstance(output, str) else None
+    asked = depended_on(where, chk.path, cfg, inputs, source_format, kafka_options)
     with _removed_if_failed(chk):  # a failed start leaves no new checkpoint
         opened = _opened(chk, cfg, trig, end_of_input)
         with opened.lease.given_back_on_error():  # nothing runs: the next start may take it
@@ -192,17 +193,7 @@ def start(
                 reaper=reaper,
                 stop_timeout_ms=cfg.stop_timeout_ms,
                 release=release,
-                permanent=_asked_after_failure(
-                    spark,
-                    operations,
-                    events,
-                    output,
-                    chk.path,
-                    cfg,
-                    chk.storage,
-                    source_format,
-                    kafka_options,
-                ),
+                permanent=functools.partial(diagnose, **asked, storage=chk.storage, spark=spark),
             )
 
 
@@ -429,25 +420,6 @@ def _started(
         if release is not None:  # a start that failed keeps no committer in the driver
             release()
         raise
-
-
-def _asked_after_failure(
-    spark: SparkSession,
-    operations: DataFrame | str,
-    events: DataFrame | str,
-    output: str | CatalogTables,
-    checkpoint: str,
-    cfg: PurgatoryConfig,
-    storage: Storage,
-    source_format: SourceFormat,
-    kafka_options: dict[str, str] | None,
-) -> Callable[[], PermanentFault | None]:
-    """What the handle asks after a failure: what the query depends on, its inputs only when
-    given by name."""
-    inputs = (operations, events) if isinstance(operations, str) and isinstance(events, str) else None
-    where = output if isinstance(output, str) else None
-    asked = depended_on(where, checkpoint, cfg, inputs, source_format, kafka_options)
-    return functools.partial(diagnose, **asked, storage=storage, spark=spark)
 
 
 @contextlib.contextmanager

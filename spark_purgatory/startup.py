@@ -28,11 +28,7 @@ _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
 def app_id_of(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> str:
-    """The Delta app id of the query on ``checkpoint``: held by the checkpoint, never by the host.
-
-    A new checkpoint gets a random id, written once.  ``storage``: the ``storage.*`` settings
-    for a URI.
-    """
+    """The Delta app id of the query on ``checkpoint``: held by the checkpoint, never by the host."""
     chk = open_checkpoint(checkpoint, storage)
     fs, files = chk.fs, chk.files
     try:  # a checkpoint Spark already ran on, from before the id file: keep its id

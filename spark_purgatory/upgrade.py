@@ -16,9 +16,7 @@ resumable after a crash at any point.
 4. **Switch**: the ``record`` step writes the record; then the journal is removed.
 
 While the journal is there ``start`` refuses the checkpoint: no query runs on a half-migrated
-checkpoint.  Running ``upgrade`` again resumes from the journal.  Today no format needs a
-migration: ``upgrade`` of a checkpoint written before the version record writes the record,
-its one step.
+checkpoint.  Running ``upgrade`` again resumes from the journal.
 
 Invariant: the record names the new formats only once every migration step is done.
 """
@@ -58,7 +56,8 @@ FAULT = "PURGATORY_UPGRADE_FAULT"
 RECORD_STEP = "record"
 
 #: A migration: ``(format, version) -> step`` brings that format from ``version`` to
-#: ``version + 1`` on a stopped checkpoint, idempotently.  None today.
+#: ``version + 1`` on a stopped checkpoint, idempotently.  None today: ``upgrade`` of a
+#: checkpoint written before the version record writes the record, its one step.
 Migration = Callable[[str, Storage, PurgatoryConfig], None]
 MIGRATIONS: dict[tuple[str, int], Migration] = {}
 

@@ -12,11 +12,6 @@ Four kinds of delayed operation, as in a broker:
 A fraction ``complete_ratio`` of operations receive enough events before their deadline;
 the rest fall short and expire.  Everything is vectorised numpy; times are epoch ms.
 
-Beside them, the simplest purgatory (``generate_confirmations``: orders awaiting one
-confirmation, the shape Spark's stream-stream join can express too) and the payments case a
-new user built (``payments``: card payments awaiting 2 of 3 clearing houses, written as typed
-Parquet by ``write_payments``).
-
 >>> w = generate(n_ops=1000, seed=3)
 >>> sorted(w.operations["condition"].unique())
 ['all', 'count', 'offset', 'sum']

@@ -1,8 +1,4 @@
-"""Whether a process of this host still runs, asked by its id (signal 0: nothing is sent).
-
-Two records of the project name a process of this host and stand only while it runs: a
-checkpoint's run lease and a class-data dump a local session's JVM writes when it exits.
-"""
+"""Whether a process of this host still runs, asked by its id (signal 0: nothing is sent)."""
 
 from __future__ import annotations
 

@@ -9,11 +9,8 @@ columns, to a ``BatchCommitter`` implemented here and called back through Py4J. 
 that commit once every task succeeded and before it records the micro-batch as done, as it
 calls a ``foreachBatch`` function; a committer that raises fails the micro-batch.  The
 committer also hears of each micro-batch as its write begins (``begin``, where a stopping
-query refuses it) and of one that failed after it began (``abort``).
-
-Where the sink cannot be used (Spark Connect, a driver without the JAR or with one of
-another version, a column type the text does not carry), ``staged_rows_writer`` is None and
-the caller uses ``foreachBatch``, with the same rows.
+query refuses it) and of one that failed after it began (``abort``).  Where the sink cannot
+be used the caller uses ``foreachBatch``, with the same rows.
 """
 
 from __future__ import annotations
@@ -107,8 +104,9 @@ def staged_rows_writer(
 ) -> StagedRowsWriter | None:
     """``frame``'s writer into ``StagedRowsSink``: ``begin()`` as each micro-batch's write
     begins, then ``take(rows, batch_id)`` with its rows (an Arrow table of ``schema``) or
-    ``abort(batch_id)``; None where the sink cannot be used here.  Registers the committer in
-    the driver: ``forget()`` it once the query is over."""
+    ``abort(batch_id)``; None where the sink cannot be used here (Spark Connect, a driver
+    without the JAR or with one of another version, a column type the text does not carry).
+    Registers the committer in the driver: ``forget()`` it once the query is over."""
     spark = frame.sparkSession
     names = list(frame.columns)
     if is_connect(spark) or sorted(names) != sorted(schema.names):
