@@ -31,7 +31,7 @@ from .delta.sink import PurgatorySink
 from .delta.staging import ShardStaging, absolute_uri
 from .delta.writers import WriterChoice
 from .driver_step import DriverStep
-from .faults import depended_on, diagnose
+from .faults import PermanentFault, depended_on, diagnose
 from .handle import PurgatoryQuery, _Totals
 from .handoff import Wake
 from .handoff.clock_record import ClockRecorder
@@ -167,10 +167,9 @@ def start(
         print(purgatory.totals, purgatory.history[-1])
     """
     spark, cfg, chk, trig = _settled(operations, events, checkpoint, config, trigger, end_of_input, spark)
-    # what the handle asks after a failure: what the query depends on, its inputs when named
-    inputs = (operations, events) if isinstance(operations, str) and isinstance(events, str) else None
-    where = output if isinstance(output, str) else None
-    asked = depended_on(where, chk.path, cfg, inputs, source_format, kafka_options)
+    permanent = _asked_after_failure(
+        spark, operations, events, output, chk.path, cfg, chk.storage, source_format, kafka_options
+    )
     with _removed_if_failed(chk):  # a failed start leaves no new checkpoint
         opened = _opened(chk, cfg, trig, end_of_input)
         with opened.lease.given_back_on_error():  # nothing runs: the next start may take it
@@ -193,7 +192,7 @@ def start(
                 reaper=reaper,
                 stop_timeout_ms=cfg.stop_timeout_ms,
                 release=release,
-                permanent=functools.partial(diagnose, **asked, storage=chk.storage, spark=spark),
+                permanent=permanent,
             )
 
 
@@ -420,6 +419,25 @@ def _started(
         if release is not None:  # a start that failed keeps no committer in the driver
             release()
         raise
+
+
+def _asked_after_failure(
+    spark: SparkSession,
+    operations: DataFrame | str,
+    events: DataFrame | str,
+    output: str | CatalogTables,
+    checkpoint: str,
+    cfg: PurgatoryConfig,
+    storage: Storage,
+    source_format: SourceFormat,
+    kafka_options: dict[str, str] | None,
+) -> Callable[[], PermanentFault | None]:
+    """What the handle asks after a failure: what the query depends on, its inputs only when
+    given by name."""
+    inputs = (operations, events) if isinstance(operations, str) and isinstance(events, str) else None
+    where = output if isinstance(output, str) else None
+    asked = depended_on(where, checkpoint, cfg, inputs, source_format, kafka_options)
+    return functools.partial(diagnose, **asked, storage=storage, spark=spark)
 
 
 @contextlib.contextmanager
