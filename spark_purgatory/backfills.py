@@ -27,6 +27,7 @@ from .contract import KIND_METRICS, OPERATOR_OUTPUT, TABLES
 from .delta.accumulator import TableWriter
 from .delta.sink import split_tables
 from .delta.writers import WriterChoice, choose_writer
+from .runtime.settings import library_plan
 from .startup import _session_of
 
 if TYPE_CHECKING:
@@ -124,7 +125,6 @@ def _operator_rows(
     """``purgatory_batch``'s output rows for the tables (``contract.OPERATOR_OUTPUT``), as Arrow."""
     from pyspark.sql import functions as F
 
-    from .runtime.settings import library_plan
     from .spark.batch import purgatory_batch
     from .spark.sources import read_batch
 

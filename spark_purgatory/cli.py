@@ -36,6 +36,9 @@ from typing import Any
 from .config import ConfigError, PurgatoryConfig, read_settings, scrubbed, secret_values
 from .job import split_settings
 from .runtime.jars import built_for, jar_files, jars_hint
+from .runtime.session import local_session
+from .runtime.workers import end_python_workers
+from .storage import Storage
 from .version import __version__
 
 __all__ = ["main", "run", "build_parser"]
@@ -139,8 +142,6 @@ def run() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    from .runtime.workers import end_python_workers
-
     end_python_workers(pyspark.SparkContext._active_spark_context)
     sys.exit(code)
 
@@ -180,7 +181,6 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
     if args.command == "status":
         from .inspect.checkpoint import read_checkpoint
         from .inspect.pending_view import inspect_config
-        from .storage import Storage
 
         read_checkpoint(args.checkpoint, storage=Storage.of(inspect_config(args.checkpoint, config)))
         report = checkpoint_status(
@@ -200,6 +200,8 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
             within = horizon_ms(args.within)  # a bad horizon is a usage error, before any read
         _check_checkpoint(args.checkpoint, config)
         batch_id = getattr(args, "batch_id", None)
+        shown = _PENDING_SHOWN if args.command == "pending" else _RISK_SHOWN
+        title = "pending" if args.command == "pending" else f"due within {args.within}"
         try:
             table = _pending_rows(args.checkpoint, config, args.watermark, batch_id, within)
         except StateNeedsSpark as why:
@@ -212,9 +214,9 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
                 batch_id=batch_id,
             )
             frame = at_risk(args.checkpoint, within=2**62 if within is None else within, pending=frame)
-            _print_frame(frame, args.json, args.limit, _shown(args.command), _title(args))
+            _print_frame(frame, args.json, args.limit, shown, title)
         else:
-            _print_table(table, args.json, args.limit, _shown(args.command), _title(args))
+            _print_table(table, args.json, args.limit, shown, title)
         if args.command == "at-risk" and args.output and not args.json:
             from .inspect.status import expiry_lag
 
@@ -250,14 +252,6 @@ def _pending_rows(
         return at_risk_table(checkpoint, within=within, config=config, watermark=watermark)
     table = pending_table(checkpoint, config=config, watermark=watermark, batch_id=batch_id)
     return with_progress(table.sort_by([("deadline", "ascending"), ("op_id", "ascending")]))
-
-
-def _shown(command: str) -> list[str]:
-    return _PENDING_SHOWN if command == "pending" else _RISK_SHOWN
-
-
-def _title(args: argparse.Namespace) -> str:
-    return "pending" if args.command == "pending" else f"due within {args.within}"
 
 
 def _rescale(args: argparse.Namespace, config: PurgatoryConfig) -> None:
@@ -296,7 +290,6 @@ def _check_checkpoint(checkpoint: str, config: PurgatoryConfig) -> None:
     """Read the checkpoint's logs without Spark: a wrong path fails before a JVM starts."""
     from .inspect.checkpoint import InspectError, read_checkpoint
     from .inspect.pending_view import inspect_config
-    from .storage import Storage
 
     info = read_checkpoint(checkpoint, storage=Storage.of(inspect_config(checkpoint, config)))
     if info.last_batch is None:
@@ -309,8 +302,6 @@ def _session(master: str) -> Any:
         from pyspark.sql import SparkSession
 
         return SparkSession.builder.getOrCreate()
-    from .runtime.session import local_session
-
     return local_session("spark-purgatory-cli", master=master, shuffle_partitions=4)
 
 
@@ -318,7 +309,6 @@ def _reader(output: str | None, config: PurgatoryConfig, master: str) -> Any:
     """The tables' reader: delta-rs, in this process, unless run by spark-submit (then the
     submitted session's Delta source, if it has one): a table question starts no JVM."""
     from .inspect.table_readers import DeltaRsReader, table_reader
-    from .storage import Storage
 
     if output is None:
         return None

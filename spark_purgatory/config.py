@@ -455,7 +455,7 @@ def read_properties(path: str) -> dict[str, str]:
 
 def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]:
     """The ``--conf FILE`` files in order, then the ``--set KEY=VALUE`` overrides (the last one
-    wins): what the job and the command line both read their keys from.
+    wins).
 
     Raises:
         ConfigError: a file that does not exist, or an override that is not KEY=VALUE.

@@ -25,7 +25,7 @@ from . import Purgatory
 from .charts import plot_metrics
 from .config import PurgatoryConfig
 from .contract import OUTCOME_COLUMNS
-from .workload import Workload, generate
+from .workload import Workload, generate, write_json_lines
 
 
 def run(n_ops: int, batch_ms: int, config: PurgatoryConfig, quiet: bool = False) -> pd.DataFrame:
@@ -133,8 +133,6 @@ def demo_input(n_ops: int, out: str, files: int) -> tuple[Workload, str, str, st
     """The demo's workload written as JSON lines under ``<out>/input`` (``out`` emptied first,
     a few malformed lines among them); returns it with the input, tables and checkpoint paths."""
     import shutil
-
-    from .workload import write_json_lines
 
     shutil.rmtree(out, ignore_errors=True)
     inputs, tables, chk = (os.path.join(out, d) for d in ("input", "tables", "checkpoint"))

@@ -23,6 +23,7 @@ from .driver_step import STOPPING, DriverStep
 from .handoff.end_of_input import EndOfInput
 from .handoff.reaper import ExpirationReaper
 from .runtime.spark_logs import quiet_refusal
+from .state.layout import LEASE_RENEW_S
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
@@ -377,8 +378,6 @@ class PurgatoryQuery:
         self.stop()
 
     def _renew_lease(self) -> None:
-        from .state.layout import LEASE_RENEW_S
-
         while not self._stopping.wait(LEASE_RENEW_S):
             try:
                 renewed = self._lease.renew()

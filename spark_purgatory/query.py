@@ -134,8 +134,7 @@ def start(
         spark: the session, when both inputs are paths (else the inputs' session).
         end_of_input: the input is bounded and complete: ``await_termination`` processes
             it, then ends it (``PurgatoryQuery.end_input``), so nothing stays pending.
-            ``available-now`` only.  A checkpoint whose end was declared but not recorded
-            (a crash during ``end_input``) is ended by any ``available-now`` start.
+            ``available-now`` only.
         kafka_options: Spark's Kafka source options when the inputs are topics
             (``source_format="kafka"``): ``kafka.bootstrap.servers`` and any other
             ``kafka.*`` consumer setting (security too), ``startingOffsets``,

@@ -5,10 +5,8 @@ shard state lives in Spark's state store and in segment files beside it.  ``resc
 both as a new micro-batch of the checkpoint, with no JVM:
 
 1. **Refuse** what it cannot do safely, each with one line (``RescaleError``): a query
-   running on the checkpoint, a checkpoint of a newer version or one that needs
-   ``spark-purgatory upgrade``, an uncommitted last micro-batch, input that has ended, a state
-   format it does not know, relays or parked operations in flight (one ``available-now`` run
-   settles them).
+   running, an uncommitted last micro-batch, relays in flight (one ``available-now`` run
+   settles them) ...
 2. **Read** every shard group's value as the last committed micro-batch K left it (state
    version K + 1: Spark's micro-batch N reads version N and writes N + 1) and load the shards.
 3. **Reshard** them, keys sent where the routing will send them.
@@ -47,7 +45,7 @@ from .engine.purgatory import Purgatory
 from .handoff.end_of_input import EndOfInput
 from .handoff.mailbox import Mailbox
 from .handoff.shard_handoff import ShardHandOff
-from .inspect.checkpoint import read_checkpoint
+from .inspect.checkpoint import InspectError, read_checkpoint
 from .shard.labels import shard_labels, spark_hash_int
 from .shard.step import decide
 from .spark import state_files
@@ -108,7 +106,7 @@ def rescale(
         storage: the ``storage.*`` settings (``config``'s when None).
 
     Raises:
-        RescaleError: what it refuses (module docstring), in one line.
+        RescaleError: what it refuses, in one line.
 
     Example::
 
@@ -191,8 +189,6 @@ def rescale(
 
 def _checked(checkpoint: str, storage: Storage) -> Any:
     """The checkpoint's logs, once every refusal has been checked."""
-    from .inspect.checkpoint import InspectError
-
     try:
         info = read_checkpoint(checkpoint, storage=storage)
     except InspectError as e:

@@ -6,9 +6,7 @@ starts on it (``start`` and the job refuse it, in one line naming this command).
 applies them, as ``rescale`` changes a layout: with no JVM, on a stopped checkpoint, and
 resumable after a crash at any point.
 
-1. **Refuse** what it cannot do, each with one line (``UpgradeError``): a query running on
-   the checkpoint, a checkpoint written by a newer version, one no query ran on, an
-   interrupted upgrade by a version with other formats.
+1. **Refuse** what it cannot do, each with one line (``UpgradeError``).
 2. **Journal** the steps: one per migration (``MIGRATIONS``), then ``record``, the version
    record's own write.
 3. **Apply** each step not yet done, noting it in the journal after it.  A step is

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .jars import spark_jars
 from .processes import alive
 
 __all__ = [
@@ -74,8 +75,6 @@ def archive_path(classpath: list[str] | None = None) -> Path | None:
     if folder is None:
         return None
     if classpath is None:
-        from .jars import spark_jars
-
         classpath = spark_jars()
     digest = hashlib.sha256("\n".join(classpath).encode()).hexdigest()[:16]
     return folder / f"spark-{digest}.jsa"
@@ -219,8 +218,6 @@ def make_archive(archive: Path | None = None) -> Path:
     default the one for ``spark_jars()``), moved into place once whole."""
     import subprocess
 
-    from .jars import spark_jars
-
     archive = archive or archive_path()
     if archive is None:
         raise RuntimeError(f"{SWITCH}=off")
@@ -243,7 +240,5 @@ def make_archive(archive: Path | None = None) -> Path:
 
 def up_to_date(archive: Path | None = None) -> bool:
     """Is there an archive made for this class path, pyspark and ``java``?"""
-    from .jars import spark_jars
-
     archive = archive or archive_path()
     return archive is not None and archive.is_file() and _read(_record(archive)) == _key(spark_jars())
