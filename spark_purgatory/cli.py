@@ -449,17 +449,14 @@ def _print_status(report: dict, as_json: bool) -> None:
         title = f"layout: {layout['shards']} shards + the cross-shard group"
         if layout["rescale_under_way"]:
             title += " (a rescale was interrupted: the next start or rescale completes or undoes it)"
-        history = Table(title=title)
-        for name in ("rescaled at batch", "from", "to", "at"):
-            history.add_column(name)
+        history = Table("rescaled at batch", "from", "to", "at", title=title)
         for entry in layout["rescales"]:
             history.add_row(*(_text(entry.get(k)) for k in ("batch", "from", "to", "at")))
         if not layout["rescales"]:
             history.add_row("never rescaled", "", "", "")
         console.print(history)
     if report["pending_by_shard"] is not None:
-        shards = Table(title="pending by shard")
-        shards.add_column("shard")
+        shards = Table("shard", title="pending by shard")
         shards.add_column("pending", justify="right")
         for shard, count in report["pending_by_shard"].items():
             shards.add_row(shard, f"{count:,}")
@@ -474,9 +471,7 @@ def _print_status(report: dict, as_json: bool) -> None:
             last.add_row(*(_text(row[name]) for name in shown))
         console.print(last)
     if report["tables"]:
-        sizes = Table(title="tables")
-        for name in ("table", "rows", "app commit"):
-            sizes.add_column(name)
+        sizes = Table("table", "rows", "app commit", title="tables")
         for name, entry in report["tables"].items():
             sizes.add_row(name, _text(entry.get("rows")), _text(entry.get("app_commit")))
         console.print(sizes)

@@ -78,7 +78,7 @@ __all__ = ["PurgatoryQuery", "start", "TRIGGERS", "check_trigger", "app_id_of"]
 
 log = logging.getLogger(__name__)
 
-#: what a Python worker imports to run the shard step (warmed at start)
+#: what a Python worker imports to run the shard step (warmed while the query is built)
 SHARD_STEP_MODULE = "spark_purgatory.spark.operator"
 
 
@@ -227,7 +227,6 @@ def _settled(
     quiet_spark_logs(spark)
     use_project_python(spark)
     advise_unix_sockets(spark)
-    # while the query is built: the first micro-batch's workers, with the shard step's modules
     warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
     return spark, cfg, chk, trig
 
