@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +44,7 @@ from .handoff.end_of_input import EndOfInput
 from .handoff.mailbox import Mailbox
 from .handoff.shard_handoff import ShardHandOff
 from .inspect.checkpoint import InspectError, read_checkpoint
+from .runtime.processes import kill_at
 from .shard.labels import shard_labels, spark_hash_int
 from .shard.step import decide
 from .spark import state_files
@@ -135,7 +134,7 @@ def rescale(
         retain_versions=cfg.state_retain_versions,
         storage=storage,
     )
-    _fault("read")
+    kill_at(FAULT, "read")
     try:
         values = state_files.read_groups(fs, files.operator_state, cfg.groups, batch + 1)
     except state_files.StateFormatError as e:
@@ -162,16 +161,16 @@ def rescale(
         "started_at": now_text(),
     }
     write_whole(fs, files.rescale_journal, lambda out: out.write(json.dumps(journal).encode()))
-    _fault("segments")
+    kill_at(FAULT, "segments")
     groups = _new_groups(news, new_cfg, store, encoding, info.next_watermark_ms or 0, version)
-    _fault("snapshots")
+    kill_at(FAULT, "snapshots")
     for partition, entries in groups.items():
         state_files.write_version(fs, files.operator_state, partition, batch + 2, entries)
-    _fault("offsets")
+    kill_at(FAULT, "offsets")
     _copy_log(fs, files.offsets, batch, new_cfg.groups)
-    _fault("commit")
+    kill_at(FAULT, "commit")
     _copy_log(fs, files.commits, batch, None)  # the switch
-    _fault("finish")
+    kill_at(FAULT, "finish")
     finish(checkpoint, storage, journal, {s: p.pending for s, p in news.items()}, cfg)
     return RescaleResult(
         checkpoint,
@@ -295,8 +294,3 @@ def _copy_log(fs: pafs.FileSystem, directory: str, batch: int, partitions: int |
         lines[1] = json.dumps(meta, separators=(",", ":"))
     body = "\n".join(lines).encode("utf-8")
     write_whole(fs, f"{directory}/{batch + 1}", lambda out: out.write(body))
-
-
-def _fault(step: str) -> None:
-    if os.environ.get(FAULT) == step:
-        os.kill(os.getpid(), signal.SIGKILL)

@@ -22,14 +22,13 @@ Invariant: the record names the new formats only once every migration step is do
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .checkpoint_paths import Checkpoint
 from .config import PurgatoryConfig
+from .runtime.processes import kill_at
 from .state.layout import RescaleError, RunLease, now_text, recover
 from .state.versions import (
     IncompatibleCheckpointError,
@@ -138,7 +137,7 @@ def upgrade(
     for step in journal["steps"]:
         if step in journal["done"]:
             continue
-        _fault(step)
+        kill_at(FAULT, step)
         if step == RECORD_STEP:
             write_record(checkpoint, storage, known=record)
         else:
@@ -146,7 +145,7 @@ def upgrade(
             MIGRATIONS[(name, version)](checkpoint, storage, config)
         journal["done"].append(step)
         _write_journal(fs, files, journal)
-    _fault("finish")
+    kill_at(FAULT, "finish")
     remove(fs, [files.upgrade_journal])
     check_formats(checkpoint, storage)  # the switch made: the checkpoint starts now
     return UpgradeResult(
@@ -171,8 +170,3 @@ def _write_journal(fs, files: Checkpoint, journal: dict) -> None:
 
 def _since(began: float) -> float:
     return round(time.perf_counter() - began, 3)
-
-
-def _fault(step: str) -> None:
-    if os.environ.get(FAULT) == step:
-        os.kill(os.getpid(), signal.SIGKILL)

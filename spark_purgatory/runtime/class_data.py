@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .jars import spark_jars
+from . import jars
 from .processes import alive
 
 __all__ = [
@@ -75,7 +75,7 @@ def archive_path(classpath: list[str] | None = None) -> Path | None:
     if folder is None:
         return None
     if classpath is None:
-        classpath = spark_jars()
+        classpath = jars.spark_jars()
     digest = hashlib.sha256("\n".join(classpath).encode()).hexdigest()[:16]
     return folder / f"spark-{digest}.jsa"
 
@@ -234,11 +234,11 @@ def make_archive(archive: Path | None = None) -> Path:
         raise RuntimeError(f"no class-data archive ({done.returncode}): {done.stderr[-2000:]}")
     _record(archive).unlink(missing_ok=True)
     os.replace(partial, archive)
-    _write(_record(archive), _key(spark_jars()))  # the child's class path: the same
+    _write(_record(archive), _key(jars.spark_jars()))  # the child's class path: the same
     return archive
 
 
 def up_to_date(archive: Path | None = None) -> bool:
     """Is there an archive made for this class path, pyspark and ``java``?"""
     archive = archive or archive_path()
-    return archive is not None and archive.is_file() and _read(_record(archive)) == _key(spark_jars())
+    return archive is not None and archive.is_file() and _read(_record(archive)) == _key(jars.spark_jars())

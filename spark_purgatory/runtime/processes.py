@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 
-__all__ = ["alive"]
+__all__ = ["alive", "kill_at"]
 
 
 def alive(pid: int) -> bool:
@@ -23,3 +24,10 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def kill_at(variable: str, step: str) -> None:
+    """SIGKILL this process when the environment variable ``variable`` names ``step``: how the
+    crash tests stop a command at each of its steps."""
+    if os.environ.get(variable) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
