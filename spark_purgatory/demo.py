@@ -1,12 +1,10 @@
 """The demo: a broker's worth of delayed operations, end to end on local disk.
 
-Generates produce requests waiting for acks from their in-sync replicas (``count`` with
-distinct sources), fetches waiting for min.bytes (``sum``), consumer-group joins (``all``)
-and high-watermark waits (``offset``), plus a sprinkle of malformed lines, as JSON files;
-runs the streaming job on them into Delta tables (delta-rs), then ends the input
-(``--end-input``: what the inputs' last watermark left pending expires at its deadline,
-``docs/end-of-input.md``); prints a summary and writes a latency histogram and an
-outcomes-over-time plot (PNG) next to the tables.
+Generates a broker's delayed operations (``workload.generate``) and a sprinkle of malformed
+lines as JSON files; runs the streaming job on them into Delta tables (delta-rs), then ends
+the input (``--end-input``: what the inputs' last watermark left pending expires at its
+deadline); prints a summary and writes a latency histogram and an outcomes-over-time plot
+(PNG) next to the tables.
 
     python -m spark_purgatory.demo [--ops 30000] [--out demo-output]
     python -m spark_purgatory.demo --engine-only --ops 200000   # the engine alone, no Spark

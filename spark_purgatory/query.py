@@ -233,9 +233,8 @@ def _settled(
 
 @dataclass(frozen=True)
 class _Opened:
-    """The checkpoint as one start holds it: opened, its lease taken, this version recorded,
-    its wake directory ready (``end_of_input``: the run ends the input, as asked, or because
-    an earlier end was declared and not recorded)."""
+    """The checkpoint as one start holds it (``_opened``); ``end_of_input``: the run ends the
+    input, as asked, or because an earlier end was declared and not recorded."""
 
     checkpoint: OpenCheckpoint
     lease: RunLease

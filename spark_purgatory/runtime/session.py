@@ -3,8 +3,7 @@
 * the Python workers run the driver's interpreter, so they see the same virtual environment;
 * a local master binds loopback: nothing listens beyond the machine;
 * no DataFrame call-site capture (``settings.library_plan`` says why);
-* the Python workers talk to the JVM over Unix domain sockets (Spark 4.1+): on TCP a task's
-  small writes wait on the peer's delayed acknowledgement;
+* the Python workers talk to the JVM over Unix domain sockets (``UNIX_SOCKETS``);
 * a small file open cost (``FILE_OPEN_COST``).  A file source reads it from the session the
   stream was read with, so ``start`` cannot scope it to its query: in your own session, set
   it yourself;
@@ -63,7 +62,8 @@ DELTA_CONF = {
 #: that a micro-batch's file bigger than this is split across the cores
 FILE_OPEN_COST = ("spark.sql.files.openCostInBytes", str(256 * 1024))
 
-#: Unix domain sockets between the JVM and its Python workers (a SparkContext setting)
+#: Unix domain sockets between the JVM and its Python workers (a SparkContext setting, Spark
+#: 4.1+): on TCP a task's small writes wait on the peer's delayed acknowledgement
 UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
 
 #: where a local session's JVM binds (``SPARK_LOCAL_IP``)

@@ -127,9 +127,8 @@ def optimizer_rules(spark: Any) -> Any:
     routing's ``posexplode`` of each operation's copies, ``InferFiltersFromGenerate`` infers
     ``size(_copies) > 0`` and push-down inlines the copies' whole expression into a filter
     over the scan, which every later rule walks and every row evaluates, to drop only rows
-    the explode drops anyway.  The other rules find nothing to change but walk the plan on
-    every trigger.  An optimizer rule never changes a result, so no output row changes.  A
-    rule a Spark version lacks is ignored.
+    the explode drops anyway.  An optimizer rule never changes a result, so no output row
+    changes.  A rule a Spark version lacks is ignored.
     """
     rules = [r.strip() for r in (spark.conf.get(_EXCLUDED_RULES, None) or "").split(",") if r.strip()]
     missing = [rule for rule in QUERY_EXCLUDED_RULES if rule not in rules]
@@ -157,10 +156,10 @@ def checkpoint_files(spark: Any, checkpoint: str) -> Any:
     Spark renames a temporary file into place for each log entry it writes every
     micro-batch.  Its default manager goes through Hadoop's ``FileContext``, whose local file
     system runs the ``readlink`` command before a rename: a process per file.  The
-    FileSystem-based manager renames in the JVM, the same POSIX rename.  Other file systems
-    and Spark Connect keep Spark's choice.  Scoped to ``start``, this reaches the offsets,
-    commits and state store, not the file sources' own logs (a source is made later, with the
-    session it was read with): ``local_session`` names ``LOCAL_CHECKPOINT_FILES`` for those.
+    FileSystem-based manager renames in the JVM, the same POSIX rename.  Scoped to ``start``,
+    this reaches the offsets, commits and state store, not the file sources' own logs (a
+    source is made later, with the session it was read with): ``local_session`` names
+    ``LOCAL_CHECKPOINT_FILES`` for those.
     """
     if spark.conf.get(CHECKPOINT_FILES, None) is not None or not on_local_files(spark, checkpoint):
         return started_with(spark, {})
