@@ -1,19 +1,8 @@
 """The command line: ``spark-purgatory status|pending|at-risk|explain|rescale|upgrade|jars``.
 
-``python -m spark_purgatory`` runs it too.
-
-    spark-purgatory status   --checkpoint CHK [--output OUT]
-    spark-purgatory rescale  --checkpoint CHK --shards N
-    spark-purgatory upgrade  --checkpoint CHK
-    spark-purgatory pending  --checkpoint CHK [--watermark TS] [--batch-id N] [--limit 50]
-    spark-purgatory at-risk  --checkpoint CHK --within 1h [--watermark TS] [--output OUT]
-    spark-purgatory explain  --output OUT [--checkpoint CHK] OP_ID [OP_ID ...]
-    spark-purgatory jars     [--format comma|lines|conf|json]
-    spark-purgatory --version
-
-Every command takes ``--conf FILE`` / ``--set KEY=VALUE`` like the job, and ``--json`` for
-scripts: ``pending`` and ``at-risk`` print JSON lines, streamed, ``status`` and ``explain``
-one JSON document.
+``python -m spark_purgatory`` runs it too.  Every command takes ``--conf FILE`` / ``--set
+KEY=VALUE`` like the job, and ``--json`` for scripts: ``pending`` and ``at-risk`` print JSON
+lines, streamed, ``status`` and ``explain`` one JSON document.
 
 No command starts a JVM: the checkpoint's logs and the shards' state are read from their
 files, the tables with delta-rs.  Spark is started only for a state store only Spark reads

@@ -4,10 +4,7 @@ Generates a broker's delayed operations (``workload.generate``) and a sprinkle o
 lines as JSON files; runs the streaming job on them into Delta tables (delta-rs), then ends
 the input (``--end-input``: what the inputs' last watermark left pending expires at its
 deadline); prints a summary and writes a latency histogram and an outcomes-over-time plot
-(PNG) next to the tables.
-
-    python -m spark_purgatory.demo [--ops 30000] [--out demo-output]
-    python -m spark_purgatory.demo --engine-only --ops 200000   # the engine alone, no Spark
+(PNG) next to the tables.  ``--engine-only`` runs the engine alone, without Spark.
 """
 
 from __future__ import annotations

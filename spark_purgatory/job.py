@@ -4,12 +4,6 @@
 a thin shell around ``spark_purgatory.start``: it adds the early refusals, the session, the
 progress and commit log lines, the restarts, and stopping on SIGTERM/SIGINT.
 
-    python jobs/purgatory_job.py --ops-path DIR --events-path DIR \\
-        (--output-path DIR | --output-tables SCHEMA) --checkpoint-path DIR \\
-        [--source-format auto|json|parquet|delta|kafka] \\
-        [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...] \\
-        [--end-input]
-
 With ``--trigger available-now`` it processes what is there, flushes the accumulator and
 exits 0; run it again after new files arrive and it continues from the checkpoint.
 Configuration: the keys of ``PurgatoryConfig`` plus the job's own (``job.*``, ``kafka.*``,

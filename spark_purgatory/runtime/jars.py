@@ -50,8 +50,7 @@ DELTA_COORDINATES = "io.delta:delta-spark_2.13:4.4.0"
 _VERSIONED = re.compile(r"^(?P<artifact>.+?)-\d+\.\d[^/]*\.jar$")
 
 
-#: the package's own folder of the project's JARs: package data of the wheel, or built there
-#: by ``make checks-jar`` in a checkout
+#: the package's own folder of the project's JARs (``jar_files``)
 PACKAGE_JARS = Path(__file__).resolve().parents[1] / "jars"
 #: the build's record beside the JARs (written last): ``{"jars": [names], "spark": version,
 #: "sources": hash}``
