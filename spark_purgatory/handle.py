@@ -272,10 +272,9 @@ class PurgatoryQuery:
         self._stop_between_batches()
 
     def stop_on_signals(self, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> PurgatoryQuery:
-        """On the first of ``signals``, stop the query between micro-batches (``interrupt``):
-        a waiting ``await_termination`` returns, and ``stop()`` then flushes.  A second signal
-        gets the handler that was there before (Ctrl-C twice: a ``KeyboardInterrupt``).  Call
-        it from the main thread; returns the handle::
+        """On the first of ``signals``, ``interrupt`` the query.  A second signal gets the
+        handler that was there before (Ctrl-C twice: a ``KeyboardInterrupt``).  Call it from
+        the main thread; returns the handle::
 
             with start(...).stop_on_signals() as purgatory:
                 purgatory.await_termination()      # returns on SIGTERM / Ctrl-C

@@ -170,7 +170,7 @@ def java_options(base: str, classpath: list[str]) -> str:
 @dataclass(frozen=True)
 class FirstUse:
     """A dump the session's JVM makes at exit (``session_options``): ``started`` records which
-    JVM, so that a later session puts the dump in place once that JVM has exited."""
+    JVM, for a later session to put the dump in place once it has exited."""
 
     record: Path
 
