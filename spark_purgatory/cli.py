@@ -99,14 +99,11 @@ def _print_jars(form: str) -> int:
     if not paths:
         print(f"{_PROG}: no JARs: {jars_hint()}", file=sys.stderr)
         return 1
+    comma = ",".join(paths)
     if form == "json":
         print(json.dumps({"jars": paths, "spark": built_for(), "version": __version__}))
     else:
-        print(
-            {"comma": ",".join(paths), "lines": "\n".join(paths), "conf": "spark.jars=" + ",".join(paths)}[
-                form
-            ]
-        )
+        print({"comma": comma, "lines": "\n".join(paths), "conf": f"spark.jars={comma}"}[form])
     return 0
 
 

@@ -8,9 +8,7 @@ once (``diagnose``); one that answers "no such bucket", "access denied", "no suc
 and what to do.  Asking changes nothing: a start after the fix continues from the
 checkpoint, exactly once.
 
-Some failures say by themselves that no restart changes them (``cannot_pass``): Spark
-refusing the checkpoint's state for this query, an analysis error, a class missing from the
-class path.
+Some failures say by themselves that no restart changes them (``cannot_pass``).
 
 Invariant: a resource that does not answer (a timeout, a 503, a broker away) is never called
 gone: that is a fault that may pass, left to the restart policy.
