@@ -46,8 +46,7 @@ __all__ = [
     "secret_values",
 ]
 
-#: how a source path is read (``job.source.format``): told by its files (``auto``), JSON-lines
-#: files, Parquet files, a Delta table, Kafka
+#: how a source path is read (``job.source.format``; ``auto``: told by its files)
 READ_FORMATS = ("auto", "json", "parquet", "delta", "kafka")
 
 
@@ -475,8 +474,7 @@ def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]
 
 # -- secrets ------------------------------------------------------------------------------------------
 
-#: keys whose values are credentials: never printed, logged or written by the job or the
-#: command line
+#: keys whose values are credentials: never printed, logged or written
 SECRET_KEY = re.compile(r"secret|passw|jaas|token|credential|account\.key|\bsas\b|private", re.IGNORECASE)
 _QUOTED_PASSWORD = re.compile(r'(password\s*=\s*)"[^"]*"', re.IGNORECASE)
 _HIDDEN = "****"

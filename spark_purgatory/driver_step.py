@@ -41,8 +41,7 @@ class DriverStep:
     def __init__(self, sink: PurgatorySink, control: MicroBatchControl) -> None:
         self.sink = sink
         self.control = control
-        #: the last micro-batch's milliseconds on the driver, by step; logged at DEBUG with
-        #: ``extra={"sink_ms": ...}``
+        #: the last micro-batch's milliseconds on the driver, by step (logged at DEBUG)
         self.timings: dict[str, float] = {}
         self._lock = threading.Lock()  # micro-batches, linger drains and the flush never overlap
         self._holding = False  # the query is stopping: refuse micro-batches (``hold``)

@@ -368,8 +368,7 @@ class _Attempts:
     def permanent(self, error: BaseException) -> Any:
         """The error that ends the job at once, or None when a restart may help."""
         settings = self.settings
-        # an error that says by itself no restart fixes it (a state schema the checkpoint
-        # refuses, an analysis error, a class missing) ends the job at once
+        # an error that says by itself no restart fixes it ends the job at once
         never = cannot_pass(error, settings.checkpoint_path)
         if never is not None:
             return never

@@ -69,8 +69,7 @@ __all__ = ["RescaleError", "RescaleResult", "rescale"]
 
 log = logging.getLogger(__name__)
 
-#: PURGATORY_RESCALE_FAULT=<step>: the process kills itself (SIGKILL) as it reaches that
-#: step (the kill tests: a crash at each step boundary)
+#: PURGATORY_RESCALE_FAULT=<step>: the process kills itself (SIGKILL) as it reaches that step
 FAULT = "PURGATORY_RESCALE_FAULT"
 
 

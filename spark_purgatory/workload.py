@@ -233,7 +233,6 @@ def _iso(ms: np.ndarray) -> np.ndarray:
     return np.asarray(stamps.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3] + "Z", dtype=object)
 
 
-#: broken lines ``write_json_lines(..., malformed=n)`` spreads over the files
 _BAD_OPERATIONS = [
     '{"op_id": "broken-1", "keys": ["orders-1"], "ts": ',
     '{"op_id": "neg", "keys": ["orders-1"], "ts": "2026-01-01T00:00:01Z", "timeout_ms": -5}',

@@ -52,8 +52,7 @@ _VERSIONED = re.compile(r"^(?P<artifact>.+?)-\d+\.\d[^/]*\.jar$")
 
 #: the package's own folder of the project's JARs (``jar_files``)
 PACKAGE_JARS = Path(__file__).resolve().parents[1] / "jars"
-#: the build's record beside the JARs (written last): ``{"jars": [names], "spark": version,
-#: "sources": hash}``
+#: the build's record beside the JARs, written last: ``{"jars": [names], "spark": version, ...}``
 MANIFEST = "manifest.json"
 
 

@@ -105,8 +105,7 @@ _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 _CATALYST = "org.apache.spark.sql.catalyst.optimizer."
 _SOURCES = "org.apache.spark.sql.execution.datasources."
 _DELTA = "org.apache.spark.sql.delta."
-#: what ``optimizer_rules`` leaves out: Catalyst's ``InferFiltersFromGenerate``, then rules for
-#: what the operator's plan never holds, each walking the whole plan every micro-batch
+#: what ``optimizer_rules`` leaves out: ``InferFiltersFromGenerate``, then rules that find nothing
 QUERY_EXCLUDED_RULES: tuple[str, ...] = (
     _CATALYST + "InferFiltersFromGenerate",
     _DELTA + "metric.OptimizeConditionalIncrementMetric",
@@ -127,7 +126,8 @@ def optimizer_rules(spark: Any) -> Any:
     routing's ``posexplode`` of each operation's copies, ``InferFiltersFromGenerate`` infers
     ``size(_copies) > 0`` and push-down inlines the copies' whole expression into a filter
     over the scan, which every later rule walks and every row evaluates, to drop only rows
-    the explode drops anyway.  An optimizer rule never changes a result, so no output row
+    the explode drops anyway.  The others find nothing to change in the operator's plan but
+    walk it every micro-batch.  An optimizer rule never changes a result, so no output row
     changes.  A rule a Spark version lacks is ignored.
     """
     rules = [r.strip() for r in (spark.conf.get(_EXCLUDED_RULES, None) or "").split(",") if r.strip()]
