@@ -1,9 +1,7 @@
 """Backfills: batch mode into the same three Delta tables as the stream, in one call.
 
-``backfill(operations, events, output=...)`` runs ``purgatory_batch`` over static input (for
-a replay, a late-arriving day, or a first load before the stream takes over) and writes its
-rows through the stream's own pieces, so the tables' columns and partitions are the same
-whichever mode wrote them.
+``backfill`` writes its rows through the stream's own pieces, so the tables' columns and
+partitions are the same whichever mode wrote them.
 
 Invariant (idempotence): each table gets at most one commit per ``(app_id, batch_id)``, and
 that commit records the app transaction ``(app_id, version=batch_id)``.  A rerun with the same
@@ -29,6 +27,7 @@ from .contract import KIND_METRICS, OPERATOR_OUTPUT, TABLES
 from .delta.accumulator import TableWriter
 from .delta.sink import split_tables
 from .delta.writers import WriterChoice, choose_writer
+from .runtime.settings import library_plan
 from .startup import _session_of
 
 if TYPE_CHECKING:
@@ -57,7 +56,8 @@ def backfill(
     source_format: SourceFormat = "json",
     spark: SparkSession | None = None,
 ) -> dict[str, int]:
-    """Run the purgatory over static input and append its rows to the tables under ``output``.
+    """Run the purgatory over static input (a replay, a late-arriving day, or a first load
+    before the stream takes over) and append its rows to the tables under ``output``.
 
     Args:
         operations: the operations as a static DataFrame in ``source_format``'s raw form (what
@@ -125,7 +125,6 @@ def _operator_rows(
     """``purgatory_batch``'s output rows for the tables (``contract.OPERATOR_OUTPUT``), as Arrow."""
     from pyspark.sql import functions as F
 
-    from .runtime.settings import library_plan
     from .spark.batch import purgatory_batch
     from .spark.sources import read_batch
 

@@ -1,10 +1,5 @@
 """Charts from the ``metrics`` table: how the purgatory has been running, batch by batch.
 
-``metrics_by_batch`` folds the table's rows (one per micro-batch and shard call) into one
-row per micro-batch; ``plot_metrics`` draws it as one PNG of four panels: pending
-operations, outcomes and rejects per batch, completion latency, and how far each input's
-watermark lags the batch's processing time.  The demo calls it; a notebook can too.
-
 Invariant: a shard that did not run in a micro-batch still holds what it last reported, so
 pending (and the other gauges) of a batch is the sum over shards of their latest report.
 """
@@ -69,7 +64,8 @@ def lag_unit(largest_s: float) -> tuple[str, float]:
 
 
 def plot_metrics(output_path: str, png_path: str, *, storage_options: dict[str, str] | None = None) -> str:
-    """Draw ``metrics_by_batch(output_path)`` into ``png_path`` (four panels); return the path."""
+    """Draw ``metrics_by_batch(output_path)`` into ``png_path``, one PNG of four panels (pending
+    operations, outcomes and rejects, completion latency, each watermark's lag); return the path."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,12 +1,10 @@
 """Where each file of a checkpoint is: every name the project gives under a checkpoint, its
 state path and its wake directory, written once, here.
 
-A query's checkpoint holds Spark's own logs and state, and beside them the project's small
-records, the wake directory (a third input of the stream) and, unless
-``purgatory.state.path`` says otherwise, the state path.  ``Checkpoint`` is that tree as a
-value, one property per file or directory, so a name is spelled in this module alone
-(``tests/state/test_checkpoint_paths.py`` greps the package for it).  Families of numbered
-files are named by the one class that writes and reads them, inside a directory named here.
+``Checkpoint`` is that tree as a value, one property per file or directory, so a name is
+spelled in this module alone (``tests/state/test_checkpoint_paths.py`` greps the package for
+it).  Families of numbered files are named by the one class that writes and reads them,
+inside a directory named here.
 
 Example::
 
@@ -81,100 +79,94 @@ class Checkpoint:
 
     @property
     def app_id(self) -> str:
-        """``purgatory-id``: the Delta app id the query's commits are made under."""
+        """The Delta app id the query's commits are made under."""
         return join(self.path, "purgatory-id")
 
     @property
     def layout(self) -> str:
-        """``purgatory-layout``: the shard count and the history of rescales (JSON)."""
+        """The shard count and the history of rescales (JSON)."""
         return join(self.path, "purgatory-layout")
 
     @property
     def rescale_journal(self) -> str:
-        """``purgatory-rescale``: the journal of a rescale under way."""
+        """The journal of a rescale under way."""
         return join(self.path, "purgatory-rescale")
 
     @property
     def lease(self) -> str:
-        """``purgatory-running``: the lease of the query running on the checkpoint."""
+        """The lease of the query running on the checkpoint."""
         return join(self.path, "purgatory-running")
 
     @property
     def pending_record(self) -> str:
-        """``purgatory-pending``: every shard's pending count as of the last micro-batch."""
+        """Every shard's pending count as of the last micro-batch."""
         return join(self.path, "purgatory-pending")
 
     @property
     def end_record(self) -> str:
-        """``purgatory-ended``: the record that the input ended (its micro-batch and time);
-        ``start`` refuses a checkpoint that has it."""
+        """The record that the input ended (its micro-batch and time): ``start`` refuses it."""
         return join(self.path, "purgatory-ended")
 
     @property
     def clock_record(self) -> str:
-        """``purgatory-clock``: how the running query's clock goes, for the countdowns."""
+        """How the running query's clock goes, for the countdowns."""
         return join(self.path, "purgatory-clock")
 
     @property
     def version_record(self) -> str:
-        """``purgatory-version``: the spark-purgatory that last started on the checkpoint and
-        the formats it holds."""
+        """The spark-purgatory that last started on the checkpoint, and the formats it holds."""
         return join(self.path, "purgatory-version")
 
     @property
     def upgrade_journal(self) -> str:
-        """``purgatory-upgrade``: the journal of an upgrade under way; ``start`` refuses while
-        it is there."""
+        """The journal of an upgrade under way; ``start`` refuses while it is there."""
         return join(self.path, "purgatory-upgrade")
 
     @property
     def wake(self) -> str:
-        """``purgatory-wake``: the wake directory, the stream's third input (a text file
-        source)."""
+        """The wake directory, the stream's third input (a text file source)."""
         return join(self.path, "purgatory-wake")
 
     @property
     def wake_first(self) -> str:
-        """``purgatory-wake-first``: the stream reads the wake as its first source."""
+        """The mark that the stream reads the wake as its first source."""
         return join(self.path, "purgatory-wake-first")
 
     @property
     def accumulator(self) -> str:
-        """``accumulator``: where the ``RecordAccumulator`` stages rows unless
-        ``purgatory.accumulator.staging.path`` says otherwise."""
+        """Where the ``RecordAccumulator`` stages rows unless ``accumulator.staging.path`` is set."""
         return join(self.path, "accumulator")
 
     # -- Spark's own, which the project reads (and ``rescale`` writes) ---------------------
 
     @property
     def spark_metadata(self) -> str:
-        """``metadata``: Spark's record of the query's id, written when a query first ran."""
+        """Spark's record of the query's id, written when a query first ran."""
         return join(self.path, "metadata")
 
     @property
     def offsets(self) -> str:
-        """``offsets``: Spark's offsets log, an entry per micro-batch started."""
+        """Spark's offsets log, an entry per micro-batch started."""
         return join(self.path, "offsets")
 
     @property
     def commits(self) -> str:
-        """``commits``: Spark's commits log, an entry per micro-batch finished."""
+        """Spark's commits log, an entry per micro-batch finished."""
         return join(self.path, "commits")
 
     @property
     def spark_state(self) -> str:
-        """``state``: Spark's state of the stateful operators, a directory each."""
+        """Spark's state of the stateful operators, a directory each."""
         return join(self.path, "state")
 
     @property
     def operator_state(self) -> str:
-        """``state/0``: the purgatory's state (its only stateful operator), a directory per
-        partition."""
+        """The purgatory's state (its only stateful operator), a directory per partition."""
         return join(self.spark_state, "0")
 
     @property
     def state_schema(self) -> str:
-        """``state/0/0/_metadata/schema``: the state schemas Spark recorded for the operator."""
+        """The state schemas Spark recorded for the operator."""
         return join(self.operator_state, "0", "_metadata", "schema")
 
 
@@ -211,33 +203,31 @@ class StatePath:
 
     path: str
 
-    #: the shards' delta files, relative to the state path, as the group state's pointers
-    #: name them
+    #: the shards' delta files, relative to the state path (the group state's pointers)
     DELTAS: ClassVar[str] = "deltas"
 
     @property
     def deltas(self) -> str:
-        """``deltas``: the shards' delta files, a directory per shard."""
+        """The shards' delta files, a directory per shard."""
         return join(self.path, self.DELTAS)
 
     @property
     def mailbox(self) -> str:
-        """``mailbox``: the relay files the primary shards post for the cross-shard group."""
+        """The relay files the primary shards post for the cross-shard group."""
         return join(self.path, "mailbox")
 
     @property
     def verdicts(self) -> str:
-        """``verdicts``: the op_id registries' verdicts, a directory per home shard."""
+        """The op_id registries' verdicts, a directory per home shard."""
         return join(self.path, "verdicts")
 
     def verdicts_for(self, home: int) -> str:
-        """``verdicts/<home>``: the verdicts the registries post for shard ``home``."""
+        """The verdicts the registries post for shard ``home``."""
         return join(self.verdicts, f"{home:06d}")
 
     @property
     def watermarks(self) -> str:
-        """``watermarks``: the Kafka inputs' watermarks the driver posts after each
-        micro-batch, for the shards of the next."""
+        """The Kafka inputs' watermarks the driver posts after each micro-batch, for the next."""
         return join(self.path, "watermarks")
 
 
@@ -249,11 +239,10 @@ class WakeDirectory:
 
     @property
     def end_mark(self) -> str:
-        """``end.txt``: the end mark, one line ``end`` that every shard group receives."""
+        """The end mark, one line ``end`` that every shard group receives."""
         return join(self.path, "end.txt")
 
     @property
     def end_batch(self) -> str:
-        """``_end-batch``: the micro-batch that applied the end of input (a name Spark's file
-        listing skips)."""
+        """The micro-batch that applied the end of input (a name Spark's file listing skips)."""
         return join(self.path, "_end-batch")

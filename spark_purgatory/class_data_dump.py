@@ -20,11 +20,8 @@ __all__ = ["main"]
 
 def _dump(into: str) -> None:
     """The child: a session dumping at exit, a stream through delta-rs, Spark's Delta writer's
-    own calls when Delta is there (a table made, staged Parquet appended with ``txnAppId``
-    twice, the table read back), a clean stop.
-
-    Spark's Delta writer is exercised by its calls, not by a second stream: the stream's
-    classes are the same."""
+    own calls when Delta is there (not a second stream: the stream's classes are the same),
+    a clean stop."""
     from .query import start
     from .runtime.jars import spark_jars
     from .runtime.session import C1_ONLY, local_session

@@ -1,19 +1,8 @@
 """The command line: ``spark-purgatory status|pending|at-risk|explain|rescale|upgrade|jars``.
 
-``python -m spark_purgatory`` runs it too.
-
-    spark-purgatory status   --checkpoint CHK [--output OUT]
-    spark-purgatory rescale  --checkpoint CHK --shards N
-    spark-purgatory upgrade  --checkpoint CHK
-    spark-purgatory pending  --checkpoint CHK [--watermark TS] [--batch-id N] [--limit 50]
-    spark-purgatory at-risk  --checkpoint CHK --within 1h [--watermark TS] [--output OUT]
-    spark-purgatory explain  --output OUT [--checkpoint CHK] OP_ID [OP_ID ...]
-    spark-purgatory jars     [--format comma|lines|conf|json]
-    spark-purgatory --version
-
-Every command takes ``--conf FILE`` / ``--set KEY=VALUE`` like the job, and ``--json`` for
-scripts: ``pending`` and ``at-risk`` print JSON lines, streamed, ``status`` and ``explain``
-one JSON document.
+``python -m spark_purgatory`` runs it too.  Every command takes ``--conf FILE`` / ``--set
+KEY=VALUE`` like the job, and ``--json`` for scripts: ``pending`` and ``at-risk`` print JSON
+lines, streamed, ``status`` and ``explain`` one JSON document.
 
 No command starts a JVM: the checkpoint's logs and the shards' state are read from their
 files, the tables with delta-rs.  Spark is started only for a state store only Spark reads
@@ -36,6 +25,9 @@ from typing import Any
 from .config import ConfigError, PurgatoryConfig, read_settings, scrubbed, secret_values
 from .job import split_settings
 from .runtime.jars import built_for, jar_files, jars_hint
+from .runtime.session import local_session
+from .runtime.workers import end_python_workers
+from .storage import Storage
 from .version import __version__
 
 __all__ = ["main", "run", "build_parser"]
@@ -107,14 +99,11 @@ def _print_jars(form: str) -> int:
     if not paths:
         print(f"{_PROG}: no JARs: {jars_hint()}", file=sys.stderr)
         return 1
+    comma = ",".join(paths)
     if form == "json":
         print(json.dumps({"jars": paths, "spark": built_for(), "version": __version__}))
     else:
-        print(
-            {"comma": ",".join(paths), "lines": "\n".join(paths), "conf": "spark.jars=" + ",".join(paths)}[
-                form
-            ]
-        )
+        print({"comma": comma, "lines": "\n".join(paths), "conf": f"spark.jars={comma}"}[form])
     return 0
 
 
@@ -133,16 +122,12 @@ def run() -> None:
     interpreter's finalisation, where a native thread (pyarrow's or delta-rs's) may abort it;
     with a session running, its local Python workers are ended and Python exits as usual.
     """
-    import os
-
     code = main()
     pyspark = sys.modules.get("pyspark")
     if pyspark is None or pyspark.SparkContext._active_spark_context is None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    from .runtime.workers import end_python_workers
-
     end_python_workers(pyspark.SparkContext._active_spark_context)
     sys.exit(code)
 
@@ -154,22 +139,16 @@ def main(argv: list[str] | None = None) -> int:
         return _print_jars(args.format)
     secrets: tuple[str, ...] = ()
     try:
-        secrets = secret_values(read_settings(args.conf, args.set))  # never shown
-        config, master = _settings(args.conf, args.set)
-        return _run(args, config, master)
+        values = read_settings(args.conf, args.set)
+        secrets = secret_values(values)  # never shown
+        job, _kafka, config = split_settings(values)  # an unknown key is refused as the job refuses it
+        return _run(args, config, job["job.master"])
     except (ConfigError, _UsageError) as error:
         print(scrubbed(f"{_PROG}: error: {error}", secrets), file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - the one line a person reads instead of a trace
         print(scrubbed(f"{_PROG}: {_one_line(error)}", secrets), file=sys.stderr)
         return 1
-
-
-def _settings(conf: list[str], sets: list[str]) -> tuple[PurgatoryConfig, str]:
-    """The engine's config and the master from the job's files and overrides, checked as the
-    job checks them (an unknown key is refused the same way)."""
-    job, _kafka, config = split_settings(read_settings(conf, sets))  # the job's keys and checks
-    return config, job["job.master"]
 
 
 def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
@@ -188,7 +167,6 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
     if args.command == "status":
         from .inspect.checkpoint import read_checkpoint
         from .inspect.pending_view import inspect_config
-        from .storage import Storage
 
         read_checkpoint(args.checkpoint, storage=Storage.of(inspect_config(args.checkpoint, config)))
         report = checkpoint_status(
@@ -208,6 +186,8 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
             within = horizon_ms(args.within)  # a bad horizon is a usage error, before any read
         _check_checkpoint(args.checkpoint, config)
         batch_id = getattr(args, "batch_id", None)
+        shown = _PENDING_SHOWN if args.command == "pending" else _RISK_SHOWN
+        title = "pending" if args.command == "pending" else f"due within {args.within}"
         try:
             table = _pending_rows(args.checkpoint, config, args.watermark, batch_id, within)
         except StateNeedsSpark as why:
@@ -220,9 +200,9 @@ def _run(args: argparse.Namespace, config: PurgatoryConfig, master: str) -> int:
                 batch_id=batch_id,
             )
             frame = at_risk(args.checkpoint, within=2**62 if within is None else within, pending=frame)
-            _print_frame(frame, args.json, args.limit, _shown(args.command), _title(args))
+            _print_frame(frame, args.json, args.limit, shown, title)
         else:
-            _print_table(table, args.json, args.limit, _shown(args.command), _title(args))
+            _print_table(table, args.json, args.limit, shown, title)
         if args.command == "at-risk" and args.output and not args.json:
             from .inspect.status import expiry_lag
 
@@ -258,14 +238,6 @@ def _pending_rows(
         return at_risk_table(checkpoint, within=within, config=config, watermark=watermark)
     table = pending_table(checkpoint, config=config, watermark=watermark, batch_id=batch_id)
     return with_progress(table.sort_by([("deadline", "ascending"), ("op_id", "ascending")]))
-
-
-def _shown(command: str) -> list[str]:
-    return _PENDING_SHOWN if command == "pending" else _RISK_SHOWN
-
-
-def _title(args: argparse.Namespace) -> str:
-    return "pending" if args.command == "pending" else f"due within {args.within}"
 
 
 def _rescale(args: argparse.Namespace, config: PurgatoryConfig) -> None:
@@ -304,7 +276,6 @@ def _check_checkpoint(checkpoint: str, config: PurgatoryConfig) -> None:
     """Read the checkpoint's logs without Spark: a wrong path fails before a JVM starts."""
     from .inspect.checkpoint import InspectError, read_checkpoint
     from .inspect.pending_view import inspect_config
-    from .storage import Storage
 
     info = read_checkpoint(checkpoint, storage=Storage.of(inspect_config(checkpoint, config)))
     if info.last_batch is None:
@@ -317,8 +288,6 @@ def _session(master: str) -> Any:
         from pyspark.sql import SparkSession
 
         return SparkSession.builder.getOrCreate()
-    from .runtime.session import local_session
-
     return local_session("spark-purgatory-cli", master=master, shuffle_partitions=4)
 
 
@@ -326,7 +295,6 @@ def _reader(output: str | None, config: PurgatoryConfig, master: str) -> Any:
     """The tables' reader: delta-rs, in this process, unless run by spark-submit (then the
     submitted session's Delta source, if it has one): a table question starts no JVM."""
     from .inspect.table_readers import DeltaRsReader, table_reader
-    from .storage import Storage
 
     if output is None:
         return None
@@ -467,17 +435,14 @@ def _print_status(report: dict, as_json: bool) -> None:
         title = f"layout: {layout['shards']} shards + the cross-shard group"
         if layout["rescale_under_way"]:
             title += " (a rescale was interrupted: the next start or rescale completes or undoes it)"
-        history = Table(title=title)
-        for name in ("rescaled at batch", "from", "to", "at"):
-            history.add_column(name)
+        history = Table("rescaled at batch", "from", "to", "at", title=title)
         for entry in layout["rescales"]:
             history.add_row(*(_text(entry.get(k)) for k in ("batch", "from", "to", "at")))
         if not layout["rescales"]:
             history.add_row("never rescaled", "", "", "")
         console.print(history)
     if report["pending_by_shard"] is not None:
-        shards = Table(title="pending by shard")
-        shards.add_column("shard")
+        shards = Table("shard", title="pending by shard")
         shards.add_column("pending", justify="right")
         for shard, count in report["pending_by_shard"].items():
             shards.add_row(shard, f"{count:,}")
@@ -492,9 +457,7 @@ def _print_status(report: dict, as_json: bool) -> None:
             last.add_row(*(_text(row[name]) for name in shown))
         console.print(last)
     if report["tables"]:
-        sizes = Table(title="tables")
-        for name in ("table", "rows", "app commit"):
-            sizes.add_column(name)
+        sizes = Table("table", "rows", "app commit", title="tables")
         for name, entry in report["tables"].items():
             sizes.add_row(name, _text(entry.get("rows")), _text(entry.get("app_commit")))
         console.print(sizes)

@@ -46,8 +46,7 @@ __all__ = [
     "secret_values",
 ]
 
-#: how a source path is read (``job.source.format``): told by its files (``auto``), JSON-lines
-#: files, Parquet files, a Delta table, Kafka
+#: how a source path is read (``job.source.format``; ``auto``: told by its files)
 READ_FORMATS = ("auto", "json", "parquet", "delta", "kafka")
 
 
@@ -453,20 +452,9 @@ def read_properties(path: str) -> dict[str, str]:
     return values
 
 
-def parse_overrides(pairs: list[str]) -> dict[str, str]:
-    """``--set KEY=VALUE`` arguments as a mapping (the last one wins)."""
-    values: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
-        values[key.strip()] = value.strip()
-    return values
-
-
 def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]:
     """The ``--conf FILE`` files in order, then the ``--set KEY=VALUE`` overrides (the last one
-    wins): what the job and the command line both read their keys from.
+    wins).
 
     Raises:
         ConfigError: a file that does not exist, or an override that is not KEY=VALUE.
@@ -476,14 +464,17 @@ def read_settings(conf_files: list[str], overrides: list[str]) -> dict[str, str]
         if not os.path.exists(path):
             raise ConfigError(f"--conf {path}: no such file")
         values.update(read_properties(path))
-    values.update(parse_overrides(overrides))
+    for pair in overrides:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
+        values[key.strip()] = value.strip()
     return values
 
 
 # -- secrets ------------------------------------------------------------------------------------------
 
-#: keys whose values are credentials: never printed, logged or written by the job or the
-#: command line
+#: keys whose values are credentials: never printed, logged or written
 SECRET_KEY = re.compile(r"secret|passw|jaas|token|credential|account\.key|\bsas\b|private", re.IGNORECASE)
 _QUOTED_PASSWORD = re.compile(r'(password\s*=\s*)"[^"]*"', re.IGNORECASE)
 _HIDDEN = "****"

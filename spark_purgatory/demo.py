@@ -1,15 +1,10 @@
 """The demo: a broker's worth of delayed operations, end to end on local disk.
 
-Generates produce requests waiting for acks from their in-sync replicas (``count`` with
-distinct sources), fetches waiting for min.bytes (``sum``), consumer-group joins (``all``)
-and high-watermark waits (``offset``), plus a sprinkle of malformed lines, as JSON files;
-runs the streaming job on them into Delta tables (delta-rs), then ends the input
-(``--end-input``: what the inputs' last watermark left pending expires at its deadline,
-``docs/end-of-input.md``); prints a summary and writes a latency histogram and an
-outcomes-over-time plot (PNG) next to the tables.
-
-    python -m spark_purgatory.demo [--ops 30000] [--out demo-output]
-    python -m spark_purgatory.demo --engine-only --ops 200000   # the engine alone, no Spark
+Generates a broker's delayed operations (``workload.generate``) and a sprinkle of malformed
+lines as JSON files; runs the streaming job on them into Delta tables (delta-rs), then ends
+the input (``--end-input``: what the inputs' last watermark left pending expires at its
+deadline); prints a summary and writes a latency histogram and an outcomes-over-time plot
+(PNG) next to the tables.  ``--engine-only`` runs the engine alone, without Spark.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from . import Purgatory
 from .charts import plot_metrics
 from .config import PurgatoryConfig
 from .contract import OUTCOME_COLUMNS
-from .workload import Workload, generate
+from .workload import Workload, generate, write_json_lines
 
 
 def run(n_ops: int, batch_ms: int, config: PurgatoryConfig, quiet: bool = False) -> pd.DataFrame:
@@ -133,8 +128,6 @@ def demo_input(n_ops: int, out: str, files: int) -> tuple[Workload, str, str, st
     """The demo's workload written as JSON lines under ``<out>/input`` (``out`` emptied first,
     a few malformed lines among them); returns it with the input, tables and checkpoint paths."""
     import shutil
-
-    from .workload import write_json_lines
 
     shutil.rmtree(out, ignore_errors=True)
     inputs, tables, chk = (os.path.join(out, d) for d in ("input", "tables", "checkpoint"))

@@ -6,8 +6,6 @@ them through Spark's Kafka source, ends the input, stops the broker, and prints 
 summary and writes the same plots as ``make demo``.  The expiries also go to the output topic,
 where a ``read_committed`` consumer in this process prints them as they come, then counts them
 against the table.
-
-    python -m spark_purgatory.demo_kafka [--ops 30000] [--out demo-output/kafka] [--partitions 3]
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The driver's half of a micro-batch: the output written, then the input's control plane.
 
-The shards' half runs on the executors, one call per shard group.  The driver's is
-``DriverStep``, the function ``start`` gives Spark for each micro-batch (``foreachBatch``,
-or the sink JAR's committer).  It runs the output (the sink records the staged rows exactly
-once and commits what is ready), then the control plane, both before Spark records the
-micro-batch as done, so what the control plane writes is read by the next trigger, after
-the output it follows.  A replay runs both again, to the same effect.
+``DriverStep`` is the function ``start`` gives Spark for each micro-batch (``foreachBatch``,
+or the sink JAR's committer).  Both halves run before Spark records the micro-batch as done,
+so what the control plane writes is read by the next trigger, after the output it follows.
+A replay runs both again, to the same effect.
 
 One micro-batch at a time: a micro-batch, a linger drain and the final flush never overlap.
 To stop between micro-batches the handle ``hold``\\s the step: the micro-batch under way
@@ -36,24 +34,14 @@ STOPPING = "the query is stopping: micro-batch not started"
 
 
 class DriverStep:
-    """Each micro-batch on the driver: ``sink`` writes its output, then ``control`` runs the
-    input's control plane.
-
-    Args:
-        sink: writes the output (``accumulator``, ``writer``).
-        control: the wake, the partitions' watermarks, the reaper, the totals.
-
-    Example (what ``start`` wires)::
-
-        step = DriverStep(PurgatorySink(accumulator, writer), MicroBatchControl(wake=wake, ...))
-        query = stream.writeStream.foreachBatch(step).option("checkpointLocation", chk).start()
-    """
+    """Each micro-batch on the driver: ``sink`` writes its output (records the staged rows
+    exactly once, commits what is ready), then ``control`` runs the input's control plane
+    (the wake, the partitions' watermarks, the reaper, the totals)."""
 
     def __init__(self, sink: PurgatorySink, control: MicroBatchControl) -> None:
         self.sink = sink
         self.control = control
-        #: the last micro-batch's milliseconds on the driver, by step; logged at DEBUG with
-        #: ``extra={"sink_ms": ...}``
+        #: the last micro-batch's milliseconds on the driver, by step (logged at DEBUG)
         self.timings: dict[str, float] = {}
         self._lock = threading.Lock()  # micro-batches, linger drains and the flush never overlap
         self._holding = False  # the query is stopping: refuse micro-batches (``hold``)

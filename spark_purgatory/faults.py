@@ -1,18 +1,14 @@
 """Permanent faults: something a failed run needs is gone, said in one line.
 
-A run that fails is started again by the job's restart policy when the fault may pass: a
-broker restarting, a store answering ``503 SlowDown``, a dropped connection.  Some faults do
-not pass by waiting: a bucket deleted, credentials revoked, a Kafka topic deleted.  After a
-failure the job and the handle of ``start`` ask each resource the query depends on, once
-(``diagnose``); one that answers "no such bucket", "access denied", "no such topic" or
+A run that fails is started again by the job's restart policy when the fault may pass (a
+broker restarting, a store answering ``503 SlowDown``).  Some faults do not pass by waiting:
+after a failure the job and the handle of ``start`` ask each resource the query depends on,
+once (``diagnose``); one that answers "no such bucket", "access denied", "no such topic" or
 "login refused" ends the job at once with ``PermanentFault``, one line naming the resource
 and what to do.  Asking changes nothing: a start after the fix continues from the
 checkpoint, exactly once.
 
-Some failures say by themselves that no restart changes them (``cannot_pass``): Spark
-refusing the checkpoint's state for this query, an analysis error, a class missing from the
-class path.  The job ends on them at once with exit code 2 (the checkpoint) or 3 (the
-deployment).
+Some failures say by themselves that no restart changes them (``cannot_pass``).
 
 Invariant: a resource that does not answer (a timeout, a 503, a broker away) is never called
 gone: that is a fault that may pass, left to the restart policy.
@@ -53,8 +49,7 @@ class PermanentFault(MicroBatchError):
     """A failed run's cause that no restart fixes; the message is one line naming it."""
 
 
-#: the job's exit codes (docs/deployment.md, "Exit codes"): done; failed (restarts spent, or
-#: something the query needs is gone); refused at start; a deployment no restart fixes
+#: the job's exit codes (docs/deployment.md, "Exit codes")
 EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, EXIT_BROKEN = 0, 1, 2, 3
 
 

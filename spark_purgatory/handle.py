@@ -1,18 +1,11 @@
 """The handle ``start`` returns: ``PurgatoryQuery``, a running purgatory and its figures.
 
-``stop()`` stops the query between micro-batches and flushes the accumulator like Kafka's
-producer's ``close()``.  Invariant: after ``stop()`` returns, every row a committed
-micro-batch produced is in the tables, and the checkpoint's run lease is given back.
+Invariant: after ``stop()`` returns, every row a committed micro-batch produced is in the
+tables, and the checkpoint's run lease is given back.
 
 A failed query is raised from ``await_termination`` (a failed flush from ``stop()``) with its
 cause in the first line; when the cause is something no restart brings back (a bucket
 deleted, credentials refused), the error is ``faults.PermanentFault`` naming the resource.
-
-Stopping between micro-batches: Spark's ``StreamingQuery.stop()`` cancels the micro-batch
-under way, so the handle first lets the driver's step finish the batch it runs and refuse
-the next (at most ``query.stop.timeout.ms``), then stops Spark's query.  A signal handler
-only notes the signal: a Py4J call from a handler would re-enter the connection the main
-thread is reading.
 """
 
 from __future__ import annotations
@@ -30,6 +23,7 @@ from .driver_step import STOPPING, DriverStep
 from .handoff.end_of_input import EndOfInput
 from .handoff.reaper import ExpirationReaper
 from .runtime.spark_logs import quiet_refusal
+from .state.layout import LEASE_RENEW_S
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
@@ -263,7 +257,7 @@ class PurgatoryQuery:
         wake = self.step.control.wake
         return (
             self._rerun is not None
-            and not (self._closed or self._interrupted)
+            and not self._stopped()
             and self.query.exception() is None
             and wake is not None
             and wake.owed is not None
@@ -278,10 +272,9 @@ class PurgatoryQuery:
         self._stop_between_batches()
 
     def stop_on_signals(self, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> PurgatoryQuery:
-        """On the first of ``signals``, stop the query between micro-batches (``interrupt``):
-        a waiting ``await_termination`` returns, and ``stop()`` then flushes.  A second signal
-        gets the handler that was there before (Ctrl-C twice: a ``KeyboardInterrupt``).  Call
-        it from the main thread; returns the handle::
+        """On the first of ``signals``, ``interrupt`` the query.  A second signal gets the
+        handler that was there before (Ctrl-C twice: a ``KeyboardInterrupt``).  Call it from
+        the main thread; returns the handle::
 
             with start(...).stop_on_signals() as purgatory:
                 purgatory.await_termination()      # returns on SIGTERM / Ctrl-C
@@ -319,9 +312,9 @@ class PurgatoryQuery:
                 return
 
     def _stop_between_batches(self) -> None:
-        """Let the micro-batch under way finish, refuse the next, stop Spark's query; a batch
-        still running after ``query.stop.timeout.ms`` is cut short (it runs again at the next
-        start)."""
+        """Let the micro-batch under way finish, refuse the next, then stop Spark's query (whose
+        own ``stop()`` cancels the micro-batch under way); a batch still running after
+        ``query.stop.timeout.ms`` is cut short (it runs again at the next start)."""
         if not self.query.isActive:
             return
         quiet_refusal(self.query)  # a refused batch is no error
@@ -384,8 +377,6 @@ class PurgatoryQuery:
         self.stop()
 
     def _renew_lease(self) -> None:
-        from .state.layout import LEASE_RENEW_S
-
         while not self._stopping.wait(LEASE_RENEW_S):
             try:
                 renewed = self._lease.renew()

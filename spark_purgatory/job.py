@@ -4,12 +4,6 @@
 a thin shell around ``spark_purgatory.start``: it adds the early refusals, the session, the
 progress and commit log lines, the restarts, and stopping on SIGTERM/SIGINT.
 
-    python jobs/purgatory_job.py --ops-path DIR --events-path DIR \\
-        (--output-path DIR | --output-tables SCHEMA) --checkpoint-path DIR \\
-        [--source-format auto|json|parquet|delta|kafka] \\
-        [--trigger available-now|processing-time=10s] [--conf FILE] [--set KEY=VALUE ...] \\
-        [--end-input]
-
 With ``--trigger available-now`` it processes what is there, flushes the accumulator and
 exits 0; run it again after new files arrive and it continues from the checkpoint.
 Configuration: the keys of ``PurgatoryConfig`` plus the job's own (``job.*``, ``kafka.*``,
@@ -44,13 +38,28 @@ from .config import (
     scrubbed,
     secret_values,
 )
-from .delta.catalog import CatalogTables
-from .faults import EXIT_DONE, EXIT_FAILED, EXIT_REFUSED
+from .delta.catalog import CatalogTables, local_catalog
+from .delta.ownership import OutputOwnedError, check_owner
+from .delta.writers import DeltaRsWriter
+from .faults import (
+    EXIT_DONE,
+    EXIT_FAILED,
+    EXIT_REFUSED,
+    CannotPass,
+    PermanentFault,
+    cannot_pass,
+    depended_on,
+    diagnose,
+)
 from .handoff.end_of_input import EndOfInput, InputEndedError
-from .query import TRIGGERS, check_trigger
+from .query import TRIGGERS, check_trigger, start
 from .restarts import Attempt, RestartPolicy, run_restarting
+from .spark.errors import MicroBatchError, first_cause
 from .startup import app_id_of
-from .storage import Storage
+from .state.layout import CheckpointBusyError, RunLease, with_default_shards
+from .state.pending_counts import PendingRecord
+from .state.versions import IncompatibleCheckpointError, check_formats
+from .storage import Storage, storage_session_conf
 
 log = logging.getLogger("spark_purgatory.job")
 
@@ -91,7 +100,6 @@ def split_settings(values: dict[str, str]) -> tuple[dict[str, str], dict[str, st
             kafka[key[len("source.kafka.") :]] = value  # other Kafka source options (startingOffsets)
         else:
             engine[key] = value  # PurgatoryConfig rejects unknown keys, naming the allowed ones
-    # an unknown key's error lists the job's keys too: every key this command accepts
     return job, kafka, PurgatoryConfig.from_mapping(engine, also_allowed=[*_JOB_KEYS, *_KAFKA_KEYS])
 
 
@@ -207,9 +215,7 @@ def _restart_policy(job: dict[str, str]) -> RestartPolicy:
 
 def _session(settings: JobSettings):
     """The submitted session under spark-submit; a local session with good defaults otherwise."""
-    from .delta.catalog import local_catalog
     from .runtime.session import local_session
-    from .storage import storage_session_conf
 
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit / pyspark
         from pyspark.sql import SparkSession
@@ -265,9 +271,6 @@ def run(settings: JobSettings, spark=None) -> dict:
     """Start the query, run it per the trigger, flush; return the totals.
 
     ``spark``: the session to run on; by default the job builds its own from ``settings``."""
-    from .faults import PermanentFault
-    from .spark.errors import MicroBatchError
-
     chk = _refuse_early(settings)
     spark = spark if spark is not None else _session(settings)
     attempts = _Attempts(settings, spark, chk)
@@ -292,11 +295,6 @@ def run(settings: JobSettings, spark=None) -> dict:
 def _refuse_early(settings: JobSettings) -> OpenCheckpoint:
     """The job's checkpoint, opened; refused before a session starts for what ``start`` would
     refuse later (catalog tables' owner: in ``start``)."""
-    from .delta.ownership import check_owner
-    from .delta.writers import DeltaRsWriter
-    from .state.layout import RunLease
-    from .state.versions import check_formats
-
     config = settings.config
     chk = Checkpoint(settings.checkpoint_path, config.state_path).open_on(Storage.of(config))
     check_formats(chk)
@@ -314,11 +312,8 @@ class _Attempts:
 
     def __init__(self, settings: JobSettings, spark: Any, chk: OpenCheckpoint) -> None:
         from .spark.metrics import ProgressListener
-        from .state.pending_counts import PendingRecord
 
         if not settings.shards_configured:
-            from .state.layout import with_default_shards
-
             config = with_default_shards(settings.config, spark, chk)
             settings = dataclasses.replace(settings, config=config)
         self.settings, self.spark, self.storage = settings, spark, chk.storage
@@ -332,9 +327,6 @@ class _Attempts:
 
     def once(self) -> Attempt:
         """One start, run until done, stopped and flushed: the restart policy's attempt."""
-        from .query import start
-        from .spark.errors import MicroBatchError, first_cause
-
         settings = self.settings
         purgatory = start(
             settings.ops_path,
@@ -375,11 +367,8 @@ class _Attempts:
 
     def permanent(self, error: BaseException) -> Any:
         """The error that ends the job at once, or None when a restart may help."""
-        from .faults import PermanentFault, cannot_pass, depended_on, diagnose
-
         settings = self.settings
-        # an error that says by itself no restart fixes it (a state schema the checkpoint
-        # refuses, an analysis error, a class missing) ends the job at once
+        # an error that says by itself no restart fixes it ends the job at once
         never = cannot_pass(error, settings.checkpoint_path)
         if never is not None:
             return never
@@ -451,12 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
     configure_logging(settings.log_format, settings.secrets)
-    from .delta.ownership import OutputOwnedError
-    from .faults import CannotPass, PermanentFault
-    from .spark.errors import MicroBatchError
     from .spark.schema import InputSchemaError
-    from .state.layout import CheckpointBusyError
-    from .state.versions import IncompatibleCheckpointError
 
     def say(text: str) -> None:  # no credential's value in what the job prints
         print(scrubbed(text, settings.secrets), file=sys.stderr)

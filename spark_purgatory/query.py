@@ -2,10 +2,7 @@
 
 ``start`` is to this project what ``KafkaProducer`` plus its sender thread is to Kafka: it
 builds the whole pipeline and returns a handle, ``PurgatoryQuery``, whose ``stop()`` flushes
-like the producer's ``close()``.  The job, the demo and the notebooks all go through it.  Its
-steps: the settings and the checkpoint, opened once; the refusals, the lease and the wake;
-the operator's stream; the sink; the control plane; the stream started with its session
-settings scoped to this query.
+like the producer's ``close()``.
 
 Over Spark Connect the same call works: nothing here touches ``sparkContext`` or the JVM.
 The driver's step then runs in the server's Python, so the handle's ``totals`` and
@@ -81,7 +78,7 @@ __all__ = ["PurgatoryQuery", "start", "TRIGGERS", "check_trigger", "app_id_of"]
 
 log = logging.getLogger(__name__)
 
-#: what a Python worker imports to run the shard step (warmed at start)
+#: what a Python worker imports to run the shard step (warmed while the query is built)
 SHARD_STEP_MODULE = "spark_purgatory.spark.operator"
 
 
@@ -137,8 +134,7 @@ def start(
         spark: the session, when both inputs are paths (else the inputs' session).
         end_of_input: the input is bounded and complete: ``await_termination`` processes
             it, then ends it (``PurgatoryQuery.end_input``), so nothing stays pending.
-            ``available-now`` only.  A checkpoint whose end was declared but not recorded
-            (a crash during ``end_input``) is ended by any ``available-now`` start.
+            ``available-now`` only.
         kafka_options: Spark's Kafka source options when the inputs are topics
             (``source_format="kafka"``): ``kafka.bootstrap.servers`` and any other
             ``kafka.*`` consumer setting (security too), ``startingOffsets``,
@@ -170,6 +166,9 @@ def start(
         print(purgatory.totals, purgatory.history[-1])
     """
     spark, cfg, chk, trig = _settled(operations, events, checkpoint, config, trigger, end_of_input, spark)
+    permanent = _asked_after_failure(
+        spark, operations, events, output, chk.path, cfg, chk.storage, source_format, kafka_options
+    )
     with _removed_if_failed(chk):  # a failed start leaves no new checkpoint
         opened = _opened(chk, cfg, trig, end_of_input)
         with opened.lease.given_back_on_error():  # nothing runs: the next start may take it
@@ -192,17 +191,7 @@ def start(
                 reaper=reaper,
                 stop_timeout_ms=cfg.stop_timeout_ms,
                 release=release,
-                permanent=_asked_after_failure(
-                    spark,
-                    operations,
-                    events,
-                    output,
-                    chk.path,
-                    cfg,
-                    chk.storage,
-                    source_format,
-                    kafka_options,
-                ),
+                permanent=permanent,
             )
 
 
@@ -238,16 +227,14 @@ def _settled(
     quiet_spark_logs(spark)
     use_project_python(spark)
     advise_unix_sockets(spark)
-    # while the query is built: the first micro-batch's workers, with the shard step's modules
     warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
     return spark, cfg, chk, trig
 
 
 @dataclass(frozen=True)
 class _Opened:
-    """The checkpoint as one start holds it: opened, its lease taken, this version recorded,
-    its wake directory ready (``end_of_input``: the run ends the input, as asked, or because
-    an earlier end was declared and not recorded)."""
+    """The checkpoint as one start holds it (``_opened``); ``end_of_input``: the run ends the
+    input, as asked, or because an earlier end was declared and not recorded."""
 
     checkpoint: OpenCheckpoint
     lease: RunLease

@@ -5,10 +5,8 @@ shard state lives in Spark's state store and in segment files beside it.  ``resc
 both as a new micro-batch of the checkpoint, with no JVM:
 
 1. **Refuse** what it cannot do safely, each with one line (``RescaleError``): a query
-   running on the checkpoint, a checkpoint of a newer version or one that needs
-   ``spark-purgatory upgrade``, an uncommitted last micro-batch, input that has ended, a state
-   format it does not know, relays or parked operations in flight (one ``available-now`` run
-   settles them).
+   running, an uncommitted last micro-batch, relays in flight (one ``available-now`` run
+   settles them) ...
 2. **Read** every shard group's value as the last committed micro-batch K left it (state
    version K + 1: Spark's micro-batch N reads version N and writes N + 1) and load the shards.
 3. **Reshard** them, keys sent where the routing will send them.
@@ -34,8 +32,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +43,8 @@ from .engine.purgatory import Purgatory
 from .handoff.end_of_input import EndOfInput
 from .handoff.mailbox import Mailbox
 from .handoff.shard_handoff import ShardHandOff
-from .inspect.checkpoint import read_checkpoint
+from .inspect.checkpoint import InspectError, read_checkpoint
+from .runtime.processes import kill_at
 from .shard.labels import shard_labels, spark_hash_int
 from .shard.step import decide
 from .spark import state_files
@@ -72,8 +69,7 @@ __all__ = ["RescaleError", "RescaleResult", "rescale"]
 
 log = logging.getLogger(__name__)
 
-#: PURGATORY_RESCALE_FAULT=<step>: the process kills itself (SIGKILL) as it reaches that
-#: step (the kill tests: a crash at each step boundary)
+#: PURGATORY_RESCALE_FAULT=<step>: the process kills itself (SIGKILL) as it reaches that step
 FAULT = "PURGATORY_RESCALE_FAULT"
 
 
@@ -108,7 +104,7 @@ def rescale(
         storage: the ``storage.*`` settings (``config``'s when None).
 
     Raises:
-        RescaleError: what it refuses (module docstring), in one line.
+        RescaleError: what it refuses, in one line.
 
     Example::
 
@@ -137,7 +133,7 @@ def rescale(
         retain_versions=cfg.state_retain_versions,
         storage=storage,
     )
-    _fault("read")
+    kill_at(FAULT, "read")
     try:
         values = state_files.read_groups(fs, files.operator_state, cfg.groups, batch + 1)
     except state_files.StateFormatError as e:
@@ -164,16 +160,16 @@ def rescale(
         "started_at": now_text(),
     }
     write_whole(fs, files.rescale_journal, lambda out: out.write(json.dumps(journal).encode()))
-    _fault("segments")
+    kill_at(FAULT, "segments")
     groups = _new_groups(news, new_cfg, store, encoding, info.next_watermark_ms or 0, version)
-    _fault("snapshots")
+    kill_at(FAULT, "snapshots")
     for partition, entries in groups.items():
         state_files.write_version(fs, files.operator_state, partition, batch + 2, entries)
-    _fault("offsets")
+    kill_at(FAULT, "offsets")
     _copy_log(fs, files.offsets, batch, new_cfg.groups)
-    _fault("commit")
+    kill_at(FAULT, "commit")
     _copy_log(fs, files.commits, batch, None)  # the switch
-    _fault("finish")
+    kill_at(FAULT, "finish")
     finish(checkpoint, storage, journal, {s: p.pending for s, p in news.items()}, cfg)
     return RescaleResult(
         checkpoint,
@@ -191,8 +187,6 @@ def rescale(
 
 def _checked(checkpoint: str, storage: Storage) -> Any:
     """The checkpoint's logs, once every refusal has been checked."""
-    from .inspect.checkpoint import InspectError
-
     try:
         info = read_checkpoint(checkpoint, storage=storage)
     except InspectError as e:
@@ -299,8 +293,3 @@ def _copy_log(fs: pafs.FileSystem, directory: str, batch: int, partitions: int |
         lines[1] = json.dumps(meta, separators=(",", ":"))
     body = "\n".join(lines).encode("utf-8")
     write_whole(fs, f"{directory}/{batch + 1}", lambda out: out.write(body))
-
-
-def _fault(step: str) -> None:
-    if os.environ.get(FAULT) == step:
-        os.kill(os.getpid(), signal.SIGKILL)

@@ -3,11 +3,9 @@ number of times, with a growing pause (Flink's fixed-attempts restart strategy w
 exponential backoff; Kafka's ``retries`` / ``retry.backoff.ms``).
 
 A failure while running stops the query, flushes what committed micro-batches staged, waits,
-and starts again from the checkpoint: exactly once holds as for any restart.  After
-``job.restart.attempts`` failures in a row the last one ends the job with one line naming its
-cause; a failure found at start is never retried, nor one that ``permanent`` finds no restart
-can fix.  ``job.restart.attempts=0`` switches it off.  A run that made progress resets the
-count, so a stream that fails once a day is restarted every day.
+and starts again from the checkpoint: exactly once holds as for any restart.  A failure found
+at start is never retried.  A run that made progress resets the count, so a stream that fails
+once a day is restarted every day.
 
 Invariant: no more than ``attempts`` restarts in a row without a committed micro-batch.
 """

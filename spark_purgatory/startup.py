@@ -3,8 +3,7 @@
 Identity.  Output commits are made idempotent under an app id (Delta's app transactions).
 It belongs to the checkpoint, like Spark's own offsets: written once when the checkpoint is
 new, so a driver restarted on another host or in another directory commits a replayed
-micro-batch under the same id, and the table skips it.  (A checkpoint from before the id
-file keeps the id it committed under, the hash of its absolute path.)
+micro-batch under the same id, and the table skips it.
 """
 
 from __future__ import annotations
@@ -28,14 +27,10 @@ _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
 def app_id_of(checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> str:
-    """The Delta app id of the query on ``checkpoint``: held by the checkpoint, never by the host.
-
-    A new checkpoint gets a random id, written once.  ``storage``: the ``storage.*`` settings
-    for a URI.
-    """
+    """The Delta app id of the query on ``checkpoint``: held by the checkpoint, never by the host."""
     chk = open_checkpoint(checkpoint, storage)
     fs, files = chk.fs, chk.files
-    try:  # a checkpoint Spark already ran on, from before the id file: keep its id
+    try:  # a checkpoint Spark already ran on, from before the id file: keep its id (its path's)
         started = fs.get_file_info(files.spark_metadata).is_file
     except OSError:
         started = False

@@ -6,9 +6,6 @@ submit it (docs/deployment.md, "spark-submit")::
 
     spark-submit --py-files spark_purgatory.zip --jars "$(spark-purgatory jars)" \\
         "$(python -m spark_purgatory.submit)" --ops-path ... --checkpoint-path ...
-
-``python -m spark_purgatory.submit`` prints the path; the file run as the application (not as
-a module of the package: ``__package__`` is empty) runs the job (``job.console``).
 """
 
 import os
@@ -17,7 +14,7 @@ import sys
 if __name__ == "__main__":
     if __package__:  # python -m spark_purgatory.submit: where the application file is
         print(os.path.abspath(__file__))
-    else:  # spark-submit (or python) runs this file: the job
+    else:  # spark-submit (or python) runs this file (``__package__`` is empty): the job
         # Python put this file's folder, the package's own, first on the path: its modules would
         # shadow the standard library's (``inspect``) and the package would not be a package
         here = os.path.dirname(os.path.abspath(__file__))

@@ -6,9 +6,7 @@ starts on it (``start`` and the job refuse it, in one line naming this command).
 applies them, as ``rescale`` changes a layout: with no JVM, on a stopped checkpoint, and
 resumable after a crash at any point.
 
-1. **Refuse** what it cannot do, each with one line (``UpgradeError``): a query running on
-   the checkpoint, a checkpoint written by a newer version, one no query ran on, an
-   interrupted upgrade by a version with other formats.
+1. **Refuse** what it cannot do, each with one line (``UpgradeError``).
 2. **Journal** the steps: one per migration (``MIGRATIONS``), then ``record``, the version
    record's own write.
 3. **Apply** each step not yet done, noting it in the journal after it.  A step is
@@ -16,9 +14,7 @@ resumable after a crash at any point.
 4. **Switch**: the ``record`` step writes the record; then the journal is removed.
 
 While the journal is there ``start`` refuses the checkpoint: no query runs on a half-migrated
-checkpoint.  Running ``upgrade`` again resumes from the journal.  Today no format needs a
-migration: ``upgrade`` of a checkpoint written before the version record writes the record,
-its one step.
+checkpoint.  Running ``upgrade`` again resumes from the journal.
 
 Invariant: the record names the new formats only once every migration step is done.
 """
@@ -26,14 +22,13 @@ Invariant: the record names the new formats only once every migration step is do
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .checkpoint_paths import Checkpoint
 from .config import PurgatoryConfig
+from .runtime.processes import kill_at
 from .state.layout import RescaleError, RunLease, now_text, recover
 from .state.versions import (
     IncompatibleCheckpointError,
@@ -58,7 +53,8 @@ FAULT = "PURGATORY_UPGRADE_FAULT"
 RECORD_STEP = "record"
 
 #: A migration: ``(format, version) -> step`` brings that format from ``version`` to
-#: ``version + 1`` on a stopped checkpoint, idempotently.  None today.
+#: ``version + 1`` on a stopped checkpoint, idempotently.  None today: ``upgrade`` of a
+#: checkpoint written before the version record writes the record, its one step.
 Migration = Callable[[str, Storage, PurgatoryConfig], None]
 MIGRATIONS: dict[tuple[str, int], Migration] = {}
 
@@ -141,7 +137,7 @@ def upgrade(
     for step in journal["steps"]:
         if step in journal["done"]:
             continue
-        _fault(step)
+        kill_at(FAULT, step)
         if step == RECORD_STEP:
             write_record(checkpoint, storage, known=record)
         else:
@@ -149,7 +145,7 @@ def upgrade(
             MIGRATIONS[(name, version)](checkpoint, storage, config)
         journal["done"].append(step)
         _write_journal(fs, files, journal)
-    _fault("finish")
+    kill_at(FAULT, "finish")
     remove(fs, [files.upgrade_journal])
     check_formats(checkpoint, storage)  # the switch made: the checkpoint starts now
     return UpgradeResult(
@@ -174,8 +170,3 @@ def _write_journal(fs, files: Checkpoint, journal: dict) -> None:
 
 def _since(began: float) -> float:
     return round(time.perf_counter() - began, 3)
-
-
-def _fault(step: str) -> None:
-    if os.environ.get(FAULT) == step:
-        os.kill(os.getpid(), signal.SIGKILL)

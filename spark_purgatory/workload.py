@@ -12,11 +12,6 @@ Four kinds of delayed operation, as in a broker:
 A fraction ``complete_ratio`` of operations receive enough events before their deadline;
 the rest fall short and expire.  Everything is vectorised numpy; times are epoch ms.
 
-Beside them, the simplest purgatory (``generate_confirmations``: orders awaiting one
-confirmation, the shape Spark's stream-stream join can express too) and the payments case a
-new user built (``payments``: card payments awaiting 2 of 3 clearing houses, written as typed
-Parquet by ``write_payments``).
-
 >>> w = generate(n_ops=1000, seed=3)
 >>> sorted(w.operations["condition"].unique())
 ['all', 'count', 'offset', 'sum']
@@ -238,7 +233,6 @@ def _iso(ms: np.ndarray) -> np.ndarray:
     return np.asarray(stamps.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3] + "Z", dtype=object)
 
 
-#: broken lines ``write_json_lines(..., malformed=n)`` spreads over the files
 _BAD_OPERATIONS = [
     '{"op_id": "broken-1", "keys": ["orders-1"], "ts": ',
     '{"op_id": "neg", "keys": ["orders-1"], "ts": "2026-01-01T00:00:01Z", "timeout_ms": -5}',

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import jars
 from .processes import alive
 
 __all__ = [
@@ -74,9 +75,7 @@ def archive_path(classpath: list[str] | None = None) -> Path | None:
     if folder is None:
         return None
     if classpath is None:
-        from .jars import spark_jars
-
-        classpath = spark_jars()
+        classpath = jars.spark_jars()
     digest = hashlib.sha256("\n".join(classpath).encode()).hexdigest()[:16]
     return folder / f"spark-{digest}.jsa"
 
@@ -171,7 +170,7 @@ def java_options(base: str, classpath: list[str]) -> str:
 @dataclass(frozen=True)
 class FirstUse:
     """A dump the session's JVM makes at exit (``session_options``): ``started`` records which
-    JVM, so that a later session puts the dump in place once that JVM has exited."""
+    JVM, for a later session to put the dump in place once it has exited."""
 
     record: Path
 
@@ -219,8 +218,6 @@ def make_archive(archive: Path | None = None) -> Path:
     default the one for ``spark_jars()``), moved into place once whole."""
     import subprocess
 
-    from .jars import spark_jars
-
     archive = archive or archive_path()
     if archive is None:
         raise RuntimeError(f"{SWITCH}=off")
@@ -237,13 +234,11 @@ def make_archive(archive: Path | None = None) -> Path:
         raise RuntimeError(f"no class-data archive ({done.returncode}): {done.stderr[-2000:]}")
     _record(archive).unlink(missing_ok=True)
     os.replace(partial, archive)
-    _write(_record(archive), _key(spark_jars()))  # the child's class path: the same
+    _write(_record(archive), _key(jars.spark_jars()))  # the child's class path: the same
     return archive
 
 
 def up_to_date(archive: Path | None = None) -> bool:
     """Is there an archive made for this class path, pyspark and ``java``?"""
-    from .jars import spark_jars
-
     archive = archive or archive_path()
-    return archive is not None and archive.is_file() and _read(_record(archive)) == _key(spark_jars())
+    return archive is not None and archive.is_file() and _read(_record(archive)) == _key(jars.spark_jars())

@@ -6,18 +6,12 @@ wheel's Hadoop), ``kafka`` (Spark's Kafka source and sink), ``kafka-broker`` (a 
 tests and the demo start with plain ``java``; never on Spark's classpath).  ``checks`` is not
 fetched: it is the project's own JARs (``jar_files``).
 
-The project's own JARs live in the package's ``jars/`` folder (``PACKAGE_JARS``), as the
-wheel's package data or built there by ``make checks-jar`` in a checkout, beside a
-``manifest.json`` (written last) that names them and the Spark they were compiled against.
-They call Spark's internal APIs, which hold within a feature release, not across: JARs built
-for another ``major.minor`` than the running pyspark's are left out (``fits``), and the
-library then reads its inputs with SQL.
+The project's own JARs call Spark's internal APIs, which hold within a feature release, not
+across: JARs built for another ``major.minor`` than the running pyspark's are left out
+(``fits``), and the library then reads its inputs with SQL.
 
-A fetched set is looked for in ``$SPARK_PURGATORY_JARS/<set>``, else ``.jars/<set>`` of the
-checkout.  A set that is not there is an empty list, never an error: the default writer
-(delta-rs) needs no JVM JARs.  ``spark_jars()`` leaves out the JARs pyspark already ships
-under another version: two versions of one library on a classpath is a bug waiting for a
-class that moved.
+A set that is not there is an empty list, never an error: the default writer (delta-rs)
+needs no JVM JARs.
 
 >>> jar_paths("no-such-set")
 []
@@ -56,9 +50,9 @@ DELTA_COORDINATES = "io.delta:delta-spark_2.13:4.4.0"
 _VERSIONED = re.compile(r"^(?P<artifact>.+?)-\d+\.\d[^/]*\.jar$")
 
 
-#: the package's own folder of the project's JARs: package data of the wheel
+#: the package's own folder of the project's JARs (``jar_files``)
 PACKAGE_JARS = Path(__file__).resolve().parents[1] / "jars"
-#: the build's record beside the JARs: ``{"jars": [names], "spark": version, "sources": hash}``
+#: the build's record beside the JARs, written last: ``{"jars": [names], "spark": version, ...}``
 MANIFEST = "manifest.json"
 
 
@@ -187,6 +181,7 @@ def _shipped_by_pyspark() -> frozenset[str]:
 
 
 def spark_jars(sets: tuple[str, ...] = SPARK_SETS) -> list[str]:
-    """The JARs of ``sets`` that are there, less those pyspark ships itself (by artifact)."""
+    """The JARs of ``sets`` that are there, less those pyspark ships itself (by artifact): two
+    versions of one library on a classpath is a bug waiting for a class that moved."""
     shipped = _shipped_by_pyspark()
     return [p for name in sets for p in jar_paths(name) if _artifact(Path(p).name) not in shipped]

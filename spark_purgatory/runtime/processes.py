@@ -1,14 +1,11 @@
-"""Whether a process of this host still runs, asked by its id (signal 0: nothing is sent).
-
-Two records of the project name a process of this host and stand only while it runs: a
-checkpoint's run lease and a class-data dump a local session's JVM writes when it exits.
-"""
+"""Whether a process of this host still runs, asked by its id (signal 0: nothing is sent)."""
 
 from __future__ import annotations
 
 import os
+import signal
 
-__all__ = ["alive"]
+__all__ = ["alive", "kill_at"]
 
 
 def alive(pid: int) -> bool:
@@ -27,3 +24,10 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def kill_at(variable: str, step: str) -> None:
+    """SIGKILL this process when the environment variable ``variable`` names ``step``: how the
+    crash tests stop a command at each of its steps."""
+    if os.environ.get(variable) == step:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -2,24 +2,18 @@
 
 * the Python workers run the driver's interpreter, so they see the same virtual environment;
 * a local master binds loopback: nothing listens beyond the machine;
-* UTC, a small shuffle partition count, no UI, quiet logs;
-* no DataFrame call-site capture: PySpark otherwise makes extra JVM calls around every
-  ``Column`` function, and the operator's plan has thousands;
-* the Python workers talk to the JVM over Unix domain sockets (Spark 4.1+): on TCP a task's
-  small writes wait on the peer's delayed acknowledgement;
-* a small file open cost (``FILE_OPEN_COST``), so a micro-batch's one file is split across
-  the cores.  A file source reads it from the session the stream was read with, so ``start``
-  cannot scope it to its query: in your own session, set it yourself;
-* the driver JVM compiles with C1 only (``C1_ONLY``; ``c1_only=False`` or your own
-  ``spark.driver.extraJavaOptions`` keeps C1 + C2): C2's compiler threads compete with the
-  first micro-batch for the CPU and gain a short-lived session little
-  (docs/troubleshooting.md, "The first micro-batch is slow"); with it, the class-data archive
-  for this class path (``runtime.class_data``);
-* the project's JARs and those ``make jars`` fetched (Delta's connector, hadoop-aws, Spark's
-  Kafka source) on the driver's class path, with the local checkpoint file manager, Delta's
-  SQL extension and catalog.  The session records the sets in ``EXTRAS_KEY``, so
-  ``writer=auto`` keeps delta-rs where Delta's classes are there only because this function
-  put them there.  ``jars=False`` leaves them out.
+* no DataFrame call-site capture (``settings.library_plan`` says why);
+* the Python workers talk to the JVM over Unix domain sockets (``UNIX_SOCKETS``);
+* a small file open cost (``FILE_OPEN_COST``).  A file source reads it from the session the
+  stream was read with, so ``start`` cannot scope it to its query: in your own session, set
+  it yourself;
+* the driver JVM compiles with C1 only (``C1_ONLY``): C2's compiler threads compete with the
+  first micro-batch for the CPU and gain a short-lived session little; with it, the
+  class-data archive for this class path (``runtime.class_data``);
+* the project's JARs and those ``make jars`` fetched on the driver's class path, with the
+  local checkpoint file manager, Delta's SQL extension and catalog.  The session records the
+  sets in ``EXTRAS_KEY``, so ``writer=auto`` keeps delta-rs where Delta's classes are there
+  only because this function put them there.
 
 On a cluster or Databricks, use the session you are given instead; nothing in the library
 needs this module.
@@ -68,7 +62,8 @@ DELTA_CONF = {
 #: that a micro-batch's file bigger than this is split across the cores
 FILE_OPEN_COST = ("spark.sql.files.openCostInBytes", str(256 * 1024))
 
-#: Unix domain sockets between the JVM and its Python workers (a SparkContext setting)
+#: Unix domain sockets between the JVM and its Python workers (a SparkContext setting, Spark
+#: 4.1+): on TCP a task's small writes wait on the peer's delayed acknowledgement
 UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
 
 #: where a local session's JVM binds (``SPARK_LOCAL_IP``)
@@ -164,7 +159,7 @@ def local_session(
 ) -> SparkSession:
     """Build (or get) a local session; ``conf`` entries override the defaults.
 
-    ``c1_only``: start the JVM with ``C1_ONLY``; ignored when ``conf`` sets
+    ``c1_only``: start the JVM with ``C1_ONLY`` (C1 + C2 otherwise); ignored when ``conf`` sets
     ``spark.driver.extraJavaOptions`` or a session already runs.  ``jars``: put the fetched
     JARs on the class path; ignored when a session already runs.
     """

@@ -105,8 +105,7 @@ _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 _CATALYST = "org.apache.spark.sql.catalyst.optimizer."
 _SOURCES = "org.apache.spark.sql.execution.datasources."
 _DELTA = "org.apache.spark.sql.delta."
-#: what ``optimizer_rules`` leaves out: Catalyst's ``InferFiltersFromGenerate``, then rules for
-#: what the operator's plan never holds, each walking the whole plan every micro-batch
+#: what ``optimizer_rules`` leaves out: ``InferFiltersFromGenerate``, then rules that find nothing
 QUERY_EXCLUDED_RULES: tuple[str, ...] = (
     _CATALYST + "InferFiltersFromGenerate",
     _DELTA + "metric.OptimizeConditionalIncrementMetric",
@@ -127,9 +126,9 @@ def optimizer_rules(spark: Any) -> Any:
     routing's ``posexplode`` of each operation's copies, ``InferFiltersFromGenerate`` infers
     ``size(_copies) > 0`` and push-down inlines the copies' whole expression into a filter
     over the scan, which every later rule walks and every row evaluates, to drop only rows
-    the explode drops anyway.  The other rules find nothing to change but walk the plan on
-    every trigger.  An optimizer rule never changes a result, so no output row changes.  A
-    rule a Spark version lacks is ignored.
+    the explode drops anyway.  The others find nothing to change in the operator's plan but
+    walk it every micro-batch.  An optimizer rule never changes a result, so no output row
+    changes.  A rule a Spark version lacks is ignored.
     """
     rules = [r.strip() for r in (spark.conf.get(_EXCLUDED_RULES, None) or "").split(",") if r.strip()]
     missing = [rule for rule in QUERY_EXCLUDED_RULES if rule not in rules]
@@ -157,10 +156,10 @@ def checkpoint_files(spark: Any, checkpoint: str) -> Any:
     Spark renames a temporary file into place for each log entry it writes every
     micro-batch.  Its default manager goes through Hadoop's ``FileContext``, whose local file
     system runs the ``readlink`` command before a rename: a process per file.  The
-    FileSystem-based manager renames in the JVM, the same POSIX rename.  Other file systems
-    and Spark Connect keep Spark's choice.  Scoped to ``start``, this reaches the offsets,
-    commits and state store, not the file sources' own logs (a source is made later, with the
-    session it was read with): ``local_session`` names ``LOCAL_CHECKPOINT_FILES`` for those.
+    FileSystem-based manager renames in the JVM, the same POSIX rename.  Scoped to ``start``,
+    this reaches the offsets, commits and state store, not the file sources' own logs (a
+    source is made later, with the session it was read with): ``local_session`` names
+    ``LOCAL_CHECKPOINT_FILES`` for those.
     """
     if spark.conf.get(CHECKPOINT_FILES, None) is not None or not on_local_files(spark, checkpoint):
         return started_with(spark, {})

@@ -4,11 +4,8 @@ The ``foreachBatch`` sink needs its micro-batch's rows: a handful however large 
 ``DataFrame.toArrow`` costs more than those rows: Spark starts a second SQL execution inside
 the micro-batch's own and a socket server to hand the rows over.  The project's sink JAR's
 ``SmallRows`` runs the same physical plan within the micro-batch's execution and returns the
-rows as JSON text through the Py4J call itself.
-
-``SmallRows()(frame, schema)`` returns None where it cannot be used (a Spark Connect session, a
-session without the JAR, a JAR of another version, a column type the text does not carry),
-and the caller reads the rows through ``toArrow`` as before: the same rows either way.
+rows as JSON text through the Py4J call itself.  Where it cannot be used the caller reads the
+same rows through ``toArrow``.
 """
 
 from __future__ import annotations
@@ -53,8 +50,9 @@ class SmallRows:
 
     def __call__(self, frame: Any, schema: pa.Schema) -> pa.Table | None:
         """``frame``'s rows as an Arrow table of ``schema`` (its columns, in its order), run
-        within the current SQL execution; None when that cannot be used here (the caller then
-        uses ``toArrow``).  An error of the plan itself (a failing task) is raised."""
+        within the current SQL execution; None when that cannot be used here (Spark Connect,
+        no JAR or one of another version, a column type the text does not carry).  An error
+        of the plan itself (a failing task) is raised."""
         if not all(carried(f.type) for f in schema):
             return None
         if self._jvm_class is False:

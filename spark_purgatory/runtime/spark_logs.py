@@ -6,14 +6,10 @@ a restart, AQE turned off for streaming, a large plan's string truncated, the wa
 the last micro-batch looked at again after a restart).  And one line of one run: once a handle
 stops its query between micro-batches, Spark may already have begun the next micro-batch,
 which the driver's step refuses; Spark logs that run as "terminated with error", though
-nothing failed.  ``quiet_refusal(query)`` drops that line.
-
-``quiet_spark_logs(spark)`` adds one log4j2 ``RegexFilter`` per message to the driver JVM's
-root logger configuration, so every other line is printed as before.  It is idempotent, needs
-a classic session, and never fails the caller.
+nothing failed (``quiet_refusal``).
 
 Invariant: only the messages listed in ``UNACTIONABLE`` are dropped, and the line of a run
-its handle is stopping.
+its handle is stopping; every other line is printed as before.
 """
 
 from __future__ import annotations
@@ -46,7 +42,8 @@ _MARK = "spark.purgatory.quietLogs"
 
 
 def quiet_spark_logs(spark: Any) -> bool:
-    """Filter ``UNACTIONABLE`` out of the driver JVM's log; True when the filters are in place."""
+    """Filter ``UNACTIONABLE`` out of the driver JVM's log (idempotent, a classic session only,
+    never fails); True when the filters are in place."""
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
         return False

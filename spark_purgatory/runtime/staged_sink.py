@@ -7,13 +7,8 @@ JAR has ``StagedRowsSink``, a streaming sink written as Spark's own ``noop`` is:
 rows travel in its commit message, and the driver's commit hands them, as one JSON text of
 columns, to a ``BatchCommitter`` implemented here and called back through Py4J.  Spark calls
 that commit once every task succeeded and before it records the micro-batch as done, as it
-calls a ``foreachBatch`` function; a committer that raises fails the micro-batch.  The
-committer also hears of each micro-batch as its write begins (``begin``, where a stopping
-query refuses it) and of one that failed after it began (``abort``).
-
-Where the sink cannot be used (Spark Connect, a driver without the JAR or with one of
-another version, a column type the text does not carry), ``staged_rows_writer`` is None and
-the caller uses ``foreachBatch``, with the same rows.
+calls a ``foreachBatch`` function; a committer that raises fails the micro-batch.  Where the
+sink cannot be used the caller uses ``foreachBatch``, with the same rows.
 """
 
 from __future__ import annotations
@@ -106,9 +101,11 @@ def staged_rows_writer(
     abort: Callable[[int], None] = _nothing,
 ) -> StagedRowsWriter | None:
     """``frame``'s writer into ``StagedRowsSink``: ``begin()`` as each micro-batch's write
-    begins, then ``take(rows, batch_id)`` with its rows (an Arrow table of ``schema``) or
-    ``abort(batch_id)``; None where the sink cannot be used here.  Registers the committer in
-    the driver: ``forget()`` it once the query is over."""
+    begins (a stopping query refuses it there), then ``take(rows, batch_id)`` with its rows
+    (an Arrow table of ``schema``) or ``abort(batch_id)``; None where the sink cannot be used
+    here (Spark Connect, a driver without the JAR or with one of another version, a column
+    type the text does not carry).  Registers the committer in the driver: ``forget()`` it
+    once the query is over."""
     spark = frame.sparkSession
     names = list(frame.columns)
     if is_connect(spark) or sorted(names) != sorted(schema.names):

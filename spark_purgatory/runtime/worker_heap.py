@@ -6,10 +6,10 @@ imported pandas, pyarrow, PySpark and the operator, those are mostly functions, 
 module dictionaries that live as long as the process, walked again after every shard group's
 task.
 
-``freeze_heap()`` (called by the shard step, once per process) collects once, then freezes what is
-there (``gc.freeze()``: moved to a permanent generation that later collections skip).  Objects
-made afterwards are collected as before; reference counting still frees frozen objects, so
-only cyclic garbage that existed at the freeze could stay (it was just collected).
+``freeze_heap()`` collects once, then freezes what is there (``gc.freeze()``: moved to a
+permanent generation that later collections skip).  Objects made afterwards are collected as
+before; reference counting still frees frozen objects, so only cyclic garbage that existed at
+the freeze could stay (it was just collected).
 """
 
 from __future__ import annotations

@@ -5,11 +5,7 @@ it, else ``python3`` from the ``PATH``: a script run as ``.venv/bin/python examp
 without activating the environment gets workers without pyarrow, and the first micro-batch
 fails after a minute inside a plan dump.  A ``spark.pyspark.python`` set on a plain
 ``SparkSession.builder`` does not help either: PySpark reads only the environment variable.
-
-So on a local master ``use_project_python`` honours ``spark.pyspark.python``, or with neither
-set gives the workers the driver's interpreter, and checks that the interpreter imports the
-project, or stops with a one-line ``ConfigError``.  On a cluster the executors' interpreter
-is the cluster's business; Spark Connect has no context here.
+On a cluster the executors' interpreter is the cluster's business.
 """
 
 from __future__ import annotations
@@ -37,7 +33,8 @@ _NEEDED = ("spark_purgatory", "pyarrow", "pandas")
 
 def use_project_python(spark: Any) -> str | None:
     """The interpreter Spark's Python workers will run (None where this cannot be told: Spark
-    Connect), fixed or checked on a local master.
+    Connect), on a local master ``spark.pyspark.python`` or, with neither that nor
+    ``PYSPARK_PYTHON`` set, the driver's, and checked.
 
     Raises:
         ConfigError: the workers' interpreter cannot import the project, pyarrow or pandas.
