@@ -25,7 +25,7 @@ import pyarrow as pa
 from .config import PurgatoryConfig
 from .contract import KIND_METRICS, OPERATOR_OUTPUT, TABLES
 from .delta.accumulator import TableWriter
-from .delta.sink import split_tables
+from .delta.staging import split_tables
 from .delta.writers import WriterChoice, choose_writer
 from .runtime.settings import library_plan
 from .startup import _session_of

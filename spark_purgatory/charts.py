@@ -11,8 +11,6 @@ import pandas as pd
 from .contract import MAX_TS_MS
 from .storage import join, location
 
-__all__ = ["metrics_by_batch", "plot_metrics"]
-
 _COUNTS = ["input_operations", "input_events", "completed", "expired", "unmatched", "rejected"]
 _GAUGES = ["pending", "watched", "buffered", "state_bytes"]
 

@@ -28,8 +28,6 @@ import pyarrow.fs as pafs
 
 from .storage import Storage, join
 
-__all__ = ["Checkpoint", "OpenCheckpoint", "StatePath", "WakeDirectory", "base_name", "open_checkpoint"]
-
 
 def base_name(path: str) -> str:
     """The last part of a path given here: the file's name, as a report or a log line says it.

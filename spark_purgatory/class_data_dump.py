@@ -15,8 +15,6 @@ from pathlib import Path
 
 from .runtime.class_data import QUIET, make_archive, up_to_date
 
-__all__ = ["main"]
-
 
 def _dump(into: str) -> None:
     """The child: a session dumping at exit, a stream through delta-rs, Spark's Delta writer's

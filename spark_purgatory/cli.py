@@ -30,8 +30,6 @@ from .runtime.workers import end_python_workers
 from .storage import Storage
 from .version import __version__
 
-__all__ = ["main", "run", "build_parser"]
-
 _PROG = "spark-purgatory"
 #: columns of the pending table as printed (the JSON has every ``contract.PENDING`` column)
 _PENDING_SHOWN = ["op_id", "keys", "shard", "condition", "progress_text", "deadline", "time_left_ms"]

@@ -24,8 +24,6 @@ from .delta.sink import PurgatorySink, Written
 from .handoff.control import MicroBatchControl
 from .runtime.call_site import kept_call_site
 
-__all__ = ["DriverStep", "STOPPING"]
-
 log = logging.getLogger(__name__)
 
 #: the error of a micro-batch refused because its query is stopping (``hold``): the batch did

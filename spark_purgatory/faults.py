@@ -24,20 +24,6 @@ from .config import PurgatoryConfig
 from .spark.errors import MicroBatchError, first_cause
 from .storage import Storage
 
-__all__ = [
-    "PermanentFault",
-    "CannotPass",
-    "EXIT_DONE",
-    "EXIT_FAILED",
-    "EXIT_REFUSED",
-    "EXIT_BROKEN",
-    "cannot_pass",
-    "diagnose",
-    "depended_on",
-    "gone_buckets",
-    "gone_topics",
-]
-
 #: what a store answers to credentials it does not accept (S3, ADLS, GCS)
 _REFUSED = re.compile(
     r"ACCESS_DENIED|AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|InvalidToken"

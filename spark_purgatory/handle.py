@@ -28,8 +28,6 @@ from .state.layout import LEASE_RENEW_S
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["PurgatoryQuery"]
-
 log = logging.getLogger("spark_purgatory.query")  # the handle logs as the query it runs
 
 _COUNTED = ("completed", "expired", "unmatched", "rejected")

@@ -65,8 +65,6 @@ from .state.shard_state import Lineage
 from .state.versions import IncompatibleCheckpointError, check_formats
 from .storage import Storage, read_bytes, write_whole
 
-__all__ = ["RescaleError", "RescaleResult", "rescale"]
-
 log = logging.getLogger(__name__)
 
 #: PURGATORY_RESCALE_FAULT=<step>: the process kills itself (SIGKILL) as it reaches that step

@@ -17,8 +17,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["RestartPolicy", "run_restarting"]
-
 log = logging.getLogger("spark_purgatory.job")
 
 

@@ -19,8 +19,6 @@ from .checkpoint_paths import Checkpoint, OpenCheckpoint, open_checkpoint
 from .config import ConfigError, PurgatoryConfig, parse_interval_ms
 from .storage import Storage, write_once
 
-__all__ = ["TRIGGERS", "Trigger", "check_trigger", "app_id_of"]
-
 #: the trigger values ``start`` (and the job's ``--trigger``) accept
 TRIGGERS = "available-now | processing-time=<interval> (e.g. processing-time=10s)"
 _NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"

@@ -27,20 +27,6 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-__all__ = [
-    "Storage",
-    "location",
-    "join",
-    "write_once",
-    "read_bytes",
-    "WholeFile",
-    "write_whole",
-    "listing",
-    "numbered",
-    "remove",
-    "storage_session_conf",
-]
-
 #: the URI schemes of Azure Data Lake Storage / Blob Storage that pyarrow and delta-rs both read
 _AZURE_SCHEMES = ("abfss://", "abfs://", "az://")
 

@@ -45,8 +45,6 @@ from .state.versions import (
 )
 from .storage import Storage, remove, write_whole
 
-__all__ = ["MIGRATIONS", "UpgradeError", "UpgradeResult", "upgrade"]
-
 #: PURGATORY_UPGRADE_FAULT=<step>: the process kills itself (SIGKILL) as it reaches that step
 FAULT = "PURGATORY_UPGRADE_FAULT"
 #: the step that writes the version record: always the last

@@ -6,8 +6,6 @@ the package runs, also with ``--py-files`` (where no package metadata may be fou
 
 from __future__ import annotations
 
-__all__ = ["__version__", "USER_METADATA"]
-
 __version__ = "0.3.0.dev0"
 
 #: what each commit of an output table records in its commit info's ``userMetadata`` (Delta's

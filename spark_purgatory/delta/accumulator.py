@@ -38,8 +38,6 @@ from ..storage import Storage, join, listing, read_bytes, remove, write_whole
 from .sender import ADDS, ADDS_DDL, DataFileTask, TaskRunner, in_process, write_data_files
 from .staging import STAGED, StagedFile, absolute_uri, stage_rows, staged_name
 
-__all__ = ["Destination", "TableWriter", "RecordAccumulator", "Clock", "FaultHook", "FAULT_POINTS"]
-
 Clock = Callable[[], float]  # seconds, like time.time
 #: for crash tests only: called with the name of each fault point the accumulator passes
 FaultHook = Callable[[str], None]

@@ -33,8 +33,6 @@ from .writers import (
     with_options,
 )
 
-__all__ = ["CatalogTables", "CatalogDeltaWriter", "writer_for", "local_catalog"]
-
 #: a part of a name: letters, digits, ``_`` and ``-`` (Unity Catalog allows ``-`` when quoted)
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 _TABLE = "{table}"

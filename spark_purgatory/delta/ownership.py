@@ -19,8 +19,6 @@ from typing import Any
 from ..contract import TABLES
 from .writers import commit_properties, open_table
 
-__all__ = ["OWNER", "OWNER_CHECKPOINT", "OutputOwnedError", "check_owner", "claim_tables", "owner_of"]
-
 log = logging.getLogger(__name__)
 
 OWNER = "purgatory.owner"  # the owning checkpoint's app id

@@ -19,8 +19,6 @@ import pyarrow.fs as pafs
 
 from ..storage import Storage
 
-__all__ = ["read_table", "table_dataset"]
-
 
 def table_dataset(table: Any, path: str, storage: Storage | None = None) -> pads.Dataset:
     """``table`` (a ``DeltaTable`` at ``path``) as a dataset read through pyarrow's own filesystem."""

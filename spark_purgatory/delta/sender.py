@@ -31,18 +31,6 @@ from ..contract import TABLES
 from ..runtime.settings import is_connect
 from ..storage import Storage, WholeFile
 
-__all__ = [
-    "DataFileTask",
-    "write_data_files",
-    "ADDS",
-    "ADDS_DDL",
-    "TaskRunner",
-    "in_process",
-    "SparkTasks",
-    "dictionary_columns",
-    "to_arrow",
-]
-
 #: what a sender task returns: one add action per data file written
 ADDS = pa.schema(
     [

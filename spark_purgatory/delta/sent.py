@@ -20,8 +20,6 @@ import pyarrow as pa
 
 from .staging import STAGED
 
-__all__ = ["SENT", "SENT_COLUMNS", "OTHERS", "as_sent", "widened"]
-
 #: ``STAGED``'s columns ``SENT`` keeps as they are: what Spark's observed metrics read
 SENT_COLUMNS: tuple[str, ...] = (
     "table",

@@ -46,10 +46,8 @@ from .accumulator import RecordAccumulator, TableWriter
 from .reading import table_dataset
 from .sender import SparkTasks, TaskRunner, in_process, to_arrow
 from .sent import SENT, widened
-from .staging import STAGED, STAGED_DDL, metrics_rows, split_tables, stage_metrics, stage_task
+from .staging import STAGED, STAGED_DDL, metrics_rows, stage_metrics, stage_task
 from .writers import open_table as _open_table
-
-__all__ = ["PurgatorySink", "Written", "split_tables"]
 
 log = logging.getLogger(__name__)
 

@@ -47,22 +47,6 @@ from ..contract import (
 from ..storage import Storage, WholeFile, location
 from .sender import dictionary_columns
 
-__all__ = [
-    "split_tables",
-    "metrics_rows",
-    "stage_metrics",
-    "CALL_COLUMNS",
-    "stage_rows",
-    "stage_task",
-    "StagedFile",
-    "absolute_uri",
-    "STAGED",
-    "STAGED_DDL",
-    "staged_name",
-    "ShardStaging",
-    "micro_batch_id",
-]
-
 _TS = pa.timestamp("us", tz="UTC")
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark sets on a micro-batch's jobs
 

@@ -34,21 +34,6 @@ from ..storage import Storage, join, location
 from ..version import USER_METADATA
 from .staging import absolute_uri
 
-__all__ = [
-    "DeltaRsWriter",
-    "SparkDeltaWriter",
-    "WriterChoice",
-    "choose_writer",
-    "commit_properties",
-    "user_metadata",
-    "with_options",
-    "delta_added_locally",
-    "delta_classes_available",
-    "maintain_tables",
-    "open_table",
-    "spark_schema",
-]
-
 log = logging.getLogger(__name__)
 
 #: which writer ``choose_writer`` returns: Spark's Delta source when present, or the one named

@@ -13,26 +13,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-__all__ = [
-    "equal_ranges",
-    "list_lengths",
-    "equal_pairs",
-    "all_distinct",
-    "expand_ranges",
-    "search",
-    "hash_strings",
-    "distinct",
-    "distinct_at",
-    "run_starts",
-    "flatten",
-    "pairs_in",
-    "pair_order",
-    "among",
-    "isin",
-    "present",
-    "tie_order",
-]
-
 _SORT_ABOVE = 256  # more probes than this are searched in sorted order (``search``)
 _HASH_TABLE_ABOVE = 256  # below this many values, pandas' hash table costs more than a sort
 

@@ -40,18 +40,6 @@ if TYPE_CHECKING:
     from ..config import PurgatoryConfig
     from .snapshot import LiveTables
 
-__all__ = [
-    "BatchResult",
-    "VALID_OPERATIONS",
-    "KEY_HINTS",
-    "VALID_EVENTS",
-    "accepted",
-    "admit",
-    "with_keys",
-    "rejected_rows",
-    "result",
-]
-
 #: what ``process(..., validated=True)`` takes
 VALID_OPERATIONS = {k: v for k, v in OPS.items() if k not in ("handle", "n_members")}
 #: what a host that validated the operations may add to spare a pass over their lists:

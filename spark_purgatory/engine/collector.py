@@ -7,8 +7,6 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["collector_paused"]
-
 
 @contextmanager
 def collector_paused() -> Iterator[None]:

@@ -38,8 +38,6 @@ from .arrays import equal_ranges, expand_ranges, hash_strings, search
 from .rows import Rows
 from .text import TextColumn
 
-__all__ = ["Columns", "HashIndex", "Retiring"]
-
 _MIN_CAPACITY = 64
 _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)

@@ -35,23 +35,6 @@ from .rows import Rows
 #: what ``evaluate`` reads its columns from: the engine's ``Rows``, or frames (``inspection``)
 Table = Rows | pd.DataFrame
 
-__all__ = [
-    "ANY",
-    "COUNT",
-    "SUM",
-    "ALL",
-    "OFFSET",
-    "QUORUM",
-    "CONDITIONS",
-    "CONDITION_NAMES",
-    "NEEDS_TARGET",
-    "NEEDS_MEMBERS",
-    "FLOOR_ESEQ",
-    "Evaluation",
-    "evaluate",
-    "may_hold_unmatched",
-]
-
 ANY, COUNT, SUM, ALL, OFFSET, QUORUM = 0, 1, 2, 3, 4, 5
 #: condition name -> code used in state (a code is never reused: a checkpoint keeps it)
 CONDITIONS = dict(zip(contract.CONDITIONS, (ANY, COUNT, SUM, ALL, OFFSET, QUORUM), strict=True))

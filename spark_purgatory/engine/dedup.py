@@ -17,8 +17,6 @@ from .columns import Retiring
 from .rows import Rows
 from .tables import RESOLVED
 
-__all__ = ["ResolvedTable", "resolved_rows"]
-
 
 def resolved_rows(
     op_ids: np.ndarray,

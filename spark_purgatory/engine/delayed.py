@@ -27,8 +27,6 @@ from .rows import Rows
 from .snapshot import LiveTables
 from .tables import EVENTS, ChangeLog, ops_rows
 
-__all__ = ["DelayedOperations"]
-
 _EVENTS_HELD = {**EVENTS, "khash": "uint64"}
 _NO_HANDLES = np.empty(0, dtype=np.int64)
 

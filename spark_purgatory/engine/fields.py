@@ -33,27 +33,6 @@ from ..contract import (
 )
 from .text import as_text
 
-__all__ = [
-    "STRUCTURED",
-    "SMALL",
-    "text",
-    "plain",
-    "blank",
-    "string_list",
-    "clean",
-    "whole",
-    "number",
-    "values_of",
-    "texts",
-    "non_texts",
-    "blanks",
-    "missing",
-    "given",
-    "wholes",
-    "numbers",
-    "epoch_ms",
-]
-
 _I64 = (-(2**63), 2**63 - 1)
 #: what an ISO-8601 time with a UTC offset has: Z, + or a - after the date
 _OFFSET_MARK = r"(?s)[Zz+]|^.{10,}-"

@@ -15,8 +15,6 @@ from .arrays import isin
 from .rows import Rows
 from .snapshot import LiveTables
 
-__all__ = ["finalise_events", "in_window"]
-
 _NO_HANDLES = np.empty(0, dtype=np.int64)
 
 

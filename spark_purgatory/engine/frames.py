@@ -9,8 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["empty", "stack", "rows_where", "concat"]
-
 
 def empty(columns: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({name: np.empty(0, dtype=dtype) for name, dtype in columns.items()}, copy=False)

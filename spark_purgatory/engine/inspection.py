@@ -29,8 +29,6 @@ from .frames import rows_where
 from .purgatory import Purgatory
 from .tables import I64_MIN
 
-__all__ = ["pending_frame", "pending_count", "with_progress_text"]
-
 
 def pending_count(p: Purgatory) -> int:
     """Pending operations this shard reports (stubs excluded)."""

@@ -31,14 +31,6 @@ from ..contract import (
     read_as,
 )
 
-__all__ = [
-    "json_lines",
-    "malformed",
-    "nested_deeper",
-    "poison",
-    "poisoned",
-]
-
 _STRINGS = re.compile(STRING_LITERAL)
 #: fields the job reads from their JSON text as whole numbers or times
 _SPELLED_FIELDS = read_as(TIME, WHOLE)

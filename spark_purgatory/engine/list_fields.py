@@ -18,8 +18,6 @@ from .collector import collector_paused
 from .fields import blanks, clean, each, is_str, objects_of, only_text, string_list
 from .text import lists_of, object_column
 
-__all__ = ["Lists", "clean_lists", "one_item_lists"]
-
 # numpy compares an object array with a type by value only when it is in a 0-d object array
 _LIST, _NDARRAY, _OBJECT = (np.empty((), dtype=object) for _ in range(3))
 _LIST[()], _NDARRAY[()], _OBJECT[()] = list, np.ndarray, np.dtype(object)

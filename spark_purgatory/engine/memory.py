@@ -20,9 +20,6 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["MAPPED_BYTES", "RELEASE_BYTES", "RELEASE_ROWS"]
-__all__ += ["empty", "copy_of", "mapped_bytes", "bulk", "due", "release"]
-
 #: arrays of at least this many bytes get their own mapping (a new mapping's pages fault on
 #: first write: smaller arrays, remade often, stay in the heap)
 MAPPED_BYTES = 4 * 1024 * 1024

@@ -30,8 +30,6 @@ from .rows import Rows
 from .tables import OPS, WATCH
 from .text import lists_of
 
-__all__ = ["Pending", "HELD", "NUMBERS", "OPS_ARROW", "WATCH_ARROW"]
-
 #: the pending operations as read (``rows``): ``OPS`` and each op_id's 64-bit hash
 HELD = {**OPS, "ohash": "uint64"}
 #: what ``rows(..., text=False)`` reads of the stored operations: no text

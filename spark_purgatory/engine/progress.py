@@ -17,8 +17,6 @@ from .columns import Retiring
 from .rows import Rows
 from .tables import EVENTS, I64_MIN, KEYS
 
-__all__ = ["KeyTable", "final_progress", "unmatched_rows", "UNMATCHED"]
-
 #: an unmatched event's own fields (the columns before ``reason`` and ``batch_id``)
 _EVENT_FIELDS = UNMATCHED_COLUMNS[: UNMATCHED_COLUMNS.index("reason")]
 

@@ -30,8 +30,6 @@ from .snapshot import LiveTables, forward, live_from, plain
 from .tables import EVENTS, I64_MIN, ChangeLog, Changes, ShardTables
 from .wheel import TimingWheel
 
-__all__ = ["BatchResult", "Purgatory"]
-
 _NO_HANDLES = np.empty(0, dtype=np.int64)
 
 

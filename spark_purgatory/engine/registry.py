@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from ..config import PurgatoryConfig
     from .snapshot import LiveTables
 
-__all__ = ["NO_REGISTRY", "away", "claims_of", "decide", "release", "settle"]
-
 #: an operation's ``registry`` when the host gives none: decided where it is
 NO_REGISTRY = -1
 

@@ -35,19 +35,6 @@ from .conditions import FLOOR_ESEQ, OFFSET
 from .rows import Rows
 from .tables import I64_MIN, MATCHES, RELAY, RELAYED
 
-__all__ = [
-    "REGISTRATION",
-    "ARRIVAL",
-    "FINAL",
-    "NOTHING",
-    "outgoing",
-    "notices",
-    "steps",
-    "matches_of",
-    "absorb",
-    "decide",
-]
-
 #: a relay row's stage
 REGISTRATION, ARRIVAL, FINAL = 0, 1, 2
 _STAGES = 3

@@ -17,8 +17,6 @@ from .rows import Rows
 if TYPE_CHECKING:
     from .snapshot import LiveTables
 
-__all__ = ["of_stubs", "outgoing", "receive"]
-
 
 def of_stubs(t: LiveTables) -> np.ndarray:
     """Which ``matches`` belong to stubs (every match's operation is pending)."""

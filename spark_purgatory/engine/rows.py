@@ -15,8 +15,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Rows"]
-
 
 class Rows:
     """Named numpy columns of equal length.

@@ -26,8 +26,6 @@ from .windows import ResolvedWindows
 if TYPE_CHECKING:
     from ..config import PurgatoryConfig
 
-__all__ = ["LiveTables", "live_from", "forward", "plain"]
-
 
 @dataclass
 class LiveTables:

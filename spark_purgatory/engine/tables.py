@@ -26,27 +26,6 @@ from .frames import empty
 from .rows import Rows
 from .wheel import TimingWheel
 
-__all__ = [
-    "OPS",
-    "WATCH",
-    "MATCHES",
-    "EVENTS",
-    "RELAY",
-    "RELAYED",
-    "KEYS",
-    "RESOLVED",
-    "WINDOWS",
-    "PARKED",
-    "CLAIMS",
-    "VERDICTS",
-    "BIG_TABLES",
-    "SMALL_TABLES",
-    "ShardTables",
-    "Changes",
-    "ChangeLog",
-    "ops_rows",
-]
-
 I64_MIN = np.iinfo(np.int64).min
 
 #: one row per pending operation, sorted by handle

@@ -15,8 +15,6 @@ import pyarrow as pa
 
 from . import memory
 
-__all__ = ["TextColumn", "as_text", "lists_of", "object_column"]
-
 _MIN_ROWS = 64
 _MIN_BYTES = 1024
 _I32_MAX = np.iinfo(np.int32).max

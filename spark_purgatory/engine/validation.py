@@ -55,16 +55,6 @@ from .fields import (
 from .lines import malformed, poisoned
 from .list_fields import clean_lists, one_item_lists
 
-__all__ = [
-    "epoch_ms",
-    "raw_json",
-    "record_json",
-    "readable",
-    "first_keys",
-    "validate_operations",
-    "validate_events",
-]
-
 _NAMES = pd.Index(list(CONDITIONS))
 _CODES = np.array(list(CONDITIONS.values()), dtype=np.int8)
 _UNKNOWN = -1

@@ -18,8 +18,6 @@ from .progress import KeyTable
 from .rows import Rows
 from .tables import MATCHES
 
-__all__ = ["PAIR", "watch_rows", "buffered_pairs", "watching", "matches_in_window", "needs_members"]
-
 #: an (event, operation) pair before the window check
 PAIR = ("handle", "khash", "key", "ts", "eseq", "op_id", "source", "value")
 _NO_MATCHES = Rows.empty(MATCHES)

@@ -48,8 +48,6 @@ import pyarrow as pa
 
 from .arrays import distinct, run_starts
 
-__all__ = ["TimingWheel", "NO_EXPIRATION"]
-
 #: ``next_expiration()`` when the wheel is empty.
 NO_EXPIRATION = np.iinfo(np.int64).max
 _I64_MAX = int(np.iinfo(np.int64).max)

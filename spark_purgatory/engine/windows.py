@@ -23,8 +23,6 @@ from .columns import Retiring
 from .rows import Rows
 from .tables import I64_MIN, WINDOWS
 
-__all__ = ["ResolvedWindows"]
-
 
 class ResolvedWindows(Retiring):
     """Windows of completed operations, per watched key (``tables.WINDOWS`` rows)."""

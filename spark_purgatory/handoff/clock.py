@@ -37,8 +37,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["ClockWatermark", "InputActivity", "on_arrival"]
-
 
 @dataclass
 class InputActivity:

@@ -36,8 +36,6 @@ from ..checkpoint_paths import Checkpoint
 from ..state.layout import read_json
 from ..storage import Storage, write_whole
 
-__all__ = ["ClockRecord", "ClockRecorder", "read_clock_record"]
-
 log = logging.getLogger(__name__)
 
 

@@ -28,8 +28,6 @@ from .partitions import PartitionWatermarks
 from .reaper import ExpirationReaper
 from .wake import Wake
 
-__all__ = ["MicroBatchControl"]
-
 _WATERMARK = ms_column("watermark")
 
 

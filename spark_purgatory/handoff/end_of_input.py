@@ -19,9 +19,7 @@ from typing import Any
 from ..checkpoint_paths import Checkpoint
 from ..contract import MAX_TS_MS
 from ..storage import Storage, read_bytes, write_whole
-from .wake import Wake, is_end_watermark
-
-__all__ = ["EndOfInput", "InputEndedError", "end_watermark_ms", "is_end_watermark"]
+from .wake import Wake
 
 
 def end_watermark_ms(max_timeout_ms: int, tick_ms: int, latest_deadline: int | None = None) -> int:

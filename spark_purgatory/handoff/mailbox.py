@@ -39,8 +39,6 @@ from ..engine.tables import RELAY
 from ..state.codec import frame_bytes, frame_from
 from ..storage import Storage, numbered, read_bytes, write_whole
 
-__all__ = ["Mailbox"]
-
 _NAME = re.compile(r"^(\d{15})-(\d{6})\.arrow$")
 
 

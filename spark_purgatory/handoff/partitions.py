@@ -38,8 +38,6 @@ from collections.abc import Iterable, Mapping
 from ..checkpoint_paths import StatePath
 from ..storage import Storage, numbered, read_bytes, write_whole
 
-__all__ = ["PartitionWatermarks", "cap_before", "maxima_text", "read_maxima"]
-
 #: a file of the watermarks directory (``StatePath.watermarks``), named by its micro-batch
 _NAME = re.compile(r"^(\d{15})\.json$")
 #: files kept: a replay reads the last or the one before it

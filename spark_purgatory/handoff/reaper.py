@@ -41,8 +41,6 @@ from .clock import ClockWatermark
 from .clock_record import ClockRecorder
 from .wake import Wake
 
-__all__ = ["ExpirationReaper", "CLOCK_LINE", "clock_line", "reaper_for"]
-
 log = logging.getLogger(__name__)
 
 #: the first word of a clock line in the wake directory (``routing.route_wake``)

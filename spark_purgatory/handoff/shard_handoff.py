@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from ..engine.batch import BatchResult
     from ..engine.purgatory import Purgatory
 
-__all__ = ["Received", "ShardHandOff", "hands_off", "registers"]
-
 
 def hands_off(config: PurgatoryConfig) -> bool:
     """Do cross-shard operations get their events through the mailbox (else: replicas)?  By

@@ -37,8 +37,6 @@ from ..checkpoint_paths import Checkpoint, OpenCheckpoint, WakeDirectory, open_c
 from ..contract import MAX_TS_MS
 from ..storage import Storage, listing, numbered, read_bytes, remove, write_once, write_whole
 
-__all__ = ["Wake", "END_LINE", "is_end_watermark", "wake_first"]
-
 _NAME = re.compile(r"^(\d{12})\.txt$")
 #: a clock line's file, named by the time it was posted (``handoff.reaper``)
 _CLOCK_NAME = re.compile(r"^clock-(\d{13})\.txt$")

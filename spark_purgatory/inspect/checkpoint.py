@@ -17,8 +17,6 @@ import pyarrow.fs as pafs
 from ..checkpoint_paths import Checkpoint
 from ..storage import Storage, listing, read_bytes
 
-__all__ = ["InspectError", "CheckpointInfo", "read_checkpoint"]
-
 
 class InspectError(ValueError):
     """A checkpoint or table cannot be inspected: no such path, not a purgatory checkpoint,

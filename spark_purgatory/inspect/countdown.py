@@ -41,8 +41,6 @@ from ..handoff.clock_record import read_clock_record
 from ..state.layout import RunLease
 from ..storage import Storage
 
-__all__ = ["Countdown", "countdown_of"]
-
 
 @dataclasses.dataclass(frozen=True)
 class Countdown:

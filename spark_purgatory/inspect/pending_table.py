@@ -26,8 +26,6 @@ from .checkpoint import InspectError
 from .countdown import Countdown
 from .pending_view import WatermarkLike, horizon_ms, shard_chunks, state_to_read
 
-__all__ = ["StateNeedsSpark", "pending_table", "pending_batches", "at_risk_table", "with_progress"]
-
 
 class StateNeedsSpark(InspectError):
     """The checkpoint keeps its state in a form only Spark reads (the message says which)."""

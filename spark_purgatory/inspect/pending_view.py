@@ -30,8 +30,6 @@ from .countdown import Countdown, countdown_of
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["pending_operations", "at_risk", "horizon_ms", "WatermarkLike", "inspect_config"]
-
 #: a watermark: epoch ms, a datetime, or an ISO-8601 string
 WatermarkLike = int | dt.datetime | str
 #: rows per Arrow batch a shard's task yields (bounds a task's memory beyond its shard)

@@ -30,8 +30,6 @@ from .table_readers import DeltaRsReader, TableReader, table_reader
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["checkpoint_status", "METRICS_TABLE"]
-
 #: the metrics table's name under the output path (written by the query when it has one)
 METRICS_TABLE = "metrics"
 

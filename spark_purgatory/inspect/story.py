@@ -38,8 +38,6 @@ from .table_readers import TableReader, table_reader
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["OperationStory", "explain"]
-
 #: how long past its deadline an untargeted event of its keys still belongs to a story (at least)
 _LATE_WINDOW = dt.timedelta(hours=1)
 #: the states an op_id can be in, as ``OperationStory.state`` says

@@ -21,8 +21,6 @@ from ..delta.reading import table_dataset
 from ..delta.writers import open_table
 from ..storage import Storage, join
 
-__all__ = ["TableReader", "DeltaRsReader", "SparkReader", "table_reader"]
-
 
 class TableReader(Protocol):
     """Rows of the tables under one output path, as Arrow tables."""

@@ -12,8 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-__all__ = ["BrokerClients", "KafkaBrokerError"]
-
 
 class KafkaBrokerError(RuntimeError):
     """The broker cannot be started: no Java, no JARs, or it failed (its log's tail attached)."""

@@ -38,8 +38,6 @@ from pathlib import Path
 from .admin import BrokerClients, KafkaBrokerError
 from .tls import BrokerCertificates, certificates_in
 
-__all__ = ["BROKER_JARS", "KafkaBroker", "die_with_parent", "free_port"]
-
 #: the listeners' names, which are their protocols' (the SASL ones listen only when asked for)
 _LISTENERS = ("PLAINTEXT", "CONTROLLER", "SASL_PLAINTEXT", "SASL_SSL")
 _PROTOCOLS = {"CONTROLLER": "PLAINTEXT"}

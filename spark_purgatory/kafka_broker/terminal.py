@@ -23,8 +23,6 @@ from pathlib import Path
 from .admin import KafkaBrokerError
 from .process import PID_FILE, STOP_TIMEOUT_S, KafkaBroker
 
-__all__ = ["main", "running_at", "stop_at"]
-
 
 def running_at(data_dir: str | os.PathLike[str]) -> tuple[int, str] | None:
     """(pid, host:port) of the broker serving ``data_dir``'s storage, None when none runs."""

@@ -18,8 +18,6 @@ from pathlib import Path
 
 from .admin import KafkaBrokerError
 
-__all__ = ["BrokerCertificates", "certificates_in"]
-
 _VALID_DAYS = 3650
 
 

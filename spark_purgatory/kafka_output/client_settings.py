@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CONNECTION", "EAGER", "connection_settings", "librdkafka_settings"]
-
 #: every client connects at once, to every broker the metadata names (librdkafka looks for a
 #: coordinator at once, and again only on a timer); the user's settings override both
 EAGER = {"enable.sparse.connections": "false", "reconnect.backoff.ms": "10"}

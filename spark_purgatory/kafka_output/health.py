@@ -15,8 +15,6 @@ from typing import Any
 
 from .client_settings import connection_settings, librdkafka_settings
 
-__all__ = ["TopicGone", "topic_fault"]
-
 #: the admin client's own lines (librdkafka's), as records
 log = logging.getLogger(__name__)
 

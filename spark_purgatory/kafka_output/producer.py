@@ -46,8 +46,6 @@ from .client_settings import EAGER, connection_settings, librdkafka_settings
 from .health import TopicGone, topic_fault
 from .records import MAX_RECORD_BYTES, REJECTED_STATUS, records
 
-__all__ = ["TopicSettings", "Send", "SENT", "SENT_DDL", "send", "committed_batch", "mark"]
-
 #: librdkafka's own lines (a coordinator still loading, a broker gone for a while), as records
 log = logging.getLogger(__name__)
 

@@ -33,18 +33,6 @@ import pyarrow.compute as pc
 from ..config import OUTPUT_KAFKA_STATUSES
 from ..contract import KIND_REJECTED
 
-__all__ = [
-    "REJECTED_STATUS",
-    "STATUSES",
-    "HEADER_STATUS",
-    "HEADER_CHECKPOINT",
-    "HEADER_BATCH",
-    "HEADER_OMITTED",
-    "MAX_RECORD_BYTES",
-    "OMITTABLE",
-    "records",
-]
-
 #: what ``output.kafka.statuses`` may name: the outcomes' statuses and the rejected rows
 STATUSES = OUTPUT_KAFKA_STATUSES
 REJECTED_STATUS = KIND_REJECTED

@@ -20,8 +20,6 @@ from ..storage import Storage
 from .producer import SENT, SENT_DDL, Send, TopicSettings, committed_batch, mark, send
 from .records import REJECTED_STATUS
 
-__all__ = ["TopicOutput"]
-
 log = logging.getLogger(__name__)
 
 #: runs ``fn`` on each item, one task each (``delta.sender.TaskRunner``)

@@ -16,8 +16,6 @@ from typing import Any
 
 from .settings import is_connect
 
-__all__ = ["SHORT_FORM", "kept_call_site"]
-
 #: Spark's local property for the short form of the call site (``CallSite.SHORT_FORM``)
 SHORT_FORM = "callSite.short"
 

@@ -35,18 +35,6 @@ from typing import Any
 from . import jars
 from .processes import alive
 
-__all__ = [
-    "QUIET",
-    "SWITCH",
-    "FirstUse",
-    "archive_dir",
-    "archive_path",
-    "java_options",
-    "session_options",
-    "make_archive",
-    "up_to_date",
-]
-
 #: HotSpot's own warnings about an archive it cannot use (a JVM or JAR that changed since)
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 #: the environment variable naming the archives' folder, or ``off``

@@ -25,20 +25,6 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = [
-    "SPARK_SETS",
-    "PACKAGE_JARS",
-    "jar_files",
-    "built_for",
-    "fits",
-    "spark_notice",
-    "jars_hint",
-    "jar_paths",
-    "jars_root",
-    "spark_jars",
-    "DELTA_COORDINATES",
-]
-
 #: the sets a local session puts on Spark's classpath when they are there
 SPARK_SETS = ("delta", "s3a", "kafka", "checks")
 #: Delta's connector for the pyspark the project is tested with (``jvm/delta/pom.xml``): what

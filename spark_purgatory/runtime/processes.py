@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["alive", "kill_at"]
-
 
 def alive(pid: int) -> bool:
     """Does a process of id ``pid`` run on this host?  One of another user's counts (the

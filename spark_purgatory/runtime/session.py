@@ -35,19 +35,6 @@ from .jars import SPARK_SETS, jar_paths, jars_root, spark_jars
 from .settings import CHECKPOINT_FILES, LOCAL_CHECKPOINT_FILES
 from .spark_logs import quiet_spark_logs
 
-__all__ = [
-    "session",
-    "PROVIDED_BY",
-    "C1_ONLY",
-    "DELTA_CONF",
-    "EXTRAS_KEY",
-    "UNIX_SOCKETS",
-    "FILE_OPEN_COST",
-    "delta_added_locally",
-    "delta_classes_available",
-    "local_session",
-]
-
 #: HotSpot's tiered compilation stopped at C1, with the code cache tiered compilation would
 #: have: C1's own is too small for Spark's classes (the JVM then stops compiling)
 C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"

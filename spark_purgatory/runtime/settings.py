@@ -13,24 +13,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = [
-    "started_with",
-    "shuffle_partitions",
-    "state_store",
-    "arrow_records",
-    "optimizer_rules",
-    "QUERY_EXCLUDED_RULES",
-    "checkpoint_files",
-    "on_local_files",
-    "is_connect",
-    "CHECKPOINT_FILES",
-    "FILE_SYSTEM_FILES",
-    "FILE_CONTEXT_FILES",
-    "LOCAL_CHECKPOINT_FILES",
-    "unset",
-    "library_plan",
-]
-
 log = logging.getLogger(__name__)
 
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"

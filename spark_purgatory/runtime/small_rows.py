@@ -18,8 +18,6 @@ import pyarrow as pa
 
 from .settings import is_connect
 
-__all__ = ["SmallRows", "SMALL_ROWS", "VERSION", "carried", "jvm_class", "table_of"]
-
 log = logging.getLogger(__name__)
 
 #: the JVM class that runs a plan and writes its rows as JSON columns

@@ -20,8 +20,6 @@ from typing import Any
 
 from ..checkpoint_paths import Checkpoint, base_name
 
-__all__ = ["UNACTIONABLE", "quiet_refusal", "quiet_spark_logs"]
-
 log = logging.getLogger(__name__)
 
 #: the wake directory's name (``handoff.wake``) in a path Spark logs (no character a regular

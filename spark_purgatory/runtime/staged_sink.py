@@ -24,8 +24,6 @@ import pyarrow as pa
 from .settings import is_connect
 from .small_rows import carried, jvm_class, table_of
 
-__all__ = ["STAGED_ROWS_SINK", "VERSION", "StagedRowsWriter", "staged_rows_writer"]
-
 log = logging.getLogger(__name__)
 
 #: the JVM sink (a ``TableProvider``: its class name is the ``writeStream`` format)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import gc
 
-__all__ = ["freeze_heap"]
-
 _settled = False
 
 

@@ -22,8 +22,6 @@ from typing import Any
 from ..config import ConfigError
 from .settings import is_connect
 
-__all__ = ["use_project_python", "warm_python_workers", "advise_unix_sockets", "end_python_workers"]
-
 log = logging.getLogger(__name__)
 
 _CONF = "spark.pyspark.python"

@@ -37,21 +37,6 @@ from .roles import (
     SIDES,
 )
 
-__all__ = [
-    "split_input",
-    "claims_of",
-    "routed_rows",
-    "roles_of",
-    "clock_of",
-    "proposed_watermarks",
-    "batch_watermark",
-    "marks_in",
-    "INPUT_ROLES",
-    "keys_of",
-    "members_of",
-    "condition_codes",
-]
-
 _TS_MS = ms_column("ts")
 _SIDE_NAMES = np.array(SIDES, dtype=object)
 #: the roles as the routed rows carry them: their places in ``roles.ROLES``

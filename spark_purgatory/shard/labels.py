@@ -10,8 +10,6 @@ same on every restart from a checkpoint (the state under a label stays that shar
 
 from __future__ import annotations
 
-__all__ = ["spark_hash_int", "shard_labels", "shard_numbers"]
-
 
 def _rotl(x: int, r: int) -> int:
     return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF

@@ -41,8 +41,6 @@ from ..handoff.wake import is_end_watermark
 from .input import INPUT_ROLES, proposed_watermarks
 from .roles import ROLE_BAD, ROLES, SIDES
 
-__all__ = ["shard_figures", "output_rows", "output_parts"]
-
 _OUTPUT_COLUMNS = OPERATOR_OUTPUT.names
 #: the columns pandas holds as objects (strings and lists): a missing value is None there
 _OBJECT_COLUMNS = [f.name for f in OPERATOR_OUTPUT if pa.types.is_string(f.type) or pa.types.is_list(f.type)]

@@ -16,27 +16,6 @@ import pyarrow as pa
 
 from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 
-__all__ = [
-    "ROUTED",
-    "ROUTED_COLUMNS",
-    "LIST_COLUMNS",
-    "SHARED_COLUMNS",
-    "SHARED_IN",
-    "ROLES",
-    "SIDES",
-    "ROLE_OPERATION",
-    "ROLE_STUB",
-    "ROLE_EVENT",
-    "ROLE_REPLICA",
-    "ROLE_BAD",
-    "ROLE_CLAIM",
-    "ROLE_WAKE",
-    "ROLE_END",
-    "ROLE_CLOCK",
-    "ROLE_MARK",
-    "carries",
-]
-
 #: a routed row's role (its ``role`` column): what the shard does with it
 ROLE_OPERATION, ROLE_STUB, ROLE_EVENT, ROLE_REPLICA, ROLE_BAD = "op", "stub", "event", "replica", "bad"
 #: an operation's claim of its op_id, for the op_id's registry shard (``engine.registry``)

@@ -28,9 +28,10 @@ from ..delta.sent import as_sent
 from ..engine.purgatory import BatchResult, Purgatory
 from ..engine.wheel import NO_EXPIRATION
 from ..handoff.clock import on_arrival
-from ..handoff.end_of_input import end_watermark_ms, is_end_watermark
+from ..handoff.end_of_input import end_watermark_ms
 from ..handoff.partitions import cap_before
 from ..handoff.shard_handoff import Received, ShardHandOff
+from ..handoff.wake import is_end_watermark
 from ..state import SegmentStore, load_state, loaded_by, save_state, saved_bytes
 from ..state.increments import is_pointer, pointed
 from ..state.read_ahead import read_ahead
@@ -49,8 +50,6 @@ from .roles import ROLE_END, ROLES
 
 if TYPE_CHECKING:
     from ..delta.staging import ShardStaging
-
-__all__ = ["Decision", "ShardStep", "ShardInput", "ShardResult", "decide"]
 
 _END = ROLES.index(ROLE_END)
 

@@ -20,8 +20,6 @@ from .output import OUTPUT_SCHEMA, with_timestamps
 from .routing import route
 from .sources import SourceFormat, parse_events, parse_operations
 
-__all__ = ["purgatory_batch"]
-
 
 def purgatory_batch(
     operations: DataFrame,

@@ -34,24 +34,6 @@ from ..runtime.jars import fits, jar_paths, jars_hint, spark_notice
 from ..runtime.settings import is_connect
 from .per_client import kept
 
-__all__ = [
-    "CHECKS",
-    "EVENT_CHECKS",
-    "ROUTES",
-    "ROWS",
-    "operation_checks",
-    "operation_rows",
-    "event_checks",
-    "EVENT_ROWS",
-    "event_rows",
-    "WAKE_ROWS",
-    "wake_rows",
-    "operation_routes",
-    "checks_table",
-    "batch_millis",
-    "batch_marks",
-]
-
 log = logging.getLogger(__name__)
 
 _TEXT, _TEXTS = T.StringType(), T.ArrayType(T.StringType())

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MicroBatchError", "first_cause"]
-
 _WRAPPERS = ("STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR", "TASK_WRITE_FAILED")
 _ERROR_CLASS = re.compile(r"\[([A-Z_]+(?:\.[A-Z_]+)*)\]")
 _THROWN = r"(Caused by: |: )"  # how a JVM error's line starts: a cause, or what a Java call threw (py4j)

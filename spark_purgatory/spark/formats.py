@@ -29,20 +29,6 @@ from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_OPERATIONS
 from ..storage import Storage, read_bytes
 from .schema import check_parquet_schema
 
-__all__ = [
-    "SourceFormat",
-    "SourceFormatError",
-    "source_format_of",
-    "from_kafka",
-    "format_of_path",
-    "formats_of",
-    "OPERATIONS_PARQUET_SCHEMA",
-    "EVENTS_PARQUET_SCHEMA",
-    "read_stream",
-    "KAFKA_DEFAULTS",
-    "read_batch",
-]
-
 log = logging.getLogger(__name__)
 
 #: how an input is read: ``auto`` tells the format by a path's files or a DataFrame's schema;

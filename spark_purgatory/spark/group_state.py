@@ -29,9 +29,6 @@ if TYPE_CHECKING:
 
     from ..shard.step import ShardResult, ShardStep
 
-__all__ = ["StateEncoding", "STATE_ENCODINGS", "call_group", "encoding_of", "keep_group", "shard_bytes"]
-__all__ += ["state_schema", "to_group_state"]
-
 #: how the value is stored in the group state: ``text`` (base64, new checkpoints) or ``binary``
 StateEncoding = Literal["text", "binary"]
 STATE_ENCODINGS: tuple[str, ...] = ("text", "binary")

@@ -43,8 +43,6 @@ from .routing import (
 from .sources import SourceFormat, parse_events, parse_operations, source_format_of
 from .sql_text import literal_column
 
-__all__ = ["LATE_ALLOWANCE_MS", "input_stream"]
-
 #: how far behind the watermark a row may be before Spark itself drops it (module docstring)
 LATE_ALLOWANCE_MS = 36_500 * 86_400_000
 

@@ -12,8 +12,6 @@ import numpy as np
 
 from .xxhash import xxh64
 
-__all__ = ["spark_xxhash64", "shards_of", "registry_of", "text_shard"]
-
 _SPARK_SEED = 42
 
 

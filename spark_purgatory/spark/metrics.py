@@ -37,16 +37,6 @@ from ..contract import (
 )
 from ..handoff.wake import is_end_watermark
 
-__all__ = [
-    "OBSERVATION",
-    "MAX_GROUP_ROWS",
-    "GROUP_ROWS_TOTAL",
-    "observe_purgatory",
-    "JsonListener",
-    "ProgressListener",
-    "progress_figures",
-]
-
 OBSERVATION = "purgatory"
 #: the input rows of the busiest shard call of a micro-batch, and of all of them: the busiest
 #: group's share (``max_group_rows / group_rows_total``) shows whether one group is a funnel

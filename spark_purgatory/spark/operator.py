@@ -45,12 +45,6 @@ from .input_stream import input_stream
 from .output import OUTPUT_SCHEMA, with_timestamps
 from .sources import SourceFormat
 
-__all__ = [
-    "OUTPUT_SCHEMA",
-    "purgatory_stream",
-    "staged_stream",
-]
-
 #: PURGATORY_STATE_LOG=1: each shard call logs how its state was loaded and what it cost, and
 #: the task's time around it (``_log_task``)
 _STATE_LOG = bool(os.environ.get("PURGATORY_STATE_LOG"))

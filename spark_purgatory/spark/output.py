@@ -31,15 +31,6 @@ from ..contract import (
     ms_column,
 )
 
-__all__ = [
-    "OUTPUT_SCHEMA",
-    "with_timestamps",
-    "outcomes_of",
-    "unmatched_of",
-    "rejected_of",
-    "metrics_of",
-]
-
 #: the operator's output: every kind of row in one schema (times as epoch ms)
 OUTPUT_SCHEMA: T.StructType = from_arrow_schema(OPERATOR_OUTPUT)
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["kept"]
-
 _KEPT: dict[tuple[str, int], tuple[Any, dict[Any, Any]]] = {}
 
 

@@ -15,8 +15,6 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from ..shard.roles import ROUTED
 from .sql_text import literal_column
 
-__all__ = ["ROUTED_SCHEMA", "typed_projection", "first_of"]
-
 #: the operator's input as Spark types it (``shard.roles.ROUTED``)
 ROUTED_SCHEMA: T.StructType = from_arrow_schema(ROUTED)
 

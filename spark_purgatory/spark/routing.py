@@ -74,16 +74,6 @@ from .routed_rows import ROUTED_SCHEMA, first_of, typed_projection
 from .sql_text import sql_string, with_latest
 from .typed_columns import events_arguments, operations_arguments
 
-__all__ = [
-    "route",
-    "route_operations",
-    "route_typed_operations",
-    "route_events",
-    "route_typed_events",
-    "route_wake",
-]
-
-
 _TS_SQL = f"`{ms_column('ts')}`"
 
 # SQL text in few projections, not ``Column`` calls: each of those is a Py4J round trip

@@ -23,8 +23,6 @@ from ..contract import (
     resembles,
 )
 
-__all__ = ["InputSchemaError", "schema_problems", "check_typed", "check_parquet_schema"]
-
 
 class InputSchemaError(ValueError):
     """A typed input lacks a required column or has a column of a type the operator cannot read."""

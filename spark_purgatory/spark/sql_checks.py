@@ -10,8 +10,6 @@ from __future__ import annotations
 from ..contract import MAX_EDITS, MIN_MISSPELLED, POISON_COLUMN, ms_column
 from .sql_text import LATEST, sql_blank, sql_in, sql_not_finite, sql_string
 
-__all__ = ["SqlChecks", "misspelled"]
-
 
 class SqlChecks:
     """The SQL reader of the contract's checks: each test SQL text over the columns a reading

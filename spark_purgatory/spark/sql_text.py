@@ -29,26 +29,6 @@ from .per_client import kept
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = [
-    "sql_string",
-    "sql_blank",
-    "sql_filled",
-    "whole_text",
-    "sql_not_finite",
-    "sql_in",
-    "in_range",
-    "latest_ts",
-    "LATEST",
-    "with_latest",
-    "latest_carried",
-    "latest_passed",
-    "clean_list",
-    "condition_name",
-    "parsed_columns",
-    "literal_column",
-    "FieldReading",
-]
-
 
 class FieldReading:
     """How one reading of the input gives a field as SQL (``field``: the field as read); the

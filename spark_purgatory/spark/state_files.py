@@ -35,18 +35,6 @@ from ..shard.labels import shard_labels
 from ..storage import listing, read_bytes, write_whole
 from .xxhash import xxh32
 
-__all__ = [
-    "GroupValue",
-    "HDFS_PROVIDER",
-    "StateFormatError",
-    "read_version",
-    "read_groups",
-    "unknown_format",
-    "write_version",
-    "encode_value",
-    "decode_value",
-]
-
 _MAGIC = b"LZ4Block"
 _RAW, _LZ4 = 0x10, 0x20
 _LEVEL = 5  # 32 KiB blocks (lz4-java's level for Spark's default block size)

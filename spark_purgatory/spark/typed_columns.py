@@ -41,16 +41,6 @@ from .sql_text import (
     sql_string,
 )
 
-__all__ = [
-    "operation_fields",
-    "event_fields",
-    "operations_checked",
-    "operations_arguments",
-    "events_checked",
-    "events_arguments",
-    "kept_raw",
-]
-
 
 def operation_fields(df: DataFrame) -> DataFrame:
     """Each operation field from typed columns (checked first: ``InputSchemaError``)."""

@@ -17,8 +17,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-__all__ = ["xxh32", "xxh64"]
-
 _M64, _M32 = (1 << 64) - 1, 0xFFFFFFFF
 _Q1, _Q2, _Q3 = 11400714785074694791, 14029467366897019727, 1609587929392839161
 _Q4, _Q5 = 9650029242287828579, 2870177450012600261

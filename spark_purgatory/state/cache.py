@@ -16,8 +16,6 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["WorkerCache", "WORKER_CACHE"]
-
 
 class WorkerCache:
     """At most ``entries`` parked shards, the least recently parked evicted first; ``wait``:

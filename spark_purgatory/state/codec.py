@@ -18,19 +18,6 @@ import pyarrow as pa
 
 from ..engine.frames import empty
 
-__all__ = [
-    "Encoded",
-    "pack_parts",
-    "write_parts",
-    "unpack_parts",
-    "frame_bytes",
-    "frame_from",
-    "table_from",
-    "handles_bytes",
-    "handles_from",
-    "spliced",
-]
-
 #: an encoded part or stream: Arrow's buffer as written (or read), or bytes
 Encoded = bytes | pa.Buffer
 

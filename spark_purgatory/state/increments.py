@@ -25,19 +25,6 @@ from typing import NamedTuple
 
 from ..checkpoint_paths import StatePath
 
-__all__ = [
-    "MAX_DELTAS",
-    "SWEEP_EVERY",
-    "DeltaName",
-    "delta_name",
-    "directory_of",
-    "parsed",
-    "expired",
-    "is_pointer",
-    "pointer",
-    "pointed",
-]
-
 #: the longest chain of delta files a load may read (Spark's HDFS state store snapshots
 #: every ten deltas, ``minDeltasForSnapshot``)
 MAX_DELTAS = 10

@@ -26,19 +26,6 @@ from ..engine.pending import OPS_ARROW, WATCH_ARROW, Pending
 from ..engine.tables import OPS, RESOLVED, WATCH, ShardTables
 from .codec import Encoded, frame_from, handles_from, table_from
 
-__all__ = [
-    "TAILS",
-    "pending_tables",
-    "layer_of",
-    "change_of",
-    "combined",
-    "rows_of",
-    "chain_record",
-    "chain_before",
-    "change_before",
-    "apply_change",
-]
-
 #: the big tables whose rows carry a handle
 TAILS = ("ops", "watch")
 #: the first delta file of a chain: the metadata naming the chain it ended, its change since (parts);

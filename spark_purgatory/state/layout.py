@@ -35,24 +35,6 @@ from .increments import directory_of, parsed
 from .pending_counts import PendingRecord
 from .segments import SegmentStore
 
-__all__ = [
-    "SHUFFLE_PARTITIONS",
-    "finish",
-    "CheckpointBusyError",
-    "LEASE_EXPIRY_S",
-    "RescaleError",
-    "RunLease",
-    "check_layout",
-    "default_shards",
-    "layout_of",
-    "read_json",
-    "recorded_shards",
-    "recover",
-    "directories",
-    "now_text",
-    "with_default_shards",
-]
-
 log = logging.getLogger(__name__)
 
 #: the session setting Spark keeps in the offsets log: the partitions, ``PurgatoryConfig.groups``

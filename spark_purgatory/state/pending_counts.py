@@ -14,8 +14,6 @@ import json
 from ..checkpoint_paths import Checkpoint
 from ..storage import Storage, read_bytes, write_whole
 
-__all__ = ["PendingRecord"]
-
 
 class PendingRecord:
     """``{shard: pending}`` as of micro-batch ``batch_id``, in one small JSON file."""

@@ -26,8 +26,6 @@ from .segments import SegmentStore
 from .shard_load import load_state
 from .shard_state import Lineage
 
-__all__ = ["ReadAhead", "READ_AHEAD", "read_ahead"]
-
 log = logging.getLogger(__name__)
 
 

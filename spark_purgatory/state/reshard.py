@@ -49,8 +49,6 @@ from ..engine.tables import (
     ShardTables,
 )
 
-__all__ = ["ReshardError", "reshard"]
-
 #: an operation's and a watcher's columns but the handle (renumbered: ``old_handle`` names it)
 _OPS_OLD = [c for c in OPS if c != "handle"]
 _WATCH_OLD = [c for c in WATCH if c != "handle"]

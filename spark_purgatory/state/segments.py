@@ -24,8 +24,6 @@ from .codec import Encoded, unpack_parts, write_parts
 if TYPE_CHECKING:
     from ..config import PurgatoryConfig
 
-__all__ = ["SegmentStore"]
-
 #: what a segment file holds: every big table, or a change since the segment before it
 SegmentKind = Literal["base", "change"]
 

@@ -40,8 +40,6 @@ from .segments import SegmentStore
 from .shard_state import READABLE_VERSIONS, Lineage, Segment
 from .small_tables import small_chain, small_mark, small_tables
 
-__all__ = ["load_state"]
-
 
 def load_state(
     data: bytes,

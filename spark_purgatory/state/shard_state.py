@@ -64,16 +64,6 @@ from .layers import TAILS, chain_record, rows_of
 from .segments import SegmentStore
 from .small_tables import SMALL_CHAIN, SmallMark, small_parts
 
-__all__ = [
-    "Lineage",
-    "Segment",
-    "save_state",
-    "loaded_by",
-    "saved_bytes",
-    "STATE_VERSION",
-    "READABLE_VERSIONS",
-]
-
 #: the format of a state value and of segment files: 3 has no ``seen`` table; 4 holds the
 #: pending operations and watchers as Arrow tables (no keys in ``ops``), compressed parts, no
 #: timing wheel.  Formats 2 and 3 still load, converted as they are read.

@@ -32,8 +32,6 @@ from ..engine.purgatory import Purgatory
 from ..engine.tables import EVENTS, SMALL_TABLES, WINDOWS, ShardTables
 from .codec import Encoded, frame_bytes, frame_from, handles_bytes, handles_from
 
-__all__ = ["SMALL_CHAIN", "SmallMark", "small_mark", "small_parts", "small_chain", "small_tables"]
-
 #: the metadata key of a delta file's small chain (module docstring)
 SMALL_CHAIN = "small_chain"
 #: the small tables a file after its chain's head holds as changes

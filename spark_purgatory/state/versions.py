@@ -25,23 +25,6 @@ from ..storage import Storage, read_bytes, write_whole
 from ..version import __version__
 from .layout import now_text
 
-__all__ = [
-    "Format",
-    "FORMATS",
-    "BEFORE_RECORD",
-    "IncompatibleCheckpointError",
-    "package_version",
-    "read_record",
-    "read_journal",
-    "recorded_formats",
-    "write_record",
-    "current_formats",
-    "is_current",
-    "check_formats",
-    "refuse_newer",
-    "needed_steps",
-]
-
 
 def package_version() -> str:
     """This spark-purgatory's version (``spark_purgatory.version``, its one place)."""

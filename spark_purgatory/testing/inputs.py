@@ -15,8 +15,6 @@ from ..contract import MAX_TS_MS
 from ..engine.lines import json_lines
 from ..engine.validation import epoch_ms, record_json
 
-__all__ = ["Rows", "Time"]
-
 Rows: TypeAlias = "pd.DataFrame | Sequence[Mapping[str, Any]] | Sequence[str | bytes] | str | bytes"
 #: an event time: epoch ms, an ISO-8601 string (``"2026-01-01T00:00:15Z"``) or a datetime
 Time: TypeAlias = "int | str | datetime"

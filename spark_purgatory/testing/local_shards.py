@@ -45,8 +45,6 @@ from ..shard.step import ShardResult, ShardStep
 from ..spark.group_state import call_group, keep_group, shard_bytes
 from ..spark.key_hash import registry_of, shards_of, text_shard
 
-__all__ = ["LocalGroupState", "LocalShards", "routed"]
-
 _TS_MS = ms_column("ts")
 #: the routed columns that hold numbers (the others text)
 _NUMBERS = {f.name for f in ROUTED if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)}

@@ -15,8 +15,6 @@ from .inputs import Rows, _timestamps
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
 
-__all__ = ["Outcomes", "assert_outcomes"]
-
 #: outcomes to compare: ``Rows`` or a Spark DataFrame
 Outcomes: TypeAlias = "pd.DataFrame | Sequence[Mapping[str, Any]] | SparkDataFrame"
 

@@ -10,8 +10,6 @@ from ..config import PurgatoryConfig
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["spark_session", "purgatory_spark"]
-
 
 def spark_session(
     app_name: str = "spark-purgatory-tests",

@@ -30,8 +30,6 @@ from ..state import load_state
 from .inputs import Rows, Time, _check_readable, _collect, _input_frame, _with_raw, _with_timestamps
 from .local_shards import LocalShards, routed
 
-__all__ = ["PurgatoryTester"]
-
 #: the wake's micro-batches after one step's at most (a relay's notice answered, a verdict
 #: taken in: two are the most the hand-off asks for)
 _MOST_WAKES = 4

@@ -17,7 +17,8 @@ import spark_purgatory
 from spark_purgatory.config import ConfigError
 from spark_purgatory.contract import OPERATOR_OUTPUT, TABLES
 from spark_purgatory.delta.accumulator import FAULT_POINTS, RecordAccumulator
-from spark_purgatory.delta.sink import PurgatorySink, split_tables
+from spark_purgatory.delta.sink import PurgatorySink
+from spark_purgatory.delta.staging import split_tables
 from spark_purgatory.delta.writers import (
     DeltaRsWriter,
     SparkDeltaWriter,

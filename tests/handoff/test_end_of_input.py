@@ -21,9 +21,8 @@ from spark_purgatory.handoff.end_of_input import (
     EndOfInput,
     InputEndedError,
     end_watermark_ms,
-    is_end_watermark,
 )
-from spark_purgatory.handoff.wake import Wake
+from spark_purgatory.handoff.wake import Wake, is_end_watermark
 from spark_purgatory.shard.roles import ROLE_END, ROLE_WAKE
 from spark_purgatory.workload import generate, write_json_lines
 from tests.support.crash_harness import _job, _job_here, check, read_table
