@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from ..config import PurgatoryConfig
 from ..shard.labels import shard_labels
 from ..storage import listing, read_bytes, write_whole
 from .xxhash import xxh32
@@ -111,8 +112,8 @@ def read_groups(fs: pafs.FileSystem, operator_dir: str, groups: int, version: in
         for g in entries:
             if g.label not in number:
                 raise StateFormatError(
-                    f"state group {g.label} is no shard label of {groups - 1} shards: not a layout this "
-                    "release knows"
+                    f"state group {g.label} is no shard label of {PurgatoryConfig.shards_in(groups)} shards: "
+                    "not a layout this release knows"
                 )
             found[number[g.label]] = g
     return found

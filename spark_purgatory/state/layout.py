@@ -152,7 +152,7 @@ def recorded_shards(checkpoint: str | OpenCheckpoint, *, storage: Storage | None
         return None
     lines = read_bytes(fs, f"{files.offsets}/{max(offsets)}").decode("utf-8").split("\n")
     recorded = (json.loads(lines[1]).get("conf") or {}).get(SHUFFLE_PARTITIONS) if len(lines) > 1 else None
-    return None if recorded is None else int(recorded) - 1
+    return None if recorded is None else PurgatoryConfig.shards_in(int(recorded))
 
 
 def default_shards(spark: Any, checkpoint: str | OpenCheckpoint, *, storage: Storage | None = None) -> int:

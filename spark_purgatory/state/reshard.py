@@ -76,7 +76,7 @@ def reshard(
         ReshardError: operations parked for their registry's verdict, or events in the
             cross-shard group (the ``replicas`` hand-off).
     """
-    old = len(shards) - 1
+    old = PurgatoryConfig.shards_in(len(shards))  # the cross-shard group's number
     if sorted(shards) != list(range(old + 1)) or new_shards < 1:
         raise ReshardError(f"reshard needs shards 0..S (got {sorted(shards)}) and N >= 1 (got {new_shards})")
     config = config or shards[old].config

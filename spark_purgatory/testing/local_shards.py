@@ -249,7 +249,7 @@ class LocalShards:
         if end:
             extra = [{"shard": g, "role": ROLE_END} for g in range(self.groups)]
         elif self.owes_wake:
-            woken = range(self.groups) if registers(self.config) else [self.groups - 1]
+            woken = range(self.groups) if registers(self.config) else [self.config.shards]
             extra = [{"shard": g, "role": ROLE_WAKE} for g in woken]
         if self.marks and len(rows):
             extra += _marks(rows, int(self.config.shards))
