@@ -6,7 +6,8 @@ The public surface, from the top down:
   extras ``make jars`` fetched (Spark's Kafka source, Delta's connector, S3A) on its class path.
 * ``jar_files()``: the project's own JARs, as paths for the sessions the library does not
   start; ``__version__``: the one version.
-* ``read_table(path)``: an output table as an Arrow table, read with delta-rs.
+* ``read_table(path)``: an output table as an Arrow table, read with delta-rs so that the
+  process exits cleanly afterwards.
 * ``start(operations, events, output=..., checkpoint=...)`` runs the whole stream into the
   three Delta tables (``outcomes``, ``unmatched_events``, ``rejected``) and returns a
   ``PurgatoryQuery``; ``backfill(operations, events, output=...)`` writes the same tables from
