@@ -36,12 +36,12 @@ import pyarrow as pa
 from . import memory
 from .arrays import equal_ranges, expand_ranges, hash_strings, search
 from .rows import Rows
+from .tables import I64_MIN
 from .text import TextColumn
 
 _MIN_CAPACITY = 64
 _MIN_DEAD = 1024  # below this many dead rows a table never compacts
 _NONE = np.empty(0, np.int64)
-_I64_MIN = int(np.iinfo(np.int64).min)
 _SORT_PROBES = 256  # more probes than this are sorted before a lookup
 _KEEP_MAX = 1 << 17  # answers for more handles than this are not kept (``Columns._keep``)
 TEXT = "text"  #: the dtype of a ``TextColumn``
@@ -491,8 +491,8 @@ class Retiring:
         self._rows = Columns({**dtypes, "handle": "int64", **({"epoch": "int64"} if epochs else {})}, indexed)
         self._next = 0  # the next row's handle
         self._epoch = 0  # retirements so far
-        self._retired_wm = _I64_MIN
-        self._next_sweep = _I64_MIN
+        self._retired_wm = I64_MIN
+        self._next_sweep = I64_MIN
         self._swept = 0  # rows left by the last sweep
 
     def __len__(self) -> int:
@@ -518,7 +518,7 @@ class Retiring:
         due = self._due(pos[~forgotten])  # before the kill, which may move rows
         self._rows.kill(pos[forgotten])
         self._swept = due.size
-        self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8]) if due.size else _I64_MIN
+        self._next_sweep = int(np.partition(due, due.size // 8)[due.size // 8]) if due.size else I64_MIN
 
     def _remembered(self, pos: np.ndarray) -> np.ndarray:
         raise NotImplementedError

@@ -1,4 +1,5 @@
-"""Whether a process of this host still runs, asked by its id (signal 0: nothing is sent)."""
+"""Processes of this host: whether one still runs (signal 0: nothing is sent), and a command's
+self-kill at a named step for the crash tests."""
 
 from __future__ import annotations
 
