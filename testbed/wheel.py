@@ -115,6 +115,12 @@ def _without_venv() -> dict[str, str]:
     return env
 
 
+def unactivated_env(**more: str) -> dict[str, str]:
+    """The environment of a shell where no venv is activated and the PATH's ``python3`` is the
+    system's (a user running ``.venv/bin/python script.py``)."""
+    return {**_without_venv(), "PATH": "/usr/bin:/bin", **more}
+
+
 def venv_env(python: Path, **more: str) -> dict[str, str]:
     """The environment of a shell with the wheel's venv activated: its ``bin`` first on PATH
     (Spark's Python workers run ``python3`` from there, as in a user's activated venv)."""

@@ -2,17 +2,19 @@
 nothing else, it runs the README's example and the job with the project's JARs in use.
 
 The venv resolves the wheel's requirements as ``pip install`` does: the newest pyspark it allows
-(today 4.2.1), not the tests' pin (4.2.0, the Spark the JARs are built for), so this is also
-the test of the newest 4.2.x (``testbed.wheel``).  One Python process, one JVM,
-in a directory outside the checkout: the README's marked blocks as they stand (a plain
-``SparkSession.builder`` session: the JARs come from the package by ``ADD JAR``), then the
-job's entry point ``python -m spark_purgatory.job`` on more input, on the same session.
-Checked: the README's tables equal the engine's (the stream's at its final watermark, with
-some operations still waiting; the backfill's once every deadline has passed: the README's
-examples run here, as a user pastes them after ``pip install``; ``test_readme.py`` checks the
-README's text), the job resolves every operation as the engine does, no "not in use" line,
-the one line about the Spark version exactly when the venv's Spark is not the JARs', and the
-commands ``spark-purgatory --version`` and ``spark-purgatory jars`` name the installed package.
+(today 4.2.1), not the tests' pin (4.2.0, the Spark the JARs are built for), so this is also the
+test of the newest 4.2.x (``testbed.wheel``). One Python process, one JVM, in a directory outside
+the checkout, run by the venv's python with the venv not activated (the PATH's ``python3`` lacks
+pyarrow: the workers must get the driver's interpreter): the README's marked blocks as they stand
+(a plain ``SparkSession.builder`` session: the JARs come from the package by ``ADD JAR``), its
+stream started again on its checkpoint (a restart), then the job's entry point ``python -m
+spark_purgatory.job`` on more input, on the same session. Checked: from the first ``start`` on, no
+WARN line and no traceback; the README's tables equal the engine's (the stream's at its final
+watermark, with some operations still waiting; the backfill's once every deadline has passed: the
+README's examples run here, as a user pastes them after ``pip install``; ``test_readme.py`` checks
+the README's text), the job resolves every operation as the engine does, no "not in use" line, the
+one line about the Spark version exactly when the venv's Spark is not the JARs', and the commands
+``spark-purgatory --version`` and ``spark-purgatory jars`` name the installed package.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from spark_purgatory.runtime.jars import built_for, fits
 from spark_purgatory.testing import assert_outcomes
 from spark_purgatory.version import USER_METADATA
 from spark_purgatory.workload import generate, write_json_lines
-from testbed.wheel import ROOT, build_wheel, install_wheel, venv_env
+from testbed.wheel import ROOT, build_wheel, install_wheel, unactivated_env, venv_env
 from tests.docs.test_readme import (
     COMPARED,
     PREFIX,
@@ -47,6 +49,31 @@ pytestmark = [pytest.mark.spark, pytest.mark.jars("checks")]  # the wheel's buil
 #: the job's settings in the script (and the engine's for its reference)
 JOB_CONFIG = {"purgatory.shards": "2", "watermark.delay": "5 seconds"}
 
+#: before the README's blocks: ``start`` says on standard error when it begins (the lines
+#: before it are the session's own start-up), and the JARs the session holds are printed at the end
+_MARK = """
+import sys, spark_purgatory
+
+_start = spark_purgatory.start
+
+
+def start(*args, **kwargs):
+    print("START", file=sys.stderr, flush=True)
+    return _start(*args, **kwargs)
+
+
+spark_purgatory.start = start
+"""
+
+#: after the README's blocks: its stream started again on its checkpoint, as a restart
+_RESTART = """
+# --- a restart of the README's stream on its checkpoint: nothing completes again
+with start(f"{base}/input/ops", f"{base}/input/events", output=f"{base}/tables",
+           checkpoint=f"{base}/checkpoint", config=config, trigger="available-now") as again:
+    again.await_termination()
+print("RESTART COMPLETED", again.totals["completed"])
+"""
+
 _JOB = """
 # --- the job, as `python -m spark_purgatory.job` runs it, on the session above
 import pyspark
@@ -55,6 +82,7 @@ from spark_purgatory.job import console
 print("PYSPARK", pyspark.__version__)
 code = console({argv!r})
 print("JOB EXIT", code)
+print("JARS", spark.sparkContext._jsc.sc().listJars().mkString(","))
 """
 
 
@@ -82,17 +110,26 @@ def test_the_installed_wheel_runs_the_readme_and_the_job_with_its_jars(wheel_pyt
     script = "\n\n".join(f"# --- readme-test: {name}\n{code}" for name, code in blocks).replace(
         PREFIX, str(readme)
     )
-    (work / "user_script.py").write_text(script + _JOB.format(argv=argv), encoding="utf-8")
-    env = venv_env(
-        wheel_python,
+    (work / "user_script.py").write_text(_MARK + script + _RESTART + _JOB.format(argv=argv), encoding="utf-8")
+    # the venv's python run by its path, the venv not activated: the PATH's python3 cannot
+    # import pyarrow, so start() must give Spark's Python workers the driver's interpreter
+    env = unactivated_env(
         XDG_CACHE_HOME=str(tmp_path / "cache"),
         PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",  # tests share no UI port
     )
+    assert subprocess.run(["python3", "-c", "import pyarrow"], env=env, capture_output=True).returncode != 0
     done = subprocess.run(
         [str(wheel_python), "user_script.py"], cwd=work, env=env, capture_output=True, text=True, timeout=900
     )
     said = done.stdout + done.stderr
     assert done.returncode == 0 and "JOB EXIT 0" in done.stdout, said[-4000:]
+    assert "RESTART COMPLETED 0" in done.stdout
+    # from start() on, the README's runs (a start, a restart) and the job's print no WARN line a
+    # user cannot act on (runtime.spark_logs), and no Python traceback
+    after = done.stderr[done.stderr.index("START") :]
+    assert [line for line in after.splitlines() if " WARN " in line or "Traceback" in line] == []
+    # the session was built without the project's JAR: start() added the wheel's (spark.checks)
+    assert "spark-purgatory-checks.jar" in done.stdout.split("\nJARS ", 1)[1]
 
     assert "not in use" not in said, [line for line in said.splitlines() if "not in use" in line]
     pyspark_version = done.stdout.split("PYSPARK ", 1)[1].split()[0]

@@ -1,10 +1,10 @@
-"""Runs of the job that must end cleanly, for ``crash_harness``: stopped by a signal, riding out
-a transient fault by its restart policy, riding out a broker outage; and their checks.
+"""Runs of the job that must end cleanly, for ``crash_harness``: stopped by a signal, riding out a
+transient fault by its restart policy, riding out a broker outage; and their checks.
 
-``clean_stop`` runs one such step of a plan (``signal=TERM|INT``, ``restart=<point>:<n>``,
-``outage=<seconds>``); ``killed_as_planned`` checks a plan's runs: the kills died by SIGKILL
-where planned, the others exited 0 (``stopped_cleanly``: flushed, no error, nothing left
-staged).
+``clean_stop`` runs one such step of a plan (``restart=<point>:<n>``, ``outage=<seconds>``,
+``signal=TERM|INT``, or several joined by ``+`` in one run); ``killed_as_planned`` checks a plan's
+runs: the kills died by SIGKILL where planned, the others exited 0 (``stopped_cleanly``: flushed,
+no error, nothing left staged).
 """
 
 from __future__ import annotations
@@ -71,12 +71,14 @@ def _signal_after_a_commit(
     timeout: float,
     store=None,
     before: int | None = None,
-) -> tuple[bool, float | None]:
+    err: str | None = None,
+) -> tuple[bool, float | None, int]:
     """Send ``signum`` to ``job`` ``delay`` seconds after it committed a micro-batch of its own,
     as a user would: SIGTERM to the driver (``kill -TERM``, Kubernetes), SIGINT to its whole
     process group (Ctrl-C in a terminal reaches the JVM and its Python workers too); then wait
     for it to exit.  Returns whether it had committed, and the seconds from the signal to its
-    exit (None if it did not exit within ``timeout``: then it is killed)."""
+    exit (None if it did not exit within ``timeout``: then it is killed), and how long the file
+    ``err`` (the job's standard error) was when the signal went."""
     before = _commits(checkpoint, store) if before is None else before  # the commits counted so far
     deadline = time.monotonic() + timeout
     while _commits(checkpoint, store) == before and job.poll() is None and time.monotonic() < deadline:
@@ -84,6 +86,7 @@ def _signal_after_a_commit(
     committed = _commits(checkpoint, store) > before
     if committed:
         time.sleep(delay)
+    err_at = os.path.getsize(err) if err else 0
     sent = time.monotonic()
     if signum == signal.SIGINT:
         os.killpg(job.pid, signum)
@@ -94,8 +97,8 @@ def _signal_after_a_commit(
     except subprocess.TimeoutExpired:
         job.kill()
         job.wait()
-        return committed, None
-    return committed, round(time.monotonic() - sent, 1)
+        return committed, None, err_at
+    return committed, round(time.monotonic() - sent, 1), err_at
 
 
 def clean_stop(
@@ -109,29 +112,31 @@ def clean_stop(
     rng: random.Random,
     more_input: Callable[[], None],
 ) -> dict:
-    """A run that must end cleanly, stopped by a signal after a micro-batch it committed:
-    ``signal=TERM|INT`` (``linger.ms`` long enough that only the stop commits; at a random
-    moment), ``restart=<point>:<n>`` (a micro-batch raises once there, the restart policy
-    rides it out; SIGTERM after the restarted run commits), ``outage=<seconds>`` (the broker
-    answers nobody for that long mid-run, then ``more_input`` arrives; SIGTERM once a
-    micro-batch commits after it).  ``start_job(settings, fault)`` starts the job in a process
-    group of its own, its output in ``log``.out and .err."""
-    kind, value = step.split("=", 1)
+    """A run that must end cleanly, stopped by a signal after a micro-batch it committed.
+
+    ``step`` is one or more of these parts joined by ``+``, in this order, all in one run (one
+    JVM start for what would be several runs): ``restart=<point>:<n>`` (a micro-batch raises
+    once there, the restart policy rides it out), ``outage=<seconds>`` (the broker answers
+    nobody for that long once a micro-batch committed, then ``more_input`` arrives),
+    ``signal=TERM|INT`` (the stop: ``linger.ms`` long enough that only the stop commits, sent
+    at a random moment after a commit; SIGTERM without it).  ``start_job(settings, fault)``
+    starts the job in a process group of its own, its output in ``log``.out and .err."""
+    parts = parts_of(step)
     signum, fault, delay, ready, before = signal.SIGTERM, None, 0.0, True, None
-    if kind == "signal":
-        signum, delay = getattr(signal, f"SIG{value}"), rng.uniform(0, 3)
+    if "signal" in parts:
+        signum, delay = getattr(signal, f"SIG{parts['signal']}"), rng.uniform(0, 3)
         settings = {**settings, "accumulator.linger.ms": "3600000"}  # nothing drains but the stop
-    elif kind == "restart":
-        settings, fault = {**settings, "job.restart.backoff.ms": "500"}, f"raise:{value}"
+    if "restart" in parts:
+        settings, fault = {**settings, "job.restart.backoff.ms": "500"}, f"raise:{parts['restart']}"
     job = start_job(settings, fault)
-    if kind == "restart":
+    if "restart" in parts:
         ready = _wait_for_line(f"{log}.out", "restart 1 of", job, timeout=600)
-    elif kind == "outage":
-        ready = _outage_after_a_commit(job, checkpoint, kafka, float(value), timeout=600)
+    if "outage" in parts:
+        ready = ready and _outage_after_a_commit(job, checkpoint, kafka, float(parts["outage"]), timeout=600)
         before = _commits(checkpoint, store)
         more_input()
-    reached, stop_seconds = _signal_after_a_commit(
-        job, checkpoint, signum, delay=delay, timeout=600, store=store, before=before
+    reached, stop_seconds, err_at = _signal_after_a_commit(
+        job, checkpoint, signum, delay=delay, timeout=600, store=store, before=before, err=f"{log}.err"
     )
     record = {
         "step": step,
@@ -140,10 +145,23 @@ def clean_stop(
         "stop_seconds": stop_seconds,
         "out": _tail(f"{log}.out", 20000),
         "stderr": _tail(f"{log}.err", 20000),
+        "stderr_after_signal": _from(f"{log}.err", err_at),
     }
-    if kind == "signal":
+    if "signal" in parts:
         record["staged_after"] = None if store is not None else staged_destinations(checkpoint)
     return record
+
+
+def parts_of(step: str) -> dict[str, str]:
+    """A plan's step as {kind: value}: ``restart=staged:2+signal=TERM`` ->
+    ``{"restart": "staged:2", "signal": "TERM"}``."""
+    return dict(part.split("=", 1) for part in step.split("+"))
+
+
+def _from(path: str, offset: int) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        f.seek(offset)
+        return f.read()
 
 
 def _outage_after_a_commit(
@@ -189,25 +207,31 @@ def staged_destinations(checkpoint: str) -> int:
 def killed_as_planned(result: dict, plan: list[str]) -> None:
     """Every run died by SIGKILL where planned, or stopped cleanly on its signal."""
     killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
-    clean = ("signal=", "restart=", "outage=")
-    assert len(killed) == len([step for step in plan if not step.startswith(clean)]), result["kills"]
-    for stopped in (k for k in result["kills"] if k["step"].startswith("signal=")):
-        stopped_cleanly(stopped)
-    for outage in (k for k in result["kills"] if k["step"].startswith("outage=")):
-        assert outage["reached"] and outage["returncode"] == 0, outage  # rode it out, then stopped
-    for restarted in (k for k in result["kills"] if k["step"].startswith("restart=")):
-        assert restarted["reached"] and restarted["returncode"] == 0, restarted
-        assert "503 SlowDown (injected" in restarted["out"] and "restart 1 of 3" in restarted["out"]
+    assert len(killed) == len([step for step in plan if not is_clean(step)]), result["kills"]
+    for run in (k for k in result["kills"] if is_clean(k["step"])):
+        parts = parts_of(run["step"])
+        assert run["reached"] and run["returncode"] == 0, run  # rode out what it met, then stopped
+        if "signal" in parts:
+            stopped_cleanly(run)
+        if "restart" in parts:
+            assert "503 SlowDown (injected" in run["out"] and "restart 1 of 3" in run["out"]
+
+
+def is_clean(step: str) -> bool:
+    """Whether a plan's step is a run that must end cleanly (``clean_stop``), not a kill."""
+    return step.startswith(("signal=", "restart=", "outage="))
 
 
 def stopped_cleanly(run: dict) -> None:
     """A run stopped by SIGTERM or SIGINT (``crash_harness``: after a committed micro-batch, with
     ``linger.ms`` long enough that only the stop commits): exit 0, no error, the lingering rows
     flushed (nothing left staged), within the harness's bound."""
-    signum = getattr(signal, f"SIG{run['step'].split('=')[1]}")
+    signum = getattr(signal, f"SIG{parts_of(run['step'])['signal']}")
     assert run["reached"] and run["returncode"] == 0, run
     assert run["stop_seconds"] is not None
     assert f"signal {int(signum)}: stopping the query between micro-batches" in run["out"], run["out"]
     assert "flushed outcomes" in run["out"] and "done:" in run["out"], run["out"]
-    assert "Traceback" not in run["stderr"] and "Exception" not in run["stderr"], run["stderr"]
+    # the whole run's, or from the signal on where a fault was ridden out first (it logs its error)
+    said = run["stderr"] if set(parts_of(run["step"])) == {"signal"} else run["stderr_after_signal"]
+    assert "Traceback" not in said and "Exception" not in said, said
     assert run["staged_after"] == 0

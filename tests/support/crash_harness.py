@@ -61,7 +61,7 @@ from spark_purgatory.contract import TABLES  # noqa: E402
 from spark_purgatory.delta.accumulator import FAULT_POINTS  # noqa: E402
 from spark_purgatory.engine.purgatory import Purgatory  # noqa: E402
 from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
-from tests.support.clean_stops import _commits, _tail, clean_stop  # noqa: E402
+from tests.support.clean_stops import _commits, _tail, clean_stop, is_clean  # noqa: E402
 from tests.support.topic_reader import outcomes_of, read_topic, status_of  # noqa: E402
 
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
@@ -280,7 +280,7 @@ def run(
         feeder.start()
         started, log = time.monotonic(), os.path.join(root, "logs", f"run-{number}")
         trigger = ["--trigger", "processing-time=1s"]
-        if step.startswith(("signal=", "restart=", "outage=")):  # runs that must end cleanly
+        if is_clean(step):  # runs that must end cleanly
 
             def more_input(feeder: threading.Thread = feeder) -> None:  # after an outage
                 feeder.join()
