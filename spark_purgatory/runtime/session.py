@@ -154,34 +154,37 @@ def local_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master.startswith("local"):  # the JVM binds loopback, not the host's first interface
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", "4g")
+    settings = {
+        "spark.pyspark.python": sys.executable,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.driver.memory": "4g",
         # each state version holds whole shard blobs: keep 20 versions on disk, not Spark's 100
-        .config("spark.sql.streaming.minBatchesToRetain", "20")
-        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-        .config(UNIX_SOCKETS, "true")
-        .config(*FILE_OPEN_COST)
-    )
+        "spark.sql.streaming.minBatchesToRetain": "20",
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
+        UNIX_SOCKETS: "true",
+        FILE_OPEN_COST[0]: FILE_OPEN_COST[1],
+    }
     fresh = SparkContext._active_spark_context is None  # a running JVM's class path is fixed
-    extras = _extras(jars) if fresh else {}
     first_use = None
-    if c1_only and fresh and "spark.driver.extraJavaOptions" not in (conf or {}):
-        classpath = [p for p in extras.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
-        options, first_use = session_options(C1_ONLY, classpath)  # the class-data archive's too
-        builder = builder.config("spark.driver.extraJavaOptions", options)
-    for key, value in extras.items():
-        builder = builder.config(key, value)
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if not fresh:  # what getOrCreate would apply, without its WARN that static settings are not
+        spark = SparkSession.builder.getOrCreate()
+        for key, value in {**settings, **(conf or {})}.items():
+            if spark.conf.isModifiable(key):
+                spark.conf.set(key, value)
+    else:
+        settings.update(_extras(jars))
+        if c1_only and "spark.driver.extraJavaOptions" not in (conf or {}):
+            classpath = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
+            options, first_use = session_options(C1_ONLY, classpath)  # the class-data archive's too
+            settings["spark.driver.extraJavaOptions"] = options
+        builder = SparkSession.builder.master(master).appName(app_name)
+        for key, value in {**settings, **(conf or {})}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
     if first_use is not None:
         first_use.started(spark)  # its JVM dumps the archive when it exits
     spark.sparkContext.setLogLevel("ERROR")
