@@ -4,7 +4,11 @@ who reported and those who did not, a ``count`` the distinct sources it counted 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
+from spark_purgatory import Purgatory, PurgatoryConfig
+from spark_purgatory.contract import OPERATOR_OUTPUT
+from spark_purgatory.shard.output import output_parts, output_rows
 from spark_purgatory.spark.key_hash import shards_of
 from spark_purgatory.testing import PurgatoryTester, assert_outcomes
 
@@ -134,3 +138,16 @@ def test_a_cross_shard_operation_names_who_answered_once():
     t.end_input()
     assert len(t.outcomes()) == 1
     assert answered(t, "q") == ("completed", ["ana", "chen"], ["bo"])
+
+
+def test_the_operators_output_keeps_the_contracts_columns_until_the_tables_gain_them():
+    """A shard call's rows for Spark (and staged) have the operator output's columns only: the
+    engine's who-answered columns join them with the tables' schema change (issue 79)."""
+    p = Purgatory(PurgatoryConfig(tick_ms=10))
+    ops = pd.DataFrame([{"op_id": "q", "keys": ["k"], "ts": 0, "timeout_ms": 100, **QUORUM}])
+    p.process(ops, pd.DataFrame([{"key": "k", "ts": 10, "source": "bo"}]), watermark_ms=0)
+    result = p.process(None, None, watermark_ms=200)
+    assert result.outcomes[["reported", "missing"]].values.tolist() == [[["bo"], ["ana", "chen"]]]
+    call = (0, result, pd.DataFrame(), {"pending": 0, "batch_time_ms": 1_000}, 200)
+    assert list(output_rows(*call).columns) == OPERATOR_OUTPUT.names
+    assert all(part.schema.equals(OPERATOR_OUTPUT) for part in output_parts(*call))
