@@ -55,6 +55,7 @@ __all__ = [
     "PARTITION_MAXIMA",
     "TABLES",
     "OUTCOME_COLUMNS",
+    "WHO_ANSWERED",
     "UNMATCHED_COLUMNS",
     "REJECTED_COLUMNS",
     "OPERATOR_OUTPUT",
@@ -252,6 +253,11 @@ PARTITION_MAXIMA = "partition_maxima"
 TABLES: dict[str, TableContract] = {t.name: t for t in (OUTCOMES, UNMATCHED_EVENTS, REJECTED, METRICS)}
 
 OUTCOME_COLUMNS = OUTCOMES.engine_columns
+#: who answered an ``all`` or ``quorum`` (the members who reported, and those who did not) or
+#: a ``count`` (the distinct sources it counted): the engine's and ``PurgatoryTester``'s
+#: outcome rows carry them after ``OUTCOME_COLUMNS``; the ``outcomes`` table, the operator's
+#: output and the topic gain them in the next release step (issue 79), with a schema change
+WHO_ANSWERED: tuple[str, ...] = ("reported", "missing")
 UNMATCHED_COLUMNS = UNMATCHED_EVENTS.engine_columns
 REJECTED_COLUMNS = REJECTED.engine_columns
 

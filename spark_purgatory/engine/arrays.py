@@ -131,6 +131,15 @@ def run_starts(ordered: np.ndarray) -> np.ndarray:
     return first
 
 
+def group_starts(ordered: np.ndarray) -> np.ndarray:
+    """Per element of ``ordered`` (equal values together), the index of its run's first.
+
+    >>> group_starts(np.array([1, 1, 3, 5, 5])).tolist()
+    [0, 0, 2, 3, 3]
+    """
+    return np.maximum.accumulate(np.where(run_starts(ordered), np.arange(ordered.size), 0))
+
+
 def flatten(lists: np.ndarray, *, nonempty: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(length of each list, their elements one after another as an object array).
     ``nonempty``: every list holds an item, so as many items as lists means one each.

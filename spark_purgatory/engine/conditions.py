@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .. import contract
-from .arrays import run_starts, search, tie_order
+from .arrays import group_starts, run_starts, search, tie_order
 from .rows import Rows
 
 #: what ``evaluate`` reads its columns from: the engine's ``Rows``, or frames (``inspection``)
@@ -50,7 +50,8 @@ FLOOR_ESEQ = -1
 class Evaluation:
     """Result of ``evaluate``: per operation (aligned with ``ops``) and per match, sorted by
     (handle, ts, eseq).  ``used``: the prefix up to a satisfied operation's crossing event,
-    and every match of an unsatisfied one.
+    and every match of an unsatisfied one; ``source`` and ``is_member`` per sorted match, for
+    who answered (``answered``).
     """
 
     satisfied: np.ndarray  # bool per op
@@ -60,11 +61,8 @@ class Evaluation:
     handle: np.ndarray  # int64 per sorted match
     eseq: np.ndarray  # int64 per sorted match
     used: np.ndarray  # bool per sorted match
-
-
-def _group_starts(group: np.ndarray) -> np.ndarray:
-    """Index of the first row of each run of equal values in a sorted array, per row."""
-    return np.maximum.accumulate(np.where(run_starts(group), np.arange(group.size), 0))
+    source: np.ndarray  # object per sorted match
+    is_member: np.ndarray  # bool per sorted match
 
 
 def _grouped_cumsum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -144,6 +142,20 @@ class _Sorted(NamedTuple):
     source: np.ndarray
     is_member: np.ndarray
 
+    def evaluation(self, satisfied, resolved_at, progress, matched, used) -> Evaluation:
+        """The ``Evaluation`` of these matches, given its per-operation arrays and ``used``."""
+        return Evaluation(
+            satisfied,
+            resolved_at,
+            progress,
+            matched,
+            self.handle,
+            self.eseq,
+            used,
+            self.source,
+            self.is_member,
+        )
+
 
 def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
     """Every condition but ``offset``: the first match where a cumulative measure reaches its goal."""
@@ -156,7 +168,7 @@ def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluati
     progress = np.zeros(n_ops, dtype=float)
     matched = np.zeros(n_ops, dtype=np.int64)
     if n_rows == 0:
-        return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, np.ones(0, bool))
+        return m.evaluation(satisfied, resolved_at, progress, matched, np.ones(0, bool))
 
     # each match's step: any 1, count 1 per source (or sourceless event), sum its value,
     # all and quorum 1 per member reporting first; offset 0
@@ -172,7 +184,7 @@ def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluati
     is_sum = row_cond == SUM
     if is_sum.any():
         step[is_sum] = np.nan_to_num(m.value[is_sum], nan=0.0)
-    cum = _grouped_cumsum(step, _group_starts(m.handle))
+    cum = _grouped_cumsum(step, group_starts(m.handle))
     goal = np.where(cond == ALL, _col(ops, "n_members", float), np.where(cond == ANY, 1.0, target))
     row_goal = goal[op_pos]
     hit = counted & (cum >= row_goal - _epsilon(row_goal))
@@ -198,7 +210,7 @@ def _evaluate_cumulative(ops: Table, m: _Sorted, op_pos: np.ndarray) -> Evaluati
         progress[of_op[last]] = cum[rows[last]]
         matched = np.bincount(of_op, minlength=n_ops).astype(np.int64)
     progress = np.where(cond == ANY, matched.astype(float), progress)
-    return Evaluation(satisfied, resolved_at, progress, matched, m.handle, m.eseq, used)
+    return m.evaluation(satisfied, resolved_at, progress, matched, used)
 
 
 def _evaluate_any(ts: np.ndarray, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
@@ -210,7 +222,7 @@ def _evaluate_any(ts: np.ndarray, m: _Sorted, op_pos: np.ndarray) -> Evaluation:
     resolved_at = ts.copy()
     resolved_at[at] = m.ts[first]
     matched = satisfied.astype(np.int64)
-    return Evaluation(satisfied, resolved_at, matched.astype(float), matched, m.handle, m.eseq, first)
+    return m.evaluation(satisfied, resolved_at, matched.astype(float), matched, first)
 
 
 class _KeyGroups(NamedTuple):

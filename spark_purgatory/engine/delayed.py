@@ -21,6 +21,7 @@ import numpy as np
 from ..config import PurgatoryConfig
 from ..contract import COMPLETED, EXPIRED
 from . import dedup, watchers
+from .answered import Answered, who_answered
 from .arrays import among, distinct, distinct_at, hash_strings, isin, present
 from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
 from .rows import Rows
@@ -172,7 +173,8 @@ class DelayedOperations:
             rows = rows.assign(ohash=self.t.pending.ohash(done))
         self._cancel(done, rows)
         at, matched, reached = result.resolved_at[ok], result.matched[ok], result.progress[ok]
-        self._force_complete(done, rows, COMPLETED, at, matched, reached)
+        answered = who_answered(ops, result, ok, self.config.input_max_members)
+        self._force_complete(done, rows, COMPLETED, at, matched, reached, answered)
 
     def _on_expiration(self, expired: np.ndarray) -> None:
         """The timer fired for these operations (sorted, distinct): expired at their deadline."""
@@ -185,7 +187,10 @@ class DelayedOperations:
         counted = result.used if not stub.any() else result.used & ~among(result.handle, expired[stub])
         counted = result.eseq[counted]
         self.t.mark_used(counted)
-        self._force_complete(expired, rows, EXPIRED, rows["deadline"], result.matched, result.progress)
+        answered = who_answered(rows, result, ~stub, self.config.input_max_members)
+        self._force_complete(
+            expired, rows, EXPIRED, rows["deadline"], result.matched, result.progress, answered
+        )
 
     def _force_complete(
         self,
@@ -195,15 +200,17 @@ class DelayedOperations:
         resolved_at: np.ndarray,
         matched: np.ndarray,
         reached: np.ndarray,
+        answered: Answered,
     ) -> None:
-        """Kafka's ``forceComplete``: report the operations (stubs not), then ``purge`` them."""
+        """Kafka's ``forceComplete``: report the operations (stubs not: ``answered`` is who
+        answered the others), then ``purge`` them."""
         real = ~rows["stub"]
         if real.any():
             resolved = rows.assign(resolved_at=resolved_at, matched=matched, reached=reached)
-            self._on_complete(resolved.where(real), status)
+            self._on_complete(resolved.where(real), status, answered)
         self._purge(handles, rows)
 
-    def _on_complete(self, rows: Rows, status: str) -> None:
+    def _on_complete(self, rows: Rows, status: str, answered: Answered) -> None:
         rows = self.t.pending.with_keys(rows)  # still pending: ``purge`` follows
         op_ts, resolved_at = rows["ts"], rows["resolved_at"].astype(np.int64, copy=False)
         columns = {
@@ -220,6 +227,9 @@ class DelayedOperations:
             "target": rows["target"],
             "payload": rows["payload"],
             "batch_id": np.int64(self.batch_id),
+            # not yet in the ``outcomes`` table: the engine's and the tester's rows (``WHO_ANSWERED``)
+            "reported": answered.reported,
+            "missing": answered.missing,
         }
         self.outcomes.append(Rows(columns, len(rows)))
 

@@ -23,8 +23,9 @@ import pandas as pd
 import pyarrow as pa
 
 from ..contract import PENDING_COLUMNS
-from .arrays import flatten, hash_strings
-from .conditions import ALL, ANY, CONDITION_NAMES, FLOOR_ESEQ, NEEDS_MEMBERS, OFFSET, evaluate
+from .answered import who_answered
+from .arrays import hash_strings
+from .conditions import ALL, ANY, CONDITION_NAMES, FLOOR_ESEQ, OFFSET, evaluate
 from .frames import rows_where
 from .purgatory import Purgatory
 from .tables import I64_MIN
@@ -93,7 +94,8 @@ def pending_frame(p: Purgatory, *, watermark_ms: int | None = None, batch_id: in
             "progress": result.progress.astype(float),
             "goal": goal,
             "offsets": _offsets(ops, offset, matches, watch),
-            "members_missing": _members_missing(ops, np.isin(cond, NEEDS_MEMBERS), pos, matches),
+            # None for every operation when none is an ``all`` or ``quorum``
+            "members_missing": who_answered(ops, result, None, p.config.input_max_members).missing,
             "time_left_ms": deadline - wm,
             "watermark": np.full(n, wm, dtype=np.int64),
             "batch_id": np.full(n, int(batch_id), dtype=np.int64),
@@ -189,26 +191,4 @@ def _offsets(
         pa.array(w["best"].to_numpy(float), pa.float64(), from_pandas=True),
     )
     out[offset] = maps.to_pandas()
-    return out
-
-
-def _members_missing(
-    ops: pd.DataFrame, of_members: np.ndarray, pos: np.ndarray, matches: pd.DataFrame
-) -> np.ndarray:
-    """Per ``all`` or ``quorum`` operation, its members that have not reported yet; None for others."""
-    out = np.full(len(ops), None, dtype=object)
-    if not of_members.any():
-        return out
-    rows = np.flatnonzero(of_members)
-    lengths, members = flatten(ops["members"].to_numpy(dtype=object)[rows])
-    owner = np.repeat(rows, lengths)
-    reported = matches["is_member"].to_numpy(bool)
-    said = pd.MultiIndex.from_arrays([pos[reported], matches["source"].to_numpy(dtype=object)[reported]])
-    missing = ~pd.MultiIndex.from_arrays([owner, members]).isin(said)
-    counts = np.bincount(owner[missing], minlength=len(ops))[rows]
-    lists = pa.ListArray.from_arrays(
-        pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32()),
-        pa.array(members[missing], pa.string()),
-    )
-    out[rows] = lists.to_pandas()
     return out

@@ -9,9 +9,10 @@ input (so operations arrive before, with or after their events, and micro-batche
 empty), a watermark delay and whether the input ends.  The watermarks are Spark's
 (``reference_model.spark_watermarks``).  For every draw, ``Purgatory.process`` and the
 ``PurgatoryTester`` must give the reference's outcomes (status, ``resolved_at``, matched
-events, progress), unmatched events with their reasons, rejects and pending operations; and
-when each input comes in event-time order and nothing is late, the same as the whole input in
-one micro-batch.
+events, progress, who answered), unmatched events with their reasons, rejects and pending
+operations; and when each input comes in event-time order and nothing is late, the same as
+the whole input in one micro-batch.  Workloads of the conditions that name who answered
+(``count``, ``all``, ``quorum``) are drawn on their own too, where those lists are long.
 
 CI runs the ``ci`` Hypothesis profile (a few hundred draws); ``--hypothesis-profile=nightly``
 searches deep (tests/conftest.py registers both).
@@ -58,11 +59,11 @@ BAD_OPERATIONS = (
 
 
 @st.composite
-def operations(draw, n_max: int = 14) -> list[dict]:
+def operations(draw, n_max: int = 14, conditions: tuple[str, ...] = CONDITIONS) -> list[dict]:
     n = draw(st.integers(0, n_max))
     ops = []
     for i in range(n):
-        cond = draw(st.sampled_from(CONDITIONS))
+        cond = draw(st.sampled_from(conditions))
         keys = sorted(set(draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=2))))
         o = {
             "op_id": f"o{draw(st.integers(0, n + 1)) if draw(st.booleans()) and i else i}",  # repeats
@@ -140,8 +141,8 @@ def splits(draw, rows: list[dict], ordered: bool, n_batches: int) -> list[list[d
 
 
 @st.composite
-def scenarios(draw) -> dict:
-    ops = draw(operations())
+def scenarios(draw, conditions: tuple[str, ...] = CONDITIONS) -> dict:
+    ops = draw(operations(conditions=conditions))
     evs = draw(events(ops))
     ordered = draw(st.booleans())
     n_batches = draw(st.integers(1, 7))
@@ -177,12 +178,20 @@ def _result(outcomes: pd.DataFrame, unmatched: pd.DataFrame, rejected: pd.DataFr
         for r in outcomes.to_dict("records")
     }
     assert len(got) == len(outcomes), "an operation has two outcomes"
+    answered = {
+        r["op_id"]: (_names(r["reported"]), _names(r["missing"])) for r in outcomes.to_dict("records")
+    }
     un = [
         (r["key"], int(r["ts"]), val(r["op_id"]), val(r["source"]), val(r["value"]), r["reason"])
         for r in unmatched.to_dict("records")
     ]
     rej = [(r["source"], r["reason"], val(r["op_id"]), val(r["key"])) for r in rejected.to_dict("records")]
-    return Result(got, sorted(un, key=repr), sorted(rej, key=repr), pending)
+    return Result(got, sorted(un, key=repr), sorted(rej, key=repr), pending, answered)
+
+
+def _names(names) -> list | None:
+    """A who-answered cell as the reference gives it: a list of names, or None."""
+    return None if names is None else list(names)
 
 
 def run_engine(batches: list[Batch]) -> tuple[Result, list[tuple[int, pd.DataFrame]]]:
@@ -223,6 +232,7 @@ def assert_same(got: Result, expected: Result) -> None:
     assert got.unmatched == expected.unmatched
     assert got.rejected == expected.rejected
     assert got.pending == expected.pending
+    assert got.answered == expected.answered
 
 
 # -- the properties ------------------------------------------------------------------------------------
@@ -236,6 +246,15 @@ def test_every_split_gives_the_reference_outcomes(scenario):
     assert_same(got, expected)
     for wm, r in per_batch:  # an event is reported once its fate is final: the watermark passed it
         assert (r.unmatched["ts"].to_numpy(np.int64) < wm).all()
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@given(scenarios(conditions=("count", "all", "quorum")))
+def test_every_split_names_who_answered_as_the_reference_does(scenario):
+    """The conditions that name who answered, alone: every outcome's ``reported`` and
+    ``missing`` (and the rest) are the reference's, whatever the split."""
+    got, _ = run_engine(scenario["batches"])
+    assert_same(got, run(scenario["batches"]))
 
 
 @settings(
@@ -308,6 +327,7 @@ def test_ordered_input_without_late_rows_gives_the_one_batch_outcomes(scenario):
     # arrival reports the progress of the events arrived (see the example below)
     offset = {o["op_id"] for o in scenario["ops"] if o.get("condition") == "offset"}
     assert _masked(got.outcomes, offset) == _masked(one.outcomes, offset)
+    assert got.answered == one.answered
     assert got.unmatched == one.unmatched
     assert got.rejected == one.rejected
 
@@ -383,6 +403,7 @@ def test_every_split_across_shards_gives_the_reference_outcomes(tmp_path_factory
         set(),
     )
     assert got.outcomes == expected.outcomes
+    assert got.answered == expected.answered
     assert got.unmatched == expected.unmatched
     assert got.rejected == [r for r in expected.rejected if r[1] in ("late", "duplicate_op_id")]
 

@@ -8,7 +8,8 @@ behind it when it arrives is ``late``), and returns the four things the contract
 * ``outcomes``: op_id -> (status, resolved_at, matched_events, progress);
 * ``unmatched``: a sorted list of (key, ts, op_id, source, value, reason);
 * ``rejected``: a sorted list of (source, reason, op_id, key);
-* ``pending``: the op_ids still pending after the last micro-batch.
+* ``pending``: the op_ids still pending after the last micro-batch;
+* ``answered``: op_id -> (reported, missing), who answered each outcome (rule 5).
 
 The rules, as ``docs/contract.md`` states them:
 
@@ -39,12 +40,19 @@ The rules, as ``docs/contract.md`` states them:
 4. An admitted event no operation counted is reported once the watermark has passed it and
    no pending operation can still count it: ``after_resolution`` if it lies in the window of
    an operation that matched it and was resolved without it, else ``no_operation``.
+5. Who answered an outcome, from the events it counted (rule 3): for ``all`` and ``quorum``
+   the members (distinct and sorted, as validation keeps them) that are the source of one of
+   them, and the other members; for ``count`` the distinct sources of its counted events in
+   (ts, arrival) order, at most ``input.max.members``, and no missing list; for the others
+   neither.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from spark_purgatory.contract import MAX_MEMBERS
 
 __all__ = ["Batch", "Result", "run", "spark_watermarks"]
 
@@ -68,6 +76,7 @@ class Result:
     unmatched: list[tuple]
     rejected: list[tuple]
     pending: set[str] = field(default_factory=set)
+    answered: dict[str, tuple] = field(default_factory=dict)
 
 
 @dataclass
@@ -132,6 +141,7 @@ def run(batches: list[Batch], home=lambda o: 0, parks=lambda o: False, shard=lam
         sorted(_unmatched(ops, events, wm), key=repr),
         sorted(rejected, key=repr),
         {i for i, o in ops.items() if o.status == "pending"},
+        {i: _answered(o, events) for i, o in ops.items() if o.status != "pending"},
     )
 
 
@@ -215,6 +225,19 @@ class _Measure:
         if self.cond == "quorum":  # k of the named members, each once; a non-member never counts
             return len(self.sources) >= target
         raise ValueError(self.cond)
+
+
+def _answered(o: _Op, events: list[dict]) -> tuple:
+    """Rule 5: (reported, missing) of a resolved operation, lists or None."""
+    cond = o.row.get("condition", "any")
+    sources = [events[i].get("source") for i in sorted(o.counted, key=lambda i: (events[i]["ts"], i))]
+    if cond in ("all", "quorum"):
+        members = sorted(set(o.row["members"]))
+        return [m for m in members if m in sources], [m for m in members if m not in sources]
+    if cond == "count":
+        distinct = [s for n, s in enumerate(sources) if s is not None and s not in sources[:n]]
+        return distinct[:MAX_MEMBERS], None
+    return None, None
 
 
 def _progress_events(o: _Op, events: list[dict], key: str, until: tuple) -> list[int]:
