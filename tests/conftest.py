@@ -168,6 +168,9 @@ def kafka_broker(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # a test on the session's Spark is a Spark test, marked or not
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
     rank = {path: i for i, path in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(_file(item.nodeid), len(rank)))  # stable: file order otherwise
 
