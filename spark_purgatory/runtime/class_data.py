@@ -137,11 +137,24 @@ def _settle(archive: Path) -> bool:
                 _record(archive).unlink(missing_ok=True)  # never a record beside another archive
                 os.replace(dump, archive)
                 _write(_record(archive), claimed["key"])
+                _prune(archive)
         except OSError:  # no dump (a JVM killed, or another session took it): nothing to use
             pass
         dump.unlink(missing_ok=True)
         record.unlink(missing_ok=True)
     return pending
+
+
+def _prune(made: Path) -> None:
+    """Beside the archive just ``made``, drop those no session can map again: their class path
+    names a JAR that is gone (a deleted checkout or venv; about 200 MB each)."""
+    for record in made.parent.glob("spark-*.json"):
+        if "." in record.stem or record == _record(made):  # a dump's claim, or the one just made
+            continue
+        classpath = (_read(record) or {}).get("classpath")
+        if isinstance(classpath, list) and not all(os.path.exists(jar) for jar in classpath):
+            record.with_suffix(".jsa").unlink(missing_ok=True)
+            record.unlink(missing_ok=True)
 
 
 def java_options(base: str, classpath: list[str]) -> str:
@@ -223,6 +236,7 @@ def make_archive(archive: Path | None = None) -> Path:
     _record(archive).unlink(missing_ok=True)
     os.replace(partial, archive)
     _write(_record(archive), _key(jars.spark_jars()))  # the child's class path: the same
+    _prune(archive)
     return archive
 
 

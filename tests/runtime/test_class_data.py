@@ -89,6 +89,31 @@ def test_the_first_session_of_a_class_path_dumps_at_exit_and_the_next_maps_the_d
     assert sorted(p.name for p in cache.iterdir()) == [archive.name, archive.with_suffix(".json").name]
 
 
+def test_an_archive_whose_jars_are_gone_is_dropped_when_another_is_made(cache, tmp_path):
+    """Each checkout or venv has its own class path, so its own archive (about 200 MB): once a
+    JAR it names is gone, no session can map it, and the next archive made takes its place."""
+    kept_jar, gone_jar = tmp_path / "kept.jar", tmp_path / "gone.jar"
+    kept_jar.write_bytes(b"kept")
+    gone_jar.write_bytes(b"gone")
+    kept, gone = _archive_made_for([str(kept_jar)]), _archive_made_for([str(gone_jar)])
+    gone_jar.unlink()
+    _, first_use = class_data.session_options("-Xbase", [A])
+    first_use.record.with_suffix(".dump").write_bytes(class_data._MAGIC + b"classes")
+    first_use.started(_Session(_dead_pid()))
+    class_data.session_options("-Xbase", [A])  # puts the dump in place
+    names = sorted(p.name for p in cache.iterdir())
+    made = class_data.archive_path([A]).name
+    assert names == sorted(
+        [
+            os.path.basename(kept),
+            os.path.basename(kept).replace(".jsa", ".json"),
+            made,
+            made.replace(".jsa", ".json"),
+        ]
+    )
+    assert not os.path.exists(gone)
+
+
 def test_a_dump_its_jvm_never_finished_is_dropped_and_made_again(cache):
     _, first_use = class_data.session_options("-Xbase", [A])
     first_use.record.with_suffix(".dump").write_bytes(b"\0" * 64)  # killed before its header
