@@ -5,6 +5,9 @@ its events can be: the checkpoint's pending state, ``outcomes``, ``rejected`` (s
 its raw records when the table was written without the ``op_id`` and ``key`` columns) and
 the events of its keys that matched nothing or came late (``OperationStory``).
 
+An outcome or a rejection the sink has staged but not yet committed (the accumulator drains
+within ``accumulator.linger.ms``) is read from the checkpoint's staging, and said to be staged.
+
 Invariant: an op_id is ``pending`` or has an outcome, not both, but for an op_id sent again
 after ``purgatory.dedup.retention.ms`` (a new operation: ``pending``, with the earlier
 outcome and a note); an op_id found nowhere is ``unknown``, with the likely reasons.
@@ -19,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from ..checkpoint_paths import Checkpoint
 from ..config import PurgatoryConfig
 from ..contract import (
     DUPLICATE_OP_ID,
@@ -30,6 +35,7 @@ from ..contract import (
     SOURCE_OPERATIONS,
     UNMATCHED_EVENTS,
 )
+from ..delta.accumulator import RecordAccumulator
 from ..storage import Storage
 from .pending_table import StateNeedsSpark, pending_table, with_progress
 from .pending_view import inspect_config, pending_operations
@@ -65,6 +71,7 @@ class OperationStory:
         late_events: events of its keys (or targeted at it) rejected ``late``, in its window.
         keys: the keys it watches (from whichever row told them).
         notes: what could not be looked at, and why an ``unknown`` op_id may be so.
+        staged: its outcome or rejection is staged in the accumulator, not yet in the table.
     """
 
     op_id: str
@@ -77,9 +84,14 @@ class OperationStory:
     late_events: list[dict] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    staged: bool = False
 
     def summary(self) -> str:
         """One line: where it is, and the figure that matters there."""
+        line = self._where()
+        return f"{line} (staged: in the table within accumulator.linger.ms)" if self.staged else line
+
+    def _where(self) -> str:
         if self.pending is not None:
             p = self.pending
             left, words = p["time_left_ms"] / 1000, p.get("progress_text") or _progress_words(p)
@@ -140,6 +152,8 @@ def explain(
     stories = {op_id: OperationStory(op_id) for op_id in ids}
     _outcomes(tables, stories)
     _rejections(tables, stories)
+    if checkpoint:
+        _staged(checkpoint, cfg, stories)
     if checkpoint and state:  # resolved ones too: an op_id re-sent past the dedup retention
         _pending(checkpoint, spark, cfg, stories, ids)
     else:
@@ -158,8 +172,9 @@ def explain(
     for story in stories.values():
         if story.state == UNKNOWN:
             story.notes.append(
-                "not found: it may not have been read yet, its outcome may still wait in the "
-                "accumulator (up to accumulator.linger.ms), or the op_id is misspelled"
+                "not found: it may not have been read yet"
+                + ("" if checkpoint else ", its outcome may still be staged (give the checkpoint)")
+                + ", or the op_id is misspelled"
             )
     return [stories[op_id] for op_id in ids]
 
@@ -182,6 +197,42 @@ def _rejections(tables: TableReader, stories: dict[str, OperationStory]) -> None
         (story.duplicates if row["reason"] == DUPLICATE_OP_ID else story.rejected).append(record)
         if not story.keys:
             story.keys = _keys_of(row.get("_parsed") or {})
+
+
+def _staged(checkpoint: str, config: PurgatoryConfig, stories: dict[str, OperationStory]) -> None:
+    """The outcomes and rejected operations of these op_ids that the sink has staged and the
+    tables do not hold yet (the accumulator's recorded files, read, never changed)."""
+    wanted = [op_id for op_id, story in stories.items() if story.outcome is None and not story.rejected]
+    if not wanted:
+        return
+    storage = Storage.of(config)
+    staging = config.accumulator_staging_path or Checkpoint(checkpoint, config.state_path).accumulator
+    try:
+        accumulator = RecordAccumulator(
+            staging, app_id="explain", batch_size=1, linger_ms=0, buffer_memory=1, storage=storage
+        )
+        batches = accumulator.staged_files(-1, [OUTCOMES.name, REJECTED.name])
+    except FileNotFoundError:  # nothing staged yet
+        return
+    ids = pa.array(wanted, pa.string())
+    for _, files in batches:
+        for table, uri in files:
+            fs, path = storage.filesystem(uri)
+            try:
+                rows = pq.read_table(path, filesystem=fs)
+            except FileNotFoundError:  # drained since it was listed: the table holds it now
+                continue
+            rows = rows.filter(pc.is_in(rows.column("op_id"), ids))
+            if table == REJECTED.name and len(rows):
+                rows = rows.filter(pc.equal(rows.column("source"), SOURCE_OPERATIONS))
+            for row in rows.to_pylist():
+                story = stories[row["op_id"]]
+                story.staged = True
+                if table == OUTCOMES.name:
+                    story.outcome = row
+                    story.keys = story.keys or list(row.get("keys") or [])
+                else:
+                    (story.duplicates if row["reason"] == DUPLICATE_OP_ID else story.rejected).append(row)
 
 
 def _pending(

@@ -76,3 +76,43 @@ def test_explain_finds_an_op_id_pending_again_after_its_outcome(tmp_path):
     (story,) = explain([again], output=out, checkpoint=str(tmp_path), config=cluster.config)
     assert story.state == "pending" and story.outcome["status"] == "completed"
     assert any("sent again after purgatory.dedup.retention.ms" in note for note in story.notes)
+
+
+def test_explain_finds_what_the_sink_has_staged_and_says_so(tmp_path):
+    """In a live stream's first ``accumulator.linger.ms`` the tables hold nothing yet: an
+    outcome or a rejected operation still staged in the checkpoint's accumulator is found
+    there (and said to be staged), one already in the table is read from the table."""
+    import pyarrow as pa
+
+    from spark_purgatory.checkpoint_paths import Checkpoint
+    from spark_purgatory.contract import OUTCOMES, REJECTED
+    from spark_purgatory.delta.accumulator import RecordAccumulator
+    from spark_purgatory.inspect import explain
+    from tests.query.test_cli import ts, write
+
+    chk, out = str(tmp_path / "chk"), str(tmp_path / "out")
+
+    def outcome(op_id: str) -> dict:
+        return {"op_id": op_id, "keys": ["k0"], "status": "completed", "op_ts": ts(0), "deadline": ts(5),
+                "resolved_at": ts(1), "latency_ms": 1, "matched_events": 1, "progress": 1.0,
+                "condition": "any", "batch_id": 0}  # fmt: skip
+
+    write(out, OUTCOMES, [outcome("committed")])
+    staging = RecordAccumulator(
+        Checkpoint(chk).accumulator, app_id="q", batch_size=1 << 20, linger_ms=60_000, buffer_memory=1 << 24
+    )
+    staging.append(
+        0, "outcomes", "2026-01-01", pa.Table.from_pylist([outcome("staged")], schema=OUTCOMES.schema)
+    )
+    bad = {"source": "operations", "raw": '{"op_id": "refused"}', "reason": "missing_key", "op_id": "refused",
+           "batch_id": 0}  # fmt: skip
+    staging.append(0, "rejected", "2026-01-01", pa.Table.from_pylist([bad], schema=REJECTED.schema))
+    staging.mark_staged(0)
+
+    stories = explain(["committed", "staged", "refused", "nowhere"], output=out, checkpoint=chk, state=False)
+    assert [s.state for s in stories] == ["completed", "completed", "rejected", "unknown"]
+    assert [s.staged for s in stories] == [False, True, True, False]
+    assert stories[1].summary().endswith("(staged: in the table within accumulator.linger.ms)")
+    assert stories[2].rejected[0]["reason"] == "missing_key"
+    # explain read the staging and left it as it was
+    assert [d.rows for d in staging.destinations()] == [1, 1]
