@@ -404,6 +404,15 @@ def _lag_text(lag: dict | None) -> str | None:
     )
 
 
+#: what ``status`` prints for a checkpoint key whose name alone would not say which watermark
+_STATUS_LABELS = {
+    "expiry_watermark": "expiry watermark (decides expiries now)",
+    "expiry_watermark_is": "  which is",
+    "watermark": "watermark (Spark's, last committed batch)",
+    "next_watermark": "next watermark (Spark's, for the running batch)",
+}
+
+
 def _print_status(report: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(report, default=_json_value, indent=2))
@@ -413,11 +422,11 @@ def _print_status(report: dict, as_json: bool) -> None:
     console = _console()
     chk = Table(title="checkpoint", show_header=False)
     for key, value in report["checkpoint"].items():
-        chk.add_row(key, _text(value))
+        chk.add_row(_STATUS_LABELS.get(key, key), _text(value))
     if "pending" in report:
         chk.add_row("pending", f"{report['pending']:,} ({report['pending_from']})")
     for name, value in (report.get("input_watermarks") or {}).items():  # the checkpoint's is above
-        chk.add_row(f"{name} (metrics table, last batch)", _text(value))
+        chk.add_row(f"{name} (this input's own, metrics table, last batch)", _text(value))
     if _lag_text(report.get("expiry_lag")):
         chk.add_row("expiry lag (metrics table)", _lag_text(report["expiry_lag"]))
     topic = report.get("output_topic")

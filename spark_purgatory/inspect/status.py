@@ -22,7 +22,7 @@ from ..contract import MAX_TS_MS, TABLES
 from ..state.versions import read_record
 from ..storage import Storage, read_bytes
 from .checkpoint import read_checkpoint
-from .countdown import countdown_of, iso_text
+from .countdown import Countdown, countdown_of, iso_text
 from .pending_table import StateNeedsSpark, pending_batches
 from .pending_view import inspect_config, pending_operations
 from .table_readers import DeltaRsReader, TableReader, table_reader
@@ -63,9 +63,12 @@ def checkpoint_status(
     cfg = inspect_config(checkpoint, config)
     storage = Storage.of(cfg)
     info = read_checkpoint(checkpoint, storage=storage)
+    countdown = countdown_of(checkpoint, storage, floor_ms=info.watermark_ms, latest=True)
     notes: list[str] = []
     result: dict[str, Any] = {
         "checkpoint": {
+            # first, the one that decides expiries now; then what it comes from
+            **_expiry_watermark(countdown, info.watermark_ms),
             "path": checkpoint,
             "last_committed_batch": info.last_batch,
             "running_batch": info.running_batch,
@@ -77,7 +80,7 @@ def checkpoint_status(
             "watermark_policy": info.conf.get("spark.sql.streaming.multipleWatermarkPolicy"),
             "app_id": info.app_id,
             # how an operation's time left counts now
-            "time_left": countdown_of(checkpoint, storage, floor_ms=info.watermark_ms, latest=True).summary(),
+            "time_left": countdown.summary(),
             # who last started on it, and the formats it holds (docs/upgrading.md)
             **_version(checkpoint, storage),
         },
@@ -127,6 +130,24 @@ def checkpoint_status(
     if cfg.output_kafka_topic and info.app_id:
         result["output_topic"] = _output_topic(cfg, info.app_id, notes)
     return result
+
+
+def _expiry_watermark(countdown: Countdown, watermark_ms: int | None) -> dict[str, Any]:
+    """The watermark expiries are decided against now (``expiry_watermark``) and what it is:
+    the operator's clock once it follows the wall clock, else Spark's watermark of the last
+    committed micro-batch (each input's own, in the metrics table, only feeds it)."""
+    never = -(2**63)
+    ms = countdown.watermark(watermark_ms if watermark_ms is not None else never)
+    if ms == never:
+        return {"expiry_watermark": None, "expiry_watermark_is": "none yet: no micro-batch committed"}
+    on_clock = watermark_ms is None or ms > watermark_ms
+    what = (
+        "the operator's clock (the inputs are silent: the wall clock less watermark.idle.timeout's lag)"
+        if on_clock
+        else "Spark's watermark of the last committed micro-batch (the inputs' combined, by the "
+        "watermark policy below)"
+    )
+    return {"expiry_watermark": iso_text(ms), "expiry_watermark_is": what}
 
 
 def _output_topic(config: PurgatoryConfig, app_id: str, notes: list[str]) -> dict[str, Any]:

@@ -131,6 +131,10 @@ def test_status_without_state_reads_the_logs_and_the_tables(tmp_path, tables, ca
     report = json.loads(out)
     assert report["checkpoint"]["last_committed_batch"] == 2 and report["checkpoint"]["running_batch"] == 3
     assert report["checkpoint"]["watermark"] == "2026-01-01T00:00:30+00:00"
+    # a stopped query: expiries wait on Spark's watermark, which status names first
+    assert list(report["checkpoint"])[:2] == ["expiry_watermark", "expiry_watermark_is"]
+    assert report["checkpoint"]["expiry_watermark"] == report["checkpoint"]["watermark"]
+    assert report["checkpoint"]["expiry_watermark_is"].startswith("Spark's watermark of the last committed")
     assert report["checkpoint"]["groups"] == 3 and report["checkpoint"]["app_id"] == "spark-purgatory-test"
     assert {name: t["rows"] for name, t in report["tables"].items()} == {
         "outcomes": 2, "unmatched_events": 3, "rejected": 4,
@@ -138,6 +142,32 @@ def test_status_without_state_reads_the_logs_and_the_tables(tmp_path, tables, ca
     assert report["pending_by_shard"] is None and any("metrics table" in n for n in report["notes"])
     code, out, _ = run(capsys, "status", "--checkpoint", chk, "--output", tables, "--no-state")
     assert code == 0 and "last_committed_batch" in out and "note: no metrics table" in out
+    assert out.index("expiry watermark (decides expiries now)") < out.index(
+        "watermark (Spark's, last committed"
+    )
+
+
+def test_status_names_the_operators_clock_when_it_decides_expiries():
+    """During a silence the operator's clock (the wall clock less its lag) is ahead of Spark's
+    watermark, and it is what expires operations."""
+    from spark_purgatory.inspect.countdown import Countdown, iso_text
+    from spark_purgatory.inspect.status import _expiry_watermark
+
+    on_clock = _expiry_watermark(
+        Countdown(floor_ms=60_000, now_ms=100_000, lag_ms=5_000, on_clock_ms=90_000), 60_000
+    )
+    assert (
+        on_clock["expiry_watermark"] == iso_text(95_000)
+        and "operator's clock" in on_clock["expiry_watermark_is"]
+    )
+    rows_arrive = _expiry_watermark(
+        Countdown(floor_ms=60_000, now_ms=100_000, lag_ms=5_000, on_clock_ms=120_000), 60_000
+    )
+    assert (
+        rows_arrive["expiry_watermark"] == iso_text(60_000)
+        and "Spark's" in rows_arrive["expiry_watermark_is"]
+    )
+    assert _expiry_watermark(Countdown(), None)["expiry_watermark"] is None
 
 
 @pytest.mark.parametrize(
