@@ -487,6 +487,8 @@ def _print_stories(stories: list, as_json: bool) -> None:
         ):
             for row in rows:
                 console.print(f"  {label}: {_brief(row)}", markup=False, highlight=False)
+        if story.answered() is not None:
+            console.print(f"  answered: {story.answered()}", markup=False, highlight=False)
         if story.pending is not None:
             p = story.pending
             console.print(

@@ -55,7 +55,6 @@ __all__ = [
     "PARTITION_MAXIMA",
     "TABLES",
     "OUTCOME_COLUMNS",
-    "WHO_ANSWERED",
     "UNMATCHED_COLUMNS",
     "REJECTED_COLUMNS",
     "OPERATOR_OUTPUT",
@@ -153,6 +152,10 @@ OUTCOMES = TableContract(
             ("condition", pa.string()),
             ("target", pa.float64()),
             ("payload", pa.string()),
+            # who answered (``engine.answered``): an ``all`` or ``quorum``'s members who
+            # reported and those who did not, a ``count``'s distinct sources; null otherwise
+            ("reported", pa.list_(pa.string())),
+            ("missing", pa.list_(pa.string())),
             ("batch_id", pa.int64()),
             ("emitted_at", _TS),
             ("resolved_date", pa.date32()),
@@ -253,11 +256,6 @@ PARTITION_MAXIMA = "partition_maxima"
 TABLES: dict[str, TableContract] = {t.name: t for t in (OUTCOMES, UNMATCHED_EVENTS, REJECTED, METRICS)}
 
 OUTCOME_COLUMNS = OUTCOMES.engine_columns
-#: who answered an ``all`` or ``quorum`` (the members who reported, and those who did not) or
-#: a ``count`` (the distinct sources it counted): the engine's and ``PurgatoryTester``'s
-#: outcome rows carry them after ``OUTCOME_COLUMNS``; the ``outcomes`` table, the operator's
-#: output and the topic gain them in the next release step (issue 79), with a schema change
-WHO_ANSWERED: tuple[str, ...] = ("reported", "missing")
 UNMATCHED_COLUMNS = UNMATCHED_EVENTS.engine_columns
 REJECTED_COLUMNS = REJECTED.engine_columns
 

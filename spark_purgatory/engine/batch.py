@@ -26,7 +26,6 @@ from ..contract import (
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     UNMATCHED_COLUMNS,
-    WHO_ANSWERED,
 )
 from .arrays import all_distinct, hash_strings
 from .conditions import CONDITION_NAMES
@@ -175,10 +174,8 @@ def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray
     return repeated
 
 
-#: the columns of the engine's outcome frames: the ``outcomes`` table's, then who answered
-OUTCOME_ROWS = [*OUTCOME_COLUMNS, *WHO_ANSWERED]
 #: the returned frames' columns when nothing was reported (as ``frames.concat`` of nothing)
-_NO_OUTCOMES = {name: object for name in OUTCOME_ROWS}
+_NO_OUTCOMES = {name: object for name in OUTCOME_COLUMNS}
 _NO_REJECTED = {**{name: object for name in REJECTED_COLUMNS[:-1]}, "batch_id": np.int64}
 
 
@@ -199,7 +196,7 @@ def result(
     else:
         rej = Rows.empty(_NO_REJECTED).to_frame()
     return BatchResult(
-        Rows.concat(outcomes, _NO_OUTCOMES).to_frame(OUTCOME_ROWS),
+        Rows.concat(outcomes, _NO_OUTCOMES).to_frame(OUTCOME_COLUMNS),
         unmatched.to_frame(UNMATCHED_COLUMNS),
         rej,
         relay.to_frame(RELAY),

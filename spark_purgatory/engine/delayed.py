@@ -226,10 +226,9 @@ class DelayedOperations:
             "condition": CONDITION_NAMES[rows["cond"]],
             "target": rows["target"],
             "payload": rows["payload"],
-            "batch_id": np.int64(self.batch_id),
-            # not yet in the ``outcomes`` table: the engine's and the tester's rows (``WHO_ANSWERED``)
             "reported": answered.reported,
             "missing": answered.missing,
+            "batch_id": np.int64(self.batch_id),
         }
         self.outcomes.append(Rows(columns, len(rows)))
 

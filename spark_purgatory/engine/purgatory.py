@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from ..config import PurgatoryConfig
-from ..contract import REJECTED_COLUMNS, UNMATCHED_COLUMNS
+from ..contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
 from . import memory, registry, relay_tables
-from .batch import OUTCOME_ROWS, BatchResult, admit, result
+from .batch import BatchResult, admit, result
 from .collector import collector_paused
 from .delayed import DelayedOperations
 from .finalise import finalise_events, in_window
@@ -294,7 +294,7 @@ class Purgatory:
         first = self.process(operations, events, watermark_ms=0, validated=validated)
         last = self.process(None, None, watermark_ms=final_watermark_ms, validated=validated)
         return BatchResult(
-            concat([first.outcomes, last.outcomes], OUTCOME_ROWS),
+            concat([first.outcomes, last.outcomes], OUTCOME_COLUMNS),
             concat([first.unmatched, last.unmatched], UNMATCHED_COLUMNS),
             concat([first.rejected, last.rejected], REJECTED_COLUMNS),
         )

@@ -112,6 +112,15 @@ class OperationStory:
         extra = f", {len(self.duplicates)} duplicate(s) rejected" if self.duplicates else ""
         return f"{self.op_id}: unknown: not pending, no outcome, not rejected{extra}"
 
+    def answered(self) -> str | None:
+        """Who answered its outcome, when the outcome names them (``all``, ``quorum``: the
+        members who reported and those missing; ``count``: the sources counted); None for the
+        other conditions, and for an outcome written before the table had the columns."""
+        o = self.outcome or {}
+        named = [(what, o.get(what)) for what in ("reported", "missing")]
+        parts = [f"{what} {', '.join(names) or 'nobody'}" for what, names in named if names is not None]
+        return "; ".join(parts) or None
+
     def to_dict(self) -> dict:
         """JSON-ready (times as ISO-8601 strings)."""
         return json.loads(json.dumps({**asdict(self), "summary": self.summary()}, default=_json_value))

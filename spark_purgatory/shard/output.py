@@ -45,10 +45,6 @@ _OUTPUT_COLUMNS = OPERATOR_OUTPUT.names
 #: the columns pandas holds as objects (strings and lists): a missing value is None there
 _OBJECT_COLUMNS = [f.name for f in OPERATOR_OUTPUT if pa.types.is_string(f.type) or pa.types.is_list(f.type)]
 _WATERMARK = "watermark"
-#: an outcome's columns in the output (``contract.OUTCOMES``', but ``batch_id``): not the
-#: engine's who-answered columns (``WHO_ANSWERED``), which the operator's output and the
-#: tables gain with the schema change of issue 79's next step
-_OUTCOME_OUTPUT = [c for c in OUTCOMES.engine_columns if c != "batch_id"]
 #: a rejected row's columns in the output (``contract.REJECTED``'s, but ``batch_id``)
 _REJECTED_ROWS = [c for c in REJECTED.engine_columns if c != "batch_id"]
 _LATENCY_COLUMNS = [c for c in METRICS.schema.names if c.startswith("latency_")]
@@ -195,7 +191,7 @@ def _row_parts(result: BatchResult, bad: pd.DataFrame) -> list[_Part]:
     """The call's rows by kind, in the output's order, with the output's column names (an
     outcome's keys all in ``keys``)."""
     return [
-        _part(KIND_OUTCOME, result.outcomes, _ms_names(OUTCOMES), columns=_OUTCOME_OUTPUT),
+        _part(KIND_OUTCOME, result.outcomes, _ms_names(OUTCOMES)),
         _part(KIND_UNMATCHED, result.unmatched, _ms_names(UNMATCHED_EVENTS)),
         _part(KIND_REJECTED, result.rejected, columns=_REJECTED_ROWS),
         _part(KIND_REJECTED, bad),

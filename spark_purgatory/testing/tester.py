@@ -15,12 +15,13 @@ import pandas as pd
 
 from ..config import PurgatoryConfig
 from ..contract import (
+    OUTCOME_COLUMNS,
     OUTCOMES,
     REJECTED_COLUMNS,
     UNMATCHED_COLUMNS,
     UNMATCHED_EVENTS,
 )
-from ..engine.batch import OUTCOME_ROWS, BatchResult
+from ..engine.batch import BatchResult
 from ..engine.purgatory import Purgatory
 from ..engine.validation import epoch_ms, validate_events, validate_operations
 from ..handoff.end_of_input import end_watermark_ms
@@ -226,10 +227,9 @@ class PurgatoryTester:
         return [self.shard(n) for n in sorted(self._shards.values)]
 
     def outcomes(self, *, times: Literal["timestamp", "ms"] = "timestamp") -> pd.DataFrame:
-        """Every outcome so far: the ``outcomes`` table's engine columns, ending with
-        ``batch_id``, then who answered (``reported`` and ``missing``, lists of names or None;
-        docs/testing.md), which the tables gain in a later release."""
-        frame = _collect([r.outcomes for r in self._batches], OUTCOME_ROWS)
+        """Every outcome so far (the ``outcomes`` table's engine columns, ending with ``batch_id``;
+        who answered in ``reported`` and ``missing``, lists of names or None: docs/testing.md)."""
+        frame = _collect([r.outcomes for r in self._batches], OUTCOME_COLUMNS)
         return _with_timestamps(frame, OUTCOMES.time_columns) if times == "timestamp" else frame
 
     def unmatched(self, *, times: Literal["timestamp", "ms"] = "timestamp") -> pd.DataFrame:

@@ -6,12 +6,13 @@ tables are real (delta-rs) and read back with ``deltalake``.
 
 from __future__ import annotations
 
+import datetime as dt
 import types
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 import spark_purgatory
 from spark_purgatory.config import ConfigError
@@ -431,8 +432,6 @@ def _class_not_found(name):
 
 
 def test_outcome_rows_survive_the_split_with_their_values():
-    import datetime as dt
-
     tables = split_tables(
         output_rows(2, n_unmatched=1, n_rejected=1), 5, dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
     )
@@ -468,8 +467,6 @@ def test_data_files_are_close_to_batch_size_in_parquet_bytes(tmp_path):
 
 
 def test_committed_files_carry_delta_statistics(tmp_path):
-    import datetime as dt
-
     clock = Clock()
     sink = make_sink(tmp_path, clock, batch_size=1)
     sink.process(output_rows(10, n_unmatched=2), 0)
@@ -506,8 +503,6 @@ def test_staged_and_data_files_dictionary_encode_only_columns_of_few_values(tmp_
 
 
 def test_a_failed_task_attempts_file_is_deleted_when_the_batch_is_recorded(tmp_path):
-    import datetime as dt
-
     from spark_purgatory.delta.staging import stage_rows, staged_name
 
     clock = Clock()
@@ -549,6 +544,28 @@ def test_every_table_exists_from_the_start_with_its_schema(tmp_path):
         read = table.to_pyarrow_table()
         assert read.schema == contract.schema, name  # every column, in order, of its type
         assert read.num_rows == 0 and table.version() == 0
+
+
+def test_an_outcomes_table_of_the_older_contract_gains_who_answered_with_its_old_rows_null(tmp_path):
+    """A table made before ``reported`` and ``missing``: the start adds them (nullable, at the
+    end), its rows read null there, and the next rows fill them (docs/upgrading.md)."""
+    older = pa.schema([f for f in TABLES["outcomes"].schema if f.name not in ("reported", "missing")])
+    now = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+    old_row = split_tables(output_rows(1), 0, now)["outcomes"].select(older.names)
+    write_deltalake(str(tmp_path / "out" / "outcomes"), old_row, partition_by=["resolved_date"])
+    sink = make_sink(tmp_path, Clock(), linger_ms=0)
+    sink.writer.create_tables()  # as ``start`` does
+    rows = output_rows(1, start=1)
+    answered = {"reported": pa.array([["bo"], None], pa.list_(pa.string()))}
+    answered["missing"] = pa.array([["ana", "chen"], None], pa.list_(pa.string()))
+    for name, values in answered.items():
+        rows = rows.set_column(rows.schema.get_field_index(name), name, values)
+    sink.process(rows, 1)
+    table = DeltaTable(str(tmp_path / "out" / "outcomes"))
+    assert table.schema().to_arrow().names == [*older.names, "reported", "missing"]
+    read = {r["op_id"]: r for r in table.to_pyarrow_table().to_pylist()}
+    assert (read["op-0"]["reported"], read["op-0"]["missing"]) == (None, None)
+    assert (read["op-1"]["reported"], read["op-1"]["missing"]) == (["bo"], ["ana", "chen"])
 
 
 def test_a_writer_of_rows_gets_the_staged_rows(tmp_path):

@@ -23,7 +23,7 @@ import sys
 import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from spark_purgatory import PurgatoryConfig, start
 from spark_purgatory.contract import TABLES
@@ -136,6 +136,25 @@ def test_delta_itself_skips_a_replayed_batch_by_txn_app_id_and_version(spark, tm
     writer.commit("rejected", rows, app_id="query-2", version=15, target_file_size=1 << 20)  # another app
     assert spark.read.format("delta").load(path).count() == 9
     assert writer.committed_version("rejected", "query-1") == 16  # read back with delta-rs
+
+
+def test_an_outcomes_table_of_the_older_contract_gains_who_answered_by_merge_schema(spark, tmp_path):
+    """Spark's writer adds ``reported`` and ``missing`` to a table made without them (its
+    ``mergeSchema`` append); the old row reads null there, the new one has them."""
+    outcomes = TABLES["outcomes"].schema
+    older = pa.schema([f for f in outcomes if f.name not in ("reported", "missing")])
+    row = {"op_id": "old", "keys": ["k"], "status": "expired", "condition": "quorum", "batch_id": 0}
+    old = pa.Table.from_pylist([row], schema=older)
+    write_deltalake(str(tmp_path / "out" / "outcomes"), old, partition_by=["resolved_date"])
+    writer = SparkDeltaWriter(spark, str(tmp_path / "out"))
+    writer.create_tables()
+    new = {**row, "op_id": "new", "reported": ["bo"], "missing": ["ana", "chen"], "batch_id": 1}
+    writer.commit(
+        "outcomes", pa.Table.from_pylist([new], schema=outcomes), app_id="q", version=1, target_file_size=1
+    )
+    read = {r["op_id"]: r for r in DeltaTable(writer.path("outcomes")).to_pyarrow_table().to_pylist()}
+    assert (read["old"]["reported"], read["old"]["missing"]) == (None, None)
+    assert (read["new"]["reported"], read["new"]["missing"]) == (["bo"], ["ana", "chen"])
 
 
 def test_a_table_begun_by_one_writer_is_continued_by_the_other(spark, tmp_path):

@@ -7,9 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spark_purgatory.contract import REJECTED_COLUMNS, UNMATCHED_COLUMNS
+from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
 from spark_purgatory.engine.arrays import among, expand_ranges, isin, pairs_in
-from spark_purgatory.engine.batch import OUTCOME_ROWS
 from spark_purgatory.engine.conditions import COUNT, evaluate
 from spark_purgatory.engine.rows import Rows
 from tests.support.engine_helpers import ev, op, purgatory, step
@@ -93,7 +92,7 @@ def test_a_call_returns_frames_with_the_contract_columns_whether_or_not_it_repor
     busy = step(p, ops=[op("o", "k", 5), {"op_id": "bad"}], events=[ev("k", 5), ev("x", 3)], wm=2)
     later = step(p, wm=50)
     for result in (quiet, busy, later):
-        assert result.outcomes.columns.tolist() == OUTCOME_ROWS
+        assert result.outcomes.columns.tolist() == OUTCOME_COLUMNS
         assert result.unmatched.columns.tolist() == UNMATCHED_COLUMNS
         assert result.rejected.columns.tolist() == REJECTED_COLUMNS
         for frame in (result.outcomes, result.unmatched, result.rejected, result.relay):

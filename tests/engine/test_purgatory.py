@@ -12,9 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spark_purgatory.contract import REJECTED_COLUMNS, UNMATCHED_COLUMNS
+from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
 from spark_purgatory.engine import arrays, dedup, delayed, pending, watchers
-from spark_purgatory.engine.batch import OUTCOME_ROWS
 from tests.support.engine_helpers import check_split_invariance, ev, op, outcomes, purgatory, step
 
 # -- Kafka's DelayedOperationTest --------------------------------------------------------------
@@ -483,7 +482,7 @@ def test_output_columns_follow_the_spec():
     r = step(p, ops=[op("o", "k", 0, payload="hello"), {"op_id": "bad"}], events=[ev("x", 0)], batch_id=7)
     r2 = step(p, events=[ev("k", 1)], wm=0, batch_id=8)
     r3 = step(p, wm=5, batch_id=9)
-    assert r2.outcomes.columns.tolist() == OUTCOME_ROWS
+    assert r2.outcomes.columns.tolist() == OUTCOME_COLUMNS
     assert r3.unmatched.columns.tolist() == UNMATCHED_COLUMNS
     assert r3.unmatched[["key", "reason", "batch_id"]].values.tolist() == [["x", "no_operation", 9]]
     assert r.rejected.columns.tolist() == REJECTED_COLUMNS

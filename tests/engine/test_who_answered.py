@@ -3,11 +3,15 @@ who reported and those who did not, a ``count`` the distinct sources it counted 
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.contract import OPERATOR_OUTPUT
+from spark_purgatory.delta.staging import split_tables
 from spark_purgatory.shard.output import output_parts, output_rows
 from spark_purgatory.spark.key_hash import shards_of
 from spark_purgatory.testing import PurgatoryTester, assert_outcomes
@@ -140,14 +144,27 @@ def test_a_cross_shard_operation_names_who_answered_once():
     assert answered(t, "q") == ("completed", ["ana", "chen"], ["bo"])
 
 
-def test_the_operators_output_keeps_the_contracts_columns_until_the_tables_gain_them():
-    """A shard call's rows for Spark (and staged) have the operator output's columns only: the
-    engine's who-answered columns join them with the tables' schema change (issue 79)."""
+def test_the_operators_output_and_the_tables_rows_carry_who_answered():
+    """A shard call's rows for Spark, its staged parts and the ``outcomes`` rows made of them
+    name who answered (an ``any`` beside it: null)."""
     p = Purgatory(PurgatoryConfig(tick_ms=10))
-    ops = pd.DataFrame([{"op_id": "q", "keys": ["k"], "ts": 0, "timeout_ms": 100, **QUORUM}])
+    ops = pd.DataFrame(
+        [
+            {"op_id": "q", "keys": ["k"], "ts": 0, "timeout_ms": 100, **QUORUM},
+            {"op_id": "a", "keys": ["j"], "ts": 0, "timeout_ms": 100},
+        ]
+    )
     p.process(ops, pd.DataFrame([{"key": "k", "ts": 10, "source": "bo"}]), watermark_ms=0)
     result = p.process(None, None, watermark_ms=200)
-    assert result.outcomes[["reported", "missing"]].values.tolist() == [[["bo"], ["ana", "chen"]]]
     call = (0, result, pd.DataFrame(), {"pending": 0, "batch_time_ms": 1_000}, 200)
-    assert list(output_rows(*call).columns) == OPERATOR_OUTPUT.names
-    assert all(part.schema.equals(OPERATOR_OUTPUT) for part in output_parts(*call))
+    rows = output_rows(*call)
+    assert list(rows.columns) == OPERATOR_OUTPUT.names
+    outcome = rows[rows["kind"] == "outcome"].set_index("op_id")
+    assert outcome.loc["q", ["reported", "missing"]].tolist() == [["bo"], ["ana", "chen"]]
+    assert outcome.loc["a", ["reported", "missing"]].tolist() == [None, None]
+    parts = output_parts(*call)
+    assert all(part.schema.equals(OPERATOR_OUTPUT) for part in parts)
+    table = split_tables(pa.concat_tables(parts), 7, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))
+    by_op = {r["op_id"]: r for r in table["outcomes"].to_pylist()}
+    assert (by_op["q"]["reported"], by_op["q"]["missing"]) == (["bo"], ["ana", "chen"])
+    assert (by_op["a"]["reported"], by_op["a"]["missing"]) == (None, None)

@@ -1,6 +1,6 @@
 """The output topic's record format (``kafka_output.records``), without a broker: each value
 valid under the published JSON Schema (``docs/schemas/kafka-outcome.schema.json``), whose
-properties are the tables' columns, timestamps to the millisecond, headers."""
+properties are the tables' columns (who answered too), timestamps to the millisecond, headers."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ def outcome_rows() -> pa.Table:
         "condition": "count",
         "target": 2.0,
         "payload": '{"amount": "12€"}',
+        "reported": ["card-api"],
+        "missing": None,
         "batch_id": 88,
         "emitted_at": AT + dt.timedelta(microseconds=1_312_999),
         "resolved_date": AT.date(),
@@ -62,6 +64,15 @@ def test_an_outcomes_record_is_valid_under_the_schema_to_the_millisecond():
     assert parsed["payload"] == '{"amount": "12€"}' and "€" in value.decode()
     assert dict(headers) == {HEADER_STATUS: b"expired", HEADER_CHECKPOINT: b"chk-1", HEADER_BATCH: b"88"}
     assert dict(headers2)[HEADER_STATUS] == b"completed" and json.loads(value2)["payload"] is None
+
+
+def test_a_quorums_record_names_who_reported_and_who_did_not():
+    row = {**outcome_rows().to_pylist()[0], "condition": "quorum", "target": 2.0}
+    rows = pa.Table.from_pylist([{**row, "reported": ["bo"], "missing": ["ana", "chen"]}], OUTCOMES.schema)
+    ((_, value, _),) = records(rows, None, checkpoint="chk-1", batch_id=88)
+    parsed = json.loads(value)
+    jsonschema.validate(parsed, SCHEMA)
+    assert (parsed["reported"], parsed["missing"]) == (["bo"], ["ana", "chen"])
 
 
 def test_a_rejected_record_has_no_key_without_a_readable_op_id():

@@ -43,8 +43,13 @@ T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
+#: who answered outcome ``a`` (a quorum, as ``rows`` makes it)
+VOTES = {"condition": "quorum", "target": 2.0, "reported": ["bo"], "missing": ["ana", "chen"]}
+
+
 def rows(batch: int, outcomes: list[tuple[str, str]], rejected: int = 0) -> pa.Table:
-    """Operator output rows: one outcome per (op_id, status), ``rejected`` bad lines."""
+    """Operator output rows: one outcome per (op_id, status), ``a`` a quorum that names who
+    answered (``VOTES``), ``rejected`` bad lines."""
     out = [
         {
             "kind": "outcome",
@@ -58,6 +63,7 @@ def rows(batch: int, outcomes: list[tuple[str, str]], rejected: int = 0) -> pa.T
             "matched_events": 0,
             "condition": "any",
             "payload": '{"amount": 3}',
+            **(VOTES if op_id == "a" else {}),
         }
         for op_id, status in outcomes
     ]
@@ -117,6 +123,7 @@ def test_each_outcome_of_a_recorded_micro_batch_reaches_read_committed_consumers
     assert value["deadline"] == "2026-01-01T00:00:01.000Z" and value["resolved_date"] == "2026-01-01"
     assert value["keys"] == ["k-a"] and value["payload"] == '{"amount": 3}' and value["batch_id"] == 0
     assert set(value) == set(DeltaTable(str(tmp_path / "out" / "outcomes")).schema().to_arrow().names)
+    assert (value["condition"], value["reported"], value["missing"]) == ("quorum", ["bo"], ["ana", "chen"])
     assert committed_batch(sink.topic.settings) == 1
     # the Delta tables got the same rows, drained after the topic had them
     assert sorted(DeltaTable(str(tmp_path / "out" / "outcomes")).to_pandas()["op_id"]) == ["a", "b", "c"]

@@ -65,6 +65,9 @@ def tables(tmp_path):
         {"op_id": "gone", "keys": ["k2"], "status": "expired", "op_ts": ts(0), "deadline": ts(1_000),
          "resolved_at": ts(1_000), "latency_ms": 1_000, "matched_events": 0, "progress": 0.0,
          "condition": "any", "batch_id": 1},
+        {"op_id": "vote", "keys": ["k4"], "status": "expired", "op_ts": ts(0), "deadline": ts(1_000),
+         "resolved_at": ts(1_000), "latency_ms": 1_000, "matched_events": 2, "progress": 1.0,
+         "condition": "quorum", "target": 2.0, "reported": ["bo"], "missing": ["ana", "chen"], "batch_id": 1},
     ])  # fmt: skip
     write(out, UNMATCHED_EVENTS, [
         {"key": "k2", "ts": ts(2_000), "reason": "no_operation", "batch_id": 2},
@@ -107,6 +110,30 @@ def test_explain_without_state_reads_only_the_tables(tables, capsys):
     assert stories["nowhere"]["notes"]
 
 
+def test_explain_shows_who_answered_a_resolved_quorum(tables, capsys):
+    code, out, err = run(capsys, "explain", "--output", tables, "vote", "gone")
+    assert code == 0, err
+    assert "  answered: reported bo; missing ana, chen" in out.splitlines()
+    assert out.count("answered:") == 1  # not for an ``any``
+    code, out, err = run(capsys, "explain", "--output", tables, "--json", "vote")
+    (story,) = json.loads(out)
+    assert (story["outcome"]["reported"], story["outcome"]["missing"]) == (["bo"], ["ana", "chen"])
+
+
+def test_explain_reads_an_outcomes_table_written_before_who_answered(tmp_path, capsys):
+    out = str(tmp_path / "out")
+    older = pa.schema([f for f in OUTCOMES.schema if f.name not in ("reported", "missing")])
+    row = {"op_id": "old", "keys": ["k"], "status": "expired", "op_ts": ts(0), "deadline": ts(9),
+           "resolved_at": ts(9), "latency_ms": 9, "matched_events": 0, "progress": 0.0, "condition": "all",
+           "batch_id": 0}  # fmt: skip
+    write_deltalake(os.path.join(out, "outcomes"), pa.Table.from_pylist([row], schema=older))
+    write(out, REJECTED, [])
+    write(out, UNMATCHED_EVENTS, [])
+    code, text, err = run(capsys, "explain", "--output", out, "old")
+    assert code == 0, err
+    assert text.startswith("old: expired") and "answered" not in text
+
+
 def test_explain_uses_the_op_id_and_key_columns_of_rejected_when_present(tmp_path, capsys):
     out = str(tmp_path / "out")
     rows = [
@@ -137,7 +164,7 @@ def test_status_without_state_reads_the_logs_and_the_tables(tmp_path, tables, ca
     assert report["checkpoint"]["expiry_watermark_is"].startswith("Spark's watermark of the last committed")
     assert report["checkpoint"]["groups"] == 3 and report["checkpoint"]["app_id"] == "spark-purgatory-test"
     assert {name: t["rows"] for name, t in report["tables"].items()} == {
-        "outcomes": 2, "unmatched_events": 3, "rejected": 4,
+        "outcomes": 3, "unmatched_events": 3, "rejected": 4,
     }  # fmt: skip
     assert report["pending_by_shard"] is None and any("metrics table" in n for n in report["notes"])
     code, out, _ = run(capsys, "status", "--checkpoint", chk, "--output", tables, "--no-state")

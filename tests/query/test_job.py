@@ -6,12 +6,13 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
 from spark_purgatory import job
-from spark_purgatory.workload import generate
+from spark_purgatory.workload import Workload, generate
 from tests.support.stream_helpers import arriving_input
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -20,6 +21,26 @@ JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
 
 def read(path: str, table: str):
     return DeltaTable(os.path.join(path, table)).to_pyarrow_table()
+
+
+def with_votes(work: Workload) -> Workload:
+    """``work`` and two quorums of 2 of ana/bo/chen: ``vote-1`` hears bo and a non-member (it
+    expires), ``vote-2`` chen then ana (it completes; bo reports after)."""
+    t0 = int(work.operations["ts"].min())
+    quorum = {"timeout_ms": 5_000, "condition": "quorum", "target": 2.0, "members": ["ana", "bo", "chen"]}
+    votes = [
+        {"op_id": v, "keys": [v], "ts": t0 + 1_000, "payload": None, **quorum} for v in ("vote-1", "vote-2")
+    ]
+    said = [("vote-1", 2_000, "bo"), ("vote-1", 2_500, "zed"), ("vote-2", 1_500, "chen")]
+    said += [("vote-2", 1_800, "ana"), ("vote-2", 2_200, "bo")]
+    events = [
+        {"key": k, "ts": t0 + at, "op_id": None, "source": who, "value": float("nan")} for k, at, who in said
+    ]
+    return Workload(
+        pd.concat([work.operations, pd.DataFrame(votes)], ignore_index=True).sort_values("ts", kind="stable"),
+        pd.concat([work.events, pd.DataFrame(events)], ignore_index=True).sort_values("ts", kind="stable"),
+        work.expected_completed + 1,
+    )
 
 
 def test_bad_configuration_stops_the_job_at_start_naming_the_key(tmp_path):
@@ -49,7 +70,7 @@ def test_bad_configuration_stops_the_job_at_start_naming_the_key(tmp_path):
 @pytest.mark.spark
 def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_path):
     # the watermark is the slower input's (the operations end 15 s in): short timeouts expire
-    work = generate(1500, seed=11, ops_per_second=100, timeout_ms=5_000)
+    work = with_votes(generate(1500, seed=11, ops_per_second=100, timeout_ms=5_000))
     ops, events, deliver = arriving_input(tmp_path / "data", work, files=6, malformed=4)
 
     out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
@@ -100,6 +121,17 @@ def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_pa
     rejected = read(out, "rejected")
     assert rejected.num_rows == 4 and set(rejected.column("source").to_pylist()) == {"operations", "events"}
     assert totals["pending"] == len(work.operations) - len(ids)
+    # who answered, in the table: each quorum's, and every ``all``'s members split in two
+    who = outcomes.select(["op_id", "status", "reported", "missing"]).to_pylist()
+    answered = {r["op_id"]: r for r in who}
+    assert [tuple(answered[v].values())[1:] for v in ("vote-1", "vote-2")] == [
+        ("expired", ["bo"], ["ana", "chen"]),
+        ("completed", ["ana", "chen"], ["bo"]),
+    ]
+    members = work.operations.set_index("op_id")["members"]
+    alls = set(work.operations.query("condition == 'all'")["op_id"])
+    of_all = [o for o in answered.values() if o["op_id"] in alls]
+    assert of_all and all(sorted(o["reported"] + o["missing"]) == sorted(members[o["op_id"]]) for o in of_all)
 
 
 def test_without_purgatory_shards_the_job_leaves_the_count_to_the_checkpoint_or_the_session():

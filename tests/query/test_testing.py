@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from spark_purgatory import ConfigError, PurgatoryConfig
-from spark_purgatory.contract import REJECTED_COLUMNS, UNMATCHED_COLUMNS
-from spark_purgatory.engine.batch import OUTCOME_ROWS
+from spark_purgatory.contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
 from spark_purgatory.testing import PurgatoryTester, assert_outcomes
 
 T0 = "2026-01-01T00:00:00Z"
@@ -104,7 +103,7 @@ def test_outcomes_accumulate_across_steps_with_the_step_number_as_batch_id():
     t.advance_watermark(70)
     t.step()
     out = t.outcomes()
-    assert list(out.columns) == OUTCOME_ROWS
+    assert list(out.columns) == OUTCOME_COLUMNS
     assert out[["op_id", "status", "batch_id"]].values.tolist() == [
         ["a", "completed", 0],
         ["b", "expired", 2],
