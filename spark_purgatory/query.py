@@ -59,9 +59,9 @@ from .startup import (
     Trigger,
     _check_session,
     _session_of,
-    _with_defaults,
     app_id_of,
     check_trigger,
+    with_checkpoint_defaults,
 )
 from .state.layout import RunLease, check_layout, with_default_shards
 from .state.pending_counts import PendingRecord
@@ -212,7 +212,7 @@ def _settled(
     configured = config is not None
     if configured and not isinstance(config, PurgatoryConfig):
         config = PurgatoryConfig.from_mapping(config)  # dotted keys, as --set and .conf files give them
-    cfg = _with_defaults(config or PurgatoryConfig(), checkpoint)
+    cfg = with_checkpoint_defaults(config or PurgatoryConfig(), checkpoint)
     trig = Trigger.parse(trigger)
     if end_of_input and not trig.available_now:
         raise ConfigError(

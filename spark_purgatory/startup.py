@@ -77,8 +77,9 @@ def check_trigger(trigger: str, *, option: str = "trigger") -> None:
     Trigger.parse(trigger, option=option)
 
 
-def _with_defaults(config: PurgatoryConfig, checkpoint: str) -> PurgatoryConfig:
-    """Big shard state in segment files, and staged rows, next to the checkpoint unless set."""
+def with_checkpoint_defaults(config: PurgatoryConfig, checkpoint: str) -> PurgatoryConfig:
+    """Big shard state in segment files, and staged rows, next to the checkpoint unless set
+    (what ``start`` runs with, and what the inspection reads)."""
     files = Checkpoint(checkpoint, config.state_path)
     return dataclasses.replace(
         config,

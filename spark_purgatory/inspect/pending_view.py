@@ -10,7 +10,6 @@ it read (``batch_id``).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import re
 from collections.abc import Iterator
@@ -19,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from ..checkpoint_paths import Checkpoint
 from ..config import ConfigError, PurgatoryConfig, parse_interval_ms
 from ..contract import PENDING, PENDING_TIME_COLUMNS
+from ..startup import with_checkpoint_defaults
 from ..state import SegmentStore
 from ..storage import Storage
 from .checkpoint import CheckpointInfo, InspectError, batch_watermark_ms, read_checkpoint
@@ -40,10 +39,9 @@ _SHORT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def inspect_config(checkpoint: str, config: PurgatoryConfig | None) -> PurgatoryConfig:
-    """The config a query ``start`` ran on ``checkpoint`` used for its state: the shard-state
-    path defaults to ``<checkpoint>/purgatory-state``, as ``start`` sets it."""
-    config = config or PurgatoryConfig()
-    return dataclasses.replace(config, state_path=Checkpoint(checkpoint, config.state_path).state_path)
+    """The config a query ``start`` ran on ``checkpoint`` used for its files: the shard state
+    and the staged rows beside the checkpoint unless set, as ``start`` sets them."""
+    return with_checkpoint_defaults(config or PurgatoryConfig(), checkpoint)
 
 
 def pending_operations(

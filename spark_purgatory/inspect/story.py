@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..checkpoint_paths import Checkpoint
 from ..config import PurgatoryConfig
 from ..contract import (
     DUPLICATE_OP_ID,
@@ -33,6 +32,7 @@ from ..contract import (
     REJECTED,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
+    TABLES,
     UNMATCHED_EVENTS,
 )
 from ..delta.accumulator import RecordAccumulator
@@ -162,7 +162,7 @@ def explain(
     _outcomes(tables, stories)
     _rejections(tables, stories)
     if checkpoint:
-        _staged(checkpoint, cfg, stories)
+        _staged(cfg, stories)
     if checkpoint and state:  # resolved ones too: an op_id re-sent past the dedup retention
         _pending(checkpoint, spark, cfg, stories, ids)
     else:
@@ -193,32 +193,45 @@ def explain(
 
 def _outcomes(tables: TableReader, stories: dict[str, OperationStory]) -> None:
     for row in tables.rows_with(OUTCOMES.name, "op_id", list(stories)).to_pylist():
-        story = stories[row["op_id"]]
-        story.outcome = row
-        story.keys = story.keys or list(row.get("keys") or [])
+        _resolved(stories[row["op_id"]], row)
 
 
 def _rejections(tables: TableReader, stories: dict[str, OperationStory]) -> None:
     """The operations rejected under these op_ids (the events targeted at them come later)."""
     for row in _rejected_rows(tables, list(stories), "op_id", SOURCE_OPERATIONS):
         story = stories[row["_match"]]
-        record = {k: v for k, v in row.items() if not k.startswith("_")}
-        (story.duplicates if row["reason"] == DUPLICATE_OP_ID else story.rejected).append(record)
+        _refused(story, {k: v for k, v in row.items() if not k.startswith("_")})
         if not story.keys:
             story.keys = _keys_of(row.get("_parsed") or {})
 
 
-def _staged(checkpoint: str, config: PurgatoryConfig, stories: dict[str, OperationStory]) -> None:
+def _resolved(story: OperationStory, row: dict) -> None:
+    """Its ``outcomes`` row, from the table or the staging."""
+    story.outcome = row
+    story.keys = story.keys or list(row.get("keys") or [])
+
+
+def _refused(story: OperationStory, row: dict) -> None:
+    """A ``rejected`` row of an operation under its op_id, from the table or the staging."""
+    (story.duplicates if row["reason"] == DUPLICATE_OP_ID else story.rejected).append(row)
+
+
+def _staged(config: PurgatoryConfig, stories: dict[str, OperationStory]) -> None:
     """The outcomes and rejected operations of these op_ids that the sink has staged and the
-    tables do not hold yet (the accumulator's recorded files, read, never changed)."""
+    tables do not hold yet (the accumulator's recorded files, read, never changed; rows an
+    earlier version staged read with the columns added since as nulls)."""
     wanted = [op_id for op_id, story in stories.items() if story.outcome is None and not story.rejected]
     if not wanted:
         return
     storage = Storage.of(config)
-    staging = config.accumulator_staging_path or Checkpoint(checkpoint, config.state_path).accumulator
     try:
         accumulator = RecordAccumulator(
-            staging, app_id="explain", batch_size=1, linger_ms=0, buffer_memory=1, storage=storage
+            config.accumulator_staging_path,
+            app_id="explain",
+            batch_size=1,
+            linger_ms=0,
+            buffer_memory=1,
+            storage=storage,
         )
         batches = accumulator.staged_files(-1, [OUTCOMES.name, REJECTED.name])
     except FileNotFoundError:  # nothing staged yet
@@ -228,20 +241,16 @@ def _staged(checkpoint: str, config: PurgatoryConfig, stories: dict[str, Operati
         for table, uri in files:
             fs, path = storage.filesystem(uri)
             try:
-                rows = pq.read_table(path, filesystem=fs)
+                rows = TABLES[table].conformed(pq.read_table(path, filesystem=fs))
             except FileNotFoundError:  # drained since it was listed: the table holds it now
                 continue
             rows = rows.filter(pc.is_in(rows.column("op_id"), ids))
-            if table == REJECTED.name and len(rows):
+            if table == REJECTED.name:
                 rows = rows.filter(pc.equal(rows.column("source"), SOURCE_OPERATIONS))
             for row in rows.to_pylist():
                 story = stories[row["op_id"]]
                 story.staged = True
-                if table == OUTCOMES.name:
-                    story.outcome = row
-                    story.keys = story.keys or list(row.get("keys") or [])
-                else:
-                    (story.duplicates if row["reason"] == DUPLICATE_OP_ID else story.rejected).append(row)
+                (_resolved if table == OUTCOMES.name else _refused)(story, row)
 
 
 def _pending(
