@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from ..checkpoint_paths import Checkpoint, base_name
 from ..config import PurgatoryConfig
 from ..contract import MAX_TS_MS, TABLES
+from ..engine.tables import I64_MIN
 from ..state.versions import read_record
 from ..storage import Storage, read_bytes
 from .checkpoint import read_checkpoint
@@ -136,9 +137,8 @@ def _expiry_watermark(countdown: Countdown, watermark_ms: int | None) -> dict[st
     """The watermark expiries are decided against now (``expiry_watermark``) and what it is:
     the operator's clock once it follows the wall clock, else Spark's watermark of the last
     committed micro-batch (each input's own, in the metrics table, only feeds it)."""
-    never = -(2**63)
-    ms = countdown.watermark(watermark_ms if watermark_ms is not None else never)
-    if ms == never:
+    ms = countdown.watermark(watermark_ms if watermark_ms is not None else I64_MIN)
+    if ms == I64_MIN:
         return {"expiry_watermark": None, "expiry_watermark_is": "none yet: no micro-batch committed"}
     on_clock = watermark_ms is None or ms > watermark_ms
     what = (
