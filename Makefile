@@ -54,10 +54,11 @@ jars: $(JAR_TARGETS) checks-jar
 # the project's own JVM code (jvm/spark-purgatory, a Maven build: a typed operation's checks and
 # routes as Spark SQL functions, for a smaller plan per micro-batch, spark_purgatory/spark/checks.py;
 # the checkpoint file manager of local sessions; the sink's small rows), built and unit-tested by
-# `mvn package` against the venv's Spark into spark_purgatory/jars/, where the wheel carries them
-# too (make dist); without mvn or javac the checks stay SQL
-checks-jar: $(STAMP)
-	@jvm/package.sh $(PY)
+# `mvn package` against the pinned Spark (the dev extra's pyspark, which the venv runs) into
+# spark_purgatory/jars/, where the wheel carries them too (make dist); without mvn or javac the
+# checks stay SQL.  It needs no venv, so it builds while uv installs one
+checks-jar:
+	@PYTHON=$(PYTHON) jvm/package.sh
 
 # the sdist and the wheel into dist/ (PEP 517, uv build: the sdist, then the wheel from it). The
 # in-tree backend (build_backend/) has Maven build the project's JARs against the pinned Spark
@@ -107,14 +108,15 @@ demo-kafka: $(STAMP) jars-kafka jars-kafka-broker checks-jar bytecode
 # schedules `--dist loadgroup` its own way (slowest first, none queued behind another, the
 # shared-server files on one worker) and starts the tests' JVMs C1-only.
 # TEST_WORKERS=0 runs everything in this one process.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 # the set-up steps side by side: the venv's install (uv), npm's Azurite and mvn's JARs wait on
 # downloads (a clean clone's set-up left a third of its two cores idle one after the other);
-# the class-data archive needs the venv and the JARs only, so it runs while npm still downloads;
-# the bytecode and the Kafka broker's JARs (the tests start one) beside it
+# the project's JARs build while uv installs; the class-data archive needs the venv and the
+# JARs only, so it runs while npm still downloads; the bytecode and the Kafka broker's JARs
+# (the tests start one) beside it
 setup:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target $(AZURITE) class-data bytecode jars-kafka-broker
+	@$(MAKE) --no-print-directory -j4 --output-sync=target $(AZURITE) class-data bytecode jars-kafka-broker
 
 # every run prints its 15 slowest tests (a --durations in ARGS replaces it: the last one counts)
 test: setup

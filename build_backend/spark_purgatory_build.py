@@ -21,38 +21,13 @@ Used through ``[build-system] backend-path`` (an in-tree backend): ``pip wheel .
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F403 - every other hook is setuptools' own
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10: the build requirements install tomli
-    import tomli as tomllib
-
-#: the project's metadata, beside this backend's folder
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
-#: the dev extra's pyspark pin: ``pyspark==4.2.0`` or ``pyspark[connect]==4.2.0``
-_PIN = re.compile(r"^pyspark(\[[^\]]*\])?==(?P<version>[0-9][^;\s]*)")
-
-
-def pinned_spark(pyproject: Path = PYPROJECT) -> str:
-    """The Spark the JARs are built for: ``$SPARK_PURGATORY_SPARK_VERSION``, else the pyspark
-    pin of ``pyproject.toml``'s ``dev`` extra (the release's tests run on it)."""
-    given = os.environ.get("SPARK_PURGATORY_SPARK_VERSION")
-    if given:
-        return given
-    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
-    for requirement in extras["dev"]:
-        match = _PIN.match(requirement.replace(" ", ""))
-        if match:
-            return match.group("version")
-    raise RuntimeError("pyproject.toml's dev extra pins no pyspark==VERSION: which Spark are the JARs for?")
+from spark_pin import pinned_spark  # backend-path puts this folder on sys.path
 
 
 def _build_jars() -> None:

@@ -5,8 +5,10 @@
 # the JARs' names, the Spark they were compiled against and the hash of the sources they were
 # built from (written last: a folder without it holds no usable JAR).
 #
-#   jvm/package.sh PYTHON            `make checks-jar`: against the Spark of PYTHON's pyspark
-#                                    (-Dspark.version; Maven Central holds the same JARs as the
+#   jvm/package.sh                   `make checks-jar`: against the pinned Spark, the dev
+#                                    extra's pyspark, which the venv runs (build_backend/spark_pin.py,
+#                                    read with python3: no need to wait for the venv;
+#                                    -Dspark.version: Maven Central holds the same JARs as the
 #                                    wheel).  Without mvn or javac, or when Maven cannot download
 #                                    (offline, a Spark version Central does not have), one line
 #                                    says the checks stay SQL and the make goes on; a compile
@@ -25,8 +27,7 @@ if [ "${1:-}" = "--spark" ]; then
   strict=1
   name="the wheel's JARs"
 else
-  python=${1:-.venv/bin/python}
-  spark=$("$python" -c "import pyspark; print(pyspark.__version__)") || exit 0
+  spark=$("${PYTHON:-python3}" build_backend/spark_pin.py) || exit 0
   strict=0
   name="make checks-jar"
 fi

@@ -12,7 +12,7 @@ import pyspark
 import pytest
 
 import spark_purgatory
-from build_backend.spark_purgatory_build import pinned_spark
+from build_backend.spark_pin import pinned_spark
 from spark_purgatory import cli
 from spark_purgatory.runtime import jars
 
