@@ -137,6 +137,6 @@ def _with_spark(set_name: str, spark_version: str, out: Path) -> str:
             gateway.proc.communicate()  # stdin closed: the JVM exits
     if set_name == "kafka-broker":
         files += [str(p) for p in (Path(pyspark.__file__).parent / "jars").glob("scala-library-*.jar")]
-    for file in filter(None, files):
-        shutil.copy(file.removeprefix("file://"), out)
+    for file in filter(None, files):  # Ivy names them group_artifact-version.jar: Maven's name
+        shutil.copy(file.removeprefix("file://"), out / Path(file).name.split("_", 1)[-1])
     return ""

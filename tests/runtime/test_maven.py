@@ -84,7 +84,8 @@ def test_without_mvn_spark_resolves_the_same_coordinates(cache, monkeypatch, tmp
 
     def launch_gateway(conf, popen_kwargs):
         given.append(conf.get("spark.jars.packages"))
-        files = [ivy / f"{c.replace(':', '_')}.jar" for c in given[-1].split(",")]
+        # Ivy's names: group_artifact-version.jar
+        files = [ivy / "{}_{}-{}.jar".format(*c.split(":")) for c in given[-1].split(",")]
         for file in files:
             file.write_bytes(b"PK")
         listed = ",".join(f"file://{f}" for f in files)
@@ -94,8 +95,9 @@ def test_without_mvn_spark_resolves_the_same_coordinates(cache, monkeypatch, tmp
                                shutdown=lambda: None, proc=proc)  # fmt: skip
 
     monkeypatch.setattr(java_gateway, "launch_gateway", launch_gateway)
-    assert [Path(p).name for p in maven.resolve("kafka", "4.2.1")] == [f"{KAFKA.replace(':', '_')}_4.2.1.jar"]
+    assert [Path(p).name for p in maven.resolve("kafka", "4.2.1")] == ["spark-sql-kafka-0-10_2.13-4.2.1.jar"]
     broker = maven.resolve("kafka-broker", "4.2.1")  # run by plain java: pyspark's Scala beside
+    assert any(Path(p).name.startswith("kafka_2.13-") for p in broker)  # Maven's names, as the broker wants
     assert given == [f"{KAFKA}:4.2.1", ",".join(maven.coordinates("kafka-broker"))]
     assert any(Path(p).name.startswith("scala-library-") for p in broker)
 
