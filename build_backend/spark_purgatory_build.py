@@ -13,7 +13,10 @@ from these sources for that Spark), so both carry them as package data:
 * an sdist holds the JVM sources and the JARs built from them, so a wheel built from it needs
   no Maven (the manifest's hash matches) unless the Spark version asked for differs;
 * an editable install (``make setup``) builds no JARs: ``make checks-jar`` does, into the same
-  folder, and a checkout without ``mvn`` still installs.
+  folder, and a checkout without ``mvn`` still installs;
+* beside them go the poms of the Kafka sets (``jvm/kafka``, ``jvm/kafka-broker``: one place
+  for their coordinates), copied as ``<set>.pom.xml``: a wheel's library resolves them from
+  Maven Central on first use (``spark_purgatory/runtime/maven.py``).
 
 Used through ``[build-system] backend-path`` (an in-tree backend): ``pip wheel .``,
 ``uv build`` and ``python -m build`` all run it.
@@ -21,19 +24,27 @@ Used through ``[build-system] backend-path`` (an in-tree backend): ``pip wheel .
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
 from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F403 - every other hook is setuptools' own
+from spark_pin import PYPROJECT, pinned_spark  # backend-path puts this folder on sys.path
 
-from spark_pin import pinned_spark  # backend-path puts this folder on sys.path
+#: the JVM sets whose poms the package carries (``runtime.maven.RESOLVED``)
+RESOLVED = ("kafka", "kafka-broker")
 
 
 def _build_jars() -> None:
     done = subprocess.run(["bash", "jvm/package.sh", "--spark", pinned_spark()], stdout=sys.stderr)
     if done.returncode != 0:
         raise RuntimeError("the project's JARs were not built (jvm/package.sh says why, above)")
+    root = PYPROJECT.parent
+    for name in RESOLVED:  # an unpacked sdist has no jvm/<set>/: its package holds the copies
+        pom = root / "jvm" / name / "pom.xml"
+        if pom.is_file():
+            shutil.copyfile(pom, root / "spark_purgatory" / "jars" / f"{name}.pom.xml")
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):  # noqa: F811

@@ -3,9 +3,9 @@
 The public surface, from the top down:
 
 * ``session(require=["kafka"])``: a local Spark session with the project's JARs and the JVM
-  extras ``make jars`` fetched (Spark's Kafka source, Delta's connector, S3A) on its class path.
+  extras on its class path (Spark's Kafka source; Delta's connector and S3A ``make jars`` fetched).
 * ``jar_files()``: the project's own JARs, as paths for the sessions the library does not
-  start; ``__version__``: the one version.
+  start; ``kafka_jars()``: Spark's Kafka source for them; ``__version__``: the one version.
 * ``read_table(path)``: an output table as an Arrow table, read with delta-rs so that the
   process exits cleanly afterwards.
 * ``start(operations, events, output=..., checkpoint=...)`` runs the whole stream into the
@@ -49,7 +49,7 @@ from typing import Any
 from .config import ConfigError, PurgatoryConfig
 from .engine.purgatory import BatchResult, Purgatory
 from .engine.wheel import TimingWheel
-from .runtime.jars import jar_files
+from .runtime.jars import jar_files, kafka_jars
 from .state import SegmentStore, load_state, loaded_by, save_state
 from .version import __version__
 
@@ -84,6 +84,7 @@ _SPARK = {
 __all__ = [
     "__version__",
     "jar_files",
+    "kafka_jars",
     "BatchResult",
     "ConfigError",
     "Purgatory",

@@ -24,7 +24,7 @@ from typing import Any
 
 from .config import ConfigError, PurgatoryConfig, read_settings, scrubbed, secret_values
 from .job import split_settings
-from .runtime.jars import built_for, jar_files, jars_hint
+from .runtime.jars import built_for, jar_files, jars_hint, kafka_jars
 from .runtime.session import local_session
 from .runtime.workers import end_python_workers
 from .storage import Storage
@@ -88,12 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
         default="comma",
         help="comma: --jars/spark.jars (default); lines: one a line; conf: spark.jars=...; json",
     )
+    jars.add_argument("--kafka", action="store_true", help="Spark's Kafka source instead (resolved once)")
     return parser
 
 
-def _print_jars(form: str) -> int:
-    """``spark-purgatory jars``: the project's JARs in ``form``; 1 with one line without any."""
-    paths = jar_files()
+def _print_jars(form: str, kafka: bool = False) -> int:
+    """``spark-purgatory jars [--kafka]``: the project's JARs (or Spark's Kafka source's) in
+    ``form``; 1 with one line without any."""
+    try:
+        paths = kafka_jars() if kafka else jar_files()
+    except ConfigError as error:
+        print(f"{_PROG}: {error}", file=sys.stderr)
+        return 1
     if not paths:
         print(f"{_PROG}: no JARs: {jars_hint()}", file=sys.stderr)
         return 1
@@ -134,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on a usage error
     if args.command == "jars":
-        return _print_jars(args.format)
+        return _print_jars(args.format, args.kafka)
     secrets: tuple[str, ...] = ()
     try:
         values = read_settings(args.conf, args.set)

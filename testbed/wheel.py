@@ -45,7 +45,14 @@ def build_wheel(out: Path) -> Path:
     return wheel
 
 
-def install_wheel(wheel: Path, venv: Path, *, bytecode: bool = True, also: tuple[str, ...] = ()) -> Path:
+def install_wheel(
+    wheel: Path,
+    venv: Path,
+    *,
+    bytecode: bool = True,
+    also: tuple[str, ...] = (),
+    extras: tuple[str, ...] = (),
+) -> Path:
     """A new venv at ``venv`` (this Python's version) with ``wheel`` and what it requires, and
     nothing else; its ``python``.
 
@@ -55,6 +62,7 @@ def install_wheel(wheel: Path, venv: Path, *, bytecode: bool = True, also: tuple
     here, about 10 CPU-s; without it ``spark-purgatory --version`` took 23-25 s at a load of 13
     instead of 4, and each Spark Python worker compiles its imports again.
     ``also``: more requirements (``pyspark==4.2.0``: the tests' pin instead of pip's newest).
+    ``extras``: the wheel's extras to install with it (``("kafka",)``: ``pip install 'x.whl[kafka]'``).
 
     The index is asked which versions are newest (its pages only), and the install is tried from
     uv's cache alone (``--offline``), those versions pinned: an index that sends no caching
@@ -66,19 +74,22 @@ def install_wheel(wheel: Path, venv: Path, *, bytecode: bool = True, also: tuple
     _run([_uv(), "venv", "--quiet", "--python", sys.executable, str(venv)])
     install = [_uv(), "pip", "install", "--quiet", "--python", str(python), _STORED]
     install += ["--compile-bytecode"] if bytecode else []
-    newest = _newest([*_requirements(wheel), *also])
-    if _run([*install, "--offline", str(wheel), *newest], check=False).returncode != 0:
-        _run([*install, str(wheel), *also])  # the cache lacks some of them: online
+    target = f"spark-purgatory[{','.join(extras)}] @ {wheel.resolve().as_uri()}" if extras else str(wheel)
+    newest = _newest([*_requirements(wheel, extras), *also])
+    if _run([*install, "--offline", target, *newest], check=False).returncode != 0:
+        _run([*install, target, *also])  # the cache lacks some of them: online
     return python
 
 
-def _requirements(wheel: Path) -> list[str]:
-    """The wheel's own requirements (its METADATA's ``Requires-Dist`` without an extra)."""
+def _requirements(wheel: Path, extras: tuple[str, ...] = ()) -> list[str]:
+    """The wheel's own requirements (its METADATA's ``Requires-Dist`` without an extra, and
+    those of ``extras`` without their marker)."""
     with zipfile.ZipFile(wheel) as archive:
         (metadata,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
         lines = archive.read(metadata).decode().splitlines()
     found = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Requires-Dist:")]
-    return [requirement for requirement in found if "extra ==" not in requirement]
+    wanted = [r for r in found if any(f'extra == "{e}"' in r for e in extras)]
+    return [r for r in found if "extra ==" not in r] + [r.split(";", 1)[0].strip() for r in wanted]
 
 
 def _newest(requirements: list[str]) -> list[str]:

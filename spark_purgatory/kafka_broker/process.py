@@ -1,7 +1,8 @@
 """The broker's process: one Kafka 4 node in KRaft mode, started from the pinned JARs.
 
 Broker and controller in one JVM, on 127.0.0.1 only, with free ports and a data directory of
-its own; the JARs are the ``kafka-broker`` set of ``jvm/`` that ``make jars`` fetches.
+its own; the JARs are the ``kafka-broker`` set of ``jvm/`` (``make jars``'s, else resolved
+into the user cache on first use: ``runtime.maven``).
 Starting is what Kafka's own scripts do::
 
     java -cp JARS kafka.tools.StorageTool format -t CLUSTER_ID -c server.properties --standalone
@@ -35,6 +36,8 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..config import ConfigError
+from ..runtime.jars import jar_paths
 from .admin import BrokerClients, KafkaBrokerError
 from .tls import BrokerCertificates, certificates_in
 
@@ -279,15 +282,12 @@ class KafkaBroker(BrokerClients):
     def _classpath(self) -> str:
         jars = self._jars
         if jars is None:
-            from ..runtime.jars import jar_paths
-
-            jars = jar_paths(BROKER_JARS)
+            try:  # make jars' set, else the user cache's, resolved on first use
+                jars = jar_paths(BROKER_JARS, resolve=True)
+            except ConfigError as error:
+                raise KafkaBrokerError(f"no Kafka broker JARs: {error}") from None
         if not any(Path(j).name.startswith("kafka_2.13-") for j in jars):
-            raise KafkaBrokerError(
-                f"no Kafka broker JARs (the {BROKER_JARS!r} set: org.apache.kafka:kafka_2.13 and its "
-                f"dependencies): run `make jars` (needs mvn), or point $SPARK_PURGATORY_JARS at a "
-                f"directory holding {BROKER_JARS}/"
-            )
+            raise KafkaBrokerError(f"no Kafka broker JARs (org.apache.kafka:kafka_2.13) among {jars}")
         return os.pathsep.join(jars)
 
     def _properties(self) -> dict[str, str]:

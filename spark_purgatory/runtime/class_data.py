@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import jars
+from .maven import user_cache
 from .processes import alive
 
 #: HotSpot's own warnings about an archive it cannot use (a JVM or JAR that changed since)
@@ -52,8 +53,7 @@ def archive_dir() -> Path | None:
         return None
     if given and given.lower() not in ("on", "use"):
         return Path(given)
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "spark-purgatory" / "class-data"
+    return user_cache() / "class-data"
 
 
 def archive_path(classpath: list[str] | None = None) -> Path | None:

@@ -3,8 +3,9 @@
 Each set is a pinned Maven file whose JARs and runtime dependencies ``make jars`` copies into
 ``.jars/<set>/``: ``delta`` (Delta's Spark connector), ``s3a`` (hadoop-aws at the pyspark
 wheel's Hadoop), ``kafka`` (Spark's Kafka source and sink), ``kafka-broker`` (a broker the
-tests and the demo start with plain ``java``; never on Spark's classpath).  ``checks`` is not
-fetched: it is the project's own JARs (``jar_files``).
+tests and the demo start with plain ``java``; never on Spark's classpath).  Without a checkout
+the two Kafka sets come from the user cache, resolved on first use (``runtime.maven``).
+``checks`` is not fetched: it is the project's own JARs (``jar_files``).
 
 The project's own JARs call Spark's internal APIs, which hold within a feature release, not
 across: JARs built for another ``major.minor`` than the running pyspark's are left out
@@ -24,6 +25,8 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
+
+from . import maven
 
 #: the sets a local session puts on Spark's classpath when they are there
 SPARK_SETS = ("delta", "s3a", "kafka", "checks")
@@ -134,23 +137,33 @@ def jars_root() -> Path:
     return Path(__file__).resolve().parents[2] / ".jars"
 
 
-def jar_paths(set_name: str) -> list[str]:
+def jar_paths(set_name: str, *, resolve: bool = False) -> list[str]:
     """The JAR files of one set, sorted; empty when the set was not fetched.
 
     Args:
         set_name: ``"delta"``, ``"s3a"``, ``"kafka"``, ``"kafka-broker"``, or ``"checks"``: the
             project's own (``jar_files``).
+        resolve: a Kafka set not there is resolved now (``maven.resolve``: ``ConfigError``
+            when it cannot be).
 
-    A set counts only once ``make jars`` finished copying it (its ``.stamp``).
-    """
+    A set counts once ``make jars`` finished copying it (its ``.stamp``), or a Kafka set once
+    resolved into the user cache for this pyspark."""
+    import pyspark
+
     if set_name == "checks":
-        import pyspark
-
         return sorted(jar_files()) if fits(pyspark.__version__) else []
     folder = jars_root() / set_name
     if not (folder / ".stamp").is_file():
-        return []
+        return (maven.resolve if resolve else maven.resolved)(set_name, pyspark.__version__)
     return sorted(str(p) for p in folder.glob("*.jar"))
+
+
+def kafka_jars() -> list[str]:
+    """Spark's Kafka source for this pyspark and its dependencies, less what pyspark ships:
+    paths for ``spark.jars`` or ``--jars`` (``spark-purgatory jars --kafka`` prints them),
+    resolved from Maven Central on first use, then from the user cache."""
+    jar_paths("kafka", resolve=True)
+    return spark_jars(("kafka",))
 
 
 def _artifact(file_name: str) -> str:

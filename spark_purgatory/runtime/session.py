@@ -76,9 +76,9 @@ def session(
     shuffle_partitions: int = 9,
     conf: dict[str, str] | None = None,
 ) -> SparkSession:
-    """A local Spark session for the purgatory, with the JVM extras ``make jars`` fetched on
-    its class path: Spark's Kafka source (``source_format="kafka"``), Delta's connector
-    (Spark's Delta writer, catalog tables) and S3A; the defaults of ``local_session``.
+    """A local Spark session for the purgatory, with the JVM extras on its class path: Spark's
+    Kafka source (``source_format="kafka"``, resolved on first use), Delta's connector (Spark's
+    Delta writer, catalog tables) and S3A of ``make jars``; the defaults of ``local_session``.
 
     A plain ``SparkSession.builder`` session has none of them: a JVM's class path is fixed
     when it starts, so build this one before any other in the process.
@@ -92,8 +92,8 @@ def session(
         conf: more Spark settings.
 
     Raises:
-        ConfigError: a required set was never fetched, or a session already running in this
-            process lacks it.
+        ConfigError: a required set was never fetched (or cannot be resolved), or a session
+            already running in this process lacks it.
 
     Example::
 
@@ -107,16 +107,15 @@ def session(
     unknown = [name for name in require if name not in PROVIDED_BY]
     if unknown:
         raise ConfigError(f"session(require=...): unknown {unknown}; one of {', '.join(PROVIDED_BY)}")
-    unfetched = [name for name in require if not jar_paths(name)]
+    unfetched = [name for name in require if not jar_paths(name, resolve=True)]
     if unfetched:
         raise ConfigError(
-            f"the JARs of {', '.join(unfetched)} are not in {jars_root()}: run `make jars` in the "
-            "checkout (it needs mvn), or set SPARK_PURGATORY_JARS to a folder that holds "
-            f"{', '.join(name + '/' for name in unfetched)}"
+            f"the JARs of {', '.join(unfetched)} are not in {jars_root()}: run `make jars` in a "
+            "checkout (it needs mvn)"
         )
     running = SparkContext._active_spark_context is not None
     spark = local_session(app_name, master=master, shuffle_partitions=shuffle_partitions, conf=conf)
-    absent = [name for name in require if running and not _loadable(spark, PROVIDED_BY[name])]
+    absent = [name for name in require if running and not loadable(spark, PROVIDED_BY[name])]
     if absent:
         raise ConfigError(
             f"a Spark session already runs in this process without {', '.join(absent)} on its class "
@@ -126,7 +125,8 @@ def session(
     return spark
 
 
-def _loadable(spark: SparkSession, cls: str) -> bool:
+def loadable(spark: SparkSession, cls: str) -> bool:
+    """Does the driver's class loader find ``cls`` (``PROVIDED_BY``)?"""
     jvm = spark.sparkContext._jvm
     try:
         jvm.java.lang.Class.forName(cls, False, jvm.Thread.currentThread().getContextClassLoader())

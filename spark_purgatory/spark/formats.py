@@ -26,6 +26,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..config import ConfigError
 from ..contract import EVENT_INPUT, OPERATION_INPUT, SOURCE_OPERATIONS
+from ..runtime.session import PROVIDED_BY, loadable
 from ..storage import Storage, read_bytes
 from .schema import check_parquet_schema
 
@@ -301,8 +302,6 @@ _KAFKA_SUBSCRIPTIONS = {"subscribe", "subscribePattern", "assign"}
 #: how long the check before a query waits for the brokers (``kafka.default.api.timeout.ms``
 #: overrides it): Spark's own source would retry an unreachable broker for minutes
 _KAFKA_CHECK_MS = 30_000
-#: what a cluster adds for Spark's Kafka source (``jvm/kafka/pom.xml``)
-KAFKA_COORDINATES = "org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version>"
 
 
 def _jvm(spark: SparkSession):
@@ -321,23 +320,12 @@ def check_kafka_source(spark: SparkSession, options: dict[str, str]) -> None:
     jvm = _jvm(spark)
     if jvm is None:
         return
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    try:
-        jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider", False, loader)
-    except Exception as error:  # noqa: BLE001 - py4j's ClassNotFoundException
-        from ..runtime.jars import jar_paths, jars_root
-
-        if jar_paths("kafka"):  # fetched, but this session was built without it
-            hint = (
-                f"`make jars` fetched it into {jars_root() / 'kafka'}, but this session was built "
-                "without it (a plain SparkSession.builder adds no JARs, and a running JVM's class "
-                "path is fixed): build the session with spark_purgatory.session(require=['kafka'])"
-            )
-        else:
-            hint = f"`make jars` fetches it for local sessions; on a cluster add {KAFKA_COORDINATES}"
+    if not loadable(spark, PROVIDED_BY["kafka"]):
         raise ConfigError(
-            f"source format kafka: Spark's Kafka source is not on this session's class path ({hint})"
-        ) from error
+            "source format kafka: Spark's Kafka source is not on this session's class path: start "
+            "the session with what `spark-purgatory jars --kafka` prints as spark.jars (spark-submit "
+            '--jars "$(spark-purgatory jars --kafka)"); a running JVM\'s class path is fixed'
+        )
     servers = options.get("kafka.bootstrap.servers")
     if not servers:
         raise ConfigError(

@@ -1,5 +1,6 @@
 """The wheel is the product: built from this checkout, installed into a fresh venv outside it with
-nothing else, it runs the README's example and the job with the project's JARs in use.
+its ``kafka`` extra and nothing else, it runs the README's example, the job with the project's
+JARs in use, and Kafka.
 
 The venv resolves the wheel's requirements as ``pip install`` does: the newest pyspark it allows
 (today 4.2.1), not the tests' pin (4.2.0, the Spark the JARs are built for), so this is also the
@@ -8,26 +9,38 @@ the checkout, run by the venv's python with the venv not activated (the PATH's `
 pyarrow: the workers must get the driver's interpreter): the README's marked blocks as they stand
 (a plain ``SparkSession.builder`` session: the JARs come from the package by ``ADD JAR``), its
 stream started again on its checkpoint (a restart), then the job's entry point ``python -m
-spark_purgatory.job`` on more input, on the same session. Checked: from the first ``start`` on, no
-WARN line and no traceback; the README's tables equal the engine's (the stream's at its final
-watermark, with some operations still waiting; the backfill's once every deadline has passed: the
-README's examples run here, as a user pastes them after ``pip install``; ``test_readme.py`` checks
-the README's text), the job resolves every operation as the engine does, no "not in use" line, the
-one line about the Spark version exactly when the venv's Spark is not the JARs', and the commands
-``spark-purgatory --version`` and ``spark-purgatory jars`` name the installed package.
+spark_purgatory.job`` on more input, on the same session, a Kafka run before it. Checked: from
+the first ``start`` on, no WARN line and no traceback; the README's tables equal the engine's (the
+stream's at its final watermark, with some operations still waiting; the backfill's once every
+deadline has passed: the README's examples run here, as a user pastes them after ``pip install``;
+``test_readme.py`` checks the README's text), the job resolves every operation as the engine
+does, no "not in use" line, the one line about the Spark version exactly when the venv's Spark is
+not the JARs', and the commands ``spark-purgatory --version`` and ``spark-purgatory jars`` name the
+installed package.
+
+Kafka from the wheel alone (its ``kafka`` extra, no checkout, no ``SPARK_PURGATORY_JARS``): the
+library resolves the JARs into the user cache on first use (mvn here, from ``~/.m2``, which ``make
+jars`` filled; Central has no Spark 4.2.1 connector, so the 4.2.0 pin serves pip's 4.2.1).
+``python -m spark_purgatory.kafka_broker start`` starts the library's broker, ``spark-purgatory jars
+--kafka`` names Spark's Kafka source for the plain session (``spark.jars``), and ``start(...,
+source_format="kafka")`` with ``output.kafka.topic`` reads two topics of it: every outcome is on the
+topic once, read ``read_committed``, equal to the Delta table and the engine's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
 import spark_purgatory
 from spark_purgatory import PurgatoryConfig
+from spark_purgatory.kafka_broker import KafkaBroker
 from spark_purgatory.runtime.jars import built_for, fits
 from spark_purgatory.testing import assert_outcomes
 from spark_purgatory.version import USER_METADATA
@@ -43,8 +56,10 @@ from tests.docs.test_readme import (
     json_lines,
     readme_blocks,
 )
+from tests.support.topic_reader import outcomes_of, read_topic
 
-pytestmark = [pytest.mark.spark, pytest.mark.jars("checks")]  # the wheel's build needs them built
+# the wheel's build needs the project's JARs built; mvn resolves the Kafka sets from ~/.m2
+pytestmark = [pytest.mark.spark, pytest.mark.jars("checks", "kafka", "kafka-broker")]
 
 #: the job's settings in the script (and the engine's for its reference)
 JOB_CONFIG = {"purgatory.shards": "2", "watermark.delay": "5 seconds"}
@@ -63,6 +78,14 @@ def start(*args, **kwargs):
 
 
 spark_purgatory.start = start
+"""
+
+#: before the README's blocks: a plain session, with Spark's Kafka source as ``spark-purgatory
+#: jars --kafka`` printed it (the README's ``getOrCreate`` then gets this session)
+_SESSION = """
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.master("local[2]").config("spark.jars", {jars!r}).getOrCreate()
 """
 
 #: after the README's blocks: its stream started again on its checkpoint, as a restart
@@ -85,12 +108,25 @@ print("JOB EXIT", code)
 print("JARS", spark.sparkContext._jsc.sc().listJars().mkString(","))
 """
 
+#: before the job (its console ends the session's Python workers): the two topics of the
+#: wheel's broker, every outcome on a third too
+_KAFKA = """
+# --- Kafka: operations and events on two topics, the outcomes on a third (exactly once)
+kafka = {{"kafka.bootstrap.servers": {servers!r}, "startingOffsets": "earliest"}}
+topic = {{"output.kafka.topic": "outcomes", "output.kafka.statuses": "expired,completed",
+         "output.kafka.bootstrap.servers": {servers!r}, **{config!r}}}
+with start("operations", "events", output={out!r}, checkpoint={out!r} + "-checkpoint", config=topic,
+           source_format="kafka", kafka_options=kafka, end_of_input=True, spark=spark) as on_kafka:
+    on_kafka.await_termination()
+print("KAFKA", on_kafka.totals)
+"""
+
 
 @pytest.fixture(scope="module")
 def wheel_python(tmp_path_factory):
     """The wheel's venv: built and installed once for this module."""
     where = tmp_path_factory.mktemp("wheel")
-    return install_wheel(build_wheel(where / "dist"), where / "venv")
+    return install_wheel(build_wheel(where / "dist"), where / "venv", extras=("kafka",))
 
 
 def test_the_installed_wheel_runs_the_readme_and_the_job_with_its_jars(wheel_python, tmp_path):
@@ -110,17 +146,29 @@ def test_the_installed_wheel_runs_the_readme_and_the_job_with_its_jars(wheel_pyt
     script = "\n\n".join(f"# --- readme-test: {name}\n{code}" for name, code in blocks).replace(
         PREFIX, str(readme)
     )
-    (work / "user_script.py").write_text(_MARK + script + _RESTART + _JOB.format(argv=argv), encoding="utf-8")
     # the venv's python run by its path, the venv not activated: the PATH's python3 cannot
     # import pyarrow, so start() must give Spark's Python workers the driver's interpreter
     env = unactivated_env(
         XDG_CACHE_HOME=str(tmp_path / "cache"),
         PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",  # tests share no UI port
     )
+    assert "SPARK_PURGATORY_JARS" not in env
     assert subprocess.run(["python3", "-c", "import pyarrow"], env=env, capture_output=True).returncode != 0
-    done = subprocess.run(
-        [str(wheel_python), "user_script.py"], cwd=work, env=env, capture_output=True, text=True, timeout=900
-    )
+    kafka_jars = _wheel_command(wheel_python, env, "spark-purgatory", "jars", "--kafka")
+    cache = str(tmp_path / "cache" / "spark-purgatory" / "jars")  # resolved there by the command
+    assert "/spark-sql-kafka-0-10_2.13-" in kafka_jars and kafka_jars.startswith(cache), kafka_jars
+    with _wheels_broker(wheel_python, env, work / "broker") as servers:
+        kafka = _on_topics(wheel_python, env, work / "broker", servers, work / "kafka")
+        kafka_config = {"purgatory.shards": "2", "watermark.delay": "5 seconds"}
+        (work / "user_script.py").write_text(
+            _SESSION.format(jars=kafka_jars) + _MARK + script + _RESTART
+            + _KAFKA.format(servers=servers, config=kafka_config, out=str(kafka / "tables"))
+            + _JOB.format(argv=argv),
+            encoding="utf-8",
+        )  # fmt: skip
+        script_run = [str(wheel_python), "user_script.py"]
+        done = subprocess.run(script_run, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+        records = outcomes_of(read_topic(servers, "outcomes"))
     said = done.stdout + done.stderr
     assert done.returncode == 0 and "JOB EXIT 0" in done.stdout, said[-4000:]
     assert "RESTART COMPLETED 0" in done.stdout
@@ -153,6 +201,16 @@ def test_the_installed_wheel_runs_the_readme_and_the_job_with_its_jars(wheel_pyt
     assert_outcomes(backfilled, resolved.outcomes(), columns=COMPARED)
     unmatched = DeltaTable(str(readme / "backfill" / "unmatched_events")).to_pandas()
     assert len(unmatched) == len(resolved.unmatched())
+
+    # Kafka: every operation's outcome once on the topic (read_committed), as in the Delta table,
+    # as the engine resolves them
+    ops = json_lines(str(kafka / "input" / "ops"))
+    resolved = engine(str(kafka), PurgatoryConfig.from_mapping(kafka_config), _past_every_deadline(ops))
+    on_kafka = DeltaTable(str(kafka / "tables" / "outcomes")).to_pandas()
+    assert resolved.pending == 0 and len(on_kafka) == len(ops) == len(records), done.stdout[-2000:]
+    assert_outcomes(on_kafka, resolved.outcomes(), columns=COMPARED)
+    tabled = {(r.op_id, r.status, r.resolved_at.value // 10**6) for r in on_kafka.itertuples()}
+    assert {(op_id, status, _ms(at)) for op_id, status, at in records} == tabled
 
     outcomes = DeltaTable(str(job / "tables" / "outcomes"))
     ops = json_lines(str(job / "input" / "ops"))
@@ -188,6 +246,39 @@ def test_the_installed_commands_name_the_installed_package_and_its_jars(wheel_py
     assert application.startswith(site) and application.endswith("submit.py")
     usage = subprocess.run([python, application, "--help"], capture_output=True, text=True, env=env)
     assert usage.returncode == 0 and "--checkpoint-path" in usage.stdout, usage.stderr[-2000:]
+
+
+def _wheel_command(python: Path, env: dict[str, str], command: str, *args: str) -> str:
+    """What a command of the wheel's venv prints (``python``: the venv's own)."""
+    program = str(python) if command == "python" else str(python.parent / command)
+    done = subprocess.run([program, *args], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def _wheels_broker(python: Path, env: dict[str, str], data: Path):
+    """The library's broker from the wheel's venv, as its docs start it; stopped after."""
+    broker = ("python", "-m", "spark_purgatory.kafka_broker")
+    try:
+        yield _wheel_command(python, env, *broker, "start", "--data", str(data))
+    finally:  # detached: it would outlive the test
+        _wheel_command(python, env, *broker, "stop", "--data", str(data))
+
+
+def _on_topics(python: Path, env: dict[str, str], broker: Path, servers: str, base: Path) -> Path:
+    """A workload written as JSON lines under ``base/input`` (for the engine) and produced to
+    the topics ``operations`` and ``events`` (two partitions each) of the wheel's broker."""
+    topic = ("python", "-m", "spark_purgatory.kafka_broker", "topic", "--data", str(broker))
+    _wheel_command(python, env, *topic, "operations", "events", "--partitions", "2")
+    _wheel_command(python, env, *topic, "outcomes")
+    write_json_lines(generate(200, seed=5, ops_per_second=40), f"{base}/input/ops", f"{base}/input/events")
+    client = KafkaBroker(data_dir=broker)
+    client.port = int(servers.rsplit(":", 1)[1])
+    for name, kind in (("operations", "ops"), ("events", "events")):
+        lines = [json.dumps(row) for row in json_lines(f"{base}/input/{kind}")]
+        client.produce(name, lines, partitions=[i % 2 for i in range(len(lines))])
+    return base
 
 
 def _past_every_deadline(ops: list[dict]) -> int:
