@@ -367,6 +367,29 @@ def exactly_once(job: Job, written, out: str, settings: dict[str, str], storage)
     }
 
 
+def commits_an_hour(out: str, storage, minutes: float) -> dict[str, tuple[float, float]]:
+    """Each output table's commits of rows and data files so far, scaled to an hour of this
+    run: what ``accumulator.linger.ms`` trades against how fresh the tables are."""
+    from deltalake import DeltaTable
+
+    from spark_purgatory.contract import TABLES
+
+    scale = 60 / minutes
+    found = {}
+    for table in TABLES:
+        uri = f"{out}/{table}"
+        try:
+            delta = DeltaTable(uri, storage_options=storage.delta_options(uri) if storage else None)
+        except Exception:  # noqa: BLE001 - no row yet, no table
+            found[table] = (0.0, 0.0)
+            continue
+        metrics = [c.get("operationMetrics") or {} for c in delta.history()]
+        # delta-rs' metric, Spark's: the table's creation and its owner's record add no file
+        writes = [m for m in metrics if int(m.get("num_added_files", m.get("numFiles", 0)) or 0) > 0]
+        found[table] = (len(writes) * scale, len(delta.file_uris()) * scale)
+    return found
+
+
 def _options(settings: dict[str, str]) -> list[str]:
     return [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
 
@@ -381,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, told
     parser.add_argument("--fault-every", type=float, default=90, help="mean seconds between faults")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--driver-memory", default="", help="the driver JVM's heap (spark.driver.memory)")
+    parser.add_argument("--linger-ms", type=int, help="accumulator.linger.ms (the job's default without it)")
     args = parser.parse_args(argv)
     kinds = harness.names(args.faults)
     if args.input != "kafka" and "broker" in kinds:
@@ -400,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, told
         "watermark.delay": "90 seconds",
         "job.restart.backoff.ms": "2000",
     }
+    if args.linger_ms is not None:
+        settings["accumulator.linger.ms"] = str(args.linger_ms)
     broker = store = proxy = None
     job = None
     try:
@@ -480,6 +506,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, told
         text = pathlib.Path(log_path).read_text(errors="replace")  # errors while running, before the stop
         errors = [line for line in text.splitlines() if " ERROR " in line or "Traceback" in line]
         restarts = len(re.findall(r"restart \d+ of \d+", text))
+        commits = commits_an_hour(out, storage, args.minutes)  # the live run's, before the stop's flush
+        print(
+            f"an hour at linger {settings.get('accumulator.linger.ms', 'default')}: "
+            + ", ".join(f"{t} {c:,.0f} commits {f:,.0f} files" for t, (c, f) in commits.items())
+        )
         feed.finish()
         code = job.stop()
         half = rows[len(rows) // 2 :]
@@ -521,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one run, told
             "exits": exits,
             "restarts": restarts,
             "errors": len(errors),
+            "an_hour": {t: {"commits": c, "files": f} for t, (c, f) in commits.items()},
             "report": [dict(zip(REPORT_COLUMNS, row, strict=True)) for row in rows],
             **{k: v for k, v in check.items() if k != "tail"},
         }

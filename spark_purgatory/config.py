@@ -128,7 +128,7 @@ class PurgatoryConfig:
     watermark_idle_timeout: str = ""
     deadline_clock: str = "event"
     accumulator_batch_size: int = 128 * 1024 * 1024
-    accumulator_linger_ms: int = 60_000
+    accumulator_linger_ms: int = 10_000
     accumulator_buffer_memory: int = 512 * 1024 * 1024
     accumulator_staging_path: str = ""
     source_max_files_per_trigger: int = 16
