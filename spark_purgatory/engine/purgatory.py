@@ -305,11 +305,6 @@ class Purgatory:
         """Move the wheel to the watermark; expire the operations whose deadline it reached."""
         self._delayed.advance(watermark_ms)
 
-    def cancel_for_key(self, keys: list[str]) -> list[str]:
-        """Kafka's ``cancelForKey``: drop the operations watching ``keys``, no outcome emitted
-        (their op_ids still count as resolved); returns their op_ids."""
-        return self._delayed.cancel_for_key(keys)
-
 
 class _Clock(NamedTuple):
     """Where a call takes the shard: expiries by ``expire``, events final before ``final``, then ``until``."""

@@ -325,9 +325,11 @@ def route_typed_events(
     kept, record, arguments = events_arguments(df)
     call = f"{function}({arguments}, {_shards_sql(config)})"
     value = "value" if "value" in kept else "NULL AS value"
+    cancel = f"coalesce({'cancel' if 'cancel' in kept else 'NULL'}, false) AS cancel"
     fields = df.selectExpr(*kept, f"{call} AS _rows").selectExpr(
         "key",
         value,
+        cancel,
         "_rows",
         f"CASE WHEN _rows.reason IS NOT NULL THEN to_json({record}) END AS raw",
     )

@@ -141,6 +141,7 @@ def events_checked(df: DataFrame, function: str) -> DataFrame:
         f"{_double(c['value'], _type_of(df, 'value'))} AS value",
         f"{c['op_id']} AS _op_id",
         f"{c['source']} AS _source",
+        f"coalesce({c['cancel']}, false) AS cancel",
     )
     call = f"{function}(key, `{ts_ms}`, _no_ts, {_latest(df)}, value, _op_id, _source)"
     return _checked(read, call, EVENT_COLUMNS, ("op_id", "source"))

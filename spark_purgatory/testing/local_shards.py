@@ -92,6 +92,7 @@ def routed(
                 "op_id": ev.op_id,
                 SHARED_IN["source"]: ev.source,
                 SHARED_IN["value"]: ev.value,
+                "cancel": bool(ev.cancel),
             }
             rows.append({**fields, "shard": home, "role": ROLE_EVENT})
             if replicas:
