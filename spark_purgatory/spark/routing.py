@@ -54,6 +54,7 @@ from ..handoff.shard_handoff import hands_off, registers
 from ..handoff.wake import END_LINE
 from ..shard.labels import shard_labels
 from ..shard.roles import (
+    FLAGS,
     LIST_COLUMNS,
     ROLE_BAD,
     ROLE_CLAIM,
@@ -134,6 +135,8 @@ def _as_routed(
             return f"CASE {given(name)} {named} END"
         if name in SHARED_COLUMNS:  # the first given of the fields that share it
             return first_of([field_value(f) for f in SHARED_COLUMNS[name] if carries(side, f)])
+        if name in FLAGS:  # never null, as a mark's (``BatchMarks``): pandas then gets numpy's bools
+            return "false" if field_value(name) == "NULL" else f"coalesce({field_value(name)}, false)"
         return field_value(name)
 
     values = {f.name: value_of(f.name) for f in ROUTED_SCHEMA.fields}
