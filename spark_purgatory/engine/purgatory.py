@@ -199,7 +199,7 @@ class Purgatory:
         Args:
             operations: canonical operations (``op_id``, ``keys`` or ``key``, ``ts``,
                 ``timeout_ms``, ``condition``, ``target``, ``members``, ``payload``, ``raw``).
-            events: canonical events (``key``, ``ts``, ``op_id``, ``source``, ``value``, ``raw``).
+            events: canonical events (``key``, ``ts``, ``op_id``, ``source``, ``value``, ``cancel``, ``raw``).
             watermark_ms: this micro-batch's watermark: older input is ``late``, operations
                 whose deadline it reached expire.
             batch_id: written to every output row.
