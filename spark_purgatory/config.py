@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from .contract import (
+    CANCELLED,
     COMPLETED,
     DEEPEST_MAX_DEPTH,
     EXPIRED,
@@ -378,7 +379,7 @@ _FIELDS_BY_KEY = {
 }
 _OUTPUT_KAFKA = "output.kafka."
 #: what ``output.kafka.statuses`` may name: the outcomes' statuses and the rejected rows
-OUTPUT_KAFKA_STATUSES = (EXPIRED, COMPLETED, KIND_REJECTED)
+OUTPUT_KAFKA_STATUSES = (EXPIRED, COMPLETED, CANCELLED, KIND_REJECTED)
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 #: the smallest value of each number field
 _LOWEST = {

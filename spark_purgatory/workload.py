@@ -119,7 +119,7 @@ def generate(
         }
     )
     events = events.sort_values("ts", kind="stable", ignore_index=True)
-    return Workload(operations, events[EVENT_COLUMNS], int(completes.sum()))
+    return Workload(operations, events[[c for c in EVENT_COLUMNS if c in events]], int(completes.sum()))
 
 
 def _second_keys(

@@ -36,6 +36,8 @@ __all__ = [
     *_rules,
     "COMPLETED",
     "EXPIRED",
+    "CANCELLED",
+    "STATUSES",
     "KIND_OUTCOME",
     "KIND_UNMATCHED",
     "KIND_REJECTED",
@@ -45,6 +47,8 @@ __all__ = [
     "RELAYED",
     "AFTER_RESOLUTION",
     "NO_OPERATION",
+    "CANCEL_AFTER_RESOLUTION",
+    "CANCEL_NO_OPERATION",
     "TableContract",
     "OUTCOMES",
     "UNMATCHED_EVENTS",
@@ -66,8 +70,9 @@ __all__ = [
 
 # -- names -------------------------------------------------------------------------------------------
 
-#: an outcome's status
-COMPLETED, EXPIRED = "completed", "expired"
+#: an outcome's status: the condition held, the deadline passed, or a cancel event withdrew it
+COMPLETED, EXPIRED, CANCELLED = "completed", "expired", "cancelled"
+STATUSES: tuple[str, ...] = (COMPLETED, EXPIRED, CANCELLED)
 
 #: what a row of the operator's output is (its ``kind`` column)
 KIND_OUTCOME, KIND_UNMATCHED, KIND_REJECTED, KIND_METRICS = "outcome", "unmatched", "rejected", "metrics"
@@ -81,8 +86,11 @@ RELAYED = "relayed"
 GAUGES: tuple[str, ...] = ("pending", "buffered", "watched", GROUP_ROWS, RELAYED)
 
 
-#: why an event is in ``unmatched_events``
+#: why an event is in ``unmatched_events``: in the window of an operation resolved without it,
+#: or of none; a cancel event's own two (it withdrew nothing: the operation had resolved, or
+#: none was pending on its key or op_id at its time, e.g. its deadline had passed)
 AFTER_RESOLUTION, NO_OPERATION = "after_resolution", "no_operation"
+CANCEL_AFTER_RESOLUTION, CANCEL_NO_OPERATION = "cancel_after_resolution", "cancel_no_operation"
 
 # -- output tables -----------------------------------------------------------------------------------
 

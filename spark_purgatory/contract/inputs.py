@@ -55,6 +55,7 @@ __all__ = [
     "WHOLE",
     "NUMBER",
     "TIME",
+    "FLAG",
     "READINGS",
     "read_as",
     "CONDITIONS",
@@ -111,6 +112,7 @@ EVENT_INPUT = pa.schema(
         ("op_id", pa.string()),
         ("source", pa.string()),
         ("value", pa.float64()),
+        ("cancel", pa.bool_()),
     ]
 )
 #: an operation's required fields (and ``key`` or ``keys``); every other field may be absent
@@ -120,8 +122,10 @@ EVENT_REQUIRED: tuple[str, ...] = ("key", "ts")
 #: how a field's JSON value is read: ``ID`` a string, or a number or boolean standing for its
 #: text (an array or object is ``bad_<field>``); ``TEXT`` any value as its text; ``STRING`` a
 #: string or nothing (else ``bad_<field>``); ``LIST`` a list of ``TEXT`` items, or one standing
-#: for a list of one; ``WHOLE``, ``NUMBER`` and ``TIME`` as their text says (module docstring)
+#: for a list of one; ``WHOLE``, ``NUMBER`` and ``TIME`` as their text says (module docstring);
+#: ``FLAG`` a JSON boolean or nothing (else ``bad_<field>``: a string ``"true"`` too)
 ID, TEXT, STRING, LIST, WHOLE, NUMBER, TIME = "id", "text", "string", "list", "whole", "number", "time"
+FLAG = "flag"
 #: each field's reading, by input
 READINGS: dict[str, dict[str, str]] = {
     SOURCE_OPERATIONS: {
@@ -135,7 +139,7 @@ READINGS: dict[str, dict[str, str]] = {
         "members": LIST,
         "payload": STRING,
     },
-    SOURCE_EVENTS: {"key": TEXT, "ts": TIME, "op_id": ID, "source": STRING, "value": NUMBER},
+    SOURCE_EVENTS: {"key": TEXT, "ts": TIME, "op_id": ID, "source": STRING, "value": NUMBER, "cancel": FLAG},
 }
 
 

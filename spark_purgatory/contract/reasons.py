@@ -62,6 +62,7 @@ __all__ = [
     "BAD_PAYLOAD",
     "BAD_VALUE",
     "BAD_SOURCE",
+    "BAD_CANCEL",
     "DUPLICATE_OP_ID",
     "LATE",
     "CROSS_SHARD_KEYS",
@@ -123,6 +124,7 @@ UNUSED_MEMBERS = "unused_members"
 BAD_PAYLOAD = "bad_payload"
 BAD_VALUE = "bad_value"
 BAD_SOURCE = "bad_source"
+BAD_CANCEL = "bad_cancel"
 DUPLICATE_OP_ID = "duplicate_op_id"
 LATE = "late"
 CROSS_SHARD_KEYS = "cross_shard_keys"
@@ -182,6 +184,7 @@ ALL_REASONS: tuple[Reason, ...] = (
     Reason(BAD_PAYLOAD, "payload is not a string", TYPE),
     Reason(BAD_VALUE, "value is not a finite number", FIELD),
     Reason(BAD_SOURCE, "source is not a string", TYPE),
+    Reason(BAD_CANCEL, 'cancel is not true or false (a JSON boolean: the string "true" is not)', TYPE),
     Reason(CROSS_SHARD_KEYS, "keys span shards and purgatory.cross.shard.operations is off", ROUTING),
     Reason(LATE, "event time behind the watermark when the row arrived", WATERMARK),
     Reason(DUPLICATE_OP_ID, "an operation with this op_id is pending or was resolved recently", REGISTRY),

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple, Protocol
 
 from .inputs import CONDITIONS, MIN_TIMEOUT_MS, TARGET_COUNTS_MEMBERS, TARGETED, WITH_MEMBERS
 from .reasons import (
+    BAD_CANCEL,
     BAD_OP_ID,
     BAD_PAYLOAD,
     BAD_SOURCE,
@@ -187,6 +188,7 @@ EVENT_CHECKS: tuple[Check, ...] = (
     Check(BAD_VALUE, "value", NOT_FINITE),
     Check(BAD_OP_ID, "op_id", WRONG_TYPE),
     Check(BAD_SOURCE, "source", WRONG_TYPE),
+    Check(BAD_CANCEL, "cancel", WRONG_TYPE),
     Check(LATE, "ts", AFTER),
 )
 

@@ -84,15 +84,16 @@ def accepted(
         rejected.append(bad)
         events, bad = validate_events(events if events is not None else pd.DataFrame())
         rejected.append(bad)
-    return _taken(operations, VALID_OPERATIONS, "stub"), _taken(events, VALID_EVENTS, "replica"), rejected
+    events = _taken(events, VALID_EVENTS, "replica", "cancel")
+    return _taken(operations, VALID_OPERATIONS, "stub"), events, rejected
 
 
-def _taken(frame: pd.DataFrame | None, dtypes: dict[str, str], copy_flag: str) -> Rows:
-    """A valid frame's columns, ``copy_flag`` False where absent, ``raw`` dropped (as on Spark)."""
+def _taken(frame: pd.DataFrame | None, dtypes: dict[str, str], *flags: str) -> Rows:
+    """A valid frame's columns, ``flags`` False where absent, ``raw`` dropped (as on Spark)."""
     if frame is None or len(frame) == 0:
         return Rows.empty(dtypes)
     rows = Rows.of(frame.drop(columns="raw") if "raw" in frame.columns else frame)
-    return rows if copy_flag in rows else rows.assign(**{copy_flag: False})
+    return rows.assign(**{flag: False for flag in flags if flag not in rows})
 
 
 def with_keys(ops: pd.DataFrame | None) -> pd.DataFrame:
@@ -121,6 +122,8 @@ def rejected_rows(source: str, rows: pd.DataFrame | Rows, reason: str) -> pd.Dat
             condition=CONDITION_NAMES[rows["cond"]],
             members=np.where([m is not None and len(m) > 0 for m in members], members, None),  # [] is none
         )
+    elif "cancel" in rows.columns:  # an event's flag as given: none unless it cancels
+        rows = rows.assign(cancel=np.where(rows["cancel"].to_numpy(dtype=bool), True, None))
     raw = raw_json(rows, columns) if len(rows) else pd.Series([], dtype=object)
     if source == SOURCE_OPERATIONS:
         op_id, key = rows["op_id"].to_numpy(dtype=object), first_keys(rows["keys"].to_numpy(dtype=object))

@@ -7,7 +7,8 @@ operations watching a key; the timer's expiry calls ``forceComplete``, which cal
 ``DelayedOperations`` keeps that vocabulary, each step taking a whole micro-batch, and splits
 the first two in halves so a call decides each operation once: ``watch_operations`` and
 ``watch_events`` match, then ``try_complete`` completes the operations touched whose
-condition holds.
+condition holds, or withdraws those a cancel event reached first (``cancels``: Kafka's
+``cancelForKey``, and a cancel by op_id, as input events on event time).
 
 Invariants: a resolved operation is reported once (``_on_complete``, stubs never) and leaves
 nothing behind in the watchers, the wheel or the match table (``_purge``); its op_id is
@@ -19,11 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import PurgatoryConfig
-from ..contract import COMPLETED, EXPIRED
+from ..contract import CANCELLED, COMPLETED, EXPIRED
 from . import dedup, watchers
 from .answered import Answered, who_answered
 from .arrays import among, distinct, distinct_at, hash_strings, isin, present
-from .conditions import CONDITION_NAMES, OFFSET, Evaluation, evaluate, may_hold_unmatched
+from .cancels import Decision, decide
+from .conditions import CONDITION_NAMES, OFFSET, may_hold_unmatched
 from .rows import Rows
 from .snapshot import LiveTables
 from .tables import EVENTS, ChangeLog, ops_rows
@@ -89,7 +91,7 @@ class DelayedOperations:
         self.t.next_eseq += n
         keys = events["key"].astype(object, copy=False)
         khash = hash_strings(keys)
-        fields = {c: events[c] for c in ("ts", "op_id", "source", "value", "replica")}
+        fields = {c: events[c] for c in ("ts", "op_id", "source", "value", "replica", "cancel")}
         evs = Rows({"eseq": eseq, "key": keys, **fields, "used": False, "khash": khash}, n)
         # buffered: never the caller's arrays
         evs = evs.cast(_EVENTS_HELD, copy=len(self.t.events) == 0)
@@ -139,21 +141,10 @@ class DelayedOperations:
             timed &= ~isin(handles, self.t.due)
         self.t.wheel.add(handles[timed], deadlines[timed])
 
-    def cancel_for_key(self, keys: list[str]) -> list[str]:
-        keys_array = np.asarray(keys, dtype=object)
-        handles = distinct(self.t.pending.watchers_of(keys_array, hash_strings(keys_array))[1])
-        if handles.size == 0:
-            return []
-        rows = self.t.pending.rows(handles)
-        if "ohash" not in rows:
-            rows = rows.assign(ohash=hash_strings(rows["op_id"].astype(object, copy=False)))
-        self._cancel(handles, rows)
-        self._purge(handles, rows)
-        return rows["op_id"].tolist()
-
     def try_complete(self, handles: np.ndarray, ops: Rows | None = None) -> None:
-        """Kafka's ``tryComplete``: force-complete those whose condition holds.  ``ops``: their
-        rows, if the caller has them (then ``handles`` are sorted, distinct, no stubs)."""
+        """Kafka's ``tryComplete``: force-complete those whose condition holds, as ``completed``,
+        or that a cancel reached first, as ``cancelled`` at its time (``cancels``).  ``ops``:
+        their rows, if the caller has them (then ``handles`` are sorted, distinct, no stubs)."""
         if handles.size == 0:
             return
         if ops is None:
@@ -162,26 +153,31 @@ class DelayedOperations:
             if handles.size == 0:
                 return
             ops = self.t.pending.rows(handles)
-        result = self._evaluate(handles, ops)
-        ok = result.satisfied
+        decision = self._evaluate(handles, ops)
+        result, withdrawn = decision.result, decision.cancelled
+        ok = result.satisfied | withdrawn
         if not ok.any():
             return
         done = handles[ok]
-        self.t.mark_used(result.eseq[result.used & among(result.handle, done)])
+        counted = result.eseq[result.used & among(result.handle, done)]
+        self.t.mark_used(np.concatenate([counted, decision.cancels]))
         rows = ops.where(ok)
         if "ohash" not in rows:
             rows = rows.assign(ohash=self.t.pending.ohash(done))
         self._cancel(done, rows)
-        at, matched, reached = result.resolved_at[ok], result.matched[ok], result.progress[ok]
+        at = np.where(withdrawn, decision.cancelled_at, result.resolved_at)[ok]
+        status = (
+            np.where(withdrawn[ok], CANCELLED, COMPLETED).astype(object) if withdrawn.any() else COMPLETED
+        )
         answered = who_answered(ops, result, ok, self.config.input_max_members)
-        self._force_complete(done, rows, COMPLETED, at, matched, reached, answered)
+        self._force_complete(done, rows, status, at, result.matched[ok], result.progress[ok], answered)
 
     def _on_expiration(self, expired: np.ndarray) -> None:
         """The timer fired for these operations (sorted, distinct): expired at their deadline."""
         rows = self.t.pending.rows(expired)
         if "ohash" not in rows:
             rows = rows.assign(ohash=self.t.pending.ohash(expired))
-        result = self._evaluate(expired, rows)
+        result = self._evaluate(expired, rows).result
         # a stub counts nothing: the cross-shard group says whether its events are used
         stub = rows["stub"]
         counted = result.used if not stub.any() else result.used & ~among(result.handle, expired[stub])
@@ -196,7 +192,7 @@ class DelayedOperations:
         self,
         handles: np.ndarray,
         rows: Rows,
-        status: str,
+        status: str | np.ndarray,
         resolved_at: np.ndarray,
         matched: np.ndarray,
         reached: np.ndarray,
@@ -207,10 +203,12 @@ class DelayedOperations:
         real = ~rows["stub"]
         if real.any():
             resolved = rows.assign(resolved_at=resolved_at, matched=matched, reached=reached)
-            self._on_complete(resolved.where(real), status, answered)
+            self._on_complete(
+                resolved.where(real), status if isinstance(status, str) else status[real], answered
+            )
         self._purge(handles, rows)
 
-    def _on_complete(self, rows: Rows, status: str, answered: Answered) -> None:
+    def _on_complete(self, rows: Rows, status: str | np.ndarray, answered: Answered) -> None:
         rows = self.t.pending.with_keys(rows)  # still pending: ``purge`` follows
         op_ts, resolved_at = rows["ts"], rows["resolved_at"].astype(np.int64, copy=False)
         columns = {
@@ -285,11 +283,11 @@ class DelayedOperations:
         self.t.matches = self.t.matches.stack(new)
         return distinct(new["handle"]), ops
 
-    def _evaluate(self, handles: np.ndarray, ops: Rows) -> Evaluation:
+    def _evaluate(self, handles: np.ndarray, ops: Rows) -> Decision:
         matches = self.t.matches
         if len(matches):
             matches = matches.where(among(matches["handle"], handles))
         watch = None
         if (ops["cond"] == OFFSET).any():
             watch = self.t.pending.watch_rows(handles, ["handle", "hash", "progress_at_watch"])
-        return evaluate(ops, matches, watch)
+        return decide(ops, matches, watch)

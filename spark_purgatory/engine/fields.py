@@ -293,6 +293,17 @@ def non_texts(column: pd.Series | None, n: int) -> np.ndarray:
     return ~pd.isna(values) & ~is_str(values)
 
 
+def flags(column: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each ``FLAG`` value (true where true) and whether it is present but no boolean."""
+    if column is None:
+        return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    if _kind(column) == "bool":
+        return column.to_numpy(dtype=bool), np.zeros(n, dtype=bool)
+    values = objects_of(column)
+    is_bool = np.fromiter((isinstance(v, (bool, np.bool_)) for v in values), bool, n)
+    return is_bool & (values == True), ~pd.isna(values) & ~is_bool  # noqa: E712 (elementwise)
+
+
 def blanks(strings: np.ndarray) -> np.ndarray:
     """Which texts (an object array of str or None) are ``blank``: None, or spaces only."""
     if len(strings) < SMALL:

@@ -11,7 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..contract import AFTER_RESOLUTION, NO_OPERATION, UNMATCHED_COLUMNS
+from ..contract import (
+    AFTER_RESOLUTION,
+    CANCEL_AFTER_RESOLUTION,
+    CANCEL_NO_OPERATION,
+    NO_OPERATION,
+    UNMATCHED_COLUMNS,
+)
 from .arrays import distinct, present, run_starts
 from .columns import Retiring
 from .rows import Rows
@@ -40,21 +46,24 @@ def _per_key(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def final_progress(keys: KeyTable, final: Rows) -> None:
-    """Raise ``keys``' offset progress by the final events' untargeted values."""
+    """Raise ``keys``' offset progress by the final events' untargeted values (a cancel's none)."""
     value = final["value"]
-    untargeted = np.flatnonzero(~present(final["op_id"]) & ~np.isnan(value))
+    untargeted = np.flatnonzero(~present(final["op_id"]) & ~np.isnan(value) & ~final["cancel"])
     if untargeted.size == 0:
         return
     keys.touch(final["khash"][untargeted], progress=value[untargeted], last_event_ts=final["ts"][untargeted])
 
 
 def unmatched_rows(lost: Rows, after: np.ndarray, batch_id: int) -> Rows:
-    """``unmatched_events`` rows; ``after``: per event, did a completed operation's window hold it?"""
-    reason = np.where(after, AFTER_RESOLUTION, NO_OPERATION).astype(object)
+    """``unmatched_events`` rows; ``after``: per event, did a completed operation's window hold it?
+    A cancel event has reasons of its own."""
+    reason = _REASONS[lost["cancel"].astype(np.intp), np.asarray(after, np.intp)].astype(object)
     out = lost.cast({n: EVENTS[n] for n in _EVENT_FIELDS})
     return out.assign(reason=reason, batch_id=np.full(len(lost), batch_id, np.int64))
 
 
+#: an unmatched event's reason by (is it a cancel, did a window hold it)
+_REASONS = np.array([[NO_OPERATION, AFTER_RESOLUTION], [CANCEL_NO_OPERATION, CANCEL_AFTER_RESOLUTION]])
 #: ``unmatched_events``' engine columns
 UNMATCHED = {**{name: EVENTS[name] for name in _EVENT_FIELDS}, "reason": "object", "batch_id": "int64"}
 

@@ -199,7 +199,7 @@ class Purgatory:
         Args:
             operations: canonical operations (``op_id``, ``keys`` or ``key``, ``ts``,
                 ``timeout_ms``, ``condition``, ``target``, ``members``, ``payload``, ``raw``).
-            events: canonical events (``key``, ``ts``, ``op_id``, ``source``, ``value``, ``raw``).
+            events: canonical events (``key``, ``ts``, ``op_id``, ``source``, ``value``, ``cancel``, ``raw``).
             watermark_ms: this micro-batch's watermark: older input is ``late``, operations
                 whose deadline it reached expire.
             batch_id: written to every output row.
@@ -304,11 +304,6 @@ class Purgatory:
     def advance(self, watermark_ms: int) -> None:
         """Move the wheel to the watermark; expire the operations whose deadline it reached."""
         self._delayed.advance(watermark_ms)
-
-    def cancel_for_key(self, keys: list[str]) -> list[str]:
-        """Kafka's ``cancelForKey``: drop the operations watching ``keys``, no outcome emitted
-        (their op_ids still count as resolved); returns their op_ids."""
-        return self._delayed.cancel_for_key(keys)
 
 
 class _Clock(NamedTuple):

@@ -40,8 +40,9 @@ REGISTRATION, ARRIVAL, FINAL = 0, 1, 2
 _STAGES = 3
 #: no relay rows
 NOTHING = Rows.empty(RELAY)
+_FLAGS = ("floor", "counted", "covered", "cancel")
 #: a relay row's fields where its kind leaves them unsaid
-_UNSAID = {"for_op": None, "op_id": None, "source": None, "floor": False, "counted": False, "covered": False}
+_UNSAID = {**dict.fromkeys(("for_op", "op_id", "source")), **dict.fromkeys(_FLAGS, False)}
 
 
 def outgoing(
@@ -69,8 +70,11 @@ def _pairs(ops: Rows, matches: Rows, events: Rows, new_from: int, new_eseq_from:
     row = search(events["eseq"], eseq)
     ts = events["ts"][row]
     # an event before its (offset) operation only raises the key's progress: it goes as a
-    # floor, which awaits no notice
+    # floor, which awaits no notice; a cancel there does neither
     floor = ts < ops["ts"][at]
+    if (floor & events["cancel"][row]).any():
+        keep = ~(floor & events["cancel"][row])
+        eseq, at, row, ts, floor = eseq[keep], at[keep], row[keep], ts[keep], floor[keep]
     columns = {
         "for_op": ops["op_id"][at],
         "key": events["key"][row],
@@ -78,6 +82,7 @@ def _pairs(ops: Rows, matches: Rows, events: Rows, new_from: int, new_eseq_from:
         "op_id": events["op_id"][row],
         "source": events["source"][row],
         "value": events["value"][row],
+        "cancel": events["cancel"][row],
         "stage": np.where(eseq >= new_eseq_from, ARRIVAL, REGISTRATION).astype(np.int8),
         "floor": floor,
         "sender_eseq": np.where(floor, FLOOR_ESEQ, eseq),
@@ -116,6 +121,7 @@ def notices(final: Rows, counted: np.ndarray, covered: np.ndarray | None = None)
         "op_id": final["op_id"],
         "source": final["source"],
         "value": final["value"],
+        "cancel": final["cancel"],
         "stage": np.int8(FINAL),
         "sender_eseq": final["eseq"],
         "counted": np.asarray(counted, bool),
@@ -178,11 +184,12 @@ def matches_of(
             "value": rows["value"][f_row].astype(float),
             "source": None,
             "is_member": False,
+            "cancel": False,
         },
         f_row.size,
     ).cast(MATCHES)
     p_row = probe[~floor]
-    found = Rows({c: rows[c][p_row] for c in ("key", "ts", "op_id", "source", "value")}, p_row.size)
+    found = Rows({c: rows[c][p_row] for c in watchers.PAIR[2:] if c != "eseq"}, p_row.size)
     made = watchers.matches_in_window(ops, found.assign(handle=handles[~floor], eseq=eseq[p_row]))
     return Rows.concat([made, floor_rows], MATCHES).cast(MATCHES), record
 

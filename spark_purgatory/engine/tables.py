@@ -54,9 +54,11 @@ MATCHES = {
     "value": "float64",
     "source": "object",
     "is_member": "bool",
+    "cancel": "bool",
 }
 #: events the watermark has not passed yet, in arrival order (``eseq``); ``used``: an
-#: operation of this shard counted it (a stub never counts: ``relay``)
+#: operation of this shard counted it (a stub never counts: ``relay``); ``cancel``: a cancel
+#: event (``cancels``), which withdraws and never counts (False in a state written before it: ``codec``)
 EVENTS = {
     "eseq": "int64",
     "key": "object",
@@ -66,6 +68,7 @@ EVENTS = {
     "value": "float64",
     "used": "bool",
     "replica": "bool",
+    "cancel": "bool",
 }
 #: what a primary shard hands on to the cross-shard group (``relay``): each (event, stub)
 #: match, the stub named by its operation (``for_op``), the event by its fields and its
@@ -84,6 +87,7 @@ RELAY = {
     "sender_eseq": "int64",
     "counted": "bool",
     "covered": "bool",
+    "cancel": "bool",
 }
 #: the cross-shard group's record of relayed pairs until their event's notice: the event
 #: (``sender`` shard, ``sender_eseq``: unique among events awaiting a notice, as a shard's

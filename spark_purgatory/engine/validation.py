@@ -43,6 +43,7 @@ from .conditions import ANY, CONDITIONS
 from .fields import (
     blanks,
     epoch_ms,
+    flags,
     given,
     missing,
     non_texts,
@@ -383,13 +384,14 @@ def validate_events(
     op_id, bad_op_id = texts(values_of(events, "op_id"), n)
     source, _ = texts(values_of(events, "source"), n)
     bad_source = non_texts(values_of(events, "source"), n)  # a name: a string or nothing
+    cancel, bad_cancel = flags(values_of(events, "cancel"), n)
     checks = _Checks(events, SOURCE_EVENTS, now_ms)
     checks.no = {
         "key": blanks(key),
         "ts": missing(values_of(events, "ts"), n),
         "value": ~given(values_of(events, "value"), n),
     }
-    checks.wrong = {"op_id": bad_op_id, "source": bad_source}
+    checks.wrong = {"op_id": bad_op_id, "source": bad_source, "cancel": bad_cancel}
     checks.value, checks.null = {"ts": ms, "value": value}, {"ts": np.isnan(ms)}
     reasons = first_reason(EVENT_CHECKS, checks, InputLimits().bounds(None, max_future_ms))
     ok = reasons == ""
@@ -409,6 +411,7 @@ def validate_events(
             "op_id": readable(op_id[ok]),
             "source": readable(source[ok]),
             "value": value[ok],
+            "cancel": cancel[ok],
         },
         copy=False,
     )

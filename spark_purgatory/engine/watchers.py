@@ -19,7 +19,7 @@ from .rows import Rows
 from .tables import MATCHES
 
 #: an (event, operation) pair before the window check
-PAIR = ("handle", "khash", "key", "ts", "eseq", "op_id", "source", "value")
+PAIR = ("handle", "khash", "key", "ts", "eseq", "op_id", "source", "value", "cancel")
 _NO_MATCHES = Rows.empty(MATCHES)
 
 
@@ -120,6 +120,7 @@ def matches_in_window(ops: Rows, pairs: Rows, at: np.ndarray | None = None) -> R
         "value": pairs["value"][keep].astype(np.float64, copy=False),
         "source": source,
         "is_member": _is_member(ops, handle, source, np.isin(cond[keep], NEEDS_MEMBERS)),
+        "cancel": pairs["cancel"][keep],
     }
     return Rows(columns, keep.size)
 

@@ -46,14 +46,8 @@ if TYPE_CHECKING:
 
 #: how long past its deadline an untargeted event of its keys still belongs to a story (at least)
 _LATE_WINDOW = dt.timedelta(hours=1)
-#: the states an op_id can be in, as ``OperationStory.state`` says
-PENDING, COMPLETED, EXPIRED, REJECTED_STATE, UNKNOWN = (
-    "pending",
-    "completed",
-    "expired",
-    "rejected",
-    "unknown",
-)
+#: the states an op_id can be in, as ``OperationStory.state`` says, besides its outcome's status
+PENDING, REJECTED_STATE, UNKNOWN = "pending", "rejected", "unknown"
 
 
 @dataclass
@@ -62,7 +56,7 @@ class OperationStory:
 
     Attributes:
         op_id: the operation asked about.
-        state: ``pending``, ``completed``, ``expired``, ``rejected`` or ``unknown``.
+        state: ``pending``, ``completed``, ``expired``, ``cancelled``, ``rejected`` or ``unknown``.
         pending: its ``pending_operations`` row (progress, time left), if pending.
         outcome: its ``outcomes`` row, if resolved.
         rejected: its ``rejected`` rows other than duplicates (reason, raw, batch_id).
@@ -282,7 +276,7 @@ def _state_of(story: OperationStory) -> str:
     if story.pending is not None:
         return PENDING
     if story.outcome is not None:
-        return COMPLETED if story.outcome["status"] == COMPLETED else EXPIRED
+        return str(story.outcome["status"])  # contract.STATUSES: completed, expired, cancelled
     if story.rejected:
         return REJECTED_STATE
     return UNKNOWN

@@ -158,6 +158,7 @@ def split_input(
             "source": col(SHARED_IN["source"], is_event),
             "value": col(SHARED_IN["value"], is_event, float),
             "replica": role[is_event] == _REPLICA,
+            "cancel": col("cancel", is_event, bool),
         },
         copy=False,
     )

@@ -46,6 +46,8 @@ ROLES = (
 SIDES = (SOURCE_OPERATIONS, SOURCE_EVENTS, ROLE_WAKE)
 
 
+#: the routed columns that are flags: false where a row has none (a null makes pandas' column objects)
+FLAGS = ("cancel",)
 #: the routed columns that hold a list as JSON text, null for the usual rows (one key, in
 #: ``key``; no members): an array column costs per row even when empty, a null string not
 LIST_COLUMNS = ("keys", "members")

@@ -54,6 +54,7 @@ from ..handoff.shard_handoff import hands_off, registers
 from ..handoff.wake import END_LINE
 from ..shard.labels import shard_labels
 from ..shard.roles import (
+    FLAGS,
     LIST_COLUMNS,
     ROLE_BAD,
     ROLE_CLAIM,
@@ -134,6 +135,8 @@ def _as_routed(
             return f"CASE {given(name)} {named} END"
         if name in SHARED_COLUMNS:  # the first given of the fields that share it
             return first_of([field_value(f) for f in SHARED_COLUMNS[name] if carries(side, f)])
+        if name in FLAGS:  # never null (a reader's flag is not), as a mark's: pandas gets numpy's bools
+            return "false" if field_value(name) == "NULL" else field_value(name)
         return field_value(name)
 
     values = {f.name: value_of(f.name) for f in ROUTED_SCHEMA.fields}
@@ -325,9 +328,11 @@ def route_typed_events(
     kept, record, arguments = events_arguments(df)
     call = f"{function}({arguments}, {_shards_sql(config)})"
     value = "value" if "value" in kept else "NULL AS value"
+    cancel = "coalesce(cancel, false) AS cancel" if "cancel" in kept else "false AS cancel"
     fields = df.selectExpr(*kept, f"{call} AS _rows").selectExpr(
         "key",
         value,
+        cancel,
         "_rows",
         f"CASE WHEN _rows.reason IS NOT NULL THEN to_json({record}) END AS raw",
     )

@@ -44,6 +44,8 @@ def _accepted(arrow_type: pa.DataType) -> tuple[tuple[type, ...], str]:
         return _NUMBER, "a whole number (bigint)"
     if pa.types.is_floating(arrow_type):
         return _NUMBER, "a number (double)"
+    if pa.types.is_boolean(arrow_type):
+        return (T.BooleanType,), "boolean"
     return (T.StringType,), "string"
 
 

@@ -26,6 +26,7 @@ from ..contract import (
     EPOCH_MS_TEXT,
     EVENT_CHECKS,
     EVENT_COLUMNS,
+    FLAG,
     ID,
     OPERATION_CHECKS,
     OPERATION_COLUMNS,
@@ -82,6 +83,8 @@ __all__ = [
 
 #: fields that must be text: read as variants, so that an array or object is ``bad_<field>``
 _TEXT_FIELDS = read_as(ID, STRING)
+#: fields the lenient reading takes as variants: the text ones, and flags (a string is no flag)
+_VARIANT_FIELDS = read_as(ID, STRING, FLAG)
 
 # Every other field is read as text, so a wrong type becomes a reason, not a failed query.
 # Single-quoted strings are no JSON (``malformed_json``, as on every path).
@@ -93,7 +96,7 @@ _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "a
 
 def _json_schema(contract: pa.Schema) -> T.StructType:
     fields = [
-        T.StructField(name, T.VariantType() if name in _TEXT_FIELDS else T.StringType())
+        T.StructField(name, T.VariantType() if name in _VARIANT_FIELDS else T.StringType())
         for name in [*contract.names, _CORRUPT]
     ]
     return T.StructType(fields)
@@ -366,10 +369,15 @@ class _LenientJson(_TypedJson):
         return f"variant_get({self.field(name)}, '$', 'string')"
 
     def wrong(self, name: str, reading: str) -> str:
-        """An ``ID`` that is an array or object; a ``STRING`` that is anything but a string."""
+        """An ``ID`` that is an array or object; a ``STRING`` that is anything but a string; a
+        ``FLAG`` that is anything but a boolean."""
         kind = f"schema_of_variant({self.field(name)})"
-        wrong = f"{kind} RLIKE '^(ARRAY|OBJECT)'" if reading == ID else f"{kind} NOT IN ('STRING', 'VOID')"
+        only = "BOOLEAN" if reading == FLAG else "STRING"
+        wrong = f"{kind} RLIKE '^(ARRAY|OBJECT)'" if reading == ID else f"{kind} NOT IN ('{only}', 'VOID')"
         return f"coalesce({wrong}, false)"
+
+    def flag(self, name: str) -> str:
+        return f"coalesce(try_variant_get({self.field(name)}, '$', 'boolean'), false)"
 
     def listed(self, name: str) -> str:
         """A JSON array of strings, or a single string standing for a list of one (an object:

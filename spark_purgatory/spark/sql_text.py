@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..contract import (
     CONDITIONS,
     DEFAULT_CONDITION,
+    FLAG,
     ID,
     LIST,
     MAX_TS_MS,
@@ -56,6 +57,10 @@ class FieldReading:
     def value(self, name: str, reading: str) -> str:
         return self.field(name)
 
+    def flag(self, name: str) -> str:
+        """A ``FLAG`` field as a boolean, false where absent."""
+        return f"coalesce({self.field(name)}, false)"
+
     def fields(self, source: str) -> dict[str, str]:
         """Each field of ``source`` (``contract.READINGS``) as the checks read it, with its
         ``_no_<field>`` or ``_bad_<field>`` where they ask (``sql_checks``)."""
@@ -68,6 +73,9 @@ class FieldReading:
                 if source != SOURCE_OPERATIONS:
                     text = f"CASE WHEN {sql_filled(text)} THEN {text} END"
                 out[name] = text
+                out[f"_bad_{name}"] = self.wrong(name, reading)
+            elif reading == FLAG:
+                out[name] = self.flag(name)
                 out[f"_bad_{name}"] = self.wrong(name, reading)
             elif name == "keys":  # ``key`` stands for ``keys``; the keys keep their order
                 key = self.field("key")

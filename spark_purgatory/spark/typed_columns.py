@@ -65,6 +65,9 @@ class _Columns(FieldReading):
         read = {TIME: _typed_epoch_ms, WHOLE: _typed_whole, NUMBER: _double}[reading]
         return read(self.c[name], _type_of(self.df, name))
 
+    def flag(self, name: str) -> str:
+        return _flag(self.df, name)
+
 
 def _fields(df: DataFrame, contract: pa.Schema, source: str) -> DataFrame:
     c = _typed_columns(df, contract, source)
@@ -141,6 +144,7 @@ def events_checked(df: DataFrame, function: str) -> DataFrame:
         f"{_double(c['value'], _type_of(df, 'value'))} AS value",
         f"{c['op_id']} AS _op_id",
         f"{c['source']} AS _source",
+        f"{_flag(df, 'cancel')} AS cancel",
     )
     call = f"{function}(key, `{ts_ms}`, _no_ts, {_latest(df)}, value, _op_id, _source)"
     return _checked(read, call, EVENT_COLUMNS, ("op_id", "source"))
@@ -197,6 +201,11 @@ def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str,
         f.name: f"`{f.name}`" if f.name in have else f"CAST(NULL AS {f.dataType.simpleString()})"
         for f in spark_types.fields
     }
+
+
+def _flag(df: DataFrame, name: str) -> str:
+    """A flag column as a boolean, false where null or absent (no null the optimizer folds)."""
+    return f"coalesce(`{name}`, false)" if name in df.columns else "false"
 
 
 def _type_of(df: DataFrame, name: str) -> T.DataType | None:

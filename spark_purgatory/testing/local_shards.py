@@ -26,6 +26,7 @@ from ..contract import SOURCE_EVENTS, SOURCE_OPERATIONS, ms_column
 from ..engine.conditions import CONDITION_NAMES
 from ..handoff.shard_handoff import hands_off, registers
 from ..shard.roles import (
+    FLAGS,
     ROLE_BAD,
     ROLE_CLAIM,
     ROLE_END,
@@ -92,6 +93,7 @@ def routed(
                 "op_id": ev.op_id,
                 SHARED_IN["source"]: ev.source,
                 SHARED_IN["value"]: ev.value,
+                "cancel": bool(ev.cancel),
             }
             rows.append({**fields, "shard": home, "role": ROLE_EVENT})
             if replicas:
@@ -158,6 +160,8 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
             data[name] = np.array([ROLES.index(r) for r in values], dtype=np.int8)
         elif name == "side":
             data[name] = np.array([SIDES.index(s) if s is not None else 0 for s in values], dtype=np.int8)
+        elif name in FLAGS:
+            data[name] = np.array([bool(v) for v in values], dtype=bool)
         elif name in _NUMBERS:  # a null as NaN, as PySpark hands a nullable number column over
             data[name] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
         else:

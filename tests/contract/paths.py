@@ -117,7 +117,10 @@ def _valid_operation(row: dict) -> dict:
 
 
 def _valid_event(row: dict) -> dict:
-    return {name: _plain(row[name]) for name in ("key", "ts", "op_id", "source", "value")}
+    """A validated event as a row; an unmatched one's ``cancel`` as its reason says."""
+    fields = {name: _plain(row[name]) for name in ("key", "ts", "op_id", "source", "value")}
+    cancel = row["cancel"] if "cancel" in row else str(row.get("reason")).startswith("cancel_")
+    return {**fields, "cancel": bool(cancel)}
 
 
 def _rejected(row: dict) -> Answer:
@@ -304,7 +307,7 @@ def _batch_answers(spark: SparkSession, directory: str) -> dict[str, Answer]:
         kind == c.KIND_OUTCOME, ["op_id", "keys", "op_ts_ms", "deadline_ms", "condition", "target", "payload"]
     ]
     outcomes = outcomes.rename(columns={"op_ts_ms": "ts", "deadline_ms": "deadline"})
-    unmatched = out.loc[kind == c.KIND_UNMATCHED, ["key", "ts_ms", "op_id", "source", "value"]]
+    unmatched = out.loc[kind == c.KIND_UNMATCHED, ["key", "ts_ms", "op_id", "source", "value", "reason"]]
     unmatched = unmatched.rename(columns={"ts_ms": "ts"})
     rejected = out.loc[kind == c.KIND_REJECTED, ["source", "raw", "reason", "op_id", "key"]]
     return by_identity(outcomes, unmatched, rejected, "batch")

@@ -124,6 +124,8 @@ def _typed(record: dict, source: str) -> dict | None:
             out[name] = value
         elif str(kind) == "double" and isinstance(value, (int, float)) and not isinstance(value, bool):
             out[name] = float(value)
+        elif str(kind) == "bool" and isinstance(value, bool):
+            out[name] = value
         else:
             return None
     return out
@@ -191,6 +193,7 @@ def ev(name: str, reason: str | None = None, **fields: Any) -> Case:
     options = {k: fields.pop(k) for k in _OPTIONS if k in fields}
     record = {"key": f"e:{name}", "ts": TS, **fields}
     base_row = {"key": f"e:{name}", "ts": TS_MS, "op_id": None, "source": None, "value": None}
+    base_row["cancel"] = False
     return _case(name, c.SOURCE_EVENTS, reason, record, base_row, **options)
 
 
@@ -465,6 +468,13 @@ EVENTS: list[Case] = [
     ev("source-digits", source="17", row={"source": "17"}),
     ev("source-false", c.BAD_SOURCE, source=False, typed=None),
     ev("source-object", c.BAD_SOURCE, source={"a": 1}, typed=None),
+    ev("cancel", op_id="o-2", cancel=True, row={"op_id": "o-2", "cancel": True}),
+    ev("cancel-false", cancel=False),
+    ev("cancel-null", cancel=None),
+    ev("cancel-text", c.BAD_CANCEL, cancel="true", typed=None),
+    ev("cancel-number", c.BAD_CANCEL, cancel=1, typed={"cancel": 1}, records_only=True),
+    ev("cancel-array", c.BAD_CANCEL, cancel=[True], typed=None),
+    ev("misspelled-cancel", c.MISSPELLED_FIELD, cancle=True, typed=None),
     ev("late", c.LATE, late=True),
 ]
 # fmt: on
@@ -537,6 +547,7 @@ _EVENT_CHANGES: dict[str, Any] = {
     c.BAD_VALUE: lambda n: _change({"value": float("inf")}),
     c.BAD_OP_ID: lambda n: _change({"op_id": [1]}, _JSON),
     c.BAD_SOURCE: lambda n: _change({"source": False}, _JSON),
+    c.BAD_CANCEL: lambda n: _change({"cancel": "yes"}, _JSON),
     c.LATE: lambda n: _change({"ts": TS}, late=True),
 }
 

@@ -58,13 +58,15 @@ def test_request_purge_with_multi_key_operations():
     assert p.pending == 1 and p.watched == 1
 
 
-def test_cancel_for_key_returns_cancelled_operations():
+def test_cancel_for_key_withdraws_the_operations_watching_the_key():
+    """Kafka's ``cancelForKey`` is an input event here: ``cancel: true`` on the key
+    (``test_cancels``); each withdrawn operation has its outcome, ``cancelled``."""
     p = purgatory()
     step(p, ops=[op("a", "test1", 0), op("b", "test1", 0), op("c", "test2", 0)])
-    assert sorted(p.cancel_for_key(["test1"])) == ["a", "b"]
+    r = step(p, events=[ev("test1", 5, cancel=True)])
+    assert sorted(outcomes(r)) == ["a", "b"] and set(r.outcomes["status"]) == {"cancelled"}
     assert p.pending == 1 and p.watched == 1
-    assert p.cancel_for_key(["nope"]) == []
-    assert len(step(p, wm=5000).outcomes) == 1  # only c expires; a and b are gone
+    assert list(outcomes(step(p, wm=5000))) == ["c"]  # only c expires; a and b are resolved
 
 
 # -- SPEC: conditions ---------------------------------------------------------------------------

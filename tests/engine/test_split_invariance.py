@@ -3,8 +3,9 @@ the reference model (``reference_model``).
 
 Hypothesis draws operations over a few keys (all six conditions, multi-key ones, repeated
 op_ids, invalid rows: among them fields the condition does not use), events (targeted or
-not, with sources and values, half of them aimed at an operation's keys and window, some far
-behind or after their operations), an order for each input (event time, or any), cut points for each
+not, cancels by op_id or by key among them, with sources and values, half of them aimed at
+an operation's keys and window, some far behind or after their operations), an order for
+each input (event time, or any), cut points for each
 input (so operations arrive before, with or after their events, and micro-batches may be
 empty), a watermark delay and whether the input ends.  The watermarks are Spark's
 (``reference_model.spark_watermarks``).  For every draw, ``Purgatory.process`` and the
@@ -124,9 +125,14 @@ def events(draw, ops: list[dict], n_max: int = 24) -> list[dict]:
             e["source"] = draw(st.sampled_from(pool))
         if op_ids and draw(st.integers(0, 6)) == 0:
             e["op_id"] = draw(st.sampled_from(op_ids))
-        if draw(st.integers(0, 25)) == 0:
+        if draw(st.integers(0, 7)) == 0:  # a cancel: by op_id when it has one, else by key
+            e["cancel"] = True
+        bad = draw(st.integers(0, 40))
+        if bad == 0:
             del e["key"]
             e["_reason"] = "missing_key"
+        elif bad == 1:  # a flag as text is no flag
+            e["cancel"], e["_reason"] = "true", "bad_cancel"
         out.append(e)
     return out
 

@@ -284,7 +284,8 @@ def test_empty_frames_give_empty_frames_with_the_columns_and_types():
     assert rejected.columns.tolist() == _REJECTED and len(rejected) == 0
     valid, rejected = validate_events(pd.DataFrame())
     assert valid.dtypes.astype(str).to_dict() == {
-        "key": "object", "ts": "int64", "op_id": "object", "source": "object", "value": "float64"
+        "key": "object", "ts": "int64", "op_id": "object", "source": "object", "value": "float64",
+        "cancel": "bool",
     }  # fmt: skip
     assert rejected.columns.tolist() == _REJECTED
 

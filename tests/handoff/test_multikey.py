@@ -409,6 +409,7 @@ def relay_rows(pairs: list[tuple[str, str, int]]) -> pd.DataFrame:
             "sender_eseq": np.arange(len(pairs)),
             "counted": False,
             "covered": False,
+            "cancel": False,
         }
     )
 

@@ -42,7 +42,7 @@ def outcome_rows() -> pa.Table:
         "resolved_date": AT.date(),
     }
     return pa.Table.from_pylist(
-        [row, {**row, "op_id": "pay-2", "status": "completed", "payload": None}], OUTCOMES.schema
+        [row, {**row, "op_id": "pay-2", "status": "cancelled", "payload": None}], OUTCOMES.schema
     )
 
 
@@ -63,7 +63,8 @@ def test_an_outcomes_record_is_valid_under_the_schema_to_the_millisecond():
     assert parsed["progress"] is None  # NaN is no JSON number
     assert parsed["payload"] == '{"amount": "12€"}' and "€" in value.decode()
     assert dict(headers) == {HEADER_STATUS: b"expired", HEADER_CHECKPOINT: b"chk-1", HEADER_BATCH: b"88"}
-    assert dict(headers2)[HEADER_STATUS] == b"completed" and json.loads(value2)["payload"] is None
+    assert dict(headers2)[HEADER_STATUS] == b"cancelled" and json.loads(value2)["payload"] is None
+    jsonschema.validate(json.loads(value2), SCHEMA)  # a withdrawn operation's outcome too
 
 
 def test_a_quorums_record_names_who_reported_and_who_did_not():

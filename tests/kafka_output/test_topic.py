@@ -131,9 +131,9 @@ def test_each_outcome_of_a_recorded_micro_batch_reaches_read_committed_consumers
 
 def test_only_the_statuses_asked_for_go_to_the_topic(kafka_broker, tmp_path):
     topic = kafka_broker.create_topic(f"out-{uuid.uuid4().hex[:8]}")
-    sink = make_sink(tmp_path, kafka_broker, topic, statuses="expired")
-    sink.process(rows(0, [("a", "expired"), ("b", "completed")], rejected=2), 0)
-    assert summary(read_topic(kafka_broker, topic)) == [(b"a", "expired")]
+    sink = make_sink(tmp_path, kafka_broker, topic, statuses="expired,cancelled")
+    sink.process(rows(0, [("a", "expired"), ("b", "completed"), ("c", "cancelled")], rejected=2), 0)
+    assert summary(read_topic(kafka_broker, topic)) == [(b"a", "expired"), (b"c", "cancelled")]
 
 
 def test_a_retried_send_after_its_commit_sends_nothing(kafka_broker, tmp_path):

@@ -3,10 +3,11 @@
 The broker is the worker's one ``kafka_broker`` (``spark_purgatory.kafka_broker``, KRaft, from
 the pinned JARs); every test makes topics of its own on it.  Each test is a real query:
 
-* the contract's scenarios (a generated workload with malformed lines) through two topics
-  of three partitions give the outcomes, unmatched events and rejections that the same lines
-  give as files; a rejected record's ``raw`` names its topic, partition and offset, where
-  Spark's Kafka source finds that exact record again;
+* the contract's scenarios (a generated workload with malformed lines, and cancels by op_id,
+  by key and after a deadline) through two topics of three partitions give the outcomes,
+  unmatched events and rejections that the same lines give as files, the withdrawn
+  operations ``cancelled`` as the engine decides them; a rejected record's ``raw`` names its
+  topic, partition and offset, where Spark's Kafka source finds that exact record again;
 * partitions skewed in event time (one a time slice behind the other) and one topic behind
   the other: the watermark never passes the slower input, nothing valid is rejected as
   late, and a record further behind than the delay lands in ``rejected`` as ``late``;
@@ -20,9 +21,11 @@ the pinned JARs); every test makes topics of its own on it.  Each test is a real
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
+import numpy as np
 import pandas as pd
 import pytest
 from deltalake import DeltaTable
@@ -49,6 +52,9 @@ def _table(path: str) -> pd.DataFrame:
     return DeltaTable(path).to_pandas()
 
 
+_COLUMNS = ("op_id", "status", "resolved_at", "matched_events")
+
+
 def _outcomes(frame: pd.DataFrame) -> set[tuple]:
     return {
         (r.op_id, r.status, pd.Timestamp(r.resolved_at).value // 1_000_000, r.matched_events)
@@ -70,11 +76,30 @@ KAFKA_POISON = (
 )
 
 
+def _with_cancels(work):
+    """The workload with cancel events: every 40th operation withdrawn by its op_id half a
+    second after it starts (the first again at its deadline: too late), and every 40th
+    (another) by its first key, withdrawing whatever is pending there."""
+    ops = work.operations
+    by_id, by_key = ops.iloc[5::40], ops.iloc[25::40]
+    late = by_id.iloc[:1]
+    cancels = pd.DataFrame(
+        {
+            "key": [keys[0] for keys in pd.concat([by_id, by_key, late])["keys"]],
+            "ts": np.concatenate([by_id["ts"] + 500, by_key["ts"] + 700, late["ts"] + late["timeout_ms"]]),
+            "op_id": [*by_id["op_id"], *[None] * len(by_key), *late["op_id"]],
+            "cancel": True,
+        }
+    )
+    events = pd.concat([work.events, cancels], ignore_index=True)
+    return dataclasses.replace(work, events=events.sort_values("ts", kind="stable", ignore_index=True))
+
+
 @pytest.fixture(scope="module")
 def through_both(spark, kafka_broker, tmp_path_factory):
-    """One workload with malformed lines, run as files and as topics of three partitions."""
+    """One workload with malformed lines and cancels, run as files and as topics of three partitions."""
     root = tmp_path_factory.mktemp("kafka-contract")
-    work = generate(400, seed=7, ops_per_second=40, multi_key=0.05)
+    work = _with_cancels(generate(400, seed=7, ops_per_second=40, multi_key=0.05))
     write_json_lines(work, f"{root}/in/ops", f"{root}/in/events", files=4, malformed=8, seed=2)
     config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")
     runs = {}
@@ -117,6 +142,12 @@ def test_the_contract_through_kafka_gives_what_files_give(through_both):
         for t in (files, kafka)
     ]
     assert unmatched[0] == unmatched[1]
+    assert "cancel_no_operation" in {r[-1] for r in unmatched[1]}  # the cancel at a deadline
+    # withdrawn as the engine withdraws them, the input in one micro-batch
+    engine = Purgatory().replay(work.operations, work.events, final_watermark_ms=2**62).outcomes
+    cancelled = {o for o in _outcomes(kafka["outcomes"]) if o[1] == "cancelled"}
+    assert len(cancelled) > 20
+    assert cancelled == {tuple(r) for r in engine.loc[engine["status"] == "cancelled", list(_COLUMNS)].values}
     # the same malformed lines rejected for the same reasons; Kafka's raw wraps the line
     as_files = sorted(files["rejected"][["source", "reason", "raw"]].itertuples(index=False, name=None))
     as_kafka = sorted(

@@ -2,15 +2,15 @@
 
 A random workload over six keys and three shards (all six conditions, multi-key operations
 across shards, a repeated op_id, invalid rows, fields a condition does not use, events
-before, during and after their operations' windows) is written as two inputs in event-time
-order, each cut into files at its own random event times, one file per stream per
-micro-batch.  With Spark's ``min``
-policy no row of an input in event-time order is behind the watermark, so the contract says
-the Delta tables hold exactly what the reference model gives for the whole input in one
-micro-batch, then the end of input (but for the progress of an ``offset`` operation that
-holds on arrival: the contract's one exception), and exactly what it gives micro-batch by
-micro-batch at Spark's watermarks: outcomes (status, ``resolved_at``, matched events,
-progress), unmatched events with their reasons, and rejects.
+before, during and after their operations' windows, cancels by op_id and by key) is
+written as two inputs in event-time order, each cut into files at its own random event
+times, one file per stream per micro-batch.  With Spark's ``min`` policy no row of an input
+in event-time order is behind the watermark, so the contract says the Delta tables hold
+exactly what the reference model gives for the whole input in one micro-batch, then the end
+of input (but for the progress of an ``offset`` operation that holds on arrival: the
+contract's one exception), and exactly what it gives micro-batch by micro-batch at Spark's
+watermarks: outcomes (status, ``resolved_at``, matched events, progress), unmatched events
+with their reasons, and rejects.
 """
 
 from __future__ import annotations
@@ -89,6 +89,10 @@ def _workload(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
         if rng.random() < 0.1:
             e["op_id"] = f"op-{rng.integers(0, 36)}"
         events.append(e)
+    more = np.random.default_rng(79)  # cancels, drawn apart: the draws above stay as they were
+    for o in more.choice(ops[:36], 8, replace=False):  # in the window or at the deadline
+        cancel = {"key": o["keys"][0], "ts": o["ts"] + int(more.integers(0, o["timeout_ms"] + 1))}
+        events.append({**cancel, **({"op_id": o["op_id"]} if more.random() < 0.5 else {}), "cancel": True})
     return sorted(ops, key=lambda o: o["ts"]), sorted(events, key=lambda e: e["ts"])
 
 
@@ -173,3 +177,4 @@ def test_files_cut_at_random_event_times_give_the_reference_outcomes(spark, tmp_
         (s, reason) for s, reason, _, _ in expected.rejected
     )
     assert len(expected.outcomes) > 30 and {"after_resolution", "no_operation"} <= {r[-1] for r in reported}
+    assert "cancelled" in {o[0] for o in expected.outcomes.values()}

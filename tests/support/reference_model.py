@@ -35,11 +35,17 @@ The rules, as ``docs/contract.md`` states them:
    event that arrives after its operation completed, with an earlier event time; it cannot
    change an outcome already written.  With each input in event-time order that happens only
    to an ``offset`` operation holding on arrival, whose ``progress`` is then that of the
-   events arrived.)  An operation parked for its op_id's registry (``engine.registry``) is
+   events arrived.)  A *cancel* event (``cancel: true``) matches as rule 2 says and never
+   counts: an operation's first matching cancel in (ts, arrival) order withdraws it, status
+   ``cancelled`` at the cancel's time, unless its condition holds over the matching events
+   before that cancel (then it completes as above); its matched events and progress are
+   those events' (so a cancel at or after the deadline withdraws nothing: the operation
+   expires).  An operation parked for its op_id's registry (``engine.registry``) is
    decided from the next micro-batch on: the events arrived are then that micro-batch's too.
 4. An admitted event no operation counted is reported once the watermark has passed it and
    no pending operation can still count it: ``after_resolution`` if it lies in the window of
-   an operation that matched it and was resolved without it, else ``no_operation``.
+   an operation that matched it and was resolved without it, else ``no_operation``; a cancel
+   that withdrew nothing likewise ``cancel_after_resolution`` or ``cancel_no_operation``.
 5. Who answered an outcome, from the events it counted (rule 3): for ``all`` and ``quorum``
    the members (distinct and sorted, as validation keeps them) that are the source of one of
    them, and the other members; for ``count`` the distinct sources of its counted events in
@@ -86,6 +92,7 @@ class _Op:
     status: str = "pending"
     resolved_at: int | None = None
     counted: list[int] = field(default_factory=list)  # indexes of the events it counted
+    withdrawn_by: int | None = None  # index of the cancel that withdrew it
     progress: float = 0.0
     decided_from: int = 0  # the micro-batch from which it is decided (``parks``: the next one)
 
@@ -152,12 +159,21 @@ def matches(o: dict, deadline: int, e: dict) -> bool:
 
 def _decide(o: _Op, events: list[dict], wm: int) -> None:
     """Rule 3 for one pending operation, over the events arrived so far."""
+    cancels = [
+        (e["ts"], i) for i, e in enumerate(events) if e.get("cancel") and matches(o.row, o.deadline, e)
+    ]
+    cancel = min(cancels, default=(INF, INF))
     mine = sorted(
-        (i for i, e in enumerate(events) if matches(o.row, o.deadline, e)), key=lambda i: (events[i]["ts"], i)
+        (
+            i
+            for i, e in enumerate(events)
+            if not e.get("cancel") and matches(o.row, o.deadline, e) and (e["ts"], i) < cancel
+        ),
+        key=lambda i: (events[i]["ts"], i),
     )
     cond = o.row.get("condition", "any")
     if cond == "offset":
-        crossing = _offset_reached(o, events)
+        crossing = _offset_reached(o, events, cancel)
         if crossing is not None:
             o.status, o.resolved_at = "completed", crossing[0]
             o.counted = [i for i in mine if (events[i]["ts"], i) <= crossing]
@@ -174,15 +190,19 @@ def _decide(o: _Op, events: list[dict], wm: int) -> None:
                 o.status, o.resolved_at = "completed", events[i]["ts"]
                 o.counted, o.progress = mine[: n + 1], measure.value()
                 return
-    if wm >= o.deadline:
+    if cancels:  # withdrawn at its first cancel, with the events before it
+        o.status, o.resolved_at, o.counted, o.withdrawn_by = "cancelled", cancel[0], mine, cancel[1]
+    elif wm >= o.deadline:
         o.status, o.resolved_at, o.counted = "expired", o.deadline, mine
-        if cond == "offset":
-            o.progress = _offset_progress(o, events, (o.deadline, -1))
-        else:
-            measure = _Measure(o.row)
-            for i in mine:
-                measure.add(events[i])
-            o.progress = measure.value()
+    else:
+        return
+    if cond == "offset":
+        o.progress = _offset_progress(o, events, cancel if cancels else (o.deadline, -1))
+    else:
+        measure = _Measure(o.row)
+        for i in mine:
+            measure.add(events[i])
+        o.progress = measure.value()
 
 
 class _Measure:
@@ -251,20 +271,21 @@ def _progress_events(o: _Op, events: list[dict], key: str, until: tuple) -> list
         and (e["ts"], i) <= until
         and e["ts"] < o.deadline
         and e.get("value") is not None
+        and not e.get("cancel")
         and (e.get("op_id") is None or (e["op_id"] == o.row["op_id"] and e["ts"] >= o.row["ts"]))
     ]
 
 
-def _offset_reached(o: _Op, events: list[dict]) -> tuple[int, int] | None:
+def _offset_reached(o: _Op, events: list[dict], until: tuple = (INF, INF)) -> tuple[int, int] | None:
     """The *crossing*: when the last key's running max reached the target, as (time, arrival
     index) of the event that reached it, (o.ts, -1) when that key had reached it before o.ts;
-    None if a key has not."""
+    None if a key has not (by ``until``, a (ts, arrival) bound)."""
     target = o.row["target"]
     reached = []
     for key in o.row["keys"]:
         hits = sorted(
             (events[i]["ts"], i)
-            for i in _progress_events(o, events, key, (INF, INF))
+            for i in _progress_events(o, events, key, until)
             if events[i]["value"] >= target
         )
         if not hits:
@@ -284,7 +305,7 @@ def _offset_progress(o: _Op, events: list[dict], until: tuple) -> float:
 
 def _unmatched(ops: dict[str, _Op], events: list[dict], wm: int) -> list[tuple]:
     """Rule 4: the events the watermark passed that nothing counted and nothing pending can."""
-    counted = {i for o in ops.values() for i in o.counted}
+    counted = {i for o in ops.values() for i in [*o.counted, o.withdrawn_by]}
     out = []
     for i, e in enumerate(events):
         if i in counted or e["ts"] >= wm:
@@ -293,6 +314,7 @@ def _unmatched(ops: dict[str, _Op], events: list[dict], wm: int) -> list[tuple]:
         if any(o.status == "pending" for o in windows):
             continue  # a pending operation counts it when it resolves
         reason = "after_resolution" if windows else "no_operation"
+        reason = f"cancel_{reason}" if e.get("cancel") else reason
         out.append((e["key"], e["ts"], e.get("op_id"), e.get("source"), e.get("value"), reason))
     return out
 
