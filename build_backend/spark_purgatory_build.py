@@ -30,7 +30,11 @@ import sys
 
 from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F403 - every other hook is setuptools' own
-from spark_pin import PYPROJECT, pinned_spark  # backend-path puts this folder on sys.path
+
+try:  # the build backend: backend-path puts this folder on sys.path
+    from spark_pin import PYPROJECT, pinned_spark
+except ModuleNotFoundError:  # imported from a checkout as build_backend.spark_purgatory_build (tests)
+    from build_backend.spark_pin import PYPROJECT, pinned_spark
 
 #: the JVM sets whose poms the package carries (``runtime.maven.RESOLVED``)
 RESOLVED = ("kafka", "kafka-broker")
