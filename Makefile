@@ -108,7 +108,7 @@ demo-kafka: $(STAMP) jars-kafka jars-kafka-broker checks-jar bytecode
 # schedules `--dist loadgroup` its own way (slowest first, none queued behind another, the
 # shared-server files on one worker) and starts the tests' JVMs C1-only.
 # TEST_WORKERS=0 runs everything in this one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 
 # the set-up steps side by side: the venv's install (uv), npm's Azurite and mvn's JARs wait on
 # downloads (a clean clone's set-up left a third of its two cores idle one after the other);
@@ -116,7 +116,7 @@ TEST_WORKERS ?= 4
 # JARs only, so it runs while npm still downloads; the bytecode and the Kafka broker's JARs
 # (the tests start one) beside it
 setup:
-	@$(MAKE) --no-print-directory -j4 --output-sync=target $(AZURITE) class-data bytecode jars-kafka-broker
+	@$(MAKE) --no-print-directory -j3 --output-sync=target $(AZURITE) class-data bytecode jars-kafka-broker
 
 # every run prints its 15 slowest tests (a --durations in ARGS replaces it: the last one counts)
 test: setup

@@ -113,18 +113,7 @@ SLOW_FIRST = (
     "tests/query/test_backfill.py",
     "tests/docs/test_docs_site.py",
 )
-#: test files that mostly wait: a broker's 60 s outage and job runs fed over minutes, a store's
-#: 503s ridden out by retries.  With four workers or more the last one is their lane: it runs
-#: them one after another, and no other worker takes one while it has them, so the other
-#: workers keep both cores busy (in one run three of them, two at once on different workers,
-#: left 110 core-seconds idle in 220 s); with fewer workers they are tests like any other
-WAITING = (
-    "tests/delta/test_kafka_crash.py",
-    "tests/delta/test_s3a.py",
-    "tests/delta/test_azure_store.py",
-    "tests/delta/test_store_faults.py",
-)
-_moved = [path for path in (*SLOW_FIRST, *WAITING) if not os.path.exists(os.path.join(_ROOT, path))]
+_moved = [path for path in SLOW_FIRST if not os.path.exists(os.path.join(_ROOT, path))]
 if _moved:  # a file renamed or moved would otherwise lose its place in the order without a word
     raise RuntimeError(f"tests/conftest.py: SLOW_FIRST names files that are not there: {_moved}")
 
@@ -212,8 +201,7 @@ def _file(nodeid: str) -> str:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup``, our way: ``SLOW_FIRST``'s order, a file with a module-scoped
-    fixture on one worker, no slow test queued behind another, and the ``WAITING`` files in
-    a lane of their own (the last worker, from four on).
+    fixture on one worker, and no slow test queued behind another.
 
     An xdist worker starts a test only once the next one is sent to it, so whatever the
     scheduler gives a worker waits for the test that worker runs now: a worker busy with a
@@ -237,14 +225,6 @@ def pytest_xdist_make_scheduler(config, log):
             return path if shares_module_fixture(path) else nodeid
 
         def _assign_work_unit(self, node) -> None:
-            lane = self.nodes[-1] if len(self.nodes) >= 4 else None
-            waiting = [scope for scope in self.workqueue if _file(scope) in WAITING]
-            others = [scope for scope in self.workqueue if _file(scope) not in WAITING]
-            if node is lane:  # the next waiting file; none left, the others' work
-                self.workqueue.move_to_end((waiting or others)[0], last=False)
-                return super()._assign_work_unit(node)
-            if lane is not None and others:
-                self.workqueue.move_to_end(others[0], last=False)
             assigned = self.assigned_work.get(node, {})
             busy = [scope for scope, tests in assigned.items() if not all(tests.values())]
             quickest = next(reversed(self.workqueue))
