@@ -72,8 +72,9 @@ def _pairs(ops: Rows, matches: Rows, events: Rows, new_from: int, new_eseq_from:
     # an event before its (offset) operation only raises the key's progress: it goes as a
     # floor, which awaits no notice; a cancel there does neither
     floor = ts < ops["ts"][at]
-    if (floor & events["cancel"][row]).any():
-        keep = ~(floor & events["cancel"][row])
+    dropped = floor & events["cancel"][row]
+    if dropped.any():
+        keep = ~dropped
         eseq, at, row, ts, floor = eseq[keep], at[keep], row[keep], ts[keep], floor[keep]
     columns = {
         "for_op": ops["op_id"][at],
