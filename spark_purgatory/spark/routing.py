@@ -73,7 +73,7 @@ from ..shard.roles import (
 from .checks import event_rows, operation_routes, operation_rows, wake_rows
 from .routed_rows import ROUTED_SCHEMA, first_of, typed_projection
 from .sql_text import sql_string, with_latest
-from .typed_columns import events_arguments, operations_arguments
+from .typed_columns import events_arguments, flag_sql, operations_arguments
 
 _TS_SQL = f"`{ms_column('ts')}`"
 
@@ -328,7 +328,7 @@ def route_typed_events(
     kept, record, arguments = events_arguments(df)
     call = f"{function}({arguments}, {_shards_sql(config)})"
     value = "value" if "value" in kept else "NULL AS value"
-    cancel = "coalesce(cancel, false) AS cancel" if "cancel" in kept else "false AS cancel"
+    cancel = f"{flag_sql(df, 'cancel')} AS cancel"
     fields = df.selectExpr(*kept, f"{call} AS _rows").selectExpr(
         "key",
         value,

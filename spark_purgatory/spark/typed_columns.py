@@ -66,7 +66,7 @@ class _Columns(FieldReading):
         return read(self.c[name], _type_of(self.df, name))
 
     def flag(self, name: str) -> str:
-        return _flag(self.df, name)
+        return flag_sql(self.df, name)
 
 
 def _fields(df: DataFrame, contract: pa.Schema, source: str) -> DataFrame:
@@ -144,7 +144,7 @@ def events_checked(df: DataFrame, function: str) -> DataFrame:
         f"{_double(c['value'], _type_of(df, 'value'))} AS value",
         f"{c['op_id']} AS _op_id",
         f"{c['source']} AS _source",
-        f"{_flag(df, 'cancel')} AS cancel",
+        f"{flag_sql(df, 'cancel')} AS cancel",
     )
     call = f"{function}(key, `{ts_ms}`, _no_ts, {_latest(df)}, value, _op_id, _source)"
     return _checked(read, call, EVENT_COLUMNS, ("op_id", "source"))
@@ -203,7 +203,7 @@ def _typed_columns(df: DataFrame, contract: pa.Schema, source: str) -> dict[str,
     }
 
 
-def _flag(df: DataFrame, name: str) -> str:
+def flag_sql(df: DataFrame, name: str) -> str:
     """A flag column as a boolean, false where null or absent (no null the optimizer folds)."""
     return f"coalesce(`{name}`, false)" if name in df.columns else "false"
 
