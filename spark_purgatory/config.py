@@ -26,6 +26,7 @@ from .contract import (
     DEEPEST_MAX_DEPTH,
     EXPIRED,
     KIND_REJECTED,
+    KIND_WARNING,
     MAX_DEPTH,
     MAX_FUTURE_MS,
     MAX_KEYS,
@@ -378,8 +379,8 @@ _FIELDS_BY_KEY = {
     "output.kafka.*": "output_kafka_settings",
 }
 _OUTPUT_KAFKA = "output.kafka."
-#: what ``output.kafka.statuses`` may name: the outcomes' statuses and the rejected rows
-OUTPUT_KAFKA_STATUSES = (EXPIRED, COMPLETED, CANCELLED, KIND_REJECTED)
+#: what ``output.kafka.statuses`` may name: the outcomes' statuses, the rejected rows, the warnings
+OUTPUT_KAFKA_STATUSES = (EXPIRED, COMPLETED, CANCELLED, KIND_REJECTED, KIND_WARNING)
 _KEYS_BY_FIELD = {name: key for key, name in _FIELDS_BY_KEY.items()}
 #: the smallest value of each number field
 _LOWEST = {

@@ -11,7 +11,7 @@ reason means the same thing whichever reader gives it (``tests/contract``).
 >>> OUTCOME_COLUMNS[:3]
 ['op_id', 'keys', 'status']
 >>> [t.name for t in TABLES.values()]
-['outcomes', 'unmatched_events', 'rejected', 'metrics']
+['outcomes', 'unmatched_events', 'rejected', 'metrics', 'warnings']
 >>> OUTCOMES.partition_by, OUTCOMES.time_columns
 ('resolved_date', ('op_ts', 'deadline', 'resolved_at'))
 """
@@ -42,6 +42,7 @@ __all__ = [
     "KIND_UNMATCHED",
     "KIND_REJECTED",
     "KIND_METRICS",
+    "KIND_WARNING",
     "GAUGES",
     "GROUP_ROWS",
     "RELAYED",
@@ -54,6 +55,7 @@ __all__ = [
     "UNMATCHED_EVENTS",
     "REJECTED",
     "METRICS",
+    "WARNINGS",
     "SINK_METRICS",
     "PROPOSED_WATERMARKS",
     "PARTITION_MAXIMA",
@@ -61,6 +63,7 @@ __all__ = [
     "OUTCOME_COLUMNS",
     "UNMATCHED_COLUMNS",
     "REJECTED_COLUMNS",
+    "WARNING_COLUMNS",
     "OPERATOR_OUTPUT",
     "ms_column",
     "PENDING",
@@ -76,6 +79,8 @@ STATUSES: tuple[str, ...] = (COMPLETED, EXPIRED, CANCELLED)
 
 #: what a row of the operator's output is (its ``kind`` column)
 KIND_OUTCOME, KIND_UNMATCHED, KIND_REJECTED, KIND_METRICS = "outcome", "unmatched", "rejected", "metrics"
+#: ... and a warning: an operation with ``warn_ms`` still pending at ``deadline - warn_ms``
+KIND_WARNING = "warning"
 
 #: input rows of one shard call, relayed ones included (the busiest group's share shows a funnel)
 GROUP_ROWS = "group_rows"
@@ -248,6 +253,30 @@ METRICS = TableContract(
     partition_by="metrics_date",
     time_columns=("watermark", "batch_time"),
 )
+#: one row per operation still pending at ``deadline - warn_ms`` in event time (``warned_at``),
+#: written when the watermark reaches that time, or with its outcome if that comes first;
+#: progress and who answered over its events before ``warned_at`` (``engine.delayed``)
+WARNINGS = TableContract(
+    "warnings",
+    KIND_WARNING,
+    pa.schema(
+        [
+            ("op_id", pa.string()),
+            ("keys", pa.list_(pa.string())),
+            ("deadline", _TS),
+            ("warned_at", _TS),
+            ("progress", pa.float64()),
+            ("reported", pa.list_(pa.string())),
+            ("missing", pa.list_(pa.string())),
+            ("payload", pa.string()),
+            ("batch_id", pa.int64()),
+            ("emitted_at", _TS),
+            ("warned_date", pa.date32()),
+        ]
+    ),
+    partition_by="warned_date",
+    time_columns=("deadline", "warned_at"),
+)
 #: the metrics columns the sink fills from every shard call of the micro-batch
 SINK_METRICS: tuple[str, ...] = ("operations_watermark", "events_watermark", "busiest_share")
 #: what a shard call proposes for each input's watermark (the largest event time of that
@@ -261,11 +290,14 @@ PROPOSED_WATERMARKS: dict[str, str] = {
 #: partition, as text (``handoff.partitions``: the watermark per Kafka partition)
 PARTITION_MAXIMA = "partition_maxima"
 #: table name -> contract, in the order the tables are written
-TABLES: dict[str, TableContract] = {t.name: t for t in (OUTCOMES, UNMATCHED_EVENTS, REJECTED, METRICS)}
+TABLES: dict[str, TableContract] = {
+    t.name: t for t in (OUTCOMES, UNMATCHED_EVENTS, REJECTED, METRICS, WARNINGS)
+}
 
 OUTCOME_COLUMNS = OUTCOMES.engine_columns
 UNMATCHED_COLUMNS = UNMATCHED_EVENTS.engine_columns
 REJECTED_COLUMNS = REJECTED.engine_columns
+WARNING_COLUMNS = WARNINGS.engine_columns
 
 # -- the operator's output ---------------------------------------------------------------------------
 

@@ -102,6 +102,7 @@ OPERATION_INPUT = pa.schema(
         ("target", pa.float64()),
         ("members", pa.list_(pa.string())),
         ("payload", pa.string()),
+        ("warn_ms", pa.int64()),
     ]
 )
 #: the SPEC's completion-event fields with their Arrow types
@@ -138,6 +139,7 @@ READINGS: dict[str, dict[str, str]] = {
         "target": NUMBER,
         "members": LIST,
         "payload": STRING,
+        "warn_ms": WHOLE,
     },
     SOURCE_EVENTS: {"key": TEXT, "ts": TIME, "op_id": ID, "source": STRING, "value": NUMBER, "cancel": FLAG},
 }

@@ -63,6 +63,7 @@ __all__ = [
     "BAD_VALUE",
     "BAD_SOURCE",
     "BAD_CANCEL",
+    "BAD_WARN_MS",
     "DUPLICATE_OP_ID",
     "LATE",
     "CROSS_SHARD_KEYS",
@@ -121,6 +122,7 @@ TOO_MANY_MEMBERS = "too_many_members"
 TARGET_ABOVE_MEMBERS = "target_above_members"
 UNUSED_TARGET = "unused_target"
 UNUSED_MEMBERS = "unused_members"
+BAD_WARN_MS = "bad_warn_ms"
 BAD_PAYLOAD = "bad_payload"
 BAD_VALUE = "bad_value"
 BAD_SOURCE = "bad_source"
@@ -181,6 +183,7 @@ ALL_REASONS: tuple[Reason, ...] = (
         "k of named members is quorum",
         FIELD,
     ),
+    Reason(BAD_WARN_MS, "warn_ms is not a whole number from 1 to timeout_ms", FIELD),
     Reason(BAD_PAYLOAD, "payload is not a string", TYPE),
     Reason(BAD_VALUE, "value is not a finite number", FIELD),
     Reason(BAD_SOURCE, "source is not a string", TYPE),

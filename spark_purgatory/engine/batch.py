@@ -26,6 +26,7 @@ from ..contract import (
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     UNMATCHED_COLUMNS,
+    WARNING_COLUMNS,
 )
 from .arrays import all_distinct, hash_strings
 from .conditions import CONDITION_NAMES
@@ -59,6 +60,13 @@ class BatchResult:
     relay: pd.DataFrame = field(default_factory=lambda: empty(RELAY))
     #: the registry's verdicts on other shards' claims of its op_ids
     verdicts: pd.DataFrame = field(default_factory=lambda: empty(VERDICTS))
+    #: the operations warned (``contract.WARNINGS``' engine columns)
+    warnings: pd.DataFrame = field(default_factory=lambda: Rows.empty(_NO_WARNINGS).to_frame(WARNING_COLUMNS))
+
+    def with_warnings(self, warnings: list[Rows]) -> BatchResult:
+        if warnings:
+            self.warnings = Rows.concat(warnings, _NO_WARNINGS).to_frame(WARNING_COLUMNS)
+        return self
 
     @property
     def completed(self) -> int:
@@ -179,6 +187,7 @@ def _repeated(ids: np.ndarray, hashes: np.ndarray, ts: np.ndarray) -> np.ndarray
 
 #: the returned frames' columns when nothing was reported (as ``frames.concat`` of nothing)
 _NO_OUTCOMES = {name: object for name in OUTCOME_COLUMNS}
+_NO_WARNINGS = {name: object for name in WARNING_COLUMNS}
 _NO_REJECTED = {**{name: object for name in REJECTED_COLUMNS[:-1]}, "batch_id": np.int64}
 
 

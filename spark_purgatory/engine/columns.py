@@ -243,6 +243,12 @@ class Columns:
         """The occupied rows of a numeric column, dead ones included (a view: do not modify)."""
         return self._cols[name][: self._n]
 
+    def present(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A sparse column's live rows that have a value: their positions and values."""
+        pos, values = self._sparse[name].stored()
+        alive = self.alive[pos]
+        return pos[alive], values[alive]
+
     def text(self, name: str, positions: np.ndarray) -> np.ndarray:
         return self._texts[name].objects(positions)
 
@@ -460,6 +466,9 @@ class _Sparse:
         self._pos[n : n + m] = start + present
         self._val[n : n + m] = values[present]
         self._n = n + m
+
+    def stored(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._pos[: self._n], self._val[: self._n]
 
     def take(self, positions: np.ndarray) -> np.ndarray:
         out = np.full(len(positions), np.nan)

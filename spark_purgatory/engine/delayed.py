@@ -10,6 +10,13 @@ the first two in halves so a call decides each operation once: ``watch_operation
 condition holds, or withdraws those a cancel event reached first (``cancels``: Kafka's
 ``cancelForKey``, and a cancel by op_id, as input events on event time).
 
+A *warning* (``warn_at``: ``deadline - warn_ms``) is due for an operation that has not
+resolved before ``warn_at`` in event time, as an expiry is for one that has not before its
+deadline: ``advance`` warns the pending operations whose ``warn_at`` the watermark reached,
+and ``_force_complete`` those resolving at or after it before it did.  Warned ones are not
+marked: an operation was warned iff its ``warn_at`` is at or before the wheel's time and it
+was registered before the last ``advance`` (``_warned``), both of which the state keeps.
+
 Invariants: a resolved operation is reported once (``_on_complete``, stubs never) and leaves
 nothing behind in the watchers, the wheel or the match table (``_purge``); its op_id is
 remembered for duplicate detection; every removal is in the change log.
@@ -41,16 +48,19 @@ class DelayedOperations:
         self.config = config
         self.changes = changes
         self.outcomes: list[Rows] = []
+        self.warnings: list[Rows] = []
         self.batch_id = 0
         self.load(t)
 
     def load(self, t: LiveTables) -> None:
         self.t = t
         self._unscheduled_from: int | None = None  # handles from here on wait for the wheel
+        self._warn_from = t.next_handle  # handles from here on came after the last ``advance``
 
-    def take_outcomes(self) -> list[Rows]:
-        outcomes, self.outcomes = self.outcomes, []
-        return outcomes
+    def take_outcomes(self) -> tuple[list[Rows], list[Rows]]:
+        """The outcomes and the warnings reported since the last call."""
+        outcomes, warnings, self.outcomes, self.warnings = self.outcomes, self.warnings, [], []
+        return outcomes, warnings
 
     # -- Kafka's operations, batched -----------------------------------------------------------
 
@@ -119,6 +129,11 @@ class DelayedOperations:
     def advance(self, watermark_ms: int) -> None:
         self.schedule()
         self.t.watermark = max(int(watermark_ms), self.t.watermark)
+        handles, warn_at = self.t.pending.warn_times()
+        due = (warn_at <= self.t.watermark) & ~self._warned(handles, warn_at)
+        self._warn_from = self.t.next_handle
+        if due.any():
+            self._warn(self.t.pending.rows(handles[due]))
         expired = self.t.wheel.advance(self.t.watermark)
         if self.t.due.size:
             expired = np.concatenate([self.t.due, expired])
@@ -201,6 +216,10 @@ class DelayedOperations:
         """Kafka's ``forceComplete``: report the operations (stubs not: ``answered`` is who
         answered the others), then ``purge`` them."""
         real = ~rows["stub"]
+        warn_at = rows["warn_at"]
+        late = real & (warn_at <= resolved_at) & ~self._warned(handles, warn_at)
+        if late.any():  # pending at its warning's time, resolved before the watermark got there
+            self._warn(rows.where(late))
         if real.any():
             resolved = rows.assign(resolved_at=resolved_at, matched=matched, reached=reached)
             self._on_complete(
@@ -229,6 +248,30 @@ class DelayedOperations:
             "batch_id": np.int64(self.batch_id),
         }
         self.outcomes.append(Rows(columns, len(rows)))
+
+    def _warned(self, handles: np.ndarray, warn_at: np.ndarray) -> np.ndarray:
+        """Per operation: was its warning written (the module docstring)?"""
+        return (handles < self._warn_from) & (warn_at <= self.t.wheel.current_time_ms)
+
+    def _warn(self, rows: Rows) -> None:
+        """Warn these operations (sorted by handle, stubs dropped): their progress and who
+        answered over the events before ``warn_at``, as if the watermark stood there."""
+        rows = self.t.pending.with_keys(rows.where(~rows["stub"]))
+        warn_at = rows["warn_at"].astype(np.int64)
+        result = self._evaluate(rows["handle"], rows, before=warn_at).result
+        answered = who_answered(rows, result, None, self.config.input_max_members)
+        columns = {
+            "op_id": rows["op_id"],
+            "keys": rows["keys"],
+            "deadline": rows["deadline"],
+            "warned_at": warn_at,
+            "progress": result.progress.astype(float, copy=False),
+            "reported": answered.reported,
+            "missing": answered.missing,
+            "payload": rows["payload"],
+            "batch_id": np.int64(self.batch_id),
+        }
+        self.warnings.append(Rows(columns, len(rows)))
 
     def _cancel(self, handles: np.ndarray, rows: Rows) -> None:
         """Operations resolved before their deadline leave the timer; their windows are kept."""
@@ -283,10 +326,14 @@ class DelayedOperations:
         self.t.matches = self.t.matches.stack(new)
         return distinct(new["handle"]), ops
 
-    def _evaluate(self, handles: np.ndarray, ops: Rows) -> Decision:
+    def _evaluate(self, handles: np.ndarray, ops: Rows, before: np.ndarray | None = None) -> Decision:
+        """``cancels.decide`` over the operations' matches (``before``: per operation, those
+        with an earlier event time only)."""
         matches = self.t.matches
         if len(matches):
             matches = matches.where(among(matches["handle"], handles))
+        if before is not None and len(matches):
+            matches = matches.where(matches["ts"] < before[np.searchsorted(handles, matches["handle"])])
         watch = None
         if (ops["cond"] == OFFSET).any():
             watch = self.t.pending.watch_rows(handles, ["handle", "hash", "progress_at_watch"])

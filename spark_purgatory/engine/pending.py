@@ -33,7 +33,7 @@ from .text import lists_of
 #: the pending operations as read (``rows``): ``OPS`` and each op_id's 64-bit hash
 HELD = {**OPS, "ohash": "uint64"}
 #: what ``rows(..., text=False)`` reads of the stored operations: no text
-NUMBERS = ["handle", "ts", "deadline", "cond", "target", "stub"]
+NUMBERS = ["handle", "ts", "deadline", "cond", "target", "stub", "warn_at"]
 #: the pending operations as stored (keys in the watchers, members and payloads aside; the
 #: op_id's hash in its index only; a target only where there is one)
 _STORED = {
@@ -44,6 +44,7 @@ _STORED = {
     "cond": "int8",
     "target": SPARSE,
     "stub": "bool",
+    "warn_at": SPARSE,
 }
 #: the watchers as stored: the key's hash in its index only, the progress at watch only for
 #: ``offset`` operations
@@ -156,6 +157,8 @@ class Pending:
         (``_register``), those still pending then, so an operation that completes in the call
         that registers it is never appended and tombstoned.  Without ``recent``, what was
         kept is registered and forgotten first."""
+        if "warn_at" not in ops:  # rows made before warnings (``OPS``): none asked
+            ops = ops.assign(warn_at=np.full(len(ops), np.nan))
         if recent:
             self._remember(ops, watch)
             return
@@ -397,6 +400,12 @@ class Pending:
         self._register()
         pos = self._ops.live_positions() if since is None else self._ops.since(since)
         return self._ops.column("handle")[pos], self._ops.column("deadline")[pos]
+
+    def warn_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pending operations that asked for a warning: their handles and ``warn_at``."""
+        self._register()
+        pos, warn_at = self._ops.present("warn_at")
+        return self._ops.column("handle")[pos], warn_at
 
     def latest_deadline(self) -> int | None:
         """The latest deadline of a pending operation (None if none)."""

@@ -6,7 +6,8 @@ depend on whether its events came before the operation or with it.
 
 Invariants: every valid operation gets exactly one outcome, ``completed`` in the batch that
 makes its condition true or ``expired`` once the watermark reaches its deadline (never
-earlier); every valid event is eventually counted by an operation or reported in
+earlier), and one with ``warn_ms`` at most one warning (``delayed``); every valid event is
+eventually counted by an operation or reported in
 ``unmatched_events``.  The engine persists nothing.  All times are epoch milliseconds.
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import PurgatoryConfig
-from ..contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS
+from ..contract import OUTCOME_COLUMNS, REJECTED_COLUMNS, UNMATCHED_COLUMNS, WARNING_COLUMNS
 from . import memory, registry, relay_tables
 from .batch import BatchResult, admit, result
 from .collector import collector_paused
@@ -233,16 +234,17 @@ class Purgatory:
             unmatched, notes = self._finalise(clock, paired)
             if memory.due(sum(0 if f is None else len(f) for f in (operations, events, relayed))):
                 memory.release()
-            outcomes = self._delayed.take_outcomes()
+            outcomes, warnings = self._delayed.take_outcomes()
             unmatched, relay = noticed.stack(unmatched), handed_on.stack(notes)
-            return result(outcomes, unmatched, rejected + refused, relay, self._delayed.batch_id, answers)
+            out = result(outcomes, unmatched, rejected + refused, relay, self._delayed.batch_id, answers)
+            return out.with_warnings(warnings)
 
     # -- the call's phases -----------------------------------------------------------------------
 
     def _begin(self, watermark_ms: int, batch_id: int) -> tuple[int, tuple[int, int]]:
         """The call's watermark (never moving back) and the first handle and event number it adds."""
         self._delayed.batch_id = int(batch_id)
-        self._delayed.outcomes = []
+        self._delayed.take_outcomes()
         return max(int(watermark_ms), self._t.watermark), (self._t.next_handle, self._t.next_eseq)
 
     def _try_complete_else_watch(
@@ -297,6 +299,7 @@ class Purgatory:
             concat([first.outcomes, last.outcomes], OUTCOME_COLUMNS),
             concat([first.unmatched, last.unmatched], UNMATCHED_COLUMNS),
             concat([first.rejected, last.rejected], REJECTED_COLUMNS),
+            warnings=concat([first.warnings, last.warnings], WARNING_COLUMNS),
         )
 
     # -- Kafka's operations outside a call (``delayed``) ---------------------------------------

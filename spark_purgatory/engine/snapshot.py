@@ -49,6 +49,10 @@ class LiveTables:
 
     def next_expiration(self) -> int:
         times = [self.wheel.next_expiration()]
+        warn_at = self.pending.warn_times()[1]
+        warn_at = warn_at[warn_at > self.wheel.current_time_ms]  # not warned yet (``delayed``)
+        if warn_at.size:
+            times.append(int(warn_at.min()))
         if len(self.due):
             times.append(self.watermark)
         if len(self.events):

@@ -41,6 +41,8 @@ OPS = {
     "payload": "object",
     "n_members": "int64",
     "stub": "bool",
+    # ``deadline - warn_ms`` (NaN: no warning asked; in a state written before it too)
+    "warn_at": "float64",
 }
 #: Kafka's Watchers: (key hash, key, operation) sorted by hash; ``progress_at_watch`` is the
 #: key's offset progress when an ``offset`` operation started watching it (NaN otherwise)
@@ -185,6 +187,7 @@ def ops_rows(ops: Rows, first_handle: int) -> Rows:
         if n_members is None
         else n_members.astype(np.int64, copy=False),
         "stub": ops["stub"].astype(bool, copy=False),
+        "warn_at": ops["warn_at"].astype(float, copy=False) if "warn_at" in ops else np.full(n, np.nan),
         "ohash": ops["ohash"],
     }
     if "one_key" in ops:

@@ -196,7 +196,8 @@ class _Checks:
         return ~self.null[field] & (self.value[field] < bound)
 
     def above(self, field: str, bound: int | str) -> np.ndarray:
-        limit = self.count[bound] if isinstance(bound, str) else bound
+        # another field as bound: a list's length, a number's value
+        limit = (self.count.get(bound, self.value.get(bound)) if isinstance(bound, str) else bound)
         return ~self.null[field] & (self.value[field] > limit)
 
     def more(self, field: str, bound: int) -> np.ndarray:
@@ -310,10 +311,16 @@ def validate_operations(
         "timeout_ms": missing(values_of(ops, "timeout_ms"), n),
         "target": missing(values_of(ops, "target"), n),
         "members": f["n_members"] == 0,
+        "warn_ms": missing(values_of(ops, "warn_ms"), n),
     }
     checks.wrong = {"op_id": f["bad_op_id"], "payload": f["bad_payload"]}
-    checks.value = {"ts": f["ts"], "timeout_ms": f["timeout_ms"], "target": f["target"]}
-    checks.null = {"ts": np.isnan(f["ts"]), "timeout_ms": ~f["has_timeout"], "target": np.isnan(f["target"])}
+    checks.value = {name: f[name] for name in ("ts", "timeout_ms", "target", "warn_ms")}
+    checks.null = {
+        "ts": np.isnan(f["ts"]),
+        "timeout_ms": ~f["has_timeout"],
+        "target": np.isnan(f["target"]),
+        "warn_ms": ~f["has_warn"],
+    }
     checks.count = {"keys": f["n_keys"], "members": f["n_members"]}
     reasons = first_reason(OPERATION_CHECKS, checks, limits.bounds(max_timeout_ms, max_future_ms))
     ok = reasons == ""
@@ -332,6 +339,8 @@ def validate_operations(
             "target": f["target"][ok],
             "members": f["members"][ok],
             "payload": f["payload"][ok],
+            # when its warning is due (NaN: none asked): ``deadline - warn_ms``
+            "warn_at": np.where(f["has_warn"][ok], ts + f["timeout_ms"][ok] - f["warn_ms"][ok], np.nan),
         },
         copy=False,  # fresh arrays: no block to consolidate them into
     )
@@ -353,6 +362,7 @@ def _read_operations(ops: pd.DataFrame) -> dict:
         n_keys[rows[text]] = 1
     members, _, n_members = clean_lists(values_of(ops, "members"), n)
     timeout_ms, has_timeout = wholes(values_of(ops, "timeout_ms"), n)
+    warn_ms, has_warn = wholes(values_of(ops, "warn_ms"), n)
     payload, _ = texts(values_of(ops, "payload"), n)
     bad_payload = non_texts(values_of(ops, "payload"), n)  # carried unchanged: a string or nothing
     return {
@@ -363,6 +373,8 @@ def _read_operations(ops: pd.DataFrame) -> dict:
         "ts": _event_times(ops),
         "timeout_ms": timeout_ms,
         "has_timeout": has_timeout,
+        "warn_ms": warn_ms,
+        "has_warn": has_warn,
         "cond": _conditions(values_of(ops, "condition"), n),
         "target": numbers(values_of(ops, "target"), n),
         "members": members,

@@ -40,11 +40,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..contract import OUTCOMES, REJECTED
+from ..contract import OUTCOMES
 from ..storage import Storage
 from .client_settings import EAGER, connection_settings, librdkafka_settings
 from .health import TopicGone, topic_fault
-from .records import MAX_RECORD_BYTES, REJECTED_STATUS, records
+from .records import MAX_RECORD_BYTES, WHOLE_TABLES, records
 
 #: librdkafka's own lines (a coordinator still loading, a broker gone for a while), as records
 log = logging.getLogger(__name__)
@@ -326,10 +326,10 @@ def _records_of(task: Send, table: str, uri: str, batch_id: int) -> Iterable:
     statuses = task.settings.statuses
     fs, path = task.storage.filesystem(uri)
     rows = pq.read_table(path, filesystem=fs)
-    if table == REJECTED.name:
-        if REJECTED_STATUS not in statuses:
-            return ()
-        return records(REJECTED.conformed(rows), REJECTED_STATUS, **_about(task, batch_id))
+    for status, whole in WHOLE_TABLES.items():
+        if table == whole.name:
+            wanted = status in statuses
+            return records(whole.conformed(rows), status, **_about(task, batch_id)) if wanted else ()
     rows = OUTCOMES.conformed(rows)
     rows = rows.filter(pc.is_in(rows.column("status"), pa.array(list(statuses), pa.string())))
     return records(rows, None, **_about(task, batch_id))

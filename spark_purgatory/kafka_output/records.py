@@ -4,7 +4,7 @@ the rows the Delta tables get.
 A record's **key** is the outcome's ``op_id`` (UTF-8; none for a rejected row without one),
 its **value** the row as one JSON object with the table's columns, timestamps as ISO-8601 UTC
 text with milliseconds, dates as ``YYYY-MM-DD``, a missing value as ``null``; its
-**headers**: ``purgatory.status`` (``completed``, ``expired`` or ``rejected``),
+**headers**: ``purgatory.status`` (an outcome's status, ``rejected`` or ``warning``),
 ``purgatory.checkpoint`` (the checkpoint's id), ``purgatory.batch`` (the micro-batch that
 decided it), and, only on a record too large for ``message.max.bytes``, ``purgatory.omitted``
 (the fields left ``null``, with their JSON sizes).
@@ -31,11 +31,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import OUTPUT_KAFKA_STATUSES
-from ..contract import KIND_REJECTED
+from ..contract import KIND_REJECTED, KIND_WARNING, REJECTED, WARNINGS
 
-#: what ``output.kafka.statuses`` may name: the outcomes' statuses and the rejected rows
+#: what ``output.kafka.statuses`` may name: the outcomes' statuses, the rejected rows, the warnings
 STATUSES = OUTPUT_KAFKA_STATUSES
 REJECTED_STATUS = KIND_REJECTED
+#: the tables besides ``outcomes`` whose every row is a record, by the status naming them
+WHOLE_TABLES = {KIND_REJECTED: REJECTED, KIND_WARNING: WARNINGS}
 HEADER_STATUS = "purgatory.status"
 HEADER_CHECKPOINT = "purgatory.checkpoint"
 HEADER_BATCH = "purgatory.batch"

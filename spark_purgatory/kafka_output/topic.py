@@ -15,10 +15,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..contract import OUTCOMES, REJECTED
+from ..contract import OUTCOMES
 from ..storage import Storage
 from .producer import SENT, SENT_DDL, Send, TopicSettings, committed_batch, mark, send
-from .records import REJECTED_STATUS
+from .records import WHOLE_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,9 @@ class TopicOutput:
     @property
     def tables(self) -> list[str]:
         """The tables whose staged files hold rows for the topic."""
-        wanted = [OUTCOMES.name] if set(self.settings.statuses) - {REJECTED_STATUS} else []
-        return wanted + ([REJECTED.name] if REJECTED_STATUS in self.settings.statuses else [])
+        statuses = set(self.settings.statuses)
+        wanted = [OUTCOMES.name] if statuses - set(WHOLE_TABLES) else []
+        return wanted + [table.name for status, table in WHOLE_TABLES.items() if status in statuses]
 
     def open(self, staged_through: int) -> int:
         """Read the marker; on a topic's first use, commit it at ``staged_through``."""

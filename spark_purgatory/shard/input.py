@@ -127,18 +127,20 @@ def split_input(
         return pdf[name].to_numpy(dtype=dtype)[rows]
 
     op_ts = ts[is_op].astype(np.int64)
+    deadline = op_ts + pdf["timeout_ms"].to_numpy()[is_op].astype(np.int64)
     key, keys = col("key", is_op), col("keys", is_op)
     members = members_of(col("members", is_op))
     columns = {
         "op_id": col("op_id", is_op),
         "keys": keys_of(key, keys),
         "ts": op_ts,
-        "deadline": op_ts + pdf["timeout_ms"].to_numpy()[is_op].astype(np.int64),
+        "deadline": deadline,
         "cond": condition_codes(col("condition", is_op)),
         "target": col("target", is_op, float),
         "members": members,
         "payload": col("payload", is_op),
         "stub": role[is_op] == _STUB,
+        "warn_at": deadline - col("warn_ms", is_op, float),  # NaN: no warning asked
         # what the engine would count again from the lists (``batch.KEY_HINTS``)
         "n_members": list_lengths(members),
     }

@@ -23,6 +23,7 @@ from ..contract import (
     KIND_OUTCOME,
     KIND_REJECTED,
     KIND_UNMATCHED,
+    KIND_WARNING,
     METRICS,
     OPERATOR_OUTPUT,
     OUTCOMES,
@@ -32,6 +33,7 @@ from ..contract import (
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     UNMATCHED_EVENTS,
+    WARNINGS,
     TableContract,
     ms_column,
 )
@@ -195,6 +197,7 @@ def _row_parts(result: BatchResult, bad: pd.DataFrame) -> list[_Part]:
         _part(KIND_UNMATCHED, result.unmatched, _ms_names(UNMATCHED_EVENTS)),
         _part(KIND_REJECTED, result.rejected, columns=_REJECTED_ROWS),
         _part(KIND_REJECTED, bad),
+        _part(KIND_WARNING, result.warnings, _ms_names(WARNINGS)),
     ]
 
 

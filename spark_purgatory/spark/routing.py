@@ -45,6 +45,7 @@ from ..config import InputLimits, PurgatoryConfig
 from ..contract import (
     CROSS_SHARD_KEYS,
     DUPLICATE_OP_ID,
+    JVM_SKIPS,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     ms_column,
@@ -236,7 +237,7 @@ def route_typed_operations(
     then routes).  A rejected row's ``raw`` is rendered after the call, and its shard is
     that text's."""
     function = operation_rows(df.sparkSession)
-    if not function:
+    if not function or any(name in df.columns for name in JVM_SKIPS):  # it routes on its reason alone
         return None
     df = with_latest(df, max_future_ms)
     kept, record, arguments, read = operations_arguments(df, max_timeout_ms, limits)

@@ -7,8 +7,10 @@ Invariant: each test means what the pandas reader's test of the same name means
 
 from __future__ import annotations
 
-from ..contract import MAX_EDITS, MIN_MISSPELLED, POISON_COLUMN, ms_column
+from ..contract import EVENT_REQUIRED, MAX_EDITS, MIN_MISSPELLED, OPERATION_REQUIRED, POISON_COLUMN, ms_column
 from .sql_text import LATEST, sql_blank, sql_in, sql_not_finite, sql_string
+
+_REQUIRED = frozenset((*OPERATION_REQUIRED, *EVENT_REQUIRED))
 
 
 class SqlChecks:
@@ -46,7 +48,9 @@ class SqlChecks:
         return f"_bad_{field}"
 
     def unreadable(self, field: str, bound: None) -> str:
-        return f"`{self._TIMES.get(field, field)}` IS NULL"
+        null = f"`{self._TIMES.get(field, field)}` IS NULL"
+        # a required field's absence is a check before this one: an optional one's is no reason
+        return null if field in _REQUIRED else f"NOT _no_{field} AND {null}"
 
     def not_finite(self, field: str, bound: None) -> str:
         return f"{self.given(field, None)} AND {sql_not_finite(field)}"
@@ -55,7 +59,9 @@ class SqlChecks:
         return f"{field} < {int(bound)}L"
 
     def above(self, field: str, bound: int | str) -> str:
-        return f"{field} > {self._COUNT[bound] if isinstance(bound, str) else f'{int(bound)}L'}"
+        if isinstance(bound, str):  # another field: a list's length, a number's value
+            return f"{field} > {self._COUNT.get(bound, bound)}"
+        return f"{field} > {int(bound)}L"
 
     def more(self, field: str, bound: int) -> str:
         return f"{self._COUNT[field]} > {int(bound)}"

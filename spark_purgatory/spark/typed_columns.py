@@ -20,18 +20,22 @@ from ..config import InputLimits
 from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
+    JVM_SKIPS,
     MAX_TS_MS,
     NUMBER,
+    OPERATION_CHECKS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     TIME,
     WHOLE,
+    first_reason,
     ms_column,
 )
 from .checks import checks_table
 from .schema import check_typed
+from .sql_checks import SqlChecks
 from .sql_text import (
     LATEST,
     FieldReading,
@@ -95,13 +99,23 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int, limits
         f"{fields['target']} AS target",
         f"{c['members']} AS _members",
         f"{fields['payload']} AS payload",
+        f"{c['warn_ms']} IS NULL AS _no_warn_ms",
+        f"{fields['warn_ms']} AS warn_ms",
     )
     names, latest = sql_string(checks_table(max_timeout_ms, limits)), _latest(df)
     arguments = (
         f"op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout_ms, "
         f"{int(max_timeout_ms)}L, _condition, target, _members, {names}"
     )
-    return _checked(read, f"{function}({arguments})", OPERATION_COLUMNS, ("keys", "condition", "members"))
+    call = f"{function}({arguments})"
+    return _checked(read, call, OPERATION_COLUMNS, ("keys", "condition", "members"), jvm_skipped())
+
+
+def jvm_skipped(reason: str = "_checked.reason") -> str:
+    """The JVM call's ``reason``, else that of the checks it leaves to SQL (``JVM_SKIPS``:
+    the last of an operation's field checks, so the first reason is still the first)."""
+    skipped = tuple(check for check in OPERATION_CHECKS if check.field in JVM_SKIPS)
+    return f"coalesce({reason}, {first_reason(skipped, SqlChecks([]), {})})"
 
 
 def operations_arguments(
@@ -129,6 +143,7 @@ def _operation_fields(df: DataFrame, c: dict[str, str]) -> dict[str, str]:
         "timeout_ms": _typed_whole(c["timeout_ms"], _type_of(df, "timeout_ms")),
         "target": _double(c["target"], _type_of(df, "target")),
         "payload": c["payload"],
+        "warn_ms": _typed_whole(c["warn_ms"], _type_of(df, "warn_ms")),
     }
 
 
@@ -173,13 +188,16 @@ def _latest(df: DataFrame) -> str:
     return f"`{LATEST}`" if LATEST in df.columns else "CAST(NULL AS BIGINT)"
 
 
-def _checked(read: DataFrame, call: str, canonical: list[str], fields: tuple[str, ...]) -> DataFrame:
-    """The parsed columns: the call's reason and ``fields``, the rest as read."""
+def _checked(
+    read: DataFrame, call: str, canonical: list[str], fields: tuple[str, ...], reason: str = "_checked.reason"
+) -> DataFrame:
+    """The parsed columns: the call's ``reason`` and ``fields``, the rest as read."""
     checked = read.selectExpr("*", f"{call} AS _checked")
     columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
-    for name in (*fields, "reason"):
+    for name in fields:
         columns[name] = f"_checked.{name}"
-    raw_kept = kept_raw("_checked.reason", "keys" in fields, "_checked.keys")
+    columns["reason"] = reason
+    raw_kept = kept_raw(reason, "keys" in fields, "_checked.keys")
     columns["raw"] = f"CASE WHEN {raw_kept} THEN to_json(_record) END"
     return checked.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])
 

@@ -167,16 +167,21 @@ def frame_from(data: Encoded, dtypes: dict[str, str]) -> pd.DataFrame:
 
 
 def _absent(dtype: str, n: int) -> np.ndarray:
-    """A column written before it existed (a flag added to a table later): False, 0 or None."""
+    """A column written before it existed (a flag added to a table later): False, 0, NaN or None."""
     if dtype == "object":
         return np.full(n, None, dtype=object)
-    return np.zeros(n, dtype=dtype)
+    return np.full(n, np.nan) if dtype == "float64" else np.zeros(n, dtype=dtype)
 
 
 def table_from(data: Encoded, schema: pa.Schema) -> pa.Table:
     """Inverse of ``frame_bytes`` for an Arrow table of ``schema`` (no frame made)."""
     table = pa.ipc.open_stream(data).read_all()
-    return table if table.schema.equals(schema) else table.select(schema.names).cast(schema)
+    if table.schema.equals(schema):
+        return table
+    for field in schema:  # a column added since the table was written: null (``_absent``)
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.select(schema.names).cast(schema)
 
 
 def handles_bytes(handles: np.ndarray) -> pa.Buffer:

@@ -115,6 +115,7 @@ def _operation_fields(op) -> dict:
         "target": op.target,
         "members": _json(members) if members else None,
         "payload": op.payload,
+        "warn_ms": None if np.isnan(op.warn_at) else int(op.deadline - op.warn_at),
     }
 
 

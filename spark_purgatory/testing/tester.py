@@ -20,6 +20,8 @@ from ..contract import (
     REJECTED_COLUMNS,
     UNMATCHED_COLUMNS,
     UNMATCHED_EVENTS,
+    WARNING_COLUMNS,
+    WARNINGS,
 )
 from ..engine.batch import BatchResult
 from ..engine.purgatory import Purgatory
@@ -141,6 +143,7 @@ class PurgatoryTester:
             _ordered(_stacked([r.outcomes for r in results]), ["resolved_at", "op_id"]),
             _ordered(_stacked([r.unmatched for r in results]), ["ts", "key"]),
             _stacked([r.rejected for r in results]),
+            warnings=_ordered(_stacked([r.warnings for r in results]), ["warned_at", "op_id"]),
         )
         self._batches.append(first)
         return first
@@ -194,6 +197,7 @@ class PurgatoryTester:
             stacked([r.result.outcomes for r in done], none.outcomes),
             stacked([r.result.unmatched for r in done], none.unmatched),
             stacked(rejected, none.rejected),
+            warnings=stacked([r.result.warnings for r in done], none.warnings),
         )
 
     # -- results -----------------------------------------------------------------------------------
@@ -236,6 +240,12 @@ class PurgatoryTester:
         """Every event reported in ``unmatched_events`` so far, with its ``reason``."""
         frame = _collect([r.unmatched for r in self._batches], UNMATCHED_COLUMNS)
         return _with_timestamps(frame, UNMATCHED_EVENTS.time_columns) if times == "timestamp" else frame
+
+    def warnings(self, *, times: Literal["timestamp", "ms"] = "timestamp") -> pd.DataFrame:
+        """Every warning so far (the ``warnings`` table's engine columns): one per operation
+        with ``warn_ms`` still pending at ``warned_at`` (``deadline - warn_ms``)."""
+        frame = _collect([r.warnings for r in self._batches], WARNING_COLUMNS)
+        return _with_timestamps(frame, WARNINGS.time_columns) if times == "timestamp" else frame
 
     def rejected(self) -> pd.DataFrame:
         """Every rejected row so far: ``source``, ``raw``, ``reason``, ``batch_id``."""

@@ -415,6 +415,16 @@ OPERATIONS: list[Case] = [
     op("any-members-json-text", c.UNUSED_MEMBERS, members='["m1"]', typed=None),
     op("any-members-object", members={"m": 1}, typed=None),  # an object is no list: no members
     op("sum-members-number", c.UNUSED_MEMBERS, condition="sum", target=1, members=[1], typed=None),
+    op("warn", warn_ms=100),
+    op("warn-whole-timeout", warn_ms=TIMEOUT_MS),
+    op("warn-null", warn_ms=None),
+    op("warn-text", warn_ms="100", typed=None),
+    op("warn-zero", c.BAD_WARN_MS, warn_ms=0),
+    op("warn-negative", c.BAD_WARN_MS, warn_ms=-5),
+    op("warn-above-timeout", c.BAD_WARN_MS, warn_ms=TIMEOUT_MS + 1),
+    op("warn-fraction", c.BAD_WARN_MS, warn_ms="1.5", typed=None),
+    op("warn-word", c.BAD_WARN_MS, warn_ms="soon", typed=None),
+    op("warn-and-payload", c.BAD_WARN_MS, warn_ms=0, payload=[1], typed=None),  # the warning first
     op("payload-array", c.BAD_PAYLOAD, payload=[1], typed=None),
     op("payload-number", c.BAD_PAYLOAD, payload=42, typed={"payload": 42}, records_only=True),
     op("payload-fraction", c.BAD_PAYLOAD, payload=-1.5, typed=None),
@@ -523,6 +533,7 @@ _OPERATION_CHANGES: dict[str, Any] = {
     c.TARGET_ABOVE_MEMBERS: lambda n: _change({"condition": "quorum", "target": 3, "members": ["m", "n"]}),
     c.UNUSED_TARGET: lambda n: _change({"condition": "any", "target": 1}),
     c.UNUSED_MEMBERS: lambda n: _change({"condition": "any", "members": ["m1"]}),
+    c.BAD_WARN_MS: lambda n: _change({"warn_ms": 0}),
     c.BAD_PAYLOAD: lambda n: _change({"payload": [1]}, _JSON),
     c.CROSS_SHARD_KEYS: lambda n: _change(
         {"key": ABSENT, "keys": [f"a:{n}", f"b:{n}"]}, row={"keys": (f"a:{n}", f"b:{n}")}

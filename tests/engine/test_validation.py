@@ -32,7 +32,7 @@ TS = "2026-01-01T00:00:00Z"
 TS_MS = 1_767_225_600_000
 MAX_TIMEOUT_MS = 10**9
 _ABSENT = object()
-_VALID_TYPES = ["object", "object", "int64", "int64", "int8", "float64", "object", "object"]
+_VALID_TYPES = ["object", "object", "int64", "int64", "int8", "float64", "object", "object", "float64"]
 _REJECTED = [c for c in REJECTED_COLUMNS if c != "batch_id"]  # the engine adds batch_id
 
 
@@ -258,7 +258,7 @@ def test_a_valid_operation_comes_back_as_the_engine_takes_it():
     )
     valid, rejected = validate_operations(pd.DataFrame([record]), max_timeout_ms=MAX_TIMEOUT_MS)
     assert len(rejected) == 0
-    assert valid.to_dict(orient="list") == {
+    assert valid.drop(columns="warn_at").to_dict(orient="list") == {
         "op_id": ["a"],
         "keys": [["b", "a"]],  # in their order
         "ts": [10],
@@ -268,6 +268,7 @@ def test_a_valid_operation_comes_back_as_the_engine_takes_it():
         "members": [["m1", "m2"]],
         "payload": ["p"],
     }
+    assert np.isnan(valid["warn_at"][0])  # no warning asked
     assert [str(t) for t in valid.dtypes] == _VALID_TYPES
     assert all(type(k) is list for k in [*valid["keys"], *valid["members"]])
 
