@@ -83,7 +83,8 @@ def test_progress_and_who_answered_count_only_the_events_before_the_warning():
     t.advance_watermark(720)
     t.step()
     row = t.warnings(times="ms").iloc[0]
-    assert (row.op_id, row.progress, list(row.reported), list(row.missing)) == ("q", 1.0, ["bo"], ["ana", "chen"])
+    answered = (row.op_id, row.progress, list(row.reported), list(row.missing))
+    assert answered == ("q", 1.0, ["bo"], ["ana", "chen"])
     assert t.outcome("q")["status"] == c.COMPLETED
 
 
