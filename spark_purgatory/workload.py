@@ -1,16 +1,10 @@
 """Synthetic Kafka-flavoured workloads for the demo, the benchmarks and the tests.
 
-Four kinds of delayed operation, as in a broker:
-
-* ``produce`` — a produce request with acks=all waits for ``target`` distinct in-sync
-  replicas to acknowledge (``count`` with sources; acks target the request by op_id);
-* ``fetch`` — a fetch waits for ``min.bytes`` to accumulate (``sum`` of byte counts);
-* ``join`` — a consumer-group join waits for every member (``all``);
-* ``offset`` — a wait for a partition's high watermark to reach an offset (``offset``;
-  the partition's progress events are untargeted, and may precede the wait).
-
-A fraction ``complete_ratio`` of operations receive enough events before their deadline;
-the rest fall short and expire.  Everything is vectorised numpy; times are epoch ms.
+Four kinds of delayed operation, as in a broker: ``produce`` waits for ``target`` distinct
+replicas (``count`` with sources), ``fetch`` for ``min.bytes`` (``sum``), ``join`` for every
+member (``all``), ``offset`` for a partition's high watermark (``offset``; its progress
+events are untargeted, and may precede the wait).  A fraction ``complete_ratio`` of
+operations receive enough events before their deadline; the rest expire.  Times are epoch ms.
 
 >>> w = generate(n_ops=1000, seed=3)
 >>> sorted(w.operations["condition"].unique())

@@ -4,17 +4,14 @@ Two writers, one contract (``accumulator.TableWriter``): commit in one Delta com
 records an app transaction ``(app_id, version)``, and say which version an app id last
 recorded, so a replayed micro-batch adds nothing twice.
 
-* ``DeltaRsWriter`` (the embedded default): the executors write the data files (``sender``)
-  and ``commit_files`` commits their add actions, metadata only; ``commit`` writes rows given
-  in this process (backfills).  Both skip a version the table already recorded (delta-rs
-  itself does not).
+* ``DeltaRsWriter`` (the embedded default): the executors write the data files and
+  ``commit_files`` commits their add actions; ``commit`` writes rows given in this process.
+  Both skip a version the table already recorded (delta-rs itself does not).
 * ``SparkDeltaWriter`` (clusters, Databricks): ``df.write.format("delta")`` with
-  ``txnAppId``/``txnVersion``; ``commit_staged`` reads the staged files on the executors.
-  ``choose_writer`` picks it when Delta's classes are on the session's classpath (detected at
-  run time, never assumed).  The recorded version is read with delta-rs in both cases.
+  ``txnAppId``/``txnVersion``, chosen when Delta's classes are on the session's classpath.
 
-Every commit records the package's version as its commit info's ``userMetadata``, unless the
-session sets its own.  Each writer keeps the tables it opened up to date (``OpenTables``).
+Every commit records the package's version as its ``userMetadata``, unless the session sets
+its own.
 """
 
 from __future__ import annotations

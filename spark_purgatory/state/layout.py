@@ -1,13 +1,9 @@
 """A checkpoint's layout: its shard count, the rescale journal, and the lease of a running query.
 
-Spark fixes a query's shuffle partitions in its checkpoint's offsets log, so a checkpoint
-runs the shard count it was started with until ``spark-purgatory rescale`` changes it.
-Three small files under the checkpoint:
-
-* ``purgatory-layout``: the shard count and the history of rescales (``layout_of``);
-* ``purgatory-rescale``: the journal of a rescale under way, which ``recover`` completes or
-  undoes after a crash;
-* ``purgatory-running``: the lease of the query running on it (``RunLease``).
+A checkpoint runs the shard count it was started with until ``spark-purgatory rescale``
+changes it.  Three small files under the checkpoint: ``purgatory-layout`` (the shard count
+and its history), ``purgatory-rescale`` (the journal of a rescale under way) and
+``purgatory-running`` (the lease of the query running on it, ``RunLease``).
 
 Invariant: after ``recover`` the checkpoint is on exactly one layout (the old one, complete,
 or the new one, finished), whatever step a crash interrupted.
