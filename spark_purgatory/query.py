@@ -1,12 +1,9 @@
 """One call to run the purgatory: ``start(operations, events, output=..., checkpoint=...)``.
 
-``start`` is to this project what ``KafkaProducer`` plus its sender thread is to Kafka: it
-builds the whole pipeline and returns a handle, ``PurgatoryQuery``, whose ``stop()`` flushes
-like the producer's ``close()``.
-
-Over Spark Connect the same call works: nothing here touches ``sparkContext`` or the JVM.
-The driver's step then runs in the server's Python, so the handle's ``totals`` and
-``pending`` stay at zero there (use ``history``), and lingered rows wait for the next
+``start`` is to this project what ``KafkaProducer`` and its sender thread are to Kafka: it
+builds the whole pipeline and returns a handle whose ``stop()`` flushes like ``close()``.
+Over Spark Connect the driver's step runs in the server's Python, so the handle's ``totals``
+and ``pending`` stay at zero (use ``history``), and lingered rows wait for the next
 micro-batch or ``stop()``.
 """
 
