@@ -1,11 +1,9 @@
 """The demo through Kafka: the same workload produced to two topics on a real broker.
 
-``make demo-kafka`` starts a Kafka broker on loopback, produces the demo's JSON lines to two
-topics (the operations to one, the completion events to the other), runs the streaming job on
-them through Spark's Kafka source, ends the input, stops the broker, and prints the same
-summary and writes the same plots as ``make demo``.  The expiries also go to the output topic,
-where a ``read_committed`` consumer in this process prints them as they come, then counts them
-against the table.
+``make demo-kafka`` starts a broker on loopback, produces the demo's operations and events to
+two topics, runs the job on them through Spark's Kafka source, ends the input and prints the
+same summary and plots as ``make demo``; a ``read_committed`` consumer prints the expiries
+the output topic gets and counts them against the table.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The handle ``start`` returns: ``PurgatoryQuery``, a running purgatory and its figures.
 
 Invariant: after ``stop()`` returns, every row a committed micro-batch produced is in the
-tables, and the checkpoint's run lease is given back.
-
-A failed query is raised from ``await_termination`` (a failed flush from ``stop()``) with its
-cause in the first line; when the cause is something no restart brings back (a bucket
-deleted, credentials refused), the error is ``faults.PermanentFault`` naming the resource.
+tables, and the checkpoint's run lease is given back.  A failure is raised with its cause in
+the first line (``faults.PermanentFault`` when no restart brings the resource back).
 """
 
 from __future__ import annotations

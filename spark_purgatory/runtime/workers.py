@@ -1,11 +1,8 @@
 """Spark's Python workers: make sure they run an interpreter that has the project.
 
-Spark starts its Python workers with ``PYSPARK_PYTHON`` when the driver process started with
-it, else ``python3`` from the ``PATH``: a script run as ``.venv/bin/python example.py``
-without activating the environment gets workers without pyarrow, and the first micro-batch
-fails after a minute inside a plan dump.  A ``spark.pyspark.python`` set on a plain
-``SparkSession.builder`` does not help either: PySpark reads only the environment variable.
-On a cluster the executors' interpreter is the cluster's business.
+Spark starts its workers with ``PYSPARK_PYTHON``, else ``python3`` from the ``PATH``: a script
+run as ``.venv/bin/python example.py`` gets workers without pyarrow, and the first micro-batch
+fails deep inside a plan dump.  On a cluster the executors' interpreter is the cluster's.
 """
 
 from __future__ import annotations
