@@ -116,12 +116,9 @@ class ExpiryPrinter(threading.Thread):
 
 def _lines(directory: str) -> list[bytes]:
     """The lines of a directory's input files in event-time order, as a producer that sends
-    what happens when it happens writes them.
-
-    A file holds a slice of event time with the workload's kinds one after the other; a
-    file source reads it whole, but a micro-batch of ``maxOffsetsPerTrigger`` records may
-    end inside it, and the lines after its end that lie more than ``watermark.delay`` behind
-    would arrive ``late``.  A line without a readable ``ts`` keeps its neighbour's time.
+    what happens when it happens writes them: a capped micro-batch may end inside a file, and
+    the lines after it would otherwise arrive ``late``.  A line without a readable ``ts`` keeps
+    its neighbour's time.
     """
     lines: list[bytes] = []
     for name in sorted(os.listdir(directory)):

@@ -256,11 +256,8 @@ def _add_missing_columns(table: Any, contract: TableContract) -> None:
 
 
 class OpenTables:
-    """The Delta tables a writer opened, by path, each brought up to date before it is used.
-
-    Up to date costs one look at two files of the log: the next commit file (if there, the
-    table reads the new commits) and the one of the version it holds (if gone, the table is
-    opened afresh).  Not shared between threads; pickled empty."""
+    """The Delta tables a writer opened, by path, each brought up to date (one look at two files
+    of its log) before it is used.  Not shared between threads; pickled empty."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -316,9 +313,7 @@ def choose_writer(
     """The writer ``prefer`` names; for ``"auto"``, Spark's when the environment provides Delta.
 
     ``"auto"`` picks ``SparkDeltaWriter`` when Delta's classes are on the session's class path
-    (Databricks, a cluster with Delta's connector, ``--packages io.delta:...``) and
-    ``DeltaRsWriter`` otherwise, also for a local session whose Delta JARs ``make jars``
-    fetched: the embedded default does not depend on whether the machine had ``mvn``.
+    and ``DeltaRsWriter`` otherwise, also for a local session with ``make jars``'s Delta JARs.
 
     Args:
         spark: the session.

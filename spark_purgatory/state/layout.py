@@ -208,14 +208,11 @@ def now_text() -> str:
 
 
 class RunLease:
-    """``<checkpoint>/purgatory-running`` while a query runs on the checkpoint: the host and
-    process of its driver, a token of its own, and when it was last renewed (``start`` takes
-    it, the handle renews it every ``LEASE_RENEW_S``, ``stop`` gives it back).
+    """``<checkpoint>/purgatory-running`` while a query runs on the checkpoint: its driver's host
+    and process, a token, and when it was last renewed (every ``LEASE_RENEW_S``).
 
     A lease is live while it is renewed within ``LEASE_EXPIRY_S`` and, on this host, its
-    process is alive.  Two starts racing for a free lease are told apart by reading it back
-    (the last writer keeps it): a window as wide as that read on a store without
-    conditional writes.
+    process is alive.  Two starts racing for a free lease are told apart by reading it back.
     """
 
     def __init__(self, checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> None:

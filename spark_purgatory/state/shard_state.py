@@ -124,11 +124,10 @@ def save_state(
     version: int | None = None,
 ) -> bytes:
     """The shard state for a Spark group state: the whole state (without ``store``), or a
-    pointer to its files (module docstring).
+    pointer to its files.
 
-    ``version`` (the micro-batch's timestamp) names the delta file; it is raised to one more
-    than the last when it is not larger.  ``park`` leaves ``p`` in the worker cache for the
-    next ``load_state`` of this version; the caller must not change ``p`` afterwards.
+    ``version`` (the micro-batch's timestamp, raised past the last) names the delta file.
+    ``park`` leaves ``p`` in the worker cache; the caller must not change ``p`` afterwards.
     """
     if not isinstance(p.lineage, Lineage):
         p.lineage = Lineage()
@@ -273,11 +272,10 @@ def _compact(
 def _rebase_due(p: Purgatory, lineage: Lineage, rows: int) -> bool:
     """Is a new base due, rather than one more change segment of ``rows`` rows?
 
-    A new base costs every pending row and buys a rebuild that reads no resolved operation's
-    rows.  So it comes when the operations resolved since the last base outnumber the pending
-    ones (a rebuild then reads at most about twice the rows it keeps), or after
-    ``MAX_CHANGE_SEGMENTS`` change segments; never for growth alone.  Without that count (an
-    older version) when the changes hold half the base's rows."""
+    Yes when the operations resolved since the last base outnumber the pending ones (a rebuild
+    then reads at most about twice the rows it keeps), or after ``MAX_CHANGE_SEGMENTS`` change
+    segments; never for growth alone.  Without that count (an older version): at half the
+    base's rows."""
     if len(lineage.segments) > MAX_CHANGE_SEGMENTS:
         return True
     if lineage.base_dead is None:
