@@ -98,7 +98,6 @@ def small_chain(meta: dict[str, str]) -> list[str]:
     return json.loads(meta.get(SMALL_CHAIN, "[]"))
 
 
-Frames = tuple[pd.DataFrame, pd.DataFrame]
 File = tuple[dict, dict]
 
 
