@@ -1,31 +1,19 @@
 """spark-purgatory: Kafka's delayed-operation purgatory for Spark Structured Streaming.
 
-The public surface, from the top down:
+The public surface (docs/api.md lists every name):
 
-* ``session(require=["kafka"])``: a local Spark session with the project's JARs and the JVM
-  extras on its class path (Spark's Kafka source; Delta's connector and S3A ``make jars`` fetched).
-* ``jar_files()``: the project's own JARs, as paths for the sessions the library does not
-  start; ``kafka_jars()``: Spark's Kafka source for them; ``__version__``: the one version.
-* ``read_table(path)``: an output table as an Arrow table, read with delta-rs so that the
-  process exits cleanly afterwards.
 * ``start(operations, events, output=..., checkpoint=...)`` runs the whole stream into the
-  three Delta tables (``outcomes``, ``unmatched_events``, ``rejected``) and returns a
-  ``PurgatoryQuery``; ``backfill(operations, events, output=...)`` writes the same tables from
-  static input, once per (app id, batch id).
-* The pieces ``start`` wires, public for users with their own sink: ``purgatory_stream`` /
-  ``purgatory_batch`` (the operator), ``read_stream`` / ``read_batch`` (the sources),
-  ``outcomes_of`` / ``unmatched_of`` / ``rejected_of`` / ``metrics_of`` (a micro-batch split
-  into the tables), ``RecordAccumulator``, ``PurgatorySink`` and ``choose_writer``;
-  ``CatalogTables`` names the tables in the session's catalog instead of a path.
-* The engine, without Spark: ``Purgatory`` (one shard: ``process`` a micro-batch, get a
-  ``BatchResult``), ``TimingWheel``, ``PurgatoryConfig`` (``ConfigError`` names a bad key),
-  and shard state as one binary value (``save_state`` / ``load_state``, ``SegmentStore``,
-  ``loaded_by``).
-* Day-2 questions (also the ``spark-purgatory`` command line): ``pending_operations`` (as a
-  DataFrame; ``pending_table``: Arrow, without a JVM), ``at_risk`` (``at_risk_table``),
-  ``explain`` (where an op_id is) and ``checkpoint_status``.
-* ``spark_purgatory.testing``: ``PurgatoryTester``, ``assert_outcomes``, ``spark_session``
-  and the ``purgatory_spark`` fixture for users' own tests.
+  Delta tables and returns a ``PurgatoryQuery``; ``backfill`` writes the same tables from
+  static input; ``read_table`` reads one back.
+* The pieces ``start`` wires, for users with their own sink: ``purgatory_stream`` /
+  ``purgatory_batch``, ``read_stream`` / ``read_batch``, ``outcomes_of`` ... ``metrics_of``,
+  ``RecordAccumulator``, ``PurgatorySink``, ``choose_writer``, ``CatalogTables``.
+* The engine, without Spark: ``Purgatory``, ``TimingWheel``, ``PurgatoryConfig`` and shard
+  state as one binary value (``save_state`` / ``load_state``).
+* Day-2 questions (also the ``spark-purgatory`` command line): ``pending_operations``,
+  ``at_risk``, ``explain`` and ``checkpoint_status``.
+* ``session``, ``jar_files``, ``kafka_jars``: a local session and the project's JARs;
+  ``spark_purgatory.testing``: helpers for users' own tests.
 
 The Spark entry points are imported on first use, so the engine stays importable (and fast
 to test) without starting a JVM:

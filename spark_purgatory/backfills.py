@@ -1,17 +1,13 @@
 """Backfills: batch mode into the same three Delta tables as the stream, in one call.
 
-``backfill`` writes its rows through the stream's own pieces, so the tables' columns and
-partitions are the same whichever mode wrote them.
+``backfill`` writes through the stream's own pieces, so the tables are the same whichever
+mode wrote them.
 
-Invariant (idempotence): each table gets at most one commit per ``(app_id, batch_id)``, and
-that commit records the app transaction ``(app_id, version=batch_id)``.  A rerun with the same
-app id and batch id adds nothing (a table that already recorded the version is skipped, and
-when all three have, the Spark job does not even run), so a backfill that failed half-way is
-simply run again.  The app id is ``BACKFILL_APP_ID`` unless given, since a backfill has no
-checkpoint to own an identity; it differs from every stream's app id (``startup.app_id_of``),
-so a backfill and a stream can write to the same tables without skipping each other's
-commits.  Versions only grow per app id: give successive backfills into the same tables
-growing ``batch_id`` values, or each its own ``app_id``.
+Invariant (idempotence): each table gets at most one commit per ``(app_id, batch_id)``,
+recording the app transaction ``(app_id, version=batch_id)``, so a backfill that failed
+half-way is simply run again.  The app id is ``BACKFILL_APP_ID`` unless given, unlike every
+stream's, so a backfill and a stream can write the same tables.  Versions only grow per app
+id: give successive backfills growing ``batch_id`` values, or each its own ``app_id``.
 """
 
 from __future__ import annotations

@@ -2,21 +2,17 @@
 state path and its wake directory, written once, here.
 
 ``Checkpoint`` is that tree as a value, one property per file or directory, so a name is
-spelled in this module alone (``tests/state/test_checkpoint_paths.py`` greps the package for
-it).  Families of numbered files are named by the one class that writes and reads them,
-inside a directory named here.
+spelled in this module alone.  Families of numbered files are named by the class that writes
+and reads them, inside a directory named here.
 
 Example::
 
     chk = Checkpoint("s3a://bucket/chk")
     chk.lease                        # 's3a://bucket/chk/purgatory-running'
     chk.state.mailbox                # 's3a://bucket/chk/purgatory-state/mailbox'
-    fs, files = chk.opened(Storage())
-    files.layout                     # 'bucket/chk/purgatory-layout', a path inside ``fs``
-    opened = chk.open_on(Storage())  # the same as one value (``fs``, ``files``, ``given``)
+    opened = chk.open_on(Storage())  # ``fs``, ``files`` (paths inside ``fs``), ``given``
 
-Invariant: every name here is the one earlier versions wrote: a checkpoint they left keeps
-working (``tests/upgrades``); a new file takes a new name, never an old one's.
+Invariant: every name here is the one earlier versions wrote; a new file takes a new name.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The command line: ``spark-purgatory status|pending|at-risk|explain|rescale|upgrade|jars``.
 
 ``python -m spark_purgatory`` runs it too.  Every command takes ``--conf FILE`` / ``--set
-KEY=VALUE`` like the job, and ``--json`` for scripts: ``pending`` and ``at-risk`` print JSON
-lines, streamed, ``status`` and ``explain`` one JSON document.
-
-No command starts a JVM: the checkpoint's logs and the shards' state are read from their
-files, the tables with delta-rs.  Spark is started only for a state store only Spark reads
-(said in one line on stderr), or when run by ``spark-submit``.
+KEY=VALUE`` like the job, and ``--json`` for scripts.  No command starts a JVM, but for a
+state store only Spark reads (said in one line on stderr) or under ``spark-submit``.
 
 Exit codes: 0 done; 1 the question cannot be answered (no such checkpoint, not a purgatory
 checkpoint, unreadable state version), one line on stderr; 2 a usage or configuration error.

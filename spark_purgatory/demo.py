@@ -1,10 +1,8 @@
 """The demo: a broker's worth of delayed operations, end to end on local disk.
 
-Generates a broker's delayed operations (``workload.generate``) and a sprinkle of malformed
-lines as JSON files; runs the streaming job on them into Delta tables (delta-rs), then ends
-the input (``--end-input``: what the inputs' last watermark left pending expires at its
-deadline); prints a summary and writes a latency histogram and an outcomes-over-time plot
-(PNG) next to the tables.  ``--engine-only`` runs the engine alone, without Spark.
+Generates a workload (with some malformed lines) as JSON files, runs the streaming job into
+Delta tables, ends the input, prints a summary and plots next to the tables.
+``--engine-only`` runs the engine alone, without Spark.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The demo through Kafka: the same workload produced to two topics on a real broker.
 
-``make demo-kafka`` starts a Kafka broker on loopback, produces the demo's JSON lines to two
-topics (the operations to one, the completion events to the other), runs the streaming job on
-them through Spark's Kafka source, ends the input, stops the broker, and prints the same
-summary and writes the same plots as ``make demo``.  The expiries also go to the output topic,
-where a ``read_committed`` consumer in this process prints them as they come, then counts them
-against the table.
+``make demo-kafka`` starts a broker on loopback, produces the demo's operations and events to
+two topics, runs the job on them through Spark's Kafka source, ends the input and prints the
+same summary and plots as ``make demo``; a ``read_committed`` consumer prints the expiries
+the output topic gets and counts them against the table.
 """
 
 from __future__ import annotations
@@ -118,12 +116,9 @@ class ExpiryPrinter(threading.Thread):
 
 def _lines(directory: str) -> list[bytes]:
     """The lines of a directory's input files in event-time order, as a producer that sends
-    what happens when it happens writes them.
-
-    A file holds a slice of event time with the workload's kinds one after the other; a
-    file source reads it whole, but a micro-batch of ``maxOffsetsPerTrigger`` records may
-    end inside it, and the lines after its end that lie more than ``watermark.delay`` behind
-    would arrive ``late``.  A line without a readable ``ts`` keeps its neighbour's time.
+    what happens when it happens writes them: a capped micro-batch may end inside a file, and
+    the lines after it would otherwise arrive ``late``.  A line without a readable ``ts`` keeps
+    its neighbour's time.
     """
     lines: list[bytes] = []
     for name in sorted(os.listdir(directory)):

@@ -1,14 +1,10 @@
 """The driver's half of a micro-batch: the output written, then the input's control plane.
 
-``DriverStep`` is the function ``start`` gives Spark for each micro-batch (``foreachBatch``,
-or the sink JAR's committer).  Both halves run before Spark records the micro-batch as done,
-so what the control plane writes is read by the next trigger, after the output it follows.
-A replay runs both again, to the same effect.
-
-One micro-batch at a time: a micro-batch, a linger drain and the final flush never overlap.
-To stop between micro-batches the handle ``hold``\\s the step: the micro-batch under way
-finishes, the next is refused before it does anything (``STOPPING``).  Over Spark Connect
-the step is pickled and runs in the server's Python (no lock travels).
+``DriverStep`` is what ``start`` gives Spark for each micro-batch.  Both halves run before
+Spark records the micro-batch as done, so what the control plane writes is read by the next
+trigger; a replay runs both again, to the same effect.  One at a time: a micro-batch, a
+linger drain and the final flush never overlap, and ``hold`` lets the micro-batch under way
+finish and refuses the next (``STOPPING``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Permanent faults: something a failed run needs is gone, said in one line.
 
-A run that fails is started again by the job's restart policy when the fault may pass (a
-broker restarting, a store answering ``503 SlowDown``).  Some faults do not pass by waiting:
-after a failure the job and the handle of ``start`` ask each resource the query depends on,
-once (``diagnose``); one that answers "no such bucket", "access denied", "no such topic" or
-"login refused" ends the job at once with ``PermanentFault``, one line naming the resource
-and what to do.  Asking changes nothing: a start after the fix continues from the
-checkpoint, exactly once.
-
+A fault that may pass (a broker restarting, a ``503 SlowDown``) is left to the restart
+policy.  After a failure the job and ``start``'s handle ask each resource the query depends
+on, once (``diagnose``); "no such bucket", "access denied", "no such topic" or "login
+refused" ends the job at once with ``PermanentFault``, naming the resource and what to do.
 Some failures say by themselves that no restart changes them (``cannot_pass``).
 
 Invariant: a resource that does not answer (a timeout, a 503, a broker away) is never called

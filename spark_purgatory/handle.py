@@ -1,11 +1,8 @@
 """The handle ``start`` returns: ``PurgatoryQuery``, a running purgatory and its figures.
 
 Invariant: after ``stop()`` returns, every row a committed micro-batch produced is in the
-tables, and the checkpoint's run lease is given back.
-
-A failed query is raised from ``await_termination`` (a failed flush from ``stop()``) with its
-cause in the first line; when the cause is something no restart brings back (a bucket
-deleted, credentials refused), the error is ``faults.PermanentFault`` naming the resource.
+tables, and the checkpoint's run lease is given back.  A failure is raised with its cause in
+the first line (``faults.PermanentFault`` when no restart brings the resource back).
 """
 
 from __future__ import annotations
@@ -224,8 +221,7 @@ class PurgatoryQuery:
         return self._closed or self._interrupted
 
     def _await(self, timeout: float | None) -> bool | None:
-        """Spark's wait; a failed micro-batch is re-raised with its first cause in the first
-        line."""
+        """Spark's wait; a failed micro-batch is re-raised with its first cause in the first line."""
         from pyspark.errors import StreamingQueryException
 
         from .spark.errors import micro_batch_error
@@ -240,8 +236,7 @@ class PurgatoryQuery:
             raise self._gone() or micro_batch_error(error) from error
 
     def _gone(self) -> BaseException | None:
-        """After a failure: the error naming a resource that is gone for good (``permanent``),
-        None when all answer (or the asking failed: the failure's own error is then raised)."""
+        """After a failure: the error naming a resource that is gone for good, else None."""
         if self._permanent is None:
             return None
         try:
@@ -310,9 +305,8 @@ class PurgatoryQuery:
                 return
 
     def _stop_between_batches(self) -> None:
-        """Let the micro-batch under way finish, refuse the next, then stop Spark's query (whose
-        own ``stop()`` cancels the micro-batch under way); a batch still running after
-        ``query.stop.timeout.ms`` is cut short (it runs again at the next start)."""
+        """Let the micro-batch under way finish (up to ``query.stop.timeout.ms``), refuse the next,
+        then stop Spark's query."""
         if not self.query.isActive:
             return
         quiet_refusal(self.query)  # a refused batch is no error
@@ -387,8 +381,7 @@ class PurgatoryQuery:
                 return
 
     def _linger(self) -> None:
-        """Kafka's sender: lingered rows go out even when the input is quiet.  No Py4J call
-        until the oldest staged row has lingered."""
+        """Kafka's sender: lingered rows go out even when the input is quiet."""
         period = max(0.2, min(1.0, self.sink.accumulator.linger_ms / 4000))
         while not self._stopping.wait(period):
             if not self.step.linger_due():
@@ -407,9 +400,8 @@ class PurgatoryQuery:
 
 def listed_first(query: StreamingQuery, directory: str) -> bool | None:
     """Does Spark ask ``directory`` (a file source of ``query``) for offsets before any other
-    source?  It asks them one after the other in its map of unique sources' order (the
-    plan's order for up to four sources); None while that map is not built yet, False where
-    the session does not show it (Spark Connect), so a caller keeps its margin."""
+    source?  None while Spark's map of sources is not built yet, False where the session does
+    not show it (Spark Connect), so a caller keeps its margin."""
     jsq = getattr(query, "_jsq", None)
     if jsq is None:
         return False
@@ -422,9 +414,7 @@ def listed_first(query: StreamingQuery, directory: str) -> bool | None:
 
 
 def _waiting_for_data(status: dict) -> bool:
-    """Did the query's last trigger find no new input, and is no trigger running now?  (Spark
-    4.2 says "Waiting for next trigger" after any trigger, and "Initializing sources" before
-    the first; ``isDataAvailable`` stays true after a micro-batch until a trigger finds none.)"""
+    """Did the query's last trigger find no new input, and is no trigger running now?"""
     waiting = status.get("message") in ("Waiting for next trigger", "Waiting for data to arrive")
     return waiting and not status.get("isDataAvailable") and not status.get("isTriggerActive")
 

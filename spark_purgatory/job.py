@@ -1,13 +1,9 @@
 """The streaming job: operations + completion events in, Delta tables out.
 
-``jobs/purgatory_job.py`` is its entry point for ``python`` and ``spark-submit``.  ``run`` is
-a thin shell around ``spark_purgatory.start``: it adds the early refusals, the session, the
-progress and commit log lines, the restarts, and stopping on SIGTERM/SIGINT.
-
-With ``--trigger available-now`` it processes what is there, flushes the accumulator and
-exits 0; run it again after new files arrive and it continues from the checkpoint.
-Configuration: the keys of ``PurgatoryConfig`` plus the job's own (``job.*``, ``kafka.*``,
-``source.kafka.*``: docs/configuration.md), from ``--conf`` files (in order) then ``--set``.
+``run`` (``jobs/purgatory_job.py``'s entry point) is a thin shell around ``start``: early
+refusals, the session, progress and commit log lines, restarts, and stopping on
+SIGTERM/SIGINT.  Configuration: ``PurgatoryConfig``'s keys plus the job's own (``job.*``,
+``kafka.*``, ``source.kafka.*``: docs/configuration.md), from ``--conf`` files then ``--set``.
 
 Exit codes (``faults.EXIT_*``): 0 done; 1 the query failed (restarts spent, or something it
 needs is gone); 2 refused at start; 3 a deployment no restart fixes.  Every one but 0 is one

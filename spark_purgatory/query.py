@@ -1,12 +1,9 @@
 """One call to run the purgatory: ``start(operations, events, output=..., checkpoint=...)``.
 
-``start`` is to this project what ``KafkaProducer`` plus its sender thread is to Kafka: it
-builds the whole pipeline and returns a handle, ``PurgatoryQuery``, whose ``stop()`` flushes
-like the producer's ``close()``.
-
-Over Spark Connect the same call works: nothing here touches ``sparkContext`` or the JVM.
-The driver's step then runs in the server's Python, so the handle's ``totals`` and
-``pending`` stay at zero there (use ``history``), and lingered rows wait for the next
+``start`` is to this project what ``KafkaProducer`` and its sender thread are to Kafka: it
+builds the whole pipeline and returns a handle whose ``stop()`` flushes like ``close()``.
+Over Spark Connect the driver's step runs in the server's Python, so the handle's ``totals``
+and ``pending`` stay at zero (use ``history``), and lingered rows wait for the next
 micro-batch or ``stop()``.
 """
 
@@ -207,8 +204,8 @@ def _settled(
     end_of_input: bool,
     spark: SparkSession | None,
 ) -> tuple[SparkSession, PurgatoryConfig, OpenCheckpoint, Trigger]:
-    """The configuration (without one, the checkpoint's shards or the session's parallelism),
-    the trigger, the session and its Python workers, and the checkpoint opened once."""
+    """The configuration, the trigger, the session and its Python workers, and the checkpoint
+    opened once."""
     configured = config is not None
     if configured and not isinstance(config, PurgatoryConfig):
         config = PurgatoryConfig.from_mapping(config)  # dotted keys, as --set and .conf files give them
@@ -233,8 +230,8 @@ def _settled(
 
 @dataclass(frozen=True)
 class _Opened:
-    """The checkpoint as one start holds it (``_opened``); ``end_of_input``: the run ends the
-    input, as asked, or because an earlier end was declared and not recorded."""
+    """The checkpoint as one start holds it; ``end_of_input``: the run ends the input, as asked,
+    or because an earlier end was declared and not recorded."""
 
     checkpoint: OpenCheckpoint
     lease: RunLease
@@ -275,8 +272,7 @@ def _operator(
     opened: _Opened,
     kafka_options: dict[str, str] | None = None,
 ) -> tuple[Any, ShardStaging | None]:
-    """The operator's stream and, on a classic session, the shards' staging (they stage their
-    own rows and the stream carries ``STAGED`` rows)."""
+    """The operator's stream and, on a classic session, the shards' staging."""
     from .spark.formats import formats_of, read_stream
     from .spark.group_state import encoding_of
     from .spark.metrics import observe_purgatory
@@ -357,8 +353,7 @@ def _control(
     opened: _Opened,
     on_batch: Callable[[dict], None] | None,
 ) -> tuple[MicroBatchControl, _Totals, ExpirationReaper | None]:
-    """The input's half of the driver's step, from every shard's pending count as the last
-    micro-batch left them, and the handle's totals, which it feeds."""
+    """The input's half of the driver's step, and the handle's totals, which it feeds."""
     chk = opened.checkpoint
     pending = PendingRecord.under(chk.path, chk.storage)
     counts = pending.read()
@@ -384,8 +379,8 @@ def _started(
     chk: OpenCheckpoint,
     staging: ShardStaging | None,
 ) -> tuple[StreamingQuery, Callable[..., StreamingQuery], Callable[[], None] | None]:
-    """The stream's first run, the function that starts it again (``await_termination`` and
-    ``end_input``) and what releases the sink's committer."""
+    """The stream's first run, the function that starts it again and what releases the sink's
+    committer."""
     staged_rows = None
     if staging is not None:
         take = functools.partial(step.take_staged, spark=spark)
@@ -429,8 +424,7 @@ def _asked_after_failure(
     source_format: SourceFormat,
     kafka_options: dict[str, str] | None,
 ) -> Callable[[], PermanentFault | None]:
-    """What the handle asks after a failure: what the query depends on, its inputs only when
-    given by name."""
+    """What the handle asks after a failure: what the query depends on."""
     inputs = (operations, events) if isinstance(operations, str) and isinstance(events, str) else None
     where = output if isinstance(output, str) else None
     asked = depended_on(where, checkpoint, cfg, inputs, source_format, kafka_options)
@@ -439,8 +433,8 @@ def _asked_after_failure(
 
 @contextlib.contextmanager
 def _removed_if_failed(chk: OpenCheckpoint) -> Iterator[None]:
-    """A ``start`` that fails (a missing Kafka source, a broker that does not answer, a bad
-    input ...) removes the checkpoint directory it created; one that was there is kept."""
+    """A ``start`` that fails removes the checkpoint directory it created; one that was there is
+    kept."""
     new = chk.fs.get_file_info(chk.files.path).type == pafs.FileType.NotFound
     try:
         yield
@@ -454,8 +448,7 @@ def _removed_if_failed(chk: OpenCheckpoint) -> Iterator[None]:
 def _reaper(
     spark: Any, cfg: PurgatoryConfig, trigger: Trigger, opened: _Opened, pending: dict[int, int]
 ) -> ExpirationReaper | None:
-    """The query's reaper, if its configuration asks for one.  Over Spark Connect the driver's
-    step runs in the server, out of its reach: none, said in a warning."""
+    """The query's reaper, if its configuration asks for one; none over Spark Connect (warned)."""
     chk, interval = opened.checkpoint, trigger.interval_ms
     recorder = ClockRecorder.under(
         chk.path, chk.storage, run=opened.lease.token or "", trigger_ms=interval or 0

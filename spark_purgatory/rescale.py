@@ -1,28 +1,21 @@
 """Rescale a stopped checkpoint: its shards, ``S`` -> ``N``, with every pending operation kept.
 
-Spark fixes a query's shuffle partitions (``PurgatoryConfig.groups``) in its checkpoint, and the
-shard state lives in Spark's state store and in segment files beside it.  ``rescale`` rewrites
-both as a new micro-batch of the checkpoint, with no JVM:
+Spark fixes a query's shuffle partitions in its checkpoint, so ``rescale`` rewrites the
+state store and the segment files as a new micro-batch of the checkpoint, with no JVM:
 
-1. **Refuse** what it cannot do safely, each with one line (``RescaleError``): a query
-   running, an uncommitted last micro-batch, relays in flight (one ``available-now`` run
-   settles them) ...
+1. **Refuse** what it cannot do safely, each with one line (``RescaleError``).
 2. **Read** every shard group's value as the last committed micro-batch K left it (state
-   version K + 1: Spark's micro-batch N reads version N and writes N + 1) and load the shards.
+   version K + 1) and load the shards.
 3. **Reshard** them, keys sent where the routing will send them.
-4. **Write the new layout beside the old**: a journal, the new shards' segment files (new
-   names), each new partition's state at version K + 2 (what micro-batch K + 1 leaves: the
-   groups the shard step keeps), then the offsets entry K + 1 (K's offsets, the new layout's
-   partitions).
-5. **Switch**, atomically: the commit entry K + 1.  Spark starts the next run after K + 1:
-   the new layout, the same input offsets, the same watermark.
-6. **Finish**: the layout record, the pending record, the old shards' segment files,
-   received mailbox and verdict files, the journal.
+4. **Write the new layout beside the old**: a journal, the new shards' segment files, each
+   new partition's state at version K + 2, then the offsets entry K + 1.
+5. **Switch**, atomically: the commit entry K + 1.  The next run starts on the new layout,
+   the same input offsets, the same watermark.
+6. **Finish**: the layout and pending records, the old shards' files, the journal.
 
-**A crash anywhere** leaves the journal.  ``recover`` (``start`` and every ``rescale`` call it
-first) finds it: without the commit entry K + 1 it deletes what step 4 wrote (named by no
-committed version); with it, it finishes step 6.  Either way the checkpoint runs on exactly
-one layout.
+**A crash anywhere** leaves the journal.  ``recover`` (``start`` and ``rescale`` call it
+first) deletes what step 4 wrote when the commit entry K + 1 is missing, else finishes
+step 6.  Either way the checkpoint runs on exactly one layout.
 
 Invariant: the run after ``rescale`` gives the outcomes, unmatched events and rejects the run
 without it would have given.

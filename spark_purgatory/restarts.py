@@ -1,11 +1,8 @@
 """The job's restart policy: a query that fails while running is started again, a bounded
-number of times, with a growing pause (Flink's fixed-attempts restart strategy with
-exponential backoff; Kafka's ``retries`` / ``retry.backoff.ms``).
+number of times, with a growing pause (Flink's fixed-attempts strategy with backoff).
 
-A failure while running stops the query, flushes what committed micro-batches staged, waits,
-and starts again from the checkpoint: exactly once holds as for any restart.  A failure found
-at start is never retried.  A run that made progress resets the count, so a stream that fails
-once a day is restarted every day.
+Each restart continues from the checkpoint, exactly once as for any restart.  A failure found
+at start is never retried; a run that made progress resets the count.
 
 Invariant: no more than ``attempts`` restarts in a row without a committed micro-batch.
 """

@@ -1,9 +1,7 @@
 """What ``start`` settles before it builds the query: the trigger, the session, the app id.
 
-Identity.  Output commits are made idempotent under an app id (Delta's app transactions).
-It belongs to the checkpoint, like Spark's own offsets: written once when the checkpoint is
-new, so a driver restarted on another host or in another directory commits a replayed
-micro-batch under the same id, and the table skips it.
+The app id, under which output commits are idempotent, belongs to the checkpoint: written
+once when it is new, so a restarted driver commits a replayed micro-batch under the same id.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Where the project writes its own files: every path a URI, one mapping, one set of settings.
 
-Paths (checkpoint, output tables, staging, shard state) may be plain paths or URIs
-(``s3://``, ``s3a://``, ``gs://``, ``abfss://``, ``dbfs:/``, ``/Volumes/...``).  Spark reads
-them itself; what the project writes itself goes through pyarrow's filesystems and delta-rs,
-which both see a path through ``location``.  ``Storage`` carries the ``storage.*`` keys to
-both; anything it leaves unset comes from the standard ``AWS_*`` and ``AZURE_STORAGE_*``
-environment variables.
-
-S3 has no atomic rename, so delta-rs commits there only with conditional writes
-(``storage.s3.conditional.put = etag``, the default) or a lock; Azure has conditional writes.
+Paths may be plain paths or URIs (``s3://``, ``s3a://``, ``gs://``, ``abfss://``, ``dbfs:/``,
+``/Volumes/...``).  What the project writes itself goes through pyarrow's filesystems and
+delta-rs, which see a path through ``location``; ``Storage`` carries the ``storage.*`` keys to
+both, and the ``AWS_*`` / ``AZURE_STORAGE_*`` variables fill in the rest.
 
 Invariants: nothing is resolved against the working directory except a plain relative path
 the user gave; a file written with ``write_once`` is never replaced.

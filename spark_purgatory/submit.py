@@ -1,8 +1,4 @@
-"""The job as a ``spark-submit`` application file, for an installed wheel (no checkout).
-
-``spark-submit`` runs a Python application from a ``.py`` file it is given; the checkout has
-``jobs/purgatory_job.py``, a ``pip install`` has this module's file.  Ask for its path and
-submit it (docs/deployment.md, "spark-submit")::
+"""The job as a ``spark-submit`` application file, for an installed wheel (docs/deployment.md)::
 
     spark-submit --py-files spark_purgatory.zip --jars "$(spark-purgatory jars)" \\
         "$(python -m spark_purgatory.submit)" --ops-path ... --checkpoint-path ...

@@ -1,20 +1,17 @@
 """Upgrade a stopped checkpoint to this version's formats: ``spark-purgatory upgrade --checkpoint C``.
 
-A checkpoint records the formats it holds (``state.versions``).  Where this version no longer
-reads a format as an earlier one wrote it, the checkpoint needs a migration before a query
-starts on it (``start`` and the job refuse it, in one line naming this command).  ``upgrade``
-applies them, as ``rescale`` changes a layout: with no JVM, on a stopped checkpoint, and
-resumable after a crash at any point.
+A checkpoint records its formats (``state.versions``); one this version no longer reads needs
+a migration before a query starts on it.  ``upgrade`` applies them as ``rescale`` changes a
+layout: with no JVM, on a stopped checkpoint, resumable after a crash at any point.
 
 1. **Refuse** what it cannot do, each with one line (``UpgradeError``).
-2. **Journal** the steps: one per migration (``MIGRATIONS``), then ``record``, the version
-   record's own write.
-3. **Apply** each step not yet done, noting it in the journal after it.  A step is
-   idempotent: a crash in the middle of one repeats it whole.
+2. **Journal** the steps: one per migration (``MIGRATIONS``), then ``record``.
+3. **Apply** each step not yet done, noting it in the journal after it; a step is
+   idempotent, so a crash in one repeats it whole.
 4. **Switch**: the ``record`` step writes the record; then the journal is removed.
 
-While the journal is there ``start`` refuses the checkpoint: no query runs on a half-migrated
-checkpoint.  Running ``upgrade`` again resumes from the journal.
+While the journal is there ``start`` refuses the checkpoint; running ``upgrade`` again
+resumes from it.
 
 Invariant: the record names the new formats only once every migration step is done.
 """

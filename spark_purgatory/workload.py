@@ -1,16 +1,10 @@
 """Synthetic Kafka-flavoured workloads for the demo, the benchmarks and the tests.
 
-Four kinds of delayed operation, as in a broker:
-
-* ``produce`` — a produce request with acks=all waits for ``target`` distinct in-sync
-  replicas to acknowledge (``count`` with sources; acks target the request by op_id);
-* ``fetch`` — a fetch waits for ``min.bytes`` to accumulate (``sum`` of byte counts);
-* ``join`` — a consumer-group join waits for every member (``all``);
-* ``offset`` — a wait for a partition's high watermark to reach an offset (``offset``;
-  the partition's progress events are untargeted, and may precede the wait).
-
-A fraction ``complete_ratio`` of operations receive enough events before their deadline;
-the rest fall short and expire.  Everything is vectorised numpy; times are epoch ms.
+Four kinds of delayed operation, as in a broker: ``produce`` waits for ``target`` distinct
+replicas (``count`` with sources), ``fetch`` for ``min.bytes`` (``sum``), ``join`` for every
+member (``all``), ``offset`` for a partition's high watermark (``offset``; its progress
+events are untargeted, and may precede the wait).  A fraction ``complete_ratio`` of
+operations receive enough events before their deadline; the rest expire.  Times are epoch ms.
 
 >>> w = generate(n_ops=1000, seed=3)
 >>> sorted(w.operations["condition"].unique())
@@ -75,9 +69,8 @@ def generate(
 ) -> Workload:
     """Generate ``n_ops`` operations and the events that complete ~``complete_ratio`` of them.
 
-    ``mix`` is the share of produce, fetch, join and offset operations.  ``multi_key``: the
-    share of produce, fetch and join operations that watch a second key (the next partition's),
-    about half of their events arriving on it (multi-key operations, often across shards).
+    ``mix``: the share of each kind; ``multi_key``: the share of produce, fetch and join
+    operations that also watch the next partition's key, often in another shard.
     """
     rng = np.random.default_rng(seed)
     ts = start_ms + np.sort(rng.uniform(0, n_ops / ops_per_second * 1000, n_ops)).astype(np.int64)
@@ -258,12 +251,8 @@ def write_json_lines(
     seed: int = 0,
     progress: Callable[[], None] | None = None,
 ) -> None:
-    """Write the workload as JSON lines, ``files`` files per stream in time order.
-
-    Both streams are cut at the same event times, so file i of each covers the same slice and
-    a source reading the same number of files per trigger stays aligned in time.
-    ``malformed`` adds broken lines (truncated JSON, wrong types, negative timeouts, unknown
-    conditions) spread over the operation and event files.
+    """Write the workload as JSON lines, ``files`` files per stream, cut at the same event times
+    so file i of each covers the same slice.  ``malformed`` adds broken lines.
     """
     op_ts, ev_ts = workload.operations["ts"].to_numpy(), workload.events["ts"].to_numpy()
     edges = np.linspace(min(op_ts.min(), ev_ts.min()), max(op_ts.max(), ev_ts.max()) + 1, files + 1)
@@ -324,10 +313,8 @@ def generate_confirmations(
     seed: int = 0,
     start_ms: int = START_MS,
 ) -> Workload:
-    """The simplest purgatory: each operation (an order) awaits one confirming event on its
-    own key within the timeout; ``complete_ratio`` of them get it.  This is the shape Spark's
-    stream-stream left-outer join with a time-range condition can also express, so the
-    benchmarks use it to compare the two side by side.
+    """The simplest purgatory: each operation awaits one confirming event on its own key within
+    the timeout, as a stream-stream left-outer join can express, for the benchmarks to compare.
     """
     rng = np.random.default_rng(seed)
     ts = start_ms + np.sort(rng.uniform(0, n_ops / ops_per_second * 1000, n_ops)).astype(np.int64)

@@ -1,12 +1,11 @@
 """The product contract, declared once: input fields, rejection reasons, output tables.
 
 The readers of the input read a record by ``inputs`` and check it by ``rules``, rejecting it
-with ``reasons``; the engine's output frames, the operator's output schema
-(``OPERATOR_OUTPUT``) and the Delta tables' schemas (``TABLES``) are declared here.  Types
-are Arrow types, so the engine may use the package without Spark.
+with ``reasons``; the output frames, the operator's output schema and the Delta tables'
+schemas (``TABLES``) are declared here, as Arrow types, so the engine needs no Spark.
 
 Invariants: a column, a status, a kind or a reason is spelled here and nowhere else; a
-reason means the same thing whichever reader gives it (``tests/contract``).
+reason means the same thing whichever reader gives it.
 
 >>> OUTCOME_COLUMNS[:3]
 ['op_id', 'keys', 'status']

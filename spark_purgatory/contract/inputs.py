@@ -2,35 +2,25 @@
 the conditions, and how a field's text is read.
 
 Every reader of the input (Spark SQL, the JVM checks, the engine's pandas readers) reads a
-record by these declarations; where one cannot take a value from here (a Java literal),
-``tests/contract`` checks it against this module.
+record by these declarations.
 
-**How a value is read.**  Each field has a reading (``READINGS``): an id, any value as its
-text, a string only, a list, a whole number, a number or an event time.  Spark's own casts
-are the reference for text, since the job reads with them; the engine's readers follow them
-to the character:
+**How a value is read.**  Each field has a reading (``READINGS``).  Spark's own casts are the
+reference for text, since the job reads with them; the engine's readers follow them to the
+character:
 
 * a text is *blank* when it is empty or spaces (U+0020) only (``BLANK``: Spark's ``trim``);
-  a tab or a no-break space is text;
-* a whole number (``timeout_ms``, an event time in epoch ms) is ``[+-]?[0-9]+`` within
-  int64, the characters U+0000-U+0020 and U+007F around it ignored (``WHOLE_TRIM``,
-  ``WHOLE_TEXT``: Spark's cast to ``BIGINT``);
-* a number (``target``, ``value``) is what Java's ``Double.valueOf`` reads, U+0000-U+0020
-  around it ignored (``NUMBER_TRIM``, ``NUMBER_TEXT``: decimals, exponents, a trailing
-  ``d``/``f``, hexadecimal ``0x1.8p1``, ``NaN``, ``Infinity``), or one of ``NUMBER_WORDS``
-  in any case: Spark's cast to ``DOUBLE``; a digit of another script, or a no-break
-  space around the number, makes it no number;
+* a whole number is ``[+-]?[0-9]+`` within int64, U+0000-U+0020 and U+007F around it ignored
+  (``WHOLE_TRIM``, ``WHOLE_TEXT``: Spark's cast to ``BIGINT``);
+* a number is what Java's ``Double.valueOf`` reads, U+0000-U+0020 around it ignored
+  (``NUMBER_TRIM``, ``NUMBER_TEXT``), or one of ``NUMBER_WORDS`` in any case: Spark's cast
+  to ``DOUBLE``;
 * an event time in text is epoch ms (``EPOCH_MS_TEXT``) or an ISO-8601 date and time
-  (``TS_TEXT``): a date (``2026-01-01``, or a month ``2026-01``), optionally a time after
-  ``T`` or a space (``10``, ``10:00``, ``10:00:00``, with a fraction of a second), and after
-  the seconds optionally ``Z`` or an offset from UTC up to ±18:00 (``+05``, ``+0530``,
-  ``+05:30``); a time without an offset is UTC.  A time without a date, a zone by name
-  (``Europe/Paris``, ``UTC``) or an offset after a time without seconds is no event time:
-  Spark would read the first on the date it is read, the others as the pandas reader cannot.
+  (``TS_TEXT``): a date, optionally a time after ``T`` or a space, and after the seconds
+  optionally ``Z`` or an offset up to ±18:00; a time without an offset is UTC.  A time
+  without a date or a zone by name is no event time (Spark would read them differently).
 
 The patterns are written in the syntax Java's, Python's and RE2's regular expressions share
-(no ``\\s``, no ``\\d``), without anchors: a reader matches the whole text
-(``re.fullmatch``, ``^(?:...)$``).
+(no ``\\s``, no ``\\d``), without anchors: a reader matches the whole text.
 
 Invariant: a field's text means the same value to every reader, or no value to every reader.
 """

@@ -1,8 +1,8 @@
 """The rejection reasons: each a named constant, what it means, and where it is decided.
 
-A rejected row (the ``rejected`` table) says why in one word.  Each reason is declared here
-once, with its meaning for a person reading ``rejected`` and its *stage*: what the reason
-is about, which says which inputs can give it and which readers decide it:
+A rejected row says why in one word.  Each reason is declared here once, with its meaning for
+a person reading ``rejected`` and its *stage*, which says which inputs can give it and which
+readers decide it:
 
 ==============  ============================================================================
 ``READ``        the record's text, before any field is read: JSON text only (files, Kafka)
@@ -15,9 +15,6 @@ is about, which says which inputs can give it and which readers decide it:
 ``REGISTRY``    the op_ids the shards remember: the engine, after reading
 ``WATERMARK``   the watermark when the row arrives: the engine, after reading
 ==============  ============================================================================
-
-The readers check in the order of ``rules.OPERATION_CHECKS`` / ``EVENT_CHECKS``; the first
-check that fails gives the reason.
 
 Invariant: a reason means the same thing whichever reader gives it.
 """

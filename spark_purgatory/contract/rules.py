@@ -2,8 +2,7 @@
 order every reader applies them (the first check that applies gives the reason).
 
 A check is a row of ``OPERATION_CHECKS`` / ``EVENT_CHECKS`` (``Check``); its *test* is one
-word of a small vocabulary that every reader implements once, over its own reading of the
-fields:
+word of a small vocabulary that every reader implements once:
 
 ==============  ============================================================================
 ``poison``      the record's text is poison (its reason: too large, too deep): JSON text only
@@ -24,10 +23,8 @@ fields:
 ``after``       decided after reading (routing, the registry, the watermark): no reader's
 ==============  ============================================================================
 
-A bound is a number, a configuration key (``LIMITS``: its value comes with the reader's
-settings) or another field.  ``when`` names the conditions a check applies to (None: every
-one).  The SQL, pandas and JVM readers interpret these rows (the JVM's as ``table_text``);
-none spells the order.
+A bound is a number, a configuration key (``LIMITS``) or another field; ``when`` names the
+conditions a check applies to (None: every one).
 
 Invariant: the order of the checks is the order the contract page states, and the only one.
 """

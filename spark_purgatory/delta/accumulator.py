@@ -1,24 +1,18 @@
 """RecordAccumulator: Kafka's producer batching, applied to Delta commits from micro-batches.
 
-A query that appends each micro-batch to a Delta table writes one small file per partition
-per trigger.  This module puts Kafka's producer rule between the micro-batches and the
-tables: a **destination** ``(table, partition)`` is drained when its staged Parquet bytes
-reach ``batch.size``, when its oldest row has waited ``linger.ms``, on flush, or when
-``buffer.memory`` is exceeded (``ready``).  The rows are staged where they are, by the Spark
-tasks; the accumulator is the driver's bookkeeping: ``record`` writes the batch's staged
-manifest, deletes files no manifest names, and advances ``staged_through``.  ``drain``
-commits each table's ready rows in **one commit** carrying an app transaction
-``(app_id, version)``, then deletes the staged files.
+Appending each micro-batch to a Delta table writes small files every trigger.  Here a
+**destination** ``(table, partition)`` is drained when its staged bytes reach ``batch.size``,
+when its oldest row has waited ``linger.ms``, on flush, or when ``buffer.memory`` is exceeded
+(``ready``).  The Spark tasks stage the rows; ``record`` writes the batch's staged manifest
+and advances ``staged_through``; ``drain`` commits each table's ready rows in **one commit**
+carrying an app transaction ``(app_id, version)``, then deletes the staged files.
 
-Exactly once, across crashes (the invariant of this module): the version of a drain is
-``3 * batch_id + phase``: 0 inside micro-batch ``batch_id``, 1 for a linger drain between
-that batch and the next (``drain_lingering``), 2 for the flush on close, so versions only
-grow.  Before writing data files, a drain writes a manifest of the staged files it covers;
-recovery (on open and before every drain) deletes the staged files of a manifest whose
-version the table already recorded (committed, crash before clean-up) and otherwise leaves
-them staged (data files of a drain that never committed are invisible garbage).  A drain
-whose version a table already recorded skips that table, and a replayed micro-batch is not
-staged twice (``record`` ignores it).
+Exactly once, across crashes: the version of a drain is ``3 * batch_id + phase`` (0 inside
+the micro-batch, 1 for a linger drain after it, 2 for the flush on close), so versions only
+grow.  A drain first writes a manifest of the staged files it covers; recovery deletes the
+staged files of a manifest whose version the table already recorded, and otherwise leaves
+them staged.  A drain whose version a table already recorded skips that table, and a
+replayed micro-batch is not staged twice.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Output tables named in the session's catalog (``schema.table``, ``catalog.schema.table``).
 
-A Databricks user names tables, not paths.  ``CatalogTables`` names the four output tables
-``<schema>.<prefix><table>``: one schema for the query's tables, like one directory under a
-path, with an optional prefix for a schema they share with others.  The job's
-``--output-tables`` takes the same as text: ``main.purgatory`` or ``main.ops.payments_{table}``.
-
-``CatalogDeltaWriter`` is Spark's Delta writer by name (``saveAsTable`` with
-``txnAppId``/``txnVersion``); the last version an app id recorded is read from the table's
-location, so the driver must reach the table's storage.  delta-rs has no catalog, and
-writing at a table's location would skip the catalog's permissions, so ``writer_for``
-refuses it.
+``CatalogTables`` names the four output tables ``<schema>.<prefix><table>``; the job's
+``--output-tables`` takes the same as text (``main.purgatory``, ``main.ops.payments_{table}``).
+``CatalogDeltaWriter`` writes by name (``saveAsTable`` with ``txnAppId``/``txnVersion``) and
+reads the last recorded version from the table's location.  delta-rs has no catalog, and
+writing at the location would skip its permissions, so ``writer_for`` refuses it.
 
 Invariant: a table is only ever written through its name; its location is only read.
 """

@@ -1,12 +1,9 @@
 """One writer per output: the tables record the checkpoint whose query writes them.
 
-Delta's app transactions make a replayed micro-batch a no-op only under the same app id, and
-the app id belongs to the checkpoint: a second job on another checkpoint but the same tables
-would commit every outcome a second time.  So each table records its owner in its Delta
-table properties (``OWNER``, ``OWNER_CHECKPOINT``).  ``claim_tables`` runs at every start: a
-table without an owner becomes this checkpoint's; a table owned by another checkpoint refuses
-the start in one line (``OutputOwnedError``) unless the caller takes the output over on
-purpose (``output.take.over``).
+Delta's app transactions dedupe only under one app id, which belongs to the checkpoint: a job
+on another checkpoint but the same tables would commit every outcome twice.  So each table
+records its owner in its properties, and ``claim_tables`` refuses a table owned by another
+checkpoint (``OutputOwnedError``) unless ``output.take.over`` is set.
 
 Invariant: after ``claim_tables`` returns, every table names this checkpoint as its owner.
 """

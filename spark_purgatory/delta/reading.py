@@ -1,10 +1,8 @@
 """Reading the output tables with delta-rs in a process that then exits cleanly: ``read_table``.
 
-``DeltaTable(path).to_pandas()`` reads the table's files through delta-rs's Python filesystem
-handler, so Arrow's I/O threads call into Python; a call still in flight when the interpreter
-finalizes can end the process with "terminate called without an active exception", exit 134,
-after the script's work is done (docs/troubleshooting.md).  Reading through one of pyarrow's
-own filesystems (``Storage.filesystem``) keeps Python out of Arrow's threads.
+``DeltaTable(path).to_pandas()`` reads through delta-rs's Python filesystem handler, whose
+calls from Arrow's threads can abort the process at exit (docs/troubleshooting.md); pyarrow's
+own filesystems (``Storage.filesystem``) keep Python out of Arrow's threads.
 
 Invariant: the rows are those of ``DeltaTable(path).to_pyarrow_table()``.
 """

@@ -1,9 +1,8 @@
 """The sender's tasks: a ready destination's staged files become Delta data files, on an executor.
 
-A drain ships its ready destinations as one small Spark job (``SparkTasks``; ``in_process``
-without Spark), one task per destination.  A task (``write_data_files``) writes Parquet data
-files of about ``batch.size`` into the table's partition directory and returns each file's
-Delta add action (``ADDS``); it commits nothing.
+A drain ships its ready destinations as one small Spark job, a task per destination, which
+writes Parquet data files into the table's partition and returns their Delta add actions
+(``ADDS``); it commits nothing.
 
 Invariants: a data file's name is fixed by ``(app id, drain version, destination, sequence)``,
 so a retried task, or the same drain after a crash, overwrites the files it wrote before;

@@ -1,10 +1,8 @@
 """``STAGED`` rows as a staging shard sends them to the driver: ``SENT``, a narrower frame.
 
-A shard that stages its own output returns its few ``STAGED`` rows to Spark as a pandas
-frame, which PySpark converts back to Arrow at a cost per column whatever its rows.  So the
-rows travel in ``SENT``: the columns Spark's observed metrics read as they are, every other
-value of a row in one JSON text column, ``others``.  The driver widens them back to ``STAGED``
-(``widened``) before anything reads them.  Nothing of ``SENT`` is persisted.
+PySpark converts a shard's pandas output back to Arrow at a cost per column, so the few
+``STAGED`` rows travel in ``SENT``: the columns Spark's observed metrics read as they are,
+the rest in one JSON text column, ``others``.  The driver widens them back (``widened``).
 
 Invariant: ``widened(as_sent(rows))`` is ``rows`` (``STAGED``'s values are whole numbers,
 text or null, which JSON keeps exactly).

@@ -1,16 +1,10 @@
 """The driver's sink: the operator's output rows into the Delta tables.
 
-The tables, their columns and partitions are ``contract.TABLES``'.  The ``metrics`` rows, one
-per shard call, are made here (two of their columns need every call of the batch) and staged
-as one more file of the batch before ``record``, so they are committed exactly once with the
-batch's other rows.
-
-No output row passes through the driver: the shard step stages its own output, or, with
-``staged=False``, the sink runs ``staging.stage_task`` over the batch; either way only one
-small ``STAGED`` row per file (and per shard call) reaches the driver, collected with the
-micro-batch's one action (a second would run the stateful operator again).  Exactly once is
-the accumulator's argument.  The three ways in (``__call__``, ``take_staged``, ``process``)
-meet in ``_after_staging``.  The sink writes the output and nothing else.
+The ``metrics`` rows, one per shard call, are made here (two of their columns need every
+call of the batch) and staged as one more file of the batch, so they are committed exactly
+once with its other rows.  No output row passes through the driver: only one small ``STAGED``
+row per file and per shard call, collected with the micro-batch's one action (a second would
+run the stateful operator again).  The sink writes the output and nothing else.
 """
 
 from __future__ import annotations

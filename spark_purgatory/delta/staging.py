@@ -1,15 +1,12 @@
 """The producer's side of the accumulator: operator rows become table rows, staged where they are.
 
-``split_tables`` is the one place rows become table rows, and it knows no table by name: a
-table's engine columns are copied from the operator's output (``contract.OPERATOR_OUTPUT``),
-its event times arrive as epoch ms and become timestamps, and the writer's columns are added:
-``batch_id``, ``emitted_at`` (now) and the date partition (the date of the table's last
-event-time column, or of now for a table without one).
+``split_tables`` is the one place rows become table rows, and it knows no table by name: the
+engine columns come from the operator's output, event times become timestamps, and the
+writer's columns are added (``batch_id``, ``emitted_at``, the date partition).
 
-``stage_task`` (one Spark task, ``mapInArrow``) and ``ShardStaging`` (inside the shard step,
-so the rows never cross into the JVM) write one staged Parquet file per destination
-``(table, partition)`` and return one small ``STAGED`` row per file and per shard call's
-metrics row.  The sink makes the ``metrics`` rows (``metrics_rows``): they need every call.
+``stage_task`` (a Spark task) and ``ShardStaging`` (inside the shard step) write one staged
+Parquet file per destination ``(table, partition)`` and return one small ``STAGED`` row per
+file and per shard call's metrics row.
 
 Invariants: a staged file is whole or absent; a retried ``stage_task`` attempt writes the
 names the first attempt wrote, and a shard call writes names no other call writes, so only

@@ -4,17 +4,14 @@ Two writers, one contract (``accumulator.TableWriter``): commit in one Delta com
 records an app transaction ``(app_id, version)``, and say which version an app id last
 recorded, so a replayed micro-batch adds nothing twice.
 
-* ``DeltaRsWriter`` (the embedded default): the executors write the data files (``sender``)
-  and ``commit_files`` commits their add actions, metadata only; ``commit`` writes rows given
-  in this process (backfills).  Both skip a version the table already recorded (delta-rs
-  itself does not).
+* ``DeltaRsWriter`` (the embedded default): the executors write the data files and
+  ``commit_files`` commits their add actions; ``commit`` writes rows given in this process.
+  Both skip a version the table already recorded (delta-rs itself does not).
 * ``SparkDeltaWriter`` (clusters, Databricks): ``df.write.format("delta")`` with
-  ``txnAppId``/``txnVersion``; ``commit_staged`` reads the staged files on the executors.
-  ``choose_writer`` picks it when Delta's classes are on the session's classpath (detected at
-  run time, never assumed).  The recorded version is read with delta-rs in both cases.
+  ``txnAppId``/``txnVersion``, chosen when Delta's classes are on the session's classpath.
 
-Every commit records the package's version as its commit info's ``userMetadata``, unless the
-session sets its own.  Each writer keeps the tables it opened up to date (``OpenTables``).
+Every commit records the package's version as its ``userMetadata``, unless the session sets
+its own.
 """
 
 from __future__ import annotations
@@ -259,11 +256,8 @@ def _add_missing_columns(table: Any, contract: TableContract) -> None:
 
 
 class OpenTables:
-    """The Delta tables a writer opened, by path, each brought up to date before it is used.
-
-    Up to date costs one look at two files of the log: the next commit file (if there, the
-    table reads the new commits) and the one of the version it holds (if gone, the table is
-    opened afresh).  Not shared between threads; pickled empty."""
+    """The Delta tables a writer opened, by path, each brought up to date (one look at two files
+    of its log) before it is used.  Not shared between threads; pickled empty."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -319,9 +313,7 @@ def choose_writer(
     """The writer ``prefer`` names; for ``"auto"``, Spark's when the environment provides Delta.
 
     ``"auto"`` picks ``SparkDeltaWriter`` when Delta's classes are on the session's class path
-    (Databricks, a cluster with Delta's connector, ``--packages io.delta:...``) and
-    ``DeltaRsWriter`` otherwise, also for a local session whose Delta JARs ``make jars``
-    fetched: the embedded default does not depend on whether the machine had ``mvn``.
+    and ``DeltaRsWriter`` otherwise, also for a local session with ``make jars``'s Delta JARs.
 
     Args:
         spark: the session.

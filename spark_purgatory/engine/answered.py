@@ -11,10 +11,9 @@ others      both None
 
 A desk acting on an expired quorum needs the names, not the count: who to chase.
 
-Invariant: "counted" is the evaluation's ``used`` (a completed operation's events up to its
-crossing, an expired one's every event), so the lists are a pure function of the evaluation
-and split like the rest of the outcome; a member who reported after the crossing is
-``missing``, and a source that is not a member is never named for ``all`` or ``quorum``.
+Invariant: "counted" is the evaluation's ``used``, so the lists are a pure function of the
+evaluation; a member who reported after the crossing is ``missing``, and a source that is not
+a member is never named for ``all`` or ``quorum``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Withdrawn operations: a cancel event ends the operations it matches, as ``cancelled``.
 
-A cancel event (``cancel: true``) matches as any event does (``watchers``): with an
-``op_id``, that operation; without, every operation watching its key (Kafka's
-``cancelForKey``); inside the operation's window, ``o.ts <= e.ts < o.deadline``, so a
-cancel at or after the deadline finds nothing to withdraw: the operation expires.  It never
-counts towards a condition.  ``decide`` weighs an operation's first cancel, in (event time,
-arrival) order, against its condition, evaluated over the events before that cancel only:
-if the condition holds there the operation completes; else the cancel withdraws it at the
-cancel's time, with the progress and who answered of those events.
+A cancel event (``cancel: true``) matches as any event does: with an ``op_id``, that
+operation; without, every operation watching its key (Kafka's ``cancelForKey``); inside the
+window ``o.ts <= e.ts < o.deadline`` only.  It never counts towards a condition.  ``decide``
+evaluates the condition over the events before an operation's first cancel: if it holds
+the operation completes, else the cancel withdraws it at the cancel's time.
 
 Invariant: like ``conditions.evaluate``, a pure function of the matches it is given, so a
 cancel splits into micro-batches like any other event.

@@ -1,25 +1,19 @@
 """Columnar tables with spare capacity and tombstones, and a hash index of sorted runs.
 
-The shard's big tables change by a batch per micro-batch while holding millions of rows;
-these two structures make a call cost what the batch touches, not what is pending:
+These two structures make a shard's call cost what the batch touches, not what is pending:
 
-* ``Columns``: numpy columns with spare capacity.  Rows are appended in increasing
-  ``handle`` order, so the handle column stays sorted and ``searchsorted`` finds a handle's
-  rows.  A full table grows by half (``GROWTH``: amortised O(1) per row); a removal clears
-  the row's ``alive`` flag (a tombstone); when dead rows pass half of the occupied ones the
-  live rows move down in order (O(1) amortised per removal).
-* ``HashIndex``: 64-bit hash -> row, as runs sorted by hash merged geometrically (a binary
-  counter, like an LSM tree): an inserted batch is a new run, and while the newest run is at
-  least half the size of the one before, the two merge.  So there are O(log n) runs and a
-  batch of b lookups costs O(b log² n).  Each run has a Bloom filter (``_Filter``), so a
-  probe searches only the runs that may hold it.  A compaction maps each run's rows to their
-  new positions, which keeps every run sorted.
+* ``Columns``: numpy columns with spare capacity, rows appended in increasing ``handle``
+  order, so ``searchsorted`` finds a handle's rows.  A full table grows by half (``GROWTH``);
+  a removal clears the row's ``alive`` flag, and when dead rows pass half of the occupied
+  ones the live rows move down in order (O(1) amortised per row either way).
+* ``HashIndex``: 64-bit hash -> row, as runs sorted by hash merged geometrically (like an LSM
+  tree): an inserted batch is a new run, and while the newest run is at least half the size
+  of the one before, the two merge: O(log n) runs, each with a Bloom filter (``_Filter``).
 
 Worked example: appending batches of 8, 8, 16 rows gives runs [8] -> [8, 8] -> merged [16]
 -> [16, 16] -> merged [32]; a 33rd row makes [32, 1].
 
-A hash only finds candidates: the caller confirms them on the strings, so a collision costs
-a comparison and never makes a wrong match.
+A hash only finds candidates: the caller confirms them on the strings.
 
 Invariants: the occupied ``handle`` column is non-decreasing; ``len(table)`` counts the live
 rows; when an index is read, every live row is in it exactly once.

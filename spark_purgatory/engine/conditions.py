@@ -1,8 +1,8 @@
 """Completion conditions: deciding, vectorised, when an operation's condition holds.
 
-An operation completes at the earliest *event time* at which its condition holds over the
-events that match it: ``evaluate`` sorts each operation's matches by event time and finds the
-first prefix that satisfies the condition; its last event's time is ``resolved_at``.
+An operation completes at the earliest event time at which its condition holds over its
+matches: ``evaluate`` finds the first prefix, by event time, that satisfies it; its last
+event's time is ``resolved_at``.
 
 ==========  ===========================================================================
 ``any``     one matching event
@@ -13,11 +13,8 @@ first prefix that satisfies the condition; its last event's time is ``resolved_a
 ``quorum``  at least ``target`` of the names in ``members`` reported (as ``source``)
 ==========  ===========================================================================
 
-A condition uses the fields ``NEEDS_TARGET`` / ``NEEDS_MEMBERS`` say, and no other.
-
-Invariant: ``evaluate`` is a pure function of the matches it is given; given every match of
-the operations it evaluates, its answer does not depend on how events were split into
-micro-batches.
+Invariant: ``evaluate`` is a pure function of the matches it is given, so its answer does
+not depend on how events were split into micro-batches.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Kafka's delayed-operation purgatory operations, batched, over one shard's live tables.
 
-Kafka's ``tryCompleteElseWatch`` completes an operation at once if it can, else watches it
-under its keys and schedules it on the timing wheel; ``checkAndComplete(key)`` re-tries the
-operations watching a key; the timer's expiry calls ``forceComplete``, which calls
-``onComplete`` exactly once; ``purge`` drops completed operations from the watchers.
-``DelayedOperations`` keeps that vocabulary, each step taking a whole micro-batch, and splits
-the first two in halves so a call decides each operation once: ``watch_operations`` and
-``watch_events`` match, then ``try_complete`` completes the operations touched whose
-condition holds, or withdraws those a cancel event reached first (``cancels``: Kafka's
-``cancelForKey``, and a cancel by op_id, as input events on event time).
+``DelayedOperations`` keeps Kafka's vocabulary (``tryCompleteElseWatch``,
+``checkAndComplete``, ``forceComplete``, ``onComplete`` exactly once, ``purge``), each step
+taking a whole micro-batch, and splits the first two in halves so a call decides each
+operation once: ``watch_operations`` and ``watch_events`` match, then ``try_complete``
+completes the operations touched whose condition holds, or withdraws those a cancel reached
+first (``cancels``: Kafka's ``cancelForKey``, on event time).
 
 A *warning* (``warn_at``: ``deadline - warn_ms``) is due for an operation that has not
 resolved before ``warn_at`` in event time, as an expiry is for one that has not before its

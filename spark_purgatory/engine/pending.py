@@ -1,16 +1,12 @@
 """The pending operations and their watchers, indexed by handle, op_id and key.
 
-Kafka's purgatory keeps its operations in ``Watchers`` lists, one per key.  Here one
-``Pending`` holds every pending operation and every (operation, key) watcher of a shard, in
-``columns.Columns``: rows in handle order, appended and tombstoned in place, indexed by the
-op_id hash and the key hash.  Every read takes a batch of handles, op_ids or keys, costs
-what it touches, and gives ``rows.Rows`` of just those rows in handle order.
+Kafka keeps its operations in ``Watchers`` lists, one per key.  Here one ``Pending`` holds
+every pending operation and every (operation, key) watcher of a shard in ``columns.Columns``,
+indexed by the op_id hash and the key hash.  Every read takes a batch of handles, op_ids or
+keys, costs what it touches, and gives ``rows.Rows`` in handle order.
 
-**Compact.**  Strings are UTF-8 bytes and offsets, and what most operations lack takes no
-room: an operation's keys are its watchers' keys, its members and payload rows of two side
-tables, the hashes live in their indexes only, a target and a progress at watch only where
-there is one; ``rows`` puts the ``OPS`` columns back together for the rows asked for
-(docs/engine-internals.md, "The worker's memory").
+Compact: what most operations lack takes no room (docs/engine-internals.md, "The worker's
+memory"); ``rows`` puts the ``OPS`` columns back together for the rows asked for.
 
 Invariants: an operation's rows (its own, its watchers', its members' and its payload's)
 are all live or all gone; an op_id or key found by hash is confirmed on the string before it

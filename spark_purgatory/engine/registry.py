@@ -1,18 +1,16 @@
 """The op_id registry: one outcome per op_id across shards, with no funnel.
 
-Duplicate op_ids are caught at an operation's *home* shard (where its keys live), so a
-repeated op_id whose keys hash to another shard would get a second outcome.  Each op_id also
-has a *registry* shard, chosen by the op_id's hash, which decides which copy is the one:
+Duplicate op_ids are caught at an operation's *home* shard, so a repeated op_id whose keys
+hash elsewhere would get a second outcome.  Each op_id also has a *registry* shard, by its
+hash, which decides which copy is the one:
 
 * an operation whose registry is its home is decided in the call it arrives in;
 * any other is *parked* at its home for one call, and its registry gets a *claim*;
-* the registry refuses an op_id it remembers; otherwise, of the micro-batch's copies, the
-  earliest ``ts`` wins, then the lowest home shard, then input order;
-* it answers each claiming home with a *verdict*, received in the home's next call.
+* the registry refuses an op_id it remembers; otherwise the earliest ``ts`` wins, then the
+  lowest home shard, then input order; each claiming home gets a *verdict* in its next call.
 
-A parked operation loses nothing: its ``ts`` is at least the watermark of the call that
-parked it, so every event it can match is still buffered at the next call, where it is
-decided as if registered on arrival; only its outcome may come one micro-batch later.
+A parked operation loses nothing: its ``ts`` is at least the watermark that parked it, so
+every event it can match is still buffered; only its outcome may come one micro-batch later.
 
 Invariant: of the valid copies of an op_id arriving while it is remembered nowhere, exactly one
 is admitted, in any shard (a hash collision may refuse a new op_id, never admit a second copy).

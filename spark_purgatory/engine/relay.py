@@ -1,26 +1,22 @@
 """The relay: how a primary shard hands a cross-shard operation what its keys' watchers saw.
 
-An operation whose keys hash to several shards lives in the cross-shard group; each primary
-shard of its keys holds a *stub* of it: a watcher that never completes and reports nothing.
-What the stubs match is relayed to the one place that decides the operation:
+Each primary shard of a cross-shard operation's keys holds a *stub* of it: a watcher that
+never completes and reports nothing.  What the stubs match is relayed to the cross-shard
+group, which decides the operation:
 
 * ``outgoing`` (a primary, each batch): every (event, stub) match made in the batch, in two
   stages (0: events buffered before a stub that arrived now; 1: events new in the batch),
-  and each new ``offset`` stub's key *floors* (progress from events finalised before it).
-  Each pair is made, so relayed, once.
-* ``matches_of`` (the cross-shard group): the pairs become matches of the operations they
-  name, batch by batch, a batch's two stages in one step (``steps``), evaluated as the
-  primary's were.  The outcome equals one purgatory's holding every key, up to one
-  micro-batch later.
+  and each new ``offset`` stub's key *floors*.  Each pair is made, so relayed, once.
+* ``matches_of`` (the cross-shard group): the pairs become matches of their operations,
+  batch by batch (``steps``).  The outcome equals one purgatory's holding every key, up to
+  one micro-batch later.
 
-**Notices.**  Only the cross-shard group knows whether a paired event was counted.  So when
-such an event becomes final, the primary relays a *notice* (stage 2, ``notices``) instead of
-reporting it.  The group records each pair it applies (``RELAYED``), marks it *absorbed* when
-an operation counts it (``absorb``) and, on the notice (``decide``), reports the event unless
-it was counted there or here; an unabsorbed pair's operation had completed without it:
-``after_resolution``.  A notice comes after every pair of its event: pairs are made only
-while the event is buffered, and in the call that finalises it matching comes first; batches
-and stages are applied in order.
+**Notices.**  Only the cross-shard group knows whether a paired event was counted, so when
+such an event becomes final the primary relays a *notice* (stage 2) instead of reporting it.
+The group marks a pair *absorbed* when an operation counts it and, on the notice
+(``decide``), reports the event unless it was counted.  A notice comes after every pair of
+its event: pairs are made only while the event is buffered, and batches and stages are
+applied in order.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The shard's tables, their columns, and the two views the state layer gets of them.
 
-Three tables grow with the pending operations (``BIG_TABLES``: ``ops``, ``watch``,
-``resolved``); the others stay small (``SMALL_TABLES``).  Inside the engine they are
-``columns.Columns`` and ``rows.Rows``; outside, as here, plain frames in handle order.
-
-The engine persists nothing.  A persistence layer reads ``ShardTables`` (every table and
-counter, and the timing wheel, at once) or ``Changes`` (what the big tables gained and lost
-since it last asked), so it can store only that.
+Three tables grow with the pending operations (``BIG_TABLES``); the others stay small
+(``SMALL_TABLES``).  The engine persists nothing: a persistence layer reads ``ShardTables``
+(every table, counter and the wheel at once) or ``Changes`` (what the big tables gained and
+lost since it last asked), as plain frames in handle order.
 
 Invariants: a row of ``ops``, ``watch`` and ``matches`` belongs to one pending operation,
 named by its ``handle``; handles only grow, so "added since" is "handle >= the next handle

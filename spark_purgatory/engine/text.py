@@ -1,8 +1,6 @@
 """Compact text columns: strings as one UTF-8 buffer and offsets (Arrow's layout).
 
-A ``TextColumn`` costs a string's bytes and one offset, not a Python object.  Rows are
-appended at the end and taken by position through Arrow; Python strings are made only for
-the rows a call compares or hands out (``objects``).
+Python strings are made only for the rows a call compares or hands out (``objects``).
 
 Invariants: ``offsets[0] == 0`` and the offsets never decrease; row ``i`` is
 ``data[offsets[i]:offsets[i + 1]]``; a column holds no nulls.

@@ -1,12 +1,11 @@
 """Validation of operation and event frames in pandas: valid rows, or a reason.
 
 The engine validates what it is handed unless the host already did (``validated=True``).
-A field is read as ``contract.inputs`` says (``engine.fields`` reads a column at a time) and
-checked by ``contract.rules`` in its order, so a row gets the same reason as on the Spark
-path.  The keys keep their order (a repeated key at its first place), the members are
-sorted; ``key`` stands for ``keys`` when ``keys`` is absent.  Typed frames get one
-allowance: a whole float is a whole number (pandas turns an int column with gaps into
-floats), where the JSON text ``5.0`` is not.
+A field is read as ``contract.inputs`` says and checked by ``contract.rules`` in its order,
+so a row gets the same reason as on the Spark path.  The keys keep their order (a repeated
+key at its first place), the members are sorted; ``key`` stands for ``keys`` when ``keys`` is
+absent.  Typed frames get one allowance: a whole float is a whole number (pandas turns an
+int column with gaps into floats), where the JSON text ``5.0`` is not.
 
 Invariant: every row comes out either valid or rejected with exactly one reason.
 """

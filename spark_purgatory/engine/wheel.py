@@ -1,32 +1,25 @@
 """Hierarchical timing wheel, columnar: Kafka's TimingWheel with numpy arrays instead of lists.
 
-Kafka's ``TimingWheel`` (server-common, ``org.apache.kafka.server.util.timer``) keeps timer
-tasks in ``wheelSize`` buckets of ``tickMs`` each.  A wheel spans ``interval = tickMs *
-wheelSize``; a task whose expiration lies beyond that goes to an *overflow wheel* whose tick
-is the lower wheel's interval, created on demand, and so on upwards.  Each wheel's current
-time is truncated to its tick.  When time reaches a bucket's expiration, the bucket is
-flushed: every entry is re-added, which either expires it or *cascades* it into a finer
-wheel.  Adding and expiring are O(1) per task; the cost of time passing is per bucket, not
-per task.
+Kafka's ``TimingWheel`` keeps timer tasks in ``wheelSize`` buckets of ``tickMs`` each; a task
+beyond the wheel's interval goes to an *overflow wheel* whose tick is the lower wheel's
+interval, and so on upwards.  When time reaches a bucket's expiration, its entries are
+re-added, which expires them or *cascades* them into a finer wheel.  Adding and expiring are
+O(1) per task; the cost of time passing is per bucket, not per task.
 
 Worked example (tick 1 ms, wheel size 20, now 0): level 0 covers [0, 20) with 1 ms buckets,
 level 1 (tick 20) covers [0, 400), level 2 (tick 400) covers [0, 8000).  A deadline of 450
-does not fit level 0 or 1, so it lands in level 2's bucket [400, 800).  When time reaches
-400 that bucket is flushed; 450 now fits level 1 (which covers [400, 800)) and moves to its
-bucket [440, 460).  At 440 that bucket is flushed and 450 drops into level 0's bucket
-[450, 451); at 450 it expires.  Each entry is moved at most once per level.
+lands in level 2's bucket [400, 800).  When time reaches 400 that bucket is flushed and 450
+moves to level 1's bucket [440, 460); at 440 it drops into level 0's bucket [450, 451); at
+450 it expires.  Each entry is moved at most once per level.
 
 What is different here: entries are columns (an ``int64`` id and deadline), each ``add``
 storing its entries per level as one *run* sorted by bucket start, so a bucket is a slice of
 each run; ``advance`` is driven by the watermark, not a thread.  ``cancel`` records a
-tombstone; tombstoned entries are dropped when their bucket is flushed, or all at once when
-they outnumber live entries.
+tombstone, dropped when its bucket is flushed or when tombstones outnumber live entries.
 
 Invariants: every live entry sits in exactly one bucket of one level; ``advance(t)`` returns
 exactly the live entries with ``deadline <= t``, each once; an entry never expires before its
 deadline, not even a tick early (an event that completes the operation could still arrive).
-
-Example:
 
 >>> import numpy as np
 >>> w = TimingWheel(tick_ms=10, wheel_size=8, start_ms=0)

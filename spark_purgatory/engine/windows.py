@@ -1,8 +1,7 @@
 """Resolved windows: why an event nothing counted is ``after_resolution`` or ``no_operation``.
 
-An unmatched event is ``after_resolution`` exactly when it lies in the window of a
-*completed* operation that could have counted it: one watching the event's key (for a
-targeted event, the one it names), with ``o.ts <= e.ts < o.deadline``; else
+An unmatched event is ``after_resolution`` exactly when it lies in the window
+``o.ts <= e.ts < o.deadline`` of a *completed* operation that could have counted it; else
 ``no_operation``.  (An expired operation counted every event of its window.)
 
 Worked example: ``a`` watches ``k`` over [100, 1100) and completes at 300.  An event on ``k``
@@ -10,7 +9,7 @@ at 500 is ``after_resolution``; one at 50 is ``no_operation``, and so is one at 
 
 ``ResolvedWindows`` keeps one row per (completed operation, watched key) by hash only: a
 collision could change an unmatched event's reason, never an outcome.  A window is forgotten
-once the watermark reaches its end (the rows in bulk, when an eighth are due).
+once the watermark reaches its end.
 """
 
 from __future__ import annotations

@@ -1,23 +1,20 @@
 """The operator's clock: where the watermark may go when inputs fall silent.
 
-Spark's watermark moves only when rows arrive, so with every input silent no expiry comes;
-Kafka's purgatory expires on the wall clock.  With ``watermark.idle.timeout`` set, this
-module decides how far the operator's watermark may go *on the clock*:
+Spark's watermark moves only when rows arrive; Kafka's purgatory expires on the wall clock.
+With ``watermark.idle.timeout`` set, this module decides how far the operator's watermark
+may go *on the clock*:
 
-* an input is **idle** once no micro-batch has brought it a row that moves its watermark for
-  the idle timeout, in processing time.  A run starts with every input active as of its
-  start (``begin``), so a backlog waiting at the start is read before any input counts as
-  idle;
-* while no input is idle the clock says nothing (``None``): Spark's watermark rules;
-* while some inputs are idle, the clock is the minimum of the active inputs' watermarks: the
-  idle ones no longer hold it back (Flink's ``withIdleness``);
+* an input is **idle** once no micro-batch has moved its watermark for the idle timeout, in
+  processing time; a run starts with every input active (``begin``), so a backlog waiting
+  at the start is read before any input counts as idle;
+* while no input is idle the clock says nothing (``None``);
+* while some inputs are idle, the clock is the minimum of the active inputs' watermarks
+  (Flink's ``withIdleness``);
 * once **every** input is idle, the clock is the processing time up to which the inputs are
-  read by the micro-batch that applies it (``read_ms``) minus the largest input delay.  The
-  shards admit that micro-batch's rows before they move to the clock, so a row that reached
-  its input within its delay is never ``late``, however long it waited to be read.
+  read (``read_ms``) minus the largest input delay, so a row that reached its input within
+  its delay is never ``late``, however long it waited to be read.
 
-The value only grows (``advance``).  A row that arrives behind the clock is ``late`` in
-``rejected``, never dropped (``docs/contract.md``).
+The value only grows (``advance``).
 
 Example (delay 5 s, idle timeout 30 s, the run started at t = 0)::
 

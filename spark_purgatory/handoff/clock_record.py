@@ -1,22 +1,18 @@
 """The clock record: what a running query's clock will do, for the people watching it.
 
-During a silence Spark's watermark stands still while the operator's clock (``clock``) runs
-on, so time left counted from Spark's watermark would be wrong.  The driver's reaper writes
-``<checkpoint>/purgatory-clock`` (one small JSON document) whenever that changes, and the
-checkpoint's readers (``inspect.countdown``) count from it:
+During a silence Spark's watermark stands still while the operator's clock runs on.  The
+driver's reaper writes ``<checkpoint>/purgatory-clock`` (one small JSON document) whenever
+that changes, and ``inspect.countdown`` counts from it:
 
-* ``run``: the run lease's token of the query that wrote it (a record of an earlier run says
-  nothing about this one);
+* ``run``: the run lease's token of the query that wrote it;
 * ``lag_ms``: how far behind the wall clock the operator's clock runs once every input is
-  idle (the largest input delay plus the reaper's listing margin; 0 on the processing clock);
+  idle (0 on the processing clock);
 * ``idle_timeout_ms``: ``watermark.idle.timeout`` (0 on the processing clock);
-* ``on_clock_ms``: from when (epoch ms) the clock follows the wall clock if no input sends
-  another row; None before the run has begun;
+* ``on_clock_ms``: from when the clock follows the wall clock if no input sends another row;
 * ``trigger_ms``: the query's trigger interval; ``written_ms``: when it was written.
 
-It is rewritten only when a field changes (``on_clock_ms`` by a trigger interval or more: a
-record a little behind makes readers count an operation due earlier, never later).  The
-file is advice: the stream never reads it, and a checkpoint without it reads as "no clock".
+It is rewritten only when a field changes (``on_clock_ms`` by a trigger interval or more).
+The file is advice: the stream never reads it; without it a checkpoint reads as "no clock".
 
 Example::
 

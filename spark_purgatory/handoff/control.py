@@ -1,14 +1,9 @@
 """The input's control plane after a micro-batch: what the driver tells the next one.
 
-The sink writes a micro-batch's output; what the *input* needs from that micro-batch the
-driver does in one call, ``MicroBatchControl.after``, once the sink returned, in this order:
-the pending counts (``state.pending_counts``), the wake (``wake``), the Kafka partitions'
-watermarks (``partitions``), the reaper (``reaper``), then the totals (``on_batch``).
-
-Why then: the output is recorded and Spark has not yet planned the next micro-batch, so a
-file written here is read by the next trigger, never sooner.  A replayed micro-batch comes
-through again with the same rows, and each step repeats to the same effect.  Over Spark
-Connect the control plane runs pickled in the server's Python, without the reaper.
+``MicroBatchControl.after`` runs once the sink has written a micro-batch: the pending counts,
+the wake, the Kafka partitions' watermarks, the reaper, then the totals (``on_batch``).  The
+output is recorded and Spark has not yet planned the next micro-batch, so a file written here
+is read by the next trigger, never sooner; a replay repeats each step to the same effect.
 
 Invariant: nothing here writes output rows, and nothing in the sink touches the input's
 control files.

@@ -1,13 +1,11 @@
 """The end of input: the end mark every shard applies, and the checkpoint's record of it.
 
-``Wake.end`` writes the end mark, which routing sends to *every* shard group: the shard
-processes its micro-batch at ``end_watermark_ms``, so everything pending expires at its
-deadline and every buffered event is reported; a row that comes afterwards is ``late``
-(``docs/end-of-input.md``).
+``Wake.end`` writes the end mark, which routing sends to *every* shard group: the shard runs
+its micro-batch at ``end_watermark_ms``, so everything pending expires at its deadline and
+every buffered event is reported (``docs/end-of-input.md``).
 
 Invariant: a checkpoint whose end is recorded (``<checkpoint>/purgatory-ended``) never runs
-again (``EndOfInput.check_open``); one whose end is declared but not recorded is completed by
-the next ``start``.
+again; one whose end is declared but not recorded is completed by the next ``start``.
 """
 
 from __future__ import annotations

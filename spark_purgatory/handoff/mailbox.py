@@ -1,27 +1,22 @@
 """The mailbox: relay rows from the primary shards to the cross-shard group, between batches.
 
-A primary shard's stubs hand events on to the cross-shard group (``engine.relay``); the two
-run as separate Spark tasks of one micro-batch, so the hand-off goes through files beside the
-shard state: one file per (sender shard, micro-batch), ``<batch>-<shard>.arrow``.  A
-micro-batch is named by its timestamp (the same in all its tasks and on a replay, larger in
-each later micro-batch); "batch N" below is the micro-batch so named.  The cross-shard group,
-called in batch N, first reads every file of a batch below N that it has not received yet
-(``collect``), applies the relayed rows, and only then moves its wheel to the watermark.
+A primary shard's stubs and the cross-shard group run as separate Spark tasks of one
+micro-batch, so the hand-off goes through files beside the shard state, one per (sender
+shard, micro-batch): ``<batch>-<shard>.arrow``, a micro-batch named by its timestamp.  The
+cross-shard group, called in batch N, first reads every file of a batch below N it has not
+received yet (``collect``), applies the relayed rows, and only then moves its wheel.
 
 **Why expiry stays correct.**  A relayed pair (e, o) is written in the batch M where the
 later of the two arrived, so ``W_M <= e.ts`` or ``W_M <= o.ts``.  An event counts for o only
 if ``e.ts < o.deadline``, so ``W_M < o.deadline`` for every pair (``<=`` for a floor).  o
 expires in the first call whose watermark ``W_N >= o.deadline``: for a pair ``W_M < W_N``, so
-M < N and the pair was collected before the wheel moved.  For a floor M = N is possible (an
-operation due on arrival): the cross-shard group holds such an operation until its next
-call, and its metrics row's ``relayed`` counts it, so the driver asks for that call
-(``wake``).
+M < N and the pair was collected before the wheel moved.  For a floor M = N is possible: the
+cross-shard group holds such an operation until its next call, which the wake asks for.
 
 **Exactly once.**  ``collect`` reads the files of batches ``(after, before)``; the caller
-keeps ``after`` (``Purgatory.relays_through``) in the group state, which Spark commits with
-the batch, so a replay collects the same files again and applies them once; a replayed
-primary rewrites its file with the same rows.  ``clean`` therefore deletes only files
-received in an *earlier* call than the current one.
+keeps ``after`` in the group state, which Spark commits with the batch, so a replay collects
+the same files again and applies them once.  ``clean`` deletes only files received in an
+*earlier* call than the current one.
 
 Invariant: a file name is a pure function of (batch, sender), so a rewrite replaces, never
 duplicates; files are deleted only after a later call received them.

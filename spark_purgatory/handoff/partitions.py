@@ -1,22 +1,17 @@
 """A watermark per Kafka partition: a backlog read at any cap judges what the uncapped run judges.
 
-Spark keeps one watermark per input over all its partitions, and its Kafka source cuts a
-capped micro-batch (``maxOffsetsPerTrigger``) by backlog, not by event time: a topic whose
-partitions fill at different rates is read with its partitions far apart in event time, and
-the rows of the slow partition would be ``late``.  Like Flink's Kafka source, this module
-keeps a watermark per partition and takes the minimum, across micro-batches:
+Spark's Kafka source cuts a capped micro-batch (``maxOffsetsPerTrigger``) by backlog, not by
+event time, so partitions that fill at different rates are read far apart in event time and
+the slow partition's rows would be ``late``.  Like Flink's Kafka source, this module keeps a
+watermark per partition and takes the minimum:
 
-* each shard call reports its largest event time per (input, Kafka partition)
-  (``maxima_text``, the metrics row's ``contract.PARTITION_MAXIMA``);
-* after micro-batch N the driver (``PartitionWatermarks.observe``) keeps each partition's
-  largest event time so far and moves the input's watermark to ``min(largest event time of
-  each partition that sent rows in N) - delay`` (never back), written to
-  ``<purgatory.state.path>/watermarks/<N's key>.json``;
-* every shard call of micro-batch N + 1 runs at ``min(Spark's watermark, cap_before(...))``:
-  the same value in every shard, since N's driver wrote it before N + 1 was planned.
+* each shard call reports its largest event time per (input, Kafka partition);
+* after micro-batch N the driver (``PartitionWatermarks.observe``) moves the input's
+  watermark to ``min(largest event time of each partition that sent rows in N) - delay``
+  (never back), written to ``<purgatory.state.path>/watermarks/<N's key>.json``;
+* every shard call of micro-batch N + 1 runs at ``min(Spark's watermark, cap_before(...))``.
 
-A micro-batch is keyed by its timestamp, so a replay reads the file it read the first time;
-the files of all but the last few micro-batches are deleted as new ones are written.
+A micro-batch is keyed by its timestamp, so a replay reads the file it read the first time.
 
 Example (delay 15 s; partitions 1 and 2 of the operations' topic)::
 

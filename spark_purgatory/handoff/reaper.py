@@ -1,23 +1,17 @@
 """The expiration reaper: micro-batches on the clock while something waits.
 
-Kafka's purgatory has an ``ExpiredOperationReaper`` thread that advances its timer on the
-wall clock; here Spark runs a micro-batch only when an input has new rows.  The reaper is
-the driver's thread for a ``processing-time`` query: one tick shortly before each of Spark's
-triggers it asks the clock (``clock``) for its watermark and, while something waits in a
-shard and the value is new, writes ``clock-<posted ms>.txt`` (line ``clock <watermark ms>``)
-into the wake directory.  Routing sends that line to every shard group, so the trigger runs
-a micro-batch even when no input has rows; each shard admits that micro-batch's rows at
-Spark's watermark, then moves to the clock and expires what is due.
+Kafka's ``ExpiredOperationReaper`` thread advances its timer on the wall clock; Spark runs a
+micro-batch only when an input has rows.  The reaper is the driver's thread for a
+``processing-time`` query: shortly before each trigger it asks the clock for its watermark
+and, while something waits in a shard and the value is new, writes ``clock-<posted ms>.txt``
+into the wake directory.  Routing sends that line to every shard group, which admits the
+micro-batch's rows at Spark's watermark, then moves to the clock and expires what is due.
 
-**Why no row that arrived within its delay is late.**  A value posted at time t is t minus
-the largest delay.  Spark lists its sources one after the other, the wake directory first
-(``wake.wake_first``), so the micro-batch that reads the post lists every input after t and
-admits every row it reads before it applies the clock; a row read later was written after
-that listing, so its event time, if it arrived within its delay, is past the value.  Where
-Spark lists the wake last (``listed_first``) the value is t less ``LISTING_MARGIN_MS`` minus
-the delay.
-
-Replays are exact: Spark's file source logs which files a micro-batch read.
+**Why no row that arrived within its delay is late.**  A value posted at t is t minus the
+largest delay.  Spark lists the wake directory first (``wake.wake_first``), so the
+micro-batch that reads the post lists every input after t and admits its rows before it
+applies the clock.  Where Spark lists the wake last (``listed_first``) the value is also
+less ``LISTING_MARGIN_MS``.  Replays are exact: Spark's file source logs what it read.
 
 Invariant: the reaper writes only ``clock-*.txt`` files into the wake directory, and only
 while a shard holds something.

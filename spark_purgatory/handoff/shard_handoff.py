@@ -1,9 +1,5 @@
 """The shard call's one door to the hand-off: ``receive`` before the engine runs, ``post`` after.
 
-Behind it: which files a shard reads (relays for the cross-shard group, verdicts for a home
-that parked operations), which it writes, when received files may go, and whether the shard
-must be called again although nothing new arrives for it.
-
 Invariant: a call receives everything posted for it before its micro-batch, and only that; a
 replay of a micro-batch receives the same rows (files go only once a later call received them).
 """

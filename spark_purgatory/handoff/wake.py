@@ -1,27 +1,19 @@
 """The wake: one more micro-batch after one whose shards posted for another shard.
 
-The cross-shard group receives micro-batch N's relays in its next call, and Spark calls it
-only when it has input rows or the watermark moves past its timeout.  Neither is certain
-after N: the inputs may go quiet, the watermark may stall under ``min``, an ``available-now``
-run may end at N.  So the driver asks for the next micro-batch:
+A receiver gets micro-batch N's posts in its next call, and Spark calls it only when it has
+rows or the watermark passes its timeout; after N the inputs may go quiet or an
+``available-now`` run may end.  So the driver asks for the next micro-batch:
 
-* once the sink has written N's output, the driver sees in the shards' metrics rows that N
-  relayed (``contract.RELAYED``) and writes ``<N>.txt`` into the wake directory before Spark
-  records N as done; the operator reads that directory as a third input and routes each line
-  to the receivers only, so a processing-time trigger runs micro-batch N+1;
-* ``available-now`` fixes a run's files when it starts, so a file written during the run
-  wakes the *next* run: the driver keeps the first micro-batch whose posts no later call
-  received (``owed``), and ``PurgatoryQuery.await_termination`` starts one more run.  Within
-  a run, every receiver keeps an event-time timeout at its micro-batch's watermark, so a
-  later micro-batch whose watermark passed the relaying one's called every receiver.
+* once the sink has written N's output and the shards' metrics say N relayed
+  (``contract.RELAYED``), the driver writes ``<N>.txt`` into the wake directory, which the
+  operator reads as a third input and routes to the receivers only;
+* ``available-now`` fixes a run's files when it starts, so the driver keeps the first
+  micro-batch whose posts no later call received (``owed``), and
+  ``PurgatoryQuery.await_termination`` starts one more run.
 
-Writing N's file deletes those of batches up to N - 2 (N - 1, the only batch that could still
-read them, ran before N began).  A replay writes the same name again, which the file source
-has seen, so it wakes nothing twice.
-
-The wake is the stream's first source on a checkpoint begun since the operator's clock
-needed it (``wake_first``; ``reaper`` says why).  The end mark and the clock lines ride the
-same directory.
+Writing N's file deletes those of batches up to N - 2.  A replay writes the same name again,
+which the file source has seen, so it wakes nothing twice.  The end mark and the clock lines
+ride the same directory.
 
 Invariant: wake rows never reach the engine; they only make Spark call a shard group.
 """

@@ -1,10 +1,8 @@
 """What a streaming checkpoint says without Spark: its last committed micro-batch and watermark.
 
-Spark keeps two write-ahead logs in a checkpoint: ``offsets/<batch>`` (written when a
-micro-batch starts: a version line, then JSON metadata with the watermark and the session
-settings the query keeps, then one line per source) and ``commits/<batch>`` (written when it
-has finished).  The last *committed* batch is the one whose state a reader may trust: a batch
-with an offsets entry and no commit may still be running, or be replayed after a crash.
+Spark writes ``offsets/<batch>`` when a micro-batch starts (the watermark and settings in its
+JSON) and ``commits/<batch>`` when it has finished; only a committed batch's state can be
+trusted.
 """
 
 from __future__ import annotations

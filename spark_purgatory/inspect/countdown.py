@@ -1,25 +1,20 @@
 """What an operation's time left counts from: the operator's clock, not only Spark's watermark.
 
-Spark's watermark moves with rows; the operator's clock (with ``watermark.idle.timeout``)
-moves on during a silence.  A desk that asks "what breaches in the next two minutes" during a
-silence (exactly when it looks) must be told by the clock:
+Spark's watermark moves with rows; the operator's clock (``watermark.idle.timeout``) moves on
+during a silence, which is exactly when a desk asks "what breaches in the next two minutes":
 
-* **a running query whose clock follows the wall clock** (every input idle): the operator's
-  watermark now is the wall clock less the clock's lag, and an operation is due when that
-  passes its deadline;
-* **a running query whose inputs still send rows, or one that has just (re)started**: the
-  operator's watermark is the last micro-batch's.  What comes next depends on what arrives,
-  and time left is the sooner of the two futures: rows keep the watermark moving at the wall
-  clock's pace (the deadline less the watermark), or the inputs fall silent and the clock
-  takes over at ``on_clock_ms``, jumping to the wall clock less its lag (then an operation is
-  due once that passes its deadline).  A desk is told of a breach that may come, never a
-  minute after it came;
-* **a stopped query**, a query without the clock or an earlier micro-batch asked for: the
-  watermark of the micro-batch read (time stands still until rows, or a run, move it);
-* **a watermark the caller gives**: time left counts from it, and from nothing else.
+* **a running query whose clock follows the wall clock** (every input idle): the watermark
+  now is the wall clock less the clock's lag;
+* **a running query whose inputs still send rows, or one just (re)started**: time left is
+  the sooner of two futures: rows keep the watermark moving at the wall clock's pace, or the
+  inputs fall silent and the clock takes over at ``on_clock_ms``.  A desk is told of a
+  breach that may come, never a minute after it came;
+* **a stopped query**, one without the clock, or an earlier micro-batch asked for: the
+  watermark of the micro-batch read;
+* **a watermark the caller gives**: time left counts from it alone.
 
-The figures are within about one trigger interval of the truth, plus the micro-batch's own
-time and ``accumulator.linger.ms`` before the outcome is committed (docs/operating.md).
+The figures are within about one trigger interval of the truth, plus the micro-batch's time
+and ``accumulator.linger.ms`` (docs/operating.md).
 
 Example::
 

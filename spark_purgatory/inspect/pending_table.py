@@ -1,10 +1,8 @@
 """The pending operations of a checkpoint read from its files, without a JVM: ``pending_table``.
 
-``pending_operations`` asks Spark's state data source, which costs a JVM start before the
-first row.  The operator's state is small and its format stable, so the questions a person
-types read it directly: each shard group's value at the last committed micro-batch from the
-HDFS-backed store's files, through the engine's own loading, one shard at a time.  A
-checkpoint kept otherwise (RocksDB, another codec) raises ``StateNeedsSpark``.
+The operator's state is small and its format stable, so the questions a person types read
+each shard group's value from the HDFS-backed store's files, one shard at a time, without
+the JVM ``pending_operations`` starts.  Another store (RocksDB) raises ``StateNeedsSpark``.
 
 Invariant: the rows are ``pending_operations``'s rows for the same batch and watermark, in
 shard order, each shard's in arrival order.

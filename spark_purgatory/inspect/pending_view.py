@@ -1,11 +1,8 @@
 """The pending operations of a checkpoint as a Spark DataFrame, and the ones at risk.
 
-``pending_operations(checkpoint)`` reads the operator's group state with Spark's state data
-source at the checkpoint's last *committed* micro-batch, and decodes each shard on the
-executors through the engine's own loading.  Nothing is collected to the driver, so memory
-is bounded by the largest shard, and the frame follows any change of the state format with
-the engine.  Works on a stopped query and beside a running one: every row says which batch
-it read (``batch_id``).
+``pending_operations`` reads the operator's group state with Spark's state data source at
+the last *committed* micro-batch and decodes each shard on the executors, so memory is
+bounded by the largest shard.  It works on a stopped query and beside a running one.
 """
 
 from __future__ import annotations

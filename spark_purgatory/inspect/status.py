@@ -1,11 +1,9 @@
 """How a purgatory query is running, from what it leaves behind: ``checkpoint_status``.
 
-The driver's progress lines and ``observe`` metrics are gone when it restarts; what stays is
-the checkpoint (the last committed micro-batch, its global watermark), the output tables
-(row counts, the last micro-batch each table committed under the query's app id) and the
-``metrics`` table, whose last micro-batch is the freshest picture (each input's own
-watermark: Spark's checkpoint keeps only the global one).  The pending operations per shard
-are counted from the state's files.  The result says which source each figure came from.
+The driver's progress is gone when it restarts; what stays is the checkpoint (the last
+committed micro-batch, its watermark), the output tables and the ``metrics`` table (each
+input's own watermark), and the state's files (pending per shard).  The result says which
+source each figure came from.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """One operation's story: where each of a few op_ids is, and what happened to its events.
 
 "Order 4711 has no outcome. Where is it?"  ``explain`` looks in every place an operation or
-its events can be: the checkpoint's pending state, ``outcomes``, ``rejected`` (searched in
-its raw records when the table was written without the ``op_id`` and ``key`` columns) and
-the events of its keys that matched nothing or came late (``OperationStory``).
-
-An outcome or a rejection the sink has staged but not yet committed (the accumulator drains
-within ``accumulator.linger.ms``) is read from the checkpoint's staging, and said to be staged.
+its events can be: the checkpoint's pending state, ``outcomes``, ``rejected`` and the events
+of its keys that matched nothing or came late.  Rows staged but not yet committed are read
+from the checkpoint's staging, and said to be staged.
 
 Invariant: an op_id is ``pending`` or has an outcome, not both, but for an op_id sent again
 after ``purgatory.dedup.retention.ms`` (a new operation: ``pending``, with the earlier

@@ -1,10 +1,8 @@
 """Reading rows of the output tables for a question: by column value, or by raw text.
 
-Two readers, one interface (``TableReader``): delta-rs (in this process, no JVM) and Spark's
-Delta data source.  ``table_reader`` picks Spark when a session is given and Delta's classes
-are on its classpath (a Databricks cluster, where the tables may only be reachable with the
-cluster's credentials), delta-rs otherwise: the questions asked here look up a handful of
-rows, which delta-rs answers with file skipping, without starting a JVM.
+Two readers, one interface (``TableReader``): delta-rs (no JVM, file skipping for the handful
+of rows a question needs) and Spark's Delta source, which ``table_reader`` picks when a
+session with Delta's classes is given (on Databricks the tables may need its credentials).
 
 Invariant: a table that does not exist yet reads as no rows (``exists`` tells the caller).
 """

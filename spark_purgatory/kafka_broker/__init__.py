@@ -1,8 +1,5 @@
-"""A real Apache Kafka broker on loopback, started from the project's pinned JARs.
-
-The tests and ``make demo-kafka`` read topics through Spark's Kafka source from a real broker,
-not a stand-in: one Kafka 4 node in KRaft mode on 127.0.0.1 (``process``), its clients
-(``admin``), its TLS certificates (``tls``) and a command line (``terminal``).
+"""A real Apache Kafka broker on loopback, started from the project's pinned JARs: one Kafka 4
+node in KRaft mode (``process``), its clients (``admin``), TLS (``tls``), a command line.
 
 Example::
 

@@ -1,20 +1,17 @@
 """The broker's process: one Kafka 4 node in KRaft mode, started from the pinned JARs.
 
 Broker and controller in one JVM, on 127.0.0.1 only, with free ports and a data directory of
-its own; the JARs are the ``kafka-broker`` set of ``jvm/`` (``make jars``'s, else resolved
-into the user cache on first use: ``runtime.maven``).
-Starting is what Kafka's own scripts do::
+its own, started as Kafka's own scripts do::
 
     java -cp JARS kafka.tools.StorageTool format -t CLUSTER_ID -c server.properties --standalone
     java -cp JARS kafka.Kafka server.properties
 
 With a ``data_dir`` given, the storage is formatted once and later starts run on it, on the
-ports it was formatted with (the KRaft quorum records its controller's address).
+ports it was formatted with.
 
-Invariant: a broker this module started does not outlive its owner: ``stop()`` (also on
-leaving a ``with`` block and at exit) ends it, and on Linux the JVM dies with the process
-that started it even when that one is killed.  The exception is asked for by name:
-``detached=True``, a broker for a person trying things.
+Invariant: a broker this module started does not outlive its owner (``stop()``, a ``with``
+block, exit; on Linux the JVM dies with the process that started it even when killed),
+unless asked by name: ``detached=True``.
 """
 
 from __future__ import annotations

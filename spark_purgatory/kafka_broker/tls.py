@@ -1,12 +1,10 @@
 """The ``SASL_SSL`` listener's certificates: a certificate authority of the broker's own.
 
 ``KafkaBroker(tls=True)`` serves SCRAM over TLS with a certificate for 127.0.0.1 and
-localhost signed by a CA made at the broker's first start, in its data directory:
-``ca.pem`` (what a client trusts) and ``broker.pem`` (the broker's key and chain).  The CA's
-private key is never written.
+localhost signed by a CA made at its first start: ``ca.pem`` (what a client trusts) and
+``broker.pem``.  The CA's private key is never written.
 
-Invariant: a kept data directory keeps its certificates (a restart serves the same ones,
-so a truststore made from ``ca.pem`` stays valid).
+Invariant: a kept data directory keeps its certificates.
 """
 
 from __future__ import annotations

@@ -1,30 +1,26 @@
 """The output topic's producer: one Kafka transaction per send, the micro-batch in it.
 
-A **send** covers the recorded micro-batches the topic has not had yet: their staged files
-are read where the task runs, each row of a status the topic takes becomes a record
-(``records``), and the transaction that carries them also commits **the marker**: the offset
-``batch_id + 1`` of the checkpoint's own consumer group on the topic's partition 0, through
-``send_offsets_to_transaction``.  Records and marker are visible together or not at all.
+A **send** covers the recorded micro-batches the topic has not had yet: each row of a status
+the topic takes becomes a record (``records``), and the same transaction commits **the
+marker**: offset ``batch_id + 1`` of the checkpoint's own consumer group on the topic's
+partition 0 (``send_offsets_to_transaction``).  Records and marker are visible together or
+not at all.
 
-Exactly once for ``isolation.level=read_committed`` consumers rests on three facts:
+Exactly once for ``read_committed`` consumers rests on three facts:
 
-* the rows of a recorded micro-batch never change (the first staging recorded is the one),
-  so a send of batch N always carries the same records;
-* a send reads the marker after ``init_transactions``, with ``read_committed`` (Kafka then
-  waits for a pending transactional offset: KIP-447), and skips every batch at or below it:
-  a retried task, a replayed micro-batch, a restarted job send nothing twice;
-* one ``transactional.id`` per checkpoint: a send's ``init_transactions`` fences every
-  earlier producer of the checkpoint and aborts its open transaction.
+* the rows of a recorded micro-batch never change, so a send of batch N always carries the
+  same records;
+* a send reads the marker after ``init_transactions`` (KIP-447) and skips every batch at or
+  below it: a retried task or a replayed micro-batch sends nothing twice;
+* one ``transactional.id`` per checkpoint: ``init_transactions`` fences every earlier
+  producer of the checkpoint and aborts its open transaction.
 
 A ``read_uncommitted`` consumer also sees aborted records: at least once for it.
 
-**One producer per process, kept across sends**, with the marker its last commit set, so
-``init_transactions`` and the marker's read are paid once per process.  A kept producer that
-was not fenced is the newest of its ``transactional.id``, so the marker is the one it last
-committed.  If another process's producer of the id initialised since, the kept one is
-fenced: nothing of it becomes visible, and the send starts again with a fresh producer.  A
-transaction adds its marker before its records, so a fenced producer learns it before it
-has produced anything.
+**One producer per process, kept across sends**, with the marker its last commit set.  If
+another process's producer of the id initialised since, the kept one is fenced: nothing of
+it becomes visible (a transaction adds its marker before its records), and the send starts
+again with a fresh producer.
 """
 
 from __future__ import annotations

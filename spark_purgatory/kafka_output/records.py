@@ -1,16 +1,12 @@
 """The output topic's records: one per outcome (and per rejected row, when asked), built from
 the rows the Delta tables get.
 
-A record's **key** is the outcome's ``op_id`` (UTF-8; none for a rejected row without one),
-its **value** the row as one JSON object with the table's columns, timestamps as ISO-8601 UTC
-text with milliseconds, dates as ``YYYY-MM-DD``, a missing value as ``null``; its
-**headers**: ``purgatory.status`` (an outcome's status, ``rejected`` or ``warning``),
-``purgatory.checkpoint`` (the checkpoint's id), ``purgatory.batch`` (the micro-batch that
-decided it), and, only on a record too large for ``message.max.bytes``, ``purgatory.omitted``
-(the fields left ``null``, with their JSON sizes).
-
-``docs/schemas/kafka-outcome.schema.json`` is the value's JSON Schema.  Columns are only ever
-added, so a consumer should ignore names it does not know.
+A record's **key** is the ``op_id`` (UTF-8), its **value** the row as one JSON object
+(timestamps as ISO-8601 UTC with milliseconds, a missing value as ``null``), its **headers**
+``purgatory.status`` (an outcome's status, ``rejected`` or ``warning``), ``purgatory.checkpoint``,
+``purgatory.batch`` and, on a record too large for ``message.max.bytes``, ``purgatory.omitted``
+(the fields left ``null``).  docs/kafka-output.md and ``docs/schemas/kafka-outcome.schema.json``
+describe them.
 
 >>> import datetime as dt, pyarrow as pa
 >>> at = dt.datetime(2026, 3, 1, 12, 0, 0, 250000, tzinfo=dt.timezone.utc)

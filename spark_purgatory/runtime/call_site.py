@@ -1,11 +1,8 @@
 """The stream thread's call site, kept across a ``foreachBatch`` function's Spark actions.
 
-Spark names every RDD by a call site: the thread's local property ``callSite.short`` where
-set, else one it computes by walking the thread's Java stack.  A streaming query's thread sets
-the property once, when it starts.  PySpark's actions set it for their job and, when done,
-*clear* it: run from a ``foreachBatch`` function, that leaves the stream thread without a call
-site for good, and every later RDD walks its deep stack instead.  ``kept_call_site`` puts the
-value back after the function's actions.
+PySpark's actions clear the thread's ``callSite.short`` when done, which from a
+``foreachBatch`` function leaves the stream thread to walk its deep Java stack for every
+later RDD.  ``kept_call_site`` puts the value back after the function's actions.
 """
 
 from __future__ import annotations

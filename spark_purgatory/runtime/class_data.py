@@ -1,22 +1,17 @@
 """A class-data archive for the local driver's JVM: Spark's classes mapped, not loaded.
 
-A local session's JVM spends most of its first seconds loading and verifying Spark's classes,
-the same ones on every start.  HotSpot's class-data sharing dumps the classes a run loaded
-into an archive (``-XX:ArchiveClassesAtExit``) that later JVMs map at start
-(``-XX:SharedArchiveFile``).
+A local JVM spends most of its first seconds loading Spark's classes, the same ones on every
+start.  HotSpot's class-data sharing dumps them into an archive
+(``-XX:ArchiveClassesAtExit``) that later JVMs map (``-XX:SharedArchiveFile``).
 
 One archive per class path, ``spark-<hash>.jsa`` in ``$XDG_CACHE_HOME/spark-purgatory/class-data``
-(``~/.cache/...`` without it), beside the record of what it was made for (the JARs before
-Spark's, this pyspark, this ``java``).  ``SPARK_PURGATORY_CLASS_DATA`` names another folder,
-or ``off`` for none, or ``use`` to use the archives there and make none on first use.
-Deleting the folder only costs a slower start, once.
+(``~/.cache/...`` without it), beside the record of what it was made for.
+``SPARK_PURGATORY_CLASS_DATA`` names another folder, ``off`` for none, or ``use`` to make none.
 
-It is made on first use (a session without one starts its JVM with the dump option, and the
-next session puts the dump in place; one dump at a time per class path), or by
-``make class-data`` (``make_archive``).  A dump counts once the JVM that wrote it has exited
-and the file starts with HotSpot's dynamic-archive magic (the header is written last);
-HotSpot itself refuses an archive whose JVM, JARs or class path changed (its complaint is
-silenced).  Clusters, Databricks and your own ``spark.driver.extraJavaOptions`` never use one.
+It is made on first use (one dump at a time per class path) or by ``make class-data``.  A
+dump counts once its JVM has exited and the file has HotSpot's magic; HotSpot refuses an
+archive whose JVM or class path changed.  Clusters, Databricks and your own
+``spark.driver.extraJavaOptions`` never use one.
 """
 
 from __future__ import annotations

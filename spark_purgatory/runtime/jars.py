@@ -1,18 +1,13 @@
 """The JVM extras: JAR sets the project declares in ``jvm/<set>/pom.xml`` and ``make jars`` fetches.
 
-Each set is a pinned Maven file whose JARs and runtime dependencies ``make jars`` copies into
-``.jars/<set>/``: ``delta`` (Delta's Spark connector), ``s3a`` (hadoop-aws at the pyspark
-wheel's Hadoop), ``kafka`` (Spark's Kafka source and sink), ``kafka-broker`` (a broker the
-tests and the demo start with plain ``java``; never on Spark's classpath).  Without a checkout
-the two Kafka sets come from the user cache, resolved on first use (``runtime.maven``).
-``checks`` is not fetched: it is the project's own JARs (``jar_files``).
+Each set's JARs and runtime dependencies go into ``.jars/<set>/``: ``delta``, ``s3a``,
+``kafka`` (Spark's Kafka source and sink), ``kafka-broker`` (never on Spark's classpath).
+Without a checkout the Kafka sets are resolved into the user cache (``runtime.maven``).
+``checks`` is the project's own JARs (``jar_files``).
 
-The project's own JARs call Spark's internal APIs, which hold within a feature release, not
-across: JARs built for another ``major.minor`` than the running pyspark's are left out
-(``fits``), and the library then reads its inputs with SQL.
-
-A set that is not there is an empty list, never an error: the default writer (delta-rs)
-needs no JVM JARs.
+The project's JARs call Spark's internal APIs, stable within a feature release only: JARs
+built for another ``major.minor`` than the running pyspark's are left out (``fits``), and the
+library then reads its inputs with SQL.  A missing set is an empty list, never an error.
 
 >>> jar_paths("no-such-set")
 []

@@ -1,12 +1,10 @@
 """The JVM sets a Kafka user needs, from Maven Central on first use, kept in the user cache.
 
-``kafka`` (Spark's Kafka source, for the session's Spark) and ``kafka-broker`` are declared
-once, in ``jvm/<set>/pom.xml``, which the wheel carries (``jars/<set>.pom.xml``).  ``resolve``
-copies a set's JARs and runtime dependencies into ``user_cache()/jars/<set>-<key>/`` (the key:
-the pom and the Spark version) with ``mvn`` where it is installed (it reads Maven's mirrors
-and ``~/.m2``), else with Spark's ``spark.jars.packages`` (Ivy) in a JVM started for it.  A
-folder counts once whole (its ``.stamp``, written last, names what was resolved).  Where
-Central has no connector for the session's patch release, the pin of its feature release is used.
+``kafka`` and ``kafka-broker`` are declared once, in ``jvm/<set>/pom.xml``, which the wheel
+carries.  ``resolve`` copies a set's JARs into ``user_cache()/jars/<set>-<key>/`` with
+``mvn`` where it is installed, else with Spark's ``spark.jars.packages`` in a JVM started for
+it.  A folder counts once whole (its ``.stamp`` is written last).  Where Central has no
+connector for the session's patch release, the pin of its feature release is used.
 """
 
 from __future__ import annotations

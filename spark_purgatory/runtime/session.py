@@ -1,22 +1,17 @@
 """A local SparkSession with defaults that work out of the box for this project.
 
-* the Python workers run the driver's interpreter, so they see the same virtual environment;
+* the Python workers run the driver's interpreter, over Unix domain sockets;
 * a local master binds loopback: nothing listens beyond the machine;
 * no DataFrame call-site capture (``settings.library_plan`` says why);
-* the Python workers talk to the JVM over Unix domain sockets (``UNIX_SOCKETS``);
-* a small file open cost (``FILE_OPEN_COST``).  A file source reads it from the session the
-  stream was read with, so ``start`` cannot scope it to its query: in your own session, set
-  it yourself;
-* the driver JVM compiles with C1 only (``C1_ONLY``): C2's compiler threads compete with the
-  first micro-batch for the CPU and gain a short-lived session little; with it, the
-  class-data archive for this class path (``runtime.class_data``);
-* the project's JARs and those ``make jars`` fetched on the driver's class path, with the
-  local checkpoint file manager, Delta's SQL extension and catalog.  The session records the
-  sets in ``EXTRAS_KEY``, so ``writer=auto`` keeps delta-rs where Delta's classes are there
-  only because this function put them there.
+* a small file open cost (``FILE_OPEN_COST``): a file source reads it from the session, so
+  in your own session, set it yourself;
+* the driver JVM compiles with C1 only (``C1_ONLY``): C2 competes with the first micro-batch
+  for the CPU; with it, the class-data archive (``runtime.class_data``);
+* the project's JARs and those ``make jars`` fetched, with the local checkpoint file
+  manager and Delta's extension and catalog, recorded in ``EXTRAS_KEY`` so ``writer=auto``
+  keeps delta-rs where Delta's classes are there only because of this function.
 
-On a cluster or Databricks, use the session you are given instead; nothing in the library
-needs this module.
+On a cluster or Databricks, use the session you are given; nothing else needs this module.
 """
 
 from __future__ import annotations

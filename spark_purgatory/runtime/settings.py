@@ -59,10 +59,8 @@ def state_store(spark: Any) -> Any:
     """Start the query on Spark's HDFS-backed state store unless the session names a provider;
     a session that names RocksDB gets changelog checkpointing unless it says otherwise.
 
-    The operator keeps one small value per shard group, so the store costs its commit per
-    partition per micro-batch, and RocksDB's full checkpoint costs more than HDFS's delta file
-    unless it writes changelogs.  Spark records the provider in the checkpoint at the first
-    start, so a checkpoint keeps the store it began with.
+    The operator keeps one small value per shard group, for which HDFS's delta file costs less
+    than RocksDB's full checkpoint.  A checkpoint keeps the store it began with.
     """
     provider = spark.conf.get(_STATE_STORE, None)
     if provider is None:
@@ -74,11 +72,8 @@ def state_store(spark: Any) -> Any:
 
 def arrow_records(spark: Any) -> Any:
     """Start the query with Arrow batches of ``_SHARD_CHUNK_ROWS`` rows unless the session sets
-    ``spark.sql.execution.arrow.maxRecordsPerBatch``.
-
-    A shard step takes its whole micro-batch at once, so smaller chunks only add per-chunk
-    work.  The chunk is what the JVM holds per task while handing rows over, so a session
-    with large payloads may set a smaller one.
+    ``spark.sql.execution.arrow.maxRecordsPerBatch``: a shard step takes its whole micro-batch
+    at once, so smaller chunks only add work (a session with large payloads may set less).
     """
     return started_with(spark, unset(spark, {_ARROW_RECORDS: str(_SHARD_CHUNK_ROWS)}))
 
@@ -104,13 +99,11 @@ def optimizer_rules(spark: Any) -> Any:
     """Start the query without the optimizer rules of ``QUERY_EXCLUDED_RULES`` (the session's
     own ``spark.sql.optimizer.excludedRules`` kept beside them).
 
-    Spark optimizes a streaming query's whole plan again in every micro-batch.  For the
-    routing's ``posexplode`` of each operation's copies, ``InferFiltersFromGenerate`` infers
-    ``size(_copies) > 0`` and push-down inlines the copies' whole expression into a filter
-    over the scan, which every later rule walks and every row evaluates, to drop only rows
-    the explode drops anyway.  The others find nothing to change in the operator's plan but
-    walk it every micro-batch.  An optimizer rule never changes a result, so no output row
-    changes.  A rule a Spark version lacks is ignored.
+    Spark optimizes a streaming query's plan again every micro-batch; for the routing's
+    ``posexplode``, ``InferFiltersFromGenerate`` pushes the copies' whole expression into a
+    filter every row evaluates, to drop rows the explode drops anyway, and the others walk the
+    plan for nothing.  An optimizer rule never changes a result; one a Spark version lacks is
+    ignored.
     """
     rules = [r.strip() for r in (spark.conf.get(_EXCLUDED_RULES, None) or "").split(",") if r.strip()]
     missing = [rule for rule in QUERY_EXCLUDED_RULES if rule not in rules]
@@ -135,13 +128,10 @@ def checkpoint_files(spark: Any, checkpoint: str) -> Any:
     """Start a query whose checkpoint is on the local file system with Spark's FileSystem-based
     checkpoint file manager, unless the session names a manager.
 
-    Spark renames a temporary file into place for each log entry it writes every
-    micro-batch.  Its default manager goes through Hadoop's ``FileContext``, whose local file
-    system runs the ``readlink`` command before a rename: a process per file.  The
-    FileSystem-based manager renames in the JVM, the same POSIX rename.  Scoped to ``start``,
-    this reaches the offsets, commits and state store, not the file sources' own logs (a
-    source is made later, with the session it was read with): ``local_session`` names
-    ``LOCAL_CHECKPOINT_FILES`` for those.
+    The default manager's local file system runs ``readlink`` in a process before each rename
+    of a log entry; the FileSystem-based one renames in the JVM.  Scoped to ``start``, this
+    reaches the offsets, commits and state store, not the file sources' own logs
+    (``local_session`` names ``LOCAL_CHECKPOINT_FILES`` for those).
     """
     if spark.conf.get(CHECKPOINT_FILES, None) is not None or not on_local_files(spark, checkpoint):
         return started_with(spark, {})
@@ -176,11 +166,9 @@ def unset(spark: Any, defaults: dict[str, str]) -> dict[str, str]:
 def library_plan() -> Iterator[None]:
     """Build the library's own query plan without PySpark's call-site capture.
 
-    With ``spark.python.sql.dataFrameDebugging.enabled`` (on by default) every ``Column``
-    function makes more py4j round trips to record its call site, and the operator's plan
-    has thousands, whose call sites would name this library's lines anyway.  This switches
-    PySpark's cached setting off while the plan is built and back after, so the user's own
-    DataFrames keep their call sites.
+    ``spark.python.sql.dataFrameDebugging.enabled`` costs py4j round trips for each of the
+    plan's thousands of ``Column`` calls, whose call sites would name this library's lines
+    anyway; the user's own DataFrames keep theirs.
     """
     try:
         from pyspark.errors import utils

@@ -1,11 +1,9 @@
 """A micro-batch's few result rows into the driver's Python, without a second SQL execution.
 
-The ``foreachBatch`` sink needs its micro-batch's rows: a handful however large the batch.
-``DataFrame.toArrow`` costs more than those rows: Spark starts a second SQL execution inside
-the micro-batch's own and a socket server to hand the rows over.  The project's sink JAR's
-``SmallRows`` runs the same physical plan within the micro-batch's execution and returns the
-rows as JSON text through the Py4J call itself.  Where it cannot be used the caller reads the
-same rows through ``toArrow``.
+``DataFrame.toArrow`` starts a second SQL execution inside the micro-batch's and a socket
+server for a handful of rows.  The sink JAR's ``SmallRows`` runs the same plan within the
+micro-batch's execution and returns the rows as JSON through the Py4J call; where it cannot
+be used the caller reads them through ``toArrow``.
 """
 
 from __future__ import annotations

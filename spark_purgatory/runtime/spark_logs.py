@@ -1,12 +1,8 @@
 """Spark's log lines that a user of ``start()`` cannot act on, filtered out of the driver's log.
 
-A purgatory query makes Spark say, at WARN, things that are true of every such query and ask
-nothing of the person reading them (``UNACTIONABLE``: the state store reading its files after
-a restart, AQE turned off for streaming, a large plan's string truncated, the wake files of
-the last micro-batch looked at again after a restart).  And one line of one run: once a handle
-stops its query between micro-batches, Spark may already have begun the next micro-batch,
-which the driver's step refuses; Spark logs that run as "terminated with error", though
-nothing failed (``quiet_refusal``).
+``UNACTIONABLE``: WARN lines true of every purgatory query that ask nothing of the reader.
+``quiet_refusal``: the "terminated with error" of a micro-batch the driver's step refused
+because its handle was stopping, though nothing failed.
 
 Invariant: only the messages listed in ``UNACTIONABLE`` are dropped, and the line of a run
 its handle is stopping; every other line is printed as before.

@@ -1,14 +1,10 @@
 """A micro-batch's few rows to the driver's sink through a sink of Spark's own kind.
 
-``start``'s shards stage their output rows themselves; what the driver's sink needs of a
-micro-batch is a row per staged file and per shard call.  Through ``foreachBatch`` those rows
-cost more than they are: Spark analyses and plans the micro-batch again.  The project's sink
-JAR has ``StagedRowsSink``, a streaming sink written as Spark's own ``noop`` is: each task's
-rows travel in its commit message, and the driver's commit hands them, as one JSON text of
-columns, to a ``BatchCommitter`` implemented here and called back through Py4J.  Spark calls
-that commit once every task succeeded and before it records the micro-batch as done, as it
-calls a ``foreachBatch`` function; a committer that raises fails the micro-batch.  Where the
-sink cannot be used the caller uses ``foreachBatch``, with the same rows.
+Through ``foreachBatch`` the few rows the driver's sink needs (one per staged file and per
+shard call) cost a second analysis and plan of the micro-batch.  The sink JAR's
+``StagedRowsSink`` is written as Spark's ``noop`` is: each task's rows travel in its commit
+message, and the driver's commit hands them as JSON to a ``BatchCommitter`` here (Py4J),
+before Spark records the micro-batch as done; a committer that raises fails it.
 """
 
 from __future__ import annotations

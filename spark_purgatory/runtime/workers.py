@@ -1,11 +1,8 @@
 """Spark's Python workers: make sure they run an interpreter that has the project.
 
-Spark starts its Python workers with ``PYSPARK_PYTHON`` when the driver process started with
-it, else ``python3`` from the ``PATH``: a script run as ``.venv/bin/python example.py``
-without activating the environment gets workers without pyarrow, and the first micro-batch
-fails after a minute inside a plan dump.  A ``spark.pyspark.python`` set on a plain
-``SparkSession.builder`` does not help either: PySpark reads only the environment variable.
-On a cluster the executors' interpreter is the cluster's business.
+Spark starts its workers with ``PYSPARK_PYTHON``, else ``python3`` from the ``PATH``: a script
+run as ``.venv/bin/python example.py`` gets workers without pyarrow, and the first micro-batch
+fails deep inside a plan dump.  On a cluster the executors' interpreter is the cluster's.
 """
 
 from __future__ import annotations
@@ -30,9 +27,7 @@ _NEEDED = ("spark_purgatory", "pyarrow", "pandas")
 
 
 def use_project_python(spark: Any) -> str | None:
-    """The interpreter Spark's Python workers will run (None where this cannot be told: Spark
-    Connect), on a local master ``spark.pyspark.python`` or, with neither that nor
-    ``PYSPARK_PYTHON`` set, the driver's, and checked.
+    """The interpreter Spark's Python workers will run, checked (None on Spark Connect).
 
     Raises:
         ConfigError: the workers' interpreter cannot import the project, pyarrow or pandas.
@@ -118,13 +113,11 @@ _ADVISED = threading.Event()
 
 def warm_python_workers(spark: Any, modules: tuple[str, ...] = ()) -> threading.Thread | None:
     """Start, in the background, the Python workers the first micro-batch will use, each
-    having imported ``modules`` (the caller's: the shard step's, for ``start``).
+    having imported ``modules``.
 
-    A new local session has no Python worker yet: the first micro-batch forks them and each
-    imports the operator's modules after Spark has planned the batch.  Spark reuses its
-    workers, so a tiny job that imports them while ``start`` builds the query hands the first
-    micro-batch warm workers.  Local masters only; any failure is the first micro-batch's to
-    report, never this.
+    Spark reuses its workers, so a tiny job that imports the operator's modules while ``start``
+    builds the query hands the first micro-batch warm workers.  Local masters only; any failure
+    is the first micro-batch's to report, never this.
     """
     sc = _context(spark)
     if sc is None or not str(sc.master).startswith("local"):
@@ -157,11 +150,9 @@ def end_python_workers(sc: Any) -> list[int]:
     """End the local Python workers of the SparkContext ``sc`` (None: nothing runs) before the
     process exits; the pids of the daemons ended.  Never fails.
 
-    At the JVM's exit Spark closes its idle workers' sockets, then ends their daemon; a worker
-    that sees its socket close first prints a ``BrokenPipeError`` traceback on the driver's
-    stderr, though nothing failed.  A SIGTERM to the daemon first ends its workers before any
-    socket closes, silently.  Local masters on Linux only.  Only for a process about to exit:
-    Spark does not start the daemon again.
+    At the JVM's exit a worker that sees its socket close first prints a ``BrokenPipeError``
+    traceback, though nothing failed; a SIGTERM to the daemon ends its workers first, silently.
+    Local masters on Linux, for a process about to exit only.
     """
     if sc is None or not str(getattr(sc, "master", "")).startswith("local"):
         return []

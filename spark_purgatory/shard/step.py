@@ -1,12 +1,9 @@
 """One shard's micro-batch, Spark-free: ``ShardStep``, what the operator runs for each shard group.
 
-Spark calls the operator once per shard group per micro-batch (or when the group's timeout
-fires) with the group's routed rows, its stored state, Spark's watermark and the micro-batch's
-time.  ``ShardStep`` does everything that call means, in named phases: **load** the shard's
-``Purgatory``; **read** the rows and the watermarks the engine runs at and moves to;
-**receive** what other shards posted for it; **process**; **post** what it owes others;
-**decide** what it keeps; **save**; **emit** the output rows.  It owns every decision of the
-call, for the operator, the tester and ``rescale`` alike.
+Spark calls the operator once per shard group per micro-batch (or timeout).  ``ShardStep``
+does everything that call means, in named phases: **load**, **read**, **receive** what other
+shards posted, **process**, **post** what it owes others, **decide** what it keeps, **save**,
+**emit**.  It owns every decision of the call, for the operator, the tester and ``rescale``.
 
 Invariant: the call's outputs depend only on its inputs (rows, stored value, watermark, batch
 time) and the files under the state path; a replayed micro-batch gives the same ones.

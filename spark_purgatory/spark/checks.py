@@ -1,20 +1,13 @@
 """The input's checks and routes as JVM functions, when the project's JAR is on the classpath.
 
-Spark optimizes a streaming query's whole plan again in every micro-batch, and the checks and
-routing written as SQL are some hundreds of expression nodes each time.  The checks JAR
-(``jvm/spark-purgatory/checks``, package ``io.sparkpurgatory.checks``) does the same work in
-a few functions, one node each: ``OperationChecks`` and ``EventChecks`` (typed input's
-reasons and cleaned fields), ``OperationRoutes`` (an operation's copies), ``OperationRows``
-and ``EventRows`` (checks and routes in one call), ``WakeRows`` (a wake line's rows).  The
-routes and rows are static methods Spark calls from its generated code on its own values
-(registered by ``StaticCalls`` as a ``StaticInvoke``), not Java UDFs, which convert every
-argument and result row by row.  Two helpers that are not checks: ``BatchMarks`` (each
-input's largest event time per Spark partition, ``input_stream``) and ``BatchMillis`` (the
-micro-batch's time, read by reference so the generated code stays the same).
+Spark optimizes a streaming query's plan again every micro-batch, and the checks and routing
+written as SQL are hundreds of expression nodes.  The checks JAR (``io.sparkpurgatory.checks``)
+does the same work in a few functions of one node each, static methods Spark calls from its
+generated code (``StaticInvoke``), not Java UDFs that convert every row.
 
 Each getter returns the function's SQL name, or None where the JAR cannot serve (not on the
-class path and not addable, Spark Connect, or calls of another ``CALLS_VERSION``): the
-caller then writes the SQL, which is the reference and gives the same rows.
+class path, Spark Connect, or another ``CALLS_VERSION``): the caller then writes the SQL,
+which is the reference and gives the same rows.
 
 Invariant: a row gets the same reason, fields and copies from either reading.
 """

@@ -1,19 +1,15 @@
 """Errors from a micro-batch, told by their first cause.
 
-A micro-batch that fails reaches the driver as nested wrappers and stack traces with the
-cause somewhere in the middle.  ``first_cause`` finds it; ``MicroBatchError`` puts it in its
-first line and keeps Spark's error chained (``__cause__``).
+A failed micro-batch reaches the driver as nested wrappers with the cause somewhere in the
+middle.  ``first_cause`` finds it, in this order:
 
-Where the cause is, in order:
-
-* a Python traceback's exception line (a Python worker's ``PythonException``, or the sink's
-  own error in the foreachBatch proxy), unless it is only py4j reporting a JVM error;
-* else the first JVM exception line (py4j's ``: <exception>`` of the error a Java call threw,
-  or a ``Caused by:``) with an error class that is not a wrapper;
-* else what the query ``terminated with exception:`` (the first line's rest), unless that is
-  a wrapper too: a task's error reaching a sink of Spark's own kind (``runtime.staged_sink``)
-  is told there, with no trace;
+* a Python traceback's exception line, unless it is only py4j reporting a JVM error;
+* else the first JVM exception line (``: <exception>`` or ``Caused by:``) whose error class
+  is not a wrapper;
+* else what the query ``terminated with exception:``, unless that is a wrapper too;
 * else the deepest ``Caused by:``, else the first line.
+
+``MicroBatchError`` puts it in its first line and keeps Spark's error as ``__cause__``.
 """
 
 from __future__ import annotations

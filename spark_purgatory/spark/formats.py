@@ -1,12 +1,9 @@
 """Formats: what a source holds, told by its files (a path) or its schema (a DataFrame).
 
-A path (a directory, or a URI of one) is told by what is there, never assumed: a
-``_delta_log`` directory is Delta, files starting with ``PAR1`` Parquet, UTF-8 text (or a
-compressed file Spark's text reader opens) JSON lines; anything else is refused with
-``SourceFormatError`` saying which ``source_format`` to pass.  Hidden files are not looked at.
-An empty directory takes the other input's format, or JSON lines when both are empty.  A
-format given explicitly is checked against the files the same way.  A DataFrame's format is
-told by its schema (``source_format_of``).
+A path is told by what is there, never assumed: ``_delta_log`` is Delta, ``PAR1`` Parquet,
+UTF-8 text (or a compressed file Spark's text reader opens) JSON lines; anything else is
+refused with ``SourceFormatError``.  An empty directory takes the other input's format, or
+JSON lines.  A format given explicitly is checked the same way.
 
 Invariant: a path is read in the format its files have, or not at all.
 """

@@ -1,14 +1,11 @@
 """How a shard's state value travels through Spark's group state: as text, or (old
 checkpoints) as bytes.
 
-With ``purgatory.state.path`` the value is a *pointer*, ``@`` and the name of the shard's
-delta file (``state.increments``), kept as that text.  A whole value is stored as base64
-text: Pyrolite pickles a ``byte[]`` one byte at a time, a string in one copy.  A checkpoint
-keeps the state schema it was started with, so one started by 0.1.0 (binary) keeps its
-binary value (``encoding_of``); both load the same way (``shard_bytes``).
-
-``call_group`` and ``keep_group`` are the only places a shard call meets a ``GroupState``
-(Spark's, or the tester's in-process one).
+With ``purgatory.state.path`` the value is a *pointer* to the shard's delta file, kept as
+text; a whole value is stored as base64 text (Pyrolite pickles a ``byte[]`` one byte at a
+time).  A checkpoint started by 0.1.0 keeps its binary value (``encoding_of``); both load the
+same way (``shard_bytes``).  ``call_group`` and ``keep_group`` are the only places a shard
+call meets a ``GroupState``.
 
 Invariant: ``shard_bytes(to_group_state(v, encoding)) == v`` for either encoding.
 """

@@ -1,21 +1,18 @@
 """The operator's input stream: both inputs parsed and routed to shards, each with its own
 watermark, unioned, with the wake files as a third input.
 
-**A watermark per input.**  Each input declares its own watermark before the union, so the
-operator works on Spark's global watermark (``multipleWatermarkPolicy``, ``min`` by default:
-a stream that runs behind never has its rows made late by the faster one).
+**A watermark per input**, declared before the union: Spark's global watermark (``min``) never
+makes a slower stream's rows late.
 
 **Nothing dropped by the watermark.**  Spark drops rows behind the watermark before an
-``EventTimeTimeout`` operator sees them, so each watermark is declared on a helper column
-``ts + L`` with delay ``delay + L`` (``LATE_ALLOWANCE_MS``, a century): the same watermark,
-and the shard step rejects late rows as ``late`` itself.  Rows rejected at parse carry the
-epoch as their time: they move no watermark and are never dropped.
+``EventTimeTimeout`` operator sees them, so each watermark is declared on ``ts + L`` with
+delay ``delay + L`` (``LATE_ALLOWANCE_MS``, a century): the same watermark, and the shard
+step rejects late rows itself.  Rows rejected at parse carry the epoch and move no watermark.
 
-**Marks.**  Spark applies the watermark a micro-batch proposes only in the next one.  With
-the project's JAR (``checks.batch_marks``) each Spark partition ends with a ``mark`` row per
-input and primary shard, the input's largest event time there, so each shard learns what
-Spark computes its next watermark from (``shard.input.batch_watermark``).  Not with Kafka
-input (``handoff.partitions``) nor on the processing clock.
+**Marks.**  Spark applies a proposed watermark only in the next micro-batch.  With the
+project's JAR each Spark partition ends with a ``mark`` row per input and primary shard,
+the input's largest event time there, so each shard learns what Spark's next watermark is
+computed from.  Not with Kafka input nor on the processing clock.
 
 Invariant: every parsed row reaches the operator (none dropped by Spark's watermark but rows
 a century late); the wake rows move no watermark; a mark's time is at most its input's largest

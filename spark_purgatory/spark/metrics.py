@@ -140,9 +140,7 @@ class JsonListener(StreamingQueryListener):
     """A ``StreamingQueryListener`` whose progress events arrive parsed from one JSON string.
 
     Subclass it as you would ``StreamingQueryListener``: ``onQueryProgress`` gets the same
-    ``QueryProgressEvent``, read in two Py4J round trips instead of the hundreds PySpark's
-    field-by-field rebuild takes on the driver's GIL every micro-batch.  Over Spark Connect
-    the server sends JSON anyway.
+    event, read in two Py4J round trips instead of PySpark's hundreds.
     """
 
     @property

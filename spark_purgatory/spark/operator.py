@@ -1,17 +1,13 @@
 """The operator: the purgatory as one ``applyInPandasWithState`` over the routed streams.
 
-The routed input (``input_stream``) is grouped by shard; each group's call is one
-``shard.step.ShardStep`` call, which owns every decision (what the shard keeps, the watermark
-it reports, when it is called next); ``group_state`` only moves Spark's ``GroupState`` in and
-out.  The output is one stream of rows with a ``kind`` column (``output``).
+The routed input is grouped by shard; each group's call is one ``shard.step.ShardStep`` call,
+which owns every decision; ``group_state`` only moves Spark's ``GroupState`` in and out.  Each
+group's state is that shard's ``Purgatory`` and its event-time timeout the shard's next
+wake-up.  Grouping by shard, not by key, is what makes this fast: Spark calls Python once per
+*shard* per micro-batch.
 
-**One group per shard.**  Each group's state is one value, that shard's ``Purgatory``, and
-its event-time timeout is the shard's next wake-up.  Grouping by shard, not by key, is what
-makes this fast: Spark calls Python once per *shard* per micro-batch, not once per key.
-
-**Staged output.**  ``staged_stream`` (``start``'s path on a classic session) is the same
-operator whose shard step stages its output rows itself and yields only their ``STAGED``
-rows, so the rows never cross into the JVM.
+``staged_stream`` is the same operator whose shard step stages its output rows itself and
+yields only their ``STAGED`` rows, so the rows never cross into the JVM.
 
 Invariant: the shard step is the only place Spark hands rows to the engine, once per shard per
 micro-batch (or timeout).

@@ -1,9 +1,8 @@
 """The operator's output: one row schema for every kind of row, and its split into the tables.
 
 After an ``EventTimeTimeout`` operator Spark allows no further stateful operator, so every
-kind of row leaves the operator as one stream with a ``kind`` column (``OUTPUT_SCHEMA``).
-Event times travel as epoch ms (``<name>_ms``) and get their timestamp twins on the stream
-(``with_timestamps``); ``*_of`` split a micro-batch into the tables of ``contract.TABLES``.
+kind of row leaves as one stream with a ``kind`` column (``OUTPUT_SCHEMA``); ``*_of`` split a
+micro-batch into the tables, event times becoming timestamps (``with_timestamps``).
 
 Invariants: every column of the output and of the tables comes from the contract; a table's
 rows are exactly the rows of its kind.

@@ -7,27 +7,21 @@ Shape of the operator's input::
     events ----> parse -> route_events -----> watermark --+       .applyInPandasWithState
 
 **Sharded watchers.**  Rows go to ``purgatory.shards`` groups by
-``pmod(xxhash64(shard key), shards)``, as Kafka shards its WatcherLists by key hash; the
-group key is the shard's label (``shard.labels``), so each group gets its own Spark
-partition.  A row rejected at parse goes to the shard of its raw text.  The shard key is the
-key, or with ``purgatory.shard.key.delimiter`` set its part before the first delimiter
-(``order-7:payment`` and ``order-7:shipment`` share a shard).
+``pmod(xxhash64(shard key), shards)``, as Kafka shards its WatcherLists by key hash.  A row
+rejected at parse goes to the shard of its raw text.  The shard key is the key, or its part
+before the first ``purgatory.shard.key.delimiter``.
 
 **Across shards.**  An operation whose keys span shards lives in the cross-shard group
-(number ``shards``) and leaves in each primary shard of its keys a *stub*: a watcher that
-never completes, marks the events it matches as matched and hands them on through the
-mailbox (``engine.relay``), so only events a cross-shard operation can count travel.
-``purgatory.cross.shard.operations=false`` rejects such operations (``cross_shard_keys``).
-Without a mailbox (no ``purgatory.state.path``, or ``purgatory.cross.shard.handoff=replicas``)
-the cross-shard group gets a *replica* of every event instead; static input (``route``)
-sends replicas only of events a cross-shard operation watches.
+(number ``shards``) and leaves a *stub* in each primary shard of its keys, which hands the
+events it matches on through the mailbox.  Without a mailbox the cross-shard group gets a
+*replica* of every event instead; static input (``route``) sends replicas only of events a
+cross-shard operation watches.
 
-**One outcome per op_id.**  A single-shard operation carries its op_id's registry shard in
-``peer``; when that is not its home, a *claim* copy goes to the registry (``engine.registry``).
+**One outcome per op_id.**  When an operation's registry shard (``peer``) is not its home, a
+*claim* copy goes to the registry.
 
-With the project's JAR on the class path (``checks``) the copies come from one JVM call each
-instead of the SQL here (hundreds of expression nodes Spark optimizes again every
-micro-batch); the SQL is the reference and the fallback, and gives the same rows.
+With the project's JAR the copies come from one JVM call each; the SQL here is the
+reference and the fallback, and gives the same rows.
 
 Invariant: every parsed row leaves routing at least once, in the one schema
 ``ROUTED_SCHEMA``: an operation (or its stubs), an event (or its replica), or a bad row

@@ -1,13 +1,11 @@
 """Sources: parse operations and completion events in Spark SQL, and say why a row is bad.
 
 Two readers feed one set of checks (``contract.rules``).  **JSON text** (JSON-lines files
-read as text, so a malformed line keeps its bytes; Kafka records' ``value``): a line that fits
-the contract's types is read once with them (the cheap *typed reading*), any other field by
-field as text (the *lenient reading*), with the same result for a line either could read.
-**Typed columns** (Parquet, Delta, any DataFrame with the contract's columns) are read as
-they are (``typed_columns``).  ``source_format="auto"`` tells the two apart by the schema.
-Each row comes out with the canonical columns, its ``raw`` text and a ``reason``: null when
-valid, else the first check that fails, as the pandas validator would give it.
+read as text, Kafka records' ``value``): a line that fits the contract's types is read once
+with them (the *typed reading*), any other field by field as text (the *lenient reading*),
+with the same result.  **Typed columns** (Parquet, Delta, a DataFrame with the contract's
+columns) are read as they are.  Each row comes out with the canonical columns, its ``raw``
+text and a ``reason``: null when valid, else the first check that fails.
 
 Invariant: parsing never drops a row; a row that cannot be understood becomes a row with a
 reason.

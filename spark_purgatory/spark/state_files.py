@@ -1,26 +1,22 @@
 """Spark's HDFS-backed state store of the operator, read and written without a JVM.
 
 ``rescale`` reads every shard group's value as of the last committed micro-batch and writes
-the new groups' values as the next version.  Spark's own offline repartition cannot: it
-keeps the *same* keys (ours are shard labels, which change with the count), and refuses the
-HDFS-backed store.  The format is small and stable:
+the new groups' values as the next version; Spark's own offline repartition keeps the same
+keys (ours are shard labels, which change with the count).  The format:
 
 * ``state/0/<partition>/<version>.delta`` and ``.snapshot``: a compressed stream of records
-  ``[key size][key][value size][value]`` (big-endian ints; a value size of -1 removes the
-  key; a key size of -1 ends the stream).  Version V of a partition is the newest snapshot
-  at or below V with the deltas after it applied (``HDFSBackedStateStoreProvider.loadMap``);
-  a snapshot at V is read alone, which is what ``write_version`` writes.
-* the compression is lz4-java's block stream (Spark's ``lz4`` codec, the default, recorded
-  in the checkpoint): blocks of ``LZ4Block`` magic, a token, both lengths and the 28-bit
-  XXH32 checksum (seed ``0x9747b28c``) of the block's bytes, then the bytes, raw or LZ4;
-  an empty block ends it.  pyarrow's ``lz4_raw`` decompresses; blocks are written raw.
+  ``[key size][key][value size][value]`` (big-endian; a value size of -1 removes the key, a
+  key size of -1 ends the stream).  Version V is the newest snapshot at or below V with the
+  deltas after it applied; ``write_version`` writes a snapshot.
+* the compression is lz4-java's block stream (Spark's default ``lz4`` codec): blocks of
+  ``LZ4Block`` magic, a token, both lengths and the XXH32 checksum (seed ``0x9747b28c``),
+  then the bytes, raw or LZ4; an empty block ends it.  Blocks are written raw.
 * keys and values are ``UnsafeRow``s: a null bitmap word, one 8-byte slot per field, then
-  variable-length data (a slot holds its offset and size).  The key is the group's label
-  (an int); the value (``flatMapGroupsWithState`` state format 2) is the state struct
-  ``(shard_state)`` and the timeout timestamp (-1 for none).
+  variable-length data.  The key is the group's label (an int); the value (state format 2)
+  is the state struct and the timeout timestamp (-1 for none).
 
 Invariant: what ``read_version`` returns is what Spark would load for that version; what
-``write_version`` writes, Spark loads (``tests/query/test_rescale_spark.py`` restarts a query on it).
+``write_version`` writes, Spark loads.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Typed input: Parquet, a Delta table stream, any DataFrame with the input contract's columns.
 
-Read as they are, without a JSON round trip: the schema is checked when the query is built
-(``InputSchemaError``), and only a rejected row is rendered to JSON for its ``raw``.  Three
-readings give the same rows: SQL (``*_fields``, then the SQL checks); the JVM checks
-(``*_checked``), one expression node each; and the JVM calls that check and route at once
-(``*_arguments``, for ``routing``).
+Read as they are: the schema is checked when the query is built (``InputSchemaError``), and
+only a rejected row is rendered to JSON for its ``raw``.  Three readings give the same rows:
+SQL (``*_fields``), the JVM checks (``*_checked``), and the JVM calls that check and route at
+once (``*_arguments``).
 
 Invariant: a typed row gets the reason, and the fields, that its JSON text would get.
 """

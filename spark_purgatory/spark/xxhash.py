@@ -1,8 +1,7 @@
 """xxHash in Python: XXH64, as Spark's ``xxhash64`` computes it, and XXH32, lz4-java's checksum.
 
-``rescale`` reproduces both without a JVM.  The two variants share one shape: four lanes
-over stripes (``_stripes``), converged into one accumulator that takes the tail and is
-avalanched.  A Python loop over words: for keys and small blocks, never for rows.
+``rescale`` reproduces both without a JVM: a Python loop over words, for keys and small
+blocks, never for rows.
 
 Invariant: standard XXH64 and XXH32 (the reference test vectors below).
 

@@ -1,9 +1,7 @@
 """Shard state: a ``Purgatory`` to and from one binary value, segment files, the worker cache.
 
-The engine persists nothing; this package stores it, reading the engine through two small
-interfaces: ``Purgatory.tables()`` / ``load_tables`` (the whole state as plain tables) and
-``Purgatory.take_changes()`` (what the big tables gained and lost since the last save).
-``shard_state`` explains the files, ``shard_load`` the three ways back.
+The engine persists nothing; this package stores it through ``Purgatory.tables()`` /
+``load_tables`` and ``Purgatory.take_changes()``.
 
 Invariant: a loaded state behaves exactly as the saved one would have, whether it came from
 the value alone, from segment files, or from the worker cache.

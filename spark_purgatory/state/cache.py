@@ -1,10 +1,8 @@
 """The worker cache: live shards parked in a Python worker between micro-batches.
 
-Spark reuses Python workers between micro-batches.  After a shard saves its state it may
-*park* its live ``Purgatory`` here, under its lineage, tagged with the token of the version
-it saved; the next load of that shard in this worker *claims* it and decides whether it can
-use it (``shard_load``).  The read-ahead may *take* a parked shard to bring it forward and
-park it again; a claim of that lineage meanwhile waits for it.
+After a shard saves its state it may *park* its live ``Purgatory`` here, under its lineage,
+tagged with the saved version's token; the next load of that shard in this worker *claims*
+it and decides whether it can use it.  The read-ahead may *take* a parked shard meanwhile.
 
 Invariant: a parked object is taken out on claim (or take), so a failed task attempt (or
 read-ahead) leaves nothing half-changed behind: the cache changes the speed, never the result.

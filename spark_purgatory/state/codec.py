@@ -1,10 +1,8 @@
 """Arrow IPC encoding of the state layer's pieces: frames, and named parts with metadata.
 
 A state value and every segment or delta file is one Arrow IPC stream of named binary parts
-(``pack_parts``, or ``write_parts`` straight into a file) with string metadata; each part is
-itself an Arrow IPC stream of one table (``frame_bytes``), its buffers LZ4-compressed
-(Arrow's reader decompresses whatever codec it reads, so older zstd parts still load).  An
-encoded part is an Arrow buffer (``Encoded``), copied only into the stream that holds it.
+with string metadata; each part is an Arrow IPC stream of one table (``frame_bytes``), its
+buffers LZ4-compressed (older zstd parts still load).
 
 Invariant: ``frame_from(frame_bytes(f), dtypes)`` gives back ``f``'s rows and dtypes (list
 columns come back as numpy arrays, which the engine accepts).

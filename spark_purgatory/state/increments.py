@@ -2,18 +2,16 @@
 and the pointer that names it.  (Not Delta Lake's: that is the ``delta`` package.)
 
 Spark's group state carries only a *pointer* (``@`` and a delta file's name); the delta file
-``deltas/<shard>/<version>.<lineage>.<token>.arrow`` holds what one save changed (its layout
-is ``shard_state``'s) and the *chain*: the names of the delta files since the last segment
-or full delta.  A chain is at most ``MAX_DELTAS`` files.
+``deltas/<shard>/<version>.<lineage>.<token>.arrow`` holds what one save changed and the
+*chain*: the names of the delta files since the last segment or full delta (at most
+``MAX_DELTAS``).
 
 **Versions decide, files never do.**  A delta file's version is the micro-batch's timestamp
-(or, outside a stream, one more than the last); its token is new at every save.  A replayed
-batch loads the pointer Spark committed for the batch before (never a file a crashed attempt
-wrote) and writes its own files under new names, so files are written once.
+(outside a stream, one more than the last); its token is new at every save.  A replayed batch
+loads the pointer Spark committed for the batch before and writes under new names.
 
 **Retention.**  Every ``SWEEP_EVERY`` saves a shard deletes its files older than its newest
-``retain.versions + MAX_DELTAS`` versions (at most one save per micro-batch: the pointers
-Spark retains and their chains are among them).
+``retain.versions + MAX_DELTAS`` versions.
 
 Invariant: a pointer names one file, and the chain in that file names only files of
 versions at or below its own.

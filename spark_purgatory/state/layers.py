@@ -1,11 +1,9 @@
 """Changes as layers: consecutive changes of a shard's big tables combined, and applied.
 
-A *layer* is one file's (or value's) ``tail_*`` parts: the operations and watchers added
-since the layer before it (rows from a handle on), the handles resolved since
-(``tail_dead``) and the dedup rows added (``tail_resolved``).  A shard at a version is its
-base (or nothing) with its layers applied in order.  The first delta file of a chain also
-records the chain it ended and the change since (``chain_record``), so that a live shard at
-a version of that chain can be brought forward across the compaction by changes alone.
+A *layer* is one file's ``tail_*`` parts: the rows added since the layer before, the handles
+resolved (``tail_dead``) and the dedup rows added (``tail_resolved``).  A shard at a version
+is its base with its layers applied in order.  A chain's first delta file also records the
+chain it ended (``chain_record``), so a live shard can be brought forward across a compaction.
 
 Invariant: ``apply_change(t, since, [], change_of(layers))`` gives the tables the shard had
 when the last layer was written, for ``t`` the tables right below handle ``since``.

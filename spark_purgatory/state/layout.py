@@ -1,13 +1,9 @@
 """A checkpoint's layout: its shard count, the rescale journal, and the lease of a running query.
 
-Spark fixes a query's shuffle partitions in its checkpoint's offsets log, so a checkpoint
-runs the shard count it was started with until ``spark-purgatory rescale`` changes it.
-Three small files under the checkpoint:
-
-* ``purgatory-layout``: the shard count and the history of rescales (``layout_of``);
-* ``purgatory-rescale``: the journal of a rescale under way, which ``recover`` completes or
-  undoes after a crash;
-* ``purgatory-running``: the lease of the query running on it (``RunLease``).
+A checkpoint runs the shard count it was started with until ``spark-purgatory rescale``
+changes it.  Three small files under the checkpoint: ``purgatory-layout`` (the shard count
+and its history), ``purgatory-rescale`` (the journal of a rescale under way) and
+``purgatory-running`` (the lease of the query running on it, ``RunLease``).
 
 Invariant: after ``recover`` the checkpoint is on exactly one layout (the old one, complete,
 or the new one, finished), whatever step a crash interrupted.
@@ -212,14 +208,11 @@ def now_text() -> str:
 
 
 class RunLease:
-    """``<checkpoint>/purgatory-running`` while a query runs on the checkpoint: the host and
-    process of its driver, a token of its own, and when it was last renewed (``start`` takes
-    it, the handle renews it every ``LEASE_RENEW_S``, ``stop`` gives it back).
+    """``<checkpoint>/purgatory-running`` while a query runs on the checkpoint: its driver's host
+    and process, a token, and when it was last renewed (every ``LEASE_RENEW_S``).
 
     A lease is live while it is renewed within ``LEASE_EXPIRY_S`` and, on this host, its
-    process is alive.  Two starts racing for a free lease are told apart by reading it back
-    (the last writer keeps it): a window as wide as that read on a store without
-    conditional writes.
+    process is alive.  Two starts racing for a free lease are told apart by reading it back.
     """
 
     def __init__(self, checkpoint: str | OpenCheckpoint, storage: Storage | None = None) -> None:

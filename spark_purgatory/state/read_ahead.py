@@ -1,14 +1,10 @@
 """Read-ahead: a Python worker brings the other shards parked in it forward between tasks.
 
-PySpark hands a task whichever Python worker has waited longest, so a load often finds an
-older version parked and catches up on the task's critical path.  After a shard call the
-worker idles while the driver commits; meanwhile a thread waits for the delta file each
-other shard parked here writes in the same micro-batch, and brings that shard forward
-through ``load_state``: its next load here is ``exact``.
-
-Only the speed changes: a load takes a parked object only when its token is the one the
-committed pointer names, and anything that fails leaves the shard out of the cache.  Local
-stores only: the wait is a directory listing every few milliseconds.
+PySpark hands a task whichever worker has waited longest, so a load often finds an older
+version parked.  While the worker idles after a shard call, a thread waits for the delta file
+each other shard parked here writes in the same micro-batch and brings that shard forward, so
+its next load here is ``exact``.  Only the speed changes: anything that fails leaves the
+shard out of the cache.  Local stores only.
 """
 
 from __future__ import annotations

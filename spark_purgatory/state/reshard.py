@@ -1,26 +1,20 @@
 """Resharding: the shards of a stopped purgatory as ``S`` primaries become ``N``, losing nothing.
 
-``reshard`` gives the ``N + 1`` shards that a run routed by the new ``shard_of`` would hold,
-table by table:
+``reshard`` gives the ``N + 1`` shards a run routed by the new ``shard_of`` would hold:
 
-* **buffered events** go to their key's new shard in their old order; their sequence numbers
-  are renumbered there, together with those the pending matches name;
-* **pending operations** whose keys all land in one new shard move there with their watchers
-  and matches (new handles); one whose keys now span shards becomes *cross-shard*: it moves
-  to the cross-shard group (its matches taken as relayed pairs would have been) and leaves a
-  stub in each new primary of its keys, holding the matches of the events still buffered
-  there, whose notices the cross-shard group now awaits;
-* **stubs** follow their keys (the fragments of one operation landing in one shard become one
-  stub); the cross-shard group's records of relayed pairs are renamed to the events' new
-  (shard, eseq);
+* **buffered events** go to their key's new shard in their old order, renumbered there;
+* **pending operations** whose keys land in one new shard move there with their watchers and
+  matches; one whose keys now span shards moves to the cross-shard group and leaves a stub
+  in each new primary of its keys;
+* **stubs** follow their keys; the cross-shard group's records of relayed pairs are renamed
+  to the events' new (shard, eseq);
 * **key progress, completed windows and remembered op_ids** are kept by hash only, so every
-  new shard gets all of them (of copies of a key the most advanced wins), plus the op_id of
-  every pending operation, remembered as the registry remembers a winning claim.
+  new shard gets all of them, plus the op_id of every pending operation.
 
 Relays and verdicts still in the mailbox are the caller's to check.
 
 Invariant: run after ``reshard``, the shards give the outcomes, unmatched events and rejected
-rows the old shards would have given (``tests/state/test_rescale.py``).
+rows the old shards would have given.
 """
 
 from __future__ import annotations

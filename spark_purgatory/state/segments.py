@@ -1,9 +1,8 @@
 """Segment files: immutable Arrow IPC files where shards keep the bulk of their state.
 
-A ``SegmentStore`` is a directory (or filesystem URI) reachable from every executor, like the
-checkpoint: ``base-<uuid>.arrow`` holds every big table of a shard, ``change-<uuid>.arrow``
-what changed since the segment before it (``shard_state``), and ``deltas/`` each shard's
-delta files (``increments``).
+A ``SegmentStore`` is a directory every executor reaches: ``base-<uuid>.arrow`` holds every
+big table of a shard, ``change-<uuid>.arrow`` what changed since the segment before it, and
+``deltas/`` each shard's delta files.
 
 Invariants: a name is never reused and a file never rewritten; a file is deleted only by
 the shard whose lineage wrote it, once no retained version names it.

@@ -50,9 +50,8 @@ def load_state(
 ) -> Purgatory:
     """Inverse of ``save_state``; ``config`` may differ only in retention and limits.
 
-    A pointer loads from the ``store``'s files, a whole value from itself (and the segments
-    it names).  A format outside ``READABLE_VERSIONS`` raises ``ValueError`` naming it and
-    what to do.  ``loaded_by(p)`` tells which way it was loaded.
+    A format outside ``READABLE_VERSIONS`` raises ``ValueError`` naming it and what to do;
+    ``loaded_by(p)`` tells which way it was loaded.
     """
     cache = cache or WORKER_CACHE
     if is_pointer(data):

@@ -1,35 +1,26 @@
 """A shard's state saved: ``save_state`` (its inverse, ``load_state``, is ``shard_load``'s).
 
-A shard's ``Purgatory`` grows with its pending operations; stored whole in the group state,
-every micro-batch would move all of it through the state store.  With a ``SegmentStore``
-(``purgatory.state.path``, which ``start`` always sets) the group state holds a *pointer* of
-a hundred bytes, and the state lives in files the executor writes:
+Stored whole in the group state, a shard's state would move through the state store every
+micro-batch.  With a ``SegmentStore`` (``purgatory.state.path``, which ``start`` always sets)
+the group state holds a small *pointer*, and the state lives in files the executor writes:
 
-* one small **delta file** per save (``increments``): the operations added since the last
-  save, the handles resolved since (the dead), the dedup rows added since, the small tables
-  (``small_tables``) and scalars, the list of segment files and the *chain* of delta files
-  since the last segment;
-* immutable **segments**, LSM-style: one *base* (every big table) and *change* segments.
-  When a chain reaches ``MAX_DELTAS`` files or ``purgatory.state.segment.rows`` rows, the
-  change since the last segment is written as a change segment, spliced from the chain's
-  files as they were written, and the chain starts afresh; when the operations resolved since
-  the base outnumber the pending ones, or after ``MAX_CHANGE_SEGMENTS`` change segments, one
-  new base replaces them all.  A shard below ``segment.rows`` rows has no segment: its chain
-  starts with one *full* delta file holding every row.
+* one small **delta file** per save (``increments``): what changed since the last save
+  (operations added, handles resolved, dedup rows added), the small tables and scalars, the
+  segment files and the *chain* of delta files since the last segment;
+* immutable **segments**, LSM-style: one *base* and *change* segments.  When a chain reaches
+  ``MAX_DELTAS`` files or ``purgatory.state.segment.rows`` rows, its change is written as a
+  change segment and the chain starts afresh; when resolved operations outnumber pending
+  ones, or after ``MAX_CHANGE_SEGMENTS`` change segments, one new base replaces them all.  A
+  shard below ``segment.rows`` rows has no segment: its chain starts with one *full* delta.
 
-What changed comes from the engine's change log (``Purgatory.take_changes``), so a save costs
-what the batch changed; only a compaction reads more.  A value saved without a store holds
-the state itself.  The timing wheel is rebuilt from the pending deadlines on load.
+A save costs what the batch changed (``Purgatory.take_changes``); only a compaction reads
+more.  The timing wheel is rebuilt from the pending deadlines on load.
 
 **The worker cache** (``cache``).  Each saved version carries a random token and the tokens
-of the versions it descends from, under the shard's lineage id.  A load that claims a parked
-object of the same lineage:
-
-* finds the same token: takes the object back, no file read (``exact``);
-* finds an ancestor: applies only the delta files (or, across compactions, the changes each
-  chain's first file records: ``layers.chain_record``) written since (``caught-up``), or
-  rebuilds when those are gone or hold more rows than a rebuild reads;
-* otherwise rebuilds from the segments and the chain (``rebuilt``).
+of its ancestors, under the shard's lineage id.  A load that claims a parked object of the
+same lineage takes it back when the token is the same (``exact``), applies only the delta
+files written since when it finds an ancestor (``caught-up``), and otherwise rebuilds from
+the segments and the chain (``rebuilt``).
 
 Invariant: ``load_state(save_state(p))`` behaves exactly as ``p`` would, whichever of the
 three ways it was loaded.
@@ -133,11 +124,10 @@ def save_state(
     version: int | None = None,
 ) -> bytes:
     """The shard state for a Spark group state: the whole state (without ``store``), or a
-    pointer to its files (module docstring).
+    pointer to its files.
 
-    ``version`` (the micro-batch's timestamp) names the delta file; it is raised to one more
-    than the last when it is not larger.  ``park`` leaves ``p`` in the worker cache for the
-    next ``load_state`` of this version; the caller must not change ``p`` afterwards.
+    ``version`` (the micro-batch's timestamp, raised past the last) names the delta file.
+    ``park`` leaves ``p`` in the worker cache; the caller must not change ``p`` afterwards.
     """
     if not isinstance(p.lineage, Lineage):
         p.lineage = Lineage()
@@ -282,11 +272,10 @@ def _compact(
 def _rebase_due(p: Purgatory, lineage: Lineage, rows: int) -> bool:
     """Is a new base due, rather than one more change segment of ``rows`` rows?
 
-    A new base costs every pending row and buys a rebuild that reads no resolved operation's
-    rows.  So it comes when the operations resolved since the last base outnumber the pending
-    ones (a rebuild then reads at most about twice the rows it keeps), or after
-    ``MAX_CHANGE_SEGMENTS`` change segments; never for growth alone.  Without that count (an
-    older version) when the changes hold half the base's rows."""
+    Yes when the operations resolved since the last base outnumber the pending ones (a rebuild
+    then reads at most about twice the rows it keeps), or after ``MAX_CHANGE_SEGMENTS`` change
+    segments; never for growth alone.  Without that count (an older version): at half the
+    base's rows."""
     if len(lineage.segments) > MAX_CHANGE_SEGMENTS:
         return True
     if lineage.base_dead is None:

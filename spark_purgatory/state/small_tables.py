@@ -1,17 +1,14 @@
 """The small tables in delta files: whole in one file, as changes in the next ones.
 
 Two of a shard's "small" tables grow with a busy shard's traffic: the buffered events and the
-windows of completed operations.  So a delta file holds them whole once every ``MAX_DELTAS``
-files of a shard, and in the files after it what changed since the file before:
+windows of completed operations.  A delta file holds them whole once every ``MAX_DELTAS``
+files, and in the files after it what changed since the file before: the new events, the
+eseqs that left and those newly ``used``; the windows remembered since (those at or below
+the file's ``retired_wm`` are dropped on load, as the engine drops them).
 
-* **events**: the rows from the last save's ``next_eseq`` on (a lineage's eseqs only grow),
-  the eseqs that left, the eseqs newly ``used`` (never unset);
-* **windows**: the rows remembered since the last save (``Purgatory.windows_added``); those
-  at or below the file's ``retired_wm`` are dropped on load, as the engine drops them.
-
-Each file names its *small chain* (metadata ``small_chain``): the files from the last one
-holding them whole to itself, running on across the big tables' compactions; a file that
-names none holds both whole.  The other small tables and the scalars stay whole in every file.
+Each file names its *small chain* (metadata ``small_chain``), from the last file holding them
+whole to itself; a file that names none holds both whole.  The other small tables and the
+scalars stay whole in every file.
 
 Invariant: the events and windows of a small chain's files, applied in order, are those the
 shard held when its last file was written.
@@ -101,7 +98,6 @@ def small_chain(meta: dict[str, str]) -> list[str]:
     return json.loads(meta.get(SMALL_CHAIN, "[]"))
 
 
-Frames = tuple[pd.DataFrame, pd.DataFrame]
 File = tuple[dict, dict]
 
 

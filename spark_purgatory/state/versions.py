@@ -1,16 +1,14 @@
 """A checkpoint's version record: the spark-purgatory that wrote it and the formats it holds.
 
 ``<checkpoint>/purgatory-version`` is one small JSON file, written by every ``start`` whose
-check passed and by ``spark-purgatory upgrade`` as its last step:
+check passed and by ``spark-purgatory upgrade``:
 
     {"record": 1, "written_by": "0.2.0", "formats": {"state-schema": 1, "shard-state": 3, ...},
      "history": [{"version": "0.2.0", "since": "2026-12-01T09:00:00+00:00"}]}
 
-Each persisted format has a version (``FORMATS``); it changes only when a version writes
-what an older one cannot read, or no longer reads what an older one wrote (then the
-checkpoint needs ``spark-purgatory upgrade``).  ``check_formats`` refuses a checkpoint with a
-format newer than this version knows, one older than it reads as it is, or an upgrade under
-way.  A checkpoint without a record has the first version of each format.
+A format's version (``FORMATS``) changes only when old and new can no longer read each
+other's files.  ``check_formats`` refuses a checkpoint with a newer format, an older one that
+needs ``upgrade``, or an upgrade under way.  No record means the first version of each.
 
 Invariant: a query starts only on a checkpoint whose every format this version reads.
 """

@@ -1,10 +1,10 @@
 """Test helpers for users' own scenarios: an in-memory harness, ``assert_outcomes``, a session.
 
-Kafka tests its purgatory with a mock timer advanced by hand; Spark 4.2's ``TwsTester``
-drives a stateful processor in memory.  ``PurgatoryTester`` gives the purgatory the same,
-through the shard step production runs: milliseconds per scenario, no JVM.
-``assert_outcomes`` compares outcomes whatever their row order and form; ``spark_session()``
-and the ``purgatory_spark`` pytest fixture give a local session for tests of the Spark path.
+As Kafka tests its purgatory with a mock timer and Spark 4.2's ``TwsTester`` drives a
+stateful processor in memory, ``PurgatoryTester`` runs the shard step production runs, in
+milliseconds per scenario, with no JVM.  ``assert_outcomes`` compares outcomes whatever their
+row order and form; ``spark_session()`` and the ``purgatory_spark`` pytest fixture give a
+local session.
 
 Invariant: the harness runs exactly what a stream's shard groups run and only keeps the
 results.
@@ -26,9 +26,8 @@ results.
 ...     {"op_id": "produce-2", "status": "expired", "resolved_at": "2026-01-01T00:00:35Z"},
 ... ])
 
-Dependencies: the harness and ``assert_outcomes`` need only pandas; the fixture needs pytest,
-and chispa (for your own DataFrame comparisons) comes beside it with the ``testing`` extra
-(``pip install "spark-purgatory[testing]"``) and are imported only when used.
+The harness and ``assert_outcomes`` need only pandas; the fixture needs pytest (the
+``testing`` extra, with chispa).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Spark's part of a micro-batch, played in-process: routing to shards, one ``ShardStep`` per group.
 
-``PurgatoryTester`` runs every micro-batch through the production shard step; this module is
-the host around it that Spark is in a stream: **routing** (``routed``: the rows
-``spark.routing`` sends, compared on Spark by ``tests/spark/test_local_routing.py``);
-**groups called as Spark calls them** (a group with rows, or one whose timeout the watermark
-passed, through ``spark.group_state``'s adapter on a ``LocalGroupState``); **the wake** row
-after a micro-batch whose shards posted to the mailbox, and the end row at the end of input;
-and **the marks** the JAR's generator sends, where the shards move to their rows' watermark.
+The host around the production shard step that Spark is in a stream: **routing** (the rows
+``spark.routing`` sends), **groups called as Spark calls them** (with rows, or with a passed
+timeout), **the wake** and end rows, and **the marks** the JAR's generator sends.
 
 Invariant: a group's call sees what it would see on Spark for the same micro-batches (the same
 routed rows, stored value, watermark and the mailbox's files); only the batch times are a
