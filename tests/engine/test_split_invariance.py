@@ -56,6 +56,7 @@ BAD_OPERATIONS = (
     "unused_target",
     "unused_members",
     "target_above_members",
+    "bad_warn_ms",
 )
 
 
@@ -79,6 +80,8 @@ def operations(draw, n_max: int = 14, conditions: tuple[str, ...] = CONDITIONS) 
             o["target"] = float(draw(st.integers(1, len(o["members"]))) * (draw(st.integers(0, 5)) > 0))
         elif cond not in ("any", "all"):
             o["target"] = float(draw(st.integers(0, 3)) * (1 if cond == "count" else 5))
+        if o["timeout_ms"] and draw(st.integers(0, 2)) == 0:  # a warning asked, at any lead
+            o["warn_ms"] = draw(st.integers(1, o["timeout_ms"]))
         bad = draw(st.sampled_from([None] * 14 + list(BAD_OPERATIONS)))
         if bad == "negative_timeout":
             o["timeout_ms"] = -5
@@ -96,6 +99,8 @@ def operations(draw, n_max: int = 14, conditions: tuple[str, ...] = CONDITIONS) 
         elif bad == "target_above_members":
             o["condition"], o["members"] = "quorum", ["s1"]
             o["target"] = 2.0
+        elif bad == "bad_warn_ms":  # none, or more than the timeout
+            o["warn_ms"] = draw(st.sampled_from([0, max(o["timeout_ms"], 0) + 1]))
         if bad:
             o["_reason"] = bad
         ops.append(o)
@@ -175,7 +180,13 @@ def _inputs(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([{k: v for k, v in r.items() if k != "_reason"} for r in rows])
 
 
-def _result(outcomes: pd.DataFrame, unmatched: pd.DataFrame, rejected: pd.DataFrame, pending: set) -> Result:
+def _result(
+    outcomes: pd.DataFrame,
+    unmatched: pd.DataFrame,
+    rejected: pd.DataFrame,
+    pending: set,
+    warnings: pd.DataFrame | None = None,
+) -> Result:
     def val(v):
         return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
@@ -192,7 +203,12 @@ def _result(outcomes: pd.DataFrame, unmatched: pd.DataFrame, rejected: pd.DataFr
         for r in unmatched.to_dict("records")
     ]
     rej = [(r["source"], r["reason"], val(r["op_id"]), val(r["key"])) for r in rejected.to_dict("records")]
-    return Result(got, sorted(un, key=repr), sorted(rej, key=repr), pending, answered)
+    warned = {}
+    for r in [] if warnings is None else warnings.to_dict("records"):
+        assert r["op_id"] not in warned, f"{r['op_id']} warned twice"
+        progress = val(float(r["progress"]))
+        warned[r["op_id"]] = (int(r["warned_at"]), progress, _names(r["reported"]), _names(r["missing"]))
+    return Result(got, sorted(un, key=repr), sorted(rej, key=repr), pending, answered, warned)
 
 
 def _names(names) -> list | None:
@@ -208,7 +224,7 @@ def run_engine(batches: list[Batch]) -> tuple[Result, list[tuple[int, pd.DataFra
         results.append((b.watermark, r))
     cat = lambda name: stacked(getattr(r, name) for _, r in results)  # noqa: E731
     pending = set(p.pending_operations()["op_id"])
-    return _result(cat("outcomes"), cat("unmatched"), cat("rejected"), pending), results
+    return _result(cat("outcomes"), cat("unmatched"), cat("rejected"), pending, cat("warnings")), results
 
 
 def run_tester(batches: list[Batch]) -> Result:
@@ -228,7 +244,7 @@ def run_tester(batches: list[Batch]) -> Result:
     if end:
         t.end_input()
     pending = set(t.pending_operations()["op_id"])
-    return _result(t.outcomes(times="ms"), t.unmatched(times="ms"), t.rejected(), pending)
+    return _result(t.outcomes(times="ms"), t.unmatched(times="ms"), t.rejected(), pending, t.warnings(times="ms"))
 
 
 def assert_same(got: Result, expected: Result) -> None:
@@ -239,6 +255,7 @@ def assert_same(got: Result, expected: Result) -> None:
     assert got.rejected == expected.rejected
     assert got.pending == expected.pending
     assert got.answered == expected.answered
+    assert got.warnings == expected.warnings
 
 
 # -- the properties ------------------------------------------------------------------------------------
@@ -334,6 +351,9 @@ def test_ordered_input_without_late_rows_gives_the_one_batch_outcomes(scenario):
     offset = {o["op_id"] for o in scenario["ops"] if o.get("condition") == "offset"}
     assert _masked(got.outcomes, offset) == _masked(one.outcomes, offset)
     assert got.answered == one.answered
+    assert {i: w[:1] if i in offset else w for i, w in got.warnings.items()} == {
+        i: w[:1] if i in offset else w for i, w in one.warnings.items()
+    }
     assert got.unmatched == one.unmatched
     assert got.rejected == one.rejected
 
@@ -407,9 +427,11 @@ def test_every_split_across_shards_gives_the_reference_outcomes(tmp_path_factory
         pd.concat(cluster.unmatched, ignore_index=True),
         pd.concat(cluster.rejected, ignore_index=True),
         set(),
+        stacked(cluster.warnings),
     )
     assert got.outcomes == expected.outcomes
     assert got.answered == expected.answered
+    assert got.warnings == expected.warnings
     assert got.unmatched == expected.unmatched
     assert got.rejected == [r for r in expected.rejected if r[1] in ("late", "duplicate_op_id")]
 

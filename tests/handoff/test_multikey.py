@@ -45,6 +45,7 @@ class Sharded:
         self.batch = 0
         self.unmatched: list[pd.DataFrame] = []
         self.rejected: list[pd.DataFrame] = []
+        self.warnings: list[pd.DataFrame] = []
 
     def step(self, ops=(), events=(), wm: int = 0, clock: int | None = None) -> pd.DataFrame:
         """One micro-batch (``clock``: the operator's clock it brings, ``expire_to_ms``);
@@ -76,6 +77,7 @@ class Sharded:
             outcomes.append(result.outcomes)
             self.unmatched.append(result.unmatched)
             self.rejected.append(result.rejected)
+            self.warnings.append(result.warnings)
             self.verdicts.append(result.verdicts)
             self.states[shard] = save_state(p)
         self.batch += 1

@@ -3,13 +3,14 @@
 No wheel, no indexes, no shards, no vectorising: per micro-batch, per operation, scan every
 event that has arrived.  ``run`` takes the input already cut into micro-batches, each with the
 watermark it runs at (the watermark is the one thing a split legitimately changes: a row
-behind it when it arrives is ``late``), and returns the four things the contract promises:
+behind it when it arrives is ``late``), and returns what the contract promises:
 
 * ``outcomes``: op_id -> (status, resolved_at, matched_events, progress);
 * ``unmatched``: a sorted list of (key, ts, op_id, source, value, reason);
 * ``rejected``: a sorted list of (source, reason, op_id, key);
 * ``pending``: the op_ids still pending after the last micro-batch;
-* ``answered``: op_id -> (reported, missing), who answered each outcome (rule 5).
+* ``answered``: op_id -> (reported, missing), who answered each outcome (rule 5);
+* ``warnings``: op_id -> (warned_at, progress, reported, missing), its one warning (rule 6).
 
 The rules, as ``docs/contract.md`` states them:
 
@@ -51,12 +52,17 @@ The rules, as ``docs/contract.md`` states them:
    them, and the other members; for ``count`` the distinct sources of its counted events in
    (ts, arrival) order, at most ``input.max.members``, and no missing list; for the others
    neither.
+6. An operation with ``warn_ms`` is warned, once, at ``warn_at = deadline - warn_ms`` unless
+   it resolved strictly before ``warn_at``: in the micro-batch that resolves it at or after
+   ``warn_at``, or in the first whose watermark reaches ``warn_at`` while it is pending.  Its
+   progress and who answered are rule 3's measure and rule 5's lists over the matching events
+   arrived by then with ``ts < warn_at`` (for ``offset``, the keys' progress before it).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from spark_purgatory.contract import MAX_MEMBERS
 
@@ -83,6 +89,7 @@ class Result:
     rejected: list[tuple]
     pending: set[str] = field(default_factory=set)
     answered: dict[str, tuple] = field(default_factory=dict)
+    warnings: dict[str, tuple] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,6 +102,7 @@ class _Op:
     withdrawn_by: int | None = None  # index of the cancel that withdrew it
     progress: float = 0.0
     decided_from: int = 0  # the micro-batch from which it is decided (``parks``: the next one)
+    warning: tuple | None = None  # rule 6, once given
 
 
 def run(batches: list[Batch], home=lambda o: 0, parks=lambda o: False, shard=lambda e: 0) -> Result:
@@ -136,9 +144,12 @@ def run(batches: list[Batch], home=lambda o: 0, parks=lambda o: False, shard=lam
         for o in ops.values():
             if o.status == "pending" and o.decided_from <= n:
                 _decide(o, events, wm)
+            if o.decided_from <= n:
+                _warn(o, events, wm)
     for o in ops.values():  # parked in the last micro-batch: decided in the host's next one
         if o.status == "pending" and o.decided_from == len(batches):
             _decide(o, events, wm)
+            _warn(o, events, wm)
     return Result(
         {
             i: (o.status, o.resolved_at, len(o.counted), None if math.isnan(o.progress) else o.progress)
@@ -149,6 +160,7 @@ def run(batches: list[Batch], home=lambda o: 0, parks=lambda o: False, shard=lam
         sorted(rejected, key=repr),
         {i for i, o in ops.items() if o.status == "pending"},
         {i: _answered(o, events) for i, o in ops.items() if o.status != "pending"},
+        {i: o.warning for i, o in ops.items() if o.warning is not None},
     )
 
 
@@ -203,6 +215,29 @@ def _decide(o: _Op, events: list[dict], wm: int) -> None:
         for i in mine:
             measure.add(events[i])
         o.progress = measure.value()
+
+
+def _warn(o: _Op, events: list[dict], wm: int) -> None:
+    """Rule 6 for one operation, after its micro-batch's decision."""
+    if o.row.get("warn_ms") is None or o.warning is not None:
+        return
+    warn_at = o.deadline - o.row["warn_ms"]
+    if wm < warn_at if o.status == "pending" else o.resolved_at < warn_at:
+        return
+    before = [
+        i
+        for i, e in enumerate(events)
+        if not e.get("cancel") and matches(o.row, o.deadline, e) and e["ts"] < warn_at
+    ]
+    if o.row.get("condition", "any") == "offset":
+        progress = _offset_progress(o, events, (warn_at, -1))
+    else:
+        measure = _Measure(o.row)
+        for i in sorted(before, key=lambda i: (events[i]["ts"], i)):
+            measure.add(events[i])
+        progress = measure.value()
+    reported, missing = _answered(replace(o, counted=before), events)
+    o.warning = (warn_at, None if math.isnan(progress) else progress, reported, missing)
 
 
 class _Measure:
