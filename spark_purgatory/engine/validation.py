@@ -196,7 +196,7 @@ class _Checks:
 
     def above(self, field: str, bound: int | str) -> np.ndarray:
         # another field as bound: a list's length, a number's value
-        limit = (self.count.get(bound, self.value.get(bound)) if isinstance(bound, str) else bound)
+        limit = self.count.get(bound, self.value.get(bound)) if isinstance(bound, str) else bound
         return ~self.null[field] & (self.value[field] > limit)
 
     def more(self, field: str, bound: int) -> np.ndarray:

@@ -5,7 +5,7 @@
 * **buffered events** go to their key's new shard in their old order, renumbered there;
 * **pending operations** whose keys land in one new shard move there with their watchers and
   matches; one whose keys now span shards moves to the cross-shard group and leaves a stub
-  in each new primary of its keys;
+  in each new primary of its keys; one already warned asks for no warning any more;
 * **stubs** follow their keys; the cross-shard group's records of relayed pairs are renamed
   to the events' new (shard, eseq);
 * **key progress, completed windows and remembered op_ids** are kept by hash only, so every
@@ -138,6 +138,9 @@ def _pending(
         return pd.concat(frames, ignore_index=True) if frames else empty({**dtypes, "old": "int64"})
 
     ops, watch, matches = gather("ops", OPS), gather("watch", WATCH), gather("matches", MATCHES)
+    if len(ops):  # warned where its clock passed warn_at (``delayed._warned``): a slower clock must not again
+        now = np.array([t.wheel_now for t in primaries], np.int64)[ops["old"].to_numpy(np.int64)]
+        ops.loc[ops["warn_at"].to_numpy(float) <= now, "warn_at"] = np.nan
     watch["new"] = np.asarray(shard_of(watch["key"].to_numpy(object)), np.int64) if len(watch) else []
     return ops, watch, matches
 

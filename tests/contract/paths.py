@@ -220,6 +220,7 @@ def typed_groups(cases: list[Case], source: str) -> list[tuple[list[Case], T.Str
     contract = from_arrow_schema(c.OPERATION_INPUT if source == c.SOURCE_OPERATIONS else c.EVENT_INPUT)
     others = T.StructType([T.StructField(f.name, _LOOSE[source].get(f.name, f.dataType)) for f in contract])
     out = []
+
     def skips(k: Case) -> bool:  # a column the JVM checks skip: the others take the JVM's route
         return bool(set(c.JVM_SKIPS) & set(k.record))
 

@@ -244,7 +244,9 @@ def run_tester(batches: list[Batch]) -> Result:
     if end:
         t.end_input()
     pending = set(t.pending_operations()["op_id"])
-    return _result(t.outcomes(times="ms"), t.unmatched(times="ms"), t.rejected(), pending, t.warnings(times="ms"))
+    return _result(
+        t.outcomes(times="ms"), t.unmatched(times="ms"), t.rejected(), pending, t.warnings(times="ms")
+    )
 
 
 def assert_same(got: Result, expected: Result) -> None:

@@ -109,6 +109,7 @@ def _run(steps: list[tuple[Batch, int]], root: str) -> Result:
         pd.concat(cluster.unmatched, ignore_index=True),
         pd.concat(cluster.rejected, ignore_index=True),
         set(),
+        stacked(cluster.warnings),
     )
 
 
@@ -132,6 +133,7 @@ def _reference(steps: list[tuple[Batch, int]]) -> Result:
         expected.outcomes,
         expected.unmatched,
         [r for r in expected.rejected if r[1] in ("late", "duplicate_op_id")],
+        warnings=expected.warnings,
     )
 
 
@@ -175,16 +177,18 @@ def test_a_run_resharded_2_8_3_gives_the_outcomes_of_the_run_never_resharded(
     )
     for result, steps in ((expected, kept), (got, resharded)):
         reference = _reference(steps)
-        assert (result.outcomes, result.unmatched, result.rejected) == (
+        assert (result.outcomes, result.unmatched, result.rejected, result.warnings) == (
             reference.outcomes,
             reference.unmatched,
             reference.rejected,
+            reference.warnings,
         )
     if scenario["ordered"]:  # then where an operation is parked changes nothing
-        assert (got.outcomes, got.unmatched, got.rejected) == (
+        assert (got.outcomes, got.unmatched, got.rejected, got.warnings) == (
             expected.outcomes,
             expected.unmatched,
             expected.rejected,
+            expected.warnings,
         )
 
 
@@ -491,3 +495,26 @@ def test_an_empty_shard_survives_a_rescale_as_the_shard_step_keeps_it(tmp_path, 
         p, timeout = groups[shard]
         assert (p.is_empty(), p.watermark, timeout) == (True, shard_wm, state_files.NO_TIMEOUT)
     assert stepped.timeout_ms is None
+
+
+def test_an_operation_warned_on_a_shard_whose_clock_was_ahead_is_not_warned_again():
+    """Shard 0 ran to 800 and warned ``a`` at 700; shard 1 stayed at 0 with ``b``.  The new
+    shards resume at the earliest clock (0): ``b`` is still owed its warning, ``a`` is not."""
+    from spark_purgatory.config import PurgatoryConfig
+
+    config = PurgatoryConfig(shards=2, tick_ms=10)
+    key = {s: next(k for k, home in shard_of(2).items() if home == s) for s in (0, 1)}
+    old = {s: Purgatory(config) for s in range(3)}
+    warned = []
+    for s, op_id, wm in ((0, "a", 800), (1, "b", 0)):
+        op = {"op_id": op_id, "key": key[s], "ts": 0, "timeout_ms": 1000, "warn_ms": 300}
+        old[s].process(pd.DataFrame([op]), None, watermark_ms=0)
+        warned.append(old[s].process(None, None, watermark_ms=wm).warnings)
+    assert stacked(warned)["op_id"].tolist() == ["a"]
+    new = reshard(
+        {s: load_state(save_state(p), config) for s, p in old.items()},
+        3,
+        lambda keys: [shard_of(3)[k] for k in keys],
+    )
+    after = [p.process(None, None, watermark_ms=900, batch_id=1).warnings for p in new.values()]
+    assert stacked(after)[["op_id", "warned_at"]].values.tolist() == [["b", 700]]
