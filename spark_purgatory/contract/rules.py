@@ -96,7 +96,6 @@ __all__ = [
     "Reader",
     "first_reason",
     "table_text",
-    "JVM_SKIPS",
     "POISON_COLUMN",
     "MALFORMED_COLUMN",
     "truncated",
@@ -171,8 +170,7 @@ OPERATION_CHECKS: tuple[Check, ...] = (
     Check(TARGET_ABOVE_MEMBERS, "target", ABOVE, "members", when=TARGET_COUNTS_MEMBERS),
     Check(UNUSED_TARGET, "target", GIVEN, when=_others(TARGETED)),
     Check(UNUSED_MEMBERS, "members", GIVEN, when=_others(WITH_MEMBERS)),
-    # the warning's lead: within the timeout (a field as bound: its value); the JVM checks
-    # read no warn_ms, so these come last of the field checks (``JVM_SKIPS``)
+    # the warning's lead: within the timeout (a field as bound: its value)
     Check(BAD_WARN_MS, "warn_ms", UNREADABLE),
     Check(BAD_WARN_MS, "warn_ms", BELOW, 1),
     Check(BAD_WARN_MS, "warn_ms", ABOVE, "timeout_ms"),
@@ -243,19 +241,14 @@ def first_reason(checks: tuple[Check, ...], reader: Reader, limits: Mapping[str,
     return reader.first(pairs)
 
 
-#: the fields whose checks the JVM checks leave to SQL, after their own reason (``typed_columns``)
-JVM_SKIPS: tuple[str, ...] = ("warn_ms",)
-
-
 def table_text(checks: tuple[Check, ...], limits: Mapping[str, int | None]) -> str:
     """The checks as the JVM checks read them: one check a line, ``reason test field bound
     when`` separated by tabs (a bound's limit resolved, names separated by spaces, ``-`` for
     none: the latest event time accepted comes with each row); the checks no typed row can
-    fail (its text's, its types'), those decided after reading and those of ``JVM_SKIPS`` are
-    left out."""
+    fail (its text's, its types') and those decided after reading are left out."""
     lines = []
     for check in checks:
-        if check.test in (POISON, MALFORMED, MISSPELLED, WRONG_TYPE, AFTER) or check.field in JVM_SKIPS:
+        if check.test in (POISON, MALFORMED, MISSPELLED, WRONG_TYPE, AFTER):
             continue
         bound = (
             limits.get(check.bound) if isinstance(check.bound, str) and check.bound in LIMITS else check.bound

@@ -170,7 +170,7 @@ def _static(
 
 
 #: the version of the static calls' signatures this package calls (``StaticCalls.VERSION``)
-CALLS_VERSION = 4
+CALLS_VERSION = 5
 
 
 def _calls(spark: SparkSession, *, quiet: bool) -> bool:

@@ -39,7 +39,6 @@ from ..config import InputLimits, PurgatoryConfig
 from ..contract import (
     CROSS_SHARD_KEYS,
     DUPLICATE_OP_ID,
-    JVM_SKIPS,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     ms_column,
@@ -231,7 +230,7 @@ def route_typed_operations(
     then routes).  A rejected row's ``raw`` is rendered after the call, and its shard is
     that text's."""
     function = operation_rows(df.sparkSession)
-    if not function or any(name in df.columns for name in JVM_SKIPS):  # it routes on its reason alone
+    if not function:
         return None
     df = with_latest(df, max_future_ms)
     kept, record, arguments, read = operations_arguments(df, max_timeout_ms, limits)

@@ -19,22 +19,18 @@ from ..config import InputLimits
 from ..contract import (
     EVENT_COLUMNS,
     EVENT_INPUT,
-    JVM_SKIPS,
     MAX_TS_MS,
     NUMBER,
-    OPERATION_CHECKS,
     OPERATION_COLUMNS,
     OPERATION_INPUT,
     SOURCE_EVENTS,
     SOURCE_OPERATIONS,
     TIME,
     WHOLE,
-    first_reason,
     ms_column,
 )
 from .checks import checks_table
 from .schema import check_typed
-from .sql_checks import SqlChecks
 from .sql_text import (
     LATEST,
     FieldReading,
@@ -104,17 +100,9 @@ def operations_checked(df: DataFrame, function: str, max_timeout_ms: int, limits
     names, latest = sql_string(checks_table(max_timeout_ms, limits)), _latest(df)
     arguments = (
         f"op_id, _keys, _key, `{ts_ms}`, _no_ts, {latest}, timeout_ms, _no_timeout_ms, "
-        f"{int(max_timeout_ms)}L, _condition, target, _members, {names}"
+        f"{int(max_timeout_ms)}L, _condition, target, _members, warn_ms, _no_warn_ms, {names}"
     )
-    call = f"{function}({arguments})"
-    return _checked(read, call, OPERATION_COLUMNS, ("keys", "condition", "members"), jvm_skipped())
-
-
-def jvm_skipped(reason: str = "_checked.reason") -> str:
-    """The JVM call's ``reason``, else that of the checks it leaves to SQL (``JVM_SKIPS``:
-    the last of an operation's field checks, so the first reason is still the first)."""
-    skipped = tuple(check for check in OPERATION_CHECKS if check.field in JVM_SKIPS)
-    return f"coalesce({reason}, {first_reason(skipped, SqlChecks([]), {})})"
+    return _checked(read, f"{function}({arguments})", OPERATION_COLUMNS, ("keys", "condition", "members"))
 
 
 def operations_arguments(
@@ -130,7 +118,7 @@ def operations_arguments(
         f"{c['op_id']}, {c['keys']}, {c['key']}, {_epoch_ms_read(c['ts'], _type_of(df, 'ts'))}, "
         f"{int(MAX_TS_MS)}L, {_latest(df)}, {fields['timeout_ms']}, "
         f"{c['timeout_ms']} IS NULL, {int(max_timeout_ms)}L, {c['condition']}, "
-        f"{fields['target']}, {c['members']}, {names}"
+        f"{fields['target']}, {c['members']}, {fields['warn_ms']}, {c['warn_ms']} IS NULL, {names}"
     )
     return _present(df, OPERATION_INPUT), _record(df, OPERATION_INPUT), arguments, fields
 
@@ -187,16 +175,13 @@ def _latest(df: DataFrame) -> str:
     return f"`{LATEST}`" if LATEST in df.columns else "CAST(NULL AS BIGINT)"
 
 
-def _checked(
-    read: DataFrame, call: str, canonical: list[str], fields: tuple[str, ...], reason: str = "_checked.reason"
-) -> DataFrame:
-    """The parsed columns: the call's ``reason`` and ``fields``, the rest as read."""
+def _checked(read: DataFrame, call: str, canonical: list[str], fields: tuple[str, ...]) -> DataFrame:
+    """The parsed columns: the call's reason and ``fields``, the rest as read."""
     checked = read.selectExpr("*", f"{call} AS _checked")
     columns = {name: f"`{name}`" for name in parsed_columns(canonical)}
-    for name in fields:
+    for name in (*fields, "reason"):
         columns[name] = f"_checked.{name}"
-    columns["reason"] = reason
-    raw_kept = kept_raw(reason, "keys" in fields, "_checked.keys")
+    raw_kept = kept_raw("_checked.reason", "keys" in fields, "_checked.keys")
     columns["raw"] = f"CASE WHEN {raw_kept} THEN to_json(_record) END"
     return checked.selectExpr(*[f"{value} AS `{name}`" for name, value in columns.items()])
 

@@ -81,8 +81,6 @@ def runs(case: Case, path: str) -> bool:
         return case.line is not None
     if path in ("pandas", "tester-records"):
         return case.record is not None
-    if path == "typed-rows" and case.record is not None and set(c.JVM_SKIPS) & set(case.record):
-        return False  # a field the JVM's check-and-route skips: parsed, then routed (``routing``)
     return case.record is not None and not case.records_only
 
 
@@ -220,18 +218,11 @@ def typed_groups(cases: list[Case], source: str) -> list[tuple[list[Case], T.Str
     contract = from_arrow_schema(c.OPERATION_INPUT if source == c.SOURCE_OPERATIONS else c.EVENT_INPUT)
     others = T.StructType([T.StructField(f.name, _LOOSE[source].get(f.name, f.dataType)) for f in contract])
     out = []
-
-    def skips(k: Case) -> bool:  # a column the JVM checks skip: the others take the JVM's route
-        return bool(set(c.JVM_SKIPS) & set(k.record))
-
     for schema, members in (
-        (contract, [k for k in cases if not loose(k) and not skips(k)]),
-        (contract, [k for k in cases if not loose(k) and skips(k)]),
+        (contract, [k for k in cases if not loose(k)]),
         (others, [k for k in cases if loose(k)]),
     ):
         if members:
-            if not any(skips(k) for k in members):
-                schema = T.StructType([f for f in schema.fields if f.name not in c.JVM_SKIPS])
             kinds = {f.name: f.dataType for f in schema}
             records = [{n: _loosened(n, v, kinds[n]) for n, v in k.record.items()} for k in members]
             out.append((members, schema, records))
@@ -280,9 +271,6 @@ def _readings(
             rows = route_typed_operations(df, CONFIG, **reading)
         else:
             rows = route_typed_events(df, CONFIG, max_future_ms=CONFIG.max_future_ms)
-        if operations and any(name in df.columns for name in c.JVM_SKIPS):
-            assert rows is None, "a field the JVM checks skip: parsed, then routed"
-            continue
         assert rows is not None, "the check-and-route calls are in the JAR"
         out.append(("typed-rows", group, rows))
     return out

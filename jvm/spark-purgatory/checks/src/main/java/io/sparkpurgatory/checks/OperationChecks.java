@@ -7,7 +7,7 @@ import java.util.Set;
 
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF13;
+import org.apache.spark.sql.api.java.UDF15;
 import org.apache.spark.unsafe.types.UTF8String;
 
 import scala.collection.Seq;
@@ -22,7 +22,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>Arguments (SQL, in order): op_id, keys, key, ts_ms (null when unreadable), ts is null,
  * the latest event time accepted (null: no ts_in_future check), timeout_ms (null when not a
  * whole number), timeout_ms is null, the largest timeout (unused: the checks' table holds
- * it), condition, target, members, and the checks: spark_purgatory.contract.rules.table_text,
+ * it), condition, target, members, warn_ms (null when not a whole number), warn_ms is null,
+ * and the checks: spark_purgatory.contract.rules.table_text,
  * the contract's declaration of the checks with their limits resolved, one check a line
  * ("reason test field bound when", tab-separated), read once per text ({@link Rules}) and
  * interpreted in its order: the first check that fails gives the reason.  Returns
@@ -38,7 +39,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * OperationRows} gets them from Spark; this Java UDF converts its arguments to them and back.
  */
 public final class OperationChecks
-    implements UDF13<String, Seq<String>, String, Long, Boolean, Long, Long, Boolean, Long, String, Double, Seq<String>, String, Row> {
+    implements UDF15<String, Seq<String>, String, Long, Boolean, Long, Long, Boolean, Long, String, Double, Seq<String>, Long, Boolean, String, Row> {
 
   private static final long serialVersionUID = 1L;
   private static final UTF8String ANY = UTF8String.fromString("any");
@@ -47,7 +48,8 @@ public final class OperationChecks
   enum Kind {
     ABSENT_OP_ID, ABSENT_KEYS, MORE_KEYS, ABSENT_TS, UNREADABLE_TS, FUTURE_TS, ABSENT_TIMEOUT_MS,
     UNREADABLE_TIMEOUT_MS, BELOW_TIMEOUT_MS, ABOVE_TIMEOUT_MS, UNKNOWN_CONDITION, ABSENT_TARGET,
-    NOT_FINITE_TARGET, ABOVE_TARGET, GIVEN_TARGET, ABSENT_MEMBERS, MORE_MEMBERS, GIVEN_MEMBERS;
+    NOT_FINITE_TARGET, ABOVE_TARGET, GIVEN_TARGET, ABSENT_MEMBERS, MORE_MEMBERS, GIVEN_MEMBERS,
+    UNREADABLE_WARN_MS, BELOW_WARN_MS, ABOVE_WARN_MS;
 
     /** The kind of {@code test} on {@code field}, or null where these functions make none. */
     static Kind of(String test, String field) {
@@ -61,6 +63,9 @@ public final class OperationChecks
     }
   }
 
+  /** The fields an {@code above} check may take as its bound: a list's length, a number's value. */
+  static final List<String> FIELD_BOUNDS = List.of("members", "timeout_ms");
+
   /** One check of the table: its reason, kind, bound and conditions (null: any). */
   static final class Rule {
     final String reason;
@@ -68,7 +73,7 @@ public final class OperationChecks
     /** The bound as the table gives it: a number, another field, names, or "-" (none). */
     final String boundText;
     final long bound;
-    /** Is the bound another field (above target: the members' count)? */
+    /** Is the bound another field (above target: the members' count; above warn_ms: timeout_ms)? */
     final boolean boundIsField;
     final List<UTF8String> when;
 
@@ -86,6 +91,9 @@ public final class OperationChecks
       boolean number = boundText.matches("-?[0-9]+");
       bound = number ? Long.parseLong(boundText) : 0L;
       boundIsField = !number && !boundText.equals("-");
+      if (boundIsField && kind.name().startsWith("ABOVE_") && !FIELD_BOUNDS.contains(boundText)) {
+        throw new IllegalArgumentException("a bound these functions cannot read: " + line);
+      }
       when = parts[4].equals("-") ? null : utf8List(parts[4]);
     }
   }
@@ -267,10 +275,12 @@ public final class OperationChecks
       String conditionGiven,
       Double target,
       Seq<String> membersColumn,
+      Long warnMs,
+      Boolean noWarnMs,
       String checks) {
     Checked checked =
         check(utf8(opId), utf8(keysColumn), utf8(key), tsMs, noTs, latestTs, timeoutMs, noTimeout,
-            utf8(conditionGiven), target, utf8(membersColumn), rules(utf8(checks)));
+            utf8(conditionGiven), target, utf8(membersColumn), warnMs, noWarnMs, rules(utf8(checks)));
     return RowFactory.create(
         checked.reason, texts(checked.keys), text(checked.condition), texts(checked.members));
   }
@@ -318,6 +328,8 @@ public final class OperationChecks
       UTF8String conditionGiven,
       Double target,
       List<UTF8String> membersColumn,
+      Long warnMs,
+      Boolean noWarnMs,
       Rules rules) {
     List<UTF8String> keys;
     if (keysColumn != null) {
@@ -353,12 +365,16 @@ public final class OperationChecks
         case ABSENT_TARGET: fails = target == null; break;
         case NOT_FINITE_TARGET: fails = target != null && !Double.isFinite(target); break;
         case ABOVE_TARGET:
-          fails = target != null && target > (rule.boundIsField ? nMembers : rule.bound);
+          fails = target != null && target > limit(rule, nMembers, timeoutMs);
           break;
         case GIVEN_TARGET: fails = target != null; break;
         case ABSENT_MEMBERS: fails = nMembers == 0; break;
         case MORE_MEMBERS: fails = nMembers > rule.bound; break;
         case GIVEN_MEMBERS: fails = nMembers > 0; break;
+        // an optional field: its absence is no reason, a value that is no whole number is
+        case UNREADABLE_WARN_MS: fails = !Boolean.TRUE.equals(noWarnMs) && warnMs == null; break;
+        case BELOW_WARN_MS: fails = warnMs != null && warnMs < rule.bound; break;
+        case ABOVE_WARN_MS: fails = warnMs != null && warnMs > limit(rule, nMembers, timeoutMs); break;
         default: throw new IllegalStateException("no such check: " + rule.kind);
       }
       if (fails) {
@@ -366,5 +382,16 @@ public final class OperationChecks
       }
     }
     return new Checked(null, keys, cond, members);
+  }
+
+  /** An {@code above} check's bound: its number, or the field it names (no bound when null). */
+  private static double limit(Rule rule, int nMembers, Long timeoutMs) {
+    if (!rule.boundIsField) {
+      return rule.bound;
+    }
+    if (rule.boundText.equals("members")) {
+      return nMembers;
+    }
+    return timeoutMs == null ? Double.POSITIVE_INFINITY : timeoutMs;
   }
 }

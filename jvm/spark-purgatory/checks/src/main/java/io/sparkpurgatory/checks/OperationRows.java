@@ -58,6 +58,10 @@ public final class OperationRows {
       double target,
       boolean membersNull,
       ArrayData membersGiven,
+      boolean warnMsNull,
+      long warnMs,
+      boolean noWarnMsNull,
+      boolean noWarnMs,
       boolean checksNull,
       UTF8String checks,
       boolean shardCountNull,
@@ -80,7 +84,8 @@ public final class OperationRows {
             opId, list(keysColumn), key, tsMs, tsReadNull,
             latestTsNull ? null : latestTs, timeoutMsNull ? null : timeoutMs,
             !noTimeoutNull && noTimeout, condition, targetNull ? null : target,
-            list(membersColumn), OperationChecks.rules(checks));
+            list(membersColumn), warnMsNull ? null : warnMs, !noWarnMsNull && noWarnMs,
+            OperationChecks.rules(checks));
     OperationRoutes.Routed routed =
         OperationRoutes.routes(
             checked.keys == null ? new ArrayList<>() : checked.keys, opId, checked.reason, UNKNOWN,

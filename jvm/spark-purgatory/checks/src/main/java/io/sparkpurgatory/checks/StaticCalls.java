@@ -44,12 +44,13 @@ public final class StaticCalls {
    * and of the checks they and {@link OperationChecks} can make: raised whenever one changes (3:
    * the condition quorum, and the reasons target_above_members, unused_target, unused_members;
    * 4: the checks handed over as the contract's table, contract.rules.table_text, instead of
-   * condition names and limits: a new check of a known test needs no new version).
+   * condition names and limits: a new check of a known test needs no new version; 5: warn_ms,
+   * its value and absence, and the checks on it, an {@code above} bound by another number).
    * spark_purgatory/spark/checks.py calls a JAR only when its version is the one it was written
    * for, and reads the input as SQL otherwise: a JAR built from older sources would register
    * calls whose methods Spark cannot find, and fail the query, or check by older rules.
    */
-  public static final int VERSION = 4;
+  public static final int VERSION = 5;
 
   /** The zero that stands for a null of each primitive Java class (a literal of its type). */
   private static final Map<Class<?>, Object> ZEROS =

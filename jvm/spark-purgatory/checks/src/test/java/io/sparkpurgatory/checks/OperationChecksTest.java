@@ -32,12 +32,14 @@ class OperationChecksTest {
     String condition = null;
     Double target = null;
     Seq<String> members = null;
+    Long warnMs = null;
+    Boolean noWarnMs = true;
     String names = NAMES;
 
     Row check() {
       return new OperationChecks()
           .call(opId, keys, key, tsMs, noTs, LATEST_TS, timeoutMs, noTimeout, MAX_TIMEOUT,
-              condition, target, members, names);
+              condition, target, members, warnMs, noWarnMs, names);
     }
 
     String reason() {
@@ -73,6 +75,23 @@ class OperationChecksTest {
     assertEquals(List.of("b", "a"), list(row, 1)); // in their order, each once
     assertEquals("quorum", row.getString(2));
     assertEquals(List.of("r1", "r2"), list(row, 3));
+  }
+
+  @Test
+  void warnMsIsOptionalAWholeNumberFromOneToTheTimeout() {
+    Op op = new Op();
+    assertNull(op.reason()); // absent: no warning asked
+    op.noWarnMs = false;
+    op.warnMs = null; // given, but no whole number
+    assertEquals("bad_warn_ms", op.reason());
+    op.warnMs = 100L; // the whole timeout: the table's bound is the field timeout_ms
+    assertNull(op.reason());
+    op.warnMs = 101L;
+    assertEquals("bad_warn_ms", op.reason());
+    op.warnMs = 0L;
+    assertEquals("bad_warn_ms", op.reason());
+    op.timeoutMs = -1L; // the timeout's reason comes first
+    assertEquals("negative_timeout", op.reason());
   }
 
   @Test
@@ -239,10 +258,10 @@ class OperationChecksTest {
   @Test
   void theChecksAreReadFromTheirTextNotAssumed() {
     OperationChecks checks = new OperationChecks(); // one instance: its cache must follow the text
-    Row usual = checks.call("o1", null, "k", 1L, false, null, 1L, false, 10L, "any", null, null, NAMES);
+    Row usual = checks.call("o1", null, "k", 1L, false, null, 1L, false, 10L, "any", null, null, null, true, NAMES);
     assertNull(usual.get(0));
     Row other =
-        checks.call("o1", null, "k", 1L, false, null, 1L, false, 10L, "any", null, null, OTHER);
+        checks.call("o1", null, "k", 1L, false, null, 1L, false, 10L, "any", null, null, null, true, OTHER);
     assertEquals("missing_target", other.getString(0));
   }
 
@@ -252,16 +271,19 @@ class OperationChecksTest {
 
   @Test
   void aCheckTheFunctionsCannotMakeIsRefusedWhenRead() {
-    org.junit.jupiter.api.Assertions.assertThrows(
-        IllegalArgumentException.class,
-        () -> OperationChecks.rules(OperationChecks.utf8("bad_warn_ms\tbelow\twarn_ms\t1\t-")));
+    // a test the functions do not make on that field; a bound they cannot read
+    for (String check :
+        List.of("bad_payload\tbelow\tpayload\t1\t-", "bad_warn_ms\tabove\twarn_ms\tpayload\t-")) {
+      org.junit.jupiter.api.Assertions.assertThrows(
+          IllegalArgumentException.class, () -> OperationChecks.rules(OperationChecks.utf8(check)));
+    }
   }
 
   @Test
   void withoutALatestAcceptedTimeAnyReadableTsIsAccepted() {
     Row row =
         new OperationChecks()
-            .call("o1", null, "k", Long.MAX_VALUE, false, null, 1L, false, 10L, null, null, null, NAMES);
+            .call("o1", null, "k", Long.MAX_VALUE, false, null, 1L, false, 10L, null, null, null, null, true, NAMES);
     assertNull(row.get(0));
   }
 }

@@ -23,7 +23,7 @@ class OperationRowsTest {
     return OperationRows.rows(
         opId == null, utf8(opId), keys == null, keys, true, null, false, 500L, false, 2000L, true,
         0L, timeoutMs == null, timeoutMs == null ? 0L : timeoutMs, false, timeoutMs == null, false,
-        1000L, false, utf8(" COUNT "), false, 3.0, true, null, false, utf8(NAMES), false, 4, true,
+        1000L, false, utf8(" COUNT "), false, 3.0, true, null, true, 0L, false, true, false, utf8(NAMES), false, 4, true,
         null, false, crossShard, false, true);
   }
 
@@ -73,7 +73,7 @@ class OperationRowsTest {
         OperationRows.rows(
             false, utf8("o2"), false, seq("a"), true, null, tsMsNull, 500L, false, 2000L, false,
             latestTs, false, 100L, false, false, false, 1000L, false, utf8(condition), targetNull,
-            3.0, true, null, false, utf8(NAMES), false, 4, true, null, false, false, false, true);
+            3.0, true, null, true, 0L, false, true, false, utf8(NAMES), false, 4, true, null, false, false, false, true);
     return rows.isNullAt(0) ? null : rows.getUTF8String(0).toString();
   }
 
@@ -84,7 +84,7 @@ class OperationRowsTest {
     InternalRow past =
         OperationRows.rows(
             false, utf8("o2"), false, seq("a"), true, null, false, 2000L, false, 2000L, true, 0L,
-            false, 100L, false, false, false, 1000L, false, utf8("any"), true, 0.0, true, null,
+            false, 100L, false, false, false, 1000L, false, utf8("any"), true, 0.0, true, null, true, 0L, false, true,
             false, utf8(NAMES), false, 4, true, null, false, false, false, true);
     assertEquals("bad_ts", past.getUTF8String(0).toString());
     assertTrue(past.isNullAt(4));

@@ -44,7 +44,10 @@ final class Rows {
           "too_many_members\tmore\tmembers\t1000\t-",
           "target_above_members\tabove\ttarget\tmembers\tquorum",
           "unused_target\tgiven\ttarget\t-\tany all",
-          "unused_members\tgiven\tmembers\t-\tany count sum offset");
+          "unused_members\tgiven\tmembers\t-\tany count sum offset",
+          "bad_warn_ms\tunreadable\twarn_ms\t-\t-",
+          "bad_warn_ms\tbelow\twarn_ms\t1\t-",
+          "bad_warn_ms\tabove\twarn_ms\ttimeout_ms\t-");
 
   /** A Scala sequence, as Spark passes an array column to a Java UDF. */
   static Seq<String> seq(String... items) {
