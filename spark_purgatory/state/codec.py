@@ -165,7 +165,8 @@ def frame_from(data: Encoded, dtypes: dict[str, str]) -> pd.DataFrame:
 
 
 def _absent(dtype: str, n: int) -> np.ndarray:
-    """A column written before it existed (a flag added to a table later): False, 0, NaN or None."""
+    """A column written before it existed (a flag added later): False, 0 or None; a float64 is
+    NaN, none as every number of the state means it (``warn_at``: no warning asked)."""
     if dtype == "object":
         return np.full(n, None, dtype=object)
     return np.full(n, np.nan) if dtype == "float64" else np.zeros(n, dtype=dtype)

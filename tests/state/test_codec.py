@@ -100,3 +100,17 @@ def test_a_stream_cut_between_its_parts_is_refused():
     cut = b"".join(m.serialize().to_pybytes() for m in messages[:2])  # the schema, the first part
     with pytest.raises(ValueError, match="2 parts holds 1"):
         unpack_parts(cut)
+
+
+def test_a_number_column_written_before_it_existed_reads_as_none_not_zero():
+    """State written before ``warn_at`` (the only float64 column of the state a supported
+    version lacks: every other one is in 0.1.0's) reads as no warning asked: NaN, as a value,
+    target, progress or floor that is not there, where 0 would be one."""
+    from spark_purgatory.engine.pending import OPS_ARROW
+    from spark_purgatory.engine.tables import OPS, PARKED
+
+    for dtypes in (OPS, PARKED):
+        old = pd.DataFrame({"ts": np.array([5], np.int64), "stub": [False]})
+        assert np.isnan(frame_from(frame_bytes(old), dtypes)["warn_at"]).all()
+    old = pa.table({"handle": pa.array([1], pa.int64())})
+    assert table_from(frame_bytes(old.to_pandas()), OPS_ARROW).column("warn_at").null_count == 1
