@@ -10,7 +10,7 @@ exactly what the reference model gives for the whole input in one micro-batch, t
 of input (but for the progress of an ``offset`` operation that holds on arrival: the
 contract's one exception), and exactly what it gives micro-batch by micro-batch at Spark's
 watermarks: outcomes (status, ``resolved_at``, matched events, progress), unmatched events
-with their reasons, and rejects.
+with their reasons, rejects, and the warnings of the operations drawn with ``warn_ms``.
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ def _workload(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
         elif cond not in ("any", "all"):
             o["target"] = float(rng.integers(0, 3) * (1 if cond == "count" else 5))
         ops.append(o)
+    lead = np.random.default_rng(791)  # warnings, drawn apart: the draws above stay as they were
+    for o in ops:
+        if o["timeout_ms"] and lead.random() < 0.5:
+            o["warn_ms"] = int(lead.integers(1, o["timeout_ms"] + 1))
     ops.append({**ops[3], "ts": ops[3]["ts"] + 100})  # a repeated op_id: the later one is rejected
     ops.append(
         {
@@ -125,6 +129,10 @@ def _plain(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
+def _names(names) -> list | None:
+    return None if names is None else list(names)
+
+
 def test_files_cut_at_random_event_times_give_the_reference_outcomes(spark, tmp_path):
     rng = np.random.default_rng(31)
     ops, events = _workload(rng)
@@ -155,6 +163,9 @@ def test_files_cut_at_random_event_times_give_the_reference_outcomes(spark, tmp_
         i: o[:3] if i in offset else o for i, o in whole.outcomes.items()
     }
     assert expected.unmatched == whole.unmatched and expected.rejected == whole.rejected
+    assert {i: w[:1] if i in offset else w for i, w in expected.warnings.items()} == {
+        i: w[:1] if i in offset else w for i, w in whole.warnings.items()
+    }
     outcomes = DeltaTable(f"{tmp_path}/tables/outcomes").to_pandas()
     got = {
         r.op_id: (r.status, at, int(r.matched_events), _plain(float(r.progress)))
@@ -176,5 +187,12 @@ def test_files_cut_at_random_event_times_give_the_reference_outcomes(spark, tmp_
     assert sorted(zip(rejected["source"], rejected["reason"], strict=True)) == sorted(
         (s, reason) for s, reason, _, _ in expected.rejected
     )
+    warnings = DeltaTable(f"{tmp_path}/tables/warnings").to_pandas()
+    warned = {
+        r.op_id: (at, _plain(float(r.progress)), _names(r.reported), _names(r.missing))
+        for r, at in zip(warnings.itertuples(), _ms(warnings["warned_at"]), strict=True)
+    }
+    assert len(warned) == len(warnings), "an operation warned twice"
+    assert warned == expected.warnings and len(warned) >= 5
     assert len(expected.outcomes) > 30 and {"after_resolution", "no_operation"} <= {r[-1] for r in reported}
     assert "cancelled" in {o[0] for o in expected.outcomes.values()}
