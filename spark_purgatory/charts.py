@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .contract import MAX_TS_MS
+from .contract import COUNTS, MAX_TS_MS
 from .storage import join, location
 
-_COUNTS = ["input_operations", "input_events", "completed", "expired", "unmatched", "rejected"]
+_COUNTS = ["input_operations", "input_events", *COUNTS]
 _GAUGES = ["pending", "watched", "buffered", "state_bytes"]
 
 
@@ -27,6 +27,8 @@ def metrics_by_batch(output_path: str, *, storage_options: dict[str, str] | None
     rows = DeltaTable(location(join(output_path, "metrics")), storage_options=storage_options).to_pandas()
     if rows.empty:
         return pd.DataFrame(columns=["batch_id", "batch_time", *_COUNTS, *_GAUGES])
+    # a table of an older contract, not started on since, lacks the counts added later
+    rows = rows.reindex(columns=[*rows.columns, *(c for c in _COUNTS if c not in rows)])
     rows = rows.sort_values(["batch_id", "shard"])
     per_batch = rows.groupby("batch_id").agg(
         batch_time=("batch_time", "max"),
@@ -78,9 +80,9 @@ def plot_metrics(output_path: str, png_path: str, *, storage_options: dict[str, 
     ax.set(title="Pending operations", ylabel="operations")
     ax.legend()
     ax = axes[0][1]
-    for name in ("completed", "expired", "unmatched", "rejected"):
+    for name in COUNTS:
         ax.plot(x, batches[name], drawstyle="steps-post", label=name)
-    ax.set(title="Outcomes and rejects per micro-batch", ylabel="rows")
+    ax.set(title="Outcomes, rejects and warnings per micro-batch", ylabel="rows")
     ax.legend()
     ax = axes[1][0]
     for name, label in (("latency_p50_ms", "p50"), ("latency_p99_ms", "p99")):

@@ -391,8 +391,8 @@ def _print_json_lines(frame: Any) -> None:
 
 #: the metrics table's columns ``status`` prints per shard (a terminal's width)
 _STATUS_METRICS = (
-    "shard", "input_operations", "input_events", "pending", "completed", "expired", "unmatched",
-    "rejected", "latency_p99_ms", "expiry_lag_ms", "busiest_share", "state_bytes",
+    "shard", "input_operations", "input_events", "pending", "completed", "expired", "cancelled",
+    "unmatched", "rejected", "warned", "latency_p99_ms", "expiry_lag_ms", "busiest_share", "state_bytes",
 )  # fmt: skip
 
 

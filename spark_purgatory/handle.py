@@ -14,6 +14,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .contract import COUNTS
 from .delta.accumulator import RecordAccumulator, TableWriter
 from .delta.sink import PurgatorySink
 from .driver_step import STOPPING, DriverStep
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_purgatory.query")  # the handle logs as the query it runs
 
-_COUNTED = ("completed", "expired", "unmatched", "rejected")
 #: runs ``await_termination`` may add after an ``available-now`` run that ended on relays
 _WAKE_RUNS = 3
 
@@ -43,7 +43,8 @@ class PurgatoryQuery:
         sink: the ``PurgatorySink`` that writes each micro-batch's output (``accumulator``,
             ``writer``).
         totals: rows and commits so far, counted in this process: ``batches``,
-            ``completed``, ``expired``, ``unmatched``, ``rejected``, ``commits``; and
+            ``completed``, ``expired``, ``cancelled``, ``unmatched``, ``rejected``,
+            ``warned`` (warnings), ``commits``; and
             ``pending``, the operations not yet resolved as of the last micro-batch.
     """
 
@@ -424,13 +425,13 @@ class _Totals:
     Connect pickles the driver's step to run it in the server."""
 
     def __init__(self, then: Callable[[dict], None] | None, *, pending: int = 0) -> None:
-        self.totals = {"batches": 0, **dict.fromkeys(_COUNTED, 0), "commits": 0, "pending": pending}
+        self.totals = {"batches": 0, **dict.fromkeys(COUNTS, 0), "commits": 0, "pending": pending}
         self.then = then
 
     def __call__(self, figures: dict) -> None:
         self.totals["batches"] += 1
         self.totals["pending"] = figures["pending"]  # a gauge: every shard's, as of this batch
-        for key in _COUNTED:
+        for key in COUNTS:
             self.totals[key] += figures[key]
         self.totals["commits"] += len(figures["committed"])
         if self.then:

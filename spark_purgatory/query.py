@@ -122,8 +122,9 @@ def start(
         on_batch: called after each micro-batch, in the process that runs the driver's step
             (after the sink wrote the output), with its figures (a dict):
             ``batch_id``; ``pending`` (operations not yet resolved, each once, over every
-            shard); the rows it gave: ``completed``, ``expired``, ``unmatched``,
-            ``rejected``; ``relayed`` (rows shards sent to the cross-shard group);
+            shard); the rows it gave: ``completed``, ``expired``, ``cancelled``,
+            ``unmatched``, ``rejected``, ``warned``; ``relayed`` (rows shards sent to the
+            cross-shard group);
             ``watermark_ms`` (the operator's), ``operations_watermark_ms`` and
             ``events_watermark_ms`` (each input's, None until known); ``staged_bytes``
             (rows waiting in the accumulator); ``committed`` (one dict per table commit).

@@ -43,6 +43,7 @@ __all__ = [
     "KIND_METRICS",
     "KIND_WARNING",
     "GAUGES",
+    "COUNTS",
     "GROUP_ROWS",
     "RELAYED",
     "AFTER_RESOLUTION",
@@ -88,6 +89,9 @@ GROUP_ROWS = "group_rows"
 RELAYED = "relayed"
 #: the per-shard gauges of a ``metrics`` row
 GAUGES: tuple[str, ...] = ("pending", "buffered", "watched", GROUP_ROWS, RELAYED)
+#: the counts of a ``metrics`` row, and of the progress line, the handle's totals and the
+#: charts: outcomes by status, then rows of ``unmatched_events``, ``rejected`` and ``warnings``
+COUNTS: tuple[str, ...] = (*STATUSES, "unmatched", "rejected", "warned")
 
 
 #: why an event is in ``unmatched_events``: in the window of an operation resolved without it,
@@ -232,8 +236,10 @@ METRICS = TableContract(
             ("buffered", pa.int64()),
             ("completed", pa.int64()),
             ("expired", pa.int64()),
+            ("cancelled", pa.int64()),
             ("unmatched", pa.int64()),
             ("rejected", pa.int64()),
+            ("warned", pa.int64()),
             ("latency_p50_ms", pa.int64()),
             ("latency_p95_ms", pa.int64()),
             ("latency_p99_ms", pa.int64()),

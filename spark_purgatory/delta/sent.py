@@ -24,6 +24,7 @@ SENT_COLUMNS: tuple[str, ...] = (
     "rows",
     "completed",
     "expired",
+    "cancelled",
     "shard",
     "pending",
     "group_rows",

@@ -30,7 +30,9 @@ from ..contract import (
     PROPOSED_WATERMARKS,
     REJECTED,
     RELAYED,
+    STATUSES,
     UNMATCHED_EVENTS,
+    WARNINGS,
     ms_column,
 )
 from ..kafka_output.topic import TopicOutput
@@ -282,10 +284,10 @@ class PurgatorySink:
         wm = pc.max(metrics.column(_WATERMARK)).as_py() if metrics.num_rows else None
         return {
             "batch_id": batch_id,
-            "completed": total("completed", OUTCOMES.name),
-            "expired": total("expired", OUTCOMES.name),
+            **{status: total(status, OUTCOMES.name) for status in STATUSES},
             "unmatched": total("rows", UNMATCHED_EVENTS.name),
             "rejected": total("rows", REJECTED.name),
+            "warned": total("rows", WARNINGS.name),
             RELAYED: int(pc.sum(metrics.column(RELAYED)).as_py() or 0),
             _WATERMARK: wm,
             **{f"{source}_{_WATERMARK}": value for source, value in (self.watermarks or {}).items()},

@@ -29,14 +29,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..contract import (
-    COMPLETED,
-    EXPIRED,
     GROUP_ROWS,
     KIND_METRICS,
     METRICS,
     PARTITION_MAXIMA,
     PROPOSED_WATERMARKS,
     SINK_METRICS,
+    STATUSES,
     TABLES,
     TableContract,
     ms_column,
@@ -54,8 +53,8 @@ CALL_COLUMNS: tuple[str, ...] = (
     *(ms_column(c) if c in METRICS.time_columns else c for c in METRICS.engine_columns[1:-1]),
     *PROPOSED_WATERMARKS.values(),
 )
-#: what a staging task returns: a row per staged file (``table`` set: its counts) or per
-#: shard call (``table`` null: its metrics row, ``CALL_COLUMNS``)
+#: what a staging task returns: a row per staged file (``table`` set: its rows, and its
+#: outcomes by status) or per shard call (``table`` null: its metrics row, ``CALL_COLUMNS``)
 STAGED = pa.schema(
     [
         ("table", pa.string()),
@@ -63,9 +62,8 @@ STAGED = pa.schema(
         ("name", pa.string()),  # relative to the staging directory
         ("bytes", pa.int64()),
         ("rows", pa.int64()),
-        ("completed", pa.int64()),
-        ("expired", pa.int64()),
-        *((name, pa.int64()) for name in CALL_COLUMNS if name not in ("completed", "expired")),
+        *((name, pa.int64()) for name in STATUSES),
+        *((name, pa.int64()) for name in CALL_COLUMNS if name not in STATUSES),
         (PARTITION_MAXIMA, pa.string()),  # the call's Kafka partitions (``handoff.partitions``)
     ]
 )
@@ -376,7 +374,7 @@ class StagedFile:
     """One destination's staged Parquet file, written whole or not at all."""
 
     def __init__(self, fs: pafs.FileSystem, path: str, relative: str, write: bool) -> None:
-        self.relative, self.rows, self.completed, self.expired = relative, 0, 0, 0
+        self.relative, self.rows, self.statuses = relative, 0, dict.fromkeys(STATUSES, 0)
         self.table, self.partition = relative.split("/")[0], unsafe(relative.split("/")[1])
         self._out = WholeFile(fs, path) if write else None
         self._writer: pq.ParquetWriter | None = None
@@ -384,9 +382,8 @@ class StagedFile:
     def write(self, rows: pa.Table) -> None:
         self.rows += rows.num_rows
         if "status" in rows.schema.names:
-            status = rows.column("status")
-            self.completed += int(pc.sum(pc.equal(status, COMPLETED)).as_py() or 0)
-            self.expired += int(pc.sum(pc.equal(status, EXPIRED)).as_py() or 0)
+            for counted in pc.value_counts(rows.column("status")).to_pylist():
+                self.statuses[counted["values"]] += counted["counts"]
         if self._out is None:
             return
         if self._writer is None:
@@ -411,8 +408,7 @@ class StagedFile:
             "name": self.relative,
             "bytes": nbytes,
             "rows": self.rows,
-            "completed": self.completed,
-            "expired": self.expired,
+            **self.statuses,
         }
 
     def abort(self) -> None:

@@ -233,8 +233,11 @@ def _call_metrics(
         **figures,
         "completed": int(np.count_nonzero(status.completed)),
         "expired": int(np.count_nonzero(status.expired)),
+        # the third status: the outcomes neither completed nor expired
+        "cancelled": len(outcomes) - int(np.count_nonzero(status.completed | status.expired)),
         "unmatched": len(result.unmatched),
         "rejected": len(result.rejected) + len(bad),
+        "warned": len(result.warnings),
         **_latencies(outcomes["latency_ms"].to_numpy()[status.completed]),
         "expiry_lag_ms": None
         if is_end_watermark(wm)  # expired because the input ended, not late: no lag to report

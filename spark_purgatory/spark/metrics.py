@@ -24,15 +24,17 @@ from pyspark.sql.streaming.listener import (
 )
 
 from ..contract import (
-    COMPLETED,
-    EXPIRED,
+    COUNTS,
     GROUP_ROWS,
     KIND_METRICS,
     KIND_OUTCOME,
     KIND_REJECTED,
     KIND_UNMATCHED,
+    KIND_WARNING,
     REJECTED,
+    STATUSES,
     UNMATCHED_EVENTS,
+    WARNINGS,
     ms_column,
 )
 from ..handoff.wake import is_end_watermark
@@ -54,12 +56,9 @@ def observe_purgatory(out: DataFrame) -> DataFrame:
         return f"sum(CASE WHEN {cond} THEN 1 ELSE 0 END)"  # a bigint
 
     outcome = f"kind = '{KIND_OUTCOME}'"
-    counts = {
-        COMPLETED: count(f"{outcome} AND status = '{COMPLETED}'"),
-        EXPIRED: count(f"{outcome} AND status = '{EXPIRED}'"),
-        KIND_UNMATCHED: count(f"kind = '{KIND_UNMATCHED}'"),
-        KIND_REJECTED: count(f"kind = '{KIND_REJECTED}'"),
-    }
+    counts = {status: count(f"{outcome} AND status = '{status}'") for status in STATUSES}
+    rows = {"unmatched": KIND_UNMATCHED, "rejected": KIND_REJECTED, "warned": KIND_WARNING}
+    counts.update({name: count(f"kind = '{kind}'") for name, kind in rows.items()})
     return _observe(out, counts, call=f"kind = '{KIND_METRICS}'")
 
 
@@ -70,17 +69,15 @@ def _observe_staged(out: DataFrame) -> DataFrame:
     def total(column: str, cond: str) -> str:
         return f"coalesce(sum(CASE WHEN {cond} THEN `{column}` END), 0L)"
 
-    counts = {
-        COMPLETED: total(COMPLETED, "`table` IS NOT NULL"),  # a call's row has its own count
-        EXPIRED: total(EXPIRED, "`table` IS NOT NULL"),
-        KIND_UNMATCHED: total("rows", f"`table` = '{UNMATCHED_EVENTS.name}'"),
-        KIND_REJECTED: total("rows", f"`table` = '{REJECTED.name}'"),
-    }
+    # a call's row has its own counts: the staged files' only
+    counts = {status: total(status, "`table` IS NOT NULL") for status in STATUSES}
+    rows = {"unmatched": UNMATCHED_EVENTS, "rejected": REJECTED, "warned": WARNINGS}
+    counts.update({name: total("rows", f"`table` = '{t.name}'") for name, t in rows.items()})
     return _observe(out, counts, call="`table` IS NULL")
 
 
 def _observe(out: DataFrame, counts: dict[str, str], call: str) -> DataFrame:
-    """``out`` observed: the four counts (SQL text) and the gauges of the rows where ``call``
+    """``out`` observed: the counts (SQL text) and the gauges of the rows where ``call``
     holds, one per shard call (the watermark, pending per shard, the group rows)."""
     watermark = ms_column("watermark")
     metrics = {
@@ -109,7 +106,7 @@ def progress_figures(progress: Any, pending_by_shard: dict[int, int]) -> dict:
         "batch_id": progress.batchId,
         "input_rows": int(progress.numInputRows or 0),
         "pending": sum(pending_by_shard.values()),
-        **{name: int(row.get(name) or 0) for name in (COMPLETED, EXPIRED, KIND_UNMATCHED, KIND_REJECTED)},
+        **{name: int(row.get(name) or 0) for name in COUNTS},
         "watermark": _watermark_text(wm),
         "rows_per_second": round(float(progress.processedRowsPerSecond or 0.0), 1),
         "duration_ms": int((progress.durationMs or {}).get("triggerExecution", 0)),
@@ -130,8 +127,9 @@ def _watermark_text(wm: int | None) -> str | None:
 def format_line(f: dict) -> str:
     return (
         f"batch {f['batch_id']:>5}  in {f['input_rows']:>8,}  pending {f['pending']:>9,}  "
-        f"completed {f['completed']:>8,}  expired {f['expired']:>7,}  unmatched {f['unmatched']:>6,}  "
-        f"rejected {f['rejected']:>5,}  watermark {f['watermark'] or '-':<32}  "
+        f"completed {f['completed']:>8,}  expired {f['expired']:>7,}  cancelled {f['cancelled']:>5,}  "
+        f"unmatched {f['unmatched']:>6,}  rejected {f['rejected']:>5,}  warned {f['warned']:>5,}  "
+        f"watermark {f['watermark'] or '-':<32}  "
         f"{f['rows_per_second']:>10,.0f} rows/s"
     )
 

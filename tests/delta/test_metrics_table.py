@@ -7,25 +7,31 @@ the crash harness checks it after kill -9 too (``test_crash``).
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import os
 import shutil
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from spark_purgatory import PurgatoryConfig, checkpoint_status, pending_operations, start
-from spark_purgatory.contract import METRICS, OPERATOR_OUTPUT, TABLES
+from spark_purgatory.contract import COUNTS, METRICS, OPERATOR_OUTPUT, PARTITION_MAXIMA, TABLES
 from spark_purgatory.delta.accumulator import RecordAccumulator
 from spark_purgatory.delta.sink import PurgatorySink
 from spark_purgatory.delta.writers import DeltaRsWriter
 from spark_purgatory.query import app_id_of
+from spark_purgatory.shard.output import output_rows as shard_rows
 from spark_purgatory.spark.operator import purgatory_stream
 from spark_purgatory.spark.sources import read_stream
 from spark_purgatory.workload import generate, write_json_lines
 from tests.delta.test_accumulator import Clock, make_sink, output_rows
+from tests.spark.test_output_table import _bad  # rows rejected at parse
+from tests.support.crash_harness import check_metrics
+from tests.support.engine_helpers import purgatory, step
 from tests.support.stream_helpers import T0
 
 DELAY_MS = 2_000
@@ -52,6 +58,8 @@ def call_rows(batch_time_ms: int, **proposed: int | None) -> pa.Table:
                 "group_rows": group_rows,
                 "pending": 5,
                 "completed": 1,
+                "cancelled": 2,
+                "warned": 1,
                 "watermark_ms": T0,
                 **{f"proposed_{k}_watermark_ms": v for k, v in proposed.items() if shard == 0},
             }
@@ -148,6 +156,61 @@ def test_an_output_path_from_before_the_metrics_table_gets_it_on_start(tmp_path)
     assert {n: DeltaTable(str(tmp_path / "out" / n)).version() for n in versions} == versions
 
 
+def test_the_counts_of_every_outcome_status_warnings_and_rejects_add_up_to_the_tables(tmp_path):
+    """The engine's calls through the shard's output and the sink: each count of the metrics
+    table, and of the figures ``on_batch`` gets, is its table's rows (the crash harness's
+    check), cancellations and warnings too."""
+    p, sink = purgatory(), make_sink(tmp_path, Clock(), linger_ms=0)
+    ops = [{"op_id": op_id, "key": op_id, "ts": 0, "timeout_ms": 1000} for op_id in "abcd"]
+    ops[1]["warn_ms"] = 300
+    calls = [  # a completes, c is withdrawn, then b is warned, then b and d expire
+        (ops, [{"key": "a", "ts": 10}, {"key": "c", "ts": 20, "cancel": True}, {"key": "x", "ts": 30}], 0),
+        ([], [], 800),
+        ([], [], 2_000),
+    ]
+    figures = []
+    for batch, (new, events, wm) in enumerate(calls):
+        result = step(p, new, events, wm, batch)
+        call = {"pending": p.pending, "batch_time_ms": T0 + batch, PARTITION_MAXIMA: None}
+        bad = _bad(np.random.default_rng(batch), 1)
+        rows = pa.Table.from_pandas(shard_rows(0, result, bad, call, wm), schema=OPERATOR_OUTPUT)
+        figures.append(sink.process(rows, batch))
+    tables = {name: table(tmp_path / "out", name) for name in TABLES}
+    check_metrics({"tables": tables})
+    metrics = tables["metrics"].sort_values("batch_id")
+    assert metrics[list(COUNTS)].values.tolist() == [
+        [1, 0, 1, 0, 1, 0],
+        [0, 0, 0, 1, 1, 1],
+        [0, 2, 0, 0, 1, 0],
+    ]
+    assert [[f[name] for name in COUNTS] for f in figures] == metrics[list(COUNTS)].values.tolist()
+
+
+def test_a_metrics_table_of_the_older_contract_gains_cancelled_and_warned_with_its_old_rows_null(tmp_path):
+    """A table made before ``cancelled`` and ``warned``: the start adds them (nullable, at the
+    end), its rows read null there, the next rows fill them (docs/upgrading.md)."""
+    older = pa.schema([f for f in METRICS.schema if f.name not in ("cancelled", "warned")])
+    old = {"shard": 0, "batch_id": 0, "completed": 3, "metrics_date": dt.date(2026, 1, 1)}
+    write_deltalake(
+        str(tmp_path / "out" / "metrics"), pa.Table.from_pylist([old], older), partition_by=["metrics_date"]
+    )
+    sink = make_sink(tmp_path, Clock(), linger_ms=0)
+    sink.writer.create_tables()  # as ``start`` does
+    sink.process(call_rows(T0, operations=T0), 1)
+    assert DeltaTable(str(tmp_path / "out" / "metrics")).schema().to_arrow().names == [
+        *older.names,
+        "cancelled",
+        "warned",
+    ]
+    read = (
+        DeltaTable(str(tmp_path / "out" / "metrics")).to_pyarrow_table().sort_by([("batch_id", "ascending")])
+    )
+    assert read.select(["batch_id", "completed", "cancelled", "warned"]).to_pylist() == [
+        {"batch_id": 0, "completed": 3, "cancelled": None, "warned": None},
+        *[{"batch_id": 1, "completed": 1, "cancelled": 2, "warned": 1}] * 2,  # a row per shard
+    ]
+
+
 # -- real streams ------------------------------------------------------------------------------------
 
 
@@ -216,6 +279,7 @@ def test_start_writes_one_row_per_batch_and_shard_that_add_up_to_the_other_table
     assert metrics.completed.sum() == (outcomes.status == "completed").sum() > 0
     assert metrics.expired.sum() == (outcomes.status == "expired").sum()
     assert (metrics.unmatched.sum(), metrics.rejected.sum()) == (len(unmatched), len(rejected))
+    assert (metrics.cancelled.sum(), metrics.warned.sum()) == (0, len(table(out, "warnings"))) == (0, 0)
     ops_lines, event_lines = _lines(tmp_path, "ops"), _lines(tmp_path, "events")
     assert (metrics.input_operations.sum(), metrics.input_events.sum()) == (len(ops_lines), len(event_lines))
     per_batch = metrics.groupby("batch_id").completed.sum()
@@ -317,8 +381,10 @@ def test_the_sinks_own_staging_writes_the_same_metrics_rows_as_the_shards_stagin
         "buffered",
         "completed",
         "expired",
+        "cancelled",
         "unmatched",
         "rejected",
+        "warned",
         "latency_p50_ms",
         "latency_max_ms",
         "watermark",

@@ -139,23 +139,30 @@ def test_delta_itself_skips_a_replayed_batch_by_txn_app_id_and_version(spark, tm
     assert writer.committed_version("rejected", "query-1") == 16  # read back with delta-rs
 
 
-def test_an_outcomes_table_of_the_older_contract_gains_who_answered_by_merge_schema(spark, tmp_path):
-    """Spark's writer adds ``reported`` and ``missing`` to a table made without them (its
-    ``mergeSchema`` append); the old row reads null there, the new one has them."""
-    outcomes = TABLES["outcomes"].schema
-    older = pa.schema([f for f in outcomes if f.name not in ("reported", "missing")])
-    row = {"op_id": "old", "keys": ["k"], "status": "expired", "condition": "quorum", "batch_id": 0}
-    old = pa.Table.from_pylist([row], schema=older)
-    write_deltalake(str(tmp_path / "out" / "outcomes"), old, partition_by=["resolved_date"])
+#: columns added to a table since it was first written: the table's old row, the new values
+_ADDED = {
+    "outcomes": ({"op_id": "o", "keys": ["k"], "status": "expired", "condition": "quorum"},
+                 {"reported": ["bo"], "missing": ["ana", "chen"]}),  # who answered
+    "metrics": ({"shard": 0, "completed": 3}, {"cancelled": 2, "warned": 1}),  # issue 79's counts
+}  # fmt: skip
+
+
+def test_tables_of_the_older_contract_gain_their_new_columns_by_merge_schema(spark, tmp_path):
+    """Spark's writer adds the columns to a table made without them (its ``mergeSchema``
+    append); the old row reads null there, the new one has them."""
+    for name, (row, added) in _ADDED.items():
+        contract = TABLES[name]
+        older = pa.schema([f for f in contract.schema if f.name not in added])
+        old = pa.Table.from_pylist([{**row, "batch_id": 0}], schema=older)
+        write_deltalake(str(tmp_path / "out" / name), old, partition_by=[contract.partition_by])
     writer = SparkDeltaWriter(spark, str(tmp_path / "out"))
     writer.create_tables()
-    new = {**row, "op_id": "new", "reported": ["bo"], "missing": ["ana", "chen"], "batch_id": 1}
-    writer.commit(
-        "outcomes", pa.Table.from_pylist([new], schema=outcomes), app_id="q", version=1, target_file_size=1
-    )
-    read = {r["op_id"]: r for r in DeltaTable(writer.path("outcomes")).to_pyarrow_table().to_pylist()}
-    assert (read["old"]["reported"], read["old"]["missing"]) == (None, None)
-    assert (read["new"]["reported"], read["new"]["missing"]) == (["bo"], ["ana", "chen"])
+    for name, (row, added) in _ADDED.items():
+        new = pa.Table.from_pylist([{**row, **added, "batch_id": 1}], schema=TABLES[name].schema)
+        writer.commit(name, new, app_id="q", version=1, target_file_size=1)
+        read = {r["batch_id"]: r for r in DeltaTable(writer.path(name)).to_pyarrow_table().to_pylist()}
+        assert {c: read[0][c] for c in added} == dict.fromkeys(added), name
+        assert {c: read[1][c] for c in added} == added, name
 
 
 def test_a_table_begun_by_one_writer_is_continued_by_the_other(spark, tmp_path):

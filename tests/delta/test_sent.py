@@ -18,9 +18,10 @@ _FILE = {
     "partition": "2026-01-02",
     "name": "outcomes/2026-01-02/00000000000000000007-00003-0123456789ab.parquet",
     "bytes": 123_456,
-    "rows": 25_523,
+    "rows": 25_525,
     "completed": 17_000,
     "expired": 8_523,
+    "cancelled": 2,
 }
 
 

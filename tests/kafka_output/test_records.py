@@ -1,6 +1,7 @@
 """The output topic's record format (``kafka_output.records``), without a broker: each value
 valid under the published JSON Schema (``docs/schemas/kafka-outcome.schema.json``), whose
-properties are the tables' columns (who answered too), timestamps to the millisecond, headers."""
+properties are the tables' columns (who answered too), timestamps to the millisecond, headers;
+a warning's record only when the topic asks for warnings."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from pathlib import Path
 
 import jsonschema
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from spark_purgatory.contract import OUTCOMES, REJECTED
+from spark_purgatory.contract import OUTCOMES, REJECTED, WARNINGS
+from spark_purgatory.kafka_output import TopicOutput
+from spark_purgatory.kafka_output.producer import Send, TopicSettings, _records_of
 from spark_purgatory.kafka_output.records import HEADER_BATCH, HEADER_CHECKPOINT, HEADER_STATUS, records
+from spark_purgatory.storage import Storage
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "docs" / "schemas" / "kafka-outcome.schema.json").read_text()
@@ -49,6 +54,7 @@ def outcome_rows() -> pa.Table:
 def test_the_schemas_properties_are_the_tables_columns():
     assert list(SCHEMA["$defs"]["outcome"]["properties"]) == OUTCOMES.schema.names
     assert list(SCHEMA["$defs"]["rejected"]["properties"]) == REJECTED.schema.names
+    assert list(SCHEMA["$defs"]["warning"]["properties"]) == WARNINGS.schema.names
 
 
 def test_an_outcomes_record_is_valid_under_the_schema_to_the_millisecond():
@@ -100,6 +106,28 @@ def test_a_rejected_record_has_no_key_without_a_readable_op_id():
     (key, value, headers), (key2, _, _) = records(rows, "rejected", checkpoint="chk-1", batch_id=3)
     jsonschema.validate(json.loads(value), SCHEMA)
     assert key is None and key2 == b"x" and dict(headers)[HEADER_STATUS] == b"rejected"
+
+
+@pytest.mark.parametrize("statuses", [("expired",), ("expired", "warning"), ("warning",)])
+def test_a_warning_is_a_record_with_status_warning_only_when_the_topic_asks_for_warnings(statuses, tmp_path):
+    """A staged ``warnings`` file as the send reads it: its rows become records (header
+    ``purgatory.status: warning``, valid under the schema) when ``output.kafka.statuses``
+    names ``warning``, else none, and the topic takes the table's files only then."""
+    row = {"op_id": "pay-1", "keys": ["acct-7"], "deadline": AT, "warned_at": AT - dt.timedelta(minutes=10),
+           "progress": 0.5, "reported": ["bo"], "missing": ["ana"], "payload": None, "batch_id": 5,
+           "emitted_at": AT, "warned_date": AT.date()}  # fmt: skip
+    pq.write_table(pa.Table.from_pylist([row], WARNINGS.schema), tmp_path / "w.parquet")
+    settings = TopicSettings("t", statuses, (), "chk-1")
+    sent = list(_records_of(Send(settings, (), Storage()), "warnings", str(tmp_path / "w.parquet"), 5))
+    asked = "warning" in statuses
+    assert ("warnings" in TopicOutput(settings, Storage()).tables) == asked
+    assert ("outcomes" in TopicOutput(settings, Storage()).tables) == ("expired" in statuses)
+    assert len(sent) == asked
+    for key, value, headers in sent:
+        parsed = json.loads(value)
+        jsonschema.validate(parsed, SCHEMA)
+        assert key == b"pay-1" and dict(headers)[HEADER_STATUS] == b"warning"
+        assert (parsed["warned_at"], parsed["missing"]) == ("2026-03-01T11:55:00.007Z", ["ana"])
 
 
 def test_a_time_before_1970_is_written_as_iso_text_too():

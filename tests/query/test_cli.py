@@ -16,7 +16,7 @@ import pytest
 from deltalake import write_deltalake
 
 from spark_purgatory.cli import _one_line, main
-from spark_purgatory.contract import OUTCOMES, REJECTED, UNMATCHED_EVENTS
+from spark_purgatory.contract import COUNTS, METRICS, OUTCOMES, REJECTED, UNMATCHED_EVENTS
 from spark_purgatory.inspect.checkpoint import InspectError
 
 T0 = 1_767_225_600_000
@@ -274,6 +274,24 @@ def test_status_takes_each_shards_last_metrics_row_and_each_inputs_watermark(tmp
         "events_watermark": "2026-01-01T00:00:01.500000+00:00",
     }
     assert report["last_batch"]["batch_id"] == 2 and report["tables"]["metrics"]["rows"] == 3
+
+
+def test_status_counts_every_outcome_status_warnings_and_rejects_of_the_last_micro_batch(
+    tmp_path, tables, capsys
+):
+    chk = fake_checkpoint(str(tmp_path))
+    counts = dict(zip(COUNTS, (5, 4, 3, 2, 1, 6), strict=True))  # cancelled 3, warned 6
+    write(tables, METRICS, [{"shard": 0, "batch_id": 2, "pending": 1, **counts}])
+    code, out, err = run(capsys, "status", "--checkpoint", chk, "--output", tables, "--no-state", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)["last_batch"]["rows"]
+    assert {name: row[name] for name in COUNTS} == counts
+    code, out, err = run(capsys, "status", "--checkpoint", chk, "--output", tables, "--no-state")
+    assert code == 0, err
+    table = out[out.index("metrics, batch 2") : out.index("tables")]
+    cells = " ".join(table.replace("│", " ").replace("┃", " ").split())
+    assert "pending completed expired cancelled unmatched rejected warned" in cells
+    assert " 1 5 4 3 2 1 6 " in cells  # pending, then the counts
 
 
 def test_status_and_at_risk_show_how_late_expiries_were_decided(tmp_path, tables, capsys):
