@@ -50,7 +50,12 @@ from .runtime.settings import (
 )
 from .runtime.spark_logs import quiet_spark_logs
 from .runtime.staged_sink import staged_rows_writer
-from .runtime.workers import advise_unix_sockets, use_project_python, warm_python_workers
+from .runtime.workers import (
+    advise_unix_sockets,
+    end_python_workers_at_exit,
+    use_project_python,
+    warm_python_workers,
+)
 from .startup import (
     TRIGGERS,
     Trigger,
@@ -226,6 +231,7 @@ def _settled(
     use_project_python(spark)
     advise_unix_sockets(spark)
     warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
+    end_python_workers_at_exit()
     return spark, cfg, chk, trig
 
 

@@ -163,6 +163,24 @@ def end_python_workers(sc: Any) -> list[int]:
         return []
 
 
+_ending_at_exit = threading.Lock()
+
+
+def end_python_workers_at_exit() -> None:
+    """Have ``end_python_workers`` run when this interpreter exits (registered once): a script
+    that leaves ``start()``'s block and ends without ``spark.stop()`` prints no worker's
+    ``BrokenPipeError`` as its JVM goes."""
+    if _ending_at_exit.acquire(blocking=False):
+        import atexit
+
+        def end() -> None:
+            from pyspark import SparkContext
+
+            end_python_workers(SparkContext._active_spark_context)
+
+        atexit.register(end)
+
+
 def _end_daemons(jvm_pid: int) -> list[int]:
     """SIGTERM each ``pyspark.daemon`` process whose parent is ``jvm_pid``; their pids."""
     import signal

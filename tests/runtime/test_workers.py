@@ -35,3 +35,24 @@ def test_no_context_or_a_cluster_is_nothing_to_end():
         master = "spark://host:7077"
 
     assert end_python_workers(Cluster()) == []
+
+
+def test_start_has_the_workers_ended_once_when_the_interpreter_exits():
+    """``end_python_workers_at_exit`` (called by every ``start``): at the interpreter's exit,
+    once however often it was called, with the context then active; a script that ends after
+    ``start()``'s block without ``spark.stop()`` prints no worker's ``BrokenPipeError``."""
+    script = "\n".join(
+        [
+            "import pyspark",
+            "from spark_purgatory.runtime import workers",
+            "workers.end_python_workers = lambda sc: print('ended', sc)",
+            "workers.end_python_workers_at_exit()",
+            "workers.end_python_workers_at_exit()",
+            "pyspark.SparkContext._active_spark_context = 'the-context'",
+            "print('exiting')",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split("\n") == ["exiting", "ended the-context", ""]
