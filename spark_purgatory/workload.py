@@ -66,11 +66,16 @@ def generate(
     seed: int = 0,
     start_ms: int = START_MS,
     multi_key: float = 0.0,
+    warned: float = 0.0,
+    withdrawn: float = 0.0,
 ) -> Workload:
     """Generate ``n_ops`` operations and the events that complete ~``complete_ratio`` of them.
 
     ``mix``: the share of each kind; ``multi_key``: the share of produce, fetch and join
-    operations that also watch the next partition's key, often in another shard.
+    operations that also watch the next partition's key, often in another shard; ``warned``:
+    the share given a ``warn_ms`` (1 ms to the timeout); ``withdrawn``: the share a cancel
+    event reaches at a random time of its window, half by op_id, half by key.  Both are drawn
+    apart: the rest is as without them.
     """
     rng = np.random.default_rng(seed)
     ts = start_ms + np.sort(rng.uniform(0, n_ops / ops_per_second * 1000, n_ops)).astype(np.int64)
@@ -111,8 +116,32 @@ def generate(
             "payload": np.where(kind == 0, "acks=all", None),
         }
     )
+    if warned or withdrawn:
+        operations, events = _warned_and_withdrawn(operations, events, warned, withdrawn, seed)
     events = events.sort_values("ts", kind="stable", ignore_index=True)
     return Workload(operations, events[[c for c in EVENT_COLUMNS if c in events]], int(completes.sum()))
+
+
+def _warned_and_withdrawn(
+    operations: pd.DataFrame, events: pd.DataFrame, warned: float, withdrawn: float, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``generate``'s warnings asked and cancels sent, from a generator of their own."""
+    rng = np.random.default_rng([seed, 79])
+    n, timeout = len(operations), operations["timeout_ms"].to_numpy()
+    lead = np.minimum(rng.integers(1, timeout + 1), timeout)
+    asked = rng.random(n) < warned
+    operations = operations.assign(warn_ms=np.where(asked, lead, None))
+    gone = np.flatnonzero(rng.random(n) < withdrawn)
+    by_id = rng.random(gone.size) < 0.5
+    cancels = pd.DataFrame(
+        {
+            "key": [keys[0] for keys in operations["keys"].to_numpy()[gone]],
+            "ts": operations["ts"].to_numpy()[gone] + rng.integers(0, timeout[gone] + 1),
+            "op_id": np.where(by_id, operations["op_id"].to_numpy()[gone], None),
+            "cancel": True,
+        }
+    )
+    return operations, pd.concat([events.assign(cancel=None), cancels], ignore_index=True)
 
 
 def _second_keys(

@@ -9,8 +9,9 @@ out ends with the signal's stop (``restart=staged:2+signal=TERM``): one JVM star
 
 One plan per output (``PLANS``): the Delta tables written by delta-rs (the embedded default,
 here, on files) and by Spark's own Delta writer (``job.writer=spark``, in
-``test_kafka_crash.py``, on Kafka topics); each run of both also produces the outcomes and
-rejected rows to an output topic (``output.kafka.*``), whose whole content a ``read_committed``
+``test_kafka_crash.py``, on Kafka topics); the workload warns a third of its operations and
+withdraws some (``generate``'s ``warned``, ``withdrawn``); each run of both also produces the
+outcomes, warnings and rejected rows to an output topic (``output.kafka.*``), whose whole content a ``read_committed``
 consumer must find exactly once after every kill (``crash_harness.check_topic``).  Each job run
 costs a JVM's start, so each fault point is killed once per writer across the crash tests
 (``test_the_plans_kill_at_every_fault_point``): delta-rs here at ``manifest``, ``staged``,
@@ -100,5 +101,7 @@ def test_job_survives_kill_minus_nine_with_exactly_once_outputs(kafka_broker, tm
     )
     killed_as_planned(result, plan)  # and the stops stopped cleanly, the restart rode its fault out
     check(result)  # the tables, then the topic (check_topic)
+    # the workload warns and withdraws: each warning and cancelled outcome once, kills or not
+    assert len(result["expected_warnings"]) and "cancelled" in set(result["expected_outcomes"]["status"])
     assert result["topic"], "no record reached the topic"
     check_topic_status(result)

@@ -15,9 +15,9 @@ delta-rs's alone: Spark's Delta writes a drain's data files and commits them in 
 moment; its ``staging`` kill is ``test_s3a.py``'s, and delta-rs's kills ``test_crash.py``'s, on
 files (``test_crash.PLANS``: one plan per output).
 
-The outcomes and rejected rows also go to an output topic (``output.kafka.*``,
+The outcomes (cancelled ones too), warnings and rejected rows also go to an output topic (``output.kafka.*``,
 ``kafka_output``): after the kills, the outage and the stop, a ``read_committed`` consumer of
-the whole topic must see every outcome of the reference once and nothing else
+the whole topic must see every outcome and warning of the reference once and nothing else
 (``crash_harness.check_topic``), and the checkpoint's status names the last micro-batch the
 topic committed.
 """
@@ -54,6 +54,8 @@ def test_job_on_kafka_through_sparks_delta_writer_survives_kill_minus_nine(kafka
     )
     killed_as_planned(result, plan)  # and the SIGINT run stopped cleanly, the outage ridden out
     check(result)  # the tables, then the topic
+    # the workload warns and withdraws: each warning and cancelled outcome once, kills or not
+    assert len(result["expected_warnings"]) and "cancelled" in set(result["expected_outcomes"]["status"])
     assert result["topic"], "no record reached the topic"
     check_topic_status(result)
     # every commit of rows was Delta's own writer's

@@ -40,6 +40,7 @@ With ``writer="spark"`` (``--writer spark``) the job commits through Spark's own
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -48,6 +49,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pandas as pd
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
@@ -146,10 +148,16 @@ def _kill_after_a_commit(
 
 def reference(work, config: PurgatoryConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What the job must end with: the engine over everything, then the job's final watermark."""
+    result = replayed(work, config)
+    return result.outcomes, result.unmatched
+
+
+def replayed(work, config: PurgatoryConfig):
+    """The engine over ``work`` to the job's final watermark: its outcomes, unmatched events and
+    warnings."""
     # a watermark per input; the job's is the slower input's (Spark's `min` policy)
     final = int(min(work.operations["ts"].max(), work.events["ts"].max())) - config.watermark_delay_ms
-    result = Purgatory(config).replay(work.operations, work.events, final_watermark_ms=final)
-    return result.outcomes, result.unmatched
+    return Purgatory(config).replay(work.operations, work.events, final_watermark_ms=final)
 
 
 def _placement(root: str, store) -> tuple[str, dict[str, str], dict[str, str], dict | None]:
@@ -209,15 +217,16 @@ def run(
             {
                 "output.kafka.topic": topic,
                 "output.kafka.bootstrap.servers": output_topic.bootstrap_servers,
-                "output.kafka.statuses": "expired,completed,rejected",
+                "output.kafka.statuses": "expired,completed,cancelled,rejected,warning",
                 "output.kafka.linger.ms": "20",
             }
         )
     shutil.rmtree(root, ignore_errors=True)
     staged_in = os.path.join(root, "pending-input")
     # 5% of the operations watch two keys (with 2 shards about half of them span both): their
-    # pairs and notices cross between groups through the mailbox, across every kill
-    work = generate(n_ops, seed=seed, ops_per_second=100, multi_key=0.05)
+    # pairs and notices cross between groups through the mailbox, across every kill; a third ask
+    # for a warning, a twentieth are withdrawn
+    work = generate(n_ops, seed=seed, ops_per_second=100, multi_key=0.05, warned=0.3, withdrawn=0.05)
     malformed = 6
     write_json_lines(work, f"{staged_in}/ops", f"{staged_in}/events", files=files, malformed=malformed)
     if input_on_store:
@@ -353,11 +362,12 @@ def tables_and_reference(
             if not k.startswith(("job.", "kafka.", "source.kafka."))  # the job's own keys
         }
     )
-    expected_outcomes, expected_unmatched = reference(work, config)
+    expected = replayed(work, config)
     return {
         "tables": tables,
-        "expected_outcomes": expected_outcomes,
-        "expected_unmatched": expected_unmatched,
+        "expected_outcomes": expected.outcomes,
+        "expected_unmatched": expected.unmatched,
+        "expected_warnings": expected.warnings,
         "malformed": malformed,
         # write_json_lines puts the even-numbered malformed lines in the operation files
         "input_rows": (len(work.operations) + (malformed + 1) // 2, len(work.events) + malformed // 2),
@@ -391,10 +401,23 @@ def check(result: dict) -> None:
     )
     assert unmatched == expected_unmatched, "unmatched events differ"
     assert len(result["tables"]["rejected"]) == result["malformed"], "rejected rows lost or doubled"
+    if "expected_warnings" in result:
+        warned = result["tables"]["warnings"]
+        assert warned["op_id"].is_unique, "an operation warned twice"
+        assert _warned(warned) == _warned(result["expected_warnings"]), "warnings differ"
     if "metrics" in result["tables"]:  # callers that read only the three others skip it
         check_metrics(result)
     if result.get("topic") is not None:
         check_topic(result)
+
+
+def _warned(rows) -> set[tuple[str, int]]:
+    """Warnings as (op_id, warned_at in ms): a table's, the engine's (ms) or the topic's values."""
+    return {
+        (r["op_id"], int(t) if isinstance(t, (int, np.integer)) else int(pd.Timestamp(t).value // 1_000_000))
+        for r in (rows.to_dict("records") if isinstance(rows, pd.DataFrame) else rows)
+        for t in [r["warned_at"]]
+    }
 
 
 def check_topic(result: dict) -> None:
@@ -408,6 +431,9 @@ def check_topic(result: dict) -> None:
     assert got == expected, f"{len(got ^ expected)} outcomes differ on the topic"
     rejected = [m for m in result["topic"] if status_of(m) == "rejected"]
     assert len(rejected) == result["malformed"], "rejected records lost or doubled on the topic"
+    warnings = [json.loads(m.value()) for m in result["topic"] if status_of(m) == "warning"]
+    assert len(warnings) == len(result["expected_warnings"]), "warnings lost or doubled on the topic"
+    assert _warned(warnings) == _warned(result["expected_warnings"]), "warnings differ on the topic"
 
 
 def check_topic_status(result: dict) -> None:

@@ -42,10 +42,11 @@ def status_of(message) -> str:
 
 
 def outcomes_of(messages) -> list[tuple[str, str, str]]:
-    """The outcome records as (op_id, status, resolved_at) in their order (rejected ones left out)."""
+    """The outcome records as (op_id, status, resolved_at) in their order (rejected rows and
+    warnings left out)."""
     out = []
     for m in messages:
-        if status_of(m) != "rejected":
+        if status_of(m) not in ("rejected", "warning"):
             value = json.loads(m.value())
             out.append((value["op_id"], value["status"], value["resolved_at"]))
     return out
