@@ -11,17 +11,18 @@ One plan per output (``PLANS``): the Delta tables written by delta-rs (the embed
 here, on files) and by Spark's own Delta writer (``job.writer=spark``, in
 ``test_kafka_crash.py``, on Kafka topics); the workload warns a third of its operations and
 withdraws some (``generate``'s ``warned``, ``withdrawn``); each run of both also produces the
-outcomes, warnings and rejected rows to an output topic (``output.kafka.*``), whose whole content a ``read_committed``
-consumer must find exactly once after every kill (``crash_harness.check_topic``).  Each job run
-costs a JVM's start, so each fault point is killed once per writer across the crash tests
-(``test_the_plans_kill_at_every_fault_point``): delta-rs here at ``manifest``, ``staged``,
-``staging``, ``written`` and at ``committed`` in ``test_azure_store.py`` with its tables, state
-and staging on ADLS (Azurite); Spark's writer on Kafka at ``manifest``, ``staged``,
-``committed`` and at ``staging`` in ``tests/delta/test_s3a.py`` with the whole query on an
-S3-compatible store.  A random kill falls a random 0-5 s after the run committed a micro-batch
-of its own: inside a send's transaction to the topic, between a send and the drain that
-follows it, in a drain, between micro-batches.  Where the input comes from changes only what a
-replay reads, which Spark's source log decides: files here, topics in the other.
+outcomes, warnings and rejected rows to an output topic (``output.kafka.*``), whose whole
+content a ``read_committed`` consumer must find exactly once after every kill
+(``crash_harness.check_topic``). Each job run costs a JVM's start, so each fault point is
+killed once per writer across the crash tests (``test_the_plans_kill_at_every_fault_point``):
+delta-rs here at ``manifest``, ``staged``, ``staging``, ``written`` and at ``committed`` in
+``test_azure_store.py`` with its tables, state and staging on ADLS (Azurite); Spark's writer on
+Kafka at ``manifest``, ``staged``, ``committed`` and at ``staging`` in
+``tests/delta/test_s3a.py`` with the whole query on an S3-compatible store. A random kill falls
+a random 0-5 s after the run committed a micro-batch of its own: inside a send's transaction to
+the topic, between a send and the drain that follows it, in a drain, between micro-batches.
+Where the input comes from changes only what a replay reads, which Spark's source log decides:
+files here, topics in the other.
 
 The fault points (``FAULT_POINTS``) include the two the executors' writes add: after a
 batch's staged files are written but before the driver records them, and after a drain's
