@@ -55,6 +55,18 @@ def _table(path: str) -> pd.DataFrame:
 _COLUMNS = ("op_id", "status", "resolved_at", "matched_events")
 
 
+def _warned(frame: pd.DataFrame) -> set[tuple]:
+    """Warnings as (op_id, warned_at in ms, progress; None where there is none)."""
+    return {
+        (
+            r.op_id,
+            pd.Timestamp(r.warned_at).value // 1_000_000,
+            None if pd.isna(r.progress) else round(r.progress, 6),
+        )
+        for r in frame.itertuples()
+    }
+
+
 def _outcomes(frame: pd.DataFrame) -> set[tuple]:
     return {
         (r.op_id, r.status, pd.Timestamp(r.resolved_at).value // 1_000_000, r.matched_events)
@@ -97,9 +109,10 @@ def _with_cancels(work):
 
 @pytest.fixture(scope="module")
 def through_both(spark, kafka_broker, tmp_path_factory):
-    """One workload with malformed lines and cancels, run as files and as topics of three partitions."""
+    """One workload with malformed lines, cancels and warnings asked, run as files and as topics
+    of three partitions."""
     root = tmp_path_factory.mktemp("kafka-contract")
-    work = _with_cancels(generate(400, seed=7, ops_per_second=40, multi_key=0.05))
+    work = _with_cancels(generate(400, seed=7, ops_per_second=40, multi_key=0.05, warned=0.3))
     write_json_lines(work, f"{root}/in/ops", f"{root}/in/events", files=4, malformed=8, seed=2)
     config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")
     runs = {}
@@ -128,7 +141,9 @@ def through_both(spark, kafka_broker, tmp_path_factory):
             spark=spark,
         ) as q:
             q.await_termination()
-        runs[name] = {t: _table(f"{out}/{t}") for t in ("outcomes", "unmatched_events", "rejected")}
+        runs[name] = {
+            t: _table(f"{out}/{t}") for t in ("outcomes", "unmatched_events", "rejected", "warnings")
+        }
     return work, runs
 
 
@@ -144,10 +159,17 @@ def test_the_contract_through_kafka_gives_what_files_give(through_both):
     assert unmatched[0] == unmatched[1]
     assert "cancel_no_operation" in {r[-1] for r in unmatched[1]}  # the cancel at a deadline
     # withdrawn as the engine withdraws them, the input in one micro-batch
-    engine = Purgatory().replay(work.operations, work.events, final_watermark_ms=2**62).outcomes
+    replayed = Purgatory().replay(work.operations, work.events, final_watermark_ms=2**62)
+    engine = replayed.outcomes
     cancelled = {o for o in _outcomes(kafka["outcomes"]) if o[1] == "cancelled"}
     assert len(cancelled) > 20
     assert cancelled == {tuple(r) for r in engine.loc[engine["status"] == "cancelled", list(_COLUMNS)].values}
+    # warned once each, at the same times and progress, as the engine warns them
+    warned = [_warned(t["warnings"]) for t in (files, kafka)]
+    assert len(kafka["warnings"]) == len(warned[1]) > 20 and warned[0] == warned[1]
+    assert warned[1] == _warned(
+        replayed.warnings.assign(warned_at=pd.to_datetime(replayed.warnings["warned_at"], unit="ms"))
+    )
     # the same malformed lines rejected for the same reasons; Kafka's raw wraps the line
     as_files = sorted(files["rejected"][["source", "reason", "raw"]].itertuples(index=False, name=None))
     as_kafka = sorted(
