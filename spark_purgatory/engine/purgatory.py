@@ -161,7 +161,10 @@ class Purgatory:
         self, to: ShardTables, added: tuple, removed: np.ndarray, resolved: pd.DataFrame, **windows: Any
     ) -> bool:
         """Bring the state forward to ``to`` (``snapshot.forward``); False: load it whole."""
-        return forward(self._t, to, added, removed, resolved, self.config, **windows)
+        if not forward(self._t, to, added, removed, resolved, self.config, **windows):
+            return False
+        self._delayed.load(self._t)  # ``to``'s operations came before its last advance, as on a load
+        return True
 
     def windows_added(self, mark: int | None = None) -> tuple[pd.DataFrame | None, int]:
         """The windows remembered since ``mark`` (None: none asked), and the mark now."""

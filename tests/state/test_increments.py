@@ -170,3 +170,21 @@ def test_buffered_events_and_completed_windows_cost_a_save_what_the_batch_change
     assert p.buffered_events > 1_000 and len(p.tables().windows) > 1_000
     assert 2 <= len(sizes[True]) <= 3 and len(sizes[False]) >= 20  # whole once every MAX_DELTAS saves
     assert max(sizes[False]) < min(sizes[True]) / 4
+
+
+def test_a_parked_ancestor_brought_forward_does_not_warn_again_what_a_later_version_warned(tmp_path):
+    """Operations registered and warned after the parked version (on another worker) are
+    warned once: brought forward, the parked engine knows them as warned, as a rebuild does."""
+    store = SegmentStore(str(tmp_path), segment_rows=10_000)
+    worker_a, worker_b = WorkerCache(), WorkerCache()
+    p = purgatory()
+    step(p, ops=[op("first", "k", 0, timeout_ms=1000, warn_ms=100)], wm=0)
+    value = save_state(p, store, version=1, park=True, cache=worker_a)
+    other = load_state(value, p.config, store, cache=worker_b)  # worker B runs the next batch
+    later = [op("later", "k", 100, timeout_ms=500, warn_ms=400)]  # warn_at 200
+    warned = [step(other, ops=later, wm=100).warnings, step(other, wm=300).warnings]
+    assert [list(w["op_id"]) for w in warned] == [[], ["later"]]
+    value = save_state(other, store, version=2)
+    back = load_state(value, p.config, store, cache=worker_a)  # worker A again
+    assert back is p and loaded_by(back) == "caught-up"
+    assert step(back, wm=300).warnings.empty

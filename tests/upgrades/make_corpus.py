@@ -24,6 +24,7 @@ Run from this checkout (its Python needs pandas, deltalake and confluent-kafka: 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -35,6 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
+from spark_purgatory.inspect.checkpoint import read_checkpoint  # noqa: E402
 from tests.upgrades import entries as corpus  # noqa: E402
 from tests.upgrades.entries import Entry, Run  # noqa: E402
 
@@ -141,8 +143,8 @@ def _run(checkout: Checkout, entry: Entry, inputs: Inputs, run: Run, log: Path) 
     return checkout.run_job(args, stop=run.stop, log=log)
 
 
-def _left(entry: Entry, root: Path, said: str) -> list[str]:
-    """What ``entry.expects`` the runs to have left that they did not."""
+def _left(entry: Entry, root: Path, slices: Path, said: str) -> list[str]:
+    """What ``entry.expects`` the runs to have left that they did not (``slices``: the input)."""
     chk = root / "chk"
     missing = []
     if "pending" in entry.expects:
@@ -161,7 +163,67 @@ def _left(entry: Entry, root: Path, said: str) -> list[str]:
             missing.append("rows staged in the accumulator")
     if "segments" in entry.expects and not any((chk / "purgatory-state").rglob("*.arrow")):
         missing.append("segment files")
+    consumed = tuple(i for run in entry.runs for i in run.slices)
+    if "warned" in entry.expects:
+        asked = {o["op_id"] for o in _parsed(slices, "ops", consumed) if o.get("warn_ms") is not None}
+        pending = asked - set(_column(root / "out", "outcomes", "op_id"))
+        warned = pending & set(_column(root / "out", "warnings", "op_id"))
+        if not warned:
+            missing.append("pending operations warned already")
+        if not pending - warned:
+            missing.append("pending operations that asked for a warning not given yet")
+    if "cancels" in entry.expects:
+        watermark = read_checkpoint(str(chk)).watermark_ms or 0
+        buffered = [
+            e for e in _parsed(slices, "events", consumed) if e.get("cancel") and _ms(e["ts"]) >= watermark
+        ]
+        if not any(e.get("op_id") for e in buffered) or not any(not e.get("op_id") for e in buffered):
+            missing.append("cancel events buffered, by op_id and by key")
     return missing
+
+
+def _continued(entry: Entry, root: Path, last: int) -> list[str]:
+    """What ``entry.expects`` the continuation (the batches after ``last``) to write that it did not."""
+
+    def decided(name: str, column: str) -> list:
+        values, batches = _column(root / "out", name, column), _column(root / "out", name, "batch_id")
+        return [value for value, batch in zip(values, batches, strict=True) if batch > last]
+
+    missing = []
+    if "warned" in entry.expects and not decided("warnings", "op_id"):
+        missing.append("warnings")
+    if "cancels" in entry.expects and "cancelled" not in decided("outcomes", "status"):
+        missing.append("cancelled outcomes")
+    return missing
+
+
+def _parsed(slices: Path, kind: str, numbers: tuple[int, ...]) -> list[dict]:
+    """The JSON objects of the input slices ``numbers`` of ``kind`` (malformed lines left out)."""
+    found = []
+    for i in numbers:
+        for line in (slices / kind / f"slice-{i}.json").read_text(encoding="utf-8").splitlines():
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict) and isinstance(value.get("ts"), str | int):
+                found.append(value)
+    return found
+
+
+def _ms(ts: str | int) -> int:
+    if isinstance(ts, int):
+        return ts
+    return int(datetime.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def _column(tables: Path, name: str, column: str) -> list:
+    """A column of an output table (none: the table does not exist)."""
+    from deltalake import DeltaTable
+
+    if not (tables / name / "_delta_log").is_dir():
+        return []
+    return DeltaTable(str(tables / name)).to_pyarrow_table(columns=[column]).column(column).to_pylist()
 
 
 def _binary_naming(root: Path, directory: Path) -> list[str]:
@@ -190,7 +252,7 @@ def write_entry(checkout: Checkout, entry: Entry, corpus_dir: Path, broker=None)
         corpus.write_slices(entry, Path(slices))
         inputs = Inputs(entry, Path(slices), root, broker)
         said = "".join(_run(checkout, entry, inputs, run, log) for run in entry.runs)
-        missing = _left(entry, root, said)
+        missing = _left(entry, root, Path(slices), said)
         if missing:
             raise SystemExit(
                 f"{entry.name}: the runs left no {', '.join(missing)}: change the plan (log {log})"
@@ -210,7 +272,11 @@ def write_entry(checkout: Checkout, entry: Entry, corpus_dir: Path, broker=None)
                 mtimes[f"{stored}/{path.relative_to(root / where)}"] = path.stat().st_mtime_ns
         consumed = tuple(i for run in entry.runs for i in run.slices)
         _keep_inputs(inputs, target / "inputs", consumed, mtimes, "inputs")
+        last = corpus.last_batch(root / "chk")
         _run(checkout, entry, inputs, entry.continuation, log)
+        missing = _continued(entry, root, last)
+        if missing:
+            raise SystemExit(f"{entry.name}: the continuation wrote no {', '.join(missing)} (log {log})")
         _keep_inputs(inputs, target / "continuation", entry.continuation.slices, mtimes, "continuation")
     (target / "mtimes.json").write_text(json.dumps(mtimes, indent=0, sort_keys=True) + "\n")
     recorded = {

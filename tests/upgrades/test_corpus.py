@@ -5,10 +5,13 @@ tables and inputs (``entries``, ``corpus/README.md``).  Here it is restored (rel
 the test's directory, its files' times put back), its continuation input is added, and the
 job of this checkout runs once on it (``available-now``, ending the input so that everything
 pending resolves; after ``spark-purgatory upgrade`` where the entry's formats need it).  The
-outcomes, unmatched events and rejected rows must then be the reference: what the version
-that wrote the entry gave when it continued the same checkpoint itself, on the reference's
-columns; a column added since (``outcomes``' ``reported`` and ``missing``) must be, for the
-outcomes this version decided, what the engine gives for the entry's whole input at once.
+outcomes, unmatched events, rejected rows and warnings must then be the reference: what the
+version that wrote the entry gave when it continued the same checkpoint itself, on the
+reference's columns, each row as many times (a warning given before the stop is not given
+again, one due after it is given once); a column added since (``outcomes``' ``reported`` and
+``missing``) must be, for the outcomes this version decided, what the engine gives for the
+entry's whole input at once.  An entry written before warnings (issue 79) has none, and its
+continuation, whose input asks for none, writes none.
 
 A persisted format changed without compatibility or a migration fails here: Spark's state
 schemas (issue 63: the state key ``shard`` became nullable), the group-state value, the
