@@ -38,8 +38,11 @@ from .config import ConfigError, PurgatoryConfig
 from .engine.purgatory import BatchResult, Purgatory
 from .engine.wheel import TimingWheel
 from .runtime.jars import jar_files, kafka_jars
+from .runtime.worker_heap import quiet_worker
 from .state import SegmentStore, load_state, loaded_by, save_state
 from .version import __version__
+
+quiet_worker()  # in a PySpark worker (any task of ours imports this): no traceback as its JVM goes
 
 _SPARK = {
     "session": "runtime.session",

@@ -22,7 +22,6 @@ from .config import ConfigError, PurgatoryConfig, read_settings, scrubbed, secre
 from .job import split_settings
 from .runtime.jars import built_for, jar_files, jars_hint, kafka_jars
 from .runtime.session import local_session
-from .runtime.workers import end_python_workers
 from .storage import Storage
 from .version import __version__
 
@@ -120,7 +119,7 @@ def run() -> None:
 
     After a JVM-free command, with everything written, the process exits without the
     interpreter's finalisation, where a native thread (pyarrow's or delta-rs's) may abort it;
-    with a session running, its local Python workers are ended and Python exits as usual.
+    with a session running, Python exits as usual.
     """
     code = main()
     pyspark = sys.modules.get("pyspark")
@@ -128,7 +127,6 @@ def run() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    end_python_workers(pyspark.SparkContext._active_spark_context)
     sys.exit(code)
 
 

@@ -465,17 +465,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console(argv: list[str] | None = None) -> int:
-    """``main`` as a process's entry point: the local Python workers are ended before the
-    interpreter exits, so a clean stop prints no worker's traceback.  Never call it where the
-    session lives on: its next Python task would find no worker."""
-    try:
-        return main(argv)
-    finally:
-        from pyspark import SparkContext
-
-        from .runtime.workers import end_python_workers
-
-        end_python_workers(SparkContext._active_spark_context)
+    """``main`` as a process's entry point (its exit code)."""
+    return main(argv)
 
 
 def entry() -> None:

@@ -52,7 +52,6 @@ from .runtime.spark_logs import quiet_spark_logs
 from .runtime.staged_sink import staged_rows_writer
 from .runtime.workers import (
     advise_unix_sockets,
-    end_python_workers_at_exit,
     use_project_python,
     warm_python_workers,
 )
@@ -231,7 +230,6 @@ def _settled(
     use_project_python(spark)
     advise_unix_sockets(spark)
     warm_python_workers(spark, modules=(SHARD_STEP_MODULE,))
-    end_python_workers_at_exit()
     return spark, cfg, chk, trig
 
 

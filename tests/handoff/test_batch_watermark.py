@@ -101,7 +101,7 @@ def _stream(
         {o for p in engines for o in p.pending_operations().query("~stub")["op_id"]} if engines else set()
     )
     outcomes = of("outcomes")
-    result = _result(outcomes, of("unmatched"), of("rejected"), pending)
+    result = _result(outcomes, of("unmatched"), of("rejected"), pending, of("warnings"))
     batch_of = dict(zip(outcomes["op_id"], outcomes["batch"], strict=True)) if len(outcomes) else {}
     return {"result": result, "batch_of": batch_of, "outcomes": outcomes}, marks
 

@@ -46,6 +46,7 @@ def test_backfill_writes_the_engines_outcomes_and_a_rerun_adds_nothing(spark, tm
         "unmatched_events": len(engine.unmatched()),
         "rejected": 4,  # the malformed lines
         "metrics": 0,  # a backfill is no micro-batch: no metrics rows
+        "warnings": 0,  # none asked
     }
     versions = {name: DeltaTable(os.path.join(out, name)).version() for name in TABLES}
     assert {DeltaTable(os.path.join(out, n)).transaction_version(BACKFILL_APP_ID) for n in TABLES} == {0}
