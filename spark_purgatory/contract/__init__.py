@@ -44,6 +44,7 @@ __all__ = [
     "KIND_WARNING",
     "GAUGES",
     "COUNTS",
+    "ROW_COUNTS",
     "GROUP_ROWS",
     "RELAYED",
     "AFTER_RESOLUTION",
@@ -89,9 +90,6 @@ GROUP_ROWS = "group_rows"
 RELAYED = "relayed"
 #: the per-shard gauges of a ``metrics`` row
 GAUGES: tuple[str, ...] = ("pending", "buffered", "watched", GROUP_ROWS, RELAYED)
-#: the counts of a ``metrics`` row, and of the progress line, the handle's totals and the
-#: charts: outcomes by status, then rows of ``unmatched_events``, ``rejected`` and ``warnings``
-COUNTS: tuple[str, ...] = (*STATUSES, "unmatched", "rejected", "warned")
 
 
 #: why an event is in ``unmatched_events``: in the window of an operation resolved without it,
@@ -298,6 +296,15 @@ PARTITION_MAXIMA = "partition_maxima"
 TABLES: dict[str, TableContract] = {
     t.name: t for t in (OUTCOMES, UNMATCHED_EVENTS, REJECTED, METRICS, WARNINGS)
 }
+#: the counts that are a table's rows, by the count's name
+ROW_COUNTS: dict[str, TableContract] = {
+    "unmatched": UNMATCHED_EVENTS,
+    "rejected": REJECTED,
+    "warned": WARNINGS,
+}
+#: the counts of a ``metrics`` row, and of the progress line, the handle's totals and the
+#: charts: outcomes by status, then the rows of ``ROW_COUNTS``' tables
+COUNTS: tuple[str, ...] = (*STATUSES, *ROW_COUNTS)
 
 OUTCOME_COLUMNS = OUTCOMES.engine_columns
 UNMATCHED_COLUMNS = UNMATCHED_EVENTS.engine_columns

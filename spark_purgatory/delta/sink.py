@@ -28,11 +28,9 @@ from ..contract import (
     OPERATOR_OUTPUT,
     OUTCOMES,
     PROPOSED_WATERMARKS,
-    REJECTED,
     RELAYED,
+    ROW_COUNTS,
     STATUSES,
-    UNMATCHED_EVENTS,
-    WARNINGS,
     ms_column,
 )
 from ..kafka_output.topic import TopicOutput
@@ -285,9 +283,7 @@ class PurgatorySink:
         return {
             "batch_id": batch_id,
             **{status: total(status, OUTCOMES.name) for status in STATUSES},
-            "unmatched": total("rows", UNMATCHED_EVENTS.name),
-            "rejected": total("rows", REJECTED.name),
-            "warned": total("rows", WARNINGS.name),
+            **{name: total("rows", t.name) for name, t in ROW_COUNTS.items()},
             RELAYED: int(pc.sum(metrics.column(RELAYED)).as_py() or 0),
             _WATERMARK: wm,
             **{f"{source}_{_WATERMARK}": value for source, value in (self.watermarks or {}).items()},

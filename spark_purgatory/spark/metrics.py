@@ -28,13 +28,8 @@ from ..contract import (
     GROUP_ROWS,
     KIND_METRICS,
     KIND_OUTCOME,
-    KIND_REJECTED,
-    KIND_UNMATCHED,
-    KIND_WARNING,
-    REJECTED,
+    ROW_COUNTS,
     STATUSES,
-    UNMATCHED_EVENTS,
-    WARNINGS,
     ms_column,
 )
 from ..handoff.wake import is_end_watermark
@@ -57,8 +52,7 @@ def observe_purgatory(out: DataFrame) -> DataFrame:
 
     outcome = f"kind = '{KIND_OUTCOME}'"
     counts = {status: count(f"{outcome} AND status = '{status}'") for status in STATUSES}
-    rows = {"unmatched": KIND_UNMATCHED, "rejected": KIND_REJECTED, "warned": KIND_WARNING}
-    counts.update({name: count(f"kind = '{kind}'") for name, kind in rows.items()})
+    counts.update({name: count(f"kind = '{t.kind}'") for name, t in ROW_COUNTS.items()})
     return _observe(out, counts, call=f"kind = '{KIND_METRICS}'")
 
 
@@ -71,8 +65,7 @@ def _observe_staged(out: DataFrame) -> DataFrame:
 
     # a call's row has its own counts: the staged files' only
     counts = {status: total(status, "`table` IS NOT NULL") for status in STATUSES}
-    rows = {"unmatched": UNMATCHED_EVENTS, "rejected": REJECTED, "warned": WARNINGS}
-    counts.update({name: total("rows", f"`table` = '{t.name}'") for name, t in rows.items()})
+    counts.update({name: total("rows", f"`table` = '{t.name}'") for name, t in ROW_COUNTS.items()})
     return _observe(out, counts, call="`table` IS NULL")
 
 

@@ -59,7 +59,7 @@ sys.path.insert(0, ROOT)
 
 from spark_purgatory import job as job_module  # noqa: E402
 from spark_purgatory.config import PurgatoryConfig, read_properties  # noqa: E402
-from spark_purgatory.contract import COUNTS, STATUSES, TABLES  # noqa: E402
+from spark_purgatory.contract import COUNTS, OUTCOMES, ROW_COUNTS, STATUSES, TABLES  # noqa: E402
 from spark_purgatory.delta.accumulator import FAULT_POINTS  # noqa: E402
 from spark_purgatory.engine.purgatory import Purgatory  # noqa: E402
 from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
@@ -456,16 +456,14 @@ def check_metrics(result: dict) -> None:
     assert not metrics.duplicated(["batch_id", "shard"]).any(), "a (batch, shard) metrics row twice"
     wrote = {
         int(b)
-        for name in ("outcomes", "unmatched_events", "rejected", "warnings")
+        for name in (OUTCOMES.name, *(t.name for t in ROW_COUNTS.values()))
         for b in tables[name]["batch_id"]
     }
     assert wrote <= {int(b) for b in metrics["batch_id"]}, "a micro-batch wrote rows but no metrics row"
     counted = {k: int(metrics[k].sum()) for k in COUNTS}
     assert counted == {
         **{status: int((outcomes["status"] == status).sum()) for status in STATUSES},
-        "unmatched": len(tables["unmatched_events"]),
-        "rejected": len(tables["rejected"]),
-        "warned": len(tables["warnings"]),
+        **{name: len(tables[t.name]) for name, t in ROW_COUNTS.items()},
     }, "metrics counts differ from the tables"
     if "input_rows" in result:
         inputs = (int(metrics["input_operations"].sum()), int(metrics["input_events"].sum()))
