@@ -413,11 +413,13 @@ def check(result: dict) -> None:
 
 def _warned(rows) -> set[tuple[str, int]]:
     """Warnings as (op_id, warned_at in ms): a table's, the engine's (ms) or the topic's values."""
-    return {
-        (r["op_id"], int(t) if isinstance(t, (int, np.integer)) else int(pd.Timestamp(t).value // 1_000_000))
-        for r in (rows.to_dict("records") if isinstance(rows, pd.DataFrame) else rows)
-        for t in [r["warned_at"]]
-    }
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else rows
+    return {(r["op_id"], _ms(r["warned_at"])) for r in records}
+
+
+def _ms(at) -> int:
+    """Epoch ms of the engine's ms, a table's timestamp or the topic's ISO-8601 text."""
+    return int(at) if isinstance(at, (int, np.integer)) else int(pd.Timestamp(at).value // 1_000_000)
 
 
 def check_topic(result: dict) -> None:
