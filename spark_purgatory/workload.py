@@ -128,7 +128,7 @@ def _warned_and_withdrawn(
     """``generate``'s warnings asked and cancels sent, from a generator of their own."""
     rng = np.random.default_rng([seed, 79])
     n, timeout = len(operations), operations["timeout_ms"].to_numpy()
-    lead = np.minimum(rng.integers(1, timeout + 1), timeout)
+    lead = rng.integers(1, timeout + 1)  # 1 ms to the timeout
     asked = rng.random(n) < warned
     operations = operations.assign(warn_ms=np.where(asked, lead, None))
     gone = np.flatnonzero(rng.random(n) < withdrawn)
