@@ -9,7 +9,9 @@ docs/performance.md.
 ``python -m benchmarks smoke [--json DIR] [NAME ...]`` runs each named benchmark (all by
 default) at a tiny size (``Benchmark.smoke``), one after another in this process, the runs a
 benchmark makes in fresh processes made here too (``harness.IN_PROCESS``): a check that each
-still runs, in one JVM; its figures (in ``DIR/NAME.json``) mean nothing.
+still runs, in one JVM, each benchmark taking over the session the one before left running
+(``harness.stop``; one with Spark's event log starts its own); its figures (in
+``DIR/NAME.json``) mean nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def smoke(names: list[str], figures: str | None = None) -> int:
     import time
     import traceback
 
-    from benchmarks.harness import IN_PROCESS
+    from benchmarks.harness import IN_PROCESS, stop_running
 
     os.environ[IN_PROCESS] = "1"
     failed = []
@@ -58,6 +60,7 @@ def smoke(names: list[str], figures: str | None = None) -> int:
         print(f"== {name}: {verdict} in {time.perf_counter() - began:.0f} s", flush=True)
         if status:
             failed.append(name)
+    stop_running()
     return 1 if failed else 0
 
 

@@ -182,7 +182,7 @@ def inspect(argv: list[str] | None = None) -> int:
         print("pending by shard:", ", ".join(f"{s}: {c:,}" for s, c in by_shard))
         harness.write_json(args.json, "inspect", args, figures | {"pending_by_shard": dict(by_shard)})
     finally:
-        spark.stop()
+        harness.stop(spark)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     return 0

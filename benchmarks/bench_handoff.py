@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         if name != layouts[0]:
             ratios[f"{name}_cpu_vs_{layouts[0]}"] = rounds.ratios(name, layouts[0], "cpu_ms")
             print(harness.ratio_line(f"{name} CPU / {layouts[0]}'s", ratios[f"{name}_cpu_vs_{layouts[0]}"]))
-    spark.stop()
+    harness.stop(spark)
     shutil.rmtree(root, ignore_errors=True)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     harness.write_json(args.json, "handoff", args, {"rows": count, "ratios": ratios, **rounds.json()})

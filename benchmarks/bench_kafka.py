@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(_line(LABELS[name], seconds, rows, times, completed), flush=True)
             rounds.add(name, {"seconds": seconds, "batches": times, "completed": completed})
-        spark.stop()
+        harness.stop(spark)
     shutil.rmtree(root, ignore_errors=True)
     ratios = rounds.ratios("join", "job", "seconds")
     print(harness.ratio_line("join / job, wall time", ratios))

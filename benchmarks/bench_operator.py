@@ -600,4 +600,4 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if agree else 1
     finally:
         shutil.rmtree(root, ignore_errors=True)
-        spark.stop()
+        harness.stop(spark)

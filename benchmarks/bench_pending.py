@@ -156,7 +156,7 @@ def child(name: str, root: str, ops: int, events: int) -> dict:
         else:
             table = pq.read_table(f"{root}/{out}", columns=["op_id", "ekey"])
         run.completed = set(table.filter(table["ekey"].is_valid())["op_id"].to_pylist())
-    spark.stop()
+    harness.stop(spark)
     # micro-batches that read the input files (not the job's last run on its wake files alone)
     times = [b["ms"] for b in run.batches if b.get("input_rows", b.get("rows"))]
     return {

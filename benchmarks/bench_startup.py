@@ -79,7 +79,7 @@ def run_ours(root: str, inputs: tuple[str, str], session: dict, *, warm: bool = 
     purgatory.await_termination()
     purgatory.stop()
     progress = purgatory.query.recentProgress[0]
-    spark.stop()
+    harness.stop(spark)
     return {
         "first_batch_s": done["t"] - t0,
         "cpu_s": done["cpu"] - cpu0,
@@ -126,7 +126,7 @@ def run_join(root: str, inputs: tuple[str, str], session: dict) -> dict:
     )
     started = time.perf_counter()
     query.awaitTermination()
-    spark.stop()
+    harness.stop(spark)
     return {
         "first_batch_s": done["t"] - t0,
         "cpu_s": done["cpu"] - cpu0,
@@ -255,7 +255,7 @@ def run_once(inputs: tuple[str, str]) -> dict:
             "jvm_cpu_s": harness.jvm_cpu_seconds() - jvm0,
         }
         query.stop()
-        spark.stop()
+        harness.stop(spark)
     gateway.GatewayClient.send_command = send
     return figures
 

@@ -59,7 +59,6 @@ import re
 import shutil
 import statistics
 import tempfile
-from pathlib import Path
 
 from benchmarks import harness
 
@@ -258,12 +257,7 @@ def _one(name: str, data: str, events_dir: str, args: argparse.Namespace) -> dic
     from spark_purgatory.config import PurgatoryConfig
     from spark_purgatory.runtime.session import local_session
 
-    conf = {
-        "spark.eventLog.enabled": "true",
-        "spark.eventLog.dir": Path(events_dir).as_uri(),
-        "spark.eventLog.compress": "false",
-        "spark.eventLog.rolling.enabled": "false",  # one file
-    }
+    conf = harness.event_log_conf(events_dir)  # one file; a smoke run's session before it stopped
     if name.endswith("-tcp"):  # Spark's default sockets to the Python workers
         conf["spark.python.unix.domain.socket.enabled"] = "false"
         name = name.removesuffix("-tcp")

@@ -12,6 +12,7 @@
 * ``child``: a benchmark's own run in a fresh process (a fresh JVM, Python workers, a class
   path), optionally with another checkout's ``spark_purgatory`` (a change's before and after),
   its memory sampled; in the smoke run (``python -m benchmarks smoke``) in this process;
+* ``stop``: a benchmark's session stopped at its end, or in the smoke run left to the next;
 * what the benchmarks read of processes from Linux ``/proc``: CPU seconds and resident memory
   of a process tree, by kind (psutil is not a dependency).
 
@@ -258,6 +259,27 @@ def child(
     return {**figures, "peak_mb": peak} if sample_s else figures
 
 
+def stop(spark) -> None:
+    """Stop a benchmark's session at its end; in a smoke run (``IN_PROCESS``) leave it running
+    for the next benchmark, whose ``local_session`` takes it over with its Python workers
+    warm (a new session forks new workers, and each imports pandas, pyarrow and the project
+    again).  A session writing Spark's event log stops all the same: its log is complete
+    once the application ends.  ``smoke`` stops the last one (``stop_running``)."""
+    if os.environ.get(IN_PROCESS) and spark.sparkContext.getConf().get("spark.eventLog.enabled") != "true":
+        return
+    spark.stop()
+
+
+def stop_running() -> None:
+    """Stop the session a benchmark before left running (``stop``), if any: a session's static
+    settings (an event log) apply only to a new one."""
+    pyspark = sys.modules.get("pyspark")  # nothing to stop where no benchmark imported Spark
+    if pyspark is not None and pyspark.SparkContext._active_spark_context is not None:
+        from pyspark.sql import SparkSession
+
+        SparkSession.builder.getOrCreate().stop()
+
+
 def _in_process(name: str, argv: Sequence[str], env: dict[str, str] | None, sample_s: float) -> dict:
     """``child``'s run in this process: stdout captured, ``env``'s changes undone after."""
     from benchmarks.registry import run
@@ -448,7 +470,10 @@ def jvm_pid(root: int) -> int | None:
 
 
 def event_log_conf(directory: str) -> dict[str, str]:
-    """A session's settings for one uncompressed event log file under ``directory``."""
+    """A session's settings for one uncompressed event log file under ``directory``; the
+    session a smoke run's benchmark before left running is stopped (``stop_running``), or the
+    new session would be that one, without the log."""
+    stop_running()
     Path(directory).mkdir(parents=True, exist_ok=True)
     return {
         "spark.eventLog.enabled": "true",

@@ -375,7 +375,9 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
     (``test_the_install_and_soak_benchmarks_run_the_job_as_a_process``) and the job's tests are
     too; its command line, workload and report run here without a round, and the job over
     Spark Connect is ``tests/spark/test_distributed.py``'s."""
-    names = ("operator", "pending", "trickle", "first-batch", "plan", "kafka", "inspect", "handoff", "stages")
+    # trickle and stages last: each starts a session of its own (Spark's event log), the
+    # others run on the one the benchmark before them left running
+    names = ("operator", "pending", "first-batch", "plan", "kafka", "inspect", "handoff", "trickle", "stages")
     out = _smoke(*names, figures=tmp_path)
     _the_operator_run(out["operator"], _figures(tmp_path / "operator.json"))
     assert "the job's last micro-batch / its first" in out["pending"]
