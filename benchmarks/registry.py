@@ -28,7 +28,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "main",
         "the job beside Spark's join, the stateful floor and transformWithStateInPandas on the same "
         "files; its scaling with pending operations",
-        "--smoke --workloads typed,json --contenders floor,stateful,join,job,tws,join-delta,job-native"
+        "--smoke --workloads typed,json --contenders floor,stateful,job,tws,join-delta,job-native"
         " --other-contenders join,job",
     ),
     "pending": Benchmark(
@@ -55,7 +55,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "main",
         "a benchmark's event log (operator --event-log DIR) per micro-batch: each stage's span, the shard "
         "tasks' JVM CPU and Python time, the cross-shard group's task",
-        "--operator \"--smoke --workloads typed --contenders stateful,stateful-routed,job --scaling ''\"",
+        "--operator \"--smoke --workloads typed --contenders stateful-routed --scaling ''\"",
     ),
     "kafka": Benchmark(
         "bench_kafka",
