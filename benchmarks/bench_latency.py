@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if broker is not None:
             broker.stop()
-        spark.stop()
+        harness.stop(spark)
         shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
     print(

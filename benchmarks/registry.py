@@ -41,8 +41,8 @@ BENCHMARKS: dict[str, Benchmark] = {
         "bench_latency",
         "main",
         "outcome latency on a live processing-time query: under load, on a quiet stream, on a trickle",
-        "--configs trickle --load-seconds 3 --rate 5 --complete 0.5 --timeout-min 2 --timeout-max 4"
-        " --trickle-gap 1.5 --give-up 120",
+        "--output kafka --configs trickle --trigger 0.5 --load-seconds 3 --rate 5 --complete 0.5"
+        " --timeout-min 2 --timeout-max 4 --trickle-gap 1.5 --give-up 120",
     ),
     "trickle": Benchmark(
         "bench_trickle",

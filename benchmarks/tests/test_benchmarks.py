@@ -371,19 +371,23 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
     ``transformWithStateInPandas`` agree with Spark's join on every completed operation, and
     the report prints each target beside its figure; the others print their tables and ratios.
     ``stages`` reads the event log of its own run of the one contender no other smoke run
-    runs (``stateful-routed``).
+    runs (``stateful-routed``).  ``latency`` runs once, on a trickle with the output topic
+    (``_the_latency_run``).
 
-    ``latency`` is not here: ``test_latency_on_a_trickle_reads_the_output_topic_beside_the_table``
-    runs it once for the trickle and the topic.  Nor is ``connect``'s run: its smoke ran its
-    classic contender alone, a job in a fresh local process, which ``install``'s smoke run
+    ``connect``'s run is not here: its smoke ran its classic contender alone, a job in a fresh
+    local process, which ``install``'s smoke run
     (``test_the_install_and_soak_benchmarks_run_the_job_as_a_process``) and the job's tests are
     too; its command line, workload and report run here without a round, and the job over
     Spark Connect is ``tests/spark/test_distributed.py``'s."""
     # trickle and stages last: each starts a session of its own (Spark's event log), the
     # others run on the one the benchmark before them left running
-    names = ("operator", "pending", "first-batch", "plan", "kafka", "inspect", "handoff", "trickle", "stages")
+    names = (
+        *("operator", "pending", "first-batch", "plan", "kafka", "latency", "inspect", "handoff"),
+        *("trickle", "stages"),
+    )
     out = _smoke(*names, figures=tmp_path)
     _the_operator_run(out["operator"], _figures(tmp_path / "operator.json"))
+    _the_latency_run(out["latency"], _figures(tmp_path / "latency.json"))
     assert "the job's last micro-batch / its first" in out["pending"]
     assert "the driver's share" in out["trickle"] and "Catalyst's rules per micro-batch" in out["trickle"]
     assert "start() / the join, first micro-batch" in out["first-batch"]
@@ -398,26 +402,19 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
     assert "400 operations" in report and "every run's outputs equal" in report
 
 
-@pytest.mark.jars("delta", "kafka-broker")
-def test_latency_on_a_trickle_reads_the_output_topic_beside_the_table(tmp_path):
-    """``latency`` on a trickle with ``--output kafka`` at a fractional trigger, one run: the
-    trickle expires every operation left (none missing from the table or the topic, none of
-    the wrong status) and prints the trickle's bound beside its figures; a read_committed
-    consumer of the output topic receives every outcome the table commits, once and of the
-    right status, and the report prints the topic's lags beside the table's with where they go."""
-    path = tmp_path / "latency.json"
-    out = _bench(
-        "latency",
-        *("--output", "kafka", "--configs", "trickle", "--trigger", "0.5", "--load-seconds", "3"),
-        *("--rate", "5", "--complete", "0.5", "--timeout-min", "2", "--timeout-max", "4"),
-        *("--trickle-gap", "1.5", "--give-up", "120", "--json", str(path)),
-    )
+def _the_latency_run(out: str, results: dict) -> None:
+    """``latency``'s report and figures (``smoke``'s options: a trickle with ``--output kafka``
+    at a fractional trigger, one run): the trickle expires every operation left (none missing
+    from the table or the topic, none of the wrong status) and prints the trickle's bound
+    beside its figures; a read_committed consumer of the output topic receives every outcome
+    the table commits, once and of the right status, and the report prints the topic's lags
+    beside the table's with where they go."""
     trickle = [line.split() for line in out.splitlines() if line.startswith("trickle every 1.5s")]
     expiries = next(cells for cells in trickle if cells[3:5] == ["expiry", "trickle"])
     assert int(expiries[5]) > 0  # rows
     assert trickle and all(cells[9] == "0" and cells[-1] == "0" for cells in trickle)  # missing: table, topic
     assert "wrong status: 0" in out and "trickle bound: quiet-stream bound" in out
-    (figures,) = _figures(path)["configs"]
+    (figures,) = results["configs"]
     rows = {}
     for output in ("", "topic_"):
         kinds = (f"{output}expiry_", f"{output}completion_")
