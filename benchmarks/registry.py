@@ -97,7 +97,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "bench_deploy",
         "connect",
         "the job over Spark Connect against a classic session, same files, same outputs",
-        "--ops 400 --files 2 --contenders classic",
+        "--ops 400 --files 2 --contenders classic --repeat 0",
     ),
     "first-batch": Benchmark(
         "bench_startup",

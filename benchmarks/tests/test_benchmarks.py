@@ -374,16 +374,15 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
     runs (``stateful-routed``).  ``latency`` runs once, on a trickle with the output topic
     (``_the_latency_run``).
 
-    ``connect``'s run is not here: its smoke ran its classic contender alone, a job in a fresh
-    local process, which ``install``'s smoke run
-    (``test_the_install_and_soak_benchmarks_run_the_job_as_a_process``) and the job's tests are
-    too; its command line, workload and report run here without a round, and the job over
-    Spark Connect is ``tests/spark/test_distributed.py``'s."""
+    ``connect`` runs without a round (its command line, workload, report and figures): a round
+    of its classic contender alone would be a job in a fresh local process, which ``install``'s
+    smoke run (``test_the_install_and_soak_benchmarks_run_the_job_as_a_process``) and the job's
+    tests are too, and the job over Spark Connect is ``tests/spark/test_distributed.py``'s."""
     # trickle and stages last: each starts a session of its own (Spark's event log), the
     # others run on the one the benchmark before them left running
     names = (
         *("operator", "pending", "first-batch", "plan", "kafka", "latency", "inspect", "handoff"),
-        *("trickle", "stages"),
+        *("connect", "trickle", "stages"),
     )
     out = _smoke(*names, figures=tmp_path)
     _the_operator_run(out["operator"], _figures(tmp_path / "operator.json"))
@@ -396,10 +395,9 @@ def test_the_spark_benchmarks_run_one_after_another_in_one_jvm(tmp_path):
     assert "pending by shard" in out["inspect"] and "at-risk" in out["inspect"]
     assert "floor CPU / text's" in out["handoff"] and "µs CPU per row" in out["handoff"]
     assert "stateful, routed rows (no work)" in out["stages"] and "busy_max_ms" in out["stages"]
+    assert "400 operations" in out["connect"] and "every run's outputs equal" in out["connect"]
     for name in names:
         assert _figures(tmp_path / f"{name}.json") is not None
-    report = _bench("connect", "--ops", "400", "--files", "2", "--contenders", "classic", "--repeat", "0")
-    assert "400 operations" in report and "every run's outputs equal" in report
 
 
 def _the_latency_run(out: str, results: dict) -> None:
