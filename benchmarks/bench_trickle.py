@@ -257,7 +257,7 @@ def _one(name: str, data: str, events_dir: str, args: argparse.Namespace) -> dic
     from spark_purgatory.config import PurgatoryConfig
     from spark_purgatory.runtime.session import local_session
 
-    conf = harness.event_log_conf(events_dir)  # one file; a smoke run's session before it stopped
+    conf = harness.event_log_conf(events_dir)  # one file, in a session of its own
     if name.endswith("-tcp"):  # Spark's default sockets to the Python workers
         conf["spark.python.unix.domain.socket.enabled"] = "false"
         name = name.removesuffix("-tcp")
