@@ -182,7 +182,7 @@ def test_multi_key_operations_across_shards(spark, tmp_path):
 def test_batch_mode_gives_the_stream_outcomes(spark, tmp_path):
     work = generate(400, seed=5, ops_per_second=100)
     ops_dir, ev_dir = str(tmp_path / "ops"), str(tmp_path / "events")
-    write_json_lines(work, ops_dir, ev_dir, files=6)
+    write_json_lines(work, ops_dir, ev_dir, files=3)  # three micro-batches
     files = Files(str(tmp_path))
     config = PurgatoryConfig(shards=3, watermark_delay="2 seconds")
     with replicas_warning():
