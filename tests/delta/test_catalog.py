@@ -123,7 +123,7 @@ def test_the_job_writes_catalog_tables_kept_by_a_local_warehouse_across_runs(tmp
     write_json_lines(work, f"{staged}/ops", f"{staged}/events", files=4)
     warehouse, cwd = tmp_path / "warehouse", tmp_path / "cwd"
     cwd.mkdir()
-    settings = {"purgatory.shards": "2", "watermark.delay": "2 seconds", "job.master": "local[2]",
+    settings = {"purgatory.shards": "2", "watermark.delay": "2 seconds", "job.master": "local[1]",
                 "job.warehouse": str(warehouse)}  # fmt: skip
     names = sorted(os.listdir(f"{staged}/ops"))
     for run in (names[:2], names[2:]):

@@ -2,11 +2,10 @@
 ``txnVersion``), the writer ``auto`` picks on Databricks and clusters with Delta's connector,
 run for real beside the embedded delta-rs writer.
 
-* the same input through both writers gives the same four tables (chispa), each commit
-  recording the package's version;
+* the same input through both writers gives the same four tables (chispa); each output is
+  then continued by the other writer, exactly once (the crash tests' ``check`` against the
+  Spark-free engine), each commit recording the package's version;
 * Delta itself, not the project, skips a replayed (app id, version);
-* a table begun by one writer is continued by the other, exactly once (the crash tests'
-  ``check`` against the Spark-free engine);
 * ``job.writer=spark`` without Delta's classes stops at start with one line naming the
   coordinates to add.
 
@@ -89,26 +88,43 @@ def _engines(path: str) -> set[str]:
     }
 
 
-def test_native_writer_writes_what_delta_rs_writes(spark, tmp_path):
-    _input(tmp_path, files=3, seed=7)
-    ops, events = _deliver(tmp_path, sorted(os.listdir(tmp_path / "all" / "ops")))
-    outputs = {}
+def test_native_writer_writes_what_delta_rs_writes_and_each_continues_the_others_tables(spark, tmp_path):
+    """The same input through each writer gives the same four tables; then each output's
+    checkpoint is continued by the other writer over one more file, exactly once."""
+    work = _input(tmp_path, files=4, seed=7)
+    names = sorted(os.listdir(tmp_path / "all" / "ops"))
+    ops, events = _deliver(tmp_path, names[:3])
+    outputs, checkpoints = {}, {}
     for writer in ("delta-rs", "spark"):
-        out = str(tmp_path / writer / "out")
-        used = _run(spark, ops, events, out, str(tmp_path / writer / "chk"), writer)
+        outputs[writer], checkpoints[writer] = str(tmp_path / writer / "out"), str(tmp_path / writer / "chk")
+        used = _run(spark, ops, events, outputs[writer], checkpoints[writer], writer)
         assert used is {"delta-rs": DeltaRsWriter, "spark": SparkDeltaWriter}[writer]
-        outputs[writer] = out
     assert _engines(f"{outputs['spark']}/outcomes") == {"Apache-Spark"}  # Delta's own writer ran
     assert "Apache-Spark" not in _engines(f"{outputs['delta-rs']}/outcomes")
-    for out in outputs.values():  # each commit says which version of the package wrote it
-        recorded = {c.get("userMetadata") for name in TABLES for c in DeltaTable(f"{out}/{name}").history()}
-        assert recorded == {USER_METADATA}, out
     for name in TABLES:
         rs, native = (
             spark.read.format("delta").load(f"{outputs[w]}/{name}").drop(*WHEN[name]) for w in outputs
         )
         assert rs.count() > 0 or name in ("unmatched_events", "warnings"), name  # no warn_ms: same schema
         assert_df_equality(rs, native, ignore_row_order=True, ignore_nullable=True)
+    # a table begun by one writer is continued by the other: one checkpoint, the writer switched
+    ops, events = _deliver(tmp_path, names[3:])  # the last file: the run drains and commits
+    expected_outcomes, expected_unmatched = reference(work, CONFIG)
+    for begun, other in (("delta-rs", "spark"), ("spark", "delta-rs")):
+        _run(spark, ops, events, outputs[begun], checkpoints[begun], other)
+        out = outputs[begun]
+        assert _engines(f"{out}/outcomes") == {"Apache-Spark", "delta-rs"}, begun
+        # each commit says which version of the package wrote it
+        recorded = {c.get("userMetadata") for name in TABLES for c in DeltaTable(f"{out}/{name}").history()}
+        assert recorded == {USER_METADATA}, out
+        result = {
+            "tables": {name: read_table(f"{out}/{name}", None, name) for name in TABLES},
+            "expected_outcomes": expected_outcomes,
+            "expected_unmatched": expected_unmatched,
+            "malformed": 4,
+            "input_rows": (len(work.operations) + 2, len(work.events) + 2),
+        }
+        check(result)
 
 
 def test_delta_itself_skips_a_replayed_batch_by_txn_app_id_and_version(spark, tmp_path):
@@ -163,25 +179,6 @@ def test_tables_of_the_older_contract_gain_their_new_columns_by_merge_schema(spa
         read = {r["batch_id"]: r for r in DeltaTable(writer.path(name)).to_pyarrow_table().to_pylist()}
         assert {c: read[0][c] for c in added} == dict.fromkeys(added), name
         assert {c: read[1][c] for c in added} == added, name
-
-
-def test_a_table_begun_by_one_writer_is_continued_by_the_other(spark, tmp_path):
-    work = _input(tmp_path, files=3, seed=9)
-    names = sorted(os.listdir(tmp_path / "all" / "ops"))
-    out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
-    for i, writer in enumerate(("spark", "delta-rs", "spark")):  # one checkpoint, the writer switched
-        ops, events = _deliver(tmp_path, names[i : i + 1])  # a file a run: each run drains and commits
-        _run(spark, ops, events, out, chk, writer)
-    assert _engines(f"{out}/outcomes") >= {"Apache-Spark", "delta-rs"}
-    expected_outcomes, expected_unmatched = reference(work, CONFIG)
-    result = {
-        "tables": {name: read_table(f"{out}/{name}", None, name) for name in TABLES},
-        "expected_outcomes": expected_outcomes,
-        "expected_unmatched": expected_unmatched,
-        "malformed": 4,
-        "input_rows": (len(work.operations) + 2, len(work.events) + 2),
-    }
-    check(result)
 
 
 def test_spark_writer_without_delta_classes_stops_at_start_with_one_line(tmp_path):

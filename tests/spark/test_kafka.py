@@ -11,12 +11,16 @@ the pinned JARs); every test makes topics of its own on it.  Each test is a real
 * partitions skewed in event time (one a time slice behind the other) and one topic behind
   the other: the watermark never passes the slower input, nothing valid is rejected as
   late, and a record further behind than the delay lands in ``rejected`` as ``late``;
-* ``available-now`` reads to the offsets it found at its start, several micro-batches of
-  ``maxOffsetsPerTrigger``, and stops; a restart resumes from the checkpoint's offsets, and
-  ``end_of_input`` then resolves every operation exactly once;
+* ``available-now`` reads a key-partitioned backlog to the offsets it found at its start, in
+  several micro-batches of ``maxOffsetsPerTrigger`` (partitions read far apart in event time,
+  the watermark the slowest one's), and stops; a restart resumes from the checkpoint's
+  offsets, and ``end_of_input`` then resolves every operation exactly once;
 * a topic that does not exist (or was deleted) and a broker that does not answer stop the
   job at start with one line (Spark's own source would fail later naming no topic, or
-  retry for minutes).
+  retry for minutes);
+* a quiet stream (``test_quiet_stream.py``'s) through topics: with both silent, expiries come
+  on the clock within the documented bound.  Here for this file's broker: a file of its own
+  for it started a broker for one test.
 """
 
 from __future__ import annotations
@@ -35,6 +39,18 @@ from spark_purgatory.engine.purgatory import Purgatory
 from spark_purgatory.job import main as job_main
 from spark_purgatory.spark.formats import read_stream
 from spark_purgatory.workload import generate, generate_confirmations, write_json_lines
+from tests.spark.test_quiet_stream import (
+    TIMEOUT_MS,
+    TRIGGER_S,
+    _bound_s,
+    _config,
+    _iso,
+    _lags,
+    _now_ms,
+    _rows,
+    _seen,
+    _waiting_for_data,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("kafka", "kafka-broker")]
 
@@ -229,7 +245,7 @@ def test_a_rejected_record_names_its_topic_partition_and_offset(spark, kafka_bro
 def test_skewed_partitions_and_topics_the_watermark_follows_the_slower_input(spark, kafka_broker, tmp_path):
     """Partition 1 of each topic runs one 5-second slice behind partition 0, and the events
     topic one slice behind the operations; with a 12-second delay no valid row is late."""
-    work = generate_confirmations(300, timeout_ms=20_000, ops_per_second=15, seed=4)
+    work = generate_confirmations(150, timeout_ms=20_000, ops_per_second=15, seed=4)
     ops, events = work.operations, work.events
     start_ms = int(ops["ts"].min())
     delay_ms, slice_ms = 12_000, 5_000
@@ -303,59 +319,6 @@ def test_skewed_partitions_and_topics_the_watermark_follows_the_slower_input(spa
     } == {(r.op_id, r.status, int(r.resolved_at)) for r in expected.itertuples()}
 
 
-def test_a_key_partitioned_backlog_read_in_small_micro_batches_gives_the_uncapped_outcomes(
-    spark, kafka_broker, tmp_path
-):
-    """Four partitions by key, two dense early and sparse late, two the other way round:
-    ``maxOffsetsPerTrigger`` takes the same share of each partition's backlog per micro-batch,
-    so the partitions are read far apart in event time (more than the delay).  The watermark
-    follows the slowest partition (``handoff.partitions``): nothing valid is ``late``, and the
-    outcomes and unmatched events are the reference's for the whole input."""
-    work = generate_confirmations(600, timeout_ms=20_000, ops_per_second=3, seed=9)
-    ops, events = work.operations.copy(), work.events.copy()
-    start_ms, span_ms = int(ops["ts"].min()), 200_000
-    part = {op_id: i % 4 for i, op_id in enumerate(ops["op_id"])}
-    u = (ops["ts"].to_numpy() - start_ms) / (ops["ts"].max() - start_ms)
-    early = ops["op_id"].map(part).to_numpy() < 2  # partitions 0, 1: dense early; 2, 3: dense late
-    warped = start_ms + (span_ms * (u**2 * early + u**0.5 * ~early)).astype("int64")
-    shift = dict(zip(ops["op_id"], warped - ops["ts"].to_numpy(), strict=True))
-    ops["ts"] = warped
-    events["ts"] = events["ts"].to_numpy() + events["key"].map(shift).to_numpy()
-    topics = {kind: kafka_broker.create_topic(f"backlog-{kind}", partitions=4) for kind in ("ops", "events")}
-    for kind, frame, key in (("ops", ops, "op_id"), ("events", events, "key")):
-        frame = frame.sort_values("ts", kind="stable")
-        lines = [
-            json.dumps({"op_id": r.op_id, "key": r.keys[0], "ts": int(r.ts), "timeout_ms": 20_000})
-            if kind == "ops"
-            else json.dumps({"key": r.key, "ts": int(r.ts)})
-            for r in frame.itertuples()
-        ]
-        kafka_broker.produce(topics[kind], lines, partitions=[part[k] for k in frame[key]])
-    config = PurgatoryConfig(shards=2, watermark_delay="10 seconds")
-    out = str(tmp_path / "out")
-    with start(
-        topics["ops"],
-        topics["events"],
-        output=out,
-        checkpoint=str(tmp_path / "chk"),
-        config=config,
-        source_format="kafka",
-        kafka_options=_options(kafka_broker, maxOffsetsPerTrigger="100"),
-        end_of_input=True,
-        spark=spark,
-    ) as q:
-        q.await_termination()
-    assert len(_table(f"{out}/rejected")) == 0, "a valid row was judged late"
-    assert _table(f"{out}/metrics")["batch_id"].nunique() >= 6, "the backlog was read in one go"
-    expected = Purgatory(config).replay(ops, events, final_watermark_ms=2**62)
-    got = _table(f"{out}/outcomes")
-    assert {
-        (r.op_id, r.status, pd.Timestamp(r.resolved_at).value // 1_000_000) for r in got.itertuples()
-    } == {(r.op_id, r.status, int(r.resolved_at)) for r in expected.outcomes.itertuples()}
-    unmatched = _table(f"{out}/unmatched_events")
-    assert sorted(unmatched["key"]) == sorted(expected.unmatched["key"])
-
-
 # -- available-now, restart, end of input -----------------------------------------------------------
 
 
@@ -371,23 +334,53 @@ def _offsets_log(checkpoint: str, topics: set[str]) -> list[dict[str, dict[str, 
     return batches
 
 
-def test_available_now_drains_what_it_found_a_restart_resumes_and_end_of_input_resolves(
+def test_a_key_partitioned_backlog_drained_available_now_in_small_micro_batches_then_resumed(
     spark, kafka_broker, tmp_path
 ):
-    work = generate(300, seed=11, ops_per_second=30)
-    write_json_lines(work, f"{tmp_path}/in/ops", f"{tmp_path}/in/events", files=2, malformed=2, seed=1)
-    topics = {kind: kafka_broker.create_topic(f"drain-{kind}", partitions=2) for kind in ("ops", "events")}
-    config = PurgatoryConfig(shards=2, watermark_delay="5 seconds")
-    out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
-    produced = {t: {"0": 0, "1": 0} for t in topics.values()}
+    """Four partitions by key, two dense early and sparse late, two the other way round:
+    ``maxOffsetsPerTrigger`` takes the same share of each partition's backlog per micro-batch,
+    so the partitions are read far apart in event time (more than the delay).  The watermark
+    follows the slowest partition (``handoff.partitions``): nothing valid is ``late``.
 
-    def produce(file_index: int) -> None:  # one input file of each kind, alternating partitions
+    ``available-now`` reads the first half of each partition's backlog, up to the offsets it
+    found at its start, in several micro-batches, and stops; the rest is produced (with a
+    malformed record on each topic) and a restart resumes from the checkpoint's offsets, with
+    ``end_of_input``: every operation resolves exactly once, and the outcomes and unmatched
+    events are the reference's for the whole input."""
+    work = generate_confirmations(600, timeout_ms=20_000, ops_per_second=3, seed=9)
+    ops, events = work.operations.copy(), work.events.copy()
+    start_ms, span_ms = int(ops["ts"].min()), 200_000
+    part = {op_id: i % 4 for i, op_id in enumerate(ops["op_id"])}
+    u = (ops["ts"].to_numpy() - start_ms) / (ops["ts"].max() - start_ms)
+    early = ops["op_id"].map(part).to_numpy() < 2  # partitions 0, 1: dense early; 2, 3: dense late
+    warped = start_ms + (span_ms * (u**2 * early + u**0.5 * ~early)).astype("int64")
+    shift = dict(zip(ops["op_id"], warped - ops["ts"].to_numpy(), strict=True))
+    ops["ts"] = warped
+    events["ts"] = events["ts"].to_numpy() + events["key"].map(shift).to_numpy()
+    topics = {kind: kafka_broker.create_topic(f"backlog-{kind}", partitions=4) for kind in ("ops", "events")}
+    halves = {}  # each topic's records by partition in event-time order, cut in two halves
+    for kind, frame, key in (("ops", ops, "op_id"), ("events", events, "key")):
+        frame = frame.sort_values("ts", kind="stable")
+        lines = [
+            json.dumps({"op_id": r.op_id, "key": r.keys[0], "ts": int(r.ts), "timeout_ms": 20_000})
+            if kind == "ops"
+            else json.dumps({"key": r.key, "ts": int(r.ts)})
+            for r in frame.itertuples()
+        ]
+        by_part = [[ln for ln, k in zip(lines, frame[key], strict=True) if part[k] == p] for p in range(4)]
+        halves[kind] = [[b[: len(b) // 2] for b in by_part], [b[len(b) // 2 :] for b in by_part]]
+    halves["ops"][1][0].append("{not json")  # malformed, one on each topic: rejected, never late
+    halves["events"][1][0].append("{not json")
+    produced = {t: dict.fromkeys(map(str, range(4)), 0) for t in topics.values()}
+
+    def produce(half: int) -> None:
         for kind, topic in topics.items():
-            with open(f"{tmp_path}/in/{kind}/part-{file_index:05d}.json", "rb") as f:
-                lines = f.read().splitlines()
-            kafka_broker.produce(topic, lines, partitions=[i % 2 for i in range(len(lines))])
-            produced[topic]["0"] += (len(lines) + 1) // 2
-            produced[topic]["1"] += len(lines) // 2
+            for p, lines in enumerate(halves[kind][half]):
+                kafka_broker.produce(topic, lines, partitions=p)
+                produced[topic][str(p)] += len(lines)
+
+    config = PurgatoryConfig(shards=2, watermark_delay="10 seconds")
+    out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
 
     def run(**options) -> object:
         with start(
@@ -397,7 +390,7 @@ def test_available_now_drains_what_it_found_a_restart_resumes_and_end_of_input_r
             checkpoint=chk,
             config=config,
             source_format="kafka",
-            kafka_options=_options(kafka_broker, maxOffsetsPerTrigger="100"),
+            kafka_options=_options(kafka_broker, maxOffsetsPerTrigger="60"),
             spark=spark,
             **options,
         ) as q:
@@ -409,25 +402,27 @@ def test_available_now_drains_what_it_found_a_restart_resumes_and_end_of_input_r
     assert not first.is_active
     read = _offsets_log(chk, set(topics.values()))
     assert read[-1] == produced, "it read up to what it found"
-    # maxOffsetsPerTrigger: micro-batches that ended short of it (the log repeats an offset
-    # for a micro-batch without new input)
-    assert len({json.dumps(r, sort_keys=True) for r in read}) >= 2, "one micro-batch read everything"
+    # maxOffsetsPerTrigger, 60 records of a topic's 300: five micro-batches of it (the log
+    # repeats an offset for a micro-batch without new input)
+    assert len({json.dumps(r, sort_keys=True) for r in read}) >= 5, "the backlog was read in one go"
     produce(1)
     second = run(end_of_input=True)
     assert _offsets_log(chk, set(topics.values()))[-1] == produced
     assert second.pending == 0
+    rejected = _table(f"{out}/rejected")
+    assert sorted(rejected["reason"]) == ["malformed_json", "malformed_json"], "a valid row was judged late"
     outcomes = _table(f"{out}/outcomes")
     # resumed where the first run stopped: a record read twice would be a duplicate_op_id
-    assert outcomes["op_id"].is_unique and len(outcomes) == len(work.operations)
-    rejected = _table(f"{out}/rejected")
-    assert sorted(rejected["reason"]) == ["malformed_json", "malformed_json"], rejected
+    assert outcomes["op_id"].is_unique and len(outcomes) == len(ops)
     metrics = _table(f"{out}/metrics")
     assert int(metrics["input_operations"].sum()) == sum(produced[topics["ops"]].values())
     assert int(metrics["input_events"].sum()) == sum(produced[topics["events"]].values())
-    expected = Purgatory(config).replay(work.operations, work.events, final_watermark_ms=2**62).outcomes
+    expected = Purgatory(config).replay(ops, events, final_watermark_ms=2**62)
     assert {
         (r.op_id, r.status, pd.Timestamp(r.resolved_at).value // 1_000_000) for r in outcomes.itertuples()
-    } == {(r.op_id, r.status, int(r.resolved_at)) for r in expected.itertuples()}
+    } == {(r.op_id, r.status, int(r.resolved_at)) for r in expected.outcomes.itertuples()}
+    unmatched = _table(f"{out}/unmatched_events")
+    assert sorted(unmatched["key"]) == sorted(expected.unmatched["key"])
 
 
 # -- a topic that is not there, a broker that does not answer ---------------------------------------
@@ -498,7 +493,7 @@ def test_a_topic_deleted_mid_run_ends_the_job_in_one_line_a_start_once_restored_
         **SETTINGS,
         "kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
         "source.kafka.startingOffsets": "earliest",
-        "source.kafka.maxOffsetsPerTrigger": "80",  # several micro-batches: deleted mid-way
+        "source.kafka.maxOffsetsPerTrigger": "150",  # several micro-batches: deleted mid-way
         "job.restart.backoff.ms": "100",
     }
     chk, out = str(tmp_path / "chk"), str(tmp_path / "out")
@@ -521,3 +516,58 @@ def test_a_topic_deleted_mid_run_ends_the_job_in_one_line_a_start_once_restored_
     kafka_broker.produce(topics["events"], lines["events"])
     assert job_main([*args, "--trigger", "available-now"]) == 0, capsys.readouterr().err[-3000:]
     check(tables_and_reference(work, out, None, settings, malformed))
+
+
+# -- a quiet stream: expiries on the clock -----------------------------------------------------
+
+
+def test_a_quiet_kafka_stream_expires_on_the_clock(spark, kafka_broker, tmp_path):
+    """``test_quiet_stream.py``'s quiet stream through topics of two partitions: with
+    ``watermark.idle.timeout`` set and both topics silent, the operations nothing completed
+    expire within the documented bound after their deadlines pass on the clock."""
+    topics = [kafka_broker.create_topic(f"quiet-{kind}", partitions=2) for kind in ("ops", "events")]
+    out = str(tmp_path / "out")
+
+    def produce(topic: str, rows: list[dict]) -> None:
+        kafka_broker.produce(
+            topic, [json.dumps(r) for r in rows], partitions=[i % 2 for i in range(len(rows))]
+        )
+
+    def op(op_id: str, ts_ms: int, timeout_ms: int) -> dict:
+        return {"op_id": op_id, "key": f"k-{op_id}", "ts": _iso(ts_ms), "timeout_ms": timeout_ms}
+
+    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap_servers, "startingOffsets": "earliest"}
+    with start(
+        *topics,
+        output=out,
+        checkpoint=str(tmp_path / "chk"),
+        config=_config(watermark_idle_timeout="1 second"),
+        trigger=f"processing-time={int(TRIGGER_S)}s",
+        source_format="kafka",
+        kafka_options=options,
+        spark=spark,
+    ) as q:
+        _waiting_for_data(q)
+        now = _now_ms()
+        produce(topics[0], [op("warm-up", now, 60_000)])
+        produce(topics[1], [{"key": "k-warm-up", "ts": _iso(now)}])
+        _seen(out, "outcomes", lambda rows: len(rows) >= 1, timeout_s=120)
+        warm = q.query.lastProgress["batchId"] + 1
+        t0 = _now_ms()
+        ids = [f"op-{i}" for i in range(4)]
+        produce(topics[0], [op(i, t0, TIMEOUT_MS) for i in ids])
+        produce(topics[1], [{"key": "k-op-0", "ts": _iso(t0 + 100)}])
+        seen = _seen(
+            out, "outcomes", lambda rows: len(rows) == len(ids) + 1, timeout_s=TIMEOUT_MS / 1000 + 60
+        )
+        rows = [r for r in _rows(out, "outcomes") if r["op_id"] != "warm-up"]
+        statuses = {r["op_id"]: r["status"] for r in rows}
+        assert statuses == {i: "completed" if i == "op-0" else "expired" for i in ids}
+        assert _rows(out, "rejected") == []
+        lags = _lags(seen, rows)
+        bound = _bound_s(q, since=warm)
+        assert q._reaper.margin_ms() == 0  # Spark asks the wake for offsets before the broker
+        print(
+            f"expiry lag on a quiet Kafka stream (s): {sorted(round(x, 2) for x in lags)}, bound {bound:.2f}"
+        )
+        assert max(lags) <= bound, lags

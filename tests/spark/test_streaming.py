@@ -182,7 +182,7 @@ def test_multi_key_operations_across_shards(spark, tmp_path):
 def test_batch_mode_gives_the_stream_outcomes(spark, tmp_path):
     work = generate(400, seed=5, ops_per_second=100)
     ops_dir, ev_dir = str(tmp_path / "ops"), str(tmp_path / "events")
-    write_json_lines(work, ops_dir, ev_dir, files=6)
+    write_json_lines(work, ops_dir, ev_dir, files=3)  # three micro-batches
     files = Files(str(tmp_path))
     config = PurgatoryConfig(shards=3, watermark_delay="2 seconds")
     with replicas_warning():
@@ -217,12 +217,13 @@ def test_batch_mode_resolves_everything_by_default(spark):
         spark.createDataFrame([(x,) for x in lines], as_text),
         spark.createDataFrame([(x,) for x in events], as_text),
         CONFIG,
-    )
+    ).cache()  # computed once for the four reads below, each of which would run it again
     resolved = {r.op_id: (r.status, r.resolved_at_ms - T0) for r in out.where("kind = 'outcome'").collect()}
     assert resolved == {"done": ("completed", 100), "waits": ("expired", 1000), "multi": ("completed", 300)}
     assert sorted(r.op_id for r in outcomes_of(out).collect()) == ["done", "multi", "waits"]
     assert [r.key for r in unmatched_of(out).collect()] == ["nobody"]
     assert max(r.watermark for r in metrics_of(out).collect()) is not None
+    out.unpersist()
 
 
 def test_kafka_and_parquet_inputs_parse_like_json(spark, tmp_path):

@@ -23,8 +23,12 @@ __all__ = ["cluster_env", "connect_server", "free_port", "standalone_cluster"]
 
 
 @contextlib.contextmanager
-def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
-    """A standalone master and ``workers`` one-core workers; yields the master URL."""
+def standalone_cluster(workdir: str, cores: int = 2) -> Iterator[str]:
+    """A standalone master and one worker of ``cores`` cores; yields the master URL.
+
+    An application that asks one core an executor (``spark.executor.cores=1``) gets
+    ``cores`` executors, each a JVM of its own: what a second worker would add is one more
+    daemon JVM, which only launches executors."""
     os.makedirs(workdir, exist_ok=True)
     env = cluster_env(workdir)
     port, ui_port = free_port(), free_port()
@@ -50,28 +54,27 @@ def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
     try:
         wait_for_port(port, processes[0], "the master")
         url = f"spark://127.0.0.1:{port}"
-        for _ in range(workers):
-            processes.append(
-                subprocess.Popen(
-                    [
-                        spark_class,
-                        "org.apache.spark.deploy.worker.Worker",
-                        url,
-                        "--cores",
-                        "1",
-                        "--memory",
-                        "2g",
-                        "--host",
-                        "127.0.0.1",
-                        "--webui-port",
-                        str(free_port()),
-                    ],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
+        processes.append(
+            subprocess.Popen(
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    url,
+                    "--cores",
+                    str(cores),
+                    "--memory",
+                    f"{cores}g",
+                    "--host",
+                    "127.0.0.1",
+                    "--webui-port",
+                    str(free_port()),
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
-        _wait_for_workers(ui_port, workers, processes)
+        )
+        _wait_for_workers(ui_port, 1, processes)
         yield url
     finally:
         for p in reversed(processes):
