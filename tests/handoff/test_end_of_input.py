@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 #: where the end's runs are killed (delta-rs, on files): in the end's micro-batch, then in the
 #: flush before the record.  The crash tests count them among delta-rs's fault points
 #: (``test_crash.test_the_plans_kill_at_every_fault_point``), so no plan kills there again
-END_KILLS = ("staged:1", "committed:1")
+END_KILLS = ("staged:1", "written:1")
 
 MALFORMED = 4
 CONFIG = dict(
@@ -268,7 +268,8 @@ def test_a_kill_during_the_end_resumes_to_the_same_result(tmp_path):
     # after the end's micro-batch staged its rows, before the driver recorded them
     assert job("--end-input", fault=in_the_end)[0] == -9
     assert end.declared() and end.recorded() is None
-    # the end replayed, then killed after the first commit of the flush that precedes the record
+    # the end replayed, then killed in the flush that precedes the record: its data files
+    # written, not yet committed
     assert job("--end-input", fault=in_the_flush)[0] == -9
     assert end.recorded() is None
     _job_here(args, settings)  # declared, not recorded: this run finishes the end
