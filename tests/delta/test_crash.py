@@ -58,12 +58,14 @@ PLANS = {
         "restart=staged:2+signal=TERM",
         "fault=staging:2",
     ],
+    # the manifest's kill last: the commits that recover it (a Spark job per table) are then
+    # the final run's, in a warm JVM, not a new one's
     "spark": [
-        "fault=manifest:1",
         "fault=staged:2",
         "fault=committed:1",
         "outage=60+signal=INT",
         "random",
+        "fault=manifest:1",
     ],
     "s3": ["fault=staging:2"],
 }
