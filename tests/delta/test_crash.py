@@ -15,10 +15,12 @@ outcomes, warnings and rejected rows to an output topic (``output.kafka.*``), wh
 content a ``read_committed`` consumer must find exactly once after every kill
 (``crash_harness.check_topic``). Each job run costs a JVM's start, so each fault point is
 killed once per writer across the crash tests (``test_the_plans_kill_at_every_fault_point``):
-delta-rs here at ``manifest``, ``staged``, ``staging``, ``written`` and at ``committed`` in
-``test_azure_store.py`` with its tables, state and staging on ADLS (Azurite); Spark's writer on
-Kafka at ``manifest``, ``staged``, ``committed`` and at ``staging`` in
-``tests/delta/test_s3a.py`` with the whole query on an S3-compatible store. A random kill falls
+delta-rs here at ``manifest`` and ``staging``, at ``committed`` in ``test_azure_store.py`` with
+its tables, state and staging on ADLS (Azurite), and at ``staged`` and ``written`` in the end of
+input's micro-batch and the flush after it (``tests/handoff/test_end_of_input.py``, its
+``metrics`` table checked too); Spark's writer on Kafka at ``manifest``, ``staged``,
+``committed`` and at ``staging`` in ``tests/delta/test_s3a.py`` with the whole query on an
+S3-compatible store. A random kill falls
 a random 0-5 s after the run committed a micro-batch of its own: inside a send's transaction to
 the topic, between a send and the drain that follows it, in a drain, between micro-batches.
 Where the input comes from changes only what a replay reads, which Spark's source log decides:
@@ -40,29 +42,30 @@ import pytest
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
 from tests.delta.test_azure_store import KILL as ADLS_KILL
+from tests.handoff.test_end_of_input import END_KILLS
 from tests.support.clean_stops import killed_as_planned
 from tests.support.crash_harness import check, check_topic_status, run
 
 #: each output's runs, in order (``crash_harness.run``'s plan): every fault point its writer
-#: passes (with ``ADLS_KILL`` and ``PLANS["s3"]``), the clean stops and one random kill (``make
-#: nightly`` draws ten kills on files, about a third of them random).  "delta-rs"
+#: passes (with ``ADLS_KILL``, ``END_KILLS`` and ``PLANS["s3"]``), the clean stops and one
+#: random kill (``make nightly`` draws ten kills on files, about a third of them random).  "delta-rs"
 #: is this file's (files), "spark" ``test_kafka_crash.py``'s (Kafka topics), "s3" ``test_s3a.py``'s
 #: (Spark's writer, the whole query on s3a)
 PLANS = {
     "delta-rs": [
         "fault=manifest:1",
-        "fault=staged:2",
         "random",
         "restart=staged:2+signal=TERM",
         "fault=staging:2",
-        "fault=written:1",
     ],
+    # the manifest's kill last: the commits that recover it (a Spark job per table) are then
+    # the final run's, in a warm JVM, not a new one's
     "spark": [
-        "fault=manifest:1",
         "fault=staged:2",
         "fault=committed:1",
         "outage=60+signal=INT",
         "random",
+        "fault=manifest:1",
     ],
     "s3": ["fault=staging:2"],
 }
@@ -73,8 +76,11 @@ def _points(plan: list[str]) -> list[str]:
 
 
 def test_the_plans_kill_at_every_fault_point():
-    delta_rs = _points(PLANS["delta-rs"]) + _points([f"fault={ADLS_KILL}"])
-    assert sorted(delta_rs) == sorted(FAULT_POINTS)  # each once
+    # delta-rs: the plan kills where the ADLS job and the end of input's runs do not
+    elsewhere = _points([f"fault={point}" for point in (ADLS_KILL, *END_KILLS)])
+    delta_rs = _points(PLANS["delta-rs"])
+    assert set(delta_rs + elsewhere) == set(FAULT_POINTS)
+    assert len(set(delta_rs)) == len(delta_rs) and not set(delta_rs) & set(elsewhere)  # none twice
     native = _points(PLANS["s3"]) + _points(PLANS["spark"])  # Spark's Delta writer: no "written"
     assert sorted(native) == sorted(set(FAULT_POINTS) - {"written"})  # each once
     # and in each plan a random kill and its clean stops: SIGTERM and a restart on files,

@@ -17,6 +17,7 @@ import pytest
 from spark_purgatory import Purgatory, PurgatoryConfig
 from spark_purgatory.checkpoint_paths import Checkpoint
 from spark_purgatory.config import ConfigError, read_properties
+from spark_purgatory.contract import TABLES
 from spark_purgatory.handoff.end_of_input import (
     EndOfInput,
     InputEndedError,
@@ -28,6 +29,10 @@ from spark_purgatory.workload import generate, write_json_lines
 from tests.support.crash_harness import _job, _job_here, check, read_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: where the end's runs are killed (delta-rs, on files): in the end's micro-batch, then in the
+#: flush before the record.  The crash tests count them among delta-rs's fault points
+#: (``test_crash.test_the_plans_kill_at_every_fault_point``), so no plan kills there again
+END_KILLS = ("staged:1", "written:1")
 
 MALFORMED = 4
 CONFIG = dict(
@@ -55,19 +60,22 @@ def _reference(work, config: PurgatoryConfig, final: int) -> tuple[pd.DataFrame,
 
 def _check_ended(out: str, work, config: PurgatoryConfig) -> dict[str, pd.DataFrame]:
     """The tables hold what the engine gives at the end watermark: every operation resolved
-    once, the same unmatched events, every malformed line once in ``rejected``."""
+    once, the same unmatched events, every malformed line once in ``rejected``; the ``metrics``
+    table one row per (micro-batch, shard) that ran, none twice, adding up to the tables and
+    to the input (``crash_harness.check_metrics``)."""
     final = end_watermark_ms(config.max_timeout_ms, config.tick_ms)
     outcomes, unmatched = _reference(work, config, final)
     assert len(outcomes) == len(work.operations)  # the reference resolves everything too
     tables = _tables(out)
     expected = {"expected_outcomes": outcomes, "expected_unmatched": unmatched, "malformed": MALFORMED}
-    check({"tables": tables, **expected})
+    # write_json_lines puts the even-numbered malformed lines in the operation files
+    inputs = (len(work.operations) + (MALFORMED + 1) // 2, len(work.events) + MALFORMED // 2)
+    check({"tables": tables, **expected, "input_rows": inputs})
     return tables
 
 
 def _tables(out: str) -> dict[str, pd.DataFrame]:
-    names = ("outcomes", "unmatched_events", "rejected")
-    return {name: read_table(f"{out}/{name}", None, name) for name in names}
+    return {name: read_table(f"{out}/{name}", None, name) for name in TABLES}
 
 
 def _started(spark, root: str, **options):
@@ -256,11 +264,13 @@ def test_a_kill_during_the_end_resumes_to_the_same_result(tmp_path):
     # the runs not killed: job.run on this worker's session
     assert _job_here(args, settings)["pending"] > 0  # the input, not ended: operations stay pending
     end = EndOfInput(chk)
+    in_the_end, in_the_flush = END_KILLS
     # after the end's micro-batch staged its rows, before the driver recorded them
-    assert job("--end-input", fault="staged:1")[0] == -9
+    assert job("--end-input", fault=in_the_end)[0] == -9
     assert end.declared() and end.recorded() is None
-    # the end replayed, then killed after the first commit of the flush that precedes the record
-    assert job("--end-input", fault="committed:1")[0] == -9
+    # the end replayed, then killed in the flush that precedes the record: its data files
+    # written, not yet committed
+    assert job("--end-input", fault=in_the_flush)[0] == -9
     assert end.recorded() is None
     _job_here(args, settings)  # declared, not recorded: this run finishes the end
     assert end.recorded() is not None
