@@ -67,7 +67,7 @@ os.environ.setdefault("SPARK_PURGATORY_CLASS_DATA", "use")
 #: test, ``make test ARGS="--durations=60"``); the others follow in file order
 SLOW_FIRST = (
     "tests/delta/test_kafka_crash.py",  # five job runs (Spark's writer on Kafka), a 60 s broker outage
-    "tests/delta/test_crash.py",  # six job runs (delta-rs on files, the topic on), five killed
+    "tests/delta/test_crash.py",  # four job runs (delta-rs on files, the topic on), three killed
     "benchmarks/tests/test_benchmarks.py",  # the Spark benchmarks' smoke run in one JVM
     "tests/delta/test_s3a.py",  # two job runs, the whole query through S3A and a proxy's 503s
     "tests/delta/test_catalog.py",

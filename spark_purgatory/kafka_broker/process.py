@@ -321,6 +321,9 @@ class KafkaBroker(BrokerClients):
             "offsets.topic.replication.factor": "1",
             "offsets.topic.num.partitions": "1",
             "transaction.state.log.replication.factor": "1",
+            # a transactional producer's first call waits until this log's partitions are
+            # loaded (50 by default); one node needs one
+            "transaction.state.log.num.partitions": "1",
             "transaction.state.log.min.isr": "1",
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
