@@ -54,7 +54,7 @@ def _then_a_start_continues(tmp_path, topic, output, bootstrap: str) -> None:
 @pytest.fixture
 def input_files(tmp_path):
     work = generate(400, seed=66, ops_per_second=40)
-    write_json_lines(work, f"{tmp_path}/in/ops", f"{tmp_path}/in/events", files=8)
+    write_json_lines(work, f"{tmp_path}/in/ops", f"{tmp_path}/in/events", files=4)
 
 
 def test_the_output_topic_deleted_mid_run_ends_the_job_in_one_line(

@@ -135,6 +135,9 @@ with start(ops, events, output=root + "/tables", checkpoint=root + "/chk", confi
 """
 
 
+_JVM_VARIABLES = ("JAVA_HOME", "SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS")
+
+
 def _run_example(tmp_path, **env_extra):
     """``example.py`` run by this interpreter (the venv's) with a PATH that lacks the venv."""
     import subprocess
@@ -144,7 +147,8 @@ def _run_example(tmp_path, **env_extra):
         "PATH": "/usr/bin:/bin",  # no venv: python3 here cannot import pyarrow
         "HOME": os.environ.get("HOME", "/tmp"),
         "PYTHONPATH": os.path.dirname(TESTS),  # this tree's spark_purgatory (an editable venv needs none)
-        **{k: v for k, v in os.environ.items() if k == "JAVA_HOME"},
+        # Java's home, and the tests' JVM options (C1 only, the serial collector: conftest.py)
+        **{k: v for k, v in os.environ.items() if k in _JVM_VARIABLES},
         **env_extra,
     }
     assert subprocess.run(["python3", "-c", "import pyarrow"], env=env, capture_output=True).returncode != 0

@@ -1,6 +1,7 @@
 """``spark-purgatory rescale`` on a real checkpoint: a query begun with 2 shards, stopped,
 rescaled, continued with 4 then 3, gives the tables of the same input run on 2 shards
-throughout; the metrics table names the new shards from the next micro-batch on.
+throughout, in one run never stopped (the same micro-batches: one per file); the metrics
+table names the new shards from the next micro-batch on.
 
 One Spark test (its runs cost seconds each); the properties are Spark-free
 (``tests/state/test_rescale.py``).
@@ -59,11 +60,30 @@ def _run(spark, tmp_path, name: str, plan: list[int]) -> tuple[str, list]:
     return paths["output"], firsts
 
 
+def _run_never_stopped(spark, tmp_path, name: str) -> str:
+    """The whole input in one run on 2 shards, a micro-batch per file as each of ``_run``'s
+    runs takes its file; returns the output."""
+    for kind in ("ops", "events"):
+        shutil.copytree(tmp_path / f"all-{kind}", tmp_path / name / kind)
+    config = PurgatoryConfig(shards=2, watermark_delay="2 seconds", source_max_files_per_trigger=1)
+    output = str(tmp_path / name / "out")
+    with start(
+        str(tmp_path / name / "ops"),
+        str(tmp_path / name / "events"),
+        output=output,
+        checkpoint=str(tmp_path / name / "chk"),
+        config=config,
+        spark=spark,
+    ) as q:
+        q.await_termination()
+    return output
+
+
 @pytest.mark.spark
 def test_a_checkpoint_begun_with_2_shards_continues_with_4_then_3(spark, tmp_path, capsys):
     work = generate(240, seed=7, ops_per_second=40, timeout_ms=20_000, multi_key=0.3)
     write_json_lines(work, str(tmp_path / "all-ops"), str(tmp_path / "all-events"), files=RUNS)
-    kept, _ = _run(spark, tmp_path, "kept", [2, 2, 2])
+    kept = _run_never_stopped(spark, tmp_path, "kept")
     output, firsts = _run(spark, tmp_path, "rescaled", [2, 4, 3])
     assert "rescaled" in capsys.readouterr().out
     for name, columns in (

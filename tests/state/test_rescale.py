@@ -14,7 +14,6 @@ relays received, parked operations decided), which ``rescale`` asks for.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import pathlib
@@ -301,10 +300,24 @@ def _finish_run(cluster: Rescalable, outcomes: list, work: list, start: int) -> 
     )
 
 
-def test_a_stopped_checkpoint_rescaled_2_to_8_continues_with_the_same_outcomes(tmp_path):
+@pytest.fixture(scope="module")
+def never_rescaled(tmp_path_factory):
+    """The workload of a seed run on 2 shards throughout: what every test that rescales it must
+    end with, run once per seed for all of them."""
+    done: dict[int, tuple] = {}
+
+    def of(seed: int) -> tuple:
+        if seed not in done:
+            kept, kept_out = _started(tmp_path_factory.mktemp("kept"), seed=seed)
+            done[seed] = _finish_run(kept, kept_out, _workload(seed), 4)
+        return done[seed]
+
+    return of
+
+
+def test_a_stopped_checkpoint_rescaled_2_to_8_continues_with_the_same_outcomes(tmp_path, never_rescaled):
     work = _workload(3)
-    kept, kept_out = _started(tmp_path / "kept")
-    expected = _finish_run(kept, kept_out, work, 4)
+    expected = never_rescaled(3)
     cluster, outcomes = _started(tmp_path / "chk")
     done = rescale(str(tmp_path / "chk"), 8)
     assert (done.from_shards, done.to_shards, done.batch) == (2, 8, 5)
@@ -330,13 +343,6 @@ def test_status_shows_the_layout_and_the_rescale_history(tmp_path, capsys):
     assert "layout: 8 shards" in capsys.readouterr().out
 
 
-@functools.cache
-def _never_rescaled(root: str) -> tuple:
-    """The kill tests' workload run on 2 shards throughout (the same for every step)."""
-    kept, kept_out = _started(pathlib.Path(root), seed=5)
-    return _finish_run(kept, kept_out, _workload(5), 4)
-
-
 _STEPS = ["read", "segments", "snapshots", "offsets", "commit", "finish"]
 
 
@@ -345,12 +351,11 @@ def _files(root) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("step", _STEPS)
-def test_a_rescale_killed_at_each_step_leaves_one_complete_layout(tmp_path, tmp_path_factory, step):
+def test_a_rescale_killed_at_each_step_leaves_one_complete_layout(tmp_path, never_rescaled, step):
     """kill -9 as the rescale reaches ``step``; ``recover`` then leaves the old layout exactly
     as it was (killed before the commit) or the new one complete (after it), and the run
     continues with the outcomes of the run never rescaled."""
     work = _workload(5)
-    expected = _never_rescaled(str(tmp_path_factory.mktemp("kept")))
     chk = tmp_path / "chk"
     cluster, outcomes = _started(chk, seed=5)
     before = _files(chk)
@@ -370,7 +375,7 @@ def test_a_rescale_killed_at_each_step_leaves_one_complete_layout(tmp_path, tmp_
         assert how == "finished"
     assert layout_of(str(chk))["shards"] == 3
     _read_back(cluster, chk, 3, 5)
-    assert _finish_run(cluster, outcomes, work, 4) == expected
+    assert _finish_run(cluster, outcomes, work, 4) == never_rescaled(5)
 
 
 def test_what_rescale_refuses_it_says_in_one_line(tmp_path):
@@ -405,7 +410,7 @@ def test_what_rescale_refuses_it_says_in_one_line(tmp_path):
     assert all("\n" not in line for line in lines)
 
 
-def test_a_checkpoint_on_s3_is_rescaled_in_place(tmp_path, monkeypatch):
+def test_a_checkpoint_on_s3_is_rescaled_in_place(tmp_path, never_rescaled, monkeypatch):
     """The checkpoint, Spark's state files and the segments in a bucket (moto on loopback), the
     rescale given the query's ``s3a://`` URI and the ``storage.*`` settings, as on a cluster:
     the same outcomes as the run never rescaled."""
@@ -414,8 +419,7 @@ def test_a_checkpoint_on_s3_is_rescaled_in_place(tmp_path, monkeypatch):
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)  # the standard AWS variables, as a user exports them
     work = _workload(3)
-    kept, kept_out = _started(tmp_path / "kept")
-    expected = _finish_run(kept, kept_out, work, 4)
+    expected = never_rescaled(3)
     cluster, outcomes = _started(tmp_path / "chk")
     store = S3Store(bucket="purgatory-rescale")
     try:
@@ -433,10 +437,9 @@ def test_a_checkpoint_on_s3_is_rescaled_in_place(tmp_path, monkeypatch):
     assert _finish_run(cluster, outcomes, work, 4) == expected
 
 
-def test_shards_rescaled_away_leave_no_delta_files_and_the_rest_continue(tmp_path):
+def test_shards_rescaled_away_leave_no_delta_files_and_the_rest_continue(tmp_path, never_rescaled):
     work = _workload(3)
-    kept, kept_out = _started(tmp_path / "kept")
-    expected = _finish_run(kept, kept_out, work, 4)
+    expected = never_rescaled(3)
     cluster, outcomes = _started(tmp_path / "chk")
     rescale(str(tmp_path / "chk"), 8)
     done = rescale(str(tmp_path / "chk"), 2)  # shards 3 to 8 of the 8-shard layout go
