@@ -63,11 +63,11 @@ def test_parquet_stream_gives_the_json_outcomes(spark, tmp_path):
     work = generate(300, seed=7, ops_per_second=100)
     files = Files(str(tmp_path))
     op_ts, ev_ts = work.operations["ts"], work.events["ts"]
-    edges = np.linspace(min(op_ts.min(), ev_ts.min()), max(op_ts.max(), ev_ts.max()) + 1, 4)
-    _write_parquet(work.operations, OPERATION_INPUT, files.ops, 3, edges)
-    _write_parquet(work.events, EVENT_INPUT, files.events, 3, edges)
+    edges = np.linspace(min(op_ts.min(), ev_ts.min()), max(op_ts.max(), ev_ts.max()) + 1, 3)
+    _write_parquet(work.operations, OPERATION_INPUT, files.ops, 2, edges)
+    _write_parquet(work.events, EVENT_INPUT, files.events, 2, edges)
     json_ops, json_events = str(tmp_path / "json-ops"), str(tmp_path / "json-events")
-    write_json_lines(work, json_ops, json_events, files=3)
+    write_json_lines(work, json_ops, json_events, files=2)
 
     with replicas_warning():
         run = run_stream(spark, files, CONFIG, fmt="parquet")
