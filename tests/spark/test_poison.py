@@ -57,8 +57,8 @@ def test_poison_records_are_rejected_with_their_reasons_and_the_stream_carries_o
         f.write(utf8.encode("utf-8", "surrogateescape") + b"\n")
     os.utime(first, (stamp, stamp))
     events = [json.dumps({"key": f"ok-{i}", "ts": _TS.format(i + 1)}) for i in range(3)]
-    files.add(valid[1:], events)
-    files.add([], [json.dumps({"key": "pad", "ts": _TS.format(59)})])  # moves the watermark
+    pad = json.dumps({"key": "pad", "ts": _TS.format(59)})  # moves the watermark
+    files.add(valid[1:], [*events, pad])
 
     with replicas_warning():
         run = run_stream(spark, files, PurgatoryConfig(shards=2, watermark_delay="1 second"))
