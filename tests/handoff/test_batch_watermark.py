@@ -115,19 +115,6 @@ def _next_watermarks(scenario: dict) -> list[int]:
 
 @settings(**_SLOW)
 @given(scenario=scenarios())
-def test_three_shards_give_the_reference_outcomes_with_no_expiry_before_the_next_watermark(
-    tmp_path_factory, scenario
-):
-    """Three shards, each moving to what its own rows bring, and the cross-shard group: stubs,
-    relays, parked operations and their registries' verdicts as on Spark."""
-    assume(not _registry_limit(scenario["ops"], 3))
-    got, _ = _stream(scenario, 3, str(tmp_path_factory.mktemp("state")))
-    assert_same(got["result"], reference_with_wakes(scenario, 3))
-    _assert_none_early(got, scenario)
-
-
-@settings(**_SLOW)
-@given(scenario=scenarios())
 def test_one_shard_expires_in_the_micro_batch_whose_rows_pass_the_deadline(tmp_path_factory, scenario):
     """One shard sees every row: an operation expires in the micro-batch whose rows bring a
     watermark at its deadline (or whose own watermark is there), not the next."""
@@ -139,14 +126,16 @@ def test_one_shard_expires_in_the_micro_batch_whose_rows_pass_the_deadline(tmp_p
 
 @settings(**_SLOW)
 @given(scenario=scenarios())
-def test_three_shards_told_by_the_marks_expire_in_the_micro_batch_whose_rows_pass_the_deadline(
-    tmp_path_factory, scenario
-):
-    """Three shards, each seeing its own rows and the marks (both inputs' largest event times
-    over the whole micro-batch, ``spark.input_stream``): an operation of one shard expires in
-    the micro-batch whose rows, in any shard, bring a watermark at its deadline.  Not counted:
-    an operation across shards (it lives in the cross-shard group, which moves a call after its
-    relays) and one parked for its op_id registry's verdict (registered a call later)."""
+def test_three_shards_give_the_reference_outcomes_neither_early_nor_late(tmp_path_factory, scenario):
+    """Three shards, each moving to what its own rows bring, and the cross-shard group: stubs,
+    relays, parked operations and their registries' verdicts as on Spark give the reference's
+    results, and no expiry comes before the watermark Spark runs the next micro-batch at.
+    Each shard also sees the marks (both inputs' largest event times over the whole
+    micro-batch, ``spark.input_stream``): an operation of one shard expires in the
+    micro-batch whose rows, in any shard, bring a watermark at its deadline.  Not counted
+    there: an operation across shards (it lives in the cross-shard group, which moves a call
+    after its relays) and one parked for its op_id registry's verdict (registered a call
+    later)."""
     assume(not _registry_limit(scenario["ops"], 3))
     got, marks = _stream(scenario, 3, str(tmp_path_factory.mktemp("state")))
     assert_same(got["result"], reference_with_wakes(scenario, 3))

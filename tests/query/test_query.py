@@ -155,28 +155,6 @@ def test_a_checkpoint_from_before_the_id_file_keeps_the_id_it_committed_under(tm
     assert app_id_of("chk") == legacy  # now held by the checkpoint, whatever the directory
 
 
-@pytest.mark.spark
-def test_start_with_file_uris_writes_nothing_relative_to_the_working_directory(spark, tmp_path, monkeypatch):
-    work = generate(200, seed=7, ops_per_second=50)
-    ops, events = str(tmp_path / "ops"), str(tmp_path / "events")
-    write_json_lines(work, ops, events, files=2, malformed=1)
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    base = f"file://{tmp_path}"
-    config = PurgatoryConfig(shards=2, watermark_delay="2 seconds", state_segment_rows=20)
-    paths = {"output": f"{base}/out", "checkpoint": f"{base}/chk"}
-    with start(f"{base}/ops", f"{base}/events", **paths, config=config, spark=spark) as q:
-        q.await_termination()
-    assert os.listdir(cwd) == []
-    assert set(os.listdir(tmp_path / "chk")) >= {"purgatory-id", "purgatory-state", "accumulator", "offsets"}
-    assert os.listdir(tmp_path / "chk" / "purgatory-state")  # segment files beside the checkpoint
-    outcomes = DeltaTable(str(tmp_path / "out" / "outcomes"))
-    assert outcomes.transaction_version(app_id_of(str(tmp_path / "chk"))) is not None
-    ids = outcomes.to_pyarrow_table().column("op_id").to_pylist()
-    assert len(ids) == len(set(ids)) == q.totals["completed"] + q.totals["expired"] > 0
-
-
 STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -196,16 +174,22 @@ def _recorded_providers(checkpoint: str) -> list[str]:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("first, then", [(None, ROCKSDB), (ROCKSDB, None)])
-def test_a_checkpoint_keeps_the_state_store_it_began_with(spark, tmp_path, first, then):
+def test_a_checkpoint_keeps_the_state_store_it_began_with(spark, tmp_path, monkeypatch, first, then):
     """A new checkpoint gets Spark's HDFS-backed store unless the session names one (RocksDB
     then with changelog checkpointing); a restart under another session setting keeps the
-    checkpoint's store (and still completes operations)."""
+    checkpoint's store (and still completes operations).  Every path is a ``file:`` URI, run
+    from another working directory: nothing is written relative to it, and the shard state,
+    the staging and the id go beside the checkpoint."""
     work = generate(300, seed=11, ops_per_second=50)
     staged = {kind: tmp_path / f"all-{kind}" for kind in ("ops", "events")}
     write_json_lines(work, str(staged["ops"]), str(staged["events"]), files=2)
-    paths = {"output": str(tmp_path / "out"), "checkpoint": str(tmp_path / "chk"), "spark": spark}
-    config = PurgatoryConfig(shards=2, watermark_delay="2 seconds")
-    recorded, done = [], 0
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    base = f"file://{tmp_path}"
+    paths = {"output": f"{base}/out", "checkpoint": f"{base}/chk", "spark": spark}
+    config = PurgatoryConfig(shards=2, watermark_delay="2 seconds", state_segment_rows=20)
+    recorded, done, resolved = [], 0, 0
     for run, provider in enumerate((first, then)):
         for kind, source in staged.items():  # one more file per stream for each run
             os.makedirs(tmp_path / kind, exist_ok=True)
@@ -216,17 +200,25 @@ def test_a_checkpoint_keeps_the_state_store_it_began_with(spark, tmp_path, first
         else:
             spark.conf.set(STATE_STORE, provider)
         try:
-            with start(str(tmp_path / "ops"), str(tmp_path / "events"), config=config, **paths) as q:
+            with start(f"{base}/ops", f"{base}/events", config=config, **paths) as q:
                 q.await_termination()
             assert spark.conf.get(STATE_STORE, None) == provider  # the session's own value is back
         finally:
             spark.conf.unset(STATE_STORE)
-        recorded.append(_recorded_providers(paths["checkpoint"]))
+        recorded.append(_recorded_providers(str(tmp_path / "chk")))
         done += q.totals["completed"]
+        resolved += q.totals["completed"] + q.totals["expired"]
     began_with = first or HDFS
     assert set(recorded[0]) == set(recorded[1]) == {began_with}
     assert len(recorded[1]) > len(recorded[0])  # the restart ran micro-batches of its own
     assert done > 0
+    assert os.listdir(cwd) == []
+    assert set(os.listdir(tmp_path / "chk")) >= {"purgatory-id", "purgatory-state", "accumulator", "offsets"}
+    assert os.listdir(tmp_path / "chk" / "purgatory-state")  # segment files beside the checkpoint
+    outcomes = DeltaTable(str(tmp_path / "out" / "outcomes"))
+    assert outcomes.transaction_version(app_id_of(str(tmp_path / "chk"))) is not None
+    ids = outcomes.to_pyarrow_table().column("op_id").to_pylist()
+    assert len(ids) == len(set(ids)) == resolved  # exactly once across the restart
     files = [name for _dir, _dirs, names in os.walk(tmp_path / "chk" / "state") for name in names]
     if began_with == ROCKSDB:  # RocksDB named by the session: with changelog checkpointing
         assert any(name.endswith(".changelog") for name in files)

@@ -375,7 +375,7 @@ def test_assert_outcomes_on_spark_agrees_with_the_harness_and_fails_as_an_assert
         return spark.createDataFrame([(json.dumps(r),) for r in rows], "value string")
 
     batch = purgatory_batch(json_lines(ops), json_lines(events), config, final_watermark_ms=T0_MS + 60_000)
-    outcomes = outcomes_of(batch)
+    outcomes = outcomes_of(batch).cache()  # computed once for the five reads below, each would run it again
     columns = ("op_id", "status", "resolved_at", "latency_ms", "matched_events")
     assert_outcomes(outcomes, t.outcomes(), columns=columns)
 
@@ -397,6 +397,7 @@ def test_assert_outcomes_on_spark_agrees_with_the_harness_and_fails_as_an_assert
         AssertionError, match="'late': resolved_at is 2026-01-01T00:00:10Z, expected 2026-01-01T00:00:11Z"
     ):
         assert_outcomes(iso, moved)
+    outcomes.unpersist()
 
 
 def test_a_multi_key_operation_across_shards_completes_through_the_mailbox_and_saved_state(tmp_path):

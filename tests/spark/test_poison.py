@@ -51,12 +51,14 @@ def test_poison_records_are_rejected_with_their_reasons_and_the_stream_carries_o
     valid = [_op(f"ok-{i}") for i in range(3)]
     utf8 = '{"op_id": "utf8", "key": "k\udcff", "ts": "2026-01-01T00:00:00Z", "timeout_ms": 60000}'
     files.add([valid[0], *(line for line, _ in POISON.values())], [])
-    with open(os.path.join(files.ops, "part-utf8.json"), "wb") as f:  # invalid UTF-8: read as U+FFFD
+    first = os.path.join(files.ops, "part-0000.json")
+    stamp = os.stat(first).st_mtime  # the file's place in the stream's order, kept
+    with open(first, "ab") as f:  # invalid UTF-8: read as U+FFFD
         f.write(utf8.encode("utf-8", "surrogateescape") + b"\n")
-    os.utime(os.path.join(files.ops, "part-utf8.json"), (0, 0))
+    os.utime(first, (stamp, stamp))
     events = [json.dumps({"key": f"ok-{i}", "ts": _TS.format(i + 1)}) for i in range(3)]
-    files.add(valid[1:], events)
-    files.add([], [json.dumps({"key": "pad", "ts": _TS.format(59)})])  # moves the watermark
+    pad = json.dumps({"key": "pad", "ts": _TS.format(59)})  # moves the watermark
+    files.add(valid[1:], [*events, pad])
 
     with replicas_warning():
         run = run_stream(spark, files, PurgatoryConfig(shards=2, watermark_delay="1 second"))

@@ -63,11 +63,11 @@ def test_parquet_stream_gives_the_json_outcomes(spark, tmp_path):
     work = generate(300, seed=7, ops_per_second=100)
     files = Files(str(tmp_path))
     op_ts, ev_ts = work.operations["ts"], work.events["ts"]
-    edges = np.linspace(min(op_ts.min(), ev_ts.min()), max(op_ts.max(), ev_ts.max()) + 1, 4)
-    _write_parquet(work.operations, OPERATION_INPUT, files.ops, 3, edges)
-    _write_parquet(work.events, EVENT_INPUT, files.events, 3, edges)
+    edges = np.linspace(min(op_ts.min(), ev_ts.min()), max(op_ts.max(), ev_ts.max()) + 1, 3)
+    _write_parquet(work.operations, OPERATION_INPUT, files.ops, 2, edges)
+    _write_parquet(work.events, EVENT_INPUT, files.events, 2, edges)
     json_ops, json_events = str(tmp_path / "json-ops"), str(tmp_path / "json-events")
-    write_json_lines(work, json_ops, json_events, files=3)
+    write_json_lines(work, json_ops, json_events, files=2)
 
     with replicas_warning():
         run = run_stream(spark, files, CONFIG, fmt="parquet")
@@ -97,7 +97,7 @@ def test_parquet_stream_gives_the_json_outcomes(spark, tmp_path):
     streamed = spark.createDataFrame(
         run.outcomes[OUTCOME].astype({"resolved_at_ms": "int64", "matched_events": "int64"})
     )
-    expected = as_json.where("kind = 'outcome'").select(*OUTCOME)
+    expected = as_json.where("kind = 'outcome'").select(*OUTCOME).cache()  # compared twice below
     assert_df_equality(expected, streamed, ignore_row_order=True, ignore_nullable=True)
     typed_batch = purgatory_batch(
         read_batch(spark, files.ops, "parquet", kind="operations"),
@@ -108,6 +108,7 @@ def test_parquet_stream_gives_the_json_outcomes(spark, tmp_path):
     assert_df_equality(
         expected, typed_batch.where("kind = 'outcome'").select(*OUTCOME), ignore_row_order=True
     )
+    expected.unpersist()
 
 
 def test_wrong_or_missing_columns_fail_at_start(spark, tmp_path):
@@ -287,13 +288,14 @@ def test_a_typed_operation_rejected_at_routing_keeps_its_record(spark):
     )
     events = spark.createDataFrame([tuple(_ev(key=apart[0]).values())], _EVENTS_SCHEMA)
     config = PurgatoryConfig(shards=2, cross_shard_operations=False)
-    out = purgatory_batch(ops, events, config)
+    out = purgatory_batch(ops, events, config).cache()  # read twice below, computed once
     rejected = {r.op_id: (r.reason, r.raw) for r in rejected_of(out).collect()}
     assert set(rejected) == {"apart"}
     reason, raw = rejected["apart"]
     assert reason == "cross_shard_keys"
     assert json.loads(raw)["keys"] == apart
     assert {r.op_id for r in outcomes_of(out).collect()} == {"together"}
+    out.unpersist()
 
 
 class _NoClasses:

@@ -21,16 +21,17 @@ pytestmark = pytest.mark.spark
 
 CONFIG = PurgatoryConfig(shards=2, tick_ms=100, wheel_size=16, watermark_delay="2 seconds")
 POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
-TRIGGERS, PER_TRIGGER, SPAN_MS, AHEAD = 4, 12, 10_000, 1  # events files run one span ahead
+TRIGGERS, PER_TRIGGER, SPAN_MS, AHEAD = 3, 12, 10_000, 1  # events files run one span ahead
 TIMEOUT_MS = 6_000
 PAD_MS = 200_000  # the last trigger moves both inputs past every deadline
 
 
-def _workload() -> tuple[list[list[dict]], list[list[dict]]]:
-    """Per trigger: operations (with a straggler 1.5 s behind the previous file's last one,
-    within the delay) and events (those of the operations ``AHEAD`` spans later)."""
+def _workload(triggers: int = TRIGGERS) -> tuple[list[list[dict]], list[list[dict]]]:
+    """Per trigger (``triggers`` of them): operations (with a straggler 1.5 s behind the
+    previous file's last one, within the delay) and events (those of the operations ``AHEAD``
+    spans later)."""
     ops: list[list[dict]] = []
-    for t in range(TRIGGERS):
+    for t in range(triggers):
         rows = [
             {"op_id": f"o{t}-{j}", "key": f"k{t}-{j}", "ts": t * SPAN_MS + j * SPAN_MS // PER_TRIGGER}
             for j in range(PER_TRIGGER)
@@ -46,7 +47,7 @@ def _workload() -> tuple[list[list[dict]], list[list[dict]]]:
         ]
         for rows in ops
     ]
-    events = [[] for _ in range(TRIGGERS)]
+    events = [[] for _ in range(triggers)]
     for t, rows in enumerate(confirmations):
         events[max(t - AHEAD, 0)].extend(rows)
     return ops, events
@@ -112,7 +113,9 @@ def test_skewed_streams_lose_no_operation_under_min(spark, tmp_path):
 
 
 def test_max_policy_is_honoured(spark, tmp_path):
-    ops, events = _workload()
+    """Two triggers are enough: the first events file already reaches past the second
+    operations file."""
+    ops, events = _workload(2)
     files = Files(str(tmp_path))
     _write(files, ops, events)
     spark.conf.set(POLICY, "max")
