@@ -23,23 +23,12 @@ from spark_purgatory.spark.key_hash import registry_of, shards_of
 from spark_purgatory.spark.routing import route
 from spark_purgatory.spark.sources import parse_events, parse_operations
 from tests.spark.test_streaming import resolved
-from tests.support.stream_helpers import T0, Files, ev, op, run_stream
+from tests.support.stream_helpers import T0, Files, ev, keys_in_different_shards, op, run_stream
 
 pytestmark = pytest.mark.spark
 
 
 CONFIG = PurgatoryConfig(shards=4, tick_ms=100, wheel_size=16, watermark_delay="1 second")
-
-
-def _keys_in_different_shards(shards: int, count: int) -> list[str]:
-    """``count`` keys, each in its own shard of ``shards`` (routing's hash, ``spark.key_hash``:
-    no Spark job)."""
-    names = np.array([f"key-{i}" for i in range(64)], dtype=object)
-    first: dict[int, str] = {}
-    for name, shard in zip(names, shards_of(names, shards), strict=True):
-        first.setdefault(int(shard), name)
-    assert len(first) >= count
-    return list(first.values())[:count]
 
 
 def _outcomes(*runs) -> dict[str, tuple[str, int]]:
@@ -55,7 +44,7 @@ def _outcomes(*runs) -> dict[str, tuple[str, int]]:
 
 def test_multi_key_operations_hand_off_through_the_mailbox_across_a_restart(spark, tmp_path):
     config = dataclasses.replace(CONFIG, state_path=str(tmp_path / "state"), cross_shard_handoff="mailbox")
-    a, b, c, d = _keys_in_different_shards(4, 4)
+    a, b, c, d = keys_in_different_shards(4, 4)
     files = Files(str(tmp_path))
     files.add(
         ops=[op("pad-0", "pad-op-key", 0, 60_000)],
@@ -99,7 +88,7 @@ def test_multi_key_operations_hand_off_through_the_mailbox_across_a_restart(spar
 
 def test_a_replayed_micro_batch_hands_off_once(spark, tmp_path):
     config = dataclasses.replace(CONFIG, state_path=str(tmp_path / "state"), cross_shard_handoff="mailbox")
-    a, b = _keys_in_different_shards(4, 2)
+    a, b = keys_in_different_shards(4, 2)
     files = Files(str(tmp_path))
     files.add(ops=[op("mk", [a, b], 1000, 5000, "count", target=3)], events=[ev(a, 1100)])
     files.add(ops=[op("pad-1", "pad-op-key", 1500, 60_000)], events=[ev(b, 1200)])
@@ -120,7 +109,7 @@ def test_a_replayed_micro_batch_hands_off_once(spark, tmp_path):
 
 def test_co_located_keys_need_no_stub_and_batch_mode_replicates_only_watched_keys(spark):
     config = PurgatoryConfig(shards=8, shard_key_delimiter=":")
-    a, b, c = _keys_in_different_shards(8, 3)
+    a, b, c = keys_in_different_shards(8, 3)
     as_text = "value string"
     ops = parse_operations(
         spark.createDataFrame(
@@ -184,7 +173,7 @@ def _completed(tmp_path) -> dict[str, tuple[str, int]]:
 
 
 def test_an_available_now_run_ending_on_relays_runs_once_more(spark, tmp_path):
-    a, b = _keys_in_different_shards(4, 2)
+    a, b = keys_in_different_shards(4, 2)
     files = Files(str(tmp_path))
     _relaying_input(files, a, b)
     with _started(spark, files, tmp_path, "available-now") as purgatory:
@@ -202,7 +191,7 @@ def test_an_operation_held_for_a_relay_nobody_posts_expires_in_the_run_after(spa
     the cross-shard group (in its first call, its wheel behind the watermark) for its stubs'
     relay of the micro-batch, which has nothing to relay; the watermark stalls.  The group's
     ``relayed`` figure asks for the wake all the same."""
-    a, b = _keys_in_different_shards(4, 2)
+    a, b = keys_in_different_shards(4, 2)
     home = int(shards_of(np.array(["pad-op-key"], dtype=object), 4)[0])
     # an op_id whose registry is its home: no verdict is posted, whose wake would call every group
     pad = next(f"pad-{i}" for i in range(100) if registry_of(f"pad-{i}", 4) == home)
@@ -218,7 +207,7 @@ def test_an_operation_held_for_a_relay_nobody_posts_expires_in_the_run_after(spa
 
 
 def test_relays_reach_the_cross_shard_group_when_both_inputs_go_quiet(spark, tmp_path):
-    a, b = _keys_in_different_shards(4, 2)
+    a, b = keys_in_different_shards(4, 2)
     files = Files(str(tmp_path))
     _relaying_input(files, a, b)
     with _started(spark, files, tmp_path, "processing-time=1s") as purgatory:
@@ -236,7 +225,7 @@ def test_an_op_id_repeated_with_keys_in_other_shards_has_one_outcome(spark, tmp_
     micro-batch and one in the same micro-batch, each with keys in another shard."""
     from deltalake import DeltaTable
 
-    a, b = _keys_in_different_shards(4, 2)
+    a, b = keys_in_different_shards(4, 2)
     files = Files(str(tmp_path))
     files.add(
         ops=[op("dup", a, 1000, 5000), op("twin", a, 1000, 5000), op("twin", b, 900, 5000)],

@@ -36,8 +36,7 @@ from spark_purgatory.inspect import (
 from spark_purgatory.inspect.pending_view import arrow_chunk
 from spark_purgatory.state import SegmentStore
 from spark_purgatory.state.versions import current_formats, package_version
-from tests.spark.test_streaming import _keys_in_different_shards
-from tests.support.stream_helpers import T0, Files, iso
+from tests.support.stream_helpers import T0, Files, iso, keys_in_different_shards
 
 pytestmark = pytest.mark.spark
 
@@ -115,7 +114,7 @@ class Checkpoint:
 @pytest.fixture(scope="module")
 def made(spark, tmp_path_factory):
     root = str(tmp_path_factory.mktemp("inspect"))
-    a, b = _keys_in_different_shards(spark, CONFIG.shards, 2)
+    a, b = keys_in_different_shards(CONFIG.shards, 2)
     files = Files(root)
     batches = inputs(a, b)
     for ops, events in batches[:2]:

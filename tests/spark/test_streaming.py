@@ -22,7 +22,15 @@ from spark_purgatory.spark.output import metrics_of, outcomes_of, unmatched_of
 from spark_purgatory.spark.sources import parse_events, parse_operations, read_batch
 from spark_purgatory.state.segments import SegmentStore
 from spark_purgatory.workload import generate, write_json_lines
-from tests.support.stream_helpers import T0, Files, ev, op, replicas_warning, run_stream
+from tests.support.stream_helpers import (
+    T0,
+    Files,
+    ev,
+    keys_in_different_shards,
+    op,
+    replicas_warning,
+    run_stream,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -143,20 +151,9 @@ def test_late_rows_are_rejected_not_dropped(spark, tmp_path):
     assert dropped == 0
 
 
-def _keys_in_different_shards(spark, shards: int, count: int) -> list[str]:
-    names = [f"key-{i}" for i in range(64)]
-    df = spark.createDataFrame([(n,) for n in names], "k string")
-    rows = df.select("k", F.pmod(F.xxhash64("k"), F.lit(shards)).alias("s")).collect()
-    by_shard: dict[int, str] = {}
-    for r in rows:
-        by_shard.setdefault(r.s, r.k)
-    assert len(by_shard) >= count
-    return list(by_shard.values())[:count]
-
-
 def test_multi_key_operations_across_shards(spark, tmp_path):
     config = PurgatoryConfig(shards=4, tick_ms=100, wheel_size=16, watermark_delay="1 second")
-    a, b, c, d = _keys_in_different_shards(spark, 4, 4)
+    a, b, c, d = keys_in_different_shards(4, 4)
     files = Files(str(tmp_path))
     files.add(
         ops=[

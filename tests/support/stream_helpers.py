@@ -39,6 +39,22 @@ def arriving_input(root, work, *, files: int, malformed: int = 0):
     return ops, events, deliver
 
 
+def keys_in_different_shards(shards: int, count: int) -> list[str]:
+    """``count`` keys, each in its own shard of ``shards``: the first of ``key-0``, ``key-1``, ...
+    in each shard, by routing's hash (``spark.key_hash``, Spark's ``pmod(xxhash64)`` in Python,
+    checked against Spark's by ``tests/spark/test_local_routing.py``: no Spark job)."""
+    import numpy as np
+
+    from spark_purgatory.spark.key_hash import shards_of
+
+    names = np.array([f"key-{i}" for i in range(64)], dtype=object)
+    first: dict[int, str] = {}
+    for name, shard in zip(names, shards_of(names, shards), strict=True):
+        first.setdefault(int(shard), name)
+    assert len(first) >= count
+    return list(first.values())[:count]
+
+
 def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
