@@ -29,7 +29,7 @@ from spark_purgatory.contract import TABLES
 from spark_purgatory.delta.writers import DeltaRsWriter, SparkDeltaWriter
 from spark_purgatory.version import USER_METADATA
 from spark_purgatory.workload import generate, write_json_lines
-from tests.support.crash_harness import check, read_table, reference
+from tests.support.crash_harness import check, input_rows, read_table, reference
 
 pytestmark = [pytest.mark.spark, pytest.mark.jars("delta")]
 
@@ -54,11 +54,13 @@ WHEN = {
 }
 
 
+MALFORMED = 4
+
+
 def _input(tmp_path, files: int, seed: int):
     work = generate(500, seed=seed, ops_per_second=50, multi_key=0.05)
-    write_json_lines(
-        work, str(tmp_path / "all" / "ops"), str(tmp_path / "all" / "events"), files=files, malformed=4
-    )
+    all_in = tmp_path / "all"
+    write_json_lines(work, str(all_in / "ops"), str(all_in / "events"), files=files, malformed=MALFORMED)
     return work
 
 
@@ -121,8 +123,8 @@ def test_native_writer_writes_what_delta_rs_writes_and_each_continues_the_others
             "tables": {name: read_table(f"{out}/{name}", None, name) for name in TABLES},
             "expected_outcomes": expected_outcomes,
             "expected_unmatched": expected_unmatched,
-            "malformed": 4,
-            "input_rows": (len(work.operations) + 2, len(work.events) + 2),
+            "malformed": MALFORMED,
+            "input_rows": input_rows(work, MALFORMED),
         }
         check(result)
 

@@ -26,7 +26,7 @@ from spark_purgatory.handoff.end_of_input import (
 from spark_purgatory.handoff.wake import Wake, is_end_watermark
 from spark_purgatory.shard.roles import ROLE_END, ROLE_WAKE
 from spark_purgatory.workload import generate, write_json_lines
-from tests.support.crash_harness import _job, _job_here, check, read_table
+from tests.support.crash_harness import _job, _job_here, check, input_rows, read_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: where the end's runs are killed (delta-rs, on files): in the end's micro-batch, then in the
@@ -68,9 +68,7 @@ def _check_ended(out: str, work, config: PurgatoryConfig) -> dict[str, pd.DataFr
     assert len(outcomes) == len(work.operations)  # the reference resolves everything too
     tables = _tables(out)
     expected = {"expected_outcomes": outcomes, "expected_unmatched": unmatched, "malformed": MALFORMED}
-    # write_json_lines puts the even-numbered malformed lines in the operation files
-    inputs = (len(work.operations) + (MALFORMED + 1) // 2, len(work.events) + MALFORMED // 2)
-    check({"tables": tables, **expected, "input_rows": inputs})
+    check({"tables": tables, **expected, "input_rows": input_rows(work, MALFORMED)})
     return tables
 
 

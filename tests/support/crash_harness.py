@@ -152,6 +152,12 @@ def reference(work, config: PurgatoryConfig) -> tuple[pd.DataFrame, pd.DataFrame
     return result.outcomes, result.unmatched
 
 
+def input_rows(work, malformed: int) -> tuple[int, int]:
+    """The rows the job reads from ``write_json_lines(work, ..., malformed=malformed)``'s files,
+    (operations, events): it puts the even-numbered malformed lines in the operation files."""
+    return len(work.operations) + (malformed + 1) // 2, len(work.events) + malformed // 2
+
+
 def replayed(work, config: PurgatoryConfig):
     """The engine over ``work`` to the job's final watermark: its outcomes, unmatched events and
     warnings."""
@@ -369,8 +375,7 @@ def tables_and_reference(
         "expected_unmatched": expected.unmatched,
         "expected_warnings": expected.warnings,
         "malformed": malformed,
-        # write_json_lines puts the even-numbered malformed lines in the operation files
-        "input_rows": (len(work.operations) + (malformed + 1) // 2, len(work.events) + malformed // 2),
+        "input_rows": input_rows(work, malformed),
     }
 
 
