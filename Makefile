@@ -77,7 +77,7 @@ dist: $(STAMP)
 # with every set a session puts on Spark's class path (not the broker's, which runs apart), into
 # the user's cache ($XDG_CACHE_HOME/spark-purgatory/class-data), where a wheel's first local
 # session makes its own at exit
-class-data: $(STAMP) jars-delta jars-s3a jars-kafka checks-jar
+class-data: checks-jar $(STAMP) bytecode jars-delta jars-s3a jars-kafka
 	@$(PY) -m spark_purgatory.class_data_dump
 
 # Python's bytecode for what every job, Spark Python worker and test process imports.  uv
@@ -111,12 +111,13 @@ demo-kafka: $(STAMP) jars-kafka jars-kafka-broker checks-jar bytecode
 TEST_WORKERS ?= 3
 
 # the set-up steps side by side: the venv's install (uv), npm's Azurite and mvn's JARs wait on
-# downloads (a clean clone's set-up left a third of its two cores idle one after the other);
-# the project's JARs build while uv installs; the class-data archive needs the venv and the
-# JARs only, so it runs while npm still downloads; the bytecode and the Kafka broker's JARs
-# (the tests start one) beside it
+# downloads (a clean clone's set-up left a third of its two cores idle one after the other).
+# The class-data dump is the longest step and the last: the project's JARs (listed first, so
+# they build from the start, no venv needed), each JAR set and the bytecode all start at once,
+# and the dump runs once they are there, its Python processes reading compiled bytecode instead
+# of compiling beside it; npm still downloads meanwhile
 setup:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target $(AZURITE) class-data bytecode jars-kafka-broker
+	@$(MAKE) --no-print-directory -j6 --output-sync=target $(AZURITE) class-data jars-kafka-broker
 
 # every run prints its 15 slowest tests (a --durations in ARGS replaces it: the last one counts)
 test: setup

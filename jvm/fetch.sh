@@ -22,6 +22,11 @@ if ! command -v mvn >/dev/null 2>&1; then
   exit 0
 fi
 
+# one fetch at a time: make -j runs a target per set side by side, and mvn runs downloading into
+# one ~/.m2 at once can clash on a clean machine (the lock is let go when this script exits)
+mkdir -p .jars
+if command -v flock >/dev/null 2>&1; then exec 9>.jars/.fetch.lock && flock 9; fi
+
 failed=()
 for set in "${stale[@]}"; do
   scratch=".jars/.$set.partial"
