@@ -7,6 +7,13 @@ shard-state segments and accumulator staging there and its outcomes, read back w
 ``deltalake``, equal the engine's.  Spark's own checkpoint and input stay local: Spark has no
 ``abfss://`` file system here (the hadoop-azure JAR cannot be downloaded).  DBFS and Unity
 Catalog volumes are Databricks mounts: only their mapping is tested.
+
+The job killed on ADLS is a process of its own with the account and its key exported, as a
+user runs it: its driver (delta-rs, pyarrow) and its Python workers (pyarrow: the staged rows)
+find them in their environment before the kill.  The restart after the kill, never killed,
+runs in this process on the worker's session (a JVM start less): the driver reads the same
+variables from ``os.environ``, and the workers, forked by a JVM started before the test, get
+them with each task (``SparkContext.environment``).
 """
 
 from __future__ import annotations
@@ -20,12 +27,14 @@ import pyarrow.fs as pafs
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from spark_purgatory import job
 from spark_purgatory.config import PurgatoryConfig, read_properties
 from spark_purgatory.contract import TABLES
 from spark_purgatory.query import app_id_of
 from spark_purgatory.storage import Storage, location
 from spark_purgatory.workload import generate, write_json_lines
 from tests.support.azure_store import AzureStore
+from tests.support.crash_harness import SETTINGS, _options, check, read_table, reference
 from tests.support.object_store import check_segment_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -105,28 +114,29 @@ def test_the_standard_environment_alone_reaches_the_account(azurite, monkeypatch
     assert "env-only/out/note" in azurite.keys("env-only")
 
 
-def _run(azurite, root: str, settings: dict[str, str], fault: str = "") -> subprocess.CompletedProcess:
-    """The job (``available-now``) over ``root``'s input, its tables on Azurite; ``fault``: killed there."""
+def _args(azurite, root: str, settings: dict[str, str]) -> list[str]:
+    """The job's arguments (``available-now``) over ``root``'s input, its tables on Azurite."""
     args = ["--ops-path", f"{root}/ops", "--events-path", f"{root}/events", "--trigger", "available-now"]
     args += ["--checkpoint-path", f"{root}/chk", "--output-path", azurite.uri(os.path.basename(root), "out")]
-    args += ["--conf", os.path.join(ROOT, "conf", "local.conf"), "--set", "job.master=local[2]"]
-    args += [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
-    script = ("tests", "support", "faulty_job.py") if fault else ("jobs", "purgatory_job.py")
-    job = os.path.join(ROOT, *script)
+    return args + _options(settings)
+
+
+def _killed(azurite, args: list[str], fault: str) -> subprocess.CompletedProcess:
+    """The job in a process of its own with what a user exports (the endpoint is a --set),
+    killed at ``fault``."""
     return subprocess.run(
-        [sys.executable, job, *args],
-        # what a user exports (the endpoint is a --set), and where to crash
-        env={**os.environ, **azurite.env, **({"PURGATORY_FAULT": fault} if fault else {})},
+        [sys.executable, os.path.join(ROOT, "tests", "support", "faulty_job.py"), *args],
+        env={**os.environ, **azurite.env, "PURGATORY_FAULT": fault},
         capture_output=True,
         text=True,
         timeout=600,
     )
 
 
-def _exactly_once(azurite, root: str, *, n_ops: int, fault: str = "") -> list[str]:
-    """Run the job over new input (first killed at ``fault``, if given); check its tables; their blobs."""
-    from tests.support.crash_harness import SETTINGS, check, read_table, reference
-
+def _exactly_once(azurite, spark, root: str, *, n_ops: int, fault: str) -> list[str]:
+    """The job over new input, killed at ``fault`` in a process of its own, then run again in
+    this one on ``spark``; check its tables; their blobs.  The caller exports the account and
+    its key (``azure_env``)."""
     run = os.path.basename(root)  # a prefix of its own in the container
     settings = {
         **SETTINGS,
@@ -137,11 +147,18 @@ def _exactly_once(azurite, root: str, *, n_ops: int, fault: str = "") -> list[st
     }
     work = generate(n_ops, seed=11, ops_per_second=100)
     write_json_lines(work, f"{root}/ops", f"{root}/events", files=4, malformed=6)
-    if fault:
-        killed = _run(azurite, root, settings, fault)
-        assert killed.returncode == -9, f"not killed at {fault}: {killed.stderr[-3000:]}"
-    done = _run(azurite, root, settings)
-    assert done.returncode == 0, done.stderr[-3000:]
+    args = _args(azurite, root, settings)
+    killed = _killed(azurite, args, fault)
+    assert killed.returncode == -9, f"not killed at {fault}: {killed.stderr[-3000:]}"
+    # the Python workers do not see this process's environment: each task brings it
+    environment = spark.sparkContext.environment
+    saved = dict(environment)
+    environment.update(azurite.env)
+    try:
+        job.run(job.parse_args(args))  # the restart, from the checkpoint the killed run left
+    finally:
+        environment.clear()
+        environment.update(saved)
     local = read_properties(os.path.join(ROOT, "conf", "local.conf"))
     config = PurgatoryConfig.from_mapping(
         {k: v for k, v in {**local, **settings}.items() if not k.startswith("job.")}
@@ -163,10 +180,11 @@ def _exactly_once(azurite, root: str, *, n_ops: int, fault: str = "") -> list[st
 
 
 @pytest.mark.spark
-def test_the_job_on_adls_killed_after_a_commit_then_restarted_gives_exactly_once(azurite, tmp_path):
+def test_the_job_on_adls_killed_after_a_commit_then_restarted_gives_exactly_once(azure_env, spark, tmp_path):
     """Tables, state and staging on ADLS; kill -9 after a Delta commit, before the staged rows
-    are cleared: the restart commits nothing twice, and nothing went to a local path."""
-    keys = _exactly_once(azurite, str(tmp_path / "crash"), n_ops=400, fault=KILL)
+    are cleared: the restart (on this worker's session) commits nothing twice, and nothing went
+    to a local path."""
+    keys = _exactly_once(azure_env, spark, str(tmp_path / "crash"), n_ops=400, fault=KILL)
     assert any(k.startswith("crash/state/") for k in keys), "segment files on Azurite"
     versions = [k for k in keys if k.startswith("crash/out/outcomes/_delta_log/0") and k.endswith(".json")]
     # commits go on past version 1 (Azurite before 3.37 ignored List Blobs' startFrom, which
