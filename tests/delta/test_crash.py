@@ -1,11 +1,15 @@
 """kill -9 the job at each accumulator fault point and at random moments; exactly once after, in
-the Delta tables and on the output topic.  And runs that must end cleanly: SIGTERM (here,
-files) and SIGINT (``test_kafka_crash.py``, Kafka) stop a run between micro-batches, flush what
-lingers and exit 0 (``stopped_cleanly``); a transient fault (``restart=``: a micro-batch raises
-once, as an object store's 503 would) is ridden out by the job's restart policy
-(``spark_purgatory.restarts``) in the run; a broker that answers nobody for 60 s
-(``outage=``, ``test_kafka_crash.py``) is ridden out by the query.  A run that rides a fault
-out ends with the signal's stop (``restart=staged:2+signal=TERM``): one JVM start for both.
+the Delta tables and on the output topic.  And what a run must ride out or end with: a
+transient fault (``restart=``: a micro-batch raises once, as an object store's 503 would) is
+ridden out by the job's restart policy (``spark_purgatory.restarts``) in the run, here, which
+then commits and is stopped by Ctrl-C (SIGINT to its process group: the JVM and the Python
+workers get it too) between micro-batches, flushes what lingers and exits 0
+(``stopped_cleanly``); a broker that answers nobody for 60 s (``outage=``,
+``test_kafka_crash.py``) is ridden out by the query, which then commits and is killed at a
+random moment.  A run that rides something out ends with the stop or a kill
+(``restart=staged:2+signal=INT``, ``outage=60+random``): one JVM start for both.  SIGTERM takes
+the signal's handler too (``PurgatoryQuery.stop_on_signals``): ``tests/query/test_signals.py``
+sends both to the handle.
 
 One plan per output (``PLANS``): the Delta tables written by delta-rs (the embedded default,
 here, on files) and by Spark's own Delta writer (``job.writer=spark``, in
@@ -43,19 +47,19 @@ import pytest
 from spark_purgatory.delta.accumulator import FAULT_POINTS
 from tests.delta.test_azure_store import KILL as ADLS_KILL
 from tests.handoff.test_end_of_input import END_KILLS
-from tests.support.clean_stops import killed_as_planned
+from tests.support.clean_stops import killed_as_planned, parts_of
 from tests.support.crash_harness import check, check_topic_status, run
 
 #: each output's runs, in order (``crash_harness.run``'s plan): every fault point its writer
-#: passes (with ``ADLS_KILL``, ``END_KILLS`` and ``PLANS["s3"]``), the clean stops and one
-#: random kill (``make nightly`` draws ten kills on files, about a third of them random).  "delta-rs"
-#: is this file's (files), "spark" ``test_kafka_crash.py``'s (Kafka topics), "s3" ``test_s3a.py``'s
-#: (Spark's writer, the whole query on s3a)
+#: passes (with ``ADLS_KILL``, ``END_KILLS`` and ``PLANS["s3"]``), what a run rides out, the
+#: signal's stop and one random kill (``make nightly`` draws ten kills on files, about a third
+#: of them random).  "delta-rs" is this file's (files), "spark" ``test_kafka_crash.py``'s (Kafka
+#: topics), "s3" ``test_s3a.py``'s (Spark's writer, the whole query on s3a)
 PLANS = {
     "delta-rs": [
         "fault=manifest:1",
         "random",
-        "restart=staged:2+signal=TERM",
+        "restart=staged:2+signal=INT",
         "fault=staging:2",
     ],
     # the manifest's kill last: the commits that recover it (a Spark job per table) are then
@@ -63,8 +67,7 @@ PLANS = {
     "spark": [
         "fault=staged:2",
         "fault=committed:1",
-        "outage=60+signal=INT",
-        "random",
+        "outage=60+random",  # the plan's random kill, once the outage was ridden out
         "fault=manifest:1",
     ],
     "s3": ["fault=staging:2"],
@@ -83,12 +86,13 @@ def test_the_plans_kill_at_every_fault_point():
     assert len(set(delta_rs)) == len(delta_rs) and not set(delta_rs) & set(elsewhere)  # none twice
     native = _points(PLANS["s3"]) + _points(PLANS["spark"])  # Spark's Delta writer: no "written"
     assert sorted(native) == sorted(set(FAULT_POINTS) - {"written"})  # each once
-    # and in each plan a random kill and its clean stops: SIGTERM and a restart on files,
-    # Ctrl-C and a broker outage on Kafka
-    stops = {"delta-rs": ("signal=TERM", "restart="), "spark": ("signal=INT", "outage=")}
-    for output, needed in stops.items():
-        plan = PLANS[output]
-        assert "random" in plan and all(any(stop in s for s in plan) for stop in needed)
+    # and in each plan a random kill and what its runs ride out: a restart and Ctrl-C's stop on
+    # files (SIGTERM's, the same handler: test_signals), a broker outage on Kafka
+    rides = {"delta-rs": ("restart", "signal"), "spark": ("outage",)}
+    for output, needed in rides.items():
+        steps = [parts_of(step) for step in PLANS[output]]
+        assert any("random" in parts for parts in steps), output
+        assert all(any(kind in parts for parts in steps) for kind in needed), output
 
 
 @pytest.mark.spark
@@ -106,7 +110,7 @@ def test_job_survives_kill_minus_nine_with_exactly_once_outputs(kafka_broker, tm
         final_in_process=True,  # the drain after the kills: this worker's session
         output_topic=kafka_broker,  # the outcomes on a topic too, read back read_committed
     )
-    killed_as_planned(result, plan)  # and the stops stopped cleanly, the restart rode its fault out
+    killed_as_planned(result, plan)  # and the restart rode its fault out, then Ctrl-C stopped cleanly
     check(result)  # the tables, then the topic (check_topic)
     # the workload warns and withdraws: each warning and cancelled outcome once, kills or not
     assert len(result["expected_warnings"]) and "cancelled" in set(result["expected_outcomes"]["status"])

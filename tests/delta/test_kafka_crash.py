@@ -1,8 +1,9 @@
 """kill -9 the job while it reads Kafka topics and writes Delta through Spark's own Delta writer;
-exactly once after, in the tables and on the output topic.  And two runs that must end
-cleanly: one stopped by Ctrl-C (SIGINT to its process group), one whose broker answers nobody
-for 60 s mid-run (``KafkaBroker.pause``: the query rides it out and commits the input produced
-after it; ``tests/support/clean_stops.py``).
+exactly once after, in the tables and on the output topic.  And a run whose broker answers
+nobody for 60 s mid-run (``KafkaBroker.pause``: the query rides it out and commits the input
+produced after it; ``tests/support/clean_stops.py``), then is killed at a random moment, the
+plan's random kill (``outage=60+random``: one JVM start for both).  Ctrl-C's clean stop of the
+job is ``test_crash.py``'s, on files.
 
 ``crash_harness.run`` with ``kafka``: each share of the input is produced to two topics on the
 file's broker while the job runs with a processing-time trigger; the job is killed, then a
@@ -12,12 +13,12 @@ hold what the Spark-free engine computes from the same input, nothing twice, not
 writer's.  Spark's writer is killed at the fault points its path passes (``written`` is
 delta-rs's alone: Spark's Delta writes a drain's data files and commits them in one call),
 ``committed`` included (Delta's ``txnAppId``/``txnVersion`` skips the replay), and at a random
-moment; its ``staging`` kill is ``test_s3a.py``'s, and delta-rs's kills are on files
-(``test_crash.PLANS``: one plan per output, and the runs that exist anyway on ADLS and at the
-end of input).
+moment after the outage; its ``staging`` kill is ``test_s3a.py``'s, and delta-rs's kills are on
+files (``test_crash.PLANS``: one plan per output, and the runs that exist anyway on ADLS and at
+the end of input).
 
 The outcomes (cancelled ones too), warnings and rejected rows also go to an output topic (``output.kafka.*``,
-``kafka_output``): after the kills, the outage and the stop, a ``read_committed`` consumer of
+``kafka_output``): after the kills and the outage, a ``read_committed`` consumer of
 the whole topic must see every outcome and warning of the reference once and nothing else
 (``crash_harness.check_topic``), and the checkpoint's status names the last micro-batch the
 topic committed.
@@ -53,7 +54,7 @@ def test_job_on_kafka_through_sparks_delta_writer_survives_kill_minus_nine(kafka
         final_in_process=True,  # the drain after the kills: this worker's session
         output_topic=kafka_broker,  # the outcomes on a topic too, read back read_committed
     )
-    killed_as_planned(result, plan)  # and the SIGINT run stopped cleanly, the outage ridden out
+    killed_as_planned(result, plan)  # and the outage was ridden out before the random kill
     check(result)  # the tables, then the topic
     # the workload warns and withdraws: each warning and cancelled outcome once, kills or not
     assert len(result["expected_warnings"]) and "cancelled" in set(result["expected_outcomes"]["status"])

@@ -3,8 +3,9 @@
 ``PurgatoryQuery.stop_on_signals`` on ``start()``'s handle, in this process: the signal is sent
 from inside a micro-batch (the sink's ``on_batch``), so the stop must let that batch finish
 and commit, refuse the next, flush what lingers, and a restart must continue exactly once.
-The job (``jobs/purgatory_job.py``) gets SIGTERM and SIGINT in ``tests/delta/test_crash.py``
-(files) and ``tests/delta/test_kafka_crash.py`` (Kafka).
+SIGTERM and SIGINT take the same handler, here for both; the job (``jobs/purgatory_job.py``)
+installs it on each attempt's handle, and gets Ctrl-C (SIGINT to its process group) after a
+restart in ``tests/delta/test_crash.py``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""Runs of the job that must end cleanly, for ``crash_harness``: stopped by a signal, riding out a
-transient fault by its restart policy, riding out a broker outage; and their checks.
+"""Runs of the job that ride something out or must end cleanly, for ``crash_harness``: riding
+out a transient fault by its restart policy, riding out a broker outage, stopped by a signal;
+and their checks.
 
-``clean_stop`` runs one such step of a plan (``restart=<point>:<n>``, ``outage=<seconds>``,
-``signal=TERM|INT``, or several joined by ``+`` in one run); ``killed_as_planned`` checks a plan's
-runs: the kills died by SIGKILL where planned, the others exited 0 (``stopped_cleanly``: flushed,
-no error, nothing left staged).
+``ride_out`` runs one such step of a plan (``restart=<point>:<n>``, ``outage=<seconds>``,
+``signal=TERM|INT``, or several joined by ``+`` in one run, which may end in a ``random``
+kill instead of a stop); ``killed_as_planned`` checks a plan's runs: the kills died by SIGKILL
+where planned (after riding out what their step says), the others exited 0
+(``stopped_cleanly``: flushed, no error, nothing left staged).
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def _signal_after_a_commit(
     return committed, round(time.monotonic() - sent, 1), err_at
 
 
-def clean_stop(
+def ride_out(
     step: str,
     start_job: Callable[[dict[str, str], str | None], subprocess.Popen],
     settings: dict[str, str],
@@ -112,20 +114,25 @@ def clean_stop(
     rng: random.Random,
     more_input: Callable[[], None],
 ) -> dict:
-    """A run that must end cleanly, stopped by a signal after a micro-batch it committed.
+    """A run that rides out what ``step`` says, then stops on a signal after a micro-batch it
+    committed, or dies by kill -9 at a random moment after one.
 
     ``step`` is one or more of these parts joined by ``+``, in this order, all in one run (one
     JVM start for what would be several runs): ``restart=<point>:<n>`` (a micro-batch raises
     once there, the restart policy rides it out), ``outage=<seconds>`` (the broker answers
-    nobody for that long once a micro-batch committed, then ``more_input`` arrives),
-    ``signal=TERM|INT`` (the stop: ``linger.ms`` long enough that only the stop commits, sent
-    at a random moment after a commit; SIGTERM without it).  ``start_job(settings, fault)``
-    starts the job in a process group of its own, its output in ``log``.out and .err."""
+    nobody for that long once a micro-batch committed, then ``more_input`` arrives), then its
+    end: ``signal=TERM|INT`` (the stop: ``linger.ms`` long enough that only the stop commits,
+    sent at a random moment after a commit; SIGTERM without an end) or ``random`` (SIGKILL a
+    random 0-5 s after a commit, as the plan's ``random`` step: what was ridden out is then
+    followed by a crash).  ``start_job(settings, fault)`` starts the job in a process group of
+    its own, its output in ``log``.out and .err."""
     parts = parts_of(step)
     signum, fault, delay, ready, before = signal.SIGTERM, None, 0.0, True, None
     if "signal" in parts:
         signum, delay = getattr(signal, f"SIG{parts['signal']}"), rng.uniform(0, 3)
         settings = {**settings, "accumulator.linger.ms": "3600000"}  # nothing drains but the stop
+    elif "random" in parts:
+        signum, delay = signal.SIGKILL, rng.uniform(0, 5)
     if "restart" in parts:
         settings, fault = {**settings, "job.restart.backoff.ms": "500"}, f"raise:{parts['restart']}"
     job = start_job(settings, fault)
@@ -154,8 +161,9 @@ def clean_stop(
 
 def parts_of(step: str) -> dict[str, str]:
     """A plan's step as {kind: value}: ``restart=staged:2+signal=TERM`` ->
-    ``{"restart": "staged:2", "signal": "TERM"}``."""
-    return dict(part.split("=", 1) for part in step.split("+"))
+    ``{"restart": "staged:2", "signal": "TERM"}``, ``restart=staged:2+random`` ->
+    ``{"restart": "staged:2", "random": ""}``."""
+    return {kind: value for kind, _, value in (part.partition("=") for part in step.split("+"))}
 
 
 def _from(path: str, offset: int) -> str:
@@ -205,21 +213,29 @@ def staged_destinations(checkpoint: str) -> int:
 
 
 def killed_as_planned(result: dict, plan: list[str]) -> None:
-    """Every run died by SIGKILL where planned, or stopped cleanly on its signal."""
+    """Every run died by SIGKILL where planned, or stopped cleanly on its signal, after riding
+    out what its step says."""
     killed = [k for k in result["kills"] if k["returncode"] == -9 and k["reached"]]
     assert len(killed) == len([step for step in plan if not is_clean(step)]), result["kills"]
-    for run in (k for k in result["kills"] if is_clean(k["step"])):
+    for run in (k for k in result["kills"] if rides_out(k["step"])):
         parts = parts_of(run["step"])
-        assert run["reached"] and run["returncode"] == 0, run  # rode out what it met, then stopped
+        # rode out what it met and committed after it, then stopped (or was killed)
+        assert run["reached"] and run["returncode"] == (-9 if "random" in parts else 0), run
         if "signal" in parts:
             stopped_cleanly(run)
         if "restart" in parts:
             assert "503 SlowDown (injected" in run["out"] and "restart 1 of 3" in run["out"]
 
 
-def is_clean(step: str) -> bool:
-    """Whether a plan's step is a run that must end cleanly (``clean_stop``), not a kill."""
+def rides_out(step: str) -> bool:
+    """Whether a plan's step is a run of ``ride_out``: a restart or an outage ridden out, or a
+    signal's stop."""
     return step.startswith(("signal=", "restart=", "outage="))
+
+
+def is_clean(step: str) -> bool:
+    """Whether a plan's step is a run that must end cleanly (exit 0), not a kill."""
+    return rides_out(step) and "random" not in parts_of(step)
 
 
 def stopped_cleanly(run: dict) -> None:

@@ -63,7 +63,7 @@ from spark_purgatory.contract import COUNTS, OUTCOMES, ROW_COUNTS, STATUSES, TAB
 from spark_purgatory.delta.accumulator import FAULT_POINTS  # noqa: E402
 from spark_purgatory.engine.purgatory import Purgatory  # noqa: E402
 from spark_purgatory.workload import generate, write_json_lines  # noqa: E402
-from tests.support.clean_stops import _commits, _tail, clean_stop, is_clean  # noqa: E402
+from tests.support.clean_stops import _commits, _tail, ride_out, rides_out  # noqa: E402
 from tests.support.topic_reader import outcomes_of, read_topic, status_of  # noqa: E402
 
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
@@ -295,7 +295,7 @@ def run(
         feeder.start()
         started, log = time.monotonic(), os.path.join(root, "logs", f"run-{number}")
         trigger = ["--trigger", "processing-time=1s"]
-        if is_clean(step):  # runs that must end cleanly
+        if rides_out(step):  # runs that ride a fault out or must end cleanly
 
             def more_input(feeder: threading.Thread = feeder) -> None:  # after an outage
                 feeder.join()
@@ -306,7 +306,7 @@ def run(
             ) -> subprocess.Popen:
                 return _job(list(given), chosen, env, fault=fault, log=log, cwd=cwd, own_group=True)
 
-            run_ = clean_stop(step, start_job, settings, log, checkpoint, spark_store, kafka, rng, more_input)
+            run_ = ride_out(step, start_job, settings, log, checkpoint, spark_store, kafka, rng, more_input)
             feeder.join()
             kills.append(run_)
             continue
