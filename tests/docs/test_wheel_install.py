@@ -42,6 +42,7 @@ import spark_purgatory
 from spark_purgatory import PurgatoryConfig
 from spark_purgatory.kafka_broker import KafkaBroker
 from spark_purgatory.runtime.jars import built_for, fits
+from spark_purgatory.runtime.session import C1_ONLY
 from spark_purgatory.testing import assert_outcomes
 from spark_purgatory.version import USER_METADATA
 from spark_purgatory.workload import generate, write_json_lines
@@ -124,9 +125,21 @@ print("KAFKA", on_kafka.totals)
 
 @pytest.fixture(scope="module")
 def wheel_python(tmp_path_factory):
-    """The wheel's venv: built and installed once for this module."""
+    """The wheel's venv: built and installed once for this module, without bytecode: its
+    processes write the bytecode of what they import (``_writing_bytecode``)."""
     where = tmp_path_factory.mktemp("wheel")
-    return install_wheel(build_wheel(where / "dist"), where / "venv", extras=("kafka",))
+    return install_wheel(build_wheel(where / "dist"), where / "venv", extras=("kafka",), bytecode=False)
+
+
+def _writing_bytecode(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for the venv's processes: Python's default, bytecode written as modules are first
+    imported, where this machine sets ``PYTHONDONTWRITEBYTECODE`` (each process, Spark's Python
+    workers too, would compile pandas, pyarrow and pyspark again); compiled at the install
+    instead, as ``pip`` does, it is every module, pandas' and numpy's own tests too, which these
+    processes never import; and mvn's JVM with the options the tests give every JVM (C1 only,
+    the serial collector: ``tests/conftest.py``), as it resolves the Kafka sets."""
+    env = {key: value for key, value in env.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "MAVEN_OPTS": f"{C1_ONLY} -XX:+UseSerialGC"}
 
 
 def test_the_installed_wheel_runs_the_readme_and_the_job_with_its_jars(wheel_python, tmp_path):
@@ -148,9 +161,11 @@ def test_the_installed_wheel_runs_the_readme_and_the_job_with_its_jars(wheel_pyt
     )
     # the venv's python run by its path, the venv not activated: the PATH's python3 cannot
     # import pyarrow, so start() must give Spark's Python workers the driver's interpreter
-    env = unactivated_env(
-        XDG_CACHE_HOME=str(tmp_path / "cache"),
-        PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",  # tests share no UI port
+    env = _writing_bytecode(
+        unactivated_env(
+            XDG_CACHE_HOME=str(tmp_path / "cache"),
+            PYSPARK_SUBMIT_ARGS="--conf spark.ui.enabled=false pyspark-shell",  # tests share no UI port
+        )
     )
     assert "SPARK_PURGATORY_JARS" not in env
     assert subprocess.run(["python3", "-c", "import pyarrow"], env=env, capture_output=True).returncode != 0
@@ -221,7 +236,7 @@ def test_the_installed_wheel_runs_the_readme_and_the_job_with_its_jars(wheel_pyt
 
 
 def test_the_installed_commands_name_the_installed_package_and_its_jars(wheel_python, tmp_path):
-    env = venv_env(wheel_python)
+    env = _writing_bytecode(venv_env(wheel_python))
     command = str(wheel_python.parent / "spark-purgatory")
     version = subprocess.run([command, "--version"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert version.stdout == f"spark-purgatory {spark_purgatory.__version__}\n"

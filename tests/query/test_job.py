@@ -1,4 +1,9 @@
-"""The job as users run it: the command line, Delta tables out, a second run continuing."""
+"""The job as users run it: the command line, Delta tables out, a second run continuing.
+
+The command line's refusals run ``jobs/purgatory_job.py`` in a process of its own (they end
+before a session starts); the runs are its ``main`` in the worker's session (a job process
+with a JVM of its own is every crash test's, and ``make demo``'s progress lines on a fresh
+process's standard output are ``test_readme.py``'s)."""
 
 from __future__ import annotations
 
@@ -43,32 +48,27 @@ def with_votes(work: Workload) -> Workload:
     )
 
 
-def test_bad_configuration_stops_the_job_at_start_naming_the_key(tmp_path):
-    base = [
-        sys.executable,
-        JOB,
-        "--ops-path",
-        "x",
-        "--events-path",
-        "y",
-        "--output-path",
-        "z",
-        "--checkpoint-path",
-        str(tmp_path),
-    ]
+def test_bad_configuration_stops_the_job_at_start_naming_the_key(tmp_path, capsys):
+    """The script's exit code and standard error in a process of its own; the other refusals
+    through its ``main`` (the script is ``sys.exit(console())``, and ``console`` is ``main``)."""
+    base = ["--ops-path", "x", "--events-path", "y", "--output-path", "z", "--checkpoint-path", str(tmp_path)]
     bad = subprocess.run(
-        [*base, "--set", "purgatory.tick.ms=soon"], capture_output=True, text=True, timeout=60
+        [sys.executable, JOB, *base, "--set", "purgatory.tick.ms=soon"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert bad.returncode == 2 and "purgatory.tick.ms must be an integer" in bad.stderr
-    unknown = subprocess.run([*base, "--set", "purgatory.tick=5"], capture_output=True, text=True, timeout=60)
-    assert unknown.returncode == 2 and "unknown configuration key 'purgatory.tick'" in unknown.stderr
-    assert "purgatory.tick.ms" in unknown.stderr  # the allowed keys are listed
-    trigger = subprocess.run([*base, "--trigger", "sometimes"], capture_output=True, text=True, timeout=60)
-    assert trigger.returncode == 2 and "available-now" in trigger.stderr
+    assert job.main([*base, "--set", "purgatory.tick=5"]) == 2
+    unknown = capsys.readouterr().err
+    assert "unknown configuration key 'purgatory.tick'" in unknown
+    assert "purgatory.tick.ms" in unknown  # the allowed keys are listed
+    assert job.main([*base, "--trigger", "sometimes"]) == 2
+    assert "available-now" in capsys.readouterr().err
 
 
 @pytest.mark.spark
-def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_path):
+def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_path, capsys):
     # the watermark is the slower input's (the operations end 15 s in): short timeouts expire
     work = with_votes(generate(1500, seed=11, ops_per_second=100, timeout_ms=5_000))
     ops, events, deliver = arriving_input(tmp_path / "data", work, files=6, malformed=4)
@@ -91,20 +91,15 @@ def test_job_writes_delta_tables_and_continues_from_the_checkpoint(spark, tmp_pa
         "watermark.delay=2 seconds",
     ]
 
-    deliver(range(0, 1))  # one micro-batch in the command's own JVM, started cold; the rest warm
-    first = subprocess.run(
-        [sys.executable, JOB, *args, "--set", "job.master=local[2]"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert "batch     0" in first.stdout and "pending" in first.stdout  # the progress line
+    deliver(range(0, 1))  # one micro-batch, then the rest in a second run
+    assert job.main(args) == 0, capsys.readouterr().err[-3000:]  # the command line's exit code
+    printed = capsys.readouterr().out
+    assert "batch     0" in printed and "pending" in printed  # the progress line, on standard output
     after_first = read(out, "outcomes").num_rows
     assert after_first > 0
 
     deliver(range(1, 6))
-    totals = job.run(job.parse_args(args))  # a second run, in another process, same checkpoint
+    totals = job.run(job.parse_args(args))  # a second run on the checkpoint the first left
     assert totals["batches"] >= 1
 
     outcomes = read(out, "outcomes")
