@@ -66,12 +66,12 @@ os.environ.setdefault("SPARK_PURGATORY_CLASS_DATA", "use")
 #: test files (paths from the project's root, as in node ids), slowest first (their slowest
 #: test, ``make test ARGS="--durations=60"``); the others follow in file order
 SLOW_FIRST = (
-    "tests/delta/test_kafka_crash.py",  # five job runs (Spark's writer on Kafka), a 60 s broker outage
+    "tests/delta/test_kafka_crash.py",  # four job runs (Spark's writer on Kafka), a 60 s broker outage
     "tests/delta/test_crash.py",  # four job runs (delta-rs on files, the topic on), three killed
     "benchmarks/tests/test_benchmarks.py",  # the Spark benchmarks' smoke run in one JVM
     "tests/delta/test_s3a.py",  # two job runs, the whole query through S3A and a proxy's 503s
     "tests/delta/test_catalog.py",
-    "tests/delta/test_azure_store.py",  # the ADLS job killed, then restarted
+    "tests/delta/test_azure_store.py",  # the ADLS job killed, then restarted on the worker's session
     "tests/docs/test_readme.py",
     "tests/docs/test_wheel_install.py",  # the wheel built, installed in a fresh venv, one JVM run
     "tests/handoff/test_end_of_input.py",
@@ -83,7 +83,7 @@ SLOW_FIRST = (
     # not while the crash tests start their JVMs (it missed it twice at a load of 17-20)
     "tests/spark/test_distributed.py",
     "tests/query/test_first_hour.py",
-    "tests/kafka_output/test_topic_job.py",  # two job runs per test: a fault, then a start after
+    "tests/kafka_output/test_topic_job.py",  # a topic's faults (a fault, a start after), the secrets' runs
     "tests/spark/test_kafka_broker.py",  # a broker started twice on its data
     "tests/kafka_output/test_topic.py",  # a broker, transactions
     "tests/delta/test_reading.py",  # twenty fresh interpreters
@@ -157,8 +157,8 @@ def kafka_broker(tmp_path_factory):
     from spark_purgatory.kafka_broker import KafkaBroker
 
     # SCRAM over SASL_PLAINTEXT and over TLS (its own CA); a revoked user's open connections are
-    # refused at their next re-authentication (tests/spark/test_secrets.py), as on a broker
-    # with connections.max.reauth.ms set
+    # refused at their next re-authentication (tests/kafka_output/test_topic_job.py), as on a
+    # broker with connections.max.reauth.ms set
     broker = KafkaBroker(
         data_dir=tmp_path_factory.mktemp("kafka-broker"),
         sasl=True,
