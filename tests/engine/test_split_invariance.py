@@ -266,11 +266,15 @@ def assert_same(got: Result, expected: Result) -> None:
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
 @given(scenarios())
 def test_every_split_gives_the_reference_outcomes(scenario):
+    """The reference's results whatever the cut; and where the cut cannot matter (each input
+    in event-time order, nothing late, the input ended), the whole input's in one
+    micro-batch (``assert_the_cut_does_not_matter``), on the same draws."""
     expected = run(scenario["batches"])
     got, per_batch = run_engine(scenario["batches"])
     assert_same(got, expected)
     for wm, r in per_batch:  # an event is reported once its fate is final: the watermark passed it
         assert (r.unmatched["ts"].to_numpy(np.int64) < wm).all()
+    assert_the_cut_does_not_matter(scenario, got)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
@@ -334,12 +338,10 @@ def home_of(o: dict, shards: int) -> int:
     return homes.pop() if len(homes) == 1 else shards
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
-@given(scenarios())
-def test_ordered_input_without_late_rows_gives_the_one_batch_outcomes(scenario):
+def assert_the_cut_does_not_matter(scenario: dict, got: Result) -> None:
     """The promise itself: inputs in event-time order, nothing late, the input ended: the cut
-    does not matter."""
-    got, _ = run_engine(scenario["batches"])
+    does not matter (``got``, the engine's results over the scenario's cut, are the whole
+    input's in one micro-batch).  Other scenarios promise nothing of the kind: no check."""
     if not scenario["end"] or not scenario["ordered"] or any(r[1] == "late" for r in got.rejected):
         return
     cut = scenario["batches"][:-1]

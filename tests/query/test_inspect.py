@@ -23,6 +23,7 @@ import pytest
 from chispa import assert_df_equality
 
 from spark_purgatory import Purgatory, PurgatoryConfig, start
+from spark_purgatory.cli import main
 from spark_purgatory.engine.inspection import pending_frame
 from spark_purgatory.inspect import (
     at_risk,
@@ -179,23 +180,6 @@ def test_pending_table_reads_the_same_rows_from_the_files_without_spark(made, wh
     assert [(r["shard"], r["progress"]) for r in cross] == [(CONFIG.shards, 2.0)]  # once, the cross group
 
 
-def test_at_risk_table_equals_spark_at_risk(spark, made):
-    fields = ["op_id", "time_left_ms", "still_needed", "progress_text"]
-    found = {}
-    for within in ("10s", "1h"):
-        spark_rows = [
-            tuple(r) for r in at_risk(made.checkpoint, within=within, spark=spark).select(fields).collect()
-        ]
-        table_rows = [
-            tuple(r[f] for f in fields) for r in at_risk_table(made.checkpoint, within=within).to_pylist()
-        ]
-        assert table_rows == spark_rows
-        found[within] = [row[0] for row in table_rows]
-    # rows were compared: the narrow horizon's two, and the wide one's more
-    assert found["10s"] == ["soon-1", "soon-2"]
-    assert set(found["10s"]) < set(found["1h"])
-
-
 def test_a_cross_shard_operation_appears_once_from_the_cross_shard_group(spark, made):
     rows = pending_operations(made.checkpoint, spark=spark).filter("op_id = 'p-cross'").collect()
     assert [(r.shard, r.matched_events, r.distinct_sources, r.progress) for r in rows] == [
@@ -210,12 +194,22 @@ def test_the_state_was_read_through_segment_files(spark, made):
 
 
 def test_at_risk_lists_the_operations_due_within_the_horizon_earliest_first(spark, made):
-    rows = at_risk(made.checkpoint, within="10s", spark=spark).collect()
-    assert [(r.op_id, r.time_left_ms, r.progress_text) for r in rows] == [
+    """Spark's ``at_risk`` and ``at_risk_table`` (the files without Spark) give the same rows."""
+    fields = ["op_id", "time_left_ms", "still_needed", "progress_text"]
+    found = {}
+    for within in ("10s", "1h"):
+        rows = at_risk(made.checkpoint, within=within, spark=spark).collect()
+        table_rows = [
+            tuple(r[f] for f in fields) for r in at_risk_table(made.checkpoint, within=within).to_pylist()
+        ]
+        assert table_rows == [tuple(r[f] for f in fields) for r in rows]
+        found[within] = rows
+    assert [(r.op_id, r.time_left_ms, r.progress_text) for r in found["10s"]] == [
         ("soon-1", 5_000, "no event yet"),
         ("soon-2", 9_000, "no event yet"),
     ]
-    wide = {r.op_id: r for r in at_risk(made.checkpoint, within="1h", spark=spark).collect()}
+    wide = {r.op_id: r for r in found["1h"]}
+    assert {"soon-1", "soon-2"} < set(wide)
     assert wide["p-count"].progress_text == "2 of 3 sources" and wide["p-count"].still_needed == 1.0
     assert wide["p-all"].progress_text == "1 of 3 members, missing m1, m3"
     assert wide["p-offset"].progress_text == "lowest key at 4 of 10"
@@ -309,6 +303,11 @@ def test_the_command_line_answers_pending_status_and_explain_without_a_jvm(made)
         "m3",
     ]
     assert stories["c-done"]["state"] == "completed"
+    missing = cli("pending", "--checkpoint", "/nonexistent/chk")  # a failure's code and one line
+    assert (missing.returncode, missing.stderr) == (
+        1,
+        "spark-purgatory: no such checkpoint: /nonexistent/chk\n",
+    )
 
 
 @pytest.mark.parametrize(
@@ -320,7 +319,10 @@ def test_the_command_line_answers_pending_status_and_explain_without_a_jvm(made)
         (["pending", "--checkpoint", "{chk}", "--set", "purgatory.shards=x"], 2, "purgatory.shards"),
     ],
 )
-def test_the_command_line_fails_in_one_line(made, args, code, message):
-    done = cli(*(a.format(out=made.output, chk=made.checkpoint) for a in args))
-    assert done.returncode == code
-    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+def test_the_command_line_fails_in_one_line(made, args, code, message, capsys):
+    """``main`` as the command runs it, in this process (a failing command's own process, its
+    exit code and its one line: the test above)."""
+    done = main([a.format(out=made.output, chk=made.checkpoint) for a in args])
+    err = capsys.readouterr().err
+    assert done == code
+    assert message in err and len(err.strip().splitlines()) == 1
