@@ -88,7 +88,7 @@ SLOW_FIRST = (
     "tests/kafka_output/test_topic.py",  # a broker, transactions
     "tests/delta/test_reading.py",  # twenty fresh interpreters
     "tests/query/test_job.py",
-    "tests/spark/test_poison.py",
+    "tests/spark/test_hostile_input.py",  # the hostile corpus and the poison records, one stream
     "tests/delta/test_store_faults.py",  # two job runs in process, a store behind a proxy
     "tests/query/test_signals.py",
     "tests/query/test_one_writer.py",
@@ -109,7 +109,7 @@ SLOW_FIRST = (
     "tests/state/test_state.py",
     "tests/query/test_demo.py",
     "tests/docs/test_docs_examples.py",
-    "tests/spark/test_hostile_input.py",
+    "tests/spark/test_poison.py",
     "tests/query/test_backfill.py",
     "tests/docs/test_docs_site.py",
 )
