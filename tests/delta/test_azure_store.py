@@ -34,7 +34,7 @@ from spark_purgatory.query import app_id_of
 from spark_purgatory.storage import Storage, location
 from spark_purgatory.workload import generate, write_json_lines
 from tests.support.azure_store import AzureStore
-from tests.support.crash_harness import SETTINGS, _options, check, read_table, reference
+from tests.support.crash_harness import SETTINGS, check, job_options, read_table, reference
 from tests.support.object_store import check_segment_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -118,7 +118,7 @@ def _args(azurite, root: str, settings: dict[str, str]) -> list[str]:
     """The job's arguments (``available-now``) over ``root``'s input, its tables on Azurite."""
     args = ["--ops-path", f"{root}/ops", "--events-path", f"{root}/events", "--trigger", "available-now"]
     args += ["--checkpoint-path", f"{root}/chk", "--output-path", azurite.uri(os.path.basename(root), "out")]
-    return args + _options(settings)
+    return args + job_options(settings)
 
 
 def _killed(azurite, args: list[str], fault: str) -> subprocess.CompletedProcess:

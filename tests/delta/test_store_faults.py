@@ -26,7 +26,7 @@ from spark_purgatory.faults import gone_buckets
 from spark_purgatory.job import main as job_main
 from spark_purgatory.storage import Storage, read_bytes
 from spark_purgatory.workload import generate
-from tests.support.crash_harness import SETTINGS, _options, check, tables_and_reference
+from tests.support.crash_harness import SETTINGS, check, job_options, tables_and_reference
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.object_store import REGION, S3Store
 from tests.support.stream_helpers import arriving_input
@@ -156,7 +156,7 @@ def test_the_job_rides_out_503s_ends_in_one_line_when_its_bucket_goes_and_contin
         *("--ops-path", ops, "--events-path", events),
         *("--output-path", out, "--checkpoint-path", str(tmp_path / "chk")),
         *("--trigger", "available-now"),
-        *_options(settings),
+        *job_options(settings),
     ]
 
     deliver(range(0, 4))  # two micro-batches (source.max.files.per.trigger)

@@ -135,8 +135,7 @@ def test_no_output_of_the_job_or_the_command_line_shows_a_secret(spark, kafka_br
     from spark_purgatory import PurgatoryConfig, start
     from spark_purgatory.config import read_properties
     from tests.support.clean_stops import after_a_commit
-    from tests.support.crash_harness import ROOT, SETTINGS, check, tables_and_reference
-    from tests.support.crash_harness import _options as job_options
+    from tests.support.crash_harness import ROOT, SETTINGS, check, job_options, tables_and_reference
 
     work = generate(200, seed=31, ops_per_second=40)
     malformed = 2

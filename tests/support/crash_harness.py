@@ -104,7 +104,7 @@ def _job(
                 sys.executable,
                 FAULTY_JOB if fault else JOB,
                 *args,
-                *_options(settings),
+                *job_options(settings),
             ],
             env={**os.environ, **env, **({"PURGATORY_FAULT": fault} if fault else {})},
             stdout=out,
@@ -121,10 +121,10 @@ def _job(
 
 def _job_here(args: list[str], settings: dict[str, str]) -> dict:
     """The job's ``run`` in this process, on its Spark session (a run never killed): its totals."""
-    return job_module.run(job_module.parse_args([*args, *_options(settings)]))
+    return job_module.run(job_module.parse_args([*args, *job_options(settings)]))
 
 
-def _options(settings: dict[str, str]) -> list[str]:
+def job_options(settings: dict[str, str]) -> list[str]:
     """The job's configuration options: the local profile, ``settings`` over it, local[2]."""
     extra = [x for k, v in settings.items() for x in ("--set", f"{k}={v}")]
     return ["--conf", os.path.join(ROOT, "conf", "local.conf"), *extra, "--set", "job.master=local[2]"]
