@@ -22,6 +22,7 @@ from deltalake import DeltaTable
 
 from spark_purgatory import PurgatoryConfig
 from spark_purgatory.config import ConfigError
+from spark_purgatory.contract import TABLES
 from spark_purgatory.delta.catalog import CatalogTables, writer_for
 from spark_purgatory.job import parse_args
 from spark_purgatory.query import app_id_of
@@ -123,14 +124,15 @@ def test_the_job_writes_catalog_tables_kept_by_a_local_warehouse_across_runs(tmp
     assert os.listdir(cwd) == []  # nor Derby's database and log, nor a spark-warehouse
     assert {"metastore_db", "derby.log", "purgatory.db"} <= set(os.listdir(warehouse))
     (seen,) = [json.loads(line) for line in job.stdout.splitlines() if line.startswith('{"outcomes"')]
-    # read by name in the second run's session: every operation once, as the engine resolves it
-    outcomes = DeltaTable(str(warehouse / "purgatory.db" / "pay_outcomes")).to_pandas()
+    table = {n: DeltaTable(str(warehouse / "purgatory.db" / f"pay_{n}")).to_pandas() for n in TABLES}
+    outcomes, metrics = table["outcomes"], table["metrics"]
+    # every operation once, as the engine resolves it; the same read by name in the job's session
     expected = _expected(work, PurgatoryConfig(shards=2, watermark_delay="2 seconds"))
     assert outcomes["op_id"].is_unique and _resolved(outcomes) == expected
     assert {tuple(r) for r in seen["outcomes"]} == expected
-    assert seen["rejected"] == 2  # every malformed line once
-    assert seen["completed_and_expired"] == len(outcomes)
-    assert seen["unmatched"] == seen["unmatched_events"]
+    assert len(table["rejected"]) == 2  # every malformed line once
+    assert int(metrics["completed"].sum() + metrics["expired"].sum()) == len(outcomes)
+    assert int(metrics["unmatched"].sum()) == len(table["unmatched_events"])
     # managed tables, in the schema's location; their partitioning is the contract's
     assert seen["location"].startswith(f"file:{warehouse / 'purgatory.db'}")
     assert seen["partitionColumns"] == ["resolved_date"]
@@ -153,12 +155,9 @@ if main(sys.argv[1:]):
     sys.exit(1)
 spark = SparkSession.builder.getOrCreate()
 settings = parse_args(sys.argv[1:])
-outcomes = spark.sql(
-    "SELECT op_id, status, CAST(unix_millis(resolved_at) AS BIGINT) FROM purgatory.pay_outcomes"
+outcomes = spark.table("purgatory.pay_outcomes").selectExpr(
+    "op_id", "status", "CAST(unix_millis(resolved_at) AS BIGINT)"
 ).collect()
-metrics = spark.table("purgatory.pay_metrics").selectExpr(
-    "CAST(sum(completed) + sum(expired) AS BIGINT)", "CAST(sum(unmatched) AS BIGINT)"
-).first()
 detail = spark.sql("DESCRIBE DETAIL purgatory.pay_outcomes").first()
 try:
     start(settings.ops_path, settings.events_path, output=settings.output_tables,
@@ -168,10 +167,6 @@ except OutputOwnedError as error:
     refused = str(error)
 print(json.dumps({{
     "outcomes": [list(r) for r in outcomes],
-    "rejected": spark.table("purgatory.pay_rejected").count(),
-    "completed_and_expired": metrics[0],
-    "unmatched": metrics[1],
-    "unmatched_events": spark.table("purgatory.pay_unmatched_events").count(),
     "location": detail["location"],
     "partitionColumns": list(detail["partitionColumns"]),
     "owner": detail["properties"][OWNER],
