@@ -1,14 +1,17 @@
 """Output tables named in the session's catalog (``spark_purgatory.delta.catalog``).
 
-``start()`` into ``CatalogTables`` (three-part names through Spark's session catalog, read
-back with two-part names by ``spark.table``); the job's ``--output-tables`` across two runs
-of a local catalog kept in ``job.warehouse`` (the second run finds the tables by name and
-continues); what is refused, in one line: delta-rs with catalog names, a local run without
-a warehouse.
+The job's ``--output-tables`` (``start()`` into ``CatalogTables``: three-part names through
+Spark's session catalog, with a prefix) across two runs of a local catalog kept in
+``job.warehouse``: the second run finds the tables by name and continues, and its session
+reads them back with two-part names by ``spark.table``; what is refused, in one line:
+delta-rs with catalog names, a local run without a warehouse, a second checkpoint into the
+same tables.  The tables are read in the job's own session, not the test worker's: a local
+catalog that outlives its session is Spark's Hive metastore, set when a session starts.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,10 +20,10 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
-from spark_purgatory import PurgatoryConfig, start
+from spark_purgatory import PurgatoryConfig
 from spark_purgatory.config import ConfigError
-from spark_purgatory.delta.catalog import CatalogDeltaWriter, CatalogTables, writer_for
-from spark_purgatory.delta.ownership import OWNER, OutputOwnedError
+from spark_purgatory.contract import TABLES
+from spark_purgatory.delta.catalog import CatalogTables, writer_for
 from spark_purgatory.job import parse_args
 from spark_purgatory.query import app_id_of
 from spark_purgatory.workload import generate, write_json_lines
@@ -85,60 +88,88 @@ def test_a_local_job_with_catalog_names_needs_a_warehouse_and_says_so(tmp_path):
 
 @pytest.mark.jars("delta")
 @pytest.mark.spark
-def test_start_writes_catalog_tables_read_back_with_spark_table(spark, tmp_path):
-    schema = "purgatory_catalog"
-    # the schema's managed tables under tmp_path, not the session's spark-warehouse
-    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema} LOCATION '{tmp_path / 'warehouse'}'")
-    work = generate(300, seed=11, ops_per_second=50)
-    ops, events = str(tmp_path / "ops"), str(tmp_path / "events")
-    write_json_lines(work, ops, events, files=3, malformed=2)
-    config = PurgatoryConfig(shards=2, watermark_delay="2 seconds")
-    # three-part names (Spark's session catalog named), a prefix; read with two-part names
-    tables = CatalogTables(f"spark_catalog.{schema}", prefix="pay_")
-    with start(ops, events, output=tables, checkpoint=str(tmp_path / "chk"), config=config, spark=spark) as q:
-        assert isinstance(q.writer, CatalogDeltaWriter)
-        q.await_termination()
-    outcomes = spark.table(f"{schema}.pay_outcomes").toPandas()
-    assert outcomes["op_id"].is_unique
-    assert _resolved(outcomes) == _expected(work, config)
-    assert spark.table(f"{schema}.pay_rejected").count() == 2  # every malformed line once
-    metrics = spark.table(f"{schema}.pay_metrics").toPandas()
-    assert int(metrics["completed"].sum() + metrics["expired"].sum()) == len(outcomes)
-    assert int(metrics["unmatched"].sum()) == spark.table(f"{schema}.pay_unmatched_events").count()
-    # managed tables, in the schema's location; their partitioning is the contract's
-    detail = spark.sql(f"DESCRIBE DETAIL {schema}.pay_outcomes").first()
-    assert detail["location"].startswith(f"file:{tmp_path / 'warehouse'}")
-    assert detail["partitionColumns"] == ["resolved_date"]
-    # one writer per output: the catalog tables name their checkpoint; another one is refused
-    assert detail["properties"][OWNER] == app_id_of(str(tmp_path / "chk"))
-    with pytest.raises(OutputOwnedError, match=f"output table spark_catalog.{schema}.pay_outcomes belongs"):
-        start(ops, events, output=tables, checkpoint=str(tmp_path / "chk-2"), config=config, spark=spark)
-
-
-@pytest.mark.jars("delta")
-@pytest.mark.spark
 def test_the_job_writes_catalog_tables_kept_by_a_local_warehouse_across_runs(tmp_path):
+    """Two runs of the job into the tables ``pay_*`` of schema ``purgatory``, each a session of
+    its own over the local catalog in ``job.warehouse``: the first names them with two parts,
+    the second with three (Spark's session catalog named), finds the same tables by name and
+    continues, exactly once.  Then, in the second run's session (``_SECOND_RUN``), the tables
+    read back by ``spark.table`` with two-part names; they are managed tables in their
+    schema's location, partitioned as the contract says, and name their checkpoint:
+    ``start()`` with another one is refused."""
     work = generate(300, seed=12, ops_per_second=50)
     staged, ops, events = str(tmp_path / "in"), str(tmp_path / "ops"), str(tmp_path / "events")
-    write_json_lines(work, f"{staged}/ops", f"{staged}/events", files=4)
-    warehouse, cwd = tmp_path / "warehouse", tmp_path / "cwd"
+    write_json_lines(work, f"{staged}/ops", f"{staged}/events", files=4, malformed=2)
+    warehouse, cwd, chk = tmp_path / "warehouse", tmp_path / "cwd", str(tmp_path / "chk")
     cwd.mkdir()
+    second = tmp_path / "second_run.py"  # not in cwd: nothing of the job's may land there
+    second.write_text(_SECOND_RUN, encoding="utf-8")
     settings = {"purgatory.shards": "2", "watermark.delay": "2 seconds", "job.master": "local[1]",
                 "job.warehouse": str(warehouse)}  # fmt: skip
+    args = ["--ops-path", ops, "--events-path", events, "--checkpoint-path", chk,
+            *[x for k, v in settings.items() for x in ("--set", f"{k}={v}")]]  # fmt: skip
     names = sorted(os.listdir(f"{staged}/ops"))
-    for run in (names[:2], names[2:]):
+    runs = (
+        (JOB, "purgatory.pay_{table}", names[:2]),
+        (str(second), "spark_catalog.purgatory.pay_{table}", names[2:]),
+    )
+    for script, tables, run in runs:
         _move(f"{staged}/ops", ops, run)
         _move(f"{staged}/events", events, run)
         job = subprocess.run(
-            [sys.executable, JOB, "--ops-path", ops, "--events-path", events,
-             "--checkpoint-path", str(tmp_path / "chk"), "--output-tables", "purgatory",
-             *[x for k, v in settings.items() for x in ("--set", f"{k}={v}")]],
+            [sys.executable, script, *args, "--output-tables", tables],
             capture_output=True, text=True, cwd=cwd, timeout=600,
         )  # fmt: skip
         assert job.returncode == 0, job.stderr[-3000:]
-        assert "CatalogDeltaWriter, output purgatory.{table}" in job.stdout
+        assert f"CatalogDeltaWriter, output {tables}" in job.stdout
     assert os.listdir(cwd) == []  # nor Derby's database and log, nor a spark-warehouse
     assert {"metastore_db", "derby.log", "purgatory.db"} <= set(os.listdir(warehouse))
-    outcomes = DeltaTable(str(warehouse / "purgatory.db" / "outcomes")).to_pandas()
-    assert outcomes["op_id"].is_unique
-    assert _resolved(outcomes) == _expected(work, PurgatoryConfig(shards=2, watermark_delay="2 seconds"))
+    (seen,) = [json.loads(line) for line in job.stdout.splitlines() if line.startswith('{"outcomes"')]
+    table = {n: DeltaTable(str(warehouse / "purgatory.db" / f"pay_{n}")).to_pandas() for n in TABLES}
+    outcomes, metrics = table["outcomes"], table["metrics"]
+    # every operation once, as the engine resolves it; the same read by name in the job's session
+    expected = _expected(work, PurgatoryConfig(shards=2, watermark_delay="2 seconds"))
+    assert outcomes["op_id"].is_unique and _resolved(outcomes) == expected
+    assert {tuple(r) for r in seen["outcomes"]} == expected
+    assert len(table["rejected"]) == 2  # every malformed line once
+    assert int(metrics["completed"].sum() + metrics["expired"].sum()) == len(outcomes)
+    assert int(metrics["unmatched"].sum()) == len(table["unmatched_events"])
+    # managed tables, in the schema's location; their partitioning is the contract's
+    assert seen["location"].startswith(f"file:{warehouse / 'purgatory.db'}")
+    assert seen["partitionColumns"] == ["resolved_date"]
+    # one writer per output: the catalog tables name their checkpoint; another one is refused
+    assert seen["owner"] == app_id_of(chk)
+    assert "output table spark_catalog.purgatory.pay_outcomes belongs" in seen["refused"], seen
+
+
+#: the second run: the job (``spark_purgatory.job.main``, what ``jobs/purgatory_job.py`` runs),
+#: then what its session reads of the tables, as one line of JSON.  argv: the job's arguments
+_SECOND_RUN = f"""
+import json, sys
+sys.path.insert(0, {ROOT!r})
+from pyspark.sql import SparkSession
+from spark_purgatory import start
+from spark_purgatory.delta.ownership import OWNER, OutputOwnedError
+from spark_purgatory.job import main, parse_args
+
+if main(sys.argv[1:]):
+    sys.exit(1)
+spark = SparkSession.builder.getOrCreate()
+settings = parse_args(sys.argv[1:])
+outcomes = spark.table("purgatory.pay_outcomes").selectExpr(
+    "op_id", "status", "CAST(unix_millis(resolved_at) AS BIGINT)"
+).collect()
+detail = spark.sql("DESCRIBE DETAIL purgatory.pay_outcomes").first()
+try:
+    start(settings.ops_path, settings.events_path, output=settings.output_tables,
+          checkpoint=settings.checkpoint_path + "-2", config=settings.config, spark=spark)
+    refused = "not refused"
+except OutputOwnedError as error:
+    refused = str(error)
+print(json.dumps({{
+    "outcomes": [list(r) for r in outcomes],
+    "location": detail["location"],
+    "partitionColumns": list(detail["partitionColumns"]),
+    "owner": detail["properties"][OWNER],
+    "refused": refused,
+}}))
+"""

@@ -57,7 +57,8 @@ def submitted_wheel(tmp_path_factory):
     the tests' pin, the Spark the cluster's processes run."""
     where = tmp_path_factory.mktemp("submitted")
     wheel = build_wheel(where / "dist")
-    python = install_wheel(wheel, where / "venv", also=("pyspark==" + pyspark.__version__,))
+    python = install_wheel(wheel, where / "venv", bytecode=False, also=("pyspark==" + pyspark.__version__,))
+    _compile_what_the_nodes_import(python)
     env = venv_env(python)
     named = subprocess.run(
         [str(python.parent / "spark-purgatory"), "jars"], capture_output=True, text=True, env=env, check=True
@@ -67,6 +68,16 @@ def submitted_wheel(tmp_path_factory):
     jars = [shutil.copy(jar, library) for jar in named.split(",")]
     uninstall(python, "spark-purgatory")
     return Path(shutil.copy(wheel, where / f"{wheel.stem}.zip")), jars, python
+
+
+def _compile_what_the_nodes_import(python: Path) -> None:
+    """Bytecode for what the driver and the executors' Python workers import from the nodes'
+    venv (with ``PYTHONDONTWRITEBYTECODE`` set each of those processes compiles it again): not
+    the venv's pyspark, since ``spark-submit`` and the executors put Spark's own ``pyspark.zip``
+    before it on their path, nor the packages' tests."""
+    (site,) = (python.parent.parent / "lib").glob("python*/site-packages")
+    skipped = r"[\\/](pyspark|tests?)[\\/]"
+    subprocess.run([str(python), "-m", "compileall", "-q", "-x", skipped, str(site)], check=True)
 
 
 @pytest.mark.jars("checks")  # the wheel's build needs them built

@@ -223,20 +223,31 @@ def test_a_rejected_record_names_its_topic_partition_and_offset(spark, kafka_bro
     assert len(named) == 8
     for source, record in named:
         assert record["topic"] == f"contract-{'ops' if source == 'operations' else 'events'}"
-        # Spark's Kafka source reads that one record back from where the row says it is
-        offsets = {record["topic"]: {str(record["partition"]): record["offset"]}}
-        until = {record["topic"]: {str(record["partition"]): record["offset"] + 1}}
-        again = (
-            spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", kafka_broker.bootstrap_servers)
-            .option("assign", json.dumps({record["topic"]: [record["partition"]]}))
-            .option("startingOffsets", json.dumps(offsets))
-            .option("endingOffsets", json.dumps(until))
-            .load()
-            .selectExpr("CAST(value AS STRING) AS value")
-            .collect()
+    # Spark's Kafka source reads each record back from where its row says it is: one read of
+    # the named partitions, from the first named offset to the last, keyed by where it found them
+    spans: dict[str, dict[str, list[int]]] = {}
+    for _source, record in named:
+        span = spans.setdefault(record["topic"], {}).setdefault(str(record["partition"]), [])
+        span.append(record["offset"])
+    read = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", kafka_broker.bootstrap_servers)
+        .option("assign", json.dumps({t: [int(p) for p in parts] for t, parts in spans.items()}))
+        .option(
+            "startingOffsets",
+            json.dumps({t: {p: min(o) for p, o in parts.items()} for t, parts in spans.items()}),
         )
-        assert [r.value for r in again] == [record["value"]]
+        .option(
+            "endingOffsets",
+            json.dumps({t: {p: max(o) + 1 for p, o in parts.items()} for t, parts in spans.items()}),
+        )
+        .load()
+        .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value")
+        .collect()
+    )
+    found = {(r.topic, r.partition, r.offset): r.value for r in read}
+    for _source, record in named:
+        assert found[(record["topic"], record["partition"], record["offset"])] == record["value"], record
 
 
 # -- partitions and topics skewed in event time ---------------------------------------------------
@@ -390,7 +401,7 @@ def test_a_key_partitioned_backlog_drained_available_now_in_small_micro_batches_
             checkpoint=chk,
             config=config,
             source_format="kafka",
-            kafka_options=_options(kafka_broker, maxOffsetsPerTrigger="60"),
+            kafka_options=_options(kafka_broker, maxOffsetsPerTrigger="100"),
             spark=spark,
             **options,
         ) as q:
@@ -402,9 +413,9 @@ def test_a_key_partitioned_backlog_drained_available_now_in_small_micro_batches_
     assert not first.is_active
     read = _offsets_log(chk, set(topics.values()))
     assert read[-1] == produced, "it read up to what it found"
-    # maxOffsetsPerTrigger, 60 records of a topic's 300: five micro-batches of it (the log
+    # maxOffsetsPerTrigger, 100 records of a topic's 300: three micro-batches of it (the log
     # repeats an offset for a micro-batch without new input)
-    assert len({json.dumps(r, sort_keys=True) for r in read}) >= 5, "the backlog was read in one go"
+    assert len({json.dumps(r, sort_keys=True) for r in read}) >= 3, "the backlog was read in one go"
     produce(1)
     second = run(end_of_input=True)
     assert _offsets_log(chk, set(topics.values()))[-1] == produced
