@@ -77,7 +77,7 @@ dist: $(STAMP)
 # with every set a session puts on Spark's class path (not the broker's, which runs apart), into
 # the user's cache ($XDG_CACHE_HOME/spark-purgatory/class-data), where a wheel's first local
 # session makes its own at exit
-class-data: checks-jar $(STAMP) bytecode jars-delta jars-s3a jars-kafka
+class-data: checks-jar $(STAMP) jars-delta jars-s3a jars-kafka
 	@$(PY) -m spark_purgatory.class_data_dump
 
 # Python's bytecode for what every job, Spark Python worker and test process imports.  uv
@@ -112,12 +112,12 @@ TEST_WORKERS ?= 3
 
 # the set-up steps side by side: the venv's install (uv), npm's Azurite and mvn's JARs wait on
 # downloads (a clean clone's set-up left a third of its two cores idle one after the other).
-# The class-data dump is the longest step and the last: the project's JARs (listed first, so
-# they build from the start, no venv needed), each JAR set and the bytecode all start at once,
-# and the dump runs once they are there, its Python processes reading compiled bytecode instead
-# of compiling beside it; npm still downloads meanwhile
+# The class-data dump is the longest step (about 45 s): the project's JARs (listed first, so
+# they build from the start, no venv needed), the venv and each JAR set all start at once, and
+# the dump starts as soon as the venv and the JARs are there, beside the bytecode's compiling
+# and npm's download
 setup:
-	@$(MAKE) --no-print-directory -j6 --output-sync=target $(AZURITE) class-data jars-kafka-broker
+	@$(MAKE) --no-print-directory -j6 --output-sync=target $(AZURITE) class-data bytecode jars-kafka-broker
 
 # every run prints its 15 slowest tests (a --durations in ARGS replaces it: the last one counts)
 test: setup
