@@ -490,8 +490,7 @@ def test_a_topic_deleted_mid_run_ends_the_job_in_one_line_a_start_once_restored_
     (created again with its records, at the same offsets, as from a mirror), a start continues
     from the checkpoint's offsets: the tables then hold what the engine computes."""
     from tests.support.clean_stops import after_a_commit
-    from tests.support.crash_harness import SETTINGS, check, tables_and_reference
-    from tests.support.crash_harness import _options as job_options
+    from tests.support.crash_harness import SETTINGS, check, job_options, tables_and_reference
 
     work = generate(300, seed=23, ops_per_second=40)
     malformed = 2
