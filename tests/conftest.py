@@ -66,11 +66,11 @@ os.environ.setdefault("SPARK_PURGATORY_CLASS_DATA", "use")
 #: test files (paths from the project's root, as in node ids), slowest first (their slowest
 #: test, ``make test ARGS="--durations=60"``); the others follow in file order
 SLOW_FIRST = (
-    "tests/delta/test_kafka_crash.py",  # four job runs (Spark's writer on Kafka), a 60 s broker outage
+    "tests/delta/test_kafka_crash.py",  # three job runs (Spark's writer on Kafka), a 60 s broker outage
     "tests/delta/test_crash.py",  # four job runs (delta-rs on files, the topic on), three killed
     "benchmarks/tests/test_benchmarks.py",  # the Spark benchmarks' smoke run in one JVM
     "tests/delta/test_s3a.py",  # two job runs, the whole query through S3A and a proxy's 503s
-    "tests/delta/test_catalog.py",
+    "tests/delta/test_catalog.py",  # two job runs into catalog tables, the first killed
     "tests/delta/test_azure_store.py",  # the ADLS job killed, then restarted on the worker's session
     "tests/docs/test_readme.py",
     "tests/docs/test_wheel_install.py",  # the wheel built, installed in a fresh venv, one JVM run

@@ -2,7 +2,9 @@
 
 The job's ``--output-tables`` (``start()`` into ``CatalogTables``: three-part names through
 Spark's session catalog, with a prefix) across two runs of a local catalog kept in
-``job.warehouse``: the second run finds the tables by name and continues, and its session
+``job.warehouse``: the first is killed after its first commit (Spark's Delta writer's kill at
+``committed`` in the crash tests' plans), the second finds the tables by name, recovers the
+killed run's drain and continues, and its session
 reads them back with two-part names by ``spark.table``; what is refused, in one line:
 delta-rs with catalog names, a local run without a warehouse, a second checkpoint into the
 same tables.  The tables are read in the job's own session, not the test worker's: a local
@@ -31,6 +33,11 @@ from tests.support.crash_harness import reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JOB = os.path.join(ROOT, "jobs", "purgatory_job.py")
+#: the job with the crash tests' fault hook (``tests/support/faulty_job.py``)
+FAULTY_JOB = os.path.join(ROOT, "tests", "support", "faulty_job.py")
+#: where the first run is killed: Spark's Delta writer's kill at this point of the crash tests'
+#: plans (``test_crash.test_the_plans_kill_at_every_fault_point``), here through ``saveAsTable``
+KILL = "committed:1"
 
 
 def _resolved(outcomes: pd.DataFrame) -> set[tuple[str, str, int]]:
@@ -90,12 +97,14 @@ def test_a_local_job_with_catalog_names_needs_a_warehouse_and_says_so(tmp_path):
 @pytest.mark.spark
 def test_the_job_writes_catalog_tables_kept_by_a_local_warehouse_across_runs(tmp_path):
     """Two runs of the job into the tables ``pay_*`` of schema ``purgatory``, each a session of
-    its own over the local catalog in ``job.warehouse``: the first names them with two parts,
-    the second with three (Spark's session catalog named), finds the same tables by name and
-    continues, exactly once.  Then, in the second run's session (``_SECOND_RUN``), the tables
-    read back by ``spark.table`` with two-part names; they are managed tables in their
-    schema's location, partitioned as the contract says, and name their checkpoint:
-    ``start()`` with another one is refused."""
+    its own over the local catalog in ``job.warehouse``: the first names them with two parts
+    and is killed (kill -9) after its first commit of rows (``KILL``); the second names them
+    with three (Spark's session catalog named), finds the same tables by name, recovers the
+    killed run's drain (Delta skips the table already committed by its ``txnAppId`` and
+    ``txnVersion``) and continues, exactly once.  Then, in the second run's session
+    (``_SECOND_RUN``), the tables read back by ``spark.table`` with two-part names; they are
+    managed tables in their schema's location, partitioned as the contract says, and name
+    their checkpoint: ``start()`` with another one is refused."""
     work = generate(300, seed=12, ops_per_second=50)
     staged, ops, events = str(tmp_path / "in"), str(tmp_path / "ops"), str(tmp_path / "events")
     write_json_lines(work, f"{staged}/ops", f"{staged}/events", files=4, malformed=2)
@@ -108,18 +117,20 @@ def test_the_job_writes_catalog_tables_kept_by_a_local_warehouse_across_runs(tmp
     args = ["--ops-path", ops, "--events-path", events, "--checkpoint-path", chk,
             *[x for k, v in settings.items() for x in ("--set", f"{k}={v}")]]  # fmt: skip
     names = sorted(os.listdir(f"{staged}/ops"))
-    runs = (
-        (JOB, "purgatory.pay_{table}", names[:2]),
-        (str(second), "spark_catalog.purgatory.pay_{table}", names[2:]),
+    runs = (  # the script, its tables, its input files, its end (-9: killed at KILL)
+        (FAULTY_JOB, "purgatory.pay_{table}", names[:2], -9),
+        (str(second), "spark_catalog.purgatory.pay_{table}", names[2:], 0),
     )
-    for script, tables, run in runs:
+    for script, tables, run, end in runs:
         _move(f"{staged}/ops", ops, run)
         _move(f"{staged}/events", events, run)
         job = subprocess.run(
             [sys.executable, script, *args, "--output-tables", tables],
             capture_output=True, text=True, cwd=cwd, timeout=600,
+            # stdout unbuffered: the killed run's lines are there too
+            env={**os.environ, "PURGATORY_FAULT": KILL, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
-        assert job.returncode == 0, job.stderr[-3000:]
+        assert job.returncode == end, job.stderr[-3000:]
         assert f"CatalogDeltaWriter, output {tables}" in job.stdout
     assert os.listdir(cwd) == []  # nor Derby's database and log, nor a spark-warehouse
     assert {"metastore_db", "derby.log", "purgatory.db"} <= set(os.listdir(warehouse))

@@ -22,9 +22,10 @@ killed once per writer across the crash tests (``test_the_plans_kill_at_every_fa
 delta-rs here at ``manifest`` and ``staging``, at ``committed`` in ``test_azure_store.py`` with
 its tables, state and staging on ADLS (Azurite), and at ``staged`` and ``written`` in the end of
 input's micro-batch and the flush after it (``tests/handoff/test_end_of_input.py``, its
-``metrics`` table checked too); Spark's writer on Kafka at ``manifest``, ``staged``,
-``committed`` and at ``staging`` in ``tests/delta/test_s3a.py`` with the whole query on an
-S3-compatible store. A random kill falls
+``metrics`` table checked too); Spark's writer on Kafka at ``manifest`` and ``staged``, at
+``committed`` in ``tests/delta/test_catalog.py``'s job into catalog tables (``saveAsTable``)
+and at ``staging`` in ``tests/delta/test_s3a.py`` with the whole query on an S3-compatible
+store. A random kill falls
 a random 0-5 s after the run committed a micro-batch of its own: inside a send's transaction to
 the topic, between a send and the drain that follows it, in a drain, between micro-batches.
 Where the input comes from changes only what a replay reads, which Spark's source log decides:
@@ -46,12 +47,13 @@ import pytest
 
 from spark_purgatory.delta.accumulator import FAULT_POINTS
 from tests.delta.test_azure_store import KILL as ADLS_KILL
+from tests.delta.test_catalog import KILL as CATALOG_KILL
 from tests.handoff.test_end_of_input import END_KILLS
 from tests.support.clean_stops import killed_as_planned, parts_of
 from tests.support.crash_harness import check, check_topic_status, run
 
 #: each output's runs, in order (``crash_harness.run``'s plan): every fault point its writer
-#: passes (with ``ADLS_KILL``, ``END_KILLS`` and ``PLANS["s3"]``), what a run rides out, the
+#: passes (with ``ADLS_KILL``, ``END_KILLS``, ``CATALOG_KILL`` and ``PLANS["s3"]``), what a run rides out, the
 #: signal's stop and one random kill (``make nightly`` draws ten kills on files, about a third
 #: of them random).  "delta-rs" is this file's (files), "spark" ``test_kafka_crash.py``'s (Kafka
 #: topics), "s3" ``test_s3a.py``'s (Spark's writer, the whole query on s3a)
@@ -66,7 +68,6 @@ PLANS = {
     # the final run's, in a warm JVM, not a new one's
     "spark": [
         "fault=staged:2",
-        "fault=committed:1",
         "outage=60+random",  # the plan's random kill, once the outage was ridden out
         "fault=manifest:1",
     ],
@@ -84,7 +85,8 @@ def test_the_plans_kill_at_every_fault_point():
     delta_rs = _points(PLANS["delta-rs"])
     assert set(delta_rs + elsewhere) == set(FAULT_POINTS)
     assert len(set(delta_rs)) == len(delta_rs) and not set(delta_rs) & set(elsewhere)  # none twice
-    native = _points(PLANS["s3"]) + _points(PLANS["spark"])  # Spark's Delta writer: no "written"
+    # Spark's Delta writer (no "written"): the plans and the catalog job's kill
+    native = _points(PLANS["s3"]) + _points(PLANS["spark"]) + _points([f"fault={CATALOG_KILL}"])
     assert sorted(native) == sorted(set(FAULT_POINTS) - {"written"})  # each once
     # and in each plan a random kill and what its runs ride out: a restart and Ctrl-C's stop on
     # files (SIGTERM's, the same handler: test_signals), a broker outage on Kafka

@@ -12,10 +12,10 @@ hold what the Spark-free engine computes from the same input, nothing twice, not
 (``crash_harness.check``, the metrics table included), and every commit of rows is Delta's own
 writer's.  Spark's writer is killed at the fault points its path passes (``written`` is
 delta-rs's alone: Spark's Delta writes a drain's data files and commits them in one call),
-``committed`` included (Delta's ``txnAppId``/``txnVersion`` skips the replay), and at a random
-moment after the outage; its ``staging`` kill is ``test_s3a.py``'s, and delta-rs's kills are on
-files (``test_crash.PLANS``: one plan per output, and the runs that exist anyway on ADLS and at
-the end of input).
+and at a random moment after the outage; its ``staging`` kill is ``test_s3a.py``'s, its
+``committed`` kill (Delta's ``txnAppId``/``txnVersion`` skips the replay) ``test_catalog.py``'s,
+and delta-rs's kills are on files (``test_crash.PLANS``: one plan per output, and the runs
+that exist anyway on ADLS and at the end of input).
 
 The outcomes (cancelled ones too), warnings and rejected rows also go to an output topic (``output.kafka.*``,
 ``kafka_output``): after the kills and the outage, a ``read_committed`` consumer of
