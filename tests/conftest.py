@@ -53,9 +53,10 @@ settings.load_profile("ci")
 #: ``SPARK_DAEMON_JAVA_OPTS`` (a standalone master and workers; ``tests/support/cluster.py`` gives
 #: them to its executors too); a value already set is kept.  Before each of these JVMs,
 #: spark-class runs Spark's launcher in a JVM of its own, which reads ``SPARK_LAUNCHER_OPTS``:
-#: C1 and the serial collector take it from 0.27 to 0.11 s of CPU
+#: C1 and the serial collector take it from 0.27 to 0.11 s of CPU; mvn (the installed wheel
+#: resolving its Kafka sets) reads ``MAVEN_OPTS``
 TEST_JVM_OPTIONS = f"{C1_ONLY} -XX:+UseSerialGC"
-for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS", "SPARK_LAUNCHER_OPTS"):
+for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS", "SPARK_LAUNCHER_OPTS", "MAVEN_OPTS"):
     os.environ.setdefault(_variable, TEST_JVM_OPTIONS)
 #: the tests' JVMs map the class-data archive ``make class-data`` made and dump none at exit:
 #: a session on another class path (a job told of no JARs, a test's own set) would otherwise

@@ -42,7 +42,6 @@ import spark_purgatory
 from spark_purgatory import PurgatoryConfig
 from spark_purgatory.kafka_broker import KafkaBroker
 from spark_purgatory.runtime.jars import built_for, fits
-from spark_purgatory.runtime.session import C1_ONLY
 from spark_purgatory.testing import assert_outcomes
 from spark_purgatory.version import USER_METADATA
 from spark_purgatory.workload import generate, write_json_lines
@@ -136,10 +135,9 @@ def _writing_bytecode(env: dict[str, str]) -> dict[str, str]:
     imported, where this machine sets ``PYTHONDONTWRITEBYTECODE`` (each process, Spark's Python
     workers too, would compile pandas, pyarrow and pyspark again); compiled at the install
     instead, as ``pip`` does, it is every module, pandas' and numpy's own tests too, which these
-    processes never import; and mvn's JVM with the options the tests give every JVM (C1 only,
-    the serial collector: ``tests/conftest.py``), as it resolves the Kafka sets."""
-    env = {key: value for key, value in env.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    return {**env, "MAVEN_OPTS": f"{C1_ONLY} -XX:+UseSerialGC"}
+    processes never import.  (mvn, resolving the Kafka sets, gets the tests' JVM options from
+    ``MAVEN_OPTS``: ``tests/conftest.py``.)"""
+    return {key: value for key, value in env.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
 def test_the_installed_wheel_runs_the_readme_and_the_job_with_its_jars(wheel_python, tmp_path):

@@ -134,7 +134,6 @@ def _files_holding(root: str, needle: bytes) -> list[str]:
 def test_no_output_of_the_job_or_the_command_line_shows_a_secret(spark, kafka_broker, tmp_path, capfd):
     from spark_purgatory import PurgatoryConfig, start
     from spark_purgatory.config import read_properties
-    from tests.support.clean_stops import after_a_commit
     from tests.support.crash_harness import ROOT, SETTINGS, check, job_options, tables_and_reference
 
     work = generate(200, seed=31, ops_per_second=40)
